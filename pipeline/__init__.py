@@ -1,0 +1,1 @@
+"""Large-scale evaluation pipeline for scientific document encoders (MDCR-style)."""

@@ -1,0 +1,266 @@
+"""`python -m pipeline <stage>`: a thin command line over the stage functions.
+
+Only the standard library and the stdlib-only modules (fields, naming, models) are imported at
+the top, so `python3 -m pipeline check ...` validates make variables before the environment
+exists; each stage imports its module when it runs. Bad input exits with status 2 and one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pipeline.errors import InputError
+from pipeline.fields import resolve_field
+from pipeline.models import REGISTRY, get_model
+from pipeline.naming import parse_size
+
+
+def _dirs(args: argparse.Namespace) -> tuple[Path, Path, Path]:
+    corpus_dir = Path(args.corpora_root) / args.corpus
+    return corpus_dir, Path(args.index_root), Path(args.runs_root)
+
+
+def _log_dir(args: argparse.Namespace) -> Path:
+    return Path(args.runs_root) / args.corpus
+
+
+def _pools(args: argparse.Namespace) -> list[str]:
+    from pipeline.pools import list_pools
+
+    corpus_dir = _dirs(args)[0]
+    pools = args.pool or list_pools(corpus_dir)
+    if not pools:
+        raise InputError(f"no pools under {corpus_dir}/pools: build one with `make pool`")
+    return pools
+
+
+def cmd_check(args: argparse.Namespace) -> None:
+    if args.model:
+        get_model(args.model)
+    if args.field:
+        resolve_field(args.field)
+    if args.size:
+        for size in args.size.split():
+            parse_size(size)
+
+
+def cmd_models(args: argparse.Namespace) -> None:
+    for entry in REGISTRY.values():
+        print(f"{entry.name:14} {entry.kind:12} {entry.hf_id or '-':52} {entry.similarity}")
+
+
+def cmd_synth(args: argparse.Namespace) -> None:
+    from pipeline.synthetic import SyntheticConfig, generate
+    from pipeline.timing import timed
+
+    cfg = SyntheticConfig(n_papers=parse_size(args.papers), n_shards=args.shards, seed=args.seed)
+    with timed("synth", _log_dir(args), papers=cfg.n_papers) as info:
+        out = generate(_dirs(args)[0] / "s2orc", cfg)
+        info.update(out["counts"])
+
+
+def cmd_ingest(args: argparse.Namespace) -> None:
+    from pipeline.ingest import ingest
+    from pipeline.timing import timed
+
+    corpus_dir = _dirs(args)[0]
+    raw = Path(args.raw) if args.raw else corpus_dir / "s2orc"
+    with timed("ingest", _log_dir(args)) as info:
+        info.update(ingest(raw, corpus_dir)["counts"])
+
+
+def cmd_prefilter(args: argparse.Namespace) -> None:
+    from pipeline.ingest import prefilter
+    from pipeline.timing import timed
+
+    with timed("prefilter", _log_dir(args)) as info:
+        info.update(prefilter(_dirs(args)[0], args.citations, args.min_citations)["counts"])
+
+
+def cmd_pool(args: argparse.Namespace) -> None:
+    from pipeline.pools import PoolSpec, build_pool
+    from pipeline.timing import timed
+
+    field = resolve_field(args.field) if args.field else None
+    for size_text in args.size.split():
+        for repeat in range(args.repeats):
+            spec = PoolSpec(size=parse_size(size_text), field=field, repeat=repeat,
+                            n_queries=args.queries, query_year=args.query_year,
+                            max_year=args.query_year, seed=args.seed, exclude=args.exclude)
+            with timed("pool", _log_dir(args), pool=spec.name) as info:
+                counts = build_pool(_dirs(args)[0], spec)["counts"]
+                info.update(queries=counts["queries"], candidates=counts["candidates"])
+
+
+def _embed_options(args: argparse.Namespace) -> dict:
+    return {"batch_size": args.batch_size, "dtype": args.dtype, "model_path": args.model_path,
+            "device": args.device}
+
+
+def cmd_embed(args: argparse.Namespace) -> None:
+    from pipeline.embed import embed
+    from pipeline.timing import timed
+
+    corpus_dir, index_root, _ = _dirs(args)
+    with timed("embed", _log_dir(args), model=args.model) as info:
+        out = embed(corpus_dir, index_root, get_model(args.model), _pools(args), args.shard,
+                    args.num_shards, **_embed_options(args))
+        info.update({k: out[k] for k in ("embedded", "papers_per_s") if k in out})
+
+
+def cmd_index(args: argparse.Namespace) -> None:
+    from pipeline.search import index
+    from pipeline.timing import timed
+
+    corpus_dir, index_root, _ = _dirs(args)
+    entry = get_model(args.model)
+    for pool in _pools(args):
+        with timed("index", _log_dir(args), model=entry.name, pool=pool):
+            index(corpus_dir, index_root, pool, entry, args.threads, **(
+                _embed_options(args) if entry.kind == "dense" else {}))
+
+
+def cmd_search(args: argparse.Namespace) -> None:
+    from pipeline.search import search
+    from pipeline.timing import timed
+
+    corpus_dir, index_root, runs_root = _dirs(args)
+    entry = get_model(args.model)
+    for pool in _pools(args):
+        with timed("search", _log_dir(args), model=entry.name, pool=pool) as info:
+            out = search(corpus_dir, index_root, runs_root, pool, entry, args.k, args.threads,
+                         args.seed, args.backend)
+            info.update(queries_per_s=out["queries_per_s"])
+
+
+def cmd_eval(args: argparse.Namespace) -> None:
+    from pipeline.evaluate import collect_results, eval_run
+    from pipeline.timing import timed
+
+    corpus_dir, _, runs_root = _dirs(args)
+    entry = get_model(args.model)
+    for pool in _pools(args):
+        with timed("eval", _log_dir(args), model=entry.name, pool=pool) as info:
+            out = eval_run(corpus_dir, runs_root, pool, entry.name)
+            info.update({k: round(v, 4) for k, v in out["means"].items() if v is not None})
+    collect_results(Path(args.corpora_root), runs_root)
+
+
+def cmd_collect(args: argparse.Namespace) -> None:
+    from pipeline.evaluate import collect_results
+
+    results = collect_results(Path(args.corpora_root), Path(args.runs_root))
+    print(f"[collect] {results.height} rows in {args.runs_root}/results.parquet", file=sys.stderr)
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    from pipeline.evaluate import collect_results
+    from pipeline.report import report, stage_times
+
+    collect_results(Path(args.corpora_root), Path(args.runs_root))
+    print(report(Path(args.runs_root), args.corpus))
+    print(f"Written to {args.runs_root}/reports/ ({args.corpus}.md, .tex, .png)")
+    if args.times:
+        print("\n## Stage times (seconds, this corpus)\n\n" +
+              stage_times(Path(args.runs_root), args.corpus))
+
+
+def cmd_manifest(args: argparse.Namespace) -> None:
+    path = _dirs(args)[0] / "manifest.json"
+    print(json.dumps(json.loads(path.read_text()), indent=2) if path.exists() else "{}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__)
+    parser.add_argument("--corpora-root", default="corpora")
+    parser.add_argument("--index-root", default="indexes")
+    parser.add_argument("--runs-root", default="runs")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def stage(name: str, func, help_text: str, corpus: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(func=func)
+        if corpus:
+            p.add_argument("--corpus", default="demo", help="folder under corpora/")
+        return p
+
+    p = stage("check", cmd_check, "validate MODEL / FIELD / SIZE values (exit 2 if bad)", False)
+    p.add_argument("--model")
+    p.add_argument("--field")
+    p.add_argument("--size", help="one size or several separated by spaces")
+    stage("models", cmd_models, "list the model registry", False)
+
+    p = stage("synth", cmd_synth, "generate a synthetic corpus in S2ORC format")
+    p.add_argument("--papers", default="120k")
+    p.add_argument("--shards", type=int, default=4)
+    p.add_argument("--seed", type=int, default=0)
+
+    p = stage("ingest", cmd_ingest, "S2ORC shards -> papers.parquet + citations.parquet")
+    p.add_argument("--raw", help="S2ORC folder holding metadata/ (default corpora/<corpus>/s2orc)")
+
+    p = stage("prefilter", cmd_prefilter, "MDCR §3 prefilter with drop counts")
+    p.add_argument("--citations", default="inbound", help="inbound | outbound | either")
+    p.add_argument("--min-citations", type=int, default=3)
+
+    p = stage("pool", cmd_pool, "build dataset-level or field-level pools")
+    p.add_argument("--size", required=True, help="e.g. 20000, 20k, 2M; several: '10k 20k'")
+    p.add_argument("--field", help="a MAG field for a field-level pool")
+    p.add_argument("--repeats", type=int, default=1, help="samples per size (paper: 3)")
+    p.add_argument("--queries", type=int, help="default 3800 dataset-level, 200 per field")
+    p.add_argument("--query-year", type=int, default=2019)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--exclude", help="file of CorpusIDs never used as queries")
+
+    def pool_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--pool", action="append", help="pool name (repeatable; default all)")
+
+    def embed_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--batch-size", type=int)
+        p.add_argument("--dtype", default="float32", help="float32 | float16")
+        p.add_argument("--model-path", help="load the weights from this local folder")
+        p.add_argument("--device", help="cpu | cuda (default: cuda when available)")
+
+    p = stage("embed", cmd_embed, "embed the pools' papers missing from the store")
+    p.add_argument("--model", default="minilm")
+    pool_arg(p)
+    embed_args(p)
+    p.add_argument("--shard", type=int, default=0)
+    p.add_argument("--num-shards", type=int, default=1)
+
+    p = stage("index", cmd_index, "build what a model searches (Lucene index / embeddings)")
+    p.add_argument("--model", default="minilm")
+    p.add_argument("--threads", type=int, default=2)
+    pool_arg(p)
+    embed_args(p)
+
+    p = stage("search", cmd_search, "retrieve the top k per query, write TREC + parquet runs")
+    p.add_argument("--model", default="minilm")
+    p.add_argument("--k", type=int, default=500)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random model")
+    p.add_argument("--backend", default="auto",
+                   help="dense: auto | faiss-cpu | faiss-gpu | torch-cuda | torch-cpu")
+    pool_arg(p)
+
+    p = stage("eval", cmd_eval, "score runs with ranx (MAP, NDCG, R@30), per query")
+    p.add_argument("--model", default="minilm")
+    pool_arg(p)
+
+    stage("collect", cmd_collect, "gather evaluated runs into runs/results.parquet", False)
+    p = stage("report", cmd_report, "tables (md, tex) and the MAP-vs-pool-size plot")
+    p.add_argument("--times", action="store_true", help="also print per-stage times")
+    stage("manifest", cmd_manifest, "print the corpus manifest (ingest, prefilter counts)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

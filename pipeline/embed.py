@@ -1,0 +1,176 @@
+"""The embedding store: sharded Arrow files of paper vectors, one store per (corpus, model).
+
+`indexes/<corpus>/embeddings/<model>/` holds `part-*.arrow` files (columns `corpusid: int64`,
+`vector: fixed_size_list<float>[dim]`, rows sorted by corpusid) and a manifest listing each
+part with its checksum. Every pool of the corpus shares the store: a paper is embedded once
+per model, and a later pool embeds only the papers it adds. `--shard i --num-shards n` embeds
+the missing papers whose corpusid % n == i, so a SLURM job array splits the work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from pipeline.artifacts import (
+    atomic_path,
+    file_lock,
+    manifest,
+    read_json,
+    sha256_file,
+    write_json,
+)
+from pipeline.errors import InputError
+from pipeline.models import ModelEntry
+from pipeline.pools import list_pools, load_pool
+
+DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
+
+
+def store_dir(index_root: Path, corpus: str, model: str) -> Path:
+    return index_root / corpus / "embeddings" / model
+
+
+def _parts(store: Path) -> list[dict]:
+    path = store / "manifest.json"
+    return read_json(path)["parts"] if path.exists() else []
+
+
+def stored_ids(store: Path) -> np.ndarray:
+    """Sorted ids of every paper in the store (reads only the id column, memory-mapped)."""
+    ids = [ipc.open_file(pa.memory_map(str(store / p["file"]))).read_all()
+           .column("corpusid").to_numpy() for p in _parts(store)]
+    return np.sort(np.concatenate(ids)) if ids else np.empty(0, dtype=np.int64)
+
+
+def load_vectors(store: Path, ids: np.ndarray) -> np.ndarray:
+    """float32 matrix with one row per id of `ids`, in that order; error if any is missing."""
+    ids = np.asarray(ids, dtype=np.int64)
+    wanted = np.unique(ids)
+    found_ids, found_vecs = [], []
+    for part in _parts(store):
+        table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
+        part_ids = table.column("corpusid").to_numpy()
+        hit = np.isin(part_ids, wanted)
+        if hit.any():
+            vectors = table.column("vector").combine_chunks()
+            flat = vectors.flatten().to_numpy(zero_copy_only=False)
+            matrix = flat.reshape(len(part_ids), vectors.type.list_size)
+            found_ids.append(part_ids[hit])
+            found_vecs.append(matrix[hit].astype(np.float32))
+    all_ids = np.concatenate(found_ids) if found_ids else np.empty(0, dtype=np.int64)
+    missing = np.setdiff1d(wanted, all_ids)
+    if len(missing):
+        raise InputError(f"{len(missing)} papers (e.g. {missing[0]}) have no vector in {store}: "
+                         "run the embed stage for this pool first")
+    order = np.argsort(all_ids)
+    matrix = np.concatenate(found_vecs)[order]
+    return matrix[np.searchsorted(all_ids[order], ids)]
+
+
+def pool_ids(corpus_dir: Path, pool: str) -> np.ndarray:
+    """Ids a dense search of the pool needs: candidates and queries."""
+    queries, candidates, _ = load_pool(corpus_dir, pool)
+    return np.union1d(candidates["corpusid"].to_numpy(), queries["corpusid"].to_numpy())
+
+
+def _store_config(entry: ModelEntry, max_length: int, dtype: str, dim: int) -> dict:
+    return {"model": entry.describe(), "max_length": max_length, "dtype": dtype, "dim": dim,
+            "text_format": f"{entry.text_prefix}{{title}}{{sep_token}}{{abstract}}"}
+
+
+def _check_config(store: Path, config: dict) -> None:
+    path = store / "manifest.json"
+    if path.exists() and read_json(path)["config"] != config:
+        raise InputError(f"{store} holds vectors made with other settings (see its "
+                         "manifest.json): delete it or embed into another --index-root")
+
+
+def _write_part(store: Path, ids: np.ndarray, vectors: np.ndarray, dtype: str) -> dict:
+    order = np.argsort(ids)
+    ids, vectors = ids[order], vectors[order]
+    name = f"part-{hashlib.sha1(ids.tobytes()).hexdigest()[:16]}.arrow"
+    flat = pa.array(vectors.astype(np.float16 if dtype == "float16" else np.float32).ravel())
+    table = pa.table({
+        "corpusid": pa.array(ids, type=pa.int64()),
+        "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]),
+    })
+    with atomic_path(store / name) as tmp:
+        with ipc.new_file(str(tmp), table.schema) as writer:
+            writer.write_table(table)
+    return {"file": name, "rows": len(ids), "sha256": sha256_file(store / name),
+            "min_id": int(ids[0]), "max_id": int(ids[-1])}
+
+
+def mark_covered(corpus_dir: Path, store: Path, pools: list[str]) -> list[str]:
+    """Write `pools/<pool>.json` for each pool whose papers are all stored; return them."""
+    have = stored_ids(store)
+    covered = []
+    for pool in pools:
+        needed = pool_ids(corpus_dir, pool)
+        if np.isin(needed, have).all():
+            write_json({"pool": pool, "papers": len(needed),
+                        "parts": [p["file"] for p in _parts(store)]},
+                       store / "pools" / f"{pool}.json")
+            covered.append(pool)
+    return covered
+
+
+def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str] | None = None,
+          shard: int = 0, num_shards: int = 1, batch_size: int | None = None,
+          dtype: str = "float32", model_path: str | None = None, device: str | None = None
+          ) -> dict:
+    """Embed the papers of `pools` (default: every pool of the corpus) missing from the store."""
+    if not 0 <= shard < num_shards:
+        raise InputError(f"--shard {shard} --num-shards {num_shards}: need 0 <= shard < n")
+    if dtype not in DTYPES:
+        raise InputError(f"--dtype {dtype}: use float32 or float16")
+    pools = pools or list_pools(corpus_dir)
+    if not pools:
+        raise InputError(f"no pools under {corpus_dir}/pools: build one with `make pool`")
+    store = store_dir(index_root, corpus_dir.name, entry.name)
+    start = time.perf_counter()
+    needed = np.unique(np.concatenate([pool_ids(corpus_dir, p) for p in pools]))
+    missing = np.setdiff1d(needed, stored_ids(store))
+    missing = missing[missing % num_shards == shard]
+    info = {"model": entry.name, "pools": pools, "needed": len(needed), "embedded": len(missing),
+            "shard": shard, "num_shards": num_shards}
+    if len(missing):
+        from pipeline.encoders import Encoder
+
+        encoder = Encoder(entry, model_path=model_path, device=device)
+        config = _store_config(entry, encoder.max_length, dtype, encoder.dim)
+        _check_config(store, config)
+        papers = (pl.scan_parquet(corpus_dir / "prefiltered.parquet")
+                  .filter(pl.col("corpusid").is_in(pl.Series(missing).implode()))
+                  .select("corpusid", "title", "abstract").sort("corpusid").collect())
+        texts = [encoder.format(t, a) for t, a in zip(papers["title"], papers["abstract"],
+                                                      strict=True)]
+        size = batch_size or (128 if encoder.device.type == "cuda" else 16)
+        t0 = time.perf_counter()
+        vectors, n_tokens = encoder.encode(texts, batch_size=size)
+        seconds = time.perf_counter() - t0
+        with file_lock(store / ".lock"):
+            _check_config(store, config)
+            part = _write_part(store, papers["corpusid"].to_numpy(), vectors, dtype)
+            parts = [p for p in _parts(store) if p["file"] != part["file"]] + [part]
+            versions = {lib: version(lib) for lib in ("torch", "transformers", "pyarrow")}
+            write_json(manifest("embed", {"model": entry.name}, config=config, parts=parts,
+                                versions=versions, device=str(encoder.device)),
+                       store / "manifest.json")
+        info.update(papers_per_s=round(len(texts) / seconds, 2),
+                    tokens_per_s=round(n_tokens / seconds, 1), device=str(encoder.device))
+    with file_lock(store / ".lock"):
+        info["covered_pools"] = mark_covered(corpus_dir, store, pools)
+    info["seconds"] = round(time.perf_counter() - start, 2)
+    if not len(missing):
+        print(f"[embed] {entry.name}: all {len(needed)} papers already stored", file=sys.stderr)
+    return info

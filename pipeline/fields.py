@@ -1,0 +1,46 @@
+"""The 19 MAG fields of study (SPEC.md §1). Standard library only: the Makefile checks input
+with it before the environment exists."""
+
+from __future__ import annotations
+
+from pipeline.errors import InputError
+
+# name -> abbreviation used in the MDCR paper's tables
+MAG_FIELDS: dict[str, str] = {
+    "Art": "Art",
+    "Biology": "Bio",
+    "Business": "Bus",
+    "Chemistry": "Ch",
+    "Computer Science": "CS",
+    "Economics": "Eco",
+    "Engineering": "Eng",
+    "Environmental Science": "ES",
+    "Geography": "Geog",
+    "Geology": "Geol",
+    "History": "His",
+    "Materials Science": "MS",
+    "Mathematics": "Mat",
+    "Medicine": "Med",
+    "Philosophy": "Phi",
+    "Physics": "Phy",
+    "Political Science": "PS",
+    "Psychology": "Psy",
+    "Sociology": "Soc",
+}
+
+
+def resolve_field(name: str) -> str:
+    """Canonical field name; input is case-insensitive and may use '-' or '_' for spaces."""
+    wanted = name.strip().replace("-", " ").replace("_", " ").casefold()
+    for field in MAG_FIELDS:
+        if field.casefold() == wanted:
+            return field
+    raise InputError(
+        f"unknown FIELD {name!r}: use one of the 19 MAG fields ({', '.join(MAG_FIELDS)}); "
+        "case does not matter"
+    )
+
+
+def field_slug(field: str) -> str:
+    """File-name form of a field: 'Computer Science' -> 'computer-science'."""
+    return field.lower().replace(" ", "-")

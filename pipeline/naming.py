@@ -1,0 +1,45 @@
+"""Pool sizes and pool names. Standard library only (used by the Makefile's input check)."""
+
+from __future__ import annotations
+
+import re
+
+from pipeline.errors import InputError
+
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kKmM]?)$")
+
+
+def parse_size(text: str) -> int:
+    """'20000', '20k', '2M', '1.5M' -> number of candidate papers."""
+    match = _SIZE.match(str(text).strip().replace("_", ""))
+    if not match:
+        raise InputError(
+            f"malformed SIZE {text!r}: write a number of papers such as 20000, 20k or 2M"
+        )
+    number, unit = match.groups()
+    value = float(number) * {"": 1, "k": 1_000, "m": 1_000_000}[unit.lower()]
+    if value != int(value) or value < 1:
+        raise InputError(f"malformed SIZE {text!r}: it must be a whole number of papers >= 1")
+    return int(value)
+
+
+def format_size(size: int) -> str:
+    """20000 -> '20k', 2000000 -> '2M', 1500 -> '1500' (the inverse of parse_size)."""
+    for unit, scale in (("M", 1_000_000), ("k", 1_000)):
+        if size % scale == 0:
+            return f"{size // scale}{unit}"
+    return str(size)
+
+
+def pool_name(scope: str, size: int, repeat: int) -> str:
+    """Folder name of a pool: scope is 'all' (dataset-level) or a field slug."""
+    return f"{scope}-{format_size(size)}-r{repeat}"
+
+
+def parse_pool_name(name: str) -> tuple[str, int, int]:
+    """Inverse of pool_name: 'medicine-20k-r0' -> ('medicine', 20000, 0)."""
+    match = re.match(r"^(.+)-([0-9.]+[kM]?)-r(\d+)$", name)
+    if not match:
+        raise InputError(f"malformed pool name {name!r}: expected <scope>-<size>-r<repeat>")
+    scope, size, repeat = match.groups()
+    return scope, parse_size(size), int(repeat)

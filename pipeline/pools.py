@@ -1,0 +1,223 @@
+"""Query sets and candidate pools (SPEC.md §3, MDCR §3).
+
+Dataset-level: queries are prefiltered papers of the query year; the pool holds every paper
+they cite plus papers sampled at random from prefiltered papers up to the candidate year.
+Field-level: queries carry the field; negatives come from the field-cited set (papers cited by
+any paper labelled with the field). Relevance is binary: cited by the query.
+
+Determinism and nesting: queries depend only on (seed, scope); negatives are a prefix of one
+seeded permutation of a size-independent population, so with the same seed and repeat the 10k
+pool is contained in the 20k pool.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import zlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from pipeline.artifacts import manifest, read_json, sha256_file, write_json, write_parquet
+from pipeline.errors import InputError
+from pipeline.fields import field_slug
+from pipeline.naming import pool_name
+
+DATASET_QUERIES = 3800  # MDCR §3: 3,800 query papers
+FIELD_QUERIES = 200  # MDCR §3: 200 per field
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    size: int
+    field: str | None = None  # None: dataset-level pool
+    repeat: int = 0
+    n_queries: int | None = None  # default: 3,800 dataset-level, 200 per field
+    query_year: int = 2019
+    max_year: int = 2019
+    seed: int = 0
+    min_positives: int = 1
+    exclude: str | None = None  # file of CorpusIDs never used as queries (training sets)
+
+    @property
+    def scope(self) -> str:
+        return "all" if self.field is None else field_slug(self.field)
+
+    @property
+    def name(self) -> str:
+        return pool_name(self.scope, self.size, self.repeat)
+
+    @property
+    def queries_wanted(self) -> int:
+        if self.n_queries is not None:
+            return self.n_queries
+        return DATASET_QUERIES if self.field is None else FIELD_QUERIES
+
+
+def _read_exclusions(path: str | None) -> pl.Series:
+    if path is None:
+        return pl.Series("corpusid", [], dtype=pl.Int64)
+    try:
+        ids = pl.read_csv(path, has_header=False, new_columns=["corpusid"],
+                          schema_overrides={"corpusid": pl.Int64})
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise InputError(f"exclusion list {path}: unreadable ({exc.__class__.__name__}); "
+                         "give a text file with one CorpusID per line") from None
+    return ids["corpusid"]
+
+
+def _scope_seed(spec: PoolSpec) -> int:
+    return zlib.crc32(spec.scope.encode())
+
+
+def select_queries(corpus_dir: Path, spec: PoolSpec) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """Sample the query papers and their qrels; returns (queries, qrels, eligible count)."""
+    pre = pl.scan_parquet(corpus_dir / "prefiltered.parquet")
+    candidates = pre.filter(pl.col("year") <= spec.max_year).select("corpusid")
+    eligible = pre.filter(pl.col("year") == spec.query_year)
+    if spec.field is not None:
+        eligible = eligible.filter(pl.col("fields").list.contains(spec.field))
+    excluded = _read_exclusions(spec.exclude)
+    eligible = eligible.filter(~pl.col("corpusid").is_in(excluded.implode()))
+    positives = (
+        pl.scan_parquet(corpus_dir / "citations.parquet")
+        .join(eligible.select(citing="corpusid"), on="citing", how="semi")
+        .filter(pl.col("citing") != pl.col("cited"))
+        .join(candidates, left_on="cited", right_on="corpusid", how="semi")
+    )
+    counts = positives.group_by("citing").agg(n=pl.len()).filter(
+        pl.col("n") >= spec.min_positives)
+    pool_of_queries = (
+        eligible.join(counts, left_on="corpusid", right_on="citing", how="semi")
+        .select("corpusid", field=pl.col("fields").list.first() if spec.field is None
+                else pl.lit(spec.field))
+        .sort("corpusid").collect()
+    )
+    n_eligible = pool_of_queries.height
+    if n_eligible == 0:
+        raise InputError(
+            f"no query candidates for pool {spec.name}: no prefiltered {spec.query_year} paper"
+            f"{' in ' + spec.field if spec.field else ''} cites a paper of year <= "
+            f"{spec.max_year}; check the corpus and QUERY_YEAR"
+        )
+    rng = np.random.default_rng([spec.seed, 1, _scope_seed(spec)])
+    take = min(spec.queries_wanted, n_eligible)
+    picked = np.sort(rng.choice(n_eligible, size=take, replace=False))
+    queries = pool_of_queries[picked]
+    qrels = (
+        positives.join(queries.lazy().select(citing="corpusid"), on="citing", how="semi")
+        .select(query="citing", doc="cited", rel=pl.lit(1, dtype=pl.Int32))
+        .sort("query", "doc").collect()
+    )
+    return queries, qrels, n_eligible
+
+
+def negative_population(corpus_dir: Path, spec: PoolSpec, exclude: pl.Series) -> pl.Series:
+    """Sorted ids negatives are sampled from: all candidates (dataset-level) or the field-cited
+    set (field-level), minus `exclude` (queries and positives)."""
+    papers = pl.scan_parquet(corpus_dir / "prefiltered.parquet").filter(
+        pl.col("year") <= spec.max_year).select("corpusid")
+    if spec.field is not None:
+        labelled = pl.scan_parquet(corpus_dir / "papers.parquet").filter(
+            pl.col("fields").list.contains(spec.field)).select(citing="corpusid")
+        cited = (pl.scan_parquet(corpus_dir / "citations.parquet")
+                 .join(labelled, on="citing", how="semi").select(corpusid="cited").unique())
+        papers = papers.join(cited, on="corpusid", how="semi")
+    return (papers.filter(~pl.col("corpusid").is_in(exclude.implode()))
+            .sort("corpusid").collect()["corpusid"])
+
+
+def _up_to_date(pool_dir: Path, spec: PoolSpec, input_sha: str) -> bool:
+    path = pool_dir / "manifest.json"
+    if not path.exists():
+        return False
+    old = read_json(path)
+    return old.get("parameters") == asdict(spec) and old.get("inputs", {}).get(
+        "prefiltered.parquet") == input_sha
+
+
+def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
+    """Write queries, candidates, qrels and manifest for one pool; a no-op when up to date."""
+    prefiltered = corpus_dir / "prefiltered.parquet"
+    if not prefiltered.exists():
+        raise InputError(f"{prefiltered} is missing: run ingest and prefilter first")
+    if spec.size < 1 or spec.repeat < 0:
+        raise InputError(f"pool size {spec.size} / repeat {spec.repeat}: both must be positive")
+    pool_dir = corpus_dir / "pools" / spec.name
+    input_sha = sha256_file(prefiltered)
+    if _up_to_date(pool_dir, spec, input_sha):
+        print(f"[pool] {spec.name} is up to date", file=sys.stderr)
+        return read_json(pool_dir / "manifest.json")
+    start = time.perf_counter()
+    queries, qrels, n_eligible = select_queries(corpus_dir, spec)
+    positives = qrels["doc"].unique().sort()
+    need = spec.size - len(positives)
+    if need < 0:
+        raise InputError(
+            f"SIZE {spec.size} cannot hold the {len(positives)} papers cited by the "
+            f"{queries.height} queries: choose SIZE >= {len(positives)} or fewer QUERIES"
+        )
+    population = negative_population(
+        corpus_dir, spec, pl.concat([queries["corpusid"], positives]))
+    exhausted = need > len(population)
+    if exhausted and spec.field is None:
+        raise InputError(
+            f"SIZE {spec.size} exceeds the papers available: {len(positives)} cited + "
+            f"{len(population)} others up to {spec.max_year}; choose a smaller SIZE"
+        )
+    if exhausted and spec.repeat > 0:
+        raise InputError(
+            f"pool {spec.name}: the {spec.field} field-cited set ({len(population)} papers) is "
+            "smaller than SIZE, so every repeat would be the same pool; use repeat 0 only"
+        )
+    rng = np.random.default_rng([spec.seed, 2, spec.repeat, _scope_seed(spec)])
+    sampled = population.to_numpy()[rng.permutation(len(population))[:need]]
+    candidates = pl.concat([
+        pl.DataFrame({"corpusid": positives, "type": "cited"}),
+        pl.DataFrame({"corpusid": sampled, "type": "sampled"},
+                     schema={"corpusid": pl.Int64, "type": pl.String}),
+    ]).sort("corpusid")
+    warnings = []
+    if queries.height < spec.queries_wanted:
+        warnings.append(f"only {queries.height} of {spec.queries_wanted} requested queries "
+                        f"exist ({n_eligible} eligible)")
+    if exhausted:
+        warnings.append(f"field-cited set holds {len(population)} papers: the pool has all of "
+                        f"them, {candidates.height} candidates instead of {spec.size}")
+    for line in warnings:
+        print(f"[pool] warning: {spec.name}: {line}", file=sys.stderr)
+    write_parquet(queries.to_arrow(), pool_dir / "queries.parquet")
+    write_parquet(candidates.to_arrow(), pool_dir / "candidates.parquet")
+    write_parquet(qrels.to_arrow(), pool_dir / "qrels.parquet")
+    counts = {
+        "queries": queries.height, "queries_requested": spec.queries_wanted,
+        "query_candidates": n_eligible, "candidates": candidates.height,
+        "positives": len(positives), "qrels": qrels.height,
+        "mean_positives_per_query": round(qrels.height / max(queries.height, 1), 2),
+        "negative_population": len(population), "exhausted": exhausted,
+    }
+    info = manifest("pool", asdict(spec), name=spec.name, scope=spec.scope,
+                    level="dataset" if spec.field is None else "field",
+                    inputs={"prefiltered.parquet": input_sha}, counts=counts,
+                    warnings=warnings, seconds=round(time.perf_counter() - start, 2))
+    write_json(info, pool_dir / "manifest.json")
+    return info
+
+
+def list_pools(corpus_dir: Path) -> list[str]:
+    """Names of the complete pools of a corpus (those with a manifest)."""
+    return sorted(p.parent.name for p in (corpus_dir / "pools").glob("*/manifest.json"))
+
+
+def load_pool(corpus_dir: Path, name: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(queries, candidates, qrels) of a pool, or a one-line error naming what to run."""
+    pool_dir = corpus_dir / "pools" / name
+    if not (pool_dir / "manifest.json").exists():
+        known = ", ".join(list_pools(corpus_dir)) or "none yet"
+        raise InputError(f"pool {name!r} does not exist under {corpus_dir}/pools "
+                         f"(existing: {known}); build it with `make pool`")
+    return tuple(pl.read_parquet(pool_dir / f) for f in
+                 ("queries.parquet", "candidates.parquet", "qrels.parquet"))  # type: ignore

@@ -1,0 +1,154 @@
+"""Index a pool and retrieve the top 500 for its queries with any registered model.
+
+`index` builds what a model searches: a Lucene index for BM25, the embedding store for a dense
+encoder. `search` writes `runs/<corpus>/<pool>/<model>.trec` and `.parquet` in rank order with
+trec_eval's tie-break (score descending, then docid descending as a string), after removing
+each query paper from its own results (MDCR §3: queries never retrieve themselves).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from pipeline import bm25
+from pipeline.artifacts import atomic_path, manifest, write_json, write_parquet
+from pipeline.embed import embed, load_vectors, store_dir
+from pipeline.errors import InputError
+from pipeline.models import ModelEntry
+from pipeline.pools import load_pool
+
+TOP_K = 500
+SCORE_DECIMALS = 6  # scores are rounded as written, so the TREC file and the parquet agree
+
+
+def bm25_index_dir(index_root: Path, corpus: str, pool: str) -> Path:
+    return index_root / corpus / pool / "bm25"
+
+
+def run_paths(runs_root: Path, corpus: str, pool: str, model: str) -> dict[str, Path]:
+    base = runs_root / corpus / pool / model
+    return {suffix: base.with_name(f"{model}.{suffix}")
+            for suffix in ("trec", "parquet", "manifest.json", "metrics.parquet", "eval.json")}
+
+
+def _papers(corpus_dir: Path, ids: pl.Series) -> pl.DataFrame:
+    return (pl.scan_parquet(corpus_dir / "prefiltered.parquet")
+            .filter(pl.col("corpusid").is_in(ids.implode()))
+            .select("corpusid", "title", "abstract").collect())
+
+
+def index(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry, threads: int = 2,
+          **embed_options) -> dict:
+    """Build what `entry` needs to search `pool` (a no-op when it is already there)."""
+    _, candidates, _ = load_pool(corpus_dir, pool)
+    if entry.kind == "bm25":
+        target = bm25_index_dir(index_root, corpus_dir.name, pool)
+        params = {"pool": pool, "corpus": corpus_dir.name}
+        if bm25.index_is_current(target, params):
+            return {"model": entry.name, "pool": pool, "up_to_date": True}
+        return bm25.build_index(_papers(corpus_dir, candidates["corpusid"]), target, threads,
+                                params)
+    if entry.kind == "dense":
+        return embed(corpus_dir, index_root, entry, pools=[pool], **embed_options)
+    if entry.kind == "random":
+        return {"model": entry.name, "pool": pool, "note": "nothing to index"}
+    raise InputError(f"MODEL {entry.name} ({entry.kind}) is registered but its retrieval is "
+                     "not implemented yet: use bm25, random or a dense encoder")
+
+
+def finalize_run(hits: pl.DataFrame, k: int = TOP_K) -> tuple[pl.DataFrame, int]:
+    """Drop self hits, round scores, order as trec_eval does, keep the top k per query.
+
+    Returns (run with columns query, doc, rank, score) and the number of self hits dropped.
+    """
+    not_self = hits.filter(pl.col("query") != pl.col("doc"))
+    run = (
+        not_self.with_columns(pl.col("score").round(SCORE_DECIMALS), key=pl.col("doc")
+                              .cast(pl.String))
+        .sort(["query", "score", "key"], descending=[False, True, True])
+        .with_columns(rank=pl.int_range(1, pl.len() + 1).over("query").cast(pl.Int32))
+        .filter(pl.col("rank") <= k)
+        .select("query", "doc", "rank", "score")
+    )
+    return run, hits.height - not_self.height
+
+
+def write_run(run: pl.DataFrame, paths: dict[str, Path], tag: str) -> None:
+    """The run as TREC text (qid Q0 docid rank score tag) and as parquet, both atomic."""
+    with atomic_path(paths["trec"]) as tmp:
+        text = run.select(pl.format("{} Q0 {} {} {} " + tag, "query", "doc", "rank",
+                                    pl.col("score").map_elements(
+                                        lambda s: f"{s:.{SCORE_DECIMALS}f}",
+                                        return_dtype=pl.String)))
+        tmp.write_text("".join(line + "\n" for line in text.to_series()))
+    write_parquet(run.to_arrow(), paths["parquet"])
+
+
+def _dense_hits(corpus_dir: Path, index_root: Path, entry: ModelEntry, queries: pl.DataFrame,
+                candidates: pl.DataFrame, k: int, backend: str) -> tuple[pl.DataFrame, dict]:
+    store = store_dir(index_root, corpus_dir.name, entry.name)
+    doc_ids = candidates["corpusid"].to_numpy()
+    query_ids = queries["corpusid"].to_numpy()
+    from pipeline.dense import exact_search
+
+    scores, positions, used = exact_search(load_vectors(store, query_ids),
+                                           load_vectors(store, doc_ids), k, entry.similarity,
+                                           backend)
+    valid = positions >= 0
+    hits = pl.DataFrame({
+        "query": np.repeat(query_ids, positions.shape[1])[valid.ravel()],
+        "doc": doc_ids[positions[valid]],
+        "score": scores[valid].astype(np.float64),
+    })
+    return hits, {"backend": used, "similarity": entry.similarity}
+
+
+def _random_hits(queries: pl.DataFrame, candidates: pl.DataFrame, k: int, seed: int
+                 ) -> pl.DataFrame:
+    doc_ids = candidates["corpusid"].to_numpy()
+    frames = []
+    for query in queries["corpusid"].to_list():
+        rng = np.random.default_rng([seed, query])
+        picked = rng.choice(len(doc_ids), size=min(k, len(doc_ids)), replace=False)
+        frames.append(pl.DataFrame({"query": query, "doc": doc_ids[picked],
+                                    "score": np.arange(len(picked), 0, -1, dtype=np.float64)}))
+    return pl.concat(frames)
+
+
+def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry: ModelEntry,
+           k: int = TOP_K, threads: int = 2, seed: int = 0, backend: str = "auto") -> dict:
+    """Retrieve the top k candidates of `pool` for each of its queries; write the run."""
+    start = time.perf_counter()
+    queries, candidates, _ = load_pool(corpus_dir, pool)
+    details: dict = {}
+    if entry.kind == "bm25":
+        index_dir = bm25_index_dir(index_root, corpus_dir.name, pool)
+        k1, b = entry.params["k1"], entry.params["b"]
+        query_papers = _papers(corpus_dir, queries["corpusid"]).sort("corpusid")
+        hits, capped = bm25.search(query_papers, index_dir, k + 1, k1, b, threads,
+                                   pool_papers=lambda: _papers(corpus_dir,
+                                                               candidates["corpusid"]))
+        details = {"k1": k1, "b": b, "capped_queries": capped}
+    elif entry.kind == "dense":
+        hits, details = _dense_hits(corpus_dir, index_root, entry, queries, candidates, k + 1,
+                                    backend)
+    elif entry.kind == "random":
+        hits = _random_hits(queries, candidates, k + 1, seed)
+        details = {"seed": seed}
+    else:
+        raise InputError(f"MODEL {entry.name} ({entry.kind}) has no search implementation yet")
+    run, self_hits = finalize_run(hits, k)
+    paths = run_paths(runs_root, corpus_dir.name, pool, entry.name)
+    write_run(run, paths, tag=entry.name)
+    seconds = time.perf_counter() - start
+    info = manifest("search", {"pool": pool, "model": entry.name, "k": k}, details=details,
+                    counts={"queries": queries.height, "candidates": candidates.height,
+                            "rows": run.height, "self_hits_removed": self_hits},
+                    seconds=round(seconds, 2),
+                    queries_per_s=round(queries.height / max(seconds, 1e-9), 2))
+    write_json(info, paths["manifest.json"])
+    return info

@@ -1,0 +1,462 @@
+"""A deterministic generator of corpora in the S2ORC 2020 metadata format (SPEC.md §1).
+
+The embedded default corpus is made here, so the demo exercises the same ingest code as the
+real S2ORC. What makes retrieval on it meaningful:
+
+- each paper has a primary MAG field (skewed sizes, Medicine largest), a subtopic and a
+  *theme* (a small set of subtopic words); some papers carry 0, 2 or 3 fields;
+- titles and abstracts are English sentences whose content words come from the paper's theme,
+  subtopic and field vocabularies (`data/vocabulary.json`), so BM25 and a pretrained encoder
+  both see topical overlap between a paper and what it cites;
+- citations point to older papers, preferring the same theme, then subtopic, then field, and
+  papers that are popular (a heavy-tailed fitness) and recent. Inbound lists are the exact
+  transpose of the in-corpus outbound lists; a few outbound ids are absent from the corpus,
+  as in S2ORC.
+
+Scaling: papers are laid out in chronological order with O(N) small numeric arrays (about 60
+bytes per paper); citations are sampled block by block and spilled to disk by cited block;
+text and JSON are then written block by block. Memory is bounded by the block size plus the
+layout, and the output does not depend on the number of shards (only on the seed and size).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import orjson
+from tqdm import tqdm
+
+from pipeline.artifacts import manifest, write_json
+from pipeline.errors import InputError
+from pipeline.fields import MAG_FIELDS
+
+# Share of papers whose primary field is this one (Medicine largest, as in MAG/S2ORC).
+FIELD_SHARE: dict[str, float] = {
+    "Medicine": 0.24, "Biology": 0.12, "Computer Science": 0.09, "Chemistry": 0.08,
+    "Physics": 0.07, "Engineering": 0.06, "Materials Science": 0.05, "Psychology": 0.05,
+    "Mathematics": 0.04, "Environmental Science": 0.03, "Economics": 0.03, "Business": 0.025,
+    "Political Science": 0.02, "Sociology": 0.02, "Geology": 0.02, "Geography": 0.015,
+    "History": 0.01, "Art": 0.008, "Philosophy": 0.007,
+}
+N_FIELDS_P = (0.05, 0.876, 0.07, 0.004)  # 0, 1, 2 or 3 fields (SPEC.md §1)
+LEVEL_P = (0.5, 0.2, 0.15, 0.15)  # a reference goes to: same theme, subtopic, field, anywhere
+DANGLING_P = 0.03  # share of outbound ids that are not in the corpus
+ABSTRACT_P = 0.52  # share of papers with an abstract
+SHORT_ABSTRACT_P = 0.03  # of those, share shorter than 30 characters
+NULL_YEAR_P = 0.01
+EMPTY_TITLE_P = 0.005
+ID_OFFSET = 1_000_000
+
+
+@dataclass(frozen=True)
+class SyntheticConfig:
+    n_papers: int = 120_000
+    n_shards: int = 4
+    seed: int = 0
+    first_year: int = 1960
+    last_year: int = 2020
+    growth: float = 0.06  # yearly growth of the number of papers
+    recency_half_life: float = 4.0  # years; citations prefer recent papers
+    themes_per_subtopic: int = 6
+    theme_words: int = 8
+    block_size: int = 50_000
+
+
+def load_vocabulary() -> dict:
+    """The per-field and per-subtopic word lists shipped with the package."""
+    text = resources.files("pipeline").joinpath("data/vocabulary.json").read_text()
+    return json.loads(text)["fields"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout: who is who, in chronological order
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Level:
+    """Papers grouped at one level (theme, subtopic, field or all), chronological inside a
+    group, with cumulative citation weights for sampling an older paper of the same group."""
+
+    group: np.ndarray  # group id of each paper
+    order: np.ndarray  # paper indices sorted by (group, index)
+    start: np.ndarray  # first position of each group in `order`
+    rank: np.ndarray  # position of each paper inside its group
+    cum: np.ndarray  # cum[k] = sum of weights of order[:k]
+
+    @classmethod
+    def build(cls, group: np.ndarray, weight: np.ndarray, n_groups: int) -> _Level:
+        order = np.argsort(group, kind="stable").astype(np.int64)
+        counts = np.bincount(group, minlength=n_groups)
+        start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        rank = np.empty(len(group), dtype=np.int64)
+        rank[order] = np.arange(len(group)) - start[group[order]]
+        cum = np.concatenate([[0.0], np.cumsum(weight[order])])
+        return cls(group, order, start, rank, cum)
+
+    def sample_older(self, citing: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """For each citing paper, an older paper of its group drawn by weight; -1 if none."""
+        lo = self.start[self.group[citing]]
+        hi = lo + self.rank[citing]
+        u = self.cum[lo] + rng.random(len(citing)) * (self.cum[hi] - self.cum[lo])
+        pos = np.clip(np.searchsorted(self.cum, u, side="right") - 1, lo, np.maximum(hi - 1, lo))
+        return np.where(hi > lo, self.order[pos], -1)
+
+
+class _Layout:
+    """Year, field, subtopic, theme, popularity and reference count of every paper."""
+
+    def __init__(self, cfg: SyntheticConfig, n_subtopics: int):
+        rng = np.random.default_rng([cfg.seed, 0])
+        n = cfg.n_papers
+        years = np.arange(cfg.first_year, cfg.last_year + 1)
+        share = np.exp(cfg.growth * (years - cfg.first_year))
+        share[-1] *= 0.5  # the 2020 release holds only part of its last year
+        self.year = np.sort(rng.choice(years, size=n, p=share / share.sum())).astype(np.int64)
+        field_p = np.array([FIELD_SHARE[f] for f in MAG_FIELDS])
+        self.field = rng.choice(len(MAG_FIELDS), size=n, p=field_p / field_p.sum())
+        self.subtopic = self.field * n_subtopics + rng.integers(0, n_subtopics, size=n)
+        self.theme = self.subtopic * cfg.themes_per_subtopic + rng.integers(
+            0, cfg.themes_per_subtopic, size=n
+        )
+        fitness = rng.lognormal(0.0, 1.1, size=n)
+        recency = np.log(2) / cfg.recency_half_life
+        # weight ∝ fitness · exp(-λ·age): the citing year's factor cancels when normalising
+        weight = fitness * np.exp(recency * (self.year - cfg.first_year))
+        span = max(2019 - cfg.first_year, 1)
+        mean_refs = 4 + 28 * np.clip((self.year - cfg.first_year) / span, 0, 1) ** 2
+        self.n_refs = np.minimum(rng.poisson(mean_refs), 80)
+        n_themes = len(MAG_FIELDS) * n_subtopics * cfg.themes_per_subtopic
+        self.levels = [
+            _Level.build(self.theme, weight, n_themes),
+            _Level.build(self.subtopic, weight, len(MAG_FIELDS) * n_subtopics),
+            _Level.build(self.field, weight, len(MAG_FIELDS)),
+            _Level.build(np.zeros(n, dtype=np.int64), weight, 1),
+        ]
+        self.id_modulus = _next_prime(4 * n + 1)
+        self.id_step = int(rng.integers(self.id_modulus // 3, self.id_modulus - 1))
+
+    def paper_id(self, index: np.ndarray) -> np.ndarray:
+        """A bijection from chronological index to a CorpusID-like id (not chronological)."""
+        return ID_OFFSET + (index.astype(np.int64) * self.id_step + 7) % self.id_modulus
+
+    def dangling_id(self, code: np.ndarray) -> np.ndarray:
+        """Ids above the corpus id range: cited by the corpus but not in it."""
+        return ID_OFFSET + self.id_modulus + code
+
+
+def _next_prime(n: int) -> int:
+    def is_prime(k: int) -> bool:
+        return k > 1 and all(k % d for d in range(2, int(k**0.5) + 1))
+
+    while not is_prime(n):
+        n += 1
+    return n
+
+
+# ---------------------------------------------------------------------------------------------
+# Citations: sampled block by block, spilled to disk by the block of the cited paper
+# ---------------------------------------------------------------------------------------------
+
+
+def _sample_block_citations(
+    layout: _Layout, cfg: SyntheticConfig, block: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Outbound references of the papers in one chronological block, deduplicated.
+
+    Returns (citing index, target) sorted by citing; target < N is a corpus paper index,
+    target >= N encodes a dangling id (target - N).
+    """
+    n = cfg.n_papers
+    rng = np.random.default_rng([cfg.seed, 1, block])
+    lo, hi = block * cfg.block_size, min((block + 1) * cfg.block_size, n)
+    citing = np.repeat(np.arange(lo, hi), layout.n_refs[lo:hi])
+    level = rng.choice(len(LEVEL_P), size=len(citing), p=LEVEL_P)
+    target = np.full(len(citing), -1, dtype=np.int64)
+    for k, lvl in enumerate(layout.levels):
+        mask = level == k
+        target[mask] = lvl.sample_older(citing[mask], rng)
+    dangling = rng.random(len(citing)) < DANGLING_P
+    target[dangling] = n + rng.integers(0, 5 * n, size=int(dangling.sum()))
+    keep = target >= 0
+    key = np.unique(citing[keep] * (6 * n) + target[keep])
+    return key // (6 * n), key % (6 * n)
+
+
+def _spill_citations(layout: _Layout, cfg: SyntheticConfig, tmp: Path, n_blocks: int) -> None:
+    """Write out_<b>.npy (citing, target) and in_<b>.bin (cited, citing) pairs per block."""
+    for block in tqdm(range(n_blocks), desc="citations", unit="block", disable=n_blocks < 4):
+        citing, target = _sample_block_citations(layout, cfg, block)
+        np.save(tmp / f"out_{block}.npy", np.stack([citing, target]))
+        internal = target < cfg.n_papers
+        cited, by = target[internal], citing[internal]
+        cited_block = cited // cfg.block_size
+        for b in np.unique(cited_block):
+            sel = cited_block == b
+            with (tmp / f"in_{b}.bin").open("ab") as handle:
+                np.stack([cited[sel], by[sel]], axis=1).astype(np.int64).tofile(handle)
+
+
+def _group_lists(owner: np.ndarray, other: np.ndarray, lo: int, hi: int) -> list[np.ndarray]:
+    """Split `other` into one sorted array per owner index in [lo, hi)."""
+    order = np.lexsort((other, owner))
+    owner, other = owner[order], other[order]
+    bounds = np.searchsorted(owner, np.arange(lo, hi + 1))
+    return [other[bounds[i] : bounds[i + 1]] for i in range(hi - lo)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Text
+# ---------------------------------------------------------------------------------------------
+
+VERBS = ["examine", "investigate", "characterize", "evaluate", "quantify", "describe",
+         "compare", "assess", "analyze", "explore", "estimate", "review", "measure", "test"]
+VERBS_3 = ["affects", "predicts", "increases", "reduces", "modulates", "shapes", "determines",
+           "improves", "limits", "enhances", "alters", "explains"]
+VERBS_PP = ["measured", "observed", "collected", "recorded", "compared", "analyzed", "sampled",
+            "examined", "identified", "evaluated"]
+ADJECTIVES = ["key", "central", "major", "novel", "robust", "critical", "common", "complex",
+              "important", "significant", "distinct", "consistent", "strong", "limited"]
+NOUNS = ["study", "analysis", "framework", "approach", "method", "model", "evidence",
+         "findings", "review", "survey", "experiment", "comparison", "assessment", "perspective"]
+TITLE_TEMPLATES = [
+    "{A} and {b} in {c} {d}",
+    "The {n} of {a} {b} for {c}",
+    "{A} {b}: a {n} of {c} {d}",
+    "On the {a} of {b} {c}",
+    "Toward {a} {b} with {c} {d}",
+    "{A} {b} {c} under {d} {e}",
+    "A {j} {n} of {a} {b} in {c}",
+    "{A} {b} and {c} {d}: a {j} {n}",
+    "Effects of {a} {b} on {c} {d}",
+]
+SENTENCE_TEMPLATES = [
+    "We {v} the {a} of {b} in {c} {d}.",
+    "{A} {b} is a {j} {n} in {c} {d}.",
+    "Here we {v} {a} {b} using {c} {n}.",
+    "Our {n} shows that {a} {b} {v3} {c}.",
+    "These {n} results suggest that {a} {v3} {b} {c}.",
+    "In this {n}, {a} and {b} were {vp} across {k} {c} {d}.",
+    "The {a} {b} {v3} the {c} of {d} {e}.",
+    "A total of {k} {a} {b} were {vp}.",
+    "{A} {b} remains {j} for {c} {d}.",
+    "We further {v} how {a} {b} {v3} the {c} of {d}.",
+    "Compared with {a}, {b} {c} showed {j} {d}.",
+    "Implications for {a} and {b} {c} are discussed.",
+    "Finally, we {v} {a} {b} in relation to {c}.",
+    "Using {a} {b}, we {v} {c} and {d}.",
+    "The proposed {a} {b} {v3} {c} {d} in {k} cases.",
+    "Little is known about {a} {b} in {c}.",
+    "{A} {b} and {c} {d} were {vp} with {e} {n}.",
+]
+SHORT_ABSTRACTS = ["Abstract not available.", "No abstract.", "See full text.", "Editorial.",
+                   "Erratum.", "Letter to the editor.", "Book review.", "Correction."]
+FIRST = ["Anna", "Ben", "Chen", "Dana", "Elif", "Farid", "Grace", "Hiro", "Ines", "Jonas",
+         "Kavya", "Liam", "Maria", "Nikola", "Olga", "Pedro", "Qing", "Rosa", "Sven", "Tariq",
+         "Uma", "Viktor", "Wei", "Ximena", "Yusuf", "Zofia"]
+LAST = ["Smith", "Wang", "Garcia", "Müller", "Kim", "Rossi", "Novak", "Silva", "Tanaka", "Cohen",
+        "Kowalski", "Nguyen", "Okafor", "Petrov", "Larsen", "Dubois", "Patel", "Haddad", "Moreau",
+        "Jensen", "Horvat", "Sato", "Fischer", "Ivanova", "Medić", "Šnajder"]
+
+
+class _TextMaker:
+    """Titles, abstracts and bibliographic fields for one paper at a time."""
+
+    def __init__(self, vocab: dict, cfg: SyntheticConfig):
+        rng = random.Random(f"themes-{cfg.seed}")
+        self.fields = list(MAG_FIELDS)
+        self.field_words = [vocab[f]["words"] for f in self.fields]
+        self.subtopic_names = [name for f in self.fields for name in vocab[f]["subtopics"]]
+        self.subtopic_words = [ws for f in self.fields for ws in vocab[f]["subtopics"].values()]
+        self.theme_words = [
+            rng.sample(words, cfg.theme_words)
+            for words in self.subtopic_words
+            for _ in range(cfg.themes_per_subtopic)
+        ]
+
+    def _pools(self, theme: int, subtopic: int, fields: list[int], rnd: random.Random):
+        """Word pools with mixing weights: theme, subtopic, field, then secondary fields."""
+        primary = subtopic // (len(self.subtopic_words) // len(self.fields))
+        pools = [self.theme_words[theme], self.subtopic_words[subtopic],
+                 self.field_words[primary]]
+        weights = [0.4, 0.3, 0.2]
+        for extra in fields[1:]:
+            n_sub = len(self.subtopic_words) // len(self.fields)
+            pools += [self.field_words[extra],
+                      self.subtopic_words[extra * n_sub + rnd.randrange(n_sub)]]
+            weights += [0.08, 0.06]
+        return pools, weights
+
+    @staticmethod
+    def _fill(template: str, pools, weights, rnd: random.Random) -> str:
+        words = [rnd.choice(p) for p in rnd.choices(pools, weights, k=5)]
+        text = template.format(
+            a=words[0], b=words[1], c=words[2], d=words[3], e=words[4],
+            A=words[0].capitalize(), n=rnd.choice(NOUNS), j=rnd.choice(ADJECTIVES),
+            v=rnd.choice(VERBS), v3=rnd.choice(VERBS_3), vp=rnd.choice(VERBS_PP),
+            k=rnd.randrange(3, 400),
+        )
+        return text[0].upper() + text[1:]
+
+    def title(self, pools, weights, rnd: random.Random) -> str:
+        return self._fill(rnd.choice(TITLE_TEMPLATES), pools, weights, rnd)
+
+    def abstract(self, pools, weights, rnd: random.Random) -> str:
+        n_words = min(max(int(rnd.lognormvariate(5.15, 0.4)), 50), 450)  # median ~170
+        sentences: list[str] = []
+        count = 0
+        while count < n_words:
+            sentence = self._fill(rnd.choice(SENTENCE_TEMPLATES), pools, weights, rnd)
+            sentences.append(sentence)
+            count += sentence.count(" ") + 1
+        return " ".join(sentences)
+
+    def record(self, paper_id: int, year: int | None, theme: int, fields: list[int],
+               outbound: list[str], inbound: list[str], rnd: random.Random) -> dict:
+        """One S2ORC 2020 metadata row (field names, order and null conventions of §1)."""
+        subtopic = theme // (len(self.theme_words) // len(self.subtopic_words))
+        pools, weights = self._pools(theme, subtopic, fields, rnd)
+        title = "" if rnd.random() < EMPTY_TITLE_P else self.title(pools, weights, rnd)
+        abstract = None
+        if rnd.random() < ABSTRACT_P:
+            abstract = (rnd.choice(SHORT_ABSTRACTS) if rnd.random() < SHORT_ABSTRACT_P
+                        else self.abstract(pools, weights, rnd))
+        names = [self.fields[f] for f in fields]
+        field_of_study = names if names else (None if rnd.random() < 0.5 else [])
+        bio = bool({"Medicine", "Biology", "Psychology"} & set(names))
+        arxiv = bool({"Physics", "Computer Science", "Mathematics"} & set(names))
+        venue = ""
+        if rnd.random() < 0.6:
+            sub = self.subtopic_names[subtopic].title()
+            venue = f"{rnd.choice(['Journal of', 'Advances in', 'Reviews in'])} {sub}"
+        has_pdf = rnd.random() < 0.4
+        row = {
+            "paper_id": str(paper_id),
+            "title": title,
+            "authors": [
+                {"first": rnd.choice(FIRST), "middle": [rnd.choice("ABCDEFGHJKLMN")]
+                 if rnd.random() < 0.3 else [], "last": rnd.choice(LAST), "suffix": ""}
+                for _ in range(rnd.randint(1, 8))
+            ],
+            "abstract": abstract,
+            "year": year,
+            "arxiv_id": f"{rnd.randint(7, 20):02d}{rnd.randint(1, 12):02d}.{rnd.randint(1, 99999):05d}"
+            if arxiv and rnd.random() < 0.3 else None,
+            "acl_id": None,
+            "pmc_id": f"PMC{rnd.randint(1000000, 7999999)}" if bio and rnd.random() < 0.2 else None,
+            "pubmed_id": str(rnd.randint(1000000, 33000000)) if bio and rnd.random() < 0.7
+            else None,
+            "mag_id": str(rnd.randint(10**9, 3 * 10**9)) if rnd.random() < 0.9 else None,
+            "doi": f"10.{rnd.randint(1000, 9999)}/{rnd.getrandbits(40):x}"
+            if rnd.random() < 0.6 else None,
+            "venue": venue,
+            "journal": venue if venue and rnd.random() < 0.7 else None,
+            "mag_field_of_study": field_of_study,
+            "outbound_citations": outbound,
+            "inbound_citations": inbound,
+            "has_outbound_citations": bool(outbound),
+            "has_inbound_citations": bool(inbound),
+            "has_pdf_parse": has_pdf,
+            "s2_url": f"https://api.semanticscholar.org/CorpusID:{paper_id}",
+        }
+        if has_pdf:
+            row.update({
+                "has_pdf_parsed_abstract": abstract is not None,
+                "has_pdf_parsed_body_text": rnd.random() < 0.9,
+                "has_pdf_parsed_bib_entries": bool(outbound),
+                "has_pdf_parsed_ref_entries": rnd.random() < 0.8,
+            })
+            if rnd.random() < 0.1:
+                row["has_pdf_body_text"] = row["has_pdf_parsed_body_text"]
+        return row
+
+
+def _extra_fields(primary: int, rnd: random.Random) -> list[int]:
+    """Primary field first, then 0-2 other fields; or no field at all (SPEC.md §1 shares)."""
+    count = rnd.choices(range(4), weights=N_FIELDS_P)[0]
+    if count == 0:
+        return []
+    others = [f for f in range(len(MAG_FIELDS)) if f != primary]
+    return [primary, *rnd.sample(others, count - 1)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _ShardWriters:
+    paths: list[Path]
+
+    @cached_property
+    def handles(self) -> list:
+        return [gzip.open(p, "wb", compresslevel=5) for p in self.paths]
+
+    def close(self) -> None:
+        for handle in self.handles:
+            handle.close()
+
+
+def generate(out_dir: Path, cfg: SyntheticConfig) -> dict:
+    """Write `metadata/metadata_{k}.jsonl.gz` shards and a manifest under `out_dir`."""
+    if cfg.n_papers < 100 or cfg.n_shards < 1:
+        raise InputError(
+            f"synthetic corpus of {cfg.n_papers} papers in {cfg.n_shards} shards: "
+            "ask for at least 100 papers and 1 shard"
+        )
+    vocab = load_vocabulary()
+    n_subtopics = len(next(iter(vocab.values()))["subtopics"])
+    layout = _Layout(cfg, n_subtopics)
+    maker = _TextMaker(vocab, cfg)
+    n, n_blocks = cfg.n_papers, -(-cfg.n_papers // cfg.block_size)
+    meta_dir = out_dir / "metadata"
+    if meta_dir.exists():
+        shutil.rmtree(meta_dir)
+    meta_dir.mkdir(parents=True)
+    final = [meta_dir / f"metadata_{k}.jsonl.gz" for k in range(cfg.n_shards)]
+    writers = _ShardWriters([p.with_name(p.name + ".tmp") for p in final])
+    counts = {"papers": 0, "with_abstract": 0, "edges": 0, "dangling_edges": 0}
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".synth-") as tmp_name:
+        tmp = Path(tmp_name)
+        _spill_citations(layout, cfg, tmp, n_blocks)
+        for block in tqdm(range(n_blocks), desc="papers", unit="block", disable=n_blocks < 4):
+            lo, hi = block * cfg.block_size, min((block + 1) * cfg.block_size, n)
+            citing, target = np.load(tmp / f"out_{block}.npy")
+            in_path = tmp / f"in_{block}.bin"
+            pairs = (np.fromfile(in_path, dtype=np.int64).reshape(-1, 2) if in_path.exists()
+                     else np.empty((0, 2), dtype=np.int64))
+            out_ids = np.where(target < n, layout.paper_id(np.minimum(target, n - 1)),
+                               layout.dangling_id(target - n))
+            outbound = _group_lists(citing, out_ids, lo, hi)
+            inbound = _group_lists(pairs[:, 0], layout.paper_id(pairs[:, 1]), lo, hi)
+            ids = layout.paper_id(np.arange(lo, hi))
+            rnd = random.Random(f"text-{cfg.seed}-{block}")
+            for i in range(lo, hi):
+                year = None if rnd.random() < NULL_YEAR_P else int(layout.year[i])
+                fields = _extra_fields(int(layout.field[i]), rnd)
+                row = maker.record(int(ids[i - lo]), year, int(layout.theme[i]), fields,
+                                   outbound[i - lo].astype(str).tolist(),
+                                   inbound[i - lo].astype(str).tolist(), rnd)
+                writers.handles[i % cfg.n_shards].write(orjson.dumps(row) + b"\n")
+                counts["with_abstract"] += row["abstract"] is not None
+            counts["papers"] += hi - lo
+            counts["edges"] += len(target)
+            counts["dangling_edges"] += int((target >= n).sum())
+    writers.close()
+    for tmp_path, path in zip(writers.paths, final, strict=True):
+        tmp_path.replace(path)
+    info = manifest("synthetic", asdict(cfg), counts=counts,
+                    shards=[p.name for p in final], format="s2orc-20200705v1-metadata")
+    write_json(info, out_dir / "manifest.json")
+    return info
+
