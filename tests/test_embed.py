@@ -1,0 +1,107 @@
+"""The embedding store: round trip, embed-once across pools, shards, config guard."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pytest
+
+from pipeline.embed import embed, load_vectors, pool_ids, store_dir, stored_ids
+from pipeline.encoders import Encoder
+from pipeline.errors import InputError
+from pipeline.models import REGISTRY, ModelEntry
+from pipeline.naming import pool_name
+from tests.conftest import POOL_SIZES
+
+SMALL_POOL, LARGE_POOL = (pool_name("all", s, 0) for s in POOL_SIZES)
+
+
+@pytest.fixture()
+def tiny_entry(tiny_bert):
+    entry = ModelEntry("tiny-bert", "dense", str(tiny_bert), "cls", "l2", max_length=128)
+    REGISTRY[entry.name] = entry
+    yield entry
+    del REGISTRY[entry.name]
+
+
+def test_store_round_trip_and_embed_once(corpus_dir, tmp_path, tiny_entry):
+    first = embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], batch_size=64)
+    small_ids = pool_ids(corpus_dir, SMALL_POOL)
+    assert first["embedded"] == len(small_ids)
+    assert first["covered_pools"] == [SMALL_POOL]
+    store = store_dir(tmp_path, corpus_dir.name, tiny_entry.name)
+    assert np.array_equal(stored_ids(store), small_ids)
+    # the larger pool embeds only the papers the small one did not have
+    second = embed(corpus_dir, tmp_path, tiny_entry, [LARGE_POOL], batch_size=64)
+    large_ids = pool_ids(corpus_dir, LARGE_POOL)
+    assert second["embedded"] == len(np.setdiff1d(large_ids, small_ids))
+    assert embed(corpus_dir, tmp_path, tiny_entry, [LARGE_POOL])["embedded"] == 0
+    # each part: int64 ids sorted, fixed-size float vectors
+    for part in sorted(store.glob("part-*.arrow")):
+        table = ipc.open_file(pa.memory_map(str(part))).read_all()
+        assert table.schema.field("corpusid").type == pa.int64()
+        assert pa.types.is_fixed_size_list(table.schema.field("vector").type)
+        ids = table.column("corpusid").to_numpy()
+        assert np.all(np.diff(ids) > 0)
+    # the stored vectors are what the encoder computes, in the order asked for
+    import polars as pl
+
+    encoder = Encoder(tiny_entry)
+    pick = large_ids[[5, 0, 17]]
+    papers = pl.read_parquet(corpus_dir / "prefiltered.parquet").filter(
+        pl.col("corpusid").is_in(pick.tolist()))
+    by_id = {r["corpusid"]: encoder.format(r["title"], r["abstract"])
+             for r in papers.iter_rows(named=True)}
+    direct, _ = encoder.encode([by_id[i] for i in pick], progress=False)
+    np.testing.assert_allclose(load_vectors(store, pick), direct, rtol=1e-4, atol=1e-5)
+    with pytest.raises(InputError, match="have no vector"):
+        load_vectors(store, np.array([-1]))
+
+
+def test_shards_split_the_work_and_cover_together(corpus_dir, tmp_path, tiny_entry):
+    a = embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], shard=0, num_shards=2)
+    assert a["covered_pools"] == []
+    b = embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], shard=1, num_shards=2)
+    assert b["covered_pools"] == [SMALL_POOL]
+    assert a["embedded"] + b["embedded"] == len(pool_ids(corpus_dir, SMALL_POOL))
+    store = store_dir(tmp_path, corpus_dir.name, tiny_entry.name)
+    assert (store / "pools" / f"{SMALL_POOL}.json").exists()
+    with pytest.raises(InputError, match="--shard 2"):
+        embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], shard=2, num_shards=2)
+
+
+def test_other_settings_are_refused(corpus_dir, tmp_path, tiny_entry):
+    embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL])
+    with pytest.raises(InputError, match="other settings"):
+        embed(corpus_dir, tmp_path, tiny_entry, [LARGE_POOL], dtype="float16")
+
+
+def test_float16_store(corpus_dir, tmp_path, tiny_entry):
+    embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], dtype="float16")
+    store = store_dir(tmp_path, corpus_dir.name, tiny_entry.name)
+    part = next(store.glob("part-*.arrow"))
+    table = ipc.open_file(pa.memory_map(str(part))).read_all()
+    assert table.schema.field("vector").type.value_type == pa.float16()
+    assert load_vectors(store, pool_ids(corpus_dir, SMALL_POOL)[:3]).dtype == np.float32
+
+
+def test_minilm_loads_offline_from_its_package():
+    from pipeline.models import get_model
+
+    encoder = Encoder(get_model("minilm"))
+    texts = [encoder.format("Myocardial infarction in elderly patients",
+                            "Cardiac troponin and coronary stenosis predict heart failure."),
+             encoder.format("Heart attack outcomes in older adults",
+                            "Coronary artery disease and cardiac biomarkers in the elderly."),
+             encoder.format("Sedimentary basins of the Jurassic",
+                            "Stratigraphy and limestone facies of marine sediments.")]
+    vectors, tokens = encoder.encode(texts, progress=False)
+    assert vectors.shape == (3, 384) and tokens > 30
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
+
+
+def test_missing_model_folder_is_a_clear_error(tiny_entry):
+    with pytest.raises(InputError, match="is not a folder"):
+        Encoder(tiny_entry, model_path="/nonexistent/model")

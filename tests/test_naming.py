@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import pytest
+
+from pipeline.errors import InputError
+from pipeline.fields import MAG_FIELDS, resolve_field
+from pipeline.models import REGISTRY, get_model
+from pipeline.naming import format_size, parse_pool_name, parse_size, pool_name
+
+
+@pytest.mark.parametrize("text,value", [("20000", 20000), ("20k", 20000), ("2M", 2_000_000),
+                                        ("1.5M", 1_500_000), ("100K", 100_000)])
+def test_sizes(text, value):
+    assert parse_size(text) == value
+    assert parse_size(format_size(value)) == value
+
+
+@pytest.mark.parametrize("text", ["", "2G", "k", "-5", "1.5", "0", "20 k"])
+def test_malformed_sizes(text):
+    with pytest.raises(InputError, match="malformed SIZE"):
+        parse_size(text)
+
+
+def test_pool_names_round_trip():
+    assert pool_name("medicine", 20000, 2) == "medicine-20k-r2"
+    assert parse_pool_name("computer-science-1500-r0") == ("computer-science", 1500, 0)
+
+
+def test_fields_are_case_insensitive_and_exact():
+    assert len(MAG_FIELDS) == 19
+    assert resolve_field("computer science") == "Computer Science"
+    assert resolve_field("materials-science") == "Materials Science"
+    with pytest.raises(InputError, match="unknown FIELD"):
+        resolve_field("Medicin")
+
+
+def test_registry_holds_the_papers_encoders():
+    for name in ("bm25", "minilm", "scibert", "specter", "scincl", "specter2", "aspire-cs",
+                 "aspire-bio", "e5-base-v2"):
+        assert name in REGISTRY
+    assert get_model("SciNCL").hf_id == "malteos/scincl"
+    assert get_model("specter").similarity == "l2"  # SPECTER-family ranks by L2 distance
+    assert get_model("specter2").adapter == "allenai/specter2"
+    with pytest.raises(InputError, match="unknown MODEL"):
+        get_model("bert-large")

@@ -1,0 +1,121 @@
+"""Pool invariants (SPEC.md §3): positives present, years, nesting, determinism, field pools."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from pipeline.errors import InputError
+from pipeline.naming import pool_name
+from pipeline.pools import PoolSpec, build_pool, list_pools, load_pool
+from tests.conftest import N_QUERIES, POOL_SIZES
+
+
+def papers(corpus_dir) -> pl.DataFrame:
+    return pl.read_parquet(corpus_dir / "prefiltered.parquet")
+
+
+@pytest.mark.parametrize("size", POOL_SIZES)
+def test_dataset_pool_invariants(corpus_dir, size):
+    queries, candidates, qrels = load_pool(corpus_dir, pool_name("all", size, 0))
+    assert queries.height == N_QUERIES
+    assert candidates.height == size
+    assert candidates["corpusid"].is_unique().all()
+    years = papers(corpus_dir).select("corpusid", "year")
+    assert (queries.join(years, on="corpusid")["year"] == 2019).all()
+    assert candidates.join(years, on="corpusid")["year"].max() <= 2019
+    assert candidates.join(years, on="corpusid").height == size  # all prefiltered
+    # every cited paper (prefiltered, <= 2019) of every query is a candidate and a qrel
+    cites = pl.read_parquet(corpus_dir / "citations.parquet")
+    expected = (cites.join(queries.select(citing="corpusid"), on="citing")
+                .join(years.filter(pl.col("year") <= 2019), left_on="cited",
+                      right_on="corpusid")
+                .filter(pl.col("citing") != pl.col("cited")))
+    assert set(zip(expected["citing"], expected["cited"], strict=True)) == set(
+        zip(qrels["query"], qrels["doc"], strict=True))
+    assert set(qrels["doc"]) <= set(candidates["corpusid"])
+    assert (qrels["rel"] == 1).all()
+    # queries are never sampled as negatives
+    sampled = candidates.filter(pl.col("type") == "sampled")["corpusid"]
+    assert not set(sampled) & set(queries["corpusid"])
+
+
+def test_pools_of_one_seed_are_nested(corpus_dir):
+    small, large = (set(load_pool(corpus_dir, pool_name("all", s, 0))[1]["corpusid"])
+                    for s in POOL_SIZES)
+    assert small < large
+    q_small, q_large = (load_pool(corpus_dir, pool_name("all", s, 0))[0] for s in POOL_SIZES)
+    assert q_small.equals(q_large)
+
+
+def test_rebuild_is_a_noop_and_identical(corpus_dir, tmp_path):
+    import shutil
+
+    copy = tmp_path / "c"
+    copy.mkdir()
+    for name in ("prefiltered.parquet", "citations.parquet", "papers.parquet"):
+        shutil.copy(corpus_dir / name, copy)
+    spec = PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1)
+    build_pool(copy, spec)
+    for name in ("queries.parquet", "candidates.parquet", "qrels.parquet"):
+        assert pl.read_parquet(copy / "pools" / spec.name / name).equals(
+            pl.read_parquet(corpus_dir / "pools" / spec.name / name))
+    before = (copy / "pools" / spec.name / "manifest.json").stat().st_mtime_ns
+    build_pool(copy, spec)
+    assert (copy / "pools" / spec.name / "manifest.json").stat().st_mtime_ns == before
+    other = build_pool(copy, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1,
+                                      repeat=1))
+    assert other["name"].endswith("-r1")
+    assert not pl.read_parquet(copy / "pools" / other["name"] / "candidates.parquet").equals(
+        pl.read_parquet(copy / "pools" / spec.name / "candidates.parquet"))
+
+
+def test_field_pool_samples_from_the_field_cited_set(corpus_dir):
+    spec = PoolSpec(size=600, field="Medicine", n_queries=10, seed=1)
+    info = build_pool(corpus_dir, spec)
+    queries, candidates, qrels = load_pool(corpus_dir, spec.name)
+    all_papers = pl.read_parquet(corpus_dir / "papers.parquet")
+    assert queries.join(papers(corpus_dir), on="corpusid")["fields"].list.contains(
+        "Medicine").all()
+    medicine = all_papers.filter(pl.col("fields").list.contains("Medicine"))["corpusid"]
+    cites = pl.read_parquet(corpus_dir / "citations.parquet")
+    field_cited = set(cites.filter(pl.col("citing").is_in(medicine.implode()))["cited"])
+    sampled = candidates.filter(pl.col("type") == "sampled")["corpusid"]
+    assert set(sampled) <= field_cited
+    assert set(qrels["doc"]) <= set(candidates["corpusid"])
+    assert info["level"] == "field" and spec.name in list_pools(corpus_dir)
+
+
+def test_field_pool_larger_than_the_field_cited_set_takes_all(corpus_dir):
+    info = build_pool(corpus_dir, PoolSpec(size=50_000, field="Art", n_queries=5, seed=1))
+    assert info["counts"]["exhausted"] and info["warnings"]
+    assert info["counts"]["candidates"] < 50_000
+    with pytest.raises(InputError, match="every repeat would be the same"):
+        build_pool(corpus_dir, PoolSpec(size=50_000, field="Art", n_queries=5, seed=1,
+                                        repeat=1))
+
+
+def test_bad_pool_requests_are_clear_errors(corpus_dir):
+    with pytest.raises(InputError, match="cannot hold the"):
+        build_pool(corpus_dir, PoolSpec(size=10, n_queries=N_QUERIES, seed=1))
+    with pytest.raises(InputError, match="exceeds the papers available"):
+        build_pool(corpus_dir, PoolSpec(size=10_000_000, n_queries=N_QUERIES, seed=1))
+    with pytest.raises(InputError, match="does not exist"):
+        load_pool(corpus_dir, "all-3k-r9")
+
+
+def test_exclusion_list_removes_queries(corpus_dir, tmp_path):
+    spec = PoolSpec(size=POOL_SIZES[1], n_queries=N_QUERIES, seed=1)
+    queries = load_pool(corpus_dir, spec.name)[0]["corpusid"].to_list()
+    path = tmp_path / "exclude.txt"
+    path.write_text("".join(f"{q}\n" for q in queries[:5]))
+    copy = tmp_path / "c"
+    copy.mkdir()
+    import shutil
+
+    for name in ("prefiltered.parquet", "citations.parquet", "papers.parquet"):
+        shutil.copy(corpus_dir / name, copy)
+    build_pool(copy, PoolSpec(size=POOL_SIZES[1], n_queries=N_QUERIES, seed=1,
+                              exclude=str(path)))
+    picked = set(load_pool(copy, spec.name)[0]["corpusid"])
+    assert not picked & set(queries[:5])

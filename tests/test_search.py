@@ -1,0 +1,67 @@
+"""Index + search + eval for each model kind on the small corpus: the run contracts."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from pipeline.evaluate import collect_results, eval_run
+from pipeline.models import REGISTRY, ModelEntry, get_model
+from pipeline.naming import pool_name
+from pipeline.search import index, run_paths, search
+from tests.conftest import POOL_SIZES
+
+POOL = pool_name("all", POOL_SIZES[0], 0)
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory):
+    return tmp_path_factory.mktemp("indexes"), tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_bert):
+    entry = ModelEntry("tiny-bert-search", "dense", str(tiny_bert), "cls", "l2", max_length=128)
+    REGISTRY[entry.name] = entry
+    yield entry
+    del REGISTRY[entry.name]
+
+
+@pytest.mark.parametrize("model", ["bm25", "random", "tiny"])
+def test_run_contract(corpus_dir, roots, tiny, model):
+    entry = tiny if model == "tiny" else get_model(model)
+    index_root, runs_root = roots
+    index(corpus_dir, index_root, POOL, entry, threads=1)
+    info = search(corpus_dir, index_root, runs_root, POOL, entry, k=100, threads=1)
+    paths = run_paths(runs_root, corpus_dir.name, POOL, entry.name)
+    run = pl.read_parquet(paths["parquet"])
+    queries = pl.read_parquet(corpus_dir / "pools" / POOL / "queries.parquet")
+    candidates = pl.read_parquet(corpus_dir / "pools" / POOL / "candidates.parquet")
+    assert set(run["query"]) == set(queries["corpusid"])
+    assert (run["query"] != run["doc"]).all()
+    assert set(run["doc"]) <= set(candidates["corpusid"])
+    assert run.group_by("query").len()["len"].max() <= 100
+    # rank order: score descending, ties by docid descending as strings
+    ordered = run.with_columns(key=pl.col("doc").cast(pl.String)).sort(
+        ["query", "score", "key"], descending=[False, True, True])
+    assert ordered.select("query", "doc").equals(run.select("query", "doc"))
+    lines = paths["trec"].read_text().splitlines()
+    assert len(lines) == run.height
+    q, q0, d, rank, score, tag = lines[0].split()
+    assert (int(q), q0, int(d), int(rank), tag) == (run["query"][0], "Q0", run["doc"][0], 1,
+                                                    entry.name)
+    assert float(score) == run["score"][0]
+    assert info["counts"]["rows"] == run.height
+    result = eval_run(corpus_dir, runs_root, POOL, entry.name)
+    assert result["counts"]["queries"] == queries.height
+    metrics = pl.read_parquet(paths["metrics.parquet"])
+    assert metrics.columns == ["query", "map", "ndcg", "recall@30"]
+    assert metrics["map"].is_between(0, 1).all()
+
+
+def test_results_table_gathers_runs(corpus_dir, roots):
+    index_root, runs_root = roots
+    results = collect_results(corpus_dir.parent, runs_root)
+    assert {"bm25", "random"} <= set(results["model"])
+    assert set(results["metric"]) == {"map", "ndcg", "recall@30"}
+    assert (results["level"] == "dataset").all()
