@@ -24,6 +24,13 @@ METRICS = ("map", "ndcg", "recall@30")
 RESULTS_FILE = "results.parquet"
 
 
+def _nested(df: pl.DataFrame, value: str) -> dict[str, dict[str, float]]:
+    """{query: {doc: value}} with string ids, the input ranx expects."""
+    grouped = df.group_by("query", maintain_order=True).agg("doc", value)
+    return {str(q): dict(zip(map(str, docs), values, strict=True))
+            for q, docs, values in grouped.iter_rows()}
+
+
 def per_query_metrics(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series
                       ) -> tuple[pl.DataFrame, int]:
     """Metrics for each query of `queries` that has a relevant document; and how many had none.
@@ -36,15 +43,9 @@ def per_query_metrics(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series
     if len(evaluated) == 0:
         return pl.DataFrame(schema={"query": pl.Int64, **dict.fromkeys(METRICS, pl.Float64)}), \
             dropped
-    as_str = [pl.col("query").cast(pl.String).alias("q_id"),
-              pl.col("doc").cast(pl.String).alias("doc_id")]
-    qrels_ranx = Qrels.from_df(
-        judged.select(*as_str, score=pl.col("rel").cast(pl.Int64)).to_pandas(),
-        q_id_col="q_id", doc_id_col="doc_id", score_col="score")
+    qrels_ranx = Qrels(_nested(judged, "rel"))
     kept = run.filter(pl.col("query").is_in(evaluated.implode()))
-    run_ranx = Run.from_df(
-        kept.select(*as_str, score=-pl.col("rank").cast(pl.Float64)).to_pandas(),
-        q_id_col="q_id", doc_id_col="doc_id", score_col="score")
+    run_ranx = Run(_nested(kept.with_columns(score=-pl.col("rank").cast(pl.Float64)), "score"))
     evaluate(qrels_ranx, run_ranx, list(METRICS), make_comparable=True)
     rows = {"query": evaluated.to_list()}
     for metric in METRICS:

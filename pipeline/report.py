@@ -96,6 +96,9 @@ def plot_map_vs_size(means: pl.DataFrame, path: Path, title: str) -> None:
         ax.plot(line["size"], line["map"], marker="o", label=model,
                 linestyle=":" if model == "random" else "-")
     ax.set_xscale("log")
+    sizes = sorted(means["size"].unique().to_list())
+    ax.set_xticks(sizes, labels=[format_size(s) for s in sizes])
+    ax.minorticks_off()
     ax.set_xlabel("candidate pool size (papers)")
     ax.set_ylabel("MAP x100")
     ax.set_title(title)

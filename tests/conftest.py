@@ -15,6 +15,16 @@ POOL_SIZES = (800, 1600)
 N_QUERIES = 20
 
 
+def copy_corpus(corpus_dir: Path, dest: Path) -> Path:
+    """A private copy of the ingested corpus (without pools), for tests that write to it."""
+    import shutil
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("papers.parquet", "citations.parquet", "prefiltered.parquet"):
+        shutil.copy(corpus_dir / name, dest)
+    return dest
+
+
 @pytest.fixture(scope="session")
 def raw_corpus(tmp_path_factory) -> Path:
     """An S2ORC-format corpus of 8,000 papers in 3 shards."""

@@ -10,6 +10,7 @@ import pytest
 from pipeline.errors import InputError
 from pipeline.ingest import ingest, prefilter
 from pipeline.synthetic import SyntheticConfig, generate
+from tests.conftest import copy_corpus
 from tests.test_synthetic import read_rows
 
 
@@ -57,11 +58,7 @@ def test_prefilter_counts_match_a_hand_count(raw_corpus, corpus_dir):
 
 
 def test_citation_mode_is_configurable(corpus_dir, tmp_path):
-    import shutil
-
-    copy = tmp_path / "copy"
-    copy.mkdir()
-    shutil.copy(corpus_dir / "papers.parquet", copy)
+    copy = copy_corpus(corpus_dir, tmp_path / "copy")
     inbound = prefilter(copy, "inbound")["counts"]["kept"]
     either = prefilter(copy, "either")["counts"]["kept"]
     assert either > inbound

@@ -8,7 +8,7 @@ import pytest
 from pipeline.errors import InputError
 from pipeline.naming import pool_name
 from pipeline.pools import PoolSpec, build_pool, list_pools, load_pool
-from tests.conftest import N_QUERIES, POOL_SIZES
+from tests.conftest import N_QUERIES, POOL_SIZES, copy_corpus
 
 
 def papers(corpus_dir) -> pl.DataFrame:
@@ -49,12 +49,7 @@ def test_pools_of_one_seed_are_nested(corpus_dir):
 
 
 def test_rebuild_is_a_noop_and_identical(corpus_dir, tmp_path):
-    import shutil
-
-    copy = tmp_path / "c"
-    copy.mkdir()
-    for name in ("prefiltered.parquet", "citations.parquet", "papers.parquet"):
-        shutil.copy(corpus_dir / name, copy)
+    copy = copy_corpus(corpus_dir, tmp_path / "c")
     spec = PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1)
     build_pool(copy, spec)
     for name in ("queries.parquet", "candidates.parquet", "qrels.parquet"):
@@ -109,12 +104,7 @@ def test_exclusion_list_removes_queries(corpus_dir, tmp_path):
     queries = load_pool(corpus_dir, spec.name)[0]["corpusid"].to_list()
     path = tmp_path / "exclude.txt"
     path.write_text("".join(f"{q}\n" for q in queries[:5]))
-    copy = tmp_path / "c"
-    copy.mkdir()
-    import shutil
-
-    for name in ("prefiltered.parquet", "citations.parquet", "papers.parquet"):
-        shutil.copy(corpus_dir / name, copy)
+    copy = copy_corpus(corpus_dir, tmp_path / "c")
     build_pool(copy, PoolSpec(size=POOL_SIZES[1], n_queries=N_QUERIES, seed=1,
                               exclude=str(path)))
     picked = set(load_pool(copy, spec.name)[0]["corpusid"])

@@ -1,0 +1,63 @@
+"""Tables and the MAP-vs-pool-size plot from runs/results.parquet."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from pipeline.errors import InputError
+from pipeline.report import report, stage_times
+
+
+def results_frame() -> pl.DataFrame:
+    rows = []
+    for model, base in (("bm25", 0.40), ("minilm", 0.30), ("random", 0.01)):
+        for size, drop in ((2000, 0.0), (5000, 0.05), (10000, 0.1)):
+            for repeat, jitter in ((0, 0.01), (1, -0.01)):
+                for metric, value in (("map", base - drop + jitter), ("ndcg", 0.7),
+                                      ("recall@30", 0.5)):
+                    rows.append({"corpus": "demo", "pool": f"all-{size}-r{repeat}",
+                                 "level": "dataset", "scope": "all", "field": None,
+                                 "size": size, "repeat": repeat, "model": model,
+                                 "metric": metric, "value": value})
+    for model, value in (("bm25", 0.33), ("minilm", 0.25)):
+        for field in ("Medicine", "Art"):
+            rows.append({"corpus": "demo", "pool": f"{field.lower()}-20k-r0", "level": "field",
+                         "scope": field.lower(), "field": field, "size": 20000, "repeat": 0,
+                         "model": model, "metric": "map", "value": value})
+    return pl.DataFrame(rows)
+
+
+def test_tables_and_plot(tmp_path):
+    results_frame().write_parquet(tmp_path / "results.parquet")
+    text = report(tmp_path, "demo")
+    # dataset level: mean over the two repeats, x100, MAP / NDCG / R@30
+    bm25 = next(line for line in text.splitlines() if line.startswith("| bm25 |")
+                and "/" in line)
+    assert bm25.split(" | ")[1:4] == ["40.0 / 70.0 / 50.0", "35.0 / 70.0 / 50.0",
+                                      "30.0 / 70.0 / 50.0 |"]
+    # field level: MAP per field (paper abbreviations) and the average
+    assert "| model | Art | Med | avg |" in text
+    assert "| bm25 | 33.0 | 33.0 | 33.0 |" in text
+    out = tmp_path / "reports"
+    png = (out / "demo-map-vs-pool-size.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    assert "\\begin{tabular}" in (out / "demo-dataset.tex").read_text()
+    assert (out / "demo-field-20k.tex").exists() and (out / "demo.md").exists()
+
+
+def test_missing_results_is_a_clear_error(tmp_path):
+    with pytest.raises(InputError, match="make eval"):
+        report(tmp_path, "demo")
+
+
+def test_stage_times_are_summed(tmp_path):
+    (tmp_path / "demo").mkdir()
+    lines = [{"stage": "embed", "seconds": 10.0}, {"stage": "search", "seconds": 1.5},
+             {"stage": "search", "seconds": 2.5}]
+    (tmp_path / "demo" / "stage-times.jsonl").write_text(
+        "".join(json.dumps(x) + "\n" for x in lines))
+    table = stage_times(tmp_path, "demo")
+    assert "| search | 4.0 | 2 |" in table and "| total | 14.0 | 3 |" in table
