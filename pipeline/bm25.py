@@ -107,7 +107,8 @@ def build_index(papers: pl.DataFrame, index_dir: Path, threads: int = 2,
 
 def cap_query(text: str, doc_freq: dict[str, int], n_docs: int,
               max_terms: int = MAX_CLAUSES) -> tuple[str, bool]:
-    """Keep the `max_terms` unique terms with the highest tf-idf, each repeated tf times.
+    """Keep at most `max_terms` unique terms, each repeated tf times: first the terms that
+    occur in the pool (others cannot match), by tf-idf, highest first.
 
     Lucene refuses queries with more than 1024 clauses; Anserini makes one clause per unique
     analysed term, so only very long queries are cut (SPEC.md §6).
@@ -116,10 +117,11 @@ def cap_query(text: str, doc_freq: dict[str, int], n_docs: int,
     if len(terms) <= max_terms:
         return text, False
 
-    def tfidf(term: str) -> float:
-        return terms[term] * math.log((n_docs + 1) / (doc_freq.get(term, 0) + 1))
+    def priority(term: str) -> tuple[bool, float, str]:
+        df = doc_freq.get(term, 0)
+        return df == 0, -terms[term] * math.log((n_docs + 1) / (df + 1)), term
 
-    kept = sorted(terms, key=lambda t: (-tfidf(t), t))[:max_terms]
+    kept = sorted(terms, key=priority)[:max_terms]
     return " ".join(" ".join([t] * terms[t]) for t in sorted(kept)), True
 
 
