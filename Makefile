@@ -20,6 +20,8 @@ SEED ?= 0
 THREADS ?= 2
 CITATIONS ?= inbound
 RAW ?= corpora/$(CORPUS)/s2orc
+MODEL_PATH ?=
+MODEL_ARGS = --model $(MODEL) $(if $(MODEL_PATH),--model-path $(MODEL_PATH))
 # Paper defaults are 3,800 dataset-level / 200 per-field queries; the demo corpus uses 100.
 QUERIES ?= $(if $(filter demo,$(CORPUS)),100,)
 
@@ -71,7 +73,7 @@ models: $(STAMP)
 ifeq ($(CORPUS),demo)
 RAW_INPUT := $(CDIR)/s2orc/manifest.json
 $(CDIR)/s2orc/manifest.json: | $(STAMP)
-	$(PIPE) synth --corpus $(CORPUS) --papers $(DEMO_PAPERS) --seed $(SEED)
+	$(PIPE) synth --corpus $(CORPUS) --papers $(DEMO_PAPERS) --seed $(SEED) --workers $(THREADS)
 else
 RAW_INPUT := $(wildcard $(RAW)/metadata/metadata_*.jsonl.gz)
 endif
@@ -90,10 +92,10 @@ pool: $(CDIR)/prefiltered.parquet
 
 # ---- per pool: index (Lucene / embeddings), search, eval ------------------------------------
 embed: | $(STAMP)
-	$(PIPE) embed --corpus $(CORPUS) --model $(MODEL)
+	$(PIPE) embed --corpus $(CORPUS) $(MODEL_ARGS)
 
 runs/$(CORPUS)/%/$(MODEL).parquet: $(CDIR)/pools/%/manifest.json | $(STAMP)
-	$(PIPE) index --corpus $(CORPUS) --pool $* --model $(MODEL) --threads $(THREADS)
+	$(PIPE) index --corpus $(CORPUS) --pool $* $(MODEL_ARGS) --threads $(THREADS)
 	$(PIPE) search --corpus $(CORPUS) --pool $* --model $(MODEL) --threads $(THREADS)
 
 runs/$(CORPUS)/%/$(MODEL).eval.json: runs/$(CORPUS)/%/$(MODEL).parquet

@@ -25,6 +25,7 @@ def machine() -> str:
 
 
 def main() -> None:
+    subprocess.run(["make", "--no-print-directory", "setup"], cwd=ROOT, check=True)
     subprocess.run(["make", "--no-print-directory", "clean-demo"], cwd=ROOT, check=True)
     start = time.perf_counter()
     done = subprocess.run(["make", "--no-print-directory", "demo"], cwd=ROOT,

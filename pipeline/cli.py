@@ -58,7 +58,7 @@ def cmd_synth(args: argparse.Namespace) -> None:
 
     cfg = SyntheticConfig(n_papers=parse_size(args.papers), n_shards=args.shards, seed=args.seed)
     with timed("synth", _log_dir(args), papers=cfg.n_papers) as info:
-        out = generate(_dirs(args)[0] / "s2orc", cfg)
+        out = generate(_dirs(args)[0] / "s2orc", cfg, workers=args.workers)
         info.update(out["counts"])
 
 
@@ -197,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--papers", default="120k")
     p.add_argument("--shards", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=2, help="processes rendering text")
 
     p = stage("ingest", cmd_ingest, "S2ORC shards -> papers.parquet + citations.parquet")
     p.add_argument("--raw", help="S2ORC folder holding metadata/ (default corpora/<corpus>/s2orc)")

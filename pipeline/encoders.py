@@ -55,11 +55,17 @@ class Encoder:
         self.entry = entry
         self.device = pick_device(device)
         source = model_source(entry, model_path)
-        self.tokenizer = AutoTokenizer.from_pretrained(source)
-        if entry.adapter:
-            self.model = _load_with_adapter(source, entry.adapter)
-        else:
-            self.model = AutoModel.from_pretrained(source)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(source)
+            if entry.adapter:
+                self.model = _load_with_adapter(source, entry.adapter)
+            else:
+                self.model = AutoModel.from_pretrained(source)
+        except OSError as exc:  # not on the hub cache and no network, or a broken folder
+            raise InputError(
+                f"cannot load MODEL {entry.name} from {source} ({str(exc).splitlines()[0]}): "
+                "download it where the hub is reachable and pass MODEL_PATH=<folder>"
+            ) from None
         self.model.to(self.device).eval()
         self.dim = int(self.model.config.hidden_size)
         self.max_length = min(entry.max_length, self.tokenizer.model_max_length)

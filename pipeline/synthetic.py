@@ -21,13 +21,17 @@ layout, and the output does not depend on the number of shards (only on the seed
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import gzip
+import itertools
 import json
+import multiprocessing
 import random
 import shutil
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
-from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
@@ -268,6 +272,16 @@ LAST = ["Smith", "Wang", "Garcia", "Müller", "Kim", "Rossi", "Novak", "Silva", 
         "Jensen", "Horvat", "Sato", "Fischer", "Ivanova", "Medić", "Šnajder"]
 
 
+def _pick(rnd: random.Random, seq: list):
+    """rnd.choice without its overhead (the generator's hot path)."""
+    return seq[int(rnd.random() * len(seq))]
+
+
+def _randint(rnd: random.Random, n: int) -> int:
+    """Uniform integer in [0, n)."""
+    return int(rnd.random() * n)
+
+
 class _TextMaker:
     """Titles, abstracts and bibliographic fields for one paper at a time."""
 
@@ -283,39 +297,41 @@ class _TextMaker:
             for _ in range(cfg.themes_per_subtopic)
         ]
 
-    def _pools(self, theme: int, subtopic: int, fields: list[int], rnd: random.Random):
-        """Word pools with mixing weights: theme, subtopic, field, then secondary fields."""
-        primary = subtopic // (len(self.subtopic_words) // len(self.fields))
+    def _pools(self, theme: int, subtopic: int, fields: list[int], rnd: random.Random
+               ) -> tuple[list[list[str]], list[float]]:
+        """Word pools and their cumulative weights: theme, subtopic, field, secondary fields."""
+        n_sub = len(self.subtopic_words) // len(self.fields)
         pools = [self.theme_words[theme], self.subtopic_words[subtopic],
-                 self.field_words[primary]]
+                 self.field_words[subtopic // n_sub]]
         weights = [0.4, 0.3, 0.2]
         for extra in fields[1:]:
-            n_sub = len(self.subtopic_words) // len(self.fields)
             pools += [self.field_words[extra],
-                      self.subtopic_words[extra * n_sub + rnd.randrange(n_sub)]]
+                      self.subtopic_words[extra * n_sub + _randint(rnd, n_sub)]]
             weights += [0.08, 0.06]
-        return pools, weights
+        return pools, list(itertools.accumulate(weights))
 
     @staticmethod
-    def _fill(template: str, pools, weights, rnd: random.Random) -> str:
-        words = [rnd.choice(p) for p in rnd.choices(pools, weights, k=5)]
+    def _fill(template: str, pools: list[list[str]], cum: list[float], rnd: random.Random
+              ) -> str:
+        total = cum[-1]
+        words = [_pick(rnd, pools[bisect.bisect(cum, rnd.random() * total)]) for _ in range(5)]
         text = template.format(
             a=words[0], b=words[1], c=words[2], d=words[3], e=words[4],
-            A=words[0].capitalize(), n=rnd.choice(NOUNS), j=rnd.choice(ADJECTIVES),
-            v=rnd.choice(VERBS), v3=rnd.choice(VERBS_3), vp=rnd.choice(VERBS_PP),
-            k=rnd.randrange(3, 400),
+            A=words[0].capitalize(), n=_pick(rnd, NOUNS), j=_pick(rnd, ADJECTIVES),
+            v=_pick(rnd, VERBS), v3=_pick(rnd, VERBS_3), vp=_pick(rnd, VERBS_PP),
+            k=3 + _randint(rnd, 397),
         )
         return text[0].upper() + text[1:]
 
-    def title(self, pools, weights, rnd: random.Random) -> str:
-        return self._fill(rnd.choice(TITLE_TEMPLATES), pools, weights, rnd)
+    def title(self, pools: list[list[str]], cum: list[float], rnd: random.Random) -> str:
+        return self._fill(_pick(rnd, TITLE_TEMPLATES), pools, cum, rnd)
 
-    def abstract(self, pools, weights, rnd: random.Random) -> str:
+    def abstract(self, pools: list[list[str]], cum: list[float], rnd: random.Random) -> str:
         n_words = min(max(int(rnd.lognormvariate(5.15, 0.4)), 50), 450)  # median ~170
         sentences: list[str] = []
         count = 0
         while count < n_words:
-            sentence = self._fill(rnd.choice(SENTENCE_TEMPLATES), pools, weights, rnd)
+            sentence = self._fill(_pick(rnd, SENTENCE_TEMPLATES), pools, cum, rnd)
             sentences.append(sentence)
             count += sentence.count(" ") + 1
         return " ".join(sentences)
@@ -343,9 +359,9 @@ class _TextMaker:
             "paper_id": str(paper_id),
             "title": title,
             "authors": [
-                {"first": rnd.choice(FIRST), "middle": [rnd.choice("ABCDEFGHJKLMN")]
-                 if rnd.random() < 0.3 else [], "last": rnd.choice(LAST), "suffix": ""}
-                for _ in range(rnd.randint(1, 8))
+                {"first": _pick(rnd, FIRST), "middle": [_pick(rnd, "ABCDEFGHJKLMN")]
+                 if rnd.random() < 0.3 else [], "last": _pick(rnd, LAST), "suffix": ""}
+                for _ in range(1 + _randint(rnd, 8))
             ],
             "abstract": abstract,
             "year": year,
@@ -395,20 +411,61 @@ def _extra_fields(primary: int, rnd: random.Random) -> list[int]:
 
 
 @dataclass
-class _ShardWriters:
-    paths: list[Path]
+class _BlockJob:
+    """What a worker needs to write the papers of one chronological block."""
 
-    @cached_property
-    def handles(self) -> list:
-        return [gzip.GzipFile(p, "wb", compresslevel=5, mtime=0) for p in self.paths]
-
-    def close(self) -> None:
-        for handle in self.handles:
-            handle.close()
+    cfg: SyntheticConfig
+    layout: _Layout
+    maker: _TextMaker
+    tmp: Path
 
 
-def generate(out_dir: Path, cfg: SyntheticConfig) -> dict:
-    """Write `metadata/metadata_{k}.jsonl.gz` shards and a manifest under `out_dir`."""
+_JOB: _BlockJob | None = None  # set before forking workers; inherited copy-on-write
+
+
+def _render_block(block: int) -> tuple[list[bytes], dict[str, int]]:
+    """The block's rows as one gzip member per output shard, plus counts.
+
+    Each block is compressed on its own, so the shard files (concatenated gzip members) are
+    byte-identical whatever the number of workers.
+    """
+    assert _JOB is not None
+    cfg, layout, maker, tmp = _JOB.cfg, _JOB.layout, _JOB.maker, _JOB.tmp
+    n = cfg.n_papers
+    lo, hi = block * cfg.block_size, min((block + 1) * cfg.block_size, n)
+    citing, target = np.load(tmp / f"out_{block}.npy")
+    in_path = tmp / f"in_{block}.bin"
+    pairs = (np.fromfile(in_path, dtype=np.int64).reshape(-1, 2) if in_path.exists()
+             else np.empty((0, 2), dtype=np.int64))
+    out_ids = np.where(target < n, layout.paper_id(np.minimum(target, n - 1)),
+                       layout.dangling_id(target - n))
+    outbound = _group_lists(citing, out_ids, lo, hi)
+    inbound = _group_lists(pairs[:, 0], layout.paper_id(pairs[:, 1]), lo, hi)
+    ids = layout.paper_id(np.arange(lo, hi))
+    rnd = random.Random(f"text-{cfg.seed}-{block}")
+    lines: list[list[bytes]] = [[] for _ in range(cfg.n_shards)]
+    with_abstract = 0
+    for i in range(lo, hi):
+        year = None if rnd.random() < NULL_YEAR_P else int(layout.year[i])
+        fields = _extra_fields(int(layout.field[i]), rnd)
+        row = maker.record(int(ids[i - lo]), year, int(layout.theme[i]), fields,
+                           outbound[i - lo].astype(str).tolist(),
+                           inbound[i - lo].astype(str).tolist(), rnd)
+        lines[i % cfg.n_shards].append(orjson.dumps(row) + b"\n")
+        with_abstract += row["abstract"] is not None
+    members = [gzip.compress(b"".join(chunk), compresslevel=5, mtime=0) if chunk else b""
+               for chunk in lines]
+    counts = {"papers": hi - lo, "with_abstract": with_abstract, "edges": len(target),
+              "dangling_edges": int((target >= n).sum())}
+    return members, counts
+
+
+def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
+    """Write `metadata/metadata_{k}.jsonl.gz` shards and a manifest under `out_dir`.
+
+    `workers` processes render blocks in parallel; the bytes written do not depend on it.
+    """
+    global _JOB
     if cfg.n_papers < 100 or cfg.n_shards < 1:
         raise InputError(
             f"synthetic corpus of {cfg.n_papers} papers in {cfg.n_shards} shards: "
@@ -417,46 +474,35 @@ def generate(out_dir: Path, cfg: SyntheticConfig) -> dict:
     vocab = load_vocabulary()
     n_subtopics = len(next(iter(vocab.values()))["subtopics"])
     layout = _Layout(cfg, n_subtopics)
-    maker = _TextMaker(vocab, cfg)
-    n, n_blocks = cfg.n_papers, -(-cfg.n_papers // cfg.block_size)
+    n_blocks = -(-cfg.n_papers // cfg.block_size)
     meta_dir = out_dir / "metadata"
     if meta_dir.exists():
         shutil.rmtree(meta_dir)
     meta_dir.mkdir(parents=True)
     final = [meta_dir / f"metadata_{k}.jsonl.gz" for k in range(cfg.n_shards)]
-    writers = _ShardWriters([p.with_name(p.name + ".tmp") for p in final])
-    counts = {"papers": 0, "with_abstract": 0, "edges": 0, "dangling_edges": 0}
+    partial = [p.with_name(p.name + ".tmp") for p in final]
+    counts = dict.fromkeys(("papers", "with_abstract", "edges", "dangling_edges"), 0)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".synth-") as tmp_name:
-        tmp = Path(tmp_name)
-        _spill_citations(layout, cfg, tmp, n_blocks)
-        for block in tqdm(range(n_blocks), desc="papers", unit="block", disable=n_blocks < 4):
-            lo, hi = block * cfg.block_size, min((block + 1) * cfg.block_size, n)
-            citing, target = np.load(tmp / f"out_{block}.npy")
-            in_path = tmp / f"in_{block}.bin"
-            pairs = (np.fromfile(in_path, dtype=np.int64).reshape(-1, 2) if in_path.exists()
-                     else np.empty((0, 2), dtype=np.int64))
-            out_ids = np.where(target < n, layout.paper_id(np.minimum(target, n - 1)),
-                               layout.dangling_id(target - n))
-            outbound = _group_lists(citing, out_ids, lo, hi)
-            inbound = _group_lists(pairs[:, 0], layout.paper_id(pairs[:, 1]), lo, hi)
-            ids = layout.paper_id(np.arange(lo, hi))
-            rnd = random.Random(f"text-{cfg.seed}-{block}")
-            for i in range(lo, hi):
-                year = None if rnd.random() < NULL_YEAR_P else int(layout.year[i])
-                fields = _extra_fields(int(layout.field[i]), rnd)
-                row = maker.record(int(ids[i - lo]), year, int(layout.theme[i]), fields,
-                                   outbound[i - lo].astype(str).tolist(),
-                                   inbound[i - lo].astype(str).tolist(), rnd)
-                writers.handles[i % cfg.n_shards].write(orjson.dumps(row) + b"\n")
-                counts["with_abstract"] += row["abstract"] is not None
-            counts["papers"] += hi - lo
-            counts["edges"] += len(target)
-            counts["dangling_edges"] += int((target >= n).sum())
-    writers.close()
-    for tmp_path, path in zip(writers.paths, final, strict=True):
+        _spill_citations(layout, cfg, Path(tmp_name), n_blocks)
+        _JOB = _BlockJob(cfg, layout, _TextMaker(vocab, cfg), Path(tmp_name))
+        with contextlib.ExitStack() as stack:
+            handles = [stack.enter_context(p.open("wb")) for p in partial]
+            if workers > 1:
+                pool = stack.enter_context(ProcessPoolExecutor(
+                    workers, mp_context=multiprocessing.get_context("fork")))
+                rendered = pool.map(_render_block, range(n_blocks))
+            else:
+                rendered = map(_render_block, range(n_blocks))
+            for members, block_counts in tqdm(rendered, total=n_blocks, desc="papers",
+                                              unit="block", disable=n_blocks < 4):
+                for handle, member in zip(handles, members, strict=True):
+                    handle.write(member)
+                for key, value in block_counts.items():
+                    counts[key] += value
+        _JOB = None
+    for tmp_path, path in zip(partial, final, strict=True):
         tmp_path.replace(path)
     info = manifest("synthetic", asdict(cfg), counts=counts,
                     shards=[p.name for p in final], format="s2orc-20200705v1-metadata")
     write_json(info, out_dir / "manifest.json")
     return info
-

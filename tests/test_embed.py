@@ -105,3 +105,18 @@ def test_minilm_loads_offline_from_its_package():
 def test_missing_model_folder_is_a_clear_error(tiny_entry):
     with pytest.raises(InputError, match="is not a folder"):
         Encoder(tiny_entry, model_path="/nonexistent/model")
+
+
+def test_unreachable_hub_model_is_a_clear_error(monkeypatch):
+    from pipeline.models import get_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(InputError, match="cannot load MODEL scincl from malteos/scincl"):
+        Encoder(get_model("scincl"))
+
+
+def test_multi_vector_models_are_refused_clearly():
+    from pipeline.models import get_model
+
+    with pytest.raises(InputError, match="multi-vector"):
+        Encoder(get_model("aspire-cs"))
