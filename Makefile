@@ -6,7 +6,6 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIPE := $(PY) -m pipeline
 STAMP := $(VENV)/.installed
 TORCH_VERSION ?= 2.13.0
 PYSERINI_VERSION ?= 1.6.0
@@ -19,7 +18,7 @@ REPEATS ?= 1
 SEED ?= 0
 THREADS ?= 2
 CITATIONS ?= inbound
-RAW ?= corpora/$(CORPUS)/s2orc
+RAW ?= $(DATA)/corpora/$(CORPUS)/s2orc
 MODEL_PATH ?=
 MODEL_ARGS = --model $(MODEL) $(if $(MODEL_PATH),--model-path $(MODEL_PATH))
 # Paper defaults are 3,800 dataset-level / 200 per-field queries; the demo corpus uses 100.
@@ -29,7 +28,12 @@ DEMO_PAPERS ?= 120k
 DEMO_SIZES ?= 2k 5k 10k
 DEMO_MODELS ?= bm25 minilm random
 
-CDIR := corpora/$(CORPUS)
+# Where corpora/, indexes/ and runs/ live (a scratch disk on a cluster, say).
+DATA ?= .
+PIPE = $(PY) -m pipeline --corpora-root $(DATA)/corpora --index-root $(DATA)/indexes \
+	--runs-root $(DATA)/runs
+CDIR := $(DATA)/corpora/$(CORPUS)
+RUNS := $(DATA)/runs/$(CORPUS)
 POOLS = $(notdir $(patsubst %/manifest.json,%,$(wildcard $(CDIR)/pools/*/manifest.json)))
 
 # Check MODEL, FIELD and SIZE before anything runs: one line, exit status 2.
@@ -94,21 +98,21 @@ pool: $(CDIR)/prefiltered.parquet
 embed: | $(STAMP)
 	$(PIPE) embed --corpus $(CORPUS) $(MODEL_ARGS)
 
-runs/$(CORPUS)/%/$(MODEL).parquet: $(CDIR)/pools/%/manifest.json | $(STAMP)
+$(RUNS)/%/$(MODEL).parquet: $(CDIR)/pools/%/manifest.json | $(STAMP)
 	$(PIPE) index --corpus $(CORPUS) --pool $* $(MODEL_ARGS) --threads $(THREADS)
 	$(PIPE) search --corpus $(CORPUS) --pool $* --model $(MODEL) --threads $(THREADS)
 
-runs/$(CORPUS)/%/$(MODEL).eval.json: runs/$(CORPUS)/%/$(MODEL).parquet
+$(RUNS)/%/$(MODEL).eval.json: $(RUNS)/%/$(MODEL).parquet
 	$(PIPE) eval --corpus $(CORPUS) --pool $* --model $(MODEL)
 
-eval: $(foreach p,$(POOLS),runs/$(CORPUS)/$(p)/$(MODEL).eval.json)
+eval: $(foreach p,$(POOLS),$(RUNS)/$(p)/$(MODEL).eval.json)
 
 report: | $(STAMP)
 	$(PIPE) report --corpus $(CORPUS) --times
 
 # ---- the two quick-start commands ------------------------------------------------------------
 demo: $(STAMP)
-	@rm -f runs/demo/stage-times.jsonl
+	@rm -f $(DATA)/runs/demo/stage-times.jsonl
 	@$(MAKE) --no-print-directory pool CORPUS=demo SIZE="$(DEMO_SIZES)"
 	@$(MAKE) --no-print-directory embed CORPUS=demo MODEL=minilm
 	@for m in $(DEMO_MODELS); do \
@@ -123,4 +127,4 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 clean-demo:
-	rm -rf corpora/demo indexes/demo runs/demo runs/reports/demo*
+	rm -rf $(DATA)/corpora/demo $(DATA)/indexes/demo $(DATA)/runs/demo $(DATA)/runs/reports/demo*

@@ -8,12 +8,13 @@ exists; each stage imports its module when it runs. Bad input exits with status 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
 
 from pipeline.errors import InputError
-from pipeline.fields import resolve_field
+from pipeline.fields import resolve_fields
 from pipeline.models import REGISTRY, get_model
 from pipeline.naming import parse_size
 
@@ -41,7 +42,7 @@ def cmd_check(args: argparse.Namespace) -> None:
     if args.model:
         get_model(args.model)
     if args.field:
-        resolve_field(args.field)
+        resolve_fields(args.field)
     if args.size:
         for size in args.size.split():
             parse_size(size)
@@ -81,18 +82,32 @@ def cmd_prefilter(args: argparse.Namespace) -> None:
 
 
 def cmd_pool(args: argparse.Namespace) -> None:
-    from pipeline.pools import PoolSpec, build_pool
+    from pipeline.pools import NoQueriesError, PoolSpec, build_pool
     from pipeline.timing import timed
 
-    field = resolve_field(args.field) if args.field else None
-    for size_text in args.size.split():
-        for repeat in range(args.repeats):
-            spec = PoolSpec(size=parse_size(size_text), field=field, repeat=repeat,
-                            n_queries=args.queries, query_year=args.query_year,
-                            max_year=args.query_year, seed=args.seed, exclude=args.exclude)
+    fields = resolve_fields(args.field) if args.field else [None]
+    sizes = [parse_size(text) for text in args.size.split()]
+    exhausted: set[tuple[str | None, int]] = set()
+    for field, size, repeat in itertools.product(fields, sizes, range(args.repeats)):
+        if (field, size) in exhausted:  # MDCR §3: one sample where the field-cited set is small
+            print(f"[pool] {field}: field-cited set < {size}, so no repeat {repeat}",
+                  file=sys.stderr)
+            continue
+        spec = PoolSpec(size=size, field=field, repeat=repeat, n_queries=args.queries,
+                        query_year=args.query_year, max_year=args.query_year, seed=args.seed,
+                        exclude=args.exclude)
+        try:
             with timed("pool", _log_dir(args), pool=spec.name) as info:
                 counts = build_pool(_dirs(args)[0], spec)["counts"]
                 info.update(queries=counts["queries"], candidates=counts["candidates"])
+        except NoQueriesError as exc:
+            if len(fields) == 1:
+                raise
+            print(f"[pool] skipped: {exc}", file=sys.stderr)  # FIELD=all on a small corpus
+            exhausted.add((field, size))
+            continue
+        if counts["exhausted"]:
+            exhausted.add((field, size))
 
 
 def _embed_options(args: argparse.Namespace) -> dict:
@@ -208,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = stage("pool", cmd_pool, "build dataset-level or field-level pools")
     p.add_argument("--size", required=True, help="e.g. 20000, 20k, 2M; several: '10k 20k'")
-    p.add_argument("--field", help="a MAG field for a field-level pool")
+    p.add_argument("--field", help="a MAG field for a field-level pool, or 'all' (19 pools)")
     p.add_argument("--repeats", type=int, default=1, help="samples per size (paper: 3)")
     p.add_argument("--queries", type=int, help="default 3800 dataset-level, 200 per field")
     p.add_argument("--query-year", type=int, default=2019)

@@ -36,9 +36,16 @@ def resolve_field(name: str) -> str:
         if field.casefold() == wanted:
             return field
     raise InputError(
-        f"unknown FIELD {name!r}: use one of the 19 MAG fields ({', '.join(MAG_FIELDS)}); "
-        "case does not matter"
+        f"unknown FIELD {name!r}: use one of the 19 MAG fields ({', '.join(MAG_FIELDS)}) "
+        "or 'all'; case does not matter"
     )
+
+
+def resolve_fields(name: str) -> list[str]:
+    """One field, or all 19 for 'all' (the paper's field-level setup)."""
+    if name.strip().lower() == "all":
+        return list(MAG_FIELDS)
+    return [resolve_field(name)]
 
 
 def field_slug(field: str) -> str:

@@ -26,6 +26,11 @@ from pipeline.errors import InputError
 from pipeline.fields import field_slug
 from pipeline.naming import pool_name
 
+
+class NoQueriesError(InputError):
+    """No paper qualifies as a query for this pool."""
+
+
 DATASET_QUERIES = 3800  # MDCR §3: 3,800 query papers
 FIELD_QUERIES = 200  # MDCR §3: 200 per field
 
@@ -98,7 +103,7 @@ def select_queries(corpus_dir: Path, spec: PoolSpec) -> tuple[pl.DataFrame, pl.D
     )
     n_eligible = pool_of_queries.height
     if n_eligible == 0:
-        raise InputError(
+        raise NoQueriesError(
             f"no query candidates for pool {spec.name}: no prefiltered {spec.query_year} paper"
             f"{' in ' + spec.field if spec.field else ''} cites a paper of year <= "
             f"{spec.max_year}; check the corpus and QUERY_YEAR"

@@ -109,3 +109,21 @@ def test_exclusion_list_removes_queries(corpus_dir, tmp_path):
                               exclude=str(path)))
     picked = set(load_pool(copy, spec.name)[0]["corpusid"])
     assert not picked & set(queries[:5])
+
+
+def test_all_fields_with_repeats(corpus_dir, tmp_path):
+    from pipeline.cli import main
+
+    copy = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
+    code = main(["--corpora-root", str(copy.parent), "--runs-root", str(tmp_path / "runs"),
+                 "pool", "--corpus", "small", "--field", "all", "--size", "400",
+                 "--repeats", "2", "--queries", "5", "--seed", "1"])
+    assert code == 0
+    built = list_pools(copy)
+    medicine = [p for p in built if p.startswith("medicine-")]
+    assert medicine == ["medicine-400-r0", "medicine-400-r1"]
+    for name in built:  # a field whose cited set is below SIZE gets one sample only
+        info = load_pool(copy, name)
+        scope = name.rsplit("-", 2)[0]
+        if name.endswith("-r0") and len(info[1]) < 400:
+            assert f"{scope}-400-r1" not in built

@@ -1,0 +1,54 @@
+"""The Makefile chains the stages through real files: `make eval` builds what is missing for
+the pools that exist, and a second run does nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import copy_corpus
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def data(corpus_dir, tmp_path_factory) -> Path:
+    """A data root holding a copy of the small corpus (ingested, prefiltered, no pools)."""
+    root = tmp_path_factory.mktemp("data")
+    copy_corpus(corpus_dir, root / "corpora" / "small")
+    return root
+
+
+def make(data: Path, *args: str) -> subprocess.CompletedProcess:
+    # the test's interpreter runs the stages; STAMP names an existing file so make does not
+    # try to (re)install the environment
+    cmd = ["make", "--no-print-directory", f"DATA={data}", "CORPUS=small", "THREADS=1",
+           f"PY={sys.executable}", f"STAMP={sys.executable}", *args]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "MAKEFLAGS": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
+def test_pool_eval_report_chain(data):
+    make(data, "pool", "SIZE=800 1600", "QUERIES=15")
+    make(data, "pool", "FIELD=medicine", "SIZE=700", "QUERIES=10")
+    pools = sorted(p.name for p in (data / "corpora" / "small" / "pools").iterdir())
+    assert pools == ["all-1600-r0", "all-800-r0", "medicine-700-r0"]
+    first = make(data, "eval", "MODEL=bm25")
+    assert first.stdout.count("pipeline") and "search" in first.stdout
+    for pool in pools:
+        assert (data / "indexes" / "small" / pool / "bm25" / "manifest.json").exists()
+        info = json.loads((data / "runs" / "small" / pool / "bm25.eval.json").read_text())
+        assert info["means"]["map"] > 0
+    again = make(data, "eval", "MODEL=bm25")
+    assert "Nothing to be done" in again.stdout and "pipeline" not in again.stdout
+    make(data, "eval", "MODEL=random")
+    report = make(data, "report").stdout
+    assert "| bm25 |" in report and "| random |" in report and "Stage times" in report
+    assert (data / "runs" / "reports" / "small-map-vs-pool-size.png").exists()
