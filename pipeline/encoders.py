@@ -55,12 +55,14 @@ class Encoder:
         self.entry = entry
         self.device = pick_device(device)
         source = model_source(entry, model_path)
+        # read at call time: huggingface_hub reads HF_HUB_OFFLINE only when first imported
+        offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(source)
+            self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline)
             if entry.adapter:
                 self.model = _load_with_adapter(source, entry.adapter)
             else:
-                self.model = AutoModel.from_pretrained(source)
+                self.model = AutoModel.from_pretrained(source, local_files_only=offline)
         except OSError as exc:  # not on the hub cache and no network, or a broken folder
             raise InputError(
                 f"cannot load MODEL {entry.name} from {source} ({str(exc).splitlines()[0]}): "
