@@ -123,11 +123,28 @@ def mark_covered(corpus_dir: Path, store: Path, pools: list[str]) -> list[str]:
     return covered
 
 
+def _add_part(store: Path, config: dict, ids: np.ndarray, vectors: np.ndarray,
+              device: str) -> None:
+    """Write one part and list it in the store manifest (under the store lock)."""
+    with file_lock(store / ".lock"):
+        _check_config(store, config)
+        part = _write_part(store, ids, vectors, config["dtype"])
+        parts = [p for p in _parts(store) if p["file"] != part["file"]] + [part]
+        versions = {lib: version(lib) for lib in ("torch", "transformers", "pyarrow")}
+        write_json(manifest("embed", {"model": config["model"]["name"]}, config=config,
+                            parts=parts, versions=versions, device=device),
+                   store / "manifest.json")
+
+
 def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str] | None = None,
           shard: int = 0, num_shards: int = 1, batch_size: int | None = None,
-          dtype: str = "float32", model_path: str | None = None, device: str | None = None
-          ) -> dict:
-    """Embed the papers of `pools` (default: every pool of the corpus) missing from the store."""
+          dtype: str = "float32", model_path: str | None = None, device: str | None = None,
+          part_size: int = 100_000) -> dict:
+    """Embed the papers of `pools` (default: every pool of the corpus) missing from the store.
+
+    Vectors are written in parts of `part_size` papers, so a killed job resumes where it
+    stopped.
+    """
     if not 0 <= shard < num_shards:
         raise InputError(f"--shard {shard} --num-shards {num_shards}: need 0 <= shard < n")
     if dtype not in DTYPES:
@@ -148,24 +165,24 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
         encoder = Encoder(entry, model_path=model_path, device=device)
         config = _store_config(entry, encoder.max_length, dtype, encoder.dim)
         _check_config(store, config)
-        papers = (pl.scan_parquet(corpus_dir / "prefiltered.parquet")
-                  .filter(pl.col("corpusid").is_in(pl.Series(missing).implode()))
-                  .select("corpusid", "title", "abstract").sort("corpusid").collect())
-        texts = [encoder.format(t, a) for t, a in zip(papers["title"], papers["abstract"],
-                                                      strict=True)]
         size = batch_size or (128 if encoder.device.type == "cuda" else 16)
-        t0 = time.perf_counter()
-        vectors, n_tokens = encoder.encode(texts, batch_size=size)
-        seconds = time.perf_counter() - t0
-        with file_lock(store / ".lock"):
-            _check_config(store, config)
-            part = _write_part(store, papers["corpusid"].to_numpy(), vectors, dtype)
-            parts = [p for p in _parts(store) if p["file"] != part["file"]] + [part]
-            versions = {lib: version(lib) for lib in ("torch", "transformers", "pyarrow")}
-            write_json(manifest("embed", {"model": entry.name}, config=config, parts=parts,
-                                versions=versions, device=str(encoder.device)),
-                       store / "manifest.json")
-        info.update(papers_per_s=round(len(texts) / seconds, 2),
+        n_tokens, seconds = 0, 0.0
+        for lo in range(0, len(missing), part_size):
+            chunk = missing[lo : lo + part_size]
+            papers = (pl.scan_parquet(corpus_dir / "prefiltered.parquet")
+                      .filter(pl.col("corpusid").is_in(pl.Series(chunk).implode()))
+                      .select("corpusid", "title", "abstract").sort("corpusid").collect())
+            if papers.height != len(chunk):
+                raise InputError(f"{len(chunk) - papers.height} pool papers are missing from "
+                                 f"{corpus_dir}/prefiltered.parquet: rebuild the pools")
+            texts = [encoder.format(t, a) for t, a in
+                     zip(papers["title"], papers["abstract"], strict=True)]
+            t0 = time.perf_counter()
+            vectors, tokens = encoder.encode(texts, batch_size=size)
+            seconds += time.perf_counter() - t0
+            n_tokens += tokens
+            _add_part(store, config, chunk, vectors, str(encoder.device))
+        info.update(papers_per_s=round(len(missing) / seconds, 2),
                     tokens_per_s=round(n_tokens / seconds, 1), device=str(encoder.device))
     with file_lock(store / ".lock"):
         info["covered_pools"] = mark_covered(corpus_dir, store, pools)

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from pipeline import bm25
-from pipeline.artifacts import atomic_path, manifest, write_json, write_parquet
+from pipeline.artifacts import atomic_path, manifest, sha256_file, write_json, write_parquet
 from pipeline.embed import embed, load_vectors, store_dir
 from pipeline.errors import InputError
 from pipeline.models import ModelEntry
@@ -30,8 +30,8 @@ def bm25_index_dir(index_root: Path, corpus: str, pool: str) -> Path:
 
 
 def run_paths(runs_root: Path, corpus: str, pool: str, model: str) -> dict[str, Path]:
-    base = runs_root / corpus / pool / model
-    return {suffix: base.with_name(f"{model}.{suffix}")
+    folder = runs_root / corpus / pool
+    return {suffix: folder / f"{model}.{suffix}"
             for suffix in ("trec", "parquet", "manifest.json", "metrics.parquet", "eval.json")}
 
 
@@ -47,7 +47,8 @@ def index(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry, thre
     _, candidates, _ = load_pool(corpus_dir, pool)
     if entry.kind == "bm25":
         target = bm25_index_dir(index_root, corpus_dir.name, pool)
-        params = {"pool": pool, "corpus": corpus_dir.name}
+        params = {"pool": pool, "corpus": corpus_dir.name, "candidates_sha256":
+                  sha256_file(corpus_dir / "pools" / pool / "candidates.parquet")}
         if bm25.index_is_current(target, params):
             return {"model": entry.name, "pool": pool, "up_to_date": True}
         return bm25.build_index(_papers(corpus_dir, candidates["corpusid"]), target, threads,

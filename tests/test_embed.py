@@ -120,3 +120,26 @@ def test_multi_vector_models_are_refused_clearly():
 
     with pytest.raises(InputError, match="multi-vector"):
         Encoder(get_model("aspire-cs"))
+
+
+def test_parts_are_written_as_they_finish_so_a_killed_job_resumes(corpus_dir, tmp_path,
+                                                                  tiny_entry, monkeypatch):
+    calls = {"n": 0}
+    real_encode = Encoder.encode
+
+    def dies_on_second_part(self, texts, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt("killed")
+        return real_encode(self, texts, **kwargs)
+
+    monkeypatch.setattr(Encoder, "encode", dies_on_second_part)
+    with pytest.raises(KeyboardInterrupt):
+        embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], part_size=300)
+    store = store_dir(tmp_path, corpus_dir.name, tiny_entry.name)
+    assert len(stored_ids(store)) == 300
+    assert not list(store.glob(".*.tmp"))  # nothing half-written
+    resumed = embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], part_size=300)
+    total = len(pool_ids(corpus_dir, SMALL_POOL))
+    assert resumed["embedded"] == total - 300
+    assert len(list(store.glob("part-*.arrow"))) == -(-total // 300)
