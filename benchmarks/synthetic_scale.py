@@ -61,8 +61,9 @@ def main() -> None:
     (OUT / "synthetic_scale.md").write_text(
         f"# Synthetic generator scaling ({time.strftime('%Y-%m-%d')})\n\n"
         f"{os.cpu_count()} cores, {workers} worker processes, 8 shards. Peak RSS is the "
-        "largest process (the parent holds the O(N) layout, about 60 bytes per paper; "
-        "workers hold one block).\n\n" + "\n".join(lines) + "\n")
+        "largest process: a fixed part (Python, numpy, pyarrow, one 50k-paper block of text) "
+        "plus the O(N) layout of small numeric arrays; the slope between sizes is the "
+        "memory per paper.\n\n" + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

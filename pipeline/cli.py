@@ -189,7 +189,10 @@ def cmd_manifest(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline",
+        description="MDCR-style large-scale evaluation of scientific document encoders: "
+                    "one command per stage (the Makefile chains them).")
     parser.add_argument("--corpora-root", default="corpora")
     parser.add_argument("--index-root", default="indexes")
     parser.add_argument("--runs-root", default="runs")

@@ -44,7 +44,7 @@ def _markdown(header: list[str], rows: list[list[str]]) -> str:
 
 def _latex(header: list[str], rows: list[list[str]], caption: str) -> str:
     def esc(text: str) -> str:
-        return text.replace("_", r"\_").replace("%", r"\%").replace("@", "@")
+        return text.replace("_", r"\_").replace("%", r"\%")
 
     body = "\n".join(" & ".join(esc(c) for c in r) + r" \\" for r in rows)
     return (

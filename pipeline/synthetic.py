@@ -13,8 +13,8 @@ real S2ORC. What makes retrieval on it meaningful:
   transpose of the in-corpus outbound lists; a few outbound ids are absent from the corpus,
   as in S2ORC.
 
-Scaling: papers are laid out in chronological order with O(N) small numeric arrays (about 60
-bytes per paper); citations are sampled block by block and spilled to disk by cited block;
+Scaling: papers are laid out in chronological order with O(N) small numeric arrays (about 76
+bytes per paper measured, benchmarks/results/synthetic_scale.md); citations are sampled block by block and spilled to disk by cited block;
 text and JSON are then written block by block. Memory is bounded by the block size plus the
 layout, and the output does not depend on the number of shards (only on the seed and size).
 """
@@ -99,10 +99,10 @@ class _Level:
 
     @classmethod
     def build(cls, group: np.ndarray, weight: np.ndarray, n_groups: int) -> _Level:
-        order = np.argsort(group, kind="stable").astype(np.int64)
+        order = np.argsort(group, kind="stable").astype(np.int32)
         counts = np.bincount(group, minlength=n_groups)
         start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        rank = np.empty(len(group), dtype=np.int64)
+        rank = np.empty(len(group), dtype=np.int32)
         rank[order] = np.arange(len(group)) - start[group[order]]
         cum = np.concatenate([[0.0], np.cumsum(weight[order])])
         return cls(group, order, start, rank, cum)
@@ -125,26 +125,27 @@ class _Layout:
         years = np.arange(cfg.first_year, cfg.last_year + 1)
         share = np.exp(cfg.growth * (years - cfg.first_year))
         share[-1] *= 0.5  # the 2020 release holds only part of its last year
-        self.year = np.sort(rng.choice(years, size=n, p=share / share.sum())).astype(np.int64)
+        self.year = np.sort(rng.choice(years, size=n, p=share / share.sum())).astype(np.int16)
         field_p = np.array([FIELD_SHARE[f] for f in MAG_FIELDS])
-        self.field = rng.choice(len(MAG_FIELDS), size=n, p=field_p / field_p.sum())
-        self.subtopic = self.field * n_subtopics + rng.integers(0, n_subtopics, size=n)
+        self.field = rng.choice(len(MAG_FIELDS), size=n, p=field_p / field_p.sum()).astype(
+            np.int32)
+        self.subtopic = self.field * n_subtopics + rng.integers(
+            0, n_subtopics, size=n, dtype=np.int32)
         self.theme = self.subtopic * cfg.themes_per_subtopic + rng.integers(
-            0, cfg.themes_per_subtopic, size=n
-        )
+            0, cfg.themes_per_subtopic, size=n, dtype=np.int32)
         fitness = rng.lognormal(0.0, 1.1, size=n)
         recency = np.log(2) / cfg.recency_half_life
         # weight ∝ fitness · exp(-λ·age): the citing year's factor cancels when normalising
         weight = fitness * np.exp(recency * (self.year - cfg.first_year))
         span = max(2019 - cfg.first_year, 1)
         mean_refs = 4 + 28 * np.clip((self.year - cfg.first_year) / span, 0, 1) ** 2
-        self.n_refs = np.minimum(rng.poisson(mean_refs), 80)
+        self.n_refs = np.minimum(rng.poisson(mean_refs), 80).astype(np.int16)
         n_themes = len(MAG_FIELDS) * n_subtopics * cfg.themes_per_subtopic
         self.levels = [
             _Level.build(self.theme, weight, n_themes),
             _Level.build(self.subtopic, weight, len(MAG_FIELDS) * n_subtopics),
             _Level.build(self.field, weight, len(MAG_FIELDS)),
-            _Level.build(np.zeros(n, dtype=np.int64), weight, 1),
+            _Level.build(np.zeros(n, dtype=np.int32), weight, 1),
         ]
         self.id_modulus = _next_prime(4 * n + 1)
         self.id_step = int(rng.integers(self.id_modulus // 3, self.id_modulus - 1))
