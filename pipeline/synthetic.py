@@ -14,9 +14,10 @@ real S2ORC. What makes retrieval on it meaningful:
   as in S2ORC.
 
 Scaling: papers are laid out in chronological order with O(N) small numeric arrays (about 76
-bytes per paper measured, benchmarks/results/synthetic_scale.md); citations are sampled block by block and spilled to disk by cited block;
-text and JSON are then written block by block. Memory is bounded by the block size plus the
-layout, and the output does not depend on the number of shards (only on the seed and size).
+bytes per paper, benchmarks/results/synthetic_scale.md); citations are sampled block by block
+and spilled to disk by cited block; text and JSON are then rendered block by block, by worker
+processes. Memory is bounded by the block size plus the layout, and the output depends only on
+the seed, size and block size: not on the number of shards or workers.
 """
 
 from __future__ import annotations
