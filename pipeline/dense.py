@@ -44,7 +44,7 @@ def faiss_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Simi
 
 
 def torch_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Similarity,
-                 device: str = "cuda", doc_chunk: int = 1 << 20
+                 device: str = "cuda", doc_chunk: int = 1 << 18
                  ) -> tuple[np.ndarray, np.ndarray]:
     """The same contract as faiss_search, with torch matmul + topk (GPU fallback)."""
     import torch

@@ -106,7 +106,7 @@ def select_queries(corpus_dir: Path, spec: PoolSpec) -> tuple[pl.DataFrame, pl.D
         raise NoQueriesError(
             f"no query candidates for pool {spec.name}: no prefiltered {spec.query_year} paper"
             f"{' in ' + spec.field if spec.field else ''} cites a paper of year <= "
-            f"{spec.max_year}; check the corpus and QUERY_YEAR"
+            f"{spec.max_year}; check the corpus and --query-year"
         )
     rng = np.random.default_rng([spec.seed, 1, _scope_seed(spec)])
     take = min(spec.queries_wanted, n_eligible)
