@@ -6,8 +6,9 @@ real S2ORC. What makes retrieval on it meaningful:
 - each paper has a primary MAG field (skewed sizes, Medicine largest), a subtopic and a
   *theme* (a small set of subtopic words); some papers carry 0, 2 or 3 fields;
 - titles and abstracts are English sentences whose content words come from the paper's theme,
-  subtopic and field vocabularies (`data/vocabulary.json`), so BM25 and a pretrained encoder
-  both see topical overlap between a paper and what it cites;
+  subtopic and field vocabularies (`data/vocabulary.json`) and from its own three keywords
+  (field words); a paper's text also echoes the keywords of up to ten papers it cites, so
+  BM25 and a pretrained encoder both see overlap between a paper and what it cites;
 - citations point to older papers, preferring the same theme, then subtopic, then field, and
   papers that are popular (a heavy-tailed fitness) and recent. Inbound lists are the exact
   transpose of the in-corpus outbound lists; a few outbound ids are absent from the corpus,
@@ -60,6 +61,8 @@ SHORT_ABSTRACT_P = 0.03  # of those, share shorter than 30 characters
 NULL_YEAR_P = 0.01
 EMPTY_TITLE_P = 0.005
 ID_OFFSET = 1_000_000
+KEYWORDS = 3  # words that are a paper's own focus
+KEYWORD_SOURCES = 10  # cited papers whose keywords a paper's text echoes, at most
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,7 @@ class _Level:
 class _Layout:
     """Year, field, subtopic, theme, popularity and reference count of every paper."""
 
-    def __init__(self, cfg: SyntheticConfig, n_subtopics: int):
+    def __init__(self, cfg: SyntheticConfig, n_subtopics: int, n_field_words: int):
         rng = np.random.default_rng([cfg.seed, 0])
         n = cfg.n_papers
         years = np.arange(cfg.first_year, cfg.last_year + 1)
@@ -150,6 +153,8 @@ class _Layout:
         ]
         self.id_modulus = _next_prime(4 * n + 1)
         self.id_step = int(rng.integers(self.id_modulus // 3, self.id_modulus - 1))
+        # each paper's own focus: KEYWORDS words of its field's vocabulary, echoed by citers
+        self.keywords = rng.integers(0, n_field_words, size=(n, KEYWORDS), dtype=np.int16)
 
     def paper_id(self, index: np.ndarray) -> np.ndarray:
         """A bijection from chronological index to a CorpusID-like id (not chronological)."""
@@ -293,19 +298,30 @@ class _TextMaker:
         self.field_words = [vocab[f]["words"] for f in self.fields]
         self.subtopic_names = [name for f in self.fields for name in vocab[f]["subtopics"]]
         self.subtopic_words = [ws for f in self.fields for ws in vocab[f]["subtopics"].values()]
+        self.all_field_words = [vocab[f]["words"] + [w for ws in vocab[f]["subtopics"].values()
+                                                     for w in ws] for f in self.fields]
         self.theme_words = [
             rng.sample(words, cfg.theme_words)
             for words in self.subtopic_words
             for _ in range(cfg.themes_per_subtopic)
         ]
 
-    def _pools(self, theme: int, subtopic: int, fields: list[int], rnd: random.Random
+    def keywords(self, field: int, picks: np.ndarray) -> list[str]:
+        words = self.all_field_words[field]
+        return [words[k] for k in picks]
+
+    def _pools(self, theme: int, subtopic: int, fields: list[int], keywords: list[str],
+               cited_keywords: list[str], rnd: random.Random
                ) -> tuple[list[list[str]], list[float]]:
-        """Word pools and their cumulative weights: theme, subtopic, field, secondary fields."""
+        """Word pools and their cumulative weights: theme, subtopic, field, the paper's own
+        keywords, its cited papers' keywords, then secondary fields."""
         n_sub = len(self.subtopic_words) // len(self.fields)
         pools = [self.theme_words[theme], self.subtopic_words[subtopic],
-                 self.field_words[subtopic // n_sub]]
-        weights = [0.4, 0.3, 0.2]
+                 self.field_words[subtopic // n_sub], keywords]
+        weights = [0.35, 0.2, 0.15, 0.15]
+        if cited_keywords:
+            pools.append(cited_keywords)
+            weights.append(0.15)
         for extra in fields[1:]:
             pools += [self.field_words[extra],
                       self.subtopic_words[extra * n_sub + _randint(rnd, n_sub)]]
@@ -339,10 +355,11 @@ class _TextMaker:
         return " ".join(sentences)
 
     def record(self, paper_id: int, year: int | None, theme: int, fields: list[int],
-               outbound: list[str], inbound: list[str], rnd: random.Random) -> dict:
+               keywords: list[str], cited_keywords: list[str], outbound: list[str],
+               inbound: list[str], rnd: random.Random) -> dict:
         """One S2ORC 2020 metadata row (field names, order and null conventions of §1)."""
         subtopic = theme // (len(self.theme_words) // len(self.subtopic_words))
-        pools, weights = self._pools(theme, subtopic, fields, rnd)
+        pools, weights = self._pools(theme, subtopic, fields, keywords, cited_keywords, rnd)
         title = "" if rnd.random() < EMPTY_TITLE_P else self.title(pools, weights, rnd)
         abstract = None
         if rnd.random() < ABSTRACT_P:
@@ -443,6 +460,8 @@ def _render_block(block: int) -> tuple[list[bytes], dict[str, int]]:
                        layout.dangling_id(target - n))
     outbound = _group_lists(citing, out_ids, lo, hi)
     inbound = _group_lists(pairs[:, 0], layout.paper_id(pairs[:, 1]), lo, hi)
+    internal = target < n
+    cited = _group_lists(citing[internal], target[internal], lo, hi)
     ids = layout.paper_id(np.arange(lo, hi))
     rnd = random.Random(f"text-{cfg.seed}-{block}")
     lines: list[list[bytes]] = [[] for _ in range(cfg.n_shards)]
@@ -450,8 +469,14 @@ def _render_block(block: int) -> tuple[list[bytes], dict[str, int]]:
     for i in range(lo, hi):
         year = None if rnd.random() < NULL_YEAR_P else int(layout.year[i])
         fields = _extra_fields(int(layout.field[i]), rnd)
+        sources = cited[i - lo].tolist()
+        if len(sources) > KEYWORD_SOURCES:
+            sources = rnd.sample(sources, KEYWORD_SOURCES)
+        cited_keywords = [w for c in sources
+                          for w in maker.keywords(layout.field[c], layout.keywords[c])]
         row = maker.record(int(ids[i - lo]), year, int(layout.theme[i]), fields,
-                           outbound[i - lo].astype(str).tolist(),
+                           maker.keywords(layout.field[i], layout.keywords[i]),
+                           cited_keywords, outbound[i - lo].astype(str).tolist(),
                            inbound[i - lo].astype(str).tolist(), rnd)
         lines[i % cfg.n_shards].append(orjson.dumps(row) + b"\n")
         with_abstract += row["abstract"] is not None
@@ -474,8 +499,9 @@ def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
             "ask for at least 100 papers and 1 shard"
         )
     vocab = load_vocabulary()
-    n_subtopics = len(next(iter(vocab.values()))["subtopics"])
-    layout = _Layout(cfg, n_subtopics)
+    first = next(iter(vocab.values()))
+    n_field_words = len(first["words"]) + sum(len(ws) for ws in first["subtopics"].values())
+    layout = _Layout(cfg, len(first["subtopics"]), n_field_words)
     n_blocks = -(-cfg.n_papers // cfg.block_size)
     meta_dir = out_dir / "metadata"
     if meta_dir.exists():
