@@ -14,7 +14,7 @@ real S2ORC. What makes retrieval on it meaningful:
   transpose of the in-corpus outbound lists; a few outbound ids are absent from the corpus,
   as in S2ORC.
 
-Scaling: papers are laid out in chronological order with O(N) small numeric arrays (about 76
+Scaling: papers are laid out in chronological order with O(N) small numeric arrays (about 112
 bytes per paper, benchmarks/results/synthetic_scale.md); citations are sampled block by block
 and spilled to disk by cited block; text and JSON are then rendered block by block, by worker
 processes. Memory is bounded by the block size plus the layout, and the output depends only on
