@@ -96,9 +96,9 @@ def _dense_hits(corpus_dir: Path, index_root: Path, entry: ModelEntry, queries: 
     query_ids = queries["corpusid"].to_numpy()
     from pipeline.dense import exact_search
 
-    scores, positions, used = exact_search(load_vectors(store, query_ids),
-                                           load_vectors(store, doc_ids), k, entry.similarity,
-                                           backend)
+    vectors = load_vectors(store, np.concatenate([query_ids, doc_ids]))  # one pass over parts
+    scores, positions, used = exact_search(vectors[: len(query_ids)], vectors[len(query_ids):],
+                                           k, entry.similarity, backend)
     valid = positions >= 0
     hits = pl.DataFrame({
         "query": np.repeat(query_ids, positions.shape[1])[valid.ravel()],
