@@ -20,7 +20,7 @@ THREADS ?= 2
 CITATIONS ?= inbound
 RAW ?= $(DATA)/corpora/$(CORPUS)/s2orc
 MODEL_PATH ?=
-MODEL_ARGS = --model $(MODEL) $(if $(MODEL_PATH),--model-path $(MODEL_PATH))
+MODEL_ARGS = --model $(call q,$(MODEL)) $(if $(MODEL_PATH),--model-path $(call q,$(MODEL_PATH)))
 # Paper defaults are 3,800 dataset-level / 200 per-field queries; the demo corpus uses 100.
 QUERIES ?= $(if $(filter demo,$(CORPUS)),100,)
 
@@ -30,15 +30,40 @@ DEMO_MODELS ?= bm25 minilm random
 
 # Where corpora/, indexes/ and runs/ live (a scratch disk on a cluster, say).
 DATA ?= .
-PIPE = $(PY) -m pipeline --corpora-root $(DATA)/corpora --index-root $(DATA)/indexes \
-	--runs-root $(DATA)/runs
+DEMO_SEED ?= 0
+STRICT ?=
+
+# Every value reaches a shell single-quoted ($(call q,...)), so no value runs as shell code; a
+# value given on the command line or in the environment may not hold '$' (make code).
+q = '$(subst ','\'',$(1))'
+USER_VARS := CORPUS MODEL SIZE FIELD REPEATS SEED THREADS CITATIONS RAW MODEL_PATH QUERIES \
+	DATA DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED STRICT
+$(foreach v,$(USER_VARS),$(if $(findstring command,$(origin $(v)))$(findstring environment,\
+	$(origin $(v))),$(if $(findstring $$,$(value $(v))),$(error error: $(v) holds a '$$', \
+	which make would run as code: give a plain value))))
+
+PIPE = $(PY) -m pipeline --corpora-root $(call q,$(DATA)/corpora) \
+	--index-root $(call q,$(DATA)/indexes) --runs-root $(call q,$(DATA)/runs)
 CDIR := $(DATA)/corpora/$(CORPUS)
 RUNS := $(DATA)/runs/$(CORPUS)
+PARAMS := $(CDIR)/.params
+RESULTS := $(DATA)/runs/results.parquet
 POOLS = $(notdir $(patsubst %/manifest.json,%,$(wildcard $(CDIR)/pools/*/manifest.json)))
 
-# Check MODEL, FIELD and SIZE before anything runs: one line, exit status 2.
-CHECK := $(shell $(PYTHON) -m pipeline check --model '$(MODEL)' \
-	$(if $(FIELD),--field '$(FIELD)') --size '$(SIZE)' 2>&1)
+# Check every variable before anything runs (one line, exit status 2), and refresh the
+# parameter stamps: a stage whose parameters changed is rebuilt, with everything after it.
+CHECK := $(shell $(PYTHON) -m pipeline check --CORPUS $(call q,$(CORPUS)) \
+	--MODEL $(call q,$(MODEL)) --DEMO_MODELS $(call q,$(DEMO_MODELS)) \
+	$(if $(FIELD),--FIELD $(call q,$(FIELD))) --SIZE $(call q,$(SIZE)) \
+	--DEMO_SIZES $(call q,$(DEMO_SIZES)) --DEMO_PAPERS $(call q,$(DEMO_PAPERS)) \
+	--REPEATS $(call q,$(REPEATS)) --SEED $(call q,$(SEED)) --DEMO_SEED $(call q,$(DEMO_SEED)) \
+	--THREADS $(call q,$(THREADS)) $(if $(QUERIES),--QUERIES $(call q,$(QUERIES))) \
+	--CITATIONS $(call q,$(CITATIONS)) --DATA $(call q,$(DATA)) --RAW $(call q,$(RAW)) \
+	$(if $(MODEL_PATH),--MODEL_PATH $(call q,$(MODEL_PATH))) --STRICT $(call q,$(STRICT)) \
+	--stamp-dir $(call q,$(PARAMS)) \
+	--stamp $(call q,synth=papers=$(DEMO_PAPERS) seed=$(DEMO_SEED)) \
+	--stamp $(call q,ingest=raw=$(RAW) strict=$(STRICT)) \
+	--stamp $(call q,prefilter=citations=$(CITATIONS)) 2>&1)
 ifneq ($(CHECK),)
 $(error $(CHECK))
 endif
@@ -48,8 +73,11 @@ $(error error: no pools for CORPUS=$(CORPUS) under $(CDIR)/pools: build one firs
 endif
 endif
 
-.PHONY: help setup demo test lint corpus pool embed eval report models clean-demo
-.SECONDARY:
+.PHONY: help setup demo test lint corpus pool embed eval report verify models clean-demo
+# Pattern-built files are kept (make would delete intermediates), and a recipe that fails
+# leaves no target behind that looks up to date.
+.PRECIOUS: $(RUNS)/%.parquet $(CDIR)/pools/%/manifest.json
+.DELETE_ON_ERROR:
 
 help:
 	@echo "make demo                      set up, generate the demo corpus, run every stage, report"
@@ -57,6 +85,7 @@ help:
 	@echo "make pool [FIELD=f] SIZE=20k   build a dataset-level (or field-level) pool"
 	@echo "make eval MODEL=bm25|minilm|.. index, search and score every pool of CORPUS"
 	@echo "make report                    tables and plots under runs/reports/"
+	@echo "make verify                    check every artifact: corrupt, partial or stale?"
 	@echo "make models                    list the model registry"
 
 $(STAMP): pyproject.toml
@@ -76,47 +105,62 @@ models: $(STAMP)
 # ---- corpus: synthesize (demo only), ingest, prefilter -------------------------------------
 ifeq ($(CORPUS),demo)
 RAW_INPUT := $(CDIR)/s2orc/manifest.json
-$(CDIR)/s2orc/manifest.json: | $(STAMP)
-	$(PIPE) synth --corpus $(CORPUS) --papers $(DEMO_PAPERS) --seed $(SEED) --workers $(THREADS)
+$(CDIR)/s2orc/manifest.json: $(PARAMS)/synth | $(STAMP)
+	$(PIPE) synth --corpus $(call q,$(CORPUS)) --papers $(call q,$(DEMO_PAPERS)) \
+		--seed $(call q,$(DEMO_SEED)) --workers $(call q,$(THREADS))
 else
-RAW_INPUT := $(wildcard $(RAW)/metadata/metadata_*.jsonl.gz)
+RAW_INPUT := $(wildcard $(RAW)/metadata/*.jsonl.gz $(RAW)/metadata/*.jsonl)
 endif
 
-$(CDIR)/papers.parquet: $(RAW_INPUT) | $(STAMP)
-	$(PIPE) ingest --corpus $(CORPUS) --raw $(RAW)
+$(CDIR)/papers.parquet: $(RAW_INPUT) $(PARAMS)/ingest | $(STAMP)
+	$(PIPE) ingest --corpus $(call q,$(CORPUS)) --raw $(call q,$(RAW)) $(if $(filter 1,$(STRICT)),--strict)
 
-$(CDIR)/prefiltered.parquet: $(CDIR)/papers.parquet
-	$(PIPE) prefilter --corpus $(CORPUS) --citations $(CITATIONS)
+$(CDIR)/prefiltered.parquet: $(CDIR)/papers.parquet $(PARAMS)/prefilter
+	$(PIPE) prefilter --corpus $(call q,$(CORPUS)) --citations $(call q,$(CITATIONS))
 
 corpus: $(CDIR)/prefiltered.parquet
 
 pool: $(CDIR)/prefiltered.parquet
-	$(PIPE) pool --corpus $(CORPUS) --size "$(SIZE)" $(if $(FIELD),--field "$(FIELD)") \
-		--repeats $(REPEATS) --seed $(SEED) $(if $(QUERIES),--queries $(QUERIES))
+	$(PIPE) pool --corpus $(call q,$(CORPUS)) --size $(call q,$(SIZE)) \
+		$(if $(FIELD),--field $(call q,$(FIELD))) --repeats $(call q,$(REPEATS)) \
+		--seed $(call q,$(SEED)) $(if $(QUERIES),--queries $(call q,$(QUERIES)))
+
+# A pool built from an older prefiltered.parquet is rebuilt from its recorded parameters.
+$(CDIR)/pools/%/manifest.json: $(CDIR)/prefiltered.parquet
+	$(PIPE) pool --corpus $(call q,$(CORPUS)) --rebuild $(call q,$*)
 
 # ---- per pool: index (Lucene / embeddings), search, eval ------------------------------------
 embed: | $(STAMP)
-	$(PIPE) embed --corpus $(CORPUS) $(MODEL_ARGS)
+	$(PIPE) embed --corpus $(call q,$(CORPUS)) $(MODEL_ARGS)
 
 $(RUNS)/%/$(MODEL).parquet: $(CDIR)/pools/%/manifest.json | $(STAMP)
-	$(PIPE) index --corpus $(CORPUS) --pool $* $(MODEL_ARGS) --threads $(THREADS)
-	$(PIPE) search --corpus $(CORPUS) --pool $* --model $(MODEL) --threads $(THREADS)
+	$(PIPE) index --corpus $(call q,$(CORPUS)) --pool $(call q,$*) $(MODEL_ARGS) \
+		--threads $(call q,$(THREADS))
+	$(PIPE) search --corpus $(call q,$(CORPUS)) --pool $(call q,$*) --model $(call q,$(MODEL)) \
+		--threads $(call q,$(THREADS))
 
 $(RUNS)/%/$(MODEL).eval.json: $(RUNS)/%/$(MODEL).parquet
-	$(PIPE) eval --corpus $(CORPUS) --pool $* --model $(MODEL)
+	$(PIPE) eval --corpus $(call q,$(CORPUS)) --pool $(call q,$*) --model $(call q,$(MODEL))
 
-eval: $(foreach p,$(POOLS),$(RUNS)/$(p)/$(MODEL).eval.json)
+# results.parquet is a real target: if collecting fails once, the next make collects again.
+$(RESULTS): $(foreach p,$(POOLS),$(RUNS)/$(p)/$(MODEL).eval.json) \
+		$(wildcard $(DATA)/runs/*/*/*.eval.json) | $(STAMP)
+	$(PIPE) collect
+
+eval: $(RESULTS)
 
 report: | $(STAMP)
-	$(PIPE) report --corpus $(CORPUS) --times
+	$(PIPE) report --corpus $(call q,$(CORPUS)) --seed $(call q,$(SEED)) --times
+
+verify: | $(STAMP)
+	$(PIPE) verify
 
 # ---- the two quick-start commands ------------------------------------------------------------
 demo: $(STAMP)
-	@rm -f $(DATA)/runs/demo/stage-times.jsonl
-	@$(MAKE) --no-print-directory pool CORPUS=demo SIZE="$(DEMO_SIZES)"
+	@rm -f $(call q,$(DATA)/runs/demo/stage-times.jsonl)
+	@$(MAKE) --no-print-directory pool CORPUS=demo SIZE=$(call q,$(DEMO_SIZES))
 	@$(MAKE) --no-print-directory embed CORPUS=demo MODEL=minilm
-	@for m in $(DEMO_MODELS); do \
-		$(MAKE) --no-print-directory eval CORPUS=demo MODEL=$$m || exit $$?; done
+	@$(foreach m,$(DEMO_MODELS),$(MAKE) --no-print-directory eval CORPUS=demo MODEL=$(m) &&) true
 	@$(MAKE) --no-print-directory report CORPUS=demo
 
 lint: $(STAMP)
@@ -127,4 +171,5 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 clean-demo:
-	rm -rf $(DATA)/corpora/demo $(DATA)/indexes/demo $(DATA)/runs/demo $(DATA)/runs/reports/demo*
+	rm -rf $(call q,$(DATA)/corpora/demo) $(call q,$(DATA)/indexes/demo) \
+		$(call q,$(DATA)/runs/demo) $(DATA)/runs/reports/demo*

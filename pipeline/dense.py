@@ -14,6 +14,7 @@ from functools import cache
 import faiss
 import numpy as np
 
+from pipeline.errors import InputError
 from pipeline.models import Similarity
 
 GPU_MAX_K = 2048  # Faiss GPU top-k limit
@@ -83,6 +84,18 @@ def faiss_gpu_works() -> bool:
     return bool((gpu_pos == cpu_pos).all())
 
 
+def _require_gpu(backend: str) -> None:
+    """A forced GPU backend that cannot run is an error, never a silent fallback."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise InputError(f"--backend {backend}: no CUDA GPU is visible here; use --backend "
+                         "faiss-cpu (or auto) or run on a GPU node")
+    if backend == "faiss-gpu" and not faiss_gpu_works():
+        raise InputError("--backend faiss-gpu: this Faiss build has no working GPU support "
+                         "here; use --backend torch-cuda (or auto)")
+
+
 def exact_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Similarity,
                  backend: str = "auto") -> tuple[np.ndarray, np.ndarray, str]:
     """Exact top-k with the best available backend; returns (scores, positions, backend).
@@ -99,6 +112,8 @@ def exact_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Simi
                 backend = "faiss-gpu" if faiss_gpu_works() and k <= GPU_MAX_K else "torch-cuda"
         except ImportError:
             pass
+    if backend in ("faiss-gpu", "torch-cuda"):
+        _require_gpu(backend)
     if backend.startswith("torch"):
         scores, positions = torch_search(queries, docs, k, similarity,
                                          device=backend.split("-")[1])

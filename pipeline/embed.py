@@ -23,9 +23,10 @@ import pyarrow.ipc as ipc
 from pipeline.artifacts import (
     atomic_path,
     file_lock,
+    file_problem,
+    fingerprint,
     manifest,
     read_json,
-    sha256_file,
     write_json,
 )
 from pipeline.errors import InputError
@@ -40,8 +41,16 @@ def store_dir(index_root: Path, corpus: str, model: str) -> Path:
 
 
 def _parts(store: Path) -> list[dict]:
+    """The store's parts, each checked to exist with its recorded size (a truncated part is
+    refused by name; `make verify` also checks the checksums)."""
     path = store / "manifest.json"
-    return read_json(path)["parts"] if path.exists() else []
+    parts = read_json(path)["parts"] if path.exists() else []
+    for part in parts:
+        problem = file_problem(store / part["file"], {"bytes": part.get("bytes")}, deep=False)
+        if problem:
+            raise InputError(f"{store / part['file']}: {problem}; delete the part's entry from "
+                             f"{path} (or the whole store) and embed again")
+    return parts
 
 
 def stored_ids(store: Path) -> np.ndarray:
@@ -105,7 +114,7 @@ def _write_part(store: Path, ids: np.ndarray, vectors: np.ndarray, dtype: str) -
     })
     with atomic_path(store / name) as tmp, ipc.new_file(str(tmp), table.schema) as writer:
         writer.write_table(table)
-    return {"file": name, "rows": len(ids), "sha256": sha256_file(store / name),
+    return {"file": name, "rows": len(ids), **fingerprint(store / name),
             "min_id": int(ids[0]), "max_id": int(ids[-1])}
 
 
@@ -116,9 +125,11 @@ def mark_covered(corpus_dir: Path, store: Path, pools: list[str]) -> list[str]:
     for pool in pools:
         needed = pool_ids(corpus_dir, pool)
         if np.isin(needed, have).all():
-            write_json({"pool": pool, "papers": len(needed),
-                        "parts": [p["file"] for p in _parts(store)]},
-                       store / "pools" / f"{pool}.json")
+            marker = store / "pools" / f"{pool}.json"
+            record = {"pool": pool, "papers": len(needed),
+                      "parts": [p["file"] for p in _parts(store)]}
+            if not marker.exists() or read_json(marker) != record:  # keep mtime when unchanged
+                write_json(record, marker)
             covered.append(pool)
     return covered
 
@@ -139,12 +150,15 @@ def _add_part(store: Path, config: dict, ids: np.ndarray, vectors: np.ndarray,
 def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str] | None = None,
           shard: int = 0, num_shards: int = 1, batch_size: int | None = None,
           dtype: str = "float32", model_path: str | None = None, device: str | None = None,
-          part_size: int = 100_000) -> dict:
+          part_size: int = 4096) -> dict:
     """Embed the papers of `pools` (default: every pool of the corpus) missing from the store.
 
-    Vectors are written in parts of `part_size` papers, so a killed job resumes where it
-    stopped.
+    Vectors are written in parts of `part_size` papers (a checkpoint: a kill loses at most one
+    part of work) and a rerun embeds only what is missing. Parts are cut from the sorted list
+    of missing ids, so a resumed run encodes the same batches as an uninterrupted one.
     """
+    if part_size < 1 or (batch_size is not None and batch_size < 1):
+        raise InputError(f"part size {part_size} / batch size {batch_size}: both must be >= 1")
     if not 0 <= shard < num_shards:
         raise InputError(f"--shard {shard} --num-shards {num_shards}: need 0 <= shard < n")
     if dtype not in DTYPES:

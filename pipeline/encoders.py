@@ -37,7 +37,12 @@ def model_source(entry: ModelEntry, model_path: str | Path | None = None) -> str
 
 
 def pick_device(device: str | None = None) -> torch.device:
+    """The requested device (an error if it is a GPU that is not there), else the best one."""
     if device:
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise InputError(f"--device {device}: no CUDA GPU is visible here "
+                             "(torch.cuda.is_available() is False); use --device cpu or run "
+                             "on a GPU node")
         return torch.device(device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -64,8 +69,10 @@ class Encoder:
             else:
                 self.model = AutoModel.from_pretrained(source, local_files_only=offline)
         except OSError as exc:  # not on the hub cache and no network, or a broken folder
+            hf_home = os.environ.get("HF_HOME", "~/.cache/huggingface")
             raise InputError(
                 f"cannot load MODEL {entry.name} from {source} ({str(exc).splitlines()[0]}): "
+                f"not in the hub cache (HF_HOME={hf_home}){' and offline' if offline else ''}; "
                 "download it where the hub is reachable and pass MODEL_PATH=<folder>"
             ) from None
         self.model.to(self.device).eval()

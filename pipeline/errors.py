@@ -1,9 +1,14 @@
-"""The one error type users see: bad input, reported in one line with exit status 2."""
+"""The errors users see, each printed on one line by the CLI.
+
+InputError: bad input (an unknown field, a malformed size, a corrupt or missing file...), exit
+status 2. ToolError: an external tool (Java/Anserini) failed on good input, exit status 1; its
+message says where the tool's log was kept.
+"""
 
 
 class InputError(Exception):
-    """Bad input from the user (an unknown field, a malformed size, a missing file...).
+    """Bad input from the user; the message must name the input and say what to do."""
 
-    The message must name the input and say what to do; the CLI prints it on one line and
-    exits with status 2.
-    """
+
+class ToolError(Exception):
+    """An external program failed; the message names its log file, which is kept."""

@@ -8,17 +8,25 @@ dropped and counted.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
 import polars as pl
 from ranx import Qrels, Run, evaluate
 
-from pipeline.artifacts import manifest, read_json, write_json, write_parquet
+from pipeline.artifacts import (
+    file_lock,
+    fingerprints,
+    manifest,
+    read_json,
+    write_json,
+    write_parquet,
+)
 from pipeline.errors import InputError
 from pipeline.naming import parse_pool_name
 from pipeline.pools import load_pool
-from pipeline.search import run_paths
+from pipeline.search import load_run, pool_inputs, run_paths
 
 METRICS = ("map", "ndcg", "recall@30")
 RESULTS_FILE = "results.parquet"
@@ -53,30 +61,55 @@ def per_query_metrics(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series
     return pl.DataFrame(rows), dropped
 
 
+def check_run_against_pool(run: pl.DataFrame, queries: pl.Series, candidates: pl.Series,
+                           where: str) -> None:
+    """Refuse a run that ranks papers outside the pool or answers other queries than the
+    pool's: its numbers would be meaningless."""
+    foreign_docs = run.filter(~pl.col("doc").is_in(candidates.implode()))["doc"].unique()
+    if len(foreign_docs):
+        raise InputError(f"{where} ranks {len(foreign_docs)} papers that are not candidates of "
+                         f"the pool (e.g. {foreign_docs.sort()[0]}): it was made for another "
+                         "pool; rerun the search stage")
+    foreign_queries = run.filter(~pl.col("query").is_in(queries.implode()))["query"].unique()
+    if len(foreign_queries):
+        raise InputError(f"{where} answers {len(foreign_queries)} queries that the pool's "
+                         f"qrels do not have (e.g. {foreign_queries.sort()[0]}): it was made for "
+                         "another pool; rerun the search stage")
+
+
 def eval_run(corpus_dir: Path, runs_root: Path, pool: str, model: str) -> dict:
     """Write `<model>.metrics.parquet` (per query) and `<model>.eval.json` (means, counts)."""
     start = time.perf_counter()
     paths = run_paths(runs_root, corpus_dir.name, pool, model)
-    if not paths["parquet"].exists():
-        raise InputError(f"no run {paths['parquet']}: run the search stage for "
-                         f"MODEL={model} on pool {pool} first")
+    run = load_run(corpus_dir, runs_root, pool, model)
     queries, candidates, qrels = load_pool(corpus_dir, pool)
+    check_run_against_pool(run, queries["corpusid"], candidates["corpusid"],
+                           f"run {paths['parquet']}")
     in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
-    metrics, dropped = per_query_metrics(pl.read_parquet(paths["parquet"]), in_pool,
-                                         queries["corpusid"])
-    write_parquet(metrics.to_arrow(), paths["metrics.parquet"])
+    metrics, dropped = per_query_metrics(run, in_pool, queries["corpusid"])
     means = {m: float(metrics[m].mean()) if metrics.height else None for m in METRICS}
-    info = manifest("eval", {"pool": pool, "model": model, "metrics": list(METRICS)},
-                    means=means, counts={"queries": metrics.height,
-                                         "dropped_no_relevant": dropped},
-                    seconds=round(time.perf_counter() - start, 2))
-    write_json(info, paths["eval.json"])
+    with file_lock(paths["trec"].parent / f".{model}.lock"):
+        paths["eval.json"].unlink(missing_ok=True)
+        write_parquet(metrics.to_arrow(), paths["metrics.parquet"])
+        info = manifest("eval", {"pool": pool, "model": model, "metrics": list(METRICS)},
+                        means=means, counts={"queries": metrics.height,
+                                             "dropped_no_relevant": dropped},
+                        inputs={**pool_inputs(corpus_dir, pool), paths["parquet"].name:
+                                read_json(paths["manifest.json"])["outputs"][
+                                    paths["parquet"].name]["sha256"]},
+                        outputs=fingerprints(paths["trec"].parent,
+                                             [paths["metrics.parquet"].name]),
+                        seconds=round(time.perf_counter() - start, 2))
+        write_json(info, paths["eval.json"])
     return info
 
 
 def collect_results(corpora_root: Path, runs_root: Path) -> pl.DataFrame:
-    """Gather every evaluated run into `runs/results.parquet` (one row per run and metric)."""
-    rows = []
+    """Gather every evaluated run into `runs/results.parquet` (one row per run and metric).
+
+    Evaluations of a pool that changed since (stale) are left out and counted, never mixed in.
+    """
+    rows, stale = [], []
     for path in sorted(runs_root.glob("*/*/*.eval.json")):
         info = read_json(path)
         corpus, pool, model = path.parts[-3], path.parts[-2], path.name[: -len(".eval.json")]
@@ -84,19 +117,28 @@ def collect_results(corpora_root: Path, runs_root: Path) -> pl.DataFrame:
         if not pool_manifest.exists():
             continue  # the pool was deleted; its old runs are not results any more
         pool_info = read_json(pool_manifest)
-        scope, size, repeat = parse_pool_name(pool)
+        current = {name: fp["sha256"] for name, fp in pool_info.get("outputs", {}).items()}
+        if any(info.get("inputs", {}).get(name) != sha for name, sha in current.items()):
+            stale.append(f"{corpus}/{pool}/{model}")
+            continue
+        scope, size, repeat, seed = parse_pool_name(pool)
         for metric, value in info["means"].items():
             rows.append({
                 "corpus": corpus, "pool": pool, "level": pool_info["level"], "scope": scope,
                 "field": pool_info["parameters"]["field"], "size": size, "repeat": repeat,
+                "seed": seed,
                 "candidates": pool_info["counts"]["candidates"], "model": model,
                 "metric": metric, "value": value, "queries": info["counts"]["queries"],
                 "dropped_queries": info["counts"]["dropped_no_relevant"],
             })
     results = pl.DataFrame(rows, schema={
         "corpus": pl.String, "pool": pl.String, "level": pl.String, "scope": pl.String,
-        "field": pl.String, "size": pl.Int64, "repeat": pl.Int64, "candidates": pl.Int64,
+        "field": pl.String, "size": pl.Int64, "repeat": pl.Int64, "seed": pl.Int64,
+        "candidates": pl.Int64,
         "model": pl.String, "metric": pl.String, "value": pl.Float64, "queries": pl.Int64,
         "dropped_queries": pl.Int64})
+    if stale:
+        print(f"[collect] left out {len(stale)} stale evaluations (their pool changed; rerun "
+              f"make eval): {', '.join(stale[:5])}", file=sys.stderr)
     write_parquet(results.to_arrow(), runs_root / RESULTS_FILE)
     return results

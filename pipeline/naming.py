@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from pipeline.errors import InputError
 
@@ -31,15 +32,26 @@ def format_size(size: int) -> str:
     return str(size)
 
 
-def pool_name(scope: str, size: int, repeat: int) -> str:
-    """Folder name of a pool: scope is 'all' (dataset-level) or a field slug."""
-    return f"{scope}-{format_size(size)}-r{repeat}"
+class PoolName(NamedTuple):
+    scope: str
+    size: int
+    repeat: int
+    seed: int
 
 
-def parse_pool_name(name: str) -> tuple[str, int, int]:
-    """Inverse of pool_name: 'medicine-20k-r0' -> ('medicine', 20000, 0)."""
-    match = re.match(r"^(.+)-([0-9.]+[kM]?)-r(\d+)$", name)
+def pool_name(scope: str, size: int, repeat: int, seed: int = 0) -> str:
+    """Folder name of a pool: scope is 'all' (dataset-level) or a field slug. The seed is part
+    of the name unless it is 0, so pools of two seeds never overwrite each other."""
+    seed_part = f"-s{seed}" if seed else ""
+    return f"{scope}-{format_size(size)}{seed_part}-r{repeat}"
+
+
+def parse_pool_name(name: str) -> PoolName:
+    """Inverse of pool_name: 'medicine-20k-r0' -> ('medicine', 20000, 0, 0),
+    'all-10k-s1-r2' -> ('all', 10000, 2, 1)."""
+    match = re.match(r"^(.+)-([0-9.]+[kM]?)(?:-s(\d+))?-r(\d+)$", name)
     if not match:
-        raise InputError(f"malformed pool name {name!r}: expected <scope>-<size>-r<repeat>")
-    scope, size, repeat = match.groups()
-    return scope, parse_size(size), int(repeat)
+        raise InputError(f"malformed pool name {name!r}: expected <scope>-<size>[-s<seed>]"
+                         "-r<repeat>")
+    scope, size, seed, repeat = match.groups()
+    return PoolName(scope, parse_size(size), int(repeat), int(seed or 0))

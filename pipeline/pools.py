@@ -12,6 +12,7 @@ pool is contained in the 20k pool.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import zlib
@@ -21,7 +22,19 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.artifacts import manifest, read_json, sha256_file, write_json, write_parquet
+from pipeline.artifacts import (
+    MANIFEST,
+    check_outputs,
+    file_lock,
+    fingerprints,
+    manifest,
+    outputs_intact,
+    read_json,
+    read_parquet,
+    sha256_file,
+    write_json,
+    write_parquet,
+)
 from pipeline.errors import InputError
 from pipeline.fields import field_slug
 from pipeline.naming import pool_name
@@ -53,7 +66,7 @@ class PoolSpec:
 
     @property
     def name(self) -> str:
-        return pool_name(self.scope, self.size, self.repeat)
+        return pool_name(self.scope, self.size, self.repeat, self.seed)
 
     @property
     def queries_wanted(self) -> int:
@@ -135,27 +148,56 @@ def negative_population(corpus_dir: Path, spec: PoolSpec, exclude: pl.Series) ->
             .sort("corpusid").collect()["corpusid"])
 
 
-def _up_to_date(pool_dir: Path, spec: PoolSpec, input_sha: str) -> bool:
-    path = pool_dir / "manifest.json"
+POOL_FILES = ("queries.parquet", "candidates.parquet", "qrels.parquet")
+
+
+def input_sha(corpus_dir: Path) -> str:
+    """sha256 of prefiltered.parquet: the one its manifest records when the file still has the
+    recorded size (hashing a 16M-paper file for every pool would take minutes), else computed."""
+    path = corpus_dir / "prefiltered.parquet"
+    corpus_manifest = corpus_dir / MANIFEST
+    if corpus_manifest.exists():
+        recorded = read_json(corpus_manifest).get("prefilter", {}).get("outputs", {}).get(
+            "prefiltered.parquet", {})
+        if recorded.get("bytes") == path.stat().st_size and "sha256" in recorded:
+            return recorded["sha256"]
+    return sha256_file(path)
+
+
+def _up_to_date(pool_dir: Path, spec: PoolSpec, prefiltered_sha: str) -> bool:
+    """Same parameters, same input, and files that match the manifest (not the manifest alone:
+    a truncated candidates.parquet makes the pool out of date)."""
+    path = pool_dir / MANIFEST
     if not path.exists():
         return False
     old = read_json(path)
-    return old.get("parameters") == asdict(spec) and old.get("inputs", {}).get(
-        "prefiltered.parquet") == input_sha
+    return (old.get("parameters") == asdict(spec)
+            and old.get("inputs", {}).get("prefiltered.parquet") == prefiltered_sha
+            and outputs_intact(pool_dir, old))
 
 
 def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
-    """Write queries, candidates, qrels and manifest for one pool; a no-op when up to date."""
+    """Write queries, candidates, qrels and manifest for one pool; a no-op when up to date.
+
+    The manifest is removed first and written last, so a pool killed half-way is never taken
+    for complete; a lock keeps two processes from building one pool at once.
+    """
     prefiltered = corpus_dir / "prefiltered.parquet"
     if not prefiltered.exists():
         raise InputError(f"{prefiltered} is missing: run ingest and prefilter first")
-    if spec.size < 1 or spec.repeat < 0:
-        raise InputError(f"pool size {spec.size} / repeat {spec.repeat}: both must be positive")
+    if spec.size < 1 or spec.repeat < 0 or spec.queries_wanted < 1:
+        raise InputError(f"pool size {spec.size} / repeat {spec.repeat} / queries "
+                         f"{spec.queries_wanted}: size and queries must be >= 1, repeat >= 0")
     pool_dir = corpus_dir / "pools" / spec.name
-    input_sha = sha256_file(prefiltered)
-    if _up_to_date(pool_dir, spec, input_sha):
-        print(f"[pool] {spec.name} is up to date", file=sys.stderr)
-        return read_json(pool_dir / "manifest.json")
+    prefiltered_sha = input_sha(corpus_dir)
+    with file_lock(corpus_dir / ".locks" / f"pool-{spec.name}.lock"):
+        if _up_to_date(pool_dir, spec, prefiltered_sha):
+            print(f"[pool] {spec.name} is up to date", file=sys.stderr)
+            return read_json(pool_dir / MANIFEST)
+        return _build_pool(corpus_dir, spec, pool_dir, prefiltered_sha)
+
+
+def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, prefiltered_sha: str) -> dict:
     start = time.perf_counter()
     queries, qrels, n_eligible = select_queries(corpus_dir, spec)
     positives = qrels["doc"].unique().sort()
@@ -194,6 +236,7 @@ def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
                         f"them, {candidates.height} candidates instead of {spec.size}")
     for line in warnings:
         print(f"[pool] warning: {spec.name}: {line}", file=sys.stderr)
+    (pool_dir / MANIFEST).unlink(missing_ok=True)
     write_parquet(queries.to_arrow(), pool_dir / "queries.parquet")
     write_parquet(candidates.to_arrow(), pool_dir / "candidates.parquet")
     write_parquet(qrels.to_arrow(), pool_dir / "qrels.parquet")
@@ -206,23 +249,53 @@ def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
     }
     info = manifest("pool", asdict(spec), name=spec.name, scope=spec.scope,
                     level="dataset" if spec.field is None else "field",
-                    inputs={"prefiltered.parquet": input_sha}, counts=counts,
+                    inputs={"prefiltered.parquet": prefiltered_sha},
+                    outputs=fingerprints(pool_dir, POOL_FILES), counts=counts,
                     warnings=warnings, seconds=round(time.perf_counter() - start, 2))
-    write_json(info, pool_dir / "manifest.json")
+    write_json(info, pool_dir / MANIFEST)
     return info
 
 
 def list_pools(corpus_dir: Path) -> list[str]:
     """Names of the complete pools of a corpus (those with a manifest)."""
-    return sorted(p.parent.name for p in (corpus_dir / "pools").glob("*/manifest.json"))
+    return sorted(p.parent.name for p in (corpus_dir / "pools").glob(f"*/{MANIFEST}"))
 
 
-def load_pool(corpus_dir: Path, name: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """(queries, candidates, qrels) of a pool, or a one-line error naming what to run."""
-    pool_dir = corpus_dir / "pools" / name
-    if not (pool_dir / "manifest.json").exists():
+def pool_manifest(corpus_dir: Path, name: str) -> dict:
+    """The manifest of an existing pool, or a one-line error naming what to run."""
+    path = corpus_dir / "pools" / name / MANIFEST
+    if not path.exists():
         known = ", ".join(list_pools(corpus_dir)) or "none yet"
         raise InputError(f"pool {name!r} does not exist under {corpus_dir}/pools "
                          f"(existing: {known}); build it with `make pool`")
-    return tuple(pl.read_parquet(pool_dir / f) for f in
-                 ("queries.parquet", "candidates.parquet", "qrels.parquet"))  # type: ignore
+    return read_json(path)
+
+
+def check_pool(corpus_dir: Path, name: str) -> dict:
+    """Refuse a pool whose files are corrupt or that was built from an older prefiltered.parquet
+    (stale); return its manifest."""
+    info = pool_manifest(corpus_dir, name)
+    check_outputs(corpus_dir / "pools" / name, info)
+    if info.get("inputs", {}).get("prefiltered.parquet") != input_sha(corpus_dir):
+        raise InputError(f"pool {name} is stale: {corpus_dir}/prefiltered.parquet changed since "
+                         f"it was built; rebuild it with `python -m pipeline pool --corpus "
+                         f"{corpus_dir.name} --rebuild {name}` (make eval does this)")
+    return info
+
+
+def rebuild_pool(corpus_dir: Path, name: str) -> dict:
+    """Rebuild an existing pool from the parameters its manifest records (no-op if current)."""
+    spec = PoolSpec(**pool_manifest(corpus_dir, name)["parameters"])
+    if spec.name != name:
+        raise InputError(f"pool {name}: its manifest describes pool {spec.name}; delete the "
+                         "folder and build the pool again with `make pool`")
+    info = build_pool(corpus_dir, spec)
+    os.utime(corpus_dir / "pools" / name / MANIFEST)  # newer than its inputs, for make
+    return info
+
+
+def load_pool(corpus_dir: Path, name: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(queries, candidates, qrels) of a checked pool, or a one-line error naming what to run."""
+    check_pool(corpus_dir, name)
+    pool_dir = corpus_dir / "pools" / name
+    return tuple(read_parquet(pool_dir / f) for f in POOL_FILES)  # type: ignore

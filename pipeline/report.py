@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.artifacts import atomic_path
+from pipeline.artifacts import atomic_path, read_parquet
 from pipeline.errors import InputError
 from pipeline.fields import MAG_FIELDS
 from pipeline.naming import format_size
@@ -124,14 +124,21 @@ def stage_times(runs_root: Path, corpus: str) -> str:
     return _markdown(["stage", "seconds", "invocations"], rows)
 
 
-def report(runs_root: Path, corpus: str) -> str:
-    """Write the tables and plots of one corpus; return the markdown that was written."""
+def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
+    """Write the tables and plots of one corpus and pool seed; return the markdown written.
+
+    Pools of other seeds have other queries, so they are never averaged into the same cells.
+    """
     path = runs_root / "results.parquet"
     if not path.exists():
         raise InputError(f"{path} is missing: run `make eval` first")
-    results = pl.read_parquet(path).filter(pl.col("corpus") == corpus)
+    results = read_parquet(path).filter(pl.col("corpus") == corpus)
+    seeds = sorted(results["seed"].unique().to_list())
+    results = results.filter(pl.col("seed") == seed)
     if results.is_empty():
-        raise InputError(f"no evaluated runs for CORPUS={corpus} in {path}: run `make eval`")
+        other = f" (seeds present: {', '.join(map(str, seeds))}; pass SEED=...)" if seeds else ""
+        raise InputError(f"no evaluated runs for CORPUS={corpus} and SEED={seed} in {path}"
+                         f"{other}: run `make eval`")
     means = _means(results)
     out_dir = runs_root / "reports"
     sections = []

@@ -15,11 +15,21 @@ import numpy as np
 import polars as pl
 
 from pipeline import bm25
-from pipeline.artifacts import atomic_path, manifest, sha256_file, write_json, write_parquet
+from pipeline.artifacts import (
+    atomic_path,
+    check_outputs,
+    file_lock,
+    fingerprints,
+    manifest,
+    read_json,
+    read_parquet,
+    write_json,
+    write_parquet,
+)
 from pipeline.embed import embed, load_vectors, store_dir
 from pipeline.errors import InputError
 from pipeline.models import ModelEntry
-from pipeline.pools import load_pool
+from pipeline.pools import load_pool, pool_manifest
 
 TOP_K = 500
 SCORE_DECIMALS = 6  # scores are rounded as written, so the TREC file and the parquet agree
@@ -48,17 +58,24 @@ def index(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry, thre
     if entry.kind == "bm25":
         target = bm25_index_dir(index_root, corpus_dir.name, pool)
         params = {"pool": pool, "corpus": corpus_dir.name, "candidates_sha256":
-                  sha256_file(corpus_dir / "pools" / pool / "candidates.parquet")}
-        if bm25.index_is_current(target, params):
-            return {"model": entry.name, "pool": pool, "up_to_date": True}
-        return bm25.build_index(_papers(corpus_dir, candidates["corpusid"]), target, threads,
-                                params)
+                  pool_inputs(corpus_dir, pool)["candidates.parquet"]}
+        with file_lock(target.parent / ".bm25.lock"):
+            if bm25.index_is_current(target, params):
+                return {"model": entry.name, "pool": pool, "up_to_date": True}
+            return bm25.build_index(_papers(corpus_dir, candidates["corpusid"]), target,
+                                    threads, params)
     if entry.kind == "dense":
         return embed(corpus_dir, index_root, entry, pools=[pool], **embed_options)
     if entry.kind == "random":
         return {"model": entry.name, "pool": pool, "note": "nothing to index"}
     raise InputError(f"MODEL {entry.name} ({entry.kind}) is registered but its retrieval is "
                      "not implemented yet: use bm25, random or a dense encoder")
+
+
+def pool_inputs(corpus_dir: Path, pool: str) -> dict[str, str]:
+    """sha256 of the pool's files, as its manifest records them: what a run was made from."""
+    outputs = pool_manifest(corpus_dir, pool)["outputs"]
+    return {name: fp["sha256"] for name, fp in outputs.items()}
 
 
 def finalize_run(hits: pl.DataFrame, k: int = TOP_K) -> tuple[pl.DataFrame, int]:
@@ -79,7 +96,10 @@ def finalize_run(hits: pl.DataFrame, k: int = TOP_K) -> tuple[pl.DataFrame, int]
 
 
 def write_run(run: pl.DataFrame, paths: dict[str, Path], tag: str) -> None:
-    """The run as TREC text (qid Q0 docid rank score tag) and as parquet, both atomic."""
+    """The run as TREC text (qid Q0 docid rank score tag) and as parquet, both atomic; the
+    run's manifest is removed first (and written last by the caller), so a run killed between
+    the two files is never taken for complete."""
+    paths["manifest.json"].unlink(missing_ok=True)
     with atomic_path(paths["trec"]) as tmp:
         text = run.select(pl.format("{} Q0 {} {} {} " + tag, "query", "doc", "rank",
                                     pl.col("score").map_elements(
@@ -132,7 +152,8 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
         query_papers = _papers(corpus_dir, queries["corpusid"]).sort("corpusid")
         hits, capped = bm25.search(query_papers, index_dir, k + 1, k1, b, threads,
                                    pool_papers=lambda: _papers(corpus_dir,
-                                                               candidates["corpusid"]))
+                                                               candidates["corpusid"]),
+                                   log_dir=runs_root / corpus_dir.name / pool)
         details = {"k1": k1, "b": b, "capped_queries": capped}
     elif entry.kind == "dense":
         hits, details = _dense_hits(corpus_dir, index_root, entry, queries, candidates, k + 1,
@@ -144,12 +165,36 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
         raise InputError(f"MODEL {entry.name} ({entry.kind}) has no search implementation yet")
     run, self_hits = finalize_run(hits, k)
     paths = run_paths(runs_root, corpus_dir.name, pool, entry.name)
-    write_run(run, paths, tag=entry.name)
-    seconds = time.perf_counter() - start
-    info = manifest("search", {"pool": pool, "model": entry.name, "k": k}, details=details,
-                    counts={"queries": queries.height, "candidates": candidates.height,
-                            "rows": run.height, "self_hits_removed": self_hits},
-                    seconds=round(seconds, 2),
-                    queries_per_s=round(queries.height / max(seconds, 1e-9), 2))
-    write_json(info, paths["manifest.json"])
+    with file_lock(paths["trec"].parent / f".{entry.name}.lock"):
+        write_run(run, paths, tag=entry.name)
+        seconds = time.perf_counter() - start
+        info = _run_manifest(corpus_dir, pool, entry, k, details, paths, seconds,
+                             counts={"queries": queries.height, "candidates": candidates.height,
+                                     "rows": run.height, "self_hits_removed": self_hits})
+        write_json(info, paths["manifest.json"])
     return info
+
+
+def _run_manifest(corpus_dir: Path, pool: str, entry: ModelEntry, k: int, details: dict,
+                  paths: dict[str, Path], seconds: float, counts: dict) -> dict:
+    folder = paths["trec"].parent
+    return manifest("search", {"pool": pool, "model": entry.name, "k": k}, details=details,
+                    inputs=pool_inputs(corpus_dir, pool),
+                    outputs=fingerprints(folder, [paths["trec"].name, paths["parquet"].name]),
+                    counts=counts, seconds=round(seconds, 2),
+                    queries_per_s=round(counts["queries"] / max(seconds, 1e-9), 2))
+
+
+
+def load_run(corpus_dir: Path, runs_root: Path, pool: str, model: str) -> pl.DataFrame:
+    """A complete, intact run made from the pool as it is now (else a one-line error)."""
+    paths = run_paths(runs_root, corpus_dir.name, pool, model)
+    if not paths["manifest.json"].exists():
+        raise InputError(f"no complete run {paths['parquet']}: run the search stage for "
+                         f"MODEL={model} on pool {pool} first")
+    info = read_json(paths["manifest.json"])
+    check_outputs(paths["trec"].parent, info)
+    if info.get("inputs") != pool_inputs(corpus_dir, pool):
+        raise InputError(f"run {paths['parquet']} is stale: pool {pool} changed since it was "
+                         f"searched; rerun the search stage for MODEL={model}")
+    return read_parquet(paths["parquet"])

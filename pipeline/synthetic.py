@@ -30,8 +30,6 @@ import itertools
 import json
 import multiprocessing
 import random
-import shutil
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -41,7 +39,13 @@ import numpy as np
 import orjson
 from tqdm import tqdm
 
-from pipeline.artifacts import manifest, write_json
+from pipeline.artifacts import (
+    atomic_dir,
+    fingerprints,
+    manifest,
+    scratch_dir,
+    write_json,
+)
 from pipeline.errors import InputError
 from pipeline.fields import MAG_FIELDS
 
@@ -504,17 +508,15 @@ def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
     layout = _Layout(cfg, len(first["subtopics"]), n_field_words)
     n_blocks = -(-cfg.n_papers // cfg.block_size)
     meta_dir = out_dir / "metadata"
-    if meta_dir.exists():
-        shutil.rmtree(meta_dir)
-    meta_dir.mkdir(parents=True)
-    final = [meta_dir / f"metadata_{k}.jsonl.gz" for k in range(cfg.n_shards)]
-    partial = [p.with_name(p.name + ".tmp") for p in final]
+    (out_dir / "manifest.json").unlink(missing_ok=True)  # written last: the corpus is complete
     counts = dict.fromkeys(("papers", "with_abstract", "edges", "dangling_edges"), 0)
-    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".synth-") as tmp_name:
-        _spill_citations(layout, cfg, Path(tmp_name), n_blocks)
-        _JOB = _BlockJob(cfg, layout, _TextMaker(vocab, cfg), Path(tmp_name))
+    names = [f"metadata_{k}.jsonl.gz" for k in range(cfg.n_shards)]
+    # shards are written into a temporary folder that replaces metadata/ whole
+    with scratch_dir(out_dir, "synth") as work, atomic_dir(meta_dir) as tmp_meta:
+        _spill_citations(layout, cfg, work, n_blocks)
+        _JOB = _BlockJob(cfg, layout, _TextMaker(vocab, cfg), work)
         with contextlib.ExitStack() as stack:
-            handles = [stack.enter_context(p.open("wb")) for p in partial]
+            handles = [stack.enter_context((tmp_meta / name).open("wb")) for name in names]
             if workers > 1:
                 pool = stack.enter_context(ProcessPoolExecutor(
                     workers, mp_context=multiprocessing.get_context("fork")))
@@ -528,9 +530,9 @@ def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
                 for key, value in block_counts.items():
                     counts[key] += value
         _JOB = None
-    for tmp_path, path in zip(partial, final, strict=True):
-        tmp_path.replace(path)
+    final = [meta_dir / name for name in names]
     info = manifest("synthetic", asdict(cfg), counts=counts,
-                    shards=[p.name for p in final], format="s2orc-20200705v1-metadata")
+                    shards=[p.name for p in final], format="s2orc-20200705v1-metadata",
+                    outputs=fingerprints(out_dir, [f"metadata/{name}" for name in names]))
     write_json(info, out_dir / "manifest.json")
     return info

@@ -7,20 +7,29 @@ from pathlib import Path
 import pytest
 
 from pipeline.ingest import ingest, prefilter
+from pipeline.naming import pool_name
 from pipeline.pools import PoolSpec, build_pool
 from pipeline.synthetic import SyntheticConfig, generate
 
 SMALL = SyntheticConfig(n_papers=8000, n_shards=3, seed=7, block_size=3000)
 POOL_SIZES = (800, 1600)
 N_QUERIES = 20
+POOL_SEED = 1
+
+
+def pool_of(size: int) -> str:
+    """Name of the fixture's dataset-level pool of `size` candidates."""
+    return pool_name("all", size, 0, POOL_SEED)
 
 
 def copy_corpus(corpus_dir: Path, dest: Path) -> Path:
-    """A private copy of the ingested corpus (without pools), for tests that write to it."""
+    """A private copy of the ingested corpus (with its manifest, without pools), for tests that
+    write to it."""
     import shutil
 
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("papers.parquet", "citations.parquet", "prefiltered.parquet"):
+    for name in ("papers.parquet", "citations.parquet", "quarantine.jsonl",
+                 "prefiltered.parquet", "manifest.json"):
         shutil.copy(corpus_dir / name, dest)
     return dest
 
@@ -40,7 +49,7 @@ def corpus_dir(raw_corpus, tmp_path_factory) -> Path:
     ingest(raw_corpus, corpus)
     prefilter(corpus)
     for size in POOL_SIZES:
-        build_pool(corpus, PoolSpec(size=size, n_queries=N_QUERIES, seed=1))
+        build_pool(corpus, PoolSpec(size=size, n_queries=N_QUERIES, seed=POOL_SEED))
     return corpus
 
 

@@ -11,10 +11,9 @@ from pipeline.embed import embed, load_vectors, pool_ids, store_dir, stored_ids
 from pipeline.encoders import Encoder
 from pipeline.errors import InputError
 from pipeline.models import REGISTRY, ModelEntry
-from pipeline.naming import pool_name
-from tests.conftest import POOL_SIZES
+from tests.conftest import POOL_SIZES, pool_of
 
-SMALL_POOL, LARGE_POOL = (pool_name("all", s, 0) for s in POOL_SIZES)
+SMALL_POOL, LARGE_POOL = (pool_of(s) for s in POOL_SIZES)
 
 
 @pytest.fixture()

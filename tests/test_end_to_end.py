@@ -7,9 +7,8 @@ import pytest
 
 from pipeline.evaluate import eval_run
 from pipeline.models import get_model
-from pipeline.naming import pool_name
 from pipeline.search import index, search
-from tests.conftest import POOL_SIZES
+from tests.conftest import POOL_SIZES, pool_of
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +19,7 @@ def maps(corpus_dir, tmp_path_factory) -> dict[tuple[str, int], float]:
     for model in ("bm25", "minilm", "random"):
         entry = get_model(model)
         for size in POOL_SIZES:
-            pool = pool_name("all", size, 0)
+            pool = pool_of(size)
             index(corpus_dir, index_root, pool, entry, threads=2)
             search(corpus_dir, index_root, runs_root, pool, entry)
             out[model, size] = eval_run(corpus_dir, runs_root, pool, model)["means"]["map"]

@@ -1,14 +1,18 @@
-"""Ingest keeps every row and edge; prefilter drops exactly what MDCR §3 says, counted."""
+"""Ingest keeps one record per paper and every edge, quarantines bad lines by file and line;
+prefilter drops exactly what MDCR §3 says, counted and reconciled with ingest."""
 
 from __future__ import annotations
 
 import gzip
+import json
+import re
+from pathlib import Path
 
 import polars as pl
 import pytest
 
 from pipeline.errors import InputError
-from pipeline.ingest import ingest, prefilter
+from pipeline.ingest import find_shards, ingest, prefilter
 from pipeline.synthetic import SyntheticConfig, generate
 from tests.conftest import copy_corpus
 from tests.test_synthetic import read_rows
@@ -42,14 +46,16 @@ def expected_reason(row: dict) -> str:
 
 
 def test_prefilter_counts_match_a_hand_count(raw_corpus, corpus_dir):
-    import json
-
     rows = read_rows(raw_corpus)
     expected = {r: 0 for r in ("no_year", "no_title", "short_abstract", "few_citations", "kept")}
     for row in rows:
         expected[expected_reason(row)] += 1
-    counts = json.loads((corpus_dir / "manifest.json").read_text())["prefilter"]["counts"]
+    section = json.loads((corpus_dir / "manifest.json").read_text())["prefilter"]
+    counts = section["counts"]
     assert {k: counts[k] for k in expected} == expected
+    recon = section["reconciliation"]
+    assert recon["balanced"] is True and recon["lines_read"] == len(rows)
+    assert recon["kept"] == expected["kept"] and recon["quarantined"] == 0
     assert counts["total"] == len(rows)
     kept = pl.read_parquet(corpus_dir / "prefiltered.parquet")
     assert kept.height == expected["kept"]
@@ -66,11 +72,197 @@ def test_citation_mode_is_configurable(corpus_dir, tmp_path):
         prefilter(copy, "sideways")
 
 
-def test_malformed_shard_is_a_clear_error_and_leaves_nothing(tmp_path):
-    generate(tmp_path / "raw", SyntheticConfig(n_papers=200, n_shards=2))
-    with gzip.open(tmp_path / "raw" / "metadata" / "metadata_1.jsonl.gz", "at") as handle:
+def raw_corpus_of_200(tmp_path: Path, n_shards: int = 2) -> Path:
+    """A 200-paper S2ORC-format corpus in `n_shards` shards (100 lines each for 2 shards)."""
+    raw = tmp_path / "raw"
+    generate(raw, SyntheticConfig(n_papers=200, n_shards=n_shards))
+    return raw
+
+
+def shard_lines(shard: Path) -> list[bytes]:
+    with gzip.open(shard, "rb") as handle:
+        return handle.read().splitlines()
+
+
+def write_lines(shard: Path, lines: list[bytes]) -> None:
+    shard.write_bytes(gzip.compress(b"".join(line + b"\n" for line in lines)))
+
+
+def quarantined(corpus: Path) -> list[dict]:
+    return [json.loads(line) for line in (corpus / "quarantine.jsonl").read_text().splitlines()]
+
+
+def sorted_parquet(path: Path) -> pl.DataFrame:
+    table = pl.read_parquet(path)
+    return table.sort(table.columns[:2])
+
+
+def test_duplicate_records_keep_the_first_copy_and_only_its_citations(tmp_path):
+    raw = raw_corpus_of_200(tmp_path)
+    single = tmp_path / "single"
+    ingest(raw, single)
+    shard0, shard1 = (raw / "metadata" / f"metadata_{k}.jsonl.gz" for k in (0, 1))
+    n0 = len(shard_lines(shard0))
+    shard0.write_bytes(shard0.read_bytes() * 2)  # the shard appended to itself
+    first = json.loads(shard_lines(shard0)[0])
+    later = first | {"title": "A later copy", "outbound_citations": ["1", "2", "3"]}
+    write_lines(shard1, [*shard_lines(shard1), json.dumps(later).encode()])
+
+    counts = ingest(raw, tmp_path / "doubled")["counts"]
+    papers = pl.read_parquet(tmp_path / "doubled" / "papers.parquet")
+    assert papers["corpusid"].is_unique().all()
+    assert sorted_parquet(tmp_path / "doubled" / "papers.parquet").equals(
+        sorted_parquet(single / "papers.parquet"))
+    assert "A later copy" not in papers["title"].to_list()
+    cites = pl.read_parquet(tmp_path / "doubled" / "citations.parquet")
+    assert cites.unique().height == cites.height
+    assert sorted_parquet(tmp_path / "doubled" / "citations.parquet").equals(
+        sorted_parquet(single / "citations.parquet"))
+    assert counts["papers"] == 200
+    assert counts["duplicate_records"] == n0 + 1
+    assert counts["lines_read"] == 200 + n0 + 1 == (
+        counts["papers"] + counts["quarantined"] + counts["duplicate_records"])
+
+
+def test_a_bad_year_is_quarantined_with_its_shard_and_true_line(tmp_path):
+    raw = raw_corpus_of_200(tmp_path)
+    shard = raw / "metadata" / "metadata_1.jsonl.gz"
+    lines = shard_lines(shard)
+    row = json.loads(lines[41])
+    lines[41] = json.dumps(row | {"year": 2019.5}).encode()
+    write_lines(shard, lines)
+    counts = ingest(raw, tmp_path / "corpus")["counts"]
+    [entry] = quarantined(tmp_path / "corpus")
+    assert (entry["shard"], entry["line"], entry["raw"]) == ("metadata_1.jsonl.gz", 42,
+                                                            lines[41].decode())
+    assert "year" in entry["reason"] and "2019.5" in entry["reason"]
+    papers = pl.read_parquet(tmp_path / "corpus" / "papers.parquet")
+    assert papers.height == counts["papers"] == 199
+    assert int(row["paper_id"]) not in papers["corpusid"].to_list()
+
+
+BAD_LINES = {  # what makes the line bad -> a word its quarantine reason must hold
+    b"{not json": "JSON",
+    b'{"paper_id": "900000001", "title": "t", "year": "2019"}': "year",
+    b'{"paper_id": "900000002", "title": "t", "year": 2019.5}': "year",
+    b'{"paper_id": "900000003", "title": "caf\xe9 latin-1"}': "UTF-8",
+    b'{"paper_id": "W12x", "title": "t"}': "paper_id",
+    b"[1, 2, 3]": "object",
+    b'{"paper_id": "900000004", "outbound_citations": "1000001"}': "outbound_citations",
+}
+
+
+def test_bad_lines_are_quarantined_and_the_rest_ingested(tmp_path):
+    raw = raw_corpus_of_200(tmp_path)
+    clean = tmp_path / "clean"
+    ingest(raw, clean)
+    shard = raw / "metadata" / "metadata_0.jsonl.gz"
+    lines = shard_lines(shard)
+    expected = {}
+    for k, (bad, word) in enumerate(BAD_LINES.items()):
+        lines.insert(10 * k + 3, bad)
+        expected[10 * k + 4] = (bad, word)
+    lines.insert(80, b"   ")  # blank: counted, not quarantined
+    expected = {line + (line > 80): value for line, value in expected.items()}
+    write_lines(shard, lines)
+
+    info = ingest(raw, tmp_path / "corpus")
+    entries = quarantined(tmp_path / "corpus")
+    assert {e["line"] for e in entries} == set(expected)
+    for entry in entries:
+        bad, word = expected[entry["line"]]
+        assert entry["shard"] == "metadata_0.jsonl.gz"
+        assert word in entry["reason"]
+        assert entry["raw"] == bad.decode("utf-8", errors="backslashreplace")
+    assert any("\\xe9" in e["raw"] for e in entries)
+    assert sorted_parquet(tmp_path / "corpus" / "papers.parquet").equals(
+        sorted_parquet(clean / "papers.parquet"))
+    assert sorted_parquet(tmp_path / "corpus" / "citations.parquet").equals(
+        sorted_parquet(clean / "citations.parquet"))
+    counts = info["counts"]
+    assert (counts["lines_read"], counts["papers"], counts["quarantined"],
+            counts["duplicate_records"], counts["blank_lines"]) == (207, 200, 7, 0, 1)
+    assert info["line_by_line_shards"] == ["metadata_0.jsonl.gz"]
+    assert sum(info["quarantine"]["by_reason"].values()) == 7
+
+    recon = prefilter(tmp_path / "corpus")["reconciliation"]
+    assert recon["balanced"] is True
+    assert (recon["lines_read"], recon["quarantined"], recon["duplicate_records"]) == (207, 7, 0)
+    assert recon["kept"] + sum(recon["dropped"].values()) == 200
+
+
+def test_strict_mode_stops_at_the_first_bad_line_with_file_and_line(tmp_path):
+    raw = raw_corpus_of_200(tmp_path)
+    shard = raw / "metadata" / "metadata_1.jsonl.gz"
+    lines = shard_lines(shard)
+    lines[56] = lines[56].replace(b'"year":', b'"year":"x",  "was":', 1)
+    lines[70] = b"{not json"
+    write_lines(shard, lines)
+    with pytest.raises(InputError) as error:
+        ingest(raw, tmp_path / "corpus", strict=True)
+    message = str(error.value)
+    assert message.startswith(f"{shard}:57: year is a str")
+    assert message.endswith("; fix or remove the line, or run without --strict to quarantine it")
+    assert "\n" not in message
+    assert not list((tmp_path / "corpus").glob("*.parquet"))
+    assert not (tmp_path / "corpus" / "quarantine.jsonl").exists()
+
+
+def test_malformed_line_is_quarantined_by_default_and_an_error_when_strict(tmp_path):
+    raw = raw_corpus_of_200(tmp_path)
+    shard = raw / "metadata" / "metadata_1.jsonl.gz"
+    n = len(shard_lines(shard))
+    with gzip.open(shard, "at") as handle:
         handle.write("{not json\n")
-    with pytest.raises(InputError, match="metadata_1.jsonl.gz: not S2ORC metadata"):
+    counts = ingest(raw, tmp_path / "corpus")["counts"]
+    assert (counts["papers"], counts["quarantined"], counts["lines_read"]) == (200, 1, 201)
+    [entry] = quarantined(tmp_path / "corpus")
+    assert (entry["shard"], entry["line"], entry["raw"]) == ("metadata_1.jsonl.gz", n + 1,
+                                                            "{not json")
+    with pytest.raises(InputError, match=rf"metadata_1\.jsonl\.gz:{n + 1}: invalid JSON"):
+        ingest(raw, tmp_path / "strict", strict=True)
+    assert not list((tmp_path / "strict").glob("*.parquet"))
+
+
+def test_clean_ingest_writes_an_empty_quarantine(tmp_path):
+    raw = raw_corpus_of_200(tmp_path)
+    info = ingest(raw, tmp_path / "corpus")
+    assert (tmp_path / "corpus" / "quarantine.jsonl").read_bytes() == b""
+    assert info["counts"]["quarantined"] == info["counts"]["blank_lines"] == 0
+    assert info["line_by_line_shards"] == []  # clean shards take the fast path
+
+
+def test_any_jsonl_shard_name_is_read_in_natural_order(tmp_path):
+    raw = raw_corpus_of_200(tmp_path, n_shards=3)
+    meta = raw / "metadata"
+    (meta / "metadata_2.jsonl.gz").rename(meta / "part-a.jsonl.gz")
+    (meta / "metadata_1.jsonl.gz").rename(meta / "metadata_10.jsonl.gz")
+    plain = shard_lines(meta / "metadata_0.jsonl.gz")
+    (meta / "metadata_0.jsonl.gz").unlink()
+    (meta / "metadata_2.jsonl").write_bytes(b"".join(line + b"\n" for line in plain))
+    (meta / "README.txt").write_text("not a shard")
+    # a changed copy of a metadata_2 paper in metadata_10: natural order keeps the original
+    first = json.loads(plain[0])
+    write_lines(meta / "metadata_10.jsonl.gz", [
+        *shard_lines(meta / "metadata_10.jsonl.gz"),
+        json.dumps(first | {"title": "A later copy"}).encode(),
+    ])
+    names = ["metadata_2.jsonl", "metadata_10.jsonl.gz", "part-a.jsonl.gz"]
+    assert [p.name for p in find_shards(raw)] == names
+    info = ingest(raw, tmp_path / "corpus")
+    assert info["shards"] == names
+    assert (info["counts"]["papers"], info["counts"]["duplicate_records"]) == (200, 1)
+    papers = pl.read_parquet(tmp_path / "corpus" / "papers.parquet")
+    title = papers.filter(pl.col("corpusid") == int(first["paper_id"]))["title"].item()
+    assert title == first["title"]
+
+
+def test_an_empty_corpus_is_a_clear_error(tmp_path):
+    meta = tmp_path / "raw" / "metadata"
+    meta.mkdir(parents=True)
+    (meta / "metadata_0.jsonl.gz").write_bytes(gzip.compress(b""))
+    (meta / "metadata_1.jsonl").write_bytes(b"\n\n")
+    with pytest.raises(InputError, match=f"no papers in {re.escape(str(tmp_path / 'raw'))}"):
         ingest(tmp_path / "raw", tmp_path / "corpus")
     assert not list((tmp_path / "corpus").glob("*.parquet"))
 

@@ -20,12 +20,13 @@ def results_frame() -> pl.DataFrame:
                                       ("recall@30", 0.5)):
                     rows.append({"corpus": "demo", "pool": f"all-{size}-r{repeat}",
                                  "level": "dataset", "scope": "all", "field": None,
-                                 "size": size, "repeat": repeat, "model": model,
+                                 "size": size, "repeat": repeat, "seed": 0, "model": model,
                                  "metric": metric, "value": value})
     for model, value in (("bm25", 0.33), ("minilm", 0.25)):
         for field in ("Medicine", "Art"):
             rows.append({"corpus": "demo", "pool": f"{field.lower()}-20k-r0", "level": "field",
                          "scope": field.lower(), "field": field, "size": 20000, "repeat": 0,
+                         "seed": 0,
                          "model": model, "metric": "map", "value": value})
     return pl.DataFrame(rows)
 

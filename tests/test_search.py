@@ -7,11 +7,10 @@ import pytest
 
 from pipeline.evaluate import collect_results, eval_run
 from pipeline.models import REGISTRY, ModelEntry, get_model
-from pipeline.naming import pool_name
 from pipeline.search import index, run_paths, search
-from tests.conftest import POOL_SIZES
+from tests.conftest import POOL_SIZES, pool_of
 
-POOL = pool_name("all", POOL_SIZES[0], 0)
+POOL = pool_of(POOL_SIZES[0])
 
 
 @pytest.fixture(scope="module")
