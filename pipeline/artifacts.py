@@ -98,8 +98,8 @@ def sweep(folder: Path) -> int:
 
 def _disk_full(exc: OSError, path: Path) -> InputError | None:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        return InputError(f"no space left writing {path} ({os.strerror(exc.errno)}): free space "
-                          "there or point DATA at a larger disk, then rerun")
+        return InputError(f"no space left writing in {path.parent}/ ({os.strerror(exc.errno)}): "
+                          "free space there or point DATA at a larger disk, then rerun")
     return None
 
 

@@ -120,6 +120,7 @@ def build_index(papers: pl.DataFrame, index_dir: Path, threads: int = 2,
     Built in a temporary folder beside it and renamed into place with its manifest, so a kill
     leaves either the old index or the new one, and its debris is swept by the next build.
     """
+    java_binary()  # a missing Java is reported before anything is written
     with atomic_dir(index_dir) as tmp:
         work = tmp / ".work"
         (work / "docs").mkdir(parents=True)

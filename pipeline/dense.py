@@ -84,8 +84,10 @@ def faiss_gpu_works() -> bool:
     return bool((gpu_pos == cpu_pos).all())
 
 
-def _require_gpu(backend: str) -> None:
+def check_backend(backend: str) -> None:
     """A forced GPU backend that cannot run is an error, never a silent fallback."""
+    if backend not in ("faiss-gpu", "torch-cuda"):
+        return
     import torch
 
     if not torch.cuda.is_available():
@@ -112,8 +114,7 @@ def exact_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Simi
                 backend = "faiss-gpu" if faiss_gpu_works() and k <= GPU_MAX_K else "torch-cuda"
         except ImportError:
             pass
-    if backend in ("faiss-gpu", "torch-cuda"):
-        _require_gpu(backend)
+    check_backend(backend)
     if backend.startswith("torch"):
         scores, positions = torch_search(queries, docs, k, similarity,
                                          device=backend.split("-")[1])

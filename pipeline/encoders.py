@@ -98,7 +98,7 @@ class Encoder:
         n_tokens = 0
         use_amp = self.device.type == "cuda"
         bar = tqdm(total=len(texts), desc=f"embed {self.entry.name}", unit="paper",
-                   disable=not progress)
+                   disable=None if progress else True)  # None: only on a terminal
         for idx in self._batches(texts, batch_size):
             batch = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
                                    max_length=self.max_length, return_tensors="pt")

@@ -407,7 +407,7 @@ def ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False) -> dict:
         quarantine_tmp.open("wb") as quarantine_out,
     ):
         quarantine = _Quarantine(quarantine_out, strict)
-        for shard in tqdm(shards, desc="ingest", unit="shard"):
+        for shard in tqdm(shards, desc="ingest", unit="shard", disable=None):
             read = _read_shard(shard, quarantine)
             papers, edges, counts = _convert(read.table, seen)
             seen = _merge_ids(seen, papers["corpusid"].to_numpy())

@@ -144,6 +144,10 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
            k: int = TOP_K, threads: int = 2, seed: int = 0, backend: str = "auto") -> dict:
     """Retrieve the top k candidates of `pool` for each of its queries; write the run."""
     start = time.perf_counter()
+    if entry.kind == "dense":
+        from pipeline.dense import check_backend
+
+        check_backend(backend)  # before any work: a GPU backend forced where there is none
     queries, candidates, _ = load_pool(corpus_dir, pool)
     details: dict = {}
     if entry.kind == "bm25":

@@ -209,7 +209,8 @@ def _sample_block_citations(
 
 def _spill_citations(layout: _Layout, cfg: SyntheticConfig, tmp: Path, n_blocks: int) -> None:
     """Write out_<b>.npy (citing, target) and in_<b>.bin (cited, citing) pairs per block."""
-    for block in tqdm(range(n_blocks), desc="citations", unit="block", disable=n_blocks < 4):
+    quiet = True if n_blocks < 4 else None  # None: bars only on a terminal
+    for block in tqdm(range(n_blocks), desc="citations", unit="block", disable=quiet):
         citing, target = _sample_block_citations(layout, cfg, block)
         np.save(tmp / f"out_{block}.npy", np.stack([citing, target]))
         internal = target < cfg.n_papers
@@ -524,7 +525,8 @@ def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
             else:
                 rendered = map(_render_block, range(n_blocks))
             for members, block_counts in tqdm(rendered, total=n_blocks, desc="papers",
-                                              unit="block", disable=n_blocks < 4):
+                                              unit="block",
+                                              disable=True if n_blocks < 4 else None):
                 for handle, member in zip(handles, members, strict=True):
                     handle.write(member)
                 for key, value in block_counts.items():
