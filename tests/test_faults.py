@@ -23,14 +23,14 @@ POOL = "all-1600-s1-r0"
 # (label, stage arguments, kills)
 STAGES: list[tuple[str, list[str], int]] = [
     ("ingest", ["ingest", "--corpus", "c", "--raw", "{raw}"], 4),
-    ("prefilter", ["prefilter", "--corpus", "c"], 2),
+    ("prefilter", ["prefilter", "--corpus", "c"], 3),
     ("pool", ["pool", "--corpus", "c", "--size", "1600", "--queries", "20", "--seed", "1"], 3),
     ("embed", ["embed", "--corpus", "c", "--model", "scibert", "--model-path", "{model}",
                "--part-size", "200", "--batch-size", "32"], 5),
     ("index", ["index", "--corpus", "c", "--model", "bm25", "--threads", "1"], 3),
     ("search-bm25", ["search", "--corpus", "c", "--model", "bm25", "--threads", "1"], 2),
-    ("search-dense", ["search", "--corpus", "c", "--model", "scibert"], 2),
-    ("eval", ["eval", "--corpus", "c", "--model", "bm25"], 3),
+    ("search-dense", ["search", "--corpus", "c", "--model", "scibert"], 3),
+    ("eval", ["eval", "--corpus", "c", "--model", "bm25"], 4),
 ]
 VOLATILE = ("manifest.json", ".eval.json", "stage-times.jsonl", ".lock")
 
@@ -45,11 +45,22 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THR
        "TOKENIZERS_PARALLELISM": "false"}
 
 
-def _run(cmd: list[str]) -> float:
+def _writing(root: Path) -> bool:
+    return any(root.rglob("*.tmp"))
+
+
+def _run(cmd: list[str], root: Path) -> tuple[float, float]:
+    """Run `cmd` to the end; return (seconds until it first wrote a temporary, seconds)."""
     start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return time.perf_counter() - start
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+    first = None
+    while proc.poll() is None:
+        if first is None and _writing(root):
+            first = time.perf_counter() - start
+        time.sleep(0.002)
+    total = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stderr.read()[-2000:]
+    return (first if first is not None else total), total
 
 
 def _java_children(root: Path) -> list[str]:
@@ -67,9 +78,12 @@ def _java_children(root: Path) -> list[str]:
     return found
 
 
-def _kill_at(cmd: list[str], delay: float) -> bool:
-    """Start `cmd`, SIGKILL it after `delay` seconds; True if it was still running."""
+def _kill_while_writing(cmd: list[str], root: Path, delay: float) -> bool:
+    """Start `cmd`; once it has a temporary under `root` (it is writing), wait `delay` more
+    seconds and SIGKILL it. True if it was killed, False if it ended first."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    while proc.poll() is None and not _writing(root):
+        time.sleep(0.002)
     try:
         proc.wait(timeout=delay)
         return False
@@ -96,16 +110,20 @@ def test_stages_survive_kills_byte_identical(raw_corpus, tiny_bert, tmp_path):
     kills = 0
     report = []
     for label, args, n_kills in STAGES:
-        seconds = _run(_command(ref, args, raw_corpus, tiny_bert))
+        first_write, seconds = _run(_command(ref, args, raw_corpus, tiny_bert), ref)
         survived = 0
-        for _ in range(n_kills):
-            # a moment inside the stage's own run time (the interpreter start included)
-            if _kill_at(_command(faulted, args, raw_corpus, tiny_bert),
-                        rng.uniform(0.15, 0.95) * seconds):
+        for _ in range(2 * n_kills):  # a run that ended before its kill is tried again
+            if survived == n_kills:
+                break
+            # a random moment after its first write, early enough that a stage which resumes
+            # (embed) still has work left for the next kill, as the reference timed it
+            window = (seconds - first_write) / n_kills
+            if _kill_while_writing(_command(faulted, args, raw_corpus, tiny_bert), faulted,
+                                   rng.uniform(0.0, 0.9) * window):
                 survived += 1
                 time.sleep(0.3)  # the kernel delivers PDEATHSIG to the Java child
                 assert not _java_children(faulted), f"{label}: Anserini outlived its parent"
-        _run(_command(faulted, args, raw_corpus, tiny_bert))
+        _run(_command(faulted, args, raw_corpus, tiny_bert), faulted)
         kills += survived
         report.append(f"{label}: {survived} kills, reference {seconds:.1f}s")
     print("\n".join(report))
