@@ -91,13 +91,18 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
-def run_anserini(main_class: str, args: list[str], log: Path, keep_log: Path) -> None:
-    """Run one Anserini entry point; on failure, copy its log to `keep_log` and name it."""
+def run_anserini(main_class: str, args: list[str], log: Path, keep_log: Path,
+                 expect: Path) -> None:
+    """Run one Anserini entry point; on failure, copy its log to `keep_log` and name it.
+
+    Anserini exits with status 0 on some errors (a bad option, a missing index), so a run
+    that did not make `expect` has failed too.
+    """
     cmd = [java_binary(), "-Xms256m", "-cp", str(anserini_jar()), main_class, *args]
     with log.open("w") as handle:
         done = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT, check=False,
                               preexec_fn=_die_with_parent if sys.platform == "linux" else None)
-    if done.returncode != 0:
+    if done.returncode != 0 or not expect.exists():
         keep_log.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(log, keep_log)
         tail = log.read_text(errors="replace").strip().splitlines()[-3:]
@@ -132,7 +137,7 @@ def build_index(papers: pl.DataFrame, index_dir: Path, threads: int = 2,
             "-collection", "JsonCollection", "-input", str(work / "docs"),
             "-index", str(tmp / "lucene"), "-generator", "DefaultLuceneDocumentGenerator",
             "-threads", str(threads),
-        ], work / "index.log", index_dir.parent / "bm25-index.failed.log")
+        ], work / "index.log", index_dir.parent / "bm25-index.failed.log", tmp / "lucene")
         shutil.rmtree(work)
         os.chmod(tmp / "lucene", DIR_MODE)
         files = sorted(f"lucene/{f.name}" for f in (tmp / "lucene").iterdir())
@@ -211,7 +216,7 @@ def search(queries: pl.DataFrame, index_dir: Path, k: int, k1: float = 0.9, b: f
             "-index", str(lucene_dir(index_dir)), "-topics", str(topics), "-topicReader", "TsvInt",
             "-output", str(run_file), "-bm25", "-bm25.k1", str(k1), "-bm25.b", str(b),
             "-hits", str(k), "-threads", str(threads),
-        ], tmp / "search.log", log_dir / "bm25-search.failed.log")
+        ], tmp / "search.log", log_dir / "bm25-search.failed.log", run_file)
         if run_file.stat().st_size == 0:
             return pl.DataFrame(schema={"query": pl.Int64, "doc": pl.Int64,
                                         "score": pl.Float64}), capped

@@ -70,3 +70,21 @@ def test_missing_index_is_a_clear_error(tmp_path):
     queries = pl.DataFrame({"corpusid": [1], "title": ["x"], "abstract": [None]})
     with pytest.raises(InputError, match="no Lucene index"):
         bm25.search(queries, tmp_path / "nothing", k=5)
+
+
+def test_a_failed_anserini_run_keeps_its_log(tmp_path):
+    """Defect 10: the error named a log inside a temporary folder that was already deleted."""
+    from pipeline.errors import ToolError
+
+    keep = tmp_path / "runs" / "bm25-search.failed.log"
+    # Anserini exits with status 0 here: the missing output tells the failure
+    with pytest.raises(ToolError, match=f"log kept at {keep}: .*-output"):
+        bm25.run_anserini("io.anserini.search.SearchCollection", ["-index", "/nonexistent"],
+                          tmp_path / "work.log", keep, expect=tmp_path / "run.txt")
+    assert "-output" in keep.read_text()
+
+
+def test_java_must_exist(monkeypatch):
+    monkeypatch.setenv("JAVA", "/nonexistent/java")
+    with pytest.raises(InputError, match="JAVA=/nonexistent/java is not an executable"):
+        bm25.java_binary()

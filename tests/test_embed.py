@@ -142,3 +142,34 @@ def test_parts_are_written_as_they_finish_so_a_killed_job_resumes(corpus_dir, tm
     total = len(pool_ids(corpus_dir, SMALL_POOL))
     assert resumed["embedded"] == total - 300
     assert len(list(store.glob("part-*.arrow"))) == -(-total // 300)
+
+
+def test_checkpoints_every_few_thousand_papers():
+    """Defect 12: parts of 100k papers meant a kill lost up to 100k papers of work."""
+    import inspect
+
+    from pipeline.cli import build_parser
+
+    assert inspect.signature(embed).parameters["part_size"].default <= 5000
+    args = build_parser().parse_args(["embed"])
+    assert args.part_size <= 5000
+
+
+def test_two_processes_on_one_store_do_not_corrupt_it(corpus_dir, tmp_path, tiny_bert):
+    """Two `make embed` for one model at once: both finish, the store is whole and verifies."""
+    import subprocess
+    import sys
+
+    from pipeline.verify import verify
+
+    corpora = tmp_path / "corpora"
+    corpora.mkdir()
+    (corpora / corpus_dir.name).symlink_to(corpus_dir)
+    cmd = [sys.executable, "-m", "pipeline", "--corpora-root", str(corpora), "--index-root",
+           str(tmp_path / "indexes"), "embed", "--corpus", corpus_dir.name, "--model", "scibert",
+           "--model-path", str(tiny_bert), "--pool", SMALL_POOL, "--part-size", "150"]
+    procs = [subprocess.Popen(cmd, stderr=subprocess.PIPE) for _ in range(2)]
+    assert [p.wait() for p in procs] == [0, 0]
+    store = store_dir(tmp_path / "indexes", corpus_dir.name, "scibert")
+    assert np.array_equal(stored_ids(store), pool_ids(corpus_dir, SMALL_POOL))
+    assert verify([tmp_path / "indexes"], corpora) == []

@@ -56,3 +56,31 @@ def test_pool_eval_report_chain(data):
     report = make(data, "report").stdout
     assert "| bm25 |" in report and "| random |" in report and "Stage times" in report
     assert (data / "runs" / "reports" / "small-map-vs-pool-size.png").exists()
+
+
+def test_changed_settings_rebuild_what_they_change(data):
+    """Defects 5 and 11: a changed CITATIONS rebuilt nothing; SEED=1 overwrote seed-0 pools;
+    a failed collect was never redone."""
+    corpus = data / "corpora" / "small"
+    if not (corpus / "pools").exists():
+        make(data, "pool", "SIZE=800", "QUERIES=15")
+        make(data, "eval", "MODEL=bm25")
+    out = make(data, "corpus", "CITATIONS=outbound").stdout
+    assert "prefilter" in out
+    sections = json.loads((corpus / "manifest.json").read_text())
+    assert sections["prefilter"]["parameters"]["citations"] == "outbound"
+    out = make(data, "eval", "MODEL=bm25", "CITATIONS=outbound").stdout
+    assert "--rebuild 'all-800-r0'" in out and "search" in out and "collect" in out
+    pool = json.loads((corpus / "pools" / "all-800-r0" / "manifest.json").read_text())
+    assert pool["inputs"]["prefiltered.parquet"] == \
+        sections["prefilter"]["outputs"]["prefiltered.parquet"]["sha256"]
+    again = make(data, "eval", "MODEL=bm25", "CITATIONS=outbound")
+    assert "Nothing to be done" in again.stdout and "pipeline" not in again.stdout
+    # results.parquet is a real target: lost after evaluation, the next make writes it again
+    (data / "runs" / "results.parquet").unlink()
+    assert "collect" in make(data, "eval", "MODEL=bm25", "CITATIONS=outbound").stdout
+    assert (data / "runs" / "results.parquet").exists()
+    # a second seed is a second pool, never an overwrite
+    make(data, "pool", "SIZE=800", "QUERIES=15", "SEED=1", "CITATIONS=outbound")
+    pools = sorted(p.name for p in (corpus / "pools").iterdir())
+    assert "all-800-r0" in pools and "all-800-s1-r0" in pools

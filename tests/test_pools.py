@@ -126,3 +126,42 @@ def test_all_fields_with_repeats(corpus_dir, tmp_path):
         scope = name.rsplit("-", 2)[0]
         if name.endswith("-r0") and len(info[1]) < 400:
             assert f"{scope}-400-r1" not in built
+
+
+def test_a_truncated_pool_file_is_rebuilt_not_up_to_date(corpus_dir, tmp_path):
+    """Defect 7: `make pool` called a pool with a truncated candidates.parquet up to date."""
+    copy = copy_corpus(corpus_dir, tmp_path / "c")
+    spec = PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1)
+    build_pool(copy, spec)
+    path = copy / "pools" / spec.name / "candidates.parquet"
+    good = path.read_bytes()
+    path.write_bytes(good[:36])
+    with pytest.raises(InputError, match=r"candidates\.parquet: .*truncated"):
+        load_pool(copy, spec.name)
+    build_pool(copy, spec)
+    assert path.read_bytes() == good
+
+
+def test_seeds_have_their_own_pools(corpus_dir, tmp_path):
+    """Defect 5: SEED=1 overwrote the seed-0 pool of the same name."""
+    copy = copy_corpus(corpus_dir, tmp_path / "c")
+    zero = build_pool(copy, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=0))
+    one = build_pool(copy, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1))
+    assert (zero["name"], one["name"]) == ("all-800-r0", "all-800-s1-r0")
+    queries = [set(load_pool(copy, n)[0]["corpusid"]) for n in (zero["name"], one["name"])]
+    assert queries[0] != queries[1]
+
+
+def test_a_stale_pool_is_refused_then_rebuilt(corpus_dir, tmp_path):
+    """Defect 5: a pool built from an older prefiltered.parquet was used as if current."""
+    from pipeline.ingest import prefilter
+    from pipeline.pools import rebuild_pool
+
+    copy = copy_corpus(corpus_dir, tmp_path / "c")
+    spec = PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1)
+    build_pool(copy, spec)
+    prefilter(copy, "either")
+    with pytest.raises(InputError, match="is stale"):
+        load_pool(copy, spec.name)
+    rebuild_pool(copy, spec.name)
+    assert load_pool(copy, spec.name)[1].height == spec.size

@@ -62,3 +62,16 @@ def test_stage_times_are_summed(tmp_path):
         "".join(json.dumps(x) + "\n" for x in lines))
     table = stage_times(tmp_path, "demo")
     assert "| search | 4.0 | 2 |" in table and "| total | 14.0 | 3 |" in table
+
+
+def test_seeds_are_never_mixed(tmp_path):
+    """Defect 5: `make report` averaged seed-0 and seed-1 pools into one column."""
+    frame = results_frame()
+    other = frame.with_columns(seed=pl.lit(1, pl.Int64), value=pl.lit(0.99))
+    pl.concat([frame, other]).write_parquet(tmp_path / "results.parquet")
+    zero = report(tmp_path, "demo")
+    assert "| bm25 | 33.0 | 33.0 | 33.0 |" in zero and "99.0" not in zero
+    one = report(tmp_path, "demo", seed=1)
+    assert "99.0" in one
+    with pytest.raises(InputError, match="seeds present: 0, 1"):
+        report(tmp_path, "demo", seed=7)

@@ -1,0 +1,98 @@
+"""Atomic writes honour the umask and leave no debris; manifests and readers name bad files."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import sys
+
+import pyarrow as pa
+import pytest
+
+from pipeline import artifacts
+from pipeline.artifacts import (
+    atomic_dir,
+    atomic_path,
+    read_json,
+    read_parquet,
+    stale_temporaries,
+    sweep,
+    temp_prefix,
+    write_json,
+    write_parquet,
+)
+from pipeline.errors import InputError
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_written_files_follow_the_umask(tmp_path, umask):
+    """Defect 9: mkstemp made every file 0600; a shared scratch disk needs the umask's mode."""
+    code = (
+        "import os, sys; from pathlib import Path;"
+        f"os.umask({umask});"
+        "from pipeline.artifacts import write_json, atomic_dir;"
+        "out = Path(sys.argv[1]); write_json({'a': 1}, out / 'x.json');"
+        "ctx = atomic_dir(out / 'folder'); tmp = ctx.__enter__(); (tmp / 'f').write_text('1');"
+        "ctx.__exit__(None, None, None)"
+    )
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True)
+    assert _mode(tmp_path / "x.json") == 0o666 & ~umask
+    assert _mode(tmp_path / "folder") == 0o777 & ~umask
+    assert _mode(tmp_path / "folder" / "f") == 0o666 & ~umask
+
+
+def test_a_failed_write_leaves_nothing(tmp_path):
+    with pytest.raises(RuntimeError), atomic_path(tmp_path / "a.txt") as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("killed")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "old").write_text("old")
+    with pytest.raises(RuntimeError), atomic_dir(tmp_path / "d") as tmp:
+        (tmp / "new").write_text("new")
+        raise RuntimeError("killed")
+    assert [p.name for p in tmp_path.iterdir()] == ["d"]
+    assert [p.name for p in (tmp_path / "d").iterdir()] == ["old"]
+
+
+def test_temporaries_of_dead_processes_are_swept(tmp_path):
+    """Defect 10: a kill left `.papers.parquet.*.tmp` files and `.bm25-*` folders forever."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    stale = tmp_path / f".papers.parquet.{artifacts.HOST}-{dead}.abcd1234.tmp"
+    stale.write_text("half")
+    stale_dir = tmp_path / f".bm25.{artifacts.HOST}-{dead}.x1y2z3.tmp"
+    (stale_dir / "lucene").mkdir(parents=True)
+    live = tmp_path / f"{temp_prefix('other.parquet')}live.tmp"  # this process: in progress
+    live.write_text("busy")
+    other_host = tmp_path / f".a.parquet.elsewhere-{dead}.abcd.tmp"  # maybe alive elsewhere
+    other_host.write_text("busy")
+    assert sorted(stale_temporaries(tmp_path)) == sorted([stale, stale_dir])
+    write_json({"x": 1}, tmp_path / "next.json")  # the next write into the folder sweeps
+    assert not stale.exists() and not stale_dir.exists()
+    assert live.exists() and other_host.exists()
+    assert sweep(tmp_path) == 0
+
+
+def test_corrupt_json_and_parquet_are_named(tmp_path):
+    """Defect 7: JSONDecodeError / ArrowInvalid tracebacks that did not name the file."""
+    (tmp_path / "manifest.json").write_text('{"stage": "po')
+    with pytest.raises(InputError, match=r"manifest\.json is corrupt"):
+        read_json(tmp_path / "manifest.json")
+    write_parquet(pa.table({"corpusid": list(range(1000))}), tmp_path / "c.parquet")
+    data = (tmp_path / "c.parquet").read_bytes()
+    (tmp_path / "c.parquet").write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match=r"c\.parquet is corrupt or truncated"):
+        read_parquet(tmp_path / "c.parquet")
+    with pytest.raises(InputError, match="is missing"):
+        read_parquet(tmp_path / "nothing.parquet")
+
+
+def test_manifest_records_versions_and_code():
+    info = artifacts.manifest("x", {"a": 1})
+    assert info["libraries"]["polars"] and info["libraries"]["pyarrow"]
+    assert info["code_version"] != "" and info["manifest_version"] == 2

@@ -1,0 +1,62 @@
+"""`verify` names what is corrupt, partial, stale or debris, and passes a clean data root."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from pipeline import artifacts
+from pipeline.ingest import prefilter
+from pipeline.pools import PoolSpec, build_pool
+from pipeline.verify import verify
+from tests.conftest import copy_corpus
+
+POOL = "all-800-r0"
+
+
+@pytest.fixture()
+def root(corpus_dir, tmp_path):
+    copy = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
+    build_pool(copy, PoolSpec(size=800, n_queries=10))
+    subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root", str(tmp_path / "corpora"),
+                    "--runs-root", str(tmp_path / "runs"), "search", "--corpus", "small",
+                    "--model", "random"], check=True, capture_output=True)
+    return tmp_path
+
+
+def run_verify(root):
+    return verify([root / "corpora", root / "runs"], root / "corpora")
+
+
+def test_clean_root_has_no_problems(root):
+    assert run_verify(root) == []
+
+
+def test_corrupt_partial_stale_and_debris_are_named(root):
+    pool_dir = root / "corpora" / "small" / "pools" / POOL
+    qrels = pool_dir / "qrels.parquet"
+    data = bytearray(qrels.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, other bytes
+    qrels.write_bytes(bytes(data))
+    (root / "runs" / "small" / POOL / "random.manifest.json").unlink()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    (root / "corpora" / "small" / f".papers.parquet.{artifacts.HOST}-{dead}.ab12.tmp").touch()
+    problems = run_verify(root)
+    kinds = {line.split()[0] + " " + line.split()[1].rsplit("/", 1)[-1] for line in problems}
+    assert "CORRUPT qrels.parquet:" in kinds
+    assert "PARTIAL random.parquet:" in kinds
+    assert any(k.startswith("DEBRIS .papers.parquet") for k in kinds)
+    prefilter(root / "corpora" / "small", "either")
+    assert any(line.startswith("STALE") and POOL in line for line in run_verify(root))
+
+
+def test_cli_exit_status(root):
+    cmd = [sys.executable, "-m", "pipeline", "--corpora-root", str(root / "corpora"), "verify",
+           str(root / "corpora"), str(root / "runs")]
+    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    (root / "corpora" / "small" / "pools" / POOL / "candidates.parquet").write_bytes(b"PAR1")
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 1 and "CORRUPT" in done.stdout and "candidates.parquet" in done.stdout
