@@ -388,6 +388,12 @@ def _merge_ids(seen: np.ndarray, new: np.ndarray) -> np.ndarray:
 
 
 def ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False) -> dict:
+    """Ingest under the corpus's lock: two ingests of one corpus run in turn."""
+    with file_lock(corpus_dir / ".locks" / "corpus.lock"):
+        return _ingest(raw_dir, corpus_dir, strict)
+
+
+def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False) -> dict:
     """Stream S2ORC shards into `papers.parquet`, `citations.parquet` and `quarantine.jsonl`
     (all written atomically; SPEC.md §1). One record per paper id, the first by shard then
     line order. `strict`: the first bad line is an InputError naming its file and line."""
@@ -487,6 +493,15 @@ def reconcile(corpus_dir: Path, counts: dict[str, int]) -> dict[str, Any]:
 
 def prefilter(corpus_dir: Path, mode: CitationMode = "inbound", min_citations: int = 3,
               min_abstract: int = 30) -> dict:
+    """Prefilter under the corpus's lock (so a manifest never describes another run's file)."""
+    if not corpus_dir.is_dir():
+        raise InputError(f"{corpus_dir} does not exist: run the ingest stage first")
+    with file_lock(corpus_dir / ".locks" / "corpus.lock"):
+        return _prefilter(corpus_dir, mode, min_citations, min_abstract)
+
+
+def _prefilter(corpus_dir: Path, mode: CitationMode, min_citations: int,
+               min_abstract: int) -> dict:
     """Write `prefiltered.parquet` and record drop counts by reason in the corpus manifest,
     reconciled with the ingest counts (SPEC.md §2: every dropped paper counted by reason)."""
     if mode not in CITATION_MODES:

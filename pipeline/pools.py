@@ -171,7 +171,7 @@ def _up_to_date(pool_dir: Path, spec: PoolSpec, prefiltered_sha: str) -> bool:
     if not path.exists():
         return False
     old = read_json(path)
-    return (old.get("parameters") == asdict(spec)
+    return (old.get("parameters") == asdict(spec) and "outputs" in old
             and old.get("inputs", {}).get("prefiltered.parquet") == prefiltered_sha
             and outputs_intact(pool_dir, old))
 
@@ -275,6 +275,10 @@ def check_pool(corpus_dir: Path, name: str) -> dict:
     """Refuse a pool whose files are corrupt or that was built from an older prefiltered.parquet
     (stale); return its manifest."""
     info = pool_manifest(corpus_dir, name)
+    if "outputs" not in info:
+        raise InputError(f"pool {name} was built by an older version of the pipeline (no file "
+                         "checksums in its manifest): rebuild it with `make pool` or "
+                         f"`python -m pipeline pool --corpus {corpus_dir.name} --rebuild {name}`")
     check_outputs(corpus_dir / "pools" / name, info)
     if info.get("inputs", {}).get("prefiltered.parquet") != input_sha(corpus_dir):
         raise InputError(f"pool {name} is stale: {corpus_dir}/prefiltered.parquet changed since "
