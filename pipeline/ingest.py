@@ -399,7 +399,6 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False) -> dict:
     line order. `strict`: the first bad line is an InputError naming its file and line."""
     shards = find_shards(raw_dir)
     start = time.perf_counter()
-    update_corpus_manifest(corpus_dir, "ingest", None)
     totals = dict.fromkeys(INGEST_COUNTS, 0)
     seen = np.empty(0, dtype=np.int64)
     line_by_line: list[str] = []
@@ -433,6 +432,9 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False) -> dict:
                 f"{totals['lines_read']} line(s), {totals['quarantined']} of them bad{hint}; "
                 "check that it is an S2ORC metadata release"
             )
+        # the files are about to be replaced: until the new section is written, no manifest
+        # vouches for them (a failure before this point leaves the old corpus as it was)
+        update_corpus_manifest(corpus_dir, "ingest", None)
     ids = pl.scan_parquet(corpus_dir / "papers.parquet").select("corpusid")
     totals["dangling_edges"] = (
         pl.scan_parquet(corpus_dir / "citations.parquet")
@@ -523,7 +525,6 @@ def _prefilter(corpus_dir: Path, mode: CitationMode, min_citations: int,
         os.utime(corpus_dir / "prefiltered.parquet")  # newer than its inputs, for make
         return old
     start = time.perf_counter()
-    update_corpus_manifest(corpus_dir, "prefilter", None)
     tagged = pl.scan_parquet(papers_path).with_columns(
         reason=drop_reason(mode, min_citations, min_abstract)
     )
@@ -535,6 +536,7 @@ def _prefilter(corpus_dir: Path, mode: CitationMode, min_citations: int,
         tagged.filter(pl.col("reason").is_null()).drop("reason").sort("corpusid").sink_parquet(
             tmp, compression="zstd"
         )
+        update_corpus_manifest(corpus_dir, "prefilter", None)  # the file is being replaced
     counts.setdefault("kept", 0)
     counts["total"] = sum(counts[r] for r in DROP_REASONS) + counts["kept"]
     info = manifest(

@@ -79,6 +79,17 @@ def check_manifest(path: Path, corpora_root: Path, deep: bool) -> list[str]:
 def _partial(root: Path) -> list[str]:
     """Artifacts whose files exist but whose manifest (written last) does not."""
     problems = []
+    for corpus_dir in sorted(p.parent for p in root.glob("*/papers.parquet")):
+        try:
+            path = corpus_dir / MANIFEST
+            sections = read_json(path) if path.exists() else {}
+        except InputError:
+            continue  # corrupt: check_manifest reports it
+        for name, stage in (("papers.parquet", "ingest"), ("prefiltered.parquet", "prefilter")):
+            if (corpus_dir / name).exists() and stage not in sections:
+                problems.append(f"PARTIAL {corpus_dir / name}: no {stage} section in "
+                                f"{corpus_dir / MANIFEST} (the {stage} stage stopped "
+                                "half-way; run it again)")
     for pool_dir in root.glob("*/pools/*/"):
         if pool_dir.is_dir() and not (pool_dir / MANIFEST).exists():
             problems.append(f"PARTIAL {pool_dir}: no manifest.json (the pool stage stopped "

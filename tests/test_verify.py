@@ -60,3 +60,11 @@ def test_cli_exit_status(root):
     (root / "corpora" / "small" / "pools" / POOL / "candidates.parquet").write_bytes(b"PAR1")
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 1 and "CORRUPT" in done.stdout and "candidates.parquet" in done.stdout
+
+
+def test_a_corpus_whose_manifest_lost_its_stage_is_partial(root):
+    from pipeline.ingest import update_corpus_manifest
+
+    update_corpus_manifest(root / "corpora" / "small", "ingest", None)
+    problems = run_verify(root)
+    assert any(line.startswith("PARTIAL") and "papers.parquet" in line for line in problems)
