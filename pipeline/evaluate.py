@@ -141,4 +141,8 @@ def collect_results(corpora_root: Path, runs_root: Path) -> pl.DataFrame:
         print(f"[collect] left out {len(stale)} stale evaluations (their pool changed; rerun "
               f"make eval): {', '.join(stale[:5])}", file=sys.stderr)
     write_parquet(results.to_arrow(), runs_root / RESULTS_FILE)
+    write_json(manifest("collect", {}, counts={"rows": results.height, "stale_left_out":
+                                               len(stale)}, stale=stale,
+                        outputs=fingerprints(runs_root, [RESULTS_FILE])),
+               runs_root / "results.manifest.json")
     return results
