@@ -25,8 +25,8 @@ from pipeline.artifacts import (
 )
 from pipeline.errors import InputError
 from pipeline.naming import parse_pool_name
-from pipeline.pools import load_pool
-from pipeline.search import load_run, pool_inputs, run_paths
+from pipeline.pools import load_pool, made_from, output_shas, pool_manifest
+from pipeline.search import load_run, run_paths
 
 METRICS = ("map", "ndcg", "recall@30")
 RESULTS_FILE = "results.parquet"
@@ -88,15 +88,15 @@ def eval_run(corpus_dir: Path, runs_root: Path, pool: str, model: str) -> dict:
     in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
     metrics, dropped = per_query_metrics(run, in_pool, queries["corpusid"])
     means = {m: float(metrics[m].mean()) if metrics.height else None for m in METRICS}
+    run_sha = read_json(paths["manifest.json"])["outputs"][paths["parquet"].name]["sha256"]
+    inputs = {**output_shas(pool_manifest(corpus_dir, pool)), paths["parquet"].name: run_sha}
     with file_lock(paths["trec"].parent / f".{model}.lock"):
         paths["eval.json"].unlink(missing_ok=True)
         write_parquet(metrics.to_arrow(), paths["metrics.parquet"])
         info = manifest("eval", {"pool": pool, "model": model, "metrics": list(METRICS)},
                         means=means, counts={"queries": metrics.height,
                                              "dropped_no_relevant": dropped},
-                        inputs={**pool_inputs(corpus_dir, pool), paths["parquet"].name:
-                                read_json(paths["manifest.json"])["outputs"][
-                                    paths["parquet"].name]["sha256"]},
+                        inputs=inputs,
                         outputs=fingerprints(paths["trec"].parent,
                                              [paths["metrics.parquet"].name]),
                         seconds=round(time.perf_counter() - start, 2))
@@ -117,8 +117,7 @@ def collect_results(corpora_root: Path, runs_root: Path) -> pl.DataFrame:
         if not pool_manifest.exists():
             continue  # the pool was deleted; its old runs are not results any more
         pool_info = read_json(pool_manifest)
-        current = {name: fp["sha256"] for name, fp in pool_info.get("outputs", {}).items()}
-        if any(info.get("inputs", {}).get(name) != sha for name, sha in current.items()):
+        if not made_from(info.get("inputs", {}), pool_info):
             stale.append(f"{corpus}/{pool}/{model}")
             continue
         scope, size, repeat, seed = parse_pool_name(pool)

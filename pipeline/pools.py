@@ -271,6 +271,16 @@ def pool_manifest(corpus_dir: Path, name: str) -> dict:
     return read_json(path)
 
 
+def output_shas(info: dict) -> dict[str, str]:
+    """name -> sha256 of the files a pool manifest vouches for: what a run is made from."""
+    return {name: fp["sha256"] for name, fp in info.get("outputs", {}).items()}
+
+
+def made_from(inputs: dict, pool_info: dict) -> bool:
+    """True when `inputs` (of a run or an evaluation) name the pool's current files."""
+    return all(inputs.get(name) == sha for name, sha in output_shas(pool_info).items())
+
+
 def check_pool(corpus_dir: Path, name: str) -> dict:
     """Refuse a pool whose files are corrupt or that was built from an older prefiltered.parquet
     (stale); return its manifest."""

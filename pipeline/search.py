@@ -29,7 +29,7 @@ from pipeline.artifacts import (
 from pipeline.embed import embed, load_vectors, store_dir
 from pipeline.errors import InputError
 from pipeline.models import ModelEntry
-from pipeline.pools import load_pool, pool_manifest
+from pipeline.pools import load_pool, made_from, output_shas, pool_manifest
 
 TOP_K = 500
 SCORE_DECIMALS = 6  # scores are rounded as written, so the TREC file and the parquet agree
@@ -58,7 +58,7 @@ def index(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry, thre
     if entry.kind == "bm25":
         target = bm25_index_dir(index_root, corpus_dir.name, pool)
         params = {"pool": pool, "corpus": corpus_dir.name, "candidates_sha256":
-                  pool_inputs(corpus_dir, pool)["candidates.parquet"]}
+                  output_shas(pool_manifest(corpus_dir, pool))["candidates.parquet"]}
         with file_lock(target.parent / ".bm25.lock"):
             if bm25.index_is_current(target, params):
                 return {"model": entry.name, "pool": pool, "up_to_date": True}
@@ -70,12 +70,6 @@ def index(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry, thre
         return {"model": entry.name, "pool": pool, "note": "nothing to index"}
     raise InputError(f"MODEL {entry.name} ({entry.kind}) is registered but its retrieval is "
                      "not implemented yet: use bm25, random or a dense encoder")
-
-
-def pool_inputs(corpus_dir: Path, pool: str) -> dict[str, str]:
-    """sha256 of the pool's files, as its manifest records them: what a run was made from."""
-    outputs = pool_manifest(corpus_dir, pool)["outputs"]
-    return {name: fp["sha256"] for name, fp in outputs.items()}
 
 
 def finalize_run(hits: pl.DataFrame, k: int = TOP_K) -> tuple[pl.DataFrame, int]:
@@ -183,7 +177,7 @@ def _run_manifest(corpus_dir: Path, pool: str, entry: ModelEntry, k: int, detail
                   paths: dict[str, Path], seconds: float, counts: dict) -> dict:
     folder = paths["trec"].parent
     return manifest("search", {"pool": pool, "model": entry.name, "k": k}, details=details,
-                    inputs=pool_inputs(corpus_dir, pool),
+                    inputs=output_shas(pool_manifest(corpus_dir, pool)),
                     outputs=fingerprints(folder, [paths["trec"].name, paths["parquet"].name]),
                     counts=counts, seconds=round(seconds, 2),
                     queries_per_s=round(counts["queries"] / max(seconds, 1e-9), 2))
@@ -198,7 +192,7 @@ def load_run(corpus_dir: Path, runs_root: Path, pool: str, model: str) -> pl.Dat
                          f"MODEL={model} on pool {pool} first")
     info = read_json(paths["manifest.json"])
     check_outputs(paths["trec"].parent, info)
-    if info.get("inputs") != pool_inputs(corpus_dir, pool):
+    if not made_from(info.get("inputs", {}), pool_manifest(corpus_dir, pool)):
         raise InputError(f"run {paths['parquet']} is stale: pool {pool} changed since it was "
                          f"searched; rerun the search stage for MODEL={model}")
     return read_parquet(paths["parquet"])

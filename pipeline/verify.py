@@ -22,6 +22,7 @@ from pipeline.artifacts import (
     read_json,
 )
 from pipeline.errors import InputError
+from pipeline.pools import input_sha, made_from
 
 MANIFEST_NAMES = (MANIFEST, "*.manifest.json", "*.eval.json")
 
@@ -43,8 +44,6 @@ def _stale(path: Path, info: dict, corpora_root: Path) -> str | None:
     inputs = info.get("inputs", {})
     if info.get("stage") == "pool":
         corpus_dir = path.parent.parent.parent
-        from pipeline.pools import input_sha
-
         if (corpus_dir / "prefiltered.parquet").exists() and \
                 inputs.get("prefiltered.parquet") != input_sha(corpus_dir):
             return "built from an older prefiltered.parquet (make eval rebuilds it)"
@@ -52,8 +51,7 @@ def _stale(path: Path, info: dict, corpora_root: Path) -> str | None:
         pool_dir = corpora_root / path.parent.parent.name / "pools" / path.parent.name
         if not (pool_dir / MANIFEST).exists():
             return f"its pool {pool_dir} no longer exists"
-        pool_outputs = read_json(pool_dir / MANIFEST).get("outputs", {})
-        if any(inputs.get(name) != fp["sha256"] for name, fp in pool_outputs.items()):
+        if not made_from(inputs, read_json(pool_dir / MANIFEST)):
             return "made from an older version of its pool (rerun make eval)"
     return None
 
