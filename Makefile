@@ -18,7 +18,7 @@ REPEATS ?= 1
 SEED ?= 0
 THREADS ?= 2
 CITATIONS ?= inbound
-RAW ?= $(DATA)/corpora/$(CORPUS)/s2orc
+RAW ?= $(DATAROOT)/corpora/$(CORPUS)/s2orc
 MODEL_PATH ?=
 MODEL_ARGS = --model $(call q,$(MODEL)) $(if $(MODEL_PATH),--model-path $(call q,$(MODEL_PATH)))
 # Paper defaults are 3,800 dataset-level / 200 per-field queries; the demo corpus uses 100.
@@ -42,12 +42,15 @@ $(foreach v,$(USER_VARS),$(if $(findstring command,$(origin $(v)))$(findstring e
 	$(origin $(v))),$(if $(findstring $$,$(value $(v))),$(error error: $(v) holds a '$$', \
 	which make would run as code: give a plain value))))
 
-PIPE = $(PY) -m pipeline --corpora-root $(call q,$(DATA)/corpora) \
-	--index-root $(call q,$(DATA)/indexes) --runs-root $(call q,$(DATA)/runs)
-CDIR := $(DATA)/corpora/$(CORPUS)
-RUNS := $(DATA)/runs/$(CORPUS)
+# Targets use the absolute path: make drops a leading './' from target names, which would
+# defeat the .PRECIOUS patterns below.
+DATAROOT = $(abspath $(DATA))
+PIPE = $(PY) -m pipeline --corpora-root $(call q,$(DATAROOT)/corpora) \
+	--index-root $(call q,$(DATAROOT)/indexes) --runs-root $(call q,$(DATAROOT)/runs)
+CDIR := $(DATAROOT)/corpora/$(CORPUS)
+RUNS := $(DATAROOT)/runs/$(CORPUS)
 PARAMS := $(CDIR)/.params
-RESULTS := $(DATA)/runs/results.parquet
+RESULTS := $(DATAROOT)/runs/results.parquet
 POOLS = $(notdir $(patsubst %/manifest.json,%,$(wildcard $(CDIR)/pools/*/manifest.json)))
 
 # Check every variable before anything runs (one line, exit status 2), and refresh the
@@ -76,7 +79,7 @@ endif
 .PHONY: help setup demo test lint corpus pool embed eval report verify models clean-demo
 # Pattern-built files are kept (make would delete intermediates), and a recipe that fails
 # leaves no target behind that looks up to date.
-.PRECIOUS: $(RUNS)/%.parquet $(CDIR)/pools/%/manifest.json
+.PRECIOUS: $(RUNS)/%/$(MODEL).parquet $(CDIR)/pools/%/manifest.json
 .DELETE_ON_ERROR:
 
 help:
@@ -144,7 +147,7 @@ $(RUNS)/%/$(MODEL).eval.json: $(RUNS)/%/$(MODEL).parquet
 
 # results.parquet is a real target: if collecting fails once, the next make collects again.
 $(RESULTS): $(foreach p,$(POOLS),$(RUNS)/$(p)/$(MODEL).eval.json) \
-		$(wildcard $(DATA)/runs/*/*/*.eval.json) | $(STAMP)
+		$(wildcard $(DATAROOT)/runs/*/*/*.eval.json) | $(STAMP)
 	$(PIPE) collect
 
 eval: $(RESULTS)
@@ -157,7 +160,7 @@ verify: | $(STAMP)
 
 # ---- the two quick-start commands ------------------------------------------------------------
 demo: $(STAMP)
-	@rm -f $(call q,$(DATA)/runs/demo/stage-times.jsonl)
+	@rm -f $(call q,$(DATAROOT)/runs/demo/stage-times.jsonl)
 	@$(MAKE) --no-print-directory pool CORPUS=demo SIZE=$(call q,$(DEMO_SIZES))
 	@$(MAKE) --no-print-directory embed CORPUS=demo MODEL=minilm
 	@$(foreach m,$(DEMO_MODELS),$(MAKE) --no-print-directory eval CORPUS=demo MODEL=$(m) &&) true
@@ -171,5 +174,5 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 clean-demo:
-	rm -rf $(call q,$(DATA)/corpora/demo) $(call q,$(DATA)/indexes/demo) \
-		$(call q,$(DATA)/runs/demo) $(DATA)/runs/reports/demo*
+	rm -rf $(call q,$(DATAROOT)/corpora/demo) $(call q,$(DATAROOT)/indexes/demo) \
+		$(call q,$(DATAROOT)/runs/demo) $(DATAROOT)/runs/reports/demo*

@@ -50,6 +50,7 @@ def test_pool_eval_report_chain(data):
         assert (data / "indexes" / "small" / pool / "bm25" / "manifest.json").exists()
         info = json.loads((data / "runs" / "small" / pool / "bm25.eval.json").read_text())
         assert info["means"]["map"] > 0
+        assert (data / "runs" / "small" / pool / "bm25.parquet").exists()  # kept by make
     again = make(data, "eval", "MODEL=bm25")
     assert "Nothing to be done" in again.stdout and "pipeline" not in again.stdout
     make(data, "eval", "MODEL=random")
