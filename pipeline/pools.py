@@ -164,6 +164,23 @@ def input_sha(corpus_dir: Path) -> str:
     return sha256_file(path)
 
 
+def check_corpus(corpus_dir: Path) -> None:
+    """Refuse a corpus whose files a pool reads disagree with its manifest (sizes): a truncated
+    prefiltered.parquet is named, not met with a parquet traceback."""
+    prefiltered = corpus_dir / "prefiltered.parquet"
+    if not prefiltered.exists():
+        raise InputError(f"{prefiltered} is missing: run ingest and prefilter first")
+    sections = read_json(corpus_dir / MANIFEST) if (corpus_dir / MANIFEST).exists() else {}
+    for stage, names in (("ingest", ("papers.parquet", "citations.parquet")),
+                         ("prefilter", ("prefiltered.parquet",))):
+        if stage not in sections:
+            raise InputError(f"{corpus_dir / MANIFEST} has no {stage} record (the stage stopped "
+                             f"half-way or never ran here): run the {stage} stage again")
+        outputs = sections[stage].get("outputs", {})
+        check_outputs(corpus_dir, {"outputs": {n: outputs[n] for n in names if n in outputs}},
+                      deep=False)
+
+
 def _up_to_date(pool_dir: Path, spec: PoolSpec, prefiltered_sha: str) -> bool:
     """Same parameters, same input, and files that match the manifest (not the manifest alone:
     a truncated candidates.parquet makes the pool out of date)."""
@@ -182,9 +199,7 @@ def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
     The manifest is removed first and written last, so a pool killed half-way is never taken
     for complete; a lock keeps two processes from building one pool at once.
     """
-    prefiltered = corpus_dir / "prefiltered.parquet"
-    if not prefiltered.exists():
-        raise InputError(f"{prefiltered} is missing: run ingest and prefilter first")
+    check_corpus(corpus_dir)
     if spec.size < 1 or spec.repeat < 0 or spec.queries_wanted < 1:
         raise InputError(f"pool size {spec.size} / repeat {spec.repeat} / queries "
                          f"{spec.queries_wanted}: size and queries must be >= 1, repeat >= 0")

@@ -137,6 +137,12 @@ def _disk_full(root: Path, raw: Path) -> list[str]:
     return cli(root, "ingest", "--corpus", "c", "--raw", str(raw_copy(root, raw)))
 
 
+def _truncated_prefiltered(root: Path, raw: Path) -> list[str]:
+    path = copy_corpus(CORPUS, root / "corpora" / "c") / "prefiltered.parquet"
+    path.write_bytes(path.read_bytes()[:-100])
+    return cli(root, "pool", "--corpus", "c", "--size", "800", "--queries", "10")
+
+
 def _truncated_candidates(root: Path, raw: Path) -> list[str]:
     path = with_pool(root, CORPUS) / "pools" / POOL / "candidates.parquet"
     path.write_bytes(path.read_bytes()[:-40])
@@ -208,6 +214,8 @@ CASES = [
     Case("no-shards", _no_shards, 2, r"no S2ORC metadata shards under"),
     Case("disk-full", _disk_full, 2, r"no space left writing in .*/corpora/c/ ",
          limit_file_size=200_000),
+    Case("truncated-prefiltered", _truncated_prefiltered, 2,
+         r"prefiltered\.parquet: .*truncated"),
     Case("truncated-candidates", _truncated_candidates, 2,
          r"candidates\.parquet: .*truncated"),
     Case("corrupt-manifest", _corrupt_manifest, 2, r"pools/all-800-r0/manifest\.json is corrupt"),
