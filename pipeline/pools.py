@@ -133,9 +133,11 @@ def select_queries(corpus_dir: Path, spec: PoolSpec) -> tuple[pl.DataFrame, pl.D
     return queries, qrels, n_eligible
 
 
-def negative_population(corpus_dir: Path, spec: PoolSpec, exclude: pl.Series) -> pl.Series:
+def negative_population(corpus_dir: Path, spec: PoolSpec, exclude: pl.Series
+                        ) -> tuple[pl.Series, int]:
     """Sorted ids negatives are sampled from: all candidates (dataset-level) or the field-cited
-    set (field-level), minus `exclude` (queries and positives)."""
+    set (field-level), minus `exclude` (queries and positives); and the size of that set before
+    the exclusion (the field-cited set size MDCR §3 compares with SIZE)."""
     papers = pl.scan_parquet(corpus_dir / "prefiltered.parquet").filter(
         pl.col("year") <= spec.max_year).select("corpusid")
     if spec.field is not None:
@@ -144,8 +146,8 @@ def negative_population(corpus_dir: Path, spec: PoolSpec, exclude: pl.Series) ->
         cited = (pl.scan_parquet(corpus_dir / "citations.parquet")
                  .join(labelled, on="citing", how="semi").select(corpusid="cited").unique())
         papers = papers.join(cited, on="corpusid", how="semi")
-    return (papers.filter(~pl.col("corpusid").is_in(exclude.implode()))
-            .sort("corpusid").collect()["corpusid"])
+    scope = papers.sort("corpusid").collect()["corpusid"]
+    return scope.filter(~scope.is_in(exclude.implode())), len(scope)
 
 
 POOL_FILES = ("queries.parquet", "candidates.parquet", "qrels.parquet")
@@ -222,7 +224,7 @@ def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, prefiltered_sh
             f"SIZE {spec.size} cannot hold the {len(positives)} papers cited by the "
             f"{queries.height} queries: choose SIZE >= {len(positives)} or fewer QUERIES"
         )
-    population = negative_population(
+    population, scope_size = negative_population(
         corpus_dir, spec, pl.concat([queries["corpusid"], positives]))
     exhausted = need > len(population)
     if exhausted and spec.field is None:
@@ -255,11 +257,14 @@ def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, prefiltered_sh
     write_parquet(queries.to_arrow(), pool_dir / "queries.parquet")
     write_parquet(candidates.to_arrow(), pool_dir / "candidates.parquet")
     write_parquet(qrels.to_arrow(), pool_dir / "qrels.parquet")
+    per_query = qrels.group_by("query").len()["len"]
     counts = {
         "queries": queries.height, "queries_requested": spec.queries_wanted,
         "query_candidates": n_eligible, "candidates": candidates.height,
         "positives": len(positives), "qrels": qrels.height,
         "mean_positives_per_query": round(qrels.height / max(queries.height, 1), 2),
+        "median_positives_per_query": float(per_query.median()) if len(per_query) else 0.0,
+        "field_cited_set": scope_size if spec.field is not None else None,
         "negative_population": len(population), "exhausted": exhausted,
     }
     info = manifest("pool", asdict(spec), name=spec.name, scope=spec.scope,

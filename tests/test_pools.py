@@ -78,6 +78,12 @@ def test_field_pool_samples_from_the_field_cited_set(corpus_dir):
     assert set(sampled) <= field_cited
     assert set(qrels["doc"]) <= set(candidates["corpusid"])
     assert info["level"] == "field" and spec.name in list_pools(corpus_dir)
+    # the manifest reports what the paper reports: positives per query, field-cited set size
+    prefiltered = papers(corpus_dir).filter(pl.col("year") <= 2019)["corpusid"]
+    assert info["counts"]["field_cited_set"] == len(field_cited & set(prefiltered))
+    per_query = qrels.group_by("query").len()["len"]
+    assert info["counts"]["median_positives_per_query"] == per_query.median()
+    assert info["counts"]["mean_positives_per_query"] == round(per_query.mean(), 2)
 
 
 def test_field_pool_larger_than_the_field_cited_set_takes_all(corpus_dir):
