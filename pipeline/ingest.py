@@ -41,6 +41,7 @@ from pipeline.artifacts import (
     manifest,
     outputs_intact,
     read_json,
+    scratch_dir,
     write_json,
 )
 from pipeline.errors import InputError
@@ -66,7 +67,9 @@ PAPERS_SCHEMA = pa.schema([
     ("n_inbound", pa.int32()),
     ("n_outbound", pa.int32()),
 ])
-CITATIONS_SCHEMA = pa.schema([("citing", pa.int64()), ("cited", pa.int64())])
+EDGES_SCHEMA = pa.schema([("citing", pa.int64()), ("cited", pa.int64())])
+# dangling: the cited id is not a paper of the corpus (kept, so n_inbound stays S2ORC's count)
+CITATIONS_SCHEMA = pa.schema([*EDGES_SCHEMA, ("dangling", pa.bool_())])
 DROP_REASONS = ("no_year", "no_title", "short_abstract", "few_citations")
 
 QUARANTINE = "quarantine.jsonl"
@@ -404,27 +407,30 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False) -> dict:
     line_by_line: list[str] = []
     # writers close before the atomic renames (contexts exit in reverse order)
     with (
+        scratch_dir(corpus_dir, "ingest") as work,
         atomic_path(corpus_dir / "papers.parquet") as papers_tmp,
         atomic_path(corpus_dir / "citations.parquet") as cites_tmp,
         atomic_path(corpus_dir / QUARANTINE) as quarantine_tmp,
-        pq.ParquetWriter(papers_tmp, PAPERS_SCHEMA, compression="zstd") as papers_out,
-        pq.ParquetWriter(cites_tmp, CITATIONS_SCHEMA, compression="zstd") as cites_out,
         quarantine_tmp.open("wb") as quarantine_out,
     ):
         quarantine = _Quarantine(quarantine_out, strict)
-        for shard in tqdm(shards, desc="ingest", unit="shard", disable=None):
-            read = _read_shard(shard, quarantine)
-            papers, edges, counts = _convert(read.table, seen)
-            seen = _merge_ids(seen, papers["corpusid"].to_numpy())
-            papers_out.write_table(papers.to_arrow().cast(PAPERS_SCHEMA))
-            cites_out.write_table(edges.to_arrow().cast(CITATIONS_SCHEMA))
-            if read.line_by_line:
-                line_by_line.append(shard.name)
-            counts |= {"lines_read": read.lines_read, "blank_lines": read.blank_lines,
-                       "quarantined": read.quarantined, "papers": papers.height,
-                       "edges": edges.height}
-            for key, value in counts.items():
-                totals[key] += value
+        with (
+            pq.ParquetWriter(papers_tmp, PAPERS_SCHEMA, compression="zstd") as papers_out,
+            pq.ParquetWriter(work / "edges.parquet", EDGES_SCHEMA) as edges_out,
+        ):
+            for shard in tqdm(shards, desc="ingest", unit="shard", disable=None):
+                read = _read_shard(shard, quarantine)
+                papers, edges, counts = _convert(read.table, seen)
+                seen = _merge_ids(seen, papers["corpusid"].to_numpy())
+                papers_out.write_table(papers.to_arrow().cast(PAPERS_SCHEMA))
+                edges_out.write_table(edges.to_arrow().cast(EDGES_SCHEMA))
+                if read.line_by_line:
+                    line_by_line.append(shard.name)
+                counts |= {"lines_read": read.lines_read, "blank_lines": read.blank_lines,
+                           "quarantined": read.quarantined, "papers": papers.height,
+                           "edges": edges.height}
+                for key, value in counts.items():
+                    totals[key] += value
         if totals["papers"] == 0:
             hint = f"; first bad line {quarantine.first}" if quarantine.first else ""
             raise InputError(
@@ -432,15 +438,10 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False) -> dict:
                 f"{totals['lines_read']} line(s), {totals['quarantined']} of them bad{hint}; "
                 "check that it is an S2ORC metadata release"
             )
+        totals["dangling_edges"] = _flag_dangling(work / "edges.parquet", seen, cites_tmp)
         # the files are about to be replaced: until the new section is written, no manifest
         # vouches for them (a failure before this point leaves the old corpus as it was)
         update_corpus_manifest(corpus_dir, "ingest", None)
-    ids = pl.scan_parquet(corpus_dir / "papers.parquet").select("corpusid")
-    totals["dangling_edges"] = (
-        pl.scan_parquet(corpus_dir / "citations.parquet")
-        .join(ids, left_on="cited", right_on="corpusid", how="anti")
-        .select(pl.len()).collect().item()
-    )
     info = manifest("ingest", {"raw_dir": str(raw_dir), "strict": strict}, counts=totals,
                     shards=[s.name for s in shards], line_by_line_shards=line_by_line,
                     quarantine={"file": QUARANTINE, "by_reason": quarantine.by_reason},
@@ -451,6 +452,15 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False) -> dict:
                     seconds=round(time.perf_counter() - start, 2))
     update_corpus_manifest(corpus_dir, "ingest", info)
     return info
+
+
+def _flag_dangling(edges: Path, corpus_ids: np.ndarray, out: Path) -> int:
+    """Write the citations with a `dangling` flag (cited id outside the corpus: kept and
+    counted, SPEC.md §1); return how many are dangling. Only the ids are held in memory."""
+    known = pl.Series("corpusid", corpus_ids).implode()
+    (pl.scan_parquet(edges).with_columns(dangling=~pl.col("cited").is_in(known))
+     .sink_parquet(out, compression="zstd"))
+    return int(pl.scan_parquet(out).select(pl.col("dangling").sum()).collect().item())
 
 
 def drop_reason(mode: CitationMode, min_citations: int, min_abstract: int) -> pl.Expr:

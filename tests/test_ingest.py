@@ -26,9 +26,16 @@ def test_contract_columns_and_counts(raw_corpus, corpus_dir):
     assert papers.schema["corpusid"] == pl.Int64
     assert papers.height == len(rows)
     cites = pl.read_parquet(corpus_dir / "citations.parquet")
-    assert cites.schema == {"citing": pl.Int64, "cited": pl.Int64}
+    assert cites.schema == {"citing": pl.Int64, "cited": pl.Int64, "dangling": pl.Boolean}
     assert cites.height == sum(len(r["outbound_citations"]) for r in rows)
     assert cites.unique().height == cites.height
+    # citations to ids outside the corpus are kept, flagged and counted
+    ids = {int(r["paper_id"]) for r in rows}
+    outside = sum(int(c) not in ids for r in rows for c in r["outbound_citations"])
+    assert outside > 0 and cites["dangling"].sum() == outside
+    assert not cites.filter(~pl.col("dangling"))["cited"].is_in(list(ids)).not_().any()
+    counts = json.loads((corpus_dir / "manifest.json").read_text())["ingest"]["counts"]
+    assert counts["dangling_edges"] == outside
     null_fields = sum(r["mag_field_of_study"] is None for r in rows)
     assert null_fields > 0 and papers["fields"].null_count() == 0  # null list -> []
 
