@@ -24,6 +24,13 @@ MODEL_ARGS = --model $(call q,$(MODEL)) $(if $(MODEL_PATH),--model-path $(call q
 # Paper defaults are 3,800 dataset-level / 200 per-field queries; the demo corpus uses 100.
 QUERIES ?= $(if $(filter demo,$(CORPUS)),100,)
 
+# The paper's grid (MDCR §3): `make pools-paper` builds test and validation pools of these.
+PAPER_SIZES ?= 200k 500k 1M 2M
+PAPER_QUERIES ?= 3800
+PAPER_FIELD_SIZE ?= 100k
+PAPER_FIELD_QUERIES ?= 200
+PAPER_REPEATS ?= 3
+
 DEMO_PAPERS ?= 120k
 DEMO_SIZES ?= 2k 5k 10k
 DEMO_MODELS ?= bm25 minilm random
@@ -37,7 +44,8 @@ STRICT ?=
 # value given on the command line or in the environment may not hold '$' (make code).
 q = '$(subst ','\'',$(1))'
 USER_VARS := CORPUS MODEL SIZE FIELD REPEATS SEED THREADS CITATIONS RAW MODEL_PATH QUERIES \
-	DATA DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED STRICT
+	DATA DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED STRICT PAPER_SIZES PAPER_QUERIES \
+	PAPER_FIELD_SIZE PAPER_FIELD_QUERIES PAPER_REPEATS
 $(foreach v,$(USER_VARS),$(if $(findstring command,$(origin $(v)))$(findstring environment,\
 	$(origin $(v))),$(if $(findstring $$,$(value $(v))),$(error error: $(v) holds a '$$', \
 	which make would run as code: give a plain value))))
@@ -63,6 +71,10 @@ CHECK := $(shell $(PYTHON) -m pipeline check --CORPUS $(call q,$(CORPUS)) \
 	--THREADS $(call q,$(THREADS)) $(if $(QUERIES),--QUERIES $(call q,$(QUERIES))) \
 	--CITATIONS $(call q,$(CITATIONS)) --DATA $(call q,$(DATA)) --RAW $(call q,$(RAW)) \
 	$(if $(MODEL_PATH),--MODEL_PATH $(call q,$(MODEL_PATH))) --STRICT $(call q,$(STRICT)) \
+	--PAPER_SIZES $(call q,$(PAPER_SIZES)) --PAPER_QUERIES $(call q,$(PAPER_QUERIES)) \
+	--PAPER_FIELD_SIZE $(call q,$(PAPER_FIELD_SIZE)) \
+	--PAPER_FIELD_QUERIES $(call q,$(PAPER_FIELD_QUERIES)) \
+	--PAPER_REPEATS $(call q,$(PAPER_REPEATS)) \
 	--stamp-dir $(call q,$(PARAMS)) \
 	--stamp $(call q,synth=papers=$(DEMO_PAPERS) seed=$(DEMO_SEED)) \
 	--stamp $(call q,ingest=raw=$(RAW) strict=$(STRICT)) \
@@ -76,7 +88,8 @@ $(error error: no pools for CORPUS=$(CORPUS) under $(CDIR)/pools: build one firs
 endif
 endif
 
-.PHONY: help setup demo test lint corpus pool embed eval report verify models clean-demo
+.PHONY: help setup demo test lint corpus pool pools-paper embed eval report verify models \
+	clean-demo
 # Pattern-built files are kept (make would delete intermediates), and a recipe that fails
 # leaves no target behind that looks up to date.
 .PRECIOUS: $(RUNS)/%/$(MODEL).parquet $(CDIR)/pools/%/manifest.json
@@ -86,6 +99,7 @@ help:
 	@echo "make demo                      set up, generate the demo corpus, run every stage, report"
 	@echo "make test                      set up and run the test suite"
 	@echo "make pool [FIELD=f] SIZE=20k   build a dataset-level (or field-level) pool"
+	@echo "make pools-paper               the paper's grid: test and validation pools"
 	@echo "make eval MODEL=bm25|minilm|.. index, search and score every pool of CORPUS"
 	@echo "make report                    tables and plots under runs/reports/"
 	@echo "make verify                    check every artifact: corrupt, partial or stale?"
@@ -127,6 +141,16 @@ pool: $(CDIR)/prefiltered.parquet
 	$(PIPE) pool --corpus $(call q,$(CORPUS)) --size $(call q,$(SIZE)) \
 		$(if $(FIELD),--field $(call q,$(FIELD))) --repeats $(call q,$(REPEATS)) \
 		--seed $(call q,$(SEED)) $(if $(QUERIES),--queries $(call q,$(QUERIES)))
+
+# The paper's whole grid: dataset-level and field-level pools, test and validation splits.
+pools-paper: $(CDIR)/prefiltered.parquet
+	$(foreach split,test validation,\
+	$(PIPE) pool --corpus $(call q,$(CORPUS)) --split $(split) --size $(call q,$(PAPER_SIZES)) \
+		--repeats $(call q,$(PAPER_REPEATS)) --queries $(call q,$(PAPER_QUERIES)) \
+		--seed $(call q,$(SEED)) && \
+	$(PIPE) pool --corpus $(call q,$(CORPUS)) --split $(split) --field all \
+		--size $(call q,$(PAPER_FIELD_SIZE)) --repeats $(call q,$(PAPER_REPEATS)) \
+		--queries $(call q,$(PAPER_FIELD_QUERIES)) --seed $(call q,$(SEED)) &&) true
 
 # A pool built from an older prefiltered.parquet is rebuilt from its recorded parameters.
 $(CDIR)/pools/%/manifest.json: $(CDIR)/prefiltered.parquet

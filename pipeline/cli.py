@@ -18,7 +18,7 @@ from pipeline.artifacts import atomic_path
 from pipeline.errors import InputError, ToolError
 from pipeline.fields import resolve_fields
 from pipeline.models import REGISTRY, get_model
-from pipeline.naming import parse_size
+from pipeline.naming import SPLITS, parse_size
 
 CITATION_MODES = ("inbound", "outbound", "either")
 DTYPES = ("float32", "float16")
@@ -197,7 +197,7 @@ def cmd_pool(args: argparse.Namespace) -> None:
             continue
         spec = PoolSpec(size=size, field=field, repeat=repeat, n_queries=args.queries,
                         query_year=args.query_year, max_year=args.query_year, seed=args.seed,
-                        exclude=args.exclude)
+                        exclude=args.exclude, split=args.split)
         try:
             with timed("pool", _log_dir(args), pool=spec.name) as info:
                 counts = build_pool(_dirs(args)[0], spec)["counts"]
@@ -335,6 +335,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--DEMO_MODELS", default="")
     p.add_argument("--DEMO_SEED", type=non_negative)
     p.add_argument("--STRICT", type=_choice(("", "0", "1")))
+    p.add_argument("--PAPER_SIZES", type=sizes)
+    p.add_argument("--PAPER_FIELD_SIZE", type=sizes)
+    p.add_argument("--PAPER_QUERIES", type=positive)
+    p.add_argument("--PAPER_FIELD_QUERIES", type=positive)
+    p.add_argument("--PAPER_REPEATS", type=positive)
     p.add_argument("--DATA", type=safe_path)
     p.add_argument("--RAW", type=safe_path)
     p.add_argument("--MODEL_PATH", type=safe_path)
@@ -365,6 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--query-year", type=non_negative, default=2019)
     p.add_argument("--seed", type=non_negative, default=0)
     p.add_argument("--exclude", help="file of CorpusIDs never used as queries")
+    p.add_argument("--split", default="test", type=_choice(SPLITS),
+                   help="validation: queries disjoint from the test pool's (BM25 tuning)")
     p.add_argument("--rebuild", action="append", metavar="POOL",
                    help="rebuild an existing pool from its recorded parameters (if stale)")
 

@@ -120,12 +120,12 @@ def collect_results(corpora_root: Path, runs_root: Path) -> pl.DataFrame:
         if not made_from(info.get("inputs", {}), pool_info):
             stale.append(f"{corpus}/{pool}/{model}")
             continue
-        scope, size, repeat, seed = parse_pool_name(pool)
+        scope, size, repeat, seed, split = parse_pool_name(pool)
         for metric, value in info["means"].items():
             rows.append({
                 "corpus": corpus, "pool": pool, "level": pool_info["level"], "scope": scope,
                 "field": pool_info["parameters"]["field"], "size": size, "repeat": repeat,
-                "seed": seed,
+                "seed": seed, "split": split,
                 "candidates": pool_info["counts"]["candidates"], "model": model,
                 "metric": metric, "value": value, "queries": info["counts"]["queries"],
                 "dropped_queries": info["counts"]["dropped_no_relevant"],
@@ -133,7 +133,7 @@ def collect_results(corpora_root: Path, runs_root: Path) -> pl.DataFrame:
     results = pl.DataFrame(rows, schema={
         "corpus": pl.String, "pool": pl.String, "level": pl.String, "scope": pl.String,
         "field": pl.String, "size": pl.Int64, "repeat": pl.Int64, "seed": pl.Int64,
-        "candidates": pl.Int64,
+        "split": pl.String, "candidates": pl.Int64,
         "model": pl.String, "metric": pl.String, "value": pl.Float64, "queries": pl.Int64,
         "dropped_queries": pl.Int64})
     if stale:

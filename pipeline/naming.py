@@ -32,26 +32,33 @@ def format_size(size: int) -> str:
     return str(size)
 
 
+SPLITS = ("test", "validation")
+
+
 class PoolName(NamedTuple):
     scope: str
     size: int
     repeat: int
     seed: int
+    split: str = "test"
 
 
-def pool_name(scope: str, size: int, repeat: int, seed: int = 0) -> str:
+def pool_name(scope: str, size: int, repeat: int, seed: int = 0, split: str = "test") -> str:
     """Folder name of a pool: scope is 'all' (dataset-level) or a field slug. The seed is part
-    of the name unless it is 0, so pools of two seeds never overwrite each other."""
+    of the name unless it is 0, so pools of two seeds never overwrite each other; validation
+    pools (MDCR §3: for tuning BM25) end in '-val'."""
     seed_part = f"-s{seed}" if seed else ""
-    return f"{scope}-{format_size(size)}{seed_part}-r{repeat}"
+    split_part = "-val" if split == "validation" else ""
+    return f"{scope}-{format_size(size)}{seed_part}-r{repeat}{split_part}"
 
 
 def parse_pool_name(name: str) -> PoolName:
-    """Inverse of pool_name: 'medicine-20k-r0' -> ('medicine', 20000, 0, 0),
-    'all-10k-s1-r2' -> ('all', 10000, 2, 1)."""
-    match = re.match(r"^(.+)-([0-9.]+[kM]?)(?:-s(\d+))?-r(\d+)$", name)
+    """Inverse of pool_name: 'medicine-20k-r0' -> ('medicine', 20000, 0, 0, 'test'),
+    'all-10k-s1-r2-val' -> ('all', 10000, 2, 1, 'validation')."""
+    match = re.match(r"^(.+)-([0-9.]+[kM]?)(?:-s(\d+))?-r(\d+)(-val)?$", name)
     if not match:
         raise InputError(f"malformed pool name {name!r}: expected <scope>-<size>[-s<seed>]"
-                         "-r<repeat>")
-    scope, size, seed, repeat = match.groups()
-    return PoolName(scope, parse_size(size), int(repeat), int(seed or 0))
+                         "-r<repeat>[-val]")
+    scope, size, seed, repeat, val = match.groups()
+    return PoolName(scope, parse_size(size), int(repeat), int(seed or 0),
+                    "validation" if val else "test")

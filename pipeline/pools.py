@@ -37,7 +37,7 @@ from pipeline.artifacts import (
 )
 from pipeline.errors import InputError
 from pipeline.fields import field_slug
-from pipeline.naming import pool_name
+from pipeline.naming import SPLITS, pool_name
 
 
 class NoQueriesError(InputError):
@@ -59,6 +59,7 @@ class PoolSpec:
     seed: int = 0
     min_positives: int = 1
     exclude: str | None = None  # file of CorpusIDs never used as queries (training sets)
+    split: str = "test"  # or "validation": queries disjoint from the test pool's (MDCR §3)
 
     @property
     def scope(self) -> str:
@@ -66,7 +67,7 @@ class PoolSpec:
 
     @property
     def name(self) -> str:
-        return pool_name(self.scope, self.size, self.repeat, self.seed)
+        return pool_name(self.scope, self.size, self.repeat, self.seed, self.split)
 
     @property
     def queries_wanted(self) -> int:
@@ -124,6 +125,15 @@ def select_queries(corpus_dir: Path, spec: PoolSpec) -> tuple[pl.DataFrame, pl.D
     rng = np.random.default_rng([spec.seed, 1, _scope_seed(spec)])
     take = min(spec.queries_wanted, n_eligible)
     picked = np.sort(rng.choice(n_eligible, size=take, replace=False))
+    if spec.split == "validation":  # the test pool's queries (same seed and scope) are left out
+        rest = np.setdiff1d(np.arange(n_eligible), picked)
+        if len(rest) == 0:
+            raise NoQueriesError(
+                f"no query candidates for validation pool {spec.name}: the test pool's "
+                f"{take} queries use all {n_eligible}; ask for fewer QUERIES")
+        val_rng = np.random.default_rng([spec.seed, 3, _scope_seed(spec)])
+        picked = np.sort(val_rng.choice(rest, size=min(spec.queries_wanted, len(rest)),
+                                        replace=False))
     queries = pool_of_queries[picked]
     qrels = (
         positives.join(queries.lazy().select(citing="corpusid"), on="citing", how="semi")
@@ -202,6 +212,8 @@ def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
     for complete; a lock keeps two processes from building one pool at once.
     """
     check_corpus(corpus_dir)
+    if spec.split not in SPLITS:
+        raise InputError(f"pool split {spec.split!r}: use one of {', '.join(SPLITS)}")
     if spec.size < 1 or spec.repeat < 0 or spec.queries_wanted < 1:
         raise InputError(f"pool size {spec.size} / repeat {spec.repeat} / queries "
                          f"{spec.queries_wanted}: size and queries must be >= 1, repeat >= 0")
@@ -237,7 +249,8 @@ def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, prefiltered_sh
             f"pool {spec.name}: the {spec.field} field-cited set ({len(population)} papers) is "
             "smaller than SIZE, so every repeat would be the same pool; use repeat 0 only"
         )
-    rng = np.random.default_rng([spec.seed, 2, spec.repeat, _scope_seed(spec)])
+    stream = 2 if spec.split == "test" else 4
+    rng = np.random.default_rng([spec.seed, stream, spec.repeat, _scope_seed(spec)])
     sampled = population.to_numpy()[rng.permutation(len(population))[:need]]
     candidates = pl.concat([
         pl.DataFrame({"corpusid": positives, "type": "cited"}),
@@ -267,7 +280,7 @@ def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, prefiltered_sh
         "field_cited_set": scope_size if spec.field is not None else None,
         "negative_population": len(population), "exhausted": exhausted,
     }
-    info = manifest("pool", asdict(spec), name=spec.name, scope=spec.scope,
+    info = manifest("pool", asdict(spec), name=spec.name, scope=spec.scope, split=spec.split,
                     level="dataset" if spec.field is None else "field",
                     inputs={"prefiltered.parquet": prefiltered_sha},
                     outputs=fingerprints(pool_dir, POOL_FILES), counts=counts,

@@ -132,7 +132,8 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
     path = runs_root / "results.parquet"
     if not path.exists():
         raise InputError(f"{path} is missing: run `make eval` first")
-    results = read_parquet(path).filter(pl.col("corpus") == corpus)
+    # validation pools tune models (MDCR §3); the tables report the test pools only
+    results = read_parquet(path).filter(pl.col("corpus") == corpus, pl.col("split") == "test")
     seeds = sorted(results["seed"].unique().to_list())
     results = results.filter(pl.col("seed") == seed)
     if results.is_empty():

@@ -23,9 +23,11 @@ def test_malformed_sizes(text):
 
 def test_pool_names_round_trip():
     assert pool_name("medicine", 20000, 2) == "medicine-20k-r2"
-    assert parse_pool_name("computer-science-1500-r0") == ("computer-science", 1500, 0, 0)
+    assert parse_pool_name("computer-science-1500-r0") == ("computer-science", 1500, 0, 0, "test")
     assert pool_name("all", 10000, 1, seed=3) == "all-10k-s3-r1"
-    assert parse_pool_name("all-10k-s3-r1") == ("all", 10000, 1, 3)
+    assert parse_pool_name("all-10k-s3-r1") == ("all", 10000, 1, 3, "test")
+    assert pool_name("all", 10000, 1, seed=3, split="validation") == "all-10k-s3-r1-val"
+    assert parse_pool_name("medicine-100k-r2-val") == ("medicine", 100000, 2, 0, "validation")
 
 
 def test_fields_are_case_insensitive_and_exact():

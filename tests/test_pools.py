@@ -171,3 +171,20 @@ def test_a_stale_pool_is_refused_then_rebuilt(corpus_dir, tmp_path):
         load_pool(copy, spec.name)
     rebuild_pool(copy, spec.name)
     assert load_pool(copy, spec.name)[1].height == spec.size
+
+
+def test_validation_pools_have_queries_disjoint_from_the_test_pools(corpus_dir, tmp_path):
+    """MDCR §3: BM25 is tuned on validation sets built the same way as the test sets."""
+    copy = copy_corpus(corpus_dir, tmp_path / "c")
+    for field in (None, "Medicine"):
+        size = POOL_SIZES[0] if field is None else 600
+        test = PoolSpec(size=size, field=field, n_queries=8, seed=1)
+        val = PoolSpec(size=size, field=field, n_queries=8, seed=1, split="validation")
+        build_pool(copy, test)
+        info = build_pool(copy, val)
+        assert val.name.endswith("-val") and info["split"] == "validation"
+        test_q, _, _ = load_pool(copy, test.name)
+        val_q, val_c, val_qrels = load_pool(copy, val.name)
+        assert val_q.height == 8 and not set(val_q["corpusid"]) & set(test_q["corpusid"])
+        assert set(val_qrels["doc"]) <= set(val_c["corpusid"])  # built the same way
+        assert val_c.height == size

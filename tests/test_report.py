@@ -20,13 +20,14 @@ def results_frame() -> pl.DataFrame:
                                       ("recall@30", 0.5)):
                     rows.append({"corpus": "demo", "pool": f"all-{size}-r{repeat}",
                                  "level": "dataset", "scope": "all", "field": None,
-                                 "size": size, "repeat": repeat, "seed": 0, "model": model,
+                                 "size": size, "repeat": repeat, "seed": 0, "split": "test",
+                                 "model": model,
                                  "metric": metric, "value": value})
     for model, value in (("bm25", 0.33), ("minilm", 0.25)):
         for field in ("Medicine", "Art"):
             rows.append({"corpus": "demo", "pool": f"{field.lower()}-20k-r0", "level": "field",
                          "scope": field.lower(), "field": field, "size": 20000, "repeat": 0,
-                         "seed": 0,
+                         "seed": 0, "split": "test",
                          "model": model, "metric": "map", "value": value})
     return pl.DataFrame(rows)
 
@@ -69,8 +70,11 @@ def test_seeds_are_never_mixed(tmp_path):
     frame = results_frame()
     other = frame.with_columns(seed=pl.lit(1, pl.Int64), value=pl.lit(0.99))
     pl.concat([frame, other]).write_parquet(tmp_path / "results.parquet")
+    validation = frame.with_columns(split=pl.lit("validation"), value=pl.lit(0.77))
+    pl.concat([frame, other, validation]).write_parquet(tmp_path / "results.parquet")
     zero = report(tmp_path, "demo")
     assert "| bm25 | 33.0 | 33.0 | 33.0 |" in zero and "99.0" not in zero
+    assert "77.0" not in zero  # validation pools tune models; they are not reported
     one = report(tmp_path, "demo", seed=1)
     assert "99.0" in one
     with pytest.raises(InputError, match="seeds present: 0, 1"):
