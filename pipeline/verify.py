@@ -4,8 +4,9 @@ Reads every manifest under the given roots (corpora/, indexes/, runs/) and repor
 each, what is
 - CORRUPT: a file whose size or sha256 differs from its manifest, or an unreadable manifest;
 - PARTIAL: files without the manifest that is written last (a stage stopped half-way);
-- STALE:   an artifact made from an input that has changed since (a pool from an older
-           prefiltered.parquet, a run or an evaluation from an older pool);
+- STALE:   an artifact made from an input that has changed since (a prefiltered corpus from
+           an older ingest, a pool from an older prefiltered.parquet, a run or an evaluation
+           from an older pool);
 - DEBRIS:  a temporary left by a killed process (removed by the next write in its folder).
 """
 
@@ -42,6 +43,10 @@ def _outputs(info: dict) -> dict[str, dict]:
 def _stale(path: Path, info: dict, corpora_root: Path) -> str | None:
     """Why the artifact described by `path` was made from inputs that changed, if it was."""
     inputs = info.get("inputs", {})
+    if "prefilter" in info and "ingest" in info:  # a corpus manifest
+        papers = info["ingest"].get("outputs", {}).get("papers.parquet", {}).get("sha256")
+        if info["prefilter"].get("inputs", {}).get("papers.parquet") != papers:
+            return "prefiltered.parquet was made from an older papers.parquet (rerun prefilter)"
     if info.get("stage") == "pool":
         corpus_dir = path.parent.parent.parent
         if (corpus_dir / "prefiltered.parquet").exists() and \

@@ -68,3 +68,22 @@ def test_a_corpus_whose_manifest_lost_its_stage_is_partial(root):
     update_corpus_manifest(root / "corpora" / "small", "ingest", None)
     problems = run_verify(root)
     assert any(line.startswith("PARTIAL") and "papers.parquet" in line for line in problems)
+
+
+def test_a_prefilter_older_than_its_ingest_is_stale(tmp_path):
+    import gzip
+    import json
+
+    from pipeline.ingest import ingest
+    from pipeline.synthetic import SyntheticConfig, generate
+
+    generate(tmp_path / "raw", SyntheticConfig(n_papers=300, n_shards=2))
+    corpus = tmp_path / "corpora" / "c"
+    ingest(tmp_path / "raw", corpus)
+    prefilter(corpus)
+    assert run_verify(tmp_path) == []
+    with gzip.open(tmp_path / "raw" / "metadata" / "metadata_1.jsonl.gz", "ab") as handle:
+        handle.write(json.dumps({"paper_id": "5", "title": "New", "year": 2001}).encode() + b"\n")
+    ingest(tmp_path / "raw", corpus)
+    problems = run_verify(tmp_path)
+    assert any(line.startswith("STALE") and "older papers.parquet" in line for line in problems)
