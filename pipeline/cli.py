@@ -18,9 +18,8 @@ from pipeline.artifacts import atomic_path
 from pipeline.errors import InputError, ToolError
 from pipeline.fields import resolve_fields
 from pipeline.models import REGISTRY, get_model
-from pipeline.naming import SPLITS, parse_size
+from pipeline.naming import CITATION_MODES, SPLITS, parse_size
 
-CITATION_MODES = ("inbound", "outbound", "either")
 DTYPES = ("float32", "float16")
 BACKENDS = ("auto", "faiss-cpu", "faiss-gpu", "torch-cuda", "torch-cpu")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

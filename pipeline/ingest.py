@@ -45,9 +45,9 @@ from pipeline.artifacts import (
     write_json,
 )
 from pipeline.errors import InputError
+from pipeline.naming import CITATION_MODES
 
 CitationMode = Literal["inbound", "outbound", "either"]
-CITATION_MODES: tuple[str, ...] = ("inbound", "outbound", "either")
 
 S2ORC_SCHEMA = pa.schema([
     ("paper_id", pa.string()),

@@ -1,4 +1,5 @@
-"""Pool sizes and pool names. Standard library only (used by the Makefile's input check)."""
+"""Pool sizes, pool names and the named choices the Makefile checks. Standard library only
+(used by the Makefile's input check)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def format_size(size: int) -> str:
 
 
 SPLITS = ("test", "validation")
+CITATION_MODES = ("inbound", "outbound", "either")  # what "citations" means in the prefilter
 
 
 class PoolName(NamedTuple):
