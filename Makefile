@@ -18,7 +18,10 @@ REPEATS ?= 1
 SEED ?= 0
 THREADS ?= 2
 CITATIONS ?= inbound
-RAW ?= $(DATAROOT)/corpora/$(CORPUS)/s2orc
+# The reader: the S2ORC 2020 release, or the S2AG datasets (papers/, abstracts/, citations/).
+SOURCE ?= $(if $(filter s2ag,$(CORPUS)),s2ag,s2orc)
+FOS_SOURCE ?= external
+RAW ?= $(DATAROOT)/corpora/$(CORPUS)/$(SOURCE)
 MODEL_PATH ?=
 MODEL_ARGS = --model $(call q,$(MODEL)) $(if $(MODEL_PATH),--model-path $(call q,$(MODEL_PATH)))
 # Paper defaults are 3,800 dataset-level / 200 per-field queries; the demo corpus uses 100.
@@ -43,7 +46,8 @@ STRICT ?=
 # Every value reaches a shell single-quoted ($(call q,...)), so no value runs as shell code; a
 # value given on the command line or in the environment may not hold '$' (make code).
 q = '$(subst ','\'',$(1))'
-USER_VARS := CORPUS MODEL SIZE FIELD REPEATS SEED THREADS CITATIONS RAW MODEL_PATH QUERIES \
+USER_VARS := CORPUS MODEL SIZE FIELD REPEATS SEED THREADS CITATIONS SOURCE FOS_SOURCE RAW \
+	MODEL_PATH QUERIES \
 	DATA DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED STRICT PAPER_SIZES PAPER_QUERIES \
 	PAPER_FIELD_SIZE PAPER_FIELD_QUERIES PAPER_REPEATS
 $(foreach v,$(USER_VARS),$(if $(findstring command,$(origin $(v)))$(findstring environment,\
@@ -71,13 +75,14 @@ CHECK := $(shell $(PYTHON) -m pipeline check --CORPUS $(call q,$(CORPUS)) \
 	--THREADS $(call q,$(THREADS)) $(if $(QUERIES),--QUERIES $(call q,$(QUERIES))) \
 	--CITATIONS $(call q,$(CITATIONS)) --DATA $(call q,$(DATA)) --RAW $(call q,$(RAW)) \
 	$(if $(MODEL_PATH),--MODEL_PATH $(call q,$(MODEL_PATH))) --STRICT $(call q,$(STRICT)) \
+	--SOURCE $(call q,$(SOURCE)) --FOS_SOURCE $(call q,$(FOS_SOURCE)) \
 	--PAPER_SIZES $(call q,$(PAPER_SIZES)) --PAPER_QUERIES $(call q,$(PAPER_QUERIES)) \
 	--PAPER_FIELD_SIZE $(call q,$(PAPER_FIELD_SIZE)) \
 	--PAPER_FIELD_QUERIES $(call q,$(PAPER_FIELD_QUERIES)) \
 	--PAPER_REPEATS $(call q,$(PAPER_REPEATS)) \
 	--stamp-dir $(call q,$(PARAMS)) \
 	--stamp $(call q,synth=papers=$(DEMO_PAPERS) seed=$(DEMO_SEED)) \
-	--stamp $(call q,ingest=raw=$(RAW) strict=$(STRICT)) \
+	--stamp $(call q,ingest=raw=$(RAW) strict=$(STRICT) source=$(SOURCE) fos=$(FOS_SOURCE)) \
 	--stamp $(call q,prefilter=citations=$(CITATIONS)) 2>&1)
 ifneq ($(CHECK),)
 $(error $(CHECK))
@@ -126,11 +131,14 @@ $(CDIR)/s2orc/manifest.json: $(PARAMS)/synth | $(STAMP)
 	$(PIPE) synth --corpus $(call q,$(CORPUS)) --papers $(call q,$(DEMO_PAPERS)) \
 		--seed $(call q,$(DEMO_SEED)) --workers $(call q,$(THREADS))
 else
-RAW_INPUT := $(wildcard $(RAW)/metadata/*.jsonl.gz $(RAW)/metadata/*.jsonl)
+RAW_INPUT := $(wildcard $(foreach d,metadata papers abstracts citations,\
+	$(RAW)/$(d)/*.jsonl.gz $(RAW)/$(d)/*.jsonl))
 endif
 
 $(CDIR)/papers.parquet: $(RAW_INPUT) $(PARAMS)/ingest | $(STAMP)
-	$(PIPE) ingest --corpus $(call q,$(CORPUS)) --raw $(call q,$(RAW)) $(if $(filter 1,$(STRICT)),--strict)
+	$(PIPE) ingest --corpus $(call q,$(CORPUS)) --raw $(call q,$(RAW)) \
+		--source $(call q,$(SOURCE)) --fos-source $(call q,$(FOS_SOURCE)) \
+		--workers $(call q,$(THREADS)) $(if $(filter 1,$(STRICT)),--strict)
 
 $(CDIR)/prefiltered.parquet: $(CDIR)/papers.parquet $(PARAMS)/prefilter
 	$(PIPE) prefilter --corpus $(call q,$(CORPUS)) --citations $(call q,$(CITATIONS))

@@ -96,11 +96,20 @@ def sweep(folder: Path) -> int:
     return len(stale)
 
 
-def _disk_full(exc: OSError, path: Path) -> InputError | None:
+def _disk_full(exc: OSError, folder: Path) -> InputError | None:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        return InputError(f"no space left writing in {path.parent}/ ({os.strerror(exc.errno)}): "
+        return InputError(f"no space left writing in {folder}/ ({os.strerror(exc.errno)}): "
                           "free space there or point DATA at a larger disk, then rerun")
     return None
+
+
+@contextlib.contextmanager
+def disk_errors(folder: Path) -> Iterator[None]:
+    """A full disk (or file size limit) while writing under `folder` is one line naming it."""
+    try:
+        yield
+    except OSError as exc:
+        raise (_disk_full(exc, folder) or exc) from None
 
 
 @contextlib.contextmanager
@@ -120,7 +129,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
         yield tmp_path
         os.replace(tmp_path, path)
     except OSError as exc:
-        raise (_disk_full(exc, path) or exc) from None
+        raise (_disk_full(exc, path.parent) or exc) from None
     finally:
         tmp_path.unlink(missing_ok=True)
 
@@ -143,7 +152,7 @@ def atomic_dir(path: Path) -> Iterator[Path]:
         else:
             os.replace(tmp, path)
     except OSError as exc:
-        raise (_disk_full(exc, path) or exc) from None
+        raise (_disk_full(exc, path.parent) or exc) from None
     finally:
         remove(tmp)
 

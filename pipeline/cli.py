@@ -18,7 +18,7 @@ from pipeline.artifacts import atomic_path
 from pipeline.errors import InputError, ToolError
 from pipeline.fields import resolve_fields
 from pipeline.models import REGISTRY, get_model
-from pipeline.naming import CITATION_MODES, SPLITS, parse_size
+from pipeline.naming import CITATION_MODES, FOS_SOURCES, SOURCES, SPLITS, parse_size
 
 DTYPES = ("float32", "float16")
 BACKENDS = ("auto", "faiss-cpu", "faiss-gpu", "torch-cuda", "torch-cpu")
@@ -162,9 +162,10 @@ def cmd_ingest(args: argparse.Namespace) -> None:
     from pipeline.timing import timed
 
     corpus_dir = _dirs(args)[0]
-    raw = Path(args.raw) if args.raw else corpus_dir / "s2orc"
+    raw = Path(args.raw) if args.raw else corpus_dir / args.source
     with timed("ingest", _log_dir(args)) as info:
-        info.update(ingest(raw, corpus_dir, strict=args.strict)["counts"])
+        info.update(ingest(raw, corpus_dir, strict=args.strict, workers=args.workers,
+                           source=args.source, fos_source=args.fos_source)["counts"])
 
 
 def cmd_prefilter(args: argparse.Namespace) -> None:
@@ -334,6 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--DEMO_MODELS", default="")
     p.add_argument("--DEMO_SEED", type=non_negative)
     p.add_argument("--STRICT", type=_choice(("", "0", "1")))
+    p.add_argument("--SOURCE", type=_choice(SOURCES))
+    p.add_argument("--FOS_SOURCE", type=_choice(FOS_SOURCES))
     p.add_argument("--PAPER_SIZES", type=sizes)
     p.add_argument("--PAPER_FIELD_SIZE", type=sizes)
     p.add_argument("--PAPER_QUERIES", type=positive)
@@ -352,8 +355,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=non_negative, default=0)
     p.add_argument("--workers", type=positive, default=2, help="processes rendering text")
 
-    p = stage("ingest", cmd_ingest, "S2ORC shards -> papers.parquet + citations.parquet")
-    p.add_argument("--raw", help="S2ORC folder holding metadata/ (default corpora/<corpus>/s2orc)")
+    p = stage("ingest", cmd_ingest, "S2ORC / S2AG shards -> papers.parquet + citations.parquet")
+    p.add_argument("--raw", help="S2ORC folder holding metadata/, or S2AG folder holding "
+                   "papers/, abstracts/, citations/ (default corpora/<corpus>/<source>)")
+    p.add_argument("--source", default="s2orc", type=_choice(SOURCES),
+                   help="s2orc (2020 release) or s2ag (Semantic Scholar Datasets)")
+    p.add_argument("--fos-source", default="external", type=_choice(FOS_SOURCES),
+                   help="S2AG: which s2fieldsofstudy labels count (external = MAG-like)")
+    p.add_argument("--workers", type=positive, default=1,
+                   help="processes reading shards in parallel (the output does not change)")
     p.add_argument("--strict", action="store_true",
                    help="stop at the first bad line instead of quarantining it")
 

@@ -35,6 +35,8 @@ def format_size(size: int) -> str:
 
 SPLITS = ("test", "validation")
 CITATION_MODES = ("inbound", "outbound", "either")  # what "citations" means in the prefilter
+SOURCES = ("s2orc", "s2ag")  # corpus readers (ingest)
+FOS_SOURCES = ("external", "s2-fos-model")  # which S2AG field labels count
 
 
 class PoolName(NamedTuple):

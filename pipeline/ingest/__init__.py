@@ -1,0 +1,126 @@
+"""Ingest: raw shards (S2ORC 2020 metadata or the S2AG datasets) -> `papers.parquet`,
+`citations.parquet`, `quarantine.jsonl`; then the MDCR prefilter (SPEC.md §1-2).
+
+Shards are read in parallel, one worker process per shard (`workers`), each streaming its
+shard in bounded blocks into scratch parts; the merge then keeps one record per paper id (the
+first by shard and line order), flags dangling citations bucket by bucket and writes the corpus
+files. The output does not depend on the number of workers, and memory does not grow with the
+corpus, the number of shards or the size of one shard. Every line is accounted for:
+`lines_read = papers + quarantined + duplicate_records`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Literal
+
+from pipeline.artifacts import (
+    atomic_path,
+    disk_errors,
+    file_lock,
+    fingerprints,
+    manifest,
+    scratch_dir,
+)
+from pipeline.errors import InputError
+from pipeline.ingest import s2ag, s2orc
+from pipeline.ingest.corpus import (
+    INGEST_COUNTS,
+    QUARANTINE,
+    corpus_section,
+    update_corpus_manifest,
+)
+from pipeline.ingest.merge import bucket_count, dedupe, in_order, write_citations, write_papers
+from pipeline.ingest.prefilter import DROP_REASONS, drop_reason, prefilter, reconcile
+from pipeline.ingest.s2orc import find_shards
+from pipeline.ingest.shards import ShardResult, add_counts
+from pipeline.naming import SOURCES
+
+Source = Literal["s2orc", "s2ag"]
+
+WHAT = {"s2orc": "an S2ORC metadata release", "s2ag": "an S2AG download (papers, abstracts, "
+        "citations)"}
+
+__all__ = ["DROP_REASONS", "SOURCES", "corpus_section", "drop_reason", "find_shards", "ingest",
+           "prefilter", "reconcile", "update_corpus_manifest"]
+
+
+def ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False, workers: int = 1,
+           source: Source = "s2orc", fos_source: str = "external") -> dict:
+    """Ingest under the corpus's lock: two ingests of one corpus run in turn."""
+    if source not in SOURCES:
+        raise InputError(f"unknown corpus source {source!r}: use one of {', '.join(SOURCES)}")
+    with file_lock(corpus_dir / ".locks" / "corpus.lock"):
+        return _ingest(raw_dir, corpus_dir, strict, workers, source, fos_source)
+
+
+def _stage_s2orc(raw_dir: Path, work: Path, strict: bool, workers: int
+                 ) -> tuple[list[Path], int, list[ShardResult]]:
+    shards = find_shards(raw_dir)
+    n_buckets = bucket_count(s2orc.estimated_papers(shards))
+    jobs = [s2orc.ShardJob(path, i, work, n_buckets, strict) for i, path in enumerate(shards)]
+    return shards, n_buckets, list(in_order(s2orc.read_shard, jobs, workers, "ingest", "shard"))
+
+
+def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source: Source,
+            fos_source: str) -> dict:
+    """Stream the shards into `papers.parquet`, `citations.parquet` and `quarantine.jsonl`
+    (all written atomically). `strict`: the first bad line is an InputError naming its file
+    and line."""
+    start = time.perf_counter()
+    totals = dict.fromkeys(INGEST_COUNTS, 0)
+    by_reason: dict[str, int] = {}
+    # writers close before the atomic renames (contexts exit in reverse order)
+    with (
+        scratch_dir(corpus_dir, "ingest") as work,
+        atomic_path(corpus_dir / "papers.parquet") as papers_tmp,
+        atomic_path(corpus_dir / "citations.parquet") as cites_tmp,
+        atomic_path(corpus_dir / QUARANTINE) as quarantine_tmp,
+    ):
+        if source == "s2orc":
+            inputs, n_buckets, results = _stage_s2orc(raw_dir, work, strict, workers)
+            parameters = {"raw_dir": str(raw_dir), "strict": strict, "source": source}
+        else:
+            inputs, n_buckets, results = s2ag.stage(raw_dir, work, strict, workers, fos_source)
+            parameters = {"raw_dir": str(raw_dir), "strict": strict, "source": source,
+                          "fos_source": fos_source}
+        for result in results:
+            add_counts(totals, result.counts)
+            add_counts(by_reason, result.by_reason)
+        records = totals.pop("records")
+        if records == 0:
+            first = next((r.first_bad for r in results if r.first_bad), None)
+            hint = f"; first bad line {first}" if first else ""
+            raise InputError(
+                f"no papers in {raw_dir}: its {len(inputs)} shard(s) hold "
+                f"{totals['lines_read']} line(s), {totals['quarantined']} of them bad{hint}; "
+                f"check that it is {WHAT[source]}"
+            )
+        with disk_errors(corpus_dir):
+            dropped = dedupe(work, n_buckets, workers)
+            totals["duplicate_records"] = len(dropped)
+            totals["papers"] = write_papers(work, papers_tmp, dropped)
+            totals |= write_citations(work, n_buckets, cites_tmp, dropped)
+            with quarantine_tmp.open("wb") as out:
+                for part in sorted((work / "quarantine").glob("*.jsonl")):
+                    with part.open("rb") as handle:
+                        shutil.copyfileobj(handle, out)
+        # the files are about to be replaced: until the new section is written, no manifest
+        # vouches for them (a failure before this point leaves the old corpus as it was)
+        update_corpus_manifest(corpus_dir, "ingest", None)
+    base = raw_dir / "metadata" if source == "s2orc" else raw_dir  # shards named from here
+    names = [p.relative_to(base).as_posix() for p in inputs]
+    info = manifest("ingest", parameters, counts=totals, workers=workers, buckets=n_buckets,
+                    shards=names, line_by_line_shards=[
+                        name for name, r in zip(names, results, strict=True) if r.line_by_line],
+                    quarantine={"file": QUARANTINE, "by_reason": by_reason},
+                    inputs={p.relative_to(base).as_posix(): {
+                        "bytes": p.stat().st_size, "mtime_ns": p.stat().st_mtime_ns}
+                        for p in inputs},
+                    outputs=fingerprints(corpus_dir, ["papers.parquet", "citations.parquet",
+                                                      QUARANTINE]),
+                    seconds=round(time.perf_counter() - start, 2))
+    update_corpus_manifest(corpus_dir, "ingest", info)
+    return info

@@ -1,0 +1,132 @@
+"""The MDCR prefilter (SPEC.md §2, MDCR §3), streamed over `papers.parquet`.
+
+Keeps papers with a year, a title, an abstract of at least 30 characters and at least three
+citations; counts every drop by its first failed rule and reconciles the counts with ingest.
+Papers keep the order of `papers.parquet` (deterministic), so the filter streams row group by
+row group and memory does not grow with the corpus.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from pipeline.artifacts import (
+    MANIFEST,
+    atomic_path,
+    file_lock,
+    file_problem,
+    fingerprints,
+    manifest,
+    outputs_intact,
+)
+from pipeline.errors import InputError
+from pipeline.ingest.corpus import (
+    PAPERS_SCHEMA,
+    ROW_GROUP,
+    corpus_section,
+    update_corpus_manifest,
+)
+from pipeline.naming import CITATION_MODES
+
+CitationMode = Literal["inbound", "outbound", "either"]
+DROP_REASONS = ("no_year", "no_title", "short_abstract", "few_citations")
+
+def drop_reason(mode: CitationMode, min_citations: int, min_abstract: int) -> pl.Expr:
+    """The first prefilter rule a paper fails (MDCR §3, in the paper's order), or null."""
+    cites = {
+        "inbound": pl.col("n_inbound"),
+        "outbound": pl.col("n_outbound"),
+        "either": pl.max_horizontal("n_inbound", "n_outbound"),
+    }[mode]
+    return (
+        pl.when(pl.col("year").is_null()).then(pl.lit("no_year"))
+        .when(pl.col("title").fill_null("").str.strip_chars() == "").then(pl.lit("no_title"))
+        .when(pl.col("abstract").fill_null("").str.strip_chars().str.len_chars() < min_abstract)
+        .then(pl.lit("short_abstract"))
+        .when(cites < min_citations).then(pl.lit("few_citations"))
+        .otherwise(None)
+    )
+
+
+def reconcile(corpus_dir: Path, counts: dict[str, int]) -> dict[str, Any]:
+    """Every raw line accounted for: lines_read (ingest) == kept + drops + quarantined +
+    duplicate_records, each term stated; `balanced` is False when the ingest counts are missing
+    from `<corpus>/manifest.json`."""
+    path = corpus_dir / MANIFEST
+    ingested = corpus_section(corpus_dir, "ingest").get("counts", {})
+    terms = {key: ingested.get(key) for key in ("lines_read", "quarantined", "duplicate_records")}
+    dropped = {reason: counts[reason] for reason in DROP_REASONS}
+    missing = [key for key, value in terms.items() if value is None]
+    balanced = not missing and terms["lines_read"] == (
+        counts["kept"] + sum(dropped.values()) + terms["quarantined"] + terms["duplicate_records"]
+    )
+    result = {
+        "equation": "lines_read == kept + sum(dropped) + quarantined + duplicate_records",
+        "lines_read": terms["lines_read"], "kept": counts["kept"], "dropped": dropped,
+        "quarantined": terms["quarantined"], "duplicate_records": terms["duplicate_records"],
+        "balanced": bool(balanced),
+    }
+    if missing:
+        result["missing"] = f"no ingest counts {', '.join(missing)} in {path}: rerun ingest"
+    return result
+
+
+def prefilter(corpus_dir: Path, mode: CitationMode = "inbound", min_citations: int = 3,
+              min_abstract: int = 30) -> dict:
+    """Prefilter under the corpus's lock (so a manifest never describes another run's file)."""
+    if not corpus_dir.is_dir():
+        raise InputError(f"{corpus_dir} does not exist: run the ingest stage first")
+    with file_lock(corpus_dir / ".locks" / "corpus.lock"):
+        return _prefilter(corpus_dir, mode, min_citations, min_abstract)
+
+
+def _prefilter(corpus_dir: Path, mode: CitationMode, min_citations: int,
+               min_abstract: int) -> dict:
+    """Write `prefiltered.parquet` and record drop counts by reason in the corpus manifest,
+    reconciled with the ingest counts (SPEC.md §2: every dropped paper counted by reason)."""
+    if mode not in CITATION_MODES:
+        raise InputError(f"unknown citation mode {mode!r}: use one of {', '.join(CITATION_MODES)}")
+    papers_path = corpus_dir / "papers.parquet"
+    if not papers_path.exists():
+        raise InputError(f"{papers_path} is missing: run the ingest stage first")
+    parameters = {"citations": mode, "min_citations": min_citations,
+                  "min_abstract_chars": min_abstract}
+    recorded = corpus_section(corpus_dir, "ingest").get("outputs", {}).get("papers.parquet")
+    if recorded is None or file_problem(papers_path, recorded, deep=False):
+        raise InputError(f"{papers_path} does not match the ingest manifest (ingest stopped "
+                         "half-way or the file was replaced): run the ingest stage again")
+    inputs = {"papers.parquet": recorded["sha256"]}
+    old = corpus_section(corpus_dir, "prefilter")
+    if (old.get("parameters") == parameters and old.get("inputs") == inputs
+            and outputs_intact(corpus_dir, old)):
+        print("[prefilter] up to date", file=sys.stderr)
+        os.utime(corpus_dir / "prefiltered.parquet")  # newer than its inputs, for make
+        return old
+    start = time.perf_counter()
+    reason = drop_reason(mode, min_citations, min_abstract)
+    counts = dict.fromkeys((*DROP_REASONS, "kept"), 0)
+    with (atomic_path(corpus_dir / "prefiltered.parquet") as tmp,
+          pq.ParquetWriter(tmp, PAPERS_SCHEMA, compression="zstd") as writer):
+        for batch in pq.ParquetFile(papers_path).iter_batches(batch_size=ROW_GROUP):
+            tagged = pl.from_arrow(batch).with_columns(reason=reason)
+            for row in tagged.group_by("reason").len().iter_rows(named=True):
+                counts[row["reason"] or "kept"] += row["len"]
+            kept = tagged.filter(pl.col("reason").is_null()).drop("reason")
+            writer.write_table(kept.to_arrow().cast(PAPERS_SCHEMA), row_group_size=ROW_GROUP)
+        update_corpus_manifest(corpus_dir, "prefilter", None)  # the file is being replaced
+    counts.setdefault("kept", 0)
+    counts["total"] = sum(counts[r] for r in DROP_REASONS) + counts["kept"]
+    info = manifest(
+        "prefilter", parameters, counts=counts, reconciliation=reconcile(corpus_dir, counts),
+        inputs=inputs, outputs=fingerprints(corpus_dir, ["prefiltered.parquet"]),
+        seconds=round(time.perf_counter() - start, 2),
+    )
+    update_corpus_manifest(corpus_dir, "prefilter", info)
+    return info

@@ -1,0 +1,315 @@
+"""The S2ORC 2020 metadata reader (SPEC.md §1): one `metadata/*.jsonl[.gz]` shard at a time.
+
+A clean shard is parsed by pyarrow's streaming JSON reader in blocks of `BLOCK` bytes, checked
+in the same pass (`_CheckedStream`: UTF-8, one `{...}` record per line, so row i is line i + 1).
+A shard with any doubt is read again line by line: each bad line is quarantined (or, strict,
+stops the run) and the good ones go on in blocks. Either way memory is bounded by a block, not
+by the shard. Rows go to scratch parts (`merge.PartSink`) tagged with their (shard, line) key,
+so the merge can keep the first record of each paper id by shard and line order.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import polars as pl
+import pyarrow as pa
+import pyarrow.json as pajson
+
+from pipeline.artifacts import disk_errors
+from pipeline.errors import InputError
+from pipeline.ingest.merge import PartSink, key
+from pipeline.ingest.shards import (
+    INT32,
+    INT64_MAX,
+    BadLine,
+    Quarantine,
+    ShardResult,
+    check_int,
+    list_shards,
+    parse_line,
+    show,
+)
+
+S2ORC_SCHEMA = pa.schema([
+    ("paper_id", pa.string()),
+    ("title", pa.string()),
+    ("abstract", pa.string()),
+    ("year", pa.int64()),
+    ("mag_field_of_study", pa.list_(pa.string())),
+    ("outbound_citations", pa.list_(pa.string())),
+    ("inbound_citations", pa.list_(pa.string())),
+])
+ID_SPACE = " \t\n\r\f\v"  # stripped around a paper_id, the same in polars and in Python
+STRING_FIELDS = ("paper_id", "title", "abstract")
+LIST_FIELDS = ("mag_field_of_study", "outbound_citations", "inbound_citations")
+BLOCK = 16 << 20  # bytes of JSON per block: what one worker holds at a time
+BYTES_PER_PAPER = {".gz": 700, "": 2_000}  # about, in S2ORC 2020 (to size the merge buckets)
+_READ = pajson.ReadOptions(block_size=BLOCK)
+_PARSE = pajson.ParseOptions(explicit_schema=S2ORC_SCHEMA, unexpected_field_behavior="ignore")
+
+
+def find_shards(raw_dir: Path) -> list[Path]:
+    """Every `*.jsonl.gz` and `*.jsonl` file under `<raw>/metadata/`, in natural order
+    (SPEC.md §1: the release names them metadata_0..99.jsonl.gz; any name is accepted)."""
+    shards = list_shards(raw_dir / "metadata")
+    if not shards:
+        raise InputError(
+            f"no S2ORC metadata shards under {raw_dir}/metadata/: expected *.jsonl.gz (or "
+            "*.jsonl) files such as metadata_<k>.jsonl.gz (S2ORC 20200705v1 layout)"
+        )
+    return shards
+
+
+def estimated_papers(shards: list[Path]) -> int:
+    return sum(p.stat().st_size // BYTES_PER_PAPER[".gz" if p.name.endswith(".gz") else ""]
+               for p in shards)
+
+
+class _CheckedStream:
+    """A shard's bytes as pyarrow reads them, checked in the same pass (C-speed scans, no copy
+    of the data): valid UTF-8, and every newline sits between `}` and `{` (no blank line, no
+    object over two lines, LF line ends). With as many rows as lines, row i is line i + 1."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+        self._edge = b""  # the last two bytes read: a `}\n{` may straddle two reads
+        self._partial = b""  # bytes after the last newline read, UTF-8 checked with the next
+        self._first = b""
+        self.newlines = self.between = 0  # newlines, and newlines between `}` and `{`
+        self.ok = True  # False after a line longer than a read block: too long for pyarrow
+
+    closed = False
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self._stream.read(size)
+        if chunk and self.ok:
+            self._check(chunk)
+        return chunk
+
+    def _check(self, chunk: bytes) -> None:
+        self._first = self._first or chunk[:1]
+        self.newlines += chunk.count(b"\n")
+        self.between += chunk.count(b"}\n{") + (self._edge + chunk[:2]).count(b"}\n{")
+        self._edge = (self._edge + chunk[-2:])[-2:]
+        first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
+        if first < 0:  # inside a long line: keep it whole for the UTF-8 check, up to a limit
+            self._partial += chunk
+            self.ok = len(self._partial) <= BLOCK
+            return
+        # UnicodeDecodeError or ArrowInvalid: the caller reads the shard line by line
+        (self._partial + chunk[: first + 1]).decode()
+        offsets = pa.py_buffer(np.array([first + 1, last + 1], dtype=np.int64))
+        pa.LargeStringArray.from_buffers(1, offsets, pa.py_buffer(chunk)).validate(full=True)
+        self._partial = chunk[last + 1:]
+
+    def lines(self) -> int | None:
+        """Read to the end (pyarrow may stop early); the number of lines, or None unless every
+        line is exactly one `{...}` record."""
+        while self.read(BLOCK):
+            pass
+        if not self.ok or self._first != b"{":
+            return None
+        self._partial.decode()
+        if self._edge.endswith(b"\n"):
+            whole = self._edge.endswith(b"}\n") and self.newlines == self.between + 1
+            return self.newlines if whole else None
+        return self.newlines + 1 if self._edge.endswith(b"}") and (
+            self.newlines == self.between) else None
+
+
+def _open_stream(path: Path) -> Any:
+    return pa.input_stream(str(path), compression="gzip" if path.name.endswith(".gz") else None)
+
+
+def _paper_id() -> pl.Expr:
+    return pl.col("paper_id").str.strip_chars(ID_SPACE)
+
+
+def _rows_are_valid(df: pl.DataFrame) -> bool:
+    """Every paper_id an integer id and every year an int32 (what the line check demands)."""
+    return bool(df.select(
+        (_paper_id().str.contains(r"^[0-9]+$")
+         & _paper_id().cast(pl.Int64, strict=False).is_not_null()).fill_null(False).all(),
+        (pl.col("year").is_null() | pl.col("year").is_between(*INT32)).all(),
+    ).row(0) == (True, True))
+
+
+def _convert(df: pl.DataFrame, keys: np.ndarray) -> tuple[pl.DataFrame, pl.DataFrame,
+                                                          dict[str, int]]:
+    """Good rows of one block (line order) -> paper rows, edges (both with their record's
+    key) and counts. A record's repeated citations are counted and written once."""
+    df = df.with_columns(corpusid=_paper_id().cast(pl.Int64), _key=pl.Series(keys))
+    papers = df.select(
+        "corpusid", "title", "abstract",
+        pl.col("year").cast(pl.Int32),
+        fields=pl.col("mag_field_of_study").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+        n_inbound=pl.col("inbound_citations").list.len().fill_null(0).cast(pl.Int32),
+        n_outbound=pl.col("outbound_citations").list.len().fill_null(0).cast(pl.Int32),
+        _key="_key",
+    )
+    cited = pl.col("cited").str.strip_chars().cast(pl.Int64, strict=False)
+    edges = (
+        df.select(citing="corpusid", cited="outbound_citations", _key="_key")
+        .explode("cited")
+        .drop_nulls("cited")
+        .with_columns(cited=pl.when(cited >= 0).then(cited))
+    )
+    bad_cited = edges["cited"].null_count()
+    edges = edges.drop_nulls("cited")
+    unique = edges.unique(maintain_order=True)
+    counts = {"records": df.height, "bad_cited_id": bad_cited,
+              "duplicate_edges": edges.height - unique.height}
+    return papers, unique, counts
+
+
+@dataclass
+class ShardJob:
+    path: Path
+    index: int  # the shard's place in the input (natural order)
+    work: Path  # the scratch folder
+    n_buckets: int
+    strict: bool
+
+
+class _Blocks:
+    """Converts blocks of good rows and hands them to the sink, summing counts."""
+
+    def __init__(self, job: ShardJob):
+        self.job = job
+        self.sink = PartSink(job.work, f"{job.index:06d}", job.n_buckets)
+        self.counts = {"records": 0, "bad_cited_id": 0, "duplicate_edges": 0}
+
+    def add(self, df: pl.DataFrame, lines: np.ndarray) -> None:
+        papers, edges, counts = _convert(df, key(self.job.index, lines))
+        with disk_errors(self.job.work.parent):  # a full disk is not a bad shard
+            self.sink.add(papers, edges)
+        for name, value in counts.items():
+            self.counts[name] += value
+
+
+def _read_fast(job: ShardJob) -> _Blocks | None:
+    """The whole shard through pyarrow's streaming reader, or None (and nothing left written)
+    when any line needs a closer look."""
+    blocks = _Blocks(job)
+    rows = 0
+    try:
+        with _open_stream(job.path) as raw:
+            stream = _CheckedStream(raw)
+            for batch in pajson.open_json(stream, read_options=_READ, parse_options=_PARSE):
+                df = pl.from_arrow(pa.Table.from_batches([batch]))
+                if not _rows_are_valid(df):
+                    raise ValueError("a row needs the line-by-line check")
+                blocks.add(df, np.arange(rows + 1, rows + 1 + df.height, dtype=np.int64))
+                rows += df.height
+            lines = stream.lines()
+    except (pa.ArrowException, ValueError, OSError, EOFError):
+        lines = None  # bad JSON or UTF-8, a type pyarrow refuses, an empty or corrupt file
+    if lines is None or rows != lines:
+        blocks.sink.discard()
+        return None
+    with disk_errors(job.work.parent):
+        blocks.sink.close()
+    return blocks
+
+
+def _check_record(line: bytes) -> dict[str, Any]:
+    """The seven used fields of one line, typed as S2ORC_SCHEMA says, or BadLine."""
+    obj = parse_line(line)
+    record = {name: obj.get(name) for name in S2ORC_SCHEMA.names}
+    for name in STRING_FIELDS:
+        value = record[name]
+        if value is not None and not isinstance(value, str):
+            raise BadLine(name, f"{name} is a {type(value).__name__} ({show(value)}), "
+                                "not a string")
+    if record["paper_id"] is None:
+        raise BadLine("paper_id", "paper_id is missing or null")
+    paper_id = record["paper_id"].strip(ID_SPACE)
+    if not (paper_id.isascii() and paper_id.isdigit() and len(paper_id) <= 19
+            and int(paper_id) <= INT64_MAX):
+        raise BadLine("paper_id", f"paper_id {show(record['paper_id'])} is not an integer id")
+    check_int(record, "year")
+    for name in LIST_FIELDS:
+        value = record[name]
+        if value is not None and not isinstance(value, list):
+            raise BadLine(name, f"{name} is a {type(value).__name__} ({show(value)}), "
+                                "not a list")
+        if value and not all(isinstance(item, str) or item is None for item in value):
+            item = next(i for i in value if not isinstance(i, str) and i is not None)
+            raise BadLine(name, f"{name} holds a {type(item).__name__} ({show(item)}), "
+                                "not a string")
+    return record
+
+
+def _read_by_line(job: ShardJob, quarantine: Quarantine) -> tuple[_Blocks, int]:
+    """The slow path: every line parsed and type-checked on its own; bad lines quarantined,
+    blank lines counted, good records handed on in blocks of about BLOCK bytes."""
+    blocks = _Blocks(job)
+    good: list[bytes] = []
+    numbers: list[int] = []
+    size = blank = 0
+
+    def flush() -> None:
+        nonlocal size
+        if good:
+            table = pajson.read_json(pa.BufferReader(b"\n".join(good)),
+                                     read_options=_READ, parse_options=_PARSE)
+            blocks.add(pl.from_arrow(table), np.array(numbers, dtype=np.int64))
+        good.clear()
+        numbers.clear()
+        size = 0
+
+    opener = gzip.open if job.path.name.endswith(".gz") else open
+    try:
+        with opener(job.path, "rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    blank += 1
+                    continue
+                try:
+                    good.append(orjson.dumps(_check_record(line)))
+                except BadLine as exc:
+                    quarantine.add(job.path, number, line, exc)
+                    continue
+                numbers.append(number)
+                size += len(good[-1])
+                if size >= BLOCK:
+                    flush()
+            flush()
+    except (OSError, EOFError, zlib.error) as exc:
+        blocks.sink.discard()
+        raise InputError(f"{job.path}: cannot read it ({exc}); check the file (an incomplete "
+                         "download?)") from None
+    except BaseException:
+        blocks.sink.discard()
+        raise
+    with disk_errors(job.work.parent):
+        blocks.sink.close()
+    return blocks, blank
+
+
+def read_shard(job: ShardJob) -> ShardResult:
+    """One shard into scratch parts: pyarrow's streaming reader when every line is a clean
+    record (the common case), else line by line with bad lines quarantined."""
+    blocks = _read_fast(job)
+    if blocks is not None:
+        counts = blocks.counts | {"lines_read": blocks.counts["records"], "blank_lines": 0,
+                                  "quarantined": 0}
+        return ShardResult(counts)
+    (job.work / "quarantine").mkdir(exist_ok=True)
+    with (job.work / "quarantine" / f"{job.index:06d}.jsonl").open("wb") as handle:
+        quarantine = Quarantine(handle, job.strict)
+        blocks, blank = _read_by_line(job, quarantine)
+    counts = blocks.counts | {"lines_read": blocks.counts["records"] + quarantine.count,
+                              "blank_lines": blank, "quarantined": quarantine.count}
+    return ShardResult(counts, line_by_line=True, by_reason=quarantine.by_reason,
+                       first_bad=quarantine.first)

@@ -1,0 +1,119 @@
+"""Reading JSONL shards: what every reader (S2ORC, S2AG) shares.
+
+A shard is read by one worker process. Its bad lines go to its own quarantine file (shard,
+1-based line, reason, raw text), concatenated in shard order at the end; `strict` stops at the
+first one instead. What the shard holds is written as scratch parts (see `merge.py`), so nothing
+of a shard is kept in memory beyond one block.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from pipeline.errors import InputError
+
+RAW_CHARS = 10_000  # a quarantined line's text is cut to this many characters
+SHARD_SUFFIXES = (".jsonl.gz", ".jsonl")
+INT64_MAX = 2**63 - 1
+INT32 = (-(2**31), 2**31 - 1)
+
+
+def natural_key(name: str) -> tuple[tuple[str | int, ...], str]:
+    """Sort key comparing digit runs as numbers: metadata_2 before metadata_10."""
+    parts = re.split(r"([0-9]+)", name)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name
+
+
+def list_shards(folder: Path) -> list[Path]:
+    """Every `*.jsonl.gz` and `*.jsonl` file in `folder`, in natural order (hidden files and
+    our own temporaries aside)."""
+    found = folder.iterdir() if folder.is_dir() else []
+    return sorted((p for p in found if p.name.endswith(SHARD_SUFFIXES)
+                   and not p.name.startswith(".") and p.is_file()),
+                  key=lambda p: natural_key(p.name))
+
+
+def show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class BadLine(Exception):
+    """Why one line is not a record: a category (manifest counts) and a short reason."""
+
+    def __init__(self, category: str, reason: str):
+        super().__init__(reason)
+        self.category, self.reason = category, reason
+
+
+def parse_line(line: bytes) -> dict[str, Any]:
+    """One line as a JSON object, or BadLine (not UTF-8, invalid JSON, not an object)."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise BadLine("not_utf8", f"not valid UTF-8 (byte {bad.start + 1})") from None
+        raise BadLine("invalid_json", f"invalid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise BadLine("not_object", f"a JSON {type(obj).__name__}, not an object")
+    return obj
+
+
+def check_int(record: dict[str, Any], name: str, low: int = INT32[0], high: int = INT32[1],
+              required: bool = False) -> None:
+    value = record.get(name)
+    if value is None:
+        if required:
+            raise BadLine(name, f"{name} is missing or null")
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadLine(name, f"{name} is a {type(value).__name__} ({show(value)}), "
+                            "not an integer")
+    if not low <= value <= high:
+        raise BadLine(name, f"{name} {value} is out of range")
+
+
+@dataclass
+class Quarantine:
+    """Bad lines of one shard: one JSON object each in its quarantine file, or, when strict,
+    an InputError naming the shard and line."""
+
+    handle: IO[bytes]
+    strict: bool
+    by_reason: dict[str, int] = field(default_factory=dict)
+    first: str | None = None  # "<shard>:<line>: <reason>" of the first bad line
+    count: int = 0
+
+    def add(self, shard: Path, line: int, raw: bytes, bad: BadLine) -> None:
+        where = f"{shard}:{line}: {bad.reason}"
+        if self.strict:
+            raise InputError(f"{where}; fix or remove the line, or run without --strict to "
+                             "quarantine it")
+        self.first = self.first or where
+        self.count += 1
+        self.by_reason[bad.category] = self.by_reason.get(bad.category, 0) + 1
+        text = raw.rstrip(b"\r\n").decode("utf-8", errors="backslashreplace")[:RAW_CHARS]
+        record = {"shard": shard.name, "line": line, "reason": bad.reason, "raw": text}
+        self.handle.write(orjson.dumps(record) + b"\n")
+
+
+@dataclass
+class ShardResult:
+    """How one shard's lines were accounted for (summed over shards in the manifest)."""
+
+    counts: dict[str, int]
+    line_by_line: bool = False
+    by_reason: dict[str, int] = field(default_factory=dict)
+    first_bad: str | None = None
+
+
+def add_counts(total: dict[str, int], more: dict[str, int]) -> None:
+    for name, value in more.items():
+        total[name] = total.get(name, 0) + value
