@@ -37,6 +37,10 @@ PAPER_REPEATS ?= 3
 DEMO_PAPERS ?= 120k
 DEMO_SIZES ?= 2k 5k 10k
 DEMO_MODELS ?= bm25 minilm random
+# A small Table 2: field-level pools of a few fields (names with '-' for spaces).
+DEMO_FIELDS ?= medicine biology computer-science
+DEMO_FIELD_SIZE ?= 5k
+DEMO_FIELD_QUERIES ?= 100
 
 # Where corpora/, indexes/ and runs/ live (a scratch disk on a cluster, say).
 DATA ?= .
@@ -48,7 +52,8 @@ STRICT ?=
 q = '$(subst ','\'',$(1))'
 USER_VARS := CORPUS MODEL SIZE FIELD REPEATS SEED THREADS CITATIONS SOURCE FOS_SOURCE RAW \
 	MODEL_PATH QUERIES \
-	DATA DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED STRICT PAPER_SIZES PAPER_QUERIES \
+	DATA DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED DEMO_FIELDS DEMO_FIELD_SIZE \
+	DEMO_FIELD_QUERIES STRICT PAPER_SIZES PAPER_QUERIES \
 	PAPER_FIELD_SIZE PAPER_FIELD_QUERIES PAPER_REPEATS
 $(foreach v,$(USER_VARS),$(if $(findstring command,$(origin $(v)))$(findstring environment,\
 	$(origin $(v))),$(if $(findstring $$,$(value $(v))),$(error error: $(v) holds a '$$', \
@@ -72,6 +77,8 @@ CHECK := $(shell $(PYTHON) -m pipeline check --CORPUS $(call q,$(CORPUS)) \
 	$(if $(FIELD),--FIELD $(call q,$(FIELD))) --SIZE $(call q,$(SIZE)) \
 	--DEMO_SIZES $(call q,$(DEMO_SIZES)) --DEMO_PAPERS $(call q,$(DEMO_PAPERS)) \
 	--REPEATS $(call q,$(REPEATS)) --SEED $(call q,$(SEED)) --DEMO_SEED $(call q,$(DEMO_SEED)) \
+	--DEMO_FIELDS $(call q,$(DEMO_FIELDS)) --DEMO_FIELD_SIZE $(call q,$(DEMO_FIELD_SIZE)) \
+	--DEMO_FIELD_QUERIES $(call q,$(DEMO_FIELD_QUERIES)) \
 	--THREADS $(call q,$(THREADS)) $(if $(QUERIES),--QUERIES $(call q,$(QUERIES))) \
 	--CITATIONS $(call q,$(CITATIONS)) --DATA $(call q,$(DATA)) --RAW $(call q,$(RAW)) \
 	$(if $(MODEL_PATH),--MODEL_PATH $(call q,$(MODEL_PATH))) --STRICT $(call q,$(STRICT)) \
@@ -194,6 +201,9 @@ verify: | $(STAMP)
 demo: $(STAMP)
 	@rm -f $(call q,$(DATAROOT)/runs/demo/stage-times.jsonl)
 	@$(MAKE) --no-print-directory pool CORPUS=demo SIZE=$(call q,$(DEMO_SIZES))
+	@$(if $(strip $(DEMO_FIELDS)),$(MAKE) --no-print-directory pool CORPUS=demo \
+		FIELD=$(call q,$(DEMO_FIELDS)) SIZE=$(call q,$(DEMO_FIELD_SIZE)) \
+		QUERIES=$(call q,$(DEMO_FIELD_QUERIES)))
 	@$(MAKE) --no-print-directory embed CORPUS=demo MODEL=minilm
 	@$(foreach m,$(DEMO_MODELS),$(MAKE) --no-print-directory eval CORPUS=demo MODEL=$(m) &&) true
 	@$(MAKE) --no-print-directory report CORPUS=demo

@@ -122,8 +122,9 @@ def cmd_check(args: argparse.Namespace) -> None:
         entry = get_model(name)
         if entry.name != name:
             raise InputError(f"MODEL {name!r}: write it as registered, {entry.name!r}")
-    if args.FIELD:
-        resolve_fields(args.FIELD)
+    for fields in (args.FIELD, args.DEMO_FIELDS):
+        if fields:
+            resolve_fields(fields)
     if args.MODEL_PATH and not Path(args.MODEL_PATH).is_dir():
         raise InputError(f"MODEL_PATH {args.MODEL_PATH} is not a folder: give the folder "
                          "written by save_pretrained")
@@ -334,6 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--DEMO_SIZES", type=sizes)
     p.add_argument("--DEMO_MODELS", default="")
     p.add_argument("--DEMO_SEED", type=non_negative)
+    p.add_argument("--DEMO_FIELDS")
+    p.add_argument("--DEMO_FIELD_SIZE", type=sizes)
+    p.add_argument("--DEMO_FIELD_QUERIES", type=positive)
     p.add_argument("--STRICT", type=_choice(("", "0", "1")))
     p.add_argument("--SOURCE", type=_choice(SOURCES))
     p.add_argument("--FOS_SOURCE", type=_choice(FOS_SOURCES))

@@ -37,15 +37,23 @@ def resolve_field(name: str) -> str:
             return field
     raise InputError(
         f"unknown FIELD {name!r}: use one of the 19 MAG fields ({', '.join(MAG_FIELDS)}) "
-        "or 'all'; case does not matter"
+        "or 'all', or several separated by spaces (medicine computer-science); case does not "
+        "matter"
     )
 
 
 def resolve_fields(name: str) -> list[str]:
-    """One field, or all 19 for 'all' (the paper's field-level setup)."""
+    """One field, all 19 for 'all' (the paper's field-level setup), or several separated by
+    spaces or commas, written with '-' for their own spaces ('medicine computer-science')."""
     if name.strip().lower() == "all":
         return list(MAG_FIELDS)
-    return [resolve_field(name)]
+    try:
+        return [resolve_field(name)]
+    except InputError:
+        names = [n for n in name.replace(",", " ").split() if n]
+        if len(names) < 2:
+            raise
+        return list(dict.fromkeys(resolve_field(n) for n in names))
 
 
 def field_slug(field: str) -> str:

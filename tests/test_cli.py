@@ -19,6 +19,10 @@ def run(cmd: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("args,message", [
     (["pool", "FIELD=Medicin"], "unknown FIELD 'Medicin'"),
+    (["demo", "DEMO_FIELDS=medicine physik"], "unknown FIELD 'physik'"),
+    (["demo", "DEMO_FIELD_SIZE=0"], "DEMO_FIELD_SIZE"),
+    (["corpus", "SOURCE=s2orc2"], "SOURCE"),
+    (["corpus", "FOS_SOURCE=mag"], "FOS_SOURCE"),
     (["eval", "MODEL=bert-huge"], "unknown MODEL 'bert-huge'"),
     (["pool", "SIZE=20kk"], "malformed SIZE '20kk'"),
     (["pool", "SIZE=2G", "FIELD=Medicine"], "malformed SIZE '2G'"),

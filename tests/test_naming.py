@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.errors import InputError
-from pipeline.fields import MAG_FIELDS, resolve_field
+from pipeline.fields import MAG_FIELDS, resolve_field, resolve_fields
 from pipeline.models import REGISTRY, get_model
 from pipeline.naming import format_size, parse_pool_name, parse_size, pool_name
 
@@ -36,6 +36,15 @@ def test_fields_are_case_insensitive_and_exact():
     assert resolve_field("materials-science") == "Materials Science"
     with pytest.raises(InputError, match="unknown FIELD"):
         resolve_field("Medicin")
+
+
+def test_several_fields_are_separated_by_spaces_or_commas():
+    assert resolve_fields("Computer Science") == ["Computer Science"]
+    assert resolve_fields("medicine, computer-science biology medicine") == [
+        "Medicine", "Computer Science", "Biology"]
+    assert len(resolve_fields("ALL")) == 19
+    with pytest.raises(InputError, match="unknown FIELD 'Computer'"):
+        resolve_fields("Medicine Computer Science")  # a name's own space must be '-' here
 
 
 def test_registry_holds_the_papers_encoders():
