@@ -37,7 +37,7 @@ from pipeline.artifacts import (
 )
 from pipeline.errors import InputError
 from pipeline.fields import field_slug
-from pipeline.naming import SPLITS, pool_name
+from pipeline.naming import SPLITS, parse_pool_name, pool_name
 
 
 class NoQueriesError(InputError):
@@ -122,18 +122,13 @@ def select_queries(corpus_dir: Path, spec: PoolSpec) -> tuple[pl.DataFrame, pl.D
             f"{' in ' + spec.field if spec.field else ''} cites a paper of year <= "
             f"{spec.max_year}; check the corpus and --query-year"
         )
-    rng = np.random.default_rng([spec.seed, 1, _scope_seed(spec)])
+    # One seeded permutation of the eligible papers per (seed, scope): test queries are its
+    # first QUERIES, validation queries its last, so the two splits never share a query
+    # whatever counts they ask for (as long as together they fit).
+    order = np.random.default_rng([spec.seed, 1, _scope_seed(spec)]).permutation(n_eligible)
     take = min(spec.queries_wanted, n_eligible)
-    picked = np.sort(rng.choice(n_eligible, size=take, replace=False))
-    if spec.split == "validation":  # the test pool's queries (same seed and scope) are left out
-        rest = np.setdiff1d(np.arange(n_eligible), picked)
-        if len(rest) == 0:
-            raise NoQueriesError(
-                f"no query candidates for validation pool {spec.name}: the test pool's "
-                f"{take} queries use all {n_eligible}; ask for fewer QUERIES")
-        val_rng = np.random.default_rng([spec.seed, 3, _scope_seed(spec)])
-        picked = np.sort(val_rng.choice(rest, size=min(spec.queries_wanted, len(rest)),
-                                        replace=False))
+    picked = np.sort(order[:take] if spec.split == "test" else order[::-1][:take])
+    _check_splits_disjoint(corpus_dir, spec, pool_of_queries["corpusid"].to_numpy()[picked])
     queries = pool_of_queries[picked]
     qrels = (
         positives.join(queries.lazy().select(citing="corpusid"), on="citing", how="semi")
@@ -141,6 +136,22 @@ def select_queries(corpus_dir: Path, spec: PoolSpec) -> tuple[pl.DataFrame, pl.D
         .sort("query", "doc").collect()
     )
     return queries, qrels, n_eligible
+
+
+def _check_splits_disjoint(corpus_dir: Path, spec: PoolSpec, ids: np.ndarray) -> None:
+    """Refuse queries shared with an existing pool of the other split (same seed and scope):
+    test and validation counts together exceed the eligible papers."""
+    for name in list_pools(corpus_dir):
+        scope, _, _, seed, split = parse_pool_name(name)
+        if scope != spec.scope or seed != spec.seed or split == spec.split:
+            continue
+        other = read_parquet(corpus_dir / "pools" / name / "queries.parquet", ["corpusid"])
+        shared = np.intersect1d(ids, other["corpusid"].to_numpy())
+        if len(shared):
+            raise InputError(
+                f"pool {spec.name}: {len(shared)} of its queries are queries of pool {name} "
+                f"(the other split); ask for fewer QUERIES in one of them, so that both fit "
+                f"in the eligible papers")
 
 
 def negative_population(corpus_dir: Path, spec: PoolSpec, exclude: pl.Series

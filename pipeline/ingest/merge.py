@@ -84,7 +84,7 @@ def in_order(fn: Callable[[T], R], tasks: Iterable[T], workers: int, desc: str,
         yield from tqdm(map(fn, tasks), **bar)
         return
     with ProcessPoolExecutor(min(workers, len(tasks)),
-                             mp_context=multiprocessing.get_context("fork")) as pool:
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(fn, task) for task in tasks]
         try:
             for future in tqdm(futures, **bar):

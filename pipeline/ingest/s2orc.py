@@ -1,7 +1,7 @@
 """The S2ORC 2020 metadata reader (SPEC.md §1): one `metadata/*.jsonl[.gz]` shard at a time.
 
-A clean shard is parsed by pyarrow's streaming JSON reader in blocks of `BLOCK` bytes, checked
-in the same pass (`_CheckedStream`: UTF-8, one `{...}` record per line, so row i is line i + 1).
+A clean shard is cut into blocks of about `BLOCK` bytes at line ends, each checked (UTF-8, one
+`{...}` record per line, so row i is line i + 1) and parsed by pyarrow.
 A shard with any doubt is read again line by line: each bad line is quarantined (or, strict,
 stops the run) and the good ones go on in blocks. Either way memory is bounded by a block, not
 by the shard. Rows go to scratch parts (`merge.PartSink`) tagged with their (shard, line) key,
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ STRING_FIELDS = ("paper_id", "title", "abstract")
 LIST_FIELDS = ("mag_field_of_study", "outbound_citations", "inbound_citations")
 BLOCK = 16 << 20  # bytes of JSON per block: what one worker holds at a time
 BYTES_PER_PAPER = {".gz": 700, "": 2_000}  # about, in S2ORC 2020 (to size the merge buckets)
-_READ = pajson.ReadOptions(block_size=BLOCK)
+_READ = pajson.ReadOptions(block_size=4 << 20)  # pyarrow parses a block in 4 MB pieces
 _PARSE = pajson.ParseOptions(explicit_schema=S2ORC_SCHEMA, unexpected_field_behavior="ignore")
 
 
@@ -72,59 +73,38 @@ def estimated_papers(shards: list[Path]) -> int:
                for p in shards)
 
 
-class _CheckedStream:
-    """A shard's bytes as pyarrow reads them, checked in the same pass (C-speed scans, no copy
-    of the data): valid UTF-8, and every newline sits between `}` and `{` (no blank line, no
-    object over two lines, LF line ends). With as many rows as lines, row i is line i + 1."""
+def _blocks(path: Path) -> Iterator[bytes]:
+    """The shard's bytes in blocks of about BLOCK bytes, each cut after a newline (the last one
+    may end without). We cut and hand out blocks ourselves, so nothing reads ahead: memory
+    holds one block however large the shard. A line longer than 4 blocks is a ValueError."""
+    with _open_stream(path) as raw:
+        rest = b""
+        while chunk := raw.read(BLOCK):
+            data = rest + chunk
+            cut = data.rfind(b"\n") + 1
+            if cut == 0 and len(data) > 4 * BLOCK:
+                raise ValueError("a line too long for the block reader")
+            rest = data[cut:]
+            if cut:
+                yield data[:cut]
+        if rest:
+            yield rest
 
-    def __init__(self, stream: Any):
-        self._stream = stream
-        self._edge = b""  # the last two bytes read: a `}\n{` may straddle two reads
-        self._partial = b""  # bytes after the last newline read, UTF-8 checked with the next
-        self._first = b""
-        self.newlines = self.between = 0  # newlines, and newlines between `}` and `{`
-        self.ok = True  # False after a line longer than a read block: too long for pyarrow
 
-    closed = False
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        chunk = self._stream.read(size)
-        if chunk and self.ok:
-            self._check(chunk)
-        return chunk
-
-    def _check(self, chunk: bytes) -> None:
-        self._first = self._first or chunk[:1]
-        self.newlines += chunk.count(b"\n")
-        self.between += chunk.count(b"}\n{") + (self._edge + chunk[:2]).count(b"}\n{")
-        self._edge = (self._edge + chunk[-2:])[-2:]
-        first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
-        if first < 0:  # inside a long line: keep it whole for the UTF-8 check, up to a limit
-            self._partial += chunk
-            self.ok = len(self._partial) <= BLOCK
-            return
-        # UnicodeDecodeError or ArrowInvalid: the caller reads the shard line by line
-        (self._partial + chunk[: first + 1]).decode()
-        offsets = pa.py_buffer(np.array([first + 1, last + 1], dtype=np.int64))
-        pa.LargeStringArray.from_buffers(1, offsets, pa.py_buffer(chunk)).validate(full=True)
-        self._partial = chunk[last + 1:]
-
-    def lines(self) -> int | None:
-        """Read to the end (pyarrow may stop early); the number of lines, or None unless every
-        line is exactly one `{...}` record."""
-        while self.read(BLOCK):
-            pass
-        if not self.ok or self._first != b"{":
-            return None
-        self._partial.decode()
-        if self._edge.endswith(b"\n"):
-            whole = self._edge.endswith(b"}\n") and self.newlines == self.between + 1
-            return self.newlines if whole else None
-        return self.newlines + 1 if self._edge.endswith(b"}") and (
-            self.newlines == self.between) else None
+def _clean_lines(block: bytes) -> int | None:
+    """The number of lines in a block when each is exactly one `{...}` record in valid UTF-8
+    (no blank line, no object over two lines, LF line ends), else None: then row i of the
+    parsed block is its line i + 1. C-speed scans, no copy of the data."""
+    lines = block.count(b"\n") + (not block.endswith(b"\n"))
+    if not (block.startswith(b"{") and block.rstrip(b"\n").endswith(b"}")
+            and block.count(b"}\n{") == lines - 1 and not block.endswith(b"\n\n")):
+        return None
+    offsets = pa.py_buffer(np.array([0, len(block)], dtype=np.int64))
+    try:
+        pa.LargeStringArray.from_buffers(1, offsets, pa.py_buffer(block)).validate(full=True)
+    except pa.ArrowInvalid:
+        return None  # not UTF-8
+    return lines
 
 
 def _open_stream(path: Path) -> Any:
@@ -198,23 +178,23 @@ class _Blocks:
 
 
 def _read_fast(job: ShardJob) -> _Blocks | None:
-    """The whole shard through pyarrow's streaming reader, or None (and nothing left written)
+    """The whole shard through pyarrow, block by block, or None (and nothing left written)
     when any line needs a closer look."""
     blocks = _Blocks(job)
     rows = 0
     try:
-        with _open_stream(job.path) as raw:
-            stream = _CheckedStream(raw)
-            for batch in pajson.open_json(stream, read_options=_READ, parse_options=_PARSE):
-                df = pl.from_arrow(pa.Table.from_batches([batch]))
-                if not _rows_are_valid(df):
-                    raise ValueError("a row needs the line-by-line check")
-                blocks.add(df, np.arange(rows + 1, rows + 1 + df.height, dtype=np.int64))
-                rows += df.height
-            lines = stream.lines()
+        for block in _blocks(job.path):
+            lines = _clean_lines(block)
+            if lines is None:
+                raise ValueError("a line needs the line-by-line check")
+            df = pl.from_arrow(pajson.read_json(pa.BufferReader(block), read_options=_READ,
+                                                parse_options=_PARSE))
+            if df.height != lines or not _rows_are_valid(df):
+                raise ValueError("a line needs the line-by-line check")
+            blocks.add(df, np.arange(rows + 1, rows + 1 + lines, dtype=np.int64))
+            rows += lines
     except (pa.ArrowException, ValueError, OSError, EOFError):
-        lines = None  # bad JSON or UTF-8, a type pyarrow refuses, an empty or corrupt file
-    if lines is None or rows != lines:
+        # bad JSON or UTF-8, a type pyarrow refuses, an empty or corrupt file
         blocks.sink.discard()
         return None
     with disk_errors(job.work.parent):
