@@ -8,9 +8,11 @@ so that `n_inbound` stays what the source says, SPEC.md §1).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pipeline.artifacts import MANIFEST, file_lock, read_json, write_json
 
@@ -52,3 +54,41 @@ def update_corpus_manifest(corpus_dir: Path, section: str, data: dict | None) ->
 def corpus_section(corpus_dir: Path, section: str) -> dict:
     path = corpus_dir / MANIFEST
     return read_json(path).get(section, {}) if path.exists() else {}
+
+
+def row_groups(path: Path, columns: list[str] | None = None) -> Iterator[pa.Table]:
+    """A parquet file one row group at a time: what bounds memory when streaming (pyarrow's
+    iter_batches buffers many row groups when a batch spans them)."""
+    handle = pq.ParquetFile(path)
+    for i in range(handle.num_row_groups):
+        yield handle.read_row_group(i, columns=columns)
+
+
+class GroupedWriter:
+    """A ParquetWriter that gathers small tables into row groups of about ROW_GROUP rows."""
+
+    def __init__(self, path: Path, schema: pa.Schema, rows: int = ROW_GROUP):
+        self.writer = pq.ParquetWriter(path, schema, compression="zstd")
+        self.schema, self.rows = schema, rows
+        self.pending: list[pa.Table] = []
+        self.count = 0
+
+    def write(self, table: pa.Table) -> None:
+        self.pending.append(table.cast(self.schema))
+        self.count += table.num_rows
+        if sum(t.num_rows for t in self.pending) >= self.rows:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            table = pa.concat_tables(self.pending).combine_chunks()  # bytes must not depend on
+            self.writer.write_table(table, row_group_size=self.rows)  # how rows were batched
+            self.pending = []
+
+    def __enter__(self) -> GroupedWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            self.flush()
+        self.writer.close()

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from pipeline.ingest.corpus import CITATIONS_SCHEMA, PAPERS_SCHEMA, ROW_GROUP
+from pipeline.ingest.corpus import CITATIONS_SCHEMA, PAPERS_SCHEMA, GroupedWriter, row_groups
 
 BUCKET_PAPERS = 2_000_000  # ids per bucket, at most about: 16 bytes each while deduplicating
 SCRATCH = {"compression": "lz4"}  # scratch parts: cheap to write and to read back
@@ -120,46 +120,40 @@ def dedupe(work: Path, n_buckets: int, workers: int) -> np.ndarray:
     return np.sort(np.concatenate(dropped)) if dropped else np.empty(0, dtype=np.int64)
 
 
-def _kept(batch: pa.RecordBatch, dropped: np.ndarray) -> pa.Table:
-    table = pa.Table.from_batches([batch])
+def _kept(table: pa.Table, dropped: np.ndarray) -> pa.Table:
     if len(dropped):
         keys = table.column("_key").to_numpy()
-        table = table.filter(pa.array(~np.isin(keys, dropped, assume_unique=False)))
+        table = table.filter(pa.array(~np.isin(keys, dropped)))
     return table
 
 
 def write_papers(work: Path, out: Path, dropped: np.ndarray) -> int:
     """`papers.parquet` from the reader's parts in order, without the dropped records."""
-    n = 0
-    with pq.ParquetWriter(out, PAPERS_SCHEMA, compression="zstd") as writer:
+    with GroupedWriter(out, PAPERS_SCHEMA) as writer:
         for part in tqdm(_parts(work / "papers"), desc="papers", unit="part", disable=None):
-            for batch in pq.ParquetFile(part).iter_batches(batch_size=ROW_GROUP):
-                table = _kept(batch, dropped).drop_columns(["_key"]).cast(PAPERS_SCHEMA)
-                writer.write_table(table, row_group_size=ROW_GROUP)
-                n += table.num_rows
-    return n
+            for table in row_groups(part):
+                writer.write(_kept(table, dropped).drop_columns(["_key"]))
+    return writer.count
 
 
 def write_citations(work: Path, n_buckets: int, out: Path, dropped: np.ndarray) -> dict[str, int]:
     """`citations.parquet`, bucket by bucket: the edges of kept records, each flagged dangling
     when its cited id is not a paper of the corpus."""
-    counts = {"edges": 0, "dangling_edges": 0}
-    with pq.ParquetWriter(out, CITATIONS_SCHEMA, compression="zstd") as writer:
+    dangling_edges = 0
+    with GroupedWriter(out, CITATIONS_SCHEMA, rows=1 << 20) as writer:
         for bucket in tqdm(range(n_buckets), desc="citations", unit="bucket",
                            disable=True if n_buckets < 2 else None):
             known = np.load(work / "uniq" / f"{bucket}.npy")
             for part in _parts(work / "edges" / str(bucket)):
-                for batch in pq.ParquetFile(part).iter_batches(batch_size=1 << 20):
-                    table = _kept(batch, dropped)
+                for table in row_groups(part):
+                    table = _kept(table, dropped)
                     cited = table.column("cited").to_numpy()
                     pos = np.minimum(np.searchsorted(known, cited), max(len(known) - 1, 0))
                     dangling = (known[pos] != cited) if len(known) else np.ones(len(cited), bool)
-                    table = pa.table([table.column("citing"), table.column("cited"),
-                                      pa.array(dangling)], schema=CITATIONS_SCHEMA)
-                    writer.write_table(table, row_group_size=1 << 20)
-                    counts["edges"] += table.num_rows
-                    counts["dangling_edges"] += int(dangling.sum())
-    return counts
+                    writer.write(pa.table([table.column("citing"), table.column("cited"),
+                                           pa.array(dangling)], schema=CITATIONS_SCHEMA))
+                    dangling_edges += int(dangling.sum())
+    return {"edges": writer.count, "dangling_edges": dangling_edges}
 
 
 class PartSink:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import polars as pl
-import pyarrow.parquet as pq
 
 from pipeline.artifacts import (
     MANIFEST,
@@ -29,8 +28,9 @@ from pipeline.artifacts import (
 from pipeline.errors import InputError
 from pipeline.ingest.corpus import (
     PAPERS_SCHEMA,
-    ROW_GROUP,
+    GroupedWriter,
     corpus_section,
+    row_groups,
     update_corpus_manifest,
 )
 from pipeline.naming import CITATION_MODES
@@ -113,13 +113,12 @@ def _prefilter(corpus_dir: Path, mode: CitationMode, min_citations: int,
     reason = drop_reason(mode, min_citations, min_abstract)
     counts = dict.fromkeys((*DROP_REASONS, "kept"), 0)
     with (atomic_path(corpus_dir / "prefiltered.parquet") as tmp,
-          pq.ParquetWriter(tmp, PAPERS_SCHEMA, compression="zstd") as writer):
-        for batch in pq.ParquetFile(papers_path).iter_batches(batch_size=ROW_GROUP):
-            tagged = pl.from_arrow(batch).with_columns(reason=reason)
+          GroupedWriter(tmp, PAPERS_SCHEMA) as writer):
+        for table in row_groups(papers_path):
+            tagged = pl.from_arrow(table).with_columns(reason=reason)
             for row in tagged.group_by("reason").len().iter_rows(named=True):
                 counts[row["reason"] or "kept"] += row["len"]
-            kept = tagged.filter(pl.col("reason").is_null()).drop("reason")
-            writer.write_table(kept.to_arrow().cast(PAPERS_SCHEMA), row_group_size=ROW_GROUP)
+            writer.write(tagged.filter(pl.col("reason").is_null()).drop("reason").to_arrow())
         update_corpus_manifest(corpus_dir, "prefilter", None)  # the file is being replaced
     counts.setdefault("kept", 0)
     counts["total"] = sum(counts[r] for r in DROP_REASONS) + counts["kept"]
