@@ -1,13 +1,256 @@
-"""The S2AG reader (Semantic Scholar Datasets: papers, abstracts, citations). In progress."""
+"""The S2AG reader: the Semantic Scholar Datasets `papers`, `abstracts` and `citations`
+(SPEC.md §1), joined on corpusid into the same contracts as the S2ORC reader.
+
+Every shard is read by one worker, line by line (orjson), in blocks of BLOCK_RECORDS records,
+so memory holds one block. Papers and abstracts go to scratch files bucketed by
+`corpusid % n_buckets`; each bucket is then joined on its own (a paper gets the first abstract
+record of its id) and handed to the shared merge with its (shard, line) keys, which keeps the
+first record of each id. Citations go straight to the shared edge buckets.
+
+- fields: the distinct `s2fieldsofstudy` categories whose `source` is `fos_source`
+  (`external`, MAG-like, or `s2-fos-model`), in first-seen order;
+- n_inbound / n_outbound: S2AG's own `citationcount` / `referencecount` (null -> 0);
+- a citation whose citing or cited corpusid is null (a reference S2 did not match) is counted
+  as `bad_cited_id` and not kept; repeated (citing, cited) pairs are kept once and counted as
+  `duplicate_edges` (all copies meet in one cited bucket).
+"""
 
 from __future__ import annotations
 
+import gzip
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.artifacts import disk_errors
 from pipeline.errors import InputError
-from pipeline.ingest.shards import ShardResult
+from pipeline.ingest.merge import (
+    EDGES_SCHEMA,
+    IDS_SCHEMA,
+    PARTS_SCHEMA,
+    SCRATCH,
+    BucketWriter,
+    bucket_count,
+    in_order,
+    key,
+)
+from pipeline.ingest.shards import (
+    INT64_MAX,
+    BadLine,
+    Quarantine,
+    ShardResult,
+    check_int,
+    list_shards,
+    parse_line,
+    show,
+)
+
+DATASETS = ("papers", "abstracts", "citations")
+BLOCK_RECORDS = 50_000
+BYTES_PER_PAPER = {".gz": 400, "": 1_200}  # about, an S2AG papers record (sizes the buckets)
+RAW_PAPERS = pa.schema([("corpusid", pa.int64()), ("title", pa.string()), ("year", pa.int32()),
+                        ("fields", pa.list_(pa.string())), ("n_inbound", pa.int32()),
+                        ("n_outbound", pa.int32()), ("_key", pa.int64())])
+RAW_ABSTRACTS = pa.schema([("corpusid", pa.int64()), ("abstract", pa.string()),
+                           ("_key", pa.int64())])
+
+
+def find_datasets(raw_dir: Path) -> dict[str, list[Path]]:
+    """The shards of each dataset folder; a missing or empty folder is an InputError."""
+    found = {name: list_shards(raw_dir / name) for name in DATASETS}
+    missing = [name for name, shards in found.items() if not shards]
+    if missing:
+        raise InputError(
+            f"no S2AG {'/'.join(missing)} shards under {raw_dir}: expected the folders "
+            "papers/, abstracts/ and citations/ holding *.jsonl.gz (or *.jsonl) files, as "
+            "the Semantic Scholar Datasets are downloaded")
+    return found
+
+
+def _string(record: dict[str, Any], name: str) -> str | None:
+    value = record.get(name)
+    if value is not None and not isinstance(value, str):
+        raise BadLine(name, f"{name} is a {type(value).__name__} ({show(value)}), not a string")
+    return value
+
+
+def _paper(record: dict[str, Any], fos_source: str) -> tuple:
+    check_int(record, "corpusid", 0, INT64_MAX, required=True)
+    for name in ("year", "citationcount", "referencecount"):
+        check_int(record, name)
+    labels = record.get("s2fieldsofstudy") or []
+    if not isinstance(labels, list) or not all(isinstance(x, dict) for x in labels):
+        raise BadLine("s2fieldsofstudy", f"s2fieldsofstudy {show(labels)} is not a list of "
+                                         "{category, source} objects")
+    fields = list(dict.fromkeys(x.get("category") for x in labels
+                                if x.get("source") == fos_source
+                                and isinstance(x.get("category"), str)))
+    return (record["corpusid"], _string(record, "title"), record.get("year"), fields,
+            record.get("citationcount") or 0, record.get("referencecount") or 0)
+
+
+def _abstract(record: dict[str, Any], fos_source: str) -> tuple:
+    check_int(record, "corpusid", 0, INT64_MAX, required=True)
+    return record["corpusid"], _string(record, "abstract")
+
+
+def _citation(record: dict[str, Any], fos_source: str) -> tuple:
+    for name in ("citingcorpusid", "citedcorpusid"):
+        check_int(record, name, 0, INT64_MAX)
+    return record.get("citingcorpusid"), record.get("citedcorpusid")
+
+
+PARSERS: dict[str, Callable[[dict[str, Any], str], tuple]] = {
+    "papers": _paper, "abstracts": _abstract, "citations": _citation}
+
+
+@dataclass
+class ShardJob:
+    dataset: str
+    path: Path
+    index: int  # the shard's place in its dataset (natural order)
+    work: Path
+    n_buckets: int
+    strict: bool
+    fos_source: str
+
+
+def _records(job: ShardJob, quarantine: Quarantine, counts: dict[str, int]
+             ) -> Iterator[tuple[list[tuple], list[int]]]:
+    """Blocks of (parsed rows, their 1-based line numbers); bad lines quarantined."""
+    parse = PARSERS[job.dataset]
+    rows: list[tuple] = []
+    lines: list[int] = []
+    opener = gzip.open if job.path.name.endswith(".gz") else open
+    try:
+        with opener(job.path, "rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    counts["blank"] += 1
+                    continue
+                counts["lines"] += 1
+                try:
+                    rows.append(parse(parse_line(line), job.fos_source))
+                except BadLine as exc:
+                    quarantine.add(job.path, number, line, exc)
+                    continue
+                lines.append(number)
+                if len(rows) >= BLOCK_RECORDS:
+                    yield rows, lines
+                    rows, lines = [], []
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(f"{job.path}: cannot read it ({exc}); check the file (an incomplete "
+                         "download?)") from None
+    if rows:
+        yield rows, lines
+
+
+def read_shard(job: ShardJob) -> ShardResult:
+    """One shard of one dataset into scratch buckets."""
+    name = f"{DATASETS.index(job.dataset)}{job.index:06d}"
+    (job.work / "quarantine").mkdir(exist_ok=True)
+    folder, schema, id_column = {
+        "papers": (job.work / "s2ag-papers", RAW_PAPERS, "corpusid"),
+        "abstracts": (job.work / "s2ag-abstracts", RAW_ABSTRACTS, "corpusid"),
+        "citations": (job.work / "edges", EDGES_SCHEMA, "cited"),
+    }[job.dataset]
+    writer = BucketWriter(folder, name, job.n_buckets, schema)
+    counts = {"lines": 0, "blank": 0, "kept": 0, "bad_cited_id": 0}
+    with (job.work / "quarantine" / f"{name}.jsonl").open("wb") as handle:
+        quarantine = Quarantine(handle, job.strict)
+        for rows, lines in _records(job, quarantine, counts):
+            keys = key(job.index, np.array(lines, dtype=np.int64))
+            if job.dataset == "citations":
+                df = pl.DataFrame(rows, schema={"citing": pl.Int64, "cited": pl.Int64},
+                                  orient="row")
+                complete = df.drop_nulls()
+                counts["bad_cited_id"] += df.height - complete.height
+                df = complete.with_columns(_key=pl.lit(-1, dtype=pl.Int64))
+            else:
+                df = pl.DataFrame(rows, schema=schema.names[:-1], orient="row").with_columns(
+                    _key=pl.Series(keys))
+            counts["kept"] += df.height
+            with disk_errors(job.work.parent):
+                writer.write(pl.from_arrow(df.to_arrow().cast(schema)), id_column)
+        with disk_errors(job.work.parent):
+            writer.close()
+    prefix = {"papers": "", "abstracts": "abstract_", "citations": "citation_"}[job.dataset]
+    result = {f"{prefix}lines_read": counts["lines"], f"{prefix}blank_lines": counts["blank"],
+              f"{prefix}quarantined": quarantine.count}
+    if job.dataset == "papers":
+        result["records"] = counts["kept"]
+    elif job.dataset == "citations":
+        result["bad_cited_id"] = counts["bad_cited_id"]
+    return ShardResult(result, by_reason=quarantine.by_reason, first_bad=quarantine.first)
+
+
+def _read_bucket(folder: Path) -> pl.DataFrame | None:
+    parts = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    return pl.concat([pl.read_parquet(p) for p in parts]) if parts else None
+
+
+def _dedupe_edges(folder: Path) -> int:
+    """Every copy of a (citing, cited) pair is in one cited bucket: keep the first (by shard
+    and line order), as one file; return how many copies were dropped."""
+    edges = _read_bucket(folder)
+    if edges is None:
+        return 0
+    unique = edges.unique(["citing", "cited"], maintain_order=True)
+    for part in folder.glob("*.parquet"):
+        part.unlink()
+    pq.write_table(unique.to_arrow().cast(EDGES_SCHEMA), folder / "edges.parquet", **SCRATCH)
+    return edges.height - unique.height
+
+
+def join_bucket(job: tuple[Path, int]) -> int:
+    """A bucket's papers with their first abstract, in (shard, line) order, as the shared
+    merge's papers part and ids; its citations deduplicated (the copies are returned)."""
+    work, bucket = job
+    duplicate_edges = _dedupe_edges(work / "edges" / str(bucket))
+    papers = _read_bucket(work / "s2ag-papers" / str(bucket))
+    if papers is None:
+        return duplicate_edges
+    abstracts = _read_bucket(work / "s2ag-abstracts" / str(bucket))
+    if abstracts is None:
+        papers = papers.with_columns(abstract=pl.lit(None, dtype=pl.String))
+    else:
+        first = abstracts.sort("_key").unique("corpusid", keep="first").drop("_key")
+        papers = papers.join(first, on="corpusid", how="left")
+    papers = papers.sort("_key").select(PARTS_SCHEMA.names)
+    name = f"{bucket:06d}"
+    (work / "papers").mkdir(exist_ok=True)
+    pq.write_table(papers.to_arrow().cast(PARTS_SCHEMA), work / "papers" / f"{name}.parquet",
+                   **SCRATCH)
+    (work / "ids" / str(bucket)).mkdir(parents=True, exist_ok=True)
+    pq.write_table(papers.select("corpusid", "_key").to_arrow().cast(IDS_SCHEMA),
+                   work / "ids" / str(bucket) / f"{name}.parquet", **SCRATCH)
+    return duplicate_edges
 
 
 def stage(raw_dir: Path, work: Path, strict: bool, workers: int, fos_source: str
           ) -> tuple[list[Path], int, list[ShardResult]]:
-    raise InputError("the S2AG reader is not ready yet")
+    """Read every shard of the three datasets into the merge's scratch layout; return the
+    shards read (papers, abstracts, citations), the bucket count and one result per shard."""
+    datasets = find_datasets(raw_dir)
+    papers = datasets["papers"]
+    # a bucket is joined with its abstracts in memory: 4x the merge's buckets (~500k papers)
+    n_buckets = bucket_count(4 * sum(
+        p.stat().st_size // BYTES_PER_PAPER[".gz" if p.name.endswith(".gz") else ""]
+        for p in papers))
+    jobs = [ShardJob(name, path, i, work, n_buckets, strict, fos_source)
+            for name in DATASETS for i, path in enumerate(datasets[name])]
+    results = list(in_order(read_shard, jobs, workers, "ingest", "shard"))
+    with disk_errors(work.parent):
+        duplicates = sum(in_order(join_bucket, [(work, b) for b in range(n_buckets)], workers,
+                                  "join", "bucket"))
+    # copies of a citation span shards: they are counted with the first citations shard
+    results[jobs.index(next(j for j in jobs if j.dataset == "citations"))].counts[
+        "duplicate_edges"] = duplicates
+    return [job.path for job in jobs], n_buckets, results
