@@ -39,7 +39,7 @@ DEMO_SIZES ?= 2k 5k 10k
 DEMO_MODELS ?= bm25 minilm random
 # A small Table 2: field-level pools of a few fields (names with '-' for spaces).
 DEMO_FIELDS ?= medicine biology computer-science
-DEMO_FIELD_SIZE ?= 5k
+DEMO_FIELD_SIZE ?= 2k
 DEMO_FIELD_QUERIES ?= 100
 
 # Where corpora/, indexes/ and runs/ live (a scratch disk on a cluster, say).

@@ -11,8 +11,11 @@ corpus, the number of shards or the size of one shard. Every line is accounted f
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import shutil
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Literal
 
@@ -98,11 +101,19 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source:
                 f"{totals['lines_read']} line(s), {totals['quarantined']} of them bad{hint}; "
                 f"check that it is {WHAT[source]}"
             )
+        phases = {"read": round(time.perf_counter() - start, 1)}
         with disk_errors(corpus_dir):
             dropped = dedupe(work, n_buckets, workers)
             totals["duplicate_records"] = len(dropped)
-            totals["papers"] = write_papers(work, papers_tmp, dropped)
-            totals |= write_citations(work, n_buckets, cites_tmp, dropped)
+            # the two files are independent: with 2+ workers, citations in a second process
+            with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) \
+                    if workers > 1 else contextlib.nullcontext() as pool:
+                citations = (pool.submit(write_citations, work, n_buckets, cites_tmp, dropped)
+                             if pool else None)
+                totals["papers"] = write_papers(work, papers_tmp, dropped)
+                totals |= (citations.result() if citations
+                           else write_citations(work, n_buckets, cites_tmp, dropped))
+            phases["merge"] = round(time.perf_counter() - start - phases["read"], 1)
             with quarantine_tmp.open("wb") as out:
                 for part in sorted((work / "quarantine").glob("*.jsonl")):
                     with part.open("rb") as handle:
@@ -113,6 +124,7 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source:
     base = raw_dir / "metadata" if source == "s2orc" else raw_dir  # shards named from here
     names = [p.relative_to(base).as_posix() for p in inputs]
     info = manifest("ingest", parameters, counts=totals, workers=workers, buckets=n_buckets,
+                    phase_seconds=phases,
                     shards=names, line_by_line_shards=[
                         name for name, r in zip(names, results, strict=True) if r.line_by_line],
                     quarantine={"file": QUARANTINE, "by_reason": by_reason},
