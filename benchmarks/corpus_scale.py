@@ -144,8 +144,10 @@ def ingest_run(work: Path, corpus: str, raw: Path, threads: int) -> dict:
     shutil.rmtree(work / "corpora" / corpus, ignore_errors=True)
     run = measure(pipe(work, "ingest", "--corpus", corpus, "--raw", str(raw),
                        "--workers", str(threads)))
-    counts = corpus_manifest(work, corpus)["ingest"]["counts"]
+    section = corpus_manifest(work, corpus)["ingest"]
+    counts = section["counts"]
     run |= {"papers": counts["papers"], "edges": counts["edges"],
+            "phase_seconds": section["phase_seconds"], "buckets": section["buckets"],
             "papers_per_s": round(counts["lines_read"] / run["seconds"]),
             "raw_gb": round(sum(p.stat().st_size for p in (raw / "metadata").iterdir()) / 1e9,
                             2)}
@@ -224,7 +226,9 @@ def main() -> None:
 def report(f: dict) -> str:
     c, ing, peer = f["corpus"], f["ingest"], f["polars_scan_ndjson"]
     rows = [
-        f"| ingest (this pipeline, {f['threads']} workers) | {ing['seconds']} | "
+        f"| ingest (this pipeline, {f['threads']} workers; read "
+        f"{ing['phase_seconds']['read']} s, merge {ing['phase_seconds']['merge']} s) | "
+        f"{ing['seconds']} | "
         f"{ing['papers_per_s']:,} | {ing['peak_rss_gb']} |",
         f"| polars `scan_ndjson` → parquet (peer) | {peer['seconds']} | "
         f"{peer['papers_per_s']:,} | {peer['peak_rss_gb']} |",

@@ -128,7 +128,16 @@ def select_queries(corpus_dir: Path, spec: PoolSpec) -> tuple[pl.DataFrame, pl.D
     order = np.random.default_rng([spec.seed, 1, _scope_seed(spec)]).permutation(n_eligible)
     take = min(spec.queries_wanted, n_eligible)
     picked = np.sort(order[:take] if spec.split == "test" else order[::-1][:take])
-    _check_splits_disjoint(corpus_dir, spec, pool_of_queries["corpusid"].to_numpy()[picked])
+    shared = _other_split_queries(corpus_dir, spec, pool_of_queries["corpusid"].to_numpy()[picked])
+    if len(shared) and spec.split == "validation":  # a small scope: leave the test queries out
+        picked = picked[~np.isin(pool_of_queries["corpusid"].to_numpy()[picked], shared)]
+        if len(picked) == 0:
+            raise NoQueriesError(f"no query candidates for validation pool {spec.name}: the "
+                                 "test pools use all of them; ask for fewer QUERIES")
+    elif len(shared):
+        raise InputError(f"pool {spec.name}: {len(shared)} of its queries are queries of a "
+                         "validation pool of the same seed; ask for fewer QUERIES in one of "
+                         "them, so that both fit in the eligible papers")
     queries = pool_of_queries[picked]
     qrels = (
         positives.join(queries.lazy().select(citing="corpusid"), on="citing", how="semi")
@@ -138,20 +147,17 @@ def select_queries(corpus_dir: Path, spec: PoolSpec) -> tuple[pl.DataFrame, pl.D
     return queries, qrels, n_eligible
 
 
-def _check_splits_disjoint(corpus_dir: Path, spec: PoolSpec, ids: np.ndarray) -> None:
-    """Refuse queries shared with an existing pool of the other split (same seed and scope):
-    test and validation counts together exceed the eligible papers."""
+def _other_split_queries(corpus_dir: Path, spec: PoolSpec, ids: np.ndarray) -> np.ndarray:
+    """Those of `ids` that are queries of an existing pool of the other split (same seed and
+    scope): test and validation counts together exceed the eligible papers."""
+    shared = [np.empty(0, dtype=np.int64)]
     for name in list_pools(corpus_dir):
         scope, _, _, seed, split = parse_pool_name(name)
         if scope != spec.scope or seed != spec.seed or split == spec.split:
             continue
         other = read_parquet(corpus_dir / "pools" / name / "queries.parquet", ["corpusid"])
-        shared = np.intersect1d(ids, other["corpusid"].to_numpy())
-        if len(shared):
-            raise InputError(
-                f"pool {spec.name}: {len(shared)} of its queries are queries of pool {name} "
-                f"(the other split); ask for fewer QUERIES in one of them, so that both fit "
-                f"in the eligible papers")
+        shared.append(np.intersect1d(ids, other["corpusid"].to_numpy()))
+    return np.unique(np.concatenate(shared))
 
 
 def negative_population(corpus_dir: Path, spec: PoolSpec, exclude: pl.Series

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,20 +15,23 @@ import polars as pl
 import pytest
 
 from pipeline.errors import InputError
-from pipeline.ingest import ingest, prefilter
+from pipeline.ingest import ingest, merge, prefilter
 
 ROOT = Path(__file__).resolve().parents[1]
 ABSTRACT = "We study how citation graphs shape the retrieval of scientific papers at scale."
 
 
 def paper(corpusid: int, year: int | None = 2019, external=("Medicine",),
-          model=("Biology",), cited_by: int = 5, refs: int = 2, title: str | None = None) -> dict:
+          model=("Biology",), cited_by: int | None = 5, refs: int | None = 2,
+          title: str | None = None) -> dict:
+    """One `papers` record as S2AG writes it, nested fields and all."""
     return {
         "corpusid": corpusid,
         "externalids": {"DOI": f"10.1000/{corpusid}", "PubMed": None, "ArXiv": None,
                         "ACL": None, "DBLP": None, "PubMedCentral": None, "MAG": str(corpusid)},
         "title": title if title is not None else f"Paper {corpusid} on graphs",
-        "authors": [{"authorId": "17", "name": "Zoran Medić"}],
+        "authors": [{"authorId": "17", "name": "Zoran Medić"},
+                    {"authorId": None, "name": "Jan Šnajder"}],
         "venue": "JCDL", "year": year, "referencecount": refs, "citationcount": cited_by,
         "influentialcitationcount": 0, "isopenaccess": True,
         "s2fieldsofstudy": [{"category": c, "source": "external"} for c in external]
@@ -35,6 +39,11 @@ def paper(corpusid: int, year: int | None = 2019, external=("Medicine",),
         "publicationtypes": ["JournalArticle"], "publicationdate": "2019-05-01",
         "journal": {"name": "JCDL", "volume": "1", "pages": "1-10"},
     }
+
+
+def cite(citing: int | None, cited: int | None, number: int = 1) -> dict:
+    return {"citationid": number, "citingcorpusid": citing, "citedcorpusid": cited,
+            "isinfluential": False, "contexts": ["as shown in [1]"], "intents": [["background"]]}
 
 
 def write(path: Path, records: list, gz: bool = True) -> None:
@@ -45,82 +54,149 @@ def write(path: Path, records: list, gz: bool = True) -> None:
 
 
 def s2ag_release(root: Path) -> Path:
+    """2 papers shards (gz and plain), 1 abstracts shard, 2 citations shards, with one bad line
+    in each dataset, a repeated paper, abstract and citation, and unmatched citation ids."""
     raw = root / "s2ag"
     write(raw / "papers" / "part-0.jsonl.gz", [
-        paper(1), paper(2, external=("Computer Science", "Medicine")), paper(3, year=None),
-        paper(4, external=(), model=("Physics",)), b'{"corpusid": "x1"}'])
+        paper(1, cited_by=9, refs=4),
+        paper(2, external=("Computer Science", "Medicine", "Computer Science"),
+              model=("Computer Science", "Mathematics"), cited_by=None, refs=None),
+        paper(3, year=None), paper(4, external=(), model=("Physics",)),
+        b'{"corpusid": "x1"}', b""])
     write(raw / "papers" / "part-1.jsonl", [
         paper(5, title="Copy later"), paper(1, title="A later copy of paper 1"), paper(6)],
         gz=False)
     write(raw / "abstracts" / "part-0.jsonl.gz", [
         {"corpusid": 1, "abstract": ABSTRACT}, {"corpusid": 2, "abstract": None},
         {"corpusid": 5, "abstract": ABSTRACT + " Five."}, {"corpusid": 1, "abstract": "dup"},
-        {"corpusid": 99, "abstract": "an abstract without a paper"}])
+        {"corpusid": 99, "abstract": "an abstract without a paper"},
+        {"corpusid": -3, "abstract": "a negative id"}])
     write(raw / "citations" / "part-0.jsonl.gz", [
-        {"citationid": 1, "citingcorpusid": 2, "citedcorpusid": 1, "isinfluential": False,
-         "contexts": ["as shown in [1]"], "intents": [["background"]]},
-        {"citationid": 2, "citingcorpusid": 5, "citedcorpusid": 1, "isinfluential": True,
-         "contexts": None, "intents": None},
-        {"citationid": 3, "citingcorpusid": 5, "citedcorpusid": None, "isinfluential": False,
-         "contexts": [], "intents": []}])
+        cite(2, 1, 1), cite(5, 1, 2), cite(5, None, 3)])
     write(raw / "citations" / "part-1.jsonl.gz", [
-        {"citationid": 4, "citingcorpusid": 6, "citedcorpusid": 777, "isinfluential": False},
-        {"citationid": 5, "citingcorpusid": 2, "citedcorpusid": 1, "isinfluential": False}])
+        cite(6, 777, 4), cite(2, 1, 5), cite(None, 3, 6),
+        {"citationid": 7, "citingcorpusid": "2", "citedcorpusid": 1}])
     return raw
+
+
+def rows(path: Path) -> list[tuple]:
+    return pl.read_parquet(path).rows()
 
 
 def test_s2ag_papers_abstracts_and_citations_are_joined(tmp_path):
     raw = s2ag_release(tmp_path)
     info = ingest(raw, tmp_path / "c", source="s2ag")
-    papers = pl.read_parquet(tmp_path / "c" / "papers.parquet").sort("corpusid")
-    assert papers["corpusid"].to_list() == [1, 2, 3, 4, 5, 6]
-    one = papers.row(0, named=True)
-    assert one["title"] == "Paper 1 on graphs" and one["abstract"] == ABSTRACT  # first copies
-    assert one["fields"] == ["Medicine"] and one["n_inbound"] == 5 and one["n_outbound"] == 2
-    assert papers["fields"].to_list()[1] == ["Computer Science", "Medicine"]
-    assert papers["fields"].to_list()[3] == []
-    assert papers["abstract"].to_list()[1] is None and papers["abstract"].to_list()[3] is None
-    assert papers["year"].to_list()[2] is None
+    assert rows(tmp_path / "c" / "papers.parquet") == [  # the first copy of paper 1 kept
+        (1, "Paper 1 on graphs", ABSTRACT, 2019, ["Medicine"], 9, 4),
+        (2, "Paper 2 on graphs", None, 2019, ["Computer Science", "Medicine"], 0, 0),
+        (3, "Paper 3 on graphs", None, None, ["Medicine"], 5, 2),
+        (4, "Paper 4 on graphs", None, 2019, [], 5, 2),
+        (5, "Copy later", ABSTRACT + " Five.", 2019, ["Medicine"], 5, 2),
+        (6, "Paper 6 on graphs", None, 2019, ["Medicine"], 5, 2),
+    ]
     cites = pl.read_parquet(tmp_path / "c" / "citations.parquet").sort("citing", "cited")
     assert cites.rows() == [(2, 1, False), (5, 1, False), (6, 777, True)]
     counts = info["counts"]
-    assert counts["lines_read"] == 8 and counts["quarantined"] == 1
-    assert counts["duplicate_records"] == 1 and counts["papers"] == 6
-    assert counts["lines_read"] == counts["papers"] + counts["quarantined"] + 1
-    assert counts["abstract_lines_read"] == 5 and counts["citation_lines_read"] == 5
-    assert counts["bad_cited_id"] == 1 and counts["dangling_edges"] == 1
-    assert counts["edges"] == 3
-    assert info["shards"][0] == "papers/part-0.jsonl.gz" and len(info["shards"]) == 5
+    assert counts == counts | {
+        "lines_read": 8, "blank_lines": 1, "quarantined": 1, "duplicate_records": 1,
+        "papers": 6, "abstract_lines_read": 6, "abstract_blank_lines": 0,
+        "abstract_quarantined": 1, "citation_lines_read": 7, "citation_blank_lines": 0,
+        "citation_quarantined": 1, "bad_cited_id": 1, "bad_citing_id": 1,
+        "duplicate_edges": 1, "edges": 3, "dangling_edges": 1}
+    assert counts["lines_read"] == (counts["papers"] + counts["quarantined"]
+                                    + counts["duplicate_records"])
+    assert counts["citation_lines_read"] == sum(counts[name] for name in (
+        "edges", "duplicate_edges", "bad_cited_id", "bad_citing_id", "citation_quarantined"))
+    assert info["shards"] == ["papers/part-0.jsonl.gz", "papers/part-1.jsonl",
+                              "abstracts/part-0.jsonl.gz", "citations/part-0.jsonl.gz",
+                              "citations/part-1.jsonl.gz"]
     bad = [json.loads(x) for x in (tmp_path / "c" / "quarantine.jsonl").read_text().splitlines()]
-    assert [(b["shard"], b["line"]) for b in bad] == [("part-0.jsonl.gz", 5)]
-    assert "corpusid" in bad[0]["reason"]
+    assert [(b["shard"], b["line"]) for b in bad] == [  # papers, abstracts, citations
+        ("part-0.jsonl.gz", 5), ("part-0.jsonl.gz", 6), ("part-1.jsonl.gz", 4)]
+    assert bad[0]["reason"] == "corpusid is a str ('x1'), not an integer"
+    assert info["quarantine"]["by_reason"] == {"corpusid": 2, "citingcorpusid": 1}
     # prefilter runs on it and reconciles with the papers dataset's lines
     section = prefilter(tmp_path / "c")
     assert section["reconciliation"]["balanced"]
     assert section["counts"]["kept"] == 2  # 1 and 5: the others lack an abstract or a year
     other = ingest(raw, tmp_path / "s2fos", source="s2ag", fos_source="s2-fos-model")
     assert other["parameters"]["fos_source"] == "s2-fos-model"
-    fos = pl.read_parquet(tmp_path / "s2fos" / "papers.parquet").sort("corpusid")
-    assert fos["fields"].to_list()[0] == ["Biology"] and fos["fields"].to_list()[3] == ["Physics"]
+    assert pl.read_parquet(tmp_path / "s2fos" / "papers.parquet")["fields"].to_list() == [
+        ["Biology"], ["Computer Science", "Mathematics"], ["Biology"], ["Physics"],
+        ["Biology"], ["Biology"]]
 
 
-def test_s2ag_output_does_not_depend_on_workers(tmp_path):
+def test_s2ag_field_types_are_not_guessed_from_a_blocks_first_rows(tmp_path):
+    """A run of over 100 papers without a field, year or title (common for `external`),
+    then papers with them: one block, typed as the schema says."""
     raw = s2ag_release(tmp_path)
-    ingest(raw, tmp_path / "one", source="s2ag")
-    ingest(raw, tmp_path / "two", source="s2ag", workers=2)
+    write(raw / "papers" / "part-1.jsonl", [
+        {"corpusid": i, "title": None, "year": None, "s2fieldsofstudy": None}
+        for i in range(10, 140)] + [paper(140)], gz=False)
+    ingest(raw, tmp_path / "c", source="s2ag")
+    papers = pl.read_parquet(tmp_path / "c" / "papers.parquet")
+    assert papers.height == 4 + 131
+    assert papers.row(by_predicate=pl.col("corpusid") == 140) == (
+        140, "Paper 140 on graphs", None, 2019, ["Medicine"], 5, 2)
+    assert papers.row(by_predicate=pl.col("corpusid") == 10) == (10, None, None, None, [], 0, 0)
+
+
+def test_s2ag_output_does_not_depend_on_workers(tmp_path, monkeypatch):
+    raw = s2ag_release(tmp_path)
+    ingest(raw, tmp_path / "one-bucket", source="s2ag")
+    monkeypatch.setattr(merge, "BUCKET_PAPERS", 1)  # one bucket per estimated record
+    one = ingest(raw, tmp_path / "one", source="s2ag")
+    two = ingest(raw, tmp_path / "two", source="s2ag", workers=2)
+    assert one["buckets"] == two["buckets"] > 1
+    assert one["counts"] == two["counts"]
     for name in ("papers.parquet", "citations.parquet", "quarantine.jsonl"):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+    for name in ("papers.parquet", "citations.parquet"):  # buckets change the order only
+        many = pl.read_parquet(tmp_path / "one" / name)
+        assert sorted(many.rows()) == sorted(rows(tmp_path / "one-bucket" / name))
 
 
-def test_s2ag_strict_and_layout_errors(tmp_path):
+def test_s2ag_strict_names_the_file_and_line(tmp_path):
     raw = s2ag_release(tmp_path)
-    with pytest.raises(InputError, match=r"part-0\.jsonl\.gz:5: corpusid is a str"):
+    with pytest.raises(InputError, match=r"papers/part-0\.jsonl\.gz:5: corpusid is a str"):
         ingest(raw, tmp_path / "strict", source="s2ag", strict=True)
     assert not (tmp_path / "strict" / "papers.parquet").exists()
-    for folder in (raw / "citations").iterdir():
-        folder.unlink()
-    with pytest.raises(InputError, match="no S2AG citations shards under .*citations/"):
+    write(raw / "papers" / "part-0.jsonl.gz", [paper(1)])
+    with pytest.raises(InputError, match=r"abstracts/part-0\.jsonl\.gz:6: corpusid -3 is out"):
+        ingest(raw, tmp_path / "strict", source="s2ag", strict=True)
+
+
+@pytest.mark.parametrize("dataset", ["papers", "abstracts", "citations"])
+def test_s2ag_layout_errors_name_the_missing_folder(tmp_path, dataset):
+    raw = s2ag_release(tmp_path)
+    for shard in (raw / dataset).iterdir():  # an empty folder
+        shard.unlink()
+    with pytest.raises(InputError, match=f"no S2AG {dataset} shards under .*papers/, "
+                                         "abstracts/ and citations/"):
         ingest(raw, tmp_path / "c", source="s2ag")
+    shutil.rmtree(raw / dataset)  # no folder at all
+    with pytest.raises(InputError, match=f"no S2AG {dataset} shards"):
+        ingest(raw, tmp_path / "c", source="s2ag")
+    assert not (tmp_path / "c" / "papers.parquet").exists()
+
+
+def test_cli_ingests_an_s2ag_release(tmp_path):
+    raw = s2ag_release(tmp_path)
+    base = [sys.executable, "-m", "pipeline", "--corpora-root", str(tmp_path / "corpora"),
+            "--runs-root", str(tmp_path / "runs"), "ingest", "--corpus", "s2ag"]
+    env = {**os.environ, "MAKEFLAGS": ""}
+    done = subprocess.run([*base, "--raw", str(raw), "--source", "s2ag", "--fos-source",
+                           "s2-fos-model", "--workers", "2"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    corpus = tmp_path / "corpora" / "s2ag"
+    manifest = json.loads((corpus / "manifest.json").read_text())["ingest"]
+    assert manifest["parameters"]["source"] == "s2ag" and manifest["workers"] == 2
+    assert manifest["counts"]["papers"] == 6
+    assert pl.read_parquet(corpus / "papers.parquet")["fields"].to_list()[3] == ["Physics"]
+    wrong = subprocess.run([*base, "--raw", str(raw / "papers"), "--source", "s2ag"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert wrong.returncode == 2 and "no S2AG papers/abstracts/citations shards" in wrong.stderr
 
 
 def test_make_corpus_reads_an_s2ag_release(tmp_path):

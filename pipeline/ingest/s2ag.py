@@ -10,9 +10,17 @@ first record of each id. Citations go straight to the shared edge buckets.
 - fields: the distinct `s2fieldsofstudy` categories whose `source` is `fos_source`
   (`external`, MAG-like, or `s2-fos-model`), in first-seen order;
 - n_inbound / n_outbound: S2AG's own `citationcount` / `referencecount` (null -> 0);
-- a citation whose citing or cited corpusid is null (a reference S2 did not match) is counted
-  as `bad_cited_id` and not kept; repeated (citing, cited) pairs are kept once and counted as
-  `duplicate_edges` (all copies meet in one cited bucket).
+- a citation whose cited corpusid is null (a reference S2 did not match to a paper) is counted
+  as `bad_cited_id`, one whose citing corpusid is null as `bad_citing_id`, and neither is kept;
+  repeated (citing, cited) pairs are kept once and counted as `duplicate_edges` (all copies
+  meet in one cited bucket).
+
+Counts: the papers dataset fills the shared ones (`lines_read`, `blank_lines`, `quarantined`,
+`records`), so `lines_read = papers + quarantined + duplicate_records` holds for it; the other
+two datasets count apart, `abstract_lines_read`, `abstract_blank_lines`, `abstract_quarantined`
+and `citation_lines_read`, `citation_blank_lines`, `citation_quarantined`, with
+`citation_lines_read = edges + duplicate_edges + bad_cited_id + bad_citing_id +
+citation_quarantined`.
 """
 
 from __future__ import annotations
@@ -54,12 +62,21 @@ from pipeline.ingest.shards import (
 
 DATASETS = ("papers", "abstracts", "citations")
 BLOCK_RECORDS = 50_000
-BYTES_PER_PAPER = {".gz": 400, "": 1_200}  # about, an S2AG papers record (sizes the buckets)
+# bytes of one S2AG record, about (gz, plain): estimates each dataset's records from its shards'
+# sizes, to size the buckets (an estimate too low for a dataset would make its buckets large)
+BYTES_PER_RECORD = {"papers": (400, 1_200), "abstracts": (500, 1_200), "citations": (100, 300)}
 RAW_PAPERS = pa.schema([("corpusid", pa.int64()), ("title", pa.string()), ("year", pa.int32()),
                         ("fields", pa.list_(pa.string())), ("n_inbound", pa.int32()),
                         ("n_outbound", pa.int32()), ("_key", pa.int64())])
 RAW_ABSTRACTS = pa.schema([("corpusid", pa.int64()), ("abstract", pa.string()),
                            ("_key", pa.int64())])
+# the parsed rows' types, given to polars: inferring them from a block's first rows fails when
+# those all lack a value (a run of papers without an `external` field, say)
+ROWS = {
+    "papers": pl.from_arrow(RAW_PAPERS.empty_table()).drop("_key").schema,
+    "abstracts": pl.from_arrow(RAW_ABSTRACTS.empty_table()).drop("_key").schema,
+    "citations": pl.Schema({"citing": pl.Int64, "cited": pl.Int64}),
+}
 
 
 def find_datasets(raw_dir: Path) -> dict[str, list[Path]]:
@@ -85,13 +102,14 @@ def _paper(record: dict[str, Any], fos_source: str) -> tuple:
     check_int(record, "corpusid", 0, INT64_MAX, required=True)
     for name in ("year", "citationcount", "referencecount"):
         check_int(record, name)
-    labels = record.get("s2fieldsofstudy") or []
-    if not isinstance(labels, list) or not all(isinstance(x, dict) for x in labels):
+    labels = record.get("s2fieldsofstudy")
+    labels = [] if labels is None else labels
+    if not isinstance(labels, list) or not all(
+            isinstance(x, dict) and isinstance(x.get("category"), str | None) for x in labels):
         raise BadLine("s2fieldsofstudy", f"s2fieldsofstudy {show(labels)} is not a list of "
-                                         "{category, source} objects")
-    fields = list(dict.fromkeys(x.get("category") for x in labels
-                                if x.get("source") == fos_source
-                                and isinstance(x.get("category"), str)))
+                                         "{category: str, source} objects")
+    fields = list(dict.fromkeys(x["category"] for x in labels
+                                if x.get("source") == fos_source and x.get("category")))
     return (record["corpusid"], _string(record, "title"), record.get("year"), fields,
             record.get("citationcount") or 0, record.get("referencecount") or 0)
 
@@ -162,23 +180,23 @@ def read_shard(job: ShardJob) -> ShardResult:
         "citations": (job.work / "edges", EDGES_SCHEMA, "cited"),
     }[job.dataset]
     writer = BucketWriter(folder, name, job.n_buckets, schema)
-    counts = {"lines": 0, "blank": 0, "kept": 0, "bad_cited_id": 0}
+    counts = {"lines": 0, "blank": 0, "kept": 0, "bad_cited_id": 0, "bad_citing_id": 0}
     with (job.work / "quarantine" / f"{name}.jsonl").open("wb") as handle:
         quarantine = Quarantine(handle, job.strict)
         for rows, lines in _records(job, quarantine, counts):
-            keys = key(job.index, np.array(lines, dtype=np.int64))
+            df = pl.DataFrame(rows, schema=ROWS[job.dataset], orient="row")
             if job.dataset == "citations":
-                df = pl.DataFrame(rows, schema={"citing": pl.Int64, "cited": pl.Int64},
-                                  orient="row")
                 complete = df.drop_nulls()
-                counts["bad_cited_id"] += df.height - complete.height
+                counts["bad_citing_id"] += df["citing"].null_count()
+                counts["bad_cited_id"] += df.filter(pl.col("citing").is_not_null())[
+                    "cited"].null_count()
+                # -1: no record's key, so the merge never drops an S2AG edge
                 df = complete.with_columns(_key=pl.lit(-1, dtype=pl.Int64))
             else:
-                df = pl.DataFrame(rows, schema=schema.names[:-1], orient="row").with_columns(
-                    _key=pl.Series(keys))
+                df = df.with_columns(_key=key(job.index, np.array(lines, dtype=np.int64)))
             counts["kept"] += df.height
             with disk_errors(job.work.parent):
-                writer.write(pl.from_arrow(df.to_arrow().cast(schema)), id_column)
+                writer.write(df, id_column)  # cast to the folder's schema there
         with disk_errors(job.work.parent):
             writer.close()
     prefix = {"papers": "", "abstracts": "abstract_", "citations": "citation_"}[job.dataset]
@@ -187,7 +205,7 @@ def read_shard(job: ShardJob) -> ShardResult:
     if job.dataset == "papers":
         result["records"] = counts["kept"]
     elif job.dataset == "citations":
-        result["bad_cited_id"] = counts["bad_cited_id"]
+        result |= {count: counts[count] for count in ("bad_cited_id", "bad_citing_id")}
     return ShardResult(result, by_reason=quarantine.by_reason, first_bad=quarantine.first)
 
 
@@ -234,16 +252,23 @@ def join_bucket(job: tuple[Path, int]) -> int:
     return duplicate_edges
 
 
+def _estimated(datasets: dict[str, list[Path]], name: str) -> int:
+    """About how many records a dataset's shards hold, from their sizes."""
+    gz, plain = BYTES_PER_RECORD[name]
+    return sum(p.stat().st_size // (gz if p.name.endswith(".gz") else plain)
+               for p in datasets[name])
+
+
 def stage(raw_dir: Path, work: Path, strict: bool, workers: int, fos_source: str
           ) -> tuple[list[Path], int, list[ShardResult]]:
     """Read every shard of the three datasets into the merge's scratch layout; return the
     shards read (papers, abstracts, citations), the bucket count and one result per shard."""
     datasets = find_datasets(raw_dir)
-    papers = datasets["papers"]
-    # a bucket is joined with its abstracts in memory: 4x the merge's buckets (~500k papers)
-    n_buckets = bucket_count(4 * sum(
-        p.stat().st_size // BYTES_PER_PAPER[".gz" if p.name.endswith(".gz") else ""]
-        for p in papers))
+    # a bucket is joined in memory: ~500k papers and as many abstracts (a quarter of the merge's
+    # buckets) and ~8M edges; a partial download (few papers, all citations) gets more buckets
+    n_buckets = bucket_count(max(4 * _estimated(datasets, "papers"),
+                                 4 * _estimated(datasets, "abstracts"),
+                                 _estimated(datasets, "citations") // 4))
     jobs = [ShardJob(name, path, i, work, n_buckets, strict, fos_source)
             for name in DATASETS for i, path in enumerate(datasets[name])]
     results = list(in_order(read_shard, jobs, workers, "ingest", "shard"))
