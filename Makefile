@@ -23,9 +23,16 @@ SOURCE ?= $(if $(filter s2ag,$(CORPUS)),s2ag,s2orc)
 FOS_SOURCE ?= external
 RAW ?= $(DATAROOT)/corpora/$(CORPUS)/$(SOURCE)
 MODEL_PATH ?=
-MODEL_ARGS = --model $(call q,$(MODEL)) $(if $(MODEL_PATH),--model-path $(call q,$(MODEL_PATH)))
-# Paper defaults are 3,800 dataset-level / 200 per-field queries; the demo corpus uses 100.
-QUERIES ?= $(if $(filter demo,$(CORPUS)),100,)
+# MODEL=hf:<org>/<name> POOLING=cls|mean: any Hugging Face encoder, no registry entry; its
+# runs and store are named hf--<org>--<name>--<pooling>.
+POOLING ?=
+MODEL_NAME = $(if $(filter hf:%,$(MODEL)),hf--$(subst /,--,$(patsubst hf:%,%,$(MODEL)))--$(or \
+	$(POOLING),mean),$(MODEL))
+MODEL_ARGS = --model $(call q,$(MODEL_NAME)) \
+	$(if $(MODEL_PATH),--model-path $(call q,$(MODEL_PATH)))
+# Paper defaults are 3,800 dataset-level / 200 per-field queries; the demo corpus uses 50
+# (about 24 positives each: their cited papers fill half of a 2k pool, as in the paper's 200k).
+QUERIES ?= $(if $(filter demo,$(CORPUS)),50,)
 
 # The paper's grid (MDCR §3): `make pools-paper` builds test and validation pools of these.
 PAPER_SIZES ?= 200k 500k 1M 2M
@@ -39,22 +46,31 @@ DEMO_SIZES ?= 2k 5k 10k
 DEMO_MODELS ?= bm25 minilm random
 # A small Table 2: field-level pools of a few fields (names with '-' for spaces).
 DEMO_FIELDS ?= medicine biology computer-science
-DEMO_FIELD_SIZE ?= 2k
-DEMO_FIELD_QUERIES ?= 100
+DEMO_FIELD_SIZE ?= 1k
+DEMO_FIELD_QUERIES ?= 25
 
 # Where corpora/, indexes/ and runs/ live (a scratch disk on a cluster, say).
 DATA ?= .
 DEMO_SEED ?= 0
 STRICT ?=
 
+# Where embed runs: local (this machine; the SHARDS one after another in one process) or slurm
+# (an sbatch job array under runs/slurm/, one shard per task; `make eval` then waits for it).
+EXECUTOR ?= local
+SHARDS ?= 1
+PARTITION ?=
+GPUS_PER_TASK ?= 1
+TIME ?=
+
 # Every value reaches a shell single-quoted ($(call q,...)), so no value runs as shell code; a
 # value given on the command line or in the environment may not hold '$' (make code).
 q = '$(subst ','\'',$(1))'
-USER_VARS := CORPUS MODEL SIZE FIELD REPEATS SEED THREADS CITATIONS SOURCE FOS_SOURCE RAW \
-	MODEL_PATH QUERIES \
+USER_VARS := CORPUS MODEL POOLING SIZE FIELD REPEATS SEED THREADS CITATIONS SOURCE FOS_SOURCE \
+	RAW MODEL_PATH QUERIES \
 	DATA DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED DEMO_FIELDS DEMO_FIELD_SIZE \
 	DEMO_FIELD_QUERIES STRICT PAPER_SIZES PAPER_QUERIES \
-	PAPER_FIELD_SIZE PAPER_FIELD_QUERIES PAPER_REPEATS
+	PAPER_FIELD_SIZE PAPER_FIELD_QUERIES PAPER_REPEATS EXECUTOR SHARDS PARTITION GPUS_PER_TASK \
+	TIME
 $(foreach v,$(USER_VARS),$(if $(findstring command,$(origin $(v)))$(findstring environment,\
 	$(origin $(v))),$(if $(findstring $$,$(value $(v))),$(error error: $(v) holds a '$$', \
 	which make would run as code: give a plain value))))
@@ -74,6 +90,7 @@ POOLS = $(notdir $(patsubst %/manifest.json,%,$(wildcard $(CDIR)/pools/*/manifes
 # parameter stamps: a stage whose parameters changed is rebuilt, with everything after it.
 CHECK := $(shell $(PYTHON) -m pipeline check --CORPUS $(call q,$(CORPUS)) \
 	--MODEL $(call q,$(MODEL)) --DEMO_MODELS $(call q,$(DEMO_MODELS)) \
+	$(if $(POOLING),--POOLING $(call q,$(POOLING))) \
 	$(if $(FIELD),--FIELD $(call q,$(FIELD))) --SIZE $(call q,$(SIZE)) \
 	--DEMO_SIZES $(call q,$(DEMO_SIZES)) --DEMO_PAPERS $(call q,$(DEMO_PAPERS)) \
 	--REPEATS $(call q,$(REPEATS)) --SEED $(call q,$(SEED)) --DEMO_SEED $(call q,$(DEMO_SEED)) \
@@ -86,7 +103,9 @@ CHECK := $(shell $(PYTHON) -m pipeline check --CORPUS $(call q,$(CORPUS)) \
 	--PAPER_SIZES $(call q,$(PAPER_SIZES)) --PAPER_QUERIES $(call q,$(PAPER_QUERIES)) \
 	--PAPER_FIELD_SIZE $(call q,$(PAPER_FIELD_SIZE)) \
 	--PAPER_FIELD_QUERIES $(call q,$(PAPER_FIELD_QUERIES)) \
-	--PAPER_REPEATS $(call q,$(PAPER_REPEATS)) \
+	--PAPER_REPEATS $(call q,$(PAPER_REPEATS)) --EXECUTOR $(call q,$(EXECUTOR)) \
+	--SHARDS $(call q,$(SHARDS)) --GPUS_PER_TASK $(call q,$(GPUS_PER_TASK)) \
+	$(if $(PARTITION),--PARTITION $(call q,$(PARTITION))) $(if $(TIME),--TIME $(call q,$(TIME))) \
 	--stamp-dir $(call q,$(PARAMS)) \
 	--stamp $(call q,synth=papers=$(DEMO_PAPERS) seed=$(DEMO_SEED)) \
 	--stamp $(call q,ingest=raw=$(RAW) strict=$(STRICT) source=$(SOURCE) fos=$(FOS_SOURCE)) \
@@ -104,7 +123,7 @@ endif
 	clean-demo
 # Pattern-built files are kept (make would delete intermediates), and a recipe that fails
 # leaves no target behind that looks up to date.
-.PRECIOUS: $(RUNS)/%/$(MODEL).parquet $(CDIR)/pools/%/manifest.json
+.PRECIOUS: $(RUNS)/%/$(MODEL_NAME).parquet $(CDIR)/pools/%/manifest.json
 .DELETE_ON_ERROR:
 
 help:
@@ -113,6 +132,7 @@ help:
 	@echo "make pool [FIELD=f] SIZE=20k   build a dataset-level (or field-level) pool"
 	@echo "make pools-paper               the paper's grid: test and validation pools"
 	@echo "make eval MODEL=bm25|minilm|.. index, search and score every pool of CORPUS"
+	@echo "make embed [EXECUTOR=slurm SHARDS=16]  embed the pools' papers (a SLURM job array)"
 	@echo "make report                    tables and plots under runs/reports/"
 	@echo "make verify                    check every artifact: corrupt, partial or stale?"
 	@echo "make models                    list the model registry"
@@ -172,24 +192,46 @@ $(CDIR)/pools/%/manifest.json: $(CDIR)/prefiltered.parquet
 	$(PIPE) pool --corpus $(call q,$(CORPUS)) --rebuild $(call q,$*)
 
 # ---- per pool: index (Lucene / embeddings), search, eval ------------------------------------
-embed: | $(STAMP)
-	$(PIPE) embed --corpus $(call q,$(CORPUS)) $(MODEL_ARGS)
+# What each SLURM job asks for (THREADS CPUs per task), and the settings given on this make's
+# command line, which the eval job after the embed array gets again.
+SLURM_ARGS = --num-shards $(call q,$(SHARDS)) --gpus-per-task $(call q,$(GPUS_PER_TASK)) \
+	$(if $(PARTITION),--partition $(call q,$(PARTITION))) $(if $(TIME),--time $(call q,$(TIME))) \
+	--cpus-per-task $(call q,$(THREADS))
+FORWARD = $(strip $(foreach v,$(filter-out EXECUTOR,$(USER_VARS)) PYTHON VENV PY STAMP,\
+	$(if $(filter command line,$(origin $(v))),$(v)=$(call q,$($(v))))))
+# Not $(MAKE) itself: make -n would run a line naming it, and submit a job.
+EVAL_MAKE := $(MAKE)
 
-$(RUNS)/%/$(MODEL).parquet: $(CDIR)/pools/%/manifest.json | $(STAMP)
+embed: | $(STAMP)
+ifeq ($(EXECUTOR),slurm)
+	$(PIPE) submit-embed --corpus $(call q,$(CORPUS)) $(MODEL_ARGS) $(SLURM_ARGS)
+else
+	$(PIPE) embed --corpus $(call q,$(CORPUS)) $(MODEL_ARGS) --num-shards $(call q,$(SHARDS))
+endif
+
+$(RUNS)/%/$(MODEL_NAME).parquet: $(CDIR)/pools/%/manifest.json | $(STAMP)
 	$(PIPE) index --corpus $(call q,$(CORPUS)) --pool $(call q,$*) $(MODEL_ARGS) \
 		--threads $(call q,$(THREADS))
-	$(PIPE) search --corpus $(call q,$(CORPUS)) --pool $(call q,$*) --model $(call q,$(MODEL)) \
+	$(PIPE) search --corpus $(call q,$(CORPUS)) --pool $(call q,$*) --model $(call q,$(MODEL_NAME)) \
 		--threads $(call q,$(THREADS))
 
-$(RUNS)/%/$(MODEL).eval.json: $(RUNS)/%/$(MODEL).parquet
-	$(PIPE) eval --corpus $(call q,$(CORPUS)) --pool $(call q,$*) --model $(call q,$(MODEL))
+$(RUNS)/%/$(MODEL_NAME).eval.json: $(RUNS)/%/$(MODEL_NAME).parquet
+	$(PIPE) eval --corpus $(call q,$(CORPUS)) --pool $(call q,$*) --model $(call q,$(MODEL_NAME))
 
 # results.parquet is a real target: if collecting fails once, the next make collects again.
-$(RESULTS): $(foreach p,$(POOLS),$(RUNS)/$(p)/$(MODEL).eval.json) \
+$(RESULTS): $(foreach p,$(POOLS),$(RUNS)/$(p)/$(MODEL_NAME).eval.json) \
 		$(wildcard $(DATAROOT)/runs/*/*/*.eval.json) | $(STAMP)
 	$(PIPE) collect
 
+ifeq ($(EXECUTOR),slurm)
+# Every embed shard in: evaluate here; else submit the same `make eval` (EXECUTOR=local) as a
+# job that starts when the embed array has succeeded.
+eval: | $(STAMP)
+	$(PIPE) after-embed --corpus $(call q,$(CORPUS)) --model $(call q,$(MODEL_NAME)) $(SLURM_ARGS) \
+		-- $(EVAL_MAKE) --no-print-directory -C $(call q,$(CURDIR)) eval EXECUTOR=local $(FORWARD)
+else
 eval: $(RESULTS)
+endif
 
 report: | $(STAMP)
 	$(PIPE) report --corpus $(call q,$(CORPUS)) --seed $(call q,$(SEED)) --times

@@ -161,6 +161,8 @@ def main() -> None:
     parser.add_argument("--papers", default="16M")
     parser.add_argument("--shards", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--generated", type=float, nargs=2, metavar=("SECONDS", "PEAK_GB"),
+                        help="figures of a generation run beforehand (/usr/bin/time -v)")
     args = parser.parse_args()
     work, raw = args.work, args.raw
     work.mkdir(parents=True, exist_ok=True)
@@ -175,6 +177,9 @@ def main() -> None:
         (raw.parent / raw.name / "s2orc").rename(raw.with_suffix(".tmp"))
         shutil.rmtree(raw, ignore_errors=True)
         raw.with_suffix(".tmp").rename(raw)
+    if args.generated:
+        figures["generate"] = {"seconds": args.generated[0], "peak_rss_gb": args.generated[1],
+                               "note": "measured beforehand with /usr/bin/time -v"}
     synth = json.loads((raw / "manifest.json").read_text())
     shards = sorted((raw / "metadata").glob("*.jsonl.gz"),
                     key=lambda p: int(p.name.split("_")[1].split(".")[0]))
@@ -225,7 +230,10 @@ def main() -> None:
 
 def report(f: dict) -> str:
     c, ing, peer = f["corpus"], f["ingest"], f["polars_scan_ndjson"]
-    rows = [
+    gen = f.get("generate")
+    rows = [f"| generate the synthetic corpus ({f['threads']} workers) | {gen['seconds']} | "
+            f"{round(c['papers'] / gen['seconds']):,} | {gen['peak_rss_gb']} |"] if gen else []
+    rows += [
         f"| ingest (this pipeline, {f['threads']} workers; read "
         f"{ing['phase_seconds']['read']} s, merge {ing['phase_seconds']['merge']} s) | "
         f"{ing['seconds']} | "

@@ -10,15 +10,19 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 from pipeline.artifacts import atomic_path
 from pipeline.errors import InputError, ToolError
 from pipeline.fields import resolve_fields
-from pipeline.models import REGISTRY, get_model
+from pipeline.models import HF_PREFIX, REGISTRY, get_model
 from pipeline.naming import CITATION_MODES, FOS_SOURCES, SOURCES, SPLITS, parse_size
+from pipeline.slurm import check_executor, check_partition, check_time
 
 DTYPES = ("float32", "float16")
 BACKENDS = ("auto", "faiss-cpu", "faiss-gpu", "torch-cuda", "torch-cpu")
@@ -91,6 +95,17 @@ def sizes(text: str) -> str:
     return text
 
 
+def _checked(check):
+    """An argparse type from a validator that raises InputError."""
+    def parse(text: str) -> str:
+        try:
+            return check(text)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    parse.__name__ = "value"
+    return parse
+
+
 def device(text: str) -> str:
     if not re.match(r"^(cpu|cuda(:\d+)?)$", text):
         raise argparse.ArgumentTypeError(f"{text!r}: use cpu, cuda or cuda:<index>")
@@ -119,12 +134,21 @@ def _pools(args: argparse.Namespace) -> list[str]:
 def cmd_check(args: argparse.Namespace) -> None:
     """Validate make variables (argparse types did most of it) and refresh parameter stamps."""
     for name in f"{args.MODEL or ''} {args.DEMO_MODELS}".split():
+        if name.startswith(HF_PREFIX):  # validates the id and the pooling
+            get_model(f"{name}@{args.POOLING or 'mean'}")
+            continue
         entry = get_model(name)
         if entry.name != name:
             raise InputError(f"MODEL {name!r}: write it as registered, {entry.name!r}")
+    if args.POOLING and not (args.MODEL or "").startswith(HF_PREFIX):
+        raise InputError(f"POOLING={args.POOLING} is for MODEL=hf:<id>; a registered model "
+                         "has its own pooling (make models)")
     for fields in (args.FIELD, args.DEMO_FIELDS):
         if fields:
             resolve_fields(fields)
+    if args.EXECUTOR == "slurm" and not shutil.which("sbatch"):
+        raise InputError("EXECUTOR=slurm needs `sbatch`, which is not on PATH: run make on a "
+                         "SLURM login node, or use EXECUTOR=local")
     if args.MODEL_PATH and not Path(args.MODEL_PATH).is_dir():
         raise InputError(f"MODEL_PATH {args.MODEL_PATH} is not a folder: give the folder "
                          "written by save_pretrained")
@@ -219,14 +243,56 @@ def _embed_options(args: argparse.Namespace) -> dict:
 
 
 def cmd_embed(args: argparse.Namespace) -> None:
+    """One shard, or (no --shard) every shard in turn: what a job array's tasks do."""
     from pipeline.embed import embed
     from pipeline.timing import timed
 
     corpus_dir, index_root, _ = _dirs(args)
-    with timed("embed", _log_dir(args), model=args.model) as info:
-        out = embed(corpus_dir, index_root, get_model(args.model), _pools(args), args.shard,
-                    args.num_shards, **_embed_options(args))
-        info.update({k: out[k] for k in ("embedded", "papers_per_s") if k in out})
+    shards = range(args.num_shards) if args.shard is None else [args.shard]
+    for shard in shards:
+        with timed("embed", _log_dir(args), model=args.model, shard=shard) as info:
+            out = embed(corpus_dir, index_root, get_model(args.model), _pools(args), shard,
+                        args.num_shards, **_embed_options(args))
+            info.update({k: out[k] for k in ("embedded", "papers_per_s") if k in out})
+
+
+def _resources(args: argparse.Namespace):
+    from pipeline.slurm import Resources
+
+    return Resources(args.partition, args.gpus_per_task, args.time, args.cpus_per_task)
+
+
+def cmd_submit_embed(args: argparse.Namespace) -> None:
+    from pipeline.slurm import slurm_dir, submit_embed
+
+    entry = get_model(args.model)
+    options = {"--pool": args.pool, "--model-path": args.model_path, "--dtype": args.dtype,
+               "--batch-size": args.batch_size, "--device": args.device,
+               "--part-size": args.part_size}
+    roots = (Path(args.corpora_root), Path(args.index_root), Path(args.runs_root))
+    job_id = submit_embed(roots, args.corpus, entry.name, args.num_shards, _resources(args),
+                          options)
+    print(f"[slurm] submitted embed array {job_id} ({args.num_shards} tasks); script and logs "
+          f"in {slurm_dir(Path(args.runs_root))}", file=sys.stderr)
+    print(job_id)
+
+
+def cmd_after_embed(args: argparse.Namespace) -> None:
+    from pipeline.slurm import submit_after_embed
+
+    corpus_dir, index_root, runs_root = _dirs(args)
+    entry = get_model(args.model)
+    job_id = submit_after_embed(corpus_dir, index_root, runs_root, entry, args.num_shards,
+                                _resources(args), args.command, args.pool)
+    if job_id is None:
+        print(f"[slurm] every embed shard of {entry.name} is in: running the command here",
+              file=sys.stderr)
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS",
+                                                                 "MAKELEVEL")}
+        raise SystemExit(subprocess.run(args.command, env=env).returncode)
+    print(f"[slurm] submitted job {job_id}: runs {' '.join(args.command[:4])} ... after the "
+          "embed array succeeds", file=sys.stderr)
+    print(job_id)
 
 
 def cmd_index(args: argparse.Namespace) -> None:
@@ -323,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = stage("check", cmd_check, "validate make variables (exit 2 if bad), refresh stamps",
               False)  # options are named after the make variables, so errors name them
     p.add_argument("--MODEL", help="one model name or several separated by spaces")
+    p.add_argument("--POOLING", help="cls or mean, for MODEL=hf:<id>")
     p.add_argument("--FIELD")
     p.add_argument("--SIZE", type=sizes, help="one size or several separated by spaces")
     p.add_argument("--CORPUS", type=corpus_name)
@@ -349,6 +416,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--DATA", type=safe_path)
     p.add_argument("--RAW", type=safe_path)
     p.add_argument("--MODEL_PATH", type=safe_path)
+    p.add_argument("--EXECUTOR", type=_checked(check_executor))
+    p.add_argument("--SHARDS", type=positive)
+    p.add_argument("--PARTITION", type=_checked(check_partition))
+    p.add_argument("--GPUS_PER_TASK", type=non_negative)
+    p.add_argument("--TIME", type=_checked(check_time))
     p.add_argument("--stamp-dir", default=".")
     p.add_argument("--stamp", action="append", default=[], help="NAME=VALUE parameter stamp")
     stage("models", cmd_models, "list the model registry", False)
@@ -403,8 +475,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="minilm")
     pool_arg(p)
     embed_args(p)
-    p.add_argument("--shard", type=non_negative, default=0)
+    p.add_argument("--shard", type=non_negative,
+                   help="embed only this shard (default: every shard in turn)")
     p.add_argument("--num-shards", type=positive, default=1)
+
+    def slurm_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--num-shards", type=positive, default=1, help="array tasks (SHARDS)")
+        p.add_argument("--partition", type=_checked(check_partition))
+        p.add_argument("--gpus-per-task", type=non_negative, default=1,
+                       help="--gres=gpu:K for each task; 0 asks for none")
+        p.add_argument("--time", type=_checked(check_time), help="time limit, e.g. 4:00:00")
+        p.add_argument("--cpus-per-task", type=positive)
+
+    p = stage("submit-embed", cmd_submit_embed, "write <runs-root>/slurm/embed-<corpus>-"
+              "<model>.sbatch, a SLURM job array of one embed shard per task, and submit it; "
+              "prints the job id")
+    p.add_argument("--model", default="minilm")
+    pool_arg(p)
+    embed_args(p)
+    slurm_args(p)
+
+    p = stage("after-embed", cmd_after_embed, "run COMMAND here when every embed shard is "
+              "in, else submit it as a SLURM job after the embed array (afterok)")
+    p.add_argument("--model", default="minilm")
+    pool_arg(p)
+    slurm_args(p)
+    p.add_argument("command", nargs="+", metavar="COMMAND",
+                   help="after --, e.g. -- make eval EXECUTOR=local ...")
 
     p = stage("index", cmd_index, "build what a model searches (Lucene index / embeddings)")
     p.add_argument("--model", default="minilm")

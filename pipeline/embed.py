@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
 from pathlib import Path
 
@@ -147,18 +148,32 @@ def _add_part(store: Path, config: dict, ids: np.ndarray, vectors: np.ndarray,
                    store / "manifest.json")
 
 
+def _tokenized(corpus_dir: Path, encoder, chunk: np.ndarray) -> list[list[int]]:
+    """Token ids of the papers `chunk` (sorted ids), read from the prefiltered corpus."""
+    papers = (pl.scan_parquet(corpus_dir / "prefiltered.parquet")
+              .filter(pl.col("corpusid").is_in(pl.Series(chunk).implode()))
+              .select("corpusid", "title", "abstract").sort("corpusid").collect())
+    if papers.height != len(chunk):
+        raise InputError(f"{len(chunk) - papers.height} pool papers are missing from "
+                         f"{corpus_dir}/prefiltered.parquet: rebuild the pools")
+    return encoder.tokenize([encoder.format(t, a) for t, a in
+                             zip(papers["title"], papers["abstract"], strict=True)])
+
+
 def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str] | None = None,
           shard: int = 0, num_shards: int = 1, batch_size: int | None = None,
           dtype: str = "float32", model_path: str | None = None, device: str | None = None,
-          part_size: int = 4096) -> dict:
+          part_size: int = 4096, token_budget: int | None = None) -> dict:
     """Embed the papers of `pools` (default: every pool of the corpus) missing from the store.
 
     Vectors are written in parts of `part_size` papers (a checkpoint: a kill loses at most one
     part of work) and a rerun embeds only what is missing. Parts are cut from the sorted list
-    of missing ids, so a resumed run encodes the same batches as an uninterrupted one.
+    of missing ids, so a resumed run encodes the same batches as an uninterrupted one. Batches
+    hold up to `token_budget` padded tokens (default per device) and `batch_size` papers.
     """
-    if part_size < 1 or (batch_size is not None and batch_size < 1):
-        raise InputError(f"part size {part_size} / batch size {batch_size}: both must be >= 1")
+    if part_size < 1 or any(n is not None and n < 1 for n in (batch_size, token_budget)):
+        raise InputError(f"part size {part_size} / batch size {batch_size} / token budget "
+                         f"{token_budget}: each must be >= 1")
     if not 0 <= shard < num_shards:
         raise InputError(f"--shard {shard} --num-shards {num_shards}: need 0 <= shard < n")
     if dtype not in DTYPES:
@@ -174,30 +189,35 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
     info = {"model": entry.name, "pools": pools, "needed": len(needed), "embedded": len(missing),
             "shard": shard, "num_shards": num_shards}
     if len(missing):
-        from pipeline.encoders import Encoder
+        from pipeline.encoders import MAX_BATCH, Encoder, default_budget
 
         encoder = Encoder(entry, model_path=model_path, device=device)
         config = _store_config(entry, encoder.max_length, dtype, encoder.dim)
         _check_config(store, config)
-        size = batch_size or (128 if encoder.device.type == "cuda" else 16)
+        budget = token_budget or default_budget(encoder.device)
+        chunks = [missing[lo : lo + part_size] for lo in range(0, len(missing), part_size)]
         n_tokens, seconds = 0, 0.0
-        for lo in range(0, len(missing), part_size):
-            chunk = missing[lo : lo + part_size]
-            papers = (pl.scan_parquet(corpus_dir / "prefiltered.parquet")
-                      .filter(pl.col("corpusid").is_in(pl.Series(chunk).implode()))
-                      .select("corpusid", "title", "abstract").sort("corpusid").collect())
-            if papers.height != len(chunk):
-                raise InputError(f"{len(chunk) - papers.height} pool papers are missing from "
-                                 f"{corpus_dir}/prefiltered.parquet: rebuild the pools")
-            texts = [encoder.format(t, a) for t, a in
-                     zip(papers["title"], papers["abstract"], strict=True)]
-            t0 = time.perf_counter()
-            vectors, tokens = encoder.encode(texts, batch_size=size)
-            seconds += time.perf_counter() - t0
-            n_tokens += tokens
-            _add_part(store, config, chunk, vectors, str(encoder.device))
+        # reading + tokenizing the next part and writing the last one overlap with the model
+        with (ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as writer,
+              encoder.progress_bar(len(missing)) as bar):
+            upcoming = reader.submit(_tokenized, corpus_dir, encoder, chunks[0])
+            written = None
+            for k, chunk in enumerate(chunks):
+                ids = upcoming.result()
+                if k + 1 < len(chunks):
+                    upcoming = reader.submit(_tokenized, corpus_dir, encoder, chunks[k + 1])
+                t0 = time.perf_counter()
+                vectors, tokens = encoder.encode_ids(ids, budget, batch_size or MAX_BATCH, bar)
+                seconds += time.perf_counter() - t0
+                n_tokens += tokens
+                if written:
+                    written.result()  # one part in flight; its errors surface here
+                written = writer.submit(_add_part, store, config, chunk, vectors,
+                                        str(encoder.device))
+            written.result()
         info.update(papers_per_s=round(len(missing) / seconds, 2),
-                    tokens_per_s=round(n_tokens / seconds, 1), device=str(encoder.device))
+                    tokens_per_s=round(n_tokens / seconds, 1), device=str(encoder.device),
+                    token_budget=budget, dtype_compute=str(encoder.model.dtype))
     with file_lock(store / ".lock"):
         info["covered_pools"] = mark_covered(corpus_dir, store, pools)
     info["seconds"] = round(time.perf_counter() - start, 2)

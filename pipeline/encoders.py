@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterator
+import socket
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlparse
 
 import numpy as np
 import torch
@@ -20,6 +24,26 @@ from tqdm import tqdm
 
 from pipeline.errors import InputError
 from pipeline.models import ModelEntry
+
+MAX_BATCH = 512  # sequences per batch at most, however short
+TOKEN_BUDGET = {"cuda": 65536, "cpu": 8192}  # padded tokens per batch (ids x longest)
+
+
+def default_budget(device: torch.device) -> int:
+    return TOKEN_BUDGET["cuda" if device.type == "cuda" else "cpu"]
+
+
+def half_dtype(device: torch.device) -> torch.dtype:
+    """bf16 on a GPU that has it, else fp16 on a GPU, fp32 on a CPU."""
+    if device.type != "cuda":
+        return torch.float32
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+def batch_rows(longest: int, budget: int, max_batch: int = MAX_BATCH) -> int:
+    """How many sequences, the longest of `longest` tokens, fit in a batch of `budget`
+    padded tokens (at least one)."""
+    return int(max(1, min(budget // max(int(longest), 1), max_batch)))
 
 
 def model_source(entry: ModelEntry, model_path: str | Path | None = None) -> str:
@@ -34,6 +58,41 @@ def model_source(entry: ModelEntry, model_path: str | Path | None = None) -> str
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         return str(module.get_model_path())
     return entry.hf_id
+
+
+def _where_from() -> str:
+    return ("download it where the hub is reachable and pass MODEL_PATH=<folder>, or fill the "
+            f"hub cache (HF_HOME={os.environ.get('HF_HOME', '~/.cache/huggingface')})")
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the hub endpoint (HF_ENDPOINT) accepts a connection: checked once, up front,
+    so an offline node fails in seconds instead of minutes of download retries."""
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+def hub_offline(source: str, entry: ModelEntry) -> bool:
+    """True when the weights must come from local files only: a local folder, HF_HUB_OFFLINE,
+    or an unreachable hub with the model in the cache; an unreachable hub without it in the
+    cache is a one-line InputError naming the id, MODEL_PATH and HF_HOME."""
+    # read at call time: huggingface_hub reads HF_HUB_OFFLINE only when first imported
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+        return True
+    if Path(source).is_dir() or hub_reachable():
+        return False
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(source, "config.json"), str):
+        return True
+    raise InputError(f"MODEL {entry.name}: {source} is not in the hub cache and the hub "
+                     f"({os.environ.get('HF_ENDPOINT', 'https://huggingface.co')}) cannot be "
+                     f"reached from here; {_where_from()}")
 
 
 def pick_device(device: str | None = None) -> torch.device:
@@ -60,21 +119,19 @@ class Encoder:
         self.entry = entry
         self.device = pick_device(device)
         source = model_source(entry, model_path)
-        # read at call time: huggingface_hub reads HF_HUB_OFFLINE only when first imported
-        offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+        offline = hub_offline(source, entry)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline)
             if entry.adapter:
                 self.model = _load_with_adapter(source, entry.adapter)
             else:
-                self.model = AutoModel.from_pretrained(source, local_files_only=offline)
-        except OSError as exc:  # not on the hub cache and no network, or a broken folder
-            hf_home = os.environ.get("HF_HOME", "~/.cache/huggingface")
-            raise InputError(
-                f"cannot load MODEL {entry.name} from {source} ({str(exc).splitlines()[0]}): "
-                f"not in the hub cache (HF_HOME={hf_home}){' and offline' if offline else ''}; "
-                "download it where the hub is reachable and pass MODEL_PATH=<folder>"
-            ) from None
+                # half precision and fused attention (SDPA) on a GPU; float32 on a CPU
+                self.model = AutoModel.from_pretrained(
+                    source, local_files_only=offline, dtype=half_dtype(self.device),
+                    attn_implementation="sdpa")
+        except OSError as exc:  # not in the hub cache and no network, or a broken folder
+            raise InputError(f"cannot load MODEL {entry.name} from {source} "
+                             f"({str(exc).splitlines()[0]}): {_where_from()}") from None
         self.model.to(self.device).eval()
         self.dim = int(self.model.config.hidden_size)
         self.max_length = min(entry.max_length, self.tokenizer.model_max_length)
@@ -84,33 +141,91 @@ class Encoder:
         sep = self.tokenizer.sep_token or " "
         return f"{self.entry.text_prefix}{title or ''}{sep}{abstract or ''}"
 
-    def _batches(self, texts: list[str], batch_size: int) -> Iterator[np.ndarray]:
-        """Indices of texts in batches of similar length (longest first: fails fast on OOM)."""
-        order = np.argsort([-len(t) for t in texts], kind="stable")
-        for lo in range(0, len(order), batch_size):
-            yield order[lo : lo + batch_size]
+    def tokenize(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each text, truncated to the max length, unpadded (the fast Rust
+        tokenizer releases the GIL, so a background thread tokenizes while the model runs)."""
+        return self.tokenizer(texts, truncation=True, max_length=self.max_length,
+                              return_attention_mask=False, return_token_type_ids=False
+                              )["input_ids"]
+
+    def _tensors(self, ids: list[list[int]], idx: np.ndarray) -> dict[str, torch.Tensor]:
+        """One batch padded to its longest member, on the model's device."""
+        if not len(idx):
+            return {}
+        longest = max(len(ids[i]) for i in idx)
+        pad = self.tokenizer.pad_token_id or 0
+        input_ids = np.full((len(idx), longest), pad, dtype=np.int64)
+        mask = np.zeros((len(idx), longest), dtype=np.int64)
+        for row, i in enumerate(idx):
+            input_ids[row, : len(ids[i])] = ids[i]
+            mask[row, : len(ids[i])] = 1
+        cuda = self.device.type == "cuda"
+        batch = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(mask)}
+        return {k: (v.pin_memory() if cuda else v).to(self.device, non_blocking=cuda)
+                for k, v in batch.items()}
 
     @torch.inference_mode()
-    def encode(self, texts: list[str], batch_size: int = 32, progress: bool = True
-               ) -> tuple[np.ndarray, int]:
+    def encode(self, texts: list[str], token_budget: int | None = None,
+               max_batch: int = MAX_BATCH, progress: bool = True) -> tuple[np.ndarray, int]:
         """float32 vectors in the order of `texts`, and the number of tokens encoded."""
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        n_tokens = 0
-        use_amp = self.device.type == "cuda"
-        bar = tqdm(total=len(texts), desc=f"embed {self.entry.name}", unit="paper",
-                   disable=None if progress else True)  # None: only on a terminal
-        for idx in self._batches(texts, batch_size):
-            batch = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                   max_length=self.max_length, return_tensors="pt")
-            batch = {k: v.to(self.device) for k, v in batch.items()}
-            mask = batch["attention_mask"]
-            n_tokens += int(mask.sum())
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
-                hidden = self.model(**batch).last_hidden_state.float()
-            out[idx] = self.pool(hidden, mask).cpu().numpy()
-            bar.update(len(idx))
-        bar.close()
-        return out, n_tokens
+        return self.encode_ids(self.tokenize(texts), token_budget, max_batch, progress)
+
+    @torch.inference_mode()
+    def encode_ids(self, ids: list[list[int]], token_budget: int | None = None,
+                   max_batch: int = MAX_BATCH, progress: bool | tqdm = True
+                   ) -> tuple[np.ndarray, int]:
+        """Vectors of tokenized texts: batches packed by a token budget after sorting by
+        token length (little padding), the next batch built while the model runs this one;
+        on CUDA out-of-memory the budget halves and the batch is tried again. `progress`: a
+        bar to advance, or whether to show one (on a terminal)."""
+        budget = token_budget or default_budget(self.device)
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        todo = np.argsort(-lengths, kind="stable")  # longest first: an OOM shows up at once
+        bar = progress if isinstance(progress, tqdm) else self.progress_bar(
+            len(ids), progress)
+        start, done_tokens = time.perf_counter(), 0
+        def cut(rest: np.ndarray) -> np.ndarray:
+            return rest[: batch_rows(lengths[rest[0]], budget, max_batch)]
+
+        with ThreadPoolExecutor(1) as prefetch:
+            idx = cut(todo)
+            pending = prefetch.submit(self._tensors, ids, idx)
+            while len(idx):
+                batch, rest = pending.result(), todo[len(idx):]
+                following = cut(rest) if len(rest) else rest
+                pending = prefetch.submit(self._tensors, ids, following)  # while this runs
+                try:
+                    vectors = self._forward(batch)
+                except torch.OutOfMemoryError:
+                    if len(idx) == 1:
+                        raise
+                    del batch
+                    torch.cuda.empty_cache()
+                    budget = max(budget // 2, int(lengths[idx[0]]))
+                    print(f"[embed] out of GPU memory: token budget now {budget}",
+                          file=sys.stderr)
+                    idx = cut(todo)
+                    pending = prefetch.submit(self._tensors, ids, idx)
+                    continue
+                out[idx] = vectors
+                done_tokens += int(lengths[idx].sum())
+                bar.update(len(idx))
+                bar.set_postfix(tokens_per_s=f"{done_tokens / (time.perf_counter() - start):.0f}",
+                                refresh=False)
+                todo, idx = rest, following
+        if bar is not progress:
+            bar.close()
+        return out, int(lengths.sum())
+
+    def progress_bar(self, total: int, show: bool = True) -> tqdm:
+        """Papers/s and tokens/s, on a terminal only (batch logs get the summary line)."""
+        return tqdm(total=total, desc=f"embed {self.entry.name}", unit="paper",
+                    disable=None if show else True)
+
+    def _forward(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
+        hidden = self.model(**batch).last_hidden_state.float()
+        return self.pool(hidden, batch["attention_mask"]).cpu().numpy()
 
     def pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         if self.entry.pooling == "cls":
@@ -124,12 +239,18 @@ class Encoder:
 
 
 def _load_with_adapter(source: str, adapter: str):
-    """SPECTER2: the base model plus an `adapters` adapter, activated (SPEC.md §5)."""
+    """SPECTER2: the base model plus an `adapters` adapter, activated (SPEC.md §5). The
+    adapter comes from `<MODEL_PATH>/adapter` when the base comes from a local folder that has
+    one (written by `model.save_adapter(folder / "adapter", ...)`), else from the hub id."""
     try:
         from adapters import AutoAdapterModel
     except ImportError:
         raise InputError("this model needs the `adapters` library: "
                          "pip install 'mdcr-pipeline[specter2]'") from None
     model = AutoAdapterModel.from_pretrained(source)
-    model.load_adapter(adapter, source="hf", load_as="proximity", set_active=True)
+    local = Path(source) / "adapter"
+    if local.is_dir():
+        model.load_adapter(str(local), load_as="proximity", set_active=True)
+    else:
+        model.load_adapter(adapter, source="hf", load_as="proximity", set_active=True)
     return model

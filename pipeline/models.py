@@ -8,6 +8,7 @@ can check a MODEL name before the environment is installed.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -74,11 +75,45 @@ register(ModelEntry("mpnet", "dense", "sentence-transformers/all-mpnet-base-v2",
                     "cosine", normalize=True, max_length=384))
 
 
+HF_PREFIX = "hf:"
+_HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+HF_POOLINGS = ("cls", "mean")
+
+
+def hf_name(hf_id: str, pooling: str) -> str:
+    """The file-safe name of an unregistered model (runs, stores): hf--org--name--pooling."""
+    return f"hf--{hf_id.replace('/', '--')}--{pooling}"
+
+
+def hf_model(spec: str) -> ModelEntry:
+    """An encoder used without a registry entry: `hf:<id>[@cls|@mean]` (MODEL=hf:<id>
+    POOLING=...), or its file-safe name `hf--<org>--<name>--<pooling>`. CLS pooling ranks by
+    L2 distance (the SPECTER family's convention), mean pooling by cosine."""
+    if spec.startswith("hf--"):
+        body, _, pooling = spec[len("hf--"):].rpartition("--")
+        org, _, name = body.partition("--")
+        hf_id = f"{org}/{name}" if name else org
+    else:
+        hf_id, _, pooling = spec[len(HF_PREFIX):].partition("@")
+        pooling = pooling or "mean"
+    if not _HF_ID.fullmatch(hf_id) or "--" in hf_id:
+        raise InputError(f"MODEL {spec!r}: write a Hugging Face id as hf:<org>/<name> "
+                         "(letters, digits, '.', '_', '-'; no '--')")
+    if pooling not in HF_POOLINGS:
+        raise InputError(f"POOLING {pooling!r} for {hf_id}: use cls or mean")
+    return ModelEntry(hf_name(hf_id, pooling), "dense", hf_id, pooling,
+                      "l2" if pooling == "cls" else "cosine", normalize=pooling == "mean",
+                      notes="unregistered (MODEL=hf:<id>)")
+
+
 def get_model(name: str) -> ModelEntry:
-    """The registered entry, or a one-line InputError listing the known names."""
+    """The registered entry (or an `hf:` model), or a one-line InputError listing the names."""
+    if name.strip().startswith((HF_PREFIX, "hf--")):
+        return hf_model(name.strip())
     try:
         return REGISTRY[name.strip().lower()]
     except KeyError:
         raise InputError(
-            f"unknown MODEL {name!r}: use one of {', '.join(REGISTRY)}"
+            f"unknown MODEL {name!r}: use one of {', '.join(REGISTRY)}, or hf:<org>/<name> "
+            "with POOLING=cls|mean"
         ) from None

@@ -3,11 +3,14 @@
 The embedded default corpus is made here, so the demo exercises the same ingest code as the
 real S2ORC. What makes retrieval on it meaningful:
 
-- each paper has a primary MAG field (skewed sizes, Medicine largest), a subtopic and a
-  *theme* (a small set of subtopic words); some papers carry 0, 2 or 3 fields;
+- each paper has a primary MAG field (skewed sizes, Medicine largest), a subtopic (6 per
+  field) and a *theme* (30 per subtopic: six words of the subtopic and two borrowed from other
+  fields, so fields share vocabulary); some papers carry 0, 2 or 3 fields. Themes are fine
+  enough that a field-level pool is about as hard as a dataset-level pool of the same size,
+  as in MDCR §3 (calibration: benchmarks/results/calibration.md);
 - titles and abstracts are English sentences whose content words come from the paper's theme,
   subtopic and field vocabularies (`data/vocabulary.json`) and from its own three keywords
-  (field words); a paper's text also echoes the keywords of up to ten papers it cites, so
+  (field words); a paper's text also echoes the keywords of up to twenty papers it cites, so
   BM25 and a pretrained encoder both see overlap between a paper and what it cites;
 - citations point to older papers, preferring the same theme, then subtopic, then field, and
   papers that are popular (a heavy-tailed fitness) and recent. Inbound lists are the exact
@@ -66,7 +69,7 @@ NULL_YEAR_P = 0.01
 EMPTY_TITLE_P = 0.005
 ID_OFFSET = 1_000_000
 KEYWORDS = 3  # words that are a paper's own focus
-KEYWORD_SOURCES = 10  # cited papers whose keywords a paper's text echoes, at most
+KEYWORD_SOURCES = 20  # cited papers whose keywords a paper's text echoes, at most
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,9 @@ class SyntheticConfig:
     last_year: int = 2020
     growth: float = 0.06  # yearly growth of the number of papers
     recency_half_life: float = 4.0  # years; citations prefer recent papers
-    themes_per_subtopic: int = 6
+    themes_per_subtopic: int = 30
     theme_words: int = 8
+    theme_borrowed: int = 2  # of the theme words, those borrowed from other fields
     block_size: int = 50_000
 
 
@@ -146,8 +150,8 @@ class _Layout:
         # weight ∝ fitness · exp(-λ·age): the citing year's factor cancels when normalising
         weight = fitness * np.exp(recency * (self.year - cfg.first_year))
         span = max(2019 - cfg.first_year, 1)
-        mean_refs = 4 + 28 * np.clip((self.year - cfg.first_year) / span, 0, 1) ** 2
-        self.n_refs = np.minimum(rng.poisson(mean_refs), 80).astype(np.int16)
+        mean_refs = 4 + 66 * np.clip((self.year - cfg.first_year) / span, 0, 1) ** 2
+        self.n_refs = np.minimum(rng.poisson(mean_refs), 150).astype(np.int16)
         n_themes = len(MAG_FIELDS) * n_subtopics * cfg.themes_per_subtopic
         self.levels = [
             _Level.build(self.theme, weight, n_themes),
@@ -305,11 +309,18 @@ class _TextMaker:
         self.subtopic_words = [ws for f in self.fields for ws in vocab[f]["subtopics"].values()]
         self.all_field_words = [vocab[f]["words"] + [w for ws in vocab[f]["subtopics"].values()
                                                      for w in ws] for f in self.fields]
-        self.theme_words = [
-            rng.sample(words, cfg.theme_words)
-            for words in self.subtopic_words
-            for _ in range(cfg.themes_per_subtopic)
-        ]
+        self.theme_words = [self._theme(rng, subtopic, cfg)
+                            for subtopic in range(len(self.subtopic_words))
+                            for _ in range(cfg.themes_per_subtopic)]
+
+    def _theme(self, rng: random.Random, subtopic: int, cfg: SyntheticConfig) -> list[str]:
+        """A theme's words: some of its subtopic's, and a few of other fields (methods and
+        objects that cross fields), so fields overlap in vocabulary as real ones do."""
+        field = subtopic // (len(self.subtopic_words) // len(self.fields))
+        others = rng.sample([f for f in range(len(self.fields)) if f != field],
+                            cfg.theme_borrowed)
+        return (rng.sample(self.subtopic_words[subtopic], cfg.theme_words - cfg.theme_borrowed)
+                + [rng.choice(self.all_field_words[f]) for f in others])
 
     def keywords(self, field: int, picks: np.ndarray) -> list[str]:
         words = self.all_field_words[field]

@@ -24,8 +24,17 @@ def run(cmd: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess:
     (["corpus", "SOURCE=s2orc2"], "SOURCE"),
     (["corpus", "FOS_SOURCE=mag"], "FOS_SOURCE"),
     (["eval", "MODEL=bert-huge"], "unknown MODEL 'bert-huge'"),
+    (["eval", "MODEL=hf:org/name", "POOLING=max"], "POOLING 'max' for org/name: use cls"),
+    (["eval", "MODEL=hf:org//name"], "write a Hugging Face id as hf:<org>/<name>"),
+    (["eval", "MODEL=scincl", "POOLING=cls"], "POOLING=cls is for MODEL=hf:<id>"),
     (["pool", "SIZE=20kk"], "malformed SIZE '20kk'"),
     (["pool", "SIZE=2G", "FIELD=Medicine"], "malformed SIZE '2G'"),
+    (["embed", "EXECUTOR=pbs"], "EXECUTOR: 'pbs': use local"),
+    (["embed", "SHARDS=0"], "SHARDS: 0 is too small"),
+    (["embed", "SHARDS=4x"], "SHARDS: '4x' is not a whole number"),
+    (["embed", "GPUS_PER_TASK=-1"], "GPUS_PER_TASK: -1 is too small"),
+    (["embed", "TIME=4h"], "TIME: '4h': give a SLURM time limit"),
+    (["eval", "PARTITION=gpu a100"], "PARTITION: 'gpu a100'"),
 ])
 def test_make_rejects_bad_variables(args, message):
     done = run(["make", "--no-print-directory", *args])

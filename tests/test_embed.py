@@ -114,6 +114,18 @@ def test_unreachable_hub_model_is_a_clear_error(monkeypatch):
         Encoder(get_model("scincl"))
 
 
+def test_unreachable_hub_is_detected_up_front(monkeypatch, tmp_path):
+    """No hub and not cached: one line naming the id, MODEL_PATH and HF_HOME (no retries)."""
+    from pipeline.models import get_model
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(InputError, match=r"malteos/scincl is not in the hub cache .* cannot be "
+                                         r"reached.*MODEL_PATH=<folder>.*HF_HOME="):
+        Encoder(get_model("scincl"))
+
+
 def test_multi_vector_models_are_refused_clearly():
     from pipeline.models import get_model
 
@@ -124,15 +136,15 @@ def test_multi_vector_models_are_refused_clearly():
 def test_parts_are_written_as_they_finish_so_a_killed_job_resumes(corpus_dir, tmp_path,
                                                                   tiny_entry, monkeypatch):
     calls = {"n": 0}
-    real_encode = Encoder.encode
+    real_encode = Encoder.encode_ids
 
-    def dies_on_second_part(self, texts, **kwargs):
+    def dies_on_second_part(self, ids, *args):
         calls["n"] += 1
         if calls["n"] == 2:
             raise KeyboardInterrupt("killed")
-        return real_encode(self, texts, **kwargs)
+        return real_encode(self, ids, *args)
 
-    monkeypatch.setattr(Encoder, "encode", dies_on_second_part)
+    monkeypatch.setattr(Encoder, "encode_ids", dies_on_second_part)
     with pytest.raises(KeyboardInterrupt):
         embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], part_size=300)
     store = store_dir(tmp_path, corpus_dir.name, tiny_entry.name)

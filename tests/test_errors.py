@@ -223,7 +223,7 @@ CASES = [
     Case("java-missing", _java, 2, r"JAVA=/nonexistent/java is not an executable",
          env=(("JAVA", "/nonexistent/java"),)),
     Case("model-offline", _offline_model, 2,
-         r"cannot load MODEL scincl from malteos/scincl.*HF_HOME=.*MODEL_PATH",
+         r"cannot load MODEL scincl from malteos/scincl.*MODEL_PATH=.*HF_HOME=",
          env=(("HF_HUB_OFFLINE", "1"), ("HF_HOME", "{root}/hf"))),
     Case("gpu-absent-embed", _no_gpu_device, 2, r"--device cuda: no CUDA GPU"),
     Case("gpu-absent-search", _no_gpu_backend, 2, r"--backend torch-cuda: no CUDA GPU"),

@@ -112,7 +112,8 @@ def test_s2ag_papers_abstracts_and_citations_are_joined(tmp_path):
                               "citations/part-1.jsonl.gz"]
     bad = [json.loads(x) for x in (tmp_path / "c" / "quarantine.jsonl").read_text().splitlines()]
     assert [(b["shard"], b["line"]) for b in bad] == [  # papers, abstracts, citations
-        ("part-0.jsonl.gz", 5), ("part-0.jsonl.gz", 6), ("part-1.jsonl.gz", 4)]
+        ("papers/part-0.jsonl.gz", 5), ("abstracts/part-0.jsonl.gz", 6),
+        ("citations/part-1.jsonl.gz", 4)]
     assert bad[0]["reason"] == "corpusid is a str ('x1'), not an integer"
     assert info["quarantine"]["by_reason"] == {"corpusid": 2, "citingcorpusid": 1}
     # prefilter runs on it and reconciles with the papers dataset's lines

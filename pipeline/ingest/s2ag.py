@@ -182,7 +182,8 @@ def read_shard(job: ShardJob) -> ShardResult:
     writer = BucketWriter(folder, name, job.n_buckets, schema)
     counts = {"lines": 0, "blank": 0, "kept": 0, "bad_cited_id": 0, "bad_citing_id": 0}
     with (job.work / "quarantine" / f"{name}.jsonl").open("wb") as handle:
-        quarantine = Quarantine(handle, job.strict)
+        # named as in the manifest's shards: dataset folder and file
+        quarantine = Quarantine(handle, job.strict, base=job.path.parent.parent)
         for rows, lines in _records(job, quarantine, counts):
             df = pl.DataFrame(rows, schema=ROWS[job.dataset], orient="row")
             if job.dataset == "citations":

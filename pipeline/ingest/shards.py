@@ -90,6 +90,7 @@ class Quarantine:
     by_reason: dict[str, int] = field(default_factory=dict)
     first: str | None = None  # "<shard>:<line>: <reason>" of the first bad line
     count: int = 0
+    base: Path | None = None  # records name a shard relative to this (else by file name)
 
     def add(self, shard: Path, line: int, raw: bytes, bad: BadLine) -> None:
         where = f"{shard}:{line}: {bad.reason}"
@@ -100,7 +101,8 @@ class Quarantine:
         self.count += 1
         self.by_reason[bad.category] = self.by_reason.get(bad.category, 0) + 1
         text = raw.rstrip(b"\r\n").decode("utf-8", errors="backslashreplace")[:RAW_CHARS]
-        record = {"shard": shard.name, "line": line, "reason": bad.reason, "raw": text}
+        name = shard.relative_to(self.base).as_posix() if self.base else shard.name
+        record = {"shard": name, "line": line, "reason": bad.reason, "raw": text}
         self.handle.write(orjson.dumps(record) + b"\n")
 
 

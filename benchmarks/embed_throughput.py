@@ -1,0 +1,191 @@
+"""Embedding throughput: the pipeline's engine against sentence-transformers `encode()` (issue 6).
+
+Same texts (title [SEP] abstract of synthetic papers: the generator's realistic length mix),
+same model, precision and max length, one process, alternating runs after a warm-up. Reports
+papers/s and tokens/s (tokens: non-padding tokens after truncation, the same for both), and on
+a GPU the achieved TFLOP/s (useful FLOPs: 2 x non-embedding parameters per token plus
+4 x layers x length^2 x hidden per sequence for attention) as a share of the GPU's dense bf16
+peak.
+
+Models: `minilm` (the embedded default, real weights) and `bert-base` (BERT-base with random
+weights and MiniLM's uncased vocabulary: costs what SciNCL/SPECTER cost).
+Writes benchmarks/results/embed_throughput.json (one entry per device) and .md.
+Usage: .venv/bin/python benchmarks/embed_throughput.py [--papers 2000] [--models minilm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+import torch
+
+from pipeline.encoders import Encoder, half_dtype, model_source
+from pipeline.models import ModelEntry, get_model
+from pipeline.synthetic import SyntheticConfig, generate
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results"
+PEAK_BF16_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.4, "H200": 989.4, "A100": 312.0,
+                    "L40S": 362.0, "A10": 125.0}
+
+
+def synthetic_papers(n: int, work: Path) -> list[tuple[str, str]]:
+    """(title, abstract) of the first n papers with a long abstract of a generated corpus."""
+    generate(work, SyntheticConfig(n_papers=max(4 * n, 4000), n_shards=1, seed=3))
+    papers = []
+    for path in sorted((work / "metadata").glob("*.jsonl.gz")):
+        with gzip.open(path, "rb") as handle:
+            for line in handle:
+                row = orjson.loads(line)
+                if row["title"] and row["abstract"] and len(row["abstract"]) > 100:
+                    papers.append((row["title"], row["abstract"]))
+                    if len(papers) == n:
+                        return papers
+    raise SystemExit(f"only {len(papers)} papers with an abstract; ask for fewer")
+
+
+def model_entry(name: str, work: Path) -> tuple[ModelEntry, str]:
+    """The registry entry and the folder its weights load from."""
+    if name == "minilm":
+        entry = get_model("minilm")
+        return entry, model_source(entry)
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    folder = work / "bert-base-random"
+    AutoTokenizer.from_pretrained(model_source(get_model("minilm"))).save_pretrained(folder)
+    torch.manual_seed(0)
+    BertModel(BertConfig(), add_pooling_layer=False).save_pretrained(folder)
+    return ModelEntry("bert-base", "dense", str(folder), "cls", "l2", max_length=512), str(folder)
+
+
+def useful_flops(model: torch.nn.Module, lengths: np.ndarray) -> float:
+    config = model.config
+    params = sum(p.numel() for n, p in model.named_parameters() if "embeddings" not in n)
+    attention = 4 * config.num_hidden_layers * config.hidden_size * float((lengths ** 2).sum())
+    return 2.0 * params * float(lengths.sum()) + attention
+
+
+def peak_tflops(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
+
+
+def timed(fn) -> float:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def compare(name: str, papers: list[tuple[str, str]], work: Path, repeats: int) -> dict:
+    from sentence_transformers import SentenceTransformer, models
+
+    entry, source = model_entry(name, work)
+    ours = Encoder(entry, model_path=source)
+    texts = [ours.format(t, a) for t, a in papers]
+    lengths = np.array([len(x) for x in ours.tokenize(texts)])
+    dtype = half_dtype(ours.device)
+    # sentence-transformers on the same weights, precision, max length and pooling
+    transformer = models.Transformer(source, max_seq_length=ours.max_length,
+                                     model_args={"dtype": dtype, "attn_implementation": "sdpa"})
+    pooling = models.Pooling(transformer.get_word_embedding_dimension(),
+                             pooling_mode="cls" if entry.pooling == "cls" else "mean")
+    modules = [transformer, pooling] + ([models.Normalize()] if entry.normalize else [])
+    peer = SentenceTransformer(modules=modules, device=str(ours.device))
+    peer.eval()
+
+    def run_ours():
+        return ours.encode(texts, progress=False)[0]
+
+    def run_peer():
+        return peer.encode(texts, batch_size=32, convert_to_numpy=True,
+                           show_progress_bar=False, normalize_embeddings=False)
+
+    a, b = run_ours(), run_peer()  # warm-up, and the two agree
+    agreement = float(np.mean(np.sum(a * b, 1) / (np.linalg.norm(a, axis=1)
+                                                   * np.linalg.norm(b, axis=1))))
+    times: dict[str, list[float]] = {"pipeline": [], "sentence-transformers": []}
+    for _ in range(repeats):
+        times["pipeline"].append(timed(run_ours))
+        times["sentence-transformers"].append(timed(run_peer))
+    flops = useful_flops(ours.model, lengths)
+    peak = peak_tflops(ours.device)
+    result = {"model": name, "max_length": ours.max_length, "dtype": str(dtype),
+              "papers": len(texts), "tokens": int(lengths.sum()),
+              "mean_tokens_per_paper": round(float(lengths.mean()), 1),
+              "cosine_pipeline_vs_peer": round(agreement, 5)}
+    for label, seconds in times.items():
+        best = min(seconds)
+        row = {"seconds": [round(s, 3) for s in seconds],
+               "papers_per_s": round(len(texts) / best, 1),
+               "tokens_per_s": round(float(lengths.sum()) / best)}
+        if peak:
+            row["tflops"] = round(flops / best / 1e12, 1)
+            row["share_of_bf16_peak"] = round(flops / best / 1e12 / peak, 3)
+        result[label] = row
+    result["speedup"] = round(result["pipeline"]["papers_per_s"]
+                              / result["sentence-transformers"]["papers_per_s"], 2)
+    return result
+
+
+def report(entries: dict) -> str:
+    lines = ["# Embedding throughput: pipeline engine vs sentence-transformers `encode()`", "",
+             "Same texts, model, precision, max length and pooling; best of the repeats after "
+             "a warm-up. Targets (issue 6): on CPU with minilm at least as fast as "
+             "sentence-transformers; on a GPU with BERT-base at least 1.5x and at least 40% "
+             "of the bf16 peak.", ""]
+    for device, entry in entries.items():
+        lines += [f"## {device} ({entry['date']})", "", f"Machine: {entry['machine']}.", "",
+                  "| model | dtype | papers | tokens/paper | engine | papers/s | tokens/s | "
+                  "TFLOP/s | share of peak |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in entry["results"]:
+            for label in ("pipeline", "sentence-transformers"):
+                row = r[label]
+                lines.append(f"| {r['model']} | {r['dtype']} | {r['papers']} | "
+                             f"{r['mean_tokens_per_paper']} | {label} | {row['papers_per_s']} | "
+                             f"{row['tokens_per_s']:,} | {row.get('tflops', '')} | "
+                             f"{row.get('share_of_bf16_peak', '')} |")
+            lines.append(f"| {r['model']} | | | | **speedup** | **{r['speedup']}x** | | | |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--papers", type=int, default=2000)
+    parser.add_argument("--models", default="minilm", help="minilm,bert-base")
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        papers = synthetic_papers(args.papers, Path(tmp) / "raw")
+        results = [compare(name, papers, Path(tmp), args.repeats)
+                   for name in args.models.split(",")]
+    device = (torch.cuda.get_device_name() if torch.cuda.is_available()
+              else f"cpu ({torch.get_num_threads()} threads)")
+    entry = {"date": time.strftime("%Y-%m-%d"), "results": results,
+             "machine": f"{platform.processor() or platform.machine()}, torch "
+                        f"{torch.__version__}, {device}"}
+    path = OUT / "embed_throughput.json"
+    entries = json.loads(path.read_text()) if path.exists() else {}
+    entries["gpu" if torch.cuda.is_available() else "cpu"] = entry
+    OUT.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(entries, indent=2) + "\n")
+    (OUT / "embed_throughput.md").write_text(report(entries))
+    print(report({"this run": entry}))
+
+
+if __name__ == "__main__":
+    main()

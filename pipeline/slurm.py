@@ -1,0 +1,249 @@
+"""SLURM job arrays for the embed stage, and the eval work that follows them.
+
+`submit_embed` writes `<runs-root>/slurm/embed-<corpus>-<model>.sbatch`, a job array with one
+task per shard (each task runs `python -m pipeline embed --shard $SLURM_ARRAY_TASK_ID
+--num-shards N`), submits it with `sbatch --parsable` and records the job id beside the script.
+`submit_after_embed` submits a command (the Makefile passes `make eval EXECUTOR=local ...`) as a
+job that starts when the array has succeeded (`--dependency=afterok:<id>`), or returns None when
+every shard is already in, so the caller runs the command itself. Logs are written beside the
+scripts. Standard library only at import time (the Makefile's check uses the validators).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.artifacts import atomic_path, read_json, write_json
+from pipeline.errors import InputError
+from pipeline.models import ModelEntry
+
+EXECUTORS = ("local", "slurm")
+# SLURM's --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or no limit.
+_TIME = re.compile(r"^(\d+(:\d{1,2}){0,2}|\d+-\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE)$")
+_PARTITION = re.compile(r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What each job asks SLURM for; None / 0 leaves the cluster's default."""
+
+    partition: str | None = None
+    gpus_per_task: int = 0
+    time: str | None = None
+    cpus_per_task: int | None = None
+
+
+def check_executor(text: str) -> str:
+    """EXECUTOR: local (this machine) or slurm (sbatch job arrays)."""
+    if text not in EXECUTORS:
+        raise InputError(f"{text!r}: use local (this machine) or slurm (job arrays)")
+    return text
+
+
+def check_count(text: str | int, name: str, low: int) -> int:
+    """A whole number >= low (SHARDS >= 1, GPUS_PER_TASK >= 0)."""
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise InputError(f"{name} {text!r} is not a whole number: use {low} or more") from None
+    if value < low:
+        raise InputError(f"{name} {value} is too small: use {low} or more")
+    return value
+
+
+def check_time(text: str) -> str:
+    """A SLURM time limit: minutes, H:M:S or D-H:M:S (e.g. 90, 4:00:00, 1-12:00:00)."""
+    if not _TIME.match(text):
+        raise InputError(f"{text!r}: give a SLURM time limit such as 90 (minutes), "
+                         "4:00:00 or 1-12:00:00")
+    return text
+
+
+def check_partition(text: str) -> str:
+    """A partition name, or several separated by commas."""
+    if not _PARTITION.match(text):
+        raise InputError(f"{text!r}: give a partition name (letters, digits, ._-) "
+                         "or several separated by commas")
+    return text
+
+
+def slurm_dir(runs_root: Path) -> Path:
+    """Where the sbatch scripts, their records and their logs live."""
+    return Path(runs_root).absolute() / "slurm"
+
+
+def job_name(stage: str, corpus: str, model: str) -> str:
+    return f"{stage}-{corpus}-{model}"
+
+
+def _header(name: str, log: Path, resources: Resources, extra: list[str]) -> list[str]:
+    lines = ["#!/bin/bash",
+             "# Written by mdcr-pipeline (pipeline/slurm.py); submit with sbatch.",
+             f"#SBATCH --job-name={name}", f"#SBATCH --output={log}", *extra]
+    if resources.partition:
+        lines.append(f"#SBATCH --partition={resources.partition}")
+    if resources.gpus_per_task:
+        lines.append(f"#SBATCH --gres=gpu:{resources.gpus_per_task}")
+    if resources.time:
+        lines.append(f"#SBATCH --time={resources.time}")
+    if resources.cpus_per_task:
+        lines.append(f"#SBATCH --cpus-per-task={resources.cpus_per_task}")
+    return lines
+
+
+def _body(command: list[str], workdir: Path, resources: Resources) -> list[str]:
+    lines = ["set -euo pipefail", f"cd {shlex.quote(str(workdir))}",
+             "unset MAKEFLAGS MFLAGS MAKELEVEL  # a submitting make's flags do not apply here"]
+    if resources.cpus_per_task:
+        lines.append(f"export OMP_NUM_THREADS={resources.cpus_per_task}")
+    return [*lines, "exec " + " ".join(command)]
+
+
+def embed_script(command: list[str], num_shards: int, name: str, log_dir: Path,
+                 resources: Resources, workdir: Path) -> str:
+    """sbatch script of a job array, task i running `command --shard i --num-shards n`."""
+    num_shards = check_count(num_shards, "SHARDS", 1)
+    log = log_dir / f"{name}-%A_%a.log"
+    shard_args = ['--shard "$SLURM_ARRAY_TASK_ID"', f"--num-shards {num_shards}"]
+    return "\n".join([
+        *_header(name, log, resources, [f"#SBATCH --array=0-{num_shards - 1}"]),
+        *_body([shlex.join(command), *shard_args], workdir, resources)]) + "\n"
+
+
+def follow_up_script(command: list[str], after: str, name: str, log_dir: Path,
+                     resources: Resources, workdir: Path) -> str:
+    """sbatch script running `command` once job `after` (every task of it) has succeeded; it
+    is cancelled if that job fails."""
+    extra = [f"#SBATCH --dependency=afterok:{after}", "#SBATCH --kill-on-invalid-dep=yes"]
+    return "\n".join([*_header(name, log_dir / f"{name}-%j.log", resources, extra),
+                      *_body([shlex.join(command)], workdir, resources)]) + "\n"
+
+
+def write_script(path: Path, text: str) -> Path:
+    """Write the script atomically (executable, so it can also be run by hand)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+        tmp.chmod(tmp.stat().st_mode | 0o111)
+    return path
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise InputError(f"EXECUTOR=slurm needs `{name}`, which is not on PATH: run this on a "
+                         "SLURM login node, or use EXECUTOR=local")
+    return path
+
+
+def sbatch(script: Path) -> str:
+    """Submit `script` with `sbatch --parsable`; return the job id."""
+    done = subprocess.run([_tool("sbatch"), "--parsable", str(script)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise InputError(f"sbatch refused {script}: {why}; fix PARTITION, GPUS_PER_TASK or "
+                         "TIME for this cluster")
+    return done.stdout.strip().split(";")[0]  # "<id>" or "<id>;<cluster>"
+
+
+def in_queue(job_id: str) -> bool:
+    """Whether any task of the job is still pending or running."""
+    done = subprocess.run([_tool("squeue"), "--noheader", "--jobs", job_id, "--format", "%i"],
+                          capture_output=True, text=True)
+    return done.returncode == 0 and bool(done.stdout.strip())
+
+
+def missing_per_shard(corpus_dir: Path, index_root: Path, entry: ModelEntry,
+                      pools: list[str] | None, num_shards: int) -> list[int]:
+    """Papers of the pools that shard i of n has still to embed, for each i (all 0: every
+    shard is in). Models that embed nothing (bm25, random) have nothing missing."""
+    if entry.kind != "dense":
+        return [0] * num_shards
+    import numpy as np
+
+    from pipeline.embed import pool_ids, store_dir, stored_ids
+    from pipeline.pools import list_pools
+
+    pools = pools or list_pools(corpus_dir)
+    if not pools:
+        raise InputError(f"no pools under {corpus_dir}/pools: build one with `make pool`")
+    needed = np.unique(np.concatenate([pool_ids(corpus_dir, p) for p in pools]))
+    # the same selection as embed(): stored papers are skipped, shard i takes id % n == i
+    missing = np.setdiff1d(needed, stored_ids(store_dir(index_root, corpus_dir.name,
+                                                        entry.name)))
+    return np.bincount(missing % num_shards, minlength=num_shards).tolist()
+
+
+def embed_command(roots: tuple[Path, Path, Path], corpus: str, model: str,
+                  options: dict[str, object], python: str | None = None) -> list[str]:
+    """`python -m pipeline ... embed` for one shard (without --shard / --num-shards); options
+    maps embed flags to values (None: left out; a list: the flag repeated)."""
+    corpora_root, index_root, runs_root = (str(Path(p).absolute()) for p in roots)
+    command = [os.path.abspath(python or sys.executable), "-m", "pipeline",
+               "--corpora-root", corpora_root, "--index-root", index_root,
+               "--runs-root", runs_root, "embed", "--corpus", corpus, "--model", model]
+    for flag, value in options.items():
+        for item in value if isinstance(value, list) else [value]:
+            if item is not None:
+                command += [flag, str(item)]
+    return command
+
+
+def _record_path(runs_root: Path, corpus: str, model: str) -> Path:
+    return slurm_dir(runs_root) / f"{job_name('embed', corpus, model)}.json"
+
+
+def submit_embed(roots: tuple[Path, Path, Path], corpus: str, model: str, num_shards: int,
+                 resources: Resources, options: dict[str, object] | None = None,
+                 workdir: Path | None = None) -> str:
+    """Write and submit the embed job array (one task per shard); return its job id."""
+    num_shards = check_count(num_shards, "SHARDS", 1)
+    _tool("sbatch")
+    runs_root = Path(roots[2])
+    name = job_name("embed", corpus, model)
+    folder = slurm_dir(runs_root)
+    command = embed_command(roots, corpus, model, options or {})
+    script = write_script(folder / f"{name}.sbatch", embed_script(
+        command, num_shards, name, folder, resources, (workdir or Path.cwd()).absolute()))
+    job_id = sbatch(script)
+    write_json({"job_id": job_id, "num_shards": num_shards, "script": str(script),
+                "logs": str(folder / f"{name}-{job_id}_*.log")},
+               _record_path(runs_root, corpus, model))
+    return job_id
+
+
+def submit_after_embed(corpus_dir: Path, index_root: Path, runs_root: Path, entry: ModelEntry,
+                       num_shards: int, resources: Resources, command: list[str],
+                       pools: list[str] | None = None, stage: str = "eval",
+                       workdir: Path | None = None) -> str | None:
+    """Submit `command` as a job after the recorded embed array; None when all shards are in
+    (the caller runs `command` itself). An error when papers are missing and no array is
+    pending or running to embed them."""
+    missing = missing_per_shard(corpus_dir, index_root, entry, pools, num_shards)
+    if not any(missing):
+        return None
+    short = ", ".join(f"{i}: {n}" for i, n in enumerate(missing) if n)
+    record_path = _record_path(runs_root, corpus_dir.name, entry.name)
+    if not record_path.exists():
+        raise InputError(f"{sum(missing)} papers of MODEL {entry.name} are not embedded yet "
+                         f"(missing per shard {short}) and no embed array was submitted: run "
+                         "make embed EXECUTOR=slurm first")
+    record = read_json(record_path)
+    if not in_queue(record["job_id"]):
+        raise InputError(f"embed array {record['job_id']} has ended but {sum(missing)} papers "
+                         f"of MODEL {entry.name} are missing (per shard {short}): see its logs "
+                         f"{record['logs']}, then run make embed EXECUTOR=slurm again")
+    name = job_name(stage, corpus_dir.name, entry.name)
+    folder = slurm_dir(runs_root)
+    script = write_script(folder / f"{name}.sbatch", follow_up_script(
+        command, record["job_id"], name, folder, resources,
+        (workdir or Path.cwd()).absolute()))
+    return sbatch(script)

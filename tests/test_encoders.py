@@ -1,0 +1,96 @@
+"""The embedding engine: token-budget batches, padding-independent vectors, OOM back-off."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from pipeline.embed import embed, load_vectors, pool_ids, store_dir
+from pipeline.encoders import Encoder, batch_rows
+from pipeline.models import ModelEntry
+from tests.conftest import POOL_SIZES, pool_of
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_bert) -> Encoder:
+    return Encoder(ModelEntry("tiny-mean", "dense", str(tiny_bert), "mean", "cosine",
+                              normalize=True, max_length=128))
+
+
+@pytest.fixture(scope="module")
+def texts(corpus_dir, encoder) -> list[str]:
+    papers = pl.read_parquet(corpus_dir / "prefiltered.parquet").head(300)
+    return [encoder.format(t, a) for t, a in zip(papers["title"], papers["abstract"],
+                                                 strict=True)]
+
+
+def test_batch_rows_respects_the_budget():
+    assert batch_rows(128, 8192) == 64
+    assert batch_rows(10, 8192, max_batch=512) == 512
+    assert batch_rows(9000, 8192) == 1  # one sequence always fits
+
+
+def test_batches_are_packed_by_tokens_and_sorted_by_length(encoder, texts, monkeypatch):
+    seen: list[tuple[int, int]] = []
+    real = Encoder._forward
+
+    def spy(self, batch):
+        seen.append(tuple(batch["input_ids"].shape))
+        return real(self, batch)
+
+    monkeypatch.setattr(Encoder, "_forward", spy)
+    encoder.encode(texts, token_budget=2048, progress=False)
+    assert sum(rows for rows, _ in seen) == len(texts)
+    assert all(rows * longest <= 2048 for rows, longest in seen)
+    assert [longest for _, longest in seen] == sorted((x for _, x in seen), reverse=True)
+    assert len(seen) < len(texts) / 8  # packed, not one by one
+
+
+def test_vectors_do_not_depend_on_the_batching(encoder, texts):
+    """Padding and batch composition must not change a paper's vector (masking is right)."""
+    packed, tokens = encoder.encode(texts, token_budget=4096, progress=False)
+    alone = np.concatenate([encoder.encode([t], progress=False)[0] for t in texts[:40]])
+    np.testing.assert_allclose(packed[:40], alone, rtol=1e-4, atol=1e-5)
+    lengths = [len(x) for x in encoder.tokenize(texts)]
+    assert tokens == sum(lengths) and max(lengths) <= encoder.max_length
+
+
+def test_out_of_memory_halves_the_budget_and_retries(encoder, texts, monkeypatch, capsys):
+    """A CUDA OOM (injected: CI has no GPU) must shrink the batches, not fail the job."""
+    real = Encoder._forward
+    limit = 1500  # padded tokens the 'GPU' can hold
+
+    def small_gpu(self, batch):
+        rows, longest = batch["input_ids"].shape
+        if rows * longest > limit:
+            raise torch.OutOfMemoryError("CUDA out of memory (injected)")
+        return real(self, batch)
+
+    expected, _ = encoder.encode(texts, token_budget=1024, progress=False)
+    monkeypatch.setattr(Encoder, "_forward", small_gpu)
+    got, _ = encoder.encode(texts, token_budget=8192, progress=False)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    assert "token budget now 1024" in capsys.readouterr().err
+
+
+def test_store_does_not_depend_on_parts_or_shards(corpus_dir, tmp_path, tiny_bert):
+    """One process with big parts, or 3 shards with small parts and a small budget: the
+    same ids and the same vectors (float tolerance: batches differ)."""
+    from pipeline.models import REGISTRY
+
+    entry = ModelEntry("tiny-cls", "dense", str(tiny_bert), "cls", "l2", max_length=128)
+    REGISTRY[entry.name] = entry
+    try:
+        pool = pool_of(POOL_SIZES[0])
+        embed(corpus_dir, tmp_path / "one", entry, [pool], part_size=4096)
+        for shard in range(3):
+            embed(corpus_dir, tmp_path / "three", entry, [pool], shard=shard, num_shards=3,
+                  part_size=64, token_budget=1024)
+    finally:
+        del REGISTRY[entry.name]
+    ids = pool_ids(corpus_dir, pool)
+    one = load_vectors(store_dir(tmp_path / "one", corpus_dir.name, entry.name), ids)
+    three = load_vectors(store_dir(tmp_path / "three", corpus_dir.name, entry.name), ids)
+    np.testing.assert_allclose(one, three, rtol=1e-4, atol=1e-5)

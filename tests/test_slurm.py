@@ -1,0 +1,424 @@
+"""SLURM job arrays for the embed stage: the sbatch scripts and bad values (CPU only), the local
+executor, and a real one-node cluster (Debian's munge, slurmctld and slurmd, started here) that
+embeds the fixture's pools as a 4-task array and evaluates them in a job after it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.embed import load_vectors, store_dir, stored_ids
+from pipeline.errors import InputError
+from pipeline.models import get_model
+from pipeline.slurm import (
+    Resources,
+    check_count,
+    check_executor,
+    check_partition,
+    check_time,
+    embed_command,
+    embed_script,
+    follow_up_script,
+    missing_per_shard,
+    submit_after_embed,
+    submit_embed,
+)
+from tests.conftest import copy_corpus
+
+ROOT = Path(__file__).resolve().parents[1]
+SBIN = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol")
+# apt-get output that means "no network", not "something is broken"
+OFFLINE = re.compile(r"Temporary failure resolving|Could not resolve|Failed to fetch|Unable to "
+                     r"fetch|Could not connect|Network is unreachable|Connection timed out")
+
+
+# ---- the scripts, without a cluster ------------------------------------------------------------
+
+def test_embed_script_is_one_array_task_per_shard(tmp_path):
+    roots = (tmp_path / "corpora", tmp_path / "indexes", tmp_path / "runs")
+    command = embed_command(roots, "demo", "scincl", {
+        "--pool": ["all-2k-r0", "all-5k-r0"], "--model-path": "/models/scincl",
+        "--batch-size": None}, python="/opt/venv/bin/python")
+    text = embed_script(command, 16, "embed-demo-scincl", tmp_path / "runs" / "slurm",
+                        Resources(), tmp_path)
+    assert "#SBATCH --array=0-15\n" in text
+    assert f"#SBATCH --output={tmp_path}/runs/slurm/embed-demo-scincl-%A_%a.log\n" in text
+    run = text.splitlines()[-1]
+    assert run == (f"exec /opt/venv/bin/python -m pipeline --corpora-root {tmp_path}/corpora "
+                   f"--index-root {tmp_path}/indexes --runs-root {tmp_path}/runs embed "
+                   "--corpus demo --model scincl --pool all-2k-r0 --pool all-5k-r0 "
+                   '--model-path /models/scincl --shard "$SLURM_ARRAY_TASK_ID" --num-shards 16')
+    for option in ("partition", "gres", "time", "cpus-per-task", "dependency"):
+        assert f"#SBATCH --{option}" not in text
+    assert "OMP_NUM_THREADS" not in text
+    one = embed_script(command, 1, "e", tmp_path, Resources(), tmp_path)
+    assert "#SBATCH --array=0-0\n" in one and "--num-shards 1" in one
+    full = embed_script(command, 4, "e", tmp_path, Resources("gpu,gpu-long", 2, "1-12:00:00",
+                                                             8), tmp_path)
+    for line in ("#SBATCH --partition=gpu,gpu-long", "#SBATCH --gres=gpu:2",
+                 "#SBATCH --time=1-12:00:00", "#SBATCH --cpus-per-task=8",
+                 "export OMP_NUM_THREADS=8"):
+        assert line + "\n" in full
+    script = tmp_path / "e.sbatch"
+    script.write_text(full)
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+
+
+def test_follow_up_script_waits_for_the_array(tmp_path):
+    text = follow_up_script(["make", "-C", "/src dir", "eval", "EXECUTOR=local",
+                             "SIZE=800 1600"], "4242", "eval-demo-scincl", tmp_path,
+                            Resources(time="30"), tmp_path)
+    assert "#SBATCH --dependency=afterok:4242\n" in text
+    assert "#SBATCH --kill-on-invalid-dep=yes\n" in text
+    assert f"#SBATCH --output={tmp_path}/eval-demo-scincl-%j.log\n" in text
+    assert "#SBATCH --time=30\n" in text and "--array" not in text and "--gres" not in text
+    assert text.splitlines()[-1] == ("exec make -C '/src dir' eval EXECUTOR=local "
+                                     "'SIZE=800 1600'")
+    assert "unset MAKEFLAGS" in text
+
+
+@pytest.mark.parametrize("check,value,message", [
+    (lambda v: check_count(v, "SHARDS", 1), "0", "SHARDS 0 is too small"),
+    (lambda v: check_count(v, "SHARDS", 1), "four", "SHARDS 'four' is not a whole number"),
+    (lambda v: check_count(v, "GPUS_PER_TASK", 0), "-1", "GPUS_PER_TASK -1 is too small"),
+    (check_time, "4h", "'4h': give a SLURM time limit"),
+    (check_time, "1:2:3:4", "'1:2:3:4'"),
+    (check_partition, "gpu a100", "'gpu a100': give a partition name"),
+    (check_partition, "gpu;rm", "'gpu;rm'"),
+    (check_executor, "pbs", "'pbs': use local"),
+])
+def test_bad_values_are_refused(check, value, message):
+    with pytest.raises(InputError, match=re.escape(message)):
+        check(value)
+
+
+def test_good_values_pass():
+    assert check_count("16", "SHARDS", 1) == 16 and check_count("0", "GPUS_PER_TASK", 0) == 0
+    for limit in ("90", "90:30", "4:00:00", "2-0", "1-12:00:00", "UNLIMITED"):
+        assert check_time(limit) == limit
+    assert check_partition("gpu,gpu-long") == "gpu,gpu-long"
+    with pytest.raises(InputError, match="SHARDS 0"):
+        embed_script(["python"], 0, "e", Path("/tmp"), Resources(), Path("/tmp"))
+
+
+def test_without_sbatch_the_error_is_one_line(tmp_path, monkeypatch):
+    env = {**os.environ, "PATH": str(tmp_path)}  # nothing on PATH: no sbatch
+    for args in (["check", "--EXECUTOR", "slurm"],
+                 ["--runs-root", str(tmp_path / "runs"), "submit-embed", "--num-shards", "4"]):
+        done = subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, (args, lines)
+        assert "`sbatch`, which is not on PATH" in lines[0] and "EXECUTOR=local" in lines[0]
+    assert not (tmp_path / "runs").exists()  # nothing written
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(InputError, match="sbatch"):
+        submit_embed((tmp_path, tmp_path, tmp_path), "demo", "minilm", 2, Resources())
+    bad = subprocess.run([sys.executable, "-m", "pipeline", "submit-embed", "--time", "soon"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "'soon': give a SLURM time limit" in bad.stderr
+
+
+# ---- the local executor -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def data_root(corpus_dir, tiny_bert, tmp_path_factory):
+    """A fresh data root holding a copy of the fixture corpus with its pools."""
+    def make_root() -> Path:
+        root = tmp_path_factory.mktemp("slurm-data")
+        corpus = copy_corpus(corpus_dir, root / "corpora" / "small")
+        shutil.copytree(corpus_dir / "pools", corpus / "pools")
+        (root / "installed").touch()  # newer than pyproject.toml: make does not reinstall
+        # make writes the parameter stamps; made older than the copied corpus, they do not
+        # ask for a new ingest (the raw shards are not copied)
+        make(root, tiny_bert, "help")
+        for stamp in (corpus / ".params").iterdir():
+            os.utime(stamp, (time.time() - 3600,) * 2)
+        return root
+    return make_root
+
+
+def make(data: Path, tiny_bert: Path, *args: str, env: dict | None = None,
+         check: bool = True) -> subprocess.CompletedProcess:
+    """`make` on the data root: MODEL=minilm with the tiny BERT's weights (MODEL_PATH)."""
+    cmd = ["make", "--no-print-directory", f"DATA={data}", "CORPUS=small", "THREADS=1",
+           "MODEL=minilm", f"MODEL_PATH={tiny_bert}", f"PY={sys.executable}",
+           f"STAMP={data / 'installed'}", *args]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**(env or os.environ), "MAKEFLAGS": ""})
+    if check:
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done
+
+
+def store_of(data: Path) -> tuple[np.ndarray, np.ndarray]:
+    store = store_dir(data / "indexes", "small", "minilm")
+    ids = stored_ids(store)
+    return ids, load_vectors(store, ids)
+
+
+def assert_same_store(got: tuple[np.ndarray, np.ndarray],
+                      expected: tuple[np.ndarray, np.ndarray]) -> None:
+    """The same ids, and the same vectors up to float rounding: shards batch the papers
+    differently, so a few rows differ in the last bit (unit vectors; 6e-8 measured)."""
+    assert np.array_equal(got[0], expected[0])
+    np.testing.assert_allclose(got[1], expected[1], rtol=0, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def reference(data_root, tiny_bert):
+    """The store of a local single-process run (`make embed`, one shard)."""
+    data = data_root()
+    make(data, tiny_bert, "embed")
+    return store_of(data)
+
+
+def test_local_executor_runs_every_shard_in_one_call(data_root, tiny_bert, reference):
+    data = data_root()
+    corpus = data / "corpora" / "small"
+    entry = get_model("minilm")
+    before = missing_per_shard(corpus, data / "indexes", entry, None, 4)
+    assert all(before) and sum(before) == len(reference[0])
+    done = make(data, tiny_bert, "embed", "EXECUTOR=local", "SHARDS=4")
+    assert done.stdout.count(" embed ") == 1  # one command ...
+    for shard in range(4):  # ... embedding the 4 shards in turn
+        assert re.search(rf"\[embed\] done .* shard={shard} embedded={before[shard]}\b",
+                         done.stderr), done.stderr[-2000:]
+    assert missing_per_shard(corpus, data / "indexes", entry, None, 4) == [0, 0, 0, 0]
+    assert_same_store(store_of(data), reference)
+    # nothing missing and nothing submitted yet: the eval after the array cannot be planned
+    runs = data / "runs"
+    assert submit_after_embed(corpus, data / "indexes", runs, entry, 4, Resources(),
+                              ["true"]) is None
+    fresh = data_root() / "corpora" / "small"
+    with pytest.raises(InputError, match="no embed array was submitted"):
+        submit_after_embed(fresh, fresh.parents[1] / "indexes", runs, entry, 4, Resources(),
+                           ["true"])
+
+
+# ---- a real one-node SLURM cluster --------------------------------------------------------------
+
+def _install_slurm() -> None:
+    """Debian's slurm-wlm and munge, unless they are installed; skip only without apt-get,
+    root or network."""
+    if all(shutil.which(tool, path=SBIN) for tool in DAEMONS):
+        return
+    if not shutil.which("apt-get"):
+        pytest.skip("apt-get is not available here: cannot install slurm-wlm and munge")
+    if os.geteuid() != 0:
+        pytest.skip("installing slurm-wlm and munge with apt-get needs root")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    log = ""
+    for cmd in (["apt-get", "update", "-qq"],
+                ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
+                 "-o", "DPkg::Lock::Timeout=300", "slurm-wlm", "munge"]):
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+        log += done.stdout + done.stderr
+        if done.returncode != 0:
+            if OFFLINE.search(log):
+                pytest.skip("apt-get cannot reach the Debian mirrors: "
+                            + OFFLINE.search(log).group(0))
+            pytest.fail(f"{' '.join(cmd)} failed:\n{log[-3000:]}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _node_line(host: str) -> str:
+    """This machine's node definition, as slurmd detects it (CPUs, sockets, cores)."""
+    done = subprocess.run([shutil.which("slurmd", path=SBIN), "-C"], capture_output=True,
+                          text=True)
+    found = re.search(r"^NodeName=\S+ (.*)$", done.stdout, re.M)
+    hardware = (" ".join(f for f in found.group(1).split() if not f.startswith("RealMemory"))
+                if found else f"CPUs={os.cpu_count()}")
+    return f"NodeName={host} NodeAddr=127.0.0.1 {hardware} State=UNKNOWN"
+
+
+SLURM_CONF = """\
+ClusterName=pipeline-test
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={dir}/munge.sock
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation={dir}/state
+SlurmdSpoolDir={dir}/spool
+SlurmctldPidFile={dir}/slurmctld.pid
+SlurmdPidFile={dir}/slurmd.pid
+SlurmctldLogFile={dir}/log/slurmctld.log
+SlurmdLogFile={dir}/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SwitchType=switch/none
+MailProg=/bin/true
+ReturnToService=2
+MinJobAge=3600
+{node}
+PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+class Cluster:
+    """munged, slurmctld and slurmd in the foreground, all state under one temporary folder."""
+
+    def __init__(self) -> None:
+        # a short path: munge's and slurmd's unix sockets live here (108 bytes at most)
+        self.dir = Path(tempfile.mkdtemp(prefix="slurm-", dir="/tmp"))
+        self.procs: list[subprocess.Popen] = []
+        self.env = {**os.environ, "SLURM_CONF": str(self.dir / "slurm.conf"), "PATH": SBIN}
+        self.host = subprocess.run(["hostname", "-s"], capture_output=True, text=True,
+                                   check=True).stdout.strip()
+
+    def start(self) -> None:
+        for sub in ("state", "spool", "log"):
+            (self.dir / sub).mkdir()
+        key = self.dir / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o600)
+        self._spawn("munged", "--foreground", "--force", f"--key-file={key}",
+                    f"--socket={self.dir}/munge.sock", f"--pid-file={self.dir}/munged.pid",
+                    f"--log-file={self.dir}/log/munged.log",
+                    f"--seed-file={self.dir}/munged.seed")
+        self._wait(lambda: (self.dir / "munge.sock").exists(), "munged's socket")
+        (self.dir / "slurm.conf").write_text(SLURM_CONF.format(
+            host=self.host, dir=self.dir, ctld_port=_free_port(), slurmd_port=_free_port(),
+            node=_node_line(self.host)))
+        conf = str(self.dir / "slurm.conf")
+        self._spawn("slurmctld", "-D", "-f", conf)
+        self._spawn("slurmd", "-D", "-f", conf, "-N", self.host)
+        self._wait(lambda: self.run("sinfo", "--noheader", "--format=%t",
+                                    check=False).stdout.strip() == "idle", "an idle node")
+
+    def _spawn(self, name: str, *args: str) -> None:
+        out = (self.dir / "log" / f"{name}.out").open("w")
+        self.procs.append(subprocess.Popen([shutil.which(name, path=SBIN), *args], stdout=out,
+                                           stderr=subprocess.STDOUT, env=self.env))
+
+    def _wait(self, ready, what: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            dead = [p.args[0] for p in self.procs if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                pytest.fail(f"no {what} after {timeout}s (exited: {dead}):\n{self.logs()}")
+            time.sleep(0.5)
+
+    def run(self, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+        done = subprocess.run(cmd, capture_output=True, text=True, env=self.env, timeout=60)
+        assert not check or done.returncode == 0, done.stderr
+        return done
+
+    def wait_gone(self, jobs: list[str], timeout: float = 420) -> None:
+        """Poll squeue until no task of `jobs` is pending or running."""
+        self._wait(lambda: not self.run("squeue", "--noheader", "--format=%i", "--jobs",
+                                        ",".join(jobs), check=False).stdout.strip(),
+                   f"end of jobs {jobs}", timeout)
+
+    def states(self, job: str) -> list[str]:
+        """JobState of each task of `job` (scontrol keeps ended jobs for MinJobAge)."""
+        return re.findall(r"JobState=(\S+)", self.run("scontrol", "show", "job", job).stdout)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n" + p.read_text()[-2000:]
+                         for p in sorted((self.dir / "log").glob("*")))
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    _install_slurm()
+    if os.geteuid() != 0:
+        pytest.skip("a one-node SLURM cluster (slurmd, SlurmUser=root) needs root")
+    cluster = Cluster()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_embed_array_on_a_one_node_cluster(cluster, data_root, tiny_bert, reference):
+    data = data_root()
+    slurm = data / "runs" / "slurm"
+    # a DOWN partition queues jobs without starting them: `make eval` surely finds shards
+    # missing, so it must submit a job that waits for the array (afterok), not evaluate here
+    cluster.run("scontrol", "update", "PartitionName=test", "State=DOWN")
+    started = time.monotonic()
+    submit = make(data, tiny_bert, "embed", "EXECUTOR=slurm", "SHARDS=4", "GPUS_PER_TASK=0",
+                  env=cluster.env)
+    record = json.loads((slurm / "embed-small-minilm.json").read_text())
+    array = record["job_id"]
+    assert submit.stdout.strip().endswith(array) and record["num_shards"] == 4
+    script = (slurm / "embed-small-minilm.sbatch").read_text()
+    assert "#SBATCH --array=0-3\n" in script and "--gres" not in script
+    follow = make(data, tiny_bert, "eval", "EXECUTOR=slurm", "SHARDS=4", "GPUS_PER_TASK=0",
+                  env=cluster.env)
+    after = follow.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"\d+", after) and after != array, follow.stdout
+    eval_script = (slurm / "eval-small-minilm.sbatch").read_text()
+    assert f"#SBATCH --dependency=afterok:{array}\n" in eval_script
+    assert "eval EXECUTOR=local" in eval_script and f"MODEL_PATH={tiny_bert}" in eval_script
+    cluster.run("scontrol", "update", "PartitionName=test", "State=UP")
+    cluster.wait_gone([array, after])
+    seconds = time.monotonic() - started
+
+    logs = sorted(slurm.glob(f"embed-small-minilm-{array}_*.log"))
+    assert [p.name for p in logs] == [f"embed-small-minilm-{array}_{i}.log" for i in range(4)]
+    states = cluster.states(array)
+    assert states == ["COMPLETED"] * 4, (states, [p.read_text()[-1500:] for p in logs],
+                                         cluster.logs())
+    for shard, log in enumerate(logs):
+        assert re.search(rf"\[embed\] done .* shard={shard} embedded=\d+", log.read_text())
+    eval_log = slurm / f"eval-small-minilm-{after}.log"
+    assert cluster.states(after) == ["COMPLETED"], eval_log.read_text()[-3000:]
+
+    # every shard is in, and the store equals the local single-process run's
+    corpus = data / "corpora" / "small"
+    assert missing_per_shard(corpus, data / "indexes", get_model("minilm"), None, 4) == [0] * 4
+    assert_same_store(store_of(data), reference)
+    # the eval job ran after the array: it found every paper embedded, and scored every pool
+    text = eval_log.read_text()
+    assert "papers already stored" in text and "[search]" in text, text[-3000:]
+    for pool in (corpus / "pools").iterdir():
+        assert json.loads((data / "runs" / "small" / pool.name / "minilm.eval.json")
+                          .read_text())["means"]["map"] >= 0
+    assert (data / "runs" / "results.parquet").exists()
+    # now every shard is in: `make eval EXECUTOR=slurm` evaluates here, submitting nothing
+    again = make(data, tiny_bert, "eval", "EXECUTOR=slurm", "SHARDS=4", "GPUS_PER_TASK=0",
+                 env=cluster.env)
+    assert "every embed shard of minilm is in" in again.stderr
+    assert not cluster.run("squeue", "--noheader").stdout.strip()
+    print(f"\n[slurm test] array + eval job: {seconds:.1f}s")

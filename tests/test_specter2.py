@@ -1,0 +1,84 @@
+"""SPECTER2 with its proximity adapter, through the `adapters` library (SPEC.md §5).
+
+`adapters` pins transformers 4.57 while the pipeline runs on transformers 5, which is what the
+`[specter2]` extra resolves to in a user's environment. The test builds that environment
+beside the project's (pip --target, cached under ~/.cache/mdcr-pipeline), builds a tiny
+adapter for the tiny local BERT with `adapters` itself, saves it as `<MODEL_PATH>/adapter`,
+and runs the pipeline's Encoder for the registered `specter2` entry in a subprocess there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SIDE_PACKAGES = ("adapters==1.3.0", "transformers==4.57.6", "huggingface-hub==0.36.0",
+                 "tokenizers==0.22.1")
+ROOT = Path(__file__).resolve().parents[1]
+
+SCRIPT = """
+import json, sys, numpy as np, torch
+from adapters import AutoAdapterModel
+from transformers import AutoModel
+from pipeline.encoders import Encoder
+from pipeline.models import get_model
+folder = sys.argv[1]
+texts_in = [("Cardiac troponin in the elderly", "Troponin predicts infarction."),
+            ("Jurassic basins", "Limestone facies of marine sediments were sampled.")]
+model = AutoAdapterModel.from_pretrained(folder)
+model.add_adapter("proximity", config="seq_bn")
+torch.manual_seed(1)
+for name, p in model.named_parameters():
+    if "adapters." in name:
+        torch.nn.init.normal_(p, std=0.5)
+model.save_adapter(folder + "/adapter", "proximity")
+encoder = Encoder(get_model("specter2"), model_path=folder)
+texts = [encoder.format(t, a) for t, a in texts_in]
+vectors, _ = encoder.encode(texts, progress=False)
+batch = encoder.tokenizer(texts, padding=True, return_tensors="pt")
+model.set_active_adapters("proximity")
+with torch.inference_mode():
+    direct = model(**batch).last_hidden_state[:, 0].numpy()
+    base = AutoModel.from_pretrained(folder)(**batch).last_hidden_state[:, 0].numpy()
+base_encoder = Encoder(get_model("specter2-base"), model_path=folder)
+print(json.dumps({"adapter_vs_direct": float(np.abs(vectors - direct).max()),
+                  "adapter_vs_base": float(np.abs(vectors - base).max()),
+                  "base_vs_base": float(np.abs(base_encoder.encode(texts, progress=False)[0]
+                                               - base).max()),
+                  "active": str(encoder.model.active_adapters)}))
+"""
+
+
+@pytest.fixture(scope="session")
+def adapters_env() -> Path:
+    """transformers 4.57 + adapters, installed beside the project's packages (cached)."""
+    target = Path.home() / ".cache" / "mdcr-pipeline" / ("adapters-env-" + "-".join(
+        p.replace("==", "") for p in SIDE_PACKAGES))
+    if not (target / ".complete").exists():
+        shutil.rmtree(target, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                        "--target", str(target), *SIDE_PACKAGES], check=True)
+        (target / ".complete").touch()
+    return target
+
+
+def test_specter2_loads_its_proximity_adapter_from_model_path(adapters_env, tiny_bert,
+                                                              tmp_path):
+    folder = tmp_path / "specter2"
+    shutil.copytree(tiny_bert, folder)
+    env = {**os.environ, "PYTHONPATH": f"{adapters_env}{os.pathsep}{ROOT}",
+           "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(folder)], env=env,
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["adapter_vs_direct"] < 1e-4  # the pipeline's vectors are the adapter model's
+    assert out["adapter_vs_base"] > 1e-2  # and the adapter is really active
+    assert out["base_vs_base"] < 1e-4  # SPECTER2 Base: the same weights without it
+    assert "proximity" in out["active"]
