@@ -47,7 +47,8 @@ def main() -> None:
         f"Wall time of `make demo` after the install: **{total / 60:.1f} min** "
         f"(target: under 15 min).\n"
         + (f"MiniLM embedding throughput: **{embed[0]['papers_per_s']} papers/s** "
-           f"({embed[0]['embedded']} papers, max 256 tokens, batch 16, float32).\n"
+           f"({embed[0]['embedded']} papers, max 256 tokens, batches of up to 8,192 padded "
+           "tokens, float32).\n"
            if embed else "")
         + "\n" + report.split("\n", 1)[1]
         + "\n## Stage times (seconds)\n\n" + stage_table + "\n"

@@ -100,8 +100,8 @@ def compare(name: str, papers: list[tuple[str, str]], work: Path, repeats: int) 
     dtype = half_dtype(ours.device)
     # sentence-transformers on the same weights, precision, max length and pooling
     transformer = models.Transformer(source, max_seq_length=ours.max_length,
-                                     model_args={"dtype": dtype, "attn_implementation": "sdpa"})
-    pooling = models.Pooling(transformer.get_word_embedding_dimension(),
+                                     model_kwargs={"dtype": dtype, "attn_implementation": "sdpa"})
+    pooling = models.Pooling(transformer.get_embedding_dimension(),
                              pooling_mode="cls" if entry.pooling == "cls" else "mean")
     modules = [transformer, pooling] + ([models.Normalize()] if entry.normalize else [])
     peer = SentenceTransformer(modules=modules, device=str(ours.device))
