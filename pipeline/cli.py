@@ -304,7 +304,7 @@ def cmd_index(args: argparse.Namespace) -> None:
     for pool in _pools(args):
         with timed("index", _log_dir(args), model=entry.name, pool=pool):
             index(corpus_dir, index_root, pool, entry, args.threads, **(
-                _embed_options(args) if entry.kind == "dense" else {}))
+                _embed_options(args) if entry.embedded else {}))
 
 
 def cmd_search(args: argparse.Namespace) -> None:

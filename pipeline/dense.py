@@ -3,12 +3,14 @@ present, else torch matmul + top-k on the GPU, else Faiss on the CPU.
 
 The PyPI `faiss-gpu-cu12` wheel has no kernels for compute capability 9.0 (H100/H200); a tiny
 probe search is compared against the CPU result before a GPU index is trusted, so a broken
-build falls back instead of returning wrong neighbours.
+build falls back instead of returning wrong neighbours. Multi-vector models (ASPIRE) are
+searched by `maxsim_search`: torch, on the GPU or the CPU, exact.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from functools import cache
 
 import faiss
@@ -65,6 +67,106 @@ def torch_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Simi
                                    dim=1)
         best_i = torch.gather(torch.cat([best_i, i + lo], 1), 1, order)
     return best_s.cpu().numpy(), best_i.cpu().numpy()
+
+
+def paper_chunks(offsets: np.ndarray, max_rows: int) -> list[tuple[int, int]]:
+    """Consecutive paper ranges [lo, hi) of at most `max_rows` sentence rows each (one paper
+    at least), for papers whose rows are offsets[i]:offsets[i + 1]."""
+    chunks, lo, n = [], 0, len(offsets) - 1
+    while lo < n:
+        hi = max(int(np.searchsorted(offsets, offsets[lo] + max_rows, side="right")) - 1, lo + 1)
+        chunks.append((lo, hi))
+        lo = hi
+    return chunks
+
+
+def maxsim_search(queries: np.ndarray, query_offsets: np.ndarray, docs: np.ndarray,
+                  doc_offsets: np.ndarray, k: int, similarity: Similarity, device: str = "cpu",
+                  doc_rows: int | None = None, query_rows: int | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Multi-vector exact search (ts-ASPIRE, SPEC.md §5) over candidates held in memory:
+    candidate paper j is docs[doc_offsets[j]:doc_offsets[j + 1]] and its position is j.
+    maxsim_stream does the work, on chunks of `doc_rows` sentence rows (whole papers)."""
+    doc_rows = doc_rows or (1 << 16 if device.startswith("cuda") else 1 << 13)
+    doc_offsets = np.asarray(doc_offsets)
+    chunks = ((docs[doc_offsets[lo] : doc_offsets[hi]], doc_offsets[lo : hi + 1] - doc_offsets[lo],
+               np.arange(lo, hi)) for lo, hi in paper_chunks(doc_offsets, doc_rows))
+    return maxsim_stream(queries, query_offsets, chunks, k, similarity, device, query_rows)
+
+
+def maxsim_stream(queries: np.ndarray, query_offsets: np.ndarray,
+                  chunks: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]], k: int,
+                  similarity: Similarity, device: str = "cpu", query_rows: int | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """A candidate paper's score for a query paper is the maximum similarity over (query
+    sentence, candidate sentence) pairs, exact. Query paper i is
+    queries[query_offsets[i]:query_offsets[i + 1]]. Candidates come in chunks
+    (sentence rows, their paper offsets, the papers' positions in ascending order), so the
+    pool never has to fit in memory: a chunk goes to `device` once; for each query chunk of
+    `query_rows` sentences a torch matmul gives every pair's similarity, a segment max
+    (scatter_reduce 'amax') per query paper, then per candidate paper, and the chunk's top k
+    are merged into the running top k. Memory is bounded by query_rows x one chunk.
+
+    Returns (scores, positions), (queries, min(k, candidates)), as faiss_search does; tied
+    scores keep the lower position first, as np.argsort(-scores, kind="stable") would.
+    """
+    import torch
+
+    query_rows = query_rows or (1 << 12 if device.startswith("cuda") else 1 << 11)
+    queries = prepare(queries, similarity)
+    n_queries = len(query_offsets) - 1
+    q = torch.from_numpy(queries).to(device)
+    q_norm = (q * q).sum(1)
+    q_paper = torch.repeat_interleave(torch.arange(n_queries),
+                                      torch.from_numpy(np.diff(query_offsets))).to(device)
+    q_chunks = paper_chunks(np.asarray(query_offsets), query_rows)
+    best_s = torch.full((n_queries, 0), float("-inf"), device=device)
+    best_p = torch.zeros((n_queries, 0), dtype=torch.long, device=device)
+    for docs, doc_offsets, positions in chunks if k > 0 and q_chunks else []:
+        x = torch.from_numpy(prepare(docs, similarity)).to(device)
+        n_docs = len(doc_offsets) - 1
+        x_paper = torch.repeat_interleave(torch.arange(n_docs),
+                                          torch.from_numpy(np.diff(doc_offsets))).to(device)
+        x_norm = (x * x).sum(1)
+        chunk_s, chunk_i = [], []
+        for q_lo, q_hi in q_chunks:
+            a, b = int(query_offsets[q_lo]), int(query_offsets[q_hi])
+            pairs = q[a:b] @ x.T
+            if similarity == "l2":  # negated squared distance
+                pairs = 2 * pairs - q_norm[a:b, None] - x_norm[None, :]
+            per_query = torch.full((q_hi - q_lo, len(x)), float("-inf"), device=device)
+            per_query.scatter_reduce_(0, (q_paper[a:b] - q_lo)[:, None].expand_as(pairs), pairs,
+                                      "amax")
+            per_paper = torch.full((q_hi - q_lo, n_docs), float("-inf"), device=device)
+            per_paper.scatter_reduce_(1, x_paper[None, :].expand_as(per_query), per_query,
+                                      "amax")
+            s, i = torch.sort(per_paper, dim=1, descending=True, stable=True)
+            chunk_s.append(s[:, :k])
+            chunk_i.append(i[:, :k])
+        chunk_p = torch.from_numpy(np.asarray(positions, dtype=np.int64)).to(device)
+        scores = torch.cat([best_s, torch.cat(chunk_s)], 1)
+        found = torch.cat([best_p, chunk_p[torch.cat(chunk_i)]], 1)
+        # score descending, then position ascending: sort by position, then stably by score
+        by_position = torch.argsort(found, dim=1)
+        scores, found = scores.gather(1, by_position), found.gather(1, by_position)
+        order = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :k]
+        best_s, best_p = scores.gather(1, order), found.gather(1, order)
+    return best_s.cpu().numpy(), best_p.cpu().numpy()
+
+
+def maxsim_device(backend: str) -> str:
+    """The torch device of a multi-vector search: auto takes the GPU when one is visible;
+    torch-cpu / torch-cuda are honoured (no GPU: an error); Faiss cannot take a maximum over
+    sentence pairs, so a Faiss backend is an error, never a silent switch."""
+    if backend.startswith("faiss"):
+        raise InputError(f"--backend {backend}: multi-vector models are searched with torch; "
+                         "use --backend auto, torch-cpu or torch-cuda")
+    check_backend(backend)
+    if backend == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return backend.split("-")[1]
 
 
 @cache

@@ -5,6 +5,8 @@
 part with its checksum. Every pool of the corpus shares the store: a paper is embedded once
 per model, and a later pool embeds only the papers it adds. `--shard i --num-shards n` embeds
 the missing papers whose corpusid % n == i, so a SLURM job array splits the work.
+A multi-vector store (ASPIRE, `pipeline/multivector.py`) has one row per sentence: an extra
+column `sentence: int16` (0 = the title), rows sorted by (corpusid, sentence).
 """
 
 from __future__ import annotations
@@ -55,10 +57,11 @@ def _parts(store: Path) -> list[dict]:
 
 
 def stored_ids(store: Path) -> np.ndarray:
-    """Sorted ids of every paper in the store (reads only the id column, memory-mapped)."""
+    """Sorted unique ids of every paper in the store (reads only the id column,
+    memory-mapped; a multi-vector store has one row per sentence)."""
     ids = [ipc.open_file(pa.memory_map(str(store / p["file"]))).read_all()
            .column("corpusid").to_numpy() for p in _parts(store)]
-    return np.sort(np.concatenate(ids)) if ids else np.empty(0, dtype=np.int64)
+    return np.unique(np.concatenate(ids)) if ids else np.empty(0, dtype=np.int64)
 
 
 def load_vectors(store: Path, ids: np.ndarray) -> np.ndarray:
@@ -68,6 +71,9 @@ def load_vectors(store: Path, ids: np.ndarray) -> np.ndarray:
     found_ids, found_vecs = [], []
     for part in _parts(store):
         table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
+        if "sentence" in table.column_names:
+            raise InputError(f"{store} holds one vector per sentence: read it with "
+                             "pipeline.multivector.load_sentence_vectors")
         part_ids = table.column("corpusid").to_numpy()
         hit = np.isin(part_ids, wanted)
         if hit.any():
@@ -92,9 +98,21 @@ def pool_ids(corpus_dir: Path, pool: str) -> np.ndarray:
     return np.union1d(candidates["corpusid"].to_numpy(), queries["corpusid"].to_numpy())
 
 
+def missing_ids(corpus_dir: Path, store: Path, pools: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(needed, missing): sorted ids of the pools' papers, and those not yet in the store.
+    Shard i of n embeds the missing ids with id % n == i (embed; slurm.missing_per_shard)."""
+    needed = np.unique(np.concatenate([pool_ids(corpus_dir, p) for p in pools]))
+    return needed, np.setdiff1d(needed, stored_ids(store))
+
+
 def _store_config(entry: ModelEntry, max_length: int, dtype: str, dim: int) -> dict:
-    return {"model": entry.describe(), "max_length": max_length, "dtype": dtype, "dim": dim,
-            "text_format": f"{entry.text_prefix}{{title}}{{sep_token}}{{abstract}}"}
+    config = {"model": entry.describe(), "max_length": max_length, "dtype": dtype, "dim": dim,
+              "text_format": f"{entry.text_prefix}{{title}}{{sep_token}}{{abstract}}"}
+    if entry.kind == "multi-vector":
+        from pipeline.multivector import STORE_CONFIG
+
+        config["multi_vector"] = STORE_CONFIG
+    return config
 
 
 def _check_config(store: Path, config: dict) -> None:
@@ -105,18 +123,22 @@ def _check_config(store: Path, config: dict) -> None:
 
 
 def _write_part(store: Path, ids: np.ndarray, vectors: np.ndarray, dtype: str) -> dict:
-    order = np.argsort(ids)
+    columns, counts = {}, {}
+    if not isinstance(vectors, np.ndarray):  # multivector.SentenceVectors: a row per sentence
+        ids, columns, vectors, counts = vectors.part(ids)
+    order = np.argsort(ids, kind="stable")  # stable: a paper's sentences stay in order
     ids, vectors = ids[order], vectors[order]
     name = f"part-{hashlib.sha1(ids.tobytes()).hexdigest()[:16]}.arrow"
     flat = pa.array(vectors.astype(np.float16 if dtype == "float16" else np.float32).ravel())
     table = pa.table({
         "corpusid": pa.array(ids, type=pa.int64()),
+        **{column: pa.array(values[order]) for column, values in columns.items()},
         "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]),
     })
     with atomic_path(store / name) as tmp, ipc.new_file(str(tmp), table.schema) as writer:
         writer.write_table(table)
     return {"file": name, "rows": len(ids), **fingerprint(store / name),
-            "min_id": int(ids[0]), "max_id": int(ids[-1])}
+            "min_id": int(ids[0]), "max_id": int(ids[-1]), **counts}
 
 
 def mark_covered(corpus_dir: Path, store: Path, pools: list[str]) -> list[str]:
@@ -183,15 +205,17 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
         raise InputError(f"no pools under {corpus_dir}/pools: build one with `make pool`")
     store = store_dir(index_root, corpus_dir.name, entry.name)
     start = time.perf_counter()
-    needed = np.unique(np.concatenate([pool_ids(corpus_dir, p) for p in pools]))
-    missing = np.setdiff1d(needed, stored_ids(store))
+    needed, missing = missing_ids(corpus_dir, store, pools)
     missing = missing[missing % num_shards == shard]
     info = {"model": entry.name, "pools": pools, "needed": len(needed), "embedded": len(missing),
             "shard": shard, "num_shards": num_shards}
     if len(missing):
         from pipeline.encoders import MAX_BATCH, Encoder, default_budget
+        from pipeline.multivector import SentenceEncoder
 
-        encoder = Encoder(entry, model_path=model_path, device=device)
+        # multi-vector (ASPIRE): one vector per sentence, driven through the same loop
+        kind = SentenceEncoder if entry.kind == "multi-vector" else Encoder
+        encoder = kind(entry, model_path=model_path, device=device)
         config = _store_config(entry, encoder.max_length, dtype, encoder.dim)
         _check_config(store, config)
         budget = token_budget or default_budget(encoder.device)
@@ -217,7 +241,8 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
             written.result()
         info.update(papers_per_s=round(len(missing) / seconds, 2),
                     tokens_per_s=round(n_tokens / seconds, 1), device=str(encoder.device),
-                    token_budget=budget, dtype_compute=str(encoder.model.dtype))
+                    token_budget=budget, dtype_compute=str(encoder.model.dtype),
+                    **getattr(encoder, "counts", {}))  # multi-vector: sentences, truncated
     with file_lock(store / ".lock"):
         info["covered_pools"] = mark_covered(corpus_dir, store, pools)
     info["seconds"] = round(time.perf_counter() - start, 2)

@@ -46,6 +46,19 @@ def batch_rows(longest: int, budget: int, max_batch: int = MAX_BATCH) -> int:
     return int(max(1, min(budget // max(int(longest), 1), max_batch)))
 
 
+def batch_of(todo: np.ndarray, lengths: np.ndarray, budget: int, max_batch: int = MAX_BATCH,
+             one_length: bool = False) -> np.ndarray:
+    """The next batch: the head of `todo` (indices sorted by length, longest first) that fits
+    the token budget. `one_length` (on a CPU) also stops where the length changes: without
+    padding a sequence's vector does not depend on what it is batched with (on a CPU even
+    bit for bit), so a store is identical whatever the number of shards."""
+    head = todo[: batch_rows(lengths[todo[0]], budget, max_batch)]
+    if one_length:
+        head = head[: int(np.argmax(lengths[head] != lengths[head[0]]))
+                    or len(head)]
+    return head
+
+
 def model_source(entry: ModelEntry, model_path: str | Path | None = None) -> str:
     """Where `from_pretrained` loads the weights from: a local folder or a Hugging Face id."""
     if model_path is not None:
@@ -109,15 +122,21 @@ def pick_device(device: str | None = None) -> torch.device:
 class Encoder:
     """A transformer encoder with the registry entry's input format and pooling."""
 
+    kinds: tuple[str, ...] = ("dense",)  # entry kinds it embeds (multivector.SentenceEncoder)
+
     def __init__(self, entry: ModelEntry, model_path: str | Path | None = None,
                  device: str | None = None):
         from transformers import AutoModel, AutoTokenizer
 
-        if entry.kind != "dense":
-            raise InputError(f"MODEL {entry.name} is a {entry.kind} model: only dense "
-                             "single-vector encoders are embedded by this stage")
+        if entry.kind not in self.kinds:
+            raise InputError(f"MODEL {entry.name} is a {entry.kind} model: "
+                             f"{type(self).__name__} embeds {' or '.join(self.kinds)} models "
+                             "only (multi-vector: pipeline.multivector.SentenceEncoder)")
         self.entry = entry
         self.device = pick_device(device)
+        # CPU: batches of one token length (batch_of), so vectors are bit-identical however
+        # the papers are sharded; a GPU packs mixed lengths (faster, equal up to rounding)
+        self.one_length = self.device.type == "cpu"
         source = model_source(entry, model_path)
         offline = hub_offline(source, entry)
         try:
@@ -186,7 +205,7 @@ class Encoder:
             len(ids), progress)
         start, done_tokens = time.perf_counter(), 0
         def cut(rest: np.ndarray) -> np.ndarray:
-            return rest[: batch_rows(lengths[rest[0]], budget, max_batch)]
+            return batch_of(rest, lengths, budget, max_batch, self.one_length)
 
         with ThreadPoolExecutor(1) as prefetch:
             idx = cut(todo)

@@ -37,6 +37,12 @@ class ModelEntry:
     def describe(self) -> dict:
         return asdict(self)
 
+    @property
+    def embedded(self) -> bool:
+        """Whether the model has an embedding store (dense: a vector per paper;
+        multi-vector: a vector per sentence) that the embed stage fills."""
+        return self.kind in ("dense", "multi-vector")
+
 
 REGISTRY: dict[str, ModelEntry] = {}
 
@@ -64,11 +70,13 @@ register(ModelEntry("specter2", "dense", "allenai/specter2_base", "cls", "l2",
                     adapter="allenai/specter2",
                     notes="proximity adapter, loaded with the `adapters` library"))
 register(ModelEntry("aspire-bio", "multi-vector",
-                    "allenai/aspire-contextualsentence-singlem-biomed", "mean", "ip",
-                    notes="one vector per sentence; paper score = max sentence-pair similarity"))
+                    "allenai/aspire-contextualsentence-singlem-biomed", "mean", "l2",
+                    notes="one vector per sentence; paper score = min sentence-pair L2 distance "
+                          "(ts-ASPIRE, as its model card ranks)"))
 register(ModelEntry("aspire-cs", "multi-vector",
-                    "allenai/aspire-contextualsentence-singlem-compsci", "mean", "ip",
-                    notes="one vector per sentence; paper score = max sentence-pair similarity"))
+                    "allenai/aspire-contextualsentence-singlem-compsci", "mean", "l2",
+                    notes="one vector per sentence; paper score = min sentence-pair L2 distance "
+                          "(ts-ASPIRE, as its model card ranks)"))
 register(ModelEntry("e5-base-v2", "dense", "intfloat/e5-base-v2", "mean", "cosine",
                     normalize=True, text_prefix="passage: "))
 register(ModelEntry("mpnet", "dense", "sentence-transformers/all-mpnet-base-v2", "mean",

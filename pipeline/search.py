@@ -1,8 +1,9 @@
 """Index a pool and retrieve the top 500 for its queries with any registered model.
 
 `index` builds what a model searches: a Lucene index for BM25, the embedding store for a dense
-encoder. `search` writes `runs/<corpus>/<pool>/<model>.trec` and `.parquet` in rank order with
-trec_eval's tie-break (score descending, then docid descending as a string), after removing
+or multi-vector (ASPIRE: one vector per sentence, `pipeline/multivector.py`) encoder. `search`
+writes `runs/<corpus>/<pool>/<model>.trec` and `.parquet` in rank order with trec_eval's
+tie-break (score descending, then docid descending as a string), after removing
 each query paper from its own results (MDCR §3: queries never retrieve themselves).
 """
 
@@ -64,7 +65,7 @@ def index(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry, thre
                 return {"model": entry.name, "pool": pool, "up_to_date": True}
             return bm25.build_index(_papers(corpus_dir, candidates["corpusid"]), target,
                                     threads, params)
-    if entry.kind == "dense":
+    if entry.embedded:
         return embed(corpus_dir, index_root, entry, pools=[pool], **embed_options)
     if entry.kind == "random":
         return {"model": entry.name, "pool": pool, "note": "nothing to index"}
@@ -142,6 +143,10 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
         from pipeline.dense import check_backend
 
         check_backend(backend)  # before any work: a GPU backend forced where there is none
+    elif entry.kind == "multi-vector":
+        from pipeline.dense import maxsim_device
+
+        maxsim_device(backend)  # before any work: a Faiss backend, or a GPU that is not there
     queries, candidates, _ = load_pool(corpus_dir, pool)
     details: dict = {}
     if entry.kind == "bm25":
@@ -155,6 +160,13 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
         details = {"k1": k1, "b": b, "capped_queries": capped}
     elif entry.kind == "dense":
         hits, details = _dense_hits(corpus_dir, index_root, entry, queries, candidates, k + 1,
+                                    backend)
+    elif entry.kind == "multi-vector":  # best sentence pair (ts-ASPIRE), exact
+        from pipeline.multivector import maxsim_hits
+
+        hits, details = maxsim_hits(store_dir(index_root, corpus_dir.name, entry.name),
+                                    queries["corpusid"].to_numpy(),
+                                    candidates["corpusid"].to_numpy(), k + 1, entry.similarity,
                                     backend)
     elif entry.kind == "random":
         hits = _random_hits(queries, candidates, k + 1, seed)

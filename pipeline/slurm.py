@@ -165,20 +165,18 @@ def missing_per_shard(corpus_dir: Path, index_root: Path, entry: ModelEntry,
                       pools: list[str] | None, num_shards: int) -> list[int]:
     """Papers of the pools that shard i of n has still to embed, for each i (all 0: every
     shard is in). Models that embed nothing (bm25, random) have nothing missing."""
-    if entry.kind != "dense":
+    if not entry.embedded:
         return [0] * num_shards
     import numpy as np
 
-    from pipeline.embed import pool_ids, store_dir, stored_ids
+    from pipeline.embed import missing_ids, store_dir
     from pipeline.pools import list_pools
 
     pools = pools or list_pools(corpus_dir)
     if not pools:
         raise InputError(f"no pools under {corpus_dir}/pools: build one with `make pool`")
-    needed = np.unique(np.concatenate([pool_ids(corpus_dir, p) for p in pools]))
-    # the same selection as embed(): stored papers are skipped, shard i takes id % n == i
-    missing = np.setdiff1d(needed, stored_ids(store_dir(index_root, corpus_dir.name,
-                                                        entry.name)))
+    _, missing = missing_ids(corpus_dir, store_dir(index_root, corpus_dir.name, entry.name),
+                             pools)
     return np.bincount(missing % num_shards, minlength=num_shards).tolist()
 
 

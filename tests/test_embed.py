@@ -126,10 +126,13 @@ def test_unreachable_hub_is_detected_up_front(monkeypatch, tmp_path):
         Encoder(get_model("scincl"))
 
 
-def test_multi_vector_models_are_refused_clearly():
+def test_dense_encoder_refuses_multi_vector_models_clearly():
+    """ASPIRE is embedded per sentence by multivector.SentenceEncoder (tests/test_multivector.py);
+    the single-vector Encoder says so before loading anything."""
     from pipeline.models import get_model
 
-    with pytest.raises(InputError, match="multi-vector"):
+    with pytest.raises(InputError, match="multi-vector model: Encoder embeds dense models only "
+                                         r"\(multi-vector: pipeline.multivector.SentenceEncoder"):
         Encoder(get_model("aspire-cs"))
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pipeline.embed import embed, load_vectors, pool_ids, store_dir
-from pipeline.encoders import Encoder, batch_rows
+from pipeline.encoders import Encoder, batch_of, batch_rows
 from pipeline.models import ModelEntry
 from tests.conftest import POOL_SIZES, pool_of
 
@@ -32,7 +32,18 @@ def test_batch_rows_respects_the_budget():
     assert batch_rows(9000, 8192) == 1  # one sequence always fits
 
 
+def test_cpu_batches_hold_one_length():
+    lengths = np.array([9, 9, 9, 7, 7, 5])
+    todo = np.arange(6)
+    assert batch_of(todo, lengths, 100).tolist() == [0, 1, 2, 3, 4, 5]
+    assert batch_of(todo, lengths, 100, one_length=True).tolist() == [0, 1, 2]
+    assert batch_of(todo, lengths, 18, one_length=True).tolist() == [0, 1]
+    assert batch_of(todo[3:], lengths, 100, one_length=True).tolist() == [3, 4]
+
+
 def test_batches_are_packed_by_tokens_and_sorted_by_length(encoder, texts, monkeypatch):
+    """The GPU path (mixed lengths in a batch), run on the CPU."""
+    monkeypatch.setattr(encoder, "one_length", False)
     seen: list[tuple[int, int]] = []
     real = Encoder._forward
 
@@ -48,11 +59,17 @@ def test_batches_are_packed_by_tokens_and_sorted_by_length(encoder, texts, monke
     assert len(seen) < len(texts) / 8  # packed, not one by one
 
 
-def test_vectors_do_not_depend_on_the_batching(encoder, texts):
-    """Padding and batch composition must not change a paper's vector (masking is right)."""
+def test_vectors_do_not_depend_on_the_batching(encoder, texts, monkeypatch):
+    """Padding and batch composition must not change a paper's vector (masking is right):
+    on a CPU bit for bit (batches of one length), with padding up to rounding."""
     packed, tokens = encoder.encode(texts, token_budget=4096, progress=False)
     alone = np.concatenate([encoder.encode([t], progress=False)[0] for t in texts[:40]])
-    np.testing.assert_allclose(packed[:40], alone, rtol=1e-4, atol=1e-5)
+    assert np.array_equal(packed[:40], alone)
+    assert np.array_equal(encoder.encode(texts[::-1], token_budget=512, progress=False)[0],
+                          packed[::-1])
+    monkeypatch.setattr(encoder, "one_length", False)
+    padded, _ = encoder.encode(texts, token_budget=4096, progress=False)
+    np.testing.assert_allclose(padded, packed, rtol=1e-4, atol=1e-5)
     lengths = [len(x) for x in encoder.tokenize(texts)]
     assert tokens == sum(lengths) and max(lengths) <= encoder.max_length
 
@@ -77,7 +94,7 @@ def test_out_of_memory_halves_the_budget_and_retries(encoder, texts, monkeypatch
 
 def test_store_does_not_depend_on_parts_or_shards(corpus_dir, tmp_path, tiny_bert):
     """One process with big parts, or 3 shards with small parts and a small budget: the
-    same ids and the same vectors (float tolerance: batches differ)."""
+    same ids and the same vectors, bit for bit (CPU batches hold one length)."""
     from pipeline.models import REGISTRY
 
     entry = ModelEntry("tiny-cls", "dense", str(tiny_bert), "cls", "l2", max_length=128)
@@ -93,4 +110,4 @@ def test_store_does_not_depend_on_parts_or_shards(corpus_dir, tmp_path, tiny_ber
     ids = pool_ids(corpus_dir, pool)
     one = load_vectors(store_dir(tmp_path / "one", corpus_dir.name, entry.name), ids)
     three = load_vectors(store_dir(tmp_path / "three", corpus_dir.name, entry.name), ids)
-    np.testing.assert_allclose(one, three, rtol=1e-4, atol=1e-5)
+    assert np.array_equal(one, three)

@@ -30,6 +30,9 @@ STAGES: list[tuple[str, list[str], int]] = [
     ("index", ["index", "--corpus", "c", "--model", "bm25", "--threads", "1"], 3),
     ("search-bm25", ["search", "--corpus", "c", "--model", "bm25", "--threads", "1"], 2),
     ("search-dense", ["search", "--corpus", "c", "--model", "scibert"], 3),
+    ("embed-multi-vector", ["embed", "--corpus", "c", "--model", "aspire-cs", "--model-path",
+                            "{model}", "--part-size", "200"], 3),
+    ("search-multi-vector", ["search", "--corpus", "c", "--model", "aspire-cs"], 2),
     ("eval", ["eval", "--corpus", "c", "--model", "bm25"], 4),
 ]
 VOLATILE = ("manifest.json", ".eval.json", "stage-times.jsonl", ".lock")
