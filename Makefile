@@ -113,14 +113,14 @@ CHECK := $(shell $(PYTHON) -m pipeline check --CORPUS $(call q,$(CORPUS)) \
 ifneq ($(CHECK),)
 $(error $(CHECK))
 endif
-ifneq ($(filter eval,$(MAKECMDGOALS)),)
+ifneq ($(filter eval index search,$(MAKECMDGOALS)),)
 ifeq ($(strip $(POOLS)),)
 $(error error: no pools for CORPUS=$(CORPUS) under $(CDIR)/pools: build one first, e.g. make pool SIZE=10k)
 endif
 endif
 
-.PHONY: help setup demo test lint corpus pool pools-paper embed eval report verify models \
-	clean-demo
+.PHONY: help setup setup-gpu demo test lint corpus pool pools-paper embed index search eval report \
+	verify models clean-demo
 # Pattern-built files are kept (make would delete intermediates), and a recipe that fails
 # leaves no target behind that looks up to date.
 .PRECIOUS: $(RUNS)/%/$(MODEL_NAME).parquet $(CDIR)/pools/%/manifest.json
@@ -132,10 +132,13 @@ help:
 	@echo "make pool [FIELD=f] SIZE=20k   build a dataset-level (or field-level) pool"
 	@echo "make pools-paper               the paper's grid: test and validation pools"
 	@echo "make eval MODEL=bm25|minilm|.. index, search and score every pool of CORPUS"
+	@echo "make index MODEL=..            only index (Lucene / embeddings) every pool of CORPUS"
+	@echo "make search MODEL=..           only index and search: the runs, unscored"
 	@echo "make embed [EXECUTOR=slurm SHARDS=16]  embed the pools' papers (a SLURM job array)"
 	@echo "make report                    tables and plots under runs/reports/"
 	@echo "make verify                    check every artifact: corrupt, partial or stale?"
 	@echo "make models                    list the model registry"
+	@echo "make setup-gpu                  on a GPU node: Faiss GPU in place of faiss-cpu"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -147,6 +150,14 @@ $(STAMP): pyproject.toml
 	touch $@
 
 setup: $(STAMP)
+
+# On a GPU node: Faiss GPU in place of faiss-cpu (the `gpu` extra; see pyproject.toml). Both
+# wheels fill the module folder `faiss/`: install the GPU one, remove the CPU one, then put the
+# GPU one's files back.
+setup-gpu: $(STAMP)
+	$(VENV)/bin/pip install --quiet -e '.[gpu]'
+	$(VENV)/bin/pip uninstall --quiet -y faiss-cpu
+	$(VENV)/bin/pip install --quiet --force-reinstall --no-deps 'faiss-gpu-cu12>=1.10'
 
 models: $(STAMP)
 	@$(PIPE) models
@@ -214,6 +225,14 @@ $(RUNS)/%/$(MODEL_NAME).parquet: $(CDIR)/pools/%/manifest.json | $(STAMP)
 		--threads $(call q,$(THREADS))
 	$(PIPE) search --corpus $(call q,$(CORPUS)) --pool $(call q,$*) --model $(call q,$(MODEL_NAME)) \
 		--threads $(call q,$(THREADS))
+
+# Each stage on its own (to time it, or to run it as a batch job): `index` is a no-op for a
+# pool whose index is current; `search` makes the runs that `eval` scores.
+index: | $(STAMP)
+	$(foreach p,$(POOLS),$(PIPE) index --corpus $(call q,$(CORPUS)) --pool $(call q,$(p)) \
+		$(MODEL_ARGS) --threads $(call q,$(THREADS)) &&) true
+
+search: $(foreach p,$(POOLS),$(RUNS)/$(p)/$(MODEL_NAME).parquet)
 
 $(RUNS)/%/$(MODEL_NAME).eval.json: $(RUNS)/%/$(MODEL_NAME).parquet
 	$(PIPE) eval --corpus $(call q,$(CORPUS)) --pool $(call q,$*) --model $(call q,$(MODEL_NAME))

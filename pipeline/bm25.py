@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import orjson
@@ -188,6 +188,19 @@ def search(queries: pl.DataFrame, index_dir: Path, k: int, k1: float = 0.9, b: f
     to be capped. Returns the hits (query, doc, score) and the ids of capped queries. A failed
     search keeps Anserini's log in `log_dir` (default: beside the index).
     """
+    runs, capped = search_grid(queries, index_dir, k, [k1], [b], threads, max_clauses,
+                               pool_papers, log_dir)
+    return runs[(k1, b)], capped
+
+
+def search_grid(queries: pl.DataFrame, index_dir: Path, k: int, k1s: Sequence[float],
+                bs: Sequence[float], threads: int = 2, max_clauses: int = MAX_CLAUSES,
+                pool_papers: Callable[[], pl.DataFrame] | None = None,
+                log_dir: Path | None = None
+                ) -> tuple[dict[tuple[float, float], pl.DataFrame], list[int]]:
+    """`search` for every (k1, b) of k1s x bs in ONE Java process (Anserini's SearchCollection
+    takes lists and writes one run per pair, `<output>_bm25(k1=..,b=..)_default`): the hits
+    of each pair, and the ids of capped queries."""
     log_dir = log_dir or index_dir.parent
     if not (index_dir / MANIFEST).exists():
         raise InputError(f"no Lucene index at {index_dir}: run the index stage first")
@@ -207,24 +220,31 @@ def search(queries: pl.DataFrame, index_dir: Path, k: int, k1: float = 0.9, b: f
                 capped.append(int(queries["corpusid"][i]))
         print(f"[bm25] {len(capped)} queries cut to {max_clauses} terms: {capped[:10]}",
               file=sys.stderr)
+    pairs = [(k1, b) for k1 in k1s for b in bs]
     with scratch_dir(log_dir, "bm25-search") as tmp:
         topics = tmp / "topics.tsv"
         topics.write_text("".join(f"{q}\t{t}\n" for q, t in
                                   zip(queries["corpusid"], texts, strict=True)))
         run_file = tmp / "run.txt"
+        outputs = ({pairs[0]: run_file} if len(pairs) == 1 else
+                   {(k1, b): tmp / f"run.txt_bm25(k1={k1},b={b})_default" for k1, b in pairs})
         run_anserini("io.anserini.search.SearchCollection", [
             "-index", str(lucene_dir(index_dir)), "-topics", str(topics), "-topicReader", "TsvInt",
-            "-output", str(run_file), "-bm25", "-bm25.k1", str(k1), "-bm25.b", str(b),
-            "-hits", str(k), "-threads", str(threads),
-        ], tmp / "search.log", log_dir / "bm25-search.failed.log", run_file)
-        if run_file.stat().st_size == 0:
-            return pl.DataFrame(schema={"query": pl.Int64, "doc": pl.Int64,
-                                        "score": pl.Float64}), capped
-        hits = pl.read_csv(run_file, separator=" ", has_header=False,
-                           new_columns=["query", "q0", "doc", "rank", "score", "tag"],
-                           schema_overrides={"query": pl.Int64, "doc": pl.Int64,
-                                             "score": pl.Float64})
-    return hits.select("query", "doc", "score"), capped
+            "-output", str(run_file), "-bm25", "-bm25.k1", *map(str, k1s),
+            "-bm25.b", *map(str, bs), "-hits", str(k), "-threads", str(threads),
+        ], tmp / "search.log", log_dir / "bm25-search.failed.log", outputs[pairs[-1]])
+        return {pair: _read_run(path) for pair, path in outputs.items()}, capped
+
+
+def _read_run(run_file: Path) -> pl.DataFrame:
+    """(query, doc, score) of an Anserini run file."""
+    if run_file.stat().st_size == 0:
+        return pl.DataFrame(schema={"query": pl.Int64, "doc": pl.Int64, "score": pl.Float64})
+    hits = pl.read_csv(run_file, separator=" ", has_header=False,
+                       new_columns=["query", "q0", "doc", "rank", "score", "tag"],
+                       schema_overrides={"query": pl.Int64, "doc": pl.Int64,
+                                         "score": pl.Float64})
+    return hits.select("query", "doc", "score")
 
 
 def index_is_current(index_dir: Path, parameters: dict) -> bool:

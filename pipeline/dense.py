@@ -35,37 +35,73 @@ def _faiss_index(dim: int, similarity: Similarity) -> faiss.Index:
 
 
 def faiss_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Similarity,
-                 gpu: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                 gpu: bool = False, doc_chunk: int = 1 << 17) -> tuple[np.ndarray, np.ndarray]:
     """(scores, positions) of the top-k docs per query; higher score = more similar
-    (L2 scores are negated squared distances). Missing hits have position -1."""
-    index = _faiss_index(docs.shape[1], similarity)
+    (L2 scores are negated squared distances). Missing hits have position -1.
+
+    On the CPU the docs are searched `doc_chunk` rows at a time (each made float32, unit
+    length for cosine, as it goes) and the results merged in a Faiss ResultHeap: memory is the
+    docs as given (float16 stays float16) plus one chunk, any k. Faiss GPU holds the whole
+    float32 matrix on the device and takes k <= GPU_MAX_K."""
+    queries = prepare(queries, similarity)
+    k = min(k, len(docs))
     if gpu:
-        index = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), 0, index)
-    index.add(docs)
-    scores, positions = index.search(queries, min(k, len(docs)))
+        index = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), 0,
+                                       _faiss_index(docs.shape[1], similarity))
+        index.add(prepare(docs, similarity))
+        scores, positions = index.search(queries, k)
+        return (-scores if similarity == "l2" else scores), positions
+    heap = faiss.ResultHeap(len(queries), k, keep_max=similarity != "l2")
+    for lo in range(0, len(docs), doc_chunk) if k else []:
+        index = _faiss_index(docs.shape[1], similarity)
+        index.add(prepare(docs[lo : lo + doc_chunk], similarity))
+        scores, positions = index.search(queries, min(k, index.ntotal))
+        heap.add_result(scores, np.where(positions >= 0, positions + lo, -1))
+    heap.finalize()
+    scores, positions = heap.D, heap.I
     return (-scores if similarity == "l2" else scores), positions
 
 
 def torch_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Similarity,
-                 device: str = "cuda", doc_chunk: int = 1 << 18
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """The same contract as faiss_search, with torch matmul + topk (GPU fallback)."""
+                 device: str = "cuda", doc_chunk: int | None = None,
+                 query_chunk: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The contract of faiss_search with torch: chunks of `doc_chunk` docs go to the device
+    as stored (float16 moves half the bytes), become float32 there (unit length for cosine),
+    and meet chunks of `query_chunk` queries in an fp32 matmul (TF32 off: exact scores); each
+    block's top k is merged into the running top k. Memory: the queries, one doc chunk and
+    one query_chunk x doc_chunk block of scores. Any k."""
     import torch
 
+    cuda = device.startswith("cuda")
+    doc_chunk = doc_chunk or (1 << 18 if cuda else 1 << 14)
+    query_chunk = query_chunk or (1 << 12 if cuda else 1 << 10)
     k = min(k, len(docs))
-    q = torch.from_numpy(queries).to(device)
+    q = torch.from_numpy(prepare(queries, similarity)).to(device)
     q_norm = (q * q).sum(1, keepdim=True)
     best_s = torch.full((len(q), 0), float("-inf"), device=device)
     best_i = torch.zeros((len(q), 0), dtype=torch.long, device=device)
-    for lo in range(0, len(docs), doc_chunk):
-        x = torch.from_numpy(docs[lo : lo + doc_chunk]).to(device)
-        scores = q @ x.T
-        if similarity == "l2":
-            scores = 2 * scores - q_norm - (x * x).sum(1)[None, :]
-        s, i = torch.topk(scores, min(k, scores.shape[1]), dim=1)
-        best_s, order = torch.topk(torch.cat([best_s, s], 1), min(k, best_s.shape[1] + s.shape[1]),
-                                   dim=1)
-        best_i = torch.gather(torch.cat([best_i, i + lo], 1), 1, order)
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for lo in range(0, len(docs), doc_chunk) if k else []:
+            x = torch.from_numpy(np.ascontiguousarray(docs[lo : lo + doc_chunk])).to(
+                device, non_blocking=True).float()
+            if similarity == "cosine":
+                x = torch.nn.functional.normalize(x, dim=1, eps=1e-12)
+            x_norm = (x * x).sum(1)[None, :]
+            chunk_s, chunk_i = [], []
+            for q_lo in range(0, len(q), query_chunk):
+                scores = q[q_lo : q_lo + query_chunk] @ x.T
+                if similarity == "l2":
+                    scores = 2 * scores - q_norm[q_lo : q_lo + query_chunk] - x_norm
+                s, i = torch.topk(scores, min(k, scores.shape[1]), dim=1)
+                chunk_s.append(s)
+                chunk_i.append(i + lo)
+            merged_s = torch.cat([best_s, torch.cat(chunk_s)], 1)
+            best_s, order = torch.topk(merged_s, min(k, merged_s.shape[1]), dim=1)
+            best_i = torch.gather(torch.cat([best_i, torch.cat(chunk_i)], 1), 1, order)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
     return best_s.cpu().numpy(), best_i.cpu().numpy()
 
 
@@ -203,10 +239,12 @@ def check_backend(backend: str) -> None:
 def exact_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Similarity,
                  backend: str = "auto") -> tuple[np.ndarray, np.ndarray, str]:
     """Exact top-k with the best available backend; returns (scores, positions, backend).
+    `docs` may be float16 (a float16 store): chunks are made float32 as they are searched.
 
-    backend: auto | faiss-cpu | faiss-gpu | torch-cuda | torch-cpu.
+    backend: auto (Faiss GPU if its probe passes and k <= GPU_MAX_K, else torch on the GPU,
+    else Faiss CPU) | faiss-cpu | faiss-gpu | torch-cuda | torch-cpu. A forced backend that
+    cannot run is an error.
     """
-    queries, docs = prepare(queries, similarity), prepare(docs, similarity)
     if backend == "auto":
         backend = "faiss-cpu"
         try:
@@ -217,6 +255,9 @@ def exact_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Simi
         except ImportError:
             pass
     check_backend(backend)
+    if backend == "faiss-gpu" and k > GPU_MAX_K:
+        raise InputError(f"--backend faiss-gpu: k={k} is over Faiss GPU's limit of {GPU_MAX_K}; "
+                         "use --backend torch-cuda (or auto)")
     if backend.startswith("torch"):
         scores, positions = torch_search(queries, docs, k, similarity,
                                          device=backend.split("-")[1])

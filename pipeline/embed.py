@@ -64,32 +64,42 @@ def stored_ids(store: Path) -> np.ndarray:
     return np.unique(np.concatenate(ids)) if ids else np.empty(0, dtype=np.int64)
 
 
-def load_vectors(store: Path, ids: np.ndarray) -> np.ndarray:
-    """float32 matrix with one row per id of `ids`, in that order; error if any is missing."""
+def load_vectors(store: Path, ids: np.ndarray, dtype: type | None = np.float32) -> np.ndarray:
+    """Matrix with one row per id of `ids`, in that order (an id may repeat); error if any is
+    missing. `dtype`: float32 by default, None keeps the store's (float16 halves the memory).
+    Rows are copied from the memory-mapped parts straight into the result: peak memory is the
+    result plus one part."""
     ids = np.asarray(ids, dtype=np.int64)
-    wanted = np.unique(ids)
-    found_ids, found_vecs = [], []
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    found = np.zeros(len(ids), dtype=bool)
+    out: np.ndarray | None = None
     for part in _parts(store):
         table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
         if "sentence" in table.column_names:
             raise InputError(f"{store} holds one vector per sentence: read it with "
                              "pipeline.multivector.load_sentence_vectors")
         part_ids = table.column("corpusid").to_numpy()
-        hit = np.isin(part_ids, wanted)
-        if hit.any():
-            vectors = table.column("vector").combine_chunks()
-            flat = vectors.flatten().to_numpy(zero_copy_only=False)
-            matrix = flat.reshape(len(part_ids), vectors.type.list_size)
-            found_ids.append(part_ids[hit])
-            found_vecs.append(matrix[hit].astype(np.float32))
-    all_ids = np.concatenate(found_ids) if found_ids else np.empty(0, dtype=np.int64)
-    missing = np.setdiff1d(wanted, all_ids)
-    if len(missing):
+        lo = np.searchsorted(sorted_ids, part_ids, side="left")
+        hi = np.searchsorted(sorted_ids, part_ids, side="right")
+        hit = hi > lo
+        if not hit.any():
+            continue
+        vectors = table.column("vector").combine_chunks()
+        matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(
+            len(part_ids), vectors.type.list_size)
+        if out is None:
+            out = np.empty((len(ids), matrix.shape[1]), dtype=dtype or matrix.dtype)
+        counts = (hi - lo)[hit]  # rows of the result that want each stored paper
+        rows = order[np.repeat(lo[hit] - np.cumsum(counts) + counts, counts)
+                     + np.arange(counts.sum())]
+        out[rows] = np.repeat(matrix[hit], counts, axis=0)
+        found[rows] = True
+    if not found.all():
+        missing = np.unique(ids[~found])
         raise InputError(f"{len(missing)} papers (e.g. {missing[0]}) have no vector in {store}: "
                          "run the embed stage for this pool first")
-    order = np.argsort(all_ids)
-    matrix = np.concatenate(found_vecs)[order]
-    return matrix[np.searchsorted(all_ids[order], ids)]
+    return out if out is not None else np.empty((0, 0), dtype=dtype or np.float32)
 
 
 def pool_ids(corpus_dir: Path, pool: str) -> np.ndarray:

@@ -111,7 +111,8 @@ def _dense_hits(corpus_dir: Path, index_root: Path, entry: ModelEntry, queries: 
     query_ids = queries["corpusid"].to_numpy()
     from pipeline.dense import exact_search
 
-    vectors = load_vectors(store, np.concatenate([query_ids, doc_ids]))  # one pass over parts
+    # one pass over the parts; a float16 store stays float16 (the search makes chunks float32)
+    vectors = load_vectors(store, np.concatenate([query_ids, doc_ids]), dtype=None)
     scores, positions, used = exact_search(vectors[: len(query_ids)], vectors[len(query_ids):],
                                            k, entry.similarity, backend)
     valid = positions >= 0
@@ -150,14 +151,17 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
     queries, candidates, _ = load_pool(corpus_dir, pool)
     details: dict = {}
     if entry.kind == "bm25":
+        from pipeline.tuning import bm25_params
+
         index_dir = bm25_index_dir(index_root, corpus_dir.name, pool)
-        k1, b = entry.params["k1"], entry.params["b"]
+        params = bm25_params(corpus_dir, index_root, pool, entry, threads)  # validation pools
+        k1, b = params["k1"], params["b"]
         query_papers = _papers(corpus_dir, queries["corpusid"]).sort("corpusid")
         hits, capped = bm25.search(query_papers, index_dir, k + 1, k1, b, threads,
                                    pool_papers=lambda: _papers(corpus_dir,
                                                                candidates["corpusid"]),
                                    log_dir=runs_root / corpus_dir.name / pool)
-        details = {"k1": k1, "b": b, "capped_queries": capped}
+        details = {**params, "capped_queries": capped}
     elif entry.kind == "dense":
         hits, details = _dense_hits(corpus_dir, index_root, entry, queries, candidates, k + 1,
                                     backend)

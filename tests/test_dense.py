@@ -45,3 +45,48 @@ def test_k_larger_than_the_pool(data):
     queries, docs = data
     scores, positions, _ = exact_search(queries, docs[:7], 500, "l2")
     assert positions.shape == (20, 7) and (positions >= 0).all()
+
+
+@pytest.mark.parametrize("similarity", ["ip", "l2", "cosine"])
+def test_chunked_search_of_raw_and_float16_docs(data, similarity):
+    """Faiss CPU and torch in small doc and query chunks, on raw (not yet normalized) docs
+    in float32 and float16: the brute-force list of the docs as float32."""
+    queries, docs = data
+    for stored in (docs, docs.astype(np.float16)):
+        want_s, want_i = brute(queries, stored.astype(np.float32), 120, similarity)
+        for scores, positions in (
+            faiss_search(queries, stored, 120, similarity, doc_chunk=400),
+            torch_search(queries, stored, 120, similarity, device="cpu", doc_chunk=333,
+                         query_chunk=7),
+        ):
+            np.testing.assert_array_equal(positions, want_i)
+            np.testing.assert_allclose(scores, want_s, rtol=1e-4, atol=1e-3)
+
+
+def test_backends_agree_on_top_500_at_a_realistic_shape():
+    """Faiss CPU and torch on the CPU, 768 dims, 20k docs, k=500 and k=2500 (beyond Faiss
+    GPU's limit): the same lists, but where two scores are within float rounding."""
+    rng = np.random.default_rng(1)
+    queries = rng.standard_normal((16, 768)).astype(np.float32)
+    docs = rng.standard_normal((20_000, 768)).astype(np.float32)
+    for k in (500, 2500):
+        f_s, f_i, f_backend = exact_search(queries, docs, k, "cosine", "faiss-cpu")
+        t_s, t_i, t_backend = exact_search(queries, docs, k, "cosine", "torch-cpu")
+        assert (f_backend, t_backend) == ("faiss-cpu", "torch-cpu")
+        assert f_i.shape == t_i.shape == (16, k)
+        np.testing.assert_allclose(f_s, t_s, rtol=0, atol=1e-5)
+        differ = f_i != t_i
+        # a swap only between near-ties (scores within 1e-5 of each other)
+        assert differ.mean() < 0.01
+        for row, col in zip(*np.nonzero(differ), strict=True):
+            assert abs(f_s[row, col] - t_s[row, col]) < 1e-5
+            assert set(f_i[row, max(col - 2, 0) : col + 3]) & {t_i[row, col]}
+
+
+def test_forced_backend_that_cannot_run_is_an_error(data):
+    from pipeline.errors import InputError
+
+    queries, docs = data
+    for backend in ("faiss-gpu", "torch-cuda"):
+        with pytest.raises(InputError, match=f"--backend {backend}"):
+            exact_search(queries, docs, 10, "ip", backend)

@@ -82,7 +82,14 @@ def test_float16_store(corpus_dir, tmp_path, tiny_entry):
     part = next(store.glob("part-*.arrow"))
     table = ipc.open_file(pa.memory_map(str(part))).read_all()
     assert table.schema.field("vector").type.value_type == pa.float16()
-    assert load_vectors(store, pool_ids(corpus_dir, SMALL_POOL)[:3]).dtype == np.float32
+    ids = pool_ids(corpus_dir, SMALL_POOL)
+    wide = load_vectors(store, ids[:3])
+    assert wide.dtype == np.float32
+    # dtype=None keeps float16 (half the memory); ids may repeat and come in any order
+    pick = ids[[2, 0, 2, 1]]
+    stored = load_vectors(store, pick, dtype=None)
+    assert stored.dtype == np.float16
+    assert np.array_equal(stored.astype(np.float32), wide[[2, 0, 2, 1]])
 
 
 def test_minilm_loads_offline_from_its_package():

@@ -44,8 +44,13 @@ def test_pool_eval_report_chain(data):
     make(data, "pool", "FIELD=medicine", "SIZE=700", "QUERIES=10")
     pools = sorted(p.name for p in (data / "corpora" / "small" / "pools").iterdir())
     assert pools == ["all-1600-r0", "all-800-r0", "medicine-700-r0"]
+    indexed = make(data, "index", "MODEL=bm25")  # each stage on its own
+    assert indexed.stdout.count(" index ") == 3 and " search " not in indexed.stdout
+    searched = make(data, "search", "MODEL=bm25")
+    assert searched.stdout.count(" search ") == 3 and " eval " not in searched.stdout
+    assert not list((data / "runs" / "small").glob("*/bm25.eval.json"))
     first = make(data, "eval", "MODEL=bm25")
-    assert first.stdout.count("pipeline") and "search" in first.stdout
+    assert " eval " in first.stdout and " search " not in first.stdout
     for pool in pools:
         assert (data / "indexes" / "small" / pool / "bm25" / "manifest.json").exists()
         info = json.loads((data / "runs" / "small" / pool / "bm25.eval.json").read_text())

@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from pipeline.ingest.corpus import CITATIONS_SCHEMA, PAPERS_SCHEMA, GroupedWriter, row_groups
 
+EDGE_BATCH = 1 << 22  # edges checked at once: a hash set of the bucket's ids is built per batch
 BUCKET_PAPERS = 2_000_000  # ids per bucket, at most about: 16 bytes each while deduplicating
 SCRATCH = {"compression": "lz4"}  # scratch parts: cheap to write and to read back
 T = TypeVar("T")
@@ -136,6 +137,22 @@ def write_papers(work: Path, out: Path, dropped: np.ndarray) -> int:
     return writer.count
 
 
+def _row_group_runs(path: Path, rows: int) -> Iterator[pa.Table]:
+    """Consecutive row groups of a parquet file read together, about `rows` rows at a time
+    (the readers write small groups: one per block and bucket)."""
+    handle = pq.ParquetFile(path)
+    group: list[int] = []
+    size = 0
+    for i in range(handle.num_row_groups):
+        group.append(i)
+        size += handle.metadata.row_group(i).num_rows
+        if size >= rows:
+            yield handle.read_row_groups(group)
+            group, size = [], 0
+    if group:
+        yield handle.read_row_groups(group)
+
+
 def write_citations(work: Path, n_buckets: int, out: Path, dropped: np.ndarray) -> dict[str, int]:
     """`citations.parquet`, bucket by bucket: the edges of kept records, each flagged dangling
     when its cited id is not a paper of the corpus."""
@@ -145,7 +162,7 @@ def write_citations(work: Path, n_buckets: int, out: Path, dropped: np.ndarray) 
                            disable=True if n_buckets < 2 else None):
             known = pl.Series(np.load(work / "uniq" / f"{bucket}.npy")).implode()
             for part in _parts(work / "edges" / str(bucket)):
-                for table in row_groups(part):
+                for table in _row_group_runs(part, EDGE_BATCH):
                     table = _kept(table, dropped)
                     # a hash lookup: 3x faster than np.searchsorted into the bucket's ids
                     dangling = pl.Series(table.column("cited")).is_in(known).not_()

@@ -1,0 +1,108 @@
+"""BM25's k1 and b tuned on the validation pools (MDCR §3: "tuned on separate validation sets
+built the same way as the test sets"; SPEC.md §3).
+
+A test pool `<scope>-<size>[-s<seed>]-r<repeat>` is searched with the (k1, b) of the grid that
+gives the best mean MAP over its validation pools `<scope>-<size>[-s<seed>]-r*-val` (same
+scope, size and seed; `make pools-paper` builds them). The whole grid runs in one Java process
+per validation pool (Anserini searches every pair in one pass). The result is kept in
+`indexes/<corpus>/bm25-tuning/<scope>-<size>[-s<seed>].json` with the fingerprints of the
+validation pools, so every repeat of the test pool reuses it and a rebuilt validation pool
+is tuned again. Without a validation pool, and for validation pools themselves, pyserini's
+defaults (k1 0.9, b 0.4) are used; the run manifest says which.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import polars as pl
+
+from pipeline import bm25
+from pipeline.artifacts import file_lock, read_json, write_json
+from pipeline.models import ModelEntry
+from pipeline.naming import format_size, parse_pool_name
+from pipeline.pools import list_pools, load_pool, output_shas, pool_manifest
+
+K1_GRID = (0.6, 0.9, 1.2, 1.5, 2.0)
+B_GRID = (0.3, 0.4, 0.5, 0.6, 0.75, 0.9)
+
+
+def group_name(pool: str) -> str:
+    """The test pool's group: what its validation pools share (scope, size, seed)."""
+    name = parse_pool_name(pool)
+    return f"{name.scope}-{format_size(name.size)}" + (f"-s{name.seed}" if name.seed else "")
+
+
+def validation_pools(corpus_dir: Path, pool: str) -> list[str]:
+    """The validation pools built like `pool` (none for a validation pool itself)."""
+    name = parse_pool_name(pool)
+    if name.split == "validation":
+        return []
+    return sorted(p for p in list_pools(corpus_dir)
+                  if (v := parse_pool_name(p)).split == "validation"
+                  and (v.scope, v.size, v.seed) == (name.scope, name.size, name.seed))
+
+
+def tuning_path(index_root: Path, corpus: str, pool: str) -> Path:
+    return index_root / corpus / "bm25-tuning" / f"{group_name(pool)}.json"
+
+
+def bm25_params(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry,
+                threads: int = 2, k1s: tuple[float, ...] | None = None,
+                bs: tuple[float, ...] | None = None) -> dict:
+    """{k1, b, tuned_on, ...} for searching `pool`: tuned on its validation pools (and kept),
+    or the entry's defaults when it has none. The grid: K1_GRID x B_GRID unless given."""
+    k1s, bs = k1s or K1_GRID, bs or B_GRID
+    defaults = {"k1": entry.params["k1"], "b": entry.params["b"]}
+    pools = validation_pools(corpus_dir, pool)
+    if not pools:
+        why = ("a validation pool" if parse_pool_name(pool).split == "validation"
+               else "no validation pool")
+        return {**defaults, "tuned_on": [], "note": f"pyserini defaults ({why})"}
+    inputs = {p: output_shas(pool_manifest(corpus_dir, p)) for p in pools}
+    grid = {"k1": list(k1s), "b": list(bs)}
+    path = tuning_path(index_root, corpus_dir.name, pool)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(path.with_suffix(".lock")):
+        if path.exists():
+            kept = read_json(path)
+            if kept.get("inputs") == inputs and kept.get("grid") == grid:
+                return kept["chosen"]
+        chosen = _tune(corpus_dir, index_root, pools, entry, threads, k1s, bs, inputs, grid,
+                       path)
+    return chosen
+
+
+def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntry,
+          threads: int, k1s: tuple[float, ...], bs: tuple[float, ...], inputs: dict,
+          grid: dict, path: Path) -> dict:
+    """Every (k1, b) on every validation pool, MAP over the top 500 as `eval` scores it."""
+    from pipeline.evaluate import per_query_metrics
+    from pipeline.search import TOP_K, _papers, bm25_index_dir, finalize_run, index
+
+    start = time.perf_counter()
+    rows = []
+    for pool in pools:
+        index(corpus_dir, index_root, pool, entry, threads)
+        queries, candidates, qrels = load_pool(corpus_dir, pool)
+        runs, _ = bm25.search_grid(
+            _papers(corpus_dir, queries["corpusid"]).sort("corpusid"),
+            bm25_index_dir(index_root, corpus_dir.name, pool), TOP_K + 1, k1s, bs, threads,
+            pool_papers=lambda c=candidates: _papers(corpus_dir, c["corpusid"]),
+            log_dir=path.parent)
+        in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
+        for (k1, b), hits in runs.items():
+            run, _ = finalize_run(hits, TOP_K)
+            metrics, _ = per_query_metrics(run, in_pool, queries["corpusid"])
+            rows.append({"pool": pool, "k1": k1, "b": b, "map": float(metrics["map"].mean())})
+    table = (pl.DataFrame(rows).group_by("k1", "b", maintain_order=True)
+             .agg(pl.col("map").mean()))
+    best = table.row(int(table["map"].arg_max()), named=True)  # first of the grid among ties
+    chosen = {"k1": best["k1"], "b": best["b"], "tuned_on": pools,
+              "validation_map": round(best["map"], 6),
+              "note": f"tuned on {len(pools)} validation pool(s), mean MAP over the grid"}
+    write_json({"grid": grid, "inputs": inputs, "chosen": chosen,
+                "map": table.to_dicts(), "seconds": round(time.perf_counter() - start, 2)},
+               path)
+    return chosen

@@ -1,0 +1,82 @@
+"""BM25 k1/b tuned on validation pools: the grid in one Java process, the best mean MAP, kept
+and reused, and the defaults where there is no validation pool."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from pipeline import bm25
+from pipeline.artifacts import read_json
+from pipeline.evaluate import per_query_metrics
+from pipeline.models import get_model
+from pipeline.pools import PoolSpec, build_pool, load_pool
+from pipeline.search import _papers, bm25_index_dir, finalize_run, run_paths, search
+from pipeline.tuning import bm25_params, tuning_path, validation_pools
+from tests.conftest import copy_corpus
+
+K1S, BS = (0.5, 1.2), (0.3, 0.9)
+
+
+@pytest.fixture(scope="module")
+def corpus(corpus_dir, tmp_path_factory):
+    """A private corpus with a test pool, two validation pools like it and one other pool."""
+    corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("tune") / "small")
+    for repeat in (0, 1):
+        build_pool(corpus, PoolSpec(size=900, n_queries=12, repeat=repeat, seed=2,
+                                    split="validation"))
+    build_pool(corpus, PoolSpec(size=900, n_queries=12, seed=2))
+    build_pool(corpus, PoolSpec(size=700, n_queries=12, seed=2))
+    return corpus
+
+
+def test_validation_pools_are_those_built_the_same_way(corpus):
+    assert validation_pools(corpus, "all-900-s2-r0") == ["all-900-s2-r0-val", "all-900-s2-r1-val"]
+    assert validation_pools(corpus, "all-700-s2-r0") == []
+    assert validation_pools(corpus, "all-900-s2-r0-val") == []
+
+
+def test_best_pair_on_the_validation_pools(corpus, tmp_path):
+    entry = get_model("bm25")
+    chosen = bm25_params(corpus, tmp_path, "all-900-s2-r0", entry, 1, K1S, BS)
+    kept = read_json(tuning_path(tmp_path, corpus.name, "all-900-s2-r0"))
+    assert kept["chosen"] == chosen
+    assert chosen["tuned_on"] == ["all-900-s2-r0-val", "all-900-s2-r1-val"]
+    table = pl.DataFrame(kept["map"])
+    assert table.height == 4 and table["map"].n_unique() > 1  # the grid matters here
+    assert chosen["validation_map"] == round(table["map"].max(), 6)
+    # the chosen pair searched alone (its own Java process) gives the same validation MAP
+    maps = []
+    for pool in chosen["tuned_on"]:
+        queries, candidates, qrels = load_pool(corpus, pool)
+        hits, _ = bm25.search(_papers(corpus, queries["corpusid"]).sort("corpusid"),
+                              bm25_index_dir(tmp_path, corpus.name, pool), 501,
+                              chosen["k1"], chosen["b"], 1)
+        run, _ = finalize_run(hits, 500)
+        in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
+        maps.append(per_query_metrics(run, in_pool, queries["corpusid"])[0]["map"].mean())
+    assert abs(sum(maps) / len(maps) - chosen["validation_map"]) < 1e-6
+    # kept: a second call does not search again; another grid does
+    stamp = tuning_path(tmp_path, corpus.name, "all-900-s2-r0").stat().st_mtime_ns
+    assert bm25_params(corpus, tmp_path, "all-900-s2-r0", entry, 1, K1S, BS) == chosen
+    assert tuning_path(tmp_path, corpus.name, "all-900-s2-r0").stat().st_mtime_ns == stamp
+    other = bm25_params(corpus, tmp_path, "all-900-s2-r0", entry, 1, (0.9,), (0.4,))
+    assert (other["k1"], other["b"]) == (0.9, 0.4)
+
+
+def test_search_uses_tuned_or_default_parameters(corpus, tmp_path, monkeypatch):
+    import pipeline.tuning
+
+    monkeypatch.setattr(pipeline.tuning, "K1_GRID", K1S)
+    monkeypatch.setattr(pipeline.tuning, "B_GRID", BS)
+    entry = get_model("bm25")
+    runs = tmp_path / "runs"
+    for pool in ("all-900-s2-r0", "all-700-s2-r0"):
+        search(corpus, tmp_path, runs, pool, entry, threads=1)
+    tuned = read_json(run_paths(runs, corpus.name, "all-900-s2-r0", "bm25")["manifest.json"])
+    plain = read_json(run_paths(runs, corpus.name, "all-700-s2-r0", "bm25")["manifest.json"])
+    assert tuned["details"]["tuned_on"] == ["all-900-s2-r0-val", "all-900-s2-r1-val"]
+    assert (tuned["details"]["k1"], tuned["details"]["b"]) in [(k, b) for k in K1S for b in BS]
+    assert plain["details"]["tuned_on"] == []
+    assert (plain["details"]["k1"], plain["details"]["b"]) == (0.9, 0.4)
+    assert "no validation pool" in plain["details"]["note"]
