@@ -11,7 +11,7 @@ from pipeline.artifacts import read_json
 from pipeline.evaluate import per_query_metrics
 from pipeline.models import get_model
 from pipeline.pools import PoolSpec, build_pool, load_pool
-from pipeline.search import _papers, bm25_index_dir, finalize_run, run_paths, search
+from pipeline.search import _papers, bm25_index_dir, finalize_run, index, run_paths, search
 from pipeline.tuning import bm25_params, tuning_path, validation_pools
 from tests.conftest import copy_corpus
 
@@ -72,6 +72,7 @@ def test_search_uses_tuned_or_default_parameters(corpus, tmp_path, monkeypatch):
     entry = get_model("bm25")
     runs = tmp_path / "runs"
     for pool in ("all-900-s2-r0", "all-700-s2-r0"):
+        index(corpus, tmp_path, pool, entry, 1)
         search(corpus, tmp_path, runs, pool, entry, threads=1)
     tuned = read_json(run_paths(runs, corpus.name, "all-900-s2-r0", "bm25")["manifest.json"])
     plain = read_json(run_paths(runs, corpus.name, "all-700-s2-r0", "bm25")["manifest.json"])
