@@ -18,6 +18,11 @@ REPEATS ?= 1
 SEED ?= 0
 THREADS ?= 2
 CITATIONS ?= inbound
+# BM25 on arrays (Lucene's analysis and scores in numba: Anserini's lists and scores, faster
+# for whole-abstract queries) or on Lucene itself (Anserini); the dense search backend (auto
+# picks one and the run manifest says which).
+BM25_ENGINE ?= arrays
+BACKEND ?= auto
 # The reader: the S2ORC 2020 release, or the S2AG datasets (papers/, abstracts/, citations/).
 SOURCE ?= $(if $(filter s2ag,$(CORPUS)),s2ag,s2orc)
 FOS_SOURCE ?= external
@@ -66,6 +71,7 @@ TIME ?=
 # value given on the command line or in the environment may not hold '$' (make code).
 q = '$(subst ','\'',$(1))'
 USER_VARS := CORPUS MODEL POOLING SIZE FIELD REPEATS SEED THREADS CITATIONS SOURCE FOS_SOURCE \
+	BM25_ENGINE BACKEND \
 	RAW MODEL_PATH QUERIES \
 	DATA DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED DEMO_FIELDS DEMO_FIELD_SIZE \
 	DEMO_FIELD_QUERIES STRICT PAPER_SIZES PAPER_QUERIES \
@@ -98,6 +104,7 @@ CHECK := $(shell $(PYTHON) -m pipeline check --CORPUS $(call q,$(CORPUS)) \
 	--DEMO_FIELD_QUERIES $(call q,$(DEMO_FIELD_QUERIES)) \
 	--THREADS $(call q,$(THREADS)) $(if $(QUERIES),--QUERIES $(call q,$(QUERIES))) \
 	--CITATIONS $(call q,$(CITATIONS)) --DATA $(call q,$(DATA)) --RAW $(call q,$(RAW)) \
+	--BM25_ENGINE $(call q,$(BM25_ENGINE)) --BACKEND $(call q,$(BACKEND)) \
 	$(if $(MODEL_PATH),--MODEL_PATH $(call q,$(MODEL_PATH))) --STRICT $(call q,$(STRICT)) \
 	--SOURCE $(call q,$(SOURCE)) --FOS_SOURCE $(call q,$(FOS_SOURCE)) \
 	--PAPER_SIZES $(call q,$(PAPER_SIZES)) --PAPER_QUERIES $(call q,$(PAPER_QUERIES)) \
@@ -222,15 +229,16 @@ endif
 
 $(RUNS)/%/$(MODEL_NAME).parquet: $(CDIR)/pools/%/manifest.json | $(STAMP)
 	$(PIPE) index --corpus $(call q,$(CORPUS)) --pool $(call q,$*) $(MODEL_ARGS) \
-		--threads $(call q,$(THREADS))
+		--threads $(call q,$(THREADS)) --bm25-engine $(call q,$(BM25_ENGINE))
 	$(PIPE) search --corpus $(call q,$(CORPUS)) --pool $(call q,$*) --model $(call q,$(MODEL_NAME)) \
-		--threads $(call q,$(THREADS))
+		--threads $(call q,$(THREADS)) --bm25-engine $(call q,$(BM25_ENGINE)) \
+		--backend $(call q,$(BACKEND))
 
 # Each stage on its own (to time it, or to run it as a batch job): `index` is a no-op for a
 # pool whose index is current; `search` makes the runs that `eval` scores.
 index: | $(STAMP)
 	$(foreach p,$(POOLS),$(PIPE) index --corpus $(call q,$(CORPUS)) --pool $(call q,$(p)) \
-		$(MODEL_ARGS) --threads $(call q,$(THREADS)) &&) true
+		$(MODEL_ARGS) --threads $(call q,$(THREADS)) --bm25-engine $(call q,$(BM25_ENGINE)) &&) true
 
 search: $(foreach p,$(POOLS),$(RUNS)/$(p)/$(MODEL_NAME).parquet)
 

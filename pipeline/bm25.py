@@ -9,13 +9,11 @@ scores as pyserini's `LuceneSearcher`.
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import math
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from collections import Counter
@@ -37,6 +35,7 @@ from pipeline.artifacts import (
     write_json,
 )
 from pipeline.errors import InputError, ToolError
+from pipeline.processes import die_with_parent
 
 MAX_CLAUSES = 1024  # Lucene's default BooleanQuery clause limit
 # Lucene's English stop words (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), removed before counting
@@ -84,13 +83,6 @@ def java_binary() -> str:
     return str(java)
 
 
-def _die_with_parent() -> None:
-    """In the child: ask Linux to SIGKILL it when the parent dies (a killed stage must not
-    leave Anserini running)."""
-    pr_set_pdeathsig = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
 def run_anserini(main_class: str, args: list[str], log: Path, keep_log: Path,
                  expect: Path) -> None:
     """Run one Anserini entry point; on failure, copy its log to `keep_log` and name it.
@@ -101,7 +93,7 @@ def run_anserini(main_class: str, args: list[str], log: Path, keep_log: Path,
     cmd = [java_binary(), "-Xms256m", "-cp", str(anserini_jar()), main_class, *args]
     with log.open("w") as handle:
         done = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT, check=False,
-                              preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                              preexec_fn=die_with_parent)
     if done.returncode != 0 or not expect.exists():
         keep_log.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(log, keep_log)
@@ -118,6 +110,16 @@ def paper_text(df: pl.DataFrame) -> pl.Series:
     ).to_series()
 
 
+def check_ids(ids: pl.Series, what: str) -> None:
+    """Ids are written into TREC files (space separated) and Anserini topics (tab separated):
+    string ids with whitespace, or empty ones, cannot be told apart there."""
+    if ids.dtype == pl.String:
+        bad = ids.filter(ids.str.contains(r"\s") | (ids.str.len_chars() == 0) | ids.is_null())
+        if bad.len():
+            raise InputError(f"{bad.len()} {what} ids are empty or hold whitespace (first: "
+                             f"{bad[0]!r}): TREC runs cannot hold them; rename those ids")
+
+
 def build_index(papers: pl.DataFrame, index_dir: Path, threads: int = 2,
                 parameters: dict | None = None) -> dict:
     """Index `papers` (corpusid, title, abstract) into a Lucene index at `index_dir`.
@@ -126,6 +128,7 @@ def build_index(papers: pl.DataFrame, index_dir: Path, threads: int = 2,
     leaves either the old index or the new one, and its debris is swept by the next build.
     """
     java_binary()  # a missing Java is reported before anything is written
+    check_ids(papers["corpusid"], "document")
     with atomic_dir(index_dir) as tmp:
         work = tmp / ".work"
         (work / "docs").mkdir(parents=True)
@@ -178,10 +181,33 @@ def _document_frequencies(index_papers: pl.DataFrame) -> dict[str, int]:
     return dict(zip(counts["term"], counts["len"], strict=True))
 
 
+def query_texts(queries: pl.DataFrame, max_clauses: int = MAX_CLAUSES,
+                pool_papers: Callable[[], pl.DataFrame] | None = None) -> tuple[list[str], list]:
+    """Each query paper's text as searched (title + abstract, cut to `max_clauses` unique
+    terms where longer), and the ids of the queries that were cut."""
+    check_ids(queries["corpusid"], "query")
+    texts = paper_text(queries).str.replace_all("\t", " ").to_list()
+    too_long = [i for i, t in enumerate(texts) if len(set(_TOKEN.findall(t.lower()))) >
+                max_clauses]
+    capped: list = []
+    if too_long:
+        if pool_papers is None:
+            raise ValueError("queries need capping: pass pool_papers for document frequencies")
+        papers = pool_papers()
+        doc_freq = _document_frequencies(papers)
+        for i in too_long:
+            texts[i], cut = cap_query(texts[i], doc_freq, papers.height, max_clauses)
+            if cut:
+                capped.append(queries["corpusid"][i])
+        print(f"[bm25] {len(capped)} queries cut to {max_clauses} terms: {capped[:10]}",
+              file=sys.stderr)
+    return texts, capped
+
+
 def search(queries: pl.DataFrame, index_dir: Path, k: int, k1: float = 0.9, b: float = 0.4,
            threads: int = 2, max_clauses: int = MAX_CLAUSES,
            pool_papers: Callable[[], pl.DataFrame] | None = None, log_dir: Path | None = None
-           ) -> tuple[pl.DataFrame, list[int]]:
+           ) -> tuple[pl.DataFrame, list]:
     """BM25 top-k for each query paper (corpusid, title, abstract).
 
     `pool_papers` loads the indexed papers, for document frequencies, only when a query has
@@ -197,7 +223,7 @@ def search_grid(queries: pl.DataFrame, index_dir: Path, k: int, k1s: Sequence[fl
                 bs: Sequence[float], threads: int = 2, max_clauses: int = MAX_CLAUSES,
                 pool_papers: Callable[[], pl.DataFrame] | None = None,
                 log_dir: Path | None = None
-                ) -> tuple[dict[tuple[float, float], pl.DataFrame], list[int]]:
+                ) -> tuple[dict[tuple[float, float], pl.DataFrame], list]:
     """`search` for every (k1, b) of k1s x bs in ONE Java process (Anserini's SearchCollection
     takes lists and writes one run per pair, `<output>_bm25(k1=..,b=..)_default`): the hits
     of each pair, and the ids of capped queries."""
@@ -205,46 +231,39 @@ def search_grid(queries: pl.DataFrame, index_dir: Path, k: int, k1s: Sequence[fl
     if not (index_dir / MANIFEST).exists():
         raise InputError(f"no Lucene index at {index_dir}: run the index stage first")
     check_outputs(index_dir, read_json(index_dir / MANIFEST), deep=False)
-    texts = paper_text(queries).str.replace_all("\t", " ").to_list()
-    too_long = [i for i, t in enumerate(texts) if len(set(_TOKEN.findall(t.lower()))) >
-                max_clauses]
-    capped: list[int] = []
-    if too_long:
-        if pool_papers is None:
-            raise ValueError("queries need capping: pass pool_papers for document frequencies")
-        papers = pool_papers()
-        doc_freq = _document_frequencies(papers)
-        for i in too_long:
-            texts[i], cut = cap_query(texts[i], doc_freq, papers.height, max_clauses)
-            if cut:
-                capped.append(int(queries["corpusid"][i]))
-        print(f"[bm25] {len(capped)} queries cut to {max_clauses} terms: {capped[:10]}",
-              file=sys.stderr)
+    texts, capped = query_texts(queries, max_clauses, pool_papers)
     pairs = [(k1, b) for k1 in k1s for b in bs]
+    id_type = queries["corpusid"].dtype
+    if not any(t.strip() for t in texts):
+        return {pair: _read_run(None, id_type) for pair in pairs}, capped
     with scratch_dir(log_dir, "bm25-search") as tmp:
         topics = tmp / "topics.tsv"
+        # a query with no text has no hits (Anserini's topic reader refuses an empty one)
         topics.write_text("".join(f"{q}\t{t}\n" for q, t in
-                                  zip(queries["corpusid"], texts, strict=True)))
+                                  zip(queries["corpusid"], texts, strict=True) if t.strip()))
         run_file = tmp / "run.txt"
         outputs = ({pairs[0]: run_file} if len(pairs) == 1 else
                    {(k1, b): tmp / f"run.txt_bm25(k1={k1},b={b})_default" for k1, b in pairs})
         run_anserini("io.anserini.search.SearchCollection", [
-            "-index", str(lucene_dir(index_dir)), "-topics", str(topics), "-topicReader", "TsvInt",
+            "-index", str(lucene_dir(index_dir)), "-topics", str(topics),
+            "-topicReader", "TsvString",
             "-output", str(run_file), "-bm25", "-bm25.k1", *map(str, k1s),
             "-bm25.b", *map(str, bs), "-hits", str(k), "-threads", str(threads),
         ], tmp / "search.log", log_dir / "bm25-search.failed.log", outputs[pairs[-1]])
-        return {pair: _read_run(path) for pair, path in outputs.items()}, capped
+        return {pair: _read_run(path, id_type) for pair, path in outputs.items()}, capped
 
 
-def _read_run(run_file: Path) -> pl.DataFrame:
-    """(query, doc, score) of an Anserini run file."""
-    if run_file.stat().st_size == 0:
-        return pl.DataFrame(schema={"query": pl.Int64, "doc": pl.Int64, "score": pl.Float64})
-    hits = pl.read_csv(run_file, separator=" ", has_header=False,
+def _read_run(run_file: Path | None, id_type: pl.DataType) -> pl.DataFrame:
+    """(query, doc, score) of an Anserini run file (None: no hits), ids as `id_type` (the
+    collection's: Int64 for S2ORC/S2AG corpus ids, String for collections with string ids)."""
+    schema = {"query": id_type, "doc": id_type, "score": pl.Float64}
+    if run_file is None or run_file.stat().st_size == 0:
+        return pl.DataFrame(schema=schema)
+    hits = pl.read_csv(run_file, separator=" ", has_header=False, quote_char=None,
                        new_columns=["query", "q0", "doc", "rank", "score", "tag"],
-                       schema_overrides={"query": pl.Int64, "doc": pl.Int64,
+                       schema_overrides={"query": pl.String, "doc": pl.String,
                                          "score": pl.Float64})
-    return hits.select("query", "doc", "score")
+    return hits.select(pl.col("query", "doc").cast(id_type), "score")
 
 
 def index_is_current(index_dir: Path, parameters: dict) -> bool:

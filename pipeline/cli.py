@@ -26,6 +26,7 @@ from pipeline.slurm import check_executor, check_partition, check_time
 
 DTYPES = ("float32", "float16")
 BACKENDS = ("auto", "faiss-cpu", "faiss-gpu", "torch-cuda", "torch-cpu")
+BM25_ENGINES = ("lucene", "arrays")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _PATH = re.compile(r"^[A-Za-z0-9._/+,:@=~-]+$")
 
@@ -303,7 +304,7 @@ def cmd_index(args: argparse.Namespace) -> None:
     entry = get_model(args.model)
     for pool in _pools(args):
         with timed("index", _log_dir(args), model=entry.name, pool=pool):
-            index(corpus_dir, index_root, pool, entry, args.threads, **(
+            index(corpus_dir, index_root, pool, entry, args.threads, args.bm25_engine, **(
                 _embed_options(args) if entry.embedded else {}))
 
 
@@ -316,7 +317,7 @@ def cmd_search(args: argparse.Namespace) -> None:
     for pool in _pools(args):
         with timed("search", _log_dir(args), model=entry.name, pool=pool) as info:
             out = search(corpus_dir, index_root, runs_root, pool, entry, args.k, args.threads,
-                         args.seed, args.backend)
+                         args.seed, args.backend, args.bm25_engine)
             info.update(queries_per_s=out["queries_per_s"])
 
 
@@ -398,6 +399,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--THREADS", type=positive)
     p.add_argument("--QUERIES", type=positive)
     p.add_argument("--CITATIONS", type=_choice(CITATION_MODES))
+    p.add_argument("--BM25_ENGINE", type=_choice(BM25_ENGINES))
+    p.add_argument("--BACKEND", type=_choice(BACKENDS))
     p.add_argument("--DEMO_PAPERS", type=sizes)
     p.add_argument("--DEMO_SIZES", type=sizes)
     p.add_argument("--DEMO_MODELS", default="")
@@ -463,6 +466,10 @@ def build_parser() -> argparse.ArgumentParser:
     def pool_arg(p: argparse.ArgumentParser) -> None:
         p.add_argument("--pool", action="append", help="pool name (repeatable; default all)")
 
+    def bm25_engine_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--bm25-engine", default="arrays", type=_choice(BM25_ENGINES),
+                       help="arrays (Lucene's analysis and scores in numba) or lucene (Anserini)")
+
     def embed_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--batch-size", type=positive)
         p.add_argument("--dtype", default="float32", type=_choice(DTYPES))
@@ -506,6 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = stage("index", cmd_index, "build what a model searches (Lucene index / embeddings)")
     p.add_argument("--model", default="minilm")
     p.add_argument("--threads", type=positive, default=2)
+    bm25_engine_arg(p)
     pool_arg(p)
     embed_args(p)
 
@@ -515,6 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=positive, default=2)
     p.add_argument("--seed", type=non_negative, default=0, help="seed of the random model")
     p.add_argument("--backend", default="auto", type=_choice(BACKENDS))
+    bm25_engine_arg(p)
     pool_arg(p)
 
     p = stage("eval", cmd_eval, "score runs with ranx (MAP, NDCG, R@30), per query")

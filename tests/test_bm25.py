@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import polars as pl
 import pytest
 
 from pipeline import bm25
 from pipeline.errors import InputError
+from tests.conftest import PYSERINI_IMPORT, PYSERINI_SIDE, pool_of, side_packages
+
+ROOT = Path(__file__).resolve().parents[1]
+PYSERINI_SCRIPT = PYSERINI_IMPORT + """
+import json, sys
+job = json.load(open(sys.argv[1]))
+searcher = LuceneSearcher(job["index"])
+searcher.set_bm25(job["k1"], job["b"])
+hits = searcher.batch_search(job["texts"], job["qids"], k=job["k"], threads=2)
+json.dump({q: [[h.docid, h.score] for h in hits[q]] for q in job["qids"]}, sys.stdout)
+"""
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +58,14 @@ def test_search_ranks_by_bm25(index_dir):
     second = hits.filter(pl.col("query") == 2)
     assert second["doc"].to_list() == [13]
     assert (hits["score"] > 0).all()
+
+
+def test_queries_without_text_have_no_hits(index_dir):
+    queries = pl.DataFrame({"corpusid": [1, 2], "title": ["", "magma"], "abstract": [None, None]})
+    hits, _ = bm25.search(queries, index_dir, k=10, threads=1)
+    assert hits["query"].to_list() == [2]
+    empty, _ = bm25.search(queries.head(1), index_dir, k=10, threads=1)
+    assert empty.is_empty() and empty.schema["doc"] == pl.Int64
 
 
 def test_pyserini_defaults_and_parameters_change_scores(index_dir):
@@ -88,3 +113,59 @@ def test_java_must_exist(monkeypatch):
     monkeypatch.setenv("JAVA", "/nonexistent/java")
     with pytest.raises(InputError, match="JAVA=/nonexistent/java is not an executable"):
         bm25.java_binary()
+
+
+@pytest.fixture(scope="module")
+def pyserini_env() -> Path:
+    return side_packages("pyserini-env", PYSERINI_SIDE)
+
+
+@pytest.mark.parametrize("ids", ["int", "string"])
+def test_lists_equal_pyserini_lucene_searcher(pyserini_env, corpus_dir, tmp_path, ids):
+    """Issue 7: pyserini's own `LuceneSearcher.batch_search` on the index the pipeline built
+    returns the pipeline's lists, order and ties included, for whole title+abstract queries.
+    Every 7th candidate is indexed twice (a copy under another id), so every query meets
+    exact ties; the second run uses string ids of the kind BEIR collections have."""
+    from pipeline.pools import load_pool
+    from pipeline.search import _papers
+
+    queries, candidates, _ = load_pool(corpus_dir, pool_of(1600))
+    papers = _papers(corpus_dir, candidates["corpusid"])
+    copies = papers.gather_every(7).with_columns(pl.col("corpusid") + 10**9)
+    papers = pl.concat([papers, copies])
+    query_papers = _papers(corpus_dir, queries["corpusid"]).sort("corpusid")
+    if ids == "string":
+        papers = papers.with_columns(pl.format("W{}-x", "corpusid").alias("corpusid"))
+        query_papers = query_papers.with_columns(pl.format("W{}-x", "corpusid")
+                                                 .alias("corpusid"))
+    index_dir = tmp_path / "bm25"
+    bm25.build_index(papers, index_dir, threads=2)
+    k, k1, b = 200, 1.2, 0.75
+    ours, capped = bm25.search(query_papers, index_dir, k, k1, b, threads=2)
+    assert capped == []
+    assert ours["doc"].dtype == papers["corpusid"].dtype
+    job = {"index": str(bm25.lucene_dir(index_dir)), "k1": k1, "b": b, "k": k,
+           "texts": bm25.paper_text(query_papers).to_list(),
+           "qids": [str(q) for q in query_papers["corpusid"]]}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    env = {**os.environ, "PYTHONPATH": f"{pyserini_env}{os.pathsep}{ROOT}"}
+    done = subprocess.run([sys.executable, "-c", PYSERINI_SCRIPT, str(tmp_path / "job.json")],
+                          env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    theirs = json.loads(done.stdout)
+    ties = 0
+    for query, group in ours.group_by("query", maintain_order=True):
+        docs = [str(d) for d in group["doc"]]
+        assert docs == [d for d, _ in theirs[str(query[0])]], query  # same order, ties too
+        scores = [s for _, s in theirs[str(query[0])]]
+        assert group["score"].to_list() == pytest.approx(scores, abs=1e-4)
+        ties += len(scores) - len(set(scores))
+    assert ours["query"].n_unique() == len(job["qids"])
+    assert ties > 50  # the copies did make ties to break
+
+
+def test_string_ids_with_whitespace_are_refused(tmp_path):
+    papers = pl.DataFrame({"corpusid": ["a b"], "title": ["x"], "abstract": ["y"]})
+    with pytest.raises(InputError, match="1 document ids are empty or hold whitespace"):
+        bm25.build_index(papers, tmp_path / "bm25")
+    assert not (tmp_path / "bm25").exists()

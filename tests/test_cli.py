@@ -35,6 +35,8 @@ def run(cmd: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess:
     (["embed", "GPUS_PER_TASK=-1"], "GPUS_PER_TASK: -1 is too small"),
     (["embed", "TIME=4h"], "TIME: '4h': give a SLURM time limit"),
     (["eval", "PARTITION=gpu a100"], "PARTITION: 'gpu a100'"),
+    (["eval", "MODEL=bm25", "BM25_ENGINE=solr"], "BM25_ENGINE: 'solr': use one of lucene"),
+    (["search", "BACKEND=cuda"], "BACKEND: 'cuda': use one of auto"),
 ])
 def test_make_rejects_bad_variables(args, message):
     done = run(["make", "--no-print-directory", *args])

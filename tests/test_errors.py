@@ -179,7 +179,7 @@ def _stale_pool(root: Path, raw: Path) -> list[str]:
 
 def _java(root: Path, raw: Path) -> list[str]:
     with_pool(root, CORPUS)
-    return cli(root, "index", "--corpus", "c", "--model", "bm25")
+    return cli(root, "search", "--corpus", "c", "--model", "bm25")
 
 
 def _offline_model(root: Path, raw: Path) -> list[str]:

@@ -1,5 +1,6 @@
 """Fault injection: every stage is killed with SIGKILL at seeded random moments, rerun, and
-must end byte-identical to an uninterrupted run, with no debris and no orphaned Java.
+must end byte-identical to an uninterrupted run, with no debris and no orphaned child (Java,
+ingest workers).
 
 The reference and the faulted data roots run the same commands (`python -m pipeline ...`) on
 the same small synthetic corpus; only the kills differ. Lucene's own index files carry a
@@ -22,13 +23,18 @@ SEED = 20261122
 POOL = "all-1600-s1-r0"
 # (label, stage arguments, kills)
 STAGES: list[tuple[str, list[str], int]] = [
-    ("ingest", ["ingest", "--corpus", "c", "--raw", "{raw}"], 4),
+    ("ingest", ["ingest", "--corpus", "c", "--raw", "{raw}", "--workers", "2"], 4),
     ("prefilter", ["prefilter", "--corpus", "c"], 3),
     ("pool", ["pool", "--corpus", "c", "--size", "1600", "--queries", "20", "--seed", "1"], 3),
     ("embed", ["embed", "--corpus", "c", "--model", "scibert", "--model-path", "{model}",
                "--part-size", "200", "--batch-size", "32"], 5),
-    ("index", ["index", "--corpus", "c", "--model", "bm25", "--threads", "1"], 3),
-    ("search-bm25", ["search", "--corpus", "c", "--model", "bm25", "--threads", "1"], 2),
+    ("index", ["index", "--corpus", "c", "--model", "bm25", "--threads", "1",
+               "--bm25-engine", "lucene"], 3),
+    ("search-bm25", ["search", "--corpus", "c", "--model", "bm25", "--threads", "1",
+                     "--bm25-engine", "lucene"], 2),
+    # the arrays engine rewrites the same run, byte for byte (the same lists and scores)
+    ("search-bm25-arrays", ["search", "--corpus", "c", "--model", "bm25", "--threads", "1",
+                            "--bm25-engine", "arrays"], 2),
     ("search-dense", ["search", "--corpus", "c", "--model", "scibert"], 3),
     ("embed-multi-vector", ["embed", "--corpus", "c", "--model", "aspire-cs", "--model-path",
                             "{model}", "--part-size", "200"], 3),
@@ -66,34 +72,53 @@ def _run(cmd: list[str], root: Path) -> tuple[float, float]:
     return (first if first is not None else total), total
 
 
-def _java_children(root: Path) -> list[str]:
-    """Command lines of running processes that work on `root` with Java (Anserini)."""
-    found = []
+def _descendants(pid: int) -> list[int]:
+    """Pids of every living descendant of `pid` (from /proc)."""
+    children: dict[int, list[int]] = {}
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
         try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            stat = (proc / "stat").read_text() if proc.name.isdigit() else ""
         except OSError:
             continue
-        if "anserini" in cmdline and str(root) in cmdline:
-            found.append(cmdline)
+        if stat:
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(
+                int(proc.name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        found.append(todo.pop())
+        todo += children.get(found[-1], [])
     return found
 
 
-def _kill_while_writing(cmd: list[str], root: Path, delay: float) -> bool:
+def _alive(pids: list[int]) -> list[str]:
+    """Command lines of those of `pids` still running (not zombies)."""
+    alive = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if state != "Z":
+            alive.append(cmdline.decode(errors="replace"))
+    return alive
+
+
+def _kill_while_writing(cmd: list[str], root: Path, delay: float) -> list[int] | None:
     """Start `cmd`; once it has a temporary under `root` (it is writing), wait `delay` more
-    seconds and SIGKILL it. True if it was killed, False if it ended first."""
+    seconds and SIGKILL it. Returns the pids of its children at the kill, or None if it
+    ended first."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     while proc.poll() is None and not _writing(root):
         time.sleep(0.002)
     try:
         proc.wait(timeout=delay)
-        return False
+        return None
     except subprocess.TimeoutExpired:
+        children = _descendants(proc.pid)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        return True
+        return children
 
 
 def _data_files(root: Path) -> dict[str, bytes]:
@@ -110,7 +135,7 @@ def _data_files(root: Path) -> dict[str, bytes]:
 def test_stages_survive_kills_byte_identical(raw_corpus, tiny_bert, tmp_path):
     rng = random.Random(SEED)
     ref, faulted = tmp_path / "reference", tmp_path / "faulted"
-    kills = 0
+    kills = orphans = 0  # orphans: children the kills could have left behind
     report = []
     for label, args, n_kills in STAGES:
         first_write, seconds = _run(_command(ref, args, raw_corpus, tiny_bert), ref)
@@ -121,16 +146,19 @@ def test_stages_survive_kills_byte_identical(raw_corpus, tiny_bert, tmp_path):
             # a random moment after its first write, early enough that a stage which resumes
             # (embed) still has work left for the next kill, as the reference timed it
             window = (seconds - first_write) / n_kills
-            if _kill_while_writing(_command(faulted, args, raw_corpus, tiny_bert), faulted,
-                                   rng.uniform(0.0, 0.9) * window):
+            children = _kill_while_writing(_command(faulted, args, raw_corpus, tiny_bert),
+                                           faulted, rng.uniform(0.0, 0.9) * window)
+            if children is not None:
                 survived += 1
-                time.sleep(0.3)  # the kernel delivers PDEATHSIG to the Java child
-                assert not _java_children(faulted), f"{label}: Anserini outlived its parent"
+                time.sleep(0.3)  # the kernel delivers PDEATHSIG to the children
+                assert not _alive(children), f"{label}: {_alive(children)} outlived the stage"
+                orphans += len(children)
         _run(_command(faulted, args, raw_corpus, tiny_bert), faulted)
         kills += survived
         report.append(f"{label}: {survived} kills, reference {seconds:.1f}s")
     print("\n".join(report))
     assert kills >= 20, report
+    assert orphans > 0  # some kills did hit a stage with children (ingest workers, Java)
     reference, after = _data_files(ref), _data_files(faulted)
     assert sorted(after) == sorted(reference)
     different = [name for name in reference if reference[name] != after[name]]

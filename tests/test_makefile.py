@@ -44,7 +44,8 @@ def test_pool_eval_report_chain(data):
     make(data, "pool", "FIELD=medicine", "SIZE=700", "QUERIES=10")
     pools = sorted(p.name for p in (data / "corpora" / "small" / "pools").iterdir())
     assert pools == ["all-1600-r0", "all-800-r0", "medicine-700-r0"]
-    indexed = make(data, "index", "MODEL=bm25")  # each stage on its own
+    # each stage on its own; Lucene's index (the default arrays engine indexes in memory)
+    indexed = make(data, "index", "MODEL=bm25", "BM25_ENGINE=lucene")
     assert indexed.stdout.count(" index ") == 3 and " search " not in indexed.stdout
     searched = make(data, "search", "MODEL=bm25")
     assert searched.stdout.count(" search ") == 3 and " eval " not in searched.stdout
@@ -53,6 +54,8 @@ def test_pool_eval_report_chain(data):
     assert " eval " in first.stdout and " search " not in first.stdout
     for pool in pools:
         assert (data / "indexes" / "small" / pool / "bm25" / "manifest.json").exists()
+        run = json.loads((data / "runs" / "small" / pool / "bm25.manifest.json").read_text())
+        assert run["details"]["engine"] == "arrays"
         info = json.loads((data / "runs" / "small" / pool / "bm25.eval.json").read_text())
         assert info["means"]["map"] > 0
         assert (data / "runs" / "small" / pool / "bm25.parquet").exists()  # kept by make

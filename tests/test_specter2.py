@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import side_packages
+
 SIDE_PACKAGES = ("adapters==1.3.0", "transformers==4.57.6", "huggingface-hub==0.36.0",
                  "tokenizers==0.22.1")
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,14 +60,7 @@ print(json.dumps({"adapter_vs_direct": float(np.abs(vectors - direct).max()),
 @pytest.fixture(scope="session")
 def adapters_env() -> Path:
     """transformers 4.57 + adapters, installed beside the project's packages (cached)."""
-    target = Path.home() / ".cache" / "mdcr-pipeline" / ("adapters-env-" + "-".join(
-        p.replace("==", "") for p in SIDE_PACKAGES))
-    if not (target / ".complete").exists():
-        shutil.rmtree(target, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                        "--target", str(target), *SIDE_PACKAGES], check=True)
-        (target / ".complete").touch()
-    return target
+    return side_packages("adapters-env", SIDE_PACKAGES)
 
 
 def test_specter2_loads_its_proximity_adapter_from_model_path(adapters_env, tiny_bert,

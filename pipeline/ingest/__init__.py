@@ -12,10 +12,8 @@ corpus, the number of shards or the size of one shard. Every line is accounted f
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import shutil
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Literal
 
@@ -40,6 +38,7 @@ from pipeline.ingest.prefilter import DROP_REASONS, drop_reason, prefilter, reco
 from pipeline.ingest.s2orc import find_shards
 from pipeline.ingest.shards import ShardResult, add_counts
 from pipeline.naming import SOURCES
+from pipeline.processes import worker_pool
 
 Source = Literal["s2orc", "s2ag"]
 
@@ -108,8 +107,7 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source:
             phases["dedupe"] = round(time.perf_counter() - start - phases["read"], 1)
             writing = time.perf_counter()
             # the two files are independent: with 2+ workers, citations in a second process
-            with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) \
-                    if workers > 1 else contextlib.nullcontext() as pool:
+            with worker_pool(1) if workers > 1 else contextlib.nullcontext() as pool:
                 citations = (pool.submit(write_citations, work, n_buckets, cites_tmp, dropped)
                              if pool else None)
                 totals["papers"] = write_papers(work, papers_tmp, dropped)

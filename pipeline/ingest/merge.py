@@ -14,9 +14,7 @@ found, and dangling citations flagged, one bucket at a time. Memory is bounded b
 from __future__ import annotations
 
 import math
-import multiprocessing
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +25,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from pipeline.ingest.corpus import CITATIONS_SCHEMA, PAPERS_SCHEMA, GroupedWriter, row_groups
+from pipeline.processes import worker_pool
 
 EDGE_BATCH = 1 << 22  # edges checked at once: a hash set of the bucket's ids is built per batch
 BUCKET_PAPERS = 2_000_000  # ids per bucket, at most about: 16 bytes each while deduplicating
@@ -84,8 +83,7 @@ def in_order(fn: Callable[[T], R], tasks: Iterable[T], workers: int, desc: str,
     if workers <= 1 or len(tasks) < 2:
         yield from tqdm(map(fn, tasks), **bar)
         return
-    with ProcessPoolExecutor(min(workers, len(tasks)),
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
+    with worker_pool(min(workers, len(tasks))) as pool:
         futures = [pool.submit(fn, task) for task in tasks]
         try:
             for future in tqdm(futures, **bar):

@@ -1,0 +1,29 @@
+"""Child processes that end with the stage that started them.
+
+A stage killed mid-run (Ctrl-C, SLURM's time limit, `kill`) must not leave workers behind that
+go on writing into its scratch folder or hold the CPU: every child asks Linux to SIGKILL it
+when its parent dies.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import signal
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In a child: be killed with SIGKILL when the parent process dies (Linux; else a no-op)."""
+    if sys.platform == "linux":
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def worker_pool(workers: int, start: str = "spawn") -> ProcessPoolExecutor:
+    """A process pool whose workers die with this process. Create it (and submit to it) from
+    the main thread: Linux ties the death signal to the thread that started the worker."""
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(start),
+                               initializer=die_with_parent)
