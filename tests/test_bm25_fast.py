@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 
 from pipeline import bm25, bm25_fast
+from pipeline.search import finalize_run
 from tests.conftest import pool_of
 
 
@@ -54,6 +55,8 @@ def test_same_lists_and_scores_as_lucene(pool, tmp_path, k1, b):
     assert ours["query"].to_list() == lucene["query"].to_list()
     assert ours["doc"].to_list() == lucene["doc"].to_list()
     assert np.abs(ours["score"].to_numpy() - lucene["score"].to_numpy()).max() < 1.5e-6
+    # the runs the search stage writes from either engine are the same, value for value
+    assert finalize_run(ours, 99)[0].equals(finalize_run(lucene, 99)[0])
     tied = lucene.filter(pl.col("doc").is_in((papers["corpusid"] + 10**9).implode()))
     assert tied.height > 100  # copies were retrieved: exact ties were broken the same way
 
