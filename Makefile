@@ -227,27 +227,44 @@ else
 	$(PIPE) embed --corpus $(call q,$(CORPUS)) $(MODEL_ARGS) --num-shards $(call q,$(SHARDS))
 endif
 
-$(RUNS)/%/$(MODEL_NAME).parquet: $(CDIR)/pools/%/manifest.json | $(STAMP)
-	$(PIPE) index --corpus $(call q,$(CORPUS)) --pool $(call q,$*) $(MODEL_ARGS) \
-		--threads $(call q,$(THREADS)) --bm25-engine $(call q,$(BM25_ENGINE))
-	$(PIPE) search --corpus $(call q,$(CORPUS)) --pool $(call q,$*) --model $(call q,$(MODEL_NAME)) \
-		--threads $(call q,$(THREADS)) --bm25-engine $(call q,$(BM25_ENGINE)) \
-		--backend $(call q,$(BACKEND))
+# One process searches every pool whose run is out of date (one JVM for BM25, one model load
+# for an encoder), and one process scores every run whose evaluation is: the batch stamps
+# below are newer than what they cover once a batch has succeeded. The per-pool rules after
+# them redo a single pool whose run or evaluation was deleted since; both skip current work
+# (checked by content: `--stale-only`).
+POOL_MANIFESTS = $(foreach p,$(POOLS),$(CDIR)/pools/$(p)/manifest.json)
+RUN_FILES = $(foreach p,$(POOLS),$(RUNS)/$(p)/$(MODEL_NAME).parquet)
+EVAL_FILES = $(foreach p,$(POOLS),$(RUNS)/$(p)/$(MODEL_NAME).eval.json)
+SEARCHED = $(RUNS)/.batches/$(MODEL_NAME).searched
+EVALUATED = $(RUNS)/.batches/$(MODEL_NAME).evaluated
+SEARCH_ARGS = --corpus $(call q,$(CORPUS)) $(MODEL_ARGS) --threads $(call q,$(THREADS)) \
+	--bm25-engine $(call q,$(BM25_ENGINE)) --backend $(call q,$(BACKEND)) --index --stale-only
+
+$(SEARCHED): $(POOL_MANIFESTS) | $(STAMP)
+	$(PIPE) search $(SEARCH_ARGS)
+	@mkdir -p $(call q,$(@D)) && touch $(call q,$@)
+
+$(RUNS)/%/$(MODEL_NAME).parquet: $(CDIR)/pools/%/manifest.json | $(STAMP) $(SEARCHED)
+	$(PIPE) search $(SEARCH_ARGS) --pool $(call q,$*)
+
+$(EVALUATED): $(SEARCHED) $(RUN_FILES)
+	$(PIPE) eval --corpus $(call q,$(CORPUS)) --model $(call q,$(MODEL_NAME)) --stale-only
+	@touch $(call q,$@)
+
+$(RUNS)/%/$(MODEL_NAME).eval.json: $(RUNS)/%/$(MODEL_NAME).parquet | $(EVALUATED)
+	$(PIPE) eval --corpus $(call q,$(CORPUS)) --pool $(call q,$*) \
+		--model $(call q,$(MODEL_NAME)) --stale-only
 
 # Each stage on its own (to time it, or to run it as a batch job): `index` is a no-op for a
 # pool whose index is current; `search` makes the runs that `eval` scores.
 index: | $(STAMP)
-	$(foreach p,$(POOLS),$(PIPE) index --corpus $(call q,$(CORPUS)) --pool $(call q,$(p)) \
-		$(MODEL_ARGS) --threads $(call q,$(THREADS)) --bm25-engine $(call q,$(BM25_ENGINE)) &&) true
+	$(PIPE) index --corpus $(call q,$(CORPUS)) $(MODEL_ARGS) --threads $(call q,$(THREADS)) \
+		--bm25-engine $(call q,$(BM25_ENGINE))
 
-search: $(foreach p,$(POOLS),$(RUNS)/$(p)/$(MODEL_NAME).parquet)
-
-$(RUNS)/%/$(MODEL_NAME).eval.json: $(RUNS)/%/$(MODEL_NAME).parquet
-	$(PIPE) eval --corpus $(call q,$(CORPUS)) --pool $(call q,$*) --model $(call q,$(MODEL_NAME))
+search: $(SEARCHED) $(RUN_FILES)
 
 # results.parquet is a real target: if collecting fails once, the next make collects again.
-$(RESULTS): $(foreach p,$(POOLS),$(RUNS)/$(p)/$(MODEL_NAME).eval.json) \
-		$(wildcard $(DATAROOT)/runs/*/*/*.eval.json) | $(STAMP)
+$(RESULTS): $(EVALUATED) $(EVAL_FILES) $(wildcard $(DATAROOT)/runs/*/*/*.eval.json) | $(STAMP)
 	$(PIPE) collect
 
 ifeq ($(EXECUTOR),slurm)

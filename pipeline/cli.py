@@ -296,25 +296,44 @@ def cmd_after_embed(args: argparse.Namespace) -> None:
     print(job_id)
 
 
-def cmd_index(args: argparse.Namespace) -> None:
+def _index_pools(args: argparse.Namespace, entry, pools: list[str]) -> None:
+    """Build what `entry` searches for each pool; an encoder is loaded once for all of them."""
+    from pipeline.embed import embed
     from pipeline.search import index
     from pipeline.timing import timed
 
     corpus_dir, index_root, _ = _dirs(args)
-    entry = get_model(args.model)
-    for pool in _pools(args):
+    if entry.embedded:
+        with timed("index", _log_dir(args), model=entry.name, pools=len(pools)):
+            embed(corpus_dir, index_root, entry, pools, **_embed_options(args))
+        return
+    for pool in pools:
         with timed("index", _log_dir(args), model=entry.name, pool=pool):
-            index(corpus_dir, index_root, pool, entry, args.threads, args.bm25_engine, **(
-                _embed_options(args) if entry.embedded else {}))
+            index(corpus_dir, index_root, pool, entry, args.threads, args.bm25_engine)
+
+
+def cmd_index(args: argparse.Namespace) -> None:
+    _index_pools(args, get_model(args.model), _pools(args))
 
 
 def cmd_search(args: argparse.Namespace) -> None:
-    from pipeline.search import search
+    """Search pools one after another in this process: one JVM (BM25) or one model and device
+    set-up for all of them. With --stale-only, pools whose run is current are kept as they
+    are; with --index, what they search is built first (what `make search` does)."""
+    from pipeline.search import run_is_current, search
     from pipeline.timing import timed
 
     corpus_dir, index_root, runs_root = _dirs(args)
     entry = get_model(args.model)
-    for pool in _pools(args):
+    pools = _pools(args)
+    if args.stale_only:
+        kept = [p for p in pools if run_is_current(corpus_dir, runs_root, p, entry.name, args.k)]
+        pools = [p for p in pools if p not in kept]
+        print(f"[search] {entry.name}: {len(kept)} current runs kept, {len(pools)} to search",
+              file=sys.stderr)
+    if args.index and pools:
+        _index_pools(args, entry, pools)
+    for pool in pools:
         with timed("search", _log_dir(args), model=entry.name, pool=pool) as info:
             out = search(corpus_dir, index_root, runs_root, pool, entry, args.k, args.threads,
                          args.seed, args.backend, args.bm25_engine)
@@ -322,12 +341,18 @@ def cmd_search(args: argparse.Namespace) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
-    from pipeline.evaluate import eval_run
+    from pipeline.evaluate import eval_is_current, eval_run
     from pipeline.timing import timed
 
     corpus_dir, _, runs_root = _dirs(args)
     entry = get_model(args.model)
-    for pool in _pools(args):
+    pools = _pools(args)
+    if args.stale_only:
+        kept = [p for p in pools if eval_is_current(corpus_dir, runs_root, p, entry.name)]
+        pools = [p for p in pools if p not in kept]
+        print(f"[eval] {entry.name}: {len(kept)} current evaluations kept, {len(pools)} to "
+              "score", file=sys.stderr)
+    for pool in pools:
         with timed("eval", _log_dir(args), model=entry.name, pool=pool) as info:
             out = eval_run(corpus_dir, runs_root, pool, entry.name)
             info.update({k: round(v, 4) for k, v in out["means"].items() if v is not None})
@@ -517,17 +542,24 @@ def build_parser() -> argparse.ArgumentParser:
     pool_arg(p)
     embed_args(p)
 
-    p = stage("search", cmd_search, "retrieve the top k per query, write TREC + parquet runs")
+    p = stage("search", cmd_search, "retrieve the top k per query, write TREC + parquet "
+              "runs (several pools in one process)")
     p.add_argument("--model", default="minilm")
     p.add_argument("--k", type=positive, default=500)
     p.add_argument("--threads", type=positive, default=2)
     p.add_argument("--seed", type=non_negative, default=0, help="seed of the random model")
     p.add_argument("--backend", default="auto", type=_choice(BACKENDS))
+    p.add_argument("--stale-only", action="store_true",
+                   help="keep runs that are intact and made from their pool's current files")
+    p.add_argument("--index", action="store_true", help="index the pools it searches first")
     bm25_engine_arg(p)
     pool_arg(p)
+    embed_args(p)
 
     p = stage("eval", cmd_eval, "score runs with ranx (MAP, NDCG, R@30), per query")
     p.add_argument("--model", default="minilm")
+    p.add_argument("--stale-only", action="store_true",
+                   help="keep evaluations made from the current pool and run")
     pool_arg(p)
 
     stage("collect", cmd_collect, "gather evaluated runs into runs/results.parquet", False)

@@ -8,6 +8,7 @@ dropped and counted.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ from pipeline.artifacts import (
     file_lock,
     fingerprints,
     manifest,
+    outputs_intact,
     read_json,
     write_json,
     write_parquet,
@@ -75,6 +77,28 @@ def check_run_against_pool(run: pl.DataFrame, queries: pl.Series, candidates: pl
         raise InputError(f"{where} answers {len(foreign_queries)} queries that the pool's "
                          f"qrels do not have (e.g. {foreign_queries.sort()[0]}): it was made for "
                          "another pool; rerun the search stage")
+
+
+def eval_is_current(corpus_dir: Path, runs_root: Path, pool: str, model: str) -> bool:
+    """True when the evaluation is intact and made from the pool's current files and the run
+    as it is now (then `eval --stale-only` keeps it; touched if older than the run, for make)."""
+    paths = run_paths(runs_root, corpus_dir.name, pool, model)
+    pool_path = corpus_dir / "pools" / pool / "manifest.json"
+    if not all(p.exists() for p in (paths["eval.json"], paths["manifest.json"], pool_path)):
+        return False
+    info = read_json(paths["eval.json"])
+    run_outputs = read_json(paths["manifest.json"]).get("outputs", {})
+    run_sha = run_outputs.get(paths["parquet"].name, {}).get("sha256")
+    if (info.get("parameters") != {"pool": pool, "model": model, "metrics": list(METRICS)}
+            or info.get("inputs", {}).get(paths["parquet"].name) != run_sha
+            or not made_from(info.get("inputs", {}), read_json(pool_path))
+            or not outputs_intact(paths["trec"].parent, info)):
+        return False
+    if paths["parquet"].exists() and (paths["eval.json"].stat().st_mtime
+                                      < paths["parquet"].stat().st_mtime):
+        for name in ("metrics.parquet", "eval.json"):
+            os.utime(paths[name])
+    return True
 
 
 def eval_run(corpus_dir: Path, runs_root: Path, pool: str, model: str) -> dict:

@@ -1,7 +1,9 @@
 """Index a pool and retrieve the top 500 for its queries with any registered model.
 
-`index` builds what a model searches: a Lucene index for BM25, the embedding store for a dense
-or multi-vector (ASPIRE: one vector per sentence, `pipeline/multivector.py`) encoder. `search`
+`index` builds what a model searches: a Lucene index for BM25 on the Lucene engine (the
+default arrays engine, `pipeline/bm25_fast.py`, indexes in memory as it searches), the
+embedding store for a dense or multi-vector (ASPIRE: one vector per sentence,
+`pipeline/multivector.py`) encoder. `search`
 writes `runs/<corpus>/<pool>/<model>.trec` and `.parquet` in rank order with trec_eval's
 tie-break (score descending, then docid descending as a string), after removing
 each query paper from its own results (MDCR §3: queries never retrieve themselves).
@@ -9,6 +11,7 @@ each query paper from its own results (MDCR §3: queries never retrieve themselv
 
 from __future__ import annotations
 
+import os
 import time
 import zlib
 from pathlib import Path
@@ -23,6 +26,7 @@ from pipeline.artifacts import (
     file_lock,
     fingerprints,
     manifest,
+    outputs_intact,
     read_json,
     read_parquet,
     write_json,
@@ -45,6 +49,26 @@ def run_paths(runs_root: Path, corpus: str, pool: str, model: str) -> dict[str, 
     folder = runs_root / corpus / pool
     return {suffix: folder / f"{model}.{suffix}"
             for suffix in ("trec", "parquet", "manifest.json", "metrics.parquet", "eval.json")}
+
+
+def run_is_current(corpus_dir: Path, runs_root: Path, pool: str, model: str, k: int = TOP_K
+                   ) -> bool:
+    """True when `search` would write this run again from the same inputs: it is intact, was
+    made from the pool's current files, with the same model and k. A current run older than
+    its pool's manifest (a pool rebuilt to the same bytes) is touched, so make agrees."""
+    paths = run_paths(runs_root, corpus_dir.name, pool, model)
+    pool_path = corpus_dir / "pools" / pool / "manifest.json"
+    if not (paths["manifest.json"].exists() and pool_path.exists()):
+        return False
+    info = read_json(paths["manifest.json"])
+    if (info.get("parameters") != {"pool": pool, "model": model, "k": k}
+            or not made_from(info.get("inputs", {}), read_json(pool_path))
+            or not outputs_intact(paths["trec"].parent, info)):
+        return False
+    if paths["parquet"].stat().st_mtime < pool_path.stat().st_mtime:
+        for name in ("trec", "parquet", "manifest.json"):
+            os.utime(paths[name])
+    return True
 
 
 def _papers(corpus_dir: Path, ids: pl.Series) -> pl.DataFrame:

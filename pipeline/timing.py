@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ def timed(stage: str, log_dir: Path | None = None, **labels: object) -> Iterator
     print(f"[{stage}] done in {seconds:.1f}s {details}".rstrip(), file=sys.stderr)
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
-        record = {"stage": stage, "seconds": round(seconds, 3), **labels, **info}
+        record = {"stage": stage, "seconds": round(seconds, 3), "pid": os.getpid(), **labels,
+                  **info}
         with (log_dir / TIMES_FILE).open("a") as handle:
             handle.write(json.dumps(record, default=str) + "\n")

@@ -24,9 +24,10 @@ def test_lengths_are_encoded_as_lucene_smallfloat():
 
 
 def test_tokens_are_lucenes():
-    tokens = bm25_fast.analyze(["The Running dogs of 1,000 cats", "", "e-mail the U.S.A."])
+    tokens = bm25_fast.analyze(["The Running dogs of 1,000 cats", "", "e-mail the U.S.A.",
+                                f"a {bm25_fast.SEPARATOR.upper()} in the text"])
     assert tokens.rows() == [(0, "run"), (0, "dog"), (0, "1,000"), (0, "cat"),
-                             (2, "e"), (2, "mail"), (2, "u.s.a")]
+                             (2, "e"), (2, "mail"), (2, "u.s.a"), (3, "text")]
 
 
 @pytest.fixture(scope="module")

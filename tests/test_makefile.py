@@ -39,6 +39,18 @@ def make(data: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
     return done
 
 
+def stage_records(data: Path) -> list[dict]:
+    path = data / "runs" / "small" / "stage-times.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def stage_pids(data: Path, stage: str, skip: int = 0) -> dict[str, int]:
+    """pool -> process id of the stage's records in the stage-times log (after the first
+    `skip` records)."""
+    return {r["pool"]: r["pid"] for r in stage_records(data)[skip:]
+            if r["stage"] == stage and "pool" in r}
+
+
 def test_pool_eval_report_chain(data):
     make(data, "pool", "SIZE=800 1600", "QUERIES=15")
     make(data, "pool", "FIELD=medicine", "SIZE=700", "QUERIES=10")
@@ -46,12 +58,18 @@ def test_pool_eval_report_chain(data):
     assert pools == ["all-1600-r0", "all-800-r0", "medicine-700-r0"]
     # each stage on its own; Lucene's index (the default arrays engine indexes in memory)
     indexed = make(data, "index", "MODEL=bm25", "BM25_ENGINE=lucene")
-    assert indexed.stdout.count(" index ") == 3 and " search " not in indexed.stdout
+    assert indexed.stdout.count("pipeline") == 1 and " search " not in indexed.stdout
+    assert len(stage_pids(data, "index")) == 3
+    # every pool searched by one process (one JVM), then scored by one process
     searched = make(data, "search", "MODEL=bm25")
-    assert searched.stdout.count(" search ") == 3 and " eval " not in searched.stdout
+    assert searched.stdout.count(" search ") == 1 and " eval " not in searched.stdout
+    searches = stage_pids(data, "search")
+    assert sorted(searches) == pools and len(set(searches.values())) == 1
     assert not list((data / "runs" / "small").glob("*/bm25.eval.json"))
     first = make(data, "eval", "MODEL=bm25")
-    assert " eval " in first.stdout and " search " not in first.stdout
+    assert first.stdout.count(" eval ") == 1 and " search " not in first.stdout
+    evals = stage_pids(data, "eval")
+    assert sorted(evals) == pools and len(set(evals.values())) == 1
     for pool in pools:
         assert (data / "indexes" / "small" / pool / "bm25" / "manifest.json").exists()
         run = json.loads((data / "runs" / "small" / pool / "bm25.manifest.json").read_text())
@@ -61,6 +79,20 @@ def test_pool_eval_report_chain(data):
         assert (data / "runs" / "small" / pool / "bm25.parquet").exists()  # kept by make
     again = make(data, "eval", "MODEL=bm25")
     assert "Nothing to be done" in again.stdout and "pipeline" not in again.stdout
+    # a run lost since: that pool alone is searched and scored again
+    before = {p: (data / "runs" / "small" / p / "bm25.parquet").stat().st_mtime_ns
+              for p in pools}
+    (data / "runs" / "small" / "all-800-r0" / "bm25.parquet").unlink()
+    logged = len(stage_records(data))
+    redo = make(data, "eval", "MODEL=bm25")
+    assert "--pool 'all-800-r0'" in redo.stdout
+    assert sorted(stage_pids(data, "search", logged)) == ["all-800-r0"]
+    # the same bytes again: its evaluation is kept (touched for make), not recomputed
+    assert not stage_pids(data, "eval", logged) and "3 current evaluations kept" in redo.stderr
+    assert "Nothing to be done" in make(data, "eval", "MODEL=bm25").stdout
+    for pool in ("all-1600-r0", "medicine-700-r0"):
+        assert (data / "runs" / "small" / pool / "bm25.parquet").stat().st_mtime_ns == \
+            before[pool]
     make(data, "eval", "MODEL=random")
     report = make(data, "report").stdout
     assert "| bm25 |" in report and "| random |" in report and "Stage times" in report

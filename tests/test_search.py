@@ -5,9 +5,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.evaluate import collect_results, eval_run
+from pipeline.evaluate import collect_results, eval_is_current, eval_run
 from pipeline.models import REGISTRY, ModelEntry, get_model
-from pipeline.search import index, run_paths, search
+from pipeline.search import index, run_is_current, run_paths, search
 from tests.conftest import POOL_SIZES, pool_of
 
 POOL = pool_of(POOL_SIZES[0])
@@ -64,3 +64,25 @@ def test_results_table_gathers_runs(corpus_dir, roots):
     assert {"bm25", "random"} <= set(results["model"])
     assert set(results["metric"]) == {"map", "ndcg", "recall@30"}
     assert (results["level"] == "dataset").all()
+
+
+def test_stale_only_keeps_current_work_and_redoes_the_rest(corpus_dir, roots):
+    """What `search --stale-only` and `eval --stale-only` (make's batches) keep: an intact run
+    made from the pool's current files with the same k, and its evaluation."""
+    index_root, runs_root = roots
+    entry = get_model("random")
+    search(corpus_dir, index_root, runs_root, POOL, entry, k=100, threads=1)
+    eval_run(corpus_dir, runs_root, POOL, entry.name)
+    paths = run_paths(runs_root, corpus_dir.name, POOL, entry.name)
+    assert run_is_current(corpus_dir, runs_root, POOL, entry.name, k=100)
+    assert eval_is_current(corpus_dir, runs_root, POOL, entry.name)
+    assert not run_is_current(corpus_dir, runs_root, POOL, entry.name, k=500)  # another k
+    assert not run_is_current(corpus_dir, runs_root, POOL, "bm25-unsearched", k=100)
+    # a run rewritten with other bytes: the run is current, its evaluation is not
+    search(corpus_dir, index_root, runs_root, POOL, entry, k=100, threads=1, seed=7)
+    assert run_is_current(corpus_dir, runs_root, POOL, entry.name, k=100)
+    assert not eval_is_current(corpus_dir, runs_root, POOL, entry.name)
+    # a damaged run is not current
+    paths["parquet"].write_bytes(paths["parquet"].read_bytes()[:-10])
+    assert not run_is_current(corpus_dir, runs_root, POOL, entry.name, k=100)
+    search(corpus_dir, index_root, runs_root, POOL, entry, k=100, threads=1)  # for later tests
