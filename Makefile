@@ -23,6 +23,12 @@ CITATIONS ?= inbound
 # picks one and the run manifest says which).
 BM25_ENGINE ?= arrays
 BACKEND ?= auto
+# What eval scores: a set (large-scale: MAP, NDCG, R@30 over the top 500; mdcr: MAP, NDCG,
+# R@5; beir: nDCG@10, R@100) or ranx metric names, e.g. METRICS="map ndcg@10 recall@30".
+METRICS ?= large-scale
+# make fuse: the models whose runs are fused (commas) and ranx's method (rrf, wsum, sum, mnz..)
+MODELS ?=
+METHOD ?= rrf
 # The reader: the S2ORC 2020 release, or the S2AG datasets (papers/, abstracts/, citations/).
 SOURCE ?= $(if $(filter s2ag,$(CORPUS)),s2ag,s2orc)
 FOS_SOURCE ?= external
@@ -71,7 +77,7 @@ TIME ?=
 # value given on the command line or in the environment may not hold '$' (make code).
 q = '$(subst ','\'',$(1))'
 USER_VARS := CORPUS MODEL POOLING SIZE FIELD REPEATS SEED THREADS CITATIONS SOURCE FOS_SOURCE \
-	BM25_ENGINE BACKEND \
+	BM25_ENGINE BACKEND METRICS MODELS METHOD \
 	RAW MODEL_PATH QUERIES \
 	DATA DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED DEMO_FIELDS DEMO_FIELD_SIZE \
 	DEMO_FIELD_QUERIES STRICT PAPER_SIZES PAPER_QUERIES \
@@ -105,6 +111,7 @@ CHECK := $(shell $(PYTHON) -m pipeline check --CORPUS $(call q,$(CORPUS)) \
 	--THREADS $(call q,$(THREADS)) $(if $(QUERIES),--QUERIES $(call q,$(QUERIES))) \
 	--CITATIONS $(call q,$(CITATIONS)) --DATA $(call q,$(DATA)) --RAW $(call q,$(RAW)) \
 	--BM25_ENGINE $(call q,$(BM25_ENGINE)) --BACKEND $(call q,$(BACKEND)) \
+	--METRICS $(call q,$(METRICS)) --MODELS $(call q,$(MODELS)) --METHOD $(call q,$(METHOD)) \
 	$(if $(MODEL_PATH),--MODEL_PATH $(call q,$(MODEL_PATH))) --STRICT $(call q,$(STRICT)) \
 	--SOURCE $(call q,$(SOURCE)) --FOS_SOURCE $(call q,$(FOS_SOURCE)) \
 	--PAPER_SIZES $(call q,$(PAPER_SIZES)) --PAPER_QUERIES $(call q,$(PAPER_QUERIES)) \
@@ -116,7 +123,7 @@ CHECK := $(shell $(PYTHON) -m pipeline check --CORPUS $(call q,$(CORPUS)) \
 	--stamp-dir $(call q,$(PARAMS)) \
 	--stamp $(call q,synth=papers=$(DEMO_PAPERS) seed=$(DEMO_SEED)) \
 	--stamp $(call q,ingest=raw=$(RAW) strict=$(STRICT) source=$(SOURCE) fos=$(FOS_SOURCE)) \
-	--stamp $(call q,prefilter=citations=$(CITATIONS)) 2>&1)
+	--stamp $(call q,prefilter=citations=$(CITATIONS)) --stamp $(call q,metrics=$(METRICS)) 2>&1)
 ifneq ($(CHECK),)
 $(error $(CHECK))
 endif
@@ -126,7 +133,8 @@ $(error error: no pools for CORPUS=$(CORPUS) under $(CDIR)/pools: build one firs
 endif
 endif
 
-.PHONY: help setup setup-gpu demo test lint corpus pool pools-paper embed index search eval report \
+.PHONY: help setup setup-gpu demo test lint corpus pool pools-paper embed index search eval fuse \
+	report \
 	verify models clean-demo
 # Pattern-built files are kept (make would delete intermediates), and a recipe that fails
 # leaves no target behind that looks up to date.
@@ -142,6 +150,7 @@ help:
 	@echo "make index MODEL=..            only index (Lucene / embeddings) every pool of CORPUS"
 	@echo "make search MODEL=..           only index and search: the runs, unscored"
 	@echo "make embed [EXECUTOR=slurm SHARDS=16]  embed the pools' papers (a SLURM job array)"
+	@echo "make fuse MODELS=bm25,minilm [METHOD=rrf]  fuse the models' runs (ranx), evaluate"
 	@echo "make report                    tables and plots under runs/reports/"
 	@echo "make verify                    check every artifact: corrupt, partial or stale?"
 	@echo "make models                    list the model registry"
@@ -154,6 +163,8 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install --quiet -e '.[test]'
 	@# pyserini is used for the Anserini jar it ships; its own Python deps are not needed.
 	$(VENV)/bin/pip install --quiet --no-deps pyserini==$(PYSERINI_VERSION)
+	@# numba compiles the BM25 and metric kernels once, here, not in a user's first make eval
+	$(VENV)/bin/python -m pipeline warm
 	touch $@
 
 setup: $(STAMP)
@@ -247,13 +258,15 @@ $(SEARCHED): $(POOL_MANIFESTS) | $(STAMP)
 $(RUNS)/%/$(MODEL_NAME).parquet: $(CDIR)/pools/%/manifest.json | $(STAMP) $(SEARCHED)
 	$(PIPE) search $(SEARCH_ARGS) --pool $(call q,$*)
 
-$(EVALUATED): $(SEARCHED) $(RUN_FILES)
-	$(PIPE) eval --corpus $(call q,$(CORPUS)) --model $(call q,$(MODEL_NAME)) --stale-only
+$(EVALUATED): $(SEARCHED) $(RUN_FILES) $(PARAMS)/metrics
+	$(PIPE) eval --corpus $(call q,$(CORPUS)) --model $(call q,$(MODEL_NAME)) --stale-only \
+		--metrics $(call q,$(METRICS))
 	@touch $(call q,$@)
 
-$(RUNS)/%/$(MODEL_NAME).eval.json: $(RUNS)/%/$(MODEL_NAME).parquet | $(EVALUATED)
+$(RUNS)/%/$(MODEL_NAME).eval.json: $(RUNS)/%/$(MODEL_NAME).parquet $(PARAMS)/metrics \
+		| $(EVALUATED)
 	$(PIPE) eval --corpus $(call q,$(CORPUS)) --pool $(call q,$*) \
-		--model $(call q,$(MODEL_NAME)) --stale-only
+		--model $(call q,$(MODEL_NAME)) --stale-only --metrics $(call q,$(METRICS))
 
 # Each stage on its own (to time it, or to run it as a batch job): `index` is a no-op for a
 # pool whose index is current; `search` makes the runs that `eval` scores.
@@ -276,6 +289,18 @@ eval: | $(STAMP)
 else
 eval: $(RESULTS)
 endif
+
+# Fusion: every component evaluated, then the fused model like any other (its runs are made
+# from the components' runs of the same pool; see pipeline/fusion.py).
+comma := ,
+empty :=
+space := $(empty) $(empty)
+FUSE_PARTS = $(subst $(comma), ,$(MODELS))
+fuse: | $(STAMP)
+	@$(if $(strip $(MODELS)),,echo "error: make fuse needs MODELS=a,b (e.g. MODELS=bm25,minilm)" >&2 && exit 2)
+	@$(foreach m,$(FUSE_PARTS),$(MAKE) --no-print-directory eval MODEL=$(call q,$(m)) &&) \
+	$(MAKE) --no-print-directory eval \
+		MODEL=$(call q,fuse--$(METHOD)--$(subst $(space),--,$(strip $(FUSE_PARTS))))
 
 report: | $(STAMP)
 	$(PIPE) report --corpus $(call q,$(CORPUS)) --seed $(call q,$(SEED)) --times

@@ -8,6 +8,7 @@ b=0.4 for all three. Timed:
   start included), 2 threads;
 - the pipeline's arrays engine (`pipeline.bm25_fast`: Lucene's analysis and BM25 in numba),
   2 threads, the pool's analysis and postings as its index time; its lists against Lucene's;
+  and the same engine scoring every posting (no pruning), to show what pruning gains;
 - pyserini 1.6 (its Python layer, in a side environment): `batch_search` at 1 and 2 threads,
   the call alone (JVM start and index opening not counted: the peer's best case);
 - bm25s (numba backend, Porter stemmer, Lucene's English stop words, method="lucene"):
@@ -154,6 +155,15 @@ def run_size(papers: pl.DataFrame, size: int, n_queries: int, k: int, work: Path
     rows["pipeline arrays engine (bm25_fast, 2 threads)"] = {
         "seconds": round(arrays_s, 2), "queries_per_s": round(n_queries / arrays_s, 2),
         "index_seconds": round(build_s, 1),
+        **compare({q: lists.get(q, []) for q in qids}, reference, k)}
+    start = time.perf_counter()
+    every = bm25_fast.anserini_order(*bm25_fast.search(arrays, job["texts"], k, K1, B,
+                                                       prune=False), k)
+    exhaustive_s = time.perf_counter() - start
+    lists = {qids[row]: [str(d) for d in g["doc"]]
+             for (row,), g in every.group_by("row", maintain_order=True)}
+    rows["arrays engine without pruning (every posting scored)"] = {
+        "seconds": round(exhaustive_s, 2), "queries_per_s": round(n_queries / exhaustive_s, 2),
         **compare({q: lists.get(q, []) for q in qids}, reference, k)}
     del arrays
     for threads, row in peer("pyserini", {**job, "peer": "pyserini"}, tmp, env_path).items():

@@ -1,5 +1,5 @@
 """Lucene's BM25, scored with arrays: Anserini's runs, faster for whole-abstract queries (issue
-7; benchmarks/results/search_bm25.md: 6.8x pyserini's best on a 100k pool, 1.65x on 1M).
+7; benchmarks/results/search_bm25.md: 8.6x pyserini's best on a 100k pool, 2.3x on 1M).
 
 Lucene spends most of a long query's time walking postings one clause at a time. Here the
 pool's postings are plain arrays (term -> documents, term frequencies) and a numba kernel
@@ -102,12 +102,34 @@ def decode_length(byte: np.ndarray) -> np.ndarray:
 
 
 class Postings:
-    """A pool's inverted index as arrays: for term t, docs[ptr[t]:ptr[t+1]] and their tfs."""
+    """A pool's inverted index as arrays: for term t, docs[ptr[t]:ptr[t+1]] and their tfs; and
+    the same pairs by document (for document d, terms fterms[fptr[d]:fptr[d+1]] in term order
+    with their tfs ftfs), which pruned queries use to finish their few candidates."""
 
     def __init__(self, ids: np.ndarray, vocab: pl.DataFrame, ptr: np.ndarray, docs: np.ndarray,
                  tfs: np.ndarray, norms: np.ndarray, sum_length: int, doc_count: int):
         self.ids, self.vocab, self.ptr, self.docs, self.tfs = ids, vocab, ptr, docs, tfs
         self.norms, self.sum_length, self.doc_count = norms, sum_length, doc_count
+        self.fptr, self.fterms, self.ftfs = _forward(ptr, docs, tfs, len(ids))
+
+
+@numba.njit(cache=True)
+def _forward(ptr, docs, tfs, n_docs):  # pragma: no cover
+    """The postings transposed: per document its (term, tf) pairs in term order."""
+    fptr = np.zeros(n_docs + 1, dtype=np.int64)
+    for p in range(len(docs)):
+        fptr[docs[p] + 1] += 1
+    fptr = np.cumsum(fptr)
+    fill = fptr[:-1].copy()
+    fterms = np.empty(len(docs), dtype=np.int32)
+    ftfs = np.empty(len(docs), dtype=np.float32)
+    for t in range(len(ptr) - 1):
+        for p in range(ptr[t], ptr[t + 1]):
+            d = docs[p]
+            fterms[fill[d]] = t
+            ftfs[fill[d]] = tfs[p]
+            fill[d] += 1
+    return fptr, fterms, ftfs
 
 
 def build(ids: np.ndarray, texts: Sequence[str]) -> Postings:
@@ -160,21 +182,128 @@ def _query_terms(index: Postings, texts: Sequence[str]
     return q_ptr, counts["term_id"].to_numpy().astype(np.int32), weights
 
 
+@numba.njit(cache=True)
+def _term_maxima(ptr, docs, tfs, norm_inv):  # pragma: no cover
+    """Per term, the largest tf x cache[norm] of its postings: its score can be no higher than
+    weight - weight / (1 + that), Lucene's float32 operations being monotone."""
+    out = np.zeros(len(ptr) - 1, dtype=np.float32)
+    for t in range(len(ptr) - 1):
+        top = np.float32(0.0)
+        for p in range(ptr[t], ptr[t + 1]):
+            x = tfs[p] * norm_inv[docs[p]]
+            if x > top:
+                top = x
+        out[t] = top
+    return out
+
+
+PRUNE_MARGIN = 1e-5  # relative: far above float32 rounding, so pruning never changes a score
+CANDIDATE_COST = 8.0  # a candidate's merge step against a scored posting (measured, roughly)
+
+
+@numba.njit(cache=True)
+def _threshold(acc, k, reach, top):  # pragma: no cover
+    """(theta, candidates): a value that at least k entries of acc reach, just below their
+    k-th largest, lowered by PRUNE_MARGIN; and about how many entries reach theta - reach
+    (rounded up to whole bins). One branch-free pass and a histogram of 4,096 bins over
+    [0, top] (top: at least the largest entry), not a selection."""
+    bins = 4096
+    hist = np.zeros(bins + 2, dtype=np.int64)
+    scale = bins / top
+    for v in acc:
+        hist[int(v * scale)] += 1
+    count, theta = 0, 0.0
+    for b in range(bins + 1, 0, -1):
+        count += hist[b]
+        if count >= k:
+            theta = (b / scale) * (1.0 - 1e-9) * (1.0 - PRUNE_MARGIN)
+            break
+    if theta <= reach:
+        return theta, len(acc)
+    return theta, hist[int((theta - reach) * scale):].sum()
+
+
 @numba.njit(parallel=True, cache=True)
-def _scores(q_ptr, q_terms, q_weights, ptr, docs, tfs, norm_inv, n_docs, k, out, kth
-            ):  # pragma: no cover
-    """out[q, d]: Lucene's BM25 of document d for query q (0 where no term matches); kth[q]:
-    the k-th largest of out[q] (0 when k covers every document)."""
+def _scores(q_ptr, q_terms, q_weights, ptr, docs, tfs, norm_inv, maxima, fptr, fterms, ftfs,
+            n_docs, k, prune, out, kth, pruned, sums, lookup):  # pragma: no cover
+    """out[q, d]: Lucene's BM25 of document d for query q, for every document that can reach
+    the top k (0 elsewhere); kth[q]: the k-th largest of out[q] (0 when k covers every
+    document); pruned[q]: the query's terms left to the candidates (0: none).
+
+    Exact pruning, term at a time (MaxScore's bound): terms go in order of their highest
+    possible score; every partial sum is a lower bound of a document's score, so the k-th
+    largest partial sum (theta) bounds the k-th score from below. Once the highest score the
+    remaining terms could add is below theta, no document outside those whose partial sum
+    plus that bound reaches theta can enter the top k (nor tie with it); the remaining terms
+    are scored for those candidates only, from the documents' own term lists. Partial sums
+    are in float64, exact for float32 terms, so the order of terms changes no score.
+    sums (float64, a row of n_docs per thread) and lookup (float32, a row of the vocabulary
+    size per thread, all 0) are work space."""
     for q in numba.prange(len(q_ptr) - 1):
-        acc = np.zeros(n_docs, dtype=np.float64)
-        for j in range(q_ptr[q], q_ptr[q + 1]):
-            t, w = q_terms[j], q_weights[j]
+        terms = q_terms[q_ptr[q] : q_ptr[q + 1]]
+        weights = q_weights[q_ptr[q] : q_ptr[q + 1]]
+        n_terms = len(terms)
+        bound = np.empty(n_terms, dtype=np.float64)
+        total = 0
+        for j in range(n_terms):
+            w = weights[j]
+            bound[j] = w - w / (np.float32(1.0) + maxima[terms[j]])
+            total += ptr[terms[j] + 1] - ptr[terms[j]]
+        order = np.argsort(-bound)
+        rest = np.zeros(n_terms + 1, dtype=np.float64)  # rest[i]: bound of order[i:]
+        for i in range(n_terms - 1, -1, -1):
+            rest[i] = rest[i + 1] + bound[order[i]]
+        acc, weight_of = sums[numba.get_thread_id()], lookup[numba.get_thread_id()]
+        acc[:] = 0
+        cut, theta, done, checked = n_terms, 0.0, 0, 0
+        for i in range(n_terms):
+            t, w = terms[order[i]], weights[order[i]]
             for p in range(ptr[t], ptr[t + 1]):
                 d = docs[p]
                 acc[d] += w - w / (np.float32(1.0) + tfs[p] * norm_inv[d])
+            done += ptr[t + 1] - ptr[t]
+            # a check reads every partial sum: at most one per n_docs / 2 postings scored
+            if prune and i + 1 < n_terms and k < n_docs and 2 * (done - checked) >= n_docs:
+                checked = done
+                reach = rest[i + 1] * (1.0 + PRUNE_MARGIN)
+                top = (rest[0] - rest[i + 1]) * (1.0 + PRUNE_MARGIN) + 1e-30  # >= any sum
+                theta, candidates = _threshold(acc, k, reach, top)
+                # stop when finishing the candidates costs well under the postings left
+                work = candidates * ((fptr[n_docs] / n_docs) + n_terms - i - 1)
+                if reach < theta and CANDIDATE_COST * work <= total - done:
+                    cut = i + 1
+                    break
+        row = out[q]
+        if cut == n_terms:
+            for d in range(n_docs):
+                row[d] = np.float32(acc[d])
+            kth[q] = np.partition(row, n_docs - k)[n_docs - k] if k < n_docs else 0
+            pruned[q] = 0
+            continue
+        for i in range(cut, n_terms):  # the remaining terms, looked up by term id
+            weight_of[terms[order[i]]] = weights[order[i]]
+        reach = rest[cut] * (1.0 + PRUNE_MARGIN)
+        row[:] = 0
+        found = 0
         for d in range(n_docs):
-            out[q, d] = np.float32(acc[d])
-        kth[q] = np.partition(out[q], n_docs - k)[n_docs - k] if k < n_docs else 0
+            if acc[d] > 0 and acc[d] + reach >= theta:
+                score = acc[d]
+                for x in range(fptr[d], fptr[d + 1]):
+                    w = weight_of[fterms[x]]
+                    if w > 0:
+                        score += w - w / (np.float32(1.0) + ftfs[x] * norm_inv[d])
+                row[d] = np.float32(score)
+                found += 1
+        for i in range(cut, n_terms):
+            weight_of[terms[order[i]]] = 0
+        values = np.empty(found, dtype=np.float32)
+        m = 0
+        for d in range(n_docs):
+            if row[d] > 0:
+                values[m] = row[d]
+                m += 1
+        kth[q] = np.partition(values[:m], m - k)[m - k]
+        pruned[q] = n_terms - cut
 
 
 @numba.njit(cache=True)
@@ -208,27 +337,39 @@ def anserini_order(rows: np.ndarray, docs: np.ndarray, scores: np.ndarray, k: in
 
 
 def search(index: Postings, texts: Sequence[str], k: int, k1: float = 0.9, b: float = 0.4,
-           chunk: int = 64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           chunk: int = 64, prune: bool = True, stats: dict | None = None
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Lucene's BM25 of the top k per query, plus the documents tied with the k-th: (query
-    row, doc id, float32 score), matching documents only (score > 0)."""
+    row, doc id, float32 score), matching documents only (score > 0). `prune=False` scores
+    every posting (the same result, slower); `stats` receives how many queries were pruned."""
     norm_inv = _norm_cache(index, k1, b)
+    maxima = _term_maxima(index.ptr, index.docs, index.tfs, norm_inv)
     q_ptr, q_terms, q_weights = _query_terms(index, texts)
     n_docs = len(index.ids)
     rows, found, values = [], [], []
     out = np.empty((min(chunk, len(texts)), n_docs), dtype=np.float32)
     kth = np.empty(len(out), dtype=np.float32)
+    pruned = np.zeros(len(texts), dtype=np.int64)  # terms left to the candidates, per query
+    # work space, a row per thread (zeros are calloc'ed: rows of idle threads take no memory)
+    threads = numba.config.NUMBA_NUM_THREADS
+    sums = np.zeros((threads, n_docs), dtype=np.float64)
+    lookup = np.zeros((threads, len(index.ptr) - 1), dtype=np.float32)
     for lo in range(0, len(texts), chunk):
         hi = min(lo + chunk, len(texts))
         block = out[: hi - lo]
         _scores(q_ptr[lo : hi + 1] - q_ptr[lo], q_terms[q_ptr[lo] : q_ptr[hi]],
                 q_weights[q_ptr[lo] : q_ptr[hi]], index.ptr, index.docs, index.tfs, norm_inv,
-                n_docs, k, block, kth)
+                maxima, index.fptr, index.fterms, index.ftfs, n_docs, k, prune, block, kth,
+                pruned[lo:hi], sums, lookup)
         for r in range(hi - lo):
             scores = block[r]
             keep = np.flatnonzero(scores >= max(kth[r], np.float32(1e-30)))
             rows.append(np.full(len(keep), lo + r))
             found.append(keep)
             values.append(scores[keep])
+    if stats is not None:
+        stats.update(queries=len(texts), pruned=int((pruned > 0).sum()),
+                     terms=len(q_terms), terms_left=int(pruned.sum()))
     return (np.concatenate(rows), index.ids[np.concatenate(found)], np.concatenate(values))
 
 
@@ -253,3 +394,21 @@ def search_grid(queries: pl.DataFrame, papers: pl.DataFrame, k: int, k1s: Sequen
                 "doc": pl.Series(hits["doc"], dtype=papers["corpusid"].dtype),
                 "score": hits["score"].cast(pl.Float64)})
     return runs, capped
+
+
+def warm_up() -> None:
+    """Compile the numba kernels (or load numba's cache) on a two-document index, without the
+    JVM, so that the first BM25 search after an install does not pay the JIT (`make setup`)."""
+    index = Postings(np.arange(2), pl.DataFrame(schema={"term": pl.String, "term_id": pl.Int32}),
+                     np.array([0, 2, 3]), np.array([0, 1, 1], dtype=np.int32),
+                     np.ones(3, dtype=np.float32), encode_length(np.array([2, 1])), 3, 2)
+    norm_inv = _norm_cache(index, 0.9, 0.4)
+    maxima = _term_maxima(index.ptr, index.docs, index.tfs, norm_inv)
+    out, kth, pruned = (np.empty((1, 2), dtype=np.float32), np.empty(1, dtype=np.float32),
+                        np.zeros(1, dtype=np.int64))
+    _scores(np.array([0, 2]), np.array([0, 1], dtype=np.int32), np.ones(2, dtype=np.float32),
+            index.ptr, index.docs, index.tfs, norm_inv, maxima, index.fptr, index.fterms,
+            index.ftfs, 2, 1, True, out, kth, pruned[0:1],
+            np.zeros((numba.config.NUMBA_NUM_THREADS, 2)),
+            np.zeros((numba.config.NUMBA_NUM_THREADS, 2), dtype=np.float32))
+    anserini_order(np.zeros(2, dtype=np.int64), index.ids, out[0], 1)

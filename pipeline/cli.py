@@ -20,8 +20,15 @@ from pathlib import Path
 from pipeline.artifacts import atomic_path
 from pipeline.errors import InputError, ToolError
 from pipeline.fields import resolve_fields
-from pipeline.models import HF_PREFIX, REGISTRY, get_model
-from pipeline.naming import CITATION_MODES, FOS_SOURCES, SOURCES, SPLITS, parse_size
+from pipeline.models import HF_PREFIX, REGISTRY, fused_name, get_model
+from pipeline.naming import (
+    CITATION_MODES,
+    FOS_SOURCES,
+    SOURCES,
+    SPLITS,
+    parse_metrics,
+    parse_size,
+)
 from pipeline.slurm import check_executor, check_partition, check_time
 
 DTYPES = ("float32", "float16")
@@ -107,6 +114,11 @@ def _checked(check):
     return parse
 
 
+def metric_list(text: str) -> str:
+    parse_metrics(text)
+    return text
+
+
 def device(text: str) -> str:
     if not re.match(r"^(cpu|cuda(:\d+)?)$", text):
         raise argparse.ArgumentTypeError(f"{text!r}: use cpu, cuda or cuda:<index>")
@@ -144,6 +156,8 @@ def cmd_check(args: argparse.Namespace) -> None:
     if args.POOLING and not (args.MODEL or "").startswith(HF_PREFIX):
         raise InputError(f"POOLING={args.POOLING} is for MODEL=hf:<id>; a registered model "
                          "has its own pooling (make models)")
+    if args.MODELS:  # make fuse
+        fused_name(args.METHOD or "rrf", args.MODELS.replace(",", " ").split())
     for fields in (args.FIELD, args.DEMO_FIELDS):
         if fields:
             resolve_fields(fields)
@@ -171,6 +185,14 @@ def write_stamp(path: Path, value: str) -> None:
 def cmd_models(args: argparse.Namespace) -> None:
     for entry in REGISTRY.values():
         print(f"{entry.name:14} {entry.kind:12} {entry.hf_id or '-':52} {entry.similarity}")
+
+
+def cmd_warm(args: argparse.Namespace) -> None:
+    """Compile the numba kernels of BM25 and of the metrics into numba's cache (make setup)."""
+    from pipeline import bm25_fast, metrics
+
+    bm25_fast.warm_up()
+    metrics.warm_up()
 
 
 def cmd_synth(args: argparse.Namespace) -> None:
@@ -347,14 +369,16 @@ def cmd_eval(args: argparse.Namespace) -> None:
     corpus_dir, _, runs_root = _dirs(args)
     entry = get_model(args.model)
     pools = _pools(args)
+    metrics = parse_metrics(args.metrics)
     if args.stale_only:
-        kept = [p for p in pools if eval_is_current(corpus_dir, runs_root, p, entry.name)]
+        kept = [p for p in pools
+                if eval_is_current(corpus_dir, runs_root, p, entry.name, metrics)]
         pools = [p for p in pools if p not in kept]
         print(f"[eval] {entry.name}: {len(kept)} current evaluations kept, {len(pools)} to "
               "score", file=sys.stderr)
     for pool in pools:
         with timed("eval", _log_dir(args), model=entry.name, pool=pool) as info:
-            out = eval_run(corpus_dir, runs_root, pool, entry.name)
+            out = eval_run(corpus_dir, runs_root, pool, entry.name, metrics)
             info.update({k: round(v, 4) for k, v in out["means"].items() if v is not None})
 
 
@@ -426,6 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--CITATIONS", type=_choice(CITATION_MODES))
     p.add_argument("--BM25_ENGINE", type=_choice(BM25_ENGINES))
     p.add_argument("--BACKEND", type=_choice(BACKENDS))
+    p.add_argument("--METRICS", type=_checked(metric_list))
+    p.add_argument("--MODELS", help="models to fuse, separated by commas")
+    p.add_argument("--METHOD", help="a ranx fusion method (rrf, wsum, sum, mnz, ...)")
     p.add_argument("--DEMO_PAPERS", type=sizes)
     p.add_argument("--DEMO_SIZES", type=sizes)
     p.add_argument("--DEMO_MODELS", default="")
@@ -452,6 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stamp-dir", default=".")
     p.add_argument("--stamp", action="append", default=[], help="NAME=VALUE parameter stamp")
     stage("models", cmd_models, "list the model registry", False)
+    stage("warm", cmd_warm, "compile the numba kernels once (make setup runs it)", False)
 
     p = stage("synth", cmd_synth, "generate a synthetic corpus in S2ORC format")
     p.add_argument("--papers", default="120k", type=sizes)
@@ -556,8 +584,11 @@ def build_parser() -> argparse.ArgumentParser:
     pool_arg(p)
     embed_args(p)
 
-    p = stage("eval", cmd_eval, "score runs with ranx (MAP, NDCG, R@30), per query")
+    p = stage("eval", cmd_eval, "score runs with ranx's kernels, per query (default MAP, "
+              "NDCG, R@30)")
     p.add_argument("--model", default="minilm")
+    p.add_argument("--metrics", default="large-scale", type=_checked(metric_list),
+                   help="a set (large-scale, mdcr, beir) or names: 'map ndcg@10 recall@30'")
     p.add_argument("--stale-only", action="store_true",
                    help="keep evaluations made from the current pool and run")
     pool_arg(p)

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pipeline.errors import InputError
 
-Kind = Literal["dense", "multi-vector", "bm25", "random"]
+Kind = Literal["dense", "multi-vector", "bm25", "random", "fusion"]
 Pooling = Literal["cls", "mean", "none"]
 Similarity = Literal["ip", "l2", "cosine"]
 
@@ -114,10 +114,51 @@ def hf_model(spec: str) -> ModelEntry:
                       notes="unregistered (MODEL=hf:<id>)")
 
 
+FUSION_PREFIX = "fuse--"
+# ranx's fusion methods: those whose parameters its optimize_fusion tunes, the rank-based ones
+# (no score normalisation), and the score combinations
+FUSION_TUNABLE = frozenset({"gmnz", "logn_isr", "mixed", "rbc", "rrf", "w_bordafuse",
+                            "w_condorcet", "wmnz", "wsum"})
+FUSION_RANK_BASED = frozenset({"rrf", "isr", "log_isr", "logn_isr", "rbc", "bordafuse",
+                               "w_bordafuse", "condorcet", "w_condorcet"})
+FUSION_METHODS = FUSION_TUNABLE | FUSION_RANK_BASED | {"sum", "mnz", "max", "min", "med", "anz"}
+
+
+def fused_name(method: str, models: list[str]) -> str:
+    """The file-safe name of a fused model: fuse--<method>--<model>--<model>[...]."""
+    if method not in FUSION_METHODS:
+        raise InputError(f"METHOD: unknown fusion method {method!r}; use one of ranx's: "
+                         f"{', '.join(sorted(FUSION_METHODS))}")
+    if len(models) < 2 or len(set(models)) != len(models):
+        raise InputError(f"MODELS: fusion needs two or more different models, got "
+                         f"{','.join(models) or 'none'}")
+    return FUSION_PREFIX + "--".join([method, *(get_model(m).name for m in models)])
+
+
+def fusion_parts(name: str) -> tuple[str, list[str]]:
+    """`fuse--rrf--bm25--minilm` -> ("rrf", ["bm25", "minilm"]); hf-- models inside keep their
+    own `--`, so parts are split where a registered or hf-- name starts."""
+    method, _, rest = name[len(FUSION_PREFIX):].partition("--")
+    parts, models = rest.split("--"), []
+    while parts:
+        if parts[0] == "hf" and len(parts) >= 4:  # hf--org--name--pooling
+            models.append("--".join(parts[:4]))
+            parts = parts[4:]
+        else:
+            models.append(parts.pop(0))
+    fused_name(method, models)  # checks
+    return method, models
+
+
 def get_model(name: str) -> ModelEntry:
-    """The registered entry (or an `hf:` model), or a one-line InputError listing the names."""
+    """The registered entry (or an `hf:` model, or a fused one), or a one-line InputError
+    listing the names."""
     if name.strip().startswith((HF_PREFIX, "hf--")):
         return hf_model(name.strip())
+    if name.strip().startswith(FUSION_PREFIX):
+        method, models = fusion_parts(name.strip())
+        return ModelEntry(fused_name(method, models), "fusion",
+                          notes=f"ranx {method} fusion of {', '.join(models)}")
     try:
         return REGISTRY[name.strip().lower()]
     except KeyError:

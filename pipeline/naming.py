@@ -66,3 +66,31 @@ def parse_pool_name(name: str) -> PoolName:
     scope, size, seed, repeat, val = match.groups()
     return PoolName(scope, parse_size(size), int(repeat), int(seed or 0),
                     "validation" if val else "test")
+
+
+# The paper's sets: large-scale pools (top 500 per query) and MDCR-style benchmarks (the whole
+# candidate list, MDCR §4); `beir` for outside collections.
+METRIC_SETS: dict[str, tuple[str, ...]] = {
+    "large-scale": ("map", "ndcg", "recall@30"),
+    "mdcr": ("map", "ndcg", "recall@5"),
+    "beir": ("ndcg@10", "recall@100"),
+}
+DEFAULT_METRICS = METRIC_SETS["large-scale"]
+_KNOWN = ("map", "ndcg", "recall", "precision", "mrr", "r-precision", "hit_rate", "hits",
+          "ndcg_burges", "f1", "bpref")
+
+
+def parse_metrics(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """A metric set's name or metric names (ranx's, e.g. `map ndcg@10 recall@30`), checked."""
+    names = text.replace(",", " ").split() if isinstance(text, str) else list(text)
+    if len(names) == 1 and names[0] in METRIC_SETS:
+        return METRIC_SETS[names[0]]
+    for name in names:
+        base, _, cut = name.partition("@")
+        if base not in _KNOWN or (cut and not (cut.isdigit() and int(cut) > 0)):
+            raise InputError(f"METRICS: unknown metric {name!r}; use a set "
+                             f"({', '.join(METRIC_SETS)}) or names like map, ndcg@10, "
+                             f"recall@30 (known: {', '.join(_KNOWN)})")
+    if not names:
+        raise InputError("METRICS is empty: give a set (large-scale, mdcr, beir) or names")
+    return tuple(dict.fromkeys(names))

@@ -1,6 +1,7 @@
 """Tables and plots from `runs/results.parquet` (the layout of MDCR Tables 1-2).
 
-Dataset-level: model x pool size, cells MAP / NDCG / R@30 (x100, mean over repeats).
+Dataset-level: model x pool size, cells MAP / NDCG / R@30 (x100: the mean over a pool's queries,
+then mean ± standard deviation over repeats).
 Field-level: model x field, MAP x100 per pool size. Plot: MAP against pool size, one line per
 model. Written as markdown, LaTeX and PNG under `runs/reports/`.
 """
@@ -8,6 +9,7 @@ model. Written as markdown, LaTeX and PNG under `runs/reports/`.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import polars as pl
@@ -19,16 +21,53 @@ from pipeline.naming import format_size
 from pipeline.timing import TIMES_FILE
 
 CELL_METRICS = ("map", "ndcg", "recall@30")
+METRIC_NAMES = {"map": "MAP", "ndcg": "NDCG", "recall@30": "R@30", "recall@5": "R@5"}
 
 
 def _means(results: pl.DataFrame) -> pl.DataFrame:
-    """Mean (x100) over repeats, one row per (level, scope, field, size, model)."""
-    return (
-        results.group_by("level", "scope", "field", "size", "model", "metric")
-        .agg(value=pl.col("value").mean() * 100, repeats=pl.len())
-        .pivot("metric", index=["level", "scope", "field", "size", "model", "repeats"],
-               values="value")
-    )
+    """Per (level, scope, field, size, model): each metric's mean over queries, then its mean
+    and standard deviation (x100) over the repeats; columns <metric> and <metric>_std."""
+    keys = ["level", "scope", "field", "size", "model"]
+    per_run = (results.group_by(*keys, "repeat", "metric")
+               .agg(pl.col("value").mean()))
+    summary = per_run.group_by(*keys, "metric").agg(
+        mean=pl.col("value").mean() * 100, std=pl.col("value").std() * 100, repeats=pl.len())
+    means = summary.pivot("metric", index=[*keys, "repeats"], values="mean")
+    stds = summary.pivot("metric", index=keys, values="std")
+    return means.join(stds.rename({c: f"{c}_std" for c in stds.columns if c not in keys}),
+                      on=keys, nulls_equal=True)
+
+
+def _cell(row: pl.DataFrame, metric: str) -> str:
+    """mean, with ± std when there are repeats."""
+    mean, std = row[metric][0], row[f"{metric}_std"][0]
+    return f"{mean:.1f}" if std is None or row["repeats"][0] < 2 else f"{mean:.1f} ± {std:.1f}"
+
+
+def _marks(results: pl.DataFrame, by: str, metric: str = "map") -> dict[tuple, str]:
+    """(value of `by`, model) -> "best" for the best mean `metric` of its column, "worse" for a
+    model significantly below it (paired t-test, Holm-Bonferroni over the column's pairs,
+    p < 0.05), "" otherwise. Per-query values are averaged over repeats first."""
+    from pipeline.significance import compare
+
+    marks: dict[tuple, str] = {}
+    data = results.filter(pl.col("metric") == metric)
+    for (key,), group in data.group_by(by):
+        per_query = group.group_by("model", "query").agg(pl.col("value").mean())
+        if per_query["model"].n_unique() < 2:
+            continue
+        table = compare(per_query)
+        means = per_query.group_by("model").agg(pl.col("value").mean())
+        best = means.row(int(means["value"].arg_max()), named=True)["model"]
+        marks[(key, best)] = "best"
+        for row in table.filter(pl.col("significant")).iter_rows(named=True):
+            if best in (row["a"], row["b"]):
+                marks[(key, row["b"] if row["a"] == best else row["a"])] = "worse"
+    return marks
+
+
+def _marked(text: str, mark: str) -> str:
+    return f"**{text}**" if mark == "best" else f"{text}†" if mark == "worse" else text
 
 
 def _model_order(models: list[str]) -> list[str]:
@@ -44,7 +83,8 @@ def _markdown(header: list[str], rows: list[list[str]]) -> str:
 
 def _latex(header: list[str], rows: list[list[str]], caption: str) -> str:
     def esc(text: str) -> str:
-        return text.replace("_", r"\_").replace("%", r"\%")
+        text = text.replace("_", r"\_").replace("%", r"\%").replace("±", r"$\pm$")
+        return re.sub(r"\*\*(.+?)\*\*", r"\\textbf{\1}", text).replace("†", r"$^\dagger$")
 
     body = "\n".join(" & ".join(esc(c) for c in r) + r" \\" for r in rows)
     return (
@@ -55,22 +95,33 @@ def _latex(header: list[str], rows: list[list[str]], caption: str) -> str:
     )
 
 
-def dataset_table(means: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
+def dataset_table(means: pl.DataFrame, marks: dict[tuple, str] | None = None
+                  ) -> tuple[list[str], list[list[str]]]:
+    """Models x pool sizes; the first metric of a cell (MAP) marked by `_marks`."""
+    marks = marks or {}
     data = means.filter(pl.col("level") == "dataset")
     sizes = sorted(data["size"].unique().to_list())
-    header = ["model", *[f"{format_size(s)} (MAP / NDCG / R@30)" for s in sizes]]
+    metrics = [m for m in CELL_METRICS if m in data.columns] or sorted(
+        c for c in data.columns if f"{c}_std" in data.columns)  # METRICS of the user's choice
+    names = " / ".join(METRIC_NAMES.get(m, m) for m in metrics)
+    header = ["model", *[f"{format_size(s)} ({names})" for s in sizes]]
     rows = []
     for model in _model_order(data["model"].unique().to_list()):
         cells = [model]
         for size in sizes:
             hit = data.filter(pl.col("model") == model, pl.col("size") == size)
-            cells.append(" / ".join(f"{hit[m][0]:.1f}" for m in CELL_METRICS)
-                         if hit.height else "-")
+            parts = [_cell(hit, m) for m in metrics] if hit.height else []
+            if parts:
+                parts[0] = _marked(parts[0], marks.get((size, model), ""))
+            cells.append(" / ".join(parts) if parts else "-")
         rows.append(cells)
     return header, rows
 
 
-def field_table(means: pl.DataFrame, size: int) -> tuple[list[str], list[list[str]]]:
+def field_table(means: pl.DataFrame, size: int, marks: dict[tuple, str] | None = None
+                ) -> tuple[list[str], list[list[str]]]:
+    """Models x fields, MAP, and the macro-average over the fields."""
+    marks = marks or {}
     data = means.filter(pl.col("level") == "field", pl.col("size") == size)
     fields = [f for f in MAG_FIELDS if f in set(data["field"].to_list())]
     header = ["model", *[MAG_FIELDS[f] for f in fields], "avg"]
@@ -78,35 +129,101 @@ def field_table(means: pl.DataFrame, size: int) -> tuple[list[str], list[list[st
     for model in _model_order(data["model"].unique().to_list()):
         values = [data.filter(pl.col("model") == model, pl.col("field") == f)["map"]
                   for f in fields]
-        cells = [f"{v[0]:.1f}" if len(v) else "-" for v in values]
+        cells = [_marked(f"{v[0]:.1f}", marks.get((f, model), "")) if len(v) else "-"
+                 for f, v in zip(fields, values, strict=True)]
         present = [v[0] for v in values if len(v)]
         rows.append([model, *cells, f"{sum(present) / len(present):.1f}" if present else "-"])
     return header, rows
 
 
-def plot_map_vs_size(means: pl.DataFrame, path: Path, title: str) -> None:
+def significance_section(results: pl.DataFrame) -> str:
+    """Every pair of models per pool (size or field) and metric: both paired tests with
+    Holm-Bonferroni, and each model's 95% bootstrap interval over queries."""
+    from pipeline.significance import bootstrap_ci, compare
+
+    header = ["pools", "metric", "a", "b", "mean a", "mean b", "t-test p (Holm)",
+              "randomization p (Holm)"]
+    rows, intervals = [], []
+    for (scope, size, metric), group in results.sort("size").group_by(
+            "scope", "size", "metric", maintain_order=True):
+        per_query = group.group_by("model", "query").agg(pl.col("value").mean())
+        where = f"{scope}-{format_size(size)}"
+        for model, values in per_query.group_by("model", maintain_order=True):
+            lo, hi = bootstrap_ci(values["value"].to_numpy())
+            intervals.append([where, metric, model[0], f"{values['value'].mean() * 100:.1f}",
+                              f"[{lo * 100:.1f}, {hi * 100:.1f}]"])
+        if per_query["model"].n_unique() < 2:
+            continue
+        t, fisher = compare(per_query, "t-test"), compare(per_query, "fisher")
+        for a, b in zip(t.iter_rows(named=True), fisher.iter_rows(named=True), strict=True):
+            rows.append([where, metric, a["a"], a["b"], f"{a['mean_a'] * 100:.1f}",
+                         f"{a['mean_b'] * 100:.1f}", f"{a['p']:.3g} ({a['p_holm']:.3g})",
+                         f"{b['p']:.3g} ({b['p_holm']:.3g})"])
+    text = ("## Significance (paired over the same queries, values averaged over repeats; "
+            "Holm-Bonferroni over the pairs of a pool and metric)\n\n")
+    text += _markdown(header, rows) if rows else "Only one model: nothing to compare.\n"
+    text += "\n## 95% bootstrap intervals of the mean over queries (x100)\n\n"
+    return text + _markdown(["pools", "metric", "model", "mean", "95% interval"], intervals)
+
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _save(fig, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+
+
+def plot_map_vs_size(means: pl.DataFrame, path: Path, title: str) -> None:
+    """MAP against pool size (log x), one line per model, error bars: std over repeats."""
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for model in _model_order(means["model"].unique().to_list()):
         line = means.filter(pl.col("model") == model).sort("size")
-        ax.plot(line["size"], line["map"], marker="o", label=model,
-                linestyle=":" if model == "random" else "-")
+        ax.errorbar(line["size"], line["map"], yerr=line["map_std"].fill_null(0), marker="o",
+                    capsize=3, label=model, linestyle=":" if model == "random" else "-")
     ax.set_xscale("log")
     sizes = sorted(means["size"].unique().to_list())
     ax.set_xticks(sizes, labels=[format_size(s) for s in sizes])
     ax.minorticks_off()
     ax.set_xlabel("candidate pool size (papers)")
-    ax.set_ylabel("MAP x100")
+    ax.set_ylabel("MAP x100 (mean ± std over repeats)")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_field_heatmap(means: pl.DataFrame, path: Path, title: str) -> None:
+    """MAP x100 of each model (rows) on each field's pools (columns), values written in."""
+    plt = _pyplot()
+    fields = [f for f in MAG_FIELDS if f in set(means["field"].to_list())]
+    models = _model_order(means["model"].unique().to_list())
+    grid = [[(lambda v: float("nan") if v.is_empty() else v[0])(
+        means.filter(pl.col("model") == m, pl.col("field") == f)["map"]) for f in fields]
+        for m in models]
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.5 + 0.75 * len(fields)),
+                                    1.6 + 0.5 * len(models)))
+    image = ax.imshow(grid, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(fields)), labels=[MAG_FIELDS[f] for f in fields])
+    ax.set_yticks(range(len(models)), labels=models)
+    for i, row in enumerate(grid):
+        for j, value in enumerate(row):
+            if value == value:  # not NaN
+                ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=8,
+                        color="white" if image.norm(value) < 0.5 else "black")
+    fig.colorbar(image, ax=ax, label="MAP x100")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
     plt.close(fig)
 
 
@@ -144,8 +261,11 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
     out_dir = runs_root / "reports"
     sections = []
     if (means["level"] == "dataset").any():
-        header, rows = dataset_table(means)
-        caption = f"{corpus}: dataset-level pools, MAP / NDCG / R@30 x100 (top 500)"
+        dataset = results.filter(pl.col("level") == "dataset")
+        header, rows = dataset_table(means, _marks(dataset, "size"))
+        caption = (f"{corpus}: dataset-level pools, MAP / NDCG / R@30 x100 (top 500), mean ± "
+                   "std over repeats; bold: best MAP; †: MAP significantly below the best "
+                   "(paired t-test, Holm-Bonferroni, p < 0.05)")
         sections.append(f"## {caption}\n\n" + _markdown(header, rows))
         with atomic_path(out_dir / f"{corpus}-dataset.tex") as tmp:
             tmp.write_text(_latex(header, rows, caption))
@@ -153,11 +273,17 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
                          out_dir / f"{corpus}-map-vs-pool-size.png",
                          f"{corpus}: MAP against pool size (dataset-level)")
     for size in sorted(means.filter(pl.col("level") == "field")["size"].unique().to_list()):
-        header, rows = field_table(means, size)
-        caption = f"{corpus}: field-level pools of {format_size(size)}, MAP x100"
+        fields = results.filter(pl.col("level") == "field", pl.col("size") == size)
+        header, rows = field_table(means, size, _marks(fields, "field"))
+        plot_field_heatmap(means.filter(pl.col("level") == "field", pl.col("size") == size),
+                           out_dir / f"{corpus}-fields-{format_size(size)}.png",
+                           f"{corpus}: MAP on field-level pools of {format_size(size)}")
+        caption = (f"{corpus}: field-level pools of {format_size(size)}, MAP x100; bold: best; "
+                   "†: significantly below the best (paired t-test, Holm-Bonferroni, p < 0.05)")
         sections.append(f"## {caption}\n\n" + _markdown(header, rows))
         with atomic_path(out_dir / f"{corpus}-field-{format_size(size)}.tex") as tmp:
             tmp.write_text(_latex(header, rows, caption))
+    sections.append(significance_section(results))
     text = "\n".join(sections)
     with atomic_path(out_dir / f"{corpus}.md") as tmp:
         tmp.write_text(f"# Results: {corpus}\n\n{text}")

@@ -95,7 +95,7 @@ def index(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry, thre
                                     threads, params)
     if entry.embedded:
         return embed(corpus_dir, index_root, entry, pools=[pool], **embed_options)
-    if entry.kind == "random":
+    if entry.kind in ("random", "fusion"):
         return {"model": entry.name, "pool": pool, "note": "nothing to index"}
     raise InputError(f"MODEL {entry.name} ({entry.kind}) is registered but its retrieval is "
                      "not implemented yet: use bm25, random or a dense encoder")
@@ -215,6 +215,10 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
                                     queries["corpusid"].to_numpy(),
                                     candidates["corpusid"].to_numpy(), k + 1, entry.similarity,
                                     backend)
+    elif entry.kind == "fusion":  # the component runs of this pool, fused (ranx)
+        from pipeline.fusion import fused_hits
+
+        hits, details = fused_hits(corpus_dir, runs_root, pool, entry.name, k + 1)
     elif entry.kind == "random":
         hits = _random_hits(queries, candidates, k + 1, seed)
         details = {"seed": seed}

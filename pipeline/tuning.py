@@ -80,7 +80,7 @@ def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntr
           threads: int, k1s: tuple[float, ...], bs: tuple[float, ...], inputs: dict,
           grid: dict, path: Path, engine: str) -> dict:
     """Every (k1, b) on every validation pool, MAP over the top 500 as `eval` scores it."""
-    from pipeline.evaluate import per_query_metrics
+    from pipeline.metrics import per_query
     from pipeline.search import TOP_K, _papers, bm25_index_dir, finalize_run, index
 
     start = time.perf_counter()
@@ -104,7 +104,7 @@ def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntr
         in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
         for (k1, b), hits in runs.items():
             run, _ = finalize_run(hits, TOP_K)
-            metrics, _ = per_query_metrics(run, in_pool, queries["corpusid"])
+            metrics, _ = per_query(run, in_pool, queries["corpusid"], ("map",))
             rows.append({"pool": pool, "k1": k1, "b": b, "map": float(metrics["map"].mean())})
     table = (pl.DataFrame(rows).group_by("k1", "b", maintain_order=True)
              .agg(pl.col("map").mean()))

@@ -76,3 +76,20 @@ def test_queries_without_text_have_no_hits(pool):
                                            abstract=pl.Series([None, "troponin"]))
     runs, _ = bm25_fast.search_grid(queries, papers, 10, [0.9], [0.4])
     assert set(runs[(0.9, 0.4)]["query"]) <= {queries["corpusid"][1]}
+
+
+@pytest.mark.parametrize("k", [1, 10, 100])
+def test_pruning_changes_no_list_and_no_score(pool, k):
+    """Pruned queries (the remaining terms scored for the candidates only) return exactly what
+    scoring every posting returns: documents, ties with the k-th, and float32 scores."""
+    papers, queries = pool
+    index = bm25_fast.build(papers["corpusid"].to_numpy(),
+                            bm25.paper_text(papers).to_list())
+    texts = bm25.paper_text(queries).to_list()
+    stats: dict = {}
+    pruned = bm25_fast.search(index, texts, k, stats=stats)
+    full = bm25_fast.search(index, texts, k, prune=False)
+    if k <= 10:  # few candidates reach the top k: pruning pays off, and is taken
+        assert stats["pruned"] >= len(texts) // 2 and stats["terms_left"] > 0
+    for ours, theirs in zip(pruned, full, strict=True):
+        assert np.array_equal(ours, theirs)

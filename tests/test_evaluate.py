@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.evaluate import per_query_metrics
+from pipeline.metrics import per_query
 from pipeline.search import finalize_run
 
 
@@ -22,7 +22,7 @@ def test_hand_computed_example():
     run = frame([(1, 1, 1), (1, 2, 2), (1, 3, 3), (1, 4, 4), (2, 8, 1), (2, 9, 2), (3, 1, 1)],
                 ["query", "doc", "rank"])
     qrels = frame([(1, 1, 1), (1, 3, 1), (1, 5, 1), (2, 9, 1)], ["query", "doc", "rel"])
-    metrics, dropped = per_query_metrics(run, qrels, pl.Series([1, 2, 3]))
+    metrics, dropped = per_query(run, qrels, pl.Series([1, 2, 3]))
     assert dropped == 1
     by_query = {r["query"]: r for r in metrics.iter_rows(named=True)}
     assert by_query[1]["map"] == pytest.approx((1 / 1 + 2 / 3) / 3)
@@ -37,7 +37,7 @@ def test_hand_computed_example():
 def test_recall_cutoff_is_30():
     run = frame([(1, d, d) for d in range(1, 41)], ["query", "doc", "rank"])
     qrels = frame([(1, 30, 1), (1, 31, 1)], ["query", "doc", "rel"])
-    metrics, _ = per_query_metrics(run, qrels, pl.Series([1]))
+    metrics, _ = per_query(run, qrels, pl.Series([1]))
     assert metrics["recall@30"][0] == 0.5
 
 
@@ -63,7 +63,7 @@ def test_ranx_agrees_with_trec_eval_on_tied_runs():
         qrels_rows += [(q, int(d), 1) for d in relevant]
     run, _ = finalize_run(frame(rows, ["query", "doc", "score"]), k=500)
     qrels = frame(qrels_rows, ["query", "doc", "rel"])
-    ours, _ = per_query_metrics(run, qrels, pl.Series(range(1, 41)))
+    ours, _ = per_query(run, qrels, pl.Series(range(1, 41)))
     evaluator = pytrec_eval.RelevanceEvaluator(
         {str(q): {str(d): r for qq, d, r in qrels_rows if qq == q} for q in range(1, 41)},
         {"map", "ndcg", "recall.30"})
@@ -74,3 +74,66 @@ def test_ranx_agrees_with_trec_eval_on_tied_runs():
         assert row["map"] == pytest.approx(want["map"], abs=1e-12)
         assert row["ndcg"] == pytest.approx(want["ndcg"], abs=1e-12)
         assert row["recall@30"] == pytest.approx(want["recall_30"], abs=1e-12)
+
+
+# ranx name -> pytrec_eval measure and the key of its output
+TREC_NAMES = {"map": ("map", "map"), "ndcg": ("ndcg", "ndcg"), "recall@30": ("recall.30",
+              "recall_30"), "recall@5": ("recall.5", "recall_5"), "ndcg@10": ("ndcg_cut.10",
+              "ndcg_cut_10"), "recall@100": ("recall.100", "recall_100"),
+              "precision@10": ("P.10", "P_10"), "mrr": ("recip_rank", "recip_rank")}
+
+
+@pytest.mark.parametrize("string_ids", [False, True])
+def test_every_metric_equals_trec_eval_on_adversarial_runs(string_ids):
+    """Graded relevance, ties, judged non-relevant documents, queries absent from the run
+    (scored 0, trec_eval -c), queries with nothing relevant (dropped), runs shorter than the
+    cut-offs, and string ids."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    rng = np.random.default_rng(1)
+    rows, qrels_rows = [], []
+    for q in range(1, 61):
+        n_docs = int(rng.choice([0, 1, 3, 40, 300]))  # 0: absent from the run
+        docs = rng.choice(np.arange(1, 800), size=n_docs, replace=False)
+        rows += [(q, int(d), float(s)) for d, s in
+                 zip(docs, rng.integers(0, 5, size=n_docs), strict=True)]  # many ties
+        if q % 10 == 0:
+            continue  # nothing relevant: dropped
+        judged = rng.choice(np.arange(1, 800), size=int(rng.integers(1, 30)), replace=False)
+        qrels_rows += [(q, int(d), int(rng.integers(0, 4))) for d in judged]  # grades 0-3
+        qrels_rows.append((q, int(judged[0]), 2) if not any(
+            r[0] == q and r[2] > 0 for r in qrels_rows) else (q, -1, 0))
+    run, _ = finalize_run(frame(rows, ["query", "doc", "score"]), k=500)
+    qrels = frame(qrels_rows, ["query", "doc", "rel"]).filter(pl.col("doc") > 0)
+    queries = pl.Series(range(1, 61))
+    if string_ids:
+        run = run.with_columns(pl.format("d{}", "doc").alias("doc"))
+        qrels = qrels.with_columns(pl.format("d{}", "doc").alias("doc"))
+    ours, dropped = per_query(run, qrels, queries, list(TREC_NAMES))
+    relevant = qrels.filter(pl.col("rel") > 0)
+    assert dropped == 60 - relevant["query"].n_unique()
+    evaluator = pytrec_eval.RelevanceEvaluator(
+        {str(q): {str(d): int(r) for d, r in zip(g["doc"], g["rel"], strict=True)}
+         for (q,), g in qrels.group_by("query")},
+        {name for name, _ in TREC_NAMES.values()})
+    trec = evaluator.evaluate({str(q): {str(d): float(s) for d, s in
+                                        zip(g["doc"], g["score"], strict=True)}
+                               for (q,), g in run.group_by("query")})
+    absent = 0
+    for row in ours.iter_rows(named=True):
+        want = trec.get(str(row["query"]))
+        absent += want is None
+        for metric, (_, key) in TREC_NAMES.items():
+            expected = 0.0 if want is None else want[key]  # -c: an unanswered query is 0
+            assert row[metric] == pytest.approx(expected, abs=1e-12), (row["query"], metric)
+    assert absent > 0 and set(ours["query"]) == set(relevant["query"])
+
+
+def test_metric_names_are_checked():
+    from pipeline.errors import InputError
+    from pipeline.naming import parse_metrics
+
+    assert parse_metrics("mdcr") == ("map", "ndcg", "recall@5")
+    assert parse_metrics("map, ndcg@10 map") == ("map", "ndcg@10")
+    for bad in ("mapp", "recall@0", "ndcg@x", ""):
+        with pytest.raises(InputError, match="METRICS"):
+            parse_metrics(bad)

@@ -18,36 +18,45 @@ def results_frame() -> pl.DataFrame:
             for repeat, jitter in ((0, 0.01), (1, -0.01)):
                 for metric, value in (("map", base - drop + jitter), ("ndcg", 0.7),
                                       ("recall@30", 0.5)):
-                    rows.append({"corpus": "demo", "pool": f"all-{size}-r{repeat}",
-                                 "level": "dataset", "scope": "all", "field": None,
-                                 "size": size, "repeat": repeat, "seed": 0, "split": "test",
-                                 "model": model,
-                                 "metric": metric, "value": value})
+                    for query, spread in (("1", 0.02), ("2", -0.02)):  # mean over queries
+                        rows.append({"corpus": "demo", "pool": f"all-{size}-r{repeat}",
+                                     "level": "dataset", "scope": "all", "field": None,
+                                     "size": size, "repeat": repeat, "seed": 0,
+                                     "split": "test", "model": model, "query": query,
+                                     "metric": metric, "value": value + spread})
     for model, value in (("bm25", 0.33), ("minilm", 0.25)):
         for field in ("Medicine", "Art"):
             rows.append({"corpus": "demo", "pool": f"{field.lower()}-20k-r0", "level": "field",
                          "scope": field.lower(), "field": field, "size": 20000, "repeat": 0,
-                         "seed": 0, "split": "test",
-                         "model": model, "metric": "map", "value": value})
-    return pl.DataFrame(rows)
+                         "seed": 0, "split": "test", "model": model, "query": "1",
+                         "metric": "map", "value": value})
+    return pl.DataFrame(rows, infer_schema_length=None)
 
 
 def test_tables_and_plot(tmp_path):
     results_frame().write_parquet(tmp_path / "results.parquet")
     text = report(tmp_path, "demo")
-    # dataset level: mean over the two repeats, x100, MAP / NDCG / R@30
+    # dataset level: mean over queries, then mean ± std over the two repeats, x100
     bm25 = next(line for line in text.splitlines() if line.startswith("| bm25 |")
                 and "/" in line)
-    assert bm25.split(" | ")[1:4] == ["40.0 / 70.0 / 50.0", "35.0 / 70.0 / 50.0",
-                                      "30.0 / 70.0 / 50.0 |"]
+    assert bm25.split(" | ")[1:4] == ["**40.0 ± 1.4** / 70.0 ± 0.0 / 50.0 ± 0.0",
+                                      "**35.0 ± 1.4** / 70.0 ± 0.0 / 50.0 ± 0.0",
+                                      "**30.0 ± 1.4** / 70.0 ± 0.0 / 50.0 ± 0.0 |"]
+    # bold: the best MAP; †: significantly below it (every query 10 points lower)
+    minilm = next(line for line in text.splitlines() if line.startswith("| minilm |"))
+    assert minilm.split(" | ")[1] == "30.0 ± 1.4† / 70.0 ± 0.0 / 50.0 ± 0.0"
+    assert "## Significance" in text and "| all-2k | map | bm25 | minilm |" in text
     # field level: MAP per field (paper abbreviations) and the average
     assert "| model | Art | Med | avg |" in text
-    assert "| bm25 | 33.0 | 33.0 | 33.0 |" in text
+    assert "| bm25 | **33.0** | **33.0** | 33.0 |" in text
     out = tmp_path / "reports"
     png = (out / "demo-map-vs-pool-size.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
-    assert "\\begin{tabular}" in (out / "demo-dataset.tex").read_text()
+    latex = (out / "demo-dataset.tex").read_text()
+    assert "\\begin{tabular}" in latex and "\\textbf{40.0 $\\pm$ 1.4}" in latex
+    assert "$^\\dagger$" in latex
     assert (out / "demo-field-20k.tex").exists() and (out / "demo.md").exists()
+    assert (out / "demo-fields-20k.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_missing_results_is_a_clear_error(tmp_path):
@@ -73,7 +82,7 @@ def test_seeds_are_never_mixed(tmp_path):
     validation = frame.with_columns(split=pl.lit("validation"), value=pl.lit(0.77))
     pl.concat([frame, other, validation]).write_parquet(tmp_path / "results.parquet")
     zero = report(tmp_path, "demo")
-    assert "| bm25 | 33.0 | 33.0 | 33.0 |" in zero and "99.0" not in zero
+    assert "| bm25 | **33.0** | **33.0** | 33.0 |" in zero and "99.0" not in zero
     assert "77.0" not in zero  # validation pools tune models; they are not reported
     one = report(tmp_path, "demo", seed=1)
     assert "99.0" in one

@@ -8,7 +8,7 @@ import pytest
 
 from pipeline import bm25
 from pipeline.artifacts import read_json
-from pipeline.evaluate import per_query_metrics
+from pipeline.metrics import per_query
 from pipeline.models import get_model
 from pipeline.pools import PoolSpec, build_pool, load_pool
 from pipeline.search import _papers, bm25_index_dir, finalize_run, index, run_paths, search
@@ -56,7 +56,7 @@ def test_best_pair_on_the_validation_pools(corpus, tmp_path):
                               chosen["k1"], chosen["b"], 1)
         run, _ = finalize_run(hits, 500)
         in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
-        maps.append(per_query_metrics(run, in_pool, queries["corpusid"])[0]["map"].mean())
+        maps.append(per_query(run, in_pool, queries["corpusid"])[0]["map"].mean())
     assert abs(sum(maps) / len(maps) - chosen["validation_map"]) < 1e-6
     # kept: a second call does not search again; another grid does
     stamp = tuning_path(tmp_path, corpus.name, "all-900-s2-r0").stat().st_mtime_ns

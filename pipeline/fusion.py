@@ -1,0 +1,91 @@
+"""Fused runs: several models' runs of a pool combined with ranx's fusion (issue 8).
+
+A fused model is named `fuse--<method>--<model>--<model>[...]` (`make fuse MODELS=bm25,scincl
+METHOD=rrf` builds it); it is searched like any model, from the component runs of the same
+pool, and evaluated like any other run. Any ranx fusion method works (rrf, wsum, sum, mnz,
+isr, ...; min-max normalisation for score-based methods). A method with parameters (rrf's k,
+wsum's weights, ...) is tuned with ranx's `optimize_fusion` on the pool's validation pools
+(MAP, their queries taken together), as BM25's k1 and b are; without validation pools, ranx's
+defaults are used. The chosen parameters are in the run manifest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.models import FUSION_RANK_BASED, FUSION_TUNABLE, fusion_parts
+
+
+def _ranx_run(run: pl.DataFrame, prefix: str = ""):
+    from ranx import Run
+
+    frame = run.select(q_id=pl.lit(prefix) + pl.col("query").cast(pl.String),
+                       doc_id=pl.col("doc").cast(pl.String), score=pl.col("score"))
+    return Run.from_df(_pandas(frame), q_id_col="q_id", doc_id_col="doc_id", score_col="score")
+
+
+def _pandas(frame: pl.DataFrame):
+    """ranx's from_df wants ids as Python objects (pandas may default to its string dtype)."""
+    return frame.to_pandas().astype({"q_id": object, "doc_id": object})
+
+
+def _norm(method: str) -> str:
+    return "min-max" if method not in FUSION_RANK_BASED else None
+
+
+def tuned_params(corpus_dir: Path, runs_root: Path, pool: str, method: str,
+                 models: list[str]) -> dict:
+    """ranx's optimize_fusion over the validation pools of `pool` (MAP), or {} (defaults)."""
+    from ranx import Qrels, optimize_fusion
+
+    from pipeline.pools import load_pool
+    from pipeline.search import load_run
+    from pipeline.tuning import validation_pools
+
+    pools = validation_pools(corpus_dir, pool)
+    if method not in FUSION_TUNABLE or not pools:
+        return {"params": {}, "tuned_on": [],
+                "note": "ranx defaults" + ("" if method not in FUSION_TUNABLE else
+                                           " (no validation pool)")}
+    runs: list[list[pl.DataFrame]] = [[] for _ in models]
+    qrels = []
+    for val in pools:
+        _, candidates, pool_qrels = load_pool(corpus_dir, val)
+        qrels.append(pool_qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()),
+                                       pl.col("rel") > 0)
+                     .with_columns(query=pl.lit(f"{val}:") + pl.col("query").cast(pl.String)))
+        for i, model in enumerate(models):
+            runs[i].append(load_run(corpus_dir, runs_root, val, model).with_columns(
+                query=pl.lit(f"{val}:") + pl.col("query").cast(pl.String)))
+    judged = pl.concat(qrels).select(q_id="query", doc_id=pl.col("doc").cast(pl.String),
+                                     score=pl.col("rel").cast(pl.Int64))
+    best = optimize_fusion(
+        Qrels.from_df(_pandas(judged), q_id_col="q_id", doc_id_col="doc_id", score_col="score"),
+        [_ranx_run(pl.concat(parts)) for parts in runs], norm=_norm(method), method=method,
+        metric="map")
+    return {"params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in best.items()},
+            "tuned_on": pools, "metric": "map"}
+
+
+def fused_hits(corpus_dir: Path, runs_root: Path, pool: str, name: str, k: int
+               ) -> tuple[pl.DataFrame, dict]:
+    """(query, doc, score) of the fused run, its top k per query; and what was used."""
+    from ranx import fuse
+
+    from pipeline.search import load_run
+
+    method, models = fusion_parts(name)
+    runs = [load_run(corpus_dir, runs_root, pool, m) for m in models]
+    chosen = tuned_params(corpus_dir, runs_root, pool, method, models)
+    fused = fuse([_ranx_run(r) for r in runs], norm=_norm(method), method=method,
+                 params=chosen["params"] or None)
+    frame = pl.from_pandas(fused.to_dataframe()).rename(
+        {"q_id": "query", "doc_id": "doc", "score": "score"})
+    hits = (frame.with_columns(query=pl.col("query").cast(runs[0]["query"].dtype),
+                               doc=pl.col("doc").cast(runs[0]["doc"].dtype))
+            .sort(["query", "score", pl.col("doc").cast(pl.String)],
+                  descending=[False, True, True])
+            .filter(pl.int_range(pl.len()).over("query") < k))
+    return hits, {"method": method, "models": models, "norm": _norm(method), **chosen}

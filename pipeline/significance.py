@@ -1,0 +1,80 @@
+"""Paired significance between models on the same queries, Holm-Bonferroni across the pairs,
+and bootstrap confidence intervals over queries (issue 8).
+
+Per-query values come from `runs/results.parquet`; the queries of a seed are the same in every
+repeat and pool size (MDCR §3), so a query's value is first averaged over the repeats, then
+models are compared query by query:
+- Student's paired t-test (ranx's `paired_student_t_test`, scipy's `ttest_rel`, two-sided);
+- Fisher's randomization test: the paired differences' signs flipped at random (10,000
+  permutations, seeded, so a report is reproducible), two-sided, p = (hits + 1) / (n + 1);
+- Holm-Bonferroni over all pairs of a comparison (one table cell: a pool size or field);
+- a 95% percentile bootstrap interval of each model's mean over queries (1,000 resamples).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import polars as pl
+
+TESTS = ("t-test", "fisher")
+
+
+def randomization_p(a: np.ndarray, b: np.ndarray, permutations: int = 10_000,
+                    seed: int = 0) -> float:
+    """Two-sided paired randomization test of mean(a) == mean(b)."""
+    diff = a - b
+    observed = abs(diff.mean())
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for lo in range(0, permutations, 1000):  # 1,000 permutations at a time: bounded memory
+        signs = rng.integers(0, 2, size=(min(1000, permutations - lo), len(diff))) * 2 - 1
+        hits += int((np.abs((signs * diff).mean(axis=1)) >= observed - 1e-12).sum())
+    return (hits + 1) / (permutations + 1)
+
+
+def holm(p_values: np.ndarray) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1)."""
+    m = len(p_values)
+    order = np.argsort(p_values, kind="stable")
+    adjusted = np.maximum.accumulate((m - np.arange(m)) * p_values[order]).clip(max=1.0)
+    out = np.empty(m)
+    out[order] = adjusted
+    return out
+
+
+def bootstrap_ci(values: np.ndarray, resamples: int = 1000, seed: int = 0
+                 ) -> tuple[float, float]:
+    """95% percentile interval of the mean over queries."""
+    rng = np.random.default_rng(seed)
+    means = np.array([values[rng.integers(0, len(values), len(values))].mean()
+                      for _ in range(resamples)])
+    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+
+
+def compare(values: pl.DataFrame, test: str = "t-test", alpha: float = 0.05) -> pl.DataFrame:
+    """Every pair of models on the queries all of them answer: values holds model, query,
+    value. Returns a, b, mean_a, mean_b, p, p_holm, significant (p_holm < alpha)."""
+    from ranx.statistical_tests.paired_student_t_test import paired_student_t_test
+
+    wide = values.pivot("model", index="query", values="value",
+                        aggregate_function="mean").drop_nulls()
+    models = sorted(c for c in wide.columns if c != "query")
+    rows = []
+    for a, b in itertools.combinations(models, 2):
+        x, y = wide[a].to_numpy(), wide[b].to_numpy()
+        diff = x - y
+        if test == "fisher":
+            p = randomization_p(x, y)
+        elif len(diff) < 2 or np.ptp(diff) <= 1e-12:  # no spread: the t statistic is 0 or inf
+            p = 1.0 if len(diff) < 2 or abs(diff.mean()) <= 1e-12 else 0.0
+        else:
+            p = float(paired_student_t_test(x, y)[0])
+        rows.append({"a": a, "b": b, "mean_a": float(x.mean()), "mean_b": float(y.mean()),
+                     "queries": len(x), "p": p})
+    schema = {"a": pl.String, "b": pl.String, "mean_a": pl.Float64, "mean_b": pl.Float64,
+              "queries": pl.Int64, "p": pl.Float64}
+    table = pl.DataFrame(rows, schema=schema)
+    return table.with_columns(p_holm=pl.Series(holm(table["p"].to_numpy()), dtype=pl.Float64)
+                              ).with_columns(significant=pl.col("p_holm") < alpha)

@@ -1,0 +1,71 @@
+"""Fused runs (ranx fusion): named like models, made from the component runs of the same pool,
+tuned on validation pools where the method has parameters, evaluated like any run."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from pipeline.errors import InputError
+from pipeline.evaluate import eval_run
+from pipeline.models import fused_name, fusion_parts, get_model
+from pipeline.pools import PoolSpec, build_pool
+from pipeline.search import load_run, search
+from tests.conftest import copy_corpus
+
+POOL = "all-900-s3-r0"
+
+
+@pytest.fixture(scope="module")
+def searched(corpus_dir, tmp_path_factory):
+    """A test pool and one validation pool like it, searched with bm25 and random."""
+    root = tmp_path_factory.mktemp("fusion")
+    corpus = copy_corpus(corpus_dir, root / "small")
+    build_pool(corpus, PoolSpec(size=900, n_queries=12, seed=3, split="validation"))
+    build_pool(corpus, PoolSpec(size=900, n_queries=12, seed=3))
+    for pool in (POOL, f"{POOL}-val"):
+        for model in ("bm25", "random"):
+            search(corpus, root / "indexes", root / "runs", pool, get_model(model), threads=1)
+    return corpus, root
+
+
+def test_names():
+    assert fused_name("rrf", ["bm25", "minilm"]) == "fuse--rrf--bm25--minilm"
+    assert fusion_parts("fuse--wsum--bm25--hf--org--enc--cls") == ("wsum",
+                                                                   ["bm25", "hf--org--enc--cls"])
+    assert get_model("fuse--rrf--bm25--random").kind == "fusion"
+    for method, models in (("nope", ["bm25", "random"]), ("rrf", ["bm25"]),
+                           ("rrf", ["bm25", "bm25"]), ("rrf", ["bm25", "nomodel"])):
+        with pytest.raises(InputError):
+            fused_name(method, models)
+
+
+def test_rrf_is_the_sum_of_reciprocal_ranks(searched):
+    corpus, root = searched
+    runs = root / "runs"
+    info = search(corpus, root / "indexes", runs, POOL, get_model("fuse--sum--bm25--random"),
+                  threads=1)
+    assert info["details"]["method"] == "sum" and info["details"]["tuned_on"] == []
+    rrf = search(corpus, root / "indexes", runs, POOL, get_model("fuse--rrf--bm25--random"),
+                 threads=1)
+    # rrf has a parameter (k): tuned on the validation pool
+    assert rrf["details"]["tuned_on"] == [f"{POOL}-val"] and "k" in rrf["details"]["params"]
+    k = rrf["details"]["params"]["k"]
+    fused = load_run(corpus, runs, POOL, "fuse--rrf--bm25--random")
+    parts = [load_run(corpus, runs, POOL, m).select("query", "doc", pl.col("rank").alias(m))
+             for m in ("bm25", "random")]
+    expected = (parts[0].join(parts[1], on=["query", "doc"], how="full", coalesce=True)
+                .with_columns(want=(1 / (k + pl.col("bm25"))).fill_null(0)
+                              + (1 / (k + pl.col("random"))).fill_null(0)))
+    joined = fused.join(expected, on=["query", "doc"])
+    assert joined.height == fused.height
+    assert (joined["score"] - joined["want"]).abs().max() < 1e-6
+    out = eval_run(corpus, runs, POOL, "fuse--rrf--bm25--random")
+    assert out["counts"]["queries"] > 0
+
+
+def test_a_missing_component_run_is_a_clear_error(searched):
+    corpus, root = searched
+    with pytest.raises(InputError, match="MODEL=minilm"):
+        search(corpus, root / "indexes", root / "runs", POOL,
+               get_model("fuse--rrf--bm25--minilm"), threads=1)

@@ -1,0 +1,53 @@
+"""Paired tests, Holm-Bonferroni and bootstrap intervals against direct computations."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy.stats import ttest_rel
+
+from pipeline.significance import bootstrap_ci, compare, holm, randomization_p
+
+
+def test_holm_matches_its_definition():
+    p = np.array([0.01, 0.04, 0.03, 0.005])
+    # sorted 0.005, 0.01, 0.03, 0.04 -> x4, x3, x2, x1, then running maximum
+    assert holm(p).tolist() == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm(np.array([0.5, 0.9])).tolist() == [1.0, 1.0]
+
+
+def test_randomization_test():
+    rng = np.random.default_rng(0)
+    a = rng.random(200)
+    assert randomization_p(a, a.copy()) == 1.0
+    assert randomization_p(a + 0.2, a) == pytest.approx(1 / 10_001)  # never reached by chance
+    noise = a + rng.normal(0, 0.3, 200)
+    p = randomization_p(noise, a)
+    assert 0.01 < p <= 1 and p == randomization_p(noise, a)  # seeded: reproducible
+
+
+def test_compare_pairs_models_on_common_queries():
+    rng = np.random.default_rng(1)
+    base = rng.random(100)
+    values = pl.concat([
+        pl.DataFrame({"model": m, "query": [str(i) for i in range(100)], "value": v})
+        for m, v in (("a", base), ("b", base + rng.normal(0.05, 0.1, 100)),
+                     ("c", base + rng.normal(0, 0.1, 100)))])
+    values = values.filter(~((pl.col("model") == "c") & (pl.col("query") == "0")))
+    table = compare(values)
+    assert table.select("a", "b").rows() == [("a", "b"), ("a", "c"), ("b", "c")]
+    ab = table.row(0, named=True)
+    b = values.filter(pl.col("model") == "b").sort("query")["value"].to_numpy()
+    a_sorted = values.filter(pl.col("model") == "a").sort("query")["value"].to_numpy()
+    assert ab["queries"] == 99  # query 0 lacks model c: left out of every pair
+    keep = values.filter(pl.col("model") == "a").sort("query")["query"] != "0"
+    assert ab["p"] == pytest.approx(ttest_rel(a_sorted[keep], b[keep]).pvalue)
+    assert table["p_holm"].to_list() == pytest.approx(holm(table["p"].to_numpy()).tolist())
+    assert ab["significant"]
+
+
+def test_bootstrap_interval_covers_the_mean():
+    values = np.random.default_rng(2).random(500)
+    lo, hi = bootstrap_ci(values)
+    assert lo < values.mean() < hi and hi - lo < 0.1
