@@ -48,8 +48,9 @@ def measure(data: Path, models: list[str], sizes: str, fields: str, field_size: 
         info = json.loads((data / "corpora" / "demo" / "pools" / pool / "manifest.json")
                           .read_text())
         counts = info["counts"]
-        maps = {r["model"]: round(100 * r["value"], 1)
-                for r in results.filter(pl.col("pool") == pool).iter_rows(named=True)}
+        per_model = (results.filter(pl.col("pool") == pool)  # one row per query
+                     .group_by("model").agg(pl.col("value").mean()))
+        maps = {r["model"]: round(100 * r["value"], 1) for r in per_model.iter_rows(named=True)}
         rows.append({"pool": pool, "level": info["level"],
                      "field": info["parameters"]["field"], "size": counts["candidates"],
                      "queries": counts["queries"],
