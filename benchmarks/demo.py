@@ -1,6 +1,7 @@
 """Run `make demo` from scratch and record its results and per-stage times.
 
-Writes benchmarks/results/demo.md (tables, stage times, machine) and demo.json (raw figures).
+Writes benchmarks/results/demo.md (tables, stage times, machine), demo.json (raw figures) and
+the report's plots (demo-*.png, shown in the README).
 Usage: .venv/bin/python benchmarks/demo.py   (after `make setup`; deletes the demo's outputs)
 """
 
@@ -53,6 +54,8 @@ def main() -> None:
         + "\n" + report.split("\n", 1)[1]
         + "\n## Stage times (seconds)\n\n" + stage_table + "\n"
     )
+    for png in (ROOT / "runs" / "reports").glob("demo-*.png"):  # the README shows them
+        (OUT / png.name).write_bytes(png.read_bytes())
     print((OUT / "demo.md").read_text())
 
 

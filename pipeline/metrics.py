@@ -13,11 +13,13 @@ skip it and raise the mean). Queries without a relevant candidate are dropped an
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numba
 import numpy as np
 import polars as pl
+from numba.core.errors import NumbaTypeSafetyWarning
 from numba.typed import List
 
 from pipeline.naming import DEFAULT_METRICS, METRIC_SETS
@@ -75,7 +77,9 @@ def per_query(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series,
                     _offsets(ranked["qpos"].to_numpy(), len(evaluated)))
     qrels_list = _cut(qrel_docs, relevant["rel"].cast(pl.Float64).to_numpy(),
                       _offsets(relevant["qpos"].to_numpy(), len(evaluated)))
-    scores = evaluate(qrels_list, run_list, list(metrics), return_mean=False)
+    with warnings.catch_warnings():  # ranx's kernels index with prange's unsigned counter
+        warnings.simplefilter("ignore", NumbaTypeSafetyWarning)
+        scores = evaluate(qrels_list, run_list, list(metrics), return_mean=False)
     if len(metrics) == 1:
         scores = {metrics[0]: scores}
     return pl.DataFrame({"query": evaluated, **{m: np.asarray(scores[m], dtype=np.float64)

@@ -127,10 +127,10 @@ FUSION_METHODS = FUSION_TUNABLE | FUSION_RANK_BASED | {"sum", "mnz", "max", "min
 def fused_name(method: str, models: list[str]) -> str:
     """The file-safe name of a fused model: fuse--<method>--<model>--<model>[...]."""
     if method not in FUSION_METHODS:
-        raise InputError(f"METHOD: unknown fusion method {method!r}; use one of ranx's: "
+        raise InputError(f"unknown fusion METHOD {method!r}; use one of ranx's: "
                          f"{', '.join(sorted(FUSION_METHODS))}")
     if len(models) < 2 or len(set(models)) != len(models):
-        raise InputError(f"MODELS: fusion needs two or more different models, got "
+        raise InputError(f"fusion needs two or more different models (MODELS=a,b), got "
                          f"{','.join(models) or 'none'}")
     return FUSION_PREFIX + "--".join([method, *(get_model(m).name for m in models)])
 

@@ -88,9 +88,9 @@ def parse_metrics(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     for name in names:
         base, _, cut = name.partition("@")
         if base not in _KNOWN or (cut and not (cut.isdigit() and int(cut) > 0)):
-            raise InputError(f"METRICS: unknown metric {name!r}; use a set "
+            raise InputError(f"unknown metric {name!r}; use a set "
                              f"({', '.join(METRIC_SETS)}) or names like map, ndcg@10, "
                              f"recall@30 (known: {', '.join(_KNOWN)})")
     if not names:
-        raise InputError("METRICS is empty: give a set (large-scale, mdcr, beir) or names")
+        raise InputError("no metric given: use a set (large-scale, mdcr, beir) or names")
     return tuple(dict.fromkeys(names))

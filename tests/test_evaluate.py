@@ -135,5 +135,5 @@ def test_metric_names_are_checked():
     assert parse_metrics("mdcr") == ("map", "ndcg", "recall@5")
     assert parse_metrics("map, ndcg@10 map") == ("map", "ndcg@10")
     for bad in ("mapp", "recall@0", "ndcg@x", ""):
-        with pytest.raises(InputError, match="METRICS"):
+        with pytest.raises(InputError, match="metric"):
             parse_metrics(bad)
