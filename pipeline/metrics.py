@@ -59,7 +59,8 @@ def per_query(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series,
     many queries had none (dropped).
 
     run: query, doc, rank (1 = best; ties already broken); qrels: query, doc, rel (graded)."""
-    from ranx import evaluate  # here: importing ranx costs seconds, paid once per process
+    # here, not at the top: importing ranx costs seconds, paid once per process
+    from ranx.meta.evaluate import extract_metric_and_params, metric_switch
 
     judged = qrels.filter(pl.col("rel") > 0, pl.col("query").is_in(queries.implode()))
     evaluated = judged["query"].unique().sort()
@@ -77,13 +78,14 @@ def per_query(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series,
                     _offsets(ranked["qpos"].to_numpy(), len(evaluated)))
     qrels_list = _cut(qrel_docs, relevant["rel"].cast(pl.Float64).to_numpy(),
                       _offsets(relevant["qpos"].to_numpy(), len(evaluated)))
+    scores = {}
     with warnings.catch_warnings():  # ranx's kernels index with prange's unsigned counter
         warnings.simplefilter("ignore", NumbaTypeSafetyWarning)
-        scores = evaluate(qrels_list, run_list, list(metrics), return_mean=False)
-    if len(metrics) == 1:
-        scores = {metrics[0]: scores}
-    return pl.DataFrame({"query": evaluated, **{m: np.asarray(scores[m], dtype=np.float64)
-                                                for m in metrics}}, schema=schema), dropped
+        for metric in metrics:  # ranx.evaluate's own loop, without its dict checks
+            name, cutoff, rel_lvl = extract_metric_and_params(metric)
+            scores[metric] = np.asarray(metric_switch(name)(qrels_list, run_list, cutoff,
+                                                            rel_lvl), dtype=np.float64)
+    return pl.DataFrame({"query": evaluated, **scores}, schema=schema), dropped
 
 
 def warm_up() -> None:

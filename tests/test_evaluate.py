@@ -137,3 +137,12 @@ def test_metric_names_are_checked():
     for bad in ("mapp", "recall@0", "ndcg@x", ""):
         with pytest.raises(InputError, match="metric"):
             parse_metrics(bad)
+
+
+def test_a_single_metric_with_a_cutoff():
+    """ranx.evaluate fails on one metric with a cut-off (it looks up 'recall', not
+    'recall@30'); the pipeline calls ranx's kernels itself."""
+    run = frame([(1, d, d) for d in range(1, 41)], ["query", "doc", "rank"])
+    qrels = frame([(1, 30, 1), (1, 31, 1)], ["query", "doc", "rel"])
+    values, _ = per_query(run, qrels, pl.Series([1]), ["recall@30"])
+    assert values.columns == ["query", "recall@30"] and values["recall@30"][0] == 0.5
