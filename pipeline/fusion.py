@@ -18,10 +18,10 @@ import polars as pl
 from pipeline.models import FUSION_RANK_BASED, FUSION_TUNABLE, fusion_parts
 
 
-def _ranx_run(run: pl.DataFrame, prefix: str = ""):
+def _ranx_run(run: pl.DataFrame):
     from ranx import Run
 
-    frame = run.select(q_id=pl.lit(prefix) + pl.col("query").cast(pl.String),
+    frame = run.select(q_id=pl.col("query").cast(pl.String),
                        doc_id=pl.col("doc").cast(pl.String), score=pl.col("score"))
     return Run.from_df(_pandas(frame), q_id_col="q_id", doc_id_col="doc_id", score_col="score")
 
@@ -31,7 +31,8 @@ def _pandas(frame: pl.DataFrame):
     return frame.to_pandas().astype({"q_id": object, "doc_id": object})
 
 
-def _norm(method: str) -> str:
+def _norm(method: str) -> str | None:
+    """ranx's score normalisation: min-max for score-based methods, none for rank-based."""
     return "min-max" if method not in FUSION_RANK_BASED else None
 
 
