@@ -251,7 +251,13 @@ EVALUATED = $(RUNS)/.batches/$(MODEL_NAME).evaluated
 SEARCH_ARGS = --corpus $(call q,$(CORPUS)) $(MODEL_ARGS) --threads $(call q,$(THREADS)) \
 	--bm25-engine $(call q,$(BM25_ENGINE)) --backend $(call q,$(BACKEND)) --index --stale-only
 
-$(SEARCHED): $(POOL_MANIFESTS) | $(STAMP)
+# A fused model (fuse--<method>--<a>--<b>) is searched again when a component's run changes.
+FUSED_MODELS = $(if $(filter fuse--%,$(MODEL_NAME)),$(wordlist 2,99,$(subst --, ,$(patsubst \
+	fuse--%,%,$(MODEL_NAME)))))
+COMPONENT_RUNS = $(wildcard $(foreach p,$(POOLS),$(foreach m,$(FUSED_MODELS),\
+	$(RUNS)/$(p)/$(m).parquet)))
+
+$(SEARCHED): $(POOL_MANIFESTS) $(COMPONENT_RUNS) | $(STAMP)
 	$(PIPE) search $(SEARCH_ARGS)
 	@mkdir -p $(call q,$(@D)) && touch $(call q,$@)
 

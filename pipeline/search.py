@@ -34,7 +34,7 @@ from pipeline.artifacts import (
 )
 from pipeline.embed import embed, load_vectors, store_dir
 from pipeline.errors import InputError
-from pipeline.models import ModelEntry
+from pipeline.models import FUSION_PREFIX, ModelEntry, fusion_parts
 from pipeline.pools import load_pool, made_from, output_shas, pool_manifest
 
 TOP_K = 500
@@ -61,14 +61,30 @@ def run_is_current(corpus_dir: Path, runs_root: Path, pool: str, model: str, k: 
     if not (paths["manifest.json"].exists() and pool_path.exists()):
         return False
     info = read_json(paths["manifest.json"])
+    components = info.get("details", {}).get("models", []) if model.startswith(
+        FUSION_PREFIX) else []  # a fused run is made from these runs too
     if (info.get("parameters") != {"pool": pool, "model": model, "k": k}
             or not made_from(info.get("inputs", {}), read_json(pool_path))
-            or not outputs_intact(paths["trec"].parent, info)):
+            or not outputs_intact(paths["trec"].parent, info)
+            or any(info["inputs"].get(name) != sha for name, sha in
+                   run_shas(runs_root, corpus_dir.name, pool, components).items())):
         return False
     if paths["parquet"].stat().st_mtime < pool_path.stat().st_mtime:
         for name in ("trec", "parquet", "manifest.json"):
             os.utime(paths[name])
     return True
+
+
+def run_shas(runs_root: Path, corpus: str, pool: str, models: list[str]) -> dict[str, str]:
+    """`<model>.parquet` -> sha256 of each model's run of the pool, as its manifest records
+    (None for a model without a complete run)."""
+    shas = {}
+    for model in models:
+        paths = run_paths(runs_root, corpus, pool, model)
+        outputs = (read_json(paths["manifest.json"]).get("outputs", {})
+                   if paths["manifest.json"].exists() else {})
+        shas[paths["parquet"].name] = outputs.get(paths["parquet"].name, {}).get("sha256")
+    return shas
 
 
 def _papers(corpus_dir: Path, ids: pl.Series) -> pl.DataFrame:
@@ -184,6 +200,7 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
         maxsim_device(backend)  # before any work: a Faiss backend, or a GPU that is not there
     queries, candidates, _ = load_pool(corpus_dir, pool)
     details: dict = {}
+    component_runs: dict[str, str] = {}  # the runs a fused run is made from
     if entry.kind == "bm25":
         from pipeline.tuning import bm25_params
 
@@ -218,6 +235,8 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
     elif entry.kind == "fusion":  # the component runs of this pool, fused (ranx)
         from pipeline.fusion import fused_hits
 
+        component_runs = run_shas(runs_root, corpus_dir.name, pool,
+                                  fusion_parts(entry.name)[1])  # before reading them
         hits, details = fused_hits(corpus_dir, runs_root, pool, entry.name, k + 1)
     elif entry.kind == "random":
         hits = _random_hits(queries, candidates, k + 1, seed)
@@ -231,16 +250,18 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
         seconds = time.perf_counter() - start
         info = _run_manifest(corpus_dir, pool, entry, k, details, paths, seconds,
                              counts={"queries": queries.height, "candidates": candidates.height,
-                                     "rows": run.height, "self_hits_removed": self_hits})
+                                     "rows": run.height, "self_hits_removed": self_hits},
+                             component_runs=component_runs)
         write_json(info, paths["manifest.json"])
     return info
 
 
 def _run_manifest(corpus_dir: Path, pool: str, entry: ModelEntry, k: int, details: dict,
-                  paths: dict[str, Path], seconds: float, counts: dict) -> dict:
+                  paths: dict[str, Path], seconds: float, counts: dict,
+                  component_runs: dict[str, str]) -> dict:
     folder = paths["trec"].parent
     return manifest("search", {"pool": pool, "model": entry.name, "k": k}, details=details,
-                    inputs=output_shas(pool_manifest(corpus_dir, pool)),
+                    inputs={**output_shas(pool_manifest(corpus_dir, pool)), **component_runs},
                     outputs=fingerprints(folder, [paths["trec"].name, paths["parquet"].name]),
                     counts=counts, seconds=round(seconds, 2),
                     queries_per_s=round(counts["queries"] / max(seconds, 1e-9), 2))

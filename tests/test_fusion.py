@@ -10,7 +10,7 @@ from pipeline.errors import InputError
 from pipeline.evaluate import eval_run
 from pipeline.models import fused_name, fusion_parts, get_model
 from pipeline.pools import PoolSpec, build_pool
-from pipeline.search import load_run, search
+from pipeline.search import load_run, run_is_current, search
 from tests.conftest import copy_corpus
 
 POOL = "all-900-s3-r0"
@@ -69,3 +69,14 @@ def test_a_missing_component_run_is_a_clear_error(searched):
     with pytest.raises(InputError, match="MODEL=minilm"):
         search(corpus, root / "indexes", root / "runs", POOL,
                get_model("fuse--rrf--bm25--minilm"), threads=1)
+
+
+def test_a_fused_run_is_stale_when_a_component_run_changes(searched):
+    corpus, root = searched
+    runs, entry = root / "runs", get_model("fuse--mnz--bm25--random")
+    search(corpus, root / "indexes", runs, POOL, entry, threads=1)
+    assert run_is_current(corpus, runs, POOL, entry.name)
+    search(corpus, root / "indexes", runs, POOL, get_model("random"), threads=1, seed=9)
+    assert not run_is_current(corpus, runs, POOL, entry.name)  # made from the old random run
+    search(corpus, root / "indexes", runs, POOL, entry, threads=1)
+    assert run_is_current(corpus, runs, POOL, entry.name)

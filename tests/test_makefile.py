@@ -94,6 +94,17 @@ def test_pool_eval_report_chain(data):
         assert (data / "runs" / "small" / pool / "bm25.parquet").stat().st_mtime_ns == \
             before[pool]
     make(data, "eval", "MODEL=random")
+    # fusion: the components' runs of each pool, fused, scored
+    make(data, "fuse", "MODELS=bm25,random", "METHOD=rrf")
+    fused = "fuse--rrf--bm25--random"
+    assert all((data / "runs" / "small" / p / f"{fused}.eval.json").exists() for p in pools)
+    assert "pipeline" not in make(data, "fuse", "MODELS=bm25,random").stdout
+    (data / "runs" / "small" / "all-800-r0" / "random.parquet").unlink()
+    logged = len(stage_records(data))
+    make(data, "fuse", "MODELS=bm25,random")
+    # the lost component run is searched again, alone; the same bytes, so the fused run is kept
+    # (tests/test_fusion.py: a changed component makes it stale)
+    assert stage_pids(data, "search", logged).keys() == {"all-800-r0"}
     report = make(data, "report").stdout
     assert "| bm25 |" in report and "| random |" in report and "Stage times" in report
     assert (data / "runs" / "reports" / "small-map-vs-pool-size.png").exists()
