@@ -44,6 +44,12 @@ def _cell(row: pl.DataFrame, metric: str) -> str:
     return f"{mean:.1f}" if std is None or row["repeats"][0] < 2 else f"{mean:.1f} ± {std:.1f}"
 
 
+def _per_query(results: pl.DataFrame) -> pl.DataFrame:
+    """model, query, value: a query's value averaged over repeats (a seed's repeats share their
+    queries), what the paired tests compare."""
+    return results.group_by("model", "query").agg(pl.col("value").mean())
+
+
 def _marks(results: pl.DataFrame, by: str, metric: str = "map") -> dict[tuple, str]:
     """(value of `by`, model) -> "best" for the best mean `metric` of its column, "worse" for a
     model significantly below it (paired t-test, Holm-Bonferroni over the column's pairs,
@@ -53,7 +59,7 @@ def _marks(results: pl.DataFrame, by: str, metric: str = "map") -> dict[tuple, s
     marks: dict[tuple, str] = {}
     data = results.filter(pl.col("metric") == metric)
     for (key,), group in data.group_by(by):
-        per_query = group.group_by("model", "query").agg(pl.col("value").mean())
+        per_query = _per_query(group)
         if per_query["model"].n_unique() < 2:
             continue
         table = compare(per_query)
@@ -146,7 +152,7 @@ def significance_section(results: pl.DataFrame) -> str:
     rows, intervals = [], []
     for (scope, size, metric), group in results.sort("size").group_by(
             "scope", "size", "metric", maintain_order=True):
-        per_query = group.group_by("model", "query").agg(pl.col("value").mean())
+        per_query = _per_query(group)
         where = f"{scope}-{format_size(size)}"
         for model, values in per_query.group_by("model", maintain_order=True):
             lo, hi = bootstrap_ci(values["value"].to_numpy())
