@@ -34,6 +34,7 @@ from pipeline.pools import load_pool, made_from, output_shas, pool_manifest
 from pipeline.search import load_run, run_paths
 
 RESULTS_FILE = "results.parquet"
+POSITIVE_TYPE = "cited"  # the candidate type of a pool's positives (MDCR's "true")
 # A query of the pool that the run does not answer scores 0 (trec_eval -c), never skipped.
 MISSING_QUERIES = "scored-0"
 
@@ -94,6 +95,8 @@ def eval_run(corpus_dir: Path, runs_root: Path, pool: str, model: str,
     in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
     values, dropped = per_query(run, in_pool, queries["corpusid"], metrics)
     means = {m: float(values[m].mean()) if values.height else None for m in metrics}
+    by_type = per_negative_type(run, in_pool, queries["corpusid"], candidates, metrics)
+    values = pl.concat([values.with_columns(negatives=pl.lit("all")), by_type])
     missing = values.height - run.filter(pl.col("query").is_in(values["query"].implode()))[
         "query"].n_unique()
     run_sha = read_json(paths["manifest.json"])["outputs"][paths["parquet"].name]["sha256"]
@@ -102,7 +105,10 @@ def eval_run(corpus_dir: Path, runs_root: Path, pool: str, model: str,
         paths["eval.json"].unlink(missing_ok=True)
         write_parquet(values.to_arrow(), paths["metrics.parquet"])
         info = manifest("eval", _parameters(pool, model, metrics),
-                        means=means, counts={"queries": values.height,
+                        means=means, means_by_negatives={
+                            t: {m: float(g[m].mean()) for m in metrics}
+                            for (t,), g in by_type.group_by("negatives", maintain_order=True)},
+                        counts={"queries": values.height - by_type.height,
                                              "dropped_no_relevant": dropped,
                                              "missing_from_run_scored_0": missing},
                         inputs=inputs,
@@ -113,10 +119,33 @@ def eval_run(corpus_dir: Path, runs_root: Path, pool: str, model: str,
     return info
 
 
+def per_negative_type(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series,
+                      candidates: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
+    """MDCR Table 4: for an MDCR-style pool (candidates typed per query), each query's metrics
+    over its positives plus the negatives of one type only, for every type; column `negatives`
+    names the type. Empty for other pools. The run's order is kept: dropping the other
+    candidates only closes the gaps between ranks."""
+    columns = {"query": run["query"].dtype, "negatives": pl.String,
+               **{m: pl.Float64 for m in metrics}}
+    if not {"query", "type"} <= set(candidates.columns):
+        return pl.DataFrame(schema=columns)
+    frames = []
+    negatives = candidates.filter(pl.col("type") != POSITIVE_TYPE)
+    for kind in sorted(negatives["type"].unique().to_list()):
+        listed = candidates.filter(pl.col("type").is_in([kind, POSITIVE_TYPE])).select(
+            "query", doc="corpusid")
+        values, _ = per_query(run.join(listed, on=["query", "doc"], how="semi"), qrels,
+                              queries, metrics)
+        frames.append(values.with_columns(negatives=pl.lit(kind)))
+    return pl.concat([pl.DataFrame(schema=columns), *frames], how="diagonal_relaxed").select(
+        list(columns))
+
+
 def collect_results(corpora_root: Path, runs_root: Path) -> pl.DataFrame:
     """Gather every evaluated run into `runs/results.parquet`: one tidy row per run, query and
     metric (corpus, pool, level, scope, field, size, repeat, seed, split, candidates, model,
-    query, metric, value), query ids as strings so that every corpus fits one column.
+    query, negatives, metric, value), query ids as strings so that every corpus fits one column.
+    `negatives` is "all", or for MDCR-style pools also one negative type (MDCR Table 4).
 
     Evaluations of a pool that changed since (stale) are left out and counted, never mixed in.
     """
@@ -133,16 +162,19 @@ def collect_results(corpora_root: Path, runs_root: Path) -> pl.DataFrame:
             continue
         scope, size, repeat, seed, split = parse_pool_name(pool)
         values = read_parquet(path.with_name(f"{model}.metrics.parquet"))
+        if "negatives" not in values.columns:  # written before per-type scores existed
+            values = values.with_columns(negatives=pl.lit("all"))
         frames.append(
             values.with_columns(pl.col("query").cast(pl.String))
-            .unpivot(index="query", variable_name="metric", value_name="value")
+            .unpivot(index=["query", "negatives"], variable_name="metric", value_name="value")
             .select(corpus=pl.lit(corpus), pool=pl.lit(pool), level=pl.lit(pool_info["level"]),
                     scope=pl.lit(scope), field=pl.lit(pool_info["parameters"]["field"],
                                                       pl.String),
                     size=pl.lit(size, pl.Int64), repeat=pl.lit(repeat, pl.Int64),
                     seed=pl.lit(seed, pl.Int64), split=pl.lit(split),
                     candidates=pl.lit(pool_info["counts"]["candidates"], pl.Int64),
-                    model=pl.lit(model), query="query", metric="metric",
+                    model=pl.lit(model), query="query", negatives="negatives",
+                    metric="metric",
                     value=pl.col("value").cast(pl.Float64)))
     results = pl.concat([pl.DataFrame(schema=RESULTS_SCHEMA), *frames])
     if stale:
@@ -161,4 +193,4 @@ RESULTS_SCHEMA = {
     "corpus": pl.String, "pool": pl.String, "level": pl.String, "scope": pl.String,
     "field": pl.String, "size": pl.Int64, "repeat": pl.Int64, "seed": pl.Int64,
     "split": pl.String, "candidates": pl.Int64, "model": pl.String, "query": pl.String,
-    "metric": pl.String, "value": pl.Float64}
+    "negatives": pl.String, "metric": pl.String, "value": pl.Float64}

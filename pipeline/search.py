@@ -7,6 +7,7 @@ embedding store for a dense or multi-vector (ASPIRE: one vector per sentence,
 writes `runs/<corpus>/<pool>/<model>.trec` and `.parquet` in rank order with trec_eval's
 tie-break (score descending, then docid descending as a string), after removing
 each query paper from its own results (MDCR §3: queries never retrieve themselves).
+In an MDCR-style pool (MDCR §4) each query ranks its own candidate list, all of it.
 """
 
 from __future__ import annotations
@@ -185,6 +186,8 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
            k: int = TOP_K, threads: int = 2, seed: int = 0, backend: str = "auto",
            bm25_engine: str = "arrays") -> dict:
     """Retrieve the top k candidates of `pool` for each of its queries; write the run.
+    A pool whose candidates name their query (MDCR-style, `pipeline/mdcr/`) has each query rank
+    its own list, whole: the engines score the union of the lists, each query keeps its own.
     BM25 runs on Lucene (Anserini) or on the arrays engine (`bm25_fast`: Lucene's analysis and
     scores, the same lists)."""
     start = time.perf_counter()
@@ -199,6 +202,11 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
 
         maxsim_device(backend)  # before any work: a Faiss backend, or a GPU that is not there
     queries, candidates, _ = load_pool(corpus_dir, pool)
+    pairs = None
+    if "query" in candidates.columns:  # an MDCR-style pool: each query ranks its own list
+        pairs = candidates.select("query", doc="corpusid").unique()
+        candidates = candidates.select("corpusid").unique().sort("corpusid")
+    depth = k if pairs is None else candidates.height  # a query's list: all it may rank
     details: dict = {}
     component_runs: dict[str, str] = {}  # the runs a fused run is made from
     if entry.kind == "bm25":
@@ -213,44 +221,51 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
             from pipeline import bm25_fast
 
             runs, capped = bm25_fast.search_grid(
-                query_papers, _papers(corpus_dir, candidates["corpusid"]), k + 1, [k1], [b],
-                threads)
+                query_papers, _papers(corpus_dir, candidates["corpusid"]), depth + 1, [k1],
+                [b], threads)
             hits = runs[(k1, b)]
         else:
-            hits, capped = bm25.search(query_papers, index_dir, k + 1, k1, b, threads,
+            hits, capped = bm25.search(query_papers, index_dir, depth + 1, k1, b, threads,
                                        pool_papers=lambda: _papers(corpus_dir,
                                                                    candidates["corpusid"]),
                                        log_dir=runs_root / corpus_dir.name / pool)
         details = {**params, "engine": bm25_engine, "capped_queries": capped}
     elif entry.kind == "dense":
-        hits, details = _dense_hits(corpus_dir, index_root, entry, queries, candidates, k + 1,
-                                    backend)
+        hits, details = _dense_hits(corpus_dir, index_root, entry, queries, candidates,
+                                    depth + 1, backend)
     elif entry.kind == "multi-vector":  # best sentence pair (ts-ASPIRE), exact
         from pipeline.multivector import maxsim_hits
 
         hits, details = maxsim_hits(store_dir(index_root, corpus_dir.name, entry.name),
                                     queries["corpusid"].to_numpy(),
-                                    candidates["corpusid"].to_numpy(), k + 1, entry.similarity,
-                                    backend)
+                                    candidates["corpusid"].to_numpy(), depth + 1,
+                                    entry.similarity, backend)
     elif entry.kind == "fusion":  # the component runs of this pool, fused (ranx)
         from pipeline.fusion import fused_hits
 
         component_runs = run_shas(runs_root, corpus_dir.name, pool,
                                   fusion_parts(entry.name)[1])  # before reading them
-        hits, details = fused_hits(corpus_dir, runs_root, pool, entry.name, k + 1)
+        hits, details = fused_hits(corpus_dir, runs_root, pool, entry.name, depth + 1)
     elif entry.kind == "random":
-        hits = _random_hits(queries, candidates, k + 1, seed)
+        hits = _random_hits(queries, candidates, depth + 1, seed)
         details = {"seed": seed}
     else:
         raise InputError(f"MODEL {entry.name} ({entry.kind}) has no search implementation yet")
-    run, self_hits = finalize_run(hits, k)
+    counts, keep = {}, k
+    if pairs is not None:  # each query keeps its own list; a pair no term matched scores 0
+        hits = pairs.join(hits, on=["query", "doc"], how="left")
+        counts["pairs_unmatched_scored_0"] = hits["score"].null_count()
+        hits = hits.with_columns(pl.col("score").fill_null(0.0))
+        keep = max(k, pairs.group_by("query").len()["len"].max() or 0)
+    run, self_hits = finalize_run(hits, keep)
     paths = run_paths(runs_root, corpus_dir.name, pool, entry.name)
     with file_lock(paths["trec"].parent / f".{entry.name}.lock"):
         write_run(run, paths, tag=entry.name)
         seconds = time.perf_counter() - start
         info = _run_manifest(corpus_dir, pool, entry, k, details, paths, seconds,
                              counts={"queries": queries.height, "candidates": candidates.height,
-                                     "rows": run.height, "self_hits_removed": self_hits},
+                                     "rows": run.height, "self_hits_removed": self_hits,
+                                     **counts},
                              component_runs=component_runs)
         write_json(info, paths["manifest.json"])
     return info
