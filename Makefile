@@ -23,12 +23,21 @@ CITATIONS ?= inbound
 # picks one and the run manifest says which).
 BM25_ENGINE ?= arrays
 BACKEND ?= auto
-# What eval scores: a set (large-scale: MAP, NDCG, R@30 over the top 500; mdcr: MAP, NDCG,
-# R@5; beir: nDCG@10, R@100) or ranx metric names, e.g. METRICS="map ndcg@10 recall@30".
-METRICS ?= large-scale
+# What eval scores: auto (each pool's own set: large-scale pools MAP, NDCG, R@30 over the top
+# 500; MDCR-style pools MAP, NDCG, R@5), a set (large-scale, mdcr, beir: nDCG@10, R@100) or
+# ranx metric names, e.g. METRICS="map ndcg@10 recall@30".
+METRICS ?= auto
 # make fuse: the models whose runs are fused (commas) and ranx's method (rrf, wsum, sum, mnz..)
 MODELS ?=
 METHOD ?= rrf
+# make mdcr: the benchmark corpus it writes, and the models whose top-ranked papers give the
+# model-based negatives (the paper's: bm25,specter,scincl; make mdcr-jaccard MODELS=.. helps
+# choose). SRC / OUT / SPLIT: the folder of official MDCR files to import / export, and which.
+MDCR ?= $(CORPUS)-mdcr
+MDCR_MODELS ?= bm25,minilm
+SRC ?=
+OUT ?=
+SPLIT ?= test
 # The reader: the S2ORC 2020 release, or the S2AG datasets (papers/, abstracts/, citations/).
 SOURCE ?= $(if $(filter s2ag,$(CORPUS)),s2ag,s2orc)
 FOS_SOURCE ?= external
@@ -77,7 +86,7 @@ TIME ?=
 # value given on the command line or in the environment may not hold '$' (make code).
 q = '$(subst ','\'',$(1))'
 USER_VARS := CORPUS MODEL POOLING SIZE FIELD REPEATS SEED THREADS CITATIONS SOURCE FOS_SOURCE \
-	BM25_ENGINE BACKEND METRICS MODELS METHOD \
+	BM25_ENGINE BACKEND METRICS MODELS METHOD MDCR MDCR_MODELS SRC OUT SPLIT \
 	RAW MODEL_PATH QUERIES \
 	DATA DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED DEMO_FIELDS DEMO_FIELD_SIZE \
 	DEMO_FIELD_QUERIES STRICT PAPER_SIZES PAPER_QUERIES \
@@ -112,6 +121,8 @@ CHECK := $(shell $(PYTHON) -m pipeline check --CORPUS $(call q,$(CORPUS)) \
 	--CITATIONS $(call q,$(CITATIONS)) --DATA $(call q,$(DATA)) --RAW $(call q,$(RAW)) \
 	--BM25_ENGINE $(call q,$(BM25_ENGINE)) --BACKEND $(call q,$(BACKEND)) \
 	--METRICS $(call q,$(METRICS)) --MODELS $(call q,$(MODELS)) --METHOD $(call q,$(METHOD)) \
+	--MDCR $(call q,$(MDCR)) --MDCR_MODELS $(call q,$(MDCR_MODELS)) --SPLIT $(call q,$(SPLIT)) \
+	$(if $(SRC),--SRC $(call q,$(SRC))) $(if $(OUT),--OUT $(call q,$(OUT))) \
 	$(if $(MODEL_PATH),--MODEL_PATH $(call q,$(MODEL_PATH))) --STRICT $(call q,$(STRICT)) \
 	--SOURCE $(call q,$(SOURCE)) --FOS_SOURCE $(call q,$(FOS_SOURCE)) \
 	--PAPER_SIZES $(call q,$(PAPER_SIZES)) --PAPER_QUERIES $(call q,$(PAPER_QUERIES)) \
@@ -134,7 +145,7 @@ endif
 endif
 
 .PHONY: help setup setup-gpu demo test lint corpus pool pools-paper embed index search eval fuse \
-	report \
+	report mdcr mdcr-jaccard import-mdcr export-mdcr mdcr-scores \
 	verify models clean-demo
 # Pattern-built files are kept (make would delete intermediates), and a recipe that fails
 # leaves no target behind that looks up to date.
@@ -151,6 +162,11 @@ help:
 	@echo "make search MODEL=..           only index and search: the runs, unscored"
 	@echo "make embed [EXECUTOR=slurm SHARDS=16]  embed the pools' papers (a SLURM job array)"
 	@echo "make fuse MODELS=bm25,minilm [METHOD=rrf]  fuse the models' runs (ranx), evaluate"
+	@echo "make mdcr [MDCR_MODELS=bm25,minilm]  an MDCR-style benchmark (corpus CORPUS-mdcr)"
+	@echo "make mdcr-jaccard MODELS=a,b,c  overlap of models' top negatives (choose MDCR_MODELS)"
+	@echo "make import-mdcr SRC=dir CORPUS=mdcr  the official MDCR files as a corpus"
+	@echo "make export-mdcr OUT=dir CORPUS=..    a benchmark corpus in the official layout"
+	@echo "make mdcr-scores MODEL=.. OUT=f.json  the official scores file of a model's runs"
 	@echo "make report                    tables and plots under runs/reports/"
 	@echo "make verify                    check every artifact: corrupt, partial or stale?"
 	@echo "make models                    list the model registry"
@@ -181,6 +197,10 @@ models: $(STAMP)
 	@$(PIPE) models
 
 # ---- corpus: synthesize (demo only), ingest, prefilter -------------------------------------
+# A benchmark corpus (make mdcr, make import-mdcr) has no raw input: its papers and pools are
+# written whole by the stage that makes it, so none of the rules below applies to it.
+BENCHMARK := $(shell grep -qs '"benchmark"' $(call q,$(CDIR)/manifest.json) && echo yes)
+ifeq ($(BENCHMARK),)
 ifeq ($(CORPUS),demo)
 RAW_INPUT := $(CDIR)/s2orc/manifest.json
 $(CDIR)/s2orc/manifest.json: $(PARAMS)/synth | $(STAMP)
@@ -219,6 +239,7 @@ pools-paper: $(CDIR)/prefiltered.parquet
 # A pool built from an older prefiltered.parquet is rebuilt from its recorded parameters.
 $(CDIR)/pools/%/manifest.json: $(CDIR)/prefiltered.parquet
 	$(PIPE) pool --corpus $(call q,$(CORPUS)) --rebuild $(call q,$*)
+endif
 
 # ---- per pool: index (Lucene / embeddings), search, eval ------------------------------------
 # What each SLURM job asks for (THREADS CPUs per task), and the settings given on this make's
@@ -307,6 +328,38 @@ fuse: | $(STAMP)
 	@$(foreach m,$(FUSE_PARTS),$(MAKE) --no-print-directory eval MODEL=$(call q,$(m)) &&) \
 	$(MAKE) --no-print-directory eval \
 		MODEL=$(call q,fuse--$(METHOD)--$(subst $(space),--,$(strip $(FUSE_PARTS))))
+
+# ---- MDCR-style benchmarks (MDCR §4; pipeline/mdcr/) ------------------------------------------
+# From this corpus's field-level test pools and the MDCR_MODELS' runs of them: the benchmark
+# corpus $(MDCR), which `make eval CORPUS=$(MDCR) MODEL=..` scores (Tables 3 and 4 in its report).
+MDCR_PARTS = $(subst $(comma), ,$(MDCR_MODELS))
+mdcr: | $(STAMP)
+	@$(foreach m,$(MDCR_PARTS),$(MAKE) --no-print-directory search MODEL=$(call q,$(m)) &&) true
+	$(PIPE) mdcr --corpus $(call q,$(CORPUS)) --models $(call q,$(MDCR_MODELS)) \
+		--out $(call q,$(MDCR)) --seed $(call q,$(SEED))
+
+mdcr-jaccard: | $(STAMP)
+	@$(if $(strip $(MODELS)),,echo "error: make mdcr-jaccard needs MODELS=a,b,.. (e.g. MODELS=bm25,minilm,random)" >&2 && exit 2)
+	@$(foreach m,$(FUSE_PARTS),$(MAKE) --no-print-directory search MODEL=$(call q,$(m)) &&) true
+	$(PIPE) mdcr-jaccard --corpus $(call q,$(CORPUS)) --models $(call q,$(MODELS)) \
+		--seed $(call q,$(SEED))
+
+# The official release's files: import them as CORPUS, export CORPUS into OUT, and write
+# the official scores file of MODEL's runs (OUT=scores.json) after evaluating them.
+import-mdcr: | $(STAMP)
+	@$(if $(SRC),,echo "error: make import-mdcr needs SRC=<folder holding mdcr_$(SPLIT).json>" >&2 && exit 2)
+	$(PIPE) import-mdcr --corpus $(call q,$(CORPUS)) --src $(call q,$(SRC)) \
+		--split $(call q,$(SPLIT))
+
+export-mdcr: | $(STAMP)
+	@$(if $(OUT),,echo "error: make export-mdcr needs OUT=<folder>" >&2 && exit 2)
+	$(PIPE) export-mdcr --corpus $(call q,$(CORPUS)) --out $(call q,$(OUT)) \
+		--split $(call q,$(SPLIT))
+
+mdcr-scores: eval
+	@$(if $(OUT),,echo "error: make mdcr-scores needs OUT=<scores file>" >&2 && exit 2)
+	$(PIPE) mdcr-scores --corpus $(call q,$(CORPUS)) --model $(call q,$(MODEL_NAME)) \
+		--out $(call q,$(OUT)) --split $(call q,$(SPLIT))
 
 report: | $(STAMP)
 	$(PIPE) report --corpus $(call q,$(CORPUS)) --seed $(call q,$(SEED)) --times

@@ -115,7 +115,8 @@ def _checked(check):
 
 
 def metric_list(text: str) -> str:
-    parse_metrics(text)
+    if text != "auto":  # auto: each pool's own set (large-scale; mdcr for MDCR-style pools)
+        parse_metrics(text)
     return text
 
 
@@ -158,6 +159,8 @@ def cmd_check(args: argparse.Namespace) -> None:
                          "has its own pooling (make models)")
     if args.MODELS:  # make fuse
         fused_name(args.METHOD or "rrf", args.MODELS.replace(",", " ").split())
+    for name in (args.MDCR_MODELS or "").replace(",", " ").split():  # make mdcr
+        get_model(name)
     for fields in (args.FIELD, args.DEMO_FIELDS):
         if fields:
             resolve_fields(fields)
@@ -363,23 +366,114 @@ def cmd_search(args: argparse.Namespace) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
-    from pipeline.evaluate import eval_is_current, eval_run
+    from pipeline.evaluate import eval_is_current, eval_run, pool_metrics
     from pipeline.timing import timed
 
     corpus_dir, _, runs_root = _dirs(args)
     entry = get_model(args.model)
     pools = _pools(args)
-    metrics = parse_metrics(args.metrics)
+    metrics = {p: pool_metrics(corpus_dir, p, args.metrics) for p in pools}
     if args.stale_only:
         kept = [p for p in pools
-                if eval_is_current(corpus_dir, runs_root, p, entry.name, metrics)]
+                if eval_is_current(corpus_dir, runs_root, p, entry.name, metrics[p])]
         pools = [p for p in pools if p not in kept]
         print(f"[eval] {entry.name}: {len(kept)} current evaluations kept, {len(pools)} to "
               "score", file=sys.stderr)
     for pool in pools:
         with timed("eval", _log_dir(args), model=entry.name, pool=pool) as info:
-            out = eval_run(corpus_dir, runs_root, pool, entry.name, metrics)
+            out = eval_run(corpus_dir, runs_root, pool, entry.name, metrics[pool])
             info.update({k: round(v, 4) for k, v in out["means"].items() if v is not None})
+
+
+def _comma_list(text: str) -> list[str]:
+    return [m for m in text.replace(",", " ").split() if m]
+
+
+def cmd_mdcr(args: argparse.Namespace) -> None:
+    from pipeline.mdcr.build import build_mdcr
+    from pipeline.timing import timed
+
+    corpus_dir, _, runs_root = _dirs(args)
+    out = Path(args.corpora_root) / args.out
+    if out == corpus_dir:
+        raise InputError(f"MDCR={args.out} names the source corpus itself: give the benchmark "
+                         "another corpus name (default <corpus>-mdcr)")
+    with timed("mdcr", _log_dir(args), out=args.out) as info:
+        built = build_mdcr(corpus_dir, runs_root, out, _comma_list(args.models), args.seed,
+                           args.positives, args.per_type, args.top)
+        info.update(built["benchmark"]["counts"])
+    counts = built["benchmark"]["counts"]
+    print(f"[mdcr] {out}: {counts['fields']} fields, {counts['queries']} queries, "
+          f"{counts['pairs']} query-candidate pairs; by type {counts['by_type']}; evaluate "
+          f"with make eval CORPUS={args.out} MODEL=...", file=sys.stderr)
+
+
+def cmd_mdcr_jaccard(args: argparse.Namespace) -> None:
+    from pipeline.artifacts import atomic_path
+    from pipeline.mdcr.build import negative_jaccard
+    from pipeline.report import _markdown
+
+    corpus_dir, _, runs_root = _dirs(args)
+    table = negative_jaccard(corpus_dir, runs_root, _comma_list(args.models), args.seed,
+                             args.depth)
+    text = (f"Average Jaccard index between the {args.depth} highest-ranked negatives of two "
+            f"models ({args.corpus}, field-level test pools; MDCR §4: pick the models whose "
+            "negatives overlap least)\n\n" + _markdown(
+                ["model a", "model b", "Jaccard", "fields", "queries"],
+                [[a, b, f"{j:.3f}", str(f), str(q)] for a, b, j, f, q in table.iter_rows()]))
+    with atomic_path(runs_root / "reports" / f"{args.corpus}-mdcr-jaccard.md") as tmp:
+        tmp.write_text(text)
+    print(text)
+
+
+def cmd_export_mdcr(args: argparse.Namespace) -> None:
+    from pipeline.mdcr.official import export_benchmark
+
+    info = export_benchmark(_dirs(args)[0], Path(args.out), args.split)
+    print(f"[export-mdcr] {args.out}/mdcr_{args.split}.json and _data.jsonl: {info['fields']} "
+          f"fields, {info['queries']} queries, {info['papers']} papers", file=sys.stderr)
+    if info["ignored_by_official_evaluator"]:
+        print(f"[export-mdcr] note: types the official evaluator does not read (it knows "
+              f"bm25, specter, scincl, graph, most_cited, random): "
+              f"{info['ignored_by_official_evaluator']}", file=sys.stderr)
+
+
+def cmd_import_mdcr(args: argparse.Namespace) -> None:
+    from pipeline.mdcr.official import import_benchmark
+
+    info = import_benchmark(Path(args.src), _dirs(args)[0], args.split)
+    counts = info["benchmark"]["counts"]
+    print(f"[import-mdcr] corpus {args.corpus}: {counts['fields']} fields, {counts['queries']} "
+          f"queries, {counts['papers']} papers, {counts['pairs']} pairs; "
+          f"{info['duplicate_paper_records_dropped']} duplicate paper records dropped",
+          file=sys.stderr)
+
+
+def cmd_mdcr_scores(args: argparse.Namespace) -> None:
+    import polars as pl
+
+    from pipeline.mdcr.benchmark import read_benchmark
+    from pipeline.mdcr.official import scores_file
+    from pipeline.pools import list_pools
+    from pipeline.search import load_run
+
+    corpus_dir, _, runs_root = _dirs(args)
+    table, _ = read_benchmark(corpus_dir, args.split)
+    runs = pl.concat([load_run(corpus_dir, runs_root, p, args.model)
+                      .select(pl.col("query", "doc").cast(pl.String), "score")
+                      for p in list_pools(corpus_dir)])
+    n = scores_file(runs, table, Path(args.out))
+    print(f"[mdcr-scores] {args.out}: {n} query-candidate scores of {args.model}",
+          file=sys.stderr)
+
+
+def cmd_mdcr_evaluate(args: argparse.Namespace) -> None:
+    from pipeline.mdcr.official import evaluate_files
+
+    fields, averages = evaluate_files(Path(args.benchmark), Path(args.scores))
+    for row in fields.iter_rows(named=True):
+        print("\t".join([row["field"], *(f"{m}: {row[m]}" for m in fields.columns[1:])]))
+    print("\nAVG\t" + "\t".join(f"{m}: {v}" for m, v in averages.items()))
 
 
 def cmd_collect(args: argparse.Namespace) -> None:
@@ -453,6 +547,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--METRICS", type=_checked(metric_list))
     p.add_argument("--MODELS", help="models to fuse, separated by commas")
     p.add_argument("--METHOD", help="a ranx fusion method (rrf, wsum, sum, mnz, ...)")
+    p.add_argument("--MDCR", type=corpus_name)
+    p.add_argument("--MDCR_MODELS", help="models separated by commas")
+    p.add_argument("--SRC", type=safe_path)
+    p.add_argument("--OUT", type=safe_path)
+    p.add_argument("--SPLIT", type=_choice(("test", "val")))
     p.add_argument("--DEMO_PAPERS", type=sizes)
     p.add_argument("--DEMO_SIZES", type=sizes)
     p.add_argument("--DEMO_MODELS", default="")
@@ -587,12 +686,45 @@ def build_parser() -> argparse.ArgumentParser:
     p = stage("eval", cmd_eval, "score runs with ranx's kernels, per query (default MAP, "
               "NDCG, R@30)")
     p.add_argument("--model", default="minilm")
-    p.add_argument("--metrics", default="large-scale", type=_checked(metric_list),
-                   help="a set (large-scale, mdcr, beir) or names: 'map ndcg@10 recall@30'")
+    p.add_argument("--metrics", default="auto", type=_checked(metric_list),
+                   help="auto (each pool's set: large-scale, or mdcr for MDCR-style pools), "
+                   "a set (large-scale, mdcr, beir) or names: 'map ndcg@10 recall@30'")
     p.add_argument("--stale-only", action="store_true",
                    help="keep evaluations made from the current pool and run")
     pool_arg(p)
 
+    p = stage("mdcr", cmd_mdcr, "build an MDCR-style benchmark (MDCR §4) from the corpus's "
+              "field-level test pools and the models' runs, as the corpus --out")
+    p.add_argument("--models", required=True, help="models whose top-ranked papers give the "
+                   "model-based negatives, separated by commas (paper: bm25,specter,scincl)")
+    p.add_argument("--out", required=True, type=corpus_name, help="the benchmark's corpus name")
+    p.add_argument("--seed", type=non_negative, default=0, help="pools of this seed; sampling")
+    p.add_argument("--positives", type=positive, default=5)
+    p.add_argument("--per-type", type=positive, default=10, help="negatives of each type")
+    p.add_argument("--top", type=positive, default=200,
+                   help="model-based negatives from the top N; most cited: the field's top N")
+    p = stage("mdcr-jaccard", cmd_mdcr_jaccard, "average Jaccard index between models' "
+              "highest-ranked negatives on the field-level pools (picks MDCR_MODELS)")
+    p.add_argument("--models", required=True, help="two or more models, separated by commas")
+    p.add_argument("--seed", type=non_negative, default=0)
+    p.add_argument("--depth", type=positive, default=10, help="negatives compared per query")
+    p = stage("export-mdcr", cmd_export_mdcr, "write a benchmark corpus in the official "
+              "layout: mdcr_<split>.json and mdcr_<split>_data.jsonl")
+    p.add_argument("--out", required=True, type=safe_path, help="folder to write into")
+    p.add_argument("--split", default="test", choices=("test", "val"))
+    p = stage("import-mdcr", cmd_import_mdcr, "read the official mdcr_<split>.json and "
+              "mdcr_<split>_data.jsonl into a benchmark corpus")
+    p.add_argument("--src", required=True, type=safe_path, help="folder holding the files")
+    p.add_argument("--split", default="test", choices=("test", "val"))
+    p = stage("mdcr-scores", cmd_mdcr_scores, "write the official scores file "
+              "{\"<query>_<candidate>\": score} of a model's runs on a benchmark corpus")
+    p.add_argument("--model", required=True)
+    p.add_argument("--out", required=True, type=safe_path)
+    p.add_argument("--split", default="test", choices=("test", "val"))
+    p = stage("mdcr-evaluate", cmd_mdcr_evaluate, "the official evaluator's numbers for a "
+              "scores file against an mdcr_<split>.json (per field, x100, macro average)", False)
+    p.add_argument("--benchmark", required=True, help="mdcr_test.json or mdcr_val.json")
+    p.add_argument("--scores", required=True, help='{"<query>_<candidate>": score} JSON')
     stage("collect", cmd_collect, "gather evaluated runs into runs/results.parquet", False)
     p = stage("report", cmd_report, "tables (md, tex) and the MAP-vs-pool-size plot")
     p.add_argument("--times", action="store_true", help="also print per-stage times")

@@ -1,10 +1,11 @@
 """The embedding store: sharded Arrow files of paper vectors, one store per (corpus, model).
 
 `indexes/<corpus>/embeddings/<model>/` holds `part-*.arrow` files (columns `corpusid: int64`,
-`vector: fixed_size_list<float>[dim]`, rows sorted by corpusid) and a manifest listing each
-part with its checksum. Every pool of the corpus shares the store: a paper is embedded once
-per model, and a later pool embeds only the papers it adds. `--shard i --num-shards n` embeds
-the missing papers whose corpusid % n == i, so a SLURM job array splits the work.
+`vector: fixed_size_list<float>[dim]`, rows sorted by corpusid; `corpusid: string` for
+collections with string ids) and a manifest listing each part with its checksum. Every pool
+of the corpus shares the store: a paper is embedded once per model, and a later pool embeds
+only the papers it adds. `--shard i --num-shards n` embeds the missing papers whose
+corpusid % n == i (crc32 of a string id), so a SLURM job array splits the work.
 A multi-vector store (ASPIRE, `pipeline/multivector.py`) has one row per sentence: an extra
 column `sentence: int16` (0 = the title), rows sorted by (corpusid, sentence).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
 from pathlib import Path
@@ -37,6 +39,22 @@ from pipeline.models import ModelEntry
 from pipeline.pools import list_pools, load_pool
 
 DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
+
+
+def id_array(ids) -> np.ndarray:
+    """Paper ids as numpy: int64 for S2ORC/S2AG CorpusIDs, an object array of str for
+    collections with string ids (the official MDCR files); both sort and search alike."""
+    ids = np.asarray(ids)
+    return ids.astype(np.int64) if ids.dtype.kind in "iu" or len(ids) == 0 else ids.astype(
+        object)
+
+
+def shard_of(ids: np.ndarray, num_shards: int) -> np.ndarray:
+    """The embed shard of each id: id % n for integer ids, crc32(id) % n for string ids."""
+    if ids.dtype.kind in "iu":
+        return ids % num_shards
+    return np.fromiter((zlib.crc32(str(i).encode()) % num_shards for i in ids), dtype=np.int64,
+                       count=len(ids))
 
 
 def store_dir(index_root: Path, corpus: str, model: str) -> Path:
@@ -69,7 +87,7 @@ def load_vectors(store: Path, ids: np.ndarray, dtype: type | None = np.float32) 
     missing. `dtype`: float32 by default, None keeps the store's (float16 halves the memory).
     Rows are copied from the memory-mapped parts straight into the result: peak memory is the
     result plus one part."""
-    ids = np.asarray(ids, dtype=np.int64)
+    ids = id_array(ids)
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
     found = np.zeros(len(ids), dtype=bool)
@@ -105,7 +123,8 @@ def load_vectors(store: Path, ids: np.ndarray, dtype: type | None = np.float32) 
 def pool_ids(corpus_dir: Path, pool: str) -> np.ndarray:
     """Ids a dense search of the pool needs: candidates and queries."""
     queries, candidates, _ = load_pool(corpus_dir, pool)
-    return np.union1d(candidates["corpusid"].to_numpy(), queries["corpusid"].to_numpy())
+    return np.union1d(id_array(candidates["corpusid"].to_numpy()),
+                      id_array(queries["corpusid"].to_numpy()))
 
 
 def missing_ids(corpus_dir: Path, store: Path, pools: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -138,17 +157,19 @@ def _write_part(store: Path, ids: np.ndarray, vectors: np.ndarray, dtype: str) -
         ids, columns, vectors, counts = vectors.part(ids)
     order = np.argsort(ids, kind="stable")  # stable: a paper's sentences stay in order
     ids, vectors = ids[order], vectors[order]
-    name = f"part-{hashlib.sha1(ids.tobytes()).hexdigest()[:16]}.arrow"
+    key = ids.tobytes() if ids.dtype.kind in "iu" else "\n".join(ids).encode()
+    name = f"part-{hashlib.sha1(key).hexdigest()[:16]}.arrow"
     flat = pa.array(vectors.astype(np.float16 if dtype == "float16" else np.float32).ravel())
     table = pa.table({
-        "corpusid": pa.array(ids, type=pa.int64()),
+        "corpusid": pa.array(ids, type=pa.int64() if ids.dtype.kind in "iu" else pa.string()),
         **{column: pa.array(values[order]) for column, values in columns.items()},
         "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]),
     })
     with atomic_path(store / name) as tmp, ipc.new_file(str(tmp), table.schema) as writer:
         writer.write_table(table)
     return {"file": name, "rows": len(ids), **fingerprint(store / name),
-            "min_id": int(ids[0]), "max_id": int(ids[-1]), **counts}
+            "min_id": ids[0].item() if ids.dtype.kind in "iu" else ids[0],
+            "max_id": ids[-1].item() if ids.dtype.kind in "iu" else ids[-1], **counts}
 
 
 def mark_covered(corpus_dir: Path, store: Path, pools: list[str]) -> list[str]:
@@ -216,7 +237,7 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
     store = store_dir(index_root, corpus_dir.name, entry.name)
     start = time.perf_counter()
     needed, missing = missing_ids(corpus_dir, store, pools)
-    missing = missing[missing % num_shards == shard]
+    missing = missing[shard_of(missing, num_shards) == shard]
     info = {"model": entry.name, "pools": pools, "needed": len(needed), "embedded": len(missing),
             "shard": shard, "num_shards": num_shards}
     if len(missing):

@@ -29,7 +29,7 @@ from pipeline.artifacts import (
 )
 from pipeline.errors import InputError
 from pipeline.metrics import DEFAULT_METRICS, per_query
-from pipeline.naming import parse_pool_name
+from pipeline.naming import parse_metrics, parse_pool_name
 from pipeline.pools import load_pool, made_from, output_shas, pool_manifest
 from pipeline.search import load_run, run_paths
 
@@ -53,6 +53,14 @@ def check_run_against_pool(run: pl.DataFrame, queries: pl.Series, candidates: pl
         raise InputError(f"{where} answers {len(foreign_queries)} queries that the pool's "
                          f"qrels do not have (e.g. {foreign_queries.sort()[0]}): it was made for "
                          "another pool; rerun the search stage")
+
+
+def pool_metrics(corpus_dir: Path, pool: str, metrics: str = "auto") -> tuple[str, ...]:
+    """The metrics a pool is scored with: `metrics` (a set's name or metric names), or with
+    "auto" the pool's own set (large-scale pools: MAP, NDCG, R@30; MDCR-style: MAP, NDCG, R@5)."""
+    if metrics == "auto":
+        metrics = pool_manifest(corpus_dir, pool).get("metrics", "large-scale")
+    return parse_metrics(metrics)
 
 
 def eval_is_current(corpus_dir: Path, runs_root: Path, pool: str, model: str,
@@ -95,22 +103,22 @@ def eval_run(corpus_dir: Path, runs_root: Path, pool: str, model: str,
     in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
     values, dropped = per_query(run, in_pool, queries["corpusid"], metrics)
     means = {m: float(values[m].mean()) if values.height else None for m in metrics}
-    by_type = per_negative_type(run, in_pool, queries["corpusid"], candidates, metrics)
-    values = pl.concat([values.with_columns(negatives=pl.lit("all")), by_type])
     missing = values.height - run.filter(pl.col("query").is_in(values["query"].implode()))[
         "query"].n_unique()
+    counts = {"queries": values.height, "dropped_no_relevant": dropped,
+              "missing_from_run_scored_0": missing}
+    by_type = per_negative_type(run, in_pool, queries["corpusid"], candidates, metrics)
+    type_means = {t: {m: float(g[m].mean()) for m in metrics}
+                  for (t,), g in by_type.group_by("negatives", maintain_order=True)}
+    values = pl.concat([values.with_columns(negatives=pl.lit("all")).select(by_type.columns),
+                        by_type])
     run_sha = read_json(paths["manifest.json"])["outputs"][paths["parquet"].name]["sha256"]
     inputs = {**output_shas(pool_manifest(corpus_dir, pool)), paths["parquet"].name: run_sha}
     with file_lock(paths["trec"].parent / f".{model}.lock"):
         paths["eval.json"].unlink(missing_ok=True)
         write_parquet(values.to_arrow(), paths["metrics.parquet"])
         info = manifest("eval", _parameters(pool, model, metrics),
-                        means=means, means_by_negatives={
-                            t: {m: float(g[m].mean()) for m in metrics}
-                            for (t,), g in by_type.group_by("negatives", maintain_order=True)},
-                        counts={"queries": values.height - by_type.height,
-                                             "dropped_no_relevant": dropped,
-                                             "missing_from_run_scored_0": missing},
+                        means=means, means_by_negatives=type_means, counts=counts,
                         inputs=inputs,
                         outputs=fingerprints(paths["trec"].parent,
                                              [paths["metrics.parquet"].name]),

@@ -1,9 +1,10 @@
-"""Tables and plots from `runs/results.parquet` (the layout of MDCR Tables 1-2).
+"""Tables and plots from `runs/results.parquet` (the layout of MDCR Tables 1-4).
 
 Dataset-level: model x pool size, cells MAP / NDCG / R@30 (x100: the mean over a pool's queries,
 then mean ± standard deviation over repeats).
 Field-level: model x field, MAP x100 per pool size. Plot: MAP against pool size, one line per
-model. Written as markdown, LaTeX and PNG under `runs/reports/`.
+model. MDCR-style benchmarks: Tables 3 and 4 (`mdcr_tables`). Written as markdown, LaTeX
+and PNG under `runs/reports/`.
 """
 
 from __future__ import annotations
@@ -142,6 +143,52 @@ def field_table(means: pl.DataFrame, size: int, marks: dict[tuple, str] | None =
     return header, rows
 
 
+def mdcr_tables(results: pl.DataFrame) -> tuple[tuple[list[str], list[list[str]]], ...]:
+    """MDCR Tables 3 and 4 from the per-query results of MDCR-style pools (level "mdcr").
+
+    Table 3: models x fields, MAP / R@5 per field, and the official evaluator's averages (per
+    field x100 rounded to 4 decimals, then the mean over fields: MAP, NDCG, R@5); bold: best
+    average MAP. Table 4: candidate types x models, MAP over the positives and that type's
+    negatives only, macro-averaged over fields, with the mean over models (MDCR's Table 4).
+    Queries are averaged within a field first, so every field weighs the same."""
+    from pipeline.mdcr.official import official_numbers
+
+    data = results.filter(pl.col("level") == "mdcr")
+    overall = data.filter(pl.col("negatives") == "all")
+    models = _model_order(overall["model"].unique().to_list())
+    fields = sorted(overall["field"].unique().to_list(),
+                    key=lambda f: list(MAG_FIELDS).index(f) if f in MAG_FIELDS else 99)
+    official = {m: official_numbers(overall.filter(pl.col("model") == m)) for m in models}
+    best = max(models, key=lambda m: official[m][1].get("map", 0.0))
+    header = ["model", *[MAG_FIELDS.get(f, f) for f in fields], "avg MAP", "avg NDCG",
+              "avg R@5"]
+    rows = []
+    for model in models:
+        per_field, averages = official[model]
+        cells = []
+        for field in fields:
+            hit = per_field.filter(pl.col("field") == field)
+            cells.append(f"{hit['map'][0]:.1f} / {hit['recall_5'][0]:.1f}" if hit.height
+                         else "-")
+        avg = [f"{averages.get(m, float('nan')):.2f}" for m in ("map", "ndcg", "recall_5")]
+        avg[0] = _marked(avg[0], "best" if model == best and len(models) > 1 else "")
+        rows.append([model, *cells, *avg])
+    by_type = (data.filter(pl.col("negatives") != "all", pl.col("metric") == "map")
+               .group_by("negatives", "model", "field").agg(pl.col("value").mean() * 100)
+               .group_by("negatives", "model").agg(pl.col("value").mean()))
+    types = sorted(by_type["negatives"].unique().to_list(),
+                   key=lambda t: (t in ("most_cited", "random"), t))
+    type_header = ["negatives", *models, "mean over models"]
+    type_rows = []
+    for kind in types:
+        values = [by_type.filter(pl.col("negatives") == kind, pl.col("model") == m)["value"]
+                  for m in models]
+        present = [v[0] for v in values if len(v)]
+        type_rows.append([kind, *[f"{v[0]:.1f}" if len(v) else "-" for v in values],
+                          f"{sum(present) / len(present):.1f}" if present else "-"])
+    return (header, rows), (type_header, type_rows)
+
+
 def significance_section(results: pl.DataFrame) -> str:
     """Every pair of models per pool (size or field) and metric: both paired tests with
     Holm-Bonferroni, and each model's 95% bootstrap interval over queries."""
@@ -257,15 +304,30 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
         raise InputError(f"{path} is missing: run `make eval` first")
     # validation pools tune models (MDCR §3); the tables report the test pools only
     results = read_parquet(path).filter(pl.col("corpus") == corpus, pl.col("split") == "test")
+    if "negatives" not in results.columns:  # collected before per-type scores existed
+        results = results.with_columns(negatives=pl.lit("all"))
     seeds = sorted(results["seed"].unique().to_list())
     results = results.filter(pl.col("seed") == seed)
     if results.is_empty():
         other = f" (seeds present: {', '.join(map(str, seeds))}; pass SEED=...)" if seeds else ""
         raise InputError(f"no evaluated runs for CORPUS={corpus} and SEED={seed} in {path}"
                          f"{other}: run `make eval`")
-    means = _means(results)
     out_dir = runs_root / "reports"
     sections = []
+    if (results["level"] == "mdcr").any():
+        (header, rows), (type_header, type_rows) = mdcr_tables(results)
+        captions = (f"{corpus}: MDCR-style benchmark (MDCR Table 3), MAP / R@5 x100 per field; "
+                    "averages as the official evaluator computes them (per field x100, "
+                    "rounded to 4 decimals, mean over fields); bold: best MAP",
+                    f"{corpus}: MAP x100 per candidate type (MDCR Table 4): each query's "
+                    "positives and the negatives of one type only, mean over fields")
+        for caption, (h, r), name in zip(captions, ((header, rows), (type_header, type_rows)),
+                                         ("mdcr", "mdcr-types"), strict=True):
+            sections.append(f"## {caption}\n\n" + _markdown(h, r))
+            with atomic_path(out_dir / f"{corpus}-{name}.tex") as tmp:
+                tmp.write_text(_latex(h, r, caption))
+    results = results.filter(pl.col("negatives") == "all")
+    means = _means(results)
     if (means["level"] == "dataset").any():
         dataset = results.filter(pl.col("level") == "dataset")
         header, rows = dataset_table(means, _marks(dataset, "size"))

@@ -169,7 +169,7 @@ def missing_per_shard(corpus_dir: Path, index_root: Path, entry: ModelEntry,
         return [0] * num_shards
     import numpy as np
 
-    from pipeline.embed import missing_ids, store_dir
+    from pipeline.embed import missing_ids, shard_of, store_dir
     from pipeline.pools import list_pools
 
     pools = pools or list_pools(corpus_dir)
@@ -177,7 +177,7 @@ def missing_per_shard(corpus_dir: Path, index_root: Path, entry: ModelEntry,
         raise InputError(f"no pools under {corpus_dir}/pools: build one with `make pool`")
     _, missing = missing_ids(corpus_dir, store_dir(index_root, corpus_dir.name, entry.name),
                              pools)
-    return np.bincount(missing % num_shards, minlength=num_shards).tolist()
+    return np.bincount(shard_of(missing, num_shards), minlength=num_shards).tolist()
 
 
 def embed_command(roots: tuple[Path, Path, Path], corpus: str, model: str,

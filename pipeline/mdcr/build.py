@@ -66,6 +66,7 @@ def _with_keys(frame: pl.DataFrame, seed: int, kind: str) -> pl.DataFrame:
     """`frame` with a column `_r`: a uniform key per row from a generator seeded by (seed, type,
     query), so sorting by it shuffles each query's rows independently of the other queries."""
     kind_key = zlib.crc32(kind.encode())
+    frame = frame.sort(frame.columns)  # keys follow the rows' content, not their order
     keys = np.empty(frame.height)
     groups = frame.with_row_index("_i").group_by("query").agg("_i")
     for query, idx in groups.iter_rows():

@@ -1,0 +1,169 @@
+"""The official MDCR release's files (github.com/zoranmedic/mdcr; SPEC.md §4).
+
+- `mdcr_<split>.json`: {field: {query_id: {"bm25": [ids], ..., "true": [cited ids]}}};
+- `mdcr_<split>_data.jsonl`: one paper per line, `paper_id`, `title`, `abstract`;
+- a scores file: {"<query_id>_<candidate_id>": score} for every pair, higher = more relevant.
+
+Ids are kept as strings, as the release writes them. The official evaluator labels "true"
+candidates 1 and every other 0 ("true" wins when an id is listed twice), computes trec_eval's
+map, ndcg (no cut-off) and recall_5 per field, x100, rounded to 4 decimals, and averages the
+fields (macro); `official_numbers` gives the same numbers from per-query values, and
+`evaluate_files` from the two files, as the official script does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import polars as pl
+
+from pipeline.artifacts import atomic_path
+from pipeline.errors import InputError
+from pipeline.evaluate import POSITIVE_TYPE
+from pipeline.mdcr.benchmark import read_benchmark, write_benchmark
+
+OFFICIAL_TYPES = ("bm25", "graph", "most_cited", "random", "scincl", "specter")
+TRUE = "true"  # the official name of the positives
+OFFICIAL_METRICS = {"map": "map", "ndcg": "ndcg", "recall_5": "recall@5"}  # official -> ranx
+
+
+def _official_type(kind: str) -> str:
+    return TRUE if kind == POSITIVE_TYPE else kind
+
+
+def export_benchmark(corpus_dir: Path, out_dir: Path, split: str = "test") -> dict:
+    """Write `mdcr_<split>.json` and `mdcr_<split>_data.jsonl` for a benchmark corpus. Every
+    official type gets a list (the official evaluator reads all six); types of other names
+    (models other than bm25/specter/scincl) are written too, and counted: the official
+    evaluator ignores them."""
+    table, papers = read_benchmark(corpus_dir, split)
+    table = table.with_columns(pl.col("query", "doc").cast(pl.String),
+                               type=pl.col("type").replace(POSITIVE_TYPE, TRUE))
+    nested: dict = {}
+    for field, query, kind, docs in (table.group_by("field", "query", "type", maintain_order=True)
+                                     .agg("doc").sort("field", "query", "type").iter_rows()):
+        lists = nested.setdefault(field, {}).setdefault(
+            query, {t: [] for t in (*OFFICIAL_TYPES, TRUE)})
+        lists[kind] = docs
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out_dir / f"mdcr_{split}.json") as tmp:
+        tmp.write_bytes(orjson.dumps(nested))
+    with atomic_path(out_dir / f"mdcr_{split}_data.jsonl") as tmp, tmp.open("wb") as handle:
+        for row in papers.select(paper_id=pl.col("corpusid").cast(pl.String), title="title",
+                                 abstract="abstract").iter_rows(named=True):
+            handle.write(orjson.dumps(row) + b"\n")
+    ignored = table.filter(~pl.col("type").is_in([*OFFICIAL_TYPES, TRUE]))
+    return {"fields": len(nested), "queries": table["query"].n_unique(), "papers": papers.height,
+            "ignored_by_official_evaluator": dict(ignored.group_by("type").len().iter_rows())}
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise InputError(f"{path} does not exist: give the folder holding the MDCR files") from None
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc}); download it again") from None
+
+
+def read_official(benchmark_file: Path) -> pl.DataFrame:
+    """The official benchmark file as the tidy table (field, query, doc, type), ids as strings,
+    positives typed "cited"."""
+    nested = _read_json(benchmark_file)
+    rows = {"field": [], "query": [], "doc": [], "type": []}
+    for field, queries in nested.items():
+        if not isinstance(queries, dict):
+            raise InputError(f"{benchmark_file}: field {field!r} does not hold an object of "
+                             "queries; is this an mdcr_<split>.json file?")
+        for query, lists in queries.items():
+            if TRUE not in lists:
+                raise InputError(f"{benchmark_file}: query {query} of {field} has no \"true\" "
+                                 "list (its cited papers)")
+            for kind, docs in lists.items():
+                rows["field"] += [field] * len(docs)
+                rows["query"] += [str(query)] * len(docs)
+                rows["doc"] += [str(d) for d in docs]
+                rows["type"] += [POSITIVE_TYPE if kind == TRUE else kind] * len(docs)
+    return pl.DataFrame(rows, schema={k: pl.String for k in rows})
+
+
+def import_benchmark(src: Path, corpus_dir: Path, split: str = "test") -> dict:
+    """Read `mdcr_<split>.json` and `mdcr_<split>_data.jsonl` from `src` into the benchmark
+    corpus `corpus_dir` (string ids), so every stage runs on it (make eval CORPUS=...)."""
+    table = read_official(src / f"mdcr_{split}.json")
+    data = src / f"mdcr_{split}_data.jsonl"
+    if not data.exists():
+        raise InputError(f"{data} does not exist: the benchmark's titles and abstracts come "
+                         "from it (download it beside the json)")
+    try:
+        papers = pl.read_ndjson(data, schema={"paper_id": pl.String, "title": pl.String,
+                                              "abstract": pl.String})
+    except pl.exceptions.PolarsError as exc:
+        raise InputError(f"{data}: unreadable as JSON lines ({exc.__class__.__name__}); "
+                         "download it again") from None
+    duplicated = papers.height - papers["paper_id"].n_unique()
+    papers = papers.unique("paper_id", keep="first").rename({"paper_id": "corpusid"})
+    parameters = {"source": str(src), "split": split}
+    info = write_benchmark(corpus_dir, papers, table, "import-mdcr", parameters, split=split)
+    info["duplicate_paper_records_dropped"] = duplicated
+    return info
+
+
+def scores_file(runs: pl.DataFrame, pairs: pl.DataFrame, out: Path) -> int:
+    """Write the official scores file for a run of every pool of a benchmark: one key per
+    listed (query, candidate) pair; a pair the run lacks is an error (the official evaluator
+    would fail on it). Returns the number of keys."""
+    pairs = pairs.select(pl.col("query", "doc").cast(pl.String)).unique()
+    scored = pairs.join(runs.select(pl.col("query", "doc").cast(pl.String), "score"),
+                        on=["query", "doc"], how="left")
+    missing = scored.filter(pl.col("score").is_null())
+    if missing.height:
+        raise InputError(f"{missing.height} listed pairs have no score in the run (e.g. "
+                         f"{missing['query'][0]}_{missing['doc'][0]}): search the benchmark again")
+    keys = scored.select(key=pl.format("{}_{}", "query", "doc"), score="score")
+    with atomic_path(out) as tmp:
+        tmp.write_bytes(orjson.dumps(dict(keys.iter_rows())))
+    return keys.height
+
+
+def official_numbers(per_query: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, float]]:
+    """The official evaluator's numbers from per-query values (field, metric, value; metric in
+    ranx's names): per field the mean x100 rounded to 4 decimals, then the mean of the fields
+    rounded to 4 decimals. Returns (field x official metric table, averages)."""
+    names = {ranx: official for official, ranx in OFFICIAL_METRICS.items()}
+    fields = (per_query.filter(pl.col("metric").is_in(list(names)))
+              .group_by("field", "metric").agg(value=(pl.col("value").mean() * 100).round(4))
+              .with_columns(pl.col("metric").replace_strict(names))
+              .pivot("metric", index="field", values="value").sort("field"))
+    averages = {m: round(float(fields[m].mean()), 4) for m in OFFICIAL_METRICS if m in fields}
+    return fields, averages
+
+
+def evaluate_files(benchmark_file: Path, scores_path: Path) -> tuple[pl.DataFrame,
+                                                                    dict[str, float]]:
+    """The official evaluation of a scores file against a benchmark file, through the
+    pipeline's metric kernels (trec_eval's definitions): every listed candidate is ranked,
+    "true" ones relevant."""
+    from pipeline.metrics import per_query
+
+    table = read_official(benchmark_file)
+    scores = _read_json(scores_path)
+    listed = table.select("field", "query", "doc").unique()
+    keys = listed.select(pl.format("{}_{}", "query", "doc")).to_series()
+    missing = [k for k in keys.to_list() if k not in scores]
+    if missing:
+        raise InputError(f"{scores_path}: {len(missing)} listed pairs have no score (e.g. "
+                         f"{missing[0]}); score every query-candidate pair")
+    run = listed.with_columns(score=pl.Series([float(scores[k]) for k in keys.to_list()]))
+    frames = []
+    for (field,), rows in run.group_by("field"):
+        qrels = (table.filter(pl.col("field") == field, pl.col("type") == POSITIVE_TYPE)
+                 .select("query", "doc", rel=pl.lit(1, pl.Int32)).unique())
+        ordered = rows.sort(["query", "score", "doc"], descending=[False, True, True]).with_columns(
+            rank=pl.int_range(1, pl.len() + 1).over("query"))
+        values, _ = per_query(ordered.select("query", "doc", "rank", "score"), qrels,
+                              rows["query"].unique(), list(OFFICIAL_METRICS.values()))
+        frames.append(values.unpivot(index="query", variable_name="metric")
+                      .with_columns(field=pl.lit(field)))
+    return official_numbers(pl.concat(frames))
