@@ -213,6 +213,26 @@ def _tokenized(corpus_dir: Path, encoder, chunk: np.ndarray) -> list[list[int]]:
                              zip(papers["title"], papers["abstract"], strict=True)])
 
 
+def _borrow(corpus_dir: Path, index_root: Path, entry: ModelEntry, store: Path,
+            missing: np.ndarray, dtype: str) -> tuple[np.ndarray, int]:
+    """A benchmark built from another corpus (`make mdcr`) takes the vectors that corpus's
+    store already holds for the same model and settings, as one part, instead of encoding
+    its papers again. Returns (ids still to embed, ids copied)."""
+    source = read_json(corpus_dir / "manifest.json").get("benchmark", {}).get(
+        "parameters", {}).get("source_corpus") if (corpus_dir / "manifest.json").exists() else None
+    source_store = store_dir(index_root, source, entry.name) if source else None
+    if (not len(missing) or source_store is None or entry.kind == "multi-vector"
+            or not (source_store / "manifest.json").exists()):
+        return missing, 0
+    config = read_json(source_store / "manifest.json")["config"]
+    have = np.intersect1d(missing, stored_ids(source_store))
+    if config["dtype"] != dtype or not len(have):
+        return missing, 0
+    _add_part(store, config, have, load_vectors(source_store, have, dtype=None),
+              device=f"copied from {source_store}")
+    return np.setdiff1d(missing, have), len(have)
+
+
 def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str] | None = None,
           shard: int = 0, num_shards: int = 1, batch_size: int | None = None,
           dtype: str = "float32", model_path: str | None = None, device: str | None = None,
@@ -238,8 +258,9 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
     start = time.perf_counter()
     needed, missing = missing_ids(corpus_dir, store, pools)
     missing = missing[shard_of(missing, num_shards) == shard]
+    missing, borrowed = _borrow(corpus_dir, index_root, entry, store, missing, dtype)
     info = {"model": entry.name, "pools": pools, "needed": len(needed), "embedded": len(missing),
-            "shard": shard, "num_shards": num_shards}
+            "copied_from_source_corpus": borrowed, "shard": shard, "num_shards": num_shards}
     if len(missing):
         from pipeline.encoders import MAX_BATCH, Encoder, default_budget
         from pipeline.multivector import SentenceEncoder
@@ -277,6 +298,9 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
     with file_lock(store / ".lock"):
         info["covered_pools"] = mark_covered(corpus_dir, store, pools)
     info["seconds"] = round(time.perf_counter() - start, 2)
+    if borrowed:
+        print(f"[embed] {entry.name}: {borrowed} vectors copied from the store of the corpus "
+              "this benchmark was built from", file=sys.stderr)
     if not len(missing):
         print(f"[embed] {entry.name}: all {len(needed)} papers already stored", file=sys.stderr)
     return info

@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.ingest import ingest, prefilter
 from pipeline.naming import pool_name
-from pipeline.pools import PoolSpec, build_pool
+from pipeline.pools import PoolSpec, build_pool, list_pools
 from pipeline.synthetic import SyntheticConfig, generate
 
 SMALL = SyntheticConfig(n_papers=8000, n_shards=3, seed=7, block_size=3000)
@@ -111,3 +111,33 @@ def tiny_bert(corpus_dir, tmp_path_factory) -> Path:
                         max_position_embeddings=128)
     BertModel(config).save_pretrained(out)
     return out
+
+
+MDCR_FIELDS = ("Medicine", "Biology")
+MDCR_MODELS = ["bm25"]
+
+
+@pytest.fixture(scope="session")
+def mdcr_source(corpus_dir, tmp_path_factory):
+    """A copy of the small corpus with field-level pools of two fields and BM25 runs:
+    (corpus folder, data root holding corpora/, indexes/, runs/)."""
+    from pipeline.models import get_model
+    from pipeline.search import search
+
+    root = tmp_path_factory.mktemp("mdcr")
+    corpus = copy_corpus(corpus_dir, root / "corpora" / "small")
+    for field in MDCR_FIELDS:
+        build_pool(corpus, PoolSpec(size=600, field=field, n_queries=8, seed=0))
+    for pool in list_pools(corpus):
+        search(corpus, root / "indexes", root / "runs", pool, get_model("bm25"))
+    return corpus, root
+
+
+@pytest.fixture(scope="session")
+def mdcr_benchmark(mdcr_source):
+    """The MDCR-style benchmark of `mdcr_source`, as the corpus small-mdcr: (folder, manifest)."""
+    from pipeline.mdcr.build import build_mdcr
+
+    corpus, root = mdcr_source
+    out = root / "corpora" / "small-mdcr"
+    return out, build_mdcr(corpus, root / "runs", out, MDCR_MODELS, seed=0)

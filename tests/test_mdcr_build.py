@@ -15,13 +15,11 @@ from pipeline.evaluate import collect_results, eval_run
 from pipeline.mdcr.benchmark import read_benchmark
 from pipeline.mdcr.build import _graph_negatives, build_mdcr, negative_jaccard
 from pipeline.models import get_model
-from pipeline.pools import PoolSpec, build_pool, list_pools, load_pool
+from pipeline.pools import list_pools, load_pool
 from pipeline.report import report
 from pipeline.search import load_run, search
-from tests.conftest import copy_corpus
-
-FIELDS = ("Medicine", "Biology")
-MODELS = ["bm25"]
+from tests.conftest import MDCR_FIELDS as FIELDS
+from tests.conftest import MDCR_MODELS as MODELS
 
 
 def test_graph_negatives_follow_the_overlap_order():
@@ -44,29 +42,9 @@ def test_graph_negatives_follow_the_overlap_order():
     assert set(picked(10, everything.filter(pl.col("corpusid") != 30))) == {20, 21, 22}
 
 
-@pytest.fixture(scope="module")
-def source(corpus_dir, tmp_path_factory):
-    """A copy of the small corpus with field-level pools of two fields and BM25 runs."""
-    root = tmp_path_factory.mktemp("mdcr")
-    corpus = copy_corpus(corpus_dir, root / "corpora" / "small")
-    for field in FIELDS:
-        build_pool(corpus, PoolSpec(size=600, field=field, n_queries=8, seed=0))
-    for pool in list_pools(corpus):
-        search(corpus, root / "indexes", root / "runs", pool, get_model("bm25"))
-    return corpus, root
-
-
-@pytest.fixture(scope="module")
-def benchmark(source):
-    corpus, root = source
-    out = root / "corpora" / "small-mdcr"
-    info = build_mdcr(corpus, root / "runs", out, MODELS, seed=0)
-    return out, info
-
-
-def test_every_query_gets_typed_candidates(source, benchmark):
-    corpus, root = source
-    out, info = benchmark
+def test_every_query_gets_typed_candidates(mdcr_source, mdcr_benchmark):
+    corpus, root = mdcr_source
+    out, info = mdcr_benchmark
     table, papers = read_benchmark(out)
     assert set(table["type"].unique()) == {"cited", "bm25", "graph", "most_cited", "random"}
     assert set(table["field"].unique()) == set(FIELDS)
@@ -97,9 +75,9 @@ def test_every_query_gets_typed_candidates(source, benchmark):
     assert info["benchmark"]["counts"]["papers"] == manifest == papers.height
 
 
-def test_most_cited_negatives_are_the_fields_most_cited(source, benchmark):
-    corpus, _ = source
-    table, _ = read_benchmark(benchmark[0])
+def test_most_cited_negatives_are_the_fields_most_cited(mdcr_source, mdcr_benchmark):
+    corpus, _ = mdcr_source
+    table, _ = read_benchmark(mdcr_benchmark[0])
     pre = pl.read_parquet(corpus / "prefiltered.parquet")
     for field in FIELDS:
         top = (pre.filter(pl.col("fields").list.contains(field))
@@ -108,22 +86,22 @@ def test_most_cited_negatives_are_the_fields_most_cited(source, benchmark):
         assert docs.is_in(top["corpusid"].implode()).all()
 
 
-def test_the_build_is_seeded(source, benchmark, tmp_path):
-    corpus, root = source
+def test_the_build_is_seeded(mdcr_source, mdcr_benchmark, tmp_path):
+    corpus, root = mdcr_source
     again = build_mdcr(corpus, root / "runs", tmp_path / "again", MODELS, seed=0)
     build_mdcr(corpus, root / "runs", tmp_path / "other", MODELS, seed=0, per_type=3)
-    pools = sorted(benchmark[1]["benchmark"]["pools"])
+    pools = sorted(mdcr_benchmark[1]["benchmark"]["pools"])
     assert again["benchmark"]["pools"] == pools
     for pool in pools:
-        first = pl.read_parquet(benchmark[0] / "pools" / pool / "candidates.parquet")
+        first = pl.read_parquet(mdcr_benchmark[0] / "pools" / pool / "candidates.parquet")
         assert first.equals(pl.read_parquet(tmp_path / "again" / "pools" / pool /
                                             "candidates.parquet"))
         assert not first.equals(pl.read_parquet(tmp_path / "other" / "pools" / pool /
                                                 "candidates.parquet"))
 
 
-def test_a_short_type_is_counted_with_its_reason(source, tmp_path):
-    corpus, root = source
+def test_a_short_type_is_counted_with_its_reason(mdcr_source, tmp_path):
+    corpus, root = mdcr_source
     info = build_mdcr(corpus, root / "runs", tmp_path / "big", MODELS, seed=0, positives=50,
                       per_type=10, top=12)
     pool = sorted(info["benchmark"]["pools"])[0]
@@ -131,8 +109,8 @@ def test_a_short_type_is_counted_with_its_reason(source, tmp_path):
     assert short["cited"]["queries"] > 0 and "cites fewer" in short["cited"]["why"]
 
 
-def test_bad_model_lists_are_refused(source, tmp_path):
-    corpus, root = source
+def test_bad_model_lists_are_refused(mdcr_source, tmp_path):
+    corpus, root = mdcr_source
     with pytest.raises(InputError, match="MDCR_MODELS is empty"):
         build_mdcr(corpus, root / "runs", tmp_path / "x", [], seed=0)
     with pytest.raises(InputError, match="candidate types of their own"):
@@ -144,8 +122,8 @@ def test_bad_model_lists_are_refused(source, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-def test_jaccard_of_a_model_with_itself_is_one(source):
-    corpus, root = source
+def test_jaccard_of_a_model_with_itself_is_one(mdcr_source):
+    corpus, root = mdcr_source
     for pool in list_pools(corpus):
         search(corpus, root / "indexes", root / "runs", pool, get_model("random"))
     table = negative_jaccard(corpus, root / "runs", ["bm25", "random"], seed=0)
@@ -160,9 +138,9 @@ def _search_and_score(out: Path, root: Path, model: str) -> None:
         eval_run(out, root / "runs", pool, model, ("map", "ndcg", "recall@5"))
 
 
-def test_each_query_ranks_its_own_list_and_types_are_scored(source, benchmark):
-    _, root = source
-    out, _ = benchmark
+def test_each_query_ranks_its_own_list_and_types_are_scored(mdcr_source, mdcr_benchmark):
+    _, root = mdcr_source
+    out, _ = mdcr_benchmark
     _search_and_score(out, root, "bm25")
     table, _ = read_benchmark(out)
     for pool in list_pools(out):
@@ -180,9 +158,9 @@ def test_each_query_ranks_its_own_list_and_types_are_scored(source, benchmark):
             assert metrics.filter(pl.col("negatives") == kind)["map"].mean() >= full
 
 
-def test_report_has_tables_3_and_4(source, benchmark):
-    _, root = source
-    out, _ = benchmark
+def test_report_has_tables_3_and_4(mdcr_source, mdcr_benchmark):
+    _, root = mdcr_source
+    out, _ = mdcr_benchmark
     _search_and_score(out, root, "bm25")
     _search_and_score(out, root, "random")
     collect_results(root / "corpora", root / "runs")

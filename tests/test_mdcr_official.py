@@ -1,0 +1,188 @@
+"""The official MDCR files (pipeline/mdcr/official.py): the evaluator's definition against
+hand-computed values and pytrec_eval, export -> import round trip, string ids through every
+stage, the scores file."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipeline.embed import embed, load_vectors, store_dir
+from pipeline.errors import InputError
+from pipeline.evaluate import collect_results, eval_run
+from pipeline.mdcr.benchmark import read_benchmark
+from pipeline.mdcr.official import (
+    evaluate_files,
+    export_benchmark,
+    import_benchmark,
+    official_numbers,
+    scores_file,
+)
+from pipeline.models import ModelEntry, get_model
+from pipeline.pools import list_pools
+from pipeline.search import load_run, search
+
+# Two fields. Art: q1 ranks a(true) c b(true) d -> AP (1 + 2/3) / 2, R@5 1,
+# nDCG (1 + 1/log2 4) / (1 + 1/log2 3); q2 ties f and e(true) at 0.5: trec_eval puts the larger
+# id first (f), so e is 2nd -> AP 1/2, nDCG 1/log2 3. Physics: q3 ranks its true paper 6th of 6.
+BENCHMARK = {
+    "Art": {"q1": {"bm25": ["c"], "random": ["d"], "true": ["a", "b"]},
+            "q2": {"graph": ["f", "g"], "true": ["e"]}},
+    "Physics": {"q3": {"random": ["h", "i", "j", "k", "l"], "true": ["m"]}},
+}
+SCORES = {"q1_a": 0.9, "q1_c": 0.8, "q1_b": 0.7, "q1_d": 0.1, "q2_f": 0.5, "q2_e": 0.5,
+          "q2_g": 0.2, "q3_h": 6, "q3_i": 5, "q3_j": 4, "q3_k": 3, "q3_l": 2, "q3_m": 1}
+
+
+def _official_files(tmp_path: Path) -> tuple[Path, Path]:
+    full = {f: {q: {t: lists.get(t, []) for t in ("bm25", "graph", "most_cited", "random",
+                                                   "scincl", "specter", "true")}
+                for q, lists in queries.items()} for f, queries in BENCHMARK.items()}
+    (tmp_path / "mdcr_test.json").write_text(json.dumps(full))
+    (tmp_path / "scores.json").write_text(json.dumps(SCORES))
+    return tmp_path / "mdcr_test.json", tmp_path / "scores.json"
+
+
+def test_official_numbers_equal_hand_computed_values(tmp_path):
+    fields, averages = evaluate_files(*_official_files(tmp_path))
+    art_map = ((1 + 2 / 3) / 2 + 1 / 2) / 2
+    art_ndcg = ((1 + 1 / math.log2(4)) / (1 + 1 / math.log2(3)) + 1 / math.log2(3)) / 2
+    physics = {"map": 1 / 6, "ndcg": 1 / math.log2(7), "recall_5": 0.0}
+    expected = {"Art": {"map": art_map, "ndcg": art_ndcg, "recall_5": 1.0}, "Physics": physics}
+    for row in fields.iter_rows(named=True):
+        for metric, value in expected[row["field"]].items():
+            assert row[metric] == round(100 * value, 4)
+    for metric in ("map", "ndcg", "recall_5"):
+        per_field = [round(100 * expected[f][metric], 4) for f in ("Art", "Physics")]
+        assert averages[metric] == round(float(np.mean(per_field)), 4)
+
+
+def test_official_numbers_equal_pytrec_eval_as_the_official_script_uses_it(tmp_path):
+    """The official evaluate.py's computation (pytrec_eval per field, x100, round 4, mean)."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    fields, averages = evaluate_files(*_official_files(tmp_path))
+    per_field = {}
+    for field, queries in BENCHMARK.items():
+        qrel = {q: {c: 1 if t == "true" else 0 for t in ("bm25", "graph", "random", "true")
+                    for c in lists.get(t, [])} for q, lists in queries.items()}
+        run = {q: {c: float(SCORES[f"{q}_{c}"]) for c in qrel[q]} for q in qrel}
+        results = pytrec_eval.RelevanceEvaluator(qrel, {"map", "ndcg", "recall"}).evaluate(run)
+        per_field[field] = {m: np.round(100 * pytrec_eval.compute_aggregated_measure(
+            m, [r[m] for r in results.values()]), 4) for m in ("map", "ndcg", "recall_5")}
+    for row in fields.iter_rows(named=True):
+        for metric in ("map", "ndcg", "recall_5"):
+            assert row[metric] == pytest.approx(per_field[row["field"]][metric], abs=1e-9)
+    for metric in ("map", "ndcg", "recall_5"):
+        assert averages[metric] == np.round(np.mean([v[metric] for v in per_field.values()]), 4)
+
+
+def test_a_missing_score_is_an_error(tmp_path):
+    benchmark, scores = _official_files(tmp_path)
+    scores.write_text(json.dumps({k: v for k, v in SCORES.items() if k != "q2_g"}))
+    with pytest.raises(InputError, match="1 listed pairs have no score .*q2_g"):
+        evaluate_files(benchmark, scores)
+    scores.write_text("{not json")
+    with pytest.raises(InputError, match="not valid JSON"):
+        evaluate_files(benchmark, scores)
+
+
+@pytest.fixture(scope="module")
+def round_trip(mdcr_benchmark, tmp_path_factory):
+    """The small benchmark exported, imported as the corpus `imported` (string ids), exported
+    again."""
+    out, _ = mdcr_benchmark
+    first = tmp_path_factory.mktemp("export")
+    export_benchmark(out, first)
+    imported = out.parent / "imported"
+    import_benchmark(first, imported)
+    second = tmp_path_factory.mktemp("export-again")
+    export_benchmark(imported, second)
+    return out, first, imported, second
+
+
+def test_export_import_round_trip_is_identical(round_trip):
+    out, first, imported, second = round_trip
+    table, papers = read_benchmark(out)
+    table2, papers2 = read_benchmark(imported)
+    assert table2["query"].dtype == pl.String  # the official files' ids stay strings
+    as_text = table.with_columns(pl.col("query", "doc").cast(pl.String))
+    key = ["field", "query", "doc", "type"]
+    assert as_text.sort(key).equals(table2.sort(key))
+    assert (papers.select(pl.col("corpusid").cast(pl.String), "title", "abstract")
+            .sort("corpusid").equals(papers2.sort("corpusid")))
+    for name in ("mdcr_test.json", "mdcr_test_data.jsonl"):
+        assert (first / name).read_bytes() == (second / name).read_bytes()
+    nested = json.loads((first / "mdcr_test.json").read_text())
+    lists = next(iter(next(iter(nested.values())).values()))
+    assert {"bm25", "graph", "most_cited", "random", "scincl", "specter", "true"} <= set(lists)
+
+
+def test_string_ids_through_search_eval_and_the_scores_file(round_trip, mdcr_source, tmp_path):
+    """BM25 on the imported copy (string ids) scores every pair as on the original (int ids);
+    the official numbers from the scores file equal those from the pipeline's own eval."""
+    out, first, imported, _ = round_trip
+    _, root = mdcr_source
+    entry = get_model("bm25")
+    runs = {}
+    for corpus in (out, imported):
+        frames = []
+        for pool in list_pools(corpus):
+            search(corpus, root / "indexes", root / "runs", pool, entry)
+            eval_run(corpus, root / "runs", pool, "bm25", ("map", "ndcg", "recall@5"))
+            frames.append(load_run(corpus, root / "runs", pool, "bm25"))
+        runs[corpus.name] = pl.concat(frames).select(pl.col("query", "doc").cast(pl.String),
+                                                     "score").sort("query", "doc")
+    assert runs[out.name].equals(runs[imported.name])
+    table, _ = read_benchmark(imported)
+    n = scores_file(runs[imported.name], table, tmp_path / "scores.json")
+    assert n == table.select("query", "doc").unique().height
+    _, from_files = evaluate_files(first / "mdcr_test.json", tmp_path / "scores.json")
+    results = collect_results(root / "corpora", root / "runs").filter(
+        pl.col("corpus") == imported.name, pl.col("model") == "bm25",
+        pl.col("negatives") == "all")
+    _, from_eval = official_numbers(results)
+    assert from_files == from_eval and from_files["map"] > 0
+    with pytest.raises(InputError, match="have no score in the run"):
+        scores_file(runs[imported.name].head(10), table, tmp_path / "partial.json")
+    assert not (tmp_path / "partial.json").exists()
+
+
+def test_string_ids_through_the_embedding_store(round_trip, mdcr_source, tiny_bert):
+    out, _, imported, _ = round_trip
+    source, root = mdcr_source
+    entry = ModelEntry("tiny-bert", "dense", str(tiny_bert), "cls", "dot", max_length=64)
+    embed(source, root / "indexes", entry, [p for p in list_pools(source) if "-600-" in p])
+    # the benchmark takes the vectors its source corpus's store holds; the imported copy (no
+    # source) encodes every paper, with string ids
+    built = embed(out, root / "indexes", entry)
+    assert 0 < built["copied_from_source_corpus"] < built["needed"]
+    assert built["copied_from_source_corpus"] + built["embedded"] == built["needed"]
+    assert embed(imported, root / "indexes", entry)["embedded"] == built["needed"]
+    ids = pl.read_parquet(out / "prefiltered.parquet")["corpusid"].to_numpy()
+    by_int = load_vectors(store_dir(root / "indexes", out.name, entry.name), ids)
+    by_str = load_vectors(store_dir(root / "indexes", imported.name, entry.name),
+                          np.array([str(i) for i in ids], dtype=object))
+    np.testing.assert_allclose(by_int, by_str, atol=1e-5)
+    for pool in list_pools(imported):
+        info = search(imported, root / "indexes", root / "runs", pool, entry)
+        assert info["counts"]["pairs_unmatched_scored_0"] == 0
+
+
+def test_bad_official_files_are_refused(tmp_path, mdcr_source):
+    _, root = mdcr_source
+    target = root / "corpora" / "bad-import"
+    with pytest.raises(InputError, match="does not exist"):
+        import_benchmark(tmp_path, target)
+    benchmark, _ = _official_files(tmp_path)
+    with pytest.raises(InputError, match="mdcr_test_data.jsonl does not exist"):
+        import_benchmark(tmp_path, target)
+    (tmp_path / "mdcr_test_data.jsonl").write_text(
+        json.dumps({"paper_id": "a", "title": "t", "abstract": "x"}) + "\n")
+    with pytest.raises(InputError, match="ids of the benchmark have no title/abstract"):
+        import_benchmark(tmp_path, target)
+    assert not target.exists()
