@@ -160,7 +160,9 @@ def cmd_check(args: argparse.Namespace) -> None:
     if args.MODELS:  # make fuse
         fused_name(args.METHOD or "rrf", args.MODELS.replace(",", " ").split())
     for name in (args.MDCR_MODELS or "").replace(",", " ").split():  # make mdcr
-        get_model(name)
+        if name not in REGISTRY and not name.startswith(("hf--", "fuse--")):
+            raise InputError(f"MDCR_MODELS: {name!r} is not a registered model (make models "
+                             "lists them); give the models whose runs give the negatives")
     for fields in (args.FIELD, args.DEMO_FIELDS):
         if fields:
             resolve_fields(fields)

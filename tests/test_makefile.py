@@ -149,3 +149,44 @@ def test_pools_paper_builds_the_grid_with_validation_pools(data):
         assert f"medicine-400-r0{split}" in pools
     bad = make(data, "pools-paper", "PAPER_REPEATS=0", check=False)
     assert bad.returncode == 2 and "PAPER_REPEATS: 0 is too small" in bad.stderr
+
+
+def test_mdcr_benchmark_chain(raw_corpus, corpus_dir, tmp_path_factory):
+    """make mdcr builds the benchmark corpus from field-level pools and runs; make eval scores
+    it like any corpus (no ingest), a second time does nothing; the official files go out and
+    come back in (string ids), with a scores file the official evaluation reads."""
+    root = tmp_path_factory.mktemp("mdcr-data")
+    copy_corpus(corpus_dir, root / "corpora" / "small")
+    shutil.copytree(raw_corpus, root / "corpora" / "small" / "s2orc")
+    (root / "installed").touch()
+    make(root, "pool", "FIELD=medicine biology", "SIZE=600", "QUERIES=8")
+    built = make(root, "mdcr", "MDCR_MODELS=bm25")
+    assert " search " in built.stdout and (root / "corpora" / "small-mdcr" / "pools" /
+                                            "medicine-65-r0" / "candidates.parquet").exists()
+    scored = make(root, "eval", "CORPUS=small-mdcr", "MODEL=bm25")
+    assert " ingest " not in scored.stdout and " prefilter " not in scored.stdout
+    info = json.loads((root / "runs" / "small-mdcr" / "medicine-65-r0" / "bm25.eval.json")
+                      .read_text())
+    assert set(info["means"]) == {"map", "ndcg", "recall@5"}  # METRICS=auto: the mdcr set
+    assert {"graph", "random", "most_cited", "bm25"} == set(info["means_by_negatives"])
+    again = make(root, "eval", "CORPUS=small-mdcr", "MODEL=bm25")
+    assert "Nothing to be done" in again.stdout and "pipeline" not in again.stdout
+    official = root / "official"
+    make(root, "export-mdcr", "CORPUS=small-mdcr", f"OUT={official}")
+    make(root, "import-mdcr", "CORPUS=mdcr", f"SRC={official}")
+    make(root, "mdcr-scores", "CORPUS=mdcr", "MODEL=bm25", f"OUT={root / 'scores.json'}")
+    done = subprocess.run([sys.executable, "-m", "pipeline", "mdcr-evaluate", "--benchmark",
+                           str(official / "mdcr_test.json"), "--scores",
+                           str(root / "scores.json")], capture_output=True, text=True,
+                          check=True, cwd=ROOT)
+    assert done.stdout.splitlines()[-1].startswith("AVG\tmap: ")
+    report = make(root, "report", "CORPUS=mdcr").stdout
+    assert "MDCR Table 3" in report and "| bm25 |" in report
+    jaccard = make(root, "mdcr-jaccard", "MODELS=bm25,random").stdout
+    assert "| bm25 | random |" in jaccard
+    for args, message in ((("mdcr", "MDCR_MODELS=nope"), "MDCR_MODELS: 'nope'"),
+                          (("import-mdcr", "CORPUS=x"), "needs SRC="),
+                          (("mdcr-jaccard",), "needs MODELS="),
+                          (("export-mdcr", "CORPUS=small-mdcr", "SPLIT=dev"), "SPLIT")):
+        bad = make(root, *args, check=False)
+        assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr[-500:])
