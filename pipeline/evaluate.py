@@ -111,7 +111,7 @@ def eval_run(corpus_dir: Path, runs_root: Path, pool: str, model: str,
     type_means = {t: {m: float(g[m].mean()) for m in metrics}
                   for (t,), g in by_type.group_by("negatives", maintain_order=True)}
     values = pl.concat([values.with_columns(negatives=pl.lit("all")).select(by_type.columns),
-                        by_type])
+                        by_type], how="vertical_relaxed")
     run_sha = read_json(paths["manifest.json"])["outputs"][paths["parquet"].name]["sha256"]
     inputs = {**output_shas(pool_manifest(corpus_dir, pool)), paths["parquet"].name: run_sha}
     with file_lock(paths["trec"].parent / f".{model}.lock"):
