@@ -46,9 +46,12 @@ MODEL_PATH ?=
 # MODEL=hf:<org>/<name> POOLING=cls|mean: any Hugging Face encoder, no registry entry; its
 # runs and store are named hf--<org>--<name>--<pooling>.
 POOLING ?=
+# QUERY_VARIANT: the same pools searched with perturbed queries (title, abstract, shuffled,
+# deleted30, typos; pipeline/queries.py); its runs are <model>~<variant>, beside the others.
+QUERY_VARIANT ?= full
 MODEL_NAME = $(if $(filter hf:%,$(MODEL)),hf--$(subst /,--,$(patsubst hf:%,%,$(MODEL)))--$(or \
-	$(POOLING),mean),$(MODEL))
-MODEL_ARGS = --model $(call q,$(MODEL_NAME)) \
+	$(POOLING),mean),$(MODEL))$(if $(filter-out full,$(QUERY_VARIANT)),~$(QUERY_VARIANT))
+MODEL_ARGS = --model $(call q,$(patsubst %~$(QUERY_VARIANT),%,$(MODEL_NAME))) \
 	$(if $(MODEL_PATH),--model-path $(call q,$(MODEL_PATH)))
 # Paper defaults are 3,800 dataset-level / 200 per-field queries; the demo corpus uses 50
 # (about 24 positives each: their cited papers fill half of a 2k pool, as in the paper's 200k).
@@ -86,7 +89,7 @@ TIME ?=
 # value given on the command line or in the environment may not hold '$' (make code).
 q = '$(subst ','\'',$(1))'
 USER_VARS := CORPUS MODEL POOLING SIZE FIELD REPEATS SEED THREADS CITATIONS SOURCE FOS_SOURCE \
-	BM25_ENGINE BACKEND METRICS MODELS METHOD MDCR MDCR_MODELS SRC OUT SPLIT \
+	BM25_ENGINE BACKEND METRICS MODELS METHOD MDCR MDCR_MODELS SRC OUT SPLIT QUERY_VARIANT \
 	RAW MODEL_PATH QUERIES \
 	DATA DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED DEMO_FIELDS DEMO_FIELD_SIZE \
 	DEMO_FIELD_QUERIES STRICT PAPER_SIZES PAPER_QUERIES \
@@ -122,6 +125,7 @@ CHECK := $(shell $(PYTHON) -m pipeline check --CORPUS $(call q,$(CORPUS)) \
 	--BM25_ENGINE $(call q,$(BM25_ENGINE)) --BACKEND $(call q,$(BACKEND)) \
 	--METRICS $(call q,$(METRICS)) --MODELS $(call q,$(MODELS)) --METHOD $(call q,$(METHOD)) \
 	--MDCR $(call q,$(MDCR)) --MDCR_MODELS $(call q,$(MDCR_MODELS)) --SPLIT $(call q,$(SPLIT)) \
+	--QUERY_VARIANT $(call q,$(QUERY_VARIANT)) \
 	$(if $(SRC),--SRC $(call q,$(SRC))) $(if $(OUT),--OUT $(call q,$(OUT))) \
 	$(if $(MODEL_PATH),--MODEL_PATH $(call q,$(MODEL_PATH))) --STRICT $(call q,$(STRICT)) \
 	--SOURCE $(call q,$(SOURCE)) --FOS_SOURCE $(call q,$(FOS_SOURCE)) \
@@ -145,7 +149,7 @@ endif
 endif
 
 .PHONY: help setup setup-gpu demo test lint corpus pool pools-paper embed index search eval fuse \
-	report mdcr mdcr-jaccard import-mdcr export-mdcr mdcr-scores \
+	report mdcr mdcr-jaccard import-mdcr export-mdcr mdcr-scores import-beir \
 	verify models clean-demo
 # Pattern-built files are kept (make would delete intermediates), and a recipe that fails
 # leaves no target behind that looks up to date.
@@ -167,6 +171,8 @@ help:
 	@echo "make import-mdcr SRC=dir CORPUS=mdcr  the official MDCR files as a corpus"
 	@echo "make export-mdcr OUT=dir CORPUS=..    a benchmark corpus in the official layout"
 	@echo "make mdcr-scores MODEL=.. OUT=f.json  the official scores file of a model's runs"
+	@echo "make import-beir SRC=dir CORPUS=scidocs  a BEIR-layout collection as a corpus"
+	@echo "make eval MODEL=.. QUERY_VARIANT=title   the pools with perturbed queries"
 	@echo "make report                    tables and plots under runs/reports/"
 	@echo "make verify                    check every artifact: corrupt, partial or stale?"
 	@echo "make models                    list the model registry"
@@ -197,9 +203,11 @@ models: $(STAMP)
 	@$(PIPE) models
 
 # ---- corpus: synthesize (demo only), ingest, prefilter -------------------------------------
-# A benchmark corpus (make mdcr, make import-mdcr) has no raw input: its papers and pools are
-# written whole by the stage that makes it, so none of the rules below applies to it.
-BENCHMARK := $(shell grep -qs '"benchmark"' $(call q,$(CDIR)/manifest.json) && echo yes)
+# A benchmark corpus (make mdcr, make import-mdcr) or an imported collection (make
+# import-beir) has no raw input: its papers and pools are written whole by the stage that
+# makes it, so none of the rules below applies to it.
+BENCHMARK := $(shell grep -Eqs '"(benchmark|collection)"' $(call q,$(CDIR)/manifest.json) \
+	&& echo yes)
 ifeq ($(BENCHMARK),)
 ifeq ($(CORPUS),demo)
 RAW_INPUT := $(CDIR)/s2orc/manifest.json
@@ -270,7 +278,8 @@ EVAL_FILES = $(foreach p,$(POOLS),$(RUNS)/$(p)/$(MODEL_NAME).eval.json)
 SEARCHED = $(RUNS)/.batches/$(MODEL_NAME).searched
 EVALUATED = $(RUNS)/.batches/$(MODEL_NAME).evaluated
 SEARCH_ARGS = --corpus $(call q,$(CORPUS)) $(MODEL_ARGS) --threads $(call q,$(THREADS)) \
-	--bm25-engine $(call q,$(BM25_ENGINE)) --backend $(call q,$(BACKEND)) --index --stale-only
+	--bm25-engine $(call q,$(BM25_ENGINE)) --backend $(call q,$(BACKEND)) --index --stale-only \
+	--query-variant $(call q,$(QUERY_VARIANT))
 
 # A fused model (fuse--<method>--<a>--<b>) is searched again when a component's run changes.
 FUSED_MODELS = $(if $(filter fuse--%,$(MODEL_NAME)),$(wordlist 2,99,$(subst --, ,$(patsubst \
@@ -343,6 +352,13 @@ mdcr-jaccard: | $(STAMP)
 	@$(foreach m,$(FUSE_PARTS),$(MAKE) --no-print-directory search MODEL=$(call q,$(m)) &&) true
 	$(PIPE) mdcr-jaccard --corpus $(call q,$(CORPUS)) --models $(call q,$(MODELS)) \
 		--seed $(call q,$(SEED))
+
+# A test collection in BEIR's layout (corpus.jsonl, queries.jsonl, qrels/<SPLIT>.tsv) as the
+# corpus CORPUS with one pool; then make eval CORPUS=.. MODEL=.. (METRICS=auto: nDCG@10, R@100).
+import-beir: | $(STAMP)
+	@$(if $(SRC),,echo "error: make import-beir needs SRC=<folder holding corpus.jsonl>" >&2 && exit 2)
+	$(PIPE) import-beir --corpus $(call q,$(CORPUS)) --src $(call q,$(SRC)) \
+		--split $(call q,$(SPLIT))
 
 # The official release's files: import them as CORPUS, export CORPUS into OUT, and write
 # the official scores file of MODEL's runs (OUT=scores.json) after evaluating them.

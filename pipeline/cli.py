@@ -26,6 +26,7 @@ from pipeline.naming import (
     FOS_SOURCES,
     SOURCES,
     SPLITS,
+    VARIANTS,
     parse_metrics,
     parse_size,
 )
@@ -347,43 +348,48 @@ def cmd_search(args: argparse.Namespace) -> None:
     """Search pools one after another in this process: one JVM (BM25) or one model and device
     set-up for all of them. With --stale-only, pools whose run is current are kept as they
     are; with --index, what they search is built first (what `make search` does)."""
+    from pipeline.naming import run_name
     from pipeline.search import run_is_current, search
     from pipeline.timing import timed
 
     corpus_dir, index_root, runs_root = _dirs(args)
     entry = get_model(args.model)
+    name = run_name(entry.name, args.query_variant)
     pools = _pools(args)
     if args.stale_only:
-        kept = [p for p in pools if run_is_current(corpus_dir, runs_root, p, entry.name, args.k)]
+        kept = [p for p in pools if run_is_current(corpus_dir, runs_root, p, name, args.k)]
         pools = [p for p in pools if p not in kept]
-        print(f"[search] {entry.name}: {len(kept)} current runs kept, {len(pools)} to search",
+        print(f"[search] {name}: {len(kept)} current runs kept, {len(pools)} to search",
               file=sys.stderr)
     if args.index and pools:
         _index_pools(args, entry, pools)
     for pool in pools:
-        with timed("search", _log_dir(args), model=entry.name, pool=pool) as info:
+        with timed("search", _log_dir(args), model=name, pool=pool) as info:
             out = search(corpus_dir, index_root, runs_root, pool, entry, args.k, args.threads,
-                         args.seed, args.backend, args.bm25_engine)
+                         args.seed, args.backend, args.bm25_engine, args.query_variant,
+                         args.model_path)
             info.update(queries_per_s=out["queries_per_s"])
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
     from pipeline.evaluate import eval_is_current, eval_run, pool_metrics
+    from pipeline.naming import run_name, split_run_name
     from pipeline.timing import timed
 
     corpus_dir, _, runs_root = _dirs(args)
-    entry = get_model(args.model)
+    model, variant = split_run_name(args.model)
+    name = run_name(get_model(model).name, variant)
     pools = _pools(args)
     metrics = {p: pool_metrics(corpus_dir, p, args.metrics) for p in pools}
     if args.stale_only:
         kept = [p for p in pools
-                if eval_is_current(corpus_dir, runs_root, p, entry.name, metrics[p])]
+                if eval_is_current(corpus_dir, runs_root, p, name, metrics[p])]
         pools = [p for p in pools if p not in kept]
-        print(f"[eval] {entry.name}: {len(kept)} current evaluations kept, {len(pools)} to "
+        print(f"[eval] {name}: {len(kept)} current evaluations kept, {len(pools)} to "
               "score", file=sys.stderr)
     for pool in pools:
-        with timed("eval", _log_dir(args), model=entry.name, pool=pool) as info:
-            out = eval_run(corpus_dir, runs_root, pool, entry.name, metrics[pool])
+        with timed("eval", _log_dir(args), model=name, pool=pool) as info:
+            out = eval_run(corpus_dir, runs_root, pool, name, metrics[pool])
             info.update({k: round(v, 4) for k, v in out["means"].items() if v is not None})
 
 
@@ -449,6 +455,19 @@ def cmd_import_mdcr(args: argparse.Namespace) -> None:
           f"queries, {counts['papers']} papers, {counts['pairs']} pairs; "
           f"{info['duplicate_paper_records_dropped']} duplicate paper records dropped",
           file=sys.stderr)
+
+
+def cmd_import_beir(args: argparse.Namespace) -> None:
+    from pipeline.ingest.beir import import_beir
+
+    info = import_beir(Path(args.src), _dirs(args)[0], args.split)["collection"]
+    counts = info["counts"]
+    print(f"[import-beir] corpus {args.corpus}, pool {info['pools'][0]}: "
+          f"{counts['candidates']} documents, {counts['queries']} queries, {counts['qrels']} "
+          f"judgments; dropped: {counts['duplicate_documents_dropped']} duplicate documents, "
+          f"{counts['qrels_dropped_unknown_document_or_query']} judgments naming an unknown "
+          f"document or query; {counts['queries_without_qrels_left_out']} queries without "
+          "judgments in this split left out", file=sys.stderr)
 
 
 def cmd_mdcr_scores(args: argparse.Namespace) -> None:
@@ -553,7 +572,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--MDCR_MODELS", help="models separated by commas")
     p.add_argument("--SRC", type=safe_path)
     p.add_argument("--OUT", type=safe_path)
-    p.add_argument("--SPLIT", type=_choice(("test", "val")))
+    p.add_argument("--SPLIT", type=_choice(("test", "val", "dev")))
+    p.add_argument("--QUERY_VARIANT", type=_choice(VARIANTS))
     p.add_argument("--DEMO_PAPERS", type=sizes)
     p.add_argument("--DEMO_SIZES", type=sizes)
     p.add_argument("--DEMO_MODELS", default="")
@@ -681,13 +701,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stale-only", action="store_true",
                    help="keep runs that are intact and made from their pool's current files")
     p.add_argument("--index", action="store_true", help="index the pools it searches first")
+    p.add_argument("--query-variant", default="full", type=_choice(VARIANTS),
+                   help="perturbed queries (pipeline/queries.py); the run is <model>~<variant>")
     bm25_engine_arg(p)
     pool_arg(p)
     embed_args(p)
 
     p = stage("eval", cmd_eval, "score runs with ranx's kernels, per query (default MAP, "
               "NDCG, R@30)")
-    p.add_argument("--model", default="minilm")
+    p.add_argument("--model", default="minilm", help="a model, or <model>~<variant> for the "
+                   "runs of perturbed queries")
     p.add_argument("--metrics", default="auto", type=_checked(metric_list),
                    help="auto (each pool's set: large-scale, or mdcr for MDCR-style pools), "
                    "a set (large-scale, mdcr, beir) or names: 'map ndcg@10 recall@30'")
@@ -718,6 +741,11 @@ def build_parser() -> argparse.ArgumentParser:
               "mdcr_<split>_data.jsonl into a benchmark corpus")
     p.add_argument("--src", required=True, type=safe_path, help="folder holding the files")
     p.add_argument("--split", default="test", choices=("test", "val"))
+    p = stage("import-beir", cmd_import_beir, "read a test collection in BEIR's layout "
+              "(corpus.jsonl, queries.jsonl, qrels/<split>.tsv) into a corpus and one pool")
+    p.add_argument("--src", required=True, type=safe_path, help="the collection's folder")
+    p.add_argument("--split", default="test", choices=("test", "dev", "val"),
+                   help="qrels/test.tsv, or qrels/dev.tsv (a validation pool: BM25 tunes on it)")
     p = stage("mdcr-scores", cmd_mdcr_scores, "write the official scores file "
               "{\"<query>_<candidate>\": score} of a model's runs on a benchmark corpus")
     p.add_argument("--model", required=True)

@@ -121,10 +121,36 @@ def load_vectors(store: Path, ids: np.ndarray, dtype: type | None = np.float32) 
 
 
 def pool_ids(corpus_dir: Path, pool: str) -> np.ndarray:
-    """Ids a dense search of the pool needs: candidates and queries."""
+    """Ids a dense search of the pool needs: candidates and queries (queries that are texts
+    of their own, a collection's, are encoded when searched: `encode_texts`)."""
     queries, candidates, _ = load_pool(corpus_dir, pool)
+    if "title" in queries.columns:
+        return np.unique(id_array(candidates["corpusid"].to_numpy()))
     return np.union1d(id_array(candidates["corpusid"].to_numpy()),
                       id_array(queries["corpusid"].to_numpy()))
+
+
+def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
+                 model_path: str | None = None) -> np.ndarray:
+    """Vectors of query texts (corpusid, title, abstract; in that order) that are not the
+    papers' stored ones: a collection's queries, perturbed queries. Kept beside the store under
+    `queries/<sha>.npy`, keyed by the texts and the store's settings, so a second search
+    encodes nothing."""
+    from pipeline.encoders import Encoder
+
+    config = read_json(store / "manifest.json")["config"] if (store / "manifest.json").exists() \
+        else {"model": entry.describe()}
+    key = hashlib.sha256(repr((config, texts.select("title", "abstract").rows())).encode())
+    cache = store / "queries" / f"{key.hexdigest()[:24]}.npy"
+    if cache.exists():
+        return np.load(cache)
+    encoder = Encoder(entry, model_path=model_path)
+    vectors, _ = encoder.encode([encoder.format(t, a) for t, a in
+                                 texts.select("title", "abstract").iter_rows()])
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(cache) as tmp, tmp.open("wb") as handle:
+        np.save(handle, vectors)
+    return vectors
 
 
 def missing_ids(corpus_dir: Path, store: Path, pools: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -94,3 +94,25 @@ def parse_metrics(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     if not names:
         raise InputError("no metric given: use a set (large-scale, mdcr, beir) or names")
     return tuple(dict.fromkeys(names))
+
+
+# Perturbed queries (pipeline/queries.py): QUERY_VARIANT and the names of their runs.
+VARIANTS = ("full", "title", "abstract", "shuffled", "deleted30", "typos")
+VARIANT_SEP = "~"
+
+
+def check_variant(variant: str) -> str:
+    if variant not in VARIANTS:
+        raise InputError(f"QUERY_VARIANT {variant!r}: use one of {', '.join(VARIANTS)}")
+    return variant
+
+
+def run_name(model: str, variant: str = "full") -> str:
+    """The name a run is written under: the model's, plus `~<variant>` for perturbed queries."""
+    return model if check_variant(variant) == "full" else f"{model}{VARIANT_SEP}{variant}"
+
+
+def split_run_name(name: str) -> tuple[str, str]:
+    """`bm25~title` -> ("bm25", "title"); `bm25` -> ("bm25", "full")."""
+    model, _, variant = name.partition(VARIANT_SEP)
+    return model, check_variant(variant or "full")

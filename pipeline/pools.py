@@ -186,8 +186,9 @@ def input_sha(corpus_dir: Path) -> str:
     path = corpus_dir / "prefiltered.parquet"
     corpus_manifest = corpus_dir / MANIFEST
     if corpus_manifest.exists():
-        sections = read_json(corpus_manifest)  # benchmark corpora (pipeline/mdcr) too
-        recorded = (sections.get("prefilter") or sections.get("benchmark") or {}).get(
+        sections = read_json(corpus_manifest)  # benchmarks (pipeline/mdcr), collections too
+        recorded = (sections.get("prefilter") or sections.get("benchmark")
+                    or sections.get("collection") or {}).get(
             "outputs", {}).get("prefiltered.parquet", {})
         if recorded.get("bytes") == path.stat().st_size and "sha256" in recorded:
             return recorded["sha256"]

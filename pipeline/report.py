@@ -3,7 +3,8 @@
 Dataset-level: model x pool size, cells MAP / NDCG / R@30 (x100: the mean over a pool's queries,
 then mean ± standard deviation over repeats).
 Field-level: model x field, MAP x100 per pool size. Plot: MAP against pool size, one line per
-model. MDCR-style benchmarks: Tables 3 and 4 (`mdcr_tables`). Written as markdown, LaTeX
+model. MDCR-style benchmarks: Tables 3 and 4 (`mdcr_tables`); perturbed queries: each
+model's change against full queries (`variant_table`). Written as markdown, LaTeX
 and PNG under `runs/reports/`.
 """
 
@@ -189,6 +190,35 @@ def mdcr_tables(results: pl.DataFrame) -> tuple[tuple[list[str], list[list[str]]
     return (header, rows), (type_header, type_rows)
 
 
+def variant_table(results: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Query robustness (QUERY_VARIANT): per model, MAP x100 with full queries and with each
+    variant, over the (pool, query) pairs both runs scored, and the change in points."""
+    from pipeline.naming import VARIANT_SEP, VARIANTS
+
+    data = (results.filter(pl.col("metric") == "map")
+            .with_columns(base=pl.col("model").str.split(VARIANT_SEP).list.first(),
+                          variant=pl.col("model").str.split(VARIANT_SEP).list.get(
+                              1, null_on_oob=True).fill_null("full")))
+    full = data.filter(pl.col("variant") == "full").select("base", "pool", "query",
+                                                            full="value")
+    paired = data.filter(pl.col("variant") != "full").join(full, on=["base", "pool", "query"])
+    variants = [v for v in VARIANTS if v in set(paired["variant"].to_list())]
+    header = ["model", "full", *variants]
+    rows = []
+    for base in _model_order(paired["base"].unique().to_list()):
+        mine = paired.filter(pl.col("base") == base)
+        cells = [base, f"{mine['full'].mean() * 100:.1f}"]
+        for variant in variants:
+            hit = mine.filter(pl.col("variant") == variant)
+            if not hit.height:
+                cells.append("-")
+                continue
+            value, reference = hit["value"].mean() * 100, hit["full"].mean() * 100
+            cells.append(f"{value:.1f} ({value - reference:+.1f})")
+        rows.append(cells)
+    return header, rows
+
+
 def significance_section(results: pl.DataFrame) -> str:
     """Every pair of models per pool (size or field) and metric: both paired tests with
     Holm-Bonferroni, and each model's 95% bootstrap interval over queries."""
@@ -327,6 +357,16 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
             with atomic_path(out_dir / f"{corpus}-{name}.tex") as tmp:
                 tmp.write_text(_latex(h, r, caption))
     results = results.filter(pl.col("negatives") == "all")
+    perturbed = results.filter(pl.col("model").str.contains("~", literal=True))
+    if perturbed.height:
+        header, rows = variant_table(results)
+        caption = (f"{corpus}: query robustness, MAP x100 with full queries and with each "
+                   "QUERY_VARIANT (change in points), over the pools and queries both runs "
+                   "scored")
+        sections.append(f"## {caption}\n\n" + _markdown(header, rows))
+        with atomic_path(out_dir / f"{corpus}-query-variants.tex") as tmp:
+            tmp.write_text(_latex(header, rows, caption))
+        results = results.filter(~pl.col("model").str.contains("~", literal=True))
     means = _means(results)
     if (means["level"] == "dataset").any():
         dataset = results.filter(pl.col("level") == "dataset")

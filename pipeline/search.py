@@ -33,10 +33,12 @@ from pipeline.artifacts import (
     write_json,
     write_parquet,
 )
-from pipeline.embed import embed, load_vectors, store_dir
+from pipeline.embed import embed, encode_texts, load_vectors, store_dir
 from pipeline.errors import InputError
 from pipeline.models import FUSION_PREFIX, ModelEntry, fusion_parts
+from pipeline.naming import run_name
 from pipeline.pools import load_pool, made_from, output_shas, pool_manifest
+from pipeline.queries import own_text, query_texts
 
 TOP_K = 500
 SCORE_DECIMALS = 6  # scores are rounded as written, so the TREC file and the parquet agree
@@ -150,16 +152,25 @@ def write_run(run: pl.DataFrame, paths: dict[str, Path], tag: str) -> None:
 
 
 def _dense_hits(corpus_dir: Path, index_root: Path, entry: ModelEntry, queries: pl.DataFrame,
-                candidates: pl.DataFrame, k: int, backend: str) -> tuple[pl.DataFrame, dict]:
+                candidates: pl.DataFrame, k: int, backend: str, texts: pl.DataFrame | None,
+                model_path: str | None) -> tuple[pl.DataFrame, dict]:
+    """Exact top k by the model's similarity. Queries are the store's vectors of the query
+    papers, or (`texts`: a collection's queries, or perturbed ones) their texts encoded now."""
     store = store_dir(index_root, corpus_dir.name, entry.name)
     doc_ids = candidates["corpusid"].to_numpy()
-    query_ids = queries["corpusid"].to_numpy()
     from pipeline.dense import exact_search
 
-    # one pass over the parts; a float16 store stays float16 (the search makes chunks float32)
-    vectors = load_vectors(store, np.concatenate([query_ids, doc_ids]), dtype=None)
-    scores, positions, used = exact_search(vectors[: len(query_ids)], vectors[len(query_ids):],
-                                           k, entry.similarity, backend)
+    if texts is None:
+        query_ids = queries["corpusid"].to_numpy()
+        # one pass over the parts; a float16 store stays float16 (chunks are made float32)
+        vectors = load_vectors(store, np.concatenate([query_ids, doc_ids]), dtype=None)
+        query_vectors, doc_vectors = vectors[: len(query_ids)], vectors[len(query_ids):]
+    else:
+        query_ids = texts["corpusid"].to_numpy()
+        query_vectors = encode_texts(store, entry, texts, model_path)
+        doc_vectors = load_vectors(store, doc_ids, dtype=None)
+    scores, positions, used = exact_search(query_vectors, doc_vectors, k, entry.similarity,
+                                           backend)
     valid = positions >= 0
     hits = pl.DataFrame({
         "query": np.repeat(query_ids, positions.shape[1])[valid.ravel()],
@@ -184,13 +195,19 @@ def _random_hits(queries: pl.DataFrame, candidates: pl.DataFrame, k: int, seed: 
 
 def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry: ModelEntry,
            k: int = TOP_K, threads: int = 2, seed: int = 0, backend: str = "auto",
-           bm25_engine: str = "arrays") -> dict:
+           bm25_engine: str = "arrays", variant: str = "full", model_path: str | None = None
+           ) -> dict:
     """Retrieve the top k candidates of `pool` for each of its queries; write the run.
     A pool whose candidates name their query (MDCR-style, `pipeline/mdcr/`) has each query rank
     its own list, whole: the engines score the union of the lists, each query keeps its own.
     BM25 runs on Lucene (Anserini) or on the arrays engine (`bm25_fast`: Lucene's analysis and
-    scores, the same lists)."""
+    scores, the same lists). `variant` perturbs the queries (`pipeline/queries.py`); its run is
+    named `<model>~<variant>`."""
     start = time.perf_counter()
+    name = run_name(entry.name, variant)
+    if variant != "full" and entry.kind in ("fusion", "multi-vector"):
+        raise InputError(f"QUERY_VARIANT={variant} is not available for {entry.kind} models "
+                         f"({entry.name}) yet: use bm25, random or a dense encoder")
     if entry.kind == "bm25":
         bm25.java_binary()  # before any work: both engines need Java (Lucene's analyzer)
     elif entry.kind == "dense":
@@ -207,7 +224,12 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
         pairs = candidates.select("query", doc="corpusid").unique()
         candidates = candidates.select("corpusid").unique().sort("corpusid")
     depth = k if pairs is None else candidates.height  # a query's list: all it may rank
-    details: dict = {}
+    texts = (query_texts(corpus_dir, queries, variant, seed)
+             if variant != "full" or own_text(queries) else None)  # not the papers' own text
+    if texts is not None and entry.kind == "multi-vector":
+        raise InputError(f"pool {pool}: its queries are texts, not papers of the corpus; "
+                         f"{entry.name} ({entry.kind}) searches papers' stored vectors only")
+    details: dict = {"query_variant": variant}
     component_runs: dict[str, str] = {}  # the runs a fused run is made from
     if entry.kind == "bm25":
         from pipeline.tuning import bm25_params
@@ -216,7 +238,8 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
         params = bm25_params(corpus_dir, index_root, pool, entry, threads,  # validation pools
                              engine=bm25_engine)
         k1, b = params["k1"], params["b"]
-        query_papers = _papers(corpus_dir, queries["corpusid"]).sort("corpusid")
+        query_papers = (texts if texts is not None
+                        else _papers(corpus_dir, queries["corpusid"]).sort("corpusid"))
         if bm25_engine == "arrays":
             from pipeline import bm25_fast
 
@@ -229,26 +252,29 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
                                        pool_papers=lambda: _papers(corpus_dir,
                                                                    candidates["corpusid"]),
                                        log_dir=runs_root / corpus_dir.name / pool)
-        details = {**params, "engine": bm25_engine, "capped_queries": capped}
+        details.update(**params, engine=bm25_engine, capped_queries=capped)
     elif entry.kind == "dense":
-        hits, details = _dense_hits(corpus_dir, index_root, entry, queries, candidates,
-                                    depth + 1, backend)
+        hits, found = _dense_hits(corpus_dir, index_root, entry, queries, candidates,
+                                  depth + 1, backend, texts, model_path)
+        details.update(found)
     elif entry.kind == "multi-vector":  # best sentence pair (ts-ASPIRE), exact
         from pipeline.multivector import maxsim_hits
 
-        hits, details = maxsim_hits(store_dir(index_root, corpus_dir.name, entry.name),
+        hits, found = maxsim_hits(store_dir(index_root, corpus_dir.name, entry.name),
                                     queries["corpusid"].to_numpy(),
                                     candidates["corpusid"].to_numpy(), depth + 1,
                                     entry.similarity, backend)
+        details.update(found)
     elif entry.kind == "fusion":  # the component runs of this pool, fused (ranx)
         from pipeline.fusion import fused_hits
 
         component_runs = run_shas(runs_root, corpus_dir.name, pool,
                                   fusion_parts(entry.name)[1])  # before reading them
-        hits, details = fused_hits(corpus_dir, runs_root, pool, entry.name, depth + 1)
+        hits, found = fused_hits(corpus_dir, runs_root, pool, entry.name, depth + 1)
+        details.update(found)
     elif entry.kind == "random":
         hits = _random_hits(queries, candidates, depth + 1, seed)
-        details = {"seed": seed}
+        details["seed"] = seed
     else:
         raise InputError(f"MODEL {entry.name} ({entry.kind}) has no search implementation yet")
     counts, keep = {}, k
@@ -258,11 +284,11 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
         hits = hits.with_columns(pl.col("score").fill_null(0.0))
         keep = max(k, pairs.group_by("query").len()["len"].max() or 0)
     run, self_hits = finalize_run(hits, keep)
-    paths = run_paths(runs_root, corpus_dir.name, pool, entry.name)
-    with file_lock(paths["trec"].parent / f".{entry.name}.lock"):
-        write_run(run, paths, tag=entry.name)
+    paths = run_paths(runs_root, corpus_dir.name, pool, name)
+    with file_lock(paths["trec"].parent / f".{name}.lock"):
+        write_run(run, paths, tag=name)
         seconds = time.perf_counter() - start
-        info = _run_manifest(corpus_dir, pool, entry, k, details, paths, seconds,
+        info = _run_manifest(corpus_dir, pool, name, k, details, paths, seconds,
                              counts={"queries": queries.height, "candidates": candidates.height,
                                      "rows": run.height, "self_hits_removed": self_hits,
                                      **counts},
@@ -271,11 +297,11 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
     return info
 
 
-def _run_manifest(corpus_dir: Path, pool: str, entry: ModelEntry, k: int, details: dict,
+def _run_manifest(corpus_dir: Path, pool: str, name: str, k: int, details: dict,
                   paths: dict[str, Path], seconds: float, counts: dict,
                   component_runs: dict[str, str]) -> dict:
     folder = paths["trec"].parent
-    return manifest("search", {"pool": pool, "model": entry.name, "k": k}, details=details,
+    return manifest("search", {"pool": pool, "model": name, "k": k}, details=details,
                     inputs={**output_shas(pool_manifest(corpus_dir, pool)), **component_runs},
                     outputs=fingerprints(folder, [paths["trec"].name, paths["parquet"].name]),
                     counts=counts, seconds=round(seconds, 2),

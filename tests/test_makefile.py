@@ -190,3 +190,30 @@ def test_mdcr_benchmark_chain(raw_corpus, corpus_dir, tmp_path_factory):
                           (("export-mdcr", "CORPUS=small-mdcr", "SPLIT=dev"), "SPLIT")):
         bad = make(root, *args, check=False)
         assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr[-500:])
+
+
+def test_beir_collection_and_query_variants_through_make(tmp_path_factory):
+    """make import-beir, then make eval on it (no ingest; METRICS=auto: nDCG@10, R@100);
+    QUERY_VARIANT runs beside the full-query runs, and a second make does nothing."""
+    root = tmp_path_factory.mktemp("beir-data")
+    (root / "installed").touch()
+    src = root / "collection"
+    (src / "qrels").mkdir(parents=True)
+    docs = {"a": "protein folding contacts", "b": "graph neural networks", "c": "soil carbon"}
+    (src / "corpus.jsonl").write_text("".join(
+        json.dumps({"_id": k, "title": v, "text": v}) + "\n" for k, v in docs.items()))
+    (src / "queries.jsonl").write_text(json.dumps({"_id": "1", "text": "protein folding"})
+                                       + "\n" + json.dumps({"_id": "2", "text": "soil"}) + "\n")
+    (src / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n1\ta\t2\n2\tc\t1\n")
+    make(root, "import-beir", f"SRC={src}", "CORPUS=tiny")
+    scored = make(root, "eval", "CORPUS=tiny", "MODEL=bm25")
+    assert " ingest " not in scored.stdout
+    [pool] = [p.name for p in (root / "runs" / "tiny").iterdir() if p.name.startswith("beir")]
+    info = json.loads((root / "runs" / "tiny" / pool / "bm25.eval.json").read_text())
+    assert info["means"] == {"ndcg@10": 1.0, "recall@100": 1.0}
+    make(root, "eval", "CORPUS=tiny", "MODEL=bm25", "QUERY_VARIANT=typos")
+    assert (root / "runs" / "tiny" / pool / "bm25~typos.eval.json").exists()
+    again = make(root, "eval", "CORPUS=tiny", "MODEL=bm25", "QUERY_VARIANT=typos")
+    assert "Nothing to be done" in again.stdout
+    bad = make(root, "import-beir", "CORPUS=x", check=False)
+    assert bad.returncode == 2 and "needs SRC=" in bad.stderr

@@ -1,0 +1,125 @@
+"""A tiny collection in BEIR's layout (string ids, text queries, graded qrels) imported and
+evaluated end to end: BM25 and a dense encoder, nDCG@10 and R@100 equal to pytrec_eval's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from pipeline.embed import embed
+from pipeline.errors import InputError
+from pipeline.evaluate import eval_run, pool_metrics
+from pipeline.ingest.beir import import_beir
+from pipeline.models import ModelEntry, get_model
+from pipeline.pools import list_pools, load_pool
+from pipeline.search import search
+
+
+@pytest.fixture(scope="module")
+def collection(corpus_dir, tmp_path_factory) -> Path:
+    """300 papers of the small corpus as documents `d<id>`; 8 queries (the titles of papers
+    whose cited papers are judged 2, one other paper 1, one 0); a document whose id is also a
+    query's; a judgment of an unknown document; a query without judgments."""
+    src = tmp_path_factory.mktemp("beir")
+    papers = pl.read_parquet(corpus_dir / "prefiltered.parquet").head(300)
+    citations = pl.read_parquet(corpus_dir / "citations.parquet").join(
+        papers.select(cited="corpusid"), on="cited", how="semi")
+    askers = citations["citing"].unique().sort().head(8).to_list()
+    asking = pl.read_parquet(corpus_dir / "papers.parquet").filter(
+        pl.col("corpusid").is_in(askers))
+    docs = [{"_id": f"d{i}", "title": t, "text": a} for i, t, a in
+            papers.select("corpusid", "title", "abstract").iter_rows()]
+    docs.append({"_id": "q0", "title": asking["title"][0], "text": "same id as a query"})
+    with (src / "corpus.jsonl").open("w") as handle:
+        handle.writelines(json.dumps(d) + "\n" for d in docs)
+    queries = [{"_id": f"q{n}", "text": t} for n, t in enumerate(asking["title"])]
+    queries.append({"_id": "q-unjudged", "text": "nothing judged"})
+    with (src / "queries.jsonl").open("w") as handle:
+        handle.writelines(json.dumps(q) + "\n" for q in queries)
+    lines = ["query-id\tcorpus-id\tscore"]
+    for n, citing in enumerate(asking["corpusid"]):
+        cited = citations.filter(pl.col("citing") == citing)["cited"].to_list()
+        lines += [f"q{n}\td{c}\t2" for c in cited]
+        lines += [f"q{n}\td{papers['corpusid'][n]}\t1", f"q{n}\td{papers['corpusid'][n + 50]}\t0"]
+    lines.append("q1\td-missing\t1")
+    (src / "qrels").mkdir()
+    (src / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n")
+    return src
+
+
+@pytest.fixture(scope="module")
+def imported(collection, tmp_path_factory):
+    root = tmp_path_factory.mktemp("beir-data")
+    corpus = root / "corpora" / "tiny-beir"
+    info = import_beir(collection, corpus)
+    return corpus, root, info
+
+
+def test_import_counts_what_it_leaves_out(imported):
+    corpus, _, info = imported
+    counts = info["collection"]["counts"]
+    assert counts["qrels_dropped_unknown_document_or_query"] == 1
+    assert counts["queries_without_qrels_left_out"] == 1
+    [pool] = list_pools(corpus)
+    queries, candidates, qrels = load_pool(corpus, pool)
+    assert queries["corpusid"].dtype == pl.String and queries.height == 8
+    assert candidates.height == 301 and set(qrels["rel"]) == {0, 1, 2}  # graded, kept
+    assert pool_metrics(corpus, pool) == ("ndcg@10", "recall@100")
+
+
+def _pytrec(run_file: Path, qrels: pl.DataFrame) -> dict:
+    import pytrec_eval
+
+    run: dict = {}
+    for line in run_file.read_text().splitlines():
+        q, _, d, _, score, _ = line.split()
+        run.setdefault(q, {})[d] = float(score)
+    judged: dict = {}
+    for q, d, r in qrels.iter_rows():
+        judged.setdefault(q, {})[d] = int(r)
+    return pytrec_eval.RelevanceEvaluator(judged, {"ndcg_cut_10", "recall_100"}).evaluate(run)
+
+
+@pytest.mark.parametrize("kind", ["bm25", "dense"])
+def test_end_to_end_equals_pytrec_eval(imported, kind, tiny_bert):
+    pytest.importorskip("pytrec_eval")
+    corpus, root, _ = imported
+    [pool] = list_pools(corpus)
+    entry = get_model("bm25") if kind == "bm25" else ModelEntry(
+        "tiny-bert", "dense", str(tiny_bert), "cls", "ip", max_length=64)
+    if kind == "dense":
+        assert embed(corpus, root / "indexes", entry)["needed"] == 301  # documents only
+    search(corpus, root / "indexes", root / "runs", pool, entry)
+    run_dir = root / "runs" / corpus.name / pool
+    run = pl.read_parquet(run_dir / f"{entry.name}.parquet")
+    assert run["doc"].dtype == pl.String
+    assert run.filter(pl.col("query") == pl.col("doc")).is_empty()  # q0 never retrieves q0
+    info = eval_run(corpus, root / "runs", pool, entry.name, pool_metrics(corpus, pool))
+    _, _, qrels = load_pool(corpus, pool)
+    expected = _pytrec(run_dir / f"{entry.name}.trec", qrels)
+    values = pl.read_parquet(run_dir / f"{entry.name}.metrics.parquet").filter(
+        pl.col("negatives") == "all")
+    for query, ndcg, recall in values.select("query", "ndcg@10", "recall@100").iter_rows():
+        assert ndcg == pytest.approx(expected[query]["ndcg_cut_10"], abs=1e-9)
+        assert recall == pytest.approx(expected[query]["recall_100"], abs=1e-9)
+    assert info["means"]["ndcg@10"] > 0 or kind == "dense"  # the tiny BERT is untrained
+    if kind == "dense":  # the query texts were encoded once and kept beside the store
+        assert list((root / "indexes" / corpus.name / "embeddings" / entry.name / "queries")
+                    .glob("*.npy"))
+
+
+def test_bad_collections_are_refused(collection, tmp_path):
+    with pytest.raises(InputError, match="corpus.jsonl does not exist"):
+        import_beir(tmp_path, tmp_path / "out")
+    with pytest.raises(InputError, match="qrels/dev.tsv does not exist"):
+        import_beir(collection, tmp_path / "out", "dev")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "corpus.jsonl").write_text('{"_id": "a b", "title": "t", "text": "x"}\n')
+    (bad / "queries.jsonl").write_text('{"_id": "q", "text": "x"}\n')
+    with pytest.raises(InputError, match="hold whitespace"):
+        import_beir(bad, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
