@@ -474,15 +474,17 @@ def cmd_mdcr_scores(args: argparse.Namespace) -> None:
     import polars as pl
 
     from pipeline.mdcr.benchmark import read_benchmark
-    from pipeline.mdcr.official import scores_file
-    from pipeline.pools import list_pools
+    from pipeline.mdcr.official import SPLITS, scores_file
+    from pipeline.pools import list_pools, pool_manifest
     from pipeline.search import load_run
 
     corpus_dir, _, runs_root = _dirs(args)
-    table, _ = read_benchmark(corpus_dir, args.split)
+    split = SPLITS[args.split]
+    table, _ = read_benchmark(corpus_dir, split)
     runs = pl.concat([load_run(corpus_dir, runs_root, p, args.model)
                       .select(pl.col("query", "doc").cast(pl.String), "score")
-                      for p in list_pools(corpus_dir)])
+                      for p in list_pools(corpus_dir)
+                      if pool_manifest(corpus_dir, p).get("split") == split])
     n = scores_file(runs, table, Path(args.out))
     print(f"[mdcr-scores] {args.out}: {n} query-candidate scores of {args.model}",
           file=sys.stderr)

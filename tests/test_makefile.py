@@ -187,7 +187,7 @@ def test_mdcr_benchmark_chain(raw_corpus, corpus_dir, tmp_path_factory):
     for args, message in ((("mdcr", "MDCR_MODELS=nope"), "MDCR_MODELS: 'nope'"),
                           (("import-mdcr", "CORPUS=x"), "needs SRC="),
                           (("mdcr-jaccard",), "needs MODELS="),
-                          (("export-mdcr", "CORPUS=small-mdcr", "SPLIT=dev"), "SPLIT")):
+                          (("export-mdcr", "CORPUS=small-mdcr", "SPLIT=train"), "SPLIT")):
         bad = make(root, *args, check=False)
         assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr[-500:])
 

@@ -186,3 +186,15 @@ def test_bad_official_files_are_refused(tmp_path, mdcr_source):
     with pytest.raises(InputError, match="ids of the benchmark have no title/abstract"):
         import_benchmark(tmp_path, target)
     assert not target.exists()
+
+
+def test_the_val_split_imports_as_validation_pools(round_trip, tmp_path):
+    _, first, imported, _ = round_trip
+    for name in ("mdcr_test.json", "mdcr_test_data.jsonl"):
+        (tmp_path / name.replace("test", "val")).write_bytes((first / name).read_bytes())
+    target = imported.parent / "imported-val"
+    import_benchmark(tmp_path, target, "val")
+    assert list_pools(target) and all(p.endswith("-val") for p in list_pools(target))
+    again = tmp_path / "again"
+    export_benchmark(target, again, "val")
+    assert (again / "mdcr_val.json").read_bytes() == (tmp_path / "mdcr_val.json").read_bytes()

@@ -54,7 +54,7 @@ def test_run_contract(corpus_dir, roots, tiny, model):
     result = eval_run(corpus_dir, runs_root, POOL, entry.name)
     assert result["counts"]["queries"] == queries.height
     metrics = pl.read_parquet(paths["metrics.parquet"])
-    assert metrics.columns == ["query", "map", "ndcg", "recall@30"]
+    assert metrics.columns == ["query", "negatives", "map", "ndcg", "recall@30"]
     assert metrics["map"].is_between(0, 1).all()
 
 

@@ -26,6 +26,7 @@ from pipeline.mdcr.benchmark import read_benchmark, write_benchmark
 OFFICIAL_TYPES = ("bm25", "graph", "most_cited", "random", "scincl", "specter")
 TRUE = "true"  # the official name of the positives
 OFFICIAL_METRICS = {"map": "map", "ndcg": "ndcg", "recall_5": "recall@5"}  # official -> ranx
+SPLITS = {"test": "test", "val": "validation"}  # the files' split -> the pools' split
 
 
 def _official_type(kind: str) -> str:
@@ -37,7 +38,7 @@ def export_benchmark(corpus_dir: Path, out_dir: Path, split: str = "test") -> di
     official type gets a list (the official evaluator reads all six); types of other names
     (models other than bm25/specter/scincl) are written too, and counted: the official
     evaluator ignores them."""
-    table, papers = read_benchmark(corpus_dir, split)
+    table, papers = read_benchmark(corpus_dir, SPLITS[split])
     table = table.with_columns(pl.col("query", "doc").cast(pl.String),
                                type=pl.col("type").replace(POSITIVE_TYPE, TRUE))
     nested: dict = {}
@@ -90,7 +91,8 @@ def read_official(benchmark_file: Path) -> pl.DataFrame:
 
 def import_benchmark(src: Path, corpus_dir: Path, split: str = "test") -> dict:
     """Read `mdcr_<split>.json` and `mdcr_<split>_data.jsonl` from `src` into the benchmark
-    corpus `corpus_dir` (string ids), so every stage runs on it (make eval CORPUS=...)."""
+    corpus `corpus_dir` (string ids), so every stage runs on it (make eval CORPUS=...). A
+    corpus holds one split: import `val` into a corpus of its own (validation pools)."""
     table = read_official(src / f"mdcr_{split}.json")
     data = src / f"mdcr_{split}_data.jsonl"
     if not data.exists():
@@ -105,7 +107,8 @@ def import_benchmark(src: Path, corpus_dir: Path, split: str = "test") -> dict:
     duplicated = papers.height - papers["paper_id"].n_unique()
     papers = papers.unique("paper_id", keep="first").rename({"paper_id": "corpusid"})
     parameters = {"source": str(src), "split": split}
-    info = write_benchmark(corpus_dir, papers, table, "import-mdcr", parameters, split=split)
+    info = write_benchmark(corpus_dir, papers, table, "import-mdcr", parameters,
+                           split=SPLITS[split])
     info["duplicate_paper_records_dropped"] = duplicated
     return info
 
