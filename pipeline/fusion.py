@@ -11,6 +11,7 @@ defaults are used. The chosen parameters are in the run manifest.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import polars as pl
@@ -38,11 +39,10 @@ def _norm(method: str) -> str | None:
 
 def tuned_params(corpus_dir: Path, runs_root: Path, pool: str, method: str,
                  models: list[str]) -> dict:
-    """ranx's optimize_fusion over the validation pools of `pool` (MAP), or {} (defaults)."""
-    from ranx import Qrels, optimize_fusion
-
-    from pipeline.pools import load_pool
-    from pipeline.search import load_run
+    """ranx's optimize_fusion over the validation pools of `pool` (MAP), or {} (defaults).
+    The test pools of one group share their validation pools: a process tunes each group once
+    (keyed by the validation runs' checksums, so a changed run is tuned again)."""
+    from pipeline.search import run_shas
     from pipeline.tuning import validation_pools
 
     pools = validation_pools(corpus_dir, pool)
@@ -50,6 +50,19 @@ def tuned_params(corpus_dir: Path, runs_root: Path, pool: str, method: str,
         return {"params": {}, "tuned_on": [],
                 "note": "ranx defaults" + ("" if method not in FUSION_TUNABLE else
                                            " (no validation pool)")}
+    shas = tuple(tuple(sorted(run_shas(runs_root, corpus_dir.name, val, models).items()))
+                 for val in pools)
+    return _tune(corpus_dir, runs_root, method, tuple(models), tuple(pools), shas)
+
+
+@functools.lru_cache(maxsize=64)
+def _tune(corpus_dir: Path, runs_root: Path, method: str, models: tuple[str, ...],
+          pools: tuple[str, ...], shas: tuple) -> dict:
+    from ranx import Qrels, optimize_fusion
+
+    from pipeline.pools import load_pool
+    from pipeline.search import load_run
+
     runs: list[list[pl.DataFrame]] = [[] for _ in models]
     qrels = []
     for val in pools:
@@ -67,7 +80,7 @@ def tuned_params(corpus_dir: Path, runs_root: Path, pool: str, method: str,
         [_ranx_run(pl.concat(parts)) for parts in runs], norm=_norm(method), method=method,
         metric="map")
     return {"params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in best.items()},
-            "tuned_on": pools, "metric": "map"}
+            "tuned_on": list(pools), "metric": "map"}
 
 
 def fused_hits(corpus_dir: Path, runs_root: Path, pool: str, name: str, k: int

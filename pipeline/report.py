@@ -347,8 +347,9 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
                          f"{other}: run `make eval`")
     out_dir = runs_root / "reports"
     sections = []
+    perturbed = pl.col("model").str.contains("~", literal=True)  # QUERY_VARIANT runs
     if (results["level"] == "mdcr").any():
-        (header, rows), (type_header, type_rows) = mdcr_tables(results)
+        (header, rows), (type_header, type_rows) = mdcr_tables(results.filter(~perturbed))
         captions = (f"{corpus}: MDCR-style benchmark (MDCR Table 3), MAP / R@5 x100 per field; "
                     "averages as the official evaluator computes them (per field x100, "
                     "rounded to 4 decimals, mean over fields); bold: best MAP",
@@ -360,8 +361,7 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
             with atomic_path(out_dir / f"{corpus}-{name}.tex") as tmp:
                 tmp.write_text(_latex(h, r, caption))
     results = results.filter(pl.col("negatives") == "all")
-    perturbed = results.filter(pl.col("model").str.contains("~", literal=True))
-    if perturbed.height:
+    if results.select(perturbed.any()).item():
         header, rows = variant_table(results)
         caption = (f"{corpus}: query robustness, MAP x100 with full queries and with each "
                    "QUERY_VARIANT (change in points), over the pools and queries both runs "
@@ -369,7 +369,7 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
         sections.append(f"## {caption}\n\n" + _markdown(header, rows))
         with atomic_path(out_dir / f"{corpus}-query-variants.tex") as tmp:
             tmp.write_text(_latex(header, rows, caption))
-        results = results.filter(~pl.col("model").str.contains("~", literal=True))
+        results = results.filter(~perturbed)
     means = _means(results)
     if (means["level"] == "dataset").any():
         dataset = results.filter(pl.col("level") == "dataset")

@@ -80,3 +80,19 @@ def test_a_fused_run_is_stale_when_a_component_run_changes(searched):
     assert not run_is_current(corpus, runs, POOL, entry.name)  # made from the old random run
     search(corpus, root / "indexes", runs, POOL, entry, threads=1)
     assert run_is_current(corpus, runs, POOL, entry.name)
+
+
+def test_a_group_is_tuned_once_per_process(searched):
+    """Test pools sharing validation pools reuse one tuning; a changed validation run is tuned
+    again."""
+    from pipeline.fusion import _tune, tuned_params
+
+    corpus, root = searched
+    args = (corpus, root / "runs", POOL, "rrf", ["bm25", "random"])
+    first = tuned_params(*args)
+    misses = _tune.cache_info().misses
+    assert tuned_params(*args) == first and _tune.cache_info().misses == misses
+    search(corpus, root / "indexes", root / "runs", f"{POOL}-val", get_model("random"),
+           threads=1, seed=9)  # another seed: another validation run
+    tuned_params(*args)
+    assert _tune.cache_info().misses == misses + 1
