@@ -130,7 +130,7 @@ def fused_name(method: str, models: list[str]) -> str:
         raise InputError(f"unknown fusion METHOD {method!r}; use one of ranx's: "
                          f"{', '.join(sorted(FUSION_METHODS))}")
     if len(models) < 2 or len(set(models)) != len(models):
-        raise InputError(f"fusion needs two or more different models (MODELS=a,b), got "
+        raise InputError(f"MODELS needs two or more different models (MODELS=a,b), got "
                          f"{','.join(models) or 'none'}")
     return FUSION_PREFIX + "--".join([method, *(get_model(m).name for m in models)])
 
