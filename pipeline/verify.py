@@ -99,8 +99,9 @@ def _partial(root: Path) -> list[str]:
                             "half-way; rerun make pool)")
     for run in root.glob("*/*/*.parquet"):
         name = run.name.removesuffix(".parquet")
-        if "." in name:
-            continue  # <model>.metrics.parquet belongs to the eval manifest
+        if "." in name or run.parent.parent.name == "pools":
+            continue  # <model>.metrics.parquet: the eval manifest's; a pool's files (root: a
+            # corpus folder) are the pool manifest's
         if not run.with_name(f"{name}.manifest.json").exists():
             problems.append(f"PARTIAL {run}: no {name}.manifest.json (search stopped "
                             "half-way; rerun make eval)")
