@@ -25,7 +25,7 @@ from pipeline.mdcr.official import (
 )
 from pipeline.models import ModelEntry, get_model
 from pipeline.pools import list_pools
-from pipeline.search import load_run, search
+from pipeline.search import index, load_run, search
 
 # Two fields. Art: q1 ranks a(true) c b(true) d -> AP (1 + 2/3) / 2, R@5 1,
 # nDCG (1 + 1/log2 4) / (1 + 1/log2 3); q2 ties f and e(true) at 0.5: trec_eval puts the larger
@@ -198,3 +198,18 @@ def test_the_val_split_imports_as_validation_pools(round_trip, tmp_path):
     again = tmp_path / "again"
     export_benchmark(target, again, "val")
     assert (again / "mdcr_val.json").read_bytes() == (tmp_path / "mdcr_val.json").read_bytes()
+
+
+def test_both_bm25_engines_agree_on_string_ids(round_trip, mdcr_source):
+    """Lucene itself (Anserini) and the arrays engine give the same run on string ids."""
+    _, _, imported, _ = round_trip
+    _, root = mdcr_source
+    pool = list_pools(imported)[0]
+    runs = {}
+    for engine in ("lucene", "arrays"):
+        index(imported, root / "indexes", pool, get_model("bm25"), bm25_engine=engine)
+        search(imported, root / "indexes", root / "runs", pool, get_model("bm25"),
+               bm25_engine=engine)
+        runs[engine] = load_run(imported, root / "runs", pool, "bm25")
+    assert runs["lucene"]["doc"].dtype == pl.String
+    assert runs["lucene"].equals(runs["arrays"])
