@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
 from pathlib import Path
@@ -36,7 +35,9 @@ from pipeline.artifacts import (
 )
 from pipeline.errors import InputError
 from pipeline.models import ModelEntry
+from pipeline.naming import id_key
 from pipeline.pools import list_pools, load_pool
+from pipeline.queries import own_text
 
 DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
 
@@ -53,7 +54,7 @@ def shard_of(ids: np.ndarray, num_shards: int) -> np.ndarray:
     """The embed shard of each id: id % n for integer ids, crc32(id) % n for string ids."""
     if ids.dtype.kind in "iu":
         return ids % num_shards
-    return np.fromiter((zlib.crc32(str(i).encode()) % num_shards for i in ids), dtype=np.int64,
+    return np.fromiter((id_key(str(i)) % num_shards for i in ids), dtype=np.int64,
                        count=len(ids))
 
 
@@ -124,7 +125,7 @@ def pool_ids(corpus_dir: Path, pool: str) -> np.ndarray:
     """Ids a dense search of the pool needs: candidates and queries (queries that are texts
     of their own, a collection's, are encoded when searched: `encode_texts`)."""
     queries, candidates, _ = load_pool(corpus_dir, pool)
-    if "title" in queries.columns:
+    if own_text(queries):
         return np.unique(id_array(candidates["corpusid"].to_numpy()))
     return np.union1d(id_array(candidates["corpusid"].to_numpy()),
                       id_array(queries["corpusid"].to_numpy()))

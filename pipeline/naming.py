@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import zlib
 from typing import NamedTuple
 
 from pipeline.errors import InputError
@@ -31,6 +32,12 @@ def format_size(size: int) -> str:
         if size % scale == 0:
             return f"{size // scale}{unit}"
     return str(size)
+
+
+def id_key(value: int | str) -> int:
+    """An id as a number for seeding and sharding: an integer id itself, a string id's
+    crc32 (stable across processes, unlike hash())."""
+    return value if isinstance(value, int) else zlib.crc32(str(value).encode())
 
 
 SPLITS = ("test", "validation")

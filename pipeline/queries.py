@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.naming import check_variant
+from pipeline.naming import check_variant, id_key
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -51,8 +51,7 @@ def query_texts(corpus_dir: Path, queries: pl.DataFrame, variant: str = "full",
 
 
 def _rng(seed: int, variant: str, query) -> np.random.Generator:
-    key = query if isinstance(query, int) else zlib.crc32(str(query).encode())
-    return np.random.default_rng([seed, zlib.crc32(variant.encode()), key])
+    return np.random.default_rng([seed, zlib.crc32(variant.encode()), id_key(query)])
 
 
 def perturb(title: str, abstract: str, variant: str, rng: np.random.Generator

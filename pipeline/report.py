@@ -103,6 +103,13 @@ def _latex(header: list[str], rows: list[list[str]], caption: str) -> str:
     )
 
 
+def _table(tex: Path, caption: str, header: list[str], rows: list[list[str]]) -> str:
+    """Write the table as LaTeX to `tex`; return it as a markdown section."""
+    with atomic_path(tex) as tmp:
+        tmp.write_text(_latex(header, rows, caption))
+    return f"## {caption}\n\n" + _markdown(header, rows)
+
+
 def dataset_table(means: pl.DataFrame, marks: dict[tuple, str] | None = None
                   ) -> tuple[list[str], list[list[str]]]:
     """Models x pool sizes; the first metric of a cell (MAP) marked by `_marks`."""
@@ -357,18 +364,14 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
                     "positives and the negatives of one type only, mean over fields")
         for caption, (h, r), name in zip(captions, ((header, rows), (type_header, type_rows)),
                                          ("mdcr", "mdcr-types"), strict=True):
-            sections.append(f"## {caption}\n\n" + _markdown(h, r))
-            with atomic_path(out_dir / f"{corpus}-{name}.tex") as tmp:
-                tmp.write_text(_latex(h, r, caption))
+            sections.append(_table(out_dir / f"{corpus}-{name}.tex", caption, h, r))
     results = results.filter(pl.col("negatives") == "all")
     if results.select(perturbed.any()).item():
         header, rows = variant_table(results)
         caption = (f"{corpus}: query robustness, MAP x100 with full queries and with each "
                    "QUERY_VARIANT (change in points), over the pools and queries both runs "
                    "scored")
-        sections.append(f"## {caption}\n\n" + _markdown(header, rows))
-        with atomic_path(out_dir / f"{corpus}-query-variants.tex") as tmp:
-            tmp.write_text(_latex(header, rows, caption))
+        sections.append(_table(out_dir / f"{corpus}-query-variants.tex", caption, header, rows))
         results = results.filter(~perturbed)
     means = _means(results)
     if (means["level"] == "dataset").any():
@@ -377,9 +380,7 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
         caption = (f"{corpus}: dataset-level pools, MAP / NDCG / R@30 x100 (top 500), mean ± "
                    "std over repeats; bold: best MAP; †: MAP significantly below the best "
                    "(paired t-test, Holm-Bonferroni, p < 0.05)")
-        sections.append(f"## {caption}\n\n" + _markdown(header, rows))
-        with atomic_path(out_dir / f"{corpus}-dataset.tex") as tmp:
-            tmp.write_text(_latex(header, rows, caption))
+        sections.append(_table(out_dir / f"{corpus}-dataset.tex", caption, header, rows))
         plot_map_vs_size(means.filter(pl.col("level") == "dataset"),
                          out_dir / f"{corpus}-map-vs-pool-size.png",
                          f"{corpus}: MAP against pool size (dataset-level)")
@@ -391,9 +392,8 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
                            f"{corpus}: MAP on field-level pools of {format_size(size)}")
         caption = (f"{corpus}: field-level pools of {format_size(size)}, MAP x100; bold: best; "
                    "†: significantly below the best (paired t-test, Holm-Bonferroni, p < 0.05)")
-        sections.append(f"## {caption}\n\n" + _markdown(header, rows))
-        with atomic_path(out_dir / f"{corpus}-field-{format_size(size)}.tex") as tmp:
-            tmp.write_text(_latex(header, rows, caption))
+        sections.append(_table(out_dir / f"{corpus}-field-{format_size(size)}.tex", caption,
+                               header, rows))
     sections.append(significance_section(results))
     text = "\n".join(sections)
     with atomic_path(out_dir / f"{corpus}.md") as tmp:

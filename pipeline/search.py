@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import time
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +35,7 @@ from pipeline.artifacts import (
 from pipeline.embed import embed, encode_texts, load_vectors, store_dir
 from pipeline.errors import InputError
 from pipeline.models import FUSION_PREFIX, ModelEntry, fusion_parts
-from pipeline.naming import run_name
+from pipeline.naming import id_key, run_name
 from pipeline.pools import load_pool, made_from, output_shas, pool_manifest
 from pipeline.queries import own_text, query_texts
 
@@ -185,8 +184,7 @@ def _random_hits(queries: pl.DataFrame, candidates: pl.DataFrame, k: int, seed: 
     doc_ids = candidates["corpusid"].to_numpy()
     frames = []
     for query in queries["corpusid"].to_list():
-        key = query if isinstance(query, int) else zlib.crc32(str(query).encode())
-        rng = np.random.default_rng([seed, key])
+        rng = np.random.default_rng([seed, id_key(query)])
         picked = rng.choice(len(doc_ids), size=min(k, len(doc_ids)), replace=False)
         frames.append(pl.DataFrame({"query": query, "doc": doc_ids[picked],
                                     "score": np.arange(len(picked), 0, -1, dtype=np.float64)}))

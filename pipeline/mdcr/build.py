@@ -25,7 +25,7 @@ import polars as pl
 from pipeline.errors import InputError
 from pipeline.evaluate import POSITIVE_TYPE
 from pipeline.mdcr.benchmark import write_benchmark
-from pipeline.naming import parse_pool_name
+from pipeline.naming import id_key, parse_pool_name
 from pipeline.pools import list_pools, load_pool, pool_manifest
 from pipeline.search import load_run
 
@@ -58,10 +58,6 @@ def field_pools(corpus_dir: Path, seed: int = 0) -> dict[str, str]:
     return {field: name for field, (_, name) in sorted(chosen.items())}
 
 
-def _key(value) -> int:
-    return value if isinstance(value, int) else zlib.crc32(str(value).encode())
-
-
 def _with_keys(frame: pl.DataFrame, seed: int, kind: str) -> pl.DataFrame:
     """`frame` with a column `_r`: a uniform key per row from a generator seeded by (seed, type,
     query), so sorting by it shuffles each query's rows independently of the other queries."""
@@ -70,7 +66,7 @@ def _with_keys(frame: pl.DataFrame, seed: int, kind: str) -> pl.DataFrame:
     keys = np.empty(frame.height)
     groups = frame.with_row_index("_i").group_by("query").agg("_i")
     for query, idx in groups.iter_rows():
-        keys[np.asarray(idx)] = np.random.default_rng([seed, kind_key, _key(query)]).random(
+        keys[np.asarray(idx)] = np.random.default_rng([seed, kind_key, id_key(query)]).random(
             len(idx))
     return frame.with_columns(_r=pl.Series(keys))
 
@@ -89,8 +85,11 @@ def _graph_negatives(queries: pl.Series, citations: pl.LazyFrame, allowed: pl.La
     edges = citations.filter(pl.col("citing") != pl.col("cited"))
     cited = edges.join(pl.LazyFrame({"citing": queries}), on="citing", how="semi").select(
         query="citing", c="cited")
-    neighbours = pl.concat([edges.select(c="citing", doc="cited"),
-                            edges.select(c="cited", doc="citing")]).unique()
+    cs = cited.select("c").unique()  # neighbours of the cited papers only, not every edge
+    neighbours = pl.concat([
+        edges.join(cs, left_on="citing", right_on="c", how="semi").select(c="citing", doc="cited"),
+        edges.join(cs, left_on="cited", right_on="c", how="semi").select(c="cited", doc="citing"),
+    ]).unique()
     reach = cited.join(neighbours, on="c")  # (query, c, doc)
     cited_docs = cited.select("query", doc="c")
     overlap = (reach.join(cited_docs, on=["query", "doc"], how="semi")
@@ -120,7 +119,7 @@ def _pool_sampler(population: np.ndarray, queries: pl.DataFrame, excluded: pl.Da
     rows_q, rows_d = [], []
     for query in queries["corpusid"].to_list():
         banned = set(blocked.get(query, [])) | {query}
-        rng = np.random.default_rng([seed, kind_key, _key(query)])
+        rng = np.random.default_rng([seed, kind_key, id_key(query)])
         picked: list = []
         if len(population) - len(banned) <= 4 * n:  # small population: shuffle it whole
             order = population[rng.permutation(len(population))]
