@@ -129,7 +129,7 @@ def run_size(papers: pl.DataFrame, size: int, n_queries: int, k: int, work: Path
         bm25.build_index(pool, index_dir, threads=2, parameters={"size": size})
     index_s = time.perf_counter() - start
     start = time.perf_counter()
-    hits, capped = bm25.search(queries, index_dir, k, K1, B, threads=2, log_dir=tmp,
+    hits, capped = bm25.search(queries, index_dir, k, K1, B, threads=2, work_dir=tmp,
                                pool_papers=lambda: pool)
     ours_s = time.perf_counter() - start
     reference = {str(q): [str(d) for d in g["doc"]]

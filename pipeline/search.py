@@ -249,7 +249,7 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
             hits, capped = bm25.search(query_papers, index_dir, depth + 1, k1, b, threads,
                                        pool_papers=lambda: _papers(corpus_dir,
                                                                    candidates["corpusid"]),
-                                       log_dir=runs_root / corpus_dir.name / pool)
+                                       work_dir=runs_root / corpus_dir.name / pool)
         details.update(**params, engine=bm25_engine, capped_queries=capped)
     elif entry.kind == "dense":
         hits, found = _dense_hits(corpus_dir, index_root, entry, queries, candidates,

@@ -100,7 +100,7 @@ def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntr
                 query_papers, bm25_index_dir(index_root, corpus_dir.name, pool), TOP_K + 1,
                 k1s, bs, threads,
                 pool_papers=lambda c=candidates: _papers(corpus_dir, c["corpusid"]),
-                log_dir=path.parent)
+                work_dir=path.parent)
         in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
         for (k1, b), hits in runs.items():
             run, _ = finalize_run(hits, TOP_K)
