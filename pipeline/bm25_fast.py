@@ -89,15 +89,17 @@ def decode_length(byte: np.ndarray) -> np.ndarray:
 
 
 class Postings:
-    """A pool's inverted index as arrays: for term t, docs[ptr[t]:ptr[t+1]] and their tfs; and
-    the same pairs by document (for document d, terms fterms[fptr[d]:fptr[d+1]] in term order
-    with their tfs ftfs), which pruned queries use to finish their few candidates."""
+    """A pool's inverted index as arrays: for term t, docs[ptr[t]:ptr[t+1]] and their tfs; the
+    same pairs by document (for document d, terms fterms[fptr[d]:fptr[d+1]] in term order
+    with their tfs ftfs), which pruned queries use to finish their few candidates; and per
+    term the (length byte, tf) pairs that bound its score for any k1 and b (`_frontiers`)."""
 
     def __init__(self, ids: np.ndarray, vocab: pl.DataFrame, ptr: np.ndarray, docs: np.ndarray,
                  tfs: np.ndarray, norms: np.ndarray, sum_length: int, doc_count: int):
         self.ids, self.vocab, self.ptr, self.docs, self.tfs = ids, vocab, ptr, docs, tfs
         self.norms, self.sum_length, self.doc_count = norms, sum_length, doc_count
         self.fptr, self.fterms, self.ftfs = _forward(ptr, docs, tfs, len(ids))
+        self.frontier = _frontiers(ptr, docs, tfs, norms)
 
 
 @numba.njit(cache=True)
@@ -117,6 +119,48 @@ def _forward(ptr, docs, tfs, n_docs):  # pragma: no cover
             ftfs[fill[d]] = tfs[p]
             fill[d] += 1
     return fptr, fterms, ftfs
+
+
+@numba.njit(cache=True)
+def _frontiers(ptr, docs, tfs, norms):  # pragma: no cover
+    """Per term the postings no other posting of the term beats on both tf and length: for
+    each length byte, from the shortest, the largest tf when it is above every tf of shorter
+    documents. As tf x cache[norm] grows with tf and cache[norm] falls with the length (for
+    any k1 and b >= 0), the term's highest score is one of these pairs' (`_maxima`).
+    Two passes: count the pairs, then write them."""
+    best = np.zeros(256, dtype=np.float32)
+    out_ptr = np.zeros(len(ptr), dtype=np.int64)
+    out_norm = np.empty(0, dtype=np.uint8)
+    out_tf = np.empty(0, dtype=np.float32)
+    for write in (False, True):
+        if write:
+            out_norm = np.empty(out_ptr[-1], dtype=np.uint8)
+            out_tf = np.empty(out_ptr[-1], dtype=np.float32)
+        at = 0
+        for t in range(len(ptr) - 1):
+            best[:] = 0
+            for p in range(ptr[t], ptr[t + 1]):
+                best[norms[docs[p]]] = max(best[norms[docs[p]]], tfs[p])
+            top = np.float32(0)
+            for n in range(256):
+                if best[n] > top:
+                    top = best[n]
+                    if write:
+                        out_norm[at], out_tf[at] = n, top
+                    at += 1
+            out_ptr[t + 1] = at
+    return out_ptr, out_norm, out_tf
+
+
+@numba.njit(cache=True)
+def _maxima(frontier_ptr, frontier_norm, frontier_tf, cache):  # pragma: no cover
+    """Per term the largest 1 + tf x cache[norm] of its postings (float32, Lucene's order),
+    from its frontier: its score can be no higher than weight - weight / that."""
+    out = np.ones(len(frontier_ptr) - 1, dtype=np.float32)
+    for t in range(len(frontier_ptr) - 1):
+        for i in range(frontier_ptr[t], frontier_ptr[t + 1]):
+            out[t] = max(out[t], np.float32(1.0) + frontier_tf[i] * cache[frontier_norm[i]])
+    return out
 
 
 def build(ids: np.ndarray, texts: Sequence[str]) -> Postings:
@@ -146,13 +190,13 @@ def build(ids: np.ndarray, texts: Sequence[str]) -> Postings:
                     int((lengths > 0).sum()))
 
 
-def _norm_cache(index: Postings, k1: float, b: float) -> np.ndarray:
-    """BM25Similarity's cache[256], float32 as Lucene computes it, per document."""
+def _norm_table(index: Postings, k1: float, b: float) -> np.ndarray:
+    """BM25Similarity's cache[256]: 1 / (k1 (1 - b + b length / avgdl)) per length byte,
+    float32 as Lucene computes it."""
     k1, b = np.float32(k1), np.float32(b)
     avgdl = np.float32(index.sum_length / float(index.doc_count))
     table = decode_length(np.arange(256, dtype=np.uint8)).astype(np.float32)
-    cache = np.float32(1) / (k1 * ((np.float32(1) - b) + b * table / avgdl))
-    return cache[index.norms]
+    return np.float32(1) / (k1 * ((np.float32(1) - b) + b * table / avgdl))
 
 
 def _query_terms(index: Postings, texts: Sequence[str]
@@ -170,127 +214,198 @@ def _query_terms(index: Postings, texts: Sequence[str]
 
 
 @numba.njit(cache=True)
-def _term_maxima(ptr, docs, tfs, norm_inv):  # pragma: no cover
-    """Per term, the largest tf x cache[norm] of its postings: its score can be no higher than
-    weight - weight / (1 + that), Lucene's float32 operations being monotone."""
-    out = np.zeros(len(ptr) - 1, dtype=np.float32)
-    for t in range(len(ptr) - 1):
-        top = np.float32(0.0)
-        for p in range(ptr[t], ptr[t + 1]):
-            x = tfs[p] * norm_inv[docs[p]]
-            if x > top:
-                top = x
-        out[t] = top
-    return out
+def _push(heap, size, k, value):  # pragma: no cover
+    """Keep the k largest values seen in a min-heap (heap[0]: the k-th); the new size."""
+    if size < k:
+        i = size
+        heap[i] = value
+        while i > 0 and heap[(i - 1) // 2] > heap[i]:
+            heap[(i - 1) // 2], heap[i] = heap[i], heap[(i - 1) // 2]
+            i = (i - 1) // 2
+        return size + 1
+    if value > heap[0]:
+        heap[0] = value
+        i = 0
+        while 2 * i + 1 < size:
+            child = 2 * i + 1
+            if child + 1 < size and heap[child + 1] < heap[child]:
+                child += 1
+            if heap[i] <= heap[child]:
+                break
+            heap[i], heap[child] = heap[child], heap[i]
+            i = child
+    return size
 
 
 PRUNE_MARGIN = 1e-5  # relative: far above float32 rounding, so pruning never changes a score
-CANDIDATE_COST = 8.0  # a candidate's merge step against a scored posting (measured, roughly)
+CANDIDATE_COST = 8.0  # finishing a candidate's term against scoring a posting (measured, roughly)
+BLOCK = 65536  # documents per block: a block's float64 sums (512 KB) stay in a core's cache
+GUESS = 2.0  # the guess of the k-th score: see `_rank`
+GUESS_SHARE = 8.0  # ... made when the first block can hold this many of the top k
+FIRST_SHARE = 12.0  # the first block (scored before any bound is known): this share, or 1,024
+GROUP = 16  # candidates whose term lists are fetched together before they are scored
 
 
 @numba.njit(cache=True)
-def _threshold(acc, k, reach, top):  # pragma: no cover
-    """(theta, candidates): a value that at least k entries of acc reach, just below their
-    k-th largest, lowered by PRUNE_MARGIN; and about how many entries reach theta - reach
-    (rounded up to whole bins). One branch-free pass and a histogram of 4,096 bins over
-    [0, top] (top: at least the largest entry), not a selection."""
-    bins = 4096
-    hist = np.zeros(bins + 2, dtype=np.int64)
-    scale = bins / top
-    for v in acc:
-        hist[int(v * scale)] += 1
-    count, theta = 0, 0.0
-    for b in range(bins + 1, 0, -1):
-        count += hist[b]
-        if count >= k:
-            theta = (b / scale) * (1.0 - 1e-9) * (1.0 - PRUNE_MARGIN)
-            break
-    if theta <= reach:
-        return theta, len(acc)
-    return theta, hist[int((theta - reach) * scale):].sum()
+def _finish(cands, n, partial, fptr, fterms, ftfs, norm_inv, weight_of, found, scores,
+            sink):  # pragma: no cover
+    """Score candidates whole: to each document's partial sum add the terms of weight_of in
+    its own term list (in term order; a zero weight adds 0.0, so no branch). The lists lie far
+    apart in memory: a group's lines are read first (into `sink`, so that they are read), so
+    that their loads overlap instead of waiting one after another."""
+    for g in range(0, n, GROUP):
+        m = min(GROUP, n - g)
+        for j in range(g, g + m):
+            d = cands[j]
+            for x in range(fptr[d], fptr[d + 1], 16):  # 16 entries: one 64-byte line
+                sink[0] += fterms[x] + np.int64(ftfs[x])
+        for j in range(g, g + m):
+            d = cands[j]
+            score = partial[j]
+            ninv = norm_inv[d]
+            for x in range(fptr[d], fptr[d + 1]):
+                w = weight_of[fterms[x]]
+                score += w - w / (np.float32(1.0) + ftfs[x] * ninv)
+            found[j] = d
+            scores[j] = np.float32(score)
+
+
+@numba.njit(cache=True)
+def _rank(terms, weights, ptr, docs, tfs, maxima, norm_inv, fptr, fterms, ftfs, n_docs, k,
+          prune, first, block, guess_factor, acc, tmp, weight_of, heap, cands, partial, found,
+          scores, stats):  # pragma: no cover
+    """Lucene's BM25 of one query's documents, exactly, for every document that can reach
+    its top k: their ids in found[:n] and float32 scores in scores[:n]. Returns (n, kth, ok).
+
+    Documents go in blocks (the first of `first`, then of `block`) whose float64 sums stay in
+    cache. Within a block, terms go in order of their highest possible score (MaxScore's
+    bound); theta is a lower bound of the k-th score (the k-th largest whole score so far,
+    lowered by PRUNE_MARGIN). Once the highest score the remaining terms could add cannot lift
+    a document's partial sum to theta, and the documents that still can are few, the block's
+    other postings are left and those candidates are finished from their own term lists
+    (`_finish`). A document outside them cannot enter the top k nor tie with it. Partial sums
+    are in float64, exact for float32 terms, so the order of terms changes no score.
+    After the first block theta is raised to a guess (its r-th best score, r = guess_factor x
+    its expected share of the top k, when that share is GUESS_SHARE or more); ok is False
+    when the guess proved above the k-th score, and the caller ranks the query again without
+    one. stats (per query): postings scored,
+    documents finished, a sink for `_finish`, times ranked again."""
+    n_terms = len(terms)
+    bound = np.empty(n_terms, dtype=np.float64)
+    for j in range(n_terms):
+        bound[j] = weights[j] - weights[j] / maxima[terms[j]]
+    order = np.argsort(-bound)
+    rest = np.zeros(n_terms + 1, dtype=np.float64)  # rest[i]: bound of order[i:]
+    cursor = np.empty(n_terms, dtype=np.int64)
+    ends = np.empty(n_terms, dtype=np.int64)
+    for i in range(n_terms - 1, -1, -1):
+        rest[i] = rest[i + 1] + bound[order[i]]
+        cursor[i] = ptr[terms[order[i]]]
+    avg_terms = fptr[n_docs] / max(n_docs, 1)
+    size, n, theta, guess, lo = 0, 0, 0.0, 0.0, 0
+    while lo < n_docs:
+        hi = min(lo + (first if lo == 0 else block), n_docs)
+        width, remaining = hi - lo, 0
+        for i in range(n_terms):  # each term's postings in the block: cursor[i]:ends[i]
+            a, b = cursor[i], ptr[terms[order[i]] + 1]
+            while a < b:
+                mid = (a + b) // 2
+                if docs[mid] < hi:
+                    a = mid + 1
+                else:
+                    b = mid
+            ends[i] = a
+            remaining += a - cursor[i]
+        cut, done, checked = n_terms, 0, 0
+        for i in range(n_terms):
+            w, c0 = weights[order[i]], cursor[i]
+            m = ends[i] - c0
+            for j in range(m):  # the block's norms are in cache; Lucene's float32 order
+                tmp[j] = w - w / (np.float32(1.0) + tfs[c0 + j] * norm_inv[docs[c0 + j]])
+            for j in range(m):
+                acc[docs[c0 + j] - lo] += tmp[j]
+            done += m
+            remaining -= m
+            reach = rest[i + 1] * (1.0 + PRUNE_MARGIN)
+            # a check reads the block's sums: at most one per width / 2 postings scored
+            if prune and i + 1 < n_terms and reach < theta and 2 * (done - checked) >= width:
+                checked = done
+                need, count = theta - reach, 0
+                for x in range(width):
+                    count += acc[x] >= need
+                if CANDIDATE_COST * count * (avg_terms + n_terms - i - 1) <= remaining:
+                    cut = i + 1
+                    break
+        stats[0] += done
+        for i in range(n_terms):
+            cursor[i] = ends[i]
+        reach = rest[cut] * (1.0 + PRUNE_MARGIN)
+        m = 0
+        for x in range(width):
+            if acc[x] + reach >= theta and acc[x] > 0:
+                cands[m] = lo + x
+                partial[m] = acc[x]
+                m += 1
+        acc[:width] = 0
+        if cut == n_terms:  # every term scored: the sums are the scores
+            for j in range(m):
+                found[n + j] = cands[j]
+                scores[n + j] = np.float32(partial[j])
+        else:
+            for i in range(cut, n_terms):
+                weight_of[terms[order[i]]] = weights[order[i]]
+            _finish(cands, m, partial, fptr, fterms, ftfs, norm_inv, weight_of, found[n:],
+                    scores[n:], stats[2:])
+            for i in range(cut, n_terms):
+                weight_of[terms[order[i]]] = 0
+            stats[1] += m
+        for j in range(n, n + m):
+            size = _push(heap, size, k, np.float64(scores[j]))
+        n += m
+        if size == k:
+            theta = max(theta, heap[0] * (1.0 - PRUNE_MARGIN))
+        share = k * width / n_docs  # the first block's expected share of the top k
+        if lo == 0 and prune and guess_factor > 0 and hi < n_docs and share >= GUESS_SHARE:
+            r = int(np.ceil(guess_factor * share))
+            if r <= size:
+                guess = np.sort(heap[:size])[size - r] * (1.0 - PRUNE_MARGIN)
+                theta = max(theta, guess)
+        lo = hi
+    kth = heap[0] if size == k else 0.0
+    return n, np.float32(kth), guess == 0 or (size == k and heap[0] * (1.0 - PRUNE_MARGIN)
+                                                  >= guess)
 
 
 @numba.njit(parallel=True, cache=True)
-def _scores(q_ptr, q_terms, q_weights, ptr, docs, tfs, norm_inv, maxima, fptr, fterms, ftfs,
-            n_docs, k, prune, out, kth, pruned, sums, lookup):  # pragma: no cover
-    """out[q, d]: Lucene's BM25 of document d for query q, for every document that can reach
-    the top k (0 elsewhere); kth[q]: the k-th largest of out[q] (0 when k covers every
-    document); pruned[q]: the query's terms left to the candidates (0: none).
-
-    Exact pruning, term at a time (MaxScore's bound): terms go in order of their highest
-    possible score; every partial sum is a lower bound of a document's score, so the k-th
-    largest partial sum (theta) bounds the k-th score from below. Once the highest score the
-    remaining terms could add is below theta, no document outside those whose partial sum
-    plus that bound reaches theta can enter the top k (nor tie with it); the remaining terms
-    are scored for those candidates only, from the documents' own term lists. Partial sums
-    are in float64, exact for float32 terms, so the order of terms changes no score.
-    sums (float64, a row of n_docs per thread) and lookup (float32, a row of the vocabulary
-    size per thread, all 0) are work space."""
+def _search(q_ptr, q_terms, q_weights, ptr, docs, tfs, maxima, norm_inv, fptr, fterms, ftfs,
+            k, prune, first, block, guess_factor, hit_docs, hit_scores, n_hits, stats,
+            acc, tmp, weight_of, heap, cands, partial, found, scores):  # pragma: no cover
+    """`_rank` for every query, a query per thread: the documents whose score reaches the
+    query's k-th (ties included), up to hit_docs.shape[1] of them, and their number in
+    n_hits (more than fit: the caller asks again with room). Work space: a row per thread."""
+    n_docs = len(fptr) - 1
     for q in numba.prange(len(q_ptr) - 1):
-        terms = q_terms[q_ptr[q] : q_ptr[q + 1]]
-        weights = q_weights[q_ptr[q] : q_ptr[q + 1]]
-        n_terms = len(terms)
-        bound = np.empty(n_terms, dtype=np.float64)
-        total = 0
-        for j in range(n_terms):
-            w = weights[j]
-            bound[j] = w - w / (np.float32(1.0) + maxima[terms[j]])
-            total += ptr[terms[j] + 1] - ptr[terms[j]]
-        order = np.argsort(-bound)
-        rest = np.zeros(n_terms + 1, dtype=np.float64)  # rest[i]: bound of order[i:]
-        for i in range(n_terms - 1, -1, -1):
-            rest[i] = rest[i + 1] + bound[order[i]]
-        acc, weight_of = sums[numba.get_thread_id()], lookup[numba.get_thread_id()]
-        acc[:] = 0
-        cut, theta, done, checked = n_terms, 0.0, 0, 0
-        for i in range(n_terms):
-            t, w = terms[order[i]], weights[order[i]]
-            for p in range(ptr[t], ptr[t + 1]):
-                d = docs[p]
-                acc[d] += w - w / (np.float32(1.0) + tfs[p] * norm_inv[d])
-            done += ptr[t + 1] - ptr[t]
-            # a check reads every partial sum: at most one per n_docs / 2 postings scored
-            if prune and i + 1 < n_terms and k < n_docs and 2 * (done - checked) >= n_docs:
-                checked = done
-                reach = rest[i + 1] * (1.0 + PRUNE_MARGIN)
-                top = (rest[0] - rest[i + 1]) * (1.0 + PRUNE_MARGIN) + 1e-30  # >= any sum
-                theta, candidates = _threshold(acc, k, reach, top)
-                # stop when finishing the candidates costs well under the postings left
-                work = candidates * ((fptr[n_docs] / n_docs) + n_terms - i - 1)
-                if reach < theta and CANDIDATE_COST * work <= total - done:
-                    cut = i + 1
-                    break
-        row = out[q]
-        if cut == n_terms:
-            for d in range(n_docs):
-                row[d] = np.float32(acc[d])
-            kth[q] = np.partition(row, n_docs - k)[n_docs - k] if k < n_docs else 0
-            pruned[q] = 0
-            continue
-        for i in range(cut, n_terms):  # the remaining terms, looked up by term id
-            weight_of[terms[order[i]]] = weights[order[i]]
-        reach = rest[cut] * (1.0 + PRUNE_MARGIN)
-        row[:] = 0
-        found = 0
-        for d in range(n_docs):
-            if acc[d] > 0 and acc[d] + reach >= theta:
-                score = acc[d]
-                for x in range(fptr[d], fptr[d + 1]):
-                    w = weight_of[fterms[x]]
-                    if w > 0:
-                        score += w - w / (np.float32(1.0) + ftfs[x] * norm_inv[d])
-                row[d] = np.float32(score)
-                found += 1
-        for i in range(cut, n_terms):
-            weight_of[terms[order[i]]] = 0
-        values = np.empty(found, dtype=np.float32)
+        t = numba.get_thread_id()
+        terms, weights = q_terms[q_ptr[q]:q_ptr[q + 1]], q_weights[q_ptr[q]:q_ptr[q + 1]]
+        n, kth, ok = _rank(terms, weights, ptr, docs, tfs, maxima, norm_inv, fptr, fterms,
+                           ftfs, n_docs, k, prune, first, block, guess_factor, acc[t], tmp[t],
+                           weight_of[t], heap[t], cands[t], partial[t], found[t], scores[t],
+                           stats[q])
+        if not ok:
+            stats[q, 3] += 1
+            n, kth, ok = _rank(terms, weights, ptr, docs, tfs, maxima, norm_inv, fptr, fterms,
+                               ftfs, n_docs, k, prune, first, block, 0.0, acc[t], tmp[t],
+                               weight_of[t], heap[t], cands[t], partial[t], found[t],
+                               scores[t], stats[q])
+        kth = max(kth, np.float32(1e-30))  # matching documents only
         m = 0
-        for d in range(n_docs):
-            if row[d] > 0:
-                values[m] = row[d]
+        for j in range(n):
+            if scores[t][j] >= kth:
+                if m < hit_docs.shape[1]:
+                    hit_docs[q, m] = found[t][j]
+                    hit_scores[q, m] = scores[t][j]
                 m += 1
-        kth[q] = np.partition(values[:m], m - k)[m - k]
-        pruned[q] = n_terms - cut
+        n_hits[q] = m
 
 
 @numba.njit(cache=True)
@@ -324,40 +439,62 @@ def anserini_order(rows: np.ndarray, docs: np.ndarray, scores: np.ndarray, k: in
 
 
 def search(index: Postings, texts: Sequence[str], k: int, k1: float = 0.9, b: float = 0.4,
-           chunk: int = 64, prune: bool = True, stats: dict | None = None
+           prune: bool = True, stats: dict | None = None, block: int = BLOCK,
+           first: int | None = None, guess: float = GUESS
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Lucene's BM25 of the top k per query, plus the documents tied with the k-th: (query
     row, doc id, float32 score), matching documents only (score > 0). `prune=False` scores
-    every posting (the same result, slower); `stats` receives how many queries were pruned."""
-    norm_inv = _norm_cache(index, k1, b)
-    maxima = _term_maxima(index.ptr, index.docs, index.tfs, norm_inv)
+    every posting (the same result, slower); `block`, `first` and `guess` tune `_rank` (the
+    result never depends on them); `stats` receives what the queries cost: postings of their
+    terms, postings scored, documents finished from their term lists, queries ranked again."""
+    table = _norm_table(index, k1, b)
+    norm_inv, maxima = table[index.norms], _maxima(*index.frontier, table)
     q_ptr, q_terms, q_weights = _query_terms(index, texts)
-    n_docs = len(index.ids)
-    rows, found, values = [], [], []
-    out = np.empty((min(chunk, len(texts)), n_docs), dtype=np.float32)
-    kth = np.empty(len(out), dtype=np.float32)
-    pruned = np.zeros(len(texts), dtype=np.int64)  # terms left to the candidates, per query
-    # work space, a row per thread (zeros are calloc'ed: rows of idle threads take no memory)
+    n_docs, n_queries = len(index.ids), len(texts)
+    if first is None:  # documents for FIRST_SHARE of the top k, expected
+        first = int(min(max(np.ceil(FIRST_SHARE * n_docs / max(k, 1)), 1024), block))
     threads = numba.config.NUMBA_NUM_THREADS
-    sums = np.zeros((threads, n_docs), dtype=np.float64)
-    lookup = np.zeros((threads, len(index.ptr) - 1), dtype=np.float32)
-    for lo in range(0, len(texts), chunk):
-        hi = min(lo + chunk, len(texts))
-        block = out[: hi - lo]
-        _scores(q_ptr[lo : hi + 1] - q_ptr[lo], q_terms[q_ptr[lo] : q_ptr[hi]],
-                q_weights[q_ptr[lo] : q_ptr[hi]], index.ptr, index.docs, index.tfs, norm_inv,
-                maxima, index.fptr, index.fterms, index.ftfs, n_docs, k, prune, block, kth,
-                pruned[lo:hi], sums, lookup)
-        for r in range(hi - lo):
-            scores = block[r]
-            keep = np.flatnonzero(scores >= max(kth[r], np.float32(1e-30)))
-            rows.append(np.full(len(keep), lo + r))
-            found.append(keep)
-            values.append(scores[keep])
+    # work space, a row per thread (zeros are calloc'ed: rows of idle threads take no memory)
+    space = (np.zeros((threads, max(first, block)), dtype=np.float64),
+             np.zeros((threads, max(first, block)), dtype=np.float32),
+             np.zeros((threads, len(index.ptr) - 1), dtype=np.float32),
+             np.zeros((threads, max(k, 1)), dtype=np.float64),
+             np.zeros((threads, n_docs), dtype=np.int64),
+             np.zeros((threads, n_docs), dtype=np.float64),
+             np.zeros((threads, n_docs), dtype=np.int64),
+             np.zeros((threads, n_docs), dtype=np.float32))
+    cost = np.zeros((n_queries, 4), dtype=np.int64)
+    room = np.full(n_queries, min(2 * k + 64, n_docs))
+    rows, found, values = [], [], []
+    todo = np.arange(n_queries)
+    while len(todo):  # ties beyond the room given: those queries again, with room for all
+        sub_ptr = np.concatenate([[0], np.cumsum(q_ptr[todo + 1] - q_ptr[todo])])
+        picks = np.concatenate([np.arange(q_ptr[q], q_ptr[q + 1]) for q in todo] or
+                               [np.zeros(0, dtype=np.int64)])
+        width = int(room[todo].max())
+        hit_docs = np.empty((len(todo), width), dtype=np.int64)
+        hit_scores = np.empty((len(todo), width), dtype=np.float32)
+        n_hits = np.zeros(len(todo), dtype=np.int64)
+        spent = np.zeros((len(todo), 4), dtype=np.int64)
+        _search(sub_ptr, q_terms[picks], q_weights[picks], index.ptr, index.docs, index.tfs, maxima,
+                norm_inv, index.fptr, index.fterms, index.ftfs, k, prune, first, block, guess,
+                hit_docs, hit_scores, n_hits, spent, *space)
+        cost[todo] += spent
+        fits = n_hits <= width
+        for r in np.flatnonzero(fits):
+            rows.append(np.full(n_hits[r], todo[r]))
+            found.append(hit_docs[r, : n_hits[r]])
+            values.append(hit_scores[r, : n_hits[r]])
+        room[todo[~fits]] = n_hits[~fits]
+        todo = todo[~fits]
     if stats is not None:
-        stats.update(queries=len(texts), pruned=int((pruned > 0).sum()),
-                     terms=len(q_terms), terms_left=int(pruned.sum()))
-    return (np.concatenate(rows), index.ids[np.concatenate(found)], np.concatenate(values))
+        stats.update(queries=n_queries, postings=int(np.diff(index.ptr)[q_terms].sum()),
+                     postings_scored=int(cost[:, 0].sum()), finished=int(cost[:, 1].sum()),
+                     ranked_again=int(cost[:, 3].sum()))
+    if not rows:
+        return (np.zeros(0, dtype=np.int64), index.ids[:0], np.zeros(0, dtype=np.float32))
+    rows, found, values = np.concatenate(rows), np.concatenate(found), np.concatenate(values)
+    return rows, index.ids[found], values
 
 
 def search_grid(queries: pl.DataFrame, papers: pl.DataFrame, k: int, k1s: Sequence[float],
@@ -389,13 +526,16 @@ def warm_up() -> None:
     index = Postings(np.arange(2), pl.DataFrame(schema={"term": pl.String, "term_id": pl.Int32}),
                      np.array([0, 2, 3]), np.array([0, 1, 1], dtype=np.int32),
                      np.ones(3, dtype=np.float32), encode_length(np.array([2, 1])), 3, 2)
-    norm_inv = _norm_cache(index, 0.9, 0.4)
-    maxima = _term_maxima(index.ptr, index.docs, index.tfs, norm_inv)
-    out, kth, pruned = (np.empty((1, 2), dtype=np.float32), np.empty(1, dtype=np.float32),
-                        np.zeros(1, dtype=np.int64))
-    _scores(np.array([0, 2]), np.array([0, 1], dtype=np.int32), np.ones(2, dtype=np.float32),
-            index.ptr, index.docs, index.tfs, norm_inv, maxima, index.fptr, index.fterms,
-            index.ftfs, 2, 1, True, out, kth, pruned[0:1],
-            np.zeros((numba.config.NUMBA_NUM_THREADS, 2)),
-            np.zeros((numba.config.NUMBA_NUM_THREADS, 2), dtype=np.float32))
-    anserini_order(np.zeros(2, dtype=np.int64), index.ids, out[0], 1)
+    table = _norm_table(index, 0.9, 0.4)
+    norm_inv, maxima = table[index.norms], _maxima(*index.frontier, table)
+    threads = numba.config.NUMBA_NUM_THREADS
+    _search(np.array([0, 2]), np.array([0, 1], dtype=np.int32), np.ones(2, dtype=np.float32),
+            index.ptr, index.docs, index.tfs, maxima, norm_inv, index.fptr, index.fterms,
+            index.ftfs, 1, True, 1, 1, GUESS, np.empty((1, 2), dtype=np.int64),
+            np.empty((1, 2), dtype=np.float32), np.zeros(1, dtype=np.int64),
+            np.zeros((1, 4), dtype=np.int64), np.zeros((threads, 1)),
+            np.zeros((threads, 1), dtype=np.float32), np.zeros((threads, 2), dtype=np.float32),
+            np.zeros((threads, 1)), np.zeros((threads, 2), dtype=np.int64),
+            np.zeros((threads, 2)), np.zeros((threads, 2), dtype=np.int64),
+            np.zeros((threads, 2), dtype=np.float32))
+    anserini_order(np.zeros(2, dtype=np.int64), index.ids, np.ones(2, dtype=np.float32), 1)

@@ -80,16 +80,47 @@ def test_queries_without_text_have_no_hits(pool):
 
 @pytest.mark.parametrize("k", [1, 10, 100])
 def test_pruning_changes_no_list_and_no_score(pool, k):
-    """Pruned queries (the remaining terms scored for the candidates only) return exactly what
-    scoring every posting returns: documents, ties with the k-th, and float32 scores."""
+    """Pruned queries (blocks of documents, MaxScore's bound, candidates finished from their
+    own term lists, a guessed bound checked afterwards) return exactly what scoring every
+    posting returns: documents, ties with the k-th, and float32 scores. Small blocks make the
+    fixture's pool take every path: several blocks, the guess, and a guess that fails."""
     papers, queries = pool
     index = bm25_fast.build(papers["corpusid"].to_numpy(),
                             bm25.paper_text(papers).to_list())
     texts = bm25.paper_text(queries).to_list()
-    stats: dict = {}
-    pruned = bm25_fast.search(index, texts, k, stats=stats)
     full = bm25_fast.search(index, texts, k, prune=False)
-    if k <= 10:  # few candidates reach the top k: pruning pays off, and is taken
-        assert stats["pruned"] >= len(texts) // 2 and stats["terms_left"] > 0
-    for ours, theirs in zip(pruned, full, strict=True):
-        assert np.array_equal(ours, theirs)
+    settings = {"default": {}, "blocks": {"first": 400, "block": 200},
+                "bad guess": {"first": 400, "block": 200, "guess": 0.01}}
+    for name, options in settings.items():
+        stats: dict = {}
+        pruned = bm25_fast.search(index, texts, k, stats=stats, **options)
+        for ours, theirs in zip(pruned, full, strict=True):
+            assert np.array_equal(ours, theirs), name
+        if name != "default" and k <= 10:  # the blocks leave postings unscored
+            assert stats["postings_scored"] < (0.5 if k == 1 else 0.9) * stats["postings"]
+        # a guess is made for k = 100 only (the first block's share of the top k: 22); the
+        # best of the first block is above the 100th of the pool
+        assert (stats["ranked_again"] > 0) == (name == "bad guess" and k == 100)
+
+
+def test_every_document_tied_with_the_kth_is_returned():
+    """200 identical documents tie with the k-th: all of them come back (more than the room
+    first given to a query's hits), and the other documents do not."""
+    texts = ["myocardial infarction troponin"] * 200 + ["volcanic magma"] * 50
+    index = bm25_fast.build(np.arange(250), texts)
+    rows, docs, scores = bm25_fast.search(index, ["troponin infarction"], 1, first=32,
+                                          block=64)
+    assert sorted(docs.tolist()) == list(range(200)) and len(set(scores.tolist())) == 1
+
+
+def test_term_bounds_from_the_frontier_are_the_postings_maxima(pool):
+    """The bound of a term's score for any (k1, b), read from the few (length, tf) pairs of its
+    frontier, equals the largest 1 + tf x cache[norm] over all its postings."""
+    papers, _ = pool
+    index = bm25_fast.build(papers["corpusid"].to_numpy(), bm25.paper_text(papers).to_list())
+    assert len(index.frontier[1]) < len(index.docs) // 10
+    for k1, b in [(0.9, 0.4), (1.2, 0.75), (2.0, 0.0), (0.6, 1.0)]:
+        table = bm25_fast._norm_table(index, k1, b)
+        den = np.float32(1) + index.tfs * table[index.norms][index.docs]
+        direct = np.maximum.reduceat(den, index.ptr[:-1])
+        assert np.array_equal(bm25_fast._maxima(*index.frontier, table), direct)
