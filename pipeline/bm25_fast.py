@@ -196,7 +196,8 @@ def _norm_table(index: Postings, k1: float, b: float) -> np.ndarray:
     k1, b = np.float32(k1), np.float32(b)
     avgdl = np.float32(index.sum_length / float(index.doc_count))
     table = decode_length(np.arange(256, dtype=np.uint8)).astype(np.float32)
-    return np.float32(1) / (k1 * ((np.float32(1) - b) + b * table / avgdl))
+    with np.errstate(divide="ignore"):  # b = 1, length 0: inf, as in Lucene (no postings)
+        return np.float32(1) / (k1 * ((np.float32(1) - b) + b * table / avgdl))
 
 
 def _query_terms(index: Postings, texts: Sequence[str]
