@@ -1,5 +1,5 @@
 """Lucene's BM25, scored with arrays: Anserini's runs, faster for whole-abstract queries (issue
-7; benchmarks/results/search_bm25.md: 8.6x pyserini's best on a 100k pool, 2.3x on 1M).
+7; benchmarks/results/search_bm25.md: 10.5x pyserini's best on a 100k pool, 5.5x on 1M).
 
 Lucene spends most of a long query's time walking postings one clause at a time. Here the
 pool's postings are plain arrays (term -> documents, term frequencies) and a numba kernel
@@ -289,8 +289,8 @@ def _rank(terms, weights, ptr, docs, tfs, maxima, norm_inv, fptr, fterms, ftfs, 
     After the first block theta is raised to a guess (its r-th best score, r = guess_factor x
     its expected share of the top k, when that share is GUESS_SHARE or more); ok is False
     when the guess proved above the k-th score, and the caller ranks the query again without
-    one. stats (per query): postings scored,
-    documents finished, a sink for `_finish`, times ranked again."""
+    one. stats (the query's row): postings scored, documents finished, a sink for `_finish`,
+    times ranked again."""
     n_terms = len(terms)
     bound = np.empty(n_terms, dtype=np.float64)
     for j in range(n_terms):
