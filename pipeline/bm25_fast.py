@@ -20,7 +20,10 @@ lowered by 1e-6 (its ScoreTiesAdjusterReranker), so a run is Anserini's, score f
 from __future__ import annotations
 
 import re
+import threading
+from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
@@ -40,20 +43,42 @@ def _analyzer():
             bm25.java_class("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance())
 
 
-def _analyzed_batches(texts: Sequence[str]) -> Iterator[pl.DataFrame]:
-    """Lucene's tokens of `texts`, a batch of texts per JVM call: frames of (text, term), one
-    row per token, in text order."""
-    utils, analyzer = _analyzer()
-    for lo in range(0, len(texts), BATCH):
-        batch = texts[lo : lo + BATCH]
-        joined = f" {SEPARATOR} ".join(_SEPARATOR.sub(" ", t) for t in batch)
-        listed = utils.analyze(analyzer, joined).toString()[1:-1]  # "[a, b, c]"
-        tokens = pl.Series("term", listed.split(", ") if listed else [], dtype=pl.String)
-        separator = tokens == SEPARATOR
-        if int(separator.sum()) != len(batch) - 1:
-            raise RuntimeError("the batch separator did not survive analysis")
-        yield pl.DataFrame({"text": separator.cum_sum().cast(pl.Int32) + lo,
-                            "term": tokens}).filter(~separator)
+def _analyzed_batch(texts: Sequence[str], lo: int) -> pl.DataFrame:
+    """Lucene's tokens of texts[lo:lo + BATCH] in one JVM call: (text, term), one row per
+    token, in text order. Any thread may call it (pyjnius attaches it to the JVM; the
+    analyzer is the calling thread's own, and the thread is detached again)."""
+    utils, analyzer = _analyzer()  # first: importing jnius would start the JVM bare
+    import jnius
+
+    batch = texts[lo : lo + BATCH]
+    joined = f" {SEPARATOR} ".join(_SEPARATOR.sub(" ", t) for t in batch)
+    listed = utils.analyze(analyzer, joined).toString()[1:-1]  # "[a, b, c]"
+    if threading.current_thread() is not threading.main_thread():
+        jnius.detach()
+    tokens = pl.Series("term", listed.split(", ") if listed else [], dtype=pl.String)
+    separator = tokens == SEPARATOR
+    if int(separator.sum()) != len(batch) - 1:
+        raise RuntimeError("the batch separator did not survive analysis")
+    return pl.DataFrame({"text": separator.cum_sum().cast(pl.Int32) + lo,
+                         "term": tokens}).filter(~separator)
+
+
+def _analyzed_batches(texts: Sequence[str], threads: int = 2) -> Iterator[pl.DataFrame]:
+    """Lucene's tokens of `texts`, batch after batch, in text order; `threads` batches are
+    analysed at a time (the JVM runs them in parallel), no more held in memory."""
+    if len(texts) <= BATCH or threads < 2:
+        for lo in range(0, len(texts), BATCH):
+            yield _analyzed_batch(texts, lo)
+        return
+    _analyzer()  # the JVM starts in the main thread
+    with ThreadPoolExecutor(threads) as pool:
+        window: deque = deque()
+        for lo in range(0, len(texts), BATCH):
+            window.append(pool.submit(_analyzed_batch, texts, lo))
+            if len(window) > threads:
+                yield window.popleft().result()
+        while window:
+            yield window.popleft().result()
 
 
 def analyze(texts: Sequence[str]) -> pl.DataFrame:
@@ -163,14 +188,14 @@ def _maxima(frontier_ptr, frontier_norm, frontier_tf, cache):  # pragma: no cove
     return out
 
 
-def build(ids: np.ndarray, texts: Sequence[str]) -> Postings:
+def build(ids: np.ndarray, texts: Sequence[str], threads: int = 2) -> Postings:
     """Index texts (as `bm25.paper_text` makes them) under `ids`. Terms get ids as they are
     first met; memory is the postings (12 bytes per distinct term of a text) and the vocabulary,
     not the tokens."""
     vocab = pl.DataFrame(schema={"term": pl.String, "term_id": pl.Int32})
     lengths = np.zeros(len(texts), dtype=np.int64)
     pairs = []
-    for tokens in _analyzed_batches(texts):
+    for tokens in _analyzed_batches(texts, threads):
         lengths += np.bincount(tokens["text"].to_numpy(), minlength=len(texts))
         counts = tokens.group_by("text", "term").len("tf")
         new = counts.select(pl.col("term").unique(maintain_order=True)).join(
@@ -506,7 +531,7 @@ def search_grid(queries: pl.DataFrame, papers: pl.DataFrame, k: int, k1s: Sequen
     score) of each pair and the ids of queries cut to `max_clauses` terms."""
     bm25.check_ids(papers["corpusid"], "document")
     texts, capped = bm25.query_texts(queries, max_clauses, lambda: papers)
-    index = build(papers["corpusid"].to_numpy(), bm25.paper_text(papers).to_list())
+    index = build(papers["corpusid"].to_numpy(), bm25.paper_text(papers).to_list(), threads)
     query_ids = queries["corpusid"].to_numpy()
     numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     runs = {}

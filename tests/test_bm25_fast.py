@@ -124,3 +124,20 @@ def test_term_bounds_from_the_frontier_are_the_postings_maxima(pool):
         den = np.float32(1) + index.tfs * table[index.norms][index.docs]
         direct = np.maximum.reduceat(den, index.ptr[:-1])
         assert np.array_equal(bm25_fast._maxima(*index.frontier, table), direct)
+
+
+def test_analysis_in_parallel_builds_the_same_index(corpus_dir):
+    """More texts than one JVM call takes: batches analysed on 2 threads give the index that
+    one thread gives (term ids aside, which follow the order terms are met)."""
+    papers = pl.read_parquet(corpus_dir / "papers.parquet").head(2 * bm25_fast.BATCH + 500)
+    texts, ids = bm25.paper_text(papers).to_list(), papers["corpusid"].to_numpy()
+
+    def triples(index: bm25_fast.Postings) -> pl.DataFrame:
+        terms = index.vocab.sort("term_id")["term"].to_numpy()
+        term_of = np.repeat(np.arange(len(index.ptr) - 1), np.diff(index.ptr))
+        return pl.DataFrame({"term": terms[term_of], "doc": index.docs, "tf": index.tfs}) \
+            .sort("term", "doc")
+
+    one, two = bm25_fast.build(ids, texts, threads=1), bm25_fast.build(ids, texts, threads=2)
+    assert triples(one).height > 100_000 and triples(one).equals(triples(two))
+    assert np.array_equal(one.norms, two.norms) and one.sum_length == two.sum_length
