@@ -15,7 +15,9 @@ import math
 import os
 import re
 import shutil
+import signal
 import sys
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -116,6 +118,10 @@ def run_anserini(main_class: str, args: list[str], expect: Path) -> None:
     when it fails. Anserini logs and swallows some errors (a worker thread's), so a run that
     did not make `expect` has failed too."""
     java_exception = _jnius().JavaException
+    # Ctrl-C during a long Java call: Python's handler would wait for the call to return, so
+    # it stops the process at once instead (outputs are written in temporaries and renamed)
+    main = threading.current_thread() is threading.main_thread()
+    interrupt = signal.signal(signal.SIGINT, signal.SIG_DFL) if main else None
     try:
         options = java_class(f"{main_class}$Args")()
         java_class("org.kohsuke.args4j.CmdLineParser")(options).parseArgument(*args)
@@ -131,6 +137,9 @@ def run_anserini(main_class: str, args: list[str], expect: Path) -> None:
     except java_exception as err:
         cause = f"{err.classname}: {err.innermessage}" if err.classname else str(err)
         raise ToolError(f"{main_class.rsplit('.', 1)[-1]} failed: {cause}") from None
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, interrupt)
     if not expect.exists():
         raise ToolError(f"{main_class.rsplit('.', 1)[-1]} made no {expect.name} (its log "
                         "is on stderr above)")

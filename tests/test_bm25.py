@@ -190,3 +190,39 @@ def test_string_ids_with_whitespace_are_refused(tmp_path):
     with pytest.raises(InputError, match="1 document ids are empty or hold whitespace"):
         bm25.build_index(papers, tmp_path / "bm25")
     assert not (tmp_path / "bm25").exists()
+
+
+CTRL_C_SCRIPT = """
+import sys, random
+from pathlib import Path
+import polars as pl
+from pipeline import bm25
+words = [f"w{i}" for i in range(5000)]
+rng = random.Random(1)
+papers = pl.DataFrame({"corpusid": range(60_000), "title": ["t"] * 60_000,
+                       "abstract": [" ".join(rng.choices(words, k=150)) for _ in range(60_000)]})
+bm25.build_index(papers, Path(sys.argv[1]), threads=1)
+"""
+
+
+def test_ctrl_c_stops_a_java_call_at_once(tmp_path):
+    """Anserini runs inside the process: Ctrl-C during IndexCollection ends the process by
+    SIGINT there and then (Python's own handler would wait for Java to return), and the
+    index is left unwritten (its temporary folder is swept by the next build)."""
+    import signal
+    import time
+
+    out = tmp_path / "bm25"
+    proc = subprocess.Popen([sys.executable, "-c", CTRL_C_SCRIPT, str(out)], cwd=ROOT,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".bm25.*.tmp/lucene")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # until IndexCollection has begun writing its index
+    assert list(tmp_path.glob(".bm25.*.tmp/lucene")), "indexing never started"
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) == -signal.SIGINT
+    # stopped inside the Java call: the half-made index is still there, never committed
+    # (Python's own handler would have let IndexCollection finish, then raised
+    # KeyboardInterrupt and removed the temporary folder on its way out)
+    assert list(tmp_path.glob(".bm25.*.tmp/lucene"))
+    assert not list(tmp_path.glob(".bm25.*.tmp/lucene/segments_*")) and not out.exists()
