@@ -4,8 +4,8 @@ built the same way as the test sets"; SPEC.md §3).
 A test pool `<scope>-<size>[-s<seed>]-r<repeat>` is searched with the (k1, b) of the grid that
 gives the best mean MAP over its validation pools `<scope>-<size>[-s<seed>]-r*-val` (same
 scope, size and seed; `make pools-paper` builds them). The whole grid runs on one analysis of
-each validation pool (arrays engine) or in one Java process per validation pool (Lucene:
-Anserini searches every pair in one pass). The result is kept in
+each validation pool (arrays engine) or in one SearchCollection run per validation pool
+(Lucene: Anserini searches every pair in one pass, in the process's JVM). The result is kept in
 `indexes/<corpus>/bm25-tuning/<scope>-<size>[-s<seed>].json` with the fingerprints of the
 validation pools, so every repeat of the test pool reuses it and a rebuilt validation pool
 is tuned again. Without a validation pool, and for validation pools themselves, pyserini's
