@@ -1,5 +1,5 @@
 """Lucene's BM25, scored with arrays: Anserini's runs, faster for whole-abstract queries (issue
-7; benchmarks/results/search_bm25.md: 10.5x pyserini's best on a 100k pool, 5.5x on 1M).
+7; benchmarks/results/search_bm25.md: 11.8x pyserini's best on a 100k pool, 6.8x on 1M).
 
 Lucene spends most of a long query's time walking postings one clause at a time. Here the
 pool's postings are plain arrays (term -> documents, term frequencies) and a numba kernel
