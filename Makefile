@@ -3,10 +3,12 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
+# The interpreter that makes the virtual environment VENV (and runs the variable check before
+# it exists): each names an executable or a folder, checked below before anything runs it.
 PYTHON ?= python3
 VENV ?= .venv
-PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+PY = $(VENV)/bin/python
+STAMP = $(VENV)/.installed
 TORCH_VERSION ?= 2.13.0
 PYSERINI_VERSION ?= 1.6.0
 
@@ -76,6 +78,9 @@ DEMO_FIELD_QUERIES ?= 25
 DATA ?= .
 DEMO_SEED ?= 0
 STRICT ?=
+# REPLACE=1: make import-mdcr, import-beir and mdcr may replace an existing corpus of the same
+# kind (without it they refuse to write into a corpus that holds anything).
+REPLACE ?=
 
 # Where embed runs: local (this machine; the SHARDS one after another in one process) or slurm
 # (an sbatch job array under runs/slurm/, one shard per task; `make eval` then waits for it).
@@ -83,7 +88,9 @@ EXECUTOR ?= local
 SHARDS ?= 1
 PARTITION ?=
 GPUS_PER_TASK ?= 1
-TIME ?=
+# The SLURM time limit of each job (#SBATCH --time). TIME=.. on make's command line is an alias;
+# a TIME in the environment (GNU time's format, set by some shells) is never read.
+SLURM_TIME ?=
 
 # Every value reaches a shell single-quoted ($(call q,...)), so no value runs as shell code; a
 # value given on the command line or in the environment may not hold '$' (make code).
@@ -92,27 +99,42 @@ USER_VARS := CORPUS MODEL POOLING SIZE FIELD REPEATS SEED THREADS CITATIONS SOUR
 	BM25_ENGINE BACKEND METRICS MODELS METHOD MDCR MDCR_MODELS SRC OUT SPLIT QUERY_VARIANT \
 	RAW MODEL_PATH QUERIES \
 	DATA DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED DEMO_FIELDS DEMO_FIELD_SIZE \
-	DEMO_FIELD_QUERIES STRICT PAPER_SIZES PAPER_QUERIES \
+	DEMO_FIELD_QUERIES STRICT REPLACE PAPER_SIZES PAPER_QUERIES \
 	PAPER_FIELD_SIZE PAPER_FIELD_QUERIES PAPER_REPEATS EXECUTOR SHARDS PARTITION GPUS_PER_TASK \
-	TIME
-$(foreach v,$(USER_VARS),$(if $(findstring command,$(origin $(v)))$(findstring environment,\
-	$(origin $(v))),$(if $(findstring $$,$(value $(v))),$(error error: $(v) holds a '$$', \
-	which make would run as code: give a plain value))))
+	SLURM_TIME
+# The executables and folders the recipes run: also settable, but not through the check (it is
+# run by PYTHON): plain paths only, so none of them is shell code.
+TOOL_VARS := PYTHON VENV PY STAMP
+TIME_ALIAS := $(if $(filter command line,$(origin TIME)),TIME)
+$(foreach v,$(USER_VARS) $(TOOL_VARS) TORCH_VERSION PYSERINI_VERSION $(TIME_ALIAS),\
+	$(if $(findstring command,$(origin $(v)))$(findstring environment,$(origin $(v))),$(if \
+	$(findstring $$,$(value $(v))),$(error error: $(v) holds a '$$', which make would run as \
+	code: give a plain value))))
+# What is left of $(2) once every character of the list $(1) is taken out of it.
+PATH_CHARS := a b c d e f g h i j k l m n o p q r s t u v w x y z A B C D E F G H I J K L M N O P \
+	Q R S T U V W X Y Z 0 1 2 3 4 5 6 7 8 9 . _ / + -
+strip_chars = $(if $(1),$(call strip_chars,$(wordlist 2,$(words $(1)),$(1)),$(subst \
+	$(firstword $(1)),,$(2))),$(2))
+$(foreach v,$(TOOL_VARS),$(if $(call strip_chars,$(PATH_CHARS),$($(v)))$(filter-out 1,$(words \
+	$($(v)))),$(error error: $(v) must be one executable or path of letters, digits and ._/+- \
+	(no spaces or shell characters), e.g. PYTHON=python3.11 or VENV=.venv)))
+ifneq ($(TIME_ALIAS),)
+ifneq ($(origin SLURM_TIME),command line)
+SLURM_TIME := $(TIME)
+else
+TIME_ALIAS :=
+endif
+endif
 
-# Targets use the absolute path: make drops a leading './' from target names, which would
-# defeat the .PRECIOUS patterns below.
+# The data folders, as absolute paths (the stages' --*-root options).
 DATAROOT = $(abspath $(DATA))
-PIPE = $(PY) -m pipeline --corpora-root $(call q,$(DATAROOT)/corpora) \
+PIPE = $(call q,$(PY)) -m pipeline --corpora-root $(call q,$(DATAROOT)/corpora) \
 	--index-root $(call q,$(DATAROOT)/indexes) --runs-root $(call q,$(DATAROOT)/runs)
 CDIR := $(DATAROOT)/corpora/$(CORPUS)
-RUNS := $(DATAROOT)/runs/$(CORPUS)
-PARAMS := $(CDIR)/.params
-RESULTS := $(DATAROOT)/runs/results.parquet
 POOLS = $(notdir $(patsubst %/manifest.json,%,$(wildcard $(CDIR)/pools/*/manifest.json)))
 
-# Check every variable before anything runs (one line, exit status 2), and refresh the
-# parameter stamps: a stage whose parameters changed is rebuilt, with everything after it.
-CHECK := $(shell $(PYTHON) -m pipeline check --CORPUS $(call q,$(CORPUS)) \
+# Check every variable before anything runs (one line, exit status 2); it writes nothing.
+CHECK := $(shell $(call q,$(PYTHON)) -m pipeline check --CORPUS $(call q,$(CORPUS)) \
 	--MODEL $(call q,$(MODEL)) --DEMO_MODELS $(call q,$(DEMO_MODELS)) \
 	$(if $(POOLING),--POOLING $(call q,$(POOLING))) \
 	$(if $(FIELD),--FIELD $(call q,$(FIELD))) --SIZE $(call q,$(SIZE)) \
@@ -128,19 +150,24 @@ CHECK := $(shell $(PYTHON) -m pipeline check --CORPUS $(call q,$(CORPUS)) \
 	--QUERY_VARIANT $(call q,$(QUERY_VARIANT)) \
 	$(if $(SRC),--SRC $(call q,$(SRC))) $(if $(OUT),--OUT $(call q,$(OUT))) \
 	$(if $(MODEL_PATH),--MODEL_PATH $(call q,$(MODEL_PATH))) --STRICT $(call q,$(STRICT)) \
+	--REPLACE $(call q,$(REPLACE)) \
 	--SOURCE $(call q,$(SOURCE)) --FOS_SOURCE $(call q,$(FOS_SOURCE)) \
 	--PAPER_SIZES $(call q,$(PAPER_SIZES)) --PAPER_QUERIES $(call q,$(PAPER_QUERIES)) \
 	--PAPER_FIELD_SIZE $(call q,$(PAPER_FIELD_SIZE)) \
 	--PAPER_FIELD_QUERIES $(call q,$(PAPER_FIELD_QUERIES)) \
 	--PAPER_REPEATS $(call q,$(PAPER_REPEATS)) --EXECUTOR $(call q,$(EXECUTOR)) \
 	--SHARDS $(call q,$(SHARDS)) --GPUS_PER_TASK $(call q,$(GPUS_PER_TASK)) \
-	$(if $(PARTITION),--PARTITION $(call q,$(PARTITION))) $(if $(TIME),--TIME $(call q,$(TIME))) \
-	--stamp-dir $(call q,$(PARAMS)) \
-	--stamp $(call q,synth=papers=$(DEMO_PAPERS) seed=$(DEMO_SEED)) \
-	--stamp $(call q,ingest=raw=$(RAW) strict=$(STRICT) source=$(SOURCE) fos=$(FOS_SOURCE)) \
-	--stamp $(call q,prefilter=citations=$(CITATIONS)) --stamp $(call q,metrics=$(METRICS)) 2>&1)
+	$(if $(PARTITION),--PARTITION $(call q,$(PARTITION))) \
+	$(if $(SLURM_TIME),--$(or $(TIME_ALIAS),SLURM_TIME) $(call q,$(SLURM_TIME))) 2>&1)
 ifneq ($(CHECK),)
 $(error $(CHECK))
+endif
+# An import writes the corpus CORPUS: never the default one by accident.
+IMPORT_GOALS := $(filter import-mdcr import-beir,$(MAKECMDGOALS))
+ifneq ($(IMPORT_GOALS),)
+ifneq ($(filter default file undefined,$(origin CORPUS)),)
+$(error error: make $(firstword $(IMPORT_GOALS)) needs CORPUS=<name of a new corpus> (the corpus it writes))
+endif
 endif
 ifneq ($(filter eval index search,$(MAKECMDGOALS)),)
 ifeq ($(strip $(POOLS)),)
@@ -148,12 +175,9 @@ $(error error: no pools for CORPUS=$(CORPUS) under $(CDIR)/pools: build one firs
 endif
 endif
 
-.PHONY: help setup setup-gpu demo test lint corpus pool pools-paper embed index search eval fuse \
-	report mdcr mdcr-jaccard import-mdcr export-mdcr mdcr-scores import-beir \
-	verify models clean-demo
-# Pattern-built files are kept (make would delete intermediates), and a recipe that fails
-# leaves no target behind that looks up to date.
-.PRECIOUS: $(RUNS)/%/$(MODEL_NAME).parquet $(CDIR)/pools/%/manifest.json
+.PHONY: help setup setup-gpu demo test lint corpus pool pools pools-paper embed index search \
+	eval fuse report mdcr mdcr-jaccard import-mdcr export-mdcr mdcr-scores import-beir \
+	verify sweep models clean-demo
 .DELETE_ON_ERROR:
 
 help:
@@ -164,7 +188,8 @@ help:
 	@echo "make eval MODEL=bm25|minilm|.. index, search and score every pool of CORPUS"
 	@echo "make index MODEL=..            only index (Lucene / embeddings) every pool of CORPUS"
 	@echo "make search MODEL=..           only index and search: the runs, unscored"
-	@echo "make embed [EXECUTOR=slurm SHARDS=16]  embed the pools' papers (a SLURM job array)"
+	@echo "make embed [EXECUTOR=slurm SHARDS=16 SLURM_TIME=4:00:00]  embed the pools' papers"
+	@echo "                               (EXECUTOR=slurm: a SLURM job array, SLURM_TIME per job)"
 	@echo "make fuse MODELS=bm25,minilm [METHOD=rrf]  fuse the models' runs (ranx), evaluate"
 	@echo "make mdcr [MDCR_MODELS=bm25,minilm]  an MDCR-style benchmark (corpus CORPUS-mdcr)"
 	@echo "make mdcr-jaccard MODELS=a,b,c  overlap of models' top negatives (choose MDCR_MODELS)"
@@ -172,6 +197,7 @@ help:
 	@echo "make export-mdcr OUT=dir CORPUS=..    a benchmark corpus in the official layout"
 	@echo "make mdcr-scores MODEL=.. OUT=f.json  the official scores file of a model's runs"
 	@echo "make import-beir SRC=dir CORPUS=scidocs  a BEIR-layout collection as a corpus"
+	@echo "                               (mdcr, import-*: REPLACE=1 replaces a corpus of its kind)"
 	@echo "make eval MODEL=.. QUERY_VARIANT=title   the pools with perturbed queries"
 	@echo "make report                    tables and plots under runs/reports/"
 	@echo "make verify                    check every artifact: corrupt, partial or stale?"
@@ -179,15 +205,15 @@ help:
 	@echo "make setup-gpu                  on a GPU node: Faiss GPU in place of faiss-cpu"
 
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet torch==$(TORCH_VERSION)
-	$(VENV)/bin/pip install --quiet -e '.[test]'
+	$(call q,$(PYTHON)) -m venv $(call q,$(VENV))
+	$(call q,$(VENV)/bin/pip) install --quiet --upgrade pip
+	$(call q,$(VENV)/bin/pip) install --quiet torch==$(call q,$(TORCH_VERSION))
+	$(call q,$(VENV)/bin/pip) install --quiet -e '.[test]'
 	@# pyserini is used for the Anserini jar it ships; its own Python deps are not needed.
-	$(VENV)/bin/pip install --quiet --no-deps pyserini==$(PYSERINI_VERSION)
+	$(call q,$(VENV)/bin/pip) install --quiet --no-deps pyserini==$(call q,$(PYSERINI_VERSION))
 	@# numba compiles the BM25 and metric kernels once, here, not in a user's first make eval
-	$(VENV)/bin/python -m pipeline warm
-	touch $@
+	$(call q,$(VENV)/bin/python) -m pipeline warm
+	touch $(call q,$@)
 
 setup: $(STAMP)
 
@@ -195,47 +221,43 @@ setup: $(STAMP)
 # wheels fill the module folder `faiss/`: install the GPU one, remove the CPU one, then put the
 # GPU one's files back.
 setup-gpu: $(STAMP)
-	$(VENV)/bin/pip install --quiet -e '.[gpu]'
-	$(VENV)/bin/pip uninstall --quiet -y faiss-cpu
-	$(VENV)/bin/pip install --quiet --force-reinstall --no-deps 'faiss-gpu-cu12>=1.10'
+	$(call q,$(VENV)/bin/pip) install --quiet -e '.[gpu]'
+	$(call q,$(VENV)/bin/pip) uninstall --quiet -y faiss-cpu
+	$(call q,$(VENV)/bin/pip) install --quiet --force-reinstall --no-deps 'faiss-gpu-cu12>=1.10'
 
 models: $(STAMP)
 	@$(PIPE) models
 
-# ---- corpus: synthesize (demo only), ingest, prefilter -------------------------------------
+# ---- corpus: synthesize (demo only), ingest, prefilter; pools -----------------------------
+# make only chains the stages: each one is run and decides by content whether its outputs are
+# current (same parameters, same input bytes, outputs that match their manifest). A current
+# stage says so and does nothing; a stale, damaged or half-written output is made again. So a
+# changed setting, a damaged file or a data folder moved elsewhere is handled the same way.
 # A benchmark corpus (make mdcr, make import-mdcr) or an imported collection (make
-# import-beir) has no raw input: its papers and pools are written whole by the stage that
-# makes it, so none of the rules below applies to it.
+# import-beir) has no raw input: the command that makes it writes it whole, and `corpus` has
+# nothing to do for it.
 BENCHMARK := $(shell grep -Eqs '"(benchmark|collection)"' $(call q,$(CDIR)/manifest.json) \
 	&& echo yes)
+
+corpus: | $(STAMP)
 ifeq ($(BENCHMARK),)
 ifeq ($(CORPUS),demo)
-RAW_INPUT := $(CDIR)/s2orc/manifest.json
-$(CDIR)/s2orc/manifest.json: $(PARAMS)/synth | $(STAMP)
 	$(PIPE) synth --corpus $(call q,$(CORPUS)) --papers $(call q,$(DEMO_PAPERS)) \
 		--seed $(call q,$(DEMO_SEED)) --workers $(call q,$(THREADS))
-else
-RAW_INPUT := $(wildcard $(foreach d,metadata papers abstracts citations,\
-	$(RAW)/$(d)/*.jsonl.gz $(RAW)/$(d)/*.jsonl))
 endif
-
-$(CDIR)/papers.parquet: $(RAW_INPUT) $(PARAMS)/ingest | $(STAMP)
 	$(PIPE) ingest --corpus $(call q,$(CORPUS)) --raw $(call q,$(RAW)) \
 		--source $(call q,$(SOURCE)) --fos-source $(call q,$(FOS_SOURCE)) \
 		--workers $(call q,$(THREADS)) $(if $(filter 1,$(STRICT)),--strict)
-
-$(CDIR)/prefiltered.parquet: $(CDIR)/papers.parquet $(PARAMS)/prefilter
 	$(PIPE) prefilter --corpus $(call q,$(CORPUS)) --citations $(call q,$(CITATIONS))
+endif
 
-corpus: $(CDIR)/prefiltered.parquet
-
-pool: $(CDIR)/prefiltered.parquet
+pool: corpus
 	$(PIPE) pool --corpus $(call q,$(CORPUS)) --size $(call q,$(SIZE)) \
 		$(if $(FIELD),--field $(call q,$(FIELD))) --repeats $(call q,$(REPEATS)) \
 		--seed $(call q,$(SEED)) $(if $(QUERIES),--queries $(call q,$(QUERIES)))
 
 # The paper's whole grid: dataset-level and field-level pools, test and validation splits.
-pools-paper: $(CDIR)/prefiltered.parquet
+pools-paper: corpus
 	$(foreach split,test validation,\
 	$(PIPE) pool --corpus $(call q,$(CORPUS)) --split $(split) --size $(call q,$(PAPER_SIZES)) \
 		--repeats $(call q,$(PAPER_REPEATS)) --queries $(call q,$(PAPER_QUERIES)) \
@@ -244,77 +266,44 @@ pools-paper: $(CDIR)/prefiltered.parquet
 		--size $(call q,$(PAPER_FIELD_SIZE)) --repeats $(call q,$(PAPER_REPEATS)) \
 		--queries $(call q,$(PAPER_FIELD_QUERIES)) --seed $(call q,$(SEED)) &&) true
 
-# A pool built from an older prefiltered.parquet is rebuilt from its recorded parameters.
-$(CDIR)/pools/%/manifest.json: $(CDIR)/prefiltered.parquet
-	$(PIPE) pool --corpus $(call q,$(CORPUS)) --rebuild $(call q,$*)
-endif
+# Every pool of CORPUS that is stale, damaged or half-written, built again from its recorded
+# parameters (what make eval does first).
+pools: corpus
+	$(PIPE) pool --corpus $(call q,$(CORPUS)) --repair
 
 # ---- per pool: index (Lucene / embeddings), search, eval ------------------------------------
 # What each SLURM job asks for (THREADS CPUs per task), and the settings given on this make's
 # command line, which the eval job after the embed array gets again.
 SLURM_ARGS = --num-shards $(call q,$(SHARDS)) --gpus-per-task $(call q,$(GPUS_PER_TASK)) \
-	$(if $(PARTITION),--partition $(call q,$(PARTITION))) $(if $(TIME),--time $(call q,$(TIME))) \
-	--cpus-per-task $(call q,$(THREADS))
-FORWARD = $(strip $(foreach v,$(filter-out EXECUTOR,$(USER_VARS)) PYTHON VENV PY STAMP,\
+	$(if $(PARTITION),--partition $(call q,$(PARTITION))) \
+	$(if $(SLURM_TIME),--time $(call q,$(SLURM_TIME))) --cpus-per-task $(call q,$(THREADS))
+FORWARD = $(strip $(foreach v,$(filter-out EXECUTOR,$(USER_VARS)) TIME $(TOOL_VARS),\
 	$(if $(filter command line,$(origin $(v))),$(v)=$(call q,$($(v))))))
 # Not $(MAKE) itself: make -n would run a line naming it, and submit a job.
 EVAL_MAKE := $(MAKE)
 
-embed: | $(STAMP)
+embed: pools
 ifeq ($(EXECUTOR),slurm)
 	$(PIPE) submit-embed --corpus $(call q,$(CORPUS)) $(MODEL_ARGS) $(SLURM_ARGS)
 else
 	$(PIPE) embed --corpus $(call q,$(CORPUS)) $(MODEL_ARGS) --num-shards $(call q,$(SHARDS))
 endif
 
-# One process searches every pool whose run is out of date (one JVM for BM25, one model load
-# for an encoder), and one process scores every run whose evaluation is: the batch stamps
-# below are newer than what they cover once a batch has succeeded. The per-pool rules after
-# them redo a single pool whose run or evaluation was deleted since; both skip current work
-# (checked by content: `--stale-only`).
-POOL_MANIFESTS = $(foreach p,$(POOLS),$(CDIR)/pools/$(p)/manifest.json)
-RUN_FILES = $(foreach p,$(POOLS),$(RUNS)/$(p)/$(MODEL_NAME).parquet)
-EVAL_FILES = $(foreach p,$(POOLS),$(RUNS)/$(p)/$(MODEL_NAME).eval.json)
-SEARCHED = $(RUNS)/.batches/$(MODEL_NAME).searched
-EVALUATED = $(RUNS)/.batches/$(MODEL_NAME).evaluated
+# One process searches every pool whose run is not current (one JVM for BM25, one model load
+# for an encoder), then one process scores every run whose evaluation is not: each keeps what
+# is current, checked by content (`--stale-only`), and redoes what is stale or damaged.
 SEARCH_ARGS = --corpus $(call q,$(CORPUS)) $(MODEL_ARGS) --threads $(call q,$(THREADS)) \
 	--bm25-engine $(call q,$(BM25_ENGINE)) --backend $(call q,$(BACKEND)) --index --stale-only \
 	--query-variant $(call q,$(QUERY_VARIANT))
 
-# A fused model (fuse--<method>--<a>--<b>) is searched again when a component's run changes.
-FUSED_MODELS = $(if $(filter fuse--%,$(MODEL_NAME)),$(wordlist 2,99,$(subst --, ,$(patsubst \
-	fuse--%,%,$(MODEL_NAME)))))
-COMPONENT_RUNS = $(wildcard $(foreach p,$(POOLS),$(foreach m,$(FUSED_MODELS),\
-	$(RUNS)/$(p)/$(m).parquet)))
-
-$(SEARCHED): $(POOL_MANIFESTS) $(COMPONENT_RUNS) | $(STAMP)
-	$(PIPE) search $(SEARCH_ARGS)
-	@mkdir -p $(call q,$(@D)) && touch $(call q,$@)
-
-$(RUNS)/%/$(MODEL_NAME).parquet: $(CDIR)/pools/%/manifest.json | $(STAMP) $(SEARCHED)
-	$(PIPE) search $(SEARCH_ARGS) --pool $(call q,$*)
-
-$(EVALUATED): $(SEARCHED) $(RUN_FILES) $(PARAMS)/metrics
-	$(PIPE) eval --corpus $(call q,$(CORPUS)) --model $(call q,$(MODEL_NAME)) --stale-only \
-		--metrics $(call q,$(METRICS))
-	@touch $(call q,$@)
-
-$(RUNS)/%/$(MODEL_NAME).eval.json: $(RUNS)/%/$(MODEL_NAME).parquet $(PARAMS)/metrics \
-		| $(EVALUATED)
-	$(PIPE) eval --corpus $(call q,$(CORPUS)) --pool $(call q,$*) \
-		--model $(call q,$(MODEL_NAME)) --stale-only --metrics $(call q,$(METRICS))
-
 # Each stage on its own (to time it, or to run it as a batch job): `index` is a no-op for a
 # pool whose index is current; `search` makes the runs that `eval` scores.
-index: | $(STAMP)
+index: pools
 	$(PIPE) index --corpus $(call q,$(CORPUS)) $(MODEL_ARGS) --threads $(call q,$(THREADS)) \
 		--bm25-engine $(call q,$(BM25_ENGINE))
 
-search: $(SEARCHED) $(RUN_FILES)
-
-# results.parquet is a real target: if collecting fails once, the next make collects again.
-$(RESULTS): $(EVALUATED) $(EVAL_FILES) $(wildcard $(DATAROOT)/runs/*/*/*.eval.json) | $(STAMP)
-	$(PIPE) collect
+search: pools
+	$(PIPE) search $(SEARCH_ARGS)
 
 ifeq ($(EXECUTOR),slurm)
 # Every embed shard in: evaluate here; else submit the same `make eval` (EXECUTOR=local) as a
@@ -323,7 +312,10 @@ eval: | $(STAMP)
 	$(PIPE) after-embed --corpus $(call q,$(CORPUS)) --model $(call q,$(MODEL_NAME)) $(SLURM_ARGS) \
 		-- $(EVAL_MAKE) --no-print-directory -C $(call q,$(CURDIR)) eval EXECUTOR=local $(FORWARD)
 else
-eval: $(RESULTS)
+eval: search
+	$(PIPE) eval --corpus $(call q,$(CORPUS)) --model $(call q,$(MODEL_NAME)) --stale-only \
+		--metrics $(call q,$(METRICS))
+	$(PIPE) collect
 endif
 
 # Fusion: every component evaluated, then the fused model like any other (its runs are made
@@ -342,10 +334,12 @@ fuse: | $(STAMP)
 # From this corpus's field-level test pools and the MDCR_MODELS' runs of them: the benchmark
 # corpus $(MDCR), which `make eval CORPUS=$(MDCR) MODEL=..` scores (Tables 3 and 4 in its report).
 MDCR_PARTS = $(subst $(comma), ,$(MDCR_MODELS))
+# REPLACE=1: the corpus written (MDCR, or CORPUS for an import) may replace one of its kind.
+REPLACE_ARG = $(if $(filter 1,$(REPLACE)),--replace)
 mdcr: | $(STAMP)
 	@$(foreach m,$(MDCR_PARTS),$(MAKE) --no-print-directory search MODEL=$(call q,$(m)) &&) true
 	$(PIPE) mdcr --corpus $(call q,$(CORPUS)) --models $(call q,$(MDCR_MODELS)) \
-		--out $(call q,$(MDCR)) --seed $(call q,$(SEED))
+		--out $(call q,$(MDCR)) --seed $(call q,$(SEED)) $(REPLACE_ARG)
 
 mdcr-jaccard: | $(STAMP)
 	@$(if $(strip $(MODELS)),,echo "error: make mdcr-jaccard needs MODELS=a,b,.. (e.g. MODELS=bm25,minilm,random)" >&2 && exit 2)
@@ -358,14 +352,14 @@ mdcr-jaccard: | $(STAMP)
 import-beir: | $(STAMP)
 	@$(if $(SRC),,echo "error: make import-beir needs SRC=<folder holding corpus.jsonl>" >&2 && exit 2)
 	$(PIPE) import-beir --corpus $(call q,$(CORPUS)) --src $(call q,$(SRC)) \
-		--split $(call q,$(SPLIT))
+		--split $(call q,$(SPLIT)) $(REPLACE_ARG)
 
 # The official release's files: import them as CORPUS, export CORPUS into OUT, and write
 # the official scores file of MODEL's runs (OUT=scores.json) after evaluating them.
 import-mdcr: | $(STAMP)
 	@$(if $(SRC),,echo "error: make import-mdcr needs SRC=<folder holding mdcr_$(SPLIT).json>" >&2 && exit 2)
 	$(PIPE) import-mdcr --corpus $(call q,$(CORPUS)) --src $(call q,$(SRC)) \
-		--split $(call q,$(SPLIT))
+		--split $(call q,$(SPLIT)) $(REPLACE_ARG)
 
 export-mdcr: | $(STAMP)
 	@$(if $(OUT),,echo "error: make export-mdcr needs OUT=<folder>" >&2 && exit 2)
@@ -383,6 +377,10 @@ report: | $(STAMP)
 verify: | $(STAMP)
 	$(PIPE) verify
 
+# Remove the temporaries of stopped processes (verify's DEBRIS).
+sweep: | $(STAMP)
+	$(PIPE) sweep
+
 # ---- the two quick-start commands ------------------------------------------------------------
 demo: $(STAMP)
 	@rm -f $(call q,$(DATAROOT)/runs/demo/stage-times.jsonl)
@@ -395,11 +393,11 @@ demo: $(STAMP)
 	@$(MAKE) --no-print-directory report CORPUS=demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check pipeline tests benchmarks
+	$(call q,$(VENV)/bin/ruff) check pipeline tests benchmarks
 
 test: $(STAMP)
-	$(VENV)/bin/ruff check pipeline tests benchmarks
-	$(PY) -m pytest -q
+	$(call q,$(VENV)/bin/ruff) check pipeline tests benchmarks
+	$(call q,$(PY)) -m pytest -q
 
 clean-demo:
 	rm -rf $(call q,$(DATAROOT)/corpora/demo) $(call q,$(DATAROOT)/indexes/demo) \

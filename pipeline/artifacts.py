@@ -7,7 +7,12 @@ Guarantees every stage relies on:
 - files get the permissions the umask allows (0644 under umask 022), not mkstemp's 0600;
 - a manifest records what made an artifact (stage, parameters, code and library versions), the
   fingerprints of its inputs and outputs (bytes + sha256) and is written last, so an artifact
-  whose manifest is missing or disagrees with its files is partial or corrupt, never trusted.
+  whose manifest is missing or disagrees with its files is partial or corrupt, never trusted;
+- a manifest carries the sha256 of its own content (`self_sha256`), so a manifest damaged in
+  place, even one that is still valid JSON, is refused;
+- a file's sha256 is kept beside its (size, mtime_ns, inode) in a hidden `.checksums.json` of
+  its folder, and hashed again only when one of those changed (as git's index does): every
+  stage checks every input against its manifest before using it without re-reading gigabytes.
 """
 
 from __future__ import annotations
@@ -97,9 +102,14 @@ def sweep(folder: Path) -> int:
 
 
 def _disk_full(exc: OSError, folder: Path) -> InputError | None:
+    """The one-line error for a write that the file system refused (full, read-only, not
+    ours to write), or None for other errors."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         return InputError(f"no space left writing in {folder}/ ({os.strerror(exc.errno)}): "
                           "free space there or point DATA at a larger disk, then rerun")
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return InputError(f"cannot write in {folder}/ ({os.strerror(exc.errno)}): make it "
+                          "writable, or point DATA at a folder you can write, then rerun")
     return None
 
 
@@ -112,6 +122,21 @@ def disk_errors(folder: Path) -> Iterator[None]:
         raise (_disk_full(exc, folder) or exc) from None
 
 
+def check_writable(folder: Path) -> None:
+    """Refuse, before any work, a folder the stage could not write into (read-only, not the
+    user's): its nearest existing ancestor must be writable, and a file in its place is an
+    error. Root passes permission checks, so a read-only mount is still caught at write time."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise InputError(f"{probe} is a file, not a folder: move it away or point DATA (or "
+                         "the --*-root options) elsewhere")
+    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write in {probe}/ (permission denied): make it writable, or "
+                         "point DATA at a folder you can write, then rerun")
+
+
 @contextlib.contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it over `path` only if the block succeeds.
@@ -119,9 +144,10 @@ def atomic_path(path: Path) -> Iterator[Path]:
     A killed job therefore never leaves a half-written file under the final name; its
     temporary is removed by the next write into the same folder.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sweep(path.parent)
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path.name), suffix=".tmp", dir=path.parent)
+    with disk_errors(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sweep(path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path.name), suffix=".tmp", dir=path.parent)
     os.fchmod(fd, FILE_MODE)
     os.close(fd)
     tmp_path = Path(tmp)
@@ -137,9 +163,11 @@ def atomic_path(path: Path) -> Iterator[Path]:
 @contextlib.contextmanager
 def atomic_dir(path: Path) -> Iterator[Path]:
     """Yield an empty temporary folder beside `path`; it replaces `path` if the block succeeds."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sweep(path.parent)
-    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path.name), suffix=".tmp", dir=path.parent))
+    with disk_errors(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sweep(path.parent)
+        tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path.name), suffix=".tmp",
+                                    dir=path.parent))
     os.chmod(tmp, DIR_MODE)
     try:
         yield tmp
@@ -160,9 +188,10 @@ def atomic_dir(path: Path) -> Iterator[Path]:
 @contextlib.contextmanager
 def scratch_dir(folder: Path, name: str) -> Iterator[Path]:
     """A temporary working folder inside `folder`, removed afterwards (and swept after a kill)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    sweep(folder)
-    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(name), suffix=".tmp", dir=folder))
+    with disk_errors(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        sweep(folder)
+        tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(name), suffix=".tmp", dir=folder))
     try:
         yield tmp
     finally:
@@ -177,22 +206,48 @@ def write_parquet(table: Any, path: Path) -> None:
         pq.write_table(table, tmp, compression="zstd")
 
 
+SELF_SHA = "self_sha256"  # a manifest's checksum of its own content
+
+
+def _content_sha(obj: dict[str, Any]) -> str:
+    body = {k: v for k, v in obj.items() if k != SELF_SHA}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def write_json(obj: Any, path: Path) -> None:
-    """Write a JSON file atomically, pretty-printed and with sorted keys."""
+    """Write a JSON file atomically, pretty-printed and with sorted keys. A manifest (a dict
+    with `manifest_version`, or one holding stage sections) gets the checksum of its content."""
+    if isinstance(obj, dict) and _is_manifest(obj):
+        obj = {**obj, SELF_SHA: _content_sha(json.loads(json.dumps(obj, default=str)))}
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """A JSON file, or a one-line InputError naming it when it is unreadable or corrupt."""
+def _is_manifest(obj: dict[str, Any]) -> bool:
+    return "manifest_version" in obj or any(
+        isinstance(v, dict) and "manifest_version" in v for v in obj.values())
+
+
+class CorruptManifest(InputError):
+    """A manifest that cannot be read or whose content differs from its own checksum."""
+
+
+def read_json(path: Path, repair: str | None = None) -> dict[str, Any]:
+    """A JSON file, or a one-line InputError naming it when it is unreadable or corrupt (a
+    manifest whose content differs from its `self_sha256` is corrupt too), with the command
+    that rebuilds it when the caller knows it."""
+    fix = f"repair: {repair}" if repair else "`make verify` names the command that rebuilds it"
     try:
-        return json.loads(path.read_text())
+        obj = json.loads(path.read_text())
     except FileNotFoundError:
-        raise InputError(f"{path} is missing: rerun the stage that writes it") from None
+        raise InputError(f"{path} is missing: {fix}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path} is corrupt ({exc.__class__.__name__}: {exc}); delete it and "
-                         "rerun the stage that writes it (`make verify` lists the damage)"
-                         ) from None
+        raise CorruptManifest(f"{path} is corrupt ({exc.__class__.__name__}: {exc}); {fix}"
+                              ) from None
+    if isinstance(obj, dict) and SELF_SHA in obj and obj[SELF_SHA] != _content_sha(obj):
+        raise CorruptManifest(f"{path} is corrupt (its content differs from its own checksum); "
+                              f"{fix}")
+    return obj
 
 
 def read_parquet(path: Path, columns: list[str] | None = None) -> Any:
@@ -210,6 +265,7 @@ def read_parquet(path: Path, columns: list[str] | None = None) -> Any:
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    """The sha256 of a file's bytes, read whole (no cache: what `make verify` uses)."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while block := handle.read(chunk):
@@ -217,9 +273,75 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+CHECKSUMS = ".checksums.json"  # per folder: name -> [size, mtime_ns, inode, sha256]
+_checked: dict[tuple[str, int, int, int], str] = {}  # this process's hashes, by stat
+
+
+def _stat_key(stat: os.stat_result) -> list[int]:
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+
+
+def _read_checksums(folder: Path) -> dict[str, list]:
+    try:
+        found = json.loads((folder / CHECKSUMS).read_text())
+        return found if isinstance(found, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+_WRITE_CHECKSUMS = [True]  # False inside `read_only()`
+
+
+@contextlib.contextmanager
+def read_only() -> Iterator[None]:
+    """Within this block hashes are kept for this process only: `verify` writes nothing."""
+    _WRITE_CHECKSUMS[0] = False
+    try:
+        yield
+    finally:
+        _WRITE_CHECKSUMS[0] = True
+
+
+def _remember(path: Path, stat: os.stat_result, sha: str) -> None:
+    """Keep `sha` for the file as it is (size, mtime_ns, inode), for this process and in its
+    folder's `.checksums.json`; best effort: a read-only folder only costs a later hash."""
+    _checked[(str(path.resolve()), *_stat_key(stat))] = sha
+    if not _WRITE_CHECKSUMS[0]:
+        return
+    folder = path.parent
+    try:
+        with file_lock(folder / ".checksums.lock"):
+            known = _read_checksums(folder)
+            if known.get(path.name) == [*_stat_key(stat), sha]:
+                return
+            known[path.name] = [*_stat_key(stat), sha]
+            known = {n: v for n, v in known.items() if (folder / n).exists()}
+            with atomic_path(folder / CHECKSUMS) as tmp:
+                tmp.write_text(json.dumps(known, sort_keys=True))
+    except (OSError, InputError):
+        pass
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, hashed only when its (size, mtime_ns, inode) changed since it was
+    last hashed (kept in this process and beside it in `.checksums.json`)."""
+    stat = path.stat()
+    key = (str(path.resolve()), *_stat_key(stat))
+    if key in _checked:
+        return _checked[key]
+    cached = _read_checksums(path.parent).get(path.name)
+    if isinstance(cached, list) and len(cached) == 4 and cached[:3] == _stat_key(stat):
+        _checked[key] = cached[3]
+        return cached[3]
+    sha = sha256_file(path)
+    if path.stat().st_mtime_ns == stat.st_mtime_ns:  # not rewritten while we read it
+        _remember(path, stat, sha)
+    return sha
+
+
 def fingerprint(path: Path) -> dict[str, Any]:
     """What a manifest records of one file: its size and sha256."""
-    return {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
+    return {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
 
 
 def fingerprints(folder: Path, names: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -227,27 +349,34 @@ def fingerprints(folder: Path, names: Iterable[str]) -> dict[str, dict[str, Any]
 
 
 def file_problem(path: Path, expected: dict[str, Any], deep: bool = True) -> str | None:
-    """Why `path` does not match its recorded fingerprint (None when it does)."""
+    """Why `path` does not match its recorded fingerprint (None when it does). deep=True hashes
+    the bytes whatever the stat says (`make verify`); deep=False trusts a hash kept for the
+    same (size, mtime_ns, inode), as every stage does before reading an input."""
     if not path.is_file():
         return "missing"
     size = path.stat().st_size
     if size != expected.get("bytes"):
         return f"{size} bytes, manifest says {expected.get('bytes')} (truncated or rewritten)"
-    if deep and "sha256" in expected and sha256_file(path) != expected["sha256"]:
-        return "checksum differs from the manifest (corrupt)"
+    if "sha256" in expected:
+        sha = sha256_file(path) if deep else file_sha256(path)
+        if sha != expected["sha256"]:
+            return "bytes differ from the manifest's checksum (corrupt)"
+        if deep:
+            _remember(path, path.stat(), sha)
     return None
 
 
-def check_outputs(folder: Path, info: dict[str, Any], deep: bool = True) -> None:
-    """Refuse an artifact whose files disagree with its manifest (one line naming the file)."""
+def check_outputs(folder: Path, info: dict[str, Any], deep: bool = False,
+                  repair: str = "rerun its stage") -> None:
+    """Refuse an artifact whose files disagree with its manifest (one line naming the file and
+    the command that repairs it)."""
     for name, expected in info.get("outputs", {}).items():
         problem = file_problem(folder / name, expected, deep)
         if problem:
-            raise InputError(f"{folder / name}: {problem}; rebuild it (rerun its stage, or "
-                             "`make verify` to list all damage)")
+            raise InputError(f"{folder / name}: {problem}; repair: {repair}")
 
 
-def outputs_intact(folder: Path, info: dict[str, Any], deep: bool = True) -> bool:
+def outputs_intact(folder: Path, info: dict[str, Any], deep: bool = False) -> bool:
     return not any(file_problem(folder / name, expected, deep)
                    for name, expected in info.get("outputs", {}).items())
 

@@ -164,7 +164,7 @@ def check_ids(ids: pl.Series, what: str) -> None:
 
 
 def build_index(papers: pl.DataFrame, index_dir: Path, threads: int = 2,
-                parameters: dict | None = None) -> dict:
+                parameters: dict | None = None, inputs: dict[str, str] | None = None) -> dict:
     """Index `papers` (corpusid, title, abstract) into a Lucene index at `index_dir`.
 
     Built in a temporary folder beside it and renamed into place with its manifest, so a kill
@@ -191,13 +191,30 @@ def build_index(papers: pl.DataFrame, index_dir: Path, threads: int = 2,
         os.chmod(tmp / "lucene", DIR_MODE)
         files = sorted(f"lucene/{f.name}" for f in (tmp / "lucene").iterdir())
         info = manifest("index", parameters or {}, kind="lucene-bm25", documents=papers.height,
-                        anserini_jar=anserini_jar().name, outputs=fingerprints(tmp, files))
+                        anserini_jar=anserini_jar().name, inputs=inputs or {},
+                        outputs=fingerprints(tmp, files))
         write_json(info, tmp / MANIFEST)
     return info
 
 
 def lucene_dir(index_dir: Path) -> Path:
     return index_dir / "lucene"
+
+
+def index_repair(index_dir: Path) -> str:
+    """The command that builds a pool's Lucene index again (`<index root>/<corpus>/<pool>/
+    bm25`)."""
+    return f"make index CORPUS={index_dir.parent.parent.name} MODEL=bm25 BM25_ENGINE=lucene"
+
+
+def index_files(index_dir: Path) -> list[Path]:
+    """The files of a pool's Lucene index, checked against its manifest (size and sha256,
+    hashed again only when a file's stat changed): a damaged index is refused by name."""
+    if not (index_dir / MANIFEST).exists():
+        raise InputError(f"no Lucene index at {index_dir}: build it: {index_repair(index_dir)}")
+    info = read_json(index_dir / MANIFEST, index_repair(index_dir))
+    check_outputs(index_dir, info, repair=index_repair(index_dir))
+    return [index_dir / name for name in info.get("outputs", {})]
 
 
 def cap_query(text: str, doc_freq: dict[str, int], n_docs: int,
@@ -275,9 +292,7 @@ def search_grid(queries: pl.DataFrame, index_dir: Path, k: int, k1s: Sequence[fl
     writes one run per pair, `<output>_bm25(k1=..,b=..)_default`): the hits of each pair, and
     the ids of capped queries."""
     work_dir = work_dir or index_dir.parent
-    if not (index_dir / MANIFEST).exists():
-        raise InputError(f"no Lucene index at {index_dir}: run the index stage first")
-    check_outputs(index_dir, read_json(index_dir / MANIFEST), deep=False)
+    index_files(index_dir)
     texts, capped = query_texts(queries, max_clauses, pool_papers)
     pairs = [(k1, b) for k1 in k1s for b in bs]
     id_type = queries["corpusid"].dtype
@@ -313,16 +328,17 @@ def _read_run(run_file: Path | None, id_type: pl.DataType) -> pl.DataFrame:
     return hits.select(pl.col("query", "doc").cast(id_type), "score")
 
 
-def index_is_current(index_dir: Path, parameters: dict) -> bool:
-    """Built from the same pool, and its files still match its manifest (sizes)."""
+def index_is_current(index_dir: Path, parameters: dict, inputs: dict[str, str]) -> bool:
+    """Built from the same pool and texts (`inputs`: label -> sha256), and its files still
+    match its manifest (a damaged index is built again)."""
     path = index_dir / MANIFEST
     if not path.exists():
         return False
-    info = read_json(path)
-    if info.get("parameters") != parameters:
-        return False
     try:
-        check_outputs(index_dir, info, deep=False)
+        info = read_json(path)
+        if info.get("parameters") != parameters or info.get("inputs") != inputs:
+            return False
+        check_outputs(index_dir, info)
     except InputError:
         return False
     return True

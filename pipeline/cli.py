@@ -147,7 +147,27 @@ def _pools(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_check(args: argparse.Namespace) -> None:
-    """Validate make variables (argparse types did most of it) and refresh parameter stamps."""
+    """Validate make variables (argparse types did most of it); writes nothing."""
+    if args.MODEL is not None:
+        names = args.MODEL.split()
+        if len(names) > 1:
+            raise InputError(f"MODEL={args.MODEL!r} names {len(names)} models: run one model at "
+                             f"a time (make eval MODEL={names[0]}), or use DEMO_MODELS or "
+                             "MODELS (make fuse) for several")
+        if not names:
+            raise InputError("MODEL is empty: give one model name (make models lists them)")
+        if names[0] != args.MODEL:
+            raise InputError(f"MODEL={args.MODEL!r} holds a space or a line break: give one "
+                             "model name without spaces")
+    # variables holding one value: make would split one holding a space (or a line break) into
+    # several words, and target names with it ("mixed implicit and normal rules")
+    for var in ("CORPUS", "POOLING", "MDCR", "QUERY_VARIANT", "BM25_ENGINE", "BACKEND",
+                "CITATIONS", "SOURCE", "FOS_SOURCE", "SPLIT", "STRICT", "REPLACE", "EXECUTOR",
+                "PARTITION", "SLURM_TIME", "TIME", "DATA", "RAW", "SRC", "OUT", "MODEL_PATH"):
+        value = getattr(args, var, None)
+        if isinstance(value, str) and re.search(r"\s", value):
+            raise InputError(f"{var}={value!r} holds a space or a line break: give one value "
+                             "without spaces")
     for name in f"{args.MODEL or ''} {args.DEMO_MODELS}".split():
         if name.startswith(HF_PREFIX):  # validates the id and the pooling
             get_model(f"{name}@{args.POOLING or 'mean'}")
@@ -173,19 +193,6 @@ def cmd_check(args: argparse.Namespace) -> None:
     if args.MODEL_PATH and not Path(args.MODEL_PATH).is_dir():
         raise InputError(f"MODEL_PATH {args.MODEL_PATH} is not a folder: give the folder "
                          "written by save_pretrained")
-    for stamp in args.stamp:
-        name, _, value = stamp.partition("=")
-        write_stamp(Path(args.stamp_dir) / name, value)
-
-
-def write_stamp(path: Path, value: str) -> None:
-    """A file whose content is a stage's parameters, rewritten only when they change, so make
-    rebuilds what depends on it exactly when a parameter changed (`make corpus CITATIONS=...`)."""
-    if path.exists() and path.read_text() == value + "\n":
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        tmp.write_text(value + "\n")
 
 
 def cmd_models(args: argparse.Namespace) -> None:
@@ -205,9 +212,18 @@ def cmd_synth(args: argparse.Namespace) -> None:
     from pipeline.synthetic import SyntheticConfig, generate
     from pipeline.timing import timed
 
-    cfg = SyntheticConfig(n_papers=parse_size(args.papers), n_shards=args.shards, seed=args.seed)
+    out_dir = _dirs(args)[0] / "s2orc"
+    if args.repair:  # the recorded settings: damaged or missing shards written again
+        from pipeline.artifacts import read_json
+
+        recorded = read_json(out_dir / "manifest.json", "make demo, or synth with its "
+                             "settings").get("parameters", {})
+        cfg = SyntheticConfig(**recorded)
+    else:
+        cfg = SyntheticConfig(n_papers=parse_size(args.papers), n_shards=args.shards,
+                              seed=args.seed)
     with timed("synth", _log_dir(args), papers=cfg.n_papers) as info:
-        out = generate(_dirs(args)[0] / "s2orc", cfg, workers=args.workers)
+        out = generate(out_dir, cfg, workers=args.workers)
         info.update(out["counts"])
 
 
@@ -231,11 +247,18 @@ def cmd_prefilter(args: argparse.Namespace) -> None:
 
 
 def cmd_pool(args: argparse.Namespace) -> None:
-    from pipeline.pools import NoQueriesError, PoolSpec, build_pool, rebuild_pool
+    from pipeline.pools import (
+        NoQueriesError,
+        PoolSpec,
+        build_pool,
+        pool_folders,
+        rebuild_pool,
+    )
     from pipeline.timing import timed
 
-    if args.rebuild:
-        for name in args.rebuild:
+    if args.rebuild or args.repair:
+        names = args.rebuild or pool_folders(_dirs(args)[0])
+        for name in names:
             with timed("pool", _log_dir(args), pool=name):
                 rebuild_pool(_dirs(args)[0], name)
         return
@@ -276,6 +299,10 @@ def cmd_embed(args: argparse.Namespace) -> None:
     from pipeline.embed import embed
     from pipeline.timing import timed
 
+    if args.device:  # refused up front, even when every paper is already stored
+        from pipeline.encoders import check_device
+
+        check_device(args.device)
     corpus_dir, index_root, _ = _dirs(args)
     shards = range(args.num_shards) if args.shard is None else [args.shard]
     for shard in shards:
@@ -326,6 +353,10 @@ def cmd_after_embed(args: argparse.Namespace) -> None:
 
 def _index_pools(args: argparse.Namespace, entry, pools: list[str]) -> None:
     """Build what `entry` searches for each pool; an encoder is loaded once for all of them."""
+    if args.device:
+        from pipeline.encoders import check_device
+
+        check_device(args.device)  # a GPU asked for and absent: refused even with no work
     from pipeline.embed import embed
     from pipeline.search import index
     from pipeline.timing import timed
@@ -357,7 +388,8 @@ def cmd_search(args: argparse.Namespace) -> None:
     name = run_name(entry.name, args.query_variant)
     pools = _pools(args)
     if args.stale_only:
-        kept = [p for p in pools if run_is_current(corpus_dir, runs_root, p, name, args.k)]
+        kept = [p for p in pools
+                if run_is_current(corpus_dir, index_root, runs_root, p, name, args.k)]
         pools = [p for p in pools if p not in kept]
         print(f"[search] {name}: {len(kept)} current runs kept, {len(pools)} to search",
               file=sys.stderr)
@@ -376,20 +408,20 @@ def cmd_eval(args: argparse.Namespace) -> None:
     from pipeline.naming import run_name, split_run_name
     from pipeline.timing import timed
 
-    corpus_dir, _, runs_root = _dirs(args)
+    corpus_dir, index_root, runs_root = _dirs(args)
     model, variant = split_run_name(args.model)
     name = run_name(get_model(model).name, variant)
     pools = _pools(args)
     metrics = {p: pool_metrics(corpus_dir, p, args.metrics) for p in pools}
     if args.stale_only:
         kept = [p for p in pools
-                if eval_is_current(corpus_dir, runs_root, p, name, metrics[p])]
+                if eval_is_current(corpus_dir, index_root, runs_root, p, name, metrics[p])]
         pools = [p for p in pools if p not in kept]
         print(f"[eval] {name}: {len(kept)} current evaluations kept, {len(pools)} to "
               "score", file=sys.stderr)
     for pool in pools:
         with timed("eval", _log_dir(args), model=name, pool=pool) as info:
-            out = eval_run(corpus_dir, runs_root, pool, name, metrics[pool])
+            out = eval_run(corpus_dir, index_root, runs_root, pool, name, metrics[pool])
             info.update({k: round(v, 4) for k, v in out["means"].items() if v is not None})
 
 
@@ -401,29 +433,30 @@ def cmd_mdcr(args: argparse.Namespace) -> None:
     from pipeline.mdcr.build import build_mdcr
     from pipeline.timing import timed
 
-    corpus_dir, _, runs_root = _dirs(args)
+    corpus_dir, index_root, runs_root = _dirs(args)
     out = Path(args.corpora_root) / args.out
     if out == corpus_dir:
         raise InputError(f"MDCR={args.out} names the source corpus itself: give the benchmark "
                          "another corpus name (default <corpus>-mdcr)")
     with timed("mdcr", _log_dir(args), out=args.out) as info:
-        built = build_mdcr(corpus_dir, runs_root, out, _comma_list(args.models), args.seed,
-                           args.positives, args.per_type, args.top)
+        built = build_mdcr(corpus_dir, index_root, runs_root, out, _comma_list(args.models),
+                           args.seed, args.positives, args.per_type, args.top,
+                           replace=getattr(args, "replace", False))
         info.update(built["benchmark"]["counts"])
     counts = built["benchmark"]["counts"]
     print(f"[mdcr] {out}: {counts['fields']} fields, {counts['queries']} queries, "
-          f"{counts['pairs']} query-candidate pairs; by type {counts['by_type']}; evaluate "
-          f"with make eval CORPUS={args.out} MODEL=...", file=sys.stderr)
+          f"{counts['pairs']} query-candidate pairs; by type {counts['by_type']} "
+          f"({built['installed']}); evaluate with make eval CORPUS={args.out} MODEL=...",
+          file=sys.stderr)
 
 
 def cmd_mdcr_jaccard(args: argparse.Namespace) -> None:
-    from pipeline.artifacts import atomic_path
     from pipeline.mdcr.build import negative_jaccard
     from pipeline.report import _markdown
 
-    corpus_dir, _, runs_root = _dirs(args)
-    table = negative_jaccard(corpus_dir, runs_root, _comma_list(args.models), args.seed,
-                             args.depth)
+    corpus_dir, index_root, runs_root = _dirs(args)
+    table = negative_jaccard(corpus_dir, index_root, runs_root, _comma_list(args.models),
+                             args.seed, args.depth)
     text = (f"Average Jaccard index between the {args.depth} highest-ranked negatives of two "
             f"models ({args.corpus}, field-level test pools; MDCR §4: pick the models whose "
             "negatives overlap least)\n\n" + _markdown(
@@ -435,8 +468,9 @@ def cmd_mdcr_jaccard(args: argparse.Namespace) -> None:
 
 
 def cmd_export_mdcr(args: argparse.Namespace) -> None:
-    from pipeline.mdcr.official import export_benchmark
+    from pipeline.mdcr.official import check_out, export_benchmark
 
+    check_out(Path(args.out), folder=True)  # before reading anything
     info = export_benchmark(_dirs(args)[0], Path(args.out), args.split)
     print(f"[export-mdcr] {args.out}/mdcr_{args.split}.json and _data.jsonl: {info['fields']} "
           f"fields, {info['queries']} queries, {info['papers']} papers", file=sys.stderr)
@@ -462,11 +496,14 @@ def cmd_import_beir(args: argparse.Namespace) -> None:
 
     info = import_beir(Path(args.src), _dirs(args)[0], args.split)["collection"]
     counts = info["counts"]
+    # the judgments add up: read = kept + naming an unknown document or query + repeated
     print(f"[import-beir] corpus {args.corpus}, pool {info['pools'][0]}: "
           f"{counts['candidates']} documents, {counts['queries']} queries, {counts['qrels']} "
-          f"judgments; dropped: {counts['duplicate_documents_dropped']} duplicate documents, "
+          f"judgments kept of {counts['qrels_read']} read; dropped: "
+          f"{counts['duplicate_documents_dropped']} duplicate documents, "
           f"{counts['qrels_dropped_unknown_document_or_query']} judgments naming an unknown "
-          f"document or query; {counts['queries_without_qrels_left_out']} queries without "
+          f"document or query, {counts['qrels_duplicate_pairs_dropped']} repeated judgments "
+          f"(same pair, same grade); {counts['queries_without_qrels_left_out']} queries without "
           "judgments in this split left out", file=sys.stderr)
 
 
@@ -474,14 +511,15 @@ def cmd_mdcr_scores(args: argparse.Namespace) -> None:
     import polars as pl
 
     from pipeline.mdcr.benchmark import read_benchmark
-    from pipeline.mdcr.official import SPLITS, scores_file
+    from pipeline.mdcr.official import SPLITS, check_out, scores_file
     from pipeline.pools import list_pools, pool_manifest
     from pipeline.search import load_run
 
-    corpus_dir, _, runs_root = _dirs(args)
+    check_out(Path(args.out), folder=False)  # before reading the runs
+    corpus_dir, index_root, runs_root = _dirs(args)
     split = SPLITS[args.split]
     table, _ = read_benchmark(corpus_dir, split)
-    runs = pl.concat([load_run(corpus_dir, runs_root, p, args.model)
+    runs = pl.concat([load_run(corpus_dir, index_root, runs_root, p, args.model)
                       .select(pl.col("query", "doc").cast(pl.String), "score")
                       for p in list_pools(corpus_dir)
                       if pool_manifest(corpus_dir, p).get("split") == split])
@@ -491,18 +529,22 @@ def cmd_mdcr_scores(args: argparse.Namespace) -> None:
 
 
 def cmd_mdcr_evaluate(args: argparse.Namespace) -> None:
-    from pipeline.mdcr.official import evaluate_files
+    """Per field, then the average: the metrics in one fixed order (OFFICIAL_METRICS's)."""
+    from pipeline.mdcr.official import OFFICIAL_METRICS, evaluate_files
 
     fields, averages = evaluate_files(Path(args.benchmark), Path(args.scores))
     for row in fields.iter_rows(named=True):
-        print("\t".join([row["field"], *(f"{m}: {row[m]}" for m in fields.columns[1:])]))
-    print("\nAVG\t" + "\t".join(f"{m}: {v}" for m, v in averages.items()))
+        print("\t".join([row["field"], *(f"{m}: {row[m]}" for m in OFFICIAL_METRICS
+                                          if m in row)]))
+    print("\nAVG\t" + "\t".join(f"{m}: {averages[m]}" for m in OFFICIAL_METRICS
+                                 if m in averages))
 
 
 def cmd_collect(args: argparse.Namespace) -> None:
     from pipeline.evaluate import collect_results
 
-    results = collect_results(Path(args.corpora_root), Path(args.runs_root))
+    results = collect_results(Path(args.corpora_root), Path(args.index_root),
+                              Path(args.runs_root))
     print(f"[collect] {results.height} rows in {args.runs_root}/results.parquet", file=sys.stderr)
 
 
@@ -510,7 +552,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     from pipeline.evaluate import collect_results
     from pipeline.report import report, stage_times
 
-    collect_results(Path(args.corpora_root), Path(args.runs_root))
+    collect_results(Path(args.corpora_root), Path(args.index_root), Path(args.runs_root))
     print(report(Path(args.runs_root), args.corpus, args.seed))
     print(f"Written to {args.runs_root}/reports/ ({args.corpus}.md, .tex, .png)")
     if args.times:
@@ -519,13 +561,23 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> None:
+    from pipeline.inputs import Roots
     from pipeline.verify import verify
 
-    roots = [Path(p) for p in args.path] or [Path(args.corpora_root), Path(args.index_root),
-                                             Path(args.runs_root)]
-    problems = verify(roots, Path(args.corpora_root), deep=not args.quick)
-    if problems:
+    data = Roots(Path(args.corpora_root), Path(args.index_root), Path(args.runs_root))
+    if verify(data, [Path(p) for p in args.path] or None, deep=not args.quick):
         raise SystemExit(1)
+
+
+def cmd_sweep(args: argparse.Namespace) -> None:
+    """Remove the temporaries of stopped processes under the data roots (verify's DEBRIS)."""
+    from pipeline.artifacts import sweep
+
+    removed = 0
+    for root in (args.corpora_root, args.index_root, args.runs_root):
+        folders = {p.parent for p in Path(root).rglob(".*.tmp")} if Path(root).exists() else ()
+        removed += sum(sweep(folder) for folder in folders)
+    print(f"[sweep] {removed} temporaries of stopped processes removed", file=sys.stderr)
 
 
 def cmd_manifest(args: argparse.Namespace) -> None:
@@ -553,9 +605,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="folder under corpora/")
         return p
 
-    p = stage("check", cmd_check, "validate make variables (exit 2 if bad), refresh stamps",
+    p = stage("check", cmd_check, "validate make variables (exit 2 if bad)",
               False)  # options are named after the make variables, so errors name them
-    p.add_argument("--MODEL", help="one model name or several separated by spaces")
+    p.add_argument("--MODEL", help="one model name (registered, hf:<id> or fuse--...)")
     p.add_argument("--POOLING", help="cls or mean, for MODEL=hf:<id>")
     p.add_argument("--FIELD")
     p.add_argument("--SIZE", type=sizes, help="one size or several separated by spaces")
@@ -584,6 +636,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--DEMO_FIELD_SIZE", type=sizes)
     p.add_argument("--DEMO_FIELD_QUERIES", type=positive)
     p.add_argument("--STRICT", type=_choice(("", "0", "1")))
+    p.add_argument("--REPLACE", type=_choice(("", "0", "1")),
+                   help="1: an import or make mdcr may replace a corpus of its kind")
     p.add_argument("--SOURCE", type=_choice(SOURCES))
     p.add_argument("--FOS_SOURCE", type=_choice(FOS_SOURCES))
     p.add_argument("--PAPER_SIZES", type=sizes)
@@ -598,15 +652,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--SHARDS", type=positive)
     p.add_argument("--PARTITION", type=_checked(check_partition))
     p.add_argument("--GPUS_PER_TASK", type=non_negative)
-    p.add_argument("--TIME", type=_checked(check_time))
-    p.add_argument("--stamp-dir", default=".")
-    p.add_argument("--stamp", action="append", default=[], help="NAME=VALUE parameter stamp")
+    p.add_argument("--SLURM_TIME", type=_checked(check_time))
+    p.add_argument("--TIME", type=_checked(check_time),
+                   help="SLURM_TIME given as TIME= on make's command line")
     stage("models", cmd_models, "list the model registry", False)
     stage("warm", cmd_warm, "compile the numba kernels once (make setup runs it)", False)
 
     p = stage("synth", cmd_synth, "generate a synthetic corpus in S2ORC format")
     p.add_argument("--papers", default="120k", type=sizes)
     p.add_argument("--shards", type=positive, default=4)
+    p.add_argument("--repair", action="store_true", help="write damaged or missing shards "
+                   "again, with the settings the corpus's s2orc/manifest.json records")
     p.add_argument("--seed", type=non_negative, default=0)
     p.add_argument("--workers", type=positive, default=2, help="processes rendering text")
 
@@ -638,6 +694,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="validation: queries disjoint from the test pool's (BM25 tuning)")
     p.add_argument("--rebuild", action="append", metavar="POOL",
                    help="rebuild an existing pool from its recorded parameters (if stale)")
+    p.add_argument("--repair", action="store_true",
+                   help="rebuild every pool of the corpus that is stale, damaged or "
+                   "half-written, from its recorded parameters (make pools)")
 
     def pool_arg(p: argparse.ArgumentParser) -> None:
         p.add_argument("--pool", action="append", help="pool name (repeatable; default all)")
@@ -730,6 +789,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--per-type", type=positive, default=10, help="negatives of each type")
     p.add_argument("--top", type=positive, default=200,
                    help="model-based negatives from the top N; most cited: the field's top N")
+    p.add_argument("--replace", action="store_true",
+                   help="replace the corpus --out if it is an MDCR-style benchmark already")
     p = stage("mdcr-jaccard", cmd_mdcr_jaccard, "average Jaccard index between models' "
               "highest-ranked negatives on the field-level pools (picks MDCR_MODELS)")
     p.add_argument("--models", required=True, help="two or more models, separated by commas")
@@ -743,11 +804,15 @@ def build_parser() -> argparse.ArgumentParser:
               "mdcr_<split>_data.jsonl into a benchmark corpus")
     p.add_argument("--src", required=True, type=safe_path, help="folder holding the files")
     p.add_argument("--split", default="test", choices=("test", "val"))
+    p.add_argument("--replace", action="store_true",
+                   help="replace the corpus if it is an imported benchmark already")
     p = stage("import-beir", cmd_import_beir, "read a test collection in BEIR's layout "
               "(corpus.jsonl, queries.jsonl, qrels/<split>.tsv) into a corpus and one pool")
     p.add_argument("--src", required=True, type=safe_path, help="the collection's folder")
     p.add_argument("--split", default="test", choices=("test", "dev", "val"),
                    help="qrels/test.tsv, or qrels/dev.tsv (a validation pool: BM25 tunes on it)")
+    p.add_argument("--replace", action="store_true",
+                   help="replace the corpus if it is an imported collection already")
     p = stage("mdcr-scores", cmd_mdcr_scores, "write the official scores file "
               "{\"<query>_<candidate>\": score} of a model's runs on a benchmark corpus")
     p.add_argument("--model", required=True)
@@ -765,13 +830,34 @@ def build_parser() -> argparse.ArgumentParser:
               "exit 1 when something is corrupt, partial or stale", False)
     p.add_argument("path", nargs="*", help="folders to check (default: corpora, indexes, runs)")
     p.add_argument("--quick", action="store_true", help="sizes only, no checksums")
+    stage("sweep", cmd_sweep, "remove temporaries left by stopped processes", False)
     stage("manifest", cmd_manifest, "print the corpus manifest (ingest, prefilter counts)")
     return parser
+
+
+# The data roots each command writes into (besides runs/<corpus>/, where stages log their
+# times): checked before any work, so a read-only folder is one line, not a traceback later.
+WRITES = {"synth": ("corpora",), "ingest": ("corpora",), "prefilter": ("corpora",),
+          "pool": ("corpora",), "embed": ("index",), "index": ("index",),
+          "search": ("index", "runs"), "eval": ("runs",), "collect": ("runs",),
+          "report": ("runs",), "mdcr": ("corpora", "runs"), "mdcr-jaccard": ("runs",),
+          "import-mdcr": ("corpora",), "import-beir": ("corpora",), "sweep": ()}
+
+
+def check_roots(args: argparse.Namespace) -> None:
+    from pipeline.artifacts import check_writable
+
+    roots = {"corpora": args.corpora_root, "index": args.index_root, "runs": args.runs_root}
+    for kind in WRITES.get(args.command, ()):
+        check_writable(Path(roots[kind]))
+    if args.command in WRITES and getattr(args, "corpus", None):
+        check_writable(Path(args.runs_root) / args.corpus)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        check_roots(args)
         args.func(args)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -34,6 +34,7 @@ from pipeline.artifacts import (
     write_json,
 )
 from pipeline.errors import InputError
+from pipeline.ingest.corpus import corpus_file
 from pipeline.models import ModelEntry
 from pipeline.naming import id_key
 from pipeline.pools import list_pools, load_pool
@@ -62,24 +63,65 @@ def store_dir(index_root: Path, corpus: str, model: str) -> Path:
     return index_root / corpus / "embeddings" / model
 
 
-def _parts(store: Path) -> list[dict]:
-    """The store's parts, each checked to exist with its recorded size (a truncated part is
-    refused by name; `make verify` also checks the checksums)."""
+def store_repair(store: Path) -> str:
+    """The command that re-embeds what a store lacks or lost (`<index root>/<corpus>/
+    embeddings/<model>`)."""
+    return f"make embed CORPUS={store.parent.parent.name} MODEL={store.name}"
+
+
+def store_parts(store: Path) -> list[dict]:
+    """The store's parts, each checked against the manifest (size and sha256, hashed again
+    only when the part's stat changed): a damaged part is refused by name with the command
+    that embeds its papers again, never read."""
     path = store / "manifest.json"
-    parts = read_json(path)["parts"] if path.exists() else []
+    parts = read_json(path, store_repair(store))["parts"] if path.exists() else []
     for part in parts:
-        problem = file_problem(store / part["file"], {"bytes": part.get("bytes")}, deep=False)
+        problem = file_problem(store / part["file"], part, deep=False)
         if problem:
-            raise InputError(f"{store / part['file']}: {problem}; delete the part's entry from "
-                             f"{path} (or the whole store) and embed again")
+            raise InputError(f"{store / part['file']}: {problem}; repair: {store_repair(store)}")
     return parts
+
+
+def repair_store(store: Path) -> dict[str, int]:
+    """Before embedding into a store (under its lock): drop from the manifest the parts that
+    are missing or damaged, delete the damaged ones and the orphans (parts no manifest lists:
+    a kill between a part's rename and the manifest's update), so their papers are embedded
+    again. Returns what was repaired; every repair is logged."""
+    path = store / "manifest.json"
+    if not path.exists():
+        return {"damaged_parts": 0, "orphan_parts": 0}
+    try:
+        info = read_json(path)
+    except InputError:  # the manifest itself is damaged: every part is re-checked by name
+        info = {"parts": []}
+        print(f"[embed] {path} is damaged: the store is rebuilt from scratch", file=sys.stderr)
+    kept, damaged = [], []
+    for part in info.get("parts", []):
+        problem = file_problem(store / part["file"], part, deep=False)
+        (damaged if problem else kept).append((part, problem))
+    for part, problem in damaged:
+        print(f"[embed] {store / part['file']}: {problem}: its {part.get('rows')} rows are "
+              "embedded again", file=sys.stderr)
+        (store / part["file"]).unlink(missing_ok=True)
+    listed = {part["file"] for part, _ in kept}
+    orphans = [p for p in store.glob("part-*.arrow") if p.name not in listed]
+    for orphan in orphans:
+        print(f"[embed] {orphan}: listed by no manifest (a stopped run): removed",
+              file=sys.stderr)
+        orphan.unlink()
+    if damaged or "config" not in info:
+        if "config" in info:
+            write_json({**info, "parts": [part for part, _ in kept]}, path)
+        else:
+            path.unlink()
+    return {"damaged_parts": len(damaged), "orphan_parts": len(orphans)}
 
 
 def stored_ids(store: Path) -> np.ndarray:
     """Sorted unique ids of every paper in the store (reads only the id column,
     memory-mapped; a multi-vector store has one row per sentence)."""
     ids = [ipc.open_file(pa.memory_map(str(store / p["file"]))).read_all()
-           .column("corpusid").to_numpy() for p in _parts(store)]
+           .column("corpusid").to_numpy() for p in store_parts(store)]
     return np.unique(np.concatenate(ids)) if ids else np.empty(0, dtype=np.int64)
 
 
@@ -93,7 +135,7 @@ def load_vectors(store: Path, ids: np.ndarray, dtype: type | None = np.float32) 
     sorted_ids = ids[order]
     found = np.zeros(len(ids), dtype=bool)
     out: np.ndarray | None = None
-    for part in _parts(store):
+    for part in store_parts(store):
         table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
         if "sentence" in table.column_names:
             raise InputError(f"{store} holds one vector per sentence: read it with "
@@ -208,7 +250,7 @@ def mark_covered(corpus_dir: Path, store: Path, pools: list[str]) -> list[str]:
         if np.isin(needed, have).all():
             marker = store / "pools" / f"{pool}.json"
             record = {"pool": pool, "papers": len(needed),
-                      "parts": [p["file"] for p in _parts(store)]}
+                      "parts": [p["file"] for p in store_parts(store)]}
             if not marker.exists() or read_json(marker) != record:  # keep mtime when unchanged
                 write_json(record, marker)
             covered.append(pool)
@@ -221,7 +263,7 @@ def _add_part(store: Path, config: dict, ids: np.ndarray, vectors: np.ndarray,
     with file_lock(store / ".lock"):
         _check_config(store, config)
         part = _write_part(store, ids, vectors, config["dtype"])
-        parts = [p for p in _parts(store) if p["file"] != part["file"]] + [part]
+        parts = [p for p in store_parts(store) if p["file"] != part["file"]] + [part]
         versions = {lib: version(lib) for lib in ("torch", "transformers", "pyarrow")}
         write_json(manifest("embed", {"model": config["model"]["name"]}, config=config,
                             parts=parts, versions=versions, device=device),
@@ -230,7 +272,7 @@ def _add_part(store: Path, config: dict, ids: np.ndarray, vectors: np.ndarray,
 
 def _tokenized(corpus_dir: Path, encoder, chunk: np.ndarray) -> list[list[int]]:
     """Token ids of the papers `chunk` (sorted ids), read from the prefiltered corpus."""
-    papers = (pl.scan_parquet(corpus_dir / "prefiltered.parquet")
+    papers = (pl.scan_parquet(corpus_file(corpus_dir, "prefiltered.parquet"))
               .filter(pl.col("corpusid").is_in(pl.Series(chunk).implode()))
               .select("corpusid", "title", "abstract").sort("corpusid").collect())
     if papers.height != len(chunk):
@@ -283,11 +325,14 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
         raise InputError(f"no pools under {corpus_dir}/pools: build one with `make pool`")
     store = store_dir(index_root, corpus_dir.name, entry.name)
     start = time.perf_counter()
+    with file_lock(store / ".lock"):
+        repaired = repair_store(store)
     needed, missing = missing_ids(corpus_dir, store, pools)
     missing = missing[shard_of(missing, num_shards) == shard]
     missing, borrowed = _borrow(corpus_dir, index_root, entry, store, missing, dtype)
     info = {"model": entry.name, "pools": pools, "needed": len(needed), "embedded": len(missing),
-            "copied_from_source_corpus": borrowed, "shard": shard, "num_shards": num_shards}
+            "copied_from_source_corpus": borrowed, "shard": shard, "num_shards": num_shards,
+            **repaired}
     if len(missing):
         from pipeline.encoders import MAX_BATCH, Encoder, default_budget
         from pipeline.multivector import SentenceEncoder

@@ -115,8 +115,26 @@ def pick_device(device: str | None = None) -> torch.device:
             raise InputError(f"--device {device}: no CUDA GPU is visible here "
                              "(torch.cuda.is_available() is False); use --device cpu or run "
                              "on a GPU node")
-        return torch.device(device)
+        try:
+            chosen = torch.device(device)
+        except RuntimeError:
+            raise InputError(f"--device {device}: not a device; use cpu, cuda or "
+                             "cuda:<index>") from None
+        count = torch.cuda.device_count() if chosen.type == "cuda" else 0
+        if chosen.type == "cuda" and chosen.index is not None and chosen.index >= count:
+            raise InputError(f"--device {device}: only {count} CUDA GPU(s) visible here "
+                             f"(cuda:0 to cuda:{count - 1}); use one of them, or --device cpu")
+        return chosen
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def check_device(device: str | None) -> None:
+    """Refuse an explicitly requested device that is not here, up front: stages that take
+    --device (embed, and index / search building embeddings) call it before any work, so
+    `--device cuda` on a machine without a GPU fails whatever is left to embed (the encoder,
+    which checks it too, is only loaded when papers are missing). None: nothing asked."""
+    if device:
+        pick_device(device)
 
 
 class Encoder:

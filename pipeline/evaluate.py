@@ -9,7 +9,6 @@ dropped and counted; a query the run does not answer scores 0 (trec_eval -c) and
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.artifacts import (
+    check_outputs,
     file_lock,
     fingerprints,
     manifest,
@@ -28,10 +28,11 @@ from pipeline.artifacts import (
     write_parquet,
 )
 from pipeline.errors import InputError
+from pipeline.inputs import Roots, changed, record
 from pipeline.metrics import DEFAULT_METRICS, per_query
 from pipeline.naming import parse_metrics, parse_pool_name
-from pipeline.pools import load_pool, made_from, output_shas, pool_manifest
-from pipeline.search import load_run, run_paths
+from pipeline.pools import load_pool, pool_files, pool_manifest
+from pipeline.search import load_run, run_paths, run_repair
 
 RESULTS_FILE = "results.parquet"
 POSITIVE_TYPE = "cited"  # the candidate type of a pool's positives (MDCR's "true")
@@ -63,27 +64,31 @@ def pool_metrics(corpus_dir: Path, pool: str, metrics: str = "auto") -> tuple[st
     return parse_metrics(metrics)
 
 
-def eval_is_current(corpus_dir: Path, runs_root: Path, pool: str, model: str,
-                    metrics: Sequence[str] = DEFAULT_METRICS) -> bool:
-    """True when the evaluation is intact and made from the pool's current files and the run
-    as it is now (then `eval --stale-only` keeps it; touched if older than the run, for make)."""
+def eval_problem(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str,
+                 metrics: Sequence[str] = DEFAULT_METRICS) -> str | None:
+    """Why `eval` would score this run again (None when its evaluation is current): no
+    evaluation, a damaged file, other metrics, or an input that changed since (the run, or
+    anything the run was made from)."""
     paths = run_paths(runs_root, corpus_dir.name, pool, model)
-    pool_path = corpus_dir / "pools" / pool / "manifest.json"
-    if not all(p.exists() for p in (paths["eval.json"], paths["manifest.json"], pool_path)):
-        return False
-    info = read_json(paths["eval.json"])
-    run_outputs = read_json(paths["manifest.json"]).get("outputs", {})
-    run_sha = run_outputs.get(paths["parquet"].name, {}).get("sha256")
-    if (info.get("parameters") != _parameters(pool, model, metrics)
-            or info.get("inputs", {}).get(paths["parquet"].name) != run_sha
-            or not made_from(info.get("inputs", {}), read_json(pool_path))
-            or not outputs_intact(paths["trec"].parent, info)):
-        return False
-    if paths["parquet"].exists() and (paths["eval.json"].stat().st_mtime
-                                      < paths["parquet"].stat().st_mtime):
-        for name in ("metrics.parquet", "eval.json"):
-            os.utime(paths[name])
-    return True
+    if not paths["eval.json"].exists():
+        return "not evaluated"
+    try:
+        info = read_json(paths["eval.json"])
+    except InputError as exc:
+        return str(exc)
+    if info.get("parameters") != _parameters(pool, model, metrics):
+        return "scored with other metrics"
+    if not outputs_intact(paths["trec"].parent, info):
+        return f"{paths['metrics.parquet']} is damaged"
+    stale = changed(Roots.of(corpus_dir, index_root, runs_root), info.get("inputs", {}))
+    return stale[0] if stale else None
+
+
+def eval_is_current(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str,
+                    metrics: Sequence[str] = DEFAULT_METRICS) -> bool:
+    """True when the evaluation is intact and made from the run and its inputs as they are
+    now (then `eval --stale-only` keeps it)."""
+    return eval_problem(corpus_dir, index_root, runs_root, pool, model, metrics) is None
 
 
 def _parameters(pool: str, model: str, metrics: Sequence[str]) -> dict:
@@ -91,12 +96,17 @@ def _parameters(pool: str, model: str, metrics: Sequence[str]) -> dict:
             "missing_queries": MISSING_QUERIES}
 
 
-def eval_run(corpus_dir: Path, runs_root: Path, pool: str, model: str,
+def eval_run(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str,
              metrics: Sequence[str] = DEFAULT_METRICS) -> dict:
-    """Write `<model>.metrics.parquet` (per query) and `<model>.eval.json` (means, counts)."""
+    """Write `<model>.metrics.parquet` (per query) and `<model>.eval.json` (means, counts). The
+    evaluation records what its run was made from and the run itself, so it goes stale with
+    any of them."""
     start = time.perf_counter()
     paths = run_paths(runs_root, corpus_dir.name, pool, model)
-    run = load_run(corpus_dir, runs_root, pool, model)
+    run = load_run(corpus_dir, index_root, runs_root, pool, model)
+    run_inputs = read_json(paths["manifest.json"]).get("inputs", {})
+    roots = Roots.of(corpus_dir, index_root, runs_root)
+    inputs = {**run_inputs, **record(roots, [paths["parquet"], *pool_files(corpus_dir, pool)])}
     queries, candidates, qrels = load_pool(corpus_dir, pool)
     check_run_against_pool(run, queries["corpusid"], candidates["corpusid"],
                            f"run {paths['parquet']}")
@@ -112,8 +122,6 @@ def eval_run(corpus_dir: Path, runs_root: Path, pool: str, model: str,
                   for (t,), g in by_type.group_by("negatives", maintain_order=True)}
     values = pl.concat([values.with_columns(negatives=pl.lit("all")).select(by_type.columns),
                         by_type], how="vertical_relaxed")
-    run_sha = read_json(paths["manifest.json"])["outputs"][paths["parquet"].name]["sha256"]
-    inputs = {**output_shas(pool_manifest(corpus_dir, pool)), paths["parquet"].name: run_sha}
     with file_lock(paths["trec"].parent / f".{model}.lock"):
         paths["eval.json"].unlink(missing_ok=True)
         write_parquet(values.to_arrow(), paths["metrics.parquet"])
@@ -149,24 +157,33 @@ def per_negative_type(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series
         list(columns))
 
 
-def collect_results(corpora_root: Path, runs_root: Path) -> pl.DataFrame:
+def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl.DataFrame:
     """Gather every evaluated run into `runs/results.parquet`: one tidy row per run, query and
     metric (corpus, pool, level, scope, field, size, repeat, seed, split, candidates, model,
     query, negatives, metric, value), query ids as strings so that every corpus fits one column.
     `negatives` is "all", or for MDCR-style pools also one negative type (MDCR Table 4).
 
-    Evaluations of a pool that changed since (stale) are left out and counted, never mixed in.
+    Evaluations made from inputs that changed since (stale: their pool, run, embeddings...) are
+    left out, counted and named, never mixed in; a damaged evaluation is an error naming it.
     """
+    roots = Roots(corpora_root, index_root, runs_root)
     frames, stale = [], []
     for path in sorted(runs_root.glob("*/*/*.eval.json")):
-        info = read_json(path)
         corpus, pool, model = path.parts[-3], path.parts[-2], path.name[: -len(".eval.json")]
         pool_manifest = corpora_root / corpus / "pools" / pool / "manifest.json"
         if not pool_manifest.exists():
             continue  # the pool was deleted; its old runs are not results any more
+        repair = run_repair(corpus, model)
+        try:
+            info = read_json(path)
+        except InputError as exc:
+            raise InputError(f"{str(exc).split(';')[0]}; repair: {repair}") from None
+        check_outputs(path.parent, info, repair=repair)  # a damaged score is never reported
         pool_info = read_json(pool_manifest)
-        if not made_from(info.get("inputs", {}), pool_info):
-            stale.append(f"{corpus}/{pool}/{model}")
+        problem = changed(roots, info.get("inputs", {})) or changed(roots, pool_info.get(
+            "inputs", {}))
+        if problem:
+            stale.append(f"{corpus}/{pool}/{model} ({problem[0]})")
             continue
         scope, size, repeat, seed, split = parse_pool_name(pool)
         values = read_parquet(path.with_name(f"{model}.metrics.parquet"))
@@ -186,8 +203,8 @@ def collect_results(corpora_root: Path, runs_root: Path) -> pl.DataFrame:
                     value=pl.col("value").cast(pl.Float64)))
     results = pl.concat([pl.DataFrame(schema=RESULTS_SCHEMA), *frames])
     if stale:
-        print(f"[collect] left out {len(stale)} stale evaluations (their pool changed; rerun "
-              f"make eval): {', '.join(stale[:5])}", file=sys.stderr)
+        print(f"[collect] left out {len(stale)} stale or damaged evaluations (make eval redoes "
+              f"them; make verify lists them): {', '.join(stale[:5])}", file=sys.stderr)
     write_parquet(results.to_arrow(), runs_root / RESULTS_FILE)
     write_json(manifest("collect", {"missing_queries": MISSING_QUERIES},
                         counts={"rows": results.height, "runs": len(frames),

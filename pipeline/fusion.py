@@ -37,7 +37,7 @@ def _norm(method: str) -> str | None:
     return "min-max" if method not in FUSION_RANK_BASED else None
 
 
-def tuned_params(corpus_dir: Path, runs_root: Path, pool: str, method: str,
+def tuned_params(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, method: str,
                  models: list[str]) -> dict:
     """ranx's optimize_fusion over the validation pools of `pool` (MAP), or {} (defaults).
     The test pools of one group share their validation pools: a process tunes each group once
@@ -52,11 +52,12 @@ def tuned_params(corpus_dir: Path, runs_root: Path, pool: str, method: str,
                                            " (no validation pool)")}
     shas = tuple(tuple(sorted(run_shas(runs_root, corpus_dir.name, val, models).items()))
                  for val in pools)
-    return _tune(corpus_dir, runs_root, method, tuple(models), tuple(pools), shas)
+    return _tune(corpus_dir, index_root, runs_root, method, tuple(models), tuple(pools), shas)
 
 
 @functools.lru_cache(maxsize=64)
-def _tune(corpus_dir: Path, runs_root: Path, method: str, models: tuple[str, ...],
+def _tune(corpus_dir: Path, index_root: Path, runs_root: Path, method: str,
+          models: tuple[str, ...],
           pools: tuple[str, ...], shas: tuple) -> dict:
     from ranx import Qrels, optimize_fusion
 
@@ -71,7 +72,7 @@ def _tune(corpus_dir: Path, runs_root: Path, method: str, models: tuple[str, ...
                                        pl.col("rel") > 0)
                      .with_columns(query=pl.lit(f"{val}:") + pl.col("query").cast(pl.String)))
         for i, model in enumerate(models):
-            runs[i].append(load_run(corpus_dir, runs_root, val, model).with_columns(
+            runs[i].append(load_run(corpus_dir, index_root, runs_root, val, model).with_columns(
                 query=pl.lit(f"{val}:") + pl.col("query").cast(pl.String)))
     judged = pl.concat(qrels).select(q_id="query", doc_id=pl.col("doc").cast(pl.String),
                                      score=pl.col("rel").cast(pl.Int64))
@@ -83,16 +84,16 @@ def _tune(corpus_dir: Path, runs_root: Path, method: str, models: tuple[str, ...
             "tuned_on": list(pools), "metric": "map"}
 
 
-def fused_hits(corpus_dir: Path, runs_root: Path, pool: str, name: str, k: int
-               ) -> tuple[pl.DataFrame, dict]:
+def fused_hits(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, name: str,
+               k: int) -> tuple[pl.DataFrame, dict]:
     """(query, doc, score) of the fused run, its top k per query; and what was used."""
     from ranx import fuse
 
     from pipeline.search import load_run
 
     method, models = fusion_parts(name)
-    runs = [load_run(corpus_dir, runs_root, pool, m) for m in models]
-    chosen = tuned_params(corpus_dir, runs_root, pool, method, models)
+    runs = [load_run(corpus_dir, index_root, runs_root, pool, m) for m in models]
+    chosen = tuned_params(corpus_dir, index_root, runs_root, pool, method, models)
     fused = fuse([_ranx_run(r) for r in runs], norm=_norm(method), method=method,
                  params=chosen["params"] or None)
     frame = pl.from_pandas(fused.to_dataframe()).rename(

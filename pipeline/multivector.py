@@ -280,12 +280,12 @@ def load_sentence_vectors(store: Path, ids: np.ndarray) -> tuple[np.ndarray, np.
     """float32 sentence vectors of the papers `ids` (in that order) and their offsets: paper
     i's sentences are rows offsets[i]:offsets[i + 1], in sentence order. An error if a paper
     has no row or the store is a single-vector one."""
-    from pipeline.embed import _parts
+    from pipeline.embed import store_parts
 
     ids = np.asarray(ids, dtype=np.int64)
     wanted = np.unique(ids)
     found_ids, found_sentences, found_vectors = [], [], []
-    for part in _parts(store):
+    for part in store_parts(store):
         table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
         if "sentence" not in table.column_names:
             raise InputError(f"{store} holds one vector per paper, not per sentence: delete it "
@@ -327,7 +327,7 @@ def candidate_chunks(store: Path, doc_ids: np.ndarray, max_rows: int
     of about `max_rows` rows for maxsim_stream: (float32 rows, paper offsets, positions in
     `doc_ids`, ascending). A paper stored twice (two processes embedding it) is taken from
     its first part only."""
-    from pipeline.embed import _parts
+    from pipeline.embed import store_parts
 
     sorter = np.argsort(doc_ids, kind="stable")
     sorted_ids = doc_ids[sorter]
@@ -344,7 +344,7 @@ def candidate_chunks(store: Path, doc_ids: np.ndarray, max_rows: int
         return vectors[order], np.r_[starts, len(position)], position[starts]
 
     rows = 0
-    for part in _parts(store):
+    for part in store_parts(store):
         table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
         part_ids = table.column("corpusid").to_numpy()
         hit = np.isin(part_ids, pending)

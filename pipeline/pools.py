@@ -12,7 +12,6 @@ pool is contained in the 20k pool.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import zlib
@@ -27,16 +26,18 @@ from pipeline.artifacts import (
     check_outputs,
     file_lock,
     fingerprints,
+    is_temporary,
     manifest,
     outputs_intact,
     read_json,
     read_parquet,
-    sha256_file,
     write_json,
     write_parquet,
 )
 from pipeline.errors import InputError
 from pipeline.fields import field_slug
+from pipeline.ingest.corpus import corpus_file, corpus_repair
+from pipeline.inputs import Roots, changed, record
 from pipeline.naming import SPLITS, parse_pool_name, pool_name
 
 
@@ -178,50 +179,33 @@ def negative_population(corpus_dir: Path, spec: PoolSpec, exclude: pl.Series
 
 
 POOL_FILES = ("queries.parquet", "candidates.parquet", "qrels.parquet")
+SPEC = ".spec.json"  # a pool's parameters, written before its files (its manifest: after)
 
 
-def input_sha(corpus_dir: Path) -> str:
-    """sha256 of prefiltered.parquet: the one its manifest records when the file still has the
-    recorded size (hashing a 16M-paper file for every pool would take minutes), else computed."""
-    path = corpus_dir / "prefiltered.parquet"
-    corpus_manifest = corpus_dir / MANIFEST
-    if corpus_manifest.exists():
-        sections = read_json(corpus_manifest)  # benchmarks (pipeline/mdcr), collections too
-        recorded = (sections.get("prefilter") or sections.get("benchmark")
-                    or sections.get("collection") or {}).get(
-            "outputs", {}).get("prefiltered.parquet", {})
-        if recorded.get("bytes") == path.stat().st_size and "sha256" in recorded:
-            return recorded["sha256"]
-    return sha256_file(path)
+def corpus_inputs(corpus_dir: Path) -> dict[str, str]:
+    """What a pool is made from: the corpus's prefiltered.parquet (label -> sha256)."""
+    return record(Roots(corpus_dir.parent), [corpus_dir / "prefiltered.parquet"])
 
 
 def check_corpus(corpus_dir: Path) -> None:
-    """Refuse a corpus whose files a pool reads disagree with its manifest (sizes): a truncated
-    prefiltered.parquet is named, not met with a parquet traceback."""
-    prefiltered = corpus_dir / "prefiltered.parquet"
-    if not prefiltered.exists():
-        raise InputError(f"{prefiltered} is missing: run ingest and prefilter first")
-    sections = read_json(corpus_dir / MANIFEST) if (corpus_dir / MANIFEST).exists() else {}
-    for stage, names in (("ingest", ("papers.parquet", "citations.parquet")),
-                         ("prefilter", ("prefiltered.parquet",))):
-        if stage not in sections:
-            raise InputError(f"{corpus_dir / MANIFEST} has no {stage} record (the stage stopped "
-                             f"half-way or never ran here): run the {stage} stage again")
-        outputs = sections[stage].get("outputs", {})
-        check_outputs(corpus_dir, {"outputs": {n: outputs[n] for n in names if n in outputs}},
-                      deep=False)
+    """Refuse a corpus whose files a pool reads disagree with its manifest (sizes and sha256):
+    a damaged prefiltered.parquet is named with the command that rebuilds it, never read."""
+    for name in ("papers.parquet", "citations.parquet", "prefiltered.parquet"):
+        corpus_file(corpus_dir, name)
 
 
-def _up_to_date(pool_dir: Path, spec: PoolSpec, prefiltered_sha: str) -> bool:
+def _up_to_date(pool_dir: Path, spec: PoolSpec, inputs: dict[str, str]) -> bool:
     """Same parameters, same input, and files that match the manifest (not the manifest alone:
-    a truncated candidates.parquet makes the pool out of date)."""
+    a damaged candidates.parquet makes the pool out of date)."""
     path = pool_dir / MANIFEST
     if not path.exists():
         return False
-    old = read_json(path)
+    try:
+        old = read_json(path)
+    except InputError:  # a damaged manifest of ours: built again
+        return False
     return (old.get("parameters") == asdict(spec) and "outputs" in old
-            and old.get("inputs", {}).get("prefiltered.parquet") == prefiltered_sha
-            and outputs_intact(pool_dir, old))
+            and old.get("inputs") == inputs and outputs_intact(pool_dir, old))
 
 
 def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
@@ -237,15 +221,16 @@ def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
         raise InputError(f"pool size {spec.size} / repeat {spec.repeat} / queries "
                          f"{spec.queries_wanted}: size and queries must be >= 1, repeat >= 0")
     pool_dir = corpus_dir / "pools" / spec.name
-    prefiltered_sha = input_sha(corpus_dir)
+    inputs = corpus_inputs(corpus_dir)
     with file_lock(corpus_dir / ".locks" / f"pool-{spec.name}.lock"):
-        if _up_to_date(pool_dir, spec, prefiltered_sha):
+        if _up_to_date(pool_dir, spec, inputs):
             print(f"[pool] {spec.name} is up to date", file=sys.stderr)
             return read_json(pool_dir / MANIFEST)
-        return _build_pool(corpus_dir, spec, pool_dir, prefiltered_sha)
+        return _build_pool(corpus_dir, spec, pool_dir, inputs)
 
 
-def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, prefiltered_sha: str) -> dict:
+def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, inputs: dict[str, str]
+                ) -> dict:
     start = time.perf_counter()
     queries, qrels, n_eligible = select_queries(corpus_dir, spec)
     positives = qrels["doc"].unique().sort()
@@ -286,6 +271,7 @@ def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, prefiltered_sh
     for line in warnings:
         print(f"[pool] warning: {spec.name}: {line}", file=sys.stderr)
     (pool_dir / MANIFEST).unlink(missing_ok=True)
+    write_json(manifest("pool-spec", asdict(spec)), pool_dir / SPEC)  # for `--repair`
     write_parquet(queries.to_arrow(), pool_dir / "queries.parquet")
     write_parquet(candidates.to_arrow(), pool_dir / "candidates.parquet")
     write_parquet(qrels.to_arrow(), pool_dir / "qrels.parquet")
@@ -301,8 +287,7 @@ def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, prefiltered_sh
     }
     info = manifest("pool", asdict(spec), name=spec.name, scope=spec.scope, split=spec.split,
                     level="dataset" if spec.field is None else "field",
-                    inputs={"prefiltered.parquet": prefiltered_sha},
-                    outputs=fingerprints(pool_dir, POOL_FILES), counts=counts,
+                    inputs=inputs, outputs=fingerprints(pool_dir, POOL_FILES), counts=counts,
                     warnings=warnings, seconds=round(time.perf_counter() - start, 2))
     write_json(info, pool_dir / MANIFEST)
     return info
@@ -320,44 +305,77 @@ def pool_manifest(corpus_dir: Path, name: str) -> dict:
         known = ", ".join(list_pools(corpus_dir)) or "none yet"
         raise InputError(f"pool {name!r} does not exist under {corpus_dir}/pools "
                          f"(existing: {known}); build it with `make pool`")
-    return read_json(path)
+    return read_json(path, pool_repair(corpus_dir, name))
 
 
 def output_shas(info: dict) -> dict[str, str]:
-    """name -> sha256 of the files a pool manifest vouches for: what a run is made from."""
+    """name -> sha256 of the files a pool manifest vouches for."""
     return {name: fp["sha256"] for name, fp in info.get("outputs", {}).items()}
 
 
-def made_from(inputs: dict, pool_info: dict) -> bool:
-    """True when `inputs` (of a run or an evaluation) name the pool's current files."""
-    return all(inputs.get(name) == sha for name, sha in output_shas(pool_info).items())
+def pool_files(corpus_dir: Path, name: str) -> list[Path]:
+    """The files of a pool: what a run or an evaluation of it records among its inputs."""
+    return [corpus_dir / "pools" / name / f for f in POOL_FILES]
+
+
+def pool_repair(corpus_dir: Path, name: str, info: dict | None = None) -> str:
+    """The command that rebuilds a pool: from its recorded parameters for a pool built here,
+    the corpus's own command for a benchmark's or an imported collection's pools."""
+    if info is not None and info.get("stage") != "pool":
+        return corpus_repair(corpus_dir)
+    return f"make pools CORPUS={corpus_dir.name} (rebuilds {name} from its recorded parameters)"
 
 
 def check_pool(corpus_dir: Path, name: str) -> dict:
-    """Refuse a pool whose files are corrupt or that was built from an older prefiltered.parquet
-    (stale); return its manifest."""
+    """Refuse a pool whose files are damaged or that was made from another prefiltered.parquet
+    than the corpus's current one (stale, whatever made it: built, imported, a benchmark);
+    return its manifest."""
     info = pool_manifest(corpus_dir, name)
     if "outputs" not in info:
         raise InputError(f"pool {name} was built by an older version of the pipeline (no file "
-                         "checksums in its manifest): rebuild it with `make pool` or "
-                         f"`python -m pipeline pool --corpus {corpus_dir.name} --rebuild {name}`")
-    check_outputs(corpus_dir / "pools" / name, info)
-    if info.get("inputs", {}).get("prefiltered.parquet") != input_sha(corpus_dir):
-        raise InputError(f"pool {name} is stale: {corpus_dir}/prefiltered.parquet changed since "
-                         f"it was built; rebuild it with `python -m pipeline pool --corpus "
-                         f"{corpus_dir.name} --rebuild {name}` (make eval does this)")
+                         f"checksums in its manifest): repair: {pool_repair(corpus_dir, name)}")
+    check_outputs(corpus_dir / "pools" / name, info, repair=pool_repair(corpus_dir, name, info))
+    corpus_file(corpus_dir, "prefiltered.parquet")
+    stale = changed(Roots(corpus_dir.parent), info.get("inputs", {}))
+    if stale:
+        raise InputError(f"pool {name} is stale: {stale[0]} (prefiltered.parquet changed since "
+                         f"it was made); repair: {pool_repair(corpus_dir, name, info)}")
     return info
 
 
-def rebuild_pool(corpus_dir: Path, name: str) -> dict:
-    """Rebuild an existing pool from the parameters its manifest records (no-op if current)."""
-    spec = PoolSpec(**pool_manifest(corpus_dir, name)["parameters"])
+def _recorded_spec(corpus_dir: Path, name: str) -> PoolSpec | None:
+    """The parameters a pool was built with: from its manifest, or (a manifest lost or damaged)
+    from the `.spec.json` written before its files; None for a pool not built here."""
+    pool_dir = corpus_dir / "pools" / name
+    for path in (pool_dir / MANIFEST, pool_dir / SPEC):
+        try:
+            info = read_json(path)
+        except InputError:
+            continue
+        if info.get("stage") not in ("pool", "pool-spec"):
+            return None  # a benchmark's or a collection's pool: its corpus command rebuilds it
+        return PoolSpec(**info["parameters"])
+    raise InputError(f"pool {name}: neither its manifest nor {SPEC} can be read, so its "
+                     f"parameters are lost: rm -r {pool_dir}, then build it again with the "
+                     "make pool command that made it")
+
+
+def rebuild_pool(corpus_dir: Path, name: str) -> dict | None:
+    """Rebuild a pool from its recorded parameters (no-op if current; None for a pool that
+    its corpus's own command writes)."""
+    spec = _recorded_spec(corpus_dir, name)
+    if spec is None:
+        return None
     if spec.name != name:
         raise InputError(f"pool {name}: its manifest describes pool {spec.name}; delete the "
                          "folder and build the pool again with `make pool`")
-    info = build_pool(corpus_dir, spec)
-    os.utime(corpus_dir / "pools" / name / MANIFEST)  # newer than its inputs, for make
-    return info
+    return build_pool(corpus_dir, spec)
+
+
+def pool_folders(corpus_dir: Path) -> list[str]:
+    """Every pool folder of a corpus, complete or not (`make pools` repairs them all)."""
+    return sorted(p.name for p in (corpus_dir / "pools").glob("*/")
+                  if p.is_dir() and not is_temporary(p))
 
 
 def load_pool(corpus_dir: Path, name: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:

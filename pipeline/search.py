@@ -12,7 +12,6 @@ In an MDCR-style pool (MDCR §4) each query ranks its own candidate list, all of
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -24,20 +23,23 @@ from pipeline.artifacts import (
     atomic_path,
     check_outputs,
     file_lock,
+    file_problem,
     fingerprints,
     manifest,
-    outputs_intact,
     read_json,
     read_parquet,
     write_json,
     write_parquet,
 )
-from pipeline.embed import embed, encode_texts, load_vectors, store_dir
+from pipeline.embed import embed, encode_texts, load_vectors, store_dir, store_parts
 from pipeline.errors import InputError
-from pipeline.models import FUSION_PREFIX, ModelEntry, fusion_parts
-from pipeline.naming import id_key, run_name
-from pipeline.pools import load_pool, made_from, output_shas, pool_manifest
+from pipeline.ingest.corpus import corpus_file
+from pipeline.inputs import Roots, changed, record
+from pipeline.models import ModelEntry, fusion_parts
+from pipeline.naming import VARIANT_SEP, id_key, run_name
+from pipeline.pools import load_pool, pool_files
 from pipeline.queries import own_text, query_texts
+from pipeline.tuning import validation_pools
 
 TOP_K = 500
 SCORE_DECIMALS = 6  # scores are rounded as written, so the TREC file and the parquet agree
@@ -53,28 +55,43 @@ def run_paths(runs_root: Path, corpus: str, pool: str, model: str) -> dict[str, 
             for suffix in ("trec", "parquet", "manifest.json", "metrics.parquet", "eval.json")}
 
 
-def run_is_current(corpus_dir: Path, runs_root: Path, pool: str, model: str, k: int = TOP_K
-                   ) -> bool:
-    """True when `search` would write this run again from the same inputs: it is intact, was
-    made from the pool's current files, with the same model and k. A current run older than
-    its pool's manifest (a pool rebuilt to the same bytes) is touched, so make agrees."""
+def run_repair(corpus: str, run: str) -> str:
+    """The command that searches (and scores) a run of a corpus again: `<model>~<variant>`
+    runs are made with QUERY_VARIANT."""
+    model, _, variant = run.partition(VARIANT_SEP)
+    return f"make eval CORPUS={corpus} MODEL={model}" + (
+        f" QUERY_VARIANT={variant}" if variant else "")
+
+
+def run_problem(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str,
+                k: int = TOP_K) -> str | None:
+    """Why `search` would write this run again (None when it is current): no complete run, a
+    damaged file, other parameters, or an input that changed since (the pool's files, the
+    texts, embedding parts or index it read, component runs, validation pools)."""
     paths = run_paths(runs_root, corpus_dir.name, pool, model)
-    pool_path = corpus_dir / "pools" / pool / "manifest.json"
-    if not (paths["manifest.json"].exists() and pool_path.exists()):
-        return False
-    info = read_json(paths["manifest.json"])
-    components = info.get("details", {}).get("models", []) if model.startswith(
-        FUSION_PREFIX) else []  # a fused run is made from these runs too
-    if (info.get("parameters") != {"pool": pool, "model": model, "k": k}
-            or not made_from(info.get("inputs", {}), read_json(pool_path))
-            or not outputs_intact(paths["trec"].parent, info)
-            or any(info["inputs"].get(name) != sha for name, sha in
-                   run_shas(runs_root, corpus_dir.name, pool, components).items())):
-        return False
-    if paths["parquet"].stat().st_mtime < pool_path.stat().st_mtime:
-        for name in ("trec", "parquet", "manifest.json"):
-            os.utime(paths[name])
-    return True
+    if not paths["manifest.json"].exists():
+        return "no complete run"
+    try:
+        info = read_json(paths["manifest.json"])
+    except InputError as exc:
+        return str(exc)
+    if info.get("parameters") != {"pool": pool, "model": model, "k": k}:
+        return "made with other parameters"
+    for name, expected in info.get("outputs", {}).items():
+        problem = file_problem(paths["trec"].parent / name, expected, deep=False)
+        if problem:
+            return f"{paths['trec'].parent / name}: {problem}"
+    details = info.get("details", {})
+    if "k1" in details and details.get("tuned_on") != validation_pools(corpus_dir, pool):
+        return "its pool's validation pools changed since (BM25 is tuned on them)"
+    stale = changed(Roots.of(corpus_dir, index_root, runs_root), info.get("inputs", {}))
+    return stale[0] if stale else None
+
+
+def run_is_current(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str,
+                   k: int = TOP_K) -> bool:
+    """True when `search` would write this run again from the same inputs."""
+    return run_problem(corpus_dir, index_root, runs_root, pool, model, k) is None
 
 
 def run_shas(runs_root: Path, corpus: str, pool: str, models: list[str]) -> dict[str, str]:
@@ -89,8 +106,9 @@ def run_shas(runs_root: Path, corpus: str, pool: str, models: list[str]) -> dict
     return shas
 
 
-def _papers(corpus_dir: Path, ids: pl.Series) -> pl.DataFrame:
-    return (pl.scan_parquet(corpus_dir / "prefiltered.parquet")
+def paper_texts(corpus_dir: Path, ids: pl.Series) -> pl.DataFrame:
+    """corpusid, title, abstract of the papers `ids`, from the checked prefiltered.parquet."""
+    return (pl.scan_parquet(corpus_file(corpus_dir, "prefiltered.parquet"))
             .filter(pl.col("corpusid").is_in(ids.implode()))
             .select("corpusid", "title", "abstract").collect())
 
@@ -104,13 +122,15 @@ def index(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry, thre
                 "engine indexes the pool in memory when it searches"}
     if entry.kind == "bm25":
         target = bm25_index_dir(index_root, corpus_dir.name, pool)
-        params = {"pool": pool, "corpus": corpus_dir.name, "candidates_sha256":
-                  output_shas(pool_manifest(corpus_dir, pool))["candidates.parquet"]}
+        params = {"pool": pool, "corpus": corpus_dir.name}
+        inputs = record(Roots.of(corpus_dir, index_root, index_root), [
+            corpus_dir / "pools" / pool / "candidates.parquet",
+            corpus_dir / "prefiltered.parquet"])
         with file_lock(target.parent / ".bm25.lock"):
-            if bm25.index_is_current(target, params):
+            if bm25.index_is_current(target, params, inputs):
                 return {"model": entry.name, "pool": pool, "up_to_date": True}
-            return bm25.build_index(_papers(corpus_dir, candidates["corpusid"]), target,
-                                    threads, params)
+            return bm25.build_index(paper_texts(corpus_dir, candidates["corpusid"]), target,
+                                    threads, params, inputs)
     if entry.embedded:
         return embed(corpus_dir, index_root, entry, pools=[pool], **embed_options)
     if entry.kind in ("random", "fusion"):
@@ -191,6 +211,31 @@ def _random_hits(queries: pl.DataFrame, candidates: pl.DataFrame, k: int, seed: 
     return pl.concat(frames)
 
 
+def _store_files(index_root: Path, corpus_dir: Path, entry: ModelEntry) -> list[Path]:
+    """The (checked) parts of the model's embedding store: what a dense search reads."""
+    store = store_dir(index_root, corpus_dir.name, entry.name)
+    return [store / part["file"] for part in store_parts(store)]
+
+
+def _bm25_hits(corpus_dir: Path, queries: pl.DataFrame, candidates: pl.DataFrame,
+               texts: pl.DataFrame | None, index_dir: Path, params: dict, depth: int,
+               threads: int, engine: str, work_dir: Path) -> tuple[pl.DataFrame, list]:
+    """BM25 hits with the chosen (k1, b), on the arrays engine or on Lucene's index."""
+    k1, b = params["k1"], params["b"]
+    query_papers = (texts if texts is not None
+                    else paper_texts(corpus_dir, queries["corpusid"]).sort("corpusid"))
+    if engine == "arrays":
+        from pipeline import bm25_fast
+
+        runs, capped = bm25_fast.search_grid(
+            query_papers, paper_texts(corpus_dir, candidates["corpusid"]), depth, [k1], [b],
+            threads)
+        return runs[(k1, b)], capped
+    return bm25.search(query_papers, index_dir, depth, k1, b, threads,
+                       pool_papers=lambda: paper_texts(corpus_dir, candidates["corpusid"]),
+                       work_dir=work_dir)
+
+
 def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry: ModelEntry,
            k: int = TOP_K, threads: int = 2, seed: int = 0, backend: str = "auto",
            bm25_engine: str = "arrays", variant: str = "full", model_path: str | None = None
@@ -228,49 +273,53 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
         raise InputError(f"pool {pool}: its queries are texts, not papers of the corpus; "
                          f"{entry.name} ({entry.kind}) searches papers' stored vectors only")
     details: dict = {"query_variant": variant}
-    component_runs: dict[str, str] = {}  # the runs a fused run is made from
+    roots = Roots.of(corpus_dir, index_root, runs_root)
+    read = pool_files(corpus_dir, pool)  # every file the run is made from, recorded first
+    if texts is not None and not own_text(queries):
+        read.append(corpus_dir / "prefiltered.parquet")
     if entry.kind == "bm25":
         from pipeline.tuning import bm25_params
 
         index_dir = bm25_index_dir(index_root, corpus_dir.name, pool)
         params = bm25_params(corpus_dir, index_root, pool, entry, threads,  # validation pools
                              engine=bm25_engine)
-        k1, b = params["k1"], params["b"]
-        query_papers = (texts if texts is not None
-                        else _papers(corpus_dir, queries["corpusid"]).sort("corpusid"))
-        if bm25_engine == "arrays":
-            from pipeline import bm25_fast
-
-            runs, capped = bm25_fast.search_grid(
-                query_papers, _papers(corpus_dir, candidates["corpusid"]), depth + 1, [k1],
-                [b], threads)
-            hits = runs[(k1, b)]
-        else:
-            hits, capped = bm25.search(query_papers, index_dir, depth + 1, k1, b, threads,
-                                       pool_papers=lambda: _papers(corpus_dir,
-                                                                   candidates["corpusid"]),
-                                       work_dir=runs_root / corpus_dir.name / pool)
+        read += [corpus_dir / "prefiltered.parquet",
+                 *(f for v in params["tuned_on"] for f in pool_files(corpus_dir, v))]
+        if bm25_engine == "lucene":
+            read += bm25.index_files(index_dir)
+        inputs = record(roots, read)
+        hits, capped = _bm25_hits(corpus_dir, queries, candidates, texts, index_dir, params,
+                                  depth + 1, threads, bm25_engine,
+                                  runs_root / corpus_dir.name / pool)
         details.update(**params, engine=bm25_engine, capped_queries=capped)
     elif entry.kind == "dense":
+        read += _store_files(index_root, corpus_dir, entry)
+        inputs = record(roots, read)
         hits, found = _dense_hits(corpus_dir, index_root, entry, queries, candidates,
                                   depth + 1, backend, texts, model_path)
         details.update(found)
     elif entry.kind == "multi-vector":  # best sentence pair (ts-ASPIRE), exact
         from pipeline.multivector import maxsim_hits
 
+        read += _store_files(index_root, corpus_dir, entry)
+        inputs = record(roots, read)
         hits, found = maxsim_hits(store_dir(index_root, corpus_dir.name, entry.name),
-                                    queries["corpusid"].to_numpy(),
-                                    candidates["corpusid"].to_numpy(), depth + 1,
-                                    entry.similarity, backend)
+                                  queries["corpusid"].to_numpy(),
+                                  candidates["corpusid"].to_numpy(), depth + 1,
+                                  entry.similarity, backend)
         details.update(found)
     elif entry.kind == "fusion":  # the component runs of this pool, fused (ranx)
         from pipeline.fusion import fused_hits
 
-        component_runs = run_shas(runs_root, corpus_dir.name, pool,
-                                  fusion_parts(entry.name)[1])  # before reading them
-        hits, found = fused_hits(corpus_dir, runs_root, pool, entry.name, depth + 1)
-        details.update(found)
+        read += [run_paths(runs_root, corpus_dir.name, pool, m)["parquet"]
+                 for m in fusion_parts(entry.name)[1]]
+        hits, found = fused_hits(corpus_dir, index_root, runs_root, pool, entry.name, depth + 1)
+        details.update(found)  # the component runs (and validation runs) it checked and read:
+        read += [run_paths(runs_root, corpus_dir.name, v, m)["parquet"]
+                 for v in found["tuned_on"] for m in found["models"]]
+        inputs = record(roots, read)
     elif entry.kind == "random":
+        inputs = record(roots, read)
         hits = _random_hits(queries, candidates, depth + 1, seed)
         details["seed"] = seed
     else:
@@ -290,32 +339,34 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
                              counts={"queries": queries.height, "candidates": candidates.height,
                                      "rows": run.height, "self_hits_removed": self_hits,
                                      **counts},
-                             component_runs=component_runs)
+                             inputs=inputs)
         write_json(info, paths["manifest.json"])
     return info
 
 
 def _run_manifest(corpus_dir: Path, pool: str, name: str, k: int, details: dict,
                   paths: dict[str, Path], seconds: float, counts: dict,
-                  component_runs: dict[str, str]) -> dict:
+                  inputs: dict[str, str]) -> dict:
     folder = paths["trec"].parent
     return manifest("search", {"pool": pool, "model": name, "k": k}, details=details,
-                    inputs={**output_shas(pool_manifest(corpus_dir, pool)), **component_runs},
+                    inputs=inputs,
                     outputs=fingerprints(folder, [paths["trec"].name, paths["parquet"].name]),
                     counts=counts, seconds=round(seconds, 2),
                     queries_per_s=round(counts["queries"] / max(seconds, 1e-9), 2))
 
 
 
-def load_run(corpus_dir: Path, runs_root: Path, pool: str, model: str) -> pl.DataFrame:
-    """A complete, intact run made from the pool as it is now (else a one-line error)."""
+def load_run(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str
+             ) -> pl.DataFrame:
+    """A complete, intact run made from its inputs as they are now (else a one-line error
+    naming the command that searches it again)."""
     paths = run_paths(runs_root, corpus_dir.name, pool, model)
+    repair = run_repair(corpus_dir.name, model)
     if not paths["manifest.json"].exists():
-        raise InputError(f"no complete run {paths['parquet']}: run the search stage for "
-                         f"MODEL={model} on pool {pool} first")
-    info = read_json(paths["manifest.json"])
-    check_outputs(paths["trec"].parent, info)
-    if not made_from(info.get("inputs", {}), pool_manifest(corpus_dir, pool)):
-        raise InputError(f"run {paths['parquet']} is stale: pool {pool} changed since it was "
-                         f"searched; rerun the search stage for MODEL={model}")
+        raise InputError(f"no complete run {paths['parquet']}: search it first: {repair}")
+    info = read_json(paths["manifest.json"], repair)
+    check_outputs(paths["trec"].parent, info, repair=repair)
+    stale = changed(Roots.of(corpus_dir, index_root, runs_root), info.get("inputs", {}))
+    if stale:
+        raise InputError(f"run {paths['parquet']} is stale: {stale[0]}; repair: {repair}")
     return read_parquet(paths["parquet"])

@@ -28,6 +28,17 @@ EXECUTORS = ("local", "slurm")
 # SLURM's --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or no limit.
 _TIME = re.compile(r"^(\d+(:\d{1,2}){0,2}|\d+-\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE)$")
 _PARTITION = re.compile(r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$")
+# What sbatch says when it cannot talk to a controller at all (no slurm.conf or configless
+# source, controller down or unreachable, munge authentication failing), as opposed to a
+# controller that refuses what the script asks for (partition, gres, time limit, account).
+_UNREACHABLE = re.compile(
+    r"unable to contact slurm controller|unable to establish a connection|"
+    r"could not establish a configuration source|unable to process configuration file|"
+    r"slurm\.conf|resolve_ctls_from_dns_srv|connection refused|connection timed out|"
+    r"connect failure|no route to host|socket timed out|zero bytes were transmitted|"
+    r"communication connection failure|munge|invalid authentication credential|"
+    r"authentication failure|slurm_load_partitions|slurm_load_ctl_conf", re.IGNORECASE)
+_ASKED = re.compile(r"^#SBATCH --(partition|gres|time)=(.*)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -143,15 +154,62 @@ def _tool(name: str) -> str:
     return path
 
 
+def _first_error(output: str) -> str:
+    """sbatch's first error line (`sbatch: error: ...`, `sbatch: fatal: ...`), else its first
+    line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if re.search(r"\b(error|fatal)\b", line, re.IGNORECASE)]
+    return (errors or lines or ["no message"])[0]
+
+
+def sbatch_failure(output: str, script_text: str = "") -> str:
+    """The one-line message for a failed sbatch: a machine that cannot reach a SLURM
+    controller (not configured here, or the controller is down) is told so; a request the
+    cluster rejects names what was asked and the variables that set it. Both quote sbatch."""
+    line = _first_error(output)
+    if _UNREACHABLE.search(output):
+        return (f"EXECUTOR=slurm: sbatch cannot reach a SLURM controller from this machine "
+                f"(SLURM is not configured here or its controller is down; sbatch said: "
+                f"{line}): run on a login node of a configured SLURM cluster, or use "
+                "EXECUTOR=local")
+    asked = (", ".join(f"--{k}={v}" for k, v in _ASKED.findall(script_text))
+             or "the cluster's default partition and time limit, no GPUs")
+    return (f"the SLURM cluster rejected the job (asked for {asked}; sbatch said: {line}): "
+            "fix PARTITION, GPUS_PER_TASK or the time limit for this cluster (sinfo lists its "
+            "partitions and limits)")
+
+
 def sbatch(script: Path) -> str:
     """Submit `script` with `sbatch --parsable`; return the job id."""
     done = subprocess.run([_tool("sbatch"), "--parsable", str(script)], capture_output=True,
                           text=True)
     if done.returncode != 0:
-        why = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise InputError(f"sbatch refused {script}: {why}; fix PARTITION, GPUS_PER_TASK or "
-                         "TIME for this cluster")
+        text = script.read_text() if script.exists() else ""
+        raise InputError(sbatch_failure(done.stderr + "\n" + done.stdout, text))
     return done.stdout.strip().split(";")[0]  # "<id>" or "<id>;<cluster>"
+
+
+def _submit(path: Path, text: str) -> str:
+    """Write the script and submit it; when sbatch fails, leave nothing behind: the script
+    (and the folders made for it) are removed, or an earlier script is put back."""
+    before = path.read_bytes() if path.exists() else None
+    made = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
+    write_script(path, text)
+    try:
+        return sbatch(path)
+    except InputError:
+        if before is None:
+            path.unlink(missing_ok=True)
+            for folder in made:  # innermost first
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+        else:
+            with atomic_path(path) as tmp:
+                tmp.write_bytes(before)
+                tmp.chmod(tmp.stat().st_mode | 0o111)
+        raise
 
 
 def in_queue(job_id: str) -> bool:
@@ -209,9 +267,9 @@ def submit_embed(roots: tuple[Path, Path, Path], corpus: str, model: str, num_sh
     name = job_name("embed", corpus, model)
     folder = slurm_dir(runs_root)
     command = embed_command(roots, corpus, model, options or {})
-    script = write_script(folder / f"{name}.sbatch", embed_script(
-        command, num_shards, name, folder, resources, (workdir or Path.cwd()).absolute()))
-    job_id = sbatch(script)
+    script = folder / f"{name}.sbatch"
+    job_id = _submit(script, embed_script(command, num_shards, name, folder, resources,
+                                          (workdir or Path.cwd()).absolute()))
     write_json({"job_id": job_id, "num_shards": num_shards, "script": str(script),
                 "logs": str(folder / f"{name}-{job_id}_*.log")},
                _record_path(runs_root, corpus, model))
@@ -241,7 +299,6 @@ def submit_after_embed(corpus_dir: Path, index_root: Path, runs_root: Path, entr
                          f"{record['logs']}, then run make embed EXECUTOR=slurm again")
     name = job_name(stage, corpus_dir.name, entry.name)
     folder = slurm_dir(runs_root)
-    script = write_script(folder / f"{name}.sbatch", follow_up_script(
+    return _submit(folder / f"{name}.sbatch", follow_up_script(
         command, record["job_id"], name, folder, resources,
         (workdir or Path.cwd()).absolute()))
-    return sbatch(script)

@@ -20,10 +20,12 @@ from pathlib import Path
 import polars as pl
 
 from pipeline import bm25
-from pipeline.artifacts import file_lock, read_json, write_json
+from pipeline.artifacts import file_lock, manifest, read_json, write_json
+from pipeline.errors import InputError
+from pipeline.inputs import Roots, record
 from pipeline.models import ModelEntry
 from pipeline.naming import format_size, parse_pool_name
-from pipeline.pools import list_pools, load_pool, output_shas, pool_manifest
+from pipeline.pools import check_pool, list_pools, load_pool, pool_files
 
 K1_GRID = (0.6, 0.9, 1.2, 1.5, 2.0)
 B_GRID = (0.3, 0.4, 0.5, 0.6, 0.75, 0.9)
@@ -62,14 +64,19 @@ def bm25_params(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry
         why = ("a validation pool" if parse_pool_name(pool).split == "validation"
                else "no validation pool")
         return {**defaults, "tuned_on": [], "note": f"pyserini defaults ({why})"}
-    inputs = {p: output_shas(pool_manifest(corpus_dir, p)) for p in pools}
+    for p in pools:
+        check_pool(corpus_dir, p)
+    inputs = record(Roots(corpus_dir.parent), [f for p in pools for f in pool_files(corpus_dir, p)])
     grid = {"k1": list(k1s), "b": list(bs), "engine": engine}
     path = tuning_path(index_root, corpus_dir.name, pool)
     path.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(path.with_suffix(".lock")):
         if path.exists():
-            kept = read_json(path)
-            if kept.get("inputs") == inputs and kept.get("grid") == grid:
+            try:
+                kept = read_json(path)
+            except InputError:  # damaged: tuned again
+                kept = {}
+            if kept.get("inputs") == inputs and kept.get("parameters") == grid:
                 return kept["chosen"]
         chosen = _tune(corpus_dir, index_root, pools, entry, threads, k1s, bs, inputs, grid,
                        path, engine)
@@ -81,25 +88,25 @@ def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntr
           grid: dict, path: Path, engine: str) -> dict:
     """Every (k1, b) on every validation pool, MAP over the top 500 as `eval` scores it."""
     from pipeline.metrics import per_query
-    from pipeline.search import TOP_K, _papers, bm25_index_dir, finalize_run, index
+    from pipeline.search import TOP_K, bm25_index_dir, finalize_run, index, paper_texts
 
     start = time.perf_counter()
     rows = []
     for pool in pools:
         queries, candidates, qrels = load_pool(corpus_dir, pool)
-        query_papers = _papers(corpus_dir, queries["corpusid"]).sort("corpusid")
+        query_papers = paper_texts(corpus_dir, queries["corpusid"]).sort("corpusid")
         if engine == "arrays":
             from pipeline import bm25_fast
 
             runs, _ = bm25_fast.search_grid(query_papers,
-                                            _papers(corpus_dir, candidates["corpusid"]),
+                                            paper_texts(corpus_dir, candidates["corpusid"]),
                                             TOP_K + 1, k1s, bs, threads)
         else:
             index(corpus_dir, index_root, pool, entry, threads)
             runs, _ = bm25.search_grid(
                 query_papers, bm25_index_dir(index_root, corpus_dir.name, pool), TOP_K + 1,
                 k1s, bs, threads,
-                pool_papers=lambda c=candidates: _papers(corpus_dir, c["corpusid"]),
+                pool_papers=lambda c=candidates: paper_texts(corpus_dir, c["corpusid"]),
                 work_dir=path.parent)
         in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
         for (k1, b), hits in runs.items():
@@ -112,7 +119,6 @@ def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntr
     chosen = {"k1": best["k1"], "b": best["b"], "tuned_on": pools,
               "validation_map": round(best["map"], 6),
               "note": f"tuned on {len(pools)} validation pool(s), mean MAP over the grid"}
-    write_json({"grid": grid, "inputs": inputs, "chosen": chosen,
-                "map": table.to_dicts(), "seconds": round(time.perf_counter() - start, 2)},
-               path)
+    write_json(manifest("bm25-tuning", grid, inputs=inputs, chosen=chosen, map=table.to_dicts(),
+                        seconds=round(time.perf_counter() - start, 2)), path)
     return chosen

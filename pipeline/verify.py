@@ -1,18 +1,22 @@
-"""`python -m pipeline verify`: is every artifact whole, and made from its current inputs?
+"""`python -m pipeline verify [folder...]`: is every artifact whole, and made from its current
+inputs? One line per problem, each naming the command that repairs it:
 
-Reads every manifest under the given roots (corpora/, indexes/, runs/) and reports, one line
-each, what is
-- CORRUPT: a file whose size or sha256 differs from its manifest, or an unreadable manifest;
+- CORRUPT: a file whose size or sha256 differs from its manifest, or a damaged manifest;
 - PARTIAL: files without the manifest that is written last (a stage stopped half-way);
-- STALE:   an artifact made from an input that has changed since (a prefiltered corpus from
-           an older ingest, a pool from an older prefiltered.parquet, a run or an evaluation
-           from an older pool);
-- DEBRIS:  a temporary left by a killed process (removed by the next write in its folder).
+- STALE:   an artifact made from an input that has changed since (`pipeline.inputs.changed`:
+           a pool from an older prefiltered.parquet, a run from older embeddings, ...);
+- ORPHAN:  an embedding part that no store manifest lists (a kill between its rename and the
+           manifest's update);
+- DEBRIS:  a temporary left by a killed process.
+
+Verify always reads the whole data roots and reports the problems that lie under the folders
+asked for, so `verify corpora/demo/pools` finds exactly what `verify` finds there.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.artifacts import (
@@ -21,115 +25,203 @@ from pipeline.artifacts import (
     is_stale_temporary,
     is_temporary,
     read_json,
+    read_only,
 )
+from pipeline.bm25 import index_repair
+from pipeline.embed import store_repair
 from pipeline.errors import InputError
-from pipeline.pools import input_sha, made_from
-
-MANIFEST_NAMES = (MANIFEST, "*.manifest.json", "*.eval.json")
-
-
-def _outputs(info: dict) -> dict[str, dict]:
-    """name -> fingerprint of everything a manifest vouches for (corpus manifests hold one
-    section per stage; embedding stores list parts)."""
-    found = dict(info.get("outputs", {}))
-    for section in info.values():
-        if isinstance(section, dict) and "stage" in section:
-            found.update(section.get("outputs", {}))
-    for part in info.get("parts", []):
-        found[part["file"]] = part
-    return found
+from pipeline.ingest.corpus import VOUCHED_BY, corpus_repair, raw_repair
+from pipeline.inputs import Roots, changed
+from pipeline.pools import pool_repair
+from pipeline.search import run_repair
+from pipeline.tuning import validation_pools
 
 
-def _stale(path: Path, info: dict, corpora_root: Path) -> str | None:
-    """Why the artifact described by `path` was made from inputs that changed, if it was."""
-    inputs = info.get("inputs", {})
-    if "prefilter" in info and "ingest" in info:  # a corpus manifest
-        papers = info["ingest"].get("outputs", {}).get("papers.parquet", {}).get("sha256")
-        if info["prefilter"].get("inputs", {}).get("papers.parquet") != papers:
-            return "prefiltered.parquet was made from an older papers.parquet (rerun prefilter)"
-    if info.get("stage") == "pool":
+@dataclass(frozen=True)
+class Problem:
+    kind: str  # CORRUPT, PARTIAL, STALE, ORPHAN, DEBRIS
+    path: Path
+    why: str
+    repair: str
+
+    def line(self) -> str:
+        return f"{self.kind} {self.path}: {self.why}; repair: {self.repair}"
+
+
+def _files(info: dict, kind: str) -> dict[str, dict]:
+    """name -> fingerprint of the files a manifest vouches for."""
+    if kind == "store":
+        return {part["file"]: part for part in info.get("parts", [])}
+    if kind == "corpus":
+        return {name: fp for section in info.values() if isinstance(section, dict)
+                for name, fp in section.get("outputs", {}).items()}
+    return dict(info.get("outputs", {}))
+
+
+def _inputs(info: dict, kind: str) -> dict[str, str]:
+    if kind == "corpus":
+        return {k: v for section in info.values() if isinstance(section, dict)
+                for k, v in section.get("inputs", {}).items() if "/" in k}
+    return info.get("inputs", {})
+
+
+def _classify(path: Path, data: Roots) -> tuple[str, str] | None:
+    """(kind, repair command) of the artifact a manifest at `path` describes."""
+    parts = path.parts
+    if path.name == MANIFEST and path.parent.parent == data.corpora:
+        return "corpus", corpus_repair(path.parent)
+    if path.name == MANIFEST and path.parent.parent.name == "pools":
         corpus_dir = path.parent.parent.parent
-        if (corpus_dir / "prefiltered.parquet").exists() and \
-                inputs.get("prefiltered.parquet") != input_sha(corpus_dir):
-            return "built from an older prefiltered.parquet (make eval rebuilds it)"
-    if info.get("stage") in ("search", "eval"):
-        pool_dir = corpora_root / path.parent.parent.name / "pools" / path.parent.name
-        if not (pool_dir / MANIFEST).exists():
-            return f"its pool {pool_dir} no longer exists"
-        if not made_from(inputs, read_json(pool_dir / MANIFEST)):
-            return "made from an older version of its pool (rerun make eval)"
+        try:
+            info = read_json(path)
+        except InputError:
+            info = None
+        return "pool", pool_repair(corpus_dir, path.parent.name, info)
+    if path.name == MANIFEST and len(parts) >= 3 and parts[-3] == "embeddings":
+        return "store", store_repair(path.parent)
+    if path.name == MANIFEST and path.parent.name == "bm25":
+        return "index", index_repair(path.parent)
+    if path.parent.name == "bm25-tuning":
+        return "tuning", run_repair(path.parent.parent.name, "bm25")
+    if path.name.endswith((".manifest.json", ".eval.json")) and path.parent.parent.parent == \
+            data.runs:
+        model = path.name.removesuffix(".manifest.json").removesuffix(".eval.json")
+        return "run", run_repair(path.parent.parent.name, model)
+    if path == data.runs / "results.manifest.json":
+        return "results", "make report"
+    if path.name == MANIFEST and path.parent.name in ("s2orc", "s2ag"):
+        return "raw", raw_repair(path.parent)
     return None
 
 
-def check_manifest(path: Path, corpora_root: Path, deep: bool) -> list[str]:
+def _manifests(data: Roots) -> list[Path]:
+    found = []
+    for root in (data.corpora, data.indexes, data.runs):
+        if root is None or not root.exists():
+            continue
+        for pattern in (MANIFEST, "*.manifest.json", "*.eval.json", "bm25-tuning/*.json"):
+            found += [p for p in root.rglob(pattern)
+                      if not any(is_temporary(parent) for parent in p.parents)]
+    return sorted(set(found))
+
+
+def check_manifest(path: Path, data: Roots, deep: bool) -> list[Problem]:
     """Problems of the artifact that the manifest at `path` describes."""
+    found = _classify(path, data)
+    if found is None:
+        return []
+    kind, repair = found
     try:
         info = read_json(path)
     except InputError as exc:
-        return [f"CORRUPT {path}: {exc}"]
+        return [Problem("CORRUPT", path, str(exc).split(": ", 1)[-1].split(";")[0], repair)]
     problems = []
-    for name, expected in _outputs(info).items():
+    for name, expected in _files(info, kind).items():
         problem = file_problem(path.parent / name, expected, deep)
         if problem:
-            kind = "PARTIAL" if problem == "missing" else "CORRUPT"
-            problems.append(f"{kind} {path.parent / name}: {problem}")
-    stale = _stale(path, info, corpora_root)
+            problems.append(Problem("PARTIAL" if problem == "missing" else "CORRUPT",
+                                    path.parent / name, problem, repair))
+    stale = changed(data, _inputs(info, kind))
+    if kind == "run" and "k1" in info.get("details", {}):
+        corpus_dir = data.corpora / path.parent.parent.name
+        if info["details"].get("tuned_on") != validation_pools(corpus_dir, path.parent.name):
+            stale.append("its pool's validation pools changed since (BM25 is tuned on them)")
     if stale:
-        problems.append(f"STALE {path.parent if path.name == MANIFEST else path}: {stale}")
+        problems.append(Problem("STALE", path, stale[0], repair))
+    if kind == "store":
+        listed = set(_files(info, kind))
+        problems += [Problem("ORPHAN", p, "an embedding part no manifest lists (a stopped "
+                             "run)", repair)
+                     for p in sorted(path.parent.glob("part-*.arrow")) if p.name not in listed]
     return problems
 
 
-def _partial(root: Path) -> list[str]:
+def _partial(data: Roots) -> list[Problem]:
     """Artifacts whose files exist but whose manifest (written last) does not."""
     problems = []
-    for corpus_dir in sorted(p.parent for p in root.glob("*/papers.parquet")):
+    for corpus_dir in sorted(p for p in data.corpora.glob("*/") if p.is_dir()):
         try:
-            path = corpus_dir / MANIFEST
-            sections = read_json(path) if path.exists() else {}
+            sections = read_json(corpus_dir / MANIFEST) if (corpus_dir / MANIFEST).exists() \
+                else {}
         except InputError:
             continue  # corrupt: check_manifest reports it
-        for name, stage in (("papers.parquet", "ingest"), ("prefiltered.parquet", "prefilter")):
-            if (corpus_dir / name).exists() and stage not in sections:
-                problems.append(f"PARTIAL {corpus_dir / name}: no {stage} section in "
-                                f"{corpus_dir / MANIFEST} (the {stage} stage stopped "
-                                "half-way; run it again)")
-    for pool_dir in root.glob("*/pools/*/"):
-        if pool_dir.is_dir() and not (pool_dir / MANIFEST).exists():
-            problems.append(f"PARTIAL {pool_dir}: no manifest.json (the pool stage stopped "
-                            "half-way; rerun make pool)")
-    for run in root.glob("*/*/*.parquet"):
-        name = run.name.removesuffix(".parquet")
-        if "." in name or run.parent.parent.name == "pools":
-            continue  # <model>.metrics.parquet: the eval manifest's; a pool's files (root: a
-            # corpus folder) are the pool manifest's
-        if not run.with_name(f"{name}.manifest.json").exists():
-            problems.append(f"PARTIAL {run}: no {name}.manifest.json (search stopped "
-                            "half-way; rerun make eval)")
-    for index in root.glob("*/*/bm25/"):
-        if not (index / MANIFEST).exists():
-            problems.append(f"PARTIAL {index}: no manifest.json (rerun the index stage)")
+        vouched = {n for s in sections.values() if isinstance(s, dict)
+                   for n in s.get("outputs", {})}
+        for name in VOUCHED_BY:
+            if (corpus_dir / name).exists() and name not in vouched:
+                problems.append(Problem("PARTIAL", corpus_dir / name, "no manifest section "
+                                        "vouches for it (its stage stopped half-way)",
+                                        corpus_repair(corpus_dir, sections)))
+        for pool_dir in sorted((corpus_dir / "pools").glob("*/")):
+            if pool_dir.is_dir() and not is_temporary(pool_dir) and \
+                    not (pool_dir / MANIFEST).exists():
+                problems.append(Problem("PARTIAL", pool_dir, "no manifest.json (the pool stage "
+                                        "stopped half-way)", pool_repair(corpus_dir,
+                                                                         pool_dir.name)))
+    if data.runs is not None:
+        for run in sorted(data.runs.glob("*/*/*.parquet")):
+            name = run.name.removesuffix(".parquet")
+            model = name.removesuffix(".metrics")
+            manifest = run.with_name(f"{model}.eval.json" if name.endswith(".metrics")
+                                     else f"{model}.manifest.json")
+            if not manifest.exists() and not is_temporary(run):
+                problems.append(Problem("PARTIAL", run, f"no {manifest.name} (its stage "
+                                        "stopped half-way)",
+                                        run_repair(run.parent.parent.name, model)))
+    if data.indexes is not None:
+        for index in sorted(data.indexes.glob("*/*/bm25/")):
+            if not (index / MANIFEST).exists():
+                problems.append(Problem("PARTIAL", index, "no manifest.json",
+                                        index_repair(index)))
+        for store in sorted(data.indexes.glob("*/embeddings/*/")):
+            if not (store / MANIFEST).exists() and any(store.glob("part-*.arrow")):
+                problems.append(Problem("ORPHAN", store, "embedding parts without a store "
+                                        "manifest", store_repair(store)))
     return problems
 
 
-def verify(roots: list[Path], corpora_root: Path, deep: bool = True) -> list[str]:
-    """Print one line per problem under `roots` and a summary; return the problems."""
-    problems: list[str] = []
-    checked = 0
-    for root in roots:
-        if not root.exists():
+def _debris(data: Roots) -> list[Problem]:
+    return [Problem("DEBRIS", p, "temporary of a stopped process", "make sweep")
+            for root in (data.corpora, data.indexes, data.runs) if root and root.exists()
+            for p in sorted(root.rglob(".*.tmp")) if is_stale_temporary(p)]
+
+
+def _under(path: Path, folders: list[Path]) -> bool:
+    resolved = path.resolve()
+    return any(resolved.is_relative_to(f) for f in folders)
+
+
+def find_problems(data: Roots, folders: list[Path] | None = None, deep: bool = True
+                  ) -> tuple[list[Problem], int]:
+    """Every problem under `folders` (default: the whole data roots), and how many manifests
+    were checked. Manifests whose artifact cannot lie under them are skipped."""
+    folders = [f.resolve() for f in folders] if folders else None
+    checked, problems = 0, []
+    for path in _manifests(data):
+        artifact = path.parent.resolve()
+        if folders and not any(artifact.is_relative_to(f) or f.is_relative_to(artifact)
+                               for f in folders):
             continue
-        for pattern in MANIFEST_NAMES:
-            for path in sorted(root.rglob(pattern)):
-                if any(is_temporary(parent) for parent in path.parents):
-                    continue
-                checked += 1
-                problems += check_manifest(path, corpora_root, deep)
-        problems += _partial(root)
-        problems += [f"DEBRIS {p}: temporary of a stopped process (removed by the next run "
-                     "writing there)" for p in sorted(root.rglob(".*.tmp"))
-                     if is_stale_temporary(p)]
-    for line in problems:
+        checked += 1
+        problems += check_manifest(path, data, deep)
+    problems += _partial(data) + _debris(data)
+    if folders:
+        problems = [p for p in problems if _under(p.path, folders)]
+    return problems, checked
+
+
+def verify(data: Roots, folders: list[Path] | None = None, deep: bool = True) -> list[str]:
+    """Print one line per problem and a summary; return the lines."""
+    for folder in folders or []:
+        if not folder.exists():
+            raise InputError(f"{folder} does not exist: give a folder under the data roots "
+                             f"({data.corpora}, {data.indexes}, {data.runs})")
+    with read_only():
+        problems, checked = find_problems(data, folders, deep)
+    lines = [p.line() for p in problems]
+    for line in lines:
         print(line)
     print(f"[verify] {checked} manifests checked{' with checksums' if deep else ''}: "
-          f"{len(problems) or 'no'} problems", file=sys.stderr)
-    return problems
+          f"{len(lines) or 'no'} problems", file=sys.stderr)
+    return lines
+

@@ -140,4 +140,4 @@ def mdcr_benchmark(mdcr_source):
 
     corpus, root = mdcr_source
     out = root / "corpora" / "small-mdcr"
-    return out, build_mdcr(corpus, root / "runs", out, MDCR_MODELS, seed=0)
+    return out, build_mdcr(corpus, root / "indexes", root / "runs", out, MDCR_MODELS, seed=0)

@@ -148,13 +148,13 @@ def test_lists_equal_pyserini_lucene_searcher(pyserini_env, corpus_dir, tmp_path
     Every 7th candidate is indexed twice (a copy under another id), so every query meets
     exact ties; the second run uses string ids of the kind BEIR collections have."""
     from pipeline.pools import load_pool
-    from pipeline.search import _papers
+    from pipeline.search import paper_texts
 
     queries, candidates, _ = load_pool(corpus_dir, pool_of(1600))
-    papers = _papers(corpus_dir, candidates["corpusid"])
+    papers = paper_texts(corpus_dir, candidates["corpusid"])
     copies = papers.gather_every(7).with_columns(pl.col("corpusid") + 10**9)
     papers = pl.concat([papers, copies])
-    query_papers = _papers(corpus_dir, queries["corpusid"]).sort("corpusid")
+    query_papers = paper_texts(corpus_dir, queries["corpusid"]).sort("corpusid")
     if ids == "string":
         papers = papers.with_columns(pl.format("W{}-x", "corpusid").alias("corpusid"))
         query_papers = query_papers.with_columns(pl.format("W{}-x", "corpusid")

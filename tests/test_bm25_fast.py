@@ -35,12 +35,12 @@ def pool(corpus_dir) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The 1,600 candidates of a fixture pool with every 7th indexed twice (exact ties), and
     its queries."""
     from pipeline.pools import load_pool
-    from pipeline.search import _papers
+    from pipeline.search import paper_texts
 
     queries, candidates, _ = load_pool(corpus_dir, pool_of(1600))
-    papers = _papers(corpus_dir, candidates["corpusid"])
+    papers = paper_texts(corpus_dir, candidates["corpusid"])
     papers = pl.concat([papers, papers.gather_every(7).with_columns(pl.col("corpusid") + 10**9)])
-    return papers, _papers(corpus_dir, queries["corpusid"]).sort("corpusid")
+    return papers, paper_texts(corpus_dir, queries["corpusid"]).sort("corpusid")
 
 
 @pytest.mark.parametrize(("k1", "b"), [(0.9, 0.4), (1.2, 0.75)])

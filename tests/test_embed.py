@@ -182,6 +182,7 @@ def test_two_processes_on_one_store_do_not_corrupt_it(corpus_dir, tmp_path, tiny
     import subprocess
     import sys
 
+    from pipeline.inputs import Roots
     from pipeline.verify import verify
 
     corpora = tmp_path / "corpora"
@@ -194,4 +195,5 @@ def test_two_processes_on_one_store_do_not_corrupt_it(corpus_dir, tmp_path, tiny
     assert [p.wait() for p in procs] == [0, 0]
     store = store_dir(tmp_path / "indexes", corpus_dir.name, "scibert")
     assert np.array_equal(stored_ids(store), pool_ids(corpus_dir, SMALL_POOL))
-    assert verify([tmp_path / "indexes"], corpora) == []
+    assert verify(Roots(corpora, tmp_path / "indexes", tmp_path / "runs"),
+                  [tmp_path / "indexes"]) == []

@@ -22,7 +22,8 @@ def maps(corpus_dir, tmp_path_factory) -> dict[tuple[str, int], float]:
             pool = pool_of(size)
             index(corpus_dir, index_root, pool, entry, threads=2)
             search(corpus_dir, index_root, runs_root, pool, entry)
-            out[model, size] = eval_run(corpus_dir, runs_root, pool, model)["means"]["map"]
+            out[model, size] = eval_run(corpus_dir, index_root, runs_root, pool,
+                                        model)["means"]["map"]
     return out
 
 

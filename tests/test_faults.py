@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from pipeline.inputs import Roots
 from pipeline.verify import verify
 
 SEED = 20261122
@@ -41,7 +42,7 @@ STAGES: list[tuple[str, list[str], int]] = [
     ("search-multi-vector", ["search", "--corpus", "c", "--model", "aspire-cs"], 2),
     ("eval", ["eval", "--corpus", "c", "--model", "bm25"], 4),
 ]
-VOLATILE = ("manifest.json", ".eval.json", "stage-times.jsonl", ".lock")
+VOLATILE = ("manifest.json", ".eval.json", "stage-times.jsonl", ".lock", ".checksums.json")
 
 
 def _command(root: Path, args: list[str], raw: Path, model: Path) -> list[str]:
@@ -164,5 +165,4 @@ def test_stages_survive_kills_byte_identical(raw_corpus, tiny_bert, tmp_path):
     different = [name for name in reference if reference[name] != after[name]]
     assert not different, different
     assert not [p for p in faulted.rglob("*.tmp")], "debris left behind"
-    assert verify([faulted / "corpora", faulted / "indexes", faulted / "runs"],
-                  faulted / "corpora") == []
+    assert verify(Roots(faulted / "corpora", faulted / "indexes", faulted / "runs")) == []

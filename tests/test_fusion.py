@@ -51,8 +51,9 @@ def test_rrf_is_the_sum_of_reciprocal_ranks(searched):
     # rrf has a parameter (k): tuned on the validation pool
     assert rrf["details"]["tuned_on"] == [f"{POOL}-val"] and "k" in rrf["details"]["params"]
     k = rrf["details"]["params"]["k"]
-    fused = load_run(corpus, runs, POOL, "fuse--rrf--bm25--random")
-    parts = [load_run(corpus, runs, POOL, m).select("query", "doc", pl.col("rank").alias(m))
+    fused = load_run(corpus, root / "indexes", runs, POOL, "fuse--rrf--bm25--random")
+    parts = [load_run(corpus, root / "indexes", runs, POOL, m).select("query", "doc",
+                                                                      pl.col("rank").alias(m))
              for m in ("bm25", "random")]
     expected = (parts[0].join(parts[1], on=["query", "doc"], how="full", coalesce=True)
                 .with_columns(want=(1 / (k + pl.col("bm25"))).fill_null(0)
@@ -60,7 +61,7 @@ def test_rrf_is_the_sum_of_reciprocal_ranks(searched):
     joined = fused.join(expected, on=["query", "doc"])
     assert joined.height == fused.height
     assert (joined["score"] - joined["want"]).abs().max() < 1e-6
-    out = eval_run(corpus, runs, POOL, "fuse--rrf--bm25--random")
+    out = eval_run(corpus, root / "indexes", runs, POOL, "fuse--rrf--bm25--random")
     assert out["counts"]["queries"] > 0
 
 
@@ -75,11 +76,12 @@ def test_a_fused_run_is_stale_when_a_component_run_changes(searched):
     corpus, root = searched
     runs, entry = root / "runs", get_model("fuse--mnz--bm25--random")
     search(corpus, root / "indexes", runs, POOL, entry, threads=1)
-    assert run_is_current(corpus, runs, POOL, entry.name)
+    assert run_is_current(corpus, root / "indexes", runs, POOL, entry.name)
     search(corpus, root / "indexes", runs, POOL, get_model("random"), threads=1, seed=9)
-    assert not run_is_current(corpus, runs, POOL, entry.name)  # made from the old random run
+    assert not run_is_current(corpus, root / "indexes", runs, POOL,
+                              entry.name)  # made from the old random run
     search(corpus, root / "indexes", runs, POOL, entry, threads=1)
-    assert run_is_current(corpus, runs, POOL, entry.name)
+    assert run_is_current(corpus, root / "indexes", runs, POOL, entry.name)
 
 
 def test_a_group_is_tuned_once_per_process(searched):
@@ -88,7 +90,7 @@ def test_a_group_is_tuned_once_per_process(searched):
     from pipeline.fusion import _tune, tuned_params
 
     corpus, root = searched
-    args = (corpus, root / "runs", POOL, "rrf", ["bm25", "random"])
+    args = (corpus, root / "indexes", root / "runs", POOL, "rrf", ["bm25", "random"])
     first = tuned_params(*args)
     misses = _tune.cache_info().misses
     assert tuned_params(*args) == first and _tune.cache_info().misses == misses

@@ -97,7 +97,8 @@ def test_end_to_end_equals_pytrec_eval(imported, kind, tiny_bert):
     run = pl.read_parquet(run_dir / f"{entry.name}.parquet")
     assert run["doc"].dtype == pl.String
     assert run.filter(pl.col("query") == pl.col("doc")).is_empty()  # q0 never retrieves q0
-    info = eval_run(corpus, root / "runs", pool, entry.name, pool_metrics(corpus, pool))
+    info = eval_run(corpus, root / "indexes", root / "runs", pool, entry.name,
+                    pool_metrics(corpus, pool))
     _, _, qrels = load_pool(corpus, pool)
     expected = _pytrec(run_dir / f"{entry.name}.trec", qrels)
     values = pl.read_parquet(run_dir / f"{entry.name}.metrics.parquet").filter(

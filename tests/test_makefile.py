@@ -58,7 +58,7 @@ def test_pool_eval_report_chain(data):
     assert pools == ["all-1600-r0", "all-800-r0", "medicine-700-r0"]
     # each stage on its own; Lucene's index (the default arrays engine indexes in memory)
     indexed = make(data, "index", "MODEL=bm25", "BM25_ENGINE=lucene")
-    assert indexed.stdout.count("pipeline") == 1 and " search " not in indexed.stdout
+    assert indexed.stdout.count(" index ") == 1 and " search " not in indexed.stdout
     assert len(stage_pids(data, "index")) == 3
     # every pool searched by one process (one JVM), then scored by one process
     searched = make(data, "search", "MODEL=bm25")
@@ -66,8 +66,10 @@ def test_pool_eval_report_chain(data):
     searches = stage_pids(data, "search")
     assert sorted(searches) == pools and len(set(searches.values())) == 1
     assert not list((data / "runs" / "small").glob("*/bm25.eval.json"))
+    logged = len(stage_records(data))
     first = make(data, "eval", "MODEL=bm25")
-    assert first.stdout.count(" eval ") == 1 and " search " not in first.stdout
+    assert first.stdout.count(" eval ") == 1 and not stage_pids(data, "search", logged)
+    assert "3 current runs kept, 0 to search" in first.stderr
     evals = stage_pids(data, "eval")
     assert sorted(evals) == pools and len(set(evals.values())) == 1
     for pool in pools:
@@ -77,19 +79,19 @@ def test_pool_eval_report_chain(data):
         info = json.loads((data / "runs" / "small" / pool / "bm25.eval.json").read_text())
         assert info["means"]["map"] > 0
         assert (data / "runs" / "small" / pool / "bm25.parquet").exists()  # kept by make
+    logged = len(stage_records(data))
     again = make(data, "eval", "MODEL=bm25")
-    assert "Nothing to be done" in again.stdout and "pipeline" not in again.stdout
+    assert "3 current evaluations kept, 0 to score" in again.stderr
+    assert not stage_pids(data, "search", logged) and not stage_pids(data, "eval", logged)
     # a run lost since: that pool alone is searched and scored again
     before = {p: (data / "runs" / "small" / p / "bm25.parquet").stat().st_mtime_ns
               for p in pools}
     (data / "runs" / "small" / "all-800-r0" / "bm25.parquet").unlink()
     logged = len(stage_records(data))
     redo = make(data, "eval", "MODEL=bm25")
-    assert "--pool 'all-800-r0'" in redo.stdout
     assert sorted(stage_pids(data, "search", logged)) == ["all-800-r0"]
-    # the same bytes again: its evaluation is kept (touched for make), not recomputed
+    # the same bytes again: its evaluation is kept, not recomputed
     assert not stage_pids(data, "eval", logged) and "3 current evaluations kept" in redo.stderr
-    assert "Nothing to be done" in make(data, "eval", "MODEL=bm25").stdout
     for pool in ("all-1600-r0", "medicine-700-r0"):
         assert (data / "runs" / "small" / pool / "bm25.parquet").stat().st_mtime_ns == \
             before[pool]
@@ -98,7 +100,9 @@ def test_pool_eval_report_chain(data):
     make(data, "fuse", "MODELS=bm25,random", "METHOD=rrf")
     fused = "fuse--rrf--bm25--random"
     assert all((data / "runs" / "small" / p / f"{fused}.eval.json").exists() for p in pools)
-    assert "pipeline" not in make(data, "fuse", "MODELS=bm25,random").stdout
+    logged = len(stage_records(data))
+    make(data, "fuse", "MODELS=bm25,random")
+    assert not stage_pids(data, "search", logged) and not stage_pids(data, "eval", logged)
     (data / "runs" / "small" / "all-800-r0" / "random.parquet").unlink()
     logged = len(stage_records(data))
     make(data, "fuse", "MODELS=bm25,random")
@@ -121,14 +125,16 @@ def test_changed_settings_rebuild_what_they_change(data):
     assert "prefilter" in out
     sections = json.loads((corpus / "manifest.json").read_text())
     assert sections["prefilter"]["parameters"]["citations"] == "outbound"
-    out = make(data, "eval", "MODEL=bm25", "CITATIONS=outbound").stdout
-    assert "--rebuild 'all-800-r0'" in out and "search" in out and "collect" in out
+    logged = len(stage_records(data))
+    make(data, "eval", "MODEL=bm25", "CITATIONS=outbound")
+    assert "all-800-r0" in stage_pids(data, "search", logged)  # its pool was rebuilt
     pool = json.loads((corpus / "pools" / "all-800-r0" / "manifest.json").read_text())
-    assert pool["inputs"]["prefiltered.parquet"] == \
+    assert pool["inputs"]["corpora/small/prefiltered.parquet"] == \
         sections["prefilter"]["outputs"]["prefiltered.parquet"]["sha256"]
-    again = make(data, "eval", "MODEL=bm25", "CITATIONS=outbound")
-    assert "Nothing to be done" in again.stdout and "pipeline" not in again.stdout
-    # results.parquet is a real target: lost after evaluation, the next make writes it again
+    logged = len(stage_records(data))
+    make(data, "eval", "MODEL=bm25", "CITATIONS=outbound")
+    assert not stage_pids(data, "search", logged) and not stage_pids(data, "eval", logged)
+    # results.parquet lost after evaluation: the next make writes it again
     (data / "runs" / "results.parquet").unlink()
     assert "collect" in make(data, "eval", "MODEL=bm25", "CITATIONS=outbound").stdout
     assert (data / "runs" / "results.parquet").exists()
@@ -153,7 +159,7 @@ def test_pools_paper_builds_the_grid_with_validation_pools(data):
 
 def test_mdcr_benchmark_chain(raw_corpus, corpus_dir, tmp_path_factory):
     """make mdcr builds the benchmark corpus from field-level pools and runs; make eval scores
-    it like any corpus (no ingest), a second time does nothing; the official files go out and
+    it like any corpus (no ingest), a second time redoes nothing; the official files go out and
     come back in (string ids), with a scores file the official evaluation reads."""
     root = tmp_path_factory.mktemp("mdcr-data")
     copy_corpus(corpus_dir, root / "corpora" / "small")
@@ -170,7 +176,8 @@ def test_mdcr_benchmark_chain(raw_corpus, corpus_dir, tmp_path_factory):
     assert set(info["means"]) == {"map", "ndcg", "recall@5"}  # METRICS=auto: the mdcr set
     assert {"graph", "random", "most_cited", "bm25"} == set(info["means_by_negatives"])
     again = make(root, "eval", "CORPUS=small-mdcr", "MODEL=bm25")
-    assert "Nothing to be done" in again.stdout and "pipeline" not in again.stdout
+    assert "current runs kept, 0 to search" in again.stderr
+    assert "current evaluations kept, 0 to score" in again.stderr
     official = root / "official"
     make(root, "export-mdcr", "CORPUS=small-mdcr", f"OUT={official}")
     make(root, "import-mdcr", "CORPUS=mdcr", f"SRC={official}")
@@ -194,7 +201,7 @@ def test_mdcr_benchmark_chain(raw_corpus, corpus_dir, tmp_path_factory):
 
 def test_beir_collection_and_query_variants_through_make(tmp_path_factory):
     """make import-beir, then make eval on it (no ingest; METRICS=auto: nDCG@10, R@100);
-    QUERY_VARIANT runs beside the full-query runs, and a second make does nothing."""
+    QUERY_VARIANT runs beside the full-query runs, and a second make redoes nothing."""
     root = tmp_path_factory.mktemp("beir-data")
     (root / "installed").touch()
     src = root / "collection"
@@ -214,6 +221,6 @@ def test_beir_collection_and_query_variants_through_make(tmp_path_factory):
     make(root, "eval", "CORPUS=tiny", "MODEL=bm25", "QUERY_VARIANT=typos")
     assert (root / "runs" / "tiny" / pool / "bm25~typos.eval.json").exists()
     again = make(root, "eval", "CORPUS=tiny", "MODEL=bm25", "QUERY_VARIANT=typos")
-    assert "Nothing to be done" in again.stdout
+    assert "1 current runs kept, 0 to search" in again.stderr
     bad = make(root, "import-beir", "CORPUS=x", check=False)
     assert bad.returncode == 2 and "needs SRC=" in bad.stderr

@@ -133,8 +133,9 @@ def test_string_ids_through_search_eval_and_the_scores_file(round_trip, mdcr_sou
         frames = []
         for pool in list_pools(corpus):
             search(corpus, root / "indexes", root / "runs", pool, entry)
-            eval_run(corpus, root / "runs", pool, "bm25", ("map", "ndcg", "recall@5"))
-            frames.append(load_run(corpus, root / "runs", pool, "bm25"))
+            eval_run(corpus, root / "indexes", root / "runs", pool, "bm25", ("map", "ndcg",
+                                                                             "recall@5"))
+            frames.append(load_run(corpus, root / "indexes", root / "runs", pool, "bm25"))
         runs[corpus.name] = pl.concat(frames).select(pl.col("query", "doc").cast(pl.String),
                                                      "score").sort("query", "doc")
     assert runs[out.name].equals(runs[imported.name])
@@ -142,7 +143,7 @@ def test_string_ids_through_search_eval_and_the_scores_file(round_trip, mdcr_sou
     n = scores_file(runs[imported.name], table, tmp_path / "scores.json")
     assert n == table.select("query", "doc").unique().height
     _, from_files = evaluate_files(first / "mdcr_test.json", tmp_path / "scores.json")
-    results = collect_results(root / "corpora", root / "runs").filter(
+    results = collect_results(root / "corpora", root / "indexes", root / "runs").filter(
         pl.col("corpus") == imported.name, pl.col("model") == "bm25",
         pl.col("negatives") == "all")
     _, from_eval = official_numbers(results)
@@ -210,6 +211,6 @@ def test_both_bm25_engines_agree_on_string_ids(round_trip, mdcr_source):
         index(imported, root / "indexes", pool, get_model("bm25"), bm25_engine=engine)
         search(imported, root / "indexes", root / "runs", pool, get_model("bm25"),
                bm25_engine=engine)
-        runs[engine] = load_run(imported, root / "runs", pool, "bm25")
+        runs[engine] = load_run(imported, root / "indexes", root / "runs", pool, "bm25")
     assert runs["lucene"]["doc"].dtype == pl.String
     assert runs["lucene"].equals(runs["arrays"])

@@ -389,7 +389,7 @@ def test_search_and_eval_end_to_end(corpus_dir, roots, tiny_entry, indexed):
         others[pos] = False
         others[doc_ids == query] = False
         assert want[i, others].max() <= mine["score"].min() + 1e-4
-    result = eval_run(corpus_dir, runs_root, POOL, tiny_entry.name)
+    result = eval_run(corpus_dir, index_root, runs_root, POOL, tiny_entry.name)
     assert result["counts"]["queries"] == queries.height
     metrics = pl.read_parquet(paths["metrics.parquet"])
     assert metrics["map"].is_between(0, 1).all() and metrics["map"].mean() > 0

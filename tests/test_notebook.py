@@ -23,8 +23,8 @@ def test_results_notebook_runs(corpus_dir, tmp_path):
         for model in ("bm25", "random"):
             search(corpus_dir, tmp_path / "indexes", runs, pool_of(size), get_model(model),
                    threads=1)
-            eval_run(corpus_dir, runs, pool_of(size), model)
-    assert collect_results(corpus_dir.parent, runs).height > 0
+            eval_run(corpus_dir, tmp_path / "indexes", runs, pool_of(size), model)
+    assert collect_results(corpus_dir.parent, tmp_path / "indexes", runs).height > 0
     (tmp_path / "notebooks").mkdir()
     shutil.copy(ROOT / "notebooks" / "results.ipynb", tmp_path / "notebooks")
     notebook = nbformat.read(tmp_path / "notebooks" / "results.ipynb", as_version=4)

@@ -62,9 +62,10 @@ def test_variant_runs_beside_the_full_ones(corpus_dir, tmp_path):
         info = search(corpus, tmp_path / "indexes", tmp_path / "runs", pool_of(800),
                       get_model("bm25"), variant=variant)
         assert info["details"]["query_variant"] == variant
-        eval_run(corpus, tmp_path / "runs", pool_of(800), run_name("bm25", variant))
+        eval_run(corpus, tmp_path / "indexes", tmp_path / "runs", pool_of(800),
+                 run_name("bm25", variant))
     assert (tmp_path / "runs" / "small" / pool_of(800) / "bm25~title.trec").exists()
-    collect_results(tmp_path / "corpora", tmp_path / "runs")
+    collect_results(tmp_path / "corpora", tmp_path / "indexes", tmp_path / "runs")
     text = report(tmp_path / "runs", "small", seed=1)
     assert "query robustness" in text and "| bm25 |" in text
     assert "bm25~title" not in text.split("query robustness")[1].split("\n## ")[1]

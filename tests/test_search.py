@@ -51,7 +51,7 @@ def test_run_contract(corpus_dir, roots, tiny, model):
                                                     entry.name)
     assert float(score) == run["score"][0]
     assert info["counts"]["rows"] == run.height
-    result = eval_run(corpus_dir, runs_root, POOL, entry.name)
+    result = eval_run(corpus_dir, index_root, runs_root, POOL, entry.name)
     assert result["counts"]["queries"] == queries.height
     metrics = pl.read_parquet(paths["metrics.parquet"])
     assert metrics.columns == ["query", "negatives", "map", "ndcg", "recall@30"]
@@ -60,7 +60,7 @@ def test_run_contract(corpus_dir, roots, tiny, model):
 
 def test_results_table_gathers_runs(corpus_dir, roots):
     index_root, runs_root = roots
-    results = collect_results(corpus_dir.parent, runs_root)
+    results = collect_results(corpus_dir.parent, index_root, runs_root)
     assert {"bm25", "random"} <= set(results["model"])
     assert set(results["metric"]) == {"map", "ndcg", "recall@30"}
     assert (results["level"] == "dataset").all()
@@ -72,17 +72,18 @@ def test_stale_only_keeps_current_work_and_redoes_the_rest(corpus_dir, roots):
     index_root, runs_root = roots
     entry = get_model("random")
     search(corpus_dir, index_root, runs_root, POOL, entry, k=100, threads=1)
-    eval_run(corpus_dir, runs_root, POOL, entry.name)
+    eval_run(corpus_dir, index_root, runs_root, POOL, entry.name)
     paths = run_paths(runs_root, corpus_dir.name, POOL, entry.name)
-    assert run_is_current(corpus_dir, runs_root, POOL, entry.name, k=100)
-    assert eval_is_current(corpus_dir, runs_root, POOL, entry.name)
-    assert not run_is_current(corpus_dir, runs_root, POOL, entry.name, k=500)  # another k
-    assert not run_is_current(corpus_dir, runs_root, POOL, "bm25-unsearched", k=100)
+    assert run_is_current(corpus_dir, index_root, runs_root, POOL, entry.name, k=100)
+    assert eval_is_current(corpus_dir, index_root, runs_root, POOL, entry.name)
+    assert not run_is_current(corpus_dir, index_root, runs_root, POOL, entry.name,
+                              k=500)  # another k
+    assert not run_is_current(corpus_dir, index_root, runs_root, POOL, "bm25-unsearched", k=100)
     # a run rewritten with other bytes: the run is current, its evaluation is not
     search(corpus_dir, index_root, runs_root, POOL, entry, k=100, threads=1, seed=7)
-    assert run_is_current(corpus_dir, runs_root, POOL, entry.name, k=100)
-    assert not eval_is_current(corpus_dir, runs_root, POOL, entry.name)
+    assert run_is_current(corpus_dir, index_root, runs_root, POOL, entry.name, k=100)
+    assert not eval_is_current(corpus_dir, index_root, runs_root, POOL, entry.name)
     # a damaged run is not current
     paths["parquet"].write_bytes(paths["parquet"].read_bytes()[:-10])
-    assert not run_is_current(corpus_dir, runs_root, POOL, entry.name, k=100)
+    assert not run_is_current(corpus_dir, index_root, runs_root, POOL, entry.name, k=100)
     search(corpus_dir, index_root, runs_root, POOL, entry, k=100, threads=1)  # for later tests

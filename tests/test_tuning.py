@@ -11,7 +11,7 @@ from pipeline.artifacts import read_json
 from pipeline.metrics import per_query
 from pipeline.models import get_model
 from pipeline.pools import PoolSpec, build_pool, load_pool
-from pipeline.search import _papers, bm25_index_dir, finalize_run, index, run_paths, search
+from pipeline.search import bm25_index_dir, finalize_run, index, paper_texts, run_paths, search
 from pipeline.tuning import bm25_params, tuning_path, validation_pools
 from tests.conftest import copy_corpus
 
@@ -51,7 +51,7 @@ def test_best_pair_on_the_validation_pools(corpus, tmp_path):
     for pool in chosen["tuned_on"]:
         index(corpus, tmp_path, pool, entry, 1, "lucene")
         queries, candidates, qrels = load_pool(corpus, pool)
-        hits, _ = bm25.search(_papers(corpus, queries["corpusid"]).sort("corpusid"),
+        hits, _ = bm25.search(paper_texts(corpus, queries["corpusid"]).sort("corpusid"),
                               bm25_index_dir(tmp_path, corpus.name, pool), 501,
                               chosen["k1"], chosen["b"], 1)
         run, _ = finalize_run(hits, 500)

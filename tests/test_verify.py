@@ -9,6 +9,7 @@ import pytest
 
 from pipeline import artifacts
 from pipeline.ingest import prefilter
+from pipeline.inputs import Roots
 from pipeline.pools import PoolSpec, build_pool
 from pipeline.verify import verify
 from tests.conftest import copy_corpus
@@ -26,14 +27,18 @@ def root(corpus_dir, tmp_path):
     return tmp_path
 
 
+def data(root):
+    return Roots(root / "corpora", root / "indexes", root / "runs")
+
+
 def run_verify(root):
-    return verify([root / "corpora", root / "runs"], root / "corpora")
+    return verify(data(root))
 
 
 def test_clean_root_has_no_problems(root):
     assert run_verify(root) == []
     # one corpus folder as the root: its pools' files are not taken for runs
-    assert verify([root / "corpora" / "small"], root / "corpora") == []
+    assert verify(data(root), [root / "corpora" / "small"]) == []
 
 
 def test_corrupt_partial_stale_and_debris_are_named(root):
@@ -88,4 +93,5 @@ def test_a_prefilter_older_than_its_ingest_is_stale(tmp_path):
         handle.write(json.dumps({"paper_id": "5", "title": "New", "year": 2001}).encode() + b"\n")
     ingest(tmp_path / "raw", corpus)
     problems = run_verify(tmp_path)
-    assert any(line.startswith("STALE") and "older papers.parquet" in line for line in problems)
+    assert any(line.startswith("STALE") and "papers.parquet changed since" in line
+               for line in problems)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Literal
@@ -23,7 +24,9 @@ from pipeline.artifacts import (
     file_lock,
     fingerprints,
     manifest,
+    outputs_intact,
     scratch_dir,
+    sha256_file,
 )
 from pipeline.errors import InputError
 from pipeline.ingest import s2ag, s2orc
@@ -55,7 +58,62 @@ def ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False, workers: int =
     if source not in SOURCES:
         raise InputError(f"unknown corpus source {source!r}: use one of {', '.join(SOURCES)}")
     with file_lock(corpus_dir / ".locks" / "corpus.lock"):
+        current = ingest_is_current(raw_dir, corpus_dir, strict, source, fos_source)
+        if current is not None:
+            print("[ingest] up to date (same raw shards, settings and outputs)", file=sys.stderr)
+            return current
         return _ingest(raw_dir, corpus_dir, strict, workers, source, fos_source)
+
+
+def raw_shards(raw_dir: Path, source: Source) -> tuple[Path, list[Path]]:
+    """The folder shard names are relative to, and the raw shards of `raw_dir`."""
+    if source == "s2orc":
+        return raw_dir / "metadata", find_shards(raw_dir)
+    return raw_dir, [p for shards in s2ag.find_datasets(raw_dir).values() for p in shards]
+
+
+def _raw_fingerprint(path: Path) -> dict:
+    stat = path.stat()
+    return {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256_file(path)}
+
+
+def ingest_is_current(raw_dir: Path, corpus_dir: Path, strict: bool, source: Source,
+                      fos_source: str) -> dict | None:
+    """The ingest section when the corpus was ingested with these settings from shards with
+    the same names and bytes, and its outputs are intact; else None. Shards whose stat
+    changed (a copied or moved data folder) are hashed once and, when their bytes are the
+    same, their new stat is recorded, so a move never makes the corpus ingest again. The raw
+    folder's own path is not compared."""
+    old = corpus_section(corpus_dir, "ingest")
+    wanted = {"strict": strict, "source": source}
+    if source == "s2ag":
+        wanted["fos_source"] = fos_source
+    recorded = old.get("inputs", {})
+    if not old or {k: old.get("parameters", {}).get(k) for k in wanted} != wanted \
+            or not outputs_intact(corpus_dir, old):
+        return None
+    if not raw_dir.exists():  # raw shards removed after ingest (to save space): kept as is
+        print(f"[ingest] {raw_dir} is gone: the corpus ingested from it is kept as it is",
+              file=sys.stderr)
+        return old
+    base, shards = raw_shards(raw_dir, source)
+    names = [p.relative_to(base).as_posix() for p in shards]
+    if sorted(names) != sorted(recorded):
+        return None
+    refreshed = {}
+    for name, path in zip(names, shards, strict=True):
+        before, stat = recorded[name], path.stat()
+        if "sha256" not in before or stat.st_size != before["bytes"]:
+            return None
+        if stat.st_mtime_ns != before.get("mtime_ns"):
+            now = _raw_fingerprint(path)
+            if now["sha256"] != before["sha256"]:
+                return None
+            refreshed[name] = now
+    if refreshed:
+        old = {**old, "inputs": {**recorded, **refreshed}}
+        update_corpus_manifest(corpus_dir, "ingest", old)
+    return old
 
 
 def _stage_s2orc(raw_dir: Path, work: Path, strict: bool, workers: int
@@ -131,9 +189,8 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source:
                     shards=names, line_by_line_shards=[
                         name for name, r in zip(names, results, strict=True) if r.line_by_line],
                     quarantine={"file": QUARANTINE, "by_reason": by_reason},
-                    inputs={p.relative_to(base).as_posix(): {
-                        "bytes": p.stat().st_size, "mtime_ns": p.stat().st_mtime_ns}
-                        for p in inputs},
+                    inputs={p.relative_to(base).as_posix(): _raw_fingerprint(p)
+                            for p in inputs},
                     outputs=fingerprints(corpus_dir, ["papers.parquet", "citations.parquet",
                                                       QUARANTINE]),
                     seconds=round(time.perf_counter() - start, 2))

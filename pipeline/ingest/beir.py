@@ -10,7 +10,8 @@ text (title = the query, abstract empty) and whose qrels keep the graded relevan
 is scored with the `beir` metric set (nDCG@10, R@100) unless METRICS says otherwise.
 Ids stay strings; a query whose id is also a document's never retrieves that document (as
 BEIR's evaluation ignores identical ids). Qrels naming an unknown query or document are
-dropped and counted; queries without qrels in the split are not in the pool (counted).
+dropped and counted, and so are repeats of a judgment (same pair, same grade; a pair judged
+with two grades is refused); queries without qrels in the split are not in the pool (counted).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import polars as pl
 
 from pipeline.artifacts import (
     MANIFEST,
-    fingerprint,
     fingerprints,
     manifest,
     write_json,
@@ -29,9 +29,10 @@ from pipeline.artifacts import (
 )
 from pipeline.errors import InputError
 from pipeline.naming import pool_name
-from pipeline.pools import POOL_FILES
+from pipeline.pools import POOL_FILES, corpus_inputs
 
 SPLIT_FILES = {"test": "test", "val": "dev", "dev": "dev"}  # SPLIT -> qrels/<file>.tsv
+QRELS_HEADER = "query-id\tcorpus-id\tscore"  # the first line of BEIR's qrels files
 
 
 def _read_jsonl(path: Path, columns: dict[str, pl.DataType]) -> pl.DataFrame:
@@ -50,16 +51,47 @@ def _read_jsonl(path: Path, columns: dict[str, pl.DataType]) -> pl.DataFrame:
 
 
 def _read_qrels(path: Path) -> pl.DataFrame:
+    """The judgments (query, doc, rel, line: 1-based in the file) under the header line. A
+    first line that is a judgment (its score an integer: the header was left out) would be
+    lost as the header, a grade that is not an integer would be guessed at, and a pair judged
+    twice with different grades has no one answer: each is refused. Blank lines are not
+    judgments."""
     if not path.exists():
         raise InputError(f"{path} does not exist: the split's judgments (qrels/<split>.tsv); "
                          "choose SPLIT=test or SPLIT=dev")
     try:
-        return pl.read_csv(path, separator="\t", has_header=True,
-                           new_columns=["query", "doc", "rel"],
-                           schema_overrides=[pl.String, pl.String, pl.Int32])
+        rows = pl.read_csv(path, separator="\t", has_header=False, infer_schema=False)
     except pl.exceptions.PolarsError as exc:
         raise InputError(f"{path}: unreadable as query-id, corpus-id, score with a header "
                          f"({exc.__class__.__name__})") from None
+    if rows.width != 3:
+        raise InputError(f"{path}: {rows.width} tab-separated columns, not 3: BEIR's qrels are "
+                         "query-id, corpus-id, score under a header line")
+    rows = rows.rename(dict(zip(rows.columns, ["query", "doc", "grade"], strict=True)))
+    rows = rows.with_row_index("line", offset=1).with_columns(
+        rel=pl.col("grade").str.strip_chars().cast(pl.Int32, strict=False))
+    if rows.height and rows["rel"][0] is not None:
+        first = "\t".join(str(v) for v in rows.row(0)[1:4])
+        raise InputError(f"{path}: the header line is missing (line 1 is a judgment, "
+                         f"{first!r}): add the line {QRELS_HEADER!r} at the top, as BEIR's "
+                         "qrels have")
+    rows = rows.slice(1).filter(~pl.all_horizontal(pl.col("query", "doc", "grade").is_null()))
+    bad = rows.filter(pl.col("rel").is_null())
+    if bad.height:
+        line, grade = bad.select("line", "grade").row(0)
+        what = "has no score" if grade is None else f"has the score {grade!r}, not an integer"
+        more = f" (and {bad.height - 1} more lines)" if bad.height > 1 else ""
+        raise InputError(f"{path}:{line}: the judgment {what}{more}; write an integer grade "
+                         "(0 = not relevant)")
+    clash = rows.filter(pl.col("rel").n_unique().over("query", "doc") > 1).sort("line")
+    if clash.height:
+        query, doc, rel, line = clash.select("query", "doc", "rel", "line").row(0)
+        other = clash.filter(pl.col("query") == query, pl.col("doc") == doc,
+                             pl.col("rel") != rel).select("rel", "line").row(0)
+        raise InputError(f"{path}: the pair query {query}, document {doc} is judged twice with "
+                         f"different grades ({rel} on line {line}, {other[0]} on line "
+                         f"{other[1]}): keep one judgment per pair")
+    return rows.select("query", "doc", "rel", "line")
 
 
 def import_beir(src: Path, corpus_dir: Path, split: str = "test") -> dict:
@@ -78,10 +110,13 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test") -> dict:
               docs.height - docs["_id"].n_unique(), "queries_read": queries.height,
               "qrels_read": qrels.height}
     docs = docs.unique("_id", keep="first").sort("_id")
+    # qrels_read = kept + duplicate pairs dropped (same grade) + unknown document or query
+    qrels = qrels.unique(["query", "doc"], keep="first").drop("line")
+    counts["qrels_duplicate_pairs_dropped"] = counts["qrels_read"] - qrels.height
     known = qrels.join(docs.select(doc="_id"), on="doc", how="semi").join(
         queries.select(query="_id"), on="query", how="semi")
     counts["qrels_dropped_unknown_document_or_query"] = qrels.height - known.height
-    qrels = known.unique(["query", "doc"], keep="last").sort("query", "doc")
+    qrels = known.sort("query", "doc")
     queries = (queries.unique("_id", keep="first")
                .join(qrels.select(_id="query").unique(), on="_id", how="semi").sort("_id"))
     counts["queries_without_qrels_left_out"] = counts["queries_read"] - queries.height
@@ -92,7 +127,6 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test") -> dict:
                          abstract=pl.col("text").fill_null(""))
     corpus_dir.mkdir(parents=True, exist_ok=True)
     write_parquet(papers.to_arrow(), corpus_dir / "prefiltered.parquet")
-    prefiltered_sha = fingerprint(corpus_dir / "prefiltered.parquet")["sha256"]
     name = pool_name("beir", papers.height, 0, 0, "validation" if split != "test" else "test")
     pool_dir = corpus_dir / "pools" / name
     pool_dir.mkdir(parents=True, exist_ok=True)
@@ -107,7 +141,7 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test") -> dict:
     parameters = {"source": str(src), "split": split, "field": None}
     write_json(manifest("import-beir", parameters, name=name, scope="beir",
                         split="test" if split == "test" else "validation", level="collection",
-                        metrics="beir", inputs={"prefiltered.parquet": prefiltered_sha},
+                        metrics="beir", inputs=corpus_inputs(corpus_dir),
                         outputs=fingerprints(pool_dir, POOL_FILES), counts=counts),
                pool_dir / MANIFEST)
     info = {"collection": manifest("import-beir", parameters, outputs=fingerprints(

@@ -3,18 +3,22 @@
 `papers.parquet`: corpusid, title, abstract, year, fields, n_inbound, n_outbound.
 `citations.parquet`: citing, cited, dangling (the cited id is not a paper of the corpus: kept,
 so that `n_inbound` stays what the source says, SPEC.md §1).
-`<corpus>/manifest.json` holds one section per corpus stage (ingest, prefilter).
+`<corpus>/manifest.json` holds one section per corpus stage (ingest, prefilter), or, for a
+corpus written whole by one command, one section naming it: `benchmark` (make mdcr, make
+import-mdcr) or `collection` (make import-beir).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.artifacts import MANIFEST, file_lock, read_json, write_json
+from pipeline.artifacts import MANIFEST, file_lock, file_problem, read_json, write_json
+from pipeline.errors import InputError
 
 PAPERS_SCHEMA = pa.schema([
     ("corpusid", pa.int64()),
@@ -41,7 +45,10 @@ def update_corpus_manifest(corpus_dir: Path, section: str, data: dict | None) ->
     vouching for half-replaced files)."""
     path = corpus_dir / MANIFEST
     with file_lock(corpus_dir / ".manifest.lock"):
-        current = read_json(path) if path.exists() else {}
+        try:
+            current = read_json(path) if path.exists() else {}
+        except InputError:  # damaged: what it vouched for is made again, section by section
+            current = {}
         if data is None:
             if section not in current:
                 return
@@ -52,8 +59,13 @@ def update_corpus_manifest(corpus_dir: Path, section: str, data: dict | None) ->
 
 
 def corpus_section(corpus_dir: Path, section: str) -> dict:
+    """One stage's section of the corpus manifest ({} when absent, or when the manifest is
+    damaged: the stage that asks then makes its files again)."""
     path = corpus_dir / MANIFEST
-    return read_json(path).get(section, {}) if path.exists() else {}
+    try:
+        return read_json(path).get(section, {}) if path.exists() else {}
+    except InputError:
+        return {}
 
 
 def row_groups(path: Path, columns: list[str] | None = None) -> Iterator[pa.Table]:
@@ -92,3 +104,165 @@ class GroupedWriter:
         if exc[0] is None:
             self.flush()
         self.writer.close()
+
+
+# The manifest section that vouches for each corpus file, by the kind of corpus.
+VOUCHED_BY = {"papers.parquet": ("ingest",), "citations.parquet": ("ingest",),
+              QUARANTINE: ("ingest",),
+              "prefiltered.parquet": ("prefilter", "benchmark", "collection")}
+
+
+def corpus_sections(corpus_dir: Path) -> dict:
+    path = corpus_dir / MANIFEST
+    if not path.exists():
+        return {}
+    try:
+        return read_json(path)
+    except InputError as exc:  # damaged: name the command that rebuilds the corpus
+        raise InputError(f"{str(exc).split(';')[0]}; repair: {corpus_repair(corpus_dir, {})}"
+                         ) from None
+
+
+def raw_repair(raw_dir: Path) -> str:
+    """The command that writes raw shards again: ours only when we generated them (the
+    synthetic corpus); S2ORC or S2AG downloads are fetched again by the user."""
+    if not (raw_dir / MANIFEST).exists():
+        return "download it again (a damaged or incomplete download)"
+    corpus = raw_dir.parent.name
+    return ("make corpus CORPUS=demo" if corpus == "demo"
+            else f"python -m pipeline synth --corpus {corpus} --repair")
+
+
+def corpus_repair(corpus_dir: Path, sections: dict | None = None) -> str:
+    """The command that rebuilds a corpus's files: `make corpus` for an ingested corpus, the
+    command that wrote it whole (with REPLACE=1) for a benchmark or an imported collection."""
+    try:
+        sections = corpus_sections(corpus_dir) if sections is None else sections
+    except InputError:
+        sections = {}
+    name = corpus_dir.name
+    for kind in ("benchmark", "collection"):
+        if kind in sections:
+            stage, params = sections[kind].get("stage"), sections[kind].get("parameters", {})
+            if stage == "mdcr":
+                return (f"make mdcr CORPUS={params.get('source_corpus', '<source corpus>')} "
+                        f"MDCR={name} REPLACE=1")
+            split = params.get("split", "test")
+            return (f"make {stage} SRC={params.get('source', '<folder>')} CORPUS={name} "
+                    f"SPLIT={split} REPLACE=1")
+    return f"make corpus CORPUS={name}"
+
+
+def corpus_file(corpus_dir: Path, name: str) -> Path:
+    """`<corpus>/<name>`, checked against the manifest section that vouches for it (sha256,
+    hashed again only when the file's stat changed): a damaged or half-written corpus file is
+    refused with the command that rebuilds it, never read."""
+    path = corpus_dir / name
+    sections = corpus_sections(corpus_dir)
+    recorded = next((sections[s]["outputs"][name] for s in VOUCHED_BY[name]
+                     if name in sections.get(s, {}).get("outputs", {})), None)
+    if recorded is None:
+        why = "is missing" if not path.exists() else "is vouched for by no manifest section"
+        raise InputError(f"{path} {why} (a corpus stage stopped half-way or never ran); "
+                         f"repair: {corpus_repair(corpus_dir, sections)}")
+    problem = file_problem(path, recorded, deep=False)
+    if problem:
+        raise InputError(f"{path}: {problem}; repair: {corpus_repair(corpus_dir, sections)}")
+    return path
+
+
+RAW_FOLDERS = ("s2orc", "s2ag", "metadata", "papers", "abstracts", "citations")
+
+
+def corpus_kind(corpus_dir: Path) -> str:
+    """What a corpus folder holds: `absent` (no folder, or nothing but hidden bookkeeping),
+    `ingested` (papers ingested here, or raw inputs), `benchmark` or `collection` (written whole
+    by one command), or `other` (files no stage of ours vouches for)."""
+    if not corpus_dir.is_dir():
+        return "absent"
+    entries = [p for p in corpus_dir.iterdir() if not p.name.startswith(".")]
+    if not entries:
+        return "absent"
+    try:
+        sections = corpus_sections(corpus_dir)
+    except InputError:
+        sections = {}
+    names = {p.name for p in entries}
+    if {"ingest", "prefilter"} & set(sections) or names & {"papers.parquet", *RAW_FOLDERS}:
+        return "ingested"
+    for kind in ("benchmark", "collection"):
+        if kind in sections:
+            return kind
+    return "other"
+
+
+def claim_corpus(corpus_dir: Path, command: str) -> str:
+    """Refuse, before any work, to write a whole corpus (a benchmark, an imported collection)
+    into a folder holding an ingested corpus, raw inputs or unknown files: never replaced, by
+    any option. Returns the folder's kind (`absent`, `benchmark` or `collection`)."""
+    kind = corpus_kind(corpus_dir)
+    if kind in ("ingested", "other"):
+        what = ("an ingested corpus (and maybe its raw inputs)" if kind == "ingested"
+                else "files of its own")
+        raise InputError(f"{corpus_dir} holds {what}: {command} writes a whole corpus and "
+                         "would replace it; give a new corpus name (CORPUS=... or MDCR=...)")
+    return kind
+
+
+def _pool_shas(corpus_dir: Path) -> dict[str, dict]:
+    found = {}
+    for path in sorted((corpus_dir / "pools").glob(f"*/{MANIFEST}")):
+        try:
+            found[path.parent.name] = {n: f.get("sha256") for n, f in
+                                       read_json(path).get("outputs", {}).items()}
+        except InputError:
+            found[path.parent.name] = {}
+    return found
+
+
+def install_corpus(built: Path, corpus_dir: Path, derived: list[Path], replace: bool,
+                   section: str) -> str:
+    """Put a corpus written whole in `built` (a temporary folder beside `corpus_dir`) in place.
+
+    - no corpus there: `built` becomes it ("new");
+    - the same papers and pools: nothing changes ("unchanged");
+    - the same papers, and pools that are new to it (another split of a collection): those
+      pools are added ("added");
+    - anything else differs: refused, unless `replace`, when the old corpus and what was
+      derived from it (`derived`: its indexes and runs, written by us) are removed ("replaced").
+    """
+    from pipeline.artifacts import atomic_dir, file_sha256, remove
+
+    if corpus_kind(corpus_dir) == "absent":
+        remove(corpus_dir)
+        os.replace(built, corpus_dir)
+        return "new"
+    old_papers = corpus_dir / "prefiltered.parquet"
+    same_papers = old_papers.is_file() and (
+        file_sha256(old_papers) == file_sha256(built / "prefiltered.parquet"))
+    old_pools, new_pools = _pool_shas(corpus_dir), _pool_shas(built)
+    clashes = [p for p in new_pools if p in old_pools and old_pools[p] != new_pools[p]]
+    if same_papers and not clashes:
+        added = [p for p in new_pools if p not in old_pools]
+        for name in added:
+            with atomic_dir(corpus_dir / "pools" / name) as tmp:
+                remove(tmp)
+                os.replace(built / "pools" / name, tmp)
+        if added:
+            sections = corpus_sections(corpus_dir)
+            merged = read_json(built / MANIFEST)[section]
+            merged["pools"] = sorted({*sections.get(section, {}).get("pools", []),
+                                      *merged.get("pools", [])})
+            write_json({**sections, section: merged}, corpus_dir / MANIFEST)
+        return "added" if added else "unchanged"
+    if not replace:
+        what = "other papers" if not same_papers else f"other contents of {clashes[0]}"
+        raise InputError(f"{corpus_dir} already holds a corpus with {what}: add REPLACE=1 "
+                         "(--replace) to replace it and remove its indexes and runs, or give "
+                         "a new corpus name")
+    with atomic_dir(corpus_dir) as tmp:
+        remove(tmp)
+        os.replace(built, tmp)
+    for folder in derived:
+        remove(folder)
+    return "replaced"

@@ -8,7 +8,6 @@ row group and memory does not grow with the corpus.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,6 @@ from pipeline.artifacts import (
     MANIFEST,
     atomic_path,
     file_lock,
-    file_problem,
     fingerprints,
     manifest,
     outputs_intact,
@@ -29,10 +27,12 @@ from pipeline.errors import InputError
 from pipeline.ingest.corpus import (
     PAPERS_SCHEMA,
     GroupedWriter,
+    corpus_file,
     corpus_section,
     row_groups,
     update_corpus_manifest,
 )
+from pipeline.inputs import Roots, record
 from pipeline.naming import CITATION_MODES
 
 CitationMode = Literal["inbound", "outbound", "either"]
@@ -93,21 +93,14 @@ def _prefilter(corpus_dir: Path, mode: CitationMode, min_citations: int,
     reconciled with the ingest counts (SPEC.md §2: every dropped paper counted by reason)."""
     if mode not in CITATION_MODES:
         raise InputError(f"unknown citation mode {mode!r}: use one of {', '.join(CITATION_MODES)}")
-    papers_path = corpus_dir / "papers.parquet"
-    if not papers_path.exists():
-        raise InputError(f"{papers_path} is missing: run the ingest stage first")
+    papers_path = corpus_file(corpus_dir, "papers.parquet")  # checked against its manifest
     parameters = {"citations": mode, "min_citations": min_citations,
                   "min_abstract_chars": min_abstract}
-    recorded = corpus_section(corpus_dir, "ingest").get("outputs", {}).get("papers.parquet")
-    if recorded is None or file_problem(papers_path, recorded, deep=False):
-        raise InputError(f"{papers_path} does not match the ingest manifest (ingest stopped "
-                         "half-way or the file was replaced): run the ingest stage again")
-    inputs = {"papers.parquet": recorded["sha256"]}
+    inputs = record(Roots(corpus_dir.parent), [papers_path])
     old = corpus_section(corpus_dir, "prefilter")
     if (old.get("parameters") == parameters and old.get("inputs") == inputs
             and outputs_intact(corpus_dir, old)):
         print("[prefilter] up to date", file=sys.stderr)
-        os.utime(corpus_dir / "prefiltered.parquet")  # newer than its inputs, for make
         return old
     start = time.perf_counter()
     reason = drop_reason(mode, min_citations, min_abstract)

@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 
 from pipeline.artifacts import disk_errors
 from pipeline.errors import InputError
+from pipeline.ingest.corpus import raw_repair
 from pipeline.ingest.merge import (
     EDGES_SCHEMA,
     IDS_SCHEMA,
@@ -163,8 +164,8 @@ def _records(job: ShardJob, quarantine: Quarantine, counts: dict[str, int]
                     yield rows, lines
                     rows, lines = [], []
     except READ_ERRORS as exc:
-        raise InputError(f"{job.path}: cannot read it ({exc}); check the file (an incomplete "
-                         "download?)") from None
+        raise InputError(f"{job.path}: cannot read it ({exc}): an incomplete download or "
+                         f"damaged bytes; repair: {raw_repair(job.path.parent.parent)}") from None
     if rows:
         yield rows, lines
 

@@ -23,6 +23,7 @@ import pyarrow.json as pajson
 
 from pipeline.artifacts import disk_errors
 from pipeline.errors import InputError
+from pipeline.ingest.corpus import raw_repair
 from pipeline.ingest.merge import PartSink, key
 from pipeline.ingest.shards import (
     INT32,
@@ -263,8 +264,8 @@ def _read_by_line(job: ShardJob, quarantine: Quarantine) -> tuple[_Blocks, int]:
             flush()
     except READ_ERRORS as exc:
         blocks.sink.discard()
-        raise InputError(f"{job.path}: cannot read it ({exc}); check the file (an incomplete "
-                         "download?)") from None
+        raise InputError(f"{job.path}: cannot read it ({exc}): an incomplete download or "
+                         f"damaged bytes; repair: {raw_repair(job.path.parent.parent)}") from None
     except BaseException:
         blocks.sink.discard()
         raise

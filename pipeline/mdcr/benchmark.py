@@ -17,24 +17,25 @@ import polars as pl
 
 from pipeline.artifacts import (
     MANIFEST,
-    atomic_dir,
     fingerprint,
     fingerprints,
     manifest,
     read_json,
     read_parquet,
+    scratch_dir,
     write_json,
     write_parquet,
 )
 from pipeline.errors import InputError
 from pipeline.evaluate import POSITIVE_TYPE
 from pipeline.fields import field_slug
+from pipeline.ingest.corpus import claim_corpus, corpus_file, install_corpus
+from pipeline.inputs import corpus_label
 from pipeline.naming import pool_name
 from pipeline.pools import POOL_FILES, list_pools
 
 LEVEL = "mdcr"  # the pool manifests' level
 NOMINAL_SIZE = 65  # MDCR §4: 5 positives + 6 types x 10 negatives; the pools' size in names
-PAPER_COLUMNS = ("corpusid", "title", "abstract")
 
 
 def is_benchmark(corpus_dir: Path) -> bool:
@@ -44,10 +45,14 @@ def is_benchmark(corpus_dir: Path) -> bool:
 
 def write_benchmark(corpus_dir: Path, papers: pl.DataFrame, table: pl.DataFrame, stage: str,
                     parameters: dict, split: str = "test", seed: int = 0,
-                    extra: dict | None = None) -> dict:
+                    extra: dict | None = None, replace: bool = False,
+                    derived: tuple[Path, ...] = ()) -> dict:
     """Write the benchmark `table` (field, query, doc, type) and its `papers` (corpusid, title,
-    abstract, ...) as the corpus `corpus_dir`, replacing what was there (atomically: a kill
-    leaves the old corpus or the new one). Every listed id must have a paper."""
+    abstract, ...) as the corpus `corpus_dir`: a new corpus, or the same one again (a no-op),
+    or with `replace` in place of a benchmark with other contents, whose `derived` indexes and
+    runs are removed (`ingest.corpus.install_corpus`; a kill leaves the old corpus or the new
+    one). Every listed id must have a paper."""
+    claim_corpus(corpus_dir, f"make {stage}")
     listed = pl.concat([table["query"], table["doc"]]).unique()
     missing = listed.filter(~listed.is_in(papers["corpusid"].implode()))
     if len(missing):
@@ -55,15 +60,17 @@ def write_benchmark(corpus_dir: Path, papers: pl.DataFrame, table: pl.DataFrame,
                          f"(e.g. {missing.sort()[0]}): give the papers file that goes with it")
     papers = papers.filter(pl.col("corpusid").is_in(listed.implode())).sort("corpusid")
     fields = sorted(table["field"].unique().to_list())
-    with atomic_dir(corpus_dir) as tmp:
+    with scratch_dir(corpus_dir.parent, corpus_dir.name) as tmp:
         write_parquet(papers.to_arrow(), tmp / "prefiltered.parquet")
-        sha = fingerprint(tmp / "prefiltered.parquet")["sha256"]
+        # what its pools are made from, labelled by the corpus's final place
+        made_from = {corpus_label(corpus_dir, "prefiltered.parquet"):
+                     fingerprint(tmp / "prefiltered.parquet")["sha256"]}
         pools = {}
         for field in fields:
             rows = table.filter(pl.col("field") == field)
             name = pool_name(field_slug(field), NOMINAL_SIZE, 0, seed, split)
             pools[name] = _write_pool(tmp / "pools" / name, name, field, rows, stage,
-                                      parameters, split, sha, (extra or {}).get(field, {}))
+                                      parameters, split, made_from, (extra or {}).get(field, {}))
         info = {"benchmark": manifest(stage, parameters, outputs=fingerprints(
             tmp, ["prefiltered.parquet"]), counts={
                 "papers": papers.height, "fields": len(fields), "queries": table["query"]
@@ -71,11 +78,12 @@ def write_benchmark(corpus_dir: Path, papers: pl.DataFrame, table: pl.DataFrame,
                 "by_type": dict(table.group_by("type").len().sort("type").iter_rows())},
             pools=sorted(pools))}
         write_json(info, tmp / MANIFEST)
+        info["installed"] = install_corpus(tmp, corpus_dir, list(derived), replace, "benchmark")
     return info
 
 
 def _write_pool(pool_dir: Path, name: str, field: str, rows: pl.DataFrame, stage: str,
-                parameters: dict, split: str, prefiltered_sha: str, extra: dict) -> dict:
+                parameters: dict, split: str, made_from: dict[str, str], extra: dict) -> dict:
     queries = rows.select(corpusid="query", field=pl.lit(field)).unique().sort("corpusid")
     candidates = rows.select("query", corpusid="doc", type="type").sort("query", "type",
                                                                         "corpusid")
@@ -92,7 +100,7 @@ def _write_pool(pool_dir: Path, name: str, field: str, rows: pl.DataFrame, stage
               "by_type": dict(rows.group_by("type").len().sort("type").iter_rows())}
     info = manifest(stage, {**parameters, "field": field}, name=name, scope=field_slug(field),
                     split=split, level=LEVEL, metrics="mdcr",
-                    inputs={"prefiltered.parquet": prefiltered_sha},
+                    inputs=made_from,
                     outputs=fingerprints(pool_dir, POOL_FILES), counts=counts, **extra)
     write_json(info, pool_dir / MANIFEST)
     return info
@@ -118,5 +126,5 @@ def read_benchmark(corpus_dir: Path, split: str | None = None) -> tuple[pl.DataF
     if not frames:
         which = f" of split {split}" if split else ""
         raise InputError(f"{corpus_dir} has no benchmark pools{which}")
-    papers = read_parquet(corpus_dir / "prefiltered.parquet")
+    papers = read_parquet(corpus_file(corpus_dir, "prefiltered.parquet"))
     return pl.concat(frames), papers

@@ -24,6 +24,7 @@ import polars as pl
 
 from pipeline.errors import InputError
 from pipeline.evaluate import POSITIVE_TYPE
+from pipeline.ingest.corpus import claim_corpus, corpus_file
 from pipeline.mdcr.benchmark import write_benchmark
 from pipeline.naming import id_key, parse_pool_name
 from pipeline.pools import list_pools, load_pool, pool_manifest
@@ -138,9 +139,12 @@ def _pool_sampler(population: np.ndarray, queries: pl.DataFrame, excluded: pl.Da
                          "doc": pl.Series(rows_d, dtype=dtype)})
 
 
-def build_mdcr(corpus_dir: Path, runs_root: Path, out_dir: Path, models: list[str],
-               seed: int = 0, positives: int = 5, per_type: int = 10, top: int = 200) -> dict:
-    """Write the benchmark of `corpus_dir` as the corpus `out_dir` (see the module doc)."""
+def build_mdcr(corpus_dir: Path, index_root: Path, runs_root: Path, out_dir: Path,
+               models: list[str], seed: int = 0, positives: int = 5, per_type: int = 10,
+               top: int = 200, replace: bool = False) -> dict:
+    """Write the benchmark of `corpus_dir` as the corpus `out_dir` (see the module doc): a new
+    corpus, or in place of a benchmark with other contents only with `replace`."""
+    claim_corpus(out_dir, "make mdcr")
     if not models:
         raise InputError("MDCR_MODELS is empty: name the models whose top-ranked papers give "
                          "the model-based negatives, e.g. MDCR_MODELS=bm25,minilm")
@@ -149,8 +153,8 @@ def build_mdcr(corpus_dir: Path, runs_root: Path, out_dir: Path, models: list[st
         raise InputError(f"MDCR_MODELS {','.join(clash)}: these names are candidate types of "
                          "their own; choose other models")
     pools = field_pools(corpus_dir, seed)
-    prefiltered = pl.scan_parquet(corpus_dir / "prefiltered.parquet")
-    citations = pl.scan_parquet(corpus_dir / "citations.parquet")
+    prefiltered = pl.scan_parquet(corpus_file(corpus_dir, "prefiltered.parquet"))
+    citations = pl.scan_parquet(corpus_file(corpus_dir, "citations.parquet"))
     all_ids = prefiltered.select("corpusid").sort("corpusid").collect()["corpusid"].to_numpy()
     tables, extra = [], {}
     for field, pool in pools.items():
@@ -161,7 +165,7 @@ def build_mdcr(corpus_dir: Path, runs_root: Path, out_dir: Path, models: list[st
         parts = {POSITIVE_TYPE: _sample(qrels.select("query", "doc"), positives, seed,
                                         POSITIVE_TYPE)}
         for model in models:
-            run = load_run(corpus_dir, runs_root, pool, model)
+            run = load_run(corpus_dir, index_root, runs_root, pool, model)
             ranked = (run.filter(pl.col("rank") <= top).sort("query", "rank")
                       .select("query", "doc").join(excluded, on=["query", "doc"], how="anti"))
             parts[model] = _sample(ranked, per_type, seed, model)
@@ -183,7 +187,9 @@ def build_mdcr(corpus_dir: Path, runs_root: Path, out_dir: Path, models: list[st
         on="corpusid", how="semi").collect()
     parameters = {"source_corpus": corpus_dir.name, "models": list(models), "seed": seed,
                   "positives": positives, "per_type": per_type, "top": top}
-    return write_benchmark(out_dir, papers, table, "mdcr", parameters, seed=seed, extra=extra)
+    return write_benchmark(out_dir, papers, table, "mdcr", parameters, seed=seed, extra=extra,
+                           replace=replace, derived=(index_root / out_dir.name,
+                                                     runs_root / out_dir.name))
 
 
 def _shortfalls(parts: dict[str, pl.DataFrame], queries: pl.DataFrame, positives: int,
@@ -203,8 +209,8 @@ def _shortfalls(parts: dict[str, pl.DataFrame], queries: pl.DataFrame, positives
     return out
 
 
-def negative_jaccard(corpus_dir: Path, runs_root: Path, models: list[str], seed: int = 0,
-                     depth: int = 10) -> pl.DataFrame:
+def negative_jaccard(corpus_dir: Path, index_root: Path, runs_root: Path, models: list[str],
+                     seed: int = 0, depth: int = 10) -> pl.DataFrame:
     """MDCR §4's choice of model-based types: for each pair of models, the Jaccard index between
     their `depth` highest-ranked negatives (papers the query does not cite), averaged over the
     queries of each field-level test pool, then over fields. Low: the models err differently."""
@@ -214,7 +220,7 @@ def negative_jaccard(corpus_dir: Path, runs_root: Path, models: list[str], seed:
     rows = []
     for field, pool in field_pools(corpus_dir, seed).items():
         _, _, qrels = load_pool(corpus_dir, pool)
-        top = {m: (load_run(corpus_dir, runs_root, pool, m)
+        top = {m: (load_run(corpus_dir, index_root, runs_root, pool, m)
                    .join(qrels, on=["query", "doc"], how="anti").sort("query", "rank")
                    .group_by("query", maintain_order=True).head(depth)
                    .group_by("query").agg("doc")) for m in models}

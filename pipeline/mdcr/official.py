@@ -13,6 +13,8 @@ fields (macro); `official_numbers` gives the same numbers from per-query values,
 
 from __future__ import annotations
 
+import math
+import os
 from pathlib import Path
 
 import orjson
@@ -33,11 +35,37 @@ def _official_type(kind: str) -> str:
     return TRUE if kind == POSITIVE_TYPE else kind
 
 
+def check_out(out: Path, folder: bool) -> None:
+    """Refuse an output path that cannot be written, before any work: `out` is a folder to
+    write into (`folder`) or a file to write; its parent must be an existing, writable folder,
+    and `out` itself, when it exists, of the right kind and writable. Files are written beside
+    their final name and renamed, so without this a wrong OUT would show as a traceback only
+    after the work was done."""
+    kind, other = ("folder", "file") if folder else ("file", "folder")
+    what = ("a folder to write the official files into" if folder
+            else "a file path for the scores, e.g. scores.json")
+    if out.exists():
+        if out.is_dir() != folder:
+            raise InputError(f"OUT {out} is an existing {other}, not a {kind}: give OUT {what} "
+                             f"(or move the {other} away)")
+        if not os.access(out, os.W_OK | (os.X_OK if folder else 0)):
+            raise InputError(f"OUT {out} is read-only: make it writable or give another OUT")
+    parent = out.absolute().parent
+    if not parent.is_dir():
+        raise InputError(f"OUT {out}: the folder {parent} does not exist (or is not a folder): "
+                         "create it first, or give OUT in an existing folder")
+    # a file is renamed into its folder; a new folder is made in its parent
+    if (not folder or not out.exists()) and not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"OUT {out}: the folder {parent} is read-only: make it writable or "
+                         "give OUT in a folder you can write")
+
+
 def export_benchmark(corpus_dir: Path, out_dir: Path, split: str = "test") -> dict:
     """Write `mdcr_<split>.json` and `mdcr_<split>_data.jsonl` for a benchmark corpus. Every
     official type gets a list (the official evaluator reads all six); types of other names
     (models other than bm25/specter/scincl) are written too, and counted: the official
     evaluator ignores them."""
+    check_out(out_dir, folder=True)
     table, papers = read_benchmark(corpus_dir, SPLITS[split])
     table = table.with_columns(pl.col("query", "doc").cast(pl.String),
                                type=pl.col("type").replace(POSITIVE_TYPE, TRUE))
@@ -59,29 +87,66 @@ def export_benchmark(corpus_dir: Path, out_dir: Path, split: str = "test") -> di
             "ignored_by_official_evaluator": dict(ignored.group_by("type").len().iter_rows())}
 
 
-def _read_json(path: Path) -> dict:
+def _json_type(value: object) -> str:
+    """What a parsed JSON value is, in JSON's words (for messages)."""
+    if isinstance(value, bool):
+        return "a boolean"
+    return {dict: "an object", list: "a list", str: "a string", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _show(value: object) -> str:
+    """A parsed JSON value as the file writes it, cut to 40 characters."""
+    text = repr(value) if isinstance(value, float) else orjson.dumps(value).decode()
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _read_json(path: Path, missing: str, invalid: str) -> object:
+    """A JSON file's value; a missing, unreadable or invalid file is one line ending with the
+    fix given (`missing`, `invalid`): the benchmark is downloaded, a scores file written."""
     try:
         return orjson.loads(path.read_bytes())
     except FileNotFoundError:
-        raise InputError(f"{path} does not exist: give the folder holding the MDCR files") from None
+        raise InputError(f"{path} does not exist: {missing}") from None
+    except OSError as exc:  # a folder, no permission
+        raise InputError(f"{path}: cannot read it ({exc.strerror}); {missing}") from None
     except orjson.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc}); download it again") from None
+        raise InputError(f"{path}: not valid JSON ({exc}); {invalid}") from None
 
 
 def read_official(benchmark_file: Path) -> pl.DataFrame:
     """The official benchmark file as the tidy table (field, query, doc, type), ids as strings,
-    positives typed "cited"."""
-    nested = _read_json(benchmark_file)
+    positives typed "cited". Each level must be of its type ({field: {query: {list: [ids]}}},
+    ids strings or integers): anything else is refused, not read as something else (a string
+    as a list of characters)."""
+    nested = _read_json(benchmark_file, "give the folder holding the MDCR files",
+                        "download it again")
+    if not isinstance(nested, dict):
+        raise InputError(f"{benchmark_file}: holds {_json_type(nested)}, not an object "
+                         "{field: {query: {list: [ids]}}}; is this an mdcr_<split>.json file?")
     rows = {"field": [], "query": [], "doc": [], "type": []}
     for field, queries in nested.items():
         if not isinstance(queries, dict):
             raise InputError(f"{benchmark_file}: field {field!r} does not hold an object of "
                              "queries; is this an mdcr_<split>.json file?")
         for query, lists in queries.items():
+            if not isinstance(lists, dict):
+                raise InputError(f"{benchmark_file}: query {query} of field {field!r} holds "
+                                 f"{_json_type(lists)}, not an object of lists "
+                                 "{\"bm25\": [ids], ..., \"true\": [ids]}; fix the file or "
+                                 "download it again")
             if TRUE not in lists:
                 raise InputError(f"{benchmark_file}: query {query} of {field} has no \"true\" "
                                  "list (its cited papers)")
             for kind, docs in lists.items():
+                where = f"{benchmark_file}: list {kind!r} of query {query} of field {field!r}"
+                if not isinstance(docs, list):
+                    raise InputError(f"{where} is {_json_type(docs)} ({_show(docs)}), not a "
+                                     "list of paper ids; fix the file or download it again")
+                bad = [d for d in docs if isinstance(d, bool) or not isinstance(d, str | int)]
+                if bad:
+                    raise InputError(f"{where} holds {_show(bad[0])}, not a paper id (a string "
+                                     "or an integer); fix the file or download it again")
                 rows["field"] += [field] * len(docs)
                 rows["query"] += [str(query)] * len(docs)
                 rows["doc"] += [str(d) for d in docs]
@@ -117,6 +182,7 @@ def scores_file(runs: pl.DataFrame, pairs: pl.DataFrame, out: Path) -> int:
     """Write the official scores file for a run of every pool of a benchmark: one key per
     listed (query, candidate) pair; a pair the run lacks is an error (the official evaluator
     would fail on it). Returns the number of keys."""
+    check_out(out, folder=False)
     pairs = pairs.select(pl.col("query", "doc").cast(pl.String)).unique()
     scored = pairs.join(runs.select(pl.col("query", "doc").cast(pl.String), "score"),
                         on=["query", "doc"], how="left")
@@ -139,8 +205,37 @@ def official_numbers(per_query: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, f
               .group_by("field", "metric").agg(value=(pl.col("value").mean() * 100).round(4))
               .with_columns(pl.col("metric").replace_strict(names))
               .pivot("metric", index="field", values="value").sort("field"))
+    # the pivot's columns come in the order group_by met the metrics, which varies: fix it
+    fields = fields.select("field", *(m for m in OFFICIAL_METRICS if m in fields.columns))
     averages = {m: round(float(fields[m].mean()), 4) for m in OFFICIAL_METRICS if m in fields}
     return fields, averages
+
+
+def _finite_number(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer beyond a double's range
+        return False
+
+
+def read_scores(path: Path) -> dict[str, float]:
+    """A scores file {"<query>_<candidate>": score}: every score a finite JSON number (not a
+    string such as "nan", not null, a boolean or a list), as floats. The file is the user's
+    own, so what is wrong is named (pair and value), never guessed at or skipped."""
+    scores = _read_json(path, "give the scores file (mdcr-scores writes one)",
+                        "write one JSON object of finite numbers (a NaN or Infinity "
+                        "literal is not JSON)")
+    if not isinstance(scores, dict):
+        raise InputError(f"{path}: holds {_json_type(scores)}, not an object "
+                         "{\"<query>_<candidate>\": score}; write one object of scores")
+    bad = [key for key, value in scores.items() if not _finite_number(value)]
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise InputError(f"{path}: score of {bad[0]} is {_show(scores[bad[0]])}, not a finite "
+                         f"number{more}; write a number for every pair")
+    return {key: float(value) for key, value in scores.items()}
 
 
 def evaluate_files(benchmark_file: Path, scores_path: Path) -> tuple[pl.DataFrame,
@@ -151,14 +246,15 @@ def evaluate_files(benchmark_file: Path, scores_path: Path) -> tuple[pl.DataFram
     from pipeline.metrics import per_query
 
     table = read_official(benchmark_file)
-    scores = _read_json(scores_path)
+    scores = read_scores(scores_path)
     listed = table.select("field", "query", "doc").unique()
     keys = listed.select(pl.format("{}_{}", "query", "doc")).to_series()
     missing = [k for k in keys.to_list() if k not in scores]
     if missing:
         raise InputError(f"{scores_path}: {len(missing)} listed pairs have no score (e.g. "
                          f"{missing[0]}); score every query-candidate pair")
-    run = listed.with_columns(score=pl.Series([float(scores[k]) for k in keys.to_list()]))
+    run = listed.with_columns(score=pl.Series([scores[k] for k in keys.to_list()],
+                                              dtype=pl.Float64))
     frames = []
     for (field,), rows in run.group_by("field"):
         qrels = (table.filter(pl.col("field") == field, pl.col("type") == POSITIVE_TYPE)
