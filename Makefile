@@ -241,14 +241,11 @@ BENCHMARK := $(shell grep -Eqs '"(benchmark|collection)"' $(call q,$(CDIR)/manif
 
 corpus: | $(STAMP)
 ifeq ($(BENCHMARK),)
-ifeq ($(CORPUS),demo)
-	$(PIPE) synth --corpus $(call q,$(CORPUS)) --papers $(call q,$(DEMO_PAPERS)) \
-		--seed $(call q,$(DEMO_SEED)) --workers $(call q,$(THREADS))
-endif
-	$(PIPE) ingest --corpus $(call q,$(CORPUS)) --raw $(call q,$(RAW)) \
+	$(PIPE) corpus --corpus $(call q,$(CORPUS)) --raw $(call q,$(RAW)) \
 		--source $(call q,$(SOURCE)) --fos-source $(call q,$(FOS_SOURCE)) \
-		--workers $(call q,$(THREADS)) $(if $(filter 1,$(STRICT)),--strict)
-	$(PIPE) prefilter --corpus $(call q,$(CORPUS)) --citations $(call q,$(CITATIONS))
+		--workers $(call q,$(THREADS)) $(if $(filter 1,$(STRICT)),--strict) \
+		--citations $(call q,$(CITATIONS)) $(if $(filter demo,$(CORPUS)),--synth \
+		$(call q,$(DEMO_PAPERS)) --synth-seed $(call q,$(DEMO_SEED)))
 endif
 
 pool: corpus
@@ -298,12 +295,12 @@ SEARCH_ARGS = --corpus $(call q,$(CORPUS)) $(MODEL_ARGS) --threads $(call q,$(TH
 
 # Each stage on its own (to time it, or to run it as a batch job): `index` is a no-op for a
 # pool whose index is current; `search` makes the runs that `eval` scores.
-index: pools
+index: corpus
 	$(PIPE) index --corpus $(call q,$(CORPUS)) $(MODEL_ARGS) --threads $(call q,$(THREADS)) \
-		--bm25-engine $(call q,$(BM25_ENGINE))
+		--bm25-engine $(call q,$(BM25_ENGINE)) --repair-pools
 
-search: pools
-	$(PIPE) search $(SEARCH_ARGS)
+search: corpus
+	$(PIPE) search $(SEARCH_ARGS) --repair-pools
 
 ifeq ($(EXECUTOR),slurm)
 # Every embed shard in: evaluate here; else submit the same `make eval` (EXECUTOR=local) as a
@@ -314,8 +311,7 @@ eval: | $(STAMP)
 else
 eval: search
 	$(PIPE) eval --corpus $(call q,$(CORPUS)) --model $(call q,$(MODEL_NAME)) --stale-only \
-		--metrics $(call q,$(METRICS))
-	$(PIPE) collect
+		--metrics $(call q,$(METRICS)) --collect
 endif
 
 # Fusion: every component evaluated, then the fused model like any other (its runs are made

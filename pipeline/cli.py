@@ -246,19 +246,41 @@ def cmd_prefilter(args: argparse.Namespace) -> None:
         info.update(prefilter(_dirs(args)[0], args.citations, args.min_citations)["counts"])
 
 
+def cmd_corpus(args: argparse.Namespace) -> None:
+    """The corpus stages in one process (make corpus): the demo's synthetic shards (--synth),
+    ingest, prefilter. Each decides by content whether it has work to do."""
+    if args.synth:
+        cmd_synth(argparse.Namespace(**vars(args), papers=args.synth, shards=4,
+                                     seed=args.synth_seed, repair=False))
+    cmd_ingest(args)
+    cmd_prefilter(args)
+
+
+def _repair_pools(args: argparse.Namespace) -> None:
+    """Every pool of the corpus that is stale, damaged or half-written, built again from its
+    recorded parameters (a no-op for current ones, and for a benchmark's or collection's)."""
+    from pipeline.pools import pool_folders, rebuild_pool
+    from pipeline.timing import timed
+
+    corpus_dir = _dirs(args)[0]
+    for name in pool_folders(corpus_dir):
+        with timed("pool", _log_dir(args), pool=name):
+            rebuild_pool(corpus_dir, name)
+
+
 def cmd_pool(args: argparse.Namespace) -> None:
     from pipeline.pools import (
         NoQueriesError,
         PoolSpec,
         build_pool,
-        pool_folders,
         rebuild_pool,
     )
     from pipeline.timing import timed
 
-    if args.rebuild or args.repair:
-        names = args.rebuild or pool_folders(_dirs(args)[0])
-        for name in names:
+    if args.repair:
+        return _repair_pools(args)
+    if args.rebuild:
+        for name in args.rebuild:
             with timed("pool", _log_dir(args), pool=name):
                 rebuild_pool(_dirs(args)[0], name)
         return
@@ -372,6 +394,8 @@ def _index_pools(args: argparse.Namespace, entry, pools: list[str]) -> None:
 
 
 def cmd_index(args: argparse.Namespace) -> None:
+    if args.repair_pools:
+        _repair_pools(args)
     _index_pools(args, get_model(args.model), _pools(args))
 
 
@@ -386,6 +410,8 @@ def cmd_search(args: argparse.Namespace) -> None:
     corpus_dir, index_root, runs_root = _dirs(args)
     entry = get_model(args.model)
     name = run_name(entry.name, args.query_variant)
+    if args.repair_pools:
+        _repair_pools(args)
     pools = _pools(args)
     if args.stale_only:
         kept = [p for p in pools
@@ -423,6 +449,8 @@ def cmd_eval(args: argparse.Namespace) -> None:
         with timed("eval", _log_dir(args), model=name, pool=pool) as info:
             out = eval_run(corpus_dir, index_root, runs_root, pool, name, metrics[pool])
             info.update({k: round(v, 4) for k, v in out["means"].items() if v is not None})
+    if args.collect:
+        cmd_collect(args)
 
 
 def _comma_list(text: str) -> list[str]:
@@ -441,7 +469,7 @@ def cmd_mdcr(args: argparse.Namespace) -> None:
     with timed("mdcr", _log_dir(args), out=args.out) as info:
         built = build_mdcr(corpus_dir, index_root, runs_root, out, _comma_list(args.models),
                            args.seed, args.positives, args.per_type, args.top,
-                           replace=getattr(args, "replace", False))
+                           replace=args.replace)
         info.update(built["benchmark"]["counts"])
     counts = built["benchmark"]["counts"]
     print(f"[mdcr] {out}: {counts['fields']} fields, {counts['queries']} queries, "
@@ -483,21 +511,29 @@ def cmd_export_mdcr(args: argparse.Namespace) -> None:
 def cmd_import_mdcr(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import import_benchmark
 
-    info = import_benchmark(Path(args.src), _dirs(args)[0], args.split)
+    info = import_benchmark(Path(args.src), _dirs(args)[0], args.split, args.replace,
+                            _derived(args))
     counts = info["benchmark"]["counts"]
-    print(f"[import-mdcr] corpus {args.corpus}: {counts['fields']} fields, {counts['queries']} "
-          f"queries, {counts['papers']} papers, {counts['pairs']} pairs; "
-          f"{info['duplicate_paper_records_dropped']} duplicate paper records dropped",
+    print(f"[import-mdcr] corpus {args.corpus} ({info['installed']}): {counts['fields']} "
+          f"fields, {counts['queries']} queries, {counts['papers']} papers, {counts['pairs']} "
+          f"pairs; {info['duplicate_paper_records_dropped']} duplicate paper records dropped",
           file=sys.stderr)
+
+
+def _derived(args: argparse.Namespace, corpus: str | None = None) -> tuple[Path, Path]:
+    """What a corpus's indexes and runs are: removed with it when a command replaces it."""
+    corpus = corpus or args.corpus
+    return Path(args.index_root) / corpus, Path(args.runs_root) / corpus
 
 
 def cmd_import_beir(args: argparse.Namespace) -> None:
     from pipeline.ingest.beir import import_beir
 
-    info = import_beir(Path(args.src), _dirs(args)[0], args.split)["collection"]
+    info = import_beir(Path(args.src), _dirs(args)[0], args.split, args.replace,
+                       _derived(args))["collection"]
     counts = info["counts"]
     # the judgments add up: read = kept + naming an unknown document or query + repeated
-    print(f"[import-beir] corpus {args.corpus}, pool {info['pools'][0]}: "
+    print(f"[import-beir] corpus {args.corpus} ({info['installed']}), pool {info['pools'][0]}: "
           f"{counts['candidates']} documents, {counts['queries']} queries, {counts['qrels']} "
           f"judgments kept of {counts['qrels_read']} read; dropped: "
           f"{counts['duplicate_documents_dropped']} duplicate documents, "
@@ -666,21 +702,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=non_negative, default=0)
     p.add_argument("--workers", type=positive, default=2, help="processes rendering text")
 
+    def ingest_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--raw", help="S2ORC folder holding metadata/, or S2AG folder holding "
+                       "papers/, abstracts/, citations/ (default corpora/<corpus>/<source>)")
+        p.add_argument("--source", default="s2orc", type=_choice(SOURCES),
+                       help="s2orc (2020 release) or s2ag (Semantic Scholar Datasets)")
+        p.add_argument("--fos-source", default="external", type=_choice(FOS_SOURCES),
+                       help="S2AG: which s2fieldsofstudy labels count (external = MAG-like)")
+        p.add_argument("--workers", type=positive, default=1,
+                       help="processes reading shards in parallel (the output does not change)")
+        p.add_argument("--strict", action="store_true",
+                       help="stop at the first bad line instead of quarantining it")
+
+    def prefilter_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--citations", default="inbound", type=_choice(CITATION_MODES))
+        p.add_argument("--min-citations", type=non_negative, default=3)
+
     p = stage("ingest", cmd_ingest, "S2ORC / S2AG shards -> papers.parquet + citations.parquet")
-    p.add_argument("--raw", help="S2ORC folder holding metadata/, or S2AG folder holding "
-                   "papers/, abstracts/, citations/ (default corpora/<corpus>/<source>)")
-    p.add_argument("--source", default="s2orc", type=_choice(SOURCES),
-                   help="s2orc (2020 release) or s2ag (Semantic Scholar Datasets)")
-    p.add_argument("--fos-source", default="external", type=_choice(FOS_SOURCES),
-                   help="S2AG: which s2fieldsofstudy labels count (external = MAG-like)")
-    p.add_argument("--workers", type=positive, default=1,
-                   help="processes reading shards in parallel (the output does not change)")
-    p.add_argument("--strict", action="store_true",
-                   help="stop at the first bad line instead of quarantining it")
+    ingest_args(p)
 
     p = stage("prefilter", cmd_prefilter, "MDCR §3 prefilter with drop counts")
-    p.add_argument("--citations", default="inbound", type=_choice(CITATION_MODES))
-    p.add_argument("--min-citations", type=non_negative, default=3)
+    prefilter_args(p)
+
+    p = stage("corpus", cmd_corpus, "synth (with --synth), ingest and prefilter in one process, "
+              "each only when its outputs are not current (make corpus)")
+    ingest_args(p)
+    prefilter_args(p)
+    p.add_argument("--synth", type=sizes, help="first generate a synthetic corpus of this many "
+                   "papers in corpora/<corpus>/s2orc (the demo)")
+    p.add_argument("--synth-seed", type=non_negative, default=0)
 
     p = stage("pool", cmd_pool, "build dataset-level or field-level pools")
     p.add_argument("--size", type=sizes, help="e.g. 20000, 20k, 2M; several: '10k 20k'")
@@ -745,7 +795,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("command", nargs="+", metavar="COMMAND",
                    help="after --, e.g. -- make eval EXECUTOR=local ...")
 
+    def repair_pools_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--repair-pools", action="store_true", help="first rebuild every pool "
+                       "that is stale, damaged or half-written (as make pools)")
+
     p = stage("index", cmd_index, "build what a model searches (Lucene index / embeddings)")
+    repair_pools_arg(p)
     p.add_argument("--model", default="minilm")
     p.add_argument("--threads", type=positive, default=2)
     bm25_engine_arg(p)
@@ -762,6 +817,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stale-only", action="store_true",
                    help="keep runs that are intact and made from their pool's current files")
     p.add_argument("--index", action="store_true", help="index the pools it searches first")
+    repair_pools_arg(p)
     p.add_argument("--query-variant", default="full", type=_choice(VARIANTS),
                    help="perturbed queries (pipeline/queries.py); the run is <model>~<variant>")
     bm25_engine_arg(p)
@@ -777,6 +833,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "a set (large-scale, mdcr, beir) or names: 'map ndcg@10 recall@30'")
     p.add_argument("--stale-only", action="store_true",
                    help="keep evaluations made from the current pool and run")
+    p.add_argument("--collect", action="store_true",
+                   help="then gather every evaluation into runs/results.parquet (as collect)")
     pool_arg(p)
 
     p = stage("mdcr", cmd_mdcr, "build an MDCR-style benchmark (MDCR §4) from the corpus's "
@@ -838,6 +896,7 @@ def build_parser() -> argparse.ArgumentParser:
 # The data roots each command writes into (besides runs/<corpus>/, where stages log their
 # times): checked before any work, so a read-only folder is one line, not a traceback later.
 WRITES = {"synth": ("corpora",), "ingest": ("corpora",), "prefilter": ("corpora",),
+          "corpus": ("corpora",),
           "pool": ("corpora",), "embed": ("index",), "index": ("index",),
           "search": ("index", "runs"), "eval": ("runs",), "collect": ("runs",),
           "report": ("runs",), "mdcr": ("corpora", "runs"), "mdcr-jaccard": ("runs",),

@@ -29,8 +29,7 @@ from pipeline.artifacts import (
 )
 from pipeline.errors import InputError
 from pipeline.inputs import Roots, changed, record
-from pipeline.metrics import DEFAULT_METRICS, per_query
-from pipeline.naming import parse_metrics, parse_pool_name
+from pipeline.naming import DEFAULT_METRICS, parse_metrics, parse_pool_name
 from pipeline.pools import load_pool, pool_files, pool_manifest
 from pipeline.search import load_run, run_paths, run_repair
 
@@ -101,6 +100,8 @@ def eval_run(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, mod
     """Write `<model>.metrics.parquet` (per query) and `<model>.eval.json` (means, counts). The
     evaluation records what its run was made from and the run itself, so it goes stale with
     any of them."""
+    from pipeline.metrics import per_query  # numba: loaded only to score
+
     start = time.perf_counter()
     paths = run_paths(runs_root, corpus_dir.name, pool, model)
     run = load_run(corpus_dir, index_root, runs_root, pool, model)
@@ -141,6 +142,8 @@ def per_negative_type(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series
     over its positives plus the negatives of one type only, for every type; column `negatives`
     names the type. Empty for other pools. The run's order is kept: dropping the other
     candidates only closes the gaps between ranks."""
+    from pipeline.metrics import per_query  # numba: loaded only to score
+
     columns = {"query": run["query"].dtype, "negatives": pl.String,
                **{m: pl.Float64 for m in metrics}}
     if not {"query", "type"} <= set(candidates.columns):

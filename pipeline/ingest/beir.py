@@ -22,14 +22,18 @@ import polars as pl
 
 from pipeline.artifacts import (
     MANIFEST,
+    fingerprint,
     fingerprints,
     manifest,
+    scratch_dir,
     write_json,
     write_parquet,
 )
 from pipeline.errors import InputError
+from pipeline.ingest.corpus import claim_corpus, install_corpus
+from pipeline.inputs import corpus_label
 from pipeline.naming import pool_name
-from pipeline.pools import POOL_FILES, corpus_inputs
+from pipeline.pools import POOL_FILES
 
 SPLIT_FILES = {"test": "test", "val": "dev", "dev": "dev"}  # SPLIT -> qrels/<file>.tsv
 QRELS_HEADER = "query-id\tcorpus-id\tscore"  # the first line of BEIR's qrels files
@@ -94,12 +98,17 @@ def _read_qrels(path: Path) -> pl.DataFrame:
     return rows.select("query", "doc", "rel", "line")
 
 
-def import_beir(src: Path, corpus_dir: Path, split: str = "test") -> dict:
-    """Write the collection at `src` as the corpus `corpus_dir` and its `split` pool."""
+def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool = False,
+                derived: tuple[Path, ...] = ()) -> dict:
+    """Write the collection at `src` as the corpus `corpus_dir` and its `split` pool: a new
+    corpus; the same collection again (nothing changes, or the split's pool is added beside the
+    others); or, only with `replace`, in place of a collection with other contents, whose
+    `derived` indexes and runs are removed (`ingest.corpus.install_corpus`)."""
     from pipeline.bm25 import check_ids
 
     if split not in SPLIT_FILES:
         raise InputError(f"SPLIT {split!r}: use test or dev (val)")
+    claim_corpus(corpus_dir, "make import-beir")
     docs = _read_jsonl(src / "corpus.jsonl", {"_id": pl.String, "title": pl.String,
                                                 "text": pl.String})
     queries = _read_jsonl(src / "queries.jsonl", {"_id": pl.String, "text": pl.String})
@@ -125,26 +134,28 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test") -> dict:
                          f"qrels/{SPLIT_FILES[split]}.tsv that name a document of corpus.jsonl")
     papers = docs.select(corpusid="_id", title=pl.col("title").fill_null(""),
                          abstract=pl.col("text").fill_null(""))
-    corpus_dir.mkdir(parents=True, exist_ok=True)
-    write_parquet(papers.to_arrow(), corpus_dir / "prefiltered.parquet")
     name = pool_name("beir", papers.height, 0, 0, "validation" if split != "test" else "test")
-    pool_dir = corpus_dir / "pools" / name
-    pool_dir.mkdir(parents=True, exist_ok=True)
-    (pool_dir / MANIFEST).unlink(missing_ok=True)
-    tables = (queries.select(corpusid="_id", field=pl.lit(None, pl.String), title="text",
-                             abstract=pl.lit("")),
-              papers.select("corpusid", type=pl.lit("document")), qrels)
-    for file, table in zip(POOL_FILES, tables, strict=True):
-        write_parquet(table.to_arrow(), pool_dir / file)
     counts.update(queries=queries.height, candidates=papers.height, qrels=qrels.height,
                   relevant=qrels.filter(pl.col("rel") > 0).height)
     parameters = {"source": str(src), "split": split, "field": None}
-    write_json(manifest("import-beir", parameters, name=name, scope="beir",
-                        split="test" if split == "test" else "validation", level="collection",
-                        metrics="beir", inputs=corpus_inputs(corpus_dir),
-                        outputs=fingerprints(pool_dir, POOL_FILES), counts=counts),
-               pool_dir / MANIFEST)
-    info = {"collection": manifest("import-beir", parameters, outputs=fingerprints(
-        corpus_dir, ["prefiltered.parquet"]), counts=counts, pools=[name])}  # this split's
-    write_json(info, corpus_dir / MANIFEST)
+    tables = (queries.select(corpusid="_id", field=pl.lit(None, pl.String), title="text",
+                             abstract=pl.lit("")),
+              papers.select("corpusid", type=pl.lit("document")), qrels)
+    with scratch_dir(corpus_dir.parent, corpus_dir.name) as tmp:
+        write_parquet(papers.to_arrow(), tmp / "prefiltered.parquet")
+        made_from = {corpus_label(corpus_dir, "prefiltered.parquet"):
+                     fingerprint(tmp / "prefiltered.parquet")["sha256"]}
+        pool_dir = tmp / "pools" / name
+        for file, table in zip(POOL_FILES, tables, strict=True):
+            write_parquet(table.to_arrow(), pool_dir / file)
+        write_json(manifest("import-beir", parameters, name=name, scope="beir",
+                            split="test" if split == "test" else "validation",
+                            level="collection", metrics="beir", inputs=made_from,
+                            outputs=fingerprints(pool_dir, POOL_FILES), counts=counts),
+                   pool_dir / MANIFEST)
+        info = {"collection": manifest("import-beir", parameters, outputs=fingerprints(
+            tmp, ["prefiltered.parquet"]), counts=counts, pools=[name])}
+        write_json(info, tmp / MANIFEST)
+        info["collection"]["installed"] = install_corpus(tmp, corpus_dir, list(derived),
+                                                         replace, "collection")
     return info

@@ -78,7 +78,8 @@ def write_benchmark(corpus_dir: Path, papers: pl.DataFrame, table: pl.DataFrame,
                 "by_type": dict(table.group_by("type").len().sort("type").iter_rows())},
             pools=sorted(pools))}
         write_json(info, tmp / MANIFEST)
-        info["installed"] = install_corpus(tmp, corpus_dir, list(derived), replace, "benchmark")
+        installed = install_corpus(tmp, corpus_dir, list(derived), replace, "benchmark")
+    info["installed"] = installed
     return info
 
 

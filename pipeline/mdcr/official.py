@@ -23,6 +23,7 @@ import polars as pl
 from pipeline.artifacts import atomic_path
 from pipeline.errors import InputError
 from pipeline.evaluate import POSITIVE_TYPE
+from pipeline.ingest.corpus import claim_corpus
 from pipeline.mdcr.benchmark import read_benchmark, write_benchmark
 
 OFFICIAL_TYPES = ("bm25", "graph", "most_cited", "random", "scincl", "specter")
@@ -154,10 +155,13 @@ def read_official(benchmark_file: Path) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={k: pl.String for k in rows})
 
 
-def import_benchmark(src: Path, corpus_dir: Path, split: str = "test") -> dict:
+def import_benchmark(src: Path, corpus_dir: Path, split: str = "test", replace: bool = False,
+                     derived: tuple[Path, ...] = ()) -> dict:
     """Read `mdcr_<split>.json` and `mdcr_<split>_data.jsonl` from `src` into the benchmark
     corpus `corpus_dir` (string ids), so every stage runs on it (make eval CORPUS=...). A
-    corpus holds one split: import `val` into a corpus of its own (validation pools)."""
+    corpus holds one split: import `val` into a corpus of its own (validation pools). Over a
+    benchmark with other contents only with `replace` (`write_benchmark`)."""
+    claim_corpus(corpus_dir, "make import-mdcr")
     table = read_official(src / f"mdcr_{split}.json")
     data = src / f"mdcr_{split}_data.jsonl"
     if not data.exists():
@@ -173,7 +177,7 @@ def import_benchmark(src: Path, corpus_dir: Path, split: str = "test") -> dict:
     papers = papers.unique("paper_id", keep="first").rename({"paper_id": "corpusid"})
     parameters = {"source": str(src), "split": split}
     info = write_benchmark(corpus_dir, papers, table, "import-mdcr", parameters,
-                           split=SPLITS[split])
+                           split=SPLITS[split], replace=replace, derived=derived)
     info["duplicate_paper_records_dropped"] = duplicated
     return info
 

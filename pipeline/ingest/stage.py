@@ -1,0 +1,193 @@
+"""Ingest: raw shards (S2ORC 2020 metadata or the S2AG datasets) -> `papers.parquet`,
+`citations.parquet`, `quarantine.jsonl`; then the MDCR prefilter (SPEC.md §1-2).
+
+Shards are read in parallel, one worker process per shard (`workers`), each streaming its
+shard in bounded blocks into scratch parts; the merge then keeps one record per paper id (the
+first by shard and line order), flags dangling citations bucket by bucket and writes the corpus
+files. The output does not depend on the number of workers, and memory does not grow with the
+corpus, the number of shards or the size of one shard. Every line is accounted for:
+`lines_read = papers + quarantined + duplicate_records`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Literal
+
+from pipeline.artifacts import (
+    atomic_path,
+    disk_errors,
+    file_lock,
+    fingerprints,
+    manifest,
+    outputs_intact,
+    scratch_dir,
+    sha256_file,
+)
+from pipeline.errors import InputError
+from pipeline.ingest import s2ag, s2orc
+from pipeline.ingest.corpus import (
+    INGEST_COUNTS,
+    QUARANTINE,
+    corpus_section,
+    update_corpus_manifest,
+)
+from pipeline.ingest.merge import bucket_count, dedupe, in_order, write_citations, write_papers
+from pipeline.ingest.s2orc import find_shards
+from pipeline.ingest.shards import ShardResult, add_counts
+from pipeline.naming import SOURCES
+from pipeline.processes import worker_pool
+
+Source = Literal["s2orc", "s2ag"]
+
+WHAT = {"s2orc": "an S2ORC metadata release", "s2ag": "an S2AG download (papers, abstracts, "
+        "citations)"}
+
+def ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False, workers: int = 1,
+           source: Source = "s2orc", fos_source: str = "external") -> dict:
+    """Ingest under the corpus's lock: two ingests of one corpus run in turn."""
+    if source not in SOURCES:
+        raise InputError(f"unknown corpus source {source!r}: use one of {', '.join(SOURCES)}")
+    with file_lock(corpus_dir / ".locks" / "corpus.lock"):
+        current = ingest_is_current(raw_dir, corpus_dir, strict, source, fos_source)
+        if current is not None:
+            print("[ingest] up to date (same raw shards, settings and outputs)", file=sys.stderr)
+            return current
+        return _ingest(raw_dir, corpus_dir, strict, workers, source, fos_source)
+
+
+def raw_shards(raw_dir: Path, source: Source) -> tuple[Path, list[Path]]:
+    """The folder shard names are relative to, and the raw shards of `raw_dir`."""
+    if source == "s2orc":
+        return raw_dir / "metadata", find_shards(raw_dir)
+    return raw_dir, [p for shards in s2ag.find_datasets(raw_dir).values() for p in shards]
+
+
+def _raw_fingerprint(path: Path) -> dict:
+    stat = path.stat()
+    return {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256_file(path)}
+
+
+def ingest_is_current(raw_dir: Path, corpus_dir: Path, strict: bool, source: Source,
+                      fos_source: str) -> dict | None:
+    """The ingest section when the corpus was ingested with these settings from shards with
+    the same names and bytes, and its outputs are intact; else None. Shards whose stat
+    changed (a copied or moved data folder) are hashed once and, when their bytes are the
+    same, their new stat is recorded, so a move never makes the corpus ingest again. The raw
+    folder's own path is not compared."""
+    old = corpus_section(corpus_dir, "ingest")
+    wanted = {"strict": strict, "source": source}
+    if source == "s2ag":
+        wanted["fos_source"] = fos_source
+    recorded = old.get("inputs", {})
+    if not old or {k: old.get("parameters", {}).get(k) for k in wanted} != wanted \
+            or not outputs_intact(corpus_dir, old):
+        return None
+    if not raw_dir.exists():  # raw shards removed after ingest (to save space): kept as is
+        print(f"[ingest] {raw_dir} is gone: the corpus ingested from it is kept as it is",
+              file=sys.stderr)
+        return old
+    base, shards = raw_shards(raw_dir, source)
+    names = [p.relative_to(base).as_posix() for p in shards]
+    if sorted(names) != sorted(recorded):
+        return None
+    refreshed = {}
+    for name, path in zip(names, shards, strict=True):
+        before, stat = recorded[name], path.stat()
+        if "sha256" not in before or stat.st_size != before["bytes"]:
+            return None
+        if stat.st_mtime_ns != before.get("mtime_ns"):
+            now = _raw_fingerprint(path)
+            if now["sha256"] != before["sha256"]:
+                return None
+            refreshed[name] = now
+    if refreshed:
+        old = {**old, "inputs": {**recorded, **refreshed}}
+        update_corpus_manifest(corpus_dir, "ingest", old)
+    return old
+
+
+def _stage_s2orc(raw_dir: Path, work: Path, strict: bool, workers: int
+                 ) -> tuple[list[Path], int, list[ShardResult]]:
+    shards = find_shards(raw_dir)
+    n_buckets = bucket_count(s2orc.estimated_papers(shards))
+    jobs = [s2orc.ShardJob(path, i, work, n_buckets, strict) for i, path in enumerate(shards)]
+    return shards, n_buckets, list(in_order(s2orc.read_shard, jobs, workers, "ingest", "shard"))
+
+
+def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source: Source,
+            fos_source: str) -> dict:
+    """Stream the shards into `papers.parquet`, `citations.parquet` and `quarantine.jsonl`
+    (all written atomically). `strict`: the first bad line is an InputError naming its file
+    and line."""
+    start = time.perf_counter()
+    totals = dict.fromkeys(INGEST_COUNTS, 0)
+    by_reason: dict[str, int] = {}
+    # writers close before the atomic renames (contexts exit in reverse order)
+    with (
+        scratch_dir(corpus_dir, "ingest") as work,
+        atomic_path(corpus_dir / "papers.parquet") as papers_tmp,
+        atomic_path(corpus_dir / "citations.parquet") as cites_tmp,
+        atomic_path(corpus_dir / QUARANTINE) as quarantine_tmp,
+    ):
+        if source == "s2orc":
+            inputs, n_buckets, results = _stage_s2orc(raw_dir, work, strict, workers)
+            parameters = {"raw_dir": str(raw_dir), "strict": strict, "source": source}
+        else:
+            inputs, n_buckets, results = s2ag.stage(raw_dir, work, strict, workers, fos_source)
+            parameters = {"raw_dir": str(raw_dir), "strict": strict, "source": source,
+                          "fos_source": fos_source}
+        for result in results:
+            add_counts(totals, result.counts)
+            add_counts(by_reason, result.by_reason)
+        records = totals.pop("records")
+        if records == 0:
+            first = next((r.first_bad for r in results if r.first_bad), None)
+            hint = f"; first bad line {first}" if first else ""
+            raise InputError(
+                f"no papers in {raw_dir}: its {len(inputs)} shard(s) hold "
+                f"{totals['lines_read']} line(s), {totals['quarantined']} of them bad{hint}; "
+                f"check that it is {WHAT[source]}"
+            )
+        phases = {"read": round(time.perf_counter() - start, 1)}
+        with disk_errors(corpus_dir):
+            dropped = dedupe(work, n_buckets, workers)
+            totals["duplicate_records"] = len(dropped)
+            phases["dedupe"] = round(time.perf_counter() - start - phases["read"], 1)
+            writing = time.perf_counter()
+            # the two files are independent: with 2+ workers, citations in a second process
+            with worker_pool(1) if workers > 1 else contextlib.nullcontext() as pool:
+                citations = (pool.submit(write_citations, work, n_buckets, cites_tmp, dropped)
+                             if pool else None)
+                totals["papers"] = write_papers(work, papers_tmp, dropped)
+                phases["papers"] = round(time.perf_counter() - writing, 1)
+                totals |= (citations.result() if citations
+                           else write_citations(work, n_buckets, cites_tmp, dropped))
+            # with 2+ workers the citations were written beside the papers, from `writing` on
+            phases["citations"] = round(time.perf_counter() - writing, 1)
+            phases["merge"] = round(time.perf_counter() - start - phases["read"], 1)
+            with quarantine_tmp.open("wb") as out:
+                for part in sorted((work / "quarantine").glob("*.jsonl")):
+                    with part.open("rb") as handle:
+                        shutil.copyfileobj(handle, out)
+        # the files are about to be replaced: until the new section is written, no manifest
+        # vouches for them (a failure before this point leaves the old corpus as it was)
+        update_corpus_manifest(corpus_dir, "ingest", None)
+    base = raw_dir / "metadata" if source == "s2orc" else raw_dir  # shards named from here
+    names = [p.relative_to(base).as_posix() for p in inputs]
+    info = manifest("ingest", parameters, counts=totals, workers=workers, buckets=n_buckets,
+                    phase_seconds=phases,
+                    shards=names, line_by_line_shards=[
+                        name for name, r in zip(names, results, strict=True) if r.line_by_line],
+                    quarantine={"file": QUARANTINE, "by_reason": by_reason},
+                    inputs={p.relative_to(base).as_posix(): _raw_fingerprint(p)
+                            for p in inputs},
+                    outputs=fingerprints(corpus_dir, ["papers.parquet", "citations.parquet",
+                                                      QUARANTINE]),
+                    seconds=round(time.perf_counter() - start, 2))
+    update_corpus_manifest(corpus_dir, "ingest", info)
+    return info
