@@ -4,7 +4,8 @@ make keeps no timestamps of its own: every stage is run and checks by content (p
 input checksums kept beside each file's stat, outputs against their manifests) that it has
 nothing to do. This measures what that costs. Builds a small demo corpus (20k papers, pools
 of 2k and 5k, BM25 and random runs) in a temporary data root with the Makefile, then times
-each make target again five times, when there is nothing to do. Writes benchmarks/results/noop.md and noop.json.
+each make target again five times, when there is nothing to do. Writes
+benchmarks/results/noop.md and noop.json.
 Usage: .venv/bin/python benchmarks/noop.py   (after `make setup`)
 """
 
