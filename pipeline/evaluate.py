@@ -169,10 +169,10 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
     Evaluations made from inputs that changed since (stale: their pool, run, embeddings...) are
     left out, counted and named, never mixed in; a damaged evaluation is an error naming it.
     """
-    roots = Roots(corpora_root, index_root, runs_root)
     frames, stale = [], []
     for path in sorted(runs_root.glob("*/*/*.eval.json")):
         corpus, pool, model = path.parts[-3], path.parts[-2], path.name[: -len(".eval.json")]
+        roots = Roots(corpora_root, index_root, runs_root, corpus)
         pool_manifest = corpora_root / corpus / "pools" / pool / "manifest.json"
         if not pool_manifest.exists():
             continue  # the pool was deleted; its old runs are not results any more

@@ -184,7 +184,7 @@ SPEC = ".spec.json"  # a pool's parameters, written before its files (its manife
 
 def corpus_inputs(corpus_dir: Path) -> dict[str, str]:
     """What a pool is made from: the corpus's prefiltered.parquet (label -> sha256)."""
-    return record(Roots(corpus_dir.parent), [corpus_dir / "prefiltered.parquet"])
+    return record(Roots.of(corpus_dir), [corpus_dir / "prefiltered.parquet"])
 
 
 def check_corpus(corpus_dir: Path) -> None:
@@ -336,7 +336,7 @@ def check_pool(corpus_dir: Path, name: str) -> dict:
                          f"checksums in its manifest): repair: {pool_repair(corpus_dir, name)}")
     check_outputs(corpus_dir / "pools" / name, info, repair=pool_repair(corpus_dir, name, info))
     corpus_file(corpus_dir, "prefiltered.parquet")
-    stale = changed(Roots(corpus_dir.parent), info.get("inputs", {}))
+    stale = changed(Roots.of(corpus_dir), info.get("inputs", {}))
     if stale:
         raise InputError(f"pool {name} is stale: {stale[0]} (prefiltered.parquet changed since "
                          f"it was made); repair: {pool_repair(corpus_dir, name, info)}")

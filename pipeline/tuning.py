@@ -66,7 +66,8 @@ def bm25_params(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry
         return {**defaults, "tuned_on": [], "note": f"pyserini defaults ({why})"}
     for p in pools:
         check_pool(corpus_dir, p)
-    inputs = record(Roots(corpus_dir.parent), [f for p in pools for f in pool_files(corpus_dir, p)])
+    inputs = record(Roots.of(corpus_dir),
+                    [f for p in pools for f in pool_files(corpus_dir, p)])
     grid = {"k1": list(k1s), "b": list(bs), "engine": engine}
     path = tuning_path(index_root, corpus_dir.name, pool)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ asked for, so `verify corpora/demo/pools` finds exactly what `verify` finds ther
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline.artifacts import (
@@ -94,6 +94,14 @@ def _classify(path: Path, data: Roots) -> tuple[str, str] | None:
     return None
 
 
+def _corpus_of(path: Path, data: Roots) -> str | None:
+    """The corpus an artifact belongs to: the first folder under its data root."""
+    for root in (data.corpora, data.indexes, data.runs):
+        if root is not None and path.is_relative_to(root) and len(path.relative_to(root).parts) > 1:
+            return path.relative_to(root).parts[0]
+    return None
+
+
 def _manifests(data: Roots) -> list[Path]:
     found = []
     for root in (data.corpora, data.indexes, data.runs):
@@ -121,7 +129,7 @@ def check_manifest(path: Path, data: Roots, deep: bool) -> list[Problem]:
         if problem:
             problems.append(Problem("PARTIAL" if problem == "missing" else "CORRUPT",
                                     path.parent / name, problem, repair))
-    stale = changed(data, _inputs(info, kind))
+    stale = changed(replace(data, corpus=_corpus_of(path, data)), _inputs(info, kind))
     if kind == "run" and "k1" in info.get("details", {}):
         corpus_dir = data.corpora / path.parent.parent.name
         if info["details"].get("tuned_on") != validation_pools(corpus_dir, path.parent.name):

@@ -129,7 +129,7 @@ def test_changed_settings_rebuild_what_they_change(data):
     make(data, "eval", "MODEL=bm25", "CITATIONS=outbound")
     assert "all-800-r0" in stage_pids(data, "search", logged)  # its pool was rebuilt
     pool = json.loads((corpus / "pools" / "all-800-r0" / "manifest.json").read_text())
-    assert pool["inputs"]["corpora/small/prefiltered.parquet"] == \
+    assert pool["inputs"]["corpora/@/prefiltered.parquet"] == \
         sections["prefilter"]["outputs"]["prefiltered.parquet"]["sha256"]
     logged = len(stage_records(data))
     make(data, "eval", "MODEL=bm25", "CITATIONS=outbound")

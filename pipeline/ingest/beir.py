@@ -143,7 +143,7 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
               papers.select("corpusid", type=pl.lit("document")), qrels)
     with scratch_dir(corpus_dir.parent, corpus_dir.name) as tmp:
         write_parquet(papers.to_arrow(), tmp / "prefiltered.parquet")
-        made_from = {corpus_label(corpus_dir, "prefiltered.parquet"):
+        made_from = {corpus_label("prefiltered.parquet"):
                      fingerprint(tmp / "prefiltered.parquet")["sha256"]}
         pool_dir = tmp / "pools" / name
         for file, table in zip(POOL_FILES, tables, strict=True):

@@ -96,7 +96,7 @@ def _prefilter(corpus_dir: Path, mode: CitationMode, min_citations: int,
     papers_path = corpus_file(corpus_dir, "papers.parquet")  # checked against its manifest
     parameters = {"citations": mode, "min_citations": min_citations,
                   "min_abstract_chars": min_abstract}
-    inputs = record(Roots(corpus_dir.parent), [papers_path])
+    inputs = record(Roots.of(corpus_dir), [papers_path])
     old = corpus_section(corpus_dir, "prefilter")
     if (old.get("parameters") == parameters and old.get("inputs") == inputs
             and outputs_intact(corpus_dir, old)):

@@ -63,7 +63,7 @@ def write_benchmark(corpus_dir: Path, papers: pl.DataFrame, table: pl.DataFrame,
     with scratch_dir(corpus_dir.parent, corpus_dir.name) as tmp:
         write_parquet(papers.to_arrow(), tmp / "prefiltered.parquet")
         # what its pools are made from, labelled by the corpus's final place
-        made_from = {corpus_label(corpus_dir, "prefiltered.parquet"):
+        made_from = {corpus_label("prefiltered.parquet"):
                      fingerprint(tmp / "prefiltered.parquet")["sha256"]}
         pools = {}
         for field in fields:
