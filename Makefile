@@ -1,5 +1,6 @@
-# The pipeline's stages chained through real files: `make eval MODEL=x` builds only what is
-# missing. Every recipe calls `python -m pipeline <stage>`; see README.md for the variables.
+# The pipeline's stages, chained: `make eval MODEL=x` brings everything it needs up to date.
+# Every recipe calls `python -m pipeline <stage>`, which decides by content what is current
+# (make keeps no timestamps of its own); see README.md for the variables.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -201,6 +202,9 @@ help:
 	@echo "make eval MODEL=.. QUERY_VARIANT=title   the pools with perturbed queries"
 	@echo "make report                    tables and plots under runs/reports/"
 	@echo "make verify                    check every artifact: corrupt, partial or stale?"
+	@echo "                               (each problem with the command that repairs it)"
+	@echo "make pools                     rebuild the stale, damaged or half-written pools"
+	@echo "make sweep                     remove temporaries left by killed processes"
 	@echo "make models                    list the model registry"
 	@echo "make setup-gpu                  on a GPU node: Faiss GPU in place of faiss-cpu"
 

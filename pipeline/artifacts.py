@@ -281,12 +281,23 @@ def _stat_key(stat: os.stat_result) -> list[int]:
     return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
 
 
+_folders: dict[str, tuple[tuple, dict[str, list]]] = {}  # file -> ((mtime, inode), entries)
+
+
 def _read_checksums(folder: Path) -> dict[str, list]:
+    """A folder's `.checksums.json` (parsed once per process while it is unchanged)."""
+    path = folder / CHECKSUMS
     try:
-        found = json.loads((folder / CHECKSUMS).read_text())
-        return found if isinstance(found, dict) else {}
+        stat = path.stat()
+        mtime = (stat.st_mtime_ns, stat.st_ino)  # rewritten by rename: a new inode
+        if str(path) in _folders and _folders[str(path)][0] == mtime:
+            return _folders[str(path)][1]
+        found = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
+    found = found if isinstance(found, dict) else {}
+    _folders[str(path)] = (mtime, found)
+    return found
 
 
 _WRITE_CHECKSUMS = [True]  # False inside `read_only()`
@@ -311,7 +322,7 @@ def _remember(path: Path, stat: os.stat_result, sha: str) -> None:
     folder = path.parent
     try:
         with file_lock(folder / ".checksums.lock"):
-            known = _read_checksums(folder)
+            known = dict(_read_checksums(folder))
             if known.get(path.name) == [*_stat_key(stat), sha]:
                 return
             known[path.name] = [*_stat_key(stat), sha]

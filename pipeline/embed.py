@@ -185,14 +185,22 @@ def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
         else {"model": entry.describe()}
     key = hashlib.sha256(repr((config, texts.select("title", "abstract").rows())).encode())
     cache = store / "queries" / f"{key.hexdigest()[:24]}.npy"
-    if cache.exists():
-        return np.load(cache)
+    record = cache.with_suffix(".json")  # its checksum: a damaged cache is encoded again
+    if cache.exists() and record.exists():
+        try:
+            if file_problem(cache, read_json(record)["outputs"][cache.name], deep=False) is None:
+                return np.load(cache)
+        except (InputError, KeyError):
+            pass
+        print(f"[embed] {cache} is damaged: the queries are encoded again", file=sys.stderr)
     encoder = Encoder(entry, model_path=model_path)
     vectors, _ = encoder.encode([encoder.format(t, a) for t, a in
                                  texts.select("title", "abstract").iter_rows()])
     cache.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(cache) as tmp, tmp.open("wb") as handle:
         np.save(handle, vectors)
+    write_json(manifest("query-vectors", {"model": entry.name}, queries=texts.height,
+                        outputs={cache.name: fingerprint(cache)}), record)
     return vectors
 
 
@@ -325,8 +333,10 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
         raise InputError(f"no pools under {corpus_dir}/pools: build one with `make pool`")
     store = store_dir(index_root, corpus_dir.name, entry.name)
     start = time.perf_counter()
-    with file_lock(store / ".lock"):
-        repaired = repair_store(store)
+    repaired = {"damaged_parts": 0, "orphan_parts": 0}
+    if store.exists():
+        with file_lock(store / ".lock"):
+            repaired = repair_store(store)
     needed, missing = missing_ids(corpus_dir, store, pools)
     missing = missing[shard_of(missing, num_shards) == shard]
     missing, borrowed = _borrow(corpus_dir, index_root, entry, store, missing, dtype)

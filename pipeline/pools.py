@@ -156,6 +156,8 @@ def _other_split_queries(corpus_dir: Path, spec: PoolSpec, ids: np.ndarray) -> n
         scope, _, _, seed, split = parse_pool_name(name)
         if scope != spec.scope or seed != spec.seed or split == spec.split:
             continue
+        info = pool_manifest(corpus_dir, name)  # its files checked before they are read
+        check_outputs(corpus_dir / "pools" / name, info, repair=pool_repair(corpus_dir, name))
         other = read_parquet(corpus_dir / "pools" / name / "queries.parquet", ["corpusid"])
         shared.append(np.intersect1d(ids, other["corpusid"].to_numpy()))
     return np.unique(np.concatenate(shared))
@@ -306,11 +308,6 @@ def pool_manifest(corpus_dir: Path, name: str) -> dict:
         raise InputError(f"pool {name!r} does not exist under {corpus_dir}/pools "
                          f"(existing: {known}); build it with `make pool`")
     return read_json(path, pool_repair(corpus_dir, name))
-
-
-def output_shas(info: dict) -> dict[str, str]:
-    """name -> sha256 of the files a pool manifest vouches for."""
-    return {name: fp["sha256"] for name, fp in info.get("outputs", {}).items()}
 
 
 def pool_files(corpus_dir: Path, name: str) -> list[Path]:

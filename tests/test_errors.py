@@ -76,13 +76,13 @@ def with_run(root: Path, corpus: Path) -> Path:
 
 def rewrite_run(root: Path, change: Callable[[pl.DataFrame], pl.DataFrame]) -> None:
     """Replace the run's rows (and its manifest's fingerprints) as a foreign tool would."""
-    from pipeline.artifacts import fingerprint
+    from pipeline.artifacts import fingerprint, read_json, write_json
 
     folder = root / "runs" / "c" / POOL
     change(pl.read_parquet(folder / "random.parquet")).write_parquet(folder / "random.parquet")
-    info = json.loads((folder / "random.manifest.json").read_text())
+    info = read_json(folder / "random.manifest.json")
     info["outputs"]["random.parquet"] = fingerprint(folder / "random.parquet")
-    (folder / "random.manifest.json").write_text(json.dumps(info))
+    write_json(info, folder / "random.manifest.json")  # a consistent manifest, self checksum
 
 
 CORPUS: Path  # set by the fixture below: the session's ingested small corpus
@@ -275,9 +275,11 @@ def _corpus(corpus_dir):
 
 
 def _snapshot(root: Path) -> dict[str, int]:
-    """Every file and its mtime; lock files are not artifacts."""
+    """Every file and its mtime; lock files and the checksum caches of good files
+    (`.checksums.json`, what a stage learnt while checking its inputs) are not artifacts."""
     return {p.relative_to(root).as_posix(): p.stat().st_mtime_ns
-            for p in root.rglob("*") if p.is_file() and p.suffix != ".lock"}
+            for p in root.rglob("*") if p.is_file() and p.suffix != ".lock"
+            and p.name != ".checksums.json"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

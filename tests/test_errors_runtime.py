@@ -23,7 +23,7 @@ import pytest
 
 from pipeline.pools import PoolSpec, build_pool
 from pipeline.report import report
-from tests.test_errors import POOL, ROOT, cli, with_pool
+from tests.test_errors import POOL, ROOT, _snapshot, cli, with_pool
 
 
 def _run(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -41,9 +41,6 @@ def _one_line(done: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def _snapshot(root: Path) -> dict[str, int]:
-    return {p.relative_to(root).as_posix(): p.stat().st_mtime_ns
-            for p in root.rglob("*") if p.is_file() and p.suffix != ".lock"}
 
 
 def _row(text: str, model: str, marker: str = "") -> list[str]:

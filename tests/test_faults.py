@@ -42,7 +42,8 @@ STAGES: list[tuple[str, list[str], int]] = [
     ("search-multi-vector", ["search", "--corpus", "c", "--model", "aspire-cs"], 2),
     ("eval", ["eval", "--corpus", "c", "--model", "bm25"], 4),
 ]
-VOLATILE = ("manifest.json", ".eval.json", "stage-times.jsonl", ".lock", ".checksums.json")
+VOLATILE = ("manifest.json", ".eval.json", "stage-times.jsonl", ".lock", ".checksums.json",
+            ".spec.json")
 
 
 def _command(root: Path, args: list[str], raw: Path, model: Path) -> list[str]:
