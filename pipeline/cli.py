@@ -635,7 +635,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def stage(name: str, func, help_text: str, corpus: bool = True) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.set_defaults(func=func)
+        p.set_defaults(func=func, stage=name)
         if corpus:
             p.add_argument("--corpus", default="demo", type=corpus_name,
                            help="folder under corpora/")
@@ -907,9 +907,9 @@ def check_roots(args: argparse.Namespace) -> None:
     from pipeline.artifacts import check_writable
 
     roots = {"corpora": args.corpora_root, "index": args.index_root, "runs": args.runs_root}
-    for kind in WRITES.get(args.command, ()):
+    for kind in WRITES.get(args.stage, ()):
         check_writable(Path(roots[kind]))
-    if args.command in WRITES and getattr(args, "corpus", None):
+    if args.stage in WRITES and getattr(args, "corpus", None):
         check_writable(Path(args.runs_root) / args.corpus)
 
 

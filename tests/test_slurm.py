@@ -141,11 +141,7 @@ def data_root(corpus_dir, tiny_bert, tmp_path_factory):
         corpus = copy_corpus(corpus_dir, root / "corpora" / "small")
         shutil.copytree(corpus_dir / "pools", corpus / "pools")
         (root / "installed").touch()  # newer than pyproject.toml: make does not reinstall
-        # make writes the parameter stamps; made older than the copied corpus, they do not
-        # ask for a new ingest (the raw shards are not copied)
-        make(root, tiny_bert, "help")
-        for stamp in (corpus / ".params").iterdir():
-            os.utime(stamp, (time.time() - 3600,) * 2)
+        # the raw shards are not copied: ingest keeps the ingested corpus as it is
         return root
     return make_root
 

@@ -43,7 +43,8 @@ def rows(raw_corpus) -> list[dict]:
 
 
 def test_layout_and_row_count(raw_corpus, rows):
-    shards = sorted(p.name for p in (raw_corpus / "metadata").iterdir())
+    shards = sorted(p.name for p in (raw_corpus / "metadata").iterdir()
+                    if not p.name.startswith("."))  # .checksums.json: the shards' sha256
     assert shards == [f"metadata_{k}.jsonl.gz" for k in range(SMALL.n_shards)]
     assert len(rows) == SMALL.n_papers
     assert len({r["paper_id"] for r in rows}) == SMALL.n_papers
