@@ -70,7 +70,8 @@ non_negative = _int_at_least(0, "use 0 or more")
 def _choice(options: tuple[str, ...]):
     def parse(text: str) -> str:
         if text not in options:
-            raise argparse.ArgumentTypeError(f"{text!r}: use one of {', '.join(options)}")
+            shown = ", ".join(o or "(empty)" for o in options)
+            raise argparse.ArgumentTypeError(f"{text!r}: use one of {shown}")
         return text
     parse.__name__ = "value"
     return parse
