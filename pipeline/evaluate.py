@@ -19,6 +19,7 @@ import polars as pl
 from pipeline.artifacts import (
     check_outputs,
     file_lock,
+    file_sha256,
     fingerprints,
     manifest,
     outputs_intact,
@@ -169,7 +170,7 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
     Evaluations made from inputs that changed since (stale: their pool, run, embeddings...) are
     left out, counted and named, never mixed in; a damaged evaluation is an error naming it.
     """
-    frames, stale = [], []
+    frames, stale, used = [], [], []
     for path in sorted(runs_root.glob("*/*/*.eval.json")):
         corpus, pool, model = path.parts[-3], path.parts[-2], path.name[: -len(".eval.json")]
         roots = Roots(corpora_root, index_root, runs_root, corpus)
@@ -190,6 +191,7 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
             continue
         scope, size, repeat, seed, split = parse_pool_name(pool)
         values = read_parquet(path.with_name(f"{model}.metrics.parquet"))
+        used += [path, path.with_name(f"{model}.metrics.parquet"), pool_manifest]
         if "negatives" not in values.columns:  # written before per-type scores existed
             values = values.with_columns(negatives=pl.lit("all"))
         frames.append(
@@ -206,14 +208,23 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
                     value=pl.col("value").cast(pl.Float64)))
     results = pl.concat([pl.DataFrame(schema=RESULTS_SCHEMA), *frames])
     if stale:
-        print(f"[collect] left out {len(stale)} stale or damaged evaluations (make eval redoes "
-              f"them; make verify lists them): {', '.join(stale[:5])}", file=sys.stderr)
+        print(f"[collect] left out {len(stale)} stale evaluations (make eval redoes them; make "
+              f"verify lists them): {', '.join(stale[:5])}", file=sys.stderr)
+    # the same evaluations as last time, and an intact file: nothing to write
+    collected = Roots(corpora_root, index_root, runs_root).label
+    inputs = {collected(p): file_sha256(p) for p in sorted(used)}
+    record_path = runs_root / "results.manifest.json"
+    try:
+        old = read_json(record_path) if record_path.exists() else {}
+    except InputError:
+        old = {}
+    if old.get("inputs") == inputs and outputs_intact(runs_root, old):
+        return results
     write_parquet(results.to_arrow(), runs_root / RESULTS_FILE)
     write_json(manifest("collect", {"missing_queries": MISSING_QUERIES},
                         counts={"rows": results.height, "runs": len(frames),
-                                "stale_left_out": len(stale)}, stale=stale,
-                        outputs=fingerprints(runs_root, [RESULTS_FILE])),
-               runs_root / "results.manifest.json")
+                                "stale_left_out": len(stale)}, stale=stale, inputs=inputs,
+                        outputs=fingerprints(runs_root, [RESULTS_FILE])), record_path)
     return results
 
 

@@ -21,7 +21,7 @@ from pipeline.ingest.prefilter import DROP_REASONS, drop_reason, prefilter, reco
 # The readers' stage, imported on first use: the corpus helpers that every later stage uses
 # (pipeline.ingest.corpus) stay free of the readers' heavy imports.
 _EXPORTS = {"ingest": "stage", "ingest_is_current": "stage", "raw_shards": "stage",
-            "find_shards": "s2orc"}
+            "find_shards": "shards"}
 __all__ = ["DROP_REASONS", "corpus_section", "drop_reason", "prefilter", "reconcile",
            "update_corpus_manifest", *sorted(_EXPORTS)]
 

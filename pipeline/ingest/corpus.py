@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline.artifacts import MANIFEST, file_lock, file_problem, read_json, write_json
 from pipeline.errors import InputError
@@ -71,6 +70,8 @@ def corpus_section(corpus_dir: Path, section: str) -> dict:
 def row_groups(path: Path, columns: list[str] | None = None) -> Iterator[pa.Table]:
     """A parquet file one row group at a time: what bounds memory when streaming (pyarrow's
     iter_batches buffers many row groups when a batch spans them)."""
+    import pyarrow.parquet as pq  # imports pandas too: only where parquet is streamed
+
     handle = pq.ParquetFile(path)
     for i in range(handle.num_row_groups):
         yield handle.read_row_group(i, columns=columns)
@@ -80,6 +81,8 @@ class GroupedWriter:
     """A ParquetWriter that gathers small tables into row groups of about ROW_GROUP rows."""
 
     def __init__(self, path: Path, schema: pa.Schema, rows: int = ROW_GROUP):
+        import pyarrow.parquet as pq
+
         self.writer = pq.ParquetWriter(path, schema, compression="zstd")
         self.schema, self.rows = schema, rows
         self.pending: list[pa.Table] = []

@@ -55,13 +55,15 @@ from pipeline.ingest.shards import (
     Quarantine,
     ShardResult,
     check_int,
-    list_shards,
+    find_datasets,
     open_shard,
     parse_line,
     show,
 )
+from pipeline.ingest.shards import (
+    S2AG_DATASETS as DATASETS,
+)
 
-DATASETS = ("papers", "abstracts", "citations")
 BLOCK_RECORDS = 50_000
 # bytes of one S2AG record, about (gz, plain): estimates each dataset's records from its shards'
 # sizes, to size the buckets (an estimate too low for a dataset would make its buckets large)
@@ -78,18 +80,6 @@ ROWS = {
     "abstracts": pl.from_arrow(RAW_ABSTRACTS.empty_table()).drop("_key").schema,
     "citations": pl.Schema({"citing": pl.Int64, "cited": pl.Int64}),
 }
-
-
-def find_datasets(raw_dir: Path) -> dict[str, list[Path]]:
-    """The shards of each dataset folder; a missing or empty folder is an InputError."""
-    found = {name: list_shards(raw_dir / name) for name in DATASETS}
-    missing = [name for name, shards in found.items() if not shards]
-    if missing:
-        raise InputError(
-            f"no S2AG {'/'.join(missing)} shards under {raw_dir}: expected the folders "
-            "papers/, abstracts/ and citations/ holding *.jsonl.gz (or *.jsonl) files, as "
-            "the Semantic Scholar Datasets are downloaded")
-    return found
 
 
 def _string(record: dict[str, Any], name: str) -> str | None:

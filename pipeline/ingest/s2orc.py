@@ -33,7 +33,6 @@ from pipeline.ingest.shards import (
     Quarantine,
     ShardResult,
     check_int,
-    list_shards,
     open_shard,
     parse_line,
     show,
@@ -55,18 +54,6 @@ BLOCK = 16 << 20  # bytes of JSON per block: what one worker holds at a time
 BYTES_PER_PAPER = {".gz": 700, "": 2_000}  # about, in S2ORC 2020 (to size the merge buckets)
 _READ = pajson.ReadOptions(block_size=4 << 20)  # pyarrow parses a block in 4 MB pieces
 _PARSE = pajson.ParseOptions(explicit_schema=S2ORC_SCHEMA, unexpected_field_behavior="ignore")
-
-
-def find_shards(raw_dir: Path) -> list[Path]:
-    """Every `*.jsonl.gz` and `*.jsonl` file under `<raw>/metadata/`, in natural order
-    (SPEC.md §1: the release names them metadata_0..99.jsonl.gz; any name is accepted)."""
-    shards = list_shards(raw_dir / "metadata")
-    if not shards:
-        raise InputError(
-            f"no S2ORC metadata shards under {raw_dir}/metadata/: expected *.jsonl.gz (or "
-            "*.jsonl) files such as metadata_<k>.jsonl.gz (S2ORC 20200705v1 layout)"
-        )
-    return shards
 
 
 def estimated_papers(shards: list[Path]) -> int:

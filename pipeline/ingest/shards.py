@@ -57,6 +57,33 @@ def list_shards(folder: Path) -> list[Path]:
                   key=lambda p: natural_key(p.name))
 
 
+def find_shards(raw_dir: Path) -> list[Path]:
+    """Every `*.jsonl.gz` and `*.jsonl` file under `<raw>/metadata/`, in natural order
+    (SPEC.md §1: the release names them metadata_0..99.jsonl.gz; any name is accepted)."""
+    shards = list_shards(raw_dir / "metadata")
+    if not shards:
+        raise InputError(
+            f"no S2ORC metadata shards under {raw_dir}/metadata/: expected *.jsonl.gz (or "
+            "*.jsonl) files such as metadata_<k>.jsonl.gz (S2ORC 20200705v1 layout)"
+        )
+    return shards
+
+
+S2AG_DATASETS = ("papers", "abstracts", "citations")  # the folders of an S2AG download
+
+
+def find_datasets(raw_dir: Path) -> dict[str, list[Path]]:
+    """The shards of each dataset folder; a missing or empty folder is an InputError."""
+    found = {name: list_shards(raw_dir / name) for name in S2AG_DATASETS}
+    missing = [name for name, shards in found.items() if not shards]
+    if missing:
+        raise InputError(
+            f"no S2AG {'/'.join(missing)} shards under {raw_dir}: expected the folders "
+            "papers/, abstracts/ and citations/ holding *.jsonl.gz (or *.jsonl) files, as "
+            "the Semantic Scholar Datasets are downloaded")
+    return found
+
+
 def show(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."

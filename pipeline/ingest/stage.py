@@ -29,18 +29,14 @@ from pipeline.artifacts import (
     sha256_file,
 )
 from pipeline.errors import InputError
-from pipeline.ingest import s2ag, s2orc
 from pipeline.ingest.corpus import (
     INGEST_COUNTS,
     QUARANTINE,
     corpus_section,
     update_corpus_manifest,
 )
-from pipeline.ingest.merge import bucket_count, dedupe, in_order, write_citations, write_papers
-from pipeline.ingest.s2orc import find_shards
-from pipeline.ingest.shards import ShardResult, add_counts
+from pipeline.ingest.shards import ShardResult, add_counts, find_datasets, find_shards
 from pipeline.naming import SOURCES
-from pipeline.processes import worker_pool
 
 Source = Literal["s2orc", "s2ag"]
 
@@ -64,7 +60,7 @@ def raw_shards(raw_dir: Path, source: Source) -> tuple[Path, list[Path]]:
     """The folder shard names are relative to, and the raw shards of `raw_dir`."""
     if source == "s2orc":
         return raw_dir / "metadata", find_shards(raw_dir)
-    return raw_dir, [p for shards in s2ag.find_datasets(raw_dir).values() for p in shards]
+    return raw_dir, [p for shards in find_datasets(raw_dir).values() for p in shards]
 
 
 def _raw_fingerprint(path: Path) -> dict:
@@ -113,6 +109,9 @@ def ingest_is_current(raw_dir: Path, corpus_dir: Path, strict: bool, source: Sou
 
 def _stage_s2orc(raw_dir: Path, work: Path, strict: bool, workers: int
                  ) -> tuple[list[Path], int, list[ShardResult]]:
+    from pipeline.ingest import s2orc
+    from pipeline.ingest.merge import bucket_count, in_order
+
     shards = find_shards(raw_dir)
     n_buckets = bucket_count(s2orc.estimated_papers(shards))
     jobs = [s2orc.ShardJob(path, i, work, n_buckets, strict) for i, path in enumerate(shards)]
@@ -124,6 +123,11 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source:
     """Stream the shards into `papers.parquet`, `citations.parquet` and `quarantine.jsonl`
     (all written atomically). `strict`: the first bad line is an InputError naming its file
     and line."""
+    # the readers and the merge, loaded only when there is work (a current corpus: none)
+    from pipeline.ingest import s2ag
+    from pipeline.ingest.merge import dedupe, write_citations, write_papers
+    from pipeline.processes import worker_pool
+
     start = time.perf_counter()
     totals = dict.fromkeys(INGEST_COUNTS, 0)
     by_reason: dict[str, int] = {}
