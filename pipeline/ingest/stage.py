@@ -1,13 +1,5 @@
-"""Ingest: raw shards (S2ORC 2020 metadata or the S2AG datasets) -> `papers.parquet`,
-`citations.parquet`, `quarantine.jsonl`; then the MDCR prefilter (SPEC.md §1-2).
-
-Shards are read in parallel, one worker process per shard (`workers`), each streaming its
-shard in bounded blocks into scratch parts; the merge then keeps one record per paper id (the
-first by shard and line order), flags dangling citations bucket by bucket and writes the corpus
-files. The output does not depend on the number of workers, and memory does not grow with the
-corpus, the number of shards or the size of one shard. Every line is accounted for:
-`lines_read = papers + quarantined + duplicate_records`.
-"""
+"""The ingest stage (see the package's docstring): raw shards read in parallel, merged into
+the corpus files, or nothing done when the corpus is current (`ingest_is_current`)."""
 
 from __future__ import annotations
 
