@@ -59,7 +59,7 @@ def list_shards(folder: Path) -> list[Path]:
 
 def find_shards(raw_dir: Path) -> list[Path]:
     """Every `*.jsonl.gz` and `*.jsonl` file under `<raw>/metadata/`, in natural order
-    (SPEC.md §1: the release names them metadata_0..99.jsonl.gz; any name is accepted)."""
+    (the 2020 release names them metadata_0..99.jsonl.gz; any name is accepted)."""
     shards = list_shards(raw_dir / "metadata")
     if not shards:
         raise InputError(
