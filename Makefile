@@ -50,7 +50,7 @@ MODEL_PATH ?=
 # runs and store are named hf--<org>--<name>--<pooling>.
 POOLING ?=
 # QUERY_VARIANT: the same pools searched with perturbed queries (title, abstract, shuffled,
-# deleted30, typos; pipeline/queries.py); its runs are <model>~<variant>, beside the others.
+# deleted30, typos; pipeline/pools/queries.py); its runs are <model>~<variant>, beside the others.
 QUERY_VARIANT ?= full
 MODEL_NAME = $(if $(filter hf:%,$(MODEL)),hf--$(subst /,--,$(patsubst hf:%,%,$(MODEL)))--$(or \
 	$(POOLING),mean),$(MODEL))$(if $(filter-out full,$(QUERY_VARIANT)),~$(QUERY_VARIANT))
@@ -319,7 +319,7 @@ eval: search
 endif
 
 # Fusion: every component evaluated, then the fused model like any other (its runs are made
-# from the components' runs of the same pool; see pipeline/fusion.py).
+# from the components' runs of the same pool; see pipeline/retrieval/fusion.py).
 comma := ,
 empty :=
 space := $(empty) $(empty)

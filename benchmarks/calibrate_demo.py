@@ -123,7 +123,7 @@ def main() -> None:
     entry = measure(args.data, models, args.sizes, args.fields, args.field_size, args.queries)
     code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
                           capture_output=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "pipeline/synthetic.py",
+    dirty = subprocess.run(["git", "status", "--porcelain", "pipeline/ingest/synthetic.py",
                             "pipeline/data"], cwd=ROOT, text=True, capture_output=True).stdout
     entry |= {"date": time.strftime("%Y-%m-%d"), "code": code + ("+changes" if dirty else ""),
               "models": models, "queries_per_pool": args.queries}

@@ -27,9 +27,9 @@ import numpy as np
 import orjson
 import torch
 
-from pipeline.encoders import Encoder, half_dtype, model_source
-from pipeline.models import ModelEntry, get_model
-from pipeline.synthetic import SyntheticConfig, generate
+from pipeline.encoding.encoders import Encoder, half_dtype, model_source
+from pipeline.encoding.models import ModelEntry, get_model
+from pipeline.ingest.synthetic import SyntheticConfig, generate
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results"

@@ -14,7 +14,7 @@ import time
 from benchmarks.demo import OUT as RESULTS
 from benchmarks.demo import machine
 from benchmarks.mdcr_demo import make
-from pipeline.naming import VARIANTS
+from pipeline.layout import VARIANTS
 
 MODELS = ("bm25", "minilm")
 
@@ -33,7 +33,7 @@ def main() -> None:
     (RESULTS / "query_variants.md").write_text(
         f"# Perturbed queries on the demo corpus, {figures['date']}\n\n"
         f"Machine: {figures['machine']}. Pools: the demo's (dataset-level 2k/5k/10k, 50 "
-        "queries; field-level 1k, 25 queries per field); variants as in pipeline/queries.py, "
+        "queries; field-level 1k, 25 queries per field); variants as in pipeline/pools/queries.py, "
         "seed 0.\n\n" + table + "\n\nSeconds per `make eval` (search + score, the encoder "
         "encoding the perturbed queries): "
         + ", ".join(f"{k} {v}" for k, v in seconds.items()) + ".\n")

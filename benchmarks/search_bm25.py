@@ -5,9 +5,9 @@ Pools are random samples of a synthetic corpus written by the generator (100k an
 by default), queries are other papers of it (title + abstract, as in MDCR), top 500, k1=0.9,
 b=0.4 for all three. Every search is timed --repeat times (default 3) and its best time kept,
 for every system alike (this machine's timings vary from one minute to the next). Timed:
-- the pipeline: `pipeline.bm25.search` (Anserini's SearchCollection in the process's JVM,
+- the pipeline: `pipeline.retrieval.bm25_lucene.search` (Anserini's SearchCollection in the process's JVM,
   the run file written and read), 2 threads;
-- the pipeline's arrays engine (`pipeline.bm25_fast`: Lucene's analysis and BM25 in numba),
+- the pipeline's arrays engine (`pipeline.retrieval.bm25_arrays`: Lucene's analysis and BM25 in numba),
   2 threads, the pool's analysis and postings as its index time; its lists against Lucene's;
   and the same engine scoring every posting (no pruning), to show what pruning gains;
 - pyserini 1.6 (its Python layer, in a side environment): `batch_search` at 1 and 2 threads,
@@ -41,7 +41,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline import bm25, bm25_fast  # noqa: E402
+from pipeline.retrieval import bm25_arrays, bm25_lucene, jvm  # noqa: E402
 from tests.conftest import PYSERINI_IMPORT, PYSERINI_SIDE, side_packages  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results"
@@ -97,7 +97,7 @@ def corpus_papers(args: argparse.Namespace, n: int) -> Path:
     if args.papers:
         return Path(args.papers)
     from pipeline.ingest import ingest
-    from pipeline.synthetic import SyntheticConfig, generate
+    from pipeline.ingest.synthetic import SyntheticConfig, generate
 
     corpus = args.work / "corpus"
     if not (corpus / "papers.parquet").exists():
@@ -144,28 +144,28 @@ def run_size(papers: pl.DataFrame, size: int, n_queries: int, k: int, repeat: in
     tmp.mkdir(parents=True, exist_ok=True)
     index_dir = tmp / "bm25"
     start = time.perf_counter()  # built afresh every run, so that its time is measured
-    bm25.build_index(pool, index_dir, threads=2, parameters={"size": size, "threads": 2})
+    bm25_lucene.build_index(pool, index_dir, threads=2, parameters={"size": size, "threads": 2})
     index_s = time.perf_counter() - start
-    (hits, capped), ours_s = best_of(repeat, lambda: bm25.search(
+    (hits, capped), ours_s = best_of(repeat, lambda: bm25_lucene.search(
         queries, index_dir, k, K1, B, threads=2, work_dir=tmp, pool_papers=lambda: pool))
     reference = {str(q): [str(d) for d in g["doc"]]
                  for (q,), g in hits.group_by("query", maintain_order=True)}
     qids = [str(q) for q in queries["corpusid"]]
     reference = {q: reference.get(q, []) for q in qids}
-    job = {"index": str(bm25.lucene_dir(index_dir)), "k1": K1, "b": B, "k": k, "qids": qids,
-           "texts": bm25.paper_text(queries).to_list(), "stopwords": sorted(bm25.STOPWORDS),
+    job = {"index": str(bm25_lucene.lucene_dir(index_dir)), "k1": K1, "b": B, "k": k, "qids": qids,
+           "texts": bm25_lucene.paper_text(queries).to_list(), "stopwords": sorted(bm25_lucene.STOPWORDS),
            "pyserini_import": PYSERINI_IMPORT, "repeat": repeat}
     rows = {"pipeline (Anserini SearchCollection, 2 threads)": {
         "seconds": round(ours_s, 2), "queries_per_s": round(n_queries / ours_s, 2),
         "index_seconds": round(index_s, 1), "capped_queries": len(capped)}}
     start = time.perf_counter()
-    arrays = bm25_fast.build(pool["corpusid"].to_numpy(), bm25.paper_text(pool).to_list())
+    arrays = bm25_arrays.build(pool["corpusid"].to_numpy(), bm25_lucene.paper_text(pool).to_list())
     build_s = time.perf_counter() - start
     numba.set_num_threads(2)
-    bm25_fast.search(arrays, job["texts"][:2], k, K1, B)  # numba compiles (or loads its cache)
+    bm25_arrays.search(arrays, job["texts"][:2], k, K1, B)  # numba compiles (or loads its cache)
     work_done: dict = {}
-    found, arrays_s = best_of(repeat, lambda: bm25_fast.anserini_order(
-        *bm25_fast.search(arrays, job["texts"], k, K1, B, stats=work_done), k))
+    found, arrays_s = best_of(repeat, lambda: bm25_arrays.anserini_order(
+        *bm25_arrays.search(arrays, job["texts"], k, K1, B, stats=work_done), k))
     lists = {qids[row]: [str(d) for d in g["doc"]]
              for (row,), g in found.group_by("row", maintain_order=True)}
     rows["pipeline arrays engine (bm25_fast, 2 threads)"] = {
@@ -176,8 +176,8 @@ def run_size(papers: pl.DataFrame, size: int, n_queries: int, k: int, repeat: in
                "share_scored": round(work_done["postings_scored"] / work_done["postings"], 4),
                "finished_per_query": work_done["finished"] // n_queries,
                "ranked_again": work_done["ranked_again"]}
-    every, exhaustive_s = best_of(1, lambda: bm25_fast.anserini_order(
-        *bm25_fast.search(arrays, job["texts"], k, K1, B, prune=False), k))
+    every, exhaustive_s = best_of(1, lambda: bm25_arrays.anserini_order(
+        *bm25_arrays.search(arrays, job["texts"], k, K1, B, prune=False), k))
     lists = {qids[row]: [str(d) for d in g["doc"]]
              for (row,), g in every.group_by("row", maintain_order=True)}
     rows["arrays engine without pruning (every posting scored)"] = {
@@ -189,7 +189,7 @@ def run_size(papers: pl.DataFrame, size: int, n_queries: int, k: int, repeat: in
             "seconds": round(row["seconds"], 2),
             "queries_per_s": round(n_queries / row["seconds"], 2),
             **compare(row["lists"], reference, k)}
-    pool.select(id=pl.col("corpusid").cast(pl.String), text=bm25.paper_text(pool)) \
+    pool.select(id=pl.col("corpusid").cast(pl.String), text=bm25_lucene.paper_text(pool)) \
         .write_parquet(tmp / "docs.parquet")
     for threads, row in peer("bm25s", {**job, "peer": "bm25s", "docs": str(tmp / "docs.parquet")},
                              tmp, env_path).items():
@@ -229,7 +229,7 @@ def main() -> None:
                for size in args.sizes]
     entry = {"date": time.strftime("%Y-%m-%d"), "k1": K1, "b": B,
              "machine": f"{os.cpu_count()} cores, {platform.machine()}, no GPU",
-             "anserini_jar": bm25.anserini_jar().name, "results": results}
+             "anserini_jar": jvm.anserini_jar().name, "results": results}
     (OUT / "search_bm25.json").write_text(json.dumps(entry, indent=2) + "\n")
     (OUT / "search_bm25.md").write_text(report(entry))
     print(report(entry))

@@ -21,8 +21,8 @@ OUT = ROOT / "benchmarks" / "results"
 CHILD = """
 import sys
 from pathlib import Path
-from pipeline.naming import parse_size
-from pipeline.synthetic import SyntheticConfig, generate
+from pipeline.layout import parse_size
+from pipeline.ingest.synthetic import SyntheticConfig, generate
 generate(Path(sys.argv[1]), SyntheticConfig(n_papers=parse_size(sys.argv[2]), n_shards=8),
          workers=int(sys.argv[3]))
 """

@@ -3,7 +3,7 @@ with it before the environment exists."""
 
 from __future__ import annotations
 
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
 
 # name -> abbreviation used in the MDCR paper's tables
 MAG_FIELDS: dict[str, str] = {

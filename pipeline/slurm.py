@@ -20,9 +20,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.artifacts import atomic_path, read_json, write_json
-from pipeline.errors import InputError
-from pipeline.models import ModelEntry
+from pipeline.core.artifacts import atomic_path, read_json, write_json
+from pipeline.core.errors import InputError
+from pipeline.encoding.models import ModelEntry
 
 EXECUTORS = ("local", "slurm")
 # SLURM's --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or no limit.
@@ -227,8 +227,9 @@ def missing_per_shard(corpus_dir: Path, index_root: Path, entry: ModelEntry,
         return [0] * num_shards
     import numpy as np
 
-    from pipeline.embed import missing_ids, shard_of, store_dir
-    from pipeline.pools import list_pools
+    from pipeline.encoding.embed import missing_ids
+    from pipeline.encoding.store import shard_of, store_dir
+    from pipeline.pools.build import list_pools
 
     pools = pools or list_pools(corpus_dir)
     if not pools:

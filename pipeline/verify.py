@@ -3,7 +3,7 @@ inputs? One line per problem, each naming the command that repairs it:
 
 - CORRUPT: a file whose size or sha256 differs from its manifest, or a damaged manifest;
 - PARTIAL: files without the manifest that is written last (a stage stopped half-way);
-- STALE:   an artifact made from an input that has changed since (`pipeline.inputs.changed`:
+- STALE:   an artifact made from an input that has changed since (`pipeline.core.inputs.changed`:
            a pool from an older prefiltered.parquet, a run from older embeddings, ...);
 - ORPHAN:  an embedding part that no store manifest lists (a kill between its rename and the
            manifest's update);
@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pipeline.artifacts import (
+from pipeline.core.artifacts import (
     MANIFEST,
     file_problem,
     is_stale_temporary,
@@ -27,14 +27,13 @@ from pipeline.artifacts import (
     read_json,
     read_only,
 )
-from pipeline.bm25 import index_repair
-from pipeline.embed import store_repair
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
+from pipeline.core.inputs import Roots, changed
+from pipeline.encoding.store import store_repair
 from pipeline.ingest.corpus import VOUCHED_BY, corpus_repair, raw_repair
-from pipeline.inputs import Roots, changed
-from pipeline.pools import pool_repair
-from pipeline.search import run_repair
-from pipeline.tuning import validation_pools
+from pipeline.pools.build import pool_repair, validation_pools
+from pipeline.retrieval.bm25_lucene import index_repair
+from pipeline.retrieval.runs import run_repair
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.ingest import ingest, prefilter
-from pipeline.naming import pool_name
-from pipeline.pools import PoolSpec, build_pool, list_pools
-from pipeline.synthetic import SyntheticConfig, generate
+from pipeline.ingest.synthetic import SyntheticConfig, generate
+from pipeline.layout import pool_name
+from pipeline.pools.build import PoolSpec, build_pool, list_pools
 
 SMALL = SyntheticConfig(n_papers=8000, n_shards=3, seed=7, block_size=3000)
 POOL_SIZES = (800, 1600)
@@ -121,8 +121,8 @@ MDCR_MODELS = ["bm25"]
 def mdcr_source(corpus_dir, tmp_path_factory):
     """A copy of the small corpus with field-level pools of two fields and BM25 runs:
     (corpus folder, data root holding corpora/, indexes/, runs/)."""
-    from pipeline.models import get_model
-    from pipeline.search import search
+    from pipeline.encoding.models import get_model
+    from pipeline.retrieval.search import search
 
     root = tmp_path_factory.mktemp("mdcr")
     corpus = copy_corpus(corpus_dir, root / "corpora" / "small")

@@ -9,8 +9,8 @@ import sys
 import pyarrow as pa
 import pytest
 
-from pipeline import artifacts
-from pipeline.artifacts import (
+from pipeline.core import artifacts
+from pipeline.core.artifacts import (
     atomic_dir,
     atomic_path,
     read_json,
@@ -21,7 +21,7 @@ from pipeline.artifacts import (
     write_json,
     write_parquet,
 )
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
 
 
 def _mode(path) -> int:
@@ -34,7 +34,7 @@ def test_written_files_follow_the_umask(tmp_path, umask):
     code = (
         "import os, sys; from pathlib import Path;"
         f"os.umask({umask});"
-        "from pipeline.artifacts import write_json, atomic_dir;"
+        "from pipeline.core.artifacts import write_json, atomic_dir;"
         "out = Path(sys.argv[1]); write_json({'a': 1}, out / 'x.json');"
         "ctx = atomic_dir(out / 'folder'); tmp = ctx.__enter__(); (tmp / 'f').write_text('1');"
         "ctx.__exit__(None, None, None)"

@@ -11,8 +11,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline import bm25
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
+from pipeline.retrieval import bm25_lucene, jvm
 from tests.conftest import PYSERINI_IMPORT, PYSERINI_SIDE, pool_of, side_packages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +42,7 @@ def docs() -> pl.DataFrame:
 @pytest.fixture(scope="module")
 def index_dir(docs, tmp_path_factory):
     out = tmp_path_factory.mktemp("lucene") / "bm25"
-    info = bm25.build_index(docs, out, threads=1)
+    info = bm25_lucene.build_index(docs, out, threads=1)
     assert info["documents"] == 4
     return out
 
@@ -50,7 +50,7 @@ def index_dir(docs, tmp_path_factory):
 def test_search_ranks_by_bm25(index_dir):
     queries = pl.DataFrame({"corpusid": [1, 2], "title": ["myocardial infarction", "magma"],
                             "abstract": [None, "volcanic eruptions"]})
-    hits, capped = bm25.search(queries, index_dir, k=10, threads=1)
+    hits, capped = bm25_lucene.search(queries, index_dir, k=10, threads=1)
     assert capped == []
     first = hits.filter(pl.col("query") == 1).sort("score", descending=True)
     assert set(first["doc"]) == {11, 14}  # only documents sharing a term are returned
@@ -62,57 +62,57 @@ def test_search_ranks_by_bm25(index_dir):
 
 def test_queries_without_text_have_no_hits(index_dir):
     queries = pl.DataFrame({"corpusid": [1, 2], "title": ["", "magma"], "abstract": [None, None]})
-    hits, _ = bm25.search(queries, index_dir, k=10, threads=1)
+    hits, _ = bm25_lucene.search(queries, index_dir, k=10, threads=1)
     assert hits["query"].to_list() == [2]
-    empty, _ = bm25.search(queries.head(1), index_dir, k=10, threads=1)
+    empty, _ = bm25_lucene.search(queries.head(1), index_dir, k=10, threads=1)
     assert empty.is_empty() and empty.schema["doc"] == pl.Int64
 
 
 def test_pyserini_defaults_and_parameters_change_scores(index_dir):
     queries = pl.DataFrame({"corpusid": [1], "title": ["myocardial infarction patients"],
                             "abstract": [None]})
-    default, _ = bm25.search(queries, index_dir, k=10, threads=1)
-    other, _ = bm25.search(queries, index_dir, k=10, k1=1.5, b=1.0, threads=1)
+    default, _ = bm25_lucene.search(queries, index_dir, k=10, threads=1)
+    other, _ = bm25_lucene.search(queries, index_dir, k=10, k1=1.5, b=1.0, threads=1)
     assert default.sort("doc")["score"].to_list() != other.sort("doc")["score"].to_list()
 
 
 def test_long_queries_are_capped_to_the_clause_limit(index_dir, docs):
     long_text = " ".join(f"term{i}" for i in range(1500)) + " myocardial myocardial"
     queries = pl.DataFrame({"corpusid": [5], "title": [long_text], "abstract": [None]})
-    hits, capped = bm25.search(queries, index_dir, k=10, threads=1, pool_papers=lambda: docs)
+    hits, capped = bm25_lucene.search(queries, index_dir, k=10, threads=1, pool_papers=lambda: docs)
     assert capped == [5]
     assert set(hits["doc"]) == {11, 14}  # terms found in the pool are kept first
 
 
 def test_cap_query_keeps_top_tfidf_terms():
     df = {"alpha": 1, "beta": 9, "gamma": 1}
-    text, cut = bm25.cap_query("alpha alpha beta gamma delta the of", df, 10, max_terms=2)
+    text, cut = bm25_lucene.cap_query("alpha alpha beta gamma delta the of", df, 10, max_terms=2)
     assert cut and text.split() == ["alpha", "alpha", "gamma"]  # delta is in no document
-    assert bm25.cap_query("short query", {}, 10) == ("short query", False)
+    assert bm25_lucene.cap_query("short query", {}, 10) == ("short query", False)
 
 
 def test_missing_index_is_a_clear_error(tmp_path):
     queries = pl.DataFrame({"corpusid": [1], "title": ["x"], "abstract": [None]})
     with pytest.raises(InputError, match="no Lucene index"):
-        bm25.search(queries, tmp_path / "nothing", k=5)
+        bm25_lucene.search(queries, tmp_path / "nothing", k=5)
 
 
 def test_a_failed_anserini_run_names_its_cause_and_java_stays_usable(tmp_path, index_dir):
     """Anserini runs in this process's JVM: its failure is a ToolError that names Java's
     exception (not a crash of Python), and the next search in the same process works."""
-    from pipeline.errors import ToolError
+    from pipeline.core.errors import ToolError
 
     with pytest.raises(ToolError, match="SearchCollection failed: .*nonexistent"):
-        bm25.run_anserini("io.anserini.search.SearchCollection",
+        jvm.run_anserini("io.anserini.search.SearchCollection",
                           ["-index", "/nonexistent", "-topics", "x", "-output", "y", "-bm25"],
                           expect=tmp_path / "y")
     # Anserini refuses a bad option without making its output: that is a failure too
     with pytest.raises(ToolError, match="Exception"):
-        bm25.run_anserini("io.anserini.search.SearchCollection", ["-no-such-option"],
+        jvm.run_anserini("io.anserini.search.SearchCollection", ["-no-such-option"],
                           expect=tmp_path / "y")
     queries = pl.DataFrame({"corpusid": [1], "title": ["myocardial infarction"],
                             "abstract": [None]})
-    assert bm25.search(queries, index_dir, k=2)[0].height == 2
+    assert bm25_lucene.search(queries, index_dir, k=2)[0].height == 2
 
 
 def test_many_pools_are_indexed_and_searched_in_one_jvm(docs, tmp_path, monkeypatch):
@@ -125,15 +125,15 @@ def test_many_pools_are_indexed_and_searched_in_one_jvm(docs, tmp_path, monkeypa
     queries = pl.DataFrame({"corpusid": [1], "title": ["infarction"], "abstract": [None]})
     for n in (2, 3, 4):
         index = tmp_path / f"pool{n}" / "bm25"
-        bm25.build_index(docs.head(n), index, threads=2)
-        hits, _ = bm25.search(queries, index, k=10)
+        bm25_lucene.build_index(docs.head(n), index, threads=2)
+        hits, _ = bm25_lucene.search(queries, index, k=10)
         assert hits["doc"].to_list()[:1] == [11] and set(hits["doc"]) <= {11, 14}
 
 
 def test_java_must_exist(monkeypatch):
     monkeypatch.setenv("JAVA", "/nonexistent/java")
     with pytest.raises(InputError, match="JAVA=/nonexistent/java is not an executable"):
-        bm25.java_binary()
+        jvm.java_binary()
 
 
 @pytest.fixture(scope="module")
@@ -147,8 +147,8 @@ def test_lists_equal_pyserini_lucene_searcher(pyserini_env, corpus_dir, tmp_path
     returns the pipeline's lists, order and ties included, for whole title+abstract queries.
     Every 7th candidate is indexed twice (a copy under another id), so every query meets
     exact ties; the second run uses string ids of the kind BEIR collections have."""
-    from pipeline.pools import load_pool
-    from pipeline.search import paper_texts
+    from pipeline.ingest.corpus import paper_texts
+    from pipeline.pools.build import load_pool
 
     queries, candidates, _ = load_pool(corpus_dir, pool_of(1600))
     papers = paper_texts(corpus_dir, candidates["corpusid"])
@@ -160,13 +160,13 @@ def test_lists_equal_pyserini_lucene_searcher(pyserini_env, corpus_dir, tmp_path
         query_papers = query_papers.with_columns(pl.format("W{}-x", "corpusid")
                                                  .alias("corpusid"))
     index_dir = tmp_path / "bm25"
-    bm25.build_index(papers, index_dir, threads=2)
+    bm25_lucene.build_index(papers, index_dir, threads=2)
     k, k1, b = 200, 1.2, 0.75
-    ours, capped = bm25.search(query_papers, index_dir, k, k1, b, threads=2)
+    ours, capped = bm25_lucene.search(query_papers, index_dir, k, k1, b, threads=2)
     assert capped == []
     assert ours["doc"].dtype == papers["corpusid"].dtype
-    job = {"index": str(bm25.lucene_dir(index_dir)), "k1": k1, "b": b, "k": k,
-           "texts": bm25.paper_text(query_papers).to_list(),
+    job = {"index": str(bm25_lucene.lucene_dir(index_dir)), "k1": k1, "b": b, "k": k,
+           "texts": bm25_lucene.paper_text(query_papers).to_list(),
            "qids": [str(q) for q in query_papers["corpusid"]]}
     (tmp_path / "job.json").write_text(json.dumps(job))
     env = {**os.environ, "PYTHONPATH": f"{pyserini_env}{os.pathsep}{ROOT}"}
@@ -188,7 +188,7 @@ def test_lists_equal_pyserini_lucene_searcher(pyserini_env, corpus_dir, tmp_path
 def test_string_ids_with_whitespace_are_refused(tmp_path):
     papers = pl.DataFrame({"corpusid": ["a b"], "title": ["x"], "abstract": ["y"]})
     with pytest.raises(InputError, match="1 document ids are empty or hold whitespace"):
-        bm25.build_index(papers, tmp_path / "bm25")
+        bm25_lucene.build_index(papers, tmp_path / "bm25")
     assert not (tmp_path / "bm25").exists()
 
 
@@ -196,12 +196,12 @@ CTRL_C_SCRIPT = """
 import sys, random
 from pathlib import Path
 import polars as pl
-from pipeline import bm25
+from pipeline.retrieval import bm25_lucene, jvm
 words = [f"w{i}" for i in range(5000)]
 rng = random.Random(1)
 papers = pl.DataFrame({"corpusid": range(60_000), "title": ["t"] * 60_000,
                        "abstract": [" ".join(rng.choices(words, k=150)) for _ in range(60_000)]})
-bm25.build_index(papers, Path(sys.argv[1]), threads=1)
+bm25_lucene.build_index(papers, Path(sys.argv[1]), threads=1)
 """
 
 

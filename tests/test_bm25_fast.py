@@ -6,26 +6,26 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline import bm25, bm25_fast
-from pipeline.search import finalize_run
+from pipeline.retrieval import bm25_arrays, bm25_lucene
+from pipeline.retrieval.runs import finalize_run
 from tests.conftest import pool_of
 
 
 def test_lengths_are_encoded_as_lucene_smallfloat():
     # SmallFloat.intToByte4 / byte4ToInt: exact below 24, then 4 significant bits (floor)
     lengths = np.array([0, 1, 23, 24, 25, 31, 40, 100, 1000, 2**31 - 1])
-    assert bm25_fast.encode_length(lengths).tolist() == [0, 1, 23, 24, 25, 31, 40, 57, 87, 255]
-    decoded = bm25_fast.decode_length(bm25_fast.encode_length(lengths))
+    assert bm25_arrays.encode_length(lengths).tolist() == [0, 1, 23, 24, 25, 31, 40, 57, 87, 255]
+    decoded = bm25_arrays.decode_length(bm25_arrays.encode_length(lengths))
     assert decoded.tolist()[:8] == [0, 1, 23, 24, 25, 31, 40, 96]
     assert (decoded <= lengths).all()
-    table = bm25_fast.decode_length(np.arange(256))
+    table = bm25_arrays.decode_length(np.arange(256))
     assert (np.diff(table) > 0).all()  # one byte, 256 increasing lengths
-    assert (bm25_fast.encode_length(table) == np.arange(256)).all()
+    assert (bm25_arrays.encode_length(table) == np.arange(256)).all()
 
 
 def test_tokens_are_lucenes():
-    tokens = bm25_fast.analyze(["The Running dogs of 1,000 cats", "", "e-mail the U.S.A.",
-                                f"a {bm25_fast.SEPARATOR.upper()} in the text"])
+    tokens = bm25_arrays.analyze(["The Running dogs of 1,000 cats", "", "e-mail the U.S.A.",
+                                f"a {bm25_arrays.SEPARATOR.upper()} in the text"])
     assert tokens.rows() == [(0, "run"), (0, "dog"), (0, "1,000"), (0, "cat"),
                              (2, "e"), (2, "mail"), (2, "u.s.a"), (3, "text")]
 
@@ -34,8 +34,8 @@ def test_tokens_are_lucenes():
 def pool(corpus_dir) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The 1,600 candidates of a fixture pool with every 7th indexed twice (exact ties), and
     its queries."""
-    from pipeline.pools import load_pool
-    from pipeline.search import paper_texts
+    from pipeline.ingest.corpus import paper_texts
+    from pipeline.pools.build import load_pool
 
     queries, candidates, _ = load_pool(corpus_dir, pool_of(1600))
     papers = paper_texts(corpus_dir, candidates["corpusid"])
@@ -48,9 +48,9 @@ def test_same_lists_and_scores_as_lucene(pool, tmp_path, k1, b):
     """Whole title+abstract queries, k=100: Anserini's run and the engine's, list for list
     (ties and the cut at k included) and score for score (as Anserini writes them)."""
     papers, queries = pool
-    bm25.build_index(papers, tmp_path / "bm25", threads=2)
-    lucene, _ = bm25.search(queries, tmp_path / "bm25", 100, k1, b, threads=2)
-    runs, capped = bm25_fast.search_grid(queries, papers, 100, [k1], [b], threads=2)
+    bm25_lucene.build_index(papers, tmp_path / "bm25", threads=2)
+    lucene, _ = bm25_lucene.search(queries, tmp_path / "bm25", 100, k1, b, threads=2)
+    runs, capped = bm25_arrays.search_grid(queries, papers, 100, [k1], [b], threads=2)
     ours = runs[(k1, b)]
     assert capped == [] and ours.height == lucene.height
     assert ours["query"].to_list() == lucene["query"].to_list()
@@ -64,7 +64,7 @@ def test_same_lists_and_scores_as_lucene(pool, tmp_path, k1, b):
 
 def test_a_grid_scores_every_pair_once_analysed(pool):
     papers, queries = pool
-    runs, _ = bm25_fast.search_grid(queries.head(3), papers, 10, [0.9, 1.2], [0.4, 0.75])
+    runs, _ = bm25_arrays.search_grid(queries.head(3), papers, 10, [0.9, 1.2], [0.4, 0.75])
     assert sorted(runs) == [(0.9, 0.4), (0.9, 0.75), (1.2, 0.4), (1.2, 0.75)]
     assert runs[(0.9, 0.4)]["score"].to_list() != runs[(1.2, 0.75)]["score"].to_list()
     assert all(run.group_by("query").len()["len"].max() == 10 for run in runs.values())
@@ -74,7 +74,7 @@ def test_queries_without_text_have_no_hits(pool):
     papers, queries = pool
     queries = queries.head(2).with_columns(title=pl.Series(["", "Cardiac"]),
                                            abstract=pl.Series([None, "troponin"]))
-    runs, _ = bm25_fast.search_grid(queries, papers, 10, [0.9], [0.4])
+    runs, _ = bm25_arrays.search_grid(queries, papers, 10, [0.9], [0.4])
     assert set(runs[(0.9, 0.4)]["query"]) <= {queries["corpusid"][1]}
 
 
@@ -85,15 +85,15 @@ def test_pruning_changes_no_list_and_no_score(pool, k):
     posting returns: documents, ties with the k-th, and float32 scores. Small blocks make the
     fixture's pool take every path: several blocks, the guess, and a guess that fails."""
     papers, queries = pool
-    index = bm25_fast.build(papers["corpusid"].to_numpy(),
-                            bm25.paper_text(papers).to_list())
-    texts = bm25.paper_text(queries).to_list()
-    full = bm25_fast.search(index, texts, k, prune=False)
+    index = bm25_arrays.build(papers["corpusid"].to_numpy(),
+                            bm25_lucene.paper_text(papers).to_list())
+    texts = bm25_lucene.paper_text(queries).to_list()
+    full = bm25_arrays.search(index, texts, k, prune=False)
     settings = {"default": {}, "blocks": {"first": 400, "block": 200},
                 "bad guess": {"first": 400, "block": 200, "guess": 0.01}}
     for name, options in settings.items():
         stats: dict = {}
-        pruned = bm25_fast.search(index, texts, k, stats=stats, **options)
+        pruned = bm25_arrays.search(index, texts, k, stats=stats, **options)
         for ours, theirs in zip(pruned, full, strict=True):
             assert np.array_equal(ours, theirs), name
         if name != "default" and k <= 10:  # the blocks leave postings unscored
@@ -107,8 +107,8 @@ def test_every_document_tied_with_the_kth_is_returned():
     """200 identical documents tie with the k-th: all of them come back (more than the room
     first given to a query's hits), and the other documents do not."""
     texts = ["myocardial infarction troponin"] * 200 + ["volcanic magma"] * 50
-    index = bm25_fast.build(np.arange(250), texts)
-    rows, docs, scores = bm25_fast.search(index, ["troponin infarction"], 1, first=32,
+    index = bm25_arrays.build(np.arange(250), texts)
+    rows, docs, scores = bm25_arrays.search(index, ["troponin infarction"], 1, first=32,
                                           block=64)
     assert sorted(docs.tolist()) == list(range(200)) and len(set(scores.tolist())) == 1
 
@@ -117,27 +117,27 @@ def test_term_bounds_from_the_frontier_are_the_postings_maxima(pool):
     """The bound of a term's score for any (k1, b), read from the few (length, tf) pairs of its
     frontier, equals the largest 1 + tf x cache[norm] over all its postings."""
     papers, _ = pool
-    index = bm25_fast.build(papers["corpusid"].to_numpy(), bm25.paper_text(papers).to_list())
+    index = bm25_arrays.build(papers["corpusid"].to_numpy(), bm25_lucene.paper_text(papers).to_list())
     assert len(index.frontier[1]) < len(index.docs) // 10
     for k1, b in [(0.9, 0.4), (1.2, 0.75), (2.0, 0.0), (0.6, 1.0)]:
-        table = bm25_fast._norm_table(index, k1, b)
+        table = bm25_arrays._norm_table(index, k1, b)
         den = np.float32(1) + index.tfs * table[index.norms][index.docs]
         direct = np.maximum.reduceat(den, index.ptr[:-1])
-        assert np.array_equal(bm25_fast._maxima(*index.frontier, table), direct)
+        assert np.array_equal(bm25_arrays._maxima(*index.frontier, table), direct)
 
 
 def test_analysis_in_parallel_builds_the_same_index(corpus_dir):
     """More texts than one JVM call takes: batches analysed on 2 threads give the index that
     one thread gives (term ids aside, which follow the order terms are met)."""
-    papers = pl.read_parquet(corpus_dir / "papers.parquet").head(2 * bm25_fast.BATCH + 500)
-    texts, ids = bm25.paper_text(papers).to_list(), papers["corpusid"].to_numpy()
+    papers = pl.read_parquet(corpus_dir / "papers.parquet").head(2 * bm25_arrays.BATCH + 500)
+    texts, ids = bm25_lucene.paper_text(papers).to_list(), papers["corpusid"].to_numpy()
 
-    def triples(index: bm25_fast.Postings) -> pl.DataFrame:
+    def triples(index: bm25_arrays.Postings) -> pl.DataFrame:
         terms = index.vocab.sort("term_id")["term"].to_numpy()
         term_of = np.repeat(np.arange(len(index.ptr) - 1), np.diff(index.ptr))
         return pl.DataFrame({"term": terms[term_of], "doc": index.docs, "tf": index.tfs}) \
             .sort("term", "doc")
 
-    one, two = bm25_fast.build(ids, texts, threads=1), bm25_fast.build(ids, texts, threads=2)
+    one, two = bm25_arrays.build(ids, texts, threads=1), bm25_arrays.build(ids, texts, threads=2)
     assert triples(one).height > 100_000 and triples(one).equals(triples(two))
     assert np.array_equal(one.norms, two.norms) and one.sum_length == two.sum_length

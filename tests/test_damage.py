@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.inputs import Roots
+from pipeline.core.inputs import Roots
 from pipeline.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,15 +19,17 @@ import pyarrow.ipc as ipc
 import pytest
 
 from pipeline import cli
-from pipeline.artifacts import read_json, write_json
-from pipeline.embed import embed, store_dir
-from pipeline.errors import InputError
-from pipeline.evaluate import collect_results, eval_run
-from pipeline.ingest.beir import import_beir
-from pipeline.inputs import Roots
-from pipeline.models import get_model
-from pipeline.pools import PoolSpec, build_pool
-from pipeline.search import run_problem, search
+from pipeline.core.artifacts import read_json, write_json
+from pipeline.core.errors import InputError
+from pipeline.core.inputs import Roots
+from pipeline.encoding.embed import embed
+from pipeline.encoding.models import get_model
+from pipeline.encoding.store import store_dir
+from pipeline.evaluation.evaluate import collect_results, eval_run
+from pipeline.external.beir import import_beir
+from pipeline.pools.build import PoolSpec, build_pool
+from pipeline.retrieval.runs import run_problem
+from pipeline.retrieval.search import search
 from pipeline.verify import find_problems, verify
 from tests.conftest import copy_corpus
 
@@ -148,7 +150,7 @@ def test_a_run_made_from_changed_embeddings_is_stale(dense):
     with ipc.new_file(str(store / part["file"]), table.schema) as writer:
         writer.write_table(table.set_column(table.schema.get_field_index("vector"), "vector",
                                             vectors))
-    from pipeline.artifacts import fingerprint
+    from pipeline.core.artifacts import fingerprint
 
     info["parts"][0] |= fingerprint(store / part["file"])
     write_json(info, store / "manifest.json")

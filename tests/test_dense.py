@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.dense import exact_search, faiss_search, prepare, torch_search
+from pipeline.retrieval.dense import exact_search, faiss_search, prepare, torch_search
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_backends_agree_on_top_500_at_a_realistic_shape():
 
 
 def test_forced_backend_that_cannot_run_is_an_error(data):
-    from pipeline.errors import InputError
+    from pipeline.core.errors import InputError
 
     queries, docs = data
     for backend in ("faiss-gpu", "torch-cuda"):

@@ -7,10 +7,11 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 
-from pipeline.embed import embed, load_vectors, pool_ids, store_dir, stored_ids
-from pipeline.encoders import Encoder
-from pipeline.errors import InputError
-from pipeline.models import REGISTRY, ModelEntry
+from pipeline.core.errors import InputError
+from pipeline.encoding.embed import embed, pool_ids
+from pipeline.encoding.encoders import Encoder
+from pipeline.encoding.models import REGISTRY, ModelEntry
+from pipeline.encoding.store import load_vectors, store_dir, stored_ids
 from tests.conftest import POOL_SIZES, pool_of
 
 SMALL_POOL, LARGE_POOL = (pool_of(s) for s in POOL_SIZES)
@@ -93,7 +94,7 @@ def test_float16_store(corpus_dir, tmp_path, tiny_entry):
 
 
 def test_minilm_loads_offline_from_its_package():
-    from pipeline.models import get_model
+    from pipeline.encoding.models import get_model
 
     encoder = Encoder(get_model("minilm"))
     texts = [encoder.format("Myocardial infarction in elderly patients",
@@ -114,7 +115,7 @@ def test_missing_model_folder_is_a_clear_error(tiny_entry):
 
 
 def test_unreachable_hub_model_is_a_clear_error(monkeypatch):
-    from pipeline.models import get_model
+    from pipeline.encoding.models import get_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(InputError, match="cannot load MODEL scincl from malteos/scincl"):
@@ -123,7 +124,7 @@ def test_unreachable_hub_model_is_a_clear_error(monkeypatch):
 
 def test_unreachable_hub_is_detected_up_front(monkeypatch, tmp_path):
     """No hub and not cached: one line naming the id, MODEL_PATH and HF_HOME (no retries)."""
-    from pipeline.models import get_model
+    from pipeline.encoding.models import get_model
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
@@ -136,10 +137,10 @@ def test_unreachable_hub_is_detected_up_front(monkeypatch, tmp_path):
 def test_dense_encoder_refuses_multi_vector_models_clearly():
     """ASPIRE is embedded per sentence by multivector.SentenceEncoder (tests/test_multivector.py);
     the single-vector Encoder says so before loading anything."""
-    from pipeline.models import get_model
+    from pipeline.encoding.models import get_model
 
     with pytest.raises(InputError, match="multi-vector model: Encoder embeds dense models only "
-                                         r"\(multi-vector: pipeline.multivector.SentenceEncoder"):
+                                         r"\(multi-vector: pipeline.encoding.multivector.SentenceEncoder"):
         Encoder(get_model("aspire-cs"))
 
 
@@ -170,7 +171,7 @@ def test_checkpoints_every_few_thousand_papers():
     """Defect 12: parts of 100k papers meant a kill lost up to 100k papers of work."""
     import inspect
 
-    from pipeline.cli import build_parser
+    from pipeline.cli.main import build_parser
 
     assert inspect.signature(embed).parameters["part_size"].default <= 5000
     args = build_parser().parse_args(["embed"])
@@ -182,7 +183,7 @@ def test_two_processes_on_one_store_do_not_corrupt_it(corpus_dir, tmp_path, tiny
     import subprocess
     import sys
 
-    from pipeline.inputs import Roots
+    from pipeline.core.inputs import Roots
     from pipeline.verify import verify
 
     corpora = tmp_path / "corpora"

@@ -7,9 +7,10 @@ import polars as pl
 import pytest
 import torch
 
-from pipeline.embed import embed, load_vectors, pool_ids, store_dir
-from pipeline.encoders import Encoder, batch_of, batch_rows
-from pipeline.models import ModelEntry
+from pipeline.encoding.embed import embed, pool_ids
+from pipeline.encoding.encoders import Encoder, batch_of, batch_rows
+from pipeline.encoding.models import ModelEntry
+from pipeline.encoding.store import load_vectors, store_dir
 from tests.conftest import POOL_SIZES, pool_of
 
 
@@ -95,7 +96,7 @@ def test_out_of_memory_halves_the_budget_and_retries(encoder, texts, monkeypatch
 def test_store_does_not_depend_on_parts_or_shards(corpus_dir, tmp_path, tiny_bert):
     """One process with big parts, or 3 shards with small parts and a small budget: the
     same ids and the same vectors, bit for bit (CPU batches hold one length)."""
-    from pipeline.models import REGISTRY
+    from pipeline.encoding.models import REGISTRY
 
     entry = ModelEntry("tiny-cls", "dense", str(tiny_bert), "cls", "l2", max_length=128)
     REGISTRY[entry.name] = entry

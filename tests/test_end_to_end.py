@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.evaluate import eval_run
-from pipeline.models import get_model
-from pipeline.search import index, search
+from pipeline.encoding.models import get_model
+from pipeline.evaluation.evaluate import eval_run
+from pipeline.retrieval.search import index, search
 from tests.conftest import POOL_SIZES, pool_of
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.pools import PoolSpec, build_pool
+from pipeline.pools.build import PoolSpec, build_pool
 from tests.conftest import copy_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +76,7 @@ def with_run(root: Path, corpus: Path) -> Path:
 
 def rewrite_run(root: Path, change: Callable[[pl.DataFrame], pl.DataFrame]) -> None:
     """Replace the run's rows (and its manifest's fingerprints) as a foreign tool would."""
-    from pipeline.artifacts import fingerprint, read_json, write_json
+    from pipeline.core.artifacts import fingerprint, read_json, write_json
 
     folder = root / "runs" / "c" / POOL
     change(pl.read_parquet(folder / "random.parquet")).write_parquet(folder / "random.parquet")

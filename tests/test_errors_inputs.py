@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
+from pipeline.encoding.models import get_model
 from pipeline.mdcr import official
 from pipeline.mdcr.official import evaluate_files, import_benchmark
-from pipeline.models import get_model
-from pipeline.pools import list_pools
-from pipeline.search import search
+from pipeline.pools.build import list_pools
+from pipeline.retrieval.search import search
 from tests.test_errors import ROOT, _snapshot, cli
 from tests.test_ingest_s2ag import s2ag_release
 from tests.test_mdcr_official import BENCHMARK, SCORES, _official_files

@@ -21,8 +21,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.pools import PoolSpec, build_pool
-from pipeline.report import report
+from pipeline.pools.build import PoolSpec, build_pool
+from pipeline.report.build import report
 from tests.test_errors import POOL, ROOT, _snapshot, cli, with_pool
 
 
@@ -248,7 +248,7 @@ def test_gpu_index_past_the_visible_ones_is_refused():
     """On a GPU node: cuda:<n> for n >= the number of GPUs is refused up front, by name."""
     import torch
 
-    from pipeline.encoders import check_device
+    from pipeline.encoding.encoders import check_device
 
     check_device(None)
     check_device("cpu")
@@ -257,7 +257,7 @@ def test_gpu_index_past_the_visible_ones_is_refused():
     count = torch.cuda.device_count()
     check_device("cuda")
     check_device(f"cuda:{count - 1}")
-    from pipeline.errors import InputError
+    from pipeline.core.errors import InputError
 
     with pytest.raises(InputError, match=rf"--device cuda:{count}: only {count} CUDA GPU"):
         check_device(f"cuda:{count}")

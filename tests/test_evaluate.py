@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.metrics import per_query
-from pipeline.search import finalize_run
+from pipeline.evaluation.metrics import per_query
+from pipeline.retrieval.runs import finalize_run
 
 
 def frame(rows: list[tuple], columns: list[str]) -> pl.DataFrame:
@@ -129,8 +129,8 @@ def test_every_metric_equals_trec_eval_on_adversarial_runs(string_ids):
 
 
 def test_metric_names_are_checked():
-    from pipeline.errors import InputError
-    from pipeline.naming import parse_metrics
+    from pipeline.core.errors import InputError
+    from pipeline.layout import parse_metrics
 
     assert parse_metrics("mdcr") == ("map", "ndcg", "recall@5")
     assert parse_metrics("map, ndcg@10 map") == ("map", "ndcg@10")

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline.inputs import Roots
+from pipeline.core.inputs import Roots
 from pipeline.verify import verify
 
 SEED = 20261122

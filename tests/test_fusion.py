@@ -6,11 +6,12 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.errors import InputError
-from pipeline.evaluate import eval_run
-from pipeline.models import fused_name, fusion_parts, get_model
-from pipeline.pools import PoolSpec, build_pool
-from pipeline.search import load_run, run_is_current, search
+from pipeline.core.errors import InputError
+from pipeline.encoding.models import fused_name, fusion_parts, get_model
+from pipeline.evaluation.evaluate import eval_run
+from pipeline.pools.build import PoolSpec, build_pool
+from pipeline.retrieval.runs import load_run, run_is_current
+from pipeline.retrieval.search import search
 from tests.conftest import copy_corpus
 
 POOL = "all-900-s3-r0"
@@ -87,7 +88,7 @@ def test_a_fused_run_is_stale_when_a_component_run_changes(searched):
 def test_a_group_is_tuned_once_per_process(searched):
     """Test pools sharing validation pools reuse one tuning; a changed validation run is tuned
     again."""
-    from pipeline.fusion import _tune, tuned_params
+    from pipeline.retrieval.fusion import _tune, tuned_params
 
     corpus, root = searched
     args = (corpus, root / "indexes", root / "runs", POOL, "rrf", ["bm25", "random"])

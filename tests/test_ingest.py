@@ -11,9 +11,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
 from pipeline.ingest import find_shards, ingest, prefilter
-from pipeline.synthetic import SyntheticConfig, generate
+from pipeline.ingest.synthetic import SyntheticConfig, generate
 from tests.conftest import copy_corpus
 from tests.test_synthetic import read_rows
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.embed import embed
-from pipeline.errors import InputError
-from pipeline.evaluate import eval_run, pool_metrics
-from pipeline.ingest.beir import import_beir
-from pipeline.models import ModelEntry, get_model
-from pipeline.pools import list_pools, load_pool
-from pipeline.search import search
+from pipeline.core.errors import InputError
+from pipeline.encoding.embed import embed
+from pipeline.encoding.models import ModelEntry, get_model
+from pipeline.evaluation.evaluate import eval_run, pool_metrics
+from pipeline.external.beir import import_beir
+from pipeline.pools.build import list_pools, load_pool
+from pipeline.retrieval.search import search
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
 from pipeline.ingest import ingest, merge, prefilter
 
 ROOT = Path(__file__).resolve().parents[1]

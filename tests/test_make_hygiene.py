@@ -110,7 +110,7 @@ def test_python_and_venv_are_not_shell_code(tmp_path):
 
 def tiny_raw(root: Path) -> None:
     """A synthetic S2ORC release of 300 papers where `make corpus CORPUS=c` looks for it."""
-    from pipeline.synthetic import SyntheticConfig, generate
+    from pipeline.ingest.synthetic import SyntheticConfig, generate
 
     generate(root / "corpora" / "c" / "s2orc", SyntheticConfig(n_papers=300, n_shards=2))
 

@@ -10,14 +10,15 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.errors import InputError
-from pipeline.evaluate import collect_results, eval_run
+from pipeline.core.errors import InputError
+from pipeline.encoding.models import get_model
+from pipeline.evaluation.evaluate import collect_results, eval_run
 from pipeline.mdcr.benchmark import read_benchmark
 from pipeline.mdcr.build import _graph_negatives, build_mdcr, negative_jaccard
-from pipeline.models import get_model
-from pipeline.pools import list_pools, load_pool
-from pipeline.report import report
-from pipeline.search import load_run, search
+from pipeline.pools.build import list_pools, load_pool
+from pipeline.report.build import report
+from pipeline.retrieval.runs import load_run
+from pipeline.retrieval.search import search
 from tests.conftest import MDCR_FIELDS as FIELDS
 from tests.conftest import MDCR_MODELS as MODELS
 

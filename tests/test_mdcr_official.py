@@ -12,9 +12,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.embed import embed, load_vectors, store_dir
-from pipeline.errors import InputError
-from pipeline.evaluate import collect_results, eval_run
+from pipeline.core.errors import InputError
+from pipeline.encoding.embed import embed
+from pipeline.encoding.models import ModelEntry, get_model
+from pipeline.encoding.store import load_vectors, store_dir
+from pipeline.evaluation.evaluate import collect_results, eval_run
 from pipeline.mdcr.benchmark import read_benchmark
 from pipeline.mdcr.official import (
     evaluate_files,
@@ -23,9 +25,9 @@ from pipeline.mdcr.official import (
     official_numbers,
     scores_file,
 )
-from pipeline.models import ModelEntry, get_model
-from pipeline.pools import list_pools
-from pipeline.search import index, load_run, search
+from pipeline.pools.build import list_pools
+from pipeline.retrieval.runs import load_run
+from pipeline.retrieval.search import index, search
 
 # Two fields. Art: q1 ranks a(true) c b(true) d -> AP (1 + 2/3) / 2, R@5 1,
 # nDCG (1 + 1/log2 4) / (1 + 1/log2 3); q2 ties f and e(true) at 0.5: trec_eval puts the larger

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.encoders import Encoder
-from pipeline.errors import InputError
-from pipeline.models import REGISTRY, get_model, hf_model
+from pipeline.core.errors import InputError
+from pipeline.encoding.encoders import Encoder
+from pipeline.encoding.models import REGISTRY, get_model, hf_model
 
 TEXTS = [("Cardiac troponin in the elderly", "Troponin predicts infarction. It is measured."),
          ("Jurassic basins", "Limestone facies of marine sediments were sampled.")]

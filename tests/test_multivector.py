@@ -10,22 +10,23 @@ import pyarrow.ipc as ipc
 import pytest
 import torch
 
-from pipeline.dense import maxsim_search, paper_chunks, prepare
-from pipeline.embed import _add_part, embed, load_vectors, pool_ids, store_dir, stored_ids
-from pipeline.errors import InputError
-from pipeline.evaluate import eval_run
-from pipeline.models import REGISTRY, ModelEntry, get_model
-from pipeline.multivector import (
+from pipeline.core.errors import InputError
+from pipeline.encoding.embed import _add_part, embed, pool_ids
+from pipeline.encoding.models import REGISTRY, ModelEntry, get_model
+from pipeline.encoding.multivector import (
     SentenceEncoder,
     SentenceVectors,
     fit_paper,
-    load_sentence_vectors,
-    maxsim_hits,
     paper_text,
     split_sentences,
     token_sentences,
 )
-from pipeline.search import finalize_run, index, run_paths, search
+from pipeline.encoding.store import load_sentence_vectors, load_vectors, store_dir, stored_ids
+from pipeline.evaluation.evaluate import eval_run
+from pipeline.retrieval.dense import maxsim_search, paper_chunks, prepare
+from pipeline.retrieval.maxsim import maxsim_hits
+from pipeline.retrieval.runs import finalize_run, run_paths
+from pipeline.retrieval.search import index, search
 from tests.conftest import POOL_SIZES, pool_of
 
 POOL = pool_of(POOL_SIZES[0])
@@ -125,7 +126,7 @@ def papers(corpus_dir) -> pl.DataFrame:
 def test_real_tokenizer_sentences_and_ids(encoder, papers):
     """Each kept sentence's tokens are the sentence tokenized alone; the ids are exactly the
     dense path's truncated ids; some sentences are cut by the 128-token limit."""
-    from pipeline.encoders import Encoder
+    from pipeline.encoding.encoders import Encoder
 
     sample = papers.head(60)
     texts = [encoder.format(t, a) for t, a in zip(sample["title"], sample["abstract"],
@@ -150,7 +151,7 @@ def test_real_tokenizer_sentences_and_ids(encoder, papers):
 
 
 def test_encoders_refuse_the_other_kind(tiny_entry):
-    from pipeline.encoders import Encoder
+    from pipeline.encoding.encoders import Encoder
 
     with pytest.raises(InputError, match="multi-vector model: Encoder embeds dense"):
         Encoder(tiny_entry)
@@ -222,7 +223,7 @@ def test_paper_chunks_hold_whole_papers():
 
 def write_papers(store, entry, ids: np.ndarray, papers: list[np.ndarray]) -> None:
     """One store part holding `papers` (sentence rows each) under `ids`."""
-    from pipeline.embed import _store_config
+    from pipeline.encoding.embed import _store_config
 
     sentence = np.concatenate([np.arange(len(p)) for p in papers]).astype(np.int16)
     paper = np.repeat(np.arange(len(papers)), [len(p) for p in papers])

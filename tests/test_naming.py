@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
+from pipeline.encoding.models import REGISTRY, get_model
 from pipeline.fields import MAG_FIELDS, resolve_field, resolve_fields
-from pipeline.models import REGISTRY, get_model
-from pipeline.naming import format_size, parse_pool_name, parse_size, pool_name
+from pipeline.layout import format_size, parse_pool_name, parse_size, pool_name
 
 
 @pytest.mark.parametrize("text,value", [("20000", 20000), ("20k", 20000), ("2M", 2_000_000),

@@ -9,9 +9,9 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from pipeline.evaluate import collect_results, eval_run
-from pipeline.models import get_model
-from pipeline.search import search
+from pipeline.encoding.models import get_model
+from pipeline.evaluation.evaluate import collect_results, eval_run
+from pipeline.retrieval.search import search
 from tests.conftest import POOL_SIZES, pool_of
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.errors import InputError
-from pipeline.pools import PoolSpec, build_pool, list_pools, load_pool
+from pipeline.core.errors import InputError
+from pipeline.pools.build import PoolSpec, build_pool, list_pools, load_pool
 from tests.conftest import N_QUERIES, POOL_SIZES, copy_corpus, pool_of
 
 
@@ -117,7 +117,7 @@ def test_exclusion_list_removes_queries(corpus_dir, tmp_path):
 
 
 def test_all_fields_with_repeats(corpus_dir, tmp_path):
-    from pipeline.cli import main
+    from pipeline.cli.main import main
 
     copy = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
     code = main(["--corpora-root", str(copy.parent), "--runs-root", str(tmp_path / "runs"),
@@ -161,7 +161,7 @@ def test_seeds_have_their_own_pools(corpus_dir, tmp_path):
 def test_a_stale_pool_is_refused_then_rebuilt(corpus_dir, tmp_path):
     """Defect 5: a pool built from an older prefiltered.parquet was used as if current."""
     from pipeline.ingest import prefilter
-    from pipeline.pools import rebuild_pool
+    from pipeline.pools.build import rebuild_pool
 
     copy = copy_corpus(corpus_dir, tmp_path / "c")
     spec = PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1)

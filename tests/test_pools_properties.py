@@ -27,10 +27,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
+from pipeline.encoding.models import get_model
 from pipeline.ingest import ingest, prefilter
-from pipeline.models import get_model
-from pipeline.pools import (
+from pipeline.pools.build import (
     POOL_FILES,
     NoQueriesError,
     PoolSpec,
@@ -38,7 +38,7 @@ from pipeline.pools import (
     negative_population,
     select_queries,
 )
-from pipeline.search import search
+from pipeline.retrieval.search import search
 
 FIELDS = ("Medicine", "Biology", "Computer Science", "Physics")  # 4 of the 19 MAG fields
 FIELD = "Medicine"

@@ -1,4 +1,4 @@
-"""Perturbed queries (pipeline/queries.py, QUERY_VARIANT): each variant does what it says,
+"""Perturbed queries (pipeline/pools/queries.py, QUERY_VARIANT): each variant does what it says,
 seeded; a variant's run sits beside the full-query run and the report shows the change."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.errors import InputError
-from pipeline.evaluate import collect_results, eval_run
-from pipeline.models import get_model
-from pipeline.naming import run_name, split_run_name
-from pipeline.queries import perturb, query_texts
-from pipeline.report import report
-from pipeline.search import search
+from pipeline.core.errors import InputError
+from pipeline.encoding.models import get_model
+from pipeline.evaluation.evaluate import collect_results, eval_run
+from pipeline.layout import run_name, split_run_name
+from pipeline.pools.queries import perturb, query_texts
+from pipeline.report.build import report
+from pipeline.retrieval.search import search
 from tests.conftest import copy_corpus, pool_of
 
 TITLE = "Graph neural networks for protein folding"

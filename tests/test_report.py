@@ -7,8 +7,8 @@ import json
 import polars as pl
 import pytest
 
-from pipeline.errors import InputError
-from pipeline.report import report, stage_times
+from pipeline.core.errors import InputError
+from pipeline.report.build import report, stage_times
 
 
 def results_frame() -> pl.DataFrame:

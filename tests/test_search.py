@@ -5,9 +5,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.evaluate import collect_results, eval_is_current, eval_run
-from pipeline.models import REGISTRY, ModelEntry, get_model
-from pipeline.search import index, run_is_current, run_paths, search
+from pipeline.encoding.models import REGISTRY, ModelEntry, get_model
+from pipeline.evaluation.evaluate import collect_results, eval_is_current, eval_run
+from pipeline.retrieval.runs import run_is_current, run_paths
+from pipeline.retrieval.search import index, search
 from tests.conftest import POOL_SIZES, pool_of
 
 POOL = pool_of(POOL_SIZES[0])

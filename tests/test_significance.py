@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from scipy.stats import ttest_rel
 
-from pipeline.significance import bootstrap_ci, compare, holm, randomization_p
+from pipeline.evaluation.significance import bootstrap_ci, compare, holm, randomization_p
 
 
 def test_holm_matches_its_definition():

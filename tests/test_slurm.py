@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.embed import load_vectors, store_dir, stored_ids
-from pipeline.errors import InputError
-from pipeline.models import get_model
+from pipeline.core.errors import InputError
+from pipeline.encoding.models import get_model
+from pipeline.encoding.store import load_vectors, store_dir, stored_ids
 from pipeline.slurm import (
     Resources,
     check_count,

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
 from pipeline.fields import MAG_FIELDS
-from pipeline.synthetic import SyntheticConfig, generate
+from pipeline.ingest.synthetic import SyntheticConfig, generate
 from tests.conftest import SMALL
 
 REQUIRED = {

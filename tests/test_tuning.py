@@ -6,13 +6,15 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline import bm25
-from pipeline.artifacts import read_json
-from pipeline.metrics import per_query
-from pipeline.models import get_model
-from pipeline.pools import PoolSpec, build_pool, load_pool
-from pipeline.search import bm25_index_dir, finalize_run, index, paper_texts, run_paths, search
-from pipeline.tuning import bm25_params, tuning_path, validation_pools
+from pipeline.core.artifacts import read_json
+from pipeline.encoding.models import get_model
+from pipeline.evaluation.metrics import per_query
+from pipeline.ingest.corpus import paper_texts
+from pipeline.pools.build import PoolSpec, build_pool, load_pool, validation_pools
+from pipeline.retrieval import bm25_lucene
+from pipeline.retrieval.runs import finalize_run, run_paths
+from pipeline.retrieval.search import bm25_index_dir, index, search
+from pipeline.retrieval.tuning import bm25_params, tuning_path
 from tests.conftest import copy_corpus
 
 K1S, BS = (0.5, 1.2), (0.3, 0.9)
@@ -51,7 +53,7 @@ def test_best_pair_on_the_validation_pools(corpus, tmp_path):
     for pool in chosen["tuned_on"]:
         index(corpus, tmp_path, pool, entry, 1, "lucene")
         queries, candidates, qrels = load_pool(corpus, pool)
-        hits, _ = bm25.search(paper_texts(corpus, queries["corpusid"]).sort("corpusid"),
+        hits, _ = bm25_lucene.search(paper_texts(corpus, queries["corpusid"]).sort("corpusid"),
                               bm25_index_dir(tmp_path, corpus.name, pool), 501,
                               chosen["k1"], chosen["b"], 1)
         run, _ = finalize_run(hits, 500)
@@ -67,10 +69,10 @@ def test_best_pair_on_the_validation_pools(corpus, tmp_path):
 
 
 def test_search_uses_tuned_or_default_parameters(corpus, tmp_path, monkeypatch):
-    import pipeline.tuning
+    import pipeline.retrieval.tuning
 
-    monkeypatch.setattr(pipeline.tuning, "K1_GRID", K1S)
-    monkeypatch.setattr(pipeline.tuning, "B_GRID", BS)
+    monkeypatch.setattr(pipeline.retrieval.tuning, "K1_GRID", K1S)
+    monkeypatch.setattr(pipeline.retrieval.tuning, "B_GRID", BS)
     entry = get_model("bm25")
     runs = tmp_path / "runs"
     for pool in ("all-900-s2-r0", "all-700-s2-r0"):

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from pipeline import artifacts
+from pipeline.core import artifacts
+from pipeline.core.inputs import Roots
 from pipeline.ingest import prefilter
-from pipeline.inputs import Roots
-from pipeline.pools import PoolSpec, build_pool
+from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.verify import verify
 from tests.conftest import copy_corpus
 
@@ -82,7 +82,7 @@ def test_a_prefilter_older_than_its_ingest_is_stale(tmp_path):
     import json
 
     from pipeline.ingest import ingest
-    from pipeline.synthetic import SyntheticConfig, generate
+    from pipeline.ingest.synthetic import SyntheticConfig, generate
 
     generate(tmp_path / "raw", SyntheticConfig(n_papers=300, n_shards=2))
     corpus = tmp_path / "corpora" / "c"

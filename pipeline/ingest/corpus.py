@@ -14,10 +14,11 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 
-from pipeline.artifacts import MANIFEST, file_lock, file_problem, read_json, write_json
-from pipeline.errors import InputError
+from pipeline.core.artifacts import MANIFEST, file_lock, file_problem, read_json, write_json
+from pipeline.core.errors import InputError
 
 PAPERS_SCHEMA = pa.schema([
     ("corpusid", pa.int64()),
@@ -234,7 +235,7 @@ def install_corpus(built: Path, corpus_dir: Path, derived: list[Path], replace: 
     - anything else differs: refused, unless `replace`, when the old corpus and what was
       derived from it (`derived`: its indexes and runs, written by us) are removed ("replaced").
     """
-    from pipeline.artifacts import atomic_dir, file_sha256, remove
+    from pipeline.core.artifacts import atomic_dir, file_sha256, remove
 
     if corpus_kind(corpus_dir) == "absent":
         remove(corpus_dir)
@@ -269,3 +270,10 @@ def install_corpus(built: Path, corpus_dir: Path, derived: list[Path], replace: 
     for folder in derived:
         remove(folder)
     return "replaced"
+
+
+def paper_texts(corpus_dir: Path, ids: pl.Series) -> pl.DataFrame:
+    """corpusid, title, abstract of the papers `ids`, from the checked prefiltered.parquet."""
+    return (pl.scan_parquet(corpus_file(corpus_dir, "prefiltered.parquet"))
+            .filter(pl.col("corpusid").is_in(ids.implode()))
+            .select("corpusid", "title", "abstract").collect())

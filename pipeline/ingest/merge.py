@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from pipeline.core.processes import worker_pool
 from pipeline.ingest.corpus import CITATIONS_SCHEMA, PAPERS_SCHEMA, GroupedWriter, row_groups
-from pipeline.processes import worker_pool
 
 EDGE_BATCH = 1 << 22  # edges checked at once: a hash set of the bucket's ids is built per batch
 BUCKET_PAPERS = 2_000_000  # ids per bucket, at most about: 16 bytes each while deduplicating

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import polars as pl
 
-from pipeline.artifacts import (
+from pipeline.core.artifacts import (
     MANIFEST,
     atomic_path,
     file_lock,
@@ -23,7 +23,8 @@ from pipeline.artifacts import (
     manifest,
     outputs_intact,
 )
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
+from pipeline.core.inputs import Roots, record
 from pipeline.ingest.corpus import (
     PAPERS_SCHEMA,
     GroupedWriter,
@@ -32,8 +33,7 @@ from pipeline.ingest.corpus import (
     row_groups,
     update_corpus_manifest,
 )
-from pipeline.inputs import Roots, record
-from pipeline.naming import CITATION_MODES
+from pipeline.layout import CITATION_MODES
 
 CitationMode = Literal["inbound", "outbound", "either"]
 DROP_REASONS = ("no_year", "no_title", "short_abstract", "few_citations")

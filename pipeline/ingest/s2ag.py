@@ -35,8 +35,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.artifacts import disk_errors
-from pipeline.errors import InputError
+from pipeline.core.artifacts import disk_errors
+from pipeline.core.errors import InputError
 from pipeline.ingest.corpus import raw_repair
 from pipeline.ingest.merge import (
     EDGES_SCHEMA,

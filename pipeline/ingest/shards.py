@@ -17,7 +17,7 @@ from typing import IO, Any
 import orjson
 from isal import igzip, isal_zlib
 
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
 
 # what reading a damaged file raises (an incomplete download, a corrupt gzip stream)
 READ_ERRORS = (OSError, EOFError, zlib.error, isal_zlib.error)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from pipeline.artifacts import (
+from pipeline.core.artifacts import (
     atomic_path,
     disk_errors,
     file_lock,
@@ -20,7 +20,7 @@ from pipeline.artifacts import (
     scratch_dir,
     sha256_file,
 )
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
 from pipeline.ingest.corpus import (
     INGEST_COUNTS,
     QUARANTINE,
@@ -28,7 +28,7 @@ from pipeline.ingest.corpus import (
     update_corpus_manifest,
 )
 from pipeline.ingest.shards import ShardResult, add_counts, find_datasets, find_shards
-from pipeline.naming import SOURCES
+from pipeline.layout import SOURCES
 
 Source = Literal["s2orc", "s2ag"]
 
@@ -116,9 +116,9 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source:
     (all written atomically). `strict`: the first bad line is an InputError naming its file
     and line."""
     # the readers and the merge, loaded only when there is work (a current corpus: none)
+    from pipeline.core.processes import worker_pool
     from pipeline.ingest import s2ag
     from pipeline.ingest.merge import dedupe, write_citations, write_papers
-    from pipeline.processes import worker_pool
 
     start = time.perf_counter()
     totals = dict.fromkeys(INGEST_COUNTS, 0)

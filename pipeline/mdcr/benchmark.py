@@ -4,7 +4,7 @@ per field holds its queries, each query's typed candidates and its positives.
 The benchmark's tidy form, what `build` makes and `official` reads and writes, is one row per
 listed candidate: field, query, doc, type; positives have type "cited" (the official "true").
 A pool of the benchmark is an ordinary pool folder whose `candidates.parquet` also names the
-query (query, corpusid, type), so search ranks each query's own list (pipeline/search.py) and
+query (query, corpusid, type), so search ranks each query's own list (pipeline/retrieval/search.py) and
 eval adds per-type scores (MDCR Table 4). Such a corpus has no raw input: the Makefile neither
 ingests nor prefilters it (its manifest has a `benchmark` section instead).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.artifacts import (
+from pipeline.core.artifacts import (
     MANIFEST,
     fingerprint,
     fingerprints,
@@ -26,13 +26,13 @@ from pipeline.artifacts import (
     write_json,
     write_parquet,
 )
-from pipeline.errors import InputError
-from pipeline.evaluate import POSITIVE_TYPE
+from pipeline.core.errors import InputError
+from pipeline.core.inputs import corpus_label
+from pipeline.evaluation.evaluate import POSITIVE_TYPE
 from pipeline.fields import field_slug
 from pipeline.ingest.corpus import claim_corpus, corpus_file, install_corpus
-from pipeline.inputs import corpus_label
-from pipeline.naming import pool_name
-from pipeline.pools import POOL_FILES, list_pools
+from pipeline.layout import pool_name
+from pipeline.pools.build import POOL_FILES, list_pools
 
 LEVEL = "mdcr"  # the pool manifests' level
 NOMINAL_SIZE = 65  # MDCR §4: 5 positives + 6 types x 10 negatives; the pools' size in names
@@ -111,7 +111,7 @@ def read_benchmark(corpus_dir: Path, split: str | None = None) -> tuple[pl.DataF
                                                                       pl.DataFrame]:
     """(table, papers) of a benchmark corpus: the inverse of write_benchmark (pools of one
     split when given)."""
-    from pipeline.pools import load_pool, pool_manifest
+    from pipeline.pools.build import load_pool, pool_manifest
 
     if not is_benchmark(corpus_dir):
         raise InputError(f"{corpus_dir} is not an MDCR-style benchmark (no benchmark section in "

@@ -22,13 +22,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.errors import InputError
-from pipeline.evaluate import POSITIVE_TYPE
+from pipeline.core.errors import InputError
+from pipeline.evaluation.evaluate import POSITIVE_TYPE
 from pipeline.ingest.corpus import claim_corpus, corpus_file
+from pipeline.layout import id_key, parse_pool_name
 from pipeline.mdcr.benchmark import write_benchmark
-from pipeline.naming import id_key, parse_pool_name
-from pipeline.pools import list_pools, load_pool, pool_manifest
-from pipeline.search import load_run
+from pipeline.pools.build import list_pools, load_pool, pool_manifest
+from pipeline.retrieval.runs import load_run
 
 FIXED_TYPES = ("graph", "most_cited", "random")
 WHY_SHORT = {

@@ -20,9 +20,9 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from pipeline.artifacts import atomic_path
-from pipeline.errors import InputError
-from pipeline.evaluate import POSITIVE_TYPE
+from pipeline.core.artifacts import atomic_path
+from pipeline.core.errors import InputError
+from pipeline.evaluation.evaluate import POSITIVE_TYPE
 from pipeline.ingest.corpus import claim_corpus
 from pipeline.mdcr.benchmark import read_benchmark, write_benchmark
 
@@ -247,7 +247,7 @@ def evaluate_files(benchmark_file: Path, scores_path: Path) -> tuple[pl.DataFram
     """The official evaluation of a scores file against a benchmark file, through the
     pipeline's metric kernels (trec_eval's definitions): every listed candidate is ranked,
     "true" ones relevant."""
-    from pipeline.metrics import per_query
+    from pipeline.evaluation.metrics import per_query
 
     table = read_official(benchmark_file)
     scores = read_scores(scores_path)

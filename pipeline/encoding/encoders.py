@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from pipeline.errors import InputError
-from pipeline.models import ModelEntry
+from pipeline.core.errors import InputError
+from pipeline.encoding.models import ModelEntry
 
 MAX_BATCH = 512  # sequences per batch at most, however short
 TOKEN_BUDGET = {"cuda": 65536, "cpu": 8192}  # padded tokens per batch (ids x longest)
@@ -149,7 +149,7 @@ class Encoder:
         if entry.kind not in self.kinds:
             raise InputError(f"MODEL {entry.name} is a {entry.kind} model: "
                              f"{type(self).__name__} embeds {' or '.join(self.kinds)} models "
-                             "only (multi-vector: pipeline.multivector.SentenceEncoder)")
+                             "only (multi-vector: pipeline.encoding.multivector.SentenceEncoder)")
         self.entry = entry
         self.device = pick_device(device)
         # CPU: batches of one token length (batch_of), so vectors are bit-identical however

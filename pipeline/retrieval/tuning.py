@@ -19,13 +19,13 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline import bm25
-from pipeline.artifacts import file_lock, manifest, read_json, write_json
-from pipeline.errors import InputError
-from pipeline.inputs import Roots, record
-from pipeline.models import ModelEntry
-from pipeline.naming import format_size, parse_pool_name
-from pipeline.pools import check_pool, list_pools, load_pool, pool_files
+from pipeline.core.artifacts import file_lock, manifest, read_json, write_json
+from pipeline.core.errors import InputError
+from pipeline.core.inputs import Roots, record
+from pipeline.encoding.models import ModelEntry
+from pipeline.layout import format_size, parse_pool_name
+from pipeline.pools.build import check_pool, load_pool, pool_files, validation_pools
+from pipeline.retrieval import bm25_lucene
 
 K1_GRID = (0.6, 0.9, 1.2, 1.5, 2.0)
 B_GRID = (0.3, 0.4, 0.5, 0.6, 0.75, 0.9)
@@ -35,16 +35,6 @@ def group_name(pool: str) -> str:
     """The test pool's group: what its validation pools share (scope, size, seed)."""
     name = parse_pool_name(pool)
     return f"{name.scope}-{format_size(name.size)}" + (f"-s{name.seed}" if name.seed else "")
-
-
-def validation_pools(corpus_dir: Path, pool: str) -> list[str]:
-    """The validation pools built like `pool` (none for a validation pool itself)."""
-    name = parse_pool_name(pool)
-    if name.split == "validation":
-        return []
-    return sorted(p for p in list_pools(corpus_dir)
-                  if (v := parse_pool_name(p)).split == "validation"
-                  and (v.scope, v.size, v.seed) == (name.scope, name.size, name.seed))
 
 
 def tuning_path(index_root: Path, corpus: str, pool: str) -> Path:
@@ -88,8 +78,10 @@ def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntr
           threads: int, k1s: tuple[float, ...], bs: tuple[float, ...], inputs: dict,
           grid: dict, path: Path, engine: str) -> dict:
     """Every (k1, b) on every validation pool, MAP over the top 500 as `eval` scores it."""
-    from pipeline.metrics import per_query
-    from pipeline.search import TOP_K, bm25_index_dir, finalize_run, index, paper_texts
+    from pipeline.evaluation.metrics import per_query
+    from pipeline.ingest.corpus import paper_texts
+    from pipeline.retrieval.runs import TOP_K, finalize_run
+    from pipeline.retrieval.search import bm25_index_dir, index
 
     start = time.perf_counter()
     rows = []
@@ -97,14 +89,14 @@ def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntr
         queries, candidates, qrels = load_pool(corpus_dir, pool)
         query_papers = paper_texts(corpus_dir, queries["corpusid"]).sort("corpusid")
         if engine == "arrays":
-            from pipeline import bm25_fast
+            from pipeline.retrieval import bm25_arrays
 
-            runs, _ = bm25_fast.search_grid(query_papers,
+            runs, _ = bm25_arrays.search_grid(query_papers,
                                             paper_texts(corpus_dir, candidates["corpusid"]),
                                             TOP_K + 1, k1s, bs, threads)
         else:
             index(corpus_dir, index_root, pool, entry, threads)
-            runs, _ = bm25.search_grid(
+            runs, _ = bm25_lucene.search_grid(
                 query_papers, bm25_index_dir(index_root, corpus_dir.name, pool), TOP_K + 1,
                 k1s, bs, threads,
                 pool_papers=lambda c=candidates: paper_texts(corpus_dir, c["corpusid"]),

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.artifacts import (
+from pipeline.core.artifacts import (
     MANIFEST,
     fingerprint,
     fingerprints,
@@ -29,11 +29,11 @@ from pipeline.artifacts import (
     write_json,
     write_parquet,
 )
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
+from pipeline.core.inputs import corpus_label
 from pipeline.ingest.corpus import claim_corpus, install_corpus
-from pipeline.inputs import corpus_label
-from pipeline.naming import pool_name
-from pipeline.pools import POOL_FILES
+from pipeline.layout import pool_name
+from pipeline.pools.build import POOL_FILES
 
 SPLIT_FILES = {"test": "test", "val": "dev", "dev": "dev"}  # SPLIT -> qrels/<file>.tsv
 QRELS_HEADER = "query-id\tcorpus-id\tscore"  # the first line of BEIR's qrels files
@@ -104,7 +104,7 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
     corpus; the same collection again (nothing changes, or the split's pool is added beside the
     others); or, only with `replace`, in place of a collection with other contents, whose
     `derived` indexes and runs are removed (`ingest.corpus.install_corpus`)."""
-    from pipeline.bm25 import check_ids
+    from pipeline.retrieval.bm25_lucene import check_ids
 
     if split not in SPLIT_FILES:
         raise InputError(f"SPLIT {split!r}: use test or dev (val)")

@@ -40,7 +40,7 @@ import numpy as np
 import orjson
 from tqdm import tqdm
 
-from pipeline.artifacts import (
+from pipeline.core.artifacts import (
     atomic_dir,
     fingerprints,
     manifest,
@@ -49,9 +49,9 @@ from pipeline.artifacts import (
     scratch_dir,
     write_json,
 )
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
+from pipeline.core.processes import worker_pool
 from pipeline.fields import MAG_FIELDS
-from pipeline.processes import worker_pool
 
 # Share of papers whose primary field is this one (Medicine largest, as in MAG/S2ORC).
 FIELD_SHARE: dict[str, float] = {

@@ -1,8 +1,8 @@
 """Score runs (SPEC.md §8): MAP, NDCG and R@30 over the top-500 list by default, per query,
-with ranx's kernels (`pipeline/metrics.py`); any metric set or list (METRICS).
+with ranx's kernels (`pipeline/evaluation/metrics.py`); any metric set or list (METRICS).
 
 ranx does not break score ties; trec_eval orders ties by docid descending. Runs are written in
-trec_eval's order (pipeline.search.finalize_run), and ranx is given -rank as the score, so the
+trec_eval's order (pipeline.retrieval.runs.finalize_run), and ranx is given -rank as the score, so the
 two tools rank identically and agree exactly. Queries with no relevant paper in the pool are
 dropped and counted; a query the run does not answer scores 0 (trec_eval -c) and is counted.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.artifacts import (
+from pipeline.core.artifacts import (
     check_outputs,
     file_lock,
     file_sha256,
@@ -28,11 +28,11 @@ from pipeline.artifacts import (
     write_json,
     write_parquet,
 )
-from pipeline.errors import InputError
-from pipeline.inputs import Roots, changed, record
-from pipeline.naming import DEFAULT_METRICS, parse_metrics, parse_pool_name
-from pipeline.pools import load_pool, pool_files, pool_manifest
-from pipeline.search import load_run, run_paths, run_repair
+from pipeline.core.errors import InputError
+from pipeline.core.inputs import Roots, changed, record
+from pipeline.layout import DEFAULT_METRICS, parse_metrics, parse_pool_name
+from pipeline.pools.build import load_pool, pool_files, pool_manifest
+from pipeline.retrieval.runs import load_run, run_paths, run_repair
 
 RESULTS_FILE = "results.parquet"
 POSITIVE_TYPE = "cited"  # the candidate type of a pool's positives (MDCR's "true")
@@ -101,7 +101,7 @@ def eval_run(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, mod
     """Write `<model>.metrics.parquet` (per query) and `<model>.eval.json` (means, counts). The
     evaluation records what its run was made from and the run itself, so it goes stale with
     any of them."""
-    from pipeline.metrics import per_query  # numba: loaded only to score
+    from pipeline.evaluation.metrics import per_query  # numba: loaded only to score
 
     start = time.perf_counter()
     paths = run_paths(runs_root, corpus_dir.name, pool, model)
@@ -143,7 +143,7 @@ def per_negative_type(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series
     over its positives plus the negatives of one type only, for every type; column `negatives`
     names the type. Empty for other pools. The run's order is kept: dropping the other
     candidates only closes the gaps between ranks."""
-    from pipeline.metrics import per_query  # numba: loaded only to score
+    from pipeline.evaluation.metrics import per_query  # numba: loaded only to score
 
     columns = {"query": run["query"].dtype, "negatives": pl.String,
                **{m: pl.Float64 for m in metrics}}

@@ -13,30 +13,24 @@ to sentences through the fast tokenizer's offset mapping; special tokens (CLS, S
 the separator between title and abstract) belong to no sentence.
 
 A paper's score for a query paper is the maximum over (query sentence, candidate sentence)
-pairs of the entry's similarity, computed exactly (`pipeline.dense.maxsim_search`).
+pairs of the entry's similarity, computed exactly (`pipeline.retrieval.dense.maxsim_search`).
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-import polars as pl
-import pyarrow as pa
-import pyarrow.ipc as ipc
 import torch
 from tqdm import tqdm
 
-from pipeline.encoders import MAX_BATCH, Encoder, batch_of, default_budget
-from pipeline.errors import InputError
+from pipeline.encoding.encoders import MAX_BATCH, Encoder, batch_of, default_budget
 
 # Written into the store's config: a store made with other settings is refused, not mixed.
 STORE_CONFIG = {
-    "unit": "sentence (0 = title, then the abstract's sentences; pipeline.multivector)",
+    "unit": "sentence (0 = title, then the abstract's sentences; pipeline.encoding.multivector)",
     "splitter": "regex-v1",
     "pooling": "mean over all transformer layers (hidden_states[1:]), then over the "
                "sentence's tokens",
@@ -276,131 +270,3 @@ class SentenceEncoder(Encoder):
         return np.concatenate(paper), np.concatenate(sentence), vectors.cpu().numpy()
 
 
-def load_sentence_vectors(store: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """float32 sentence vectors of the papers `ids` (in that order) and their offsets: paper
-    i's sentences are rows offsets[i]:offsets[i + 1], in sentence order. An error if a paper
-    has no row or the store is a single-vector one."""
-    from pipeline.embed import store_parts
-
-    ids = np.asarray(ids, dtype=np.int64)
-    wanted = np.unique(ids)
-    found_ids, found_sentences, found_vectors = [], [], []
-    for part in store_parts(store):
-        table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
-        if "sentence" not in table.column_names:
-            raise InputError(f"{store} holds one vector per paper, not per sentence: delete it "
-                             "or embed into another --index-root")
-        part_ids = table.column("corpusid").to_numpy()
-        hit = np.isin(part_ids, wanted)
-        if hit.any():
-            vectors = table.column("vector").combine_chunks()
-            flat = vectors.flatten().to_numpy(zero_copy_only=False)
-            found_ids.append(part_ids[hit])
-            found_sentences.append(table.column("sentence").to_numpy()[hit])
-            found_vectors.append(flat.reshape(len(part_ids), vectors.type.list_size)[hit]
-                                 .astype(np.float32))
-    all_ids = np.concatenate(found_ids) if found_ids else np.empty(0, dtype=np.int64)
-    missing = np.setdiff1d(wanted, all_ids)
-    if len(missing):
-        raise InputError(f"{len(missing)} papers (e.g. {missing[0]}) have no vector in {store}: "
-                         "run the embed stage for this pool first")
-    sentences = np.concatenate(found_sentences) if found_sentences else np.empty(0, np.int16)
-    order = np.lexsort((sentences, all_ids))
-    sorted_ids, sorted_sentences = all_ids[order], sentences[order]
-    # a (paper, sentence) stored twice (two processes embedding one paper) counts once
-    first = np.r_[True, (np.diff(sorted_ids) != 0) | (np.diff(sorted_sentences) != 0)]
-    order, sorted_ids = order[first], sorted_ids[first]
-    starts = np.searchsorted(sorted_ids, ids, side="left")
-    counts = np.searchsorted(sorted_ids, ids, side="right") - starts
-    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    take = np.repeat(starts - offsets[:-1], counts) + np.arange(offsets[-1])
-    matrix = (np.concatenate(found_vectors) if found_vectors
-              else np.empty((0, 0), dtype=np.float32))
-    return matrix[order[take]], offsets
-
-
-def candidate_chunks(store: Path, doc_ids: np.ndarray, max_rows: int
-                     ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The sentence vectors of candidate papers `doc_ids`, read part by part from the store
-    (memory-mapped: only the chunk in hand is in memory, whatever the pool size), as chunks
-    of about `max_rows` rows for maxsim_stream: (float32 rows, paper offsets, positions in
-    `doc_ids`, ascending). A paper stored twice (two processes embedding it) is taken from
-    its first part only."""
-    from pipeline.embed import store_parts
-
-    sorter = np.argsort(doc_ids, kind="stable")
-    sorted_ids = doc_ids[sorter]
-    pending = sorted_ids
-    buffer: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-
-    def flush() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        ids, sentences, vectors = (np.concatenate(c) for c in zip(*buffer, strict=True))
-        buffer.clear()
-        position = sorter[np.searchsorted(sorted_ids, ids)]
-        order = np.lexsort((sentences, position))
-        position = position[order]
-        starts = np.flatnonzero(np.r_[True, np.diff(position) != 0])
-        return vectors[order], np.r_[starts, len(position)], position[starts]
-
-    rows = 0
-    for part in store_parts(store):
-        table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
-        part_ids = table.column("corpusid").to_numpy()
-        hit = np.isin(part_ids, pending)
-        if not hit.any():
-            continue
-        pending = np.setdiff1d(pending, part_ids[hit], assume_unique=True)
-        vectors = table.column("vector").combine_chunks()
-        flat = vectors.flatten().to_numpy(zero_copy_only=False)
-        buffer.append((part_ids[hit], table.column("sentence").to_numpy()[hit],
-                       flat.reshape(len(part_ids), vectors.type.list_size)[hit]
-                       .astype(np.float32)))
-        rows += int(hit.sum())
-        if rows >= max_rows:
-            yield flush()
-            rows = 0
-    if buffer:
-        yield flush()
-
-
-def maxsim_hits(store: Path, query_ids: np.ndarray, doc_ids: np.ndarray, k: int,
-                similarity: str, backend: str = "auto", chunk_rows: int | None = None
-                ) -> tuple[pl.DataFrame, dict]:
-    """Top-k candidate papers per query paper by the best sentence pair (ts-ASPIRE), exact;
-    hits (query, doc, score) and the run details. Candidates are streamed from the store
-    (candidate_chunks) and positioned in trec_eval's tie order (docid descending as a
-    string); the search keeps the lower position among tied scores, so an exact tie at the
-    k-th place keeps the papers trec_eval ranks first. `chunk_rows`: sentence rows per
-    candidate chunk (memory: chunk_rows x dim x 4 bytes, plus the pair scores)."""
-    from pipeline.dense import maxsim_device, maxsim_stream
-    from pipeline.embed import stored_ids
-
-    device = maxsim_device(backend)
-    query_ids = np.asarray(query_ids, dtype=np.int64)
-    doc_ids = (pl.DataFrame({"doc": np.asarray(doc_ids, dtype=np.int64)})
-               .sort(pl.col("doc").cast(pl.String), descending=True)["doc"].to_numpy())
-    missing = np.setdiff1d(doc_ids, stored_ids(store))
-    if len(missing):  # before any work, as load_sentence_vectors says for the queries
-        raise InputError(f"{len(missing)} papers (e.g. {missing[0]}) have no vector in {store}: "
-                         "run the embed stage for this pool first")
-    queries, offsets = load_sentence_vectors(store, query_ids)
-    counted = {"candidate_sentences": 0}
-
-    def counting(chunks):
-        for chunk in chunks:
-            counted["candidate_sentences"] += len(chunk[0])
-            yield chunk
-
-    chunk_rows = chunk_rows or (1 << 18 if device.startswith("cuda") else 1 << 14)
-    scores, positions = maxsim_stream(queries, offsets, counting(candidate_chunks(
-        store, doc_ids, chunk_rows)), k, similarity, device)  # type: ignore[arg-type]
-    valid = positions >= 0
-    hits = pl.DataFrame({
-        "query": np.repeat(query_ids, positions.shape[1])[valid.ravel()],
-        "doc": doc_ids[positions[valid]],
-        "score": scores[valid].astype(np.float64),
-    })
-    return hits, {"backend": f"torch-{device}", "similarity": similarity,
-                  "score": "max over (query sentence, candidate sentence) pairs",
-                  "query_sentences": len(queries), **counted}

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.artifacts import (
+from pipeline.core.artifacts import (
     MANIFEST,
     check_outputs,
     file_lock,
@@ -34,11 +34,11 @@ from pipeline.artifacts import (
     write_json,
     write_parquet,
 )
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
+from pipeline.core.inputs import Roots, changed, record
 from pipeline.fields import field_slug
 from pipeline.ingest.corpus import corpus_file, corpus_repair
-from pipeline.inputs import Roots, changed, record
-from pipeline.naming import SPLITS, parse_pool_name, pool_name
+from pipeline.layout import SPLITS, parse_pool_name, pool_name
 
 
 class NoQueriesError(InputError):
@@ -380,3 +380,13 @@ def load_pool(corpus_dir: Path, name: str) -> tuple[pl.DataFrame, pl.DataFrame, 
     check_pool(corpus_dir, name)
     pool_dir = corpus_dir / "pools" / name
     return tuple(read_parquet(pool_dir / f) for f in POOL_FILES)  # type: ignore
+
+
+def validation_pools(corpus_dir: Path, pool: str) -> list[str]:
+    """The validation pools built like `pool` (none for a validation pool itself)."""
+    name = parse_pool_name(pool)
+    if name.split == "validation":
+        return []
+    return sorted(p for p in list_pools(corpus_dir)
+                  if (v := parse_pool_name(p)).split == "validation"
+                  and (v.scope, v.size, v.seed) == (name.scope, name.size, name.seed))

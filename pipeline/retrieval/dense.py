@@ -16,8 +16,8 @@ from functools import cache
 import faiss
 import numpy as np
 
-from pipeline.errors import InputError
-from pipeline.models import Similarity
+from pipeline.core.errors import InputError
+from pipeline.encoding.models import Similarity
 
 GPU_MAX_K = 2048  # Faiss GPU top-k limit
 

@@ -6,7 +6,7 @@ collections with string ids) and a manifest listing each part with its checksum.
 of the corpus shares the store: a paper is embedded once per model, and a later pool embeds
 only the papers it adds. `--shard i --num-shards n` embeds the missing papers whose
 corpusid % n == i (crc32 of a string id), so a SLURM job array splits the work.
-A multi-vector store (ASPIRE, `pipeline/multivector.py`) has one row per sentence: an extra
+A multi-vector store (ASPIRE, `pipeline/encoding/multivector.py`) has one row per sentence: an extra
 column `sentence: int16` (0 = the title), rows sorted by (corpusid, sentence).
 """
 
@@ -24,7 +24,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from pipeline.artifacts import (
+from pipeline.core.artifacts import (
     atomic_path,
     file_lock,
     file_problem,
@@ -33,134 +33,21 @@ from pipeline.artifacts import (
     read_json,
     write_json,
 )
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
+from pipeline.encoding.models import ModelEntry
+from pipeline.encoding.store import (
+    DTYPES,
+    id_array,
+    load_vectors,
+    repair_store,
+    shard_of,
+    store_dir,
+    store_parts,
+    stored_ids,
+)
 from pipeline.ingest.corpus import corpus_file
-from pipeline.models import ModelEntry
-from pipeline.naming import id_key
-from pipeline.pools import list_pools, load_pool
-from pipeline.queries import own_text
-
-DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
-
-
-def id_array(ids) -> np.ndarray:
-    """Paper ids as numpy: int64 for S2ORC/S2AG CorpusIDs, an object array of str for
-    collections with string ids (the official MDCR files); both sort and search alike."""
-    ids = np.asarray(ids)
-    return ids.astype(np.int64) if ids.dtype.kind in "iu" or len(ids) == 0 else ids.astype(
-        object)
-
-
-def shard_of(ids: np.ndarray, num_shards: int) -> np.ndarray:
-    """The embed shard of each id: id % n for integer ids, crc32(id) % n for string ids."""
-    if ids.dtype.kind in "iu":
-        return ids % num_shards
-    return np.fromiter((id_key(str(i)) % num_shards for i in ids), dtype=np.int64,
-                       count=len(ids))
-
-
-def store_dir(index_root: Path, corpus: str, model: str) -> Path:
-    return index_root / corpus / "embeddings" / model
-
-
-def store_repair(store: Path) -> str:
-    """The command that re-embeds what a store lacks or lost (`<index root>/<corpus>/
-    embeddings/<model>`)."""
-    return f"make embed CORPUS={store.parent.parent.name} MODEL={store.name}"
-
-
-def store_parts(store: Path) -> list[dict]:
-    """The store's parts, each checked against the manifest (size and sha256, hashed again
-    only when the part's stat changed): a damaged part is refused by name with the command
-    that embeds its papers again, never read."""
-    path = store / "manifest.json"
-    parts = read_json(path, store_repair(store))["parts"] if path.exists() else []
-    for part in parts:
-        problem = file_problem(store / part["file"], part, deep=False)
-        if problem:
-            raise InputError(f"{store / part['file']}: {problem}; repair: {store_repair(store)}")
-    return parts
-
-
-def repair_store(store: Path) -> dict[str, int]:
-    """Before embedding into a store (under its lock): drop from the manifest the parts that
-    are missing or damaged, delete the damaged ones and the orphans (parts no manifest lists:
-    a kill between a part's rename and the manifest's update), so their papers are embedded
-    again. Returns what was repaired; every repair is logged."""
-    path = store / "manifest.json"
-    if not path.exists():
-        return {"damaged_parts": 0, "orphan_parts": 0}
-    try:
-        info = read_json(path)
-    except InputError:  # the manifest itself is damaged: every part is re-checked by name
-        info = {"parts": []}
-        print(f"[embed] {path} is damaged: the store is rebuilt from scratch", file=sys.stderr)
-    kept, damaged = [], []
-    for part in info.get("parts", []):
-        problem = file_problem(store / part["file"], part, deep=False)
-        (damaged if problem else kept).append((part, problem))
-    for part, problem in damaged:
-        print(f"[embed] {store / part['file']}: {problem}: its {part.get('rows')} rows are "
-              "embedded again", file=sys.stderr)
-        (store / part["file"]).unlink(missing_ok=True)
-    listed = {part["file"] for part, _ in kept}
-    orphans = [p for p in store.glob("part-*.arrow") if p.name not in listed]
-    for orphan in orphans:
-        print(f"[embed] {orphan}: listed by no manifest (a stopped run): removed",
-              file=sys.stderr)
-        orphan.unlink()
-    if damaged or "config" not in info:
-        if "config" in info:
-            write_json({**info, "parts": [part for part, _ in kept]}, path)
-        else:
-            path.unlink()
-    return {"damaged_parts": len(damaged), "orphan_parts": len(orphans)}
-
-
-def stored_ids(store: Path) -> np.ndarray:
-    """Sorted unique ids of every paper in the store (reads only the id column,
-    memory-mapped; a multi-vector store has one row per sentence)."""
-    ids = [ipc.open_file(pa.memory_map(str(store / p["file"]))).read_all()
-           .column("corpusid").to_numpy() for p in store_parts(store)]
-    return np.unique(np.concatenate(ids)) if ids else np.empty(0, dtype=np.int64)
-
-
-def load_vectors(store: Path, ids: np.ndarray, dtype: type | None = np.float32) -> np.ndarray:
-    """Matrix with one row per id of `ids`, in that order (an id may repeat); error if any is
-    missing. `dtype`: float32 by default, None keeps the store's (float16 halves the memory).
-    Rows are copied from the memory-mapped parts straight into the result: peak memory is the
-    result plus one part."""
-    ids = id_array(ids)
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    found = np.zeros(len(ids), dtype=bool)
-    out: np.ndarray | None = None
-    for part in store_parts(store):
-        table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
-        if "sentence" in table.column_names:
-            raise InputError(f"{store} holds one vector per sentence: read it with "
-                             "pipeline.multivector.load_sentence_vectors")
-        part_ids = table.column("corpusid").to_numpy()
-        lo = np.searchsorted(sorted_ids, part_ids, side="left")
-        hi = np.searchsorted(sorted_ids, part_ids, side="right")
-        hit = hi > lo
-        if not hit.any():
-            continue
-        vectors = table.column("vector").combine_chunks()
-        matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(
-            len(part_ids), vectors.type.list_size)
-        if out is None:
-            out = np.empty((len(ids), matrix.shape[1]), dtype=dtype or matrix.dtype)
-        counts = (hi - lo)[hit]  # rows of the result that want each stored paper
-        rows = order[np.repeat(lo[hit] - np.cumsum(counts) + counts, counts)
-                     + np.arange(counts.sum())]
-        out[rows] = np.repeat(matrix[hit], counts, axis=0)
-        found[rows] = True
-    if not found.all():
-        missing = np.unique(ids[~found])
-        raise InputError(f"{len(missing)} papers (e.g. {missing[0]}) have no vector in {store}: "
-                         "run the embed stage for this pool first")
-    return out if out is not None else np.empty((0, 0), dtype=dtype or np.float32)
+from pipeline.pools.build import list_pools, load_pool
+from pipeline.pools.queries import own_text
 
 
 def pool_ids(corpus_dir: Path, pool: str) -> np.ndarray:
@@ -179,7 +66,7 @@ def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
     papers' stored ones: a collection's queries, perturbed queries. Kept beside the store under
     `queries/<sha>.npy`, keyed by the texts and the store's settings, so a second search
     encodes nothing."""
-    from pipeline.encoders import Encoder
+    from pipeline.encoding.encoders import Encoder
 
     config = read_json(store / "manifest.json")["config"] if (store / "manifest.json").exists() \
         else {"model": entry.describe()}
@@ -215,7 +102,7 @@ def _store_config(entry: ModelEntry, max_length: int, dtype: str, dim: int) -> d
     config = {"model": entry.describe(), "max_length": max_length, "dtype": dtype, "dim": dim,
               "text_format": f"{entry.text_prefix}{{title}}{{sep_token}}{{abstract}}"}
     if entry.kind == "multi-vector":
-        from pipeline.multivector import STORE_CONFIG
+        from pipeline.encoding.multivector import STORE_CONFIG
 
         config["multi_vector"] = STORE_CONFIG
     return config
@@ -344,8 +231,8 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
             "copied_from_source_corpus": borrowed, "shard": shard, "num_shards": num_shards,
             **repaired}
     if len(missing):
-        from pipeline.encoders import MAX_BATCH, Encoder, default_budget
-        from pipeline.multivector import SentenceEncoder
+        from pipeline.encoding.encoders import MAX_BATCH, Encoder, default_budget
+        from pipeline.encoding.multivector import SentenceEncoder
 
         # multi-vector (ASPIRE): one vector per sentence, driven through the same loop
         kind = SentenceEncoder if entry.kind == "multi-vector" else Encoder

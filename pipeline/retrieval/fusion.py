@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.models import FUSION_RANK_BASED, FUSION_TUNABLE, fusion_parts
+from pipeline.encoding.models import FUSION_RANK_BASED, FUSION_TUNABLE, fusion_parts
 
 
 def _ranx_run(run: pl.DataFrame):
@@ -42,8 +42,8 @@ def tuned_params(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str,
     """ranx's optimize_fusion over the validation pools of `pool` (MAP), or {} (defaults).
     The test pools of one group share their validation pools: a process tunes each group once
     (keyed by the validation runs' checksums, so a changed run is tuned again)."""
-    from pipeline.search import run_shas
-    from pipeline.tuning import validation_pools
+    from pipeline.pools.build import validation_pools
+    from pipeline.retrieval.runs import run_shas
 
     pools = validation_pools(corpus_dir, pool)
     if method not in FUSION_TUNABLE or not pools:
@@ -61,8 +61,8 @@ def _tune(corpus_dir: Path, index_root: Path, runs_root: Path, method: str,
           pools: tuple[str, ...], shas: tuple) -> dict:
     from ranx import Qrels, optimize_fusion
 
-    from pipeline.pools import load_pool
-    from pipeline.search import load_run
+    from pipeline.pools.build import load_pool
+    from pipeline.retrieval.runs import load_run
 
     runs: list[list[pl.DataFrame]] = [[] for _ in models]
     qrels = []
@@ -89,7 +89,7 @@ def fused_hits(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, n
     """(query, doc, score) of the fused run, its top k per query; and what was used."""
     from ranx import fuse
 
-    from pipeline.search import load_run
+    from pipeline.retrieval.runs import load_run
 
     method, models = fusion_parts(name)
     runs = [load_run(corpus_dir, index_root, runs_root, pool, m) for m in models]

@@ -36,7 +36,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
 
 MANIFEST_VERSION = 2
 MANIFEST = "manifest.json"

@@ -7,7 +7,7 @@ import re
 import zlib
 from typing import NamedTuple
 
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kKmM]?)$")
 
@@ -103,7 +103,7 @@ def parse_metrics(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-# Perturbed queries (pipeline/queries.py): QUERY_VARIANT and the names of their runs.
+# Perturbed queries (pipeline/pools/queries.py): QUERY_VARIANT and the names of their runs.
 VARIANTS = ("full", "title", "abstract", "shuffled", "deleted30", "typos")
 VARIANT_SEP = "~"
 

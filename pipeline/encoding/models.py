@@ -12,7 +12,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
 
 Kind = Literal["dense", "multi-vector", "bm25", "random", "fusion"]
 Pooling = Literal["cls", "mean", "none"]

@@ -17,11 +17,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.artifacts import atomic_path
-from pipeline.errors import InputError, ToolError
+from pipeline.core.artifacts import atomic_path
+from pipeline.core.errors import InputError, ToolError
+from pipeline.encoding.models import HF_PREFIX, REGISTRY, fused_name, get_model
 from pipeline.fields import resolve_fields
-from pipeline.models import HF_PREFIX, REGISTRY, fused_name, get_model
-from pipeline.naming import (
+from pipeline.layout import (
     CITATION_MODES,
     FOS_SOURCES,
     SOURCES,
@@ -138,7 +138,7 @@ def _log_dir(args: argparse.Namespace) -> Path:
 
 
 def _pools(args: argparse.Namespace) -> list[str]:
-    from pipeline.pools import list_pools
+    from pipeline.pools.build import list_pools
 
     corpus_dir = _dirs(args)[0]
     pools = args.pool or list_pools(corpus_dir)
@@ -203,19 +203,20 @@ def cmd_models(args: argparse.Namespace) -> None:
 
 def cmd_warm(args: argparse.Namespace) -> None:
     """Compile the numba kernels of BM25 and of the metrics into numba's cache (make setup)."""
-    from pipeline import bm25_fast, metrics
+    from pipeline.evaluation import metrics
+    from pipeline.retrieval import bm25_arrays
 
-    bm25_fast.warm_up()
+    bm25_arrays.warm_up()
     metrics.warm_up()
 
 
 def cmd_synth(args: argparse.Namespace) -> None:
-    from pipeline.synthetic import SyntheticConfig, generate
-    from pipeline.timing import timed
+    from pipeline.core.timing import timed
+    from pipeline.ingest.synthetic import SyntheticConfig, generate
 
     out_dir = _dirs(args)[0] / "s2orc"
     if args.repair:  # the recorded settings: damaged or missing shards written again
-        from pipeline.artifacts import read_json
+        from pipeline.core.artifacts import read_json
 
         recorded = read_json(out_dir / "manifest.json", "make demo, or synth with its "
                              "settings").get("parameters", {})
@@ -229,8 +230,8 @@ def cmd_synth(args: argparse.Namespace) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> None:
+    from pipeline.core.timing import timed
     from pipeline.ingest import ingest
-    from pipeline.timing import timed
 
     corpus_dir = _dirs(args)[0]
     raw = Path(args.raw) if args.raw else corpus_dir / args.source
@@ -240,8 +241,8 @@ def cmd_ingest(args: argparse.Namespace) -> None:
 
 
 def cmd_prefilter(args: argparse.Namespace) -> None:
+    from pipeline.core.timing import timed
     from pipeline.ingest import prefilter
-    from pipeline.timing import timed
 
     with timed("prefilter", _log_dir(args)) as info:
         info.update(prefilter(_dirs(args)[0], args.citations, args.min_citations)["counts"])
@@ -260,8 +261,8 @@ def cmd_corpus(args: argparse.Namespace) -> None:
 def _repair_pools(args: argparse.Namespace) -> None:
     """Every pool of the corpus that is stale, damaged or half-written, built again from its
     recorded parameters (a no-op for current ones, and for a benchmark's or collection's)."""
-    from pipeline.pools import pool_folders, rebuild_pool
-    from pipeline.timing import timed
+    from pipeline.core.timing import timed
+    from pipeline.pools.build import pool_folders, rebuild_pool
 
     corpus_dir = _dirs(args)[0]
     for name in pool_folders(corpus_dir):
@@ -270,13 +271,8 @@ def _repair_pools(args: argparse.Namespace) -> None:
 
 
 def cmd_pool(args: argparse.Namespace) -> None:
-    from pipeline.pools import (
-        NoQueriesError,
-        PoolSpec,
-        build_pool,
-        rebuild_pool,
-    )
-    from pipeline.timing import timed
+    from pipeline.core.timing import timed
+    from pipeline.pools.build import NoQueriesError, PoolSpec, build_pool, rebuild_pool
 
     if args.repair:
         return _repair_pools(args)
@@ -319,11 +315,11 @@ def _embed_options(args: argparse.Namespace) -> dict:
 
 def cmd_embed(args: argparse.Namespace) -> None:
     """One shard, or (no --shard) every shard in turn: what a job array's tasks do."""
-    from pipeline.embed import embed
-    from pipeline.timing import timed
+    from pipeline.core.timing import timed
+    from pipeline.encoding.embed import embed
 
     if args.device:  # refused up front, even when every paper is already stored
-        from pipeline.encoders import check_device
+        from pipeline.encoding.encoders import check_device
 
         check_device(args.device)
     corpus_dir, index_root, _ = _dirs(args)
@@ -377,12 +373,12 @@ def cmd_after_embed(args: argparse.Namespace) -> None:
 def _index_pools(args: argparse.Namespace, entry, pools: list[str]) -> None:
     """Build what `entry` searches for each pool; an encoder is loaded once for all of them."""
     if args.device:
-        from pipeline.encoders import check_device
+        from pipeline.encoding.encoders import check_device
 
         check_device(args.device)  # a GPU asked for and absent: refused even with no work
-    from pipeline.embed import embed
-    from pipeline.search import index
-    from pipeline.timing import timed
+    from pipeline.core.timing import timed
+    from pipeline.encoding.embed import embed
+    from pipeline.retrieval.search import index
 
     corpus_dir, index_root, _ = _dirs(args)
     if entry.embedded:
@@ -404,9 +400,10 @@ def cmd_search(args: argparse.Namespace) -> None:
     """Search pools one after another in this process: one JVM (BM25) or one model and device
     set-up for all of them. With --stale-only, pools whose run is current are kept as they
     are; with --index, what they search is built first (what `make search` does)."""
-    from pipeline.naming import run_name
-    from pipeline.search import run_is_current, search
-    from pipeline.timing import timed
+    from pipeline.core.timing import timed
+    from pipeline.layout import run_name
+    from pipeline.retrieval.runs import run_is_current
+    from pipeline.retrieval.search import search
 
     corpus_dir, index_root, runs_root = _dirs(args)
     entry = get_model(args.model)
@@ -431,9 +428,9 @@ def cmd_search(args: argparse.Namespace) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
-    from pipeline.evaluate import eval_is_current, eval_run, pool_metrics
-    from pipeline.naming import run_name, split_run_name
-    from pipeline.timing import timed
+    from pipeline.core.timing import timed
+    from pipeline.evaluation.evaluate import eval_is_current, eval_run, pool_metrics
+    from pipeline.layout import run_name, split_run_name
 
     corpus_dir, index_root, runs_root = _dirs(args)
     model, variant = split_run_name(args.model)
@@ -459,8 +456,8 @@ def _comma_list(text: str) -> list[str]:
 
 
 def cmd_mdcr(args: argparse.Namespace) -> None:
+    from pipeline.core.timing import timed
     from pipeline.mdcr.build import build_mdcr
-    from pipeline.timing import timed
 
     corpus_dir, index_root, runs_root = _dirs(args)
     out = Path(args.corpora_root) / args.out
@@ -481,14 +478,14 @@ def cmd_mdcr(args: argparse.Namespace) -> None:
 
 def cmd_mdcr_jaccard(args: argparse.Namespace) -> None:
     from pipeline.mdcr.build import negative_jaccard
-    from pipeline.report import _markdown
+    from pipeline.report.tables import markdown_table
 
     corpus_dir, index_root, runs_root = _dirs(args)
     table = negative_jaccard(corpus_dir, index_root, runs_root, _comma_list(args.models),
                              args.seed, args.depth)
     text = (f"Average Jaccard index between the {args.depth} highest-ranked negatives of two "
             f"models ({args.corpus}, field-level test pools; MDCR §4: pick the models whose "
-            "negatives overlap least)\n\n" + _markdown(
+            "negatives overlap least)\n\n" + markdown_table(
                 ["model a", "model b", "Jaccard", "fields", "queries"],
                 [[a, b, f"{j:.3f}", str(f), str(q)] for a, b, j, f, q in table.iter_rows()]))
     with atomic_path(runs_root / "reports" / f"{args.corpus}-mdcr-jaccard.md") as tmp:
@@ -528,7 +525,7 @@ def _derived(args: argparse.Namespace, corpus: str | None = None) -> tuple[Path,
 
 
 def cmd_import_beir(args: argparse.Namespace) -> None:
-    from pipeline.ingest.beir import import_beir
+    from pipeline.external.beir import import_beir
 
     info = import_beir(Path(args.src), _dirs(args)[0], args.split, args.replace,
                        _derived(args))["collection"]
@@ -549,8 +546,8 @@ def cmd_mdcr_scores(args: argparse.Namespace) -> None:
 
     from pipeline.mdcr.benchmark import read_benchmark
     from pipeline.mdcr.official import SPLITS, check_out, scores_file
-    from pipeline.pools import list_pools, pool_manifest
-    from pipeline.search import load_run
+    from pipeline.pools.build import list_pools, pool_manifest
+    from pipeline.retrieval.runs import load_run
 
     check_out(Path(args.out), folder=False)  # before reading the runs
     corpus_dir, index_root, runs_root = _dirs(args)
@@ -578,7 +575,7 @@ def cmd_mdcr_evaluate(args: argparse.Namespace) -> None:
 
 
 def cmd_collect(args: argparse.Namespace) -> None:
-    from pipeline.evaluate import collect_results
+    from pipeline.evaluation.evaluate import collect_results
 
     results = collect_results(Path(args.corpora_root), Path(args.index_root),
                               Path(args.runs_root))
@@ -586,8 +583,8 @@ def cmd_collect(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from pipeline.evaluate import collect_results
-    from pipeline.report import report, stage_times
+    from pipeline.evaluation.evaluate import collect_results
+    from pipeline.report.build import report, stage_times
 
     collect_results(Path(args.corpora_root), Path(args.index_root), Path(args.runs_root))
     print(report(Path(args.runs_root), args.corpus, args.seed))
@@ -598,7 +595,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> None:
-    from pipeline.inputs import Roots
+    from pipeline.core.inputs import Roots
     from pipeline.verify import verify
 
     data = Roots(Path(args.corpora_root), Path(args.index_root), Path(args.runs_root))
@@ -608,7 +605,7 @@ def cmd_verify(args: argparse.Namespace) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> None:
     """Remove the temporaries of stopped processes under the data roots (verify's DEBRIS)."""
-    from pipeline.artifacts import sweep
+    from pipeline.core.artifacts import sweep
 
     removed = 0
     for root in (args.corpora_root, args.index_root, args.runs_root):
@@ -618,7 +615,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
 
 def cmd_manifest(args: argparse.Namespace) -> None:
-    from pipeline.artifacts import read_json
+    from pipeline.core.artifacts import read_json
 
     path = _dirs(args)[0] / "manifest.json"
     print(json.dumps(read_json(path), indent=2) if path.exists() else "{}")
@@ -820,7 +817,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index", action="store_true", help="index the pools it searches first")
     repair_pools_arg(p)
     p.add_argument("--query-variant", default="full", type=_choice(VARIANTS),
-                   help="perturbed queries (pipeline/queries.py); the run is <model>~<variant>")
+                   help="perturbed queries (pipeline/pools/queries.py); the run is <model>~<variant>")
     bm25_engine_arg(p)
     pool_arg(p)
     embed_args(p)
@@ -905,7 +902,7 @@ WRITES = {"synth": ("corpora",), "ingest": ("corpora",), "prefilter": ("corpora"
 
 
 def check_roots(args: argparse.Namespace) -> None:
-    from pipeline.artifacts import check_writable
+    from pipeline.core.artifacts import check_writable
 
     roots = {"corpora": args.corpora_root, "index": args.index_root, "runs": args.runs_root}
     for kind in WRITES.get(args.stage, ()):

@@ -1,0 +1,225 @@
+"""The embedding store: placeholder."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from pipeline.core.artifacts import file_problem, read_json, write_json
+from pipeline.core.errors import InputError
+from pipeline.layout import id_key
+
+DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
+
+
+def id_array(ids) -> np.ndarray:
+    """Paper ids as numpy: int64 for S2ORC/S2AG CorpusIDs, an object array of str for
+    collections with string ids (the official MDCR files); both sort and search alike."""
+    ids = np.asarray(ids)
+    return ids.astype(np.int64) if ids.dtype.kind in "iu" or len(ids) == 0 else ids.astype(
+        object)
+
+
+def shard_of(ids: np.ndarray, num_shards: int) -> np.ndarray:
+    """The embed shard of each id: id % n for integer ids, crc32(id) % n for string ids."""
+    if ids.dtype.kind in "iu":
+        return ids % num_shards
+    return np.fromiter((id_key(str(i)) % num_shards for i in ids), dtype=np.int64,
+                       count=len(ids))
+
+
+def store_dir(index_root: Path, corpus: str, model: str) -> Path:
+    return index_root / corpus / "embeddings" / model
+
+
+def store_repair(store: Path) -> str:
+    """The command that re-embeds what a store lacks or lost (`<index root>/<corpus>/
+    embeddings/<model>`)."""
+    return f"make embed CORPUS={store.parent.parent.name} MODEL={store.name}"
+
+
+def store_parts(store: Path) -> list[dict]:
+    """The store's parts, each checked against the manifest (size and sha256, hashed again
+    only when the part's stat changed): a damaged part is refused by name with the command
+    that embeds its papers again, never read."""
+    path = store / "manifest.json"
+    parts = read_json(path, store_repair(store))["parts"] if path.exists() else []
+    for part in parts:
+        problem = file_problem(store / part["file"], part, deep=False)
+        if problem:
+            raise InputError(f"{store / part['file']}: {problem}; repair: {store_repair(store)}")
+    return parts
+
+
+def repair_store(store: Path) -> dict[str, int]:
+    """Before embedding into a store (under its lock): drop from the manifest the parts that
+    are missing or damaged, delete the damaged ones and the orphans (parts no manifest lists:
+    a kill between a part's rename and the manifest's update), so their papers are embedded
+    again. Returns what was repaired; every repair is logged."""
+    path = store / "manifest.json"
+    if not path.exists():
+        return {"damaged_parts": 0, "orphan_parts": 0}
+    try:
+        info = read_json(path)
+    except InputError:  # the manifest itself is damaged: every part is re-checked by name
+        info = {"parts": []}
+        print(f"[embed] {path} is damaged: the store is rebuilt from scratch", file=sys.stderr)
+    kept, damaged = [], []
+    for part in info.get("parts", []):
+        problem = file_problem(store / part["file"], part, deep=False)
+        (damaged if problem else kept).append((part, problem))
+    for part, problem in damaged:
+        print(f"[embed] {store / part['file']}: {problem}: its {part.get('rows')} rows are "
+              "embedded again", file=sys.stderr)
+        (store / part["file"]).unlink(missing_ok=True)
+    listed = {part["file"] for part, _ in kept}
+    orphans = [p for p in store.glob("part-*.arrow") if p.name not in listed]
+    for orphan in orphans:
+        print(f"[embed] {orphan}: listed by no manifest (a stopped run): removed",
+              file=sys.stderr)
+        orphan.unlink()
+    if damaged or "config" not in info:
+        if "config" in info:
+            write_json({**info, "parts": [part for part, _ in kept]}, path)
+        else:
+            path.unlink()
+    return {"damaged_parts": len(damaged), "orphan_parts": len(orphans)}
+
+
+def stored_ids(store: Path) -> np.ndarray:
+    """Sorted unique ids of every paper in the store (reads only the id column,
+    memory-mapped; a multi-vector store has one row per sentence)."""
+    ids = [ipc.open_file(pa.memory_map(str(store / p["file"]))).read_all()
+           .column("corpusid").to_numpy() for p in store_parts(store)]
+    return np.unique(np.concatenate(ids)) if ids else np.empty(0, dtype=np.int64)
+
+
+def load_vectors(store: Path, ids: np.ndarray, dtype: type | None = np.float32) -> np.ndarray:
+    """Matrix with one row per id of `ids`, in that order (an id may repeat); error if any is
+    missing. `dtype`: float32 by default, None keeps the store's (float16 halves the memory).
+    Rows are copied from the memory-mapped parts straight into the result: peak memory is the
+    result plus one part."""
+    ids = id_array(ids)
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    found = np.zeros(len(ids), dtype=bool)
+    out: np.ndarray | None = None
+    for part in store_parts(store):
+        table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
+        if "sentence" in table.column_names:
+            raise InputError(f"{store} holds one vector per sentence: read it with "
+                             "pipeline.encoding.store.load_sentence_vectors")
+        part_ids = table.column("corpusid").to_numpy()
+        lo = np.searchsorted(sorted_ids, part_ids, side="left")
+        hi = np.searchsorted(sorted_ids, part_ids, side="right")
+        hit = hi > lo
+        if not hit.any():
+            continue
+        vectors = table.column("vector").combine_chunks()
+        matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(
+            len(part_ids), vectors.type.list_size)
+        if out is None:
+            out = np.empty((len(ids), matrix.shape[1]), dtype=dtype or matrix.dtype)
+        counts = (hi - lo)[hit]  # rows of the result that want each stored paper
+        rows = order[np.repeat(lo[hit] - np.cumsum(counts) + counts, counts)
+                     + np.arange(counts.sum())]
+        out[rows] = np.repeat(matrix[hit], counts, axis=0)
+        found[rows] = True
+    if not found.all():
+        missing = np.unique(ids[~found])
+        raise InputError(f"{len(missing)} papers (e.g. {missing[0]}) have no vector in {store}: "
+                         "run the embed stage for this pool first")
+    return out if out is not None else np.empty((0, 0), dtype=dtype or np.float32)
+
+
+def load_sentence_vectors(store: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float32 sentence vectors of the papers `ids` (in that order) and their offsets: paper
+    i's sentences are rows offsets[i]:offsets[i + 1], in sentence order. An error if a paper
+    has no row or the store is a single-vector one."""
+    from pipeline.encoding.store import store_parts
+
+    ids = np.asarray(ids, dtype=np.int64)
+    wanted = np.unique(ids)
+    found_ids, found_sentences, found_vectors = [], [], []
+    for part in store_parts(store):
+        table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
+        if "sentence" not in table.column_names:
+            raise InputError(f"{store} holds one vector per paper, not per sentence: delete it "
+                             "or embed into another --index-root")
+        part_ids = table.column("corpusid").to_numpy()
+        hit = np.isin(part_ids, wanted)
+        if hit.any():
+            vectors = table.column("vector").combine_chunks()
+            flat = vectors.flatten().to_numpy(zero_copy_only=False)
+            found_ids.append(part_ids[hit])
+            found_sentences.append(table.column("sentence").to_numpy()[hit])
+            found_vectors.append(flat.reshape(len(part_ids), vectors.type.list_size)[hit]
+                                 .astype(np.float32))
+    all_ids = np.concatenate(found_ids) if found_ids else np.empty(0, dtype=np.int64)
+    missing = np.setdiff1d(wanted, all_ids)
+    if len(missing):
+        raise InputError(f"{len(missing)} papers (e.g. {missing[0]}) have no vector in {store}: "
+                         "run the embed stage for this pool first")
+    sentences = np.concatenate(found_sentences) if found_sentences else np.empty(0, np.int16)
+    order = np.lexsort((sentences, all_ids))
+    sorted_ids, sorted_sentences = all_ids[order], sentences[order]
+    # a (paper, sentence) stored twice (two processes embedding one paper) counts once
+    first = np.r_[True, (np.diff(sorted_ids) != 0) | (np.diff(sorted_sentences) != 0)]
+    order, sorted_ids = order[first], sorted_ids[first]
+    starts = np.searchsorted(sorted_ids, ids, side="left")
+    counts = np.searchsorted(sorted_ids, ids, side="right") - starts
+    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    take = np.repeat(starts - offsets[:-1], counts) + np.arange(offsets[-1])
+    matrix = (np.concatenate(found_vectors) if found_vectors
+              else np.empty((0, 0), dtype=np.float32))
+    return matrix[order[take]], offsets
+
+
+def candidate_chunks(store: Path, doc_ids: np.ndarray, max_rows: int
+                     ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The sentence vectors of candidate papers `doc_ids`, read part by part from the store
+    (memory-mapped: only the chunk in hand is in memory, whatever the pool size), as chunks
+    of about `max_rows` rows for maxsim_stream: (float32 rows, paper offsets, positions in
+    `doc_ids`, ascending). A paper stored twice (two processes embedding it) is taken from
+    its first part only."""
+    from pipeline.encoding.store import store_parts
+
+    sorter = np.argsort(doc_ids, kind="stable")
+    sorted_ids = doc_ids[sorter]
+    pending = sorted_ids
+    buffer: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def flush() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        ids, sentences, vectors = (np.concatenate(c) for c in zip(*buffer, strict=True))
+        buffer.clear()
+        position = sorter[np.searchsorted(sorted_ids, ids)]
+        order = np.lexsort((sentences, position))
+        position = position[order]
+        starts = np.flatnonzero(np.r_[True, np.diff(position) != 0])
+        return vectors[order], np.r_[starts, len(position)], position[starts]
+
+    rows = 0
+    for part in store_parts(store):
+        table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
+        part_ids = table.column("corpusid").to_numpy()
+        hit = np.isin(part_ids, pending)
+        if not hit.any():
+            continue
+        pending = np.setdiff1d(pending, part_ids[hit], assume_unique=True)
+        vectors = table.column("vector").combine_chunks()
+        flat = vectors.flatten().to_numpy(zero_copy_only=False)
+        buffer.append((part_ids[hit], table.column("sentence").to_numpy()[hit],
+                       flat.reshape(len(part_ids), vectors.type.list_size)[hit]
+                       .astype(np.float32)))
+        rows += int(hit.sum())
+        if rows >= max_rows:
+            yield flush()
+            rows = 0
+    if buffer:
+        yield flush()

@@ -1,0 +1,132 @@
+"""Build placeholder."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.core.artifacts import atomic_path, read_parquet
+from pipeline.core.errors import InputError
+from pipeline.core.timing import TIMES_FILE
+from pipeline.layout import format_size
+from pipeline.report.plots import plot_field_heatmap, plot_map_vs_size
+from pipeline.report.tables import (
+    GROUP_KEYS,
+    MISSING,
+    dataset_metrics,
+    dataset_table,
+    field_metric,
+    field_table,
+    main_metric,
+    markdown_table,
+    mdcr_tables,
+    mean_results,
+    metric_key,
+    metric_name,
+    significance_marks,
+    significance_section,
+    variant_table,
+    write_table,
+)
+
+
+def stage_times(runs_root: Path, corpus: str) -> str:
+    """Seconds per stage from the stage-times log, summed over invocations."""
+    path = runs_root / corpus / TIMES_FILE
+    if not path.exists():
+        return ""
+    records = pl.DataFrame([json.loads(line) for line in path.read_text().splitlines()])
+    totals = records.group_by("stage", maintain_order=True).agg(
+        pl.col("seconds").sum(), runs=pl.len())
+    rows = [[r["stage"], f"{r['seconds']:.1f}", str(r["runs"])]
+            for r in totals.iter_rows(named=True)]
+    rows.append(["total", f"{totals['seconds'].sum():.1f}", str(totals['runs'].sum())])
+    return markdown_table(["stage", "seconds", "invocations"], rows)
+
+
+def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
+    """Write the tables and plots of one corpus and pool seed; return the markdown written.
+
+    Pools of other seeds have other queries, so they are never averaged into the same cells.
+    """
+    path = runs_root / "results.parquet"
+    if not path.exists():
+        raise InputError(f"{path} is missing: run `make eval` first")
+    # validation pools tune models (MDCR §3); the tables report the test pools (a corpus of
+    # validation pools only, an imported mdcr_val, reports those)
+    results = read_parquet(path).filter(pl.col("corpus") == corpus)
+    results = results.filter(pl.col("split") == ("test" if (results["split"] == "test").any()
+                                                 else "validation"))
+    if "negatives" not in results.columns:  # collected before per-type scores existed
+        results = results.with_columns(negatives=pl.lit("all"))
+    seeds = sorted(results["seed"].unique().to_list())
+    results = results.filter(pl.col("seed") == seed)
+    if results.is_empty():
+        other = f" (seeds present: {', '.join(map(str, seeds))}; pass SEED=...)" if seeds else ""
+        raise InputError(f"no evaluated runs for CORPUS={corpus} and SEED={seed} in {path}"
+                         f"{other}: run `make eval`")
+    out_dir = runs_root / "reports"
+    sections = []
+    perturbed = pl.col("model").str.contains("~", literal=True)  # QUERY_VARIANT runs
+    if (results["level"] == "mdcr").any():
+        (header, rows), (type_header, type_rows) = mdcr_tables(results.filter(~perturbed))
+        captions = (f"{corpus}: MDCR-style benchmark (MDCR Table 3), MAP / R@5 x100 per field; "
+                    "averages as the official evaluator computes them (per field x100, "
+                    "rounded to 4 decimals, mean over fields); bold: best MAP",
+                    f"{corpus}: MAP x100 per candidate type (MDCR Table 4): each query's "
+                    "positives and the negatives of one type only, mean over fields")
+        for caption, (h, r), name in zip(captions, ((header, rows), (type_header, type_rows)),
+                                         ("mdcr", "mdcr-types"), strict=True):
+            sections.append(write_table(out_dir / f"{corpus}-{name}.tex", caption, h, r))
+    results = results.filter(pl.col("negatives") == "all")
+    if results.select(perturbed.any()).item():
+        scored = results.filter(perturbed, pl.col("value").is_not_null())["metric"]
+        metric = main_metric(sorted(scored.unique().to_list(), key=metric_key)) or "map"
+        header, rows = variant_table(results, metric)
+        caption = (f"{corpus}: query robustness, {metric_name(metric)} x100 with full queries "
+                   "and with each QUERY_VARIANT (change in points), over the pools and queries "
+                   "both runs scored")
+        sections.append(write_table(out_dir / f"{corpus}-query-variants.tex", caption, header, rows))
+        results = results.filter(~perturbed)
+    means = mean_results(results) if results.height else pl.DataFrame(
+        schema={**dict.fromkeys(GROUP_KEYS, pl.String), "size": pl.Int64})
+    metrics = dataset_metrics(means)
+    if metrics:
+        dataset = results.filter(pl.col("level") == "dataset")
+        header, rows = dataset_table(means, significance_marks(dataset, "size", metrics[0]))
+        names, main = " / ".join(metric_name(m) for m in metrics), metric_name(metrics[0])
+        missing = (f"; {MISSING}: not computed"
+                   if any(MISSING in cell.split(" / ") for row in rows for cell in row[1:])
+                   else "")
+        caption = (f"{corpus}: dataset-level pools, {names} x100 (top 500), mean ± std over "
+                   f"repeats{missing}; bold: best {main}; †: {main} significantly below the "
+                   "best (paired t-test, Holm-Bonferroni, p < 0.05)")
+        sections.append(write_table(out_dir / f"{corpus}-dataset.tex", caption, header, rows))
+        slug = re.sub(r"[^a-z0-9]+", "", metrics[0].lower())  # map, ndcg10, recall100, ...
+        plot_map_vs_size(means.filter(pl.col("level") == "dataset"),
+                         out_dir / f"{corpus}-{slug}-vs-pool-size.png",
+                         f"{corpus}: {main} against pool size (dataset-level)", metrics[0])
+    for size in sorted(means.filter(pl.col("level") == "field")["size"].unique().to_list()):
+        metric = field_metric(means, size)
+        if metric is None:  # no value was computed on these pools
+            continue
+        fields = results.filter(pl.col("level") == "field", pl.col("size") == size)
+        header, rows = field_table(means, size, significance_marks(fields, "field", metric), metric)
+        name = metric_name(metric)
+        plot_field_heatmap(means.filter(pl.col("level") == "field", pl.col("size") == size),
+                           out_dir / f"{corpus}-fields-{format_size(size)}.png",
+                           f"{corpus}: {name} on field-level pools of {format_size(size)}",
+                           metric)
+        caption = (f"{corpus}: field-level pools of {format_size(size)}, {name} x100; bold: "
+                   "best; †: significantly below the best (paired t-test, Holm-Bonferroni, "
+                   "p < 0.05)")
+        sections.append(write_table(out_dir / f"{corpus}-field-{format_size(size)}.tex", caption,
+                               header, rows))
+    sections.append(significance_section(results))
+    text = "\n".join(sections)
+    with atomic_path(out_dir / f"{corpus}.md") as tmp:
+        tmp.write_text(f"# Results: {corpus}\n\n{text}")
+    return text

@@ -1,0 +1,142 @@
+"""Runs store: placeholder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.core.artifacts import (
+    atomic_path,
+    check_outputs,
+    file_problem,
+    fingerprints,
+    manifest,
+    read_json,
+    read_parquet,
+    write_parquet,
+)
+from pipeline.core.errors import InputError
+from pipeline.core.inputs import Roots, changed
+from pipeline.layout import VARIANT_SEP
+from pipeline.pools.build import validation_pools
+
+TOP_K = 500
+
+
+SCORE_DECIMALS = 6  # scores are rounded as written, so the TREC file and the parquet agree
+
+
+def run_paths(runs_root: Path, corpus: str, pool: str, model: str) -> dict[str, Path]:
+    folder = runs_root / corpus / pool
+    return {suffix: folder / f"{model}.{suffix}"
+            for suffix in ("trec", "parquet", "manifest.json", "metrics.parquet", "eval.json")}
+
+
+def run_repair(corpus: str, run: str) -> str:
+    """The command that searches (and scores) a run of a corpus again: `<model>~<variant>`
+    runs are made with QUERY_VARIANT."""
+    model, _, variant = run.partition(VARIANT_SEP)
+    return f"make eval CORPUS={corpus} MODEL={model}" + (
+        f" QUERY_VARIANT={variant}" if variant else "")
+
+
+def run_problem(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str,
+                k: int = TOP_K) -> str | None:
+    """Why `search` would write this run again (None when it is current): no complete run, a
+    damaged file, other parameters, or an input that changed since (the pool's files, the
+    texts, embedding parts or index it read, component runs, validation pools)."""
+    paths = run_paths(runs_root, corpus_dir.name, pool, model)
+    if not paths["manifest.json"].exists():
+        return "no complete run"
+    try:
+        info = read_json(paths["manifest.json"])
+    except InputError as exc:
+        return str(exc)
+    if info.get("parameters") != {"pool": pool, "model": model, "k": k}:
+        return "made with other parameters"
+    for name, expected in info.get("outputs", {}).items():
+        problem = file_problem(paths["trec"].parent / name, expected, deep=False)
+        if problem:
+            return f"{paths['trec'].parent / name}: {problem}"
+    details = info.get("details", {})
+    if "k1" in details and details.get("tuned_on") != validation_pools(corpus_dir, pool):
+        return "its pool's validation pools changed since (BM25 is tuned on them)"
+    stale = changed(Roots.of(corpus_dir, index_root, runs_root), info.get("inputs", {}))
+    return stale[0] if stale else None
+
+
+def run_is_current(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str,
+                   k: int = TOP_K) -> bool:
+    """True when `search` would write this run again from the same inputs."""
+    return run_problem(corpus_dir, index_root, runs_root, pool, model, k) is None
+
+
+def run_shas(runs_root: Path, corpus: str, pool: str, models: list[str]) -> dict[str, str]:
+    """`<model>.parquet` -> sha256 of each model's run of the pool, as its manifest records
+    (None for a model without a complete run)."""
+    shas = {}
+    for model in models:
+        paths = run_paths(runs_root, corpus, pool, model)
+        outputs = (read_json(paths["manifest.json"]).get("outputs", {})
+                   if paths["manifest.json"].exists() else {})
+        shas[paths["parquet"].name] = outputs.get(paths["parquet"].name, {}).get("sha256")
+    return shas
+
+
+def finalize_run(hits: pl.DataFrame, k: int = TOP_K) -> tuple[pl.DataFrame, int]:
+    """Drop self hits, round scores, order as trec_eval does, keep the top k per query.
+
+    Returns (run with columns query, doc, rank, score) and the number of self hits dropped.
+    """
+    not_self = hits.filter(pl.col("query") != pl.col("doc"))
+    run = (
+        not_self.with_columns(pl.col("score").round(SCORE_DECIMALS), key=pl.col("doc")
+                              .cast(pl.String))
+        .sort(["query", "score", "key"], descending=[False, True, True])
+        .with_columns(rank=pl.int_range(1, pl.len() + 1).over("query").cast(pl.Int32))
+        .filter(pl.col("rank") <= k)
+        .select("query", "doc", "rank", "score")
+    )
+    return run, hits.height - not_self.height
+
+
+def write_run(run: pl.DataFrame, paths: dict[str, Path], tag: str) -> None:
+    """The run as TREC text (qid Q0 docid rank score tag) and as parquet, both atomic; the
+    run's manifest is removed first (and written last by the caller), so a run killed between
+    the two files is never taken for complete."""
+    paths["manifest.json"].unlink(missing_ok=True)
+    with atomic_path(paths["trec"]) as tmp:
+        text = run.select(pl.format("{} Q0 {} {} {} " + tag, "query", "doc", "rank",
+                                    pl.col("score").map_elements(
+                                        lambda s: f"{s:.{SCORE_DECIMALS}f}",
+                                        return_dtype=pl.String)))
+        tmp.write_text("".join(line + "\n" for line in text.to_series()))
+    write_parquet(run.to_arrow(), paths["parquet"])
+
+
+def run_manifest(corpus_dir: Path, pool: str, name: str, k: int, details: dict,
+                  paths: dict[str, Path], seconds: float, counts: dict,
+                  inputs: dict[str, str]) -> dict:
+    folder = paths["trec"].parent
+    return manifest("search", {"pool": pool, "model": name, "k": k}, details=details,
+                    inputs=inputs,
+                    outputs=fingerprints(folder, [paths["trec"].name, paths["parquet"].name]),
+                    counts=counts, seconds=round(seconds, 2),
+                    queries_per_s=round(counts["queries"] / max(seconds, 1e-9), 2))
+
+
+def load_run(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str
+             ) -> pl.DataFrame:
+    """A complete, intact run made from its inputs as they are now (else a one-line error
+    naming the command that searches it again)."""
+    paths = run_paths(runs_root, corpus_dir.name, pool, model)
+    repair = run_repair(corpus_dir.name, model)
+    if not paths["manifest.json"].exists():
+        raise InputError(f"no complete run {paths['parquet']}: search it first: {repair}")
+    info = read_json(paths["manifest.json"], repair)
+    check_outputs(paths["trec"].parent, info, repair=repair)
+    stale = changed(Roots.of(corpus_dir, index_root, runs_root), info.get("inputs", {}))
+    if stale:
+        raise InputError(f"run {paths['parquet']} is stale: {stale[0]}; repair: {repair}")
+    return read_parquet(paths["parquet"])
