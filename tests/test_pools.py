@@ -1,4 +1,4 @@
-"""Pool invariants (SPEC.md §3): positives present, years, nesting, determinism, field pools."""
+"""Pool invariants (docs/pools.md): positives present, years, nesting, determinism, field pools."""
 
 from __future__ import annotations
 

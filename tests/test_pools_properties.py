@@ -3,7 +3,7 @@
 Each example writes a small S2ORC 2020 metadata release (1-3 JSONL shards), runs the real
 ingest, prefilter and pool stages on it, and checks the pools against an oracle computed from
 the raw records the test wrote (not from the pipeline's own files): positives, years, fields,
-nesting, exclusions, validation splits, self-retrieval and byte-identical outputs (SPEC.md §3).
+nesting, exclusions, validation splits, self-retrieval and byte-identical outputs (docs/pools.md).
 
 The corpus details come from a numpy generator seeded by hypothesis (a drawn `seed`), with the
 shape (papers, shards, citation density, prefilter threshold) drawn by hypothesis itself: a

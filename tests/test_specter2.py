@@ -1,4 +1,4 @@
-"""SPECTER2 with its proximity adapter, through the `adapters` library (SPEC.md §5).
+"""SPECTER2 with its proximity adapter, through the `adapters` library (docs/encoders.md).
 
 `adapters` pins transformers 4.57 while the pipeline runs on transformers 5, which is what the
 `[specter2]` extra resolves to in a user's environment. The test builds that environment

@@ -1,4 +1,4 @@
-"""The generator writes S2ORC 2020 metadata exactly, with realistic structure (SPEC.md §1)."""
+"""The generator writes S2ORC 2020 metadata exactly, with realistic structure (docs/ingest.md)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_fields_names_types_and_quirks(rows):
         for author in row["authors"]:
             assert set(author) == {"first", "middle", "last", "suffix"}
             assert isinstance(author["middle"], list)
-    # missing field lists appear both as null and as [] (SPEC.md §1)
+    # missing field lists appear both as null and as [] (docs/ingest.md)
     kinds = Counter(type(r["mag_field_of_study"]).__name__ + str(bool(r["mag_field_of_study"]))
                     for r in rows)
     assert kinds["NoneTypeFalse"] > 0 and kinds["listFalse"] > 0

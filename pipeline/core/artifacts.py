@@ -1,4 +1,4 @@
-"""Atomic writes, manifests, checksums and locks shared by every stage (DESIGN.md, 'Contracts').
+"""Atomic writes, manifests, checksums and locks shared by every stage (docs/architecture.md).
 
 Guarantees every stage relies on:
 - a file or folder appears under its final name only when complete (temporary + rename);

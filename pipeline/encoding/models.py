@@ -1,4 +1,4 @@
-"""The model registry: one entry per retrieval model (SPEC.md §5, §6).
+"""The model registry: one entry per retrieval model (docs/encoders.md, docs/retrieval.md).
 
 Like `ir_datasets` registers datasets, every encoder is registered here by name with its
 Hugging Face id, pooling, input format and similarity; the similarity is a property of the

@@ -1,9 +1,9 @@
-"""Multi-vector encoders (ASPIRE, SPEC.md §5): one vector per sentence, papers scored by their
+"""Multi-vector encoders (ASPIRE, docs/encoders.md): one vector per sentence, papers scored by their
 best sentence pair.
 
 ts-ASPIRE (Mysore et al.; MDCR §4) represents a paper by contextual sentence embeddings: the
 title is sentence 0, then the abstract's sentences; the whole paper is encoded as ONE sequence
-(`title + sep_token + abstract`, as every encoder of SPEC.md §5 reads it) and a sentence's
+(`title + sep_token + abstract`, as every encoder of docs/encoders.md reads it) and a sentence's
 vector is the mean of its tokens' states. MDCR "mean-pooled token embeddings across all layers
 for each sentence": here a token's state is the mean of the hidden states of all transformer
 layers (`output_hidden_states`, `hidden_states[1:]`: the embedding layer's output is left out,
@@ -88,7 +88,7 @@ class PaperText(NamedTuple):
 
 def paper_text(title: str | None, abstract: str | None, sep: str, prefix: str = ""
                ) -> PaperText:
-    """`prefix + title + sep + abstract` (SPEC.md §5) with the title as sentence 0 (whatever
+    """`prefix + title + sep + abstract` (docs/encoders.md) with the title as sentence 0 (whatever
     periods it holds; an empty title keeps index 0, without tokens) and the abstract's
     sentences (split_sentences) numbered 1, 2, ..."""
     title, abstract = title or "", abstract or ""

@@ -1,4 +1,4 @@
-"""Score runs (SPEC.md §8): MAP, NDCG and R@30 over the top-500 list by default, per query,
+"""Score runs (docs/evaluation.md): MAP, NDCG and R@30 over the top-500 list by default, per query,
 with ranx's kernels (`pipeline/evaluation/metrics.py`); any metric set or list (METRICS).
 
 ranx does not break score ties; trec_eval orders ties by docid descending. Runs are written in

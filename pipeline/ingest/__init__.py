@@ -1,5 +1,5 @@
 """Ingest: raw shards (S2ORC 2020 metadata or the S2AG datasets) -> `papers.parquet`,
-`citations.parquet`, `quarantine.jsonl`; then the MDCR prefilter (SPEC.md §1-2).
+`citations.parquet`, `quarantine.jsonl`; then the MDCR prefilter (docs/ingest.md).
 
 Shards are read in parallel, one worker process per shard (`workers`), each streaming its
 shard in bounded blocks into scratch parts; the merge then keeps one record per paper id (the

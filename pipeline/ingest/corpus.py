@@ -1,8 +1,8 @@
-"""What every ingest reader produces (DESIGN.md contracts) and the corpus manifest.
+"""What every ingest reader produces (docs/architecture.md) and the corpus manifest.
 
 `papers.parquet`: corpusid, title, abstract, year, fields, n_inbound, n_outbound.
 `citations.parquet`: citing, cited, dangling (the cited id is not a paper of the corpus: kept,
-so that `n_inbound` stays what the source says, SPEC.md §1).
+so that `n_inbound` stays what the source says, docs/ingest.md).
 `<corpus>/manifest.json` holds one section per corpus stage (ingest, prefilter), or, for a
 corpus written whole by one command, one section naming it: `benchmark` (make mdcr, make
 import-mdcr) or `collection` (make import-beir).

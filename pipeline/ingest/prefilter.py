@@ -1,4 +1,4 @@
-"""The MDCR prefilter (SPEC.md §2, MDCR §3), streamed over `papers.parquet`.
+"""The MDCR prefilter (docs/ingest.mdMDCR §3), streamed over `papers.parquet`.
 
 Keeps papers with a year, a title, an abstract of at least 30 characters and at least three
 citations; counts every drop by its first failed rule and reconciles the counts with ingest.
@@ -90,7 +90,7 @@ def prefilter(corpus_dir: Path, mode: CitationMode = "inbound", min_citations: i
 def _prefilter(corpus_dir: Path, mode: CitationMode, min_citations: int,
                min_abstract: int) -> dict:
     """Write `prefiltered.parquet` and record drop counts by reason in the corpus manifest,
-    reconciled with the ingest counts (SPEC.md §2: every dropped paper counted by reason)."""
+    reconciled with the ingest counts (docs/ingest.md: every dropped paper counted by reason)."""
     if mode not in CITATION_MODES:
         raise InputError(f"unknown citation mode {mode!r}: use one of {', '.join(CITATION_MODES)}")
     papers_path = corpus_file(corpus_dir, "papers.parquet")  # checked against its manifest

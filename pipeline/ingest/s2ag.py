@@ -1,5 +1,5 @@
 """The S2AG reader: the Semantic Scholar Datasets `papers`, `abstracts` and `citations`
-(SPEC.md §1), joined on corpusid into the same contracts as the S2ORC reader.
+(docs/ingest.md), joined on corpusid into the same contracts as the S2ORC reader.
 
 Every shard is read by one worker, line by line (orjson), in blocks of BLOCK_RECORDS records,
 so memory holds one block. Papers and abstracts go to scratch files bucketed by

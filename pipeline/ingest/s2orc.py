@@ -1,4 +1,4 @@
-"""The S2ORC 2020 metadata reader (SPEC.md §1): one `metadata/*.jsonl[.gz]` shard at a time.
+"""The S2ORC 2020 metadata reader (docs/ingest.md): one `metadata/*.jsonl[.gz]` shard at a time.
 
 A clean shard is cut into blocks of about `BLOCK` bytes at line ends, each checked (UTF-8, one
 `{...}` record per line, so row i is line i + 1) and parsed by pyarrow.

@@ -1,4 +1,4 @@
-"""A deterministic generator of corpora in the S2ORC 2020 metadata format (SPEC.md §1).
+"""A deterministic generator of corpora in the S2ORC 2020 metadata format (docs/ingest.md).
 
 The embedded default corpus is made here, so the demo exercises the same ingest code as the
 real S2ORC. What makes retrieval on it meaningful:
@@ -61,7 +61,7 @@ FIELD_SHARE: dict[str, float] = {
     "Political Science": 0.02, "Sociology": 0.02, "Geology": 0.02, "Geography": 0.015,
     "History": 0.01, "Art": 0.008, "Philosophy": 0.007,
 }
-N_FIELDS_P = (0.05, 0.876, 0.07, 0.004)  # 0, 1, 2 or 3 fields (SPEC.md §1)
+N_FIELDS_P = (0.05, 0.876, 0.07, 0.004)  # 0, 1, 2 or 3 fields (docs/ingest.md)
 LEVEL_P = (0.5, 0.2, 0.15, 0.15)  # a reference goes to: same theme, subtopic, field, anywhere
 DANGLING_P = 0.03  # share of outbound ids that are not in the corpus
 ABSTRACT_P = 0.52  # share of papers with an abstract
@@ -433,7 +433,7 @@ class _TextMaker:
 
 
 def _extra_fields(primary: int, rnd: random.Random) -> list[int]:
-    """Primary field first, then 0-2 other fields; or no field at all (SPEC.md §1 shares)."""
+    """Primary field first, then 0-2 other fields; or no field at all (docs/ingest.md shares)."""
     count = rnd.choices(range(4), weights=N_FIELDS_P)[0]
     if count == 0:
         return []

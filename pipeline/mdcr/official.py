@@ -1,4 +1,4 @@
-"""The official MDCR release's files (github.com/zoranmedic/mdcr; SPEC.md §4).
+"""The official MDCR release's files (github.com/zoranmedic/mdcr; docs/mdcr.md).
 
 - `mdcr_<split>.json`: {field: {query_id: {"bm25": [ids], ..., "true": [cited ids]}}};
 - `mdcr_<split>_data.jsonl`: one paper per line, `paper_id`, `title`, `abstract`;

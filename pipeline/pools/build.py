@@ -1,4 +1,4 @@
-"""Query sets and candidate pools (SPEC.md §3, MDCR §3).
+"""Query sets and candidate pools (docs/pools.mdMDCR §3).
 
 Dataset-level: queries are prefiltered papers of the query year; the pool holds every paper
 they cite plus papers sampled at random from prefiltered papers up to the candidate year.

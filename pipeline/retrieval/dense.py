@@ -1,4 +1,4 @@
-"""Exact dense search (SPEC.md §7): Faiss flat search, on the GPU when a working GPU build is
+"""Exact dense search (docs/retrieval.md): Faiss flat search, on the GPU when a working GPU build is
 present, else torch matmul + top-k on the GPU, else Faiss on the CPU.
 
 The PyPI `faiss-gpu-cu12` wheel has no kernels for compute capability 9.0 (H100/H200); a tiny
@@ -120,7 +120,7 @@ def maxsim_search(queries: np.ndarray, query_offsets: np.ndarray, docs: np.ndarr
                   doc_offsets: np.ndarray, k: int, similarity: Similarity, device: str = "cpu",
                   doc_rows: int | None = None, query_rows: int | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Multi-vector exact search (ts-ASPIRE, SPEC.md §5) over candidates held in memory:
+    """Multi-vector exact search (ts-ASPIRE, docs/encoders.md) over candidates held in memory:
     candidate paper j is docs[doc_offsets[j]:doc_offsets[j + 1]] and its position is j.
     maxsim_stream does the work, on chunks of `doc_rows` sentence rows (whole papers)."""
     doc_rows = doc_rows or (1 << 16 if device.startswith("cuda") else 1 << 13)

@@ -1,5 +1,5 @@
 """BM25's k1 and b tuned on the validation pools (MDCR §3: "tuned on separate validation sets
-built the same way as the test sets"; SPEC.md §3).
+built the same way as the test sets"; docs/pools.md).
 
 A test pool `<scope>-<size>[-s<seed>]-r<repeat>` is searched with the (k1, b) of the grid that
 gives the best mean MAP over its validation pools `<scope>-<size>[-s<seed>]-r*-val` (same
