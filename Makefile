@@ -1,6 +1,6 @@
 # The pipeline's stages, chained: `make eval MODEL=x` brings everything it needs up to date.
 # Every recipe calls `python -m pipeline <stage>`, which decides by content what is current
-# (make keeps no timestamps of its own); see README.md for the variables.
+# (make keeps no timestamps of its own). The variables: docs/variables.md (make variables).
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -13,96 +13,14 @@ STAMP = $(VENV)/.installed
 TORCH_VERSION ?= 2.13.0
 PYSERINI_VERSION ?= 1.6.0
 
-CORPUS ?= demo
-MODEL ?= minilm
-SIZE ?= 10k
-FIELD ?=
-REPEATS ?= 1
-SEED ?= 0
-THREADS ?= 2
-CITATIONS ?= inbound
-# BM25 on arrays (Lucene's analysis and scores in numba: Anserini's lists and scores, faster
-# for whole-abstract queries) or on Lucene itself (Anserini); the dense search backend (auto
-# picks one and the run manifest says which).
-BM25_ENGINE ?= arrays
-BACKEND ?= auto
-# What eval scores: auto (each pool's own set: large-scale pools MAP, NDCG, R@30 over the top
-# 500; MDCR-style pools MAP, NDCG, R@5), a set (large-scale, mdcr, beir: nDCG@10, R@100) or
-# ranx metric names, e.g. METRICS="map ndcg@10 recall@30".
-METRICS ?= auto
-# make fuse: the models whose runs are fused (commas) and ranx's method (rrf, wsum, sum, mnz..)
-MODELS ?=
-METHOD ?= rrf
-# make mdcr: the benchmark corpus it writes, and the models whose top-ranked papers give the
-# model-based negatives (the paper's: bm25,specter,scincl; make mdcr-jaccard MODELS=.. helps
-# choose). SRC / OUT / SPLIT: the folder of official MDCR files to import / export, and which.
-MDCR ?= $(CORPUS)-mdcr
-MDCR_MODELS ?= bm25,minilm
-SRC ?=
-OUT ?=
-SPLIT ?= test
-# The reader: the S2ORC 2020 release, or the S2AG datasets (papers/, abstracts/, citations/).
-SOURCE ?= $(if $(filter s2ag,$(CORPUS)),s2ag,s2orc)
-FOS_SOURCE ?= external
-RAW ?= $(DATAROOT)/corpora/$(CORPUS)/$(SOURCE)
-MODEL_PATH ?=
-# MODEL=hf:<org>/<name> POOLING=cls|mean: any Hugging Face encoder, no registry entry; its
-# runs and store are named hf--<org>--<name>--<pooling>.
-POOLING ?=
-# QUERY_VARIANT: the same pools searched with perturbed queries (title, abstract, shuffled,
-# deleted30, typos; pipeline/pools/queries.py); its runs are <model>~<variant>, beside the others.
-QUERY_VARIANT ?= full
-MODEL_NAME = $(if $(filter hf:%,$(MODEL)),hf--$(subst /,--,$(patsubst hf:%,%,$(MODEL)))--$(or \
-	$(POOLING),mean),$(MODEL))$(if $(filter-out full,$(QUERY_VARIANT)),~$(QUERY_VARIANT))
-MODEL_ARGS = --model $(call q,$(patsubst %~$(QUERY_VARIANT),%,$(MODEL_NAME))) \
-	$(if $(MODEL_PATH),--model-path $(call q,$(MODEL_PATH)))
-# Paper defaults are 3,800 dataset-level / 200 per-field queries; the demo corpus uses 50
-# (about 24 positives each: their cited papers fill half of a 2k pool, as in the paper's 200k).
-QUERIES ?= $(if $(filter demo,$(CORPUS)),50,)
-
-# The paper's grid (MDCR §3): `make pools-paper` builds test and validation pools of these.
-PAPER_SIZES ?= 200k 500k 1M 2M
-PAPER_QUERIES ?= 3800
-PAPER_FIELD_SIZE ?= 100k
-PAPER_FIELD_QUERIES ?= 200
-PAPER_REPEATS ?= 3
-
-DEMO_PAPERS ?= 120k
-DEMO_SIZES ?= 2k 5k 10k
-DEMO_MODELS ?= bm25 minilm random
-# A small Table 2: field-level pools of a few fields (names with '-' for spaces).
-DEMO_FIELDS ?= medicine biology computer-science
-DEMO_FIELD_SIZE ?= 1k
-DEMO_FIELD_QUERIES ?= 25
-
-# Where corpora/, indexes/ and runs/ live (a scratch disk on a cluster, say).
-DATA ?= .
-DEMO_SEED ?= 0
-STRICT ?=
-# REPLACE=1: make import-mdcr, import-beir and mdcr may replace an existing corpus of the same
-# kind (without it they refuse to write into a corpus that holds anything).
-REPLACE ?=
-
-# Where embed runs: local (this machine; the SHARDS one after another in one process) or slurm
-# (an sbatch job array under runs/slurm/, one shard per task; `make eval` then waits for it).
-EXECUTOR ?= local
-SHARDS ?= 1
-PARTITION ?=
-GPUS_PER_TASK ?= 1
-# The SLURM time limit of each job (#SBATCH --time). TIME=.. on make's command line is an alias;
-# a TIME in the environment (GNU time's format, set by some shells) is never read.
-SLURM_TIME ?=
+# The user variables (CORPUS, MODEL, SIZE, ...), their defaults and the list USER_VARS:
+# generated from their one declaration, pipeline/cli/variables.py, by `make variables`; the
+# table of them is docs/variables.md.
+include pipeline/cli/variables.mk
 
 # Every value reaches a shell single-quoted ($(call q,...)), so no value runs as shell code; a
 # value given on the command line or in the environment may not hold '$' (make code).
 q = '$(subst ','\'',$(1))'
-USER_VARS := CORPUS MODEL POOLING SIZE FIELD REPEATS SEED THREADS CITATIONS SOURCE FOS_SOURCE \
-	BM25_ENGINE BACKEND METRICS MODELS METHOD MDCR MDCR_MODELS SRC OUT SPLIT QUERY_VARIANT \
-	RAW MODEL_PATH QUERIES \
-	DATA DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED DEMO_FIELDS DEMO_FIELD_SIZE \
-	DEMO_FIELD_QUERIES STRICT REPLACE PAPER_SIZES PAPER_QUERIES \
-	PAPER_FIELD_SIZE PAPER_FIELD_QUERIES PAPER_REPEATS EXECUTOR SHARDS PARTITION GPUS_PER_TASK \
-	SLURM_TIME
 # The executables and folders the recipes run: also settable, but not through the check (it is
 # run by PYTHON): plain paths only, so none of them is shell code.
 TOOL_VARS := PYTHON VENV PY STAMP
@@ -127,42 +45,32 @@ TIME_ALIAS :=
 endif
 endif
 
-# The data folders, as absolute paths (the stages' --*-root options).
-DATAROOT = $(abspath $(DATA))
-PIPE = $(call q,$(PY)) -m pipeline --corpora-root $(call q,$(DATAROOT)/corpora) \
-	--index-root $(call q,$(DATAROOT)/indexes) --runs-root $(call q,$(DATAROOT)/runs)
-CDIR := $(DATAROOT)/corpora/$(CORPUS)
-POOLS = $(notdir $(patsubst %/manifest.json,%,$(wildcard $(CDIR)/pools/*/manifest.json)))
-
-# Check every variable before anything runs (one line, exit status 2); it writes nothing.
-CHECK := $(shell $(call q,$(PYTHON)) -m pipeline check --CORPUS $(call q,$(CORPUS)) \
-	--MODEL $(call q,$(MODEL)) --DEMO_MODELS $(call q,$(DEMO_MODELS)) \
-	$(if $(POOLING),--POOLING $(call q,$(POOLING))) \
-	$(if $(FIELD),--FIELD $(call q,$(FIELD))) --SIZE $(call q,$(SIZE)) \
-	--DEMO_SIZES $(call q,$(DEMO_SIZES)) --DEMO_PAPERS $(call q,$(DEMO_PAPERS)) \
-	--REPEATS $(call q,$(REPEATS)) --SEED $(call q,$(SEED)) --DEMO_SEED $(call q,$(DEMO_SEED)) \
-	--DEMO_FIELDS $(call q,$(DEMO_FIELDS)) --DEMO_FIELD_SIZE $(call q,$(DEMO_FIELD_SIZE)) \
-	--DEMO_FIELD_QUERIES $(call q,$(DEMO_FIELD_QUERIES)) \
-	--THREADS $(call q,$(THREADS)) $(if $(QUERIES),--QUERIES $(call q,$(QUERIES))) \
-	--CITATIONS $(call q,$(CITATIONS)) --DATA $(call q,$(DATA)) --RAW $(call q,$(RAW)) \
-	--BM25_ENGINE $(call q,$(BM25_ENGINE)) --BACKEND $(call q,$(BACKEND)) \
-	--METRICS $(call q,$(METRICS)) --MODELS $(call q,$(MODELS)) --METHOD $(call q,$(METHOD)) \
-	--MDCR $(call q,$(MDCR)) --MDCR_MODELS $(call q,$(MDCR_MODELS)) --SPLIT $(call q,$(SPLIT)) \
-	--QUERY_VARIANT $(call q,$(QUERY_VARIANT)) \
-	$(if $(SRC),--SRC $(call q,$(SRC))) $(if $(OUT),--OUT $(call q,$(OUT))) \
-	$(if $(MODEL_PATH),--MODEL_PATH $(call q,$(MODEL_PATH))) --STRICT $(call q,$(STRICT)) \
-	--REPLACE $(call q,$(REPLACE)) \
-	--SOURCE $(call q,$(SOURCE)) --FOS_SOURCE $(call q,$(FOS_SOURCE)) \
-	--PAPER_SIZES $(call q,$(PAPER_SIZES)) --PAPER_QUERIES $(call q,$(PAPER_QUERIES)) \
-	--PAPER_FIELD_SIZE $(call q,$(PAPER_FIELD_SIZE)) \
-	--PAPER_FIELD_QUERIES $(call q,$(PAPER_FIELD_QUERIES)) \
-	--PAPER_REPEATS $(call q,$(PAPER_REPEATS)) --EXECUTOR $(call q,$(EXECUTOR)) \
-	--SHARDS $(call q,$(SHARDS)) --GPUS_PER_TASK $(call q,$(GPUS_PER_TASK)) \
-	$(if $(PARTITION),--PARTITION $(call q,$(PARTITION))) \
-	$(if $(SLURM_TIME),--$(or $(TIME_ALIAS),SLURM_TIME) $(call q,$(SLURM_TIME))) 2>&1)
-ifneq ($(CHECK),)
+# Check every variable before anything runs (one line, exit status 2); it writes nothing. Each
+# goes as --NAME 'value' (SLURM_TIME as --TIME when it came as TIME on the command line). The
+# check then prints one line, `check=ok NAME=value ...`: the names and paths make uses (DERIVED
+# in pipeline/cli/variables.py, from pipeline/layout.py), which make reads, never composes.
+# `make variables` alone runs no check: it writes the include again, even a stale one.
+check_name = $(if $(and $(filter SLURM_TIME,$(1)),$(TIME_ALIAS)),TIME,$(1))
+ifneq ($(MAKECMDGOALS),variables)
+CHECK := $(shell $(call q,$(PYTHON)) -m pipeline check $(foreach v,$(USER_VARS),\
+	--$(call check_name,$(v)) $(call q,$($(v)))) 2>&1)
+ifneq ($(firstword $(CHECK)),check=ok)
 $(error $(CHECK))
 endif
+endif
+comma := ,
+checked = $(patsubst $(1)=%,%,$(filter $(1)=%,$(CHECK)))
+checked_list = $(subst $(comma), ,$(call checked,$(1)))
+# The data folders, as absolute paths (the stages' --*-root options).
+PIPE = $(call q,$(PY)) -m pipeline --corpora-root $(call q,$(call checked,CORPORA_ROOT)) \
+	--index-root $(call q,$(call checked,INDEX_ROOT)) \
+	--runs-root $(call q,$(call checked,RUNS_ROOT))
+POOLS := $(call checked_list,POOLS)
+# MODEL's runs (with QUERY_VARIANT) and the model the stages load.
+MODEL_NAME := $(call checked,MODEL_NAME)
+MODEL_ARGS = --model $(call q,$(call checked,MODEL_FILE)) \
+	$(if $(MODEL_PATH),--model-path $(call q,$(MODEL_PATH)))
+
 # An import writes the corpus CORPUS: never the default one by accident.
 IMPORT_GOALS := $(filter import-mdcr import-beir,$(MAKECMDGOALS))
 ifneq ($(IMPORT_GOALS),)
@@ -172,18 +80,20 @@ endif
 endif
 ifneq ($(filter eval index search,$(MAKECMDGOALS)),)
 ifeq ($(strip $(POOLS)),)
-$(error error: no pools for CORPUS=$(CORPUS) under $(CDIR)/pools: build one first, e.g. make pool SIZE=10k)
+$(error error: no pools for CORPUS=$(CORPUS) under $(call checked,POOLS_DIR): build one first, e.g. make pool SIZE=10k)
 endif
 endif
 
-.PHONY: help setup setup-gpu demo test lint corpus pool pools pools-paper embed index search \
-	eval fuse report mdcr mdcr-jaccard import-mdcr export-mdcr mdcr-scores import-beir \
-	verify sweep models clean-demo
+.PHONY: help setup setup-gpu demo test test-fast lint variables corpus pool pools pools-paper \
+	embed index search eval fuse report mdcr mdcr-jaccard import-mdcr export-mdcr mdcr-scores \
+	import-beir verify sweep models clean-demo
 .DELETE_ON_ERROR:
 
 help:
 	@echo "make demo                      set up, generate the demo corpus, run every stage, report"
-	@echo "make test                      set up and run the test suite"
+	@echo "make test                      set up and run the test suite (and ruff)"
+	@echo "make test-fast                 the test suite without the slow tests"
+	@echo "make lint                      ruff and the import contracts (lint-imports)"
 	@echo "make pool [FIELD=f] SIZE=20k   build a dataset-level (or field-level) pool"
 	@echo "make pools-paper               the paper's grid: test and validation pools"
 	@echo "make eval MODEL=bm25|minilm|.. index, search and score every pool of CORPUS"
@@ -207,6 +117,9 @@ help:
 	@echo "make sweep                     remove temporaries left by killed processes"
 	@echo "make models                    list the model registry"
 	@echo "make setup-gpu                  on a GPU node: Faiss GPU in place of faiss-cpu"
+	@echo "make variables                 write pipeline/cli/variables.mk and docs/variables.md"
+	@echo "                               again from pipeline/cli/variables.py (the variables'"
+	@echo "                               one declaration; docs/variables.md lists them)"
 
 $(STAMP): pyproject.toml
 	$(call q,$(PYTHON)) -m venv $(call q,$(VENV))
@@ -239,13 +152,10 @@ models: $(STAMP)
 # changed setting, a damaged file or a data folder moved elsewhere is handled the same way.
 # A benchmark corpus (make mdcr, make import-mdcr) or an imported collection (make
 # import-beir) has no raw input: the command that makes it writes it whole, and `corpus` has
-# nothing to do for it.
-BENCHMARK := $(shell grep -Eqs '"(benchmark|collection)"' $(call q,$(CDIR)/manifest.json) \
-	&& echo yes)
-
+# nothing to do for it (the check says which: WRITTEN_WHOLE).
 corpus: | $(STAMP)
-ifeq ($(BENCHMARK),)
-	$(PIPE) corpus --corpus $(call q,$(CORPUS)) --raw $(call q,$(RAW)) \
+ifeq ($(call checked,WRITTEN_WHOLE),)
+	$(PIPE) corpus --corpus $(call q,$(CORPUS)) --raw $(call q,$(call checked,RAW_DIR)) \
 		--source $(call q,$(SOURCE)) --fos-source $(call q,$(FOS_SOURCE)) \
 		--workers $(call q,$(THREADS)) $(if $(filter 1,$(STRICT)),--strict) \
 		--citations $(call q,$(CITATIONS)) $(if $(filter demo,$(CORPUS)),--synth \
@@ -320,20 +230,16 @@ endif
 
 # Fusion: every component evaluated, then the fused model like any other (its runs are made
 # from the components' runs of the same pool; see pipeline/retrieval/fusion.py).
-comma := ,
-empty :=
-space := $(empty) $(empty)
-FUSE_PARTS = $(subst $(comma), ,$(MODELS))
+FUSE_PARTS = $(call checked_list,FUSE_PARTS)
 fuse: | $(STAMP)
 	@$(if $(strip $(MODELS)),,echo "error: make fuse needs MODELS=a,b (e.g. MODELS=bm25,minilm)" >&2 && exit 2)
 	@$(foreach m,$(FUSE_PARTS),$(MAKE) --no-print-directory eval MODEL=$(call q,$(m)) &&) \
-	$(MAKE) --no-print-directory eval \
-		MODEL=$(call q,fuse--$(METHOD)--$(subst $(space),--,$(strip $(FUSE_PARTS))))
+	$(MAKE) --no-print-directory eval MODEL=$(call q,$(call checked,FUSED_MODEL))
 
 # ---- MDCR-style benchmarks (MDCR §4; pipeline/mdcr/) ------------------------------------------
 # From this corpus's field-level test pools and the MDCR_MODELS' runs of them: the benchmark
 # corpus $(MDCR), which `make eval CORPUS=$(MDCR) MODEL=..` scores (Tables 3 and 4 in its report).
-MDCR_PARTS = $(subst $(comma), ,$(MDCR_MODELS))
+MDCR_PARTS = $(call checked_list,MDCR_PARTS)
 # REPLACE=1: the corpus written (MDCR, or CORPUS for an import) may replace one of its kind.
 REPLACE_ARG = $(if $(filter 1,$(REPLACE)),--replace)
 mdcr: | $(STAMP)
@@ -383,7 +289,7 @@ sweep: | $(STAMP)
 
 # ---- the two quick-start commands ------------------------------------------------------------
 demo: $(STAMP)
-	@rm -f $(call q,$(DATAROOT)/runs/demo/stage-times.jsonl)
+	@rm -f $(call q,$(call checked,DEMO_TIMES))
 	@$(MAKE) --no-print-directory pool CORPUS=demo SIZE=$(call q,$(DEMO_SIZES))
 	@$(if $(strip $(DEMO_FIELDS)),$(MAKE) --no-print-directory pool CORPUS=demo \
 		FIELD=$(call q,$(DEMO_FIELDS)) SIZE=$(call q,$(DEMO_FIELD_SIZE)) \
@@ -392,13 +298,23 @@ demo: $(STAMP)
 	@$(foreach m,$(DEMO_MODELS),$(MAKE) --no-print-directory eval CORPUS=demo MODEL=$(m) &&) true
 	@$(MAKE) --no-print-directory report CORPUS=demo
 
+# ruff, then the import contracts (.importlinter: which layer of the package may import which).
 lint: $(STAMP)
 	$(call q,$(VENV)/bin/ruff) check pipeline tests benchmarks
+	$(call q,$(VENV)/bin/lint-imports)
 
 test: $(STAMP)
 	$(call q,$(VENV)/bin/ruff) check pipeline tests benchmarks
 	$(call q,$(PY)) -m pytest -q
 
+# The suite without the tests marked slow (the whole pipeline through make, a SLURM cluster).
+test-fast: $(STAMP)
+	$(call q,$(PY)) -m pytest -q -m "not slow"
+
+# pipeline/cli/variables.mk and docs/variables.md, written again from the variables'
+# declaration (pipeline/cli/variables.py); standard library only, so no environment needed.
+variables:
+	$(call q,$(PYTHON)) -m pipeline variables --write
+
 clean-demo:
-	rm -rf $(call q,$(DATAROOT)/corpora/demo) $(call q,$(DATAROOT)/indexes/demo) \
-		$(call q,$(DATAROOT)/runs/demo) $(DATAROOT)/runs/reports/demo*
+	rm -rf $(foreach p,$(wildcard $(call checked_list,DEMO_PATHS)),$(call q,$(p)))

@@ -1,12 +1,26 @@
-"""Pool sizes, pool names and the named choices the Makefile checks. Standard library only
-(used by the Makefile's input check)."""
+"""Every artifact path and naming rule of the pipeline: pool sizes and names, run names,
+the files of a corpus, a pool, a run, an embedding store, a Lucene index. Standard library
+only (the Makefile's input check runs it before the environment exists).
+
+The data root holds three folders, each a tree per corpus:
+    corpora/<corpus>/   raw inputs, papers.parquet, citations.parquet, prefiltered.parquet,
+                        pools/<pool>/{queries,candidates,qrels}.parquet
+    indexes/<corpus>/   embeddings/<model>/part-*.arrow, <pool>/bm25/ (Lucene),
+                        bm25-tuning/<group>.json
+    runs/<corpus>/      <pool>/<model>.{trec,parquet,manifest.json,metrics.parquet,eval.json},
+                        stage-times.jsonl; runs/results.parquet, runs/reports/, runs/slurm/
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import zlib
+from pathlib import Path
 from typing import NamedTuple
 
+from pipeline.core.artifacts import MANIFEST
 from pipeline.core.errors import InputError
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kKmM]?)$")
@@ -123,3 +137,120 @@ def split_run_name(name: str) -> tuple[str, str]:
     """`bm25~title` -> ("bm25", "title"); `bm25` -> ("bm25", "full")."""
     model, _, variant = name.partition(VARIANT_SEP)
     return model, check_variant(variant or "full")
+
+
+def run_paths(runs_root: Path, corpus: str, pool: str, model: str) -> dict[str, Path]:
+    """A run's files, by suffix: trec, parquet, manifest.json, metrics.parquet, eval.json."""
+    folder = runs_dir(runs_root, corpus, pool)
+    return {suffix: folder / f"{model}.{suffix}" for suffix in RUN_SUFFIXES}
+
+
+def store_dir(index_root: Path, corpus: str, model: str) -> Path:
+    return index_root / corpus / EMBEDDINGS / model
+
+
+def group_name(pool: str) -> str:
+    """The test pool's group: what its validation pools share (scope, size, seed)."""
+    name = parse_pool_name(pool)
+    return f"{name.scope}-{format_size(name.size)}" + (f"-s{name.seed}" if name.seed else "")
+
+
+def tuning_path(index_root: Path, corpus: str, pool: str) -> Path:
+    return index_root / corpus / TUNING / f"{group_name(pool)}.json"
+
+
+def slurm_dir(runs_root: Path) -> Path:
+    """Where the sbatch scripts, their records and their logs live."""
+    return Path(runs_root).absolute() / "slurm"
+
+
+# ---- files and folders ---------------------------------------------------------------------
+PAPERS = "papers.parquet"
+CITATIONS = "citations.parquet"
+PREFILTERED = "prefiltered.parquet"
+POOL_QUERIES, POOL_CANDIDATES, POOL_QRELS = "queries.parquet", "candidates.parquet", "qrels.parquet"
+POOL_FILES = (POOL_QUERIES, POOL_CANDIDATES, POOL_QRELS)
+POOL_SPEC = ".spec.json"  # a pool's parameters, written before its files (its manifest: after)
+RESULTS_FILE = "results.parquet"
+TIMES_FILE = "stage-times.jsonl"
+RESULTS_MANIFEST = "results.manifest.json"
+POOLS, EMBEDDINGS, TUNING = "pools", "embeddings", "bm25-tuning"  # folder names
+RUN_SUFFIXES = ("trec", "parquet", "manifest.json", "metrics.parquet", "eval.json")
+
+
+def pools_dir(corpus_dir: Path) -> Path:
+    return corpus_dir / POOLS
+
+
+def pool_dir(corpus_dir: Path, pool: str) -> Path:
+    return pools_dir(corpus_dir) / pool
+
+
+def pool_names(corpus_dir: Path) -> list[str]:
+    """The pools of a corpus that are complete (a manifest), sorted."""
+    return sorted(p.parent.name for p in pools_dir(corpus_dir).glob(f"*/{MANIFEST}"))
+
+
+def runs_dir(runs_root: Path, corpus: str, pool: str) -> Path:
+    return runs_root / corpus / pool
+
+
+def bm25_index_dir(index_root: Path, corpus: str, pool: str) -> Path:
+    return index_root / corpus / pool / "bm25"
+
+
+def reports_dir(runs_root: Path) -> Path:
+    return runs_root / "reports"
+
+
+# ---- the data folders, as the Makefile asks for them (`python -m pipeline check`) -----------
+DATA_FOLDERS = {"corpora": "corpora", "index": "indexes", "runs": "runs"}
+
+
+def data_roots(data: str | Path) -> dict[str, Path]:
+    """The three roots of a data folder DATA, absolute (the stages' --corpora-root,
+    --index-root and --runs-root), keyed corpora, index, runs."""
+    root = Path(os.path.abspath(data))
+    return {kind: root / folder for kind, folder in DATA_FOLDERS.items()}
+
+
+def raw_dir(corpora_root: Path, corpus: str, source: str) -> Path:
+    """Where a corpus's raw release is read from unless RAW says otherwise:
+    corpora/<corpus>/<source> (s2orc or s2ag)."""
+    return corpora_root / corpus / source
+
+
+def stage_times_path(runs_root: Path, corpus: str) -> Path:
+    """The log of a corpus's stage times (the report's stage-times table)."""
+    return runs_root / corpus / TIMES_FILE
+
+
+def written_whole(corpus_dir: Path) -> str:
+    """`benchmark` or `collection` for a corpus that one command wrote whole (make mdcr,
+    make import-mdcr, make import-beir: it has no raw input to ingest), else ''. A manifest
+    that cannot be read says '' (the corpus stage then names what repairs it)."""
+    try:
+        sections = json.loads((corpus_dir / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return ""
+    return next((k for k in ("benchmark", "collection") if isinstance(sections, dict)
+                 and k in sections), "")
+
+
+def locks_dir(corpus_dir: Path) -> Path:
+    """The corpus's lock files (one writer per corpus stage or pool at a time)."""
+    return corpus_dir / ".locks"
+
+
+def coverage_path(store: Path, pool: str) -> Path:
+    """The marker that an embedding store holds every paper of `pool`."""
+    return store / POOLS / f"{pool}.json"
+
+
+def corpus_path(corpora_root: Path, corpus: str) -> Path:
+    return corpora_root / corpus
+
+
+def derived_dirs(index_root: Path, runs_root: Path, corpus: str) -> tuple[Path, Path]:
+    """The folders of what is derived from a corpus: its indexes and its runs."""
+    return index_root / corpus, runs_root / corpus

@@ -23,6 +23,7 @@ from pathlib import Path
 from pipeline.core.artifacts import atomic_path, read_json, write_json
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import ModelEntry
+from pipeline.layout import slurm_dir
 
 EXECUTORS = ("local", "slurm")
 # SLURM's --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or no limit.
@@ -83,11 +84,6 @@ def check_partition(text: str) -> str:
         raise InputError(f"{text!r}: give a partition name (letters, digits, ._-) "
                          "or several separated by commas")
     return text
-
-
-def slurm_dir(runs_root: Path) -> Path:
-    """Where the sbatch scripts, their records and their logs live."""
-    return Path(runs_root).absolute() / "slurm"
 
 
 def job_name(stage: str, corpus: str, model: str) -> str:
@@ -228,7 +224,8 @@ def missing_per_shard(corpus_dir: Path, index_root: Path, entry: ModelEntry,
     import numpy as np
 
     from pipeline.encoding.embed import missing_ids
-    from pipeline.encoding.store import shard_of, store_dir
+    from pipeline.encoding.store import shard_of
+    from pipeline.layout import store_dir
     from pipeline.pools.build import list_pools
 
     pools = pools or list_pools(corpus_dir)

@@ -15,7 +15,7 @@ asked for, so `verify corpora/demo/pools` finds exactly what `verify` finds ther
 
 from __future__ import annotations
 
-import sys
+import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -31,9 +31,12 @@ from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots, changed
 from pipeline.encoding.store import store_repair
 from pipeline.ingest.corpus import VOUCHED_BY, corpus_repair, raw_repair
+from pipeline.layout import EMBEDDINGS, POOLS, TUNING, pools_dir
 from pipeline.pools.build import pool_repair, validation_pools
 from pipeline.retrieval.bm25_lucene import index_repair
 from pipeline.retrieval.runs import run_repair
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -69,18 +72,18 @@ def _classify(path: Path, data: Roots) -> tuple[str, str] | None:
     parts = path.parts
     if path.name == MANIFEST and path.parent.parent == data.corpora:
         return "corpus", corpus_repair(path.parent)
-    if path.name == MANIFEST and path.parent.parent.name == "pools":
+    if path.name == MANIFEST and path.parent.parent.name == POOLS:
         corpus_dir = path.parent.parent.parent
         try:
             info = read_json(path)
         except InputError:
             info = None
         return "pool", pool_repair(corpus_dir, path.parent.name, info)
-    if path.name == MANIFEST and len(parts) >= 3 and parts[-3] == "embeddings":
+    if path.name == MANIFEST and len(parts) >= 3 and parts[-3] == EMBEDDINGS:
         return "store", store_repair(path.parent)
     if path.name == MANIFEST and path.parent.name == "bm25":
         return "index", index_repair(path.parent)
-    if path.parent.name == "bm25-tuning":
+    if path.parent.name == TUNING:
         return "tuning", run_repair(path.parent.parent.name, "bm25")
     if path.name.endswith((".manifest.json", ".eval.json")) and path.parent.parent.parent == \
             data.runs:
@@ -159,7 +162,7 @@ def _partial(data: Roots) -> list[Problem]:
                 problems.append(Problem("PARTIAL", corpus_dir / name, "no manifest section "
                                         "vouches for it (its stage stopped half-way)",
                                         corpus_repair(corpus_dir, sections)))
-        for pool_dir in sorted((corpus_dir / "pools").glob("*/")):
+        for pool_dir in sorted(pools_dir(corpus_dir).glob("*/")):
             if pool_dir.is_dir() and not is_temporary(pool_dir) and \
                     not (pool_dir / MANIFEST).exists():
                 problems.append(Problem("PARTIAL", pool_dir, "no manifest.json (the pool stage "
@@ -218,7 +221,7 @@ def find_problems(data: Roots, folders: list[Path] | None = None, deep: bool = T
 
 
 def verify(data: Roots, folders: list[Path] | None = None, deep: bool = True) -> list[str]:
-    """Print one line per problem and a summary; return the lines."""
+    """One line per problem (the command prints them), and a summary logged."""
     for folder in folders or []:
         if not folder.exists():
             raise InputError(f"{folder} does not exist: give a folder under the data roots "
@@ -226,9 +229,7 @@ def verify(data: Roots, folders: list[Path] | None = None, deep: bool = True) ->
     with read_only():
         problems, checked = find_problems(data, folders, deep)
     lines = [p.line() for p in problems]
-    for line in lines:
-        print(line)
-    print(f"[verify] {checked} manifests checked{' with checksums' if deep else ''}: "
-          f"{len(lines) or 'no'} problems", file=sys.stderr)
+    log.info(f"[verify] {checked} manifests checked{' with checksums' if deep else ''}: "
+             f"{len(lines) or 'no'} problems")
     return lines
 

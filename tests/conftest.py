@@ -22,6 +22,39 @@ def pool_of(size: int) -> str:
     return pool_name("all", size, 0, POOL_SEED)
 
 
+# ---- markers (registered in pyproject.toml) ---------------------------------------------------
+# slow: end to end, make, SLURM, notebooks, Lucene over the session corpus, model encoding;
+# `make test-fast` (pytest -m "not slow") runs the unit-level rest. Whole modules are listed
+# here; a module that mixes marks its slow tests itself (@pytest.mark.slow).
+SLOW_MODULES = (
+    "test_bm25", "test_damage", "test_data_safety", "test_end_to_end", "test_errors",
+    "test_faults", "test_make_hygiene", "test_makefile", "test_notebook", "test_specter2",
+    "test_tuning",
+)
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA GPU (imported only when a device-marked test runs)."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_runtest_setup(item):
+    """gpu: needs a CUDA GPU, skipped without one; cpu_only: what a machine without a GPU
+    does (auto picking a CPU backend, a GPU request refused), skipped on a GPU node."""
+    if item.get_closest_marker("gpu") and not cuda_available():
+        pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)")
+    if item.get_closest_marker("cpu_only") and cuda_available():
+        pytest.skip("a CPU-only expectation: this machine has a CUDA GPU")
+
+
 # pyserini's Python layer (the pipeline itself runs its Anserini jar): the modules that
 # `pyserini.search.lucene` imports beyond the pipeline's (pyjnius is one), for side_packages
 PYSERINI_SIDE = ("openai==3.54.0", "tiktoken==0.14.0", "onnxruntime==1.32.0",

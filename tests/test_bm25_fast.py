@@ -43,6 +43,7 @@ def pool(corpus_dir) -> tuple[pl.DataFrame, pl.DataFrame]:
     return papers, paper_texts(corpus_dir, queries["corpusid"]).sort("corpusid")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("k1", "b"), [(0.9, 0.4), (1.2, 0.75)])
 def test_same_lists_and_scores_as_lucene(pool, tmp_path, k1, b):
     """Whole title+abstract queries, k=100: Anserini's run and the engine's, list for list
@@ -75,7 +76,8 @@ def test_queries_without_text_have_no_hits(pool):
     queries = queries.head(2).with_columns(title=pl.Series(["", "Cardiac"]),
                                            abstract=pl.Series([None, "troponin"]))
     runs, _ = bm25_arrays.search_grid(queries, papers, 10, [0.9], [0.4])
-    assert set(runs[(0.9, 0.4)]["query"]) <= {queries["corpusid"][1]}
+    run = runs[(0.9, 0.4)]
+    assert set(run["query"]) == {queries["corpusid"][1]} and run.height == 10  # only the second
 
 
 @pytest.mark.parametrize("k", [1, 10, 100])
@@ -86,7 +88,7 @@ def test_pruning_changes_no_list_and_no_score(pool, k):
     fixture's pool take every path: several blocks, the guess, and a guess that fails."""
     papers, queries = pool
     index = bm25_arrays.build(papers["corpusid"].to_numpy(),
-                            bm25_lucene.paper_text(papers).to_list())
+                              bm25_lucene.paper_text(papers).to_list())
     texts = bm25_lucene.paper_text(queries).to_list()
     full = bm25_arrays.search(index, texts, k, prune=False)
     settings = {"default": {}, "blocks": {"first": 400, "block": 200},
@@ -109,7 +111,7 @@ def test_every_document_tied_with_the_kth_is_returned():
     texts = ["myocardial infarction troponin"] * 200 + ["volcanic magma"] * 50
     index = bm25_arrays.build(np.arange(250), texts)
     rows, docs, scores = bm25_arrays.search(index, ["troponin infarction"], 1, first=32,
-                                          block=64)
+                                            block=64)
     assert sorted(docs.tolist()) == list(range(200)) and len(set(scores.tolist())) == 1
 
 
@@ -117,7 +119,8 @@ def test_term_bounds_from_the_frontier_are_the_postings_maxima(pool):
     """The bound of a term's score for any (k1, b), read from the few (length, tf) pairs of its
     frontier, equals the largest 1 + tf x cache[norm] over all its postings."""
     papers, _ = pool
-    index = bm25_arrays.build(papers["corpusid"].to_numpy(), bm25_lucene.paper_text(papers).to_list())
+    index = bm25_arrays.build(papers["corpusid"].to_numpy(),
+                              bm25_lucene.paper_text(papers).to_list())
     assert len(index.frontier[1]) < len(index.docs) // 10
     for k1, b in [(0.9, 0.4), (1.2, 0.75), (2.0, 0.0), (0.6, 1.0)]:
         table = bm25_arrays._norm_table(index, k1, b)
@@ -141,3 +144,27 @@ def test_analysis_in_parallel_builds_the_same_index(corpus_dir):
     one, two = bm25_arrays.build(ids, texts, threads=1), bm25_arrays.build(ids, texts, threads=2)
     assert triples(one).height > 100_000 and triples(one).equals(triples(two))
     assert np.array_equal(one.norms, two.norms) and one.sum_length == two.sum_length
+
+
+def test_query_batches_change_nothing_and_count_each_query_once(pool, monkeypatch):
+    """Queries go to the kernel QUERY_BATCH at a time (progress between batches): the same
+    lists and scores as in one batch, ties ranked again with more room included, and each
+    query counted once by the progress."""
+    from pipeline.core.logs import Progress
+
+    papers, queries = pool
+    pooled = (bm25_arrays.build(papers["corpusid"].to_numpy(),
+                                bm25_lucene.paper_text(papers).to_list()),
+              bm25_lucene.paper_text(queries).to_list(), 10)
+    ties = (bm25_arrays.build(np.arange(250), ["myocardial infarction troponin"] * 200
+                              + ["volcanic magma"] * 50),
+            ["troponin infarction", "volcanic magma", "magma", "myocardial"] * 3, 1)
+    for index, texts, k in (pooled, ties):
+        whole = bm25_arrays.search(index, texts, k)
+        monkeypatch.setattr(bm25_arrays, "QUERY_BATCH", 5)
+        bar = Progress(len(texts), "bm25", "queries", show=False)
+        batched = bm25_arrays.search(index, texts, k, bar=bar)
+        monkeypatch.undo()
+        assert bar.done == len(texts)
+        for ours, theirs in zip(batched, whole, strict=True):
+            assert np.array_equal(ours, theirs)

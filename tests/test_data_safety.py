@@ -24,9 +24,9 @@ from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots
 from pipeline.encoding.embed import embed
 from pipeline.encoding.models import get_model
-from pipeline.encoding.store import store_dir
 from pipeline.evaluation.evaluate import collect_results, eval_run
 from pipeline.external.beir import import_beir
+from pipeline.layout import store_dir
 from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.retrieval.runs import run_problem
 from pipeline.retrieval.search import search

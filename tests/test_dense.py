@@ -35,10 +35,27 @@ def test_faiss_and_torch_match_brute_force(data, similarity):
         np.testing.assert_allclose(scores, want_s, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.cpu_only
 def test_auto_backend_on_cpu_is_faiss(data):
     queries, docs = data
     _, positions, backend = exact_search(queries, docs, 10, "ip")
     assert backend == "faiss-cpu" and positions.shape == (20, 10)
+
+
+@pytest.mark.gpu
+def test_auto_backend_on_a_gpu_node_is_a_gpu_backend_with_the_cpu_lists(data):
+    """auto on a GPU node: Faiss GPU where its probe passes and k fits, else torch on the
+    GPU; either finds Faiss CPU's lists. k over Faiss GPU's limit takes torch."""
+    from pipeline.retrieval.dense import GPU_MAX_K, faiss_gpu_works
+
+    queries, docs = data
+    _, want, _ = exact_search(queries, docs, 10, "ip", "faiss-cpu")
+    _, positions, backend = exact_search(queries, docs, 10, "ip")
+    assert backend == ("faiss-gpu" if faiss_gpu_works() else "torch-cuda")
+    np.testing.assert_array_equal(positions, want)
+    big = np.concatenate([docs] * 2)
+    _, positions, backend = exact_search(queries, big, GPU_MAX_K + 1, "ip")
+    assert backend == "torch-cuda" and positions.shape == (20, GPU_MAX_K + 1)
 
 
 def test_k_larger_than_the_pool(data):
@@ -83,6 +100,7 @@ def test_backends_agree_on_top_500_at_a_realistic_shape():
             assert set(f_i[row, max(col - 2, 0) : col + 3]) & {t_i[row, col]}
 
 
+@pytest.mark.cpu_only
 def test_forced_backend_that_cannot_run_is_an_error(data):
     from pipeline.core.errors import InputError
 
@@ -90,3 +108,26 @@ def test_forced_backend_that_cannot_run_is_an_error(data):
     for backend in ("faiss-gpu", "torch-cuda"):
         with pytest.raises(InputError, match=f"--backend {backend}"):
             exact_search(queries, docs, 10, "ip", backend)
+
+
+@pytest.mark.gpu
+def test_forced_gpu_backends_run_on_a_gpu_node(data):
+    """torch-cuda runs and finds the CPU's lists; faiss-gpu runs where its probe passes (else
+    it is refused, by name), and k over its limit is refused, never silently switched."""
+    from pipeline.core.errors import InputError
+    from pipeline.retrieval.dense import GPU_MAX_K, faiss_gpu_works
+
+    queries, docs = data
+    _, want, _ = exact_search(queries, docs, 50, "cosine", "faiss-cpu")
+    _, positions, backend = exact_search(queries, docs, 50, "cosine", "torch-cuda")
+    assert backend == "torch-cuda"
+    np.testing.assert_array_equal(positions, want)
+    if faiss_gpu_works():
+        _, positions, backend = exact_search(queries, docs, 50, "cosine", "faiss-gpu")
+        assert backend == "faiss-gpu"
+        np.testing.assert_array_equal(positions, want)
+        with pytest.raises(InputError, match=f"k={GPU_MAX_K + 1} is over Faiss GPU's limit"):
+            exact_search(queries, docs, GPU_MAX_K + 1, "ip", "faiss-gpu")
+    else:
+        with pytest.raises(InputError, match="--backend faiss-gpu: this Faiss build"):
+            exact_search(queries, docs, 10, "ip", "faiss-gpu")

@@ -11,7 +11,8 @@ from pipeline.core.errors import InputError
 from pipeline.encoding.embed import embed, pool_ids
 from pipeline.encoding.encoders import Encoder
 from pipeline.encoding.models import REGISTRY, ModelEntry
-from pipeline.encoding.store import load_vectors, store_dir, stored_ids
+from pipeline.encoding.store import load_vectors, stored_ids
+from pipeline.layout import store_dir
 from tests.conftest import POOL_SIZES, pool_of
 
 SMALL_POOL, LARGE_POOL = (pool_of(s) for s in POOL_SIZES)
@@ -25,15 +26,17 @@ def tiny_entry(tiny_bert):
     del REGISTRY[entry.name]
 
 
+@pytest.mark.slow
 def test_store_round_trip_and_embed_once(corpus_dir, tmp_path, tiny_entry):
-    first = embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], batch_size=64)
+    first = embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], batch_size=64, device="cpu")
     small_ids = pool_ids(corpus_dir, SMALL_POOL)
     assert first["embedded"] == len(small_ids)
     assert first["covered_pools"] == [SMALL_POOL]
     store = store_dir(tmp_path, corpus_dir.name, tiny_entry.name)
     assert np.array_equal(stored_ids(store), small_ids)
     # the larger pool embeds only the papers the small one did not have
-    second = embed(corpus_dir, tmp_path, tiny_entry, [LARGE_POOL], batch_size=64)
+    second = embed(corpus_dir, tmp_path, tiny_entry, [LARGE_POOL], batch_size=64,
+                   device="cpu")
     large_ids = pool_ids(corpus_dir, LARGE_POOL)
     assert second["embedded"] == len(np.setdiff1d(large_ids, small_ids))
     assert embed(corpus_dir, tmp_path, tiny_entry, [LARGE_POOL])["embedded"] == 0
@@ -47,7 +50,7 @@ def test_store_round_trip_and_embed_once(corpus_dir, tmp_path, tiny_entry):
     # the stored vectors are what the encoder computes, in the order asked for
     import polars as pl
 
-    encoder = Encoder(tiny_entry)
+    encoder = Encoder(tiny_entry, device="cpu")  # as the store was made: on the CPU
     pick = large_ids[[5, 0, 17]]
     papers = pl.read_parquet(corpus_dir / "prefiltered.parquet").filter(
         pl.col("corpusid").is_in(pick.tolist()))
@@ -59,6 +62,7 @@ def test_store_round_trip_and_embed_once(corpus_dir, tmp_path, tiny_entry):
         load_vectors(store, np.array([-1]))
 
 
+@pytest.mark.slow
 def test_shards_split_the_work_and_cover_together(corpus_dir, tmp_path, tiny_entry):
     a = embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], shard=0, num_shards=2)
     assert a["covered_pools"] == []
@@ -71,12 +75,14 @@ def test_shards_split_the_work_and_cover_together(corpus_dir, tmp_path, tiny_ent
         embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], shard=2, num_shards=2)
 
 
+@pytest.mark.slow
 def test_other_settings_are_refused(corpus_dir, tmp_path, tiny_entry):
     embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL])
     with pytest.raises(InputError, match="other settings"):
         embed(corpus_dir, tmp_path, tiny_entry, [LARGE_POOL], dtype="float16")
 
 
+@pytest.mark.slow
 def test_float16_store(corpus_dir, tmp_path, tiny_entry):
     embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], dtype="float16")
     store = store_dir(tmp_path, corpus_dir.name, tiny_entry.name)
@@ -93,10 +99,11 @@ def test_float16_store(corpus_dir, tmp_path, tiny_entry):
     assert np.array_equal(stored.astype(np.float32), wide[[2, 0, 2, 1]])
 
 
+@pytest.mark.slow
 def test_minilm_loads_offline_from_its_package():
     from pipeline.encoding.models import get_model
 
-    encoder = Encoder(get_model("minilm"))
+    encoder = Encoder(get_model("minilm"), device="cpu")
     texts = [encoder.format("Myocardial infarction in elderly patients",
                             "Cardiac troponin and coronary stenosis predict heart failure."),
              encoder.format("Heart attack outcomes in older adults",
@@ -140,10 +147,11 @@ def test_dense_encoder_refuses_multi_vector_models_clearly():
     from pipeline.encoding.models import get_model
 
     with pytest.raises(InputError, match="multi-vector model: Encoder embeds dense models only "
-                                         r"\(multi-vector: pipeline.encoding.multivector.SentenceEncoder"):
+                       r"\(multi-vector: pipeline.encoding.multivector.SentenceEncoder"):
         Encoder(get_model("aspire-cs"))
 
 
+@pytest.mark.slow
 def test_parts_are_written_as_they_finish_so_a_killed_job_resumes(corpus_dir, tmp_path,
                                                                   tiny_entry, monkeypatch):
     calls = {"n": 0}
@@ -178,6 +186,7 @@ def test_checkpoints_every_few_thousand_papers():
     assert args.part_size <= 5000
 
 
+@pytest.mark.slow
 def test_two_processes_on_one_store_do_not_corrupt_it(corpus_dir, tmp_path, tiny_bert):
     """Two `make embed` for one model at once: both finish, the store is whole and verifies."""
     import subprocess
@@ -192,8 +201,19 @@ def test_two_processes_on_one_store_do_not_corrupt_it(corpus_dir, tmp_path, tiny
     cmd = [sys.executable, "-m", "pipeline", "--corpora-root", str(corpora), "--index-root",
            str(tmp_path / "indexes"), "embed", "--corpus", corpus_dir.name, "--model", "scibert",
            "--model-path", str(tiny_bert), "--pool", SMALL_POOL, "--part-size", "150"]
-    procs = [subprocess.Popen(cmd, stderr=subprocess.PIPE) for _ in range(2)]
-    assert [p.wait() for p in procs] == [0, 0]
+    logs = [tmp_path / f"embed-{n}.log" for n in range(2)]  # files: a pipe nobody reads fills
+    procs = []
+    try:
+        for log in logs:
+            with log.open("w") as out:
+                procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT))
+        codes = [p.wait(timeout=600) for p in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert codes == [0, 0], [log.read_text()[-2000:] for log in logs]
     store = store_dir(tmp_path / "indexes", corpus_dir.name, "scibert")
     assert np.array_equal(stored_ids(store), pool_ids(corpus_dir, SMALL_POOL))
     assert verify(Roots(corpora, tmp_path / "indexes", tmp_path / "runs"),

@@ -10,14 +10,15 @@ import torch
 from pipeline.encoding.embed import embed, pool_ids
 from pipeline.encoding.encoders import Encoder, batch_of, batch_rows
 from pipeline.encoding.models import ModelEntry
-from pipeline.encoding.store import load_vectors, store_dir
+from pipeline.encoding.store import load_vectors
+from pipeline.layout import store_dir
 from tests.conftest import POOL_SIZES, pool_of
 
 
 @pytest.fixture(scope="module")
 def encoder(tiny_bert) -> Encoder:
     return Encoder(ModelEntry("tiny-mean", "dense", str(tiny_bert), "mean", "cosine",
-                              normalize=True, max_length=128))
+                              normalize=True, max_length=128), device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,7 @@ def test_cpu_batches_hold_one_length():
     assert batch_of(todo[3:], lengths, 100, one_length=True).tolist() == [3, 4]
 
 
+@pytest.mark.slow
 def test_batches_are_packed_by_tokens_and_sorted_by_length(encoder, texts, monkeypatch):
     """The GPU path (mixed lengths in a batch), run on the CPU."""
     monkeypatch.setattr(encoder, "one_length", False)
@@ -60,6 +62,7 @@ def test_batches_are_packed_by_tokens_and_sorted_by_length(encoder, texts, monke
     assert len(seen) < len(texts) / 8  # packed, not one by one
 
 
+@pytest.mark.slow
 def test_vectors_do_not_depend_on_the_batching(encoder, texts, monkeypatch):
     """Padding and batch composition must not change a paper's vector (masking is right):
     on a CPU bit for bit (batches of one length), with padding up to rounding."""
@@ -75,7 +78,8 @@ def test_vectors_do_not_depend_on_the_batching(encoder, texts, monkeypatch):
     assert tokens == sum(lengths) and max(lengths) <= encoder.max_length
 
 
-def test_out_of_memory_halves_the_budget_and_retries(encoder, texts, monkeypatch, capsys):
+@pytest.mark.slow
+def test_out_of_memory_halves_the_budget_and_retries(encoder, texts, monkeypatch, caplog):
     """A CUDA OOM (injected: CI has no GPU) must shrink the batches, not fail the job."""
     real = Encoder._forward
     limit = 1500  # padded tokens the 'GPU' can hold
@@ -90,9 +94,10 @@ def test_out_of_memory_halves_the_budget_and_retries(encoder, texts, monkeypatch
     monkeypatch.setattr(Encoder, "_forward", small_gpu)
     got, _ = encoder.encode(texts, token_budget=8192, progress=False)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
-    assert "token budget now 1024" in capsys.readouterr().err
+    assert "token budget now 1024" in caplog.text  # a warning (pipeline.core.logs)
 
 
+@pytest.mark.slow
 def test_store_does_not_depend_on_parts_or_shards(corpus_dir, tmp_path, tiny_bert):
     """One process with big parts, or 3 shards with small parts and a small budget: the
     same ids and the same vectors, bit for bit (CPU batches hold one length)."""
@@ -102,13 +107,28 @@ def test_store_does_not_depend_on_parts_or_shards(corpus_dir, tmp_path, tiny_ber
     REGISTRY[entry.name] = entry
     try:
         pool = pool_of(POOL_SIZES[0])
-        embed(corpus_dir, tmp_path / "one", entry, [pool], part_size=4096)
+        embed(corpus_dir, tmp_path / "one", entry, [pool], part_size=4096, device="cpu")
         for shard in range(3):
             embed(corpus_dir, tmp_path / "three", entry, [pool], shard=shard, num_shards=3,
-                  part_size=64, token_budget=1024)
+                  part_size=64, token_budget=1024, device="cpu")
     finally:
         del REGISTRY[entry.name]
     ids = pool_ids(corpus_dir, pool)
     one = load_vectors(store_dir(tmp_path / "one", corpus_dir.name, entry.name), ids)
     three = load_vectors(store_dir(tmp_path / "three", corpus_dir.name, entry.name), ids)
     assert np.array_equal(one, three)
+
+
+@pytest.mark.slow
+@pytest.mark.gpu
+def test_a_gpu_packs_mixed_lengths_in_half_precision_near_the_cpu_vectors(encoder, texts):
+    """On a GPU: batches of mixed lengths, bf16/fp16 weights, and the CPU's vectors up to
+    half-precision rounding (cosine > 0.99)."""
+    from pipeline.encoding.encoders import half_dtype
+
+    gpu = Encoder(encoder.entry, device="cuda")
+    assert not gpu.one_length and gpu.model.dtype == half_dtype(gpu.device) != torch.float32
+    want, tokens = encoder.encode(texts, progress=False)
+    got, gpu_tokens = gpu.encode(texts, progress=False)
+    assert got.dtype == want.dtype and gpu_tokens == tokens
+    assert (np.sum(got * want, axis=1) > 0.99).all()  # normalized: the cosine

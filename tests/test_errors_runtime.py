@@ -226,13 +226,10 @@ def _embed(root: Path, tiny_bert: Path, device: str) -> list[str]:
                str(tiny_bert), "--pool", POOL, "--device", device)
 
 
+@pytest.mark.cpu_only  # a GPU node has --device cuda
 @pytest.mark.parametrize("device", ["cuda", "cuda:1"])
 def test_absent_gpu_is_refused_when_nothing_is_left_to_embed(device, corpus_dir, tiny_bert,
                                                              tmp_path):
-    import torch
-
-    if torch.cuda.is_available():
-        pytest.skip("a GPU node: --device cuda exists here")
     root = tmp_path / "data"
     with_pool(root, corpus_dir)
     first = _run(_embed(root, tiny_bert, "cpu"))
@@ -244,6 +241,7 @@ def test_absent_gpu_is_refused_when_nothing_is_left_to_embed(device, corpus_dir,
     assert _snapshot(root) == before  # no stage time, no store change
 
 
+@pytest.mark.gpu
 def test_gpu_index_past_the_visible_ones_is_refused():
     """On a GPU node: cuda:<n> for n >= the number of GPUs is refused up front, by name."""
     import torch
@@ -252,8 +250,6 @@ def test_gpu_index_past_the_visible_ones_is_refused():
 
     check_device(None)
     check_device("cpu")
-    if not torch.cuda.is_available():
-        pytest.skip("needs a GPU")
     count = torch.cuda.device_count()
     check_device("cuda")
     check_device(f"cuda:{count - 1}")

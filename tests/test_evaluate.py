@@ -7,6 +7,7 @@ import math
 import numpy as np
 import polars as pl
 import pytest
+import pytrec_eval
 
 from pipeline.evaluation.metrics import per_query
 from pipeline.retrieval.runs import finalize_run
@@ -52,7 +53,6 @@ def test_ties_are_broken_like_trec_eval():
 
 
 def test_ranx_agrees_with_trec_eval_on_tied_runs():
-    pytrec_eval = pytest.importorskip("pytrec_eval")
     rng = np.random.default_rng(0)
     rows, qrels_rows = [], []
     for q in range(1, 41):
@@ -88,7 +88,6 @@ def test_every_metric_equals_trec_eval_on_adversarial_runs(string_ids):
     """Graded relevance, ties, judged non-relevant documents, queries absent from the run
     (scored 0, trec_eval -c), queries with nothing relevant (dropped), runs shorter than the
     cut-offs, and string ids."""
-    pytrec_eval = pytest.importorskip("pytrec_eval")
     rng = np.random.default_rng(1)
     rows, qrels_rows = [], []
     for q in range(1, 61):

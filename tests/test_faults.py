@@ -27,8 +27,9 @@ STAGES: list[tuple[str, list[str], int]] = [
     ("ingest", ["ingest", "--corpus", "c", "--raw", "{raw}", "--workers", "2"], 4),
     ("prefilter", ["prefilter", "--corpus", "c"], 3),
     ("pool", ["pool", "--corpus", "c", "--size", "1600", "--queries", "20", "--seed", "1"], 3),
+    # on the CPU (--device cpu, --backend *-cpu): byte-identical stores are a CPU promise
     ("embed", ["embed", "--corpus", "c", "--model", "scibert", "--model-path", "{model}",
-               "--part-size", "200", "--batch-size", "32"], 5),
+               "--part-size", "200", "--batch-size", "32", "--device", "cpu"], 5),
     ("index", ["index", "--corpus", "c", "--model", "bm25", "--threads", "1",
                "--bm25-engine", "lucene"], 3),
     ("search-bm25", ["search", "--corpus", "c", "--model", "bm25", "--threads", "1",
@@ -36,14 +37,18 @@ STAGES: list[tuple[str, list[str], int]] = [
     # the arrays engine rewrites the same run, byte for byte (the same lists and scores)
     ("search-bm25-arrays", ["search", "--corpus", "c", "--model", "bm25", "--threads", "1",
                             "--bm25-engine", "arrays"], 2),
-    ("search-dense", ["search", "--corpus", "c", "--model", "scibert"], 3),
+    ("search-dense", ["search", "--corpus", "c", "--model", "scibert", "--backend",
+                      "faiss-cpu"], 3),
     ("embed-multi-vector", ["embed", "--corpus", "c", "--model", "aspire-cs", "--model-path",
-                            "{model}", "--part-size", "200"], 3),
-    ("search-multi-vector", ["search", "--corpus", "c", "--model", "aspire-cs"], 2),
+                            "{model}", "--part-size", "200", "--device", "cpu"], 3),
+    ("search-multi-vector", ["search", "--corpus", "c", "--model", "aspire-cs", "--backend",
+                             "torch-cpu"], 2),
     ("eval", ["eval", "--corpus", "c", "--model", "bm25"], 4),
 ]
 VOLATILE = ("manifest.json", ".eval.json", "stage-times.jsonl", ".lock", ".checksums.json",
             ".spec.json")
+POLL = 0.02  # seconds between looks at a running stage (2 cores: the stage needs them)
+STAGE_TIMEOUT = 600  # seconds a stage may take before the test fails instead of hanging
 
 
 def _command(root: Path, args: list[str], raw: Path, model: Path) -> list[str]:
@@ -60,17 +65,37 @@ def _writing(root: Path) -> bool:
     return any(root.rglob("*.tmp"))
 
 
-def _run(cmd: list[str], root: Path) -> tuple[float, float]:
-    """Run `cmd` to the end; return (seconds until it first wrote a temporary, seconds)."""
+def _wait(proc: subprocess.Popen, seconds: float) -> bool:
+    """Wait up to `seconds` for `proc` to end; whether it has."""
+    try:
+        proc.wait(timeout=seconds)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def _run(cmd: list[str], root: Path, log: Path) -> tuple[float, float]:
+    """Run `cmd` to the end (its stderr into `log`, a file: a pipe nobody reads fills and
+    stops the stage); return (seconds until it first wrote a temporary, seconds)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+    with log.open("w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=ENV)
     first = None
-    while proc.poll() is None:
-        if first is None and _writing(root):
-            first = time.perf_counter() - start
-        time.sleep(0.002)
+    try:
+        while not _wait(proc, POLL):
+            if first is None and _writing(root):
+                first = time.perf_counter() - start
+            assert time.perf_counter() - start < STAGE_TIMEOUT, f"{cmd} hangs"
+    finally:
+        _stop(proc)
     total = time.perf_counter() - start
-    assert proc.returncode == 0, proc.stderr.read()[-2000:]
+    assert proc.returncode == 0, log.read_text()[-2000:]
     return (first if first is not None else total), total
 
 
@@ -111,16 +136,27 @@ def _kill_while_writing(cmd: list[str], root: Path, delay: float) -> list[int] |
     seconds and SIGKILL it. Returns the pids of its children at the kill, or None if it
     ended first."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
-    while proc.poll() is None and not _writing(root):
-        time.sleep(0.002)
+    deadline = time.perf_counter() + STAGE_TIMEOUT
     try:
-        proc.wait(timeout=delay)
-        return None
-    except subprocess.TimeoutExpired:
+        while not _wait(proc, POLL) and not _writing(root):
+            assert time.perf_counter() < deadline, f"{cmd} never wrote anything"
+        if _wait(proc, delay):
+            return None
         children = _descendants(proc.pid)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         return children
+    finally:
+        _stop(proc)
+
+
+def _gone(pids: list[int], timeout: float = 10) -> list[str]:
+    """Wait until none of `pids` runs (the kernel delivers PDEATHSIG to the children), at
+    most `timeout` seconds; the command lines of those still running."""
+    deadline = time.perf_counter() + timeout
+    while _alive(pids) and time.perf_counter() < deadline:
+        time.sleep(0.1)
+    return _alive(pids)
 
 
 def _data_files(root: Path) -> dict[str, bytes]:
@@ -139,8 +175,9 @@ def test_stages_survive_kills_byte_identical(raw_corpus, tiny_bert, tmp_path):
     ref, faulted = tmp_path / "reference", tmp_path / "faulted"
     kills = orphans = 0  # orphans: children the kills could have left behind
     report = []
+    log = tmp_path / "stage.log"
     for label, args, n_kills in STAGES:
-        first_write, seconds = _run(_command(ref, args, raw_corpus, tiny_bert), ref)
+        first_write, seconds = _run(_command(ref, args, raw_corpus, tiny_bert), ref, log)
         survived = 0
         for _ in range(2 * n_kills):  # a run that ended before its kill is tried again
             if survived == n_kills:
@@ -152,10 +189,10 @@ def test_stages_survive_kills_byte_identical(raw_corpus, tiny_bert, tmp_path):
                                            faulted, rng.uniform(0.0, 0.9) * window)
             if children is not None:
                 survived += 1
-                time.sleep(0.3)  # the kernel delivers PDEATHSIG to the children
-                assert not _alive(children), f"{label}: {_alive(children)} outlived the stage"
+                left = _gone(children)
+                assert not left, f"{label}: {left} outlived the stage"
                 orphans += len(children)
-        _run(_command(faulted, args, raw_corpus, tiny_bert), faulted)
+        _run(_command(faulted, args, raw_corpus, tiny_bert), faulted, log)
         kills += survived
         report.append(f"{label}: {survived} kills, reference {seconds:.1f}s")
     print("\n".join(report))

@@ -20,7 +20,7 @@ def test_every_dense_entry_loads_and_pools_as_registered(name, tiny_bert):
     """Each entry through the same from_pretrained path (the weights from MODEL_PATH): its
     pooling, normalisation and input prefix are the ones the registry states."""
     entry = get_model(name)
-    encoder = Encoder(entry, model_path=tiny_bert)
+    encoder = Encoder(entry, model_path=tiny_bert, device="cpu")  # compared on CPU tensors
     texts = [encoder.format(t, a) for t, a in TEXTS]
     assert all(t.startswith(entry.text_prefix) for t in texts)
     assert encoder.tokenizer.sep_token in texts[0]
@@ -44,7 +44,8 @@ def test_hf_models_need_no_registry_entry(tiny_bert):
     mean = hf_model("hf:intfloat/e5-base-v2")
     assert (mean.pooling, mean.similarity, mean.normalize) == ("mean", "cosine", True)
     # MODEL_PATH gives the weights of an unregistered model
-    vectors, _ = Encoder(entry, model_path=tiny_bert).encode(["a b", "c d"], progress=False)
+    vectors, _ = Encoder(entry, model_path=tiny_bert, device="cpu").encode(["a b", "c d"],
+                                                                           progress=False)
     assert vectors.shape[0] == 2
 
 

@@ -21,11 +21,12 @@ from pipeline.encoding.multivector import (
     split_sentences,
     token_sentences,
 )
-from pipeline.encoding.store import load_sentence_vectors, load_vectors, store_dir, stored_ids
+from pipeline.encoding.store import load_sentence_vectors, load_vectors, stored_ids
 from pipeline.evaluation.evaluate import eval_run
+from pipeline.layout import run_paths, store_dir
 from pipeline.retrieval.dense import maxsim_search, paper_chunks, prepare
-from pipeline.retrieval.maxsim import maxsim_hits
-from pipeline.retrieval.runs import finalize_run, run_paths
+from pipeline.retrieval.embedded import maxsim_hits
+from pipeline.retrieval.runs import finalize_run
 from pipeline.retrieval.search import index, search
 from tests.conftest import POOL_SIZES, pool_of
 
@@ -113,7 +114,7 @@ def tiny_entry(tiny_bert):
 
 @pytest.fixture(scope="module")
 def encoder(tiny_entry) -> SentenceEncoder:
-    return SentenceEncoder(tiny_entry)
+    return SentenceEncoder(tiny_entry, device="cpu")  # recomputed below with CPU tensors
 
 
 @pytest.fixture(scope="module")
@@ -179,9 +180,10 @@ def brute_maxsim(queries, query_offsets, docs, doc_offsets, similarity) -> np.nd
     return np.maximum.reduceat(per_query, doc_offsets[:-1], axis=1)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("similarity", ["ip", "l2"])
 @pytest.mark.parametrize("chunks", [(None, None), (7, 5)])
-def test_maxsim_equals_brute_force_with_ties(similarity, chunks):
+def test_maxsim_equals_brute_force_with_ties(similarity, chunks, device):
     """Small integer vectors: every score is exact, ties abound (and duplicated papers tie);
     the search returns the brute-force scores and, among ties, the lower position first."""
     rng = np.random.default_rng(3)
@@ -193,7 +195,7 @@ def test_maxsim_equals_brute_force_with_ties(similarity, chunks):
     want = brute_maxsim(queries, query_offsets, docs, doc_offsets, similarity)
     order = np.argsort(-want, axis=1, kind="stable")[:, :30]
     scores, positions = maxsim_search(queries, query_offsets, docs, doc_offsets, 30,
-                                      similarity, "cpu", *chunks)
+                                      similarity, device, *chunks)
     np.testing.assert_array_equal(positions, order)
     np.testing.assert_array_equal(scores, np.take_along_axis(want, order, 1))
     top = np.take_along_axis(want, order, 1)
@@ -215,6 +217,22 @@ def test_maxsim_cosine_and_k_beyond_the_pool():
                                atol=1e-6)
 
 
+@pytest.mark.parametrize("device", [pytest.param("cpu", marks=pytest.mark.cpu_only),
+                                    pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_auto_backend_of_maxsim_is_torch_on_the_best_device(device):
+    """Multi-vector search runs on torch: auto takes the GPU where one is visible; a forced
+    torch-cuda without one is refused up front."""
+    from pipeline.retrieval.dense import maxsim_device
+
+    assert maxsim_device("auto") == device
+    assert maxsim_device("torch-cpu") == "cpu"
+    if device == "cuda":
+        assert maxsim_device("torch-cuda") == "cuda"
+    else:
+        with pytest.raises(InputError, match="--backend torch-cuda: no CUDA GPU"):
+            maxsim_device("torch-cuda")
+
+
 def test_paper_chunks_hold_whole_papers():
     offsets = np.array([0, 3, 4, 10, 12, 13])
     assert paper_chunks(offsets, 4) == [(0, 2), (2, 3), (3, 5)]  # a 6-row paper alone
@@ -223,13 +241,17 @@ def test_paper_chunks_hold_whole_papers():
 
 def write_papers(store, entry, ids: np.ndarray, papers: list[np.ndarray]) -> None:
     """One store part holding `papers` (sentence rows each) under `ids`."""
+    from types import SimpleNamespace
+
     from pipeline.encoding.embed import _store_config
+    from pipeline.encoding.multivector import SentenceEncoder
 
     sentence = np.concatenate([np.arange(len(p)) for p in papers]).astype(np.int16)
     paper = np.repeat(np.arange(len(papers)), [len(p) for p in papers])
     vectors = SentenceVectors(paper, sentence, np.concatenate(papers), 0)
-    _add_part(store, _store_config(entry, 128, "float32", papers[0].shape[1]), ids, vectors,
-              "cpu")
+    encoder = SimpleNamespace(max_length=128, dim=papers[0].shape[1],
+                              store_config=SentenceEncoder.store_config)
+    _add_part(store, _store_config(entry, encoder, "float32"), ids, vectors, "cpu")
 
 
 @pytest.mark.parametrize("parts, chunk_rows", [(1, None), (4, 10)])
@@ -250,7 +272,7 @@ def test_run_order_follows_trec_eval_ties(tmp_path, parts, chunk_rows):
         write_papers(store, entry, ids[group], [doc_papers[i] for i in group])
     assert np.array_equal(stored_ids(store), np.sort(ids))
     query_ids = ids[:10]
-    hits, details = maxsim_hits(store, query_ids, ids, 26, "ip", "auto", chunk_rows)
+    hits, details = maxsim_hits(store, query_ids, ids, 26, "ip", "torch-cpu", chunk_rows)
     assert details["backend"] == "torch-cpu"
     assert details["candidate_sentences"] == sum(len(p) for p in doc_papers)
     run, _ = finalize_run(hits, 25)
@@ -283,7 +305,8 @@ def roots(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def indexed(corpus_dir, roots, tiny_entry) -> dict:
-    return index(corpus_dir, roots[0], POOL, tiny_entry, threads=1, part_size=300)
+    return index(corpus_dir, roots[0], POOL, tiny_entry, threads=1, part_size=300,
+                 device="cpu")
 
 
 def read_store(store) -> pa.Table:
@@ -362,7 +385,8 @@ def test_sentence_vectors_are_layer_means_of_their_tokens(corpus_dir, roots, tin
 
 def test_search_and_eval_end_to_end(corpus_dir, roots, tiny_entry, indexed):
     index_root, runs_root = roots
-    info = search(corpus_dir, index_root, runs_root, POOL, tiny_entry, k=100, threads=1)
+    info = search(corpus_dir, index_root, runs_root, POOL, tiny_entry, k=100, threads=1,
+                  backend="torch-cpu")
     assert info["details"]["backend"] == "torch-cpu"
     paths = run_paths(runs_root, corpus_dir.name, POOL, tiny_entry.name)
     run = pl.read_parquet(paths["parquet"])
@@ -403,7 +427,7 @@ def test_shards_give_the_same_store(corpus_dir, roots, tiny_entry, indexed, tmp_
     (float tolerance: the batches differ)."""
     for shard in range(2):
         out = embed(corpus_dir, tmp_path, tiny_entry, [POOL], shard=shard, num_shards=2,
-                    part_size=128, token_budget=1024)
+                    part_size=128, token_budget=1024, device="cpu")
         assert out["covered_pools"] == ([POOL] if shard == 1 else [])
     one = read_store(store_dir(roots[0], corpus_dir.name, tiny_entry.name))
     two = read_store(store_dir(tmp_path, corpus_dir.name, tiny_entry.name))

@@ -14,6 +14,13 @@ def papers(corpus_dir) -> pl.DataFrame:
     return pl.read_parquet(corpus_dir / "prefiltered.parquet")
 
 
+@pytest.fixture()
+def private(corpus_dir, tmp_path):
+    """A private copy of the session corpus (no pools) for tests that build pools: the
+    session's corpus keeps only its own pools, whatever ran before."""
+    return copy_corpus(corpus_dir, tmp_path / "private")
+
+
 @pytest.mark.parametrize("size", POOL_SIZES)
 def test_dataset_pool_invariants(corpus_dir, size):
     queries, candidates, qrels = load_pool(corpus_dir, pool_of(size))
@@ -64,44 +71,45 @@ def test_rebuild_is_a_noop_and_identical(corpus_dir, tmp_path):
         pl.read_parquet(copy / "pools" / spec.name / "candidates.parquet"))
 
 
-def test_field_pool_samples_from_the_field_cited_set(corpus_dir):
+def test_field_pool_samples_from_the_field_cited_set(private):
     spec = PoolSpec(size=600, field="Medicine", n_queries=10, seed=1)
-    info = build_pool(corpus_dir, spec)
-    queries, candidates, qrels = load_pool(corpus_dir, spec.name)
-    all_papers = pl.read_parquet(corpus_dir / "papers.parquet")
-    assert queries.join(papers(corpus_dir), on="corpusid")["fields"].list.contains(
+    info = build_pool(private, spec)
+    queries, candidates, qrels = load_pool(private, spec.name)
+    all_papers = pl.read_parquet(private / "papers.parquet")
+    assert queries.join(papers(private), on="corpusid")["fields"].list.contains(
         "Medicine").all()
     medicine = all_papers.filter(pl.col("fields").list.contains("Medicine"))["corpusid"]
-    cites = pl.read_parquet(corpus_dir / "citations.parquet")
+    cites = pl.read_parquet(private / "citations.parquet")
     field_cited = set(cites.filter(pl.col("citing").is_in(medicine.implode()))["cited"])
     sampled = candidates.filter(pl.col("type") == "sampled")["corpusid"]
     assert set(sampled) <= field_cited
     assert set(qrels["doc"]) <= set(candidates["corpusid"])
-    assert info["level"] == "field" and spec.name in list_pools(corpus_dir)
+    assert info["level"] == "field" and list_pools(private) == [spec.name]
     # the manifest reports what the paper reports: positives per query, field-cited set size
-    prefiltered = papers(corpus_dir).filter(pl.col("year") <= 2019)["corpusid"]
+    prefiltered = papers(private).filter(pl.col("year") <= 2019)["corpusid"]
     assert info["counts"]["field_cited_set"] == len(field_cited & set(prefiltered))
     per_query = qrels.group_by("query").len()["len"]
     assert info["counts"]["median_positives_per_query"] == per_query.median()
     assert info["counts"]["mean_positives_per_query"] == round(per_query.mean(), 2)
 
 
-def test_field_pool_larger_than_the_field_cited_set_takes_all(corpus_dir):
-    info = build_pool(corpus_dir, PoolSpec(size=50_000, field="Art", n_queries=5, seed=1))
+def test_field_pool_larger_than_the_field_cited_set_takes_all(private):
+    info = build_pool(private, PoolSpec(size=50_000, field="Art", n_queries=5, seed=1))
     assert info["counts"]["exhausted"] and info["warnings"]
     assert info["counts"]["candidates"] < 50_000
     with pytest.raises(InputError, match="every repeat would be the same"):
-        build_pool(corpus_dir, PoolSpec(size=50_000, field="Art", n_queries=5, seed=1,
-                                        repeat=1))
+        build_pool(private, PoolSpec(size=50_000, field="Art", n_queries=5, seed=1,
+                                     repeat=1))
 
 
-def test_bad_pool_requests_are_clear_errors(corpus_dir):
+def test_bad_pool_requests_are_clear_errors(private):
     with pytest.raises(InputError, match="cannot hold the"):
-        build_pool(corpus_dir, PoolSpec(size=10, n_queries=N_QUERIES, seed=1))
+        build_pool(private, PoolSpec(size=10, n_queries=N_QUERIES, seed=1))
     with pytest.raises(InputError, match="exceeds the papers available"):
-        build_pool(corpus_dir, PoolSpec(size=10_000_000, n_queries=N_QUERIES, seed=1))
+        build_pool(private, PoolSpec(size=10_000_000, n_queries=N_QUERIES, seed=1))
     with pytest.raises(InputError, match="does not exist"):
-        load_pool(corpus_dir, "all-3k-r9")
+        load_pool(private, "all-3k-r9")
+    assert list_pools(private) == []  # nothing half-built
 
 
 def test_exclusion_list_removes_queries(corpus_dir, tmp_path):

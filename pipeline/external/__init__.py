@@ -1,1 +1,1 @@
-"""X."""
+"""Outside test collections imported as corpora with one pool (BEIR's layout)."""

@@ -32,8 +32,7 @@ from pipeline.core.artifacts import (
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import corpus_label
 from pipeline.ingest.corpus import claim_corpus, install_corpus
-from pipeline.layout import pool_name
-from pipeline.pools.build import POOL_FILES
+from pipeline.layout import POOL_FILES, PREFILTERED, pool_dir, pool_name
 
 SPLIT_FILES = {"test": "test", "val": "dev", "dev": "dev"}  # SPLIT -> qrels/<file>.tsv
 QRELS_HEADER = "query-id\tcorpus-id\tscore"  # the first line of BEIR's qrels files
@@ -142,19 +141,19 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
                              abstract=pl.lit("")),
               papers.select("corpusid", type=pl.lit("document")), qrels)
     with scratch_dir(corpus_dir.parent, corpus_dir.name) as tmp:
-        write_parquet(papers.to_arrow(), tmp / "prefiltered.parquet")
-        made_from = {corpus_label("prefiltered.parquet"):
-                     fingerprint(tmp / "prefiltered.parquet")["sha256"]}
-        pool_dir = tmp / "pools" / name
+        write_parquet(papers.to_arrow(), tmp / PREFILTERED)
+        made_from = {corpus_label(PREFILTERED):
+                     fingerprint(tmp / PREFILTERED)["sha256"]}
+        folder = pool_dir(tmp, name)
         for file, table in zip(POOL_FILES, tables, strict=True):
-            write_parquet(table.to_arrow(), pool_dir / file)
+            write_parquet(table.to_arrow(), folder / file)
         write_json(manifest("import-beir", parameters, name=name, scope="beir",
                             split="test" if split == "test" else "validation",
                             level="collection", metrics="beir", inputs=made_from,
-                            outputs=fingerprints(pool_dir, POOL_FILES), counts=counts),
-                   pool_dir / MANIFEST)
+                            outputs=fingerprints(folder, POOL_FILES), counts=counts),
+                   folder / MANIFEST)
         info = {"collection": manifest("import-beir", parameters, outputs=fingerprints(
-            tmp, ["prefiltered.parquet"]), counts=counts, pools=[name])}
+            tmp, [PREFILTERED]), counts=counts, pools=[name])}
         write_json(info, tmp / MANIFEST)
         info["collection"]["installed"] = install_corpus(tmp, corpus_dir, list(derived),
                                                          replace, "collection")

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from pipeline.core.artifacts import MANIFEST, file_lock, file_problem, read_json, write_json
 from pipeline.core.errors import InputError
+from pipeline.layout import CITATIONS, PAPERS, PREFILTERED, pool_dir, pools_dir
 
 PAPERS_SCHEMA = pa.schema([
     ("corpusid", pa.int64()),
@@ -111,9 +112,9 @@ class GroupedWriter:
 
 
 # The manifest section that vouches for each corpus file, by the kind of corpus.
-VOUCHED_BY = {"papers.parquet": ("ingest",), "citations.parquet": ("ingest",),
+VOUCHED_BY = {PAPERS: ("ingest",), CITATIONS: ("ingest",),
               QUARANTINE: ("ingest",),
-              "prefiltered.parquet": ("prefilter", "benchmark", "collection")}
+              PREFILTERED: ("prefilter", "benchmark", "collection")}
 
 
 def corpus_sections(corpus_dir: Path) -> dict:
@@ -192,7 +193,7 @@ def corpus_kind(corpus_dir: Path) -> str:
     except InputError:
         sections = {}
     names = {p.name for p in entries}
-    if {"ingest", "prefilter"} & set(sections) or names & {"papers.parquet", *RAW_FOLDERS}:
+    if {"ingest", "prefilter"} & set(sections) or names & {PAPERS, *RAW_FOLDERS}:
         return "ingested"
     for kind in ("benchmark", "collection"):
         if kind in sections:
@@ -215,7 +216,7 @@ def claim_corpus(corpus_dir: Path, command: str) -> str:
 
 def _pool_shas(corpus_dir: Path) -> dict[str, dict]:
     found = {}
-    for path in sorted((corpus_dir / "pools").glob(f"*/{MANIFEST}")):
+    for path in sorted(pools_dir(corpus_dir).glob(f"*/{MANIFEST}")):
         try:
             found[path.parent.name] = {n: f.get("sha256") for n, f in
                                        read_json(path).get("outputs", {}).items()}
@@ -241,17 +242,17 @@ def install_corpus(built: Path, corpus_dir: Path, derived: list[Path], replace: 
         remove(corpus_dir)
         os.replace(built, corpus_dir)
         return "new"
-    old_papers = corpus_dir / "prefiltered.parquet"
+    old_papers = corpus_dir / PREFILTERED
     same_papers = old_papers.is_file() and (
-        file_sha256(old_papers) == file_sha256(built / "prefiltered.parquet"))
+        file_sha256(old_papers) == file_sha256(built / PREFILTERED))
     old_pools, new_pools = _pool_shas(corpus_dir), _pool_shas(built)
     clashes = [p for p in new_pools if p in old_pools and old_pools[p] != new_pools[p]]
     if same_papers and not clashes:
         added = [p for p in new_pools if p not in old_pools]
         for name in added:
-            with atomic_dir(corpus_dir / "pools" / name) as tmp:
+            with atomic_dir(pool_dir(corpus_dir, name)) as tmp:
                 remove(tmp)
-                os.replace(built / "pools" / name, tmp)
+                os.replace(pool_dir(built, name), tmp)
         if added:
             sections = corpus_sections(corpus_dir)
             merged = read_json(built / MANIFEST)[section]
@@ -274,6 +275,6 @@ def install_corpus(built: Path, corpus_dir: Path, derived: list[Path], replace: 
 
 def paper_texts(corpus_dir: Path, ids: pl.Series) -> pl.DataFrame:
     """corpusid, title, abstract of the papers `ids`, from the checked prefiltered.parquet."""
-    return (pl.scan_parquet(corpus_file(corpus_dir, "prefiltered.parquet"))
+    return (pl.scan_parquet(corpus_file(corpus_dir, PREFILTERED))
             .filter(pl.col("corpusid").is_in(ids.implode()))
             .select("corpusid", "title", "abstract").collect())

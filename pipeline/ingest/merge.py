@@ -22,8 +22,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
-from tqdm import tqdm
 
+from pipeline.core.logs import track
 from pipeline.core.processes import worker_pool
 from pipeline.ingest.corpus import CITATIONS_SCHEMA, PAPERS_SCHEMA, GroupedWriter, row_groups
 
@@ -76,18 +76,17 @@ PARTS_SCHEMA = PAPERS_SCHEMA.append(pa.field("_key", pa.int64()))
 def in_order(fn: Callable[[T], R], tasks: Iterable[T], workers: int, desc: str,
              unit: str) -> Iterator[R]:
     """fn over tasks, `workers` processes at a time, results in task order (so outputs never
-    depend on the number of workers); an exception stops the rest and is raised in order."""
+    depend on the number of workers); an exception stops the rest and is raised in order.
+    Progress (pipeline.core.logs) as "[desc] done/total unit"."""
     tasks = list(tasks)
-    bar = {"total": len(tasks), "desc": desc, "unit": unit,
-           "disable": True if len(tasks) < 2 else None}
+    bar = {"total": len(tasks), "show": len(tasks) >= 2}
     if workers <= 1 or len(tasks) < 2:
-        yield from tqdm(map(fn, tasks), **bar)
+        yield from track(map(fn, tasks), desc, unit, **bar)
         return
     with worker_pool(min(workers, len(tasks))) as pool:
         futures = [pool.submit(fn, task) for task in tasks]
         try:
-            for future in tqdm(futures, **bar):
-                yield future.result()
+            yield from track((future.result() for future in futures), desc, unit, **bar)
         finally:
             for future in futures:
                 future.cancel()
@@ -115,7 +114,7 @@ def dedupe(work: Path, n_buckets: int, workers: int) -> np.ndarray:
     the first by input order)."""
     (work / "uniq").mkdir(exist_ok=True)
     dropped = list(in_order(_dedupe_bucket, [(work, b) for b in range(n_buckets)], workers,
-                            "dedupe", "bucket"))
+                            "ingest", "dedupe buckets"))
     return np.sort(np.concatenate(dropped)) if dropped else np.empty(0, dtype=np.int64)
 
 
@@ -129,7 +128,7 @@ def _kept(table: pa.Table, dropped: np.ndarray) -> pa.Table:
 def write_papers(work: Path, out: Path, dropped: np.ndarray) -> int:
     """`papers.parquet` from the reader's parts in order, without the dropped records."""
     with GroupedWriter(out, PAPERS_SCHEMA) as writer:
-        for part in tqdm(_parts(work / "papers"), desc="papers", unit="part", disable=None):
+        for part in track(_parts(work / "papers"), "ingest", "paper parts"):
             for table in row_groups(part):
                 writer.write(_kept(table, dropped).drop_columns(["_key"]))
     return writer.count
@@ -156,8 +155,8 @@ def write_citations(work: Path, n_buckets: int, out: Path, dropped: np.ndarray) 
     when its cited id is not a paper of the corpus."""
     dangling_edges = 0
     with GroupedWriter(out, CITATIONS_SCHEMA, rows=1 << 20) as writer:
-        for bucket in tqdm(range(n_buckets), desc="citations", unit="bucket",
-                           disable=True if n_buckets < 2 else None):
+        for bucket in track(range(n_buckets), "ingest", "citation buckets",
+                            show=n_buckets >= 2):
             known = pl.Series(np.load(work / "uniq" / f"{bucket}.npy")).implode()
             for part in _parts(work / "edges" / str(bucket)):
                 for table in _row_group_runs(part, EDGE_BATCH):

@@ -1,4 +1,4 @@
-"""The MDCR prefilter (docs/ingest.mdMDCR §3), streamed over `papers.parquet`.
+"""The MDCR prefilter (docs/ingest.md; MDCR §3), streamed over `papers.parquet`.
 
 Keeps papers with a year, a title, an abstract of at least 30 characters and at least three
 citations; counts every drop by its first failed rule and reconciles the counts with ingest.
@@ -8,7 +8,7 @@ row group and memory does not grow with the corpus.
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -33,7 +33,9 @@ from pipeline.ingest.corpus import (
     row_groups,
     update_corpus_manifest,
 )
-from pipeline.layout import CITATION_MODES
+from pipeline.layout import CITATION_MODES, PAPERS, PREFILTERED, locks_dir
+
+log = logging.getLogger(__name__)
 
 CitationMode = Literal["inbound", "outbound", "either"]
 DROP_REASONS = ("no_year", "no_title", "short_abstract", "few_citations")
@@ -83,7 +85,7 @@ def prefilter(corpus_dir: Path, mode: CitationMode = "inbound", min_citations: i
     """Prefilter under the corpus's lock (so a manifest never describes another run's file)."""
     if not corpus_dir.is_dir():
         raise InputError(f"{corpus_dir} does not exist: run the ingest stage first")
-    with file_lock(corpus_dir / ".locks" / "corpus.lock"):
+    with file_lock(locks_dir(corpus_dir) / "corpus.lock"):
         return _prefilter(corpus_dir, mode, min_citations, min_abstract)
 
 
@@ -93,19 +95,19 @@ def _prefilter(corpus_dir: Path, mode: CitationMode, min_citations: int,
     reconciled with the ingest counts (docs/ingest.md: every dropped paper counted by reason)."""
     if mode not in CITATION_MODES:
         raise InputError(f"unknown citation mode {mode!r}: use one of {', '.join(CITATION_MODES)}")
-    papers_path = corpus_file(corpus_dir, "papers.parquet")  # checked against its manifest
+    papers_path = corpus_file(corpus_dir, PAPERS)  # checked against its manifest
     parameters = {"citations": mode, "min_citations": min_citations,
                   "min_abstract_chars": min_abstract}
     inputs = record(Roots.of(corpus_dir), [papers_path])
     old = corpus_section(corpus_dir, "prefilter")
     if (old.get("parameters") == parameters and old.get("inputs") == inputs
             and outputs_intact(corpus_dir, old)):
-        print("[prefilter] up to date", file=sys.stderr)
+        log.info("[prefilter] up to date")
         return old
     start = time.perf_counter()
     reason = drop_reason(mode, min_citations, min_abstract)
     counts = dict.fromkeys((*DROP_REASONS, "kept"), 0)
-    with (atomic_path(corpus_dir / "prefiltered.parquet") as tmp,
+    with (atomic_path(corpus_dir / PREFILTERED) as tmp,
           GroupedWriter(tmp, PAPERS_SCHEMA) as writer):
         for table in row_groups(papers_path):
             tagged = pl.from_arrow(table).with_columns(reason=reason)
@@ -117,7 +119,7 @@ def _prefilter(corpus_dir: Path, mode: CitationMode, min_citations: int,
     counts["total"] = sum(counts[r] for r in DROP_REASONS) + counts["kept"]
     info = manifest(
         "prefilter", parameters, counts=counts, reconciliation=reconcile(corpus_dir, counts),
-        inputs=inputs, outputs=fingerprints(corpus_dir, ["prefiltered.parquet"]),
+        inputs=inputs, outputs=fingerprints(corpus_dir, [PREFILTERED]),
         seconds=round(time.perf_counter() - start, 2),
     )
     update_corpus_manifest(corpus_dir, "prefilter", info)

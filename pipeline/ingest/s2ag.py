@@ -262,10 +262,10 @@ def stage(raw_dir: Path, work: Path, strict: bool, workers: int, fos_source: str
                                  _estimated(datasets, "citations") // 4))
     jobs = [ShardJob(name, path, i, work, n_buckets, strict, fos_source)
             for name in DATASETS for i, path in enumerate(datasets[name])]
-    results = list(in_order(read_shard, jobs, workers, "ingest", "shard"))
+    results = list(in_order(read_shard, jobs, workers, "ingest", "shards"))
     with disk_errors(work.parent):
         duplicates = sum(in_order(join_bucket, [(work, b) for b in range(n_buckets)], workers,
-                                  "join", "bucket"))
+                                  "ingest", "join buckets"))
     # copies of a citation span shards: they are counted with the first citations shard
     results[jobs.index(next(j for j in jobs if j.dataset == "citations"))].counts[
         "duplicate_edges"] = duplicates

@@ -4,8 +4,8 @@ the corpus files, or nothing done when the corpus is current (`ingest_is_current
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Literal
@@ -28,7 +28,9 @@ from pipeline.ingest.corpus import (
     update_corpus_manifest,
 )
 from pipeline.ingest.shards import ShardResult, add_counts, find_datasets, find_shards
-from pipeline.layout import SOURCES
+from pipeline.layout import CITATIONS, PAPERS, SOURCES, locks_dir
+
+log = logging.getLogger(__name__)
 
 Source = Literal["s2orc", "s2ag"]
 
@@ -40,10 +42,10 @@ def ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False, workers: int =
     """Ingest under the corpus's lock: two ingests of one corpus run in turn."""
     if source not in SOURCES:
         raise InputError(f"unknown corpus source {source!r}: use one of {', '.join(SOURCES)}")
-    with file_lock(corpus_dir / ".locks" / "corpus.lock"):
+    with file_lock(locks_dir(corpus_dir) / "corpus.lock"):
         current = ingest_is_current(raw_dir, corpus_dir, strict, source, fos_source)
         if current is not None:
-            print("[ingest] up to date (same raw shards, settings and outputs)", file=sys.stderr)
+            log.info("[ingest] up to date (same raw shards, settings and outputs)")
             return current
         return _ingest(raw_dir, corpus_dir, strict, workers, source, fos_source)
 
@@ -76,8 +78,7 @@ def ingest_is_current(raw_dir: Path, corpus_dir: Path, strict: bool, source: Sou
             or not outputs_intact(corpus_dir, old):
         return None
     if not raw_dir.exists():  # raw shards removed after ingest (to save space): kept as is
-        print(f"[ingest] {raw_dir} is gone: the corpus ingested from it is kept as it is",
-              file=sys.stderr)
+        log.info(f"[ingest] {raw_dir} is gone: the corpus ingested from it is kept as it is")
         return old
     base, shards = raw_shards(raw_dir, source)
     names = [p.relative_to(base).as_posix() for p in shards]
@@ -107,7 +108,7 @@ def _stage_s2orc(raw_dir: Path, work: Path, strict: bool, workers: int
     shards = find_shards(raw_dir)
     n_buckets = bucket_count(s2orc.estimated_papers(shards))
     jobs = [s2orc.ShardJob(path, i, work, n_buckets, strict) for i, path in enumerate(shards)]
-    return shards, n_buckets, list(in_order(s2orc.read_shard, jobs, workers, "ingest", "shard"))
+    return shards, n_buckets, list(in_order(s2orc.read_shard, jobs, workers, "ingest", "shards"))
 
 
 def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source: Source,
@@ -126,8 +127,8 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source:
     # writers close before the atomic renames (contexts exit in reverse order)
     with (
         scratch_dir(corpus_dir, "ingest") as work,
-        atomic_path(corpus_dir / "papers.parquet") as papers_tmp,
-        atomic_path(corpus_dir / "citations.parquet") as cites_tmp,
+        atomic_path(corpus_dir / PAPERS) as papers_tmp,
+        atomic_path(corpus_dir / CITATIONS) as cites_tmp,
         atomic_path(corpus_dir / QUARANTINE) as quarantine_tmp,
     ):
         if source == "s2orc":
@@ -182,7 +183,7 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source:
                     quarantine={"file": QUARANTINE, "by_reason": by_reason},
                     inputs={p.relative_to(base).as_posix(): _raw_fingerprint(p)
                             for p in inputs},
-                    outputs=fingerprints(corpus_dir, ["papers.parquet", "citations.parquet",
+                    outputs=fingerprints(corpus_dir, [PAPERS, CITATIONS,
                                                       QUARANTINE]),
                     seconds=round(time.perf_counter() - start, 2))
     update_corpus_manifest(corpus_dir, "ingest", info)

@@ -38,7 +38,6 @@ from pathlib import Path
 
 import numpy as np
 import orjson
-from tqdm import tqdm
 
 from pipeline.core.artifacts import (
     atomic_dir,
@@ -50,6 +49,7 @@ from pipeline.core.artifacts import (
     write_json,
 )
 from pipeline.core.errors import InputError
+from pipeline.core.logs import track
 from pipeline.core.processes import worker_pool
 from pipeline.fields import MAG_FIELDS
 
@@ -214,8 +214,7 @@ def _sample_block_citations(
 
 def _spill_citations(layout: _Layout, cfg: SyntheticConfig, tmp: Path, n_blocks: int) -> None:
     """Write out_<b>.npy (citing, target) and in_<b>.bin (cited, citing) pairs per block."""
-    quiet = True if n_blocks < 4 else None  # None: bars only on a terminal
-    for block in tqdm(range(n_blocks), desc="citations", unit="block", disable=quiet):
+    for block in track(range(n_blocks), "synth", "citation blocks", show=n_blocks >= 4):
         citing, target = _sample_block_citations(layout, cfg, block)
         np.save(tmp / f"out_{block}.npy", np.stack([citing, target]))
         internal = target < cfg.n_papers
@@ -552,9 +551,8 @@ def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
                 rendered = pool.map(_render_block, range(n_blocks))
             else:
                 rendered = map(_render_block, range(n_blocks))
-            for members, block_counts in tqdm(rendered, total=n_blocks, desc="papers",
-                                              unit="block",
-                                              disable=True if n_blocks < 4 else None):
+            for members, block_counts in track(rendered, "synth", "paper blocks", n_blocks,
+                                               show=n_blocks >= 4):
                 for handle, member in zip(handles, members, strict=True):
                     handle.write(member)
                 for key, value in block_counts.items():

@@ -31,8 +31,8 @@ from pipeline.core.inputs import corpus_label
 from pipeline.evaluation.evaluate import POSITIVE_TYPE
 from pipeline.fields import field_slug
 from pipeline.ingest.corpus import claim_corpus, corpus_file, install_corpus
-from pipeline.layout import pool_name
-from pipeline.pools.build import POOL_FILES, list_pools
+from pipeline.layout import POOL_FILES, PREFILTERED, pool_dir, pool_name
+from pipeline.pools.build import list_pools
 
 LEVEL = "mdcr"  # the pool manifests' level
 NOMINAL_SIZE = 65  # MDCR §4: 5 positives + 6 types x 10 negatives; the pools' size in names
@@ -61,18 +61,18 @@ def write_benchmark(corpus_dir: Path, papers: pl.DataFrame, table: pl.DataFrame,
     papers = papers.filter(pl.col("corpusid").is_in(listed.implode())).sort("corpusid")
     fields = sorted(table["field"].unique().to_list())
     with scratch_dir(corpus_dir.parent, corpus_dir.name) as tmp:
-        write_parquet(papers.to_arrow(), tmp / "prefiltered.parquet")
+        write_parquet(papers.to_arrow(), tmp / PREFILTERED)
         # what its pools are made from, labelled by the corpus's final place
-        made_from = {corpus_label("prefiltered.parquet"):
-                     fingerprint(tmp / "prefiltered.parquet")["sha256"]}
+        made_from = {corpus_label(PREFILTERED):
+                     fingerprint(tmp / PREFILTERED)["sha256"]}
         pools = {}
         for field in fields:
             rows = table.filter(pl.col("field") == field)
             name = pool_name(field_slug(field), NOMINAL_SIZE, 0, seed, split)
-            pools[name] = _write_pool(tmp / "pools" / name, name, field, rows, stage,
+            pools[name] = _write_pool(pool_dir(tmp, name), name, field, rows, stage,
                                       parameters, split, made_from, (extra or {}).get(field, {}))
         info = {"benchmark": manifest(stage, parameters, outputs=fingerprints(
-            tmp, ["prefiltered.parquet"]), counts={
+            tmp, [PREFILTERED]), counts={
                 "papers": papers.height, "fields": len(fields), "queries": table["query"]
                 .n_unique(), "pairs": table.select("query", "doc").unique().height,
                 "by_type": dict(table.group_by("type").len().sort("type").iter_rows())},
@@ -127,5 +127,5 @@ def read_benchmark(corpus_dir: Path, split: str | None = None) -> tuple[pl.DataF
     if not frames:
         which = f" of split {split}" if split else ""
         raise InputError(f"{corpus_dir} has no benchmark pools{which}")
-    papers = read_parquet(corpus_file(corpus_dir, "prefiltered.parquet"))
+    papers = read_parquet(corpus_file(corpus_dir, PREFILTERED))
     return pl.concat(frames), papers

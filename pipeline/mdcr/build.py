@@ -25,7 +25,7 @@ import polars as pl
 from pipeline.core.errors import InputError
 from pipeline.evaluation.evaluate import POSITIVE_TYPE
 from pipeline.ingest.corpus import claim_corpus, corpus_file
-from pipeline.layout import id_key, parse_pool_name
+from pipeline.layout import CITATIONS, PREFILTERED, derived_dirs, id_key, parse_pool_name
 from pipeline.mdcr.benchmark import write_benchmark
 from pipeline.pools.build import list_pools, load_pool, pool_manifest
 from pipeline.retrieval.runs import load_run
@@ -153,8 +153,8 @@ def build_mdcr(corpus_dir: Path, index_root: Path, runs_root: Path, out_dir: Pat
         raise InputError(f"MDCR_MODELS {','.join(clash)}: these names are candidate types of "
                          "their own; choose other models")
     pools = field_pools(corpus_dir, seed)
-    prefiltered = pl.scan_parquet(corpus_file(corpus_dir, "prefiltered.parquet"))
-    citations = pl.scan_parquet(corpus_file(corpus_dir, "citations.parquet"))
+    prefiltered = pl.scan_parquet(corpus_file(corpus_dir, PREFILTERED))
+    citations = pl.scan_parquet(corpus_file(corpus_dir, CITATIONS))
     all_ids = prefiltered.select("corpusid").sort("corpusid").collect()["corpusid"].to_numpy()
     tables, extra = [], {}
     for field, pool in pools.items():
@@ -188,8 +188,7 @@ def build_mdcr(corpus_dir: Path, index_root: Path, runs_root: Path, out_dir: Pat
     parameters = {"source_corpus": corpus_dir.name, "models": list(models), "seed": seed,
                   "positives": positives, "per_type": per_type, "top": top}
     return write_benchmark(out_dir, papers, table, "mdcr", parameters, seed=seed, extra=extra,
-                           replace=replace, derived=(index_root / out_dir.name,
-                                                     runs_root / out_dir.name))
+                           replace=replace, derived=derived_dirs(index_root, runs_root, out_dir.name))
 
 
 def _shortfalls(parts: dict[str, pl.DataFrame], queries: pl.DataFrame, positives: int,

@@ -32,10 +32,6 @@ OFFICIAL_METRICS = {"map": "map", "ndcg": "ndcg", "recall_5": "recall@5"}  # off
 SPLITS = {"test": "test", "val": "validation"}  # the files' split -> the pools' split
 
 
-def _official_type(kind: str) -> str:
-    return TRUE if kind == POSITIVE_TYPE else kind
-
-
 def check_out(out: Path, folder: bool) -> None:
     """Refuse an output path that cannot be written, before any work: `out` is a folder to
     write into (`folder`) or a file to write; its parent must be an existing, writable folder,

@@ -1,4 +1,4 @@
-"""Query sets and candidate pools (docs/pools.mdMDCR §3).
+"""Query sets and candidate pools (docs/pools.md; MDCR §3).
 
 Dataset-level: queries are prefiltered papers of the query year; the pool holds every paper
 they cite plus papers sampled at random from prefiltered papers up to the candidate year.
@@ -12,7 +12,7 @@ pool is contained in the 20k pool.
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 import zlib
 from dataclasses import asdict, dataclass
@@ -38,7 +38,24 @@ from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots, changed, record
 from pipeline.fields import field_slug
 from pipeline.ingest.corpus import corpus_file, corpus_repair
-from pipeline.layout import SPLITS, parse_pool_name, pool_name
+from pipeline.layout import (
+    CITATIONS,
+    PAPERS,
+    POOL_CANDIDATES,
+    POOL_FILES,
+    POOL_QRELS,
+    POOL_QUERIES,
+    POOL_SPEC,
+    PREFILTERED,
+    SPLITS,
+    locks_dir,
+    parse_pool_name,
+    pool_dir,
+    pool_name,
+    pools_dir,
+)
+
+log = logging.getLogger(__name__)
 
 
 class NoQueriesError(InputError):
@@ -95,7 +112,7 @@ def _scope_seed(spec: PoolSpec) -> int:
 
 def select_queries(corpus_dir: Path, spec: PoolSpec) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """Sample the query papers and their qrels; returns (queries, qrels, eligible count)."""
-    pre = pl.scan_parquet(corpus_dir / "prefiltered.parquet")
+    pre = pl.scan_parquet(corpus_dir / PREFILTERED)
     candidates = pre.filter(pl.col("year") <= spec.max_year).select("corpusid")
     eligible = pre.filter(pl.col("year") == spec.query_year)
     if spec.field is not None:
@@ -103,7 +120,7 @@ def select_queries(corpus_dir: Path, spec: PoolSpec) -> tuple[pl.DataFrame, pl.D
     excluded = _read_exclusions(spec.exclude)
     eligible = eligible.filter(~pl.col("corpusid").is_in(excluded.implode()))
     positives = (
-        pl.scan_parquet(corpus_dir / "citations.parquet")
+        pl.scan_parquet(corpus_dir / CITATIONS)
         .join(eligible.select(citing="corpusid"), on="citing", how="semi")
         .filter(pl.col("citing") != pl.col("cited"))
         .join(candidates, left_on="cited", right_on="corpusid", how="semi")
@@ -157,8 +174,8 @@ def _other_split_queries(corpus_dir: Path, spec: PoolSpec, ids: np.ndarray) -> n
         if scope != spec.scope or seed != spec.seed or split == spec.split:
             continue
         info = pool_manifest(corpus_dir, name)  # its files checked before they are read
-        check_outputs(corpus_dir / "pools" / name, info, repair=pool_repair(corpus_dir, name))
-        other = read_parquet(corpus_dir / "pools" / name / "queries.parquet", ["corpusid"])
+        check_outputs(pool_dir(corpus_dir, name), info, repair=pool_repair(corpus_dir, name))
+        other = read_parquet(pool_dir(corpus_dir, name) / POOL_QUERIES, ["corpusid"])
         shared.append(np.intersect1d(ids, other["corpusid"].to_numpy()))
     return np.unique(np.concatenate(shared))
 
@@ -168,31 +185,29 @@ def negative_population(corpus_dir: Path, spec: PoolSpec, exclude: pl.Series
     """Sorted ids negatives are sampled from: all candidates (dataset-level) or the field-cited
     set (field-level), minus `exclude` (queries and positives); and the size of that set before
     the exclusion (the field-cited set size MDCR §3 compares with SIZE)."""
-    papers = pl.scan_parquet(corpus_dir / "prefiltered.parquet").filter(
+    papers = pl.scan_parquet(corpus_dir / PREFILTERED).filter(
         pl.col("year") <= spec.max_year).select("corpusid")
     if spec.field is not None:
-        labelled = pl.scan_parquet(corpus_dir / "papers.parquet").filter(
+        labelled = pl.scan_parquet(corpus_dir / PAPERS).filter(
             pl.col("fields").list.contains(spec.field)).select(citing="corpusid")
-        cited = (pl.scan_parquet(corpus_dir / "citations.parquet")
+        cited = (pl.scan_parquet(corpus_dir / CITATIONS)
                  .join(labelled, on="citing", how="semi").select(corpusid="cited").unique())
         papers = papers.join(cited, on="corpusid", how="semi")
     scope = papers.sort("corpusid").collect()["corpusid"]
     return scope.filter(~scope.is_in(exclude.implode())), len(scope)
 
 
-POOL_FILES = ("queries.parquet", "candidates.parquet", "qrels.parquet")
-SPEC = ".spec.json"  # a pool's parameters, written before its files (its manifest: after)
 
 
 def corpus_inputs(corpus_dir: Path) -> dict[str, str]:
     """What a pool is made from: the corpus's prefiltered.parquet (label -> sha256)."""
-    return record(Roots.of(corpus_dir), [corpus_dir / "prefiltered.parquet"])
+    return record(Roots.of(corpus_dir), [corpus_dir / PREFILTERED])
 
 
 def check_corpus(corpus_dir: Path) -> None:
     """Refuse a corpus whose files a pool reads disagree with its manifest (sizes and sha256):
     a damaged prefiltered.parquet is named with the command that rebuilds it, never read."""
-    for name in ("papers.parquet", "citations.parquet", "prefiltered.parquet"):
+    for name in (PAPERS, CITATIONS, PREFILTERED):
         corpus_file(corpus_dir, name)
 
 
@@ -222,13 +237,13 @@ def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
     if spec.size < 1 or spec.repeat < 0 or spec.queries_wanted < 1:
         raise InputError(f"pool size {spec.size} / repeat {spec.repeat} / queries "
                          f"{spec.queries_wanted}: size and queries must be >= 1, repeat >= 0")
-    pool_dir = corpus_dir / "pools" / spec.name
+    folder = pool_dir(corpus_dir, spec.name)
     inputs = corpus_inputs(corpus_dir)
-    with file_lock(corpus_dir / ".locks" / f"pool-{spec.name}.lock"):
-        if _up_to_date(pool_dir, spec, inputs):
-            print(f"[pool] {spec.name} is up to date", file=sys.stderr)
-            return read_json(pool_dir / MANIFEST)
-        return _build_pool(corpus_dir, spec, pool_dir, inputs)
+    with file_lock(locks_dir(corpus_dir) / f"pool-{spec.name}.lock"):
+        if _up_to_date(folder, spec, inputs):
+            log.info(f"[pool] {spec.name} is up to date")
+            return read_json(folder / MANIFEST)
+        return _build_pool(corpus_dir, spec, folder, inputs)
 
 
 def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, inputs: dict[str, str]
@@ -271,12 +286,12 @@ def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, inputs: dict[s
         warnings.append(f"field-cited set holds {len(population)} papers: the pool has all of "
                         f"them, {candidates.height} candidates instead of {spec.size}")
     for line in warnings:
-        print(f"[pool] warning: {spec.name}: {line}", file=sys.stderr)
+        log.warning(f"[pool] {spec.name}: {line}")
     (pool_dir / MANIFEST).unlink(missing_ok=True)
-    write_json(manifest("pool-spec", asdict(spec)), pool_dir / SPEC)  # for `--repair`
-    write_parquet(queries.to_arrow(), pool_dir / "queries.parquet")
-    write_parquet(candidates.to_arrow(), pool_dir / "candidates.parquet")
-    write_parquet(qrels.to_arrow(), pool_dir / "qrels.parquet")
+    write_json(manifest("pool-spec", asdict(spec)), pool_dir / POOL_SPEC)  # for `--repair`
+    write_parquet(queries.to_arrow(), pool_dir / POOL_QUERIES)
+    write_parquet(candidates.to_arrow(), pool_dir / POOL_CANDIDATES)
+    write_parquet(qrels.to_arrow(), pool_dir / POOL_QRELS)
     per_query = qrels.group_by("query").len()["len"]
     counts = {
         "queries": queries.height, "queries_requested": spec.queries_wanted,
@@ -297,12 +312,12 @@ def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, inputs: dict[s
 
 def list_pools(corpus_dir: Path) -> list[str]:
     """Names of the complete pools of a corpus (those with a manifest)."""
-    return sorted(p.parent.name for p in (corpus_dir / "pools").glob(f"*/{MANIFEST}"))
+    return sorted(p.parent.name for p in pools_dir(corpus_dir).glob(f"*/{MANIFEST}"))
 
 
 def pool_manifest(corpus_dir: Path, name: str) -> dict:
     """The manifest of an existing pool, or a one-line error naming what to run."""
-    path = corpus_dir / "pools" / name / MANIFEST
+    path = pool_dir(corpus_dir, name) / MANIFEST
     if not path.exists():
         known = ", ".join(list_pools(corpus_dir)) or "none yet"
         raise InputError(f"pool {name!r} does not exist under {corpus_dir}/pools "
@@ -312,7 +327,7 @@ def pool_manifest(corpus_dir: Path, name: str) -> dict:
 
 def pool_files(corpus_dir: Path, name: str) -> list[Path]:
     """The files of a pool: what a run or an evaluation of it records among its inputs."""
-    return [corpus_dir / "pools" / name / f for f in POOL_FILES]
+    return [pool_dir(corpus_dir, name) / f for f in POOL_FILES]
 
 
 def pool_repair(corpus_dir: Path, name: str, info: dict | None = None) -> str:
@@ -331,8 +346,8 @@ def check_pool(corpus_dir: Path, name: str) -> dict:
     if "outputs" not in info:
         raise InputError(f"pool {name} was built by an older version of the pipeline (no file "
                          f"checksums in its manifest): repair: {pool_repair(corpus_dir, name)}")
-    check_outputs(corpus_dir / "pools" / name, info, repair=pool_repair(corpus_dir, name, info))
-    corpus_file(corpus_dir, "prefiltered.parquet")
+    check_outputs(pool_dir(corpus_dir, name), info, repair=pool_repair(corpus_dir, name, info))
+    corpus_file(corpus_dir, PREFILTERED)
     stale = changed(Roots.of(corpus_dir), info.get("inputs", {}))
     if stale:
         raise InputError(f"pool {name} is stale: {stale[0]} (prefiltered.parquet changed since "
@@ -343,8 +358,8 @@ def check_pool(corpus_dir: Path, name: str) -> dict:
 def _recorded_spec(corpus_dir: Path, name: str) -> PoolSpec | None:
     """The parameters a pool was built with: from its manifest, or (a manifest lost or damaged)
     from the `.spec.json` written before its files; None for a pool not built here."""
-    pool_dir = corpus_dir / "pools" / name
-    for path in (pool_dir / MANIFEST, pool_dir / SPEC):
+    folder = pool_dir(corpus_dir, name)
+    for path in (folder / MANIFEST, folder / POOL_SPEC):
         try:
             info = read_json(path)
         except InputError:
@@ -352,8 +367,8 @@ def _recorded_spec(corpus_dir: Path, name: str) -> PoolSpec | None:
         if info.get("stage") not in ("pool", "pool-spec"):
             return None  # a benchmark's or a collection's pool: its corpus command rebuilds it
         return PoolSpec(**info["parameters"])
-    raise InputError(f"pool {name}: neither its manifest nor {SPEC} can be read, so its "
-                     f"parameters are lost: rm -r {pool_dir}, then build it again with the "
+    raise InputError(f"pool {name}: neither its manifest nor {POOL_SPEC} can be read, so its "
+                     f"parameters are lost: rm -r {folder}, then build it again with the "
                      "make pool command that made it")
 
 
@@ -371,15 +386,15 @@ def rebuild_pool(corpus_dir: Path, name: str) -> dict | None:
 
 def pool_folders(corpus_dir: Path) -> list[str]:
     """Every pool folder of a corpus, complete or not (`make pools` repairs them all)."""
-    return sorted(p.name for p in (corpus_dir / "pools").glob("*/")
+    return sorted(p.name for p in pools_dir(corpus_dir).glob("*/")
                   if p.is_dir() and not is_temporary(p))
 
 
 def load_pool(corpus_dir: Path, name: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(queries, candidates, qrels) of a checked pool, or a one-line error naming what to run."""
     check_pool(corpus_dir, name)
-    pool_dir = corpus_dir / "pools" / name
-    return tuple(read_parquet(pool_dir / f) for f in POOL_FILES)  # type: ignore
+    folder = pool_dir(corpus_dir, name)
+    return tuple(read_parquet(folder / f) for f in POOL_FILES)  # type: ignore
 
 
 def validation_pools(corpus_dir: Path, pool: str) -> list[str]:

@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.ingest.corpus import corpus_file
-from pipeline.layout import check_variant, id_key
+from pipeline.layout import PREFILTERED, check_variant, id_key
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -39,7 +39,7 @@ def query_texts(corpus_dir: Path, queries: pl.DataFrame, variant: str = "full",
     if own_text(queries):
         texts = queries.select("corpusid", "title", "abstract")
     else:
-        texts = (pl.scan_parquet(corpus_file(corpus_dir, "prefiltered.parquet"))
+        texts = (pl.scan_parquet(corpus_file(corpus_dir, PREFILTERED))
                  .join(queries.lazy().select("corpusid"), on="corpusid", how="semi")
                  .select("corpusid", "title", "abstract").collect())
     texts = texts.sort("corpusid").with_columns(pl.col("title", "abstract").fill_null(""))

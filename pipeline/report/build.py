@@ -1,4 +1,4 @@
-"""Build placeholder."""
+"""`make report`: the tables and plots of a corpus's results, written under runs/reports/."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import polars as pl
 
 from pipeline.core.artifacts import atomic_path, read_parquet
 from pipeline.core.errors import InputError
-from pipeline.core.timing import TIMES_FILE
-from pipeline.layout import format_size
+from pipeline.layout import RESULTS_FILE, format_size, reports_dir, stage_times_path
 from pipeline.report.plots import plot_field_heatmap, plot_map_vs_size
 from pipeline.report.tables import (
     GROUP_KEYS,
@@ -35,7 +34,7 @@ from pipeline.report.tables import (
 
 def stage_times(runs_root: Path, corpus: str) -> str:
     """Seconds per stage from the stage-times log, summed over invocations."""
-    path = runs_root / corpus / TIMES_FILE
+    path = stage_times_path(runs_root, corpus)
     if not path.exists():
         return ""
     records = pl.DataFrame([json.loads(line) for line in path.read_text().splitlines()])
@@ -52,7 +51,7 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
 
     Pools of other seeds have other queries, so they are never averaged into the same cells.
     """
-    path = runs_root / "results.parquet"
+    path = runs_root / RESULTS_FILE
     if not path.exists():
         raise InputError(f"{path} is missing: run `make eval` first")
     # validation pools tune models (MDCR §3); the tables report the test pools (a corpus of
@@ -68,7 +67,7 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
         other = f" (seeds present: {', '.join(map(str, seeds))}; pass SEED=...)" if seeds else ""
         raise InputError(f"no evaluated runs for CORPUS={corpus} and SEED={seed} in {path}"
                          f"{other}: run `make eval`")
-    out_dir = runs_root / "reports"
+    out_dir = reports_dir(runs_root)
     sections = []
     perturbed = pl.col("model").str.contains("~", literal=True)  # QUERY_VARIANT runs
     if (results["level"] == "mdcr").any():

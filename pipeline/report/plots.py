@@ -1,4 +1,5 @@
-"""Plots: placeholder."""
+"""The report's plots (matplotlib, loaded only when a plot is drawn): metric against pool size,
+and a field-by-model heatmap."""
 
 from __future__ import annotations
 

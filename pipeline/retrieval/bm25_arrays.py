@@ -19,6 +19,7 @@ lowered by 1e-6 (its ScoreTiesAdjusterReranker), so a run is Anserini's, score f
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 from collections import deque
@@ -29,6 +30,7 @@ import numba
 import numpy as np
 import polars as pl
 
+from pipeline.core.logs import Progress, progress
 from pipeline.retrieval import bm25_lucene, jvm
 from pipeline.retrieval.bm25_lucene import MAX_CLAUSES
 
@@ -270,6 +272,7 @@ GUESS = 2.0  # the guess of the k-th score: see `_rank`
 GUESS_SHARE = 8.0  # ... made when the first block can hold this many of the top k
 FIRST_SHARE = 12.0  # the first block (scored before any bound is known): this share, or 1,024
 GROUP = 16  # candidates whose term lists are fetched together before they are scored
+QUERY_BATCH = 1024  # queries per kernel call: progress between calls (results never change)
 
 
 @numba.njit(cache=True)
@@ -466,13 +469,14 @@ def anserini_order(rows: np.ndarray, docs: np.ndarray, scores: np.ndarray, k: in
 
 def search(index: Postings, texts: Sequence[str], k: int, k1: float = 0.9, b: float = 0.4,
            prune: bool = True, stats: dict | None = None, block: int = BLOCK,
-           first: int | None = None, guess: float = GUESS
+           first: int | None = None, guess: float = GUESS, bar: Progress | None = None
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Lucene's BM25 of the top k per query, plus the documents tied with the k-th: (query
     row, doc id, float32 score), matching documents only (score > 0). `prune=False` scores
     every posting (the same result, slower); `block`, `first` and `guess` tune `_rank` (the
     result never depends on them); `stats` receives what the queries cost: postings of their
-    terms, postings scored, documents finished from their term lists, queries ranked again."""
+    terms, postings scored, documents finished from their term lists, queries ranked again.
+    Queries go to the kernel QUERY_BATCH at a time; `bar` advances by each batch."""
     table = _norm_table(index, k1, b)
     norm_inv, maxima = table[index.norms], _maxima(*index.frontier, table)
     q_ptr, q_terms, q_weights = _query_terms(index, texts)
@@ -492,27 +496,33 @@ def search(index: Postings, texts: Sequence[str], k: int, k1: float = 0.9, b: fl
     cost = np.zeros((n_queries, 4), dtype=np.int64)
     room = np.full(n_queries, min(2 * k + 64, n_docs))
     rows, found, values = [], [], []
-    todo = np.arange(n_queries)
+    todo, again = np.arange(n_queries), True
     while len(todo):  # ties beyond the room given: those queries again, with room for all
-        sub_ptr = np.concatenate([[0], np.cumsum(q_ptr[todo + 1] - q_ptr[todo])])
-        picks = np.concatenate([np.arange(q_ptr[q], q_ptr[q + 1]) for q in todo] or
-                               [np.zeros(0, dtype=np.int64)])
-        width = int(room[todo].max())
-        hit_docs = np.empty((len(todo), width), dtype=np.int64)
-        hit_scores = np.empty((len(todo), width), dtype=np.float32)
-        n_hits = np.zeros(len(todo), dtype=np.int64)
-        spent = np.zeros((len(todo), 4), dtype=np.int64)
-        _search(sub_ptr, q_terms[picks], q_weights[picks], index.ptr, index.docs, index.tfs, maxima,
-                norm_inv, index.fptr, index.fterms, index.ftfs, k, prune, first, block, guess,
-                hit_docs, hit_scores, n_hits, spent, *space)
-        cost[todo] += spent
-        fits = n_hits <= width
-        for r in np.flatnonzero(fits):
-            rows.append(np.full(n_hits[r], todo[r]))
-            found.append(hit_docs[r, : n_hits[r]])
-            values.append(hit_scores[r, : n_hits[r]])
-        room[todo[~fits]] = n_hits[~fits]
-        todo = todo[~fits]
+        left = []
+        for lo in range(0, len(todo), QUERY_BATCH):
+            part = todo[lo : lo + QUERY_BATCH]
+            sub_ptr = np.concatenate([[0], np.cumsum(q_ptr[part + 1] - q_ptr[part])])
+            picks = np.concatenate([np.arange(q_ptr[q], q_ptr[q + 1]) for q in part] or
+                                   [np.zeros(0, dtype=np.int64)])
+            width = int(room[part].max())
+            hit_docs = np.empty((len(part), width), dtype=np.int64)
+            hit_scores = np.empty((len(part), width), dtype=np.float32)
+            n_hits = np.zeros(len(part), dtype=np.int64)
+            spent = np.zeros((len(part), 4), dtype=np.int64)
+            _search(sub_ptr, q_terms[picks], q_weights[picks], index.ptr, index.docs, index.tfs,
+                    maxima, norm_inv, index.fptr, index.fterms, index.ftfs, k, prune, first,
+                    block, guess, hit_docs, hit_scores, n_hits, spent, *space)
+            cost[part] += spent
+            fits = n_hits <= width
+            for r in np.flatnonzero(fits):
+                rows.append(np.full(n_hits[r], part[r]))
+                found.append(hit_docs[r, : n_hits[r]])
+                values.append(hit_scores[r, : n_hits[r]])
+            room[part[~fits]] = n_hits[~fits]
+            left.append(part[~fits])
+            if bar is not None and again:  # a query ranked again is not counted twice
+                bar.update(len(part))
+        todo, again = np.concatenate(left), False
     if stats is not None:
         stats.update(queries=n_queries, postings=int(np.diff(index.ptr)[q_terms].sum()),
                      postings_scored=int(cost[:, 0].sum()), finished=int(cost[:, 1].sum()),
@@ -526,8 +536,8 @@ def search(index: Postings, texts: Sequence[str], k: int, k1: float = 0.9, b: fl
 def search_grid(queries: pl.DataFrame, papers: pl.DataFrame, k: int, k1s: Sequence[float],
                 bs: Sequence[float], threads: int = 2, max_clauses: int = MAX_CLAUSES
                 ) -> tuple[dict[tuple[float, float], pl.DataFrame], list]:
-    """`bm25_lucene.search_grid` on the pool's papers (corpusid, title, abstract) instead of a Lucene
-    index: the pool is analysed once, every (k1, b) scored on it; the hits (query, doc,
+    """`bm25_lucene.search_grid` on the pool's papers (corpusid, title, abstract) instead of a
+    Lucene index: the pool is analysed once, every (k1, b) scored on it; the hits (query, doc,
     score) of each pair and the ids of queries cut to `max_clauses` terms."""
     bm25_lucene.check_ids(papers["corpusid"], "document")
     texts, capped = bm25_lucene.query_texts(queries, max_clauses, lambda: papers)
@@ -535,9 +545,10 @@ def search_grid(queries: pl.DataFrame, papers: pl.DataFrame, k: int, k1s: Sequen
     query_ids = queries["corpusid"].to_numpy()
     numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     runs = {}
-    for k1 in k1s:
-        for b in bs:
-            hits = anserini_order(*search(index, texts, k, k1, b), k)
+    total = len(texts) * len(k1s) * len(bs)
+    with progress(total, "bm25", "queries", show=total > QUERY_BATCH) as bar:
+        for k1, b in itertools.product(k1s, bs):
+            hits = anserini_order(*search(index, texts, k, k1, b, bar=bar), k)
             runs[(k1, b)] = pl.DataFrame({
                 "query": pl.Series(query_ids[hits["row"].to_numpy()],
                                    dtype=queries["corpusid"].dtype),

@@ -10,11 +10,11 @@ over many pools starts Java once, not once per pool (issue 7).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
 import shutil
-import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,6 +27,7 @@ from pipeline.core.artifacts import (
     MANIFEST,
     atomic_dir,
     check_outputs,
+    file_lock,
     fingerprints,
     manifest,
     read_json,
@@ -34,8 +35,13 @@ from pipeline.core.artifacts import (
     write_json,
 )
 from pipeline.core.errors import InputError
+from pipeline.core.inputs import Roots, record
+from pipeline.ingest.corpus import paper_texts
+from pipeline.layout import POOL_CANDIDATES, PREFILTERED, bm25_index_dir, pool_dir
+from pipeline.pools.build import load_pool
 from pipeline.retrieval.jvm import anserini_jar, java_binary, run_anserini
 
+log = logging.getLogger(__name__)
 MAX_CLAUSES = 1024  # Lucene's default BooleanQuery clause limit
 # Lucene's English stop words (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), removed before counting
 STOPWORDS = frozenset(
@@ -162,8 +168,7 @@ def query_texts(queries: pl.DataFrame, max_clauses: int = MAX_CLAUSES,
             texts[i], cut = cap_query(texts[i], doc_freq, papers.height, max_clauses)
             if cut:
                 capped.append(queries["corpusid"][i])
-        print(f"[bm25] {len(capped)} queries cut to {max_clauses} terms: {capped[:10]}",
-              file=sys.stderr)
+        log.info(f"[bm25] {len(capped)} queries cut to {max_clauses} terms: {capped[:10]}")
     return texts, capped
 
 
@@ -242,3 +247,18 @@ def index_is_current(index_dir: Path, parameters: dict, inputs: dict[str, str]) 
     except InputError:
         return False
     return True
+
+
+def index_pool(corpus_dir: Path, index_root: Path, pool: str, threads: int = 2) -> dict:
+    """The Lucene index of a pool's candidates (a no-op when it is current: same pool files,
+    same texts, files that match its manifest)."""
+    _, candidates, _ = load_pool(corpus_dir, pool)
+    target = bm25_index_dir(index_root, corpus_dir.name, pool)
+    params = {"pool": pool, "corpus": corpus_dir.name}
+    inputs = record(Roots.of(corpus_dir, index_root, index_root), [
+        pool_dir(corpus_dir, pool) / POOL_CANDIDATES, corpus_dir / PREFILTERED])
+    with file_lock(target.parent / ".bm25.lock"):
+        if index_is_current(target, params, inputs):
+            return {"pool": pool, "up_to_date": True}
+        return build_index(paper_texts(corpus_dir, candidates["corpusid"]), target, threads,
+                           params, inputs)

@@ -9,7 +9,7 @@ searched by `maxsim_search`: torch, on the GPU or the CPU, exact.
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections.abc import Iterable
 from functools import cache
 
@@ -17,9 +17,12 @@ import faiss
 import numpy as np
 
 from pipeline.core.errors import InputError
+from pipeline.core.logs import progress
 from pipeline.encoding.models import Similarity
 
 GPU_MAX_K = 2048  # Faiss GPU top-k limit
+log = logging.getLogger(__name__)
+
 
 
 def prepare(vectors: np.ndarray, similarity: Similarity) -> np.ndarray:
@@ -52,11 +55,14 @@ def faiss_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Simi
         scores, positions = index.search(queries, k)
         return (-scores if similarity == "l2" else scores), positions
     heap = faiss.ResultHeap(len(queries), k, keep_max=similarity != "l2")
-    for lo in range(0, len(docs), doc_chunk) if k else []:
-        index = _faiss_index(docs.shape[1], similarity)
-        index.add(prepare(docs[lo : lo + doc_chunk], similarity))
-        scores, positions = index.search(queries, min(k, index.ntotal))
-        heap.add_result(scores, np.where(positions >= 0, positions + lo, -1))
+    show = bool(k) and len(docs) > doc_chunk
+    with progress(len(docs), "search", "candidates", show=show) as bar:
+        for lo in range(0, len(docs), doc_chunk) if k else []:
+            index = _faiss_index(docs.shape[1], similarity)
+            index.add(prepare(docs[lo : lo + doc_chunk], similarity))
+            scores, positions = index.search(queries, min(k, index.ntotal))
+            heap.add_result(scores, np.where(positions >= 0, positions + lo, -1))
+            bar.update(index.ntotal)
     heap.finalize()
     scores, positions = heap.D, heap.I
     return (-scores if similarity == "l2" else scores), positions
@@ -82,6 +88,7 @@ def torch_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Simi
     best_i = torch.zeros((len(q), 0), dtype=torch.long, device=device)
     tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
+    bar = progress(len(docs), "search", "candidates", show=bool(k) and len(docs) > doc_chunk)
     try:
         for lo in range(0, len(docs), doc_chunk) if k else []:
             x = torch.from_numpy(np.ascontiguousarray(docs[lo : lo + doc_chunk])).to(
@@ -100,7 +107,9 @@ def torch_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Simi
             merged_s = torch.cat([best_s, torch.cat(chunk_s)], 1)
             best_s, order = torch.topk(merged_s, min(k, merged_s.shape[1]), dim=1)
             best_i = torch.gather(torch.cat([best_i, torch.cat(chunk_i)], 1), 1, order)
+            bar.update(len(x))
     finally:
+        bar.close()
         torch.backends.cuda.matmul.allow_tf32 = tf32
     return best_s.cpu().numpy(), best_i.cpu().numpy()
 
@@ -127,13 +136,14 @@ def maxsim_search(queries: np.ndarray, query_offsets: np.ndarray, docs: np.ndarr
     doc_offsets = np.asarray(doc_offsets)
     chunks = ((docs[doc_offsets[lo] : doc_offsets[hi]], doc_offsets[lo : hi + 1] - doc_offsets[lo],
                np.arange(lo, hi)) for lo, hi in paper_chunks(doc_offsets, doc_rows))
-    return maxsim_stream(queries, query_offsets, chunks, k, similarity, device, query_rows)
+    return maxsim_stream(queries, query_offsets, chunks, k, similarity, device, query_rows,
+                         total=len(doc_offsets) - 1)
 
 
 def maxsim_stream(queries: np.ndarray, query_offsets: np.ndarray,
                   chunks: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]], k: int,
-                  similarity: Similarity, device: str = "cpu", query_rows: int | None = None
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  similarity: Similarity, device: str = "cpu", query_rows: int | None = None,
+                  total: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A candidate paper's score for a query paper is the maximum similarity over (query
     sentence, candidate sentence) pairs, exact. Query paper i is
     queries[query_offsets[i]:query_offsets[i + 1]]. Candidates come in chunks
@@ -145,6 +155,7 @@ def maxsim_stream(queries: np.ndarray, query_offsets: np.ndarray,
 
     Returns (scores, positions), (queries, min(k, candidates)), as faiss_search does; tied
     scores keep the lower position first, as np.argsort(-scores, kind="stable") would.
+    `total`: the number of candidate papers, for progress (pipeline.core.logs).
     """
     import torch
 
@@ -158,6 +169,7 @@ def maxsim_stream(queries: np.ndarray, query_offsets: np.ndarray,
     q_chunks = paper_chunks(np.asarray(query_offsets), query_rows)
     best_s = torch.full((n_queries, 0), float("-inf"), device=device)
     best_p = torch.zeros((n_queries, 0), dtype=torch.long, device=device)
+    bar = progress(total or 0, "search", "candidates", show=bool(total) and k > 0)
     for docs, doc_offsets, positions in chunks if k > 0 and q_chunks else []:
         x = torch.from_numpy(prepare(docs, similarity)).to(device)
         n_docs = len(doc_offsets) - 1
@@ -187,6 +199,8 @@ def maxsim_stream(queries: np.ndarray, query_offsets: np.ndarray,
         scores, found = scores.gather(1, by_position), found.gather(1, by_position)
         order = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :k]
         best_s, best_p = scores.gather(1, order), found.gather(1, order)
+        bar.update(n_docs)
+    bar.close()
     return best_s.cpu().numpy(), best_p.cpu().numpy()
 
 
@@ -216,7 +230,7 @@ def faiss_gpu_works() -> bool:
     try:
         _, gpu_pos = faiss_search(queries, docs, 10, "ip", gpu=True)
     except RuntimeError as exc:  # e.g. "no kernel image is available for execution"
-        print(f"[dense] Faiss GPU unusable here ({str(exc).splitlines()[0]})", file=sys.stderr)
+        log.warning(f"[dense] Faiss GPU unusable here ({str(exc).splitlines()[0]})")
         return False
     _, cpu_pos = faiss_search(queries, docs, 10, "ip")
     return bool((gpu_pos == cpu_pos).all())

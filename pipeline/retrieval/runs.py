@@ -1,4 +1,5 @@
-"""Runs store: placeholder."""
+"""The run store: a run's files (TREC text and parquet, in trec_eval's order, without self
+hits), its manifest, and the checks that a run is complete, intact and current."""
 
 from __future__ import annotations
 
@@ -18,19 +19,13 @@ from pipeline.core.artifacts import (
 )
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots, changed
-from pipeline.layout import VARIANT_SEP
+from pipeline.layout import VARIANT_SEP, run_paths
 from pipeline.pools.build import validation_pools
 
 TOP_K = 500
 
 
 SCORE_DECIMALS = 6  # scores are rounded as written, so the TREC file and the parquet agree
-
-
-def run_paths(runs_root: Path, corpus: str, pool: str, model: str) -> dict[str, Path]:
-    folder = runs_root / corpus / pool
-    return {suffix: folder / f"{model}.{suffix}"
-            for suffix in ("trec", "parquet", "manifest.json", "metrics.parquet", "eval.json")}
 
 
 def run_repair(corpus: str, run: str) -> str:

@@ -23,22 +23,12 @@ from pipeline.core.artifacts import file_lock, manifest, read_json, write_json
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots, record
 from pipeline.encoding.models import ModelEntry
-from pipeline.layout import format_size, parse_pool_name
+from pipeline.layout import bm25_index_dir, parse_pool_name, tuning_path
 from pipeline.pools.build import check_pool, load_pool, pool_files, validation_pools
 from pipeline.retrieval import bm25_lucene
 
 K1_GRID = (0.6, 0.9, 1.2, 1.5, 2.0)
 B_GRID = (0.3, 0.4, 0.5, 0.6, 0.75, 0.9)
-
-
-def group_name(pool: str) -> str:
-    """The test pool's group: what its validation pools share (scope, size, seed)."""
-    name = parse_pool_name(pool)
-    return f"{name.scope}-{format_size(name.size)}" + (f"-s{name.seed}" if name.seed else "")
-
-
-def tuning_path(index_root: Path, corpus: str, pool: str) -> Path:
-    return index_root / corpus / "bm25-tuning" / f"{group_name(pool)}.json"
 
 
 def bm25_params(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry,
@@ -81,7 +71,6 @@ def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntr
     from pipeline.evaluation.metrics import per_query
     from pipeline.ingest.corpus import paper_texts
     from pipeline.retrieval.runs import TOP_K, finalize_run
-    from pipeline.retrieval.search import bm25_index_dir, index
 
     start = time.perf_counter()
     rows = []
@@ -95,7 +84,7 @@ def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntr
                                             paper_texts(corpus_dir, candidates["corpusid"]),
                                             TOP_K + 1, k1s, bs, threads)
         else:
-            index(corpus_dir, index_root, pool, entry, threads)
+            bm25_lucene.index_pool(corpus_dir, index_root, pool, threads)
             runs, _ = bm25_lucene.search_grid(
                 query_papers, bm25_index_dir(index_root, corpus_dir.name, pool), TOP_K + 1,
                 k1s, bs, threads,

@@ -1,0 +1,119 @@
+"""Argument types and the one-line parser of the command line: standard library only, so the
+Makefile's variable check runs before the environment exists."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from pipeline.core.errors import InputError
+from pipeline.layout import (
+    parse_metrics,
+    parse_size,
+)
+
+DTYPES = ("float32", "float16")
+
+
+BACKENDS = ("auto", "faiss-cpu", "faiss-gpu", "torch-cuda", "torch-cpu")
+
+
+BM25_ENGINES = ("lucene", "arrays")
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+_PATH = re.compile(r"^[A-Za-z0-9._/+,:@=~-]+$")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad option is one line (`error: ...`) and exit status 2, not usage text."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        if self.prog.endswith(" check"):  # options named after make variables: name the variable
+            print(f"error: {message.removeprefix('argument --')}", file=sys.stderr)
+        else:
+            print(f"error: {self.prog}: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def int_at_least(low: int, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number ({what})") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is too small: {what}")
+        return value
+    parse.__name__ = "int"
+    return parse
+
+
+positive = int_at_least(1, "use 1 or more")
+
+
+non_negative = int_at_least(0, "use 0 or more")
+
+
+def choice(options: tuple[str, ...]):
+    def parse(text: str) -> str:
+        if text not in options:
+            shown = ", ".join(o or "(empty)" for o in options)
+            raise argparse.ArgumentTypeError(f"{text!r}: use one of {shown}")
+        return text
+    parse.__name__ = "value"
+    return parse
+
+
+def corpus_name(text: str) -> str:
+    if not _NAME.match(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a corpus name is letters, digits, '.', '_' or '-' (a folder name)")
+    return text
+
+
+def safe_path(text: str) -> str:
+    """Paths the Makefile uses as targets: no spaces, quotes or shell characters."""
+    if not _PATH.match(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: use a path of letters, digits and ._/+,:@=~- only (no spaces, quotes "
+            "or shell characters)")
+    return text
+
+
+def sizes(text: str) -> str:
+    if not text.split():
+        raise argparse.ArgumentTypeError("SIZE is empty: give one or more sizes, e.g. 20k or "
+                                         "'200k 500k'")
+    try:
+        for size in text.split():
+            parse_size(size)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def checked(check):
+    """An argparse type from a validator that raises InputError."""
+    def parse(text: str) -> str:
+        try:
+            return check(text)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    parse.__name__ = "value"
+    return parse
+
+
+def metric_list(text: str) -> str:
+    if text != "auto":  # auto: each pool's own set (large-scale; mdcr for MDCR-style pools)
+        parse_metrics(text)
+    return text
+
+
+def device(text: str) -> str:
+    if not re.match(r"^(cpu|cuda(:\d+)?)$", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: use cpu, cuda or cuda:<index>")
+    return text

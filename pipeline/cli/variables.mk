@@ -1,0 +1,142 @@
+# Generated from pipeline/cli/variables.py by `make variables`: do not edit.
+# The user variables of the Makefile, with their defaults: a value on make's command line or in the
+# environment wins. The Makefile passes every variable of USER_VARS to `python -m pipeline check`,
+# which checks it and prints the names and paths make uses (docs/variables.md).
+
+# ---- Corpus and data folders
+# CORPUS: the corpus every stage works on: its folder under corpora/, indexes/ and runs/
+CORPUS ?= demo
+# DATA: where corpora/, indexes/ and runs/ live (a scratch disk on a cluster, say); default the
+# checkout
+DATA ?= .
+# SOURCE: the reader: the S2ORC 2020 release (s2orc) or the S2AG datasets (s2ag: papers/,
+# abstracts/, citations/) (default: s2orc; s2ag when CORPUS=s2ag)
+SOURCE ?= $(if $(filter s2ag,$(CORPUS)),s2ag,s2orc)
+# RAW: the folder of the raw release: S2ORC's metadata/, or S2AG's papers/, abstracts/ and
+# citations/ (default: the corpus's SOURCE folder under DATA (corpora/CORPUS/SOURCE))
+RAW ?=
+# FOS_SOURCE: S2AG: which field labels count: external (MAG-like) or s2-fos-model
+FOS_SOURCE ?= external
+# CITATIONS: what the prefilter counts as a paper's citations: inbound, outbound or either
+CITATIONS ?= inbound
+# STRICT: 1: stop ingest at the first bad line instead of quarantining it
+STRICT ?=
+
+# ---- Pools (make pool)
+# SIZE: the pool size: 20000, 20k, 2M; several separated by spaces
+SIZE ?= 10k
+# FIELD: a field-level pool: one of the 19 MAG fields (case insensitive), all, or several separated
+# by spaces with '-' for a name's own space (medicine computer-science) (default: (empty: a
+# dataset-level pool))
+FIELD ?=
+# REPEATS: samples per size (the paper: 3)
+REPEATS ?= 1
+# SEED: the pools' seed, part of a pool's name unless 0 (two seeds never overwrite each other); also
+# the random model's and make mdcr's
+SEED ?= 0
+# QUERIES: query papers per pool (default: 50 on CORPUS=demo, else the paper's: 3,800 dataset-level,
+# 200 per field)
+QUERIES ?= $(if $(filter demo,$(CORPUS)),50,)
+
+# ---- Models
+# MODEL: one model: a registered name (make models lists them), hf:<org>/<name> (any Hugging Face
+# encoder, with POOLING), or a fused model's name
+MODEL ?= minilm
+# POOLING: cls or mean, for MODEL=hf:<org>/<name> (default: mean)
+POOLING ?=
+# MODEL_PATH: a local folder with the model's save_pretrained files, for nodes without hub access
+MODEL_PATH ?=
+
+# ---- Search
+# THREADS: ingest worker processes, Lucene and search threads; with EXECUTOR=slurm also each job's
+# CPUs (--cpus-per-task)
+THREADS ?= 2
+# BM25_ENGINE: BM25 on arrays (Lucene's analysis and scores in numba, faster for whole-abstract
+# queries) or on lucene (Anserini): the same runs, so a change redoes none
+BM25_ENGINE ?= arrays
+# BACKEND: the dense search backend: auto, faiss-cpu, faiss-gpu, torch-cuda, torch-cpu (a forced one
+# that cannot run is an error; the run manifest says which ran)
+BACKEND ?= auto
+# QUERY_VARIANT: the same pools searched with perturbed queries: full, title, abstract, shuffled,
+# deleted30, typos (pipeline/pools/queries.py); their runs are named after the model and the
+# variant, beside the others
+QUERY_VARIANT ?= full
+
+# ---- Evaluation and fusion (make eval, make fuse)
+# METRICS: what eval scores: auto (each pool's own set: large-scale pools MAP, NDCG, R@30;
+# MDCR-style pools MAP, NDCG, R@5), a set (large-scale, mdcr, beir: nDCG@10, R@100) or ranx names,
+# e.g. 'map ndcg@10 recall@30'
+METRICS ?= auto
+# MODELS: make fuse, make mdcr-jaccard: the models, separated by commas (MODELS=bm25,minilm; an hf:
+# model's pooling as hf:<org>/<name>@cls)
+MODELS ?=
+# METHOD: make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)
+METHOD ?= rrf
+
+# ---- MDCR-style benchmarks and outside collections
+# MDCR: make mdcr: the benchmark corpus it writes (default: CORPUS-mdcr)
+MDCR ?= $(CORPUS)-mdcr
+# MDCR_MODELS: make mdcr: the models whose top-ranked papers give the model-based negatives,
+# separated by commas (the paper's: bm25,specter,scincl; make mdcr-jaccard MODELS=.. helps choose)
+MDCR_MODELS ?= bm25,minilm
+# SRC: make import-mdcr, make import-beir: the folder of files to import
+SRC ?=
+# OUT: make export-mdcr: the folder it writes; make mdcr-scores: the scores file
+OUT ?=
+# SPLIT: the split imported or exported: test, val (MDCR) or dev (BEIR)
+SPLIT ?= test
+# REPLACE: 1: make mdcr, import-mdcr and import-beir may replace an existing corpus of the same kind
+# (without it they refuse to write into a corpus that holds anything)
+REPLACE ?=
+
+# ---- Where embed runs (make embed, make eval; on a SLURM cluster: docs/cluster.md)
+# EXECUTOR: where embed runs: local (this machine; the SHARDS one after another in one process) or
+# slurm (an sbatch job array under runs/slurm/, one shard per task; make eval then waits for it)
+EXECUTOR ?= local
+# SHARDS: shards of the embed stage: array tasks with slurm, one after another with local
+SHARDS ?= 1
+# PARTITION: #SBATCH --partition: one name, or several separated by commas (default: the cluster's
+# default)
+PARTITION ?=
+# GPUS_PER_TASK: #SBATCH --gres=gpu:K of each task (and of the eval job); 0 asks for none
+GPUS_PER_TASK ?= 1
+# SLURM_TIME: #SBATCH --time of each job, e.g. 90 (minutes), 4:00:00, 1-12:00:00; TIME=.. on make's
+# command line is an alias (a TIME in the environment, GNU time's format, is never read) (default:
+# the cluster's default)
+SLURM_TIME ?=
+
+# ---- make demo
+# DEMO_PAPERS: papers of the synthetic demo corpus
+DEMO_PAPERS ?= 120k
+# DEMO_SIZES: the demo's dataset-level pool sizes
+DEMO_SIZES ?= 2k 5k 10k
+# DEMO_MODELS: the models make demo evaluates, separated by spaces
+DEMO_MODELS ?= bm25 minilm random
+# DEMO_SEED: the synthetic demo corpus's seed
+DEMO_SEED ?= 0
+# DEMO_FIELDS: a small Table 2: the fields of the demo's field-level pools (names with '-' for
+# spaces; empty: none)
+DEMO_FIELDS ?= medicine biology computer-science
+# DEMO_FIELD_SIZE: the size of the demo's field-level pools
+DEMO_FIELD_SIZE ?= 1k
+# DEMO_FIELD_QUERIES: queries per demo field-level pool
+DEMO_FIELD_QUERIES ?= 25
+
+# ---- The paper's grid (make pools-paper)
+# PAPER_SIZES: dataset-level pool sizes (MDCR section 3)
+PAPER_SIZES ?= 200k 500k 1M 2M
+# PAPER_QUERIES: queries per dataset-level pool
+PAPER_QUERIES ?= 3800
+# PAPER_FIELD_SIZE: the size of the field-level pools (all 19 fields)
+PAPER_FIELD_SIZE ?= 100k
+# PAPER_FIELD_QUERIES: queries per field-level pool
+PAPER_FIELD_QUERIES ?= 200
+# PAPER_REPEATS: samples per size
+PAPER_REPEATS ?= 3
+
+USER_VARS := CORPUS DATA SOURCE RAW FOS_SOURCE CITATIONS STRICT SIZE FIELD REPEATS SEED QUERIES \
+	MODEL POOLING MODEL_PATH THREADS BM25_ENGINE BACKEND QUERY_VARIANT METRICS MODELS \
+	METHOD MDCR MDCR_MODELS SRC OUT SPLIT REPLACE EXECUTOR SHARDS PARTITION \
+	GPUS_PER_TASK SLURM_TIME DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED DEMO_FIELDS \
+	DEMO_FIELD_SIZE DEMO_FIELD_QUERIES PAPER_SIZES PAPER_QUERIES PAPER_FIELD_SIZE \
+	PAPER_FIELD_QUERIES PAPER_REPEATS

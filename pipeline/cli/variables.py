@@ -1,0 +1,352 @@
+"""The make variables, declared once: the Makefile's defaults and its list USER_VARS (the
+generated include pipeline/cli/variables.mk), the options of `python -m pipeline check`
+(built from the declaration in a loop) and docs/variables.md all come from VARIABLES.
+
+The Makefile passes every variable to `check`; the check validates them and prints, on one
+line, the names and paths make needs (`derived`): make never composes a model's, a pool's or a
+data folder's name itself, it reads them from that line. `python -m pipeline variables --write`
+(`make variables`) writes the two generated files again; tests/test_variables.py fails when the
+committed ones differ from what the declaration gives.
+
+Standard library only, like the rest of the check (the Makefile runs it with the system Python
+before the environment exists). The validators live in pipeline.cli.main, where the stages'
+options use them too; main imports this module only when it builds its parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline import layout
+from pipeline.cli.checks import (
+    BACKENDS,
+    BM25_ENGINES,
+    checked,
+    choice,
+    corpus_name,
+    metric_list,
+    non_negative,
+    positive,
+    safe_path,
+    sizes,
+)
+from pipeline.encoding.models import HF_PREFIX, fused_name, get_model
+from pipeline.layout import CITATION_MODES, FOS_SOURCES, SOURCES, VARIANTS
+from pipeline.slurm import check_executor, check_partition, check_time
+
+ROOT = Path(__file__).resolve().parents[2]
+MAKE_INCLUDE = Path("pipeline/cli/variables.mk")  # relative to the checkout (the Makefile's)
+DOCS = Path("docs/variables.md")
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A user variable of the Makefile.
+
+    default: make's default, written `NAME ?= default` (so the command line and the
+    environment win); it may be make code (SOURCE, MDCR, QUERIES), which `shown` then says in
+    words for the docs. check: the argparse type `check --NAME` validates the value with (None:
+    cmd_check checks it with the others it depends on). optional: an empty value is no value
+    (the check skips it). one_word: one value, never several words (make would split it).
+    alias: a second name the check accepts (TIME for SLURM_TIME, on make's command line)."""
+
+    name: str
+    default: str
+    check: Callable[[str], object] | None
+    help: str
+    group: str
+    shown: str = ""
+    optional: bool = False
+    one_word: bool = False
+    alias: str = ""
+
+
+GROUPS = {
+    "data": "Corpus and data folders",
+    "pools": "Pools (make pool)",
+    "models": "Models",
+    "search": "Search",
+    "eval": "Evaluation and fusion (make eval, make fuse)",
+    "mdcr": "MDCR-style benchmarks and outside collections",
+    "cluster": "Where embed runs (make embed, make eval; on a SLURM cluster: docs/cluster.md)",
+    "demo": "make demo",
+    "paper grid": "The paper's grid (make pools-paper)",
+}
+FLAG = ("", "0", "1")
+V = Variable
+VARIABLES: tuple[Variable, ...] = (
+    # ---- data
+    V("CORPUS", "demo", corpus_name, "the corpus every stage works on: its folder under "
+      "corpora/, indexes/ and runs/", "data", one_word=True),
+    V("DATA", ".", safe_path, "where corpora/, indexes/ and runs/ live (a scratch disk on a "
+      "cluster, say); default the checkout", "data", one_word=True),
+    V("SOURCE", "$(if $(filter s2ag,$(CORPUS)),s2ag,s2orc)", choice(SOURCES), "the reader: "
+      "the S2ORC 2020 release (s2orc) or the S2AG datasets (s2ag: papers/, abstracts/, "
+      "citations/)", "data", shown="s2orc; s2ag when CORPUS=s2ag", one_word=True),
+    V("RAW", "", safe_path, "the folder of the raw release: S2ORC's metadata/, or S2AG's "
+      "papers/, abstracts/ and citations/", "data",
+      shown="the corpus's SOURCE folder under DATA (corpora/CORPUS/SOURCE)", optional=True,
+      one_word=True),
+    V("FOS_SOURCE", "external", choice(FOS_SOURCES), "S2AG: which field labels count: "
+      "external (MAG-like) or s2-fos-model", "data", one_word=True),
+    V("CITATIONS", "inbound", choice(CITATION_MODES), "what the prefilter counts as a "
+      "paper's citations: inbound, outbound or either", "data", one_word=True),
+    V("STRICT", "", choice(FLAG), "1: stop ingest at the first bad line instead of "
+      "quarantining it", "data", one_word=True),
+    # ---- pools
+    V("SIZE", "10k", sizes, "the pool size: 20000, 20k, 2M; several separated by spaces",
+      "pools"),
+    V("FIELD", "", None, "a field-level pool: one of the 19 MAG fields (case insensitive), "
+      "all, or several separated by spaces with '-' for a name's own space (medicine "
+      "computer-science)", "pools", shown="(empty: a dataset-level pool)", optional=True),
+    V("REPEATS", "1", positive, "samples per size (the paper: 3)", "pools"),
+    V("SEED", "0", non_negative, "the pools' seed, part of a pool's name unless 0 (two seeds "
+      "never overwrite each other); also the random model's and make mdcr's", "pools"),
+    V("QUERIES", "$(if $(filter demo,$(CORPUS)),50,)", positive, "query papers per pool",
+      "pools", shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
+      optional=True),
+    # ---- models
+    V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
+      "hf:<org>/<name> (any Hugging Face encoder, with POOLING), or a fused model's name",
+      "models"),
+    V("POOLING", "", None, "cls or mean, for MODEL=hf:<org>/<name>", "models",
+      shown="mean", optional=True, one_word=True),
+    V("MODEL_PATH", "", safe_path, "a local folder with the model's save_pretrained files, "
+      "for nodes without hub access", "models", optional=True, one_word=True),
+    # ---- search
+    V("THREADS", "2", positive, "ingest worker processes, Lucene and search threads; with "
+      "EXECUTOR=slurm also each job's CPUs (--cpus-per-task)", "search"),
+    V("BM25_ENGINE", "arrays", choice(BM25_ENGINES), "BM25 on arrays (Lucene's analysis and "
+      "scores in numba, faster for whole-abstract queries) or on lucene (Anserini): the same "
+      "runs, so a change redoes none", "search", one_word=True),
+    V("BACKEND", "auto", choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "
+      "faiss-gpu, torch-cuda, torch-cpu (a forced one that cannot run is an error; the run "
+      "manifest says which ran)", "search", one_word=True),
+    V("QUERY_VARIANT", "full", choice(VARIANTS), "the same pools searched with perturbed "
+      "queries: full, title, abstract, shuffled, deleted30, typos (pipeline/pools/queries.py); "
+      "their runs are named after the model and the variant, beside the others", "search",
+      one_word=True),
+    # ---- eval
+    V("METRICS", "auto", checked(metric_list), "what eval scores: auto (each pool's own set: "
+      "large-scale pools MAP, NDCG, R@30; MDCR-style pools MAP, NDCG, R@5), a set "
+      "(large-scale, mdcr, beir: nDCG@10, R@100) or ranx names, e.g. 'map ndcg@10 recall@30'",
+      "eval"),
+    V("MODELS", "", None, "make fuse, make mdcr-jaccard: the models, separated by commas "
+      "(MODELS=bm25,minilm; an hf: model's pooling as hf:<org>/<name>@cls)", "eval"),
+    V("METHOD", "rrf", None, "make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)",
+      "eval"),
+    # ---- mdcr
+    V("MDCR", "$(CORPUS)-mdcr", corpus_name, "make mdcr: the benchmark corpus it writes",
+      "mdcr", shown="CORPUS-mdcr", one_word=True),
+    V("MDCR_MODELS", "bm25,minilm", None, "make mdcr: the models whose top-ranked papers give "
+      "the model-based negatives, separated by commas (the paper's: bm25,specter,scincl; "
+      "make mdcr-jaccard MODELS=.. helps choose)", "mdcr"),
+    V("SRC", "", safe_path, "make import-mdcr, make import-beir: the folder of files to "
+      "import", "mdcr", optional=True, one_word=True),
+    V("OUT", "", safe_path, "make export-mdcr: the folder it writes; make mdcr-scores: the "
+      "scores file", "mdcr", optional=True, one_word=True),
+    V("SPLIT", "test", choice(("test", "val", "dev")), "the split imported or exported: "
+      "test, val (MDCR) or dev (BEIR)", "mdcr", one_word=True),
+    V("REPLACE", "", choice(FLAG), "1: make mdcr, import-mdcr and import-beir may replace an "
+      "existing corpus of the same kind (without it they refuse to write into a corpus that "
+      "holds anything)", "mdcr", one_word=True),
+    # ---- cluster
+    V("EXECUTOR", "local", checked(check_executor), "where embed runs: local (this machine; "
+      "the SHARDS one after another in one process) or slurm (an sbatch job array under "
+      "runs/slurm/, one shard per task; make eval then waits for it)", "cluster",
+      one_word=True),
+    V("SHARDS", "1", positive, "shards of the embed stage: array tasks with slurm, one after "
+      "another with local", "cluster"),
+    V("PARTITION", "", checked(check_partition), "#SBATCH --partition: one name, or several "
+      "separated by commas", "cluster", shown="the cluster's default", optional=True,
+      one_word=True),
+    V("GPUS_PER_TASK", "1", non_negative, "#SBATCH --gres=gpu:K of each task (and of the eval "
+      "job); 0 asks for none", "cluster"),
+    V("SLURM_TIME", "", checked(check_time), "#SBATCH --time of each job, e.g. 90 (minutes), "
+      "4:00:00, 1-12:00:00; TIME=.. on make's command line is an alias (a TIME in the "
+      "environment, GNU time's format, is never read)", "cluster",
+      shown="the cluster's default", optional=True, one_word=True, alias="TIME"),
+    # ---- demo
+    V("DEMO_PAPERS", "120k", sizes, "papers of the synthetic demo corpus", "demo"),
+    V("DEMO_SIZES", "2k 5k 10k", sizes, "the demo's dataset-level pool sizes", "demo"),
+    V("DEMO_MODELS", "bm25 minilm random", None, "the models make demo evaluates, separated "
+      "by spaces", "demo"),
+    V("DEMO_SEED", "0", non_negative, "the synthetic demo corpus's seed", "demo"),
+    V("DEMO_FIELDS", "medicine biology computer-science", None, "a small Table 2: the fields "
+      "of the demo's field-level pools (names with '-' for spaces; empty: none)", "demo"),
+    V("DEMO_FIELD_SIZE", "1k", sizes, "the size of the demo's field-level pools", "demo"),
+    V("DEMO_FIELD_QUERIES", "25", positive, "queries per demo field-level pool", "demo"),
+    # ---- paper grid
+    V("PAPER_SIZES", "200k 500k 1M 2M", sizes, "dataset-level pool sizes (MDCR section 3)",
+      "paper grid"),
+    V("PAPER_QUERIES", "3800", positive, "queries per dataset-level pool", "paper grid"),
+    V("PAPER_FIELD_SIZE", "100k", sizes, "the size of the field-level pools (all 19 fields)",
+      "paper grid"),
+    V("PAPER_FIELD_QUERIES", "200", positive, "queries per field-level pool", "paper grid"),
+    V("PAPER_REPEATS", "3", positive, "samples per size", "paper grid"),
+)
+del V
+BY_NAME = {v.name: v for v in VARIABLES}
+
+# What the check prints for make (NAME=value, one line): names and paths make uses but never
+# composes itself. Lists are comma-separated (one make word).
+DERIVED = {
+    "CORPORA_ROOT": "DATA's corpora/ folder (absolute): --corpora-root",
+    "INDEX_ROOT": "DATA's indexes/ folder (absolute): --index-root",
+    "RUNS_ROOT": "DATA's runs/ folder (absolute): --runs-root",
+    "RAW_DIR": "RAW, or the corpus's default raw folder",
+    "POOLS": "the complete pools of CORPUS (commas)",
+    "POOLS_DIR": "the folder holding CORPUS's pools",
+    "WRITTEN_WHOLE": "benchmark or collection when CORPUS was written whole by one command "
+                     "(make mdcr, the imports: nothing to ingest), else empty",
+    "MODEL_NAME": "the name MODEL's runs are written under (with QUERY_VARIANT)",
+    "MODEL_FILE": "MODEL's file-safe name (the stages' --model)",
+    "FUSE_PARTS": "the models of MODELS, by their file-safe names (commas)",
+    "FUSED_MODEL": "the fused model of MODELS and METHOD",
+    "MDCR_PARTS": "the models of MDCR_MODELS, by their file-safe names (commas)",
+    "DEMO_TIMES": "the demo corpus's stage-times log (make demo starts it afresh)",
+    "DEMO_PATHS": "the demo's folders and reports (make clean-demo; commas, may hold a glob)",
+}
+OK = "check=ok"  # the first word of the check's line: make takes any other output as the error
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """`check --NAME` for every variable (and --TIME, SLURM_TIME's alias)."""
+    for var in VARIABLES:
+        kind = _optional(var.check) if var.optional else var.check
+        for name in filter(None, (var.name, var.alias)):
+            parser.add_argument(f"--{name}", type=kind, help=var.help, metavar="VALUE")
+
+
+def _optional(check: Callable[[str], object] | None) -> Callable[[str], object]:
+    """An empty value is no value (None); any other goes to `check`."""
+    def parse(text: str) -> object:
+        return None if text == "" else (check(text) if check else text)
+    parse.__name__ = getattr(check, "__name__", "value")
+    return parse
+
+
+def _parts(models: str | None) -> list[str]:
+    return (models or "").replace(",", " ").split()
+
+
+def derived(args: argparse.Namespace) -> dict[str, str]:
+    """The names and paths make reads from the check's line (every key of DERIVED), from the
+    checked values; a variable not given yields empty values."""
+    roots = layout.data_roots(args.DATA or ".")
+    corpus = args.CORPUS
+    corpus_dir = roots["corpora"] / corpus if corpus else None
+    values = {"CORPORA_ROOT": roots["corpora"], "INDEX_ROOT": roots["index"],
+              "RUNS_ROOT": roots["runs"]}
+    values["RAW_DIR"] = args.RAW or (
+        layout.raw_dir(roots["corpora"], corpus, args.SOURCE) if corpus and args.SOURCE else "")
+    values["POOLS"] = ",".join(layout.pool_names(corpus_dir)) if corpus_dir else ""
+    values["POOLS_DIR"] = layout.pools_dir(corpus_dir) if corpus_dir else ""
+    values["WRITTEN_WHOLE"] = layout.written_whole(corpus_dir) if corpus_dir else ""
+    model = ""
+    if args.MODEL:
+        spec = args.MODEL
+        if spec.startswith(HF_PREFIX):
+            spec = f"{spec}@{args.POOLING or 'mean'}"
+        model = get_model(spec).name
+    values["MODEL_FILE"] = model
+    values["MODEL_NAME"] = layout.run_name(model, args.QUERY_VARIANT or "full") if model else ""
+    parts = _parts(args.MODELS)
+    values["FUSE_PARTS"] = ",".join(get_model(m).name for m in parts)
+    values["FUSED_MODEL"] = fused_name(args.METHOD or "rrf", parts) if parts else ""
+    values["MDCR_PARTS"] = ",".join(get_model(m).name for m in _parts(args.MDCR_MODELS))
+    demo = "demo"
+    values["DEMO_TIMES"] = layout.stage_times_path(roots["runs"], demo)
+    values["DEMO_PATHS"] = ",".join(
+        [str(roots[kind] / demo) for kind in ("corpora", "index", "runs")]
+        + [str(layout.reports_dir(roots["runs"]) / f"{demo}*")])
+    assert values.keys() == DERIVED.keys()
+    return {name: str(value) for name, value in values.items()}
+
+
+def make_line(values: dict[str, str]) -> str:
+    """One line for make: `check=ok NAME=value ...`."""
+    return " ".join([OK, *(f"{name}={value}" for name, value in values.items())]) + "\n"
+
+
+# ---- the generated files ---------------------------------------------------------------------
+GENERATED_BY = "Generated from pipeline/cli/variables.py by `make variables`: do not edit."
+
+
+def _comment(text: str, width: int = 100) -> list[str]:
+    return textwrap.wrap(text, width, initial_indent="# ", subsequent_indent="# ",
+                         break_on_hyphens=False, break_long_words=False)
+
+
+def make_include() -> str:
+    """pipeline/cli/variables.mk: every variable's default (`?=`) and USER_VARS."""
+    lines = [f"# {GENERATED_BY}",
+             *_comment("The user variables of the Makefile, with their defaults: a value on "
+                       "make's command line or in the environment wins. The Makefile passes "
+                       "every variable of USER_VARS to `python -m pipeline check`, which "
+                       "checks it and prints the names and paths make uses (docs/variables.md)."
+                       )]
+    for group, title in GROUPS.items():
+        lines += ["", f"# ---- {title}"]
+        for var in (v for v in VARIABLES if v.group == group):
+            lines += _comment(f"{var.name}: {var.help}"
+                              + (f" (default: {var.shown})" if var.shown else ""))
+            lines.append(f"{var.name} ?={' ' if var.default else ''}{var.default}")
+    rows = textwrap.wrap(" ".join(v.name for v in VARIABLES), 84)
+    lines += ["", "USER_VARS := " + " \\\n\t".join(rows)]
+    return "\n".join(lines) + "\n"
+
+
+def md_text(text: str) -> str:
+    """Text as a Markdown table cell shows it (`<org>` is not an HTML tag)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _shown(var: Variable) -> str:
+    if var.shown:
+        return md_text(var.shown)
+    return f"`{var.default}`" if var.default else "(empty)"
+
+
+def markdown() -> str:
+    """docs/variables.md: a table per group (variable, default, meaning)."""
+    lines = ["# Make variables", "", f"<!-- {GENERATED_BY} -->", "",
+             "Every variable is set on make's command line (`make eval MODEL=bm25`) or in the "
+             "environment. `python -m pipeline check` checks each one before anything runs: a "
+             "bad value stops make with one line and exit status 2, and no value ever reaches a "
+             "shell unquoted (a value holding `$` is refused: make would run it as make code). "
+             "The interpreter and environment (`PYTHON`, `VENV`, `PY`, `STAMP`, "
+             "`TORCH_VERSION`, `PYSERINI_VERSION`) are the Makefile's own: plain paths and "
+             "versions, checked by make."]
+    for group, title in GROUPS.items():
+        lines += ["", f"## {title}", "", "| variable | default | meaning |", "|---|---|---|"]
+        lines += [f"| `{v.name}` | {_shown(v)} | {md_text(v.help)} |"
+                  for v in VARIABLES if v.group == group]
+    return "\n".join(lines) + "\n"
+
+
+def generated() -> dict[Path, str]:
+    """Each generated file (relative to the checkout) and the text it must hold."""
+    return {MAKE_INCLUDE: make_include(), DOCS: markdown()}
+
+
+def stale(root: Path = ROOT) -> list[Path]:
+    """The generated files that differ from what the declaration gives."""
+    return [path for path, text in generated().items()
+            if not (root / path).exists() or (root / path).read_text() != text]
+
+
+def write(root: Path = ROOT) -> list[Path]:
+    """Write the stale generated files; returns them."""
+    written = stale(root)
+    for path in written:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        tmp = root / path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(generated()[path])
+        os.replace(tmp, root / path)
+    return written

@@ -1,0 +1,195 @@
+"""Messages and progress: `logging` under the logger "pipeline", and progress a batch log can read.
+
+`setup(verbosity)` (the command line calls it; `-q` is -1, `-v` is 1) gives the "pipeline"
+logger one handler on stderr: INFO lines as they are ("[embed] done in 3.1s ..."), WARNING
+and above prefixed with the level ("warning: ..."); the level is INFO, WARNING with -q, DEBUG
+with -v. Modules log with `logging.getLogger(__name__)`.
+
+`progress(total, what, unit)` follows a long stage: on a terminal a tqdm bar; elsewhere (a
+SLURM log, a pipe) an INFO line every `interval` seconds (PIPELINE_PROGRESS_INTERVAL, default
+30), e.g. "[embed] 120000/2000000 papers (6.0%), 850 papers/s, ETA 36m51s", and a last one at
+the end when any was logged. Lines are written when the work advances (`update`), so a stage
+that never advances between two lines logs none. Neither bar nor lines below INFO (-q).
+Standard library only at import time (the `check` command runs before the environment
+exists); tqdm is imported when a bar is shown.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+ROOT = "pipeline"
+INTERVAL_ENV = "PIPELINE_PROGRESS_INTERVAL"
+DEFAULT_INTERVAL = 30.0  # seconds between two progress lines in a log
+T = TypeVar("T")
+
+
+class _Format(logging.Formatter):
+    """The message as it is; WARNING and above prefixed with the level: 'warning: ...'."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return f"{record.levelname.lower()}: {text}" if record.levelno >= logging.WARNING else text
+
+
+class _Stderr(logging.StreamHandler):
+    """A handler on sys.stderr as it is when a record comes, not when it was made (a stream
+    replaced later, as pytest's capture does, still gets the lines)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(_Format("%(message)s"))
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # StreamHandler.__init__ sets it: ignored
+        pass
+
+
+def level_of(verbosity: int) -> int:
+    return logging.WARNING if verbosity < 0 else logging.DEBUG if verbosity > 0 else logging.INFO
+
+
+def setup(verbosity: int = 0) -> logging.Logger:
+    """The "pipeline" logger on stderr at the level of `verbosity` (-1 quiet, 0, 1 verbose).
+    Called again, it sets the level only (one handler, never two)."""
+    logger = logging.getLogger(ROOT)
+    if not any(isinstance(h, _Stderr) for h in logger.handlers):
+        logger.addHandler(_Stderr())
+    logger.setLevel(level_of(verbosity))
+    return logger
+
+
+def progress_interval() -> float:
+    """Seconds between progress lines: PIPELINE_PROGRESS_INTERVAL, else DEFAULT_INTERVAL."""
+    try:
+        value = float(os.environ.get(INTERVAL_ENV, DEFAULT_INTERVAL))
+    except ValueError:
+        return DEFAULT_INTERVAL
+    return value if value >= 0 else DEFAULT_INTERVAL
+
+
+def duration(seconds: float | None) -> str:
+    """45s, 36m51s, 2h05m09s; '?' when unknown."""
+    if seconds is None or seconds != seconds or seconds == float("inf"):
+        return "?"
+    total = int(round(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def _rate(value: float) -> str:
+    return f"{value:.0f}" if value >= 10 else f"{value:.3g}"
+
+
+class Progress:
+    """Work done of `total`: a bar on a terminal, INFO lines every `interval` seconds
+    elsewhere. Use as a context manager; `update(n)` when n more units are done."""
+
+    def __init__(self, total: int, what: str, unit: str = "papers",
+                 interval: float | None = None, show: bool = True,
+                 logger: logging.Logger | None = None,
+                 clock: Callable[[], float] = time.monotonic, terminal: bool | None = None):
+        self.total, self.what, self.unit, self.done = int(total), what, unit, 0
+        self.log = logger or logging.getLogger(f"{ROOT}.progress")
+        self.interval = progress_interval() if interval is None else interval
+        self.clock = clock
+        self.start = self.last = clock()
+        self.logged: int | None = None  # units done at the last line logged
+        self.postfix: dict[str, Any] = {}
+        self.closed = False
+        self.enabled = show and self.log.isEnabledFor(logging.INFO)
+        self.bar = None
+        if terminal is None:
+            terminal = _isatty()
+        if self.enabled and terminal:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=self.total, desc=what, unit=unit, file=sys.stderr)
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        if self.bar is not None:
+            self.bar.update(n)
+        elif self.enabled:
+            now = self.clock()
+            if now - self.last >= self.interval:
+                self._line(now)
+
+    def set_postfix(self, **values: Any) -> None:
+        """Figures shown after the rate (on a bar, and in the next line logged)."""
+        self.postfix.update(values)
+        if self.bar is not None:
+            self.bar.set_postfix(values, refresh=False)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.bar is not None:
+            self.bar.close()
+        elif self.enabled and self.logged is not None and self.logged != self.done:
+            self._line(self.clock())
+
+    def line(self, now: float | None = None) -> str:
+        """'[embed] 120000/2000000 papers (6.0%), 850 papers/s, ETA 36m51s' (at the end: 'in
+        39m12s' instead of the ETA)."""
+        now = self.clock() if now is None else now
+        elapsed = now - self.start
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        share = f" ({100 * self.done / self.total:.1f}%)" if self.total > 0 else ""
+        if self.done >= self.total:
+            when = f"in {duration(elapsed)}"
+        else:
+            when = f"ETA {duration((self.total - self.done) / rate if rate > 0 else None)}"
+        extra = "".join(f", {k}={v}" for k, v in self.postfix.items())
+        return (f"[{self.what}] {self.done}/{self.total} {self.unit}{share}, "
+                f"{_rate(rate)} {self.unit}/s, {when}{extra}")
+
+    def _line(self, now: float) -> None:
+        self.log.info(self.line(now))
+        self.last, self.logged = now, self.done
+
+
+def _isatty() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # no stderr, or a closed one
+        return False
+
+
+def progress(total: int, what: str, unit: str = "papers", interval: float | None = None,
+             show: bool = True, **options: Any) -> Progress:
+    """A Progress: `with progress(n, "embed") as bar: ... bar.update(k)`. `show=False`:
+    nothing at all (work too small to follow)."""
+    return Progress(total, what, unit, interval, show, **options)
+
+
+def track(items: Iterable[T], what: str, unit: str, total: int | None = None,
+          show: bool = True, **options: Any) -> Iterator[T]:
+    """The items, one unit of progress each, counted when the next one is asked for: after
+    the loop's body has done its work with it (or, for results made as they are asked for,
+    after both)."""
+    if total is None:
+        total = len(items)  # type: ignore[arg-type]
+    with progress(total, what, unit, show=show, **options) as bar:
+        for item in items:
+            yield item
+            bar.update(1)

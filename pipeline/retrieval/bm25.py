@@ -1,0 +1,59 @@
+"""BM25 as a retriever: k1 and b tuned on the pool's validation pools (tuning.py), searched on
+the arrays engine (bm25_arrays.py: Lucene's analysis and scores in numba, the default) or on
+Lucene itself (bm25_lucene.py: Anserini's SearchCollection over a Lucene index of the pool)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.encoding.models import ModelEntry
+from pipeline.ingest.corpus import paper_texts
+from pipeline.layout import PREFILTERED, bm25_index_dir, runs_dir
+from pipeline.pools.build import pool_files
+from pipeline.retrieval import bm25_lucene, jvm
+from pipeline.retrieval.base import Query, Retriever
+from pipeline.retrieval.tuning import bm25_params
+
+
+class BM25(Retriever):
+    def check(self, backend: str) -> None:
+        jvm.java_binary()  # both engines need Java (Lucene's analyzer)
+
+    def index(self, corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry,
+              threads: int = 2, bm25_engine: str = "arrays", **options) -> dict:
+        if bm25_engine == "arrays":
+            return {"model": entry.name, "pool": pool, "note": "nothing to index: the arrays "
+                    "engine indexes the pool in memory when it searches"}
+        return {"model": entry.name, **bm25_lucene.index_pool(corpus_dir, index_root, pool,
+                                                              threads)}
+
+    def hits(self, query: Query) -> tuple[pl.DataFrame, dict]:
+        corpus_dir, pool, engine = query.corpus_dir, query.pool, query.bm25_engine
+        index_dir = bm25_index_dir(query.index_root, corpus_dir.name, pool)
+        params = bm25_params(corpus_dir, query.index_root, pool, query.entry, query.threads,
+                             engine=engine)  # tuned on the validation pools
+        read = [corpus_dir / PREFILTERED,
+                *(f for v in params["tuned_on"] for f in pool_files(corpus_dir, v))]
+        if engine == "lucene":
+            read += bm25_lucene.index_files(index_dir)
+        query.read(read)
+        k1, b = params["k1"], params["b"]
+        query_papers = (query.texts if query.texts is not None else
+                        paper_texts(corpus_dir, query.queries["corpusid"]).sort("corpusid"))
+        pool_papers = lambda: paper_texts(corpus_dir, query.candidates["corpusid"])  # noqa: E731
+        if engine == "arrays":
+            from pipeline.retrieval import bm25_arrays
+
+            runs, capped = bm25_arrays.search_grid(query_papers, pool_papers(), query.depth,
+                                                   [k1], [b], query.threads)
+            hits = runs[(k1, b)]
+        else:
+            hits, capped = bm25_lucene.search(
+                query_papers, index_dir, query.depth, k1, b, query.threads,
+                pool_papers=pool_papers, work_dir=runs_dir(query.runs_root, corpus_dir.name, pool))
+        return hits, {**params, "engine": engine, "capped_queries": capped}
+
+
+RETRIEVER = BM25()

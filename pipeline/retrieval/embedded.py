@@ -1,0 +1,138 @@
+"""Encoders as retrievers: exact search over the model's embedding store (encoding/store.py).
+
+Dense models rank by their similarity between one vector per paper (dense.py: Faiss or torch,
+exact); multi-vector models (ASPIRE) by the best (query sentence, candidate sentence) pair,
+ts-ASPIRE's score, streamed from the store. A query that is a text (a collection's query, a
+QUERY_VARIANT) is encoded now by a dense model; multi-vector models search stored papers only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from pipeline.core.errors import InputError
+from pipeline.encoding.embed import embed, encode_texts
+from pipeline.encoding.models import ModelEntry
+from pipeline.encoding.store import (
+    candidate_chunks,
+    load_sentence_vectors,
+    load_vectors,
+    store_parts,
+)
+from pipeline.layout import store_dir
+from pipeline.retrieval.base import Query, Retriever
+
+
+def store_files(index_root: Path, corpus: str, entry: ModelEntry) -> list[Path]:
+    """The (checked) parts of the model's embedding store: what a search reads."""
+    store = store_dir(index_root, corpus, entry.name)
+    return [store / part["file"] for part in store_parts(store)]
+
+
+def maxsim_hits(store: Path, query_ids: np.ndarray, doc_ids: np.ndarray, k: int,
+                similarity: str, backend: str = "auto", chunk_rows: int | None = None
+                ) -> tuple[pl.DataFrame, dict]:
+    """Top-k candidate papers per query paper by the best sentence pair (ts-ASPIRE), exact;
+    hits (query, doc, score) and the run details. Candidates are streamed from the store
+    (candidate_chunks) and positioned in trec_eval's tie order (docid descending as a
+    string); the search keeps the lower position among tied scores, so an exact tie at the
+    k-th place keeps the papers trec_eval ranks first. `chunk_rows`: sentence rows per
+    candidate chunk (memory: chunk_rows x dim x 4 bytes, plus the pair scores)."""
+    from pipeline.encoding.store import stored_ids
+    from pipeline.retrieval.dense import maxsim_device, maxsim_stream
+
+    device = maxsim_device(backend)
+    query_ids = np.asarray(query_ids, dtype=np.int64)
+    doc_ids = (pl.DataFrame({"doc": np.asarray(doc_ids, dtype=np.int64)})
+               .sort(pl.col("doc").cast(pl.String), descending=True)["doc"].to_numpy())
+    missing = np.setdiff1d(doc_ids, stored_ids(store))
+    if len(missing):  # before any work, as load_sentence_vectors says for the queries
+        raise InputError(f"{len(missing)} papers (e.g. {missing[0]}) have no vector in {store}: "
+                         "run the embed stage for this pool first")
+    queries, offsets = load_sentence_vectors(store, query_ids)
+    counted = {"candidate_sentences": 0}
+
+    def counting(chunks):
+        for chunk in chunks:
+            counted["candidate_sentences"] += len(chunk[0])
+            yield chunk
+
+    chunk_rows = chunk_rows or (1 << 18 if device.startswith("cuda") else 1 << 14)
+    scores, positions = maxsim_stream(queries, offsets, counting(candidate_chunks(
+        store, doc_ids, chunk_rows)), k, similarity, device,  # type: ignore[arg-type]
+        total=len(doc_ids))
+    valid = positions >= 0
+    hits = pl.DataFrame({
+        "query": np.repeat(query_ids, positions.shape[1])[valid.ravel()],
+        "doc": doc_ids[positions[valid]],
+        "score": scores[valid].astype(np.float64),
+    })
+    return hits, {"backend": f"torch-{device}", "similarity": similarity,
+                  "score": "max over (query sentence, candidate sentence) pairs",
+                  "query_sentences": len(queries), **counted}
+
+
+class Dense(Retriever):
+    def check(self, backend: str) -> None:
+        from pipeline.retrieval.dense import check_backend
+
+        check_backend(backend)  # a GPU backend forced where there is none
+
+    def index(self, corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry,
+              threads: int = 2, bm25_engine: str = "arrays", **options) -> dict:
+        return embed(corpus_dir, index_root, entry, pools=[pool], **options)
+
+    def hits(self, query: Query) -> tuple[pl.DataFrame, dict]:
+        """Exact top k by the model's similarity. Queries are the store's vectors of the query
+        papers, or (texts: a collection's queries, or perturbed ones) their texts encoded
+        now."""
+        from pipeline.retrieval.dense import exact_search
+
+        entry = query.entry
+        query.read(store_files(query.index_root, query.corpus_dir.name, entry))
+        store = store_dir(query.index_root, query.corpus_dir.name, entry.name)
+        doc_ids = query.candidates["corpusid"].to_numpy()
+        if query.texts is None:
+            query_ids = query.queries["corpusid"].to_numpy()
+            # one pass over the parts; a float16 store stays float16 (chunks are made float32)
+            vectors = load_vectors(store, np.concatenate([query_ids, doc_ids]), dtype=None)
+            query_vectors, doc_vectors = vectors[: len(query_ids)], vectors[len(query_ids):]
+        else:
+            query_ids = query.texts["corpusid"].to_numpy()
+            query_vectors = encode_texts(store, entry, query.texts, query.model_path)
+            doc_vectors = load_vectors(store, doc_ids, dtype=None)
+        scores, positions, used = exact_search(query_vectors, doc_vectors, query.depth,
+                                               entry.similarity, query.backend)
+        valid = positions >= 0
+        hits = pl.DataFrame({
+            "query": np.repeat(query_ids, positions.shape[1])[valid.ravel()],
+            "doc": doc_ids[positions[valid]],
+            "score": scores[valid].astype(np.float64),
+        })
+        return hits, {"backend": used, "similarity": entry.similarity}
+
+
+class MultiVector(Dense):
+    searches_texts = False
+    searches_variants = False
+
+    def check(self, backend: str) -> None:
+        from pipeline.retrieval.dense import maxsim_device
+
+        maxsim_device(backend)  # a Faiss backend, or a GPU that is not there
+
+    def hits(self, query: Query) -> tuple[pl.DataFrame, dict]:
+        """Best sentence pair (ts-ASPIRE), exact."""
+        entry = query.entry
+        query.read(store_files(query.index_root, query.corpus_dir.name, entry))
+        return maxsim_hits(store_dir(query.index_root, query.corpus_dir.name, entry.name),
+                           query.queries["corpusid"].to_numpy(),
+                           query.candidates["corpusid"].to_numpy(), query.depth,
+                           entry.similarity, query.backend)
+
+
+RETRIEVER = Dense()
+MULTI_VECTOR = MultiVector()

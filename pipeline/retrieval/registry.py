@@ -1,0 +1,32 @@
+"""The retriever registry: a model's `kind` names the retriever that indexes and searches it.
+
+A retriever is a module holding `RETRIEVER`, an object with the methods of `Retriever`
+(pipeline/retrieval/base.py). A new kind is that module plus one line below; its modules
+are imported only when a model of that kind is used, so a CLI call that needs none of them
+does not pay for their imports (torch, faiss, the JVM).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from pipeline.core.errors import InputError
+
+RETRIEVERS: dict[str, str] = {
+    "bm25": "pipeline.retrieval.bm25",
+    "dense": "pipeline.retrieval.embedded",
+    "multi-vector": "pipeline.retrieval.embedded:MULTI_VECTOR",
+    "fusion": "pipeline.retrieval.fusion",
+    "random": "pipeline.retrieval.random",
+}
+
+
+def retriever(kind: str):
+    """The registered retriever of a model kind (imported now), or a one-line InputError."""
+    try:
+        target = RETRIEVERS[kind]
+    except KeyError:
+        raise InputError(f"no retriever is registered for model kind {kind!r}: add its module "
+                         "to pipeline/retrieval/registry.py (RETRIEVERS)") from None
+    module, _, name = target.partition(":")
+    return getattr(import_module(module), name or "RETRIEVER")

@@ -1,0 +1,128 @@
+"""The documentation: a short README, no reference to material users do not have, links that
+resolve, and a Python example in the README that runs as written."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+MAX_README_LINES = 200
+
+# Reference files of the project's authors that users do not have: never named in what ships.
+# Built from pieces, so that this file does not name them either.
+FORBIDDEN = ("SPEC" + ".md", "DESIGN" + ".md", ".." + "/shared")
+CHECKED = (README, DOCS, ROOT / "pipeline", ROOT / "tests", ROOT / "benchmarks",
+           ROOT / "Makefile")
+SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints"}
+
+_FENCE = re.compile(r"^(```|~~~).*?^\1", re.M | re.S)
+_LINK = re.compile(r"\]\(([^)\s]+)\)")  # [text](target) and ![alt](target), text over lines too
+_EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)  # http:, https:, mailto:, ...
+
+
+def _files(paths: tuple[Path, ...]) -> list[Path]:
+    found = []
+    for path in paths:
+        if path.is_file():
+            found.append(path)
+        elif path.is_dir():
+            found += [p for p in sorted(path.rglob("*")) if p.is_file()
+                      and not SKIPPED_PARTS & set(p.relative_to(ROOT).parts)
+                      and p.suffix not in (".pyc", ".png")]
+    return found
+
+
+def _markdown_pages() -> list[Path]:
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def _prose(text: str) -> str:
+    """Markdown without its fenced code blocks (code may hold brackets that are not links)."""
+    return _FENCE.sub("", text)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", lambda m: m.group(1) or "", heading)
+    text = re.sub(r"[^\w\- ]", "", text.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    headings = re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", _prose(page.read_text()), flags=re.M)
+    return {_slug(h) for h in headings}
+
+
+def test_readme_is_short():
+    lines = README.read_text().splitlines()
+    assert len(lines) <= MAX_README_LINES, (
+        f"README.md has {len(lines)} lines (at most {MAX_README_LINES}): move details to docs/")
+
+
+def test_no_reference_to_material_users_do_not_have():
+    hits = []
+    for path in _files(CHECKED):
+        text = path.read_text(errors="ignore")
+        hits += [f"{path.relative_to(ROOT)}: {word}" for word in FORBIDDEN if word in text]
+    assert not hits, "restate the facts in docs/ instead of citing: " + "; ".join(hits)
+
+
+def test_docs_exist():
+    assert DOCS.is_dir()
+    assert {"architecture.md", "ingest.md", "pools.md", "encoders.md", "retrieval.md",
+            "evaluation.md", "mdcr.md", "collections.md", "cluster.md", "errors.md",
+            "benchmarks.md", "extending.md", "choices.md"} <= {p.name for p in DOCS.glob("*.md")}
+
+
+@pytest.mark.parametrize("page", _markdown_pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_relative_links_resolve(page: Path):
+    """Every relative link of the README and the docs names a file that exists (and, for a
+    markdown page with an anchor, a heading of that page)."""
+    broken = []
+    for target in _LINK.findall(_prose(page.read_text())):
+        if _EXTERNAL.match(target):
+            continue
+        path_part, _, anchor = target.partition("#")
+        path = (page.parent / path_part).resolve() if path_part else page
+        if not path.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
+            broken.append(f"{target}: no heading with the anchor #{anchor}")
+    assert not broken, f"{page.relative_to(ROOT)}: " + "; ".join(broken)
+
+
+def test_slug_matches_github():
+    assert _slug("Staleness: one rule") == "staleness-one-rule"
+    assert _slug("The paper's setups") == "the-papers-setups"
+    assert _slug("`make verify`") == "make-verify"
+    assert _slug("Models without a registry entry: `hf:`") == "models-without-a-registry-entry-hf"
+
+
+def _readme_example() -> str:
+    blocks = re.findall(r"^```python\n(.*?)^```", README.read_text(), flags=re.M | re.S)
+    assert len(blocks) == 1, f"README.md should hold one ```python block, found {len(blocks)}"
+    return blocks[0]
+
+
+@pytest.mark.slow
+def test_readme_python_example_runs(tmp_path: Path):
+    """The README's Python example, as written, in a fresh folder: it exits 0 and scores both
+    models, BM25 well above the random floor."""
+    script = tmp_path / "example.py"
+    script.write_text(_readme_example())
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    maps = dict(re.findall(r"^(\w+) \{'map': ([0-9.]+)", done.stdout, flags=re.M))
+    assert set(maps) == {"bm25", "random"}, done.stdout
+    assert float(maps["bm25"]) > float(maps["random"]) + 0.1, done.stdout

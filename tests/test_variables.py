@@ -1,0 +1,176 @@
+"""The make variables come from one declaration (pipeline/cli/variables.py): the Makefile's
+include and docs/variables.md are generated from it and committed, the check's options are
+built from it, and the names make uses (a model's, a fused model's, the pools, the data
+folders) are the ones Python prints, never composed by make. Quick: make -n, no stage runs."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from pipeline.cli.main import build_parser
+from pipeline.cli.variables import (
+    BY_NAME,
+    DERIVED,
+    OK,
+    VARIABLES,
+    generated,
+    markdown,
+    md_text,
+    stale,
+)
+from pipeline.encoding.models import fused_name, hf_name
+from pipeline.layout import data_roots, raw_dir, run_name
+
+ROOT = Path(__file__).resolve().parents[1]
+MAKEFILE = (ROOT / "Makefile").read_text()
+INCLUDE = Path("pipeline/cli/variables.mk")
+# what make itself defines
+MAKE_BUILTINS = {"MAKE", "CURDIR", "MAKECMDGOALS", "MAKEFILE_LIST", "SHELL"}
+
+
+def make(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """make as a user runs it, with DATA=root and the environment taken as installed; only
+    the variables a test sets (none from the environment)."""
+    (root / "installed").parent.mkdir(parents=True, exist_ok=True)
+    (root / "installed").touch()
+    environ = {k: v for k, v in os.environ.items()
+               if k not in {v.name for v in VARIABLES} | {"TIME", "PYTHON", "VENV", "PY"}}
+    environ["MAKEFLAGS"] = ""
+    return subprocess.run(["make", "--no-print-directory", f"DATA={root}",
+                           f"PY={sys.executable}", f"STAMP={root / 'installed'}", *args],
+                          cwd=ROOT, capture_output=True, text=True, env=environ, timeout=300)
+
+
+def with_pool(root: Path, corpus: str = "c") -> Path:
+    """A corpus with one (empty) complete pool: make eval gets as far as its recipes."""
+    pool = root / "corpora" / corpus / "pools" / "all-1k-r0"
+    pool.mkdir(parents=True)
+    (pool / "manifest.json").write_text("{}")
+    return root
+
+
+def test_generated_files_are_current():
+    """The committed include and docs are what the declaration gives (else: make variables)."""
+    assert stale() == [], "stale: run `make variables` and commit the result"
+    assert f"include {INCLUDE}" in MAKEFILE
+    assert set(generated()) == {INCLUDE, Path("docs/variables.md")}
+
+
+def test_every_variable_the_makefile_uses_is_declared():
+    """Each $(NAME) the Makefile reads is declared, defined by the Makefile itself (the tool
+    variables, helpers) or make's own; no declared variable is assigned in the Makefile (one
+    declaration, no second default); each name make takes from the check is one it prints."""
+    used = set(re.findall(r"\$[({]([A-Z][A-Z0-9_]*)[)}]", MAKEFILE))
+    used |= set(re.findall(r"\$\((?:origin|value) ([A-Z][A-Z0-9_]*)\)", MAKEFILE))
+    assigned = set(re.findall(r"^([A-Z][A-Z0-9_]*)\s*(?:\?|:|\+)?=", MAKEFILE, re.M))
+    aliases = {v.alias for v in VARIABLES if v.alias}
+    included = set(re.findall(r"^([A-Z][A-Z0-9_]*)\s*(?:\?|:)?=", generated()[INCLUDE], re.M))
+    assert included == set(BY_NAME) | {"USER_VARS"}
+    undeclared = used - included - assigned - MAKE_BUILTINS - aliases
+    assert not undeclared, f"used by the Makefile, declared nowhere: {sorted(undeclared)}"
+    # none has a second default there (SLURM_TIME is set only from its alias, TIME=..)
+    assert assigned & set(BY_NAME) == {"SLURM_TIME"}
+    assert "SLURM_TIME := $(TIME)" in MAKEFILE
+    asked = set(re.findall(r"\$\(call checked(?:_list)?,([A-Z_]+)\)", MAKEFILE))
+    assert asked and asked <= set(DERIVED), sorted(asked - set(DERIVED))
+    assert not set(DERIVED) & set(BY_NAME)
+    assert len(BY_NAME) == len(VARIABLES) == 45
+
+
+def test_check_options_and_docs_come_from_the_declaration():
+    parser = build_parser()
+    [sub] = [a for a in parser._actions if a.dest == "command"]
+    options = {o for a in sub.choices["check"]._actions for o in a.option_strings}
+    declared = {f"--{n}" for v in VARIABLES for n in (v.name, v.alias) if n}
+    assert options - {"-h", "--help"} == declared
+    docs = markdown()
+    for var in VARIABLES:
+        assert f"| `{var.name}` |" in docs and md_text(var.help) in docs
+
+
+def test_no_naming_rule_is_left_in_the_makefile():
+    """Names and paths come from pipeline/layout.py through the check, never from make."""
+    for rule in ("hf--", "fuse--", "~", "manifest.json", "pools/", "abspath", "DATAROOT"):
+        assert rule not in MAKEFILE, rule
+    for line in MAKEFILE.splitlines():
+        if not line.lstrip().startswith(("#", "@echo")):
+            assert not re.search(r"(corpora|indexes|runs)/", line), line
+
+
+def test_fused_model_with_an_hf_component_is_the_one_python_names(tmp_path):
+    """The drift the issue names: make built fuse--rrf--bm25--hf:org/name (and split a fused
+    name on every `--`); now the name is fused_name's, and each component is evaluated under
+    the name its runs have."""
+    root = with_pool(tmp_path / "data")
+    done = make(root, "-n", "fuse", "CORPUS=c", "MODELS=bm25,hf:org/name")
+    assert done.returncode == 0, done.stderr[-2000:]
+    fused = fused_name("rrf", ["bm25", "hf:org/name"])
+    assert fused == "fuse--rrf--bm25--hf--org--name--mean"
+    assert f"eval MODEL='{fused}'" in done.stdout
+    assert "eval MODEL='hf--org--name--mean'" in done.stdout
+    assert f"eval --corpus 'c' --model '{fused}'" in done.stdout  # the sub-make's recipe
+    assert "hf:org/name" not in done.stdout.replace("MODELS=bm25,hf:org/name", "")
+    # a component's pooling, and another method: still fused_name's
+    done = make(root, "-n", "fuse", "CORPUS=c", "MODELS=hf:org/name@cls,bm25", "METHOD=wsum")
+    assert done.returncode == 0, done.stderr[-2000:]
+    fused = fused_name("wsum", ["hf:org/name@cls", "bm25"])
+    assert f"--model '{fused}'" in done.stdout and "hf--org--name--cls" in fused
+
+
+def test_model_names_and_paths_are_pythons(tmp_path):
+    root = with_pool(tmp_path / "data")
+    done = make(root, "-n", "eval", "CORPUS=c", "MODEL=hf:org/name", "POOLING=cls",
+                "QUERY_VARIANT=title")
+    assert done.returncode == 0, done.stderr[-2000:]
+    name = hf_name("org/name", "cls")
+    assert f"search --corpus 'c' --model '{name}'" in done.stdout
+    assert f"eval --corpus 'c' --model '{run_name(name, 'title')}'" in done.stdout
+    roots = data_roots(root)
+    assert f"--corpora-root '{roots['corpora']}' --index-root '{roots['index']}' " \
+           f"--runs-root '{roots['runs']}'" in done.stdout
+    assert f"--raw '{raw_dir(roots['corpora'], 'c', 's2orc')}'" in done.stdout
+    # a corpus written whole (a benchmark): nothing to ingest
+    (root / "corpora" / "c" / "manifest.json").write_text('{"benchmark": {}}')
+    done = make(root, "-n", "corpus", "CORPUS=c")
+    assert done.returncode == 0 and " corpus --corpus" not in done.stdout
+    # no complete pool: make eval says where it looked
+    (root / "corpora" / "c" / "pools" / "all-1k-r0" / "manifest.json").unlink()
+    done = make(root, "-n", "eval", "CORPUS=c")
+    assert done.returncode == 2 and f"under {root / 'corpora' / 'c' / 'pools'}:" in done.stderr
+
+
+def test_the_check_prints_every_derived_value():
+    done = subprocess.run([sys.executable, "-m", "pipeline", "check", "--CORPUS", "c",
+                           "--MODEL", "bm25", "--MODELS", "bm25,random", "--DATA", "/d"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    [line] = done.stdout.splitlines()
+    words = line.split()
+    assert words[0] == OK
+    values = dict(w.split("=", 1) for w in words[1:])
+    assert list(values) == [n for n in values if n in DERIVED] and set(values) == set(DERIVED)
+    assert values["FUSED_MODEL"] == "fuse--rrf--bm25--random"
+    assert values["CORPORA_ROOT"] == "/d/corpora" and values["POOLS"] == ""
+
+
+def test_make_help_names_the_new_targets():
+    done = subprocess.run(["make", "--no-print-directory", "help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "MAKEFLAGS": ""})
+    assert done.returncode == 0
+    for target in ("make test-fast", "make lint", "make variables"):
+        assert target in done.stdout
+
+
+def test_the_declaration_needs_no_environment():
+    """The Makefile runs the check with the system python: no third-party import."""
+    code = ("import sys; import pipeline.cli.variables; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in "
+            "('numpy', 'polars', 'torch', 'pyarrow', 'faiss', 'ranx')]; print(bad)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.stdout.strip() == "[]", done.stderr
