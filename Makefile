@@ -125,7 +125,7 @@ $(STAMP): pyproject.toml
 	$(call q,$(PYTHON)) -m venv $(call q,$(VENV))
 	$(call q,$(VENV)/bin/pip) install --quiet --upgrade pip
 	$(call q,$(VENV)/bin/pip) install --quiet torch==$(call q,$(TORCH_VERSION))
-	$(call q,$(VENV)/bin/pip) install --quiet -e '.[test]'
+	$(call q,$(VENV)/bin/pip) install --quiet -e '.[test,bench]'
 	@# pyserini is used for the Anserini jar it ships; its own Python deps are not needed.
 	$(call q,$(VENV)/bin/pip) install --quiet --no-deps pyserini==$(call q,$(PYSERINI_VERSION))
 	@# numba compiles the BM25 and metric kernels once, here, not in a user's first make eval

@@ -1,4 +1,5 @@
-"""Evaluation speed: the pipeline's metrics (ranx's kernels fed from columns, pipeline/evaluation/metrics.py)
+"""Evaluation speed: the pipeline's metrics (ranx's kernels fed from columns,
+pipeline/evaluation/metrics.py)
 side by side with pytrec_eval in one run (issue 8).
 
 A run of 3,800 queries x 500 documents (scores with ties) and qrels of about 29 relevant

@@ -4,6 +4,7 @@ metrics file, and either record the hashes or compare them with a recorded set.
 
     python benchmarks/redesign_parity.py record  benchmarks/results/parity_before.json
     python benchmarks/redesign_parity.py compare benchmarks/results/parity_before.json
+    python benchmarks/redesign_parity.py diff BEFORE.json AFTER.json   # two records, no run
 
 Manifests are left out (they hold times and absolute paths); everything they vouch for is in.
 """
@@ -46,15 +47,20 @@ def hashes(data: Path) -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("record", "compare"))
+    parser.add_argument("mode", choices=("record", "compare", "diff"))
     parser.add_argument("file", type=Path)
+    parser.add_argument("after", type=Path, nargs="?", help="diff: the second record")
     parser.add_argument("--papers", default="", help="DEMO_PAPERS (default: the Makefile's)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="parity-") as tmp:
-        seconds = produce(Path(tmp), args.papers)
-        found = hashes(Path(tmp))
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                            capture_output=True, text=True).stdout.strip()
+    if args.mode == "diff":
+        after = json.loads(args.after.read_text())
+        found, commit = after["files"], after["commit"]
+    else:
+        with tempfile.TemporaryDirectory(prefix="parity-") as tmp:
+            seconds = produce(Path(tmp), args.papers)
+            found = hashes(Path(tmp))
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                capture_output=True, text=True).stdout.strip()
     if args.mode == "record":
         args.file.write_text(json.dumps({"commit": commit, "papers": args.papers,
                                          "seconds": round(seconds), "files": found},
@@ -67,7 +73,8 @@ def main() -> int:
     lost, new = sorted(old.keys() - found.keys()), sorted(found.keys() - old.keys())
     report = args.file.with_name(args.file.stem.replace("_before", "") + "_compare.md")
     lines = [f"# Byte parity: {before['commit']} -> {commit}", "",
-             f"`make demo {args.papers and 'DEMO_PAPERS=' + args.papers}`, `make mdcr`, `make eval CORPUS=demo-mdcr`"
+             f"`make demo {args.papers and 'DEMO_PAPERS=' + args.papers}`, `make mdcr`, "
+             "`make eval CORPUS=demo-mdcr`"
              " (bm25, minilm), in a fresh data folder each time.", "",
              f"- files compared: {len(old.keys() & found.keys())}",
              f"- identical bytes: {len(old.keys() & found.keys()) - len(differ)}",

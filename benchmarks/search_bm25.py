@@ -5,9 +5,11 @@ Pools are random samples of a synthetic corpus written by the generator (100k an
 by default), queries are other papers of it (title + abstract, as in MDCR), top 500, k1=0.9,
 b=0.4 for all three. Every search is timed --repeat times (default 3) and its best time kept,
 for every system alike (this machine's timings vary from one minute to the next). Timed:
-- the pipeline: `pipeline.retrieval.bm25_lucene.search` (Anserini's SearchCollection in the process's JVM,
+- the pipeline: `pipeline.retrieval.bm25_lucene.search` (Anserini's SearchCollection in the
+  process's JVM,
   the run file written and read), 2 threads;
-- the pipeline's arrays engine (`pipeline.retrieval.bm25_arrays`: Lucene's analysis and BM25 in numba),
+- the pipeline's arrays engine (`pipeline.retrieval.bm25_arrays`: Lucene's analysis and BM25 in
+  numba),
   2 threads, the pool's analysis and postings as its index time; its lists against Lucene's;
   and the same engine scoring every posting (no pruning), to show what pruning gains;
 - pyserini 1.6 (its Python layer, in a side environment): `batch_search` at 1 and 2 threads,
@@ -153,7 +155,8 @@ def run_size(papers: pl.DataFrame, size: int, n_queries: int, k: int, repeat: in
     qids = [str(q) for q in queries["corpusid"]]
     reference = {q: reference.get(q, []) for q in qids}
     job = {"index": str(bm25_lucene.lucene_dir(index_dir)), "k1": K1, "b": B, "k": k, "qids": qids,
-           "texts": bm25_lucene.paper_text(queries).to_list(), "stopwords": sorted(bm25_lucene.STOPWORDS),
+           "texts": bm25_lucene.paper_text(queries).to_list(),
+           "stopwords": sorted(bm25_lucene.STOPWORDS),
            "pyserini_import": PYSERINI_IMPORT, "repeat": repeat}
     rows = {"pipeline (Anserini SearchCollection, 2 threads)": {
         "seconds": round(ours_s, 2), "queries_per_s": round(n_queries / ours_s, 2),

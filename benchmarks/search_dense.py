@@ -3,7 +3,8 @@
 The paper's largest shape is 3,800 query papers x 2M candidates x 768 dims, top 500 (SciNCL on
 a 2M pool). On a GPU that shape runs as is; on this 2-core CPU a scaled one (default 3,800 x
 100k). Random unit vectors (cosine): the cost of a flat search does not depend on the values.
-Each backend runs in its own process (pipeline.retrieval.dense.exact_search, the search stage's call):
+Each backend runs in its own process (pipeline.retrieval.dense.exact_search, the search stage's
+call):
 the time of the search (host-to-device transfer included: vectors start in host memory, as
 the stage loads them), the best of `--repeats` after a warm-up, and the process's peak RSS
 beside the size of the candidate matrix. Lists are compared with Faiss CPU's (the share of
@@ -128,7 +129,8 @@ def main() -> None:
 def report(results: dict) -> str:
     lines = ["# Exact dense search: every backend side by side", "",
              "Random unit vectors, cosine, each backend in its own process "
-             "(`pipeline.retrieval.dense.exact_search`, host-to-device transfer included); best of the "
+             "(`pipeline.retrieval.dense.exact_search`, host-to-device transfer included); "
+             "best of the "
              "repeats after a warm-up. Target (issue 7): 3,800 x 2M x 768, top 500, under 1 s on "
              "an H100. `same positions`: share of list positions equal to Faiss CPU's "
              "(differences are near-ties).", ""]

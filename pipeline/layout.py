@@ -54,9 +54,18 @@ def id_key(value: int | str) -> int:
     return value if isinstance(value, int) else zlib.crc32(str(value).encode())
 
 
-SPLITS = ("test", "validation")
+SPLITS = ("test", "validation")  # a pool's split: the test pools, or those BM25 is tuned on
+# SPLIT=.. as users write it: the MDCR release names its validation files `val`, BEIR `dev`
+SPLIT_NAMES = {"test": "test", "validation": "validation", "val": "validation",
+               "dev": "validation"}
+
+
+def pool_split(text: str) -> str:
+    """A split as users write it (test, validation, val, dev) -> a pool's split."""
+    if text not in SPLIT_NAMES:
+        raise InputError(f"SPLIT {text!r}: use test, or validation (also written val or dev)")
+    return SPLIT_NAMES[text]
 CITATION_MODES = ("inbound", "outbound", "either")  # what "citations" means in the prefilter
-SOURCES = ("s2orc", "s2ag")  # corpus readers (ingest)
 FOS_SOURCES = ("external", "s2-fos-model")  # which S2AG field labels count
 
 

@@ -225,10 +225,9 @@ def missing_per_shard(corpus_dir: Path, index_root: Path, entry: ModelEntry,
 
     from pipeline.encoding.embed import missing_ids
     from pipeline.encoding.store import shard_of
-    from pipeline.layout import store_dir
-    from pipeline.pools.build import list_pools
+    from pipeline.layout import pool_names, store_dir
 
-    pools = pools or list_pools(corpus_dir)
+    pools = pools or pool_names(corpus_dir)
     if not pools:
         raise InputError(f"no pools under {corpus_dir}/pools: build one with `make pool`")
     _, missing = missing_ids(corpus_dir, store_dir(index_root, corpus_dir.name, entry.name),
@@ -300,3 +299,10 @@ def submit_after_embed(corpus_dir: Path, index_root: Path, runs_root: Path, entr
     return _submit(folder / f"{name}.sbatch", follow_up_script(
         command, record["job_id"], name, folder, resources,
         (workdir or Path.cwd()).absolute()))
+
+
+def run_here(command: list[str]) -> int:
+    """Run the follow-up command in this process's place (every embed shard is already in):
+    a fresh make, not one nested in the caller's (its MAKEFLAGS would leak in)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    return subprocess.run(command, env=env).returncode

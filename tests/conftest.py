@@ -8,8 +8,8 @@ import pytest
 
 from pipeline.ingest import ingest, prefilter
 from pipeline.ingest.synthetic import SyntheticConfig, generate
-from pipeline.layout import pool_name
-from pipeline.pools.build import PoolSpec, build_pool, list_pools
+from pipeline.layout import pool_name, pool_names
+from pipeline.pools.build import PoolSpec, build_pool
 
 SMALL = SyntheticConfig(n_papers=8000, n_shards=3, seed=7, block_size=3000)
 POOL_SIZES = (800, 1600)
@@ -28,8 +28,16 @@ def pool_of(size: int) -> str:
 # here; a module that mixes marks its slow tests itself (@pytest.mark.slow).
 SLOW_MODULES = (
     "test_bm25", "test_damage", "test_data_safety", "test_end_to_end", "test_errors",
-    "test_faults", "test_make_hygiene", "test_makefile", "test_notebook", "test_specter2",
-    "test_tuning",
+    "test_errors_inputs", "test_faults", "test_make_hygiene", "test_makefile", "test_notebook",
+    "test_specter2", "test_tuning",
+)
+# single slow tests (function names, without parameters) of modules that mark nothing
+# themselves: make, and the CLI run as subprocesses
+SLOW_TESTS = (
+    "test_cli.py::test_make_rejects_bad_variables",
+    "test_cli.py::test_make_eval_without_pools_says_what_to_do",
+    "test_cli.py::test_cli_input_errors_are_one_line",
+    "test_registry.py::test_a_toy_retriever_runs_through_make_eval",
 )
 
 
@@ -42,7 +50,8 @@ def cuda_available() -> bool:
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+        if (item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES
+                or f"{item.path.name}::{item.originalname}" in SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
 
 
@@ -161,7 +170,7 @@ def mdcr_source(corpus_dir, tmp_path_factory):
     corpus = copy_corpus(corpus_dir, root / "corpora" / "small")
     for field in MDCR_FIELDS:
         build_pool(corpus, PoolSpec(size=600, field=field, n_queries=8, seed=0))
-    for pool in list_pools(corpus):
+    for pool in pool_names(corpus):
         search(corpus, root / "indexes", root / "runs", pool, get_model("bm25"))
     return corpus, root
 

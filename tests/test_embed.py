@@ -116,9 +116,10 @@ def test_minilm_loads_offline_from_its_package():
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
 
 
-def test_missing_model_folder_is_a_clear_error(tiny_entry):
+def test_missing_model_folder_is_a_clear_error():
+    entry = ModelEntry("tiny-bert", "dense", "unused", "cls", "l2", max_length=128)
     with pytest.raises(InputError, match="is not a folder"):
-        Encoder(tiny_entry, model_path="/nonexistent/model")
+        Encoder(entry, model_path="/nonexistent/model")
 
 
 def test_unreachable_hub_model_is_a_clear_error(monkeypatch):

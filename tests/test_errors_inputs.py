@@ -16,9 +16,9 @@ import pytest
 
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import get_model
+from pipeline.layout import pool_names
 from pipeline.mdcr import official
 from pipeline.mdcr.official import evaluate_files, import_benchmark
-from pipeline.pools.build import list_pools
 from pipeline.retrieval.search import search
 from tests.test_errors import ROOT, _snapshot, cli
 from tests.test_ingest_s2ag import s2ag_release
@@ -147,7 +147,7 @@ def benchmark_root(tmp_path_factory) -> Path:
         for i in sorted(ids)))
     corpus = root / "corpora" / "b"
     import_benchmark(root, corpus)
-    for pool in list_pools(corpus):
+    for pool in pool_names(corpus):
         search(corpus, root / "indexes", root / "runs", pool, get_model("random"))
     return root
 

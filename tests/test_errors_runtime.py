@@ -52,6 +52,7 @@ def _row(text: str, model: str, marker: str = "") -> list[str]:
 
 # ---- 1. the report, with evaluations of different metric sets --------------------------------
 
+@pytest.mark.slow
 def test_report_shows_what_each_evaluation_computed(corpus_dir, tmp_path):
     root = tmp_path / "data"
     corpus = with_pool(root, corpus_dir)  # all-800-r0, 10 queries
@@ -226,6 +227,7 @@ def _embed(root: Path, tiny_bert: Path, device: str) -> list[str]:
                str(tiny_bert), "--pool", POOL, "--device", device)
 
 
+@pytest.mark.slow
 @pytest.mark.cpu_only  # a GPU node has --device cuda
 @pytest.mark.parametrize("device", ["cuda", "cuda:1"])
 def test_absent_gpu_is_refused_when_nothing_is_left_to_embed(device, corpus_dir, tiny_bert,

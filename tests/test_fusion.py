@@ -41,6 +41,7 @@ def test_names():
             fused_name(method, models)
 
 
+@pytest.mark.slow
 def test_rrf_is_the_sum_of_reciprocal_ranks(searched):
     corpus, root = searched
     runs = root / "runs"
@@ -66,6 +67,7 @@ def test_rrf_is_the_sum_of_reciprocal_ranks(searched):
     assert out["counts"]["queries"] > 0
 
 
+@pytest.mark.slow
 def test_a_missing_component_run_is_a_clear_error(searched):
     corpus, root = searched
     with pytest.raises(InputError, match="MODEL=minilm"):
@@ -73,6 +75,7 @@ def test_a_missing_component_run_is_a_clear_error(searched):
                get_model("fuse--rrf--bm25--minilm"), threads=1)
 
 
+@pytest.mark.slow
 def test_a_fused_run_is_stale_when_a_component_run_changes(searched):
     corpus, root = searched
     runs, entry = root / "runs", get_model("fuse--mnz--bm25--random")
@@ -85,6 +88,7 @@ def test_a_fused_run_is_stale_when_a_component_run_changes(searched):
     assert run_is_current(corpus, root / "indexes", runs, POOL, entry.name)
 
 
+@pytest.mark.slow
 def test_a_group_is_tuned_once_per_process(searched):
     """Test pools sharing validation pools reuse one tuning; a changed validation run is tuned
     again."""

@@ -282,6 +282,7 @@ def test_missing_shards_are_a_clear_error(tmp_path):
 CORPUS_FILES = ("papers.parquet", "citations.parquet", "quarantine.jsonl")
 
 
+@pytest.mark.slow
 def test_output_does_not_depend_on_blocks_or_workers(raw_corpus, corpus_dir, tmp_path,
                                                      monkeypatch):
     """Small blocks (many cuts at line ends) and two worker processes give the same bytes as

@@ -18,8 +18,8 @@ from pipeline.encoding.models import ModelEntry, get_model
 from pipeline.encoding.store import load_vectors
 from pipeline.evaluation.evaluate import eval_run, pool_metrics
 from pipeline.external.beir import import_beir
-from pipeline.layout import store_dir
-from pipeline.pools.build import list_pools, load_pool
+from pipeline.layout import pool_names, store_dir
+from pipeline.pools.build import load_pool
 from pipeline.retrieval.search import search
 
 
@@ -68,7 +68,7 @@ def test_import_counts_what_it_leaves_out(imported):
     counts = info["collection"]["counts"]
     assert counts["qrels_dropped_unknown_document_or_query"] == 1
     assert counts["queries_without_qrels_left_out"] == 1
-    [pool] = list_pools(corpus)
+    [pool] = pool_names(corpus)
     queries, candidates, qrels = load_pool(corpus, pool)
     assert queries["corpusid"].dtype == pl.String and queries.height == 8
     assert candidates.height == 301 and set(qrels["rel"]) == {0, 1, 2}  # graded, kept
@@ -86,10 +86,10 @@ def _pytrec(run_file: Path, qrels: pl.DataFrame) -> dict:
     return pytrec_eval.RelevanceEvaluator(judged, {"ndcg_cut_10", "recall_100"}).evaluate(run)
 
 
-@pytest.mark.parametrize("kind", ["bm25", "dense"])
+@pytest.mark.parametrize("kind", ["bm25", pytest.param("dense", marks=pytest.mark.slow)])
 def test_end_to_end_equals_pytrec_eval(imported, kind, tiny_bert):
     corpus, root, _ = imported
-    [pool] = list_pools(corpus)
+    [pool] = pool_names(corpus)
     entry = get_model("bm25") if kind == "bm25" else ModelEntry(
         "tiny-bert", "dense", str(tiny_bert), "cls", "ip", max_length=64)
     if kind == "dense":

@@ -142,6 +142,7 @@ def test_s2ag_field_types_are_not_guessed_from_a_blocks_first_rows(tmp_path):
     assert papers.row(by_predicate=pl.col("corpusid") == 10) == (10, None, None, None, [], 0, 0)
 
 
+@pytest.mark.slow
 def test_s2ag_output_does_not_depend_on_workers(tmp_path, monkeypatch):
     raw = s2ag_release(tmp_path)
     ingest(raw, tmp_path / "one-bucket", source="s2ag")
@@ -181,6 +182,7 @@ def test_s2ag_layout_errors_name_the_missing_folder(tmp_path, dataset):
     assert not (tmp_path / "c" / "papers.parquet").exists()
 
 
+@pytest.mark.slow
 def test_cli_ingests_an_s2ag_release(tmp_path):
     raw = s2ag_release(tmp_path)
     base = [sys.executable, "-m", "pipeline", "--corpora-root", str(tmp_path / "corpora"),
@@ -200,6 +202,7 @@ def test_cli_ingests_an_s2ag_release(tmp_path):
     assert wrong.returncode == 2 and "no S2AG papers/abstracts/citations shards" in wrong.stderr
 
 
+@pytest.mark.slow
 def test_make_corpus_reads_an_s2ag_release(tmp_path):
     raw = s2ag_release(tmp_path)
     (tmp_path / "installed").touch()

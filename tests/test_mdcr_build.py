@@ -13,9 +13,10 @@ import pytest
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import get_model
 from pipeline.evaluation.evaluate import collect_results, eval_run
+from pipeline.layout import pool_names
 from pipeline.mdcr.benchmark import read_benchmark
 from pipeline.mdcr.build import _graph_negatives, build_mdcr, negative_jaccard
-from pipeline.pools.build import list_pools, load_pool
+from pipeline.pools.build import load_pool
 from pipeline.report.build import report
 from pipeline.retrieval.runs import load_run
 from pipeline.retrieval.search import search
@@ -128,7 +129,7 @@ def test_bad_model_lists_are_refused(mdcr_source, tmp_path):
 
 def test_jaccard_of_a_model_with_itself_is_one(mdcr_source):
     corpus, root = mdcr_source
-    for pool in list_pools(corpus):
+    for pool in pool_names(corpus):
         search(corpus, root / "indexes", root / "runs", pool, get_model("random"))
     table = negative_jaccard(corpus, root / "indexes", root / "runs", ["bm25", "random"], seed=0)
     assert table.height == 1 and 0 <= table["jaccard"][0] < 0.5
@@ -137,7 +138,7 @@ def test_jaccard_of_a_model_with_itself_is_one(mdcr_source):
 
 
 def _search_and_score(out: Path, root: Path, model: str) -> None:
-    for pool in list_pools(out):
+    for pool in pool_names(out):
         search(out, root / "indexes", root / "runs", pool, get_model(model))
         eval_run(out, root / "indexes", root / "runs", pool, model, ("map", "ndcg", "recall@5"))
 
@@ -147,7 +148,7 @@ def test_each_query_ranks_its_own_list_and_types_are_scored(mdcr_source, mdcr_be
     out, _ = mdcr_benchmark
     _search_and_score(out, root, "bm25")
     table, _ = read_benchmark(out)
-    for pool in list_pools(out):
+    for pool in pool_names(out):
         run = load_run(out, root / "indexes", root / "runs", pool, "bm25")
         _, candidates, _ = load_pool(out, pool)
         pairs = candidates.select("query", doc="corpusid").unique()

@@ -18,7 +18,7 @@ from pipeline.encoding.embed import embed
 from pipeline.encoding.models import ModelEntry, get_model
 from pipeline.encoding.store import load_vectors
 from pipeline.evaluation.evaluate import collect_results, eval_run
-from pipeline.layout import store_dir
+from pipeline.layout import pool_names, store_dir
 from pipeline.mdcr.benchmark import read_benchmark
 from pipeline.mdcr.official import (
     evaluate_files,
@@ -27,7 +27,6 @@ from pipeline.mdcr.official import (
     official_numbers,
     scores_file,
 )
-from pipeline.pools.build import list_pools
 from pipeline.retrieval.runs import load_run
 from pipeline.retrieval.search import index, search
 
@@ -134,7 +133,7 @@ def test_string_ids_through_search_eval_and_the_scores_file(round_trip, mdcr_sou
     runs = {}
     for corpus in (out, imported):
         frames = []
-        for pool in list_pools(corpus):
+        for pool in pool_names(corpus):
             search(corpus, root / "indexes", root / "runs", pool, entry)
             eval_run(corpus, root / "indexes", root / "runs", pool, "bm25", ("map", "ndcg",
                                                                              "recall@5"))
@@ -156,13 +155,14 @@ def test_string_ids_through_search_eval_and_the_scores_file(round_trip, mdcr_sou
     assert not (tmp_path / "partial.json").exists()
 
 
+@pytest.mark.slow
 def test_string_ids_through_the_embedding_store(round_trip, mdcr_source, tiny_bert):
     out, _, imported, _ = round_trip
     source, root = mdcr_source
     entry = ModelEntry("tiny-bert", "dense", str(tiny_bert), "cls", "dot", max_length=64)
     # on the CPU: a paper's vector does not depend on the batch it was encoded in, so the
     # stores of the two corpora (different papers encoded together) compare within rounding
-    embed(source, root / "indexes", entry, [p for p in list_pools(source) if "-600-" in p],
+    embed(source, root / "indexes", entry, [p for p in pool_names(source) if "-600-" in p],
           device="cpu")
     # the benchmark takes the vectors its source corpus's store holds; the imported copy (no
     # source) encodes every paper, with string ids
@@ -175,7 +175,7 @@ def test_string_ids_through_the_embedding_store(round_trip, mdcr_source, tiny_be
     by_str = load_vectors(store_dir(root / "indexes", imported.name, entry.name),
                           np.array([str(i) for i in ids], dtype=object))
     np.testing.assert_allclose(by_int, by_str, atol=1e-5)
-    for pool in list_pools(imported):
+    for pool in pool_names(imported):
         info = search(imported, root / "indexes", root / "runs", pool, entry)
         assert info["counts"]["pairs_unmatched_scored_0"] == 0
 
@@ -201,17 +201,18 @@ def test_the_val_split_imports_as_validation_pools(round_trip, tmp_path):
         (tmp_path / name.replace("test", "val")).write_bytes((first / name).read_bytes())
     target = imported.parent / "imported-val"
     import_benchmark(tmp_path, target, "val")
-    assert list_pools(target) and all(p.endswith("-val") for p in list_pools(target))
+    assert pool_names(target) and all(p.endswith("-val") for p in pool_names(target))
     again = tmp_path / "again"
     export_benchmark(target, again, "val")
     assert (again / "mdcr_val.json").read_bytes() == (tmp_path / "mdcr_val.json").read_bytes()
 
 
+@pytest.mark.slow
 def test_both_bm25_engines_agree_on_string_ids(round_trip, mdcr_source):
     """Lucene itself (Anserini) and the arrays engine give the same run on string ids."""
     _, _, imported, _ = round_trip
     _, root = mdcr_source
-    pool = list_pools(imported)[0]
+    pool = pool_names(imported)[0]
     runs = {}
     for engine in ("lucene", "arrays"):
         index(imported, root / "indexes", pool, get_model("bm25"), bm25_engine=engine)

@@ -14,6 +14,7 @@ TEXTS = [("Cardiac troponin in the elderly", "Troponin predicts infarction. It i
          ("Jurassic basins", "Limestone facies of marine sediments were sampled.")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n, e in REGISTRY.items()
                                   if e.kind == "dense" and not e.adapter and not e.package])
 def test_every_dense_entry_loads_and_pools_as_registered(name, tiny_bert):
@@ -36,6 +37,7 @@ def test_every_dense_entry_loads_and_pools_as_registered(name, tiny_bert):
     np.testing.assert_allclose(vectors, expected.numpy(), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_hf_models_need_no_registry_entry(tiny_bert):
     entry = get_model("hf:malteos/scincl@cls")
     assert (entry.name, entry.hf_id, entry.pooling, entry.similarity) == (

@@ -124,6 +124,7 @@ def papers(corpus_dir) -> pl.DataFrame:
             .filter(pl.col("corpusid").is_in(ids.tolist())).sort("corpusid"))
 
 
+@pytest.mark.slow
 def test_real_tokenizer_sentences_and_ids(encoder, papers):
     """Each kept sentence's tokens are the sentence tokenized alone; the ids are exactly the
     dense path's truncated ids; some sentences are cut by the 128-token limit."""
@@ -151,11 +152,12 @@ def test_real_tokenizer_sentences_and_ids(encoder, papers):
     assert checked > 100
 
 
-def test_encoders_refuse_the_other_kind(tiny_entry):
+def test_encoders_refuse_the_other_kind():
     from pipeline.encoding.encoders import Encoder
 
+    entry = ModelEntry("tiny-aspire", "multi-vector", "unused", "mean", "ip", max_length=128)
     with pytest.raises(InputError, match="multi-vector model: Encoder embeds dense"):
-        Encoder(tiny_entry)
+        Encoder(entry)  # refused before anything is loaded
     with pytest.raises(InputError, match="dense model: SentenceEncoder embeds multi-vector"):
         SentenceEncoder(get_model("scincl"))
 
@@ -316,6 +318,7 @@ def read_store(store) -> pa.Table:
                                              ("sentence", "ascending")])
 
 
+@pytest.mark.slow
 def test_store_has_one_row_per_kept_sentence(corpus_dir, roots, tiny_entry, indexed, encoder,
                                              papers):
     store = store_dir(roots[0], corpus_dir.name, tiny_entry.name)
@@ -350,6 +353,7 @@ def test_store_has_one_row_per_kept_sentence(corpus_dir, roots, tiny_entry, inde
     assert index(corpus_dir, roots[0], POOL, tiny_entry, threads=1)["embedded"] == 0
 
 
+@pytest.mark.slow
 def test_sentence_vectors_are_layer_means_of_their_tokens(corpus_dir, roots, tiny_entry,
                                                           indexed, encoder, papers):
     """Recomputed independently, paper by paper: tokens whose span lies inside a sentence,
@@ -383,6 +387,7 @@ def test_sentence_vectors_are_layer_means_of_their_tokens(corpus_dir, roots, tin
         split_sentences(papers["abstract"][picks[2]])) + 1
 
 
+@pytest.mark.slow
 def test_search_and_eval_end_to_end(corpus_dir, roots, tiny_entry, indexed):
     index_root, runs_root = roots
     info = search(corpus_dir, index_root, runs_root, POOL, tiny_entry, k=100, threads=1,
@@ -422,6 +427,7 @@ def test_search_and_eval_end_to_end(corpus_dir, roots, tiny_entry, indexed):
         search(corpus_dir, index_root, runs_root, POOL, tiny_entry, backend="faiss-cpu")
 
 
+@pytest.mark.slow
 def test_shards_give_the_same_store(corpus_dir, roots, tiny_entry, indexed, tmp_path):
     """Two shards, small parts and a small token budget: the same rows, the same vectors
     (float tolerance: the batches differ)."""

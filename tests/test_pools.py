@@ -6,7 +6,8 @@ import polars as pl
 import pytest
 
 from pipeline.core.errors import InputError
-from pipeline.pools.build import PoolSpec, build_pool, list_pools, load_pool
+from pipeline.layout import pool_names
+from pipeline.pools.build import PoolSpec, build_pool, load_pool
 from tests.conftest import N_QUERIES, POOL_SIZES, copy_corpus, pool_of
 
 
@@ -84,7 +85,7 @@ def test_field_pool_samples_from_the_field_cited_set(private):
     sampled = candidates.filter(pl.col("type") == "sampled")["corpusid"]
     assert set(sampled) <= field_cited
     assert set(qrels["doc"]) <= set(candidates["corpusid"])
-    assert info["level"] == "field" and list_pools(private) == [spec.name]
+    assert info["level"] == "field" and pool_names(private) == [spec.name]
     # the manifest reports what the paper reports: positives per query, field-cited set size
     prefiltered = papers(private).filter(pl.col("year") <= 2019)["corpusid"]
     assert info["counts"]["field_cited_set"] == len(field_cited & set(prefiltered))
@@ -109,7 +110,7 @@ def test_bad_pool_requests_are_clear_errors(private):
         build_pool(private, PoolSpec(size=10_000_000, n_queries=N_QUERIES, seed=1))
     with pytest.raises(InputError, match="does not exist"):
         load_pool(private, "all-3k-r9")
-    assert list_pools(private) == []  # nothing half-built
+    assert pool_names(private) == []  # nothing half-built
 
 
 def test_exclusion_list_removes_queries(corpus_dir, tmp_path):
@@ -132,7 +133,7 @@ def test_all_fields_with_repeats(corpus_dir, tmp_path):
                  "pool", "--corpus", "small", "--field", "all", "--size", "400",
                  "--repeats", "2", "--queries", "5", "--seed", "0"])
     assert code == 0
-    built = list_pools(copy)
+    built = pool_names(copy)
     medicine = [p for p in built if p.startswith("medicine-")]
     assert medicine == ["medicine-400-r0", "medicine-400-r1"]
     for name in built:  # a field whose cited set is below SIZE gets one sample only

@@ -388,6 +388,7 @@ def test_validation_queries_are_disjoint_from_test_queries(shape, field, data):
         assert val_queries.height == n_queries
 
 
+@pytest.mark.slow
 @FAST
 @given(shape=corpus_shapes, field=fields, data=st.data())
 def test_validation_queries_are_disjoint_from_test_queries_of_another_count(shape, field, data):
@@ -445,6 +446,7 @@ def run_cli(root: Path, threads: int, *args: str) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow
 @settings(SLOW, max_examples=3)
 @given(shape=corpus_shapes, field=fields, data=st.data())
 def test_polars_thread_count_does_not_change_corpus_or_pools(shape, field, data):
@@ -492,6 +494,7 @@ def ingest_in_subprocess(raw: Path, corpus: Path, workers: int, prelude: str = "
     assert proc.returncode == 0, stderr
 
 
+@pytest.mark.slow
 @settings(SLOW, max_examples=5)
 @given(shape=shapes(min_shards=2))
 def test_ingest_worker_count_does_not_change_corpus(shape):
@@ -502,6 +505,7 @@ def test_ingest_worker_count_does_not_change_corpus(shape):
         same_bytes(one, two, CORPUS_FILES[:3])
 
 
+@pytest.mark.slow
 def test_ingest_with_workers_after_polars_was_used_does_not_hang(tmp_path):
     """ingest(workers=2) in a process that has already run polars (a notebook, a test
     session, any stage before) must not deadlock: a forked worker would inherit polars' locks

@@ -28,7 +28,8 @@ def tiny(tiny_bert):
     del REGISTRY[entry.name]
 
 
-@pytest.mark.parametrize("model", ["bm25", "random", "tiny"])
+@pytest.mark.parametrize("model", ["bm25", "random",
+                                   pytest.param("tiny", marks=pytest.mark.slow)])  # encodes
 def test_run_contract(corpus_dir, roots, tiny, model):
     entry = tiny if model == "tiny" else get_model(model)
     index_root, runs_root = roots

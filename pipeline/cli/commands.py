@@ -8,14 +8,11 @@ import argparse
 import itertools
 import json
 import logging
-import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.core.artifacts import atomic_path
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import HF_PREFIX, REGISTRY, fused_name, get_model
 from pipeline.fields import resolve_fields
@@ -23,7 +20,6 @@ from pipeline.layout import (
     corpus_path,
     derived_dirs,
     parse_size,
-    reports_dir,
     stage_times_path,
 )
 
@@ -40,10 +36,10 @@ def _log_dir(args: argparse.Namespace) -> Path:
 
 
 def _pools(args: argparse.Namespace) -> list[str]:
-    from pipeline.pools.build import list_pools
+    from pipeline.layout import pool_names
 
     corpus_dir = _dirs(args)[0]
-    pools = args.pool or list_pools(corpus_dir)
+    pools = args.pool or pool_names(corpus_dir)
     if not pools:
         raise InputError(f"no pools under {corpus_dir}/pools: build one with `make pool`")
     return pools
@@ -269,7 +265,7 @@ def cmd_submit_embed(args: argparse.Namespace) -> None:
 
 
 def cmd_after_embed(args: argparse.Namespace) -> None:
-    from pipeline.slurm import submit_after_embed
+    from pipeline.slurm import run_here, submit_after_embed
 
     corpus_dir, index_root, runs_root = _dirs(args)
     entry = get_model(args.model)
@@ -277,9 +273,7 @@ def cmd_after_embed(args: argparse.Namespace) -> None:
                                 _resources(args), args.command, args.pool)
     if job_id is None:
         log.info(f"[slurm] every embed shard of {entry.name} is in: running the command here")
-        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS",
-                                                                 "MAKELEVEL")}
-        raise SystemExit(subprocess.run(args.command, env=env).returncode)
+        raise SystemExit(run_here(args.command))
     log.info(f"[slurm] submitted job {job_id}: runs {' '.join(args.command[:4])} ... after the "
              "embed array succeeds")
     print(job_id)
@@ -391,19 +385,12 @@ def cmd_mdcr(args: argparse.Namespace) -> None:
 
 def cmd_mdcr_jaccard(args: argparse.Namespace) -> None:
     from pipeline.mdcr.build import negative_jaccard
-    from pipeline.report.tables import markdown_table
+    from pipeline.report.build import jaccard_report
 
     corpus_dir, index_root, runs_root = _dirs(args)
     table = negative_jaccard(corpus_dir, index_root, runs_root, _comma_list(args.models),
                              args.seed, args.depth)
-    text = (f"Average Jaccard index between the {args.depth} highest-ranked negatives of two "
-            f"models ({args.corpus}, field-level test pools; MDCR §4: pick the models whose "
-            "negatives overlap least)\n\n" + markdown_table(
-                ["model a", "model b", "Jaccard", "fields", "queries"],
-                [[a, b, f"{j:.3f}", str(f), str(q)] for a, b, j, f, q in table.iter_rows()]))
-    with atomic_path(reports_dir(runs_root) / f"{args.corpus}-mdcr-jaccard.md") as tmp:
-        tmp.write_text(text)
-    print(text)
+    print(jaccard_report(table, runs_root, args.corpus, args.depth))
 
 
 def cmd_export_mdcr(args: argparse.Namespace) -> None:
@@ -411,7 +398,7 @@ def cmd_export_mdcr(args: argparse.Namespace) -> None:
 
     check_out(Path(args.out), folder=True)  # before reading anything
     info = export_benchmark(_dirs(args)[0], Path(args.out), args.split)
-    log.info(f"[export-mdcr] {args.out}/mdcr_{args.split}.json and _data.jsonl: "
+    log.info(f"[export-mdcr] {info['files']}: "
              f"{info['fields']} fields, {info['queries']} queries, {info['papers']} papers")
     if info["ignored_by_official_evaluator"]:
         log.info(f"[export-mdcr] note: types the official evaluator does not read (it knows "
@@ -454,22 +441,9 @@ def cmd_import_beir(args: argparse.Namespace) -> None:
 
 
 def cmd_mdcr_scores(args: argparse.Namespace) -> None:
-    import polars as pl
+    from pipeline.mdcr.official import model_scores_file
 
-    from pipeline.mdcr.benchmark import read_benchmark
-    from pipeline.mdcr.official import SPLITS, check_out, scores_file
-    from pipeline.pools.build import list_pools, pool_manifest
-    from pipeline.retrieval.runs import load_run
-
-    check_out(Path(args.out), folder=False)  # before reading the runs
-    corpus_dir, index_root, runs_root = _dirs(args)
-    split = SPLITS[args.split]
-    table, _ = read_benchmark(corpus_dir, split)
-    runs = pl.concat([load_run(corpus_dir, index_root, runs_root, p, args.model)
-                      .select(pl.col("query", "doc").cast(pl.String), "score")
-                      for p in list_pools(corpus_dir)
-                      if pool_manifest(corpus_dir, p).get("split") == split])
-    n = scores_file(runs, table, Path(args.out))
+    n = model_scores_file(*_dirs(args), args.model, args.split, Path(args.out))
     log.info(f"[mdcr-scores] {args.out}: {n} query-candidate scores of {args.model}")
 
 

@@ -62,10 +62,10 @@ from pipeline.core.errors import InputError, ToolError
 from pipeline.layout import (
     CITATION_MODES,
     FOS_SOURCES,
-    SOURCES,
-    SPLITS,
     VARIANTS,
+    pool_split,
 )
+from pipeline.readers import SOURCES
 from pipeline.slurm import check_partition, check_time
 
 log = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--query-year", type=non_negative, default=2019)
     p.add_argument("--seed", type=non_negative, default=0)
     p.add_argument("--exclude", help="file of CorpusIDs never used as queries")
-    p.add_argument("--split", default="test", type=choice(SPLITS),
+    p.add_argument("--split", default="test", type=checked(pool_split),
                    help="validation: queries disjoint from the test pool's (BM25 tuning)")
     p.add_argument("--rebuild", action="append", metavar="POOL",
                    help="rebuild an existing pool from its recorded parameters (if stale)")
@@ -270,17 +270,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = stage("export-mdcr", cmd_export_mdcr, "write a benchmark corpus in the official "
               "layout: mdcr_<split>.json and mdcr_<split>_data.jsonl")
     p.add_argument("--out", required=True, type=safe_path, help="folder to write into")
-    p.add_argument("--split", default="test", choices=("test", "val"))
+    p.add_argument("--split", default="test", type=checked(pool_split))
     p = stage("import-mdcr", cmd_import_mdcr, "read the official mdcr_<split>.json and "
               "mdcr_<split>_data.jsonl into a benchmark corpus")
     p.add_argument("--src", required=True, type=safe_path, help="folder holding the files")
-    p.add_argument("--split", default="test", choices=("test", "val"))
+    p.add_argument("--split", default="test", type=checked(pool_split))
     p.add_argument("--replace", action="store_true",
                    help="replace the corpus if it is an imported benchmark already")
     p = stage("import-beir", cmd_import_beir, "read a test collection in BEIR's layout "
               "(corpus.jsonl, queries.jsonl, qrels/<split>.tsv) into a corpus and one pool")
     p.add_argument("--src", required=True, type=safe_path, help="the collection's folder")
-    p.add_argument("--split", default="test", choices=("test", "dev", "val"),
+    p.add_argument("--split", default="test", type=checked(pool_split),
                    help="qrels/test.tsv, or qrels/dev.tsv (a validation pool: BM25 tunes on it)")
     p.add_argument("--replace", action="store_true",
                    help="replace the corpus if it is an imported collection already")
@@ -288,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
               "{\"<query>_<candidate>\": score} of a model's runs on a benchmark corpus")
     p.add_argument("--model", required=True)
     p.add_argument("--out", required=True, type=safe_path)
-    p.add_argument("--split", default="test", choices=("test", "val"))
+    p.add_argument("--split", default="test", type=checked(pool_split))
     p = stage("mdcr-evaluate", cmd_mdcr_evaluate, "the official evaluator's numbers for a "
               "scores file against an mdcr_<split>.json (per field, x100, macro average)", False)
     p.add_argument("--benchmark", required=True, help="mdcr_test.json or mdcr_val.json")

@@ -36,7 +36,8 @@ from pipeline.cli.checks import (
     sizes,
 )
 from pipeline.encoding.models import HF_PREFIX, fused_name, get_model
-from pipeline.layout import CITATION_MODES, FOS_SOURCES, SOURCES, VARIANTS
+from pipeline.layout import CITATION_MODES, FOS_SOURCES, VARIANTS
+from pipeline.readers import SOURCES
 from pipeline.slurm import check_executor, check_partition, check_time
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,7 +151,7 @@ VARIABLES: tuple[Variable, ...] = (
       "import", "mdcr", optional=True, one_word=True),
     V("OUT", "", safe_path, "make export-mdcr: the folder it writes; make mdcr-scores: the "
       "scores file", "mdcr", optional=True, one_word=True),
-    V("SPLIT", "test", choice(("test", "val", "dev")), "the split imported or exported: "
+    V("SPLIT", "test", checked(layout.pool_split), "the split imported or exported: "
       "test, val (MDCR) or dev (BEIR)", "mdcr", one_word=True),
     V("REPLACE", "", choice(FLAG), "1: make mdcr, import-mdcr and import-beir may replace an "
       "existing corpus of the same kind (without it they refuse to write into a corpus that "

@@ -46,8 +46,8 @@ from pipeline.encoding.store import (
     stored_ids,
 )
 from pipeline.ingest.corpus import corpus_file
-from pipeline.layout import MANIFEST, PREFILTERED, coverage_path, store_dir
-from pipeline.pools.build import list_pools, load_pool
+from pipeline.layout import MANIFEST, PREFILTERED, coverage_path, pool_names, store_dir
+from pipeline.pools.build import load_pool
 from pipeline.pools.queries import own_text
 
 log = logging.getLogger(__name__)
@@ -215,7 +215,7 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
         raise InputError(f"--shard {shard} --num-shards {num_shards}: need 0 <= shard < n")
     if dtype not in DTYPES:
         raise InputError(f"--dtype {dtype}: use float32 or float16")
-    pools = pools or list_pools(corpus_dir)
+    pools = pools or pool_names(corpus_dir)
     if not pools:
         raise InputError(f"no pools under {corpus_dir}/pools: build one with `make pool`")
     store = store_dir(index_root, corpus_dir.name, entry.name)

@@ -1,6 +1,7 @@
 """Per-query metrics of runs held as columns: ranx's numba kernels, fed in bulk (issue 8).
 
-ranx stays the metric engine (its kernels equal trec_eval's definitions, docs/evaluation.md), but a run
+ranx stays the metric engine (its kernels equal trec_eval's definitions, docs/evaluation.md), but
+a run
 never becomes the nested {query: {doc: score}} dicts that `ranx.Run` is built from: the run's
 and the qrels' columns are sorted once with polars and cut into ranx's typed list of
 (doc, score) arrays by one numba function, so 3,800 queries x 500 documents cost milliseconds

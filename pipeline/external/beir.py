@@ -32,9 +32,9 @@ from pipeline.core.artifacts import (
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import corpus_label
 from pipeline.ingest.corpus import claim_corpus, install_corpus
-from pipeline.layout import POOL_FILES, PREFILTERED, pool_dir, pool_name
+from pipeline.layout import POOL_FILES, PREFILTERED, pool_dir, pool_name, pool_split
 
-SPLIT_FILES = {"test": "test", "val": "dev", "dev": "dev"}  # SPLIT -> qrels/<file>.tsv
+SPLIT_FILES = {"test": "test", "validation": "dev"}  # a pool's split -> qrels/<file>.tsv
 QRELS_HEADER = "query-id\tcorpus-id\tscore"  # the first line of BEIR's qrels files
 
 
@@ -105,8 +105,7 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
     `derived` indexes and runs are removed (`ingest.corpus.install_corpus`)."""
     from pipeline.retrieval.bm25_lucene import check_ids
 
-    if split not in SPLIT_FILES:
-        raise InputError(f"SPLIT {split!r}: use test or dev (val)")
+    split = pool_split(split)
     claim_corpus(corpus_dir, "make import-beir")
     docs = _read_jsonl(src / "corpus.jsonl", {"_id": pl.String, "title": pl.String,
                                                 "text": pl.String})
@@ -133,10 +132,10 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
                          f"qrels/{SPLIT_FILES[split]}.tsv that name a document of corpus.jsonl")
     papers = docs.select(corpusid="_id", title=pl.col("title").fill_null(""),
                          abstract=pl.col("text").fill_null(""))
-    name = pool_name("beir", papers.height, 0, 0, "validation" if split != "test" else "test")
+    name = pool_name("beir", papers.height, 0, 0, split)
     counts.update(queries=queries.height, candidates=papers.height, qrels=qrels.height,
                   relevant=qrels.filter(pl.col("rel") > 0).height)
-    parameters = {"source": str(src), "split": split, "field": None}
+    parameters = {"source": str(src), "split": SPLIT_FILES[split], "field": None}
     tables = (queries.select(corpusid="_id", field=pl.lit(None, pl.String), title="text",
                              abstract=pl.lit("")),
               papers.select("corpusid", type=pl.lit("document")), qrels)
@@ -148,7 +147,7 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
         for file, table in zip(POOL_FILES, tables, strict=True):
             write_parquet(table.to_arrow(), folder / file)
         write_json(manifest("import-beir", parameters, name=name, scope="beir",
-                            split="test" if split == "test" else "validation",
+                            split=split,
                             level="collection", metrics="beir", inputs=made_from,
                             outputs=fingerprints(folder, POOL_FILES), counts=counts),
                    folder / MANIFEST)

@@ -250,7 +250,16 @@ def _estimated(datasets: dict[str, list[Path]], name: str) -> int:
                for p in datasets[name])
 
 
-def stage(raw_dir: Path, work: Path, strict: bool, workers: int, fos_source: str
+WHAT = "an S2AG download (papers, abstracts, citations)"
+SETTINGS = ("fos_source",)
+
+
+def raw_shards(raw_dir: Path) -> tuple[Path, list[Path]]:
+    """The folder shard names are relative to, and the shards of the three datasets."""
+    return raw_dir, [p for shards in find_datasets(raw_dir).values() for p in shards]
+
+
+def stage(raw_dir: Path, work: Path, strict: bool, workers: int, fos_source: str = "external"
           ) -> tuple[list[Path], int, list[ShardResult]]:
     """Read every shard of the three datasets into the merge's scratch layout; return the
     shards read (papers, abstracts, citations), the bucket count and one result per shard."""

@@ -33,6 +33,7 @@ from pipeline.ingest.shards import (
     Quarantine,
     ShardResult,
     check_int,
+    find_shards,
     open_shard,
     parse_line,
     show,
@@ -277,3 +278,24 @@ def read_shard(job: ShardJob) -> ShardResult:
                               "blank_lines": blank, "quarantined": quarantine.count}
     return ShardResult(counts, line_by_line=True, by_reason=quarantine.by_reason,
                        first_bad=quarantine.first)
+
+
+WHAT = "an S2ORC metadata release"
+SETTINGS: tuple[str, ...] = ()
+
+
+def raw_shards(raw_dir: Path) -> tuple[Path, list[Path]]:
+    """The folder shard names are relative to, and the shards (`metadata/*.jsonl[.gz]`)."""
+    return raw_dir / "metadata", find_shards(raw_dir)
+
+
+def stage(raw_dir: Path, work: Path, strict: bool, workers: int
+          ) -> tuple[list[Path], int, list[ShardResult]]:
+    """Read every shard into the merge's scratch layout; return the shards read, the bucket
+    count and one result per shard."""
+    from pipeline.ingest.merge import bucket_count, in_order
+
+    shards = find_shards(raw_dir)
+    n_buckets = bucket_count(estimated_papers(shards))
+    jobs = [ShardJob(path, i, work, n_buckets, strict) for i, path in enumerate(shards)]
+    return shards, n_buckets, list(in_order(read_shard, jobs, workers, "ingest", "shards"))

@@ -8,7 +8,6 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Literal
 
 from pipeline.core.artifacts import (
     atomic_path,
@@ -27,21 +26,18 @@ from pipeline.ingest.corpus import (
     corpus_section,
     update_corpus_manifest,
 )
-from pipeline.ingest.shards import ShardResult, add_counts, find_datasets, find_shards
-from pipeline.layout import CITATIONS, PAPERS, SOURCES, locks_dir
+from pipeline.ingest.shards import add_counts
+from pipeline.layout import CITATIONS, PAPERS, locks_dir
+from pipeline.readers import reader
 
 log = logging.getLogger(__name__)
 
-Source = Literal["s2orc", "s2ag"]
-
-WHAT = {"s2orc": "an S2ORC metadata release", "s2ag": "an S2AG download (papers, abstracts, "
-        "citations)"}
 
 def ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False, workers: int = 1,
-           source: Source = "s2orc", fos_source: str = "external") -> dict:
-    """Ingest under the corpus's lock: two ingests of one corpus run in turn."""
-    if source not in SOURCES:
-        raise InputError(f"unknown corpus source {source!r}: use one of {', '.join(SOURCES)}")
+           source: str = "s2orc", fos_source: str = "external") -> dict:
+    """Ingest under the corpus's lock: two ingests of one corpus run in turn. `source` names
+    the reader (pipeline/readers.py)."""
+    reader(source)  # an unknown source is refused before the lock
     with file_lock(locks_dir(corpus_dir) / "corpus.lock"):
         current = ingest_is_current(raw_dir, corpus_dir, strict, source, fos_source)
         if current is not None:
@@ -50,11 +46,15 @@ def ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False, workers: int =
         return _ingest(raw_dir, corpus_dir, strict, workers, source, fos_source)
 
 
-def raw_shards(raw_dir: Path, source: Source) -> tuple[Path, list[Path]]:
+def raw_shards(raw_dir: Path, source: str) -> tuple[Path, list[Path]]:
     """The folder shard names are relative to, and the raw shards of `raw_dir`."""
-    if source == "s2orc":
-        return raw_dir / "metadata", find_shards(raw_dir)
-    return raw_dir, [p for shards in find_datasets(raw_dir).values() for p in shards]
+    return reader(source).raw_shards(raw_dir)
+
+
+def _settings(source: str, fos_source: str) -> dict:
+    """The reader's own options among the ingest's (S2AG: which field labels count)."""
+    return {name: value for name, value in {"fos_source": fos_source}.items()
+            if name in reader(source).SETTINGS}
 
 
 def _raw_fingerprint(path: Path) -> dict:
@@ -62,7 +62,7 @@ def _raw_fingerprint(path: Path) -> dict:
     return {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256_file(path)}
 
 
-def ingest_is_current(raw_dir: Path, corpus_dir: Path, strict: bool, source: Source,
+def ingest_is_current(raw_dir: Path, corpus_dir: Path, strict: bool, source: str,
                       fos_source: str) -> dict | None:
     """The ingest section when the corpus was ingested with these settings from shards with
     the same names and bytes, and its outputs are intact; else None. Shards whose stat
@@ -70,9 +70,7 @@ def ingest_is_current(raw_dir: Path, corpus_dir: Path, strict: bool, source: Sou
     same, their new stat is recorded, so a move never makes the corpus ingest again. The raw
     folder's own path is not compared."""
     old = corpus_section(corpus_dir, "ingest")
-    wanted = {"strict": strict, "source": source}
-    if source == "s2ag":
-        wanted["fos_source"] = fos_source
+    wanted = {"strict": strict, "source": source, **_settings(source, fos_source)}
     recorded = old.get("inputs", {})
     if not old or {k: old.get("parameters", {}).get(k) for k in wanted} != wanted \
             or not outputs_intact(corpus_dir, old):
@@ -100,25 +98,13 @@ def ingest_is_current(raw_dir: Path, corpus_dir: Path, strict: bool, source: Sou
     return old
 
 
-def _stage_s2orc(raw_dir: Path, work: Path, strict: bool, workers: int
-                 ) -> tuple[list[Path], int, list[ShardResult]]:
-    from pipeline.ingest import s2orc
-    from pipeline.ingest.merge import bucket_count, in_order
-
-    shards = find_shards(raw_dir)
-    n_buckets = bucket_count(s2orc.estimated_papers(shards))
-    jobs = [s2orc.ShardJob(path, i, work, n_buckets, strict) for i, path in enumerate(shards)]
-    return shards, n_buckets, list(in_order(s2orc.read_shard, jobs, workers, "ingest", "shards"))
-
-
-def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source: Source,
+def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source: str,
             fos_source: str) -> dict:
     """Stream the shards into `papers.parquet`, `citations.parquet` and `quarantine.jsonl`
     (all written atomically). `strict`: the first bad line is an InputError naming its file
     and line."""
     # the readers and the merge, loaded only when there is work (a current corpus: none)
     from pipeline.core.processes import worker_pool
-    from pipeline.ingest import s2ag
     from pipeline.ingest.merge import dedupe, write_citations, write_papers
 
     start = time.perf_counter()
@@ -131,13 +117,10 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source:
         atomic_path(corpus_dir / CITATIONS) as cites_tmp,
         atomic_path(corpus_dir / QUARANTINE) as quarantine_tmp,
     ):
-        if source == "s2orc":
-            inputs, n_buckets, results = _stage_s2orc(raw_dir, work, strict, workers)
-            parameters = {"raw_dir": str(raw_dir), "strict": strict, "source": source}
-        else:
-            inputs, n_buckets, results = s2ag.stage(raw_dir, work, strict, workers, fos_source)
-            parameters = {"raw_dir": str(raw_dir), "strict": strict, "source": source,
-                          "fos_source": fos_source}
+        settings = _settings(source, fos_source)
+        inputs, n_buckets, results = reader(source).stage(raw_dir, work, strict, workers,
+                                                          **settings)
+        parameters = {"raw_dir": str(raw_dir), "strict": strict, "source": source, **settings}
         for result in results:
             add_counts(totals, result.counts)
             add_counts(by_reason, result.by_reason)
@@ -148,7 +131,7 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source:
             raise InputError(
                 f"no papers in {raw_dir}: its {len(inputs)} shard(s) hold "
                 f"{totals['lines_read']} line(s), {totals['quarantined']} of them bad{hint}; "
-                f"check that it is {WHAT[source]}"
+                f"check that it is {reader(source).WHAT}"
             )
         phases = {"read": round(time.perf_counter() - start, 1)}
         with disk_errors(corpus_dir):

@@ -4,7 +4,8 @@ per field holds its queries, each query's typed candidates and its positives.
 The benchmark's tidy form, what `build` makes and `official` reads and writes, is one row per
 listed candidate: field, query, doc, type; positives have type "cited" (the official "true").
 A pool of the benchmark is an ordinary pool folder whose `candidates.parquet` also names the
-query (query, corpusid, type), so search ranks each query's own list (pipeline/retrieval/search.py) and
+query (query, corpusid, type), so search ranks each query's own list
+(pipeline/retrieval/search.py) and
 eval adds per-type scores (MDCR Table 4). Such a corpus has no raw input: the Makefile neither
 ingests nor prefilters it (its manifest has a `benchmark` section instead).
 """
@@ -31,8 +32,7 @@ from pipeline.core.inputs import corpus_label
 from pipeline.evaluation.evaluate import POSITIVE_TYPE
 from pipeline.fields import field_slug
 from pipeline.ingest.corpus import claim_corpus, corpus_file, install_corpus
-from pipeline.layout import POOL_FILES, PREFILTERED, pool_dir, pool_name
-from pipeline.pools.build import list_pools
+from pipeline.layout import POOL_FILES, PREFILTERED, pool_dir, pool_name, pool_names
 
 LEVEL = "mdcr"  # the pool manifests' level
 NOMINAL_SIZE = 65  # MDCR §4: 5 positives + 6 types x 10 negatives; the pools' size in names
@@ -117,7 +117,7 @@ def read_benchmark(corpus_dir: Path, split: str | None = None) -> tuple[pl.DataF
         raise InputError(f"{corpus_dir} is not an MDCR-style benchmark (no benchmark section in "
                          "its manifest.json): build one with `make mdcr` or import one")
     frames = []
-    for name in list_pools(corpus_dir):
+    for name in pool_names(corpus_dir):
         info = pool_manifest(corpus_dir, name)
         if info.get("level") != LEVEL or (split and info.get("split") != split):
             continue

@@ -25,9 +25,16 @@ import polars as pl
 from pipeline.core.errors import InputError
 from pipeline.evaluation.evaluate import POSITIVE_TYPE
 from pipeline.ingest.corpus import claim_corpus, corpus_file
-from pipeline.layout import CITATIONS, PREFILTERED, derived_dirs, id_key, parse_pool_name
+from pipeline.layout import (
+    CITATIONS,
+    PREFILTERED,
+    derived_dirs,
+    id_key,
+    parse_pool_name,
+    pool_names,
+)
 from pipeline.mdcr.benchmark import write_benchmark
-from pipeline.pools.build import list_pools, load_pool, pool_manifest
+from pipeline.pools.build import load_pool, pool_manifest
 from pipeline.retrieval.runs import load_run
 
 FIXED_TYPES = ("graph", "most_cited", "random")
@@ -44,7 +51,7 @@ def field_pools(corpus_dir: Path, seed: int = 0) -> dict[str, str]:
     """field -> the field-level test pool a benchmark is built from: repeat 0 of `seed`, the
     largest size when there are several."""
     chosen: dict[str, tuple[int, str]] = {}
-    for name in list_pools(corpus_dir):
+    for name in pool_names(corpus_dir):
         info = pool_manifest(corpus_dir, name)
         parsed = parse_pool_name(name)
         if (info.get("level") != "field" or parsed.split != "test" or parsed.repeat != 0
@@ -188,7 +195,8 @@ def build_mdcr(corpus_dir: Path, index_root: Path, runs_root: Path, out_dir: Pat
     parameters = {"source_corpus": corpus_dir.name, "models": list(models), "seed": seed,
                   "positives": positives, "per_type": per_type, "top": top}
     return write_benchmark(out_dir, papers, table, "mdcr", parameters, seed=seed, extra=extra,
-                           replace=replace, derived=derived_dirs(index_root, runs_root, out_dir.name))
+                           replace=replace,
+                           derived=derived_dirs(index_root, runs_root, out_dir.name))
 
 
 def _shortfalls(parts: dict[str, pl.DataFrame], queries: pl.DataFrame, positives: int,

@@ -24,12 +24,13 @@ from pipeline.core.artifacts import atomic_path
 from pipeline.core.errors import InputError
 from pipeline.evaluation.evaluate import POSITIVE_TYPE
 from pipeline.ingest.corpus import claim_corpus
+from pipeline.layout import pool_split
 from pipeline.mdcr.benchmark import read_benchmark, write_benchmark
 
 OFFICIAL_TYPES = ("bm25", "graph", "most_cited", "random", "scincl", "specter")
 TRUE = "true"  # the official name of the positives
 OFFICIAL_METRICS = {"map": "map", "ndcg": "ndcg", "recall_5": "recall@5"}  # official -> ranx
-SPLITS = {"test": "test", "val": "validation"}  # the files' split -> the pools' split
+FILE_SPLITS = {"test": "test", "validation": "val"}  # a pool's split -> the release's name
 
 
 def check_out(out: Path, folder: bool) -> None:
@@ -63,7 +64,8 @@ def export_benchmark(corpus_dir: Path, out_dir: Path, split: str = "test") -> di
     (models other than bm25/specter/scincl) are written too, and counted: the official
     evaluator ignores them."""
     check_out(out_dir, folder=True)
-    table, papers = read_benchmark(corpus_dir, SPLITS[split])
+    split = pool_split(split)
+    table, papers = read_benchmark(corpus_dir, split)
     table = table.with_columns(pl.col("query", "doc").cast(pl.String),
                                type=pl.col("type").replace(POSITIVE_TYPE, TRUE))
     nested: dict = {}
@@ -73,14 +75,16 @@ def export_benchmark(corpus_dir: Path, out_dir: Path, split: str = "test") -> di
             query, {t: [] for t in (*OFFICIAL_TYPES, TRUE)})
         lists[kind] = docs
     out_dir.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out_dir / f"mdcr_{split}.json") as tmp:
+    with atomic_path(out_dir / f"mdcr_{FILE_SPLITS[split]}.json") as tmp:
         tmp.write_bytes(orjson.dumps(nested))
-    with atomic_path(out_dir / f"mdcr_{split}_data.jsonl") as tmp, tmp.open("wb") as handle:
+    with (atomic_path(out_dir / f"mdcr_{FILE_SPLITS[split]}_data.jsonl") as tmp,
+          tmp.open("wb") as handle):
         for row in papers.select(paper_id=pl.col("corpusid").cast(pl.String), title="title",
                                  abstract="abstract").iter_rows(named=True):
             handle.write(orjson.dumps(row) + b"\n")
     ignored = table.filter(~pl.col("type").is_in([*OFFICIAL_TYPES, TRUE]))
-    return {"fields": len(nested), "queries": table["query"].n_unique(), "papers": papers.height,
+    return {"files": f"{out_dir}/mdcr_{FILE_SPLITS[split]}.json and _data.jsonl",
+            "fields": len(nested), "queries": table["query"].n_unique(), "papers": papers.height,
             "ignored_by_official_evaluator": dict(ignored.group_by("type").len().iter_rows())}
 
 
@@ -158,8 +162,9 @@ def import_benchmark(src: Path, corpus_dir: Path, split: str = "test", replace: 
     corpus holds one split: import `val` into a corpus of its own (validation pools). Over a
     benchmark with other contents only with `replace` (`write_benchmark`)."""
     claim_corpus(corpus_dir, "make import-mdcr")
-    table = read_official(src / f"mdcr_{split}.json")
-    data = src / f"mdcr_{split}_data.jsonl"
+    split = pool_split(split)
+    table = read_official(src / f"mdcr_{FILE_SPLITS[split]}.json")
+    data = src / f"mdcr_{FILE_SPLITS[split]}_data.jsonl"
     if not data.exists():
         raise InputError(f"{data} does not exist: the benchmark's titles and abstracts come "
                          "from it (download it beside the json)")
@@ -171,9 +176,9 @@ def import_benchmark(src: Path, corpus_dir: Path, split: str = "test", replace: 
                          "download it again") from None
     duplicated = papers.height - papers["paper_id"].n_unique()
     papers = papers.unique("paper_id", keep="first").rename({"paper_id": "corpusid"})
-    parameters = {"source": str(src), "split": split}
+    parameters = {"source": str(src), "split": FILE_SPLITS[split]}
     info = write_benchmark(corpus_dir, papers, table, "import-mdcr", parameters,
-                           split=SPLITS[split], replace=replace, derived=derived)
+                           split=split, replace=replace, derived=derived)
     info["duplicate_paper_records_dropped"] = duplicated
     return info
 
@@ -266,3 +271,22 @@ def evaluate_files(benchmark_file: Path, scores_path: Path) -> tuple[pl.DataFram
         frames.append(values.unpivot(index="query", variable_name="metric")
                       .with_columns(field=pl.lit(field)))
     return official_numbers(pl.concat(frames))
+
+
+def model_scores_file(corpus_dir: Path, index_root: Path, runs_root: Path, model: str,
+                      split: str, out: Path) -> int:
+    """The official scores file of `model`'s runs of every pool of a benchmark's `split`
+    (`make mdcr-scores`). Returns the number of keys written."""
+    from pipeline.layout import pool_names
+    from pipeline.mdcr.benchmark import read_benchmark
+    from pipeline.pools.build import pool_manifest
+    from pipeline.retrieval.runs import load_run
+
+    check_out(out, folder=False)  # before reading the runs
+    split = pool_split(split)
+    table, _ = read_benchmark(corpus_dir, split)
+    runs = pl.concat([load_run(corpus_dir, index_root, runs_root, p, model)
+                      .select(pl.col("query", "doc").cast(pl.String), "score")
+                      for p in pool_names(corpus_dir)
+                      if pool_manifest(corpus_dir, p).get("split") == split])
+    return scores_file(runs, table, out)

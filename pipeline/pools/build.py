@@ -52,6 +52,7 @@ from pipeline.layout import (
     parse_pool_name,
     pool_dir,
     pool_name,
+    pool_names,
     pools_dir,
 )
 
@@ -169,7 +170,7 @@ def _other_split_queries(corpus_dir: Path, spec: PoolSpec, ids: np.ndarray) -> n
     """Those of `ids` that are queries of an existing pool of the other split (same seed and
     scope): test and validation counts together exceed the eligible papers."""
     shared = [np.empty(0, dtype=np.int64)]
-    for name in list_pools(corpus_dir):
+    for name in pool_names(corpus_dir):
         scope, _, _, seed, split = parse_pool_name(name)
         if scope != spec.scope or seed != spec.seed or split == spec.split:
             continue
@@ -195,8 +196,6 @@ def negative_population(corpus_dir: Path, spec: PoolSpec, exclude: pl.Series
         papers = papers.join(cited, on="corpusid", how="semi")
     scope = papers.sort("corpusid").collect()["corpusid"]
     return scope.filter(~scope.is_in(exclude.implode())), len(scope)
-
-
 
 
 def corpus_inputs(corpus_dir: Path) -> dict[str, str]:
@@ -310,16 +309,11 @@ def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, inputs: dict[s
     return info
 
 
-def list_pools(corpus_dir: Path) -> list[str]:
-    """Names of the complete pools of a corpus (those with a manifest)."""
-    return sorted(p.parent.name for p in pools_dir(corpus_dir).glob(f"*/{MANIFEST}"))
-
-
 def pool_manifest(corpus_dir: Path, name: str) -> dict:
     """The manifest of an existing pool, or a one-line error naming what to run."""
     path = pool_dir(corpus_dir, name) / MANIFEST
     if not path.exists():
-        known = ", ".join(list_pools(corpus_dir)) or "none yet"
+        known = ", ".join(pool_names(corpus_dir)) or "none yet"
         raise InputError(f"pool {name!r} does not exist under {corpus_dir}/pools "
                          f"(existing: {known}); build it with `make pool`")
     return read_json(path, pool_repair(corpus_dir, name))
@@ -402,6 +396,6 @@ def validation_pools(corpus_dir: Path, pool: str) -> list[str]:
     name = parse_pool_name(pool)
     if name.split == "validation":
         return []
-    return sorted(p for p in list_pools(corpus_dir)
+    return sorted(p for p in pool_names(corpus_dir)
                   if (v := parse_pool_name(p)).split == "validation"
                   and (v.scope, v.size, v.seed) == (name.scope, name.size, name.seed))

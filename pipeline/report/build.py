@@ -88,7 +88,8 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
         caption = (f"{corpus}: query robustness, {metric_name(metric)} x100 with full queries "
                    "and with each QUERY_VARIANT (change in points), over the pools and queries "
                    "both runs scored")
-        sections.append(write_table(out_dir / f"{corpus}-query-variants.tex", caption, header, rows))
+        sections.append(write_table(out_dir / f"{corpus}-query-variants.tex", caption, header,
+                                    rows))
         results = results.filter(~perturbed)
     means = mean_results(results) if results.height else pl.DataFrame(
         schema={**dict.fromkeys(GROUP_KEYS, pl.String), "size": pl.Int64})
@@ -128,4 +129,17 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
     text = "\n".join(sections)
     with atomic_path(out_dir / f"{corpus}.md") as tmp:
         tmp.write_text(f"# Results: {corpus}\n\n{text}")
+    return text
+
+
+def jaccard_report(table: pl.DataFrame, runs_root: Path, corpus: str, depth: int) -> str:
+    """`make mdcr-jaccard`: the models' negative overlap as a Markdown table, written under
+    runs/reports/ and returned."""
+    text = (f"Average Jaccard index between the {depth} highest-ranked negatives of two "
+            f"models ({corpus}, field-level test pools; MDCR §4: pick the models whose "
+            "negatives overlap least)\n\n" + markdown_table(
+                ["model a", "model b", "Jaccard", "fields", "queries"],
+                [[a, b, f"{j:.3f}", str(f), str(q)] for a, b, j, f, q in table.iter_rows()]))
+    with atomic_path(reports_dir(runs_root) / f"{corpus}-mdcr-jaccard.md") as tmp:
+        tmp.write_text(text)
     return text

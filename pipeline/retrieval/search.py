@@ -43,7 +43,8 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
     A pool whose candidates name their query (MDCR-style, `pipeline/mdcr/`) has each query rank
     its own list, whole: the engines score the union of the lists, each query keeps its own.
     BM25 runs on Lucene (Anserini) or on the arrays engine (`bm25_arrays`: Lucene's analysis
-    and scores, the same lists). `variant` perturbs the queries (`pipeline/pools/queries.py`); its run is
+    and scores, the same lists). `variant` perturbs the queries
+    (`pipeline/pools/queries.py`); its run is
     named `<model>~<variant>`."""
     start = time.perf_counter()
     name = run_name(entry.name, variant)
