@@ -204,8 +204,30 @@ def runs_dir(runs_root: Path, corpus: str, pool: str) -> Path:
     return runs_root / corpus / pool
 
 
+BM25_INDEX = "bm25"  # a pool's Lucene index: indexes/<corpus>/<pool>/bm25/
+STORE_PART = "part-{}.arrow"  # an embedding store's parts, named by a digest of their ids
+
+
 def bm25_index_dir(index_root: Path, corpus: str, pool: str) -> Path:
-    return index_root / corpus / pool / "bm25"
+    return index_root / corpus / pool / BM25_INDEX
+
+
+def store_parts_glob() -> str:
+    return STORE_PART.format("*")
+
+
+def run_file_parts(path: Path) -> tuple[str, str, str, str]:
+    """runs/<corpus>/<pool>/<model>.<suffix> -> (corpus, pool, model, suffix); the suffix is
+    one of RUN_SUFFIXES (a model name may hold dots)."""
+    suffix = next(s for s in sorted(RUN_SUFFIXES, key=len, reverse=True)
+                  if path.name.endswith(f".{s}"))
+    return path.parts[-3], path.parts[-2], path.name[: -len(suffix) - 1], suffix
+
+
+def run_files(runs_root: Path, suffix: str) -> list[Path]:
+    """Every run file with this suffix (RUN_SUFFIXES) under the runs root, sorted."""
+    return sorted(p for p in runs_root.glob(f"*/*/*.{suffix}")
+                  if run_file_parts(p)[3] == suffix)
 
 
 def reports_dir(runs_root: Path) -> Path:

@@ -31,8 +31,20 @@ from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots, changed
 from pipeline.encoding.store import store_repair
 from pipeline.ingest.corpus import VOUCHED_BY, corpus_repair, raw_repair
-from pipeline.layout import EMBEDDINGS, POOLS, TUNING, pools_dir
+from pipeline.layout import (
+    BM25_INDEX,
+    EMBEDDINGS,
+    POOLS,
+    RESULTS_MANIFEST,
+    TUNING,
+    pools_dir,
+    run_file_parts,
+    run_files,
+    run_paths,
+    store_parts_glob,
+)
 from pipeline.pools.build import pool_repair, validation_pools
+from pipeline.readers import SOURCES
 from pipeline.retrieval.bm25_lucene import index_repair
 from pipeline.retrieval.runs import run_repair
 
@@ -81,17 +93,17 @@ def _classify(path: Path, data: Roots) -> tuple[str, str] | None:
         return "pool", pool_repair(corpus_dir, path.parent.name, info)
     if path.name == MANIFEST and len(parts) >= 3 and parts[-3] == EMBEDDINGS:
         return "store", store_repair(path.parent)
-    if path.name == MANIFEST and path.parent.name == "bm25":
+    if path.name == MANIFEST and path.parent.name == BM25_INDEX:
         return "index", index_repair(path.parent)
     if path.parent.name == TUNING:
         return "tuning", run_repair(path.parent.parent.name, "bm25")
     if path.name.endswith((".manifest.json", ".eval.json")) and path.parent.parent.parent == \
             data.runs:
-        model = path.name.removesuffix(".manifest.json").removesuffix(".eval.json")
-        return "run", run_repair(path.parent.parent.name, model)
-    if path == data.runs / "results.manifest.json":
+        corpus, _, model, _ = run_file_parts(path)
+        return "run", run_repair(corpus, model)
+    if path == data.runs / RESULTS_MANIFEST:
         return "results", "make report"
-    if path.name == MANIFEST and path.parent.name in ("s2orc", "s2ag"):
+    if path.name == MANIFEST and path.parent.name in SOURCES:
         return "raw", raw_repair(path.parent)
     return None
 
@@ -109,7 +121,7 @@ def _manifests(data: Roots) -> list[Path]:
     for root in (data.corpora, data.indexes, data.runs):
         if root is None or not root.exists():
             continue
-        for pattern in (MANIFEST, "*.manifest.json", "*.eval.json", "bm25-tuning/*.json"):
+        for pattern in (MANIFEST, "*.manifest.json", "*.eval.json", f"{TUNING}/*.json"):
             found += [p for p in root.rglob(pattern)
                       if not any(is_temporary(parent) for parent in p.parents)]
     return sorted(set(found))
@@ -169,22 +181,20 @@ def _partial(data: Roots) -> list[Problem]:
                                         "stopped half-way)", pool_repair(corpus_dir,
                                                                          pool_dir.name)))
     if data.runs is not None:
-        for run in sorted(data.runs.glob("*/*/*.parquet")):
-            name = run.name.removesuffix(".parquet")
-            model = name.removesuffix(".metrics")
-            manifest = run.with_name(f"{model}.eval.json" if name.endswith(".metrics")
-                                     else f"{model}.manifest.json")
+        for run in [*run_files(data.runs, "parquet"), *run_files(data.runs, "metrics.parquet")]:
+            corpus, pool, model, suffix = run_file_parts(run)
+            manifest = run_paths(data.runs, corpus, pool, model)[
+                "eval.json" if suffix == "metrics.parquet" else "manifest.json"]
             if not manifest.exists() and not is_temporary(run):
                 problems.append(Problem("PARTIAL", run, f"no {manifest.name} (its stage "
-                                        "stopped half-way)",
-                                        run_repair(run.parent.parent.name, model)))
+                                        "stopped half-way)", run_repair(corpus, model)))
     if data.indexes is not None:
-        for index in sorted(data.indexes.glob("*/*/bm25/")):
+        for index in sorted(data.indexes.glob(f"*/*/{BM25_INDEX}/")):
             if not (index / MANIFEST).exists():
                 problems.append(Problem("PARTIAL", index, "no manifest.json",
                                         index_repair(index)))
-        for store in sorted(data.indexes.glob("*/embeddings/*/")):
-            if not (store / MANIFEST).exists() and any(store.glob("part-*.arrow")):
+        for store in sorted(data.indexes.glob(f"*/{EMBEDDINGS}/*/")):
+            if not (store / MANIFEST).exists() and any(store.glob(store_parts_glob())):
                 problems.append(Problem("ORPHAN", store, "embedding parts without a store "
                                         "manifest", store_repair(store)))
     return problems

@@ -9,6 +9,7 @@ random segment id, so for BM25 the index is checked by `verify` and by its searc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -152,11 +153,16 @@ def _kill_while_writing(cmd: list[str], root: Path, delay: float) -> list[int] |
 
 def _gone(pids: list[int], timeout: float = 10) -> list[str]:
     """Wait until none of `pids` runs (the kernel delivers PDEATHSIG to the children), at
-    most `timeout` seconds; the command lines of those still running."""
+    most `timeout` seconds; the command lines of those still running, which are then killed
+    (a failed test leaves no orphan behind either)."""
     deadline = time.perf_counter() + timeout
     while _alive(pids) and time.perf_counter() < deadline:
         time.sleep(0.1)
-    return _alive(pids)
+    left = _alive(pids)
+    for pid in pids if left else []:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return left
 
 
 def _data_files(root: Path) -> dict[str, bytes]:

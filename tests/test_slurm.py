@@ -262,6 +262,37 @@ def _install_slurm() -> None:
         pytest.fail(f"{' '.join(cmd)} failed:\n{log[-3000:]}")
 
 
+FAKE_APT = """#!/bin/sh
+echo "$@" >> "$(dirname "$0")/calls"
+[ "$1" = update ] && exit 0
+echo "$APT_SAYS" >&2
+exit 100
+"""
+
+
+@pytest.mark.parametrize("says, outcome, installs", [
+    ("E: Failed to fetch http://deb.debian.org/pool/slurm.deb  404  Not Found [IP: 1.2.3.4 80]",
+     pytest.fail.Exception, 2),
+    ("E: Failed to fetch http://deb.debian.org/pool/slurm.deb  Temporary failure resolving "
+     "'deb.debian.org'", pytest.skip.Exception, 1),
+    ("E: Unable to locate package slurm-wlm", pytest.fail.Exception, 1),
+], ids=["404-fails-after-an-update", "offline-skips", "other-fails"])
+def test_apt_failures_skip_only_without_network(tmp_path, monkeypatch, says, outcome, installs):
+    """A 404 from a mirror (stale lists) is updated and tried again, then fails; only a
+    network that cannot be reached skips the cluster test."""
+    apt = tmp_path / "apt-get"
+    apt.write_text(FAKE_APT)
+    apt.chmod(0o755)
+    monkeypatch.setattr(sys.modules[__name__], "SBIN", str(tmp_path))  # no SLURM installed
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("APT_SAYS", says)
+    with pytest.raises(outcome):
+        _install_slurm()
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert [c.split()[0] for c in calls] == ["update", "install"] * installs
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

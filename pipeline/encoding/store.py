@@ -14,7 +14,7 @@ import pyarrow.ipc as ipc
 
 from pipeline.core.artifacts import file_problem, read_json, write_json
 from pipeline.core.errors import InputError
-from pipeline.layout import id_key
+from pipeline.layout import id_key, store_parts_glob
 
 DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ def repair_store(store: Path) -> dict[str, int]:
                     "are embedded again")
         (store / part["file"]).unlink(missing_ok=True)
     listed = {part["file"] for part, _ in kept}
-    orphans = [p for p in store.glob("part-*.arrow") if p.name not in listed]
+    orphans = [p for p in store.glob(store_parts_glob()) if p.name not in listed]
     for orphan in orphans:
         log.warning(f"[embed] {orphan}: listed by no manifest (a stopped run): removed")
         orphan.unlink()

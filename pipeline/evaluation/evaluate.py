@@ -38,6 +38,8 @@ from pipeline.layout import (
     parse_metrics,
     parse_pool_name,
     pool_dir,
+    run_file_parts,
+    run_files,
     run_paths,
 )
 from pipeline.pools.build import load_pool, pool_files, pool_manifest
@@ -180,8 +182,8 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
     left out, counted and named, never mixed in; a damaged evaluation is an error naming it.
     """
     frames, stale, used = [], [], []
-    for path in sorted(runs_root.glob("*/*/*.eval.json")):
-        corpus, pool, model = path.parts[-3], path.parts[-2], path.name[: -len(".eval.json")]
+    for path in run_files(runs_root, "eval.json"):
+        corpus, pool, model, _ = run_file_parts(path)
         roots = Roots(corpora_root, index_root, runs_root, corpus)
         pool_manifest = pool_dir(corpora_root / corpus, pool) / MANIFEST
         if not pool_manifest.exists():
