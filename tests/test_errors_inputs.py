@@ -20,9 +20,9 @@ from pipeline.layout import pool_names
 from pipeline.mdcr import official
 from pipeline.mdcr.official import evaluate_files, import_benchmark
 from pipeline.retrieval.search import search
+from tests.ingest.test_ingest_s2ag import s2ag_release
+from tests.mdcr.test_mdcr_official import BENCHMARK, SCORES, _official_files
 from tests.test_errors import ROOT, _snapshot, cli
-from tests.test_ingest_s2ag import s2ag_release
-from tests.test_mdcr_official import BENCHMARK, SCORES, _official_files
 
 METRIC_ORDER = ["map", "ndcg", "recall_5"]
 

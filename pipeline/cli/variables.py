@@ -5,7 +5,7 @@ generated include pipeline/cli/variables.mk), the options of `python -m pipeline
 The Makefile passes every variable to `check`; the check validates them and prints, on one
 line, the names and paths make needs (`derived`): make never composes a model's, a pool's or a
 data folder's name itself, it reads them from that line. `python -m pipeline variables --write`
-(`make variables`) writes the two generated files again; tests/test_variables.py fails when the
+(`make variables`) writes the two generated files again; tests/cli/test_variables.py fails when the
 committed ones differ from what the declaration gives.
 
 Standard library only, like the rest of the check (the Makefile runs it with the system Python

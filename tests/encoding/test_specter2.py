@@ -22,7 +22,7 @@ from tests.conftest import side_packages
 
 SIDE_PACKAGES = ("adapters==1.3.0", "transformers==4.57.6", "huggingface-hub==0.36.0",
                  "tokenizers==0.22.1")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
 import json, sys, numpy as np, torch

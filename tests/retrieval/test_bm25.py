@@ -15,7 +15,7 @@ from pipeline.core.errors import InputError
 from pipeline.retrieval import bm25_lucene, jvm
 from tests.conftest import PYSERINI_IMPORT, PYSERINI_SIDE, pool_of, side_packages
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PYSERINI_SCRIPT = PYSERINI_IMPORT + """
 import json, sys
 job = json.load(open(sys.argv[1]))

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import copy_corpus
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +107,7 @@ def test_pool_eval_report_chain(data):
     logged = len(stage_records(data))
     make(data, "fuse", "MODELS=bm25,random")
     # the lost component run is searched again, alone; the same bytes, so the fused run is kept
-    # (tests/test_fusion.py: a changed component makes it stale)
+    # (tests/retrieval/test_fusion.py: a changed component makes it stale)
     assert stage_pids(data, "search", logged).keys() == {"all-800-r0"}
     report = make(data, "report").stdout
     assert "| bm25 |" in report and "| random |" in report and "Stage times" in report

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # make reads its variables from the environment too: a test sets the ones it means to
 CLEARED = ("TIME", "SLURM_TIME", "CORPUS", "MODEL", "PYTHON", "VENV", "PY", "STAMP", "REPLACE",
            "METHOD", "MODELS", "SRC", "RAW", "DATA")

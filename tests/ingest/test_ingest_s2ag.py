@@ -17,7 +17,7 @@ import pytest
 from pipeline.core.errors import InputError
 from pipeline.ingest import ingest, merge, prefilter
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ABSTRACT = "We study how citation graphs shape the retrieval of scientific papers at scale."
 
 

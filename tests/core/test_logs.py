@@ -13,7 +13,7 @@ import pytest
 from pipeline.core import logs
 from pipeline.core.logs import Progress, duration, progress, setup, track
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LINE = re.compile(r"^\[embed\] (\d+)/(\d+) papers \((\d+\.\d)%\), (\S+) papers/s, "
                   r"(ETA \S+|in \S+)$")
 

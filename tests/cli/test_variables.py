@@ -25,7 +25,7 @@ from pipeline.cli.variables import (
 from pipeline.encoding.models import fused_name, hf_name
 from pipeline.layout import data_roots, raw_dir, run_name
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MAKEFILE = (ROOT / "Makefile").read_text()
 INCLUDE = Path("pipeline/cli/variables.mk")
 # what make itself defines

@@ -44,7 +44,7 @@ FIELDS = ("Medicine", "Biology", "Computer Science", "Physics")  # 4 of the 19 M
 FIELD = "Medicine"
 QUERY_YEAR = MAX_YEAR = 2019
 MIN_ABSTRACT = 30
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WORDS = ("cell protein tumour graph network model patient trial lattice quantum cohort "
          "sequence kernel dose enzyme spectra").split()
 

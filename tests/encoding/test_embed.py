@@ -143,8 +143,9 @@ def test_unreachable_hub_is_detected_up_front(monkeypatch, tmp_path):
 
 
 def test_dense_encoder_refuses_multi_vector_models_clearly():
-    """ASPIRE is embedded per sentence by multivector.SentenceEncoder (tests/test_multivector.py);
-    the single-vector Encoder says so before loading anything."""
+    """ASPIRE is embedded per sentence by multivector.SentenceEncoder
+    (tests/encoding/test_multivector.py); the single-vector Encoder says so before loading
+    anything."""
     from pipeline.encoding.models import get_model
 
     with pytest.raises(InputError, match="multi-vector model: Encoder embeds dense models only "

@@ -15,7 +15,7 @@ from pipeline.core.errors import InputError
 from pipeline.ingest import find_shards, ingest, prefilter
 from pipeline.ingest.synthetic import SyntheticConfig, generate
 from tests.conftest import copy_corpus
-from tests.test_synthetic import read_rows
+from tests.ingest.test_synthetic import read_rows
 
 
 def test_contract_columns_and_counts(raw_corpus, corpus_dir):

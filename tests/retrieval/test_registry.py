@@ -16,7 +16,7 @@ from pipeline.core.errors import InputError
 from pipeline.retrieval.registry import RETRIEVERS, retriever
 from tests.conftest import copy_corpus
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 TOY = '''"""A toy retriever: candidates ranked by how close their id is to the query's."""
 
