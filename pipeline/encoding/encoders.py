@@ -250,8 +250,7 @@ class Encoder:
                 out[idx] = vectors
                 done_tokens += int(lengths[idx].sum())
                 bar.update(len(idx))
-                bar.set_postfix(tokens_per_s=f"{done_tokens / (time.perf_counter() - start):.0f}",
-                                refresh=False)
+                bar.set_postfix(tokens_per_s=f"{done_tokens / (time.perf_counter() - start):.0f}")
                 todo, idx = rest, following
         if bar is not progress:
             bar.close()
