@@ -6,7 +6,9 @@ metrics file, and either record the hashes or compare them with a recorded set.
     python benchmarks/redesign_parity.py compare benchmarks/results/parity_before.json
     python benchmarks/redesign_parity.py diff BEFORE.json AFTER.json   # two records, no run
 
-Manifests are left out (they hold times and absolute paths); everything they vouch for is in.
+Manifests are left out (they hold times, absolute paths and the code's commit), and so are the
+evaluations' `.eval.json` (an evaluation's manifest: the same, plus the means of its
+`.metrics.parquet`, which is compared); everything they vouch for is in.
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ def hashes(data: Path) -> dict[str, str]:
     found = [p for p in (data / "corpora").glob("*/pools/**/*") if p.suffix in HASHED]
     found += [p for p in (data / "runs").rglob("*")
               if p.suffix in HASHED and "reports" not in p.parts]
-    found += [p for p in (data / "runs").rglob("*.eval.json")]
     return {str(p.relative_to(data)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(found) if p.is_file()}
 
@@ -68,7 +69,8 @@ def main() -> int:
         print(f"{len(found)} files recorded in {args.file}")
         return 0
     before = json.loads(args.file.read_text())
-    old = before["files"]
+    old = {k: v for k, v in before["files"].items() if not k.endswith(".eval.json")}
+    found = {k: v for k, v in found.items() if not k.endswith(".eval.json")}
     differ = sorted(k for k in old.keys() & found.keys() if old[k] != found[k])
     lost, new = sorted(old.keys() - found.keys()), sorted(found.keys() - old.keys())
     report = args.file.with_name(args.file.stem.replace("_before", "") + "_compare.md")
