@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing
+import os
 import signal
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -16,14 +17,18 @@ from concurrent.futures import ProcessPoolExecutor
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent() -> None:
-    """In a child: be killed with SIGKILL when the parent process dies (Linux; else a no-op)."""
+def die_with_parent(parent: int | None = None) -> None:
+    """In a child: be killed with SIGKILL when the parent process dies (Linux; else a no-op).
+    `parent`: the parent's pid, so that a child whose parent died before this call (a kill
+    while the pool was starting) exits at once instead of living on unseen."""
     if sys.platform == "linux":
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)
 
 
 def worker_pool(workers: int, start: str = "spawn") -> ProcessPoolExecutor:
     """A process pool whose workers die with this process. Create it (and submit to it) from
     the main thread: Linux ties the death signal to the thread that started the worker."""
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(start),
-                               initializer=die_with_parent)
+                               initializer=die_with_parent, initargs=(os.getpid(),))

@@ -1,0 +1,32 @@
+"""Workers die with the stage that started them, also when it died before they were ready."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from pipeline.core.processes import worker_pool
+
+CHILD = ("import os, sys; from pipeline.core.processes import die_with_parent; "
+         "die_with_parent({parent}); print('alive')")
+
+
+def run_child(parent: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", CHILD.format(parent=parent)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_child_whose_parent_is_gone_exits_at_once():
+    # the pid given is not the child's parent: as if the stage died before the worker started
+    done = run_child("os.getppid() + 1 if os.getppid() > 1 else 2")
+    assert done.returncode == 1 and "alive" not in done.stdout
+
+
+def test_a_child_of_a_living_parent_works():
+    done = run_child("os.getppid()")
+    assert done.returncode == 0 and done.stdout.strip() == "alive"
+
+
+def test_the_pool_runs_its_work():
+    with worker_pool(2) as pool:
+        assert list(pool.map(abs, [-1, -2, 3])) == [1, 2, 3]
