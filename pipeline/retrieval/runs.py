@@ -79,6 +79,26 @@ def run_shas(runs_root: Path, corpus: str, pool: str, models: list[str]) -> dict
     return shas
 
 
+def own_lists(candidates: pl.DataFrame) -> tuple[pl.DataFrame | None, pl.DataFrame]:
+    """An MDCR-style pool's candidates name their query, and each query ranks its own list:
+    (its (query, doc) pairs, the union of the lists to search). Other pools: (None, the
+    candidates)."""
+    if "query" not in candidates.columns:
+        return None, candidates
+    return (candidates.select("query", doc="corpusid").unique(),
+            candidates.select("corpusid").unique().sort("corpusid"))
+
+
+def keep_own_lists(hits: pl.DataFrame, pairs: pl.DataFrame, k: int = TOP_K
+                   ) -> tuple[pl.DataFrame, int, int]:
+    """Each query's hits within its own list, every pair of the list present: (the hits, the
+    pairs no query term matched, scored 0; the depth that keeps every list whole)."""
+    hits = pairs.join(hits, on=["query", "doc"], how="left")
+    unmatched = hits["score"].null_count()
+    depth = max(k, pairs.group_by("query").len()["len"].max() or 0)
+    return hits.with_columns(pl.col("score").fill_null(0.0)), unmatched, depth
+
+
 def finalize_run(hits: pl.DataFrame, k: int = TOP_K) -> tuple[pl.DataFrame, int]:
     """Drop self hits, round scores, order as trec_eval does, keep the top k per query.
 

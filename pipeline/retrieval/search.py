@@ -13,8 +13,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import polars as pl
-
 from pipeline.core.artifacts import file_lock, write_json
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots, record
@@ -24,7 +22,14 @@ from pipeline.pools.build import load_pool, pool_files
 from pipeline.pools.queries import own_text, query_texts
 from pipeline.retrieval.base import Query
 from pipeline.retrieval.registry import retriever
-from pipeline.retrieval.runs import TOP_K, finalize_run, run_manifest, write_run
+from pipeline.retrieval.runs import (
+    TOP_K,
+    finalize_run,
+    keep_own_lists,
+    own_lists,
+    run_manifest,
+    write_run,
+)
 
 
 def index(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry, threads: int = 2,
@@ -54,10 +59,7 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
                          f"({entry.name}) yet: use bm25, random or a dense encoder")
     kind.check(backend)  # before any work
     queries, candidates, _ = load_pool(corpus_dir, pool)
-    pairs = None
-    if "query" in candidates.columns:  # an MDCR-style pool: each query ranks its own list
-        pairs = candidates.select("query", doc="corpusid").unique()
-        candidates = candidates.select("corpusid").unique().sort("corpusid")
+    pairs, candidates = own_lists(candidates)  # MDCR-style: each query ranks its own list
     depth = k if pairs is None else candidates.height  # a query's list: all it may rank
     texts = (query_texts(corpus_dir, queries, variant, seed)
              if variant != "full" or own_text(queries) else None)  # not the papers' own text
@@ -76,11 +78,8 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
         read=lambda paths: inputs.update(record(roots, paths))))
     details = {"query_variant": variant, **found}
     counts, keep = {}, k
-    if pairs is not None:  # each query keeps its own list; a pair no term matched scores 0
-        hits = pairs.join(hits, on=["query", "doc"], how="left")
-        counts["pairs_unmatched_scored_0"] = hits["score"].null_count()
-        hits = hits.with_columns(pl.col("score").fill_null(0.0))
-        keep = max(k, pairs.group_by("query").len()["len"].max() or 0)
+    if pairs is not None:
+        hits, counts["pairs_unmatched_scored_0"], keep = keep_own_lists(hits, pairs, k)
     run, self_hits = finalize_run(hits, keep)
     paths = run_paths(runs_root, corpus_dir.name, pool, name)
     with file_lock(paths["trec"].parent / f".{name}.lock"):

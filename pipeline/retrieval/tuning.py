@@ -67,40 +67,68 @@ def bm25_params(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry
 def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntry,
           threads: int, k1s: tuple[float, ...], bs: tuple[float, ...], inputs: dict,
           grid: dict, path: Path, engine: str) -> dict:
-    """Every (k1, b) on every validation pool, MAP over the top 500 as `eval` scores it."""
+    """Every (k1, b) on every validation pool, MAP over the top 500 as `eval` scores it. The
+    queries are searched as `search` searches them (a collection's queries by their own text,
+    an MDCR-style pool's queries in their own lists)."""
     from pipeline.evaluation.metrics import per_query
     from pipeline.ingest.corpus import paper_texts
-    from pipeline.retrieval.runs import TOP_K, finalize_run
+    from pipeline.pools.queries import query_texts
+    from pipeline.retrieval.runs import TOP_K, finalize_run, keep_own_lists, own_lists
 
     start = time.perf_counter()
     rows = []
     for pool in pools:
         queries, candidates, qrels = load_pool(corpus_dir, pool)
-        query_papers = paper_texts(corpus_dir, queries["corpusid"]).sort("corpusid")
+        texts = query_texts(corpus_dir, queries)
+        pairs, candidates = own_lists(candidates)
+        depth = TOP_K if pairs is None else candidates.height
         if engine == "arrays":
             from pipeline.retrieval import bm25_arrays
 
-            runs, _ = bm25_arrays.search_grid(query_papers,
-                                            paper_texts(corpus_dir, candidates["corpusid"]),
-                                            TOP_K + 1, k1s, bs, threads)
+            runs, _ = bm25_arrays.search_grid(texts,
+                                              paper_texts(corpus_dir, candidates["corpusid"]),
+                                              depth + 1, k1s, bs, threads)
         else:
             bm25_lucene.index_pool(corpus_dir, index_root, pool, threads)
             runs, _ = bm25_lucene.search_grid(
-                query_papers, bm25_index_dir(index_root, corpus_dir.name, pool), TOP_K + 1,
+                texts, bm25_index_dir(index_root, corpus_dir.name, pool), depth + 1,
                 k1s, bs, threads,
                 pool_papers=lambda c=candidates: paper_texts(corpus_dir, c["corpusid"]),
                 work_dir=path.parent)
         in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
         for (k1, b), hits in runs.items():
-            run, _ = finalize_run(hits, TOP_K)
+            keep = TOP_K
+            if pairs is not None:
+                hits, _, keep = keep_own_lists(hits, pairs, TOP_K)
+            run, _ = finalize_run(hits, keep)
             metrics, _ = per_query(run, in_pool, queries["corpusid"], ("map",))
             rows.append({"pool": pool, "k1": k1, "b": b, "map": float(metrics["map"].mean())})
     table = (pl.DataFrame(rows).group_by("k1", "b", maintain_order=True)
              .agg(pl.col("map").mean()))
-    best = table.row(int(table["map"].arg_max()), named=True)  # first of the grid among ties
-    chosen = {"k1": best["k1"], "b": best["b"], "tuned_on": pools,
-              "validation_map": round(best["map"], 6),
-              "note": f"tuned on {len(pools)} validation pool(s), mean MAP over the grid"}
+    chosen = choose(table, entry, pools)
     write_json(manifest("bm25-tuning", grid, inputs=inputs, chosen=chosen, map=table.to_dicts(),
                         seconds=round(time.perf_counter() - start, 2)), path)
     return chosen
+
+
+def choose(table: pl.DataFrame, entry: ModelEntry, pools: list[str]) -> dict:
+    """The pair of the grid (k1, b, map) with the best mean MAP (the first of the grid among
+    ties). A grid that scored nothing (every MAP zero, or one not a number) is an error: the
+    validation pools' queries found none of their relevant papers, which tunes nothing. A
+    grid of several pairs that all score the same keeps the entry's defaults, and says so."""
+    maps = table["map"]
+    where = f"validation pool(s) {', '.join(pools)}"
+    if not maps.is_finite().all() or (maps == 0).all():
+        bad = "not a number" if not maps.is_finite().all() else "0 for every (k1, b)"
+        raise InputError(f"BM25 tuning on {where}: MAP is {bad}, so no pair can be chosen; "
+                         "check their queries and qrels (make verify), or rebuild them "
+                         "(make pools-paper) or import them again")
+    if table.height > 1 and maps.n_unique() == 1:
+        return {"k1": entry.params["k1"], "b": entry.params["b"], "tuned_on": pools,
+                "validation_map": round(maps[0], 6),
+                "note": f"every (k1, b) scored MAP {maps[0]:.6f} on {len(pools)} validation "
+                        "pool(s): pyserini defaults kept"}
+    best = table.row(int(maps.arg_max()), named=True)  # first of the grid among ties
+    return {"k1": best["k1"], "b": best["b"], "tuned_on": pools,
+            "validation_map": round(best["map"], 6),
+            "note": f"tuned on {len(pools)} validation pool(s), mean MAP over the grid"}

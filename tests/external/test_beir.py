@@ -4,6 +4,10 @@ evaluated end to end: BM25 and a dense encoder, nDCG@10 and R@100 equal to pytre
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +25,9 @@ from pipeline.external.beir import import_beir
 from pipeline.layout import pool_names, store_dir
 from pipeline.pools.build import load_pool
 from pipeline.retrieval.search import search
+from tests.conftest import PYSERINI_IMPORT, PYSERINI_SIDE, side_packages
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -150,3 +157,74 @@ def test_bad_collections_are_refused(collection, tmp_path):
     with pytest.raises(InputError, match="hold whitespace"):
         import_beir(bad, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+PYSERINI_GRID = PYSERINI_IMPORT + """
+import json, sys
+from jnius import autoclass
+job = json.load(open(sys.argv[1]))
+autoclass("io.anserini.index.IndexCollection").main([
+    "-collection", "JsonCollection", "-input", job["docs"], "-index", job["index"],
+    "-generator", "DefaultLuceneDocumentGenerator", "-threads", "1", "-storeRaw"])
+searcher = LuceneSearcher(job["index"])
+runs = {}
+for k1, b in job["grid"]:
+    searcher.set_bm25(k1, b)
+    hits = searcher.batch_search(job["texts"], job["qids"], k=job["k"], threads=1)
+    runs[f"{k1} {b}"] = {q: {h.docid: h.score for h in hits[q]} for q in job["qids"]}
+json.dump(runs, open(job["out"], "w"))  # stdout holds Anserini's log
+"""
+
+
+@pytest.mark.slow
+def test_dev_split_tunes_bm25_as_a_pyserini_grid_search(collection, tmp_path):
+    """Issue 21: the dev split's pool tunes k1 and b on the queries' own texts. The chosen pair
+    and its validation MAP equal a grid search done independently: pyserini indexes the
+    documents (Anserini's IndexCollection), searches every pair with `batch_search`, and
+    pytrec_eval scores MAP over the top 500 (a query never retrieves its own id)."""
+    from pipeline.retrieval.tuning import B_GRID, K1_GRID, bm25_params
+
+    src = tmp_path / "src"
+    shutil.copytree(collection, src)
+    test_lines = (src / "qrels" / "test.tsv").read_text().splitlines()
+    dev = [line for line in test_lines[1:] if line.split("\t")[0] in ("q2", "q3", "q4", "q5")]
+    (src / "qrels" / "dev.tsv").write_text("\n".join([test_lines[0], *dev]) + "\n")
+    corpus = tmp_path / "corpora" / "beir-dev"
+    import_beir(src, corpus, "test")
+    import_beir(src, corpus, "dev")
+    test_pool, val_pool = pool_names(corpus)
+    assert val_pool == f"{test_pool}-val"
+    chosen = bm25_params(corpus, tmp_path / "indexes", test_pool, get_model("bm25"))
+    assert chosen["tuned_on"] == [val_pool]
+
+    queries, candidates, qrels = load_pool(corpus, val_pool)
+    docs = tmp_path / "pyserini-docs"
+    docs.mkdir()
+    with (docs / "docs.jsonl").open("w") as handle:
+        for d, t, a in pl.read_parquet(corpus / "prefiltered.parquet").select(
+                "corpusid", "title", "abstract").iter_rows():
+            handle.write(json.dumps({"id": d, "contents": f"{t} {a}"}) + "\n")
+    grid = [[k1, b] for k1 in K1_GRID for b in B_GRID]
+    job = {"docs": str(docs), "index": str(tmp_path / "pyserini-index"), "grid": grid,
+           "k": 501, "texts": queries["title"].to_list(), "qids": queries["corpusid"].to_list(),
+           "out": str(tmp_path / "runs.json")}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    env = {**os.environ, "PYTHONPATH": f"{side_packages('pyserini-env', PYSERINI_SIDE)}"
+                                       f"{os.pathsep}{ROOT}"}
+    done = subprocess.run([sys.executable, "-c", PYSERINI_GRID, str(tmp_path / "job.json")],
+                          env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    judged: dict = {}
+    for q, d, r in qrels.iter_rows():
+        judged.setdefault(q, {})[d] = int(r)
+    maps = {}
+    for pair, run in json.loads((tmp_path / "runs.json").read_text()).items():
+        top = {q: dict(sorted(((d, s) for d, s in hits.items() if d != q),
+                              key=lambda h: -h[1])[:500]) for q, hits in run.items()}
+        values = pytrec_eval.RelevanceEvaluator(judged, {"map"}).evaluate(top)
+        maps[pair] = sum(v["map"] for v in values.values()) / len(values)
+    assert len(set(maps.values())) > 1  # the grid matters on this split
+    best = max(maps, key=lambda p: maps[p])  # the first of the grid among ties
+    assert f"{chosen['k1']} {chosen['b']}" == best
+    assert chosen["validation_map"] == pytest.approx(maps[best], abs=1e-6)
+    assert chosen["validation_map"] > 0

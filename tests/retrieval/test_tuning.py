@@ -86,3 +86,27 @@ def test_search_uses_tuned_or_default_parameters(corpus, tmp_path, monkeypatch):
     assert plain["details"]["tuned_on"] == []
     assert (plain["details"]["k1"], plain["details"]["b"]) == (0.9, 0.4)
     assert "no validation pool" in plain["details"]["note"]
+
+
+def _grid(maps: list[float]) -> pl.DataFrame:
+    pairs = [(k1, b) for k1 in (0.6, 1.2) for b in (0.3, 0.75)]
+    return pl.DataFrame({"k1": [p[0] for p in pairs], "b": [p[1] for p in pairs],
+                         "map": maps})
+
+
+def test_a_grid_that_scored_nothing_is_an_error_and_a_flat_one_keeps_the_defaults():
+    from pipeline.core.errors import InputError
+    from pipeline.retrieval.tuning import choose
+
+    entry = get_model("bm25")
+    with pytest.raises(InputError, match="MAP is 0 for every"):
+        choose(_grid([0.0] * 4), entry, ["v-r0-val"])
+    with pytest.raises(InputError, match="MAP is not a number"):
+        choose(_grid([0.2, float("nan"), 0.3, 0.1]), entry, ["v-r0-val"])
+    flat = choose(_grid([0.25] * 4), entry, ["v-r0-val"])
+    assert (flat["k1"], flat["b"]) == (0.9, 0.4)  # the defaults, not the grid's first pair
+    assert "pyserini defaults kept" in flat["note"] and flat["tuned_on"] == ["v-r0-val"]
+    best = choose(_grid([0.1, 0.3, 0.3, 0.2]), entry, ["v-r0-val"])
+    assert (best["k1"], best["b"], best["validation_map"]) == (0.6, 0.75, 0.3)  # first tie
+    one = choose(_grid([0.2] * 4).head(1), entry, ["v-r0-val"])
+    assert (one["k1"], one["b"]) == (0.6, 0.3)  # a grid of one pair: that pair
