@@ -57,6 +57,10 @@ def run_problem(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, 
     details = info.get("details", {})
     if "k1" in details and details.get("tuned_on") != validation_pools(corpus_dir, pool):
         return "its pool's validation pools changed since (BM25 is tuned on them)"
+    if details.get("tuned_on") and details.get("validation_map") == 0:
+        # tuning once looked a collection's query texts up among the papers and took the
+        # first pair of a grid that scored nothing; it is an error now
+        return "its BM25 k1 and b were chosen on a grid that scored MAP 0 everywhere"
     stale = changed(Roots.of(corpus_dir, index_root, runs_root), info.get("inputs", {}))
     return stale[0] if stale else None
 

@@ -57,7 +57,8 @@ def bm25_params(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry
                 kept = read_json(path)
             except InputError:  # damaged: tuned again
                 kept = {}
-            if kept.get("inputs") == inputs and kept.get("parameters") == grid:
+            if (kept.get("inputs") == inputs and kept.get("parameters") == grid
+                    and kept["chosen"].get("validation_map") != 0):  # 0: chosen on nothing
                 return kept["chosen"]
         chosen = _tune(corpus_dir, index_root, pools, entry, threads, k1s, bs, inputs, grid,
                        path, engine)

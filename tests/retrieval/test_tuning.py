@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.core.artifacts import read_json
+from pipeline.core.artifacts import read_json, write_json
 from pipeline.encoding.models import get_model
 from pipeline.evaluation.metrics import per_query
 from pipeline.ingest.corpus import paper_texts
@@ -67,6 +67,14 @@ def test_best_pair_on_the_validation_pools(corpus, tmp_path):
     assert tuning_path(tmp_path, corpus.name, "all-900-s2-r0").stat().st_mtime_ns == stamp
     other = bm25_params(corpus, tmp_path, "all-900-s2-r0", entry, 1, (0.9,), (0.4,))
     assert (other["k1"], other["b"]) == (0.9, 0.4)
+    # a kept choice made on a grid that scored nothing (what tuning on a BEIR dev split once
+    # wrote) is never reused, and a run searched with it is stale
+    path = tuning_path(tmp_path, corpus.name, "all-900-s2-r0")
+    kept = read_json(path)
+    kept["chosen"]["validation_map"] = 0.0
+    write_json(kept, path)
+    assert bm25_params(corpus, tmp_path, "all-900-s2-r0", entry, 1, (0.9,), (0.4,)) == other
+    assert read_json(path)["chosen"]["validation_map"] > 0
 
 
 def test_search_uses_tuned_or_default_parameters(corpus, tmp_path, monkeypatch):
@@ -86,6 +94,15 @@ def test_search_uses_tuned_or_default_parameters(corpus, tmp_path, monkeypatch):
     assert plain["details"]["tuned_on"] == []
     assert (plain["details"]["k1"], plain["details"]["b"]) == (0.9, 0.4)
     assert "no validation pool" in plain["details"]["note"]
+    # a run whose pair was chosen on a grid that scored nothing is stale
+    from pipeline.retrieval.runs import run_problem
+
+    assert run_problem(corpus, tmp_path, runs, "all-900-s2-r0", "bm25") is None
+    path = run_paths(runs, corpus.name, "all-900-s2-r0", "bm25")["manifest.json"]
+    tuned["details"]["validation_map"] = 0.0
+    write_json(tuned, path)
+    assert "scored MAP 0 everywhere" in run_problem(corpus, tmp_path, runs, "all-900-s2-r0",
+                                                    "bm25")
 
 
 def _grid(maps: list[float]) -> pl.DataFrame:
