@@ -72,7 +72,7 @@ MODEL_ARGS = --model $(call q,$(call checked,MODEL_FILE)) \
 	$(if $(MODEL_PATH),--model-path $(call q,$(MODEL_PATH)))
 
 # An import writes the corpus CORPUS: never the default one by accident.
-IMPORT_GOALS := $(filter import-mdcr import-beir,$(MAKECMDGOALS))
+IMPORT_GOALS := $(filter import-mdcr import-beir import-csfcube,$(MAKECMDGOALS))
 ifneq ($(IMPORT_GOALS),)
 ifneq ($(filter default file undefined,$(origin CORPUS)),)
 $(error error: make $(firstword $(IMPORT_GOALS)) needs CORPUS=<name of a new corpus> (the corpus it writes))
@@ -86,7 +86,7 @@ endif
 
 .PHONY: help setup setup-gpu demo test test-fast lint variables corpus pool pools pools-paper \
 	embed index search eval fuse report mdcr mdcr-jaccard import-mdcr export-mdcr mdcr-scores \
-	import-beir verify sweep models clean-demo
+	import-beir import-csfcube verify sweep models clean-demo
 .DELETE_ON_ERROR:
 
 help:
@@ -108,6 +108,7 @@ help:
 	@echo "make export-mdcr OUT=dir CORPUS=..    a benchmark corpus in the official layout"
 	@echo "make mdcr-scores MODEL=.. OUT=f.json  the official scores file of a model's runs"
 	@echo "make import-beir SRC=dir CORPUS=scidocs  a BEIR-layout collection as a corpus"
+	@echo "make import-csfcube SRC=dir CORPUS=csfcube  the CSFCube release: a pool per facet"
 	@echo "                               (mdcr, import-*: REPLACE=1 replaces a corpus of its kind)"
 	@echo "make eval MODEL=.. QUERY_VARIANT=title   the pools with perturbed queries"
 	@echo "make report                    tables and plots under runs/reports/"
@@ -259,6 +260,13 @@ import-beir: | $(STAMP)
 	@$(if $(SRC),,echo "error: make import-beir needs SRC=<folder holding corpus.jsonl>" >&2 && exit 2)
 	$(PIPE) import-beir --corpus $(call q,$(CORPUS)) --src $(call q,$(SRC)) \
 		--split $(call q,$(SPLIT)) $(REPLACE_ARG)
+
+# The CSFCube release (test-pid2anns-csfcube-<facet>.json, abstracts-csfcube-preds.jsonl,
+# queries-release.csv, evaluation_splits.json) as the corpus CORPUS with one pool per facet;
+# then make eval CORPUS=.. MODEL=.. (METRICS=auto: NDCG%20 and MAP, as CSFCube scores them).
+import-csfcube: | $(STAMP)
+	@$(if $(SRC),,echo "error: make import-csfcube needs SRC=<the CSFCube release folder>" >&2 && exit 2)
+	$(PIPE) import-csfcube --corpus $(call q,$(CORPUS)) --src $(call q,$(SRC)) $(REPLACE_ARG)
 
 # The official release's files: import them as CORPUS, export CORPUS into OUT, and write
 # the official scores file of MODEL's runs (OUT=scores.json) after evaluating them.

@@ -99,30 +99,51 @@ def parse_pool_name(name: str) -> PoolName:
 
 
 # The paper's sets: large-scale pools (top 500 per query) and MDCR-style benchmarks (the whole
-# candidate list, MDCR §4); `beir` for outside collections.
+# candidate list, MDCR §4); `beir` for outside collections; `csfcube` for CSFCube's facet pools
+# (pipeline/external/csfcube.py): NDCG cut at 20% of each query's list, and MAP counting
+# grades >= 2 as relevant (ranx's `-l2`), as CSFCube's evaluation scripts compute them.
 METRIC_SETS: dict[str, tuple[str, ...]] = {
     "large-scale": ("map", "ndcg", "recall@30"),
     "mdcr": ("map", "ndcg", "recall@5"),
     "beir": ("ndcg@10", "recall@100"),
+    "csfcube": ("ndcg%20", "map-l2"),
 }
 DEFAULT_METRICS = METRIC_SETS["large-scale"]
 _KNOWN = ("map", "ndcg", "recall", "precision", "mrr", "r-precision", "hit_rate", "hits",
           "ndcg_burges", "f1", "bpref")
+# `ndcg%<p>`: NDCG cut at p% of the query's ranked list (CSFCube's NDCG%20; not a ranx metric)
+_PERCENT = re.compile(r"^ndcg%(\d+)$")
+
+
+def metric_percent(name: str) -> int | None:
+    """p for `ndcg%<p>` (NDCG cut at p% of each query's list, pipeline/evaluation/metrics.py),
+    None for ranx's metrics."""
+    match = _PERCENT.match(name)
+    return int(match.group(1)) if match else None
 
 
 def parse_metrics(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """A metric set's name or metric names (ranx's, e.g. `map ndcg@10 recall@30`), checked."""
+    """A metric set's name or metric names (ranx's, e.g. `map ndcg@10 recall@30`, with an
+    optional relevance level `map-l2`: grades >= 2 count; and `ndcg%20`), checked."""
     names = text.replace(",", " ").split() if isinstance(text, str) else list(text)
     if len(names) == 1 and names[0] in METRIC_SETS:
         return METRIC_SETS[names[0]]
     for name in names:
-        base, _, cut = name.partition("@")
-        if base not in _KNOWN or (cut and not (cut.isdigit() and int(cut) > 0)):
+        percent = metric_percent(name)
+        metric, _, level = name.partition("-l")
+        base, _, cut = metric.partition("@")
+        if percent is not None:
+            ok = 0 < percent <= 100
+        else:
+            ok = (base in _KNOWN and (not cut or (cut.isdigit() and int(cut) > 0))
+                  and (not level or (level.isdigit() and int(level) > 0)))
+        if not ok:
             raise InputError(f"unknown metric {name!r}; use a set "
                              f"({', '.join(METRIC_SETS)}) or names like map, ndcg@10, "
-                             f"recall@30 (known: {', '.join(_KNOWN)})")
+                             f"recall@30, map-l2 (grades >= 2 relevant), ndcg%20 (cut at 20% "
+                             f"of each query's list) (known: {', '.join(_KNOWN)})")
     if not names:
-        raise InputError("no metric given: use a set (large-scale, mdcr, beir) or names")
+        raise InputError(f"no metric given: use a set ({', '.join(METRIC_SETS)}) or names")
     return tuple(dict.fromkeys(names))
 
 

@@ -440,6 +440,20 @@ def cmd_import_beir(args: argparse.Namespace) -> None:
              "without judgments in this split left out")
 
 
+def cmd_import_csfcube(args: argparse.Namespace) -> None:
+    from pipeline.external.csfcube import FACETS, import_csfcube
+
+    info = import_csfcube(Path(args.src), _dirs(args)[0], args.replace,
+                          _derived(args))["collection"]
+    counts = info["counts"]
+    per_facet = ", ".join(f"{f} {counts[f'{f}_queries']} queries / {counts[f'{f}_candidates']} "
+                          "candidates" for f in FACETS)
+    log.info(f"[import-csfcube] corpus {args.corpus} ({info['installed']}), pools "
+             f"{', '.join(info['pools'])}: {per_facet}; {counts['papers']} papers "
+             f"({counts['papers_in_no_pool_left_out']} records naming no pool's paper left out, "
+             f"{counts['paper_records_repeated']} repeated records: the last kept)")
+
+
 def cmd_mdcr_scores(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import model_scores_file
 

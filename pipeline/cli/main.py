@@ -37,6 +37,7 @@ from pipeline.cli.commands import (
     cmd_eval,
     cmd_export_mdcr,
     cmd_import_beir,
+    cmd_import_csfcube,
     cmd_import_mdcr,
     cmd_index,
     cmd_ingest,
@@ -243,7 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "runs of perturbed queries")
     p.add_argument("--metrics", default="auto", type=checked(metric_list),
                    help="auto (each pool's set: large-scale, or mdcr for MDCR-style pools), "
-                   "a set (large-scale, mdcr, beir) or names: 'map ndcg@10 recall@30'")
+                   "a set (large-scale, mdcr, beir, csfcube) or names: "
+                   "'map ndcg@10 recall@30'")
     p.add_argument("--stale-only", action="store_true",
                    help="keep evaluations made from the current pool and run")
     p.add_argument("--collect", action="store_true",
@@ -284,6 +286,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="qrels/test.tsv, or qrels/dev.tsv (a validation pool: BM25 tunes on it)")
     p.add_argument("--replace", action="store_true",
                    help="replace the corpus if it is an imported collection already")
+    p = stage("import-csfcube", cmd_import_csfcube, "read the CSFCube release "
+              "(test-pid2anns-csfcube-<facet>.json, abstracts-csfcube-preds.jsonl, "
+              "queries-release.csv, evaluation_splits.json) into a corpus and one pool per facet")
+    p.add_argument("--src", required=True, type=safe_path, help="the release's folder")
+    p.add_argument("--replace", action="store_true",
+                   help="replace the corpus if it is an imported collection already")
     p = stage("mdcr-scores", cmd_mdcr_scores, "write the official scores file "
               "{\"<query>_<candidate>\": score} of a model's runs on a benchmark corpus")
     p.add_argument("--model", required=True)
@@ -313,7 +321,8 @@ WRITES = {"synth": ("corpora",), "ingest": ("corpora",), "prefilter": ("corpora"
           "pool": ("corpora",), "embed": ("index",), "index": ("index",),
           "search": ("index", "runs"), "eval": ("runs",), "collect": ("runs",),
           "report": ("runs",), "mdcr": ("corpora", "runs"), "mdcr-jaccard": ("runs",),
-          "import-mdcr": ("corpora",), "import-beir": ("corpora",), "sweep": ()}
+          "import-mdcr": ("corpora",), "import-beir": ("corpora",),
+          "import-csfcube": ("corpora",), "sweep": ()}
 
 
 def check_roots(args: argparse.Namespace) -> None:

@@ -64,8 +64,8 @@ QUERY_VARIANT ?= full
 
 # ---- Evaluation and fusion (make eval, make fuse)
 # METRICS: what eval scores: auto (each pool's own set: large-scale pools MAP, NDCG, R@30;
-# MDCR-style pools MAP, NDCG, R@5), a set (large-scale, mdcr, beir: nDCG@10, R@100) or ranx names,
-# e.g. 'map ndcg@10 recall@30'
+# MDCR-style pools MAP, NDCG, R@5), a set (large-scale, mdcr, beir: nDCG@10, R@100; csfcube:
+# NDCG%20, MAP of grades >= 2) or ranx names, e.g. 'map ndcg@10 recall@30'
 METRICS ?= auto
 # MODELS: make fuse, make mdcr-jaccard: the models, separated by commas (MODELS=bm25,minilm; an hf:
 # model's pooling as hf:<org>/<name>@cls)
@@ -79,14 +79,15 @@ MDCR ?= $(CORPUS)-mdcr
 # MDCR_MODELS: make mdcr: the models whose top-ranked papers give the model-based negatives,
 # separated by commas (the paper's: bm25,specter,scincl; make mdcr-jaccard MODELS=.. helps choose)
 MDCR_MODELS ?= bm25,minilm
-# SRC: make import-mdcr, make import-beir: the folder of files to import
+# SRC: make import-mdcr, make import-beir, make import-csfcube: the folder of files to import
+# (import-csfcube: the CSFCube release)
 SRC ?=
 # OUT: make export-mdcr: the folder it writes; make mdcr-scores: the scores file
 OUT ?=
 # SPLIT: the split imported or exported: test, val (MDCR) or dev (BEIR)
 SPLIT ?= test
-# REPLACE: 1: make mdcr, import-mdcr and import-beir may replace an existing corpus of the same kind
-# (without it they refuse to write into a corpus that holds anything)
+# REPLACE: 1: make mdcr, import-mdcr, import-beir and import-csfcube may replace an existing corpus
+# of the same kind (without it they refuse to write into a corpus that holds anything)
 REPLACE ?=
 
 # ---- Where embed runs (make embed, make eval; on a SLURM cluster: docs/cluster.md)

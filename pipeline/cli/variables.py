@@ -135,7 +135,8 @@ VARIABLES: tuple[Variable, ...] = (
     # ---- eval
     V("METRICS", "auto", checked(metric_list), "what eval scores: auto (each pool's own set: "
       "large-scale pools MAP, NDCG, R@30; MDCR-style pools MAP, NDCG, R@5), a set "
-      "(large-scale, mdcr, beir: nDCG@10, R@100) or ranx names, e.g. 'map ndcg@10 recall@30'",
+      "(large-scale, mdcr, beir: nDCG@10, R@100; csfcube: NDCG%20, MAP of grades >= 2) or "
+      "ranx names, e.g. 'map ndcg@10 recall@30'",
       "eval"),
     V("MODELS", "", None, "make fuse, make mdcr-jaccard: the models, separated by commas "
       "(MODELS=bm25,minilm; an hf: model's pooling as hf:<org>/<name>@cls)", "eval"),
@@ -147,13 +148,15 @@ VARIABLES: tuple[Variable, ...] = (
     V("MDCR_MODELS", "bm25,minilm", None, "make mdcr: the models whose top-ranked papers give "
       "the model-based negatives, separated by commas (the paper's: bm25,specter,scincl; "
       "make mdcr-jaccard MODELS=.. helps choose)", "mdcr"),
-    V("SRC", "", safe_path, "make import-mdcr, make import-beir: the folder of files to "
-      "import", "mdcr", optional=True, one_word=True),
+    V("SRC", "", safe_path, "make import-mdcr, make import-beir, make import-csfcube: the "
+      "folder of files to import (import-csfcube: the CSFCube release)", "mdcr", optional=True,
+      one_word=True),
     V("OUT", "", safe_path, "make export-mdcr: the folder it writes; make mdcr-scores: the "
       "scores file", "mdcr", optional=True, one_word=True),
     V("SPLIT", "test", checked(layout.pool_split), "the split imported or exported: "
       "test, val (MDCR) or dev (BEIR)", "mdcr", one_word=True),
-    V("REPLACE", "", choice(FLAG), "1: make mdcr, import-mdcr and import-beir may replace an "
+    V("REPLACE", "", choice(FLAG), "1: make mdcr, import-mdcr, import-beir and import-csfcube "
+      "may replace an "
       "existing corpus of the same kind (without it they refuse to write into a corpus that "
       "holds anything)", "mdcr", one_word=True),
     # ---- cluster

@@ -55,10 +55,14 @@ log = logging.getLogger(__name__)
 
 def pool_ids(corpus_dir: Path, pool: str) -> np.ndarray:
     """Ids a dense search of the pool needs: candidates and queries (queries that are texts
-    of their own, a collection's, are encoded when searched: `encode_texts`)."""
+    of their own, a collection's, are encoded when searched: `encode_texts`; those that name
+    the paper they are part of, CSFCube's facet queries, need that paper's vectors too)."""
     queries, candidates, _ = load_pool(corpus_dir, pool)
-    if own_text(queries):
+    if own_text(queries) and "paper" not in queries.columns:
         return np.unique(id_array(candidates["corpusid"].to_numpy()))
+    if own_text(queries):
+        return np.union1d(id_array(candidates["corpusid"].to_numpy()),
+                          id_array(queries["paper"].to_numpy()))
     return np.union1d(id_array(candidates["corpusid"].to_numpy()),
                       id_array(queries["corpusid"].to_numpy()))
 

@@ -27,6 +27,7 @@ import torch
 
 from pipeline.core.logs import Progress
 from pipeline.encoding.encoders import MAX_BATCH, Encoder, batch_of, default_budget
+from pipeline.encoding.store import id_array
 
 log = logging.getLogger(__name__)
 
@@ -166,9 +167,10 @@ class SentenceVectors(NamedTuple):
     truncated: int
 
     def part(self, ids: np.ndarray) -> tuple[np.ndarray, dict, np.ndarray, dict]:
-        """Store columns for papers `ids` (the input order): row ids, the extra `sentence`
-        column, the vectors and the part's counts (embed.py writes them as a part)."""
-        return (np.asarray(ids, dtype=np.int64)[self.paper], {"sentence": self.sentence},
+        """Store columns for papers `ids` (the input order; int64 or string ids): row ids, the
+        extra `sentence` column, the vectors and the part's counts (embed.py writes them as a
+        part)."""
+        return (id_array(ids)[self.paper], {"sentence": self.sentence},
                 self.vectors, {"papers": len(ids), "truncated_sentences": self.truncated})
 
 

@@ -136,13 +136,15 @@ def load_vectors(store: Path, ids: np.ndarray, dtype: type | None = np.float32) 
     return out if out is not None else np.empty((0, 0), dtype=dtype or np.float32)
 
 
-def load_sentence_vectors(store: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """float32 sentence vectors of the papers `ids` (in that order) and their offsets: paper
-    i's sentences are rows offsets[i]:offsets[i + 1], in sentence order. An error if a paper
-    has no row or the store is a single-vector one."""
+def load_sentence_vectors(store: Path, ids: np.ndarray, numbers: bool = False
+                          ) -> tuple[np.ndarray, ...]:
+    """float32 sentence vectors of the papers `ids` (in that order; int64 or string ids) and
+    their offsets: paper i's sentences are rows offsets[i]:offsets[i + 1], in sentence order;
+    with `numbers`, also each row's sentence number (0 = the title). An error if a paper has no
+    row or the store is a single-vector one."""
     from pipeline.encoding.store import store_parts
 
-    ids = np.asarray(ids, dtype=np.int64)
+    ids = id_array(ids)
     wanted = np.unique(ids)
     found_ids, found_sentences, found_vectors = [], [], []
     for part in store_parts(store):
@@ -159,7 +161,7 @@ def load_sentence_vectors(store: Path, ids: np.ndarray) -> tuple[np.ndarray, np.
             found_sentences.append(table.column("sentence").to_numpy()[hit])
             found_vectors.append(flat.reshape(len(part_ids), vectors.type.list_size)[hit]
                                  .astype(np.float32))
-    all_ids = np.concatenate(found_ids) if found_ids else np.empty(0, dtype=np.int64)
+    all_ids = np.concatenate(found_ids) if found_ids else np.empty(0, dtype=ids.dtype)
     missing = np.setdiff1d(wanted, all_ids)
     if len(missing):
         raise InputError(f"{len(missing)} papers (e.g. {missing[0]}) have no vector in {store}: "
@@ -168,7 +170,8 @@ def load_sentence_vectors(store: Path, ids: np.ndarray) -> tuple[np.ndarray, np.
     order = np.lexsort((sentences, all_ids))
     sorted_ids, sorted_sentences = all_ids[order], sentences[order]
     # a (paper, sentence) stored twice (two processes embedding one paper) counts once
-    first = np.r_[True, (np.diff(sorted_ids) != 0) | (np.diff(sorted_sentences) != 0)]
+    first = np.r_[True, (sorted_ids[1:] != sorted_ids[:-1])
+                  | (sorted_sentences[1:] != sorted_sentences[:-1])]
     order, sorted_ids = order[first], sorted_ids[first]
     starts = np.searchsorted(sorted_ids, ids, side="left")
     counts = np.searchsorted(sorted_ids, ids, side="right") - starts
@@ -177,6 +180,8 @@ def load_sentence_vectors(store: Path, ids: np.ndarray) -> tuple[np.ndarray, np.
     take = np.repeat(starts - offsets[:-1], counts) + np.arange(offsets[-1])
     matrix = (np.concatenate(found_vectors) if found_vectors
               else np.empty((0, 0), dtype=np.float32))
+    if numbers:
+        return matrix[order[take]], offsets, sentences[order[take]]
     return matrix[order[take]], offsets
 
 

@@ -47,6 +47,11 @@ from pipeline.retrieval.runs import load_run, run_repair
 
 log = logging.getLogger(__name__)
 POSITIVE_TYPE = "cited"  # the candidate type of a pool's positives (MDCR's "true")
+# The negative types the official MDCR evaluator reads (github.com/zoranmedic/mdcr, its
+# evaluate.py): metrics "as the official evaluator computes them" rank only these lists and the
+# positives, whatever other types a benchmark built here holds (MDCR_MODELS=bm25,minilm).
+OFFICIAL_TYPES = ("bm25", "graph", "most_cited", "random", "scincl", "specter")
+ALL_LISTS, OFFICIAL_LISTS = "all", "official"  # `negatives` of every list, of the official ones
 # A query of the pool that the run does not answer scores 0 (trec_eval -c), never skipped.
 MISSING_QUERIES = "scored-0"
 
@@ -104,7 +109,7 @@ def eval_is_current(corpus_dir: Path, index_root: Path, runs_root: Path, pool: s
 
 def _parameters(pool: str, model: str, metrics: Sequence[str]) -> dict:
     return {"pool": pool, "model": model, "metrics": list(metrics),
-            "missing_queries": MISSING_QUERIES}
+            "missing_queries": MISSING_QUERIES, "official_types": list(OFFICIAL_TYPES)}
 
 
 def eval_run(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str,
@@ -126,6 +131,12 @@ def eval_run(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, mod
     in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
     values, dropped = per_query(run, in_pool, queries["corpusid"], metrics)
     means = {m: float(values[m].mean()) if values.height else None for m in metrics}
+    folds = query_folds(queries)
+    extra = {}
+    if folds:  # cross-validation folds (CSFCube): the mean of the folds' means
+        extra = {"folds": {f: sorted(q) for f, q in folds.items()},
+                 "means_over_queries": means}
+        means = fold_means(values, folds, metrics)
     missing = values.height - run.filter(pl.col("query").is_in(values["query"].implode()))[
         "query"].n_unique()
     counts = {"queries": values.height, "dropped_no_relevant": dropped,
@@ -133,13 +144,13 @@ def eval_run(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, mod
     by_type = per_negative_type(run, in_pool, queries["corpusid"], candidates, metrics)
     type_means = {t: {m: float(g[m].mean()) for m in metrics}
                   for (t,), g in by_type.group_by("negatives", maintain_order=True)}
-    values = pl.concat([values.with_columns(negatives=pl.lit("all")).select(by_type.columns),
+    values = pl.concat([values.with_columns(negatives=pl.lit(ALL_LISTS)).select(by_type.columns),
                         by_type], how="vertical_relaxed")
     with file_lock(paths["trec"].parent / f".{model}.lock"):
         paths["eval.json"].unlink(missing_ok=True)
         write_parquet(values.to_arrow(), paths["metrics.parquet"])
         info = manifest("eval", _parameters(pool, model, metrics),
-                        means=means, means_by_negatives=type_means, counts=counts,
+                        means=means, means_by_negatives=type_means, counts=counts, **extra,
                         inputs=inputs,
                         outputs=fingerprints(paths["trec"].parent,
                                              [paths["metrics.parquet"].name]),
@@ -148,26 +159,56 @@ def eval_run(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, mod
     return info
 
 
+FOLD = "fold"  # a pool's queries column naming each query's test fold (CSFCube)
+
+
+def query_folds(queries: pl.DataFrame) -> dict[str, list]:
+    """{fold: its query ids} for a pool whose queries name a test fold (column `fold`: CSFCube's
+    two-fold cross-validation); {} for every other pool."""
+    if FOLD not in queries.columns:
+        return {}
+    return {fold: group["corpusid"].to_list()
+            for (fold,), group in queries.sort(FOLD, "corpusid").group_by(
+                FOLD, maintain_order=True)}
+
+
+def fold_means(values: pl.DataFrame, folds: dict[str, list], metrics: Sequence[str]
+               ) -> dict[str, float | None]:
+    """Each metric as CSFCube's evaluation averages a split over its folds: the mean over each
+    fold's queries (those of `values`, one row per query), then the mean of the folds' means,
+    so folds of 8 and 9 queries weigh the same. None for a metric no fold has a value of."""
+    out: dict[str, float | None] = {}
+    for metric in metrics:
+        per_fold = [values.filter(pl.col("query").is_in(pl.Series(ids, dtype=values["query"]
+                                                                  .dtype).implode()))[metric]
+                    for ids in folds.values()]
+        fold_values = [float(v.mean()) for v in per_fold if len(v) and v.mean() is not None]
+        out[metric] = sum(fold_values) / len(fold_values) if fold_values else None
+    return out
+
+
 def per_negative_type(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series,
                       candidates: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
-    """MDCR Table 4: for an MDCR-style pool (candidates typed per query), each query's metrics
-    over its positives plus the negatives of one type only, for every type; column `negatives`
-    names the type. Empty for other pools. The run's order is kept: dropping the other
-    candidates only closes the gaps between ranks."""
+    """For an MDCR-style pool (candidates typed per query), each query's metrics over some of
+    its lists, column `negatives` naming which: "official", the positives and the negative
+    types the official evaluator reads (OFFICIAL_TYPES; MDCR Table 3), and each negative type
+    alone with the positives (MDCR Table 4). Empty for other pools. The run's order is kept:
+    dropping the other candidates only closes the gaps between ranks."""
     from pipeline.evaluation.metrics import per_query  # numba: loaded only to score
 
     columns = {"query": run["query"].dtype, "negatives": pl.String,
                **{m: pl.Float64 for m in metrics}}
-    if not {"query", "type"} <= set(candidates.columns):
+    if (not {"query", "type"} <= set(candidates.columns)
+            or not (candidates["type"] == POSITIVE_TYPE).any()):
         return pl.DataFrame(schema=columns)
+    kinds = sorted(candidates.filter(pl.col("type") != POSITIVE_TYPE)["type"].unique())
     frames = []
-    negatives = candidates.filter(pl.col("type") != POSITIVE_TYPE)
-    for kind in sorted(negatives["type"].unique().to_list()):
-        listed = candidates.filter(pl.col("type").is_in([kind, POSITIVE_TYPE])).select(
+    for name, types in [(OFFICIAL_LISTS, OFFICIAL_TYPES), *((k, (k,)) for k in kinds)]:
+        listed = candidates.filter(pl.col("type").is_in([*types, POSITIVE_TYPE])).select(
             "query", doc="corpusid")
         values, _ = per_query(run.join(listed, on=["query", "doc"], how="semi"), qrels,
                               queries, metrics)
-        frames.append(values.with_columns(negatives=pl.lit(kind)))
+        frames.append(values.with_columns(negatives=pl.lit(name)))
     return pl.concat([pl.DataFrame(schema=columns), *frames], how="diagonal_relaxed").select(
         list(columns))
 
@@ -176,7 +217,8 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
     """Gather every evaluated run into `runs/results.parquet`: one tidy row per run, query and
     metric (corpus, pool, level, scope, field, size, repeat, seed, split, candidates, model,
     query, negatives, metric, value), query ids as strings so that every corpus fits one column.
-    `negatives` is "all", or for MDCR-style pools also one negative type (MDCR Table 4).
+    `negatives` is "all"; for MDCR-style pools also "official" (the lists the official
+    evaluator reads) and each negative type (MDCR Table 4).
 
     Evaluations made from inputs that changed since (stale: their pool, run, embeddings...) are
     left out, counted and named, never mixed in; a damaged evaluation is an error naming it.

@@ -152,9 +152,9 @@ def corpus_repair(corpus_dir: Path, sections: dict | None = None) -> str:
             if stage == "mdcr":
                 return (f"make mdcr CORPUS={params.get('source_corpus', '<source corpus>')} "
                         f"MDCR={name} REPLACE=1")
-            split = params.get("split", "test")
+            split = f"SPLIT={params['split']} " if "split" in params else ""  # CSFCube: none
             return (f"make {stage} SRC={params.get('source', '<folder>')} CORPUS={name} "
-                    f"SPLIT={split} REPLACE=1")
+                    f"{split}REPLACE=1")
     return f"make corpus CORPUS={name}"
 
 

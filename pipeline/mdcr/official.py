@@ -13,6 +13,7 @@ fields (macro); `official_numbers` gives the same numbers from per-query values,
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from pathlib import Path
@@ -22,13 +23,13 @@ import polars as pl
 
 from pipeline.core.artifacts import atomic_path
 from pipeline.core.errors import InputError
-from pipeline.evaluation.evaluate import POSITIVE_TYPE
+from pipeline.evaluation.evaluate import OFFICIAL_TYPES, POSITIVE_TYPE
 from pipeline.ingest.corpus import claim_corpus
 from pipeline.layout import pool_split
 from pipeline.mdcr.benchmark import read_benchmark, write_benchmark
 
-OFFICIAL_TYPES = ("bm25", "graph", "most_cited", "random", "scincl", "specter")
 TRUE = "true"  # the official name of the positives
+log = logging.getLogger(__name__)
 OFFICIAL_METRICS = {"map": "map", "ndcg": "ndcg", "recall_5": "recall@5"}  # official -> ranx
 FILE_SPLITS = {"test": "test", "validation": "val"}  # a pool's split -> the release's name
 
@@ -246,11 +247,20 @@ def read_scores(path: Path) -> dict[str, float]:
 def evaluate_files(benchmark_file: Path, scores_path: Path) -> tuple[pl.DataFrame,
                                                                     dict[str, float]]:
     """The official evaluation of a scores file against a benchmark file, through the
-    pipeline's metric kernels (trec_eval's definitions): every listed candidate is ranked,
-    "true" ones relevant."""
+    pipeline's metric kernels (trec_eval's definitions): every candidate of the lists the
+    official evaluator reads ("true" and OFFICIAL_TYPES) is ranked, "true" ones relevant;
+    lists of other names are left out (and logged), as the official script never reads them."""
     from pipeline.evaluation.metrics import per_query
 
     table = read_official(benchmark_file)
+    read = table.filter(pl.col("type").is_in([*OFFICIAL_TYPES, POSITIVE_TYPE]))
+    if read.height < table.height:  # as the official script: other lists are not read
+        unread = table.filter(~pl.col("type").is_in([*OFFICIAL_TYPES, POSITIVE_TYPE]))
+        only = unread.join(read, on=["query", "doc"], how="anti").select("query", "doc")
+        by_type = dict(unread.group_by("type").len().sort("type").iter_rows())
+        log.info(f"[mdcr-evaluate] lists the official evaluator does not read, left out: "
+                 f"{by_type} ({only.unique().height} candidates are only in them)")
+    table = read
     scores = read_scores(scores_path)
     listed = table.select("field", "query", "doc").unique()
     keys = listed.select(pl.format("{}_{}", "query", "doc")).to_series()

@@ -212,26 +212,19 @@ def field_table(means: pl.DataFrame, size: int, marks: dict[tuple, str] | None =
     return header, rows
 
 
-def mdcr_tables(results: pl.DataFrame) -> tuple[tuple[list[str], list[list[str]]], ...]:
-    """MDCR Tables 3 and 4 from the per-query results of MDCR-style pools (level "mdcr").
-
-    Table 3: models x fields, MAP / R@5 per field, and the official evaluator's averages (per
-    field x100 rounded to 4 decimals, then the mean over fields: MAP, NDCG, R@5); bold: best
-    average MAP. Table 4: candidate types x models, MAP over the positives and that type's
-    negatives only, macro-averaged over fields, with the mean over models (MDCR's Table 4).
-    Queries are averaged within a field first, so every field weighs the same."""
+def _mdcr_field_table(rows: pl.DataFrame, models: list[str], fields: list[str]
+                      ) -> tuple[list[str], list[list[str]]]:
+    """Models x fields, MAP / R@5 per field, and the official evaluator's averages (per field
+    x100 rounded to 4 decimals, then the mean over fields: MAP, NDCG, R@5); bold: best MAP."""
     from pipeline.mdcr.official import official_numbers
 
-    data = results.filter(pl.col("level") == "mdcr")
-    overall = data.filter(pl.col("negatives") == "all")
-    models = model_order(overall["model"].unique().to_list())
-    fields = sorted(overall["field"].unique().to_list(),
-                    key=lambda f: list(MAG_FIELDS).index(f) if f in MAG_FIELDS else 99)
-    official = {m: official_numbers(overall.filter(pl.col("model") == m)) for m in models}
+    if not models:
+        return [], []
+    official = {m: official_numbers(rows.filter(pl.col("model") == m)) for m in models}
     best = max(models, key=lambda m: official[m][1].get("map", float("-inf")))
     header = ["model", *[MAG_FIELDS.get(f, f) for f in fields], "avg MAP", "avg NDCG",
               "avg R@5"]
-    rows = []
+    table = []
     for model in models:
         per_field, averages = official[model]
         cells = []
@@ -243,21 +236,57 @@ def mdcr_tables(results: pl.DataFrame) -> tuple[tuple[list[str], list[list[str]]
                for m in ("map", "ndcg", "recall_5")]
         if avg[0] != MISSING:
             avg[0] = _marked(avg[0], "best" if model == best and len(models) > 1 else "")
-        rows.append([model, *cells, *avg])
-    by_type = (data.filter(pl.col("negatives") != "all", pl.col("metric") == "map")
+        table.append([model, *cells, *avg])
+    return header, table
+
+
+def _mdcr_type_rows(by_type: pl.DataFrame, types: list[str], models: list[str]
+                    ) -> list[list[str]]:
+    """One row per candidate type: MAP x100 per model and the mean over models."""
+    rows = []
+    for kind in types:
+        values = [by_type.filter(pl.col("negatives") == kind, pl.col("model") == m)["value"]
+                  for m in models]
+        present = [v[0] for v in values if len(v)]
+        rows.append([kind, *[f"{v[0]:.1f}" if len(v) else "-" for v in values],
+                     f"{sum(present) / len(present):.1f}" if present else "-"])
+    return rows
+
+
+def mdcr_tables(results: pl.DataFrame) -> tuple[tuple[list[str], list[list[str]]], ...]:
+    """MDCR Tables 3 and 4 from the per-query results of MDCR-style pools (level "mdcr"), and two
+    tables for the lists the official evaluator does not read (empty when there are none).
+
+    Table 3: models x fields, MAP / R@5 per field, and the averages as the official evaluator
+    computes them, on exactly the lists it reads (`negatives` "official": the positives and
+    OFFICIAL_TYPES); bold: best average MAP. Table 4: the official candidate types x models,
+    MAP over the positives and that type's negatives only, macro-averaged over fields, with the
+    mean over models (MDCR's Table 4). The third: Table 3 over every list of the benchmark
+    (`negatives` "all"); the fourth: Table 4's rows of the other types (a benchmark built with
+    MDCR_MODELS=bm25,minilm has a `minilm` list). Queries are averaged within a field first, so
+    every field weighs the same."""
+    from pipeline.evaluation.evaluate import ALL_LISTS, OFFICIAL_LISTS, OFFICIAL_TYPES
+
+    data = results.filter(pl.col("level") == "mdcr")
+    official = data.filter(pl.col("negatives") == OFFICIAL_LISTS)
+    models = model_order(official["model"].unique().to_list())
+    fields = sorted(official["field"].unique().to_list(),
+                    key=lambda f: list(MAG_FIELDS).index(f) if f in MAG_FIELDS else 99)
+    by_type = (data.filter(~pl.col("negatives").is_in([ALL_LISTS, OFFICIAL_LISTS]),
+                           pl.col("metric") == "map")
                .group_by("negatives", "model", "field").agg(pl.col("value").mean() * 100)
                .group_by("negatives", "model").agg(pl.col("value").mean()))
     types = sorted(by_type["negatives"].unique().to_list(),
                    key=lambda t: (t in ("most_cited", "random"), t))
     type_header = ["negatives", *models, "mean over models"]
-    type_rows = []
-    for kind in types:
-        values = [by_type.filter(pl.col("negatives") == kind, pl.col("model") == m)["value"]
-                  for m in models]
-        present = [v[0] for v in values if len(v)]
-        type_rows.append([kind, *[f"{v[0]:.1f}" if len(v) else "-" for v in values],
-                          f"{sum(present) / len(present):.1f}" if present else "-"])
-    return (header, rows), (type_header, type_rows)
+    type_rows = _mdcr_type_rows(by_type, [t for t in types if t in OFFICIAL_TYPES], models)
+    others = [t for t in types if t not in OFFICIAL_TYPES]
+    every = other_types = ([], [])
+    if others:
+        every = _mdcr_field_table(data.filter(pl.col("negatives") == ALL_LISTS), models, fields)
+        other_types = (type_header, _mdcr_type_rows(by_type, others, models))
+    return (_mdcr_field_table(official, models, fields), (type_header, type_rows), every,
+            other_types)
 
 
 def variant_table(results: pl.DataFrame, metric: str = "map"
@@ -321,3 +350,75 @@ def significance_section(results: pl.DataFrame) -> str:
     return text + markdown_table(["pools", "metric", "model", "mean", "95% interval"], intervals)
 
 
+
+
+# ---- CSFCube (pipeline/external/csfcube.py) ---------------------------------------------------
+CSFCUBE_FACETS = ("background", "method", "result")
+CSFCUBE_METRICS = ("ndcg%20", "map-l2")  # the `csfcube` set: NDCG%20, MAP of grades >= 2
+
+
+def csfcube_folds(runs_root: Path, corpus: str, results: pl.DataFrame) -> dict[str, str]:
+    """query -> its test fold, as the evaluations of `results`' runs recorded them
+    (`<run>.eval.json`: `folds`, from the pool's queries)."""
+    from pipeline.core.artifacts import read_json
+    from pipeline.core.errors import InputError
+    from pipeline.layout import run_paths
+
+    folds: dict[str, str] = {}
+    for pool, model in results.select("pool", "model").unique().sort("pool", "model").rows():
+        try:
+            info = read_json(run_paths(runs_root, corpus, pool, model)["eval.json"])
+        except InputError:
+            continue
+        for fold, queries in (info.get("folds") or {}).items():
+            folds.update(dict.fromkeys(map(str, queries), fold))
+    return folds
+
+
+def csfcube_table(results: pl.DataFrame, folds: dict[str, str]
+                  ) -> tuple[list[str], list[list[str]]]:
+    """Models x (background, method, result, all), cells NDCG%20 / MAP x100, from the
+    per-query results of CSFCube's facet pools (level "csfcube", one pool per facet) and each
+    query's test fold (`folds`). As CSFCube's evaluation script averages the test split: per
+    facet, the mean over each fold's queries, then the mean of the two folds' means; "all": the
+    same over the three facets' queries together (fold 1 of all = the facets' folds 1), only
+    when the model was scored on every facet. Bold: the best NDCG%20 of a column."""
+    from pipeline.evaluation.evaluate import fold_means
+
+    data = results.filter(pl.col("level") == "csfcube", pl.col("negatives") == "all",
+                          pl.col("metric").is_in(list(CSFCUBE_METRICS)),
+                          pl.col("value").is_not_null())
+    models = model_order(data["model"].unique().to_list())
+    columns = [*CSFCUBE_FACETS, "all"]
+    cells: dict[tuple[str, str], list[float | None]] = {}
+    for model in models:
+        mine = data.filter(pl.col("model") == model)
+        for column in columns:
+            facets = CSFCUBE_FACETS if column == "all" else (column,)
+            part = mine.filter(pl.col("field").is_in(list(facets)))
+            if set(part["field"].unique().to_list()) != set(facets):
+                cells[(model, column)] = [None] * len(CSFCUBE_METRICS)
+                continue
+            values = part.pivot("metric", index="query", values="value")
+            by_fold: dict[str, list] = {}
+            for query in values["query"].to_list():
+                by_fold.setdefault(folds.get(query, "all queries"), []).append(query)
+            means = fold_means(values, by_fold, [m for m in CSFCUBE_METRICS
+                                                 if m in values.columns])
+            cells[(model, column)] = [None if (v := means.get(m)) is None else v * 100
+                                      for m in CSFCUBE_METRICS]
+    scored = {c: [m for m in models if cells[(m, c)][0] is not None] for c in columns}
+    best = {c: max((cells[(m, c)][0], m) for m in ms)[1] for c, ms in scored.items()
+            if len(ms) > 1}  # a column with one value marks nothing
+    names = " / ".join(("NDCG%20", "MAP"))
+    header = ["model", *[f"{c} ({names})" for c in columns]]
+    rows = []
+    for model in models:
+        row = [model]
+        for column in columns:
+            parts = [MISSING if v is None else f"{v:.2f}" for v in cells[(model, column)]]
+            if parts[0] != MISSING and best.get(column) == model:
+                parts[0] = _marked(parts[0], "best")
+            row.append(MISSING if set(parts) == {MISSING} else " / ".join(parts))
+        rows.append(row)
+    return header, rows

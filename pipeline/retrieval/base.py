@@ -48,6 +48,12 @@ class Retriever:
     #: whether perturbed queries (QUERY_VARIANT) can be searched
     searches_variants: bool = True
 
+    def searches(self, queries: pl.DataFrame) -> bool:
+        """Whether these queries, given as texts (a collection's), can be searched: by default
+        `searches_texts`; a kind may accept some text queries (multi-vector models: CSFCube's
+        facet queries, which name stored sentences)."""
+        return self.searches_texts
+
     def check(self, backend: str) -> None:
         """Before any work: refuse what cannot run here (a missing Java, a GPU backend)."""
 

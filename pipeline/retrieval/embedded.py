@@ -32,27 +32,56 @@ def store_files(index_root: Path, corpus: str, entry: ModelEntry) -> list[Path]:
     return [store / part["file"] for part in store_parts(store)]
 
 
+def facet_vectors(store: Path, papers: np.ndarray, sentences: list[list[int]]
+                  ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Query vectors that are some sentences of stored papers (CSFCube's facet queries, as
+    ASPIRE searches them): paper i's stored rows whose sentence number is in sentences[i].
+    A query none of whose sentences is stored (all cut by max_length) keeps every sentence of
+    its paper; returns (vectors, offsets, such queries)."""
+    vectors, offsets, numbers = load_sentence_vectors(store, papers, numbers=True)
+    keep = np.zeros(len(numbers), dtype=bool)
+    fallback = 0
+    for i, wanted in enumerate(sentences):
+        lo, hi = offsets[i], offsets[i + 1]
+        chosen = np.isin(numbers[lo:hi], np.asarray(wanted, dtype=np.int64))
+        if not chosen.any():
+            chosen[:] = True
+            fallback += 1
+        keep[lo:hi] = chosen
+    counts = np.add.reduceat(keep.astype(np.int64), offsets[:-1]) if len(papers) else []
+    return vectors[keep], np.r_[0, np.cumsum(counts)].astype(np.int64), fallback
+
+
 def maxsim_hits(store: Path, query_ids: np.ndarray, doc_ids: np.ndarray, k: int,
-                similarity: str, backend: str = "auto", chunk_rows: int | None = None
+                similarity: str, backend: str = "auto", chunk_rows: int | None = None,
+                papers: np.ndarray | None = None, sentences: list[list[int]] | None = None
                 ) -> tuple[pl.DataFrame, dict]:
     """Top-k candidate papers per query paper by the best sentence pair (ts-ASPIRE), exact;
     hits (query, doc, score) and the run details. Candidates are streamed from the store
     (candidate_chunks) and positioned in trec_eval's tie order (docid descending as a
     string); the search keeps the lower position among tied scores, so an exact tie at the
     k-th place keeps the papers trec_eval ranks first. `chunk_rows`: sentence rows per
-    candidate chunk (memory: chunk_rows x dim x 4 bytes, plus the pair scores)."""
-    from pipeline.encoding.store import stored_ids
+    candidate chunk (memory: chunk_rows x dim x 4 bytes, plus the pair scores). Ids are int64
+    or strings. With `papers` and `sentences`, query i is the sentences[i] of stored paper
+    papers[i] (facet_vectors), not a stored paper of its own."""
+    from pipeline.encoding.store import id_array, stored_ids
     from pipeline.retrieval.dense import maxsim_device, maxsim_stream
 
     device = maxsim_device(backend)
-    query_ids = np.asarray(query_ids, dtype=np.int64)
-    doc_ids = (pl.DataFrame({"doc": np.asarray(doc_ids, dtype=np.int64)})
-               .sort(pl.col("doc").cast(pl.String), descending=True)["doc"].to_numpy())
+    query_ids = id_array(query_ids)
+    doc_ids = id_array(doc_ids)
+    doc_ids = doc_ids[np.argsort([str(d) for d in doc_ids], kind="stable")[::-1]]
     missing = np.setdiff1d(doc_ids, stored_ids(store))
     if len(missing):  # before any work, as load_sentence_vectors says for the queries
         raise InputError(f"{len(missing)} papers (e.g. {missing[0]}) have no vector in {store}: "
                          "run the embed stage for this pool first")
-    queries, offsets = load_sentence_vectors(store, query_ids)
+    details: dict = {}
+    if papers is None:
+        queries, offsets = load_sentence_vectors(store, query_ids)
+    else:
+        queries, offsets, fallback = facet_vectors(store, papers, sentences or [])
+        details = {"query": "the listed sentences of the query paper (facet query)",
+                   "facet_queries_with_no_stored_sentence_whole_paper": fallback}
     counted = {"candidate_sentences": 0}
 
     def counting(chunks):
@@ -72,7 +101,7 @@ def maxsim_hits(store: Path, query_ids: np.ndarray, doc_ids: np.ndarray, k: int,
     })
     return hits, {"backend": f"torch-{device}", "similarity": similarity,
                   "score": "max over (query sentence, candidate sentence) pairs",
-                  "query_sentences": len(queries), **counted}
+                  "query_sentences": len(queries), **counted, **details}
 
 
 class Dense(Retriever):
@@ -115,9 +144,17 @@ class Dense(Retriever):
         return hits, {"backend": used, "similarity": entry.similarity}
 
 
+FACET_COLUMNS = ("paper", "sentences")  # queries that are sentences of a stored paper
+
+
 class MultiVector(Dense):
     searches_texts = False
     searches_variants = False
+
+    def searches(self, queries: pl.DataFrame) -> bool:
+        """Text queries only when they name sentences of stored papers (CSFCube's facet
+        queries: columns `paper` and `sentences`, pipeline/external/csfcube.py)."""
+        return set(FACET_COLUMNS) <= set(queries.columns)
 
     def check(self, backend: str) -> None:
         from pipeline.retrieval.dense import maxsim_device
@@ -125,13 +162,36 @@ class MultiVector(Dense):
         maxsim_device(backend)  # a Faiss backend, or a GPU that is not there
 
     def hits(self, query: Query) -> tuple[pl.DataFrame, dict]:
-        """Best sentence pair (ts-ASPIRE), exact."""
+        """Best sentence pair (ts-ASPIRE), exact. Facet queries (their own text, naming a
+        stored paper and its facet's sentence numbers): those sentences' stored vectors only,
+        as ASPIRE searches CSFCube."""
         entry = query.entry
         query.read(store_files(query.index_root, query.corpus_dir.name, entry))
-        return maxsim_hits(store_dir(query.index_root, query.corpus_dir.name, entry.name),
-                           query.queries["corpusid"].to_numpy(),
-                           query.candidates["corpusid"].to_numpy(), query.depth,
-                           entry.similarity, query.backend)
+        store = store_dir(query.index_root, query.corpus_dir.name, entry.name)
+        doc_ids = query.candidates["corpusid"].to_numpy()
+        if query.texts is None:
+            return maxsim_hits(store, query.queries["corpusid"].to_numpy(), doc_ids,
+                               query.depth, entry.similarity, query.backend)
+        _check_numbering(query, store)
+        facets = query.queries.sort("corpusid")
+        return maxsim_hits(store, facets["corpusid"].to_numpy(), doc_ids, query.depth,
+                           entry.similarity, query.backend, papers=facets["paper"].to_numpy(),
+                           sentences=facets["sentences"].to_list())
+
+
+def _check_numbering(query: Query, store: Path) -> None:
+    """Facet queries number sentences as the store's splitter did when the pool was written;
+    a store split otherwise would select other sentences: refused."""
+    from pipeline.core.artifacts import read_json
+    from pipeline.pools.build import pool_manifest
+
+    made = pool_manifest(query.corpus_dir, query.pool).get("sentence_numbering")
+    stored = read_json(store / "manifest.json").get("config", {}).get("multi_vector", {}).get(
+        "splitter")
+    if made != stored:
+        raise InputError(f"pool {query.pool} numbers its facet sentences with the splitter "
+                         f"{made!r}, the store {store} splits with {stored!r}: import the "
+                         "collection again (REPLACE=1)")
 
 
 RETRIEVER = Dense()

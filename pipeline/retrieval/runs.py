@@ -104,17 +104,21 @@ def keep_own_lists(hits: pl.DataFrame, pairs: pl.DataFrame, k: int = TOP_K
 
 
 def finalize_run(hits: pl.DataFrame, k: int = TOP_K) -> tuple[pl.DataFrame, int]:
-    """Drop self hits, round scores, order as trec_eval does, keep the top k per query.
+    """Drop self hits, keep the top k per query, round scores, order as trec_eval does.
 
+    Among documents tied at the k-th score, those kept are the ones Lucene (Anserini, pyserini)
+    keeps: the lowest ids as strings. The kept list is then written in trec_eval's order (score
+    descending, then id descending as a string), so trec_eval and ranx rank it as written.
     Returns (run with columns query, doc, rank, score) and the number of self hits dropped.
     """
-    not_self = hits.filter(pl.col("query") != pl.col("doc"))
+    not_self = hits.filter(pl.col("query") != pl.col("doc")).with_columns(
+        key=pl.col("doc").cast(pl.String))
     run = (
-        not_self.with_columns(pl.col("score").round(SCORE_DECIMALS), key=pl.col("doc")
-                              .cast(pl.String))
+        not_self.sort(["query", "score", "key"], descending=[False, True, False])
+        .filter(pl.int_range(pl.len()).over("query") < k)
+        .with_columns(pl.col("score").round(SCORE_DECIMALS))
         .sort(["query", "score", "key"], descending=[False, True, True])
         .with_columns(rank=pl.int_range(1, pl.len() + 1).over("query").cast(pl.Int32))
-        .filter(pl.col("rank") <= k)
         .select("query", "doc", "rank", "score")
     )
     return run, hits.height - not_self.height

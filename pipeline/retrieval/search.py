@@ -63,7 +63,7 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
     depth = k if pairs is None else candidates.height  # a query's list: all it may rank
     texts = (query_texts(corpus_dir, queries, variant, seed)
              if variant != "full" or own_text(queries) else None)  # not the papers' own text
-    if texts is not None and not kind.searches_texts:
+    if texts is not None and not kind.searches(queries):
         raise InputError(f"pool {pool}: its queries are texts, not papers of the corpus; "
                          f"{entry.name} ({entry.kind}) searches papers' stored vectors only")
     roots = Roots.of(corpus_dir, index_root, runs_root)

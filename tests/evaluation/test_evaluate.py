@@ -52,6 +52,16 @@ def test_ties_are_broken_like_trec_eval():
     assert run["rank"].to_list() == [1, 2, 3]
 
 
+
+def test_a_tie_at_the_cut_keeps_the_papers_lucene_keeps():
+    """Four papers tie at the 2nd place of a top 3: Lucene keeps the lowest ids as strings
+    (10, 100), and the run writes them in trec_eval's order (100 before 10)."""
+    hits = frame([(1, 5, 3.0), (1, 20, 1.0), (1, 10, 1.0), (1, 100, 1.0), (1, 9, 1.0)],
+                 ["query", "doc", "score"])
+    run, _ = finalize_run(hits, k=3)
+    assert run["doc"].to_list() == [5, 100, 10]  # "10" < "100" < "20" < "9"
+
+
 def test_ranx_agrees_with_trec_eval_on_tied_runs():
     rng = np.random.default_rng(0)
     rows, qrels_rows = [], []

@@ -156,7 +156,11 @@ def test_each_query_ranks_its_own_list_and_types_are_scored(mdcr_source, mdcr_be
         assert run.select("query", "doc").sort("query", "doc").equals(
             pairs.sort("query", "doc"))
         metrics = pl.read_parquet(root / "runs" / out.name / pool / "bm25.metrics.parquet")
-        assert set(metrics["negatives"]) == {"all", "bm25", "graph", "most_cited", "random"}
+        assert set(metrics["negatives"]) == {"all", "official", "bm25", "graph", "most_cited",
+                                             "random"}
+        # every type is one the official evaluator reads: its lists are every list
+        official = metrics.filter(pl.col("negatives") == "official").drop("negatives")
+        assert official.equals(metrics.filter(pl.col("negatives") == "all").drop("negatives"))
         # a type's MAP is computed on the positives and that type only: >= the full list's
         full = metrics.filter(pl.col("negatives") == "all")["map"].mean()
         for kind in ("graph", "random"):

@@ -147,7 +147,7 @@ def test_string_ids_through_search_eval_and_the_scores_file(round_trip, mdcr_sou
     _, from_files = evaluate_files(first / "mdcr_test.json", tmp_path / "scores.json")
     results = collect_results(root / "corpora", root / "indexes", root / "runs").filter(
         pl.col("corpus") == imported.name, pl.col("model") == "bm25",
-        pl.col("negatives") == "all")
+        pl.col("negatives") == "official")
     _, from_eval = official_numbers(results)
     assert from_files == from_eval and from_files["map"] > 0
     with pytest.raises(InputError, match="have no score in the run"):
@@ -221,3 +221,143 @@ def test_both_bm25_engines_agree_on_string_ids(round_trip, mdcr_source):
         runs[engine] = load_run(imported, root / "indexes", root / "runs", pool, "bm25")
     assert runs["lucene"]["doc"].dtype == pl.String
     assert runs["lucene"].equals(runs["arrays"])
+
+
+# The official evaluate.py (github.com/zoranmedic/mdcr), its computation restated line for line:
+# the 19 fields and the seven lists hard-coded, "true" labelled 1 and every other listed id 0,
+# pytrec_eval's map, ndcg and recall_5 per field, x100 rounded to 4 decimals, then the mean.
+OFFICIAL_FIELDS = ["Art", "Biology", "Business", "Chemistry", "Computer Science", "Economics",
+                   "Engineering", "Environmental Science", "Geography", "Geology", "History",
+                   "Materials Science", "Mathematics", "Medicine", "Philosophy", "Physics",
+                   "Political Science", "Psychology", "Sociology"]
+NEG_TYPES = ["bm25", "graph", "most_cited", "random", "scincl", "specter", "true"]
+
+
+def official_script(benchmark: dict, scores: dict, fields: list[str] = OFFICIAL_FIELDS
+                    ) -> tuple[dict, dict]:
+    field_metrics = {}
+    for f in fields:
+        qrel = {}
+        for qid in benchmark[f]:
+            qrel[qid] = {}
+            for cand_type in NEG_TYPES:
+                for cand in benchmark[f][qid][cand_type]:
+                    qrel[qid][cand] = 1 if cand_type == "true" else 0
+        run = {qid: {cid: scores[f"{qid}_{cid}"] for cid in qrel[qid]} for qid in qrel}
+        results = pytrec_eval.RelevanceEvaluator(qrel, {"map", "ndcg", "recall"}).evaluate(run)
+        metrics = ["map", "ndcg", "recall_5"]
+        field_metrics[f] = {m: np.round(100 * pytrec_eval.compute_aggregated_measure(
+            m, [q[m] for q in results.values()]), 4) for m in metrics}
+    averages = {m: np.round(np.mean([field_metrics[f][m] for f in field_metrics]), 4)
+                for m in metrics}
+    return field_metrics, averages
+
+
+def _table3_averages(root: Path, corpus: str, model: str) -> dict[str, str]:
+    """The averages of `model`'s row in the report's Table 3 (and of the every-list table)."""
+    from pipeline.report.tables import mdcr_tables
+
+    results = collect_results(root / "corpora", root / "indexes", root / "runs").filter(
+        pl.col("corpus") == corpus)
+    table3, _, every, other_types = mdcr_tables(results)
+    rows = {}
+    for name, (header, body) in (("official", table3), ("every", every)):
+        for row in body:
+            if row[0] == model:
+                rows[name] = dict(zip(header[-3:], [c.strip("*") for c in row[-3:]],
+                                      strict=True))
+    return rows, other_types
+
+
+@pytest.mark.parametrize("models", [["bm25"], ["bm25", "fuse--rrf--bm25--random"]],
+                         ids=["official-types-only", "with-an-extra-type"])
+def test_official_numbers_equal_the_official_script_on_the_export(mdcr_source, tmp_path, models,
+                                                                  capsys):
+    """Issue 21: a benchmark built with a model type the official evaluator does not read
+    (here the fused model's list) is scored, in Table 3 and by mdcr-evaluate, on exactly the
+    lists it reads, and equals the official computation on the exported files; the every-list
+    numbers are a table of their own. The official script's FIELDS are cut to the two fields
+    this benchmark has (docs/mdcr.md: what a user with fewer fields does)."""
+    from pipeline.cli.main import main
+    from pipeline.mdcr.build import build_mdcr
+    from pipeline.mdcr.official import model_scores_file
+
+    corpus, root = mdcr_source
+    for model in models[1:]:
+        for pool in pool_names(corpus):
+            for part in ("random", model):
+                search(corpus, root / "indexes", root / "runs", pool, get_model(part))
+    out = root / "corpora" / f"small-mdcr-{len(models)}"
+    build_mdcr(corpus, root / "indexes", root / "runs", out, models, seed=0)
+    for pool in pool_names(out):
+        search(out, root / "indexes", root / "runs", pool, get_model("bm25"))
+        eval_run(out, root / "indexes", root / "runs", pool, "bm25", ("map", "ndcg", "recall@5"))
+    export_benchmark(out, tmp_path / "export")
+    model_scores_file(out, root / "indexes", root / "runs", "bm25", "test",
+                      tmp_path / "scores.json")
+    benchmark = json.loads((tmp_path / "export" / "mdcr_test.json").read_text())
+    scores = json.loads((tmp_path / "scores.json").read_text())
+    per_field, averages = official_script(benchmark, scores, sorted(benchmark))
+    _, from_files = evaluate_files(tmp_path / "export" / "mdcr_test.json",
+                                   tmp_path / "scores.json")
+    assert from_files == averages
+    tables, other_types = _table3_averages(root, out.name, "bm25")
+    assert tables["official"] == {"avg MAP": f"{averages['map']:.2f}",
+                                  "avg NDCG": f"{averages['ndcg']:.2f}",
+                                  "avg R@5": f"{averages['recall_5']:.2f}"}
+    # mdcr-evaluate prints the official script's lines: fields, then AVG, metrics in one order
+    main(["mdcr-evaluate", "--benchmark", str(tmp_path / "export" / "mdcr_test.json"),
+          "--scores", str(tmp_path / "scores.json")])
+    printed = capsys.readouterr().out.strip().splitlines()
+    expected = ["\t".join([f] + [f"{m}: {v[m]}" for m in v]) for f, v in per_field.items()]
+    assert printed == [*expected, "", "\t".join(["AVG"] + [f"{m}: {averages[m]}"
+                                                          for m in averages])]
+    if len(models) == 1:
+        assert "every" not in tables and other_types == ([], [])
+        return
+    extra = models[1]
+    assert all(extra in lists for field in benchmark.values() for lists in field.values())
+    # the extra list changes the numbers: over every list they are not the official ones
+    every_map = float(tables["every"]["avg MAP"])
+    assert every_map != pytest.approx(float(f"{averages['map']:.2f}"))
+    assert [row[0] for row in other_types[1]] == [extra]
+
+
+def test_a_19_field_export_runs_on_the_official_script_unchanged(corpus_dir, tmp_path):
+    """An export of a benchmark of all 19 fields has every field name and list the official
+    script hard-codes: it runs unchanged (no KeyError), and its numbers are mdcr-evaluate's
+    and Table 3's."""
+    from pipeline.fields import MAG_FIELDS
+    from pipeline.mdcr.benchmark import write_benchmark
+    from pipeline.mdcr.official import model_scores_file
+
+    papers = pl.read_parquet(corpus_dir / "prefiltered.parquet").select(
+        "corpusid", "title", "abstract").head(19 * 2 * 9)
+    ids = papers["corpusid"].to_list()
+    rows = []
+    for f, field in enumerate(MAG_FIELDS):
+        for q in range(2):
+            block = ids[(f * 2 + q) * 9:(f * 2 + q + 1) * 9]
+            kinds = ["cited", "cited", "bm25", "graph", "most_cited", "random", "scincl",
+                     "specter", "specter"]
+            rows += [(field, block[0], doc, kind) for doc, kind in zip(block[1:], kinds,
+                                                                         strict=False)]
+    table = pl.DataFrame(rows, schema={"field": pl.String, "query": pl.Int64, "doc": pl.Int64,
+                                       "type": pl.String}, orient="row")
+    root = tmp_path / "data"
+    out = root / "corpora" / "all-fields"
+    write_benchmark(out, papers, table, "mdcr", {"test": True})
+    for pool in pool_names(out):
+        search(out, root / "indexes", root / "runs", pool, get_model("bm25"))
+        eval_run(out, root / "indexes", root / "runs", pool, "bm25", ("map", "ndcg", "recall@5"))
+    export_benchmark(out, tmp_path / "export")
+    model_scores_file(out, root / "indexes", root / "runs", "bm25", "test",
+                      tmp_path / "scores.json")
+    benchmark = json.loads((tmp_path / "export" / "mdcr_test.json").read_text())
+    assert sorted(benchmark) == OFFICIAL_FIELDS
+    _, averages = official_script(benchmark, json.loads((tmp_path / "scores.json").read_text()))
+    _, from_files = evaluate_files(tmp_path / "export" / "mdcr_test.json",
+                                   tmp_path / "scores.json")
+    assert from_files == averages and averages["map"] > 0
+    tables, _ = _table3_averages(root, out.name, "bm25")
+    assert tables["official"]["avg MAP"] == f"{averages['map']:.2f}"

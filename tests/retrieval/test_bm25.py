@@ -13,6 +13,7 @@ import pytest
 
 from pipeline.core.errors import InputError
 from pipeline.retrieval import bm25_lucene, jvm
+from pipeline.retrieval.runs import finalize_run
 from tests.conftest import PYSERINI_IMPORT, PYSERINI_SIDE, pool_of, side_packages
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -183,6 +184,20 @@ def test_lists_equal_pyserini_lucene_searcher(pyserini_env, corpus_dir, tmp_path
         ties += len(scores) - len(set(scores))
     assert ours["query"].n_unique() == len(job["qids"])
     assert ties > 50  # the copies did make ties to break
+    # the run file (docs/retrieval.md#what-is-identical-to-what): pyserini's documents and
+    # scores (rounded to 6 decimals; the query itself left out), in trec_eval's order: where
+    # scores are exactly equal
+    # (Anserini's 1e-6 tie adjustment is below float32's resolution at these scores), docid
+    # descending, the reverse of pyserini's order
+    run, _ = finalize_run(ours, k)
+    reversed_ties = 0
+    for query, group in run.group_by("query", maintain_order=True):
+        hits = [(d, round(s, 6)) for d, s in theirs[str(query[0])] if d != str(query[0])]
+        trec_eval_order = sorted(hits, key=lambda h: (-h[1], [-ord(c) for c in h[0]]))
+        assert list(zip(map(str, group["doc"]), group["score"], strict=True)) == \
+            trec_eval_order, query
+        reversed_ties += trec_eval_order != hits
+    assert reversed_ties > 0  # some lists differ from pyserini's in the order of ties only
 
 
 def test_string_ids_with_whitespace_are_refused(tmp_path):

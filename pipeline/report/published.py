@@ -1,0 +1,327 @@
+"""The papers' published numbers beside the measured ones (docs/published.md).
+
+`published.csv` (shipped in the package) holds every number of MDCR Tables 1, 2, 3, 4, 7 and 8
+(Medić & Šnajder 2022) and SciRepEval Tables 5 and 10 (SPECTER2 on MDCR), one row per value:
+paper, table, level (dataset, field, mdcr), size (candidates; empty for MDCR's benchmark),
+field (a MAG field, `average` for the mean over the 19 fields, empty at dataset level),
+negatives (`all`, or a candidate type of MDCR Table 4), model (the registry's name; empty where
+the pipeline registers no counterpart; `mean-over-models` for Table 4's average row),
+paper_model (the paper's name), metric (ranx's name), value (x100, as printed), note.
+
+A measured cell matches a published one when they share level, size, field, candidate type,
+model and metric, on test pools: dataset-level pools of 200k, 500k, 1M or 2M (Table 1),
+field-level pools of 100k (Tables 2, 7, 8), an MDCR-style benchmark of the 19 fields (Tables 3
+and 4, SciRepEval 5 and 10; its numbers over the lists the official evaluator reads). An
+average over fields matches only when it is over all 19 fields, and Table 4's mean over models
+only when all six of the paper's models were measured: an average over fewer is another number.
+Measured values are computed by the report's own functions (`mean_results`, the official
+evaluator's `official_numbers`), so they equal the report's tables.
+"""
+
+from __future__ import annotations
+
+import io
+from importlib import resources
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.evaluation.evaluate import ALL_LISTS, OFFICIAL_LISTS
+from pipeline.fields import MAG_FIELDS
+from pipeline.layout import VARIANT_SEP, format_size
+from pipeline.report.tables import (
+    MISSING,
+    mean_results,
+    metric_key,
+    metric_name,
+    model_order,
+    write_table,
+)
+
+PUBLISHED_CSV = "published.csv"
+AVERAGE = "average"  # the field of a mean over the 19 fields
+MEAN_OVER_MODELS = "mean-over-models"  # the model of MDCR Table 4's average row
+# the papers, as captions cite them (no "&": LaTeX captions keep it as a column break)
+PAPERS = {"MDCR": "Medić and Šnajder 2022", "SciRepEval": "Singh et al. 2023"}
+SCHEMA = {"paper": pl.String, "table": pl.Int64, "level": pl.String, "size": pl.Int64,
+          "field": pl.String, "negatives": pl.String, "model": pl.String,
+          "paper_model": pl.String, "metric": pl.String, "value": pl.Float64,
+          "note": pl.String}
+KEY = ["level", "size", "field", "negatives", "model", "metric"]
+# the six models of MDCR Tables 2-4, by their registry names: Table 4's average is over them
+PAPER_MODELS = {"bm25": "BM25", "scibert": "SciBERT", "specter": "SPECTER", "scincl": "SciNCL",
+                "aspire-bio": "ASPIRE-BM", "aspire-cs": "ASPIRE-CS"}
+CANDIDATE_TYPES = ("bm25", "specter", "scincl", "graph", "most_cited", "random")  # Table 4
+# the report's sections: (name, what the measured cells are, the column that tells them apart)
+SECTIONS = {
+    "dataset": ("dataset-level pools", "pool"),
+    "field": ("field-level pools of 100k", "field"),
+    "mdcr": ("MDCR-style benchmark", "field"),
+    "mdcr-types": ("MDCR-style benchmark per candidate type (positives and one type's "
+                   "negatives, mean over the 19 fields)", "negatives"),
+}
+
+
+def published() -> pl.DataFrame:
+    """Every published number, one row per value (the columns of SCHEMA; empty text as "")."""
+    data = resources.files("pipeline.report").joinpath(PUBLISHED_CSV).read_bytes()
+    return (pl.read_csv(io.BytesIO(data), schema=SCHEMA)
+            .with_columns(pl.col(pl.String).fill_null("")))
+
+
+def published_cells() -> pl.DataFrame:
+    """One row per published cell of a registered model (KEY): the value, the paper's model
+    name and the sources that print it ("MDCR Table 3, SciRepEval Table 10")."""
+    rows = published().filter(pl.col("model") != "").with_columns(
+        source=pl.col("paper") + " Table " + pl.col("table").cast(pl.String))
+    return rows.group_by(KEY, maintain_order=True).agg(
+        pl.col("value").first(), pl.col("paper_model").first(),
+        pl.col("source").unique(maintain_order=True).str.join(", "))
+
+
+def _long(means: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """The metric columns of `mean_results` (those with a <metric>_std) as rows."""
+    metrics = [c for c in means.columns if f"{c}_std" in means.columns]
+    if not metrics:
+        return pl.DataFrame(schema={**dict.fromkeys(keys, pl.String), "metric": pl.String,
+                                    "value": pl.Float64})
+    return (means.unpivot(metrics, index=keys, variable_name="metric")
+            .with_columns(pl.col("value").cast(pl.Float64)).drop_nulls("value"))
+
+
+def _with_averages(cells: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """`cells` (one field per row, `fields` 1) plus the mean over fields per `by`, with the
+    number of MAG fields averaged in `fields`."""
+    per_field = cells.with_columns(fields=pl.lit(1, pl.Int64))
+    averages = (cells.group_by(by).agg(pl.col("value").mean(),
+                                       fields=pl.col("field").is_in(list(MAG_FIELDS)).sum())
+                .with_columns(field=pl.lit(AVERAGE), fields=pl.col("fields").cast(pl.Int64)))
+    return pl.concat([per_field, averages.select(per_field.columns)])
+
+
+CELL_SCHEMA = {"level": pl.String, "size": pl.Int64, "field": pl.String,
+               "negatives": pl.String, "model": pl.String, "metric": pl.String,
+               "value": pl.Float64, "fields": pl.Int64}
+
+
+def _cells(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.select(list(CELL_SCHEMA)).cast(CELL_SCHEMA)
+
+
+def measured_cells(results: pl.DataFrame) -> pl.DataFrame:
+    """Every measured cell the published tables could hold (KEY, value x100, fields: the
+    number of fields an average is over), from the report's per-query results of one seed:
+    dataset- and field-level means (`mean_results`: over queries, then repeats), the
+    benchmark's per-field and average numbers as the official evaluator computes them
+    (`official_numbers`, over the lists it reads), and per candidate type the mean over
+    fields."""
+    from pipeline.mdcr.official import OFFICIAL_METRICS, official_numbers
+
+    if "negatives" not in results.columns:
+        results = results.with_columns(negatives=pl.lit(ALL_LISTS))
+    if "split" in results.columns:  # the papers report test pools
+        results = results.filter(pl.col("split") == "test")
+    results = results.filter(~pl.col("model").str.contains(VARIANT_SEP, literal=True),
+                             pl.col("value").is_not_null())
+    frames = [pl.DataFrame(schema=CELL_SCHEMA)]
+    pools = results.filter(pl.col("level").is_in(["dataset", "field"]),
+                           pl.col("negatives") == ALL_LISTS)
+    if pools.height:
+        cells = _long(mean_results(pools), ["level", "field", "size", "model"]).with_columns(
+            negatives=pl.lit(ALL_LISTS), field=pl.col("field").fill_null(""))
+        dataset = cells.filter(pl.col("level") == "dataset").with_columns(
+            fields=pl.lit(0, pl.Int64))
+        fields = _with_averages(cells.filter(pl.col("level") == "field"),
+                                ["level", "size", "negatives", "model", "metric"])
+        frames += [_cells(dataset), _cells(fields)]
+    bench = results.filter(pl.col("level") == "mdcr")
+    if not set(MAG_FIELDS) <= set(bench["field"].to_list()):
+        bench = bench.clear()  # the paper's benchmark has the 19 fields: another one is not it
+    ranx = {official: name for official, name in OFFICIAL_METRICS.items()}
+    for (model,), runs in bench.filter(pl.col("negatives") == OFFICIAL_LISTS).group_by("model"):
+        per_field, averages = official_numbers(runs)
+        n = per_field["field"].is_in(list(MAG_FIELDS)).sum()
+        official = (per_field.unpivot(index="field", variable_name="metric")
+                    .drop_nulls("value").with_columns(fields=pl.lit(1, pl.Int64)))
+        official = pl.concat([official, pl.DataFrame(
+            {"field": AVERAGE, "metric": list(averages), "value": list(averages.values()),
+             "fields": n}, schema=official.schema)])
+        frames.append(_cells(official.filter(pl.col("value").is_not_nan()).with_columns(
+            pl.col("metric").replace_strict(ranx), level=pl.lit("mdcr"),
+            size=pl.lit(None, pl.Int64), negatives=pl.lit(ALL_LISTS),
+            model=pl.lit(model))))
+    typed = bench.filter(~pl.col("negatives").is_in([ALL_LISTS, OFFICIAL_LISTS]))
+    for (kind,), runs in typed.group_by("negatives"):
+        cells = _long(mean_results(runs), ["field", "model"]).with_columns(
+            negatives=pl.lit(kind))
+        averages = _with_averages(cells, ["negatives", "model", "metric"]).filter(
+            pl.col("field") == AVERAGE)
+        paper = averages.filter(pl.col("model").is_in(list(PAPER_MODELS)))
+        complete = paper.group_by("negatives", "metric", "fields").agg(
+            pl.col("value").mean(), models=pl.col("model").n_unique()).filter(
+            pl.col("models") == len(PAPER_MODELS)).with_columns(
+            model=pl.lit(MEAN_OVER_MODELS), field=pl.lit(AVERAGE))
+        frames += [_cells(frame.with_columns(level=pl.lit("mdcr"), size=pl.lit(None, pl.Int64)))
+                   for frame in (averages, complete.drop("models"))]
+    return pl.concat(frames)
+
+
+def compare(results: pl.DataFrame) -> pl.DataFrame:
+    """Measured cells joined with the published ones: KEY, fields, measured, published,
+    paper_model, source, section, and `matched` (a published counterpart exists; an average
+    counts only over all 19 fields)."""
+    measured = measured_cells(results).with_columns(
+        section=pl.when(pl.col("level") != "mdcr").then(pl.col("level"))
+        .when(pl.col("negatives") == ALL_LISTS).then(pl.lit("mdcr"))
+        .otherwise(pl.lit("mdcr-types")))
+    joined = measured.join(published_cells(), on=KEY, how="left", nulls_equal=True)
+    return joined.rename({"value": "measured", "value_right": "published"}).with_columns(
+        matched=pl.col("published").is_not_null()
+        & ((pl.col("field") != AVERAGE) | (pl.col("fields") == len(MAG_FIELDS))))
+
+
+def _where(section: str, row: dict) -> str:
+    if section == "dataset":
+        return format_size(row["size"])
+    if section == "mdcr-types":
+        return row["negatives"]
+    return f"average ({len(MAG_FIELDS)} fields)" if row["field"] == AVERAGE else row["field"]
+
+
+def _order(section: str, row: dict) -> tuple:
+    if section == "dataset":
+        return (row["size"], "")
+    places = CANDIDATE_TYPES if section == "mdcr-types" else (*MAG_FIELDS, AVERAGE)
+    place = row["negatives"] if section == "mdcr-types" else row["field"]
+    return (places.index(place) if place in places else len(places), place)
+
+
+def _label(model: str, paper_model: str) -> str:
+    """A model as the report names it, with the paper's name where it differs."""
+    if model == MEAN_OVER_MODELS:
+        return f"mean over the {len(PAPER_MODELS)} models"
+    return model if paper_model.lower() == model else f"{model} ({paper_model})"
+
+
+def _sources(sources: list[str], cite: bool = True) -> str:
+    """["MDCR Table 3", "SciRepEval Table 5", "SciRepEval Table 10"] -> "MDCR Table 3
+    (Medić and Šnajder 2022), SciRepEval Tables 5 and 10 (Singh et al. 2023)"; without the
+    citations when not `cite`."""
+    tables: dict[str, list[int]] = {}
+    for source in sources:
+        paper, _, number = source.partition(" Table ")
+        tables.setdefault(paper, []).append(int(number))
+    parts = []
+    for paper in sorted(tables, key=lambda p: list(PAPERS).index(p) if p in PAPERS else 99):
+        numbers = sorted(set(tables[paper]))
+        listed = (str(numbers[0]) if len(numbers) == 1
+                  else ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]}")
+        citation = f" ({PAPERS[paper]})" if cite and paper in PAPERS else ""
+        parts.append(f"{paper} Table{'s' if len(numbers) > 1 else ''} {listed}{citation}")
+    return ", ".join(parts)
+
+
+def _unmatched_note(cells: pl.DataFrame, reference: pl.DataFrame) -> str:
+    """How many measured cells have no published counterpart (`reference`: the published
+    cells of their section), and why, for a caption."""
+    missing = cells.filter(~pl.col("matched"))
+    if not missing.height:
+        return "every measured cell has a published counterpart"
+
+    def absent(column: str) -> list:
+        return sorted(set(missing[column].drop_nulls().to_list())
+                      - set(reference[column].drop_nulls().to_list()))
+
+    models, sizes, metrics = absent("model"), absent("size"), absent("metric")
+    place = "negatives" if set(reference["negatives"]) - {ALL_LISTS} else "field"
+    places = absent(place)
+    reason = (pl.when(pl.col("model").is_in(models)).then(pl.lit("models not in the papers"))
+              .when(pl.col("size").is_in(sizes)).then(pl.lit("pool sizes not in the paper"))
+              .when(pl.col("metric").is_in(metrics)).then(pl.lit("metrics not printed"))
+              .when((pl.col("field") == AVERAGE) & (pl.col("fields") < len(MAG_FIELDS)))
+              .then(pl.lit("averages"))
+              .when(pl.col(place).is_in(places)).then(pl.lit("not in the paper"))
+              .otherwise(pl.lit("other")))
+    counts = dict(missing.group_by(reason.alias("reason")).len().iter_rows())
+    named = {"models not in the papers": ", ".join(models),
+             "pool sizes not in the paper": ", ".join(map(format_size, sizes)),
+             "metrics not printed": ", ".join(map(metric_name, metrics)),
+             "not in the paper": ", ".join(places)}
+    reasons = []
+    for why, listed in named.items():
+        if counts.get(why):
+            label = (f"{'candidate types' if place == 'negatives' else 'fields'} {why}"
+                     if why == "not in the paper" else why)
+            reasons.append(f"{label}: {listed}")
+        if why == "metrics not printed" and counts.get("averages"):  # after the metrics
+            least = missing.filter(pl.col("field") == AVERAGE)["fields"].min()
+            reasons.append(f"averages over {least} of {len(MAG_FIELDS)} fields")
+    if counts.get("other"):
+        reasons.append(f"{counts['other']} other")
+    n = missing.height
+    return (f"{n} measured cell{'s have' if n != 1 else ' has'} no published counterpart "
+            f"({'; '.join(reasons)})")
+
+
+def comparison_tables(results: pl.DataFrame
+                      ) -> list[tuple[str, str, list[str], list[list[str]]]]:
+    """Per section with at least one match: (section, caption without the corpus, header,
+    rows). A row is a model and a pool (size, field or candidate type) that some published
+    cell matches; per metric the measured value, the published one and their difference (of
+    the values shown: measured rounded to 0.1, minus published, in points x100); then the
+    sources."""
+    table = compare(results)
+    reference = published_cells()
+    out = []
+    for section, (what, column) in SECTIONS.items():
+        cells = table.filter(pl.col("section") == section)
+        matched = cells.filter(pl.col("matched"))
+        if not matched.height:
+            continue
+        metrics = sorted(set(matched["metric"].to_list()), key=metric_key)
+        header = ["model", column]
+        for name in map(metric_name, metrics):
+            header += [f"{name} measured", f"{name} published", f"{name} diff"]
+        header.append("source")
+        rows = []
+        places = matched.select("model", "size", "field", "negatives").unique()
+        models = places["model"].unique().to_list()
+        models = model_order([m for m in models if m != MEAN_OVER_MODELS]) + (
+            [MEAN_OVER_MODELS] if MEAN_OVER_MODELS in models else [])
+        for model in models:
+            for place in sorted(places.filter(pl.col("model") == model).iter_rows(named=True),
+                                key=lambda row: _order(section, row)):
+                mine = cells.filter(pl.col("model") == model, pl.col("field") == place["field"],
+                                    pl.col("negatives") == place["negatives"],
+                                    pl.col("size").eq_missing(place["size"]))
+                hits = mine.filter(pl.col("matched"))
+                row = [_label(model, hits["paper_model"][0]), _where(section, place)]
+                for metric in metrics:
+                    measured = mine.filter(pl.col("metric") == metric)["measured"].to_list()
+                    shown = f"{measured[0]:.1f}" if measured else None
+                    paper = hits.filter(pl.col("metric") == metric)["published"].to_list()
+                    diff = round(float(shown) - paper[0], 1) + 0.0 if shown and paper else None
+                    row += [shown or MISSING, f"{paper[0]:.1f}" if paper else MISSING,
+                            MISSING if diff is None else f"{diff:+.1f}"]  # + 0.0: no -0.0
+                row.append(_sources([s for joined in hits["source"].to_list()
+                                     for s in joined.split(", ")], cite=False))
+                rows.append(row)
+        sources = [s for joined in matched["source"].to_list() for s in joined.split(", ")]
+        level = "mdcr" if section.startswith("mdcr") else section
+        mine = reference.filter(pl.col("level") == level,
+                                (pl.col("negatives") == ALL_LISTS) == (section != "mdcr-types"))
+        caption = (f"{what} beside the published numbers of {_sources(sources)}, "
+                   f"{' / '.join(map(metric_name, metrics))} x100: measured, published, "
+                   f"diff = measured - published in points; "
+                   f"{_unmatched_note(cells, mine)}")
+        out.append((section, caption, header, rows))
+    return out
+
+
+def published_sections(results: pl.DataFrame, out_dir: Path, corpus: str) -> list[str]:
+    """The report's sections that set measured cells beside the papers' published numbers
+    (markdown; each also written as `<corpus>-published-<section>.tex`); none when no measured
+    cell matches a published one."""
+    return [write_table(out_dir / f"{corpus}-published-{section}.tex", f"{corpus}: {caption}",
+                        header, rows)
+            for section, caption, header, rows in comparison_tables(results)]

@@ -1,0 +1,669 @@
+"""CSFCube (Mysore et al. 2021) imported from files in the release's exact layout, built from
+the synthetic corpus: a pool per facet, facet queries, the metrics (NDCG%20, MAP of grades
+>= 2) by hand and against the official definitions, fold averaging, bad input, and end to end
+through make with BM25, a dense encoder and a multi-vector (ASPIRE) model, then the report."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipeline.core.errors import InputError
+from pipeline.encoding.store import load_sentence_vectors
+from pipeline.evaluation.evaluate import fold_means
+from pipeline.evaluation.metrics import per_query
+from pipeline.external.csfcube import facet_sentences, import_csfcube
+from pipeline.layout import (
+    METRIC_SETS,
+    parse_metrics,
+    pool_dir,
+    pool_names,
+    run_paths,
+    store_dir,
+)
+from pipeline.pools.build import load_pool, pool_manifest
+from pipeline.report.tables import csfcube_table
+from pipeline.retrieval.runs import finalize_run
+
+ROOT = Path(__file__).resolve().parents[2]
+FACETS = ("background", "method", "result")
+# the labels of a paper's sentences, in turn (the release's labels; objective is background)
+LABELS = ["background_label", "objective_label", "method_label", "method_label",
+          "result_label", "other_label"]
+FACET_INDEX = {"background": {0, 1}, "method": {2, 3}, "result": {4}}  # sentence index % 6
+
+
+# ---- the official definitions, transcribed (CSFCube's eval_scripts: rank_metrics.py,
+# ranking_eval.py), to compare with --------------------------------------------------------
+
+def official_dcg(grades: list[int], k: int) -> float:
+    """rank_metrics.dcg_at_k(r, k, method=0): r[0] + sum(r[1:] / log2(2..k))."""
+    r = np.asarray(grades, dtype=float)[:k]
+    if not r.size:
+        return 0.0
+    return float(r[0] + np.sum(r[1:] / np.log2(np.arange(2, r.size + 1))))
+
+
+def official_ndcg(grades: list[int], k: int) -> float:
+    """rank_metrics.ndcg_at_k: the ideal is the same list sorted, cut at the same k."""
+    best = official_dcg(sorted(grades, reverse=True), k)
+    return official_dcg(grades, k) / best if best else 0.0
+
+
+def official_ap(grades: list[int]) -> float:
+    """rank_metrics.average_precision of the list binarized at grade >= 2 (ranking_eval's
+    threshold_grade=2): precision at each relevant rank, averaged; 0 without one."""
+    hits = np.asarray(grades) >= 2
+    out = [hits[: i + 1].mean() for i in range(len(hits)) if hits[i]]
+    return float(np.mean(out)) if out else 0.0
+
+
+def official_query(grades: list[int]) -> dict[str, float]:
+    """ranking_eval.compute_metrics: NDCG%20 cut at int(0.20 * len(list)), and AP."""
+    return {"ndcg%20": official_ndcg(grades, int(0.20 * len(grades))),
+            "map-l2": official_ap(grades)}
+
+
+def official_split(per_query_values: dict[str, dict], folds: dict[str, list[str]]
+                   ) -> dict[str, float]:
+    """ranking_eval.aggregate_metrics_crossval, split test: each fold's mean, then their mean."""
+    return {m: float(np.mean([np.mean([per_query_values[q][m] for q in ids])
+                              for ids in folds.values()])) for m in ("ndcg%20", "map-l2")}
+
+
+def ranked_grades(run: pl.DataFrame, qrels: pl.DataFrame) -> dict[str, list[int]]:
+    """Each query's grades in the run's rank order (what the official script reads)."""
+    joined = run.join(qrels, on=["query", "doc"], how="left").sort("query", "rank")
+    return {q: [int(r or 0) for r in g["rel"]]
+            for (q,), g in joined.group_by("query", maintain_order=True)}
+
+
+# ---- the metrics by hand ---------------------------------------------------------------------
+
+def test_the_csfcube_set_is_named_and_checked():
+    assert METRIC_SETS["csfcube"] == ("ndcg%20", "map-l2")
+    assert parse_metrics("csfcube") == ("ndcg%20", "map-l2")
+    assert parse_metrics("ndcg%10 map-l2 ndcg@10") == ("ndcg%10", "map-l2", "ndcg@10")
+    for bad in ("ndcg%0", "ndcg%101", "map%20", "map-l0", "ndcg%20-l2"):
+        with pytest.raises(InputError, match="unknown metric"):
+            parse_metrics(bad)
+
+
+def _judged(query: str, grades: dict[str, int]) -> pl.DataFrame:
+    return pl.DataFrame({"query": [query] * len(grades), "doc": list(grades),
+                         "rel": list(grades.values())}, schema={"query": pl.String,
+                                                                "doc": pl.String,
+                                                                "rel": pl.Int32})
+
+
+def _hits(query: str, scores: dict[str, float]) -> pl.DataFrame:
+    return pl.DataFrame({"query": [query] * len(scores), "doc": list(scores),
+                         "score": list(scores.values())})
+
+
+def test_metrics_by_hand_with_ties_and_cuts():
+    """Hand-computed NDCG%20 and MAP (grades >= 2) on runs made by the run store (score ties
+    broken as trec_eval does: docid descending as a string), against the official
+    definitions. DCG as CSFCube's dcg_at_k method 0: ranks 1 and 2 weigh 1, rank r >= 2
+    weighs 1 / log2(r); gains are the grades."""
+    # A: 15 candidates, cut int(0.2 x 15) = int(3.0000000000000004) = 3
+    a = {"a00": 0, "a01": 3, "a02": 1, "a03": 2, "a04": 0, "a05": 0, "a06": 2, "a07": 0,
+         "a08": 1, "a09": 0, "a10": 0, "a11": 3, "a12": 0, "a13": 0, "a14": 0}
+    # a01 and a02 tie at 0.9: a02 > a01 as strings, so a02 is rank 2 and a01 rank 3
+    a_scores = {"a03": 0.95, "a01": 0.9, "a02": 0.9, "a11": 0.8, "a00": 0.7, "a06": 0.6,
+                "a05": 0.5, "a08": 0.4, "a07": 0.3, "a09": 0.2, "a10": 0.2, "a12": 0.1,
+                "a13": 0.05, "a14": 0.01, "a04": 0.0}
+    # B: 9 candidates, cut int(0.2 x 9) = int(1.8) = 1
+    b = {f"b{i}": g for i, g in enumerate([1, 2, 0, 0, 0, 0, 0, 0, 0])}
+    b_scores = {"b0": 0.9, "b3": 0.8, "b4": 0.7, "b1": 0.6, "b2": 0.5, "b5": 0.4, "b6": 0.3,
+                "b7": 0.2, "b8": 0.1}
+    # C: 4 candidates, cut int(0.8) = 0: NDCG%20 is 0 even for the perfect ranking
+    c = {"c0": 3, "c1": 0, "c2": 0, "c3": 0}
+    c_scores = {"c0": 0.9, "c1": 0.5, "c2": 0.4, "c3": 0.3}
+    # D: grade 1 at the top and nothing >= 2; E: nothing relevant at all; F: not in the run
+    d = {"d0": 1, "d1": 0, "d2": 0, "d3": 0, "d4": 0}
+    d_scores = {"d0": 0.9, "d1": 0.8, "d2": 0.7, "d3": 0.6, "d4": 0.5}
+    e = {f"e{i}": 0 for i in range(5)}
+    e_scores = {f"e{i}": 1.0 - i / 10 for i in range(5)}
+    f = {"f0": 3, "f1": 0, "f2": 0, "f3": 0, "f4": 0}
+    qrels = pl.concat([_judged(q, g) for q, g in
+                       (("A", a), ("B", b), ("C", c), ("D", d), ("E", e), ("F", f))])
+    run, _ = finalize_run(pl.concat([_hits(q, s) for q, s in (
+        ("A", a_scores), ("B", b_scores), ("C", c_scores), ("D", d_scores),
+        ("E", e_scores))]), 500)
+    order_a = run.filter(pl.col("query") == "A")["doc"].to_list()
+    assert order_a[:4] == ["a03", "a02", "a01", "a11"]  # the tie: a02 before a01
+    assert order_a[9:11] == ["a10", "a09"]
+    values, dropped = per_query(run, qrels, pl.Series(list("ABCDEF")), METRIC_SETS["csfcube"])
+    got = {q: (n, m) for q, n, m in values.select("query", "ndcg%20", "map-l2").iter_rows()}
+    assert sorted(got) == list("ABCDEF") and dropped == 0  # E and F count, as CSFCube's do
+
+    log3 = math.log2(3)  # 1.5849625
+    # A, ranked grades 2 (a03), 1 (a02), 3 (a01), 3 (a11), 0, 2 (a06), 0, 1, 0...
+    # DCG@3 = 2 + 1/1 + 3/log2(3) = 3 + 1.8927893 = 4.8927893
+    # ideal (3, 3, 2, 2, 1, 1, 0...) @3 = 3 + 3/1 + 2/log2(3) = 6 + 1.2618595 = 7.2618595
+    # NDCG%20 = 4.8927893 / 7.2618595 = 0.6737653 (the tie the other way: 0.7754)
+    ndcg_a = (2 + 1 + 3 / log3) / (3 + 3 + 2 / log3)
+    assert ndcg_a == pytest.approx(0.6737653, abs=1e-7)
+    # MAP: grades >= 2 at ranks 1, 3, 4, 6: (1/1 + 2/3 + 3/4 + 4/6) / 4 = 37/48 = 0.7708333;
+    # a02 and a08 (grade 1) are not relevant
+    assert got["A"] == pytest.approx((ndcg_a, 37 / 48), abs=1e-12)
+    # B: DCG@1 = 1 (b0), ideal@1 = 2 -> 0.5; the one grade >= 2 (b1) at rank 4 -> AP 1/4
+    assert got["B"] == pytest.approx((0.5, 0.25), abs=1e-12)
+    # C: cut 0 -> 0; AP of c0 at rank 1 = 1
+    assert got["C"] == pytest.approx((0.0, 1.0), abs=1e-12)
+    # D: DCG@1 = 1 = ideal -> 1; no grade >= 2 -> AP 0
+    assert got["D"] == pytest.approx((1.0, 0.0), abs=1e-12)
+    assert got["E"] == (0.0, 0.0) and got["F"] == (0.0, 0.0)
+    # the same numbers by the official definitions, on the run's order
+    lists = ranked_grades(run, qrels)
+    for query in "ABCDE":
+        official = official_query(lists[query])
+        assert got[query] == pytest.approx((official["ndcg%20"], official["map-l2"]),
+                                           abs=1e-12), query
+    # folds of 3 and 3: NDCG (0.6737653 + 0.5 + 0) / 3 and (1 + 0 + 0) / 3, then their mean
+    folds = {"fold1": ["A", "B", "C"], "fold2": ["D", "E", "F"]}
+    means = fold_means(values, folds, METRIC_SETS["csfcube"])
+    assert means["ndcg%20"] == pytest.approx(((ndcg_a + 0.5) / 3 + 1 / 3) / 2, abs=1e-12)
+    assert means["map-l2"] == pytest.approx(((37 / 48 + 0.25 + 1) / 3 + 0) / 2, abs=1e-12)
+    # folds of unequal size do not weigh their queries equally: 4 + 2 queries here
+    uneven = fold_means(values, {"fold1": ["A", "B", "C", "D"], "fold2": ["E", "F"]},
+                        ["ndcg%20"])
+    assert uneven["ndcg%20"] == pytest.approx((ndcg_a + 0.5 + 0 + 1) / 4 / 2, abs=1e-12)
+    # without ndcg%<p> in the set, queries with nothing relevant are dropped (trec_eval's)
+    plain, dropped = per_query(run, qrels, pl.Series(list("ABCDEF")), ["map-l2"])
+    assert plain["query"].to_list() == list("ABCDF") and dropped == 1
+
+
+def test_metrics_equal_the_official_definitions_on_random_runs():
+    """30 queries of 1 to 60 candidates, grades 0-3, integer scores (many ties), some
+    candidates left out of the run: NDCG%20 and MAP per query equal the official
+    definitions on the run's order (the official script reads whatever list it is given;
+    here the ideal and the cut come from that list too, as the run ranks every candidate of
+    the queries it answers fully)."""
+    rng = np.random.default_rng(3)
+    hits, judged, complete = [], [], []
+    for q in range(30):
+        n = int(rng.integers(1, 61))
+        grades = {f"{q}-{i}": int(g) for i, g in enumerate(rng.choice(4, n, p=[.5, .25, .15,
+                                                                                 .1]))}
+        judged.append(_judged(f"q{q}", grades))
+        ranked = list(grades) if q % 5 else list(grades)[: max(1, n // 2)]  # partial runs
+        complete.append(q % 5 != 0)
+        hits.append(_hits(f"q{q}", {d: float(rng.integers(0, 5)) for d in ranked}))
+    qrels = pl.concat(judged)
+    run, _ = finalize_run(pl.concat(hits), 500)
+    values, _ = per_query(run, qrels, pl.Series([f"q{q}" for q in range(30)]),
+                          METRIC_SETS["csfcube"])
+    lists = ranked_grades(run, qrels)
+    for q in range(30):
+        row = values.filter(pl.col("query") == f"q{q}").row(0, named=True)
+        official = official_query(lists[f"q{q}"])
+        if complete[q]:
+            assert row["ndcg%20"] == pytest.approx(official["ndcg%20"], abs=1e-12), q
+            assert row["map-l2"] == pytest.approx(official["map-l2"], abs=1e-12), q
+        else:  # a partial run: the ideal and MAP's denominator count every judged candidate
+            assert row["ndcg%20"] <= official["ndcg%20"] + 1e-12
+
+
+def test_facet_sentences_numbered_as_the_store_splits():
+    """A facet query's text is its facet's sentences; its numbers are the multi-vector store's
+    sentences (1 = the abstract's first as the regex splitter cuts the joined abstract) that
+    hold any of them: a release sentence without a final period merges with the next one."""
+    sentences = ["We study graphs.", "  Our aim is speed. ", "We use e.g. trees",
+                 "Results are good.", "Other stuff."]
+    labels = ["background_label", "objective_label", "method_label", "result_label",
+              "other_label"]
+    # joined: "We study graphs. Our aim is speed. We use e.g. trees Results are good. Other
+    # stuff." -> stored 1 "We study graphs.", 2 "Our aim is speed.", 3 "We use e.g. trees
+    # Results are good.", 4 "Other stuff."
+    assert facet_sentences(sentences, labels, "background") == (
+        "We study graphs. Our aim is speed.", [1, 2], False)
+    assert facet_sentences(sentences, labels, "method") == ("We use e.g. trees", [3], False)
+    assert facet_sentences(sentences, labels, "result") == ("Results are good.", [3], False)
+    assert facet_sentences(sentences[:2], labels[:2], "background")[2] is True
+
+
+def test_csfcube_table_by_hand():
+    """Cells NDCG%20 / MAP x100: per facet the mean of the two folds' means, "all" the same
+    over the three facets' queries together; a model without every facet has no "all"."""
+    rows = []
+    values = {  # query: (facet, fold, ndcg%20, map-l2)
+        "q1_background": ("background", "fold1", 0.5, 0.4),
+        "q2_background": ("background", "fold2", 1.0, 0.6),
+        "q3_method": ("method", "fold1", 0.2, 0.2), "q4_method": ("method", "fold1", 0.4, 0.4),
+        "q5_method": ("method", "fold2", 0.9, 0.3),
+        "q6_result": ("result", "fold1", 0.3, 0.1), "q7_result": ("result", "fold2", 0.7, 0.5)}
+    for model in ("m1", "m2"):
+        for query, (facet, _, ndcg, ap) in values.items():
+            if model == "m2" and facet != "background":
+                continue
+            for metric, value in (("ndcg%20", ndcg), ("map-l2", ap)):
+                rows.append({"level": "csfcube", "negatives": "all", "field": facet,
+                             "pool": f"csfcube-{facet}-9-r0", "model": model, "query": query,
+                             "metric": metric,
+                             "value": value / 2 if model == "m2" else value})
+    folds = {q: v[1] for q, v in values.items()}
+    header, table = csfcube_table(pl.DataFrame(rows), folds)
+    assert header == ["model", "background (NDCG%20 / MAP)", "method (NDCG%20 / MAP)",
+                      "result (NDCG%20 / MAP)", "all (NDCG%20 / MAP)"]
+    # background: (0.5 + 1.0) / 2 = 0.75, MAP (0.4 + 0.6) / 2 = 0.5
+    # method: folds (0.2 + 0.4) / 2 = 0.3 and 0.9 -> 0.6 (over queries it would be 0.5);
+    #   MAP 0.3 and 0.3 -> 0.3
+    # result: (0.3 + 0.7) / 2 = 0.5; MAP (0.1 + 0.5) / 2 = 0.3
+    # all: fold1 q1 q3 q4 q6 (0.5 + 0.2 + 0.4 + 0.3) / 4 = 0.35, fold2 q2 q5 q7
+    #   (1.0 + 0.9 + 0.7) / 3 = 0.8666667 -> 0.6083333; MAP (0.4 + 0.2 + 0.4 + 0.1) / 4 =
+    #   0.275 and (0.6 + 0.3 + 0.5) / 3 = 0.4666667 -> 0.3708333
+    assert table[0] == ["m1", "**75.00** / 50.00", "60.00 / 30.00", "50.00 / 30.00",
+                        "60.83 / 37.08"]
+    assert table[1] == ["m2", "37.50 / 25.00", "-", "-", "-"]
+
+
+def test_multi_vector_store_and_facet_search_with_string_ids(tmp_path):
+    """Sentence vectors of papers with string ids (CSFCube's) go into a multi-vector store and
+    come back by id (no int64 cast), with their sentence numbers; a facet query is the listed
+    sentences of a stored paper, and each candidate's score is the best pair (ip), computed
+    here by brute force; a query none of whose sentences is stored keeps its whole paper."""
+    from types import SimpleNamespace
+
+    from pipeline.encoding.embed import _add_part, _store_config
+    from pipeline.encoding.models import ModelEntry
+    from pipeline.encoding.multivector import SentenceEncoder, SentenceVectors
+    from pipeline.retrieval.embedded import maxsim_hits
+
+    rng = np.random.default_rng(0)
+    ids = np.array(["10", "9", "200", "31", "5"], dtype=object)  # "9" > "31" as strings
+    papers = [rng.standard_normal((n, 4)).astype(np.float32) for n in (3, 5, 2, 4, 6)]
+    entry = ModelEntry("mv", "multi-vector", similarity="ip")
+    store = tmp_path / "store"
+    sentence = np.concatenate([np.arange(len(v)) for v in papers]).astype(np.int16)
+    paper = np.repeat(np.arange(len(papers)), [len(v) for v in papers])
+    encoder = SimpleNamespace(max_length=128, dim=4, store_config=SentenceEncoder.store_config)
+    _add_part(store, _store_config(entry, encoder, "float32"),
+              ids, SentenceVectors(paper, sentence, np.concatenate(papers), 0), "cpu")
+    from pipeline.encoding.store import stored_ids
+
+    assert stored_ids(store).tolist() == sorted(ids)  # strings, not numbers: "10" < "9"
+    vectors, offsets, numbers = load_sentence_vectors(store, np.array(["31", "10"],
+                                                                      dtype=object), True)
+    assert np.array_equal(vectors, np.concatenate([papers[3], papers[0]]))
+    assert offsets.tolist() == [0, 4, 7] and numbers.tolist() == [0, 1, 2, 3, 0, 1, 2]
+    queries = np.array(["31_method", "5_result"], dtype=object)
+    wanted = [[1, 3], [40]]  # paper 5 has no sentence 40 stored: its whole paper
+    hits, details = maxsim_hits(store, queries, ids, 10, "ip", "torch-cpu",
+                                papers=np.array(["31", "5"], dtype=object), sentences=wanted)
+    assert details["facet_queries_with_no_stored_sentence_whole_paper"] == 1
+    assert hits["query"].dtype == pl.String and hits["doc"].dtype == pl.String
+    facets = {"31_method": papers[3][[1, 3]], "5_result": papers[4]}
+    for query, doc, score in hits.iter_rows():
+        best = float((facets[query] @ papers[list(ids).index(doc)].T).max())
+        assert score == pytest.approx(best, abs=1e-5)
+    assert hits.height == 10
+
+
+# ---- a release in the exact layout ---------------------------------------------------------
+
+def write_release(dest: Path, prefiltered: Path, seed: int = 0) -> dict:
+    """The release's files for 6 query papers and up to 160 papers of the synthetic corpus:
+    background queries P0-P3, method P1-P5, result P2-P5, each with 20 to 45 judged candidates
+    (grades 0-3, so the official script's precision@20 is defined); P0 is a candidate of its
+    own background query (as 8781666 is in the release); P2's fourth sentence lost its final
+    period (the store merges it with the next, a result sentence); P5 has no result sentence;
+    one candidate's record is repeated; two records are of papers no pool names. Returns what
+    the tests check against."""
+    rng = np.random.default_rng(seed)
+    papers = pl.read_parquet(prefiltered).sort("corpusid").head(160)
+    ids = [str(i) for i in papers["corpusid"]]
+    records = {}
+    for pid, title, abstract in papers.select("corpusid", "title", "abstract").iter_rows():
+        sentences = re.split(r"(?<=\.)\s+", abstract.strip())
+        records[str(pid)] = {"paper_id": str(pid), "title": title, "abstract": sentences,
+                             "pred_labels": [LABELS[i % 6] for i in range(len(sentences))],
+                             "metadata": {"year": 2019, "venue": "synthetic"}}
+    query_papers, pool = ids[:6], ids[6:158]
+    records[query_papers[2]]["abstract"][3] = records[query_papers[2]]["abstract"][3].rstrip(".")
+    records[query_papers[5]]["pred_labels"] = [
+        "other_label" if label == "result_label" else label
+        for label in records[query_papers[5]]["pred_labels"]]
+    facets = {"background": query_papers[0:4], "method": query_papers[1:6],
+              "result": query_papers[2:6]}
+    test_folds = {"background": (query_papers[0:2], query_papers[2:4]),
+                  "method": (query_papers[1:4], query_papers[4:6]),
+                  "result": (query_papers[2:4], query_papers[4:6])}
+    dest.mkdir(parents=True, exist_ok=True)
+    annotations = {}
+    for facet, queries in facets.items():
+        out = {}
+        for query in queries:
+            n = int(rng.integers(20, 46))
+            cands = [str(c) for c in rng.choice(pool, size=n, replace=False)]
+            grades = [int(g) for g in rng.choice(4, size=n, p=[0.5, 0.25, 0.15, 0.1])]
+            if facet == "background" and query == query_papers[0]:
+                cands[3], grades[3] = query, 3
+            out[query] = {"cands": cands, "relevance_max": grades, "relevance_min": grades,
+                          "relevance_ann1": grades, "relevance_ann2": grades,
+                          "relevance_adju": grades}
+        annotations[facet] = out
+        (dest / f"test-pid2anns-csfcube-{facet}.json").write_text(json.dumps(out))
+    lines = [json.dumps(r) for r in records.values()]
+    lines.insert(40, lines[20])  # a repeated record (of a candidate)
+    (dest / "abstracts-csfcube-preds.jsonl").write_text("\n".join(lines) + "\n")
+    with (dest / "queries-release.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["pid", "facet", "year", "title", "paper type"])
+        for facet, queries in facets.items():
+            for query in queries:
+                writer.writerow([query, facet, 2019, records[query]["title"],
+                                 "resources/evaluation" if query == query_papers[1]
+                                 else "data-driven approach"])
+    splits: dict = {}
+    for facet, (first, second) in test_folds.items():
+        one, two = [f"{q}_{facet}" for q in first], [f"{q}_{facet}" for q in second]
+        splits[facet] = {"fold1_dev": two, "fold2_dev": one, "fold1_test": one,
+                         "fold2_test": two}
+    splits["all"] = {fold: [q for f in FACETS for q in splits[f][fold]] for fold in
+                     ("fold1_dev", "fold2_dev", "fold1_test", "fold2_test")}
+    (dest / "evaluation_splits.json").write_text(json.dumps(splits, indent=1))
+    pools = {q: {"cands": sorted({c for f in FACETS for c in annotations[f].get(q, {}).get(
+        "cands", [])}), "cand_source": []} for q in query_papers}  # not read by the import
+    (dest / "test-pid2pool-csfcube.json").write_text(json.dumps(pools))
+    return {"records": records, "facets": facets, "annotations": annotations,
+            "splits": splits, "query_papers": query_papers}
+
+
+@pytest.fixture(scope="module")
+def release(corpus_dir, tmp_path_factory) -> tuple[Path, dict]:
+    src = tmp_path_factory.mktemp("csfcube-release")
+    return src, write_release(src, corpus_dir / "prefiltered.parquet")
+
+
+@pytest.fixture(scope="module")
+def imported(release, tmp_path_factory):
+    src, _ = release
+    corpus = tmp_path_factory.mktemp("csfcube-data") / "corpora" / "csf"
+    return corpus, import_csfcube(src, corpus)
+
+
+def test_import_writes_a_pool_per_facet(release, imported):
+    src, expected = release
+    corpus, info = imported
+    counts = info["collection"]["counts"]
+    names = pool_names(corpus)
+    assert [n.rsplit("-", 2)[0] for n in names] == [f"csfcube-{f}" for f in FACETS]
+    records = expected["records"]
+    named = {*expected["query_papers"], *(c for f in FACETS for a in
+                                          expected["annotations"][f].values()
+                                          for c in a["cands"])}
+    assert counts["paper_records_repeated"] == 1
+    assert counts["papers_in_no_pool_left_out"] == len(records) - len(named) >= 2
+    assert counts["query_papers_split_otherwise_in_the_store"] == 1  # P2
+    papers = pl.read_parquet(corpus / "prefiltered.parquet")
+    assert papers["corpusid"].dtype == pl.String and set(papers["corpusid"]) == named
+    p2 = expected["query_papers"][2]
+    assert papers.filter(pl.col("corpusid") == p2)["abstract"][0] == " ".join(
+        records[p2]["abstract"])
+    for facet, name in zip(FACETS, names, strict=True):
+        info_pool = pool_manifest(corpus, name)
+        assert (info_pool["level"], info_pool["metrics"], info_pool["parameters"]["field"]) == (
+            "csfcube", "csfcube", facet)
+        queries, candidates, qrels = load_pool(corpus, name)
+        annotations = expected["annotations"][facet]
+        assert queries["corpusid"].to_list() == sorted(f"{q}_{facet}" for q in annotations)
+        assert name == f"csfcube-{facet}-{candidates['corpusid'].n_unique()}-r0"
+        for row in queries.iter_rows(named=True):
+            paper = row["paper"]
+            record = records[paper]
+            chosen = [i for i, label in enumerate(record["pred_labels"])
+                      if i % 6 in FACET_INDEX[facet] and label != "other_label"]
+            assert row["title"] == record["title"]
+            assert row["fold"] == ("fold1" if row["corpusid"] in expected["splits"][facet][
+                "fold1_test"] else "fold2")
+            # the judged list, every grade (0 too), in the release's pairing
+            mine = qrels.filter(pl.col("query") == row["corpusid"])
+            pairs = dict(zip(annotations[paper]["cands"], annotations[paper]["relevance_adju"],
+                             strict=True))
+            assert dict(zip(mine["doc"], mine["rel"], strict=True)) == pairs
+            assert sorted(candidates.filter(pl.col("query") == row["corpusid"])["corpusid"]) == \
+                sorted(pairs)
+            if not chosen:  # P5 has no result sentence: the whole abstract
+                assert (facet, paper) == ("result", expected["query_papers"][5])
+                assert row["abstract"] == " ".join(record["abstract"])
+                continue
+            assert row["abstract"] == " ".join(record["abstract"][i].strip() for i in chosen)
+            # stored sentence numbers: 0 is the title, release sentence i is i + 1, except P2
+            # whose sentences 3 and 4 are one stored sentence (4), the rest moving up by one
+            shift = (lambda i: i + 1 if i <= 3 else i) if paper == p2 else (lambda i: i + 1)
+            assert row["sentences"] == sorted({shift(i) for i in chosen})
+        assert info_pool["counts"]["queries_without_facet_sentences"] == (facet == "result")
+    background = load_pool(corpus, names[0])[2]
+    p0 = expected["query_papers"][0]
+    assert background.filter(pl.col("query") == f"{p0}_background",
+                             pl.col("doc") == p0)["rel"].to_list() == [3]  # itself, kept
+    # the same release again changes nothing; other contents need REPLACE
+    assert import_csfcube(src, corpus)["collection"]["installed"] == "unchanged"
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda s: (s / "test-pid2anns-csfcube-method.json").unlink(),
+     r"test-pid2anns-csfcube-method.json does not exist: give SRC=<the CSFCube release"),
+    (lambda s: (s / "evaluation_splits.json").unlink(), r"evaluation_splits.json does not"),
+    (lambda s: _append(s / "abstracts-csfcube-preds.jsonl", '{"paper_id": "9", "title": '),
+     r"abstracts-csfcube-preds.jsonl:\d+: not a JSON object \("),
+    (lambda s: _append(s / "abstracts-csfcube-preds.jsonl",
+                       '{"paper_id": "9", "title": "t", "abstract": "one string"}'),
+     r"abstracts-csfcube-preds.jsonl:\d+: paper 9 needs a title and an abstract given as a "
+     "list of sentences"),
+    (lambda s: _edit_json(s / "test-pid2anns-csfcube-result.json",
+                          lambda d: next(iter(d.values()))["relevance_adju"].__setitem__(0, 5)),
+     r"has the grade 5; CSFCube's adjudicated grades are the integers 0-3"),
+    (lambda s: _edit_json(s / "test-pid2anns-csfcube-result.json",
+                          lambda d: next(iter(d.values()))["relevance_adju"].pop()),
+     r"candidates but \d+ grades in relevance_adju"),
+    (lambda s: _edit_json(s / "evaluation_splits.json",
+                          lambda d: d["method"]["fold2_test"].pop()),
+     r"1 queries of test-pid2anns-csfcube-method.json are in no test fold of method"),
+    (lambda s: _edit_json(s / "evaluation_splits.json",
+                          lambda d: d["all"]["fold1_test"].pop()),
+     r"fold1_test of \"all\" is not the facets' fold1_test lists together"),
+    (lambda s: (s / "test-pid2anns-csfcube-background.json").write_text("{not json"),
+     r"test-pid2anns-csfcube-background.json: not valid JSON \(line 1, column 2\)"),
+    (lambda s: _drop_line(s / "abstracts-csfcube-preds.jsonl", 0),  # P0's record
+     r"abstracts-csfcube-preds.jsonl has no record of 1 papers the annotations name"),
+], ids=["missing-annotations", "missing-splits", "malformed-line", "abstract-not-a-list",
+        "grade-5", "grades-unpaired", "query-in-no-fold", "all-folds-differ", "bad-json",
+        "paper-without-record"])
+def test_bad_releases_are_refused_writing_nothing(release, tmp_path, damage, message):
+    src = _copy(release[0], tmp_path / "src")
+    damage(src)
+    with pytest.raises(InputError, match=message) as refused:
+        import_csfcube(src, tmp_path / "corpora" / "csf")
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / "corpora").exists() or not any((tmp_path / "corpora").iterdir())
+
+
+def _copy(src: Path, dest: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dest)
+    return dest
+
+
+def _append(path: Path, line: str) -> None:
+    with path.open("a") as handle:
+        handle.write(line + "\n")
+
+
+def _edit_json(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def _drop_line(path: Path, number: int) -> None:
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:number] + lines[number + 1:]) + "\n")
+
+
+def _env() -> dict:
+    return {**os.environ, "MAKEFLAGS": "", "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+
+
+def test_the_cli_refuses_a_malformed_line_in_one_line_with_status_2(release, tmp_path):
+    src = _copy(release[0], tmp_path / "src")
+    _append(src / "abstracts-csfcube-preds.jsonl", "{broken")
+    root = tmp_path / "data"
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "--corpora-root", str(root / "corpora"),
+         "--index-root", str(root / "indexes"), "--runs-root", str(root / "runs"),
+         "import-csfcube", "--corpus", "csf", "--src", str(src)],
+        cwd=ROOT, capture_output=True, text=True, env=_env(), timeout=300)
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, lines
+    assert re.fullmatch(r"error: .*abstracts-csfcube-preds.jsonl:\d+: not a JSON object "
+                        r"\(.*\); fix or remove the line", lines[0]), lines[0]
+    assert not (root / "corpora" / "csf").exists()
+
+
+# ---- end to end through make -----------------------------------------------------------------
+
+def make(data: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = ["make", "--no-print-directory", f"DATA={data}", "THREADS=1", f"PY={sys.executable}",
+           f"STAMP={data / 'installed'}", *args]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
+                          env=_env())
+    if check:
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def made(release, tiny_bert, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """`make import-csfcube`, `make eval` with BM25, a dense encoder (minilm's entry with the
+    tiny BERT's weights) and a multi-vector one (aspire-cs's entry, the same weights), then
+    `make report`."""
+    data = tmp_path_factory.mktemp("csfcube-make")
+    (data / "installed").touch()
+    make(data, "import-csfcube", f"SRC={release[0]}", "CORPUS=csf")
+    make(data, "eval", "CORPUS=csf", "MODEL=bm25")
+    for model in ("minilm", "aspire-cs"):
+        make(data, "eval", "CORPUS=csf", f"MODEL={model}", f"MODEL_PATH={tiny_bert}")
+    return data, make(data, "report", "CORPUS=csf")
+
+
+MODELS = ("bm25", "minilm", "aspire-cs")
+
+
+@pytest.mark.slow
+def test_make_refuses_bad_imports(release, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "installed").touch()
+    done = make(data, "import-csfcube", f"SRC={release[0]}", check=False)
+    assert done.returncode == 2 and "make import-csfcube needs CORPUS=" in done.stderr
+    done = make(data, "import-csfcube", "CORPUS=csf", check=False)
+    assert done.returncode == 2 and "make import-csfcube needs SRC=" in done.stderr
+    src = _copy(release[0], tmp_path / "src")
+    (src / "queries-release.csv").unlink()
+    done = make(data, "import-csfcube", f"SRC={src}", "CORPUS=csf", check=False)
+    assert done.returncode == 2
+    assert re.search(r"error: .*queries-release.csv does not exist: give SRC=", done.stderr)
+    assert not (data / "corpora" / "csf").exists()
+
+
+@pytest.mark.slow
+def test_make_eval_scores_as_the_official_script(made):
+    """Every model's per-facet means (eval.json) equal the official definitions applied to
+    its runs (each query's candidates in the run's order) and averaged over the two test
+    folds; the report's CSFCube table shows the same numbers, and "all" as the official
+    script's facet "all" computes it."""
+    data, report = made
+    corpus = data / "corpora" / "csf"
+    names = pool_names(corpus)
+    table = report.stdout
+    assert "CSFCube, NDCG%20 / MAP x100 per facet" in table
+    for model in MODELS:
+        per_query_all, folds_all, cells = {}, {"fold1": [], "fold2": []}, []
+        for facet, name in zip(FACETS, names, strict=True):
+            queries, _, qrels = load_pool(corpus, name)
+            paths = run_paths(data / "runs", "csf", name, model)
+            run = pl.read_parquet(paths["parquet"])
+            lists = ranked_grades(run, qrels)
+            sizes = qrels.group_by("query").len()
+            assert {q: len(g) for q, g in lists.items()} == dict(sizes.iter_rows())  # whole
+            values = {q: official_query(g) for q, g in lists.items()}
+            folds = {f: queries.filter(pl.col("fold") == f)["corpusid"].to_list()
+                     for f in ("fold1", "fold2")}
+            expected = official_split(values, folds)
+            info = json.loads(paths["eval.json"].read_text())
+            assert info["means"] == pytest.approx(expected, abs=1e-12), (model, facet)
+            assert info["folds"] == {f: sorted(q) for f, q in folds.items()}
+            cells.append(expected)
+            per_query_all.update(values)
+            for fold, ids in folds.items():
+                folds_all[fold] += ids
+        cells.append(official_split(per_query_all, folds_all))  # the official "all"
+        row = next(line for line in table.splitlines() if line.startswith(f"| {model} |"))
+        shown = [cell.replace("**", "") for cell in row.strip("| ").split(" | ")[1:]]
+        assert shown == [f"{c['ndcg%20'] * 100:.2f} / {c['map-l2'] * 100:.2f}" for c in cells]
+    assert (data / "runs" / "reports" / "csf-csfcube.tex").exists()
+    assert "CSFCube" in (data / "runs" / "reports" / "csf.md").read_text()
+
+
+@pytest.mark.slow
+def test_multi_vector_facet_queries_use_the_facet_sentences(made):
+    """aspire-cs searched each facet query with the stored vectors of its facet's sentences
+    only (string ids in the store): each run score is the best (facet sentence, candidate
+    sentence) pair's negated squared L2 distance, computed here from the store."""
+    data, _ = made
+    corpus = data / "corpora" / "csf"
+    store = store_dir(data / "indexes", "csf", "aspire-cs")
+    name = pool_names(corpus)[1]  # method
+    queries, candidates, _ = load_pool(corpus, name)
+    run = pl.read_parquet(run_paths(data / "runs", "csf", name, "aspire-cs")["parquet"])
+    whole = 0
+    for query, paper, sentences in queries.select("corpusid", "paper", "sentences").iter_rows():
+        vectors, offsets, numbers = load_sentence_vectors(store, np.array([paper], dtype=object),
+                                                          numbers=True)
+        assert 0 not in sentences  # never the title
+        stored = np.isin(numbers, sentences)  # the tiny BERT's 128 tokens may cut some
+        whole += not stored.any()
+        facet = vectors[stored] if stored.any() else vectors
+        docs = candidates.filter(pl.col("query") == query)["corpusid"].to_list()
+        doc_vectors, doc_offsets = load_sentence_vectors(store, np.array(docs, dtype=object))
+        mine = run.filter(pl.col("query") == query)
+        scores = dict(zip(mine["doc"], mine["score"], strict=True))
+        for i, doc in enumerate(docs):
+            rows = doc_vectors[doc_offsets[i]:doc_offsets[i + 1]]
+            best = float((-((facet[:, None, :] - rows[None, :, :]) ** 2).sum(-1)).max())
+            assert scores[doc] == pytest.approx(best, rel=1e-4, abs=1e-4), (query, doc)
+    info = json.loads(run_paths(data / "runs", "csf", name, "aspire-cs")["manifest.json"]
+                      .read_text())
+    assert info["details"]["facet_queries_with_no_stored_sentence_whole_paper"] == whole
+
+
+@pytest.mark.slow
+def test_dense_queries_are_the_facet_texts(made):
+    """The dense model encoded the facet queries' texts (title and the facet's sentences),
+    kept beside its store; a query's text differs between facets of one paper."""
+    data, _ = made
+    corpus = data / "corpora" / "csf"
+    texts = {}
+    for name in pool_names(corpus):
+        queries = load_pool(corpus, name)[0]
+        texts.update(dict(zip(queries["corpusid"], queries["abstract"], strict=True)))
+    store = store_dir(data / "indexes", "csf", "minilm")
+    assert len(list((store / "queries").glob("*.npy"))) == 3  # one file per facet pool
+    paper = next(q.rsplit("_", 1)[0] for q in texts if q.endswith("_method")
+                 and f"{q.rsplit('_', 1)[0]}_result" in texts)
+    assert texts[f"{paper}_method"] != texts[f"{paper}_result"]
+    assert pool_dir(corpus, pool_names(corpus)[0]).is_dir()
