@@ -118,7 +118,7 @@ def test_report_without_map_anywhere(tmp_path):
         for field in ("Medicine", "Biology"):
             for query in ("a", "b"):
                 for metric in metrics:
-                    for negatives in ("all", "random"):
+                    for negatives in ("all", "official", "random"):
                         rows.append({"pool": f"mdcr-{field.lower()}", "level": "mdcr",
                                      "scope": field.lower(), "field": field, "size": 40,
                                      "model": model, "query": f"{field}{query}",
