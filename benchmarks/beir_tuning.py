@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import polars as pl
-import pytrec_eval
 
 from benchmarks.demo import OUT, ROOT, machine
 from pipeline.ingest.prefilter import prefilter
@@ -29,7 +28,7 @@ from pipeline.ingest.stage import ingest
 from pipeline.ingest.synthetic import SyntheticConfig, generate
 from pipeline.retrieval.tuning import B_GRID, K1_GRID
 from tests.conftest import PYSERINI_SIDE, side_packages
-from tests.external.test_beir import PYSERINI_GRID
+from tests.external.test_beir import PYSERINI_GRID, grid_maps
 
 DOCUMENTS, TEST_QUERIES, DEV_QUERIES = 5183, 300, 100
 
@@ -90,15 +89,7 @@ def pyserini_grid(data: Path, corpus: str, work: Path) -> tuple[dict, float]:
     subprocess.run([sys.executable, "-c", PYSERINI_GRID, str(work / "job.json")], env=env,
                    check=True, capture_output=True, cwd=work)
     seconds = round(time.perf_counter() - start, 1)
-    judged: dict = {}
-    for q, d, r in qrels.iter_rows():
-        judged.setdefault(q, {})[d] = int(r)
-    maps = {}
-    for pair, run in json.loads((work / "runs.json").read_text()).items():
-        top = {q: dict(sorted(((d, s) for d, s in hits.items() if d != q),
-                              key=lambda h: -h[1])[:500]) for q, hits in run.items()}
-        values = pytrec_eval.RelevanceEvaluator(judged, {"map"}).evaluate(top)
-        maps[pair] = sum(v["map"] for v in values.values()) / len(values)
+    maps = grid_maps(work / "runs.json", qrels)
     return maps, seconds
 
 

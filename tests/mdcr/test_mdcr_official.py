@@ -253,6 +253,20 @@ def official_script(benchmark: dict, scores: dict, fields: list[str] = OFFICIAL_
     return field_metrics, averages
 
 
+def _bm25_export(out: Path, root: Path, tmp_path: Path) -> dict:
+    """Search and score the benchmark `out` with BM25; write its export to tmp_path/export and
+    BM25's scores file to tmp_path/scores.json; the exported benchmark file, parsed."""
+    from pipeline.mdcr.official import model_scores_file
+
+    for pool in pool_names(out):
+        search(out, root / "indexes", root / "runs", pool, get_model("bm25"))
+        eval_run(out, root / "indexes", root / "runs", pool, "bm25", ("map", "ndcg", "recall@5"))
+    export_benchmark(out, tmp_path / "export")
+    model_scores_file(out, root / "indexes", root / "runs", "bm25", "test",
+                      tmp_path / "scores.json")
+    return json.loads((tmp_path / "export" / "mdcr_test.json").read_text())
+
+
 def _table3_averages(root: Path, corpus: str, model: str) -> dict[str, str]:
     """The averages of `model`'s row in the report's Table 3 (and of the every-list table)."""
     from pipeline.report.tables import mdcr_tables
@@ -280,7 +294,6 @@ def test_official_numbers_equal_the_official_script_on_the_export(mdcr_source, t
     this benchmark has (docs/mdcr.md: what a user with fewer fields does)."""
     from pipeline.cli.main import main
     from pipeline.mdcr.build import build_mdcr
-    from pipeline.mdcr.official import model_scores_file
 
     corpus, root = mdcr_source
     for model in models[1:]:
@@ -289,13 +302,7 @@ def test_official_numbers_equal_the_official_script_on_the_export(mdcr_source, t
                 search(corpus, root / "indexes", root / "runs", pool, get_model(part))
     out = root / "corpora" / f"small-mdcr-{len(models)}"
     build_mdcr(corpus, root / "indexes", root / "runs", out, models, seed=0)
-    for pool in pool_names(out):
-        search(out, root / "indexes", root / "runs", pool, get_model("bm25"))
-        eval_run(out, root / "indexes", root / "runs", pool, "bm25", ("map", "ndcg", "recall@5"))
-    export_benchmark(out, tmp_path / "export")
-    model_scores_file(out, root / "indexes", root / "runs", "bm25", "test",
-                      tmp_path / "scores.json")
-    benchmark = json.loads((tmp_path / "export" / "mdcr_test.json").read_text())
+    benchmark = _bm25_export(out, root, tmp_path)
     scores = json.loads((tmp_path / "scores.json").read_text())
     per_field, averages = official_script(benchmark, scores, sorted(benchmark))
     _, from_files = evaluate_files(tmp_path / "export" / "mdcr_test.json",
@@ -329,7 +336,6 @@ def test_a_19_field_export_runs_on_the_official_script_unchanged(corpus_dir, tmp
     and Table 3's."""
     from pipeline.fields import MAG_FIELDS
     from pipeline.mdcr.benchmark import write_benchmark
-    from pipeline.mdcr.official import model_scores_file
 
     papers = pl.read_parquet(corpus_dir / "prefiltered.parquet").select(
         "corpusid", "title", "abstract").head(19 * 2 * 9)
@@ -347,13 +353,7 @@ def test_a_19_field_export_runs_on_the_official_script_unchanged(corpus_dir, tmp
     root = tmp_path / "data"
     out = root / "corpora" / "all-fields"
     write_benchmark(out, papers, table, "mdcr", {"test": True})
-    for pool in pool_names(out):
-        search(out, root / "indexes", root / "runs", pool, get_model("bm25"))
-        eval_run(out, root / "indexes", root / "runs", pool, "bm25", ("map", "ndcg", "recall@5"))
-    export_benchmark(out, tmp_path / "export")
-    model_scores_file(out, root / "indexes", root / "runs", "bm25", "test",
-                      tmp_path / "scores.json")
-    benchmark = json.loads((tmp_path / "export" / "mdcr_test.json").read_text())
+    benchmark = _bm25_export(out, root, tmp_path)
     assert sorted(benchmark) == OFFICIAL_FIELDS
     _, averages = official_script(benchmark, json.loads((tmp_path / "scores.json").read_text()))
     _, from_files = evaluate_files(tmp_path / "export" / "mdcr_test.json",
