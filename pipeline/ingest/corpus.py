@@ -214,14 +214,20 @@ def claim_corpus(corpus_dir: Path, command: str) -> str:
     return kind
 
 
-def _pool_shas(corpus_dir: Path) -> dict[str, dict]:
+def _pool_shas(corpus_dir: Path, on_disk: bool = False) -> dict[str, dict]:
+    """pool -> {file: sha256} as each pool's manifest records it, or (`on_disk`) as the files
+    now hold it (None for a missing file)."""
+    from pipeline.core.artifacts import file_sha256
+
     found = {}
     for path in sorted(pools_dir(corpus_dir).glob(f"*/{MANIFEST}")):
         try:
-            found[path.parent.name] = {n: f.get("sha256") for n, f in
-                                       read_json(path).get("outputs", {}).items()}
+            recorded = read_json(path).get("outputs", {})
         except InputError:
-            found[path.parent.name] = {}
+            recorded = {}
+        found[path.parent.name] = {
+            n: ((file_sha256(path.parent / n) if (path.parent / n).is_file() else None)
+                if on_disk else f.get("sha256")) for n, f in recorded.items()}
     return found
 
 
@@ -230,7 +236,8 @@ def install_corpus(built: Path, corpus_dir: Path, derived: list[Path], replace: 
     """Put a corpus written whole in `built` (a temporary folder beside `corpus_dir`) in place.
 
     - no corpus there: `built` becomes it ("new");
-    - the same papers and pools: nothing changes ("unchanged");
+    - the same papers and pools: nothing changes ("unchanged"), but a pool whose files no
+      longer hold what its manifest records (damaged) is put back from `built` ("repaired");
     - the same papers, and pools that are new to it (another split of a collection): those
       pools are added ("added");
     - anything else differs: refused, unless `replace`, when the old corpus and what was
@@ -249,7 +256,9 @@ def install_corpus(built: Path, corpus_dir: Path, derived: list[Path], replace: 
     clashes = [p for p in new_pools if p in old_pools and old_pools[p] != new_pools[p]]
     if same_papers and not clashes:
         added = [p for p in new_pools if p not in old_pools]
-        for name in added:
+        on_disk = _pool_shas(corpus_dir, on_disk=True)
+        damaged = [p for p in new_pools if p in old_pools and on_disk[p] != old_pools[p]]
+        for name in [*added, *damaged]:
             with atomic_dir(pool_dir(corpus_dir, name)) as tmp:
                 remove(tmp)
                 os.replace(pool_dir(built, name), tmp)
@@ -259,7 +268,7 @@ def install_corpus(built: Path, corpus_dir: Path, derived: list[Path], replace: 
             merged["pools"] = sorted({*sections.get(section, {}).get("pools", []),
                                       *merged.get("pools", [])})
             write_json({**sections, section: merged}, corpus_dir / MANIFEST)
-        return "added" if added else "unchanged"
+        return "added" if added else "repaired" if damaged else "unchanged"
     if not replace:
         what = "other papers" if not same_papers else f"other contents of {clashes[0]}"
         raise InputError(f"{corpus_dir} already holds a corpus with {what}: add REPLACE=1 "

@@ -176,6 +176,21 @@ json.dump(runs, open(job["out"], "w"))  # stdout holds Anserini's log
 """
 
 
+def grid_maps(runs_file: Path, qrels: pl.DataFrame) -> dict[str, float]:
+    """"k1 b" -> mean MAP by pytrec_eval of PYSERINI_GRID's runs, over the top 500 without the
+    query's own id (as the pipeline scores a run)."""
+    judged: dict = {}
+    for q, d, r in qrels.iter_rows():
+        judged.setdefault(q, {})[d] = int(r)
+    maps = {}
+    for pair, run in json.loads(runs_file.read_text()).items():
+        top = {q: dict(sorted(((d, s) for d, s in hits.items() if d != q),
+                              key=lambda h: -h[1])[:500]) for q, hits in run.items()}
+        values = pytrec_eval.RelevanceEvaluator(judged, {"map"}).evaluate(top)
+        maps[pair] = sum(v["map"] for v in values.values()) / len(values)
+    return maps
+
+
 @pytest.mark.slow
 def test_dev_split_tunes_bm25_as_a_pyserini_grid_search(collection, tmp_path):
     """Issue 21: the dev split's pool tunes k1 and b on the queries' own texts. The chosen pair
@@ -214,17 +229,27 @@ def test_dev_split_tunes_bm25_as_a_pyserini_grid_search(collection, tmp_path):
     done = subprocess.run([sys.executable, "-c", PYSERINI_GRID, str(tmp_path / "job.json")],
                           env=env, capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    judged: dict = {}
-    for q, d, r in qrels.iter_rows():
-        judged.setdefault(q, {})[d] = int(r)
-    maps = {}
-    for pair, run in json.loads((tmp_path / "runs.json").read_text()).items():
-        top = {q: dict(sorted(((d, s) for d, s in hits.items() if d != q),
-                              key=lambda h: -h[1])[:500]) for q, hits in run.items()}
-        values = pytrec_eval.RelevanceEvaluator(judged, {"map"}).evaluate(top)
-        maps[pair] = sum(v["map"] for v in values.values()) / len(values)
+    maps = grid_maps(tmp_path / "runs.json", qrels)
     assert len(set(maps.values())) > 1  # the grid matters on this split
     best = max(maps, key=lambda p: maps[p])  # the first of the grid among ties
     assert f"{chosen['k1']} {chosen['b']}" == best
     assert chosen["validation_map"] == pytest.approx(maps[best], abs=1e-6)
     assert chosen["validation_map"] > 0
+
+
+def test_importing_again_repairs_a_damaged_pool(collection, tmp_path):
+    """A pool file overwritten at the same size is put back by the import that made it (the
+    repair command the reading stage names), and nothing else changes."""
+    corpus = tmp_path / "corpora" / "again"
+    import_beir(collection, corpus)
+    [pool] = pool_names(corpus)
+    qrels = corpus / "pools" / pool / "qrels.parquet"
+    good = qrels.read_bytes()
+    with qrels.open("r+b") as handle:
+        handle.seek(100)
+        handle.write(b"XXXX")
+    with pytest.raises(InputError, match="corrupt"):
+        load_pool(corpus, pool)
+    assert import_beir(collection, corpus)["collection"]["installed"] == "repaired"
+    assert qrels.read_bytes() == good
+    assert import_beir(collection, corpus)["collection"]["installed"] == "unchanged"
