@@ -6,6 +6,7 @@ The data root holds three folders, each a tree per corpus:
     corpora/<corpus>/   raw inputs, papers.parquet, citations.parquet, prefiltered.parquet,
                         pools/<pool>/{queries,candidates,qrels}.parquet
     indexes/<corpus>/   embeddings/<model>/part-*.arrow, <pool>/bm25/ (Lucene),
+                        bm25-analysed/<analyzer>/part-*.arrow (each paper's Lucene terms),
                         bm25-tuning/<group>.json
     runs/<corpus>/      <pool>/<model>.{trec,parquet,manifest.json,metrics.parquet,eval.json},
                         stage-times.jsonl; runs/results.parquet, runs/reports/, runs/slurm/
@@ -205,6 +206,7 @@ RESULTS_FILE = "results.parquet"
 TIMES_FILE = "stage-times.jsonl"
 RESULTS_MANIFEST = "results.manifest.json"
 POOLS, EMBEDDINGS, TUNING = "pools", "embeddings", "bm25-tuning"  # folder names
+ANALYSED = "bm25-analysed"  # BM25's analysed-text store (pipeline/retrieval/bm25_store.py)
 RUN_SUFFIXES = ("trec", "parquet", "manifest.json", "metrics.parquet", "eval.json")
 
 
@@ -226,7 +228,12 @@ def runs_dir(runs_root: Path, corpus: str, pool: str) -> Path:
 
 
 BM25_INDEX = "bm25"  # a pool's Lucene index: indexes/<corpus>/<pool>/bm25/
-STORE_PART = "part-{}.arrow"  # an embedding store's parts, named by a digest of their ids
+STORE_PART = "part-{}.arrow"  # a store's parts (embeddings, analysed texts), by a digest of ids
+
+
+def analysed_dir(index_root: Path, corpus: str, analyzer: str) -> Path:
+    """The analysed-text store of a corpus: each paper's terms under `analyzer`, in parts."""
+    return index_root / corpus / ANALYSED / analyzer
 
 
 def bm25_index_dir(index_root: Path, corpus: str, pool: str) -> Path:

@@ -43,24 +43,26 @@ def store_repair(store: Path) -> str:
     return f"make embed CORPUS={store.parent.parent.name} MODEL={store.name}"
 
 
-def store_parts(store: Path) -> list[dict]:
+def store_parts(store: Path, repair: str | None = None) -> list[dict]:
     """The store's parts, each checked against the manifest (size and sha256, hashed again
     only when the part's stat changed): a damaged part is refused by name with the command
-    that embeds its papers again, never read."""
+    that makes its papers' rows again (`repair`; by default the embedding store's), never
+    read. Every store of parts (embeddings, BM25's analysed texts) is read through here."""
+    repair = repair or store_repair(store)
     path = store / "manifest.json"
-    parts = read_json(path, store_repair(store))["parts"] if path.exists() else []
+    parts = read_json(path, repair)["parts"] if path.exists() else []
     for part in parts:
         problem = file_problem(store / part["file"], part, deep=False)
         if problem:
-            raise InputError(f"{store / part['file']}: {problem}; repair: {store_repair(store)}")
+            raise InputError(f"{store / part['file']}: {problem}; repair: {repair}")
     return parts
 
 
-def repair_store(store: Path) -> dict[str, int]:
-    """Before embedding into a store (under its lock): drop from the manifest the parts that
+def repair_store(store: Path, stage: str = "embed") -> dict[str, int]:
+    """Before writing into a store (under its lock): drop from the manifest the parts that
     are missing or damaged, delete the damaged ones and the orphans (parts no manifest lists:
-    a kill between a part's rename and the manifest's update), so their papers are embedded
-    again. Returns what was repaired; every repair is logged."""
+    a kill between a part's rename and the manifest's update), so their papers are made
+    again. Returns what was repaired; every repair is logged under `stage`."""
     path = store / "manifest.json"
     if not path.exists():
         return {"damaged_parts": 0, "orphan_parts": 0}
@@ -68,19 +70,19 @@ def repair_store(store: Path) -> dict[str, int]:
         info = read_json(path)
     except InputError:  # the manifest itself is damaged: every part is re-checked by name
         info = {"parts": []}
-        log.warning(f"[embed] {path} is damaged: the store is rebuilt from scratch")
+        log.warning(f"[{stage}] {path} is damaged: the store is rebuilt from scratch")
     kept, damaged = [], []
     for part in info.get("parts", []):
         problem = file_problem(store / part["file"], part, deep=False)
         (damaged if problem else kept).append((part, problem))
     for part, problem in damaged:
-        log.warning(f"[embed] {store / part['file']}: {problem}: its {part.get('rows')} rows "
-                    "are embedded again")
+        log.warning(f"[{stage}] {store / part['file']}: {problem}: its {part.get('rows')} rows "
+                    "are made again")
         (store / part["file"]).unlink(missing_ok=True)
     listed = {part["file"] for part, _ in kept}
     orphans = [p for p in store.glob(store_parts_glob()) if p.name not in listed]
     for orphan in orphans:
-        log.warning(f"[embed] {orphan}: listed by no manifest (a stopped run): removed")
+        log.warning(f"[{stage}] {orphan}: listed by no manifest (a stopped run): removed")
         orphan.unlink()
     if damaged or "config" not in info:
         if "config" in info:
@@ -90,11 +92,11 @@ def repair_store(store: Path) -> dict[str, int]:
     return {"damaged_parts": len(damaged), "orphan_parts": len(orphans)}
 
 
-def stored_ids(store: Path) -> np.ndarray:
+def stored_ids(store: Path, repair: str | None = None) -> np.ndarray:
     """Sorted unique ids of every paper in the store (reads only the id column,
     memory-mapped; a multi-vector store has one row per sentence)."""
     ids = [ipc.open_file(pa.memory_map(str(store / p["file"]))).read_all()
-           .column("corpusid").to_numpy() for p in store_parts(store)]
+           .column("corpusid").to_numpy() for p in store_parts(store, repair)]
     return np.unique(np.concatenate(ids)) if ids else np.empty(0, dtype=np.int64)
 
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from pipeline.encoding.models import ModelEntry
 from pipeline.ingest.corpus import paper_texts
 from pipeline.layout import PREFILTERED, bm25_index_dir, runs_dir
-from pipeline.pools.build import pool_files
+from pipeline.pools.build import load_pool, pool_files
+from pipeline.pools.queries import own_text
 from pipeline.retrieval import bm25_lucene, jvm
 from pipeline.retrieval.base import Query, Retriever
 from pipeline.retrieval.tuning import bm25_params
@@ -23,9 +25,18 @@ class BM25(Retriever):
 
     def index(self, corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry,
               threads: int = 2, bm25_engine: str = "arrays", **options) -> dict:
-        if bm25_engine == "arrays":
-            return {"model": entry.name, "pool": pool, "note": "nothing to index: the arrays "
-                    "engine indexes the pool in memory when it searches"}
+        if bm25_engine == "arrays":  # the pool's papers into the analysed-text store
+            from pipeline.retrieval import bm25_store
+
+            queries, candidates, _ = load_pool(corpus_dir, pool)
+            ids = [candidates["corpusid"].to_numpy()]
+            if not own_text(queries):
+                ids.append(queries["corpusid"].to_numpy())
+            return {"model": entry.name, "pool": pool,
+                    "note": "the arrays engine assembles the pool's index from the analysed-"
+                            "text store when it searches",
+                    **bm25_store.fill(corpus_dir, index_root, np.concatenate(ids), threads,
+                                      replace_stale=True)}
         return {"model": entry.name, **bm25_lucene.index_pool(corpus_dir, index_root, pool,
                                                               threads)}
 
@@ -43,17 +54,20 @@ class BM25(Retriever):
         query_papers = (query.texts if query.texts is not None else
                         paper_texts(corpus_dir, query.queries["corpusid"]).sort("corpusid"))
         pool_papers = lambda: paper_texts(corpus_dir, query.candidates["corpusid"])  # noqa: E731
+        store = {}
         if engine == "arrays":
-            from pipeline.retrieval import bm25_arrays
+            from pipeline.retrieval import bm25_store
 
-            runs, capped = bm25_arrays.search_grid(query_papers, pool_papers(), query.depth,
-                                                   [k1], [b], query.threads)
+            runs, capped, store = bm25_store.search_grid(
+                corpus_dir, query.index_root, query_papers, query.texts is None,
+                query.candidates["corpusid"], query.depth, [k1], [b], query.threads)
             hits = runs[(k1, b)]
         else:
             hits, capped = bm25_lucene.search(
                 query_papers, index_dir, query.depth, k1, b, query.threads,
                 pool_papers=pool_papers, work_dir=runs_dir(query.runs_root, corpus_dir.name, pool))
-        return hits, {**params, "engine": engine, "capped_queries": capped}
+        return hits, {**params, "engine": engine, "capped_queries": capped,
+                      **({"analysed_text_store": store} if store else {})}
 
 
 RETRIEVER = BM25()

@@ -25,6 +25,7 @@ import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -57,7 +58,8 @@ def _analyzed_batch(texts: Sequence[str], lo: int) -> pl.DataFrame:
     listed = utils.analyze(analyzer, joined).toString()[1:-1]  # "[a, b, c]"
     if threading.current_thread() is not threading.main_thread():
         jnius.detach()
-    tokens = pl.Series("term", listed.split(", ") if listed else [], dtype=pl.String)
+    tokens = (pl.Series("term", [listed], dtype=pl.String).str.split(", ").explode()
+              if listed else pl.Series("term", [], dtype=pl.String))  # split in Rust
     separator = tokens == SEPARATOR
     if int(separator.sum()) != len(batch) - 1:
         raise RuntimeError("the batch separator did not survive analysis")
@@ -87,6 +89,37 @@ def analyze(texts: Sequence[str]) -> pl.DataFrame:
     """Lucene's tokens of each text: (text, term), one row per token, in text order."""
     return pl.concat([pl.DataFrame(schema={"text": pl.Int32, "term": pl.String}),
                       *_analyzed_batches(texts)])
+
+
+def count_terms(tokens: pl.DataFrame) -> pl.DataFrame:
+    """(text, term) tokens -> (text, term, tf): each text's distinct terms, sorted, with the
+    number of times it holds them (a document's length is the sum of its tfs)."""
+    return (tokens.group_by("text", "term").len("tf")
+            .with_columns(pl.col("tf").cast(pl.Int32)).sort("text", "term"))
+
+
+def term_counts(texts: Sequence[str], threads: int = 2) -> Iterator[pl.DataFrame]:
+    """`count_terms` of texts, batch after batch (`_analyzed_batches`)."""
+    for tokens in _analyzed_batches(texts, threads):
+        yield count_terms(tokens)
+
+
+class Vocabulary:
+    """Term ids of a pool, given as terms are first met."""
+
+    def __init__(self) -> None:
+        self.frame = pl.DataFrame(schema={"term": pl.String, "term_id": pl.Int32})
+
+    def ids(self, terms: pl.Series) -> np.ndarray:
+        """The id of each term (int32), new terms added."""
+        new = (pl.DataFrame({"term": terms.unique(maintain_order=True)})
+               .join(self.frame, on="term", how="anti"))
+        start = self.frame.height
+        self.frame = pl.concat([self.frame, new.with_columns(
+            term_id=pl.int_range(start, start + new.height, dtype=pl.Int32))])
+        return (pl.DataFrame({"term": terms}).join(self.frame, on="term", how="left",
+                                                     maintain_order="left")
+                ["term_id"].to_numpy())
 
 
 # --- Lucene's one-byte document length (org.apache.lucene.util.SmallFloat) ---
@@ -127,6 +160,47 @@ class Postings:
         self.norms, self.sum_length, self.doc_count = norms, sum_length, doc_count
         self.fptr, self.fterms, self.ftfs = _forward(ptr, docs, tfs, len(ids))
         self.frontier = _frontiers(ptr, docs, tfs, norms)
+
+    @classmethod
+    def from_pairs(cls, ids: np.ndarray, vocab: pl.DataFrame, terms: np.ndarray,
+                   docs: np.ndarray, tfs: np.ndarray) -> Postings:
+        """The index of (term id, document row, tf) triples, one per distinct term of a
+        document, in any order: the pool's own statistics (its document count, each term's
+        document frequency, lengths and their average), as a Lucene index of the pool alone
+        has them. Fresh analysis (`build`) and the analysed-text store both end here."""
+        ptr, by_term, term_tfs = _invert(terms.astype(np.int32), docs.astype(np.int32),
+                                         tfs.astype(np.float32), vocab.height, len(ids))
+        lengths = np.bincount(docs, weights=tfs, minlength=len(ids)).astype(np.int64)
+        return cls(np.asarray(ids), vocab, ptr, by_term, term_tfs, encode_length(lengths),
+                   int(lengths.sum()), int((lengths > 0).sum()))
+
+
+@numba.njit(cache=True)
+def _invert(terms, docs, tfs, n_terms, n_docs):  # pragma: no cover
+    """(term, doc, tf) triples -> postings by term, each term's documents ascending: a
+    counting sort by document, then a stable one by term (two passes, no comparison sort)."""
+    start = np.zeros(n_docs + 1, dtype=np.int64)
+    for p in range(len(docs)):
+        start[docs[p] + 1] += 1
+    start = np.cumsum(start)
+    by_doc = np.empty(len(docs), dtype=np.int64)
+    for p in range(len(docs)):
+        by_doc[start[docs[p]]] = p
+        start[docs[p]] += 1
+    ptr = np.zeros(n_terms + 1, dtype=np.int64)
+    for p in range(len(terms)):
+        ptr[terms[p] + 1] += 1
+    ptr = np.cumsum(ptr)
+    fill = ptr[:-1].copy()
+    out_docs = np.empty(len(docs), dtype=np.int32)
+    out_tfs = np.empty(len(docs), dtype=np.float32)
+    for i in range(len(by_doc)):
+        p = by_doc[i]
+        t = terms[p]
+        out_docs[fill[t]] = docs[p]
+        out_tfs[fill[t]] = tfs[p]
+        fill[t] += 1
+    return ptr, out_docs, out_tfs
 
 
 @numba.njit(cache=True)
@@ -191,30 +265,21 @@ def _maxima(frontier_ptr, frontier_norm, frontier_tf, cache):  # pragma: no cove
 
 
 def build(ids: np.ndarray, texts: Sequence[str], threads: int = 2) -> Postings:
-    """Index texts (as `bm25_lucene.paper_text` makes them) under `ids`. Terms get ids as they are
-    first met; memory is the postings (12 bytes per distinct term of a text) and the vocabulary,
-    not the tokens."""
-    vocab = pl.DataFrame(schema={"term": pl.String, "term_id": pl.Int32})
-    lengths = np.zeros(len(texts), dtype=np.int64)
-    pairs = []
-    for tokens in _analyzed_batches(texts, threads):
-        lengths += np.bincount(tokens["text"].to_numpy(), minlength=len(texts))
-        counts = tokens.group_by("text", "term").len("tf")
-        new = counts.select(pl.col("term").unique(maintain_order=True)).join(
-            vocab, on="term", how="anti")
-        vocab = pl.concat([vocab, new.with_columns(
-            term_id=pl.int_range(vocab.height, vocab.height + new.height, dtype=pl.Int32))])
-        pairs.append(counts.join(vocab, on="term").select(
-            "term_id", "text", pl.col("tf").cast(pl.Float32)))
-    postings = (pl.concat([pl.DataFrame(schema={"term_id": pl.Int32, "text": pl.Int32,
-                                                "tf": pl.Float32}), *pairs])
-                .sort("term_id", "text"))
-    ptr = np.zeros(vocab.height + 1, dtype=np.int64)
-    np.cumsum(np.bincount(postings["term_id"].to_numpy(), minlength=vocab.height),
-              out=ptr[1:])
-    return Postings(np.asarray(ids), vocab, ptr, postings["text"].to_numpy(),
-                    postings["tf"].to_numpy(), encode_length(lengths), int(lengths.sum()),
-                    int((lengths > 0).sum()))
+    """Index texts (as `bm25_lucene.paper_text` makes them) under `ids`, analysing every one
+    (the analysed-text store, `bm25_store.py`, analyses a paper once per corpus instead).
+    Memory is the postings (12 bytes per distinct term of a text) and the vocabulary, not
+    the tokens."""
+    vocab = Vocabulary()
+    terms, docs, tfs = [], [], []
+    for counts in term_counts(texts, threads):
+        terms.append(vocab.ids(counts["term"]))
+        docs.append(counts["text"].to_numpy())
+        tfs.append(counts["tf"].to_numpy())
+    if not terms:
+        terms, docs, tfs = [np.zeros(0, dtype=np.int32)], [np.zeros(0, dtype=np.int32)], \
+            [np.zeros(0, dtype=np.int32)]
+    return Postings.from_pairs(np.asarray(ids), vocab.frame, np.concatenate(terms),
+                               np.concatenate(docs), np.concatenate(tfs))
 
 
 def _norm_table(index: Postings, k1: float, b: float) -> np.ndarray:
@@ -227,17 +292,31 @@ def _norm_table(index: Postings, k1: float, b: float) -> np.ndarray:
         return np.float32(1) / (k1 * ((np.float32(1) - b) + b * table / avgdl))
 
 
-def _query_terms(index: Postings, texts: Sequence[str]
+class QueryTerms(NamedTuple):
+    """Queries as their analysed terms: `counts` rows (text, term, tf), text being the
+    query's row among the n; from fresh analysis (`query_terms`) or the analysed-text store."""
+
+    counts: pl.DataFrame
+    n: int
+
+
+def query_terms(texts: Sequence[str], threads: int = 2) -> QueryTerms:
+    """Lucene's terms of query texts and their counts."""
+    return QueryTerms(pl.concat([pl.DataFrame(schema={"text": pl.Int32, "term": pl.String,
+                                                      "tf": pl.Int32}),
+                                 *term_counts(texts, threads)]), len(texts))
+
+
+def _query_terms(index: Postings, queries: QueryTerms
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per query: its terms found in the pool and their weights (count x idf, float32)."""
-    counts = (analyze(texts).group_by("text", "term").len("count")
-              .join(index.vocab, on="term").sort("text", "term_id"))
+    counts = queries.counts.join(index.vocab, on="term").sort("text", "term_id")
     df = np.diff(index.ptr)[counts["term_id"].to_numpy()].astype(np.float64)
     n = float(index.doc_count)
     idf = np.log(1 + (n - df + 0.5) / (df + 0.5)).astype(np.float32)
-    weights = counts["count"].to_numpy().astype(np.float32) * idf
-    q_ptr = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(counts["text"].to_numpy(), minlength=len(texts)), out=q_ptr[1:])
+    weights = counts["tf"].to_numpy().astype(np.float32) * idf
+    q_ptr = np.zeros(queries.n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(counts["text"].to_numpy(), minlength=queries.n), out=q_ptr[1:])
     return q_ptr, counts["term_id"].to_numpy().astype(np.int32), weights
 
 
@@ -467,7 +546,8 @@ def anserini_order(rows: np.ndarray, docs: np.ndarray, scores: np.ndarray, k: in
     return frame.with_columns(score=pl.Series(adjusted))
 
 
-def search(index: Postings, texts: Sequence[str], k: int, k1: float = 0.9, b: float = 0.4,
+def search(index: Postings, texts: Sequence[str] | QueryTerms, k: int, k1: float = 0.9,
+           b: float = 0.4,
            prune: bool = True, stats: dict | None = None, block: int = BLOCK,
            first: int | None = None, guess: float = GUESS, bar: Progress | None = None
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -476,11 +556,13 @@ def search(index: Postings, texts: Sequence[str], k: int, k1: float = 0.9, b: fl
     every posting (the same result, slower); `block`, `first` and `guess` tune `_rank` (the
     result never depends on them); `stats` receives what the queries cost: postings of their
     terms, postings scored, documents finished from their term lists, queries ranked again.
-    Queries go to the kernel QUERY_BATCH at a time; `bar` advances by each batch."""
+    Queries go to the kernel QUERY_BATCH at a time; `bar` advances by each batch. `texts`
+    are analysed here unless given as their terms."""
+    queries = texts if isinstance(texts, QueryTerms) else query_terms(texts)
     table = _norm_table(index, k1, b)
     norm_inv, maxima = table[index.norms], _maxima(*index.frontier, table)
-    q_ptr, q_terms, q_weights = _query_terms(index, texts)
-    n_docs, n_queries = len(index.ids), len(texts)
+    q_ptr, q_terms, q_weights = _query_terms(index, queries)
+    n_docs, n_queries = len(index.ids), queries.n
     if first is None:  # documents for FIRST_SHARE of the top k, expected
         first = int(min(max(np.ceil(FIRST_SHARE * n_docs / max(k, 1)), 1024), block))
     threads = numba.config.NUMBA_NUM_THREADS
@@ -537,32 +619,42 @@ def search_grid(queries: pl.DataFrame, papers: pl.DataFrame, k: int, k1s: Sequen
                 bs: Sequence[float], threads: int = 2, max_clauses: int = MAX_CLAUSES
                 ) -> tuple[dict[tuple[float, float], pl.DataFrame], list]:
     """`bm25_lucene.search_grid` on the pool's papers (corpusid, title, abstract) instead of a
-    Lucene index: the pool is analysed once, every (k1, b) scored on it; the hits (query, doc,
-    score) of each pair and the ids of queries cut to `max_clauses` terms."""
+    Lucene index, every text analysed here (the analysed-text store, `bm25_store.search_grid`,
+    reads them instead): the hits (query, doc, score) of each pair, and the ids of queries cut
+    to `max_clauses` terms."""
     bm25_lucene.check_ids(papers["corpusid"], "document")
     texts, capped = bm25_lucene.query_texts(queries, max_clauses, lambda: papers)
     index = build(papers["corpusid"].to_numpy(), bm25_lucene.paper_text(papers).to_list(), threads)
-    query_ids = queries["corpusid"].to_numpy()
+    runs = grid_runs(index, query_terms(texts, threads), queries["corpusid"],
+                     papers["corpusid"].dtype, k, k1s, bs, threads)
+    return runs, capped
+
+
+def grid_runs(index: Postings, queries: QueryTerms, query_ids: pl.Series, doc_type: pl.DataType,
+              k: int, k1s: Sequence[float], bs: Sequence[float], threads: int = 2
+              ) -> dict[tuple[float, float], pl.DataFrame]:
+    """Every (k1, b) on one index: the hits (query, doc, score) of each pair, in Anserini's
+    order (`anserini_order`), queries named by `query_ids` (row i: query i)."""
     numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    ids = query_ids.to_numpy()
     runs = {}
-    total = len(texts) * len(k1s) * len(bs)
+    total = queries.n * len(k1s) * len(bs)
     with progress(total, "bm25", "queries", show=total > QUERY_BATCH) as bar:
         for k1, b in itertools.product(k1s, bs):
-            hits = anserini_order(*search(index, texts, k, k1, b, bar=bar), k)
+            hits = anserini_order(*search(index, queries, k, k1, b, bar=bar), k)
             runs[(k1, b)] = pl.DataFrame({
-                "query": pl.Series(query_ids[hits["row"].to_numpy()],
-                                   dtype=queries["corpusid"].dtype),
-                "doc": pl.Series(hits["doc"], dtype=papers["corpusid"].dtype),
+                "query": pl.Series(ids[hits["row"].to_numpy()], dtype=query_ids.dtype),
+                "doc": pl.Series(hits["doc"], dtype=doc_type),
                 "score": hits["score"].cast(pl.Float64)})
-    return runs, capped
+    return runs
 
 
 def warm_up() -> None:
     """Compile the numba kernels (or load numba's cache) on a two-document index, without the
     JVM, so that the first BM25 search after an install does not pay the JIT (`make setup`)."""
-    index = Postings(np.arange(2), pl.DataFrame(schema={"term": pl.String, "term_id": pl.Int32}),
-                     np.array([0, 2, 3]), np.array([0, 1, 1], dtype=np.int32),
-                     np.ones(3, dtype=np.float32), encode_length(np.array([2, 1])), 3, 2)
+    index = Postings.from_pairs(np.arange(2), pl.DataFrame({"term": ["a", "b"],
+                                                            "term_id": [0, 1]}),
+                                np.array([0, 0, 1]), np.array([0, 1, 1]), np.ones(3))
     table = _norm_table(index, 0.9, 0.4)
     norm_inv, maxima = table[index.norms], _maxima(*index.frontier, table)
     threads = numba.config.NUMBA_NUM_THREADS

@@ -84,11 +84,12 @@ def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntr
         pairs, candidates = own_lists(candidates)
         depth = TOP_K if pairs is None else candidates.height
         if engine == "arrays":
-            from pipeline.retrieval import bm25_arrays
+            from pipeline.pools.queries import own_text
+            from pipeline.retrieval import bm25_store
 
-            runs, _ = bm25_arrays.search_grid(texts,
-                                              paper_texts(corpus_dir, candidates["corpusid"]),
-                                              depth + 1, k1s, bs, threads)
+            runs, _, _ = bm25_store.search_grid(corpus_dir, index_root, texts,
+                                                not own_text(queries), candidates["corpusid"],
+                                                depth + 1, k1s, bs, threads)
         else:
             bm25_lucene.index_pool(corpus_dir, index_root, pool, threads)
             runs, _ = bm25_lucene.search_grid(

@@ -1,0 +1,263 @@
+"""BM25's analysed-text store: each paper's Lucene terms, analysed once per corpus, read by every
+pool, repeat, query variant, rerun and tuning grid of the corpus (as the embedding store keeps
+a paper's vector once per model).
+
+`indexes/<corpus>/bm25-analysed/<analyzer>/` holds `part-*.arrow` files and a manifest listing
+each part with its checksum; the parts are read through the same checks as the embedding
+store's (`pipeline.encoding.store.store_parts`). A part's rows, sorted by corpusid:
+- `corpusid`: int64 (string for collections with string ids);
+- `terms`: list<dictionary<int32, string>>: the paper's distinct terms after Anserini's
+  DefaultEnglishAnalyzer, sorted; the part's dictionary holds each term once;
+- `tfs`: list<int32>: how often the paper holds each term (its length is their sum).
+The store is filled only with the papers some searched pool needs, in parts of PART_SIZE cut
+from the sorted missing ids (a kill loses at most one part; the rows of a paper never depend
+on which part holds it). Its manifest records the analyzer, the Anserini jar and the sha256 of
+the prefiltered corpus the texts came from: a store made from another corpus file is stale,
+refused by search and rebuilt by `make index MODEL=bm25`.
+
+A pool's index is assembled from the store (`pool_index`) with the pool's own statistics, so
+its scores are those of a Lucene index of that pool alone; it is rebuilt in memory at each
+search, as cheap as loading a saved one (docs/retrieval.md, benchmarks/results/bm25_grid.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from pipeline.core.artifacts import (
+    atomic_path,
+    file_lock,
+    file_sha256,
+    fingerprint,
+    manifest,
+    read_json,
+    write_json,
+)
+from pipeline.core.errors import InputError
+from pipeline.core.logs import progress
+from pipeline.encoding.store import id_array, repair_store, store_parts, stored_ids
+from pipeline.ingest.corpus import corpus_file, paper_texts
+from pipeline.layout import MANIFEST, PREFILTERED, STORE_PART, analysed_dir
+from pipeline.retrieval import bm25_lucene, jvm
+from pipeline.retrieval.bm25_arrays import (
+    Postings,
+    QueryTerms,
+    Vocabulary,
+    grid_runs,
+    query_terms,
+    term_counts,
+)
+from pipeline.retrieval.bm25_lucene import MAX_CLAUSES
+
+ANALYZER = "anserini-english"  # io.anserini.analysis.DefaultEnglishAnalyzer, as Anserini indexes
+PART_SIZE = 50_000  # papers per part: a checkpoint, and one dictionary of terms
+log = logging.getLogger(__name__)
+
+
+def store_path(index_root: Path, corpus: str) -> Path:
+    return analysed_dir(index_root, corpus, ANALYZER)
+
+
+def store_repair(store: Path) -> str:
+    """The command that analyses again what a store lacks, lost or holds from an old corpus."""
+    return f"make index CORPUS={store.parent.parent.name} MODEL=bm25"
+
+
+def _config(corpus_dir: Path) -> dict:
+    """What a stored paper's terms depend on: a store with another config is stale."""
+    return {"analyzer": "io.anserini.analysis.DefaultEnglishAnalyzer",
+            "anserini": jvm.anserini_jar().name,
+            "text": "title + ' ' + abstract, whitespace normalised (bm25_lucene.paper_text)",
+            "prefiltered_sha256": file_sha256(corpus_file(corpus_dir, PREFILTERED))}
+
+
+def _check_config(store: Path, config: dict, replace_stale: bool) -> None:
+    """Refuse a store analysed under another config; with `replace_stale` (the index stage,
+    which made it), delete its parts and manifest so it is filled again."""
+    path = store / MANIFEST
+    if not path.exists():
+        return
+    try:
+        info = read_json(path)
+    except InputError:
+        return  # a damaged manifest: repair_store starts the store again
+    if info.get("config") == config:
+        return
+    if not replace_stale:
+        raise InputError(f"{store} holds terms analysed from another prefiltered.parquet or "
+                         f"with another analyzer (see its manifest.json); repair: "
+                         f"{store_repair(store)}")
+    log.warning(f"[bm25] {store}: analysed from another corpus file or analyzer: analysed again")
+    for part in info.get("parts", []):
+        (store / part["file"]).unlink(missing_ok=True)
+    path.unlink()
+
+
+def _write_part(store: Path, ids: np.ndarray, counts: pl.DataFrame) -> dict:
+    """One part: the papers `ids` (sorted) and their (text, term, tf) rows, text = row."""
+    offsets = np.zeros(len(ids) + 1, dtype=np.int32)
+    np.cumsum(np.bincount(counts["text"].to_numpy(), minlength=len(ids)), out=offsets[1:])
+    terms = counts["term"].to_arrow().cast(pa.string()).dictionary_encode()
+    table = pa.table({
+        "corpusid": pa.array(ids, type=pa.int64() if ids.dtype.kind in "iu" else pa.string()),
+        "terms": pa.ListArray.from_arrays(pa.array(offsets), terms),
+        "tfs": pa.ListArray.from_arrays(pa.array(offsets), counts["tf"].to_arrow()),
+    })
+    key = ids.tobytes() if ids.dtype.kind in "iu" else "\n".join(ids).encode()
+    name = STORE_PART.format(hashlib.sha1(key).hexdigest()[:16])
+    with atomic_path(store / name) as tmp, ipc.new_file(str(tmp), table.schema) as writer:
+        writer.write_table(table)
+    return {"file": name, "rows": len(ids), **fingerprint(store / name),
+            "postings": counts.height}
+
+
+def _add_part(store: Path, config: dict, ids: np.ndarray, counts: pl.DataFrame) -> None:
+    """Write one part and list it in the store's manifest (under the store lock)."""
+    with file_lock(store / ".lock"):
+        _check_config(store, config, replace_stale=False)
+        part = _write_part(store, ids, counts)
+        parts = [p for p in store_parts(store, store_repair(store))
+                 if p["file"] != part["file"]] + [part]
+        write_json(manifest("bm25-analyse", {"analyzer": ANALYZER}, config=config,
+                            parts=parts), store / MANIFEST)
+
+
+def _analysed(corpus_dir: Path, chunk: np.ndarray, threads: int) -> pl.DataFrame:
+    """(text, term, tf) of the papers `chunk` (sorted ids), text = the paper's row."""
+    papers = (paper_texts(corpus_dir, pl.Series(chunk)).sort("corpusid"))
+    if papers.height != len(chunk):
+        raise InputError(f"{len(chunk) - papers.height} pool papers are missing from "
+                         f"{corpus_dir}/prefiltered.parquet: rebuild the pools")
+    texts = bm25_lucene.paper_text(papers).to_list()
+    return pl.concat([pl.DataFrame(schema={"text": pl.Int32, "term": pl.String, "tf": pl.Int32}),
+                      *term_counts(texts, threads)])
+
+
+def fill(corpus_dir: Path, index_root: Path, ids, threads: int = 2,
+         replace_stale: bool = False, part_size: int = PART_SIZE) -> dict:
+    """Analyse the papers `ids` the store lacks and add them, a part at a time; repair
+    damaged parts first. Returns the counts: papers needed, analysed, reused."""
+    start = time.perf_counter()
+    store = store_path(index_root, corpus_dir.name)
+    store.mkdir(parents=True, exist_ok=True)
+    config = _config(corpus_dir)
+    needed = np.unique(id_array(ids))
+    with file_lock(store / ".lock"):
+        _check_config(store, config, replace_stale)
+        repaired = repair_store(store, "bm25")
+        missing = np.setdiff1d(needed, stored_ids(store, store_repair(store)))
+    if len(missing):
+        with progress(len(missing), "bm25-analyse", "papers") as bar:
+            for lo in range(0, len(missing), part_size):
+                chunk = missing[lo : lo + part_size]
+                _add_part(store, config, chunk, _analysed(corpus_dir, chunk, threads))
+                bar.update(len(chunk))
+    info = {"papers": len(needed), "analysed": len(missing),
+            "reused": len(needed) - len(missing), **repaired,
+            "seconds": round(time.perf_counter() - start, 2)}
+    log.info(f"[bm25] {store}: {info['analysed']} papers analysed, {info['reused']} reused "
+             f"from the store")
+    return info
+
+
+def _gather(store: Path, ids: np.ndarray
+            ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, pa.Array]]:
+    """Per part holding some of `ids` (unique): their positions in `ids`, their numbers of
+    terms, and the terms (the part's dictionary indices, then the dictionary) and tfs, in
+    position order of the part. A paper stored twice (two processes) is read once."""
+    sorter = np.argsort(ids, kind="stable")
+    sorted_ids = ids[sorter]
+    found = np.zeros(len(ids), dtype=bool)
+    for part in store_parts(store, store_repair(store)):
+        if not len(ids):
+            break
+        table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
+        part_ids = id_array(table.column("corpusid").to_numpy())
+        at = np.minimum(np.searchsorted(sorted_ids, part_ids), len(ids) - 1)
+        hit = np.flatnonzero(sorted_ids[at] == part_ids)
+        rows = sorter[at[hit]]
+        fresh = ~found[rows]
+        hit, rows = hit[fresh], rows[fresh]
+        if not len(rows):
+            continue
+        found[rows] = True
+        terms = table.column("terms").combine_chunks()
+        offsets = terms.offsets.to_numpy()
+        starts, lens = offsets[hit], offsets[hit + 1] - offsets[hit]
+        take = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
+        tfs = table.column("tfs").combine_chunks().values.to_numpy()
+        yield rows, lens, terms.values.indices.to_numpy()[take], tfs[take], \
+            terms.values.dictionary
+    if not found.all():
+        raise InputError(f"{int((~found).sum())} papers (e.g. {ids[~found][0]}) are not in "
+                         f"{store}; repair: {store_repair(store)}")
+
+
+def pool_index(store: Path, ids) -> Postings:
+    """The BM25 index of the papers `ids` (unique; document row i is ids[i]) from their stored
+    terms, with the pool's own statistics (`Postings.from_pairs`)."""
+    ids = id_array(ids)
+    vocab = Vocabulary()
+    terms, docs, tfs = [np.zeros(0, np.int32)], [np.zeros(0, np.int64)], [np.zeros(0, np.int32)]
+    for rows, lens, local, tf, dictionary in _gather(store, ids):
+        used = np.flatnonzero(np.bincount(local, minlength=len(dictionary)))
+        lookup = np.full(len(dictionary), -1, dtype=np.int32)
+        lookup[used] = vocab.ids(pl.from_arrow(dictionary.take(pa.array(used))))
+        terms.append(lookup[local])
+        docs.append(np.repeat(rows, lens))
+        tfs.append(tf)
+    return Postings.from_pairs(ids, vocab.frame, np.concatenate(terms), np.concatenate(docs),
+                               np.concatenate(tfs))
+
+
+def stored_query_terms(store: Path, ids) -> QueryTerms:
+    """The stored terms of query papers `ids` (unique; query row i is ids[i])."""
+    ids = id_array(ids)
+    frames = [pl.DataFrame(schema={"text": pl.Int32, "term": pl.String, "tf": pl.Int32})]
+    for rows, lens, local, tf, dictionary in _gather(store, ids):
+        frames.append(pl.DataFrame({
+            "text": pl.Series(np.repeat(rows, lens), dtype=pl.Int32),
+            "term": pl.from_arrow(dictionary.take(pa.array(local))).cast(pl.String),
+            "tf": pl.Series(tf, dtype=pl.Int32)}))
+    return QueryTerms(pl.concat(frames), len(ids))
+
+
+def search_grid(corpus_dir: Path, index_root: Path, queries: pl.DataFrame, papers_as_queries: bool,
+                candidates: pl.Series, k: int, k1s, bs, threads: int = 2,
+                max_clauses: int = MAX_CLAUSES) -> tuple[dict, list, dict]:
+    """`bm25_arrays.search_grid` through the store: the pool's index assembled from it, and
+    the queries' terms read from it when they are the corpus's papers (`papers_as_queries`);
+    queries with their own text (a collection's, a QUERY_VARIANT) and queries cut to
+    `max_clauses` terms are analysed here. Returns the runs per (k1, b), the ids of the
+    queries cut, and the store's counts (papers analysed, reused)."""
+    bm25_lucene.check_ids(candidates, "document")
+    store = store_path(index_root, corpus_dir.name)
+    needed = [candidates.to_numpy()] + ([queries["corpusid"].to_numpy()] if papers_as_queries
+                                        else [])
+    info = fill(corpus_dir, index_root, np.concatenate(needed), threads)
+    index = pool_index(store, candidates.to_numpy())
+    texts, capped = bm25_lucene.query_texts(queries, max_clauses,
+                                            lambda: paper_texts(corpus_dir, candidates))
+    if papers_as_queries:
+        terms = stored_query_terms(store, queries["corpusid"].to_numpy())
+        cut = np.flatnonzero(queries["corpusid"].is_in(pl.Series(capped,
+                                                                 dtype=queries["corpusid"].dtype).implode()).to_numpy())
+        if len(cut):  # their capped texts instead of the papers' whole terms
+            fresh = query_terms([texts[i] for i in cut], threads).counts
+            fresh = fresh.with_columns(text=pl.Series(cut[fresh["text"].to_numpy()],
+                                                      dtype=pl.Int32))
+            terms = QueryTerms(pl.concat([terms.counts.filter(~pl.col("text").is_in(cut)),
+                                          fresh]), terms.n)
+    else:
+        terms = query_terms(texts, threads)
+    runs = grid_runs(index, terms, queries["corpusid"], candidates.dtype, k, k1s, bs, threads)
+    return runs, capped, info
