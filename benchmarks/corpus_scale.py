@@ -24,13 +24,15 @@ import contextlib
 import gzip
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.machine import machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results"
@@ -166,8 +168,7 @@ def main() -> None:
     args = parser.parse_args()
     work, raw = args.work, args.raw
     work.mkdir(parents=True, exist_ok=True)
-    figures: dict = {"machine": f"{os.cpu_count()} cores, {platform.processor() or 'x86_64'}, "
-                                f"{os.sysconf('SC_PHYS_PAGES') * PAGE / 2**30:.0f} GiB, no GPU",
+    figures: dict = {"machine": machine(),
                      "date": time.strftime("%Y-%m-%d"), "threads": args.threads}
     if not (raw / "manifest.json").exists():
         figures["generate"] = measure([PY, "-m", "pipeline", "--corpora-root", str(raw.parent),

@@ -8,21 +8,16 @@ Usage: .venv/bin/python benchmarks/demo.py   (after `make setup`; deletes the de
 from __future__ import annotations
 
 import json
-import os
-import platform
 import subprocess
+import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.machine import machine  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results"
-
-
-def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in
-                Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
-               platform.processor())
-    return f"{os.cpu_count()} cores ({cpu}), no GPU, Python {platform.python_version()}"
 
 
 def main() -> None:

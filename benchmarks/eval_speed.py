@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.machine import machine  # noqa: E402
 from pipeline.evaluation.metrics import per_query  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results"
@@ -155,7 +155,7 @@ def main() -> None:
     med = statistics.median
     entry = {
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{os.cpu_count()} cores, {platform.machine()}, no GPU",
+        "machine": machine(),
         "queries": args.queries, "depth": args.depth, "run_rows": run.height,
         "qrels_rows": qrels.height, "metrics": METRICS, "max_abs_difference": worst,
         "warm_seconds": {"pipeline": med(ours), "pytrec_eval evaluate()": med(trec_alone),

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -43,6 +42,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.machine import machine  # noqa: E402
 from pipeline.retrieval import bm25_arrays, bm25_lucene, jvm  # noqa: E402
 from tests.conftest import PYSERINI_IMPORT, PYSERINI_SIDE, side_packages  # noqa: E402
 
@@ -231,7 +231,7 @@ def main() -> None:
     results = [run_size(papers, size, args.queries, args.k, args.repeat, args.work, env_path)
                for size in args.sizes]
     entry = {"date": time.strftime("%Y-%m-%d"), "k1": K1, "b": B,
-             "machine": f"{os.cpu_count()} cores, {platform.machine()}, no GPU",
+             "machine": machine(),
              "anserini_jar": jvm.anserini_jar().name, "results": results}
     (OUT / "search_bm25.json").write_text(json.dumps(entry, indent=2) + "\n")
     (OUT / "search_bm25.md").write_text(report(entry))

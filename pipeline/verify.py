@@ -32,6 +32,7 @@ from pipeline.core.inputs import Roots, changed
 from pipeline.encoding.store import store_repair
 from pipeline.ingest.corpus import VOUCHED_BY, corpus_repair, raw_repair
 from pipeline.layout import (
+    ANALYSED,
     BM25_INDEX,
     EMBEDDINGS,
     POOLS,
@@ -46,6 +47,7 @@ from pipeline.layout import (
 from pipeline.pools.build import pool_repair, validation_pools
 from pipeline.readers import SOURCES
 from pipeline.retrieval.bm25_lucene import index_repair
+from pipeline.retrieval.bm25_store import store_repair as analysed_repair
 from pipeline.retrieval.runs import run_repair
 
 log = logging.getLogger(__name__)
@@ -93,6 +95,8 @@ def _classify(path: Path, data: Roots) -> tuple[str, str] | None:
         return "pool", pool_repair(corpus_dir, path.parent.name, info)
     if path.name == MANIFEST and len(parts) >= 3 and parts[-3] == EMBEDDINGS:
         return "store", store_repair(path.parent)
+    if path.name == MANIFEST and len(parts) >= 3 and parts[-3] == ANALYSED:
+        return "store", analysed_repair(path.parent)
     if path.name == MANIFEST and path.parent.name == BM25_INDEX:
         return "index", index_repair(path.parent)
     if path.parent.name == TUNING:

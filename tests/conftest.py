@@ -29,7 +29,7 @@ def pool_of(size: int) -> str:
 SLOW_MODULES = (
     "test_bm25", "test_damage", "test_data_safety", "test_end_to_end", "test_errors",
     "test_errors_inputs", "test_faults", "test_make_hygiene", "test_makefile", "test_notebook",
-    "test_specter2", "test_tuning",
+    "test_specter2", "test_tuning", "test_bm25_store",
 )
 # single slow tests (function names, without parameters) of modules that mark nothing
 # themselves: make, and the CLI run as subprocesses

@@ -36,7 +36,7 @@ class BM25(Retriever):
                     "note": "the arrays engine assembles the pool's index from the analysed-"
                             "text store when it searches",
                     **bm25_store.fill(corpus_dir, index_root, np.concatenate(ids), threads,
-                                      replace_stale=True)}
+                                      repair=True)}
         return {"model": entry.name, **bm25_lucene.index_pool(corpus_dir, index_root, pool,
                                                               threads)}
 

@@ -80,9 +80,9 @@ def _config(corpus_dir: Path) -> dict:
             "prefiltered_sha256": file_sha256(corpus_file(corpus_dir, PREFILTERED))}
 
 
-def _check_config(store: Path, config: dict, replace_stale: bool) -> None:
-    """Refuse a store analysed under another config; with `replace_stale` (the index stage,
-    which made it), delete its parts and manifest so it is filled again."""
+def _check_config(store: Path, config: dict, repair: bool) -> None:
+    """Refuse a store analysed under another config; with `repair` (the index stage, which
+    made it), delete its parts and manifest so it is filled again."""
     path = store / MANIFEST
     if not path.exists():
         return
@@ -92,7 +92,7 @@ def _check_config(store: Path, config: dict, replace_stale: bool) -> None:
         return  # a damaged manifest: repair_store starts the store again
     if info.get("config") == config:
         return
-    if not replace_stale:
+    if not repair:
         raise InputError(f"{store} holds terms analysed from another prefiltered.parquet or "
                          f"with another analyzer (see its manifest.json); repair: "
                          f"{store_repair(store)}")
@@ -123,7 +123,7 @@ def _write_part(store: Path, ids: np.ndarray, counts: pl.DataFrame) -> dict:
 def _add_part(store: Path, config: dict, ids: np.ndarray, counts: pl.DataFrame) -> None:
     """Write one part and list it in the store's manifest (under the store lock)."""
     with file_lock(store / ".lock"):
-        _check_config(store, config, replace_stale=False)
+        _check_config(store, config, repair=False)
         part = _write_part(store, ids, counts)
         parts = [p for p in store_parts(store, store_repair(store))
                  if p["file"] != part["file"]] + [part]
@@ -142,18 +142,21 @@ def _analysed(corpus_dir: Path, chunk: np.ndarray, threads: int) -> pl.DataFrame
                       *term_counts(texts, threads)])
 
 
-def fill(corpus_dir: Path, index_root: Path, ids, threads: int = 2,
-         replace_stale: bool = False, part_size: int = PART_SIZE) -> dict:
-    """Analyse the papers `ids` the store lacks and add them, a part at a time; repair
-    damaged parts first. Returns the counts: papers needed, analysed, reused."""
+def fill(corpus_dir: Path, index_root: Path, ids, threads: int = 2, repair: bool = False,
+         part_size: int = PART_SIZE) -> dict:
+    """Analyse the papers `ids` the store lacks and add them, a part at a time. A damaged
+    part or a store from another corpus file is refused, or with `repair` (`make index`)
+    analysed again, orphan parts of a killed run removed. Returns the counts: papers needed,
+    analysed, reused, parts repaired."""
     start = time.perf_counter()
     store = store_path(index_root, corpus_dir.name)
     store.mkdir(parents=True, exist_ok=True)
     config = _config(corpus_dir)
     needed = np.unique(id_array(ids))
     with file_lock(store / ".lock"):
-        _check_config(store, config, replace_stale)
-        repaired = repair_store(store, "bm25")
+        _check_config(store, config, repair)
+        repaired = (repair_store(store, "bm25") if repair
+                    else {"damaged_parts": 0, "orphan_parts": 0})
         missing = np.setdiff1d(needed, stored_ids(store, store_repair(store)))
     if len(missing):
         with progress(len(missing), "bm25-analyse", "papers") as bar:

@@ -1,0 +1,125 @@
+"""BM25's analysed-text store: runs byte-identical whether a pool's index came from the store,
+from a fresh analysis or from Lucene, for nested pools and repeats; each paper analysed once;
+parts checked, repaired, resumed; a store from another corpus file refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipeline.core.artifacts import read_json, write_json
+from pipeline.core.errors import InputError
+from pipeline.encoding.models import get_model
+from pipeline.ingest.corpus import paper_texts
+from pipeline.layout import run_paths
+from pipeline.pools.build import PoolSpec, build_pool, load_pool
+from pipeline.retrieval import bm25_arrays, bm25_lucene, bm25_store
+from pipeline.retrieval.search import index, search
+from tests.conftest import copy_corpus
+
+POOLS = [f"all-{size}-s3-r{repeat}" for size in (300, 700) for repeat in (0, 1)]
+
+
+@pytest.fixture(scope="module")
+def corpus(corpus_dir, tmp_path_factory):
+    """A private corpus with nested pools (300 in 700) and two repeats of each."""
+    corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("store") / "small")
+    for size in (300, 700):
+        for repeat in (0, 1):
+            build_pool(corpus, PoolSpec(size=size, n_queries=15, repeat=repeat, seed=3))
+    return corpus
+
+
+def triples(index: bm25_arrays.Postings) -> pl.DataFrame:
+    """An index as (doc id, term, tf) rows, whatever its term numbering."""
+    terms = index.vocab.sort("term_id")["term"].to_numpy()
+    per_term = np.repeat(np.arange(len(index.ptr) - 1), np.diff(index.ptr))
+    return pl.DataFrame({"doc": index.ids[index.docs], "term": terms[per_term],
+                         "tf": index.tfs}).sort("doc", "term")
+
+
+def test_runs_are_byte_identical_from_the_store_a_fresh_analysis_and_lucene(corpus, tmp_path):
+    entry = get_model("bm25")
+    analysed = []
+    for pool in POOLS:
+        info = search(corpus, tmp_path / "idx", tmp_path / "runs", pool, entry, threads=2)
+        analysed.append(info["details"]["analysed_text_store"])
+        index(corpus, tmp_path / "idx", pool, entry, 1, "lucene")
+        search(corpus, tmp_path / "idx", tmp_path / "lucene", pool, entry, threads=2,
+               bm25_engine="lucene")
+        store_run = run_paths(tmp_path / "runs", corpus.name, pool, "bm25")
+        lucene_run = run_paths(tmp_path / "lucene", corpus.name, pool, "bm25")
+        for suffix in ("trec", "parquet"):
+            assert store_run[suffix].read_bytes() == lucene_run[suffix].read_bytes(), pool
+        # the store's hits equal a fresh analysis of every text, score for score
+        queries, candidates, _ = load_pool(corpus, pool)
+        texts = paper_texts(corpus, queries["corpusid"]).sort("corpusid")
+        fresh, _ = bm25_arrays.search_grid(texts, paper_texts(corpus, candidates["corpusid"]),
+                                           501, [0.9], [0.4])
+        stored, _, _ = bm25_store.search_grid(corpus, tmp_path / "idx", texts, True,
+                                              candidates["corpusid"], 501, [0.9], [0.4])
+        assert fresh[(0.9, 0.4)].equals(stored[(0.9, 0.4)])
+    # each paper is analysed once: the first pool analyses all of its papers, the nested and
+    # repeated pools after it only those no earlier pool had
+    assert analysed[0]["reused"] == 0 and analysed[0]["analysed"] == analysed[0]["papers"]
+    assert all(a["reused"] > 0 for a in analysed[1:])
+    union = pl.concat([pl.concat([load_pool(corpus, p)[0]["corpusid"],
+                                  load_pool(corpus, p)[1]["corpusid"]]) for p in POOLS])
+    assert sum(a["analysed"] for a in analysed) == union.n_unique()
+    again = search(corpus, tmp_path / "idx", tmp_path / "again", POOLS[-1], entry)
+    assert again["details"]["analysed_text_store"]["analysed"] == 0  # a rerun analyses nothing
+
+
+def test_the_store_is_invariant_to_parts_and_order_of_filling(corpus, tmp_path):
+    _, candidates, _ = load_pool(corpus, POOLS[-1])
+    ids = candidates["corpusid"].to_numpy()
+    # in two steps, in parts of 37 papers, against one fill in one part
+    bm25_store.fill(corpus, tmp_path / "a", ids[::3], threads=1, part_size=37)
+    filled = bm25_store.fill(corpus, tmp_path / "a", ids, threads=2, part_size=37)
+    assert filled["reused"] == len(np.unique(ids[::3]))
+    bm25_store.fill(corpus, tmp_path / "b", ids, threads=2)
+    stores = [bm25_store.store_path(tmp_path / r, corpus.name) for r in ("a", "b")]
+    assert len(read_json(stores[0] / "manifest.json")["parts"]) > 10
+    shuffled = np.random.default_rng(0).permutation(ids)
+    a = triples(bm25_store.pool_index(stores[0], shuffled))
+    b = triples(bm25_store.pool_index(stores[1], ids))
+    papers = paper_texts(corpus, candidates["corpusid"])
+    fresh = triples(bm25_arrays.build(papers["corpusid"].to_numpy(),
+                                      bm25_lucene.paper_text(papers).to_list()))
+    assert a.equals(b) and a.equals(fresh) and a.height > 10 * len(ids)
+
+
+def test_a_damaged_or_orphan_part_is_refused_then_repaired_by_index(corpus, tmp_path):
+    entry = get_model("bm25")
+    pool = POOLS[0]
+    search(corpus, tmp_path, tmp_path / "runs", pool, entry)
+    before = run_paths(tmp_path / "runs", corpus.name, pool, "bm25")["trec"].read_bytes()
+    store = bm25_store.store_path(tmp_path, corpus.name)
+    part = store / read_json(store / "manifest.json")["parts"][0]["file"]
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 4] = b"\xff\xfe\xfd\xfc"  # same size
+    part.write_bytes(bytes(data))
+    with pytest.raises(InputError, match=f"repair: make index CORPUS={corpus.name} MODEL=bm25"):
+        search(corpus, tmp_path, tmp_path / "runs", pool, entry)
+    (store / "part-0123456789abcdef.arrow").write_bytes(b"left by a kill")  # an orphan
+    info = index(corpus, tmp_path, pool, entry, 1)
+    assert info["damaged_parts"] == 1 and info["orphan_parts"] == 1 and info["analysed"] > 0
+    assert not (store / "part-0123456789abcdef.arrow").exists()
+    search(corpus, tmp_path, tmp_path / "runs", pool, entry)
+    assert run_paths(tmp_path / "runs", corpus.name, pool, "bm25")["trec"].read_bytes() == before
+
+
+def test_a_store_from_another_corpus_file_is_stale(corpus, tmp_path):
+    entry = get_model("bm25")
+    pool = POOLS[0]
+    index(corpus, tmp_path, pool, entry, 1)
+    store = bm25_store.store_path(tmp_path, corpus.name)
+    info = read_json(store / "manifest.json")
+    info["config"]["prefiltered_sha256"] = "0" * 64  # as if made from an older prefiltered
+    write_json(info, store / "manifest.json")
+    with pytest.raises(InputError, match="another prefiltered.parquet.*repair: make index"):
+        search(corpus, tmp_path, tmp_path / "runs", pool, entry)
+    again = index(corpus, tmp_path, pool, entry, 1)  # the index stage analyses it again
+    assert again["reused"] == 0 and again["analysed"] == again["papers"]
+    search(corpus, tmp_path, tmp_path / "runs", pool, entry)
