@@ -1,0 +1,361 @@
+"""BM25 across a scaled version of the paper's grid (issue 22), end to end, three ways in one run:
+
+- the pipeline (arrays engine, the analysed-text store): `mdcr-pipeline index --model bm25`
+  then `search` over the grid's test pools, k1 and b tuned on each group's validation pools;
+- the pipeline's Lucene engine (`--bm25-engine lucene`): a Lucene index per pool (Anserini's
+  IndexCollection), SearchCollection, the tuning grid in one SearchCollection run per
+  validation pool;
+- pyserini 1.6 doing the same work (its Python layer, in a side environment): each pool's
+  papers written as a JsonCollection, Anserini's IndexCollection per pool (2 threads),
+  `LuceneSearcher.batch_search` (2 threads) for every (k1, b) of the grid on every
+  validation pool, MAP by pytrec_eval to choose each group's pair, then the test pools
+  searched with it.
+
+Every system is a child process timed end to end (Python and JVM start included), its peak RSS
+read from wait4. Compared: every test pool's run file, byte for byte, between the two
+pipeline engines; every list of the pipeline's runs against pyserini's documents and scores
+(in trec_eval's order, scores to 6 decimals, the query itself left out: docs/retrieval.md);
+each group's chosen (k1, b).
+
+The second part: one pool of 1M papers with 1,000 queries, end to end (index + search), the
+store empty, then filled (the same pool searched again, and its next repeat), against the
+Lucene engine's index + search of the same pool; the two engines' run files compared.
+
+The grid, the corpus and the sizes are arguments; the results say which were used.
+Writes benchmarks/results/bm25_grid.json and .md.
+Usage: .venv/bin/python benchmarks/bm25_grid.py --data /scratch/b22 --corpus grid
+       [--sizes 20k 50k 100k] [--repeats 3] [--queries 1000] [--fields Medicine ...]
+       [--field-size 20k] [--val-queries 100] [--big-corpus big --big-size 1M]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.machine import machine  # noqa: E402
+from pipeline.layout import parse_size, run_paths  # noqa: E402
+from pipeline.pools.build import PoolSpec, build_pool, load_pool  # noqa: E402
+from pipeline.retrieval.tuning import B_GRID, K1_GRID  # noqa: E402
+from tests.conftest import PYSERINI_IMPORT, PYSERINI_SIDE, side_packages  # noqa: E402
+
+OUT = ROOT / "benchmarks" / "results"
+PY = str(ROOT / ".venv" / "bin" / "python")
+
+PYSERINI = PYSERINI_IMPORT + """
+import json, sys, time, pytrec_eval
+from jnius import autoclass
+job = json.load(open(sys.argv[1]))
+index_collection = autoclass("io.anserini.index.IndexCollection")
+seconds = {"write_docs": 0.0, "index": 0.0, "search": 0.0, "tune_search": 0.0}
+
+def index(pool):
+    start = time.perf_counter()
+    folder = f"{job['work']}/{pool}/docs"
+    os.makedirs(folder, exist_ok=True)
+    with open(f"{folder}/docs.jsonl", "w") as handle:
+        for d, text in job["docs"][pool]:
+            handle.write(json.dumps({"id": d, "contents": text}) + "\\n")
+    seconds["write_docs"] += time.perf_counter() - start
+    start = time.perf_counter()
+    index_collection.main(["-collection", "JsonCollection", "-input", folder,
+                           "-index", f"{job['work']}/{pool}/index", "-generator",
+                           "DefaultLuceneDocumentGenerator", "-threads", "2"])
+    seconds["index"] += time.perf_counter() - start
+    return LuceneSearcher(f"{job['work']}/{pool}/index")
+
+def top(hits, q):  # the top 500 without the query itself, as the pipeline scores a run
+    return [(h.docid, h.score) for h in hits if h.docid != q][:500]
+
+chosen = {}
+for group, pools in job["validation"].items():
+    maps = {}
+    for pool in pools:
+        searcher = index(pool)
+        texts, qids = job["queries"][pool]
+        judged = job["qrels"][pool]
+        for k1, b in job["grid"]:
+            searcher.set_bm25(k1, b)
+            start = time.perf_counter()
+            hits = searcher.batch_search(texts, qids, k=501, threads=2)
+            seconds["tune_search"] += time.perf_counter() - start
+            run = {q: dict(top(hits[q], q)) for q in qids}
+            values = pytrec_eval.RelevanceEvaluator(judged, {"map"}).evaluate(run)
+            maps.setdefault(f"{k1} {b}", []).append(
+                sum(values[q]["map"] if q in values else 0.0 for q in qids) / len(qids))
+    means = {pair: sum(v) / len(v) for pair, v in maps.items()}
+    chosen[group] = max(means, key=lambda p: means[p])  # the first of the grid among ties
+runs = {}
+for pool, group in job["tests"].items():
+    searcher = index(pool)
+    k1, b = map(float, chosen.get(group, "0.9 0.4").split())
+    searcher.set_bm25(k1, b)
+    texts, qids = job["queries"][pool]
+    start = time.perf_counter()
+    hits = searcher.batch_search(texts, qids, k=501, threads=2)
+    seconds["search"] += time.perf_counter() - start
+    runs[pool] = {q: top(hits[q], q) for q in qids}
+json.dump({"seconds": seconds, "chosen": chosen, "runs": runs}, open(job["out"], "w"))
+"""
+
+
+def timed(command: list[str], env: dict | None = None, log: Path | None = None) -> dict:
+    """Run a child process; its wall seconds and peak RSS (GiB, from wait4)."""
+    start = time.perf_counter()
+    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115
+    child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=out)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.perf_counter() - start
+    if child.returncode != 0:
+        tail = log.read_text()[-3000:] if log else ""
+        raise SystemExit(f"{' '.join(command)} failed ({child.returncode}):\n{tail}")
+    return {"seconds": round(seconds, 1), "peak_rss_gib": round(usage.ru_maxrss / 2**20, 2)}
+
+
+def pipeline(data: Path, root: str, corpus: str, stage: str, pools: list[str], *extra: str,
+             log: Path) -> dict:
+    """One `mdcr-pipeline <stage> --model bm25` over `pools`, index and runs under `root`."""
+    return timed([PY, "-m", "pipeline", "--corpora-root", str(data / "corpora"),
+                  "--index-root", str(data / root / "indexes"), "--runs-root",
+                  str(data / root / "runs"), stage, "--corpus", corpus, "--model", "bm25",
+                  "--threads", "2", *extra, *[a for p in pools for a in ("--pool", p)]], log=log)
+
+
+def build_grid(corpus_dir: Path, args) -> tuple[list[str], dict[str, list[str]]]:
+    """The grid's pools (built once, the input of every system): test pools, and per tuning
+    group its validation pools."""
+    tests, groups = [], {}
+    specs = [(None, parse_size(s), args.queries) for s in args.sizes] + \
+            [(f, parse_size(args.field_size), args.field_queries) for f in args.fields]
+    for field, size, n in specs:
+        val = PoolSpec(size=size, field=field, n_queries=args.val_queries, split="validation",
+                       seed=args.seed)
+        build_pool(corpus_dir, val)
+        for repeat in range(args.repeats):
+            test = PoolSpec(size=size, field=field, n_queries=n, repeat=repeat, seed=args.seed)
+            build_pool(corpus_dir, test)
+            tests.append(test.name)
+            groups.setdefault(val.name, []).append(test.name)
+    return tests, groups
+
+
+def run_lists(data: Path, root: str, corpus: str, pool: str) -> dict[str, list]:
+    run = pl.read_parquet(run_paths(data / root / "runs", corpus, pool, "bm25")["parquet"])
+    return {str(q[0]): list(zip(map(str, g["doc"]), g["score"], strict=True))
+            for q, g in run.group_by("query", maintain_order=True)}
+
+
+def equal_to_pyserini(ours: dict[str, list], theirs: dict[str, list]) -> tuple[int, int]:
+    """(lists equal, lists) of a run against pyserini's hits in trec_eval's order."""
+    equal = 0
+    for query, hits in theirs.items():
+        expected = sorted(((d, round(s, 6)) for d, s in hits),
+                          key=lambda h: (-h[1], [-ord(c) for c in h[0]]))
+        equal += ours.get(query, []) == expected
+    return equal, len(theirs)
+
+
+def grid_part(args, data: Path, log: Path) -> dict:
+    corpus_dir = data / "corpora" / args.corpus
+    tests, groups = build_grid(corpus_dir, args)
+    vals = list(groups)
+    figures: dict = {"test_pools": tests, "validation_pools": vals}
+    # the pipeline, arrays engine and its store, from an empty store
+    arrays = {"index": pipeline(data, "arrays", args.corpus, "index", tests, log=log),
+              "search": pipeline(data, "arrays", args.corpus, "search", tests, log=log)}
+    lucene = {"index": pipeline(data, "lucene", args.corpus, "index", tests,
+                                "--bm25-engine", "lucene", log=log),
+              "search": pipeline(data, "lucene", args.corpus, "search", tests,
+                                 "--bm25-engine", "lucene", log=log)}
+    # pyserini: the same pools, queries (title + abstract) and grid
+    from pipeline.ingest.corpus import paper_texts
+    from pipeline.retrieval.bm25_lucene import paper_text
+
+    job: dict = {"work": str(data / "pyserini"), "grid": [[k1, b] for k1 in K1_GRID
+                                                          for b in B_GRID],
+                 "docs": {}, "queries": {}, "qrels": {}, "out": str(data / "pyserini.json"),
+                 "validation": {v: [v] for v in vals},
+                 "tests": {t: v for v, ts in groups.items() for t in ts}}
+    for pool in tests + vals:
+        queries, candidates, qrels = load_pool(corpus_dir, pool)
+        docs = paper_texts(corpus_dir, candidates["corpusid"])
+        job["docs"][pool] = list(zip(map(str, docs["corpusid"]), paper_text(docs), strict=True))
+        papers = paper_texts(corpus_dir, queries["corpusid"]).sort("corpusid")
+        job["queries"][pool] = [paper_text(papers).to_list(), [str(q) for q in papers["corpusid"]]]
+        judged: dict = {}  # the pool's relevant papers, as the pipeline's tuning scores MAP
+        in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
+        for q, d, r in in_pool.select("query", "doc", "rel").iter_rows():
+            judged.setdefault(str(q), {})[str(d)] = int(r)
+        job["qrels"][pool] = judged
+    (data / "pyserini-job.json").write_text(json.dumps(job))
+    env = {**os.environ, "PYTHONPATH": f"{side_packages('pyserini-env', PYSERINI_SIDE)}"
+                                       f"{os.pathsep}{ROOT}"}
+    peer = timed([sys.executable, "-c", PYSERINI, str(data / "pyserini-job.json")], env=env,
+                 log=log)
+    result = json.loads((data / "pyserini.json").read_text())
+    # what each produced
+    identical = sum(run_paths(data / "arrays" / "runs", args.corpus, p, "bm25")["trec"]
+                    .read_bytes() == run_paths(data / "lucene" / "runs", args.corpus, p, "bm25")
+                    ["trec"].read_bytes() for p in tests)
+    equal = [equal_to_pyserini(run_lists(data, "arrays", args.corpus, p), result["runs"][p])
+             for p in tests]
+    chosen = {}
+    for val, ts in groups.items():
+        details = json.loads(run_paths(data / "arrays" / "runs", args.corpus, ts[0], "bm25")
+                             ["manifest.json"].read_text())["details"]
+        lucene_details = json.loads(run_paths(data / "lucene" / "runs", args.corpus, ts[0],
+                                              "bm25")["manifest.json"].read_text())["details"]
+        chosen[val] = {"pipeline": f"{details['k1']} {details['b']}",
+                       "lucene_engine": f"{lucene_details['k1']} {lucene_details['b']}",
+                       "pyserini": result["chosen"][val]}
+    stores = [json.loads(run_paths(data / "arrays" / "runs", args.corpus, p, "bm25")
+                         ["manifest.json"].read_text())["details"]["analysed_text_store"]
+              for p in tests]
+    store_manifest = json.loads((data / "arrays" / "indexes" / args.corpus / "bm25-analysed" /
+                                 "anserini-english" / "manifest.json").read_text())
+    distinct = sum(p["rows"] for p in store_manifest["parts"])
+    # analyses without the store: every search analyses its pool and queries again, and each
+    # group's tuning its validation pools once
+    sizes = {p: sum(load_pool(corpus_dir, p)[i].height for i in (0, 1)) for p in tests + vals}
+    without = sum(sizes[p] for p in tests) + sum(sizes[v] for v in vals)
+    end = {"pipeline (arrays engine + store)": arrays, "pipeline (Lucene engine)": lucene,
+           "pyserini (IndexCollection + batch_search)": peer}
+    totals = {k: round(sum(x["seconds"] for x in v.values()) if "index" in v
+                       else v["seconds"], 1) for k, v in end.items()}
+    figures.update(
+        seconds=end, totals=totals, pyserini_breakdown={k: round(v, 1) for k, v in
+                                                        result["seconds"].items()},
+        speedup_over_pyserini=round(totals["pyserini (IndexCollection + batch_search)"] /
+                                    totals["pipeline (arrays engine + store)"], 2),
+        speedup_over_lucene_engine=round(totals["pipeline (Lucene engine)"] /
+                                         totals["pipeline (arrays engine + store)"], 2),
+        runs_identical_to_lucene_engine=f"{identical}/{len(tests)}",
+        lists_equal_to_pyserini=f"{sum(e for e, _ in equal)}/{sum(n for _, n in equal)}",
+        chosen=chosen, store={"papers_analysed": distinct, "analyses_without_store": without,
+                              "share_saved": round(1 - distinct / without, 3),
+                              "first_search_store": stores[0]})
+    return figures
+
+
+def big_part(args, data: Path, log: Path) -> dict:
+    corpus_dir = data / "corpora" / args.big_corpus
+    size = parse_size(args.big_size)
+    specs = [PoolSpec(size=size, n_queries=args.queries, repeat=r, seed=args.seed)
+             for r in (0, 1)]
+    for spec in specs:
+        build_pool(corpus_dir, spec)
+    pools = [spec.name for spec in specs]
+    root = "big-arrays"
+    first = {"index": pipeline(data, root, args.big_corpus, "index", pools[:1], log=log),
+             "search": pipeline(data, root, args.big_corpus, "search", pools[:1], log=log)}
+    again = {"search": pipeline(data, root, args.big_corpus, "search", pools[:1], log=log)}
+    repeat = {"index": pipeline(data, root, args.big_corpus, "index", pools[1:], log=log),
+              "search": pipeline(data, root, args.big_corpus, "search", pools[1:], log=log)}
+    lucene = {"index": pipeline(data, "big-lucene", args.big_corpus, "index", pools[:1],
+                                "--bm25-engine", "lucene", log=log),
+              "search": pipeline(data, "big-lucene", args.big_corpus, "search", pools[:1],
+                                 "--bm25-engine", "lucene", log=log)}
+    same = run_paths(data / root / "runs", args.big_corpus, pools[0], "bm25")["trec"] \
+        .read_bytes() == run_paths(data / "big-lucene" / "runs", args.big_corpus, pools[0],
+                                   "bm25")["trec"].read_bytes()
+    store = json.loads(run_paths(data / root / "runs", args.big_corpus, pools[1], "bm25")
+                       ["manifest.json"].read_text())["details"]["analysed_text_store"]
+    rows = {"pipeline, store empty (index + search)": first,
+            "pipeline, store filled: the same pool again (search)": again,
+            "pipeline, store filled: the next repeat (index + search)": repeat,
+            "Lucene engine (index + search)": lucene}
+    totals = {k: round(sum(x["seconds"] for x in v.values()), 1) for k, v in rows.items()}
+    lucene_total = totals["Lucene engine (index + search)"]
+    return {"pools": pools, "seconds": rows, "totals": totals,
+            "peak_rss_gib": {k: max(x["peak_rss_gib"] for x in v.values())
+                             for k, v in rows.items()},
+            "over_lucene": {k: round(lucene_total / v, 2) for k, v in totals.items()},
+            "runs_identical_to_lucene_engine": same, "next_repeat_store": store}
+
+
+def write(figures: dict) -> None:
+    (OUT / "bm25_grid.json").write_text(json.dumps(figures, indent=2) + "\n")
+    grid, big = figures.get("grid"), figures.get("big")
+    lines = [f"# BM25 across a scaled grid: analysed-text store against pyserini and Lucene, "
+             f"{figures['date']}", "", f"Machine: {figures['machine']}.", ""]
+    if grid:
+        lines += [
+            f"**End to end over the grid: the pipeline {grid['speedup_over_pyserini']}x "
+            f"pyserini, {grid['speedup_over_lucene_engine']}x its Lucene engine** "
+            f"({' / '.join(f'{k} {v} s' for k, v in grid['totals'].items())}). Runs identical "
+            f"to the Lucene engine's: {grid['runs_identical_to_lucene_engine']} pools; lists "
+            f"equal to pyserini's (documents and scores): {grid['lists_equal_to_pyserini']}.",
+            "", f"`benchmarks/bm25_grid.py {grid['arguments']}`. Test pools: "
+            f"{', '.join(grid['test_pools'])}; validation pools (one per "
+            f"group, the {len(K1_GRID) * len(B_GRID)}-pair grid): "
+            f"{', '.join(grid['validation_pools'])}.", "",
+            "| system | stage | seconds | peak RSS (GiB) |", "|---|---|---|---|"]
+        for system, stages in grid["seconds"].items():
+            for stage, v in (stages.items() if "index" in stages else [("all", stages)]):
+                lines.append(f"| {system} | {stage} | {v['seconds']} | {v['peak_rss_gib']} |")
+        lines += ["", f"pyserini's seconds by step: {grid['pyserini_breakdown']}.", "",
+                  "Chosen (k1, b) per tuning group: " + "; ".join(
+                      f"{g}: {c}" for g, c in grid["chosen"].items()) + ".", "",
+                  f"Analysed-text store: {grid['store']['papers_analysed']} papers analysed "
+                  f"once, against {grid['store']['analyses_without_store']} analyses without "
+                  f"it (every search and each group's tuning analysing its pools again): "
+                  f"**{grid['store']['share_saved']:.1%} of analyses saved** (reruns and "
+                  "query variants would add to the saving).", ""]
+    if big:
+        lines += [f"## One pool of {big['pools'][0]} with the store empty and filled", "",
+                  f"`benchmarks/bm25_grid.py {big['arguments']}`.", "",
+                  "| run | seconds | over Lucene engine | peak RSS (GiB) |", "|---|---|---|---|"]
+        for k, v in big["totals"].items():
+            ratio = "reference" if k.startswith("Lucene") else f"{big['over_lucene'][k]}x"
+            lines.append(f"| {k} | {v} | {ratio} | {big['peak_rss_gib'][k]} |")
+        lines += ["", f"Runs identical to the Lucene engine's: "
+                  f"{big['runs_identical_to_lucene_engine']}. Stages: " + "; ".join(
+                      f"{k}: " + ", ".join(f"{s} {x['seconds']} s" for s, x in v.items())
+                      for k, v in big["seconds"].items()) + ". The next repeat's store: "
+                  f"{big['next_repeat_store']}.", ""]
+    (OUT / "bm25_grid.md").write_text("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--corpus", default="grid")
+    parser.add_argument("--sizes", nargs="+", default=["20k", "50k", "100k"])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--fields", nargs="*", default=["Medicine", "Biology", "Physics"])
+    parser.add_argument("--field-size", default="20k")
+    parser.add_argument("--field-queries", type=int, default=200)
+    parser.add_argument("--val-queries", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--big-corpus", default=None)
+    parser.add_argument("--big-size", default="1M")
+    parser.add_argument("--parts", nargs="+", default=["grid", "big"])
+    args = parser.parse_args()
+    log = args.data / "bm25_grid.log"
+    previous = json.loads((OUT / "bm25_grid.json").read_text()) \
+        if (OUT / "bm25_grid.json").exists() else {}
+    figures = {**previous, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
+    arguments = " ".join(sys.argv[1:])
+    if "grid" in args.parts:
+        figures["grid"] = {"arguments": arguments, **grid_part(args, args.data, log)}
+        write(figures)
+    if "big" in args.parts and args.big_corpus:
+        figures["big"] = {"arguments": arguments, **big_part(args, args.data, log)}
+        write(figures)
+    print((OUT / "bm25_grid.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
