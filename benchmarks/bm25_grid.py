@@ -284,6 +284,42 @@ def big_part(args, data: Path, log: Path) -> dict:
             "runs_identical_to_lucene_engine": same, "next_repeat_store": store}
 
 
+def saved_part(args, data: Path, root: str, corpus: str, pool: str) -> dict:
+    """A pool's index assembled from the store against one saved to disk and loaded again
+    (numpy files, read from the page cache: the saved index's best case), and its size."""
+    import tempfile
+
+    import numpy as np
+
+    from pipeline.retrieval import bm25_store
+
+    store = bm25_store.store_path(data / root / "indexes", corpus)
+    ids = load_pool(data / "corpora" / corpus, pool)[1]["corpusid"].to_numpy()
+    bm25_store.pool_index(store, ids[:1000])  # numba compiles (or loads its cache)
+    start = time.perf_counter()
+    index = bm25_store.pool_index(store, ids)
+    assemble = time.perf_counter() - start
+    names = ("ids", "ptr", "docs", "tfs", "norms", "fptr", "fterms", "ftfs")
+    with tempfile.TemporaryDirectory(dir=data) as tmp:
+        start = time.perf_counter()
+        for name in names:
+            np.save(Path(tmp) / f"{name}.npy", getattr(index, name))
+        for i, array in enumerate(index.frontier):
+            np.save(Path(tmp) / f"frontier{i}.npy", array)
+        index.vocab.write_parquet(Path(tmp) / "vocab.parquet")
+        save = time.perf_counter() - start
+        size = sum(f.stat().st_size for f in Path(tmp).iterdir())
+        start = time.perf_counter()
+        loaded = {f.stem: np.load(f) for f in Path(tmp).glob("*.npy")}
+        vocab = pl.read_parquet(Path(tmp) / "vocab.parquet")
+        load = time.perf_counter() - start
+    same = all(np.array_equal(loaded[n], getattr(index, n)) for n in names) and \
+        vocab.equals(index.vocab)
+    return {"pool": pool, "papers": len(ids), "assemble_seconds": round(assemble, 2),
+            "save_seconds": round(save, 2), "load_seconds": round(load, 2),
+            "saved_gib": round(size / 2**30, 2), "loaded_equal": same}
+
+
 def write(figures: dict) -> None:
     (OUT / "bm25_grid.json").write_text(json.dumps(figures, indent=2) + "\n")
     grid, big = figures.get("grid"), figures.get("big")
@@ -324,6 +360,14 @@ def write(figures: dict) -> None:
                       f"{k}: " + ", ".join(f"{s} {x['seconds']} s" for s, x in v.items())
                       for k, v in big["seconds"].items()) + ". The next repeat's store: "
                   f"{big['next_repeat_store']}.", ""]
+    saved = figures.get("saved")
+    if saved:
+        lines += ["## A pool's index: assembled from the store, or saved and loaded", "",
+                  f"Pool {saved['pool']} ({saved['papers']:,} papers): assembled from the store "
+                  f"in {saved['assemble_seconds']} s; saved in {saved['save_seconds']} s "
+                  f"({saved['saved_gib']} GiB per pool) and loaded again in "
+                  f"{saved['load_seconds']} s from the page cache (equal arrays: "
+                  f"{saved['loaded_equal']}).", ""]
     (OUT / "bm25_grid.md").write_text("\n".join(lines))
 
 
@@ -353,6 +397,13 @@ def main() -> None:
         write(figures)
     if "big" in args.parts and args.big_corpus:
         figures["big"] = {"arguments": arguments, **big_part(args, args.data, log)}
+        write(figures)
+    if "saved" in args.parts:  # after "big": its 1M pool, else the grid's largest pool
+        big = figures.get("big")
+        figures["saved"] = saved_part(args, args.data, "big-arrays" if big else "arrays",
+                                      args.big_corpus if big else args.corpus,
+                                      big["pools"][0] if big else figures["grid"]["test_pools"]
+                                      [len(args.sizes) * args.repeats - 1])
         write(figures)
     print((OUT / "bm25_grid.md").read_text())
 

@@ -201,6 +201,10 @@ def _partial(data: Roots) -> list[Problem]:
             if not (store / MANIFEST).exists() and any(store.glob(store_parts_glob())):
                 problems.append(Problem("ORPHAN", store, "embedding parts without a store "
                                         "manifest", store_repair(store)))
+        for store in sorted(data.indexes.glob(f"*/{ANALYSED}/*/")):
+            if not (store / MANIFEST).exists() and any(store.glob(store_parts_glob())):
+                problems.append(Problem("ORPHAN", store, "analysed-text parts without a "
+                                        "store manifest", analysed_repair(store)))
     return problems
 
 

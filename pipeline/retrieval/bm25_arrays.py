@@ -155,10 +155,11 @@ class Postings:
     term the (length byte, tf) pairs that bound its score for any k1 and b (`_frontiers`)."""
 
     def __init__(self, ids: np.ndarray, vocab: pl.DataFrame, ptr: np.ndarray, docs: np.ndarray,
-                 tfs: np.ndarray, norms: np.ndarray, sum_length: int, doc_count: int):
+                 tfs: np.ndarray, norms: np.ndarray, sum_length: int, doc_count: int,
+                 forward: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None):
         self.ids, self.vocab, self.ptr, self.docs, self.tfs = ids, vocab, ptr, docs, tfs
         self.norms, self.sum_length, self.doc_count = norms, sum_length, doc_count
-        self.fptr, self.fterms, self.ftfs = _forward(ptr, docs, tfs, len(ids))
+        self.fptr, self.fterms, self.ftfs = forward or _forward(ptr, docs, tfs, len(ids))
         self.frontier = _frontiers(ptr, docs, tfs, norms)
 
     @classmethod
@@ -168,24 +169,33 @@ class Postings:
         document, in any order: the pool's own statistics (its document count, each term's
         document frequency, lengths and their average), as a Lucene index of the pool alone
         has them. Fresh analysis (`build`) and the analysed-text store both end here."""
-        ptr, by_term, term_tfs = _invert(terms.astype(np.int32), docs.astype(np.int32),
-                                         tfs.astype(np.float32), vocab.height, len(ids))
-        lengths = np.bincount(docs, weights=tfs, minlength=len(ids)).astype(np.int64)
+        ptr, by_term, term_tfs, forward, lengths = _invert(
+            terms.astype(np.int32, copy=False), docs.astype(np.int32, copy=False),
+            tfs.astype(np.float32, copy=False), vocab.height, len(ids))
         return cls(np.asarray(ids), vocab, ptr, by_term, term_tfs, encode_length(lengths),
-                   int(lengths.sum()), int((lengths > 0).sum()))
+                   int(lengths.sum()), int((lengths > 0).sum()), forward)
 
 
 @numba.njit(cache=True)
 def _invert(terms, docs, tfs, n_terms, n_docs):  # pragma: no cover
     """(term, doc, tf) triples -> postings by term, each term's documents ascending: a
-    counting sort by document, then a stable one by term (two passes, no comparison sort)."""
+    counting sort by document, then a stable one by term (two passes, no comparison sort).
+    The first pass also gives the transposed lists (`_forward`) and the lengths (sums of tfs)."""
     start = np.zeros(n_docs + 1, dtype=np.int64)
+    lengths = np.zeros(n_docs, dtype=np.int64)
     for p in range(len(docs)):
         start[docs[p] + 1] += 1
+        lengths[docs[p]] += np.int64(tfs[p])
     start = np.cumsum(start)
+    fptr = start.copy()
     by_doc = np.empty(len(docs), dtype=np.int64)
+    fterms = np.empty(len(docs), dtype=np.int32)
+    ftfs = np.empty(len(docs), dtype=np.float32)
     for p in range(len(docs)):
-        by_doc[start[docs[p]]] = p
+        at = start[docs[p]]
+        by_doc[at] = p
+        fterms[at] = terms[p]
+        ftfs[at] = tfs[p]
         start[docs[p]] += 1
     ptr = np.zeros(n_terms + 1, dtype=np.int64)
     for p in range(len(terms)):
@@ -200,7 +210,7 @@ def _invert(terms, docs, tfs, n_terms, n_docs):  # pragma: no cover
         out_docs[fill[t]] = docs[p]
         out_tfs[fill[t]] = tfs[p]
         fill[t] += 1
-    return ptr, out_docs, out_tfs
+    return ptr, out_docs, out_tfs, (fptr, fterms, ftfs), lengths
 
 
 @numba.njit(cache=True)

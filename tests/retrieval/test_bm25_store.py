@@ -10,12 +10,14 @@ import pytest
 
 from pipeline.core.artifacts import read_json, write_json
 from pipeline.core.errors import InputError
+from pipeline.core.inputs import Roots
 from pipeline.encoding.models import get_model
 from pipeline.ingest.corpus import paper_texts
 from pipeline.layout import run_paths
 from pipeline.pools.build import PoolSpec, build_pool, load_pool
 from pipeline.retrieval import bm25_arrays, bm25_lucene, bm25_store
 from pipeline.retrieval.search import index, search
+from pipeline.verify import verify
 from tests.conftest import copy_corpus
 
 POOLS = [f"all-{size}-s3-r{repeat}" for size in (300, 700) for repeat in (0, 1)]
@@ -102,6 +104,9 @@ def test_a_damaged_or_orphan_part_is_refused_then_repaired_by_index(corpus, tmp_
     part.write_bytes(bytes(data))
     with pytest.raises(InputError, match=f"repair: make index CORPUS={corpus.name} MODEL=bm25"):
         search(corpus, tmp_path, tmp_path / "runs", pool, entry)
+    problems = verify(Roots(tmp_path / "none", tmp_path, tmp_path / "none"))  # the store alone
+    assert problems == [f"CORRUPT {part}: bytes differ from the manifest's checksum (corrupt); "
+                        f"repair: make index CORPUS={corpus.name} MODEL=bm25"]
     (store / "part-0123456789abcdef.arrow").write_bytes(b"left by a kill")  # an orphan
     info = index(corpus, tmp_path, pool, entry, 1)
     assert info["damaged_parts"] == 1 and info["orphan_parts"] == 1 and info["analysed"] > 0
