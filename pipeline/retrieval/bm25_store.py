@@ -252,8 +252,8 @@ def search_grid(corpus_dir: Path, index_root: Path, queries: pl.DataFrame, paper
                                             lambda: paper_texts(corpus_dir, candidates))
     if papers_as_queries:
         terms = stored_query_terms(store, queries["corpusid"].to_numpy())
-        cut = np.flatnonzero(queries["corpusid"].is_in(pl.Series(capped,
-                                                                 dtype=queries["corpusid"].dtype).implode()).to_numpy())
+        was_cut = pl.Series(capped, dtype=queries["corpusid"].dtype).implode()
+        cut = np.flatnonzero(queries["corpusid"].is_in(was_cut).to_numpy())
         if len(cut):  # their capped texts instead of the papers' whole terms
             fresh = query_terms([texts[i] for i in cut], threads).counts
             fresh = fresh.with_columns(text=pl.Series(cut[fresh["text"].to_numpy()],

@@ -4,6 +4,8 @@ parts checked, repaired, resumed; a store from another corpus file refused."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import polars as pl
 import pytest
@@ -128,3 +130,24 @@ def test_a_store_from_another_corpus_file_is_stale(corpus, tmp_path):
     again = index(corpus, tmp_path, pool, entry, 1)  # the index stage analyses it again
     assert again["reused"] == 0 and again["analysed"] == again["papers"]
     search(corpus, tmp_path, tmp_path / "runs", pool, entry)
+
+
+def test_queries_cut_to_the_clause_limit_are_searched_by_their_cut_text(corpus, tmp_path):
+    """A query with more unique terms than Lucene's clause limit is searched by its cut text,
+    not by the paper's stored terms (here the limit is lowered to the median query's number of
+    words, so that about half are cut)."""
+    queries, candidates, _ = load_pool(corpus, POOLS[0])
+    texts = paper_texts(corpus, queries["corpusid"]).sort("corpusid")
+    words = sorted(len(set(re.findall(r"[a-z0-9]+", t.lower())))
+                   for t in bm25_lucene.paper_text(texts))
+    limit = words[len(words) // 2]
+    fresh, fresh_cut = bm25_arrays.search_grid(texts, paper_texts(corpus, candidates["corpusid"]),
+                                               50, [0.9], [0.4], max_clauses=limit)
+    stored, stored_cut, _ = bm25_store.search_grid(corpus, tmp_path, texts, True,
+                                                   candidates["corpusid"], 50, [0.9], [0.4],
+                                                   max_clauses=limit)
+    assert 0 < len(stored_cut) < texts.height and stored_cut == fresh_cut
+    assert fresh[(0.9, 0.4)].equals(stored[(0.9, 0.4)])
+    whole, _, _ = bm25_store.search_grid(corpus, tmp_path, texts, True, candidates["corpusid"],
+                                         50, [0.9], [0.4])
+    assert not whole[(0.9, 0.4)].equals(stored[(0.9, 0.4)])  # the cut did change the lists
