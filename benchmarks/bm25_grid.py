@@ -48,6 +48,7 @@ from pipeline.layout import parse_size, run_paths  # noqa: E402
 from pipeline.pools.build import PoolSpec, build_pool, load_pool  # noqa: E402
 from pipeline.retrieval.tuning import B_GRID, K1_GRID  # noqa: E402
 from tests.conftest import PYSERINI_IMPORT, PYSERINI_SIDE, side_packages  # noqa: E402
+from tests.retrieval.test_bm25 import round_half_up  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results"
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -160,7 +161,7 @@ def equal_to_pyserini(ours: dict[str, list], theirs: dict[str, list]) -> tuple[i
     """(lists equal, lists) of a run against pyserini's hits in trec_eval's order."""
     equal = 0
     for query, hits in theirs.items():
-        expected = sorted(((d, round(s, 6)) for d, s in hits),
+        expected = sorted(((d, round_half_up(s)) for d, s in hits),
                           key=lambda h: (-h[1], [-ord(c) for c in h[0]]))
         equal += ours.get(query, []) == expected
     return equal, len(theirs)

@@ -25,7 +25,9 @@ from pipeline.pools.build import validation_pools
 TOP_K = 500
 
 
-SCORE_DECIMALS = 6  # scores are rounded as written, so the TREC file and the parquet agree
+# scores are rounded as written, so the TREC file and the parquet agree; halves away from zero,
+# as Anserini writes its run files (Java's "%.6f"), so both BM25 engines write the same bytes
+SCORE_DECIMALS, SCORE_ROUNDING = 6, "half_away_from_zero"
 
 
 def run_repair(corpus: str, run: str) -> str:
@@ -106,9 +108,11 @@ def keep_own_lists(hits: pl.DataFrame, pairs: pl.DataFrame, k: int = TOP_K
 def finalize_run(hits: pl.DataFrame, k: int = TOP_K) -> tuple[pl.DataFrame, int]:
     """Drop self hits, keep the top k per query, round scores, order as trec_eval does.
 
-    Among documents tied at the k-th score, those kept are the ones Lucene (Anserini, pyserini)
-    keeps: the lowest ids as strings. The kept list is then written in trec_eval's order (score
-    descending, then id descending as a string), so trec_eval and ranx rank it as written.
+    Among documents tied at the k-th score, those kept are the lowest ids as strings, as
+    Anserini keeps them on an index written in id order (the Lucene engine's; on an index in
+    another order Lucene keeps those it indexed first). The kept list is then written in
+    trec_eval's order (score descending, then id descending as a string), so trec_eval and
+    ranx rank it as written. Scores are rounded to 6 decimals, halves away from zero.
     Returns (run with columns query, doc, rank, score) and the number of self hits dropped.
     """
     not_self = hits.filter(pl.col("query") != pl.col("doc")).with_columns(
@@ -116,7 +120,7 @@ def finalize_run(hits: pl.DataFrame, k: int = TOP_K) -> tuple[pl.DataFrame, int]
     run = (
         not_self.sort(["query", "score", "key"], descending=[False, True, False])
         .filter(pl.int_range(pl.len()).over("query") < k)
-        .with_columns(pl.col("score").round(SCORE_DECIMALS))
+        .with_columns(pl.col("score").round(SCORE_DECIMALS, mode=SCORE_ROUNDING))
         .sort(["query", "score", "key"], descending=[False, True, True])
         .with_columns(rank=pl.int_range(1, pl.len() + 1).over("query").cast(pl.Int32))
         .select("query", "doc", "rank", "score")

@@ -53,6 +53,16 @@ def test_ties_are_broken_like_trec_eval():
 
 
 
+def test_scores_are_rounded_as_anserini_writes_them():
+    """Halves away from zero, as Java's "%.6f" in Anserini's run files: the float32 score
+    287.9453125 (Anserini's 287.9453 after its 1e-4 rounding) is written 287.945313 by both
+    BM25 engines (half to even would make it 287.945312 from the arrays engine only)."""
+    hits = frame([(1, 2, 287.9453125), (1, 3, 3.0078125), (1, 4, 0.1234564)],
+                 ["query", "doc", "score"])
+    run, _ = finalize_run(hits, k=3)
+    assert run["score"].to_list() == [287.945313, 3.007813, 0.123456]
+
+
 def test_a_tie_at_the_cut_keeps_the_papers_lucene_keeps():
     """Four papers tie at the 2nd place of a top 3: Lucene keeps the lowest ids as strings
     (10, 100), and the run writes them in trec_eval's order (100 before 10)."""

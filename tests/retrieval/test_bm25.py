@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import polars as pl
@@ -137,6 +138,11 @@ def test_java_must_exist(monkeypatch):
         jvm.java_binary()
 
 
+def round_half_up(score: float) -> float:
+    """A score to 6 decimals as Anserini writes it (Java's "%.6f": halves away from zero)."""
+    return float(Decimal(score).quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP))
+
+
 @pytest.fixture(scope="module")
 def pyserini_env() -> Path:
     return side_packages("pyserini-env", PYSERINI_SIDE)
@@ -192,7 +198,7 @@ def test_lists_equal_pyserini_lucene_searcher(pyserini_env, corpus_dir, tmp_path
     run, _ = finalize_run(ours, k)
     reversed_ties = 0
     for query, group in run.group_by("query", maintain_order=True):
-        hits = [(d, round(s, 6)) for d, s in theirs[str(query[0])] if d != str(query[0])]
+        hits = [(d, round_half_up(s)) for d, s in theirs[str(query[0])] if d != str(query[0])]
         trec_eval_order = sorted(hits, key=lambda h: (-h[1], [-ord(c) for c in h[0]]))
         assert list(zip(map(str, group["doc"]), group["score"], strict=True)) == \
             trec_eval_order, query
