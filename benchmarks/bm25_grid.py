@@ -167,6 +167,31 @@ def equal_to_pyserini(ours: dict[str, list], theirs: dict[str, list]) -> tuple[i
     return equal, len(theirs)
 
 
+def same_runs(data: Path, corpus: str, tests: list[str], pyserini: dict) -> tuple[str, str]:
+    """(test pools whose run files are byte-identical between the two engines, lists of the
+    pipeline's runs equal to pyserini's), each as "n/total"."""
+    identical = sum(run_paths(data / "arrays" / "runs", corpus, p, "bm25")["trec"].read_bytes()
+                    == run_paths(data / "lucene" / "runs", corpus, p, "bm25")["trec"].read_bytes()
+                    for p in tests)
+    equal = [equal_to_pyserini(run_lists(data, "arrays", corpus, p), pyserini["runs"][p])
+             for p in tests]
+    return (f"{identical}/{len(tests)}",
+            f"{sum(e for e, _ in equal)}/{sum(n for _, n in equal)}")
+
+
+def recheck_part(args, data: Path, log: Path, grid: dict) -> dict:
+    """The grid's test pools searched again by both engines (the tuning and Lucene indexes
+    kept), after a change to the runs' output: their runs compared again."""
+    tests = grid["test_pools"]
+    seconds = {"arrays": pipeline(data, "arrays", args.corpus, "search", tests, log=log),
+               "lucene": pipeline(data, "lucene", args.corpus, "search", tests,
+                                  "--bm25-engine", "lucene", log=log)}
+    identical, equal = same_runs(data, args.corpus, tests,
+                                 json.loads((data / "pyserini.json").read_text()))
+    return {"runs_identical_to_lucene_engine": identical, "lists_equal_to_pyserini": equal,
+            "search_seconds": seconds}
+
+
 def grid_part(args, data: Path, log: Path) -> dict:
     corpus_dir = data / "corpora" / args.corpus
     tests, groups = build_grid(corpus_dir, args)
@@ -205,12 +230,7 @@ def grid_part(args, data: Path, log: Path) -> dict:
     peer = timed([sys.executable, "-c", PYSERINI, str(data / "pyserini-job.json")], env=env,
                  log=log)
     result = json.loads((data / "pyserini.json").read_text())
-    # what each produced
-    identical = sum(run_paths(data / "arrays" / "runs", args.corpus, p, "bm25")["trec"]
-                    .read_bytes() == run_paths(data / "lucene" / "runs", args.corpus, p, "bm25")
-                    ["trec"].read_bytes() for p in tests)
-    equal = [equal_to_pyserini(run_lists(data, "arrays", args.corpus, p), result["runs"][p])
-             for p in tests]
+    identical, equal = same_runs(data, args.corpus, tests, result)
     chosen = {}
     for val, ts in groups.items():
         details = json.loads(run_paths(data / "arrays" / "runs", args.corpus, ts[0], "bm25")
@@ -241,8 +261,7 @@ def grid_part(args, data: Path, log: Path) -> dict:
                                     totals["pipeline (arrays engine + store)"], 2),
         speedup_over_lucene_engine=round(totals["pipeline (Lucene engine)"] /
                                          totals["pipeline (arrays engine + store)"], 2),
-        runs_identical_to_lucene_engine=f"{identical}/{len(tests)}",
-        lists_equal_to_pyserini=f"{sum(e for e, _ in equal)}/{sum(n for _, n in equal)}",
+        runs_identical_to_lucene_engine=identical, lists_equal_to_pyserini=equal,
         chosen=chosen, store={"papers_analysed": distinct, "analyses_without_store": without,
                               "share_saved": round(1 - distinct / without, 3),
                               "first_search_store": stores[0]})
@@ -349,6 +368,13 @@ def write(figures: dict) -> None:
                   f"it (every search and each group's tuning analysing its pools again): "
                   f"**{grid['store']['share_saved']:.1%} of analyses saved** (reruns and "
                   "query variants would add to the saving).", ""]
+    recheck = (grid or {}).get("recheck")
+    if recheck:
+        lines += [f"Searched again after run scores were made to round halves away from zero "
+                  f"as Anserini does (`{recheck['arguments']}`; the timings above are the first "
+                  f"run's): runs identical to the Lucene engine's: "
+                  f"{recheck['runs_identical_to_lucene_engine']} pools; lists equal to "
+                  f"pyserini's: {recheck['lists_equal_to_pyserini']}.", ""]
     if big:
         lines += [f"## One pool of {big['pools'][0]} with the store empty and filled", "",
                   f"`benchmarks/bm25_grid.py {big['arguments']}`.", "",
@@ -395,6 +421,10 @@ def main() -> None:
     arguments = " ".join(sys.argv[1:])
     if "grid" in args.parts:
         figures["grid"] = {"arguments": arguments, **grid_part(args, args.data, log)}
+        write(figures)
+    if "recheck" in args.parts:
+        figures["grid"]["recheck"] = {"arguments": arguments,
+                                      **recheck_part(args, args.data, log, figures["grid"])}
         write(figures)
     if "big" in args.parts and args.big_corpus:
         figures["big"] = {"arguments": arguments, **big_part(args, args.data, log)}
