@@ -16,8 +16,9 @@ the prefiltered corpus the texts came from: a store made from another corpus fil
 refused by search and rebuilt by `make index MODEL=bm25`.
 
 A pool's index is assembled from the store (`pool_index`) with the pool's own statistics, so
-its scores are those of a Lucene index of that pool alone; it is rebuilt in memory at each
-search, as cheap as loading a saved one (docs/retrieval.md, benchmarks/results/bm25_grid.md).
+its scores are those of a Lucene index of that pool alone. It is rebuilt in memory at each
+search rather than saved: a saved one would serve only the same pool again, at about 1.2 GiB
+per million papers (docs/retrieval.md#saved-or-rebuilt, benchmarks/results/bm25_grid.md).
 """
 
 from __future__ import annotations
