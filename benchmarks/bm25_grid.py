@@ -346,12 +346,14 @@ def write(figures: dict) -> None:
     lines = [f"# BM25 across a scaled grid: analysed-text store against pyserini and Lucene, "
              f"{figures['date']}", "", f"Machine: {figures['machine']}.", ""]
     if grid:
+        final = grid.get("recheck", grid)  # the comparison after the last change to the runs
         lines += [
             f"**End to end over the grid: the pipeline {grid['speedup_over_pyserini']}x "
             f"pyserini, {grid['speedup_over_lucene_engine']}x its Lucene engine** "
             f"({' / '.join(f'{k} {v} s' for k, v in grid['totals'].items())}). Runs identical "
-            f"to the Lucene engine's: {grid['runs_identical_to_lucene_engine']} pools; lists "
-            f"equal to pyserini's (documents and scores): {grid['lists_equal_to_pyserini']}.",
+            f"to the Lucene engine's: {final['runs_identical_to_lucene_engine']} pools; lists "
+            f"equal to pyserini's (documents and scores): {final['lists_equal_to_pyserini']}. "
+            "pyserini's peak RSS includes this harness's job (every pool's texts in memory).",
             "", f"`benchmarks/bm25_grid.py {grid['arguments']}`. Test pools: "
             f"{', '.join(grid['test_pools'])}; validation pools (one per "
             f"group, the {len(K1_GRID) * len(B_GRID)}-pair grid): "
@@ -373,8 +375,12 @@ def write(figures: dict) -> None:
         lines += [f"Searched again after run scores were made to round halves away from zero "
                   f"as Anserini does (`{recheck['arguments']}`; the timings above are the first "
                   f"run's): runs identical to the Lucene engine's: "
-                  f"{recheck['runs_identical_to_lucene_engine']} pools; lists equal to "
-                  f"pyserini's: {recheck['lists_equal_to_pyserini']}.", ""]
+                  f"{recheck['runs_identical_to_lucene_engine']} pools (first run: "
+                  f"{grid['runs_identical_to_lucene_engine']}, differing by 1e-6 in a few "
+                  f"scores); lists equal to pyserini's: {recheck['lists_equal_to_pyserini']} "
+                  "(the others differ only in which of the papers tied at the 500th score is "
+                  "kept: Lucene keeps those it indexed first, and pyserini's index was "
+                  "written in another order).", ""]
     if big:
         lines += [f"## One pool of {big['pools'][0]} with the store empty and filled", "",
                   f"`benchmarks/bm25_grid.py {big['arguments']}`.", "",

@@ -150,16 +150,16 @@ def decode_length(byte: np.ndarray) -> np.ndarray:
 
 class Postings:
     """A pool's inverted index as arrays: for term t, docs[ptr[t]:ptr[t+1]] and their tfs; the
-    same pairs by document (for document d, terms fterms[fptr[d]:fptr[d+1]] in term order
+    same pairs by document (for document d, terms fterms[fptr[d]:fptr[d+1]], in any order,
     with their tfs ftfs), which pruned queries use to finish their few candidates; and per
     term the (length byte, tf) pairs that bound its score for any k1 and b (`_frontiers`)."""
 
     def __init__(self, ids: np.ndarray, vocab: pl.DataFrame, ptr: np.ndarray, docs: np.ndarray,
                  tfs: np.ndarray, norms: np.ndarray, sum_length: int, doc_count: int,
-                 forward: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None):
+                 forward: tuple[np.ndarray, np.ndarray, np.ndarray]):
         self.ids, self.vocab, self.ptr, self.docs, self.tfs = ids, vocab, ptr, docs, tfs
         self.norms, self.sum_length, self.doc_count = norms, sum_length, doc_count
-        self.fptr, self.fterms, self.ftfs = forward or _forward(ptr, docs, tfs, len(ids))
+        self.fptr, self.fterms, self.ftfs = forward
         self.frontier = _frontiers(ptr, docs, tfs, norms)
 
     @classmethod
@@ -180,7 +180,8 @@ class Postings:
 def _invert(terms, docs, tfs, n_terms, n_docs):  # pragma: no cover
     """(term, doc, tf) triples -> postings by term, each term's documents ascending: a
     counting sort by document, then a stable one by term (two passes, no comparison sort).
-    The first pass also gives the transposed lists (`_forward`) and the lengths (sums of tfs)."""
+    The first pass also gives the transposed lists (each document's terms and tfs: pruned
+    queries finish their candidates from them) and the lengths (sums of tfs)."""
     start = np.zeros(n_docs + 1, dtype=np.int64)
     lengths = np.zeros(n_docs, dtype=np.int64)
     for p in range(len(docs)):
@@ -211,25 +212,6 @@ def _invert(terms, docs, tfs, n_terms, n_docs):  # pragma: no cover
         out_tfs[fill[t]] = tfs[p]
         fill[t] += 1
     return ptr, out_docs, out_tfs, (fptr, fterms, ftfs), lengths
-
-
-@numba.njit(cache=True)
-def _forward(ptr, docs, tfs, n_docs):  # pragma: no cover
-    """The postings transposed: per document its (term, tf) pairs in term order."""
-    fptr = np.zeros(n_docs + 1, dtype=np.int64)
-    for p in range(len(docs)):
-        fptr[docs[p] + 1] += 1
-    fptr = np.cumsum(fptr)
-    fill = fptr[:-1].copy()
-    fterms = np.empty(len(docs), dtype=np.int32)
-    ftfs = np.empty(len(docs), dtype=np.float32)
-    for t in range(len(ptr) - 1):
-        for p in range(ptr[t], ptr[t + 1]):
-            d = docs[p]
-            fterms[fill[d]] = t
-            ftfs[fill[d]] = tfs[p]
-            fill[d] += 1
-    return fptr, fterms, ftfs
 
 
 @numba.njit(cache=True)
