@@ -63,6 +63,7 @@ def reference(raw_corpus, tiny_bert, tmp_path_factory) -> Path:
     (root / "installed").touch()
     ok(make(root, "pool", "CORPUS=c", "SIZE=800", "QUERIES=10"))
     ok(make(root, "eval", "CORPUS=c", "MODEL=bm25", "BM25_ENGINE=lucene"))
+    ok(make(root, "index", "CORPUS=c", "MODEL=bm25"))  # the arrays engine's analysed-text store
     ok(make(root, "eval", "CORPUS=c", "MODEL=scibert", f"MODEL_PATH={tiny_bert}"))
     ok(make(root, "report", "CORPUS=c"))
     assert verify(Roots(root / "corpora", root / "indexes", root / "runs")) == []
@@ -112,6 +113,10 @@ KINDS = [
      ["search", "--corpus", "c", "--model", "scibert"], "make embed CORPUS=c MODEL=scibert"),
     ("store-manifest", "indexes/c/embeddings/scibert/manifest.json",
      ["search", "--corpus", "c", "--model", "scibert"], "make embed CORPUS=c MODEL=scibert"),
+    ("analysed-part", "indexes/c/bm25-analysed/anserini-english/part-*.arrow",
+     ["search", "--corpus", "c", "--model", "bm25"], "make index CORPUS=c MODEL=bm25"),
+    ("analysed-manifest", "indexes/c/bm25-analysed/anserini-english/manifest.json",
+     ["search", "--corpus", "c", "--model", "bm25"], "make index CORPUS=c MODEL=bm25"),
     ("lucene-index", f"indexes/c/{POOL}/bm25/lucene/*",
      ["search", "--corpus", "c", "--model", "bm25", "--bm25-engine", "lucene"],
      "make index CORPUS=c MODEL=bm25 BM25_ENGINE=lucene"),
