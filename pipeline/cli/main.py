@@ -212,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--repair-pools", action="store_true", help="first rebuild every pool "
                        "that is stale, damaged or half-written (as make pools)")
 
-    p = stage("index", cmd_index, "build what a model searches (embeddings, BM25's analysed-text store, a Lucene index)")
+    p = stage("index", cmd_index, "build what a model searches (embeddings, BM25's "
+              "analysed-text store, a Lucene index)")
     repair_pools_arg(p)
     p.add_argument("--model", default="minilm")
     p.add_argument("--threads", type=positive, default=2)
