@@ -40,13 +40,14 @@ from pipeline.encoding.store import (
     DTYPES,
     id_array,
     load_vectors,
+    part_name,
     repair_store,
     shard_of,
     store_parts,
     stored_ids,
 )
 from pipeline.ingest.corpus import corpus_file
-from pipeline.layout import MANIFEST, PREFILTERED, STORE_PART, coverage_path, pool_names, store_dir
+from pipeline.layout import MANIFEST, PREFILTERED, coverage_path, pool_names, store_dir
 from pipeline.pools.build import load_pool
 from pipeline.pools.queries import own_text
 
@@ -125,8 +126,7 @@ def _write_part(store: Path, ids: np.ndarray, vectors: np.ndarray, dtype: str) -
         ids, columns, vectors, counts = vectors.part(ids)
     order = np.argsort(ids, kind="stable")  # stable: a paper's sentences stay in order
     ids, vectors = ids[order], vectors[order]
-    key = ids.tobytes() if ids.dtype.kind in "iu" else "\n".join(ids).encode()
-    name = STORE_PART.format(hashlib.sha1(key).hexdigest()[:16])
+    name = part_name(ids)
     flat = pa.array(vectors.astype(np.float16 if dtype == "float16" else np.float32).ravel())
     table = pa.table({
         "corpusid": pa.array(ids, type=pa.int64() if ids.dtype.kind in "iu" else pa.string()),

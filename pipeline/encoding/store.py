@@ -4,6 +4,7 @@ multi-vector models (a `sentence` column, 0 = the title)."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ import pyarrow.ipc as ipc
 
 from pipeline.core.artifacts import file_problem, read_json, write_json
 from pipeline.core.errors import InputError
-from pipeline.layout import id_key, store_parts_glob
+from pipeline.layout import STORE_PART, id_key, store_parts_glob
 
 DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
 log = logging.getLogger(__name__)
@@ -35,6 +36,12 @@ def shard_of(ids: np.ndarray, num_shards: int) -> np.ndarray:
         return ids % num_shards
     return np.fromiter((id_key(str(i)) % num_shards for i in ids), dtype=np.int64,
                        count=len(ids))
+
+
+def part_name(ids: np.ndarray) -> str:
+    """A part's file name: a digest of its sorted ids, so the same papers make the same part."""
+    key = ids.tobytes() if ids.dtype.kind in "iu" else "\n".join(ids).encode()
+    return STORE_PART.format(hashlib.sha1(key).hexdigest()[:16])
 
 
 def store_repair(store: Path) -> str:

@@ -23,7 +23,6 @@ per million papers (docs/retrieval.md#saved-or-rebuilt, benchmarks/results/bm25_
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Iterator
@@ -45,9 +44,15 @@ from pipeline.core.artifacts import (
 )
 from pipeline.core.errors import InputError
 from pipeline.core.logs import progress
-from pipeline.encoding.store import id_array, repair_store, store_parts, stored_ids
+from pipeline.encoding.store import (
+    id_array,
+    part_name,
+    repair_store,
+    store_parts,
+    stored_ids,
+)
 from pipeline.ingest.corpus import corpus_file, paper_texts
-from pipeline.layout import MANIFEST, PREFILTERED, STORE_PART, analysed_dir
+from pipeline.layout import MANIFEST, PREFILTERED, analysed_dir
 from pipeline.retrieval import bm25_lucene, jvm
 from pipeline.retrieval.bm25_arrays import (
     Postings,
@@ -113,8 +118,7 @@ def _write_part(store: Path, ids: np.ndarray, counts: pl.DataFrame) -> dict:
         "terms": pa.ListArray.from_arrays(pa.array(offsets), terms),
         "tfs": pa.ListArray.from_arrays(pa.array(offsets), counts["tf"].to_arrow()),
     })
-    key = ids.tobytes() if ids.dtype.kind in "iu" else "\n".join(ids).encode()
-    name = STORE_PART.format(hashlib.sha1(key).hexdigest()[:16])
+    name = part_name(ids)
     with atomic_path(store / name) as tmp, ipc.new_file(str(tmp), table.schema) as writer:
         writer.write_table(table)
     return {"file": name, "rows": len(ids), **fingerprint(store / name),
@@ -158,7 +162,8 @@ def fill(corpus_dir: Path, index_root: Path, ids, threads: int = 2, repair: bool
         _check_config(store, config, repair)
         repaired = (repair_store(store, "bm25") if repair
                     else {"damaged_parts": 0, "orphan_parts": 0})
-        missing = np.setdiff1d(needed, stored_ids(store, store_repair(store)))
+        missing = np.setdiff1d(needed, stored_ids(store, store_repair(store)),
+                               assume_unique=True)
     if len(missing):
         with progress(len(missing), "bm25-analyse", "papers") as bar:
             for lo in range(0, len(missing), part_size):
