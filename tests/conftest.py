@@ -130,27 +130,52 @@ def corpus_dir(raw_corpus, tmp_path_factory) -> Path:
     return corpus
 
 
+def unknown_share(tokenizer, texts: list[str]) -> float:
+    """The share of the tokens of `texts` that `tokenizer` maps to its unknown token."""
+    ids = [i for row in tokenizer(texts, add_special_tokens=False)["input_ids"] for i in row]
+    return sum(i == tokenizer.unk_token_id for i in ids) / max(len(ids), 1)
+
+
+def check_sees_text(tokenizer, texts: list[str], vocab: dict[str, int] | None = None,
+                    most_unknown: float = 0.02) -> None:
+    """Fail when a fixture model's tokenizer cannot see the corpus text: more than
+    `most_unknown` of its tokens unknown, or a vocabulary other than the one trained. A
+    tokenizer that turns every word into [UNK] makes every encoder test blind to input
+    format, truncation and sentence assignment."""
+    if vocab is not None and tokenizer.get_vocab() != vocab:
+        raise AssertionError(f"the fixture tokenizer has {len(tokenizer.get_vocab())} tokens, "
+                             f"not the {len(vocab)} it was trained with")
+    share = unknown_share(tokenizer, texts)
+    if share > most_unknown:
+        raise AssertionError(f"the fixture tokenizer maps {share:.0%} of the corpus tokens to "
+                             f"{tokenizer.unk_token}: it does not know the corpus words")
+
+
 @pytest.fixture(scope="session")
 def tiny_bert(corpus_dir, tmp_path_factory) -> Path:
     """A 2-layer BERT with a WordPiece tokenizer trained on the corpus, saved with
-    save_pretrained so it loads through the same from_pretrained path as real encoders."""
+    save_pretrained so it loads through the same from_pretrained path as real encoders. The
+    tokenizer is checked to see the corpus text (check_sees_text) as loaded back."""
     import polars as pl
     import torch
     from tokenizers import BertWordPieceTokenizer
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from transformers import AutoTokenizer, BertConfig, BertModel, BertTokenizerFast
 
     out = tmp_path_factory.mktemp("tiny-bert")
     papers = pl.read_parquet(corpus_dir / "prefiltered.parquet")
     texts = [f"{t} {a}" for t, a in zip(papers["title"], papers["abstract"], strict=True)]
     trainer = BertWordPieceTokenizer(lowercase=True)
     trainer.train_from_iterator(texts, vocab_size=2000, min_frequency=1)
-    trainer.save_model(str(out))
-    tokenizer = BertTokenizerFast(vocab_file=str(out / "vocab.txt"), model_max_length=128)
+    # tokenizer_object: transformers 5 ignores vocab_file and would save 5 tokens
+    tokenizer = BertTokenizerFast(tokenizer_object=trainer._tokenizer, model_max_length=512,
+                                  unk_token="[UNK]", sep_token="[SEP]", pad_token="[PAD]",
+                                  cls_token="[CLS]", mask_token="[MASK]")
     tokenizer.save_pretrained(out)
+    check_sees_text(AutoTokenizer.from_pretrained(out), texts[:500], trainer.get_vocab())
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=64,
-                        max_position_embeddings=128)
+                        max_position_embeddings=512)
     BertModel(config).save_pretrained(out)
     return out
 
