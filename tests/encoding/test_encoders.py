@@ -122,12 +122,12 @@ def test_store_does_not_depend_on_parts_or_shards(corpus_dir, tmp_path, tiny_ber
 @pytest.mark.slow
 @pytest.mark.gpu
 def test_a_gpu_packs_mixed_lengths_in_half_precision_near_the_cpu_vectors(encoder, texts):
-    """On a GPU: batches of mixed lengths, bf16/fp16 weights, and the CPU's vectors up to
-    half-precision rounding (cosine > 0.99)."""
-    from pipeline.encoding.encoders import half_dtype
+    """On a GPU: batches of mixed lengths, bf16 weights when chosen, and the CPU's vectors up
+    to half-precision rounding (cosine > 0.99)."""
+    from pipeline.encoding.models import with_precision
 
-    gpu = Encoder(encoder.entry, device="cuda")
-    assert not gpu.one_length and gpu.model.dtype == half_dtype(gpu.device) != torch.float32
+    gpu = Encoder(with_precision(encoder.entry, "bf16"), device="cuda")
+    assert not gpu.one_length and gpu.model.dtype == torch.bfloat16
     want, tokens = encoder.encode(texts, progress=False)
     got, gpu_tokens = gpu.encode(texts, progress=False)
     assert got.dtype == want.dtype and gpu_tokens == tokens

@@ -1,4 +1,5 @@
-"""The model registry: every entry's loading path on a tiny local model, and `hf:` models."""
+"""The model registry: `hf:` models, precisions as model names, bad names (every entry's
+vectors against its reference: test_reference_parity.py)."""
 
 from __future__ import annotations
 
@@ -8,33 +9,7 @@ import torch
 
 from pipeline.core.errors import InputError
 from pipeline.encoding.encoders import Encoder
-from pipeline.encoding.models import REGISTRY, get_model, hf_model
-
-TEXTS = [("Cardiac troponin in the elderly", "Troponin predicts infarction. It is measured."),
-         ("Jurassic basins", "Limestone facies of marine sediments were sampled.")]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n, e in REGISTRY.items()
-                                  if e.kind == "dense" and not e.adapter and not e.package])
-def test_every_dense_entry_loads_and_pools_as_registered(name, tiny_bert):
-    """Each entry through the same from_pretrained path (the weights from MODEL_PATH): its
-    pooling, normalisation and input prefix are the ones the registry states."""
-    entry = get_model(name)
-    encoder = Encoder(entry, model_path=tiny_bert, device="cpu")  # compared on CPU tensors
-    texts = [encoder.format(t, a) for t, a in TEXTS]
-    assert all(t.startswith(entry.text_prefix) for t in texts)
-    assert encoder.tokenizer.sep_token in texts[0]
-    vectors, _ = encoder.encode(texts, progress=False)
-    batch = encoder.tokenizer(texts, padding=True, truncation=True,
-                              max_length=encoder.max_length, return_tensors="pt")
-    with torch.inference_mode():
-        hidden = encoder.model(**batch).last_hidden_state
-    mask = batch["attention_mask"].unsqueeze(-1).float()
-    expected = hidden[:, 0] if entry.pooling == "cls" else (hidden * mask).sum(1) / mask.sum(1)
-    if entry.normalize:
-        expected = torch.nn.functional.normalize(expected, dim=-1)
-    np.testing.assert_allclose(vectors, expected.numpy(), rtol=1e-4, atol=1e-5)
+from pipeline.encoding.models import get_model, hf_model, with_precision
 
 
 @pytest.mark.slow
@@ -58,3 +33,36 @@ def test_hf_models_need_no_registry_entry(tiny_bert):
 def test_bad_model_names_are_one_line_errors(spec, message):
     with pytest.raises(InputError, match=message):
         get_model(spec)
+
+
+def test_a_precision_other_than_fp32_is_another_model_name():
+    """bf16 runs and stores are `<name>+bf16`: never mixed with, or reused for, fp32 ones."""
+    bf16 = with_precision(get_model("scincl"), "bf16")
+    assert (bf16.name, bf16.precision, bf16.hf_id) == ("scincl+bf16", "bf16", "malteos/scincl")
+    assert get_model("scincl+bf16") == bf16 and get_model("scincl").precision == "fp32"
+    assert with_precision(get_model("scincl"), "fp32") == get_model("scincl")
+    assert get_model("hf:org/name@cls+bf16").name == "hf--org--name--cls+bf16"
+    assert get_model("fuse--rrf--bm25--minilm+bf16").name == "fuse--rrf--bm25--minilm+bf16"
+    assert bf16.describe() != get_model("scincl").describe()  # the store config differs
+    with pytest.raises(InputError, match="PRECISION=bf16 is for encoders"):
+        get_model("bm25+bf16")
+    with pytest.raises(InputError, match="PRECISION='fp8'"):
+        get_model("scincl+fp8")
+    with pytest.raises(InputError, match="already names its precision"):
+        with_precision(bf16, "fp16")
+
+
+@pytest.mark.slow
+def test_bf16_runs_in_bf16_and_near_fp32(tiny_bert):
+    """The model runs in the precision its name says, on a CPU too (as a GPU would, up to
+    kernels); fp16 is refused on a CPU."""
+    texts = ["Cardiac troponin[SEP]Troponin predicts infarction.", "Jurassic basins[SEP]"]
+    fp32 = Encoder(get_model("scincl"), model_path=tiny_bert, device="cpu")
+    bf16 = Encoder(get_model("scincl+bf16"), model_path=tiny_bert, device="cpu")
+    assert fp32.model.dtype == torch.float32 and bf16.model.dtype == torch.bfloat16
+    want, got = fp32.encode(texts, progress=False)[0], bf16.encode(texts, progress=False)[0]
+    assert got.dtype == np.float32 and not np.array_equal(got, want)
+    cosine = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
+    assert (cosine > 0.99).all()
+    with pytest.raises(InputError, match="fp16 runs on a GPU only"):
+        Encoder(get_model("scincl+fp16"), model_path=tiny_bert, device="cpu")

@@ -32,7 +32,9 @@ from pipeline.encoding.encoders import Encoder
 from pipeline.encoding.models import get_model
 folder = sys.argv[1]
 texts_in = [("Cardiac troponin in the elderly", "Troponin predicts infarction."),
-            ("Jurassic basins", "Limestone facies of marine sediments were sampled.")]
+            ("Jurassic basins", "Limestone facies of marine sediments were sampled."),
+            ("Jurassic basins", ""),  # no abstract: SciRepEval encodes the title alone
+            ("Cardiac troponin", "troponin levels were measured in the elderly " * 120)]
 model = AutoAdapterModel.from_pretrained(folder)
 model.add_adapter("proximity", config="seq_bn")
 torch.manual_seed(1)
@@ -42,8 +44,12 @@ for name, p in model.named_parameters():
 model.save_adapter(folder + "/adapter", "proximity")
 encoder = Encoder(get_model("specter2"), model_path=folder, device="cpu")
 texts = [encoder.format(t, a) for t, a in texts_in]
+# SciRepEval's input, written here: the non-empty fields joined by " [SEP] "
+reference = [" [SEP] ".join(x for x in (t, a) if x).strip() for t, a in texts_in]
+assert texts == reference, (texts, reference)
 vectors, _ = encoder.encode(texts, progress=False)
-batch = encoder.tokenizer(texts, padding=True, return_tensors="pt")
+batch = encoder.tokenizer(reference, padding=True, truncation=True, max_length=512,
+                          return_tensors="pt")
 model.set_active_adapters("proximity")
 with torch.inference_mode():
     direct = model(**batch).last_hidden_state[:, 0].numpy()

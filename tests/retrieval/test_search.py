@@ -54,6 +54,18 @@ def test_run_contract(corpus_dir, roots, tiny, model):
                                                     entry.name)
     assert float(score) == run["score"][0]
     assert info["counts"]["rows"] == run.height
+    if model == "tiny":  # an L2 model's run holds -L2 distance, as SciDocs and ASPIRE score
+        import numpy as np
+
+        from pipeline.encoding.store import load_vectors
+        from pipeline.layout import store_dir
+
+        store = store_dir(index_root, corpus_dir.name, entry.name)
+        top = run.head(20)
+        q = load_vectors(store, top["query"].to_numpy()).astype(np.float64)
+        d = load_vectors(store, top["doc"].to_numpy()).astype(np.float64)
+        np.testing.assert_allclose(top["score"], -np.linalg.norm(q - d, axis=1), atol=2e-6)
+        assert info["details"]["run_score"] == "-L2 distance"
     result = eval_run(corpus_dir, index_root, runs_root, POOL, entry.name)
     assert result["counts"]["queries"] == queries.height
     metrics = pl.read_parquet(paths["metrics.parquet"])
