@@ -59,10 +59,11 @@ def main() -> None:
              f"Machine: {figures['machine']}. Written by benchmarks/beir_published.py.", "",
              "| model | pool | nDCG@10 | published | difference | source |",
              "|---|---|---|---|---|---|"]
-    lines += [f"| {r['model']} | {r['pool']} | {r['ndcg@10']:.4f} | "
-              f"{'' if r['published'] is None else r['published']} | "
-              f"{'' if r['difference'] is None else f'{r['difference']:+.4f}'} | "
-              f"{r['source']} |" for r in rows]
+    for r in rows:
+        published = "" if r["published"] is None else f"{r['published']:.4f}"
+        difference = "" if r["difference"] is None else f"{r['difference']:+.4f}"
+        lines.append(f"| {r['model']} | {r['pool']} | {r['ndcg@10']:.4f} | {published} | "
+                     f"{difference} | {r['source']} |")
     (OUT / "beir_published.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
