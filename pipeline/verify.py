@@ -239,13 +239,24 @@ def find_problems(data: Roots, folders: list[Path] | None = None, deep: bool = T
 
 
 def verify(data: Roots, folders: list[Path] | None = None, deep: bool = True) -> list[str]:
-    """One line per problem (the command prints them), and a summary logged."""
+    """One line per problem (the command prints them), and a summary logged. Data roots that
+    do not exist, or hold nothing to check, are an error: a check that found no data must not
+    pass (a typo in DATA, an unmounted scratch disk)."""
+    roots = [r for r in (data.corpora, data.indexes, data.runs) if r is not None]
+    if not any(r.is_dir() for r in roots):
+        raise InputError(f"none of the data folders exists ({', '.join(map(str, roots))}): "
+                         "nothing to verify; check DATA (or --corpora-root, --index-root, "
+                         "--runs-root)")
     for folder in folders or []:
         if not folder.exists():
             raise InputError(f"{folder} does not exist: give a folder under the data roots "
                              f"({data.corpora}, {data.indexes}, {data.runs})")
     with read_only():
         problems, checked = find_problems(data, folders, deep)
+    if not checked and not problems:
+        where = ", ".join(str(f) for f in folders) if folders else ", ".join(map(str, roots))
+        raise InputError(f"no pipeline data under {where}: nothing was verified; check DATA "
+                         "(or the --*-root options), or build something first (make demo)")
     lines = [p.line() for p in problems]
     log.info(f"[verify] {checked} manifests checked{' with checksums' if deep else ''}: "
              f"{len(lines) or 'no'} problems")

@@ -69,6 +69,23 @@ def test_cli_exit_status(root):
     assert done.returncode == 1 and "CORRUPT" in done.stdout and "candidates.parquet" in done.stdout
 
 
+@pytest.mark.parametrize("where", ["missing", "empty", "path"])
+def test_a_verify_that_finds_no_data_fails(where, tmp_path):
+    """A typo in DATA, an empty or unmounted scratch disk: verify says it found nothing and
+    fails (exit status 2), never "no problems"."""
+    data_root = tmp_path / "typo"
+    if where != "missing":
+        for kind in ("corpora", "indexes", "runs"):
+            (data_root / kind).mkdir(parents=True)
+    cmd = [sys.executable, "-m", "pipeline", "--corpora-root", str(data_root / "corpora"),
+           "--index-root", str(data_root / "indexes"), "--runs-root", str(data_root / "runs"),
+           "verify", *([str(data_root / "runs")] if where == "path" else [])]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert "nothing" in done.stderr and "no problems" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_a_corpus_whose_manifest_lost_its_stage_is_partial(root):
     from pipeline.ingest import update_corpus_manifest
 
