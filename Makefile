@@ -25,10 +25,16 @@ q = '$(subst ','\'',$(1))'
 # run by PYTHON): plain paths only, so none of them is shell code.
 TOOL_VARS := PYTHON VENV PY STAMP
 TIME_ALIAS := $(if $(filter command line,$(origin TIME)),TIME)
+# Nor a line break: make's $(shell) would lose it, and a recipe would run two lines.
+define NEWLINE
+
+
+endef
 $(foreach v,$(USER_VARS) $(TOOL_VARS) TORCH_VERSION PYSERINI_VERSION $(TIME_ALIAS),\
 	$(if $(findstring command,$(origin $(v)))$(findstring environment,$(origin $(v))),$(if \
 	$(findstring $$,$(value $(v))),$(error error: $(v) holds a '$$', which make would run as \
-	code: give a plain value))))
+	code: give a plain value))$(if $(findstring $(NEWLINE),$(value $(v))),$(error error: $(v) \
+	holds a line break: give the value on one line))))
 # What is left of $(2) once every character of the list $(1) is taken out of it.
 PATH_CHARS := a b c d e f g h i j k l m n o p q r s t u v w x y z A B C D E F G H I J K L M N O P \
 	Q R S T U V W X Y Z 0 1 2 3 4 5 6 7 8 9 . _ / + -
@@ -46,14 +52,14 @@ endif
 endif
 
 # Check every variable before anything runs (one line, exit status 2); it writes nothing. Each
-# goes as --NAME 'value' (SLURM_TIME as --TIME when it came as TIME on the command line). The
+# goes as --NAME='value' (so a value starting with '-' is a value) (SLURM_TIME as --TIME when it came as TIME on the command line). The
 # check then prints one line, `check=ok NAME=value ...`: the names and paths make uses (DERIVED
 # in pipeline/cli/variables.py, from pipeline/layout.py), which make reads, never composes.
 # `make variables` alone runs no check: it writes the include again, even a stale one.
 check_name = $(if $(and $(filter SLURM_TIME,$(1)),$(TIME_ALIAS)),TIME,$(1))
 ifneq ($(MAKECMDGOALS),variables)
 CHECK := $(shell $(call q,$(PYTHON)) -m pipeline check $(foreach v,$(USER_VARS),\
-	--$(call check_name,$(v)) $(call q,$($(v)))) 2>&1)
+	--$(call check_name,$(v))=$(call q,$($(v)))) 2>&1)
 ifneq ($(firstword $(CHECK)),check=ok)
 $(error $(CHECK))
 endif

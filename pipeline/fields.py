@@ -47,6 +47,10 @@ def resolve_fields(name: str) -> list[str]:
     spaces or commas, written with '-' for their own spaces ('medicine computer-science')."""
     if name.strip().lower() == "all":
         return list(MAG_FIELDS)
+    names = [n for n in name.replace(",", " ").split() if n]
+    if len(names) > 1 and "all" in (n.lower() for n in names):
+        raise InputError(f"FIELD {name!r}: 'all' stands alone (it is the 19 fields); give all, "
+                         "or the fields you want (medicine computer-science)")
     try:
         return [resolve_field(name)]
     except InputError:

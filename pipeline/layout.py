@@ -27,6 +27,11 @@ from pipeline.core.errors import InputError
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kKmM]?)$")
 
 
+MAX_POOL_SIZE = 1_000_000_000  # papers: far above any corpus (S2AG holds about 2e8)
+MAX_CUTOFF = 100_000  # a metric's cutoff (@k): far above any run's depth
+MAX_LEVEL = 100  # a relevance level (-l<n>): far above any collection's grades
+
+
 def parse_size(text: str) -> int:
     """'20000', '20k', '2M', '1.5M' -> number of candidate papers."""
     match = _SIZE.match(str(text).strip().replace("_", ""))
@@ -38,6 +43,9 @@ def parse_size(text: str) -> int:
     value = float(number) * {"": 1, "k": 1_000, "m": 1_000_000}[unit.lower()]
     if value != int(value) or value < 1:
         raise InputError(f"malformed SIZE {text!r}: it must be a whole number of papers >= 1")
+    if value > MAX_POOL_SIZE:
+        raise InputError(f"SIZE {text!r} is over {format_size(MAX_POOL_SIZE)} papers, more than "
+                         "any corpus holds: give a pool size such as 2M")
     return int(value)
 
 
@@ -136,13 +144,14 @@ def parse_metrics(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
         if percent is not None:
             ok = 0 < percent <= 100
         else:
-            ok = (base in _KNOWN and (not cut or (cut.isdigit() and int(cut) > 0))
-                  and (not level or (level.isdigit() and int(level) > 0)))
+            ok = (base in _KNOWN and (not cut or (cut.isdigit() and 0 < int(cut) <= MAX_CUTOFF))
+                  and (not level or (level.isdigit() and 0 < int(level) <= MAX_LEVEL)))
         if not ok:
             raise InputError(f"unknown metric {name!r}; use a set "
                              f"({', '.join(METRIC_SETS)}) or names like map, ndcg@10, "
                              f"recall@30, map-l2 (grades >= 2 relevant), ndcg%20 (cut at 20% "
-                             f"of each query's list) (known: {', '.join(_KNOWN)})")
+                             f"of each query's list); cutoffs 1 to {MAX_CUTOFF:,}, levels 1 "
+                             f"to {MAX_LEVEL} (known: {', '.join(_KNOWN)})")
     if not names:
         raise InputError(f"no metric given: use a set ({', '.join(METRIC_SETS)}) or names")
     return tuple(dict.fromkeys(names))

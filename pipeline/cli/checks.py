@@ -22,10 +22,10 @@ BACKENDS = ("auto", "faiss-cpu", "faiss-gpu", "torch-cuda", "torch-cpu")
 BM25_ENGINES = ("lucene", "arrays")
 
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-_PATH = re.compile(r"^[A-Za-z0-9._/+,:@=~-]+$")
+_PATH = re.compile(r"[A-Za-z0-9._/+,:@=~-]+")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -39,7 +39,10 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def int_at_least(low: int, what: str):
+MAX_INT = 2**31 - 1  # every whole-number variable: seeds, counts, threads, shards
+
+
+def int_at_least(low: int, what: str, high: int = MAX_INT):
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -47,6 +50,8 @@ def int_at_least(low: int, what: str):
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number ({what})") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"{value} is too small: {what}")
+        if value > high:
+            raise argparse.ArgumentTypeError(f"{value} is too large: use at most {high:,}")
         return value
     parse.__name__ = "int"
     return parse
@@ -68,19 +73,33 @@ def choice(options: tuple[str, ...]):
     return parse
 
 
+MAX_NAME = 100  # characters of a corpus name: room for the suffixes of the files named after it
+MAX_COMPONENT = 255  # bytes of one path component (NAME_MAX on Linux and macOS)
+
+
 def corpus_name(text: str) -> str:
-    if not _NAME.match(text):
+    if not _NAME.fullmatch(text):
         raise argparse.ArgumentTypeError(
-            f"{text!r}: a corpus name is letters, digits, '.', '_' or '-' (a folder name)")
+            f"{text!r}: a corpus name is letters, digits, '.', '_' or '-', starting with a "
+            "letter or digit (a folder name)")
+    if len(text) > MAX_NAME:
+        raise argparse.ArgumentTypeError(f"a corpus name of {len(text)} characters: use at "
+                                         f"most {MAX_NAME}")
     return text
 
 
 def safe_path(text: str) -> str:
-    """Paths the Makefile uses as targets: no spaces, quotes or shell characters."""
-    if not _PATH.match(text):
+    """Paths the Makefile uses as targets: no spaces, quotes or shell characters, and no
+    component longer than the file system allows."""
+    if not _PATH.fullmatch(text):
         raise argparse.ArgumentTypeError(
-            f"{text!r}: use a path of letters, digits and ._/+,:@=~- only (no spaces, quotes "
-            "or shell characters)")
+            f"{text!r}: use a path of letters, digits and ._/+,:@=~- only (no spaces, quotes, "
+            "line breaks or shell characters)")
+    long = [part for part in text.split("/") if len(part.encode()) > MAX_COMPONENT]
+    if long:
+        raise argparse.ArgumentTypeError(
+            f"a folder name of {len(long[0])} characters ({long[0][:20]}...): file systems "
+            f"allow at most {MAX_COMPONENT}")
     return text
 
 

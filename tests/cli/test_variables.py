@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pipeline.cli.main import build_parser
 from pipeline.cli.variables import (
     BY_NAME,
@@ -66,7 +68,8 @@ def test_every_variable_the_makefile_uses_is_declared():
     declaration, no second default); each name make takes from the check is one it prints."""
     used = set(re.findall(r"\$[({]([A-Z][A-Z0-9_]*)[)}]", MAKEFILE))
     used |= set(re.findall(r"\$\((?:origin|value) ([A-Z][A-Z0-9_]*)\)", MAKEFILE))
-    assigned = set(re.findall(r"^([A-Z][A-Z0-9_]*)\s*(?:\?|:|\+)?=", MAKEFILE, re.M))
+    assigned = set(re.findall(r"^(?:define )?([A-Z][A-Z0-9_]*)\s*(?:(?:\?|:|\+)?=|$)",
+                              MAKEFILE, re.M))
     aliases = {v.alias for v in VARIABLES if v.alias}
     included = set(re.findall(r"^([A-Z][A-Z0-9_]*)\s*(?:\?|:)?=", generated()[INCLUDE], re.M))
     assert included == set(BY_NAME) | {"USER_VARS"}
@@ -156,6 +159,28 @@ def test_precision_names_the_runs_and_is_refused_for_bm25(tmp_path):
     assert done.returncode == 2 and "PRECISION=bf16 is for encoders" in done.stderr
     done = make(root, "-n", "eval", "CORPUS=c", "MODEL=scincl", "PRECISION=fp8")
     assert done.returncode == 2 and "PRECISION" in done.stderr
+
+
+@pytest.mark.parametrize("assignment, message", [
+    ("METRICS=ndcg@99999999999999999999", "cutoffs 1 to 100,000"),
+    ("METRICS=map-l1000", "levels 1 to 100"),
+    ("SEED=99999999999", "SEED: 99999999999 is too large"),
+    ("THREADS=4294967296", "THREADS: 4294967296 is too large"),
+    ("SIZE=5000M", "over 1000M papers"),
+    ("CORPUS=" + "a" * 300, "a corpus name of 300 characters"),
+    ("DATA=/tmp/" + "b" * 300, "a folder name of 300 characters"),
+    ("CORPUS=-rf", "'-rf': a corpus name is letters"),
+    ("CORPUS=a\nb", "CORPUS holds a line break"),
+    ("FIELD=medicine\nbiology", "FIELD holds a line break"),
+    ("FIELD=all medicine", "'all' stands alone"),
+])
+def test_values_out_of_bounds_are_refused_up_front(assignment, message, tmp_path):
+    """Bounds, lengths, leading dashes and line breaks: one line naming the variable, exit
+    status 2, before anything runs (each of these once passed the check and failed later)."""
+    done = make(with_pool(tmp_path / "data"), "-n", "pool", assignment)
+    assert done.returncode == 2, done.stdout[-500:]
+    [line] = done.stderr.strip().splitlines()
+    assert message in line and "Traceback" not in done.stderr
 
 
 def test_the_check_prints_every_derived_value():
