@@ -220,8 +220,11 @@ def cmd_pool(args: argparse.Namespace) -> None:
 
 
 def _embed_options(args: argparse.Namespace) -> dict:
-    return {"batch_size": args.batch_size, "dtype": args.dtype, "model_path": args.model_path,
-            "device": args.device, "part_size": args.part_size}
+    """The store options of embed and index; a part size only where given (each store has
+    its own default)."""
+    options = {"batch_size": args.batch_size, "dtype": args.dtype,
+               "model_path": args.model_path, "device": args.device}
+    return {**options, **({"part_size": args.part_size} if args.part_size else {})}
 
 
 def cmd_embed(args: argparse.Namespace) -> None:
@@ -296,7 +299,8 @@ def _index_pools(args: argparse.Namespace, entry, pools: list[str]) -> None:
         return
     for pool in pools:
         with timed("index", _log_dir(args), model=entry.name, pool=pool):
-            index(corpus_dir, index_root, pool, entry, args.threads, args.bm25_engine)
+            index(corpus_dir, index_root, pool, entry, args.threads, args.bm25_engine,
+                  **({"part_size": args.part_size} if args.part_size else {}))
 
 
 def cmd_index(args: argparse.Namespace) -> None:

@@ -173,8 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--dtype", default="float32", type=choice(DTYPES))
         p.add_argument("--model-path", help="load the weights from this local folder")
         p.add_argument("--device", type=device, help="cpu | cuda (default: cuda if available)")
-        p.add_argument("--part-size", type=positive, default=4096,
-                       help="papers per store part: the work a kill can lose")
+        p.add_argument("--part-size", type=positive,
+                       help="papers per store part, the work a kill can lose (default: 4,096 "
+                       "for embeddings, 50,000 for BM25's analysed-text store)")
 
     p = stage("embed", cmd_embed, "embed the pools' papers missing from the store")
     p.add_argument("--model", default="minilm")

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from pipeline.core.errors import InputError
 from pipeline.encoding.models import ModelEntry
 from pipeline.ingest.corpus import paper_texts
 from pipeline.layout import PREFILTERED, bm25_index_dir, runs_dir
@@ -36,7 +37,12 @@ class BM25(Retriever):
                     "note": "the arrays engine assembles the pool's index from the analysed-"
                             "text store when it searches",
                     **bm25_store.fill(corpus_dir, index_root, np.concatenate(ids), threads,
-                                      repair=True)}
+                                      repair=True, part_size=options.get("part_size")
+                                      or bm25_store.PART_SIZE)}
+        if options.get("part_size"):
+            raise InputError("--part-size sets the parts of the arrays engine's analysed-text "
+                             "store; BM25_ENGINE=lucene builds one Lucene index per pool: "
+                             "leave it out")
         return {"model": entry.name, **bm25_lucene.index_pool(corpus_dir, index_root, pool,
                                                               threads)}
 

@@ -94,6 +94,29 @@ def test_the_store_is_invariant_to_parts_and_order_of_filling(corpus, tmp_path):
     assert a.equals(b) and a.equals(fresh) and a.height > 10 * len(ids)
 
 
+def test_index_honours_part_size(corpus, tmp_path):
+    """`index --model bm25 --part-size N` cuts the store in parts of N papers (it was accepted
+    and ignored); with the Lucene engine, which has no parts, it is refused."""
+    import subprocess
+    import sys
+
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root",
+                               str(corpus.parent), "--index-root", str(tmp_path / "idx"),
+                               "index", "--corpus", corpus.name, "--model", "bm25", "--pool",
+                               POOLS[-1], *extra], capture_output=True, text=True)
+
+    done = run("--part-size", "100")
+    assert done.returncode == 0, done.stderr[-2000:]
+    store = bm25_store.store_path(tmp_path / "idx", corpus.name)
+    parts = read_json(store / "manifest.json")["parts"]
+    queries, candidates, _ = load_pool(corpus, POOLS[-1])
+    papers = pl.concat([queries["corpusid"], candidates["corpusid"]]).n_unique()
+    assert len(parts) == -(-papers // 100) and max(p["rows"] for p in parts) == 100
+    done = run("--part-size", "100", "--bm25-engine", "lucene")
+    assert done.returncode == 2 and "leave it out" in done.stderr
+
+
 def test_a_damaged_or_orphan_part_is_refused_then_repaired_by_index(corpus, tmp_path):
     entry = get_model("bm25")
     pool = POOLS[0]
