@@ -160,20 +160,26 @@ def atomic_path(path: Path) -> Iterator[Path]:
         tmp_path.unlink(missing_ok=True)
 
 
+def temp_dir(folder: Path, name: str) -> Path:
+    """A new temporary folder in `folder`, named as temporaries are (swept after a kill), with
+    the permissions the umask allows (755 under umask 022), not mkdtemp's 700: every folder
+    the pipeline makes is made here or by mkdir, so a colleague on a shared disk can read it."""
+    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(name), suffix=".tmp", dir=folder))
+    os.chmod(tmp, DIR_MODE)
+    return tmp
+
+
 @contextlib.contextmanager
 def atomic_dir(path: Path) -> Iterator[Path]:
     """Yield an empty temporary folder beside `path`; it replaces `path` if the block succeeds."""
     with disk_errors(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
         sweep(path.parent)
-        tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path.name), suffix=".tmp",
-                                    dir=path.parent))
-    os.chmod(tmp, DIR_MODE)
+        tmp = temp_dir(path.parent, path.name)
     try:
         yield tmp
         if path.exists():  # move the old one aside first: rename cannot replace a full folder
-            old = Path(tempfile.mkdtemp(prefix=temp_prefix(path.name), suffix=".tmp",
-                                        dir=path.parent))
+            old = temp_dir(path.parent, path.name)
             os.replace(path, old)
             os.replace(tmp, path)
             remove(old)
@@ -191,7 +197,7 @@ def scratch_dir(folder: Path, name: str) -> Iterator[Path]:
     with disk_errors(folder):
         folder.mkdir(parents=True, exist_ok=True)
         sweep(folder)
-        tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(name), suffix=".tmp", dir=folder))
+        tmp = temp_dir(folder, name)
     try:
         yield tmp
     finally:

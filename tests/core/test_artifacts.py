@@ -96,3 +96,27 @@ def test_manifest_records_versions_and_code():
     info = artifacts.manifest("x", {"a": 1})
     assert info["libraries"]["polars"] and info["libraries"]["pyarrow"]
     assert info["code_version"] != "" and info["manifest_version"] == 2
+
+
+def test_every_folder_made_is_readable_as_the_umask_allows(tmp_path):
+    """scratch_dir (the imports' working folder, installed as the corpus) and atomic_dir made
+    mkdtemp's 700 folders: a colleague on a shared disk could not read an imported corpus.
+    Under umask 022 every folder is 755, a new one or one replacing another."""
+    script = """
+import os, stat, sys
+from pathlib import Path
+os.umask(0o022)
+from pipeline.core.artifacts import atomic_dir, scratch_dir
+root = Path(sys.argv[1])
+modes = []
+with scratch_dir(root, "import") as tmp:
+    modes.append(stat.S_IMODE(tmp.stat().st_mode))
+for _ in range(2):  # made, then replaced
+    with atomic_dir(root / "made") as tmp:
+        (tmp / "x").write_text("x")
+    modes.append(stat.S_IMODE((root / "made").stat().st_mode))
+print(" ".join(oct(m) for m in modes))
+"""
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.split() == ["0o755"] * 3
