@@ -231,6 +231,12 @@ def _pool_shas(corpus_dir: Path, on_disk: bool = False) -> dict[str, dict]:
     return found
 
 
+def _link_refusal(corpus_dir: Path) -> str:
+    return (f"{corpus_dir} is a symbolic link (to {os.readlink(corpus_dir)}): an import writes "
+            "the corpus as a new folder and will not replace your link; put the data folder on "
+            "that disk instead (DATA=<folder holding corpora/>), or remove the link")
+
+
 def install_corpus(built: Path, corpus_dir: Path, derived: list[Path], replace: bool,
                    section: str) -> str:
     """Put a corpus written whole in `built` (a temporary folder beside `corpus_dir`) in place.
@@ -245,7 +251,10 @@ def install_corpus(built: Path, corpus_dir: Path, derived: list[Path], replace: 
     """
     from pipeline.core.artifacts import atomic_dir, file_sha256, remove
 
+    link = corpus_dir.is_symlink()
     if corpus_kind(corpus_dir) == "absent":
+        if link:  # a user's link (to a scratch disk): never replaced by a local folder
+            raise InputError(_link_refusal(corpus_dir))
         remove(corpus_dir)
         os.replace(built, corpus_dir)
         return "new"
@@ -269,6 +278,8 @@ def install_corpus(built: Path, corpus_dir: Path, derived: list[Path], replace: 
                                       *merged.get("pools", [])})
             write_json({**sections, section: merged}, corpus_dir / MANIFEST)
         return "added" if added else "repaired" if damaged else "unchanged"
+    if link:
+        raise InputError(_link_refusal(corpus_dir))
     if not replace:
         what = "other papers" if not same_papers else f"other contents of {clashes[0]}"
         raise InputError(f"{corpus_dir} already holds a corpus with {what}: add REPLACE=1 "

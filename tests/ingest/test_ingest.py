@@ -327,3 +327,30 @@ def test_a_line_split_across_blocks_or_with_crlf_is_read_exactly(tmp_path, monke
     assert info["counts"] == expected
     for name in ("papers.parquet", "citations.parquet"):
         assert (tmp_path / "crlf" / name).read_bytes() == (tmp_path / "lf" / name).read_bytes()
+
+
+@pytest.mark.parametrize("target", ["empty", "corpus"])
+def test_a_users_link_is_never_replaced_by_an_import(target, corpus_dir, tmp_path):
+    """corpora/<c> as a symbolic link to a scratch disk: installing a corpus written whole
+    (the imports, make mdcr) refused it before by deleting the link and writing a local folder.
+    Now: refused in one line naming the link; the link and what it points to are untouched."""
+    from pipeline.ingest.corpus import install_corpus
+
+    scratch = tmp_path / "scratch" / "c"
+    scratch.mkdir(parents=True)
+    if target == "corpus":
+        copy_corpus(corpus_dir, scratch)
+    def files() -> list[tuple[str, bytes]]:  # hidden bookkeeping (the checksum cache) aside
+        return sorted((p.name, p.read_bytes()) for p in scratch.iterdir()
+                      if not p.name.startswith("."))
+
+    before = files()
+    link = tmp_path / "corpora" / "c"
+    link.parent.mkdir()
+    link.symlink_to(scratch)
+    built = copy_corpus(corpus_dir, tmp_path / "corpora" / ".c.built.tmp")
+    (built / "prefiltered.parquet").write_bytes(b"other papers")  # not the same corpus
+    with pytest.raises(InputError, match="is a symbolic link"):
+        install_corpus(built, link, [], replace=True, section="collection")
+    assert link.is_symlink() and link.resolve() == scratch.resolve()
+    assert files() == before
