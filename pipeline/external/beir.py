@@ -9,13 +9,16 @@ and the pool `beir-<documents>-r0` (`-val` for the dev split), whose queries car
 text (title = the query, abstract empty) and whose qrels keep the graded relevance. The pool
 is scored with the `beir` metric set (nDCG@10, R@100) unless METRICS says otherwise.
 Ids stay strings; a query whose id is also a document's never retrieves that document (as
-BEIR's evaluation ignores identical ids). Qrels naming an unknown query or document are
+BEIR's evaluation ignores identical ids; the search stage drops such self hits), and the import
+counts such queries; a judgment of a query's own id is left out of the qrels and counted (no
+run can rank it; BEIR's evaluation would keep it). Qrels naming an unknown query or document are
 dropped and counted, and so are repeats of a judgment (same pair, same grade; a pair judged
 with two grades is refused); queries without qrels in the split are not in the pool (counted).
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import polars as pl
@@ -34,6 +37,7 @@ from pipeline.core.inputs import corpus_label
 from pipeline.ingest.corpus import claim_corpus, install_corpus
 from pipeline.layout import POOL_FILES, PREFILTERED, pool_dir, pool_name, pool_split
 
+log = logging.getLogger(__name__)
 SPLIT_FILES = {"test": "test", "validation": "dev"}  # a pool's split -> qrels/<file>.tsv
 QRELS_HEADER = "query-id\tcorpus-id\tscore"  # the first line of BEIR's qrels files
 
@@ -123,10 +127,21 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
     known = qrels.join(docs.select(doc="_id"), on="doc", how="semi").join(
         queries.select(query="_id"), on="query", how="semi")
     counts["qrels_dropped_unknown_document_or_query"] = qrels.height - known.height
-    qrels = known.sort("query", "doc")
+    # a query is never its own candidate: its id among the documents is never ranked for it
+    # (the search stage drops self hits), so a judgment of it is left out, counted
+    itself = known.filter(pl.col("query") == pl.col("doc"))
+    counts["qrels_of_the_query_itself_left_out"] = itself.height
+    counts["qrels_of_the_query_itself_relevant"] = itself.filter(pl.col("rel") > 0).height
+    qrels = known.filter(pl.col("query") != pl.col("doc")).sort("query", "doc")
     queries = (queries.unique("_id", keep="first")
                .join(qrels.select(_id="query").unique(), on="_id", how="semi").sort("_id"))
     counts["queries_without_qrels_left_out"] = counts["queries_read"] - queries.height
+    counts["queries_whose_id_is_a_document"] = queries.join(
+        docs.select("_id"), on="_id", how="semi").height
+    if itself.height:
+        log.warning(f"[import-beir] {itself.height} judgments of a query's own id as a "
+                    f"document ({counts['qrels_of_the_query_itself_relevant']} relevant, e.g. "
+                    f"{itself['query'].sort()[0]}) left out: a query never retrieves itself")
     if queries.is_empty():
         raise InputError(f"{src}: no query of queries.jsonl has judgments in "
                          f"qrels/{SPLIT_FILES[split]}.tsv that name a document of corpus.jsonl")

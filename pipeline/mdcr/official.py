@@ -161,10 +161,12 @@ def import_benchmark(src: Path, corpus_dir: Path, split: str = "test", replace: 
     """Read `mdcr_<split>.json` and `mdcr_<split>_data.jsonl` from `src` into the benchmark
     corpus `corpus_dir` (string ids), so every stage runs on it (make eval CORPUS=...). A
     corpus holds one split: import `val` into a corpus of its own (validation pools). Over a
-    benchmark with other contents only with `replace` (`write_benchmark`)."""
+    benchmark with other contents only with `replace` (`write_benchmark`). A query listed as
+    its own candidate is left out of its lists (a query is never its own candidate), counted
+    per field and type in the pools' manifests (`query_itself_left_out`) and logged."""
     claim_corpus(corpus_dir, "make import-mdcr")
     split = pool_split(split)
-    table = read_official(src / f"mdcr_{FILE_SPLITS[split]}.json")
+    table, itself = leave_out_query_itself(read_official(src / f"mdcr_{FILE_SPLITS[split]}.json"))
     data = src / f"mdcr_{FILE_SPLITS[split]}_data.jsonl"
     if not data.exists():
         raise InputError(f"{data} does not exist: the benchmark's titles and abstracts come "
@@ -178,10 +180,30 @@ def import_benchmark(src: Path, corpus_dir: Path, split: str = "test", replace: 
     duplicated = papers.height - papers["paper_id"].n_unique()
     papers = papers.unique("paper_id", keep="first").rename({"paper_id": "corpusid"})
     parameters = {"source": str(src), "split": FILE_SPLITS[split]}
+    extra = {field: {"query_itself_left_out": {
+        "pairs": mine.height, "by_type": dict(mine.group_by("type").len().sort("type")
+                                              .iter_rows())}}
+        for field in table["field"].unique()
+        for mine in [itself.filter(pl.col("field") == field)]}
     info = write_benchmark(corpus_dir, papers, table, "import-mdcr", parameters,
-                           split=split, replace=replace, derived=derived)
+                           split=split, extra=extra, replace=replace, derived=derived)
     info["duplicate_paper_records_dropped"] = duplicated
+    info["query_itself_left_out"] = itself.height
     return info
+
+
+def leave_out_query_itself(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The official table (field, query, doc, type) without rows listing a query as its own
+    candidate, and those rows (logged: the search stage never ranks a query's own paper for
+    it, and such a pair would have no score)."""
+    own = pl.col("query") == pl.col("doc")
+    itself = table.filter(own)
+    if itself.height:
+        positives = itself.filter(pl.col("type") == POSITIVE_TYPE).height
+        log.warning(f"[import-mdcr] {itself.height} listings of a query as its own candidate "
+                    f"({positives} in its \"{TRUE}\" list; e.g. query {itself['query'][0]} "
+                    f"of {itself['field'][0]}) left out: a query is never its own candidate")
+    return table.filter(~own), itself
 
 
 def scores_file(runs: pl.DataFrame, pairs: pl.DataFrame, out: Path) -> int:

@@ -75,6 +75,8 @@ def test_import_counts_what_it_leaves_out(imported):
     counts = info["collection"]["counts"]
     assert counts["qrels_dropped_unknown_document_or_query"] == 1
     assert counts["queries_without_qrels_left_out"] == 1
+    assert counts["queries_whose_id_is_a_document"] == 1  # q0: never retrieves document q0
+    assert counts["qrels_of_the_query_itself_left_out"] == 0
     [pool] = pool_names(corpus)
     queries, candidates, qrels = load_pool(corpus, pool)
     assert queries["corpusid"].dtype == pl.String and queries.height == 8
@@ -157,6 +159,37 @@ def test_bad_collections_are_refused(collection, tmp_path):
     with pytest.raises(InputError, match="hold whitespace"):
         import_beir(bad, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_judgment_of_the_query_itself_is_left_out_and_counted(collection, tmp_path, caplog):
+    """A query is never its own candidate: a judgment of the query's own id as a document
+    (q0 judges q0) is left out of the pool's qrels, counted in the manifest and logged; a
+    query judged only on itself then has no judgment and is left out (counted)."""
+    src = tmp_path / "src"
+    shutil.copytree(collection, src)
+    with (src / "qrels" / "test.tsv").open("a") as handle:
+        handle.write("q0\tq0\t2\n")
+    with (src / "corpus.jsonl").open("a") as handle:
+        handle.write(json.dumps({"_id": "q-unjudged", "title": "t", "text": "x"}) + "\n")
+    with (src / "qrels" / "test.tsv").open("a") as handle:
+        handle.write("q-unjudged\tq-unjudged\t1\n")
+    corpus = tmp_path / "corpora" / "self"
+    with caplog.at_level("WARNING", logger="pipeline.external.beir"):
+        info = import_beir(src, corpus)
+    counts = info["collection"]["counts"]
+    assert counts["qrels_of_the_query_itself_left_out"] == 2
+    assert counts["qrels_of_the_query_itself_relevant"] == 2
+    assert counts["queries_whose_id_is_a_document"] == 1  # q-unjudged has no judgment left
+    assert counts["queries_without_qrels_left_out"] == 1
+    [pool] = pool_names(corpus)
+    queries, candidates, qrels = load_pool(corpus, pool)
+    assert qrels.filter(pl.col("query") == pl.col("doc")).is_empty()
+    assert "q-unjudged" not in queries["corpusid"].to_list() and queries.height == 8
+    assert candidates.height == 302  # documents stay candidates of the other queries
+    assert "2 judgments of a query's own id as a document (2 relevant, e.g. q-unjudged) " \
+        "left out" in caplog.text
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    assert manifest["collection"]["counts"]["qrels_of_the_query_itself_left_out"] == 2
 
 
 PYSERINI_GRID = PYSERINI_IMPORT + """

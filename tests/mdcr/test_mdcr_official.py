@@ -27,6 +27,7 @@ from pipeline.mdcr.official import (
     official_numbers,
     scores_file,
 )
+from pipeline.pools.build import load_pool, pool_manifest
 from pipeline.retrieval.runs import load_run
 from pipeline.retrieval.search import index, search
 
@@ -193,6 +194,41 @@ def test_bad_official_files_are_refused(tmp_path, mdcr_source):
     with pytest.raises(InputError, match="ids of the benchmark have no title/abstract"):
         import_benchmark(tmp_path, target)
     assert not target.exists()
+
+
+def test_a_query_listed_as_its_own_candidate_is_left_out_and_counted(tmp_path, caplog):
+    """A query is never its own candidate: the import leaves out a query listed in its own
+    lists (q1 in its "random" list, q3 in its "true" list), counts it per field and type in the
+    pools' manifests and logs it; the other candidates and positives are kept."""
+    lists = json.loads(json.dumps(BENCHMARK))
+    lists["Art"]["q1"]["random"].append("q1")
+    lists["Physics"]["q3"]["true"].append("q3")
+    lists["Biology"] = {"q4": {"bm25": ["b"], "true": ["a"]}}  # nothing left out: counted 0
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "mdcr_test.json").write_text(json.dumps(lists))
+    ids = sorted({*"abcdefghijklm", "q1", "q2", "q3", "q4"})
+    (src / "mdcr_test_data.jsonl").write_text("".join(
+        json.dumps({"paper_id": i, "title": f"title {i}", "abstract": f"abstract {i}"}) + "\n"
+        for i in ids))
+    corpus = tmp_path / "corpora" / "itself"
+    with caplog.at_level("WARNING", logger="pipeline.mdcr.official"):
+        info = import_benchmark(src, corpus)
+    assert info["query_itself_left_out"] == 2
+    assert "2 listings of a query as its own candidate (1 in its \"true\" list" in caplog.text
+    table, _ = read_benchmark(corpus)
+    assert table.filter(pl.col("query") == pl.col("doc")).is_empty()
+    assert table.height == 2 + sum(len(d) for q in BENCHMARK.values() for ls in q.values()
+                                   for d in ls.values())  # everything else kept
+    left_out = {pool_manifest(corpus, name)["parameters"]["field"]:
+                pool_manifest(corpus, name)["query_itself_left_out"] for name in pool_names(corpus)}
+    assert left_out == {"Art": {"pairs": 1, "by_type": {"random": 1}},
+                        "Physics": {"pairs": 1, "by_type": {"cited": 1}},
+                        "Biology": {"pairs": 0, "by_type": {}}}
+    for name in pool_names(corpus):
+        _, candidates, qrels = load_pool(corpus, name)
+        assert candidates.filter(pl.col("query") == pl.col("corpusid")).is_empty()
+        assert qrels.filter(pl.col("query") == pl.col("doc")).is_empty()
 
 
 def test_the_val_split_imports_as_validation_pools(round_trip, tmp_path):
