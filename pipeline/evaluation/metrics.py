@@ -11,14 +11,26 @@ Counting rule: every query of the pool with at least one relevant candidate is e
 query absent from the run scores 0 on every metric (trec_eval's `-c`; trec_eval's default would
 skip it and raise the mean). Queries without a relevant candidate are dropped and counted.
 
-`ndcg%<p>` (CSFCube's NDCG%20, Mysore et al. 2021) is computed here, not by ranx, as CSFCube's
-evaluation scripts define it: linear gains (the grade), the discount of their `dcg_at_k` method
-0 (ranks 1 and 2 both weigh 1, rank r >= 2 weighs 1 / log2(r)), the list cut at
-int(p / 100 x n) where n is the number of documents the run ranks for the query (for CSFCube,
-every run ranks the query's whole candidate list, so n is its size), and the ideal DCG from the
-query's judged grades sorted, cut at the same rank; 0 when that ideal is 0 (nothing relevant, or
-a cut of 0). When a set holds such a metric, every judged query is evaluated (CSFCube averages
-every query of its folds), also one without a relevant candidate: it scores 0 on every metric.
+CSFCube's metrics (Mysore et al. 2021) are computed here, not by ranx, as its official
+evaluation script (`ranking_eval.py`, `rank_metrics.py`) computes them from each query's ranked
+list: the grades of the candidates the run ranked, in rank order (an unjudged one is grade 0).
+
+- `ndcg%<p>` (the official NDCG%20): linear gains (the grade), the discount of `dcg_at_k`
+  method 0 (ranks 1 and 2 both weigh 1, rank r >= 2 weighs 1 / log2(r)), the list cut at
+  int(p / 100 x n) where n is the number of candidates the run ranks for the query, divided by
+  the DCG of the ranked list's own grades sorted, cut at the same rank; 0 when that is 0
+  (nothing relevant ranked, or a cut of 0).
+- `map_ranked[-l<n>]` (the official MAP, `-l2`): grades >= n are relevant (1 without a
+  level); AP is the mean of the precision at the rank of each relevant candidate the run
+  ranked, so its denominator is the relevant candidates ranked, not all judged; 0 without one.
+- `ndcg_judged%<p>` (stricter, not the official number): the same cut and discount, with the
+  ideal DCG over every judged grade of the query, as trec_eval builds it; `map-l2` (ranx's,
+  trec_eval's) is the stricter MAP. On a run that ranks every judged candidate (every run
+  the pipeline makes of CSFCube's pools) each equals its official counterpart; on one that
+  leaves judged relevant candidates out they are lower.
+
+When a set holds one of these metrics, every judged query is evaluated (CSFCube averages every
+query of its folds), also one without a relevant candidate: it scores 0 on every metric.
 """
 
 from __future__ import annotations
@@ -32,7 +44,7 @@ import polars as pl
 from numba.core.errors import NumbaTypeSafetyWarning
 from numba.typed import List
 
-from pipeline.layout import DEFAULT_METRICS, METRIC_SETS, metric_percent
+from pipeline.layout import DEFAULT_METRICS, METRIC_SETS, RANKED_MAP, metric_percent
 
 
 @numba.njit(cache=True)
@@ -74,8 +86,8 @@ def per_query(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series,
 
     asked = qrels.filter(pl.col("query").is_in(queries.implode()))
     judged = asked.filter(pl.col("rel") > 0)
-    own = [m for m in metrics if metric_percent(m) is not None]  # ndcg%<p>: computed here
-    # with ndcg%<p> (CSFCube) every judged query counts, one without a relevant candidate too
+    own = [m for m in metrics if csfcube_metric(m)]  # computed here, not by ranx
+    # with CSFCube's metrics every judged query counts, one without a relevant candidate too
     evaluated = (asked if own else judged)["query"].unique().sort()
     dropped = queries.n_unique() - len(evaluated)
     schema = {"query": queries.dtype, **dict.fromkeys(metrics, pl.Float64)}
@@ -91,17 +103,16 @@ def per_query(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series,
                     _offsets(ranked["qpos"].to_numpy(), len(evaluated)))
     qrels_list = _cut(qrel_docs, relevant["rel"].cast(pl.Float64).to_numpy(),
                       _offsets(relevant["qpos"].to_numpy(), len(evaluated)))
-    # a query without a relevant candidate (evaluated only beside ndcg%<p>) scores 0
+    # a query without a relevant candidate (evaluated only beside CSFCube's metrics) scores 0
     has_relevant = np.isin(np.arange(len(evaluated)), relevant["qpos"].to_numpy())
     scores = {}
+    graded = asked.join(position, on="query").select("qpos", "doc", "rel")
     with warnings.catch_warnings():  # ranx's kernels index with prange's unsigned counter
         warnings.simplefilter("ignore", NumbaTypeSafetyWarning)
         for metric in metrics:  # ranx.evaluate's own loop, without its dict checks
-            percent = metric_percent(metric)
-            if percent is not None:
-                graded = asked.join(position, on="query").select("qpos", "doc", "rel")
-                scores[metric] = ndcg_percent(ranked.select("qpos", "doc"), graded,
-                                              len(evaluated), percent)
+            if csfcube_metric(metric):
+                scores[metric] = csfcube_values(metric, ranked.select("qpos", "doc"), graded,
+                                                len(evaluated))
                 continue
             name, cutoff, rel_lvl = extract_metric_and_params(metric)
             values = np.asarray(metric_switch(name)(qrels_list, run_list, cutoff, rel_lvl),
@@ -110,40 +121,82 @@ def per_query(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series,
     return pl.DataFrame({"query": evaluated, **scores}, schema=schema), dropped
 
 
+def csfcube_metric(name: str) -> bool:
+    """Whether `name` is one of CSFCube's metrics, computed here (module doc): `ndcg%<p>`,
+    `ndcg_judged%<p>`, `map_ranked[-l<n>]`."""
+    return metric_percent(name) is not None or name.partition("-l")[0] == RANKED_MAP
+
+
+def csfcube_values(metric: str, ranked: pl.DataFrame, graded: pl.DataFrame,
+                   n_queries: int) -> np.ndarray:
+    """One of CSFCube's metrics (module doc) for queries 0..n_queries-1: `ranked` (qpos, doc)
+    is each query's run in rank order, `graded` (qpos, doc, rel) every judgment of the query."""
+    lists = ranked_grades(ranked, graded)
+    percent = metric_percent(metric)
+    if percent is None:
+        level = metric.partition("-l")[2]
+        return ranked_ap(lists, n_queries, int(level) if level else 1)
+    return ndcg_percent(lists, graded, n_queries, percent,
+                        judged_ideal=metric.startswith("ndcg_judged%"))
+
+
+def ranked_grades(ranked: pl.DataFrame, graded: pl.DataFrame) -> pl.DataFrame:
+    """Each query's ranked list as the official script reads it: qpos, rel (the candidate's
+    grade, 0 when unjudged), position (1-based rank), n (the list's length)."""
+    return (ranked.with_row_index("order")
+            .join(graded, on=["qpos", "doc"], how="left")
+            .sort("order")
+            .select("qpos", rel=pl.col("rel").fill_null(0).cast(pl.Float64),
+                    position=pl.int_range(1, pl.len() + 1).over("qpos"),
+                    n=pl.len().over("qpos")))
+
+
 def _discounted(gains: pl.Expr, position: pl.Expr) -> pl.Expr:
     """A gain at 1-based `position` as CSFCube's `dcg_at_k` (method 0) weighs it: ranks 1 and
     2 by 1, rank r >= 2 by 1 / log2(r)."""
     return gains / pl.when(position == 1).then(1.0).otherwise(position.cast(pl.Float64).log(2))
 
 
-def ndcg_percent(ranked: pl.DataFrame, graded: pl.DataFrame, n_queries: int,
-                 percent: int) -> np.ndarray:
-    """NDCG%<percent> of queries 0..n_queries-1 (module doc): `ranked` (qpos, doc) is each
-    query's run in rank order; `graded` (qpos, doc, rel) every judgment of the query. The cut
-    is int(percent / 100 x n), n the length of the query's ranked list (Python's int() of the
-    float product, as CSFCube's `int(0.20*len(ranked))`; a float64 product, the same here)."""
-    fraction = percent / 100
-    lists = (ranked.with_row_index("order")
-             .join(graded, on=["qpos", "doc"], how="left")
-             .sort("order")
-             .with_columns(rel=pl.col("rel").fill_null(0).cast(pl.Float64),
-                           position=pl.int_range(1, pl.len() + 1).over("qpos"),
-                           n=pl.len().over("qpos")))
-    cuts = lists.group_by("qpos").agg(cut=(pl.col("n").first() * fraction).floor())
-    dcg = (lists.join(cuts, on="qpos").filter(pl.col("position") <= pl.col("cut"))
-           .group_by("qpos").agg(dcg=_discounted(pl.col("rel"), pl.col("position")).sum()))
-    ideal = (graded.join(cuts, on="qpos")
-             .sort(["qpos", "rel"], descending=[False, True])
-             .with_columns(position=pl.int_range(1, pl.len() + 1).over("qpos"))
-             .filter(pl.col("position") <= pl.col("cut"))
-             .group_by("qpos").agg(ideal=_discounted(pl.col("rel").cast(pl.Float64),
-                                                     pl.col("position")).sum()))
-    table = (pl.DataFrame({"qpos": pl.int_range(n_queries, eager=True)})
-             .join(dcg, on="qpos", how="left").join(ideal, on="qpos", how="left")
-             .sort("qpos").with_columns(pl.col("dcg", "ideal").fill_null(0.0)))
-    ideal_values = table["ideal"].to_numpy()
-    return np.divide(table["dcg"].to_numpy(), ideal_values,
-                     out=np.zeros(n_queries, dtype=np.float64), where=ideal_values > 0)
+def _dcg(grades: pl.DataFrame, cuts: pl.DataFrame, name: str) -> pl.DataFrame:
+    """qpos, `name`: the DCG of each query's grades (qpos, rel, position) up to its cut."""
+    return (grades.join(cuts, on="qpos").filter(pl.col("position") <= pl.col("cut"))
+            .group_by("qpos").agg(_discounted(pl.col("rel"), pl.col("position")).sum()
+                                  .alias(name)))
+
+
+def _per_query(table: pl.DataFrame, n_queries: int) -> pl.DataFrame:
+    """`table` (qpos, ...) with a row for every query 0..n_queries-1, in order, nulls 0."""
+    return (pl.DataFrame({"qpos": pl.int_range(n_queries, eager=True)})
+            .join(table, on="qpos", how="left").sort("qpos").fill_null(0.0))
+
+
+def ndcg_percent(lists: pl.DataFrame, graded: pl.DataFrame, n_queries: int, percent: int,
+                 judged_ideal: bool = False) -> np.ndarray:
+    """NDCG%<percent> of queries 0..n_queries-1 from their ranked lists (`ranked_grades`). The
+    cut is int(percent / 100 x n), n the length of the query's ranked list (Python's int() of
+    the float product, as CSFCube's `int(0.20*len(ranked))`; a float64 product, the same here).
+    The ideal is the ranked list's grades sorted (the official script's), or with
+    `judged_ideal` every judged grade of the query (`graded`: qpos, doc, rel) sorted."""
+    cuts = lists.group_by("qpos").agg(cut=(pl.col("n").first() * (percent / 100)).floor())
+    pool = (graded.select("qpos", rel=pl.col("rel").cast(pl.Float64)) if judged_ideal
+            else lists.select("qpos", "rel"))
+    best = (pool.sort(["qpos", "rel"], descending=[False, True])
+            .with_columns(position=pl.int_range(1, pl.len() + 1).over("qpos")))
+    table = _per_query(_dcg(lists, cuts, "dcg").join(_dcg(best, cuts, "ideal"), on="qpos",
+                                                     how="full", coalesce=True), n_queries)
+    ideal = table["ideal"].to_numpy()
+    return np.divide(table["dcg"].to_numpy(), ideal, out=np.zeros(n_queries, dtype=np.float64),
+                     where=ideal > 0)
+
+
+def ranked_ap(lists: pl.DataFrame, n_queries: int, level: int) -> np.ndarray:
+    """CSFCube's AP (`rank_metrics.average_precision` of the list made binary at grade >=
+    `level`) of queries 0..n_queries-1 from their ranked lists (`ranked_grades`): the mean of
+    the precision at each relevant rank; 0 for a list without a relevant candidate."""
+    hits = lists.with_columns(hit=(pl.col("rel") >= level).cast(pl.Float64))
+    ap = (hits.with_columns(precision=pl.col("hit").cum_sum().over("qpos") / pl.col("position"))
+          .filter(pl.col("hit") > 0).group_by("qpos").agg(ap=pl.col("precision").mean()))
+    return _per_query(ap, n_queries)["ap"].to_numpy()
 
 
 def warm_up() -> None:

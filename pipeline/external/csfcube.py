@@ -27,8 +27,13 @@ section, and the pools `csfcube-<facet>-<candidates>-r0`, one per facet:
 - candidates name their query (`query`, `corpusid`), so each query ranks its own list;
 - qrels keep every adjudicated grade 0-3 (grade 0: listed, not relevant).
 
-The pools are scored with the `csfcube` metric set (NDCG%20 and MAP with grades >= 2 relevant;
-pipeline/evaluation/metrics.py), averaged over the two test folds as the official script does.
+The query paper is never its own candidate: the release lists one (8781666, in its background
+and result lists, grade 3), and the authors' published rankings (the SPECTER pools beside the
+evaluation script) leave it out; so does the import, counting it (`query_itself_left_out`, per
+facet and grade, in the manifests) and logging it. The pools are scored with the `csfcube`
+metric set (the official NDCG%20 and MAP with grades >= 2 relevant, normalised over the ranked
+list; pipeline/evaluation/metrics.py), averaged over the two test folds as the official script
+does.
 """
 
 from __future__ import annotations
@@ -136,6 +141,21 @@ def read_annotations(path: Path, facet: str) -> tuple[pl.DataFrame, int]:
                          "with different grades: keep one")
     kept = table.unique(["query", "doc"], keep="first", maintain_order=True)
     return kept, table.height - kept.height
+
+
+def leave_out_query_itself(judged: pl.DataFrame, where: Path) -> tuple[pl.DataFrame,
+                                                                        pl.DataFrame]:
+    """The judged candidates without each query's own paper (a query `<pid>_<facet>` never
+    ranks the paper `<pid>`, as the authors' published rankings leave it out), and the pairs
+    left out (query, doc, rel). A query left with no candidate is refused."""
+    own = pl.col("doc") == pl.col("query").str.replace(r"_[^_]+$", "")
+    removed = judged.filter(own).select("query", "doc", "rel")
+    kept = judged.filter(~own)
+    empty = sorted(set(removed["query"]) - set(kept["query"]))
+    if empty:
+        raise InputError(f"{where}: query {empty[0].rsplit('_', 1)[0]} lists only its own paper "
+                         "as a candidate; a query is never its own candidate, so it has none")
+    return kept, removed
 
 
 def read_papers(path: Path) -> tuple[dict[str, dict], int]:
@@ -284,10 +304,13 @@ def import_csfcube(src: Path, corpus_dir: Path, replace: bool = False,
     from pipeline.retrieval.bm25_lucene import check_ids
 
     claim_corpus(corpus_dir, f"make {STAGE}")
-    judged, counts = {}, {}
+    judged, counts, itself = {}, {}, {}
     for facet in FACETS:
         judged[facet], counts[f"{facet}_repeated_judgments_dropped"] = read_annotations(
             src / ANNOTATIONS.format(facet), facet)
+        judged[facet], itself[facet] = leave_out_query_itself(
+            judged[facet], src / ANNOTATIONS.format(facet))
+        counts[f"{facet}_query_itself_left_out"] = itself[facet].height
     papers, counts["paper_records_repeated"] = read_papers(src / PAPERS)
     metadata = read_query_metadata(src / QUERIES)
     queries = {f: judged[f]["query"].unique(maintain_order=True).to_list() for f in FACETS}
@@ -311,7 +334,8 @@ def import_csfcube(src: Path, corpus_dir: Path, replace: bool = False,
     check_ids(table["corpusid"], "paper")
     counts.update(papers_read=len(papers), papers=table.height,
                   papers_in_no_pool_left_out=len(papers) - table.height)
-    built = {f: _facet_pool(src, f, judged[f], papers, metadata, folds) for f in FACETS}
+    built = {f: _facet_pool(src, f, judged[f], papers, metadata, folds, itself[f])
+             for f in FACETS}
     from pipeline.encoding.multivector import STORE_CONFIG  # torch: once the input is read
     split_differs = sorted({r["paper"] for f in FACETS for r in built[f]["queries"]
                             .iter_rows(named=True) if not r["split_matches"]})
@@ -347,6 +371,10 @@ def import_csfcube(src: Path, corpus_dir: Path, replace: bool = False,
         info["collection"]["installed"] = install_corpus(tmp, corpus_dir, list(derived),
                                                          replace, "collection")
     for facet in FACETS:
+        if itself[facet].height:
+            grades = ", ".join(f"{q} (grade {r})" for q, _, r in itself[facet].iter_rows())
+            log.warning(f"[{STAGE}] {facet}: {itself[facet].height} query papers listed as their "
+                        f"own candidate, left out of their lists and qrels: {grades}")
         missing = built[facet]["counts"]["queries_without_facet_sentences"]
         if missing:
             log.warning(f"[{STAGE}] {missing} {facet} queries have no sentence labelled "
@@ -355,8 +383,10 @@ def import_csfcube(src: Path, corpus_dir: Path, replace: bool = False,
 
 
 def _facet_pool(src: Path, facet: str, judged: pl.DataFrame, papers: dict[str, dict],
-                metadata: dict[str, dict], folds: dict[str, str]) -> dict:
-    """The queries, candidates and qrels of one facet's pool, and its counts."""
+                metadata: dict[str, dict], folds: dict[str, str], itself: pl.DataFrame
+                ) -> dict:
+    """The queries, candidates and qrels of one facet's pool, and its counts (`itself`: the
+    query papers' own judgments, left out of `judged`)."""
     rows, without = [], 0
     for query in judged["query"].unique(maintain_order=True).to_list():
         paper = query.rsplit("_", 1)[0]
@@ -391,7 +421,10 @@ def _facet_pool(src: Path, facet: str, judged: pl.DataFrame, papers: dict[str, d
               "min_candidates_per_query": int(per_query.min()),
               "max_candidates_per_query": int(per_query.max()),
               "by_fold": dict(queries.group_by("fold").len().sort("fold").iter_rows()),
-              "queries_without_facet_sentences": without}
+              "queries_without_facet_sentences": without,
+              "query_itself_left_out": itself.height,
+              "query_itself_left_out_by_grade": {
+                  str(g): itself.filter(pl.col("rel") == g).height for g in GRADES}}
     return {"queries": queries, "candidates": candidates, "qrels": qrels, "counts": counts}
 
 

@@ -165,3 +165,24 @@ def test_a_single_metric_with_a_cutoff():
     qrels = frame([(1, 30, 1), (1, 31, 1)], ["query", "doc", "rel"])
     values, _ = per_query(run, qrels, pl.Series([1]), ["recall@30"])
     assert values.columns == ["query", "recall@30"] and values["recall@30"][0] == 0.5
+
+
+def test_ranked_map_differs_from_trec_eval_map_only_on_what_the_run_left_out():
+    """`map_ranked` (CSFCube's official AP: the relevant candidates the run ranked are its
+    denominator) beside ranx's `map` (trec_eval's: every judged relevant candidate), integer
+    ids as S2ORC's: q1 ranks relevant 1 and 3 of 1, 3, 5 at ranks 1 and 3, so `map_ranked` is
+    (1 + 2/3) / 2 and `map` (1 + 2/3) / 3; q2 ranks its only relevant paper, so both agree;
+    q3, judged but absent from the run, scores 0 on both and counts."""
+    run = frame([(1, 1, 1), (1, 2, 2), (1, 3, 3), (1, 4, 4), (2, 8, 1), (2, 9, 2)],
+                ["query", "doc", "rank"])
+    qrels = frame([(1, 1, 1), (1, 3, 2), (1, 5, 1), (2, 9, 1), (3, 7, 1)],
+                  ["query", "doc", "rel"])
+    values, dropped = per_query(run, qrels, pl.Series([1, 2, 3]),
+                                ["map_ranked", "map", "map_ranked-l2"])
+    by_query = {r["query"]: r for r in values.iter_rows(named=True)}
+    assert dropped == 0 and sorted(by_query) == [1, 2, 3]
+    assert by_query[1]["map_ranked"] == pytest.approx((1 + 2 / 3) / 2, abs=1e-12)
+    assert by_query[1]["map"] == pytest.approx((1 + 2 / 3) / 3, abs=1e-12)
+    assert by_query[1]["map_ranked-l2"] == pytest.approx(1 / 3, abs=1e-12)  # doc 3 at rank 3
+    assert by_query[2]["map_ranked"] == by_query[2]["map"] == pytest.approx(0.5, abs=1e-12)
+    assert (by_query[3]["map_ranked"], by_query[3]["map"]) == (0.0, 0.0)

@@ -1,7 +1,9 @@
 """CSFCube (Mysore et al. 2021) imported from files in the release's exact layout, built from
-the synthetic corpus: a pool per facet, facet queries, the metrics (NDCG%20, MAP of grades
->= 2) by hand and against the official definitions, fold averaging, bad input, and end to end
-through make with BM25, a dense encoder and a multi-vector (ASPIRE) model, then the report."""
+the synthetic corpus: a pool per facet (the query paper never its own candidate), facet
+queries, the metrics (the official NDCG%20 and MAP of grades >= 2, and their stricter
+variants) by hand and against the official definitions on complete and partial runs, fold
+averaging, bad input, and end to end through make with BM25, a dense encoder and a multi-vector
+(ASPIRE) model, then the report."""
 
 from __future__ import annotations
 
@@ -71,14 +73,14 @@ def official_ap(grades: list[int]) -> float:
 def official_query(grades: list[int]) -> dict[str, float]:
     """ranking_eval.compute_metrics: NDCG%20 cut at int(0.20 * len(list)), and AP."""
     return {"ndcg%20": official_ndcg(grades, int(0.20 * len(grades))),
-            "map-l2": official_ap(grades)}
+            "map_ranked-l2": official_ap(grades)}
 
 
 def official_split(per_query_values: dict[str, dict], folds: dict[str, list[str]]
                    ) -> dict[str, float]:
     """ranking_eval.aggregate_metrics_crossval, split test: each fold's mean, then their mean."""
     return {m: float(np.mean([np.mean([per_query_values[q][m] for q in ids])
-                              for ids in folds.values()])) for m in ("ndcg%20", "map-l2")}
+                              for ids in folds.values()])) for m in ("ndcg%20", "map_ranked-l2")}
 
 
 def ranked_grades(run: pl.DataFrame, qrels: pl.DataFrame) -> dict[str, list[int]]:
@@ -91,10 +93,14 @@ def ranked_grades(run: pl.DataFrame, qrels: pl.DataFrame) -> dict[str, list[int]
 # ---- the metrics by hand ---------------------------------------------------------------------
 
 def test_the_csfcube_set_is_named_and_checked():
-    assert METRIC_SETS["csfcube"] == ("ndcg%20", "map-l2")
-    assert parse_metrics("csfcube") == ("ndcg%20", "map-l2")
+    """The set holds the official metrics; their stricter variants have names of their own."""
+    assert METRIC_SETS["csfcube"] == ("ndcg%20", "map_ranked-l2")
+    assert parse_metrics("csfcube") == ("ndcg%20", "map_ranked-l2")
     assert parse_metrics("ndcg%10 map-l2 ndcg@10") == ("ndcg%10", "map-l2", "ndcg@10")
-    for bad in ("ndcg%0", "ndcg%101", "map%20", "map-l0", "ndcg%20-l2"):
+    assert parse_metrics("ndcg_judged%20 map_ranked map_ranked-l3") == (
+        "ndcg_judged%20", "map_ranked", "map_ranked-l3")
+    for bad in ("ndcg%0", "ndcg%101", "map%20", "map-l0", "ndcg%20-l2", "ndcg_judged%0",
+                "map_ranked@10", "map_ranked-l0", "map_judged-l2", "ndcg_ranked%20"):
         with pytest.raises(InputError, match="unknown metric"):
             parse_metrics(bad)
 
@@ -145,7 +151,8 @@ def test_metrics_by_hand_with_ties_and_cuts():
     assert order_a[:4] == ["a03", "a02", "a01", "a11"]  # the tie: a02 before a01
     assert order_a[9:11] == ["a10", "a09"]
     values, dropped = per_query(run, qrels, pl.Series(list("ABCDEF")), METRIC_SETS["csfcube"])
-    got = {q: (n, m) for q, n, m in values.select("query", "ndcg%20", "map-l2").iter_rows()}
+    got = {q: (n, m) for q, n, m in values.select("query", "ndcg%20",
+                                                   "map_ranked-l2").iter_rows()}
     assert sorted(got) == list("ABCDEF") and dropped == 0  # E and F count, as CSFCube's do
 
     log3 = math.log2(3)  # 1.5849625
@@ -169,13 +176,14 @@ def test_metrics_by_hand_with_ties_and_cuts():
     lists = ranked_grades(run, qrels)
     for query in "ABCDE":
         official = official_query(lists[query])
-        assert got[query] == pytest.approx((official["ndcg%20"], official["map-l2"]),
+        assert got[query] == pytest.approx((official["ndcg%20"], official["map_ranked-l2"]),
                                            abs=1e-12), query
     # folds of 3 and 3: NDCG (0.6737653 + 0.5 + 0) / 3 and (1 + 0 + 0) / 3, then their mean
     folds = {"fold1": ["A", "B", "C"], "fold2": ["D", "E", "F"]}
     means = fold_means(values, folds, METRIC_SETS["csfcube"])
     assert means["ndcg%20"] == pytest.approx(((ndcg_a + 0.5) / 3 + 1 / 3) / 2, abs=1e-12)
-    assert means["map-l2"] == pytest.approx(((37 / 48 + 0.25 + 1) / 3 + 0) / 2, abs=1e-12)
+    assert means["map_ranked-l2"] == pytest.approx(((37 / 48 + 0.25 + 1) / 3 + 0) / 2,
+                                                   abs=1e-12)
     # folds of unequal size do not weigh their queries equally: 4 + 2 queries here
     uneven = fold_means(values, {"fold1": ["A", "B", "C", "D"], "fold2": ["E", "F"]},
                         ["ndcg%20"])
@@ -186,34 +194,73 @@ def test_metrics_by_hand_with_ties_and_cuts():
 
 
 def test_metrics_equal_the_official_definitions_on_random_runs():
-    """30 queries of 1 to 60 candidates, grades 0-3, integer scores (many ties), some
-    candidates left out of the run: NDCG%20 and MAP per query equal the official
-    definitions on the run's order (the official script reads whatever list it is given;
-    here the ideal and the cut come from that list too, as the run ranks every candidate of
-    the queries it answers fully)."""
+    """30 queries of 1 to 60 candidates, grades 0-3, integer scores (many ties), some queries
+    ranked in part: the official NDCG%20 and MAP per query equal the official definitions on
+    the run's order, complete or not (the official script reads whatever list it is given: the
+    cut, the ideal and AP's denominator come from that list); the stricter variants
+    (`ndcg_judged%20`, `map-l2`: every judged candidate) equal them on complete lists and are
+    lower where the run left a relevant candidate out."""
     rng = np.random.default_rng(3)
-    hits, judged, complete = [], [], []
+    hits, judged, left_out = [], [], {}
     for q in range(30):
         n = int(rng.integers(1, 61))
         grades = {f"{q}-{i}": int(g) for i, g in enumerate(rng.choice(4, n, p=[.5, .25, .15,
                                                                                  .1]))}
         judged.append(_judged(f"q{q}", grades))
         ranked = list(grades) if q % 5 else list(grades)[: max(1, n // 2)]  # partial runs
-        complete.append(q % 5 != 0)
+        left_out[f"q{q}"] = [grades[d] for d in grades if d not in ranked]
         hits.append(_hits(f"q{q}", {d: float(rng.integers(0, 5)) for d in ranked}))
     qrels = pl.concat(judged)
     run, _ = finalize_run(pl.concat(hits), 500)
-    values, _ = per_query(run, qrels, pl.Series([f"q{q}" for q in range(30)]),
-                          METRIC_SETS["csfcube"])
+    metrics = [*METRIC_SETS["csfcube"], "ndcg_judged%20", "map-l2"]
+    values, _ = per_query(run, qrels, pl.Series([f"q{q}" for q in range(30)]), metrics)
     lists = ranked_grades(run, qrels)
-    for q in range(30):
-        row = values.filter(pl.col("query") == f"q{q}").row(0, named=True)
-        official = official_query(lists[f"q{q}"])
-        if complete[q]:
-            assert row["ndcg%20"] == pytest.approx(official["ndcg%20"], abs=1e-12), q
-            assert row["map-l2"] == pytest.approx(official["map-l2"], abs=1e-12), q
-        else:  # a partial run: the ideal and MAP's denominator count every judged candidate
-            assert row["ndcg%20"] <= official["ndcg%20"] + 1e-12
+    stricter = 0
+    for row in values.iter_rows(named=True):
+        official = official_query(lists[row["query"]])
+        assert row["ndcg%20"] == pytest.approx(official["ndcg%20"], abs=1e-12), row["query"]
+        assert row["map_ranked-l2"] == pytest.approx(official["map_ranked-l2"], abs=1e-12)
+        if not any(g >= 1 for g in left_out[row["query"]]):  # nothing relevant left out
+            assert row["ndcg_judged%20"] == pytest.approx(row["ndcg%20"], abs=1e-12)
+        if not any(g >= 2 for g in left_out[row["query"]]):
+            assert row["map-l2"] == pytest.approx(row["map_ranked-l2"], abs=1e-12)
+        assert row["ndcg_judged%20"] <= row["ndcg%20"] + 1e-12
+        assert row["map-l2"] <= row["map_ranked-l2"] + 1e-12
+        stricter += row["map-l2"] < row["map_ranked-l2"] - 1e-9
+    assert stricter >= 2  # the partial runs are scored differently
+
+
+def test_a_grade_3_candidate_left_out_of_the_run():
+    """A run that leaves a judged grade-3 candidate out: the official NDCG%20 and MAP (`csfcube`
+    set) equal the official procedure, computed here independently from the grades of the
+    ranked list alone, and by hand; the stricter variants, over every judged candidate,
+    differ. 10 judged: grades 3 (x0, not ranked), 2, 1, 0 x 7; the run ranks the other 9."""
+    grades = {"x0": 3, "x1": 2, "x2": 1, **{f"x{i}": 0 for i in range(3, 10)}}
+    # the run: x2 (1), x1 (2), then the seven 0s; x0 is not ranked
+    order = ["x2", "x1", *(f"x{i}" for i in range(3, 10))]
+    run = pl.DataFrame({"query": ["Q"] * 9, "doc": order, "rank": list(range(1, 10))})
+    metrics = ["ndcg%20", "map_ranked-l2", "ndcg_judged%20", "map-l2"]
+    values, _ = per_query(run, _judged("Q", grades), pl.Series(["Q"]), metrics)
+    got = values.row(0, named=True)
+
+    # the official procedure, from the script's description: the ranked list's grades in rank
+    # order; the cut k = int(0.2 * len(list)); DCG with weights 1, 1, 1/log2(3), ...; the
+    # ideal is the same list's grades sorted, cut at k; AP over the list made binary at >= 2
+    ranked = [grades[d] for d in order]
+    k = int(0.2 * len(ranked))  # 9 ranked -> int(1.8) = 1
+    weights = [1.0] + [1 / math.log2(r) for r in range(2, len(ranked) + 1)]
+    dcg = sum(g * w for g, w in zip(ranked[:k], weights, strict=False))
+    ideal = sum(g * w for g, w in zip(sorted(ranked, reverse=True)[:k], weights, strict=False))
+    relevant_at = [r for r, g in enumerate(ranked, 1) if g >= 2]
+    ap = sum(n / r for n, r in enumerate(relevant_at, 1)) / len(relevant_at)
+    assert (k, dcg, ideal, ap) == (1, 1.0, 2.0, 0.5)  # by hand: x2 (1) first, x1 (2) second
+    assert got["ndcg%20"] == pytest.approx(dcg / ideal, abs=1e-12) == 0.5
+    assert got["map_ranked-l2"] == pytest.approx(ap, abs=1e-12)
+    # stricter: the ideal of every judged grade (3 first) at the same cut, 1/3; AP over both
+    # relevant candidates judged (x0 never ranked): (1/2) / 2
+    assert got["ndcg_judged%20"] == pytest.approx(1 / 3, abs=1e-12)
+    assert got["map-l2"] == pytest.approx(0.25, abs=1e-12)
+    assert got["ndcg_judged%20"] < got["ndcg%20"] and got["map-l2"] < got["map_ranked-l2"]
 
 
 def test_facet_sentences_numbered_as_the_store_splits():
@@ -238,7 +285,7 @@ def test_csfcube_table_by_hand():
     """Cells NDCG%20 / MAP x100: per facet the mean of the two folds' means, "all" the same
     over the three facets' queries together; a model without every facet has no "all"."""
     rows = []
-    values = {  # query: (facet, fold, ndcg%20, map-l2)
+    values = {  # query: (facet, fold, ndcg%20, map_ranked-l2)
         "q1_background": ("background", "fold1", 0.5, 0.4),
         "q2_background": ("background", "fold2", 1.0, 0.6),
         "q3_method": ("method", "fold1", 0.2, 0.2), "q4_method": ("method", "fold1", 0.4, 0.4),
@@ -248,7 +295,7 @@ def test_csfcube_table_by_hand():
         for query, (facet, _, ndcg, ap) in values.items():
             if model == "m2" and facet != "background":
                 continue
-            for metric, value in (("ndcg%20", ndcg), ("map-l2", ap)):
+            for metric, value in (("ndcg%20", ndcg), ("map_ranked-l2", ap)):
                 rows.append({"level": "csfcube", "negatives": "all", "field": facet,
                              "pool": f"csfcube-{facet}-9-r0", "model": model, "query": query,
                              "metric": metric,
@@ -317,8 +364,9 @@ def write_release(dest: Path, prefiltered: Path, seed: int = 0) -> dict:
     """The release's files for 6 query papers and up to 160 papers of the synthetic corpus:
     background queries P0-P3, method P1-P5, result P2-P5, each with 20 to 45 judged candidates
     (grades 0-3, so the official script's precision@20 is defined); P0 is a candidate of its
-    own background query (as 8781666 is in the release); P2's fourth sentence lost its final
-    period (the store merges it with the next, a result sentence); P5 has no result sentence;
+    own background query (as 8781666 is in the release: left out on import); P2's fourth
+    sentence lost its final period (the store merges it with the next, a result sentence); P5
+    has no result sentence;
     one candidate's record is repeated; two records are of papers no pool names. Returns what
     the tests check against."""
     rng = np.random.default_rng(seed)
@@ -428,10 +476,12 @@ def test_import_writes_a_pool_per_facet(release, imported):
             assert row["title"] == record["title"]
             assert row["fold"] == ("fold1" if row["corpusid"] in expected["splits"][facet][
                 "fold1_test"] else "fold2")
-            # the judged list, every grade (0 too), in the release's pairing
+            # the judged list, every grade (0 too), in the release's pairing; never the query
+            # paper itself
             mine = qrels.filter(pl.col("query") == row["corpusid"])
-            pairs = dict(zip(annotations[paper]["cands"], annotations[paper]["relevance_adju"],
-                             strict=True))
+            pairs = {c: g for c, g in zip(annotations[paper]["cands"],
+                                          annotations[paper]["relevance_adju"], strict=True)
+                     if c != paper}
             assert dict(zip(mine["doc"], mine["rel"], strict=True)) == pairs
             assert sorted(candidates.filter(pl.col("query") == row["corpusid"])["corpusid"]) == \
                 sorted(pairs)
@@ -445,10 +495,22 @@ def test_import_writes_a_pool_per_facet(release, imported):
             shift = (lambda i: i + 1 if i <= 3 else i) if paper == p2 else (lambda i: i + 1)
             assert row["sentences"] == sorted({shift(i) for i in chosen})
         assert info_pool["counts"]["queries_without_facet_sentences"] == (facet == "result")
-    background = load_pool(corpus, names[0])[2]
+    # P0 is a candidate of its own background query in the release (grade 3): left out of
+    # the list and the qrels, counted, as the authors' published rankings leave 8781666 out
+    _, candidates, background = load_pool(corpus, names[0])
     p0 = expected["query_papers"][0]
-    assert background.filter(pl.col("query") == f"{p0}_background",
-                             pl.col("doc") == p0)["rel"].to_list() == [3]  # itself, kept
+    assert background.filter(pl.col("query") == f"{p0}_background", pl.col("doc") == p0
+                             ).is_empty()
+    assert candidates.filter(pl.col("query") == f"{p0}_background",
+                             pl.col("corpusid") == p0).is_empty()
+    assert background.filter(pl.col("query") == pl.col("doc").add("_background")).is_empty()
+    assert (counts["background_query_itself_left_out"], counts["method_query_itself_left_out"],
+            counts["result_query_itself_left_out"]) == (1, 0, 0)
+    left_out = pool_manifest(corpus, names[0])["counts"]
+    assert left_out["query_itself_left_out"] == 1
+    assert left_out["query_itself_left_out_by_grade"] == {"0": 0, "1": 0, "2": 0, "3": 1}
+    assert left_out["pairs"] == sum(len(a["cands"]) for a in
+                                    expected["annotations"]["background"].values()) - 1
     # the same release again changes nothing; other contents need REPLACE
     assert import_csfcube(src, corpus)["collection"]["installed"] == "unchanged"
 
@@ -479,9 +541,11 @@ def test_import_writes_a_pool_per_facet(release, imported):
      r"test-pid2anns-csfcube-background.json: not valid JSON \(line 1, column 2\)"),
     (lambda s: _drop_line(s / "abstracts-csfcube-preds.jsonl", 0),  # P0's record
      r"abstracts-csfcube-preds.jsonl has no record of 1 papers the annotations name"),
+    (lambda s: _edit_json(s / "test-pid2anns-csfcube-method.json", _only_itself),
+     r"test-pid2anns-csfcube-method.json: query \d+ lists only its own paper as a candidate"),
 ], ids=["missing-annotations", "missing-splits", "malformed-line", "abstract-not-a-list",
         "grade-5", "grades-unpaired", "query-in-no-fold", "all-folds-differ", "bad-json",
-        "paper-without-record"])
+        "paper-without-record", "only-itself"])
 def test_bad_releases_are_refused_writing_nothing(release, tmp_path, damage, message):
     src = _copy(release[0], tmp_path / "src")
     damage(src)
@@ -489,6 +553,21 @@ def test_bad_releases_are_refused_writing_nothing(release, tmp_path, damage, mes
         import_csfcube(src, tmp_path / "corpora" / "csf")
     assert "\n" not in str(refused.value)
     assert not (tmp_path / "corpora").exists() or not any((tmp_path / "corpora").iterdir())
+
+
+def _only_itself(annotations: dict) -> None:
+    query = next(iter(annotations))
+    annotations[query].update(cands=[query], relevance_adju=[3])
+
+
+def test_a_query_paper_among_its_candidates_is_logged(release, tmp_path, caplog):
+    """The import names what it leaves out: the query, its facet and the grade."""
+    src, expected = release
+    with caplog.at_level("WARNING", logger="pipeline.external.csfcube"):
+        import_csfcube(src, tmp_path / "corpora" / "csf")
+    p0 = expected["query_papers"][0]
+    assert (f"background: 1 query papers listed as their own candidate, left out of their "
+            f"lists and qrels: {p0}_background (grade 3)") in caplog.text
 
 
 def _copy(src: Path, dest: Path) -> Path:
@@ -614,7 +693,8 @@ def test_make_eval_scores_as_the_official_script(made):
         cells.append(official_split(per_query_all, folds_all))  # the official "all"
         row = next(line for line in table.splitlines() if line.startswith(f"| {model} |"))
         shown = [cell.replace("**", "") for cell in row.strip("| ").split(" | ")[1:]]
-        assert shown == [f"{c['ndcg%20'] * 100:.2f} / {c['map-l2'] * 100:.2f}" for c in cells]
+        assert shown == [f"{c['ndcg%20'] * 100:.2f} / {c['map_ranked-l2'] * 100:.2f}"
+                         for c in cells]
     assert (data / "runs" / "reports" / "csf-csfcube.tex").exists()
     assert "CSFCube" in (data / "runs" / "reports" / "csf.md").read_text()
 
