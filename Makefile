@@ -68,7 +68,7 @@ comma := ,
 checked = $(patsubst $(1)=%,%,$(filter $(1)=%,$(CHECK)))
 checked_list = $(subst $(comma), ,$(call checked,$(1)))
 # The data folders, as absolute paths (the stages' --*-root options).
-PIPE = $(call q,$(PY)) -m pipeline --corpora-root $(call q,$(call checked,CORPORA_ROOT)) \
+PIPE = MDCR_PIPELINE_FROM_MAKE=1 $(call q,$(PY)) -m pipeline --corpora-root $(call q,$(call checked,CORPORA_ROOT)) \
 	--index-root $(call q,$(call checked,INDEX_ROOT)) \
 	--runs-root $(call q,$(call checked,RUNS_ROOT))
 POOLS := $(call checked_list,POOLS)

@@ -259,3 +259,41 @@ def test_gpu_index_past_the_visible_ones_is_refused():
 
     with pytest.raises(InputError, match=rf"--device cuda:{count}: only {count} CUDA GPU"):
         check_device(f"cuda:{count}")
+
+
+# ---- a GPU backend asked of make, without a GPU: before any work, in make's words ------------
+
+@pytest.mark.cpu_only  # a GPU node has the backend
+@pytest.mark.parametrize("backend", ["faiss-gpu", "torch-cuda"])
+def test_make_eval_refuses_an_absent_gpu_backend_before_embedding(backend, corpus_dir,
+                                                                  tiny_bert, tmp_path):
+    """It embedded for minutes, then refused, naming `--backend`: now refused before any work
+    (no store), naming the variable the user set."""
+    import sys
+
+    root = tmp_path / "data"
+    with_pool(root, corpus_dir)
+    (tmp_path / "installed").touch()
+    environ = {k: v for k, v in os.environ.items() if k not in ("MODEL", "BACKEND", "DATA")}
+    done = subprocess.run(
+        ["make", "--no-print-directory", "eval", f"DATA={root}", "CORPUS=c", "MODEL=scibert",
+         f"MODEL_PATH={tiny_bert}", f"BACKEND={backend}", f"PY={sys.executable}",
+         f"STAMP={tmp_path / 'installed'}"], cwd=ROOT, capture_output=True, text=True,
+        env={**environ, "MAKEFLAGS": ""}, timeout=600)
+    assert done.returncode == 2, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"BACKEND={backend}: no CUDA GPU" in errors[0], errors
+    assert "--backend" not in done.stderr
+    assert not list((root / "indexes").rglob("embeddings"))  # nothing was embedded
+
+
+def test_the_console_script_names_itself(tmp_path):
+    """`mdcr-pipeline`'s errors say mdcr-pipeline, not python -m pipeline."""
+    import sys
+
+    script = Path(sys.executable).parent / "mdcr-pipeline"
+    done = subprocess.run([str(script), "search", "--corpus", "c", "--backend", "bogus"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: mdcr-pipeline search: ") and \
+        "python -m pipeline" not in done.stderr

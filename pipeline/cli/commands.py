@@ -315,12 +315,14 @@ def cmd_search(args: argparse.Namespace) -> None:
     are; with --index, what they search is built first (what `make search` does)."""
     from pipeline.core.timing import timed
     from pipeline.layout import run_name
+    from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.runs import run_is_current
     from pipeline.retrieval.search import search
 
     corpus_dir, index_root, runs_root = _dirs(args)
     entry = get_model(args.model)
     name = run_name(entry.name, args.query_variant)
+    retriever(entry.kind).check(args.backend)  # a GPU backend absent: before any work
     if args.repair_pools:
         _repair_pools(args)
     pools = _pools(args)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -72,9 +73,18 @@ from pipeline.slurm import check_partition, check_time
 log = logging.getLogger(__name__)
 
 
-def build_parser() -> argparse.ArgumentParser:
+CONSOLE_SCRIPT = "mdcr-pipeline"  # pyproject.toml's [project.scripts]
+
+
+def program(argv0: str | None = None) -> str:
+    """How the user called us, for messages: the console script, or python -m pipeline."""
+    name = Path(argv0 if argv0 is not None else sys.argv[0]).name
+    return CONSOLE_SCRIPT if name == CONSOLE_SCRIPT else "python -m pipeline"
+
+
+def build_parser(prog: str = "python -m pipeline") -> argparse.ArgumentParser:
     parser = OneLineParser(
-        prog="python -m pipeline",
+        prog=prog,
         description="MDCR-style large-scale evaluation of scientific document encoders: "
                     "one command per stage (the Makefile chains them).")
     parser.add_argument("--corpora-root", default="corpora", type=safe_path)
@@ -338,15 +348,20 @@ def check_roots(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command; an error is one line, in the words of whoever called us: make's
+    variables when make ran the command (BACKEND=..., not --backend ...)."""
+    from pipeline.cli.variables import FROM_MAKE, in_make_words
+
+    args = build_parser(program()).parse_args(argv)
     logs.setup(args.verbosity)
+    words = in_make_words if os.environ.get(FROM_MAKE) else str
     try:
         check_roots(args)
         args.func(args)
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {words(str(exc))}", file=sys.stderr)
         return 2
     except ToolError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {words(str(exc))}", file=sys.stderr)
         return 1
     return 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -237,6 +238,29 @@ def _optional(check: Callable[[str], object] | None) -> Callable[[str], object]:
         return None if text == "" else (check(text) if check else text)
     parse.__name__ = getattr(check, "__name__", "value")
     return parse
+
+
+# The Makefile sets this in the environment of every command it runs (PIPE), so that their
+# errors name make's variables, which is what the user typed.
+FROM_MAKE = "MDCR_PIPELINE_FROM_MAKE"
+# Options the Makefile fills from a variable of another name (the rest: --<name in lowercase>)
+OPTION_VARIABLES = {"--num-shards": "SHARDS", "--time": "SLURM_TIME", "--cpus-per-task": "THREADS",
+                    "--workers": "THREADS"}
+
+
+def in_make_words(message: str) -> str:
+    """An error message of a command make ran, with its options written as the make
+    variables that set them: `--backend faiss-gpu` -> `BACKEND=faiss-gpu`."""
+    names = {f"--{v.name.lower().replace('_', '-')}": v.name for v in VARIABLES}
+    names.update(OPTION_VARIABLES)
+
+    def rewrite(match: re.Match) -> str:
+        name = names.get(match.group(1))
+        if name is None:
+            return match.group(0)
+        return f"{name}={match.group(2)}" if match.group(2) else name
+
+    return re.sub(r"(--[a-z0-9][a-z0-9-]*)(?:[ =]([^\s:;,()]+))?", rewrite, message)
 
 
 def _parts(models: str | None) -> list[str]:
