@@ -104,7 +104,7 @@ def maxsim_hits(store: Path, query_ids: np.ndarray, doc_ids: np.ndarray, k: int,
         "score": run_scores(scores[valid], similarity),
     })
     return hits, {"backend": f"torch-{device}", "similarity": similarity,
-                  "run_score": SCORE_NAMES[similarity],
+                  "run_score": SCORE_NAMES.get(similarity, similarity),
                   "score": "max over (query sentence, candidate sentence) pairs",
                   "query_sentences": len(queries), **counted, **details}
 
@@ -151,7 +151,7 @@ class Dense(Retriever):
             "score": run_scores(scores[valid], entry.similarity),
         })
         return hits, {"backend": used, "similarity": entry.similarity,
-                      "run_score": SCORE_NAMES[entry.similarity]}
+                      "run_score": SCORE_NAMES.get(entry.similarity, entry.similarity)}
 
 
 FACET_COLUMNS = ("paper", "sentences")  # queries that are sentences of a stored paper
