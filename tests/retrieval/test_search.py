@@ -105,3 +105,43 @@ def test_stale_only_keeps_current_work_and_redoes_the_rest(corpus_dir, tmp_path)
     # a damaged run is not current
     paths["parquet"].write_bytes(paths["parquet"].read_bytes()[:-10])
     assert not run_is_current(corpus_dir, index_root, runs_root, POOL, entry.name, k=100)
+
+
+@pytest.mark.slow  # encodes
+def test_a_model_with_a_query_form_searches_with_its_query_vectors(corpus_dir, tmp_path,
+                                                                   tiny_bert):
+    """E5-style entries: candidates stored as `passage: ...`, query papers encoded at search
+    time as `query: ...` (kept beside the store); the run's scores are those vectors'."""
+    import numpy as np
+
+    from pipeline.encoding.encoders import Encoder
+    from pipeline.encoding.store import load_vectors
+    from pipeline.layout import store_dir
+    from pipeline.pools.queries import query_texts
+
+    entry = ModelEntry("tiny-e5", "dense", str(tiny_bert), "mean", "cosine", normalize=True,
+                       max_length=128, text_prefix="passage: ", query_prefix="query: ",
+                       join="space")
+    REGISTRY[entry.name] = entry
+    try:
+        index_root, runs_root = tmp_path / "indexes", tmp_path / "runs"
+        index(corpus_dir, index_root, POOL, entry, threads=1)
+        info = search(corpus_dir, index_root, runs_root, POOL, entry, k=50, threads=1)
+    finally:
+        del REGISTRY[entry.name]
+    store = store_dir(index_root, corpus_dir.name, entry.name)
+    assert len(list((store / "queries").glob("*.npy"))) == 1
+    queries = pl.read_parquet(corpus_dir / "pools" / POOL / "queries.parquet")
+    texts = query_texts(corpus_dir, queries)
+    encoder = Encoder(entry, device="cpu")
+    want, _ = encoder.encode([encoder.format(t, a, query=True) for _, t, a in texts.iter_rows()],
+                             progress=False)
+    stored, _ = encoder.encode([encoder.format(t, a) for _, t, a in texts.iter_rows()],
+                               progress=False)
+    assert not np.allclose(want, stored, atol=1e-3)  # the query form is another vector
+    run = pl.read_parquet(run_paths(runs_root, corpus_dir.name, POOL, entry.name)["parquet"])
+    first = run.filter(pl.col("rank") == 1).sort("query").head(5)
+    rows = [texts["corpusid"].to_list().index(q) for q in first["query"]]
+    docs = load_vectors(store, first["doc"].to_numpy())
+    np.testing.assert_allclose(first["score"], (want[rows] * docs).sum(1), atol=2e-6)
+    assert info["counts"]["queries"] == queries.height
