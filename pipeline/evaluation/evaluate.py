@@ -216,7 +216,8 @@ def per_negative_type(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series
 def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl.DataFrame:
     """Gather every evaluated run into `runs/results.parquet`: one tidy row per run, query and
     metric (corpus, pool, level, scope, field, size, repeat, seed, split, candidates, model,
-    query, negatives, metric, value), query ids as strings so that every corpus fits one column.
+    query, negatives, metric, value), query ids as strings so that every corpus fits one column,
+    rows sorted by RESULTS_ORDER.
     `negatives` is "all"; for MDCR-style pools also "official" (the lists the official
     evaluator reads) and each negative type (MDCR Table 4).
 
@@ -259,7 +260,8 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
                     model=pl.lit(model), query="query", negatives="negatives",
                     metric="metric",
                     value=pl.col("value").cast(pl.Float64)))
-    results = pl.concat([pl.DataFrame(schema=RESULTS_SCHEMA), *frames])
+    # one row order whatever the order of the evaluations' files and of their rows
+    results = pl.concat([pl.DataFrame(schema=RESULTS_SCHEMA), *frames]).sort(RESULTS_ORDER)
     if stale:
         log.warning(f"[collect] left out {len(stale)} stale evaluations (make eval redoes them; "
                     f"make verify lists them): {', '.join(stale[:5])}")
@@ -286,3 +288,4 @@ RESULTS_SCHEMA = {
     "field": pl.String, "size": pl.Int64, "repeat": pl.Int64, "seed": pl.Int64,
     "split": pl.String, "candidates": pl.Int64, "model": pl.String, "query": pl.String,
     "negatives": pl.String, "metric": pl.String, "value": pl.Float64}
+RESULTS_ORDER = ["corpus", "pool", "model", "negatives", "metric", "query"]  # a row's key

@@ -10,6 +10,13 @@ models are compared query by query:
 - Holm-Bonferroni over all pairs of a comparison (one table cell: a pool size or field);
 - a 95% percentile bootstrap interval of each model's mean over queries (scipy's `bootstrap`,
   1,000 resamples, seeded).
+
+Seeded is not enough for a reproducible number: a sign flip or a resample is drawn per
+position, so the values must reach the generator in one order. Here they always come sorted by
+query id, and two models' values are paired by joining on the query id (`paired`), never by
+their positions, so the rows' order in `runs/results.parquet` and polars' number of threads
+change no p-value and no interval. Means are summed over sorted values (`ordered`): a plain
+group_by mean adds per-thread partial sums, whose last bits vary with the number of threads.
 """
 
 from __future__ import annotations
@@ -24,9 +31,25 @@ from pipeline.core.errors import InputError
 TESTS = ("t-test", "fisher")  # compare's tests: Student's paired t-test, Fisher's randomization
 
 
+def ordered(column: str = "value") -> pl.Expr:
+    """`column`'s values sorted, for an aggregation whose floating-point result must not depend
+    on the rows' order or polars' threads: `ordered("value").mean()` in a group_by."""
+    return pl.col(column).sort()
+
+
+def paired(values: pl.DataFrame) -> pl.DataFrame:
+    """query, then one column per model (sorted by name): each model's value of the queries
+    that every model answers, joined on the query id (a query's repeated rows averaged), rows
+    sorted by query id."""
+    per_query = values.group_by("model", "query").agg(ordered("value").mean())
+    return (per_query.pivot("model", index="query", values="value", sort_columns=True)
+            .drop_nulls().sort("query"))
+
+
 def randomization_p(a: np.ndarray, b: np.ndarray, permutations: int = 10_000,
                     seed: int = 0) -> float:
-    """Two-sided paired randomization test of mean(a) == mean(b)."""
+    """Two-sided paired randomization test of mean(a) == mean(b); a[i] and b[i] are one query's
+    values, in an order fixed by the query ids (`paired`): sign i is drawn for position i."""
     diff = a - b
     observed = abs(diff.mean())
     rng = np.random.default_rng(seed)
@@ -50,8 +73,9 @@ def holm(p_values: np.ndarray) -> np.ndarray:
 def bootstrap_ci(values: np.ndarray, resamples: int = 1000, seed: int = 0
                  ) -> tuple[float, float]:
     """95% percentile interval of the mean over queries: scipy's bootstrap, `resamples`
-    resamples drawn by numpy's generator seeded with `seed`. One query: every resample is that
-    query, so the interval is its value; none: NaN."""
+    resamples drawn by numpy's generator seeded with `seed` (resamples are drawn by position:
+    give `values` in an order fixed by the query ids, as `intervals` does). One query: every
+    resample is that query, so the interval is its value; none: NaN."""
     from scipy.stats import bootstrap
 
     values = np.asarray(values, dtype=np.float64)
@@ -72,9 +96,8 @@ def compare(values: pl.DataFrame, test: str = "t-test", alpha: float = 0.05) -> 
         raise InputError(f"unknown significance test {test!r}: use one of {', '.join(TESTS)}")
     from ranx.statistical_tests.paired_student_t_test import paired_student_t_test
 
-    wide = values.pivot("model", index="query", values="value",
-                        aggregate_function="mean").drop_nulls()
-    models = sorted(c for c in wide.columns if c != "query")
+    wide = paired(values)
+    models = [c for c in wide.columns if c != "query"]
     rows = []
     for a, b in itertools.combinations(models, 2):
         x, y = wide[a].to_numpy(), wide[b].to_numpy()
@@ -92,3 +115,20 @@ def compare(values: pl.DataFrame, test: str = "t-test", alpha: float = 0.05) -> 
     table = pl.DataFrame(rows, schema=schema)
     return table.with_columns(p_holm=pl.Series(holm(table["p"].to_numpy()), dtype=pl.Float64)
                               ).with_columns(significant=pl.col("p_holm") < alpha)
+
+
+def intervals(values: pl.DataFrame, resamples: int = 1000, seed: int = 0) -> pl.DataFrame:
+    """Each model's mean over its queries and its 95% bootstrap interval (`bootstrap_ci`), from
+    values holding model, query, value (a query's repeated rows averaged; null values left
+    out), each model's values in query id order: model, queries, mean, low, high, by model."""
+    per_query = (values.filter(pl.col("value").is_not_null())
+                 .group_by("model", "query").agg(ordered("value").mean())
+                 .sort("model", "query"))
+    rows = []
+    for (model,), group in per_query.group_by("model", maintain_order=True):
+        low, high = bootstrap_ci(group["value"].to_numpy(), resamples, seed)
+        rows.append({"model": model, "queries": group.height,
+                     "mean": float(group["value"].mean()), "low": low, "high": high})
+    return pl.DataFrame(rows, schema={"model": pl.String, "queries": pl.Int64,
+                                      "mean": pl.Float64, "low": pl.Float64,
+                                      "high": pl.Float64})

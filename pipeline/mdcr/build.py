@@ -232,7 +232,7 @@ def negative_jaccard(corpus_dir: Path, index_root: Path, runs_root: Path, models
                    .group_by("query", maintain_order=True).head(depth)
                    .group_by("query").agg("doc")) for m in models}
         for a, b in combinations(models, 2):
-            pair = top[a].join(top[b], on="query", suffix="_b")
+            pair = top[a].join(top[b], on="query", suffix="_b").sort("query")  # one order
             jaccard = pair.select(
                 pl.col("doc").list.set_intersection("doc_b").list.len()
                 / pl.col("doc").list.set_union("doc_b").list.len())

@@ -24,6 +24,7 @@ import polars as pl
 from pipeline.core.artifacts import atomic_path
 from pipeline.core.errors import InputError
 from pipeline.evaluation.evaluate import OFFICIAL_TYPES, POSITIVE_TYPE
+from pipeline.evaluation.significance import ordered
 from pipeline.ingest.corpus import claim_corpus
 from pipeline.layout import pool_split
 from pipeline.mdcr.benchmark import read_benchmark, write_benchmark
@@ -86,7 +87,8 @@ def export_benchmark(corpus_dir: Path, out_dir: Path, split: str = "test") -> di
     ignored = table.filter(~pl.col("type").is_in([*OFFICIAL_TYPES, TRUE]))
     return {"files": f"{out_dir}/mdcr_{FILE_SPLITS[split]}.json and _data.jsonl",
             "fields": len(nested), "queries": table["query"].n_unique(), "papers": papers.height,
-            "ignored_by_official_evaluator": dict(ignored.group_by("type").len().iter_rows())}
+            "ignored_by_official_evaluator": dict(ignored.group_by("type").len().sort("type")
+                                                  .iter_rows())}
 
 
 def _json_type(value: object) -> str:
@@ -211,9 +213,9 @@ def scores_file(runs: pl.DataFrame, pairs: pl.DataFrame, out: Path) -> int:
     listed (query, candidate) pair; a pair the run lacks is an error (the official evaluator
     would fail on it). Returns the number of keys."""
     check_out(out, folder=False)
-    pairs = pairs.select(pl.col("query", "doc").cast(pl.String)).unique()
+    pairs = pairs.select(pl.col("query", "doc").cast(pl.String)).unique().sort("query", "doc")
     scored = pairs.join(runs.select(pl.col("query", "doc").cast(pl.String), "score"),
-                        on=["query", "doc"], how="left")
+                        on=["query", "doc"], how="left", maintain_order="left")
     missing = scored.filter(pl.col("score").is_null())
     if missing.height:
         raise InputError(f"{missing.height} listed pairs have no score in the run (e.g. "
@@ -227,10 +229,11 @@ def scores_file(runs: pl.DataFrame, pairs: pl.DataFrame, out: Path) -> int:
 def official_numbers(per_query: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, float]]:
     """The official evaluator's numbers from per-query values (field, metric, value; metric in
     ranx's names): per field the mean x100 rounded to 4 decimals, then the mean of the fields
-    rounded to 4 decimals. Returns (field x official metric table, averages)."""
+    rounded to 4 decimals (means summed over sorted values: the same bits whatever the rows'
+    order). Returns (field x official metric table, averages)."""
     names = {ranx: official for official, ranx in OFFICIAL_METRICS.items()}
     fields = (per_query.filter(pl.col("metric").is_in(list(names)))
-              .group_by("field", "metric").agg(value=(pl.col("value").mean() * 100).round(4))
+              .group_by("field", "metric").agg(value=(ordered("value").mean() * 100).round(4))
               .with_columns(pl.col("metric").replace_strict(names))
               .pivot("metric", index="field", values="value").sort("field"))
     # the pivot's columns come in the order group_by met the metrics, which varies: fix it
@@ -293,12 +296,13 @@ def evaluate_files(benchmark_file: Path, scores_path: Path) -> tuple[pl.DataFram
     run = listed.with_columns(score=pl.Series([scores[k] for k in keys.to_list()],
                                               dtype=pl.Float64))
     frames = []
-    for (field,), rows in run.group_by("field"):
+    for (field,), rows in run.sort("field", "query", "doc").group_by("field",
+                                                                    maintain_order=True):
         qrels = (table.filter(pl.col("field") == field, pl.col("type") == POSITIVE_TYPE)
                  .select("query", "doc", rel=pl.lit(1, pl.Int32)).unique())
-        ordered = rows.sort(["query", "score", "doc"], descending=[False, True, True]).with_columns(
+        ranked = rows.sort(["query", "score", "doc"], descending=[False, True, True]).with_columns(
             rank=pl.int_range(1, pl.len() + 1).over("query"))
-        values, _ = per_query(ordered.select("query", "doc", "rank", "score"), qrels,
+        values, _ = per_query(ranked.select("query", "doc", "rank", "score"), qrels,
                               rows["query"].unique(), list(OFFICIAL_METRICS.values()))
         frames.append(values.unpivot(index="query", variable_name="metric")
                       .with_columns(field=pl.lit(field)))

@@ -15,7 +15,9 @@ and 4, SciRepEval 5 and 10; its numbers over the lists the official evaluator re
 average over fields matches only when it is over all 19 fields, and Table 4's mean over models
 only when all six of the paper's models were measured: an average over fewer is another number.
 Measured values are computed by the report's own functions (`mean_results`, the official
-evaluator's `official_numbers`), so they equal the report's tables.
+evaluator's `official_numbers`), so they equal the report's tables; like them, they are the
+same bytes whatever the order of the results' rows (groups in sorted order, means summed over
+sorted values).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.evaluation.evaluate import ALL_LISTS, OFFICIAL_LISTS
+from pipeline.evaluation.significance import ordered
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import VARIANT_SEP, format_size
 from pipeline.report.tables import (
@@ -93,7 +96,7 @@ def _with_averages(cells: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """`cells` (one field per row, `fields` 1) plus the mean over fields per `by`, with the
     number of MAG fields averaged in `fields`."""
     per_field = cells.with_columns(fields=pl.lit(1, pl.Int64))
-    averages = (cells.group_by(by).agg(pl.col("value").mean(),
+    averages = (cells.group_by(by).agg(ordered("value").mean(),
                                        fields=pl.col("field").is_in(list(MAG_FIELDS)).sum())
                 .with_columns(field=pl.lit(AVERAGE), fields=pl.col("fields").cast(pl.Int64)))
     return pl.concat([per_field, averages.select(per_field.columns)])
@@ -138,7 +141,8 @@ def measured_cells(results: pl.DataFrame) -> pl.DataFrame:
     if not set(MAG_FIELDS) <= set(bench["field"].to_list()):
         bench = bench.clear()  # the paper's benchmark has the 19 fields: another one is not it
     ranx = {official: name for official, name in OFFICIAL_METRICS.items()}
-    for (model,), runs in bench.filter(pl.col("negatives") == OFFICIAL_LISTS).group_by("model"):
+    official_runs = bench.filter(pl.col("negatives") == OFFICIAL_LISTS)
+    for (model,), runs in official_runs.sort("model").group_by("model", maintain_order=True):
         per_field, averages = official_numbers(runs)
         n = per_field["field"].is_in(list(MAG_FIELDS)).sum()
         official = (per_field.unpivot(index="field", variable_name="metric")
@@ -151,19 +155,19 @@ def measured_cells(results: pl.DataFrame) -> pl.DataFrame:
             size=pl.lit(None, pl.Int64), negatives=pl.lit(ALL_LISTS),
             model=pl.lit(model))))
     typed = bench.filter(~pl.col("negatives").is_in([ALL_LISTS, OFFICIAL_LISTS]))
-    for (kind,), runs in typed.group_by("negatives"):
+    for (kind,), runs in typed.sort("negatives").group_by("negatives", maintain_order=True):
         cells = _long(mean_results(runs), ["field", "model"]).with_columns(
             negatives=pl.lit(kind))
         averages = _with_averages(cells, ["negatives", "model", "metric"]).filter(
             pl.col("field") == AVERAGE)
         paper = averages.filter(pl.col("model").is_in(list(PAPER_MODELS)))
         complete = paper.group_by("negatives", "metric", "fields").agg(
-            pl.col("value").mean(), models=pl.col("model").n_unique()).filter(
+            ordered("value").mean(), models=pl.col("model").n_unique()).filter(
             pl.col("models") == len(PAPER_MODELS)).with_columns(
             model=pl.lit(MEAN_OVER_MODELS), field=pl.lit(AVERAGE))
         frames += [_cells(frame.with_columns(level=pl.lit("mdcr"), size=pl.lit(None, pl.Int64)))
                    for frame in (averages, complete.drop("models"))]
-    return pl.concat(frames)
+    return pl.concat(frames).sort(KEY, nulls_last=True)
 
 
 def compare(results: pl.DataFrame) -> pl.DataFrame:
@@ -174,7 +178,8 @@ def compare(results: pl.DataFrame) -> pl.DataFrame:
         section=pl.when(pl.col("level") != "mdcr").then(pl.col("level"))
         .when(pl.col("negatives") == ALL_LISTS).then(pl.lit("mdcr"))
         .otherwise(pl.lit("mdcr-types")))
-    joined = measured.join(published_cells(), on=KEY, how="left", nulls_equal=True)
+    joined = measured.join(published_cells(), on=KEY, how="left", nulls_equal=True,
+                           maintain_order="left")
     return joined.rename({"value": "measured", "value_right": "published"}).with_columns(
         matched=pl.col("published").is_not_null()
         & ((pl.col("field") != AVERAGE) | (pl.col("fields") == len(MAG_FIELDS))))

@@ -8,6 +8,11 @@ Field-level: model x field, MAP x100 per pool size. Plot: MAP against pool size,
 model (where no run has MAP: the first metric computed). MDCR-style benchmarks: Tables 3 and 4
 (`mdcr_tables`); perturbed queries: each model's change against full queries
 (`variant_table`). Written as markdown, LaTeX and PNG under `runs/reports/`.
+
+Every table is the same bytes whatever the order of the results' rows and polars' number of
+threads: groups are put in order by explicit keys (never the order a group_by meets them),
+per-query values reach the paired tests and the bootstrap sorted by query id, and means are
+summed over sorted values (`significance.ordered`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.core.artifacts import atomic_path
+from pipeline.evaluation.significance import compare, intervals, ordered
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import format_size
 
@@ -47,17 +53,17 @@ def mean_results(results: pl.DataFrame) -> pl.DataFrame:
     <metric>_n (the repeats scored with it: evaluations of one model may use other metric
     sets on other pools). A metric a row was not scored with is null."""
     per_run = (results.group_by(*GROUP_KEYS, "repeat", "metric")
-               .agg(pl.col("value").mean()))
+               .agg(ordered("value").mean()))
     summary = per_run.group_by(*GROUP_KEYS, "metric").agg(
-        mean=pl.col("value").mean() * 100, std=pl.col("value").std() * 100,
-        n=pl.col("value").count())
+        mean=ordered("value").mean() * 100, std=ordered("value").std() * 100,
+        n=pl.col("value").count()).sort(*GROUP_KEYS, "metric")
 
     def wide(column: str, suffix: str) -> pl.DataFrame:
-        table = summary.pivot("metric", index=GROUP_KEYS, values=column)
+        table = summary.pivot("metric", index=GROUP_KEYS, values=column, sort_columns=True)
         return table.rename({c: f"{c}{suffix}" for c in table.columns if c not in GROUP_KEYS})
 
     return (wide("mean", "").join(wide("std", "_std"), on=GROUP_KEYS, nulls_equal=True)
-            .join(wide("n", "_n"), on=GROUP_KEYS, nulls_equal=True))
+            .join(wide("n", "_n"), on=GROUP_KEYS, nulls_equal=True).sort(GROUP_KEYS))
 
 
 def _metrics(means: pl.DataFrame) -> list[str]:
@@ -91,25 +97,37 @@ def _cell(row: pl.DataFrame, metric: str) -> str:
 
 def _per_query(results: pl.DataFrame) -> pl.DataFrame:
     """model, query, value: a query's value averaged over repeats (a seed's repeats share their
-    queries), what the paired tests compare."""
-    return results.group_by("model", "query").agg(pl.col("value").mean())
+    queries), what the paired tests compare; sorted by model and query id."""
+    return (results.group_by("model", "query").agg(ordered("value").mean())
+            .sort("model", "query"))
+
+
+def _groups(results: pl.DataFrame, keys: list[str]) -> list[tuple[tuple, pl.DataFrame]]:
+    """`results` split by `keys`, in the keys' sorted order (a metric in METRIC_ORDER), never
+    the order the rows come in."""
+    def order(key: tuple) -> tuple:
+        return tuple(metric_key(v) if k == "metric" else (v is None, "" if v is None else v)
+                     for k, v in zip(keys, key, strict=True))
+
+    parts = results.partition_by(keys, as_dict=True)
+    return [(key, parts[key]) for key in sorted(parts, key=order)]
 
 
 def significance_marks(results: pl.DataFrame, by: str, metric: str = "map") -> dict[tuple, str]:
     """(value of `by`, model) -> "best" for the best mean `metric` of its column, "worse" for a
     model significantly below it (paired t-test, Holm-Bonferroni over the column's pairs,
     p < 0.05), "" otherwise. Per-query values are averaged over repeats first."""
-    from pipeline.evaluation.significance import compare
-
     marks: dict[tuple, str] = {}
     data = results.filter(pl.col("metric") == metric, pl.col("value").is_not_null())
-    for (key,), group in data.group_by(by):
+    for (key,), group in _groups(data, [by]):
         per_query = _per_query(group)
         if per_query["model"].n_unique() < 2:
             continue
         table = compare(per_query)
-        means = per_query.group_by("model").agg(pl.col("value").mean())
-        best = means.row(int(means["value"].arg_max()), named=True)["model"]
+        means = per_query.group_by("model").agg(ordered("value").mean())
+        # the best mean; a tie goes to the first model by name
+        best = means.sort(["value", "model"], descending=[True, False], nulls_last=True)[
+            "model"][0]
         marks[(key, best)] = "best"
         for row in table.filter(pl.col("significant")).iter_rows(named=True):
             if best in (row["a"], row["b"]):
@@ -274,8 +292,9 @@ def mdcr_tables(results: pl.DataFrame) -> tuple[tuple[list[str], list[list[str]]
                     key=lambda f: list(MAG_FIELDS).index(f) if f in MAG_FIELDS else 99)
     by_type = (data.filter(~pl.col("negatives").is_in([ALL_LISTS, OFFICIAL_LISTS]),
                            pl.col("metric") == "map")
-               .group_by("negatives", "model", "field").agg(pl.col("value").mean() * 100)
-               .group_by("negatives", "model").agg(pl.col("value").mean()))
+               .group_by("negatives", "model", "field").agg(ordered("value").mean() * 100)
+               .group_by("negatives", "model").agg(ordered("value").mean())
+               .sort("negatives", "model"))
     types = sorted(by_type["negatives"].unique().to_list(),
                    key=lambda t: (t in ("most_cited", "random"), t))
     type_header = ["negatives", *models, "mean over models"]
@@ -302,7 +321,8 @@ def variant_table(results: pl.DataFrame, metric: str = "map"
                               1, null_on_oob=True).fill_null("full")))
     full = data.filter(pl.col("variant") == "full").select("base", "pool", "query",
                                                             full="value")
-    paired = data.filter(pl.col("variant") != "full").join(full, on=["base", "pool", "query"])
+    paired = (data.filter(pl.col("variant") != "full").join(full, on=["base", "pool", "query"])
+              .sort("base", "variant", "pool", "query"))  # means summed in one order
     variants = [v for v in VARIANTS if v in set(paired["variant"].to_list())]
     header = ["model", "full", *variants]
     rows = []
@@ -323,19 +343,16 @@ def variant_table(results: pl.DataFrame, metric: str = "map"
 def significance_section(results: pl.DataFrame) -> str:
     """Every pair of models per pool (size or field) and metric: both paired tests with
     Holm-Bonferroni, and each model's 95% bootstrap interval over queries."""
-    from pipeline.evaluation.significance import bootstrap_ci, compare
-
     header = ["pools", "metric", "a", "b", "mean a", "mean b", "t-test p (Holm)",
               "randomization p (Holm)"]
-    rows, intervals = [], []
-    for (scope, size, metric), group in results.sort("size").group_by(
-            "scope", "size", "metric", maintain_order=True):
+    rows, bounds = [], []
+    # pools by size, then scope; metrics in METRIC_ORDER; models by name
+    for (size, scope, metric), group in _groups(results, ["size", "scope", "metric"]):
         per_query = _per_query(group)
         where = f"{scope}-{format_size(size)}"
-        for model, values in per_query.group_by("model", maintain_order=True):
-            lo, hi = bootstrap_ci(values["value"].to_numpy())
-            intervals.append([where, metric, model[0], f"{values['value'].mean() * 100:.1f}",
-                              f"[{lo * 100:.1f}, {hi * 100:.1f}]"])
+        for model, _, mean, lo, hi in intervals(per_query).iter_rows():
+            bounds.append([where, metric, model, f"{mean * 100:.1f}",
+                           f"[{lo * 100:.1f}, {hi * 100:.1f}]"])
         if per_query["model"].n_unique() < 2:
             continue
         t, fisher = compare(per_query, "t-test"), compare(per_query, "fisher")
@@ -347,7 +364,7 @@ def significance_section(results: pl.DataFrame) -> str:
             "Holm-Bonferroni over the pairs of a pool and metric)\n\n")
     text += markdown_table(header, rows) if rows else "Only one model: nothing to compare.\n"
     text += "\n## 95% bootstrap intervals of the mean over queries (x100)\n\n"
-    return text + markdown_table(["pools", "metric", "model", "mean", "95% interval"], intervals)
+    return text + markdown_table(["pools", "metric", "model", "mean", "95% interval"], bounds)
 
 
 
@@ -399,10 +416,11 @@ def csfcube_table(results: pl.DataFrame, folds: dict[str, str]
             if set(part["field"].unique().to_list()) != set(facets):
                 cells[(model, column)] = [None] * len(CSFCUBE_METRICS)
                 continue
-            values = part.pivot("metric", index="query", values="value")
+            values = part.pivot("metric", index="query", values="value").sort("query")
             by_fold: dict[str, list] = {}
             for query in values["query"].to_list():
                 by_fold.setdefault(folds.get(query, "all queries"), []).append(query)
+            by_fold = dict(sorted(by_fold.items()))  # the folds' means summed in one order
             means = fold_means(values, by_fold, [m for m in CSFCUBE_METRICS
                                                  if m in values.columns])
             cells[(model, column)] = [None if (v := means.get(m)) is None else v * 100

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 from scipy.stats import bootstrap, ttest_rel
 
 from pipeline.core.errors import InputError
@@ -13,6 +14,8 @@ from pipeline.evaluation.significance import (
     bootstrap_ci,
     compare,
     holm,
+    intervals,
+    paired,
     randomization_p,
 )
 
@@ -81,3 +84,51 @@ def test_compare_rejects_an_unknown_test():
     assert set(TESTS) == {"t-test", "fisher"}
     for test in TESTS:
         assert compare(values, test).height == 1
+
+
+def three_models(n: int = 60) -> pl.DataFrame:
+    rng = np.random.default_rng(3)
+    base = rng.random(n)
+    queries = [f"q{i}" for i in range(n)]
+    return pl.concat([pl.DataFrame({"model": m, "query": queries, "value": v})
+                      for m, v in (("a", base), ("b", base + rng.normal(0.02, 0.1, n)),
+                                   ("c", base + rng.normal(0, 0.2, n)))])
+
+
+def test_tests_and_intervals_do_not_depend_on_the_rows_order():
+    """Issue 29: the sign flips and the resamples are drawn per position, so the values reach
+    them sorted by query id; the same p-values and intervals, bit for bit, whatever order the
+    queries come in."""
+    values = three_models()
+    expected = {test: compare(values, test) for test in TESTS}
+    bounds = intervals(values)
+    for seed in range(4):
+        shuffled = values.sample(fraction=1, shuffle=True, seed=seed)
+        assert shuffled["query"].to_list() != values["query"].to_list()
+        for test in TESTS:
+            assert_frame_equal(compare(shuffled, test), expected[test], check_exact=True)
+        assert_frame_equal(intervals(shuffled), bounds, check_exact=True)
+    # each interval is bootstrap_ci of the model's values in query id order
+    for model, queries, mean, low, high in bounds.iter_rows():
+        mine = values.filter(pl.col("model") == model).sort("query")["value"].to_numpy()
+        assert (queries, (low, high)) == (60, bootstrap_ci(mine))
+        assert mean == pytest.approx(mine.mean(), abs=1e-15)
+
+
+def test_models_are_paired_by_query_id_never_by_position():
+    """Model b's rows in reverse order, one query missing from model c: each pair is made by
+    the query id, and the randomization test sees the pairs in query id order."""
+    values = three_models()
+    reversed_b = pl.concat([values.filter(pl.col("model") != "b"),
+                            values.filter(pl.col("model") == "b").reverse()])
+    reversed_b = reversed_b.filter(~((pl.col("model") == "c") & (pl.col("query") == "q7")))
+    wide = paired(reversed_b)
+    assert wide.columns == ["query", "a", "b", "c"]
+    assert wide["query"].to_list() == sorted(f"q{i}" for i in range(60) if i != 7)
+    by_id = {m: dict(values.filter(pl.col("model") == m).select("query", "value").iter_rows())
+             for m in ("a", "b")}
+    a, b = ([by_id[m][q] for q in wide["query"]] for m in ("a", "b"))
+    assert wide["a"].to_list() == a and wide["b"].to_list() == b
+    fisher = compare(reversed_b, "fisher").row(0, named=True)
+    assert (fisher["a"], fisher["b"], fisher["queries"]) == ("a", "b", 59)
+    assert fisher["p"] == randomization_p(np.array(a), np.array(b))
