@@ -14,8 +14,11 @@ from pipeline.layout import RESULTS_FILE, format_size, reports_dir, stage_times_
 from pipeline.report.plots import plot_field_heatmap, plot_map_vs_size
 from pipeline.report.published import published_sections
 from pipeline.report.tables import (
+    COLLECTION,
     GROUP_KEYS,
     MISSING,
+    collection_metrics,
+    collection_table,
     dataset_metrics,
     dataset_table,
     field_metric,
@@ -101,6 +104,20 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
                    "the two test folds' means); bold: best NDCG%20")
         sections.append(write_table(out_dir / f"{corpus}-csfcube.tex", caption, header, rows))
     results = results.filter(pl.col("negatives") == "all")
+    collections = results.filter(pl.col("level") == COLLECTION, ~perturbed)
+    metrics = collection_metrics(collections)
+    if metrics:  # BEIR-layout collections (pipeline/external): models x metrics
+        header, rows = collection_table(collections,
+                                        significance_marks(collections, "size", metrics[0]))
+        names, main = " / ".join(metric_name(m) for m in metrics), metric_name(metrics[0])
+        pools = ", ".join(sorted(collections["pool"].unique().to_list()))
+        missing = (f"; {MISSING}: not computed"
+                   if any(cell == MISSING for row in rows for cell in row[1:]) else "")
+        caption = (f"{corpus}: BEIR-layout collection ({pools}), {names} (top 500), the mean "
+                   "over queries, 0-1 with 4 decimals (the BEIR paper prints 0.665, MTEB "
+                   f"0.6451){missing}; bold: best {main}; †: {main} significantly below the "
+                   "best (paired t-test, Holm-Bonferroni, p < 0.05)")
+        sections.append(write_table(out_dir / f"{corpus}-collection.tex", caption, header, rows))
     if results.select(perturbed.any()).item():
         scored = results.filter(perturbed, pl.col("value").is_not_null())["metric"]
         metric = main_metric(sorted(scored.unique().to_list(), key=metric_key)) or "map"

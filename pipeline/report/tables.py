@@ -230,6 +230,52 @@ def field_table(means: pl.DataFrame, size: int, marks: dict[tuple, str] | None =
     return header, rows
 
 
+# ---- BEIR-layout collections (pipeline/external/beir.py) --------------------------------------
+COLLECTION = "collection"  # the level of a collection's pools
+
+
+def collection_metrics(results: pl.DataFrame) -> list[str]:
+    """The metrics of the collection table: every metric a collection pool's runs have a value
+    of, nDCG@10 first (BEIR's headline metric; else MAP, else the first in METRIC_ORDER)."""
+    data = results.filter(pl.col("level") == COLLECTION, pl.col("value").is_not_null())
+    metrics = sorted(data["metric"].unique().to_list(), key=metric_key)
+    main = "ndcg@10" if "ndcg@10" in metrics else main_metric(metrics)
+    return [main, *[m for m in metrics if m != main]] if main else []
+
+
+def collection_table(results: pl.DataFrame, marks: dict[tuple, str] | None = None
+                     ) -> tuple[list[str], list[list[str]]]:
+    """Models x metrics of the collection's pools (level "collection"; one column per metric,
+    and per pool when there are several): the mean over a pool's queries (then over repeats),
+    on BEIR's 0-1 scale with 4 decimals, as BEIR (0.665) and MTEB (0.6451) print nDCG@10; the
+    first metric marked by `significance_marks` (keyed by size); "-" where a run lacks it."""
+    marks = marks or {}
+    data = results.filter(pl.col("level") == COLLECTION, pl.col("value").is_not_null())
+    metrics = collection_metrics(results)
+    means = (data.group_by("scope", "size", "repeat", "model", "metric")
+             .agg(ordered("value").mean())
+             .group_by("scope", "size", "model", "metric").agg(ordered("value").mean()))
+    value = {(scope, size, model, metric): v
+             for scope, size, model, metric, v in means.iter_rows()}
+    pools = sorted(means.select("size", "scope").unique().rows())
+    names = [metric_name(m) for m in metrics]
+    header = ["model", *(names if len(pools) == 1 else
+                         [f"{scope}-{format_size(size)} {name}" for size, scope in pools
+                          for name in names])]
+    rows = []
+    for model in model_order(means["model"].unique().to_list()):
+        cells = [model]
+        for size, scope in pools:
+            for metric in metrics:
+                mean = value.get((scope, size, model, metric))
+                text = MISSING if mean is None else f"{mean:.4f}"
+                if metric == metrics[0] and mean is not None:
+                    text = _marked(text, marks.get((size, model), ""))
+                cells.append(text)
+        rows.append(cells)
+    return header, rows
+
+
 def _mdcr_field_table(rows: pl.DataFrame, models: list[str], fields: list[str]
                       ) -> tuple[list[str], list[list[str]]]:
     """Models x fields, MAP / R@5 per field, and the official evaluator's averages (per field

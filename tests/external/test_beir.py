@@ -20,10 +20,11 @@ from pipeline.encoding.embed import embed
 from pipeline.encoding.encoders import Encoder
 from pipeline.encoding.models import ModelEntry, get_model
 from pipeline.encoding.store import load_vectors
-from pipeline.evaluation.evaluate import eval_run, pool_metrics
+from pipeline.evaluation.evaluate import collect_results, eval_run, pool_metrics
 from pipeline.external.beir import import_beir
 from pipeline.layout import pool_names, store_dir
 from pipeline.pools.build import load_pool
+from pipeline.report.build import report
 from pipeline.retrieval.search import search
 from tests.conftest import PYSERINI_IMPORT, PYSERINI_SIDE, side_packages
 
@@ -145,6 +146,37 @@ def test_end_to_end_equals_pytrec_eval(imported, kind, tiny_bert):
     want = [scores[row[q], col[d]] for q, d in run.select("query", "doc").iter_rows()]
     np.testing.assert_allclose(run["score"].to_numpy(), want, rtol=1e-5, atol=1e-5)
     assert run.group_by("query").len()["len"].min() >= 100  # a full list per query
+
+
+def test_report_has_the_collections_main_table(imported, tmp_path):
+    """Issue 29: `make report` of a BEIR-layout corpus printed only significance and intervals.
+    Its main table: models x nDCG@10 / R@100, the mean over the pool's queries as BEIR and
+    MTEB print it (0-1, 4 decimals), equal to each evaluation's means; bold: best nDCG@10."""
+    corpus, root, _ = imported
+    [pool] = pool_names(corpus)
+    indexes, runs = root / "indexes", tmp_path / "runs"  # runs of these two models only
+    means = {}
+    for name in ("bm25", "random"):
+        search(corpus, indexes, runs, pool, get_model(name))
+        means[name] = eval_run(corpus, indexes, runs, pool, name, pool_metrics(corpus, pool))[
+            "means"]
+    collect_results(root / "corpora", indexes, runs)
+    text = report(runs, corpus.name)
+    lines = text.splitlines()
+    start = lines.index("| model | NDCG@10 | R@100 |")
+    assert lines[start - 2].startswith(f"## {corpus.name}: BEIR-layout collection ({pool}), "
+                                       "NDCG@10 / R@100")
+    assert start < lines.index("## Significance (paired over the same queries, values averaged "
+                               "over repeats; Holm-Bonferroni over the pairs of a pool and "
+                               "metric)")
+    rows = {line.split(" | ")[0].removeprefix("| "): line.removesuffix(" |").split(" | ")[1:]
+            for line in lines[start + 2:] if line.startswith("| ")
+            and line.split(" | ")[0].removeprefix("| ") in means}
+    assert rows["bm25"] == [f"**{means['bm25']['ndcg@10']:.4f}**",
+                            f"{means['bm25']['recall@100']:.4f}"]
+    assert rows["random"][0].removesuffix("†") == f"{means['random']['ndcg@10']:.4f}"
+    assert rows["random"][1] == f"{means['random']['recall@100']:.4f}"
+    assert (runs / "reports" / f"{corpus.name}-collection.tex").exists()
 
 
 def test_bad_collections_are_refused(collection, tmp_path):
