@@ -84,9 +84,12 @@ ifneq ($(filter default file undefined,$(origin CORPUS)),)
 $(error error: make $(firstword $(IMPORT_GOALS)) needs CORPUS=<name of a new corpus> (the corpus it writes))
 endif
 endif
+# The variables that locate the data, as given (a command this Makefile suggests acts on them).
+WHERE = $(strip $(foreach v,DATA CORPORA_DIR INDEX_DIR RUNS_DIR,$(if $(and $($(v)),$(filter \
+	command environment,$(origin $(v)))),$(v)=$($(v)))))
 ifneq ($(filter eval index search,$(MAKECMDGOALS)),)
 ifeq ($(strip $(POOLS)),)
-$(error error: no pools for CORPUS=$(CORPUS) under $(call checked,POOLS_DIR): build one first, e.g. make pool SIZE=10k)
+$(error error: no pools for CORPUS=$(CORPUS) under $(call checked,POOLS_DIR): build one first, e.g. make pool CORPUS=$(CORPUS) SIZE=10k$(if $(WHERE), $(WHERE)))
 endif
 endif
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pipeline.core.artifacts import atomic_path, read_json, write_json
 from pipeline.core.errors import InputError
+from pipeline.core.repair import Repair
 from pipeline.encoding.models import ModelEntry
 from pipeline.layout import slurm_dir
 
@@ -229,7 +230,8 @@ def missing_per_shard(corpus_dir: Path, index_root: Path, entry: ModelEntry,
 
     pools = pools or pool_names(corpus_dir)
     if not pools:
-        raise InputError(f"no pools under {corpus_dir}/pools: build one with `make pool`")
+        raise InputError(f"no pools under {corpus_dir}/pools: build one",
+                         Repair("pool", corpus_dir.name))
     _, missing = missing_ids(corpus_dir, store_dir(index_root, corpus_dir.name, entry.name),
                              pools)
     return np.bincount(shard_of(missing, num_shards), minlength=num_shards).tolist()
@@ -285,15 +287,16 @@ def submit_after_embed(corpus_dir: Path, index_root: Path, runs_root: Path, entr
         return None
     short = ", ".join(f"{i}: {n}" for i, n in enumerate(missing) if n)
     record_path = _record_path(runs_root, corpus_dir.name, entry.name)
+    embed = Repair("embed", corpus_dir.name, entry.name, variables=(("EXECUTOR", "slurm"),))
     if not record_path.exists():
         raise InputError(f"{sum(missing)} papers of MODEL {entry.name} are not embedded yet "
-                         f"(missing per shard {short}) and no embed array was submitted: run "
-                         "make embed EXECUTOR=slurm first")
+                         f"(missing per shard {short}) and no embed array was submitted: "
+                         "submit one first", embed)
     record = read_json(record_path)
     if not in_queue(record["job_id"]):
         raise InputError(f"embed array {record['job_id']} has ended but {sum(missing)} papers "
                          f"of MODEL {entry.name} are missing (per shard {short}): see its logs "
-                         f"{record['logs']}, then run make embed EXECUTOR=slurm again")
+                         f"{record['logs']}, then submit it again", embed)
     name = job_name(stage, corpus_dir.name, entry.name)
     folder = slurm_dir(runs_root)
     return _submit(folder / f"{name}.sbatch", follow_up_script(

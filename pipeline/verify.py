@@ -11,6 +11,10 @@ inputs? One line per problem, each naming the command that repairs it:
 
 Verify always reads the whole data roots and reports the problems that lie under the folders
 asked for, so `verify corpora/demo/pools` finds exactly what `verify` finds there.
+
+Each problem carries its repair as a value (pipeline/core/repair.py); a line shows it as the
+command to type for these data roots (DATA=..., or each root: `pipeline.layout.where`), so that
+running it, once, repairs the data verify read and not the checkout's own.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pipeline.core.artifacts import (
 )
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots, changed
+from pipeline.core.repair import Repair, Where
 from pipeline.encoding.store import store_repair
 from pipeline.ingest.corpus import VOUCHED_BY, corpus_repair, raw_repair
 from pipeline.layout import (
@@ -43,6 +48,7 @@ from pipeline.layout import (
     run_files,
     run_paths,
     store_parts_glob,
+    where,
 )
 from pipeline.pools.build import pool_repair, validation_pools
 from pipeline.readers import SOURCES
@@ -58,10 +64,11 @@ class Problem:
     kind: str  # CORRUPT, PARTIAL, STALE, ORPHAN, DEBRIS
     path: Path
     why: str
-    repair: str
+    repair: Repair
 
-    def line(self) -> str:
-        return f"{self.kind} {self.path}: {self.why}; repair: {self.repair}"
+    def line(self, place: Where) -> str:
+        """`<KIND> <path>: <why>; repair: <command>`, the command for the data at `place`."""
+        return f"{self.kind} {self.path}: {self.why}; repair: {self.repair.command(place)}"
 
 
 def _files(info: dict, kind: str) -> dict[str, dict]:
@@ -81,8 +88,14 @@ def _inputs(info: dict, kind: str) -> dict[str, str]:
     return info.get("inputs", {})
 
 
-def _classify(path: Path, data: Roots) -> tuple[str, str] | None:
-    """(kind, repair command) of the artifact a manifest at `path` describes."""
+def _report_repair(runs: Path) -> Repair:
+    """`make report` of a corpus with evaluations (the report collects every corpus's)."""
+    evaluated = sorted({p.parts[-3] for p in run_files(runs, "eval.json")})
+    return Repair("report", evaluated[0] if evaluated else None)
+
+
+def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
+    """(kind, repair) of the artifact a manifest at `path` describes."""
     parts = path.parts
     if path.name == MANIFEST and path.parent.parent == data.corpora:
         return "corpus", corpus_repair(path.parent)
@@ -106,7 +119,7 @@ def _classify(path: Path, data: Roots) -> tuple[str, str] | None:
         corpus, _, model, _ = run_file_parts(path)
         return "run", run_repair(corpus, model)
     if path == data.runs / RESULTS_MANIFEST:
-        return "results", "make report"
+        return "results", _report_repair(data.runs)
     if path.name == MANIFEST and path.parent.name in SOURCES:
         return "raw", raw_repair(path.parent)
     return None
@@ -140,7 +153,7 @@ def check_manifest(path: Path, data: Roots, deep: bool) -> list[Problem]:
     try:
         info = read_json(path)
     except InputError as exc:
-        return [Problem("CORRUPT", path, str(exc).split(": ", 1)[-1].split(";")[0], repair)]
+        return [Problem("CORRUPT", path, exc.message.split(": ", 1)[-1], repair)]
     problems = []
     for name, expected in _files(info, kind).items():
         problem = file_problem(path.parent / name, expected, deep)
@@ -209,7 +222,7 @@ def _partial(data: Roots) -> list[Problem]:
 
 
 def _debris(data: Roots) -> list[Problem]:
-    return [Problem("DEBRIS", p, "temporary of a stopped process", "make sweep")
+    return [Problem("DEBRIS", p, "temporary of a stopped process", Repair("sweep"))
             for root in (data.corpora, data.indexes, data.runs) if root and root.exists()
             for p in sorted(root.rglob(".*.tmp")) if is_stale_temporary(p)]
 
@@ -238,10 +251,12 @@ def find_problems(data: Roots, folders: list[Path] | None = None, deep: bool = T
     return problems, checked
 
 
-def verify(data: Roots, folders: list[Path] | None = None, deep: bool = True) -> list[str]:
-    """One line per problem (the command prints them), and a summary logged. Data roots that
-    do not exist, or hold nothing to check, are an error: a check that found no data must not
-    pass (a typo in DATA, an unmounted scratch disk)."""
+def verify(data: Roots, folders: list[Path] | None = None, deep: bool = True,
+           place: Where | None = None) -> list[str]:
+    """One line per problem (the command prints them), each repair shown as the command for
+    the data roots verified (`place`, by default `where` of `data`), and a summary logged.
+    Data roots that do not exist, or hold nothing to check, are an error: a check that found
+    no data must not pass (a typo in DATA, an unmounted scratch disk)."""
     roots = [r for r in (data.corpora, data.indexes, data.runs) if r is not None]
     if not any(r.is_dir() for r in roots):
         raise InputError(f"none of the data folders exists ({', '.join(map(str, roots))}): "
@@ -254,10 +269,11 @@ def verify(data: Roots, folders: list[Path] | None = None, deep: bool = True) ->
     with read_only():
         problems, checked = find_problems(data, folders, deep)
     if not checked and not problems:
-        where = ", ".join(str(f) for f in folders) if folders else ", ".join(map(str, roots))
-        raise InputError(f"no pipeline data under {where}: nothing was verified; check DATA "
+        looked = ", ".join(str(f) for f in folders) if folders else ", ".join(map(str, roots))
+        raise InputError(f"no pipeline data under {looked}: nothing was verified; check DATA "
                          "(or the --*-root options), or build something first (make demo)")
-    lines = [p.line() for p in problems]
+    place = place or where(data.corpora, data.indexes, data.runs)
+    lines = [p.line(place) for p in problems]
     log.info(f"[verify] {checked} manifests checked{' with checksums' if deep else ''}: "
              f"{len(lines) or 'no'} problems")
     return lines

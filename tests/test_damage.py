@@ -1,23 +1,36 @@
-"""Same-size damage, for every kind of artifact: bytes overwritten in place, the size kept (what
-a flipped disk block, a bad copy or a stray `dd` leaves).
+"""Damage that keeps a file's size and mtime, for every kind of artifact verify knows: bytes
+overwritten in place and the file's times put back (what a flipped disk block, a bad copy, a
+stray `dd` followed by `touch -r` leave).
 
-For each kind, on a copy of one complete data root (corpus, pools, embeddings, a Lucene index,
-runs, evaluations, results): the next stage that reads the damaged file refuses it, exit
-status 2, with one line naming the file and the command that repairs it; `verify` names it
-with the same command; running that command (as a user would, through make) restores every
-data file byte for byte (Lucene's own files carry a random segment id: checked through the
-runs searched from them) and leaves `verify` clean.
+The repair contract (issue 30.2, 30.3), for each kind, on a copy of one complete data root
+built through make (an ingested corpus with a test and a validation pool, BM25 on Lucene with
+k1 and b tuned on the validation pool, the analysed-text store, a dense encoder's store, runs
+of perturbed queries with their query vectors kept beside the store, evaluations, results, and
+an imported BEIR-layout collection): the next stage that reads the damaged file refuses it
+(exit status 2, one line naming it and the command that repairs it, for this data folder);
+`make verify DATA=<root>` names it with a command that includes the data folder; running each
+command it names, exactly as printed (through make, as a user would), once, leaves verify clean
+and every data file byte for byte as it was (Lucene's own files carry a random segment id:
+checked through the runs searched from them).
+
+Also (issue 30.4): after the raw shards change and `make corpus` runs, verify lists every
+artifact made from the old corpus as stale, the analysed-text store too, and its repair makes it
+current.
 """
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from pipeline.core.inputs import Roots
@@ -26,6 +39,7 @@ from pipeline.verify import verify
 ROOT = Path(__file__).resolve().parents[1]
 POOL = "all-800-r0"
 MODEL_PATH: Path  # the tiny BERT of the fixture below
+BEIR_SRC: Path  # the BEIR-layout folder the collection b was imported from
 
 
 def cli(root: Path, *args: str) -> list[str]:
@@ -33,9 +47,13 @@ def cli(root: Path, *args: str) -> list[str]:
             "--index-root", str(root / "indexes"), "--runs-root", str(root / "runs"), *args]
 
 
+def tools(root: Path) -> list[str]:
+    """What make needs besides the user's variables: this interpreter, the install stamp."""
+    return [f"PY={sys.executable}", f"STAMP={root / 'installed'}", "THREADS=1"]
+
+
 def make(root: Path, *args: str) -> list[str]:
-    return ["make", "--no-print-directory", f"DATA={root}", "THREADS=1", f"PY={sys.executable}",
-            f"STAMP={root / 'installed'}", *args]
+    return ["make", "--no-print-directory", f"DATA={root}", *tools(root), *args]
 
 
 ENV = {**os.environ, "MAKEFLAGS": "", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
@@ -52,132 +70,236 @@ def ok(cmd: list[str]) -> str:
     return done.stdout + done.stderr
 
 
+def write_beir(corpus: Path, out: Path) -> Path:
+    """A BEIR-layout folder: 200 papers of `corpus` as documents, 5 of their titles as queries,
+    each judging 3 documents."""
+    papers = pl.read_parquet(corpus / "prefiltered.parquet").head(200)
+    out.mkdir(parents=True)
+    with (out / "corpus.jsonl").open("w") as handle:
+        handle.writelines(json.dumps({"_id": f"d{i}", "title": t, "text": a}) + "\n"
+                          for i, t, a in papers.select("corpusid", "title", "abstract")
+                          .iter_rows())
+    with (out / "queries.jsonl").open("w") as handle:
+        handle.writelines(json.dumps({"_id": f"q{n}", "text": papers["title"][n * 7]}) + "\n"
+                          for n in range(5))
+    (out / "qrels").mkdir()
+    (out / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q{n}\td{papers['corpusid'][n * 7 + j]}\t{1 + j % 2}\n" for n in range(5)
+        for j in (0, 3, 11)))
+    return out
+
+
 @pytest.fixture(scope="module")
 def reference(raw_corpus, tiny_bert, tmp_path_factory) -> Path:
-    """A complete data root built through make: the corpus c from its raw shards, one pool,
-    BM25 on Lucene, a dense encoder (the tiny BERT, as `scibert`), evaluations and results."""
-    global MODEL_PATH
+    """A complete data root built through make: the corpus c from its raw shards, a test pool
+    and its validation pool (BM25 tunes k1 and b on it), BM25 on Lucene, the arrays engine's
+    analysed-text store, a dense encoder (the tiny BERT, as `scibert`) with runs of title-only
+    queries (their vectors kept beside the store), evaluations and results; and the BEIR-layout
+    collection b, imported and searched."""
+    global MODEL_PATH, BEIR_SRC
     MODEL_PATH = tiny_bert
     root = tmp_path_factory.mktemp("reference")
     shutil.copytree(raw_corpus, root / "corpora" / "c" / "s2orc")
     (root / "installed").touch()
     ok(make(root, "pool", "CORPUS=c", "SIZE=800", "QUERIES=10"))
+    ok(cli(root, "pool", "--corpus", "c", "--size", "800", "--queries", "10", "--split",
+           "validation"))
     ok(make(root, "eval", "CORPUS=c", "MODEL=bm25", "BM25_ENGINE=lucene"))
     ok(make(root, "index", "CORPUS=c", "MODEL=bm25"))  # the arrays engine's analysed-text store
     ok(make(root, "eval", "CORPUS=c", "MODEL=scibert", f"MODEL_PATH={tiny_bert}"))
+    ok(make(root, "eval", "CORPUS=c", "MODEL=scibert", "QUERY_VARIANT=title",
+            f"MODEL_PATH={tiny_bert}"))
+    BEIR_SRC = write_beir(root / "corpora" / "c", tmp_path_factory.mktemp("beir") / "src")
+    ok(make(root, "import-beir", "CORPUS=b", f"SRC={BEIR_SRC}"))
+    ok(make(root, "eval", "CORPUS=b", "MODEL=random"))
     ok(make(root, "report", "CORPUS=c"))
     assert verify(Roots(root / "corpora", root / "indexes", root / "runs")) == []
     return root
 
 
 def data_files(root: Path) -> dict[str, bytes]:
-    """Every data file's bytes: not manifests (they hold times), logs, caches or reports."""
+    """Every data file's bytes: not manifests and records (they hold times: a run's, a tuning's,
+    a query-vector cache's), logs, caches or reports."""
     skip = ("manifest.json", ".eval.json", "stage-times.jsonl", ".lock", ".checksums.json",
             ".spec.json")
+    records = ("/bm25-tuning/", "/queries/", "/bm25/lucene/", "/reports/", "/slurm/")
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.name.endswith(skip) and "/bm25/lucene/" not in p.as_posix()
-            and "/reports/" not in p.as_posix() and "/slurm/" not in p.as_posix()
-            and p.name != "installed"}
+            if p.is_file() and not p.name.endswith(skip) and p.name != "installed"
+            and not (any(r in p.as_posix() for r in records) and not p.name.endswith(".npy"))}
 
 
 def damage(path: Path) -> None:
-    """64 bytes in the middle inverted, size and everything else kept."""
+    """64 bytes in the middle inverted, the size, mtime and atime put back as they were (what
+    `touch -r` does): only the bytes (and the ctime, which no user can set) differ."""
+    before = path.stat()
     data = bytearray(path.read_bytes())
     middle = len(data) // 2
     data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
     path.write_bytes(bytes(data))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
 
 
 def first(root: Path, pattern: str) -> Path:
     return max(root.glob(pattern), key=lambda p: p.stat().st_size)
 
 
+def verify_lines(root: Path) -> list[str]:
+    """`make verify DATA=<root>`'s lines, as a user sees them."""
+    done = run(make(root, "verify"))  # verify's status 1 (problems found) is make's 2
+    assert done.returncode == 0 or "verify] Error 1" in done.stderr, done.stderr[-2000:]
+    return [line for line in done.stdout.splitlines()
+            if line.split(" ", 1)[0] in ("CORRUPT", "PARTIAL", "STALE", "ORPHAN", "DEBRIS")]
+
+
+def repair_of(line: str) -> str:
+    """The command of a verify line or an error line, without the note after it."""
+    return line.rsplit("; repair: ", 1)[1].split(" (")[0]
+
+
+def run_repair(root: Path, command: str) -> None:
+    """Run a repair command exactly as printed: make with its variables (plus the tools and,
+    for the tiny BERT, its folder), or the pipeline's command line."""
+    words = shlex.split(command)
+    if words[0] == "make":
+        extra = [f"MODEL_PATH={MODEL_PATH}"] if "MODEL=scibert" in words else []
+        ok(["make", "--no-print-directory", *tools(root), *words[1:], *extra])
+    else:
+        assert words[:3] == ["python", "-m", "pipeline"], command
+        ok([sys.executable, *words[1:]])
+
+
 # (kind, the damaged file (a glob under the data root: the largest match), the reading stage,
-# the repair command it must name)
+# the repair command it must name: {data} is the data root, {src} the BEIR folder)
 KINDS = [
     ("raw-shard", "corpora/c/s2orc/metadata/metadata_0.jsonl.gz",
-     ["ingest", "--corpus", "c"], "python -m pipeline synth --corpus c --repair"),
+     ["ingest", "--corpus", "c"], "python -m pipeline --corpora-root {data}/corpora "
+     "--index-root {data}/indexes --runs-root {data}/runs synth --corpus c --repair"),
     ("papers", "corpora/c/papers.parquet", ["prefilter", "--corpus", "c"],
-     "make corpus CORPUS=c"),
+     "make corpus CORPUS=c DATA={data}"),
     ("citations", "corpora/c/citations.parquet", ["pool", "--corpus", "c", "--repair"],
-     "make corpus CORPUS=c"),
+     "make corpus CORPUS=c DATA={data}"),
     ("prefiltered", "corpora/c/prefiltered.parquet", ["pool", "--corpus", "c", "--repair"],
-     "make corpus CORPUS=c"),
+     "make corpus CORPUS=c DATA={data}"),
     ("corpus-manifest", "corpora/c/manifest.json", ["pool", "--corpus", "c", "--repair"],
-     "make corpus CORPUS=c"),
+     "make corpus CORPUS=c DATA={data}"),
     ("pool-file", f"corpora/c/pools/{POOL}/candidates.parquet",
-     ["search", "--corpus", "c", "--model", "random"], "make pools CORPUS=c"),
+     ["search", "--corpus", "c", "--model", "random"], "make pools CORPUS=c DATA={data}"),
     ("pool-manifest", f"corpora/c/pools/{POOL}/manifest.json",
-     ["search", "--corpus", "c", "--model", "random"], "make pools CORPUS=c"),
+     ["search", "--corpus", "c", "--model", "random"], "make pools CORPUS=c DATA={data}"),
     ("embedding-part", "indexes/c/embeddings/scibert/part-*.arrow",
-     ["search", "--corpus", "c", "--model", "scibert"], "make embed CORPUS=c MODEL=scibert"),
+     ["search", "--corpus", "c", "--model", "scibert"],
+     "make embed CORPUS=c MODEL=scibert DATA={data}"),
     ("store-manifest", "indexes/c/embeddings/scibert/manifest.json",
-     ["search", "--corpus", "c", "--model", "scibert"], "make embed CORPUS=c MODEL=scibert"),
+     ["search", "--corpus", "c", "--model", "scibert"],
+     "make embed CORPUS=c MODEL=scibert DATA={data}"),
+    ("query-vectors", "indexes/c/embeddings/scibert/queries/*.npy",
+     ["eval", "--corpus", "c", "--model", "scibert~title"],
+     "make eval CORPUS=c MODEL=scibert QUERY_VARIANT=title DATA={data}"),
     ("analysed-part", "indexes/c/bm25-analysed/anserini-english/part-*.arrow",
-     ["search", "--corpus", "c", "--model", "bm25"], "make index CORPUS=c MODEL=bm25"),
+     ["search", "--corpus", "c", "--model", "bm25"], "make index CORPUS=c MODEL=bm25 DATA={data}"),
     ("analysed-manifest", "indexes/c/bm25-analysed/anserini-english/manifest.json",
-     ["search", "--corpus", "c", "--model", "bm25"], "make index CORPUS=c MODEL=bm25"),
+     ["search", "--corpus", "c", "--model", "bm25"], "make index CORPUS=c MODEL=bm25 DATA={data}"),
     ("lucene-index", f"indexes/c/{POOL}/bm25/lucene/*",
      ["search", "--corpus", "c", "--model", "bm25", "--bm25-engine", "lucene"],
-     "make index CORPUS=c MODEL=bm25 BM25_ENGINE=lucene"),
+     "make eval CORPUS=c MODEL=bm25 BM25_ENGINE=lucene DATA={data}"),
+    ("lucene-manifest", f"indexes/c/{POOL}/bm25/manifest.json",
+     ["search", "--corpus", "c", "--model", "bm25", "--bm25-engine", "lucene"],
+     "make eval CORPUS=c MODEL=bm25 BM25_ENGINE=lucene DATA={data}"),
+    ("tuning", "indexes/c/bm25-tuning/all-800.json", ["eval", "--corpus", "c", "--model", "bm25"],
+     "make eval CORPUS=c MODEL=bm25 DATA={data}"),
     ("run-parquet", f"runs/c/{POOL}/bm25.parquet", ["eval", "--corpus", "c", "--model", "bm25"],
-     "make eval CORPUS=c MODEL=bm25"),
+     "make eval CORPUS=c MODEL=bm25 DATA={data}"),
     ("trec", f"runs/c/{POOL}/bm25.trec", ["eval", "--corpus", "c", "--model", "bm25"],
-     "make eval CORPUS=c MODEL=bm25"),
+     "make eval CORPUS=c MODEL=bm25 DATA={data}"),
     ("run-manifest", f"runs/c/{POOL}/scibert.manifest.json",
-     ["eval", "--corpus", "c", "--model", "scibert"], "make eval CORPUS=c MODEL=scibert"),
+     ["eval", "--corpus", "c", "--model", "scibert"],
+     "make eval CORPUS=c MODEL=scibert DATA={data}"),
     ("metrics", f"runs/c/{POOL}/bm25.metrics.parquet", ["report", "--corpus", "c"],
-     "make eval CORPUS=c MODEL=bm25"),
+     "make eval CORPUS=c MODEL=bm25 DATA={data}"),
     ("eval-manifest", f"runs/c/{POOL}/bm25.eval.json", ["report", "--corpus", "c"],
-     "make eval CORPUS=c MODEL=bm25"),
+     "make eval CORPUS=c MODEL=bm25 DATA={data}"),
+    ("collection-pool", "corpora/b/pools/*/candidates.parquet",
+     ["search", "--corpus", "b", "--model", "random"],
+     "make import-beir CORPUS=b SRC={src} SPLIT=test REPLACE=1 DATA={data}"),
+    ("collection-pool-manifest", "corpora/b/pools/*/manifest.json",
+     ["search", "--corpus", "b", "--model", "random"],
+     "make import-beir CORPUS=b SRC={src} SPLIT=test REPLACE=1 DATA={data}"),
+    ("collection-corpus", "corpora/b/prefiltered.parquet",
+     ["search", "--corpus", "b", "--model", "random"],
+     "make import-beir CORPUS=b SRC={src} SPLIT=test REPLACE=1 DATA={data}"),
 ]
 
 
 @pytest.mark.parametrize("kind, pattern, reader, repair", KINDS, ids=[k[0] for k in KINDS])
-def test_same_size_damage_is_refused_named_and_repaired(reference, tmp_path, kind, pattern,
-                                                         reader, repair):
+def test_damage_is_refused_named_and_repaired_by_the_named_command(
+        reference, tmp_path, kind, pattern, reader, repair):
     root = tmp_path / "data"
     shutil.copytree(reference, root, symlinks=True)
+    repair = repair.format(data=root, src=BEIR_SRC)
     before = data_files(root)
     target = first(root, pattern)
-    size = target.stat().st_size
     damage(target)
-    assert target.stat().st_size == size
     done = run(cli(root, *reader))
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()
              and not line.startswith("[")]  # progress lines of the stage before it refused
     assert done.returncode == 2, (done.stdout[-1000:], done.stderr[-2000:])
     assert len(lines) == 1, lines
-    assert target.name in lines[0] and f"repair: {repair}" in lines[0], lines[0]
-    problems = verify(Roots(root / "corpora", root / "indexes", root / "runs"))
-    assert any(target.name in line and f"repair: {repair}" in line for line in problems), \
+    assert target.name in lines[0] and repair_of(lines[0]) == repair, lines[0]
+    problems = verify_lines(root)
+    assert any(target.name in line and repair_of(line) == repair for line in problems), \
         problems
-    # the repair, as printed (python -m pipeline with this data root's folders, make with DATA)
-    words = repair.split()
-    if words[0] == "make":
-        extra = [f"MODEL_PATH={MODEL_PATH}"] if "MODEL=scibert" in words else []
-        ok(make(root, *words[1:], *extra))
-    else:
-        ok(cli(root, *words[3:]))
-    # and what the user runs next: the whole chain, which finds nothing else to redo
-    ok(make(root, "eval", "CORPUS=c", "MODEL=bm25", "BM25_ENGINE=lucene"))
-    ok(make(root, "eval", "CORPUS=c", "MODEL=scibert", f"MODEL_PATH={MODEL_PATH}"))
-    ok(make(root, "report", "CORPUS=c"))
+    # each command verify names, as printed, once: then nothing is left to repair
+    for command in dict.fromkeys(repair_of(line) for line in problems):
+        assert f"DATA={root}" in command or f"--corpora-root {root}/corpora" in command
+        run_repair(root, command)
+    assert verify_lines(root) == []
     after = data_files(root)
     assert sorted(after) == sorted(before)
     assert [name for name in before if before[name] != after[name]] == []
-    assert verify(Roots(root / "corpora", root / "indexes", root / "runs")) == []
 
 
 def test_results_damage_is_named_and_repaired_by_report(reference, tmp_path):
     """results.parquet is read by the report after `collect` writes it anew: verify names the
-    damage and `make report` repairs it."""
+    damage and the command it names (a report) repairs it."""
     root = tmp_path / "data"
     shutil.copytree(reference, root, symlinks=True)
     before = data_files(root)
     damage(root / "runs" / "results.parquet")
-    problems = verify(Roots(root / "corpora", root / "indexes", root / "runs"))
-    assert [p for p in problems if re.search(r"results\.parquet: .*repair: make report", p)]
-    ok(make(root, "report", "CORPUS=c"))
+    problems = verify_lines(root)
+    [line] = [p for p in problems if re.search(r"results\.parquet: .*; repair: make report ", p)]
+    assert repair_of(line) == f"make report CORPUS=b DATA={root}", line
+    run_repair(root, repair_of(line))
     assert data_files(root) == before
-    assert verify(Roots(root / "corpora", root / "indexes", root / "runs")) == []
+    assert verify_lines(root) == []
+
+
+def test_a_changed_corpus_makes_the_analysed_text_store_stale(reference, tmp_path):
+    """Issue 30.4: the raw shards change (a paper's title, as a new release would have it) and
+    `make corpus` runs: verify lists the pools, runs and the analysed-text store as stale, the
+    store with its repair, and that repair makes it (and the pools) current again."""
+    root = tmp_path / "data"
+    shutil.copytree(reference, root, symlinks=True)
+    raw = root / "corpora" / "c" / "s2orc"
+    (raw / "manifest.json").unlink()  # a download, not shards the generator vouches for
+    shard = raw / "metadata" / "metadata_0.jsonl.gz"
+    kept = set(pl.read_parquet(root / "corpora" / "c" / "prefiltered.parquet")["corpusid"])
+    lines = gzip.decompress(shard.read_bytes()).decode().splitlines()
+    changed = next(i for i, line in enumerate(lines) if int(json.loads(line)["paper_id"]) in kept)
+    paper = json.loads(lines[changed])
+    lines[changed] = json.dumps({**paper, "title": f"{paper['title']} revised"})
+    shard.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    ok(make(root, "corpus", "CORPUS=c"))
+    store = root / "indexes" / "c" / "bm25-analysed" / "anserini-english" / "manifest.json"
+    problems = verify_lines(root)
+    assert any(line.startswith(f"STALE {root}/corpora/c/pools/{POOL}/") for line in problems)
+    assert any(line.startswith(f"STALE {root}/runs/c/{POOL}/bm25.") for line in problems)
+    [line] = [p for p in problems if p.startswith(f"STALE {store}:")]
+    assert "prefiltered.parquet changed since" in line, line
+    assert repair_of(line) == f"make index CORPUS=c MODEL=bm25 DATA={root}", line
+    run_repair(root, repair_of(line))
+    left = verify_lines(root)
+    assert not [p for p in left if p.split()[1].startswith((str(store.parent), str(
+        root / "corpora" / "c" / "pools")))], left
+    assert left, "the runs are still stale: only the store and the pools were repaired"

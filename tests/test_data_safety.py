@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -214,14 +215,14 @@ def test_each_repair_command_makes_verify_clean(dense, raw_corpus, tiny_bert):
     problems = verify(roots(root))
     assert {p.split()[0] for p in problems} == {"PARTIAL", "ORPHAN"}, problems
     commands = {p.rsplit("; repair: ", 1)[1].split(" (")[0] for p in problems}
-    assert commands == {"make corpus CORPUS=c", "make pools CORPUS=c",
-                        "make embed CORPUS=c MODEL=scibert",
-                        "make eval CORPUS=c MODEL=scibert"}, commands
+    assert commands == {f"make corpus CORPUS=c DATA={root}", f"make pools CORPUS=c DATA={root}",
+                        f"make embed CORPUS=c MODEL=scibert DATA={root}",
+                        f"make eval CORPUS=c MODEL=scibert DATA={root}"}, commands
     env = {**os.environ, "MAKEFLAGS": "", "HF_HUB_OFFLINE": "1"}
     for command in sorted(commands, key=lambda c: ORDER.index(" ".join(c.split()[:2]))):
-        done = subprocess.run(["make", "--no-print-directory", f"DATA={root}",
-                               f"PY={sys.executable}", f"STAMP={root / 'installed'}",
-                               "THREADS=1", *command.split()[1:], f"MODEL_PATH={tiny_bert}"],
+        done = subprocess.run(["make", "--no-print-directory", f"PY={sys.executable}",
+                               f"STAMP={root / 'installed'}", "THREADS=1",
+                               *shlex.split(command)[1:], f"MODEL_PATH={tiny_bert}"],
                               cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
         assert done.returncode == 0, (command, done.stderr[-2000:])
     assert not orphan.exists()

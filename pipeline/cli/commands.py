@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from pipeline.core.errors import InputError
+from pipeline.core.repair import PIPELINE_COMMAND, Repair, Where
 from pipeline.encoding.models import HF_PREFIX, REGISTRY, fused_name, get_model
 from pipeline.fields import resolve_fields
 from pipeline.layout import (
@@ -21,9 +22,27 @@ from pipeline.layout import (
     derived_dirs,
     parse_size,
     stage_times_path,
+    where,
 )
 
 log = logging.getLogger(__name__)
+
+
+def place(args: argparse.Namespace) -> Where:
+    """Where this command's data lies, as a repair command names it (DATA=..., or each root;
+    nothing for the checkout's own data folder)."""
+    return where(Path(args.corpora_root), Path(args.index_root), Path(args.runs_root),
+                 getattr(args, "program", PIPELINE_COMMAND))
+
+
+def error_line(exc: InputError, args: argparse.Namespace, from_make: bool = False) -> str:
+    """The one line of an InputError: its message (in make's words when make ran us: the
+    command's options as the variables that set them) and its repair as the command to type
+    for the data this command was given: the one place a repair is shown to a user."""
+    from pipeline.cli.variables import in_make_words
+
+    message = in_make_words(exc.message) if from_make else exc.message
+    return message + (f"; repair: {exc.repair.command(place(args))}" if exc.repair else "")
 
 
 def _dirs(args: argparse.Namespace) -> tuple[Path, Path, Path]:
@@ -41,7 +60,8 @@ def _pools(args: argparse.Namespace) -> list[str]:
     corpus_dir = _dirs(args)[0]
     pools = args.pool or pool_names(corpus_dir)
     if not pools:
-        raise InputError(f"no pools under {corpus_dir}/pools: build one with `make pool`")
+        raise InputError(f"no pools under {corpus_dir}/pools: build one",
+                         Repair("pool", corpus_dir.name))
     return pools
 
 
@@ -130,8 +150,14 @@ def cmd_synth(args: argparse.Namespace) -> None:
     if args.repair:  # the recorded settings: damaged or missing shards written again
         from pipeline.core.artifacts import read_json
 
-        recorded = read_json(out_dir / "manifest.json", "make demo, or synth with its "
-                             "settings").get("parameters", {})
+        try:
+            recorded = read_json(out_dir / "manifest.json").get("parameters", {})
+        except InputError as exc:  # the settings are lost with it: the demo's are make's
+            raise InputError(f"{exc.message}: the generator's settings are lost; write the "
+                             "shards again with those it was made with (synth --papers N "
+                             "--shards K --seed S)",
+                             Repair("corpus", "demo") if args.corpus == "demo" else None
+                             ) from None
         cfg = SyntheticConfig(**recorded)
     else:
         cfg = SyntheticConfig(n_papers=parse_size(args.papers), n_shards=args.shards,
@@ -326,12 +352,17 @@ def cmd_search(args: argparse.Namespace) -> None:
     if args.repair_pools:
         _repair_pools(args)
     pools = _pools(args)
+    # a Lucene index is checked for every pool first (a no-op when intact): a damaged one is
+    # built again (verify's repair for it), and the runs made from the old one are then stale
+    lucene = entry.kind == "bm25" and args.bm25_engine == "lucene"
+    if args.index and lucene:
+        _index_pools(args, entry, pools)
     if args.stale_only:
         kept = [p for p in pools
                 if run_is_current(corpus_dir, index_root, runs_root, p, name, args.k)]
         pools = [p for p in pools if p not in kept]
         log.info(f"[search] {name}: {len(kept)} current runs kept, {len(pools)} to search")
-    if args.index and pools:
+    if args.index and pools and not lucene:
         _index_pools(args, entry, pools)
     for pool in pools:
         with timed("search", _log_dir(args), model=name, pool=pool) as info:
@@ -386,7 +417,8 @@ def cmd_mdcr(args: argparse.Namespace) -> None:
     counts = built["benchmark"]["counts"]
     log.info(f"[mdcr] {out}: {counts['fields']} fields, {counts['queries']} queries, "
              f"{counts['pairs']} query-candidate pairs; by type {counts['by_type']} "
-             f"({built['installed']}); evaluate with make eval CORPUS={args.out} MODEL=...")
+             f"({built['installed']}); evaluate with "
+             f"{Repair('eval', args.out, '<model>').command(place(args))}")
 
 
 def cmd_mdcr_jaccard(args: argparse.Namespace) -> None:
@@ -504,7 +536,8 @@ def cmd_verify(args: argparse.Namespace) -> None:
     from pipeline.verify import verify
 
     data = Roots(Path(args.corpora_root), Path(args.index_root), Path(args.runs_root))
-    problems = verify(data, [Path(p) for p in args.path] or None, deep=not args.quick)
+    problems = verify(data, [Path(p) for p in args.path] or None, deep=not args.quick,
+                      place=place(args))
     for line in problems:
         print(line)
     if problems:

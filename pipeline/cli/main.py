@@ -58,6 +58,7 @@ from pipeline.cli.commands import (
     cmd_variables,
     cmd_verify,
     cmd_warm,
+    error_line,
 )
 from pipeline.core import logs
 from pipeline.core.errors import InputError, ToolError
@@ -87,6 +88,7 @@ def build_parser(prog: str = "python -m pipeline") -> argparse.ArgumentParser:
         prog=prog,
         description="MDCR-style large-scale evaluation of scientific document encoders: "
                     "one command per stage (the Makefile chains them).")
+    parser.set_defaults(program=prog)  # how a repair command names us (pipeline.core.repair)
     parser.add_argument("--corpora-root", default="corpora", type=safe_path)
     parser.add_argument("--index-root", default="indexes", type=safe_path)
     parser.add_argument("--runs-root", default="runs", type=safe_path)
@@ -349,17 +351,19 @@ def check_roots(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; an error is one line, in the words of whoever called us: make's
-    variables when make ran the command (BACKEND=..., not --backend ...)."""
+    variables when make ran the command (BACKEND=..., not --backend ...), and a repair as the
+    command to type for the data it was given (with DATA=... unless it is the checkout's)."""
     from pipeline.cli.variables import FROM_MAKE, in_make_words
 
     args = build_parser(program()).parse_args(argv)
     logs.setup(args.verbosity)
-    words = in_make_words if os.environ.get(FROM_MAKE) else str
+    from_make = bool(os.environ.get(FROM_MAKE))
+    words = in_make_words if from_make else str
     try:
         check_roots(args)
         args.func(args)
     except InputError as exc:
-        print(f"error: {words(str(exc))}", file=sys.stderr)
+        print(f"error: {error_line(exc, args, from_make)}", file=sys.stderr)
         return 2
     except ToolError as exc:
         print(f"error: {words(str(exc))}", file=sys.stderr)

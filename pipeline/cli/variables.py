@@ -87,6 +87,13 @@ VARIABLES: tuple[Variable, ...] = (
       "corpora/, indexes/ and runs/", "data", one_word=True),
     V("DATA", ".", safe_path, "where corpora/, indexes/ and runs/ live (a scratch disk on a "
       "cluster, say); default the checkout", "data", one_word=True),
+    V("CORPORA_DIR", "", safe_path, "the corpora folder, where it is not DATA's corpora/ "
+      "(the stages' --corpora-root)", "data", shown="DATA/corpora", optional=True,
+      one_word=True),
+    V("INDEX_DIR", "", safe_path, "the indexes folder, where it is not DATA's indexes/ (the "
+      "stages' --index-root)", "data", shown="DATA/indexes", optional=True, one_word=True),
+    V("RUNS_DIR", "", safe_path, "the runs folder, where it is not DATA's runs/ (the stages' "
+      "--runs-root)", "data", shown="DATA/runs", optional=True, one_word=True),
     V("SOURCE", "$(if $(filter s2ag,$(CORPUS)),s2ag,s2orc)", choice(SOURCES), "the reader: "
       "the S2ORC 2020 release (s2orc) or the S2AG datasets (s2ag: papers/, abstracts/, "
       "citations/)", "data", shown="s2orc; s2ag when CORPUS=s2ag", one_word=True),
@@ -205,9 +212,9 @@ BY_NAME = {v.name: v for v in VARIABLES}
 # What the check prints for make (NAME=value, one line): names and paths make uses but never
 # composes itself. Lists are comma-separated (one make word).
 DERIVED = {
-    "CORPORA_ROOT": "DATA's corpora/ folder (absolute): --corpora-root",
-    "INDEX_ROOT": "DATA's indexes/ folder (absolute): --index-root",
-    "RUNS_ROOT": "DATA's runs/ folder (absolute): --runs-root",
+    "CORPORA_ROOT": "CORPORA_DIR, or DATA's corpora/ folder (absolute): --corpora-root",
+    "INDEX_ROOT": "INDEX_DIR, or DATA's indexes/ folder (absolute): --index-root",
+    "RUNS_ROOT": "RUNS_DIR, or DATA's runs/ folder (absolute): --runs-root",
     "RAW_DIR": "RAW, or the corpus's default raw folder",
     "POOLS": "the complete pools of CORPUS (commas)",
     "POOLS_DIR": "the folder holding CORPUS's pools",
@@ -245,7 +252,9 @@ def _optional(check: Callable[[str], object] | None) -> Callable[[str], object]:
 FROM_MAKE = "MDCR_PIPELINE_FROM_MAKE"
 # Options the Makefile fills from a variable of another name (the rest: --<name in lowercase>)
 OPTION_VARIABLES = {"--num-shards": "SHARDS", "--time": "SLURM_TIME", "--cpus-per-task": "THREADS",
-                    "--workers": "THREADS"}
+                    "--workers": "THREADS",
+                    **{option: layout.ROOT_VARIABLES[kind]
+                       for kind, option in layout.ROOT_OPTIONS.items()}}
 
 
 def in_make_words(message: str) -> str:
@@ -270,7 +279,8 @@ def _parts(models: str | None) -> list[str]:
 def derived(args: argparse.Namespace) -> dict[str, str]:
     """The names and paths make reads from the check's line (every key of DERIVED), from the
     checked values; a variable not given yields empty values."""
-    roots = layout.data_roots(args.DATA or ".")
+    roots = layout.data_roots(args.DATA or ".", corpora=args.CORPORA_DIR, index=args.INDEX_DIR,
+                              runs=args.RUNS_DIR)
     corpus = args.CORPUS
     corpus_dir = roots["corpora"] / corpus if corpus else None
     values = {"CORPORA_ROOT": roots["corpora"], "INDEX_ROOT": roots["index"],

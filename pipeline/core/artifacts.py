@@ -10,9 +10,11 @@ Guarantees every stage relies on:
   whose manifest is missing or disagrees with its files is partial or corrupt, never trusted;
 - a manifest carries the sha256 of its own content (`self_sha256`), so a manifest damaged in
   place, even one that is still valid JSON, is refused;
-- a file's sha256 is kept beside its (size, mtime_ns, inode) in a hidden `.checksums.json` of
-  its folder, and hashed again only when one of those changed (as git's index does): every
-  stage checks every input against its manifest before using it without re-reading gigabytes.
+- a file's sha256 is kept beside its (size, mtime_ns, ctime_ns, inode) in a hidden
+  `.checksums.json` of its folder, and hashed again only when one of those changed (as git's
+  index does): every stage checks every input against its manifest before using it without
+  re-reading gigabytes. The ctime is what no user can set: bytes written in place and the
+  mtime put back (`touch -r`, `os.utime`) still change it, so such damage is hashed again.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.errors import InputError
+from pipeline.core.repair import Repair
+
+VERIFY = Repair("verify", note="it names the command that rebuilds what is damaged")
 
 MANIFEST_VERSION = 2
 MANIFEST = "manifest.json"
@@ -238,21 +243,21 @@ class CorruptManifest(InputError):
     """A manifest that cannot be read or whose content differs from its own checksum."""
 
 
-def read_json(path: Path, repair: str | None = None) -> dict[str, Any]:
+def read_json(path: Path, repair: Repair | None = None) -> dict[str, Any]:
     """A JSON file, or a one-line InputError naming it when it is unreadable or corrupt (a
     manifest whose content differs from its `self_sha256` is corrupt too), with the command
-    that rebuilds it when the caller knows it."""
-    fix = f"repair: {repair}" if repair else "`make verify` names the command that rebuilds it"
+    that rebuilds it when the caller knows it (else verify, which names it)."""
+    repair = repair or VERIFY
     try:
         obj = json.loads(path.read_text())
     except FileNotFoundError:
-        raise InputError(f"{path} is missing: {fix}") from None
+        raise InputError(f"{path} is missing", repair) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CorruptManifest(f"{path} is corrupt ({exc.__class__.__name__}: {exc}); {fix}"
+        raise CorruptManifest(f"{path} is corrupt ({exc.__class__.__name__}: {exc})", repair
                               ) from None
     if isinstance(obj, dict) and SELF_SHA in obj and obj[SELF_SHA] != _content_sha(obj):
-        raise CorruptManifest(f"{path} is corrupt (its content differs from its own checksum); "
-                              f"{fix}")
+        raise CorruptManifest(f"{path} is corrupt (its content differs from its own checksum)",
+                              repair)
     return obj
 
 
@@ -266,8 +271,7 @@ def read_parquet(path: Path, columns: list[str] | None = None) -> Any:
         raise InputError(f"{path} is missing: rerun the stage that writes it") from None
     except (OSError, pl.exceptions.PolarsError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"{path} is corrupt or truncated ({first}); delete it and rerun the "
-                         "stage that writes it (`make verify` lists the damage)") from None
+        raise InputError(f"{path} is corrupt or truncated ({first})", VERIFY) from None
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -279,12 +283,14 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-CHECKSUMS = ".checksums.json"  # per folder: name -> [size, mtime_ns, inode, sha256]
-_checked: dict[tuple[str, int, int, int], str] = {}  # this process's hashes, by stat
+CHECKSUMS = ".checksums.json"  # per folder: name -> [size, mtime_ns, ctime_ns, inode, sha256]
+_checked: dict[tuple, str] = {}  # this process's hashes, by path and stat
 
 
 def _stat_key(stat: os.stat_result) -> list[int]:
-    return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+    """What must not have changed for a kept hash to hold: size, mtime, ctime (set by the
+    kernel on every write or utime: damage with its mtime put back changes it) and inode."""
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
 
 
 _folders: dict[str, tuple[tuple, dict[str, list]]] = {}  # file -> ((mtime, inode), entries)
@@ -340,16 +346,16 @@ def _remember(path: Path, stat: os.stat_result, sha: str) -> None:
 
 
 def file_sha256(path: Path) -> str:
-    """The sha256 of a file, hashed only when its (size, mtime_ns, inode) changed since it was
-    last hashed (kept in this process and beside it in `.checksums.json`)."""
+    """The sha256 of a file, hashed only when its (size, mtime_ns, ctime_ns, inode) changed
+    since it was last hashed (kept in this process and beside it in `.checksums.json`)."""
     stat = path.stat()
     key = (str(path.resolve()), *_stat_key(stat))
     if key in _checked:
         return _checked[key]
     cached = _read_checksums(path.parent).get(path.name)
-    if isinstance(cached, list) and len(cached) == 4 and cached[:3] == _stat_key(stat):
-        _checked[key] = cached[3]
-        return cached[3]
+    if isinstance(cached, list) and cached[:-1] == _stat_key(stat):
+        _checked[key] = cached[-1]
+        return cached[-1]
     sha = sha256_file(path)
     if path.stat().st_mtime_ns == stat.st_mtime_ns:  # not rewritten while we read it
         _remember(path, stat, sha)
@@ -368,7 +374,7 @@ def fingerprints(folder: Path, names: Iterable[str]) -> dict[str, dict[str, Any]
 def file_problem(path: Path, expected: dict[str, Any], deep: bool = True) -> str | None:
     """Why `path` does not match its recorded fingerprint (None when it does). deep=True hashes
     the bytes whatever the stat says (`make verify`); deep=False trusts a hash kept for the
-    same (size, mtime_ns, inode), as every stage does before reading an input."""
+    same (size, mtime_ns, ctime_ns, inode), as every stage does before reading an input."""
     if not path.is_file():
         return "missing"
     size = path.stat().st_size
@@ -384,13 +390,13 @@ def file_problem(path: Path, expected: dict[str, Any], deep: bool = True) -> str
 
 
 def check_outputs(folder: Path, info: dict[str, Any], deep: bool = False,
-                  repair: str = "rerun its stage") -> None:
+                  repair: Repair | None = None) -> None:
     """Refuse an artifact whose files disagree with its manifest (one line naming the file and
     the command that repairs it)."""
     for name, expected in info.get("outputs", {}).items():
         problem = file_problem(folder / name, expected, deep)
         if problem:
-            raise InputError(f"{folder / name}: {problem}; repair: {repair}")
+            raise InputError(f"{folder / name}: {problem}", repair or VERIFY)
 
 
 def outputs_intact(folder: Path, info: dict[str, Any], deep: bool = False) -> bool:

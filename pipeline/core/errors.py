@@ -3,11 +3,31 @@
 InputError: bad input (an unknown field, a malformed size, a corrupt or missing file...), exit
 status 2. ToolError: an external tool (Java/Anserini) failed on good input, exit status 1; its
 message says where the tool's log was kept.
+
+An InputError about an artifact that a command can make whole again carries that command as a
+value (`repair`, pipeline/core/repair.py), not as text: the command line shows it with the
+data folder it was given (`python -m pipeline` with its roots, make with DATA).
 """
+
+from __future__ import annotations
+
+from pipeline.core.repair import Repair
 
 
 class InputError(Exception):
-    """Bad input from the user; the message must name the input and say what to do."""
+    """Bad input from the user; the message must name the input and say what to do (or carry
+    the `repair` that does it)."""
+
+    def __init__(self, message: str, repair: Repair | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.repair = repair
+
+    def __str__(self) -> str:
+        return self.message if self.repair is None else f"{self.message}; repair: {self.repair}"
+
+    def __reduce__(self):  # across processes (ingest's workers), with its repair
+        return type(self), (self.message, self.repair)
 
 
 class ToolError(Exception):

@@ -35,6 +35,7 @@ from pipeline.core.artifacts import (
 )
 from pipeline.core.errors import InputError
 from pipeline.core.logs import progress
+from pipeline.core.repair import Repair
 from pipeline.encoding.models import ModelEntry, encoder_class
 from pipeline.encoding.store import (
     DTYPES,
@@ -68,19 +69,24 @@ def pool_ids(corpus_dir: Path, pool: str) -> np.ndarray:
                       id_array(queries["corpusid"].to_numpy()))
 
 
+def query_cache(store: Path, entry: ModelEntry, texts: pl.DataFrame) -> Path:
+    """Where the vectors of query texts are kept beside the store: `queries/<sha>.npy`, keyed
+    by the texts and the store's settings (a run made from them records it among its inputs)."""
+    config = read_json(store / "manifest.json")["config"] if (store / "manifest.json").exists() \
+        else {"model": entry.describe()}
+    key = hashlib.sha256(repr((config, texts.select("title", "abstract").rows())).encode())
+    return store / "queries" / f"{key.hexdigest()[:24]}.npy"
+
+
 def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
                  model_path: str | None = None) -> np.ndarray:
     """Vectors of query texts (corpusid, title, abstract; in that order) that are not the
     papers' stored ones: a collection's queries, perturbed queries, and the query papers of a
-    model that encodes queries in their own form (E5's "query: "). Kept beside the store under
-    `queries/<sha>.npy`, keyed by the texts and the store's settings, so a second search
-    encodes nothing."""
+    model that encodes queries in their own form (E5's "query: "). Kept beside the store
+    (`query_cache`), so a second search encodes nothing; a damaged one is encoded again."""
     from pipeline.encoding.encoders import Encoder
 
-    config = read_json(store / "manifest.json")["config"] if (store / "manifest.json").exists() \
-        else {"model": entry.describe()}
-    key = hashlib.sha256(repr((config, texts.select("title", "abstract").rows())).encode())
-    cache = store / "queries" / f"{key.hexdigest()[:24]}.npy"
+    cache = query_cache(store, entry, texts)
     record = cache.with_suffix(".json")  # its checksum: a damaged cache is encoded again
     if cache.exists() and record.exists():
         try:
@@ -231,7 +237,8 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
         raise InputError(f"--dtype {dtype}: use float32 or float16")
     pools = pools or pool_names(corpus_dir)
     if not pools:
-        raise InputError(f"no pools under {corpus_dir}/pools: build one with `make pool`")
+        raise InputError(f"no pools under {corpus_dir}/pools: build one",
+                         Repair("pool", corpus_dir.name))
     store = store_dir(index_root, corpus_dir.name, entry.name)
     start = time.perf_counter()
     repaired = {"damaged_parts": 0, "orphan_parts": 0}

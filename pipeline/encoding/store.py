@@ -15,6 +15,7 @@ import pyarrow.ipc as ipc
 
 from pipeline.core.artifacts import file_problem, read_json, write_json
 from pipeline.core.errors import InputError
+from pipeline.core.repair import Repair
 from pipeline.layout import STORE_PART, id_key, store_parts_glob
 
 DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
@@ -44,13 +45,13 @@ def part_name(ids: np.ndarray) -> str:
     return STORE_PART.format(hashlib.sha1(key).hexdigest()[:16])
 
 
-def store_repair(store: Path) -> str:
+def store_repair(store: Path) -> Repair:
     """The command that re-embeds what a store lacks or lost (`<index root>/<corpus>/
     embeddings/<model>`)."""
-    return f"make embed CORPUS={store.parent.parent.name} MODEL={store.name}"
+    return Repair("embed", store.parent.parent.name, store.name)
 
 
-def store_parts(store: Path, repair: str | None = None) -> list[dict]:
+def store_parts(store: Path, repair: Repair | None = None) -> list[dict]:
     """The store's parts, each checked against the manifest (size and sha256, hashed again
     only when the part's stat changed): a damaged part is refused by name with the command
     that makes its papers' rows again (`repair`; by default the embedding store's), never
@@ -61,7 +62,7 @@ def store_parts(store: Path, repair: str | None = None) -> list[dict]:
     for part in parts:
         problem = file_problem(store / part["file"], part, deep=False)
         if problem:
-            raise InputError(f"{store / part['file']}: {problem}; repair: {repair}")
+            raise InputError(f"{store / part['file']}: {problem}", repair)
     return parts
 
 
@@ -99,7 +100,7 @@ def repair_store(store: Path, stage: str = "embed") -> dict[str, int]:
     return {"damaged_parts": len(damaged), "orphan_parts": len(orphans)}
 
 
-def stored_ids(store: Path, repair: str | None = None) -> np.ndarray:
+def stored_ids(store: Path, repair: Repair | None = None) -> np.ndarray:
     """Sorted unique ids of every paper in the store (reads only the id column,
     memory-mapped; a multi-vector store has one row per sentence)."""
     ids = [ipc.open_file(pa.memory_map(str(store / p["file"]))).read_all()

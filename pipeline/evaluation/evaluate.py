@@ -91,7 +91,7 @@ def eval_problem(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str,
     try:
         info = read_json(paths["eval.json"])
     except InputError as exc:
-        return str(exc)
+        return exc.message
     if info.get("parameters") != _parameters(pool, model, metrics):
         return "scored with other metrics"
     if not outputs_intact(paths["trec"].parent, info):
@@ -235,7 +235,7 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
         try:
             info = read_json(path)
         except InputError as exc:
-            raise InputError(f"{str(exc).split(';')[0]}; repair: {repair}") from None
+            raise InputError(exc.message, repair) from None
         check_outputs(path.parent, info, repair=repair)  # a damaged score is never reported
         pool_info = read_json(pool_manifest)
         problem = changed(roots, info.get("inputs", {})) or changed(roots, pool_info.get(

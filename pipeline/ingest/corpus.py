@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from pipeline.core.artifacts import MANIFEST, file_lock, file_problem, read_json, write_json
 from pipeline.core.errors import InputError
+from pipeline.core.repair import PIPELINE, Repair
 from pipeline.layout import CITATIONS, PAPERS, PREFILTERED, pool_dir, pools_dir
 
 PAPERS_SCHEMA = pa.schema([
@@ -124,21 +125,20 @@ def corpus_sections(corpus_dir: Path) -> dict:
     try:
         return read_json(path)
     except InputError as exc:  # damaged: name the command that rebuilds the corpus
-        raise InputError(f"{str(exc).split(';')[0]}; repair: {corpus_repair(corpus_dir, {})}"
-                         ) from None
+        raise InputError(exc.message, corpus_repair(corpus_dir, {})) from None
 
 
-def raw_repair(raw_dir: Path) -> str:
+def raw_repair(raw_dir: Path) -> Repair:
     """The command that writes raw shards again: ours only when we generated them (the
     synthetic corpus); S2ORC or S2AG downloads are fetched again by the user."""
     if not (raw_dir / MANIFEST).exists():
-        return "download it again (a damaged or incomplete download)"
+        return Repair("", note="download it again (a damaged or incomplete download)")
     corpus = raw_dir.parent.name
-    return ("make corpus CORPUS=demo" if corpus == "demo"
-            else f"python -m pipeline synth --corpus {corpus} --repair")
+    return (Repair("corpus", corpus) if corpus == "demo"
+            else Repair("synth", corpus, variables=(("--repair", ""),), program=PIPELINE))
 
 
-def corpus_repair(corpus_dir: Path, sections: dict | None = None) -> str:
+def corpus_repair(corpus_dir: Path, sections: dict | None = None) -> Repair:
     """The command that rebuilds a corpus's files: `make corpus` for an ingested corpus, the
     command that wrote it whole (with REPLACE=1) for a benchmark or an imported collection."""
     try:
@@ -150,12 +150,12 @@ def corpus_repair(corpus_dir: Path, sections: dict | None = None) -> str:
         if kind in sections:
             stage, params = sections[kind].get("stage"), sections[kind].get("parameters", {})
             if stage == "mdcr":
-                return (f"make mdcr CORPUS={params.get('source_corpus', '<source corpus>')} "
-                        f"MDCR={name} REPLACE=1")
-            split = f"SPLIT={params['split']} " if "split" in params else ""  # CSFCube: none
-            return (f"make {stage} SRC={params.get('source', '<folder>')} CORPUS={name} "
-                    f"{split}REPLACE=1")
-    return f"make corpus CORPUS={name}"
+                return Repair("mdcr", params.get("source_corpus", "<source corpus>"),
+                              variables=(("MDCR", name), ("REPLACE", "1")))
+            split = (("SPLIT", params["split"]),) if "split" in params else ()  # CSFCube: none
+            return Repair(stage, name, variables=(("SRC", params.get("source", "<folder>")),
+                                                  *split, ("REPLACE", "1")))
+    return Repair("corpus", name)
 
 
 def corpus_file(corpus_dir: Path, name: str) -> Path:
@@ -168,11 +168,11 @@ def corpus_file(corpus_dir: Path, name: str) -> Path:
                      if name in sections.get(s, {}).get("outputs", {})), None)
     if recorded is None:
         why = "is missing" if not path.exists() else "is vouched for by no manifest section"
-        raise InputError(f"{path} {why} (a corpus stage stopped half-way or never ran); "
-                         f"repair: {corpus_repair(corpus_dir, sections)}")
+        raise InputError(f"{path} {why} (a corpus stage stopped half-way or never ran)",
+                         corpus_repair(corpus_dir, sections))
     problem = file_problem(path, recorded, deep=False)
     if problem:
-        raise InputError(f"{path}: {problem}; repair: {corpus_repair(corpus_dir, sections)}")
+        raise InputError(f"{path}: {problem}", corpus_repair(corpus_dir, sections))
     return path
 
 
@@ -214,17 +214,18 @@ def claim_corpus(corpus_dir: Path, command: str) -> str:
     return kind
 
 
-def _pool_shas(corpus_dir: Path, on_disk: bool = False) -> dict[str, dict]:
-    """pool -> {file: sha256} as each pool's manifest records it, or (`on_disk`) as the files
-    now hold it (None for a missing file)."""
+def _pool_shas(corpus_dir: Path, on_disk: bool = False) -> dict[str, dict | None]:
+    """pool -> {file: sha256} as each pool's manifest records it (None for a damaged manifest),
+    or (`on_disk`) as the files now hold it (None for a missing file)."""
     from pipeline.core.artifacts import file_sha256
 
-    found = {}
+    found: dict[str, dict | None] = {}
     for path in sorted(pools_dir(corpus_dir).glob(f"*/{MANIFEST}")):
         try:
             recorded = read_json(path).get("outputs", {})
-        except InputError:
-            recorded = {}
+        except InputError:  # damaged: put back, never taken for other contents
+            found[path.parent.name] = {} if on_disk else None
+            continue
         found[path.parent.name] = {
             n: ((file_sha256(path.parent / n) if (path.parent / n).is_file() else None)
                 if on_disk else f.get("sha256")) for n, f in recorded.items()}
@@ -243,7 +244,8 @@ def install_corpus(built: Path, corpus_dir: Path, derived: list[Path], replace: 
 
     - no corpus there: `built` becomes it ("new");
     - the same papers and pools: nothing changes ("unchanged"), but a pool whose files no
-      longer hold what its manifest records (damaged) is put back from `built` ("repaired");
+      longer hold what its manifest records (damaged), or a damaged prefiltered.parquet, is
+      put back from `built` ("repaired"), so that what was made from it stays current;
     - the same papers, and pools that are new to it (another split of a collection): those
       pools are added ("added");
     - anything else differs: refused, unless `replace`, when the old corpus and what was
@@ -259,10 +261,14 @@ def install_corpus(built: Path, corpus_dir: Path, derived: list[Path], replace: 
         os.replace(built, corpus_dir)
         return "new"
     old_papers = corpus_dir / PREFILTERED
-    same_papers = old_papers.is_file() and (
-        file_sha256(old_papers) == file_sha256(built / PREFILTERED))
+    # the papers its manifest vouches for (the file itself may be damaged since)
+    recorded = corpus_sections(corpus_dir).get(section, {}).get("outputs", {}).get(
+        PREFILTERED, {}).get("sha256")
+    papers_now = file_sha256(old_papers) if old_papers.is_file() else None
+    same_papers = (recorded or papers_now) == file_sha256(built / PREFILTERED)
+    damaged_papers = same_papers and papers_now != recorded
     old_pools, new_pools = _pool_shas(corpus_dir), _pool_shas(built)
-    clashes = [p for p in new_pools if p in old_pools and old_pools[p] != new_pools[p]]
+    clashes = [p for p in new_pools if old_pools.get(p) not in (None, new_pools[p])]
     if same_papers and not clashes:
         added = [p for p in new_pools if p not in old_pools]
         on_disk = _pool_shas(corpus_dir, on_disk=True)
@@ -271,13 +277,15 @@ def install_corpus(built: Path, corpus_dir: Path, derived: list[Path], replace: 
             with atomic_dir(pool_dir(corpus_dir, name)) as tmp:
                 remove(tmp)
                 os.replace(pool_dir(built, name), tmp)
+        if damaged_papers:  # the same bytes as recorded, put back in one rename
+            os.replace(built / PREFILTERED, old_papers)
         if added:
             sections = corpus_sections(corpus_dir)
             merged = read_json(built / MANIFEST)[section]
             merged["pools"] = sorted({*sections.get(section, {}).get("pools", []),
                                       *merged.get("pools", [])})
             write_json({**sections, section: merged}, corpus_dir / MANIFEST)
-        return "added" if added else "repaired" if damaged else "unchanged"
+        return "added" if added else "repaired" if damaged or damaged_papers else "unchanged"
     if link:
         raise InputError(_link_refusal(corpus_dir))
     if not replace:

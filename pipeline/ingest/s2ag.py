@@ -155,7 +155,7 @@ def _records(job: ShardJob, quarantine: Quarantine, counts: dict[str, int]
                     rows, lines = [], []
     except READ_ERRORS as exc:
         raise InputError(f"{job.path}: cannot read it ({exc}): an incomplete download or "
-                         f"damaged bytes; repair: {raw_repair(job.path.parent.parent)}") from None
+                         "damaged bytes", raw_repair(job.path.parent.parent)) from None
     if rows:
         yield rows, lines
 

@@ -253,7 +253,7 @@ def _read_by_line(job: ShardJob, quarantine: Quarantine) -> tuple[_Blocks, int]:
     except READ_ERRORS as exc:
         blocks.sink.discard()
         raise InputError(f"{job.path}: cannot read it ({exc}): an incomplete download or "
-                         f"damaged bytes; repair: {raw_repair(job.path.parent.parent)}") from None
+                         "damaged bytes", raw_repair(job.path.parent.parent)) from None
     except BaseException:
         blocks.sink.discard()
         raise

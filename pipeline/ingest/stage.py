@@ -58,8 +58,11 @@ def _settings(source: str, fos_source: str) -> dict:
 
 
 def _raw_fingerprint(path: Path) -> dict:
+    """A raw shard's size, sha256 and the stat that vouches for it: its mtime and its ctime
+    (bytes rewritten and the mtime put back, `touch -r`, still change the ctime)."""
     stat = path.stat()
-    return {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256_file(path)}
+    return {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+            "ctime_ns": stat.st_ctime_ns, "sha256": sha256_file(path)}
 
 
 def ingest_is_current(raw_dir: Path, corpus_dir: Path, strict: bool, source: str,
@@ -87,7 +90,9 @@ def ingest_is_current(raw_dir: Path, corpus_dir: Path, strict: bool, source: str
         before, stat = recorded[name], path.stat()
         if "sha256" not in before or stat.st_size != before["bytes"]:
             return None
-        if stat.st_mtime_ns != before.get("mtime_ns"):
+        # a record without a ctime (an older pipeline's) is trusted on its mtime
+        if stat.st_mtime_ns != before.get("mtime_ns") or \
+                before.get("ctime_ns", stat.st_ctime_ns) != stat.st_ctime_ns:
             now = _raw_fingerprint(path)
             if now["sha256"] != before["sha256"]:
                 return None

@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.errors import InputError
+from pipeline.core.repair import Repair
 from pipeline.evaluation.evaluate import POSITIVE_TYPE
 from pipeline.ingest.corpus import claim_corpus, corpus_file
 from pipeline.layout import (
@@ -62,7 +63,9 @@ def field_pools(corpus_dir: Path, seed: int = 0) -> dict[str, str]:
             chosen[field] = (parsed.size, name)
     if not chosen:
         raise InputError(f"no field-level test pools of seed {seed} under {corpus_dir}/pools: "
-                         "build them first, e.g. make pool FIELD=all SIZE=100k")
+                         "build them first", Repair("pool", corpus_dir.name, variables=(
+                             ("FIELD", "all"), ("SIZE", "100k"),
+                             *((("SEED", str(seed)),) if seed else ()))))
     return {field: name for field, (_, name) in sorted(chosen.items())}
 
 

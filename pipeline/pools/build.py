@@ -36,6 +36,7 @@ from pipeline.core.artifacts import (
 )
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots, changed, record
+from pipeline.core.repair import Repair
 from pipeline.fields import field_slug
 from pipeline.ingest.corpus import corpus_file, corpus_repair
 from pipeline.layout import (
@@ -54,6 +55,7 @@ from pipeline.layout import (
     pool_name,
     pool_names,
     pools_dir,
+    written_whole,
 )
 
 log = logging.getLogger(__name__)
@@ -315,7 +317,7 @@ def pool_manifest(corpus_dir: Path, name: str) -> dict:
     if not path.exists():
         known = ", ".join(pool_names(corpus_dir)) or "none yet"
         raise InputError(f"pool {name!r} does not exist under {corpus_dir}/pools "
-                         f"(existing: {known}); build it with `make pool`")
+                         f"(existing: {known}); build it", Repair("pool", corpus_dir.name))
     return read_json(path, pool_repair(corpus_dir, name))
 
 
@@ -324,12 +326,14 @@ def pool_files(corpus_dir: Path, name: str) -> list[Path]:
     return [pool_dir(corpus_dir, name) / f for f in POOL_FILES]
 
 
-def pool_repair(corpus_dir: Path, name: str, info: dict | None = None) -> str:
+def pool_repair(corpus_dir: Path, name: str, info: dict | None = None) -> Repair:
     """The command that rebuilds a pool: from its recorded parameters for a pool built here,
-    the corpus's own command for a benchmark's or an imported collection's pools."""
-    if info is not None and info.get("stage") != "pool":
+    the corpus's own command for a benchmark's or an imported collection's pools (known from
+    the corpus when the pool's own manifest is lost or damaged)."""
+    if (info.get("stage") != "pool") if info is not None else written_whole(corpus_dir):
         return corpus_repair(corpus_dir)
-    return f"make pools CORPUS={corpus_dir.name} (rebuilds {name} from its recorded parameters)"
+    return Repair("pools", corpus_dir.name,
+                  note=f"rebuilds {name} from its recorded parameters")
 
 
 def check_pool(corpus_dir: Path, name: str) -> dict:
@@ -339,13 +343,13 @@ def check_pool(corpus_dir: Path, name: str) -> dict:
     info = pool_manifest(corpus_dir, name)
     if "outputs" not in info:
         raise InputError(f"pool {name} was built by an older version of the pipeline (no file "
-                         f"checksums in its manifest): repair: {pool_repair(corpus_dir, name)}")
+                         "checksums in its manifest)", pool_repair(corpus_dir, name))
     check_outputs(pool_dir(corpus_dir, name), info, repair=pool_repair(corpus_dir, name, info))
     corpus_file(corpus_dir, PREFILTERED)
     stale = changed(Roots.of(corpus_dir), info.get("inputs", {}))
     if stale:
         raise InputError(f"pool {name} is stale: {stale[0]} (prefiltered.parquet changed since "
-                         f"it was made); repair: {pool_repair(corpus_dir, name, info)}")
+                         "it was made)", pool_repair(corpus_dir, name, info))
     return info
 
 

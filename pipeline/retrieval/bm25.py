@@ -12,7 +12,7 @@ import polars as pl
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import ModelEntry
 from pipeline.ingest.corpus import paper_texts
-from pipeline.layout import PREFILTERED, bm25_index_dir, runs_dir
+from pipeline.layout import PREFILTERED, bm25_index_dir, runs_dir, tuning_path
 from pipeline.pools.build import load_pool, pool_files
 from pipeline.pools.queries import own_text
 from pipeline.retrieval import bm25_lucene, jvm
@@ -53,6 +53,8 @@ class BM25(Retriever):
                              engine=engine)  # tuned on the validation pools
         read = [corpus_dir / PREFILTERED,
                 *(f for v in params["tuned_on"] for f in pool_files(corpus_dir, v))]
+        if params["tuned_on"]:  # the k1 and b chosen: a damaged record makes the run stale
+            read.append(tuning_path(query.index_root, corpus_dir.name, pool))
         if engine == "lucene":
             read += bm25_lucene.index_files(index_dir)
         query.read(read)

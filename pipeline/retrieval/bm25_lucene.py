@@ -36,6 +36,7 @@ from pipeline.core.artifacts import (
 )
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots, record
+from pipeline.core.repair import Repair
 from pipeline.ingest.corpus import paper_texts
 from pipeline.layout import POOL_CANDIDATES, PREFILTERED, bm25_index_dir, pool_dir
 from pipeline.pools.build import load_pool
@@ -107,17 +108,19 @@ def lucene_dir(index_dir: Path) -> Path:
     return index_dir / "lucene"
 
 
-def index_repair(index_dir: Path) -> str:
+def index_repair(index_dir: Path) -> Repair:
     """The command that builds a pool's Lucene index again (`<index root>/<corpus>/<pool>/
-    bm25`)."""
-    return f"make index CORPUS={index_dir.parent.parent.name} MODEL=bm25 BM25_ENGINE=lucene"
+    bm25`) and searches again the runs made from the old one: a rebuilt index holds other
+    bytes (Lucene's segment ids), so `make index` alone would leave those runs stale."""
+    return Repair("eval", index_dir.parent.parent.name, "bm25",
+                  variables=(("BM25_ENGINE", "lucene"),))
 
 
 def index_files(index_dir: Path) -> list[Path]:
     """The files of a pool's Lucene index, checked against its manifest (size and sha256,
     hashed again only when a file's stat changed): a damaged index is refused by name."""
     if not (index_dir / MANIFEST).exists():
-        raise InputError(f"no Lucene index at {index_dir}: build it: {index_repair(index_dir)}")
+        raise InputError(f"no Lucene index at {index_dir}: build it", index_repair(index_dir))
     info = read_json(index_dir / MANIFEST, index_repair(index_dir))
     check_outputs(index_dir, info, repair=index_repair(index_dir))
     return [index_dir / name for name in info.get("outputs", {})]

@@ -11,9 +11,10 @@ store's (`pipeline.encoding.store.store_parts`). A part's rows, sorted by corpus
 - `tfs`: list<int32>: how often the paper holds each term (its length is their sum).
 The store is filled only with the papers some searched pool needs, in parts of PART_SIZE cut
 from the sorted missing ids (a kill loses at most one part; the rows of a paper never depend
-on which part holds it). Its manifest records the analyzer, the Anserini jar and the sha256 of
-the prefiltered corpus the texts came from: a store made from another corpus file is stale,
-refused by search and rebuilt by `make index MODEL=bm25`.
+on which part holds it). Its manifest records the analyzer and the Anserini jar (`config`), and
+among its `inputs` the prefiltered corpus the texts came from, labelled as every artifact
+records what it read (pipeline/core/inputs.py): a store made from another corpus file is stale
+(verify lists it), refused by search and rebuilt by `make index MODEL=bm25`.
 
 A pool's index is assembled from the store (`pool_index`) with the pool's own statistics, so
 its scores are those of a Lucene index of that pool alone. It is rebuilt in memory at each
@@ -36,14 +37,15 @@ import pyarrow.ipc as ipc
 from pipeline.core.artifacts import (
     atomic_path,
     file_lock,
-    file_sha256,
     fingerprint,
     manifest,
     read_json,
     write_json,
 )
 from pipeline.core.errors import InputError
+from pipeline.core.inputs import Roots, record
 from pipeline.core.logs import progress
+from pipeline.core.repair import Repair
 from pipeline.encoding.store import (
     id_array,
     part_name,
@@ -73,22 +75,29 @@ def store_path(index_root: Path, corpus: str) -> Path:
     return analysed_dir(index_root, corpus, ANALYZER)
 
 
-def store_repair(store: Path) -> str:
+def store_repair(store: Path) -> Repair:
     """The command that analyses again what a store lacks, lost or holds from an old corpus."""
-    return f"make index CORPUS={store.parent.parent.name} MODEL=bm25"
+    return Repair("index", store.parent.parent.name, "bm25")
 
 
-def _config(corpus_dir: Path) -> dict:
-    """What a stored paper's terms depend on: a store with another config is stale."""
+def _config() -> dict:
+    """How a stored paper's terms are made: a store with another config is analysed again."""
     return {"analyzer": "io.anserini.analysis.DefaultEnglishAnalyzer",
             "anserini": jvm.anserini_jar().name,
-            "text": "title + ' ' + abstract, whitespace normalised (bm25_lucene.paper_text)",
-            "prefiltered_sha256": file_sha256(corpus_file(corpus_dir, PREFILTERED))}
+            "text": "title + ' ' + abstract, whitespace normalised (bm25_lucene.paper_text)"}
 
 
-def _check_config(store: Path, config: dict, repair: bool) -> None:
-    """Refuse a store analysed under another config; with `repair` (the index stage, which
-    made it), delete its parts and manifest so it is filled again."""
+def _inputs(corpus_dir: Path, index_root: Path) -> dict[str, str]:
+    """What the stored terms are made from, as every artifact records it: the corpus's
+    prefiltered.parquet (checked against the corpus manifest first). A store whose recorded
+    inputs changed is stale (`pipeline.core.inputs.changed`, which verify asks too)."""
+    return record(Roots.of(corpus_dir, index_root), [corpus_file(corpus_dir, PREFILTERED)])
+
+
+def _check_config(store: Path, config: dict, inputs: dict[str, str], repair: bool) -> None:
+    """Refuse a store analysed under another config or from other inputs (stale); with
+    `repair` (the index stage, which made it), delete its parts and manifest so it is filled
+    again."""
     path = store / MANIFEST
     if not path.exists():
         return
@@ -96,12 +105,11 @@ def _check_config(store: Path, config: dict, repair: bool) -> None:
         info = read_json(path)
     except InputError:
         return  # a damaged manifest: repair_store starts the store again
-    if info.get("config") == config:
+    if info.get("config") == config and info.get("inputs") == inputs:
         return
     if not repair:
         raise InputError(f"{store} holds terms analysed from another prefiltered.parquet or "
-                         f"with another analyzer (see its manifest.json); repair: "
-                         f"{store_repair(store)}")
+                         "with another analyzer (see its manifest.json)", store_repair(store))
     log.warning(f"[bm25] {store}: analysed from another corpus file or analyzer: analysed again")
     for part in info.get("parts", []):
         (store / part["file"]).unlink(missing_ok=True)
@@ -125,15 +133,16 @@ def _write_part(store: Path, ids: np.ndarray, counts: pl.DataFrame) -> dict:
             "postings": counts.height}
 
 
-def _add_part(store: Path, config: dict, ids: np.ndarray, counts: pl.DataFrame) -> None:
+def _add_part(store: Path, config: dict, inputs: dict[str, str], ids: np.ndarray,
+              counts: pl.DataFrame) -> None:
     """Write one part and list it in the store's manifest (under the store lock)."""
     with file_lock(store / ".lock"):
-        _check_config(store, config, repair=False)
+        _check_config(store, config, inputs, repair=False)
         part = _write_part(store, ids, counts)
         parts = [p for p in store_parts(store, store_repair(store))
                  if p["file"] != part["file"]] + [part]
         write_json(manifest("bm25-analyse", {"analyzer": ANALYZER}, config=config,
-                            parts=parts), store / MANIFEST)
+                            inputs=inputs, parts=parts), store / MANIFEST)
 
 
 def _analysed(corpus_dir: Path, chunk: np.ndarray, threads: int) -> pl.DataFrame:
@@ -156,10 +165,10 @@ def fill(corpus_dir: Path, index_root: Path, ids, threads: int = 2, repair: bool
     start = time.perf_counter()
     store = store_path(index_root, corpus_dir.name)
     store.mkdir(parents=True, exist_ok=True)
-    config = _config(corpus_dir)
+    config, inputs = _config(), _inputs(corpus_dir, index_root)
     needed = np.unique(id_array(ids))
     with file_lock(store / ".lock"):
-        _check_config(store, config, repair)
+        _check_config(store, config, inputs, repair)
         repaired = (repair_store(store, "bm25") if repair
                     else {"damaged_parts": 0, "orphan_parts": 0})
         missing = np.setdiff1d(needed, stored_ids(store, store_repair(store)),
@@ -168,7 +177,7 @@ def fill(corpus_dir: Path, index_root: Path, ids, threads: int = 2, repair: bool
         with progress(len(missing), "bm25-analyse", "papers") as bar:
             for lo in range(0, len(missing), part_size):
                 chunk = missing[lo : lo + part_size]
-                _add_part(store, config, chunk, _analysed(corpus_dir, chunk, threads))
+                _add_part(store, config, inputs, chunk, _analysed(corpus_dir, chunk, threads))
                 bar.update(len(chunk))
     info = {"papers": len(needed), "analysed": len(missing),
             "reused": len(needed) - len(missing), **repaired,
@@ -208,7 +217,7 @@ def _gather(store: Path, ids: np.ndarray
             terms.values.dictionary
     if not found.all():
         raise InputError(f"{int((~found).sum())} papers (e.g. {ids[~found][0]}) are not in "
-                         f"{store}; repair: {store_repair(store)}")
+                         f"{store}", store_repair(store))
 
 
 def pool_index(store: Path, ids) -> Postings:

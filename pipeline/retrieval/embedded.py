@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.errors import InputError
-from pipeline.encoding.embed import embed, encode_texts
+from pipeline.encoding.embed import embed, encode_texts, query_cache
 from pipeline.encoding.models import ModelEntry
 from pipeline.encoding.store import (
     candidate_chunks,
@@ -141,6 +141,7 @@ class Dense(Retriever):
         else:
             query_ids = texts["corpusid"].to_numpy()
             query_vectors = encode_texts(store, entry, texts, query.model_path)
+            query.read([query_cache(store, entry, texts)])  # the vectors the run is made from
             doc_vectors = load_vectors(store, doc_ids, dtype=None)
         scores, positions, used = exact_search(query_vectors, doc_vectors, query.depth,
                                                entry.similarity, query.backend)

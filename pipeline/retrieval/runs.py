@@ -19,6 +19,7 @@ from pipeline.core.artifacts import (
 )
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots, changed
+from pipeline.core.repair import Repair
 from pipeline.layout import VARIANT_SEP, run_paths
 from pipeline.pools.build import validation_pools
 
@@ -30,12 +31,12 @@ TOP_K = 500
 SCORE_DECIMALS, SCORE_ROUNDING = 6, "half_away_from_zero"
 
 
-def run_repair(corpus: str, run: str) -> str:
+def run_repair(corpus: str, run: str) -> Repair:
     """The command that searches (and scores) a run of a corpus again: `<model>~<variant>`
     runs are made with QUERY_VARIANT."""
     model, _, variant = run.partition(VARIANT_SEP)
-    return f"make eval CORPUS={corpus} MODEL={model}" + (
-        f" QUERY_VARIANT={variant}" if variant else "")
+    return Repair("eval", corpus, model,
+                  variables=(("QUERY_VARIANT", variant),) if variant else ())
 
 
 def run_problem(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str,
@@ -49,7 +50,7 @@ def run_problem(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, 
     try:
         info = read_json(paths["manifest.json"])
     except InputError as exc:
-        return str(exc)
+        return exc.message
     if info.get("parameters") != {"pool": pool, "model": model, "k": k}:
         return "made with other parameters"
     for name, expected in info.get("outputs", {}).items():
@@ -160,10 +161,10 @@ def load_run(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, mod
     paths = run_paths(runs_root, corpus_dir.name, pool, model)
     repair = run_repair(corpus_dir.name, model)
     if not paths["manifest.json"].exists():
-        raise InputError(f"no complete run {paths['parquet']}: search it first: {repair}")
+        raise InputError(f"no complete run {paths['parquet']}: search it first", repair)
     info = read_json(paths["manifest.json"], repair)
     check_outputs(paths["trec"].parent, info, repair=repair)
     stale = changed(Roots.of(corpus_dir, index_root, runs_root), info.get("inputs", {}))
     if stale:
-        raise InputError(f"run {paths['parquet']} is stale: {stale[0]}; repair: {repair}")
+        raise InputError(f"run {paths['parquet']} is stale: {stale[0]}", repair)
     return read_parquet(paths["parquet"])

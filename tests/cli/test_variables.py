@@ -81,7 +81,7 @@ def test_every_variable_the_makefile_uses_is_declared():
     asked = set(re.findall(r"\$\(call checked(?:_list)?,([A-Z_]+)\)", MAKEFILE))
     assert asked and asked <= set(DERIVED), sorted(asked - set(DERIVED))
     assert not set(DERIVED) & set(BY_NAME)
-    assert len(BY_NAME) == len(VARIABLES) == 46
+    assert len(BY_NAME) == len(VARIABLES) == 49
 
 
 def test_check_options_and_docs_come_from_the_declaration():
@@ -195,6 +195,39 @@ def test_the_check_prints_every_derived_value():
     assert list(values) == [n for n in values if n in DERIVED] and set(values) == set(DERIVED)
     assert values["FUSED_MODEL"] == "fuse--rrf--bm25--random"
     assert values["CORPORA_ROOT"] == "/d/corpora" and values["POOLS"] == ""
+
+
+def test_a_repair_names_the_data_it_acts_on_and_make_takes_it(tmp_path):
+    """Issue 30.3: a stage's repair is the command for the data the stage was given: DATA for
+    one folder's corpora/, indexes/ and runs/, each root (CORPORA_DIR, INDEX_DIR, RUNS_DIR)
+    for roots apart, and nothing for the checkout's own; make then runs on those roots."""
+    roots = {"corpora": tmp_path / "a" / "corpora", "index": tmp_path / "idx",
+             "runs": tmp_path / "a" / "runs"}
+    (roots["corpora"] / "c").mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root",
+                           str(roots["corpora"]), "--index-root", str(roots["index"]),
+                           "--runs-root", str(roots["runs"]), "index", "--corpus", "c",
+                           "--model", "bm25"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    command = line.rsplit("; repair: ", 1)[1]
+    assert command == (f"make pool CORPUS=c CORPORA_DIR={roots['corpora']} "
+                       f"INDEX_DIR={roots['index']} RUNS_DIR={roots['runs']}"), line
+    done = make(tmp_path / "elsewhere", "-n", *command.split()[1:], "SIZE=1k")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (f"--corpora-root '{roots['corpora']}' --index-root '{roots['index']}' "
+            f"--runs-root '{roots['runs']}' pool --corpus 'c'") in done.stdout
+    # one folder's three roots: DATA alone
+    data = tmp_path / "scratch"
+    (data / "corpora" / "c").mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root",
+                           str(data / "corpora"), "--index-root", str(data / "indexes"),
+                           "--runs-root", str(data / "runs"), "index", "--corpus", "c",
+                           "--model", "bm25"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.stderr.rstrip().endswith(f"; repair: make pool CORPUS=c DATA={data}"), \
+        done.stderr
 
 
 def test_make_help_names_the_new_targets():

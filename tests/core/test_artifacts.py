@@ -120,3 +120,26 @@ print(" ".join(oct(m) for m in modes))
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
                           text=True, check=True)
     assert done.stdout.split() == ["0o755"] * 3
+
+
+def test_damage_with_its_times_put_back_is_hashed_again(tmp_path):
+    """Issue 30.2: bytes rewritten in place at the same size, then the mtime put back (`touch
+    -r`): a stage trusting the kept hash read the damage as intact, so verify's repair never
+    repaired it. The ctime, which no user can set, is part of what a kept hash holds for."""
+    import os
+
+    from pipeline.core.artifacts import file_problem, fingerprint
+
+    path = tmp_path / "part.arrow"
+    path.write_bytes(b"a" * 4096)
+    recorded = fingerprint(path)  # kept in .checksums.json beside it
+    before = path.stat()
+    with path.open("r+b") as handle:  # in place: the same inode
+        handle.seek(2048)
+        handle.write(b"b" * 64)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns, path.stat().st_ino) == (
+        before.st_size, before.st_mtime_ns, before.st_ino)
+    artifacts._checked.clear()  # a later process: only the folder's .checksums.json is kept
+    assert file_problem(path, recorded, deep=False) == ("bytes differ from the manifest's "
+                                                        "checksum (corrupt)")

@@ -4,6 +4,7 @@ parts checked, repaired, resumed; a store from another corpus file refused."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -129,9 +130,12 @@ def test_a_damaged_or_orphan_part_is_refused_then_repaired_by_index(corpus, tmp_
     part.write_bytes(bytes(data))
     with pytest.raises(InputError, match=f"repair: make index CORPUS={corpus.name} MODEL=bm25"):
         search(corpus, tmp_path, tmp_path / "runs", pool, entry)
-    problems = verify(Roots(tmp_path / "none", tmp_path, tmp_path / "none"))  # the store alone
+    roots = Roots(corpus.parent, tmp_path, tmp_path / "runs")
+    problems = verify(roots, [tmp_path / corpus.name])  # the store alone
     assert problems == [f"CORRUPT {part}: bytes differ from the manifest's checksum (corrupt); "
-                        f"repair: make index CORPUS={corpus.name} MODEL=bm25"]
+                        f"repair: make index CORPUS={corpus.name} MODEL=bm25 "
+                        f"CORPORA_DIR={corpus.parent} INDEX_DIR={tmp_path} "
+                        f"RUNS_DIR={tmp_path / 'runs'}"]
     (store / "part-0123456789abcdef.arrow").write_bytes(b"left by a kill")  # an orphan
     info = index(corpus, tmp_path, pool, entry, 1)
     assert info["damaged_parts"] == 1 and info["orphan_parts"] == 1 and info["analysed"] > 0
@@ -140,18 +144,50 @@ def test_a_damaged_or_orphan_part_is_refused_then_repaired_by_index(corpus, tmp_
     assert run_paths(tmp_path / "runs", corpus.name, pool, "bm25")["trec"].read_bytes() == before
 
 
+def test_damage_with_its_mtime_put_back_is_repaired_by_index(corpus, tmp_path):
+    """Issue 30.2: same-size damage to a part whose mtime was put back (`touch -r`): verify
+    names `make index`, and the index stage it runs finds the damage (it trusted the kept
+    hash before: 0 papers analysed, verify CORRUPT for ever) and analyses those papers again."""
+    entry = get_model("bm25")
+    pool = POOLS[0]
+    index(corpus, tmp_path, pool, entry, 1)
+    store = bm25_store.store_path(tmp_path, corpus.name)
+    part = store / read_json(store / "manifest.json")["parts"][0]["file"]
+    before, stat = part.read_bytes(), part.stat()
+    with part.open("r+b") as handle:
+        handle.seek(stat.st_size // 2)
+        handle.write(bytes(b ^ 0xFF for b in before[stat.st_size // 2:][:64]))
+    os.utime(part, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    roots = Roots(corpus.parent, tmp_path, tmp_path / "runs")
+    [line] = verify(roots, [tmp_path / corpus.name])
+    assert line.startswith(f"CORRUPT {part}:") and "repair: make index" in line, line
+    repaired = index(corpus, tmp_path, pool, entry, 1)  # what `make index` runs
+    assert repaired["damaged_parts"] == 1 and repaired["analysed"] > 0
+    assert verify(roots, [tmp_path / corpus.name]) == [] and part.read_bytes() == before
+
+
 def test_a_store_from_another_corpus_file_is_stale(corpus, tmp_path):
+    """The store records the prefiltered.parquet it was analysed from among its inputs, as
+    every artifact does (issue 30.4): one made from another is listed stale by verify, with
+    the command that analyses it again, refused by search, and analysed again by index."""
     entry = get_model("bm25")
     pool = POOLS[0]
     index(corpus, tmp_path, pool, entry, 1)
     store = bm25_store.store_path(tmp_path, corpus.name)
     info = read_json(store / "manifest.json")
-    info["config"]["prefiltered_sha256"] = "0" * 64  # as if made from an older prefiltered
+    assert list(info["inputs"]) == ["corpora/@/prefiltered.parquet"]
+    info["inputs"] = {label: "0" * 64 for label in info["inputs"]}  # an older prefiltered
     write_json(info, store / "manifest.json")
+    roots = Roots(corpus.parent, tmp_path, tmp_path / "runs")
+    [line] = verify(roots, [tmp_path / corpus.name])
+    assert line.startswith(f"STALE {store / 'manifest.json'}: its input corpora/@/prefiltered"
+                           ".parquet changed since; repair: make index "
+                           f"CORPUS={corpus.name} MODEL=bm25"), line
     with pytest.raises(InputError, match="another prefiltered.parquet.*repair: make index"):
         search(corpus, tmp_path, tmp_path / "runs", pool, entry)
     again = index(corpus, tmp_path, pool, entry, 1)  # the index stage analyses it again
     assert again["reused"] == 0 and again["analysed"] == again["papers"]
+    assert verify(roots, [tmp_path / corpus.name]) == []
     search(corpus, tmp_path, tmp_path / "runs", pool, entry)
 
 
