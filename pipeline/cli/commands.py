@@ -524,7 +524,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     from pipeline.report.build import report, stage_times
 
     collect_results(Path(args.corpora_root), Path(args.index_root), Path(args.runs_root))
-    print(report(Path(args.runs_root), args.corpus, args.seed))
+    print(report(Path(args.runs_root), args.corpus, args.seed, Path(args.corpora_root)))
     print(f"Written to {args.runs_root}/reports/ ({args.corpus}.md, .tex, .png)")
     if args.times:
         print("\n## Stage times (seconds, this corpus)\n\n" +

@@ -10,12 +10,14 @@ import time
 from pathlib import Path
 
 from pipeline.core.artifacts import (
+    MANIFEST,
     atomic_path,
     disk_errors,
     file_lock,
     fingerprints,
     manifest,
     outputs_intact,
+    read_json,
     scratch_dir,
     sha256_file,
 )
@@ -63,6 +65,22 @@ def _raw_fingerprint(path: Path) -> dict:
     stat = path.stat()
     return {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns,
             "ctime_ns": stat.st_ctime_ns, "sha256": sha256_file(path)}
+
+
+def raw_origin(raw_dir: Path) -> str:
+    """Where a raw folder's shards come from: `synthetic` when its manifest is the generator's
+    (make demo, synth), `unknown` when that manifest is unreadable, else `release` (a download
+    of S2ORC or S2AG, which has no manifest of ours). The report compares published numbers
+    only with cells measured on a release (docs/published.md)."""
+    path = raw_dir / MANIFEST
+    if not path.is_file():
+        return "release"
+    try:
+        info = read_json(path)
+    except InputError:
+        return "unknown"
+    return "synthetic" if isinstance(info, dict) and info.get("stage") == "synthetic" \
+        else "release"
 
 
 def ingest_is_current(raw_dir: Path, corpus_dir: Path, strict: bool, source: str,
@@ -165,7 +183,7 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source:
     base = raw_dir / "metadata" if source == "s2orc" else raw_dir  # shards named from here
     names = [p.relative_to(base).as_posix() for p in inputs]
     info = manifest("ingest", parameters, counts=totals, workers=workers, buckets=n_buckets,
-                    phase_seconds=phases,
+                    phase_seconds=phases, raw_origin=raw_origin(raw_dir),
                     shards=names, line_by_line_shards=[
                         name for name, r in zip(names, results, strict=True) if r.line_by_line],
                     quarantine={"file": QUARANTINE, "by_reason": by_reason},

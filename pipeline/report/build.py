@@ -10,9 +10,15 @@ import polars as pl
 
 from pipeline.core.artifacts import atomic_path, read_parquet
 from pipeline.core.errors import InputError
-from pipeline.layout import RESULTS_FILE, format_size, reports_dir, stage_times_path
+from pipeline.layout import (
+    DATA_FOLDERS,
+    RESULTS_FILE,
+    format_size,
+    reports_dir,
+    stage_times_path,
+)
 from pipeline.report.plots import plot_field_heatmap, plot_map_vs_size
-from pipeline.report.published import published_sections
+from pipeline.report.published import corpus_origin, published_sections
 from pipeline.report.tables import (
     COLLECTION,
     GROUP_KEYS,
@@ -50,10 +56,14 @@ def stage_times(runs_root: Path, corpus: str) -> str:
     return markdown_table(["stage", "seconds", "invocations"], rows)
 
 
-def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
+def report(runs_root: Path, corpus: str, seed: int = 0,
+           corpora_root: Path | None = None) -> str:
     """Write the tables and plots of one corpus and pool seed; return the markdown written.
 
     Pools of other seeds have other queries, so they are never averaged into the same cells.
+    `corpora_root` (default: the `corpora/` beside `runs_root`, as in a DATA folder) holds the
+    corpus manifest that says what the corpus is: the published numbers get a difference only
+    on the paper's setup (docs/published.md).
     """
     path = runs_root / RESULTS_FILE
     if not path.exists():
@@ -164,7 +174,9 @@ def report(runs_root: Path, corpus: str, seed: int = 0) -> str:
                                header, rows))
     sections.append(significance_section(results))
     # the papers' published numbers beside the measured cells that match them (docs/published.md)
-    sections += published_sections(per_seed, out_dir, corpus)
+    corpora = corpora_root if corpora_root is not None else (
+        runs_root.parent / DATA_FOLDERS["corpora"])
+    sections += published_sections(per_seed, out_dir, corpus, corpus_origin(corpora, corpus))
     text = "\n".join(sections)
     with atomic_path(out_dir / f"{corpus}.md") as tmp:
         tmp.write_text(f"# Results: {corpus}\n\n{text}")

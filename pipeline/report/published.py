@@ -18,20 +18,31 @@ Measured values are computed by the report's own functions (`mean_results`, the 
 evaluator's `official_numbers`), so they equal the report's tables; like them, they are the
 same bytes whatever the order of the results' rows (groups in sorted order, means summed over
 sorted values).
+
+The difference (measured - published) is shown only when the grid is the paper's setup: a
+release of S2ORC or S2AG (the corpus manifest's `ingest` section, `corpus_origin`), or the
+official MDCR release, with the paper's queries per pool and repeats (counted in the results)
+and, for a benchmark built by `make mdcr`, its construction. Otherwise the published numbers
+stand beside the measured ones without a difference, and the caption says what differs.
 """
 
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 import polars as pl
 
+from pipeline.core.errors import InputError
 from pipeline.evaluation.evaluate import ALL_LISTS, OFFICIAL_LISTS
 from pipeline.evaluation.significance import ordered
 from pipeline.fields import MAG_FIELDS
-from pipeline.layout import VARIANT_SEP, format_size
+from pipeline.ingest.corpus import corpus_sections
+from pipeline.ingest.stage import raw_origin
+from pipeline.layout import VARIANT_SEP, format_size, parse_pool_name, pool_names, raw_dir
+from pipeline.pools.build import pool_manifest
 from pipeline.report.tables import (
     MISSING,
     mean_results,
@@ -63,6 +74,109 @@ SECTIONS = {
     "mdcr-types": ("MDCR-style benchmark per candidate type (positives and one type's "
                    "negatives, mean over the 19 fields)", "negatives"),
 }
+
+# The papers' setups, as the comparison checks them (docs/published.md#when-a-difference-is-shown)
+PAPER_CORPUS = "S2ORC"
+SOURCES = {"s2orc": "S2ORC", "s2ag": "S2AG"}  # releases ingested (pipeline/readers.py)
+PAPER_QUERIES = {"dataset": 3800, "field": 200, "mdcr": 200}  # per pool; per field (mdcr)
+PAPER_REPEATS = 3  # per dataset-level size; per field whose field-cited set exceeds the pool
+PAPER_BENCHMARK = {"models": ("bm25", "scincl", "specter"), "positives": 5, "per_type": 10,
+                   "top": 200, "pool_size": 100_000}  # MDCR §4, `make mdcr`'s parameters
+
+
+@dataclass(frozen=True)
+class Origin:
+    """What a corpus's cells were measured on, as its manifests record it: `data` (`s2orc`,
+    `s2ag`, `synthetic`, `mdcr-release`, `collection` or `unknown`), the same in words for a
+    caption, and how a benchmark built by `make mdcr` was built unlike the paper's."""
+
+    data: str
+    words: str
+    differences: tuple[str, ...] = ()
+
+
+NOT_RECORDED = Origin("unknown", "a corpus without a manifest that records its origin")
+
+
+def _raw_origin_now(params: dict, corpora_root: Path, corpus: str) -> str | None:
+    """The origin of the raw shards an ingest read, from the raw folder itself (an ingest made
+    before `raw_origin` was recorded): the folder it names, else the default one; None when
+    both are gone."""
+    source = params.get("source", "s2orc")
+    folders = [Path(params["raw_dir"])] if params.get("raw_dir") else []
+    folders.append(raw_dir(corpora_root, corpus, source))
+    return next((raw_origin(folder) for folder in folders if folder.is_dir()), None)
+
+
+def _construction(params: dict, corpus_dir: Path) -> tuple[str, ...]:
+    """How a benchmark built by `make mdcr` differs from the paper's (MDCR §4): the models
+    whose top-ranked papers give negatives, the counts, and the field-level pools it is built
+    from."""
+    paper = PAPER_BENCHMARK
+    differences = []
+    models = sorted(params.get("models") or [])
+    if models != list(paper["models"]):
+        differences.append(f"negatives from the models {', '.join(models) or 'none'} against "
+                           f"the paper's {', '.join(paper['models'])}")
+    for key, words in (("positives", "{} positives per query"),
+                       ("per_type", "{} negatives per type"),
+                       ("top", "model and most-cited negatives from the top {}")):
+        if params.get(key) != paper[key]:
+            differences.append(f"{words.format(params.get(key))} against the paper's "
+                               f"{paper[key]}")
+    sizes = set()
+    for name in pool_names(corpus_dir):
+        try:
+            info = pool_manifest(corpus_dir, name)
+            if info.get("split") == "test" and info.get("source_pool"):
+                sizes.add(parse_pool_name(info["source_pool"]).size)
+        except InputError:  # a damaged pool: verify names it; the comparison goes on
+            continue
+    if sizes and sizes != {paper["pool_size"]}:
+        differences.append(f"negatives from field-level pools of "
+                           f"{', '.join(map(format_size, sorted(sizes)))} against the paper's "
+                           f"{format_size(paper['pool_size'])}")
+    return tuple(differences)
+
+
+def corpus_origin(corpora_root: Path, corpus: str, depth: int = 0) -> Origin:
+    """What the corpus `corpus` holds, as its manifest records it (Origin): an ingest of a
+    release (S2ORC, S2AG) or of synthetic shards (`raw_origin`, or the raw folder's manifest
+    for an ingest made before it was recorded), the official MDCR release, a benchmark built
+    by `make mdcr` (the origin of its source corpus, and how it was built), an imported
+    collection; `unknown` when nothing says."""
+    corpus_dir = corpora_root / corpus
+    try:
+        sections = corpus_sections(corpus_dir)
+    except InputError:
+        return Origin("unknown", "a corpus whose manifest is damaged")
+    if "ingest" in sections:
+        ingest = sections["ingest"]
+        params = ingest.get("parameters", {})
+        origin = ingest.get("raw_origin") or _raw_origin_now(params, corpora_root, corpus)
+        source = params.get("source")
+        if origin == "release" and source in SOURCES:
+            return Origin(source, f"an {SOURCES[source]} corpus")
+        if origin == "synthetic":
+            return Origin("synthetic", "a synthetic corpus")
+        if origin is None:
+            return Origin("unknown", "a corpus whose raw shards are gone and whose ingest does "
+                          "not record where they came from")
+        return Origin("unknown", "a corpus whose raw shards' origin is unreadable"
+                      if origin == "unknown" else f"an ingest of {source or 'no named source'}")
+    benchmark = sections.get("benchmark", {})
+    if benchmark.get("stage") == "import-mdcr":
+        return Origin("mdcr-release", "the official MDCR release")
+    if benchmark.get("stage") == "mdcr":
+        params = benchmark.get("parameters", {})
+        source = params.get("source_corpus")
+        base = (corpus_origin(corpora_root, source, depth + 1)
+                if source and source != corpus and depth < 2 else NOT_RECORDED)
+        return Origin(base.data, f"a benchmark built by make mdcr from {base.words}",
+                      _construction(params, corpus_dir))
+    if "collection" in sections:
+        return Origin("collection", "an imported collection")
+    return NOT_RECORDED
 
 
 def published() -> pl.DataFrame:
@@ -111,6 +225,17 @@ def _cells(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.select(list(CELL_SCHEMA)).cast(CELL_SCHEMA)
 
 
+def _scored(results: pl.DataFrame) -> pl.DataFrame:
+    """The per-query results the comparison reads: test pools (the papers report test sets),
+    full queries (no QUERY_VARIANT), computed values."""
+    if "negatives" not in results.columns:
+        results = results.with_columns(negatives=pl.lit(ALL_LISTS))
+    if "split" in results.columns:
+        results = results.filter(pl.col("split") == "test")
+    return results.filter(~pl.col("model").str.contains(VARIANT_SEP, literal=True),
+                          pl.col("value").is_not_null())
+
+
 def measured_cells(results: pl.DataFrame) -> pl.DataFrame:
     """Every measured cell the published tables could hold (KEY, value x100, fields: the
     number of fields an average is over), from the report's per-query results of one seed:
@@ -120,12 +245,7 @@ def measured_cells(results: pl.DataFrame) -> pl.DataFrame:
     fields."""
     from pipeline.mdcr.official import OFFICIAL_METRICS, official_numbers
 
-    if "negatives" not in results.columns:
-        results = results.with_columns(negatives=pl.lit(ALL_LISTS))
-    if "split" in results.columns:  # the papers report test pools
-        results = results.filter(pl.col("split") == "test")
-    results = results.filter(~pl.col("model").str.contains(VARIANT_SEP, literal=True),
-                             pl.col("value").is_not_null())
+    results = _scored(results)
     frames = [pl.DataFrame(schema=CELL_SCHEMA)]
     pools = results.filter(pl.col("level").is_in(["dataset", "field"]),
                            pl.col("negatives") == ALL_LISTS)
@@ -268,14 +388,93 @@ def _unmatched_note(cells: pl.DataFrame, reference: pl.DataFrame) -> str:
             f"({'; '.join(reasons)})")
 
 
-def comparison_tables(results: pl.DataFrame
+def _amount(lo: int, hi: int, one: str, many: str) -> str:
+    """(40, 40) -> "40 queries", (1, 1) -> "1 query", (150, 200) -> "150 to 200 queries"."""
+    return f"{lo:,}{'' if lo == hi else f' to {hi:,}'} {one if hi == 1 else many}"
+
+
+def _counts(counts: list[tuple[str, int, int, int]], one: str, many: str, per: str
+            ) -> str | None:
+    """What differs between the counts measured per place (place, least, most, the paper's):
+    None when every place has the paper's count; "40 queries per pool against the paper's
+    3,800" when every place differs alike; else each way of differing with its places."""
+    wrong: dict[tuple[int, int, int], list[str]] = {}
+    for place, lo, hi, paper in counts:
+        if not lo == hi == paper:
+            wrong.setdefault((lo, hi, paper), []).append(place)
+    if not wrong:
+        return None
+    every = len(wrong) == 1 and len(next(iter(wrong.values()))) == len(counts)
+    return "; ".join(f"{_amount(lo, hi, one, many)} {per} against the paper's {paper:,}"
+                     + ("" if every else f" ({', '.join(places)})")
+                     for (lo, hi, paper), places in wrong.items())
+
+
+def _setup(section: str, scored: pl.DataFrame, matched: pl.DataFrame, origin: Origin
+           ) -> tuple[list[str], list[str]]:
+    """(differences, agreements) between the setup of a section's measured pools and the
+    paper's: the corpus (`origin`), the queries per pool and the repeats counted in the
+    results, and a benchmark's construction. The difference is shown only when nothing
+    differs."""
+    level = "mdcr" if section.startswith("mdcr") else section
+    differences, agreements = [], []
+    release = level == "mdcr" and origin.data == "mdcr-release"
+    if release or origin.data == "s2orc":
+        agreements.append(origin.words)
+    elif origin.data == "s2ag":
+        agreements.append(f"{origin.words}, where the paper has {PAPER_CORPUS}")
+    else:
+        differences.append(f"{origin.words} against the paper's {PAPER_CORPUS}")
+    if level == "mdcr":
+        differences += origin.differences
+    rows = scored.filter(pl.col("level") == level)
+    if level != "mdcr":
+        rows = rows.filter(pl.col("negatives") == ALL_LISTS,
+                           pl.col("size").is_in(matched["size"].drop_nulls().unique().to_list()))
+    place = "size" if level == "dataset" else "field"
+    short = ((pl.col("candidates") < pl.col("size")).any() if "candidates" in rows.columns
+             else pl.lit(False))
+    pools = (rows.group_by(*dict.fromkeys([place, "size", "repeat"]))
+             .agg(queries=pl.col("query").n_unique(), short=short)
+             .group_by(place).agg(lo=pl.col("queries").min(), hi=pl.col("queries").max(),
+                                  repeats=pl.len(), short=pl.col("short").any()))
+    order = list(MAG_FIELDS)
+    places = sorted(pools.iter_rows(named=True), key=lambda r: (
+        (r[place], "") if level == "dataset" else
+        (order.index(r[place]) if r[place] in order else len(order), r[place])))
+    name = (lambda r: format_size(r["size"])) if level == "dataset" else (lambda r: r["field"])
+    paper = PAPER_QUERIES[level]
+    if not release:
+        per = "per field" if level == "mdcr" else "per pool"
+        queries = _counts([(name(r), r["lo"], r["hi"], paper) for r in places],
+                          "query", "queries", per)
+        differences += [queries] if queries else []
+        agreements += [] if queries else [f"{_amount(paper, paper, 'query', 'queries')} {per}"]
+    if level != "mdcr":  # the paper sampled each pool three times (a field: where it could)
+        whole = [name(r) for r in places if level == "field" and r["short"]]
+        per = "per pool size" if level == "dataset" else "per field"
+        repeats = _counts([(name(r), r["repeats"], r["repeats"], 1 if name(r) in whole
+                            else PAPER_REPEATS) for r in places], "repeat", "repeats", per)
+        differences += [repeats] if repeats else []
+        agreements += [] if repeats else [
+            f"{PAPER_REPEATS} repeats {per}" + (f", 1 where the field-cited set is smaller "
+                                                f"than the pool: {', '.join(whole)}"
+                                                if whole else "")]
+    return differences, agreements
+
+
+def comparison_tables(results: pl.DataFrame, origin: Origin | None = None
                       ) -> list[tuple[str, str, list[str], list[list[str]]]]:
     """Per section with at least one match: (section, caption without the corpus, header,
     rows). A row is a model and a pool (size, field or candidate type) that some published
-    cell matches; per metric the measured value, the published one and their difference (of
-    the values shown: measured rounded to 0.1, minus published, in points x100); then the
-    sources."""
+    cell matches; per metric the measured value, the published one and, when the measured
+    pools are the paper's setup (`_setup`: the corpus `origin`, queries, repeats), their
+    difference (of the values shown: measured rounded to 0.1, minus published, in points
+    x100); then the sources. The caption says on what the setup agrees with the paper's, or
+    what differs (and then no difference is shown)."""
+    origin = origin or NOT_RECORDED
     table = compare(results)
+    scored = _scored(results)
     reference = published_cells()
     out = []
     for section, (what, column) in SECTIONS.items():
@@ -283,10 +482,13 @@ def comparison_tables(results: pl.DataFrame
         matched = cells.filter(pl.col("matched"))
         if not matched.height:
             continue
+        differences, agreements = _setup(section, scored, matched, origin)
+        comparable = not differences
         metrics = sorted(set(matched["metric"].to_list()), key=metric_key)
         header = ["model", column]
         for name in map(metric_name, metrics):
-            header += [f"{name} measured", f"{name} published", f"{name} diff"]
+            header += [f"{name} measured", f"{name} published",
+                       *([f"{name} diff"] if comparable else [])]
         header.append("source")
         rows = []
         places = matched.select("model", "size", "field", "negatives").unique()
@@ -306,8 +508,9 @@ def comparison_tables(results: pl.DataFrame
                     shown = f"{measured[0]:.1f}" if measured else None
                     paper = hits.filter(pl.col("metric") == metric)["published"].to_list()
                     diff = round(float(shown) - paper[0], 1) + 0.0 if shown and paper else None
-                    row += [shown or MISSING, f"{paper[0]:.1f}" if paper else MISSING,
-                            MISSING if diff is None else f"{diff:+.1f}"]  # + 0.0: no -0.0
+                    row += [shown or MISSING, f"{paper[0]:.1f}" if paper else MISSING]
+                    if comparable:
+                        row.append(MISSING if diff is None else f"{diff:+.1f}")  # + 0.0: no -0.0
                 row.append(_sources([s for joined in hits["source"].to_list()
                                      for s in joined.split(", ")], cite=False))
                 rows.append(row)
@@ -315,18 +518,23 @@ def comparison_tables(results: pl.DataFrame
         level = "mdcr" if section.startswith("mdcr") else section
         mine = reference.filter(pl.col("level") == level,
                                 (pl.col("negatives") == ALL_LISTS) == (section != "mdcr-types"))
+        how = (f"measured, published, diff = measured - published in points, on the "
+               f"paper's setup ({'; '.join(agreements)})" if comparable
+               else f"measured and published, NOT comparable ({'; '.join(differences)}), so "
+                    "no difference is shown")
         caption = (f"{what} beside the published numbers of {_sources(sources)}, "
-                   f"{' / '.join(map(metric_name, metrics))} x100: measured, published, "
-                   f"diff = measured - published in points; "
+                   f"{' / '.join(map(metric_name, metrics))} x100: {how}; "
                    f"{_unmatched_note(cells, mine)}")
         out.append((section, caption, header, rows))
     return out
 
 
-def published_sections(results: pl.DataFrame, out_dir: Path, corpus: str) -> list[str]:
+def published_sections(results: pl.DataFrame, out_dir: Path, corpus: str,
+                       origin: Origin | None = None) -> list[str]:
     """The report's sections that set measured cells beside the papers' published numbers
     (markdown; each also written as `<corpus>-published-<section>.tex`); none when no measured
-    cell matches a published one."""
+    cell matches a published one. `origin`: what the corpus is (`corpus_origin`; None: not
+    recorded, so nothing is comparable)."""
     return [write_table(out_dir / f"{corpus}-published-{section}.tex", f"{corpus}: {caption}",
                         header, rows)
-            for section, caption, header, rows in comparison_tables(results)]
+            for section, caption, header, rows in comparison_tables(results, origin)]

@@ -1,9 +1,11 @@
 """The papers' published numbers (pipeline/report/published.csv) and the report's sections that
-set them beside the measured cells of a grid named as the paper's."""
+set them beside the measured cells of a grid named as the paper's, with the difference only on
+the paper's setup (issue 30.14: corpus, queries, repeats, a benchmark's construction)."""
 
 from __future__ import annotations
 
 import fnmatch
+import shutil
 import tomllib
 from collections import Counter
 from pathlib import Path
@@ -11,16 +13,22 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from pipeline.core.artifacts import MANIFEST, manifest, write_json
 from pipeline.encoding.models import REGISTRY
 from pipeline.evaluation.evaluate import RESULTS_SCHEMA
 from pipeline.fields import MAG_FIELDS, field_slug
-from pipeline.layout import RESULTS_FILE, parse_metrics, pool_name
+from pipeline.ingest import ingest
+from pipeline.ingest.corpus import update_corpus_manifest
+from pipeline.ingest.synthetic import SyntheticConfig, generate
+from pipeline.layout import RESULTS_FILE, parse_metrics, pool_dir, pool_name
 from pipeline.report.build import report
 from pipeline.report.published import (
     AVERAGE,
     MEAN_OVER_MODELS,
     PAPER_MODELS,
     PUBLISHED_CSV,
+    Origin,
+    corpus_origin,
     published,
     published_cells,
     published_sections,
@@ -149,13 +157,27 @@ def test_the_file_ships_with_the_package():
 # ---- results frames with the columns collect_results writes ----------------------------------
 def rows_of(level: str, scope: str, field: str | None, size: int, repeat: int, model: str,
             values: dict[str, float], negatives: str = "all", queries: tuple = ("1", "2"),
-            split: str = "test") -> list[dict]:
+            split: str = "test", candidates: int | None = None) -> list[dict]:
     pool = pool_name(scope, size, repeat, split=split)
     return [{"corpus": "s2orc", "pool": pool, "level": level, "scope": scope, "field": field,
-             "size": size, "repeat": repeat, "seed": 0, "split": split, "candidates": size,
-             "model": model, "query": query, "negatives": negatives, "metric": metric,
-             "value": value + (0.01 if i == 0 else -0.01)}  # the mean over queries: `value`
+             "size": size, "repeat": repeat, "seed": 0, "split": split,
+             "candidates": candidates or size, "model": model, "query": query,
+             "negatives": negatives, "metric": metric,
+             # the mean over an even number of queries: `value`
+             "value": value + (0.01 if i % 2 == 0 else -0.01)}
             for metric, value in values.items() for i, query in enumerate(queries)]
+
+
+def query_ids(n: int, prefix: str = "q") -> tuple[str, ...]:
+    return tuple(f"{prefix}{i}" for i in range(n))
+
+
+PAPER_QUERIES = query_ids(3800)  # MDCR Table 1: 3,800 queries per dataset-level pool
+FIELD_QUERIES = query_ids(200)  # MDCR Tables 2-4: 200 per field
+S2ORC = Origin("s2orc", "an S2ORC corpus")  # what corpus_origin says of an S2ORC ingest
+RELEASE = Origin("mdcr-release", "the official MDCR release")
+PAPER_SETUP = ("on the paper's setup (an S2ORC corpus; 3,800 queries per pool; 3 repeats per "
+               "pool size)")
 
 
 def frame(rows: list[dict], corpus: str = "s2orc") -> pl.DataFrame:
@@ -163,20 +185,23 @@ def frame(rows: list[dict], corpus: str = "s2orc") -> pl.DataFrame:
 
 
 def dataset_rows(models: dict[str, dict[int, tuple[float, float, float]]],
-                 split: str = "test") -> list[dict]:
-    """Three repeats per size, MAP shifted by -0.01, 0, +0.01: their mean is the given one."""
+                 split: str = "test", queries: tuple = PAPER_QUERIES, repeats: int = 3
+                 ) -> list[dict]:
+    """Three repeats per size (or one), MAP shifted by -0.01, 0, +0.01: their mean is the
+    given one; the paper's 3,800 queries per pool unless `queries` says otherwise."""
+    shifts = (-0.01, 0.0, 0.01) if repeats == 3 else (0.0,) * repeats
     rows = []
     for model, sizes in models.items():
         for size, (ap, ndcg, recall) in sizes.items():
-            for repeat, shift in enumerate((-0.01, 0.0, 0.01)):
+            for repeat, shift in enumerate(shifts):
                 rows += rows_of("dataset", "all", None, size, repeat, model,
                                 {"map": ap + shift, "ndcg": ndcg, "recall@30": recall},
-                                split=split)
+                                split=split, queries=queries)
     return rows
 
 
 def mdcr_rows(models: dict[str, tuple[float, float, float]], fields: list[str],
-              types: tuple[str, ...] = ()) -> list[dict]:
+              types: tuple[str, ...] = (), queries: tuple = ("1", "2")) -> list[dict]:
     """A benchmark's per-query rows: MAP, NDCG and R@5 over the lists the official evaluator
     reads ("official": the given values), over every list ("all": MAP 5 points lower), and per
     type (MAP 20 points higher)."""
@@ -187,7 +212,7 @@ def mdcr_rows(models: dict[str, tuple[float, float, float]], fields: list[str],
                 shift = {"all": -0.05, "official": 0.0}.get(negatives, 0.2)
                 rows += rows_of("mdcr", field_slug(field), field, 65, 0, model,
                                 {"map": ap + shift, "ndcg": ndcg, "recall@5": recall},
-                                negatives=negatives)
+                                negatives=negatives, queries=queries)
     return rows
 
 
@@ -196,8 +221,8 @@ PAPER_GRID = {"bm25": {200_000: (0.41, 0.70, 0.45), 2_000_000: (0.25, 0.60, 0.25
 
 
 def paper_grid() -> pl.DataFrame:
-    """Dataset-level 200k and 2M pools for bm25 and specter, minilm beside them, and an
-    MDCR-style benchmark of two fields for bm25 and scincl."""
+    """Dataset-level 200k and 2M pools for bm25 and specter (3,800 queries, 3 repeats), minilm
+    beside them, and an MDCR-style benchmark of two fields for bm25 and scincl."""
     rows = dataset_rows({**PAPER_GRID, "minilm": {200_000: (0.1, 0.1, 0.1)}})
     rows += mdcr_rows({"bm25": (0.40, 0.5, 0.30), "scincl": (0.44, 0.5, 0.35)},
                       ["Art", "Medicine"], types=("bm25", "graph"))
@@ -212,11 +237,13 @@ def table_row(text: str, *start: str) -> list[str]:
 
 
 def test_paper_grid_shows_measured_published_and_difference(tmp_path):
-    sections = published_sections(paper_grid(), tmp_path, "s2orc")
+    sections = published_sections(paper_grid(), tmp_path, "s2orc", S2ORC)
     assert len(sections) == 1  # Table 1; a benchmark of two fields is not the paper's (19)
     (dataset,) = sections
     assert dataset.startswith("## s2orc: dataset-level pools beside the published numbers of "
-                              "MDCR Table 1 (Medić and Šnajder 2022)")
+                              "MDCR Table 1 (Medić and Šnajder 2022), MAP / NDCG / R@30 x100: "
+                              f"measured, published, diff = measured - published in points, "
+                              f"{PAPER_SETUP}; ")
     assert ("| model | pool | MAP measured | MAP published | MAP diff | NDCG measured | "
             "NDCG published | NDCG diff | R@30 measured | R@30 published | R@30 diff | "
             "source |") in dataset
@@ -245,7 +272,10 @@ def test_full_benchmark_compares_averages_and_candidate_types(tmp_path):
     models."""
     models = {m: (0.30 + 0.01 * i, 0.5, 0.25) for i, m in enumerate(PAPER_MODELS)}
     rows = mdcr_rows({**models, "specter2": (0.40, 0.6, 0.33)}, list(MAG_FIELDS), TYPES)
-    mdcr, types = published_sections(frame(rows), tmp_path, "mdcr")
+    # the official release is the paper's benchmark, whatever its query count
+    mdcr, types = published_sections(frame(rows), tmp_path, "mdcr", RELEASE)
+    assert "diff = measured - published in points, on the paper's setup (the official MDCR " \
+        "release); " in mdcr
     # the benchmark, per field: the official evaluator's numbers (the lists it reads, not the
     # "all" rows 5 points lower) against MDCR Table 3
     assert "MDCR Table 3 (Medić and Šnajder 2022), SciRepEval Tables 5 and 10" in mdcr
@@ -272,7 +302,8 @@ def test_full_benchmark_compares_averages_and_candidate_types(tmp_path):
 
 
 def test_grid_not_named_as_papers_has_no_section(tmp_path):
-    rows = dataset_rows({m: {120_000: (0.3, 0.6, 0.4)} for m in ("bm25", "minilm", "random")})
+    rows = dataset_rows({m: {120_000: (0.3, 0.6, 0.4)} for m in ("bm25", "minilm", "random")},
+                        queries=("1", "2"))
     rows += rows_of("field", "medicine", "Medicine", 5000, 0, "bm25", {"map": 0.3})
     assert published_sections(frame(rows, "demo"), tmp_path, "demo") == []
     frame(rows, "demo").write_parquet(tmp_path / RESULTS_FILE)
@@ -280,22 +311,39 @@ def test_grid_not_named_as_papers_has_no_section(tmp_path):
     assert "dataset-level pools" in text and "published" not in text
     assert not list((tmp_path / "reports").glob("*published*"))
     # validation pools of the paper's sizes: the papers report test pools
-    validation = dataset_rows(PAPER_GRID, split="validation")
-    assert published_sections(frame(validation), tmp_path, "demo") == []
+    validation = dataset_rows(PAPER_GRID, split="validation", queries=("1", "2"))
+    assert published_sections(frame(validation), tmp_path, "demo", S2ORC) == []
+
+
+WHOLE_FIELDS = ("Art", "History", "Philosophy")  # MDCR: field-cited sets below 100k
+
+
+def field_rows(size: int = 100_000, queries: dict[str, int] | None = None,
+               repeats: int = 3) -> list[dict]:
+    """bm25 on a field-level pool per MAG field: 200 queries (or `queries`), `repeats` repeats,
+    one where the field-cited set is smaller than the pool (Art, History, Philosophy)."""
+    rows = []
+    for field in MAG_FIELDS:
+        whole = field in WHOLE_FIELDS
+        for repeat in range(1 if whole else repeats):
+            rows += rows_of("field", field_slug(field), field, size, repeat, "bm25",
+                            {"map": 0.30, "ndcg": 0.6, "recall@30": 0.35},
+                            queries=query_ids((queries or {}).get(field, 200), field),
+                            candidates=size // 2 if whole else size)
+    return rows
 
 
 @pytest.mark.parametrize("size", [100_000, 200_000])
 def test_field_level_pools_of_100k_only(tmp_path, size):
-    rows = []
-    for field in MAG_FIELDS:
-        rows += rows_of("field", field_slug(field), field, size, 0, "bm25",
-                        {"map": 0.30, "ndcg": 0.6, "recall@30": 0.35})
-    sections = published_sections(frame(rows), tmp_path, "s2orc")
+    sections = published_sections(frame(field_rows(size)), tmp_path, "s2orc", S2ORC)
     if size != 100_000:
         assert sections == []
         return
     (text,) = sections
     assert "MDCR Tables 2, 7 and 8 (Medić and Šnajder 2022)" in text
+    assert ("on the paper's setup (an S2ORC corpus; 200 queries per pool; 3 repeats per field, "
+            "1 where the field-cited set is smaller than the pool: Art, History, Philosophy); "
+            ) in text
     assert table_row(text, "bm25", "Medicine")[2:] == [
         "30.0", "46.3", "-16.3", "60.0", "77.8", "-17.8", "35.0", "48.2", "-13.2",
         "MDCR Tables 2, 7 and 8"]
@@ -303,19 +351,205 @@ def test_field_level_pools_of_100k_only(tmp_path, size):
     assert "every measured cell has a published counterpart" in text
 
 
+def fake_ingest(corpora: Path, corpus: str, source: str = "s2orc",
+                raw_origin: str | None = "release") -> Path:
+    """The manifest section an ingest of `source` writes (`raw_origin` None: as written before
+    it was recorded); no data, as the report reads the manifest only."""
+    corpus_dir = corpora / corpus
+    fields = {"raw_origin": raw_origin} if raw_origin else {}
+    update_corpus_manifest(corpus_dir, "ingest", manifest(
+        "ingest", {"raw_dir": str(corpus_dir / source), "strict": False, "source": source},
+        **fields))
+    return corpus_dir
+
+
 def test_through_the_report(tmp_path):
-    paper_grid().write_parquet(tmp_path / RESULTS_FILE)
-    text = report(tmp_path, "s2orc")
+    fake_ingest(tmp_path / "corpora", "s2orc")  # the corpora/ beside runs/ (a DATA folder)
+    (tmp_path / "runs").mkdir()
+    paper_grid().write_parquet(tmp_path / "runs" / RESULTS_FILE)
+    text = report(tmp_path / "runs", "s2orc")
+    assert PAPER_SETUP in text
     # the report's own tables first, then the published numbers beside the measured ones
     assert text.index("(MDCR Table 3)") < text.index("## Significance") < text.index(
         "beside the published numbers of MDCR Table 1")
     assert table_row(text, "bm25", "200k")[2:5] == ["41.0", "40.4", "+0.6"]
-    written = (tmp_path / "reports" / "s2orc.md").read_text()
+    written = (tmp_path / "runs" / "reports" / "s2orc.md").read_text()
     assert "MDCR Table 1 (Medić and Šnajder 2022)" in written
-    out = tmp_path / "reports"
+    out = tmp_path / "runs" / "reports"
     assert {p.name for p in out.glob("*published*")} == {"s2orc-published-dataset.tex"}
     # the report's dataset table shows the same mean the comparison does
     assert "**41.0 ± 1.0**" in text
+
+
+# ---- the difference only on the paper's setup (issue 30.14) ----------------------------------
+def synthetic_corpus(corpora: Path, corpus: str = "synth") -> Path:
+    """A synthetic corpus as `make demo` makes one (generated shards, ingested), tiny."""
+    corpus_dir = corpora / corpus
+    generate(corpus_dir / "s2orc", SyntheticConfig(n_papers=100, n_shards=1, seed=0))
+    ingest(corpus_dir / "s2orc", corpus_dir)
+    return corpus_dir
+
+
+def fake_benchmark(corpora: Path, corpus: str, source: str, models: list[str],
+                   pool_size: int) -> None:
+    """The manifests `make mdcr` writes for a benchmark of the 19 fields built from `source`'s
+    field-level pools of `pool_size` (no data)."""
+    params = {"source_corpus": source, "models": models, "seed": 0, "positives": 5,
+              "per_type": 10, "top": 200}
+    corpus_dir = corpora / corpus
+    update_corpus_manifest(corpus_dir, "benchmark", manifest("mdcr", params))
+    for field in MAG_FIELDS:
+        name = pool_name(field_slug(field), 65, 0)
+        pool_dir(corpus_dir, name).mkdir(parents=True)
+        write_json(manifest("mdcr", {**params, "field": field}, name=name, level="mdcr",
+                            split="test", source_pool=pool_name(field_slug(field), pool_size, 0)),
+                   pool_dir(corpus_dir, name) / MANIFEST)
+
+
+def header_of(text: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith("| model |"))
+
+
+def test_synthetic_corpus_named_like_the_paper_gets_no_difference(tmp_path):
+    """Issue 30.14: pools of a synthetic corpus named as the paper's grid (SIZE=200k
+    QUERIES=40 REPEATS=1) were set beside MDCR Table 1 with differences of -34 MAP and no
+    caveat."""
+    synthetic_corpus(tmp_path / "corpora")
+    (tmp_path / "runs").mkdir()
+    rows = dataset_rows({"bm25": {200_000: (0.06, 0.40, 0.08), 2_000_000: (0.03, 0.3, 0.04)}},
+                        queries=query_ids(40), repeats=1)
+    frame(rows, "synth").write_parquet(tmp_path / "runs" / RESULTS_FILE)
+    text = report(tmp_path / "runs", "synth")
+    caveat = ("synth: dataset-level pools beside the published numbers of MDCR Table 1 (Medić "
+              "and Šnajder 2022), MAP / NDCG / R@30 x100: measured and published, NOT "
+              "comparable (a synthetic corpus against the paper's S2ORC; 40 queries per pool "
+              "against the paper's 3,800; 1 repeat per pool size against the paper's 3), so no "
+              "difference is shown; every measured cell has a published counterpart")
+    assert f"## {caveat}\n" in text
+    published_part = text[text.index(caveat):]
+    assert header_of(published_part) == (
+        "| model | pool | MAP measured | MAP published | NDCG measured | NDCG published | "
+        "R@30 measured | R@30 published | source |")
+    assert table_row(published_part, "bm25", "200k") == [
+        "bm25", "200k", "6.0", "40.4", "40.0", "73.8", "8.0", "43.0", "MDCR Table 1"]
+    assert "diff =" not in text and "-34.4" not in text
+    tex = (tmp_path / "runs" / "reports" / "synth-published-dataset.tex").read_text()
+    assert "NOT comparable (a synthetic corpus" in tex and " diff " not in tex
+    # the ingest recorded where its shards came from: the verdict holds once they are deleted
+    shutil.rmtree(tmp_path / "corpora" / "synth" / "s2orc")
+    assert caveat in report(tmp_path / "runs", "synth")
+    # corpora kept apart from runs (make's CORPORA_DIR): named, or nothing is known
+    moved = tmp_path / "elsewhere"
+    shutil.move(tmp_path / "corpora", moved)
+    assert caveat in report(tmp_path / "runs", "synth", corpora_root=moved)
+    assert ("NOT comparable (a corpus without a manifest that records its origin against the "
+            "paper's S2ORC; 40 queries") in report(tmp_path / "runs", "synth")
+
+
+S2AG = Origin("s2ag", "an S2AG corpus")
+SYNTHETIC = Origin("synthetic", "a synthetic corpus")
+
+
+@pytest.mark.parametrize("origin, queries, repeats, differs", [
+    (S2ORC, 3800, 3, None),
+    (S2AG, 3800, 3, None),
+    (SYNTHETIC, 3800, 3, "a synthetic corpus against the paper's S2ORC"),
+    (None, 3800, 3, "a corpus without a manifest that records its origin against the paper's "
+                    "S2ORC"),
+    (S2ORC, 40, 3, "40 queries per pool against the paper's 3,800"),
+    (S2ORC, 3800, 1, "1 repeat per pool size against the paper's 3"),
+])
+def test_difference_only_on_the_papers_setup(tmp_path, origin, queries, repeats, differs):
+    rows = dataset_rows({"bm25": {200_000: (0.41, 0.70, 0.45)}}, queries=query_ids(queries),
+                        repeats=repeats)
+    (text,) = published_sections(frame(rows), tmp_path, "c", origin)
+    row = table_row(text, "bm25", "200k")
+    if differs is None:
+        corpus = ("an S2ORC corpus" if origin == S2ORC
+                  else "an S2AG corpus, where the paper has S2ORC")
+        assert (f"diff = measured - published in points, on the paper's setup ({corpus}; "
+                "3,800 queries per pool; 3 repeats per pool size); ") in text
+        assert row[2:5] == ["41.0", "40.4", "+0.6"] and "MAP diff" in header_of(text)
+    else:
+        assert f"measured and published, NOT comparable ({differs}), so no difference is " \
+            "shown; " in text
+        assert row[2:5] == ["41.0", "40.4", "70.0"] and " diff " not in header_of(text)
+
+
+def test_what_differs_is_named_where_it_differs(tmp_path):
+    """Pools that differ from the paper's in some places only: those places are named."""
+    rows = dataset_rows({"bm25": {200_000: (0.41, 0.70, 0.45)}})
+    rows += dataset_rows({"bm25": {2_000_000: (0.25, 0.60, 0.25)}}, queries=query_ids(40))
+    (text,) = published_sections(frame(rows), tmp_path, "c", S2ORC)
+    assert "NOT comparable (40 queries per pool against the paper's 3,800 (2M)), so" in text
+    (text,) = published_sections(frame(field_rows(queries={"Art": 150, "Medicine": 150})),
+                                 tmp_path, "c", S2ORC)
+    assert ("NOT comparable (150 queries per pool against the paper's 200 (Art, Medicine)), so"
+            ) in text
+    (text,) = published_sections(frame(field_rows(repeats=1)), tmp_path, "c", SYNTHETIC)
+    others = ", ".join(f for f in MAG_FIELDS if f not in WHOLE_FIELDS)
+    assert ("NOT comparable (a synthetic corpus against the paper's S2ORC; 1 repeat per field "
+            f"against the paper's 3 ({others})), so no difference is shown") in text
+
+
+def test_benchmark_built_from_a_synthetic_corpus(tmp_path):
+    """`make mdcr` on the demo corpus with MDCR_MODELS=bm25,minilm, the 19 fields: MDCR Tables
+    3 and 4 beside it, not comparable, and why."""
+    corpora = tmp_path / "corpora"
+    synthetic_corpus(corpora, "demo")
+    fake_benchmark(corpora, "demo-mdcr", "demo", ["bm25", "minilm"], 1000)
+    origin = corpus_origin(corpora, "demo-mdcr")
+    assert origin.data == "synthetic"
+    rows = mdcr_rows({m: (0.30, 0.5, 0.25) for m in PAPER_MODELS}, list(MAG_FIELDS),
+                     ("bm25", "graph"))
+    mdcr, types = published_sections(frame(rows), tmp_path, "demo-mdcr", origin)
+    differs = ("NOT comparable (a benchmark built by make mdcr from a synthetic corpus against "
+               "the paper's S2ORC; negatives from the models bm25, minilm against the paper's "
+               "bm25, scincl, specter; negatives from field-level pools of 1k against the "
+               "paper's 100k; 2 queries per field against the paper's 200), so no difference "
+               "is shown")
+    for text in (mdcr, types):
+        assert differs in text and "diff =" not in text and " diff " not in header_of(text)
+    assert table_row(mdcr, "bm25", "Medicine")[2:] == [
+        "30.0", "38.6", "25.0", "32.5", "MDCR Table 3, SciRepEval Table 10"]
+
+
+def test_benchmark_built_as_the_papers(tmp_path):
+    corpora = tmp_path / "corpora"
+    fake_ingest(corpora, "s2orc")
+    fake_benchmark(corpora, "s2orc-mdcr", "s2orc", ["specter", "bm25", "scincl"], 100_000)
+    rows = mdcr_rows({"bm25": (0.30, 0.5, 0.25)}, list(MAG_FIELDS), queries=FIELD_QUERIES)
+    (mdcr,) = published_sections(frame(rows), tmp_path, "s2orc-mdcr",
+                                 corpus_origin(corpora, "s2orc-mdcr"))
+    assert ("on the paper's setup (a benchmark built by make mdcr from an S2ORC corpus; 200 "
+            "queries per field); ") in mdcr
+    assert table_row(mdcr, "bm25", "Medicine")[2:5] == ["30.0", "38.6", "-8.6"]
+
+
+def test_corpus_origin_reads_the_manifests(tmp_path):
+    corpora = tmp_path / "corpora"
+    synthetic_corpus(corpora, "synth")
+    assert corpus_origin(corpora, "synth") == SYNTHETIC
+    assert corpus_origin(corpora, fake_ingest(corpora, "s2orc").name) == S2ORC
+    assert corpus_origin(corpora, fake_ingest(corpora, "s2ag", "s2ag").name) == S2AG
+    # an ingest recorded before `raw_origin`: the raw folder says, while it is there
+    old = fake_ingest(corpora, "old", raw_origin=None)
+    shutil.copytree(corpora / "synth" / "s2orc", old / "s2orc")
+    assert corpus_origin(corpora, "old") == SYNTHETIC
+    shutil.rmtree(old / "s2orc")
+    assert corpus_origin(corpora, "old").data == "unknown"
+    (old / "s2orc" / "metadata").mkdir(parents=True)  # a release: no manifest of ours
+    assert corpus_origin(corpora, "old") == S2ORC
+    update_corpus_manifest(corpora / "mdcr", "benchmark", manifest(
+        "import-mdcr", {"source": "/data/mdcr", "split": "test"}))
+    assert corpus_origin(corpora, "mdcr") == RELEASE
+    update_corpus_manifest(corpora / "scidocs", "collection", manifest(
+        "import-beir", {"source": "/data/scidocs", "split": "test"}))
+    assert corpus_origin(corpora, "scidocs").data == "collection"
+    assert corpus_origin(corpora, "absent").data == "unknown"
+    (corpora / "s2ag" / MANIFEST).write_text("{")  # damaged: nothing is known
+    assert corpus_origin(corpora, "s2ag") == Origin("unknown",
+                                                    "a corpus whose manifest is damaged")
 
 
 # ---- docs/published.md restates the file -----------------------------------------------------
