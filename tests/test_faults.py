@@ -62,8 +62,24 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THR
        "TOKENIZERS_PARALLELISM": "false"}
 
 
-def _writing(root: Path) -> bool:
-    return any(root.rglob("*.tmp"))
+def _files(root: Path) -> dict[str, tuple[int, int]]:
+    """(mtime, size) of every file under `root` but locks and hash caches (touched at start)."""
+    out = {}
+    for path in root.rglob("*"):
+        if path.name.endswith((".lock", ".checksums.json")):
+            continue
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                stat = path.stat()
+                out[path.as_posix()] = (stat.st_mtime_ns, stat.st_size)
+    return out
+
+
+def _writing(root: Path, before: dict[str, tuple[int, int]]) -> bool:
+    """Whether the stage has begun to write: a temporary exists, or an output appeared or
+    changed since `before` (a part is written and renamed in well under one POLL, so its
+    temporary alone is mostly missed)."""
+    return any(root.rglob("*.tmp")) or _files(root) != before
 
 
 def _wait(proc: subprocess.Popen, seconds: float) -> bool:
@@ -84,13 +100,14 @@ def _stop(proc: subprocess.Popen) -> None:
 def _run(cmd: list[str], root: Path, log: Path) -> tuple[float, float]:
     """Run `cmd` to the end (its stderr into `log`, a file: a pipe nobody reads fills and
     stops the stage); return (seconds until it first wrote a temporary, seconds)."""
+    before = _files(root)
     start = time.perf_counter()
     with log.open("w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=ENV)
     first = None
     try:
         while not _wait(proc, POLL):
-            if first is None and _writing(root):
+            if first is None and _writing(root, before):
                 first = time.perf_counter() - start
             assert time.perf_counter() - start < STAGE_TIMEOUT, f"{cmd} hangs"
     finally:
@@ -136,10 +153,11 @@ def _kill_while_writing(cmd: list[str], root: Path, delay: float) -> list[int] |
     """Start `cmd`; once it has a temporary under `root` (it is writing), wait `delay` more
     seconds and SIGKILL it. Returns the pids of its children at the kill, or None if it
     ended first."""
+    before = _files(root)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     deadline = time.perf_counter() + STAGE_TIMEOUT
     try:
-        while not _wait(proc, POLL) and not _writing(root):
+        while not _wait(proc, POLL) and not _writing(root, before):
             assert time.perf_counter() < deadline, f"{cmd} never wrote anything"
         if _wait(proc, delay):
             return None
