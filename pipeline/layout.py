@@ -218,6 +218,9 @@ def slurm_dir(runs_root: Path) -> Path:
 PAPERS = "papers.parquet"
 CITATIONS = "citations.parquet"
 PREFILTERED = "prefiltered.parquet"
+# optional column of PREFILTERED: an abstract's own sentences (list of strings), where a
+# collection ships its split (CSFCube); multi-vector encoders read it instead of splitting
+ABSTRACT_SENTENCES = "abstract_sentences"
 POOL_QUERIES, POOL_CANDIDATES, POOL_QRELS = "queries.parquet", "candidates.parquet", "qrels.parquet"
 POOL_FILES = (POOL_QUERIES, POOL_CANDIDATES, POOL_QRELS)
 POOL_SPEC = ".spec.json"  # a pool's parameters, written before its files (its manifest: after)

@@ -122,11 +122,13 @@ def text_format(entry: ModelEntry) -> str:
     return f"{entry.text_prefix}{joined}{queries}"
 
 
-def _store_config(entry: ModelEntry, encoder, dtype: str) -> dict:
+def _store_config(entry: ModelEntry, encoder, dtype: str, columns: list[str] = ()) -> dict:
+    """The settings a store's vectors were made with (`columns`: the encoder's optional
+    columns the corpus has)."""
     config = {"model": entry.describe(), "max_length": encoder.max_length, "dtype": dtype,
               "dim": encoder.dim,
               "text_format": text_format(entry)}
-    return {**config, **encoder.store_config}  # multi-vector: what a row is
+    return {**config, **encoder.config_for(list(columns))}  # multi-vector: what a row is
 
 
 def _check_config(store: Path, config: dict) -> None:
@@ -185,16 +187,24 @@ def _add_part(store: Path, config: dict, ids: np.ndarray, vectors: np.ndarray,
                    store / "manifest.json")
 
 
-def _tokenized(corpus_dir: Path, encoder, chunk: np.ndarray) -> list[list[int]]:
-    """Token ids of the papers `chunk` (sorted ids), read from the prefiltered corpus."""
+def _optional_columns(corpus_dir: Path, encoder) -> list[str]:
+    """The encoder's optional columns (Encoder.columns) that the prefiltered corpus has."""
+    schema = pl.scan_parquet(corpus_file(corpus_dir, PREFILTERED)).collect_schema()
+    return [column for column in encoder.columns if column in schema]
+
+
+def _tokenized(corpus_dir: Path, encoder, chunk: np.ndarray, columns: list[str]
+               ) -> list[list[int]]:
+    """Token ids of the papers `chunk` (sorted ids), read from the prefiltered corpus, with
+    the optional `columns` given to the encoder's format by name."""
     papers = (pl.scan_parquet(corpus_file(corpus_dir, PREFILTERED))
               .filter(pl.col("corpusid").is_in(pl.Series(chunk).implode()))
-              .select("corpusid", "title", "abstract").sort("corpusid").collect())
+              .select("corpusid", "title", "abstract", *columns).sort("corpusid").collect())
     if papers.height != len(chunk):
         raise InputError(f"{len(chunk) - papers.height} pool papers are missing from "
                          f"{corpus_dir}/prefiltered.parquet: rebuild the pools")
-    return encoder.tokenize([encoder.format(t, a) for t, a in
-                             zip(papers["title"], papers["abstract"], strict=True)])
+    return encoder.tokenize([encoder.format(row.pop("title"), row.pop("abstract"), **row)
+                             for row in papers.drop("corpusid").iter_rows(named=True)])
 
 
 def _borrow(corpus_dir: Path, index_root: Path, entry: ModelEntry, store: Path,
@@ -256,7 +266,8 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
 
         # the kind's encoder (multi-vector, ASPIRE: one vector per sentence, the same loop)
         encoder = encoder_class(entry.kind)(entry, model_path=model_path, device=device)
-        config = _store_config(entry, encoder, dtype)
+        columns = _optional_columns(corpus_dir, encoder)
+        config = _store_config(entry, encoder, dtype, columns)
         _check_config(store, config)
         budget = token_budget or default_budget(encoder.device)
         chunks = [missing[lo : lo + part_size] for lo in range(0, len(missing), part_size)]
@@ -264,12 +275,13 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
         # reading + tokenizing the next part and writing the last one overlap with the model
         with (ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as writer,
               progress(len(missing), "embed") as bar):
-            upcoming = reader.submit(_tokenized, corpus_dir, encoder, chunks[0])
+            upcoming = reader.submit(_tokenized, corpus_dir, encoder, chunks[0], columns)
             written = None
             for k, chunk in enumerate(chunks):
                 ids = upcoming.result()
                 if k + 1 < len(chunks):
-                    upcoming = reader.submit(_tokenized, corpus_dir, encoder, chunks[k + 1])
+                    upcoming = reader.submit(_tokenized, corpus_dir, encoder, chunks[k + 1],
+                                               columns)
                 t0 = time.perf_counter()
                 vectors, tokens = encoder.encode_ids(ids, budget, batch_size or MAX_BATCH, bar)
                 seconds += time.perf_counter() - t0

@@ -162,6 +162,9 @@ class Encoder:
 
     kinds: tuple[str, ...] = ("dense",)  # entry kinds it embeds (multivector.SentenceEncoder)
     store_config: dict = {}  # what the store's config adds (multi-vector: what a row is)
+    # optional columns of prefiltered.parquet that `format` takes by name where a corpus has
+    # them (multi-vector: a collection's own sentence split)
+    columns: tuple[str, ...] = ()
 
     def __init__(self, entry: ModelEntry, model_path: str | Path | None = None,
                  device: str | None = None):
@@ -194,6 +197,10 @@ class Encoder:
         self.model.to(self.device).eval()
         self.dim = int(self.model.config.hidden_size)
         self.max_length = min(entry.max_length, self.tokenizer.model_max_length)
+
+    def config_for(self, columns: list[str]) -> dict:
+        """What the store's config adds for a corpus that has these of `columns`."""
+        return self.store_config
 
     def format(self, title: str | None, abstract: str | None, query: bool = False) -> str:
         """Model input for one paper: the prefix (a query's own where the entry has one), then

@@ -15,7 +15,8 @@ from typing import Literal
 from pipeline.core.errors import InputError
 
 Kind = str  # a key of ENCODERS or of the retriever registry: dense, multi-vector, bm25, ..
-Pooling = Literal["cls", "mean", "none"]
+# mean-all-layers: multi-vector only (MDCR's ASPIRE, pipeline/encoding/multivector.py)
+Pooling = Literal["cls", "mean", "mean-all-layers", "none"]
 Similarity = Literal["ip", "l2", "cosine"]
 # How title and abstract become one input (docs/encoders.md, "Input"): `sep`: title +
 # sep_token + abstract, always (the SPECTER and SciNCL model cards); `sep-nonempty`: the
@@ -104,14 +105,24 @@ register(ModelEntry("specter2-base", "dense", "allenai/specter2_base", "cls", "l
 register(ModelEntry("specter2", "dense", "allenai/specter2_base", "cls", "l2",
                     adapter="allenai/specter2", join="sep-nonempty",
                     notes="proximity adapter, loaded with the `adapters` library"))
+# ts-ASPIRE (pipeline/encoding/multivector.py): its authors' procedure (the last layer; 500
+# content tokens, then [CLS] and [SEP]) and MDCR's (every layer averaged), on the same weights
+_ASPIRE = "a vector per sentence, last layer (as its authors); score: minus the smallest " \
+    "sentence-pair L2 distance"
+_ASPIRE_MDCR = "MDCR's procedure: every transformer layer averaged, then the sentence's " \
+    "tokens; otherwise as the authors"
 register(ModelEntry("aspire-bio", "multi-vector",
                     "allenai/aspire-contextualsentence-singlem-biomed", "mean", "l2",
-                    notes="one vector per sentence; paper score = min sentence-pair L2 distance "
-                          "(ts-ASPIRE, as its model card ranks)"))
+                    max_length=502, notes=_ASPIRE))
 register(ModelEntry("aspire-cs", "multi-vector",
                     "allenai/aspire-contextualsentence-singlem-compsci", "mean", "l2",
-                    notes="one vector per sentence; paper score = min sentence-pair L2 distance "
-                          "(ts-ASPIRE, as its model card ranks)"))
+                    max_length=502, notes=_ASPIRE))
+register(ModelEntry("aspire-bio-mdcr", "multi-vector",
+                    "allenai/aspire-contextualsentence-singlem-biomed", "mean-all-layers", "l2",
+                    max_length=502, notes=_ASPIRE_MDCR))
+register(ModelEntry("aspire-cs-mdcr", "multi-vector",
+                    "allenai/aspire-contextualsentence-singlem-compsci", "mean-all-layers", "l2",
+                    max_length=502, notes=_ASPIRE_MDCR))
 register(ModelEntry("e5-base-v2", "dense", "intfloat/e5-base-v2", "mean", "cosine",
                     normalize=True, text_prefix="passage: ", query_prefix="query: ",
                     join="space", notes="query papers as 'query: ', candidates as 'passage: '"))

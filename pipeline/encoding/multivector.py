@@ -1,19 +1,24 @@
 """Multi-vector encoders (ASPIRE, docs/encoders.md): one vector per sentence, papers scored by their
 best sentence pair.
 
-ts-ASPIRE (Mysore et al.; MDCR §4) represents a paper by contextual sentence embeddings: the
-title is sentence 0, then the abstract's sentences; the whole paper is encoded as ONE sequence
-(`title + sep_token + abstract`, as every encoder of docs/encoders.md reads it) and a sentence's
-vector is the mean of its tokens' states. MDCR "mean-pooled token embeddings across all layers
-for each sentence": here a token's state is the mean of the hidden states of all transformer
-layers (`output_hidden_states`, `hidden_states[1:]`: the embedding layer's output is left out,
-it is not contextual), then the sentence's tokens are averaged. (ASPIRE's own example code uses
-the last layer only; the layer choice is recorded in the store's config.) Tokens are assigned
-to sentences through the fast tokenizer's offset mapping; special tokens (CLS, SEP, padding,
-the separator between title and abstract) belong to no sentence.
+ts-ASPIRE (Mysore et al.) as its authors run it (allenai/aspire, examples/ex_aspire_consent.py;
+the same procedure in their training batchers): the pieces `title + " [SEP] "`, then each
+abstract sentence, are tokenized one by one and concatenated while at most 500 content tokens
+are read; the sentence that crosses the limit keeps its first tokens and nothing after it is
+read; the whole is wrapped in [CLS] ... [SEP] and encoded as ONE sequence. A sentence's vector is
+the mean of the last layer's states over its tokens; the title's piece is read (it is in the
+sequence and attends) but is no sentence. MDCR (Medić & Šnajder 2022, §4) "mean-pooled token
+embeddings across all layers for each sentence": the entries `*-mdcr` (pooling
+`mean-all-layers`) average the transformer layers' states (`hidden_states[1:]`) first, with the
+authors' input, title and truncation otherwise (the paper says nothing of those).
 
-A paper's score for a query paper is the maximum over (query sentence, candidate sentence)
-pairs of the entry's similarity, computed exactly (`pipeline.retrieval.dense.maxsim_search`).
+Sentences are numbered 1, 2, ... in the abstract's order (a corpus's own split, e.g. CSFCube's,
+where it ships one; else split_sentences); a sentence without tokens has no vector but keeps its
+number. A paper none of whose sentences has a token in the sequence (no abstract, or a title
+that fills the limit) is its title: sentence 0, the title's own tokens (not its [SEP]); the
+authors' code refuses such a paper. A paper's score for a query paper is the maximum over
+(query sentence, candidate sentence) pairs of the entry's similarity, for ASPIRE minus the L2
+distance: exact, `pipeline.retrieval.dense.maxsim_search`.
 """
 
 from __future__ import annotations
@@ -25,46 +30,60 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from pipeline.core.errors import InputError
 from pipeline.core.logs import Progress
 from pipeline.encoding.encoders import MAX_BATCH, Encoder, batch_of, default_budget
 from pipeline.encoding.store import id_array
+from pipeline.layout import ABSTRACT_SENTENCES
 
 log = logging.getLogger(__name__)
 
+# How token states become a sentence vector, per `pooling` of a multi-vector entry (in words in
+# the store's config, so stores of the two procedures never mix).
+POOLINGS = {
+    "mean": "mean of the last layer's states over the sentence's tokens (ASPIRE's authors)",
+    "mean-all-layers": "mean over all transformer layers (hidden_states[1:], not the "
+                       "embeddings), then over the sentence's tokens (MDCR)",
+}
+SPLITTER = "regex-v2"
+OWN_SPLIT = f"the corpus's own ({ABSTRACT_SENTENCES})"  # the splitter a store records then
+
 # Written into the store's config: a store made with other settings is refused, not mixed.
 STORE_CONFIG = {
-    "unit": "sentence (0 = title, then the abstract's sentences; pipeline.encoding.multivector)",
-    "splitter": "regex-v1",
-    "pooling": "mean over all transformer layers (hidden_states[1:]), then over the "
-               "sentence's tokens",
-    "truncation": "sentences cut by max_length are dropped (the first kept partially if none "
-                  "fits)",
+    "unit": "sentence: 1, 2, ... the abstract's sentences (the corpus's own split where "
+            f"prefiltered.parquet has {ABSTRACT_SENTENCES}, else the splitter's); 0: the title, "
+            "only for a paper with no sentence",
+    "input": "[CLS] + tokens(title + ' [SEP] ') + tokens(sentence 1) + tokens(sentence 2) ... "
+             "+ [SEP], each piece tokenized alone; the title's tokens are no sentence",
+    "splitter": SPLITTER,
+    "truncation": "max_length - 2 content tokens (500 for ASPIRE): the sentence crossing the "
+                  "limit keeps its first tokens, the rest is left out",
 }
 
-# A sentence ends at . ! or ? (closing quotes or brackets may follow) when whitespace and an
-# uppercase letter, a digit or an opening quote or bracket come next.
-_BOUNDARY = re.compile(r"(\S*?)[.!?]+[\"'\u201d\u2019)\]]*(?=\s+[\"'\u201c\u2018(\[]?[A-Z0-9])")
-# Words whose final period does not end a sentence ("e.g.", "et al.", "Fig.", "vs."), compared
-# lowercased and without the period; "etc." is not among them (it often ends a sentence).
-ABBREVIATIONS = frozenset(
-    "al approx ca cf co corp dept dr eq eqs fig figs inc jr ltd mr mrs ms no nos pp prof ref "
-    "refs resp sec sect sp spp sr st subsp tab univ var viz vol vs".split())
-_DOTTED = re.compile(r"[A-Za-z](\.[A-Za-z])+")  # e.g, i.e, U.S: letters with inner periods
+# A sentence ends at . ! or ? (ASCII closing quotes or brackets may follow) when whitespace and
+# any character come next: the rules that agree best with the scispaCy split ASPIRE was trained
+# on, as CSFCube released it (benchmarks/results/sentence_split.md), which ends a sentence after
+# "e.g.", "i.e." and "et al." too, and before a lowercase word as well.
+_BOUNDARY = re.compile(r"(\S*?)[.!?]+[\"')\]]*(?=\s+\S)")
+# Words whose final period ends no sentence there, compared lowercased without the period.
+ABBREVIATIONS = frozenset("co corp dr inc jr ltd mr mrs ms prof sr st vs".split())
+_UPPER_DOTTED = re.compile(r"[A-Z](\.[A-Z])+")  # U.S, U.K: capitals with inner periods
 
 
 def _is_abbreviation(word: str) -> bool:
     word = word.lstrip("\"'([\u201c\u2018")
-    return (word.lower() in ABBREVIATIONS or _DOTTED.fullmatch(word) is not None
+    return (word.lower() in ABBREVIATIONS or _UPPER_DOTTED.fullmatch(word) is not None
             or (len(word) == 1 and word.isalpha()))  # initials: "J. Smith", "E. coli"
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:
     """Character spans [start, end) of the sentences of `text`, without surrounding whitespace.
 
-    A simple, documented regex splitter (ASPIRE used a full NLP pipeline): a boundary is `.`,
-    `!` or `?` (plus closing quotes/brackets) followed by whitespace and a capital letter, digit
-    or opening quote/bracket; not after an abbreviation (ABBREVIATIONS, dotted words such as
-    "e.g." or "U.S.", single-letter initials). Decimals ("0.05") never split (no whitespace).
+    A documented regex splitter (ASPIRE's authors used scispaCy, whose models are not on PyPI;
+    docs/encoders.md gives its agreement with their split): a boundary is `.`, `!` or `?`
+    (plus ASCII closing quotes/brackets) followed by whitespace; not after a word of
+    ABBREVIATIONS ("vs.", "Dr."), capitals with inner periods ("U.S.") or a single letter
+    (initials). Decimals ("0.05") never split (no whitespace).
     """
     spans, start = [], 0
     for match in _BOUNDARY.finditer(text):
@@ -82,87 +101,52 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
     return out
 
 
-class PaperText(NamedTuple):
-    """The model input of one paper and the character span of each of its sentences."""
+class PaperSentences(NamedTuple):
+    """The pieces of one paper's input: the head (prefix, title and its separator, no sentence)
+    and the abstract's sentences (sentence i + 1 = sentences[i])."""
 
-    text: str
-    spans: list[tuple[int, int]]  # sentence i = text[spans[i][0]:spans[i][1]]; 0 is the title
-
-
-def paper_text(title: str | None, abstract: str | None, sep: str, prefix: str = ""
-               ) -> PaperText:
-    """`prefix + title + sep + abstract` (docs/encoders.md) with the title as sentence 0 (whatever
-    periods it holds; an empty title keeps index 0, without tokens) and the abstract's
-    sentences (split_sentences) numbered 1, 2, ..."""
-    title, abstract = title or "", abstract or ""
-    head = len(prefix)
-    stripped = title.strip()
-    lo = head + (title.find(stripped) if stripped else 0)
-    spans = [(lo, lo + len(stripped))]
-    body = head + len(title) + len(sep)
-    spans += [(body + a, body + b) for a, b in split_sentences(abstract)]
-    return PaperText(f"{prefix}{title}{sep}{abstract}", spans)
-
-
-def token_sentences(offsets: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
-    """Sentence index of each token (-1: none), from the fast tokenizer's offset mapping
-    (`offsets`: (n, 2) character [start, end) per token). A token belongs to the sentence that
-    holds its last character; tokens with an empty span (CLS, SEP, padding) and tokens outside
-    every sentence (the title/abstract separator, a prefix) get -1."""
-    offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
-    labels = np.full(len(offsets), -1, dtype=np.int32)
-    if not spans or not len(offsets):
-        return labels
-    starts = np.array([s for s, _ in spans], dtype=np.int64)
-    ends = np.array([e for _, e in spans], dtype=np.int64)
-    last = offsets[:, 1] - 1
-    which = np.searchsorted(starts, last, side="right") - 1
-    inside = (offsets[:, 1] > offsets[:, 0]) & (which >= 0)
-    inside &= last < ends[np.clip(which, 0, None)]
-    labels[inside] = which[inside]
-    return labels
+    head: str
+    sentences: list[str]
 
 
 class TokenizedPaper(NamedTuple):
-    """Token ids as the model reads them and the sentence index of each (-1: none)."""
+    """Token ids as the model reads them and the sentence number of each (-1: none)."""
 
     ids: list[int]
     sentence: np.ndarray
-    truncated: int  # sentences with tokens that were dropped because of max_length
+    truncated: int  # sentences that lost tokens to the limit (cut, or left out)
 
 
-def fit_paper(ids: list[int], offsets: np.ndarray, special: np.ndarray,
-              spans: list[tuple[int, int]], max_length: int) -> TokenizedPaper:
-    """Truncate one untruncated encoding to `max_length` as the tokenizer does (content cut at
-    the end, the trailing special tokens kept) and drop the sentences that lost tokens. The
-    first sentence with tokens is kept, partially, when no sentence fits whole; a paper with
-    no token in any sentence keeps every non-special token as sentence 0 (one row at least)."""
-    offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
-    labels = token_sentences(offsets, spans)
-    template = (np.asarray(special) == 1) & (offsets[:, 0] == offsets[:, 1])
+def fit_paper(head: list[int], sentences: list[list[int]], limit: int, cls: int, sep: int
+              ) -> TokenizedPaper:
+    """The model input of one paper from its pieces' token ids, as ASPIRE's authors build it:
+    head and sentences concatenated while at most `limit` content tokens are read (the piece
+    crossing the limit keeps its first tokens, nothing after it is read), then [CLS] ... [SEP].
+    Sentence i (0-based) is numbered i + 1; with no sentence token in the input, the head's
+    tokens but its trailing separator (the title) are sentence 0, and all of it when it has
+    nothing else."""
+    ids: list[int] = []
+    labels: list[int] = []
     truncated = 0
-    if len(ids) > max_length:
-        tail = len(template) - len(np.trim_zeros((~template).astype(np.int8), "b"))
-        keep = np.r_[0 : max_length - tail, len(ids) - tail : len(ids)]
-        cut = labels[max_length - tail : len(ids) - tail]
-        dropped = np.unique(cut[cut >= 0])
-        kept = labels[keep]
-        survivors = np.setdiff1d(kept[kept >= 0], dropped)
-        if not len(survivors) and (kept >= 0).any():
-            dropped = dropped[dropped != kept[kept >= 0].min()]
-        truncated = len(dropped)
-        ids, labels, template = [ids[i] for i in keep], kept, template[keep]
-        labels[np.isin(labels, dropped)] = -1
-    if not (labels >= 0).any():
-        labels[~template if (~template).any() else slice(None)] = 0
-    return TokenizedPaper(list(ids), labels, truncated)
+    for number, piece in enumerate([head, *sentences]):  # number 0: the head
+        kept = piece[: max(limit - len(ids), 0)]
+        truncated += int(number > 0 and len(kept) < len(piece))
+        ids += kept
+        labels += [number or -1] * len(kept)
+    sentence = np.array([-1, *labels, -1], dtype=np.int32)
+    if not (sentence > 0).any():  # no abstract sentence in the input: the title
+        title = min(len(head), limit)
+        if title > 1 and ids[title - 1] == sep:
+            title -= 1
+        sentence[1 : 1 + title] = 0
+    return TokenizedPaper([cls, *ids, sep], sentence, truncated)
 
 
 class SentenceVectors(NamedTuple):
     """Sentence vectors of papers given in some order: rows sorted by (paper, sentence)."""
 
     paper: np.ndarray  # index of the row's paper in the input order
-    sentence: np.ndarray  # int16 sentence index (0 = title)
+    sentence: np.ndarray  # int16 sentence number (1.. the abstract's; 0 the title, alone)
     vectors: np.ndarray  # float32 (rows, dim)
     truncated: int
 
@@ -175,33 +159,61 @@ class SentenceVectors(NamedTuple):
 
 
 class SentenceEncoder(Encoder):
-    """An Encoder (same loading: model_source, hub_offline, half_dtype on a GPU) for
+    """An Encoder (same loading: model_source, hub_offline, the entry's precision) for
     multi-vector entries: `format`, `tokenize` and `encode_ids` work on sentences, so the
     embed stage drives it as it drives a dense Encoder."""
 
     kinds = ("multi-vector",)
     store_config = {"multi_vector": STORE_CONFIG}
+    columns = (ABSTRACT_SENTENCES,)  # read from prefiltered.parquet where present (embed.py)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        if self.entry.pooling not in POOLINGS:
+            raise InputError(f"MODEL {self.entry.name}: multi-vector pooling "
+                             f"{self.entry.pooling!r}; use one of {', '.join(POOLINGS)}")
+        tokenizer = self.tokenizer
+        if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
+            raise InputError(f"MODEL {self.entry.name}: ASPIRE's input needs a tokenizer with "
+                             "[CLS] and [SEP] tokens (a BERT tokenizer)")
+        self.store_config = {"multi_vector": {**STORE_CONFIG,
+                                              "pooling": POOLINGS[self.entry.pooling]}}
+        self.limit = self.max_length - 2  # content tokens: [CLS] and [SEP] around
         self.counts = {"sentences": 0, "truncated_sentences": 0}
 
-    def format(self, title: str | None, abstract: str | None) -> PaperText:  # type: ignore[override]
-        return paper_text(title, abstract, self.tokenizer.sep_token or " ",
-                          self.entry.text_prefix)
+    def config_for(self, columns: list[str]) -> dict:
+        """The store's config for a corpus: its own split where it has ABSTRACT_SENTENCES."""
+        splitter = OWN_SPLIT if ABSTRACT_SENTENCES in columns else SPLITTER
+        return {"multi_vector": {**self.store_config["multi_vector"], "splitter": splitter}}
 
-    def tokenize(self, papers: list[PaperText]) -> list[TokenizedPaper]:  # type: ignore[override]
-        """Whole papers tokenized with offsets, then truncated here (fit_paper), so the ids
-        equal those of the dense path and truncated sentences are known."""
+    def format(self, title: str | None, abstract: str | None,  # type: ignore[override]
+               query: bool = False, abstract_sentences: list[str] | None = None
+               ) -> PaperSentences:
+        """The pieces of a paper: `title + " [SEP] "` (the tokenizer's separator; after the
+        entry's prefix), then the abstract's sentences: `abstract_sentences` where the corpus
+        gives its own split, else split_sentences of the abstract. ASPIRE has no query form:
+        `query` changes nothing."""
+        if abstract_sentences is None:
+            abstract = abstract or ""
+            abstract_sentences = [abstract[a:b] for a, b in split_sentences(abstract)]
+        head = f"{self.entry.text_prefix}{title or ''} {self.tokenizer.sep_token} "
+        return PaperSentences(head, list(abstract_sentences))
+
+    def tokenize(self, papers: list[PaperSentences]) -> list[TokenizedPaper]:  # type: ignore[override]
+        """Each piece tokenized alone, as the authors do (one call of the fast tokenizer for
+        every piece of every paper), then fitted to the limit (fit_paper)."""
         if not papers:
             return []
-        enc = self.tokenizer([p.text for p in papers], return_offsets_mapping=True,
-                             return_special_tokens_mask=True, return_attention_mask=False,
-                             return_token_type_ids=False, verbose=False)
-        return [fit_paper(ids, offsets, special, paper.spans, self.max_length)
-                for paper, ids, offsets, special in zip(
-                    papers, enc["input_ids"], enc["offset_mapping"], enc["special_tokens_mask"],
-                    strict=True)]
+        texts = [text for paper in papers for text in (paper.head, *paper.sentences)]
+        ids = self.tokenizer(texts, add_special_tokens=False, return_attention_mask=False,
+                             return_token_type_ids=False, verbose=False)["input_ids"]
+        out, at = [], 0
+        cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        for paper in papers:
+            end = at + 1 + len(paper.sentences)
+            out.append(fit_paper(ids[at], ids[at + 1 : end], self.limit, cls, sep))
+            at = end
+        return out
 
     @torch.inference_mode()
     def encode_ids(self, papers: list[TokenizedPaper], token_budget: int | None = None,  # type: ignore[override]
@@ -245,15 +257,22 @@ class SentenceEncoder(Encoder):
         return (SentenceVectors(paper[order], sentence[order], vectors[order], truncated),
                 int(lengths.sum()))
 
-    def _sentences(self, batch: dict[str, torch.Tensor], labels: list[np.ndarray],
-                   idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(paper index, sentence index, vector) of every sentence of one batch: token states
-        averaged over the transformer layers, then over the sentence's tokens."""
+    def _states(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Token states, float32: the last layer's (ASPIRE), or the mean of the transformer
+        layers' (MDCR)."""
+        if self.entry.pooling == "mean":
+            return self.model(**batch).last_hidden_state.float()
         layers = self.model(**batch, output_hidden_states=True).hidden_states[1:]
         states = layers[0].float()
         for layer in layers[1:]:
             states = states + layer.float()
-        states = states / len(layers)
+        return states / len(layers)
+
+    def _sentences(self, batch: dict[str, torch.Tensor], labels: list[np.ndarray],
+                   idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(paper index, sentence number, vector) of every sentence of one batch: the mean of
+        the token states (_states) over the sentence's tokens."""
+        states = self._states(batch)
         rows, longest = batch["input_ids"].shape
         segment = np.full((rows, longest), -1, dtype=np.int64)
         paper, sentence, base = [], [], 0
@@ -274,5 +293,3 @@ class SentenceEncoder(Encoder):
         if self.entry.normalize:
             vectors = torch.nn.functional.normalize(vectors, dim=-1)
         return np.concatenate(paper), np.concatenate(sentence), vectors.cpu().numpy()
-
-

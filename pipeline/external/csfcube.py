@@ -13,7 +13,8 @@ grades are not read), `abstracts-csfcube-preds.jsonl` (one paper per line: `pape
 (`test-pid2pool-csfcube.json`, the readable annotations, the scripts) is not read.
 
 Output `corpora/<name>/`: `prefiltered.parquet` (every query and candidate paper: corpusid as a
-string, title, abstract = the sentences joined by a space), a manifest with a `collection`
+string, title, abstract = the sentences joined by a space, abstract_sentences = the release's
+sentences, stripped, empty ones left out), a manifest with a `collection`
 section, and the pools `csfcube-<facet>-<candidates>-r0`, one per facet:
 
 - queries (`corpusid` = `<pid>_<facet>`, the official script's ids) carry their own text, the
@@ -21,8 +22,8 @@ section, and the pools `csfcube-<facet>-<candidates>-r0`, one per facet:
   that facet (predicted labels, corrected by hand in the release for the query papers;
   `objective` counts as background, as ASPIRE does), so BM25 and dense encoders search with it;
   `paper` names the query paper and `sentences` its facet's sentences in the multi-vector
-  store's numbering (sentence 0 is the title, then the abstract as
-  pipeline.encoding.multivector splits it), which ASPIRE-style models search with; `fold` is
+  store's numbering (the release's own split, kept: its first non-empty sentence is 1; the
+  title is never a facet sentence), which ASPIRE-style models search with; `fold` is
   the query's test fold; `paper_type` is from queries-release.csv;
 - candidates name their query (`query`, `corpusid`), so each query ranks its own list;
 - qrels keep every adjudicated grade 0-3 (grade 0: listed, not relevant).
@@ -58,7 +59,7 @@ from pipeline.core.artifacts import (
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import corpus_label
 from pipeline.ingest.corpus import claim_corpus, install_corpus
-from pipeline.layout import POOL_FILES, PREFILTERED, pool_dir, pool_name
+from pipeline.layout import ABSTRACT_SENTENCES, POOL_FILES, PREFILTERED, pool_dir, pool_name
 
 log = logging.getLogger(__name__)
 
@@ -262,36 +263,27 @@ def facet_of(label: str) -> str | None:
     return LABEL_FACETS.get(label.removesuffix("_label"))
 
 
-def facet_sentences(sentences: list[str], labels: list[str], facet: str
-                    ) -> tuple[str, list[int], bool]:
-    """The facet query of one paper: its facet's sentences joined (the text BM25 and dense
-    encoders read), their numbers in the multi-vector store (sentence 0 is the title; abstract
-    sentences from 1, as pipeline.encoding.multivector splits the joined abstract: a stored
-    sentence belongs to the facet when any of its characters comes from one of the facet's
-    sentences), and whether the store's split matches the release's sentences."""
-    from pipeline.encoding.multivector import split_sentences  # torch: only when importing
+def kept_sentences(sentences: list[str]) -> list[str]:
+    """A paper's sentences as the corpus keeps them: the release's, stripped, empty ones left
+    out (prefiltered.parquet's abstract_sentences; sentence i of the multi-vector store is
+    kept_sentences(...)[i - 1])."""
+    return [s.strip() for s in sentences if s.strip()]
 
-    text, spans, mine = "", [], []
-    for sentence, label in zip(sentences, labels, strict=True):
-        sentence = sentence.strip()
-        if not sentence:
-            continue
-        start = len(text) + (1 if text else 0)
-        text = f"{text} {sentence}" if text else sentence
-        spans.append((start, len(text)))
-        mine.append(facet_of(label) == facet)
-    stored = split_sentences(text)
-    numbers = [i for i, (lo, hi) in enumerate(stored, 1)
-               if any(m and min(hi, b) > max(lo, a) for (a, b), m in zip(spans, mine,
-                                                                         strict=True))]
-    query = " ".join(text[a:b] for (a, b), m in zip(spans, mine, strict=True) if m)
-    return query, numbers, stored == spans
+
+def facet_sentences(sentences: list[str], labels: list[str], facet: str
+                    ) -> tuple[str, list[int]]:
+    """The facet query of one paper: its facet's sentences joined (the text BM25 and dense
+    encoders read) and their numbers in the multi-vector store, which keeps the release's
+    split (kept_sentences: its first non-empty sentence is 1)."""
+    kept = [(s.strip(), label) for s, label in zip(sentences, labels, strict=True) if s.strip()]
+    numbers = [i for i, (_, label) in enumerate(kept, 1) if facet_of(label) == facet]
+    return " ".join(kept[i - 1][0] for i in numbers), numbers
 
 
 def abstract_text(sentences: list[str]) -> str:
-    """A paper's abstract as prefiltered.parquet holds it: its sentences, stripped, joined by a
-    space (what facet_sentences numbers)."""
-    return " ".join(s.strip() for s in sentences if s.strip())
+    """A paper's abstract as prefiltered.parquet holds it: its kept sentences joined by a
+    space."""
+    return " ".join(kept_sentences(sentences))
 
 
 def import_csfcube(src: Path, corpus_dir: Path, replace: bool = False,
@@ -326,20 +318,20 @@ def import_csfcube(src: Path, corpus_dir: Path, replace: bool = False,
     if absent:
         raise InputError(f"{src / PAPERS} has no record of {len(absent)} papers the "
                          f"annotations name (e.g. {absent[0]}): is it the release's file?")
+    from pipeline.encoding.multivector import OWN_SPLIT  # torch: once the input is read
+
     table = pl.DataFrame({"corpusid": needed,
                           "title": [papers[p]["title"] for p in needed],
-                          "abstract": [abstract_text(papers[p]["sentences"]) for p in needed]},
+                          "abstract": [abstract_text(papers[p]["sentences"]) for p in needed],
+                          ABSTRACT_SENTENCES: [kept_sentences(papers[p]["sentences"])
+                                             for p in needed]},
                          schema={"corpusid": pl.String, "title": pl.String,
-                                 "abstract": pl.String})
+                                 "abstract": pl.String, ABSTRACT_SENTENCES: pl.List(pl.String)})
     check_ids(table["corpusid"], "paper")
     counts.update(papers_read=len(papers), papers=table.height,
                   papers_in_no_pool_left_out=len(papers) - table.height)
     built = {f: _facet_pool(src, f, judged[f], papers, metadata, folds, itself[f])
              for f in FACETS}
-    from pipeline.encoding.multivector import STORE_CONFIG  # torch: once the input is read
-    split_differs = sorted({r["paper"] for f in FACETS for r in built[f]["queries"]
-                            .iter_rows(named=True) if not r["split_matches"]})
-    counts["query_papers_split_otherwise_in_the_store"] = len(split_differs)
     # the release's files as read (hashed here, no checksum cache written into SRC)
     read = {name: sha256_file(src / name) for name in
             [*(ANNOTATIONS.format(f) for f in FACETS), PAPERS, QUERIES, SPLITS]}
@@ -352,7 +344,7 @@ def import_csfcube(src: Path, corpus_dir: Path, replace: bool = False,
             pool = built[facet]
             name = pool_name(f"{LEVEL}-{facet}", pool["counts"]["candidates"], 0)
             folder = pool_dir(tmp, name)
-            frames = (pool["queries"].drop("split_matches"), pool["candidates"], pool["qrels"])
+            frames = (pool["queries"], pool["candidates"], pool["qrels"])
             for file, frame in zip(POOL_FILES, frames, strict=True):
                 write_parquet(frame.to_arrow(), folder / file)
             write_json(manifest(STAGE, {**parameters, "facet": facet, "field": facet},
@@ -360,7 +352,7 @@ def import_csfcube(src: Path, corpus_dir: Path, replace: bool = False,
                                 level=LEVEL, metrics=METRICS, inputs=made_from,
                                 outputs=fingerprints(folder, POOL_FILES),
                                 counts=pool["counts"],
-                                sentence_numbering=STORE_CONFIG["splitter"]),
+                                sentence_numbering=OWN_SPLIT),
                        folder / MANIFEST)
             names.append(name)
             counts.update({f"{facet}_{k}": v for k, v in pool["counts"].items()
@@ -397,20 +389,19 @@ def _facet_pool(src: Path, facet: str, judged: pl.DataFrame, papers: dict[str, d
                     f"has {len(record['sentences'])} sentences but {len(labels)} pred_labels")
             raise InputError(f"{src / PAPERS}:{record['line']}: query paper {paper} {what}: "
                              "its facet sentences cannot be found")
-        text, numbers, matches = facet_sentences(record["sentences"], labels, facet)
+        text, numbers = facet_sentences(record["sentences"], labels, facet)
         if not numbers:  # no sentence of the facet: the whole abstract (counted, warned)
             without += 1
             text = abstract_text(record["sentences"])
-            numbers = list(range(1, len(_stored_sentences(text)) + 1))
+            numbers = list(range(1, len(kept_sentences(record["sentences"])) + 1))
         rows.append({"corpusid": query, "field": facet, "title": record["title"],
                      "abstract": text, "paper": paper, "sentences": numbers,
                      "fold": folds[query],
-                     "paper_type": (metadata[query].get("paper type") or "").strip(),
-                     "split_matches": matches})
+                     "paper_type": (metadata[query].get("paper type") or "").strip()})
     queries = pl.DataFrame(rows, schema={
         "corpusid": pl.String, "field": pl.String, "title": pl.String, "abstract": pl.String,
         "paper": pl.String, "sentences": pl.List(pl.Int16), "fold": pl.String,
-        "paper_type": pl.String, "split_matches": pl.Boolean}).sort("corpusid")
+        "paper_type": pl.String}).sort("corpusid")
     candidates = judged.select("query", corpusid="doc").sort("query", "corpusid")
     qrels = judged.select("query", "doc", "rel").sort("query", "doc")
     per_query = judged.group_by("query").len()["len"]
@@ -426,9 +417,3 @@ def _facet_pool(src: Path, facet: str, judged: pl.DataFrame, papers: dict[str, d
               "query_itself_left_out_by_grade": {
                   str(g): itself.filter(pl.col("rel") == g).height for g in GRADES}}
     return {"queries": queries, "candidates": candidates, "qrels": qrels, "counts": counts}
-
-
-def _stored_sentences(text: str) -> list[tuple[int, int]]:
-    from pipeline.encoding.multivector import split_sentences
-
-    return split_sentences(text)

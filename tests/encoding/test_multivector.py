@@ -1,5 +1,6 @@
-"""Multi-vector encoders (ASPIRE): sentences, token assignment, the exact max-sim search and
-the per-sentence store, end to end with the tiny local BERT."""
+"""Multi-vector encoders (ASPIRE, docs/encoders.md): the authors' procedure and MDCR's, each
+equal to an independent implementation written here from the authors' code; sentences; the
+exact max-sim search; the per-sentence store, end to end with the tiny local BERT."""
 
 from __future__ import annotations
 
@@ -11,15 +12,15 @@ import pytest
 import torch
 
 from pipeline.core.errors import InputError
-from pipeline.encoding.embed import _add_part, embed, pool_ids
+from pipeline.encoding.embed import _add_part, _check_config, _store_config, embed, pool_ids
 from pipeline.encoding.models import REGISTRY, ModelEntry, get_model
 from pipeline.encoding.multivector import (
+    OWN_SPLIT,
+    SPLITTER,
     SentenceEncoder,
     SentenceVectors,
     fit_paper,
-    paper_text,
     split_sentences,
-    token_sentences,
 )
 from pipeline.encoding.store import load_sentence_vectors, load_vectors, stored_ids
 from pipeline.evaluation.evaluate import eval_run
@@ -31,125 +32,242 @@ from pipeline.retrieval.search import index, search
 from tests.conftest import POOL_SIZES, pool_of
 
 POOL = pool_of(POOL_SIZES[0])
+ASPIRE = {"aspire-bio": False, "aspire-cs": False,  # name: averages all layers (MDCR)
+          "aspire-bio-mdcr": True, "aspire-cs-mdcr": True}
 
 
 def pieces(text: str, spans: list[tuple[int, int]]) -> list[str]:
     return [text[a:b] for a, b in spans]
 
 
-# ---- sentences ---------------------------------------------------------------------------
+# ---- the authors' procedure, restated independently ------------------------------------------
 
-def test_split_sentences_and_abbreviations():
-    text = "  We study graphs.  Results are good!\nIs it? 25 cases were 0.05 mm wide. Done. "
-    assert pieces(text, split_sentences(text)) == [
-        "We study graphs.", "Results are good!", "Is it?", "25 cases were 0.05 mm wide.",
-        "Done."]
-    # documented exceptions: abbreviations, dotted words, initials; a lowercase next word
-    text = ("Cells (e.g. T cells) grew as in Fig. 2 of Smith et al. (2019). E. coli did not. "
-            "The dose was 5 mg. then it fell. He said \"stop.\" Then (A) held in the U.S. Army.")
-    assert pieces(text, split_sentences(text)) == [
-        "Cells (e.g. T cells) grew as in Fig. 2 of Smith et al. (2019).",
-        "E. coli did not.",
-        "The dose was 5 mg. then it fell.",
-        "He said \"stop.\"",
-        "Then (A) held in the U.S. Army."]
-    assert split_sentences("") == [] and split_sentences("   ") == []
-    assert pieces("No final period", split_sentences("No final period")) == ["No final period"]
-
-
-def test_title_is_sentence_zero():
-    paper = paper_text("  A Study. Part II ", "First finding. Second one.", "[SEP]", "passage: ")
-    assert paper.text == "passage:   A Study. Part II [SEP]First finding. Second one."
-    assert pieces(paper.text, paper.spans) == ["A Study. Part II", "First finding.",
-                                               "Second one."]
-    no_abstract = paper_text("Only a title", None, "[SEP]")
-    assert pieces(no_abstract.text, no_abstract.spans) == ["Only a title"]
-    no_title = paper_text(None, "One. Two.", " ")
-    assert no_title.spans[0] == (0, 0) and pieces(no_title.text, no_title.spans[1:]) == [
-        "One.", "Two."]
-
-
-# ---- tokens to sentences -----------------------------------------------------------------
-
-# "Deep nets.[SEP]We train. It works." as a BERT tokenizer splits it, by hand
-HAND_TEXT = "Deep nets.[SEP]We train. It works."
-HAND_SPANS = [(0, 10), (15, 24), (25, 34)]
-HAND_OFFSETS = [(0, 0), (0, 4), (5, 8), (8, 9), (9, 10), (10, 15), (15, 17), (18, 23),
-                (23, 24), (25, 27), (28, 33), (33, 34), (0, 0)]  # CLS deep ne ##ts . [SEP] ..
-HAND_SPECIAL = [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1]
-
-
-def test_tokens_are_assigned_by_offsets():
-    assert paper_text("Deep nets.", "We train. It works.", "[SEP]") == (HAND_TEXT, HAND_SPANS)
-    labels = token_sentences(np.array(HAND_OFFSETS), HAND_SPANS)
-    assert labels.tolist() == [-1, 0, 0, 0, 0, -1, 1, 1, 1, 2, 2, 2, -1]
-
-
-def test_truncation_drops_cut_sentences_and_counts_them():
-    ids = list(range(100, 113))
-    whole = fit_paper(ids, np.array(HAND_OFFSETS), np.array(HAND_SPECIAL), HAND_SPANS, 512)
-    assert whole.ids == ids and whole.truncated == 0
-    # 9 tokens: [CLS] deep ne ##ts . [SEP] we train [SEP]: "We train." lost its period
-    cut = fit_paper(ids, np.array(HAND_OFFSETS), np.array(HAND_SPECIAL), HAND_SPANS, 9)
-    assert cut.ids == ids[:8] + [ids[-1]]
-    assert cut.sentence.tolist() == [-1, 0, 0, 0, 0, -1, -1, -1, -1]
-    assert cut.truncated == 2
-    # not even the title fits whole: it is kept, partially (a paper keeps one row)
-    tiny = fit_paper(ids, np.array(HAND_OFFSETS), np.array(HAND_SPECIAL), HAND_SPANS, 4)
-    assert tiny.ids == ids[:3] + [ids[-1]]
-    assert tiny.sentence.tolist() == [-1, 0, 0, -1] and tiny.truncated == 2
-    # no sentence at all: every non-special token is sentence 0
-    none = fit_paper(ids, np.array(HAND_OFFSETS), np.array(HAND_SPECIAL), [], 512)
-    assert none.sentence.tolist() == [-1] + [0] * 11 + [-1]
+def aspire_reference(tokenizer, model, title: str | None, sentences: list[str],
+                     all_layers: bool = False, limit: int = 500
+                     ) -> tuple[list[int], list[int], np.ndarray]:
+    """ts-ASPIRE's sentence vectors as its authors compute them, restated from their code
+    (allenai/aspire: examples/ex_aspire_consent.py `prepare_abstracts`,
+    `prepare_bert_sentences` and `AspireConSent.consent_reps_bert`; the same in
+    src/learning/batchers.py and facetid_models/disent_models.py): the pieces `title +
+    ' [SEP] '`, then each sentence, are tokenized one by one (`tokenize`, then
+    `convert_tokens_to_ids`) and appended while the running count stays within `limit`
+    content tokens; the piece that crosses the limit keeps what fits and nothing after it is
+    read; [CLS] and [SEP] around (BERT's `build_inputs_with_special_tokens`, gone from
+    transformers 5); all-zero token types; a sentence's vector is the mean of the LAST layer's
+    states at its positions; the title's piece is no sentence. `all_layers`: MDCR's variant,
+    the mean over the transformer layers (not the embeddings) first. A paper with no sentence
+    (the authors assert there is one) is its title: the title's own tokens, not its [SEP]
+    (the project's documented choice). Returns (input ids, sentence numbers: abstract
+    sentence i is i + 1 and the title 0, vectors)."""
+    ids: list[int] = []
+    positions: list[list[int]] = []  # model-input positions of each piece's kept tokens
+    for piece in [(title or "") + " [SEP] ", *sentences]:
+        piece_ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(piece))
+        room = limit - len(ids)
+        kept = piece_ids[:room]
+        if len(piece_ids) > room and not kept:
+            break
+        positions.append(list(range(1 + len(ids), 1 + len(ids) + len(kept))))
+        ids += kept
+        if len(piece_ids) > room:
+            break
+    inputs = [tokenizer.cls_token_id, *ids, tokenizer.sep_token_id]
+    numbers = list(range(1, len(positions)))
+    groups = positions[1:]
+    if not groups:
+        title_tokens = len(tokenizer.tokenize(title or ""))
+        groups = [positions[0][:title_tokens] or positions[0]]
+        numbers = [0]
+    tensor = torch.tensor([inputs])
+    with torch.inference_mode():
+        out = model(input_ids=tensor, token_type_ids=torch.zeros_like(tensor),
+                    attention_mask=torch.ones_like(tensor), output_hidden_states=True)
+    states = (torch.stack(out.hidden_states[1:]).mean(0) if all_layers
+              else out.last_hidden_state)[0]
+    vectors = torch.stack([states[g].sum(0) / max(len(g), 1) for g in groups])
+    return inputs, numbers, vectors.numpy()
 
 
 @pytest.fixture(scope="module")
-def tiny_entry(tiny_bert):
-    entry = ModelEntry("tiny-aspire", "multi-vector", str(tiny_bert), "mean", "ip",
-                       max_length=128)
-    REGISTRY[entry.name] = entry
-    yield entry
-    del REGISTRY[entry.name]
+def reference_model(tiny_bert):
+    """The tiny BERT loaded on its own (not through the pipeline)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_bert), AutoModel.from_pretrained(tiny_bert).eval()
 
 
 @pytest.fixture(scope="module")
-def encoder(tiny_entry) -> SentenceEncoder:
-    return SentenceEncoder(tiny_entry, device="cpu")  # recomputed below with CPU tensors
+def hard_papers(corpus_dir) -> list[tuple[str | None, str | None]]:
+    """(title, abstract): ordinary papers, one whose abstract is far over 500 tokens, empty
+    abstracts, an empty title, and unusual characters (accents, Greek letters, math
+    symbols, "e.g.", "i.e.", decimals)."""
+    rows = pl.read_parquet(corpus_dir / "prefiltered.parquet").head(6)
+    ordinary = list(zip(rows["title"], rows["abstract"], strict=True))
+    long_abstract = " ".join(a for _, a in ordinary) * 3
+    return [*ordinary[:3], (ordinary[3][0], long_abstract), (ordinary[4][0], ""),
+            (ordinary[5][0], None), ("", ordinary[2][1]),
+            ("Résumé of β-catenin signalling ≥ 0.05 μm in Ωmega cells",
+             "Naïve Bayes (e.g. ∑ᵢ xᵢ² ≤ 3.5) vs. Müller's “Ω-test”; p < 0.001, i.e. 0.1%. "
+             "We model café crème at 2.75 °C — see Fig. 2! Does ∀x ∃y: f(x) → ∞ hold? "
+             f"{ordinary[0][1]}")]
+
+
+def project_sentences(abstract: str | None) -> list[str]:
+    """The abstract's sentences as the project splits them."""
+    return pieces(abstract or "", split_sentences(abstract or ""))
 
 
 @pytest.fixture(scope="module")
-def papers(corpus_dir) -> pl.DataFrame:
-    ids = pool_ids(corpus_dir, POOL)
-    return (pl.read_parquet(corpus_dir / "prefiltered.parquet")
-            .filter(pl.col("corpusid").is_in(ids.tolist())).sort("corpusid"))
+def aspire_encoders(tiny_bert) -> dict[str, SentenceEncoder]:
+    """Every ASPIRE entry of the registry, pointed at the tiny BERT (MODEL_PATH)."""
+    return {name: SentenceEncoder(get_model(name), model_path=tiny_bert, device="cpu")
+            for name in ASPIRE}
+
+
+def test_aspire_entries_are_the_authors_and_mdcrs():
+    """The authors' models under their names, MDCR's procedure under its own, same weights."""
+    assert {n for n, e in REGISTRY.items() if e.kind == "multi-vector"} == set(ASPIRE)
+    for name in ("aspire-bio", "aspire-cs"):
+        authors, mdcr = get_model(name), get_model(f"{name}-mdcr")
+        assert authors.hf_id == mdcr.hf_id and authors.hf_id.startswith(
+            "allenai/aspire-contextualsentence-singlem-")
+        assert (authors.pooling, mdcr.pooling) == ("mean", "mean-all-layers")
+        assert authors.similarity == mdcr.similarity == "l2"
+        assert authors.max_length == mdcr.max_length == 502  # 500 content tokens + 2
 
 
 @pytest.mark.slow
-def test_real_tokenizer_sentences_and_ids(encoder, papers):
-    """Each kept sentence's tokens are the sentence tokenized alone; the ids are exactly the
-    dense path's truncated ids; some sentences are cut by the 128-token limit."""
-    from pipeline.encoding.encoders import Encoder
+@pytest.mark.parametrize("name", sorted(ASPIRE))
+def test_sentence_vectors_equal_the_authors_procedure(name, aspire_encoders, reference_model,
+                                                      hard_papers):
+    """Every paper's input ids are the authors' (each piece tokenized alone, 500 content
+    tokens), and its sentence vectors and numbers equal the independent implementation to
+    1e-5: the title is no sentence, the cut sentence keeps its first tokens, an empty
+    abstract is its title; MDCR's entries average all layers."""
+    encoder = aspire_encoders[name]
+    tokenizer, model = reference_model
+    inputs = [encoder.format(t, a) for t, a in hard_papers]
+    tokenized = encoder.tokenize(inputs)
+    got, tokens = encoder.encode_ids(tokenized, progress=False)
+    assert tokens == sum(len(t.ids) for t in tokenized)
+    cut = 0
+    for i, (title, abstract) in enumerate(hard_papers):
+        sentences = project_sentences(abstract)
+        ids, numbers, vectors = aspire_reference(tokenizer, model, title, sentences,
+                                                 ASPIRE[name])
+        assert tokenized[i].ids == ids, (name, i)  # the model reads the authors' ids
+        rows = got.paper == i
+        assert got.sentence[rows].tolist() == numbers, (name, i)
+        np.testing.assert_allclose(got.vectors[rows], vectors, rtol=0, atol=1e-5)
+        if len(ids) == 502:
+            cut += 1
+            assert len(numbers) < len(sentences)  # sentences were left out
+            assert tokenized[i].truncated == len(sentences) - len(numbers) + 1  # and one cut
+        if not (abstract or "").strip():
+            assert numbers == [0]  # the title stands for the paper
+    assert cut >= 1  # the long abstract (and the last paper, which holds a whole abstract)
 
-    sample = papers.head(60)
-    texts = [encoder.format(t, a) for t, a in zip(sample["title"], sample["abstract"],
-                                                  strict=True)]
-    tokenized = encoder.tokenize(texts)
-    dense_ids = Encoder.tokenize(encoder, [t.text for t in texts])
-    assert [t.ids for t in tokenized] == dense_ids
-    assert sum(t.truncated for t in tokenized) > 0
+
+@pytest.mark.slow
+def test_the_two_procedures_have_their_own_store_config(aspire_encoders, tmp_path):
+    """aspire-bio and aspire-bio-mdcr (same weights) write different store configs (the
+    pooling, named in words; the splitter is recorded), so one's store is refused for the
+    other."""
+    configs = {n: _store_config(e.entry, e, "float32") for n, e in aspire_encoders.items()}
+    authors, mdcr = configs["aspire-bio"], configs["aspire-bio-mdcr"]
+    assert authors["multi_vector"]["pooling"] != mdcr["multi_vector"]["pooling"]
+    assert "last layer" in authors["multi_vector"]["pooling"]
+    assert "all" in mdcr["multi_vector"]["pooling"]
+    assert authors["multi_vector"]["splitter"] == mdcr["multi_vector"]["splitter"] != ""
+    assert authors["max_length"] == 502
+    store = tmp_path / "store"
+    vectors = SentenceVectors(np.array([0]), np.array([1], np.int16),
+                              np.ones((1, 32), np.float32), 0)
+    _add_part(store, authors, np.array([7]), vectors, "cpu")
+    with pytest.raises(InputError, match="other settings"):
+        _check_config(store, mdcr)
+
+
+def test_split_sentences_as_scispacy_split_csfcube():
+    """regex-v2 (docs/encoders.md): a boundary at . ! ? (ASCII closers may follow) before
+    whitespace, also before a lowercase word and after "e.g.", "i.e.", "et al." (as the
+    scispaCy split CSFCube released); not after "vs.", titles, "U.S." or initials, nor after a
+    curly closing quote; decimals never split."""
+    text = ("  We study graphs (e.g. trees).  Results are good!\nIs it? 25 cases were 0.05 mm "
+            "wide, i.e. small. Smith et al. found it. A vs. B in the U.S. and by J. Smith. "
+            "They said \u201cno.\u201d Then it ended \"here.\" and went on. Done. ")
+    assert pieces(text, split_sentences(text)) == [
+        "We study graphs (e.g.", "trees).", "Results are good!", "Is it?",
+        "25 cases were 0.05 mm wide, i.e.", "small.", "Smith et al.", "found it.",
+        "A vs. B in the U.S. and by J. Smith.", "They said \u201cno.\u201d Then it ended "
+        "\"here.\"", "and went on.", "Done."]
+    assert split_sentences("") == [] and split_sentences("   ") == []
+    assert pieces("No period at the end", split_sentences("No period at the end")) == [
+        "No period at the end"]
+
+
+def test_a_corpus_split_is_kept(aspire_encoders):
+    """Where the corpus gives its own sentences (prefiltered.parquet's abstract_sentences),
+    the encoder reads them as they are, not split again; the store's config says which."""
+    encoder = aspire_encoders["aspire-cs"]
+    own = ["We use e.g. trees", "without a final period", "Results are good."]
+    assert encoder.format("T", " ".join(own), abstract_sentences=own).sentences == own
+    assert encoder.format("T", " ".join(own)).sentences == [
+        "We use e.g.", "trees without a final period Results are good."]
+    assert encoder.format("T", None, query=True).sentences == []  # no query form
+    assert encoder.config_for(["abstract_sentences"])["multi_vector"]["splitter"] == OWN_SPLIT
+    assert encoder.config_for([])["multi_vector"]["splitter"] == SPLITTER == "regex-v2"
+
+
+def test_fit_paper_keeps_the_authors_truncation():
+    """By hand: [CLS] head s1 s2 s3 [SEP], the head (title + its [SEP]) no sentence; a
+    sentence without tokens has no row but keeps its number; the one crossing the limit
+    keeps its first tokens, those after it are left out (both counted as truncated)."""
+    head, s = [11, 12, 3], [[21, 22], [], [31, 32, 33], [41]]
+    whole = fit_paper(head, s, 20, cls=2, sep=3)
+    assert whole.ids == [2, 11, 12, 3, 21, 22, 31, 32, 33, 41, 3]
+    assert whole.sentence.tolist() == [-1, -1, -1, -1, 1, 1, 3, 3, 3, 4, -1]
+    assert whole.truncated == 0
+    cut = fit_paper(head, s, 6, cls=2, sep=3)  # room for head, s1 and one token of s3
+    assert cut.ids == [2, 11, 12, 3, 21, 22, 31, 3]
+    assert cut.sentence.tolist() == [-1, -1, -1, -1, 1, 1, 3, -1]
+    assert cut.truncated == 2  # s3 cut, s4 left out; the empty s2 lost nothing
+    exact = fit_paper(head, s, 5, cls=2, sep=3)  # s1 ends at the limit: s3 has no room
+    assert exact.sentence.tolist() == [-1, -1, -1, -1, 1, 1, -1] and exact.truncated == 2
+    # no sentence: the title's tokens (not its [SEP]) are sentence 0
+    for empty in ([], [[], []]):
+        alone = fit_paper(head, empty, 500, cls=2, sep=3)
+        assert alone.ids == [2, 11, 12, 3, 3] and alone.truncated == 0
+        assert alone.sentence.tolist() == [-1, 0, 0, -1, -1]
+    # the head fills the limit: the title's kept tokens; no title at all: its [SEP]
+    assert fit_paper(head, s, 2, cls=2, sep=3).sentence.tolist() == [-1, 0, 0, -1]
+    assert fit_paper(head, s, 2, cls=2, sep=3).truncated == 3
+    assert fit_paper([3], [], 500, cls=2, sep=3).sentence.tolist() == [-1, 0, -1]
+
+
+@pytest.mark.slow
+def test_maxsim_of_real_sentence_vectors_is_the_min_l2_distance(aspire_encoders, hard_papers,
+                                                                tmp_path):
+    """Through the store and maxsim_hits: each candidate's run score is minus the smallest
+    L2 distance over (query sentence, candidate sentence) pairs, computed here by brute
+    force with torch.cdist as ts-ASPIRE scores (pair_distances.allpair_masked_dist_l2max)."""
+    encoder = aspire_encoders["aspire-cs"]
+    got, _ = encoder.encode_ids(encoder.tokenize([encoder.format(t, a) for t, a in
+                                                  hard_papers]), progress=False)
+    ids = np.arange(100, 100 + len(hard_papers))
+    store = tmp_path / "store"
+    _add_part(store, _store_config(encoder.entry, encoder, "float32"), ids, got, "cpu")
+    hits, details = maxsim_hits(store, ids[:3], ids, len(ids), "l2", "torch-cpu")
+    assert details["backend"] == "torch-cpu"
+    run, _ = finalize_run(hits, len(ids))
+    rows = {int(i): torch.from_numpy(got.vectors[got.paper == n]).double()
+            for n, i in enumerate(ids)}
     checked = 0
-    for paper, tok in zip(texts, tokenized, strict=True):
-        sentences = pieces(paper.text, paper.spans)
-        labels = tok.sentence
-        assert labels[0] == -1 and labels[-1] == -1  # [CLS], [SEP]
-        kept = np.unique(labels[labels >= 0])
-        assert kept.tolist() == list(range(len(kept)))  # a prefix of the sentences
-        assert len(kept) + tok.truncated == len(sentences)
-        for s in kept:
-            alone = encoder.tokenizer(sentences[s], add_special_tokens=False)["input_ids"]
-            assert [tok.ids[i] for i in np.flatnonzero(labels == s)] == alone
-            checked += 1
-    assert checked > 100
+    for query, doc, score in zip(run["query"], run["doc"], run["score"], strict=True):
+        best = -float(torch.cdist(rows[query], rows[doc]).min())
+        assert score == pytest.approx(best, abs=1e-4), (query, doc)
+        checked += 1
+    assert checked == 3 * (len(ids) - 1)
 
 
 def test_encoders_refuse_the_other_kind():
@@ -252,7 +370,7 @@ def write_papers(store, entry, ids: np.ndarray, papers: list[np.ndarray]) -> Non
     paper = np.repeat(np.arange(len(papers)), [len(p) for p in papers])
     vectors = SentenceVectors(paper, sentence, np.concatenate(papers), 0)
     encoder = SimpleNamespace(max_length=128, dim=papers[0].shape[1],
-                              store_config=SentenceEncoder.store_config)
+                              config_for=lambda columns: SentenceEncoder.store_config)
     _add_part(store, _store_config(entry, encoder, "float32"), ids, vectors, "cpu")
 
 
@@ -299,6 +417,30 @@ def test_run_order_follows_trec_eval_ties(tmp_path, parts, chunk_rows):
 
 
 # ---- end to end with the tiny BERT ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_entry(tiny_bert):
+    """ASPIRE's procedure on the tiny BERT, ranked by inner product, cut at 126 content
+    tokens (so that the synthetic abstracts are truncated)."""
+    entry = ModelEntry("tiny-aspire", "multi-vector", str(tiny_bert), "mean", "ip",
+                       max_length=128)
+    REGISTRY[entry.name] = entry
+    yield entry
+    del REGISTRY[entry.name]
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_entry) -> SentenceEncoder:
+    return SentenceEncoder(tiny_entry, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def papers(corpus_dir) -> pl.DataFrame:
+    ids = pool_ids(corpus_dir, POOL)
+    return (pl.read_parquet(corpus_dir / "prefiltered.parquet")
+            .filter(pl.col("corpusid").is_in(ids.tolist())).sort("corpusid"))
+
+
 
 @pytest.fixture(scope="module")
 def roots(tmp_path_factory):
@@ -354,37 +496,25 @@ def test_store_has_one_row_per_kept_sentence(corpus_dir, roots, tiny_entry, inde
 
 
 @pytest.mark.slow
-def test_sentence_vectors_are_layer_means_of_their_tokens(corpus_dir, roots, tiny_entry,
-                                                          indexed, encoder, papers):
-    """Recomputed independently, paper by paper: tokens whose span lies inside a sentence,
-    hidden states of every transformer layer averaged, then the tokens averaged; a sentence
-    counts only if the kept tokens reach its last character."""
+def test_stored_vectors_are_the_authors(corpus_dir, roots, tiny_entry, indexed, encoder, papers,
+                                        reference_model):
+    """The store holds, for ordinary papers and the longest (cut by the entry's 126 content
+    tokens), the authors' sentence vectors, recomputed independently."""
     store = store_dir(roots[0], corpus_dir.name, tiny_entry.name)
-    tok, model = encoder.tokenizer, encoder.model
+    tokenizer, model = reference_model
     lengths = [len(x.ids) for x in encoder.tokenize(
         [encoder.format(t, a) for t, a in zip(papers["title"], papers["abstract"],
                                               strict=True)])]
     picks = [0, 1, int(np.argmax(lengths))]  # the longest is truncated
     vectors, offsets = load_sentence_vectors(store, papers["corpusid"].to_numpy()[picks])
     for n, row in enumerate(picks):
-        paper = paper_text(papers["title"][row], papers["abstract"][row], tok.sep_token)
-        enc = tok(paper.text, truncation=True, max_length=128, return_offsets_mapping=True,
-                  return_tensors="pt")
-        spans = enc.pop("offset_mapping")[0].tolist()
-        with torch.inference_mode():
-            layers = model(**enc, output_hidden_states=True).hidden_states[1:]
-        states = torch.stack(layers).mean(0)[0]
-        reach = max(end for start, end in spans if end > start)
-        want = []
-        for a, b in paper.spans:
-            inside = [i for i, (x, y) in enumerate(spans) if y > x and a <= x and y <= b]
-            if inside and reach >= b:
-                want.append(states[inside].mean(0).numpy())
-        got = vectors[offsets[n] : offsets[n + 1]]
-        assert len(got) == len(want) >= 1
-        np.testing.assert_allclose(got, np.array(want), rtol=1e-4, atol=1e-5)
+        title, abstract = papers["title"][row], papers["abstract"][row]
+        _, _, want = aspire_reference(tokenizer, model, title, project_sentences(abstract),
+                                      limit=126)
+        np.testing.assert_allclose(vectors[offsets[n] : offsets[n + 1]], want, rtol=0,
+                                   atol=1e-5)
     assert lengths[picks[2]] == 128 and offsets[3] - offsets[2] < len(
-        split_sentences(papers["abstract"][picks[2]])) + 1
+        project_sentences(papers["abstract"][picks[2]]))
 
 
 @pytest.mark.slow

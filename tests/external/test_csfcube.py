@@ -21,10 +21,11 @@ import polars as pl
 import pytest
 
 from pipeline.core.errors import InputError
+from pipeline.encoding.multivector import OWN_SPLIT, split_sentences
 from pipeline.encoding.store import load_sentence_vectors
 from pipeline.evaluation.evaluate import fold_means
 from pipeline.evaluation.metrics import per_query
-from pipeline.external.csfcube import facet_sentences, import_csfcube
+from pipeline.external.csfcube import facet_sentences, import_csfcube, kept_sentences
 from pipeline.layout import (
     METRIC_SETS,
     parse_metrics,
@@ -263,22 +264,22 @@ def test_a_grade_3_candidate_left_out_of_the_run():
     assert got["ndcg_judged%20"] < got["ndcg%20"] and got["map-l2"] < got["map_ranked-l2"]
 
 
-def test_facet_sentences_numbered_as_the_store_splits():
-    """A facet query's text is its facet's sentences; its numbers are the multi-vector store's
-    sentences (1 = the abstract's first as the regex splitter cuts the joined abstract) that
-    hold any of them: a release sentence without a final period merges with the next one."""
-    sentences = ["We study graphs.", "  Our aim is speed. ", "We use e.g. trees",
+def test_facet_sentences_keep_the_release_split():
+    """A facet query's text is its facet's sentences; its numbers are the release's own
+    sentences (the multi-vector store keeps the release's split: its first non-empty sentence
+    is 1): a sentence without a final period, or with "e.g.", stays one sentence; an empty one
+    takes no number."""
+    sentences = ["We study graphs.", "  Our aim is speed. ", "  ", "We use e.g. trees",
                  "Results are good.", "Other stuff."]
-    labels = ["background_label", "objective_label", "method_label", "result_label",
-              "other_label"]
-    # joined: "We study graphs. Our aim is speed. We use e.g. trees Results are good. Other
-    # stuff." -> stored 1 "We study graphs.", 2 "Our aim is speed.", 3 "We use e.g. trees
-    # Results are good.", 4 "Other stuff."
+    labels = ["background_label", "objective_label", "method_label", "method_label",
+              "result_label", "other_label"]
     assert facet_sentences(sentences, labels, "background") == (
-        "We study graphs. Our aim is speed.", [1, 2], False)
-    assert facet_sentences(sentences, labels, "method") == ("We use e.g. trees", [3], False)
-    assert facet_sentences(sentences, labels, "result") == ("Results are good.", [3], False)
-    assert facet_sentences(sentences[:2], labels[:2], "background")[2] is True
+        "We study graphs. Our aim is speed.", [1, 2])
+    assert facet_sentences(sentences, labels, "method") == ("We use e.g. trees", [3])
+    assert facet_sentences(sentences, labels, "result") == ("Results are good.", [4])
+    assert kept_sentences(sentences) == ["We study graphs.", "Our aim is speed.",
+                                         "We use e.g. trees", "Results are good.",
+                                         "Other stuff."]
 
 
 def test_csfcube_table_by_hand():
@@ -335,7 +336,8 @@ def test_multi_vector_store_and_facet_search_with_string_ids(tmp_path):
     store = tmp_path / "store"
     sentence = np.concatenate([np.arange(len(v)) for v in papers]).astype(np.int16)
     paper = np.repeat(np.arange(len(papers)), [len(v) for v in papers])
-    encoder = SimpleNamespace(max_length=128, dim=4, store_config=SentenceEncoder.store_config)
+    encoder = SimpleNamespace(max_length=128, dim=4,
+                              config_for=lambda columns: SentenceEncoder.store_config)
     _add_part(store, _store_config(entry, encoder, "float32"),
               ids, SentenceVectors(paper, sentence, np.concatenate(papers), 0), "cpu")
     from pipeline.encoding.store import stored_ids
@@ -454,12 +456,15 @@ def test_import_writes_a_pool_per_facet(release, imported):
                                           for c in a["cands"])}
     assert counts["paper_records_repeated"] == 1
     assert counts["papers_in_no_pool_left_out"] == len(records) - len(named) >= 2
-    assert counts["query_papers_split_otherwise_in_the_store"] == 1  # P2
     papers = pl.read_parquet(corpus / "prefiltered.parquet")
     assert papers["corpusid"].dtype == pl.String and set(papers["corpusid"]) == named
     p2 = expected["query_papers"][2]
     assert papers.filter(pl.col("corpusid") == p2)["abstract"][0] == " ".join(
         records[p2]["abstract"])
+    # the release's sentences, kept for the multi-vector models (P2's fourth sentence, which
+    # lost its period, stays a sentence of its own)
+    for paper, sentences in papers.select("corpusid", "abstract_sentences").iter_rows():
+        assert sentences == [s.strip() for s in records[paper]["abstract"] if s.strip()]
     for facet, name in zip(FACETS, names, strict=True):
         info_pool = pool_manifest(corpus, name)
         assert (info_pool["level"], info_pool["metrics"], info_pool["parameters"]["field"]) == (
@@ -490,10 +495,9 @@ def test_import_writes_a_pool_per_facet(release, imported):
                 assert row["abstract"] == " ".join(record["abstract"])
                 continue
             assert row["abstract"] == " ".join(record["abstract"][i].strip() for i in chosen)
-            # stored sentence numbers: 0 is the title, release sentence i is i + 1, except P2
-            # whose sentences 3 and 4 are one stored sentence (4), the rest moving up by one
-            shift = (lambda i: i + 1 if i <= 3 else i) if paper == p2 else (lambda i: i + 1)
-            assert row["sentences"] == sorted({shift(i) for i in chosen})
+            # stored sentence numbers: release sentence i is i + 1 (P2 too, whose fourth
+            # sentence lost its period: a splitter would merge it with the next)
+            assert row["sentences"] == [i + 1 for i in chosen]
         assert info_pool["counts"]["queries_without_facet_sentences"] == (facet == "result")
     # P0 is a candidate of its own background query in the release (grade 3): left out of
     # the list and the qrels, counted, as the authors' published rankings leave 8781666 out
@@ -703,7 +707,8 @@ def test_make_eval_scores_as_the_official_script(made):
 def test_multi_vector_facet_queries_use_the_facet_sentences(made):
     """aspire-cs searched each facet query with the stored vectors of its facet's sentences
     only (string ids in the store): each run score is the best (facet sentence, candidate
-    sentence) pair's negated squared L2 distance, computed here from the store."""
+    sentence) pair's minus L2 distance, computed here from the store; the store numbers the
+    release's own sentences."""
     data, _ = made
     corpus = data / "corpora" / "csf"
     store = store_dir(data / "indexes", "csf", "aspire-cs")
@@ -730,6 +735,21 @@ def test_multi_vector_facet_queries_use_the_facet_sentences(made):
     info = json.loads(run_paths(data / "runs", "csf", name, "aspire-cs")["manifest.json"]
                       .read_text())
     assert info["details"]["facet_queries_with_no_stored_sentence_whole_paper"] == whole
+    # the store kept the release's split, and says so (pools and store agree on numbering)
+    config = json.loads((store / "manifest.json").read_text())["config"]["multi_vector"]
+    assert config["splitter"] == OWN_SPLIT == pool_manifest(corpus, name)["sentence_numbering"]
+    own = pl.read_parquet(corpus / "prefiltered.parquet").filter(
+        pl.col("corpusid").is_in(queries["paper"].to_list()))
+    whole_papers, split_otherwise = 0, 0
+    for paper, abstract, sentences in own.select("corpusid", "abstract",
+                                                 "abstract_sentences").iter_rows():
+        _, _, numbers = load_sentence_vectors(store, np.array([paper], dtype=object),
+                                              numbers=True)
+        assert numbers.tolist() == list(range(1, len(numbers) + 1))  # a prefix: 1, 2, ...
+        whole_papers += len(numbers) == len(sentences)
+        # P2 (a sentence without its period): the splitter would make one sentence less
+        split_otherwise += len(numbers) == len(sentences) != len(split_sentences(abstract))
+    assert whole_papers >= 3 and split_otherwise == 1
 
 
 @pytest.mark.slow

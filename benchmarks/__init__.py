@@ -1,0 +1,1 @@
+"""Benchmarks that write their figures into benchmarks/results (docs/benchmarks.md)."""
