@@ -64,7 +64,7 @@ SCHEMA = {"paper": pl.String, "table": pl.Int64, "level": pl.String, "size": pl.
 KEY = ["level", "size", "field", "negatives", "model", "metric"]
 # the six models of MDCR Tables 2-4, by their registry names: Table 4's average is over them
 PAPER_MODELS = {"bm25": "BM25", "scibert": "SciBERT", "specter": "SPECTER", "scincl": "SciNCL",
-                "aspire-bio": "ASPIRE-BM", "aspire-cs": "ASPIRE-CS"}
+                "aspire-bio-mdcr": "ASPIRE-BM", "aspire-cs-mdcr": "ASPIRE-CS"}
 CANDIDATE_TYPES = ("bm25", "specter", "scincl", "graph", "most_cited", "random")  # Table 4
 # the report's sections: (name, what the measured cells are, the column that tells them apart)
 SECTIONS = {
