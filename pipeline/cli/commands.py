@@ -489,7 +489,8 @@ def cmd_import_csfcube(args: argparse.Namespace) -> None:
     log.info(f"[import-csfcube] corpus {args.corpus} ({info['installed']}), pools "
              f"{', '.join(info['pools'])}: {per_facet}; {counts['papers']} papers "
              f"({counts['papers_in_no_pool_left_out']} records naming no pool's paper left out, "
-             f"{counts['paper_records_repeated']} repeated records: the last kept)")
+             f"{counts['paper_records_repeated']} records and {counts['query_rows_repeated']} "
+             f"query rows repeated exactly, read once)")
 
 
 def cmd_mdcr_scores(args: argparse.Namespace) -> None:

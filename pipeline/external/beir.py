@@ -14,6 +14,12 @@ counts such queries; a judgment of a query's own id is left out of the qrels and
 run can rank it; BEIR's evaluation would keep it). Qrels naming an unknown query or document are
 dropped and counted, and so are repeats of a judgment (same pair, same grade; a pair judged
 with two grades is refused); queries without qrels in the split are not in the pool (counted).
+A document or query record repeated exactly is read once (counted); an id given twice with
+other contents is refused. A query without text (empty, null or missing) is left out with its
+judgments, counted and logged; a document without text is kept (counted). The counts
+reconcile: queries_read = queries + duplicate_queries_dropped + queries_without_text_left_out +
+queries_without_qrels_left_out. The files are UTF-8, with or without a byte-order mark; a line
+that is not (or not a JSON object) is refused with its number.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pipeline.core.artifacts import (
 )
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import corpus_label
+from pipeline.core.textfiles import read_jsonl, utf8_problem
 from pipeline.ingest.corpus import claim_corpus, install_corpus
 from pipeline.layout import POOL_FILES, PREFILTERED, pool_dir, pool_name, pool_split
 
@@ -42,19 +49,26 @@ SPLIT_FILES = {"test": "test", "validation": "dev"}  # a pool's split -> qrels/<
 QRELS_HEADER = "query-id\tcorpus-id\tscore"  # the first line of BEIR's qrels files
 
 
-def _read_jsonl(path: Path, columns: dict[str, pl.DataType]) -> pl.DataFrame:
+def _read_jsonl(path: Path, columns: dict[str, pl.DataType], what: str
+                ) -> tuple[pl.DataFrame, int]:
+    """The records of a BEIR JSON-lines file (with `record`, 1-based) and how many repeat an
+    earlier record exactly (dropped, counted). An id given twice with other contents has no
+    one answer: refused, naming both records."""
     if not path.exists():
         raise InputError(f"{path} does not exist: give SRC=<folder> holding corpus.jsonl, "
                          "queries.jsonl and qrels/ (BEIR's layout)")
-    try:
-        frame = pl.read_ndjson(path, schema=columns, ignore_errors=False)
-    except pl.exceptions.PolarsError as exc:
-        raise InputError(f"{path}: unreadable as JSON lines with {', '.join(columns)} "
-                         f"({exc.__class__.__name__}); is it a BEIR file?") from None
+    frame = read_jsonl(path, columns, "fix that line (BEIR's layout: a JSON object per line)"
+                       ).with_row_index("record", offset=1)
     if frame["_id"].null_count():
         raise InputError(f"{path}: {frame['_id'].null_count()} records have no _id; fix or "
                          "remove them")
-    return frame
+    unique = frame.unique(list(columns), keep="first", maintain_order=True)
+    clash = unique.filter(pl.len().over("_id") > 1)
+    if clash.height:
+        first, second = clash.filter(pl.col("_id") == clash["_id"][0])["record"].head(2)
+        raise InputError(f"{path}: the {what} id {clash['_id'][0]!r} is given twice with "
+                         f"different contents (records {first} and {second}): keep one")
+    return unique, frame.height - unique.height
 
 
 def _read_qrels(path: Path) -> pl.DataFrame:
@@ -69,8 +83,9 @@ def _read_qrels(path: Path) -> pl.DataFrame:
     try:
         rows = pl.read_csv(path, separator="\t", has_header=False, infer_schema=False)
     except pl.exceptions.PolarsError as exc:
-        raise InputError(f"{path}: unreadable as query-id, corpus-id, score with a header "
-                         f"({exc.__class__.__name__})") from None
+        problem = utf8_problem(path) or f"unreadable ({str(exc).splitlines()[0]})"
+        raise InputError(f"{path}: {problem}; BEIR's qrels are tab-separated query-id, "
+                         "corpus-id, score under a header line") from None
     if rows.width != 3:
         raise InputError(f"{path}: {rows.width} tab-separated columns, not 3: BEIR's qrels are "
                          "query-id, corpus-id, score under a header line")
@@ -111,19 +126,32 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
 
     split = pool_split(split)
     claim_corpus(corpus_dir, "make import-beir")
-    docs = _read_jsonl(src / "corpus.jsonl", {"_id": pl.String, "title": pl.String,
-                                                "text": pl.String})
-    queries = _read_jsonl(src / "queries.jsonl", {"_id": pl.String, "text": pl.String})
+    docs, repeated_docs = _read_jsonl(src / "corpus.jsonl", {
+        "_id": pl.String, "title": pl.String, "text": pl.String}, "document")
+    queries, repeated_queries = _read_jsonl(src / "queries.jsonl", {
+        "_id": pl.String, "text": pl.String}, "query")
     check_ids(docs["_id"], "document")
     check_ids(queries["_id"], "query")
     qrels = _read_qrels(src / "qrels" / f"{SPLIT_FILES[split]}.tsv")
-    counts = {"documents_read": docs.height, "duplicate_documents_dropped":
-              docs.height - docs["_id"].n_unique(), "queries_read": queries.height,
-              "qrels_read": qrels.height}
-    docs = docs.unique("_id", keep="first").sort("_id")
-    # qrels_read = kept + duplicate pairs dropped (same grade) + unknown document or query
+    # queries_read = queries (the pool's) + repeated + without text + without qrels
+    counts = {"documents_read": docs.height + repeated_docs,
+              "duplicate_documents_dropped": repeated_docs,
+              "documents_without_text": docs.filter(
+                  pl.concat_str(pl.col("title", "text").fill_null("")).str.strip_chars() == ""
+              ).height,
+              "queries_read": queries.height + repeated_queries,
+              "duplicate_queries_dropped": repeated_queries, "qrels_read": qrels.height}
+    docs = docs.drop("record").sort("_id")
+    textless = queries.filter(pl.col("text").fill_null("").str.strip_chars() == "")
+    counts["queries_without_text_left_out"] = textless.height
+    queries = queries.join(textless.select("_id"), on="_id", how="anti").drop("record")
+    # qrels_read = kept + duplicate pairs (same grade) + of queries without text + unknown
+    # document or query + of the query itself
     qrels = qrels.unique(["query", "doc"], keep="first").drop("line")
     counts["qrels_duplicate_pairs_dropped"] = counts["qrels_read"] - qrels.height
+    of_textless = qrels.join(textless.select(query="_id"), on="query", how="semi")
+    counts["qrels_of_queries_without_text_dropped"] = of_textless.height
+    qrels = qrels.join(textless.select(query="_id"), on="query", how="anti")
     known = qrels.join(docs.select(doc="_id"), on="doc", how="semi").join(
         queries.select(query="_id"), on="query", how="semi")
     counts["qrels_dropped_unknown_document_or_query"] = qrels.height - known.height
@@ -133,11 +161,15 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
     counts["qrels_of_the_query_itself_left_out"] = itself.height
     counts["qrels_of_the_query_itself_relevant"] = itself.filter(pl.col("rel") > 0).height
     qrels = known.filter(pl.col("query") != pl.col("doc")).sort("query", "doc")
-    queries = (queries.unique("_id", keep="first")
-               .join(qrels.select(_id="query").unique(), on="_id", how="semi").sort("_id"))
-    counts["queries_without_qrels_left_out"] = counts["queries_read"] - queries.height
+    judged = queries.join(qrels.select(_id="query").unique(), on="_id", how="semi").sort("_id")
+    counts["queries_without_qrels_left_out"] = queries.height - judged.height
+    queries = judged
     counts["queries_whose_id_is_a_document"] = queries.join(
         docs.select("_id"), on="_id", how="semi").height
+    if textless.height:
+        log.warning(f"[import-beir] {textless.height} queries without text (empty, null or "
+                    f"missing, e.g. {textless['_id'].sort()[0]}) left out, with their "
+                    f"{of_textless.height} judgments: a query without text retrieves nothing")
     if itself.height:
         log.warning(f"[import-beir] {itself.height} judgments of a query's own id as a "
                     f"document ({counts['qrels_of_the_query_itself_relevant']} relevant, e.g. "

@@ -58,6 +58,7 @@ from pipeline.core.artifacts import (
 )
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import corpus_label
+from pipeline.core.textfiles import read_json, text_lines, utf8_problem
 from pipeline.ingest.corpus import claim_corpus, install_corpus
 from pipeline.layout import ABSTRACT_SENTENCES, POOL_FILES, PREFILTERED, pool_dir, pool_name
 
@@ -84,16 +85,12 @@ def _missing(path: Path) -> InputError:
     return InputError(f"{path} does not exist: give {LAYOUT}")
 
 
-def _read_json(path: Path) -> object:
+def _read_json(path: Path) -> tuple[object, int]:
+    """The file's value and how many keys it repeats with the same value (pipeline.core.
+    textfiles.read_json: a key repeated with another value is refused)."""
     if not path.is_file():
         raise _missing(path)
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(
-            exc, json.JSONDecodeError) else ""
-        raise InputError(f"{path}: not valid JSON{where}: {exc.__class__.__name__}; is it the "
-                         "release's file?") from None
+    return read_json(path, "is it the release's file?")
 
 
 def _id(value: object, where: str) -> str:
@@ -105,12 +102,13 @@ def _id(value: object, where: str) -> str:
     return value
 
 
-def read_annotations(path: Path, facet: str) -> tuple[pl.DataFrame, int]:
-    """The judged candidates of one facet (query, doc, rel, order: the release's order) and the
-    number of repeated identical judgments dropped. Refused: a query whose `cands` and
-    `relevance_adju` differ in length or that has no candidate, a grade that is not 0-3, a
-    candidate listed twice with two grades."""
-    data = _read_json(path)
+def read_annotations(path: Path, facet: str) -> tuple[pl.DataFrame, int, int]:
+    """The judged candidates of one facet (query, doc, rel, order: the release's order), the
+    number of repeated identical judgments dropped and of query entries repeated whole (the
+    same key, the same value: read once). Refused: a query given twice with other contents, a
+    query whose `cands` and `relevance_adju` differ in length or that has no candidate, a
+    grade that is not 0-3, a candidate listed twice with two grades."""
+    data, repeated_entries = _read_json(path)
     if not isinstance(data, dict) or not data:
         raise InputError(f"{path}: expected an object {{query paper id: {{\"cands\": [...], "
                          "\"relevance_adju\": [...]}}}} with at least one query")
@@ -141,7 +139,7 @@ def read_annotations(path: Path, facet: str) -> tuple[pl.DataFrame, int]:
         raise InputError(f"{path}: query {query.rsplit('_', 1)[0]} lists candidate {doc} twice "
                          "with different grades: keep one")
     kept = table.unique(["query", "doc"], keep="first", maintain_order=True)
-    return kept, table.height - kept.height
+    return kept, table.height - kept.height, repeated_entries
 
 
 def leave_out_query_itself(judged: pl.DataFrame, where: Path) -> tuple[pl.DataFrame,
@@ -160,68 +158,85 @@ def leave_out_query_itself(judged: pl.DataFrame, where: Path) -> tuple[pl.DataFr
 
 
 def read_papers(path: Path) -> tuple[dict[str, dict], int]:
-    """paper_id -> {title, sentences, labels (None when absent)}; a paper given twice keeps its
-    last record (as the official scripts' dict does), counted. A line that is not a JSON
-    object with a string paper_id, a title, and an abstract that is a list of sentences is
-    refused with its line number; blank lines are skipped."""
+    """paper_id -> {title, sentences, labels (None when absent), line}; and how many records
+    repeat an earlier one exactly (read once). A paper given twice with other contents, or a
+    line that is not a JSON object with a string paper_id, a title, and an abstract that is a
+    list of sentences, is refused with its line number; blank lines are skipped."""
     if not path.is_file():
         raise _missing(path)
     papers: dict[str, dict] = {}
     repeated = 0
-    with path.open(encoding="utf-8", errors="strict") as handle:
+    for number, line in text_lines(path, "is it the release's file?"):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
         try:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{number}"
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{where}: not a JSON object ({exc.msg}); fix or remove the "
-                                     "line") from None
-                if not isinstance(record, dict):
-                    raise InputError(f"{where}: not a JSON object; fix or remove the line")
-                paper = _id(record.get("paper_id"), where)
-                title, sentences = record.get("title"), record.get("abstract")
-                labels = record.get("pred_labels")
-                if not isinstance(title, str | None) or not isinstance(sentences, list) or \
-                        not all(isinstance(s, str) for s in sentences):
-                    raise InputError(f"{where}: paper {paper} needs a title and an abstract given "
-                                     "as a list of sentences (strings), as the release has")
-                if labels is not None and (not isinstance(labels, list) or not all(
-                        isinstance(x, str) for x in labels)):
-                    raise InputError(f"{where}: paper {paper}: pred_labels must be a list of "
-                                     "labels (strings), one per sentence")
-                repeated += paper in papers
-                papers[paper] = {"title": title or "", "sentences": sentences, "labels": labels,
-                                 "line": number}
-        except UnicodeDecodeError:
-            raise InputError(f"{path}: not UTF-8 text; is it the release's file?") from None
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: not a JSON object ({exc.msg}); fix or remove the "
+                             "line") from None
+        if not isinstance(record, dict):
+            raise InputError(f"{where}: not a JSON object; fix or remove the line")
+        paper = _id(record.get("paper_id"), where)
+        title, sentences = record.get("title"), record.get("abstract")
+        labels = record.get("pred_labels")
+        if not isinstance(title, str | None) or not isinstance(sentences, list) or \
+                not all(isinstance(s, str) for s in sentences):
+            raise InputError(f"{where}: paper {paper} needs a title and an abstract given "
+                             "as a list of sentences (strings), as the release has")
+        if labels is not None and (not isinstance(labels, list) or not all(
+                isinstance(x, str) for x in labels)):
+            raise InputError(f"{where}: paper {paper}: pred_labels must be a list of "
+                             "labels (strings), one per sentence")
+        if paper in papers:
+            if papers[paper]["record"] != record:
+                raise InputError(f"{where}: paper {paper} is given again with other contents "
+                                 f"than on line {papers[paper]['line']}: keep one")
+            repeated += 1
+            continue
+        papers[paper] = {"title": title or "", "sentences": sentences, "labels": labels,
+                         "line": number, "record": record}
     return papers, repeated
 
 
-def read_query_metadata(path: Path) -> dict[str, dict]:
-    """`<pid>_<facet>` -> the row of queries-release.csv (pid, facet, year, title, paper type)."""
+def read_query_metadata(path: Path) -> tuple[dict[str, dict], int]:
+    """`<pid>_<facet>` -> the row of queries-release.csv (pid, facet, year, title, paper type),
+    and how many rows repeat an earlier one exactly (read once); a query given twice with other
+    contents is refused. UTF-8 with or without a byte-order mark (as Excel writes it)."""
     if not path.is_file():
         raise _missing(path)
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
             reader = csv.DictReader(handle)
             if not reader.fieldnames or not {"pid", "facet"} <= set(reader.fieldnames):
                 raise InputError(f"{path}: the header must name the columns pid and facet (the "
                                  "release's: pid,facet,year,title,paper type)")
-            rows = list(reader)
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(f"{path}: unreadable as CSV ({exc.__class__.__name__}); is it the "
-                         "release's file?") from None
-    return {f"{(r['pid'] or '').strip()}_{(r['facet'] or '').strip()}": r for r in rows}
+            rows = [(reader.line_num, row) for row in reader]
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: {utf8_problem(path)}; is it the release's file?") from None
+    except csv.Error as exc:
+        raise InputError(f"{path}: unreadable as CSV ({exc}); is it the release's "
+                         "file?") from None
+    metadata: dict[str, dict] = {}
+    lines: dict[str, int] = {}
+    repeated = 0
+    for line, row in rows:
+        query = f"{(row['pid'] or '').strip()}_{(row['facet'] or '').strip()}"
+        if query in metadata:
+            if metadata[query] != row:
+                raise InputError(f"{path}: line {line} gives pid and facet {query} again with "
+                                 f"other contents than line {lines[query]}: keep one")
+            repeated += 1
+            continue
+        metadata[query], lines[query] = row, line
+    return metadata, repeated
 
 
 def read_folds(path: Path, queries: dict[str, list[str]]) -> dict[str, str]:
     """`<pid>_<facet>` -> its test fold (`fold1`, `fold2`), checked: per facet, every query is
     in exactly one of fold1_test and fold2_test and the folds name no other query; the "all"
     folds, when given, are the facets' folds together (the official "all" score)."""
-    data = _read_json(path)
+    data, _ = _read_json(path)  # a fold named twice alike is the same fold
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected an object {{facet: {{fold: [<pid>_<facet>, ...]}}}}")
     fold_of: dict[str, str] = {}
@@ -298,13 +313,14 @@ def import_csfcube(src: Path, corpus_dir: Path, replace: bool = False,
     claim_corpus(corpus_dir, f"make {STAGE}")
     judged, counts, itself = {}, {}, {}
     for facet in FACETS:
-        judged[facet], counts[f"{facet}_repeated_judgments_dropped"] = read_annotations(
+        (judged[facet], counts[f"{facet}_repeated_judgments_dropped"],
+         counts[f"{facet}_repeated_query_entries_dropped"]) = read_annotations(
             src / ANNOTATIONS.format(facet), facet)
         judged[facet], itself[facet] = leave_out_query_itself(
             judged[facet], src / ANNOTATIONS.format(facet))
         counts[f"{facet}_query_itself_left_out"] = itself[facet].height
     papers, counts["paper_records_repeated"] = read_papers(src / PAPERS)
-    metadata = read_query_metadata(src / QUERIES)
+    metadata, counts["query_rows_repeated"] = read_query_metadata(src / QUERIES)
     queries = {f: judged[f]["query"].unique(maintain_order=True).to_list() for f in FACETS}
     unknown = sorted(q for f in FACETS for q in queries[f] if q not in metadata)
     if unknown:

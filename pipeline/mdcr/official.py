@@ -23,6 +23,7 @@ import polars as pl
 
 from pipeline.core.artifacts import atomic_path
 from pipeline.core.errors import InputError
+from pipeline.core.textfiles import read_json, read_jsonl
 from pipeline.evaluation.evaluate import OFFICIAL_TYPES, POSITIVE_TYPE
 from pipeline.evaluation.significance import ordered
 from pipeline.ingest.corpus import claim_corpus
@@ -106,16 +107,19 @@ def _show(value: object) -> str:
 
 
 def _read_json(path: Path, missing: str, invalid: str) -> object:
-    """A JSON file's value; a missing, unreadable or invalid file is one line ending with the
-    fix given (`missing`, `invalid`): the benchmark is downloaded, a scores file written."""
+    """A JSON file's value; a missing, unreadable or invalid file (bytes not UTF-8, a key
+    repeated with another value: pipeline.core.textfiles.read_json) is one line ending with the
+    fix given (`missing`, `invalid`): the benchmark is downloaded, a scores file written. A key
+    repeated with the same value is read once."""
     try:
-        return orjson.loads(path.read_bytes())
+        value, repeated = read_json(path, invalid)
     except FileNotFoundError:
         raise InputError(f"{path} does not exist: {missing}") from None
     except OSError as exc:  # a folder, no permission
         raise InputError(f"{path}: cannot read it ({exc.strerror}); {missing}") from None
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc}); {invalid}") from None
+    if repeated:
+        log.info(f"{path}: {repeated} keys repeated with the same value, read once")
+    return value
 
 
 def read_official(benchmark_file: Path) -> pl.DataFrame:
@@ -173,14 +177,17 @@ def import_benchmark(src: Path, corpus_dir: Path, split: str = "test", replace: 
     if not data.exists():
         raise InputError(f"{data} does not exist: the benchmark's titles and abstracts come "
                          "from it (download it beside the json)")
-    try:
-        papers = pl.read_ndjson(data, schema={"paper_id": pl.String, "title": pl.String,
-                                              "abstract": pl.String})
-    except pl.exceptions.PolarsError as exc:
-        raise InputError(f"{data}: unreadable as JSON lines ({exc.__class__.__name__}); "
-                         "download it again") from None
-    duplicated = papers.height - papers["paper_id"].n_unique()
-    papers = papers.unique("paper_id", keep="first").rename({"paper_id": "corpusid"})
+    read = read_jsonl(data, {"paper_id": pl.String, "title": pl.String, "abstract": pl.String},
+                      "download it again").with_row_index("record", offset=1)
+    papers = read.unique(["paper_id", "title", "abstract"], keep="first", maintain_order=True)
+    clash = papers.filter(pl.len().over("paper_id") > 1)
+    if clash.height:
+        first, second = clash.filter(pl.col("paper_id") == clash["paper_id"][0])["record"][:2]
+        raise InputError(f"{data}: paper {clash['paper_id'][0]} is given twice with other "
+                         f"contents (records {first} and {second}): keep one, or download the "
+                         "file again")
+    duplicated = read.height - papers.height  # repeated exactly: read once
+    papers = papers.drop("record").rename({"paper_id": "corpusid"})
     parameters = {"source": str(src), "split": FILE_SPLITS[split]}
     extra = {field: {"query_itself_left_out": {
         "pairs": mine.height, "by_type": dict(mine.group_by("type").len().sort("type")

@@ -318,3 +318,103 @@ def test_importing_again_repairs_a_damaged_pool(collection, tmp_path):
     assert import_beir(collection, corpus)["collection"]["installed"] == "repaired"
     assert qrels.read_bytes() == good
     assert import_beir(collection, corpus)["collection"]["installed"] == "unchanged"
+
+
+def _copy(collection: Path, dest: Path) -> Path:
+    shutil.copytree(collection, dest)
+    return dest
+
+
+def test_repeated_and_textless_queries_are_counted_and_reconcile(collection, tmp_path,
+                                                                 caplog):
+    """Issue 30.10: a query record repeated exactly is read once, counted; a query with an
+    empty, null or missing text is left out with its judgments, counted and logged (it would
+    score 0 without a word); a document repeated exactly is counted. Every count reconciles:
+    read = kept + each reason."""
+    src = _copy(collection, tmp_path / "src")
+    lines = (src / "queries.jsonl").read_text().splitlines()
+    q2, q3, q4 = (json.loads(lines[n]) for n in (2, 3, 4))
+    lines += [lines[2],  # q2 again, the same record
+              json.dumps({"_id": q3["_id"], "text": ""}).replace(q3["_id"], "q3-empty"),
+              json.dumps({"_id": "q-null", "text": None}), json.dumps({"_id": "q-none"})]
+    lines[4] = json.dumps({"_id": q4["_id"], "text": "   "})  # q4: only whitespace
+    (src / "queries.jsonl").write_text("\n".join(lines) + "\n")
+    docs = (src / "corpus.jsonl").read_text().splitlines()
+    (src / "corpus.jsonl").write_text("\n".join([*docs, docs[5]]) + "\n")
+    qrels = (src / "qrels" / "test.tsv").read_text().splitlines()
+    extra = ["q3-empty\td1\t1", "q-null\td1\t2", "q-none\td1\t1"]
+    (src / "qrels" / "test.tsv").write_text("\n".join([*qrels, *extra]) + "\n")
+    with caplog.at_level("WARNING"):
+        info = import_beir(src, tmp_path / "corpora" / "c")
+    counts = info["collection"]["counts"]
+    assert counts["duplicate_queries_dropped"] == 1 and counts["duplicate_documents_dropped"] == 1
+    assert counts["queries_without_text_left_out"] == 4  # q4, q3-empty, q-null, q-none
+    q4_judged = sum(line.startswith(f"{q4['_id']}\t") for line in qrels)
+    assert counts["qrels_of_queries_without_text_dropped"] == q4_judged + 3
+    assert counts["queries_read"] == len(lines) == (
+        counts["queries"] + counts["duplicate_queries_dropped"]
+        + counts["queries_without_text_left_out"] + counts["queries_without_qrels_left_out"])
+    assert counts["documents_read"] == len(docs) + 1 == (
+        counts["candidates"] + counts["duplicate_documents_dropped"])
+    assert counts["qrels_read"] == counts["qrels"] + sum(
+        counts[k] for k in ("qrels_duplicate_pairs_dropped",
+                            "qrels_of_queries_without_text_dropped",
+                            "qrels_dropped_unknown_document_or_query",
+                            "qrels_of_the_query_itself_left_out"))
+    queries, _, pool_qrels = load_pool(tmp_path / "corpora" / "c", info["collection"]["pools"][0])
+    assert q4["_id"] not in queries["corpusid"].to_list() and q2["_id"] in queries["corpusid"]
+    assert queries["title"].str.strip_chars().str.len_chars().min() > 0
+    assert q4["_id"] not in pool_qrels["query"].to_list()
+    assert "4 queries without text" in caplog.text
+
+
+@pytest.mark.parametrize("file, record, match", [
+    ("queries.jsonl", {"_id": "q1", "text": "another text"},
+     r"queries.jsonl: the query id 'q1' is given twice with different contents \(records 2 "
+     r"and 10\): keep one"),
+    ("corpus.jsonl", {"_id": "d-dup", "title": "t", "text": "other"},
+     r"corpus.jsonl: the document id 'd-dup' is given twice with different contents"),
+])
+def test_an_id_given_twice_with_other_contents_is_refused(collection, tmp_path, file, record,
+                                                         match):
+    src = _copy(collection, tmp_path / "src")
+    if file == "corpus.jsonl":
+        with (src / file).open("a") as handle:
+            handle.write(json.dumps({"_id": "d-dup", "title": "t", "text": "x"}) + "\n")
+    with (src / file).open("a") as handle:
+        handle.write(json.dumps(record) + "\n")
+    with pytest.raises(InputError, match=match):
+        import_beir(src, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_byte_order_mark_is_read_and_bad_bytes_are_named(collection, tmp_path):
+    """Issue 30.11: a file saved with a byte-order mark (as Windows tools write UTF-8) imports
+    as without one; a byte that is not UTF-8, or a line that is not JSON, is refused in one
+    line naming the file, the line, the column and the cause."""
+    plain = import_beir(collection, tmp_path / "plain")["collection"]["counts"]
+    src = _copy(collection, tmp_path / "src")
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        (src / name).write_bytes(b"\xef\xbb\xbf" + (src / name).read_bytes())
+    assert import_beir(src, tmp_path / "bom")["collection"]["counts"] == plain
+    assert (pl.read_parquet(tmp_path / "bom" / "prefiltered.parquet").equals(
+        pl.read_parquet(tmp_path / "plain" / "prefiltered.parquet")))
+    lines = (collection / "queries.jsonl").read_bytes().splitlines(keepends=True)
+    bad = src / "queries.jsonl"
+    bad.write_bytes(b"".join([*lines[:3], b'{"_id": "qx", "text": "caf\xe9"}\n', *lines[3:]]))
+    with pytest.raises(InputError, match=r"queries.jsonl: line 4, column 27: byte 0xe9 is not "
+                                         r"UTF-8 \(save the file as UTF-8\)"):
+        import_beir(src, tmp_path / "out")
+    bad.write_bytes(b"".join([*lines[:5], b'{"_id": "qx", "text": }\n', *lines[5:]]))
+    with pytest.raises(InputError, match=r"queries.jsonl: line 6, column 23: not JSON"):
+        import_beir(src, tmp_path / "out")
+    bad.write_bytes(b"".join([*lines[:1], b'["qx", "text"]\n', *lines[1:]]))
+    with pytest.raises(InputError, match=r"queries.jsonl: line 2: not a JSON object"):
+        import_beir(src, tmp_path / "out")
+    bad.write_bytes(b"".join(lines))
+    qrels = src / "qrels" / "test.tsv"
+    qrels.write_bytes(qrels.read_bytes() + b"q1\td\xe91\t1\n")
+    with pytest.raises(InputError, match=r"test.tsv: line \d+, column 5: byte 0xe9 is not "
+                                         "UTF-8"):
+        import_beir(src, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -542,14 +542,33 @@ def test_import_writes_a_pool_per_facet(release, imported):
                           lambda d: d["all"]["fold1_test"].pop()),
      r"fold1_test of \"all\" is not the facets' fold1_test lists together"),
     (lambda s: (s / "test-pid2anns-csfcube-background.json").write_text("{not json"),
-     r"test-pid2anns-csfcube-background.json: not valid JSON \(line 1, column 2\)"),
+     r"test-pid2anns-csfcube-background.json: line 1, column 2: not valid JSON \(Expecting"),
     (lambda s: _drop_line(s / "abstracts-csfcube-preds.jsonl", 0),  # P0's record
      r"abstracts-csfcube-preds.jsonl has no record of 1 papers the annotations name"),
     (lambda s: _edit_json(s / "test-pid2anns-csfcube-method.json", _only_itself),
      r"test-pid2anns-csfcube-method.json: query \d+ lists only its own paper as a candidate"),
+    # issue 30.10: a duplicate with other contents has no one answer
+    (lambda s: _repeat_query(s / "test-pid2anns-csfcube-method.json", shorter=True),
+     r"test-pid2anns-csfcube-method.json: the key '\d+' appears twice in one object with "
+     "different values"),
+    (lambda s: _repeat_row(s / "queries-release.csv", other=True),
+     r"queries-release.csv: line 3 gives pid and facet \d+_background again with other "
+     "contents than line 2: keep one"),
+    (lambda s: _repeat_record(s / "abstracts-csfcube-preds.jsonl", other=True),
+     r"abstracts-csfcube-preds.jsonl:\d+: paper \d+ is given again with other contents than "
+     r"on line 1: keep one"),
+    # issue 30.11: where a file is not UTF-8
+    (lambda s: _insert_bytes(s / "abstracts-csfcube-preds.jsonl", 3, b"M\xfcller"),
+     r"abstracts-csfcube-preds.jsonl: line 3, column \d+: byte 0xfc is not UTF-8 \(save the "
+     r"file as UTF-8\)"),
+    (lambda s: _insert_bytes(s / "queries-release.csv", 2, b"M\xfcller"),
+     r"queries-release.csv: line 2, column \d+: byte 0xfc is not UTF-8"),
+    (lambda s: _insert_bytes(s / "test-pid2anns-csfcube-result.json", 1, b"\xfc"),
+     r"test-pid2anns-csfcube-result.json: line 1, column \d+: byte 0xfc is not UTF-8"),
 ], ids=["missing-annotations", "missing-splits", "malformed-line", "abstract-not-a-list",
         "grade-5", "grades-unpaired", "query-in-no-fold", "all-folds-differ", "bad-json",
-        "paper-without-record", "only-itself"])
+        "paper-without-record", "only-itself", "query-twice-otherwise", "csv-row-otherwise",
+        "record-otherwise", "jsonl-not-utf8", "csv-not-utf8", "json-not-utf8"])
 def test_bad_releases_are_refused_writing_nothing(release, tmp_path, damage, message):
     src = _copy(release[0], tmp_path / "src")
     damage(src)
@@ -557,6 +576,76 @@ def test_bad_releases_are_refused_writing_nothing(release, tmp_path, damage, mes
         import_csfcube(src, tmp_path / "corpora" / "csf")
     assert "\n" not in str(refused.value)
     assert not (tmp_path / "corpora").exists() or not any((tmp_path / "corpora").iterdir())
+
+
+def _repeat_query(path: Path, shorter: bool) -> None:
+    """The first query's entry written twice under its key (the second one candidate shorter
+    when `shorter`), as a hand-edited file might hold it."""
+    data = json.loads(path.read_text())
+    query, entry = next(iter(data.items()))
+    again = {k: v[:-1] for k, v in entry.items()} if shorter else entry
+    text = json.dumps(data)
+    path.write_text(text[:-1] + f", {json.dumps(query)}: {json.dumps(again)}}}")
+
+
+def _repeat_row(path: Path, other: bool) -> None:
+    """The first data row of the CSV written again after it (its year changed when `other`)."""
+    lines = path.read_text().splitlines()
+    again = lines[1].replace(",2019,", ",2020,") if other else lines[1]
+    assert again != lines[1] or not other
+    path.write_text("\n".join([lines[0], lines[1], again, *lines[2:]]) + "\n")
+
+
+def _repeat_record(path: Path, other: bool) -> None:
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[0])
+    if other:
+        record["title"] += " (revised)"
+    path.write_text("\n".join([*lines, json.dumps(record)]) + "\n")
+
+
+def _insert_bytes(path: Path, line: int, raw: bytes) -> None:
+    """`raw` put in the middle of line `line` (1-based)."""
+    lines = path.read_bytes().split(b"\n")
+    middle = len(lines[line - 1]) // 2
+    if path.suffix == ".json":  # inside a string: after the first key's opening quote
+        middle = lines[line - 1].index(b'"') + 1
+    lines[line - 1] = lines[line - 1][:middle] + raw + lines[line - 1][middle:]
+    path.write_bytes(b"\n".join(lines))
+
+
+def test_identical_repeats_are_read_once_and_counted(release, imported, tmp_path):
+    """Issue 30.10: a query entry, a CSV row or a paper record repeated exactly is read once
+    and counted; the corpus and pools are those of the release without the repeats."""
+    src = _copy(release[0], tmp_path / "src")
+    _repeat_query(src / "test-pid2anns-csfcube-method.json", shorter=False)
+    _repeat_row(src / "queries-release.csv", other=False)
+    _repeat_record(src / "abstracts-csfcube-preds.jsonl", other=False)
+    counts = import_csfcube(src, tmp_path / "corpora" / "csf")["collection"]["counts"]
+    plain = imported[1]["collection"]["counts"]
+    assert counts["method_repeated_query_entries_dropped"] == 1
+    assert counts["query_rows_repeated"] == 1
+    assert counts["paper_records_repeated"] == plain["paper_records_repeated"] + 1
+    same = {k: v for k, v in counts.items() if k not in (
+        "method_repeated_query_entries_dropped", "query_rows_repeated", "paper_records_repeated")}
+    assert same == {k: v for k, v in plain.items() if k in same}
+    for name in ("prefiltered.parquet",):
+        assert pl.read_parquet(tmp_path / "corpora" / "csf" / name).equals(
+            pl.read_parquet(imported[0] / name))
+
+
+def test_byte_order_marks_are_read(release, imported, tmp_path):
+    """Issue 30.11: every file saved with a byte-order mark (as Excel writes a CSV, and other
+    Windows tools UTF-8) imports as the release without them."""
+    src = _copy(release[0], tmp_path / "src")
+    for path in src.iterdir():
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    info = import_csfcube(src, tmp_path / "corpora" / "csf")["collection"]
+    assert info["counts"] == imported[1]["collection"]["counts"]
+    for name in pool_names(imported[0]):
+        for file in ("queries.parquet", "candidates.parquet", "qrels.parquet"):
+            assert pl.read_parquet(tmp_path / "corpora" / "csf" / "pools" / name / file).equals(
+                pl.read_parquet(imported[0] / "pools" / name / file))
 
 
 def _only_itself(annotations: dict) -> None:

@@ -196,6 +196,44 @@ def test_bad_official_files_are_refused(tmp_path, mdcr_source):
     assert not target.exists()
 
 
+def test_repeats_bad_bytes_and_byte_order_marks_in_the_official_files(round_trip, tmp_path):
+    """Issue 30.10/30.11 (siblings in the MDCR import): a paper record repeated exactly is read
+    once (counted); one given twice with other contents, a key of the benchmark JSON repeated
+    with another list, or bytes that are not UTF-8 are refused naming the file and where; the
+    files saved with a byte-order mark import as without one."""
+    _, first, imported, _ = round_trip
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("mdcr_test.json", "mdcr_test_data.jsonl"):
+        (src / name).write_bytes(b"\xef\xbb\xbf" + (first / name).read_bytes())
+    data = src / "mdcr_test_data.jsonl"
+    lines = data.read_bytes().splitlines(keepends=True)
+    data.write_bytes(data.read_bytes() + lines[3])  # a record again, the same
+    info = import_benchmark(src, tmp_path / "bom")
+    assert info["duplicate_paper_records_dropped"] == 1
+    assert read_benchmark(tmp_path / "bom")[1].equals(read_benchmark(imported)[1])
+    record = json.loads(lines[3])
+    record["title"] += " (revised)"
+    data.write_bytes(b"".join(lines) + json.dumps(record).encode() + b"\n")
+    with pytest.raises(InputError, match=rf"mdcr_test_data.jsonl: paper {record['paper_id']} "
+                                         rf"is given twice with other contents \(records 4 and "
+                                         rf"{len(lines) + 1}\)"):
+        import_benchmark(src, tmp_path / "out")
+    data.write_bytes(b"".join([*lines[:2], b'{"paper_id": "z", "title": "M\xfcller"}\n',
+                               *lines[2:]]))
+    with pytest.raises(InputError, match=r"mdcr_test_data.jsonl: line 3, column 30: byte 0xfc "
+                                         r"is not UTF-8"):
+        import_benchmark(src, tmp_path / "out")
+    data.write_bytes(b"".join(lines))
+    text = (first / "mdcr_test.json").read_text()
+    field = next(iter(json.loads(text)))
+    (src / "mdcr_test.json").write_text(text[:-1] + f', {json.dumps(field)}: {{}}}}')
+    with pytest.raises(InputError, match=rf"mdcr_test.json: the key '{field}' appears twice in "
+                                         "one object with different values"):
+        import_benchmark(src, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_query_listed_as_its_own_candidate_is_left_out_and_counted(tmp_path, caplog):
     """A query is never its own candidate: the import leaves out a query listed in its own
     lists (q1 in its "random" list, q3 in its "true" list), counts it per field and type in the
