@@ -268,8 +268,9 @@ def test_import_beir_counts_a_repeated_judgment(tmp_path):
     src = _collection(tmp_path, HEADER + "q1\td1\t1\nq1\td1\t1\nq2\td2\t2\nq2\td9\t1\n\n")
     done = run(_import_beir(tmp_path, src))
     assert done.returncode == 0, done.stderr[-2000:]
-    assert re.search(r"2 judgments kept of 4 read; dropped: 0 duplicate documents, 1 judgments "
-                     r"naming an unknown document or query, 1 repeated judgments", done.stderr)
+    assert re.search(r"2 judgments of 4 read \(1 repeated, 0 of queries without text, 1 "
+                     r"naming an unknown document or query, 0 of the query itself\)",
+                     done.stderr)
     counts = json.loads((tmp_path / "corpora" / "t" / "manifest.json").read_text())[
         "collection"]["counts"]
     assert counts["qrels_duplicate_pairs_dropped"] == 1 and counts["qrels"] == 2

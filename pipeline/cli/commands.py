@@ -467,15 +467,19 @@ def cmd_import_beir(args: argparse.Namespace) -> None:
     info = import_beir(Path(args.src), _dirs(args)[0], args.split, args.replace,
                        _derived(args))["collection"]
     counts = info["counts"]
-    # the judgments add up: read = kept + naming an unknown document or query + repeated
+    # each count of what was read adds up: read = kept + each reason (docs/collections.md)
     log.info(f"[import-beir] corpus {args.corpus} ({info['installed']}), pool "
-             f"{info['pools'][0]}: {counts['candidates']} documents, {counts['queries']} "
-             f"queries, {counts['qrels']} judgments kept of {counts['qrels_read']} read; "
-             f"dropped: {counts['duplicate_documents_dropped']} duplicate documents, "
-             f"{counts['qrels_dropped_unknown_document_or_query']} judgments naming an unknown "
-             f"document or query, {counts['qrels_duplicate_pairs_dropped']} repeated judgments "
-             f"(same pair, same grade); {counts['queries_without_qrels_left_out']} queries "
-             "without judgments in this split left out")
+             f"{info['pools'][0]}: {counts['candidates']} documents of "
+             f"{counts['documents_read']} read ({counts['duplicate_documents_dropped']} exact "
+             f"repeats), {counts['queries']} queries of {counts['queries_read']} read "
+             f"({counts['duplicate_queries_dropped']} exact repeats, "
+             f"{counts['queries_without_text_left_out']} without text, "
+             f"{counts['queries_without_qrels_left_out']} without judgments in this split), "
+             f"{counts['qrels']} judgments of {counts['qrels_read']} read "
+             f"({counts['qrels_duplicate_pairs_dropped']} repeated, "
+             f"{counts['qrels_of_queries_without_text_dropped']} of queries without text, "
+             f"{counts['qrels_dropped_unknown_document_or_query']} naming an unknown document "
+             f"or query, {counts['qrels_of_the_query_itself_left_out']} of the query itself)")
 
 
 def cmd_import_csfcube(args: argparse.Namespace) -> None:
