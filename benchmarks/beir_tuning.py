@@ -98,8 +98,8 @@ def test_ndcg(data: Path, corpus: str) -> tuple[float, dict]:
 
     test_pool = [p for p in pool_names(data / "corpora" / corpus) if not p.endswith("-val")][0]
     paths = run_paths(data / "runs", corpus, test_pool, "bm25")
-    evaluation = json.loads(paths["eval.json"].read_text())
-    details = json.loads(paths["manifest.json"].read_text())["details"]
+    evaluation = json.loads(paths.evaluation.read_text())
+    details = json.loads(paths.manifest.read_text())["details"]
     return evaluation["means"]["ndcg@10"], details
 
 

@@ -152,7 +152,7 @@ def build_grid(corpus_dir: Path, args) -> tuple[list[str], dict[str, list[str]]]
 
 
 def run_lists(data: Path, root: str, corpus: str, pool: str) -> dict[str, list]:
-    run = pl.read_parquet(run_paths(data / root / "runs", corpus, pool, "bm25")["parquet"])
+    run = pl.read_parquet(run_paths(data / root / "runs", corpus, pool, "bm25").parquet)
     return {str(q[0]): list(zip(map(str, g["doc"]), g["score"], strict=True))
             for q, g in run.group_by("query", maintain_order=True)}
 
@@ -170,8 +170,8 @@ def equal_to_pyserini(ours: dict[str, list], theirs: dict[str, list]) -> tuple[i
 def same_runs(data: Path, corpus: str, tests: list[str], pyserini: dict) -> tuple[str, str]:
     """(test pools whose run files are byte-identical between the two engines, lists of the
     pipeline's runs equal to pyserini's), each as "n/total"."""
-    identical = sum(run_paths(data / "arrays" / "runs", corpus, p, "bm25")["trec"].read_bytes()
-                    == run_paths(data / "lucene" / "runs", corpus, p, "bm25")["trec"].read_bytes()
+    identical = sum(run_paths(data / "arrays" / "runs", corpus, p, "bm25").trec.read_bytes()
+                    == run_paths(data / "lucene" / "runs", corpus, p, "bm25").trec.read_bytes()
                     for p in tests)
     equal = [equal_to_pyserini(run_lists(data, "arrays", corpus, p), pyserini["runs"][p])
              for p in tests]
@@ -234,14 +234,14 @@ def grid_part(args, data: Path, log: Path) -> dict:
     chosen = {}
     for val, ts in groups.items():
         details = json.loads(run_paths(data / "arrays" / "runs", args.corpus, ts[0], "bm25")
-                             ["manifest.json"].read_text())["details"]
+                             .manifest.read_text())["details"]
         lucene_details = json.loads(run_paths(data / "lucene" / "runs", args.corpus, ts[0],
-                                              "bm25")["manifest.json"].read_text())["details"]
+                                              "bm25").manifest.read_text())["details"]
         chosen[val] = {"pipeline": f"{details['k1']} {details['b']}",
                        "lucene_engine": f"{lucene_details['k1']} {lucene_details['b']}",
                        "pyserini": result["chosen"][val]}
     stores = [json.loads(run_paths(data / "arrays" / "runs", args.corpus, p, "bm25")
-                         ["manifest.json"].read_text())["details"]["analysed_text_store"]
+                         .manifest.read_text())["details"]["analysed_text_store"]
               for p in tests]
     store_manifest = json.loads((data / "arrays" / "indexes" / args.corpus / "bm25-analysed" /
                                  "anserini-english" / "manifest.json").read_text())
@@ -286,11 +286,11 @@ def big_part(args, data: Path, log: Path) -> dict:
                                 "--bm25-engine", "lucene", log=log),
               "search": pipeline(data, "big-lucene", args.big_corpus, "search", pools[:1],
                                  "--bm25-engine", "lucene", log=log)}
-    same = run_paths(data / root / "runs", args.big_corpus, pools[0], "bm25")["trec"] \
+    same = run_paths(data / root / "runs", args.big_corpus, pools[0], "bm25").trec \
         .read_bytes() == run_paths(data / "big-lucene" / "runs", args.big_corpus, pools[0],
-                                   "bm25")["trec"].read_bytes()
+                                   "bm25").trec.read_bytes()
     store = json.loads(run_paths(data / root / "runs", args.big_corpus, pools[1], "bm25")
-                       ["manifest.json"].read_text())["details"]["analysed_text_store"]
+                       .manifest.read_text())["details"]["analysed_text_store"]
     rows = {"pipeline, store empty (index + search)": first,
             "pipeline, store filled: the same pool again (search)": again,
             "pipeline, store filled: the next repeat (index + search)": repeat,

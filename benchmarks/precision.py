@@ -24,7 +24,7 @@ MODEL, TOP = "minilm", 20
 
 def top_lists(pool: str, model: str) -> pl.DataFrame:
     """query -> its top TOP documents, in rank order."""
-    run = pl.read_parquet(run_paths(ROOT / "runs", "demo", pool, model)["parquet"])
+    run = pl.read_parquet(run_paths(ROOT / "runs", "demo", pool, model).parquet)
     return (run.filter(pl.col("rank") <= TOP).sort("query", "rank")
             .group_by("query", maintain_order=True).agg(pl.col("doc")))
 

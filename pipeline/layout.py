@@ -18,10 +18,10 @@ import json
 import os
 import re
 import zlib
+from collections.abc import Collection
 from pathlib import Path
 from typing import NamedTuple
 
-from pipeline.core.artifacts import MANIFEST
 from pipeline.core.errors import InputError
 from pipeline.core.repair import PIPELINE_COMMAND, Where
 
@@ -189,10 +189,24 @@ def split_run_name(name: str) -> tuple[str, str]:
     return model, check_variant(variant or "full")
 
 
-def run_paths(runs_root: Path, corpus: str, pool: str, model: str) -> dict[str, Path]:
-    """A run's files, by suffix: trec, parquet, manifest.json, metrics.parquet, eval.json."""
+class RunPaths(NamedTuple):
+    """A run's files, `<model>.<suffix>` for the RUN_SUFFIXES in order."""
+
+    trec: Path
+    parquet: Path
+    manifest: Path
+    metrics: Path  # its evaluation's per-query values
+    evaluation: Path  # its evaluation's manifest
+
+    def of(self, suffix: str) -> Path:
+        """The file of one of RUN_SUFFIXES."""
+        return self[RUN_SUFFIXES.index(suffix)]
+
+
+def run_paths(runs_root: Path, corpus: str, pool: str, model: str) -> RunPaths:
+    """A run's files: trec, parquet, manifest.json, metrics.parquet, eval.json."""
     folder = runs_dir(runs_root, corpus, pool)
-    return {suffix: folder / f"{model}.{suffix}" for suffix in RUN_SUFFIXES}
+    return RunPaths(*(folder / f"{model}.{suffix}" for suffix in RUN_SUFFIXES))
 
 
 def store_dir(index_root: Path, corpus: str, model: str) -> Path:
@@ -229,7 +243,11 @@ TIMES_FILE = "stage-times.jsonl"
 RESULTS_MANIFEST = "results.manifest.json"
 POOLS, EMBEDDINGS, TUNING = "pools", "embeddings", "bm25-tuning"  # folder names
 ANALYSED = "bm25-analysed"  # BM25's analysed-text store (pipeline/retrieval/bm25_store.py)
-RUN_SUFFIXES = ("trec", "parquet", "manifest.json", "metrics.parquet", "eval.json")
+MANIFEST = "manifest.json"  # what an artifact (a folder, a run) was made from and holds
+# a run's files, `<model>.<suffix>` (RunPaths): the ranking, as TREC and as a table, its manifest,
+# its evaluation's per-query values and the evaluation's manifest
+RUN_TABLE, RUN_METRICS, RUN_EVALUATION = "parquet", "metrics.parquet", "eval.json"
+RUN_SUFFIXES = ("trec", RUN_TABLE, MANIFEST, RUN_METRICS, RUN_EVALUATION)
 
 
 def pools_dir(corpus_dir: Path) -> Path:
@@ -285,31 +303,31 @@ def reports_dir(runs_root: Path) -> Path:
 
 
 # ---- the data folders, as the Makefile asks for them (`python -m pipeline check`) -----------
-DATA_FOLDERS = {"corpora": "corpora", "index": "indexes", "runs": "runs"}
+DATA_FOLDERS = {"corpora": "corpora", "indexes": "indexes", "runs": "runs"}  # as Roots names them
 
 
 # A root given on its own (make's CORPORA_DIR, INDEX_DIR, RUNS_DIR; the stages' options)
-ROOT_VARIABLES = {"corpora": "CORPORA_DIR", "index": "INDEX_DIR", "runs": "RUNS_DIR"}
-ROOT_OPTIONS = {"corpora": "--corpora-root", "index": "--index-root", "runs": "--runs-root"}
+ROOT_VARIABLES = {"corpora": "CORPORA_DIR", "indexes": "INDEX_DIR", "runs": "RUNS_DIR"}
+ROOT_OPTIONS = {"corpora": "--corpora-root", "indexes": "--index-root", "runs": "--runs-root"}
 CHECKOUT = Path(__file__).resolve().parents[1]  # make's DATA default: the Makefile's folder
 
 
 def data_roots(data: str | Path, **roots: str | Path | None) -> dict[str, Path]:
     """The three roots of a data folder DATA, absolute (the stages' --corpora-root,
-    --index-root and --runs-root), keyed corpora, index, runs; a root given in `roots`
-    (corpora=, index=, runs=: make's CORPORA_DIR, INDEX_DIR, RUNS_DIR) replaces DATA's."""
+    --index-root and --runs-root), keyed corpora, indexes, runs; a root given in `roots`
+    (corpora=, indexes=, runs=: make's CORPORA_DIR, INDEX_DIR, RUNS_DIR) replaces DATA's."""
     root = Path(os.path.abspath(data))
     return {kind: Path(os.path.abspath(roots[kind])) if roots.get(kind) else root / folder
             for kind, folder in DATA_FOLDERS.items()}
 
 
-def where(corpora: Path | None, index: Path | None = None, runs: Path | None = None,
+def where(corpora: Path | None, indexes: Path | None = None, runs: Path | None = None,
           program: str = PIPELINE_COMMAND) -> Where:
     """How a command names these data roots (the inverse of `data_roots`): no variable for the
     checkout's own data folder (make's default), DATA=<folder> when the roots are one folder's
     corpora/, indexes/ and runs/, else each root (CORPORA_DIR=...); and the pipeline's root
     options, for a repair that is a pipeline command (`program`: how it is called)."""
-    given = {"corpora": corpora, "index": index, "runs": runs}
+    given = {"corpora": corpora, "indexes": indexes, "runs": runs}
     absolute = {kind: Path(os.path.abspath(path)) for kind, path in given.items()
                 if path is not None}
     options = tuple((ROOT_OPTIONS[kind], str(path)) for kind, path in absolute.items())
@@ -364,3 +382,44 @@ def corpus_path(corpora_root: Path, corpus: str) -> Path:
 def derived_dirs(index_root: Path, runs_root: Path, corpus: str) -> tuple[Path, Path]:
     """The folders of what is derived from a corpus: its indexes and its runs."""
     return index_root / corpus, runs_root / corpus
+
+
+# ---- the inverse: what a manifest's path says it describes (verify) -------------------------
+ARTIFACT_KINDS = ("corpus", "pool", "store", "analysed", "index", "tuning", "run", "results",
+                  "raw")
+
+
+def artifact_kind(path: Path, corpora: Path, runs: Path | None,
+                  raw_sources: Collection[str]) -> str | None:
+    """Which artifact (ARTIFACT_KINDS) the manifest at `path` describes, from where the layout
+    puts it: a corpus's, a pool's, an embedding or analysed-text store's, a Lucene index's, a
+    tuning record, a run's or an evaluation's, the collected results', a raw release's
+    (`raw_sources`: the readers' folder names); None for any other file."""
+    grandparent = path.parts[-3] if len(path.parts) >= 3 else None
+    if path.name == MANIFEST:
+        if path.parent.parent == corpora:
+            return "corpus"
+        if path.parent.parent.name == POOLS:
+            return "pool"
+        if grandparent == EMBEDDINGS:
+            return "store"
+        if grandparent == ANALYSED:
+            return "analysed"
+        if path.parent.name == BM25_INDEX:
+            return "index"
+        if path.parent.name in raw_sources:
+            return "raw"
+    if path.parent.name == TUNING:
+        return "tuning"
+    if (runs is not None and path.parent.parent.parent == runs
+            and path.name.endswith((f".{MANIFEST}", f".{RUN_EVALUATION}"))):
+        return "run"
+    if runs is not None and path == runs / RESULTS_MANIFEST:
+        return "results"
+    return None
+
+
+def manifest_globs() -> tuple[str, ...]:
+    """Patterns (rglob) of every manifest artifact_kind knows, under any data root."""
+    return (MANIFEST, f"*.{MANIFEST}", f"*.{RUN_EVALUATION}", f"{TUNING}/*.json")
+

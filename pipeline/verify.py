@@ -24,7 +24,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline.core.artifacts import (
-    MANIFEST,
     file_problem,
     is_stale_temporary,
     is_temporary,
@@ -40,9 +39,12 @@ from pipeline.layout import (
     ANALYSED,
     BM25_INDEX,
     EMBEDDINGS,
-    POOLS,
-    RESULTS_MANIFEST,
-    TUNING,
+    MANIFEST,
+    RUN_EVALUATION,
+    RUN_METRICS,
+    RUN_TABLE,
+    artifact_kind,
+    manifest_globs,
     pools_dir,
     run_file_parts,
     run_files,
@@ -90,39 +92,33 @@ def _inputs(info: dict, kind: str) -> dict[str, str]:
 
 def _report_repair(runs: Path) -> Repair:
     """`make report` of a corpus with evaluations (the report collects every corpus's)."""
-    evaluated = sorted({p.parts[-3] for p in run_files(runs, "eval.json")})
+    evaluated = sorted({p.parts[-3] for p in run_files(runs, RUN_EVALUATION)})
     return Repair("report", evaluated[0] if evaluated else None)
 
 
 def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
-    """(kind, repair) of the artifact a manifest at `path` describes."""
-    parts = path.parts
-    if path.name == MANIFEST and path.parent.parent == data.corpora:
-        return "corpus", corpus_repair(path.parent)
-    if path.name == MANIFEST and path.parent.parent.name == POOLS:
-        corpus_dir = path.parent.parent.parent
+    """(kind, repair) of the artifact a manifest at `path` describes (layout.artifact_kind;
+    an analysed-text store is checked as a store)."""
+    kind = artifact_kind(path, data.corpora, data.runs, SOURCES)
+    if kind is None:
+        return None
+    if kind == "pool":
         try:
             info = read_json(path)
         except InputError:
             info = None
-        return "pool", pool_repair(corpus_dir, path.parent.name, info)
-    if path.name == MANIFEST and len(parts) >= 3 and parts[-3] == EMBEDDINGS:
-        return "store", store_repair(path.parent)
-    if path.name == MANIFEST and len(parts) >= 3 and parts[-3] == ANALYSED:
-        return "store", analysed_repair(path.parent)
-    if path.name == MANIFEST and path.parent.name == BM25_INDEX:
-        return "index", index_repair(path.parent)
-    if path.parent.name == TUNING:
-        return "tuning", run_repair(path.parent.parent.name, "bm25")
-    if path.name.endswith((".manifest.json", ".eval.json")) and path.parent.parent.parent == \
-            data.runs:
-        corpus, _, model, _ = run_file_parts(path)
-        return "run", run_repair(corpus, model)
-    if path == data.runs / RESULTS_MANIFEST:
-        return "results", _report_repair(data.runs)
-    if path.name == MANIFEST and path.parent.name in SOURCES:
-        return "raw", raw_repair(path.parent)
-    return None
+        return kind, pool_repair(path.parent.parent.parent, path.parent.name, info)
+    repairs = {
+        "corpus": lambda: corpus_repair(path.parent),
+        "store": lambda: store_repair(path.parent),
+        "analysed": lambda: analysed_repair(path.parent),
+        "index": lambda: index_repair(path.parent),
+        "tuning": lambda: run_repair(path.parent.parent.name, "bm25"),
+        "run": lambda: run_repair(run_file_parts(path)[0], run_file_parts(path)[2]),
+        "results": lambda: _report_repair(data.runs),
+        "raw": lambda: raw_repair(path.parent),
+    }
+    return ("store" if kind == "analysed" else kind), repairs[kind]()
 
 
 def _corpus_of(path: Path, data: Roots) -> str | None:
@@ -138,7 +134,7 @@ def _manifests(data: Roots) -> list[Path]:
     for root in (data.corpora, data.indexes, data.runs):
         if root is None or not root.exists():
             continue
-        for pattern in (MANIFEST, "*.manifest.json", "*.eval.json", f"{TUNING}/*.json"):
+        for pattern in manifest_globs():
             found += [p for p in root.rglob(pattern)
                       if not any(is_temporary(parent) for parent in p.parents)]
     return sorted(set(found))
@@ -171,7 +167,8 @@ def check_manifest(path: Path, data: Roots, deep: bool) -> list[Problem]:
         listed = set(_files(info, kind))
         problems += [Problem("ORPHAN", p, "an embedding part no manifest lists (a stopped "
                              "run)", repair)
-                     for p in sorted(path.parent.glob("part-*.arrow")) if p.name not in listed]
+                     for p in sorted(path.parent.glob(store_parts_glob()))
+                     if p.name not in listed]
     return problems
 
 
@@ -194,21 +191,21 @@ def _partial(data: Roots) -> list[Problem]:
         for pool_dir in sorted(pools_dir(corpus_dir).glob("*/")):
             if pool_dir.is_dir() and not is_temporary(pool_dir) and \
                     not (pool_dir / MANIFEST).exists():
-                problems.append(Problem("PARTIAL", pool_dir, "no manifest.json (the pool stage "
+                problems.append(Problem("PARTIAL", pool_dir, f"no {MANIFEST} (the pool stage "
                                         "stopped half-way)", pool_repair(corpus_dir,
                                                                          pool_dir.name)))
     if data.runs is not None:
-        for run in [*run_files(data.runs, "parquet"), *run_files(data.runs, "metrics.parquet")]:
+        for run in [*run_files(data.runs, RUN_TABLE), *run_files(data.runs, RUN_METRICS)]:
             corpus, pool, model, suffix = run_file_parts(run)
-            manifest = run_paths(data.runs, corpus, pool, model)[
-                "eval.json" if suffix == "metrics.parquet" else "manifest.json"]
+            paths = run_paths(data.runs, corpus, pool, model)
+            manifest = paths.evaluation if suffix == RUN_METRICS else paths.manifest
             if not manifest.exists() and not is_temporary(run):
                 problems.append(Problem("PARTIAL", run, f"no {manifest.name} (its stage "
                                         "stopped half-way)", run_repair(corpus, model)))
     if data.indexes is not None:
         for index in sorted(data.indexes.glob(f"*/*/{BM25_INDEX}/")):
             if not (index / MANIFEST).exists():
-                problems.append(Problem("PARTIAL", index, "no manifest.json",
+                problems.append(Problem("PARTIAL", index, f"no {MANIFEST}",
                                         index_repair(index)))
         for store in sorted(data.indexes.glob(f"*/{EMBEDDINGS}/*/")):
             if not (store / MANIFEST).exists() and any(store.glob(store_parts_glob())):

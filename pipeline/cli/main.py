@@ -332,8 +332,8 @@ def build_parser(prog: str = "python -m pipeline") -> argparse.ArgumentParser:
 # times): checked before any work, so a read-only folder is one line, not a traceback later.
 WRITES = {"synth": ("corpora",), "ingest": ("corpora",), "prefilter": ("corpora",),
           "corpus": ("corpora",),
-          "pool": ("corpora",), "embed": ("index",), "index": ("index",),
-          "search": ("index", "runs"), "eval": ("runs",), "collect": ("runs",),
+          "pool": ("corpora",), "embed": ("indexes",), "index": ("indexes",),
+          "search": ("indexes", "runs"), "eval": ("runs",), "collect": ("runs",),
           "report": ("runs",), "mdcr": ("corpora", "runs"), "mdcr-jaccard": ("runs",),
           "import-mdcr": ("corpora",), "import-beir": ("corpora",),
           "import-csfcube": ("corpora",), "sweep": ()}
@@ -342,7 +342,7 @@ WRITES = {"synth": ("corpora",), "ingest": ("corpora",), "prefilter": ("corpora"
 def check_roots(args: argparse.Namespace) -> None:
     from pipeline.core.artifacts import check_writable
 
-    roots = {"corpora": args.corpora_root, "index": args.index_root, "runs": args.runs_root}
+    roots = {"corpora": args.corpora_root, "indexes": args.index_root, "runs": args.runs_root}
     for kind in WRITES.get(args.stage, ()):
         check_writable(Path(roots[kind]))
     if args.stage in WRITES and getattr(args, "corpus", None):

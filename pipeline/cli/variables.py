@@ -279,11 +279,11 @@ def _parts(models: str | None) -> list[str]:
 def derived(args: argparse.Namespace) -> dict[str, str]:
     """The names and paths make reads from the check's line (every key of DERIVED), from the
     checked values; a variable not given yields empty values."""
-    roots = layout.data_roots(args.DATA or ".", corpora=args.CORPORA_DIR, index=args.INDEX_DIR,
+    roots = layout.data_roots(args.DATA or ".", corpora=args.CORPORA_DIR, indexes=args.INDEX_DIR,
                               runs=args.RUNS_DIR)
     corpus = args.CORPUS
     corpus_dir = roots["corpora"] / corpus if corpus else None
-    values = {"CORPORA_ROOT": roots["corpora"], "INDEX_ROOT": roots["index"],
+    values = {"CORPORA_ROOT": roots["corpora"], "INDEX_ROOT": roots["indexes"],
               "RUNS_ROOT": roots["runs"]}
     values["RAW_DIR"] = args.RAW or (
         layout.raw_dir(roots["corpora"], corpus, args.SOURCE) if corpus and args.SOURCE else "")
@@ -306,7 +306,7 @@ def derived(args: argparse.Namespace) -> dict[str, str]:
     demo = "demo"
     values["DEMO_TIMES"] = layout.stage_times_path(roots["runs"], demo)
     values["DEMO_PATHS"] = ",".join(
-        [str(roots[kind] / demo) for kind in ("corpora", "index", "runs")]
+        [str(roots[kind] / demo) for kind in ("corpora", "indexes", "runs")]
         + [str(layout.reports_dir(roots["runs"]) / f"{demo}*")])
     assert values.keys() == DERIVED.keys()
     return {name: str(value) for name, value in values.items()}

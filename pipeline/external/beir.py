@@ -30,7 +30,6 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.core.artifacts import (
-    MANIFEST,
     fingerprint,
     fingerprints,
     manifest,
@@ -42,7 +41,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.inputs import corpus_label
 from pipeline.core.textfiles import read_jsonl, utf8_problem
 from pipeline.ingest.corpus import claim_corpus, install_corpus
-from pipeline.layout import POOL_FILES, PREFILTERED, pool_dir, pool_name, pool_split
+from pipeline.layout import MANIFEST, POOL_FILES, PREFILTERED, pool_dir, pool_name, pool_split
 
 log = logging.getLogger(__name__)
 SPLIT_FILES = {"test": "test", "validation": "dev"}  # a pool's split -> qrels/<file>.tsv

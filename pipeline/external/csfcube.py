@@ -47,7 +47,6 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.core.artifacts import (
-    MANIFEST,
     fingerprint,
     fingerprints,
     manifest,
@@ -60,7 +59,14 @@ from pipeline.core.errors import InputError
 from pipeline.core.inputs import corpus_label
 from pipeline.core.textfiles import read_json, text_lines, utf8_problem
 from pipeline.ingest.corpus import claim_corpus, install_corpus
-from pipeline.layout import ABSTRACT_SENTENCES, POOL_FILES, PREFILTERED, pool_dir, pool_name
+from pipeline.layout import (
+    ABSTRACT_SENTENCES,
+    MANIFEST,
+    POOL_FILES,
+    PREFILTERED,
+    pool_dir,
+    pool_name,
+)
 
 log = logging.getLogger(__name__)
 

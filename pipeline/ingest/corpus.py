@@ -17,10 +17,10 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from pipeline.core.artifacts import MANIFEST, file_lock, file_problem, read_json, write_json
+from pipeline.core.artifacts import file_lock, file_problem, read_json, write_json
 from pipeline.core.errors import InputError
 from pipeline.core.repair import PIPELINE, Repair
-from pipeline.layout import CITATIONS, PAPERS, PREFILTERED, pool_dir, pools_dir
+from pipeline.layout import CITATIONS, MANIFEST, PAPERS, PREFILTERED, pool_dir, pools_dir
 
 PAPERS_SCHEMA = pa.schema([
     ("corpusid", pa.int64()),

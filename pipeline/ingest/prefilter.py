@@ -16,7 +16,6 @@ from typing import Any, Literal
 import polars as pl
 
 from pipeline.core.artifacts import (
-    MANIFEST,
     atomic_path,
     file_lock,
     fingerprints,
@@ -33,7 +32,7 @@ from pipeline.ingest.corpus import (
     row_groups,
     update_corpus_manifest,
 )
-from pipeline.layout import CITATION_MODES, PAPERS, PREFILTERED, locks_dir
+from pipeline.layout import CITATION_MODES, MANIFEST, PAPERS, PREFILTERED, locks_dir
 
 log = logging.getLogger(__name__)
 

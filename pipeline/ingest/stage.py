@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 from pipeline.core.artifacts import (
-    MANIFEST,
     atomic_path,
     disk_errors,
     file_lock,
@@ -29,7 +28,7 @@ from pipeline.ingest.corpus import (
     update_corpus_manifest,
 )
 from pipeline.ingest.shards import add_counts
-from pipeline.layout import CITATIONS, PAPERS, locks_dir
+from pipeline.layout import CITATIONS, MANIFEST, PAPERS, locks_dir
 from pipeline.readers import reader
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,6 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.core.artifacts import (
-    MANIFEST,
     fingerprint,
     fingerprints,
     manifest,
@@ -32,7 +31,7 @@ from pipeline.core.inputs import corpus_label
 from pipeline.evaluation.evaluate import POSITIVE_TYPE
 from pipeline.fields import field_slug
 from pipeline.ingest.corpus import claim_corpus, corpus_file, install_corpus
-from pipeline.layout import POOL_FILES, PREFILTERED, pool_dir, pool_name, pool_names
+from pipeline.layout import MANIFEST, POOL_FILES, PREFILTERED, pool_dir, pool_name, pool_names
 
 LEVEL = "mdcr"  # the pool manifests' level
 NOMINAL_SIZE = 65  # MDCR §4: 5 positives + 6 types x 10 negatives; the pools' size in names

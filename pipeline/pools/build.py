@@ -22,7 +22,6 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.artifacts import (
-    MANIFEST,
     check_outputs,
     file_lock,
     fingerprints,
@@ -41,6 +40,7 @@ from pipeline.fields import field_slug
 from pipeline.ingest.corpus import corpus_file, corpus_repair
 from pipeline.layout import (
     CITATIONS,
+    MANIFEST,
     PAPERS,
     POOL_CANDIDATES,
     POOL_FILES,

@@ -430,7 +430,7 @@ def csfcube_folds(runs_root: Path, corpus: str, results: pl.DataFrame) -> dict[s
     folds: dict[str, str] = {}
     for pool, model in results.select("pool", "model").unique().sort("pool", "model").rows():
         try:
-            info = read_json(run_paths(runs_root, corpus, pool, model)["eval.json"])
+            info = read_json(run_paths(runs_root, corpus, pool, model).evaluation)
         except InputError:
             continue
         for fold, queries in (info.get("folds") or {}).items():

@@ -24,7 +24,6 @@ import polars as pl
 
 from pipeline.core.artifacts import (
     DIR_MODE,
-    MANIFEST,
     atomic_dir,
     check_outputs,
     file_lock,
@@ -38,7 +37,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots, record
 from pipeline.core.repair import Repair
 from pipeline.ingest.corpus import paper_texts
-from pipeline.layout import POOL_CANDIDATES, PREFILTERED, bm25_index_dir, pool_dir
+from pipeline.layout import MANIFEST, POOL_CANDIDATES, PREFILTERED, bm25_index_dir, pool_dir
 from pipeline.pools.build import load_pool
 from pipeline.retrieval.jvm import anserini_jar, java_binary, run_anserini
 

@@ -112,8 +112,8 @@ class Fusion(Retriever):
         hits, found = fused_hits(query.corpus_dir, query.index_root, runs_root, pool,
                                  query.entry.name, query.depth)
         # recorded once read: load_run refuses a missing, damaged or stale component first
-        query.read([run_paths(runs_root, corpus, pool, m)["parquet"] for m in found["models"]]
-                   + [run_paths(runs_root, corpus, v, m)["parquet"]  # the validation runs
+        query.read([run_paths(runs_root, corpus, pool, m).parquet for m in found["models"]]
+                   + [run_paths(runs_root, corpus, v, m).parquet  # the validation runs
                       for v in found["tuned_on"] for m in found["models"]])
         return hits, found
 

@@ -45,18 +45,18 @@ def run_problem(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, 
     damaged file, other parameters, or an input that changed since (the pool's files, the
     texts, embedding parts or index it read, component runs, validation pools)."""
     paths = run_paths(runs_root, corpus_dir.name, pool, model)
-    if not paths["manifest.json"].exists():
+    if not paths.manifest.exists():
         return "no complete run"
     try:
-        info = read_json(paths["manifest.json"])
+        info = read_json(paths.manifest)
     except InputError as exc:
         return exc.message
     if info.get("parameters") != {"pool": pool, "model": model, "k": k}:
         return "made with other parameters"
     for name, expected in info.get("outputs", {}).items():
-        problem = file_problem(paths["trec"].parent / name, expected, deep=False)
+        problem = file_problem(paths.trec.parent / name, expected, deep=False)
         if problem:
-            return f"{paths['trec'].parent / name}: {problem}"
+            return f"{paths.trec.parent / name}: {problem}"
     details = info.get("details", {})
     if "k1" in details and details.get("tuned_on") != validation_pools(corpus_dir, pool):
         return "its pool's validation pools changed since (BM25 is tuned on them)"
@@ -80,9 +80,9 @@ def run_shas(runs_root: Path, corpus: str, pool: str, models: list[str]) -> dict
     shas = {}
     for model in models:
         paths = run_paths(runs_root, corpus, pool, model)
-        outputs = (read_json(paths["manifest.json"]).get("outputs", {})
-                   if paths["manifest.json"].exists() else {})
-        shas[paths["parquet"].name] = outputs.get(paths["parquet"].name, {}).get("sha256")
+        outputs = (read_json(paths.manifest).get("outputs", {})
+                   if paths.manifest.exists() else {})
+        shas[paths.parquet.name] = outputs.get(paths.parquet.name, {}).get("sha256")
     return shas
 
 
@@ -133,23 +133,23 @@ def write_run(run: pl.DataFrame, paths: dict[str, Path], tag: str) -> None:
     """The run as TREC text (qid Q0 docid rank score tag) and as parquet, both atomic; the
     run's manifest is removed first (and written last by the caller), so a run killed between
     the two files is never taken for complete."""
-    paths["manifest.json"].unlink(missing_ok=True)
-    with atomic_path(paths["trec"]) as tmp:
+    paths.manifest.unlink(missing_ok=True)
+    with atomic_path(paths.trec) as tmp:
         text = run.select(pl.format("{} Q0 {} {} {} " + tag, "query", "doc", "rank",
                                     pl.col("score").map_elements(
                                         lambda s: f"{s:.{SCORE_DECIMALS}f}",
                                         return_dtype=pl.String)))
         tmp.write_text("".join(line + "\n" for line in text.to_series()))
-    write_parquet(run.to_arrow(), paths["parquet"])
+    write_parquet(run.to_arrow(), paths.parquet)
 
 
 def run_manifest(corpus_dir: Path, pool: str, name: str, k: int, details: dict,
                   paths: dict[str, Path], seconds: float, counts: dict,
                   inputs: dict[str, str]) -> dict:
-    folder = paths["trec"].parent
+    folder = paths.trec.parent
     return manifest("search", {"pool": pool, "model": name, "k": k}, details=details,
                     inputs=inputs,
-                    outputs=fingerprints(folder, [paths["trec"].name, paths["parquet"].name]),
+                    outputs=fingerprints(folder, [paths.trec.name, paths.parquet.name]),
                     counts=counts, seconds=round(seconds, 2),
                     queries_per_s=round(counts["queries"] / max(seconds, 1e-9), 2))
 
@@ -160,11 +160,11 @@ def load_run(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, mod
     naming the command that searches it again)."""
     paths = run_paths(runs_root, corpus_dir.name, pool, model)
     repair = run_repair(corpus_dir.name, model)
-    if not paths["manifest.json"].exists():
-        raise InputError(f"no complete run {paths['parquet']}: search it first", repair)
-    info = read_json(paths["manifest.json"], repair)
-    check_outputs(paths["trec"].parent, info, repair=repair)
+    if not paths.manifest.exists():
+        raise InputError(f"no complete run {paths.parquet}: search it first", repair)
+    info = read_json(paths.manifest, repair)
+    check_outputs(paths.trec.parent, info, repair=repair)
     stale = changed(Roots.of(corpus_dir, index_root, runs_root), info.get("inputs", {}))
     if stale:
-        raise InputError(f"run {paths['parquet']} is stale: {stale[0]}", repair)
-    return read_parquet(paths["parquet"])
+        raise InputError(f"run {paths.parquet} is stale: {stale[0]}", repair)
+    return read_parquet(paths.parquet)

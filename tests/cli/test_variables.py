@@ -133,7 +133,7 @@ def test_model_names_and_paths_are_pythons(tmp_path):
     assert f"search --corpus 'c' --model '{name}'" in done.stdout
     assert f"eval --corpus 'c' --model '{run_name(name, 'title')}'" in done.stdout
     roots = data_roots(root)
-    assert f"--corpora-root '{roots['corpora']}' --index-root '{roots['index']}' " \
+    assert f"--corpora-root '{roots['corpora']}' --index-root '{roots['indexes']}' " \
            f"--runs-root '{roots['runs']}'" in done.stdout
     assert f"--raw '{raw_dir(roots['corpora'], 'c', 's2orc')}'" in done.stdout
     # a corpus written whole (a benchmark): nothing to ingest
@@ -201,11 +201,11 @@ def test_a_repair_names_the_data_it_acts_on_and_make_takes_it(tmp_path):
     """Issue 30.3: a stage's repair is the command for the data the stage was given: DATA for
     one folder's corpora/, indexes/ and runs/, each root (CORPORA_DIR, INDEX_DIR, RUNS_DIR)
     for roots apart, and nothing for the checkout's own; make then runs on those roots."""
-    roots = {"corpora": tmp_path / "a" / "corpora", "index": tmp_path / "idx",
+    roots = {"corpora": tmp_path / "a" / "corpora", "indexes": tmp_path / "idx",
              "runs": tmp_path / "a" / "runs"}
     (roots["corpora"] / "c").mkdir(parents=True)
     done = subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root",
-                           str(roots["corpora"]), "--index-root", str(roots["index"]),
+                           str(roots["corpora"]), "--index-root", str(roots["indexes"]),
                            "--runs-root", str(roots["runs"]), "index", "--corpus", "c",
                            "--model", "bm25"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
@@ -213,10 +213,10 @@ def test_a_repair_names_the_data_it_acts_on_and_make_takes_it(tmp_path):
     [line] = done.stderr.splitlines()
     command = line.rsplit("; repair: ", 1)[1]
     assert command == (f"make pool CORPUS=c CORPORA_DIR={roots['corpora']} "
-                       f"INDEX_DIR={roots['index']} RUNS_DIR={roots['runs']}"), line
+                       f"INDEX_DIR={roots['indexes']} RUNS_DIR={roots['runs']}"), line
     done = make(tmp_path / "elsewhere", "-n", *command.split()[1:], "SIZE=1k")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert (f"--corpora-root '{roots['corpora']}' --index-root '{roots['index']}' "
+    assert (f"--corpora-root '{roots['corpora']}' --index-root '{roots['indexes']}' "
             f"--runs-root '{roots['runs']}' pool --corpus 'c'") in done.stdout
     # one folder's three roots: DATA alone
     data = tmp_path / "scratch"

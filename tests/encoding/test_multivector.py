@@ -524,7 +524,7 @@ def test_search_and_eval_end_to_end(corpus_dir, roots, tiny_entry, indexed):
                   backend="torch-cpu")
     assert info["details"]["backend"] == "torch-cpu"
     paths = run_paths(runs_root, corpus_dir.name, POOL, tiny_entry.name)
-    run = pl.read_parquet(paths["parquet"])
+    run = pl.read_parquet(paths.parquet)
     queries = pl.read_parquet(corpus_dir / "pools" / POOL / "queries.parquet")
     candidates = pl.read_parquet(corpus_dir / "pools" / POOL / "candidates.parquet")
     assert set(run["query"]) == set(queries["corpusid"])
@@ -551,7 +551,7 @@ def test_search_and_eval_end_to_end(corpus_dir, roots, tiny_entry, indexed):
         assert want[i, others].max() <= mine["score"].min() + 1e-4
     result = eval_run(corpus_dir, index_root, runs_root, POOL, tiny_entry.name)
     assert result["counts"]["queries"] == queries.height
-    metrics = pl.read_parquet(paths["metrics.parquet"])
+    metrics = pl.read_parquet(paths.metrics)
     assert metrics["map"].is_between(0, 1).all() and metrics["map"].mean() > 0
     with pytest.raises(InputError, match="searched with torch"):
         search(corpus_dir, index_root, runs_root, POOL, tiny_entry, backend="faiss-cpu")

@@ -768,7 +768,7 @@ def test_make_eval_scores_as_the_official_script(made):
         for facet, name in zip(FACETS, names, strict=True):
             queries, _, qrels = load_pool(corpus, name)
             paths = run_paths(data / "runs", "csf", name, model)
-            run = pl.read_parquet(paths["parquet"])
+            run = pl.read_parquet(paths.parquet)
             lists = ranked_grades(run, qrels)
             sizes = qrels.group_by("query").len()
             assert {q: len(g) for q, g in lists.items()} == dict(sizes.iter_rows())  # whole
@@ -776,7 +776,7 @@ def test_make_eval_scores_as_the_official_script(made):
             folds = {f: queries.filter(pl.col("fold") == f)["corpusid"].to_list()
                      for f in ("fold1", "fold2")}
             expected = official_split(values, folds)
-            info = json.loads(paths["eval.json"].read_text())
+            info = json.loads(paths.evaluation.read_text())
             assert info["means"] == pytest.approx(expected, abs=1e-12), (model, facet)
             assert info["folds"] == {f: sorted(q) for f, q in folds.items()}
             cells.append(expected)
@@ -803,7 +803,7 @@ def test_multi_vector_facet_queries_use_the_facet_sentences(made):
     store = store_dir(data / "indexes", "csf", "aspire-cs")
     name = pool_names(corpus)[1]  # method
     queries, candidates, _ = load_pool(corpus, name)
-    run = pl.read_parquet(run_paths(data / "runs", "csf", name, "aspire-cs")["parquet"])
+    run = pl.read_parquet(run_paths(data / "runs", "csf", name, "aspire-cs").parquet)
     whole = 0
     for query, paper, sentences in queries.select("corpusid", "paper", "sentences").iter_rows():
         vectors, offsets, numbers = load_sentence_vectors(store, np.array([paper], dtype=object),
@@ -821,7 +821,7 @@ def test_multi_vector_facet_queries_use_the_facet_sentences(made):
             # the run holds -L2 distance (docs/encoders.md) of the best sentence pair
             best = -float(np.sqrt(((facet[:, None, :] - rows[None, :, :]) ** 2).sum(-1).min()))
             assert scores[doc] == pytest.approx(best, rel=1e-4, abs=1e-4), (query, doc)
-    info = json.loads(run_paths(data / "runs", "csf", name, "aspire-cs")["manifest.json"]
+    info = json.loads(run_paths(data / "runs", "csf", name, "aspire-cs").manifest
                       .read_text())
     assert info["details"]["facet_queries_with_no_stored_sentence_whole_paper"] == whole
     # the store kept the release's split, and says so (pools and store agree on numbering)

@@ -13,14 +13,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.core.artifacts import MANIFEST, manifest, write_json
+from pipeline.core.artifacts import manifest, write_json
 from pipeline.encoding.models import REGISTRY
 from pipeline.evaluation.evaluate import RESULTS_SCHEMA
 from pipeline.fields import MAG_FIELDS, field_slug
 from pipeline.ingest import ingest
 from pipeline.ingest.corpus import update_corpus_manifest
 from pipeline.ingest.synthetic import SyntheticConfig, generate
-from pipeline.layout import RESULTS_FILE, parse_metrics, pool_dir, pool_name
+from pipeline.layout import MANIFEST, RESULTS_FILE, parse_metrics, pool_dir, pool_name
 from pipeline.report.build import report
 from pipeline.report.published import (
     AVERAGE,

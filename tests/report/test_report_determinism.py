@@ -79,7 +79,7 @@ def write_results(runs_root: Path, frame: pl.DataFrame) -> None:
     cube = frame.filter(pl.col("corpus") == "cube").select("pool", "model", "query").unique()
     for (pool, model), group in cube.group_by("pool", "model"):
         queries = sorted(group["query"].to_list())
-        path = run_paths(runs_root, "cube", pool, model)["eval.json"]
+        path = run_paths(runs_root, "cube", pool, model).evaluation
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"folds": {"fold1": queries[::2], "fold2": queries[1::2]}}))
 

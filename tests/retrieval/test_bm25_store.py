@@ -122,7 +122,7 @@ def test_a_damaged_or_orphan_part_is_refused_then_repaired_by_index(corpus, tmp_
     entry = get_model("bm25")
     pool = POOLS[0]
     search(corpus, tmp_path, tmp_path / "runs", pool, entry)
-    before = run_paths(tmp_path / "runs", corpus.name, pool, "bm25")["trec"].read_bytes()
+    before = run_paths(tmp_path / "runs", corpus.name, pool, "bm25").trec.read_bytes()
     store = bm25_store.store_path(tmp_path, corpus.name)
     part = store / read_json(store / "manifest.json")["parts"][0]["file"]
     data = bytearray(part.read_bytes())
@@ -141,7 +141,7 @@ def test_a_damaged_or_orphan_part_is_refused_then_repaired_by_index(corpus, tmp_
     assert info["damaged_parts"] == 1 and info["orphan_parts"] == 1 and info["analysed"] > 0
     assert not (store / "part-0123456789abcdef.arrow").exists()
     search(corpus, tmp_path, tmp_path / "runs", pool, entry)
-    assert run_paths(tmp_path / "runs", corpus.name, pool, "bm25")["trec"].read_bytes() == before
+    assert run_paths(tmp_path / "runs", corpus.name, pool, "bm25").trec.read_bytes() == before
 
 
 def test_damage_with_its_mtime_put_back_is_repaired_by_index(corpus, tmp_path):

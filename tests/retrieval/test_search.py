@@ -36,7 +36,7 @@ def test_run_contract(corpus_dir, roots, tiny, model):
     index(corpus_dir, index_root, POOL, entry, threads=1)
     info = search(corpus_dir, index_root, runs_root, POOL, entry, k=100, threads=1)
     paths = run_paths(runs_root, corpus_dir.name, POOL, entry.name)
-    run = pl.read_parquet(paths["parquet"])
+    run = pl.read_parquet(paths.parquet)
     queries = pl.read_parquet(corpus_dir / "pools" / POOL / "queries.parquet")
     candidates = pl.read_parquet(corpus_dir / "pools" / POOL / "candidates.parquet")
     assert set(run["query"]) == set(queries["corpusid"])
@@ -47,7 +47,7 @@ def test_run_contract(corpus_dir, roots, tiny, model):
     ordered = run.with_columns(key=pl.col("doc").cast(pl.String)).sort(
         ["query", "score", "key"], descending=[False, True, True])
     assert ordered.select("query", "doc").equals(run.select("query", "doc"))
-    lines = paths["trec"].read_text().splitlines()
+    lines = paths.trec.read_text().splitlines()
     assert len(lines) == run.height
     q, q0, d, rank, score, tag = lines[0].split()
     assert (int(q), q0, int(d), int(rank), tag) == (run["query"][0], "Q0", run["doc"][0], 1,
@@ -68,7 +68,7 @@ def test_run_contract(corpus_dir, roots, tiny, model):
         assert info["details"]["run_score"] == "-L2 distance"
     result = eval_run(corpus_dir, index_root, runs_root, POOL, entry.name)
     assert result["counts"]["queries"] == queries.height
-    metrics = pl.read_parquet(paths["metrics.parquet"])
+    metrics = pl.read_parquet(paths.metrics)
     assert metrics.columns == ["query", "negatives", "map", "ndcg", "recall@30"]
     assert metrics["map"].is_between(0, 1).all()
 
@@ -103,7 +103,7 @@ def test_stale_only_keeps_current_work_and_redoes_the_rest(corpus_dir, tmp_path)
     assert run_is_current(corpus_dir, index_root, runs_root, POOL, entry.name, k=100)
     assert not eval_is_current(corpus_dir, index_root, runs_root, POOL, entry.name)
     # a damaged run is not current
-    paths["parquet"].write_bytes(paths["parquet"].read_bytes()[:-10])
+    paths.parquet.write_bytes(paths.parquet.read_bytes()[:-10])
     assert not run_is_current(corpus_dir, index_root, runs_root, POOL, entry.name, k=100)
 
 
@@ -139,7 +139,7 @@ def test_a_model_with_a_query_form_searches_with_its_query_vectors(corpus_dir, t
     stored, _ = encoder.encode([encoder.format(t, a) for _, t, a in texts.iter_rows()],
                                progress=False)
     assert not np.allclose(want, stored, atol=1e-3)  # the query form is another vector
-    run = pl.read_parquet(run_paths(runs_root, corpus_dir.name, POOL, entry.name)["parquet"])
+    run = pl.read_parquet(run_paths(runs_root, corpus_dir.name, POOL, entry.name).parquet)
     first = run.filter(pl.col("rank") == 1).sort("query").head(5)
     rows = [texts["corpusid"].to_list().index(q) for q in first["query"]]
     docs = load_vectors(store, first["doc"].to_numpy())

@@ -87,8 +87,8 @@ def test_search_uses_tuned_or_default_parameters(corpus, tmp_path, monkeypatch):
     for pool in ("all-900-s2-r0", "all-700-s2-r0"):
         index(corpus, tmp_path, pool, entry, 1)
         search(corpus, tmp_path, runs, pool, entry, threads=1)
-    tuned = read_json(run_paths(runs, corpus.name, "all-900-s2-r0", "bm25")["manifest.json"])
-    plain = read_json(run_paths(runs, corpus.name, "all-700-s2-r0", "bm25")["manifest.json"])
+    tuned = read_json(run_paths(runs, corpus.name, "all-900-s2-r0", "bm25").manifest)
+    plain = read_json(run_paths(runs, corpus.name, "all-700-s2-r0", "bm25").manifest)
     assert tuned["details"]["tuned_on"] == ["all-900-s2-r0-val", "all-900-s2-r1-val"]
     assert (tuned["details"]["k1"], tuned["details"]["b"]) in [(k, b) for k in K1S for b in BS]
     assert plain["details"]["tuned_on"] == []
@@ -98,7 +98,7 @@ def test_search_uses_tuned_or_default_parameters(corpus, tmp_path, monkeypatch):
     from pipeline.retrieval.runs import run_problem
 
     assert run_problem(corpus, tmp_path, runs, "all-900-s2-r0", "bm25") is None
-    path = run_paths(runs, corpus.name, "all-900-s2-r0", "bm25")["manifest.json"]
+    path = run_paths(runs, corpus.name, "all-900-s2-r0", "bm25").manifest
     tuned["details"]["validation_map"] = 0.0
     write_json(tuned, path)
     assert "scored MAP 0 everywhere" in run_problem(corpus, tmp_path, runs, "all-900-s2-r0",
