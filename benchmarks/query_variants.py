@@ -14,7 +14,7 @@ import time
 from benchmarks.demo import OUT as RESULTS
 from benchmarks.demo import machine
 from benchmarks.mdcr_demo import make
-from pipeline.layout import VARIANTS
+from pipeline.vocabulary import VARIANTS
 
 MODELS = ("bm25", "minilm")
 

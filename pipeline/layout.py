@@ -17,22 +17,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import zlib
 from collections.abc import Collection
 from pathlib import Path
 from typing import NamedTuple
 
 from pipeline.core.errors import InputError
 from pipeline.core.repair import PIPELINE_COMMAND, Where
+from pipeline.vocabulary import check_variant
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kKmM]?)$")
 
 
 MAX_POOL_SIZE = 1_000_000_000  # papers: far above any corpus (S2AG holds about 2e8)
-MAX_CUTOFF = 100_000  # a metric's cutoff (@k): far above any run's depth
-MAX_LEVEL = 100  # a relevance level (-l<n>): far above any collection's grades
-
-
 def parse_size(text: str) -> int:
     """'20000', '20k', '2M', '1.5M' -> number of candidate papers."""
     match = _SIZE.match(str(text).strip().replace("_", ""))
@@ -58,12 +54,6 @@ def format_size(size: int) -> str:
     return str(size)
 
 
-def id_key(value: int | str) -> int:
-    """An id as a number for seeding and sharding: an integer id itself, a string id's
-    crc32 (stable across processes, unlike hash())."""
-    return value if isinstance(value, int) else zlib.crc32(str(value).encode())
-
-
 SPLITS = ("test", "validation")  # a pool's split: the test pools, or those BM25 is tuned on
 # SPLIT=.. as users write it: the MDCR release names its validation files `val`, BEIR `dev`
 SPLIT_NAMES = {"test": "test", "validation": "validation", "val": "validation",
@@ -75,10 +65,6 @@ def pool_split(text: str) -> str:
     if text not in SPLIT_NAMES:
         raise InputError(f"SPLIT {text!r}: use test, or validation (also written val or dev)")
     return SPLIT_NAMES[text]
-CITATION_MODES = ("inbound", "outbound", "either")  # what "citations" means in the prefilter
-FOS_SOURCES = ("external", "s2-fos-model")  # which S2AG field labels count
-
-
 class PoolName(NamedTuple):
     scope: str
     size: int
@@ -108,74 +94,8 @@ def parse_pool_name(name: str) -> PoolName:
                     "validation" if val else "test")
 
 
-# The paper's sets: large-scale pools (top 500 per query) and MDCR-style benchmarks (the whole
-# candidate list, MDCR §4); `beir` for outside collections; `csfcube` for CSFCube's facet pools
-# (pipeline/external/csfcube.py): NDCG cut at 20% of each query's list, and MAP counting
-# grades >= 2 as relevant, both normalised over the run's ranked list, as CSFCube's evaluation
-# script computes them (equal to it on any run, complete or not).
-METRIC_SETS: dict[str, tuple[str, ...]] = {
-    "large-scale": ("map", "ndcg", "recall@30"),
-    "mdcr": ("map", "ndcg", "recall@5"),
-    "beir": ("ndcg@10", "recall@100"),
-    "csfcube": ("ndcg%20", "map_ranked-l2"),
-}
-DEFAULT_METRICS = METRIC_SETS["large-scale"]
-_KNOWN = ("map", "ndcg", "recall", "precision", "mrr", "r-precision", "hit_rate", "hits",
-          "ndcg_burges", "f1", "bpref")
-# CSFCube's metrics (pipeline/evaluation/metrics.py; not ranx's): `ndcg%<p>`, NDCG cut at p%
-# of the query's ranked list, its ideal from the ranked list's grades (the official NDCG%20);
-# `ndcg_judged%<p>`, the same with the ideal over every judged candidate (trec_eval's way);
-# `map_ranked[-l<n>]`, AP over the relevant candidates the run ranked (the official MAP).
-_PERCENT = re.compile(r"^ndcg(?:_judged)?%(\d+)$")
-RANKED_MAP = "map_ranked"
-
-
-def metric_percent(name: str) -> int | None:
-    """p for `ndcg%<p>` and `ndcg_judged%<p>` (NDCG cut at p% of each query's list,
-    pipeline/evaluation/metrics.py), None for other metrics."""
-    match = _PERCENT.match(name)
-    return int(match.group(1)) if match else None
-
-
-def parse_metrics(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """A metric set's name or metric names (ranx's, e.g. `map ndcg@10 recall@30`, with an
-    optional relevance level `map-l2`: grades >= 2 count; and CSFCube's `ndcg%20`,
-    `ndcg_judged%20`, `map_ranked-l2`), checked."""
-    names = text.replace(",", " ").split() if isinstance(text, str) else list(text)
-    if len(names) == 1 and names[0] in METRIC_SETS:
-        return METRIC_SETS[names[0]]
-    for name in names:
-        percent = metric_percent(name)
-        metric, _, level = name.partition("-l")
-        base, _, cut = metric.partition("@")
-        if percent is not None:
-            ok = 0 < percent <= 100
-        elif base == RANKED_MAP:
-            ok = not cut and (not level or (level.isdigit() and 0 < int(level) <= MAX_LEVEL))
-        else:
-            ok = (base in _KNOWN and (not cut or (cut.isdigit() and 0 < int(cut) <= MAX_CUTOFF))
-                  and (not level or (level.isdigit() and 0 < int(level) <= MAX_LEVEL)))
-        if not ok:
-            raise InputError(f"unknown metric {name!r}; use a set "
-                             f"({', '.join(METRIC_SETS)}) or names like map, ndcg@10, "
-                             f"recall@30, map-l2 (grades >= 2 relevant), ndcg%20 (cut at 20% "
-                             f"of each query's list), map_ranked-l2 (CSFCube's AP over the "
-                             f"ranked list); cutoffs 1 to {MAX_CUTOFF:,}, levels 1 "
-                             f"to {MAX_LEVEL} (known: {', '.join(_KNOWN)})")
-    if not names:
-        raise InputError(f"no metric given: use a set ({', '.join(METRIC_SETS)}) or names")
-    return tuple(dict.fromkeys(names))
-
-
 # Perturbed queries (pipeline/pools/queries.py): QUERY_VARIANT and the names of their runs.
-VARIANTS = ("full", "title", "abstract", "shuffled", "deleted30", "typos")
 VARIANT_SEP = "~"
-
-
-def check_variant(variant: str) -> str:
-    if variant not in VARIANTS:
-        raise InputError(f"QUERY_VARIANT {variant!r}: use one of {', '.join(VARIANTS)}")
-    return variant
 
 
 def run_name(model: str, variant: str = "full") -> str:
@@ -225,7 +145,12 @@ def tuning_path(index_root: Path, corpus: str, pool: str) -> Path:
 
 def slurm_dir(runs_root: Path) -> Path:
     """Where the sbatch scripts, their records and their logs live."""
-    return Path(runs_root).absolute() / "slurm"
+    return Path(runs_root).absolute() / SLURM
+
+
+def sbatch_path(runs_root: Path, job: str) -> Path:
+    """A job's sbatch script: `slurm/<job>.sbatch`."""
+    return slurm_dir(runs_root) / f"{job}.sbatch"
 
 
 # ---- files and folders ---------------------------------------------------------------------
@@ -239,6 +164,9 @@ POOL_QUERIES, POOL_CANDIDATES, POOL_QRELS = "queries.parquet", "candidates.parqu
 POOL_FILES = (POOL_QUERIES, POOL_CANDIDATES, POOL_QRELS)
 POOL_SPEC = ".spec.json"  # a pool's parameters, written before its files (its manifest: after)
 RESULTS_FILE = "results.parquet"
+QUARANTINE = "quarantine.jsonl"  # a corpus's bad input lines, with their reasons
+LUCENE = "lucene"  # a BM25 index folder's Lucene files: indexes/<corpus>/<pool>/bm25/lucene/
+SLURM = "slurm"  # runs/slurm/: sbatch scripts, their records and logs
 TIMES_FILE = "stage-times.jsonl"
 RESULTS_MANIFEST = "results.manifest.json"
 POOLS, EMBEDDINGS, TUNING = "pools", "embeddings", "bm25-tuning"  # folder names
@@ -298,8 +226,17 @@ def run_files(runs_root: Path, suffix: str) -> list[Path]:
                   if run_file_parts(p)[3] == suffix)
 
 
+REPORTS = "reports"  # runs/reports/: every corpus's report
+
+
 def reports_dir(runs_root: Path) -> Path:
-    return runs_root / "reports"
+    return runs_root / REPORTS
+
+
+def report_file(reports: Path, corpus: str, section: str = "", suffix: str = ".md") -> Path:
+    """A report's file in the reports folder (reports_dir): `<corpus>.md`, a section's
+    `<corpus>-<section>.tex` (or a plot's `.png`)."""
+    return reports / f"{corpus}{f'-{section}' if section else ''}{suffix}"
 
 
 # ---- the data folders, as the Makefile asks for them (`python -m pipeline check`) -----------
@@ -363,11 +300,6 @@ def written_whole(corpus_dir: Path) -> str:
         return ""
     return next((k for k in ("benchmark", "collection") if isinstance(sections, dict)
                  and k in sections), "")
-
-
-def locks_dir(corpus_dir: Path) -> Path:
-    """The corpus's lock files (one writer per corpus stage or pool at a time)."""
-    return corpus_dir / ".locks"
 
 
 def coverage_path(store: Path, pool: str) -> Path:

@@ -24,7 +24,7 @@ from pipeline.core.artifacts import atomic_path, read_json, write_json
 from pipeline.core.errors import InputError
 from pipeline.core.repair import Repair
 from pipeline.encoding.models import ModelEntry
-from pipeline.layout import slurm_dir
+from pipeline.layout import sbatch_path, slurm_dir
 
 EXECUTORS = ("local", "slurm")
 # SLURM's --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or no limit.
@@ -266,7 +266,7 @@ def submit_embed(roots: tuple[Path, Path, Path], corpus: str, model: str, num_sh
     name = job_name("embed", corpus, model)
     folder = slurm_dir(runs_root)
     command = embed_command(roots, corpus, model, options or {})
-    script = folder / f"{name}.sbatch"
+    script = sbatch_path(runs_root, name)
     job_id = _submit(script, embed_script(command, num_shards, name, folder, resources,
                                           (workdir or Path.cwd()).absolute()))
     write_json({"job_id": job_id, "num_shards": num_shards, "script": str(script),
@@ -299,7 +299,7 @@ def submit_after_embed(corpus_dir: Path, index_root: Path, runs_root: Path, entr
                          f"{record['logs']}, then submit it again", embed)
     name = job_name(stage, corpus_dir.name, entry.name)
     folder = slurm_dir(runs_root)
-    return _submit(folder / f"{name}.sbatch", follow_up_script(
+    return _submit(sbatch_path(runs_root, name), follow_up_script(
         command, record["job_id"], name, folder, resources,
         (workdir or Path.cwd()).absolute()))
 

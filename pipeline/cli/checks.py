@@ -8,10 +8,8 @@ import re
 import sys
 
 from pipeline.core.errors import InputError
-from pipeline.layout import (
-    parse_metrics,
-    parse_size,
-)
+from pipeline.layout import parse_size
+from pipeline.vocabulary import parse_metrics
 
 DTYPES = ("float32", "float16")
 

@@ -18,9 +18,11 @@ from pipeline.core.repair import PIPELINE_COMMAND, Repair, Where
 from pipeline.encoding.models import HF_PREFIX, REGISTRY, fused_name, get_model
 from pipeline.fields import resolve_fields
 from pipeline.layout import (
+    MANIFEST,
     corpus_path,
     derived_dirs,
     parse_size,
+    raw_dir,
     stage_times_path,
     where,
 )
@@ -146,12 +148,12 @@ def cmd_synth(args: argparse.Namespace) -> None:
     from pipeline.core.timing import timed
     from pipeline.ingest.synthetic import SyntheticConfig, generate
 
-    out_dir = _dirs(args)[0] / "s2orc"
+    out_dir = raw_dir(Path(args.corpora_root), args.corpus, "s2orc")  # the generator writes S2ORC
     if args.repair:  # the recorded settings: damaged or missing shards written again
         from pipeline.core.artifacts import read_json
 
         try:
-            recorded = read_json(out_dir / "manifest.json").get("parameters", {})
+            recorded = read_json(out_dir / MANIFEST).get("parameters", {})
         except InputError as exc:  # the settings are lost with it: the demo's are make's
             raise InputError(f"{exc.message}: the generator's settings are lost; write the "
                              "shards again with those it was made with (synth --papers N "
@@ -563,5 +565,5 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 def cmd_manifest(args: argparse.Namespace) -> None:
     from pipeline.core.artifacts import read_json
 
-    path = _dirs(args)[0] / "manifest.json"
+    path = _dirs(args)[0] / MANIFEST
     print(json.dumps(read_json(path), indent=2) if path.exists() else "{}")

@@ -62,14 +62,10 @@ from pipeline.cli.commands import (
 )
 from pipeline.core import logs
 from pipeline.core.errors import InputError, ToolError
-from pipeline.layout import (
-    CITATION_MODES,
-    FOS_SOURCES,
-    VARIANTS,
-    pool_split,
-)
+from pipeline.layout import pool_split
 from pipeline.readers import SOURCES
 from pipeline.slurm import check_partition, check_time
+from pipeline.vocabulary import CITATION_MODES, FOS_SOURCES, VARIANTS
 
 log = logging.getLogger(__name__)
 

@@ -37,9 +37,9 @@ from pipeline.cli.checks import (
     sizes,
 )
 from pipeline.encoding.models import HF_PREFIX, PRECISIONS, fused_name, get_model, with_precision
-from pipeline.layout import CITATION_MODES, FOS_SOURCES, VARIANTS
 from pipeline.readers import SOURCES
 from pipeline.slurm import check_executor, check_partition, check_time
+from pipeline.vocabulary import CITATION_MODES, FOS_SOURCES, VARIANTS
 
 ROOT = Path(__file__).resolve().parents[2]
 MAKE_INCLUDE = Path("pipeline/cli/variables.mk")  # relative to the checkout (the Makefile's)

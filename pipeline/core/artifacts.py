@@ -332,7 +332,7 @@ def _remember(path: Path, stat: os.stat_result, sha: str) -> None:
         return
     folder = path.parent
     try:
-        with file_lock(folder / ".checksums.lock"):
+        with file_lock(folder / CHECKSUMS):
             known = dict(_read_checksums(folder))
             if known.get(path.name) == [*_stat_key(stat), sha]:
                 return
@@ -444,10 +444,17 @@ def manifest(stage: str, parameters: dict[str, Any], **fields: Any) -> dict[str,
     }
 
 
+def lock_path(target: Path) -> Path:
+    """The one lock naming rule: the lock of the artifact at `target` (a file, a folder, a
+    run's name) is `.<name>.lock` beside it."""
+    return target.parent / f".{target.name}.lock"
+
+
 @contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock, so concurrent jobs (make -j, SLURM arrays, two `make embed`)
-    update one artifact in turn."""
+def file_lock(target: Path) -> Iterator[None]:
+    """An exclusive advisory lock on the artifact at `target` (lock_path), so concurrent jobs
+    (make -j, SLURM arrays, two `make embed`) update one artifact in turn."""
+    path = lock_path(target)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)

@@ -72,7 +72,7 @@ def pool_ids(corpus_dir: Path, pool: str) -> np.ndarray:
 def query_cache(store: Path, entry: ModelEntry, texts: pl.DataFrame) -> Path:
     """Where the vectors of query texts are kept beside the store: `queries/<sha>.npy`, keyed
     by the texts and the store's settings (a run made from them records it among its inputs)."""
-    config = read_json(store / "manifest.json")["config"] if (store / "manifest.json").exists() \
+    config = read_json(store / MANIFEST)["config"] if (store / MANIFEST).exists() \
         else {"model": entry.describe()}
     key = hashlib.sha256(repr((config, texts.select("title", "abstract").rows())).encode())
     return store / "queries" / f"{key.hexdigest()[:24]}.npy"
@@ -132,7 +132,7 @@ def _store_config(entry: ModelEntry, encoder, dtype: str, columns: list[str] = (
 
 
 def _check_config(store: Path, config: dict) -> None:
-    path = store / "manifest.json"
+    path = store / MANIFEST
     if path.exists() and read_json(path)["config"] != config:
         raise InputError(f"{store} holds vectors made with other settings (see its "
                          "manifest.json): delete it or embed into another --index-root")
@@ -177,14 +177,14 @@ def mark_covered(corpus_dir: Path, store: Path, pools: list[str]) -> list[str]:
 def _add_part(store: Path, config: dict, ids: np.ndarray, vectors: np.ndarray,
               device: str) -> None:
     """Write one part and list it in the store manifest (under the store lock)."""
-    with file_lock(store / ".lock"):
+    with file_lock(store):
         _check_config(store, config)
         part = _write_part(store, ids, vectors, config["dtype"])
         parts = [p for p in store_parts(store) if p["file"] != part["file"]] + [part]
         versions = {lib: version(lib) for lib in ("torch", "transformers", "pyarrow")}
         write_json(manifest("embed", {"model": config["model"]["name"]}, config=config,
                             parts=parts, versions=versions, device=device),
-                   store / "manifest.json")
+                   store / MANIFEST)
 
 
 def _optional_columns(corpus_dir: Path, encoder) -> list[str]:
@@ -216,9 +216,9 @@ def _borrow(corpus_dir: Path, index_root: Path, entry: ModelEntry, store: Path,
         "parameters", {}).get("source_corpus") if (corpus_dir / MANIFEST).exists() else None
     source_store = store_dir(index_root, source, entry.name) if source else None
     if (not len(missing) or source_store is None or entry.kind != "dense"
-            or not (source_store / "manifest.json").exists()):
+            or not (source_store / MANIFEST).exists()):
         return missing, 0
-    config = read_json(source_store / "manifest.json")["config"]
+    config = read_json(source_store / MANIFEST)["config"]
     have = np.intersect1d(missing, stored_ids(source_store))
     if config["dtype"] != dtype or not len(have):
         return missing, 0
@@ -253,7 +253,7 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
     start = time.perf_counter()
     repaired = {"damaged_parts": 0, "orphan_parts": 0}
     if store.exists():
-        with file_lock(store / ".lock"):
+        with file_lock(store):
             repaired = repair_store(store)
     needed, missing = missing_ids(corpus_dir, store, pools)
     missing = missing[shard_of(missing, num_shards) == shard]
@@ -295,7 +295,7 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
                     tokens_per_s=round(n_tokens / seconds, 1), device=str(encoder.device),
                     token_budget=budget, dtype_compute=str(encoder.model.dtype),
                     **getattr(encoder, "counts", {}))  # multi-vector: sentences, truncated
-    with file_lock(store / ".lock"):
+    with file_lock(store):
         info["covered_pools"] = mark_covered(corpus_dir, store, pools)
     info["seconds"] = round(time.perf_counter() - start, 2)
     if borrowed:

@@ -16,7 +16,8 @@ import pyarrow.ipc as ipc
 from pipeline.core.artifacts import file_problem, read_json, write_json
 from pipeline.core.errors import InputError
 from pipeline.core.repair import Repair
-from pipeline.layout import STORE_PART, id_key, store_parts_glob
+from pipeline.layout import MANIFEST, STORE_PART, store_parts_glob
+from pipeline.vocabulary import id_key
 
 DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ def store_parts(store: Path, repair: Repair | None = None) -> list[dict]:
     that makes its papers' rows again (`repair`; by default the embedding store's), never
     read. Every store of parts (embeddings, BM25's analysed texts) is read through here."""
     repair = repair or store_repair(store)
-    path = store / "manifest.json"
+    path = store / MANIFEST
     parts = read_json(path, repair)["parts"] if path.exists() else []
     for part in parts:
         problem = file_problem(store / part["file"], part, deep=False)
@@ -71,7 +72,7 @@ def repair_store(store: Path, stage: str = "embed") -> dict[str, int]:
     are missing or damaged, delete the damaged ones and the orphans (parts no manifest lists:
     a kill between a part's rename and the manifest's update), so their papers are made
     again. Returns what was repaired; every repair is logged under `stage`."""
-    path = store / "manifest.json"
+    path = store / MANIFEST
     if not path.exists():
         return {"damaged_parts": 0, "orphan_parts": 0}
     try:

@@ -31,11 +31,10 @@ from pipeline.core.artifacts import (
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots, changed, record
 from pipeline.layout import (
-    DEFAULT_METRICS,
     MANIFEST,
     RESULTS_FILE,
     RESULTS_MANIFEST,
-    parse_metrics,
+    RUN_EVALUATION,
     parse_pool_name,
     pool_dir,
     run_file_parts,
@@ -44,6 +43,7 @@ from pipeline.layout import (
 )
 from pipeline.pools.build import load_pool, pool_files, pool_manifest
 from pipeline.retrieval.runs import load_run, run_repair
+from pipeline.vocabulary import DEFAULT_METRICS, parse_metrics
 
 log = logging.getLogger(__name__)
 POSITIVE_TYPE = "cited"  # the candidate type of a pool's positives (MDCR's "true")
@@ -146,7 +146,7 @@ def eval_run(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, mod
                   for (t,), g in by_type.group_by("negatives", maintain_order=True)}
     values = pl.concat([values.with_columns(negatives=pl.lit(ALL_LISTS)).select(by_type.columns),
                         by_type], how="vertical_relaxed")
-    with file_lock(paths.trec.parent / f".{model}.lock"):
+    with file_lock(paths.trec.parent / model):  # the run
         paths.evaluation.unlink(missing_ok=True)
         write_parquet(values.to_arrow(), paths.metrics)
         info = manifest("eval", _parameters(pool, model, metrics),
@@ -225,7 +225,7 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
     left out, counted and named, never mixed in; a damaged evaluation is an error naming it.
     """
     frames, stale, used = [], [], []
-    for path in run_files(runs_root, "eval.json"):
+    for path in run_files(runs_root, RUN_EVALUATION):
         corpus, pool, model, _ = run_file_parts(path)
         roots = Roots(corpora_root, index_root, runs_root, corpus)
         pool_manifest = pool_dir(corpora_root / corpus, pool) / MANIFEST
@@ -244,8 +244,9 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
             stale.append(f"{corpus}/{pool}/{model} ({problem[0]})")
             continue
         scope, size, repeat, seed, split = parse_pool_name(pool)
-        values = read_parquet(path.with_name(f"{model}.metrics.parquet"))
-        used += [path, path.with_name(f"{model}.metrics.parquet"), pool_manifest]
+        metrics = run_paths(runs_root, corpus, pool, model).metrics
+        values = read_parquet(metrics)
+        used += [path, metrics, pool_manifest]
         if "negatives" not in values.columns:  # written before per-type scores existed
             values = values.with_columns(negatives=pl.lit("all"))
         frames.append(

@@ -44,7 +44,7 @@ import polars as pl
 from numba.core.errors import NumbaTypeSafetyWarning
 from numba.typed import List
 
-from pipeline.layout import DEFAULT_METRICS, METRIC_SETS, RANKED_MAP, metric_percent
+from pipeline.vocabulary import DEFAULT_METRICS, METRIC_SETS, RANKED_MAP, metric_percent
 
 
 @numba.njit(cache=True)

@@ -20,7 +20,15 @@ import pyarrow as pa
 from pipeline.core.artifacts import file_lock, file_problem, read_json, write_json
 from pipeline.core.errors import InputError
 from pipeline.core.repair import PIPELINE, Repair
-from pipeline.layout import CITATIONS, MANIFEST, PAPERS, PREFILTERED, pool_dir, pools_dir
+from pipeline.layout import (
+    CITATIONS,
+    MANIFEST,
+    PAPERS,
+    PREFILTERED,
+    QUARANTINE,
+    pool_dir,
+    pools_dir,
+)
 
 PAPERS_SCHEMA = pa.schema([
     ("corpusid", pa.int64()),
@@ -37,7 +45,6 @@ CITATIONS_SCHEMA = pa.schema([("citing", pa.int64()), ("cited", pa.int64()),
 # lines of the other S2AG datasets, counted apart).
 INGEST_COUNTS = ("lines_read", "blank_lines", "papers", "quarantined", "duplicate_records",
                  "edges", "bad_cited_id", "duplicate_edges", "dangling_edges")
-QUARANTINE = "quarantine.jsonl"
 ROW_GROUP = 65_536  # rows per parquet row group: readers downstream stream group by group
 
 
@@ -46,7 +53,7 @@ def update_corpus_manifest(corpus_dir: Path, section: str, data: dict | None) ->
     it: a stage does so before it starts replacing its files, so a kill leaves no manifest
     vouching for half-replaced files)."""
     path = corpus_dir / MANIFEST
-    with file_lock(corpus_dir / ".manifest.lock"):
+    with file_lock(corpus_dir / MANIFEST):
         try:
             current = read_json(path) if path.exists() else {}
         except InputError:  # damaged: what it vouched for is made again, section by section

@@ -32,7 +32,8 @@ from pipeline.ingest.corpus import (
     row_groups,
     update_corpus_manifest,
 )
-from pipeline.layout import CITATION_MODES, MANIFEST, PAPERS, PREFILTERED, locks_dir
+from pipeline.layout import MANIFEST, PAPERS, PREFILTERED
+from pipeline.vocabulary import CITATION_MODES
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ def prefilter(corpus_dir: Path, mode: CitationMode = "inbound", min_citations: i
     """Prefilter under the corpus's lock (so a manifest never describes another run's file)."""
     if not corpus_dir.is_dir():
         raise InputError(f"{corpus_dir} does not exist: run the ingest stage first")
-    with file_lock(locks_dir(corpus_dir) / "corpus.lock"):
+    with file_lock(corpus_dir):  # one corpus stage at a time
         return _prefilter(corpus_dir, mode, min_citations, min_abstract)
 
 

@@ -23,12 +23,11 @@ from pipeline.core.artifacts import (
 from pipeline.core.errors import InputError
 from pipeline.ingest.corpus import (
     INGEST_COUNTS,
-    QUARANTINE,
     corpus_section,
     update_corpus_manifest,
 )
 from pipeline.ingest.shards import add_counts
-from pipeline.layout import CITATIONS, MANIFEST, PAPERS, locks_dir
+from pipeline.layout import CITATIONS, MANIFEST, PAPERS, QUARANTINE
 from pipeline.readers import reader
 
 log = logging.getLogger(__name__)
@@ -39,7 +38,7 @@ def ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False, workers: int =
     """Ingest under the corpus's lock: two ingests of one corpus run in turn. `source` names
     the reader (pipeline/readers.py)."""
     reader(source)  # an unknown source is refused before the lock
-    with file_lock(locks_dir(corpus_dir) / "corpus.lock"):
+    with file_lock(corpus_dir):  # one corpus stage at a time
         current = ingest_is_current(raw_dir, corpus_dir, strict, source, fos_source)
         if current is not None:
             log.info("[ingest] up to date (same raw shards, settings and outputs)")

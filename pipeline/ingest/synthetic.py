@@ -52,6 +52,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.logs import track
 from pipeline.core.processes import worker_pool
 from pipeline.fields import MAG_FIELDS
+from pipeline.layout import MANIFEST
 
 # Share of papers whose primary field is this one (Medicine largest, as in MAG/S2ORC).
 FIELD_SHARE: dict[str, float] = {
@@ -506,7 +507,7 @@ def _render_block(block: int) -> tuple[list[bytes], dict[str, int]]:
 def _current(out_dir: Path, cfg: SyntheticConfig) -> dict | None:
     """The manifest of shards generated with `cfg` that are still intact (checksums), else
     None: damaged or missing shards are generated again, byte for byte."""
-    path = out_dir / "manifest.json"
+    path = out_dir / MANIFEST
     if not path.exists():
         return None
     try:
@@ -537,7 +538,7 @@ def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
     layout = _Layout(cfg, len(first["subtopics"]), n_field_words)
     n_blocks = -(-cfg.n_papers // cfg.block_size)
     meta_dir = out_dir / "metadata"
-    (out_dir / "manifest.json").unlink(missing_ok=True)  # written last: the corpus is complete
+    (out_dir / MANIFEST).unlink(missing_ok=True)  # written last: the corpus is complete
     counts = dict.fromkeys(("papers", "with_abstract", "edges", "dangling_edges"), 0)
     names = [f"metadata_{k}.jsonl.gz" for k in range(cfg.n_shards)]
     # shards are written into a temporary folder that replaces metadata/ whole
@@ -562,5 +563,5 @@ def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
     info = manifest("synthetic", asdict(cfg), counts=counts,
                     shards=[p.name for p in final], format="s2orc-20200705v1-metadata",
                     outputs=fingerprints(out_dir, [f"metadata/{name}" for name in names]))
-    write_json(info, out_dir / "manifest.json")
+    write_json(info, out_dir / MANIFEST)
     return info

@@ -26,17 +26,11 @@ from pipeline.core.errors import InputError
 from pipeline.core.repair import Repair
 from pipeline.evaluation.evaluate import POSITIVE_TYPE
 from pipeline.ingest.corpus import claim_corpus, corpus_file
-from pipeline.layout import (
-    CITATIONS,
-    PREFILTERED,
-    derived_dirs,
-    id_key,
-    parse_pool_name,
-    pool_names,
-)
+from pipeline.layout import CITATIONS, PREFILTERED, derived_dirs, parse_pool_name, pool_names
 from pipeline.mdcr.benchmark import write_benchmark
 from pipeline.pools.build import load_pool, pool_manifest
 from pipeline.retrieval.runs import load_run
+from pipeline.vocabulary import id_key
 
 FIXED_TYPES = ("graph", "most_cited", "random")
 WHY_SHORT = {

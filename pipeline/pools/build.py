@@ -49,7 +49,6 @@ from pipeline.layout import (
     POOL_SPEC,
     PREFILTERED,
     SPLITS,
-    locks_dir,
     parse_pool_name,
     pool_dir,
     pool_name,
@@ -240,7 +239,7 @@ def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
                          f"{spec.queries_wanted}: size and queries must be >= 1, repeat >= 0")
     folder = pool_dir(corpus_dir, spec.name)
     inputs = corpus_inputs(corpus_dir)
-    with file_lock(locks_dir(corpus_dir) / f"pool-{spec.name}.lock"):
+    with file_lock(pool_dir(corpus_dir, spec.name)):
         if _up_to_date(folder, spec, inputs):
             log.info(f"[pool] {spec.name} is up to date")
             return read_json(folder / MANIFEST)

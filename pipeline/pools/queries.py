@@ -22,7 +22,8 @@ import numpy as np
 import polars as pl
 
 from pipeline.ingest.corpus import corpus_file
-from pipeline.layout import PREFILTERED, check_variant, id_key
+from pipeline.layout import PREFILTERED
+from pipeline.vocabulary import check_variant, id_key
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"

@@ -13,7 +13,9 @@ from pipeline.core.errors import InputError
 from pipeline.layout import (
     DATA_FOLDERS,
     RESULTS_FILE,
+    VARIANT_SEP,
     format_size,
+    report_file,
     reports_dir,
     stage_times_path,
 )
@@ -83,8 +85,11 @@ def report(runs_root: Path, corpus: str, seed: int = 0,
                          f"{other}: run `make eval`")
     per_seed = results  # every run of the seed, per candidate type too (published_sections)
     out_dir = reports_dir(runs_root)
+
+    def tex(section: str) -> Path:
+        return report_file(out_dir, corpus, section, ".tex")
     sections = []
-    perturbed = pl.col("model").str.contains("~", literal=True)  # QUERY_VARIANT runs
+    perturbed = pl.col("model").str.contains(VARIANT_SEP, literal=True)  # QUERY_VARIANT runs
     if (results["level"] == "mdcr").any():
         tables = mdcr_tables(results.filter(~perturbed))
         captions = (f"{corpus}: MDCR-style benchmark (MDCR Table 3), MAP / R@5 x100 per field, "
@@ -102,7 +107,7 @@ def report(runs_root: Path, corpus: str, seed: int = 0,
         names = ("mdcr", "mdcr-types", "mdcr-every-list", "mdcr-other-types")
         for caption, (header, rows), name in zip(captions, tables, names, strict=True):
             if rows:
-                sections.append(write_table(out_dir / f"{corpus}-{name}.tex", caption, header,
+                sections.append(write_table(tex(name), caption, header,
                                             rows))
     if (results["level"] == "csfcube").any():  # CSFCube's facet pools (pipeline/external)
         from pipeline.report.tables import csfcube_folds, csfcube_table
@@ -112,7 +117,7 @@ def report(runs_root: Path, corpus: str, seed: int = 0,
         caption = (f"{corpus}: CSFCube, NDCG%20 / MAP x100 per facet and over all facets, as "
                    "CSFCube's evaluation computes them (MAP: grades >= 2 relevant; the mean of "
                    "the two test folds' means); bold: best NDCG%20")
-        sections.append(write_table(out_dir / f"{corpus}-csfcube.tex", caption, header, rows))
+        sections.append(write_table(tex("csfcube"), caption, header, rows))
     results = results.filter(pl.col("negatives") == "all")
     collections = results.filter(pl.col("level") == COLLECTION, ~perturbed)
     metrics = collection_metrics(collections)
@@ -127,7 +132,7 @@ def report(runs_root: Path, corpus: str, seed: int = 0,
                    "over queries, 0-1 with 4 decimals (the BEIR paper prints 0.665, MTEB "
                    f"0.6451){missing}; bold: best {main}; †: {main} significantly below the "
                    "best (paired t-test, Holm-Bonferroni, p < 0.05)")
-        sections.append(write_table(out_dir / f"{corpus}-collection.tex", caption, header, rows))
+        sections.append(write_table(tex("collection"), caption, header, rows))
     if results.select(perturbed.any()).item():
         scored = results.filter(perturbed, pl.col("value").is_not_null())["metric"]
         metric = main_metric(sorted(scored.unique().to_list(), key=metric_key)) or "map"
@@ -135,7 +140,7 @@ def report(runs_root: Path, corpus: str, seed: int = 0,
         caption = (f"{corpus}: query robustness, {metric_name(metric)} x100 with full queries "
                    "and with each QUERY_VARIANT (change in points), over the pools and queries "
                    "both runs scored")
-        sections.append(write_table(out_dir / f"{corpus}-query-variants.tex", caption, header,
+        sections.append(write_table(tex("query-variants"), caption, header,
                                     rows))
         results = results.filter(~perturbed)
     means = mean_results(results) if results.height else pl.DataFrame(
@@ -151,10 +156,10 @@ def report(runs_root: Path, corpus: str, seed: int = 0,
         caption = (f"{corpus}: dataset-level pools, {names} x100 (top 500), mean ± std over "
                    f"repeats{missing}; bold: best {main}; †: {main} significantly below the "
                    "best (paired t-test, Holm-Bonferroni, p < 0.05)")
-        sections.append(write_table(out_dir / f"{corpus}-dataset.tex", caption, header, rows))
+        sections.append(write_table(tex("dataset"), caption, header, rows))
         slug = re.sub(r"[^a-z0-9]+", "", metrics[0].lower())  # map, ndcg10, recall100, ...
         plot_map_vs_size(means.filter(pl.col("level") == "dataset"),
-                         out_dir / f"{corpus}-{slug}-vs-pool-size.png",
+                         report_file(out_dir, corpus, f"{slug}-vs-pool-size", ".png"),
                          f"{corpus}: {main} against pool size (dataset-level)", metrics[0])
     for size in sorted(means.filter(pl.col("level") == "field")["size"].unique().to_list()):
         metric = field_metric(means, size)
@@ -164,13 +169,13 @@ def report(runs_root: Path, corpus: str, seed: int = 0,
         header, rows = field_table(means, size, significance_marks(fields, "field", metric), metric)
         name = metric_name(metric)
         plot_field_heatmap(means.filter(pl.col("level") == "field", pl.col("size") == size),
-                           out_dir / f"{corpus}-fields-{format_size(size)}.png",
+                           report_file(out_dir, corpus, f"fields-{format_size(size)}", ".png"),
                            f"{corpus}: {name} on field-level pools of {format_size(size)}",
                            metric)
         caption = (f"{corpus}: field-level pools of {format_size(size)}, {name} x100; bold: "
                    "best; †: significantly below the best (paired t-test, Holm-Bonferroni, "
                    "p < 0.05)")
-        sections.append(write_table(out_dir / f"{corpus}-field-{format_size(size)}.tex", caption,
+        sections.append(write_table(tex(f"field-{format_size(size)}"), caption,
                                header, rows))
     sections.append(significance_section(results))
     # the papers' published numbers beside the measured cells that match them (docs/published.md)
@@ -178,7 +183,7 @@ def report(runs_root: Path, corpus: str, seed: int = 0,
         runs_root.parent / DATA_FOLDERS["corpora"])
     sections += published_sections(per_seed, out_dir, corpus, corpus_origin(corpora, corpus))
     text = "\n".join(sections)
-    with atomic_path(out_dir / f"{corpus}.md") as tmp:
+    with atomic_path(report_file(out_dir, corpus)) as tmp:
         tmp.write_text(f"# Results: {corpus}\n\n{text}")
     return text
 
@@ -191,6 +196,6 @@ def jaccard_report(table: pl.DataFrame, runs_root: Path, corpus: str, depth: int
             "negatives overlap least)\n\n" + markdown_table(
                 ["model a", "model b", "Jaccard", "fields", "queries"],
                 [[a, b, f"{j:.3f}", str(f), str(q)] for a, b, j, f, q in table.iter_rows()]))
-    with atomic_path(reports_dir(runs_root) / f"{corpus}-mdcr-jaccard.md") as tmp:
+    with atomic_path(report_file(reports_dir(runs_root), corpus, "mdcr-jaccard")) as tmp:
         tmp.write_text(text)
     return text

@@ -41,7 +41,14 @@ from pipeline.evaluation.significance import ordered
 from pipeline.fields import MAG_FIELDS
 from pipeline.ingest.corpus import corpus_sections
 from pipeline.ingest.stage import raw_origin
-from pipeline.layout import VARIANT_SEP, format_size, parse_pool_name, pool_names, raw_dir
+from pipeline.layout import (
+    VARIANT_SEP,
+    format_size,
+    parse_pool_name,
+    pool_names,
+    raw_dir,
+    report_file,
+)
 from pipeline.pools.build import pool_manifest
 from pipeline.report.tables import (
     MISSING,
@@ -535,6 +542,6 @@ def published_sections(results: pl.DataFrame, out_dir: Path, corpus: str,
     (markdown; each also written as `<corpus>-published-<section>.tex`); none when no measured
     cell matches a published one. `origin`: what the corpus is (`corpus_origin`; None: not
     recorded, so nothing is comparable)."""
-    return [write_table(out_dir / f"{corpus}-published-{section}.tex", f"{corpus}: {caption}",
-                        header, rows)
+    return [write_table(report_file(out_dir, corpus, f"published-{section}", ".tex"),
+                        f"{corpus}: {caption}", header, rows)
             for section, caption, header, rows in comparison_tables(results, origin)]

@@ -37,7 +37,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots, record
 from pipeline.core.repair import Repair
 from pipeline.ingest.corpus import paper_texts
-from pipeline.layout import MANIFEST, POOL_CANDIDATES, PREFILTERED, bm25_index_dir, pool_dir
+from pipeline.layout import LUCENE, MANIFEST, POOL_CANDIDATES, PREFILTERED, bm25_index_dir, pool_dir
 from pipeline.pools.build import load_pool
 from pipeline.retrieval.jvm import anserini_jar, java_binary, run_anserini
 
@@ -90,12 +90,12 @@ def build_index(papers: pl.DataFrame, index_dir: Path, threads: int = 2,
                     handle.write(orjson.dumps(row) + b"\n")
         run_anserini("io.anserini.index.IndexCollection", [
             "-collection", "JsonCollection", "-input", str(work / "docs"),
-            "-index", str(tmp / "lucene"), "-generator", "DefaultLuceneDocumentGenerator",
+            "-index", str(tmp / LUCENE), "-generator", "DefaultLuceneDocumentGenerator",
             "-threads", str(threads), "-quiet",
-        ], tmp / "lucene")
+        ], tmp / LUCENE)
         shutil.rmtree(work)
-        os.chmod(tmp / "lucene", DIR_MODE)
-        files = sorted(f"lucene/{f.name}" for f in (tmp / "lucene").iterdir())
+        os.chmod(tmp / LUCENE, DIR_MODE)
+        files = sorted(f"{LUCENE}/{f.name}" for f in (tmp / LUCENE).iterdir())
         info = manifest("index", parameters or {}, kind="lucene-bm25", documents=papers.height,
                         anserini_jar=anserini_jar().name, inputs=inputs or {},
                         outputs=fingerprints(tmp, files))
@@ -104,7 +104,7 @@ def build_index(papers: pl.DataFrame, index_dir: Path, threads: int = 2,
 
 
 def lucene_dir(index_dir: Path) -> Path:
-    return index_dir / "lucene"
+    return index_dir / LUCENE
 
 
 def index_repair(index_dir: Path) -> Repair:
@@ -259,7 +259,7 @@ def index_pool(corpus_dir: Path, index_root: Path, pool: str, threads: int = 2) 
     params = {"pool": pool, "corpus": corpus_dir.name}
     inputs = record(Roots.of(corpus_dir, index_root, index_root), [
         pool_dir(corpus_dir, pool) / POOL_CANDIDATES, corpus_dir / PREFILTERED])
-    with file_lock(target.parent / ".bm25.lock"):
+    with file_lock(target):
         if index_is_current(target, params, inputs):
             return {"pool": pool, "up_to_date": True}
         return build_index(paper_texts(corpus_dir, candidates["corpusid"]), target, threads,

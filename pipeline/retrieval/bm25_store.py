@@ -136,7 +136,7 @@ def _write_part(store: Path, ids: np.ndarray, counts: pl.DataFrame) -> dict:
 def _add_part(store: Path, config: dict, inputs: dict[str, str], ids: np.ndarray,
               counts: pl.DataFrame) -> None:
     """Write one part and list it in the store's manifest (under the store lock)."""
-    with file_lock(store / ".lock"):
+    with file_lock(store):
         _check_config(store, config, inputs, repair=False)
         part = _write_part(store, ids, counts)
         parts = [p for p in store_parts(store, store_repair(store))
@@ -167,7 +167,7 @@ def fill(corpus_dir: Path, index_root: Path, ids, threads: int = 2, repair: bool
     store.mkdir(parents=True, exist_ok=True)
     config, inputs = _config(), _inputs(corpus_dir, index_root)
     needed = np.unique(id_array(ids))
-    with file_lock(store / ".lock"):
+    with file_lock(store):
         _check_config(store, config, inputs, repair)
         repaired = (repair_store(store, "bm25") if repair
                     else {"damaged_parts": 0, "orphan_parts": 0})

@@ -22,7 +22,7 @@ from pipeline.encoding.store import (
     load_vectors,
     store_parts,
 )
-from pipeline.layout import PREFILTERED, store_dir
+from pipeline.layout import MANIFEST, PREFILTERED, store_dir
 from pipeline.pools.queries import query_texts
 from pipeline.retrieval.base import Query, Retriever
 
@@ -197,7 +197,7 @@ def _check_numbering(query: Query, store: Path) -> None:
     from pipeline.pools.build import pool_manifest
 
     made = pool_manifest(query.corpus_dir, query.pool).get("sentence_numbering")
-    stored = read_json(store / "manifest.json").get("config", {}).get("multi_vector", {}).get(
+    stored = read_json(store / MANIFEST).get("config", {}).get("multi_vector", {}).get(
         "splitter")
     if made != stored:
         raise InputError(f"pool {query.pool} numbers its facet sentences with the splitter "

@@ -82,7 +82,7 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
         hits, counts["pairs_unmatched_scored_0"], keep = keep_own_lists(hits, pairs, k)
     run, self_hits = finalize_run(hits, keep)
     paths = run_paths(runs_root, corpus_dir.name, pool, name)
-    with file_lock(paths.trec.parent / f".{name}.lock"):
+    with file_lock(paths.trec.parent / name):  # the run
         write_run(run, paths, tag=name)
         seconds = time.perf_counter() - start
         info = run_manifest(corpus_dir, pool, name, k, details, paths, seconds,

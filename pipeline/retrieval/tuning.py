@@ -51,7 +51,7 @@ def bm25_params(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry
     grid = {"k1": list(k1s), "b": list(bs), "engine": engine}
     path = tuning_path(index_root, corpus_dir.name, pool)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with file_lock(path.with_suffix(".lock")):
+    with file_lock(path):
         if path.exists():
             try:
                 kept = read_json(path)
@@ -104,6 +104,11 @@ def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntr
                 hits, _, keep = keep_own_lists(hits, pairs, TOP_K)
             run, _ = finalize_run(hits, keep)
             metrics, _ = per_query(run, in_pool, queries["corpusid"], ("map",))
+            if metrics.is_empty():  # no query has a relevant paper: MAP is undefined
+                raise InputError(f"BM25 tuning on validation pool {pool}: MAP is undefined, "
+                                 "none of its queries has a relevant paper in the pool (every "
+                                 "grade 0, or no judgment kept), so no (k1, b) can be chosen; "
+                                 "give a split with relevant judgments, or import it again")
             rows.append({"pool": pool, "k1": k1, "b": b, "map": float(metrics["map"].mean())})
     table = (pl.DataFrame(rows).group_by("k1", "b", maintain_order=True)
              .agg(pl.col("map").mean()))

@@ -418,3 +418,22 @@ def test_a_byte_order_mark_is_read_and_bad_bytes_are_named(collection, tmp_path)
                                          "UTF-8"):
         import_beir(src, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_dev_split_judging_nothing_relevant_is_one_line(collection, tmp_path):
+    """Issue 30.8: tuning on a dev split whose grades are all 0 scores MAP 0 for every pair:
+    one line naming the validation pool (InputError, exit 2 at the CLI), not a TypeError."""
+    from pipeline.retrieval.tuning import bm25_params
+
+    src = tmp_path / "src"
+    shutil.copytree(collection, src)
+    test_lines = (src / "qrels" / "test.tsv").read_text().splitlines()
+    zeros = [f"{q}\t{d}\t0" for q, d, _ in (line.split("\t") for line in test_lines[1:])]
+    (src / "qrels" / "dev.tsv").write_text("\n".join([test_lines[0], *zeros]) + "\n")
+    corpus = tmp_path / "corpora" / "beir-zero"
+    import_beir(src, corpus, "test")
+    import_beir(src, corpus, "dev")
+    test_pool, val_pool = pool_names(corpus)
+    with pytest.raises(InputError, match=f"validation pool.*{val_pool}.*MAP") as error:
+        bm25_params(corpus, tmp_path / "indexes", test_pool, get_model("bm25"))
+    assert "\n" not in str(error.value)

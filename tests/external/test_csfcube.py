@@ -26,17 +26,11 @@ from pipeline.encoding.store import load_sentence_vectors
 from pipeline.evaluation.evaluate import fold_means
 from pipeline.evaluation.metrics import per_query
 from pipeline.external.csfcube import facet_sentences, import_csfcube, kept_sentences
-from pipeline.layout import (
-    METRIC_SETS,
-    parse_metrics,
-    pool_dir,
-    pool_names,
-    run_paths,
-    store_dir,
-)
+from pipeline.layout import pool_dir, pool_names, run_paths, store_dir
 from pipeline.pools.build import load_pool, pool_manifest
 from pipeline.report.tables import csfcube_table
 from pipeline.retrieval.runs import finalize_run
+from pipeline.vocabulary import METRIC_SETS, parse_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 FACETS = ("background", "method", "result")

@@ -20,7 +20,7 @@ from pipeline.fields import MAG_FIELDS, field_slug
 from pipeline.ingest import ingest
 from pipeline.ingest.corpus import update_corpus_manifest
 from pipeline.ingest.synthetic import SyntheticConfig, generate
-from pipeline.layout import MANIFEST, RESULTS_FILE, parse_metrics, pool_dir, pool_name
+from pipeline.layout import MANIFEST, RESULTS_FILE, pool_dir, pool_name
 from pipeline.report.build import report
 from pipeline.report.published import (
     AVERAGE,
@@ -33,6 +33,7 @@ from pipeline.report.published import (
     published_cells,
     published_sections,
 )
+from pipeline.vocabulary import parse_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = (200_000, 500_000, 1_000_000, 2_000_000)

@@ -1,0 +1,95 @@
+"""The pipeline's vocabulary that is not about paths: the metric sets and their parser, the
+query variants, what the prefilter's options mean, id hashing. Standard library only (the
+Makefile's input check runs it before the environment exists); pipeline/layout.py names the
+files."""
+
+from __future__ import annotations
+
+import re
+import zlib
+
+from pipeline.core.errors import InputError
+
+MAX_CUTOFF = 100_000  # a metric's cutoff (@k): far above any run's depth
+MAX_LEVEL = 100  # a relevance level (-l<n>): far above any collection's grades
+
+
+def id_key(value: int | str) -> int:
+    """An id as a number for seeding and sharding: an integer id itself, a string id's
+    crc32 (stable across processes, unlike hash())."""
+    return value if isinstance(value, int) else zlib.crc32(str(value).encode())
+
+
+
+CITATION_MODES = ("inbound", "outbound", "either")  # what "citations" means in the prefilter
+FOS_SOURCES = ("external", "s2-fos-model")  # which S2AG field labels count
+
+
+
+# The paper's sets: large-scale pools (top 500 per query) and MDCR-style benchmarks (the whole
+# candidate list, MDCR §4); `beir` for outside collections; `csfcube` for CSFCube's facet pools
+# (pipeline/external/csfcube.py): NDCG cut at 20% of each query's list, and MAP counting
+# grades >= 2 as relevant, both normalised over the run's ranked list, as CSFCube's evaluation
+# script computes them (equal to it on any run, complete or not).
+METRIC_SETS: dict[str, tuple[str, ...]] = {
+    "large-scale": ("map", "ndcg", "recall@30"),
+    "mdcr": ("map", "ndcg", "recall@5"),
+    "beir": ("ndcg@10", "recall@100"),
+    "csfcube": ("ndcg%20", "map_ranked-l2"),
+}
+DEFAULT_METRICS = METRIC_SETS["large-scale"]
+_KNOWN = ("map", "ndcg", "recall", "precision", "mrr", "r-precision", "hit_rate", "hits",
+          "ndcg_burges", "f1", "bpref")
+# CSFCube's metrics (pipeline/evaluation/metrics.py; not ranx's): `ndcg%<p>`, NDCG cut at p%
+# of the query's ranked list, its ideal from the ranked list's grades (the official NDCG%20);
+# `ndcg_judged%<p>`, the same with the ideal over every judged candidate (trec_eval's way);
+# `map_ranked[-l<n>]`, AP over the relevant candidates the run ranked (the official MAP).
+_PERCENT = re.compile(r"^ndcg(?:_judged)?%(\d+)$")
+RANKED_MAP = "map_ranked"
+
+
+def metric_percent(name: str) -> int | None:
+    """p for `ndcg%<p>` and `ndcg_judged%<p>` (NDCG cut at p% of each query's list,
+    pipeline/evaluation/metrics.py), None for other metrics."""
+    match = _PERCENT.match(name)
+    return int(match.group(1)) if match else None
+
+
+def parse_metrics(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """A metric set's name or metric names (ranx's, e.g. `map ndcg@10 recall@30`, with an
+    optional relevance level `map-l2`: grades >= 2 count; and CSFCube's `ndcg%20`,
+    `ndcg_judged%20`, `map_ranked-l2`), checked."""
+    names = text.replace(",", " ").split() if isinstance(text, str) else list(text)
+    if len(names) == 1 and names[0] in METRIC_SETS:
+        return METRIC_SETS[names[0]]
+    for name in names:
+        percent = metric_percent(name)
+        metric, _, level = name.partition("-l")
+        base, _, cut = metric.partition("@")
+        if percent is not None:
+            ok = 0 < percent <= 100
+        elif base == RANKED_MAP:
+            ok = not cut and (not level or (level.isdigit() and 0 < int(level) <= MAX_LEVEL))
+        else:
+            ok = (base in _KNOWN and (not cut or (cut.isdigit() and 0 < int(cut) <= MAX_CUTOFF))
+                  and (not level or (level.isdigit() and 0 < int(level) <= MAX_LEVEL)))
+        if not ok:
+            raise InputError(f"unknown metric {name!r}; use a set "
+                             f"({', '.join(METRIC_SETS)}) or names like map, ndcg@10, "
+                             f"recall@30, map-l2 (grades >= 2 relevant), ndcg%20 (cut at 20% "
+                             f"of each query's list), map_ranked-l2 (CSFCube's AP over the "
+                             f"ranked list); cutoffs 1 to {MAX_CUTOFF:,}, levels 1 "
+                             f"to {MAX_LEVEL} (known: {', '.join(_KNOWN)})")
+    if not names:
+        raise InputError(f"no metric given: use a set ({', '.join(METRIC_SETS)}) or names")
+    return tuple(dict.fromkeys(names))
+
+
+# Perturbed queries (pipeline/pools/queries.py): QUERY_VARIANT (runs named by layout.run_name).
+VARIANTS = ("full", "title", "abstract", "shuffled", "deleted30", "typos")
+
+
+def check_variant(variant: str) -> str:
+    if variant not in VARIANTS:
+        raise InputError(f"QUERY_VARIANT {variant!r}: use one of {', '.join(VARIANTS)}")
+    return variant
