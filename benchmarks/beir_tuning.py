@@ -26,7 +26,7 @@ from benchmarks.demo import OUT, ROOT, machine
 from pipeline.ingest.prefilter import prefilter
 from pipeline.ingest.stage import ingest
 from pipeline.ingest.synthetic import SyntheticConfig, generate
-from pipeline.retrieval.tuning import B_GRID, K1_GRID
+from pipeline.retrieval.bm25.tuning import B_GRID, K1_GRID
 from tests.conftest import PYSERINI_SIDE, side_packages
 from tests.external.test_beir import PYSERINI_GRID, grid_maps
 

@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.machine import machine  # noqa: E402
 from pipeline.layout import parse_size, run_paths  # noqa: E402
 from pipeline.pools.build import PoolSpec, build_pool, load_pool  # noqa: E402
-from pipeline.retrieval.tuning import B_GRID, K1_GRID  # noqa: E402
+from pipeline.retrieval.bm25.tuning import B_GRID, K1_GRID  # noqa: E402
 from tests.conftest import PYSERINI_IMPORT, PYSERINI_SIDE, side_packages  # noqa: E402
 from tests.retrieval.test_bm25 import round_half_up  # noqa: E402
 
@@ -205,8 +205,8 @@ def grid_part(args, data: Path, log: Path) -> dict:
               "search": pipeline(data, "lucene", args.corpus, "search", tests,
                                  "--bm25-engine", "lucene", log=log)}
     # pyserini: the same pools, queries (title + abstract) and grid
-    from pipeline.ingest.corpus import paper_texts
-    from pipeline.retrieval.bm25_lucene import paper_text
+    from pipeline.corpus.files import paper_texts
+    from pipeline.retrieval.bm25.lucene import paper_text
 
     job: dict = {"work": str(data / "pyserini"), "grid": [[k1, b] for k1 in K1_GRID
                                                           for b in B_GRID],
@@ -311,7 +311,7 @@ def saved_part(args, data: Path, root: str, corpus: str, pool: str) -> dict:
 
     import numpy as np
 
-    from pipeline.retrieval import bm25_store
+    from pipeline.retrieval.bm25 import store as bm25_store
 
     store = bm25_store.store_path(data / root / "indexes", corpus)
     ids = load_pool(data / "corpora" / corpus, pool)[1]["corpusid"].to_numpy()

@@ -5,10 +5,10 @@ Pools are random samples of a synthetic corpus written by the generator (100k an
 by default), queries are other papers of it (title + abstract, as in MDCR), top 500, k1=0.9,
 b=0.4 for all three. Every search is timed --repeat times (default 3) and its best time kept,
 for every system alike (this machine's timings vary from one minute to the next). Timed:
-- the pipeline: `pipeline.retrieval.bm25_lucene.search` (Anserini's SearchCollection in the
+- the pipeline: `pipeline.retrieval.bm25.lucene.search` (Anserini's SearchCollection in the
   process's JVM,
   the run file written and read), 2 threads;
-- the pipeline's arrays engine (`pipeline.retrieval.bm25_arrays`: Lucene's analysis and BM25 in
+- the pipeline's arrays engine (`pipeline.retrieval.bm25.arrays`: Lucene's analysis and BM25 in
   numba),
   2 threads, the pool's analysis and postings as its index time; its lists against Lucene's;
   and the same engine scoring every posting (no pruning), to show what pruning gains;
@@ -43,7 +43,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine import machine  # noqa: E402
-from pipeline.retrieval import bm25_arrays, bm25_lucene, jvm  # noqa: E402
+from pipeline.retrieval.bm25 import arrays as bm25_arrays  # noqa: E402
+from pipeline.retrieval.bm25 import jvm  # noqa: E402
+from pipeline.retrieval.bm25 import lucene as bm25_lucene  # noqa: E402
 from tests.conftest import PYSERINI_IMPORT, PYSERINI_SIDE, side_packages  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results"

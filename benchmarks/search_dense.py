@@ -44,7 +44,7 @@ def vectors(n: int, dim: int, seed: int, dtype: str) -> np.ndarray:
 
 def worker(args: argparse.Namespace) -> None:
     """One backend in this process: time it, save its positions, print a JSON line."""
-    from pipeline.retrieval.dense import exact_search
+    from pipeline.retrieval.dense.exact import exact_search
 
     queries = vectors(args.queries, args.dim, 1, "float32")
     docs = vectors(args.docs, args.dim, 2, args.dtype)
@@ -67,7 +67,7 @@ def worker(args: argparse.Namespace) -> None:
 def available_backends() -> list[str]:
     import torch
 
-    from pipeline.retrieval.dense import faiss_gpu_works
+    from pipeline.retrieval.dense.exact import faiss_gpu_works
 
     found = ["faiss-cpu", "torch-cpu"]
     if torch.cuda.is_available():

@@ -170,7 +170,7 @@ SLURM = "slurm"  # runs/slurm/: sbatch scripts, their records and logs
 TIMES_FILE = "stage-times.jsonl"
 RESULTS_MANIFEST = "results.manifest.json"
 POOLS, EMBEDDINGS, TUNING = "pools", "embeddings", "bm25-tuning"  # folder names
-ANALYSED = "bm25-analysed"  # BM25's analysed-text store (pipeline/retrieval/bm25_store.py)
+ANALYSED = "bm25-analysed"  # BM25's analysed-text store (pipeline/retrieval/bm25/store.py)
 MANIFEST = "manifest.json"  # what an artifact (a folder, a run) was made from and holds
 # a run's files, `<model>.<suffix>` (RunPaths): the ranking, as TREC and as a table, its manifest,
 # its evaluation's per-query values and the evaluation's manifest

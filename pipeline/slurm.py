@@ -20,8 +20,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.core.artifacts import atomic_path, read_json, write_json
+from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, write_json
 from pipeline.core.repair import Repair
 from pipeline.encoding.models import ModelEntry
 from pipeline.layout import sbatch_path, slurm_dir

@@ -23,18 +23,14 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pipeline.core.artifacts import (
-    file_problem,
-    is_stale_temporary,
-    is_temporary,
-    read_json,
-    read_only,
-)
+from pipeline.core.atomic import is_stale_temporary, is_temporary
+from pipeline.core.checksums import file_problem, read_only
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json
 from pipeline.core.inputs import Roots, changed
 from pipeline.core.repair import Repair, Where
+from pipeline.corpus.manifest import VOUCHED_BY, corpus_repair, raw_repair
 from pipeline.encoding.store import store_repair
-from pipeline.ingest.corpus import VOUCHED_BY, corpus_repair, raw_repair
 from pipeline.layout import (
     ANALYSED,
     BM25_INDEX,
@@ -54,8 +50,8 @@ from pipeline.layout import (
 )
 from pipeline.pools.build import pool_repair, validation_pools
 from pipeline.readers import SOURCES
-from pipeline.retrieval.bm25_lucene import index_repair
-from pipeline.retrieval.bm25_store import store_repair as analysed_repair
+from pipeline.retrieval.bm25.lucene import index_repair
+from pipeline.retrieval.bm25.store import store_repair as analysed_repair
 from pipeline.retrieval.runs import run_repair
 
 log = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ import pyarrow.ipc as ipc
 import pytest
 
 from pipeline import cli
-from pipeline.core.artifacts import read_json, write_json
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import Roots
 from pipeline.encoding.embed import embed
 from pipeline.encoding.models import get_model
@@ -151,7 +151,7 @@ def test_a_run_made_from_changed_embeddings_is_stale(dense):
     with ipc.new_file(str(store / part["file"]), table.schema) as writer:
         writer.write_table(table.set_column(table.schema.get_field_index("vector"), "vector",
                                             vectors))
-    from pipeline.core.artifacts import fingerprint
+    from pipeline.core.checksums import fingerprint
 
     info["parts"][0] |= fingerprint(store / part["file"])
     write_json(info, store / "manifest.json")

@@ -77,7 +77,8 @@ def with_run(root: Path, corpus: Path) -> Path:
 
 def rewrite_run(root: Path, change: Callable[[pl.DataFrame], pl.DataFrame]) -> None:
     """Replace the run's rows (and its manifest's fingerprints) as a foreign tool would."""
-    from pipeline.core.artifacts import fingerprint, read_json, write_json
+    from pipeline.core.checksums import fingerprint
+    from pipeline.core.files import read_json, write_json
 
     folder = root / "runs" / "c" / POOL
     change(pl.read_parquet(folder / "random.parquet")).write_parquet(folder / "random.parquet")

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pipeline.core import artifacts
+from pipeline.core import atomic
 from pipeline.core.inputs import Roots
 from pipeline.ingest import prefilter
 from pipeline.pools.build import PoolSpec, build_pool
@@ -50,7 +50,7 @@ def test_corrupt_partial_stale_and_debris_are_named(root):
     (root / "runs" / "small" / POOL / "random.manifest.json").unlink()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()
-    (root / "corpora" / "small" / f".papers.parquet.{artifacts.HOST}-{dead}.ab12.tmp").touch()
+    (root / "corpora" / "small" / f".papers.parquet.{atomic.HOST}-{dead}.ab12.tmp").touch()
     problems = run_verify(root)
     kinds = {line.split()[0] + " " + line.split()[1].rsplit("/", 1)[-1] for line in problems}
     assert "CORRUPT qrels.parquet:" in kinds

@@ -138,7 +138,7 @@ def cmd_models(args: argparse.Namespace) -> None:
 def cmd_warm(args: argparse.Namespace) -> None:
     """Compile the numba kernels of BM25 and of the metrics into numba's cache (make setup)."""
     from pipeline.evaluation import metrics
-    from pipeline.retrieval import bm25_arrays
+    from pipeline.retrieval.bm25 import arrays as bm25_arrays
 
     bm25_arrays.warm_up()
     metrics.warm_up()
@@ -150,7 +150,7 @@ def cmd_synth(args: argparse.Namespace) -> None:
 
     out_dir = raw_dir(Path(args.corpora_root), args.corpus, "s2orc")  # the generator writes S2ORC
     if args.repair:  # the recorded settings: damaged or missing shards written again
-        from pipeline.core.artifacts import read_json
+        from pipeline.core.files import read_json
 
         try:
             recorded = read_json(out_dir / MANIFEST).get("parameters", {})
@@ -327,8 +327,14 @@ def _index_pools(args: argparse.Namespace, entry, pools: list[str]) -> None:
         return
     for pool in pools:
         with timed("index", _log_dir(args), model=entry.name, pool=pool):
-            index(corpus_dir, index_root, pool, entry, args.threads, args.bm25_engine,
-                  **({"part_size": args.part_size} if args.part_size else {}))
+            index(corpus_dir, index_root, pool, entry, args.threads, part_size=args.part_size,
+                  **_retriever_options(args))
+
+
+def _retriever_options(args: argparse.Namespace) -> dict:
+    """Every retriever kind's options as the command line gives them (each kind takes its own:
+    Retriever.OPTIONS)."""
+    return {name: getattr(args, name, None) for name in ("bm25_engine", "backend", "model_path")}
 
 
 def cmd_index(args: argparse.Namespace) -> None:
@@ -350,7 +356,8 @@ def cmd_search(args: argparse.Namespace) -> None:
     corpus_dir, index_root, runs_root = _dirs(args)
     entry = get_model(args.model)
     name = run_name(entry.name, args.query_variant)
-    retriever(entry.kind).check(args.backend)  # a GPU backend absent: before any work
+    kind = retriever(entry.kind)
+    kind.check(kind.options(_retriever_options(args)))  # a GPU backend absent: before any work
     if args.repair_pools:
         _repair_pools(args)
     pools = _pools(args)
@@ -369,8 +376,7 @@ def cmd_search(args: argparse.Namespace) -> None:
     for pool in pools:
         with timed("search", _log_dir(args), model=name, pool=pool) as info:
             out = search(corpus_dir, index_root, runs_root, pool, entry, args.k, args.threads,
-                         args.seed, args.backend, args.bm25_engine, args.query_variant,
-                         args.model_path)
+                         args.seed, args.query_variant, **_retriever_options(args))
             info.update(queries_per_s=out["queries_per_s"])
 
 
@@ -553,7 +559,7 @@ def cmd_verify(args: argparse.Namespace) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> None:
     """Remove the temporaries of stopped processes under the data roots (verify's DEBRIS)."""
-    from pipeline.core.artifacts import sweep
+    from pipeline.core.atomic import sweep
 
     removed = 0
     for root in (args.corpora_root, args.index_root, args.runs_root):
@@ -563,7 +569,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
 
 def cmd_manifest(args: argparse.Namespace) -> None:
-    from pipeline.core.artifacts import read_json
+    from pipeline.core.files import read_json
 
     path = _dirs(args)[0] / MANIFEST
     print(json.dumps(read_json(path), indent=2) if path.exists() else "{}")

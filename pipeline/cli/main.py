@@ -336,7 +336,7 @@ WRITES = {"synth": ("corpora",), "ingest": ("corpora",), "prefilter": ("corpora"
 
 
 def check_roots(args: argparse.Namespace) -> None:
-    from pipeline.core.artifacts import check_writable
+    from pipeline.core.atomic import check_writable
 
     roots = {"corpora": args.corpora_root, "indexes": args.index_root, "runs": args.runs_root}
     for kind in WRITES.get(args.stage, ()):

@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.core.artifacts import file_sha256
+from pipeline.core.checksums import file_sha256
 
 KINDS = ("corpora", "indexes", "runs")
 SAME = "@"  # in a label, the corpus of the artifact that records it

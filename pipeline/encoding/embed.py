@@ -24,18 +24,15 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from pipeline.core.artifacts import (
-    atomic_path,
-    file_lock,
-    file_problem,
-    fingerprint,
-    manifest,
-    read_json,
-    write_json,
-)
+from pipeline.core.atomic import atomic_path
+from pipeline.core.checksums import file_problem, fingerprint
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, write_json
+from pipeline.core.locks import file_lock
 from pipeline.core.logs import progress
+from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
+from pipeline.corpus.files import corpus_file
 from pipeline.encoding.models import ModelEntry, encoder_class
 from pipeline.encoding.store import (
     DTYPES,
@@ -47,7 +44,6 @@ from pipeline.encoding.store import (
     store_parts,
     stored_ids,
 )
-from pipeline.ingest.corpus import corpus_file
 from pipeline.layout import MANIFEST, PREFILTERED, coverage_path, pool_names, store_dir
 from pipeline.pools.build import load_pool
 from pipeline.pools.queries import own_text

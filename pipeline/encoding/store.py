@@ -13,8 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from pipeline.core.artifacts import file_problem, read_json, write_json
+from pipeline.core.checksums import file_problem
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, write_json
 from pipeline.core.repair import Repair
 from pipeline.layout import MANIFEST, STORE_PART, store_parts_glob
 from pipeline.vocabulary import id_key

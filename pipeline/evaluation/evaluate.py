@@ -16,20 +16,12 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.core.artifacts import (
-    check_outputs,
-    file_lock,
-    file_sha256,
-    fingerprints,
-    manifest,
-    outputs_intact,
-    read_json,
-    read_parquet,
-    write_json,
-    write_parquet,
-)
+from pipeline.core.checksums import check_outputs, file_sha256, fingerprints, outputs_intact
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, read_parquet, write_json, write_parquet
 from pipeline.core.inputs import Roots, changed, record
+from pipeline.core.locks import file_lock
+from pipeline.core.manifests import manifest
 from pipeline.layout import (
     MANIFEST,
     RESULTS_FILE,

@@ -29,18 +29,14 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.core.artifacts import (
-    fingerprint,
-    fingerprints,
-    manifest,
-    scratch_dir,
-    write_json,
-    write_parquet,
-)
+from pipeline.core.atomic import scratch_dir
+from pipeline.core.checksums import fingerprint, fingerprints
 from pipeline.core.errors import InputError
+from pipeline.core.files import write_json, write_parquet
 from pipeline.core.inputs import corpus_label
+from pipeline.core.manifests import manifest
 from pipeline.core.textfiles import read_jsonl, utf8_problem
-from pipeline.ingest.corpus import claim_corpus, install_corpus
+from pipeline.corpus.install import claim_corpus, install_corpus
 from pipeline.layout import MANIFEST, POOL_FILES, PREFILTERED, pool_dir, pool_name, pool_split
 
 log = logging.getLogger(__name__)
@@ -120,8 +116,8 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
     """Write the collection at `src` as the corpus `corpus_dir` and its `split` pool: a new
     corpus; the same collection again (nothing changes, or the split's pool is added beside the
     others); or, only with `replace`, in place of a collection with other contents, whose
-    `derived` indexes and runs are removed (`ingest.corpus.install_corpus`)."""
-    from pipeline.retrieval.bm25_lucene import check_ids
+    `derived` indexes and runs are removed (`corpus.install.install_corpus`)."""
+    from pipeline.retrieval.bm25.lucene import check_ids
 
     split = pool_split(split)
     claim_corpus(corpus_dir, "make import-beir")

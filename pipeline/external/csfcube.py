@@ -46,19 +46,14 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.core.artifacts import (
-    fingerprint,
-    fingerprints,
-    manifest,
-    scratch_dir,
-    sha256_file,
-    write_json,
-    write_parquet,
-)
+from pipeline.core.atomic import scratch_dir
+from pipeline.core.checksums import fingerprint, fingerprints, sha256_file
 from pipeline.core.errors import InputError
+from pipeline.core.files import write_json, write_parquet
 from pipeline.core.inputs import corpus_label
+from pipeline.core.manifests import manifest
 from pipeline.core.textfiles import read_json, text_lines, utf8_problem
-from pipeline.ingest.corpus import claim_corpus, install_corpus
+from pipeline.corpus.install import claim_corpus, install_corpus
 from pipeline.layout import (
     ABSTRACT_SENTENCES,
     MANIFEST,
@@ -312,9 +307,9 @@ def import_csfcube(src: Path, corpus_dir: Path, replace: bool = False,
     """Write the CSFCube release at `src` as the corpus `corpus_dir` with its three facet
     pools: a new corpus; the same release again (nothing changes); or, only with `replace`, in
     place of a collection with other contents, whose `derived` indexes and runs are removed
-    (`ingest.corpus.install_corpus`). Everything is read and checked before anything is
+    (`corpus.install.install_corpus`). Everything is read and checked before anything is
     written; a refused input writes nothing."""
-    from pipeline.retrieval.bm25_lucene import check_ids
+    from pipeline.retrieval.bm25.lucene import check_ids
 
     claim_corpus(corpus_dir, f"make {STAGE}")
     judged, counts, itself = {}, {}, {}

@@ -15,11 +15,11 @@ from importlib import import_module
 from typing import Any
 
 # (the function `prefilter` is bound here, over the submodule of the same name)
-from pipeline.ingest.corpus import corpus_section, update_corpus_manifest
+from pipeline.corpus.manifest import corpus_section, update_corpus_manifest
 from pipeline.ingest.prefilter import DROP_REASONS, drop_reason, prefilter, reconcile
 
-# The readers' stage, imported on first use: the corpus helpers that every later stage uses
-# (pipeline.ingest.corpus) stay free of the readers' heavy imports.
+# The readers' stage, imported on first use: `import pipeline.ingest` stays free of the
+# readers' heavy imports.
 _EXPORTS = {"ingest": "stage", "ingest_is_current": "stage", "raw_shards": "stage",
             "find_shards": "shards"}
 __all__ = ["DROP_REASONS", "corpus_section", "drop_reason", "prefilter", "reconcile",

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from pipeline.core.logs import track
 from pipeline.core.processes import worker_pool
-from pipeline.ingest.corpus import CITATIONS_SCHEMA, PAPERS_SCHEMA, GroupedWriter, row_groups
+from pipeline.corpus.files import CITATIONS_SCHEMA, PAPERS_SCHEMA, GroupedWriter, row_groups
 
 EDGE_BATCH = 1 << 22  # edges checked at once: a hash set of the bucket's ids is built per batch
 BUCKET_PAPERS = 2_000_000  # ids per bucket, at most about: 16 bytes each while deduplicating

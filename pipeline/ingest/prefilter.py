@@ -15,23 +15,14 @@ from typing import Any, Literal
 
 import polars as pl
 
-from pipeline.core.artifacts import (
-    atomic_path,
-    file_lock,
-    fingerprints,
-    manifest,
-    outputs_intact,
-)
+from pipeline.core.atomic import atomic_path
+from pipeline.core.checksums import fingerprints, outputs_intact
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots, record
-from pipeline.ingest.corpus import (
-    PAPERS_SCHEMA,
-    GroupedWriter,
-    corpus_file,
-    corpus_section,
-    row_groups,
-    update_corpus_manifest,
-)
+from pipeline.core.locks import file_lock
+from pipeline.core.manifests import manifest
+from pipeline.corpus.files import PAPERS_SCHEMA, GroupedWriter, corpus_file, row_groups
+from pipeline.corpus.manifest import corpus_section, update_corpus_manifest
 from pipeline.layout import MANIFEST, PAPERS, PREFILTERED
 from pipeline.vocabulary import CITATION_MODES
 

@@ -35,9 +35,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.core.artifacts import disk_errors
+from pipeline.core.atomic import disk_errors
 from pipeline.core.errors import InputError
-from pipeline.ingest.corpus import raw_repair
+from pipeline.corpus.manifest import raw_repair
 from pipeline.ingest.merge import (
     EDGES_SCHEMA,
     IDS_SCHEMA,

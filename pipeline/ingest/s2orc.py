@@ -21,9 +21,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.json as pajson
 
-from pipeline.core.artifacts import disk_errors
+from pipeline.core.atomic import disk_errors
 from pipeline.core.errors import InputError
-from pipeline.ingest.corpus import raw_repair
+from pipeline.corpus.manifest import raw_repair
 from pipeline.ingest.merge import PartSink, key
 from pipeline.ingest.shards import (
     INT32,

@@ -9,23 +9,14 @@ import shutil
 import time
 from pathlib import Path
 
-from pipeline.core.artifacts import (
-    atomic_path,
-    disk_errors,
-    file_lock,
-    fingerprints,
-    manifest,
-    outputs_intact,
-    read_json,
-    scratch_dir,
-    sha256_file,
-)
+from pipeline.core.atomic import atomic_path, disk_errors, scratch_dir
+from pipeline.core.checksums import fingerprints, outputs_intact, sha256_file
 from pipeline.core.errors import InputError
-from pipeline.ingest.corpus import (
-    INGEST_COUNTS,
-    corpus_section,
-    update_corpus_manifest,
-)
+from pipeline.core.files import read_json
+from pipeline.core.locks import file_lock
+from pipeline.core.manifests import manifest
+from pipeline.corpus.files import INGEST_COUNTS
+from pipeline.corpus.manifest import corpus_section, update_corpus_manifest
 from pipeline.ingest.shards import add_counts
 from pipeline.layout import CITATIONS, MANIFEST, PAPERS, QUARANTINE
 from pipeline.readers import reader

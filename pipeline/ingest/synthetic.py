@@ -39,17 +39,12 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from pipeline.core.artifacts import (
-    atomic_dir,
-    fingerprints,
-    manifest,
-    outputs_intact,
-    read_json,
-    scratch_dir,
-    write_json,
-)
+from pipeline.core.atomic import atomic_dir, scratch_dir
+from pipeline.core.checksums import fingerprints, outputs_intact
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, write_json
 from pipeline.core.logs import track
+from pipeline.core.manifests import manifest
 from pipeline.core.processes import worker_pool
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import MANIFEST

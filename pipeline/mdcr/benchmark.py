@@ -16,21 +16,16 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.core.artifacts import (
-    fingerprint,
-    fingerprints,
-    manifest,
-    read_json,
-    read_parquet,
-    scratch_dir,
-    write_json,
-    write_parquet,
-)
+from pipeline.core.atomic import scratch_dir
+from pipeline.core.checksums import fingerprint, fingerprints
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, read_parquet, write_json, write_parquet
 from pipeline.core.inputs import corpus_label
+from pipeline.core.manifests import manifest
+from pipeline.corpus.files import corpus_file
+from pipeline.corpus.install import claim_corpus, install_corpus
 from pipeline.evaluation.evaluate import POSITIVE_TYPE
 from pipeline.fields import field_slug
-from pipeline.ingest.corpus import claim_corpus, corpus_file, install_corpus
 from pipeline.layout import MANIFEST, POOL_FILES, PREFILTERED, pool_dir, pool_name, pool_names
 
 LEVEL = "mdcr"  # the pool manifests' level
@@ -49,7 +44,7 @@ def write_benchmark(corpus_dir: Path, papers: pl.DataFrame, table: pl.DataFrame,
     """Write the benchmark `table` (field, query, doc, type) and its `papers` (corpusid, title,
     abstract, ...) as the corpus `corpus_dir`: a new corpus, or the same one again (a no-op),
     or with `replace` in place of a benchmark with other contents, whose `derived` indexes and
-    runs are removed (`ingest.corpus.install_corpus`; a kill leaves the old corpus or the new
+    runs are removed (`corpus.install.install_corpus`; a kill leaves the old corpus or the new
     one). Every listed id must have a paper."""
     claim_corpus(corpus_dir, f"make {stage}")
     listed = pl.concat([table["query"], table["doc"]]).unique()

@@ -24,8 +24,9 @@ import polars as pl
 
 from pipeline.core.errors import InputError
 from pipeline.core.repair import Repair
+from pipeline.corpus.files import corpus_file
+from pipeline.corpus.install import claim_corpus
 from pipeline.evaluation.evaluate import POSITIVE_TYPE
-from pipeline.ingest.corpus import claim_corpus, corpus_file
 from pipeline.layout import CITATIONS, PREFILTERED, derived_dirs, parse_pool_name, pool_names
 from pipeline.mdcr.benchmark import write_benchmark
 from pipeline.pools.build import load_pool, pool_manifest

@@ -21,12 +21,12 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from pipeline.core.artifacts import atomic_path
+from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError
 from pipeline.core.textfiles import read_json, read_jsonl
+from pipeline.corpus.install import claim_corpus
 from pipeline.evaluation.evaluate import OFFICIAL_TYPES, POSITIVE_TYPE
 from pipeline.evaluation.significance import ordered
-from pipeline.ingest.corpus import claim_corpus
 from pipeline.layout import pool_split
 from pipeline.mdcr.benchmark import read_benchmark, write_benchmark
 

@@ -21,23 +21,17 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.core.artifacts import (
-    check_outputs,
-    file_lock,
-    fingerprints,
-    is_temporary,
-    manifest,
-    outputs_intact,
-    read_json,
-    read_parquet,
-    write_json,
-    write_parquet,
-)
+from pipeline.core.atomic import is_temporary
+from pipeline.core.checksums import check_outputs, fingerprints, outputs_intact
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, read_parquet, write_json, write_parquet
 from pipeline.core.inputs import Roots, changed, record
+from pipeline.core.locks import file_lock
+from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
+from pipeline.corpus.files import corpus_file
+from pipeline.corpus.manifest import corpus_repair
 from pipeline.fields import field_slug
-from pipeline.ingest.corpus import corpus_file, corpus_repair
 from pipeline.layout import (
     CITATIONS,
     MANIFEST,

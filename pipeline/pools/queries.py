@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.ingest.corpus import corpus_file
+from pipeline.corpus.files import corpus_file
 from pipeline.layout import PREFILTERED
 from pipeline.vocabulary import check_variant, id_key
 

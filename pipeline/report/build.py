@@ -8,8 +8,9 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.core.artifacts import atomic_path, read_parquet
+from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_parquet
 from pipeline.layout import (
     DATA_FOLDERS,
     RESULTS_FILE,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.core.artifacts import atomic_path
+from pipeline.core.atomic import atomic_path
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import format_size
 from pipeline.report.tables import cell_value, metric_name, model_order

@@ -36,10 +36,10 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.core.errors import InputError
+from pipeline.corpus.manifest import corpus_sections
 from pipeline.evaluation.evaluate import ALL_LISTS, OFFICIAL_LISTS
 from pipeline.evaluation.significance import ordered
 from pipeline.fields import MAG_FIELDS
-from pipeline.ingest.corpus import corpus_sections
 from pipeline.ingest.stage import raw_origin
 from pipeline.layout import (
     VARIANT_SEP,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.core.artifacts import atomic_path
+from pipeline.core.atomic import atomic_path
 from pipeline.evaluation.significance import compare, intervals, ordered
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import format_size
@@ -424,8 +424,8 @@ CSFCUBE_METRICS = ("ndcg%20", "map_ranked-l2")  # the `csfcube` set: the officia
 def csfcube_folds(runs_root: Path, corpus: str, results: pl.DataFrame) -> dict[str, str]:
     """query -> its test fold, as the evaluations of `results`' runs recorded them
     (`<run>.eval.json`: `folds`, from the pool's queries)."""
-    from pipeline.core.artifacts import read_json
     from pipeline.core.errors import InputError
+    from pipeline.core.files import read_json
     from pipeline.layout import run_paths
 
     folds: dict[str, str] = {}

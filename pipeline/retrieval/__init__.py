@@ -1,2 +1,2 @@
-"""Retrieval: the retriever registry (BM25, dense, multi-vector, fusion, random), the engines
-(Lucene through Anserini, BM25 on arrays, exact dense search), BM25 tuning and the run store."""
+"""Retrieval: the dispatcher (search.py), the retriever registry (registry.py, base.py), the
+retrievers (bm25/, dense/, fusion.py, random.py) and the run store (runs.py)."""

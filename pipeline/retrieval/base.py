@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -20,8 +21,9 @@ from pipeline.encoding.models import ModelEntry
 class Query:
     """One pool searched by one model: the pool's queries and candidates, the query texts
     when they are not papers of the corpus (a collection's queries, a QUERY_VARIANT), how
-    deep to go, the options of the search, and `read`, which records each input file before
-    the retriever reads it (its sha256 goes into the run's manifest: the staleness rule)."""
+    deep to go, the retriever's own options (`Retriever.OPTIONS`: BM25's engine, an encoder's
+    backend), and `read`, which records each input file before the retriever reads it (its
+    sha256 goes into the run's manifest: the staleness rule)."""
 
     corpus_dir: Path
     index_root: Path
@@ -34,9 +36,7 @@ class Query:
     depth: int
     threads: int = 2
     seed: int = 0
-    backend: str = "auto"
-    bm25_engine: str = "arrays"
-    model_path: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
     read: Callable[[list[Path]], None] = field(default=lambda paths: None)
 
 
@@ -47,6 +47,14 @@ class Retriever:
     searches_texts: bool = True
     #: whether perturbed queries (QUERY_VARIANT) can be searched
     searches_variants: bool = True
+    #: this kind's own options and their defaults; `search` and `index` give each kind only
+    #: its own (an option of another kind, as the command line passes them all, is not its)
+    OPTIONS: dict[str, Any] = {}
+
+    def options(self, given: dict[str, Any]) -> dict[str, Any]:
+        """This kind's options: each one as given, or its default where given as None."""
+        return {name: default if given.get(name) is None else given[name]
+                for name, default in self.OPTIONS.items()}
 
     def searches(self, queries: pl.DataFrame) -> bool:
         """Whether these queries, given as texts (a collection's), can be searched: by default
@@ -54,12 +62,14 @@ class Retriever:
         facet queries, which name stored sentences)."""
         return self.searches_texts
 
-    def check(self, backend: str) -> None:
-        """Before any work: refuse what cannot run here (a missing Java, a GPU backend)."""
+    def check(self, options: dict[str, Any]) -> None:
+        """Before any work: refuse what cannot run here with these options (`options()`: a
+        missing Java, a GPU backend without a GPU)."""
 
     def index(self, corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry,
-              threads: int = 2, bm25_engine: str = "arrays", **options) -> dict:
-        """Build what the model searches for `pool` (a no-op when it is current)."""
+              threads: int = 2, options: dict[str, Any] | None = None, **stage) -> dict:
+        """Build what the model searches for `pool` (a no-op when it is current), with this
+        kind's `options` and the index stage's own settings (`stage`: a part size, ...)."""
         return {"model": entry.name, "pool": pool, "note": "nothing to index"}
 
     def hits(self, query: Query) -> tuple[pl.DataFrame, dict]:

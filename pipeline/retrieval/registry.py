@@ -13,9 +13,9 @@ from importlib import import_module
 from pipeline.core.errors import InputError
 
 RETRIEVERS: dict[str, str] = {
-    "bm25": "pipeline.retrieval.bm25",
-    "dense": "pipeline.retrieval.embedded",
-    "multi-vector": "pipeline.retrieval.embedded:MULTI_VECTOR",
+    "bm25": "pipeline.retrieval.bm25.retriever",
+    "dense": "pipeline.retrieval.dense.retriever",
+    "multi-vector": "pipeline.retrieval.dense.retriever:MULTI_VECTOR",
     "fusion": "pipeline.retrieval.fusion",
     "random": "pipeline.retrieval.random",
 }

@@ -7,18 +7,12 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.core.artifacts import (
-    atomic_path,
-    check_outputs,
-    file_problem,
-    fingerprints,
-    manifest,
-    read_json,
-    read_parquet,
-    write_parquet,
-)
+from pipeline.core.atomic import atomic_path
+from pipeline.core.checksums import check_outputs, file_problem, fingerprints
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, read_parquet, write_parquet
 from pipeline.core.inputs import Roots, changed
+from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
 from pipeline.layout import VARIANT_SEP, run_paths
 from pipeline.pools.build import validation_pools

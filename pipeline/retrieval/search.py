@@ -13,9 +13,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pipeline.core.artifacts import file_lock, write_json
 from pipeline.core.errors import InputError
+from pipeline.core.files import write_json
 from pipeline.core.inputs import Roots, record
+from pipeline.core.locks import file_lock
 from pipeline.encoding.models import ModelEntry
 from pipeline.layout import PREFILTERED, run_name, run_paths
 from pipeline.pools.build import load_pool, pool_files
@@ -33,31 +34,36 @@ from pipeline.retrieval.runs import (
 
 
 def index(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry, threads: int = 2,
-          bm25_engine: str = "arrays", **embed_options) -> dict:
-    """Build what `entry` needs to search `pool` (a no-op when it is already there)."""
+          *, part_size: int | None = None, **options) -> dict:
+    """Build what `entry` needs to search `pool` (a no-op when it is already there). `options`
+    are the retriever's own (BM25: `bm25_engine`; encoders: `backend`, `model_path`); those of
+    other kinds are not passed on."""
     load_pool(corpus_dir, pool)  # refuses a damaged or stale pool before any work
-    return retriever(entry.kind).index(corpus_dir, index_root, pool, entry, threads,
-                                       bm25_engine, **embed_options)
+    kind = retriever(entry.kind)
+    stage = {"part_size": part_size} if part_size else {}
+    return kind.index(corpus_dir, index_root, pool, entry, threads, kind.options(options),
+                      **stage)
 
 
 def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry: ModelEntry,
-           k: int = TOP_K, threads: int = 2, seed: int = 0, backend: str = "auto",
-           bm25_engine: str = "arrays", variant: str = "full", model_path: str | None = None
-           ) -> dict:
+           k: int = TOP_K, threads: int = 2, seed: int = 0, variant: str = "full",
+           **options) -> dict:
     """Retrieve the top k candidates of `pool` for each of its queries; write the run.
     A pool whose candidates name their query (MDCR-style, `pipeline/mdcr/`) has each query rank
     its own list, whole: the engines score the union of the lists, each query keeps its own.
     BM25 runs on Lucene (Anserini) or on the arrays engine (`bm25_arrays`: Lucene's analysis
     and scores, the same lists). `variant` perturbs the queries
     (`pipeline/pools/queries.py`); its run is
-    named `<model>~<variant>`."""
+    named `<model>~<variant>`. `options` are the retriever's own (BM25: `bm25_engine`;
+    encoders: `backend`, `model_path`); those of other kinds are not passed on."""
     start = time.perf_counter()
     name = run_name(entry.name, variant)
     kind = retriever(entry.kind)
     if variant != "full" and not kind.searches_variants:
         raise InputError(f"QUERY_VARIANT={variant} is not available for {entry.kind} models "
                          f"({entry.name}) yet: use bm25, random or a dense encoder")
-    kind.check(backend)  # before any work
+    options = kind.options(options)
+    kind.check(options)  # before any work
     queries, candidates, _ = load_pool(corpus_dir, pool)
     pairs, candidates = own_lists(candidates)  # MDCR-style: each query ranks its own list
     depth = k if pairs is None else candidates.height  # a query's list: all it may rank
@@ -74,8 +80,7 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
     inputs.update(record(roots, read))
     hits, found = kind.hits(Query(
         corpus_dir, index_root, runs_root, pool, entry, queries, candidates, texts, depth + 1,
-        threads, seed, backend, bm25_engine, model_path,
-        read=lambda paths: inputs.update(record(roots, paths))))
+        threads, seed, options, read=lambda paths: inputs.update(record(roots, paths))))
     details = {"query_variant": variant, **found}
     counts, keep = {}, k
     if pairs is not None:

@@ -25,8 +25,8 @@ from pipeline.encoding.multivector import (
 from pipeline.encoding.store import load_sentence_vectors, load_vectors, stored_ids
 from pipeline.evaluation.evaluate import eval_run
 from pipeline.layout import run_paths, store_dir
-from pipeline.retrieval.dense import maxsim_search, paper_chunks, prepare
-from pipeline.retrieval.embedded import maxsim_hits
+from pipeline.retrieval.dense.exact import maxsim_search, paper_chunks, prepare
+from pipeline.retrieval.dense.retriever import maxsim_hits
 from pipeline.retrieval.runs import finalize_run
 from pipeline.retrieval.search import index, search
 from tests.conftest import POOL_SIZES, pool_of
@@ -342,7 +342,7 @@ def test_maxsim_cosine_and_k_beyond_the_pool():
 def test_auto_backend_of_maxsim_is_torch_on_the_best_device(device):
     """Multi-vector search runs on torch: auto takes the GPU where one is visible; a forced
     torch-cuda without one is refused up front."""
-    from pipeline.retrieval.dense import maxsim_device
+    from pipeline.retrieval.dense.exact import maxsim_device
 
     assert maxsim_device("auto") == device
     assert maxsim_device("torch-cpu") == "cpu"

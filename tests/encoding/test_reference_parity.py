@@ -149,8 +149,8 @@ def test_e5_encodes_queries_as_its_authors_do(tiny_bert, papers):
 @pytest.mark.parametrize("name", ["scincl", "e5-base-v2"])
 def test_scores_are_the_references_similarity(name, tiny_bert, papers):
     """A run's score is what the reference ranks by: -L2 distance (SPECTER family), cosine
-    (E5, MiniLM): pipeline.retrieval.dense.run_scores on the exact search's output."""
-    from pipeline.retrieval.dense import exact_search, run_scores
+    (E5, MiniLM): pipeline.retrieval.dense.exact.run_scores on the exact search's output."""
+    from pipeline.retrieval.dense.exact import exact_search, run_scores
 
     entry = get_model(name)
     encoder = Encoder(entry, model_path=tiny_bert, device="cpu")

@@ -262,7 +262,7 @@ def test_dev_split_tunes_bm25_as_a_pyserini_grid_search(collection, tmp_path):
     and its validation MAP equal a grid search done independently: pyserini indexes the
     documents (Anserini's IndexCollection), searches every pair with `batch_search`, and
     pytrec_eval scores MAP over the top 500 (a query never retrieves its own id)."""
-    from pipeline.retrieval.tuning import B_GRID, K1_GRID, bm25_params
+    from pipeline.retrieval.bm25.tuning import B_GRID, K1_GRID, bm25_params
 
     src = tmp_path / "src"
     shutil.copytree(collection, src)
@@ -423,7 +423,7 @@ def test_a_byte_order_mark_is_read_and_bad_bytes_are_named(collection, tmp_path)
 def test_a_dev_split_judging_nothing_relevant_is_one_line(collection, tmp_path):
     """Issue 30.8: tuning on a dev split whose grades are all 0 scores MAP 0 for every pair:
     one line naming the validation pool (InputError, exit 2 at the CLI), not a TypeError."""
-    from pipeline.retrieval.tuning import bm25_params
+    from pipeline.retrieval.bm25.tuning import bm25_params
 
     src = tmp_path / "src"
     shutil.copytree(collection, src)

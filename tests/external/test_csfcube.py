@@ -321,7 +321,7 @@ def test_multi_vector_store_and_facet_search_with_string_ids(tmp_path):
     from pipeline.encoding.embed import _add_part, _store_config
     from pipeline.encoding.models import ModelEntry
     from pipeline.encoding.multivector import SentenceEncoder, SentenceVectors
-    from pipeline.retrieval.embedded import maxsim_hits
+    from pipeline.retrieval.dense.retriever import maxsim_hits
 
     rng = np.random.default_rng(0)
     ids = np.array(["10", "9", "200", "31", "5"], dtype=object)  # "9" > "31" as strings

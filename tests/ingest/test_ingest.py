@@ -334,7 +334,7 @@ def test_a_users_link_is_never_replaced_by_an_import(target, corpus_dir, tmp_pat
     """corpora/<c> as a symbolic link to a scratch disk: installing a corpus written whole
     (the imports, make mdcr) refused it before by deleting the link and writing a local folder.
     Now: refused in one line naming the link; the link and what it points to are untouched."""
-    from pipeline.ingest.corpus import install_corpus
+    from pipeline.corpus.install import install_corpus
 
     scratch = tmp_path / "scratch" / "c"
     scratch.mkdir(parents=True)

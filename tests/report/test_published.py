@@ -13,12 +13,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.core.artifacts import manifest, write_json
+from pipeline.core.files import write_json
+from pipeline.core.manifests import manifest
+from pipeline.corpus.manifest import update_corpus_manifest
 from pipeline.encoding.models import REGISTRY
 from pipeline.evaluation.evaluate import RESULTS_SCHEMA
 from pipeline.fields import MAG_FIELDS, field_slug
 from pipeline.ingest import ingest
-from pipeline.ingest.corpus import update_corpus_manifest
 from pipeline.ingest.synthetic import SyntheticConfig, generate
 from pipeline.layout import MANIFEST, RESULTS_FILE, pool_dir, pool_name
 from pipeline.report.build import report

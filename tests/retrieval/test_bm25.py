@@ -13,7 +13,8 @@ import polars as pl
 import pytest
 
 from pipeline.core.errors import InputError
-from pipeline.retrieval import bm25_lucene, jvm
+from pipeline.retrieval.bm25 import jvm
+from pipeline.retrieval.bm25 import lucene as bm25_lucene
 from pipeline.retrieval.runs import finalize_run
 from tests.conftest import PYSERINI_IMPORT, PYSERINI_SIDE, pool_of, side_packages
 
@@ -154,7 +155,7 @@ def test_lists_equal_pyserini_lucene_searcher(pyserini_env, corpus_dir, tmp_path
     returns the pipeline's lists, order and ties included, for whole title+abstract queries.
     Every 7th candidate is indexed twice (a copy under another id), so every query meets
     exact ties; the second run uses string ids of the kind BEIR collections have."""
-    from pipeline.ingest.corpus import paper_texts
+    from pipeline.corpus.files import paper_texts
     from pipeline.pools.build import load_pool
 
     queries, candidates, _ = load_pool(corpus_dir, pool_of(1600))
@@ -217,7 +218,8 @@ CTRL_C_SCRIPT = """
 import sys, random
 from pathlib import Path
 import polars as pl
-from pipeline.retrieval import bm25_lucene, jvm
+from pipeline.retrieval.bm25 import jvm
+from pipeline.retrieval.bm25 import lucene as bm25_lucene
 words = [f"w{i}" for i in range(5000)]
 rng = random.Random(1)
 papers = pl.DataFrame({"corpusid": range(60_000), "title": ["t"] * 60_000,

@@ -6,7 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.retrieval import bm25_arrays, bm25_lucene
+from pipeline.retrieval.bm25 import arrays as bm25_arrays
+from pipeline.retrieval.bm25 import lucene as bm25_lucene
 from pipeline.retrieval.runs import finalize_run
 from tests.conftest import pool_of
 
@@ -34,7 +35,7 @@ def test_tokens_are_lucenes():
 def pool(corpus_dir) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The 1,600 candidates of a fixture pool with every 7th indexed twice (exact ties), and
     its queries."""
-    from pipeline.ingest.corpus import paper_texts
+    from pipeline.corpus.files import paper_texts
     from pipeline.pools.build import load_pool
 
     queries, candidates, _ = load_pool(corpus_dir, pool_of(1600))

@@ -11,14 +11,16 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.core.artifacts import read_json, write_json
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import Roots
+from pipeline.corpus.files import paper_texts
 from pipeline.encoding.models import get_model
-from pipeline.ingest.corpus import paper_texts
 from pipeline.layout import run_paths
 from pipeline.pools.build import PoolSpec, build_pool, load_pool
-from pipeline.retrieval import bm25_arrays, bm25_lucene, bm25_store
+from pipeline.retrieval.bm25 import arrays as bm25_arrays
+from pipeline.retrieval.bm25 import lucene as bm25_lucene
+from pipeline.retrieval.bm25 import store as bm25_store
 from pipeline.retrieval.search import index, search
 from pipeline.verify import verify
 from tests.conftest import copy_corpus
@@ -50,13 +52,13 @@ def test_runs_are_byte_identical_from_the_store_a_fresh_analysis_and_lucene(corp
     for pool in POOLS:
         info = search(corpus, tmp_path / "idx", tmp_path / "runs", pool, entry, threads=2)
         analysed.append(info["details"]["analysed_text_store"])
-        index(corpus, tmp_path / "idx", pool, entry, 1, "lucene")
+        index(corpus, tmp_path / "idx", pool, entry, 1, bm25_engine="lucene")
         search(corpus, tmp_path / "idx", tmp_path / "lucene", pool, entry, threads=2,
                bm25_engine="lucene")
         store_run = run_paths(tmp_path / "runs", corpus.name, pool, "bm25")
         lucene_run = run_paths(tmp_path / "lucene", corpus.name, pool, "bm25")
         for suffix in ("trec", "parquet"):
-            assert store_run[suffix].read_bytes() == lucene_run[suffix].read_bytes(), pool
+            assert store_run.of(suffix).read_bytes() == lucene_run.of(suffix).read_bytes(), pool
         # the store's hits equal a fresh analysis of every text, score for score
         queries, candidates, _ = load_pool(corpus, pool)
         texts = paper_texts(corpus, queries["corpusid"]).sort("corpusid")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.retrieval.dense import exact_search, faiss_search, prepare, torch_search
+from pipeline.retrieval.dense.exact import exact_search, faiss_search, prepare, torch_search
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_auto_backend_on_cpu_is_faiss(data):
 def test_auto_backend_on_a_gpu_node_is_a_gpu_backend_with_the_cpu_lists(data):
     """auto on a GPU node: Faiss GPU where its probe passes and k fits, else torch on the
     GPU; either finds Faiss CPU's lists. k over Faiss GPU's limit takes torch."""
-    from pipeline.retrieval.dense import GPU_MAX_K, faiss_gpu_works
+    from pipeline.retrieval.dense.exact import GPU_MAX_K, faiss_gpu_works
 
     queries, docs = data
     _, want, _ = exact_search(queries, docs, 10, "ip", "faiss-cpu")
@@ -115,7 +115,7 @@ def test_forced_gpu_backends_run_on_a_gpu_node(data):
     """torch-cuda runs and finds the CPU's lists; faiss-gpu runs where its probe passes (else
     it is refused, by name), and k over its limit is refused, never silently switched."""
     from pipeline.core.errors import InputError
-    from pipeline.retrieval.dense import GPU_MAX_K, faiss_gpu_works
+    from pipeline.retrieval.dense.exact import GPU_MAX_K, faiss_gpu_works
 
     queries, docs = data
     _, want, _ = exact_search(queries, docs, 50, "cosine", "faiss-cpu")

@@ -6,16 +6,16 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.core.artifacts import read_json, write_json
+from pipeline.core.files import read_json, write_json
+from pipeline.corpus.files import paper_texts
 from pipeline.encoding.models import get_model
 from pipeline.evaluation.metrics import per_query
-from pipeline.ingest.corpus import paper_texts
 from pipeline.layout import bm25_index_dir, run_paths, tuning_path
 from pipeline.pools.build import PoolSpec, build_pool, load_pool, validation_pools
-from pipeline.retrieval import bm25_lucene
+from pipeline.retrieval.bm25 import lucene as bm25_lucene
+from pipeline.retrieval.bm25.tuning import bm25_params
 from pipeline.retrieval.runs import finalize_run
 from pipeline.retrieval.search import index, search
-from pipeline.retrieval.tuning import bm25_params
 from tests.conftest import copy_corpus
 
 K1S, BS = (0.5, 1.2), (0.3, 0.9)
@@ -52,7 +52,7 @@ def test_best_pair_on_the_validation_pools(corpus, tmp_path):
     # the same validation MAP
     maps = []
     for pool in chosen["tuned_on"]:
-        index(corpus, tmp_path, pool, entry, 1, "lucene")
+        index(corpus, tmp_path, pool, entry, 1, bm25_engine="lucene")
         queries, candidates, qrels = load_pool(corpus, pool)
         hits, _ = bm25_lucene.search(paper_texts(corpus, queries["corpusid"]).sort("corpusid"),
                               bm25_index_dir(tmp_path, corpus.name, pool), 501,
@@ -78,10 +78,10 @@ def test_best_pair_on_the_validation_pools(corpus, tmp_path):
 
 
 def test_search_uses_tuned_or_default_parameters(corpus, tmp_path, monkeypatch):
-    import pipeline.retrieval.tuning
+    import pipeline.retrieval.bm25.tuning
 
-    monkeypatch.setattr(pipeline.retrieval.tuning, "K1_GRID", K1S)
-    monkeypatch.setattr(pipeline.retrieval.tuning, "B_GRID", BS)
+    monkeypatch.setattr(pipeline.retrieval.bm25.tuning, "K1_GRID", K1S)
+    monkeypatch.setattr(pipeline.retrieval.bm25.tuning, "B_GRID", BS)
     entry = get_model("bm25")
     runs = tmp_path / "runs"
     for pool in ("all-900-s2-r0", "all-700-s2-r0"):
@@ -113,7 +113,7 @@ def _grid(maps: list[float]) -> pl.DataFrame:
 
 def test_a_grid_that_scored_nothing_is_an_error_and_a_flat_one_keeps_the_defaults():
     from pipeline.core.errors import InputError
-    from pipeline.retrieval.tuning import choose
+    from pipeline.retrieval.bm25.tuning import choose
 
     entry = get_model("bm25")
     with pytest.raises(InputError, match="MAP is 0 for every"):

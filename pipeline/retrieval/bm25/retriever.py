@@ -1,6 +1,6 @@
 """BM25 as a retriever: k1 and b tuned on the pool's validation pools (tuning.py), searched on
-the arrays engine (bm25_arrays.py: Lucene's analysis and scores in numba, the default) or on
-Lucene itself (bm25_lucene.py: Anserini's SearchCollection over a Lucene index of the pool)."""
+the arrays engine (arrays.py: Lucene's analysis and scores in numba, the default) or on
+Lucene itself (lucene.py: Anserini's SearchCollection over a Lucene index of the pool)."""
 
 from __future__ import annotations
 
@@ -10,24 +10,30 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.errors import InputError
+from pipeline.corpus.files import paper_texts
 from pipeline.encoding.models import ModelEntry
-from pipeline.ingest.corpus import paper_texts
 from pipeline.layout import PREFILTERED, bm25_index_dir, runs_dir, tuning_path
 from pipeline.pools.build import load_pool, pool_files
 from pipeline.pools.queries import own_text
-from pipeline.retrieval import bm25_lucene, jvm
 from pipeline.retrieval.base import Query, Retriever
-from pipeline.retrieval.tuning import bm25_params
+from pipeline.retrieval.bm25 import jvm
+from pipeline.retrieval.bm25 import lucene as bm25_lucene
+from pipeline.retrieval.bm25.tuning import bm25_params
 
 
 class BM25(Retriever):
-    def check(self, backend: str) -> None:
+    #: the engine: `arrays` (the default: the analysed-text store and numba) or `lucene`
+    OPTIONS = {"bm25_engine": "arrays"}
+
+    def check(self, options: dict) -> None:
         jvm.java_binary()  # both engines need Java (Lucene's analyzer)
 
     def index(self, corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry,
-              threads: int = 2, bm25_engine: str = "arrays", **options) -> dict:
-        if bm25_engine == "arrays":  # the pool's papers into the analysed-text store
-            from pipeline.retrieval import bm25_store
+              threads: int = 2, options: dict | None = None, part_size: int | None = None
+              ) -> dict:
+        if self.options(options or {})["bm25_engine"] == "arrays":
+            # the pool's papers into the analysed-text store
+            from pipeline.retrieval.bm25 import store as bm25_store
 
             queries, candidates, _ = load_pool(corpus_dir, pool)
             ids = [candidates["corpusid"].to_numpy()]
@@ -37,9 +43,9 @@ class BM25(Retriever):
                     "note": "the arrays engine assembles the pool's index from the analysed-"
                             "text store when it searches",
                     **bm25_store.fill(corpus_dir, index_root, np.concatenate(ids), threads,
-                                      repair=True, part_size=options.get("part_size")
+                                      repair=True, part_size=part_size
                                       or bm25_store.PART_SIZE)}
-        if options.get("part_size"):
+        if part_size:
             raise InputError("--part-size sets the parts of the arrays engine's analysed-text "
                              "store; BM25_ENGINE=lucene builds one Lucene index per pool: "
                              "leave it out")
@@ -47,7 +53,7 @@ class BM25(Retriever):
                                                               threads)}
 
     def hits(self, query: Query) -> tuple[pl.DataFrame, dict]:
-        corpus_dir, pool, engine = query.corpus_dir, query.pool, query.bm25_engine
+        corpus_dir, pool, engine = query.corpus_dir, query.pool, query.options["bm25_engine"]
         index_dir = bm25_index_dir(query.index_root, corpus_dir.name, pool)
         params = bm25_params(corpus_dir, query.index_root, pool, query.entry, query.threads,
                              engine=engine)  # tuned on the validation pools
@@ -64,7 +70,7 @@ class BM25(Retriever):
         pool_papers = lambda: paper_texts(corpus_dir, query.candidates["corpusid"])  # noqa: E731
         store = {}
         if engine == "arrays":
-            from pipeline.retrieval import bm25_store
+            from pipeline.retrieval.bm25 import store as bm25_store
 
             runs, capped, store = bm25_store.search_grid(
                 corpus_dir, query.index_root, query_papers, query.texts is None,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pipeline.core.errors import InputError, ToolError
 
-LOG_CONFIG = Path(__file__).parents[1] / "data" / "log4j2.xml"  # Anserini's log: WARN, stderr
+LOG_CONFIG = Path(__file__).parents[2] / "data" / "log4j2.xml"  # Anserini's log: WARN, stderr
 
 
 PYSERINI = "pyserini==1.6.0"  # the package whose Anserini jar the pipeline runs (docs/install.md)

@@ -22,24 +22,18 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from pipeline.core.artifacts import (
-    DIR_MODE,
-    atomic_dir,
-    check_outputs,
-    file_lock,
-    fingerprints,
-    manifest,
-    read_json,
-    scratch_dir,
-    write_json,
-)
+from pipeline.core.atomic import DIR_MODE, atomic_dir, scratch_dir
+from pipeline.core.checksums import check_outputs, fingerprints
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import Roots, record
+from pipeline.core.locks import file_lock
+from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
-from pipeline.ingest.corpus import paper_texts
+from pipeline.corpus.files import paper_texts
 from pipeline.layout import LUCENE, MANIFEST, POOL_CANDIDATES, PREFILTERED, bm25_index_dir, pool_dir
 from pipeline.pools.build import load_pool
-from pipeline.retrieval.jvm import anserini_jar, java_binary, run_anserini
+from pipeline.retrieval.bm25.jvm import anserini_jar, java_binary, run_anserini
 
 log = logging.getLogger(__name__)
 MAX_CLAUSES = 1024  # Lucene's default BooleanQuery clause limit

@@ -34,18 +34,16 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from pipeline.core.artifacts import (
-    atomic_path,
-    file_lock,
-    fingerprint,
-    manifest,
-    read_json,
-    write_json,
-)
+from pipeline.core.atomic import atomic_path
+from pipeline.core.checksums import fingerprint
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import Roots, record
+from pipeline.core.locks import file_lock
 from pipeline.core.logs import progress
+from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
+from pipeline.corpus.files import corpus_file, paper_texts
 from pipeline.encoding.store import (
     id_array,
     part_name,
@@ -53,10 +51,10 @@ from pipeline.encoding.store import (
     store_parts,
     stored_ids,
 )
-from pipeline.ingest.corpus import corpus_file, paper_texts
 from pipeline.layout import MANIFEST, PREFILTERED, analysed_dir
-from pipeline.retrieval import bm25_lucene, jvm
-from pipeline.retrieval.bm25_arrays import (
+from pipeline.retrieval.bm25 import jvm
+from pipeline.retrieval.bm25 import lucene as bm25_lucene
+from pipeline.retrieval.bm25.arrays import (
     Postings,
     QueryTerms,
     Vocabulary,
@@ -64,7 +62,7 @@ from pipeline.retrieval.bm25_arrays import (
     query_terms,
     term_counts,
 )
-from pipeline.retrieval.bm25_lucene import MAX_CLAUSES
+from pipeline.retrieval.bm25.lucene import MAX_CLAUSES
 
 ANALYZER = "anserini-english"  # io.anserini.analysis.DefaultEnglishAnalyzer, as Anserini indexes
 PART_SIZE = 50_000  # papers per part: a checkpoint, and one dictionary of terms

@@ -32,8 +32,9 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.logs import Progress, progress
-from pipeline.retrieval import bm25_lucene, jvm
-from pipeline.retrieval.bm25_lucene import MAX_CLAUSES
+from pipeline.retrieval.bm25 import jvm
+from pipeline.retrieval.bm25 import lucene as bm25_lucene
+from pipeline.retrieval.bm25.lucene import MAX_CLAUSES
 
 SEPARATOR = "qqqmdcrseparatorqqq"  # a token that analysis leaves alone, between batched texts
 _SEPARATOR = re.compile(SEPARATOR, re.IGNORECASE)  # analysis lower-cases: no text may hold it
@@ -258,7 +259,7 @@ def _maxima(frontier_ptr, frontier_norm, frontier_tf, cache):  # pragma: no cove
 
 def build(ids: np.ndarray, texts: Sequence[str], threads: int = 2) -> Postings:
     """Index texts (as `bm25_lucene.paper_text` makes them) under `ids`, analysing every one
-    (the analysed-text store, `bm25_store.py`, analyses a paper once per corpus instead).
+    (the analysed-text store, `store.py`, analyses a paper once per corpus instead).
     Memory is the postings (12 bytes per distinct term of a text) and the vocabulary, not
     the tokens."""
     vocab = Vocabulary()

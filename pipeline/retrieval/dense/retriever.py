@@ -69,7 +69,7 @@ def maxsim_hits(store: Path, query_ids: np.ndarray, doc_ids: np.ndarray, k: int,
     or strings. With `papers` and `sentences`, query i is the sentences[i] of stored paper
     papers[i] (facet_vectors), not a stored paper of its own."""
     from pipeline.encoding.store import id_array, stored_ids
-    from pipeline.retrieval.dense import maxsim_device, maxsim_stream, run_scores
+    from pipeline.retrieval.dense.exact import maxsim_device, maxsim_stream, run_scores
 
     device = maxsim_device(backend)
     query_ids = id_array(query_ids)
@@ -110,20 +110,27 @@ def maxsim_hits(store: Path, query_ids: np.ndarray, doc_ids: np.ndarray, k: int,
 
 
 class Dense(Retriever):
-    def check(self, backend: str) -> None:
-        from pipeline.retrieval.dense import check_backend
+    #: the search backend (auto, faiss-cpu, faiss-gpu, torch-cpu, torch-cuda: exact.py) and a
+    #: local copy of the model's weights, for queries encoded at search time
+    OPTIONS = {"backend": "auto", "model_path": None}
 
-        check_backend(backend)  # a GPU backend forced where there is none
+    def check(self, options: dict) -> None:
+        from pipeline.retrieval.dense.exact import check_backend
+
+        check_backend(options["backend"])  # a GPU backend forced where there is none
 
     def index(self, corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry,
-              threads: int = 2, bm25_engine: str = "arrays", **options) -> dict:
-        return embed(corpus_dir, index_root, entry, pools=[pool], **options)
+              threads: int = 2, options: dict | None = None, part_size: int | None = None
+              ) -> dict:
+        model_path = self.options(options or {})["model_path"]
+        return embed(corpus_dir, index_root, entry, pools=[pool], model_path=model_path,
+                     **({"part_size": part_size} if part_size else {}))
 
     def hits(self, query: Query) -> tuple[pl.DataFrame, dict]:
         """Exact top k by the model's similarity. Queries are the store's vectors of the query
         papers, or their texts encoded now: a collection's queries, perturbed ones, and query
         papers of a model with a query form of its own (E5)."""
-        from pipeline.retrieval.dense import exact_search, run_scores
+        from pipeline.retrieval.dense.exact import exact_search, run_scores
 
         entry = query.entry
         query.read(store_files(query.index_root, query.corpus_dir.name, entry))
@@ -140,11 +147,11 @@ class Dense(Retriever):
             query_vectors, doc_vectors = vectors[: len(query_ids)], vectors[len(query_ids):]
         else:
             query_ids = texts["corpusid"].to_numpy()
-            query_vectors = encode_texts(store, entry, texts, query.model_path)
+            query_vectors = encode_texts(store, entry, texts, query.options["model_path"])
             query.read([query_cache(store, entry, texts)])  # the vectors the run is made from
             doc_vectors = load_vectors(store, doc_ids, dtype=None)
         scores, positions, used = exact_search(query_vectors, doc_vectors, query.depth,
-                                               entry.similarity, query.backend)
+                                               entry.similarity, query.options["backend"])
         valid = positions >= 0
         hits = pl.DataFrame({
             "query": np.repeat(query_ids, positions.shape[1])[valid.ravel()],
@@ -167,10 +174,10 @@ class MultiVector(Dense):
         queries: columns `paper` and `sentences`, pipeline/external/csfcube.py)."""
         return set(FACET_COLUMNS) <= set(queries.columns)
 
-    def check(self, backend: str) -> None:
-        from pipeline.retrieval.dense import maxsim_device
+    def check(self, options: dict) -> None:
+        from pipeline.retrieval.dense.exact import maxsim_device
 
-        maxsim_device(backend)  # a Faiss backend, or a GPU that is not there
+        maxsim_device(options["backend"])  # a Faiss backend, or a GPU that is not there
 
     def hits(self, query: Query) -> tuple[pl.DataFrame, dict]:
         """Best sentence pair (ts-ASPIRE), exact. Facet queries (their own text, naming a
@@ -182,18 +189,19 @@ class MultiVector(Dense):
         doc_ids = query.candidates["corpusid"].to_numpy()
         if query.texts is None:
             return maxsim_hits(store, query.queries["corpusid"].to_numpy(), doc_ids,
-                               query.depth, entry.similarity, query.backend)
+                               query.depth, entry.similarity, query.options["backend"])
         _check_numbering(query, store)
         facets = query.queries.sort("corpusid")
         return maxsim_hits(store, facets["corpusid"].to_numpy(), doc_ids, query.depth,
-                           entry.similarity, query.backend, papers=facets["paper"].to_numpy(),
+                           entry.similarity, query.options["backend"],
+                           papers=facets["paper"].to_numpy(),
                            sentences=facets["sentences"].to_list())
 
 
 def _check_numbering(query: Query, store: Path) -> None:
     """Facet queries number sentences as the store's splitter did when the pool was written;
     a store split otherwise would select other sentences: refused."""
-    from pipeline.core.artifacts import read_json
+    from pipeline.core.files import read_json
     from pipeline.pools.build import pool_manifest
 
     made = pool_manifest(query.corpus_dir, query.pool).get("sentence_numbering")

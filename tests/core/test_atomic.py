@@ -9,19 +9,10 @@ import sys
 import pyarrow as pa
 import pytest
 
-from pipeline.core import artifacts
-from pipeline.core.artifacts import (
-    atomic_dir,
-    atomic_path,
-    read_json,
-    read_parquet,
-    stale_temporaries,
-    sweep,
-    temp_prefix,
-    write_json,
-    write_parquet,
-)
+from pipeline.core import atomic, checksums, manifests
+from pipeline.core.atomic import atomic_dir, atomic_path, stale_temporaries, sweep, temp_prefix
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, read_parquet, write_json, write_parquet
 
 
 def _mode(path) -> int:
@@ -34,7 +25,7 @@ def test_written_files_follow_the_umask(tmp_path, umask):
     code = (
         "import os, sys; from pathlib import Path;"
         f"os.umask({umask});"
-        "from pipeline.core.artifacts import write_json, atomic_dir;"
+        "from pipeline.core.files import write_json; from pipeline.core.atomic import atomic_dir;"
         "out = Path(sys.argv[1]); write_json({'a': 1}, out / 'x.json');"
         "ctx = atomic_dir(out / 'folder'); tmp = ctx.__enter__(); (tmp / 'f').write_text('1');"
         "ctx.__exit__(None, None, None)"
@@ -63,9 +54,9 @@ def test_temporaries_of_dead_processes_are_swept(tmp_path):
     """Defect 10: a kill left `.papers.parquet.*.tmp` files and `.bm25-*` folders forever."""
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()
-    stale = tmp_path / f".papers.parquet.{artifacts.HOST}-{dead}.abcd1234.tmp"
+    stale = tmp_path / f".papers.parquet.{atomic.HOST}-{dead}.abcd1234.tmp"
     stale.write_text("half")
-    stale_dir = tmp_path / f".bm25.{artifacts.HOST}-{dead}.x1y2z3.tmp"
+    stale_dir = tmp_path / f".bm25.{atomic.HOST}-{dead}.x1y2z3.tmp"
     (stale_dir / "lucene").mkdir(parents=True)
     live = tmp_path / f"{temp_prefix('other.parquet')}live.tmp"  # this process: in progress
     live.write_text("busy")
@@ -93,7 +84,7 @@ def test_corrupt_json_and_parquet_are_named(tmp_path):
 
 
 def test_manifest_records_versions_and_code():
-    info = artifacts.manifest("x", {"a": 1})
+    info = manifests.manifest("x", {"a": 1})
     assert info["libraries"]["polars"] and info["libraries"]["pyarrow"]
     assert info["code_version"] != "" and info["manifest_version"] == 2
 
@@ -106,7 +97,7 @@ def test_every_folder_made_is_readable_as_the_umask_allows(tmp_path):
 import os, stat, sys
 from pathlib import Path
 os.umask(0o022)
-from pipeline.core.artifacts import atomic_dir, scratch_dir
+from pipeline.core.atomic import atomic_dir, scratch_dir
 root = Path(sys.argv[1])
 modes = []
 with scratch_dir(root, "import") as tmp:
@@ -128,7 +119,7 @@ def test_damage_with_its_times_put_back_is_hashed_again(tmp_path):
     repaired it. The ctime, which no user can set, is part of what a kept hash holds for."""
     import os
 
-    from pipeline.core.artifacts import file_problem, fingerprint
+    from pipeline.core.checksums import file_problem, fingerprint
 
     path = tmp_path / "part.arrow"
     path.write_bytes(b"a" * 4096)
@@ -140,6 +131,6 @@ def test_damage_with_its_times_put_back_is_hashed_again(tmp_path):
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert (path.stat().st_size, path.stat().st_mtime_ns, path.stat().st_ino) == (
         before.st_size, before.st_mtime_ns, before.st_ino)
-    artifacts._checked.clear()  # a later process: only the folder's .checksums.json is kept
+    checksums._checked.clear()  # a later process: only the folder's .checksums.json is kept
     assert file_problem(path, recorded, deep=False) == ("bytes differ from the manifest's "
                                                         "checksum (corrupt)")

@@ -19,13 +19,15 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.core.artifacts import file_lock, manifest, read_json, write_json
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import Roots, record
+from pipeline.core.locks import file_lock
+from pipeline.core.manifests import manifest
 from pipeline.encoding.models import ModelEntry
 from pipeline.layout import bm25_index_dir, parse_pool_name, tuning_path
 from pipeline.pools.build import check_pool, load_pool, pool_files, validation_pools
-from pipeline.retrieval import bm25_lucene
+from pipeline.retrieval.bm25 import lucene as bm25_lucene
 
 K1_GRID = (0.6, 0.9, 1.2, 1.5, 2.0)
 B_GRID = (0.3, 0.4, 0.5, 0.6, 0.75, 0.9)
@@ -71,8 +73,8 @@ def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntr
     """Every (k1, b) on every validation pool, MAP over the top 500 as `eval` scores it. The
     queries are searched as `search` searches them (a collection's queries by their own text,
     an MDCR-style pool's queries in their own lists)."""
+    from pipeline.corpus.files import paper_texts
     from pipeline.evaluation.metrics import per_query
-    from pipeline.ingest.corpus import paper_texts
     from pipeline.pools.queries import query_texts
     from pipeline.retrieval.runs import TOP_K, finalize_run, keep_own_lists, own_lists
 
@@ -85,7 +87,7 @@ def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntr
         depth = TOP_K if pairs is None else candidates.height
         if engine == "arrays":
             from pipeline.pools.queries import own_text
-            from pipeline.retrieval import bm25_store
+            from pipeline.retrieval.bm25 import store as bm25_store
 
             runs, _, _ = bm25_store.search_grid(corpus_dir, index_root, texts,
                                                 not own_text(queries), candidates["corpusid"],

@@ -1,0 +1,29 @@
+"""One lock per artifact, so concurrent jobs (make -j, SLURM arrays, two `make embed`)
+update it in turn; the one naming rule for lock files."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def lock_path(target: Path) -> Path:
+    """The one lock naming rule: the lock of the artifact at `target` (a file, a folder, a
+    run's name) is `.<name>.lock` beside it."""
+    return target.parent / f".{target.name}.lock"
+
+
+@contextlib.contextmanager
+def file_lock(target: Path) -> Iterator[None]:
+    """An exclusive advisory lock on the artifact at `target` (lock_path), so concurrent jobs
+    (make -j, SLURM arrays, two `make embed`) update one artifact in turn."""
+    path = lock_path(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

