@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property, partial
 from pathlib import Path
 
 import polars as pl
@@ -21,7 +24,7 @@ from pipeline.layout import (
     stage_times_path,
 )
 from pipeline.report.plots import plot_field_heatmap, plot_map_vs_size
-from pipeline.report.published import corpus_origin, published_sections
+from pipeline.report.published import Origin, comparison_tables, corpus_origin
 from pipeline.report.tables import (
     COLLECTION,
     GROUP_KEYS,
@@ -32,6 +35,7 @@ from pipeline.report.tables import (
     dataset_table,
     field_metric,
     field_table,
+    latex_table,
     main_metric,
     markdown_table,
     mdcr_tables,
@@ -41,7 +45,6 @@ from pipeline.report.tables import (
     significance_marks,
     significance_section,
     variant_table,
-    write_table,
 )
 
 
@@ -59,20 +62,158 @@ def stage_times(runs_root: Path, corpus: str) -> str:
     return markdown_table(["stage", "seconds", "invocations"], rows)
 
 
-def report(runs_root: Path, corpus: str, seed: int = 0,
-           corpora_root: Path | None = None) -> str:
-    """Write the tables and plots of one corpus and pool seed; return the markdown written.
+@dataclass(frozen=True)
+class Table:
+    """One table of the report: written as `<corpus>-<name>.tex`, shown as a Markdown section."""
 
-    Pools of other seeds have other queries, so they are never averaged into the same cells.
-    `corpora_root` (default: the `corpora/` beside `runs_root`, as in a DATA folder) holds the
-    corpus manifest that says what the corpus is: the published numbers get a difference only
-    on the paper's setup (docs/published.md).
-    """
+    name: str  # the file's section name: dataset, field-100k, published-<section>, ...
+    caption: str
+    header: list[str]
+    rows: list[list[str]]
+
+    @property
+    def markdown(self) -> str:
+        return f"## {self.caption}\n\n" + markdown_table(self.header, self.rows)
+
+    @property
+    def latex(self) -> str:
+        return latex_table(self.header, self.rows, self.caption)
+
+    def frame(self) -> pl.DataFrame:
+        """The table's cells as strings, one column per header cell (as printed)."""
+        return pl.DataFrame([dict(zip(self.header, row, strict=True)) for row in self.rows],
+                            schema=dict.fromkeys(self.header, pl.String))
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One figure of the report, drawn when saved (`<corpus>-<name>.png`)."""
+
+    name: str
+    draw: Callable[[Path], None]  # writes the PNG to the path it is given
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of the report (mdcr, csfcube, collection, query-variants, dataset, fields,
+    significance, published): its tables and plots, or Markdown text of its own."""
+
+    name: str
+    tables: tuple[Table, ...] = ()
+    plots: tuple[Plot, ...] = ()
+    text: str | None = None  # a section that is not tables (significance)
+
+    @property
+    def parts(self) -> list[str]:
+        """Its Markdown sections, in the report's order."""
+        return [self.text] if self.text is not None else [t.markdown for t in self.tables]
+
+    @property
+    def markdown(self) -> str:
+        return "\n".join(self.parts)
+
+    def save(self, out_dir: Path, corpus: str) -> None:
+        """Write its tables as LaTeX and draw its plots into the reports folder."""
+        for table in self.tables:
+            with atomic_path(report_file(out_dir, corpus, table.name, ".tex")) as tmp:
+                tmp.write_text(table.latex)
+        for plot in self.plots:
+            plot.draw(report_file(out_dir, corpus, plot.name, ".png"))
+
+
+@dataclass(frozen=True)
+class Report:
+    """The report of one corpus and pool seed: Markdown (`markdown`, `document`), LaTeX
+    (`latex`), its tables (`tables`, by file name) and `save()`, which writes it under
+    runs/reports/ as `make report` does."""
+
+    corpus: str
+    seed: int
+    runs_root: Path
+    sections: tuple[Section, ...]
+
+    @property
+    def markdown(self) -> str:
+        """Every section's Markdown (what `report()` returns and the command prints)."""
+        return "\n".join(part for section in self.sections for part in section.parts)
+
+    @property
+    def document(self) -> str:
+        """The Markdown file: a title above `markdown`."""
+        return f"# Results: {self.corpus}\n\n{self.markdown}"
+
+    @property
+    def tables(self) -> dict[str, Table]:
+        return {t.name: t for section in self.sections for t in section.tables}
+
+    @property
+    def latex(self) -> dict[str, str]:
+        """Each table's LaTeX, by the name of the file it is written to."""
+        return {report_file(Path(), self.corpus, name, ".tex").name: table.latex
+                for name, table in self.tables.items()}
+
+    def section(self, name: str) -> Section:
+        for section in self.sections:
+            if section.name == name:
+                return section
+        raise KeyError(f"no section {name!r} in the report of {self.corpus} (sections: "
+                       f"{', '.join(s.name for s in self.sections)})")
+
+    def save(self) -> Path:
+        """Write the LaTeX tables, the plots and then the Markdown file under runs/reports/;
+        return the Markdown file's path."""
+        out_dir = reports_dir(self.runs_root)
+        for section in self.sections:
+            section.save(out_dir, self.corpus)
+        path = report_file(out_dir, self.corpus)
+        with atomic_path(path) as tmp:
+            tmp.write_text(self.document)
+        return path
+
+    def __str__(self) -> str:
+        return self.markdown
+
+    def _repr_markdown_(self) -> str:  # a notebook shows the tables
+        return self.document
+
+
+PERTURBED = pl.col("model").str.contains(VARIANT_SEP, literal=True)  # QUERY_VARIANT runs
+
+
+@dataclass
+class Results:
+    """The rows of one corpus and pool seed a report is made from, and their views."""
+
+    corpus: str
+    runs_root: Path
+    rows: pl.DataFrame  # every run of the seed, per candidate type too (published tables)
+    origin: Origin | None = None
+
+    @cached_property
+    def lists_all(self) -> pl.DataFrame:
+        """Scores over all of a query's candidates (not per candidate type)."""
+        return self.rows.filter(pl.col("negatives") == "all")
+
+    @cached_property
+    def full_queries(self) -> pl.DataFrame:
+        """`lists_all` without the QUERY_VARIANT runs."""
+        return self.lists_all.filter(~PERTURBED)
+
+    @cached_property
+    def means(self) -> pl.DataFrame:
+        results = self.full_queries
+        return mean_results(results) if results.height else pl.DataFrame(
+            schema={**dict.fromkeys(GROUP_KEYS, pl.String), "size": pl.Int64})
+
+
+def load_results(runs_root: Path, corpus: str, seed: int = 0,
+                 corpora_root: Path | None = None) -> Results:
+    """The test pools' rows of one corpus and pool seed in runs/results.parquet (validation
+    pools tune models, MDCR §3; a corpus of validation pools only, an imported mdcr_val,
+    reports those). Pools of other seeds have other queries: never averaged into one cell."""
     path = runs_root / RESULTS_FILE
     if not path.exists():
         raise InputError(f"{path} is missing: run `make eval` first")
-    # validation pools tune models (MDCR §3); the tables report the test pools (a corpus of
-    # validation pools only, an imported mdcr_val, reports those)
     results = read_parquet(path).filter(pl.col("corpus") == corpus)
     results = results.filter(pl.col("split") == ("test" if (results["split"] == "test").any()
                                                  else "validation"))
@@ -84,109 +225,160 @@ def report(runs_root: Path, corpus: str, seed: int = 0,
         other = f" (seeds present: {', '.join(map(str, seeds))}; pass SEED=...)" if seeds else ""
         raise InputError(f"no evaluated runs for CORPUS={corpus} and SEED={seed} in {path}"
                          f"{other}: run `make eval`")
-    per_seed = results  # every run of the seed, per candidate type too (published_sections)
-    out_dir = reports_dir(runs_root)
+    corpora = corpora_root if corpora_root is not None else (
+        runs_root.parent / DATA_FOLDERS["corpora"])
+    return Results(corpus, runs_root, results, corpus_origin(corpora, corpus))
 
-    def tex(section: str) -> Path:
-        return report_file(out_dir, corpus, section, ".tex")
-    sections = []
-    perturbed = pl.col("model").str.contains(VARIANT_SEP, literal=True)  # QUERY_VARIANT runs
-    if (results["level"] == "mdcr").any():
-        tables = mdcr_tables(results.filter(~perturbed))
-        captions = (f"{corpus}: MDCR-style benchmark (MDCR Table 3), MAP / R@5 x100 per field, "
-                    "on the lists the official evaluator reads (the positives and the types "
-                    "bm25, graph, most_cited, random, scincl, specter); averages as it computes "
-                    "them (per field x100, rounded to 4 decimals, mean over fields); bold: best "
-                    "MAP",
-                    f"{corpus}: MAP x100 per candidate type (MDCR Table 4): each query's "
-                    "positives and the negatives of one type only, mean over fields",
-                    f"{corpus}: NOT the official evaluator's numbers: MAP / R@5 x100 per field "
-                    "over every list of the benchmark, including types the official evaluator "
-                    "does not read",
-                    f"{corpus}: MAP x100 per candidate type the official evaluator does not "
-                    "read: each query's positives and that type's negatives only")
-        names = ("mdcr", "mdcr-types", "mdcr-every-list", "mdcr-other-types")
-        for caption, (header, rows), name in zip(captions, tables, names, strict=True):
-            if rows:
-                sections.append(write_table(tex(name), caption, header,
-                                            rows))
-    if (results["level"] == "csfcube").any():  # CSFCube's facet pools (pipeline/external)
-        from pipeline.report.tables import csfcube_folds, csfcube_table
 
-        facets = results.filter(pl.col("level") == "csfcube", ~perturbed)
-        header, rows = csfcube_table(facets, csfcube_folds(runs_root, corpus, facets))
-        caption = (f"{corpus}: CSFCube, NDCG%20 / MAP x100 per facet and over all facets, as "
-                   "CSFCube's evaluation computes them (MAP: grades >= 2 relevant; the mean of "
-                   "the two test folds' means); bold: best NDCG%20")
-        sections.append(write_table(tex("csfcube"), caption, header, rows))
-    results = results.filter(pl.col("negatives") == "all")
-    collections = results.filter(pl.col("level") == COLLECTION, ~perturbed)
+MDCR_TABLES = (
+    ("mdcr", "MDCR-style benchmark (MDCR Table 3), MAP / R@5 x100 per field, on the lists the "
+     "official evaluator reads (the positives and the types bm25, graph, most_cited, random, "
+     "scincl, specter); averages as it computes them (per field x100, rounded to 4 decimals, "
+     "mean over fields); bold: best MAP"),
+    ("mdcr-types", "MAP x100 per candidate type (MDCR Table 4): each query's positives and the "
+     "negatives of one type only, mean over fields"),
+    ("mdcr-every-list", "NOT the official evaluator's numbers: MAP / R@5 x100 per field over "
+     "every list of the benchmark, including types the official evaluator does not read"),
+    ("mdcr-other-types", "MAP x100 per candidate type the official evaluator does not read: "
+     "each query's positives and that type's negatives only"))
+SIGNIFICANT = "significantly below the best (paired t-test, Holm-Bonferroni, p < 0.05)"
+
+
+def mdcr_section(data: Results) -> Section:
+    """MDCR-style benchmarks (pipeline/mdcr): Tables 3 and 4, and the lists and types the
+    official evaluator does not read."""
+    if not (data.rows["level"] == "mdcr").any():
+        return Section("mdcr")
+    tables = mdcr_tables(data.rows.filter(~PERTURBED))
+    return Section("mdcr", tuple(
+        Table(name, f"{data.corpus}: {caption}", header, rows)
+        for (name, caption), (header, rows) in zip(MDCR_TABLES, tables, strict=True) if rows))
+
+
+def csfcube_section(data: Results) -> Section:
+    """CSFCube's facet pools (pipeline/external): NDCG%20 / MAP per facet."""
+    if not (data.rows["level"] == "csfcube").any():
+        return Section("csfcube")
+    from pipeline.report.tables import csfcube_folds, csfcube_table
+
+    facets = data.rows.filter(pl.col("level") == "csfcube", ~PERTURBED)
+    header, rows = csfcube_table(facets, csfcube_folds(data.runs_root, data.corpus, facets))
+    caption = (f"{data.corpus}: CSFCube, NDCG%20 / MAP x100 per facet and over all facets, as "
+               "CSFCube's evaluation computes them (MAP: grades >= 2 relevant; the mean of "
+               "the two test folds' means); bold: best NDCG%20")
+    return Section("csfcube", (Table("csfcube", caption, header, rows),))
+
+
+def collection_section(data: Results) -> Section:
+    """BEIR-layout collections (pipeline/external): models x metrics."""
+    collections = data.lists_all.filter(pl.col("level") == COLLECTION, ~PERTURBED)
     metrics = collection_metrics(collections)
-    if metrics:  # BEIR-layout collections (pipeline/external): models x metrics
-        header, rows = collection_table(collections,
-                                        significance_marks(collections, "size", metrics[0]))
-        names, main = " / ".join(metric_name(m) for m in metrics), metric_name(metrics[0])
-        pools = ", ".join(sorted(collections["pool"].unique().to_list()))
-        missing = (f"; {MISSING}: not computed"
-                   if any(cell == MISSING for row in rows for cell in row[1:]) else "")
-        caption = (f"{corpus}: BEIR-layout collection ({pools}), {names} (top 500), the mean "
-                   "over queries, 0-1 with 4 decimals (the BEIR paper prints 0.665, MTEB "
-                   f"0.6451){missing}; bold: best {main}; †: {main} significantly below the "
-                   "best (paired t-test, Holm-Bonferroni, p < 0.05)")
-        sections.append(write_table(tex("collection"), caption, header, rows))
-    if results.select(perturbed.any()).item():
-        scored = results.filter(perturbed, pl.col("value").is_not_null())["metric"]
-        metric = main_metric(sorted(scored.unique().to_list(), key=metric_key)) or "map"
-        header, rows = variant_table(results, metric)
-        caption = (f"{corpus}: query robustness, {metric_name(metric)} x100 with full queries "
-                   "and with each QUERY_VARIANT (change in points), over the pools and queries "
-                   "both runs scored")
-        sections.append(write_table(tex("query-variants"), caption, header,
-                                    rows))
-        results = results.filter(~perturbed)
-    means = mean_results(results) if results.height else pl.DataFrame(
-        schema={**dict.fromkeys(GROUP_KEYS, pl.String), "size": pl.Int64})
+    if not metrics:
+        return Section("collection")
+    header, rows = collection_table(collections,
+                                    significance_marks(collections, "size", metrics[0]))
+    names, main = " / ".join(metric_name(m) for m in metrics), metric_name(metrics[0])
+    pools = ", ".join(sorted(collections["pool"].unique().to_list()))
+    missing = (f"; {MISSING}: not computed"
+               if any(cell == MISSING for row in rows for cell in row[1:]) else "")
+    caption = (f"{data.corpus}: BEIR-layout collection ({pools}), {names} (top 500), the mean "
+               "over queries, 0-1 with 4 decimals (the BEIR paper prints 0.665, MTEB "
+               f"0.6451){missing}; bold: best {main}; †: {main} {SIGNIFICANT}")
+    return Section("collection", (Table("collection", caption, header, rows),))
+
+
+def query_variants_section(data: Results) -> Section:
+    """Query robustness: each QUERY_VARIANT's runs beside the full queries'."""
+    results = data.lists_all
+    if not results.select(PERTURBED.any()).item():
+        return Section("query-variants")
+    scored = results.filter(PERTURBED, pl.col("value").is_not_null())["metric"]
+    metric = main_metric(sorted(scored.unique().to_list(), key=metric_key)) or "map"
+    header, rows = variant_table(results, metric)
+    caption = (f"{data.corpus}: query robustness, {metric_name(metric)} x100 with full queries "
+               "and with each QUERY_VARIANT (change in points), over the pools and queries "
+               "both runs scored")
+    return Section("query-variants", (Table("query-variants", caption, header, rows),))
+
+
+def dataset_section(data: Results) -> Section:
+    """Dataset-level pools: models x pool sizes, and the main metric against pool size."""
+    means = data.means
     metrics = dataset_metrics(means)
-    if metrics:
-        dataset = results.filter(pl.col("level") == "dataset")
-        header, rows = dataset_table(means, significance_marks(dataset, "size", metrics[0]))
-        names, main = " / ".join(metric_name(m) for m in metrics), metric_name(metrics[0])
-        missing = (f"; {MISSING}: not computed"
-                   if any(MISSING in cell.split(" / ") for row in rows for cell in row[1:])
-                   else "")
-        caption = (f"{corpus}: dataset-level pools, {names} x100 (top 500), mean ± std over "
-                   f"repeats{missing}; bold: best {main}; †: {main} significantly below the "
-                   "best (paired t-test, Holm-Bonferroni, p < 0.05)")
-        sections.append(write_table(tex("dataset"), caption, header, rows))
-        slug = re.sub(r"[^a-z0-9]+", "", metrics[0].lower())  # map, ndcg10, recall100, ...
-        plot_map_vs_size(means.filter(pl.col("level") == "dataset"),
-                         report_file(out_dir, corpus, f"{slug}-vs-pool-size", ".png"),
-                         f"{corpus}: {main} against pool size (dataset-level)", metrics[0])
+    if not metrics:
+        return Section("dataset")
+    dataset = data.full_queries.filter(pl.col("level") == "dataset")
+    header, rows = dataset_table(means, significance_marks(dataset, "size", metrics[0]))
+    names, main = " / ".join(metric_name(m) for m in metrics), metric_name(metrics[0])
+    missing = (f"; {MISSING}: not computed"
+               if any(MISSING in cell.split(" / ") for row in rows for cell in row[1:])
+               else "")
+    caption = (f"{data.corpus}: dataset-level pools, {names} x100 (top 500), mean ± std over "
+               f"repeats{missing}; bold: best {main}; †: {main} {SIGNIFICANT}")
+    slug = re.sub(r"[^a-z0-9]+", "", metrics[0].lower())  # map, ndcg10, recall100, ...
+    plot = partial(plot_map_vs_size, means.filter(pl.col("level") == "dataset"),
+                   title=f"{data.corpus}: {main} against pool size (dataset-level)",
+                   metric=metrics[0])
+    return Section("dataset", (Table("dataset", caption, header, rows),),
+                   (Plot(f"{slug}-vs-pool-size", plot),))
+
+
+def field_section(data: Results) -> Section:
+    """Field-level pools, one table and heatmap per pool size: models x fields."""
+    means, tables, plots = data.means, [], []
     for size in sorted(means.filter(pl.col("level") == "field")["size"].unique().to_list()):
         metric = field_metric(means, size)
         if metric is None:  # no value was computed on these pools
             continue
-        fields = results.filter(pl.col("level") == "field", pl.col("size") == size)
-        header, rows = field_table(means, size, significance_marks(fields, "field", metric), metric)
+        fields = data.full_queries.filter(pl.col("level") == "field", pl.col("size") == size)
+        header, rows = field_table(means, size, significance_marks(fields, "field", metric),
+                                   metric)
         name = metric_name(metric)
-        plot_field_heatmap(means.filter(pl.col("level") == "field", pl.col("size") == size),
-                           report_file(out_dir, corpus, f"fields-{format_size(size)}", ".png"),
-                           f"{corpus}: {name} on field-level pools of {format_size(size)}",
-                           metric)
-        caption = (f"{corpus}: field-level pools of {format_size(size)}, {name} x100; bold: "
-                   "best; †: significantly below the best (paired t-test, Holm-Bonferroni, "
-                   "p < 0.05)")
-        sections.append(write_table(tex(f"field-{format_size(size)}"), caption,
-                               header, rows))
-    sections.append(significance_section(results))
-    # the papers' published numbers beside the measured cells that match them (docs/published.md)
-    corpora = corpora_root if corpora_root is not None else (
-        runs_root.parent / DATA_FOLDERS["corpora"])
-    sections += published_sections(per_seed, out_dir, corpus, corpus_origin(corpora, corpus))
-    text = "\n".join(sections)
-    with atomic_path(report_file(out_dir, corpus)) as tmp:
-        tmp.write_text(f"# Results: {corpus}\n\n{text}")
-    return text
+        plots.append(Plot(f"fields-{format_size(size)}", partial(
+            plot_field_heatmap, means.filter(pl.col("level") == "field", pl.col("size") == size),
+            title=f"{data.corpus}: {name} on field-level pools of {format_size(size)}",
+            metric=metric)))
+        caption = (f"{data.corpus}: field-level pools of {format_size(size)}, {name} x100; "
+                   "bold: best; †: significantly below the best (paired t-test, "
+                   "Holm-Bonferroni, p < 0.05)")
+        tables.append(Table(f"field-{format_size(size)}", caption, header, rows))
+    return Section("fields", tuple(tables), tuple(plots))
+
+
+def significance(data: Results) -> Section:
+    """Paired tests between every two models of a pool, and bootstrap intervals."""
+    return Section("significance", text=significance_section(data.full_queries))
+
+
+def published_section(data: Results) -> Section:
+    """The papers' published numbers beside the measured cells that match them
+    (docs/published.md)."""
+    return Section("published", tuple(
+        Table(f"published-{name}", f"{data.corpus}: {caption}", header, rows)
+        for name, caption, header, rows in comparison_tables(data.rows, data.origin)))
+
+
+SECTIONS = (mdcr_section, csfcube_section, collection_section, query_variants_section,
+            dataset_section, field_section, significance, published_section)
+
+
+def build_report(runs_root: Path, corpus: str, seed: int = 0,
+                 corpora_root: Path | None = None) -> Report:
+    """The report of one corpus and pool seed, in memory (`Report.save()` writes it).
+    `corpora_root` (default: the `corpora/` beside `runs_root`, as in a DATA folder) holds the
+    corpus manifest that says what the corpus is: the published numbers get a difference only
+    on the paper's setup (docs/published.md)."""
+    data = load_results(runs_root, corpus, seed, corpora_root)
+    return Report(corpus, seed, runs_root, tuple(section(data) for section in SECTIONS))
+
+
+def report(runs_root: Path, corpus: str, seed: int = 0,
+           corpora_root: Path | None = None) -> str:
+    """Write the tables and plots of one corpus and pool seed; return the markdown written
+    (`build_report`, then `Report.save`)."""
+    built = build_report(runs_root, corpus, seed, corpora_root)
+    built.save()
+    return built.markdown
 
 
 def jaccard_report(table: pl.DataFrame, runs_root: Path, corpus: str, depth: int) -> str:

@@ -150,7 +150,8 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _latex(header: list[str], rows: list[list[str]], caption: str) -> str:
+def latex_table(header: list[str], rows: list[list[str]], caption: str) -> str:
+    """The table as a LaTeX table environment (booktabs), its caption below."""
     def esc(text: str) -> str:
         text = text.replace("_", r"\_").replace("%", r"\%").replace("±", r"$\pm$")
         return re.sub(r"\*\*(.+?)\*\*", r"\\textbf{\1}", text).replace("†", r"$^\dagger$")
@@ -167,7 +168,7 @@ def _latex(header: list[str], rows: list[list[str]], caption: str) -> str:
 def write_table(tex: Path, caption: str, header: list[str], rows: list[list[str]]) -> str:
     """Write the table as LaTeX to `tex`; return it as a markdown section."""
     with atomic_path(tex) as tmp:
-        tmp.write_text(_latex(header, rows, caption))
+        tmp.write_text(latex_table(header, rows, caption))
     return f"## {caption}\n\n" + markdown_table(header, rows)
 
 
