@@ -140,7 +140,7 @@ def group_name(pool: str) -> str:
 
 
 def tuning_path(index_root: Path, corpus: str, pool: str) -> Path:
-    return index_root / corpus / TUNING / f"{group_name(pool)}.json"
+    return index_root / corpus / TUNING / f"{group_name(pool)}{JSON_SUFFIX}"
 
 
 def slurm_dir(runs_root: Path) -> Path:
@@ -150,7 +150,12 @@ def slurm_dir(runs_root: Path) -> Path:
 
 def sbatch_path(runs_root: Path, job: str) -> Path:
     """A job's sbatch script: `slurm/<job>.sbatch`."""
-    return slurm_dir(runs_root) / f"{job}.sbatch"
+    return slurm_dir(runs_root) / f"{job}{SBATCH_SUFFIX}"
+
+
+def slurm_record(runs_root: Path, job: str) -> Path:
+    """What was submitted for a job (its ids, beside its script): `slurm/<job>.json`."""
+    return slurm_dir(runs_root) / f"{job}{JSON_SUFFIX}"
 
 
 # ---- files and folders ---------------------------------------------------------------------
@@ -176,6 +181,26 @@ MANIFEST = "manifest.json"  # what an artifact (a folder, a run) was made from a
 # its evaluation's per-query values and the evaluation's manifest
 RUN_TABLE, RUN_METRICS, RUN_EVALUATION = "parquet", "metrics.parquet", "eval.json"
 RUN_SUFFIXES = ("trec", RUN_TABLE, MANIFEST, RUN_METRICS, RUN_EVALUATION)
+
+
+# the kinds of file, by suffix: a stage's scratch files are `<name><suffix>` in its work folder
+TABLE_SUFFIX, LINES_SUFFIX, JSON_SUFFIX, ARRAY_SUFFIX = ".parquet", ".jsonl", ".json", ".npy"
+SBATCH_SUFFIX = ".sbatch"  # a SLURM job's script (sbatch_path)
+
+
+def table_file(stem: str) -> str:
+    """A parquet file's name (`*` for a pattern): `<stem>.parquet`."""
+    return f"{stem}{TABLE_SUFFIX}"
+
+
+def lines_file(stem: str) -> str:
+    """A JSON-lines file's name: `<stem>.jsonl`."""
+    return f"{stem}{LINES_SUFFIX}"
+
+
+def array_file(stem: str) -> str:
+    """A numpy array's file name: `<stem>.npy`."""
+    return f"{stem}{ARRAY_SUFFIX}"
 
 
 def pools_dir(corpus_dir: Path) -> Path:
@@ -233,7 +258,12 @@ def reports_dir(runs_root: Path) -> Path:
     return runs_root / REPORTS
 
 
-def report_file(reports: Path, corpus: str, section: str = "", suffix: str = ".md") -> Path:
+# a report's files: the report, a section's LaTeX table, a plot
+REPORT_SUFFIX, REPORT_TABLE_SUFFIX, REPORT_PLOT_SUFFIX = ".md", ".tex", ".png"
+
+
+def report_file(reports: Path, corpus: str, section: str = "",
+                suffix: str = REPORT_SUFFIX) -> Path:
     """A report's file in the reports folder (reports_dir): `<corpus>.md`, a section's
     `<corpus>-<section>.tex` (or a plot's `.png`)."""
     return reports / f"{corpus}{f'-{section}' if section else ''}{suffix}"
@@ -304,7 +334,36 @@ def written_whole(corpus_dir: Path) -> str:
 
 def coverage_path(store: Path, pool: str) -> Path:
     """The marker that an embedding store holds every paper of `pool`."""
-    return store / POOLS / f"{pool}.json"
+    return store / POOLS / f"{pool}{JSON_SUFFIX}"
+
+
+QUERY_VECTORS = "queries"  # an embedding store's encoded query texts: queries/<key>.npy
+
+
+def query_vectors_path(store: Path, key: str) -> Path:
+    """Query texts encoded beside an embedding store, under a digest of what was encoded."""
+    return store / QUERY_VECTORS / array_file(key)
+
+
+def query_vectors_record(vectors: Path) -> Path:
+    """The record (checksum) beside encoded query vectors: `<key>.json`."""
+    return vectors.with_suffix(JSON_SUFFIX)
+
+
+# ---- files read from outside: raw shards, released collections, the package's data ----------
+SHARD_SUFFIXES = (".jsonl.gz", ".jsonl")  # a raw release's shards (S2ORC, S2AG)
+GZIP_SUFFIX = ".gz"  # a compressed shard
+SYNTHETIC_SHARD = "metadata_{}.jsonl.gz"  # the synthetic generator's shards, S2ORC's naming
+VOCABULARY_DATA = "data/vocabulary.json"  # the synthetic generator's words (package data)
+HF_CONFIG = "config.json"  # a Hugging Face model's config: its presence in the hub cache
+BEIR_CORPUS, BEIR_QUERIES = "corpus.jsonl", "queries.jsonl"  # a BEIR collection's files
+# the official MDCR release, per split (`test`, `val`): the benchmark and its papers' texts
+MDCR_BENCHMARK, MDCR_DATA = "mdcr_{}.json", "mdcr_{}_data.jsonl"
+# the CSFCube release: judgments per facet, papers (with their sentences), queries, folds
+CSFCUBE_ANNOTATIONS = "test-pid2anns-csfcube-{}.json"
+CSFCUBE_PAPERS = "abstracts-csfcube-preds.jsonl"
+CSFCUBE_QUERIES = "queries-release.csv"
+CSFCUBE_SPLITS = "evaluation_splits.json"
 
 
 def corpus_path(corpora_root: Path, corpus: str) -> Path:
@@ -353,5 +412,5 @@ def artifact_kind(path: Path, corpora: Path, runs: Path | None,
 
 def manifest_globs() -> tuple[str, ...]:
     """Patterns (rglob) of every manifest artifact_kind knows, under any data root."""
-    return (MANIFEST, f"*.{MANIFEST}", f"*.{RUN_EVALUATION}", f"{TUNING}/*.json")
+    return (MANIFEST, f"*.{MANIFEST}", f"*.{RUN_EVALUATION}", f"{TUNING}/*{JSON_SUFFIX}")
 

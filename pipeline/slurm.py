@@ -25,7 +25,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.repair import Repair
 from pipeline.encoding.models import ModelEntry
-from pipeline.layout import sbatch_path, slurm_dir
+from pipeline.layout import sbatch_path, slurm_dir, slurm_record
 
 EXECUTORS = ("local", "slurm")
 # SLURM's --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or no limit.
@@ -254,7 +254,7 @@ def embed_command(roots: tuple[Path, Path, Path], corpus: str, model: str,
 
 
 def _record_path(runs_root: Path, corpus: str, model: str) -> Path:
-    return slurm_dir(runs_root) / f"{job_name('embed', corpus, model)}.json"
+    return slurm_record(runs_root, job_name("embed", corpus, model))
 
 
 def submit_embed(roots: tuple[Path, Path, Path], corpus: str, model: str, num_shards: int,

@@ -44,7 +44,15 @@ from pipeline.encoding.store import (
     store_parts,
     stored_ids,
 )
-from pipeline.layout import MANIFEST, PREFILTERED, coverage_path, pool_names, store_dir
+from pipeline.layout import (
+    MANIFEST,
+    PREFILTERED,
+    coverage_path,
+    pool_names,
+    query_vectors_path,
+    query_vectors_record,
+    store_dir,
+)
 from pipeline.pools.build import load_pool
 from pipeline.pools.queries import own_text
 
@@ -71,7 +79,7 @@ def query_cache(store: Path, entry: ModelEntry, texts: pl.DataFrame) -> Path:
     config = read_json(store / MANIFEST)["config"] if (store / MANIFEST).exists() \
         else {"model": entry.describe()}
     key = hashlib.sha256(repr((config, texts.select("title", "abstract").rows())).encode())
-    return store / "queries" / f"{key.hexdigest()[:24]}.npy"
+    return query_vectors_path(store, key.hexdigest()[:24])
 
 
 def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
@@ -83,7 +91,7 @@ def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
     from pipeline.encoding.encoders import Encoder
 
     cache = query_cache(store, entry, texts)
-    record = cache.with_suffix(".json")  # its checksum: a damaged cache is encoded again
+    record = query_vectors_record(cache)  # its checksum: a damaged cache is encoded again
     if cache.exists() and record.exists():
         try:
             if file_problem(cache, read_json(record)["outputs"][cache.name], deep=False) is None:

@@ -27,6 +27,7 @@ import torch
 from pipeline.core.errors import InputError
 from pipeline.core.logs import Progress
 from pipeline.encoding.models import ModelEntry
+from pipeline.layout import HF_CONFIG
 
 MAX_BATCH = 512  # sequences per batch at most, however short
 TOKEN_BUDGET = {"cuda": 65536, "cpu": 8192}  # padded tokens per batch (ids x longest)
@@ -121,7 +122,7 @@ def hub_offline(source: str, entry: ModelEntry) -> bool:
         return False
     from huggingface_hub import try_to_load_from_cache
 
-    if isinstance(try_to_load_from_cache(source, "config.json"), str):
+    if isinstance(try_to_load_from_cache(source, HF_CONFIG), str):
         return True
     raise InputError(f"MODEL {entry.name}: {source} is not in the hub cache and the hub "
                      f"({os.environ.get('HF_ENDPOINT', 'https://huggingface.co')}) cannot be "

@@ -37,7 +37,16 @@ from pipeline.core.inputs import corpus_label
 from pipeline.core.manifests import manifest
 from pipeline.core.textfiles import read_jsonl, utf8_problem
 from pipeline.corpus.install import claim_corpus, install_corpus
-from pipeline.layout import MANIFEST, POOL_FILES, PREFILTERED, pool_dir, pool_name, pool_split
+from pipeline.layout import (
+    BEIR_CORPUS,
+    BEIR_QUERIES,
+    MANIFEST,
+    POOL_FILES,
+    PREFILTERED,
+    pool_dir,
+    pool_name,
+    pool_split,
+)
 
 log = logging.getLogger(__name__)
 SPLIT_FILES = {"test": "test", "validation": "dev"}  # a pool's split -> qrels/<file>.tsv
@@ -121,9 +130,9 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
 
     split = pool_split(split)
     claim_corpus(corpus_dir, "make import-beir")
-    docs, repeated_docs = _read_jsonl(src / "corpus.jsonl", {
+    docs, repeated_docs = _read_jsonl(src / BEIR_CORPUS, {
         "_id": pl.String, "title": pl.String, "text": pl.String}, "document")
-    queries, repeated_queries = _read_jsonl(src / "queries.jsonl", {
+    queries, repeated_queries = _read_jsonl(src / BEIR_QUERIES, {
         "_id": pl.String, "text": pl.String}, "query")
     check_ids(docs["_id"], "document")
     check_ids(queries["_id"], "query")
@@ -170,8 +179,8 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
                     f"document ({counts['qrels_of_the_query_itself_relevant']} relevant, e.g. "
                     f"{itself['query'].sort()[0]}) left out: a query never retrieves itself")
     if queries.is_empty():
-        raise InputError(f"{src}: no query of queries.jsonl has judgments in "
-                         f"qrels/{SPLIT_FILES[split]}.tsv that name a document of corpus.jsonl")
+        raise InputError(f"{src}: no query of {BEIR_QUERIES} has judgments in "
+                         f"qrels/{SPLIT_FILES[split]}.tsv that name a document of {BEIR_CORPUS}")
     papers = docs.select(corpusid="_id", title=pl.col("title").fill_null(""),
                          abstract=pl.col("text").fill_null(""))
     name = pool_name("beir", papers.height, 0, 0, split)

@@ -56,6 +56,10 @@ from pipeline.core.textfiles import read_json, text_lines, utf8_problem
 from pipeline.corpus.install import claim_corpus, install_corpus
 from pipeline.layout import (
     ABSTRACT_SENTENCES,
+    CSFCUBE_ANNOTATIONS,
+    CSFCUBE_PAPERS,
+    CSFCUBE_QUERIES,
+    CSFCUBE_SPLITS,
     MANIFEST,
     POOL_FILES,
     PREFILTERED,
@@ -69,10 +73,9 @@ STAGE = "import-csfcube"
 LEVEL = "csfcube"  # the pools' level (results.parquet, the report's CSFCube table)
 METRICS = "csfcube"  # their metric set (pipeline/layout.py)
 FACETS = ("background", "method", "result")
-ANNOTATIONS = "test-pid2anns-csfcube-{}.json"  # per facet
-PAPERS = "abstracts-csfcube-preds.jsonl"
-QUERIES = "queries-release.csv"
-SPLITS = "evaluation_splits.json"
+# the release's files (judgments per facet, papers, queries, folds): pipeline/layout.py
+ANNOTATIONS, PAPERS = CSFCUBE_ANNOTATIONS, CSFCUBE_PAPERS
+QUERIES, SPLITS = CSFCUBE_QUERIES, CSFCUBE_SPLITS
 TEST_FOLDS = ("fold1_test", "fold2_test")  # the official test score: the mean of their means
 GRADES = range(4)  # adjudicated relevance 0-3
 # a sentence's predicted label -> its facet (ASPIRE: objective is background; `other` is none)

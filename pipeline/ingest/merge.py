@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from pipeline.core.logs import track
 from pipeline.core.processes import worker_pool
 from pipeline.corpus.files import CITATIONS_SCHEMA, PAPERS_SCHEMA, GroupedWriter, row_groups
+from pipeline.layout import array_file, table_file
 
 EDGE_BATCH = 1 << 22  # edges checked at once: a hash set of the bucket's ids is built per batch
 BUCKET_PAPERS = 2_000_000  # ids per bucket, at most about: 16 bytes each while deduplicating
@@ -58,7 +59,7 @@ class BucketWriter:
         for (bucket,), group in tagged.partition_by("_bucket", as_dict=True).items():
             writer = self._writers.get(bucket)
             if writer is None:
-                path = self.folder / str(bucket) / f"{self.part}.parquet"
+                path = self.folder / str(bucket) / table_file(self.part)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 writer = self._writers[bucket] = pq.ParquetWriter(path, self.schema, **SCRATCH)
             writer.write_table(group.drop("_bucket").to_arrow().cast(self.schema))
@@ -93,7 +94,7 @@ def in_order(fn: Callable[[T], R], tasks: Iterable[T], workers: int, desc: str,
 
 
 def _parts(folder: Path) -> list[Path]:
-    return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    return sorted(folder.glob(table_file("*"))) if folder.is_dir() else []
 
 
 def _dedupe_bucket(job: tuple[Path, int]) -> np.ndarray:
@@ -105,7 +106,7 @@ def _dedupe_bucket(job: tuple[Path, int]) -> np.ndarray:
            else pl.DataFrame(schema={"corpusid": pl.Int64, "_key": pl.Int64}))
     ids = ids.sort("corpusid", "_key")
     repeat = ids["corpusid"].is_first_distinct().not_()
-    np.save(work / "uniq" / f"{bucket}.npy", ids.filter(~repeat)["corpusid"].to_numpy())
+    np.save(work / "uniq" / array_file(str(bucket)), ids.filter(~repeat)["corpusid"].to_numpy())
     return ids.filter(repeat)["_key"].to_numpy()
 
 
@@ -157,7 +158,7 @@ def write_citations(work: Path, n_buckets: int, out: Path, dropped: np.ndarray) 
     with GroupedWriter(out, CITATIONS_SCHEMA, rows=1 << 20) as writer:
         for bucket in track(range(n_buckets), "ingest", "citation buckets",
                             show=n_buckets >= 2):
-            known = pl.Series(np.load(work / "uniq" / f"{bucket}.npy")).implode()
+            known = pl.Series(np.load(work / "uniq" / array_file(str(bucket)))).implode()
             for part in _parts(work / "edges" / str(bucket)):
                 for table in _row_group_runs(part, EDGE_BATCH):
                     table = _kept(table, dropped)
@@ -176,7 +177,7 @@ class PartSink:
     def __init__(self, work: Path, part: str, n_buckets: int):
         self.work, self.part = work, part
         (work / "papers").mkdir(parents=True, exist_ok=True)
-        self.papers = pq.ParquetWriter(work / "papers" / f"{part}.parquet", PARTS_SCHEMA,
+        self.papers = pq.ParquetWriter(work / "papers" / table_file(part), PARTS_SCHEMA,
                                        **SCRATCH)
         self.ids = BucketWriter(work / "ids", part, n_buckets, IDS_SCHEMA)
         self.edges = BucketWriter(work / "edges", part, n_buckets, EDGES_SCHEMA)
@@ -194,7 +195,7 @@ class PartSink:
 
     def discard(self) -> None:
         self.close()
-        for path in [self.work / "papers" / f"{self.part}.parquet",
-                     *self.work.glob(f"ids/*/{self.part}.parquet"),
-                     *self.work.glob(f"edges/*/{self.part}.parquet")]:
+        for path in [self.work / "papers" / table_file(self.part),
+                     *self.work.glob(f"ids/*/{table_file(self.part)}"),
+                     *self.work.glob(f"edges/*/{table_file(self.part)}")]:
             path.unlink(missing_ok=True)

@@ -63,6 +63,7 @@ from pipeline.ingest.shards import (
 from pipeline.ingest.shards import (
     S2AG_DATASETS as DATASETS,
 )
+from pipeline.layout import GZIP_SUFFIX, lines_file, table_file
 
 BLOCK_RECORDS = 50_000
 # bytes of one S2AG record, about (gz, plain): estimates each dataset's records from its shards'
@@ -171,7 +172,7 @@ def read_shard(job: ShardJob) -> ShardResult:
     }[job.dataset]
     writer = BucketWriter(folder, name, job.n_buckets, schema)
     counts = {"lines": 0, "blank": 0, "kept": 0, "bad_cited_id": 0, "bad_citing_id": 0}
-    with (job.work / "quarantine" / f"{name}.jsonl").open("wb") as handle:
+    with (job.work / "quarantine" / lines_file(name)).open("wb") as handle:
         # named as in the manifest's shards: dataset folder and file
         quarantine = Quarantine(handle, job.strict, base=job.path.parent.parent)
         for rows, lines in _records(job, quarantine, counts):
@@ -201,7 +202,7 @@ def read_shard(job: ShardJob) -> ShardResult:
 
 
 def _read_bucket(folder: Path) -> pl.DataFrame | None:
-    parts = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    parts = sorted(folder.glob(table_file("*"))) if folder.is_dir() else []
     return pl.concat([pl.read_parquet(p) for p in parts]) if parts else None
 
 
@@ -212,9 +213,9 @@ def _dedupe_edges(folder: Path) -> int:
     if edges is None:
         return 0
     unique = edges.unique(["citing", "cited"], maintain_order=True)
-    for part in folder.glob("*.parquet"):
+    for part in folder.glob(table_file("*")):
         part.unlink()
-    pq.write_table(unique.to_arrow().cast(EDGES_SCHEMA), folder / "edges.parquet", **SCRATCH)
+    pq.write_table(unique.to_arrow().cast(EDGES_SCHEMA), folder / table_file("edges"), **SCRATCH)
     return edges.height - unique.height
 
 
@@ -235,18 +236,18 @@ def join_bucket(job: tuple[Path, int]) -> int:
     papers = papers.sort("_key").select(PARTS_SCHEMA.names)
     name = f"{bucket:06d}"
     (work / "papers").mkdir(exist_ok=True)
-    pq.write_table(papers.to_arrow().cast(PARTS_SCHEMA), work / "papers" / f"{name}.parquet",
+    pq.write_table(papers.to_arrow().cast(PARTS_SCHEMA), work / "papers" / table_file(name),
                    **SCRATCH)
     (work / "ids" / str(bucket)).mkdir(parents=True, exist_ok=True)
     pq.write_table(papers.select("corpusid", "_key").to_arrow().cast(IDS_SCHEMA),
-                   work / "ids" / str(bucket) / f"{name}.parquet", **SCRATCH)
+                   work / "ids" / str(bucket) / table_file(name), **SCRATCH)
     return duplicate_edges
 
 
 def _estimated(datasets: dict[str, list[Path]], name: str) -> int:
     """About how many records a dataset's shards hold, from their sizes."""
     gz, plain = BYTES_PER_RECORD[name]
-    return sum(p.stat().st_size // (gz if p.name.endswith(".gz") else plain)
+    return sum(p.stat().st_size // (gz if p.name.endswith(GZIP_SUFFIX) else plain)
                for p in datasets[name])
 
 

@@ -38,6 +38,7 @@ from pipeline.ingest.shards import (
     parse_line,
     show,
 )
+from pipeline.layout import GZIP_SUFFIX, lines_file
 
 S2ORC_SCHEMA = pa.schema([
     ("paper_id", pa.string()),
@@ -52,13 +53,14 @@ ID_SPACE = " \t\n\r\f\v"  # stripped around a paper_id, the same in polars and i
 STRING_FIELDS = ("paper_id", "title", "abstract")
 LIST_FIELDS = ("mag_field_of_study", "outbound_citations", "inbound_citations")
 BLOCK = 16 << 20  # bytes of JSON per block: what one worker holds at a time
-BYTES_PER_PAPER = {".gz": 700, "": 2_000}  # about, in S2ORC 2020 (to size the merge buckets)
+BYTES_PER_PAPER = {GZIP_SUFFIX: 700, "": 2_000}  # about, in S2ORC 2020 (to size the merge buckets)
 _READ = pajson.ReadOptions(block_size=4 << 20)  # pyarrow parses a block in 4 MB pieces
 _PARSE = pajson.ParseOptions(explicit_schema=S2ORC_SCHEMA, unexpected_field_behavior="ignore")
 
 
 def estimated_papers(shards: list[Path]) -> int:
-    return sum(p.stat().st_size // BYTES_PER_PAPER[".gz" if p.name.endswith(".gz") else ""]
+    return sum(p.stat().st_size
+               // BYTES_PER_PAPER[GZIP_SUFFIX if p.name.endswith(GZIP_SUFFIX) else ""]
                for p in shards)
 
 
@@ -271,7 +273,7 @@ def read_shard(job: ShardJob) -> ShardResult:
                                   "quarantined": 0}
         return ShardResult(counts)
     (job.work / "quarantine").mkdir(exist_ok=True)
-    with (job.work / "quarantine" / f"{job.index:06d}.jsonl").open("wb") as handle:
+    with (job.work / "quarantine" / lines_file(f"{job.index:06d}")).open("wb") as handle:
         quarantine = Quarantine(handle, job.strict)
         blocks, blank = _read_by_line(job, quarantine)
     counts = blocks.counts | {"lines_read": blocks.counts["records"] + quarantine.count,

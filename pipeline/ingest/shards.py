@@ -18,11 +18,11 @@ import orjson
 from isal import igzip, isal_zlib
 
 from pipeline.core.errors import InputError
+from pipeline.layout import GZIP_SUFFIX, SHARD_SUFFIXES
 
 # what reading a damaged file raises (an incomplete download, a corrupt gzip stream)
 READ_ERRORS = (OSError, EOFError, zlib.error, isal_zlib.error)
 RAW_CHARS = 10_000  # a quarantined line's text is cut to this many characters
-SHARD_SUFFIXES = (".jsonl.gz", ".jsonl")
 INT64_MAX = 2**63 - 1
 INT32 = (-(2**31), 2**31 - 1)
 
@@ -35,7 +35,7 @@ def open_shard(path: Path) -> IO[bytes]:
     it is a failed download, and raises EOFError as a truncated one does, so every reader
     reports it the same way. A 0-byte plain `.jsonl` is valid JSON Lines with no records, as a
     gzip stream of nothing is: an empty shard (an ingest that finds no papers at all stops)."""
-    if path.name.endswith(".gz"):
+    if path.name.endswith(GZIP_SUFFIX):
         if path.stat().st_size == 0:
             raise EOFError("an empty file, 0 bytes: not a gzip stream")
         return igzip.open(path, "rb")

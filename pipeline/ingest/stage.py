@@ -18,7 +18,7 @@ from pipeline.core.manifests import manifest
 from pipeline.corpus.files import INGEST_COUNTS
 from pipeline.corpus.manifest import corpus_section, update_corpus_manifest
 from pipeline.ingest.shards import add_counts
-from pipeline.layout import CITATIONS, MANIFEST, PAPERS, QUARANTINE
+from pipeline.layout import CITATIONS, MANIFEST, PAPERS, QUARANTINE, lines_file
 from pipeline.readers import reader
 
 log = logging.getLogger(__name__)
@@ -163,7 +163,7 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source:
             phases["citations"] = round(time.perf_counter() - writing, 1)
             phases["merge"] = round(time.perf_counter() - start - phases["read"], 1)
             with quarantine_tmp.open("wb") as out:
-                for part in sorted((work / "quarantine").glob("*.jsonl")):
+                for part in sorted((work / "quarantine").glob(lines_file("*"))):
                     with part.open("rb") as handle:
                         shutil.copyfileobj(handle, out)
         # the files are about to be replaced: until the new section is written, no manifest

@@ -47,7 +47,7 @@ from pipeline.core.logs import track
 from pipeline.core.manifests import manifest
 from pipeline.core.processes import worker_pool
 from pipeline.fields import MAG_FIELDS
-from pipeline.layout import MANIFEST
+from pipeline.layout import MANIFEST, SYNTHETIC_SHARD, VOCABULARY_DATA, array_file
 
 # Share of papers whose primary field is this one (Medicine largest, as in MAG/S2ORC).
 FIELD_SHARE: dict[str, float] = {
@@ -86,7 +86,7 @@ class SyntheticConfig:
 
 def load_vocabulary() -> dict:
     """The per-field and per-subtopic word lists shipped with the package."""
-    text = resources.files("pipeline").joinpath("data/vocabulary.json").read_text()
+    text = resources.files("pipeline").joinpath(VOCABULARY_DATA).read_text()
     return json.loads(text)["fields"]
 
 
@@ -212,7 +212,7 @@ def _spill_citations(layout: _Layout, cfg: SyntheticConfig, tmp: Path, n_blocks:
     """Write out_<b>.npy (citing, target) and in_<b>.bin (cited, citing) pairs per block."""
     for block in track(range(n_blocks), "synth", "citation blocks", show=n_blocks >= 4):
         citing, target = _sample_block_citations(layout, cfg, block)
-        np.save(tmp / f"out_{block}.npy", np.stack([citing, target]))
+        np.save(tmp / array_file(f"out_{block}"), np.stack([citing, target]))
         internal = target < cfg.n_papers
         cited, by = target[internal], citing[internal]
         cited_block = cited // cfg.block_size
@@ -464,7 +464,7 @@ def _render_block(block: int) -> tuple[list[bytes], dict[str, int]]:
     cfg, layout, maker, tmp = _JOB.cfg, _JOB.layout, _JOB.maker, _JOB.tmp
     n = cfg.n_papers
     lo, hi = block * cfg.block_size, min((block + 1) * cfg.block_size, n)
-    citing, target = np.load(tmp / f"out_{block}.npy")
+    citing, target = np.load(tmp / array_file(f"out_{block}"))
     in_path = tmp / f"in_{block}.bin"
     pairs = (np.fromfile(in_path, dtype=np.int64).reshape(-1, 2) if in_path.exists()
              else np.empty((0, 2), dtype=np.int64))
@@ -535,7 +535,7 @@ def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
     meta_dir = out_dir / "metadata"
     (out_dir / MANIFEST).unlink(missing_ok=True)  # written last: the corpus is complete
     counts = dict.fromkeys(("papers", "with_abstract", "edges", "dangling_edges"), 0)
-    names = [f"metadata_{k}.jsonl.gz" for k in range(cfg.n_shards)]
+    names = [SYNTHETIC_SHARD.format(k) for k in range(cfg.n_shards)]
     # shards are written into a temporary folder that replaces metadata/ whole
     with scratch_dir(out_dir, "synth") as work, atomic_dir(meta_dir) as tmp_meta:
         _spill_citations(layout, cfg, work, n_blocks)

@@ -27,7 +27,7 @@ from pipeline.core.textfiles import read_json, read_jsonl
 from pipeline.corpus.install import claim_corpus
 from pipeline.evaluation.evaluate import OFFICIAL_TYPES, POSITIVE_TYPE
 from pipeline.evaluation.significance import ordered
-from pipeline.layout import pool_split
+from pipeline.layout import MDCR_BENCHMARK, MDCR_DATA, pool_split
 from pipeline.mdcr.benchmark import read_benchmark, write_benchmark
 
 TRUE = "true"  # the official name of the positives
@@ -44,7 +44,7 @@ def check_out(out: Path, folder: bool) -> None:
     after the work was done."""
     kind, other = ("folder", "file") if folder else ("file", "folder")
     what = ("a folder to write the official files into" if folder
-            else "a file path for the scores, e.g. scores.json")
+            else "a file path for the scores (JSON)")
     if out.exists():
         if out.is_dir() != folder:
             raise InputError(f"OUT {out} is an existing {other}, not a {kind}: give OUT {what} "
@@ -78,15 +78,16 @@ def export_benchmark(corpus_dir: Path, out_dir: Path, split: str = "test") -> di
             query, {t: [] for t in (*OFFICIAL_TYPES, TRUE)})
         lists[kind] = docs
     out_dir.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out_dir / f"mdcr_{FILE_SPLITS[split]}.json") as tmp:
+    with atomic_path(out_dir / MDCR_BENCHMARK.format(FILE_SPLITS[split])) as tmp:
         tmp.write_bytes(orjson.dumps(nested))
-    with (atomic_path(out_dir / f"mdcr_{FILE_SPLITS[split]}_data.jsonl") as tmp,
+    with (atomic_path(out_dir / MDCR_DATA.format(FILE_SPLITS[split])) as tmp,
           tmp.open("wb") as handle):
         for row in papers.select(paper_id=pl.col("corpusid").cast(pl.String), title="title",
                                  abstract="abstract").iter_rows(named=True):
             handle.write(orjson.dumps(row) + b"\n")
     ignored = table.filter(~pl.col("type").is_in([*OFFICIAL_TYPES, TRUE]))
-    return {"files": f"{out_dir}/mdcr_{FILE_SPLITS[split]}.json and _data.jsonl",
+    name = FILE_SPLITS[split]
+    return {"files": f"{out_dir / MDCR_BENCHMARK.format(name)} and {MDCR_DATA.format(name)}",
             "fields": len(nested), "queries": table["query"].n_unique(), "papers": papers.height,
             "ignored_by_official_evaluator": dict(ignored.group_by("type").len().sort("type")
                                                   .iter_rows())}
@@ -172,8 +173,9 @@ def import_benchmark(src: Path, corpus_dir: Path, split: str = "test", replace: 
     per field and type in the pools' manifests (`query_itself_left_out`) and logged."""
     claim_corpus(corpus_dir, "make import-mdcr")
     split = pool_split(split)
-    table, itself = leave_out_query_itself(read_official(src / f"mdcr_{FILE_SPLITS[split]}.json"))
-    data = src / f"mdcr_{FILE_SPLITS[split]}_data.jsonl"
+    benchmark = src / MDCR_BENCHMARK.format(FILE_SPLITS[split])
+    table, itself = leave_out_query_itself(read_official(benchmark))
+    data = src / MDCR_DATA.format(FILE_SPLITS[split])
     if not data.exists():
         raise InputError(f"{data} does not exist: the benchmark's titles and abstracts come "
                          "from it (download it beside the json)")

@@ -31,7 +31,15 @@ from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
 from pipeline.corpus.files import paper_texts
-from pipeline.layout import LUCENE, MANIFEST, POOL_CANDIDATES, PREFILTERED, bm25_index_dir, pool_dir
+from pipeline.layout import (
+    LUCENE,
+    MANIFEST,
+    POOL_CANDIDATES,
+    PREFILTERED,
+    bm25_index_dir,
+    lines_file,
+    pool_dir,
+)
 from pipeline.pools.build import load_pool
 from pipeline.retrieval.bm25.jvm import anserini_jar, java_binary, run_anserini
 
@@ -79,7 +87,7 @@ def build_index(papers: pl.DataFrame, index_dir: Path, threads: int = 2,
         # one file per thread: IndexCollection indexes a collection's files in parallel
         parts = max(1, min(threads, docs.height // 10_000))
         for part in range(parts):
-            with (work / "docs" / f"docs-{part}.jsonl").open("wb") as handle:
+            with (work / "docs" / lines_file(f"docs-{part}")).open("wb") as handle:
                 for row in docs.gather_every(parts, part).iter_rows(named=True):
                     handle.write(orjson.dumps(row) + b"\n")
         run_anserini("io.anserini.index.IndexCollection", [
