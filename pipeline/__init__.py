@@ -1,1 +1,37 @@
-"""Large-scale evaluation pipeline for scientific document encoders (MDCR-style)."""
+"""Large-scale evaluation pipeline for scientific document encoders (MDCR-style).
+
+The Python API (docs/api.md), loaded on first use: `import pipeline` imports the standard
+library only (`python3 -m pipeline check` runs before the virtual environment exists), and a
+name's stages are imported when it is first used.
+
+    data = pipeline.Data("data")  # corpora/, indexes/, runs/
+    pipeline.build_corpus(data, "tiny", synthetic=8000)
+    pool = pipeline.build_pool(data, "tiny", size=1000, n_queries=20)
+    pipeline.search(data, "tiny", pool, "bm25")
+    pipeline.evaluate(data, "tiny", pool, "bm25", means=True)
+    pipeline.build_report(data, "tiny").save()
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+# name -> the module that defines it (names that are not a submodule's: `pipeline.report` and
+# `pipeline.verify` are packages of their own)
+_API = {"Data": "pipeline.api", "build_corpus": "pipeline.api", "build_pool": "pipeline.api",
+        "search": "pipeline.api", "evaluate": "pipeline.api", "build_report": "pipeline.api",
+        "verify_data": "pipeline.api", "Report": "pipeline.report.build"}
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        value = getattr(import_module(_API[name]), name)
+        globals()[name] = value  # looked up once
+        return value
+    raise AttributeError(f"module 'pipeline' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,0 +1,216 @@
+"""The Python API: `import pipeline` (docs/api.md).
+
+A thin layer over the stage functions (pipeline.ingest, pipeline.pools.build,
+pipeline.retrieval.search, pipeline.evaluation.evaluate, pipeline.report.build,
+pipeline.verify): the same code the commands and the Makefile run, given a data folder once
+(`Data`) and models by name. The stages are imported when a function is called, so importing
+this module loads the standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipeline.layout import data_roots, parse_size, raw_dir, run_name, split_run_name
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from pipeline.encoding.models import ModelEntry
+    from pipeline.ingest.synthetic import SyntheticConfig
+    from pipeline.pools.build import PoolSpec
+    from pipeline.report.build import Report
+
+__all__ = ["Data", "build_corpus", "build_pool", "build_report", "evaluate", "search",
+           "verify_data"]
+
+class Data:
+    """Where the data lives: a folder holding corpora/, indexes/ and runs/ (as DATA does for
+    make), or any root given apart (as CORPORA_DIR, INDEX_DIR, RUNS_DIR do)."""
+
+    def __init__(self, folder: str | os.PathLike | None = None, *,
+                 corpora: str | os.PathLike | None = None,
+                 indexes: str | os.PathLike | None = None,
+                 runs: str | os.PathLike | None = None):
+        given = {"corpora": corpora, "indexes": indexes, "runs": runs}
+        if folder is None and not all(given.values()):
+            raise TypeError("Data: give a folder (holding corpora/, indexes/, runs/), or all "
+                            "three of corpora=, indexes=, runs=")
+        roots = data_roots(folder if folder is not None else ".", **given)
+        self.corpora: Path = roots["corpora"]
+        self.indexes: Path = roots["indexes"]
+        self.runs: Path = roots["runs"]
+
+    @classmethod
+    def of(cls, data: Data | str | os.PathLike) -> Data:
+        """`data` itself, or the data folder it names."""
+        return data if isinstance(data, Data) else cls(data)
+
+    def __repr__(self) -> str:
+        return f"Data(corpora={str(self.corpora)!r}, indexes={str(self.indexes)!r}, " \
+               f"runs={str(self.runs)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Data) and (self.corpora, self.indexes, self.runs) == (
+            other.corpora, other.indexes, other.runs)
+
+    def __hash__(self) -> int:
+        return hash((self.corpora, self.indexes, self.runs))
+
+    def corpus(self, name: str) -> Path:
+        """The folder of corpus `name` (corpora/<name>)."""
+        return self.corpora / name
+
+    def pools(self, corpus: str) -> list[str]:
+        """The names of the corpus's pool folders, sorted."""
+        from pipeline.pools.build import pool_folders
+
+        return pool_folders(self.corpus(corpus))
+
+    def results(self, collect: bool = True) -> pl.DataFrame:
+        """Every current evaluation gathered into runs/results.parquet (written) and returned:
+        one row per run, query and metric (`collect_results`). `collect=False` reads the
+        results.parquet written last instead (`make eval` writes it)."""
+        if not collect:
+            from pipeline.core.files import read_parquet
+            from pipeline.layout import RESULTS_FILE
+
+            return read_parquet(self.runs / RESULTS_FILE)
+        from pipeline.evaluation.evaluate import collect_results
+
+        return collect_results(self.corpora, self.indexes, self.runs)
+
+
+def _entry(model: str | ModelEntry) -> ModelEntry:
+    from pipeline.encoding.models import get_model
+
+    return get_model(model) if isinstance(model, str) else model
+
+
+def build_corpus(data: Data | str | os.PathLike, name: str, *,
+                 synthetic: int | str | SyntheticConfig | None = None, shards: int = 4,
+                 seed: int = 0, raw: str | os.PathLike | None = None, source: str = "s2orc",
+                 fos_source: str = "external", strict: bool = False,
+                 citations: str = "inbound", min_citations: int = 3,
+                 workers: int = 1) -> Path:
+    """Make corpus `name`: ingest its raw shards and prefilter them; return its folder.
+
+    The raw shards are read from `raw` (default: corpora/<name>/<source>, source s2orc or
+    s2ag). With `synthetic` (a number of papers, or a SyntheticConfig), synthetic S2ORC shards
+    are written there first (`shards` of them, from `seed`). Each stage is a no-op when its
+    outputs are current."""
+    from pipeline.ingest import ingest, prefilter
+
+    data = Data.of(data)
+    corpus_dir = data.corpus(name)
+    raw_folder = Path(raw) if raw is not None else raw_dir(data.corpora, name, source)
+    if synthetic is not None:
+        from pipeline.ingest.synthetic import SyntheticConfig, generate
+
+        cfg = synthetic if isinstance(synthetic, SyntheticConfig) else SyntheticConfig(
+            n_papers=parse_size(str(synthetic)), n_shards=shards, seed=seed)
+        generate(raw_folder, cfg, workers=workers)
+    ingest(raw_folder, corpus_dir, strict=strict, workers=workers, source=source,
+           fos_source=fos_source)
+    prefilter(corpus_dir, citations, min_citations)  # type: ignore[arg-type]
+    return corpus_dir
+
+
+def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | None = None,
+               **fields: Any) -> str:
+    """Build one pool of `corpus` (queries, candidates, qrels) and return its name. Give a
+    PoolSpec, or its fields as keywords: size (a number or '20k'), field, repeat, n_queries,
+    query_year, max_year, seed, min_positives, exclude, split."""
+    from pipeline.pools.build import PoolSpec
+    from pipeline.pools.build import build_pool as build
+
+    if spec is not None and fields:
+        raise TypeError("build_pool: give a PoolSpec or its fields as keywords, not both")
+    if spec is None:
+        if "size" in fields:
+            fields["size"] = parse_size(str(fields["size"]))
+        spec = PoolSpec(**fields)
+    build(Data.of(data).corpus(corpus), spec)
+    return spec.name
+
+
+def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | ModelEntry,
+           *, k: int = 500, threads: int = 2, seed: int = 0, variant: str = "full",
+           **options: Any) -> str:
+    """Retrieve the top `k` candidates of each query of `pool` with `model` (a registered
+    name such as 'bm25', an 'hf:' model, or a ModelEntry) and write the run; return the run's
+    name (the model's, plus '~<variant>' for perturbed queries). `options` are the
+    retriever's own (BM25: bm25_engine; encoders: backend, model_path)."""
+    from pipeline.retrieval.search import search as run_search
+
+    data, entry = Data.of(data), _entry(model)
+    run_search(data.corpus(corpus), data.indexes, data.runs, pool, entry, k=k,
+               threads=threads, seed=seed, variant=variant, **options)
+    return run_name(entry.name, variant)
+
+
+def _run(model: str | ModelEntry) -> str:
+    if not isinstance(model, str):
+        return model.name
+    name, variant = split_run_name(model)
+    return run_name(_entry(name).name, variant)
+
+
+def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str,
+             model: str | ModelEntry | Sequence[str | ModelEntry], *,
+             metrics: str | Sequence[str] = "auto", means: bool = False) -> pl.DataFrame:
+    """Score the runs of `model` (a name, a run name 'bm25~title', a ModelEntry, or a list of
+    them) on `pool` and write their evaluations. Returns a polars DataFrame: with
+    `means=False`, one row per model, query and candidate set (`negatives`: 'all', and per
+    negative type on MDCR-style pools) with a column per metric; with `means=True`, one row per
+    model with each metric's mean over the pool's queries (over CSFCube's folds: the mean of
+    the folds' means). `metrics`: 'auto' (the pool's own set), a set's name or metric names."""
+    import polars as pl
+
+    from pipeline.evaluation.evaluate import eval_run, pool_metrics
+    from pipeline.layout import run_paths
+
+    data = Data.of(data)
+    corpus_dir = data.corpus(corpus)
+    wanted = pool_metrics(corpus_dir, pool, metrics if isinstance(metrics, str)
+                          else " ".join(metrics))
+    models = [model] if isinstance(model, str) or not isinstance(model, Sequence) else model
+    frames = []
+    for name in map(_run, models):
+        info = eval_run(corpus_dir, data.indexes, data.runs, pool, name, wanted)
+        if means:
+            frames.append(pl.DataFrame([{"model": name, **info["means"]}],
+                                       schema={"model": pl.String,
+                                               **dict.fromkeys(wanted, pl.Float64)}))
+        else:
+            values = pl.read_parquet(run_paths(data.runs, corpus, pool, name).metrics)
+            frames.append(values.select(pl.lit(name).alias("model"), pl.all()))
+    return pl.concat(frames, how="vertical_relaxed")
+
+
+def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = 0, *,
+                 collect: bool = True) -> Report:
+    """Gather every evaluation (runs/results.parquet; `collect=False`: as written last) and
+    make the report of `corpus` and pool seed `seed`: a Report, whose `save()` writes it under
+    runs/reports/ as `make report` does."""
+    from pipeline.report.build import build_report as build
+
+    data = Data.of(data)
+    if collect:
+        data.results()
+    return build(data.runs, corpus, seed, data.corpora)
+
+
+def verify_data(data: Data | str | os.PathLike, *folders: str | os.PathLike,
+                deep: bool = True) -> list[str]:
+    """`make verify`: one line per problem of the data (or of `folders` under it), each with
+    the command that repairs it; [] when all is well. `deep=False` skips the checksums."""
+    from pipeline.core.inputs import Roots
+    from pipeline.verify import verify
+
+    data = Data.of(data)
+    return verify(Roots(data.corpora, data.indexes, data.runs),
+                  [Path(f) for f in folders] or None, deep=deep)

@@ -1,0 +1,171 @@
+"""`import pipeline`: the Python API (docs/api.md), loaded lazily, a thin layer over the stages
+that gives what they give."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import pipeline
+from pipeline.core.errors import InputError
+from pipeline.evaluation.evaluate import eval_run
+from pipeline.layout import reports_dir
+from pipeline.pools.build import PoolSpec
+from pipeline.report.build import report
+from tests.conftest import N_QUERIES, POOL_SEED, POOL_SIZES, copy_corpus, pool_of
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "numba", "jnius", "faiss", "transformers", "polars", "numpy", "pyarrow",
+         "matplotlib", "ranx")
+NAMES = {"Data", "Report", "build_corpus", "build_pool", "build_report", "evaluate", "search",
+         "verify_data"}
+
+
+def _imported(code: str) -> set[str]:
+    """The modules `python -X importtime -c code` imports, in a fresh interpreter."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {m.group(1) for m in re.finditer(r"^import time:.*\|\s*(\S+)\s*$", done.stderr,
+                                            flags=re.M)}
+
+
+def test_import_pipeline_loads_the_standard_library_only():
+    modules = _imported("import pipeline")
+    assert "pipeline" in modules
+    assert not {m for m in modules if m.split(".")[0] in HEAVY}
+    started = _imported("pass")  # the interpreter's own start (site, sitecustomize, ...)
+    outside = {m for m in modules - started if m.split(".")[0] not in sys.stdlib_module_names
+               and m.split(".")[0] != "pipeline"}
+    assert not outside, sorted(outside)
+
+
+def _loaded(code: str) -> set[str]:
+    """sys.modules after `code`, in a fresh interpreter (importtime does not list what
+    importlib.import_module loads itself)."""
+    done = subprocess.run([sys.executable, "-c", f"{code}\nimport sys; print(*sys.modules)"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return set(done.stdout.split())
+
+
+def test_data_is_light_too():
+    """Naming the data loads the API module, still no stage."""
+    assert not {m for m in _loaded("import pipeline") if m.split(".")[0] in HEAVY}
+    modules = _loaded("import pipeline; pipeline.Data('x').corpus('demo')")
+    assert "pipeline.api" in modules
+    assert not {m for m in modules if m.split(".")[0] in HEAVY}
+
+
+def test_the_public_names():
+    assert set(pipeline.__all__) == NAMES
+    assert set(dir(pipeline)) >= NAMES
+    for name in NAMES:
+        assert getattr(pipeline, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        pipeline.nothing  # noqa: B018
+    importlib.import_module("pipeline.report.build")  # the submodules do not hide the
+    importlib.import_module("pipeline.verify")  # API's names
+    assert callable(pipeline.build_report) and callable(pipeline.verify_data)
+
+
+def test_data_roots(tmp_path):
+    data = pipeline.Data(tmp_path)
+    assert (data.corpora, data.indexes, data.runs) == (
+        tmp_path / "corpora", tmp_path / "indexes", tmp_path / "runs")
+    assert data.corpus("demo") == tmp_path / "corpora" / "demo"
+    apart = pipeline.Data(tmp_path, runs=tmp_path / "scratch")
+    assert apart.runs == tmp_path / "scratch" and apart.corpora == data.corpora
+    assert pipeline.Data.of(str(tmp_path)) == data and pipeline.Data.of(data) is data
+    assert pipeline.Data(corpora="a", indexes="b", runs="c").runs == Path("c").absolute()
+    with pytest.raises(TypeError):
+        pipeline.Data(corpora="a")
+
+
+@pytest.fixture(scope="module")
+def api_data(corpus_dir, tmp_path_factory) -> pipeline.Data:
+    """The fixture corpus, searched by BM25 and random through the API."""
+    root = tmp_path_factory.mktemp("api")
+    data = pipeline.Data(corpora=corpus_dir.parent, indexes=root / "indexes",
+                         runs=root / "runs")
+    for size in POOL_SIZES:
+        for model in ("bm25", "random"):
+            assert pipeline.search(data, corpus_dir.name, pool_of(size), model,
+                                   threads=1) == model
+    return data
+
+
+def test_pools(api_data, corpus_dir):
+    assert set(api_data.pools(corpus_dir.name)) >= {pool_of(s) for s in POOL_SIZES}
+
+
+def test_evaluate_gives_what_eval_gives(api_data, corpus_dir):
+    pool = pool_of(POOL_SIZES[0])
+    means = pipeline.evaluate(api_data, corpus_dir.name, pool, ["bm25", "random"], means=True)
+    assert means.columns == ["model", "map", "ndcg", "recall@30"]
+    assert means["model"].to_list() == ["bm25", "random"]
+    info = eval_run(corpus_dir, api_data.indexes, api_data.runs, pool, "bm25")
+    assert means.row(0, named=True) == {"model": "bm25", **info["means"]}
+    values = pipeline.evaluate(api_data, corpus_dir.name, pool, "bm25")
+    assert values.columns[:3] == ["model", "query", "negatives"]
+    mean = values.filter(pl.col("negatives") == "all")["map"].mean()
+    assert mean == pytest.approx(info["means"]["map"])
+    one = pipeline.evaluate(api_data, corpus_dir.name, pool, "bm25", metrics=["map"],
+                            means=True)
+    assert one.columns == ["model", "map"]
+
+
+def test_report_saves_what_make_report_writes(api_data, corpus_dir, tmp_path):
+    for size in POOL_SIZES:
+        pipeline.evaluate(api_data, corpus_dir.name, pool_of(size), ["bm25", "random"])
+    built = pipeline.build_report(api_data, corpus_dir.name, POOL_SEED)
+    assert isinstance(built, pipeline.Report)
+    assert [s.name for s in built.sections] == [
+        "mdcr", "csfcube", "collection", "query-variants", "dataset", "fields",
+        "significance", "published"]
+    assert "dataset" in built.tables and built.tables["dataset"].frame().height == 2
+    assert f"{corpus_dir.name}-dataset.tex" in built.latex
+    path = built.save()
+    folder = reports_dir(api_data.runs)
+    saved = {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+    assert path.read_text() == built.document
+    text = report(api_data.runs, corpus_dir.name, POOL_SEED, api_data.corpora)
+    assert text == built.markdown
+    assert saved == {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+    with pytest.raises(InputError, match="SEED"):
+        pipeline.build_report(api_data, corpus_dir.name, POOL_SEED + 5, collect=False)
+
+
+def test_verify_data(api_data, corpus_dir):
+    lines = pipeline.verify_data(api_data, deep=False)
+    assert isinstance(lines, list)
+    assert not [line for line in lines if f"/{corpus_dir.name}/" in line and "CORRUPT" in line]
+
+
+def test_build_pool_takes_a_spec_or_its_fields(corpus_dir, tmp_path):
+    corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "copy")
+    data = pipeline.Data(tmp_path)
+    name = pipeline.build_pool(data, "copy", size="800", n_queries=N_QUERIES, seed=POOL_SEED)
+    assert name == pool_of(800)
+    spec = PoolSpec(size=800, n_queries=N_QUERIES, seed=POOL_SEED)
+    assert pipeline.build_pool(tmp_path, "copy", spec) == name
+    assert json.loads((corpus / "pools" / name / "manifest.json").read_text())["parameters"][
+        "size"] == 800
+    with pytest.raises(TypeError):
+        pipeline.build_pool(data, "copy", spec, size=800)
+
+
+def test_build_corpus_from_synthetic_shards(tmp_path):
+    data = pipeline.Data(tmp_path)
+    corpus = pipeline.build_corpus(data, "mini", synthetic=1500, shards=1, seed=3)
+    assert corpus == data.corpus("mini")
+    assert (corpus / "prefiltered.parquet").is_file()
+    assert (corpus / "s2orc").is_dir()  # the raw shards, where make synth writes them
+    assert pipeline.build_corpus(data, "mini", synthetic=1500, shards=1, seed=3) == corpus
