@@ -281,7 +281,6 @@ PENDING = {
         "'MODEL=.. OUT=f.json'",
         "'write pipeline/cli/variables.mk and docs/variables.md'",
     },
-    "pipeline/report/": {"'.tex'", "'.png'", "'published.csv'"},
 }
 
 

@@ -16,6 +16,8 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_parquet
 from pipeline.layout import (
     DATA_FOLDERS,
+    REPORT_PLOT_SUFFIX,
+    REPORT_TABLE_SUFFIX,
     RESULTS_FILE,
     VARIANT_SEP,
     format_size,
@@ -115,10 +117,10 @@ class Section:
     def save(self, out_dir: Path, corpus: str) -> None:
         """Write its tables as LaTeX and draw its plots into the reports folder."""
         for table in self.tables:
-            with atomic_path(report_file(out_dir, corpus, table.name, ".tex")) as tmp:
+            with atomic_path(report_file(out_dir, corpus, table.name, REPORT_TABLE_SUFFIX)) as tmp:
                 tmp.write_text(table.latex)
         for plot in self.plots:
-            plot.draw(report_file(out_dir, corpus, plot.name, ".png"))
+            plot.draw(report_file(out_dir, corpus, plot.name, REPORT_PLOT_SUFFIX))
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,7 @@ class Report:
     @property
     def latex(self) -> dict[str, str]:
         """Each table's LaTeX, by the name of the file it is written to."""
-        return {report_file(Path(), self.corpus, name, ".tex").name: table.latex
+        return {report_file(Path(), self.corpus, name, REPORT_TABLE_SUFFIX).name: table.latex
                 for name, table in self.tables.items()}
 
     def section(self, name: str) -> Section:

@@ -42,6 +42,8 @@ from pipeline.evaluation.significance import ordered
 from pipeline.fields import MAG_FIELDS
 from pipeline.ingest.stage import raw_origin
 from pipeline.layout import (
+    PUBLISHED_CSV,
+    REPORT_TABLE_SUFFIX,
     VARIANT_SEP,
     format_size,
     parse_pool_name,
@@ -59,7 +61,6 @@ from pipeline.report.tables import (
     write_table,
 )
 
-PUBLISHED_CSV = "published.csv"
 AVERAGE = "average"  # the field of a mean over the 19 fields
 MEAN_OVER_MODELS = "mean-over-models"  # the model of MDCR Table 4's average row
 # the papers, as captions cite them (no "&": LaTeX captions keep it as a column break)
@@ -542,6 +543,6 @@ def published_sections(results: pl.DataFrame, out_dir: Path, corpus: str,
     (markdown; each also written as `<corpus>-published-<section>.tex`); none when no measured
     cell matches a published one. `origin`: what the corpus is (`corpus_origin`; None: not
     recorded, so nothing is comparable)."""
-    return [write_table(report_file(out_dir, corpus, f"published-{section}", ".tex"),
+    return [write_table(report_file(out_dir, corpus, f"published-{section}", REPORT_TABLE_SUFFIX),
                         f"{corpus}: {caption}", header, rows)
             for section, caption, header, rows in comparison_tables(results, origin)]
