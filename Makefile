@@ -52,14 +52,19 @@ endif
 endif
 
 # Check every variable before anything runs (one line, exit status 2); it writes nothing. Each
-# goes as --NAME='value' (so a value starting with '-' is a value) (SLURM_TIME as --TIME when it came as TIME on the command line). The
-# check then prints one line, `check=ok NAME=value ...`: the names and paths make uses (DERIVED
-# in pipeline/cli/variables.py, from pipeline/layout.py), which make reads, never composes.
+# goes as --NAME='value' (so a value starting with '-' is a value) (SLURM_TIME as --TIME when it
+# came as TIME on the command line), with make's goals and the variables given on the command
+# line or in the environment: a goal without what it needs (SRC, OUT, MODELS, a CORPUS named,
+# a pool) is refused here too (TARGETS in pipeline/cli/variables.py). The check then prints one
+# line, `check=ok NAME=value ...`: the names and paths make uses (DERIVED in
+# pipeline/cli/variables.py, from pipeline/layout.py), which make reads, never composes.
 # `make variables` alone runs no check: it writes the include again, even a stale one.
 check_name = $(if $(and $(filter SLURM_TIME,$(1)),$(TIME_ALIAS)),TIME,$(1))
+GIVEN = $(foreach v,$(USER_VARS),$(if $(filter command environment%,$(origin $(v))),$(v)))
 ifneq ($(MAKECMDGOALS),variables)
 CHECK := $(shell $(call q,$(PYTHON)) -m pipeline check $(foreach v,$(USER_VARS),\
-	--$(call check_name,$(v))=$(call q,$($(v)))) 2>&1)
+	--$(call check_name,$(v))=$(call q,$($(v)))) --GOALS=$(call q,$(MAKECMDGOALS)) \
+	--GIVEN=$(call q,$(strip $(GIVEN))) 2>&1)
 ifneq ($(firstword $(CHECK)),check=ok)
 $(error $(CHECK))
 endif
@@ -71,65 +76,20 @@ checked_list = $(subst $(comma), ,$(call checked,$(1)))
 PIPE = MDCR_PIPELINE_FROM_MAKE=1 $(call q,$(PY)) -m pipeline --corpora-root $(call q,$(call checked,CORPORA_ROOT)) \
 	--index-root $(call q,$(call checked,INDEX_ROOT)) \
 	--runs-root $(call q,$(call checked,RUNS_ROOT))
-POOLS := $(call checked_list,POOLS)
 # MODEL's runs (with QUERY_VARIANT) and the model the stages load.
 MODEL_NAME := $(call checked,MODEL_NAME)
 MODEL_ARGS = --model $(call q,$(call checked,MODEL_FILE)) \
 	$(if $(MODEL_PATH),--model-path $(call q,$(MODEL_PATH)))
-
-# An import writes the corpus CORPUS: never the default one by accident.
-IMPORT_GOALS := $(filter import-mdcr import-beir import-csfcube,$(MAKECMDGOALS))
-ifneq ($(IMPORT_GOALS),)
-ifneq ($(filter default file undefined,$(origin CORPUS)),)
-$(error error: make $(firstword $(IMPORT_GOALS)) needs CORPUS=<name of a new corpus> (the corpus it writes))
-endif
-endif
-# The variables that locate the data, as given (a command this Makefile suggests acts on them).
-WHERE = $(strip $(foreach v,DATA CORPORA_DIR INDEX_DIR RUNS_DIR,$(if $(and $($(v)),$(filter \
-	command environment,$(origin $(v)))),$(v)=$($(v)))))
-ifneq ($(filter eval index search,$(MAKECMDGOALS)),)
-ifeq ($(strip $(POOLS)),)
-$(error error: no pools for CORPUS=$(CORPUS) under $(call checked,POOLS_DIR): build one first, e.g. make pool CORPUS=$(CORPUS) SIZE=10k$(if $(WHERE), $(WHERE)))
-endif
-endif
 
 .PHONY: help setup setup-gpu demo test test-fast lint variables corpus pool pools pools-paper \
 	embed index search eval fuse report mdcr mdcr-jaccard import-mdcr export-mdcr mdcr-scores \
 	import-beir import-csfcube verify sweep models clean-demo
 .DELETE_ON_ERROR:
 
+# The targets and their one-line descriptions: TARGETS in pipeline/cli/variables.py (standard
+# library only, so it runs before the environment exists, like the check).
 help:
-	@echo "make demo                      set up, generate the demo corpus, run every stage, report"
-	@echo "make test                      set up and run the test suite (and ruff)"
-	@echo "make test-fast                 the test suite without the slow tests"
-	@echo "make lint                      ruff and the import contracts (lint-imports)"
-	@echo "make pool [FIELD=f] SIZE=20k   build a dataset-level (or field-level) pool"
-	@echo "make pools-paper               the paper's grid: test and validation pools"
-	@echo "make eval MODEL=bm25|minilm|.. index, search and score every pool of CORPUS"
-	@echo "make index MODEL=..            only index (Lucene / embeddings) every pool of CORPUS"
-	@echo "make search MODEL=..           only index and search: the runs, unscored"
-	@echo "make embed [EXECUTOR=slurm SHARDS=16 SLURM_TIME=4:00:00]  embed the pools' papers"
-	@echo "                               (EXECUTOR=slurm: a SLURM job array, SLURM_TIME per job)"
-	@echo "make fuse MODELS=bm25,minilm [METHOD=rrf]  fuse the models' runs (ranx), evaluate"
-	@echo "make mdcr [MDCR_MODELS=bm25,minilm]  an MDCR-style benchmark (corpus CORPUS-mdcr)"
-	@echo "make mdcr-jaccard MODELS=a,b,c  overlap of models' top negatives (choose MDCR_MODELS)"
-	@echo "make import-mdcr SRC=dir CORPUS=mdcr  the official MDCR files as a corpus"
-	@echo "make export-mdcr OUT=dir CORPUS=..    a benchmark corpus in the official layout"
-	@echo "make mdcr-scores MODEL=.. OUT=f.json  the official scores file of a model's runs"
-	@echo "make import-beir SRC=dir CORPUS=scidocs  a BEIR-layout collection as a corpus"
-	@echo "make import-csfcube SRC=dir CORPUS=csfcube  the CSFCube release: a pool per facet"
-	@echo "                               (mdcr, import-*: REPLACE=1 replaces a corpus of its kind)"
-	@echo "make eval MODEL=.. QUERY_VARIANT=title   the pools with perturbed queries"
-	@echo "make report                    tables and plots under runs/reports/"
-	@echo "make verify                    check every artifact: corrupt, partial or stale?"
-	@echo "                               (each problem with the command that repairs it)"
-	@echo "make pools                     rebuild the stale, damaged or half-written pools"
-	@echo "make sweep                     remove temporaries left by killed processes"
-	@echo "make models                    list the model registry"
-	@echo "make setup-gpu                  on a GPU node: Faiss GPU in place of faiss-cpu"
-	@echo "make variables                 write pipeline/cli/variables.mk and docs/variables.md"
-	@echo "                               again from pipeline/cli/variables.py (the variables'"
-	@echo "                               one declaration; docs/variables.md lists them)"
+	@$(call q,$(PYTHON)) -m pipeline targets
 
 $(STAMP): pyproject.toml
 	$(call q,$(PYTHON)) -m venv $(call q,$(VENV))
@@ -179,13 +139,10 @@ pool: corpus
 
 # The paper's whole grid: dataset-level and field-level pools, test and validation splits.
 pools-paper: corpus
-	$(foreach split,test validation,\
-	$(PIPE) pool --corpus $(call q,$(CORPUS)) --split $(split) --size $(call q,$(PAPER_SIZES)) \
-		--repeats $(call q,$(PAPER_REPEATS)) --queries $(call q,$(PAPER_QUERIES)) \
-		--seed $(call q,$(SEED)) && \
-	$(PIPE) pool --corpus $(call q,$(CORPUS)) --split $(split) --field all \
-		--size $(call q,$(PAPER_FIELD_SIZE)) --repeats $(call q,$(PAPER_REPEATS)) \
-		--queries $(call q,$(PAPER_FIELD_QUERIES)) --seed $(call q,$(SEED)) &&) true
+	$(PIPE) pools-paper --corpus $(call q,$(CORPUS)) --sizes $(call q,$(PAPER_SIZES)) \
+		--queries $(call q,$(PAPER_QUERIES)) --field-size $(call q,$(PAPER_FIELD_SIZE)) \
+		--field-queries $(call q,$(PAPER_FIELD_QUERIES)) --repeats $(call q,$(PAPER_REPEATS)) \
+		--seed $(call q,$(SEED))
 
 # Every pool of CORPUS that is stale, damaged or half-written, built again from its recorded
 # parameters (what make eval does first).
@@ -213,6 +170,11 @@ endif
 # One process searches every pool whose run is not current (one JVM for BM25, one model load
 # for an encoder), then one process scores every run whose evaluation is not: each keeps what
 # is current, checked by content (`--stale-only`), and redoes what is stale or damaged.
+# SEARCH_WITH: the search settings of the commands that search several models (fuse, mdcr,
+# mdcr-jaccard, demo: each model as make search does, in one process).
+SEARCH_WITH = --threads $(call q,$(THREADS)) --bm25-engine $(call q,$(BM25_ENGINE)) \
+	--backend $(call q,$(BACKEND)) --query-variant $(call q,$(QUERY_VARIANT)) \
+	$(if $(MODEL_PATH),--model-path $(call q,$(MODEL_PATH)))
 SEARCH_ARGS = --corpus $(call q,$(CORPUS)) $(MODEL_ARGS) --threads $(call q,$(THREADS)) \
 	--bm25-engine $(call q,$(BM25_ENGINE)) --backend $(call q,$(BACKEND)) --index --stale-only \
 	--query-variant $(call q,$(QUERY_VARIANT))
@@ -239,34 +201,28 @@ eval: search
 endif
 
 # Fusion: every component evaluated, then the fused model like any other (its runs are made
-# from the components' runs of the same pool; see pipeline/retrieval/fusion.py).
-FUSE_PARTS = $(call checked_list,FUSE_PARTS)
-fuse: | $(STAMP)
-	@$(if $(strip $(MODELS)),,echo "error: make fuse needs MODELS=a,b (e.g. MODELS=bm25,minilm)" >&2 && exit 2)
-	@$(foreach m,$(FUSE_PARTS),$(MAKE) --no-print-directory eval MODEL=$(call q,$(m)) &&) \
-	$(MAKE) --no-print-directory eval MODEL=$(call q,$(call checked,FUSED_MODEL))
+# from the components' runs of the same pool; see pipeline/retrieval/fusion.py), in one process.
+fuse: corpus
+	$(PIPE) fuse --corpus $(call q,$(CORPUS)) --models $(call q,$(MODELS)) \
+		--method $(call q,$(METHOD)) $(SEARCH_WITH) --metrics $(call q,$(METRICS))
 
 # ---- MDCR-style benchmarks (MDCR §4; pipeline/mdcr/) ------------------------------------------
-# From this corpus's field-level test pools and the MDCR_MODELS' runs of them: the benchmark
-# corpus $(MDCR), which `make eval CORPUS=$(MDCR) MODEL=..` scores (Tables 3 and 4 in its report).
-MDCR_PARTS = $(call checked_list,MDCR_PARTS)
+# From this corpus's field-level test pools and the MDCR_MODELS' runs of them (searched first,
+# --search): the benchmark corpus $(MDCR), which `make eval CORPUS=$(MDCR) MODEL=..` scores
+# (Tables 3 and 4 in its report).
 # REPLACE=1: the corpus written (MDCR, or CORPUS for an import) may replace one of its kind.
 REPLACE_ARG = $(if $(filter 1,$(REPLACE)),--replace)
-mdcr: | $(STAMP)
-	@$(foreach m,$(MDCR_PARTS),$(MAKE) --no-print-directory search MODEL=$(call q,$(m)) &&) true
+mdcr: corpus
 	$(PIPE) mdcr --corpus $(call q,$(CORPUS)) --models $(call q,$(MDCR_MODELS)) \
-		--out $(call q,$(MDCR)) --seed $(call q,$(SEED)) $(REPLACE_ARG)
+		--out $(call q,$(MDCR)) --seed $(call q,$(SEED)) $(REPLACE_ARG) --search $(SEARCH_WITH)
 
-mdcr-jaccard: | $(STAMP)
-	@$(if $(strip $(MODELS)),,echo "error: make mdcr-jaccard needs MODELS=a,b,.. (e.g. MODELS=bm25,minilm,random)" >&2 && exit 2)
-	@$(foreach m,$(FUSE_PARTS),$(MAKE) --no-print-directory search MODEL=$(call q,$(m)) &&) true
+mdcr-jaccard: corpus
 	$(PIPE) mdcr-jaccard --corpus $(call q,$(CORPUS)) --models $(call q,$(MODELS)) \
-		--seed $(call q,$(SEED))
+		--seed $(call q,$(SEED)) --search $(SEARCH_WITH)
 
 # A test collection in BEIR's layout (corpus.jsonl, queries.jsonl, qrels/<SPLIT>.tsv) as the
 # corpus CORPUS with one pool; then make eval CORPUS=.. MODEL=.. (METRICS=auto: nDCG@10, R@100).
 import-beir: | $(STAMP)
-	@$(if $(SRC),,echo "error: make import-beir needs SRC=<folder holding corpus.jsonl>" >&2 && exit 2)
 	$(PIPE) import-beir --corpus $(call q,$(CORPUS)) --src $(call q,$(SRC)) \
 		--split $(call q,$(SPLIT)) $(REPLACE_ARG)
 
@@ -274,23 +230,19 @@ import-beir: | $(STAMP)
 # queries-release.csv, evaluation_splits.json) as the corpus CORPUS with one pool per facet;
 # then make eval CORPUS=.. MODEL=.. (METRICS=auto: NDCG%20 and MAP, as CSFCube scores them).
 import-csfcube: | $(STAMP)
-	@$(if $(SRC),,echo "error: make import-csfcube needs SRC=<the CSFCube release folder>" >&2 && exit 2)
 	$(PIPE) import-csfcube --corpus $(call q,$(CORPUS)) --src $(call q,$(SRC)) $(REPLACE_ARG)
 
 # The official release's files: import them as CORPUS, export CORPUS into OUT, and write
 # the official scores file of MODEL's runs (OUT=scores.json) after evaluating them.
 import-mdcr: | $(STAMP)
-	@$(if $(SRC),,echo "error: make import-mdcr needs SRC=<folder holding mdcr_$(SPLIT).json>" >&2 && exit 2)
 	$(PIPE) import-mdcr --corpus $(call q,$(CORPUS)) --src $(call q,$(SRC)) \
 		--split $(call q,$(SPLIT)) $(REPLACE_ARG)
 
 export-mdcr: | $(STAMP)
-	@$(if $(OUT),,echo "error: make export-mdcr needs OUT=<folder>" >&2 && exit 2)
 	$(PIPE) export-mdcr --corpus $(call q,$(CORPUS)) --out $(call q,$(OUT)) \
 		--split $(call q,$(SPLIT))
 
 mdcr-scores: eval
-	@$(if $(OUT),,echo "error: make mdcr-scores needs OUT=<scores file>" >&2 && exit 2)
 	$(PIPE) mdcr-scores --corpus $(call q,$(CORPUS)) --model $(call q,$(MODEL_NAME)) \
 		--out $(call q,$(OUT)) --split $(call q,$(SPLIT))
 
@@ -305,15 +257,18 @@ sweep: | $(STAMP)
 	$(PIPE) sweep
 
 # ---- the two quick-start commands ------------------------------------------------------------
+# Every stage of the demo corpus in one process, in make's order (corpus, pools, embed, each
+# model's search and eval, the report with this run's stage times).
 demo: $(STAMP)
-	@rm -f $(call q,$(call checked,DEMO_TIMES))
-	@$(MAKE) --no-print-directory pool CORPUS=demo SIZE=$(call q,$(DEMO_SIZES))
-	@$(if $(strip $(DEMO_FIELDS)),$(MAKE) --no-print-directory pool CORPUS=demo \
-		FIELD=$(call q,$(DEMO_FIELDS)) SIZE=$(call q,$(DEMO_FIELD_SIZE)) \
-		QUERIES=$(call q,$(DEMO_FIELD_QUERIES)))
-	@$(MAKE) --no-print-directory embed CORPUS=demo MODEL=minilm
-	@$(foreach m,$(DEMO_MODELS),$(MAKE) --no-print-directory eval CORPUS=demo MODEL=$(m) &&) true
-	@$(MAKE) --no-print-directory report CORPUS=demo
+	$(PIPE) demo --papers $(call q,$(DEMO_PAPERS)) --synth-seed $(call q,$(DEMO_SEED)) \
+		--source $(call q,$(SOURCE)) --fos-source $(call q,$(FOS_SOURCE)) \
+		--workers $(call q,$(THREADS)) $(if $(filter 1,$(STRICT)),--strict) \
+		--citations $(call q,$(CITATIONS)) $(if $(RAW),--raw $(call q,$(RAW))) \
+		--sizes $(call q,$(DEMO_SIZES)) $(if $(QUERIES),--queries $(call q,$(QUERIES))) \
+		--fields $(call q,$(DEMO_FIELDS)) --field-size $(call q,$(DEMO_FIELD_SIZE)) \
+		--field-queries $(call q,$(DEMO_FIELD_QUERIES)) --repeats $(call q,$(REPEATS)) \
+		--seed $(call q,$(SEED)) --num-shards $(call q,$(SHARDS)) \
+		--models $(call q,$(DEMO_MODELS)) $(SEARCH_WITH) --metrics $(call q,$(METRICS))
 
 # ruff, then the import contracts (.importlinter: which layer of the package may import which).
 lint: $(STAMP)

@@ -20,7 +20,7 @@ import os
 import re
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import layout
@@ -36,7 +36,8 @@ from pipeline.cli.checks import (
     safe_path,
     sizes,
 )
-from pipeline.encoding.models import HF_PREFIX, PRECISIONS, fused_name, get_model, with_precision
+from pipeline.core.errors import InputError
+from pipeline.encoding.models import HF_PREFIX, PRECISIONS, get_model, with_precision
 from pipeline.readers import SOURCES
 from pipeline.slurm import check_executor, check_partition, check_time
 from pipeline.vocabulary import CITATION_MODES, FOS_SOURCES, VARIANTS
@@ -216,27 +217,146 @@ DERIVED = {
     "INDEX_ROOT": "INDEX_DIR, or DATA's indexes/ folder (absolute): --index-root",
     "RUNS_ROOT": "RUNS_DIR, or DATA's runs/ folder (absolute): --runs-root",
     "RAW_DIR": "RAW, or the corpus's default raw folder",
-    "POOLS": "the complete pools of CORPUS (commas)",
-    "POOLS_DIR": "the folder holding CORPUS's pools",
     "WRITTEN_WHOLE": "benchmark or collection when CORPUS was written whole by one command "
                      "(make mdcr, the imports: nothing to ingest), else empty",
     "MODEL_NAME": "the name MODEL's runs are written under (with QUERY_VARIANT)",
     "MODEL_FILE": "MODEL's file-safe name (the stages' --model)",
-    "FUSE_PARTS": "the models of MODELS, by their file-safe names (commas)",
-    "FUSED_MODEL": "the fused model of MODELS and METHOD",
-    "MDCR_PARTS": "the models of MDCR_MODELS, by their file-safe names (commas)",
-    "DEMO_TIMES": "the demo corpus's stage-times log (make demo starts it afresh)",
     "DEMO_PATHS": "the demo's folders and reports (make clean-demo; commas, may hold a glob)",
 }
 OK = "check=ok"  # the first word of the check's line: make takes any other output as the error
 
 
+# ---- the targets: what `make help` prints, and what each goal needs --------------------------
+@dataclass(frozen=True)
+class Target:
+    """A target of the Makefile, as `make help` shows it: `make <name> <usage>`, then `help`
+    (and the lines of `more` below it). needs: the variables the goal cannot run without, each
+    with what to give (formatted with the variables' values, e.g. {SPLIT}); the check refuses
+    the goal without them, before anything runs. A variable with a default (CORPUS) is needed
+    as given on make's command line or in the environment (GIVEN), never its default. pools:
+    the goal works on CORPUS's pools, so one must exist. local: the goal runs every stage on
+    this machine (EXECUTOR=slurm is for make embed and make eval)."""
+
+    name: str
+    usage: str
+    help: str
+    more: tuple[str, ...] = ()
+    needs: dict[str, str] = field(default_factory=dict)
+    pools: bool = False
+    local: bool = False
+
+
+NEW_CORPUS = "<name of a new corpus> (the corpus it writes)"
+T = Target
+TARGETS: tuple[Target, ...] = (
+    T("demo", "", "set up, generate the demo corpus, run every stage, report", local=True),
+    T("test", "", "set up and run the test suite (and ruff)"),
+    T("test-fast", "", "the test suite without the slow tests"),
+    T("lint", "", "ruff and the import contracts (lint-imports)"),
+    T("setup", "", "the virtual environment VENV, with everything installed"),
+    T("setup-gpu", "", "on a GPU node: Faiss GPU in place of faiss-cpu"),
+    T("corpus", "[RAW=dir]", "ingest and prefilter CORPUS (the demo's: generate it first)"),
+    T("pool", "[FIELD=f] SIZE=20k", "build a dataset-level (or field-level) pool"),
+    T("pools-paper", "", "the paper's grid: test and validation pools"),
+    T("pools", "", "rebuild the stale, damaged or half-written pools"),
+    T("eval", "MODEL=bm25|minilm|..", "index, search and score every pool of CORPUS",
+      ("(QUERY_VARIANT=title: the pools with perturbed queries)",), pools=True),
+    T("index", "MODEL=..", "only index (Lucene / embeddings) every pool of CORPUS", pools=True),
+    T("search", "MODEL=..", "only index and search: the runs, unscored", pools=True),
+    T("embed", "[EXECUTOR=slurm SHARDS=16 SLURM_TIME=4:00:00]", "embed the pools' papers",
+      ("(EXECUTOR=slurm: a SLURM job array, SLURM_TIME per job)",)),
+    T("fuse", "MODELS=bm25,minilm [METHOD=rrf]", "fuse the models' runs (ranx), evaluate",
+      needs={"MODELS": "a,b (e.g. MODELS=bm25,minilm)"}, local=True),
+    T("mdcr", "[MDCR_MODELS=bm25,minilm]", "an MDCR-style benchmark (corpus CORPUS-mdcr)"),
+    T("mdcr-jaccard", "MODELS=a,b,c", "overlap of models' top negatives (choose MDCR_MODELS)",
+      needs={"MODELS": "a,b,.. (e.g. MODELS=bm25,minilm,random)"}),
+    T("import-mdcr", "SRC=dir CORPUS=mdcr", "the official MDCR files as a corpus",
+      needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding mdcr_{SPLIT}.json>"}),
+    T("export-mdcr", "OUT=dir CORPUS=..", "a benchmark corpus in the official layout",
+      needs={"OUT": "<folder>"}),
+    T("mdcr-scores", "MODEL=.. OUT=f.json", "the official scores file of a model's runs",
+      needs={"OUT": "<scores file>"}),
+    T("import-beir", "SRC=dir CORPUS=scidocs", "a BEIR-layout collection as a corpus",
+      needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding corpus.jsonl>"}),
+    T("import-csfcube", "SRC=dir CORPUS=csfcube", "the CSFCube release: a pool per facet",
+      ("(mdcr, import-*: REPLACE=1 replaces a corpus of its kind)",),
+      needs={"CORPUS": NEW_CORPUS, "SRC": "<the CSFCube release folder>"}),
+    T("report", "", "tables and plots under runs/reports/"),
+    T("verify", "", "check every artifact: corrupt, partial or stale?",
+      ("(each problem with the command that repairs it)",)),
+    T("sweep", "", "remove temporaries left by killed processes"),
+    T("models", "", "list the model registry"),
+    T("clean-demo", "", "remove the demo's corpus, indexes, runs and reports"),
+    T("variables", "", "write pipeline/cli/variables.mk and docs/variables.md",
+      ("again from pipeline/cli/variables.py (the variables'",
+       "one declaration; docs/variables.md lists them)")),
+    T("help", "", "this list (the default goal)"),
+)
+del T
+TARGET_NAMES = {t.name: t for t in TARGETS}
+HELP_WIDTH = 30  # the column the descriptions start at
+
+
+def help_text() -> str:
+    """`make help`: each target's usage and its one line (from TARGETS)."""
+    lines = []
+    for target in TARGETS:
+        usage = " ".join(filter(None, (f"make {target.name}", target.usage)))
+        lines.append(f"{usage:{HELP_WIDTH}} {target.help}" if len(usage) < HELP_WIDTH
+                     else f"{usage}  {target.help}")
+        lines += [" " * (HELP_WIDTH + 1) + line for line in target.more]
+    lines.append("The variables (CORPUS, MODEL, SIZE, ...): docs/variables.md, or "
+                 "python3 -m pipeline variables")
+    return "\n".join(lines) + "\n"
+
+
+# The data folders' variables: a command the check suggests names those given (they locate
+# the data it acts on).
+WHERE = ("DATA", "CORPORA_DIR", "INDEX_DIR", "RUNS_DIR")
+
+
+def check_goals(args: argparse.Namespace) -> None:
+    """What make's goals (GOALS) need, before anything runs: their variables (Target.needs),
+    a pool of CORPUS (Target.pools), this machine (Target.local); InputError otherwise."""
+    given = set((args.GIVEN or "").split())
+    for goal in (args.GOALS or "").split():
+        target = TARGET_NAMES.get(goal)
+        if target is None:
+            continue  # make itself says that it has no such target
+        for name, what in target.needs.items():
+            value = getattr(args, name, None)
+            if not value or (BY_NAME[name].default and name not in given):
+                raise InputError(f"make {goal} needs {name}="
+                                 + what.format(**{k: v or "" for k, v in vars(args).items()}))
+        if target.local and args.EXECUTOR == "slurm":
+            raise InputError(f"make {goal} runs its stages on this machine: EXECUTOR=slurm is "
+                             f"for make embed and make eval (run them first, then make {goal})")
+        if target.pools and args.CORPUS:
+            corpus_dir = _roots(args)["corpora"] / args.CORPUS
+            if not layout.pool_names(corpus_dir):
+                where = "".join(f" {n}={getattr(args, n)}" for n in WHERE
+                                if n in given and getattr(args, n))
+                raise InputError(f"no pools for CORPUS={args.CORPUS} under "
+                                 f"{layout.pools_dir(corpus_dir)}: build one first, e.g. make "
+                                 f"pool CORPUS={args.CORPUS} SIZE=10k{where}")
+
+
+def _roots(args: argparse.Namespace) -> dict[str, Path]:
+    return layout.data_roots(args.DATA or ".", corpora=args.CORPORA_DIR,
+                             indexes=args.INDEX_DIR, runs=args.RUNS_DIR)
+
+
 def add_options(parser: argparse.ArgumentParser) -> None:
-    """`check --NAME` for every variable (and --TIME, SLURM_TIME's alias)."""
+    """`check --NAME` for every variable (and --TIME, SLURM_TIME's alias); --GOALS, make's
+    goals (MAKECMDGOALS), and --GIVEN, the variables given on make's command line or in the
+    environment: the check refuses a goal without what it needs (TARGETS)."""
     for var in VARIABLES:
         kind = _optional(var.check) if var.optional else var.check
         for name in filter(None, (var.name, var.alias)):
             parser.add_argument(f"--{name}", type=kind, help=var.help, metavar="VALUE")
+    parser.add_argument("--GOALS", default="", metavar="GOALS", help="make's goals")
+    parser.add_argument("--GIVEN", default="", metavar="NAMES", help="the variables given on "
+                        "make's command line or in the environment")
 
 
 def _optional(check: Callable[[str], object] | None) -> Callable[[str], object]:
@@ -272,23 +392,16 @@ def in_make_words(message: str) -> str:
     return re.sub(r"(--[a-z0-9][a-z0-9-]*)(?:[ =]([^\s:;,()]+))?", rewrite, message)
 
 
-def _parts(models: str | None) -> list[str]:
-    return (models or "").replace(",", " ").split()
-
-
 def derived(args: argparse.Namespace) -> dict[str, str]:
     """The names and paths make reads from the check's line (every key of DERIVED), from the
     checked values; a variable not given yields empty values."""
-    roots = layout.data_roots(args.DATA or ".", corpora=args.CORPORA_DIR, indexes=args.INDEX_DIR,
-                              runs=args.RUNS_DIR)
+    roots = _roots(args)
     corpus = args.CORPUS
     corpus_dir = roots["corpora"] / corpus if corpus else None
     values = {"CORPORA_ROOT": roots["corpora"], "INDEX_ROOT": roots["indexes"],
               "RUNS_ROOT": roots["runs"]}
     values["RAW_DIR"] = args.RAW or (
         layout.raw_dir(roots["corpora"], corpus, args.SOURCE) if corpus and args.SOURCE else "")
-    values["POOLS"] = ",".join(layout.pool_names(corpus_dir)) if corpus_dir else ""
-    values["POOLS_DIR"] = layout.pools_dir(corpus_dir) if corpus_dir else ""
     values["WRITTEN_WHOLE"] = layout.written_whole(corpus_dir) if corpus_dir else ""
     model = ""
     if args.MODEL:
@@ -299,12 +412,7 @@ def derived(args: argparse.Namespace) -> dict[str, str]:
         model = with_precision(entry, args.PRECISION or "fp32").name
     values["MODEL_FILE"] = model
     values["MODEL_NAME"] = layout.run_name(model, args.QUERY_VARIANT or "full") if model else ""
-    parts = _parts(args.MODELS)
-    values["FUSE_PARTS"] = ",".join(get_model(m).name for m in parts)
-    values["FUSED_MODEL"] = fused_name(args.METHOD or "rrf", parts) if parts else ""
-    values["MDCR_PARTS"] = ",".join(get_model(m).name for m in _parts(args.MDCR_MODELS))
     demo = "demo"
-    values["DEMO_TIMES"] = layout.stage_times_path(roots["runs"], demo)
     values["DEMO_PATHS"] = ",".join(
         [str(roots[kind] / demo) for kind in ("corpora", "indexes", "runs")]
         + [str(layout.reports_dir(roots["runs"]) / f"{demo}*")])

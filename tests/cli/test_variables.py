@@ -89,7 +89,7 @@ def test_check_options_and_docs_come_from_the_declaration():
     [sub] = [a for a in parser._actions if a.dest == "command"]
     options = {o for a in sub.choices["check"]._actions for o in a.option_strings}
     declared = {f"--{n}" for v in VARIABLES for n in (v.name, v.alias) if n}
-    assert options - {"-h", "--help"} == declared
+    assert options - {"-h", "--help", "--GOALS", "--GIVEN"} == declared  # and make's goals
     docs = markdown()
     for var in VARIABLES:
         assert f"| `{var.name}` |" in docs and md_text(var.help) in docs
@@ -104,24 +104,31 @@ def test_no_naming_rule_is_left_in_the_makefile():
             assert not re.search(r"(corpora|indexes|runs)/", line), line
 
 
-def test_fused_model_with_an_hf_component_is_the_one_python_names(tmp_path):
+def test_fused_model_with_an_hf_component_is_the_one_python_names(tmp_path, monkeypatch):
     """The drift the issue names: make built fuse--rrf--bm25--hf:org/name (and split a fused
-    name on every `--`); now the name is fused_name's, and each component is evaluated under
-    the name its runs have."""
+    name on every `--`); now make passes MODELS and METHOD as given, and the fuse command
+    evaluates each component under the name its runs have, then fused_name's model."""
     root = with_pool(tmp_path / "data")
     done = make(root, "-n", "fuse", "CORPUS=c", "MODELS=bm25,hf:org/name")
     assert done.returncode == 0, done.stderr[-2000:]
+    assert "fuse --corpus 'c' --models 'bm25,hf:org/name'" in done.stdout
+    assert "--method 'rrf'" in done.stdout
+    assert "fuse--" not in done.stdout  # no name composed by make
     fused = fused_name("rrf", ["bm25", "hf:org/name"])
     assert fused == "fuse--rrf--bm25--hf--org--name--mean"
-    assert f"eval MODEL='{fused}'" in done.stdout
-    assert "eval MODEL='hf--org--name--mean'" in done.stdout
-    assert f"eval --corpus 'c' --model '{fused}'" in done.stdout  # the sub-make's recipe
-    assert "hf:org/name" not in done.stdout.replace("MODELS=bm25,hf:org/name", "")
-    # a component's pooling, and another method: still fused_name's
-    done = make(root, "-n", "fuse", "CORPUS=c", "MODELS=hf:org/name@cls,bm25", "METHOD=wsum")
-    assert done.returncode == 0, done.stderr[-2000:]
-    fused = fused_name("wsum", ["hf:org/name@cls", "bm25"])
-    assert f"--model '{fused}'" in done.stdout and "hf--org--name--cls" in fused
+    from pipeline.cli import commands
+
+    seen: list[str] = []
+    monkeypatch.setattr(commands, "_search_and_eval", lambda args, model: seen.append(model))
+    for models, method, names in (
+            ("bm25,hf:org/name", "rrf", ["bm25", "hf--org--name--mean", fused]),
+            ("hf:org/name@cls,bm25", "wsum",
+             ["hf--org--name--cls", "bm25", fused_name("wsum", ["hf:org/name@cls", "bm25"])])):
+        seen.clear()
+        args = build_parser().parse_args(["fuse", "--corpus", "c", "--models", models,
+                                          "--method", method])
+        args.func(args)
+        assert seen == names
 
 
 def test_model_names_and_paths_are_pythons(tmp_path):
@@ -185,7 +192,7 @@ def test_values_out_of_bounds_are_refused_up_front(assignment, message, tmp_path
 
 def test_the_check_prints_every_derived_value():
     done = subprocess.run([sys.executable, "-m", "pipeline", "check", "--CORPUS", "c",
-                           "--MODEL", "bm25", "--MODELS", "bm25,random", "--DATA", "/d"],
+                           "--MODEL", "hf:org/name", "--MODELS", "bm25,random", "--DATA", "/d"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     [line] = done.stdout.splitlines()
@@ -193,8 +200,8 @@ def test_the_check_prints_every_derived_value():
     assert words[0] == OK
     values = dict(w.split("=", 1) for w in words[1:])
     assert list(values) == [n for n in values if n in DERIVED] and set(values) == set(DERIVED)
-    assert values["FUSED_MODEL"] == "fuse--rrf--bm25--random"
-    assert values["CORPORA_ROOT"] == "/d/corpora" and values["POOLS"] == ""
+    assert values["MODEL_FILE"] == "hf--org--name--mean"
+    assert values["CORPORA_ROOT"] == "/d/corpora" and values["WRITTEN_WHOLE"] == ""
 
 
 def test_a_repair_names_the_data_it_acts_on_and_make_takes_it(tmp_path):

@@ -1,0 +1,164 @@
+"""The Makefile is thin (issue 31.4): each target runs one `python -m pipeline` command, with no
+loop over stages and no make calling make; what a goal needs is declared once
+(pipeline/cli/variables.py: TARGETS) and checked before anything runs; `make help` is generated
+from the same declaration. Quick: the stages never run (a PY that would leave a mark)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli.variables import TARGETS, help_text
+
+ROOT = Path(__file__).resolve().parents[2]
+MAKEFILE = (ROOT / "Makefile").read_text()
+CLEARED = ("TIME", "SLURM_TIME", "CORPUS", "MODEL", "MODELS", "PYTHON", "VENV", "PY", "STAMP",
+           "SRC", "OUT", "DATA", "EXECUTOR", "MAKEFLAGS")
+# The values a needed variable gets when the test does not leave it out.
+VALUES = {"CORPUS": "new", "MODELS": "bm25,random", "SRC": "{tmp}/src", "OUT": "{tmp}/out"}
+
+
+def make(tmp: Path, *args: str, env: dict[str, str] | None = None
+         ) -> subprocess.CompletedProcess:
+    """make with DATA under tmp and a PY that leaves tmp/ran behind if any stage runs."""
+    py = tmp / "py"
+    if not py.exists():
+        py.write_text(f"#!/bin/sh\ntouch {tmp / 'ran'}\n")
+        py.chmod(0o755)
+        (tmp / "installed").touch()
+    environ = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    environ.update(env or {})
+    return subprocess.run(["make", "--no-print-directory", f"DATA={tmp / 'data'}", f"PY={py}",
+                           f"STAMP={tmp / 'installed'}", *args], cwd=ROOT,
+                          capture_output=True, text=True, env=environ, timeout=120)
+
+
+def refused(done: subprocess.CompletedProcess) -> str:
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, (done.returncode, lines)
+    assert "error: " in lines[0]
+    return lines[0]
+
+
+NEEDS = [(t.name, name) for t in TARGETS for name in t.needs]
+
+
+def test_the_goals_that_need_a_variable():
+    """The declaration names what the issue's hand-written errors checked."""
+    assert set(NEEDS) == {("fuse", "MODELS"), ("mdcr-jaccard", "MODELS"),
+                          ("import-mdcr", "CORPUS"), ("import-mdcr", "SRC"),
+                          ("import-beir", "CORPUS"), ("import-beir", "SRC"),
+                          ("import-csfcube", "CORPUS"), ("import-csfcube", "SRC"),
+                          ("export-mdcr", "OUT"), ("mdcr-scores", "OUT")}
+
+
+@pytest.mark.parametrize("goal, missing", NEEDS)
+def test_a_goal_without_what_it_needs_is_one_line_before_anything_runs(goal, missing,
+                                                                       tmp_path):
+    target = next(t for t in TARGETS if t.name == goal)
+    given = [f"{name}={VALUES[name].format(tmp=tmp_path)}" for name in target.needs
+             if name != missing]
+    for extra in ((), (f"{missing}=",)):  # left out, or given empty
+        if missing == "CORPUS" and extra:
+            continue  # CORPUS= is a bad corpus name: refused as such
+        line = refused(make(tmp_path, goal, *given, *extra))
+        assert f"error: make {goal} needs {missing}=" in line, line
+        assert not (tmp_path / "ran").exists() and not (tmp_path / "data").exists()
+    # with it, the goal goes ahead (a stage runs)
+    done = make(tmp_path, goal, *given, f"{missing}={VALUES[missing].format(tmp=tmp_path)}",
+                "SPLIT=test")
+    assert "needs" not in done.stderr, done.stderr[-1000:]
+
+
+def test_a_default_corpus_is_not_the_corpus_an_import_writes(tmp_path):
+    """CORPUS given in the environment counts as given; its default never does."""
+    line = refused(make(tmp_path, "import-beir", f"SRC={tmp_path}"))
+    assert line.endswith("needs CORPUS=<name of a new corpus> (the corpus it writes).  Stop.")
+    done = make(tmp_path, "-n", "import-beir", f"SRC={tmp_path}", env={"CORPUS": "new"})
+    assert done.returncode == 0 and "import-beir --corpus 'new'" in done.stdout
+
+
+@pytest.mark.parametrize("goal", ["eval", "index", "search"])
+def test_a_goal_on_pools_without_a_pool_is_one_line(goal, tmp_path):
+    line = refused(make(tmp_path, goal, "CORPUS=c"))
+    assert "no pools for CORPUS=c under" in line and "make pool CORPUS=c SIZE=10k" in line
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("goal", ["demo", "fuse"])
+def test_goals_that_run_every_stage_here_refuse_slurm(goal, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    line = refused(make(tmp_path, goal, "EXECUTOR=slurm", "MODELS=bm25,random",
+                        env={"PATH": f"{bin_dir}:{os.environ['PATH']}"}))
+    assert f"make {goal} runs its stages on this machine" in line
+
+
+def makefile_targets() -> set[str]:
+    phony = re.search(r"^\.PHONY:(.*?)(?<!\\)\n", MAKEFILE, re.M | re.S).group(1)
+    return set(phony.replace("\\", " ").split())
+
+
+def test_help_lists_every_target_from_the_declaration(tmp_path):
+    """`make help` (the default goal) prints TARGETS, every target of the Makefile, with the
+    system python before any environment exists; nothing in the Makefile writes it."""
+    assert {t.name for t in TARGETS} == makefile_targets()
+    for goal in ((), ("help",)):
+        done = subprocess.run(["make", "--no-print-directory", *goal, "PYTHON=python3",
+                               f"VENV={tmp_path / 'no-venv'}"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120,
+                              env={k: v for k, v in os.environ.items() if k not in CLEARED})
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == help_text()
+    for target in TARGETS:
+        assert re.search(rf"^make {re.escape(target.name)}( |$)", done.stdout, re.M), target
+        assert target.help in done.stdout
+    assert "echo" not in MAKEFILE
+    assert not (tmp_path / "no-venv").exists()
+
+
+def recipes() -> dict[str, list[str]]:
+    """Each rule's recipe, as commands (continuation lines joined)."""
+    rules: dict[str, list[str]] = {}
+    current = None
+    text = MAKEFILE.replace("\\\n", " ")
+    for line in text.splitlines():
+        if line.startswith("\t"):
+            if current is not None and not line.strip().startswith("@#"):  # a comment
+                rules[current].append(line.strip())
+        elif re.match(r"^[a-z$][^=]*:", line) and not line.startswith(("ifeq", "ifneq")):
+            current = line.split(":", 1)[0]
+            rules[current] = []
+        elif line.startswith("else") and current is not None:  # the other branch's recipe
+            current = f"{current} (else)"
+            rules[current] = []
+        elif line and not line.startswith(("#", "ifeq", "ifneq", "else", "endif")):
+            current = None
+    return rules
+
+
+def test_no_make_calls_make_and_no_loop_over_stages():
+    """The orchestration is Python's: no recursive $(MAKE) (only the follow-up job of
+    EXECUTOR=slurm names make, run after the embed array, on the compute node), no $(foreach)
+    in a recipe that runs a stage, and every data target runs one command."""
+    calls = [line for line in MAKEFILE.splitlines()
+             if re.search(r"\$[({]MAKE[)}]", line) and not line.startswith("#")]
+    assert calls == ["EVAL_MAKE := $(MAKE)"], calls
+    rules = recipes()
+    assert {"pools-paper", "fuse", "mdcr", "mdcr-jaccard", "demo", "eval"} <= set(rules)
+    for name, commands in rules.items():
+        pipe = [c for c in commands if "$(PIPE)" in c]
+        assert len(pipe) <= 1, (name, pipe)
+        assert not any("$(foreach" in c for c in pipe), name
+        assert not any(re.search(r"\bmake\b", c) and "EVAL_MAKE" not in c
+                       for c in commands), name
+    for name in ("pools-paper", "fuse", "mdcr", "mdcr-jaccard", "demo", "import-beir",
+                 "import-mdcr", "import-csfcube", "export-mdcr", "mdcr-scores"):
+        [command] = rules[name]
+        assert command.lstrip("@").startswith("$(PIPE) "), (name, command)
