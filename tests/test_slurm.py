@@ -475,7 +475,8 @@ def test_embed_array_on_a_one_node_cluster(cluster, data_root, tiny_bert, refere
     text = eval_log.read_text()
     assert "papers already stored" in text and "[search]" in text, text[-3000:]
     # ... with the numbers the same evaluation gives locally, from the local store
-    assert sorted(p.name for p in (corpus / "pools").iterdir()) == sorted(reference_means)
+    assert sorted(p.name for p in (corpus / "pools").iterdir()
+                    if not p.name.startswith(".")) == sorted(reference_means)
     for pool, means in reference_means.items():
         assert json.loads((data / "runs" / "small" / pool / "minilm.eval.json")
                           .read_text())["means"] == means, pool

@@ -141,7 +141,8 @@ def test_changed_settings_rebuild_what_they_change(data):
     assert (data / "runs" / "results.parquet").exists()
     # a second seed is a second pool, never an overwrite
     make(data, "pool", "SIZE=800", "QUERIES=15", "SEED=1", "CITATIONS=outbound")
-    pools = sorted(p.name for p in (corpus / "pools").iterdir())
+    pools = sorted(p.name for p in (corpus / "pools").iterdir()
+                    if not p.name.startswith("."))
     assert "all-800-r0" in pools and "all-800-s1-r0" in pools
 
 
@@ -149,7 +150,8 @@ def test_pools_paper_builds_the_grid_with_validation_pools(data):
     """`make pools-paper`: dataset- and field-level pools, repeats, test and validation."""
     make(data, "pools-paper", "PAPER_SIZES=800 1600", "PAPER_QUERIES=10",
          "PAPER_FIELD_SIZE=400", "PAPER_FIELD_QUERIES=4", "PAPER_REPEATS=2")
-    pools = {p.name for p in (data / "corpora" / "small" / "pools").iterdir()}
+    pools = {p.name for p in (data / "corpora" / "small" / "pools").iterdir()
+             if not p.name.startswith(".")}
     for split in ("", "-val"):
         for size in ("800", "1600"):
             assert {f"all-{size}-r0{split}", f"all-{size}-r1{split}"} <= pools
