@@ -64,9 +64,9 @@ BAD_SCORES = [  # (the scores file's text, the message)
     (json.dumps({**SCORES, "q1_a": 1, "q1_c": "1", "q1_b": None}),
      r'score of q1_c is "1", not a finite number \(and 1 more\)'),
     (json.dumps(SCORES).replace("0.9", "NaN"),
-     r"scores\.json: not valid JSON .*NaN or Infinity literal is not JSON"),
+     r"scores\.json: score of q1_a is nan, not a finite number"),  # read, then refused
     (json.dumps(SCORES).replace("0.9", "-Infinity"),
-     r"scores\.json: not valid JSON .*write one JSON object of finite numbers"),
+     r"scores\.json: score of q1_a is -inf, not a finite number"),
     (json.dumps(list(SCORES.values())), r"scores\.json: holds a list, not an object"),
 ]
 
