@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.layout import data_roots, parse_size, raw_dir, run_name, split_run_name
+from pipeline.layout import Place, data_roots, parse_size, raw_dir, run_name, split_run_name
 
 if TYPE_CHECKING:
     import polars as pl
@@ -63,6 +63,10 @@ class Data:
     def corpus(self, name: str) -> Path:
         """The folder of corpus `name` (corpora/<name>)."""
         return self.corpora / name
+
+    def place(self, corpus: str) -> Place:
+        """Where corpus `corpus`'s data lives, as every stage function takes it."""
+        return Place(self.corpus(corpus), self.indexes, self.runs)
 
     def pools(self, corpus: str) -> list[str]:
         """The names of the corpus's pool folders, sorted."""
@@ -147,8 +151,8 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     from pipeline.retrieval.search import search as run_search
 
     data, entry = Data.of(data), _entry(model)
-    run_search(data.corpus(corpus), data.indexes, data.runs, pool, entry, k=k,
-               threads=threads, seed=seed, variant=variant, **options)
+    run_search(data.place(corpus), pool, entry, k=k, threads=threads, seed=seed,
+               variant=variant, **options)
     return run_name(entry.name, variant)
 
 
@@ -173,20 +177,19 @@ def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str,
     from pipeline.evaluation.evaluate import eval_run, pool_metrics
     from pipeline.layout import run_paths
 
-    data = Data.of(data)
-    corpus_dir = data.corpus(corpus)
-    wanted = pool_metrics(corpus_dir, pool, metrics if isinstance(metrics, str)
+    place = Data.of(data).place(corpus)
+    wanted = pool_metrics(place.corpus_dir, pool, metrics if isinstance(metrics, str)
                           else " ".join(metrics))
     models = [model] if isinstance(model, str) or not isinstance(model, Sequence) else model
     frames = []
     for name in map(_run, models):
-        info = eval_run(corpus_dir, data.indexes, data.runs, pool, name, wanted)
+        info = eval_run(place, pool, name, wanted)
         if means:
             frames.append(pl.DataFrame([{"model": name, **info["means"]}],
                                        schema={"model": pl.String,
                                                **dict.fromkeys(wanted, pl.Float64)}))
         else:
-            values = pl.read_parquet(run_paths(data.runs, corpus, pool, name).metrics)
+            values = pl.read_parquet(run_paths(place.runs_root, corpus, pool, name).metrics)
             frames.append(values.select(pl.lit(name).alias("model"), pl.all()))
     return pl.concat(frames, how="vertical_relaxed")
 

@@ -18,10 +18,12 @@ import json
 import os
 import re
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from pipeline.core.errors import InputError
+from pipeline.core.inputs import Roots
 from pipeline.core.repair import PIPELINE_COMMAND, Where
 from pipeline.vocabulary import check_variant
 
@@ -373,9 +375,44 @@ def corpus_path(corpora_root: Path, corpus: str) -> Path:
     return corpora_root / corpus
 
 
-def derived_dirs(index_root: Path, runs_root: Path, corpus: str) -> tuple[Path, Path]:
-    """The folders of what is derived from a corpus: its indexes and its runs."""
-    return index_root / corpus, runs_root / corpus
+@dataclass(frozen=True)
+class Place:
+    """Where one corpus's data lives: its folder (`<corpora>/<corpus>`) and the roots of what
+    is derived from it (`<indexes>/<corpus>`, `<runs>/<corpus>`). Every stage function takes
+    one, so the three roots travel together (`pipeline.Data.place` makes one)."""
+
+    corpus_dir: Path
+    index_root: Path
+    runs_root: Path
+
+    @property
+    def corpus(self) -> str:
+        return self.corpus_dir.name
+
+    @property
+    def index_dir(self) -> Path:
+        """The corpus's indexes: embedding and analysed-text stores, Lucene indexes, tuning."""
+        return self.index_root / self.corpus
+
+    @property
+    def runs_dir(self) -> Path:
+        """The corpus's runs and evaluations."""
+        return self.runs_root / self.corpus
+
+    @property
+    def derived(self) -> tuple[Path, Path]:
+        """The folders of what is derived from the corpus (replaced with it): its indexes and
+        its runs."""
+        return self.index_dir, self.runs_dir
+
+    @property
+    def roots(self) -> Roots:
+        """The roots as the input records label files (pipeline/core/inputs.py)."""
+        return Roots.of(self.corpus_dir, self.index_root, self.runs_root)
+
+    def sibling(self, corpus: str) -> Place:
+        """Another corpus under the same roots (an MDCR benchmark built from this one)."""
+        return Place(self.corpus_dir.parent / corpus, self.index_root, self.runs_root)
 
 
 # ---- the inverse: what a manifest's path says it describes (verify) -------------------------

@@ -25,7 +25,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.repair import Repair
 from pipeline.encoding.models import ModelEntry
-from pipeline.layout import sbatch_path, slurm_dir, slurm_record
+from pipeline.layout import Place, sbatch_path, slurm_dir, slurm_record
 
 EXECUTORS = ("local", "slurm")
 # SLURM's --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or no limit.
@@ -217,8 +217,8 @@ def in_queue(job_id: str) -> bool:
     return done.returncode == 0 and bool(done.stdout.strip())
 
 
-def missing_per_shard(corpus_dir: Path, index_root: Path, entry: ModelEntry,
-                      pools: list[str] | None, num_shards: int) -> list[int]:
+def missing_per_shard(place: Place, entry: ModelEntry, pools: list[str] | None,
+                      num_shards: int) -> list[int]:
     """Papers of the pools that shard i of n has still to embed, for each i (all 0: every
     shard is in). Models that embed nothing (bm25, random) have nothing missing."""
     if not entry.embedded:
@@ -229,23 +229,24 @@ def missing_per_shard(corpus_dir: Path, index_root: Path, entry: ModelEntry,
     from pipeline.encoding.store import shard_of
     from pipeline.layout import pool_names, store_dir
 
-    pools = pools or pool_names(corpus_dir)
+    pools = pools or pool_names(place.corpus_dir)
     if not pools:
-        raise InputError(f"no pools under {corpus_dir}/pools: build one",
-                         Repair("pool", corpus_dir.name))
-    _, missing = missing_ids(corpus_dir, store_dir(index_root, corpus_dir.name, entry.name),
-                             pools)
+        raise InputError(f"no pools under {place.corpus_dir}/pools: build one",
+                         Repair("pool", place.corpus))
+    store = store_dir(place.index_root, place.corpus, entry.name)
+    _, missing = missing_ids(place.corpus_dir, store, pools)
     return np.bincount(shard_of(missing, num_shards), minlength=num_shards).tolist()
 
 
-def embed_command(roots: tuple[Path, Path, Path], corpus: str, model: str,
-                  options: dict[str, object], python: str | None = None) -> list[str]:
+def embed_command(place: Place, model: str, options: dict[str, object],
+                  python: str | None = None) -> list[str]:
     """`python -m pipeline ... embed` for one shard (without --shard / --num-shards); options
     maps embed flags to values (None: left out; a list: the flag repeated)."""
-    corpora_root, index_root, runs_root = (str(Path(p).absolute()) for p in roots)
+    corpora_root, index_root, runs_root = (
+        str(p.absolute()) for p in (place.corpus_dir.parent, place.index_root, place.runs_root))
     command = [os.path.abspath(python or sys.executable), "-m", "pipeline",
                "--corpora-root", corpora_root, "--index-root", index_root,
-               "--runs-root", runs_root, "embed", "--corpus", corpus, "--model", model]
+               "--runs-root", runs_root, "embed", "--corpus", place.corpus, "--model", model]
     for flag, value in options.items():
         for item in value if isinstance(value, list) else [value]:
             if item is not None:
@@ -257,16 +258,15 @@ def _record_path(runs_root: Path, corpus: str, model: str) -> Path:
     return slurm_record(runs_root, job_name("embed", corpus, model))
 
 
-def submit_embed(roots: tuple[Path, Path, Path], corpus: str, model: str, num_shards: int,
-                 resources: Resources, options: dict[str, object] | None = None,
-                 workdir: Path | None = None) -> str:
+def submit_embed(place: Place, model: str, num_shards: int, resources: Resources,
+                 options: dict[str, object] | None = None, workdir: Path | None = None) -> str:
     """Write and submit the embed job array (one task per shard); return its job id."""
     num_shards = check_count(num_shards, "SHARDS", 1)
     _tool("sbatch")
-    runs_root = Path(roots[2])
+    runs_root, corpus = place.runs_root, place.corpus
     name = job_name("embed", corpus, model)
     folder = slurm_dir(runs_root)
-    command = embed_command(roots, corpus, model, options or {})
+    command = embed_command(place, model, options or {})
     script = sbatch_path(runs_root, name)
     job_id = _submit(script, embed_script(command, num_shards, name, folder, resources,
                                           (workdir or Path.cwd()).absolute()))
@@ -276,19 +276,18 @@ def submit_embed(roots: tuple[Path, Path, Path], corpus: str, model: str, num_sh
     return job_id
 
 
-def submit_after_embed(corpus_dir: Path, index_root: Path, runs_root: Path, entry: ModelEntry,
-                       num_shards: int, resources: Resources, command: list[str],
-                       pools: list[str] | None = None, stage: str = "eval",
+def submit_after_embed(place: Place, entry: ModelEntry, num_shards: int, resources: Resources,
+                       command: list[str], pools: list[str] | None = None, stage: str = "eval",
                        workdir: Path | None = None) -> str | None:
     """Submit `command` as a job after the recorded embed array; None when all shards are in
     (the caller runs `command` itself). An error when papers are missing and no array is
     pending or running to embed them."""
-    missing = missing_per_shard(corpus_dir, index_root, entry, pools, num_shards)
+    missing = missing_per_shard(place, entry, pools, num_shards)
     if not any(missing):
         return None
     short = ", ".join(f"{i}: {n}" for i, n in enumerate(missing) if n)
-    record_path = _record_path(runs_root, corpus_dir.name, entry.name)
-    embed = Repair("embed", corpus_dir.name, entry.name, variables=(("EXECUTOR", "slurm"),))
+    record_path = _record_path(place.runs_root, place.corpus, entry.name)
+    embed = Repair("embed", place.corpus, entry.name, variables=(("EXECUTOR", "slurm"),))
     if not record_path.exists():
         raise InputError(f"{sum(missing)} papers of MODEL {entry.name} are not embedded yet "
                          f"(missing per shard {short}) and no embed array was submitted: "
@@ -298,9 +297,9 @@ def submit_after_embed(corpus_dir: Path, index_root: Path, runs_root: Path, entr
         raise InputError(f"embed array {record['job_id']} has ended but {sum(missing)} papers "
                          f"of MODEL {entry.name} are missing (per shard {short}): see its logs "
                          f"{record['logs']}, then submit it again", embed)
-    name = job_name(stage, corpus_dir.name, entry.name)
-    folder = slurm_dir(runs_root)
-    return _submit(sbatch_path(runs_root, name), follow_up_script(
+    name = job_name(stage, place.corpus, entry.name)
+    folder = slurm_dir(place.runs_root)
+    return _submit(sbatch_path(place.runs_root, name), follow_up_script(
         command, record["job_id"], name, folder, resources,
         (workdir or Path.cwd()).absolute()))
 

@@ -64,9 +64,9 @@ class Problem:
     why: str
     repair: Repair
 
-    def line(self, place: Where) -> str:
-        """`<KIND> <path>: <why>; repair: <command>`, the command for the data at `place`."""
-        return f"{self.kind} {self.path}: {self.why}; repair: {self.repair.command(place)}"
+    def line(self, where: Where) -> str:
+        """`<KIND> <path>: <why>; repair: <command>`, the command for the data `where` names."""
+        return f"{self.kind} {self.path}: {self.why}; repair: {self.repair.command(where)}"
 
 
 def _files(info: dict, kind: str) -> dict[str, dict]:
@@ -245,9 +245,10 @@ def find_problems(data: Roots, folders: list[Path] | None = None, deep: bool = T
 
 
 def verify(data: Roots, folders: list[Path] | None = None, deep: bool = True,
-           place: Where | None = None) -> list[str]:
+           named: Where | None = None) -> list[str]:
     """One line per problem (the command prints them), each repair shown as the command for
-    the data roots verified (`place`, by default `where` of `data`), and a summary logged.
+    the data roots verified as a command names them (`named`, by default `where` of `data`),
+    and a summary logged.
     Data roots that do not exist, or hold nothing to check, are an error: a check that found
     no data must not pass (a typo in DATA, an unmounted scratch disk)."""
     roots = [r for r in (data.corpora, data.indexes, data.runs) if r is not None]
@@ -265,8 +266,8 @@ def verify(data: Roots, folders: list[Path] | None = None, deep: bool = True,
         looked = ", ".join(str(f) for f in folders) if folders else ", ".join(map(str, roots))
         raise InputError(f"no pipeline data under {looked}: nothing was verified; check DATA "
                          "(or the --*-root options), or build something first (make demo)")
-    place = place or where(data.corpora, data.indexes, data.runs)
-    lines = [p.line(place) for p in problems]
+    named = named or where(data.corpora, data.indexes, data.runs)
+    lines = [p.line(named) for p in problems]
     log.info(f"[verify] {checked} manifests checked{' with checksums' if deep else ''}: "
              f"{len(lines) or 'no'} problems")
     return lines

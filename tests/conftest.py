@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.ingest import ingest, prefilter
 from pipeline.ingest.synthetic import SyntheticConfig, generate
-from pipeline.layout import pool_name, pool_names
+from pipeline.layout import Place, pool_name, pool_names
 from pipeline.pools.build import PoolSpec, build_pool
 
 SMALL = SyntheticConfig(n_papers=8000, n_shards=3, seed=7, block_size=3000)
@@ -196,7 +196,7 @@ def mdcr_source(corpus_dir, tmp_path_factory):
     for field in MDCR_FIELDS:
         build_pool(corpus, PoolSpec(size=600, field=field, n_queries=8, seed=0))
     for pool in pool_names(corpus):
-        search(corpus, root / "indexes", root / "runs", pool, get_model("bm25"))
+        search(Place(corpus, root / "indexes", root / "runs"), pool, get_model("bm25"))
     return corpus, root
 
 
@@ -207,4 +207,4 @@ def mdcr_benchmark(mdcr_source):
 
     corpus, root = mdcr_source
     out = root / "corpora" / "small-mdcr"
-    return out, build_mdcr(corpus, root / "indexes", root / "runs", out, MDCR_MODELS, seed=0)
+    return out, build_mdcr(Place(corpus, root / "indexes", root / "runs"), out, MDCR_MODELS, seed=0)

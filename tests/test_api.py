@@ -16,7 +16,7 @@ import pytest
 import pipeline
 from pipeline.core.errors import InputError
 from pipeline.evaluation.evaluate import eval_run
-from pipeline.layout import reports_dir
+from pipeline.layout import Place, reports_dir
 from pipeline.pools.build import PoolSpec
 from pipeline.report.build import report
 from tests.conftest import N_QUERIES, POOL_SEED, POOL_SIZES, copy_corpus, pool_of
@@ -81,6 +81,12 @@ def test_data_roots(tmp_path):
     assert (data.corpora, data.indexes, data.runs) == (
         tmp_path / "corpora", tmp_path / "indexes", tmp_path / "runs")
     assert data.corpus("demo") == tmp_path / "corpora" / "demo"
+    place = data.place("demo")
+    assert place == Place(tmp_path / "corpora" / "demo", tmp_path / "indexes", tmp_path / "runs")
+    assert (place.corpus, place.index_dir, place.runs_dir) == (
+        "demo", tmp_path / "indexes" / "demo", tmp_path / "runs" / "demo")
+    assert place.sibling("demo-mdcr").derived == (tmp_path / "indexes" / "demo-mdcr",
+                                                  tmp_path / "runs" / "demo-mdcr")
     apart = pipeline.Data(tmp_path, runs=tmp_path / "scratch")
     assert apart.runs == tmp_path / "scratch" and apart.corpora == data.corpora
     assert pipeline.Data.of(str(tmp_path)) == data and pipeline.Data.of(data) is data
@@ -111,7 +117,7 @@ def test_evaluate_gives_what_eval_gives(api_data, corpus_dir):
     means = pipeline.evaluate(api_data, corpus_dir.name, pool, ["bm25", "random"], means=True)
     assert means.columns == ["model", "map", "ndcg", "recall@30"]
     assert means["model"].to_list() == ["bm25", "random"]
-    info = eval_run(corpus_dir, api_data.indexes, api_data.runs, pool, "bm25")
+    info = eval_run(api_data.place(corpus_dir.name), pool, "bm25")
     assert means.row(0, named=True) == {"model": "bm25", **info["means"]}
     values = pipeline.evaluate(api_data, corpus_dir.name, pool, "bm25")
     assert values.columns[:3] == ["model", "query", "negatives"]

@@ -27,7 +27,7 @@ from pipeline.encoding.embed import embed
 from pipeline.encoding.models import get_model
 from pipeline.evaluation.evaluate import collect_results, eval_run
 from pipeline.external.beir import import_beir
-from pipeline.layout import store_dir
+from pipeline.layout import Place, store_dir
 from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.retrieval.runs import run_problem
 from pipeline.retrieval.search import search
@@ -85,7 +85,8 @@ def test_a_collection_is_replaced_only_when_asked(tmp_path):
     corpus = root / "corpora" / "tiny"
     first = beir(tmp_path / "one", {"a": "protein folding", "b": "soil", "c": "graphs"})
     assert import_beir(first, corpus)["collection"]["installed"] == "new"
-    search(corpus, root / "indexes", root / "runs", "beir-3-r0", get_model("bm25"), threads=1)
+    place = Place(corpus, root / "indexes", root / "runs")
+    search(place, "beir-3-r0", get_model("bm25"), threads=1)
     # the same files again: nothing changes; the dev split of the same documents is added
     before = snapshot(corpus)
     assert import_beir(first, corpus)["collection"]["installed"] == "unchanged"
@@ -117,7 +118,7 @@ def test_make_mdcr_refuses_an_ingested_corpus_as_its_output(mdcr_source, tmp_pat
     target = copy_corpus(corpus, tmp_path / "corpora" / "other")
     before = snapshot(target)
     with pytest.raises(InputError, match="holds an ingested corpus"):
-        build_mdcr(corpus, root / "indexes", root / "runs", target, ["bm25"], replace=True)
+        build_mdcr(Place(corpus, root / "indexes", root / "runs"), target, ["bm25"], replace=True)
     assert snapshot(target) == before
 
 
@@ -131,16 +132,18 @@ def dense(corpus_dir, tiny_bert, tmp_path):
     corpus = copy_corpus(corpus_dir, root / "corpora" / "c")
     build_pool(corpus, PoolSpec(size=800, n_queries=10))
     entry = get_model("scibert")  # its weights: the tiny BERT (MODEL_PATH)
-    embed(corpus, root / "indexes", entry, model_path=str(tiny_bert))
-    search(corpus, root / "indexes", root / "runs", POOL, entry)
-    eval_run(corpus, root / "indexes", root / "runs", POOL, "scibert")
+    place = Place(corpus, root / "indexes", root / "runs")
+    embed(place, entry, model_path=str(tiny_bert))
+    search(place, POOL, entry)
+    eval_run(place, POOL, "scibert")
     return corpus, root, entry
 
 
 def test_a_run_made_from_changed_embeddings_is_stale(dense):
     corpus, root, entry = dense
     store = store_dir(root / "indexes", "c", "scibert")
-    assert run_problem(corpus, root / "indexes", root / "runs", POOL, "scibert") is None
+    place = Place(corpus, root / "indexes", root / "runs")
+    assert run_problem(place, POOL, "scibert") is None
     # the store's part written again with other vectors, its manifest updated to match (what
     # embedding the papers again with other settings would do): nothing is damaged, but the
     # run and its evaluation were made from the old vectors
@@ -157,15 +160,15 @@ def test_a_run_made_from_changed_embeddings_is_stale(dense):
 
     info["parts"][0] |= fingerprint(store / part["file"])
     write_json(info, store / "manifest.json")
-    why = run_problem(corpus, root / "indexes", root / "runs", POOL, "scibert")
+    why = run_problem(place, POOL, "scibert")
     assert why and part["file"] in why and "changed since" in why
     problems = verify(roots(root))
     assert {p.split()[0] for p in problems} == {"STALE"}
     assert all("repair: make eval CORPUS=c MODEL=scibert" in p for p in problems)
     left_out = collect_results(root / "corpora", root / "indexes", root / "runs")
     assert left_out.is_empty()  # the stale evaluation is left out, not reported
-    search(corpus, root / "indexes", root / "runs", POOL, entry)
-    eval_run(corpus, root / "indexes", root / "runs", POOL, "scibert")
+    search(place, POOL, entry)
+    eval_run(place, POOL, "scibert")
     assert verify(roots(root)) == []
 
 

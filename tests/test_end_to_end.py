@@ -7,6 +7,7 @@ import pytest
 
 from pipeline.encoding.models import get_model
 from pipeline.evaluation.evaluate import eval_run
+from pipeline.layout import Place
 from pipeline.retrieval.search import index, search
 from tests.conftest import POOL_SIZES, pool_of
 
@@ -16,13 +17,14 @@ def maps(corpus_dir, tmp_path_factory) -> dict[tuple[str, int], float]:
     index_root = tmp_path_factory.mktemp("indexes")
     runs_root = tmp_path_factory.mktemp("runs")
     out = {}
+    place = Place(corpus_dir, index_root, runs_root)
     for model in ("bm25", "minilm", "random"):
         entry = get_model(model)
         for size in POOL_SIZES:
             pool = pool_of(size)
-            index(corpus_dir, index_root, pool, entry, threads=2)
-            search(corpus_dir, index_root, runs_root, pool, entry)
-            out[model, size] = eval_run(corpus_dir, index_root, runs_root, pool,
+            index(place, pool, entry, threads=2)
+            search(place, pool, entry)
+            out[model, size] = eval_run(place, pool,
                                         model)["means"]["map"]
     return out
 

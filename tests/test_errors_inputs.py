@@ -16,7 +16,7 @@ import pytest
 
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import get_model
-from pipeline.layout import pool_names
+from pipeline.layout import Place, pool_names
 from pipeline.mdcr import official
 from pipeline.mdcr.official import evaluate_files, import_benchmark
 from pipeline.retrieval.search import search
@@ -148,7 +148,7 @@ def benchmark_root(tmp_path_factory) -> Path:
     corpus = root / "corpora" / "b"
     import_benchmark(root, corpus)
     for pool in pool_names(corpus):
-        search(corpus, root / "indexes", root / "runs", pool, get_model("random"))
+        search(Place(corpus, root / "indexes", root / "runs"), pool, get_model("random"))
     return root
 
 

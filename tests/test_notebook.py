@@ -11,6 +11,7 @@ from nbclient import NotebookClient
 
 from pipeline.encoding.models import get_model
 from pipeline.evaluation.evaluate import collect_results, eval_run
+from pipeline.layout import Place
 from pipeline.retrieval.search import search
 from tests.conftest import POOL_SIZES, pool_of
 
@@ -19,11 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_results_notebook_runs(corpus_dir, tmp_path):
     runs = tmp_path / "runs"
+    place = Place(corpus_dir, tmp_path / "indexes", runs)
     for size in POOL_SIZES:
         for model in ("bm25", "random"):
-            search(corpus_dir, tmp_path / "indexes", runs, pool_of(size), get_model(model),
+            search(place, pool_of(size), get_model(model),
                    threads=1)
-            eval_run(corpus_dir, tmp_path / "indexes", runs, pool_of(size), model)
+            eval_run(place, pool_of(size), model)
     assert collect_results(corpus_dir.parent, tmp_path / "indexes", runs).height > 0
     (tmp_path / "notebooks").mkdir()
     shutil.copy(ROOT / "notebooks" / "results.ipynb", tmp_path / "notebooks")

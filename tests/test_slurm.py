@@ -21,7 +21,7 @@ import pytest
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import get_model
 from pipeline.encoding.store import load_vectors, stored_ids
-from pipeline.layout import store_dir
+from pipeline.layout import Place, store_dir
 from pipeline.slurm import (
     Resources,
     check_count,
@@ -51,8 +51,8 @@ NOT_FOUND = re.compile(r"\b404\b")
 # ---- the scripts, without a cluster ------------------------------------------------------------
 
 def test_embed_script_is_one_array_task_per_shard(tmp_path):
-    roots = (tmp_path / "corpora", tmp_path / "indexes", tmp_path / "runs")
-    command = embed_command(roots, "demo", "scincl", {
+    place = Place(tmp_path / "corpora" / "demo", tmp_path / "indexes", tmp_path / "runs")
+    command = embed_command(place, "scincl", {
         "--pool": ["all-2k-r0", "all-5k-r0"], "--model-path": "/models/scincl",
         "--batch-size": None}, python="/opt/venv/bin/python")
     text = embed_script(command, 16, "embed-demo-scincl", tmp_path / "runs" / "slurm",
@@ -129,7 +129,7 @@ def test_without_sbatch_the_error_is_one_line(tmp_path, monkeypatch):
     assert not (tmp_path / "runs").exists()  # nothing written
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(InputError, match="sbatch"):
-        submit_embed((tmp_path, tmp_path, tmp_path), "demo", "minilm", 2, Resources())
+        submit_embed(Place(tmp_path / "demo", tmp_path, tmp_path), "minilm", 2, Resources())
     bad = subprocess.run([sys.executable, "-m", "pipeline", "submit-embed", "--time", "soon"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "'soon': give a SLURM time limit" in bad.stderr
@@ -209,23 +209,22 @@ def test_local_executor_runs_every_shard_in_one_call(data_root, tiny_bert, refer
     data = data_root()
     corpus = data / "corpora" / "small"
     entry = get_model("minilm")
-    before = missing_per_shard(corpus, data / "indexes", entry, None, 4)
+    place = Place(corpus, data / "indexes", data / "runs")
+    before = missing_per_shard(place, entry, None, 4)
     assert all(before) and sum(before) == len(reference[0])
     done = make(data, tiny_bert, "embed", "EXECUTOR=local", "SHARDS=4")
     assert done.stdout.count(" embed ") == 1  # one command ...
     for shard in range(4):  # ... embedding the 4 shards in turn
         assert re.search(rf"\[embed\] done .* shard={shard} embedded={before[shard]}\b",
                          done.stderr), done.stderr[-2000:]
-    assert missing_per_shard(corpus, data / "indexes", entry, None, 4) == [0, 0, 0, 0]
+    assert missing_per_shard(place, entry, None, 4) == [0, 0, 0, 0]
     assert_same_store(store_of(data), reference)
     # nothing missing and nothing submitted yet: the eval after the array cannot be planned
-    runs = data / "runs"
-    assert submit_after_embed(corpus, data / "indexes", runs, entry, 4, Resources(),
-                              ["true"]) is None
+    assert submit_after_embed(place, entry, 4, Resources(), ["true"]) is None
     fresh = data_root() / "corpora" / "small"
     with pytest.raises(InputError, match="no embed array was submitted"):
-        submit_after_embed(fresh, fresh.parents[1] / "indexes", runs, entry, 4, Resources(),
-                           ["true"])
+        submit_after_embed(Place(fresh, fresh.parents[1] / "indexes", place.runs_root), entry,
+                           4, Resources(), ["true"])
 
 
 # ---- a real one-node SLURM cluster --------------------------------------------------------------
@@ -469,7 +468,8 @@ def test_embed_array_on_a_one_node_cluster(cluster, data_root, tiny_bert, refere
 
     # every shard is in, and the store equals the local single-process run's
     corpus = data / "corpora" / "small"
-    assert missing_per_shard(corpus, data / "indexes", get_model("minilm"), None, 4) == [0] * 4
+    place = Place(corpus, data / "indexes", data / "runs")
+    assert missing_per_shard(place, get_model("minilm"), None, 4) == [0] * 4
     assert_same_store(store_of(data), reference)
     # the eval job ran after the array: it found every paper embedded, and scored every pool
     text = eval_log.read_text()

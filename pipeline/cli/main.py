@@ -33,7 +33,7 @@ def program(argv0: str | None = None) -> str:
 
 def build_parser(prog: str = "python -m pipeline") -> argparse.ArgumentParser:
     """The global options, then one sub-command per entry of the registry
-    (pipeline.cli.commands.COMMANDS: each command declares its help and options beside its
+    (pipeline.cli.registry.COMMANDS: each command declares its help and options beside its
     function)."""
     parser = OneLineParser(
         prog=prog,

@@ -47,6 +47,7 @@ from pipeline.encoding.store import (
 from pipeline.layout import (
     MANIFEST,
     PREFILTERED,
+    Place,
     coverage_path,
     pool_names,
     query_vectors_path,
@@ -211,14 +212,14 @@ def _tokenized(corpus_dir: Path, encoder, chunk: np.ndarray, columns: list[str]
                              for row in papers.drop("corpusid").iter_rows(named=True)])
 
 
-def _borrow(corpus_dir: Path, index_root: Path, entry: ModelEntry, store: Path,
-            missing: np.ndarray, dtype: str) -> tuple[np.ndarray, int]:
+def _borrow(place: Place, entry: ModelEntry, store: Path, missing: np.ndarray,
+            dtype: str) -> tuple[np.ndarray, int]:
     """A benchmark built from another corpus (`make mdcr`) takes the vectors that corpus's
     store already holds for the same model and settings, as one part, instead of encoding
     its papers again. Returns (ids still to embed, ids copied)."""
-    source = read_json(corpus_dir / MANIFEST).get("benchmark", {}).get(
-        "parameters", {}).get("source_corpus") if (corpus_dir / MANIFEST).exists() else None
-    source_store = store_dir(index_root, source, entry.name) if source else None
+    source = read_json(place.corpus_dir / MANIFEST).get("benchmark", {}).get(
+        "parameters", {}).get("source_corpus") if (place.corpus_dir / MANIFEST).exists() else None
+    source_store = store_dir(place.index_root, source, entry.name) if source else None
     if (not len(missing) or source_store is None or entry.kind != "dense"
             or not (source_store / MANIFEST).exists()):
         return missing, 0
@@ -231,10 +232,10 @@ def _borrow(corpus_dir: Path, index_root: Path, entry: ModelEntry, store: Path,
     return np.setdiff1d(missing, have), len(have)
 
 
-def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str] | None = None,
-          shard: int = 0, num_shards: int = 1, batch_size: int | None = None,
-          dtype: str = "float32", model_path: str | None = None, device: str | None = None,
-          part_size: int = 4096, token_budget: int | None = None) -> dict:
+def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard: int = 0,
+          num_shards: int = 1, batch_size: int | None = None, dtype: str = "float32",
+          model_path: str | None = None, device: str | None = None, part_size: int = 4096,
+          token_budget: int | None = None) -> dict:
     """Embed the papers of `pools` (default: every pool of the corpus) missing from the store.
 
     Vectors are written in parts of `part_size` papers (a checkpoint: a kill loses at most one
@@ -249,19 +250,19 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
         raise InputError(f"--shard {shard} --num-shards {num_shards}: need 0 <= shard < n")
     if dtype not in DTYPES:
         raise InputError(f"--dtype {dtype}: use float32 or float16")
-    pools = pools or pool_names(corpus_dir)
+    pools = pools or pool_names(place.corpus_dir)
     if not pools:
-        raise InputError(f"no pools under {corpus_dir}/pools: build one",
-                         Repair("pool", corpus_dir.name))
-    store = store_dir(index_root, corpus_dir.name, entry.name)
+        raise InputError(f"no pools under {place.corpus_dir}/pools: build one",
+                         Repair("pool", place.corpus))
+    store = store_dir(place.index_root, place.corpus, entry.name)
     start = time.perf_counter()
     repaired = {"damaged_parts": 0, "orphan_parts": 0}
     if store.exists():
         with file_lock(store):
             repaired = repair_store(store)
-    needed, missing = missing_ids(corpus_dir, store, pools)
+    needed, missing = missing_ids(place.corpus_dir, store, pools)
     missing = missing[shard_of(missing, num_shards) == shard]
-    missing, borrowed = _borrow(corpus_dir, index_root, entry, store, missing, dtype)
+    missing, borrowed = _borrow(place, entry, store, missing, dtype)
     info = {"model": entry.name, "pools": pools, "needed": len(needed), "embedded": len(missing),
             "copied_from_source_corpus": borrowed, "shard": shard, "num_shards": num_shards,
             **repaired}
@@ -270,7 +271,7 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
 
         # the kind's encoder (multi-vector, ASPIRE: one vector per sentence, the same loop)
         encoder = encoder_class(entry.kind)(entry, model_path=model_path, device=device)
-        columns = _optional_columns(corpus_dir, encoder)
+        columns = _optional_columns(place.corpus_dir, encoder)
         config = _store_config(entry, encoder, dtype, columns)
         _check_config(store, config)
         budget = token_budget or default_budget(encoder.device)
@@ -279,12 +280,12 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
         # reading + tokenizing the next part and writing the last one overlap with the model
         with (ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as writer,
               progress(len(missing), "embed") as bar):
-            upcoming = reader.submit(_tokenized, corpus_dir, encoder, chunks[0], columns)
+            upcoming = reader.submit(_tokenized, place.corpus_dir, encoder, chunks[0], columns)
             written = None
             for k, chunk in enumerate(chunks):
                 ids = upcoming.result()
                 if k + 1 < len(chunks):
-                    upcoming = reader.submit(_tokenized, corpus_dir, encoder, chunks[k + 1],
+                    upcoming = reader.submit(_tokenized, place.corpus_dir, encoder, chunks[k + 1],
                                                columns)
                 t0 = time.perf_counter()
                 vectors, tokens = encoder.encode_ids(ids, budget, batch_size or MAX_BATCH, bar)
@@ -300,7 +301,7 @@ def embed(corpus_dir: Path, index_root: Path, entry: ModelEntry, pools: list[str
                     token_budget=budget, dtype_compute=str(encoder.model.dtype),
                     **getattr(encoder, "counts", {}))  # multi-vector: sentences, truncated
     with file_lock(store):
-        info["covered_pools"] = mark_covered(corpus_dir, store, pools)
+        info["covered_pools"] = mark_covered(place.corpus_dir, store, pools)
     info["seconds"] = round(time.perf_counter() - start, 2)
     if borrowed:
         log.info(f"[embed] {entry.name}: {borrowed} vectors copied from the store of the corpus "

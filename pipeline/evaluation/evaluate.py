@@ -27,6 +27,7 @@ from pipeline.layout import (
     RESULTS_FILE,
     RESULTS_MANIFEST,
     RUN_EVALUATION,
+    Place,
     parse_pool_name,
     pool_dir,
     run_file_parts,
@@ -72,12 +73,12 @@ def pool_metrics(corpus_dir: Path, pool: str, metrics: str = "auto") -> tuple[st
     return parse_metrics(metrics)
 
 
-def eval_problem(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str,
+def eval_problem(place: Place, pool: str, model: str,
                  metrics: Sequence[str] = DEFAULT_METRICS) -> str | None:
     """Why `eval` would score this run again (None when its evaluation is current): no
     evaluation, a damaged file, other metrics, or an input that changed since (the run, or
     anything the run was made from)."""
-    paths = run_paths(runs_root, corpus_dir.name, pool, model)
+    paths = run_paths(place.runs_root, place.corpus, pool, model)
     if not paths.evaluation.exists():
         return "not evaluated"
     try:
@@ -88,15 +89,15 @@ def eval_problem(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str,
         return "scored with other metrics"
     if not outputs_intact(paths.trec.parent, info):
         return f"{paths.metrics} is damaged"
-    stale = changed(Roots.of(corpus_dir, index_root, runs_root), info.get("inputs", {}))
+    stale = changed(place.roots, info.get("inputs", {}))
     return stale[0] if stale else None
 
 
-def eval_is_current(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str,
+def eval_is_current(place: Place, pool: str, model: str,
                     metrics: Sequence[str] = DEFAULT_METRICS) -> bool:
     """True when the evaluation is intact and made from the run and its inputs as they are
     now (then `eval --stale-only` keeps it)."""
-    return eval_problem(corpus_dir, index_root, runs_root, pool, model, metrics) is None
+    return eval_problem(place, pool, model, metrics) is None
 
 
 def _parameters(pool: str, model: str, metrics: Sequence[str]) -> dict:
@@ -104,20 +105,19 @@ def _parameters(pool: str, model: str, metrics: Sequence[str]) -> dict:
             "missing_queries": MISSING_QUERIES, "official_types": list(OFFICIAL_TYPES)}
 
 
-def eval_run(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str,
-             metrics: Sequence[str] = DEFAULT_METRICS) -> dict:
+def eval_run(place: Place, pool: str, model: str, metrics: Sequence[str] = DEFAULT_METRICS) -> dict:
     """Write `<model>.metrics.parquet` (per query) and `<model>.eval.json` (means, counts). The
     evaluation records what its run was made from and the run itself, so it goes stale with
     any of them."""
     from pipeline.evaluation.metrics import per_query  # numba: loaded only to score
 
     start = time.perf_counter()
-    paths = run_paths(runs_root, corpus_dir.name, pool, model)
-    run = load_run(corpus_dir, index_root, runs_root, pool, model)
+    paths = run_paths(place.runs_root, place.corpus, pool, model)
+    run = load_run(place, pool, model)
     run_inputs = read_json(paths.manifest).get("inputs", {})
-    roots = Roots.of(corpus_dir, index_root, runs_root)
-    inputs = {**run_inputs, **record(roots, [paths.parquet, *pool_files(corpus_dir, pool)])}
-    queries, candidates, qrels = load_pool(corpus_dir, pool)
+    roots = place.roots
+    inputs = {**run_inputs, **record(roots, [paths.parquet, *pool_files(place.corpus_dir, pool)])}
+    queries, candidates, qrels = load_pool(place.corpus_dir, pool)
     check_run_against_pool(run, queries["corpusid"], candidates["corpusid"],
                            f"run {paths.parquet}")
     in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))

@@ -27,7 +27,7 @@ from pipeline.core.repair import Repair
 from pipeline.corpus.files import corpus_file
 from pipeline.corpus.install import claim_corpus
 from pipeline.evaluation.evaluate import POSITIVE_TYPE
-from pipeline.layout import CITATIONS, PREFILTERED, derived_dirs, parse_pool_name, pool_names
+from pipeline.layout import CITATIONS, PREFILTERED, Place, parse_pool_name, pool_names
 from pipeline.mdcr.benchmark import write_benchmark
 from pipeline.pools.build import load_pool, pool_manifest
 from pipeline.retrieval.runs import load_run
@@ -144,11 +144,10 @@ def _pool_sampler(population: np.ndarray, queries: pl.DataFrame, excluded: pl.Da
                          "doc": pl.Series(rows_d, dtype=dtype)})
 
 
-def build_mdcr(corpus_dir: Path, index_root: Path, runs_root: Path, out_dir: Path,
-               models: list[str], seed: int = 0, positives: int = 5, per_type: int = 10,
-               top: int = 200, replace: bool = False) -> dict:
-    """Write the benchmark of `corpus_dir` as the corpus `out_dir` (see the module doc): a new
-    corpus, or in place of a benchmark with other contents only with `replace`."""
+def build_mdcr(place: Place, out_dir: Path, models: list[str], seed: int = 0, positives: int = 5,
+               per_type: int = 10, top: int = 200, replace: bool = False) -> dict:
+    """Write the benchmark of the corpus at `place` as the corpus `out_dir` (see the module
+    doc): a new corpus, or in place of a benchmark with other contents only with `replace`."""
     claim_corpus(out_dir, "make mdcr")
     if not models:
         raise InputError("MDCR_MODELS is empty: name the models whose top-ranked papers give "
@@ -157,20 +156,20 @@ def build_mdcr(corpus_dir: Path, index_root: Path, runs_root: Path, out_dir: Pat
     if clash:
         raise InputError(f"MDCR_MODELS {','.join(clash)}: these names are candidate types of "
                          "their own; choose other models")
-    pools = field_pools(corpus_dir, seed)
-    prefiltered = pl.scan_parquet(corpus_file(corpus_dir, PREFILTERED))
-    citations = pl.scan_parquet(corpus_file(corpus_dir, CITATIONS))
+    pools = field_pools(place.corpus_dir, seed)
+    prefiltered = pl.scan_parquet(corpus_file(place.corpus_dir, PREFILTERED))
+    citations = pl.scan_parquet(corpus_file(place.corpus_dir, CITATIONS))
     all_ids = prefiltered.select("corpusid").sort("corpusid").collect()["corpusid"].to_numpy()
     tables, extra = [], {}
     for field, pool in pools.items():
-        queries, _, qrels = load_pool(corpus_dir, pool)
+        queries, _, qrels = load_pool(place.corpus_dir, pool)
         cites = (citations.join(pl.LazyFrame({"citing": queries["corpusid"]}), on="citing",
                                 how="semi").select(query="citing", doc="cited").collect())
         excluded = pl.concat([cites, qrels.select("query", "doc")]).unique()
         parts = {POSITIVE_TYPE: _sample(qrels.select("query", "doc"), positives, seed,
                                         POSITIVE_TYPE)}
         for model in models:
-            run = load_run(corpus_dir, index_root, runs_root, pool, model)
+            run = load_run(place, pool, model)
             ranked = (run.filter(pl.col("rank") <= top).sort("query", "rank")
                       .select("query", "doc").join(excluded, on=["query", "doc"], how="anti"))
             parts[model] = _sample(ranked, per_type, seed, model)
@@ -190,11 +189,11 @@ def build_mdcr(corpus_dir: Path, index_root: Path, runs_root: Path, out_dir: Pat
     papers = prefiltered.select("corpusid", "title", "abstract").join(
         pl.concat([table["query"], table["doc"]]).unique().to_frame("corpusid").lazy(),
         on="corpusid", how="semi").collect()
-    parameters = {"source_corpus": corpus_dir.name, "models": list(models), "seed": seed,
+    parameters = {"source_corpus": place.corpus, "models": list(models), "seed": seed,
                   "positives": positives, "per_type": per_type, "top": top}
     return write_benchmark(out_dir, papers, table, "mdcr", parameters, seed=seed, extra=extra,
                            replace=replace,
-                           derived=derived_dirs(index_root, runs_root, out_dir.name))
+                           derived=place.sibling(out_dir.name).derived)
 
 
 def _shortfalls(parts: dict[str, pl.DataFrame], queries: pl.DataFrame, positives: int,
@@ -214,8 +213,8 @@ def _shortfalls(parts: dict[str, pl.DataFrame], queries: pl.DataFrame, positives
     return out
 
 
-def negative_jaccard(corpus_dir: Path, index_root: Path, runs_root: Path, models: list[str],
-                     seed: int = 0, depth: int = 10) -> pl.DataFrame:
+def negative_jaccard(place: Place, models: list[str], seed: int = 0,
+                     depth: int = 10) -> pl.DataFrame:
     """MDCR §4's choice of model-based types: for each pair of models, the Jaccard index between
     their `depth` highest-ranked negatives (papers the query does not cite), averaged over the
     queries of each field-level test pool, then over fields. Low: the models err differently."""
@@ -223,9 +222,9 @@ def negative_jaccard(corpus_dir: Path, index_root: Path, runs_root: Path, models
         raise InputError("MODELS needs two models or more to compare, e.g. "
                          "MODELS=bm25,minilm,random")
     rows = []
-    for field, pool in field_pools(corpus_dir, seed).items():
-        _, _, qrels = load_pool(corpus_dir, pool)
-        top = {m: (load_run(corpus_dir, index_root, runs_root, pool, m)
+    for field, pool in field_pools(place.corpus_dir, seed).items():
+        _, _, qrels = load_pool(place.corpus_dir, pool)
+        top = {m: (load_run(place, pool, m)
                    .join(qrels, on=["query", "doc"], how="anti").sort("query", "rank")
                    .group_by("query", maintain_order=True).head(depth)
                    .group_by("query").agg("doc")) for m in models}

@@ -27,7 +27,7 @@ from pipeline.core.textfiles import read_json, read_jsonl
 from pipeline.corpus.install import claim_corpus
 from pipeline.evaluation.evaluate import OFFICIAL_TYPES, POSITIVE_TYPE
 from pipeline.evaluation.significance import ordered
-from pipeline.layout import MDCR_BENCHMARK, MDCR_DATA, pool_split
+from pipeline.layout import MDCR_BENCHMARK, MDCR_DATA, Place, pool_split
 from pipeline.mdcr.benchmark import read_benchmark, write_benchmark
 
 TRUE = "true"  # the official name of the positives
@@ -318,8 +318,7 @@ def evaluate_files(benchmark_file: Path, scores_path: Path) -> tuple[pl.DataFram
     return official_numbers(pl.concat(frames))
 
 
-def model_scores_file(corpus_dir: Path, index_root: Path, runs_root: Path, model: str,
-                      split: str, out: Path) -> int:
+def model_scores_file(place: Place, model: str, split: str, out: Path) -> int:
     """The official scores file of `model`'s runs of every pool of a benchmark's `split`
     (`make mdcr-scores`). Returns the number of keys written."""
     from pipeline.layout import pool_names
@@ -329,9 +328,9 @@ def model_scores_file(corpus_dir: Path, index_root: Path, runs_root: Path, model
 
     check_out(out, folder=False)  # before reading the runs
     split = pool_split(split)
-    table, _ = read_benchmark(corpus_dir, split)
-    runs = pl.concat([load_run(corpus_dir, index_root, runs_root, p, model)
+    table, _ = read_benchmark(place.corpus_dir, split)
+    runs = pl.concat([load_run(place, p, model)
                       .select(pl.col("query", "doc").cast(pl.String), "score")
-                      for p in pool_names(corpus_dir)
-                      if pool_manifest(corpus_dir, p).get("split") == split])
+                      for p in pool_names(place.corpus_dir)
+                      if pool_manifest(place.corpus_dir, p).get("split") == split])
     return scores_file(runs, table, out)

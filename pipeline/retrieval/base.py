@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.encoding.models import ModelEntry
+from pipeline.layout import Place
 
 
 @dataclass
@@ -25,9 +26,7 @@ class Query:
     backend), and `read`, which records each input file before the retriever reads it (its
     sha256 goes into the run's manifest: the staleness rule)."""
 
-    corpus_dir: Path
-    index_root: Path
-    runs_root: Path
+    place: Place
     pool: str
     entry: ModelEntry
     queries: pl.DataFrame
@@ -66,8 +65,8 @@ class Retriever:
         """Before any work: refuse what cannot run here with these options (`options()`: a
         missing Java, a GPU backend without a GPU)."""
 
-    def index(self, corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry,
-              threads: int = 2, options: dict[str, Any] | None = None, **stage) -> dict:
+    def index(self, place: Place, pool: str, entry: ModelEntry, threads: int = 2,
+              options: dict[str, Any] | None = None, **stage) -> dict:
         """Build what the model searches for `pool` (a no-op when it is current), with this
         kind's `options` and the index stage's own settings (`stage`: a part size, ...)."""
         return {"model": entry.name, "pool": pool, "note": "nothing to index"}

@@ -12,12 +12,11 @@ defaults are used. The chosen parameters are in the run manifest.
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import polars as pl
 
 from pipeline.encoding.models import FUSION_RANK_BASED, FUSION_TUNABLE, fusion_parts
-from pipeline.layout import run_paths
+from pipeline.layout import Place, run_paths
 from pipeline.pools.build import load_pool, validation_pools
 from pipeline.retrieval.base import Query, Retriever
 from pipeline.retrieval.runs import load_run, run_shas
@@ -41,36 +40,34 @@ def _norm(method: str) -> str | None:
     return "min-max" if method not in FUSION_RANK_BASED else None
 
 
-def tuned_params(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, method: str,
-                 models: list[str]) -> dict:
+def tuned_params(place: Place, pool: str, method: str, models: list[str]) -> dict:
     """ranx's optimize_fusion over the validation pools of `pool` (MAP), or {} (defaults).
     The test pools of one group share their validation pools: a process tunes each group once
     (keyed by the validation runs' checksums, so a changed run is tuned again)."""
-    pools = validation_pools(corpus_dir, pool)
+    pools = validation_pools(place.corpus_dir, pool)
     if method not in FUSION_TUNABLE or not pools:
         return {"params": {}, "tuned_on": [],
                 "note": "ranx defaults" + ("" if method not in FUSION_TUNABLE else
                                            " (no validation pool)")}
-    shas = tuple(tuple(sorted(run_shas(runs_root, corpus_dir.name, val, models).items()))
+    shas = tuple(tuple(sorted(run_shas(place.runs_root, place.corpus, val, models).items()))
                  for val in pools)
-    return _tune(corpus_dir, index_root, runs_root, method, tuple(models), tuple(pools), shas)
+    return _tune(place, method, tuple(models), tuple(pools), shas)
 
 
 @functools.lru_cache(maxsize=64)
-def _tune(corpus_dir: Path, index_root: Path, runs_root: Path, method: str,
-          models: tuple[str, ...],
-          pools: tuple[str, ...], shas: tuple) -> dict:
+def _tune(place: Place, method: str, models: tuple[str, ...], pools: tuple[str, ...],
+          shas: tuple) -> dict:
     from ranx import Qrels, optimize_fusion
 
     runs: list[list[pl.DataFrame]] = [[] for _ in models]
     qrels = []
     for val in pools:
-        _, candidates, pool_qrels = load_pool(corpus_dir, val)
+        _, candidates, pool_qrels = load_pool(place.corpus_dir, val)
         qrels.append(pool_qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()),
                                        pl.col("rel") > 0)
                      .with_columns(query=pl.lit(f"{val}:") + pl.col("query").cast(pl.String)))
         for i, model in enumerate(models):
-            runs[i].append(load_run(corpus_dir, index_root, runs_root, val, model).with_columns(
+            runs[i].append(load_run(place, val, model).with_columns(
                 query=pl.lit(f"{val}:") + pl.col("query").cast(pl.String)))
     judged = pl.concat(qrels).select(q_id="query", doc_id=pl.col("doc").cast(pl.String),
                                      score=pl.col("rel").cast(pl.Int64))
@@ -82,14 +79,13 @@ def _tune(corpus_dir: Path, index_root: Path, runs_root: Path, method: str,
             "tuned_on": list(pools), "metric": "map"}
 
 
-def fused_hits(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, name: str,
-               k: int) -> tuple[pl.DataFrame, dict]:
+def fused_hits(place: Place, pool: str, name: str, k: int) -> tuple[pl.DataFrame, dict]:
     """(query, doc, score) of the fused run, its top k per query; and what was used."""
     from ranx import fuse
 
     method, models = fusion_parts(name)
-    runs = [load_run(corpus_dir, index_root, runs_root, pool, m) for m in models]
-    chosen = tuned_params(corpus_dir, index_root, runs_root, pool, method, models)
+    runs = [load_run(place, pool, m) for m in models]
+    chosen = tuned_params(place, pool, method, models)
     fused = fuse([_ranx_run(r) for r in runs], norm=_norm(method), method=method,
                  params=chosen["params"] or None)
     frame = pl.from_pandas(fused.to_dataframe()).rename(
@@ -108,9 +104,9 @@ class Fusion(Retriever):
     searches_variants = False
 
     def hits(self, query: Query) -> tuple[pl.DataFrame, dict]:
-        runs_root, corpus, pool = query.runs_root, query.corpus_dir.name, query.pool
-        hits, found = fused_hits(query.corpus_dir, query.index_root, runs_root, pool,
-                                 query.entry.name, query.depth)
+        place, pool = query.place, query.pool
+        hits, found = fused_hits(place, pool, query.entry.name, query.depth)
+        runs_root, corpus = place.runs_root, place.corpus
         # recorded once read: load_run refuses a missing, damaged or stale component first
         query.read([run_paths(runs_root, corpus, pool, m).parquet for m in found["models"]]
                    + [run_paths(runs_root, corpus, v, m).parquet  # the validation runs

@@ -11,10 +11,10 @@ from pipeline.core.atomic import atomic_path
 from pipeline.core.checksums import check_outputs, file_problem, fingerprints
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, read_parquet, write_parquet
-from pipeline.core.inputs import Roots, changed
+from pipeline.core.inputs import changed
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
-from pipeline.layout import VARIANT_SEP, run_paths
+from pipeline.layout import VARIANT_SEP, Place, run_paths
 from pipeline.pools.build import validation_pools
 
 TOP_K = 500
@@ -33,12 +33,11 @@ def run_repair(corpus: str, run: str) -> Repair:
                   variables=(("QUERY_VARIANT", variant),) if variant else ())
 
 
-def run_problem(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str,
-                k: int = TOP_K) -> str | None:
+def run_problem(place: Place, pool: str, model: str, k: int = TOP_K) -> str | None:
     """Why `search` would write this run again (None when it is current): no complete run, a
     damaged file, other parameters, or an input that changed since (the pool's files, the
     texts, embedding parts or index it read, component runs, validation pools)."""
-    paths = run_paths(runs_root, corpus_dir.name, pool, model)
+    paths = run_paths(place.runs_root, place.corpus, pool, model)
     if not paths.manifest.exists():
         return "no complete run"
     try:
@@ -52,20 +51,19 @@ def run_problem(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, 
         if problem:
             return f"{paths.trec.parent / name}: {problem}"
     details = info.get("details", {})
-    if "k1" in details and details.get("tuned_on") != validation_pools(corpus_dir, pool):
+    if "k1" in details and details.get("tuned_on") != validation_pools(place.corpus_dir, pool):
         return "its pool's validation pools changed since (BM25 is tuned on them)"
     if details.get("tuned_on") and details.get("validation_map") == 0:
         # tuning once looked a collection's query texts up among the papers and took the
         # first pair of a grid that scored nothing; it is an error now
         return "its BM25 k1 and b were chosen on a grid that scored MAP 0 everywhere"
-    stale = changed(Roots.of(corpus_dir, index_root, runs_root), info.get("inputs", {}))
+    stale = changed(place.roots, info.get("inputs", {}))
     return stale[0] if stale else None
 
 
-def run_is_current(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str,
-                   k: int = TOP_K) -> bool:
+def run_is_current(place: Place, pool: str, model: str, k: int = TOP_K) -> bool:
     """True when `search` would write this run again from the same inputs."""
-    return run_problem(corpus_dir, index_root, runs_root, pool, model, k) is None
+    return run_problem(place, pool, model, k) is None
 
 
 def run_shas(runs_root: Path, corpus: str, pool: str, models: list[str]) -> dict[str, str]:
@@ -148,17 +146,16 @@ def run_manifest(corpus_dir: Path, pool: str, name: str, k: int, details: dict,
                     queries_per_s=round(counts["queries"] / max(seconds, 1e-9), 2))
 
 
-def load_run(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, model: str
-             ) -> pl.DataFrame:
+def load_run(place: Place, pool: str, model: str) -> pl.DataFrame:
     """A complete, intact run made from its inputs as they are now (else a one-line error
     naming the command that searches it again)."""
-    paths = run_paths(runs_root, corpus_dir.name, pool, model)
-    repair = run_repair(corpus_dir.name, model)
+    paths = run_paths(place.runs_root, place.corpus, pool, model)
+    repair = run_repair(place.corpus, model)
     if not paths.manifest.exists():
         raise InputError(f"no complete run {paths.parquet}: search it first", repair)
     info = read_json(paths.manifest, repair)
     check_outputs(paths.trec.parent, info, repair=repair)
-    stale = changed(Roots.of(corpus_dir, index_root, runs_root), info.get("inputs", {}))
+    stale = changed(place.roots, info.get("inputs", {}))
     if stale:
         raise InputError(f"run {paths.parquet} is stale: {stale[0]}", repair)
     return read_parquet(paths.parquet)

@@ -11,14 +11,13 @@ query ranks its own candidate list, all of it.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from pipeline.core.errors import InputError
 from pipeline.core.files import write_json
-from pipeline.core.inputs import Roots, record
+from pipeline.core.inputs import record
 from pipeline.core.locks import file_lock
 from pipeline.encoding.models import ModelEntry
-from pipeline.layout import PREFILTERED, run_name, run_paths
+from pipeline.layout import PREFILTERED, Place, run_name, run_paths
 from pipeline.pools.build import load_pool, pool_files
 from pipeline.pools.queries import own_text, query_texts
 from pipeline.retrieval.base import Query
@@ -33,21 +32,20 @@ from pipeline.retrieval.runs import (
 )
 
 
-def index(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry, threads: int = 2,
-          *, part_size: int | None = None, **options) -> dict:
+def index(place: Place, pool: str, entry: ModelEntry, threads: int = 2, *,
+          part_size: int | None = None, **options) -> dict:
     """Build what `entry` needs to search `pool` (a no-op when it is already there). `options`
     are the retriever's own (BM25: `bm25_engine`; encoders: `backend`, `model_path`); those of
     other kinds are not passed on."""
-    load_pool(corpus_dir, pool)  # refuses a damaged or stale pool before any work
+    load_pool(place.corpus_dir, pool)  # refuses a damaged or stale pool before any work
     kind = retriever(entry.kind)
     stage = {"part_size": part_size} if part_size else {}
-    return kind.index(corpus_dir, index_root, pool, entry, threads, kind.options(options),
+    return kind.index(place, pool, entry, threads, kind.options(options),
                       **stage)
 
 
-def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry: ModelEntry,
-           k: int = TOP_K, threads: int = 2, seed: int = 0, variant: str = "full",
-           **options) -> dict:
+def search(place: Place, pool: str, entry: ModelEntry, k: int = TOP_K, threads: int = 2,
+           seed: int = 0, variant: str = "full", **options) -> dict:
     """Retrieve the top k candidates of `pool` for each of its queries; write the run.
     A pool whose candidates name their query (MDCR-style, `pipeline/mdcr/`) has each query rank
     its own list, whole: the engines score the union of the lists, each query keeps its own.
@@ -64,33 +62,33 @@ def search(corpus_dir: Path, index_root: Path, runs_root: Path, pool: str, entry
                          f"({entry.name}) yet: use bm25, random or a dense encoder")
     options = kind.options(options)
     kind.check(options)  # before any work
-    queries, candidates, _ = load_pool(corpus_dir, pool)
+    queries, candidates, _ = load_pool(place.corpus_dir, pool)
     pairs, candidates = own_lists(candidates)  # MDCR-style: each query ranks its own list
     depth = k if pairs is None else candidates.height  # a query's list: all it may rank
-    texts = (query_texts(corpus_dir, queries, variant, seed)
+    texts = (query_texts(place.corpus_dir, queries, variant, seed)
              if variant != "full" or own_text(queries) else None)  # not the papers' own text
     if texts is not None and not kind.searches(queries):
         raise InputError(f"pool {pool}: its queries are texts, not papers of the corpus; "
                          f"{entry.name} ({entry.kind}) searches papers' stored vectors only")
-    roots = Roots.of(corpus_dir, index_root, runs_root)
+    roots = place.roots
     inputs: dict[str, str] = {}
-    read = pool_files(corpus_dir, pool)  # every file the run is made from, recorded first
+    read = pool_files(place.corpus_dir, pool)  # every file the run is made from, recorded first
     if texts is not None and not own_text(queries):
-        read.append(corpus_dir / PREFILTERED)
+        read.append(place.corpus_dir / PREFILTERED)
     inputs.update(record(roots, read))
     hits, found = kind.hits(Query(
-        corpus_dir, index_root, runs_root, pool, entry, queries, candidates, texts, depth + 1,
+        place, pool, entry, queries, candidates, texts, depth + 1,
         threads, seed, options, read=lambda paths: inputs.update(record(roots, paths))))
     details = {"query_variant": variant, **found}
     counts, keep = {}, k
     if pairs is not None:
         hits, counts["pairs_unmatched_scored_0"], keep = keep_own_lists(hits, pairs, k)
     run, self_hits = finalize_run(hits, keep)
-    paths = run_paths(runs_root, corpus_dir.name, pool, name)
+    paths = run_paths(place.runs_root, place.corpus, pool, name)
     with file_lock(paths.trec.parent / name):  # the run
         write_run(run, paths, tag=name)
         seconds = time.perf_counter() - start
-        info = run_manifest(corpus_dir, pool, name, k, details, paths, seconds,
+        info = run_manifest(place.corpus_dir, pool, name, k, details, paths, seconds,
                              counts={"queries": queries.height, "candidates": candidates.height,
                                      "rows": run.height, "self_hits_removed": self_hits,
                                      **counts},

@@ -116,10 +116,10 @@ def test_fused_model_with_an_hf_component_is_the_one_python_names(tmp_path, monk
     assert "fuse--" not in done.stdout  # no name composed by make
     fused = fused_name("rrf", ["bm25", "hf:org/name"])
     assert fused == "fuse--rrf--bm25--hf--org--name--mean"
-    from pipeline.cli import commands
+    from pipeline.cli.commands import search
 
     seen: list[str] = []
-    monkeypatch.setattr(commands, "_search_and_eval", lambda args, model: seen.append(model))
+    monkeypatch.setattr(search, "search_and_eval", lambda args, model: seen.append(model))
     for models, method, names in (
             ("bm25,hf:org/name", "rrf", ["bm25", "hf--org--name--mean", fused]),
             ("hf:org/name@cls,bm25", "wsum",

@@ -12,7 +12,7 @@ from pipeline.encoding.embed import embed, pool_ids
 from pipeline.encoding.encoders import Encoder
 from pipeline.encoding.models import REGISTRY, ModelEntry
 from pipeline.encoding.store import load_vectors, stored_ids
-from pipeline.layout import store_dir
+from pipeline.layout import Place, store_dir
 from tests.conftest import POOL_SIZES, pool_of
 
 SMALL_POOL, LARGE_POOL = (pool_of(s) for s in POOL_SIZES)
@@ -28,18 +28,19 @@ def tiny_entry(tiny_bert):
 
 @pytest.mark.slow
 def test_store_round_trip_and_embed_once(corpus_dir, tmp_path, tiny_entry):
-    first = embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], batch_size=64, device="cpu")
+    place = Place(corpus_dir, tmp_path, tmp_path / "runs")
+    first = embed(place, tiny_entry, [SMALL_POOL], batch_size=64, device="cpu")
     small_ids = pool_ids(corpus_dir, SMALL_POOL)
     assert first["embedded"] == len(small_ids)
     assert first["covered_pools"] == [SMALL_POOL]
     store = store_dir(tmp_path, corpus_dir.name, tiny_entry.name)
     assert np.array_equal(stored_ids(store), small_ids)
     # the larger pool embeds only the papers the small one did not have
-    second = embed(corpus_dir, tmp_path, tiny_entry, [LARGE_POOL], batch_size=64,
+    second = embed(place, tiny_entry, [LARGE_POOL], batch_size=64,
                    device="cpu")
     large_ids = pool_ids(corpus_dir, LARGE_POOL)
     assert second["embedded"] == len(np.setdiff1d(large_ids, small_ids))
-    assert embed(corpus_dir, tmp_path, tiny_entry, [LARGE_POOL])["embedded"] == 0
+    assert embed(place, tiny_entry, [LARGE_POOL])["embedded"] == 0
     # each part: int64 ids sorted, fixed-size float vectors
     for part in sorted(store.glob("part-*.arrow")):
         table = ipc.open_file(pa.memory_map(str(part))).read_all()
@@ -64,27 +65,29 @@ def test_store_round_trip_and_embed_once(corpus_dir, tmp_path, tiny_entry):
 
 @pytest.mark.slow
 def test_shards_split_the_work_and_cover_together(corpus_dir, tmp_path, tiny_entry):
-    a = embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], shard=0, num_shards=2)
+    place = Place(corpus_dir, tmp_path, tmp_path / "runs")
+    a = embed(place, tiny_entry, [SMALL_POOL], shard=0, num_shards=2)
     assert a["covered_pools"] == []
-    b = embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], shard=1, num_shards=2)
+    b = embed(place, tiny_entry, [SMALL_POOL], shard=1, num_shards=2)
     assert b["covered_pools"] == [SMALL_POOL]
     assert a["embedded"] + b["embedded"] == len(pool_ids(corpus_dir, SMALL_POOL))
     store = store_dir(tmp_path, corpus_dir.name, tiny_entry.name)
     assert (store / "pools" / f"{SMALL_POOL}.json").exists()
     with pytest.raises(InputError, match="--shard 2"):
-        embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], shard=2, num_shards=2)
+        embed(place, tiny_entry, [SMALL_POOL], shard=2, num_shards=2)
 
 
 @pytest.mark.slow
 def test_other_settings_are_refused(corpus_dir, tmp_path, tiny_entry):
-    embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL])
+    place = Place(corpus_dir, tmp_path, tmp_path / "runs")
+    embed(place, tiny_entry, [SMALL_POOL])
     with pytest.raises(InputError, match="other settings"):
-        embed(corpus_dir, tmp_path, tiny_entry, [LARGE_POOL], dtype="float16")
+        embed(place, tiny_entry, [LARGE_POOL], dtype="float16")
 
 
 @pytest.mark.slow
 def test_float16_store(corpus_dir, tmp_path, tiny_entry):
-    embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], dtype="float16")
+    embed(Place(corpus_dir, tmp_path, tmp_path / "runs"), tiny_entry, [SMALL_POOL], dtype="float16")
     store = store_dir(tmp_path, corpus_dir.name, tiny_entry.name)
     part = next(store.glob("part-*.arrow"))
     table = ipc.open_file(pa.memory_map(str(part))).read_all()
@@ -166,12 +169,13 @@ def test_parts_are_written_as_they_finish_so_a_killed_job_resumes(corpus_dir, tm
         return real_encode(self, ids, *args)
 
     monkeypatch.setattr(Encoder, "encode_ids", dies_on_second_part)
+    place = Place(corpus_dir, tmp_path, tmp_path / "runs")
     with pytest.raises(KeyboardInterrupt):
-        embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], part_size=300)
+        embed(place, tiny_entry, [SMALL_POOL], part_size=300)
     store = store_dir(tmp_path, corpus_dir.name, tiny_entry.name)
     assert len(stored_ids(store)) == 300
     assert not list(store.glob(".*.tmp"))  # nothing half-written
-    resumed = embed(corpus_dir, tmp_path, tiny_entry, [SMALL_POOL], part_size=300)
+    resumed = embed(place, tiny_entry, [SMALL_POOL], part_size=300)
     total = len(pool_ids(corpus_dir, SMALL_POOL))
     assert resumed["embedded"] == total - 300
     assert len(list(store.glob("part-*.arrow"))) == -(-total // 300)

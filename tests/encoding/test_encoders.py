@@ -11,7 +11,7 @@ from pipeline.encoding.embed import embed, pool_ids
 from pipeline.encoding.encoders import Encoder, batch_of, batch_rows
 from pipeline.encoding.models import ModelEntry
 from pipeline.encoding.store import load_vectors
-from pipeline.layout import store_dir
+from pipeline.layout import Place, store_dir
 from tests.conftest import POOL_SIZES, pool_of
 
 
@@ -107,10 +107,12 @@ def test_store_does_not_depend_on_parts_or_shards(corpus_dir, tmp_path, tiny_ber
     REGISTRY[entry.name] = entry
     try:
         pool = pool_of(POOL_SIZES[0])
-        embed(corpus_dir, tmp_path / "one", entry, [pool], part_size=4096, device="cpu")
+        one, three = (Place(corpus_dir, tmp_path / name, tmp_path / "runs")
+                      for name in ("one", "three"))
+        embed(one, entry, [pool], part_size=4096, device="cpu")
         for shard in range(3):
-            embed(corpus_dir, tmp_path / "three", entry, [pool], shard=shard, num_shards=3,
-                  part_size=64, token_budget=1024, device="cpu")
+            embed(three, entry, [pool], shard=shard, num_shards=3, part_size=64,
+                  token_budget=1024, device="cpu")
     finally:
         del REGISTRY[entry.name]
     ids = pool_ids(corpus_dir, pool)

@@ -24,7 +24,7 @@ from pipeline.encoding.multivector import (
 )
 from pipeline.encoding.store import load_sentence_vectors, load_vectors, stored_ids
 from pipeline.evaluation.evaluate import eval_run
-from pipeline.layout import run_paths, store_dir
+from pipeline.layout import Place, run_paths, store_dir
 from pipeline.retrieval.dense.exact import maxsim_search, paper_chunks, prepare
 from pipeline.retrieval.dense.retriever import maxsim_hits
 from pipeline.retrieval.runs import finalize_run
@@ -449,7 +449,7 @@ def roots(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def indexed(corpus_dir, roots, tiny_entry) -> dict:
-    return index(corpus_dir, roots[0], POOL, tiny_entry, threads=1, part_size=300,
+    return index(Place(corpus_dir, roots[0], roots[1]), POOL, tiny_entry, threads=1, part_size=300,
                  device="cpu")
 
 
@@ -492,7 +492,8 @@ def test_store_has_one_row_per_kept_sentence(corpus_dir, roots, tiny_entry, inde
     assert sum(p["truncated_sentences"] for p in parts) == truncated
     assert sum(p["rows"] for p in parts) == len(got)
     # a second index of the pool embeds nothing
-    assert index(corpus_dir, roots[0], POOL, tiny_entry, threads=1)["embedded"] == 0
+    place = Place(corpus_dir, roots[0], roots[1])
+    assert index(place, POOL, tiny_entry, threads=1)["embedded"] == 0
 
 
 @pytest.mark.slow
@@ -520,7 +521,8 @@ def test_stored_vectors_are_the_authors(corpus_dir, roots, tiny_entry, indexed, 
 @pytest.mark.slow
 def test_search_and_eval_end_to_end(corpus_dir, roots, tiny_entry, indexed):
     index_root, runs_root = roots
-    info = search(corpus_dir, index_root, runs_root, POOL, tiny_entry, k=100, threads=1,
+    place = Place(corpus_dir, index_root, runs_root)
+    info = search(place, POOL, tiny_entry, k=100, threads=1,
                   backend="torch-cpu")
     assert info["details"]["backend"] == "torch-cpu"
     paths = run_paths(runs_root, corpus_dir.name, POOL, tiny_entry.name)
@@ -549,20 +551,21 @@ def test_search_and_eval_end_to_end(corpus_dir, roots, tiny_entry, indexed):
         others[pos] = False
         others[doc_ids == query] = False
         assert want[i, others].max() <= mine["score"].min() + 1e-4
-    result = eval_run(corpus_dir, index_root, runs_root, POOL, tiny_entry.name)
+    result = eval_run(place, POOL, tiny_entry.name)
     assert result["counts"]["queries"] == queries.height
     metrics = pl.read_parquet(paths.metrics)
     assert metrics["map"].is_between(0, 1).all() and metrics["map"].mean() > 0
     with pytest.raises(InputError, match="searched with torch"):
-        search(corpus_dir, index_root, runs_root, POOL, tiny_entry, backend="faiss-cpu")
+        search(place, POOL, tiny_entry, backend="faiss-cpu")
 
 
 @pytest.mark.slow
 def test_shards_give_the_same_store(corpus_dir, roots, tiny_entry, indexed, tmp_path):
     """Two shards, small parts and a small token budget: the same rows, the same vectors
     (float tolerance: the batches differ)."""
+    place = Place(corpus_dir, tmp_path, tmp_path / "runs")
     for shard in range(2):
-        out = embed(corpus_dir, tmp_path, tiny_entry, [POOL], shard=shard, num_shards=2,
+        out = embed(place, tiny_entry, [POOL], shard=shard, num_shards=2,
                     part_size=128, token_budget=1024, device="cpu")
         assert out["covered_pools"] == ([POOL] if shard == 1 else [])
     one = read_store(store_dir(roots[0], corpus_dir.name, tiny_entry.name))

@@ -22,7 +22,7 @@ from pipeline.encoding.models import ModelEntry, get_model
 from pipeline.encoding.store import load_vectors
 from pipeline.evaluation.evaluate import collect_results, eval_run, pool_metrics
 from pipeline.external.beir import import_beir
-from pipeline.layout import pool_names, store_dir
+from pipeline.layout import Place, pool_names, store_dir
 from pipeline.pools.build import load_pool
 from pipeline.report.build import report
 from pipeline.retrieval.search import search
@@ -102,14 +102,15 @@ def test_end_to_end_equals_pytrec_eval(imported, kind, tiny_bert):
     [pool] = pool_names(corpus)
     entry = get_model("bm25") if kind == "bm25" else ModelEntry(
         "tiny-bert", "dense", str(tiny_bert), "cls", "ip", max_length=64)
+    place = Place(corpus, root / "indexes", root / "runs")
     if kind == "dense":
-        assert embed(corpus, root / "indexes", entry)["needed"] == 301  # documents only
-    search(corpus, root / "indexes", root / "runs", pool, entry)
+        assert embed(place, entry)["needed"] == 301  # documents only
+    search(place, pool, entry)
     run_dir = root / "runs" / corpus.name / pool
     run = pl.read_parquet(run_dir / f"{entry.name}.parquet")
     assert run["doc"].dtype == pl.String
     assert run.filter(pl.col("query") == pl.col("doc")).is_empty()  # q0 never retrieves q0
-    info = eval_run(corpus, root / "indexes", root / "runs", pool, entry.name,
+    info = eval_run(place, pool, entry.name,
                     pool_metrics(corpus, pool))
     queries, candidates, qrels = load_pool(corpus, pool)
     expected = _pytrec(run_dir / f"{entry.name}.trec", qrels)
@@ -156,9 +157,10 @@ def test_report_has_the_collections_main_table(imported, tmp_path):
     [pool] = pool_names(corpus)
     indexes, runs = root / "indexes", tmp_path / "runs"  # runs of these two models only
     means = {}
+    place = Place(corpus, indexes, runs)
     for name in ("bm25", "random"):
-        search(corpus, indexes, runs, pool, get_model(name))
-        means[name] = eval_run(corpus, indexes, runs, pool, name, pool_metrics(corpus, pool))[
+        search(place, pool, get_model(name))
+        means[name] = eval_run(place, pool, name, pool_metrics(corpus, pool))[
             "means"]
     collect_results(root / "corpora", indexes, runs)
     text = report(runs, corpus.name)
@@ -274,7 +276,8 @@ def test_dev_split_tunes_bm25_as_a_pyserini_grid_search(collection, tmp_path):
     import_beir(src, corpus, "dev")
     test_pool, val_pool = pool_names(corpus)
     assert val_pool == f"{test_pool}-val"
-    chosen = bm25_params(corpus, tmp_path / "indexes", test_pool, get_model("bm25"))
+    place = Place(corpus, tmp_path / "indexes", tmp_path / "runs")
+    chosen = bm25_params(place, test_pool, get_model("bm25"))
     assert chosen["tuned_on"] == [val_pool]
 
     queries, candidates, qrels = load_pool(corpus, val_pool)
@@ -434,6 +437,7 @@ def test_a_dev_split_judging_nothing_relevant_is_one_line(collection, tmp_path):
     import_beir(src, corpus, "test")
     import_beir(src, corpus, "dev")
     test_pool, val_pool = pool_names(corpus)
+    place = Place(corpus, tmp_path / "indexes", tmp_path / "runs")
     with pytest.raises(InputError, match=f"validation pool.*{val_pool}.*MAP") as error:
-        bm25_params(corpus, tmp_path / "indexes", test_pool, get_model("bm25"))
+        bm25_params(place, test_pool, get_model("bm25"))
     assert "\n" not in str(error.value)

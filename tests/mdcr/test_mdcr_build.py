@@ -13,7 +13,7 @@ import pytest
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import get_model
 from pipeline.evaluation.evaluate import collect_results, eval_run
-from pipeline.layout import pool_names
+from pipeline.layout import Place, pool_names
 from pipeline.mdcr.benchmark import read_benchmark
 from pipeline.mdcr.build import _graph_negatives, build_mdcr, negative_jaccard
 from pipeline.pools.build import load_pool
@@ -67,7 +67,7 @@ def test_every_query_gets_typed_candidates(mdcr_source, mdcr_benchmark):
         assert negatives.join(cites, on=["query", "doc"], how="semi").is_empty()
         assert negatives.filter(pl.col("query") == pl.col("doc")).is_empty()
         # model-based negatives come from the model's top 200 on the field-level pool
-        run = load_run(corpus, root / "indexes", root / "runs", pool,
+        run = load_run(Place(corpus, root / "indexes", root / "runs"), pool,
                        "bm25").filter(pl.col("rank") <= 200)
         model_rows = rows.filter(pl.col("type") == "bm25")
         assert model_rows.join(run, on=["query", "doc"], how="anti").is_empty()
@@ -91,8 +91,9 @@ def test_most_cited_negatives_are_the_fields_most_cited(mdcr_source, mdcr_benchm
 
 def test_the_build_is_seeded(mdcr_source, mdcr_benchmark, tmp_path):
     corpus, root = mdcr_source
-    again = build_mdcr(corpus, root / "indexes", root / "runs", tmp_path / "again", MODELS, seed=0)
-    build_mdcr(corpus, root / "indexes", root / "runs", tmp_path / "other", MODELS, seed=0,
+    place = Place(corpus, root / "indexes", root / "runs")
+    again = build_mdcr(place, tmp_path / "again", MODELS, seed=0)
+    build_mdcr(place, tmp_path / "other", MODELS, seed=0,
                per_type=3)
     pools = sorted(mdcr_benchmark[1]["benchmark"]["pools"])
     assert again["benchmark"]["pools"] == pools
@@ -106,7 +107,7 @@ def test_the_build_is_seeded(mdcr_source, mdcr_benchmark, tmp_path):
 
 def test_a_short_type_is_counted_with_its_reason(mdcr_source, tmp_path):
     corpus, root = mdcr_source
-    info = build_mdcr(corpus, root / "indexes", root / "runs", tmp_path / "big", MODELS,
+    info = build_mdcr(Place(corpus, root / "indexes", root / "runs"), tmp_path / "big", MODELS,
                       seed=0, positives=50,
                       per_type=10, top=12)
     pool = sorted(info["benchmark"]["pools"])[0]
@@ -116,31 +117,34 @@ def test_a_short_type_is_counted_with_its_reason(mdcr_source, tmp_path):
 
 def test_bad_model_lists_are_refused(mdcr_source, tmp_path):
     corpus, root = mdcr_source
+    place = Place(corpus, root / "indexes", root / "runs")
     with pytest.raises(InputError, match="MDCR_MODELS is empty"):
-        build_mdcr(corpus, root / "indexes", root / "runs", tmp_path / "x", [], seed=0)
+        build_mdcr(place, tmp_path / "x", [], seed=0)
     with pytest.raises(InputError, match="candidate types of their own"):
-        build_mdcr(corpus, root / "indexes", root / "runs", tmp_path / "x", ["random"], seed=0)
+        build_mdcr(place, tmp_path / "x", ["random"], seed=0)
     with pytest.raises(InputError, match="no complete run"):
-        build_mdcr(corpus, root / "indexes", root / "runs", tmp_path / "x", ["minilm"], seed=0)
+        build_mdcr(place, tmp_path / "x", ["minilm"], seed=0)
     with pytest.raises(InputError, match="no field-level test pools of seed 5"):
-        build_mdcr(corpus, root / "indexes", root / "runs", tmp_path / "x", MODELS, seed=5)
+        build_mdcr(place, tmp_path / "x", MODELS, seed=5)
     assert not (tmp_path / "x").exists()
 
 
 def test_jaccard_of_a_model_with_itself_is_one(mdcr_source):
     corpus, root = mdcr_source
+    place = Place(corpus, root / "indexes", root / "runs")
     for pool in pool_names(corpus):
-        search(corpus, root / "indexes", root / "runs", pool, get_model("random"))
-    table = negative_jaccard(corpus, root / "indexes", root / "runs", ["bm25", "random"], seed=0)
+        search(place, pool, get_model("random"))
+    table = negative_jaccard(place, ["bm25", "random"], seed=0)
     assert table.height == 1 and 0 <= table["jaccard"][0] < 0.5
-    same = negative_jaccard(corpus, root / "indexes", root / "runs", ["bm25", "bm25"], seed=0)
+    same = negative_jaccard(place, ["bm25", "bm25"], seed=0)
     assert same["jaccard"][0] == pytest.approx(1.0)
 
 
 def _search_and_score(out: Path, root: Path, model: str) -> None:
+    place = Place(out, root / "indexes", root / "runs")
     for pool in pool_names(out):
-        search(out, root / "indexes", root / "runs", pool, get_model(model))
-        eval_run(out, root / "indexes", root / "runs", pool, model, ("map", "ndcg", "recall@5"))
+        search(place, pool, get_model(model))
+        eval_run(place, pool, model, ("map", "ndcg", "recall@5"))
 
 
 def test_each_query_ranks_its_own_list_and_types_are_scored(mdcr_source, mdcr_benchmark):
@@ -149,7 +153,7 @@ def test_each_query_ranks_its_own_list_and_types_are_scored(mdcr_source, mdcr_be
     _search_and_score(out, root, "bm25")
     table, _ = read_benchmark(out)
     for pool in pool_names(out):
-        run = load_run(out, root / "indexes", root / "runs", pool, "bm25")
+        run = load_run(Place(out, root / "indexes", root / "runs"), pool, "bm25")
         _, candidates, _ = load_pool(out, pool)
         pairs = candidates.select("query", doc="corpusid").unique()
         # the run holds exactly each query's listed candidates, every one ranked

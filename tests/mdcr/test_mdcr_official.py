@@ -18,7 +18,7 @@ from pipeline.encoding.embed import embed
 from pipeline.encoding.models import ModelEntry, get_model
 from pipeline.encoding.store import load_vectors
 from pipeline.evaluation.evaluate import collect_results, eval_run
-from pipeline.layout import pool_names, store_dir
+from pipeline.layout import Place, pool_names, store_dir
 from pipeline.mdcr.benchmark import read_benchmark
 from pipeline.mdcr.official import (
     evaluate_files,
@@ -133,12 +133,13 @@ def test_string_ids_through_search_eval_and_the_scores_file(round_trip, mdcr_sou
     entry = get_model("bm25")
     runs = {}
     for corpus in (out, imported):
+        place = Place(corpus, root / "indexes", root / "runs")
         frames = []
         for pool in pool_names(corpus):
-            search(corpus, root / "indexes", root / "runs", pool, entry)
-            eval_run(corpus, root / "indexes", root / "runs", pool, "bm25", ("map", "ndcg",
+            search(place, pool, entry)
+            eval_run(place, pool, "bm25", ("map", "ndcg",
                                                                              "recall@5"))
-            frames.append(load_run(corpus, root / "indexes", root / "runs", pool, "bm25"))
+            frames.append(load_run(place, pool, "bm25"))
         runs[corpus.name] = pl.concat(frames).select(pl.col("query", "doc").cast(pl.String),
                                                      "score").sort("query", "doc")
     assert runs[out.name].equals(runs[imported.name])
@@ -163,21 +164,21 @@ def test_string_ids_through_the_embedding_store(round_trip, mdcr_source, tiny_be
     entry = ModelEntry("tiny-bert", "dense", str(tiny_bert), "cls", "dot", max_length=64)
     # on the CPU: a paper's vector does not depend on the batch it was encoded in, so the
     # stores of the two corpora (different papers encoded together) compare within rounding
-    embed(source, root / "indexes", entry, [p for p in pool_names(source) if "-600-" in p],
-          device="cpu")
+    place = {c: Place(c, root / "indexes", root / "runs") for c in (source, out, imported)}
+    embed(place[source], entry, [p for p in pool_names(source) if "-600-" in p], device="cpu")
     # the benchmark takes the vectors its source corpus's store holds; the imported copy (no
     # source) encodes every paper, with string ids
-    built = embed(out, root / "indexes", entry, device="cpu")
+    built = embed(place[out], entry, device="cpu")
     assert 0 < built["copied_from_source_corpus"] < built["needed"]
     assert built["copied_from_source_corpus"] + built["embedded"] == built["needed"]
-    assert embed(imported, root / "indexes", entry, device="cpu")["embedded"] == built["needed"]
+    assert embed(place[imported], entry, device="cpu")["embedded"] == built["needed"]
     ids = pl.read_parquet(out / "prefiltered.parquet")["corpusid"].to_numpy()
     by_int = load_vectors(store_dir(root / "indexes", out.name, entry.name), ids)
     by_str = load_vectors(store_dir(root / "indexes", imported.name, entry.name),
                           np.array([str(i) for i in ids], dtype=object))
     np.testing.assert_allclose(by_int, by_str, atol=1e-5)
     for pool in pool_names(imported):
-        info = search(imported, root / "indexes", root / "runs", pool, entry)
+        info = search(Place(imported, root / "indexes", root / "runs"), pool, entry)
         assert info["counts"]["pairs_unmatched_scored_0"] == 0
 
 
@@ -288,11 +289,12 @@ def test_both_bm25_engines_agree_on_string_ids(round_trip, mdcr_source):
     _, root = mdcr_source
     pool = pool_names(imported)[0]
     runs = {}
+    place = Place(imported, root / "indexes", root / "runs")
     for engine in ("lucene", "arrays"):
-        index(imported, root / "indexes", pool, get_model("bm25"), bm25_engine=engine)
-        search(imported, root / "indexes", root / "runs", pool, get_model("bm25"),
+        index(place, pool, get_model("bm25"), bm25_engine=engine)
+        search(place, pool, get_model("bm25"),
                bm25_engine=engine)
-        runs[engine] = load_run(imported, root / "indexes", root / "runs", pool, "bm25")
+        runs[engine] = load_run(place, pool, "bm25")
     assert runs["lucene"]["doc"].dtype == pl.String
     assert runs["lucene"].equals(runs["arrays"])
 
@@ -332,11 +334,12 @@ def _bm25_export(out: Path, root: Path, tmp_path: Path) -> dict:
     BM25's scores file to tmp_path/scores.json; the exported benchmark file, parsed."""
     from pipeline.mdcr.official import model_scores_file
 
+    place = Place(out, root / "indexes", root / "runs")
     for pool in pool_names(out):
-        search(out, root / "indexes", root / "runs", pool, get_model("bm25"))
-        eval_run(out, root / "indexes", root / "runs", pool, "bm25", ("map", "ndcg", "recall@5"))
+        search(place, pool, get_model("bm25"))
+        eval_run(place, pool, "bm25", ("map", "ndcg", "recall@5"))
     export_benchmark(out, tmp_path / "export")
-    model_scores_file(out, root / "indexes", root / "runs", "bm25", "test",
+    model_scores_file(place, "bm25", "test",
                       tmp_path / "scores.json")
     return json.loads((tmp_path / "export" / "mdcr_test.json").read_text())
 
@@ -370,12 +373,13 @@ def test_official_numbers_equal_the_official_script_on_the_export(mdcr_source, t
     from pipeline.mdcr.build import build_mdcr
 
     corpus, root = mdcr_source
+    place = Place(corpus, root / "indexes", root / "runs")
     for model in models[1:]:
         for pool in pool_names(corpus):
             for part in ("random", model):
-                search(corpus, root / "indexes", root / "runs", pool, get_model(part))
+                search(place, pool, get_model(part))
     out = root / "corpora" / f"small-mdcr-{len(models)}"
-    build_mdcr(corpus, root / "indexes", root / "runs", out, models, seed=0)
+    build_mdcr(place, out, models, seed=0)
     benchmark = _bm25_export(out, root, tmp_path)
     scores = json.loads((tmp_path / "scores.json").read_text())
     per_field, averages = official_script(benchmark, scores, sorted(benchmark))

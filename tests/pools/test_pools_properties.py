@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import get_model
 from pipeline.ingest import ingest, prefilter
-from pipeline.layout import POOL_FILES
+from pipeline.layout import POOL_FILES, Place
 from pipeline.pools.build import (
     NoQueriesError,
     PoolSpec,
@@ -284,7 +284,7 @@ def test_queries_never_sampled_and_never_retrieve_themselves(shape, field, data)
         for cand in query_ids & set(candidates["corpusid"].to_list()):
             assert any(cand in oracle.cites[q] for q in query_ids - {cand}), cand
         k = data.draw(st.integers(1, candidates.height + 1), label="k")
-        search(corpus, root / "indexes", root / "runs", spec.name, get_model("random"), k=k,
+        search(Place(corpus, root / "indexes", root / "runs"), spec.name, get_model("random"), k=k,
                seed=data.draw(st.integers(0, 5), label="search_seed"))
         run = pl.read_parquet(root / "runs" / corpus.name / spec.name / "random.parquet")
         assert run.filter(pl.col("query") == pl.col("doc")).height == 0

@@ -10,7 +10,7 @@ import pytest
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import get_model
 from pipeline.evaluation.evaluate import collect_results, eval_run
-from pipeline.layout import run_name, split_run_name
+from pipeline.layout import Place, run_name, split_run_name
 from pipeline.pools.queries import perturb, query_texts
 from pipeline.report.build import report
 from pipeline.retrieval.search import search
@@ -58,11 +58,12 @@ def test_variant_runs_beside_the_full_ones(corpus_dir, tmp_path):
     queries = pl.read_parquet(corpus / "pools" / pool_of(800) / "queries.parquet")
     texts = query_texts(corpus, queries, "title", seed=0)
     assert (texts["abstract"] == "").all() and texts.height == queries.height
+    place = Place(corpus, tmp_path / "indexes", tmp_path / "runs")
     for variant in ("full", "title"):
-        info = search(corpus, tmp_path / "indexes", tmp_path / "runs", pool_of(800),
+        info = search(place, pool_of(800),
                       get_model("bm25"), variant=variant)
         assert info["details"]["query_variant"] == variant
-        eval_run(corpus, tmp_path / "indexes", tmp_path / "runs", pool_of(800),
+        eval_run(place, pool_of(800),
                  run_name("bm25", variant))
     assert (tmp_path / "runs" / "small" / pool_of(800) / "bm25~title.trec").exists()
     collect_results(tmp_path / "corpora", tmp_path / "indexes", tmp_path / "runs")
@@ -70,5 +71,5 @@ def test_variant_runs_beside_the_full_ones(corpus_dir, tmp_path):
     assert "query robustness" in text and "| bm25 |" in text
     assert "bm25~title" not in text.split("query robustness")[1].split("\n## ")[1]
     with pytest.raises(InputError, match="not available for fusion"):
-        search(corpus, tmp_path / "indexes", tmp_path / "runs", pool_of(800),
+        search(place, pool_of(800),
                get_model("fuse--rrf--bm25--random"), variant="title")

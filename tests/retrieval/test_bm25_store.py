@@ -16,7 +16,7 @@ from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import Roots
 from pipeline.corpus.files import paper_texts
 from pipeline.encoding.models import get_model
-from pipeline.layout import run_paths
+from pipeline.layout import Place, run_paths
 from pipeline.pools.build import PoolSpec, build_pool, load_pool
 from pipeline.retrieval.bm25 import arrays as bm25_arrays
 from pipeline.retrieval.bm25 import lucene as bm25_lucene
@@ -48,12 +48,13 @@ def triples(index: bm25_arrays.Postings) -> pl.DataFrame:
 
 def test_runs_are_byte_identical_from_the_store_a_fresh_analysis_and_lucene(corpus, tmp_path):
     entry = get_model("bm25")
+    place = Place(corpus, tmp_path / "idx", tmp_path / "runs")
     analysed = []
     for pool in POOLS:
-        info = search(corpus, tmp_path / "idx", tmp_path / "runs", pool, entry, threads=2)
+        info = search(place, pool, entry, threads=2)
         analysed.append(info["details"]["analysed_text_store"])
-        index(corpus, tmp_path / "idx", pool, entry, 1, bm25_engine="lucene")
-        search(corpus, tmp_path / "idx", tmp_path / "lucene", pool, entry, threads=2,
+        index(place, pool, entry, 1, bm25_engine="lucene")
+        search(Place(corpus, place.index_root, tmp_path / "lucene"), pool, entry, threads=2,
                bm25_engine="lucene")
         store_run = run_paths(tmp_path / "runs", corpus.name, pool, "bm25")
         lucene_run = run_paths(tmp_path / "lucene", corpus.name, pool, "bm25")
@@ -64,8 +65,8 @@ def test_runs_are_byte_identical_from_the_store_a_fresh_analysis_and_lucene(corp
         texts = paper_texts(corpus, queries["corpusid"]).sort("corpusid")
         fresh, _ = bm25_arrays.search_grid(texts, paper_texts(corpus, candidates["corpusid"]),
                                            501, [0.9], [0.4])
-        stored, _, _ = bm25_store.search_grid(corpus, tmp_path / "idx", texts, True,
-                                              candidates["corpusid"], 501, [0.9], [0.4])
+        stored, _, _ = bm25_store.search_grid(place, texts, True, candidates["corpusid"], 501,
+                                              [0.9], [0.4])
         assert fresh[(0.9, 0.4)].equals(stored[(0.9, 0.4)])
     # each paper is analysed once: the first pool analyses all of its papers, the nested and
     # repeated pools after it only those no earlier pool had
@@ -74,7 +75,7 @@ def test_runs_are_byte_identical_from_the_store_a_fresh_analysis_and_lucene(corp
     union = pl.concat([pl.concat([load_pool(corpus, p)[0]["corpusid"],
                                   load_pool(corpus, p)[1]["corpusid"]]) for p in POOLS])
     assert sum(a["analysed"] for a in analysed) == union.n_unique()
-    again = search(corpus, tmp_path / "idx", tmp_path / "again", POOLS[-1], entry)
+    again = search(Place(corpus, place.index_root, tmp_path / "again"), POOLS[-1], entry)
     assert again["details"]["analysed_text_store"]["analysed"] == 0  # a rerun analyses nothing
 
 
@@ -82,10 +83,11 @@ def test_the_store_is_invariant_to_parts_and_order_of_filling(corpus, tmp_path):
     _, candidates, _ = load_pool(corpus, POOLS[-1])
     ids = candidates["corpusid"].to_numpy()
     # in two steps, in parts of 37 papers, against one fill in one part
-    bm25_store.fill(corpus, tmp_path / "a", ids[::3], threads=1, part_size=37)
-    filled = bm25_store.fill(corpus, tmp_path / "a", ids, threads=2, part_size=37)
+    a, b = (Place(corpus, tmp_path / name, tmp_path / "runs") for name in ("a", "b"))
+    bm25_store.fill(a, ids[::3], threads=1, part_size=37)
+    filled = bm25_store.fill(a, ids, threads=2, part_size=37)
     assert filled["reused"] == len(np.unique(ids[::3]))
-    bm25_store.fill(corpus, tmp_path / "b", ids, threads=2)
+    bm25_store.fill(b, ids, threads=2)
     stores = [bm25_store.store_path(tmp_path / r, corpus.name) for r in ("a", "b")]
     assert len(read_json(stores[0] / "manifest.json")["parts"]) > 10
     shuffled = np.random.default_rng(0).permutation(ids)
@@ -123,7 +125,8 @@ def test_index_honours_part_size(corpus, tmp_path):
 def test_a_damaged_or_orphan_part_is_refused_then_repaired_by_index(corpus, tmp_path):
     entry = get_model("bm25")
     pool = POOLS[0]
-    search(corpus, tmp_path, tmp_path / "runs", pool, entry)
+    place = Place(corpus, tmp_path, tmp_path / "runs")
+    search(place, pool, entry)
     before = run_paths(tmp_path / "runs", corpus.name, pool, "bm25").trec.read_bytes()
     store = bm25_store.store_path(tmp_path, corpus.name)
     part = store / read_json(store / "manifest.json")["parts"][0]["file"]
@@ -131,7 +134,7 @@ def test_a_damaged_or_orphan_part_is_refused_then_repaired_by_index(corpus, tmp_
     data[len(data) // 2 : len(data) // 2 + 4] = b"\xff\xfe\xfd\xfc"  # same size
     part.write_bytes(bytes(data))
     with pytest.raises(InputError, match=f"repair: make index CORPUS={corpus.name} MODEL=bm25"):
-        search(corpus, tmp_path, tmp_path / "runs", pool, entry)
+        search(place, pool, entry)
     roots = Roots(corpus.parent, tmp_path, tmp_path / "runs")
     problems = verify(roots, [tmp_path / corpus.name])  # the store alone
     assert problems == [f"CORRUPT {part}: bytes differ from the manifest's checksum (corrupt); "
@@ -139,10 +142,10 @@ def test_a_damaged_or_orphan_part_is_refused_then_repaired_by_index(corpus, tmp_
                         f"CORPORA_DIR={corpus.parent} INDEX_DIR={tmp_path} "
                         f"RUNS_DIR={tmp_path / 'runs'}"]
     (store / "part-0123456789abcdef.arrow").write_bytes(b"left by a kill")  # an orphan
-    info = index(corpus, tmp_path, pool, entry, 1)
+    info = index(place, pool, entry, 1)
     assert info["damaged_parts"] == 1 and info["orphan_parts"] == 1 and info["analysed"] > 0
     assert not (store / "part-0123456789abcdef.arrow").exists()
-    search(corpus, tmp_path, tmp_path / "runs", pool, entry)
+    search(place, pool, entry)
     assert run_paths(tmp_path / "runs", corpus.name, pool, "bm25").trec.read_bytes() == before
 
 
@@ -152,7 +155,8 @@ def test_damage_with_its_mtime_put_back_is_repaired_by_index(corpus, tmp_path):
     hash before: 0 papers analysed, verify CORRUPT for ever) and analyses those papers again."""
     entry = get_model("bm25")
     pool = POOLS[0]
-    index(corpus, tmp_path, pool, entry, 1)
+    place = Place(corpus, tmp_path, tmp_path / "runs")
+    index(place, pool, entry, 1)
     store = bm25_store.store_path(tmp_path, corpus.name)
     part = store / read_json(store / "manifest.json")["parts"][0]["file"]
     before, stat = part.read_bytes(), part.stat()
@@ -163,7 +167,7 @@ def test_damage_with_its_mtime_put_back_is_repaired_by_index(corpus, tmp_path):
     roots = Roots(corpus.parent, tmp_path, tmp_path / "runs")
     [line] = verify(roots, [tmp_path / corpus.name])
     assert line.startswith(f"CORRUPT {part}:") and "repair: make index" in line, line
-    repaired = index(corpus, tmp_path, pool, entry, 1)  # what `make index` runs
+    repaired = index(place, pool, entry, 1)  # what `make index` runs
     assert repaired["damaged_parts"] == 1 and repaired["analysed"] > 0
     assert verify(roots, [tmp_path / corpus.name]) == [] and part.read_bytes() == before
 
@@ -174,7 +178,8 @@ def test_a_store_from_another_corpus_file_is_stale(corpus, tmp_path):
     the command that analyses it again, refused by search, and analysed again by index."""
     entry = get_model("bm25")
     pool = POOLS[0]
-    index(corpus, tmp_path, pool, entry, 1)
+    place = Place(corpus, tmp_path, tmp_path / "runs")
+    index(place, pool, entry, 1)
     store = bm25_store.store_path(tmp_path, corpus.name)
     info = read_json(store / "manifest.json")
     assert list(info["inputs"]) == ["corpora/@/prefiltered.parquet"]
@@ -186,11 +191,11 @@ def test_a_store_from_another_corpus_file_is_stale(corpus, tmp_path):
                            ".parquet changed since; repair: make index "
                            f"CORPUS={corpus.name} MODEL=bm25"), line
     with pytest.raises(InputError, match="another prefiltered.parquet.*repair: make index"):
-        search(corpus, tmp_path, tmp_path / "runs", pool, entry)
-    again = index(corpus, tmp_path, pool, entry, 1)  # the index stage analyses it again
+        search(place, pool, entry)
+    again = index(place, pool, entry, 1)  # the index stage analyses it again
     assert again["reused"] == 0 and again["analysed"] == again["papers"]
     assert verify(roots, [tmp_path / corpus.name]) == []
-    search(corpus, tmp_path, tmp_path / "runs", pool, entry)
+    search(place, pool, entry)
 
 
 def test_queries_cut_to_the_clause_limit_are_searched_by_their_cut_text(corpus, tmp_path):
@@ -204,11 +209,12 @@ def test_queries_cut_to_the_clause_limit_are_searched_by_their_cut_text(corpus, 
     limit = words[len(words) // 2]
     fresh, fresh_cut = bm25_arrays.search_grid(texts, paper_texts(corpus, candidates["corpusid"]),
                                                50, [0.9], [0.4], max_clauses=limit)
-    stored, stored_cut, _ = bm25_store.search_grid(corpus, tmp_path, texts, True,
+    place = Place(corpus, tmp_path, tmp_path / "runs")
+    stored, stored_cut, _ = bm25_store.search_grid(place, texts, True,
                                                    candidates["corpusid"], 50, [0.9], [0.4],
                                                    max_clauses=limit)
     assert 0 < len(stored_cut) < texts.height and stored_cut == fresh_cut
     assert fresh[(0.9, 0.4)].equals(stored[(0.9, 0.4)])
-    whole, _, _ = bm25_store.search_grid(corpus, tmp_path, texts, True, candidates["corpusid"],
+    whole, _, _ = bm25_store.search_grid(place, texts, True, candidates["corpusid"],
                                          50, [0.9], [0.4])
     assert not whole[(0.9, 0.4)].equals(stored[(0.9, 0.4)])  # the cut did change the lists

@@ -9,6 +9,7 @@ import pytest
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import fused_name, fusion_parts, get_model
 from pipeline.evaluation.evaluate import eval_run
+from pipeline.layout import Place
 from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.retrieval.runs import load_run, run_is_current
 from pipeline.retrieval.search import search
@@ -24,9 +25,10 @@ def searched(corpus_dir, tmp_path_factory):
     corpus = copy_corpus(corpus_dir, root / "small")
     build_pool(corpus, PoolSpec(size=900, n_queries=12, seed=3, split="validation"))
     build_pool(corpus, PoolSpec(size=900, n_queries=12, seed=3))
+    place = Place(corpus, root / "indexes", root / "runs")
     for pool in (POOL, f"{POOL}-val"):
         for model in ("bm25", "random"):
-            search(corpus, root / "indexes", root / "runs", pool, get_model(model), threads=1)
+            search(place, pool, get_model(model), threads=1)
     return corpus, root
 
 
@@ -45,16 +47,17 @@ def test_names():
 def test_rrf_is_the_sum_of_reciprocal_ranks(searched):
     corpus, root = searched
     runs = root / "runs"
-    info = search(corpus, root / "indexes", runs, POOL, get_model("fuse--sum--bm25--random"),
+    place = Place(corpus, root / "indexes", runs)
+    info = search(place, POOL, get_model("fuse--sum--bm25--random"),
                   threads=1)
     assert info["details"]["method"] == "sum" and info["details"]["tuned_on"] == []
-    rrf = search(corpus, root / "indexes", runs, POOL, get_model("fuse--rrf--bm25--random"),
+    rrf = search(place, POOL, get_model("fuse--rrf--bm25--random"),
                  threads=1)
     # rrf has a parameter (k): tuned on the validation pool
     assert rrf["details"]["tuned_on"] == [f"{POOL}-val"] and "k" in rrf["details"]["params"]
     k = rrf["details"]["params"]["k"]
-    fused = load_run(corpus, root / "indexes", runs, POOL, "fuse--rrf--bm25--random")
-    parts = [load_run(corpus, root / "indexes", runs, POOL, m).select("query", "doc",
+    fused = load_run(place, POOL, "fuse--rrf--bm25--random")
+    parts = [load_run(place, POOL, m).select("query", "doc",
                                                                       pl.col("rank").alias(m))
              for m in ("bm25", "random")]
     expected = (parts[0].join(parts[1], on=["query", "doc"], how="full", coalesce=True)
@@ -63,7 +66,7 @@ def test_rrf_is_the_sum_of_reciprocal_ranks(searched):
     joined = fused.join(expected, on=["query", "doc"])
     assert joined.height == fused.height
     assert (joined["score"] - joined["want"]).abs().max() < 1e-6
-    out = eval_run(corpus, root / "indexes", runs, POOL, "fuse--rrf--bm25--random")
+    out = eval_run(place, POOL, "fuse--rrf--bm25--random")
     assert out["counts"]["queries"] > 0
 
 
@@ -71,7 +74,7 @@ def test_rrf_is_the_sum_of_reciprocal_ranks(searched):
 def test_a_missing_component_run_is_a_clear_error(searched):
     corpus, root = searched
     with pytest.raises(InputError, match="MODEL=minilm"):
-        search(corpus, root / "indexes", root / "runs", POOL,
+        search(Place(corpus, root / "indexes", root / "runs"), POOL,
                get_model("fuse--rrf--bm25--minilm"), threads=1)
 
 
@@ -79,13 +82,14 @@ def test_a_missing_component_run_is_a_clear_error(searched):
 def test_a_fused_run_is_stale_when_a_component_run_changes(searched):
     corpus, root = searched
     runs, entry = root / "runs", get_model("fuse--mnz--bm25--random")
-    search(corpus, root / "indexes", runs, POOL, entry, threads=1)
-    assert run_is_current(corpus, root / "indexes", runs, POOL, entry.name)
-    search(corpus, root / "indexes", runs, POOL, get_model("random"), threads=1, seed=9)
-    assert not run_is_current(corpus, root / "indexes", runs, POOL,
+    place = Place(corpus, root / "indexes", runs)
+    search(place, POOL, entry, threads=1)
+    assert run_is_current(place, POOL, entry.name)
+    search(place, POOL, get_model("random"), threads=1, seed=9)
+    assert not run_is_current(place, POOL,
                               entry.name)  # made from the old random run
-    search(corpus, root / "indexes", runs, POOL, entry, threads=1)
-    assert run_is_current(corpus, root / "indexes", runs, POOL, entry.name)
+    search(place, POOL, entry, threads=1)
+    assert run_is_current(place, POOL, entry.name)
 
 
 @pytest.mark.slow
@@ -95,11 +99,12 @@ def test_a_group_is_tuned_once_per_process(searched):
     from pipeline.retrieval.fusion import _tune, tuned_params
 
     corpus, root = searched
-    args = (corpus, root / "indexes", root / "runs", POOL, "rrf", ["bm25", "random"])
+    place = Place(corpus, root / "indexes", root / "runs")
+    args = (place, POOL, "rrf", ["bm25", "random"])
     first = tuned_params(*args)
     misses = _tune.cache_info().misses
     assert tuned_params(*args) == first and _tune.cache_info().misses == misses
-    search(corpus, root / "indexes", root / "runs", f"{POOL}-val", get_model("random"),
+    search(place, f"{POOL}-val", get_model("random"),
            threads=1, seed=9)  # another seed: another validation run
     tuned_params(*args)
     assert _tune.cache_info().misses == misses + 1

@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.encoding.models import REGISTRY, ModelEntry, get_model
 from pipeline.evaluation.evaluate import collect_results, eval_is_current, eval_run
-from pipeline.layout import run_paths
+from pipeline.layout import Place, run_paths
 from pipeline.retrieval.runs import run_is_current
 from pipeline.retrieval.search import index, search
 from tests.conftest import POOL_SIZES, pool_of
@@ -33,8 +33,9 @@ def tiny(tiny_bert):
 def test_run_contract(corpus_dir, roots, tiny, model):
     entry = tiny if model == "tiny" else get_model(model)
     index_root, runs_root = roots
-    index(corpus_dir, index_root, POOL, entry, threads=1)
-    info = search(corpus_dir, index_root, runs_root, POOL, entry, k=100, threads=1)
+    place = Place(corpus_dir, index_root, runs_root)
+    index(place, POOL, entry, threads=1)
+    info = search(place, POOL, entry, k=100, threads=1)
     paths = run_paths(runs_root, corpus_dir.name, POOL, entry.name)
     run = pl.read_parquet(paths.parquet)
     queries = pl.read_parquet(corpus_dir / "pools" / POOL / "queries.parquet")
@@ -66,7 +67,7 @@ def test_run_contract(corpus_dir, roots, tiny, model):
         d = load_vectors(store, top["doc"].to_numpy()).astype(np.float64)
         np.testing.assert_allclose(top["score"], -np.linalg.norm(q - d, axis=1), atol=2e-6)
         assert info["details"]["run_score"] == "-L2 distance"
-    result = eval_run(corpus_dir, index_root, runs_root, POOL, entry.name)
+    result = eval_run(place, POOL, entry.name)
     assert result["counts"]["queries"] == queries.height
     metrics = pl.read_parquet(paths.metrics)
     assert metrics.columns == ["query", "negatives", "map", "ndcg", "recall@30"]
@@ -76,9 +77,10 @@ def test_run_contract(corpus_dir, roots, tiny, model):
 def test_results_table_gathers_runs(corpus_dir, tmp_path):
     """Its own runs and evaluations (not those other tests left in the module's roots)."""
     index_root, runs_root = tmp_path / "indexes", tmp_path / "runs"
+    place = Place(corpus_dir, index_root, runs_root)
     for model in ("bm25", "random"):
-        search(corpus_dir, index_root, runs_root, POOL, get_model(model), k=100, threads=1)
-        eval_run(corpus_dir, index_root, runs_root, POOL, model)
+        search(place, POOL, get_model(model), k=100, threads=1)
+        eval_run(place, POOL, model)
     results = collect_results(corpus_dir.parent, index_root, runs_root)
     assert set(results["model"]) == {"bm25", "random"}
     assert set(results["metric"]) == {"map", "ndcg", "recall@30"}
@@ -90,21 +92,22 @@ def test_stale_only_keeps_current_work_and_redoes_the_rest(corpus_dir, tmp_path)
     made from the pool's current files with the same k, and its evaluation."""
     index_root, runs_root = tmp_path / "indexes", tmp_path / "runs"
     entry = get_model("random")
-    search(corpus_dir, index_root, runs_root, POOL, entry, k=100, threads=1)
-    eval_run(corpus_dir, index_root, runs_root, POOL, entry.name)
+    place = Place(corpus_dir, index_root, runs_root)
+    search(place, POOL, entry, k=100, threads=1)
+    eval_run(place, POOL, entry.name)
     paths = run_paths(runs_root, corpus_dir.name, POOL, entry.name)
-    assert run_is_current(corpus_dir, index_root, runs_root, POOL, entry.name, k=100)
-    assert eval_is_current(corpus_dir, index_root, runs_root, POOL, entry.name)
-    assert not run_is_current(corpus_dir, index_root, runs_root, POOL, entry.name,
+    assert run_is_current(place, POOL, entry.name, k=100)
+    assert eval_is_current(place, POOL, entry.name)
+    assert not run_is_current(place, POOL, entry.name,
                               k=500)  # another k
-    assert not run_is_current(corpus_dir, index_root, runs_root, POOL, "bm25-unsearched", k=100)
+    assert not run_is_current(place, POOL, "bm25-unsearched", k=100)
     # a run rewritten with other bytes: the run is current, its evaluation is not
-    search(corpus_dir, index_root, runs_root, POOL, entry, k=100, threads=1, seed=7)
-    assert run_is_current(corpus_dir, index_root, runs_root, POOL, entry.name, k=100)
-    assert not eval_is_current(corpus_dir, index_root, runs_root, POOL, entry.name)
+    search(place, POOL, entry, k=100, threads=1, seed=7)
+    assert run_is_current(place, POOL, entry.name, k=100)
+    assert not eval_is_current(place, POOL, entry.name)
     # a damaged run is not current
     paths.parquet.write_bytes(paths.parquet.read_bytes()[:-10])
-    assert not run_is_current(corpus_dir, index_root, runs_root, POOL, entry.name, k=100)
+    assert not run_is_current(place, POOL, entry.name, k=100)
 
 
 @pytest.mark.slow  # encodes
@@ -124,12 +127,12 @@ def test_a_model_with_a_query_form_searches_with_its_query_vectors(corpus_dir, t
                        join="space")
     REGISTRY[entry.name] = entry
     try:
-        index_root, runs_root = tmp_path / "indexes", tmp_path / "runs"
-        index(corpus_dir, index_root, POOL, entry, threads=1)
-        info = search(corpus_dir, index_root, runs_root, POOL, entry, k=50, threads=1)
+        place = Place(corpus_dir, tmp_path / "indexes", tmp_path / "runs")
+        index(place, POOL, entry, threads=1)
+        info = search(place, POOL, entry, k=50, threads=1)
     finally:
         del REGISTRY[entry.name]
-    store = store_dir(index_root, corpus_dir.name, entry.name)
+    store = store_dir(place.index_root, corpus_dir.name, entry.name)
     assert len(list((store / "queries").glob("*.npy"))) == 1
     queries = pl.read_parquet(corpus_dir / "pools" / POOL / "queries.parquet")
     texts = query_texts(corpus_dir, queries)
@@ -139,7 +142,7 @@ def test_a_model_with_a_query_form_searches_with_its_query_vectors(corpus_dir, t
     stored, _ = encoder.encode([encoder.format(t, a) for _, t, a in texts.iter_rows()],
                                progress=False)
     assert not np.allclose(want, stored, atol=1e-3)  # the query form is another vector
-    run = pl.read_parquet(run_paths(runs_root, corpus_dir.name, POOL, entry.name).parquet)
+    run = pl.read_parquet(run_paths(place.runs_root, corpus_dir.name, POOL, entry.name).parquet)
     first = run.filter(pl.col("rank") == 1).sort("query").head(5)
     rows = [texts["corpusid"].to_list().index(q) for q in first["query"]]
     docs = load_vectors(store, first["doc"].to_numpy())

@@ -10,7 +10,7 @@ from pipeline.core.files import read_json, write_json
 from pipeline.corpus.files import paper_texts
 from pipeline.encoding.models import get_model
 from pipeline.evaluation.metrics import per_query
-from pipeline.layout import bm25_index_dir, run_paths, tuning_path
+from pipeline.layout import Place, bm25_index_dir, run_paths, tuning_path
 from pipeline.pools.build import PoolSpec, build_pool, load_pool, validation_pools
 from pipeline.retrieval.bm25 import lucene as bm25_lucene
 from pipeline.retrieval.bm25.tuning import bm25_params
@@ -41,7 +41,8 @@ def test_validation_pools_are_those_built_the_same_way(corpus):
 
 def test_best_pair_on_the_validation_pools(corpus, tmp_path):
     entry = get_model("bm25")
-    chosen = bm25_params(corpus, tmp_path, "all-900-s2-r0", entry, 1, K1S, BS)
+    place = Place(corpus, tmp_path, tmp_path / "runs")
+    chosen = bm25_params(place, "all-900-s2-r0", entry, 1, K1S, BS)
     kept = read_json(tuning_path(tmp_path, corpus.name, "all-900-s2-r0"))
     assert kept["chosen"] == chosen
     assert chosen["tuned_on"] == ["all-900-s2-r0-val", "all-900-s2-r1-val"]
@@ -52,7 +53,7 @@ def test_best_pair_on_the_validation_pools(corpus, tmp_path):
     # the same validation MAP
     maps = []
     for pool in chosen["tuned_on"]:
-        index(corpus, tmp_path, pool, entry, 1, bm25_engine="lucene")
+        index(place, pool, entry, 1, bm25_engine="lucene")
         queries, candidates, qrels = load_pool(corpus, pool)
         hits, _ = bm25_lucene.search(paper_texts(corpus, queries["corpusid"]).sort("corpusid"),
                               bm25_index_dir(tmp_path, corpus.name, pool), 501,
@@ -63,9 +64,9 @@ def test_best_pair_on_the_validation_pools(corpus, tmp_path):
     assert abs(sum(maps) / len(maps) - chosen["validation_map"]) < 1e-6
     # kept: a second call does not search again; another grid does
     stamp = tuning_path(tmp_path, corpus.name, "all-900-s2-r0").stat().st_mtime_ns
-    assert bm25_params(corpus, tmp_path, "all-900-s2-r0", entry, 1, K1S, BS) == chosen
+    assert bm25_params(place, "all-900-s2-r0", entry, 1, K1S, BS) == chosen
     assert tuning_path(tmp_path, corpus.name, "all-900-s2-r0").stat().st_mtime_ns == stamp
-    other = bm25_params(corpus, tmp_path, "all-900-s2-r0", entry, 1, (0.9,), (0.4,))
+    other = bm25_params(place, "all-900-s2-r0", entry, 1, (0.9,), (0.4,))
     assert (other["k1"], other["b"]) == (0.9, 0.4)
     # a kept choice made on a grid that scored nothing (what tuning on a BEIR dev split once
     # wrote) is never reused, and a run searched with it is stale
@@ -73,7 +74,7 @@ def test_best_pair_on_the_validation_pools(corpus, tmp_path):
     kept = read_json(path)
     kept["chosen"]["validation_map"] = 0.0
     write_json(kept, path)
-    assert bm25_params(corpus, tmp_path, "all-900-s2-r0", entry, 1, (0.9,), (0.4,)) == other
+    assert bm25_params(place, "all-900-s2-r0", entry, 1, (0.9,), (0.4,)) == other
     assert read_json(path)["chosen"]["validation_map"] > 0
 
 
@@ -85,8 +86,8 @@ def test_search_uses_tuned_or_default_parameters(corpus, tmp_path, monkeypatch):
     entry = get_model("bm25")
     runs = tmp_path / "runs"
     for pool in ("all-900-s2-r0", "all-700-s2-r0"):
-        index(corpus, tmp_path, pool, entry, 1)
-        search(corpus, tmp_path, runs, pool, entry, threads=1)
+        index(Place(corpus, tmp_path, tmp_path / "runs"), pool, entry, 1)
+        search(Place(corpus, tmp_path, runs), pool, entry, threads=1)
     tuned = read_json(run_paths(runs, corpus.name, "all-900-s2-r0", "bm25").manifest)
     plain = read_json(run_paths(runs, corpus.name, "all-700-s2-r0", "bm25").manifest)
     assert tuned["details"]["tuned_on"] == ["all-900-s2-r0-val", "all-900-s2-r1-val"]
@@ -97,11 +98,11 @@ def test_search_uses_tuned_or_default_parameters(corpus, tmp_path, monkeypatch):
     # a run whose pair was chosen on a grid that scored nothing is stale
     from pipeline.retrieval.runs import run_problem
 
-    assert run_problem(corpus, tmp_path, runs, "all-900-s2-r0", "bm25") is None
+    assert run_problem(Place(corpus, tmp_path, runs), "all-900-s2-r0", "bm25") is None
     path = run_paths(runs, corpus.name, "all-900-s2-r0", "bm25").manifest
     tuned["details"]["validation_map"] = 0.0
     write_json(tuned, path)
-    assert "scored MAP 0 everywhere" in run_problem(corpus, tmp_path, runs, "all-900-s2-r0",
+    assert "scored MAP 0 everywhere" in run_problem(Place(corpus, tmp_path, runs), "all-900-s2-r0",
                                                     "bm25")
 
 

@@ -26,7 +26,7 @@ from pipeline.core.atomic import DIR_MODE, atomic_dir, scratch_dir
 from pipeline.core.checksums import check_outputs, fingerprints
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
-from pipeline.core.inputs import Roots, record
+from pipeline.core.inputs import record
 from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
@@ -36,6 +36,7 @@ from pipeline.layout import (
     MANIFEST,
     POOL_CANDIDATES,
     PREFILTERED,
+    Place,
     bm25_index_dir,
     lines_file,
     pool_dir,
@@ -253,16 +254,16 @@ def index_is_current(index_dir: Path, parameters: dict, inputs: dict[str, str]) 
     return True
 
 
-def index_pool(corpus_dir: Path, index_root: Path, pool: str, threads: int = 2) -> dict:
+def index_pool(place: Place, pool: str, threads: int = 2) -> dict:
     """The Lucene index of a pool's candidates (a no-op when it is current: same pool files,
     same texts, files that match its manifest)."""
-    _, candidates, _ = load_pool(corpus_dir, pool)
-    target = bm25_index_dir(index_root, corpus_dir.name, pool)
-    params = {"pool": pool, "corpus": corpus_dir.name}
-    inputs = record(Roots.of(corpus_dir, index_root, index_root), [
-        pool_dir(corpus_dir, pool) / POOL_CANDIDATES, corpus_dir / PREFILTERED])
+    _, candidates, _ = load_pool(place.corpus_dir, pool)
+    target = bm25_index_dir(place.index_root, place.corpus, pool)
+    params = {"pool": pool, "corpus": place.corpus}
+    inputs = record(place.roots, [
+        pool_dir(place.corpus_dir, pool) / POOL_CANDIDATES, place.corpus_dir / PREFILTERED])
     with file_lock(target):
         if index_is_current(target, params, inputs):
             return {"pool": pool, "up_to_date": True}
-        return build_index(paper_texts(corpus_dir, candidates["corpusid"]), target, threads,
+        return build_index(paper_texts(place.corpus_dir, candidates["corpusid"]), target, threads,
                            params, inputs)

@@ -38,7 +38,7 @@ from pipeline.core.atomic import atomic_path
 from pipeline.core.checksums import fingerprint
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
-from pipeline.core.inputs import Roots, record
+from pipeline.core.inputs import record
 from pipeline.core.locks import file_lock
 from pipeline.core.logs import progress
 from pipeline.core.manifests import manifest
@@ -51,7 +51,7 @@ from pipeline.encoding.store import (
     store_parts,
     stored_ids,
 )
-from pipeline.layout import MANIFEST, PREFILTERED, analysed_dir
+from pipeline.layout import MANIFEST, PREFILTERED, Place, analysed_dir
 from pipeline.retrieval.bm25 import jvm
 from pipeline.retrieval.bm25 import lucene as bm25_lucene
 from pipeline.retrieval.bm25.arrays import (
@@ -85,11 +85,11 @@ def _config() -> dict:
             "text": "title + ' ' + abstract, whitespace normalised (bm25_lucene.paper_text)"}
 
 
-def _inputs(corpus_dir: Path, index_root: Path) -> dict[str, str]:
+def _inputs(place: Place) -> dict[str, str]:
     """What the stored terms are made from, as every artifact records it: the corpus's
     prefiltered.parquet (checked against the corpus manifest first). A store whose recorded
     inputs changed is stale (`pipeline.core.inputs.changed`, which verify asks too)."""
-    return record(Roots.of(corpus_dir, index_root), [corpus_file(corpus_dir, PREFILTERED)])
+    return record(place.roots, [corpus_file(place.corpus_dir, PREFILTERED)])
 
 
 def _check_config(store: Path, config: dict, inputs: dict[str, str], repair: bool) -> None:
@@ -154,16 +154,16 @@ def _analysed(corpus_dir: Path, chunk: np.ndarray, threads: int) -> pl.DataFrame
                       *term_counts(texts, threads)])
 
 
-def fill(corpus_dir: Path, index_root: Path, ids, threads: int = 2, repair: bool = False,
+def fill(place: Place, ids, threads: int = 2, repair: bool = False,
          part_size: int = PART_SIZE) -> dict:
     """Analyse the papers `ids` the store lacks and add them, a part at a time. A damaged
     part or a store from another corpus file is refused, or with `repair` (`make index`)
     analysed again, orphan parts of a killed run removed. Returns the counts: papers needed,
     analysed, reused, parts repaired."""
     start = time.perf_counter()
-    store = store_path(index_root, corpus_dir.name)
+    store = store_path(place.index_root, place.corpus)
     store.mkdir(parents=True, exist_ok=True)
-    config, inputs = _config(), _inputs(corpus_dir, index_root)
+    config, inputs = _config(), _inputs(place)
     needed = np.unique(id_array(ids))
     with file_lock(store):
         _check_config(store, config, inputs, repair)
@@ -175,7 +175,7 @@ def fill(corpus_dir: Path, index_root: Path, ids, threads: int = 2, repair: bool
         with progress(len(missing), "bm25-analyse", "papers") as bar:
             for lo in range(0, len(missing), part_size):
                 chunk = missing[lo : lo + part_size]
-                _add_part(store, config, inputs, chunk, _analysed(corpus_dir, chunk, threads))
+                _add_part(store, config, inputs, chunk, _analysed(place.corpus_dir, chunk, threads))
                 bar.update(len(chunk))
     info = {"papers": len(needed), "analysed": len(missing),
             "reused": len(needed) - len(missing), **repaired,
@@ -247,7 +247,7 @@ def stored_query_terms(store: Path, ids) -> QueryTerms:
     return QueryTerms(pl.concat(frames), len(ids))
 
 
-def search_grid(corpus_dir: Path, index_root: Path, queries: pl.DataFrame, papers_as_queries: bool,
+def search_grid(place: Place, queries: pl.DataFrame, papers_as_queries: bool,
                 candidates: pl.Series, k: int, k1s, bs, threads: int = 2,
                 max_clauses: int = MAX_CLAUSES) -> tuple[dict, list, dict]:
     """`bm25_arrays.search_grid` through the store: the pool's index assembled from it, and
@@ -256,13 +256,13 @@ def search_grid(corpus_dir: Path, index_root: Path, queries: pl.DataFrame, paper
     `max_clauses` terms are analysed here. Returns the runs per (k1, b), the ids of the
     queries cut, and the store's counts (papers analysed, reused)."""
     bm25_lucene.check_ids(candidates, "document")
-    store = store_path(index_root, corpus_dir.name)
+    store = store_path(place.index_root, place.corpus)
     needed = [candidates.to_numpy()] + ([queries["corpusid"].to_numpy()] if papers_as_queries
                                         else [])
-    info = fill(corpus_dir, index_root, np.concatenate(needed), threads)
+    info = fill(place, np.concatenate(needed), threads)
     index = pool_index(store, candidates.to_numpy())
     texts, capped = bm25_lucene.query_texts(queries, max_clauses,
-                                            lambda: paper_texts(corpus_dir, candidates))
+                                            lambda: paper_texts(place.corpus_dir, candidates))
     if papers_as_queries:
         terms = stored_query_terms(store, queries["corpusid"].to_numpy())
         was_cut = pl.Series(capped, dtype=queries["corpusid"].dtype).implode()

@@ -21,11 +21,11 @@ import polars as pl
 
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
-from pipeline.core.inputs import Roots, record
+from pipeline.core.inputs import record
 from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
 from pipeline.encoding.models import ModelEntry
-from pipeline.layout import bm25_index_dir, parse_pool_name, tuning_path
+from pipeline.layout import Place, bm25_index_dir, parse_pool_name, tuning_path
 from pipeline.pools.build import check_pool, load_pool, pool_files, validation_pools
 from pipeline.retrieval.bm25 import lucene as bm25_lucene
 
@@ -33,25 +33,25 @@ K1_GRID = (0.6, 0.9, 1.2, 1.5, 2.0)
 B_GRID = (0.3, 0.4, 0.5, 0.6, 0.75, 0.9)
 
 
-def bm25_params(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry,
-                threads: int = 2, k1s: tuple[float, ...] | None = None,
-                bs: tuple[float, ...] | None = None, engine: str = "arrays") -> dict:
+def bm25_params(place: Place, pool: str, entry: ModelEntry, threads: int = 2,
+                k1s: tuple[float, ...] | None = None, bs: tuple[float, ...] | None = None,
+                engine: str = "arrays") -> dict:
     """{k1, b, tuned_on, ...} for searching `pool`: tuned on its validation pools (and kept),
     or the entry's defaults when it has none. The grid: K1_GRID x B_GRID unless given; it is
     searched with `engine` (lucene or arrays), which is kept with the choice."""
     k1s, bs = k1s or K1_GRID, bs or B_GRID
     defaults = {"k1": entry.params["k1"], "b": entry.params["b"]}
-    pools = validation_pools(corpus_dir, pool)
+    pools = validation_pools(place.corpus_dir, pool)
     if not pools:
         why = ("a validation pool" if parse_pool_name(pool).split == "validation"
                else "no validation pool")
         return {**defaults, "tuned_on": [], "note": f"pyserini defaults ({why})"}
     for p in pools:
-        check_pool(corpus_dir, p)
-    inputs = record(Roots.of(corpus_dir),
-                    [f for p in pools for f in pool_files(corpus_dir, p)])
+        check_pool(place.corpus_dir, p)
+    inputs = record(place.roots,
+                    [f for p in pools for f in pool_files(place.corpus_dir, p)])
     grid = {"k1": list(k1s), "b": list(bs), "engine": engine}
-    path = tuning_path(index_root, corpus_dir.name, pool)
+    path = tuning_path(place.index_root, place.corpus, pool)
     path.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(path):
         if path.exists():
@@ -62,14 +62,13 @@ def bm25_params(corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry
             if (kept.get("inputs") == inputs and kept.get("parameters") == grid
                     and kept["chosen"].get("validation_map") != 0):  # 0: chosen on nothing
                 return kept["chosen"]
-        chosen = _tune(corpus_dir, index_root, pools, entry, threads, k1s, bs, inputs, grid,
+        chosen = _tune(place, pools, entry, threads, k1s, bs, inputs, grid,
                        path, engine)
     return chosen
 
 
-def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntry,
-          threads: int, k1s: tuple[float, ...], bs: tuple[float, ...], inputs: dict,
-          grid: dict, path: Path, engine: str) -> dict:
+def _tune(place: Place, pools: list[str], entry: ModelEntry, threads: int, k1s: tuple[float, ...],
+          bs: tuple[float, ...], inputs: dict, grid: dict, path: Path, engine: str) -> dict:
     """Every (k1, b) on every validation pool, MAP over the top 500 as `eval` scores it. The
     queries are searched as `search` searches them (a collection's queries by their own text,
     an MDCR-style pool's queries in their own lists)."""
@@ -81,23 +80,23 @@ def _tune(corpus_dir: Path, index_root: Path, pools: list[str], entry: ModelEntr
     start = time.perf_counter()
     rows = []
     for pool in pools:
-        queries, candidates, qrels = load_pool(corpus_dir, pool)
-        texts = query_texts(corpus_dir, queries)
+        queries, candidates, qrels = load_pool(place.corpus_dir, pool)
+        texts = query_texts(place.corpus_dir, queries)
         pairs, candidates = own_lists(candidates)
         depth = TOP_K if pairs is None else candidates.height
         if engine == "arrays":
             from pipeline.pools.queries import own_text
             from pipeline.retrieval.bm25 import store as bm25_store
 
-            runs, _, _ = bm25_store.search_grid(corpus_dir, index_root, texts,
+            runs, _, _ = bm25_store.search_grid(place, texts,
                                                 not own_text(queries), candidates["corpusid"],
                                                 depth + 1, k1s, bs, threads)
         else:
-            bm25_lucene.index_pool(corpus_dir, index_root, pool, threads)
+            bm25_lucene.index_pool(place, pool, threads)
             runs, _ = bm25_lucene.search_grid(
-                texts, bm25_index_dir(index_root, corpus_dir.name, pool), depth + 1,
+                texts, bm25_index_dir(place.index_root, place.corpus, pool), depth + 1,
                 k1s, bs, threads,
-                pool_papers=lambda c=candidates: paper_texts(corpus_dir, c["corpusid"]),
+                pool_papers=lambda c=candidates: paper_texts(place.corpus_dir, c["corpusid"]),
                 work_dir=path.parent)
         in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
         for (k1, b), hits in runs.items():

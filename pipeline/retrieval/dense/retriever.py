@@ -22,7 +22,7 @@ from pipeline.encoding.store import (
     load_vectors,
     store_parts,
 )
-from pipeline.layout import MANIFEST, PREFILTERED, store_dir
+from pipeline.layout import MANIFEST, PREFILTERED, Place, store_dir
 from pipeline.pools.queries import query_texts
 from pipeline.retrieval.base import Query, Retriever
 
@@ -119,11 +119,10 @@ class Dense(Retriever):
 
         check_backend(options["backend"])  # a GPU backend forced where there is none
 
-    def index(self, corpus_dir: Path, index_root: Path, pool: str, entry: ModelEntry,
-              threads: int = 2, options: dict | None = None, part_size: int | None = None
-              ) -> dict:
+    def index(self, place: Place, pool: str, entry: ModelEntry, threads: int = 2,
+              options: dict | None = None, part_size: int | None = None) -> dict:
         model_path = self.options(options or {})["model_path"]
-        return embed(corpus_dir, index_root, entry, pools=[pool], model_path=model_path,
+        return embed(place, entry, pools=[pool], model_path=model_path,
                      **({"part_size": part_size} if part_size else {}))
 
     def hits(self, query: Query) -> tuple[pl.DataFrame, dict]:
@@ -133,13 +132,13 @@ class Dense(Retriever):
         from pipeline.retrieval.dense.exact import exact_search, run_scores
 
         entry = query.entry
-        query.read(store_files(query.index_root, query.corpus_dir.name, entry))
-        store = store_dir(query.index_root, query.corpus_dir.name, entry.name)
+        query.read(store_files(query.place.index_root, query.place.corpus, entry))
+        store = store_dir(query.place.index_root, query.place.corpus, entry.name)
         doc_ids = query.candidates["corpusid"].to_numpy()
         texts = query.texts
         if texts is None and entry.query_prefix is not None:  # E5: queries in their own form
-            texts = query_texts(query.corpus_dir, query.queries)
-            query.read([query.corpus_dir / PREFILTERED])
+            texts = query_texts(query.place.corpus_dir, query.queries)
+            query.read([query.place.corpus_dir / PREFILTERED])
         if texts is None:
             query_ids = query.queries["corpusid"].to_numpy()
             # one pass over the parts; a float16 store stays float16 (chunks are made float32)
@@ -184,8 +183,8 @@ class MultiVector(Dense):
         stored paper and its facet's sentence numbers): those sentences' stored vectors only,
         as ASPIRE searches CSFCube."""
         entry = query.entry
-        query.read(store_files(query.index_root, query.corpus_dir.name, entry))
-        store = store_dir(query.index_root, query.corpus_dir.name, entry.name)
+        query.read(store_files(query.place.index_root, query.place.corpus, entry))
+        store = store_dir(query.place.index_root, query.place.corpus, entry.name)
         doc_ids = query.candidates["corpusid"].to_numpy()
         if query.texts is None:
             return maxsim_hits(store, query.queries["corpusid"].to_numpy(), doc_ids,
@@ -204,7 +203,7 @@ def _check_numbering(query: Query, store: Path) -> None:
     from pipeline.core.files import read_json
     from pipeline.pools.build import pool_manifest
 
-    made = pool_manifest(query.corpus_dir, query.pool).get("sentence_numbering")
+    made = pool_manifest(query.place.corpus_dir, query.pool).get("sentence_numbering")
     stored = read_json(store / MANIFEST).get("config", {}).get("multi_vector", {}).get(
         "splitter")
     if made != stored:

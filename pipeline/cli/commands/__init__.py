@@ -1,0 +1,19 @@
+"""The commands of `python -m pipeline`, a module per stage. Each command registers itself in
+`pipeline.cli.registry.COMMANDS` (with its help and options) when its module is imported;
+importing this package imports them all, in the order of the data flow, which is the order
+`--help` lists them. Heavy modules are imported inside the command that needs them, so the
+Makefile's `check` (standard library only) and a no-op stage start fast."""
+# ruff: noqa: I001  (the order of these imports is the order of the commands)
+
+from pipeline.cli.commands import house  # noqa: F401  check, variables, targets, models, ...
+from pipeline.cli.commands import corpus  # noqa: F401  synth, ingest, prefilter, corpus
+from pipeline.cli.commands import pools  # noqa: F401  pool, pools-paper
+from pipeline.cli.commands import embed  # noqa: F401  embed, submit-embed, after-embed
+from pipeline.cli.commands import search  # noqa: F401  index, search, fuse
+from pipeline.cli.commands import evaluate  # noqa: F401  eval, collect, report
+from pipeline.cli.commands import mdcr  # noqa: F401  mdcr, mdcr-jaccard, the official files
+from pipeline.cli.commands import external  # noqa: F401  import-beir, import-csfcube
+from pipeline.cli.commands import demo  # noqa: F401  demo
+from pipeline.cli.registry import COMMANDS, error_line
+
+__all__ = ["COMMANDS", "error_line"]

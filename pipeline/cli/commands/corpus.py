@@ -1,0 +1,99 @@
+"""The corpus commands: synthetic shards, ingest, prefilter, and all three in one process."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from pipeline.cli.checks import (
+    non_negative,
+    positive,
+    sizes,
+)
+from pipeline.cli.registry import command, ingest_args, place_of, prefilter_args, times_log
+from pipeline.core.errors import InputError
+from pipeline.core.repair import Repair
+from pipeline.layout import (
+    MANIFEST,
+    parse_size,
+    raw_dir,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _synth_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--papers", default="120k", type=sizes)
+    p.add_argument("--shards", type=positive, default=4)
+    p.add_argument("--repair", action="store_true", help="write damaged or missing shards "
+                   "again, with the settings the corpus's s2orc/manifest.json records")
+    p.add_argument("--seed", type=non_negative, default=0)
+    p.add_argument("--workers", type=positive, default=2, help="processes rendering text")
+
+
+@command("synth", "generate a synthetic corpus in S2ORC format", _synth_arguments)
+def cmd_synth(args: argparse.Namespace) -> None:
+    from pipeline.core.timing import timed
+    from pipeline.ingest.synthetic import SyntheticConfig, generate
+
+    out_dir = raw_dir(Path(args.corpora_root), args.corpus, "s2orc")  # the generator writes S2ORC
+    if args.repair:  # the recorded settings: damaged or missing shards written again
+        from pipeline.core.files import read_json
+
+        try:
+            recorded = read_json(out_dir / MANIFEST).get("parameters", {})
+        except InputError as exc:  # the settings are lost with it: the demo's are make's
+            raise InputError(f"{exc.message}: the generator's settings are lost; write the "
+                             "shards again with those it was made with (synth --papers N "
+                             "--shards K --seed S)",
+                             Repair("corpus", "demo") if args.corpus == "demo" else None
+                             ) from None
+        cfg = SyntheticConfig(**recorded)
+    else:
+        cfg = SyntheticConfig(n_papers=parse_size(args.papers), n_shards=args.shards,
+                              seed=args.seed)
+    with timed("synth", times_log(args), papers=cfg.n_papers) as info:
+        out = generate(out_dir, cfg, workers=args.workers)
+        info.update(out["counts"])
+
+
+@command("ingest", "S2ORC / S2AG shards -> papers.parquet + citations.parquet", ingest_args)
+def cmd_ingest(args: argparse.Namespace) -> None:
+    from pipeline.core.timing import timed
+    from pipeline.ingest import ingest
+
+    corpus_dir = place_of(args).corpus_dir
+    raw = Path(args.raw) if args.raw else corpus_dir / args.source
+    with timed("ingest", times_log(args)) as info:
+        info.update(ingest(raw, corpus_dir, strict=args.strict, workers=args.workers,
+                           source=args.source, fos_source=args.fos_source)["counts"])
+
+
+@command("prefilter", "MDCR §3 prefilter with drop counts", prefilter_args)
+def cmd_prefilter(args: argparse.Namespace) -> None:
+    from pipeline.core.timing import timed
+    from pipeline.ingest import prefilter
+
+    with timed("prefilter", times_log(args)) as info:
+        prefiltered = prefilter(place_of(args).corpus_dir, args.citations, args.min_citations)
+        info.update(prefiltered["counts"])
+
+
+def _synth_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--synth", type=sizes, help="first generate a synthetic corpus of this many "
+                   "papers in corpora/<corpus>/s2orc (the demo)")
+    p.add_argument("--synth-seed", type=non_negative, default=0)
+
+
+@command("corpus", "synth (with --synth), ingest and prefilter in one process, each only "
+         "when its outputs are not current (make corpus)", ingest_args, prefilter_args,
+         _synth_option)
+def cmd_corpus(args: argparse.Namespace) -> None:
+    """The corpus stages in one process (make corpus): the demo's synthetic shards (--synth),
+    ingest, prefilter. Each decides by content whether it has work to do."""
+    if args.synth:
+        cmd_synth(argparse.Namespace(**vars(args), papers=args.synth, shards=4,
+                                     seed=args.synth_seed, repair=False))
+    cmd_ingest(args)
+    cmd_prefilter(args)

@@ -1,0 +1,89 @@
+"""`make demo` as one command: each stage in the order make ran them."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from pipeline.cli.checks import (
+    non_negative,
+    positive,
+    sizes,
+)
+from pipeline.cli.commands.search import search_and_eval
+from pipeline.cli.registry import (
+    comma_list,
+    command,
+    ingest_args,
+    make_default,
+    metrics_arg,
+    place_of,
+    prefilter_args,
+    run_stage,
+    search_args,
+    threads_arg,
+    times_log,
+)
+from pipeline.encoding.models import get_model
+
+log = logging.getLogger(__name__)
+
+
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--papers", type=sizes, default=make_default("DEMO_PAPERS"),
+                   help="papers of the synthetic corpus (DEMO_PAPERS)")
+    p.add_argument("--synth-seed", type=non_negative, default=int(make_default("DEMO_SEED")),
+                   help="the synthetic corpus's seed (DEMO_SEED)")
+    p.add_argument("--sizes", type=sizes, default=make_default("DEMO_SIZES"),
+                   help="the dataset-level pool sizes (DEMO_SIZES)")
+    p.add_argument("--queries", type=positive, default=50,
+                   help="queries per dataset-level pool (QUERIES)")
+    p.add_argument("--fields", default=make_default("DEMO_FIELDS"), help="the fields of the "
+                   "field-level pools, separated by spaces (DEMO_FIELDS; empty: none)")
+    p.add_argument("--field-size", type=sizes, default=make_default("DEMO_FIELD_SIZE"),
+                   help="the size of the field-level pools (DEMO_FIELD_SIZE)")
+    p.add_argument("--field-queries", type=positive,
+                   default=int(make_default("DEMO_FIELD_QUERIES")),
+                   help="queries per field-level pool (DEMO_FIELD_QUERIES)")
+    p.add_argument("--repeats", type=positive, default=1, help="samples per size (REPEATS)")
+    p.add_argument("--seed", type=non_negative, default=0, help="the pools' seed (SEED)")
+    p.add_argument("--embed", default="minilm", help="the model embedded first, as a stage "
+                   "of its own (its throughput is the demo's embed figure)")
+    p.add_argument("--num-shards", type=positive, default=1, help="embed shards (SHARDS)")
+    p.add_argument("--models", default=make_default("DEMO_MODELS"), help="the models searched and "
+                   "scored, separated by spaces or commas (DEMO_MODELS)")
+    threads_arg(p)
+    search_args(p)
+    metrics_arg(p)
+    p.add_argument("--model-path", help="load the weights from this local folder")
+
+
+@command("demo", "the whole demo in one process: the synthetic corpus, its pools, the embed "
+         "stage, each model searched and scored, the report with the stage times (make demo)",
+         ingest_args, prefilter_args, _demo_arguments)
+def cmd_demo(args: argparse.Namespace) -> None:
+    """The demo's stages in the order make ran them (each deciding by content what is
+    current), with the stage-times log started afresh: the report's times are this run's."""
+    from pipeline.layout import written_whole
+
+    times_log(args).unlink(missing_ok=True)
+    corpus = ("--corpus", args.corpus)
+    if not written_whole(place_of(args).corpus_dir):
+        run_stage(args, "corpus", *corpus, "--source", args.source, "--fos-source",
+                  args.fos_source, "--workers", str(args.workers), "--citations",
+                  args.citations, "--min-citations", str(args.min_citations),
+                  "--synth", args.papers, "--synth-seed", str(args.synth_seed),
+                  *(["--raw", args.raw] if args.raw else []),
+                  *(["--strict"] if args.strict else []))
+    pools = (*corpus, "--repeats", str(args.repeats), "--seed", str(args.seed))
+    run_stage(args, "pool", *pools, "--size", args.sizes, "--queries", str(args.queries))
+    if args.fields.split():
+        run_stage(args, "pool", *pools, "--field", args.fields, "--size", args.field_size,
+                  "--queries", str(args.field_queries))
+    run_stage(args, "pool", *corpus, "--repair")  # make pools, before make embed
+    run_stage(args, "embed", *corpus, "--model", get_model(args.embed).name,
+              "--num-shards", str(args.num_shards),
+              *(["--model-path", args.model_path] if args.model_path else []))
+    for model in comma_list(args.models):
+        search_and_eval(args, get_model(model).name)
+    run_stage(args, "report", *corpus, "--seed", str(args.seed), "--times")

@@ -1,0 +1,105 @@
+"""The embedding commands: the embed stage, and its SLURM job array and follow-up job."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from pipeline.cli.checks import (
+    non_negative,
+    positive,
+)
+from pipeline.cli.registry import (
+    command,
+    embed_args,
+    model_arg,
+    place_of,
+    pool_arg,
+    pools_of,
+    slurm_args,
+    times_log,
+)
+from pipeline.encoding.models import get_model
+
+log = logging.getLogger(__name__)
+
+
+def embed_options(args: argparse.Namespace) -> dict:
+    """The store options of embed and index; a part size only where given (each store has
+    its own default)."""
+    options = {"batch_size": args.batch_size, "dtype": args.dtype,
+               "model_path": args.model_path, "device": args.device}
+    return {**options, **({"part_size": args.part_size} if args.part_size else {})}
+
+
+def _embed_shard_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shard", type=non_negative,
+                   help="embed only this shard (default: every shard in turn)")
+    p.add_argument("--num-shards", type=positive, default=1)
+
+
+@command("embed", "embed the pools' papers missing from the store", model_arg, pool_arg,
+         embed_args, _embed_shard_arguments)
+def cmd_embed(args: argparse.Namespace) -> None:
+    """One shard, or (no --shard) every shard in turn: what a job array's tasks do."""
+    from pipeline.core.timing import timed
+    from pipeline.encoding.embed import embed
+
+    if args.device:  # refused up front, even when every paper is already stored
+        from pipeline.encoding.encoders import check_device
+
+        check_device(args.device)
+    place = place_of(args)
+    shards = range(args.num_shards) if args.shard is None else [args.shard]
+    for shard in shards:
+        with timed("embed", times_log(args), model=args.model, shard=shard) as info:
+            out = embed(place, get_model(args.model), pools_of(args), shard,
+                        args.num_shards, **embed_options(args))
+            info.update({k: out[k] for k in ("embedded", "papers_per_s") if k in out})
+
+
+def resources(args: argparse.Namespace):
+    from pipeline.slurm import Resources
+
+    return Resources(args.partition, args.gpus_per_task, args.time, args.cpus_per_task)
+
+
+@command("submit-embed", "write <runs-root>/slurm/embed-<corpus>-<model>.sbatch, a SLURM job "
+         "array of one embed shard per task, and submit it; prints the job id", model_arg,
+         pool_arg, embed_args, slurm_args)
+def cmd_submit_embed(args: argparse.Namespace) -> None:
+    from pipeline.layout import slurm_dir
+    from pipeline.slurm import submit_embed
+
+    entry = get_model(args.model)
+    options = {"--pool": args.pool, "--model-path": args.model_path, "--dtype": args.dtype,
+               "--batch-size": args.batch_size, "--device": args.device,
+               "--part-size": args.part_size}
+    job_id = submit_embed(place_of(args), entry.name, args.num_shards, resources(args), options)
+    log.info(f"[slurm] submitted embed array {job_id} ({args.num_shards} tasks); script and "
+             f"logs in {slurm_dir(Path(args.runs_root))}")
+    print(job_id)
+
+
+def _after_embed_command(p: argparse.ArgumentParser) -> None:
+    p.add_argument("command", nargs="+", metavar="COMMAND",
+                   help="after --, e.g. -- make eval EXECUTOR=local ...")
+
+
+@command("after-embed", "run COMMAND here when every embed shard is in, else submit it as a "
+         "SLURM job after the embed array (afterok)", model_arg, pool_arg, slurm_args,
+         _after_embed_command)
+def cmd_after_embed(args: argparse.Namespace) -> None:
+    from pipeline.slurm import run_here, submit_after_embed
+
+    place = place_of(args)
+    entry = get_model(args.model)
+    job_id = submit_after_embed(place, entry, args.num_shards,
+                                resources(args), args.command, args.pool)
+    if job_id is None:
+        log.info(f"[slurm] every embed shard of {entry.name} is in: running the command here")
+        raise SystemExit(run_here(args.command))
+    log.info(f"[slurm] submitted job {job_id}: runs {' '.join(args.command[:4])} ... after the "
+             "embed array succeeds")
+    print(job_id)

@@ -1,0 +1,81 @@
+"""The scoring commands: eval, collect and report."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from pipeline.cli.checks import (
+    non_negative,
+)
+from pipeline.cli.registry import command, metrics_arg, place_of, pool_arg, pools_of, times_log
+from pipeline.encoding.models import get_model
+from pipeline.layout import (
+    RESULTS_FILE,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _eval_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="minilm", help="a model, or <model>~<variant> for the "
+                   "runs of perturbed queries")
+    metrics_arg(p)
+    p.add_argument("--stale-only", action="store_true",
+                   help="keep evaluations made from the current pool and run")
+    p.add_argument("--collect", action="store_true",
+                   help="then gather every evaluation into runs/results.parquet (as collect)")
+
+
+@command("eval", "score runs with ranx's kernels, per query (default MAP, NDCG, R@30)",
+         _eval_arguments, pool_arg)
+def cmd_eval(args: argparse.Namespace) -> None:
+    from pipeline.core.timing import timed
+    from pipeline.evaluation.evaluate import eval_is_current, eval_run, pool_metrics
+    from pipeline.layout import run_name, split_run_name
+
+    place = place_of(args)
+    model, variant = split_run_name(args.model)
+    name = run_name(get_model(model).name, variant)
+    pools = pools_of(args)
+    metrics = {p: pool_metrics(place.corpus_dir, p, args.metrics) for p in pools}
+    if args.stale_only:
+        kept = [p for p in pools
+                if eval_is_current(place, p, name, metrics[p])]
+        pools = [p for p in pools if p not in kept]
+        log.info(f"[eval] {name}: {len(kept)} current evaluations kept, {len(pools)} to "
+                 "score")
+    for pool in pools:
+        with timed("eval", times_log(args), model=name, pool=pool) as info:
+            out = eval_run(place, pool, name, metrics[pool])
+            info.update({k: round(v, 4) for k, v in out["means"].items() if v is not None})
+    if args.collect:
+        cmd_collect(args)
+
+
+@command("collect", "gather evaluated runs into runs/results.parquet", corpus=False)
+def cmd_collect(args: argparse.Namespace) -> None:
+    from pipeline.evaluation.evaluate import collect_results
+
+    results = collect_results(Path(args.corpora_root), Path(args.index_root),
+                              Path(args.runs_root))
+    log.info(f"[collect] {results.height} rows in {Path(args.runs_root) / RESULTS_FILE}")
+
+
+def _report_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--times", action="store_true", help="also print per-stage times")
+    p.add_argument("--seed", type=non_negative, default=0, help="report the pools of this seed")
+
+
+@command("report", "tables (md, tex) and the MAP-vs-pool-size plot", _report_arguments)
+def cmd_report(args: argparse.Namespace) -> None:
+    from pipeline.evaluation.evaluate import collect_results
+    from pipeline.report.build import report, stage_times
+
+    collect_results(Path(args.corpora_root), Path(args.index_root), Path(args.runs_root))
+    print(report(Path(args.runs_root), args.corpus, args.seed, Path(args.corpora_root)))
+    print(f"Written to {args.runs_root}/reports/ ({args.corpus}.md, .tex, .png)")
+    if args.times:
+        print("\n## Stage times (seconds, this corpus)\n\n" +
+              stage_times(Path(args.runs_root), args.corpus))

@@ -1,0 +1,165 @@
+"""The commands about the house: make's variable check and tables, the model list, the numba
+warm-up, verify, sweep and the corpus manifest."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from pipeline.cli.registry import command, place_of, where_of
+from pipeline.core.errors import InputError
+from pipeline.encoding.models import HF_PREFIX, REGISTRY, fused_name, get_model
+from pipeline.fields import resolve_fields
+from pipeline.layout import (
+    MANIFEST,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _check_arguments(p: argparse.ArgumentParser) -> None:
+    from pipeline.cli.variables import add_options  # the make variables, declared once
+
+    add_options(p)
+
+
+@command("check", "validate make variables (exit 2 if bad)", _check_arguments,
+         corpus=False)  # options are named after the make variables, so errors name them
+def cmd_check(args: argparse.Namespace) -> None:
+    """Validate make variables (argparse types did most of it), then print the names and paths
+    make uses (pipeline/cli/variables.py); writes nothing."""
+    if args.MODEL is not None:
+        names = args.MODEL.split()
+        if len(names) > 1:
+            raise InputError(f"MODEL={args.MODEL!r} names {len(names)} models: run one model at "
+                             f"a time (make eval MODEL={names[0]}), or use DEMO_MODELS or "
+                             "MODELS (make fuse) for several")
+        if not names:
+            raise InputError("MODEL is empty: give one model name (make models lists them)")
+        if names[0] != args.MODEL:
+            raise InputError(f"MODEL={args.MODEL!r} holds a space or a line break: give one "
+                             "model name without spaces")
+    # variables holding one value: make would split one holding a space (or a line break) into
+    # several words, and target names with it ("mixed implicit and normal rules")
+    from pipeline.cli.variables import VARIABLES, check_goals, derived, make_line
+
+    for var in (v for v in VARIABLES if v.one_word):
+        for name in filter(None, (var.name, var.alias)):
+            value = getattr(args, name, None)
+            if isinstance(value, str) and re.search(r"\s", value):
+                raise InputError(f"{name}={value!r} holds a space or a line break: give one "
+                                 "value without spaces")
+    for name in f"{args.MODEL or ''} {args.DEMO_MODELS or ''}".split():
+        if name.startswith(HF_PREFIX):  # validates the id and the pooling
+            get_model(f"{name}@{args.POOLING or 'mean'}")
+            continue
+        entry = get_model(name)
+        if entry.name != name:
+            raise InputError(f"MODEL {name!r}: write it as registered, {entry.name!r}")
+    if args.POOLING and not (args.MODEL or "").startswith(HF_PREFIX):
+        raise InputError(f"POOLING={args.POOLING} is for MODEL=hf:<id>; a registered model "
+                         "has its own pooling (make models)")
+    if args.MODELS:  # make fuse
+        fused_name(args.METHOD or "rrf", args.MODELS.replace(",", " ").split())
+    for name in (args.MDCR_MODELS or "").replace(",", " ").split():  # make mdcr
+        if name not in REGISTRY and not name.startswith(("hf--", "fuse--")):
+            raise InputError(f"MDCR_MODELS: {name!r} is not a registered model (make models "
+                             "lists them); give the models whose runs give the negatives")
+    for fields in (args.FIELD, args.DEMO_FIELDS):
+        if fields:
+            resolve_fields(fields)
+    if args.EXECUTOR == "slurm" and not shutil.which("sbatch"):
+        raise InputError("EXECUTOR=slurm needs `sbatch`, which is not on PATH: run make on a "
+                         "SLURM login node, or use EXECUTOR=local")
+    if args.MODEL_PATH and not Path(args.MODEL_PATH).is_dir():
+        raise InputError(f"MODEL_PATH {args.MODEL_PATH} is not a folder: give the folder "
+                         "written by save_pretrained")
+    check_goals(args)  # what make's goals need: their variables, a pool, this machine
+    # stdout, for make: the names and paths it uses, on one line (not a log message)
+    sys.stdout.write(make_line(derived(args)))
+
+
+def _variables_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--write", action="store_true", help="write the generated files that differ "
+                   "from the declaration (pipeline/cli/variables.py)")
+
+
+@command("variables", "the make variables: print their table, or write "
+         "pipeline/cli/variables.mk and docs/variables.md again (make variables)",
+         _variables_arguments, corpus=False)
+def cmd_variables(args: argparse.Namespace) -> None:
+    from pipeline.cli.variables import markdown, write
+
+    if not args.write:
+        sys.stdout.write(markdown())
+        return
+    for path in write():
+        log.info(f"[variables] wrote {path}")
+
+
+@command("targets", "the Makefile's targets, one line each (make help)", corpus=False)
+def cmd_targets(args: argparse.Namespace) -> None:
+    from pipeline.cli.variables import help_text
+
+    sys.stdout.write(help_text())
+
+
+@command("models", "list the model registry", corpus=False)
+def cmd_models(args: argparse.Namespace) -> None:
+    for entry in REGISTRY.values():
+        print(f"{entry.name:14} {entry.kind:12} {entry.hf_id or '-':52} {entry.similarity}")
+
+
+@command("warm", "compile the numba kernels once (make setup runs it)", corpus=False)
+def cmd_warm(args: argparse.Namespace) -> None:
+    """Compile the numba kernels of BM25 and of the metrics into numba's cache (make setup)."""
+    from pipeline.evaluation import metrics
+    from pipeline.retrieval.bm25 import arrays as bm25_arrays
+
+    bm25_arrays.warm_up()
+    metrics.warm_up()
+
+
+def _verify_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", nargs="*", help="folders to check (default: corpora, indexes, runs)")
+    p.add_argument("--quick", action="store_true", help="sizes only, no checksums")
+
+
+@command("verify", "check checksums and completeness of every artifact; exit 1 when something "
+         "is corrupt, partial or stale", _verify_arguments, corpus=False)
+def cmd_verify(args: argparse.Namespace) -> None:
+    from pipeline.core.inputs import Roots
+    from pipeline.verify import verify
+
+    data = Roots(Path(args.corpora_root), Path(args.index_root), Path(args.runs_root))
+    problems = verify(data, [Path(p) for p in args.path] or None, deep=not args.quick,
+                      named=where_of(args))
+    for line in problems:
+        print(line)
+    if problems:
+        raise SystemExit(1)
+
+
+@command("sweep", "remove temporaries left by stopped processes", corpus=False)
+def cmd_sweep(args: argparse.Namespace) -> None:
+    """Remove the temporaries of stopped processes under the data roots (verify's DEBRIS)."""
+    from pipeline.core.atomic import sweep
+
+    removed = 0
+    for root in (args.corpora_root, args.index_root, args.runs_root):
+        folders = {p.parent for p in Path(root).rglob(".*.tmp")} if Path(root).exists() else ()
+        removed += sum(sweep(folder) for folder in folders)
+    log.info(f"[sweep] {removed} temporaries of stopped processes removed")
+
+
+@command("manifest", "print the corpus manifest (ingest, prefilter counts)")
+def cmd_manifest(args: argparse.Namespace) -> None:
+    from pipeline.core.files import read_json
+
+    path = place_of(args).corpus_dir / MANIFEST
+    print(json.dumps(read_json(path), indent=2) if path.exists() else "{}")

@@ -1,0 +1,120 @@
+"""The pool commands: one pool or a grid of them, the paper's grid, and pool repair."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import logging
+
+from pipeline.cli.checks import (
+    checked,
+    non_negative,
+    positive,
+    sizes,
+)
+from pipeline.cli.registry import command, make_default, place_of, run_stage, times_log
+from pipeline.core.errors import InputError
+from pipeline.fields import resolve_fields
+from pipeline.layout import (
+    parse_size,
+    pool_split,
+)
+
+log = logging.getLogger(__name__)
+
+
+def repair_pools(args: argparse.Namespace) -> None:
+    """Every pool of the corpus that is stale, damaged or half-written, built again from its
+    recorded parameters (a no-op for current ones, and for a benchmark's or collection's)."""
+    from pipeline.core.timing import timed
+    from pipeline.pools.build import pool_folders, rebuild_pool
+
+    corpus_dir = place_of(args).corpus_dir
+    for name in pool_folders(corpus_dir):
+        with timed("pool", times_log(args), pool=name):
+            rebuild_pool(corpus_dir, name)
+
+
+def _pool_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--size", type=sizes, help="e.g. 20000, 20k, 2M; several: '10k 20k'")
+    p.add_argument("--field", help="a MAG field for a field-level pool, or 'all' (19 pools)")
+    p.add_argument("--repeats", type=positive, default=1, help="samples per size (paper: 3)")
+    p.add_argument("--queries", type=positive, help="default 3800 dataset-level, 200 per field")
+    p.add_argument("--query-year", type=non_negative, default=2019)
+    p.add_argument("--seed", type=non_negative, default=0)
+    p.add_argument("--exclude", help="file of CorpusIDs never used as queries")
+    p.add_argument("--split", default="test", type=checked(pool_split),
+                   help="validation: queries disjoint from the test pool's (BM25 tuning)")
+    p.add_argument("--rebuild", action="append", metavar="POOL",
+                   help="rebuild an existing pool from its recorded parameters (if stale)")
+    p.add_argument("--repair", action="store_true",
+                   help="rebuild every pool of the corpus that is stale, damaged or "
+                   "half-written, from its recorded parameters (make pools)")
+
+
+@command("pool", "build dataset-level or field-level pools", _pool_arguments)
+def cmd_pool(args: argparse.Namespace) -> None:
+    from pipeline.core.timing import timed
+    from pipeline.pools.build import NoQueriesError, PoolSpec, build_pool, rebuild_pool
+
+    if args.repair:
+        return repair_pools(args)
+    if args.rebuild:
+        for name in args.rebuild:
+            with timed("pool", times_log(args), pool=name):
+                rebuild_pool(place_of(args).corpus_dir, name)
+        return
+    if not args.size:
+        raise InputError("pool: give --size (e.g. 20k) or --rebuild <pool>")
+    fields = resolve_fields(args.field) if args.field else [None]
+    sizes = [parse_size(text) for text in args.size.split()]
+    exhausted: set[tuple[str | None, int]] = set()
+    for field, size, repeat in itertools.product(fields, sizes, range(args.repeats)):
+        if (field, size) in exhausted:  # MDCR §3: one sample where the field-cited set is small
+            log.info(f"[pool] {field}: field-cited set < {size}, so no repeat {repeat}")
+            continue
+        spec = PoolSpec(size=size, field=field, repeat=repeat, n_queries=args.queries,
+                        query_year=args.query_year, max_year=args.query_year, seed=args.seed,
+                        exclude=args.exclude, split=args.split)
+        try:
+            with timed("pool", times_log(args), pool=spec.name) as info:
+                counts = build_pool(place_of(args).corpus_dir, spec)["counts"]
+                info.update(queries=counts["queries"], candidates=counts["candidates"])
+        except NoQueriesError as exc:
+            if len(fields) == 1:
+                raise
+            log.info(f"[pool] skipped: {exc}")  # FIELD=all on a small corpus
+            exhausted.add((field, size))
+            continue
+        if counts["exhausted"]:
+            exhausted.add((field, size))
+
+
+def _paper_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sizes", type=sizes, default=make_default("PAPER_SIZES"),
+                   help="dataset-level pool sizes (PAPER_SIZES)")
+    p.add_argument("--queries", type=positive, default=int(make_default("PAPER_QUERIES")),
+                   help="queries per dataset-level pool (PAPER_QUERIES)")
+    p.add_argument("--field-size", type=sizes, default=make_default("PAPER_FIELD_SIZE"),
+                   help="the size of the field-level pools, all 19 fields (PAPER_FIELD_SIZE)")
+    p.add_argument("--field-queries", type=positive,
+                   default=int(make_default("PAPER_FIELD_QUERIES")),
+                   help="queries per field-level pool (PAPER_FIELD_QUERIES)")
+    p.add_argument("--repeats", type=positive, default=int(make_default("PAPER_REPEATS")),
+                   help="samples per size (PAPER_REPEATS)")
+    p.add_argument("--seed", type=non_negative, default=0)
+
+
+PAPER_SPLITS = ("test", "validation")
+
+
+@command("pools-paper", "the paper's grid: dataset-level and field-level pools of the test "
+         "and the validation split, each split in turn (make pools-paper)", _paper_arguments)
+def cmd_pools_paper(args: argparse.Namespace) -> None:
+    common = ("--corpus", args.corpus, "--repeats", str(args.repeats), "--seed",
+              str(args.seed))
+    for split in PAPER_SPLITS:
+        run_stage(args, "pool", *common, "--split", split, "--size", args.sizes,
+                  "--queries", str(args.queries))
+        run_stage(args, "pool", *common, "--split", split, "--field", "all",
+                  "--size", args.field_size, "--queries", str(args.field_queries))

@@ -1,0 +1,187 @@
+"""The retrieval commands: index, search, and fusion (each component searched and scored,
+then the fused model)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from pipeline.cli.checks import (
+    BACKENDS,
+    choice,
+    non_negative,
+    positive,
+)
+from pipeline.cli.commands.embed import embed_options
+from pipeline.cli.commands.pools import repair_pools
+from pipeline.cli.registry import (
+    bm25_engine_arg,
+    comma_list,
+    command,
+    embed_args,
+    metrics_arg,
+    model_arg,
+    place_of,
+    pool_arg,
+    pools_of,
+    repair_pools_arg,
+    run_stage,
+    search_args,
+    threads_arg,
+    times_log,
+)
+from pipeline.encoding.models import fused_name, get_model
+from pipeline.vocabulary import VARIANTS
+
+log = logging.getLogger(__name__)
+
+
+def search_argv(args: argparse.Namespace, model: str,
+                query_variant: str | None = None) -> list[str]:
+    """The options of `make search` for `model`, from a command that has search_args,
+    threads_arg and --model-path: index first, keep current runs, repair stale pools."""
+    argv = ["--corpus", args.corpus, "--model", model, "--threads", str(args.threads),
+            "--bm25-engine", args.bm25_engine, "--backend", args.backend, "--index",
+            "--stale-only", "--query-variant", query_variant or args.query_variant,
+            "--repair-pools"]
+    return argv + (["--model-path", args.model_path] if args.model_path else [])
+
+
+def search_and_eval(args: argparse.Namespace, model: str) -> None:
+    """What `make eval MODEL=model` does after the corpus stage: search every pool whose run
+    is not current (with its index), then score every run whose evaluation is not."""
+    from pipeline.layout import run_name
+
+    run_stage(args, "search", *search_argv(args, model))
+    run_stage(args, "eval", "--corpus", args.corpus, "--model",
+              run_name(model, args.query_variant), "--stale-only", "--metrics", args.metrics,
+              "--collect")
+
+
+def _index_pools(args: argparse.Namespace, entry, pools: list[str]) -> None:
+    """Build what `entry` searches for each pool; an encoder is loaded once for all of them."""
+    if args.device:
+        from pipeline.encoding.encoders import check_device
+
+        check_device(args.device)  # a GPU asked for and absent: refused even with no work
+    from pipeline.core.timing import timed
+    from pipeline.encoding.embed import embed
+    from pipeline.retrieval.search import index
+
+    place = place_of(args)
+    if entry.embedded:
+        with timed("index", times_log(args), model=entry.name, pools=len(pools)):
+            embed(place, entry, pools, **embed_options(args))
+        return
+    for pool in pools:
+        with timed("index", times_log(args), model=entry.name, pool=pool):
+            index(place, pool, entry, args.threads, part_size=args.part_size,
+                  **retriever_options(args))
+
+
+def retriever_options(args: argparse.Namespace) -> dict:
+    """Every retriever kind's options as the command line gives them (each kind takes its own:
+    Retriever.OPTIONS)."""
+    return {name: getattr(args, name, None) for name in ("bm25_engine", "backend", "model_path")}
+
+
+@command("index", "build what a model searches (embeddings, BM25's analysed-text store, a "
+         "Lucene index)", repair_pools_arg, model_arg, threads_arg, bm25_engine_arg, pool_arg,
+         embed_args)
+def cmd_index(args: argparse.Namespace) -> None:
+    if args.repair_pools:
+        repair_pools(args)
+    _index_pools(args, get_model(args.model), pools_of(args))
+
+
+def _search_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--k", type=positive, default=500)
+    threads_arg(p)
+    p.add_argument("--seed", type=non_negative, default=0, help="seed of the random model")
+    p.add_argument("--backend", default="auto", type=choice(BACKENDS))
+    p.add_argument("--stale-only", action="store_true",
+                   help="keep runs that are intact and made from their pool's current files")
+    p.add_argument("--index", action="store_true", help="index the pools it searches first")
+    repair_pools_arg(p)
+    p.add_argument("--query-variant", default="full", type=choice(VARIANTS),
+                   help="perturbed queries (pipeline/pools/queries.py); the run is "
+                   "<model>~<variant>")
+    bm25_engine_arg(p)
+
+
+@command("search", "retrieve the top k per query, write TREC + parquet runs (several pools in "
+         "one process)", model_arg, _search_arguments, pool_arg, embed_args)
+def cmd_search(args: argparse.Namespace) -> None:
+    """Search pools one after another in this process: one JVM (BM25) or one model and device
+    set-up for all of them. With --stale-only, pools whose run is current are kept as they
+    are; with --index, what they search is built first (what `make search` does)."""
+    from pipeline.core.timing import timed
+    from pipeline.layout import run_name
+    from pipeline.retrieval.registry import retriever
+    from pipeline.retrieval.runs import run_is_current
+    from pipeline.retrieval.search import search
+
+    place = place_of(args)
+    entry = get_model(args.model)
+    name = run_name(entry.name, args.query_variant)
+    kind = retriever(entry.kind)
+    kind.check(kind.options(retriever_options(args)))  # a GPU backend absent: before any work
+    if args.repair_pools:
+        repair_pools(args)
+    pools = pools_of(args)
+    # a Lucene index is checked for every pool first (a no-op when intact): a damaged one is
+    # built again (verify's repair for it), and the runs made from the old one are then stale
+    lucene = entry.kind == "bm25" and args.bm25_engine == "lucene"
+    if args.index and lucene:
+        _index_pools(args, entry, pools)
+    if args.stale_only:
+        kept = [p for p in pools
+                if run_is_current(place, p, name, args.k)]
+        pools = [p for p in pools if p not in kept]
+        log.info(f"[search] {name}: {len(kept)} current runs kept, {len(pools)} to search")
+    if args.index and pools and not lucene:
+        _index_pools(args, entry, pools)
+    for pool in pools:
+        with timed("search", times_log(args), model=name, pool=pool) as info:
+            out = search(place, pool, entry, args.k, args.threads,
+                         args.seed, args.query_variant, **retriever_options(args))
+            info.update(queries_per_s=out["queries_per_s"])
+
+
+def search_first(args: argparse.Namespace, models: list[str]) -> None:
+    """--search: each model's runs that are not current made first (make search MODEL=..)."""
+    if args.search:
+        for model in models:
+            run_stage(args, "search", *search_argv(args, get_model(model).name))
+
+
+def _fuse_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--models", required=True, help="the models fused, separated by commas "
+                   "(an hf: model's pooling as hf:<org>/<name>@cls)")
+    p.add_argument("--method", default="rrf", help="ranx's fusion method (rrf, wsum, ...)")
+    threads_arg(p)
+    search_args(p)
+    metrics_arg(p)
+    p.add_argument("--model-path", help="load the weights from this local folder")
+
+
+@command("fuse", "search and score each model of --models, then their fusion (make fuse): "
+         "each only where its run or evaluation is not current, in this process",
+         _fuse_arguments)
+def cmd_fuse(args: argparse.Namespace) -> None:
+    """What `make eval MODEL=..` does after the corpus stage, for every component and then for
+    the fused model, whose runs are made from the components' (pipeline/retrieval/fusion.py)."""
+    parts = comma_list(args.models)
+    fused = fused_name(args.method, parts)
+    for model in [get_model(m).name for m in parts] + [fused]:
+        search_and_eval(args, model)
+
+
+def first_search_arguments(p: argparse.ArgumentParser) -> None:
+    """--search: the models' runs made first (as make search does for each), with the search
+    settings."""
+    p.add_argument("--search", action="store_true", help="first search every pool with each "
+                   "model whose run is not current (make search MODEL=..; make mdcr does)")
+    threads_arg(p)
+    search_args(p)
+    p.add_argument("--model-path", help="load the weights from this local folder")

@@ -1,0 +1,236 @@
+"""The command registry of `python -m pipeline` and what the commands share: the options
+several take, and the data place, pools and repair line made from a command's arguments."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.cli.checks import (
+    BACKENDS,
+    BM25_ENGINES,
+    DTYPES,
+    OneLineParser,
+    checked,
+    choice,
+    corpus_name,
+    device,
+    metric_list,
+    non_negative,
+    positive,
+    safe_path,
+)
+from pipeline.core.errors import InputError
+from pipeline.core.repair import PIPELINE_COMMAND, Repair, Where
+from pipeline.layout import (
+    Place,
+    corpus_path,
+    pool_split,
+    stage_times_path,
+    where,
+)
+from pipeline.readers import SOURCES
+from pipeline.slurm import check_partition, check_time
+from pipeline.vocabulary import CITATION_MODES, FOS_SOURCES, VARIANTS
+
+log = logging.getLogger(__name__)
+
+
+# ---- the registry: each command with its help and its options, next to its function --------
+@dataclass(frozen=True)
+class Command:
+    """A sub-command of `python -m pipeline`: main.build_parser adds one per entry of COMMANDS
+    (in this order), each with --corpus (unless corpus=False) and the options `arguments` add."""
+
+    name: str
+    help: str
+    func: Callable[[argparse.Namespace], None]
+    arguments: tuple[Callable[[argparse.ArgumentParser], None], ...]
+    corpus: bool = True
+
+    def add_to(self, parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        parser.set_defaults(func=self.func, stage=self.name)
+        if self.corpus:
+            parser.add_argument("--corpus", default="demo", type=corpus_name,
+                                help="folder under corpora/")
+        for add in self.arguments:
+            add(parser)
+        return parser
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def command(name: str, help_text: str, *arguments: Callable[[argparse.ArgumentParser], None],
+            corpus: bool = True):
+    """Register the decorated function as the command `name`, with the options `arguments`
+    add (functions of an ArgumentParser)."""
+    def register(func):
+        COMMANDS[name] = Command(name, help_text, func, arguments, corpus)
+        return func
+    return register
+
+
+def stage_args(args: argparse.Namespace, name: str, *argv: str) -> argparse.Namespace:
+    """The options of the command `name` given `argv` (every other option its default), with
+    the data roots and the manner of `args`: one command running another in this process."""
+    parser = COMMANDS[name].add_to(OneLineParser(prog=f"{getattr(args, 'program', '')} {name}"))
+    stage = parser.parse_args(list(argv))
+    for key in ("corpora_root", "index_root", "runs_root", "program", "verbosity"):
+        if hasattr(args, key):
+            setattr(stage, key, getattr(args, key))
+    return stage
+
+
+def run_stage(args: argparse.Namespace, name: str, *argv: str) -> None:
+    """Run the command `name` in this process, as `python -m pipeline name argv...` would."""
+    stage = stage_args(args, name, *argv)
+    stage.func(stage)
+
+
+def make_default(variable: str) -> str:
+    """The default of a make variable (its declaration in cli/variables.py): the default of
+    the option that variable sets, so that make and the command line agree."""
+    from pipeline.cli.variables import BY_NAME
+
+    return BY_NAME[variable].default
+
+
+# The options several commands share.
+def pool_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pool", action="append", help="pool name (repeatable; default all)")
+
+
+def bm25_engine_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bm25-engine", default="arrays", type=choice(BM25_ENGINES),
+                   help="arrays (Lucene's analysis and scores in numba) or lucene (Anserini)")
+
+
+def model_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="minilm")
+
+
+def embed_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--batch-size", type=positive)
+    p.add_argument("--dtype", default="float32", type=choice(DTYPES))
+    p.add_argument("--model-path", help="load the weights from this local folder")
+    p.add_argument("--device", type=device, help="cpu | cuda (default: cuda if available)")
+    p.add_argument("--part-size", type=positive,
+                   help="papers per store part, the work a kill can lose (default: 4,096 "
+                   "for embeddings, 50,000 for BM25's analysed-text store)")
+
+
+def slurm_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--num-shards", type=positive, default=1, help="array tasks (SHARDS)")
+    p.add_argument("--partition", type=checked(check_partition))
+    p.add_argument("--gpus-per-task", type=non_negative, default=1,
+                   help="--gres=gpu:K for each task; 0 asks for none")
+    p.add_argument("--time", type=checked(check_time), help="time limit, e.g. 4:00:00")
+    p.add_argument("--cpus-per-task", type=positive)
+
+
+def repair_pools_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repair-pools", action="store_true", help="first rebuild every pool "
+                   "that is stale, damaged or half-written (as make pools)")
+
+
+def threads_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=positive, default=2)
+
+
+def search_args(p: argparse.ArgumentParser) -> None:
+    """What a search runs with: make search's settings (search, and the commands that search
+    their models first: fuse, mdcr, mdcr-jaccard, demo)."""
+    p.add_argument("--backend", default="auto", type=choice(BACKENDS))
+    bm25_engine_arg(p)
+    p.add_argument("--query-variant", default="full", type=choice(VARIANTS),
+                   help="perturbed queries (pipeline/pools/queries.py); the run is "
+                   "<model>~<variant>")
+
+
+def metrics_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metrics", default="auto", type=checked(metric_list),
+                   help="auto (each pool's set: large-scale, or mdcr for MDCR-style pools), "
+                   "a set (large-scale, mdcr, beir, csfcube) or names: "
+                   "'map ndcg@10 recall@30'")
+
+
+def split_arg(help_text: str | None = None) -> Callable[[argparse.ArgumentParser], None]:
+    def add(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--split", default="test", type=checked(pool_split), help=help_text)
+    return add
+
+
+def replace_arg(what: str) -> Callable[[argparse.ArgumentParser], None]:
+    def add(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--replace", action="store_true", help=f"replace {what}")
+    return add
+
+
+def ingest_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--raw", help="S2ORC folder holding metadata/, or S2AG folder holding "
+                   "papers/, abstracts/, citations/ (default corpora/<corpus>/<source>)")
+    p.add_argument("--source", default="s2orc", type=choice(SOURCES),
+                   help="s2orc (2020 release) or s2ag (Semantic Scholar Datasets)")
+    p.add_argument("--fos-source", default="external", type=choice(FOS_SOURCES),
+                   help="S2AG: which s2fieldsofstudy labels count (external = MAG-like)")
+    p.add_argument("--workers", type=positive, default=1,
+                   help="processes reading shards in parallel (the output does not change)")
+    p.add_argument("--strict", action="store_true",
+                   help="stop at the first bad line instead of quarantining it")
+
+
+def prefilter_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--citations", default="inbound", type=choice(CITATION_MODES))
+    p.add_argument("--min-citations", type=non_negative, default=3)
+
+
+def where_of(args: argparse.Namespace) -> Where:
+    """Where this command's data lies, as a repair command names it (DATA=..., or each root;
+    nothing for the checkout's own data folder)."""
+    return where(Path(args.corpora_root), Path(args.index_root), Path(args.runs_root),
+                 getattr(args, "program", PIPELINE_COMMAND))
+
+
+def error_line(exc: InputError, args: argparse.Namespace, from_make: bool = False) -> str:
+    """The one line of an InputError: its message (in make's words when make ran us: the
+    command's options as the variables that set them) and its repair as the command to type
+    for the data this command was given: the one place a repair is shown to a user."""
+    from pipeline.cli.variables import in_make_words
+
+    message = in_make_words(exc.message) if from_make else exc.message
+    return message + (f"; repair: {exc.repair.command(where_of(args))}" if exc.repair else "")
+
+
+def place_of(args: argparse.Namespace, corpus: str | None = None) -> Place:
+    """Where the data of the command's corpus (or of `corpus`) lives."""
+    return Place(corpus_path(Path(args.corpora_root), corpus or args.corpus),
+                 Path(args.index_root), Path(args.runs_root))
+
+
+def times_log(args: argparse.Namespace) -> Path:
+    return stage_times_path(Path(args.runs_root), args.corpus)
+
+
+def pools_of(args: argparse.Namespace) -> list[str]:
+    from pipeline.layout import pool_names
+
+    corpus_dir = place_of(args).corpus_dir
+    pools = args.pool or pool_names(corpus_dir)
+    if not pools:
+        raise InputError(f"no pools under {corpus_dir}/pools: build one",
+                         Repair("pool", corpus_dir.name))
+    return pools
+
+
+def comma_list(text: str) -> list[str]:
+    return [m for m in text.replace(",", " ").split() if m]
+
+
+def src_arg(help_text: str) -> Callable[[argparse.ArgumentParser], None]:
+    def add(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--src", required=True, type=safe_path, help=help_text)
+    return add
