@@ -81,9 +81,9 @@ MODEL_NAME := $(call checked,MODEL_NAME)
 MODEL_ARGS = --model $(call q,$(call checked,MODEL_FILE)) \
 	$(if $(MODEL_PATH),--model-path $(call q,$(MODEL_PATH)))
 
-.PHONY: help setup setup-gpu demo test test-fast lint variables corpus pool pools pools-paper \
-	embed index search eval fuse report mdcr mdcr-jaccard import-mdcr export-mdcr mdcr-scores \
-	import-beir import-csfcube verify sweep models clean-demo
+.PHONY: help setup setup-gpu demo test test-fast lint variables download corpus pool pools \
+	pools-paper embed index search eval fuse report mdcr mdcr-jaccard import-mdcr export-mdcr \
+	mdcr-scores import-beir import-csfcube verify sweep models clean-demo
 .DELETE_ON_ERROR:
 
 # The targets and their one-line descriptions: TARGETS in pipeline/cli/variables.py (standard
@@ -123,6 +123,14 @@ models: $(STAMP)
 # A benchmark corpus (make mdcr, make import-mdcr) or an imported collection (make
 # import-beir) has no raw input: the command that makes it writes it whole, and `corpus` has
 # nothing to do for it (the check says which: WRITTEN_WHOLE).
+# The S2AG datasets from the Semantic Scholar Datasets API (key: S2_API_KEY, never printed)
+# into the folder make corpus SOURCE=s2ag reads (docs/ingest.md).
+download: | $(STAMP)
+	$(PIPE) download --corpus $(call q,$(CORPUS)) $(if $(RAW),--raw $(call q,$(RAW))) \
+		--release $(call q,$(RELEASE)) --datasets $(call q,$(DATASETS)) \
+		--parallel $(call q,$(PARALLEL)) $(if $(FIRST),--first $(call q,$(FIRST))) \
+		$(if $(filter 1,$(UPDATE)),--update)
+
 corpus: | $(STAMP)
 ifeq ($(call checked,WRITTEN_WHOLE),)
 	$(PIPE) corpus --corpus $(call q,$(CORPUS)) --raw $(call q,$(call checked,RAW_DIR)) \

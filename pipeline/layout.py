@@ -317,6 +317,18 @@ def raw_dir(corpora_root: Path, corpus: str, source: str) -> Path:
     return corpora_root / corpus / source
 
 
+def released_shard(name: str) -> str:
+    """The local name of a released S2AG file, from the last part of its link's path: letters,
+    digits and `._-` kept (any other character becomes `_`), `.gz` / `.json.gz` / `.jsonl.gz`
+    or no suffix at all becoming `.jsonl.gz`, so every reader takes it for a gzipped shard."""
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    for suffix in (".jsonl.gz", ".json.gz", ".gz"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    return f"{stem.lstrip('.') or 'file'}.jsonl.gz"
+
+
 def stage_times_path(runs_root: Path, corpus: str) -> Path:
     """The log of a corpus's stage times (the report's stage-times table)."""
     return runs_root / corpus / TIMES_FILE
@@ -356,6 +368,13 @@ def query_vectors_record(vectors: Path) -> Path:
 SHARD_SUFFIXES = (".jsonl.gz", ".jsonl")  # a raw release's shards (S2ORC, S2AG)
 GZIP_SUFFIX = ".gz"  # a compressed shard
 SYNTHETIC_SHARD = "metadata_{}.jsonl.gz"  # the synthetic generator's shards, S2ORC's naming
+# make download (S2AG): what it wrote and from which release, beside the dataset folders; a
+# file's partial bytes while it downloads (hidden: no reader takes it for a shard); the diff
+# files of one release step while they are applied; a diff's update records as a shard
+DOWNLOAD_MANIFEST = "download.json"
+DOWNLOAD_PARTIAL = ".{}.part"
+DOWNLOAD_DIFFS = ".diffs"
+DIFF_SHARD = "update-{}-{:04d}.jsonl.gz"  # release date, the update file's index in its step
 VOCABULARY_DATA = "data/vocabulary.json"  # the synthetic generator's words (package data)
 # The checkout's files that `make variables` writes from pipeline/cli/variables.py
 VARIABLES_INCLUDE, VARIABLES_DOC = "pipeline/cli/variables.mk", "docs/variables.md"

@@ -104,6 +104,18 @@ VARIABLES: tuple[Variable, ...] = (
       one_word=True),
     V("FOS_SOURCE", "external", choice(FOS_SOURCES), "S2AG: which field labels count: "
       "external (MAG-like) or s2-fos-model", "data", one_word=True),
+    V("RELEASE", "latest", None, "make download: the S2AG release, a date (2026-11-18) or "
+      "latest (recorded as its date)", "data", one_word=True),
+    V("DATASETS", "papers,abstracts,citations", None, "make download: the S2AG datasets, "
+      "separated by commas", "data", one_word=True),
+    V("FIRST", "", positive, "make download: a trial, only the first FIRST files of each "
+      "dataset (empty: every file)", "data", shown="(empty: every file)", optional=True,
+      one_word=True),
+    V("UPDATE", "", choice(FLAG), "1: make download brings a folder holding an older release "
+      "to RELEASE with the API's diffs (then make corpus ingests again)", "data",
+      one_word=True),
+    V("PARALLEL", "4", positive, "make download: files downloaded at once", "data",
+      one_word=True),
     V("CITATIONS", "inbound", choice(CITATION_MODES), "what the prefilter counts as a "
       "paper's citations: inbound, outbound or either", "data", one_word=True),
     V("STRICT", "", choice(FLAG), "1: stop ingest at the first bad line instead of "
@@ -255,6 +267,8 @@ TARGETS: tuple[Target, ...] = (
     T("lint", "", "ruff and the import contracts (lint-imports)"),
     T("setup", "", "the virtual environment VENV, with everything installed"),
     T("setup-gpu", "", "on a GPU node: Faiss GPU in place of faiss-cpu"),
+    T("download", "CORPUS=s2ag [RELEASE=latest FIRST=2]", "the S2AG datasets (key: "
+      "S2_API_KEY)", ("(FIRST=2: a trial; UPDATE=1: apply the diffs to a newer release)",)),
     T("corpus", "[RAW=dir]", "ingest and prefilter CORPUS (the demo's: generate it first)"),
     T("pool", "[FIELD=f] SIZE=20k", "build a dataset-level (or field-level) pool"),
     T("pools-paper", "", "the paper's grid: test and validation pools"),

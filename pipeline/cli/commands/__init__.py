@@ -7,6 +7,7 @@ Makefile's `check` (standard library only) and a no-op stage start fast."""
 
 from pipeline.cli.commands import house  # noqa: F401  check, variables, targets, models, ...
 from pipeline.cli.commands import corpus  # noqa: F401  synth, ingest, prefilter, corpus
+from pipeline.cli.commands import download  # noqa: F401  download (S2AG)
 from pipeline.cli.commands import pools  # noqa: F401  pool, pools-paper
 from pipeline.cli.commands import embed  # noqa: F401  embed, submit-embed, after-embed
 from pipeline.cli.commands import search  # noqa: F401  index, search, fuse

@@ -1,0 +1,49 @@
+"""make download: the S2AG datasets from the Semantic Scholar Datasets API into the raw folder
+`make corpus SOURCE=s2ag` reads (docs/ingest.md, "From nothing to make corpus with S2AG")."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from pipeline.cli.checks import non_negative, positive
+from pipeline.cli.registry import comma_list, command
+from pipeline.layout import raw_dir
+
+log = logging.getLogger(__name__)
+
+
+def _download_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--raw", help="the folder it writes papers/, abstracts/, citations/ and "
+                   "download.json into (default corpora/<corpus>/s2ag)")
+    p.add_argument("--release", default="latest",
+                   help="a release date (2026-11-18) or latest; recorded as its date")
+    p.add_argument("--datasets", default="papers,abstracts,citations", type=comma_list,
+                   help="the datasets, separated by commas")
+    p.add_argument("--first", type=positive, default=None,
+                   help="a trial: only the first N files of each dataset")
+    p.add_argument("--update", action="store_true", help="a folder holding an older release "
+                   "is brought to this one with the API's diffs")
+    p.add_argument("--parallel", type=positive, default=4, help="files downloaded at once")
+    p.add_argument("--retries", type=non_negative, default=8,
+                   help="tries without progress before a file (or API call) is an error")
+    p.add_argument("--backoff", type=float, default=2.0,
+                   help="seconds of the first pause between tries (doubling each time)")
+
+
+@command("download", "the S2AG datasets from the Semantic Scholar Datasets API (key: "
+         "S2_API_KEY) into corpora/<corpus>/s2ag (make download)", _download_args)
+def cmd_download(args: argparse.Namespace) -> None:
+    from pipeline.ingest.download import Settings, download
+
+    settings = Settings.from_environment(parallel=args.parallel, retries=args.retries,
+                                         backoff=args.backoff)
+    raw = Path(args.raw) if args.raw else raw_dir(Path(args.corpora_root), args.corpus, "s2ag")
+    summary = download(raw, settings, release=args.release, datasets=args.datasets,
+                       first=args.first, update=args.update)
+    for name, info in summary["datasets"].items():
+        log.info("%s %s: %d of %d files, %.2f GB%s", name, summary["release"], info["files"],
+                 info["listed"], info["bytes"] / 1e9, "" if info["complete"] else " (a trial)")
+    log.info("release %s in %s; next: make corpus CORPUS=%s SOURCE=s2ag%s", summary["release"],
+             raw, args.corpus, f" RAW={raw}" if args.raw else "")

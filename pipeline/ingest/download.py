@@ -1,0 +1,585 @@
+"""make download: the S2AG datasets (papers, abstracts, citations) from the Semantic Scholar
+Datasets API, into the raw folder `make corpus SOURCE=s2ag` reads (corpora/<corpus>/s2ag).
+
+The protocol (docs/ingest.md restates it): `GET /datasets/v1/release/` lists the release ids
+(dates), `GET /datasets/v1/release/{id}` (`latest` allowed) names a release's datasets,
+`GET /datasets/v1/release/{id}/dataset/{name}` gives the presigned links of a dataset's files
+(with the `x-api-key` header), `GET /datasets/v1/diffs/{start}/to/{end}/{name}` the update and
+delete files of each release step between two releases. The base URL is S2_API_URL (default
+https://api.semanticscholar.org), the key S2_API_KEY: sent as a header, never logged, never
+written anywhere.
+
+A file is written to a hidden partial file and continued with an HTTP range after any break
+(a dropped connection, a kill -9: the next run goes on from the partial's size). It gets its
+final name only once whole: the size the server announced, its gzip stream read to the end.
+An expired link (403/400 from the file host) is asked for again; 429 and 5xx answers and
+broken connections are retried with exponential backoff (Retry-After honoured). A bounded
+number of files download at once (threads: the work is waiting on the network).
+
+HTTP client: urllib3 (already installed as a dependency of the Hugging Face stack). It gives
+a thread-safe connection pool, connect and read timeouts, a Retry policy with backoff that
+honours Retry-After for the API's JSON calls, and raw streaming with a Content-Length check
+(a truncated body raises instead of passing as a short file). Ranges are a header. The file
+downloads use their own retry loop, since a retry there must resume from the bytes on disk and
+must not log a presigned link. requests adds nothing to that; httpx's retries cover connection
+errors only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+import orjson
+import urllib3
+from isal import igzip
+from urllib3.util import Retry, Timeout
+
+from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, write_json
+from pipeline.core.logs import progress
+from pipeline.ingest.shards import READ_ERRORS, S2AG_DATASETS, list_shards
+from pipeline.layout import DOWNLOAD_MANIFEST, DOWNLOAD_PARTIAL, released_shard
+
+log = logging.getLogger(__name__)
+
+API_URL_ENV = "S2_API_URL"  # where the Datasets API is (the tests: a server on 127.0.0.1)
+API_KEY_ENV = "S2_API_KEY"  # the key, as Semantic Scholar's own examples read it
+DEFAULT_API = "https://api.semanticscholar.org"
+API_PATH = "/datasets/v1"
+KEY_HEADER = "x-api-key"
+LATEST = "latest"
+RELEASE_ID = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+MANIFEST_VERSION = 1
+CHUNK = 1 << 20  # bytes read from a response at a time
+RETRY_STATUS = (429, 500, 502, 503, 504)  # answers worth asking again, after a pause
+EXPIRED_STATUS = (400, 403)  # what a file host answers to an expired presigned link
+MAX_PAUSE = 120.0  # seconds: the longest pause between tries (a Retry-After included)
+BAD_DOWNLOADS = 3  # a file whose whole bytes fail verification this many times is an error
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How to reach the API and how hard to try: base URL and key (from the environment),
+    files at once, tries without progress per file, the first pause (doubling), timeouts."""
+
+    base_url: str
+    key: str
+    parallel: int = 4
+    retries: int = 8
+    backoff: float = 2.0
+    connect_timeout: float = 30.0
+    read_timeout: float = 120.0
+
+    @classmethod
+    def from_environment(cls, **options: Any) -> Settings:
+        """The base URL (S2_API_URL) and the key (S2_API_KEY); a missing key is one line."""
+        key = os.environ.get(API_KEY_ENV, "").strip()
+        if not key:
+            raise InputError(f"no Semantic Scholar API key: set {API_KEY_ENV} in the "
+                             "environment (the Datasets API gives file links only with a key; "
+                             "ask for one at https://www.semanticscholar.org/product/api)")
+        base = os.environ.get(API_URL_ENV, "").strip() or DEFAULT_API
+        return cls(base_url=base.rstrip("/"), key=key, **options)
+
+
+def public(url: str) -> str:
+    """A link without its query (a presigned link's signature): what a log or error shows."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+
+
+class _NoSignatures(logging.Filter):
+    """urllib3 logs each request's URL at DEBUG (and a retried one at WARNING): a presigned
+    link's query, its signature, is cut from such lines before any handler sees them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "?" in message:
+            record.msg, record.args = re.sub(r"\?[^\s\"']*", "?<query>", message), ()
+        return True
+
+
+for _name in ("urllib3.connectionpool", "urllib3.poolmanager", "urllib3.response"):
+    logging.getLogger(_name).addFilter(_NoSignatures())
+
+
+def link_name(url: str) -> str:
+    """The file's name in a link: the last part of its path."""
+    return urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]
+
+
+class Client:
+    """The Datasets API's JSON endpoints, and raw GETs of file links, over one pool."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        timeout = Timeout(connect=settings.connect_timeout, read=settings.read_timeout)
+        self.retry = Retry(total=settings.retries, backoff_factor=settings.backoff,
+                           backoff_max=MAX_PAUSE, status_forcelist=RETRY_STATUS,
+                           allowed_methods={"GET"}, respect_retry_after_header=True,
+                           raise_on_status=False, raise_on_redirect=False)
+        self.http = urllib3.PoolManager(num_pools=8, maxsize=settings.parallel + 2,
+                                        timeout=timeout, retries=self.retry)
+
+    def get_json(self, path: str, what: str) -> Any:
+        """GET base + /datasets/v1 + path with the key; the parsed JSON or one clear line."""
+        url = f"{self.settings.base_url}{API_PATH}{path}"
+        try:
+            resp = self.http.request("GET", url, headers={KEY_HEADER: self.settings.key})
+        except urllib3.exceptions.HTTPError as exc:
+            raise InputError(f"the Semantic Scholar Datasets API at {self.settings.base_url} "
+                             f"did not answer ({type(exc).__name__}) for {what}; check the "
+                             f"network and {API_URL_ENV}, then run again") from None
+        if resp.status in (401, 403):
+            raise InputError(f"the Semantic Scholar Datasets API refused the key in "
+                             f"{API_KEY_ENV} (HTTP {resp.status}) for {what}: check the key "
+                             "(or ask for one at https://www.semanticscholar.org/product/api)")
+        if resp.status == 404:
+            raise InputError(f"the Semantic Scholar Datasets API has no {what} (HTTP 404): "
+                             "check RELEASE (a date such as 2026-11-18, or latest) and DATASETS")
+        if resp.status != 200:
+            raise InputError(f"the Semantic Scholar Datasets API answered HTTP {resp.status} "
+                             f"for {what} after {self.settings.retries} tries; run again later")
+        try:
+            return orjson.loads(resp.data)
+        except orjson.JSONDecodeError:
+            raise InputError(f"the Semantic Scholar Datasets API sent no JSON for {what}; "
+                             f"check {API_URL_ENV}") from None
+
+    def releases(self) -> list[str]:
+        return sorted(str(r) for r in self.get_json("/release/", "list of releases"))
+
+    def release(self, release: str) -> dict[str, Any]:
+        info = self.get_json(f"/release/{release}", f"release {release}")
+        if not isinstance(info, dict) or not RELEASE_ID.match(str(info.get("release_id", ""))):
+            raise InputError(f"release {release}: the API's answer names no release date")
+        return info
+
+    def file_links(self, release: str, dataset: str) -> list[str]:
+        info = self.get_json(f"/release/{release}/dataset/{dataset}",
+                             f"dataset {dataset} of release {release}")
+        files = info.get("files") if isinstance(info, dict) else None
+        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+            raise InputError(f"dataset {dataset} of release {release}: the API's answer "
+                             "lists no files")
+        return files
+
+    def diffs(self, start: str, end: str, dataset: str) -> list[dict[str, Any]]:
+        info = self.get_json(f"/diffs/{start}/to/{end}/{dataset}",
+                             f"diffs of {dataset} from {start} to {end}")
+        steps = info.get("diffs") if isinstance(info, dict) else None
+        if not isinstance(steps, list):
+            raise InputError(f"diffs of {dataset} from {start} to {end}: the API's answer "
+                             "lists no diffs")
+        return steps
+
+    def open(self, url: str, offset: int) -> urllib3.BaseHTTPResponse:
+        """A file link's bytes from `offset` on (a Range request), streamed, not retried."""
+        headers = {"Range": f"bytes={offset}-"} if offset else {}
+        return self.http.request("GET", url, headers=headers, preload_content=False,
+                                 retries=False, decode_content=False)
+
+
+# ---- the links of a dataset's files, asked for again when they expire --------------------------
+class Links:
+    """The current presigned link of each file of one dataset: `url(name)`; `renew(name,
+    seen)` asks the API again unless another thread already has since `seen` was handed out."""
+
+    def __init__(self, fetch: Callable[[], list[str]], what: str):
+        self.fetch, self.what = fetch, what
+        self.lock = threading.Lock()
+        self.generation = 0
+        self.by_name = self._read()
+
+    def _read(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for url in self.fetch():
+            name = released_shard(link_name(url))
+            if name in found:
+                raise InputError(f"{self.what}: two files named {name} (as {public(url)}); "
+                                 "the release cannot be downloaded into one folder")
+            found[name] = url
+        return found
+
+    def names(self) -> list[str]:
+        return list(self.by_name)  # the API's order: a trial subset takes the first ones
+
+    def url(self, name: str) -> tuple[str, int]:
+        with self.lock:
+            if name not in self.by_name:
+                raise InputError(f"{self.what}: the API no longer lists {name}; run again")
+            return self.by_name[name], self.generation
+
+    def renew(self, seen: int) -> None:
+        with self.lock:
+            if self.generation == seen:
+                self.by_name = self._read()
+                self.generation += 1
+                log.info("%s: links asked for again (expired)", self.what)
+
+
+# ---- one file: resumable, verified -------------------------------------------------------------
+@dataclass
+class Meter:
+    """Bytes downloaded by every thread, for the progress lines."""
+
+    done: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, n: int) -> None:
+        with self.lock:
+            self.done += n
+
+
+class _Hashing(io.RawIOBase):
+    """A binary file read through, its sha256 kept (the gzip reader reads it to the end)."""
+
+    def __init__(self, handle: IO[bytes]):
+        super().__init__()
+        self.handle, self.sha, self.size = handle, hashlib.sha256(), 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.handle.read(len(buffer))
+        buffer[: len(data)] = data
+        self.sha.update(data)
+        self.size += len(data)
+        return len(data)
+
+
+def verify(path: Path) -> dict[str, Any]:
+    """The file's size, sha256 and line count, its gzip stream read to the end; a file that
+    is not a whole gzip stream raises ValueError naming why."""
+    with path.open("rb") as raw:
+        hashing = _Hashing(raw)
+        lines = 0
+        try:
+            with igzip.IGzipFile(fileobj=hashing, mode="rb") as gz:  # type: ignore[arg-type]
+                while block := gz.read(CHUNK):
+                    lines += block.count(b"\n")
+        except READ_ERRORS as exc:
+            raise ValueError(f"not a whole gzip stream ({exc})") from None
+        while hashing.read(CHUNK):  # bytes after the stream (none in a good file)
+            pass
+        hashing.close()
+    if hashing.size == 0:
+        raise ValueError("an empty file")
+    return {"bytes": hashing.size, "sha256": hashing.sha.hexdigest(), "lines": lines}
+
+
+def _content_range(value: str | None) -> tuple[int, int | None] | None:
+    """(first byte, total or None) of a Content-Range header `bytes a-b/total`."""
+    match = re.match(r"bytes (\d+)-\d+/(\d+|\*)", value or "")
+    if not match:
+        return None
+    return int(match[1]), (None if match[2] == "*" else int(match[2]))
+
+
+def _pause(tries: int, settings: Settings, retry_after: str | None = None) -> float:
+    """Seconds before the next try: Retry-After when the server says, else exponential backoff
+    with jitter."""
+    if retry_after and retry_after.strip().isdigit():
+        return min(float(retry_after.strip()), MAX_PAUSE)
+    return min(settings.backoff * 2 ** (tries - 1) * (0.5 + random.random() / 2), MAX_PAUSE)
+
+
+def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Meter,
+               what: str) -> dict[str, Any]:
+    """Download one file into `folder/name`, resuming its partial file; its record (name,
+    bytes, sha256, lines) once whole and verified."""
+    settings = client.settings
+    final, part = folder / name, folder / DOWNLOAD_PARTIAL.format(name)
+    tries = bad = 0  # tries without progress; whole downloads that failed verification
+    while True:
+        offset = part.stat().st_size if part.exists() else 0
+        url, generation = links.url(name)
+        status, total, note, retry_after = None, None, "", None
+        try:
+            resp = client.open(url, offset)
+            status = resp.status
+            if status in (200, 206):
+                if status == 206:
+                    span = _content_range(resp.headers.get("Content-Range"))
+                    if span is None or span[0] != offset:  # not the range asked for: restart
+                        resp.release_conn()
+                        part.unlink(missing_ok=True)
+                        continue
+                    total = span[1]
+                else:
+                    offset = 0  # the whole file again (the server ignored the range)
+                    length = resp.headers.get("Content-Length")
+                    total = int(length) if length and length.isdigit() else None
+                with part.open("ab" if status == 206 else "wb") as out:
+                    while block := resp.read1(CHUNK, decode_content=False):  # as it comes
+                        out.write(block)
+                        meter.add(len(block))
+                resp.release_conn()
+            elif status == 416 and offset:  # the partial holds more than the file: restart
+                resp.release_conn()
+                part.unlink(missing_ok=True)
+                continue
+            else:
+                retry_after = resp.headers.get("Retry-After")
+                resp.drain_conn()
+                resp.release_conn()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            note = type(exc).__name__  # a dropped connection, a truncated body, a timeout
+        size = part.stat().st_size if part.exists() else 0
+        if status in (200, 206) and not note and (total is None or size == total):
+            try:
+                record = verify(part)
+            except ValueError as exc:
+                bad += 1
+                part.unlink()
+                if bad >= BAD_DOWNLOADS:
+                    raise InputError(f"{what} file {name} ({public(url)}): downloaded whole "
+                                     f"{bad} times, {exc} each time; run again later or "
+                                     "report it to Semantic Scholar") from None
+                log.warning("%s %s: %s; downloading it again", what, name, exc)
+                continue
+            os.replace(part, final)
+            return {"name": name, **record}
+        if status in (200, 206) and size > offset:
+            tries = 0  # progress: a break in a long file is not a failure of the file
+            log.warning("%s %s: broken off at byte %d%s (%s); resuming", what, name, size,
+                        f" of {total}" if total else "", note or "short body")
+            continue
+        if status in EXPIRED_STATUS:
+            log.info("%s %s: link refused (HTTP %s, expired); asking for it again", what,
+                     name, status)
+            links.renew(generation)
+            tries += 1
+        elif status == 401:
+            raise InputError(f"the file host refused {what} file {name} (HTTP 401): check "
+                             f"{API_KEY_ENV}")
+        elif status == 404:
+            raise InputError(f"{what} file {name} is gone from the file host (HTTP 404, "
+                             f"{public(url)}): the release may be withdrawn; run again")
+        else:
+            tries += 1
+        if tries > settings.retries:
+            raise InputError(f"{what} file {name}: no progress after {settings.retries} tries "
+                             f"(last: {note or f'HTTP {status}'}); run again later (the "
+                             "bytes downloaded so far are kept)")
+        wait = _pause(tries, settings, retry_after if status in RETRY_STATUS else None)
+        log.warning("%s %s: %s; trying again in %.1f s", what, name,
+                    note or f"HTTP {status}", wait)
+        time.sleep(wait)
+
+
+# ---- the manifest beside the files ---------------------------------------------------------------
+class Manifest:
+    """download.json: the release, the datasets, each file's name, bytes, sha256 and lines
+    (never the key, never a link). Saved after every file, so a kill loses none."""
+
+    def __init__(self, raw_dir: Path):
+        self.path = raw_dir / DOWNLOAD_MANIFEST
+        self.lock = threading.Lock()
+        self.data: dict[str, Any] = read_json(self.path) if self.path.is_file() else {}
+        self.data.pop("self_sha256", None)
+
+    @property
+    def datasets(self) -> dict[str, dict[str, Any]]:
+        return self.data.setdefault("datasets", {})
+
+    def files(self, dataset: str) -> dict[str, dict[str, Any]]:
+        return {f["name"]: f for f in self.datasets.get(dataset, {}).get("files", [])}
+
+    def save(self) -> None:
+        with self.lock:
+            write_json({**self.data, "manifest_version": MANIFEST_VERSION, "stage": "download",
+                        "source": "s2ag"}, self.path)
+
+    def add_file(self, dataset: str, record: dict[str, Any], order: list[str]) -> None:
+        """Record one whole file; the list kept in the API's order."""
+        with self.lock:
+            entry = self.datasets[dataset]
+            files = {f["name"]: f for f in entry["files"]}
+            files[record["name"]] = record
+            entry["files"] = [files[n] for n in order if n in files]
+        self.save()
+
+
+def resolve(client: Client, release: str) -> str:
+    """A release id (a date) from `latest` or a date the API lists."""
+    if release != LATEST and not RELEASE_ID.match(release):
+        raise InputError(f"RELEASE={release}: give a release date such as 2026-11-18, or "
+                         "latest")
+    return str(client.release(release)["release_id"])
+
+
+def _check_folder(raw_dir: Path, manifest: Manifest, release: str, datasets: list[str],
+                  update: bool) -> None:
+    """Refuse a folder holding shards that are not ours, or another release (without update)."""
+    if not manifest.data:
+        theirs = [d for d in S2AG_DATASETS if list_shards(raw_dir / d)]
+        if theirs:
+            raise InputError(f"{raw_dir} holds {'/'.join(theirs)} shards that make download "
+                             f"did not write (no {DOWNLOAD_MANIFEST}); download into another "
+                             "folder (another CORPUS, or RAW=)")
+        return
+    held = {d: manifest.datasets[d].get("release") for d in datasets if d in manifest.datasets}
+    other = {d: r for d, r in held.items() if r != release}
+    if other and not update:
+        first = sorted(other)[0]
+        raise InputError(f"{raw_dir} holds release {other[first]} of {first}, not {release}: "
+                         f"UPDATE=1 applies the diffs from {other[first]} to {release}, or "
+                         "download into another folder (another CORPUS, or RAW=)")
+
+
+def download(raw_dir: Path, settings: Settings, release: str = LATEST,
+             datasets: list[str] | None = None, first: int | None = None,
+             update: bool = False) -> dict[str, Any]:
+    """Download (or finish downloading) `datasets` of `release` into raw_dir/<dataset>/;
+    `first`: only each dataset's first files (a trial); `update`: a folder holding an older
+    release is brought to this one by the API's diffs (pipeline.ingest.s2diffs). The summary:
+    release, files and bytes per dataset."""
+    datasets = list(dict.fromkeys(datasets or S2AG_DATASETS))
+    client = Client(settings)
+    resolved = resolve(client, release)
+    offered = [d.get("name") for d in client.release(resolved).get("datasets", [])]
+    missing = [d for d in datasets if d not in offered]
+    if missing:
+        raise InputError(f"release {resolved} has no dataset {', '.join(missing)}: "
+                         f"DATASETS is among {', '.join(str(o) for o in offered)}")
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    manifest = Manifest(raw_dir)
+    _check_folder(raw_dir, manifest, resolved, datasets, update)
+    if update:
+        from pipeline.ingest.s2diffs import update_datasets
+
+        stale = [d for d in datasets if d in manifest.datasets
+                 and manifest.datasets[d].get("release") != resolved]
+        if stale:
+            update_datasets(client, raw_dir, manifest, stale, resolved)
+    manifest.data["release"] = resolved
+    manifest.data["requested_release"] = release
+    manifest.data["api"] = settings.base_url
+    summary: dict[str, Any] = {"release": resolved, "datasets": {}}
+    plans: list[tuple[str, Links, list[str]]] = []
+    for dataset in datasets:
+        links = Links(lambda d=dataset: client.file_links(resolved, d),
+                      f"{dataset} {resolved}")
+        names = links.names()
+        wanted = names[:first] if first else names
+        entry = manifest.datasets.setdefault(dataset, {"files": []})
+        if entry.get("release") not in (None, resolved):
+            raise InputError(f"{raw_dir}/{dataset} is at release {entry.get('release')}, not "
+                             f"{resolved}; UPDATE=1 brings it there")
+        entry.update(release=resolved, listed=len(names), first=first,
+                     complete=not first or first >= len(names))
+        if entry.get("updated_from"):
+            wanted = []  # its files are the older release's with the diffs applied
+            entry["complete"] = True
+        plans.append((dataset, links, wanted))
+    manifest.save()
+    meter = Meter()
+    jobs: list[tuple[str, Links, str, list[str]]] = []
+    for dataset, links, wanted in plans:
+        folder = raw_dir / dataset
+        folder.mkdir(exist_ok=True)
+        have = manifest.files(dataset)
+        for name in wanted:
+            path = folder / name
+            done = have.get(name)
+            if done and path.is_file() and path.stat().st_size == done["bytes"]:
+                continue
+            if path.is_file():  # written whole, killed before it was recorded: verify again
+                try:
+                    manifest.add_file(dataset, {"name": name, **verify(path)}, links.names())
+                    continue
+                except ValueError:
+                    log.warning("%s/%s: damaged; downloading it again", dataset, name)
+                    path.unlink()
+            jobs.append((dataset, links, name, links.names()))
+    total = sum(len(w) for _, _, w in plans)
+    log.info("release %s: %d files of %s to download (%d already here)%s", resolved,
+             len(jobs), ", ".join(datasets), total - len(jobs),
+             f", the first {first} of each dataset" if first else "")
+    _run_jobs(client, raw_dir, manifest, jobs, meter, settings.parallel)
+    for dataset, links, _ in plans:
+        files = manifest.files(dataset)
+        entry = manifest.datasets[dataset]
+        entry["complete"] = bool(entry.get("updated_from")) or all(
+            n in files for n in links.names())
+        entry["first"] = None if entry["complete"] else first
+        summary["datasets"][dataset] = {
+            "files": len(files), "bytes": sum(f["bytes"] for f in files.values()),
+            "listed": entry["listed"], "complete": entry["complete"]}
+    manifest.save()
+    summary["downloaded_bytes"] = meter.done
+    return summary
+
+
+def _run_jobs(client: Client, raw_dir: Path, manifest: Manifest,
+              jobs: list[tuple[str, Links, str, list[str]]], meter: Meter,
+              parallel: int) -> None:
+    """The files, `parallel` at a time, with a progress line every interval (files done,
+    bytes, rate); the first error stops the rest (their partial files are kept)."""
+    if not jobs:
+        return
+    stop = threading.Event()
+    start = time.monotonic()
+    with progress(len(jobs), "download", unit="files") as bar:
+        bar_lock = threading.Lock()
+
+        def tick(n: int) -> None:
+            with bar_lock:
+                seconds = max(time.monotonic() - start, 1e-9)
+                bar.set_postfix(GB=f"{meter.done / 1e9:.2f}",
+                                MBps=f"{meter.done / 1e6 / seconds:.1f}")
+                bar.update(n)
+
+        def one(job: tuple[str, Links, str, list[str]]) -> None:
+            dataset, links, name, order = job
+            if stop.is_set():
+                return
+            record = fetch_file(client, links, name, raw_dir / dataset, meter, dataset)
+            manifest.add_file(dataset, record, order)
+            log.debug("%s/%s: %d bytes, sha256 %s", dataset, name, record["bytes"],
+                      record["sha256"])
+            tick(1)
+
+        def heartbeat() -> None:
+            while not stop.wait(1.0):
+                tick(0)
+
+        beat = threading.Thread(target=heartbeat, daemon=True)
+        beat.start()
+        try:
+            with ThreadPoolExecutor(max_workers=parallel) as pool:
+                futures = [pool.submit(one, job) for job in jobs]
+                try:
+                    for future in futures:
+                        future.result()
+                except BaseException:
+                    stop.set()
+                    raise
+        finally:
+            stop.set()
+            beat.join()
+
+
+def iter_records(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(1-based line, raw line) of a gzipped JSONL file; a damaged file raises InputError."""
+    try:
+        with igzip.open(path, "rb") as handle:
+            yield from enumerate(handle, 1)
+    except READ_ERRORS as exc:
+        raise InputError(f"{path}: not a whole gzip stream ({exc}); run make download "
+                         "again") from None

@@ -1,0 +1,295 @@
+"""make download against a local Datasets API (tests/ingest/s2ag_server.py): the real client
+code, only the host differs. Full download, resume after kill -9, an expired link, 429, a
+truncated body, a damaged file, a wrong or missing key, the trial subset, and diffs applied ==
+a fresh ingest of the newer release."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from pipeline.core.errors import InputError
+from pipeline.core.inputs import Roots, changed, record
+from pipeline.ingest import ingest
+from pipeline.ingest.download import Settings, download, verify
+from pipeline.layout import DOWNLOAD_MANIFEST, released_shard
+from tests.ingest.s2ag_server import KEY, S2Server, build_releases
+
+ROOT = Path(__file__).resolve().parents[2]
+FIRST, MIDDLE, LAST = "2026-11-04", "2026-11-11", "2026-11-18"
+RELEASES = build_releases()
+
+
+@pytest.fixture
+def server():
+    with S2Server(RELEASES) as srv:
+        yield srv
+
+
+def settings(srv: S2Server, key: str = KEY, parallel: int = 3) -> Settings:
+    return Settings(base_url=srv.url, key=key, parallel=parallel, retries=4, backoff=0.01)
+
+
+def served(srv: S2Server, release: str, dataset: str) -> dict[str, str]:
+    """local name -> sha256 of each file the server holds for a release's dataset."""
+    return {released_shard(p.rsplit("/", 1)[-1]): hashlib.sha256(srv.files[p]).hexdigest()
+            for p in srv.listing[(release, dataset)]}
+
+
+def on_disk(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.iterdir()) if not p.name.startswith(".")}
+
+
+def test_full_download_survives_429_truncation_damage_and_an_expired_link(server, tmp_path,
+                                                                          caplog):
+    caplog.set_level(logging.DEBUG)
+    names = {d: [p.rsplit("/", 1)[-1] for p in server.listing[(LAST, d)]]
+             for d in ("papers", "abstracts", "citations")}
+    server.faults.rate_limit = 2  # the first two requests (API calls) answer 429
+    server.faults.truncate = {names["papers"][0]: 1}  # broken off halfway, once
+    server.faults.corrupt = {names["abstracts"][1]: 1}  # damaged bytes, once
+    server.faults.expire_next = 1  # the first file request finds its link expired
+    raw = tmp_path / "raw"
+    summary = download(raw, settings(server), release="latest")
+    assert summary["release"] == LAST  # latest resolved to its date
+    for dataset in ("papers", "abstracts", "citations"):
+        assert on_disk(raw / dataset) == served(server, LAST, dataset)  # byte for byte
+    manifest = json.loads((raw / DOWNLOAD_MANIFEST).read_text())
+    assert manifest["release"] == LAST and manifest["requested_release"] == "latest"
+    papers = manifest["datasets"]["papers"]
+    assert papers["complete"] and papers["first"] is None and papers["listed"] == 3
+    assert [f["name"] for f in papers["files"]] == list(served(server, LAST, "papers"))
+    assert all(f["sha256"] == verify(raw / "papers" / f["name"])["sha256"]
+               for f in papers["files"])
+    assert sum(f["lines"] for f in papers["files"]) == len(RELEASES[LAST]["papers"])
+    # 429s answered, then retried
+    assert [r["status"] for r in server.log[:3]] == [429, 429, 200]
+    # the truncated file went on with a range from where it broke
+    tries = [r for r in server.requests("file") if r["path"].endswith(names["papers"][0])]
+    assert tries[0]["range"] is None and tries[-1]["range"].startswith("bytes=")
+    assert int(tries[-1]["range"][len("bytes="):-1]) > 0 and tries[-1]["status"] == 206
+    # the damaged file was downloaded whole again
+    damaged = [r for r in server.requests("file") if r["path"].endswith(names["abstracts"][1])]
+    assert [r["status"] for r in damaged] == [200, 200]
+    # the expired link: a 403, then the dataset's links asked for again
+    assert [r["status"] for r in server.requests("file")].count(403) == 1
+    listings = [r for r in server.requests("api") if "/dataset/" in r["path"]]
+    assert len(listings) == 4
+    # the key went as a header, and nowhere else
+    assert {r["key"] for r in listings} == {KEY}
+    text = (raw / DOWNLOAD_MANIFEST).read_text() + caplog.text
+    assert KEY not in text and "Signature" not in text
+    assert not [p for p in raw.rglob(".*") if p.is_file()]  # no partial file left
+
+
+def test_a_second_run_downloads_nothing(server, tmp_path):
+    raw = tmp_path / "raw"
+    download(raw, settings(server), release=LAST)
+    before = len(server.requests("file"))
+    again = download(raw, settings(server), release=LAST)
+    assert len(server.requests("file")) == before and again["downloaded_bytes"] == 0
+
+
+def test_a_missing_key_is_one_line(monkeypatch):
+    monkeypatch.delenv("S2_API_KEY", raising=False)
+    with pytest.raises(InputError, match="no Semantic Scholar API key: set S2_API_KEY"):
+        Settings.from_environment()
+    monkeypatch.setenv("S2_API_KEY", KEY)
+    monkeypatch.setenv("S2_API_URL", "http://127.0.0.1:9/")
+    assert Settings.from_environment().base_url == "http://127.0.0.1:9"
+
+
+def test_a_refused_key_is_one_line_that_never_shows_the_key(server, tmp_path):
+    wrong = "wrong-key-123"
+    with pytest.raises(InputError) as caught:
+        download(tmp_path / "raw", settings(server, key=wrong), release=LAST)
+    message = str(caught.value)
+    assert "refused the key in S2_API_KEY (HTTP 403)" in message and wrong not in message
+    assert "\n" not in message
+    assert not list((tmp_path / "raw").rglob("*.gz"))
+
+
+def test_an_unknown_release_or_dataset_is_refused(server, tmp_path):
+    with pytest.raises(InputError, match="has no release 2020-01-01"):
+        download(tmp_path / "raw", settings(server), release="2020-01-01")
+    with pytest.raises(InputError, match="RELEASE=last-week: give a release date"):
+        download(tmp_path / "raw", settings(server), release="last-week")
+    with pytest.raises(InputError, match="has no dataset tldrs"):
+        download(tmp_path / "raw", settings(server), datasets=["papers", "tldrs"])
+
+
+def test_a_file_that_stays_damaged_is_an_error_naming_it(server, tmp_path):
+    name = server.listing[(LAST, "citations")][2].rsplit("/", 1)[-1]
+    server.faults.corrupt = {name: 5}
+    with pytest.raises(InputError, match=f"citations file {released_shard(name)}.*downloaded "
+                                         "whole 3 times, not a whole gzip stream"):
+        download(tmp_path / "raw", settings(server), release=LAST)
+    assert not (tmp_path / "raw" / "citations" / released_shard(name)).exists()
+
+
+def test_server_errors_are_retried_then_reported(server, tmp_path):
+    server.faults.server_errors = 2
+    download(tmp_path / "raw", settings(server), release=LAST, datasets=["papers"])
+    assert [r["status"] for r in server.log[:3]] == [503, 503, 200]
+    server.faults.server_errors = 100
+    with pytest.raises(InputError, match="answered HTTP 503 .* after 4 tries; run again later"):
+        download(tmp_path / "raw2", settings(server), release=LAST, datasets=["papers"])
+
+
+def test_trial_subset_then_the_rest_then_ingest(server, tmp_path):
+    raw = tmp_path / "raw"
+    trial = download(raw, settings(server), release=LAST, first=2)
+    for dataset in ("papers", "abstracts", "citations"):
+        assert list(on_disk(raw / dataset)) == list(served(server, LAST, dataset))[:2]
+        assert trial["datasets"][dataset] | {"files": 2, "listed": 3, "complete": False} \
+            == trial["datasets"][dataset]
+    manifest = json.loads((raw / DOWNLOAD_MANIFEST).read_text())
+    assert manifest["datasets"]["papers"]["first"] == 2
+    small = ingest(raw, tmp_path / "trial", source="s2ag")  # the real pipeline on it
+    assert 0 < small["counts"]["papers"] < len(RELEASES[LAST]["papers"])
+    before = len(server.requests("file"))
+    download(raw, settings(server), release=LAST)  # the rest: one more file per dataset
+    assert len(server.requests("file")) - before == 3
+    manifest = json.loads((raw / DOWNLOAD_MANIFEST).read_text())
+    assert manifest["datasets"]["papers"]["complete"]
+    assert manifest["datasets"]["papers"]["first"] is None
+    with pytest.raises(InputError, match="a trial"):  # a trial is not updated
+        trial_raw = tmp_path / "trial-raw"
+        download(trial_raw, settings(server), release=FIRST, first=1)
+        download(trial_raw, settings(server), release=LAST, update=True)
+
+
+def test_a_folder_of_other_files_or_another_release_is_refused(server, tmp_path):
+    raw = tmp_path / "raw"
+    (raw / "papers").mkdir(parents=True)
+    (raw / "papers" / "mine.jsonl.gz").write_bytes(b"")
+    with pytest.raises(InputError, match="that make download did not write"):
+        download(raw, settings(server), release=LAST)
+    other = tmp_path / "other"
+    download(other, settings(server), release=FIRST, datasets=["papers"])
+    with pytest.raises(InputError, match=f"holds release {FIRST} of papers, not {LAST}: "
+                                         "UPDATE=1 applies the diffs"):
+        download(other, settings(server), release=LAST, datasets=["papers"])
+
+
+def _sorted(path: Path, *keys: str) -> pl.DataFrame:
+    return pl.read_parquet(path).sort(*keys)
+
+
+def test_diffs_applied_equal_a_fresh_ingest_of_the_newer_release(server, tmp_path):
+    """Release FIRST downloaded and ingested, then brought to LAST by two diff steps: the
+    corpus equals a fresh download and ingest of LAST, and what was made from the old corpus
+    files is stale by the rule of every changed input."""
+    corpora = tmp_path / "corpora"
+    raw = corpora / "old" / "s2ag"
+    download(raw, settings(server), release=FIRST)
+    old = ingest(raw, corpora / "old", source="s2ag")
+    roots = Roots.of(corpora / "old")
+    made_from = record(roots, [corpora / "old" / "papers.parquet",
+                               corpora / "old" / "citations.parquet"])
+    assert changed(roots, made_from) == []
+    update = download(raw, settings(server), release=LAST, update=True)
+    assert update["release"] == LAST and update["downloaded_bytes"] == 0
+    manifest = json.loads((raw / DOWNLOAD_MANIFEST).read_text())
+    steps = manifest["datasets"]["papers"]["updates"]
+    assert [(s["from"], s["to"]) for s in steps] == [(FIRST, MIDDLE), (MIDDLE, LAST)]
+    assert all(s["records_removed"] > 0 and s["update_records"] > 0 for s in steps)
+    assert manifest["datasets"]["citations"]["updated_from"] == FIRST
+    assert not (raw / ".diffs").exists()  # the diff files, applied, are gone
+    updated = ingest(raw, corpora / "old", source="s2ag")
+    assert updated["counts"] != old["counts"]  # ingested again
+    assert len(changed(roots, made_from)) == 2  # pools, embeddings, runs: stale
+    fresh_raw = corpora / "fresh" / "s2ag"
+    download(fresh_raw, settings(server), release=LAST)
+    fresh = ingest(fresh_raw, corpora / "fresh", source="s2ag")
+    assert updated["counts"] == fresh["counts"]
+    assert fresh["counts"]["papers"] == len(RELEASES[LAST]["papers"])
+    for name, keys in (("papers.parquet", ("corpusid",)),
+                       ("citations.parquet", ("citing", "cited"))):
+        mine = _sorted(corpora / "old" / name, *keys)
+        theirs = _sorted(corpora / "fresh" / name, *keys)
+        assert mine.equals(theirs), name
+    # and applying again changes nothing (a rerun after a kill)
+    again = download(raw, settings(server), release=LAST, update=True)
+    assert again["downloaded_bytes"] == 0
+    assert ingest(raw, corpora / "old", source="s2ag")["counts"] == fresh["counts"]
+
+
+def _pipeline(*args: str, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "pipeline", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_a_download_killed_with_sigkill_goes_on_where_it_stopped(tmp_path):
+    with S2Server(build_releases(n_papers=4000)) as big:
+        _kill_and_resume(big, tmp_path)
+
+
+def _kill_and_resume(server: S2Server, tmp_path: Path) -> None:
+    server.faults.throttle = 0.02  # about 200 KB/s: a file takes about a second
+    env = {**os.environ, "S2_API_URL": server.url, "S2_API_KEY": KEY}
+    raw = tmp_path / "corpora" / "big" / "s2ag"
+    proc = _pipeline("--corpora-root", str(tmp_path / "corpora"), "download", "--corpus", "big",
+                     "--release", LAST, "--datasets", "papers", "--parallel", "1", env=env)
+    partial = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and partial is None:
+        found = [p for p in (raw / "papers").glob(".*.part") if p.stat().st_size > 8192] \
+            if (raw / "papers").is_dir() else []
+        partial = found[0] if found else None
+        time.sleep(0.05)
+    assert partial is not None, "the download never started"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    kept = partial.stat().st_size
+    assert kept > 0 and not list((raw / "papers").glob("*.jsonl.gz"))  # nothing half-named
+    server.faults.throttle = 0
+    done = _pipeline("--corpora-root", str(tmp_path / "corpora"), "download", "--corpus",
+                     "big", "--release", LAST, "--datasets", "papers", env=env)
+    out, err = done.communicate(timeout=120)
+    assert done.returncode == 0, err[-2000:]
+    assert on_disk(raw / "papers") == served(server, LAST, "papers")
+    ranges = [r["range"] for r in server.requests("file") if r["range"]]
+    assert ranges and int(ranges[0][len("bytes="):-1]) >= kept
+    assert KEY not in out + err and "Signature" not in out + err
+    assert "next: make corpus CORPUS=big SOURCE=s2ag" in err
+
+
+@pytest.mark.slow
+def test_make_download_trial_then_make_corpus(server, tmp_path):
+    (tmp_path / "installed").touch()
+    env = {**os.environ, "MAKEFLAGS": "", "S2_API_URL": server.url, "S2_API_KEY": KEY}
+    common = [f"DATA={tmp_path / 'data'}", f"PY={sys.executable}",
+              f"STAMP={tmp_path / 'installed'}"]
+
+    def make(*args: str, key: str = KEY) -> subprocess.CompletedProcess:
+        return subprocess.run(["make", "--no-print-directory", *args, *common], cwd=ROOT,
+                              capture_output=True, text=True, timeout=300,
+                              env={**env, "S2_API_KEY": key})
+
+    refused = make("download", "CORPUS=s2ag", "FIRST=1", key="not-the-key")
+    assert refused.returncode != 0
+    lines = [x for x in refused.stderr.splitlines() if x.startswith("error")]
+    assert len(lines) == 1 and "refused the key in S2_API_KEY" in lines[0]
+    assert "not-the-key" not in refused.stdout + refused.stderr
+    done = make("download", "CORPUS=s2ag", "FIRST=2", "PARALLEL=2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    raw = tmp_path / "data" / "corpora" / "s2ag" / "s2ag"
+    assert len(list((raw / "citations").glob("*.jsonl.gz"))) == 2
+    corpus = make("corpus", "CORPUS=s2ag")
+    assert corpus.returncode == 0, corpus.stderr[-2000:]
+    manifest = json.loads((raw.parent / "manifest.json").read_text())
+    assert manifest["ingest"]["parameters"]["source"] == "s2ag"
+    assert manifest["ingest"]["counts"]["papers"] > 0
