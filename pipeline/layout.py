@@ -260,8 +260,11 @@ def reports_dir(runs_root: Path) -> Path:
     return runs_root / REPORTS
 
 
-# a report's files: the report, a section's LaTeX table, a plot
+# a report's files: the report, a section's LaTeX table, a plot, the one-file HTML page
 REPORT_SUFFIX, REPORT_TABLE_SUFFIX, REPORT_PLOT_SUFFIX = ".md", ".tex", ".png"
+REPORT_PAGE_SUFFIX = ".html"  # `<corpus>.html`: every table, plot and provenance, inline
+# the page's style and script (package data of pipeline.report, written into the page)
+REPORT_PAGE_STYLE, REPORT_PAGE_SCRIPT = "page.css", "page.js"
 
 
 def report_file(reports: Path, corpus: str, section: str = "",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, partial
@@ -16,6 +17,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_parquet
 from pipeline.layout import (
     DATA_FOLDERS,
+    REPORT_PAGE_SUFFIX,
     REPORT_PLOT_SUFFIX,
     REPORT_TABLE_SUFFIX,
     RESULTS_FILE,
@@ -25,7 +27,9 @@ from pipeline.layout import (
     reports_dir,
     stage_times_path,
 )
+from pipeline.report.html import page
 from pipeline.report.plots import plot_field_heatmap, plot_map_vs_size
+from pipeline.report.provenance import Provenance, provenance
 from pipeline.report.published import Origin, comparison_tables, corpus_origin
 from pipeline.report.tables import (
     COLLECTION,
@@ -126,13 +130,14 @@ class Section:
 @dataclass(frozen=True)
 class Report:
     """The report of one corpus and pool seed: Markdown (`markdown`, `document`), LaTeX
-    (`latex`), its tables (`tables`, by file name) and `save()`, which writes it under
-    runs/reports/ as `make report` does."""
+    (`latex`), its tables (`tables`, by file name), the HTML page (`html`) and `save()`, which
+    writes it under runs/reports/ as `make report` does."""
 
     corpus: str
     seed: int
     runs_root: Path
     sections: tuple[Section, ...]
+    provenance: Provenance | None = None  # what made the numbers (the HTML page shows it)
 
     @property
     def markdown(self) -> str:
@@ -161,12 +166,31 @@ class Report:
         raise KeyError(f"no section {name!r} in the report of {self.corpus} (sections: "
                        f"{', '.join(s.name for s in self.sections)})")
 
+    def page(self, images: dict[str, bytes]) -> str:
+        """The HTML page, given each plot's PNG by its name (pipeline/report/html.py)."""
+        return page(self.corpus, self.seed, self.sections, images, self.provenance)
+
+    @property
+    def html(self) -> str:
+        """The self-contained HTML page (its plots drawn into a scratch folder)."""
+        with tempfile.TemporaryDirectory() as scratch:
+            images = {}
+            for plot in (p for section in self.sections for p in section.plots):
+                plot.draw(Path(scratch) / plot.name)
+                images[plot.name] = (Path(scratch) / plot.name).read_bytes()
+        return self.page(images)
+
     def save(self) -> Path:
-        """Write the LaTeX tables, the plots and then the Markdown file under runs/reports/;
-        return the Markdown file's path."""
+        """Write the LaTeX tables, the plots, the HTML page and then the Markdown file under
+        runs/reports/; return the Markdown file's path."""
         out_dir = reports_dir(self.runs_root)
         for section in self.sections:
             section.save(out_dir, self.corpus)
+        images = {plot.name: report_file(out_dir, self.corpus, plot.name,
+                                         REPORT_PLOT_SUFFIX).read_bytes()
+                  for section in self.sections for plot in section.plots}
+        with atomic_path(report_file(out_dir, self.corpus, suffix=REPORT_PAGE_SUFFIX)) as tmp:
+            tmp.write_text(self.page(images), encoding="utf-8")
         path = report_file(out_dir, self.corpus)
         with atomic_path(path) as tmp:
             tmp.write_text(self.document)
@@ -371,7 +395,10 @@ def build_report(runs_root: Path, corpus: str, seed: int = 0,
     corpus manifest that says what the corpus is: the published numbers get a difference only
     on the paper's setup (docs/published.md)."""
     data = load_results(runs_root, corpus, seed, corpora_root)
-    return Report(corpus, seed, runs_root, tuple(section(data) for section in SECTIONS))
+    corpora = corpora_root if corpora_root is not None else (
+        runs_root.parent / DATA_FOLDERS["corpora"])
+    return Report(corpus, seed, runs_root, tuple(section(data) for section in SECTIONS),
+                  provenance(data.rows, runs_root, corpora, corpus, seed))
 
 
 def report(runs_root: Path, corpus: str, seed: int = 0,

@@ -28,16 +28,19 @@ def _save(fig, path: Path) -> None:
 
 
 def plot_map_vs_size(means: pl.DataFrame, path: Path, title: str, metric: str = "map") -> None:
-    """MAP (or `metric`) against pool size (log x), one line per model, error bars: std over
-    repeats; sizes whose runs were not scored with it are left out of a model's line."""
+    """MAP (or `metric`) against pool size (log x), one line per model, error bars and a band:
+    mean ± std over repeats; sizes whose runs were not scored with it are left out of a
+    model's line."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     has = means.filter(pl.col(metric).is_not_null()) if metric in means.columns else means[:0]
     for model in model_order(has["model"].unique().to_list()):
         line = has.filter(pl.col("model") == model).sort("size")
-        ax.errorbar(line["size"], line[metric], yerr=line[f"{metric}_std"].fill_null(0),
-                    marker="o", capsize=3, label=model,
-                    linestyle=":" if model == "random" else "-")
+        std = line[f"{metric}_std"].fill_null(0)
+        drawn = ax.errorbar(line["size"], line[metric], yerr=std, marker="o", capsize=3,
+                            label=model, linestyle=":" if model == "random" else "-")
+        ax.fill_between(line["size"], line[metric] - std, line[metric] + std, alpha=0.15,
+                        color=drawn.lines[0].get_color(), linewidth=0)
     ax.set_xscale("log")
     sizes = sorted(means["size"].unique().to_list())
     ax.set_xticks(sizes, labels=[format_size(s) for s in sizes])

@@ -1,6 +1,7 @@
 """`make report` gives the same bytes every time (issue 29): twice on the same results, with one
 polars thread or many, and on a results table whose rows come in another order. Every file
-under runs/reports/ (markdown, LaTeX, the plots' PNGs) and the returned markdown are compared.
+under runs/reports/ (markdown, LaTeX, the plots' PNGs, the HTML page) and the returned markdown
+are compared.
 
 The results cover every kind of table: dataset- and field-level pools (with a query variant and
 pools of the published sizes), an MDCR-style benchmark, a BEIR-layout collection and CSFCube's
@@ -133,6 +134,7 @@ def test_every_kind_of_table_is_reported(reference):
             "demo-map-vs-pool-size.png", "demo-fields-100k.png", "demo-published-dataset.tex",
             "bench-mdcr.tex", "bench-mdcr-types.tex", "bench-mdcr-other-types.tex",
             "cube-csfcube.tex", "scidocs-collection.tex", "scidocs.md"} <= names
+    assert {f"{corpus}.html" for corpus in CORPORA} <= names  # the pages are compared too
     for corpus in CORPORA:
         assert b"95% bootstrap intervals" in made[f"returned:{corpus}"]
 

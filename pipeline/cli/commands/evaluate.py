@@ -68,14 +68,14 @@ def _report_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=non_negative, default=0, help="report the pools of this seed")
 
 
-@command("report", "tables (md, tex) and the MAP-vs-pool-size plot", _report_arguments)
+@command("report", "tables (md, tex), plots and the HTML page", _report_arguments)
 def cmd_report(args: argparse.Namespace) -> None:
     from pipeline.evaluation.evaluate import collect_results
     from pipeline.report.build import report, stage_times
 
     collect_results(Path(args.corpora_root), Path(args.index_root), Path(args.runs_root))
     print(report(Path(args.runs_root), args.corpus, args.seed, Path(args.corpora_root)))
-    print(f"Written to {args.runs_root}/reports/ ({args.corpus}.md, .tex, .png)")
+    print(f"Written to {args.runs_root}/reports/ ({args.corpus}.md, .html, .tex, .png)")
     if args.times:
         print("\n## Stage times (seconds, this corpus)\n\n" +
               stage_times(Path(args.runs_root), args.corpus))

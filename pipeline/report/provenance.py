@@ -1,0 +1,160 @@
+"""Where a report's numbers come from: the code, the pools' and runs' parameters, the checksums
+their manifests record, and the commands that make them again (the HTML page shows it).
+
+Everything is read from the manifests the stages wrote (a pool's `manifest.json`, a run's
+`<model>.manifest.json` and `<model>.eval.json`, `runs/results.manifest.json`); nothing is
+hashed again, and the manifests' creation times are left out, so the page is the same bytes
+for the same data. A manifest that is missing or unreadable is named and counted, never
+skipped in silence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline.core.errors import InputError
+from pipeline.core.files import read_json
+from pipeline.core.manifests import code_version
+from pipeline.core.repair import Repair
+from pipeline.layout import MANIFEST, RESULTS_FILE, RESULTS_MANIFEST, pool_dir, run_paths
+from pipeline.pools.build import pool_repair
+from pipeline.retrieval.runs import run_repair
+
+DISTRIBUTION = "mdcr-pipeline"  # the package's name on an index (pyproject.toml)
+NOT_RECORDED = "not recorded"
+# manifest keys that are times or bookkeeping (they differ between two makings of the same
+# bytes: BM25's analysed-text store says what it reused): not parameters
+_NOT_PARAMETERS = ("created", "seconds", "queries_per_s", "analysed_text_store")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What made the numbers of one corpus's report, as tables of strings.
+
+    `about`: (what, value) pairs: the package version and git commit that wrote the page, the
+    checksum of results.parquet, the command that rebuilds the report; `pools` and `runs`:
+    (header, rows) tables, one row per pool and per run reported; `commands`: run name ->
+    the command that searches and scores it again; `missing`: the manifests not found."""
+
+    about: tuple[tuple[str, str], ...]
+    pools: tuple[list[str], list[list[str]]]
+    runs: tuple[list[str], list[list[str]]]
+    commands: dict[str, str]
+    missing: tuple[str, ...] = ()
+
+
+def package_version() -> str:
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _read(path: Path, missing: list[str], label: str | None = None) -> dict[str, Any] | None:
+    """A manifest, or None (named in `missing` as `label`, default `<folder>/<file>`: never
+    where the data lies, so the page does not change with it) when absent or unreadable."""
+    label = label or f"{path.parent.name}/{path.name}"
+    if not path.is_file():
+        missing.append(f"{label} (missing)")
+        return None
+    try:
+        return read_json(path)
+    except InputError:
+        missing.append(f"{label} (unreadable)")
+        return None
+
+
+def _flat(value: Any, prefix: str = "") -> list[str]:
+    """`key=value` words of a (nested) mapping, keys sorted, nulls and empty texts left
+    out."""
+    if isinstance(value, dict):
+        return [w for k in sorted(value) for w in _flat(value[k], f"{prefix}{k}.")]
+    if value is None or value == "":
+        return []
+    if isinstance(value, list | tuple):
+        value = ",".join(map(str, value))
+    return [f"{prefix.rstrip('.')}={value}"]
+
+
+def parameters(info: dict[str, Any] | None, keys: tuple[str, ...]) -> str:
+    """The manifest's `keys` (parameters, details...) as `key=value` lines."""
+    if info is None:
+        return NOT_RECORDED
+    return "\n".join(w for key in keys if key in info
+                     for w in _flat({k: v for k, v in info[key].items()
+                                     if k not in _NOT_PARAMETERS}
+                                    if isinstance(info[key], dict) else info[key]))
+
+
+def checksums(info: dict[str, Any] | None) -> str:
+    """The sha256 the manifest records of each output file, `file sha256` per line."""
+    if info is None:
+        return NOT_RECORDED
+    outputs = info.get("outputs") or {}
+    return "\n".join(f"{name} {record.get('sha256', NOT_RECORDED)}"
+                     for name, record in sorted(outputs.items())) or NOT_RECORDED
+
+
+def inputs(info: dict[str, Any] | None) -> str:
+    """The sha256 the manifest records of each input, `input sha256` per line."""
+    if info is None:
+        return NOT_RECORDED
+    return "\n".join(f"{name} {sha}" for name, sha in sorted((info.get("inputs") or {}).items()))
+
+
+def made_by(*infos: dict[str, Any] | None) -> str:
+    """The code versions the manifests record (one when they agree)."""
+    found = sorted({str(i.get("code_version", NOT_RECORDED)) for i in infos if i is not None})
+    return ", ".join(found) or NOT_RECORDED
+
+
+def report_repair(corpus: str, seed: int) -> Repair:
+    """The command that writes the report (and this page) again."""
+    return Repair("report", corpus, variables=(("SEED", str(seed)),))
+
+
+def provenance(rows: pl.DataFrame, runs_root: Path, corpora_root: Path, corpus: str,
+               seed: int) -> Provenance:
+    """The provenance of the pools and runs of `rows` (a report's results), from their
+    manifests, in the order of pool then run name."""
+    missing: list[str] = []
+    corpus_dir = corpora_root / corpus
+    pool_rows, run_rows, commands = [], [], {}
+    pairs = rows.select("pool", "model").unique().sort("pool", "model").rows()
+    for pool in sorted({p for p, _ in pairs}):
+        info = _read(pool_dir(corpus_dir, pool) / MANIFEST, missing)
+        pool_rows.append([pool, str((info or {}).get("level", NOT_RECORDED)),
+                          parameters(info, ("parameters",)), made_by(info),
+                          inputs(info), checksums(info),
+                          pool_repair(corpus_dir, pool, info).command()])
+    for pool, model in pairs:
+        paths = run_paths(runs_root, corpus, pool, model)
+        search, evaluation = _read(paths.manifest, missing), _read(paths.evaluation, missing)
+        commands[model] = run_repair(corpus, model).command()
+        run_rows.append([pool, model, parameters(search, ("parameters", "details")),
+                         parameters(evaluation, ("parameters",)), made_by(search, evaluation),
+                         "\n".join(c for c in (checksums(search), checksums(evaluation))
+                                   if c != NOT_RECORDED) or NOT_RECORDED,
+                         commands[model]])
+    results = _read(runs_root / RESULTS_MANIFEST, missing, RESULTS_MANIFEST)
+    recorded = ((results or {}).get("outputs") or {}).get(RESULTS_FILE, {})
+    about = (
+        ("package", f"{DISTRIBUTION} {package_version()}"),
+        ("code (git) that wrote this page", code_version()),
+        ("code (git) that collected the results", made_by(results)),
+        (f"{RESULTS_FILE} sha256", recorded.get("sha256", NOT_RECORDED)),
+        ("rebuild this page", report_repair(corpus, seed).command()),
+        ("manifests not found", str(len(missing))),
+    )
+    return Provenance(
+        about,
+        (["pool", "level", "parameters", "made by (git)", "inputs (sha256)",
+          "files (sha256)", "rebuild"], pool_rows),
+        (["pool", "run", "search parameters", "evaluation parameters", "made by (git)",
+          "files (sha256)", "rebuild"], run_rows),
+        commands, tuple(missing))
