@@ -81,7 +81,7 @@ MODEL_NAME := $(call checked,MODEL_NAME)
 MODEL_ARGS = --model $(call q,$(call checked,MODEL_FILE)) \
 	$(if $(MODEL_PATH),--model-path $(call q,$(MODEL_PATH)))
 
-.PHONY: help setup setup-gpu demo test test-fast lint variables download corpus pool pools \
+.PHONY: help setup setup-gpu demo test test-fast lint variables download corpus pool pools training-ids \
 	pools-paper embed index search eval fuse report mdcr mdcr-jaccard import-mdcr export-mdcr \
 	mdcr-scores import-beir import-csfcube verify sweep models clean-demo
 .DELETE_ON_ERROR:
@@ -143,14 +143,19 @@ endif
 pool: corpus
 	$(PIPE) pool --corpus $(call q,$(CORPUS)) --size $(call q,$(SIZE)) \
 		$(if $(FIELD),--field $(call q,$(FIELD))) --repeats $(call q,$(REPEATS)) \
-		--seed $(call q,$(SEED)) $(if $(QUERIES),--queries $(call q,$(QUERIES)))
+		--seed $(call q,$(SEED)) $(if $(QUERIES),--queries $(call q,$(QUERIES))) \
+		$(if $(EXCLUDE),--exclude $(call q,$(EXCLUDE)))
 
 # The paper's whole grid: dataset-level and field-level pools, test and validation splits.
 pools-paper: corpus
 	$(PIPE) pools-paper --corpus $(call q,$(CORPUS)) --sizes $(call q,$(PAPER_SIZES)) \
 		--queries $(call q,$(PAPER_QUERIES)) --field-size $(call q,$(PAPER_FIELD_SIZE)) \
 		--field-queries $(call q,$(PAPER_FIELD_QUERIES)) --repeats $(call q,$(PAPER_REPEATS)) \
-		--seed $(call q,$(SEED))
+		--seed $(call q,$(SEED)) $(if $(EXCLUDE),--exclude $(call q,$(EXCLUDE)))
+
+training-ids: | $(STAMP)
+	$(PIPE) training-ids --src $(call q,$(SRC)) --paper-ids $(call q,$(PAPER_IDS)) \
+		--out $(call q,$(OUT))
 
 # Every pool of CORPUS that is stale, damaged or half-written, built again from its recorded
 # parameters (what make eval does first).
@@ -255,7 +260,9 @@ mdcr-scores: eval
 		--out $(call q,$(OUT)) --split $(call q,$(SPLIT))
 
 report: | $(STAMP)
-	$(PIPE) report --corpus $(call q,$(CORPUS)) --seed $(call q,$(SEED)) --times
+	$(PIPE) report --corpus $(call q,$(CORPUS)) --seed $(call q,$(SEED)) --times \
+		$(if $(EXCLUDE),--exclude $(call q,$(EXCLUDE))) \
+		$(if $(TRAINING_SETS),--training-sets $(call q,$(TRAINING_SETS)))
 
 verify: | $(STAMP)
 	$(PIPE) verify

@@ -137,8 +137,7 @@ def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | Non
         if "size" in fields:
             fields["size"] = parse_size(str(fields["size"]))
         spec = PoolSpec(**fields)
-    build(Data.of(data).corpus(corpus), spec)
-    return spec.name
+    return build(Data.of(data).corpus(corpus), spec)["name"]  # EXCLUDE's ids: in the name
 
 
 def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | ModelEntry,
@@ -195,16 +194,21 @@ def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str,
 
 
 def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = 0, *,
-                 collect: bool = True) -> Report:
+                 collect: bool = True, exclude: str | os.PathLike | None = None,
+                 training_sets: dict[str, str | os.PathLike] | None = None) -> Report:
     """Gather every evaluation (runs/results.parquet; `collect=False`: as written last) and
     make the report of `corpus` and pool seed `seed`: a Report, whose `save()` writes it under
-    runs/reports/ as `make report` does."""
+    runs/reports/ as `make report` does. `exclude`: the exclusion list whose pools are reported
+    (as EXCLUDE; 'none' for the pools without one); `training_sets`: model -> file of its
+    training papers, for the leakage table (as TRAINING_SETS)."""
     from pipeline.report.build import build_report as build
 
     data = Data.of(data)
     if collect:
         data.results()
-    return build(data.runs, corpus, seed, data.corpora)
+    return build(data.runs, corpus, seed, data.corpora,
+                 None if exclude is None else str(exclude),
+                 {model: str(path) for model, path in (training_sets or {}).items()})
 
 
 def verify_data(data: Data | str | os.PathLike, *folders: str | os.PathLike,

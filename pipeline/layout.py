@@ -73,27 +73,41 @@ class PoolName(NamedTuple):
     repeat: int
     seed: int
     split: str = "test"
+    exclusion: str = ""  # the tag of the exclusion list its queries were drawn without
 
 
-def pool_name(scope: str, size: int, repeat: int, seed: int = 0, split: str = "test") -> str:
+EXCLUSION_TAG = 8  # hex digits of an exclusion list's digest that name its pools
+
+
+def exclusion_tag(digest: str) -> str:
+    """The part of an exclusion list's digest (the sha256 of its sorted ids) that names the
+    pools drawn without it: two lists never share a pool name."""
+    return digest[:EXCLUSION_TAG]
+
+
+def pool_name(scope: str, size: int, repeat: int, seed: int = 0, split: str = "test",
+              exclusion: str = "") -> str:
     """Folder name of a pool: scope is 'all' (dataset-level) or a field slug. The seed is part
-    of the name unless it is 0, so pools of two seeds never overwrite each other; validation
-    pools (MDCR §3: for tuning BM25) end in '-val'."""
+    of the name unless it is 0, so pools of two seeds never overwrite each other; so is the tag
+    of the list of papers excluded from the queries (EXCLUDE: `-x<tag>`), so pools of two
+    lists never do; validation pools (MDCR §3: for tuning BM25) end in '-val'."""
     seed_part = f"-s{seed}" if seed else ""
+    exclusion_part = f"-x{exclusion_tag(exclusion)}" if exclusion else ""
     split_part = "-val" if split == "validation" else ""
-    return f"{scope}-{format_size(size)}{seed_part}-r{repeat}{split_part}"
+    return f"{scope}-{format_size(size)}{seed_part}{exclusion_part}-r{repeat}{split_part}"
 
 
 def parse_pool_name(name: str) -> PoolName:
-    """Inverse of pool_name: 'medicine-20k-r0' -> ('medicine', 20000, 0, 0, 'test'),
-    'all-10k-s1-r2-val' -> ('all', 10000, 2, 1, 'validation')."""
-    match = re.match(r"^(.+)-([0-9.]+[kM]?)(?:-s(\d+))?-r(\d+)(-val)?$", name)
+    """Inverse of pool_name: 'medicine-20k-r0' -> ('medicine', 20000, 0, 0, 'test', ''),
+    'all-10k-s1-x3fa2b1c9-r2-val' -> ('all', 10000, 2, 1, 'validation', '3fa2b1c9')."""
+    match = re.match(rf"^(.+)-([0-9.]+[kM]?)(?:-s(\d+))?(?:-x([0-9a-f]{{{EXCLUSION_TAG}}}))?"
+                     r"-r(\d+)(-val)?$", name)
     if not match:
         raise InputError(f"malformed pool name {name!r}: expected <scope>-<size>[-s<seed>]"
-                         "-r<repeat>[-val]")
-    scope, size, seed, repeat, val = match.groups()
+                         "[-x<exclusion>]-r<repeat>[-val]")
+    scope, size, seed, exclusion, repeat, val = match.groups()
     return PoolName(scope, parse_size(size), int(repeat), int(seed or 0),
-                    "validation" if val else "test")
+                    "validation" if val else "test", exclusion or "")
 
 
 # Perturbed queries (pipeline/pools/queries.py): QUERY_VARIANT and the names of their runs.
@@ -136,9 +150,11 @@ def store_dir(index_root: Path, corpus: str, model: str) -> Path:
 
 
 def group_name(pool: str) -> str:
-    """The test pool's group: what its validation pools share (scope, size, seed)."""
+    """The test pool's group: what its validation pools share (scope, size, seed, exclusion
+    list)."""
     name = parse_pool_name(pool)
-    return f"{name.scope}-{format_size(name.size)}" + (f"-s{name.seed}" if name.seed else "")
+    return (f"{name.scope}-{format_size(name.size)}" + (f"-s{name.seed}" if name.seed else "")
+            + (f"-x{name.exclusion}" if name.exclusion else ""))
 
 
 def tuning_path(index_root: Path, corpus: str, pool: str) -> Path:

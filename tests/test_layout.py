@@ -5,7 +5,7 @@ import pytest
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import REGISTRY, get_model
 from pipeline.fields import MAG_FIELDS, resolve_field, resolve_fields
-from pipeline.layout import format_size, parse_pool_name, parse_size, pool_name
+from pipeline.layout import format_size, group_name, parse_pool_name, parse_size, pool_name
 
 
 @pytest.mark.parametrize("text,value", [("20000", 20000), ("20k", 20000), ("2M", 2_000_000),
@@ -23,11 +23,19 @@ def test_malformed_sizes(text):
 
 def test_pool_names_round_trip():
     assert pool_name("medicine", 20000, 2) == "medicine-20k-r2"
-    assert parse_pool_name("computer-science-1500-r0") == ("computer-science", 1500, 0, 0, "test")
+    assert parse_pool_name("computer-science-1500-r0") == (
+        "computer-science", 1500, 0, 0, "test", "")
     assert pool_name("all", 10000, 1, seed=3) == "all-10k-s3-r1"
-    assert parse_pool_name("all-10k-s3-r1") == ("all", 10000, 1, 3, "test")
+    assert parse_pool_name("all-10k-s3-r1") == ("all", 10000, 1, 3, "test", "")
     assert pool_name("all", 10000, 1, seed=3, split="validation") == "all-10k-s3-r1-val"
-    assert parse_pool_name("medicine-100k-r2-val") == ("medicine", 100000, 2, 0, "validation")
+    assert parse_pool_name("medicine-100k-r2-val") == ("medicine", 100000, 2, 0, "validation", "")
+    digest = "3fa2b1c9" + "0" * 56  # an exclusion list's ids sha256: its first 8 hex name pools
+    name = pool_name("all", 200000, 1, seed=2, split="validation", exclusion=digest)
+    assert name == "all-200k-s2-x3fa2b1c9-r1-val"
+    assert parse_pool_name(name) == ("all", 200000, 1, 2, "validation", "3fa2b1c9")
+    assert group_name(name) == "all-200k-s2-x3fa2b1c9" != group_name("all-200k-s2-r0")
+    with pytest.raises(InputError, match="malformed pool name"):
+        parse_pool_name("all-200k-xZZ-r0")
 
 
 def test_fields_are_case_insensitive_and_exact():

@@ -130,6 +130,23 @@ def metric_list(text: str) -> str:
     return text
 
 
+def training_sets(text: str) -> str:
+    """TRAINING_SETS: `<model>=<file>` pairs separated by spaces or commas, each model named
+    once (the files are read by the report)."""
+    models = []
+    for word in text.replace(",", " ").split():
+        model, sep, path = word.partition("=")
+        if not (model and sep and path):
+            raise argparse.ArgumentTypeError(
+                f"{word!r}: write <model>=<file of its training papers>, e.g. "
+                "specter=lists/specter.txt")
+        safe_path(path)
+        models.append(model)
+    if len(set(models)) < len(models):
+        raise argparse.ArgumentTypeError(f"{text!r}: a model named twice")
+    return text
+
+
 def device(text: str) -> str:
     if not re.match(r"^(cpu|cuda(:\d+)?)$", text):
         raise argparse.ArgumentTypeError(f"{text!r}: use cpu, cuda or cuda:<index>")

@@ -31,7 +31,7 @@ RELEASE ?= latest
 # DATASETS: make download: the S2AG datasets, separated by commas
 DATASETS ?= papers,abstracts,citations
 # FIRST: make download: a trial, only the first FIRST files of each dataset (empty: every file)
-# (default: (empty: every file))
+# (default: every file)
 FIRST ?=
 # UPDATE: 1: make download brings a folder holding an older release to RELEASE with the API's diffs
 # (then make corpus ingests again)
@@ -58,6 +58,12 @@ SEED ?= 0
 # QUERIES: query papers per pool (default: 50 on CORPUS=demo, else the paper's: 3,800 dataset-level,
 # 200 per field)
 QUERIES ?= $(if $(filter demo,$(CORPUS)),50,)
+# EXCLUDE: papers never used as queries (the paper: SPECTER's and SciNCL's training papers): a file
+# of CorpusIDs, one per line or a JSON list; its ids name the pools (-x<tag>), and make report shows
+# the pools of this list (default: (empty: no paper left out))
+EXCLUDE ?=
+# PAPER_IDS: make training-ids: the folder of S2AG's paper-ids dataset (SHA -> CorpusID)
+PAPER_IDS ?=
 
 # ---- Models
 # MODEL: one model: a registered name (make models lists them), hf:<org>/<name> (any Hugging Face
@@ -88,6 +94,10 @@ BACKEND ?= auto
 QUERY_VARIANT ?= full
 
 # ---- Evaluation and fusion (make eval, make fuse)
+# TRAINING_SETS: make report: each model's training papers, <model>=<file> separated by spaces
+# (files as for EXCLUDE): the share of every pool's queries and positives in them (leakage)
+# (default: (empty: no leakage table))
+TRAINING_SETS ?=
 # METRICS: what eval scores: auto (each pool's own set: large-scale pools MAP, NDCG, R@30;
 # MDCR-style pools MAP, NDCG, R@5), a set (large-scale, mdcr, beir: nDCG@10, R@100; csfcube:
 # NDCG%20, MAP of grades >= 2) or ranx names, e.g. 'map ndcg@10 recall@30'
@@ -161,9 +171,9 @@ PAPER_FIELD_QUERIES ?= 200
 PAPER_REPEATS ?= 3
 
 USER_VARS := CORPUS DATA CORPORA_DIR INDEX_DIR RUNS_DIR SOURCE RAW FOS_SOURCE RELEASE DATASETS \
-	FIRST UPDATE PARALLEL CITATIONS STRICT SIZE FIELD REPEATS SEED QUERIES MODEL POOLING \
-	PRECISION MODEL_PATH THREADS BM25_ENGINE BACKEND QUERY_VARIANT METRICS MODELS METHOD \
-	MDCR MDCR_MODELS SRC OUT SPLIT REPLACE EXECUTOR SHARDS PARTITION GPUS_PER_TASK \
-	SLURM_TIME DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED DEMO_FIELDS DEMO_FIELD_SIZE \
-	DEMO_FIELD_QUERIES PAPER_SIZES PAPER_QUERIES PAPER_FIELD_SIZE PAPER_FIELD_QUERIES \
-	PAPER_REPEATS
+	FIRST UPDATE PARALLEL CITATIONS STRICT SIZE FIELD REPEATS SEED QUERIES EXCLUDE MODEL \
+	POOLING PRECISION MODEL_PATH THREADS BM25_ENGINE BACKEND QUERY_VARIANT PAPER_IDS \
+	TRAINING_SETS METRICS MODELS METHOD MDCR MDCR_MODELS SRC OUT SPLIT REPLACE EXECUTOR \
+	SHARDS PARTITION GPUS_PER_TASK SLURM_TIME DEMO_PAPERS DEMO_SIZES DEMO_MODELS \
+	DEMO_SEED DEMO_FIELDS DEMO_FIELD_SIZE DEMO_FIELD_QUERIES PAPER_SIZES PAPER_QUERIES \
+	PAPER_FIELD_SIZE PAPER_FIELD_QUERIES PAPER_REPEATS

@@ -35,6 +35,7 @@ from pipeline.cli.checks import (
     positive,
     safe_path,
     sizes,
+    training_sets,
 )
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import HF_PREFIX, PRECISIONS, get_model, with_precision
@@ -109,7 +110,7 @@ VARIABLES: tuple[Variable, ...] = (
     V("DATASETS", "papers,abstracts,citations", None, "make download: the S2AG datasets, "
       "separated by commas", "data", one_word=True),
     V("FIRST", "", positive, "make download: a trial, only the first FIRST files of each "
-      "dataset (empty: every file)", "data", shown="(empty: every file)", optional=True,
+      "dataset (empty: every file)", "data", shown="every file", optional=True,
       one_word=True),
     V("UPDATE", "", choice(FLAG), "1: make download brings a folder holding an older release "
       "to RELEASE with the API's diffs (then make corpus ingests again)", "data",
@@ -132,6 +133,10 @@ VARIABLES: tuple[Variable, ...] = (
     V("QUERIES", "$(if $(filter demo,$(CORPUS)),50,)", positive, "query papers per pool",
       "pools", shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
       optional=True),
+    V("EXCLUDE", "", safe_path, "papers never used as queries (the paper: SPECTER's and "
+      "SciNCL's training papers): a file of CorpusIDs, one per line or a JSON list; its ids "
+      "name the pools (-x<tag>), and make report shows the pools of this list",
+      "pools", shown="(empty: no paper left out)", optional=True, one_word=True),
     # ---- models
     V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
       "hf:<org>/<name> (any Hugging Face encoder, with POOLING), or a fused model's name",
@@ -158,6 +163,12 @@ VARIABLES: tuple[Variable, ...] = (
       "their runs are named after the model and the variant, beside the others", "search",
       one_word=True),
     # ---- eval
+    V("PAPER_IDS", "", safe_path, "make training-ids: the folder of S2AG's paper-ids "
+      "dataset (SHA -> CorpusID)", "pools", optional=True, one_word=True),
+    V("TRAINING_SETS", "", training_sets, "make report: each model's training "
+      "papers, <model>=<file> separated by spaces (files as for EXCLUDE): the share of every "
+      "pool's queries and positives in them (leakage)", "eval",
+      shown="(empty: no leakage table)", optional=True),
     V("METRICS", "auto", checked(metric_list), "what eval scores: auto (each pool's own set: "
       "large-scale pools MAP, NDCG, R@30; MDCR-style pools MAP, NDCG, R@5), a set "
       "(large-scale, mdcr, beir: nDCG@10, R@100; csfcube: NDCG%20, MAP of grades >= 2) or "
@@ -268,11 +279,16 @@ TARGETS: tuple[Target, ...] = (
     T("setup", "", "the virtual environment VENV, with everything installed"),
     T("setup-gpu", "", "on a GPU node: Faiss GPU in place of faiss-cpu"),
     T("download", "CORPUS=s2ag [RELEASE=latest FIRST=2]", "the S2AG datasets (key: "
-      "S2_API_KEY)", ("(FIRST=2: a trial; UPDATE=1: apply the diffs to a newer release)",)),
+      "S2_API_KEY)", ("(FIRST=2: a trial; UPDATE=1: apply the diffs to a newer release)",),
+      needs={"CORPUS": "<the corpus to download into, e.g. s2ag>"}),
     T("corpus", "[RAW=dir]", "ingest and prefilter CORPUS (the demo's: generate it first)"),
     T("pool", "[FIELD=f] SIZE=20k", "build a dataset-level (or field-level) pool"),
     T("pools-paper", "", "the paper's grid: test and validation pools"),
     T("pools", "", "rebuild the stale, damaged or half-written pools"),
+    T("training-ids", "SRC=data.json PAPER_IDS=dir OUT=ids.txt", "SPECTER's training papers "
+      "(S2 SHAs) as CorpusIDs, for EXCLUDE and TRAINING_SETS",
+      needs={"SRC": "<SPECTER's data.json or train.txt>",
+             "PAPER_IDS": "<folder of S2AG's paper-ids shards>", "OUT": "<file to write>"}),
     T("eval", "MODEL=bm25|minilm|..", "index, search and score every pool of CORPUS",
       ("(QUERY_VARIANT=title: the pools with perturbed queries)",), pools=True),
     T("index", "MODEL=..", "only index (Lucene / embeddings) every pool of CORPUS", pools=True),

@@ -235,7 +235,7 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
         if problem:
             stale.append(f"{corpus}/{pool}/{model} ({problem[0]})")
             continue
-        scope, size, repeat, seed, split = parse_pool_name(pool)
+        scope, size, repeat, seed, split, exclusion = parse_pool_name(pool)
         metrics = run_paths(runs_root, corpus, pool, model).metrics
         values = read_parquet(metrics)
         used += [path, metrics, pool_manifest]
@@ -248,7 +248,7 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
                     scope=pl.lit(scope), field=pl.lit(pool_info["parameters"]["field"],
                                                       pl.String),
                     size=pl.lit(size, pl.Int64), repeat=pl.lit(repeat, pl.Int64),
-                    seed=pl.lit(seed, pl.Int64), split=pl.lit(split),
+                    seed=pl.lit(seed, pl.Int64), exclusion=pl.lit(exclusion), split=pl.lit(split),
                     candidates=pl.lit(pool_info["counts"]["candidates"], pl.Int64),
                     model=pl.lit(model), query="query", negatives="negatives",
                     metric="metric",
@@ -279,6 +279,6 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
 RESULTS_SCHEMA = {
     "corpus": pl.String, "pool": pl.String, "level": pl.String, "scope": pl.String,
     "field": pl.String, "size": pl.Int64, "repeat": pl.Int64, "seed": pl.Int64,
-    "split": pl.String, "candidates": pl.Int64, "model": pl.String, "query": pl.String,
-    "negatives": pl.String, "metric": pl.String, "value": pl.Float64}
+    "exclusion": pl.String, "split": pl.String, "candidates": pl.Int64, "model": pl.String,
+    "query": pl.String, "negatives": pl.String, "metric": pl.String, "value": pl.Float64}
 RESULTS_ORDER = ["corpus", "pool", "model", "negatives", "metric", "query"]  # a row's key

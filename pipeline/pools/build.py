@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,7 @@ from pipeline.layout import (
     POOL_SPEC,
     PREFILTERED,
     SPLITS,
+    exclusion_tag,
     parse_pool_name,
     pool_dir,
     pool_name,
@@ -50,6 +51,7 @@ from pipeline.layout import (
     pools_dir,
     written_whole,
 )
+from pipeline.pools.exclusions import NO_LIST, PaperList, read_list
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,7 @@ class PoolSpec:
     min_positives: int = 1
     exclude: str | None = None  # file of CorpusIDs never used as queries (training sets)
     split: str = "test"  # or "validation": queries disjoint from the test pool's (MDCR §3)
+    exclusion: str = ""  # the digest of `exclude`'s ids (`with_exclusion` fills it): its name
 
     @property
     def scope(self) -> str:
@@ -81,7 +84,8 @@ class PoolSpec:
 
     @property
     def name(self) -> str:
-        return pool_name(self.scope, self.size, self.repeat, self.seed, self.split)
+        return pool_name(self.scope, self.size, self.repeat, self.seed, self.split,
+                         self.exclusion)
 
     @property
     def queries_wanted(self) -> int:
@@ -90,31 +94,46 @@ class PoolSpec:
         return DATASET_QUERIES if self.field is None else FIELD_QUERIES
 
 
-def _read_exclusions(path: str | None) -> pl.Series:
-    if path is None:
-        return pl.Series("corpusid", [], dtype=pl.Int64)
-    try:
-        ids = pl.read_csv(path, has_header=False, new_columns=["corpusid"],
-                          schema_overrides={"corpusid": pl.Int64})
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise InputError(f"exclusion list {path}: unreadable ({exc.__class__.__name__}); "
-                         "give a text file with one CorpusID per line") from None
-    return ids["corpusid"]
+def with_exclusion(spec: PoolSpec) -> tuple[PoolSpec, PaperList | None]:
+    """The spec with its exclusion list read (EXCLUDE): its path made absolute and the digest
+    of its ids filled in, which names the pool. A list whose ids changed since a pool was drawn
+    without it is refused: that pool keeps the old list's name and contents."""
+    if spec.exclude == NO_LIST:  # EXCLUDE=none, as make report takes it
+        spec = replace(spec, exclude=None)
+    if spec.exclude is None:
+        if spec.exclusion:
+            raise InputError(f"pool {spec.name}: drawn without an exclusion list whose file is "
+                             "not recorded; build it again with make pool EXCLUDE=<the list>")
+        return spec, None
+    papers = read_list(spec.exclude)
+    if spec.exclusion and spec.exclusion != papers.digest:
+        raise InputError(
+            f"EXCLUDE {spec.exclude} has other papers than when pool {spec.name} was drawn "
+            f"without it (ids sha256 {papers.digest[:12]}..., recorded {spec.exclusion[:12]}...)"
+            ": put the old list back to rebuild that pool, or build the new list's pools "
+            "(make pool EXCLUDE=..., a new name)")
+    return replace(spec, exclude=papers.path, exclusion=papers.digest), papers
 
 
 def _scope_seed(spec: PoolSpec) -> int:
     return zlib.crc32(spec.scope.encode())
 
 
-def select_queries(corpus_dir: Path, spec: PoolSpec) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """Sample the query papers and their qrels; returns (queries, qrels, eligible count)."""
+def select_queries(corpus_dir: Path, spec: PoolSpec
+                   ) -> tuple[pl.DataFrame, pl.DataFrame, int, int]:
+    """Sample the query papers and their qrels; returns (queries, qrels, eligible count, papers
+    of the query year and scope that the exclusion list left out)."""
+    spec, excluded = with_exclusion(spec)
     pre = pl.scan_parquet(corpus_dir / PREFILTERED)
     candidates = pre.filter(pl.col("year") <= spec.max_year).select("corpusid")
     eligible = pre.filter(pl.col("year") == spec.query_year)
     if spec.field is not None:
         eligible = eligible.filter(pl.col("fields").list.contains(spec.field))
-    excluded = _read_exclusions(spec.exclude)
-    eligible = eligible.filter(~pl.col("corpusid").is_in(excluded.implode()))
+    left_out = 0
+    if excluded is not None:
+        listed = pl.col("corpusid").is_in(pl.Series(excluded.ids).implode())
+        left_out = eligible.filter(listed).select(pl.len()).collect().item()
+        eligible = eligible.filter(~listed)
     positives = (
         pl.scan_parquet(corpus_dir / CITATIONS)
         .join(eligible.select(citing="corpusid"), on="citing", how="semi")
@@ -158,7 +177,7 @@ def select_queries(corpus_dir: Path, spec: PoolSpec) -> tuple[pl.DataFrame, pl.D
         .select(query="citing", doc="cited", rel=pl.lit(1, dtype=pl.Int32))
         .sort("query", "doc").collect()
     )
-    return queries, qrels, n_eligible
+    return queries, qrels, n_eligible, left_out
 
 
 def _other_split_queries(corpus_dir: Path, spec: PoolSpec, ids: np.ndarray) -> np.ndarray:
@@ -166,8 +185,10 @@ def _other_split_queries(corpus_dir: Path, spec: PoolSpec, ids: np.ndarray) -> n
     scope): test and validation counts together exceed the eligible papers."""
     shared = [np.empty(0, dtype=np.int64)]
     for name in pool_names(corpus_dir):
-        scope, _, _, seed, split = parse_pool_name(name)
-        if scope != spec.scope or seed != spec.seed or split == spec.split:
+        other_name = parse_pool_name(name)
+        if ((other_name.scope, other_name.seed, other_name.exclusion)
+                != (spec.scope, spec.seed, exclusion_tag(spec.exclusion))
+                or other_name.split == spec.split):
             continue
         info = pool_manifest(corpus_dir, name)  # its files checked before they are read
         check_outputs(pool_dir(corpus_dir, name), info, repair=pool_repair(corpus_dir, name))
@@ -226,6 +247,7 @@ def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
     for complete; a lock keeps two processes from building one pool at once.
     """
     check_corpus(corpus_dir)
+    spec, excluded = with_exclusion(spec)
     if spec.split not in SPLITS:
         raise InputError(f"pool split {spec.split!r}: use one of {', '.join(SPLITS)}")
     if spec.size < 1 or spec.repeat < 0 or spec.queries_wanted < 1:
@@ -237,13 +259,13 @@ def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
         if _up_to_date(folder, spec, inputs):
             log.info(f"[pool] {spec.name} is up to date")
             return read_json(folder / MANIFEST)
-        return _build_pool(corpus_dir, spec, folder, inputs)
+        return _build_pool(corpus_dir, spec, folder, inputs, excluded)
 
 
-def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, inputs: dict[str, str]
-                ) -> dict:
+def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, inputs: dict[str, str],
+                excluded: PaperList | None) -> dict:
     start = time.perf_counter()
-    queries, qrels, n_eligible = select_queries(corpus_dir, spec)
+    queries, qrels, n_eligible, left_out = select_queries(corpus_dir, spec)
     positives = qrels["doc"].unique().sort()
     need = spec.size - len(positives)
     if need < 0:
@@ -295,9 +317,11 @@ def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, inputs: dict[s
         "median_positives_per_query": float(per_query.median()) if len(per_query) else 0.0,
         "field_cited_set": scope_size if spec.field is not None else None,
         "negative_population": len(population), "exhausted": exhausted,
+        "query_candidates_excluded": left_out,
     }
     info = manifest("pool", asdict(spec), name=spec.name, scope=spec.scope, split=spec.split,
                     level="dataset" if spec.field is None else "field",
+                    exclusion=excluded.record() if excluded is not None else None,
                     inputs=inputs, outputs=fingerprints(pool_dir, POOL_FILES), counts=counts,
                     warnings=warnings, seconds=round(time.perf_counter() - start, 2))
     write_json(info, pool_dir / MANIFEST)
@@ -395,4 +419,5 @@ def validation_pools(corpus_dir: Path, pool: str) -> list[str]:
         return []
     return sorted(p for p in pool_names(corpus_dir)
                   if (v := parse_pool_name(p)).split == "validation"
-                  and (v.scope, v.size, v.seed) == (name.scope, name.size, name.seed))
+                  and (v.scope, v.size, v.seed, v.exclusion)
+                  == (name.scope, name.size, name.seed, name.exclusion))

@@ -19,7 +19,8 @@ MAKEFILE = (ROOT / "Makefile").read_text()
 CLEARED = ("TIME", "SLURM_TIME", "CORPUS", "MODEL", "MODELS", "PYTHON", "VENV", "PY", "STAMP",
            "SRC", "OUT", "DATA", "EXECUTOR", "MAKEFLAGS")
 # The values a needed variable gets when the test does not leave it out.
-VALUES = {"CORPUS": "new", "MODELS": "bm25,random", "SRC": "{tmp}/src", "OUT": "{tmp}/out"}
+VALUES = {"CORPUS": "new", "MODELS": "bm25,random", "SRC": "{tmp}/src", "OUT": "{tmp}/out",
+          "PAPER_IDS": "{tmp}/paper-ids"}
 
 
 def make(tmp: Path, *args: str, env: dict[str, str] | None = None
@@ -53,7 +54,10 @@ def test_the_goals_that_need_a_variable():
                           ("import-mdcr", "CORPUS"), ("import-mdcr", "SRC"),
                           ("import-beir", "CORPUS"), ("import-beir", "SRC"),
                           ("import-csfcube", "CORPUS"), ("import-csfcube", "SRC"),
-                          ("export-mdcr", "OUT"), ("mdcr-scores", "OUT")}
+                          ("export-mdcr", "OUT"), ("mdcr-scores", "OUT"),
+                          ("download", "CORPUS"),
+                          ("training-ids", "SRC"), ("training-ids", "PAPER_IDS"),
+                          ("training-ids", "OUT")}
 
 
 @pytest.mark.parametrize("goal, missing", NEEDS)

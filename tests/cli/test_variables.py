@@ -81,7 +81,7 @@ def test_every_variable_the_makefile_uses_is_declared():
     asked = set(re.findall(r"\$\(call checked(?:_list)?,([A-Z_]+)\)", MAKEFILE))
     assert asked and asked <= set(DERIVED), sorted(asked - set(DERIVED))
     assert not set(DERIVED) & set(BY_NAME)
-    assert len(BY_NAME) == len(VARIABLES) == 54
+    assert len(BY_NAME) == len(VARIABLES) == 57
 
 
 def test_check_options_and_docs_come_from_the_declaration():
@@ -180,6 +180,9 @@ def test_precision_names_the_runs_and_is_refused_for_bm25(tmp_path):
     ("CORPUS=a\nb", "CORPUS holds a line break"),
     ("FIELD=medicine\nbiology", "FIELD holds a line break"),
     ("FIELD=all medicine", "'all' stands alone"),
+    ("EXCLUDE=my list.txt", "EXCLUDE"),
+    ("TRAINING_SETS=specter", "write <model>=<file of its training papers>"),
+    ("TRAINING_SETS=specter=a.txt specter=b.txt", "a model named twice"),
 ])
 def test_values_out_of_bounds_are_refused_up_front(assignment, message, tmp_path):
     """Bounds, lengths, leading dashes and line breaks: one line naming the variable, exit

@@ -119,10 +119,12 @@ def test_exclusion_list_removes_queries(corpus_dir, tmp_path):
     path = tmp_path / "exclude.txt"
     path.write_text("".join(f"{q}\n" for q in queries[:5]))
     copy = copy_corpus(corpus_dir, tmp_path / "c")
-    build_pool(copy, PoolSpec(size=POOL_SIZES[1], n_queries=N_QUERIES, seed=1,
-                              exclude=str(path)))
-    picked = set(load_pool(copy, spec.name)[0]["corpusid"])
-    assert not picked & set(queries[:5])
+    built = build_pool(copy, PoolSpec(size=POOL_SIZES[1], n_queries=N_QUERIES, seed=1,
+                                      exclude=str(path)))
+    assert built["name"] != spec.name  # the list's ids name the pool
+    picked = set(load_pool(copy, built["name"])[0]["corpusid"])
+    assert not picked & set(queries[:5]) and len(picked) == N_QUERIES
+    assert built["counts"]["query_candidates_excluded"] == 5
 
 
 def test_all_fields_with_repeats(corpus_dir, tmp_path):

@@ -189,7 +189,7 @@ def pool_spec(data, field: str | None, seed: int | None = None, repeat: int | No
 
 def bounds(corpus: Path, spec: PoolSpec) -> tuple[int, int]:
     """(positives, negative population) of a spec: feasible sizes are positives..sum."""
-    queries, qrels, _ = select_queries(corpus, spec)
+    queries, qrels, _, _ = select_queries(corpus, spec)
     positives = qrels["doc"].unique()
     population, _ = negative_population(corpus, spec,
                                         pl.concat([queries["corpusid"], positives]))
@@ -226,12 +226,12 @@ def build(corpus: Path, spec: PoolSpec) -> tuple[pl.DataFrame, pl.DataFrame, pl.
     """Build a pool; a field-level SIZE beyond the field-cited set with repeat > 0 is refused
     by design (MDCR §3), which the example then skips."""
     try:
-        build_pool(corpus, spec)
+        name = build_pool(corpus, spec)["name"]  # EXCLUDE's ids are part of the name
     except InputError as exc:
         if spec.field is not None and spec.repeat > 0 and "field-cited set" in str(exc):
             assume(False)
         raise
-    folder = corpus / "pools" / spec.name
+    folder = corpus / "pools" / name
     return tuple(pl.read_parquet(folder / name) for name in POOL_FILES)  # type: ignore
 
 

@@ -8,7 +8,9 @@ from pathlib import Path
 
 from pipeline.cli.checks import (
     non_negative,
+    training_sets,
 )
+from pipeline.cli.commands.pools import exclude_arg
 from pipeline.cli.registry import command, metrics_arg, place_of, pool_arg, pools_of, times_log
 from pipeline.encoding.models import get_model
 from pipeline.layout import (
@@ -66,6 +68,9 @@ def cmd_collect(args: argparse.Namespace) -> None:
 def _report_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--times", action="store_true", help="also print per-stage times")
     p.add_argument("--seed", type=non_negative, default=0, help="report the pools of this seed")
+    exclude_arg(p)  # whose pools are reported: the list they were drawn without
+    p.add_argument("--training-sets", type=training_sets, help="<model>=<file of its training "
+                   "papers> ..., separated by spaces or commas: the leakage table")
 
 
 @command("report", "tables (md, tex), plots and the HTML page", _report_arguments)
@@ -74,7 +79,10 @@ def cmd_report(args: argparse.Namespace) -> None:
     from pipeline.report.build import report, stage_times
 
     collect_results(Path(args.corpora_root), Path(args.index_root), Path(args.runs_root))
-    print(report(Path(args.runs_root), args.corpus, args.seed, Path(args.corpora_root)))
+    lists = dict(word.split("=", 1) for word in (args.training_sets or "").replace(
+        ",", " ").split())
+    print(report(Path(args.runs_root), args.corpus, args.seed, Path(args.corpora_root),
+                 args.exclude, lists))
     print(f"Written to {args.runs_root}/reports/ ({args.corpus}.md, .html, .tex, .png)")
     if args.times:
         print("\n## Stage times (seconds, this corpus)\n\n" +

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
+from pathlib import Path
 
 from pipeline.cli.checks import (
     checked,
     non_negative,
     positive,
+    safe_path,
     sizes,
 )
 from pipeline.cli.registry import command, make_default, place_of, run_stage, times_log
@@ -35,6 +37,12 @@ def repair_pools(args: argparse.Namespace) -> None:
             rebuild_pool(corpus_dir, name)
 
 
+def exclude_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--exclude", type=safe_path, help="papers never used as queries (the "
+                   "models' training sets): a file of CorpusIDs, one per line or a JSON list; "
+                   "its ids name the pools (-x<tag>)")
+
+
 def _pool_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", type=sizes, help="e.g. 20000, 20k, 2M; several: '10k 20k'")
     p.add_argument("--field", help="a MAG field for a field-level pool, or 'all' (19 pools)")
@@ -42,7 +50,7 @@ def _pool_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", type=positive, help="default 3800 dataset-level, 200 per field")
     p.add_argument("--query-year", type=non_negative, default=2019)
     p.add_argument("--seed", type=non_negative, default=0)
-    p.add_argument("--exclude", help="file of CorpusIDs never used as queries")
+    exclude_arg(p)
     p.add_argument("--split", default="test", type=checked(pool_split),
                    help="validation: queries disjoint from the test pool's (BM25 tuning)")
     p.add_argument("--rebuild", action="append", metavar="POOL",
@@ -56,6 +64,7 @@ def _pool_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_pool(args: argparse.Namespace) -> None:
     from pipeline.core.timing import timed
     from pipeline.pools.build import NoQueriesError, PoolSpec, build_pool, rebuild_pool
+    from pipeline.pools.exclusions import NO_LIST, read_list
 
     if args.repair:
         return repair_pools(args)
@@ -68,6 +77,8 @@ def cmd_pool(args: argparse.Namespace) -> None:
         raise InputError("pool: give --size (e.g. 20k) or --rebuild <pool>")
     fields = resolve_fields(args.field) if args.field else [None]
     sizes = [parse_size(text) for text in args.size.split()]
+    excluded = (read_list(args.exclude) if args.exclude not in (None, NO_LIST)
+                else None)  # its ids' digest names the pools
     exhausted: set[tuple[str | None, int]] = set()
     for field, size, repeat in itertools.product(fields, sizes, range(args.repeats)):
         if (field, size) in exhausted:  # MDCR §3: one sample where the field-cited set is small
@@ -75,7 +86,8 @@ def cmd_pool(args: argparse.Namespace) -> None:
             continue
         spec = PoolSpec(size=size, field=field, repeat=repeat, n_queries=args.queries,
                         query_year=args.query_year, max_year=args.query_year, seed=args.seed,
-                        exclude=args.exclude, split=args.split)
+                        split=args.split, exclude=excluded and excluded.path,
+                        exclusion=excluded.digest if excluded else "")
         try:
             with timed("pool", times_log(args), pool=spec.name) as info:
                 counts = build_pool(place_of(args).corpus_dir, spec)["counts"]
@@ -103,6 +115,7 @@ def _paper_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=positive, default=int(make_default("PAPER_REPEATS")),
                    help="samples per size (PAPER_REPEATS)")
     p.add_argument("--seed", type=non_negative, default=0)
+    exclude_arg(p)
 
 
 PAPER_SPLITS = ("test", "validation")
@@ -112,9 +125,27 @@ PAPER_SPLITS = ("test", "validation")
          "and the validation split, each split in turn (make pools-paper)", _paper_arguments)
 def cmd_pools_paper(args: argparse.Namespace) -> None:
     common = ("--corpus", args.corpus, "--repeats", str(args.repeats), "--seed",
-              str(args.seed))
+              str(args.seed), *(("--exclude", args.exclude) if args.exclude else ()))
     for split in PAPER_SPLITS:
         run_stage(args, "pool", *common, "--split", split, "--size", args.sizes,
                   "--queries", str(args.queries))
         run_stage(args, "pool", *common, "--split", split, "--field", "all",
                   "--size", args.field_size, "--queries", str(args.field_queries))
+
+
+def _training_ids_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--src", required=True, type=safe_path,
+                   help="SPECTER's data.json, or a list of S2 paper SHAs (train.txt)")
+    p.add_argument("--paper-ids", required=True, type=safe_path,
+                   help="the folder of S2AG's paper-ids shards (SHA -> CorpusID)")
+    p.add_argument("--out", required=True, type=safe_path, help="the list of CorpusIDs written")
+
+
+@command("training-ids", "a list of training papers named by S2 SHA (SPECTER's) as CorpusIDs, "
+         "for EXCLUDE and TRAINING_SETS", _training_ids_arguments, corpus=False)
+def cmd_training_ids(args: argparse.Namespace) -> None:
+    from pipeline.ingest.training_ids import convert
+
+    counts = convert(Path(args.src), Path(args.paper_ids), Path(args.out))
+    log.info(f"[training-ids] {args.out}: {counts['corpus_ids']} CorpusIDs of {counts['shas']} "
+             f"SHAs ({counts['shas_not_found']} not found)")

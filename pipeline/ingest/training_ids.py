@@ -1,0 +1,100 @@
+"""Lists of training papers published with Semantic Scholar paper SHAs, turned into CorpusIDs
+(`python -m pipeline training-ids`), so that EXCLUDE and TRAINING_SETS can read them.
+
+SPECTER's training data names papers by their 40-hex S2 SHA: `train.txt` / `val.txt` (one id
+per line), `data.json` (a nested dict: each query paper -> {paper: {"count": 5 or 1}}, whose
+keys at both levels are papers of the training set), and its training triples as a CSV of
+(query, positive, negative) SHAs (as SciNCL extracts them from SPECTER's `train.pkl`). S2AG's
+`paper-ids` dataset maps each SHA to its CorpusID (`{"sha", "corpusid", "primary"}` per line).
+The output is a text file of the distinct CorpusIDs, sorted; SHAs the dataset does not know
+are counted and reported, never dropped without a word.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+
+import orjson
+
+from pipeline.core.atomic import atomic_path
+from pipeline.core.errors import InputError
+from pipeline.ingest.shards import list_shards, open_shard
+
+log = logging.getLogger(__name__)
+
+SHA = re.compile(r"^[0-9a-f]{40}$")  # a Semantic Scholar paper SHA
+
+
+def read_shas(path: Path) -> set[str]:
+    """The SHAs of a SPECTER list: `data.json` (both levels' keys), one SHA per line, or
+    training triples as CSV (every SHA of every row; a header line skipped)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"SRC {path}: unreadable ({exc.__class__.__name__}); give SPECTER's "
+                         "data.json or train.txt") from None
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise InputError(f"SRC {path}: not valid JSON ({exc})") from None
+        shas = set(data)
+        for related in data.values():
+            if not isinstance(related, dict):
+                raise InputError(f"SRC {path}: not SPECTER's data.json (each query paper maps "
+                                 "to a dict of papers)")
+            shas.update(related)
+    else:  # train.txt (one SHA a line), or triples (query, positive, negative) as CSV/TSV
+        rows = [re.split(r"[,\t ]+", line.strip()) for line in text.splitlines() if line.strip()]
+        if rows and not any(SHA.match(word) for word in rows[0]):
+            rows = rows[1:]  # a header line (query_paper_id,positive_id,...)
+        shas = {word for row in rows for word in row if word}
+    bad = sorted(s for s in shas if not SHA.match(s))
+    if bad:
+        raise InputError(f"SRC {path}: {len(bad)} ids are not S2 paper SHAs (40 hex digits), "
+                         f"e.g. {bad[0][:50]!r}; a list of CorpusIDs needs no conversion")
+    if not shas:
+        raise InputError(f"SRC {path}: holds no paper id")
+    return shas
+
+
+def corpus_ids(shas: set[str], paper_ids: Path) -> tuple[list[int], int]:
+    """(distinct CorpusIDs of `shas`, sorted; how many SHAs the paper-ids shards lack)."""
+    shards = list_shards(paper_ids)
+    if not shards:
+        raise InputError(f"PAPER_IDS {paper_ids}: no *.jsonl.gz shards of S2AG's paper-ids "
+                         "dataset; download them (make download DATASETS=paper-ids)")
+    found: dict[str, int] = {}
+    for shard in shards:
+        number = 0
+        try:
+            with open_shard(shard) as handle:
+                for number, line in enumerate(handle, 1):  # noqa: B007 (the error names it)
+                    if b'"sha"' not in line:
+                        continue
+                    record = orjson.loads(line)
+                    if record.get("sha") in shas and record.get("corpusid") is not None:
+                        found.setdefault(record["sha"], int(record["corpusid"]))
+        except (OSError, EOFError, orjson.JSONDecodeError) as exc:
+            raise InputError(f"PAPER_IDS shard {shard}: unreadable near line {number} "
+                             f"({exc.__class__.__name__}); download it again") from None
+    return sorted(set(found.values())), len(shas) - len(found)
+
+
+def convert(src: Path, paper_ids: Path, out: Path) -> dict:
+    """Write the CorpusIDs of SPECTER's list `src` to `out` (one per line); return counts."""
+    shas = read_shas(src)
+    ids, missing = corpus_ids(shas, paper_ids)
+    if not ids:
+        raise InputError(f"none of the {len(shas)} SHAs of {src} is in the paper-ids shards "
+                         f"under {paper_ids}: is it S2AG's paper-ids dataset?")
+    with atomic_path(out) as tmp:
+        tmp.write_text("".join(f"{i}\n" for i in ids))
+    counts = {"shas": len(shas), "corpus_ids": len(ids), "shas_not_found": missing}
+    if missing:
+        log.warning(f"[training-ids] {missing} of {len(shas)} SHAs of {src} have no CorpusID "
+                    f"in {paper_ids} (papers S2 no longer lists): left out of {out}")
+    return counts

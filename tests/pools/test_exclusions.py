@@ -1,0 +1,194 @@
+"""EXCLUDE and TRAINING_SETS: lists in their published formats, pools named by the list's ids,
+the manifest's record, a changed list refused, the converter of SPECTER's SHA lists, and the
+report's leakage table checked against a count made here."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+
+import polars as pl
+import pytest
+
+from pipeline.core.errors import InputError
+from pipeline.ingest.training_ids import convert
+from pipeline.layout import exclusion_tag, parse_pool_name
+from pipeline.pools.build import PoolSpec, build_pool, load_pool, rebuild_pool, validation_pools
+from pipeline.pools.exclusions import read_list
+from tests.conftest import N_QUERIES, POOL_SIZES, copy_corpus, pool_of
+
+
+@pytest.fixture(scope="module")
+def fixture_queries(corpus_dir) -> list[int]:
+    """Queries of the fixture's pool: papers the sampler does pick, so a list of them does
+    leave eligible papers out."""
+    return sorted(load_pool(corpus_dir, pool_of(POOL_SIZES[0]))[0]["corpusid"].to_list())
+
+
+def test_the_formats_give_one_digest(tmp_path):
+    """The same papers in SciNCL's JSON list (digit strings), as numbers, and as text with
+    repeats, comments and another order: one identity."""
+    ids = [31, 7, 1200, 7]
+    (tmp_path / "scincl.json").write_text(json.dumps([str(i) for i in ids]))
+    (tmp_path / "numbers.json").write_text(json.dumps(ids))
+    (tmp_path / "ids.txt").write_text("# training papers\n1200\n\n7\n31  # a comment\n7\n")
+    lists = [read_list(tmp_path / name) for name in ("scincl.json", "numbers.json", "ids.txt")]
+    assert [p.format for p in lists] == ["json-list", "json-list", "corpusids"]
+    assert {p.digest for p in lists} == {hashlib.sha256(b"7\n31\n1200\n").hexdigest()}
+    assert lists[0].ids.tolist() == [7, 31, 1200] and lists[2].lines == 4
+    assert len({p.file_sha256 for p in lists}) == 3  # the files differ, the papers do not
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "holds no CorpusID"),
+    ("12\nabc\n", "line 2: 'abc' is not a CorpusID"),
+    ("a" * 40 + "\n", "SHA, not a CorpusID; convert"),
+    ('{"' + "b" * 40 + '": {}}', r"by SHA\): convert it"),
+    ("[1, 2,", "not valid JSON"),
+    ("[1, true]", "item 2"),
+    ("99999999999999999999\n", "not a CorpusID"),
+])
+def test_bad_lists_are_one_line(tmp_path, text, message):
+    path = tmp_path / "list.txt"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message) as caught:
+        read_list(path)
+    assert "\n" not in caught.value.message
+    with pytest.raises(InputError, match="no such file"):
+        read_list(tmp_path / "missing.txt")
+
+
+def test_pools_are_named_by_the_list(corpus_dir, tmp_path, fixture_queries):
+    """A list of eligible queries: the pool leaves them out, is named by the list's ids (the
+    same in another format; another list: another pool beside it), records it, and a changed
+    file is refused by the command that rebuilds the pool."""
+    corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
+    listed = fixture_queries[:6]
+    text = tmp_path / "specter.txt"
+    text.write_text("".join(f"{i}\n" for i in listed))
+    spec = PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1, exclude=str(text))
+    built = build_pool(corpus, spec)
+    papers = read_list(text)
+    assert built["name"] == f"all-800-s1-x{papers.tag}-r0"
+    assert parse_pool_name(built["name"]).exclusion == exclusion_tag(papers.digest)
+    queries, candidates, _ = load_pool(corpus, built["name"])
+    assert not set(queries["corpusid"].to_list()) & set(listed)
+    assert queries.height == N_QUERIES
+    assert built["counts"]["query_candidates_excluded"] == len(listed)
+    assert built["exclusion"] == {"path": str(text.resolve()), "format": "corpusids",
+                                  "ids": 6, "entries": 6, "ids_sha256": papers.digest,
+                                  "file_sha256": papers.file_sha256}
+    assert built["parameters"]["exclusion"] == papers.digest
+    # the same papers as SciNCL's JSON list: the same pool, found current
+    scincl = tmp_path / "scincl.json"
+    scincl.write_text(json.dumps([str(i) for i in reversed(listed)]))
+    again = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1,
+                                        exclude=str(scincl)))
+    assert again["name"] == built["name"]
+    assert load_pool(corpus, again["name"])[0].equals(queries)
+    # another list: another pool, the first one untouched
+    other = tmp_path / "other.txt"
+    other.write_text(f"{listed[0]}\n")
+    second = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1,
+                                         exclude=str(other)))
+    assert second["name"] != built["name"]
+    assert load_pool(corpus, built["name"])[0].equals(queries)
+    # the list's file changed: the pool that bears its old ids' name is not rebuilt from it
+    scincl.write_text(json.dumps(listed[:2]))
+    with pytest.raises(InputError, match="has other papers than when pool") as caught:
+        rebuild_pool(corpus, again["name"])
+    assert "\n" not in caught.value.message
+    # its validation pools are those drawn without the same list
+    val = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=5, seed=1,
+                                      exclude=str(text), split="validation"))
+    assert validation_pools(corpus, built["name"]) == [val["name"]]
+    assert validation_pools(corpus, second["name"]) == []
+    assert not set(load_pool(corpus, val["name"])[0]["corpusid"].to_list()) & set(listed)
+
+
+def test_specter_shas_become_corpus_ids(tmp_path):
+    """SPECTER's data.json (both levels' keys are training papers) through shards written as
+    S2AG's paper-ids dataset; a SHA S2 does not know is counted, not silently dropped."""
+    shas = [hashlib.sha1(str(i).encode()).hexdigest() for i in range(5)]
+    (tmp_path / "data.json").write_text(json.dumps({
+        shas[0]: {shas[1]: {"count": 5}, shas[2]: {"count": 1}},
+        shas[3]: {shas[1]: {"count": 5}, shas[4]: {"count": 1}}}))
+    folder = tmp_path / "paper-ids"
+    folder.mkdir()
+    for k, part in enumerate(([0, 1], [2, 3])):
+        with gzip.open(folder / f"paper-ids-{k}.jsonl.gz", "wt") as handle:
+            for i in part:
+                handle.write(json.dumps({"sha": shas[i], "corpusid": 100 + i,
+                                         "primary": True}) + "\n")
+            handle.write(json.dumps({"sha": "f" * 40, "corpusid": 999, "primary": True}) + "\n")
+    counts = convert(tmp_path / "data.json", folder, tmp_path / "specter.txt")
+    assert counts == {"shas": 5, "corpus_ids": 4, "shas_not_found": 1}
+    assert read_list(tmp_path / "specter.txt").ids.tolist() == [100, 101, 102, 103]
+    triples = tmp_path / "train_triples.csv"  # SPECTER's triples as SciNCL extracts them
+    triples.write_text("query_paper_id,positive_id,negative_id\n"
+                       f"{shas[0]},{shas[1]},{shas[2]}\n{shas[3]},{shas[1]},{shas[4]}\n")
+    assert convert(triples, folder, tmp_path / "triples.txt") == counts
+    assert (tmp_path / "triples.txt").read_bytes() == (tmp_path / "specter.txt").read_bytes()
+    (tmp_path / "ids.txt").write_text("12\n13\n")
+    with pytest.raises(InputError, match="needs no conversion"):
+        convert(tmp_path / "ids.txt", folder, tmp_path / "out.txt")
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_leakage_table_counts_training_papers(corpus_dir, tmp_path, fixture_queries):
+    """The report's leakage table against a count made here from the pools' files; pools of
+    two lists are never reported together."""
+    from pipeline.encoding.models import get_model
+    from pipeline.evaluation.evaluate import collect_results, eval_run
+    from pipeline.layout import Place
+    from pipeline.report.build import build_report, load_results
+    from pipeline.retrieval.search import search
+
+    corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
+    place = Place(corpus, tmp_path / "indexes", tmp_path / "runs")
+    pools = [build_pool(corpus, PoolSpec(size=size, n_queries=N_QUERIES, seed=1))["name"]
+             for size in POOL_SIZES]
+    assert pools == [pool_of(size) for size in POOL_SIZES]
+    for pool in pools:
+        search(place, pool, get_model("random"))
+        eval_run(place, pool, "random")
+    collect_results(corpus.parent, place.index_root, place.runs_root)
+    queries, _, qrels = load_pool(corpus, pools[0])
+    positives = sorted(set(qrels["doc"].to_list()))
+    trained = sorted(queries["corpusid"].to_list()[::2]) + positives[:3]
+    training = tmp_path / "trained.json"
+    training.write_text(json.dumps(trained))
+    report = build_report(place.runs_root, corpus.name, seed=1,
+                          training_sets={"specter": str(training)})
+    table = report.tables["leakage"].frame()
+    row = table.filter(pl.col("pool") == pools[0]).row(0, named=True)
+    in_queries = len(set(trained) & set(queries["corpusid"].to_list()))
+    in_positives = len(set(trained) & set(positives))
+    assert in_queries == (N_QUERIES + 1) // 2 and in_positives >= 3
+    assert row["queries"] == str(N_QUERIES)
+    assert row["specter: queries in training"] == (
+        f"{in_queries} ({100 * in_queries / N_QUERIES:.1f}%)")
+    assert row["specter: positives in training"] == (
+        f"{in_positives} ({100 * in_positives / len(positives):.1f}%)")
+    assert table["pool"].to_list() == [*pools, "all pools"]
+    assert "leakage" not in build_report(place.runs_root, corpus.name, seed=1).tables
+    # a pool drawn without a list beside them: the report asks which pools to show
+    listed = tmp_path / "listed.txt"
+    listed.write_text("".join(f"{i}\n" for i in fixture_queries[:3]))
+    excluded = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1,
+                                           exclude=str(listed)))["name"]
+    search(place, excluded, get_model("random"))
+    eval_run(place, excluded, "random")
+    results = collect_results(corpus.parent, place.index_root, place.runs_root)
+    tags = results.group_by("pool").agg(pl.col("exclusion").first()).sort("pool")
+    assert dict(tags.iter_rows()) == {**dict.fromkeys(pools, ""),
+                                      excluded: read_list(listed).tag}
+    with pytest.raises(InputError, match="2 different exclusion lists .*EXCLUDE="):
+        build_report(place.runs_root, corpus.name, seed=1)
+    chosen = build_report(place.runs_root, corpus.name, seed=1, exclude=str(listed))
+    none = build_report(place.runs_root, corpus.name, seed=1, exclude="none")
+    assert chosen.markdown != none.markdown
+    shown = {tag: set(load_results(place.runs_root, corpus.name, 1, corpus.parent, tag)
+                      .rows["pool"].to_list()) for tag in ("", read_list(listed).tag)}
+    assert shown == {"": set(pools), read_list(listed).tag: {excluded}}
