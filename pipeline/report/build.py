@@ -6,7 +6,7 @@ import json
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
 
@@ -27,7 +27,9 @@ from pipeline.layout import (
     reports_dir,
     stage_times_path,
 )
+from pipeline.pools.exclusions import NO_LIST, PaperList, read_list
 from pipeline.report.html import page
+from pipeline.report.leakage import leakage_rows, list_summary, pools_of
 from pipeline.report.plots import plot_field_heatmap, plot_map_vs_size
 from pipeline.report.provenance import Provenance, provenance
 from pipeline.report.published import Origin, comparison_tables, corpus_origin
@@ -208,12 +210,15 @@ PERTURBED = pl.col("model").str.contains(VARIANT_SEP, literal=True)  # QUERY_VAR
 
 @dataclass
 class Results:
-    """The rows of one corpus and pool seed a report is made from, and their views."""
+    """The rows of one corpus, pool seed and exclusion list a report is made from, and their
+    views."""
 
     corpus: str
     runs_root: Path
     rows: pl.DataFrame  # every run of the seed, per candidate type too (published tables)
     origin: Origin | None = None
+    corpus_dir: Path | None = None  # where the pools are (the leakage table reads them)
+    training: dict[str, PaperList] = field(default_factory=dict)  # model -> training papers
 
     @cached_property
     def lists_all(self) -> pl.DataFrame:
@@ -233,10 +238,14 @@ class Results:
 
 
 def load_results(runs_root: Path, corpus: str, seed: int = 0,
-                 corpora_root: Path | None = None) -> Results:
+                 corpora_root: Path | None = None, exclusion: str | None = None,
+                 training: dict[str, PaperList] | None = None) -> Results:
     """The test pools' rows of one corpus and pool seed in runs/results.parquet (validation
     pools tune models, MDCR §3; a corpus of validation pools only, an imported mdcr_val,
-    reports those). Pools of other seeds have other queries: never averaged into one cell."""
+    reports those). Pools of other seeds have other queries: never averaged into one cell.
+    Nor are pools drawn without different exclusion lists (EXCLUDE): `exclusion` is the tag
+    of the list (`layout.exclusion_tag`; "" for pools without one), None for the one list
+    the seed's pools share (several: an error asking for EXCLUDE)."""
     path = runs_root / RESULTS_FILE
     if not path.exists():
         raise InputError(f"{path} is missing: run `make eval` first")
@@ -245,15 +254,31 @@ def load_results(runs_root: Path, corpus: str, seed: int = 0,
                                                  else "validation"))
     if "negatives" not in results.columns:  # collected before per-type scores existed
         results = results.with_columns(negatives=pl.lit("all"))
+    if "exclusion" not in results.columns:  # collected before exclusion lists named pools
+        results = results.with_columns(exclusion=pl.lit(""))
     seeds = sorted(results["seed"].unique().to_list())
     results = results.filter(pl.col("seed") == seed)
     if results.is_empty():
         other = f" (seeds present: {', '.join(map(str, seeds))}; pass SEED=...)" if seeds else ""
         raise InputError(f"no evaluated runs for CORPUS={corpus} and SEED={seed} in {path}"
                          f"{other}: run `make eval`")
+    tags = sorted(results["exclusion"].unique().to_list())
+    shown = ", ".join(f"-x{t}" if t else "none" for t in tags)
+    if exclusion is None and len(tags) > 1:
+        raise InputError(f"CORPUS={corpus} SEED={seed}: its pools were drawn without "
+                         f"{len(tags)} different exclusion lists ({shown}), never averaged "
+                         "together: pass EXCLUDE=<the list> (EXCLUDE=none: the pools without "
+                         "one)")
+    if exclusion is not None:
+        results = results.filter(pl.col("exclusion") == exclusion)
+        if results.is_empty():
+            raise InputError(f"no evaluated runs for CORPUS={corpus} SEED={seed} drawn without "
+                             f"EXCLUDE's list (-x{exclusion}) in {path} (lists present: "
+                             f"{shown}): build and evaluate its pools, or pass another EXCLUDE")
     corpora = corpora_root if corpora_root is not None else (
         runs_root.parent / DATA_FOLDERS["corpora"])
-    return Results(corpus, runs_root, results, corpus_origin(corpora, corpus))
+    return Results(corpus, runs_root, results, corpus_origin(corpora, corpus),
+                   corpora / corpus, dict(training or {}))
 
 
 MDCR_TABLES = (
@@ -384,28 +409,46 @@ def published_section(data: Results) -> Section:
         for name, caption, header, rows in comparison_tables(data.rows, data.origin)))
 
 
+def leakage_section(data: Results) -> Section:
+    """For each model whose training papers are given (TRAINING_SETS): the share of every
+    pool's queries and positives it was trained on."""
+    if not data.training or data.corpus_dir is None:
+        return Section("leakage")
+    header, rows = leakage_rows(data.corpus_dir, pools_of(data.rows), data.training)
+    caption = (f"{data.corpus}: queries and positives in each model's training set (distinct "
+               f"papers; {list_summary(data.training)})")
+    return Section("leakage", (Table("leakage", caption, header, rows),))
+
+
 SECTIONS = (mdcr_section, csfcube_section, collection_section, query_variants_section,
-            dataset_section, field_section, significance, published_section)
+            dataset_section, field_section, significance, published_section, leakage_section)
 
 
 def build_report(runs_root: Path, corpus: str, seed: int = 0,
-                 corpora_root: Path | None = None) -> Report:
+                 corpora_root: Path | None = None, exclude: str | None = None,
+                 training_sets: dict[str, str] | None = None) -> Report:
     """The report of one corpus and pool seed, in memory (`Report.save()` writes it).
     `corpora_root` (default: the `corpora/` beside `runs_root`, as in a DATA folder) holds the
     corpus manifest that says what the corpus is: the published numbers get a difference only
-    on the paper's setup (docs/published.md)."""
-    data = load_results(runs_root, corpus, seed, corpora_root)
+    on the paper's setup (docs/published.md). `exclude`: the exclusion list whose pools are
+    reported (a file, or 'none'; default: the one list the pools share); `training_sets`:
+    model -> file of its training papers, for the leakage table."""
+    exclusion = None if exclude is None else (
+        "" if exclude == NO_LIST else read_list(exclude).tag)
+    training = {model: read_list(path, f"TRAINING_SETS {model}=")
+                for model, path in sorted((training_sets or {}).items())}
+    data = load_results(runs_root, corpus, seed, corpora_root, exclusion, training)
     corpora = corpora_root if corpora_root is not None else (
         runs_root.parent / DATA_FOLDERS["corpora"])
     return Report(corpus, seed, runs_root, tuple(section(data) for section in SECTIONS),
                   provenance(data.rows, runs_root, corpora, corpus, seed))
 
 
-def report(runs_root: Path, corpus: str, seed: int = 0,
-           corpora_root: Path | None = None) -> str:
+def report(runs_root: Path, corpus: str, seed: int = 0, corpora_root: Path | None = None,
+           exclude: str | None = None, training_sets: dict[str, str] | None = None) -> str:
     """Write the tables and plots of one corpus and pool seed; return the markdown written
     (`build_report`, then `Report.save`)."""
-    built = build_report(runs_root, corpus, seed, corpora_root)
+    built = build_report(runs_root, corpus, seed, corpora_root, exclude, training_sets)
     built.save()
     return built.markdown
 
