@@ -47,6 +47,7 @@ import urllib3
 from isal import igzip
 from urllib3.util import Retry, Timeout
 
+from pipeline.core.atomic import disk_errors
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.logs import progress
@@ -324,7 +325,7 @@ def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Met
                     offset = 0  # the whole file again (the server ignored the range)
                     length = resp.headers.get("Content-Length")
                     total = int(length) if length and length.isdigit() else None
-                with part.open("ab" if status == 206 else "wb") as out:
+                with disk_errors(folder), part.open("ab" if status == 206 else "wb") as out:
                     while block := resp.read1(CHUNK, decode_content=False):  # as it comes
                         out.write(block)
                         meter.add(len(block))
@@ -390,7 +391,12 @@ class Manifest:
     def __init__(self, raw_dir: Path):
         self.path = raw_dir / DOWNLOAD_MANIFEST
         self.lock = threading.Lock()
-        self.data: dict[str, Any] = read_json(self.path) if self.path.is_file() else {}
+        try:
+            self.data: dict[str, Any] = read_json(self.path) if self.path.is_file() else {}
+        except InputError:
+            raise InputError(f"{self.path} is damaged, so which release and files {raw_dir} "
+                             "holds is unknown: download into another folder (another "
+                             "CORPUS, or RAW=)") from None
         self.data.pop("self_sha256", None)
 
     @property
@@ -415,12 +421,13 @@ class Manifest:
         self.save()
 
 
-def resolve(client: Client, release: str) -> str:
-    """A release id (a date) from `latest` or a date the API lists."""
+def resolve(client: Client, release: str) -> dict[str, Any]:
+    """The release's description (its date as `release_id`, its datasets), from `latest` or
+    a date the API lists."""
     if release != LATEST and not RELEASE_ID.match(release):
         raise InputError(f"RELEASE={release}: give a release date such as 2026-11-18, or "
                          "latest")
-    return str(client.release(release)["release_id"])
+    return client.release(release)
 
 
 def _check_folder(raw_dir: Path, manifest: Manifest, release: str, datasets: list[str],
@@ -451,8 +458,9 @@ def download(raw_dir: Path, settings: Settings, release: str = LATEST,
     release, files and bytes per dataset."""
     datasets = list(dict.fromkeys(datasets or S2AG_DATASETS))
     client = Client(settings)
-    resolved = resolve(client, release)
-    offered = [d.get("name") for d in client.release(resolved).get("datasets", [])]
+    info = resolve(client, release)
+    resolved = str(info["release_id"])
+    offered = [d.get("name") for d in info.get("datasets", []) if isinstance(d, dict)]
     missing = [d for d in datasets if d not in offered]
     if missing:
         raise InputError(f"release {resolved} has no dataset {', '.join(missing)}: "
@@ -493,6 +501,8 @@ def download(raw_dir: Path, settings: Settings, release: str = LATEST,
     for dataset, links, wanted in plans:
         folder = raw_dir / dataset
         folder.mkdir(exist_ok=True)
+        if not manifest.datasets[dataset].get("updated_from"):
+            _drop_unlisted(folder, manifest, dataset, links.names())
         have = manifest.files(dataset)
         for name in wanted:
             path = folder / name
@@ -524,6 +534,27 @@ def download(raw_dir: Path, settings: Settings, release: str = LATEST,
     manifest.save()
     summary["downloaded_bytes"] = meter.done
     return summary
+
+
+def _drop_unlisted(folder: Path, manifest: Manifest, dataset: str, listed: list[str]) -> None:
+    """Shards of this folder that the release no longer lists (it was published again under
+    other file names): removed when this command wrote them (download.json records them),
+    else an error, so that no record is read twice and nothing of the user's is deleted."""
+    ours = manifest.files(dataset)
+    extra = [p for p in list_shards(folder) if p.name not in listed]
+    foreign = [p.name for p in extra if p.name not in ours]
+    if foreign:
+        raise InputError(f"{folder} holds {', '.join(foreign[:3])}, which release "
+                         f"{manifest.datasets[dataset]['release']} does not list and make "
+                         "download did not write; move it away, then run again")
+    for path in extra:
+        log.warning("%s/%s: no longer listed by the release; removed", dataset, path.name)
+        path.unlink()
+    if extra:
+        with manifest.lock:
+            manifest.datasets[dataset]["files"] = [
+                f for f in manifest.datasets[dataset]["files"] if f["name"] in listed]
+        manifest.save()
 
 
 def _run_jobs(client: Client, raw_dir: Path, manifest: Manifest,

@@ -18,7 +18,14 @@ from pipeline.core.manifests import manifest
 from pipeline.corpus.files import INGEST_COUNTS
 from pipeline.corpus.manifest import corpus_section, update_corpus_manifest
 from pipeline.ingest.shards import add_counts
-from pipeline.layout import CITATIONS, MANIFEST, PAPERS, QUARANTINE, lines_file
+from pipeline.layout import (
+    CITATIONS,
+    DOWNLOAD_MANIFEST,
+    MANIFEST,
+    PAPERS,
+    QUARANTINE,
+    lines_file,
+)
 from pipeline.readers import reader
 
 log = logging.getLogger(__name__)
@@ -58,9 +65,17 @@ def _raw_fingerprint(path: Path) -> dict:
 
 def raw_origin(raw_dir: Path) -> str:
     """Where a raw folder's shards come from: `synthetic` when its manifest is the generator's
-    (make demo, synth), `unknown` when that manifest is unreadable, else `release` (a download
-    of S2ORC or S2AG, which has no manifest of ours). The report compares published numbers
-    only with cells measured on a release (docs/published.md)."""
+    (make demo, synth), `trial` when make download fetched only the first files of a dataset
+    (FIRST=, its download.json says so), `unknown` when either manifest is unreadable, else
+    `release` (S2ORC, or S2AG downloaded whole). The report compares published numbers only
+    with cells measured on a release (docs/published.md)."""
+    download = raw_dir / DOWNLOAD_MANIFEST
+    if download.is_file():
+        try:
+            datasets = read_json(download).get("datasets", {})
+        except InputError:
+            return "unknown"
+        return "release" if all(d.get("complete") for d in datasets.values()) else "trial"
     path = raw_dir / MANIFEST
     if not path.is_file():
         return "release"

@@ -167,6 +167,9 @@ def corpus_origin(corpora_root: Path, corpus: str, depth: int = 0) -> Origin:
             return Origin(source, f"an {SOURCES[source]} corpus")
         if origin == "synthetic":
             return Origin("synthetic", "a synthetic corpus")
+        if origin == "trial":
+            return Origin("unknown", "a trial corpus (the first files of an S2AG release, "
+                          "make download FIRST=..)")
         if origin is None:
             return Origin("unknown", "a corpus whose raw shards are gone and whose ingest does "
                           "not record where they came from")

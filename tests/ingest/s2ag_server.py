@@ -107,6 +107,7 @@ class Faults:
     """What goes wrong, each counted down as it happens."""
 
     rate_limit: int = 0  # the next N requests answer 429 (Retry-After: 1)
+    file_rate_limit: int = 0  # the next N file requests answer 429 (Retry-After: 1)
     server_errors: int = 0  # the next N requests answer 503
     truncate: dict[str, int] = field(default_factory=dict)  # file name -> times broken off
     corrupt: dict[str, int] = field(default_factory=dict)  # file name -> times damaged
@@ -214,6 +215,9 @@ class S2Server:
                     faults = server.faults
                     if faults.rate_limit:
                         faults.rate_limit -= 1
+                        status = 429
+                    elif faults.file_rate_limit and kind == "file":
+                        faults.file_rate_limit -= 1
                         status = 429
                     elif faults.server_errors:
                         faults.server_errors -= 1

@@ -19,6 +19,7 @@ import polars as pl
 import pytest
 
 from pipeline.core.errors import InputError
+from pipeline.core.files import write_json
 from pipeline.core.inputs import Roots, changed, record
 from pipeline.ingest import ingest
 from pipeline.ingest.download import Settings, download, verify
@@ -93,6 +94,42 @@ def test_full_download_survives_429_truncation_damage_and_an_expired_link(server
     assert not [p for p in raw.rglob(".*") if p.is_file()]  # no partial file left
 
 
+def test_a_rate_limited_file_waits_as_told_then_downloads(server, tmp_path):
+    raw = tmp_path / "raw"
+    server.faults.file_rate_limit = 2
+    download(raw, settings(server, parallel=1), release=LAST, datasets=["citations"])
+    statuses = [r["status"] for r in server.requests("file")]
+    assert statuses[:2] == [429, 429] and statuses.count(200) == 3
+    assert on_disk(raw / "citations") == served(server, LAST, "citations")
+
+
+def test_files_the_release_no_longer_lists_are_removed_only_if_ours(server, tmp_path):
+    raw = tmp_path / "raw"
+    download(raw, settings(server), release=LAST, datasets=["papers"])
+    manifest = json.loads((raw / DOWNLOAD_MANIFEST).read_text())
+    gone = raw / "papers" / "renamed-since.jsonl.gz"  # as if the release listed it before
+    (raw / "papers" / manifest["datasets"]["papers"]["files"][0]["name"]).rename(gone)
+    manifest["datasets"]["papers"]["files"][0]["name"] = gone.name
+    manifest.pop("self_sha256")
+    write_json(manifest, raw / DOWNLOAD_MANIFEST)
+    download(raw, settings(server), release=LAST, datasets=["papers"])
+    assert on_disk(raw / "papers") == served(server, LAST, "papers")  # ours: removed
+    (raw / "papers" / "mine.jsonl.gz").write_bytes(b"")
+    with pytest.raises(InputError, match="mine.jsonl.gz, which release .* does not list and "
+                                         "make download did not write"):
+        download(raw, settings(server), release=LAST, datasets=["papers"])
+    assert (raw / "papers" / "mine.jsonl.gz").exists()  # never deleted
+
+
+def test_a_damaged_manifest_is_one_line(server, tmp_path):
+    raw = tmp_path / "raw"
+    download(raw, settings(server), release=LAST, datasets=["abstracts"])
+    text = (raw / DOWNLOAD_MANIFEST).read_text()
+    (raw / DOWNLOAD_MANIFEST).write_text(text.replace('"abstracts"', '"abstract"', 1))
+    with pytest.raises(InputError, match="download.json is damaged, so which release"):
+        download(raw, settings(server), release=LAST, datasets=["abstracts"])
+
+
 def test_a_second_run_downloads_nothing(server, tmp_path):
     raw = tmp_path / "raw"
     download(raw, settings(server), release=LAST)
@@ -158,12 +195,14 @@ def test_trial_subset_then_the_rest_then_ingest(server, tmp_path):
     assert manifest["datasets"]["papers"]["first"] == 2
     small = ingest(raw, tmp_path / "trial", source="s2ag")  # the real pipeline on it
     assert 0 < small["counts"]["papers"] < len(RELEASES[LAST]["papers"])
+    assert small["raw_origin"] == "trial"  # never compared with published numbers
     before = len(server.requests("file"))
     download(raw, settings(server), release=LAST)  # the rest: one more file per dataset
     assert len(server.requests("file")) - before == 3
     manifest = json.loads((raw / DOWNLOAD_MANIFEST).read_text())
     assert manifest["datasets"]["papers"]["complete"]
     assert manifest["datasets"]["papers"]["first"] is None
+    assert ingest(raw, tmp_path / "trial", source="s2ag")["raw_origin"] == "release"
     with pytest.raises(InputError, match="a trial"):  # a trial is not updated
         trial_raw = tmp_path / "trial-raw"
         download(trial_raw, settings(server), release=FIRST, first=1)
@@ -257,7 +296,8 @@ def _kill_and_resume(server: S2Server, tmp_path: Path) -> None:
     assert kept > 0 and not list((raw / "papers").glob("*.jsonl.gz"))  # nothing half-named
     server.faults.throttle = 0
     done = _pipeline("--corpora-root", str(tmp_path / "corpora"), "download", "--corpus",
-                     "big", "--release", LAST, "--datasets", "papers", env=env)
+                     "big", "--release", LAST, "--datasets", "papers",
+                     env={**env, "PIPELINE_PROGRESS_INTERVAL": "0"})
     out, err = done.communicate(timeout=120)
     assert done.returncode == 0, err[-2000:]
     assert on_disk(raw / "papers") == served(server, LAST, "papers")
@@ -265,6 +305,7 @@ def _kill_and_resume(server: S2Server, tmp_path: Path) -> None:
     assert ranges and int(ranges[0][len("bytes="):-1]) >= kept
     assert KEY not in out + err and "Signature" not in out + err
     assert "next: make corpus CORPUS=big SOURCE=s2ag" in err
+    assert "[download] 3/3 files (100.0%)" in err  # progress lines, in a log (no terminal)
 
 
 @pytest.mark.slow
