@@ -608,6 +608,159 @@ def search(index: Postings, texts: Sequence[str] | QueryTerms, k: int, k1: float
     return rows, index.ids[found], values
 
 
+GRID_BLOCK = 4096  # documents per block of the one-pass grid: G float64 sums each (30: 960 KB)
+GRID_ENTRIES = 2**23  # hits held per call of the one-pass grid (queries x grid x room): ~100 MB
+
+
+@numba.njit(cache=True)
+def _grid_rank(terms, weights, ptr, docs, tfs, norms, tables, k, block, acc, heap, size, kth,
+               cursor, cand_docs, cand_scores, n_cand):  # pragma: no cover
+    """Lucene's BM25 of one query for every (k1, b) of a grid at once: each posting (doc, tf)
+    of the query's terms is read once and its float32 score added for every grid point g
+    (tables[norm, g]: that point's `_norm_table`), each point summing in float64 as `_rank`
+    does. Documents go in blocks of `block` whose G sums (acc[x, g]) stay in cache; after a
+    block, each point keeps the documents whose float32 score reaches its k-th so far (a
+    min-heap of its k best per point; ties with the k-th kept) in cand_docs[g, :n_cand[g]],
+    dropping those below its k-th when its list is full, and growing the lists (returned)
+    when ties fill them. kth[g]: the point's k-th score (0 while it has fewer than k)."""
+    n_docs, n_grid, n_terms = len(norms), tables.shape[1], len(terms)
+    for i in range(n_terms):
+        cursor[i] = ptr[terms[i]]
+    size[:] = 0
+    kth[:] = 0
+    n_cand[:] = 0
+    cap = cand_docs.shape[1]
+    lo = 0
+    while lo < n_docs:
+        hi = min(lo + block, n_docs)
+        for i in range(n_terms):
+            w, c, end = weights[i], cursor[i], ptr[terms[i] + 1]
+            while c < end and docs[c] < hi:
+                d, tf = docs[c], tfs[c]
+                row, x = tables[norms[d]], d - lo
+                for g in range(n_grid):  # contiguous: vectorised over the grid
+                    acc[x, g] += w - w / (np.float32(1.0) + tf * row[g])
+                c += 1
+            cursor[i] = c
+        for x in range(hi - lo):
+            for g in range(n_grid):
+                v = acc[x, g]
+                if v > 0:
+                    s = np.float32(v)
+                    if s >= kth[g]:
+                        if n_cand[g] == cap:  # full: keep those still reaching the k-th
+                            m = 0
+                            for j in range(cap):
+                                if cand_scores[g, j] >= kth[g]:
+                                    cand_docs[g, m] = cand_docs[g, j]
+                                    cand_scores[g, m] = cand_scores[g, j]
+                                    m += 1
+                            n_cand[g] = m
+                            if 2 * m > cap:  # ties: room for twice as many, every point
+                                grown_docs = np.empty((n_grid, 2 * cap), dtype=cand_docs.dtype)
+                                grown_scores = np.empty((n_grid, 2 * cap), dtype=np.float32)
+                                grown_docs[:, :cap] = cand_docs
+                                grown_scores[:, :cap] = cand_scores
+                                cand_docs, cand_scores, cap = grown_docs, grown_scores, 2 * cap
+                        cand_docs[g, n_cand[g]] = lo + x
+                        cand_scores[g, n_cand[g]] = s
+                        n_cand[g] += 1
+                        size[g] = _push(heap[g], size[g], k, np.float64(s))
+                        if size[g] == k:
+                            kth[g] = np.float32(heap[g, 0])
+                acc[x, g] = 0.0
+        lo = hi
+    return cand_docs, cand_scores
+
+
+@numba.njit(parallel=True, cache=True)
+def _grid_search(q_ptr, q_terms, q_weights, ptr, docs, tfs, norms, tables, k, block, hit_docs,
+                 hit_scores, n_hits, acc, heap, size, kth, cursor, cand_docs, cand_scores,
+                 n_cand):  # pragma: no cover
+    """`_grid_rank` for every query, a query per thread: per grid point g the documents whose
+    score reaches the point's k-th (ties included), up to hit_docs.shape[2] of them, as
+    `_search` returns them for that point alone, and their number in n_hits[q, g] (more than
+    fit: the caller asks again with room). Work space: a row per thread."""
+    for q in numba.prange(len(q_ptr) - 1):
+        t = numba.get_thread_id()
+        terms, weights = q_terms[q_ptr[q]:q_ptr[q + 1]], q_weights[q_ptr[q]:q_ptr[q + 1]]
+        found, scores = _grid_rank(terms, weights, ptr, docs, tfs, norms, tables, k, block,
+                                   acc[t], heap[t], size[t], kth[t], cursor[t], cand_docs[t],
+                                   cand_scores[t], n_cand[t])
+        for g in range(tables.shape[1]):
+            least = max(kth[t, g], np.float32(1e-30))  # matching documents only
+            m = 0
+            for j in range(n_cand[t, g]):
+                if scores[g, j] >= least:
+                    if m < hit_docs.shape[2]:
+                        hit_docs[q, g, m] = found[g, j]
+                        hit_scores[q, g, m] = scores[g, j]
+                    m += 1
+            n_hits[q, g] = m
+
+
+def search_pass(index: Postings, queries: QueryTerms, k: int,
+                pairs: Sequence[tuple[float, float]], block: int = GRID_BLOCK,
+                bar: Progress | None = None
+                ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """`search` for every (k1, b) of `pairs` in one pass over each query's postings
+    (`_grid_rank`): per pair, what `search(index, queries, k, k1, b)` returns, the same
+    documents and float32 scores (in another order). `bar` advances by queries x pairs."""
+    n_grid, n_docs, n_queries = len(pairs), len(index.ids), queries.n
+    tables = np.ascontiguousarray(np.stack([_norm_table(index, k1, b) for k1, b in pairs], 1))
+    q_ptr, q_terms, q_weights = _query_terms(index, queries)
+    threads = numba.config.NUMBA_NUM_THREADS
+    block = max(1, min(block, n_docs))
+    cap = min(2 * k + 64, max(n_docs, 1))
+    most_terms = int(np.diff(q_ptr).max()) if n_queries else 0
+    space = (np.zeros((threads, block, n_grid), dtype=np.float64),
+             np.zeros((threads, n_grid, max(k, 1)), dtype=np.float64),
+             np.zeros((threads, n_grid), dtype=np.int64),
+             np.zeros((threads, n_grid), dtype=np.float32),
+             np.zeros((threads, max(most_terms, 1)), dtype=np.int64),
+             np.zeros((threads, n_grid, cap), dtype=np.int32),
+             np.zeros((threads, n_grid, cap), dtype=np.float32),
+             np.zeros((threads, n_grid), dtype=np.int64))
+    room = np.full(n_queries, min(2 * k + 64, n_docs))
+    out: list[tuple[list, list, list]] = [([], [], []) for _ in pairs]
+    todo, again = np.arange(n_queries), True
+    while len(todo):  # ties beyond the room given: those queries again, with room for all
+        left = []
+        step = max(1, GRID_ENTRIES // max(n_grid * int(room[todo].max()), 1))
+        for lo in range(0, len(todo), min(step, QUERY_BATCH)):
+            part = todo[lo : lo + min(step, QUERY_BATCH)]
+            sub_ptr = np.concatenate([[0], np.cumsum(q_ptr[part + 1] - q_ptr[part])])
+            picks = np.concatenate([np.arange(q_ptr[q], q_ptr[q + 1]) for q in part] or
+                                   [np.zeros(0, dtype=np.int64)])
+            width = int(room[part].max())
+            hit_docs = np.empty((len(part), n_grid, width), dtype=np.int32)
+            hit_scores = np.empty((len(part), n_grid, width), dtype=np.float32)
+            n_hits = np.zeros((len(part), n_grid), dtype=np.int64)
+            _grid_search(sub_ptr, q_terms[picks], q_weights[picks], index.ptr, index.docs,
+                         index.tfs, index.norms, tables, k, block, hit_docs, hit_scores,
+                         n_hits, *space)
+            fits = (n_hits <= width).all(axis=1)
+            for r in np.flatnonzero(fits):
+                for g in range(n_grid):
+                    out[g][0].append(np.full(n_hits[r, g], part[r]))
+                    out[g][1].append(hit_docs[r, g, : n_hits[r, g]])
+                    out[g][2].append(hit_scores[r, g, : n_hits[r, g]])
+            room[part[~fits]] = n_hits[~fits].max(axis=1)
+            left.append(part[~fits])
+            if bar is not None and again:  # a query ranked again is not counted twice
+                bar.update(len(part) * n_grid)
+        todo, again = np.concatenate(left), False
+    hits = []
+    for rows, found, values in out:
+        if not rows:
+            hits.append((np.zeros(0, dtype=np.int64), index.ids[:0],
+                         np.zeros(0, dtype=np.float32)))
+            continue
+        hits.append((np.concatenate(rows), index.ids[np.concatenate(found)],
+                     np.concatenate(values)))
+    return hits
+
+
 def search_grid(queries: pl.DataFrame, papers: pl.DataFrame, k: int, k1s: Sequence[float],
                 bs: Sequence[float], threads: int = 2, max_clauses: int = MAX_CLAUSES
                 ) -> tuple[dict[tuple[float, float], pl.DataFrame], list]:
@@ -624,18 +777,25 @@ def search_grid(queries: pl.DataFrame, papers: pl.DataFrame, k: int, k1s: Sequen
 
 
 def grid_runs(index: Postings, queries: QueryTerms, query_ids: pl.Series, doc_type: pl.DataType,
-              k: int, k1s: Sequence[float], bs: Sequence[float], threads: int = 2
-              ) -> dict[tuple[float, float], pl.DataFrame]:
+              k: int, k1s: Sequence[float], bs: Sequence[float], threads: int = 2,
+              one_pass: bool = True) -> dict[tuple[float, float], pl.DataFrame]:
     """Every (k1, b) on one index: the hits (query, doc, score) of each pair, in Anserini's
-    order (`anserini_order`), queries named by `query_ids` (row i: query i)."""
+    order (`anserini_order`), queries named by `query_ids` (row i: query i). A grid of several
+    pairs is scored in one pass over each query's postings (`search_pass`: the same runs, byte
+    for byte, as one `search` per pair, which `one_pass=False` does)."""
     numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     ids = query_ids.to_numpy()
+    pairs = list(itertools.product(k1s, bs))
+    total = queries.n * len(pairs)
     runs = {}
-    total = queries.n * len(k1s) * len(bs)
     with progress(total, "bm25", "queries", show=total > QUERY_BATCH) as bar:
-        for k1, b in itertools.product(k1s, bs):
-            hits = anserini_order(*search(index, queries, k, k1, b, bar=bar), k)
-            runs[(k1, b)] = pl.DataFrame({
+        if one_pass and len(pairs) > 1:
+            found = search_pass(index, queries, k, pairs, bar=bar)
+        else:
+            found = (search(index, queries, k, k1, b, bar=bar) for k1, b in pairs)
+        for pair, hits in zip(pairs, found, strict=True):
+            hits = anserini_order(*hits, k)
+            runs[pair] = pl.DataFrame({
                 "query": pl.Series(ids[hits["row"].to_numpy()], dtype=query_ids.dtype),
                 "doc": pl.Series(hits["doc"], dtype=doc_type),
                 "score": hits["score"].cast(pl.Float64)})
@@ -660,4 +820,8 @@ def warm_up() -> None:
             np.zeros((threads, 1)), np.zeros((threads, 2), dtype=np.int64),
             np.zeros((threads, 2)), np.zeros((threads, 2), dtype=np.int64),
             np.zeros((threads, 2), dtype=np.float32))
+    search_pass(index, QueryTerms(pl.DataFrame({"text": pl.Series([0, 0], dtype=pl.Int32),
+                                                "term": ["a", "b"],
+                                                "tf": pl.Series([1, 1], dtype=pl.Int32)}), 1),
+                1, [(0.9, 0.4), (1.2, 0.75)])
     anserini_order(np.zeros(2, dtype=np.int64), index.ids, np.ones(2, dtype=np.float32), 1)
