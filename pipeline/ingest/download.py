@@ -131,7 +131,9 @@ class Client:
         self.retry = Retry(total=settings.retries, backoff_factor=settings.backoff,
                            backoff_max=MAX_PAUSE, status_forcelist=RETRY_STATUS,
                            allowed_methods={"GET"}, respect_retry_after_header=True,
-                           raise_on_status=False, raise_on_redirect=False)
+                           raise_on_status=False, raise_on_redirect=False,
+                           remove_headers_on_redirect=[*Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT,
+                                                       KEY_HEADER])  # never to another host
         self.http = urllib3.PoolManager(num_pools=8, maxsize=settings.parallel + 2,
                                         timeout=timeout, retries=self.retry)
 
@@ -188,7 +190,8 @@ class Client:
         return steps
 
     def open(self, url: str, offset: int) -> urllib3.BaseHTTPResponse:
-        """A file link's bytes from `offset` on (a Range request), streamed, not retried."""
+        """A file link's bytes from `offset` on (a Range request), streamed, not retried. The
+        key is not sent: a presigned link needs none, and the file host is not the API's."""
         headers = {"Range": f"bytes={offset}-"} if offset else {}
         return self.http.request("GET", url, headers=headers, preload_content=False,
                                  retries=False, decode_content=False)

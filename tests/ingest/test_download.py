@@ -89,6 +89,7 @@ def test_full_download_survives_429_truncation_damage_and_an_expired_link(server
     assert len(listings) == 4
     # the key went as a header, and nowhere else
     assert {r["key"] for r in listings} == {KEY}
+    assert {r["key"] for r in server.requests("file")} == {None}  # not to the file host
     text = (raw / DOWNLOAD_MANIFEST).read_text() + caplog.text
     assert KEY not in text and "Signature" not in text
     assert not [p for p in raw.rglob(".*") if p.is_file()]  # no partial file left
@@ -334,3 +335,45 @@ def test_make_download_trial_then_make_corpus(server, tmp_path):
     manifest = json.loads((raw.parent / "manifest.json").read_text())
     assert manifest["ingest"]["parameters"]["source"] == "s2ag"
     assert manifest["ingest"]["counts"]["papers"] > 0
+
+
+@pytest.mark.slow
+def test_make_download_with_faults_then_update_equals_a_fresh_download(server, tmp_path):
+    """End to end through make: a full download meeting a 429, a body cut short and an
+    expired link; make corpus; a newer release refused without UPDATE=1, then applied by its
+    diffs; make corpus again equals make download + make corpus of the newer release."""
+    (tmp_path / "installed").touch()
+    env = {**os.environ, "MAKEFLAGS": "", "S2_API_URL": server.url, "S2_API_KEY": KEY}
+
+    def make(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["make", "--no-print-directory", *args,
+                               f"DATA={tmp_path / 'data'}", f"PY={sys.executable}",
+                               f"STAMP={tmp_path / 'installed'}"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=300, env=env)
+
+    first_papers = server.listing[(FIRST, "papers")][0].rsplit("/", 1)[-1]
+    server.faults.rate_limit = 1
+    server.faults.truncate = {first_papers: 1}
+    server.faults.expire_next = 1
+    for args in (("download", "CORPUS=s2ag", f"RELEASE={FIRST}"), ("corpus", "CORPUS=s2ag")):
+        done = make(*args)
+        assert done.returncode == 0, done.stderr[-2000:]
+    statuses = [r["status"] for r in server.log]
+    assert 429 in statuses and 403 in statuses and 206 in statuses
+    corpora = tmp_path / "data" / "corpora"
+    assert on_disk(corpora / "s2ag" / "s2ag" / "papers") == served(server, FIRST, "papers")
+    refused = make("download", "CORPUS=s2ag")
+    assert refused.returncode == 2 and "UPDATE=1 applies the diffs" in refused.stderr
+    for args in (("download", "CORPUS=s2ag", "UPDATE=1"), ("corpus", "CORPUS=s2ag"),
+                 ("download", "CORPUS=fresh"), ("corpus", "CORPUS=fresh", "SOURCE=s2ag")):
+        done = make(*args)
+        assert done.returncode == 0, (args, done.stderr[-2000:])
+    updated, fresh = (json.loads((corpora / c / "manifest.json").read_text())["ingest"]
+                      for c in ("s2ag", "fresh"))
+    assert updated["counts"] == fresh["counts"]
+    assert updated["raw_origin"] == fresh["raw_origin"] == "release"
+    for name, keys in (("papers.parquet", ("corpusid",)),
+                       ("citations.parquet", ("citing", "cited")),
+                       ("prefiltered.parquet", ("corpusid",))):
+        assert _sorted(corpora / "s2ag" / name, *keys).equals(
+            _sorted(corpora / "fresh" / name, *keys)), name
