@@ -66,7 +66,7 @@ RELEASE_ID = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 MANIFEST_VERSION = 1
 CHUNK = 1 << 20  # bytes read from a response at a time
 RETRY_STATUS = (429, 500, 502, 503, 504)  # answers worth asking again, after a pause
-EXPIRED_STATUS = (400, 403)  # what a file host answers to an expired presigned link
+EXPIRED_STATUS = (400, 401, 403)  # what a file host answers to an expired presigned link
 MAX_PAUSE = 120.0  # seconds: the longest pause between tries (a Retry-After included)
 BAD_DOWNLOADS = 3  # a file whose whole bytes fail verification this many times is an error
 
@@ -368,9 +368,6 @@ def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Met
                      name, status)
             links.renew(generation)
             tries += 1
-        elif status == 401:
-            raise InputError(f"the file host refused {what} file {name} (HTTP 401): check "
-                             f"{API_KEY_ENV}")
         elif status == 404:
             raise InputError(f"{what} file {name} is gone from the file host (HTTP 404, "
                              f"{public(url)}): the release may be withdrawn; run again")
