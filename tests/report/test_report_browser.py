@@ -1,0 +1,221 @@
+"""The report's HTML page in a real headless browser (Debian's chromium, driven by selenium):
+it loads without a JavaScript error, its tables hold the numbers results.parquet gives, a
+click on a header sorts, a filter hides rows, marks and commands show on hover, and a
+screenshot is written. Chromium and its driver are installed with apt-get when missing
+(skipped only without apt-get, root or network)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import polars as pl
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+
+from pipeline.fields import MAG_FIELDS
+from pipeline.layout import REPORT_PAGE_SUFFIX, RESULTS_FILE, format_size, report_file, reports_dir
+from pipeline.report.build import build_report
+from tests.report.conftest import REPORT_CORPUS
+
+pytestmark = pytest.mark.slow  # a browser, and the fixture data's pools searched and scored
+
+PACKAGES = ("chromium", "chromium-driver")
+# apt-get output that means "no network" (a 404 is stale lists: updated and tried again)
+OFFLINE = re.compile(r"Temporary failure resolving|Could not resolve|Could not connect|Network "
+                     r"is unreachable|Connection timed out|Connection refused|No route to host")
+NOT_FOUND = re.compile(r"\b404\b")
+WIDTH = 1400
+
+
+def browser_tools() -> tuple[str, str] | None:
+    found = shutil.which("chromium"), shutil.which("chromedriver")
+    return found if all(found) else None  # type: ignore[return-value]
+
+
+def install_chromium() -> tuple[str, str]:
+    """Debian's chromium and chromium-driver, unless installed: (browser, driver)."""
+    if (tools := browser_tools()) is not None:
+        return tools
+    if not shutil.which("apt-get"):
+        pytest.skip("apt-get is not available here: cannot install chromium")
+    if os.geteuid() != 0:
+        pytest.skip("installing chromium with apt-get needs root")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
+               "-o", "DPkg::Lock::Timeout=300", *PACKAGES]
+    for attempt in (1, 2):
+        log = ""
+        for cmd in (["apt-get", "update", "-qq"], install):
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+            log += done.stdout + done.stderr
+            if done.returncode != 0:
+                break
+        else:
+            tools = browser_tools()
+            assert tools is not None, f"apt-get installed {PACKAGES} but not the programs"
+            return tools
+        if NOT_FOUND.search(log) and attempt == 1:
+            continue
+        if OFFLINE.search(log):
+            pytest.skip("apt-get cannot reach the Debian mirrors: " + OFFLINE.search(log)[0])
+        pytest.fail(f"{' '.join(cmd)} failed:\n{log[-3000:]}")
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="module")
+def page(report_data, tmp_path_factory) -> Path:
+    """The fixture data's report page, saved under a copy of its runs folder."""
+    runs = tmp_path_factory.mktemp("browser") / "runs"
+    shutil.copytree(report_data / "runs", runs)
+    build_report(runs, REPORT_CORPUS, 0, report_data / "corpora").save()
+    return report_file(reports_dir(runs), REPORT_CORPUS, suffix=REPORT_PAGE_SUFFIX)
+
+
+@pytest.fixture(scope="module")
+def browser(page):
+    """Headless chromium with the page open (its console kept)."""
+    chromium, chromedriver = install_chromium()
+    options = Options()
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage", f"--window-size={WIDTH},1000"):
+        options.add_argument(argument)
+    options.binary_location = chromium
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(chromedriver))
+    try:
+        driver.get(page.as_uri())
+        yield driver
+    finally:
+        driver.quit()
+
+
+def table(driver, name: str):
+    return driver.find_element(By.CSS_SELECTOR, f'table.data[data-name="{name}"]')
+
+
+def cells(driver, name: str) -> tuple[list[str], list[list[str]]]:
+    """A table's header and its visible rows' cells, as the browser shows them."""
+    return driver.execute_script("""
+        const t = document.querySelector('table.data[data-name="' + arguments[0] + '"]');
+        const text = (c) => c.textContent.trim();
+        return [Array.from(t.tHead.rows[0].cells, text),
+                Array.from(t.tBodies[0].rows).filter((r) => !r.hidden)
+                     .map((r) => Array.from(r.cells, text))];""", name)
+
+
+def leading(text: str) -> float:
+    return float(re.match(r"[\[(]?\s*([-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?)", text).group(1))
+
+
+def test_the_page_loads_without_errors(browser):
+    assert browser.execute_script("return document.readyState") == "complete"
+    errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+    assert not errors
+    # the script ran: every header sorts
+    assert table(browser, "dataset").find_element(By.TAG_NAME, "th").get_attribute(
+        "title").startswith("sort by this column")
+
+
+def test_the_tables_hold_the_numbers_of_results_parquet(browser, page):
+    """The dataset- and field-level tables against means computed here from the per-query
+    rows: mean over a pool's queries, then mean ± std over repeats, x100."""
+    rows = pl.read_parquet(page.parents[1] / RESULTS_FILE).filter(
+        pl.col("corpus") == REPORT_CORPUS, pl.col("negatives") == "all")
+    per_run = rows.group_by("level", "field", "size", "model", "repeat", "metric").agg(
+        pl.col("value").mean() * 100)
+    summary = per_run.group_by("level", "field", "size", "model", "metric").agg(
+        mean=pl.col("value").mean(), std=pl.col("value").std())
+    value = {(lv, f, s, mo, me): (m, sd) for lv, f, s, mo, me, m, sd in summary.iter_rows()}
+
+    header, shown = cells(browser, "dataset")
+    sizes = sorted(rows.filter(pl.col("level") == "dataset")["size"].unique().to_list())
+    assert header == ["model", *[f"{format_size(s)} (MAP / NDCG / R@30)" for s in sizes]]
+    assert [r[0] for r in shown] == ["bm25", "random"]
+    for model, *texts in shown:
+        for size, text in zip(sizes, texts, strict=True):
+            expected = " / ".join(
+                "{:.1f} ± {:.1f}".format(*value[("dataset", None, size, model, metric)])
+                for metric in ("map", "ndcg", "recall@30"))
+            assert text.replace("†", "") == expected, (model, size)
+
+    header, shown = cells(browser, "field-600")
+    fields = [f for f in MAG_FIELDS if f in set(rows["field"].drop_nulls().to_list())]
+    assert header == ["model", *[MAG_FIELDS[f] for f in fields], "avg"]
+    for model, *texts in shown:
+        means = [value[("field", f, 600, model, "map")][0] for f in fields]
+        assert [t.replace("†", "") for t in texts] == [
+            *[f"{m:.1f}" for m in means], f"{sum(means) / len(means):.1f}"], model
+
+
+def test_a_click_on_a_header_sorts(browser):
+    """Numbers by value (the bootstrap table's means), text in natural order (its pools),
+    the other way on a second click."""
+    name = "significance-2"
+    header, before = cells(browser, name)
+    mean = header.index("mean")
+    heads = table(browser, name).find_elements(By.TAG_NAME, "th")
+    heads[mean].click()
+    assert heads[mean].get_attribute("aria-sort") == "ascending"
+    _, up = cells(browser, name)
+    values = [leading(r[mean]) for r in up]
+    assert values == sorted(values) and values != [leading(r[mean]) for r in before]
+    assert sorted(map(tuple, up)) == sorted(map(tuple, before))  # the same rows, moved
+    heads[mean].click()
+    assert heads[mean].get_attribute("aria-sort") == "descending"
+    _, down = cells(browser, name)
+    assert [leading(r[mean]) for r in down] == sorted(values, reverse=True)
+    heads[0].click()  # pools: all-800 before all-1600 (numbers in text compared as numbers)
+    _, by_pool = cells(browser, name)
+    pools = list(dict.fromkeys(r[0] for r in by_pool))
+    assert pools.index("all-800") < pools.index("all-1600")
+    assert heads[mean].get_attribute("aria-sort") is None
+
+
+def test_a_filter_hides_rows(browser):
+    name = "significance-2"
+    _, every = cells(browser, name)
+    box = table(browser, name).find_element(By.XPATH, "ancestor::div[@class='block']"
+                                            ).find_element(By.CSS_SELECTOR, "input.filter")
+    box.send_keys("random ndcg")
+    _, kept = cells(browser, name)
+    expected = [r for r in every if r[2] == "random" and r[1] == "ndcg"]
+    assert kept and sorted(kept) == sorted(expected) and len(kept) < len(every)
+    count = box.find_element(By.XPATH, "ancestor::div[@class='block']//span[@class='count']")
+    assert count.text == f"{len(kept)} of {len(every)} rows"
+    box.clear()
+    box.send_keys(" ")  # an emptied box shows every row again
+    assert len(cells(browser, name)[1]) == len(every)
+
+
+def test_marks_and_commands_say_what_they_are_on_hover(browser):
+    dataset = table(browser, "dataset")
+    mark = dataset.find_element(By.CSS_SELECTOR, "abbr.sig")
+    assert "paired t-test" in mark.get_attribute("title")
+    assert dataset.find_element(By.TAG_NAME, "b").get_attribute("title") == "best MAP"
+    cell = dataset.find_element(By.XPATH, ".//tbody/tr[td[1]='bm25']/td[2]")
+    ActionChains(browser).move_to_element(cell).perform()
+    assert cell.get_attribute("title") == (f"made again by: make eval CORPUS={REPORT_CORPUS} "
+                                           f"MODEL=bm25, then make report "
+                                           f"CORPUS={REPORT_CORPUS} SEED=0")
+
+
+def test_a_screenshot_is_written(browser, tmp_path):
+    """The whole page as a PNG (kept under pytest's temporary folder, to be looked at)."""
+    from PIL import Image
+
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(WIDTH, min(height, 6000))
+    shot = tmp_path / "report.png"
+    assert browser.save_screenshot(str(shot))
+    image = Image.open(shot).convert("RGB")
+    assert image.width >= WIDTH - 100 and image.height > 1000
+    # tables, text and plots: many colours, not a blank or an error page
+    assert len(image.getcolors(maxcolors=1 << 20) or []) > 200
