@@ -239,8 +239,11 @@ def test_diffs_applied_equal_a_fresh_ingest_of_the_newer_release(server, tmp_pat
     made_from = record(roots, [corpora / "old" / "papers.parquet",
                                corpora / "old" / "citations.parquet"])
     assert changed(roots, made_from) == []
+    server.faults.expire_next = 1  # a diff file's link expires too
+    seen = len(server.log)
     update = download(raw, settings(server), release=LAST, update=True)
     assert update["release"] == LAST and update["downloaded_bytes"] == 0
+    assert [r["status"] for r in server.log[seen:]].count(403) == 1
     manifest = json.loads((raw / DOWNLOAD_MANIFEST).read_text())
     steps = manifest["datasets"]["papers"]["updates"]
     assert [(s["from"], s["to"]) for s in steps] == [(FIRST, MIDDLE), (MIDDLE, LAST)]
@@ -321,6 +324,10 @@ def test_make_download_trial_then_make_corpus(server, tmp_path):
                               capture_output=True, text=True, timeout=300,
                               env={**env, "S2_API_KEY": key})
 
+    missing = make("download", "CORPUS=s2ag", "FIRST=1", key="")
+    assert missing.returncode == 2
+    lines = [x for x in missing.stderr.splitlines() if x.startswith("error")]
+    assert len(lines) == 1 and "no Semantic Scholar API key: set S2_API_KEY" in lines[0]
     refused = make("download", "CORPUS=s2ag", "FIRST=1", key="not-the-key")
     assert refused.returncode != 0
     lines = [x for x in refused.stderr.splitlines() if x.startswith("error")]
@@ -377,3 +384,34 @@ def test_make_download_with_faults_then_update_equals_a_fresh_download(server, t
                        ("prefiltered.parquet", ("corpusid",))):
         assert _sorted(corpora / "s2ag" / name, *keys).equals(
             _sorted(corpora / "fresh" / name, *keys)), name
+
+
+def test_an_update_killed_after_its_folder_was_replaced_is_finished_by_running_again(
+        server, tmp_path, monkeypatch):
+    """The step's new papers folder is in place but download.json still names the old
+    release (killed between the two): the same command finishes it, to the same files."""
+    from pipeline.ingest import download as module
+
+    raw = tmp_path / "raw"
+    download(raw, settings(server), release=FIRST, datasets=["papers"])
+    real_save = module.Manifest.save
+    calls = {"n": 0}
+
+    def killed_once(self):
+        if self.data["datasets"]["papers"].get("updates") and not calls["n"]:
+            calls["n"] += 1
+            raise KeyboardInterrupt  # as a kill would, after the folder was replaced
+        real_save(self)
+
+    monkeypatch.setattr(module.Manifest, "save", killed_once)
+    with pytest.raises(KeyboardInterrupt):
+        download(raw, settings(server), release=MIDDLE, datasets=["papers"], update=True)
+    assert json.loads((raw / DOWNLOAD_MANIFEST).read_text())["datasets"]["papers"][
+        "release"] == FIRST
+    assert any(p.name.startswith("update-") for p in (raw / "papers").iterdir())
+    monkeypatch.setattr(module.Manifest, "save", real_save)
+    download(raw, settings(server), release=MIDDLE, datasets=["papers"], update=True)
+    once = tmp_path / "once"
+    download(once, settings(server), release=FIRST, datasets=["papers"])
+    download(once, settings(server), release=MIDDLE, datasets=["papers"], update=True)
+    assert on_disk(raw / "papers") == on_disk(once / "papers")  # byte for byte
