@@ -427,6 +427,14 @@ def resolve(client: Client, release: str) -> dict[str, Any]:
     if release != LATEST and not RELEASE_ID.match(release):
         raise InputError(f"RELEASE={release}: give a release date such as 2026-11-18, or "
                          "latest")
+    if release != LATEST:
+        known = client.releases()
+        if release not in known:
+            raise InputError(f"the Semantic Scholar Datasets API has no release {release}: "
+                             f"it lists {len(known)} releases"
+                             + (f", {known[0]} to {known[-1]}, the latest three "
+                                f"{', '.join(known[-3:])}" if known else "")
+                             + "; give one of them as RELEASE, or latest")
     return client.release(release)
 
 

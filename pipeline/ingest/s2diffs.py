@@ -133,17 +133,20 @@ def _key_of(line: bytes, key: str) -> int | None:
 
 def _keys(paths: list[Path], key: str) -> np.ndarray:
     """The sorted distinct keys named by the step's update and delete files."""
-    found: list[int] = []
-    for path in paths:
+    arrays = [np.empty(0, dtype=np.int64)]
+    for path in paths:  # a file's keys as Python ints at a time, then as an array
+        found: list[int] = []
         for number, line in iter_records(path):
             if not line.strip():
                 continue
             value = _key_of(line, key)
             if value is None:
                 raise InputError(f"{path}:{number}: a diff record without an integer {key}; "
-                                 "run make download UPDATE=1 again (the file is fetched anew)")
+                                 "remove the folder .diffs/ beside it and run make download "
+                                 "UPDATE=1 again")
             found.append(value)
-    return np.unique(np.asarray(found, dtype=np.int64))
+        arrays.append(np.unique(np.asarray(found, dtype=np.int64)))
+    return np.unique(np.concatenate(arrays))
 
 
 def _rewrite(folder: Path, updates: list[Path], keys: np.ndarray, key: str,

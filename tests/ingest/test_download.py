@@ -159,7 +159,8 @@ def test_a_refused_key_is_one_line_that_never_shows_the_key(server, tmp_path):
 
 
 def test_an_unknown_release_or_dataset_is_refused(server, tmp_path):
-    with pytest.raises(InputError, match="has no release 2020-01-01"):
+    with pytest.raises(InputError, match=f"has no release 2020-01-01: it lists 3 releases, "
+                                         f"{FIRST} to {LAST}"):
         download(tmp_path / "raw", settings(server), release="2020-01-01")
     with pytest.raises(InputError, match="RELEASE=last-week: give a release date"):
         download(tmp_path / "raw", settings(server), release="last-week")
