@@ -27,7 +27,7 @@ from pipeline.core.atomic import is_stale_temporary, is_temporary
 from pipeline.core.checksums import file_problem, read_only
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
-from pipeline.core.inputs import Roots, changed
+from pipeline.core.inputs import KINDS, Roots, changed
 from pipeline.core.repair import Repair, Where
 from pipeline.corpus.manifest import VOUCHED_BY, corpus_repair, raw_repair
 from pipeline.encoding.store import store_repair
@@ -80,9 +80,13 @@ def _files(info: dict, kind: str) -> dict[str, dict]:
 
 
 def _inputs(info: dict, kind: str) -> dict[str, str]:
+    """The recorded inputs under a data root (`corpora/...`). A corpus's ingest records its
+    raw shards by their names in the raw folder instead (S2AG's as `papers/<file>`), which
+    ingest itself compares; they are not data-root labels."""
     if kind == "corpus":
         return {k: v for section in info.values() if isinstance(section, dict)
-                for k, v in section.get("inputs", {}).items() if "/" in k}
+                for k, v in section.get("inputs", {}).items()
+                if k.partition("/")[0] in KINDS}
     return info.get("inputs", {})
 
 

@@ -416,3 +416,24 @@ def test_an_update_killed_after_its_folder_was_replaced_is_finished_by_running_a
     download(once, settings(server), release=FIRST, datasets=["papers"])
     download(once, settings(server), release=MIDDLE, datasets=["papers"], update=True)
     assert on_disk(raw / "papers") == on_disk(once / "papers")  # byte for byte
+
+
+@pytest.mark.slow
+def test_after_an_update_make_verify_names_the_pools_of_the_old_corpus_stale(server, tmp_path):
+    """The existing rule, unchanged: a pool records the sha256 of the corpus files it was
+    drawn from; the update changes them, so verify names the pool stale (and its repair), and
+    an S2AG corpus's raw shards (`papers/<file>`) are not taken for data-root inputs."""
+    import pipeline
+
+    data = pipeline.Data(tmp_path / "data")
+    raw = data.corpus("s2ag") / "s2ag"
+    download(raw, settings(server), release=FIRST)
+    pipeline.build_corpus(data, "s2ag", source="s2ag")
+    pool = pipeline.build_pool(data, "s2ag", size=150, n_queries=5)
+    assert pipeline.verify_data(data) == []
+    download(raw, settings(server), release=LAST, update=True)
+    pipeline.build_corpus(data, "s2ag", source="s2ag")
+    problems = pipeline.verify_data(data)
+    assert len(problems) == 1 and problems[0].startswith("STALE")
+    assert f"pools/{pool}/manifest.json: its input corpora/@/prefiltered.parquet changed " \
+           "since; repair: make pools CORPUS=s2ag" in problems[0]
