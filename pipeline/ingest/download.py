@@ -36,7 +36,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -122,13 +122,25 @@ def link_name(url: str) -> str:
     return urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]
 
 
+class _Retry(Retry):
+    """urllib3's retry policy with the server's Retry-After capped at MAX_PAUSE."""
+
+    def get_retry_after(self, response: urllib3.BaseHTTPResponse) -> float | None:
+        value = super().get_retry_after(response)
+        return None if value is None else min(value, MAX_PAUSE)
+
+
+class Stopped(Exception):
+    """Another file failed (or the user pressed Ctrl-C): this one stops, its bytes kept."""
+
+
 class Client:
     """The Datasets API's JSON endpoints, and raw GETs of file links, over one pool."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
         timeout = Timeout(connect=settings.connect_timeout, read=settings.read_timeout)
-        self.retry = Retry(total=settings.retries, backoff_factor=settings.backoff,
+        self.retry = _Retry(total=settings.retries, backoff_factor=settings.backoff,
                            backoff_max=MAX_PAUSE, status_forcelist=RETRY_STATUS,
                            allowed_methods={"GET"}, respect_retry_after_header=True,
                            raise_on_status=False, raise_on_redirect=False,
@@ -303,9 +315,9 @@ def _pause(tries: int, settings: Settings, retry_after: str | None = None) -> fl
 
 
 def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Meter,
-               what: str) -> dict[str, Any]:
+               what: str, stop: threading.Event | None = None) -> dict[str, Any]:
     """Download one file into `folder/name`, resuming its partial file; its record (name,
-    bytes, sha256, lines) once whole and verified."""
+    bytes, sha256, lines) once whole and verified. `stop` set: Stopped, the partial kept."""
     settings = client.settings
     final, part = folder / name, folder / DOWNLOAD_PARTIAL.format(name)
     tries = bad = 0  # tries without progress; whole downloads that failed verification
@@ -332,6 +344,9 @@ def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Met
                     while block := resp.read1(CHUNK, decode_content=False):  # as it comes
                         out.write(block)
                         meter.add(len(block))
+                        if stop is not None and stop.is_set():
+                            resp.close()
+                            raise Stopped(name)
                 resp.release_conn()
             elif status == 416 and offset:  # the partial holds more than the file: restart
                 resp.release_conn()
@@ -380,7 +395,10 @@ def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Met
         wait = _pause(tries, settings, retry_after if status in RETRY_STATUS else None)
         log.warning("%s %s: %s; trying again in %.1f s", what, name,
                     note or f"HTTP {status}", wait)
-        time.sleep(wait)
+        if stop is not None and stop.wait(wait):
+            raise Stopped(name)
+        if stop is None:
+            time.sleep(wait)
 
 
 # ---- the manifest beside the files ---------------------------------------------------------------
@@ -588,7 +606,11 @@ def _run_jobs(client: Client, raw_dir: Path, manifest: Manifest,
             dataset, links, name, order = job
             if stop.is_set():
                 return
-            record = fetch_file(client, links, name, raw_dir / dataset, meter, dataset)
+            try:
+                record = fetch_file(client, links, name, raw_dir / dataset, meter, dataset,
+                                    stop)
+            except Stopped:
+                return
             manifest.add_file(dataset, record, order)
             log.debug("%s/%s: %d bytes, sha256 %s", dataset, name, record["bytes"],
                       record["sha256"])
@@ -603,9 +625,11 @@ def _run_jobs(client: Client, raw_dir: Path, manifest: Manifest,
         try:
             with ThreadPoolExecutor(max_workers=parallel) as pool:
                 futures = [pool.submit(one, job) for job in jobs]
-                try:
-                    for future in futures:
-                        future.result()
+                try:  # the first error, as soon as it happens, stops the others
+                    wait(futures, return_when=FIRST_EXCEPTION)
+                    failed = next((f for f in futures if f.done() and f.exception()), None)
+                    if failed is not None:
+                        raise failed.exception()  # type: ignore[misc]
                 except BaseException:
                     stop.set()
                     raise

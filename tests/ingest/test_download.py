@@ -437,3 +437,30 @@ def test_after_an_update_make_verify_names_the_pools_of_the_old_corpus_stale(ser
     assert len(problems) == 1 and problems[0].startswith("STALE")
     assert f"pools/{pool}/manifest.json: its input corpora/@/prefiltered.parquet changed " \
            "since; repair: make pools CORPUS=s2ag" in problems[0]
+
+
+def test_the_first_error_stops_the_other_files_and_keeps_their_bytes(tmp_path):
+    with S2Server(build_releases(n_papers=4000)) as big:
+        big.faults.throttle = 0.02  # each papers file takes a second or more
+        gone = big.listing[(LAST, "papers")][2]
+        del big.files[gone]  # a 404: the release withdrawn under our feet
+        raw = tmp_path / "raw"
+        with pytest.raises(InputError, match=f"papers file {released_shard(gone.rsplit('/')[-1])}"
+                                             " is gone from the file host \\(HTTP 404"):
+            download(raw, settings(big, parallel=3), release=LAST, datasets=["papers"])
+        assert not list((raw / "papers").glob("*.jsonl.gz"))  # the other two: stopped
+        kept = [p for p in (raw / "papers").glob(".*.part") if p.stat().st_size > 0]
+        assert kept  # their bytes kept (a thread the error beat to the start has none)
+        big.faults.throttle = 0
+        big.files[gone] = gz_of(big, LAST)
+        download(raw, settings(big), release=LAST, datasets=["papers"])  # goes on from there
+        assert on_disk(raw / "papers") == served(big, LAST, "papers")
+        ranged = [r for r in big.requests("file") if r["range"]]
+        assert len(ranged) == len(kept)  # each went on from its partial
+
+
+def gz_of(srv: S2Server, release: str) -> bytes:
+    """The bytes the server held for the third papers file (made again from its records)."""
+    from tests.ingest.s2ag_server import gz, split
+
+    return gz(split(srv.releases[release]["papers"], 3)[2])
