@@ -16,7 +16,7 @@ An expired link (403/400 from the file host) is asked for again; 429 and 5xx ans
 broken connections are retried with exponential backoff (Retry-After honoured). A bounded
 number of files download at once (threads: the work is waiting on the network).
 
-HTTP client: urllib3 (already installed as a dependency of the Hugging Face stack). It gives
+HTTP client: urllib3 (a direct dependency in pyproject.toml; the one under requests). It gives
 a thread-safe connection pool, connect and read timeouts, a Retry policy with backoff that
 honours Retry-After for the API's JSON calls, and raw streaming with a Content-Length check
 (a truncated body raises instead of passing as a short file). Ranges are a header. The file
