@@ -394,6 +394,7 @@ DOWNLOAD_MANIFEST = "download.json"
 DOWNLOAD_PARTIAL = ".{}.part"
 DOWNLOAD_DIFFS = ".diffs"
 DIFF_SHARD = "update-{}-{:04d}.jsonl.gz"  # release date, the update file's index in its step
+DIFF_KEYS = "keys.npy"  # a step's keys, beside its files, memory-mapped by the workers
 VOCABULARY_DATA = "data/vocabulary.json"  # the synthetic generator's words (package data)
 # The checkout's files that `make variables` writes from pipeline/cli/variables.py
 VARIABLES_INCLUDE, VARIABLES_DOC = "pipeline/cli/variables.mk", "docs/variables.md"

@@ -38,8 +38,9 @@ from pipeline.ingest.download import (
     iter_records,
     verify,
 )
+from pipeline.ingest.merge import in_order
 from pipeline.ingest.shards import list_shards
-from pipeline.layout import DIFF_SHARD, DOWNLOAD_DIFFS
+from pipeline.layout import DIFF_KEYS, DIFF_SHARD, DOWNLOAD_DIFFS
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,10 @@ def apply_step(client: Client, raw_dir: Path, manifest: Manifest, dataset: str, 
             files[kind].append(path)
     log.info("%s: %d update and %d delete files", what, len(files["update_files"]),
              len(files["delete_files"]))
-    keys = _keys(files["update_files"] + files["delete_files"], KEYS[dataset])
-    counts = _rewrite(raw_dir / dataset, files["update_files"], keys, KEYS[dataset], target)
+    keys_file = staging / DIFF_KEYS
+    np.save(keys_file, _keys(files["update_files"] + files["delete_files"], KEYS[dataset]))
+    counts = _rewrite(raw_dir / dataset, files["update_files"], keys_file, KEYS[dataset],
+                      target, client.settings.parallel)
     new_files = [{"name": p.name, **verify(p)} for p in list_shards(raw_dir / dataset)]
     entry.update(release=target, files=new_files, listed=len(new_files), complete=True,
                  updated_from=entry.get("updated_from") or source)
@@ -149,18 +152,21 @@ def _keys(paths: list[Path], key: str) -> np.ndarray:
     return np.unique(np.concatenate(arrays))
 
 
-def _rewrite(folder: Path, updates: list[Path], keys: np.ndarray, key: str,
-             target: str) -> dict[str, int]:
-    """The dataset folder again: each shard without the records of `keys` (hard-linked when it
-    loses none), then the update files as shards named after the target release."""
+def _rewrite(folder: Path, updates: list[Path], keys_file: Path, key: str, target: str,
+             workers: int) -> dict[str, int]:
+    """The dataset folder again: each shard without the records of the keys in `keys_file`
+    (hard-linked when it loses none; `workers` processes, one shard each, the output the same
+    for any number), then the update files as shards named after the target release."""
     counts = {"records_removed": 0, "unkeyed_kept": 0, "shards_rewritten": 0,
               "update_records": 0}
     names = {DIFF_SHARD.format(target, k) for k in range(len(updates))}
     with atomic_dir(folder) as new:
-        for shard in list_shards(folder):
-            if shard.name in names:  # this step's own update shard, from a killed run
-                continue
-            removed = _filter(shard, new / shard.name, keys, key, counts)
+        shards = [s for s in list_shards(folder) if s.name not in names]  # (names: this
+        # step's own update shards, from a killed run: written again below)
+        tasks = [(shard, new / shard.name, keys_file, key) for shard in shards]
+        for shard, (removed, unkeyed) in zip(shards, in_order(
+                _filter_shard, tasks, workers, f"update {folder.name}", "shards"), strict=True):
+            counts["unkeyed_kept"] += unkeyed
             if removed:
                 counts["records_removed"] += removed
                 counts["shards_rewritten"] += 1
@@ -171,6 +177,15 @@ def _rewrite(folder: Path, updates: list[Path], keys: np.ndarray, key: str,
             os.link(path, new / DIFF_SHARD.format(target, k))
             counts["update_records"] += sum(1 for _, line in iter_records(path) if line.strip())
     return counts
+
+
+def _filter_shard(task: tuple[Path, Path, Path, str]) -> tuple[int, int]:
+    """One shard filtered in a worker process (the keys memory-mapped, shared by all):
+    (records left out, lines without a key kept)."""
+    shard, out, keys_file, key = task
+    counts = {"unkeyed_kept": 0}
+    removed = _filter(shard, out, np.load(keys_file, mmap_mode="r"), key, counts)
+    return removed, counts["unkeyed_kept"]
 
 
 def _filter(shard: Path, out: Path, keys: np.ndarray, key: str, counts: dict[str, int]) -> int:

@@ -412,9 +412,10 @@ def test_an_update_killed_after_its_folder_was_replaced_is_finished_by_running_a
     assert any(p.name.startswith("update-") for p in (raw / "papers").iterdir())
     monkeypatch.setattr(module.Manifest, "save", real_save)
     download(raw, settings(server), release=MIDDLE, datasets=["papers"], update=True)
-    once = tmp_path / "once"
-    download(once, settings(server), release=FIRST, datasets=["papers"])
-    download(once, settings(server), release=MIDDLE, datasets=["papers"], update=True)
+    once = tmp_path / "once"  # and with one worker process where the others had three
+    download(once, settings(server, parallel=1), release=FIRST, datasets=["papers"])
+    download(once, settings(server, parallel=1), release=MIDDLE, datasets=["papers"],
+             update=True)
     assert on_disk(raw / "papers") == on_disk(once / "papers")  # byte for byte
 
 
