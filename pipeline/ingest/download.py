@@ -77,7 +77,7 @@ class Settings:
     files at once, tries without progress per file, the first pause (doubling), timeouts."""
 
     base_url: str
-    key: str
+    key: str = field(repr=False)  # never shown, not even in a repr
     parallel: int = 4
     retries: int = 8
     backoff: float = 2.0

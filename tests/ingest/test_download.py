@@ -146,6 +146,7 @@ def test_a_missing_key_is_one_line(monkeypatch):
     monkeypatch.setenv("S2_API_KEY", KEY)
     monkeypatch.setenv("S2_API_URL", "http://127.0.0.1:9/")
     assert Settings.from_environment().base_url == "http://127.0.0.1:9"
+    assert KEY not in repr(Settings.from_environment())
 
 
 def test_a_refused_key_is_one_line_that_never_shows_the_key(server, tmp_path):
