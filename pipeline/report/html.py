@@ -91,7 +91,8 @@ def table(name: str, caption: str, header: Sequence[str], rows: Sequence[Sequenc
             + (f'<p class="caption">{cell(caption, best, worse)}</p>' if caption else "")
             + '<div class="tools"><input type="search" class="filter" placeholder="filter rows '
             'by words" aria-label="filter rows"> <label><input type="checkbox" class="heat"> '
-            f'colour by value</label> <span class="count">{len(rows)} rows</span></div>'
+            f'colour by value</label> <span class="count">{len(rows)} row'
+            f'{"" if len(rows) == 1 else "s"}</span></div>'
             f'<div class="scroll"><table class="data {kind}" data-name="{_e(name)}">'
             f"<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table></div></div>")
 

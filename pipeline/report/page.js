@@ -48,8 +48,9 @@
       row.hidden = !keep;
       if (keep) shown += 1;
     }
+    const noun = rows.length === 1 ? " row" : " rows";
     block.querySelector(".count").textContent =
-      words.length ? shown + " of " + rows.length + " rows" : rows.length + " rows";
+      (words.length ? shown + " of " : "") + rows.length + noun;
   }
 
   function colour(table, on) {
