@@ -612,7 +612,7 @@ GRID_BLOCK = 4096  # documents per block of the one-pass grid: G float64 sums ea
 GRID_ENTRIES = 2**23  # hits held per call of the one-pass grid (queries x grid x room): ~100 MB
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")  # no zero-division branch: the grid vectorises
 def _grid_rank(terms, weights, ptr, docs, tfs, norms, tables, k, block, acc, heap, size, kth,
                cursor, cand_docs, cand_scores, n_cand):  # pragma: no cover
     """Lucene's BM25 of one query for every (k1, b) of a grid at once: each posting (doc, tf)
@@ -621,8 +621,10 @@ def _grid_rank(terms, weights, ptr, docs, tfs, norms, tables, k, block, acc, hea
     does. Documents go in blocks of `block` whose G sums (acc[x, g]) stay in cache; after a
     block, each point keeps the documents whose float32 score reaches its k-th so far (a
     min-heap of its k best per point; ties with the k-th kept) in cand_docs[g, :n_cand[g]],
-    dropping those below its k-th when its list is full, and growing the lists (returned)
-    when ties fill them. kth[g]: the point's k-th score (0 while it has fewer than k)."""
+    dropping those below its k-th when its list is full. kth[g]: the point's k-th score (0
+    while it has fewer than k). Returns False when documents tied with a k-th fill more than
+    half of a list: the caller asks again with longer lists (the lists are never grown here:
+    rebinding them slows this loop many times over)."""
     n_docs, n_grid, n_terms = len(norms), tables.shape[1], len(terms)
     for i in range(n_terms):
         cursor[i] = ptr[terms[i]]
@@ -637,9 +639,9 @@ def _grid_rank(terms, weights, ptr, docs, tfs, norms, tables, k, block, acc, hea
             w, c, end = weights[i], cursor[i], ptr[terms[i] + 1]
             while c < end and docs[c] < hi:
                 d, tf = docs[c], tfs[c]
-                row, x = tables[norms[d]], d - lo
+                row, sums = tables[norms[d]], acc[d - lo]
                 for g in range(n_grid):  # contiguous: vectorised over the grid
-                    acc[x, g] += w - w / (np.float32(1.0) + tf * row[g])
+                    sums[g] += w - w / (np.float32(1.0) + tf * row[g])
                 c += 1
             cursor[i] = c
         for x in range(hi - lo):
@@ -656,12 +658,8 @@ def _grid_rank(terms, weights, ptr, docs, tfs, norms, tables, k, block, acc, hea
                                     cand_scores[g, m] = cand_scores[g, j]
                                     m += 1
                             n_cand[g] = m
-                            if 2 * m > cap:  # ties: room for twice as many, every point
-                                grown_docs = np.empty((n_grid, 2 * cap), dtype=cand_docs.dtype)
-                                grown_scores = np.empty((n_grid, 2 * cap), dtype=np.float32)
-                                grown_docs[:, :cap] = cand_docs
-                                grown_scores[:, :cap] = cand_scores
-                                cand_docs, cand_scores, cap = grown_docs, grown_scores, 2 * cap
+                            if 2 * m > cap:  # ties fill half the room: ask for more
+                                return False
                         cand_docs[g, n_cand[g]] = lo + x
                         cand_scores[g, n_cand[g]] = s
                         n_cand[g] += 1
@@ -670,7 +668,7 @@ def _grid_rank(terms, weights, ptr, docs, tfs, norms, tables, k, block, acc, hea
                             kth[g] = np.float32(heap[g, 0])
                 acc[x, g] = 0.0
         lo = hi
-    return cand_docs, cand_scores
+    return True
 
 
 @numba.njit(parallel=True, cache=True)
@@ -684,9 +682,12 @@ def _grid_search(q_ptr, q_terms, q_weights, ptr, docs, tfs, norms, tables, k, bl
     for q in numba.prange(len(q_ptr) - 1):
         t = numba.get_thread_id()
         terms, weights = q_terms[q_ptr[q]:q_ptr[q + 1]], q_weights[q_ptr[q]:q_ptr[q + 1]]
-        found, scores = _grid_rank(terms, weights, ptr, docs, tfs, norms, tables, k, block,
-                                   acc[t], heap[t], size[t], kth[t], cursor[t], cand_docs[t],
-                                   cand_scores[t], n_cand[t])
+        found, scores = cand_docs[t], cand_scores[t]
+        while not _grid_rank(terms, weights, ptr, docs, tfs, norms, tables, k, block, acc[t],
+                             heap[t], size[t], kth[t], cursor[t], found, scores, n_cand[t]):
+            acc[t] = 0.0  # left mid-block
+            found = np.empty((found.shape[0], 2 * found.shape[1]), dtype=found.dtype)
+            scores = np.empty((found.shape[0], found.shape[1]), dtype=np.float32)
         for g in range(tables.shape[1]):
             least = max(kth[t, g], np.float32(1e-30))  # matching documents only
             m = 0
