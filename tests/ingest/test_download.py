@@ -271,11 +271,6 @@ def test_diffs_applied_equal_a_fresh_ingest_of_the_newer_release(server, tmp_pat
     assert ingest(raw, corpora / "old", source="s2ag")["counts"] == fresh["counts"]
 
 
-def _pipeline(*args: str, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "pipeline", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 @pytest.mark.slow
 def test_a_download_killed_with_sigkill_goes_on_where_it_stopped(tmp_path):
     with S2Server(build_releases(n_papers=4000)) as big:
@@ -283,11 +278,18 @@ def test_a_download_killed_with_sigkill_goes_on_where_it_stopped(tmp_path):
 
 
 def _kill_and_resume(server: S2Server, tmp_path: Path) -> None:
+    """make download killed with SIGKILL (make and the pipeline under it, as a batch system
+    kills a job's process group), then make download again."""
     server.faults.throttle = 0.02  # about 200 KB/s: a file takes about a second
-    env = {**os.environ, "S2_API_URL": server.url, "S2_API_KEY": KEY}
-    raw = tmp_path / "corpora" / "big" / "s2ag"
-    proc = _pipeline("--corpora-root", str(tmp_path / "corpora"), "download", "--corpus", "big",
-                     "--release", LAST, "--datasets", "papers", "--parallel", "1", env=env)
+    (tmp_path / "installed").touch()
+    env = {**os.environ, "MAKEFLAGS": "", "S2_API_URL": server.url, "S2_API_KEY": KEY}
+    command = ["make", "--no-print-directory", "download", "CORPUS=big", f"RELEASE={LAST}",
+               "DATASETS=papers", f"DATA={tmp_path / 'data'}", f"PY={sys.executable}",
+               f"STAMP={tmp_path / 'installed'}"]
+    raw = tmp_path / "data" / "corpora" / "big" / "s2ag"
+    proc = subprocess.Popen([*command, "PARALLEL=1"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     partial = None
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and partial is None:
@@ -295,16 +297,15 @@ def _kill_and_resume(server: S2Server, tmp_path: Path) -> None:
             if (raw / "papers").is_dir() else []
         partial = found[0] if found else None
         time.sleep(0.05)
-    assert partial is not None, "the download never started"
-    proc.send_signal(signal.SIGKILL)
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    assert partial is not None, "the download never started"
     kept = partial.stat().st_size
     assert kept > 0 and not list((raw / "papers").glob("*.jsonl.gz"))  # nothing half-named
     server.faults.throttle = 0
-    done = _pipeline("--corpora-root", str(tmp_path / "corpora"), "download", "--corpus",
-                     "big", "--release", LAST, "--datasets", "papers",
-                     env={**env, "PIPELINE_PROGRESS_INTERVAL": "0"})
-    out, err = done.communicate(timeout=120)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**env, "PIPELINE_PROGRESS_INTERVAL": "0"})
+    out, err = done.stdout, done.stderr
     assert done.returncode == 0, err[-2000:]
     assert on_disk(raw / "papers") == served(server, LAST, "papers")
     ranges = [r["range"] for r in server.requests("file") if r["range"]]
