@@ -172,11 +172,20 @@ def _rewrite(folder: Path, updates: list[Path], keys_file: Path, key: str, targe
                 counts["shards_rewritten"] += 1
             else:
                 (new / shard.name).unlink()
-                os.link(shard, new / shard.name)
+                _link(shard, new / shard.name)
         for k, path in enumerate(updates):
-            os.link(path, new / DIFF_SHARD.format(target, k))
+            _link(path, new / DIFF_SHARD.format(target, k))
             counts["update_records"] += sum(1 for _, line in iter_records(path) if line.strip())
     return counts
+
+
+def _link(source: Path, target: Path) -> None:
+    """A hard link (no copy of a shard that did not change), or a copy where the file system
+    has none."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def _filter_shard(task: tuple[Path, Path, Path, str]) -> tuple[int, int]:
