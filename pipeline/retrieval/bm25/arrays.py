@@ -612,25 +612,35 @@ GRID_BLOCK = 4096  # documents per block of the one-pass grid: G float64 sums ea
 GRID_ENTRIES = 2**23  # hits held per call of the one-pass grid (queries x grid x room): ~100 MB
 
 
+@numba.njit(cache=True)
+def _kth_largest(values, k):  # pragma: no cover
+    """The k-th largest of values (1 <= k <= len(values))."""
+    return np.partition(values, len(values) - k)[len(values) - k]
+
+
 @numba.njit(cache=True, error_model="numpy")  # no zero-division branch: the grid vectorises
-def _grid_rank(terms, weights, ptr, docs, tfs, norms, tables, k, block, acc, heap, size, kth,
+def _grid_rank(terms, weights, ptr, docs, tfs, norms, tables, k, block, acc, kth, least,
                cursor, cand_docs, cand_scores, n_cand):  # pragma: no cover
     """Lucene's BM25 of one query for every (k1, b) of a grid at once: each posting (doc, tf)
     of the query's terms is read once and its float32 score added for every grid point g
     (tables[norm, g]: that point's `_norm_table`), each point summing in float64 as `_rank`
     does. Documents go in blocks of `block` whose G sums (acc[x, g]) stay in cache; after a
-    block, each point keeps the documents whose float32 score reaches its k-th so far (a
-    min-heap of its k best per point; ties with the k-th kept) in cand_docs[g, :n_cand[g]],
-    dropping those below its k-th when its list is full. kth[g]: the point's k-th score (0
-    while it has fewer than k). Returns False when documents tied with a k-th fill more than
-    half of a list: the caller asks again with longer lists (the lists are never grown here:
-    rebinding them slows this loop many times over)."""
+    block, each point's list cand_docs[g, :n_cand[g]] (cand_scores: float32) takes the
+    documents whose score reaches kth[g], a lower bound of the point's k-th score: 0 until the
+    list first fills, then the k-th largest score of the list each time it fills (when those
+    below it are dropped). No document dropped can reach the k-th nor tie with it. At the end
+    kth[g] is the point's k-th score (0 with fewer than k matches). Returns False when the
+    documents tied with a bound fill more than half of a list: the caller asks again with
+    longer lists (the lists are never grown here: rebinding them slows this loop many times
+    over)."""
     n_docs, n_grid, n_terms = len(norms), tables.shape[1], len(terms)
     for i in range(n_terms):
         cursor[i] = ptr[terms[i]]
-    size[:] = 0
     kth[:] = 0
     n_cand[:] = 0
+    # a float64 sum not above least[g] rounds below kth[g] in float32 (least: kth less two of
+    # its float32 steps), and one of 0 is no match: a cheap test before the exact one
+    least[:] = 0.0
     cap = cand_docs.shape[1]
     lo = 0
     while lo < n_docs:
@@ -645,12 +655,20 @@ def _grid_rank(terms, weights, ptr, docs, tfs, norms, tables, k, block, acc, hea
                 c += 1
             cursor[i] = c
         for x in range(hi - lo):
+            sums, reach = acc[x], 0
+            for g in range(n_grid):  # vectorised: can the document enter any point's list?
+                reach += sums[g] > least[g]
+            if reach == 0:
+                sums[:] = 0.0
+                continue
             for g in range(n_grid):
-                v = acc[x, g]
-                if v > 0:
+                v = sums[g]
+                if v > least[g]:
                     s = np.float32(v)
                     if s >= kth[g]:
-                        if n_cand[g] == cap:  # full: keep those still reaching the k-th
+                        if n_cand[g] == cap:  # full: a higher bound, those below it dropped
+                            kth[g] = _kth_largest(cand_scores[g], k)
+                            least[g] = np.float64(kth[g]) * (1.0 - 2.0**-22)
                             m = 0
                             for j in range(cap):
                                 if cand_scores[g, j] >= kth[g]:
@@ -660,20 +678,20 @@ def _grid_rank(terms, weights, ptr, docs, tfs, norms, tables, k, block, acc, hea
                             n_cand[g] = m
                             if 2 * m > cap:  # ties fill half the room: ask for more
                                 return False
-                        cand_docs[g, n_cand[g]] = lo + x
-                        cand_scores[g, n_cand[g]] = s
-                        n_cand[g] += 1
-                        size[g] = _push(heap[g], size[g], k, np.float64(s))
-                        if size[g] == k:
-                            kth[g] = np.float32(heap[g, 0])
-                acc[x, g] = 0.0
+                        if s >= kth[g]:
+                            cand_docs[g, n_cand[g]] = lo + x
+                            cand_scores[g, n_cand[g]] = s
+                            n_cand[g] += 1
+                sums[g] = 0.0
         lo = hi
+    for g in range(n_grid):
+        kth[g] = _kth_largest(cand_scores[g, : n_cand[g]], k) if n_cand[g] >= k else 0
     return True
 
 
 @numba.njit(parallel=True, cache=True)
 def _grid_search(q_ptr, q_terms, q_weights, ptr, docs, tfs, norms, tables, k, block, hit_docs,
-                 hit_scores, n_hits, acc, heap, size, kth, cursor, cand_docs, cand_scores,
+                 hit_scores, n_hits, acc, kth, least, cursor, cand_docs, cand_scores,
                  n_cand):  # pragma: no cover
     """`_grid_rank` for every query, a query per thread: per grid point g the documents whose
     score reaches the point's k-th (ties included), up to hit_docs.shape[2] of them, as
@@ -684,15 +702,15 @@ def _grid_search(q_ptr, q_terms, q_weights, ptr, docs, tfs, norms, tables, k, bl
         terms, weights = q_terms[q_ptr[q]:q_ptr[q + 1]], q_weights[q_ptr[q]:q_ptr[q + 1]]
         found, scores = cand_docs[t], cand_scores[t]
         while not _grid_rank(terms, weights, ptr, docs, tfs, norms, tables, k, block, acc[t],
-                             heap[t], size[t], kth[t], cursor[t], found, scores, n_cand[t]):
+                             kth[t], least[t], cursor[t], found, scores, n_cand[t]):
             acc[t] = 0.0  # left mid-block
             found = np.empty((found.shape[0], 2 * found.shape[1]), dtype=found.dtype)
             scores = np.empty((found.shape[0], found.shape[1]), dtype=np.float32)
         for g in range(tables.shape[1]):
-            least = max(kth[t, g], np.float32(1e-30))  # matching documents only
+            bar = max(kth[t, g], np.float32(1e-30))  # matching documents only
             m = 0
             for j in range(n_cand[t, g]):
-                if scores[g, j] >= least:
+                if scores[g, j] >= bar:
                     if m < hit_docs.shape[2]:
                         hit_docs[q, g, m] = found[g, j]
                         hit_scores[q, g, m] = scores[g, j]
@@ -715,9 +733,8 @@ def search_pass(index: Postings, queries: QueryTerms, k: int,
     cap = min(2 * k + 64, max(n_docs, 1))
     most_terms = int(np.diff(q_ptr).max()) if n_queries else 0
     space = (np.zeros((threads, block, n_grid), dtype=np.float64),
-             np.zeros((threads, n_grid, max(k, 1)), dtype=np.float64),
-             np.zeros((threads, n_grid), dtype=np.int64),
              np.zeros((threads, n_grid), dtype=np.float32),
+             np.zeros((threads, n_grid), dtype=np.float64),
              np.zeros((threads, max(most_terms, 1)), dtype=np.int64),
              np.zeros((threads, n_grid, cap), dtype=np.int32),
              np.zeros((threads, n_grid, cap), dtype=np.float32),
