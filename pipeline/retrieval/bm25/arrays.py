@@ -608,7 +608,7 @@ def search(index: Postings, texts: Sequence[str] | QueryTerms, k: int, k1: float
     return rows, index.ids[found], values
 
 
-GRID_BLOCK = 4096  # documents per block of the one-pass grid: G float64 sums each (30: 960 KB)
+GRID_SUMS = 2**17  # float64 sums per block of the one-pass grid (1 MB): 4,369 documents of 30
 GRID_ENTRIES = 2**23  # hits held per call of the one-pass grid (queries x grid x room): ~100 MB
 
 
@@ -719,17 +719,20 @@ def _grid_search(q_ptr, q_terms, q_weights, ptr, docs, tfs, norms, tables, k, bl
 
 
 def search_pass(index: Postings, queries: QueryTerms, k: int,
-                pairs: Sequence[tuple[float, float]], block: int = GRID_BLOCK,
+                pairs: Sequence[tuple[float, float]], block: int | None = None,
                 bar: Progress | None = None
                 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """`search` for every (k1, b) of `pairs` in one pass over each query's postings
     (`_grid_rank`): per pair, what `search(index, queries, k, k1, b)` returns, the same
-    documents and float32 scores (in another order). `bar` advances by queries x pairs."""
+    documents and float32 scores (in another order). Blocks of `block` documents (default:
+    GRID_SUMS sums); the result never depends on it. `bar` advances by queries x pairs."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1, not {k}")
     n_grid, n_docs, n_queries = len(pairs), len(index.ids), queries.n
     tables = np.ascontiguousarray(np.stack([_norm_table(index, k1, b) for k1, b in pairs], 1))
     q_ptr, q_terms, q_weights = _query_terms(index, queries)
     threads = numba.config.NUMBA_NUM_THREADS
-    block = max(1, min(block, n_docs))
+    block = max(1, min(block or max(GRID_SUMS // n_grid, 256), n_docs))
     cap = min(2 * k + 64, max(n_docs, 1))
     most_terms = int(np.diff(q_ptr).max()) if n_queries else 0
     space = (np.zeros((threads, block, n_grid), dtype=np.float64),
