@@ -138,7 +138,7 @@ class S2Server:
         self.diff_files: dict[tuple[str, str, str], dict[str, list[str]]] = {}
         ids = sorted(releases)
         for start, end in zip(ids, ids[1:], strict=False):
-            for name in DATASETS:
+            for name in DATASETS:  # the datasets with diffs (a release may hold others)
                 self.diff_files[(start, end, name)] = self._diff(start, end, name)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
@@ -248,11 +248,12 @@ class S2Server:
                     if len(rest) == 2:
                         return self.api(200, {"release_id": release, "README": "terms",
                                               "datasets": [{"name": n, "description": n,
-                                                            "README": ""} for n in DATASETS]})
+                                                            "README": ""}
+                                                           for n in server.releases[release]]})
                     if len(rest) == 4 and rest[2] == "dataset":
                         if not self.keyed():
                             return None
-                        if rest[3] not in DATASETS:
+                        if rest[3] not in server.releases[release]:
                             return self.api(404, {"message": "Dataset not found"})
                         links = [server.link(p) for p in server.listing[(release, rest[3])]]
                         return self.api(200, {"name": rest[3], "description": "",

@@ -469,3 +469,21 @@ def gz_of(srv: S2Server, release: str) -> bytes:
     from tests.ingest.s2ag_server import gz, split
 
     return gz(split(srv.releases[release]["papers"], 3)[2])
+
+
+def test_paper_ids_downloaded_turn_specter_shas_into_corpus_ids(tmp_path):
+    """`make download DATASETS=paper-ids` fetches S2AG's SHA -> CorpusID mapping, which
+    `make training-ids` reads to turn SPECTER's training list into an EXCLUDE list."""
+    from pipeline.ingest.training_ids import convert
+
+    shas = [hashlib.sha1(str(i).encode()).hexdigest() for i in range(6)]
+    releases = build_releases(ids=(LAST,), n_papers=20)
+    releases[LAST]["paper-ids"] = [{"sha": sha, "corpusid": 500 + i, "primary": True}
+                                   for i, sha in enumerate(shas[:5])]
+    with S2Server(releases, parts=2) as srv:
+        done = download(tmp_path / "raw", settings(srv), release=LAST, datasets=["paper-ids"])
+    assert done["release"] == LAST and (tmp_path / "raw" / "paper-ids").is_dir()
+    (tmp_path / "train.txt").write_text("".join(f"{sha}\n" for sha in shas))  # SPECTER's
+    counts = convert(tmp_path / "train.txt", tmp_path / "raw" / "paper-ids", tmp_path / "x.txt")
+    assert counts == {"shas": 6, "corpus_ids": 5, "shas_not_found": 1}
+    assert (tmp_path / "x.txt").read_text() == "".join(f"{500 + i}\n" for i in range(5))
