@@ -29,7 +29,7 @@ from pipeline.layout import (
 )
 from pipeline.pools.exclusions import NO_LIST, PaperList, read_list
 from pipeline.report.html import page
-from pipeline.report.leakage import leakage_rows, list_summary, pools_of
+from pipeline.report.leakage import leakage_rows, list_summary, reported_pools
 from pipeline.report.plots import plot_field_heatmap, plot_map_vs_size
 from pipeline.report.provenance import Provenance, provenance
 from pipeline.report.published import Origin, comparison_tables, corpus_origin
@@ -414,7 +414,7 @@ def leakage_section(data: Results) -> Section:
     pool's queries and positives it was trained on."""
     if not data.training or data.corpus_dir is None:
         return Section("leakage")
-    header, rows = leakage_rows(data.corpus_dir, pools_of(data.rows), data.training)
+    header, rows = leakage_rows(data.corpus_dir, reported_pools(data.rows), data.training)
     caption = (f"{data.corpus}: queries and positives in each model's training set (distinct "
                f"papers; {list_summary(data.training)})")
     return Section("leakage", (Table("leakage", caption, header, rows),))

@@ -59,7 +59,7 @@ def list_summary(lists: dict[str, PaperList]) -> str:
                      for m, p in sorted(lists.items()))
 
 
-def pools_of(rows: pl.DataFrame) -> list[str]:
+def reported_pools(rows: pl.DataFrame) -> list[str]:
     """The distinct pools of the report's rows, by level, scope, size and repeat."""
     return (rows.select("level", "scope", "size", "repeat", "pool").unique()
             .sort("level", "scope", "size", "repeat", "pool")["pool"].to_list())
