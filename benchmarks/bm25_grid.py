@@ -21,11 +21,15 @@ The second part: one pool of 1M papers with 1,000 queries, end to end (index + s
 store empty, then filled (the same pool searched again, and its next repeat), against the
 Lucene engine's index + search of the same pool; the two engines' run files compared.
 
-The grid, the corpus and the sizes are arguments; the results say which were used.
+The grid, the corpus and the sizes are arguments; the results say which were used. A corpus
+missing under --data is first made by `mdcr-pipeline corpus --synth N` (--corpus-papers,
+--big-corpus-papers: the committed runs used 1.2M and 2.4M synthetic papers, of which the
+prefilter keeps about 46%).
 Writes benchmarks/results/bm25_grid.json and .md.
 Usage: .venv/bin/python benchmarks/bm25_grid.py --data /scratch/b22 --corpus grid
-       [--sizes 20k 50k 100k] [--repeats 3] [--queries 1000] [--fields Medicine ...]
-       [--field-size 20k] [--val-queries 100] [--big-corpus big --big-size 1M]
+       [--corpus-papers 1.2M] [--sizes 20k 50k 100k] [--repeats 3] [--queries 1000]
+       [--fields Medicine ...] [--field-size 20k] [--val-queries 100]
+       [--big-corpus big --big-corpus-papers 2.4M --big-size 1M]
 """
 
 from __future__ import annotations
@@ -131,6 +135,18 @@ def pipeline(data: Path, root: str, corpus: str, stage: str, pools: list[str], *
                   "--index-root", str(data / root / "indexes"), "--runs-root",
                   str(data / root / "runs"), stage, "--corpus", corpus, "--model", "bm25",
                   "--threads", "2", *extra, *[a for p in pools for a in ("--pool", p)]], log=log)
+
+
+def make_corpus(data: Path, corpus: str, papers: str | None, log: Path) -> None:
+    """The synthetic corpus `corpus` of `papers` papers, made (synth, ingest, prefilter) unless
+    it is there; without `papers`, it must be there."""
+    if (data / "corpora" / corpus / "prefiltered.parquet").exists():
+        return
+    if not papers:
+        raise SystemExit(f"{data / 'corpora' / corpus} has no prefiltered.parquet: give its "
+                         "size to make it (--corpus-papers / --big-corpus-papers)")
+    timed([PY, "-m", "pipeline", "--corpora-root", str(data / "corpora"), "corpus",
+           "--corpus", corpus, "--synth", papers], log=log)
 
 
 def build_grid(corpus_dir: Path, args) -> tuple[list[str], dict[str, list[str]]]:
@@ -408,6 +424,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--corpus", default="grid")
+    parser.add_argument("--corpus-papers", default=None)
+    parser.add_argument("--big-corpus-papers", default=None)
     parser.add_argument("--sizes", nargs="+", default=["20k", "50k", "100k"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--queries", type=int, default=1000)
@@ -425,6 +443,11 @@ def main() -> None:
         if (OUT / "bm25_grid.json").exists() else {}
     figures = {**previous, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
     arguments = " ".join(sys.argv[1:])
+    args.data.mkdir(parents=True, exist_ok=True)
+    if {"grid", "recheck", "saved"} & set(args.parts):
+        make_corpus(args.data, args.corpus, args.corpus_papers, log)
+    if "big" in args.parts and args.big_corpus:
+        make_corpus(args.data, args.big_corpus, args.big_corpus_papers, log)
     if "grid" in args.parts:
         figures["grid"] = {"arguments": arguments, **grid_part(args, args.data, log)}
         write(figures)

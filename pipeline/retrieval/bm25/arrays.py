@@ -181,8 +181,9 @@ class Postings:
 def _invert(terms, docs, tfs, n_terms, n_docs):  # pragma: no cover
     """(term, doc, tf) triples -> postings by term, each term's documents ascending: a
     counting sort by document, then a stable one by term (two passes, no comparison sort).
-    The first pass also gives the transposed lists (each document's terms and tfs: pruned
-    queries finish their candidates from them) and the lengths (sums of tfs)."""
+    The first pass gives the transposed lists (each document's terms and tfs: pruned queries
+    finish their candidates from them) and the lengths (sums of tfs); the second reads them
+    in order, so it touches the triples no more."""
     start = np.zeros(n_docs + 1, dtype=np.int64)
     lengths = np.zeros(n_docs, dtype=np.int64)
     for p in range(len(docs)):
@@ -190,12 +191,10 @@ def _invert(terms, docs, tfs, n_terms, n_docs):  # pragma: no cover
         lengths[docs[p]] += np.int64(tfs[p])
     start = np.cumsum(start)
     fptr = start.copy()
-    by_doc = np.empty(len(docs), dtype=np.int64)
     fterms = np.empty(len(docs), dtype=np.int32)
     ftfs = np.empty(len(docs), dtype=np.float32)
     for p in range(len(docs)):
         at = start[docs[p]]
-        by_doc[at] = p
         fterms[at] = terms[p]
         ftfs[at] = tfs[p]
         start[docs[p]] += 1
@@ -206,12 +205,12 @@ def _invert(terms, docs, tfs, n_terms, n_docs):  # pragma: no cover
     fill = ptr[:-1].copy()
     out_docs = np.empty(len(docs), dtype=np.int32)
     out_tfs = np.empty(len(docs), dtype=np.float32)
-    for i in range(len(by_doc)):
-        p = by_doc[i]
-        t = terms[p]
-        out_docs[fill[t]] = docs[p]
-        out_tfs[fill[t]] = tfs[p]
-        fill[t] += 1
+    for d in range(n_docs):
+        for x in range(fptr[d], fptr[d + 1]):
+            t = fterms[x]
+            out_docs[fill[t]] = d
+            out_tfs[fill[t]] = ftfs[x]
+            fill[t] += 1
     return ptr, out_docs, out_tfs, (fptr, fterms, ftfs), lengths
 
 

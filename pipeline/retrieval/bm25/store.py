@@ -223,13 +223,13 @@ def pool_index(store: Path, ids) -> Postings:
     terms, with the pool's own statistics (`Postings.from_pairs`)."""
     ids = id_array(ids)
     vocab = Vocabulary()
-    terms, docs, tfs = [np.zeros(0, np.int32)], [np.zeros(0, np.int64)], [np.zeros(0, np.int32)]
+    terms, docs, tfs = [np.zeros(0, np.int32)], [np.zeros(0, np.int32)], [np.zeros(0, np.int32)]
     for rows, lens, local, tf, dictionary in _gather(store, ids):
         used = np.flatnonzero(np.bincount(local, minlength=len(dictionary)))
         lookup = np.full(len(dictionary), -1, dtype=np.int32)
         lookup[used] = vocab.ids(pl.from_arrow(dictionary.take(pa.array(used))))
         terms.append(lookup[local])
-        docs.append(np.repeat(rows, lens))
+        docs.append(np.repeat(rows.astype(np.int32), lens))
         tfs.append(tf)
     return Postings.from_pairs(ids, vocab.frame, np.concatenate(terms), np.concatenate(docs),
                                np.concatenate(tfs))
