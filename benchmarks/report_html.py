@@ -139,22 +139,14 @@ def grid(work: Path) -> int:
 
 
 def browser():
-    """Headless Debian chromium through selenium (its console kept)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
+    """Headless Debian chromium through selenium, as the browser test drives it."""
+    from tests.report.test_report_browser import browser_tools, headless_chromium
 
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (chromium and driver):
+    tools = browser_tools()
+    if tools is None:
         sys.exit("needs Debian's chromium and chromium-driver: "
                  "apt-get install chromium chromium-driver")
-    options = Options()
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-dev-shm-usage", f"--window-size={WIDTH},1000"):
-        options.add_argument(argument)
-    options.binary_location = chromium
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(options=options, service=Service(driver))
+    return headless_chromium(*tools)
 
 
 NAVIGATION = """

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -97,6 +99,53 @@ def side_packages(name: str, packages: tuple[str, ...]) -> Path:
                         "--target", str(target), *packages], check=True)
         (target / ".complete").touch()
     return target
+
+
+# apt-get output that means "no network", not "something is broken" ("Failed to fetch" alone
+# is not enough: a mirror's 404 says it too, and a 404 is stale package lists or a broken
+# mirror, which an update may cure and which is never skipped)
+APT_OFFLINE = re.compile(r"Temporary failure resolving|Could not resolve|Could not connect|"
+                         r"Network is unreachable|Connection timed out|Connection refused|"
+                         r"No route to host")
+APT_NOT_FOUND = re.compile(r"\b404\b")
+
+
+def apt_install(packages: tuple[str, ...], installed: Callable[[], bool]) -> None:
+    """Debian's `packages`, unless `installed()` already; skip only without apt-get, root or
+    network (the tests of real SLURM and of the report in a real browser). A 404 (stale
+    lists) is tried once more after a fresh `apt-get update`, then fails the test, as does
+    any other apt failure."""
+    import os
+    import shutil
+    import subprocess
+
+    if installed():
+        return
+    names = " and ".join(packages)
+    if not shutil.which("apt-get"):
+        pytest.skip(f"apt-get is not available here: cannot install {names}")
+    if os.geteuid() != 0:
+        pytest.skip(f"installing {names} with apt-get needs root")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
+               "-o", "DPkg::Lock::Timeout=300", *packages]
+    for attempt in (1, 2):
+        log = ""
+        for cmd in (["apt-get", "update", "-qq"], install):
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+            log += done.stdout + done.stderr
+            if done.returncode != 0:
+                break
+        else:
+            assert installed(), f"apt-get installed {names} but not their programs"
+            return
+        if APT_NOT_FOUND.search(log):
+            if attempt == 1:
+                continue  # stale lists: update and try again
+            pytest.fail(f"{' '.join(cmd)} failed with a 404 twice:\n{log[-3000:]}")
+        if offline := APT_OFFLINE.search(log):
+            pytest.skip(f"apt-get cannot reach the Debian mirrors: {offline.group(0)}")
+        pytest.fail(f"{' '.join(cmd)} failed:\n{log[-3000:]}")
 
 
 def copy_corpus(corpus_dir: Path, dest: Path) -> Path:

@@ -35,17 +35,11 @@ from pipeline.slurm import (
     submit_after_embed,
     submit_embed,
 )
-from tests.conftest import POOL_SIZES, copy_corpus, pool_of
+from tests.conftest import POOL_SIZES, apt_install, copy_corpus, pool_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SBIN = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol")
-# apt-get output that means "no network", not "something is broken" ("Failed to fetch" alone
-# is not enough: a mirror's 404 says it too, and a 404 is stale package lists or a broken
-# mirror, which an update may cure and which is never skipped)
-OFFLINE = re.compile(r"Temporary failure resolving|Could not resolve|Could not connect|Network "
-                     r"is unreachable|Connection timed out|Connection refused|No route to host")
-NOT_FOUND = re.compile(r"\b404\b")
 
 
 # ---- the scripts, without a cluster ------------------------------------------------------------
@@ -230,35 +224,9 @@ def test_local_executor_runs_every_shard_in_one_call(data_root, tiny_bert, refer
 # ---- a real one-node SLURM cluster --------------------------------------------------------------
 
 def _install_slurm() -> None:
-    """Debian's slurm-wlm and munge, unless they are installed; skip only without apt-get,
-    root or network. A 404 (stale lists) is tried once more after a fresh `apt-get update`,
-    then fails the test, as does any other apt failure."""
-    if all(shutil.which(tool, path=SBIN) for tool in DAEMONS):
-        return
-    if not shutil.which("apt-get"):
-        pytest.skip("apt-get is not available here: cannot install slurm-wlm and munge")
-    if os.geteuid() != 0:
-        pytest.skip("installing slurm-wlm and munge with apt-get needs root")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
-               "-o", "DPkg::Lock::Timeout=300", "slurm-wlm", "munge"]
-    for attempt in (1, 2):
-        log = ""
-        for cmd in (["apt-get", "update", "-qq"], install):
-            done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
-            log += done.stdout + done.stderr
-            if done.returncode != 0:
-                break
-        else:
-            return
-        if NOT_FOUND.search(log):
-            if attempt == 1:
-                continue  # stale lists: update and try again
-            pytest.fail(f"{' '.join(cmd)} failed with a 404 twice:\n{log[-3000:]}")
-        if OFFLINE.search(log):
-            pytest.skip("apt-get cannot reach the Debian mirrors: "
-                        + OFFLINE.search(log).group(0))
-        pytest.fail(f"{' '.join(cmd)} failed:\n{log[-3000:]}")
+    """Debian's slurm-wlm and munge, unless their programs are found (`apt_install`)."""
+    apt_install(("slurm-wlm", "munge"),
+                lambda: all(shutil.which(tool, path=SBIN) for tool in DAEMONS))
 
 
 FAKE_APT = """#!/bin/sh

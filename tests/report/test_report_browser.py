@@ -6,10 +6,8 @@ screenshot is written. Chromium and its driver are installed with apt-get when m
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import polars as pl
@@ -23,15 +21,11 @@ from selenium.webdriver.common.by import By
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import REPORT_PAGE_SUFFIX, RESULTS_FILE, format_size, report_file, reports_dir
 from pipeline.report.build import build_report
+from tests.conftest import apt_install
 from tests.report.conftest import REPORT_CORPUS
 
 pytestmark = pytest.mark.slow  # a browser, and the fixture data's pools searched and scored
 
-PACKAGES = ("chromium", "chromium-driver")
-# apt-get output that means "no network" (a 404 is stale lists: updated and tried again)
-OFFLINE = re.compile(r"Temporary failure resolving|Could not resolve|Could not connect|Network "
-                     r"is unreachable|Connection timed out|Connection refused|No route to host")
-NOT_FOUND = re.compile(r"\b404\b")
 WIDTH = 1400
 
 
@@ -40,34 +34,22 @@ def browser_tools() -> tuple[str, str] | None:
     return found if all(found) else None  # type: ignore[return-value]
 
 
+def headless_chromium(chromium: str, chromedriver: str):
+    """Headless chromium through selenium, its console kept (this test and
+    benchmarks/report_html.py)."""
+    options = Options()
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage", f"--window-size={WIDTH},1000"):
+        options.add_argument(argument)
+    options.binary_location = chromium
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(options=options, service=Service(chromedriver))
+
+
 def install_chromium() -> tuple[str, str]:
     """Debian's chromium and chromium-driver, unless installed: (browser, driver)."""
-    if (tools := browser_tools()) is not None:
-        return tools
-    if not shutil.which("apt-get"):
-        pytest.skip("apt-get is not available here: cannot install chromium")
-    if os.geteuid() != 0:
-        pytest.skip("installing chromium with apt-get needs root")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
-               "-o", "DPkg::Lock::Timeout=300", *PACKAGES]
-    for attempt in (1, 2):
-        log = ""
-        for cmd in (["apt-get", "update", "-qq"], install):
-            done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
-            log += done.stdout + done.stderr
-            if done.returncode != 0:
-                break
-        else:
-            tools = browser_tools()
-            assert tools is not None, f"apt-get installed {PACKAGES} but not the programs"
-            return tools
-        if NOT_FOUND.search(log) and attempt == 1:
-            continue
-        if OFFLINE.search(log):
-            pytest.skip("apt-get cannot reach the Debian mirrors: " + OFFLINE.search(log)[0])
-        pytest.fail(f"{' '.join(cmd)} failed:\n{log[-3000:]}")
-    raise AssertionError("unreachable")
+    apt_install(("chromium", "chromium-driver"), lambda: browser_tools() is not None)
+    return browser_tools()  # type: ignore[return-value]
 
 
 @pytest.fixture(scope="module")
@@ -82,14 +64,7 @@ def page(report_data, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def browser(page):
     """Headless chromium with the page open (its console kept)."""
-    chromium, chromedriver = install_chromium()
-    options = Options()
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-dev-shm-usage", f"--window-size={WIDTH},1000"):
-        options.add_argument(argument)
-    options.binary_location = chromium
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(chromedriver))
+    driver = headless_chromium(*install_chromium())
     try:
         driver.get(page.as_uri())
         yield driver
