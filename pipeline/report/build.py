@@ -441,7 +441,8 @@ def build_report(runs_root: Path, corpus: str, seed: int = 0,
     corpora = corpora_root if corpora_root is not None else (
         runs_root.parent / DATA_FOLDERS["corpora"])
     return Report(corpus, seed, runs_root, tuple(section(data) for section in SECTIONS),
-                  provenance(data.rows, runs_root, corpora, corpus, seed))
+                  provenance(data.rows, runs_root, corpora, corpus, seed, exclude,
+                             training_sets))
 
 
 def report(runs_root: Path, corpus: str, seed: int = 0, corpora_root: Path | None = None,

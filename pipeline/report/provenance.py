@@ -113,15 +113,21 @@ def made_by(*infos: dict[str, Any] | None) -> str:
     return ", ".join(found) or NOT_RECORDED
 
 
-def report_repair(corpus: str, seed: int) -> Repair:
-    """The command that writes the report (and this page) again."""
-    return Repair("report", corpus, variables=(("SEED", str(seed)),))
+def report_repair(corpus: str, seed: int, exclude: str | None = None,
+                  training_sets: dict[str, str] | None = None) -> Repair:
+    """The command that writes the report (and this page) again: with the EXCLUDE and
+    TRAINING_SETS it was made with (the files as the user named them)."""
+    trained = " ".join(f"{model}={path}" for model, path in sorted((training_sets or {}).items()))
+    return Repair("report", corpus, variables=(("SEED", str(seed)), ("EXCLUDE", exclude),
+                                               ("TRAINING_SETS", trained or None)))
 
 
 def provenance(rows: pl.DataFrame, runs_root: Path, corpora_root: Path, corpus: str,
-               seed: int) -> Provenance:
+               seed: int, exclude: str | None = None,
+               training_sets: dict[str, str] | None = None) -> Provenance:
     """The provenance of the pools and runs of `rows` (a report's results), from their
-    manifests, in the order of pool then run name."""
+    manifests, in the order of pool then run name; `exclude` and `training_sets` as the
+    report was asked for (`report_repair`)."""
     missing: list[str] = []
     corpus_dir = corpora_root / corpus
     pool_rows, run_rows, commands = [], [], {}
@@ -148,7 +154,7 @@ def provenance(rows: pl.DataFrame, runs_root: Path, corpora_root: Path, corpus: 
         ("code (git) that wrote this page", code_version()),
         ("code (git) that collected the results", made_by(results)),
         (f"{RESULTS_FILE} sha256", recorded.get("sha256", NOT_RECORDED)),
-        ("rebuild this page", report_repair(corpus, seed).command()),
+        ("rebuild this page", report_repair(corpus, seed, exclude, training_sets).command()),
         ("manifests not found", str(len(missing))),
     )
     return Provenance(

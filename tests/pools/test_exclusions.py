@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import shlex
 
 import polars as pl
 import pytest
@@ -172,6 +173,9 @@ def test_leakage_table_counts_training_papers(corpus_dir, tmp_path, fixture_quer
     assert row["specter: positives in training"] == (
         f"{in_positives} ({100 * in_positives / len(positives):.1f}%)")
     assert table["pool"].to_list() == [*pools, "all pools"]
+    trained_var = shlex.quote(f"specter={training}")
+    assert dict(report.provenance.about)["rebuild this page"] == (
+        f"make report CORPUS={corpus.name} SEED=1 TRAINING_SETS={trained_var}")
     assert "leakage" not in build_report(place.runs_root, corpus.name, seed=1).tables
     # a pool drawn without a list beside them: the report asks which pools to show
     listed = tmp_path / "listed.txt"
@@ -189,6 +193,8 @@ def test_leakage_table_counts_training_papers(corpus_dir, tmp_path, fixture_quer
     chosen = build_report(place.runs_root, corpus.name, seed=1, exclude=str(listed))
     none = build_report(place.runs_root, corpus.name, seed=1, exclude="none")
     assert chosen.markdown != none.markdown
+    assert dict(chosen.provenance.about)["rebuild this page"] == (
+        f"make report CORPUS={corpus.name} SEED=1 EXCLUDE={listed}")
     shown = {tag: set(load_results(place.runs_root, corpus.name, 1, corpus.parent, tag)
                       .rows["pool"].to_list()) for tag in ("", read_list(listed).tag)}
     assert shown == {"": set(pools), read_list(listed).tag: {excluded}}
