@@ -38,6 +38,7 @@ from pipeline.encoding.store import (
     DTYPES,
     id_array,
     load_vectors,
+    not_stored,
     part_name,
     repair_store,
     shard_of,
@@ -115,7 +116,7 @@ def missing_ids(corpus_dir: Path, store: Path, pools: list[str]) -> tuple[np.nda
     """(needed, missing): sorted ids of the pools' papers, and those not yet in the store.
     Shard i of n embeds the missing ids with id % n == i (embed; slurm.missing_per_shard)."""
     needed = np.unique(np.concatenate([pool_ids(corpus_dir, p) for p in pools]))
-    return needed, np.setdiff1d(needed, stored_ids(store))
+    return needed, not_stored(store, needed)
 
 
 def text_format(entry: ModelEntry) -> str:

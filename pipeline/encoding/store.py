@@ -110,6 +110,20 @@ def stored_ids(store: Path, repair: Repair | None = None) -> np.ndarray:
     return np.unique(np.concatenate(ids)) if ids else np.empty(0, dtype=np.int64)
 
 
+def not_stored(store: Path, ids, repair: Repair | None = None) -> np.ndarray:
+    """The sorted distinct `ids` that no part of the store holds. Each part's ids are looked
+    up among the (sorted) ids asked for, so the store's ids are never gathered and sorted:
+    the work grows with the store's size, not with its size's logarithm times itself."""
+    needed = np.unique(id_array(ids))
+    found = np.zeros(len(needed), dtype=bool)
+    for part in store_parts(store, repair) if len(needed) else []:
+        part_ids = id_array(ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
+                            .column("corpusid").to_numpy())
+        at = np.minimum(np.searchsorted(needed, part_ids), len(needed) - 1)
+        found[at[needed[at] == part_ids]] = True
+    return needed[~found]
+
+
 def load_vectors(store: Path, ids: np.ndarray, dtype: type | None = np.float32) -> np.ndarray:
     """Matrix with one row per id of `ids`, in that order (an id may repeat); error if any is
     missing. `dtype`: float32 by default, None keeps the store's (float16 halves the memory).

@@ -11,7 +11,7 @@ from pipeline.core.errors import InputError
 from pipeline.encoding.embed import embed, pool_ids
 from pipeline.encoding.encoders import Encoder
 from pipeline.encoding.models import REGISTRY, ModelEntry
-from pipeline.encoding.store import load_vectors, stored_ids
+from pipeline.encoding.store import load_vectors, not_stored, stored_ids
 from pipeline.layout import Place, store_dir
 from tests.conftest import POOL_SIZES, pool_of
 
@@ -41,6 +41,13 @@ def test_store_round_trip_and_embed_once(corpus_dir, tmp_path, tiny_entry):
     large_ids = pool_ids(corpus_dir, LARGE_POOL)
     assert second["embedded"] == len(np.setdiff1d(large_ids, small_ids))
     assert embed(place, tiny_entry, [LARGE_POOL])["embedded"] == 0
+    # what a store lacks, found part by part (two parts here), asked in any order, repeated
+    outside = np.array([10**12 + 7, -3])
+    asked = np.concatenate([large_ids[::-1], outside, large_ids[:5]])
+    assert len(list(store.glob("part-*.arrow"))) == 2
+    assert np.array_equal(not_stored(store, asked), np.sort(outside))
+    assert np.array_equal(not_stored(store, asked), np.setdiff1d(asked, stored_ids(store)))
+    assert len(not_stored(store, np.zeros(0, dtype=np.int64))) == 0
     # each part: int64 ids sorted, fixed-size float vectors
     for part in sorted(store.glob("part-*.arrow")):
         table = ipc.open_file(pa.memory_map(str(part))).read_all()

@@ -46,10 +46,10 @@ from pipeline.core.repair import Repair
 from pipeline.corpus.files import corpus_file, paper_texts
 from pipeline.encoding.store import (
     id_array,
+    not_stored,
     part_name,
     repair_store,
     store_parts,
-    stored_ids,
 )
 from pipeline.layout import MANIFEST, PREFILTERED, Place, analysed_dir
 from pipeline.retrieval.bm25 import jvm
@@ -164,21 +164,20 @@ def fill(place: Place, ids, threads: int = 2, repair: bool = False,
     store = store_path(place.index_root, place.corpus)
     store.mkdir(parents=True, exist_ok=True)
     config, inputs = _config(), _inputs(place)
-    needed = np.unique(id_array(ids))
     with file_lock(store):
         _check_config(store, config, inputs, repair)
         repaired = (repair_store(store, "bm25") if repair
                     else {"damaged_parts": 0, "orphan_parts": 0})
-        missing = np.setdiff1d(needed, stored_ids(store, store_repair(store)),
-                               assume_unique=True)
+        missing = not_stored(store, ids, store_repair(store))
     if len(missing):
         with progress(len(missing), "bm25-analyse", "papers") as bar:
             for lo in range(0, len(missing), part_size):
                 chunk = missing[lo : lo + part_size]
                 _add_part(store, config, inputs, chunk, _analysed(place.corpus_dir, chunk, threads))
                 bar.update(len(chunk))
-    info = {"papers": len(needed), "analysed": len(missing),
-            "reused": len(needed) - len(missing), **repaired,
+    needed = len(np.unique(id_array(ids)))
+    info = {"papers": needed, "analysed": len(missing), "reused": needed - len(missing),
+            **repaired,
             "seconds": round(time.perf_counter() - start, 2)}
     log.info(f"[bm25] {store}: {info['analysed']} papers analysed, {info['reused']} reused "
              f"from the store")

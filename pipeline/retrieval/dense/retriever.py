@@ -68,14 +68,14 @@ def maxsim_hits(store: Path, query_ids: np.ndarray, doc_ids: np.ndarray, k: int,
     candidate chunk (memory: chunk_rows x dim x 4 bytes, plus the pair scores). Ids are int64
     or strings. With `papers` and `sentences`, query i is the sentences[i] of stored paper
     papers[i] (facet_vectors), not a stored paper of its own."""
-    from pipeline.encoding.store import id_array, stored_ids
+    from pipeline.encoding.store import id_array, not_stored
     from pipeline.retrieval.dense.exact import maxsim_device, maxsim_stream, run_scores
 
     device = maxsim_device(backend)
     query_ids = id_array(query_ids)
     doc_ids = id_array(doc_ids)
     doc_ids = doc_ids[np.argsort([str(d) for d in doc_ids], kind="stable")[::-1]]
-    missing = np.setdiff1d(doc_ids, stored_ids(store))
+    missing = not_stored(store, doc_ids)
     if len(missing):  # before any work, as load_sentence_vectors says for the queries
         raise InputError(f"{len(missing)} papers (e.g. {missing[0]}) have no vector in {store}: "
                          "run the embed stage for this pool first")
