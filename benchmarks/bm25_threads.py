@@ -13,6 +13,7 @@ The corpus is one `make corpus` built (bm25_grid.py builds one with --corpus-pap
 pools are built here if missing. Writes benchmarks/results/bm25_threads.{json,md}.
 Usage: .venv/bin/python benchmarks/bm25_threads.py --data /tmp/b22 --corpus grid
        [--size 200k] [--queries 1000] [--val-queries 100] [--analyse 50000] [--repeat 2]
+       [--index-root /tmp/b22/arrays/indexes]
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ def main() -> None:
     parser.add_argument("--max-threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--index-root", type=Path, default=None,
+                        help="an index root whose analysed-text store already holds the pools "
+                        "(bm25_grid.py's <data>/arrays/indexes); default: filled here")
     args = parser.parse_args()
     counts = sorted({1, 2, args.max_threads} & set(range(1, args.max_threads + 1)))
     corpus_dir = args.data / "corpora" / args.corpus
@@ -94,7 +98,8 @@ def main() -> None:
     fresh = iter(range(10**6))
     analyse, _ = best_of(args.repeat, counts, lambda t: bm25_store.fill(
         place(f"analyse-{next(fresh)}"), analysed, t))
-    ready = place("pool")
+    ready = (Place(corpus_dir, args.index_root, work / "runs") if args.index_root
+             else place("pool"))
     bm25_store.fill(ready, pl.concat([candidates["corpusid"], queries["corpusid"],
                                       val_candidates["corpusid"], val_queries["corpusid"]]), 2)
     store = bm25_store.store_path(ready.index_root, ready.corpus)
