@@ -111,9 +111,9 @@ def stored_ids(store: Path, repair: Repair | None = None) -> np.ndarray:
 
 
 def not_stored(store: Path, ids, repair: Repair | None = None) -> np.ndarray:
-    """The sorted distinct `ids` that no part of the store holds. Each part's ids are looked
-    up among the (sorted) ids asked for, so the store's ids are never gathered and sorted:
-    the work grows with the store's size, not with its size's logarithm times itself."""
+    """The sorted distinct `ids` that no part of the store holds. Each part's ids (sorted as
+    written) are looked up by binary search among the ids asked for: the store's ids are
+    never gathered and sorted again, whatever its size, for each pool that asks."""
     needed = np.unique(id_array(ids))
     found = np.zeros(len(needed), dtype=bool)
     for part in store_parts(store, repair) if len(needed) else []:
