@@ -320,6 +320,77 @@ def big_part(args, data: Path, log: Path) -> dict:
             "runs_identical_to_lucene_engine": same, "next_repeat_store": store}
 
 
+# where a search's seconds go: (label, module file, function), cumulative seconds of each
+PROFILED = (
+    ("the search stage (search())", "retrieval/search.py", "search"),
+    ("pool files read and checked (load_pool)", "pools/build.py", "load_pool"),
+    ("inputs recorded (checksums)", "core/inputs.py", "record"),
+    ("k1 and b (bm25_params)", "bm25/tuning.py", "bm25_params"),
+    ("query papers' texts (paper_texts)", "corpus/files.py", "paper_texts"),
+    ("store: what it lacks (fill)", "bm25/store.py", "fill"),
+    ("store: the pool's index assembled (pool_index)", "bm25/store.py", "pool_index"),
+    ("  of which the counting sort (_invert)", "bm25/arrays.py", "_invert"),
+    ("  of which the score bounds (_frontiers)", "bm25/arrays.py", "_frontiers"),
+    ("store: the queries' terms (stored_query_terms)", "bm25/store.py", "stored_query_terms"),
+    ("search kernel (arrays.search)", "bm25/arrays.py", "search"),
+    ("Anserini's order and ties (anserini_order)", "bm25/arrays.py", "anserini_order"),
+    ("run cut, self hits removed (finalize_run)", "retrieval/runs.py", "finalize_run"),
+    ("run written (write_run)", "retrieval/runs.py", "write_run"),
+)
+
+
+def profile_part(args, data: Path, log: Path) -> dict:
+    """The 1M pool searched again (store filled, as the 'same pool again' row) under cProfile:
+    the process's wall seconds and the cumulative seconds of each step (PROFILED)."""
+    import pstats
+
+    big = json.loads((OUT / "bm25_grid.json").read_text())["big"]
+    pool, root = big["pools"][0], "big-arrays"
+    out = data / "search.prof"
+    wall = timed([PY, "-m", "cProfile", "-o", str(out), "-m", "pipeline", "--corpora-root",
+                  str(data / "corpora"), "--index-root", str(data / root / "indexes"),
+                  "--runs-root", str(data / root / "runs"), "search", "--corpus",
+                  args.big_corpus, "--model", "bm25", "--threads", "2", "--pool", pool],
+                 log=log)
+    stats = pstats.Stats(str(out)).stats  # (file, line, name) -> (cc, nc, tt, ct, callers)
+    steps = {}
+    for label, file, name in PROFILED:
+        found = [v[3] for (f, _, n), v in stats.items() if f.endswith(file) and n == name]
+        steps[label] = round(sum(found), 2)
+    return {"pool": pool, "wall": wall, "steps": steps,
+            "float_sums": float_sums(data, root, args.big_corpus, pool)}
+
+
+def float_sums(data: Path, root: str, corpus: str, pool: str) -> dict:
+    """Whether a float64 sum of the pool's float32 term scores is exact, so that the order in
+    which terms are added (which pruning and the one-pass grid change) cannot change a score:
+    it is when every term's score is at least 2^-29 of the largest sum (24 significant bits
+    per term, 53 per sum). A lower bound of the smallest term score any query can add: the
+    most common term's idf (as Lucene computes it, float32), once in the query and once (tf 1)
+    in the longest document, at the grid's (k1, b) that makes it smallest; the largest sum:
+    the run's best score."""
+    import numpy as np
+
+    from pipeline.retrieval.bm25 import arrays as bm25_arrays
+    from pipeline.retrieval.bm25 import store as bm25_store
+
+    ids = load_pool(data / "corpora" / corpus, pool)[1]["corpusid"].to_numpy()
+    index = bm25_store.pool_index(bm25_store.store_path(data / root / "indexes", corpus), ids)
+    n, df = float(index.doc_count), int(np.diff(index.ptr).max())
+    idf = np.float32(np.log(1 + (n - df + 0.5) / (df + 0.5)))
+    longest = np.float32(bm25_arrays.decode_length(index.norms.max()))
+    avgdl = np.float32(index.sum_length / n)
+    one = np.float32(1)
+    smallest = min(idf - idf / (one + one / (np.float32(k1) * ((one - np.float32(b))
+                                                              + np.float32(b) * longest / avgdl)))
+                   for k1 in K1_GRID for b in B_GRID)
+    best = float(pl.read_parquet(run_paths(data / root / "runs", corpus, pool, "bm25").parquet)
+                 ["score"].max())
+    return {"documents": int(n), "most_common_term_share": round(df / n, 4),
+            "smallest_idf": float(idf), "smallest_term_score": float(smallest),
+            "largest_score": best, "margin": round(float(smallest) / (best * 2.0**-29), 1)}
+
+
 def saved_part(args, data: Path, root: str, corpus: str, pool: str) -> dict:
     """A pool's index assembled from the store against one saved to disk and loaded again
     (numpy files, read from the page cache: the saved index's best case), and its size."""
@@ -409,6 +480,24 @@ def write(figures: dict) -> None:
                       f"{k}: " + ", ".join(f"{s} {x['seconds']} s" for s, x in v.items())
                       for k, v in big["seconds"].items()) + ". The next repeat's store: "
                   f"{big['next_repeat_store']}.", ""]
+    profile = figures.get("profile")
+    if profile:
+        lines += [f"## Where the same pool's search again spends its time ({profile['pool']})",
+                  "", f"`benchmarks/bm25_grid.py {profile['arguments']}`: the search of the "
+                  "row 'the same pool again' once more, under cProfile (which adds its own "
+                  f"overhead): {profile['wall']['seconds']} s wall, peak RSS "
+                  f"{profile['wall']['peak_rss_gib']} GiB; the rest of the wall time is the "
+                  "process's start and imports, the JVM's start, and the run's manifest.", "",
+                  "| step (cumulative) | seconds |", "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in profile["steps"].items()] + [""]
+        sums = profile["float_sums"]
+        lines += [f"Float sums on this pool: the most common term is in "
+                  f"{sums['most_common_term_share']:.1%} of its {sums['documents']:,} "
+                  f"documents (idf {sums['smallest_idf']:.3g}); the smallest score a term can "
+                  f"add is {sums['smallest_term_score']:.3g}, the best score "
+                  f"{sums['largest_score']}: float64 sums of float32 term scores are exact "
+                  f"(and so independent of the order of terms) while every term adds at least "
+                  f"2^-29 of the sum, here {sums['margin']}x that bound.", ""]
     saved = figures.get("saved")
     if saved:
         lines += ["## A pool's index: assembled from the store, or saved and loaded", "",
@@ -457,6 +546,9 @@ def main() -> None:
         write(figures)
     if "big" in args.parts and args.big_corpus:
         figures["big"] = {"arguments": arguments, **big_part(args, args.data, log)}
+        write(figures)
+    if "profile" in args.parts:  # after "big": its pool, its store
+        figures["profile"] = {"arguments": arguments, **profile_part(args, args.data, log)}
         write(figures)
     if "saved" in args.parts:  # after "big": its 1M pool, else the grid's largest pool
         big = figures.get("big")

@@ -36,7 +36,7 @@ from benchmarks.machine import machine  # noqa: E402
 from pipeline.layout import Place, parse_size  # noqa: E402
 from pipeline.pools.build import PoolSpec, build_pool, load_pool  # noqa: E402
 from pipeline.retrieval.bm25 import store as bm25_store  # noqa: E402
-from pipeline.retrieval.bm25.arrays import grid_runs, warm_up  # noqa: E402
+from pipeline.retrieval.bm25.arrays import grid_runs  # noqa: E402
 from pipeline.retrieval.bm25.tuning import B_GRID, K1_GRID  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results"
@@ -88,7 +88,7 @@ def main() -> None:
     val_queries, val_candidates, _ = load_pool(corpus_dir, val.name)
     work = args.data / "bm25-threads"
     shutil.rmtree(work, ignore_errors=True)
-    warm_up()
+    bm25_store.warm_up()
 
     def place(name: str) -> Place:
         return Place(corpus_dir, work / name / "indexes", work / name / "runs")

@@ -131,7 +131,8 @@ def write_run(run: pl.DataFrame, paths: dict[str, Path], tag: str) -> None:
                                     pl.col("score").map_elements(
                                         lambda s: f"{s:.{SCORE_DECIMALS}f}",
                                         return_dtype=pl.String)))
-        tmp.write_text("".join(line + "\n" for line in text.to_series()))
+        lines = text.to_series()
+        tmp.write_text(lines.str.join("\n").item() + "\n" if len(lines) else "")
     write_parquet(run.to_arrow(), paths.parquet)
 
 

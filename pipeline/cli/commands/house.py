@@ -119,9 +119,9 @@ def cmd_models(args: argparse.Namespace) -> None:
 def cmd_warm(args: argparse.Namespace) -> None:
     """Compile the numba kernels of BM25 and of the metrics into numba's cache (make setup)."""
     from pipeline.evaluation import metrics
-    from pipeline.retrieval.bm25 import arrays as bm25_arrays
+    from pipeline.retrieval.bm25 import store as bm25_store
 
-    bm25_arrays.warm_up()
+    bm25_store.warm_up()
     metrics.warm_up()
 
 

@@ -167,30 +167,35 @@ class Postings:
     def from_pairs(cls, ids: np.ndarray, vocab: pl.DataFrame, terms: np.ndarray,
                    docs: np.ndarray, tfs: np.ndarray) -> Postings:
         """The index of (term id, document row, tf) triples, one per distinct term of a
-        document, in any order: the pool's own statistics (its document count, each term's
-        document frequency, lengths and their average), as a Lucene index of the pool alone
-        has them. Fresh analysis (`build`) and the analysed-text store both end here."""
-        ptr, by_term, term_tfs, forward, lengths = _invert(
-            terms.astype(np.int32, copy=False), docs.astype(np.int32, copy=False),
-            tfs.astype(np.float32, copy=False), vocab.height, len(ids))
+        document, in any order (fresh analysis, `build`): grouped by document (a counting
+        sort), then `from_forward`."""
+        fptr, fterms, ftfs = _forward(terms.astype(np.int32, copy=False),
+                                      docs.astype(np.int32, copy=False),
+                                      tfs.astype(np.float32, copy=False), len(ids))
+        return cls.from_forward(ids, vocab, fptr, fterms, ftfs)
+
+    @classmethod
+    def from_forward(cls, ids: np.ndarray, vocab: pl.DataFrame, fptr: np.ndarray,
+                     fterms: np.ndarray, ftfs: np.ndarray) -> Postings:
+        """The index of each document's terms (document d: term ids fterms[fptr[d]:fptr[d+1]],
+        int32, and their tfs ftfs, float32), with the pool's own statistics (its document
+        count, each term's document frequency, lengths and their average), as a Lucene index
+        of the pool alone has them. The analysed-text store fills these lists straight from
+        its parts (`bm25_store.pool_index`); fresh analysis goes through `from_pairs`."""
+        ptr, by_term, term_tfs, lengths = _by_term(fptr, fterms, ftfs, vocab.height)
         return cls(np.asarray(ids), vocab, ptr, by_term, term_tfs, encode_length(lengths),
-                   int(lengths.sum()), int((lengths > 0).sum()), forward)
+                   int(lengths.sum()), int((lengths > 0).sum()), (fptr, fterms, ftfs))
 
 
 @numba.njit(cache=True)
-def _invert(terms, docs, tfs, n_terms, n_docs):  # pragma: no cover
-    """(term, doc, tf) triples -> postings by term, each term's documents ascending: a
-    counting sort by document, then a stable one by term (two passes, no comparison sort).
-    The first pass gives the transposed lists (each document's terms and tfs: pruned queries
-    finish their candidates from them) and the lengths (sums of tfs); the second reads them
-    in order, so it touches the triples no more."""
-    start = np.zeros(n_docs + 1, dtype=np.int64)
-    lengths = np.zeros(n_docs, dtype=np.int64)
+def _forward(terms, docs, tfs, n_docs):  # pragma: no cover
+    """(term, doc, tf) triples -> each document's terms and tfs (fptr, fterms, ftfs), in the
+    order the triples give them: a counting sort by document."""
+    fptr = np.zeros(n_docs + 1, dtype=np.int64)
     for p in range(len(docs)):
-        start[docs[p] + 1] += 1
-        lengths[docs[p]] += np.int64(tfs[p])
-    start = np.cumsum(start)
-    fptr = start.copy()
+        fptr[docs[p] + 1] += 1
+    fptr = np.cumsum(fptr)
+    start = fptr[:-1].copy()
     fterms = np.empty(len(docs), dtype=np.int32)
     ftfs = np.empty(len(docs), dtype=np.float32)
     for p in range(len(docs)):
@@ -198,20 +203,31 @@ def _invert(terms, docs, tfs, n_terms, n_docs):  # pragma: no cover
         fterms[at] = terms[p]
         ftfs[at] = tfs[p]
         start[docs[p]] += 1
+    return fptr, fterms, ftfs
+
+
+@numba.njit(cache=True)
+def _by_term(fptr, fterms, ftfs, n_terms):  # pragma: no cover
+    """Each document's terms -> postings by term, each term's documents ascending (a stable
+    counting sort by term, reading the documents in order), and the documents' lengths
+    (sums of their tfs)."""
+    n_docs = len(fptr) - 1
     ptr = np.zeros(n_terms + 1, dtype=np.int64)
-    for p in range(len(terms)):
-        ptr[terms[p] + 1] += 1
+    for x in range(len(fterms)):
+        ptr[fterms[x] + 1] += 1
     ptr = np.cumsum(ptr)
     fill = ptr[:-1].copy()
-    out_docs = np.empty(len(docs), dtype=np.int32)
-    out_tfs = np.empty(len(docs), dtype=np.float32)
+    docs = np.empty(len(fterms), dtype=np.int32)
+    tfs = np.empty(len(fterms), dtype=np.float32)
+    lengths = np.zeros(n_docs, dtype=np.int64)
     for d in range(n_docs):
         for x in range(fptr[d], fptr[d + 1]):
             t = fterms[x]
-            out_docs[fill[t]] = d
-            out_tfs[fill[t]] = ftfs[x]
+            docs[fill[t]] = d
+            tfs[fill[t]] = ftfs[x]
             fill[t] += 1
-    return ptr, out_docs, out_tfs, (fptr, fterms, ftfs), lengths
+            lengths[d] += np.int64(ftfs[x])
+    return ptr, docs, tfs, lengths
 
 
 @numba.njit(cache=True)

@@ -28,7 +28,9 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
+import numba
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -52,6 +54,7 @@ from pipeline.encoding.store import (
     store_parts,
 )
 from pipeline.layout import MANIFEST, PREFILTERED, Place, analysed_dir
+from pipeline.retrieval.bm25 import arrays as bm25_arrays
 from pipeline.retrieval.bm25 import jvm
 from pipeline.retrieval.bm25 import lucene as bm25_lucene
 from pipeline.retrieval.bm25.arrays import (
@@ -184,11 +187,28 @@ def fill(place: Place, ids, threads: int = 2, repair: bool = False,
     return info
 
 
-def _gather(store: Path, ids: np.ndarray
-            ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, pa.Array]]:
-    """Per part holding some of `ids` (unique): their positions in `ids`, their numbers of
-    terms, and the terms (the part's dictionary indices, then the dictionary) and tfs, in
-    position order of the part. A paper stored twice (two processes) is read once."""
+class Selection(NamedTuple):
+    """The papers a part holds of those asked for: their rows (positions among the ids asked
+    for), where their terms start in the part's lists and how many they are, and the part's
+    whole lists (dictionary indices of the terms, tfs: memory-mapped, never copied) and
+    dictionary."""
+
+    rows: np.ndarray
+    starts: np.ndarray
+    lens: np.ndarray
+    indices: np.ndarray
+    tfs: np.ndarray
+    dictionary: pa.Array
+
+    def positions(self) -> np.ndarray:
+        """The positions of these papers' terms in the part's lists, paper after paper."""
+        return np.repeat(self.starts - np.cumsum(self.lens) + self.lens, self.lens) + \
+            np.arange(self.lens.sum())
+
+
+def _selections(store: Path, ids: np.ndarray) -> Iterator[Selection]:
+    """Per part holding some of `ids` (unique), what it holds of them (`Selection`). A paper
+    stored twice (two processes) is read once."""
     sorter = np.argsort(ids, kind="stable")
     sorted_ids = ids[sorter]
     found = np.zeros(len(ids), dtype=bool)
@@ -207,42 +227,84 @@ def _gather(store: Path, ids: np.ndarray
         found[rows] = True
         terms = table.column("terms").combine_chunks()
         offsets = terms.offsets.to_numpy()
-        starts, lens = offsets[hit], offsets[hit + 1] - offsets[hit]
-        take = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
-        tfs = table.column("tfs").combine_chunks().values.to_numpy()
-        yield rows, lens, terms.values.indices.to_numpy()[take], tfs[take], \
-            terms.values.dictionary
+        yield Selection(rows, offsets[hit], offsets[hit + 1] - offsets[hit],
+                        terms.values.indices.to_numpy(),
+                        table.column("tfs").combine_chunks().values.to_numpy(),
+                        terms.values.dictionary)
     if not found.all():
         raise InputError(f"{int((~found).sum())} papers (e.g. {ids[~found][0]}) are not in "
                          f"{store}", store_repair(store))
 
 
+@numba.njit(cache=True)
+def _used_terms(starts, lens, indices, n_dictionary):  # pragma: no cover
+    """Which entries of a part's dictionary the selected papers' terms use."""
+    used = np.zeros(n_dictionary, dtype=np.bool_)
+    for i in range(len(starts)):
+        for x in range(starts[i], starts[i] + lens[i]):
+            used[indices[x]] = True
+    return used
+
+
+@numba.njit(cache=True)
+def _copy_terms(fptr, fterms, ftfs, rows, starts, lens, indices, tfs, lookup
+                ):  # pragma: no cover
+    """Each selected paper's terms (as pool term ids, `lookup`) and tfs, copied from the
+    part's lists to the paper's place in the pool's lists by document."""
+    for i in range(len(rows)):
+        at, start = fptr[rows[i]], starts[i]
+        for j in range(lens[i]):
+            fterms[at + j] = lookup[indices[start + j]]
+            ftfs[at + j] = np.float32(tfs[start + j])
+
+
 def pool_index(store: Path, ids) -> Postings:
     """The BM25 index of the papers `ids` (unique; document row i is ids[i]) from their stored
-    terms, with the pool's own statistics (`Postings.from_pairs`)."""
+    terms, with the pool's own statistics (`Postings.from_forward`). The pool's lists by
+    document are filled straight from the memory-mapped parts (each paper's terms in its
+    stored order), then turned into lists by term: no (term, document, tf) triples are made."""
     ids = id_array(ids)
+    selections = list(_selections(store, ids))
+    fptr = np.zeros(len(ids) + 1, dtype=np.int64)
+    for selection in selections:
+        fptr[selection.rows + 1] = selection.lens
+    np.cumsum(fptr, out=fptr)
+    fterms = np.empty(fptr[-1], dtype=np.int32)
+    ftfs = np.empty(fptr[-1], dtype=np.float32)
     vocab = Vocabulary()
-    terms, docs, tfs = [np.zeros(0, np.int32)], [np.zeros(0, np.int32)], [np.zeros(0, np.int32)]
-    for rows, lens, local, tf, dictionary in _gather(store, ids):
-        used = np.flatnonzero(np.bincount(local, minlength=len(dictionary)))
-        lookup = np.full(len(dictionary), -1, dtype=np.int32)
-        lookup[used] = vocab.ids(pl.from_arrow(dictionary.take(pa.array(used))))
-        terms.append(lookup[local])
-        docs.append(np.repeat(rows.astype(np.int32), lens))
-        tfs.append(tf)
-    return Postings.from_pairs(ids, vocab.frame, np.concatenate(terms), np.concatenate(docs),
-                               np.concatenate(tfs))
+    for selection in selections:
+        used = np.flatnonzero(_used_terms(selection.starts, selection.lens, selection.indices,
+                                          len(selection.dictionary)))
+        lookup = np.full(len(selection.dictionary), -1, dtype=np.int32)
+        lookup[used] = vocab.ids(pl.from_arrow(selection.dictionary.take(pa.array(used))))
+        _copy_terms(fptr, fterms, ftfs, selection.rows, selection.starts, selection.lens,
+                    selection.indices, selection.tfs, lookup)
+    return Postings.from_forward(ids, vocab.frame, fptr, fterms, ftfs)
+
+
+def warm_up() -> None:
+    """Compile the engine's numba kernels (`bm25_arrays.warm_up`) and the store's, for the
+    types a store's parts give (make setup)."""
+    bm25_arrays.warm_up()
+    small, one = np.zeros(1, dtype=np.int32), np.ones(1, dtype=np.int32)
+    mapped = np.zeros(1, dtype=np.int32)
+    mapped.flags.writeable = False  # as a memory-mapped part's lists are
+    _copy_terms(np.zeros(2, dtype=np.int64), small.copy(), np.zeros(1, dtype=np.float32),
+                np.zeros(1, dtype=np.int64), small, one, mapped, mapped,
+                _used_terms(small, one, mapped, 1).astype(np.int32))
 
 
 def stored_query_terms(store: Path, ids) -> QueryTerms:
     """The stored terms of query papers `ids` (unique; query row i is ids[i])."""
     ids = id_array(ids)
     frames = [pl.DataFrame(schema={"text": pl.Int32, "term": pl.String, "tf": pl.Int32})]
-    for rows, lens, local, tf, dictionary in _gather(store, ids):
+    for selection in _selections(store, ids):
+        at = selection.positions()
         frames.append(pl.DataFrame({
-            "text": pl.Series(np.repeat(rows, lens), dtype=pl.Int32),
-            "term": pl.from_arrow(dictionary.take(pa.array(local))).cast(pl.String),
-            "tf": pl.Series(tf, dtype=pl.Int32)}))
+            "text": pl.Series(np.repeat(selection.rows, selection.lens), dtype=pl.Int32),
+            "term": pl.from_arrow(selection.dictionary.take(pa.array(selection.indices[at])))
+            .cast(pl.String),
+            "tf": pl.Series(selection.tfs[at], dtype=pl.Int32)}))
     return QueryTerms(pl.concat(frames), len(ids))
 
 
