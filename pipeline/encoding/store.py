@@ -110,11 +110,18 @@ def stored_ids(store: Path, repair: Repair | None = None) -> np.ndarray:
     return np.unique(np.concatenate(ids)) if ids else np.empty(0, dtype=np.int64)
 
 
+def distinct(ids) -> np.ndarray:
+    """The distinct ids, sorted (`id_array`'s types): a sort, which for a million integer ids
+    is several times faster than numpy's hashing `np.unique`."""
+    ids = np.sort(id_array(ids))
+    return ids[np.concatenate([[True], ids[1:] != ids[:-1]])] if len(ids) else ids
+
+
 def not_stored(store: Path, ids, repair: Repair | None = None) -> np.ndarray:
     """The sorted distinct `ids` that no part of the store holds. Each part's ids (sorted as
     written) are looked up by binary search among the ids asked for: the store's ids are
     never gathered and sorted again, whatever its size, for each pool that asks."""
-    needed = np.unique(id_array(ids))
+    needed = distinct(ids)
     found = np.zeros(len(needed), dtype=bool)
     for part in store_parts(store, repair) if len(needed) else []:
         part_ids = id_array(ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()

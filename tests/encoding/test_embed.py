@@ -11,7 +11,7 @@ from pipeline.core.errors import InputError
 from pipeline.encoding.embed import embed, pool_ids
 from pipeline.encoding.encoders import Encoder
 from pipeline.encoding.models import REGISTRY, ModelEntry
-from pipeline.encoding.store import load_vectors, not_stored, stored_ids
+from pipeline.encoding.store import distinct, load_vectors, not_stored, stored_ids
 from pipeline.layout import Place, store_dir
 from tests.conftest import POOL_SIZES, pool_of
 
@@ -48,6 +48,8 @@ def test_store_round_trip_and_embed_once(corpus_dir, tmp_path, tiny_entry):
     assert np.array_equal(not_stored(store, asked), np.sort(outside))
     assert np.array_equal(not_stored(store, asked), np.setdiff1d(asked, stored_ids(store)))
     assert len(not_stored(store, np.zeros(0, dtype=np.int64))) == 0
+    assert np.array_equal(distinct(asked), np.unique(asked))
+    assert list(distinct(np.array(["b", "a", "b"], dtype=object))) == ["a", "b"]
     # each part: int64 ids sorted, fixed-size float vectors
     for part in sorted(store.glob("part-*.arrow")):
         table = ipc.open_file(pa.memory_map(str(part))).read_all()

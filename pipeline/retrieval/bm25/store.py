@@ -47,6 +47,7 @@ from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
 from pipeline.corpus.files import corpus_file, paper_texts
 from pipeline.encoding.store import (
+    distinct,
     id_array,
     not_stored,
     part_name,
@@ -171,15 +172,16 @@ def fill(place: Place, ids, threads: int = 2, repair: bool = False,
         _check_config(store, config, inputs, repair)
         repaired = (repair_store(store, "bm25") if repair
                     else {"damaged_parts": 0, "orphan_parts": 0})
-        missing = not_stored(store, ids, store_repair(store))
+        needed = distinct(ids)
+        missing = not_stored(store, needed, store_repair(store))
     if len(missing):
         with progress(len(missing), "bm25-analyse", "papers") as bar:
             for lo in range(0, len(missing), part_size):
                 chunk = missing[lo : lo + part_size]
                 _add_part(store, config, inputs, chunk, _analysed(place.corpus_dir, chunk, threads))
                 bar.update(len(chunk))
-    needed = len(np.unique(id_array(ids)))
-    info = {"papers": needed, "analysed": len(missing), "reused": needed - len(missing),
+    info = {"papers": len(needed), "analysed": len(missing),
+            "reused": len(needed) - len(missing),
             **repaired,
             "seconds": round(time.perf_counter() - start, 2)}
     log.info(f"[bm25] {store}: {info['analysed']} papers analysed, {info['reused']} reused "
@@ -246,23 +248,26 @@ def _used_terms(starts, lens, indices, n_dictionary):  # pragma: no cover
     return used
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, parallel=True)
 def _copy_terms(fptr, fterms, ftfs, rows, starts, lens, indices, tfs, lookup
                 ):  # pragma: no cover
     """Each selected paper's terms (as pool term ids, `lookup`) and tfs, copied from the
-    part's lists to the paper's place in the pool's lists by document."""
-    for i in range(len(rows)):
+    part's lists to the paper's place in the pool's lists by document (papers in parallel:
+    each writes its own slice, so the result never depends on the threads)."""
+    for i in numba.prange(len(rows)):
         at, start = fptr[rows[i]], starts[i]
         for j in range(lens[i]):
             fterms[at + j] = lookup[indices[start + j]]
             ftfs[at + j] = np.float32(tfs[start + j])
 
 
-def pool_index(store: Path, ids) -> Postings:
+def pool_index(store: Path, ids, threads: int = 2) -> Postings:
     """The BM25 index of the papers `ids` (unique; document row i is ids[i]) from their stored
     terms, with the pool's own statistics (`Postings.from_forward`). The pool's lists by
     document are filled straight from the memory-mapped parts (each paper's terms in its
-    stored order), then turned into lists by term: no (term, document, tf) triples are made."""
+    stored order; `threads` papers at a time), then turned into lists by term: no (term,
+    document, tf) triples are made."""
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     ids = id_array(ids)
     selections = list(_selections(store, ids))
     fptr = np.zeros(len(ids) + 1, dtype=np.int64)
@@ -321,7 +326,7 @@ def search_grid(place: Place, queries: pl.DataFrame, papers_as_queries: bool,
     needed = [candidates.to_numpy()] + ([queries["corpusid"].to_numpy()] if papers_as_queries
                                         else [])
     info = fill(place, np.concatenate(needed), threads)
-    index = pool_index(store, candidates.to_numpy())
+    index = pool_index(store, candidates.to_numpy(), threads)
     texts, capped = bm25_lucene.query_texts(queries, max_clauses,
                                             lambda: paper_texts(place.corpus_dir, candidates))
     if papers_as_queries:
