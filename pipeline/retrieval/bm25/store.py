@@ -254,26 +254,25 @@ def _used_terms(starts, lens, indices, n_dictionary):  # pragma: no cover
     return used
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True)
 def _copy_terms(fptr, fterms, ftfs, rows, starts, lens, indices, tfs, lookup
                 ):  # pragma: no cover
     """Each selected paper's terms (as pool term ids, `lookup`) and tfs, copied from the
-    part's lists to the paper's place in the pool's lists by document (papers in parallel:
-    each writes its own slice, so the result never depends on the threads)."""
-    for i in numba.prange(len(rows)):
+    part's lists to the paper's place in the pool's lists by document. One thread: copying
+    papers in parallel was slower (benchmarks/results/bm25_threads.md, 2026-11-25: 0.41 s on
+    one thread, 0.50 s on two, for a 200k pool; the copy is bound by memory)."""
+    for i in range(len(rows)):
         at, start = fptr[rows[i]], starts[i]
         for j in range(lens[i]):
             fterms[at + j] = lookup[indices[start + j]]
             ftfs[at + j] = np.float32(tfs[start + j])
 
 
-def pool_index(store: Path, ids, threads: int = 2) -> Postings:
+def pool_index(store: Path, ids) -> Postings:
     """The BM25 index of the papers `ids` (unique; document row i is ids[i]) from their stored
     terms, with the pool's own statistics (`Postings.from_forward`). The pool's lists by
     document are filled straight from the memory-mapped parts (each paper's terms in its
-    stored order; `threads` papers at a time), then turned into lists by term: no (term,
-    document, tf) triples are made."""
-    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    stored order), then turned into lists by term: no (term, document, tf) triples are made."""
     ids = id_array(ids)
     selections = list(_selections(store, ids))
     fptr = np.zeros(len(ids) + 1, dtype=np.int64)
@@ -332,7 +331,7 @@ def search_grid(place: Place, queries: pl.DataFrame, papers_as_queries: bool,
     needed = [candidates.to_numpy()] + ([queries["corpusid"].to_numpy()] if papers_as_queries
                                         else [])
     info = fill(place, np.concatenate(needed), threads)
-    index = pool_index(store, candidates.to_numpy(), threads)
+    index = pool_index(store, candidates.to_numpy())
     texts, capped = bm25_lucene.query_texts(queries, max_clauses,
                                             lambda: paper_texts(place.corpus_dir, candidates))
     if papers_as_queries:
