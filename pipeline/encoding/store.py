@@ -110,6 +110,13 @@ def stored_ids(store: Path, repair: Repair | None = None) -> np.ndarray:
     return np.unique(np.concatenate(ids)) if ids else np.empty(0, dtype=np.int64)
 
 
+def whole(column: pa.ChunkedArray) -> pa.Array:
+    """A column of a part as one array: its single chunk as it lies in the memory-mapped file
+    (combining chunks would copy the whole part), several chunks combined. Every store of
+    parts (embeddings, BM25's analysed texts) reads its columns through here."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def distinct(ids) -> np.ndarray:
     """The distinct ids, sorted (`id_array`'s types): a sort, which for a million integer ids
     is several times faster than numpy's hashing `np.unique`."""
@@ -134,8 +141,8 @@ def not_stored(store: Path, ids, repair: Repair | None = None) -> np.ndarray:
 def load_vectors(store: Path, ids: np.ndarray, dtype: type | None = np.float32) -> np.ndarray:
     """Matrix with one row per id of `ids`, in that order (an id may repeat); error if any is
     missing. `dtype`: float32 by default, None keeps the store's (float16 halves the memory).
-    Rows are copied from the memory-mapped parts straight into the result: peak memory is the
-    result plus one part."""
+    Rows are copied from the memory-mapped parts straight into the result (no part is copied
+    first, `whole`): peak memory is the result plus a part's rows asked for."""
     ids = id_array(ids)
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
@@ -152,7 +159,7 @@ def load_vectors(store: Path, ids: np.ndarray, dtype: type | None = np.float32) 
         hit = hi > lo
         if not hit.any():
             continue
-        vectors = table.column("vector").combine_chunks()
+        vectors = whole(table.column("vector"))
         matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(
             len(part_ids), vectors.type.list_size)
         if out is None:
@@ -188,7 +195,7 @@ def load_sentence_vectors(store: Path, ids: np.ndarray, numbers: bool = False
         part_ids = table.column("corpusid").to_numpy()
         hit = np.isin(part_ids, wanted)
         if hit.any():
-            vectors = table.column("vector").combine_chunks()
+            vectors = whole(table.column("vector"))
             flat = vectors.flatten().to_numpy(zero_copy_only=False)
             found_ids.append(part_ids[hit])
             found_sentences.append(table.column("sentence").to_numpy()[hit])
@@ -249,7 +256,7 @@ def candidate_chunks(store: Path, doc_ids: np.ndarray, max_rows: int
         if not hit.any():
             continue
         pending = np.setdiff1d(pending, part_ids[hit], assume_unique=True)
-        vectors = table.column("vector").combine_chunks()
+        vectors = whole(table.column("vector"))
         flat = vectors.flatten().to_numpy(zero_copy_only=False)
         buffer.append((part_ids[hit], table.column("sentence").to_numpy()[hit],
                        flat.reshape(len(part_ids), vectors.type.list_size)[hit]

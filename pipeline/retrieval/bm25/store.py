@@ -53,6 +53,7 @@ from pipeline.encoding.store import (
     part_name,
     repair_store,
     store_parts,
+    whole,
 )
 from pipeline.layout import MANIFEST, PREFILTERED, Place, analysed_dir
 from pipeline.retrieval.bm25 import arrays as bm25_arrays
@@ -208,12 +209,6 @@ class Selection(NamedTuple):
             np.arange(self.lens.sum())
 
 
-def _whole(column: pa.ChunkedArray) -> pa.Array:
-    """A column as one array: a part's single chunk as it lies in the memory-mapped file
-    (combining chunks would copy the whole part), several chunks combined."""
-    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-
-
 def _selections(store: Path, ids: np.ndarray) -> Iterator[Selection]:
     """Per part holding some of `ids` (unique), what it holds of them (`Selection`). A paper
     stored twice (two processes) is read once."""
@@ -233,11 +228,11 @@ def _selections(store: Path, ids: np.ndarray) -> Iterator[Selection]:
         if not len(rows):
             continue
         found[rows] = True
-        terms = _whole(table.column("terms"))
+        terms = whole(table.column("terms"))
         offsets = terms.offsets.to_numpy()
         yield Selection(rows, offsets[hit], offsets[hit + 1] - offsets[hit],
                         terms.values.indices.to_numpy(),
-                        _whole(table.column("tfs")).values.to_numpy(),
+                        whole(table.column("tfs")).values.to_numpy(),
                         terms.values.dictionary)
     if not found.all():
         raise InputError(f"{int((~found).sum())} papers (e.g. {ids[~found][0]}) are not in "
