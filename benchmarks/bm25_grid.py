@@ -535,7 +535,8 @@ def main() -> None:
     figures = {**previous, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
     arguments = " ".join(sys.argv[1:])
     args.data.mkdir(parents=True, exist_ok=True)
-    if {"grid", "recheck", "saved"} & set(args.parts):
+    has_big = "big" in previous or ("big" in args.parts and args.big_corpus)
+    if {"grid", "recheck"} & set(args.parts) or ("saved" in args.parts and not has_big):
         make_corpus(args.data, args.corpus, args.corpus_papers, log)
     if "big" in args.parts and args.big_corpus:
         make_corpus(args.data, args.big_corpus, args.big_corpus_papers, log)
