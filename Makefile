@@ -290,13 +290,14 @@ lint: $(STAMP)
 	$(call q,$(VENV)/bin/ruff) check pipeline tests benchmarks
 	$(call q,$(VENV)/bin/lint-imports)
 
+# The suite in TEST_WORKERS processes (pytest-xdist).
 test: $(STAMP)
 	$(call q,$(VENV)/bin/ruff) check pipeline tests benchmarks
-	$(call q,$(PY)) -m pytest -q
+	$(call q,$(PY)) -m pytest -q -n $(call q,$(TEST_WORKERS))
 
 # The suite without the tests marked slow (the whole pipeline through make, a SLURM cluster).
 test-fast: $(STAMP)
-	$(call q,$(PY)) -m pytest -q -m "not slow"
+	$(call q,$(PY)) -m pytest -q -m "not slow" -n $(call q,$(TEST_WORKERS))
 
 # pipeline/cli/variables.mk and docs/variables.md, written again from the variables'
 # declaration (pipeline/cli/variables.py); standard library only, so no environment needed.

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from pipeline.core.locks import file_lock
 from pipeline.ingest import ingest, prefilter
 from pipeline.ingest.synthetic import SyntheticConfig, generate
 from pipeline.layout import Place, pool_name, pool_names
@@ -93,11 +95,12 @@ def side_packages(name: str, packages: tuple[str, ...]) -> Path:
 
     target = Path.home() / ".cache" / "mdcr-pipeline" / (name + "-" + "-".join(
         p.replace("==", "") for p in packages))
-    if not (target / ".complete").exists():
-        shutil.rmtree(target, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                        "--target", str(target), *packages], check=True)
-        (target / ".complete").touch()
+    with file_lock(target):  # another test process (make test's workers) may install it too
+        if not (target / ".complete").exists():
+            shutil.rmtree(target, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                            "--target", str(target), *packages], check=True)
+            (target / ".complete").touch()
     return target
 
 
@@ -114,7 +117,13 @@ def apt_install(packages: tuple[str, ...], installed: Callable[[], bool]) -> Non
     """Debian's `packages`, unless `installed()` already; skip only without apt-get, root or
     network (the tests of real SLURM and of the report in a real browser). A 404 (stale
     lists) is tried once more after a fresh `apt-get update`, then fails the test, as does
-    any other apt failure."""
+    any other apt failure. One test process at a time (make test's workers): a second
+    `apt-get update` fails on the first one's lock instead of waiting."""
+    with file_lock(Path(tempfile.gettempdir()) / "mdcr-pipeline-apt"):
+        _apt_install(packages, installed)
+
+
+def _apt_install(packages: tuple[str, ...], installed: Callable[[], bool]) -> None:
     import os
     import shutil
     import subprocess

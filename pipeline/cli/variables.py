@@ -80,6 +80,7 @@ GROUPS = {
     "cluster": "Where embed runs (make embed, make eval; on a SLURM cluster: docs/cluster.md)",
     "demo": "make demo",
     "paper grid": "The paper's grid (make pools-paper)",
+    "tests": "The test suite (make test, make test-fast)",
 }
 FLAG = ("", "0", "1")
 V = Variable
@@ -229,6 +230,10 @@ VARIABLES: tuple[Variable, ...] = (
       "paper grid"),
     V("PAPER_FIELD_QUERIES", "200", positive, "queries per field-level pool", "paper grid"),
     V("PAPER_REPEATS", "3", positive, "samples per size", "paper grid"),
+    # ---- tests
+    V("TEST_WORKERS", "2", positive, "test processes (pytest-xdist); each builds the session's "
+      "fixture corpora itself, about 2 GiB of memory each (pytest's own options: "
+      "PYTEST_ADDOPTS)", "tests", one_word=True),
 )
 del V
 BY_NAME = {v.name: v for v in VARIABLES}
