@@ -232,8 +232,8 @@ VARIABLES: tuple[Variable, ...] = (
     V("PAPER_REPEATS", "3", positive, "samples per size", "paper grid"),
     # ---- tests
     V("TEST_WORKERS", "2", positive, "test processes (pytest-xdist); each builds the session's "
-      "fixture corpora itself (1.3 GiB resident at most, measured on 2) (pytest's own "
-      "options: PYTEST_ADDOPTS)", "tests", one_word=True),
+      "fixture corpora itself, up to 1.3 GiB resident each as measured; pytest's own options "
+      "go in PYTEST_ADDOPTS", "tests", one_word=True),
 )
 del V
 BY_NAME = {v.name: v for v in VARIABLES}
