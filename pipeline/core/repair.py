@@ -31,12 +31,27 @@ class Where:
 HERE = Where()  # the checkout's own data folder: make's default
 
 
+class Placeholder(str):
+    """A value the user fills in, shown as `<what>` and never quoted (`Placeholder("folder")`).
+    Its own type, so no value read from data or given by a user (plain strings, always
+    quoted) can pass for one, whatever its characters."""
+
+    def __new__(cls, what: str) -> Placeholder:
+        return super().__new__(cls, f"<{what}>")
+
+    def __reduce__(self):  # pickled as itself (an InputError's repair, from a worker)
+        return type(self), (self[1:-1],)
+
+
 @dataclass(frozen=True)
 class Repair:
     """The command that repairs an artifact. `target`: a make target (eval, index, embed,
     pools, corpus, ...), or with program PIPELINE one of the pipeline's commands, or '' when no
     command does it (then `note` says what to do). `variables`: further make variables (for a
-    pipeline command: its options, '' for a flag), in order. `note`: said after the command."""
+    pipeline command: its options, '' for a flag), in order. `note`: said after the command,
+    in parentheses: the code's own words, never a value from data (the command names those,
+    quoted). Every target and value is shell-quoted where the command is made; a Placeholder
+    is the one value shown as is."""
 
     target: str
     corpus: str | None = None
@@ -50,13 +65,13 @@ class Repair:
         if not self.target:
             return self.note
         if self.program == PIPELINE:
-            words = [where.program, *_options(where.options), self.target,
+            words = [where.program, *_options(where.options), _quote(self.target),
                      *_options((("--corpus", self.corpus),) if self.corpus else ()),
                      *_options((("--model", self.model),) if self.model else ()),
                      *_options(self.variables)]
         else:
             named = [("CORPUS", self.corpus), ("MODEL", self.model)]
-            words = ["make", self.target, *(f"{name}={_quote(value)}" for name, value in
+            words = ["make", _quote(self.target), *(f"{name}={_quote(value)}" for name, value in
                                             [*named, *self.variables, *where.variables]
                                             if value is not None)]
         return " ".join(words) + (f" ({self.note})" if self.note else "")
@@ -66,9 +81,9 @@ class Repair:
 
 
 def _quote(value: str) -> str:
-    """A value as a shell reads it back (quoted only when it must be); placeholders such as
-    `<folder>` stay readable."""
-    if value.startswith("<") and value.endswith(">"):
+    """A value as a shell reads it back as one word (quoted only when it must be); a
+    Placeholder stays readable, `<folder>`."""
+    if isinstance(value, Placeholder):
         return value
     return shlex.quote(str(value))
 

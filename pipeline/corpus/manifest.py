@@ -13,7 +13,7 @@ from pathlib import Path
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.locks import file_lock
-from pipeline.core.repair import PIPELINE, Repair
+from pipeline.core.repair import PIPELINE, Placeholder, Repair
 from pipeline.layout import CITATIONS, MANIFEST, PAPERS, PREFILTERED, QUARANTINE
 
 
@@ -84,11 +84,11 @@ def corpus_repair(corpus_dir: Path, sections: dict | None = None) -> Repair:
         if kind in sections:
             stage, params = sections[kind].get("stage"), sections[kind].get("parameters", {})
             if stage == "mdcr":
-                return Repair("mdcr", params.get("source_corpus", "<source corpus>"),
+                return Repair("mdcr", params.get("source_corpus", Placeholder("source corpus")),
                               variables=(("MDCR", name), ("REPLACE", "1")))
             split = (("SPLIT", params["split"]),) if "split" in params else ()  # CSFCube: none
-            return Repair(stage, name, variables=(("SRC", params.get("source", "<folder>")),
-                                                  *split, ("REPLACE", "1")))
+            source = params.get("source", Placeholder("folder"))
+            return Repair(stage, name, variables=(("SRC", source), *split, ("REPLACE", "1")))
     return Repair("corpus", name)
 
 

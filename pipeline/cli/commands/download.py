@@ -8,7 +8,8 @@ import logging
 from pathlib import Path
 
 from pipeline.cli.checks import non_negative, positive
-from pipeline.cli.registry import comma_list, command
+from pipeline.cli.registry import comma_list, command, where_of
+from pipeline.core.repair import Repair
 from pipeline.layout import raw_dir
 
 log = logging.getLogger(__name__)
@@ -45,5 +46,7 @@ def cmd_download(args: argparse.Namespace) -> None:
     for name, info in summary["datasets"].items():
         log.info("%s %s: %d of %d files, %.2f GB%s", name, summary["release"], info["files"],
                  info["listed"], info["bytes"] / 1e9, "" if info["complete"] else " (a trial)")
-    log.info("release %s in %s; next: make corpus CORPUS=%s SOURCE=s2ag%s", summary["release"],
-             raw, args.corpus, f" RAW={raw}" if args.raw else "")
+    given = (("RAW", str(raw)),) if args.raw else ()
+    following = Repair("corpus", args.corpus, variables=(("SOURCE", "s2ag"), *given))
+    log.info("release %s in %s; next: %s", summary["release"], raw,
+             following.command(where_of(args)))

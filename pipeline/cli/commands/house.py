@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import re
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -37,8 +38,8 @@ def cmd_check(args: argparse.Namespace) -> None:
         names = args.MODEL.split()
         if len(names) > 1:
             raise InputError(f"MODEL={args.MODEL!r} names {len(names)} models: run one model at "
-                             f"a time (make eval MODEL={names[0]}), or use DEMO_MODELS or "
-                             "MODELS (make fuse) for several")
+                             f"a time (make eval MODEL={shlex.quote(names[0])}), or use "
+                             "DEMO_MODELS or MODELS (make fuse) for several")
         if not names:
             raise InputError("MODEL is empty: give one model name (make models lists them)")
         if names[0] != args.MODEL:

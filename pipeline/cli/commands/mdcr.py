@@ -25,7 +25,7 @@ from pipeline.cli.registry import (
     where_of,
 )
 from pipeline.core.errors import InputError
-from pipeline.core.repair import Repair
+from pipeline.core.repair import Placeholder, Repair
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def cmd_mdcr(args: argparse.Namespace) -> None:
     log.info(f"[mdcr] {out}: {counts['fields']} fields, {counts['queries']} queries, "
              f"{counts['pairs']} query-candidate pairs; by type {counts['by_type']} "
              f"({built['installed']}); evaluate with "
-             f"{Repair('eval', args.out, '<model>').command(where_of(args))}")
+             f"{Repair('eval', args.out, Placeholder('model')).command(where_of(args))}")
 
 
 def _jaccard_arguments(p: argparse.ArgumentParser) -> None:
