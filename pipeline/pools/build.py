@@ -350,7 +350,7 @@ def pool_repair(corpus_dir: Path, name: str, info: dict | None = None) -> Repair
     if (info.get("stage") != "pool") if info is not None else written_whole(corpus_dir):
         return corpus_repair(corpus_dir)
     return Repair("pools", corpus_dir.name,
-                  note=f"rebuilds {name} from its recorded parameters")
+                  note="rebuilds it from its recorded parameters")
 
 
 def check_pool(corpus_dir: Path, name: str) -> dict:
