@@ -131,13 +131,17 @@ download: | $(STAMP)
 		--parallel $(call q,$(PARALLEL)) $(if $(FIRST),--first $(call q,$(FIRST))) \
 		$(if $(filter 1,$(UPDATE)),--update)
 
+# The demo's synthetic corpus: DEMO_PAPERS and DEMO_SEED only when given (GIVEN), so that a
+# command that does not name them uses the corpus as it is; given, they make it again.
+DEMO_SETTINGS = --synth $(if $(filter DEMO_PAPERS,$(GIVEN)),$(call q,$(DEMO_PAPERS))) \
+	$(if $(filter DEMO_SEED,$(GIVEN)),--synth-seed $(call q,$(DEMO_SEED)))
+
 corpus: | $(STAMP)
 ifeq ($(call checked,WRITTEN_WHOLE),)
 	$(PIPE) corpus --corpus $(call q,$(CORPUS)) --raw $(call q,$(call checked,RAW_DIR)) \
 		--source $(call q,$(SOURCE)) --fos-source $(call q,$(FOS_SOURCE)) \
 		--workers $(call q,$(THREADS)) $(if $(filter 1,$(STRICT)),--strict) \
-		--citations $(call q,$(CITATIONS)) $(if $(filter demo,$(CORPUS)),--synth \
-		$(call q,$(DEMO_PAPERS)) --synth-seed $(call q,$(DEMO_SEED)))
+		--citations $(call q,$(CITATIONS)) $(if $(filter demo,$(CORPUS)),$(DEMO_SETTINGS))
 endif
 
 pool: corpus
@@ -273,9 +277,11 @@ sweep: | $(STAMP)
 
 # ---- the two quick-start commands ------------------------------------------------------------
 # Every stage of the demo corpus in one process, in make's order (corpus, pools, embed, each
-# model's search and eval, the report with this run's stage times).
+# model's search and eval, the report with this run's stage times); DEMO_PAPERS and DEMO_SEED
+# as for corpus: only when given.
 demo: $(STAMP)
-	$(PIPE) demo --papers $(call q,$(DEMO_PAPERS)) --synth-seed $(call q,$(DEMO_SEED)) \
+	$(PIPE) demo $(if $(filter DEMO_PAPERS,$(GIVEN)),--papers $(call q,$(DEMO_PAPERS))) \
+		$(if $(filter DEMO_SEED,$(GIVEN)),--synth-seed $(call q,$(DEMO_SEED))) \
 		--source $(call q,$(SOURCE)) --fos-source $(call q,$(FOS_SOURCE)) \
 		--workers $(call q,$(THREADS)) $(if $(filter 1,$(STRICT)),--strict) \
 		--citations $(call q,$(CITATIONS)) $(if $(RAW),--raw $(call q,$(RAW))) \

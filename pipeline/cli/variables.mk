@@ -142,13 +142,15 @@ GPUS_PER_TASK ?= 1
 SLURM_TIME ?=
 
 # ---- make demo
-# DEMO_PAPERS: papers of the synthetic demo corpus
+# DEMO_PAPERS: papers of the synthetic demo corpus, for a new one or when given (then the corpus is
+# made again with it); not given, a command uses the corpus as it is
 DEMO_PAPERS ?= 120k
 # DEMO_SIZES: the demo's dataset-level pool sizes
 DEMO_SIZES ?= 2k 5k 10k
 # DEMO_MODELS: the models make demo evaluates, separated by spaces
 DEMO_MODELS ?= bm25 minilm random
-# DEMO_SEED: the synthetic demo corpus's seed
+# DEMO_SEED: the synthetic demo corpus's seed, as DEMO_PAPERS: given, the corpus is made again with
+# it
 DEMO_SEED ?= 0
 # DEMO_FIELDS: a small Table 2: the fields of the demo's field-level pools (names with '-' for
 # spaces; empty: none)

@@ -213,11 +213,14 @@ VARIABLES: tuple[Variable, ...] = (
       "environment, GNU time's format, is never read)", "cluster",
       shown="the cluster's default", optional=True, one_word=True, alias="TIME"),
     # ---- demo
-    V("DEMO_PAPERS", "120k", sizes, "papers of the synthetic demo corpus", "demo"),
+    V("DEMO_PAPERS", "120k", sizes, "papers of the synthetic demo corpus, for a new one or "
+      "when given (then the corpus is made again with it); not given, a command uses the "
+      "corpus as it is", "demo"),
     V("DEMO_SIZES", "2k 5k 10k", sizes, "the demo's dataset-level pool sizes", "demo"),
     V("DEMO_MODELS", "bm25 minilm random", None, "the models make demo evaluates, separated "
       "by spaces", "demo"),
-    V("DEMO_SEED", "0", non_negative, "the synthetic demo corpus's seed", "demo"),
+    V("DEMO_SEED", "0", non_negative, "the synthetic demo corpus's seed, as DEMO_PAPERS: "
+      "given, the corpus is made again with it", "demo"),
     V("DEMO_FIELDS", "medicine biology computer-science", None, "a small Table 2: the fields "
       "of the demo's field-level pools (names with '-' for spaces; empty: none)", "demo"),
     V("DEMO_FIELD_SIZE", "1k", sizes, "the size of the demo's field-level pools", "demo"),

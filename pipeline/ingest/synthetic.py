@@ -31,8 +31,9 @@ import contextlib
 import gzip
 import itertools
 import json
+import logging
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from pathlib import Path
 
@@ -67,6 +68,8 @@ EMPTY_TITLE_P = 0.005
 ID_OFFSET = 1_000_000
 KEYWORDS = 3  # words that are a paper's own focus
 KEYWORD_SOURCES = 20  # cited papers whose keywords a paper's text echoes, at most
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -499,6 +502,42 @@ def _render_block(block: int) -> tuple[list[bytes], dict[str, int]]:
     return members, counts
 
 
+def recorded_config(out_dir: Path) -> SyntheticConfig | None:
+    """The settings the shards under `out_dir` were generated with (their manifest), None
+    when there is no manifest. A damaged one is refused: the settings are lost with it."""
+    path = out_dir / MANIFEST
+    if not path.exists():
+        return None
+    info = read_json(path)  # InputError naming the file when damaged
+    if info.get("stage") != "synthetic":
+        return None
+    return SyntheticConfig(**info.get("parameters", {}))
+
+
+def config_for(out_dir: Path, *, n_papers: int | None = None, n_shards: int | None = None,
+               seed: int | None = None) -> SyntheticConfig:
+    """The settings to generate the shards under `out_dir` with: those given, the others as
+    the shards there were made (or the defaults for a first corpus). A command that gives no
+    setting keeps the corpus as it is: a default never remakes a corpus."""
+    given = {key: value for key, value in
+             (("n_papers", n_papers), ("n_shards", n_shards), ("seed", seed))
+             if value is not None}
+    try:
+        recorded = recorded_config(out_dir)
+    except InputError as exc:
+        if n_papers is None or seed is None:
+            raise InputError(f"{exc.message}: the synthetic corpus's settings are lost with "
+                             "it; give its papers and seed to generate it again (make: "
+                             "DEMO_PAPERS and DEMO_SEED; synth: --papers and --seed)") from None
+        recorded = None
+    return replace(recorded or SyntheticConfig(), **given)
+
+
+def described(cfg: SyntheticConfig) -> str:
+    """A corpus's settings in words, for log lines."""
+    return f"{cfg.n_papers:,} papers, {cfg.n_shards} shards, seed {cfg.seed}"
+
+
 def _current(out_dir: Path, cfg: SyntheticConfig) -> dict | None:
     """The manifest of shards generated with `cfg` that are still intact (checksums), else
     None: damaged or missing shards are generated again, byte for byte."""
@@ -527,6 +566,12 @@ def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
     current = _current(out_dir, cfg)
     if current is not None:
         return current
+    with contextlib.suppress(InputError):  # a damaged manifest: nothing to compare with
+        before = recorded_config(out_dir)
+        if before is not None and before != cfg:
+            log.info("synth: %s: generated again with %s (was %s): the corpus made from it, "
+                     "its pools, indexes and runs are made again", out_dir, described(cfg),
+                     described(before))
     vocab = load_vocabulary()
     first = next(iter(vocab.values()))
     n_field_words = len(first["words"]) + sum(len(ws) for ws in first["subtopics"].values())

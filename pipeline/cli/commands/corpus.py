@@ -13,7 +13,6 @@ from pipeline.cli.checks import (
 )
 from pipeline.cli.registry import command, ingest_args, place_of, prefilter_args, times_log
 from pipeline.core.errors import InputError
-from pipeline.core.repair import Repair
 from pipeline.layout import (
     MANIFEST,
     parse_size,
@@ -24,35 +23,49 @@ log = logging.getLogger(__name__)
 
 
 def _synth_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--papers", default="120k", type=sizes)
-    p.add_argument("--shards", type=positive, default=4)
+    p.add_argument("--papers", type=sizes, help="papers (default: as the corpus was made; "
+                   "120k for a new one)")
+    p.add_argument("--shards", type=positive, help="shards (default: as the corpus was made; "
+                   "4 for a new one)")
     p.add_argument("--repair", action="store_true", help="write damaged or missing shards "
                    "again, with the settings the corpus's s2orc/manifest.json records")
-    p.add_argument("--seed", type=non_negative, default=0)
+    p.add_argument("--seed", type=non_negative, help="seed (default: as the corpus was made; "
+                   "0 for a new one)")
     p.add_argument("--workers", type=positive, default=2, help="processes rendering text")
 
 
 @command("synth", "generate a synthetic corpus in S2ORC format", _synth_arguments)
 def cmd_synth(args: argparse.Namespace) -> None:
+    """The synthetic shards of a corpus: with the settings given, the others as the corpus
+    was made. A corpus is made again only for a setting given that differs (logged); without
+    one it is used as it is (also logged), so a default never remakes it."""
     from pipeline.core.timing import timed
-    from pipeline.ingest.synthetic import SyntheticConfig, generate
+    from pipeline.ingest.synthetic import (
+        config_for,
+        described,
+        generate,
+        recorded_config,
+    )
 
     out_dir = raw_dir(Path(args.corpora_root), args.corpus, "s2orc")  # the generator writes S2ORC
+    given = {"n_papers": parse_size(args.papers) if args.papers else None,
+             "n_shards": args.shards, "seed": args.seed}
     if args.repair:  # the recorded settings: damaged or missing shards written again
-        from pipeline.core.files import read_json
-
         try:
-            recorded = read_json(out_dir / MANIFEST).get("parameters", {})
-        except InputError as exc:  # the settings are lost with it: the demo's are make's
+            recorded = recorded_config(out_dir)
+            if recorded is None:
+                raise InputError(f"{out_dir / MANIFEST}: no synthetic corpus's manifest")
+        except InputError as exc:  # the settings are lost with it
             raise InputError(f"{exc.message}: the generator's settings are lost; write the "
                              "shards again with those it was made with (synth --papers N "
-                             "--shards K --seed S)",
-                             Repair("corpus", "demo") if args.corpus == "demo" else None
-                             ) from None
-        cfg = SyntheticConfig(**recorded)
+                             "--shards K --seed S; make: DEMO_PAPERS and DEMO_SEED)") from None
+        cfg = recorded
     else:
-        cfg = SyntheticConfig(n_papers=parse_size(args.papers), n_shards=args.shards,
-                              seed=args.seed)
+        cfg = config_for(out_dir, **given)
+        if all(value is None for value in given.values()) and cfg == recorded_config(out_dir):
+            log.info("synth: %s: the synthetic corpus as it is (%s); give --papers, --seed "
+                     "(make: DEMO_PAPERS, DEMO_SEED) to generate it again with others",
+                     args.corpus, described(cfg))
     with timed("synth", times_log(args), papers=cfg.n_papers) as info:
         out = generate(out_dir, cfg, workers=args.workers)
         info.update(out["counts"])
@@ -80,10 +93,18 @@ def cmd_prefilter(args: argparse.Namespace) -> None:
         info.update(prefiltered["counts"])
 
 
+def _synth_size(text: str) -> str:
+    """--synth's value: a size, or nothing (the bare option: the corpus as it was made)."""
+    return text and sizes(text)
+
+
 def _synth_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--synth", type=sizes, help="first generate a synthetic corpus of this many "
-                   "papers in corpora/<corpus>/s2orc (the demo)")
-    p.add_argument("--synth-seed", type=non_negative, default=0)
+    p.add_argument("--synth", nargs="?", const="", type=_synth_size,
+                   help="first generate a synthetic corpus in corpora/<corpus>/s2orc (the "
+                   "demo) of this many papers; without a number: as the corpus was made "
+                   "(120k for a new one)")
+    p.add_argument("--synth-seed", type=non_negative,
+                   help="its seed (default: as the corpus was made; 0 for a new one)")
 
 
 @command("corpus", "synth (with --synth), ingest and prefilter in one process, each only "
@@ -92,8 +113,8 @@ def _synth_option(p: argparse.ArgumentParser) -> None:
 def cmd_corpus(args: argparse.Namespace) -> None:
     """The corpus stages in one process (make corpus): the demo's synthetic shards (--synth),
     ingest, prefilter. Each decides by content whether it has work to do."""
-    if args.synth:
-        cmd_synth(argparse.Namespace(**vars(args), papers=args.synth, shards=4,
+    if args.synth is not None:
+        cmd_synth(argparse.Namespace(**vars(args), papers=args.synth or None, shards=None,
                                      seed=args.synth_seed, repair=False))
     cmd_ingest(args)
     cmd_prefilter(args)

@@ -30,10 +30,10 @@ log = logging.getLogger(__name__)
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--papers", type=sizes, default=make_default("DEMO_PAPERS"),
-                   help="papers of the synthetic corpus (DEMO_PAPERS)")
-    p.add_argument("--synth-seed", type=non_negative, default=int(make_default("DEMO_SEED")),
-                   help="the synthetic corpus's seed (DEMO_SEED)")
+    p.add_argument("--papers", type=sizes, help="papers of the synthetic corpus (DEMO_PAPERS; "
+                   "default: as the corpus was made, 120k for a new one)")
+    p.add_argument("--synth-seed", type=non_negative, help="the synthetic corpus's seed "
+                   "(DEMO_SEED; default: as the corpus was made, 0 for a new one)")
     p.add_argument("--sizes", type=sizes, default=make_default("DEMO_SIZES"),
                    help="the dataset-level pool sizes (DEMO_SIZES)")
     p.add_argument("--queries", type=positive, default=50,
@@ -72,7 +72,9 @@ def cmd_demo(args: argparse.Namespace) -> None:
         run_stage(args, "corpus", *corpus, "--source", args.source, "--fos-source",
                   args.fos_source, "--workers", str(args.workers), "--citations",
                   args.citations, "--min-citations", str(args.min_citations),
-                  "--synth", args.papers, "--synth-seed", str(args.synth_seed),
+                  "--synth", *([args.papers] if args.papers else []),
+                  *(["--synth-seed", str(args.synth_seed)] if args.synth_seed is not None
+                    else []),
                   *(["--raw", args.raw] if args.raw else []),
                   *(["--strict"] if args.strict else []))
     pools = (*corpus, "--repeats", str(args.repeats), "--seed", str(args.seed))

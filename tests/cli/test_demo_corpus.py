@@ -1,0 +1,71 @@
+"""Issue 39.10: a command that does not name the demo corpus's settings (DEMO_PAPERS, DEMO_SEED)
+uses the corpus as it is; remaking it needs the settings given, and says so in a log line.
+
+`make demo DEMO_PAPERS=20k`, then a plain `make fuse MODELS=bm25,random`, regenerated the demo
+corpus at the default 120k (and with it every pool, index and run), with no line saying why.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pipeline.core.files import read_json
+
+ROOT = Path(__file__).resolve().parents[2]
+# make reads its variables from the environment too: the test gives the ones it means to
+CLEARED = ("CORPUS", "DEMO_PAPERS", "DEMO_SEED", "MODEL", "MODELS", "PYTHON", "VENV", "PY",
+           "STAMP", "RAW", "DATA", "TIME", "SLURM_TIME")
+
+
+def make(root: Path, *args: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    environ["MAKEFLAGS"] = ""
+    installed = root.parent / "installed"
+    installed.touch()
+    return subprocess.run(["make", "--no-print-directory", f"DATA={root}", f"PY={sys.executable}",
+                           f"STAMP={installed}", *args], cwd=ROOT, capture_output=True,
+                          text=True, env=environ, timeout=300)
+
+
+def synth_settings(root: Path) -> dict:
+    """The settings the demo's shards were generated with (the generator's manifest)."""
+    return read_json(root / "corpora" / "demo" / "s2orc" / "manifest.json")["parameters"]
+
+
+def test_commands_without_the_demo_settings_keep_the_demo_as_it_is(tmp_path):
+    root = tmp_path / "data"
+    done = make(root, "corpus", "CORPUS=demo", "DEMO_PAPERS=300")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert synth_settings(root)["n_papers"] == 300
+    papers = root / "corpora" / "demo" / "papers.parquet"
+    before = papers.read_bytes()
+
+    # no DEMO_PAPERS: the corpus as it is, said in one line; nothing made again
+    done = make(root, "corpus", "CORPUS=demo")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert synth_settings(root)["n_papers"] == 300 and papers.read_bytes() == before
+    kept = [line for line in done.stderr.splitlines() if "as it is" in line]
+    assert len(kept) == 1 and "300 papers" in kept[0] and "DEMO_PAPERS" in kept[0], done.stderr
+    assert "[ingest] up to date" in done.stderr and "[prefilter] up to date" in done.stderr
+
+    # every command that chains through the corpus, and make demo, pass no size they were
+    # not given (make -n: the commands only)
+    for goal in (["fuse", "MODELS=bm25,random"], ["pool"], ["pools"], ["demo"]):
+        done = make(root, "-n", *goal, "CORPUS=demo")
+        assert done.returncode == 0, (goal, done.stderr[-2000:])
+        assert "120k" not in done.stdout and "--synth-seed" not in done.stdout, (goal, done.stdout)
+
+    # the settings given: made again, and said so, naming both
+    done = make(root, "corpus", "CORPUS=demo", "DEMO_PAPERS=400")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert synth_settings(root)["n_papers"] == 400 and papers.read_bytes() != before
+    remade = [line for line in done.stderr.splitlines() if "generated again" in line]
+    assert len(remade) == 1 and "300" in remade[0] and "400" in remade[0], done.stderr
+
+    # one setting given: the others as they are (400 papers kept, the seed changed)
+    done = make(root, "corpus", "CORPUS=demo", "DEMO_SEED=1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (synth_settings(root)["n_papers"], synth_settings(root)["seed"]) == (400, 1)
