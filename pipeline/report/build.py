@@ -15,6 +15,7 @@ import polars as pl
 from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_parquet
+from pipeline.fields import MAG_FIELDS
 from pipeline.layout import (
     DATA_FOLDERS,
     REPORT_PAGE_SUFFIX,
@@ -37,6 +38,7 @@ from pipeline.report.tables import (
     COLLECTION,
     GROUP_KEYS,
     MISSING,
+    averaged_fields,
     collection_metrics,
     collection_table,
     dataset_metrics,
@@ -50,6 +52,7 @@ from pipeline.report.tables import (
     mean_results,
     metric_key,
     metric_name,
+    one_line,
     significance_marks,
     significance_section,
     variant_table,
@@ -81,7 +84,7 @@ class Table:
 
     @property
     def markdown(self) -> str:
-        return f"## {self.caption}\n\n" + markdown_table(self.header, self.rows)
+        return f"## {one_line(self.caption)}\n\n" + markdown_table(self.header, self.rows)
 
     @property
     def latex(self) -> str:
@@ -389,11 +392,23 @@ def field_section(data: Results) -> Section:
             plot_field_heatmap, means.filter(pl.col("level") == "field", pl.col("size") == size),
             title=f"{data.corpus}: {name} on field-level pools of {format_size(size)}",
             metric=metric)))
-        caption = (f"{data.corpus}: field-level pools of {format_size(size)}, {name} x100; "
+        caption = (f"{data.corpus}: field-level pools of {format_size(size)}, {name} x100"
+                   f"{average_note(header[1:-1], averaged_fields(means, size, metric))}; "
                    "bold: best; †: significantly below the best (paired t-test, "
                    "Holm-Bonferroni, p < 0.05)")
         tables.append(Table(f"field-{format_size(size)}", caption, header, rows))
     return Section("fields", tuple(tables), tuple(plots))
+
+
+def average_note(shown: list[str], averaged: list[str]) -> str:
+    """What the field table's avg is over, said only when it is not every field shown."""
+    if len(averaged) == len(shown):
+        return ""
+    if not averaged:
+        return f"; avg: {MISSING}, no field has every model's runs"
+    names = ", ".join(MAG_FIELDS[f] for f in averaged)
+    return (f"; avg: over the {len(averaged)} of {len(shown)} fields every model has "
+            f"({names}), so that every model's average is over the same pools")
 
 
 def significance(data: Results) -> Section:

@@ -64,6 +64,19 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+# what a <script> block's JSON may not hold as itself: `<` (`</script>` ends the block, and
+# `<!--` then `<script` makes the parser swallow the page's next script), `>` and `&`
+_SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+def script_json(value: object) -> str:
+    """`value` as JSON to embed in a <script> element: whatever names it holds (a corpus,
+    model or pool named `<!--<script>`), the block ends where the page says, and
+    `JSON.parse` gives back the same value. ASCII only (U+2028 and U+2029, line ends to older
+    JavaScript, are escaped with the rest); keys sorted: the same bytes every time."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=True).translate(_SCRIPT_UNSAFE)
+
+
 def mark_meaning(caption: str, sign: str, default: str) -> str:
     """What a mark means, in the caption's own words (`bold: best MAP; †: MAP significantly
     below ...`), else `default`."""
@@ -99,7 +112,8 @@ def table(name: str, caption: str, header: Sequence[str], rows: Sequence[Sequenc
 
 def markdown_blocks(text: str) -> list[tuple[str, object]]:
     """Markdown as a section's text writes it: ("heading", str), ("table", (header, rows)) and
-    ("paragraph", str) blocks, in order."""
+    ("paragraph", str) blocks, in order; a cell's escaped `\\|` (`tables.markdown_cell`) is
+    its `|`."""
     blocks: list[tuple[str, object]] = []
     lines = text.splitlines()
     i = 0
@@ -110,8 +124,9 @@ def markdown_blocks(text: str) -> list[tuple[str, object]]:
             while i < len(lines) and lines[i].strip().startswith("|"):
                 found.append(lines[i].strip())
                 i += 1
-            cells = [row[1:-1].strip().split(" | ") if row.endswith("|") else
-                     row[1:].strip().split(" | ") for row in found
+            cells = [[c.replace(r"\|", "|") for c in (
+                         row[1:-1] if row.endswith("|") else row[1:]).strip().split(" | ")]
+                     for row in found
                      if not re.fullmatch(r"\|(?:\s*:?-+:?\s*\|)+", row)]
             blocks.append(("table", (cells[0], cells[1:])))
             continue
@@ -188,8 +203,7 @@ def page(corpus: str, seed: int, sections: Sequence[SectionLike],
     links = [f'<a href="#s-{_e(s.name)}">{_e(s.name)}</a>' for s in shown]
     if prov is not None:
         links.append('<a href="#provenance">provenance</a>')
-    commands = json.dumps(dict(prov.commands) if prov else {}, sort_keys=True,
-                          ensure_ascii=True).replace("</", "<\\/")
+    commands = script_json(dict(prov.commands) if prov else {})
     rebuild = next((v for k, v in prov.about if k == "rebuild this page"), "") if prov else ""
     title = f"Results: {corpus} (pools of seed {seed})"
     return (

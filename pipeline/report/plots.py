@@ -22,6 +22,12 @@ def _pyplot():
     return plt
 
 
+def _plain(text: str) -> str:
+    """A name or title as matplotlib prints it as itself: `$` escaped, or `$...$` in a corpus
+    or model name would be parsed as math (and fail the report on `$\\x$`)."""
+    return text.replace("$", r"\$")
+
+
 def _save(fig, path: Path) -> None:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
@@ -38,7 +44,7 @@ def plot_map_vs_size(means: pl.DataFrame, path: Path, title: str, metric: str = 
         line = has.filter(pl.col("model") == model).sort("size")
         std = line[f"{metric}_std"].fill_null(0)
         drawn = ax.errorbar(line["size"], line[metric], yerr=std, marker="o", capsize=3,
-                            label=model, linestyle=":" if model == "random" else "-")
+                            label=_plain(model), linestyle=":" if model == "random" else "-")
         ax.fill_between(line["size"], line[metric] - std, line[metric] + std, alpha=0.15,
                         color=drawn.lines[0].get_color(), linewidth=0)
     ax.set_xscale("log")
@@ -47,7 +53,7 @@ def plot_map_vs_size(means: pl.DataFrame, path: Path, title: str, metric: str = 
     ax.minorticks_off()
     ax.set_xlabel("candidate pool size (papers)")
     ax.set_ylabel(f"{metric_name(metric)} x100 (mean ± std over repeats)")
-    ax.set_title(title)
+    ax.set_title(_plain(title))
     ax.grid(True, which="both", alpha=0.3)
     if has.height:
         ax.legend()
@@ -70,14 +76,14 @@ def plot_field_heatmap(means: pl.DataFrame, path: Path, title: str, metric: str 
                                     1.6 + 0.5 * len(models)))
     image = ax.imshow(grid, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(fields)), labels=[MAG_FIELDS[f] for f in fields])
-    ax.set_yticks(range(len(models)), labels=models)
+    ax.set_yticks(range(len(models)), labels=[_plain(m) for m in models])
     for i, row in enumerate(grid):
         for j, value in enumerate(row):
             if value == value:  # not NaN
                 ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=8,
                         color="white" if image.norm(value) < 0.5 else "black")
     fig.colorbar(image, ax=ax, label=f"{metric_name(metric)} x100")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(_plain(title), fontsize=10)
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)

@@ -144,24 +144,51 @@ def model_order(models: list[str]) -> list[str]:
     return sorted(set(models) - set(first)) + first
 
 
+# LaTeX's special characters, each as text; `<`, `>` and `|` too (other glyphs in OT1)
+LATEX_TEXT = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&",
+              "#": r"\#", "^": r"\textasciicircum{}", "_": r"\_", "~": r"\textasciitilde{}",
+              "%": r"\%", "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
+_LATEX_SPECIAL = re.compile("|".join(map(re.escape, LATEX_TEXT)))
+_LINE_BREAK = re.compile(r"\r\n|[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """A cell or caption on one line: a name holding a line break (any kind) must not end a
+    Markdown row or heading, nor make a paragraph break inside a LaTeX tabular."""
+    return _LINE_BREAK.sub(" ", text)
+
+
+def markdown_cell(text: str) -> str:
+    """A cell of a Markdown pipe table: one line, `|` escaped (GFM), so that a name such as
+    `a|b` stays one cell."""
+    return one_line(text).replace("|", r"\|")
+
+
+def latex_text(text: str) -> str:
+    """A cell or caption as LaTeX: every special character as text (a name such as `x%y&z_1#`
+    compiles and prints as itself), then the report's marks: `**x**` bold, ± and †."""
+    text = _LATEX_SPECIAL.sub(lambda m: LATEX_TEXT[m.group(0)], one_line(text))
+    text = re.sub(r"\*\*(.+?)\*\*", r"\\textbf{\1}", text).replace("±", r"$\pm$")
+    return text.replace("†", r"$^\dagger$")
+
+
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    """A GFM pipe table; each cell escaped (`markdown_cell`)."""
+    lines = ["| " + " | ".join(map(markdown_cell, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(map(markdown_cell, r)) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
 def latex_table(header: list[str], rows: list[list[str]], caption: str) -> str:
-    """The table as a LaTeX table environment (booktabs), its caption below."""
-    def esc(text: str) -> str:
-        text = text.replace("_", r"\_").replace("%", r"\%").replace("±", r"$\pm$")
-        return re.sub(r"\*\*(.+?)\*\*", r"\\textbf{\1}", text).replace("†", r"$^\dagger$")
-
-    body = "\n".join(" & ".join(esc(c) for c in r) + r" \\" for r in rows)
+    """The table as a LaTeX table environment (booktabs), its caption below; every cell and
+    the caption escaped (`latex_text`)."""
+    body = "\n".join(" & ".join(map(latex_text, r)) + r" \\" for r in rows)
     return (
         "\\begin{table}[t]\n\\centering\n"
         f"\\begin{{tabular}}{{l{'c' * (len(header) - 1)}}}\n\\toprule\n"
-        + " & ".join(esc(h) for h in header) + " \\\\\n\\midrule\n" + body
-        + f"\n\\bottomrule\n\\end{{tabular}}\n\\caption{{{esc(caption)}}}\n\\end{{table}}\n"
+        + " & ".join(map(latex_text, header)) + " \\\\\n\\midrule\n" + body
+        + f"\n\\bottomrule\n\\end{{tabular}}\n\\caption{{{latex_text(caption)}}}\n"
+        "\\end{table}\n"
     )
 
 
@@ -169,7 +196,7 @@ def write_table(tex: Path, caption: str, header: list[str], rows: list[list[str]
     """Write the table as LaTeX to `tex`; return it as a markdown section."""
     with atomic_path(tex) as tmp:
         tmp.write_text(latex_table(header, rows, caption))
-    return f"## {caption}\n\n" + markdown_table(header, rows)
+    return f"## {one_line(caption)}\n\n" + markdown_table(header, rows)
 
 
 def dataset_metrics(means: pl.DataFrame) -> list[str]:
@@ -210,24 +237,43 @@ def field_metric(means: pl.DataFrame, size: int) -> str | None:
                                               pl.col("size") == size)))
 
 
+def _field_values(means: pl.DataFrame, size: int, metric: str
+                  ) -> tuple[list[str], dict[str, list[float | None]]]:
+    """The fields of the field-level pools of `size` (MAG order) and each model's `metric` on
+    each (None where its run was not scored with it, or not run)."""
+    data = means.filter(pl.col("level") == "field", pl.col("size") == size)
+    fields = [f for f in MAG_FIELDS if f in set(data["field"].to_list())]
+    return fields, {
+        model: [cell_value(data.filter(pl.col("model") == model, pl.col("field") == f), metric)
+                for f in fields] for model in model_order(data["model"].unique().to_list())}
+
+
+def averaged_fields(means: pl.DataFrame, size: int, metric: str | None = None) -> list[str]:
+    """The fields the field-level table of `size` averages over: those every model of the
+    table has a value on. A model missing a field is never averaged over fewer fields than
+    another (its mean would be over other queries: 24.3 over 2 fields against 29.3 over 3)."""
+    metric = metric or field_metric(means, size) or "map"
+    fields, values = _field_values(means, size, metric)
+    return [f for i, f in enumerate(fields) if all(v[i] is not None for v in values.values())]
+
+
 def field_table(means: pl.DataFrame, size: int, marks: dict[tuple, str] | None = None,
                 metric: str | None = None) -> tuple[list[str], list[list[str]]]:
-    """Models x fields, MAP (or `metric`), and the macro-average over the fields that have
-    it; "-" where a model's run was not scored with it."""
+    """Models x fields, MAP (or `metric`), and the macro-average over the fields every model
+    has (`averaged_fields`: "-" when there is none); "-" where a model's run was not scored
+    with it."""
     marks = marks or {}
-    data = means.filter(pl.col("level") == "field", pl.col("size") == size)
     metric = metric or field_metric(means, size) or "map"
-    fields = [f for f in MAG_FIELDS if f in set(data["field"].to_list())]
+    fields, values = _field_values(means, size, metric)
+    shared = set(averaged_fields(means, size, metric))
     header = ["model", *[MAG_FIELDS[f] for f in fields], "avg"]
     rows = []
-    for model in model_order(data["model"].unique().to_list()):
-        values = [cell_value(data.filter(pl.col("model") == model, pl.col("field") == f), metric)
-                  for f in fields]
+    for model, found in values.items():
         cells = [_marked(f"{v:.1f}", marks.get((f, model), "")) if v is not None else MISSING
-                 for f, v in zip(fields, values, strict=True)]
-        present = [v for v in values if v is not None]
+                 for f, v in zip(fields, found, strict=True)]
+        averaged = [v for f, v in zip(fields, found, strict=True) if f in shared]
         rows.append([model, *cells,
-                     f"{sum(present) / len(present):.1f}" if present else MISSING])
+                     f"{sum(averaged) / len(averaged):.1f}" if averaged else MISSING])
     return header, rows
 
 

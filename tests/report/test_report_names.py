@@ -1,0 +1,204 @@
+"""Names the report did not choose (a corpus, model, pool or field named by a user, a shared
+data folder or an imported release) reach every file of the report as themselves: the HTML
+page's JSON block neither ends early nor swallows the page's script, each LaTeX tabular has its
+declared columns and no unescaped special character, each Markdown table the same cells in
+every row, and a plot's title is not read as math. Also the field table's average (issue 39,
+cases 7, 19 and 21). The same names in a real browser: test_report_browser.py."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from pipeline.layout import REPORT_PAGE_SUFFIX, REPORT_TABLE_SUFFIX, report_file, reports_dir
+from pipeline.report.build import build_report
+from pipeline.report.html import markdown_blocks
+from pipeline.report.tables import latex_table, markdown_table, one_line
+from tests.report.test_report_determinism import results_frame, write_results
+
+# every character the page, LaTeX and Markdown treat specially; none of them holds a `/` where
+# it names a file (the corpus, the pool), nor a `~` in a model (a query variant's separator)
+CORPUS = "c<!--<script>x%y&z_1#$\\x$"
+MODEL = "m</script><!--<script>a|b{}^\\&\u2028%"
+POOL = "p<!--<script>|&%_#-2k-r0"
+FIELD = "f<!--<script>~#$^ line\nbreak|x"
+LABEL = "x%y&z_1#"  # issue 39's TRAINING_SETS label
+NAMES = (CORPUS, MODEL, POOL, FIELD)
+
+
+def hostile_results() -> pl.DataFrame:
+    """The determinism test's dataset-, field- and MDCR-level rows, as one corpus whose
+    names hold every special character."""
+    frame = results_frame().filter(pl.col("corpus").is_in(["demo", "bench"]))
+    mdcr_medicine = (pl.col("level") == "mdcr") & (pl.col("field") == "Medicine")
+    return frame.with_columns(
+        corpus=pl.lit(CORPUS),
+        model=pl.col("model").replace({"minilm": MODEL, "minilm~title": f"{MODEL}~title"}),
+        pool=pl.col("pool").replace({"all-2k-r0": POOL}),
+        field=pl.when(mdcr_medicine).then(pl.lit(FIELD)).otherwise(pl.col("field")),
+        scope=pl.when(mdcr_medicine).then(pl.lit(f"mdcr-{FIELD}")).otherwise(pl.col("scope")))
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> tuple[Path, object]:
+    runs = tmp_path_factory.mktemp("names") / "runs"
+    write_results(runs, hostile_results())
+    built = build_report(runs, CORPUS)
+    built.save()
+    return runs, built
+
+
+SCRIPT_JSON = re.compile(r'<script type="application/json" id="run-commands">(.*?)</script>',
+                         re.S)
+
+
+def test_names_cannot_end_or_swallow_the_pages_script(saved):
+    """`<!--<script>` in a name, kept raw in the JSON block, makes the HTML parser swallow
+    page.js (chromium: sort, filter and hover dead): the block holds no `<`, `>` or `&`, and
+    reads back as the commands it was given; the page has its two scripts and no comment."""
+    runs, built = saved
+    text = report_file(reports_dir(runs), CORPUS, suffix=REPORT_PAGE_SUFFIX).read_text()
+    block = SCRIPT_JSON.search(text).group(1)
+    assert not set(block) & set("<>&\u2028\u2029")
+    assert json.loads(block) == built.provenance.commands
+    assert MODEL in json.loads(block) and f"{MODEL}~title" in json.loads(block)
+    assert text.count("<script") == 2 and text.count("</script>") == 2
+    assert "<!--" not in text  # every name is text: escaped in elements and attributes
+    assert text.index(block) < text.index('"use strict"')  # page.js after the data, whole
+
+
+def cells_of(row: str) -> list[str]:
+    """A GFM pipe-table row's cells: split at every `|` not escaped by a backslash."""
+    inner = row.strip()
+    assert inner.startswith("|") and re.search(r"(?<!\\)\|$", inner), row
+    return re.split(r"(?<!\\)\|", inner[1:-1])
+
+
+def assert_markdown_tables(text: str) -> int:
+    """Every pipe table in `text` has as many cells in each row as in its header; returns the
+    number of tables."""
+    tables, lines = 0, text.split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("|") and (i == 0 or not lines[i - 1].startswith("|")):
+            tables += 1
+            width = len(cells_of(line))
+            for row in lines[i + 1:]:
+                if not row.startswith("|"):
+                    break
+                assert len(cells_of(row)) == width, (line, row)
+        assert "\u2028" not in line and "\r" not in line, line
+    return tables
+
+
+MATH = (r"$\pm$", r"$^\dagger$")  # the report's own math: ± and †
+COMMANDS = {"textbf", "textbackslash", "textasciicircum", "textasciitilde", "textless",
+            "textgreater", "textbar", "begin", "end", "centering", "toprule", "midrule",
+            "bottomrule", "caption"}
+
+
+def assert_latex_text(text: str) -> None:
+    """No character special to LaTeX outside a known command or an escape, braces balanced."""
+    for token in MATH:
+        text = text.replace(token, "")
+    depth, i = 0, 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\":
+            command = re.match(r"[A-Za-z]+", text[i + 1:])
+            if command:
+                assert command.group(0) in COMMANDS, text
+                i += 1 + command.end()
+                continue
+            assert text[i + 1] in "{}$&#_%\\", text  # an escaped character (or a row's \\)
+            i += 2
+            continue
+        assert char not in "$&#^_~%", f"unescaped {char!r} in {text!r}"
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        assert depth >= 0, text
+        i += 1
+    assert depth == 0, text
+
+
+def assert_latex_table(tex: str) -> int:
+    """The tabular has its declared number of columns in every row, and every cell and the
+    caption are LaTeX text; returns the number of rows."""
+    columns = len(re.search(r"\\begin\{tabular\}\{([lc]+)\}", tex).group(1))
+    body = tex.split("\\toprule\n", 1)[1].split("\\bottomrule", 1)[0]
+    rows = [r for r in body.replace("\\midrule\n", "").split("\n") if r]
+    for row in rows:
+        assert row.endswith(" \\\\"), row
+        cells = re.split(r"(?<!\\)&", row[: -len(" \\\\")])
+        assert len(cells) == columns, (columns, row)
+        for cell in cells:
+            assert_latex_text(cell)
+    assert_latex_text(re.search(r"\\caption\{(.*)\}\n\\end\{table\}", tex).group(1))
+    assert tex.count("\n") == len(rows) + 9  # no name broke a line
+    return len(rows)
+
+
+def test_tex_and_md_tables_keep_their_shape_whatever_the_names(saved):
+    """`x%y&z_1#` broke the LaTeX (only `_` and `%` were escaped) and `a|b` added a column to
+    the Markdown table."""
+    runs, built = saved
+    folder = reports_dir(runs)
+    texs = sorted(folder.glob(f"*{REPORT_TABLE_SUFFIX}"))
+    assert {p.name for p in texs} == {report_file(folder, CORPUS, name, REPORT_TABLE_SUFFIX).name
+                                      for name in built.tables}
+    assert {"dataset", "field-100k", "mdcr", "query-variants"} <= set(built.tables)
+    for path in texs:
+        assert assert_latex_table(path.read_text()) > 0, path
+    markdown = report_file(folder, CORPUS).read_text()
+    assert assert_markdown_tables(markdown) == len(built.tables) + 2  # and significance's two
+    # each table's cells read back as the names (escapes undone), on the page's side too
+    for table in built.tables.values():
+        assert f"## {one_line(table.caption)}\n" in markdown
+    blocks = [v for k, v in markdown_blocks(built.section("significance").text) if k == "table"]
+    models = {row[2] for row in blocks[0][1]} | {row[3] for row in blocks[0][1]}
+    assert one_line(MODEL) in models
+    assert any(one_line(FIELD) in row[0] for row in blocks[0][1])
+
+
+def test_a_training_sets_label_in_both_formats():
+    """The leakage table's header names each TRAINING_SETS label (case 19's `x%y&z_1#`), and
+    a label with `|` and a line break."""
+    header = ["pool", "queries", "positives", f"{LABEL}: queries in training",
+              "a|b\nc: positives in training"]
+    rows = [["all-1k-r0", "20", "31", "2 (10.0%)", "0 (0.0%)"]]
+    tex = latex_table(header, rows, f"c: queries in each model's training set ({LABEL}: "
+                      "/lists/x%y&z_1#.txt)")
+    assert assert_latex_table(tex) == 2
+    assert r"x\%y\&z\_1\#: queries in training" in tex
+    text = markdown_table(header, rows)
+    assert assert_markdown_tables(text) == 1
+    assert cells_of(text.split("\n")[0])[4].strip() == r"a\|b c: positives in training"
+
+
+def test_the_field_average_is_over_the_fields_every_model_has(tmp_path):
+    """minilm's runs missing on one field: its average was over 2 fields and bm25's over 3
+    (24.3 against 29.3, unmarked). Both are over the 2 fields both have, and the caption says
+    which."""
+    frame = results_frame().filter(pl.col("corpus") == "demo", pl.col("level") == "field")
+    frame = frame.filter(~((pl.col("model") == "minilm") & (pl.col("field") == "Biology")))
+    runs = tmp_path / "runs"
+    write_results(runs, frame)
+    table = build_report(runs, "demo").tables["field-100k"]
+    fields = table.header[1:-1]
+    assert sorted(fields) == ["Bio", "CS", "Med"] and table.header[-1] == "avg"
+    for row in table.rows:
+        shown = dict(zip(fields, row[1:-1], strict=True))
+        both = [float(shown[f].strip("*†")) for f in fields if f != "Bio"]
+        assert float(row[-1]) == pytest.approx(sum(both) / len(both), abs=0.051), row
+    minilm = next(r for r in table.rows if r[0] == "minilm")
+    assert minilm[1 + fields.index("Bio")] == "-"
+    assert "avg: over the 2 of 3 fields every model has (CS, Med)" in table.caption
+    # every model on every field: no note, the average over all of them
+    write_results(runs, results_frame().filter(pl.col("corpus") == "demo"))
+    table = build_report(runs, "demo").tables["field-100k"]
+    assert "avg:" not in table.caption
+    for row in table.rows:
+        values = [float(c.strip("*†")) for c in row[1:-1]]
+        assert float(row[-1]) == pytest.approx(sum(values) / len(values), abs=0.051)
