@@ -14,7 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.layout import Place, data_roots, parse_size, raw_dir, run_name, split_run_name
+from pipeline.layout import (
+    Place,
+    check_name,
+    data_roots,
+    parse_size,
+    raw_dir,
+    run_name,
+    split_run_name,
+)
 
 if TYPE_CHECKING:
     import polars as pl
@@ -61,8 +69,10 @@ class Data:
         return hash((self.corpora, self.indexes, self.runs))
 
     def corpus(self, name: str) -> Path:
-        """The folder of corpus `name` (corpora/<name>)."""
-        return self.corpora / name
+        """The folder of corpus `name` (corpora/<name>). The name is checked as the command
+        line checks CORPUS (layout.check_name): never a path, so nothing is written outside
+        the corpora folder."""
+        return self.corpora / check_name("corpus", name)
 
     def place(self, corpus: str) -> Place:
         """Where corpus `corpus`'s data lives, as every stage function takes it."""
@@ -89,9 +99,13 @@ class Data:
 
 
 def _entry(model: str | ModelEntry) -> ModelEntry:
+    """The registry's entry of a model name, or a ModelEntry given, whose name (the file name
+    of its runs and store) is checked."""
     from pipeline.encoding.models import get_model
 
-    return get_model(model) if isinstance(model, str) else model
+    entry = get_model(model) if isinstance(model, str) else model
+    check_name("model", entry.name)
+    return entry
 
 
 def build_corpus(data: Data | str | os.PathLike, name: str, *,
@@ -104,12 +118,22 @@ def build_corpus(data: Data | str | os.PathLike, name: str, *,
 
     The raw shards are read from `raw` (default: corpora/<name>/<source>, source s2orc or
     s2ag). With `synthetic` (a number of papers, or a SyntheticConfig), synthetic S2ORC shards
-    are written there first (`shards` of them, from `seed`). Each stage is a no-op when its
-    outputs are current."""
+    are written into corpora/<name>/s2orc first (`shards` of them, from `seed`; never into a
+    `raw` folder of the user's). Each stage is a no-op when its outputs are current."""
+    from pipeline.core.errors import InputError
     from pipeline.ingest import ingest, prefilter
+    from pipeline.readers import reader
 
     data = Data.of(data)
     corpus_dir = data.corpus(name)
+    reader(source)  # a known source: it names the raw folder
+    if synthetic is not None and raw is not None:
+        raise InputError(f"build_corpus: raw={str(raw)!r} is a release to read, and synthetic= "
+                         f"writes its shards into {raw_dir(data.corpora, name, 's2orc')}: give "
+                         "one of them")
+    if synthetic is not None and source != "s2orc":
+        raise InputError(f"build_corpus: synthetic shards are in S2ORC's format: give "
+                         f"source='s2orc', not {source!r}")
     raw_folder = Path(raw) if raw is not None else raw_dir(data.corpora, name, source)
     if synthetic is not None:
         from pipeline.ingest.synthetic import SyntheticConfig, generate
@@ -150,14 +174,14 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     from pipeline.retrieval.search import search as run_search
 
     data, entry = Data.of(data), _entry(model)
-    run_search(data.place(corpus), pool, entry, k=k, threads=threads, seed=seed,
+    run_search(data.place(corpus), check_name("pool", pool), entry, k=k, threads=threads, seed=seed,
                variant=variant, **options)
     return run_name(entry.name, variant)
 
 
 def _run(model: str | ModelEntry) -> str:
     if not isinstance(model, str):
-        return model.name
+        return _entry(model).name
     name, variant = split_run_name(model)
     return run_name(_entry(name).name, variant)
 
@@ -177,11 +201,13 @@ def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str,
     from pipeline.layout import run_paths
 
     place = Data.of(data).place(corpus)
+    check_name("pool", pool)
+    models = [model] if isinstance(model, str) or not isinstance(model, Sequence) else model
+    names = [_run(m) for m in models]  # each checked before anything is written
     wanted = pool_metrics(place.corpus_dir, pool, metrics if isinstance(metrics, str)
                           else " ".join(metrics))
-    models = [model] if isinstance(model, str) or not isinstance(model, Sequence) else model
     frames = []
-    for name in map(_run, models):
+    for name in names:
         info = eval_run(place, pool, name, wanted)
         if means:
             frames.append(pl.DataFrame([{"model": name, **info["means"]}],
@@ -204,6 +230,7 @@ def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = 0, *,
     from pipeline.report.build import build_report as build
 
     data = Data.of(data)
+    check_name("corpus", corpus)
     if collect:
         data.results()
     return build(data.runs, corpus, seed, data.corpora,

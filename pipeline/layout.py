@@ -67,6 +67,48 @@ def pool_split(text: str) -> str:
     if text not in SPLIT_NAMES:
         raise InputError(f"SPLIT {text!r}: use test, or validation (also written val or dev)")
     return SPLIT_NAMES[text]
+# ---- names that become folder and file names: a corpus's, a pool's, a model's (its runs) ----
+_FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# a run's model: registered names, hf--<org>--<name>--<pooling>, <name>+bf16, <name>~<variant>
+_RUN_NAME = re.compile(r"[A-Za-z0-9][\w.+~-]*")
+MAX_NAME = 100  # characters of a corpus name: room for the suffixes of the files named after it
+MAX_COMPONENT = 255  # bytes of one path component (NAME_MAX on Linux and macOS)
+_LONGEST_RUN_SUFFIX = len(".metrics.parquet")
+
+
+@dataclass(frozen=True)
+class NameRule:
+    """What a name that becomes a folder or file name may hold: `pattern` (so it can never
+    climb out of its folder, be absolute or empty), at most `longest` characters."""
+
+    pattern: re.Pattern
+    longest: int
+    shape: str
+
+
+_FOLDER_SHAPE = "letters, digits, '.', '_' or '-', starting with a letter or digit (a folder name)"
+NAME_RULES: dict[str, NameRule] = {
+    "corpus": NameRule(_FOLDER_NAME, MAX_NAME, _FOLDER_SHAPE),
+    "pool": NameRule(_FOLDER_NAME, MAX_COMPONENT, _FOLDER_SHAPE),
+    "model": NameRule(_RUN_NAME, MAX_COMPONENT - _LONGEST_RUN_SUFFIX,
+                      "letters, digits, '.', '_', '+', '~' or '-', starting with a letter or "
+                      "digit (its runs' file names)"),
+}
+
+
+def check_name(kind: str, name: object) -> str:
+    """`name` if it is a valid name of a `kind` (NAME_RULES: corpus, pool, model), else a
+    one-line InputError naming it. The command line's argument types and the Python API both
+    check here, so a name given either way never becomes a path outside its folder."""
+    rule = NAME_RULES[kind]
+    if not isinstance(name, str) or not rule.pattern.fullmatch(name):
+        raise InputError(f"{name!r}: a {kind} name is {rule.shape}")
+    if len(name) > rule.longest:
+        raise InputError(f"a {kind} name of {len(name)} characters: use at most "
+                         f"{rule.longest}")
+    return name
+
+
 class PoolName(NamedTuple):
     scope: str
     size: int

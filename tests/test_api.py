@@ -175,3 +175,67 @@ def test_build_corpus_from_synthetic_shards(tmp_path):
     assert (corpus / "prefiltered.parquet").is_file()
     assert (corpus / "s2orc").is_dir()  # the raw shards, where make synth writes them
     assert pipeline.build_corpus(data, "mini", synthetic=1500, shards=1, seed=3) == corpus
+
+
+BAD_NAMES = ("", "../corpora/x", "a/b", "..", ".hidden", "x\n")
+
+
+def test_names_are_checked_as_the_command_line_checks_them(corpus_dir, tmp_path, capsys):
+    """A corpus, pool or model name never becomes a path outside its folder (issue 39.2):
+    every API function refuses what `--corpus`, `--pool` and CORPUS refuse, with the same
+    line, and writes nothing."""
+    from pipeline.cli.main import main
+    from pipeline.encoding.models import ModelEntry
+
+    user = tmp_path / "user"  # a folder of the user's own, outside the data folder
+    user.mkdir()
+    (user / "papers.parquet").write_text("mine")
+    (user / "manifest.json").write_text("{}")
+    data = pipeline.Data(tmp_path / "data")
+    calls = {
+        "build_corpus": lambda n: pipeline.build_corpus(data, n, synthetic=2000),
+        "build_pool": lambda n: pipeline.build_pool(data, n, size=800),
+        "search": lambda n: pipeline.search(data, n, "all-800-r0", "random"),
+        "evaluate": lambda n: pipeline.evaluate(data, n, "all-800-r0", "random"),
+        "build_report": lambda n: pipeline.build_report(data, n, collect=False),
+        "corpus": data.corpus, "place": data.place, "pools": data.pools}
+    for name in (*BAD_NAMES, str(user)):
+        for what, call in calls.items():
+            with pytest.raises(InputError, match="a corpus name is") as refused:
+                call(name)
+            assert "\n" not in str(refused.value).replace(repr(name), ""), what
+        with pytest.raises(SystemExit):  # the command line: the same line
+            main(["--corpora-root", str(tmp_path / "data"), "pool", "--corpus", name])
+        assert str(refused.value) in capsys.readouterr().err
+    assert sorted(p.name for p in user.iterdir()) == ["manifest.json", "papers.parquet"]
+    assert (user / "papers.parquet").read_text() == "mine"
+    assert not (tmp_path / "data").exists()
+    copy_corpus(corpus_dir, tmp_path / "data" / "corpora" / "c")
+    for pool in BAD_NAMES:
+        for call in (pipeline.search, pipeline.evaluate):
+            with pytest.raises(InputError, match="a pool name is"):
+                call(data, "c", pool, "random")
+    for model in ("../../x", "", "a/b"):
+        for call in (pipeline.search, pipeline.evaluate):
+            with pytest.raises(InputError, match="a model name is"):
+                call(data, "c", "all-800-r0", ModelEntry(model, "random"))
+    assert not (tmp_path / "data" / "runs").exists()
+
+
+def test_synthetic_shards_never_go_into_a_folder_of_the_users(tmp_path):
+    """`raw=` is a release to read: with `synthetic=` it is refused, not filled (its
+    metadata/ replaced, its manifest.json removed)."""
+    release = tmp_path / "release"
+    (release / "metadata").mkdir(parents=True)
+    (release / "metadata" / "metadata_0.jsonl.gz").write_bytes(b"theirs")
+    (release / "manifest.json").write_text("theirs")
+    data = pipeline.Data(tmp_path / "data")
+    with pytest.raises(InputError, match="give one of them"):
+        pipeline.build_corpus(data, "x", synthetic=200, raw=release)
+    with pytest.raises(InputError, match="source='s2orc'"):
+        pipeline.build_corpus(data, "x", synthetic=200, source="s2ag")
+    with pytest.raises(InputError, match="unknown corpus source"):
+        pipeline.build_corpus(data, "x", source="../../elsewhere")
+    assert (release / "metadata" / "metadata_0.jsonl.gz").read_bytes() == b"theirs"
+    assert (release / "manifest.json").read_text() == "theirs"
+    assert not (tmp_path / "data").exists()

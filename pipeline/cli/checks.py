@@ -8,7 +8,7 @@ import re
 import sys
 
 from pipeline.core.errors import InputError
-from pipeline.layout import parse_size
+from pipeline.layout import MAX_COMPONENT, check_name, parse_size
 from pipeline.vocabulary import parse_metrics
 
 DTYPES = ("float32", "float16")
@@ -18,9 +18,6 @@ BACKENDS = ("auto", "faiss-cpu", "faiss-gpu", "torch-cuda", "torch-cpu")
 
 
 BM25_ENGINES = ("lucene", "arrays")
-
-
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 _PATH = re.compile(r"[A-Za-z0-9._/+,:@=~-]+")
@@ -71,19 +68,21 @@ def choice(options: tuple[str, ...]):
     return parse
 
 
-MAX_NAME = 100  # characters of a corpus name: room for the suffixes of the files named after it
-MAX_COMPONENT = 255  # bytes of one path component (NAME_MAX on Linux and macOS)
-
-
 def corpus_name(text: str) -> str:
-    if not _NAME.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: a corpus name is letters, digits, '.', '_' or '-', starting with a "
-            "letter or digit (a folder name)")
-    if len(text) > MAX_NAME:
-        raise argparse.ArgumentTypeError(f"a corpus name of {len(text)} characters: use at "
-                                         f"most {MAX_NAME}")
-    return text
+    """A corpus name (CORPUS, MDCR, --corpus, --out), by the rule the Python API also checks
+    (layout.check_name)."""
+    try:
+        return check_name("corpus", text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def pool_name(text: str) -> str:
+    """A pool name (--pool), by the rule the Python API also checks (layout.check_name)."""
+    try:
+        return check_name("pool", text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def safe_path(text: str) -> str:

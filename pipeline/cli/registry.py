@@ -20,6 +20,7 @@ from pipeline.cli.checks import (
     device,
     metric_list,
     non_negative,
+    pool_name,
     positive,
     safe_path,
 )
@@ -101,7 +102,8 @@ def make_default(variable: str) -> str:
 
 # The options several commands share.
 def pool_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pool", action="append", help="pool name (repeatable; default all)")
+    p.add_argument("--pool", action="append", type=pool_name,
+                   help="pool name (repeatable; default all)")
 
 
 def bm25_engine_arg(p: argparse.ArgumentParser) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from pipeline.cli.checks import (
     checked,
     non_negative,
+    pool_name,
     positive,
     safe_path,
     sizes,
@@ -53,7 +54,7 @@ def _pool_arguments(p: argparse.ArgumentParser) -> None:
     exclude_arg(p)
     p.add_argument("--split", default="test", type=checked(pool_split),
                    help="validation: queries disjoint from the test pool's (BM25 tuning)")
-    p.add_argument("--rebuild", action="append", metavar="POOL",
+    p.add_argument("--rebuild", action="append", metavar="POOL", type=pool_name,
                    help="rebuild an existing pool from its recorded parameters (if stale)")
     p.add_argument("--repair", action="store_true",
                    help="rebuild every pool of the corpus that is stale, damaged or "
