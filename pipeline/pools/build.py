@@ -43,6 +43,7 @@ from pipeline.layout import (
     POOL_SPEC,
     PREFILTERED,
     SPLITS,
+    check_name,
     exclusion_tag,
     parse_pool_name,
     pool_dir,
@@ -248,6 +249,7 @@ def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
     """
     check_corpus(corpus_dir)
     spec, excluded = with_exclusion(spec)
+    check_name("pool", spec.name)  # a field given by a caller becomes its folder's name
     if spec.split not in SPLITS:
         raise InputError(f"pool split {spec.split!r}: use one of {', '.join(SPLITS)}")
     if spec.size < 1 or spec.repeat < 0 or spec.queries_wanted < 1:
