@@ -55,6 +55,12 @@ def metric_percent(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _within(text: str, high: int) -> bool:
+    """Whether `text` is a whole number 1..high in ASCII digits (str.isdigit() also takes
+    '²', which int() refuses)."""
+    return re.fullmatch(r"[0-9]+", text) is not None and 0 < int(text) <= high
+
+
 def parse_metrics(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """A metric set's name or metric names (ranx's, e.g. `map ndcg@10 recall@30`, with an
     optional relevance level `map-l2`: grades >= 2 count; and CSFCube's `ndcg%20`,
@@ -69,10 +75,10 @@ def parse_metrics(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
         if percent is not None:
             ok = 0 < percent <= 100
         elif base == RANKED_MAP:
-            ok = not cut and (not level or (level.isdigit() and 0 < int(level) <= MAX_LEVEL))
+            ok = not cut and (not level or _within(level, MAX_LEVEL))
         else:
-            ok = (base in _KNOWN and (not cut or (cut.isdigit() and 0 < int(cut) <= MAX_CUTOFF))
-                  and (not level or (level.isdigit() and 0 < int(level) <= MAX_LEVEL)))
+            ok = (base in _KNOWN and (not cut or _within(cut, MAX_CUTOFF))
+                  and (not level or _within(level, MAX_LEVEL)))
         if not ok:
             raise InputError(f"unknown metric {name!r}; use a set "
                              f"({', '.join(METRIC_SETS)}) or names like map, ndcg@10, "

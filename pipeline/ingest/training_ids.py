@@ -26,6 +26,7 @@ from pipeline.ingest.shards import list_shards, open_shard
 log = logging.getLogger(__name__)
 
 SHA = re.compile(r"^[0-9a-f]{40}$")  # a Semantic Scholar paper SHA
+INT64_MAX = 2**63 - 1  # CorpusIDs are int64 everywhere they are kept
 
 
 def read_shas(path: Path) -> set[str]:
@@ -61,6 +62,29 @@ def read_shas(path: Path) -> set[str]:
     return shas
 
 
+def _corpus_id(value: object, shard: Path, number: int) -> int:
+    """A paper-ids record's corpusid: a whole number (S2AG writes a JSON number; a string of
+    ASCII digits is taken too), or a one-line error naming the shard and line."""
+    text = str(value)
+    if isinstance(value, bool) or not re.fullmatch(r"[0-9]+", text) or int(text) > INT64_MAX:
+        raise InputError(f"PAPER_IDS shard {shard}, line {number}: corpusid {text[:40]!r} is "
+                         "not a CorpusID (a whole number); is it S2AG's paper-ids dataset? "
+                         "Download it again (make download DATASETS=paper-ids)")
+    return int(text)
+
+
+def check_out(out: Path, src: Path) -> None:
+    """Refuse an OUT that exists (a list of the user's, or SRC itself: training-ids writes a
+    new file and never replaces one), or whose folder does not, before any work."""
+    if out.exists() or out.is_symlink():
+        same = " (it is SRC)" if src.exists() and out.resolve() == src.resolve() else ""
+        raise InputError(f"OUT {out} already exists{same}: training-ids writes a new file and "
+                         "never replaces one; give another OUT, or move that file away first")
+    if not out.absolute().parent.is_dir():
+        raise InputError(f"OUT {out}: the folder {out.absolute().parent} does not exist: "
+                         "create it first, or give OUT in an existing folder")
+
+
 def corpus_ids(shas: set[str], paper_ids: Path) -> tuple[list[int], int]:
     """(distinct CorpusIDs of `shas`, sorted; how many SHAs the paper-ids shards lack)."""
     shards = list_shards(paper_ids)
@@ -76,8 +100,10 @@ def corpus_ids(shas: set[str], paper_ids: Path) -> tuple[list[int], int]:
                     if b'"sha"' not in line:
                         continue
                     record = orjson.loads(line)
-                    if record.get("sha") in shas and record.get("corpusid") is not None:
-                        found.setdefault(record["sha"], int(record["corpusid"]))
+                    sha = record.get("sha") if isinstance(record, dict) else None
+                    if isinstance(sha, str) and sha in shas \
+                            and record.get("corpusid") is not None:
+                        found.setdefault(sha, _corpus_id(record["corpusid"], shard, number))
         except (OSError, EOFError, orjson.JSONDecodeError) as exc:
             raise InputError(f"PAPER_IDS shard {shard}: unreadable near line {number} "
                              f"({exc.__class__.__name__}); download it again") from None
@@ -85,7 +111,9 @@ def corpus_ids(shas: set[str], paper_ids: Path) -> tuple[list[int], int]:
 
 
 def convert(src: Path, paper_ids: Path, out: Path) -> dict:
-    """Write the CorpusIDs of SPECTER's list `src` to `out` (one per line); return counts."""
+    """Write the CorpusIDs of SPECTER's list `src` to `out` (one per line), a file that does
+    not exist yet; return counts."""
+    check_out(out, src)
     shas = read_shas(src)
     ids, missing = corpus_ids(shas, paper_ids)
     if not ids:
