@@ -13,8 +13,10 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.core.atomic import atomic_path
+from pipeline.core.checksums import fingerprints
 from pipeline.core.errors import InputError
-from pipeline.core.files import read_parquet
+from pipeline.core.files import read_parquet, write_json
+from pipeline.core.manifests import manifest
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import (
     DATA_FOLDERS,
@@ -25,6 +27,7 @@ from pipeline.layout import (
     VARIANT_SEP,
     format_size,
     report_file,
+    report_manifest,
     reports_dir,
     stage_times_path,
 )
@@ -32,7 +35,7 @@ from pipeline.pools.exclusions import NO_LIST, PaperList, read_list
 from pipeline.report.html import page
 from pipeline.report.leakage import leakage_rows, list_summary, reported_pools
 from pipeline.report.plots import plot_field_heatmap, plot_map_vs_size
-from pipeline.report.provenance import Provenance, provenance
+from pipeline.report.provenance import Provenance, provenance, report_parameters
 from pipeline.report.published import Origin, comparison_tables, corpus_origin
 from pipeline.report.tables import (
     COLLECTION,
@@ -143,6 +146,8 @@ class Report:
     runs_root: Path
     sections: tuple[Section, ...]
     provenance: Provenance | None = None  # what made the numbers (the HTML page shows it)
+    exclude: str | None = None  # EXCLUDE and TRAINING_SETS as asked for (its manifest's)
+    training_sets: dict[str, str] | None = None
 
     @property
     def markdown(self) -> str:
@@ -185,10 +190,24 @@ class Report:
                 images[plot.name] = (Path(scratch) / plot.name).read_bytes()
         return self.page(images)
 
+    @property
+    def files(self) -> list[Path]:
+        """The files `save` writes (relative to the reports folder), in the order written:
+        each table's LaTeX and each plot's PNG, the HTML page, the Markdown file."""
+        parts = [report_file(Path(), self.corpus, item.name, suffix)
+                 for section in self.sections
+                 for items, suffix in ((section.tables, REPORT_TABLE_SUFFIX),
+                                       (section.plots, REPORT_PLOT_SUFFIX)) for item in items]
+        return [*parts, report_file(Path(), self.corpus, suffix=REPORT_PAGE_SUFFIX),
+                report_file(Path(), self.corpus)]
+
     def save(self) -> Path:
-        """Write the LaTeX tables, the plots, the HTML page and then the Markdown file under
-        runs/reports/; return the Markdown file's path."""
+        """Write the LaTeX tables, the plots, the HTML page and the Markdown file under
+        runs/reports/, then the manifest that vouches for them (`layout.report_manifest`:
+        verify finds a number edited in any of them); return the Markdown file's path."""
         out_dir = reports_dir(self.runs_root)
+        record = report_manifest(out_dir, self.corpus)
+        record.unlink(missing_ok=True)  # removed first: files without it are not vouched for
         for section in self.sections:
             section.save(out_dir, self.corpus)
         images = {plot.name: report_file(out_dir, self.corpus, plot.name,
@@ -199,6 +218,11 @@ class Report:
         path = report_file(out_dir, self.corpus)
         with atomic_path(path) as tmp:
             tmp.write_text(self.document)
+        head = manifest("report", report_parameters(self.corpus, self.seed, self.exclude,
+                                                    self.training_sets),
+                        outputs=fingerprints(out_dir, sorted(map(str, self.files))))
+        del head["created"]  # the reports folder is the same bytes for the same results
+        write_json(head, record)
         return path
 
     def __str__(self) -> str:
@@ -457,7 +481,7 @@ def build_report(runs_root: Path, corpus: str, seed: int = 0,
         runs_root.parent / DATA_FOLDERS["corpora"])
     return Report(corpus, seed, runs_root, tuple(section(data) for section in SECTIONS),
                   provenance(data.rows, runs_root, corpora, corpus, seed, exclude,
-                             training_sets))
+                             training_sets), exclude, training_sets)
 
 
 def report(runs_root: Path, corpus: str, seed: int = 0, corpora_root: Path | None = None,

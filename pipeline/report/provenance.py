@@ -122,6 +122,23 @@ def report_repair(corpus: str, seed: int, exclude: str | None = None,
                                                ("TRAINING_SETS", trained or None)))
 
 
+def report_parameters(corpus: str, seed: int, exclude: str | None = None,
+                      training_sets: dict[str, str] | None = None) -> dict[str, Any]:
+    """What a saved report's manifest records of how it was asked for (`recorded_repair`
+    makes its command again from them)."""
+    return {"corpus": corpus, "seed": seed, "exclude": exclude,
+            "training_sets": dict(sorted((training_sets or {}).items()))}
+
+
+def recorded_repair(corpus: str, info: dict[str, Any] | None) -> Repair:
+    """The command that writes a saved report again, with the settings its manifest
+    recorded (`report_parameters`); a manifest that cannot be read gives the corpus's report
+    of seed 0, without EXCLUDE or TRAINING_SETS."""
+    recorded = (info or {}).get("parameters") or {}
+    return report_repair(corpus, int(recorded.get("seed", 0)), recorded.get("exclude"),
+                         recorded.get("training_sets"))
+
+
 def provenance(rows: pl.DataFrame, runs_root: Path, corpora_root: Path, corpus: str,
                seed: int, exclude: str | None = None,
                training_sets: dict[str, str] | None = None) -> Provenance:
