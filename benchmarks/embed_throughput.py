@@ -103,9 +103,10 @@ def compare(name: str, papers: list[tuple[str, str]], work: Path, repeats: int,
     texts = [ours.format(t, a) for t, a in papers]
     lengths = np.array([len(x) for x in ours.tokenize(texts)])
     dtype = model_dtype(entry, ours.device)
-    # sentence-transformers on the same weights, precision, max length and pooling
+    # sentence-transformers on the same weights, precision, max length, pooling and attention
     transformer = models.Transformer(source, max_seq_length=ours.max_length,
-                                     model_kwargs={"dtype": dtype, "attn_implementation": "sdpa"})
+                                     model_kwargs={"dtype": dtype,
+                                                   "attn_implementation": ours.attention})
     pooling = models.Pooling(transformer.get_embedding_dimension(),
                              pooling_mode="cls" if entry.pooling == "cls" else "mean")
     modules = [transformer, pooling] + ([models.Normalize()] if entry.normalize else [])

@@ -209,32 +209,73 @@ def check_sees_text(tokenizer, texts: list[str], vocab: dict[str, int] | None = 
                              f"{tokenizer.unk_token}: it does not know the corpus words")
 
 
+def corpus_wordpiece(corpus_dir: Path, special_tokens: list[str]):
+    """A lowercasing WordPiece tokenizer (the `tokenizers` library's BERT recipe, as BERT's
+    and MPNet's tokenizers are) trained on the corpus's titles and abstracts, its special
+    tokens first, and a sample of those texts to check it on (check_sees_text)."""
+    import polars as pl
+    from tokenizers import BertWordPieceTokenizer
+
+    papers = pl.read_parquet(corpus_dir / "prefiltered.parquet")
+    texts = [f"{t} {a}" for t, a in zip(papers["title"], papers["abstract"], strict=True)]
+    trainer = BertWordPieceTokenizer(lowercase=True)
+    trainer.train_from_iterator(texts, vocab_size=2000, min_frequency=1,
+                                special_tokens=special_tokens)
+    return trainer, texts[:500]
+
+
 @pytest.fixture(scope="session")
 def tiny_bert(corpus_dir, tmp_path_factory) -> Path:
     """A 2-layer BERT with a WordPiece tokenizer trained on the corpus, saved with
     save_pretrained so it loads through the same from_pretrained path as real encoders. The
     tokenizer is checked to see the corpus text (check_sees_text) as loaded back."""
-    import polars as pl
     import torch
-    from tokenizers import BertWordPieceTokenizer
     from transformers import AutoTokenizer, BertConfig, BertModel, BertTokenizerFast
 
     out = tmp_path_factory.mktemp("tiny-bert")
-    papers = pl.read_parquet(corpus_dir / "prefiltered.parquet")
-    texts = [f"{t} {a}" for t, a in zip(papers["title"], papers["abstract"], strict=True)]
-    trainer = BertWordPieceTokenizer(lowercase=True)
-    trainer.train_from_iterator(texts, vocab_size=2000, min_frequency=1)
+    trainer, sample = corpus_wordpiece(corpus_dir,
+                                       ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
     # tokenizer_object: transformers 5 ignores vocab_file and would save 5 tokens
     tokenizer = BertTokenizerFast(tokenizer_object=trainer._tokenizer, model_max_length=512,
                                   unk_token="[UNK]", sep_token="[SEP]", pad_token="[PAD]",
                                   cls_token="[CLS]", mask_token="[MASK]")
     tokenizer.save_pretrained(out)
-    check_sees_text(AutoTokenizer.from_pretrained(out), texts[:500], trainer.get_vocab())
+    check_sees_text(AutoTokenizer.from_pretrained(out), sample, trainer.get_vocab())
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=64,
                         max_position_embeddings=512)
     BertModel(config).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_mpnet(corpus_dir, tmp_path_factory) -> Path:
+    """A 2-layer MPNet (all-mpnet-base-v2's architecture: relative position buckets, no SDPA
+    in transformers) with its tokenizer's shape: WordPiece trained on the corpus, `<s>`,
+    `<pad>`, `</s>` as ids 0, 1, 2 (the padding id is the one MPNet's positions skip),
+    `<s> text </s>` around a text. Saved with save_pretrained, as tiny_bert."""
+    import torch
+    from tokenizers.processors import RobertaProcessing
+    from transformers import AutoTokenizer, MPNetConfig, MPNetModel, MPNetTokenizerFast
+
+    out = tmp_path_factory.mktemp("tiny-mpnet")
+    trainer, sample = corpus_wordpiece(corpus_dir, ["<s>", "<pad>", "</s>", "[UNK]", "<mask>"])
+    backend = trainer._tokenizer
+    backend.post_processor = RobertaProcessing(("</s>", backend.token_to_id("</s>")),
+                                               ("<s>", backend.token_to_id("<s>")))
+    tokenizer = MPNetTokenizerFast(tokenizer_object=backend, model_max_length=512,
+                                   bos_token="<s>", eos_token="</s>", sep_token="</s>",
+                                   cls_token="<s>", unk_token="[UNK]", pad_token="<pad>",
+                                   mask_token="<mask>")
+    tokenizer.save_pretrained(out)
+    check_sees_text(AutoTokenizer.from_pretrained(out), sample, trainer.get_vocab())
+    torch.manual_seed(0)
+    config = MPNetConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, intermediate_size=64,
+                         max_position_embeddings=514, relative_attention_num_buckets=32,
+                         pad_token_id=tokenizer.pad_token_id, bos_token_id=0, eos_token_id=2)
+    MPNetModel(config).save_pretrained(out)
     return out
 
 

@@ -17,12 +17,14 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlparse
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 
 from pipeline.core.errors import InputError
 from pipeline.core.logs import Progress
@@ -158,6 +160,67 @@ def check_device(device: str | None) -> None:
         pick_device(device)
 
 
+# Attention kernels in order of preference: PyTorch's fused SDPA, where transformers has it
+# for the architecture (BERT), else the model's own implementation (MPNet has no SDPA path:
+# transformers refuses it with a ValueError before any weight is read). Both compute the
+# same attention; SDPA is faster on a GPU.
+ATTENTION = ("sdpa", "eager")
+
+
+def load_model(entry: ModelEntry, source: str, offline: bool, dtype: torch.dtype
+               ) -> tuple[torch.nn.Module, str]:
+    """The model in `dtype` with the first implementation of ATTENTION that transformers
+    accepts for its architecture, and that implementation's name. A ValueError that is not
+    about attention is raised again by the last try."""
+    from transformers import AutoModel
+
+    def load(attention: str) -> tuple[torch.nn.Module, str]:
+        model = AutoModel.from_pretrained(source, local_files_only=offline, dtype=dtype,
+                                          attn_implementation=attention)
+        log.info(f"[embed] MODEL {entry.name}: {type(model).__name__}, {attention} attention")
+        return model, attention
+
+    *preferred, last = ATTENTION
+    for attention in preferred:
+        try:
+            return load(attention)
+        except ValueError as exc:
+            log.info(f"[embed] MODEL {entry.name}: no {attention} attention "
+                     f"({_first_line(exc)[:100]}...)")
+    return load(last)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _unreadable() -> str:
+    import transformers
+
+    return ("its files are damaged or not a model transformers "
+            f"{transformers.__version__} can read: pass MODEL_PATH=<folder> written by "
+            "save_pretrained (config.json, weights, tokenizer), or fetch the weights again")
+
+
+# What loading a model from the hub can fail with, and what to do about each: files missing
+# (not in the hub cache with no network) or files transformers cannot read (a config without
+# a known model_type, a damaged tokenizer.json or safetensors file). From a local folder
+# every failure is the folder's files.
+LOAD_ADVICE: dict[type[Exception], Callable[[], str]] = {
+    OSError: _where_from,
+    ValueError: _unreadable,
+    SafetensorError: _unreadable,
+}
+LOAD_ERRORS = tuple(LOAD_ADVICE)
+
+
+def load_advice(exc: Exception, source: str) -> str:
+    """What to do about `exc` (one of LOAD_ERRORS) raised loading from `source`."""
+    if Path(source).is_dir():
+        return _unreadable()
+    return next(advice() for kind, advice in LOAD_ADVICE.items() if isinstance(exc, kind))
+
+
 class Encoder:
     """A transformer encoder with the registry entry's input format and pooling."""
 
@@ -169,7 +232,7 @@ class Encoder:
 
     def __init__(self, entry: ModelEntry, model_path: str | Path | None = None,
                  device: str | None = None):
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoTokenizer
 
         if entry.kind not in self.kinds:
             raise InputError(f"MODEL {entry.name} is a {entry.kind} model: "
@@ -182,19 +245,17 @@ class Encoder:
         self.one_length = self.device.type == "cpu"
         source = model_source(entry, model_path)
         offline = hub_offline(source, entry)
+        dtype = model_dtype(entry, self.device)  # refuses fp16 on a CPU before loading
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline)
             if entry.adapter:
-                self.model = _load_with_adapter(source, entry.adapter).to(
-                    model_dtype(entry, self.device))
+                self.model, self.attention = _load_with_adapter(source, entry.adapter), ""
+                self.model.to(dtype)
             else:
-                # fused attention (SDPA); the precision the entry names (fp32 by default)
-                self.model = AutoModel.from_pretrained(
-                    source, local_files_only=offline, dtype=model_dtype(entry, self.device),
-                    attn_implementation="sdpa")
-        except OSError as exc:  # not in the hub cache and no network, or a broken folder
+                self.model, self.attention = load_model(entry, source, offline, dtype)
+        except LOAD_ERRORS as exc:
             raise InputError(f"cannot load MODEL {entry.name} from {source} "
-                             f"({str(exc).splitlines()[0]}): {_where_from()}") from None
+                             f"({_first_line(exc)}): {load_advice(exc, source)}") from None
         self.model.to(self.device).eval()
         self.dim = int(self.model.config.hidden_size)
         self.max_length = min(entry.max_length, self.tokenizer.model_max_length)

