@@ -82,7 +82,7 @@ MODEL_ARGS = --model $(call q,$(call checked,MODEL_FILE)) \
 	$(if $(MODEL_PATH),--model-path $(call q,$(MODEL_PATH)))
 
 .PHONY: help setup setup-gpu demo test test-fast lint variables download corpus pool pools training-ids \
-	pools-paper embed index search eval fuse report mdcr mdcr-jaccard import-mdcr export-mdcr \
+	pools-paper retire-pool embed index search eval fuse report mdcr mdcr-jaccard import-mdcr export-mdcr \
 	mdcr-scores import-beir import-csfcube verify sweep models clean-demo
 .DELETE_ON_ERROR:
 
@@ -165,6 +165,11 @@ training-ids: | $(STAMP)
 # parameters (what make eval does first).
 pools: corpus
 	$(PIPE) pool --corpus $(call q,$(CORPUS)) --repair
+
+# A pool moved aside with its index and runs, into the corpus's retired/ folders (no stage
+# reads them again; nothing is deleted): docs/pools.md#retiring-a-pool.
+retire-pool: | $(STAMP)
+	$(PIPE) retire-pool --corpus $(call q,$(CORPUS)) --pool $(call q,$(POOL))
 
 # ---- per pool: index (Lucene / embeddings), search, eval ------------------------------------
 # What each SLURM job asks for (THREADS CPUs per task), and the settings given on this make's

@@ -280,6 +280,22 @@ def runs_dir(runs_root: Path, corpus: str, pool: str) -> Path:
     return runs_root / corpus / pool
 
 
+RETIRED = "retired"  # <root>/<corpus>/retired/<pool>/: a retired pool's files, index, runs
+
+
+def retired_dir(folder: Path, pool: str) -> Path:
+    """Where `make retire-pool` moves what a pool had in one corpus's folder of a data root
+    (corpora/<c>, indexes/<c>, runs/<c>): `<folder>/retired/<pool>`, which no stage reads and
+    verify skips (a pool's name never is `retired`)."""
+    return folder / RETIRED / pool
+
+
+def is_retired(path: Path, root: Path) -> bool:
+    """Whether `path`, under the data root `root`, lies in a corpus's retired/ folder."""
+    parts = path.relative_to(root).parts
+    return len(parts) > 2 and parts[1] == RETIRED
+
+
 BM25_INDEX = "bm25"  # a pool's Lucene index: indexes/<corpus>/<pool>/bm25/
 STORE_PART = "part-{}.arrow"  # a store's parts (embeddings, analysed texts), by a digest of ids
 
@@ -330,18 +346,6 @@ def report_file(reports: Path, corpus: str, section: str = "",
     """A report's file in the reports folder (reports_dir): `<corpus>.md`, a section's
     `<corpus>-<section>.tex` (or a plot's `.png`)."""
     return reports / f"{corpus}{f'-{section}' if section else ''}{suffix}"
-
-
-def report_manifest(reports: Path, corpus: str) -> Path:
-    """What vouches for a corpus's report (`make report`): `<corpus>.manifest.json` in the
-    reports folder, the size and sha256 of each file the report wrote and the settings it was
-    made with (SEED, EXCLUDE, TRAINING_SETS); removed first and written last."""
-    return reports / f"{corpus}.{MANIFEST}"
-
-
-def report_corpus(manifest: Path) -> str:
-    """The corpus whose report a `report_manifest` vouches for (its inverse)."""
-    return manifest.name[: -len(f".{MANIFEST}")]
 
 
 # ---- the data folders, as the Makefile asks for them (`python -m pipeline check`) -----------
@@ -510,14 +514,14 @@ class Place:
 
 # ---- the inverse: what a manifest's path says it describes (verify) -------------------------
 ARTIFACT_KINDS = ("corpus", "pool", "store", "analysed", "index", "tuning", "run", "results",
-                  "report", "raw")
+                  "raw")
 
 
 def artifact_kind(path: Path, corpora: Path, runs: Path | None,
                   raw_sources: Collection[str]) -> str | None:
     """Which artifact (ARTIFACT_KINDS) the manifest at `path` describes, from where the layout
     puts it: a corpus's, a pool's, an embedding or analysed-text store's, a Lucene index's, a
-    tuning record, a run's or an evaluation's, the collected results', a report's, a raw release's
+    tuning record, a run's or an evaluation's, the collected results', a raw release's
     (`raw_sources`: the readers' folder names); None for any other file."""
     grandparent = path.parts[-3] if len(path.parts) >= 3 else None
     if path.name == MANIFEST:
@@ -540,9 +544,6 @@ def artifact_kind(path: Path, corpora: Path, runs: Path | None,
         return "run"
     if runs is not None and path == runs / RESULTS_MANIFEST:
         return "results"
-    if (runs is not None and path.parent == reports_dir(runs)
-            and path.name.endswith(f".{MANIFEST}")):
-        return "report"
     return None
 
 

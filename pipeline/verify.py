@@ -4,10 +4,13 @@ inputs? One line per problem, each naming the command that repairs it:
 - CORRUPT: a file whose size or sha256 differs from its manifest, or a damaged manifest;
 - PARTIAL: files without the manifest that is written last (a stage stopped half-way);
 - STALE:   an artifact made from an input that has changed since (`pipeline.core.inputs.changed`:
-           a pool from an older prefiltered.parquet, a run from older embeddings, ...);
+           a pool from an older prefiltered.parquet, a run from older embeddings, ...; a
+           pool whose EXCLUDE list changed, by the rule the stages apply: `list_problem`);
 - ORPHAN:  an embedding part that no store manifest lists (a kill between its rename and the
            manifest's update);
 - DEBRIS:  a temporary left by a killed process.
+
+What `make retire-pool` moved into a corpus's retired/ folders is skipped: no stage reads it.
 
 Verify always reads the whole data roots and reports the problems that lie under the folders
 asked for, so `verify corpora/demo/pools` finds exactly what `verify` finds there.
@@ -36,25 +39,21 @@ from pipeline.layout import (
     BM25_INDEX,
     EMBEDDINGS,
     MANIFEST,
-    REPORT_PAGE_SUFFIX,
     RUN_EVALUATION,
     RUN_METRICS,
     RUN_TABLE,
     artifact_kind,
+    is_retired,
     manifest_globs,
     pools_dir,
-    report_corpus,
-    report_manifest,
-    reports_dir,
     run_file_parts,
     run_files,
     run_paths,
     store_parts_glob,
     where,
 )
-from pipeline.pools.build import pool_repair, validation_pools
+from pipeline.pools.build import list_problem, pool_repair, retire_repair, validation_pools
 from pipeline.readers import SOURCES
-from pipeline.report.provenance import recorded_repair
 from pipeline.retrieval.bm25.lucene import index_repair
 from pipeline.retrieval.bm25.store import store_repair as analysed_repair
 from pipeline.retrieval.runs import run_repair
@@ -95,18 +94,10 @@ def _inputs(info: dict, kind: str) -> dict[str, str]:
     return info.get("inputs", {})
 
 
-def _results_repair(path: Path, data: Roots) -> Repair:
-    """`make report` (which collects every corpus's evaluations) of the corpus whose recorded
-    evaluations changed since runs/results.parquet was collected, among those that still
-    have evaluations; else (damaged bytes, a damaged record) of any corpus with evaluations."""
-    evaluated = sorted({p.parts[-3] for p in run_files(data.runs, RUN_EVALUATION)})
-    try:
-        inputs = read_json(path).get("inputs", {})
-    except InputError:
-        inputs = {}
-    moved = sorted({label.split("/")[1] for label, sha in inputs.items()
-                    if changed(data, {label: sha})} & set(evaluated))
-    return Repair("report", (moved or evaluated or [None])[0])
+def _report_repair(runs: Path) -> Repair:
+    """`make report` of a corpus with evaluations (the report collects every corpus's)."""
+    evaluated = sorted({p.parts[-3] for p in run_files(runs, RUN_EVALUATION)})
+    return Repair("report", evaluated[0] if evaluated else None)
 
 
 def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
@@ -115,13 +106,12 @@ def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
     kind = artifact_kind(path, data.corpora, data.runs, SOURCES)
     if kind is None:
         return None
-    if kind in ("pool", "report"):  # rebuilt with the settings their manifests record
+    if kind == "pool":
         try:
             info = read_json(path)
         except InputError:
             info = None
-        return kind, (pool_repair(path.parent.parent.parent, path.parent.name, info)
-                      if kind == "pool" else recorded_repair(report_corpus(path), info))
+        return kind, pool_repair(path.parent.parent.parent, path.parent.name, info)
     repairs = {
         "corpus": lambda: corpus_repair(path.parent),
         "store": lambda: store_repair(path.parent),
@@ -129,7 +119,7 @@ def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
         "index": lambda: index_repair(path.parent),
         "tuning": lambda: run_repair(path.parent.parent.name, "bm25"),
         "run": lambda: run_repair(run_file_parts(path)[0], run_file_parts(path)[2]),
-        "results": lambda: _results_repair(path, data),
+        "results": lambda: _report_repair(data.runs),
         "raw": lambda: raw_repair(path.parent),
     }
     return ("store" if kind == "analysed" else kind), repairs[kind]()
@@ -150,7 +140,8 @@ def _manifests(data: Roots) -> list[Path]:
             continue
         for pattern in manifest_globs():
             found += [p for p in root.rglob(pattern)
-                      if not any(is_temporary(parent) for parent in p.parents)]
+                      if not any(is_temporary(parent) for parent in p.parents)
+                      and not is_retired(p, root)]  # make retire-pool's: read by no stage
     return sorted(set(found))
 
 
@@ -177,6 +168,10 @@ def check_manifest(path: Path, data: Roots, deep: bool) -> list[Problem]:
             stale.append("its pool's validation pools changed since (BM25 is tuned on them)")
     if stale:
         problems.append(Problem("STALE", path, stale[0], repair))
+    changed_list = list_problem(info) if kind == "pool" else None
+    if changed_list:  # the stages' own rule (check_pool): they skip it, retire-pool moves it
+        problems.append(Problem("STALE", path.parent, changed_list,
+                                retire_repair(path.parent.parent.parent, path.parent.name)))
     if kind == "store":
         listed = set(_files(info, kind))
         problems += [Problem("ORPHAN", p, "an embedding part no manifest lists (a stopped "
@@ -216,12 +211,6 @@ def _partial(data: Roots) -> list[Problem]:
             if not manifest.exists() and not is_temporary(run):
                 problems.append(Problem("PARTIAL", run, f"no {manifest.name} (its stage "
                                         "stopped half-way)", run_repair(corpus, model)))
-        for page in sorted(reports_dir(data.runs).glob(f"*{REPORT_PAGE_SUFFIX}")):
-            corpus = page.name[: -len(REPORT_PAGE_SUFFIX)]
-            if not report_manifest(page.parent, corpus).exists():
-                problems.append(Problem("PARTIAL", page, "no manifest vouches for the report "
-                                        "(made before reports had one, or stopped half-way)",
-                                        recorded_repair(corpus, None)))
     if data.indexes is not None:
         for index in sorted(data.indexes.glob(f"*/*/{BM25_INDEX}/")):
             if not (index / MANIFEST).exists():

@@ -32,6 +32,7 @@ from pipeline.cli.checks import (
     corpus_name,
     metric_list,
     non_negative,
+    pool_name,
     positive,
     safe_path,
     sizes,
@@ -138,6 +139,9 @@ VARIABLES: tuple[Variable, ...] = (
       "SciNCL's training papers): a file of CorpusIDs, one per line or a JSON list; its ids "
       "name the pools (-x<tag>), and make report shows the pools of this list",
       "pools", shown="(empty: no paper left out)", optional=True, one_word=True),
+    V("POOL", "", pool_name, "make retire-pool: the pool to retire, e.g. one whose "
+      "EXCLUDE list changed (make verify names them)", "pools", optional=True,
+      one_word=True),
     # ---- models
     V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
       "hf:<org>/<name> (any Hugging Face encoder, with POOLING), or a fused model's name",
@@ -294,6 +298,9 @@ TARGETS: tuple[Target, ...] = (
       ("(EXCLUDE=ids.txt: the models' training papers never drawn as queries)",)),
     T("pools-paper", "", "the paper's grid: test and validation pools"),
     T("pools", "", "rebuild the stale, damaged or half-written pools"),
+    T("retire-pool", "POOL=all-10k-r0", "move a pool, its index and runs into retired/",
+      ("(a pool whose EXCLUDE list changed: make verify names it)",),
+      needs={"CORPUS": "<the corpus of the pool>", "POOL": "<the pool to retire>"}),
     T("training-ids", "SRC=f PAPER_IDS=dir OUT=f", "S2 SHAs (SPECTER's lists) as CorpusIDs",
       needs={"SRC": "<SPECTER's data.json or train.txt>",
              "PAPER_IDS": "<folder of S2AG's paper-ids shards>", "OUT": "<file to write>"}),

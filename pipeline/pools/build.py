@@ -52,7 +52,7 @@ from pipeline.layout import (
     pools_dir,
     written_whole,
 )
-from pipeline.pools.exclusions import NO_LIST, PaperList, read_list
+from pipeline.pools.exclusions import NO_LIST, PaperList, list_changed, read_list
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def with_exclusion(spec: PoolSpec) -> tuple[PoolSpec, PaperList | None]:
             f"EXCLUDE {spec.exclude} has other papers than when pool {spec.name} was drawn "
             f"without it (ids sha256 {papers.digest[:12]}..., recorded {spec.exclusion[:12]}...)"
             ": put the old list back to rebuild that pool, or build the new list's pools "
-            "(make pool EXCLUDE=..., a new name)")
+            "(make pool EXCLUDE=..., a new name) and retire that one (make retire-pool)")
     return replace(spec, exclude=papers.path, exclusion=papers.digest), papers
 
 
@@ -364,6 +364,9 @@ def check_pool(corpus_dir: Path, name: str) -> dict:
         raise InputError(f"pool {name} was built by an older version of the pipeline (no file "
                          "checksums in its manifest)", pool_repair(corpus_dir, name))
     check_outputs(pool_dir(corpus_dir, name), info, repair=pool_repair(corpus_dir, name, info))
+    changed_list = list_problem(info)
+    if changed_list:
+        raise InputError(f"pool {name}: {changed_list}", retire_repair(corpus_dir, name))
     corpus_file(corpus_dir, PREFILTERED)
     stale = changed(Roots.of(corpus_dir), info.get("inputs", {}))
     if stale:
@@ -372,16 +375,53 @@ def check_pool(corpus_dir: Path, name: str) -> dict:
     return info
 
 
+BUILT = ("pool", "pool-spec")  # the stages of a pool's manifest and `.spec.json` (make pool)
+
+
+def recorded(corpus_dir: Path, name: str) -> dict | None:
+    """A pool's manifest, or (a manifest lost or damaged) the `.spec.json` written before its
+    files; None when neither can be read."""
+    folder = pool_dir(corpus_dir, name)
+    for path in (folder / MANIFEST, folder / POOL_SPEC):
+        try:
+            return read_json(path)
+        except InputError:
+            continue
+    return None
+
+
+def list_problem(info: dict) -> str | None:
+    """Why the pool a manifest (or `.spec.json`) describes is no longer what its EXCLUDE list
+    says: the list's file gone, unreadable or holding other papers (exclusions.list_changed).
+    The one rule check_pool, `make pools` and verify apply; None for a current list or none."""
+    parameters = info.get("parameters") or {}
+    if info.get("stage") not in BUILT or not parameters.get("exclusion"):
+        return None
+    return list_changed(parameters.get("exclude"), parameters["exclusion"],
+                        (info.get("exclusion") or {}).get("file_sha256"))
+
+
+def changed_lists(corpus_dir: Path, names: list[str]) -> list[tuple[str, str]]:
+    """(pool, why) of each of `names` whose EXCLUDE list changed since it was drawn (in the
+    order given): no stage can use or rebuild them; retire_repair says what to do."""
+    problems = [(name, list_problem(recorded(corpus_dir, name) or {})) for name in names]
+    return [(name, why) for name, why in problems if why]
+
+
+def retire_repair(corpus_dir: Path, name: str) -> Repair:
+    """What to do with a pool whose EXCLUDE list changed: retire it (its files and runs moved
+    aside, pipeline/pools/retire.py), or put the old list back."""
+    return Repair("retire-pool", corpus_dir.name, variables=(("POOL", name),),
+                  note="or put the old list back where it was")
+
+
 def _recorded_spec(corpus_dir: Path, name: str) -> PoolSpec | None:
     """The parameters a pool was built with: from its manifest, or (a manifest lost or damaged)
     from the `.spec.json` written before its files; None for a pool not built here."""
     folder = pool_dir(corpus_dir, name)
-    for path in (folder / MANIFEST, folder / POOL_SPEC):
-        try:
-            info = read_json(path)
-        except InputError:
-            continue
-        if info.get("stage") not in ("pool", "pool-spec"):
+    info = recorded(corpus_dir, name)
+    if info is not None:
+        if info.get("stage") not in BUILT:
             return None  # a benchmark's or a collection's pool: its corpus command rebuilds it
         return PoolSpec(**info["parameters"])
     raise InputError(f"pool {name}: neither its manifest nor {POOL_SPEC} can be read, so its "
@@ -395,6 +435,10 @@ def rebuild_pool(corpus_dir: Path, name: str) -> dict | None:
     spec = _recorded_spec(corpus_dir, name)
     if spec is None:
         return None
+    changed_list = list_problem(recorded(corpus_dir, name) or {})
+    if changed_list:
+        raise InputError(f"pool {name} cannot be rebuilt: {changed_list}",
+                         retire_repair(corpus_dir, name))
     if spec.name != name:
         raise InputError(f"pool {name}: its manifest describes pool {spec.name}; delete the "
                          "folder and build the pool again with `make pool`")

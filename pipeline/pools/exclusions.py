@@ -131,6 +131,25 @@ def read_list(path: str | Path, what: str = "EXCLUDE") -> PaperList:
                      len(ids))
 
 
+def list_changed(path: str | None, digest: str, file_sha: str | None = None) -> str | None:
+    """Why the list a pool was drawn without (its file `path`, the digest of its ids, the
+    file's sha256 then) no longer names that pool's papers: the file gone, unreadable, or
+    holding other ids; None while it names the same papers. The one rule every stage and
+    verify apply to a pool's list (pools.build.list_problem)."""
+    if not path or not Path(path).is_file():
+        return f"its EXCLUDE list {path} is gone"
+    if file_sha is not None and file_sha256(Path(path)) == file_sha:
+        return None  # the same bytes: the same ids
+    try:
+        now = read_list(path)
+    except InputError as exc:
+        return f"its EXCLUDE list cannot be read ({exc.message})"
+    if now.digest != digest:
+        return (f"its EXCLUDE list {path} has other papers than when it was drawn (ids sha256 "
+                f"{now.digest[:12]}..., recorded {digest[:12]}...)")
+    return None
+
+
 def share_in(ids: np.ndarray, papers: PaperList) -> tuple[int, int]:
     """(how many of the distinct `ids` are in `papers`, how many distinct ids)."""
     distinct = np.unique(ids)

@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from pipeline.core.errors import InputError
+from pipeline.core.inputs import Roots
 from pipeline.ingest.training_ids import convert
 from pipeline.layout import exclusion_tag, parse_pool_name
 from pipeline.pools.build import PoolSpec, build_pool, load_pool, rebuild_pool, validation_pools
@@ -97,7 +98,8 @@ def test_pools_are_named_by_the_list(corpus_dir, tmp_path, fixture_queries):
     assert load_pool(corpus, built["name"])[0].equals(queries)
     # the list's file changed: the pool that bears its old ids' name is not rebuilt from it
     scincl.write_text(json.dumps(listed[:2]))
-    with pytest.raises(InputError, match="has other papers than when pool") as caught:
+    with pytest.raises(InputError, match="cannot be rebuilt: its EXCLUDE list .* has other "
+                       "papers") as caught:
         rebuild_pool(corpus, again["name"])
     assert "\n" not in caught.value.message
     # its validation pools are those drawn without the same list
@@ -198,3 +200,90 @@ def test_leakage_table_counts_training_papers(corpus_dir, tmp_path, fixture_quer
     shown = {tag: set(load_results(place.runs_root, corpus.name, 1, corpus.parent, tag)
                       .rows["pool"].to_list()) for tag in ("", read_list(listed).tag)}
     assert shown == {"": set(pools), read_list(listed).tag: {excluded}}
+
+
+def test_an_edited_list_stops_only_its_own_pools(corpus_dir, tmp_path, fixture_queries,
+                                                 caplog):
+    """EXCLUDE edited after its pool was drawn, and the new list's pool built as advised: make
+    eval's stages use the current pools and name the old one (one line each, counted), verify
+    names it with the command that retires it, and retire-pool moves it aside with its runs
+    (their numbers kept), after which nothing is skipped or reported."""
+    from pipeline.cli.main import main
+    from pipeline.verify import verify
+
+    corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
+    roots = ["--corpora-root", str(tmp_path / "corpora"), "--index-root",
+             str(tmp_path / "indexes"), "--runs-root", str(tmp_path / "runs")]
+    listed = tmp_path / "specter.txt"
+    listed.write_text(f"{fixture_queries[0]}\n")
+    spec = dict(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1, exclude=str(listed))
+    old = build_pool(corpus, PoolSpec(**spec))["name"]
+    plain = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1))["name"]
+
+    def stages() -> int:
+        caplog.clear()
+        with caplog.at_level("INFO"):
+            return (main([*roots, "search", "--corpus", "small", "--model", "random",
+                          "--stale-only", "--repair-pools"])
+                    or main([*roots, "eval", "--corpus", "small", "--model", "random",
+                             "--stale-only"]))
+
+    assert stages() == 0
+    evaluation = tmp_path / "runs" / "small" / old / "random.eval.json"
+    kept = evaluation.read_bytes()
+    listed.write_text(f"{fixture_queries[1]}\n")  # the same size, other papers
+    new = build_pool(corpus, PoolSpec(**spec))["name"]
+    assert new != old
+    assert stages() == 0
+    skipped = [r.getMessage() for r in caplog.records if f"pool {old} skipped" in r.getMessage()]
+    assert len(skipped) == 3  # pools, search, eval: each says it
+    assert all("has other papers" in line and f"make retire-pool CORPUS=small POOL={old}"
+               in line for line in skipped)
+    assert "1 of 3 pools skipped" in caplog.text
+    assert (tmp_path / "runs" / "small" / new / "random.eval.json").exists()
+    assert (tmp_path / "runs" / "small" / plain / "random.eval.json").exists()
+    with pytest.raises(InputError, match=f"pool {old}: its EXCLUDE list .* has other papers"):
+        load_pool(corpus, old)  # named explicitly: refused by the same rule
+    data = Roots(tmp_path / "corpora", tmp_path / "indexes", tmp_path / "runs")
+    problems = verify(data)
+    assert len(problems) == 1 and problems[0].startswith(f"STALE {corpus / 'pools' / old}:")
+    assert "has other papers" in problems[0]
+    assert problems[0].endswith(f"make retire-pool CORPUS=small POOL={old} DATA={tmp_path} "
+                                "(or put the old list back where it was)")
+    # retire it: moved aside with its runs, nothing else touched
+    assert main([*roots, "retire-pool", "--corpus", "small", "--pool", old]) == 0
+    assert not (corpus / "pools" / old).exists()
+    assert (corpus / "retired" / old / "manifest.json").exists()
+    assert (tmp_path / "runs" / "small" / "retired" / old / "random.eval.json").read_bytes() \
+        == kept
+    assert verify(data) == []
+    assert stages() == 0 and "skipped" not in caplog.text
+
+
+def test_retire_pool_refuses_what_it_did_not_build(corpus_dir, tmp_path, capsys):
+    """Only a pool the pipeline built is retired: a name that is a path, a folder it did not
+    write, a pool that does not exist and an earlier retired pool of the same name are
+    refused in one line, and nothing moves."""
+    from pipeline.cli.main import main
+
+    corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
+    pool = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES))["name"]
+    mine = corpus / "pools" / "all-5-r0"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    (corpus / "retired" / pool).mkdir(parents=True)
+    roots = ["--corpora-root", str(tmp_path / "corpora"), "--index-root",
+             str(tmp_path / "indexes"), "--runs-root", str(tmp_path / "runs")]
+    for name, message in ((f"../../small/pools/{pool}", "a pool name is"),
+                          ("all-5-r0", "not built by make pool"),
+                          ("all-9-r0", "does not exist"),
+                          (pool, "exists already"), ("notes", "malformed pool name")):
+        try:
+            status = main([*roots, "retire-pool", "--corpus", "small", "--pool", name])
+        except SystemExit as exc:  # refused by the option's type
+            status = exc.code
+        error = capsys.readouterr().err
+        assert status == 2, error
+        assert message in error and len(error.strip().splitlines()) == 1, error
+    assert (mine / "notes.txt").read_text() == "mine"
+    assert (corpus / "pools" / pool / "manifest.json").exists()

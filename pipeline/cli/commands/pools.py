@@ -15,7 +15,14 @@ from pipeline.cli.checks import (
     safe_path,
     sizes,
 )
-from pipeline.cli.registry import command, make_default, place_of, run_stage, times_log
+from pipeline.cli.registry import (
+    command,
+    make_default,
+    place_of,
+    run_stage,
+    times_log,
+    usable_pools,
+)
 from pipeline.core.errors import InputError
 from pipeline.fields import resolve_fields
 from pipeline.layout import (
@@ -28,12 +35,13 @@ log = logging.getLogger(__name__)
 
 def repair_pools(args: argparse.Namespace) -> None:
     """Every pool of the corpus that is stale, damaged or half-written, built again from its
-    recorded parameters (a no-op for current ones, and for a benchmark's or collection's)."""
+    recorded parameters (a no-op for current ones, and for a benchmark's or collection's).
+    A pool whose EXCLUDE list changed cannot be: it is named and skipped (usable_pools)."""
     from pipeline.core.timing import timed
     from pipeline.pools.build import pool_folders, rebuild_pool
 
     corpus_dir = place_of(args).corpus_dir
-    for name in pool_folders(corpus_dir):
+    for name in usable_pools(args, pool_folders(corpus_dir), "pool"):
         with timed("pool", times_log(args), pool=name):
             rebuild_pool(corpus_dir, name)
 
@@ -132,6 +140,21 @@ def cmd_pools_paper(args: argparse.Namespace) -> None:
                   "--queries", str(args.queries))
         run_stage(args, "pool", *common, "--split", split, "--field", "all",
                   "--size", args.field_size, "--queries", str(args.field_queries))
+
+
+def _retire_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pool", required=True, type=pool_name,
+                   help="the pool to retire (make retire-pool POOL=)")
+
+
+@command("retire-pool", "move a pool, its Lucene index and its runs into the corpus's "
+         "retired/ folders: no stage reads them again, no number is lost", _retire_arguments)
+def cmd_retire_pool(args: argparse.Namespace) -> None:
+    from pipeline.pools.retire import retire_pool
+
+    moves = retire_pool(place_of(args), args.pool)
+    log.info(f"[retire-pool] {args.pool}: {len(moves)} folders moved into retired/ (its files"
+             ", its Lucene index and its runs, where it had them)")
 
 
 def _training_ids_arguments(p: argparse.ArgumentParser) -> None:
