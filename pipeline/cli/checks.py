@@ -4,6 +4,7 @@ Makefile's variable check runs before the environment exists."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 
@@ -56,6 +57,21 @@ positive = int_at_least(1, "use 1 or more")
 
 
 non_negative = int_at_least(0, "use 0 or more")
+
+
+TEST_WORKERS_PER_CORE = 4  # more test processes only wait on one another, up to 1.3 GiB each
+
+
+def xdist_workers(text: str) -> int:
+    """TEST_WORKERS: 1 to 4 test processes per CPU core of this machine (pytest-xdist starts
+    as many as it is asked for, each building the session's fixture corpora)."""
+    value = positive(text)
+    cores = os.cpu_count() or 1
+    if value > TEST_WORKERS_PER_CORE * cores:
+        raise argparse.ArgumentTypeError(
+            f"{value} test processes on {cores} CPU cores: use at most "
+            f"{TEST_WORKERS_PER_CORE * cores} ({TEST_WORKERS_PER_CORE} per core)")
+    return value
 
 
 def choice(options: tuple[str, ...]):

@@ -176,8 +176,9 @@ PAPER_FIELD_QUERIES ?= 200
 PAPER_REPEATS ?= 3
 
 # ---- The test suite (make test, make test-fast)
-# TEST_WORKERS: test processes (pytest-xdist); each builds the session's fixture corpora itself, up
-# to 1.3 GiB resident each as measured; pytest's own options go in PYTEST_ADDOPTS
+# TEST_WORKERS: test processes (pytest-xdist), 1 to 4 per CPU core; each builds the session's
+# fixture corpora itself, up to 1.3 GiB resident each as measured; pytest's own options go in
+# PYTEST_ADDOPTS
 TEST_WORKERS ?= 2
 
 USER_VARS := CORPUS DATA CORPORA_DIR INDEX_DIR RUNS_DIR SOURCE RAW FOS_SOURCE RELEASE DATASETS \

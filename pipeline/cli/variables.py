@@ -37,6 +37,7 @@ from pipeline.cli.checks import (
     safe_path,
     sizes,
     training_sets,
+    xdist_workers,
 )
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import HF_PREFIX, PRECISIONS, get_model, with_precision
@@ -238,9 +239,9 @@ VARIABLES: tuple[Variable, ...] = (
     V("PAPER_FIELD_QUERIES", "200", positive, "queries per field-level pool", "paper grid"),
     V("PAPER_REPEATS", "3", positive, "samples per size", "paper grid"),
     # ---- tests
-    V("TEST_WORKERS", "2", positive, "test processes (pytest-xdist); each builds the session's "
-      "fixture corpora itself, up to 1.3 GiB resident each as measured; pytest's own options "
-      "go in PYTEST_ADDOPTS", "tests", one_word=True),
+    V("TEST_WORKERS", "2", xdist_workers, "test processes (pytest-xdist), 1 to 4 per CPU core; "
+      "each builds the session's fixture corpora itself, up to 1.3 GiB resident each as "
+      "measured; pytest's own options go in PYTEST_ADDOPTS", "tests", one_word=True),
 )
 del V
 BY_NAME = {v.name: v for v in VARIABLES}

@@ -183,6 +183,7 @@ def test_precision_names_the_runs_and_is_refused_for_bm25(tmp_path):
     ("EXCLUDE=my list.txt", "EXCLUDE"),
     ("TRAINING_SETS=specter", "write <model>=<file of its training papers>"),
     ("TRAINING_SETS=specter=a.txt specter=b.txt", "a model named twice"),
+    ("TEST_WORKERS=99999", "TEST_WORKERS: 99999 test processes on"),  # xdist would start them
 ])
 def test_values_out_of_bounds_are_refused_up_front(assignment, message, tmp_path):
     """Bounds, lengths, leading dashes and line breaks: one line naming the variable, exit
