@@ -189,7 +189,7 @@ def test_the_two_procedures_have_their_own_store_config(aspire_encoders, tmp_pat
 
 
 def test_split_sentences_as_scispacy_split_csfcube():
-    """regex-v2 (docs/encoders.md): a boundary at . ! ? (ASCII closers may follow) before
+    """regex-v3 (docs/encoders.md): a boundary at . ! ? (ASCII closers may follow) before
     whitespace, also before a lowercase word and after "e.g.", "i.e.", "et al." (as the
     scispaCy split CSFCube released); not after "vs.", titles, "U.S." or initials, nor after a
     curly closing quote; decimals never split."""
@@ -216,7 +216,7 @@ def test_a_corpus_split_is_kept(aspire_encoders):
         "We use e.g.", "trees without a final period Results are good."]
     assert encoder.format("T", None, query=True).sentences == []  # no query form
     assert encoder.config_for(["abstract_sentences"])["multi_vector"]["splitter"] == OWN_SPLIT
-    assert encoder.config_for([])["multi_vector"]["splitter"] == SPLITTER == "regex-v2"
+    assert encoder.config_for([])["multi_vector"]["splitter"] == SPLITTER == "regex-v3"
 
 
 def test_fit_paper_keeps_the_authors_truncation():
