@@ -348,6 +348,18 @@ def report_file(reports: Path, corpus: str, section: str = "",
     return reports / f"{corpus}{f'-{section}' if section else ''}{suffix}"
 
 
+def report_manifest(reports: Path, corpus: str) -> Path:
+    """What vouches for a corpus's report (`make report`): `<corpus>.manifest.json` in the
+    reports folder, the size and sha256 of each file the report wrote and the settings it was
+    made with (SEED, EXCLUDE, TRAINING_SETS); removed first and written last."""
+    return reports / f"{corpus}.{MANIFEST}"
+
+
+def report_corpus(manifest: Path) -> str:
+    """The corpus whose report a `report_manifest` vouches for (its inverse)."""
+    return manifest.name[: -len(f".{MANIFEST}")]
+
+
 # ---- the data folders, as the Makefile asks for them (`python -m pipeline check`) -----------
 DATA_FOLDERS = {"corpora": "corpora", "indexes": "indexes", "runs": "runs"}  # as Roots names them
 
@@ -514,14 +526,14 @@ class Place:
 
 # ---- the inverse: what a manifest's path says it describes (verify) -------------------------
 ARTIFACT_KINDS = ("corpus", "pool", "store", "analysed", "index", "tuning", "run", "results",
-                  "raw")
+                  "report", "raw")
 
 
 def artifact_kind(path: Path, corpora: Path, runs: Path | None,
                   raw_sources: Collection[str]) -> str | None:
     """Which artifact (ARTIFACT_KINDS) the manifest at `path` describes, from where the layout
     puts it: a corpus's, a pool's, an embedding or analysed-text store's, a Lucene index's, a
-    tuning record, a run's or an evaluation's, the collected results', a raw release's
+    tuning record, a run's or an evaluation's, the collected results', a report's, a raw release's
     (`raw_sources`: the readers' folder names); None for any other file."""
     grandparent = path.parts[-3] if len(path.parts) >= 3 else None
     if path.name == MANIFEST:
@@ -544,6 +556,9 @@ def artifact_kind(path: Path, corpora: Path, runs: Path | None,
         return "run"
     if runs is not None and path == runs / RESULTS_MANIFEST:
         return "results"
+    if (runs is not None and path.parent == reports_dir(runs)
+            and path.name.endswith(f".{MANIFEST}")):
+        return "report"
     return None
 
 

@@ -39,6 +39,7 @@ from pipeline.layout import (
     BM25_INDEX,
     EMBEDDINGS,
     MANIFEST,
+    REPORT_PAGE_SUFFIX,
     RUN_EVALUATION,
     RUN_METRICS,
     RUN_TABLE,
@@ -46,6 +47,9 @@ from pipeline.layout import (
     is_retired,
     manifest_globs,
     pools_dir,
+    report_corpus,
+    report_manifest,
+    reports_dir,
     run_file_parts,
     run_files,
     run_paths,
@@ -54,6 +58,7 @@ from pipeline.layout import (
 )
 from pipeline.pools.build import list_problem, pool_repair, retire_repair, validation_pools
 from pipeline.readers import SOURCES
+from pipeline.report.provenance import recorded_repair
 from pipeline.retrieval.bm25.lucene import index_repair
 from pipeline.retrieval.bm25.store import store_repair as analysed_repair
 from pipeline.retrieval.runs import run_repair
@@ -94,10 +99,18 @@ def _inputs(info: dict, kind: str) -> dict[str, str]:
     return info.get("inputs", {})
 
 
-def _report_repair(runs: Path) -> Repair:
-    """`make report` of a corpus with evaluations (the report collects every corpus's)."""
-    evaluated = sorted({p.parts[-3] for p in run_files(runs, RUN_EVALUATION)})
-    return Repair("report", evaluated[0] if evaluated else None)
+def _results_repair(path: Path, data: Roots) -> Repair:
+    """`make report` (which collects every corpus's evaluations) of the corpus whose recorded
+    evaluations changed since runs/results.parquet was collected, among those that still
+    have evaluations; else (damaged bytes, a damaged record) of any corpus with evaluations."""
+    evaluated = sorted({p.parts[-3] for p in run_files(data.runs, RUN_EVALUATION)})
+    try:
+        inputs = read_json(path).get("inputs", {})
+    except InputError:
+        inputs = {}
+    moved = sorted({label.split("/")[1] for label, sha in inputs.items()
+                    if changed(data, {label: sha})} & set(evaluated))
+    return Repair("report", (moved or evaluated or [None])[0])
 
 
 def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
@@ -106,12 +119,13 @@ def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
     kind = artifact_kind(path, data.corpora, data.runs, SOURCES)
     if kind is None:
         return None
-    if kind == "pool":
+    if kind in ("pool", "report"):  # rebuilt with the settings their manifests record
         try:
             info = read_json(path)
         except InputError:
             info = None
-        return kind, pool_repair(path.parent.parent.parent, path.parent.name, info)
+        return kind, (pool_repair(path.parent.parent.parent, path.parent.name, info)
+                      if kind == "pool" else recorded_repair(report_corpus(path), info))
     repairs = {
         "corpus": lambda: corpus_repair(path.parent),
         "store": lambda: store_repair(path.parent),
@@ -119,7 +133,7 @@ def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
         "index": lambda: index_repair(path.parent),
         "tuning": lambda: run_repair(path.parent.parent.name, "bm25"),
         "run": lambda: run_repair(run_file_parts(path)[0], run_file_parts(path)[2]),
-        "results": lambda: _report_repair(data.runs),
+        "results": lambda: _results_repair(path, data),
         "raw": lambda: raw_repair(path.parent),
     }
     return ("store" if kind == "analysed" else kind), repairs[kind]()
@@ -211,6 +225,12 @@ def _partial(data: Roots) -> list[Problem]:
             if not manifest.exists() and not is_temporary(run):
                 problems.append(Problem("PARTIAL", run, f"no {manifest.name} (its stage "
                                         "stopped half-way)", run_repair(corpus, model)))
+        for page in sorted(reports_dir(data.runs).glob(f"*{REPORT_PAGE_SUFFIX}")):
+            corpus = page.name[: -len(REPORT_PAGE_SUFFIX)]
+            if not report_manifest(page.parent, corpus).exists():
+                problems.append(Problem("PARTIAL", page, "no manifest vouches for the report "
+                                        "(made before reports had one, or stopped half-way)",
+                                        recorded_repair(corpus, None)))
     if data.indexes is not None:
         for index in sorted(data.indexes.glob(f"*/*/{BM25_INDEX}/")):
             if not (index / MANIFEST).exists():

@@ -115,6 +115,94 @@ def test_a_prefilter_older_than_its_ingest_is_stale(tmp_path):
                for line in problems)
 
 
+def evaluated_and_reported(root, tmp_path):
+    """The fixture's run scored, collected and reported with TRAINING_SETS (a list of the
+    pool's first queries): (the reports folder, the list's path)."""
+    import polars as pl
+
+    from pipeline.evaluation.evaluate import collect_results, eval_run
+    from pipeline.layout import Place, pool_dir
+    from pipeline.report.build import report
+
+    corpus = root / "corpora" / "small"
+    eval_run(Place(corpus, root / "indexes", root / "runs"), POOL, "random")
+    collect_results(root / "corpora", root / "indexes", root / "runs")
+    queries = pl.read_parquet(pool_dir(corpus, POOL) / "queries.parquet")["corpusid"]
+    listed = tmp_path / "trained.txt"
+    listed.write_text("".join(f"{i}\n" for i in queries.to_list()[:3]))
+    report(root / "runs", "small", 0, root / "corpora", training_sets={"random": str(listed)})
+    return root / "runs" / "reports", listed
+
+
+def test_a_report_edited_at_the_same_size_is_named_with_the_command_that_made_it(root,
+                                                                                tmp_path):
+    """Issue 39, case 16: a report's numbers edited at the same size (mtime put back) passed
+    verify (reports had no manifest). Each file is named CORRUPT with `make report` and the
+    settings the report was made with; running that repair makes the same bytes again."""
+    import os
+    import re
+    import shlex
+
+    reports, listed = evaluated_and_reported(root, tmp_path)
+    assert run_verify(root) == []
+    made = {p.name: p.read_bytes() for p in reports.iterdir() if not p.name.startswith(".")}
+    assert {"small.md", "small.html", "small-dataset.tex", "small.manifest.json"} <= set(made)
+    for name in ("small.md", "small.html", "small-dataset.tex", "small-leakage.tex"):
+        path = reports / name
+        stat = path.stat()
+        text = made[name].decode()
+        number = re.search(r"\d+\.\d", text.split("\\midrule", 1)[-1].split("| bm25", 1)[0]
+                           .split("provenance", 1)[0].split("<tbody>", 1)[-1])
+        doctored = text[:number.start()] + ("9" if text[number.start()] != "9" else "8") + \
+            text[number.start() + 1:]
+        path.write_text(doctored)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert path.stat().st_size == stat.st_size
+        problems = run_verify(root)
+        assert len(problems) == 1 and problems[0].startswith(f"CORRUPT {path}: "), problems
+        words = shlex.split(problems[0].split("; repair: ", 1)[1])
+        assert words[:3] == ["make", "report", "CORPUS=small"], words
+        assert {"SEED=0", f"TRAINING_SETS=random={listed}"} <= set(words), words
+        path.write_bytes(made[name])
+    # the repair, as the command line runs it: the same bytes, verify clean
+    (reports / "small.md").write_text("edited")
+    subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root", str(root / "corpora"),
+                    "--index-root", str(root / "indexes"), "--runs-root", str(root / "runs"),
+                    "report", "--corpus", "small", "--seed", "0", "--training-sets",
+                    f"random={listed}"], check=True, capture_output=True)
+    assert run_verify(root) == []
+    # the tables are the same bytes (the page and the manifest name the code's git commit)
+    assert {n: (reports / n).read_bytes() for n in made if n.endswith((".md", ".tex"))} == {
+        n: data for n, data in made.items() if n.endswith((".md", ".tex"))}
+    # no manifest (a report made before reports had one): the page is named, not passed
+    (reports / "small.manifest.json").unlink()
+    problems = run_verify(root)
+    assert [p.split(":", 1)[0] for p in problems] == [f"PARTIAL {reports / 'small.html'}"]
+    assert "make report CORPUS=small SEED=0" in problems[0]
+
+
+def test_stale_results_name_the_corpus_whose_evaluations_changed(root, tmp_path):
+    """Issue 39, case 21: verify's repair of a stale runs/results.parquet named the
+    alphabetically first corpus with evaluations, not the one whose evaluation changed."""
+    import shutil
+
+    from pipeline.evaluation.evaluate import collect_results, eval_run
+    from pipeline.layout import Place
+
+    shutil.copytree(root / "corpora" / "small", root / "corpora" / "other")  # sorts first
+    shutil.copytree(root / "runs" / "small", root / "runs" / "other")
+    for corpus in ("other", "small"):
+        eval_run(Place(root / "corpora" / corpus, root / "indexes", root / "runs"), POOL,
+                 "random")
+    collect_results(root / "corpora", root / "indexes", root / "runs")
+    assert run_verify(root) == []
+    eval_run(Place(root / "corpora" / "small", root / "indexes", root / "runs"), POOL, "random",
+             metrics=["map"])  # scored again, with other metrics: results.parquet is stale
+    problems = [p for p in run_verify(root) if p.startswith("STALE")]
+    assert len(problems) == 1 and "results.manifest.json" in problems[0], problems
+    assert problems[0].split("; repair: ", 1)[1].startswith("make report CORPUS=small")
+
+
 def test_an_exclude_list_edited_at_the_same_size_is_stale(corpus_dir, tmp_path):
     """verify and the stages apply one rule to a pool's EXCLUDE list: a list edited at the
     same size (other ids), or gone, makes verify name the pool, with the reason the stages
