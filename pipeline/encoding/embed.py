@@ -28,21 +28,25 @@ from pipeline.core.atomic import atomic_path
 from pipeline.core.checksums import file_problem, fingerprint
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
+from pipeline.core.inputs import record
 from pipeline.core.locks import file_lock
 from pipeline.core.logs import progress
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
-from pipeline.corpus.files import corpus_file
+from pipeline.corpus.files import TEXT_DIGEST, corpus_file, text_digests
 from pipeline.encoding.models import ModelEntry, encoder_class
 from pipeline.encoding.store import (
+    DIGEST,
     DTYPES,
     id_array,
     load_vectors,
     not_stored,
+    part_digests,
     part_name,
     repair_store,
     shard_of,
     store_parts,
+    store_repair,
     stored_ids,
 )
 from pipeline.layout import (
@@ -144,8 +148,12 @@ def _check_config(store: Path, config: dict) -> None:
                          "manifest.json): delete it or embed into another --index-root")
 
 
-def _write_part(store: Path, ids: np.ndarray, vectors: np.ndarray, dtype: str) -> dict:
+def _write_part(store: Path, ids: np.ndarray, vectors: np.ndarray, dtype: str,
+                digests: np.ndarray) -> dict:
+    """One part: the papers `ids` (sorted, distinct), their vectors and text digests (each
+    row keeps the digest of the text it was made from)."""
     columns, counts = {}, {}
+    papers = ids
     if not isinstance(vectors, np.ndarray):  # multivector.SentenceVectors: a row per sentence
         ids, columns, vectors, counts = vectors.part(ids)
     order = np.argsort(ids, kind="stable")  # stable: a paper's sentences stay in order
@@ -156,6 +164,7 @@ def _write_part(store: Path, ids: np.ndarray, vectors: np.ndarray, dtype: str) -
         "corpusid": pa.array(ids, type=pa.int64() if ids.dtype.kind in "iu" else pa.string()),
         **{column: pa.array(values[order]) for column, values in columns.items()},
         "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]),
+        DIGEST: pa.array(digests[np.searchsorted(papers, ids)], type=pa.uint64()),
     })
     with atomic_path(store / name) as tmp, ipc.new_file(str(tmp), table.schema) as writer:
         writer.write_table(table)
@@ -180,17 +189,118 @@ def mark_covered(corpus_dir: Path, store: Path, pools: list[str]) -> list[str]:
     return covered
 
 
-def _add_part(store: Path, config: dict, ids: np.ndarray, vectors: np.ndarray,
-              device: str) -> None:
+def _add_part(store: Path, config: dict, inputs: dict[str, str], ids: np.ndarray,
+              vectors: np.ndarray, digests: np.ndarray, device: str) -> None:
     """Write one part and list it in the store manifest (under the store lock)."""
     with file_lock(store):
         _check_config(store, config)
-        part = _write_part(store, ids, vectors, config["dtype"])
+        if (store / MANIFEST).exists() and read_json(store / MANIFEST).get("inputs") != inputs:
+            raise InputError(f"{store}: its corpus's prefiltered.parquet changed while this "
+                             "embed ran", store_repair(store))
+        part = _write_part(store, ids, vectors, config["dtype"], digests)
         parts = [p for p in store_parts(store) if p["file"] != part["file"]] + [part]
-        versions = {lib: version(lib) for lib in ("torch", "transformers", "pyarrow")}
-        write_json(manifest("embed", {"model": config["model"]["name"]}, config=config,
-                            parts=parts, versions=versions, device=device),
-                   store / MANIFEST)
+        _write_manifest(store, config, inputs, parts, device)
+
+
+def _write_manifest(store: Path, config: dict, inputs: dict[str, str], parts: list[dict],
+                    device: str) -> None:
+    versions = {lib: version(lib) for lib in ("torch", "transformers", "pyarrow")}
+    write_json(manifest("embed", {"model": config["model"]["name"]}, config=config,
+                        inputs=inputs, text_digest=TEXT_DIGEST, parts=parts,
+                        versions=versions, device=device), store / MANIFEST)
+
+
+def store_inputs(place: Place) -> dict[str, str]:
+    """What a store's rows are checked against, as every artifact records what it read: the
+    corpus's prefiltered.parquet. A store recording another is stale (verify lists it) until
+    `embed` compares every stored paper's text digest with the current text (`reconcile`)."""
+    return record(place.roots, [corpus_file(place.corpus_dir, PREFILTERED)])
+
+
+def check_current(place: Place, store: Path) -> None:
+    """Refuse to read a store not checked against the corpus's current texts (made from
+    another prefiltered.parquet, or before stores kept text digests): some of its rows may be
+    of texts the papers no longer have. `make embed` checks it (`reconcile`)."""
+    path = store / MANIFEST
+    if path.exists() and read_json(path, store_repair(store)).get("inputs") != store_inputs(place):
+        raise InputError(f"{store} holds vectors not checked against the current "
+                         f"{PREFILTERED} of {place.corpus} (made from another, or before "
+                         "stores kept text digests): some papers' texts may have changed",
+                         store_repair(store))
+
+
+def digest_columns(corpus_dir: Path, encoder) -> list[str]:
+    """The fields a stored row is made from: title, abstract, and the encoder's optional
+    columns the corpus has (the store's config records how they are joined)."""
+    return ["title", "abstract", *_optional_columns(corpus_dir, encoder)]
+
+
+def current_digests(corpus_dir: Path, ids: np.ndarray, columns: list[str]
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, text digests) of those of `ids` the prefiltered corpus holds, sorted by id."""
+    papers = (pl.scan_parquet(corpus_file(corpus_dir, PREFILTERED))
+              .filter(pl.col("corpusid").is_in(pl.Series(ids).implode()))
+              .select("corpusid", *columns).sort("corpusid").collect())
+    return id_array(papers["corpusid"].to_numpy()), text_digests(papers, columns)
+
+
+def reconcile(place: Place, store: Path, columns: list[str], inputs: dict[str, str]) -> dict:
+    """Under the store's lock, when the corpus's prefiltered.parquet is not the one the
+    store was checked against: remove every row whose text digest differs from its paper's
+    current text (or that has none: a store from before digests), so that those papers are
+    embedded again and their old vectors are never read; then record the file. Papers no
+    longer in the corpus keep their rows (checked again when the corpus changes)."""
+    path = store / MANIFEST
+    counts = {"changed_texts": 0, "rows_without_digest": 0}
+    if not path.exists():
+        return counts
+    info = read_json(path)
+    if info.get("inputs") == inputs:
+        return counts
+    parts, kept, dropped = info["parts"], [], []
+    found = [part_digests(store, part) for part in parts]
+    wanted = np.unique(np.concatenate([ids for ids, _ in found])) if found else np.empty(0)
+    now_ids, now = current_digests(place.corpus_dir, wanted, columns)
+    changed_papers: set = set()
+    for part, (ids, digests) in zip(parts, found, strict=True):
+        at = np.minimum(np.searchsorted(now_ids, ids), max(len(now_ids) - 1, 0))
+        present = (now_ids[at] == ids) if len(now_ids) else np.zeros(len(ids), dtype=bool)
+        if digests is None:
+            stale = np.ones(len(ids), dtype=bool)
+            counts["rows_without_digest"] += len(ids)
+        else:
+            stale = present & (now[at] != digests)
+        if not stale.any():
+            kept.append(part)
+            continue
+        changed_papers.update(ids[stale & present].tolist())
+        dropped.append(part)
+        if not stale.all():
+            kept.append(_rewrite_part(store, part, ~stale))
+    counts["changed_texts"] = len(changed_papers)
+    _write_manifest(store, info["config"], inputs, kept, info.get("device", ""))
+    for part in dropped:
+        if part["file"] not in {p["file"] for p in kept}:
+            (store / part["file"]).unlink(missing_ok=True)
+    if counts["changed_texts"] or counts["rows_without_digest"]:
+        log.info(f"[embed] {store}: {counts['changed_texts']} papers whose text changed since "
+                 f"they were embedded, {counts['rows_without_digest']} rows without a text "
+                 "digest (an older store): their vectors are removed and embedded again")
+    return counts
+
+
+def _rewrite_part(store: Path, part: dict, keep: np.ndarray) -> dict:
+    """The part `part` without the rows not in `keep`, as a new part."""
+    table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all().filter(
+        pa.array(keep))
+    ids = id_array(table.column("corpusid").to_numpy())
+    name = part_name(ids)
+    with atomic_path(store / name) as tmp, ipc.new_file(str(tmp), table.schema) as writer:
+        writer.write_table(table)
+    return {**part, "file": name, "rows": len(ids), **fingerprint(store / name),
+            "min_id": ids[0].item() if ids.dtype.kind in "iu" else ids[0],
+            "max_id": ids[-1].item() if ids.dtype.kind in "iu" else ids[-1],
+            **({"papers": len(np.unique(ids))} if "papers" in part else {})}
 
 
 def _optional_columns(corpus_dir: Path, encoder) -> list[str]:
@@ -200,24 +310,27 @@ def _optional_columns(corpus_dir: Path, encoder) -> list[str]:
 
 
 def _tokenized(corpus_dir: Path, encoder, chunk: np.ndarray, columns: list[str]
-               ) -> list[list[int]]:
+               ) -> tuple[list[list[int]], np.ndarray]:
     """Token ids of the papers `chunk` (sorted ids), read from the prefiltered corpus, with
-    the optional `columns` given to the encoder's format by name."""
+    the optional `columns` given to the encoder's format by name, and their text digests
+    (computed from the very rows encoded)."""
     papers = (pl.scan_parquet(corpus_file(corpus_dir, PREFILTERED))
               .filter(pl.col("corpusid").is_in(pl.Series(chunk).implode()))
               .select("corpusid", "title", "abstract", *columns).sort("corpusid").collect())
     if papers.height != len(chunk):
         raise InputError(f"{len(chunk) - papers.height} pool papers are missing from "
                          f"{corpus_dir}/prefiltered.parquet: rebuild the pools")
+    digests = text_digests(papers, ["title", "abstract", *columns])
     return encoder.tokenize([encoder.format(row.pop("title"), row.pop("abstract"), **row)
-                             for row in papers.drop("corpusid").iter_rows(named=True)])
+                             for row in papers.drop("corpusid").iter_rows(named=True)]), digests
 
 
 def _borrow(place: Place, entry: ModelEntry, store: Path, missing: np.ndarray,
-            dtype: str) -> tuple[np.ndarray, int]:
+            dtype: str, inputs: dict[str, str]) -> tuple[np.ndarray, int]:
     """A benchmark built from another corpus (`make mdcr`) takes the vectors that corpus's
     store already holds for the same model and settings, as one part, instead of encoding
-    its papers again. Returns (ids still to embed, ids copied)."""
+    its papers again: only those whose text digest is this corpus's text of the paper.
+    Returns (ids still to embed, ids copied)."""
     source = read_json(place.corpus_dir / MANIFEST).get("benchmark", {}).get(
         "parameters", {}).get("source_corpus") if (place.corpus_dir / MANIFEST).exists() else None
     source_store = store_dir(place.index_root, source, entry.name) if source else None
@@ -225,11 +338,22 @@ def _borrow(place: Place, entry: ModelEntry, store: Path, missing: np.ndarray,
             or not (source_store / MANIFEST).exists()):
         return missing, 0
     config = read_json(source_store / MANIFEST)["config"]
-    have = np.intersect1d(missing, stored_ids(source_store))
-    if config["dtype"] != dtype or not len(have):
+    if config["dtype"] != dtype:
         return missing, 0
-    _add_part(store, config, have, load_vectors(source_store, have, dtype=None),
-              device=f"copied from {source_store}")
+    now_ids, now = current_digests(place.corpus_dir, missing, ["title", "abstract"])
+    same: list[np.ndarray] = []
+    for part in store_parts(source_store):
+        ids, digests = part_digests(source_store, part)
+        if digests is None or not len(now_ids):
+            continue
+        at = np.minimum(np.searchsorted(now_ids, ids), len(now_ids) - 1)
+        same.append(ids[(now_ids[at] == ids) & (now[at] == digests)])
+    have = np.unique(np.concatenate(same)) if same else np.empty(0, dtype=missing.dtype)
+    if not len(have):
+        return missing, 0
+    at = np.searchsorted(now_ids, have)
+    _add_part(store, config, inputs, have, load_vectors(source_store, have, dtype=None),
+              now[at], device=f"copied from {source_store}")
     return np.setdiff1d(missing, have), len(have)
 
 
@@ -258,15 +382,20 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
     store = store_dir(place.index_root, place.corpus, entry.name)
     start = time.perf_counter()
     repaired = {"damaged_parts": 0, "orphan_parts": 0}
+    inputs = store_inputs(place)
+    texts = {"changed_texts": 0, "rows_without_digest": 0}
     if store.exists():
         with file_lock(store):
             repaired = repair_store(store)
+            texts = reconcile(place, store,
+                              digest_columns(place.corpus_dir, encoder_class(entry.kind)),
+                              inputs)
     needed, missing = missing_ids(place.corpus_dir, store, pools)
     missing = missing[shard_of(missing, num_shards) == shard]
-    missing, borrowed = _borrow(place, entry, store, missing, dtype)
+    missing, borrowed = _borrow(place, entry, store, missing, dtype, inputs)
     info = {"model": entry.name, "pools": pools, "needed": len(needed), "embedded": len(missing),
             "copied_from_source_corpus": borrowed, "shard": shard, "num_shards": num_shards,
-            **repaired}
+            **repaired, **texts}
     if len(missing):
         from pipeline.encoding.encoders import MAX_BATCH, default_budget
 
@@ -284,7 +413,7 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
             upcoming = reader.submit(_tokenized, place.corpus_dir, encoder, chunks[0], columns)
             written = None
             for k, chunk in enumerate(chunks):
-                ids = upcoming.result()
+                ids, digests = upcoming.result()
                 if k + 1 < len(chunks):
                     upcoming = reader.submit(_tokenized, place.corpus_dir, encoder, chunks[k + 1],
                                                columns)
@@ -294,8 +423,8 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
                 n_tokens += tokens
                 if written:
                     written.result()  # one part in flight; its errors surface here
-                written = writer.submit(_add_part, store, config, chunk, vectors,
-                                        str(encoder.device))
+                written = writer.submit(_add_part, store, config, inputs, chunk, vectors,
+                                        digests, str(encoder.device))
             written.result()
         info.update(papers_per_s=round(len(missing) / seconds, 2),
                     tokens_per_s=round(n_tokens / seconds, 1), device=str(encoder.device),

@@ -21,8 +21,9 @@ from pipeline.layout import MANIFEST, STORE_PART, store_parts_glob
 from pipeline.vocabulary import id_key
 
 DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
+# Each row's text digest (pipeline.corpus.files.text_digests): the text the row was made from
+DIGEST = "digest"
 log = logging.getLogger(__name__)
-
 
 
 def id_array(ids) -> np.ndarray:
@@ -45,6 +46,14 @@ def part_name(ids: np.ndarray) -> str:
     """A part's file name: a digest of its sorted ids, so the same papers make the same part."""
     key = ids.tobytes() if ids.dtype.kind in "iu" else "\n".join(ids).encode()
     return STORE_PART.format(hashlib.sha1(key).hexdigest()[:16])
+
+
+def part_digests(store: Path, part: dict) -> tuple[np.ndarray, np.ndarray | None]:
+    """A part's row ids and text digests (None: a part written before stores kept them, whose
+    rows' texts are unknown), memory-mapped."""
+    table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
+    digests = table.column(DIGEST).to_numpy() if DIGEST in table.column_names else None
+    return id_array(table.column("corpusid").to_numpy()), digests
 
 
 def store_repair(store: Path) -> Repair:

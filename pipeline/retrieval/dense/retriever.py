@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.errors import InputError
-from pipeline.encoding.embed import embed, encode_texts, query_cache
+from pipeline.encoding.embed import check_current, embed, encode_texts, query_cache
 from pipeline.encoding.models import ModelEntry
 from pipeline.encoding.store import (
     candidate_chunks,
@@ -30,9 +30,12 @@ from pipeline.retrieval.base import Query, Retriever
 SCORE_NAMES = {"l2": "-L2 distance", "cosine": "cosine similarity", "ip": "inner product"}
 
 
-def store_files(index_root: Path, corpus: str, entry: ModelEntry) -> list[Path]:
-    """The (checked) parts of the model's embedding store: what a search reads."""
-    store = store_dir(index_root, corpus, entry.name)
+def store_files(place: Place, entry: ModelEntry) -> list[Path]:
+    """The (checked) parts of the model's embedding store: what a search reads. A store not
+    checked against the corpus's current texts is refused (`check_current`): it might serve
+    a paper the vector of a text it no longer has."""
+    store = store_dir(place.index_root, place.corpus, entry.name)
+    check_current(place, store)
     return [store / part["file"] for part in store_parts(store)]
 
 
@@ -132,7 +135,7 @@ class Dense(Retriever):
         from pipeline.retrieval.dense.exact import exact_search, run_scores
 
         entry = query.entry
-        query.read(store_files(query.place.index_root, query.place.corpus, entry))
+        query.read(store_files(query.place, entry))
         store = store_dir(query.place.index_root, query.place.corpus, entry.name)
         doc_ids = query.candidates["corpusid"].to_numpy()
         texts = query.texts
@@ -183,7 +186,7 @@ class MultiVector(Dense):
         stored paper and its facet's sentence numbers): those sentences' stored vectors only,
         as ASPIRE searches CSFCube."""
         entry = query.entry
-        query.read(store_files(query.place.index_root, query.place.corpus, entry))
+        query.read(store_files(query.place, entry))
         store = store_dir(query.place.index_root, query.place.corpus, entry.name)
         doc_ids = query.candidates["corpusid"].to_numpy()
         if query.texts is None:
