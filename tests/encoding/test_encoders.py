@@ -85,6 +85,23 @@ def test_vectors_do_not_depend_on_the_batching(encoder, texts, monkeypatch):
 
 
 @pytest.mark.slow
+def test_padding_does_not_change_an_mpnet_vector(tiny_mpnet, corpus_dir):
+    """MPNet's attention adds relative position buckets, and it numbers positions by
+    skipping its padding id (1, where BERT's is 0): a padded batch (the GPU path) still gives
+    each paper the vector it has alone, as BERT's does (test above)."""
+    encoder = Encoder(tiny_entry("tiny-mpnet"), model_path=tiny_mpnet, device="cpu")
+    assert encoder.tokenizer.pad_token_id == encoder.model.config.pad_token_id == 1
+    papers = pl.read_parquet(corpus_dir / "prefiltered.parquet").head(60)
+    some = [encoder.format(t, a[: 40 * i]) for i, (t, a) in  # lengths differ a lot
+            enumerate(zip(papers["title"], papers["abstract"], strict=True))]
+    alone, _ = encoder.encode(some, progress=False)
+    encoder.one_length = False
+    padded, _ = encoder.encode(some, token_budget=4096, progress=False)
+    assert len({len(x) for x in encoder.tokenize(some)}) > 5
+    np.testing.assert_allclose(padded, alone, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
 def test_out_of_memory_halves_the_budget_and_retries(encoder, texts, monkeypatch, caplog):
     """A CUDA OOM (injected: CI has no GPU) must shrink the batches, not fail the job."""
     real = Encoder._forward
