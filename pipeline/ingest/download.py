@@ -339,7 +339,9 @@ def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Met
                 else:
                     offset = 0  # the whole file again (the server ignored the range)
                     length = resp.headers.get("Content-Length")
-                    total = int(length) if length and length.isdigit() else None
+                    # ASCII digits: a server's '²' passes str.isdigit(), then fails int()
+                    total = int(length) if length and length.isascii() and length.isdigit() \
+                        else None
                 with disk_errors(folder), part.open("ab" if status == 206 else "wb") as out:
                     while block := resp.read1(CHUNK, decode_content=False):  # as it comes
                         out.write(block)
