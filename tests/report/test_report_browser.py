@@ -194,3 +194,76 @@ def test_a_screenshot_is_written(browser, tmp_path):
     assert image.width >= WIDTH - 100 and image.height > 1000
     # tables, text and plots: many colours, not a blank or an error page
     assert len(image.getcolors(maxcolors=1 << 20) or []) > 200
+
+
+# names holding what HTML, JSON, LaTeX and shells treat specially (issue 39, case 7): `<!--`
+# then `<script` in the page's JSON block made chromium swallow page.js
+HOSTILE_CORPUS = "c<!--<script>x%y&z_1#$\\x$"
+HOSTILE_MODEL = "m</script><!--<script>a|b\u2028&c"
+HOSTILE_POOL = "all-800-r0<!--<script>&"
+HOSTILE_LABEL = "x%y&z_1#<!--<script>|"
+
+
+@pytest.fixture(scope="module")
+def hostile_page(report_data, tmp_path_factory) -> Path:
+    """The fixture data reported under hostile names: the corpus (its folder's files linked),
+    a pool (its folder linked under the name), the random model (in results.parquet) and a
+    TRAINING_SETS label (the leakage table)."""
+    root = tmp_path_factory.mktemp("hostile")
+    source = report_data / "corpora" / REPORT_CORPUS
+    corpus = root / "corpora" / HOSTILE_CORPUS
+    (corpus / "pools").mkdir(parents=True)
+    for path in source.iterdir():
+        if path.name != "pools":
+            (corpus / path.name).symlink_to(path)
+    for pool in (source / "pools").iterdir():
+        name = HOSTILE_POOL if pool.name == "all-800-r0" else pool.name
+        (corpus / "pools" / name).symlink_to(pool)
+    runs = root / "runs"
+    runs.mkdir()
+    pl.read_parquet(report_data / "runs" / RESULTS_FILE).with_columns(
+        corpus=pl.lit(HOSTILE_CORPUS),
+        pool=pl.col("pool").replace({"all-800-r0": HOSTILE_POOL}),
+        model=pl.col("model").replace({"random": HOSTILE_MODEL})).write_parquet(
+        runs / RESULTS_FILE)
+    queries = pl.read_parquet(source / "pools" / "all-800-r0" / "queries.parquet")["corpusid"]
+    listed = root / "trained.txt"
+    listed.write_text("".join(f"{i}\n" for i in queries.to_list()[:5]))
+    build_report(runs, HOSTILE_CORPUS, 0, root / "corpora",
+                 training_sets={HOSTILE_LABEL: str(listed)}).save()
+    return report_file(reports_dir(runs), HOSTILE_CORPUS, suffix=REPORT_PAGE_SUFFIX)
+
+
+def test_hostile_names_leave_the_pages_script_running(hostile_page):
+    """Every name shows as itself, and page.js runs: headers sort, and a hostile model's
+    cell names on hover the command that makes it again, one shell command."""
+    import shlex
+
+    driver = headless_chromium(*install_chromium())
+    try:
+        driver.get(hostile_page.as_uri())
+        errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+        assert not errors
+        assert driver.title == f"Results: {HOSTILE_CORPUS} (pools of seed 0)"
+        heads = table(driver, "dataset").find_elements(By.TAG_NAME, "th")
+        assert heads[0].get_attribute("title").startswith("sort by this column")
+        _, shown = cells(driver, "dataset")
+        assert [r[0] for r in shown] == [HOSTILE_MODEL, "bm25"]
+        heads[1].click()  # the script sorts
+        assert heads[1].get_attribute("aria-sort") == "ascending"
+        cell = driver.execute_script("""
+            const t = document.querySelector('table.data[data-name="dataset"]');
+            return Array.from(t.tBodies[0].rows).find(
+                (r) => r.cells[0].textContent.trim() !== 'bm25').cells[1];""")
+        ActionChains(driver).move_to_element(cell).perform()
+        title = cell.get_attribute("title")
+        assert title.startswith("made again by: "), title
+        command = title[len("made again by: "):].split(", then make report", 1)[0]
+        assert shlex.split(command) == ["make", "eval", f"CORPUS={HOSTILE_CORPUS}",
+                                        f"MODEL={HOSTILE_MODEL}"]
+        leakage, _ = cells(driver, "leakage")
+        assert f"{HOSTILE_LABEL}: queries in training" in leakage
+        _, pools = cells(driver, "provenance-pools")
+        assert HOSTILE_POOL in [r[0] for r in pools]
+    finally:
+        driver.quit()
