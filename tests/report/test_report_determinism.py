@@ -85,12 +85,18 @@ def write_results(runs_root: Path, frame: pl.DataFrame) -> None:
         path.write_text(json.dumps({"folds": {"fold1": queries[::2], "fold2": queries[1::2]}}))
 
 
+def is_output(path: Path) -> bool:
+    """A file the report wrote: not the stat cache of the checksums its manifest took
+    (`.checksums.json`: inodes and times, never compared)."""
+    return path.is_file() and not path.name.startswith(".")
+
+
 def outputs(runs_root: Path) -> dict[str, bytes]:
     """Every corpus reported: each file under runs/reports/ and the markdown returned."""
     texts = {f"returned:{c}": report(runs_root, c).encode() for c in CORPORA}
     folder = reports_dir(runs_root)
     return {**texts, **{str(p.relative_to(folder)): p.read_bytes()
-                        for p in sorted(folder.rglob("*")) if p.is_file()}}
+                        for p in sorted(folder.rglob("*")) if is_output(p)}}
 
 
 REPORT_SCRIPT = """
@@ -112,7 +118,7 @@ def outputs_in_subprocess(runs_root: Path, threads: str | None) -> dict[str, byt
     assert done.returncode == 0, done.stderr[-3000:]
     folder = reports_dir(runs_root)
     return {str(p.relative_to(folder)): p.read_bytes()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+            for p in sorted(folder.rglob("*")) if is_output(p)}
 
 
 def differing(a: dict[str, bytes], b: dict[str, bytes]) -> list[str]:
