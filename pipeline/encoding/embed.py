@@ -149,7 +149,7 @@ def _check_config(store: Path, config: dict) -> None:
 
 
 def _write_part(store: Path, ids: np.ndarray, vectors: np.ndarray, dtype: str,
-                digests: np.ndarray) -> dict:
+                digests: np.ndarray | None) -> dict:
     """One part: the papers `ids` (sorted, distinct), their vectors and text digests (each
     row keeps the digest of the text it was made from)."""
     columns, counts = {}, {}
@@ -164,7 +164,8 @@ def _write_part(store: Path, ids: np.ndarray, vectors: np.ndarray, dtype: str,
         "corpusid": pa.array(ids, type=pa.int64() if ids.dtype.kind in "iu" else pa.string()),
         **{column: pa.array(values[order]) for column, values in columns.items()},
         "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]),
-        DIGEST: pa.array(digests[np.searchsorted(papers, ids)], type=pa.uint64()),
+        **({} if digests is None else
+           {DIGEST: pa.array(digests[np.searchsorted(papers, ids)], type=pa.uint64())}),
     })
     with atomic_path(store / name) as tmp, ipc.new_file(str(tmp), table.schema) as writer:
         writer.write_table(table)
@@ -189,12 +190,16 @@ def mark_covered(corpus_dir: Path, store: Path, pools: list[str]) -> list[str]:
     return covered
 
 
-def _add_part(store: Path, config: dict, inputs: dict[str, str], ids: np.ndarray,
-              vectors: np.ndarray, digests: np.ndarray, device: str) -> None:
-    """Write one part and list it in the store manifest (under the store lock)."""
+def _add_part(store: Path, config: dict, ids: np.ndarray, vectors: np.ndarray, device: str,
+              *, inputs: dict[str, str] | None = None, digests: np.ndarray | None = None
+              ) -> None:
+    """Write one part and list it in the store manifest (under the store lock). Without
+    `inputs` and `digests` (a store assembled by hand): rows with no text digest, a store that
+    a search refuses until `embed` checks it."""
     with file_lock(store):
         _check_config(store, config)
-        if (store / MANIFEST).exists() and read_json(store / MANIFEST).get("inputs") != inputs:
+        if (inputs is not None and (store / MANIFEST).exists()
+                and read_json(store / MANIFEST).get("inputs") != inputs):
             raise InputError(f"{store}: its corpus's prefiltered.parquet changed while this "
                              "embed ran", store_repair(store))
         part = _write_part(store, ids, vectors, config["dtype"], digests)
@@ -202,11 +207,12 @@ def _add_part(store: Path, config: dict, inputs: dict[str, str], ids: np.ndarray
         _write_manifest(store, config, inputs, parts, device)
 
 
-def _write_manifest(store: Path, config: dict, inputs: dict[str, str], parts: list[dict],
+def _write_manifest(store: Path, config: dict, inputs: dict[str, str] | None, parts: list[dict],
                     device: str) -> None:
     versions = {lib: version(lib) for lib in ("torch", "transformers", "pyarrow")}
     write_json(manifest("embed", {"model": config["model"]["name"]}, config=config,
-                        inputs=inputs, text_digest=TEXT_DIGEST, parts=parts,
+                        **({} if inputs is None else {"inputs": inputs}),
+                        text_digest=TEXT_DIGEST, parts=parts,
                         versions=versions, device=device), store / MANIFEST)
 
 
@@ -352,8 +358,8 @@ def _borrow(place: Place, entry: ModelEntry, store: Path, missing: np.ndarray,
     if not len(have):
         return missing, 0
     at = np.searchsorted(now_ids, have)
-    _add_part(store, config, inputs, have, load_vectors(source_store, have, dtype=None),
-              now[at], device=f"copied from {source_store}")
+    _add_part(store, config, have, load_vectors(source_store, have, dtype=None),
+              f"copied from {source_store}", inputs=inputs, digests=now[at])
     return np.setdiff1d(missing, have), len(have)
 
 
@@ -423,8 +429,8 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
                 n_tokens += tokens
                 if written:
                     written.result()  # one part in flight; its errors surface here
-                written = writer.submit(_add_part, store, config, inputs, chunk, vectors,
-                                        digests, str(encoder.device))
+                written = writer.submit(_add_part, store, config, chunk, vectors,
+                                        str(encoder.device), inputs=inputs, digests=digests)
             written.result()
         info.update(papers_per_s=round(len(missing) / seconds, 2),
                     tokens_per_s=round(n_tokens / seconds, 1), device=str(encoder.device),
