@@ -461,6 +461,11 @@ SYNTHETIC_SHARD = "metadata_{}.jsonl.gz"  # the synthetic generator's shards, S2
 # file's partial bytes while it downloads (hidden: no reader takes it for a shard); the diff
 # files of one release step while they are applied; a diff's update records as a shard
 DOWNLOAD_MANIFEST = "download.json"
+# The shapes of the Datasets API's values that become paths under a download's raw folder
+# (checked before any is used: a server's answer never names a path outside it)
+S2_RELEASE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)  # a release id: its date
+S2_DATASET = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}", re.ASCII)  # papers, paper-ids, ...
+MAX_SHARD_NAME = 200  # characters of a downloaded file's name (room for .<name>.part)
 DOWNLOAD_PARTIAL = ".{}.part"
 DOWNLOAD_DIFFS = ".diffs"
 DIFF_SHARD = "update-{}-{:04d}.jsonl.gz"  # release date, the update file's index in its step
@@ -526,7 +531,7 @@ class Place:
 
 # ---- the inverse: what a manifest's path says it describes (verify) -------------------------
 ARTIFACT_KINDS = ("corpus", "pool", "store", "analysed", "index", "tuning", "run", "results",
-                  "report", "raw")
+                  "report", "raw", "download")
 
 
 def artifact_kind(path: Path, corpora: Path, runs: Path | None,
@@ -534,7 +539,7 @@ def artifact_kind(path: Path, corpora: Path, runs: Path | None,
     """Which artifact (ARTIFACT_KINDS) the manifest at `path` describes, from where the layout
     puts it: a corpus's, a pool's, an embedding or analysed-text store's, a Lucene index's, a
     tuning record, a run's or an evaluation's, the collected results', a report's, a raw release's
-    (`raw_sources`: the readers' folder names); None for any other file."""
+    (`raw_sources`: the readers' folder names), a download's; None for any other file."""
     grandparent = path.parts[-3] if len(path.parts) >= 3 else None
     if path.name == MANIFEST:
         if path.parent.parent == corpora:
@@ -549,6 +554,9 @@ def artifact_kind(path: Path, corpora: Path, runs: Path | None,
             return "index"
         if path.parent.name in raw_sources:
             return "raw"
+    if (path.name == DOWNLOAD_MANIFEST and path.parent.name in raw_sources
+            and path.parent.parent.parent == corpora):
+        return "download"  # make download's record of corpora/<corpus>/<source>
     if path.parent.name == TUNING:
         return "tuning"
     if (runs is not None and path.parent.parent.parent == runs
@@ -564,5 +572,6 @@ def artifact_kind(path: Path, corpora: Path, runs: Path | None,
 
 def manifest_globs() -> tuple[str, ...]:
     """Patterns (rglob) of every manifest artifact_kind knows, under any data root."""
-    return (MANIFEST, f"*.{MANIFEST}", f"*.{RUN_EVALUATION}", f"{TUNING}/*{JSON_SUFFIX}")
+    return (MANIFEST, f"*.{MANIFEST}", f"*.{RUN_EVALUATION}", f"{TUNING}/*{JSON_SUFFIX}",
+            DOWNLOAD_MANIFEST)
 

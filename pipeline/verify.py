@@ -34,6 +34,7 @@ from pipeline.core.inputs import KINDS, Roots, changed
 from pipeline.core.repair import Repair, Where
 from pipeline.corpus.manifest import VOUCHED_BY, corpus_repair, raw_repair
 from pipeline.encoding.store import store_repair
+from pipeline.ingest.download import download_repair
 from pipeline.layout import (
     ANALYSED,
     BM25_INDEX,
@@ -85,6 +86,10 @@ def _files(info: dict, kind: str) -> dict[str, dict]:
     if kind == "corpus":
         return {name: fp for section in info.values() if isinstance(section, dict)
                 for name, fp in section.get("outputs", {}).items()}
+    if kind == "download":  # download.json: each dataset's files, in its folder
+        return {f"{dataset}/{record['name']}": record
+                for dataset, entry in info.get("datasets", {}).items()
+                for record in entry.get("files", [])}
     return dict(info.get("outputs", {}))
 
 
@@ -135,6 +140,7 @@ def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
         "run": lambda: run_repair(run_file_parts(path)[0], run_file_parts(path)[2]),
         "results": lambda: _results_repair(path, data),
         "raw": lambda: raw_repair(path.parent),
+        "download": lambda: download_repair(path.parent),
     }
     return ("store" if kind == "analysed" else kind), repairs[kind]()
 

@@ -9,7 +9,7 @@ import re
 import sys
 
 from pipeline.core.errors import InputError
-from pipeline.layout import MAX_COMPONENT, check_name, parse_size
+from pipeline.layout import MAX_COMPONENT, S2_DATASET, check_name, parse_size
 from pipeline.vocabulary import parse_metrics
 
 DTYPES = ("float32", "float16")
@@ -165,4 +165,21 @@ def training_sets(text: str) -> str:
 def device(text: str) -> str:
     if not re.match(r"^(cpu|cuda(:\d+)?)$", text):
         raise argparse.ArgumentTypeError(f"{text!r}: use cpu, cuda or cuda:<index>")
+    return text
+
+
+def dataset_list(text: str) -> str:
+    """DATASETS: S2AG dataset names separated by commas, each a folder name of the download
+    (layout.S2_DATASET); empty is refused, as every other empty variable is (it is not 'every
+    dataset', which is hundreds of GB)."""
+    names = [n for n in text.replace(",", " ").split() if n]
+    if not names:
+        raise argparse.ArgumentTypeError("DATASETS is empty: name the datasets, separated by "
+                                         "commas (leave DATASETS out for the default, "
+                                         "papers,abstracts,citations)")
+    for name in names:
+        if not S2_DATASET.fullmatch(name):
+            raise argparse.ArgumentTypeError(f"{name!r}: a dataset name is lowercase letters, "
+                                             "digits, '-' and '_' (such as papers or "
+                                             "paper-ids)")
     return text

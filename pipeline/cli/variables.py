@@ -30,6 +30,7 @@ from pipeline.cli.checks import (
     checked,
     choice,
     corpus_name,
+    dataset_list,
     metric_list,
     non_negative,
     pool_name,
@@ -110,8 +111,8 @@ VARIABLES: tuple[Variable, ...] = (
       "external (MAG-like) or s2-fos-model", "data", one_word=True),
     V("RELEASE", "latest", None, "make download: the S2AG release, a date (2026-11-18) or "
       "latest (recorded as its date)", "data", one_word=True),
-    V("DATASETS", "papers,abstracts,citations", None, "make download: the S2AG datasets, "
-      "separated by commas", "data", one_word=True),
+    V("DATASETS", "papers,abstracts,citations", dataset_list, "make download: the S2AG "
+      "datasets, separated by commas", "data", one_word=True),
     V("FIRST", "", positive, "make download: a trial, only the first FIRST files of each "
       "dataset (empty: every file)", "data", shown="every file", optional=True,
       one_word=True),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -16,13 +16,19 @@ def lock_path(target: Path) -> Path:
 
 
 @contextlib.contextmanager
-def file_lock(target: Path) -> Iterator[None]:
+def file_lock(target: Path, waiting: Callable[[], None] | None = None) -> Iterator[None]:
     """An exclusive advisory lock on the artifact at `target` (lock_path), so concurrent jobs
-    (make -j, SLURM arrays, two `make embed`) update one artifact in turn."""
+    (make -j, SLURM arrays, two `make embed`) update one artifact in turn. `waiting` is called
+    once when another holds it (to say so in the log), before waiting for it."""
     path = lock_path(target)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting is not None:
+                waiting()
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:

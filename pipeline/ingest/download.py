@@ -13,22 +13,34 @@ A file is written to a hidden partial file and continued with an HTTP range afte
 (a dropped connection, a kill -9: the next run goes on from the partial's size). It gets its
 final name only once whole: the size the server announced, its gzip stream read to the end.
 An expired link (403/400 from the file host) is asked for again; 429 and 5xx answers and
-broken connections are retried with exponential backoff (Retry-After honoured). A bounded
-number of files download at once (threads: the work is waiting on the network).
+broken connections are retried with exponential backoff (Retry-After honoured), each retry
+logged, a bounded number of times (and an API call for a bounded time): a try counts as
+progress only when a file's bytes go further than they ever did. A bounded number of files
+download at once (threads: the work is waiting on the network); one command at a time
+downloads into a folder (a lock on its download.json).
+
+Every value of a server's answer that becomes a path (release ids, dataset names, file names
+from links) is checked against its documented shape first (pipeline.layout: S2_RELEASE,
+S2_DATASET, released_shard), so nothing is written or removed outside the raw folder.
+Credentials in S2_API_URL (http://user:password@host) are sent as HTTP basic auth to the API
+only and shown nowhere, like the key.
 
 HTTP client: urllib3 (a direct dependency in pyproject.toml; the one under requests). It gives
-a thread-safe connection pool, connect and read timeouts, a Retry policy with backoff that
-honours Retry-After for the API's JSON calls, and raw streaming with a Content-Length check
-(a truncated body raises instead of passing as a short file). Ranges are a header. The file
-downloads use their own retry loop, since a retry there must resume from the bytes on disk and
-must not log a presigned link. requests adds nothing to that; httpx's retries cover connection
-errors only.
+a thread-safe connection pool, connect and read timeouts, redirects (the key and credentials
+dropped on the way to another host), and raw streaming with a Content-Length check (a
+truncated body raises instead of passing as a short file). Ranges are a header. Retries are
+this module's own loops (urllib3's retry the same request silently): an API call's, which
+logs each retry and bounds the total wait, and a file's, which resumes from the bytes on disk
+and never logs a presigned link. requests adds nothing to that; httpx's retries cover
+connection errors only.
 """
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import io
+import json
 import logging
 import os
 import random
@@ -40,7 +52,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import orjson
 import urllib3
@@ -48,11 +60,21 @@ from isal import igzip
 from urllib3.util import Retry, Timeout
 
 from pipeline.core.atomic import disk_errors
+from pipeline.core.checksums import file_problem, remember
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
+from pipeline.core.locks import file_lock
 from pipeline.core.logs import progress
+from pipeline.core.repair import Repair
 from pipeline.ingest.shards import READ_ERRORS, S2AG_DATASETS, list_shards
-from pipeline.layout import DOWNLOAD_MANIFEST, DOWNLOAD_PARTIAL, released_shard
+from pipeline.layout import (
+    DOWNLOAD_MANIFEST,
+    DOWNLOAD_PARTIAL,
+    MAX_SHARD_NAME,
+    S2_DATASET,
+    S2_RELEASE,
+    released_shard,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,19 +84,21 @@ DEFAULT_API = "https://api.semanticscholar.org"
 API_PATH = "/datasets/v1"
 KEY_HEADER = "x-api-key"
 LATEST = "latest"
-RELEASE_ID = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 MANIFEST_VERSION = 1
 CHUNK = 1 << 20  # bytes read from a response at a time
 RETRY_STATUS = (429, 500, 502, 503, 504)  # answers worth asking again, after a pause
 EXPIRED_STATUS = (400, 401, 403)  # what a file host answers to an expired presigned link
 MAX_PAUSE = 120.0  # seconds: the longest pause between tries (a Retry-After included)
+MAX_REDIRECTS = 5  # redirects followed per request (a file link to its region's host)
 BAD_DOWNLOADS = 3  # a file whose whole bytes fail verification this many times is an error
 
 
 @dataclass(frozen=True)
 class Settings:
     """How to reach the API and how hard to try: base URL and key (from the environment),
-    files at once, tries without progress per file, the first pause (doubling), timeouts."""
+    files at once, retries without progress per file or API call, the first pause
+    (doubling), timeouts, the longest an API call may take, its tries and pauses together.
+    Credentials in the base URL are taken out of it (`auth`), so that the URL can be shown."""
 
     base_url: str
     key: str = field(repr=False)  # never shown, not even in a repr
@@ -83,6 +107,15 @@ class Settings:
     backoff: float = 2.0
     connect_timeout: float = 30.0
     read_timeout: float = 120.0
+    api_wait: float = 600.0
+    auth: str = field(default="", repr=False)  # user:password of the base URL, never shown
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.base_url)
+        if parts.username is not None or parts.password is not None:
+            object.__setattr__(self, "auth", f"{unquote(parts.username or '')}:"
+                                             f"{unquote(parts.password or '')}")
+            object.__setattr__(self, "base_url", public(self.base_url))
 
     @classmethod
     def from_environment(cls, **options: Any) -> Settings:
@@ -93,13 +126,94 @@ class Settings:
                              "environment (the Datasets API gives file links only with a key; "
                              "ask for one at https://www.semanticscholar.org/product/api)")
         base = os.environ.get(API_URL_ENV, "").strip() or DEFAULT_API
+        parts = urlsplit(base)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InputError(f"{API_URL_ENV}={public(base)!r}: give the Datasets API's base "
+                             f"URL, such as {DEFAULT_API}")
         return cls(base_url=base.rstrip("/"), key=key, **options)
 
 
 def public(url: str) -> str:
-    """A link without its query (a presigned link's signature): what a log or error shows."""
+    """A link without its query (a presigned link's signature) and without credentials
+    (user:password@): what a log, an error or download.json shows."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+
+
+def _shown(value: object) -> str:
+    """A value from a server, as an error line shows it: quoted, one line, cut short."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def checked_release(value: object, what: str) -> str:
+    """A release id from the API's answer: a date (S2_RELEASE), else one line. A release id
+    names folders (.diffs/<from>_<to>) and shards (update-<release>-<k>), so nothing else is
+    taken."""
+    if not isinstance(value, str) or not S2_RELEASE.fullmatch(value):
+        raise InputError(f"{what}: the API's answer names release {_shown(value)}, not a "
+                         "release date such as 2026-11-18; run again later (or report it to "
+                         "Semantic Scholar)")
+    return value
+
+
+def checked_datasets(datasets: list[str]) -> list[str]:
+    """The datasets asked for (DATASETS), each a dataset name (S2_DATASET: it names a folder
+    of the raw folder), in the order given, once each; an empty list is refused (it is not
+    'all of them': those are hundreds of GB)."""
+    if not datasets:
+        raise InputError("DATASETS: no dataset given; name them, separated by commas (such "
+                         f"as {','.join(S2AG_DATASETS)})")
+    bad = [d for d in datasets if not S2_DATASET.fullmatch(d)]
+    if bad:
+        raise InputError(f"DATASETS: {_shown(bad[0])} is not a dataset name (lowercase "
+                         "letters, digits, '-' and '_', such as papers or paper-ids)")
+    return list(dict.fromkeys(datasets))
+
+
+def retry_after(value: str | None) -> float | None:
+    """The seconds a Retry-After header asks for (a number of seconds or an HTTP date), at
+    most MAX_PAUSE; None when there is none or it is neither."""
+    text = (value or "").strip()
+    if re.fullmatch(r"\d{1,9}", text, re.ASCII):
+        return min(float(text), MAX_PAUSE)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return min(max(when.timestamp() - time.time(), 0.0), MAX_PAUSE)
+
+
+def _retry_note(headers: Any) -> tuple[float | None, str]:
+    """(seconds the server asks for, words for the log) from an answer's Retry-After."""
+    header = headers.get("Retry-After")
+    seconds = retry_after(header)
+    if header and seconds is None:
+        return None, f" with an invalid Retry-After ({header[:40]!r}, ignored)"
+    return seconds, ""
+
+
+def _failure(exc: Exception, connect: float, read: float) -> str:
+    """What went wrong with a request that got no answer, in words (never the URL)."""
+    errors = urllib3.exceptions
+    reason = getattr(exc, "reason", None) or exc  # MaxRetryError (a redirect) wraps it
+    if isinstance(reason, errors.NameResolutionError):
+        return "could not be found (its host name does not resolve)"
+    if isinstance(reason, errors.NewConnectionError):
+        refused = "refused" in str(reason).lower()
+        return "could not be reached (connection refused)" if refused else \
+            "could not be reached (no connection)"
+    if isinstance(reason, errors.ConnectTimeoutError):
+        return f"could not be reached within {connect:g} s"
+    if isinstance(reason, errors.ReadTimeoutError):
+        return f"did not answer within {read:g} s"
+    if isinstance(reason, errors.ResponseError):
+        return "redirected too many times"
+    if isinstance(reason, errors.ProtocolError):
+        return "broke the connection"
+    return f"did not answer ({type(reason).__name__})"
 
 
 class _NoSignatures(logging.Filter):
@@ -122,14 +236,6 @@ def link_name(url: str) -> str:
     return urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]
 
 
-class _Retry(Retry):
-    """urllib3's retry policy with the server's Retry-After capped at MAX_PAUSE."""
-
-    def get_retry_after(self, response: urllib3.BaseHTTPResponse) -> float | None:
-        value = super().get_retry_after(response)
-        return None if value is None else min(value, MAX_PAUSE)
-
-
 class Stopped(Exception):
     """Another file failed (or the user pressed Ctrl-C): this one stops, its bytes kept."""
 
@@ -140,24 +246,58 @@ class Client:
     def __init__(self, settings: Settings):
         self.settings = settings
         timeout = Timeout(connect=settings.connect_timeout, read=settings.read_timeout)
-        self.retry = _Retry(total=settings.retries, backoff_factor=settings.backoff,
-                           backoff_max=MAX_PAUSE, status_forcelist=RETRY_STATUS,
-                           allowed_methods={"GET"}, respect_retry_after_header=True,
-                           raise_on_status=False, raise_on_redirect=False,
-                           remove_headers_on_redirect=[*Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT,
-                                                       KEY_HEADER])  # never to another host
+        # redirects only (retries are the loops below): the key and credentials (Authorization,
+        # a default of urllib3's) never go to another host
+        redirects = Retry(total=None, connect=0, read=0, status=0, other=0,
+                          redirect=MAX_REDIRECTS, raise_on_redirect=True,
+                          respect_retry_after_header=False,
+                          remove_headers_on_redirect=[*Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT,
+                                                      KEY_HEADER])
         self.http = urllib3.PoolManager(num_pools=8, maxsize=settings.parallel + 2,
-                                        timeout=timeout, retries=self.retry)
+                                        timeout=timeout, retries=redirects)
+        self.api_headers = {KEY_HEADER: settings.key}
+        if settings.auth:
+            self.api_headers |= urllib3.make_headers(basic_auth=settings.auth)
 
     def get_json(self, path: str, what: str) -> Any:
-        """GET base + /datasets/v1 + path with the key; the parsed JSON or one clear line."""
-        url = f"{self.settings.base_url}{API_PATH}{path}"
-        try:
-            resp = self.http.request("GET", url, headers={KEY_HEADER: self.settings.key})
-        except urllib3.exceptions.HTTPError as exc:
-            raise InputError(f"the Semantic Scholar Datasets API at {self.settings.base_url} "
-                             f"did not answer ({type(exc).__name__}) for {what}; check the "
-                             f"network and {API_URL_ENV}, then run again") from None
+        """GET base + /datasets/v1 + path with the key; the parsed JSON or one clear line.
+        429, 5xx and no answer are tried again (each retry logged) at most `retries` times
+        and `api_wait` seconds in all."""
+        settings = self.settings
+        url = f"{settings.base_url}{API_PATH}{path}"
+        deadline = time.monotonic() + settings.api_wait
+        tries = 0
+        while True:
+            tries += 1
+            left = max(deadline - time.monotonic(), 0.01)
+            connect, read = min(settings.connect_timeout, left), min(settings.read_timeout, left)
+            asks: float | None = None
+            try:
+                resp = self.http.request("GET", url, headers=self.api_headers,
+                                         timeout=Timeout(connect=connect, read=read))
+            except urllib3.exceptions.HTTPError as exc:
+                status, note = None, _failure(exc, connect, read)
+            else:
+                if resp.status not in RETRY_STATUS:
+                    return self._answer(resp, what)
+                asks, invalid = _retry_note(resp.headers)
+                status, note = resp.status, f"answered HTTP {resp.status}{invalid}"
+            pause = _pause(tries, settings, asks)
+            out_of_time = time.monotonic() + pause > deadline
+            if tries > settings.retries or out_of_time:
+                given_up = (f"; gave up after {settings.api_wait:g} s ({tries} tries)"
+                            if out_of_time else f" after {tries} tries")
+                advice = "run again later" if status else \
+                    f"check the network and {API_URL_ENV}, then run again"
+                raise InputError(f"the Semantic Scholar Datasets API at {settings.base_url} "
+                                 f"{note} for {what}{given_up}; {advice}")
+            log.warning("the Semantic Scholar Datasets API at %s %s for %s; trying again in "
+                        "%.1f s (try %d of at most %d)", settings.base_url, note, what, pause,
+                        tries + 1, settings.retries + 1)
+            time.sleep(pause)
+
+    def _answer(self, resp: urllib3.BaseHTTPResponse, what: str) -> Any:
+        """An answer that is not worth asking again for: its JSON, or one line saying why not."""
         if resp.status in (401, 403):
             raise InputError(f"the Semantic Scholar Datasets API refused the key in "
                              f"{API_KEY_ENV} (HTTP {resp.status}) for {what}: check the key "
@@ -167,7 +307,7 @@ class Client:
                              "check RELEASE (a date such as 2026-11-18, or latest) and DATASETS")
         if resp.status != 200:
             raise InputError(f"the Semantic Scholar Datasets API answered HTTP {resp.status} "
-                             f"for {what} after {self.settings.retries} tries; run again later")
+                             f"for {what}; check {API_URL_ENV}, or run again later")
         try:
             return orjson.loads(resp.data)
         except orjson.JSONDecodeError:
@@ -175,12 +315,14 @@ class Client:
                              f"check {API_URL_ENV}") from None
 
     def releases(self) -> list[str]:
-        return sorted(str(r) for r in self.get_json("/release/", "list of releases"))
+        listed = self.get_json("/release/", "list of releases")
+        return sorted(str(r) for r in listed) if isinstance(listed, list) else []
 
     def release(self, release: str) -> dict[str, Any]:
         info = self.get_json(f"/release/{release}", f"release {release}")
-        if not isinstance(info, dict) or not RELEASE_ID.match(str(info.get("release_id", ""))):
+        if not isinstance(info, dict):
             raise InputError(f"release {release}: the API's answer names no release date")
+        checked_release(info.get("release_id"), f"release {release}")
         return info
 
     def file_links(self, release: str, dataset: str) -> list[str]:
@@ -202,11 +344,12 @@ class Client:
         return steps
 
     def open(self, url: str, offset: int) -> urllib3.BaseHTTPResponse:
-        """A file link's bytes from `offset` on (a Range request), streamed, not retried. The
-        key is not sent: a presigned link needs none, and the file host is not the API's."""
+        """A file link's bytes from `offset` on (a Range request), streamed, redirects followed
+        (S3 answers 307 for another region), not retried. Neither the key nor credentials are
+        sent: a presigned link needs none, and the file host is not the API's."""
         headers = {"Range": f"bytes={offset}-"} if offset else {}
         return self.http.request("GET", url, headers=headers, preload_content=False,
-                                 retries=False, decode_content=False)
+                                 decode_content=False)
 
 
 # ---- the links of a dataset's files, asked for again when they expire --------------------------
@@ -223,7 +366,14 @@ class Links:
     def _read(self) -> dict[str, str]:
         found: dict[str, str] = {}
         for url in self.fetch():
+            if urlsplit(url).scheme not in ("http", "https"):
+                raise InputError(f"{self.what}: the API's answer lists {_shown(public(url))}, "
+                                 "not an http(s) link; run again later")
             name = released_shard(link_name(url))
+            if len(name) > MAX_SHARD_NAME:
+                raise InputError(f"{self.what}: the API's answer lists a file named "
+                                 f"{_shown(name)}, longer than {MAX_SHARD_NAME} characters; "
+                                 "run again later (or report it to Semantic Scholar)")
             if name in found:
                 raise InputError(f"{self.what}: two files named {name} (as {public(url)}); "
                                  "the release cannot be downloaded into one folder")
@@ -306,36 +456,38 @@ def _content_range(value: str | None) -> tuple[int, int | None] | None:
     return int(match[1]), (None if match[2] == "*" else int(match[2]))
 
 
-def _pause(tries: int, settings: Settings, retry_after: str | None = None) -> float:
-    """Seconds before the next try: Retry-After when the server says, else exponential backoff
-    with jitter."""
-    if retry_after and retry_after.strip().isdigit():
-        return min(float(retry_after.strip()), MAX_PAUSE)
+def _pause(tries: int, settings: Settings, asked: float | None = None) -> float:
+    """Seconds before the next try: what the server asked for (Retry-After), else exponential
+    backoff with jitter; at most MAX_PAUSE."""
+    if asked is not None:
+        return min(asked, MAX_PAUSE)
     return min(settings.backoff * 2 ** (tries - 1) * (0.5 + random.random() / 2), MAX_PAUSE)
 
 
 def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Meter,
                what: str, stop: threading.Event | None = None) -> dict[str, Any]:
     """Download one file into `folder/name`, resuming its partial file; its record (name,
-    bytes, sha256, lines) once whole and verified. `stop` set: Stopped, the partial kept."""
+    bytes, sha256, lines) once whole and verified. `stop` set: Stopped, the partial kept.
+    Every way round the loop returns, raises, or counts a try without progress (bytes on
+    disk beyond the most this file ever had: a restart from byte 0 is none), so a file that
+    never gets whole is one line after `retries` tries, whatever goes wrong."""
     settings = client.settings
     final, part = folder / name, folder / DOWNLOAD_PARTIAL.format(name)
     tries = bad = 0  # tries without progress; whole downloads that failed verification
+    most = part.stat().st_size if part.exists() else 0  # the furthest the bytes have come
     while True:
         offset = part.stat().st_size if part.exists() else 0
         url, generation = links.url(name)
-        status, total, note, retry_after = None, None, "", None
+        status, total, note, asked = None, None, "", None
         try:
             resp = client.open(url, offset)
             status = resp.status
+            span = _content_range(resp.headers.get("Content-Range")) if status == 206 else None
+            if status == 206 and (span is None or span[0] != offset):
+                status = None  # not the range asked for: the partial is read again from 0
             if status in (200, 206):
                 if status == 206:
-                    span = _content_range(resp.headers.get("Content-Range"))
-                    if span is None or span[0] != offset:  # not the range asked for: restart
-                        resp.release_conn()
-                        part.unlink(missing_ok=True)
-                        continue
-                    total = span[1]
+                    total = span[1] if span else None
                 else:
                     offset = 0  # the whole file again (the server ignored the range)
                     length = resp.headers.get("Content-Length")
@@ -350,16 +502,21 @@ def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Met
                             resp.close()
                             raise Stopped(name)
                 resp.release_conn()
-            elif status == 416 and offset:  # the partial holds more than the file: restart
+            elif status is None or (status == 416 and offset):  # a range the host cannot give
+                resp.drain_conn()  # (the partial holds more than the file): from byte 0 again
                 resp.release_conn()
                 part.unlink(missing_ok=True)
-                continue
+                note = f"HTTP {resp.status} to the range from byte {offset}; from byte 0 again"
             else:
-                retry_after = resp.headers.get("Retry-After")
+                asked, invalid = _retry_note(resp.headers)
+                note = f"HTTP {status}{invalid}" if invalid else ""
                 resp.drain_conn()
                 resp.release_conn()
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            note = type(exc).__name__  # a dropped connection, a truncated body, a timeout
+        except urllib3.exceptions.HTTPError as exc:
+            note = _failure(exc, settings.connect_timeout, settings.read_timeout) \
+                if status is None else type(exc).__name__  # a dropped connection, a timeout
+        except OSError as exc:
+            note = type(exc).__name__
         size = part.stat().st_size if part.exists() else 0
         if status in (200, 206) and not note and (total is None or size == total):
             try:
@@ -374,9 +531,10 @@ def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Met
                 log.warning("%s %s: %s; downloading it again", what, name, exc)
                 continue
             os.replace(part, final)
+            remember(final, record["sha256"])  # a later run checks it without reading it
             return {"name": name, **record}
-        if status in (200, 206) and size > offset:
-            tries = 0  # progress: a break in a long file is not a failure of the file
+        if status in (200, 206) and size > most:
+            tries, most = 0, size  # progress: a break in a long file is not its failure
             log.warning("%s %s: broken off at byte %d%s (%s); resuming", what, name, size,
                         f" of {total}" if total else "", note or "short body")
             continue
@@ -391,10 +549,10 @@ def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Met
         else:
             tries += 1
         if tries > settings.retries:
-            raise InputError(f"{what} file {name}: no progress after {settings.retries} tries "
+            raise InputError(f"{what} file {name}: no progress after {tries} tries "
                              f"(last: {note or f'HTTP {status}'}); run again later (the "
                              "bytes downloaded so far are kept)")
-        wait = _pause(tries, settings, retry_after if status in RETRY_STATUS else None)
+        wait = _pause(tries, settings, asked if status in RETRY_STATUS else None)
         log.warning("%s %s: %s; trying again in %.1f s", what, name,
                     note or f"HTTP {status}", wait)
         if stop is not None and stop.wait(wait):
@@ -411,12 +569,11 @@ class Manifest:
     def __init__(self, raw_dir: Path):
         self.path = raw_dir / DOWNLOAD_MANIFEST
         self.lock = threading.Lock()
+        self.damaged = False  # then `data` is empty: the shards are verified again
         try:
             self.data: dict[str, Any] = read_json(self.path) if self.path.is_file() else {}
         except InputError:
-            raise InputError(f"{self.path} is damaged, so which release and files {raw_dir} "
-                             "holds is unknown: download into another folder (another "
-                             "CORPUS, or RAW=)") from None
+            self.data, self.damaged = {}, True
         self.data.pop("self_sha256", None)
 
     @property
@@ -441,10 +598,49 @@ class Manifest:
         self.save()
 
 
+def what_is_left(raw_dir: Path) -> dict[str, Any]:
+    """What a download.json, damaged or not, still says: its release and its datasets (each
+    checked for its shape), for a repair command; {} when nothing can be read."""
+    try:
+        info = json.loads((raw_dir / DOWNLOAD_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(info, dict):
+        return {}
+    sets = info.get("datasets")
+    release = info.get("release")
+    return {"release": release if isinstance(release, str) and S2_RELEASE.fullmatch(release)
+            else None,
+            "datasets": sorted(d for d in sets if S2_DATASET.fullmatch(d))
+            if isinstance(sets, dict) else [],
+            "updated": isinstance(sets, dict) and any(
+                isinstance(e, dict) and e.get("updated_from") for e in sets.values())}
+
+
+def download_repair(raw_dir: Path) -> Repair:
+    """The command that makes a download whole again (verify names it): make download of the
+    release and datasets download.json names, which fetches again exactly the files whose
+    bytes are wrong and rebuilds a damaged download.json from the shards. A dataset brought
+    forward by diffs cannot be fetched file by file: it is downloaded into another folder."""
+    left = what_is_left(raw_dir)
+    if left.get("updated"):
+        return Repair("", note=f"download release {left.get('release') or 'latest'} into "
+                               "another folder (another CORPUS): its files were brought "
+                               "forward by the API's diffs, so they cannot be fetched again "
+                               "one by one")
+    variables = tuple((name, value) for name, value in
+                      (("RELEASE", left.get("release")),
+                       ("DATASETS", ",".join(left.get("datasets", [])))) if value)
+    if not left.get("release"):
+        return Repair("download", raw_dir.parent.name, variables=variables,
+                      note="with RELEASE= the release the folder holds")
+    return Repair("download", raw_dir.parent.name, variables=variables)
+
+
 def resolve(client: Client, release: str) -> dict[str, Any]:
     """The release's description (its date as `release_id`, its datasets), from `latest` or
     a date the API lists."""
-    if release != LATEST and not RELEASE_ID.match(release):
+    if release != LATEST and not S2_RELEASE.fullmatch(release):
         raise InputError(f"RELEASE={release}: give a release date such as 2026-11-18, or "
                          "latest")
     if release != LATEST:
@@ -483,19 +679,44 @@ def download(raw_dir: Path, settings: Settings, release: str = LATEST,
     """Download (or finish downloading) `datasets` of `release` into raw_dir/<dataset>/;
     `first`: only each dataset's first files (a trial); `update`: a folder holding an older
     release is brought to this one by the API's diffs (pipeline.ingest.s2diffs). The summary:
-    release, files and bytes per dataset."""
-    datasets = list(dict.fromkeys(datasets or S2AG_DATASETS))
+    release, files and bytes per dataset. One command at a time works on a folder (a lock on
+    its download.json); a second waits, then finds the files the first one fetched."""
+    datasets = checked_datasets(S2AG_DATASETS if datasets is None else datasets)
     client = Client(settings)
     info = resolve(client, release)
     resolved = str(info["release_id"])
-    offered = [d.get("name") for d in info.get("datasets", []) if isinstance(d, dict)]
+    offered = [str(d.get("name")) for d in info.get("datasets", []) if isinstance(d, dict)]
     missing = [d for d in datasets if d not in offered]
     if missing:
         raise InputError(f"release {resolved} has no dataset {', '.join(missing)}: "
-                         f"DATASETS is among {', '.join(str(o) for o in offered)}")
+                         "DATASETS is among "
+                         f"{', '.join(o for o in offered if S2_DATASET.fullmatch(o))}")
     raw_dir.mkdir(parents=True, exist_ok=True)
+    with file_lock(raw_dir / DOWNLOAD_MANIFEST, waiting=lambda: log.info(
+            "%s: another make download is writing into it; waiting for it to finish",
+            raw_dir)):
+        return _download(client, raw_dir, release, resolved, datasets, first, update)
+
+
+def _download(client: Client, raw_dir: Path, release: str, resolved: str, datasets: list[str],
+              first: int | None, update: bool) -> dict[str, Any]:
+    """download(), under the folder's lock."""
+    settings = client.settings
     manifest = Manifest(raw_dir)
-    _check_folder(raw_dir, manifest, resolved, datasets, update)
+    if manifest.damaged:
+        left = what_is_left(raw_dir).get("release")
+        if release == LATEST:
+            said = f"{left} (what is left of the file says so)" if left else "<its date>"
+            raise InputError(f"{manifest.path} is damaged, so which release {raw_dir} holds "
+                             f"is unknown: give it as RELEASE={said}, "
+                             "and make download verifies every shard against that release's "
+                             "list and fetches only what is missing or damaged; or download "
+                             "into another folder (another CORPUS, or RAW=)")
+        log.warning("%s is damaged: every shard of %s is verified again against release %s "
+                    "(its gzip stream read to the end), and only what is missing or damaged "
+                    "is fetched", manifest.path, raw_dir, resolved)
+    else:
+        _check_folder(raw_dir, manifest, resolved, datasets, update)
     if update:
         from pipeline.ingest.s2diffs import update_datasets
 
@@ -531,13 +752,20 @@ def download(raw_dir: Path, settings: Settings, release: str = LATEST,
         folder.mkdir(exist_ok=True)
         if not manifest.datasets[dataset].get("updated_from"):
             _drop_unlisted(folder, manifest, dataset, links.names())
+        else:
+            _check_updated(folder, manifest, dataset)
         have = manifest.files(dataset)
         for name in wanted:
             path = folder / name
             done = have.get(name)
-            if done and path.is_file() and path.stat().st_size == done["bytes"]:
-                continue
-            if path.is_file():  # written whole, killed before it was recorded: verify again
+            if done and path.is_file():
+                problem = file_problem(path, done, deep=False)  # sha256, stat-cached
+                if problem is None:
+                    continue
+                log.warning("%s/%s: %s; downloading it again", dataset, name,
+                            problem.replace("manifest", DOWNLOAD_MANIFEST))
+                path.unlink()  # ours: download.json records it
+            elif path.is_file():  # written whole, killed before it was recorded: verify again
                 try:
                     manifest.add_file(dataset, {"name": name, **verify(path)}, links.names())
                     continue
@@ -562,6 +790,21 @@ def download(raw_dir: Path, settings: Settings, release: str = LATEST,
     manifest.save()
     summary["downloaded_bytes"] = meter.done
     return summary
+
+
+def _check_updated(folder: Path, manifest: Manifest, dataset: str) -> None:
+    """A dataset brought forward by diffs holds files no release lists, so none can be fetched
+    again: one whose bytes are wrong is refused, naming what repairs it."""
+    entry = manifest.datasets[dataset]
+    for record in entry.get("files", []):
+        problem = file_problem(folder / record["name"], record, deep=False)
+        if problem:
+            why = problem.replace("manifest", DOWNLOAD_MANIFEST)
+            raise InputError(f"{folder / record['name']}: {why}; "
+                             f"this dataset was brought to release {entry.get('release')} by "
+                             "the API's diffs, so its files cannot be fetched again one by "
+                             "one: download that release into another folder (another "
+                             "CORPUS, or RAW=)")
 
 
 def _drop_unlisted(folder: Path, manifest: Manifest, dataset: str, listed: list[str]) -> None:

@@ -34,6 +34,7 @@ from pipeline.ingest.download import (
     Links,
     Manifest,
     Meter,
+    checked_release,
     fetch_file,
     iter_records,
     verify,
@@ -71,14 +72,22 @@ def update_datasets(client: Client, raw_dir: Path, manifest: Manifest, datasets:
 
 
 def _check_chain(steps: list[dict[str, Any]], start: str, end: str, dataset: str) -> None:
-    """The steps lead from start to end, one after the other."""
+    """The steps lead from start to end, one after the other, each to a later release; every
+    release they name is a date (it names a folder of the step's files: nothing else is
+    taken, so no answer makes a path outside the raw folder)."""
+    what = f"diffs of {dataset} from {start} to {end}"
     at = start
     for step in steps:
-        if step.get("from_release") != at or not isinstance(step.get("update_files"), list) \
+        if not isinstance(step, dict) or not isinstance(step.get("update_files"), list) \
                 or not isinstance(step.get("delete_files"), list):
-            raise InputError(f"diffs of {dataset} from {start} to {end}: the API's steps do "
-                             f"not lead on from {at}; run again later")
-        at = str(step.get("to_release"))
+            raise InputError(f"{what}: the API's answer holds a step without its lists of "
+                             "files; run again later")
+        source = checked_release(step.get("from_release"), what)
+        target = checked_release(step.get("to_release"), what)
+        if source != at or target <= source:
+            raise InputError(f"{what}: the API's steps do not lead on from {at}; run again "
+                             "later")
+        at = target
     if at != end:
         raise InputError(f"diffs of {dataset} from {start} to {end}: the API's steps end at "
                          f"{at}; run again later")
@@ -87,7 +96,9 @@ def _check_chain(steps: list[dict[str, Any]], start: str, end: str, dataset: str
 def apply_step(client: Client, raw_dir: Path, manifest: Manifest, dataset: str, start: str,
                end: str, index: int, step: dict[str, Any]) -> dict[str, int]:
     """Download one step's files, then apply them to raw_dir/<dataset> (see the module)."""
-    source, target = str(step["from_release"]), str(step["to_release"])
+    what = f"diffs of {dataset} from {start} to {end}"
+    source = checked_release(step.get("from_release"), what)
+    target = checked_release(step.get("to_release"), what)
     entry = manifest.datasets[dataset]
     if entry["release"] != source:  # applied already (the run was killed after it)
         return {}

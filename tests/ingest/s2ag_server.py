@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 KEY = "test-key-7f3a"  # the key the server accepts
 DATASETS = ("papers", "abstracts", "citations")
@@ -106,7 +106,8 @@ def split(records: list[dict], parts: int) -> list[list[dict]]:
 class Faults:
     """What goes wrong, each counted down as it happens."""
 
-    rate_limit: int = 0  # the next N requests answer 429 (Retry-After: 1)
+    rate_limit: int = 0  # the next N requests answer 429 (Retry-After: `retry_after`)
+    retry_after: str = "1"  # the Retry-After of a 429 (the tests also send invalid ones)
     file_rate_limit: int = 0  # the next N file requests answer 429 (Retry-After: 1)
     server_errors: int = 0  # the next N requests answer 503
     truncate: dict[str, int] = field(default_factory=dict)  # file name -> times broken off
@@ -114,6 +115,16 @@ class Faults:
     throttle: float = 0.0  # seconds of sleep per 4 KiB of a file's body
     expire_after: int = 0  # links expire after this many file requests each (0: never)
     expire_next: int = 0  # the next N file requests find their link expired
+    overstate: dict[str, int] = field(default_factory=dict)  # file name -> bytes the
+    # Content-Length claims beyond the body (the body is sent whole, then the connection ends)
+    redirect_to: str = ""  # a base URL: file links answer 307 to the same file there (the
+    # same server under another host name, such as http://localhost:<port>)
+    hang_api: int = 0  # the next N API requests are accepted and never answered
+    # What a hostile server sends in place of the real values (the path-traversal tests):
+    release_id: str | None = None  # the release answer's release_id
+    step_release: str | None = None  # the release between the diffs' first two steps
+    file_name: str | None = None  # the last part of the first file link of each listing
+    dataset: str | None = None  # a further dataset the release offers (papers' files)
 
 
 class S2Server:
@@ -140,6 +151,7 @@ class S2Server:
         for start, end in zip(ids, ids[1:], strict=False):
             for name in DATASETS:  # the datasets with diffs (a release may hold others)
                 self.diff_files[(start, end, name)] = self._diff(start, end, name)
+        self.stopping = threading.Event()  # set on exit: a hanging request ends
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -164,14 +176,21 @@ class S2Server:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def link(self, path: str) -> str:
+    def link(self, path: str, first: bool = False) -> str:
+        """A presigned link to `path`; the first of a listing named `faults.file_name` when a
+        hostile name is set (the server finds the file by the path before that name)."""
         token = secrets.token_hex(8)
         with self.lock:
             self.tokens[token] = 0
-        return f"{self.url}/files/{path}?X-Amz-Expires=3600&X-Amz-Signature={token}"
+        hostile = self.faults.file_name
+        tail = f"/{quote(hostile, safe='')}" if first and hostile is not None else ""
+        moved = "/moved" if self.faults.redirect_to else ""  # answered 307 to redirect_to
+        return (f"{self.url}{moved}/files/{path}{tail}?X-Amz-Expires=3600&"
+                f"X-Amz-Signature={token}")
 
     def expire_links(self) -> None:
         with self.lock:
@@ -196,7 +215,8 @@ class S2Server:
                 with server.lock:
                     server.log.append({"kind": kind, "path": urlsplit(self.path).path,
                                        "status": status, "range": self.headers.get("Range"),
-                                       "key": self.headers.get("x-api-key")})
+                                       "key": self.headers.get("x-api-key"),
+                                       "auth": self.headers.get("Authorization")})
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(body)))
                 for name, value in (headers or {}).items():
@@ -213,7 +233,11 @@ class S2Server:
                 kind = "file" if parts.path.startswith("/files/") else "api"
                 with server.lock:
                     faults = server.faults
-                    if faults.rate_limit:
+                    hang = kind == "api" and faults.hang_api > 0
+                    faults.hang_api -= hang
+                    if hang:
+                        status = -1
+                    elif faults.rate_limit:
                         faults.rate_limit -= 1
                         status = 429
                     elif faults.file_rate_limit and kind == "file":
@@ -224,9 +248,17 @@ class S2Server:
                         status = 503
                     else:
                         status = 0
+                if status == -1:  # accepted, never answered (until the client gives up)
+                    while not server.stopping.wait(0.05) and not self.gone():
+                        pass
+                    self.close_connection = True
+                    return None
                 if status == 429:
                     return self.reply(429, b'{"message": "Too Many Requests"}', kind,
-                                      {"Retry-After": "1"})
+                                      {"Retry-After": server.faults.retry_after})
+                if parts.path.startswith("/moved/"):  # a region redirect, as S3 answers
+                    target = f"{server.faults.redirect_to}{self.path[len('/moved'):]}"
+                    return self.reply(307, b"", "redirect", {"Location": target})
                 if status:
                     return self.reply(status, b"Service Unavailable", kind)
                 if kind == "file":
@@ -246,16 +278,24 @@ class S2Server:
                     if release not in server.releases:
                         return self.api(404, {"message": f"Release {rest[1]} not found"})
                     if len(rest) == 2:
-                        return self.api(200, {"release_id": release, "README": "terms",
+                        extra = [server.faults.dataset] if server.faults.dataset else []
+                        shown = release if server.faults.release_id is None \
+                            else server.faults.release_id
+                        return self.api(200, {"release_id": shown, "README": "terms",
                                               "datasets": [{"name": n, "description": n,
                                                             "README": ""}
-                                                           for n in server.releases[release]]})
-                    if len(rest) == 4 and rest[2] == "dataset":
+                                                           for n in [*server.releases[release],
+                                                                     *extra]]})
+                    if len(rest) >= 4 and rest[2] == "dataset":
                         if not self.keyed():
                             return None
-                        if rest[3] not in server.releases[release]:
+                        name = "/".join(rest[3:])
+                        if name == server.faults.dataset:  # a hostile name: papers' files
+                            name = "papers"
+                        if name not in server.releases[release]:
                             return self.api(404, {"message": "Dataset not found"})
-                        links = [server.link(p) for p in server.listing[(release, rest[3])]]
+                        links = [server.link(p, k == 0) for k, p in
+                                 enumerate(server.listing[(release, name)])]
                         return self.api(200, {"name": rest[3], "description": "",
                                               "README": "", "files": links})
                 if len(rest) == 5 and rest[0] == "diffs" and rest[2] == "to":
@@ -267,12 +307,22 @@ class S2Server:
                         return self.api(404, {"message": "Not found"})
                     steps = ids[ids.index(start):ids.index(end) + 1]
                     diffs = [{"from_release": a, "to_release": b,
-                              **{kind: [server.link(p) for p in paths] for kind, paths in
-                                 server.diff_files[(a, b, name)].items()}}
+                              **{kind: [server.link(p, k == 0) for k, p in enumerate(paths)]
+                                 for kind, paths in server.diff_files[(a, b, name)].items()}}
                              for a, b in zip(steps, steps[1:], strict=False)]
+                    hostile = server.faults.step_release
+                    if hostile is not None and len(diffs) > 1:  # a chain that still links up
+                        diffs[0]["to_release"] = diffs[1]["from_release"] = hostile
                     return self.api(200, {"dataset": name, "start_release": start,
                                           "end_release": end, "diffs": diffs})
                 return self.api(404, {"message": "Not Found"})
+
+            def gone(self) -> bool:
+                """The client closed the connection (what a hanging server waits for)."""
+                import select
+
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                return bool(readable) and not self.connection.recv(1, 0x2)  # MSG_PEEK
 
             def keyed(self) -> bool:
                 key = self.headers.get("x-api-key")
@@ -297,6 +347,9 @@ class S2Server:
                     return self.reply(403, b"<Error><Code>AccessDenied</Code><Message>Request "
                                            b"has expired</Message></Error>", "file")
                 body = server.files.get(path)
+                if body is None and server.faults.file_name is not None:  # a hostile name
+                    body = server.files.get(path.rsplit("/", 1)[0])
+                    path = path.rsplit("/", 1)[0]
                 if body is None:
                     return self.reply(404, b"NoSuchKey", "file")
                 name = path.rsplit("/", 1)[-1]
@@ -321,9 +374,12 @@ class S2Server:
                 payload = body[start:]
                 with server.lock:
                     server.log.append({"kind": "file", "path": path, "status": status,
-                                       "range": wanted, "key": self.headers.get("x-api-key")})
+                                       "range": wanted, "key": self.headers.get("x-api-key"),
+                                       "auth": self.headers.get("Authorization")})
+                with server.lock:
+                    extra = server.faults.overstate.get(name, 0)
                 self.send_response(status)
-                self.send_header("Content-Length", str(len(payload)))
+                self.send_header("Content-Length", str(len(payload) + extra))
                 for header, value in headers.items():
                     self.send_header(header, value)
                 self.end_headers()
@@ -337,6 +393,9 @@ class S2Server:
                     if server.faults.throttle:
                         time.sleep(server.faults.throttle)
                     self.wfile.write(payload[at:at + step])
+                if extra:  # fewer bytes than announced: the connection ends there
+                    self.wfile.flush()
+                    self.close_connection = True
                 return None
 
         return Handler
