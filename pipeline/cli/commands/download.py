@@ -28,7 +28,8 @@ def _download_args(p: argparse.ArgumentParser) -> None:
                    "is brought to this one with the API's diffs")
     p.add_argument("--parallel", type=positive, default=4, help="files downloaded at once")
     p.add_argument("--retries", type=non_negative, default=8,
-                   help="tries without progress before a file (or API call) is an error")
+                   help="retries without progress before a file (or API call) is an "
+                   "error")
     p.add_argument("--backoff", type=float, default=2.0,
                    help="seconds of the first pause between tries (doubling each time)")
 
