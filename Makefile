@@ -152,9 +152,11 @@ pool: corpus
 
 # The paper's whole grid: dataset-level and field-level pools, test and validation splits.
 pools-paper: corpus
-	$(PIPE) pools-paper --corpus $(call q,$(CORPUS)) --sizes $(call q,$(PAPER_SIZES)) \
-		--queries $(call q,$(PAPER_QUERIES)) --field-size $(call q,$(PAPER_FIELD_SIZE)) \
-		--field-queries $(call q,$(PAPER_FIELD_QUERIES)) --repeats $(call q,$(PAPER_REPEATS)) \
+	$(PIPE) pools-paper --corpus $(call q,$(CORPUS)) --paper-sizes $(call q,$(PAPER_SIZES)) \
+		--paper-queries $(call q,$(PAPER_QUERIES)) \
+		--paper-field-size $(call q,$(PAPER_FIELD_SIZE)) \
+		--paper-field-queries $(call q,$(PAPER_FIELD_QUERIES)) \
+		--paper-repeats $(call q,$(PAPER_REPEATS)) \
 		--seed $(call q,$(SEED)) $(if $(EXCLUDE),--exclude $(call q,$(EXCLUDE)))
 
 training-ids: | $(STAMP)

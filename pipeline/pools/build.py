@@ -130,11 +130,14 @@ def select_queries(corpus_dir: Path, spec: PoolSpec
     eligible = pre.filter(pl.col("year") == spec.query_year)
     if spec.field is not None:
         eligible = eligible.filter(pl.col("fields").list.contains(spec.field))
-    left_out = 0
+    left_out, share = 0, ""
     if excluded is not None:
         listed = pl.col("corpusid").is_in(pl.Series(excluded.ids).implode())
-        left_out = eligible.filter(listed).select(pl.len()).collect().item()
+        left_out, of_year = eligible.select(listed.sum(), pl.len()).collect().row(0)
         eligible = eligible.filter(~listed)
+        share = (f"the EXCLUDE list leaves out {left_out} of the {of_year} prefiltered "
+                 f"{spec.query_year} papers{' in ' + spec.field if spec.field else ''} "
+                 f"({100 * left_out / max(of_year, 1):.1f}%)")
     positives = (
         pl.scan_parquet(corpus_dir / CITATIONS)
         .join(eligible.select(citing="corpusid"), on="citing", how="semi")
@@ -150,12 +153,17 @@ def select_queries(corpus_dir: Path, spec: PoolSpec
         .sort("corpusid").collect()
     )
     n_eligible = pool_of_queries.height
+    if n_eligible == 0 and left_out:
+        raise NoQueriesError(f"no query candidates for pool {spec.name}: {share}, and none of "
+                             f"the others cites a paper of year <= {spec.max_year}; check the "
+                             f"EXCLUDE list {excluded.path}")
     if n_eligible == 0:
         raise NoQueriesError(
             f"no query candidates for pool {spec.name}: no prefiltered {spec.query_year} paper"
             f"{' in ' + spec.field if spec.field else ''} cites a paper of year <= "
             f"{spec.max_year}; check the corpus and --query-year"
         )
+    eligible_words = f"{n_eligible} eligible" + (f" after {share}" if share else "")
     # One seeded permutation of the eligible papers per (seed, scope): test queries are its
     # first QUERIES, validation queries its last, so the two splits never share a query
     # whatever counts they ask for (as long as together they fit).
@@ -167,11 +175,12 @@ def select_queries(corpus_dir: Path, spec: PoolSpec
         picked = picked[~np.isin(pool_of_queries["corpusid"].to_numpy()[picked], shared)]
         if len(picked) == 0:
             raise NoQueriesError(f"no query candidates for validation pool {spec.name}: the "
-                                 "test pools use all of them; ask for fewer QUERIES")
+                                 f"test pools use all of them ({eligible_words}); ask for "
+                                 "fewer queries (--queries)")
     elif len(shared):
         raise InputError(f"pool {spec.name}: {len(shared)} of its queries are queries of a "
-                         "validation pool of the same seed; ask for fewer QUERIES in one of "
-                         "them, so that both fit in the eligible papers")
+                         "validation pool of the same seed; ask for fewer queries (--queries) "
+                         f"in one of them, so that both fit in the {eligible_words} papers")
     queries = pool_of_queries[picked]
     qrels = (
         positives.join(queries.lazy().select(citing="corpusid"), on="citing", how="semi")
@@ -179,6 +188,14 @@ def select_queries(corpus_dir: Path, spec: PoolSpec
         .sort("query", "doc").collect()
     )
     return queries, qrels, n_eligible, left_out
+
+
+def listed_in(corpus_dir: Path, papers: PaperList) -> int:
+    """How many of the list's distinct ids are prefiltered papers of the corpus (what pools
+    are drawn from): 0 means the list leaves nothing out here."""
+    return (pl.scan_parquet(corpus_dir / PREFILTERED)
+            .filter(pl.col("corpusid").is_in(pl.Series(papers.ids).implode()))
+            .select(pl.len()).collect().item())
 
 
 def _other_split_queries(corpus_dir: Path, spec: PoolSpec, ids: np.ndarray) -> np.ndarray:
@@ -272,21 +289,22 @@ def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, inputs: dict[s
     need = spec.size - len(positives)
     if need < 0:
         raise InputError(
-            f"SIZE {spec.size} cannot hold the {len(positives)} papers cited by the "
-            f"{queries.height} queries: choose SIZE >= {len(positives)} or fewer QUERIES"
+            f"--size {spec.size} cannot hold the {len(positives)} papers cited by the "
+            f"{queries.height} queries: choose a larger --size (at least {len(positives)}), or "
+            "fewer queries (--queries)"
         )
     population, scope_size = negative_population(
         corpus_dir, spec, pl.concat([queries["corpusid"], positives]))
     exhausted = need > len(population)
     if exhausted and spec.field is None:
         raise InputError(
-            f"SIZE {spec.size} exceeds the papers available: {len(positives)} cited + "
-            f"{len(population)} others up to {spec.max_year}; choose a smaller SIZE"
+            f"--size {spec.size} exceeds the papers available: {len(positives)} cited + "
+            f"{len(population)} others up to {spec.max_year}; choose a smaller --size"
         )
     if exhausted and spec.repeat > 0:
         raise InputError(
             f"pool {spec.name}: the {spec.field} field-cited set ({len(population)} papers) is "
-            "smaller than SIZE, so every repeat would be the same pool; use repeat 0 only"
+            "smaller than --size, so every repeat would be the same pool; use repeat 0 only"
         )
     stream = 2 if spec.split == "test" else 4
     rng = np.random.default_rng([spec.seed, stream, spec.repeat, _scope_seed(spec)])
@@ -297,9 +315,21 @@ def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, inputs: dict[s
                      schema={"corpusid": pl.Int64, "type": pl.String}),
     ]).sort("corpusid")
     warnings = []
+    if excluded is not None:
+        matched = listed_in(corpus_dir, excluded)
+        line = (f"EXCLUDE {excluded.path}: {matched} of its {excluded.ids.size} ids are "
+                f"prefiltered papers of the corpus, {left_out} of them papers of "
+                f"{spec.query_year}{' in ' + spec.field if spec.field else ''} left out of the "
+                "queries")
+        if matched:
+            log.info(f"[pool] {spec.name}: {line}")
+        else:  # a list of another corpus's ids, or of other ids: it changes nothing but the name
+            warnings.append(f"{line}: the list matches no paper here, so the pool's queries "
+                            "are those without it (under a new name)")
     if queries.height < spec.queries_wanted:
         warnings.append(f"only {queries.height} of {spec.queries_wanted} requested queries "
-                        f"exist ({n_eligible} eligible)")
+                        f"exist ({n_eligible} eligible"
+                        + (f"; the EXCLUDE list left out {left_out} more)" if left_out else ")"))
     if exhausted:
         warnings.append(f"field-cited set holds {len(population)} papers: the pool has all of "
                         f"them, {candidates.height} candidates instead of {spec.size}")

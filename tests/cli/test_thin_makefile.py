@@ -20,7 +20,7 @@ CLEARED = ("TIME", "SLURM_TIME", "CORPUS", "MODEL", "MODELS", "PYTHON", "VENV", 
            "SRC", "OUT", "DATA", "EXECUTOR", "MAKEFLAGS")
 # The values a needed variable gets when the test does not leave it out.
 VALUES = {"CORPUS": "new", "MODELS": "bm25,random", "SRC": "{tmp}/src", "OUT": "{tmp}/out",
-          "PAPER_IDS": "{tmp}/paper-ids"}
+          "PAPER_IDS": "{tmp}/paper-ids", "POOL": "all-10k-r0"}
 
 
 def make(tmp: Path, *args: str, env: dict[str, str] | None = None
@@ -57,7 +57,8 @@ def test_the_goals_that_need_a_variable():
                           ("export-mdcr", "OUT"), ("mdcr-scores", "OUT"),
                           ("download", "CORPUS"),
                           ("training-ids", "SRC"), ("training-ids", "PAPER_IDS"),
-                          ("training-ids", "OUT")}
+                          ("training-ids", "OUT"), ("retire-pool", "CORPUS"),
+                          ("retire-pool", "POOL")}
 
 
 @pytest.mark.parametrize("goal, missing", NEEDS)

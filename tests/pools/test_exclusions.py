@@ -287,3 +287,55 @@ def test_retire_pool_refuses_what_it_did_not_build(corpus_dir, tmp_path, capsys)
         assert message in error and len(error.strip().splitlines()) == 1, error
     assert (mine / "notes.txt").read_text() == "mine"
     assert (corpus / "pools" / pool / "manifest.json").exists()
+
+
+def test_a_list_says_how_many_of_its_ids_it_matched(corpus_dir, tmp_path, fixture_queries,
+                                                    caplog):
+    """A list none of whose ids is a paper of the corpus gives a pool of a new name that is the
+    pool without it: said in a warning (0 of N); a list that matches says how many it did."""
+    corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("999999991\n999999992\n")
+    listed = tmp_path / "listed.txt"
+    listed.write_text(f"{fixture_queries[0]}\n{fixture_queries[1]}\n999999991\n")
+    with caplog.at_level("INFO"):
+        built = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES,
+                                            exclude=str(elsewhere)))
+        matched = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES,
+                                              exclude=str(listed)))
+    none = [r for r in caplog.records if "0 of its 2 ids are prefiltered papers" in r.getMessage()]
+    assert len(none) == 1 and none[0].levelname == "WARNING"
+    assert "matches no paper here" in none[0].getMessage()
+    assert any("0 of its 2 ids" in line for line in built["warnings"])
+    assert f"{matched['name']}: EXCLUDE {listed}: 2 of its 3 ids are prefiltered" in caplog.text
+    assert not matched["warnings"]
+
+
+def test_pools_paper_blames_the_list_and_names_its_own_variables(corpus_dir, tmp_path,
+                                                                  monkeypatch, capsys):
+    """make pools-paper with a list that leaves (nearly) no 2019 paper: the error gives the
+    list's share, never the query year, and names PAPER_QUERIES, not QUERIES."""
+    from pipeline.cli.main import main
+    from pipeline.cli.variables import FROM_MAKE
+
+    corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
+    of_2019 = sorted(pl.read_parquet(corpus / "prefiltered.parquet")
+                     .filter(pl.col("year") == 2019)["corpusid"].to_list())
+    listed = tmp_path / "training.txt"
+    monkeypatch.setenv(FROM_MAKE, "1")
+    grid = ["--corpora-root", str(tmp_path / "corpora"), "--index-root",
+            str(tmp_path / "indexes"), "--runs-root", str(tmp_path / "runs"), "pools-paper",
+            "--corpus", "small", "--paper-sizes", "2000", "--paper-queries", "200",
+            "--paper-field-size", "3000", "--paper-field-queries", "1", "--paper-repeats", "1",
+            "--exclude", str(listed)]
+    listed.write_text("".join(f"{i}\n" for i in of_2019))
+    assert main(grid) == 2
+    error = capsys.readouterr().err
+    assert f"leaves out {len(of_2019)} of the {len(of_2019)} prefiltered 2019 papers " \
+           "(100.0%)" in error and "QUERY_YEAR" not in error and "query-year" not in error
+    listed.write_text("".join(f"{i}\n" for i in of_2019[12:]))
+    assert main(grid) == 2
+    error = capsys.readouterr().err
+    assert "validation pool" in error and "test pools use all of them" in error
+    assert f"after the EXCLUDE list leaves out {len(of_2019) - 12} of the {len(of_2019)}" in error
+    assert "PAPER_QUERIES" in error and " QUERIES" not in error, error

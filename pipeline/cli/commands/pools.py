@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
+import re
 from pathlib import Path
 
 from pipeline.cli.checks import (
@@ -112,22 +113,43 @@ def cmd_pool(args: argparse.Namespace) -> None:
 
 
 def _paper_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--sizes", type=sizes, default=make_default("PAPER_SIZES"),
-                   help="dataset-level pool sizes (PAPER_SIZES)")
-    p.add_argument("--queries", type=positive, default=int(make_default("PAPER_QUERIES")),
-                   help="queries per dataset-level pool (PAPER_QUERIES)")
-    p.add_argument("--field-size", type=sizes, default=make_default("PAPER_FIELD_SIZE"),
-                   help="the size of the field-level pools, all 19 fields (PAPER_FIELD_SIZE)")
-    p.add_argument("--field-queries", type=positive,
-                   default=int(make_default("PAPER_FIELD_QUERIES")),
-                   help="queries per field-level pool (PAPER_FIELD_QUERIES)")
-    p.add_argument("--repeats", type=positive, default=int(make_default("PAPER_REPEATS")),
-                   help="samples per size (PAPER_REPEATS)")
+    """Each option named after the make variable that sets it (--paper-queries: PAPER_QUERIES),
+    so an error names the variable; the older short spellings still work."""
+    p.add_argument("--paper-sizes", "--sizes", dest="sizes", type=sizes,
+                   default=make_default("PAPER_SIZES"), help="dataset-level pool sizes")
+    p.add_argument("--paper-queries", "--queries", dest="queries", type=positive,
+                   default=int(make_default("PAPER_QUERIES")),
+                   help="queries per dataset-level pool")
+    p.add_argument("--paper-field-size", "--field-size", dest="field_size", type=sizes,
+                   default=make_default("PAPER_FIELD_SIZE"),
+                   help="the size of the field-level pools, all 19 fields")
+    p.add_argument("--paper-field-queries", "--field-queries", dest="field_queries",
+                   type=positive, default=int(make_default("PAPER_FIELD_QUERIES")),
+                   help="queries per field-level pool")
+    p.add_argument("--paper-repeats", "--repeats", dest="repeats", type=positive,
+                   default=int(make_default("PAPER_REPEATS")), help="samples per size")
     p.add_argument("--seed", type=non_negative, default=0)
     exclude_arg(p)
 
 
 PAPER_SPLITS = ("test", "validation")
+# The pool stage's options as pools-paper sets them, per level of the grid: its errors are
+# shown in pools-paper's words (and so, under make, as PAPER_QUERIES, not QUERIES).
+PAPER_OPTIONS = {
+    "dataset": {"--size": "--paper-sizes", "--queries": "--paper-queries"},
+    "field": {"--size": "--paper-field-size", "--queries": "--paper-field-queries"},
+}
+
+
+def _paper_stage(args: argparse.Namespace, level: str, *argv: str) -> None:
+    """The pool stage for one level of the grid; its error names pools-paper's options."""
+    try:
+        run_stage(args, "pool", *argv)
+    except InputError as exc:
+        words = PAPER_OPTIONS[level]
+        message = re.sub(r"--[a-z-]+\b", lambda m: words.get(m.group(0), m.group(0)),
+                         exc.message)
+        raise type(exc)(message, exc.repair) from None
 
 
 @command("pools-paper", "the paper's grid: dataset-level and field-level pools of the test "
@@ -136,10 +158,10 @@ def cmd_pools_paper(args: argparse.Namespace) -> None:
     common = ("--corpus", args.corpus, "--repeats", str(args.repeats), "--seed",
               str(args.seed), *(("--exclude", args.exclude) if args.exclude else ()))
     for split in PAPER_SPLITS:
-        run_stage(args, "pool", *common, "--split", split, "--size", args.sizes,
-                  "--queries", str(args.queries))
-        run_stage(args, "pool", *common, "--split", split, "--field", "all",
-                  "--size", args.field_size, "--queries", str(args.field_queries))
+        _paper_stage(args, "dataset", *common, "--split", split, "--size", args.sizes,
+                     "--queries", str(args.queries))
+        _paper_stage(args, "field", *common, "--split", split, "--field", "all",
+                     "--size", args.field_size, "--queries", str(args.field_queries))
 
 
 def _retire_arguments(p: argparse.ArgumentParser) -> None:
