@@ -96,7 +96,7 @@ def cmd_after_embed(args: argparse.Namespace) -> None:
     place = place_of(args)
     entry = get_model(args.model)
     job_id = submit_after_embed(place, entry, args.num_shards,
-                                resources(args), args.command, args.pool)
+                                resources(args), args.command, pools_of(args))
     if job_id is None:
         log.info(f"[slurm] every embed shard of {entry.name} is in: running the command here")
         raise SystemExit(run_here(args.command))
