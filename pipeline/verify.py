@@ -32,9 +32,8 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.core.inputs import KINDS, Roots, changed
 from pipeline.core.repair import Repair, Where
-from pipeline.corpus.manifest import VOUCHED_BY, corpus_repair, raw_repair
+from pipeline.corpus.manifest import VOUCHED_BY, corpus_repair, download_repair, raw_repair
 from pipeline.encoding.store import store_repair
-from pipeline.ingest.download import download_repair
 from pipeline.layout import (
     ANALYSED,
     BM25_INDEX,

@@ -8,13 +8,24 @@ rebuilds its files.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.locks import file_lock
 from pipeline.core.repair import PIPELINE, Placeholder, Repair
-from pipeline.layout import CITATIONS, MANIFEST, PAPERS, PREFILTERED, QUARANTINE
+from pipeline.layout import (
+    CITATIONS,
+    DOWNLOAD_MANIFEST,
+    MANIFEST,
+    PAPERS,
+    PREFILTERED,
+    QUARANTINE,
+    S2_DATASET,
+    S2_RELEASE,
+)
 
 
 def update_corpus_manifest(corpus_dir: Path, section: str, data: dict | None) -> None:
@@ -62,9 +73,51 @@ def corpus_sections(corpus_dir: Path) -> dict:
         raise InputError(exc.message, corpus_repair(corpus_dir, {})) from None
 
 
+def what_is_left(raw_dir: Path) -> dict[str, Any]:
+    """What a download.json, damaged or not, still says: its release and its datasets (each
+    checked for its shape), for a repair command; {} when nothing can be read."""
+    try:
+        info = json.loads((raw_dir / DOWNLOAD_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(info, dict):
+        return {}
+    sets = info.get("datasets")
+    release = info.get("release")
+    return {"release": release if isinstance(release, str) and S2_RELEASE.fullmatch(release)
+            else None,
+            "datasets": sorted(d for d in sets if S2_DATASET.fullmatch(d))
+            if isinstance(sets, dict) else [],
+            "updated": isinstance(sets, dict) and any(
+                isinstance(e, dict) and e.get("updated_from") for e in sets.values())}
+
+
+def download_repair(raw_dir: Path) -> Repair:
+    """The command that makes a download whole again (verify names it): make download of the
+    release and datasets download.json names, which fetches again exactly the files whose
+    bytes are wrong and rebuilds a damaged download.json from the shards. A dataset brought
+    forward by diffs cannot be fetched file by file: it is downloaded into another folder."""
+    left = what_is_left(raw_dir)
+    if left.get("updated"):
+        return Repair("", note=f"download release {left.get('release') or 'latest'} into "
+                               "another folder (another CORPUS): its files were brought "
+                               "forward by the API's diffs, so they cannot be fetched again "
+                               "one by one")
+    variables = tuple((name, value) for name, value in
+                      (("RELEASE", left.get("release")),
+                       ("DATASETS", ",".join(left.get("datasets", [])))) if value)
+    if not left.get("release"):
+        return Repair("download", raw_dir.parent.name, variables=variables,
+                      note="with RELEASE= the release the folder holds")
+    return Repair("download", raw_dir.parent.name, variables=variables)
+
+
 def raw_repair(raw_dir: Path) -> Repair:
-    """The command that writes raw shards again: ours only when we generated them (the
-    synthetic corpus); S2ORC or S2AG downloads are fetched again by the user."""
+    """The command that writes raw shards again: ours when we generated them (the synthetic
+    corpus) or `make download` fetched them (download_repair); other downloads are fetched
+    again by the user."""
+    if (raw_dir / DOWNLOAD_MANIFEST).exists():
+        return download_repair(raw_dir)
     if not (raw_dir / MANIFEST).exists():
         return Repair("", note="download it again (a damaged or incomplete download)")
     corpus = raw_dir.parent.name

@@ -40,7 +40,6 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import io
-import json
 import logging
 import os
 import random
@@ -65,7 +64,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.locks import file_lock
 from pipeline.core.logs import progress
-from pipeline.core.repair import Repair
+from pipeline.corpus.manifest import what_is_left
 from pipeline.ingest.shards import READ_ERRORS, S2AG_DATASETS, list_shards
 from pipeline.layout import (
     DOWNLOAD_MANIFEST,
@@ -596,45 +595,6 @@ class Manifest:
             files[record["name"]] = record
             entry["files"] = [files[n] for n in order if n in files]
         self.save()
-
-
-def what_is_left(raw_dir: Path) -> dict[str, Any]:
-    """What a download.json, damaged or not, still says: its release and its datasets (each
-    checked for its shape), for a repair command; {} when nothing can be read."""
-    try:
-        info = json.loads((raw_dir / DOWNLOAD_MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(info, dict):
-        return {}
-    sets = info.get("datasets")
-    release = info.get("release")
-    return {"release": release if isinstance(release, str) and S2_RELEASE.fullmatch(release)
-            else None,
-            "datasets": sorted(d for d in sets if S2_DATASET.fullmatch(d))
-            if isinstance(sets, dict) else [],
-            "updated": isinstance(sets, dict) and any(
-                isinstance(e, dict) and e.get("updated_from") for e in sets.values())}
-
-
-def download_repair(raw_dir: Path) -> Repair:
-    """The command that makes a download whole again (verify names it): make download of the
-    release and datasets download.json names, which fetches again exactly the files whose
-    bytes are wrong and rebuilds a damaged download.json from the shards. A dataset brought
-    forward by diffs cannot be fetched file by file: it is downloaded into another folder."""
-    left = what_is_left(raw_dir)
-    if left.get("updated"):
-        return Repair("", note=f"download release {left.get('release') or 'latest'} into "
-                               "another folder (another CORPUS): its files were brought "
-                               "forward by the API's diffs, so they cannot be fetched again "
-                               "one by one")
-    variables = tuple((name, value) for name, value in
-                      (("RELEASE", left.get("release")),
-                       ("DATASETS", ",".join(left.get("datasets", [])))) if value)
-    if not left.get("release"):
-        return Repair("download", raw_dir.parent.name, variables=variables,
-                      note="with RELEASE= the release the folder holds")
-    return Repair("download", raw_dir.parent.name, variables=variables)
 
 
 def resolve(client: Client, release: str) -> dict[str, Any]:

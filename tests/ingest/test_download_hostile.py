@@ -337,3 +337,20 @@ def test_a_damaged_download_json_is_rebuilt_by_verifying_the_shards(server, tmp_
     again = json.loads((raw / DOWNLOAD_MANIFEST).read_text())
     assert again["datasets"]["papers"]["files"] == good["datasets"]["papers"]["files"]
     assert pipeline.verify_data(data) == []
+
+
+def test_make_corpus_on_a_damaged_downloaded_shard_names_make_download(server, tmp_path):
+    """The stage that reads a download refuses a damaged shard with the command that fetches
+    it again (it said 'download it again', which only a user's own download needs)."""
+    from pipeline.ingest import ingest
+
+    raw = tmp_path / "corpora" / "s2ag" / "s2ag"
+    download(raw, settings(server), release=LAST, datasets=["papers", "abstracts",
+                                                             "citations"])
+    shard = sorted((raw / "papers").glob("*.jsonl.gz"))[0]
+    data = shard.read_bytes()
+    shard.write_bytes(data[:-12] + bytes(12))  # the gzip trailer (CRC, size) damaged
+    with pytest.raises(InputError) as caught:
+        ingest(raw, tmp_path / "corpora" / "s2ag", source="s2ag")
+    assert caught.value.repair.command() == (f"make download CORPUS=s2ag RELEASE={LAST} "
+                                             "DATASETS=abstracts,citations,papers")
