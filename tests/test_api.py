@@ -128,6 +128,12 @@ def test_evaluate_gives_what_eval_gives(api_data, corpus_dir):
     assert one.columns == ["model", "map"]
 
 
+def report_files(folder):
+    """The report's files and bytes (not the hidden stat cache beside their checksums, which
+    holds inode numbers and times)."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if not p.name.startswith(".")}
+
+
 def test_report_saves_what_make_report_writes(api_data, corpus_dir, tmp_path):
     for size in POOL_SIZES:
         pipeline.evaluate(api_data, corpus_dir.name, pool_of(size), ["bm25", "random"])
@@ -140,11 +146,11 @@ def test_report_saves_what_make_report_writes(api_data, corpus_dir, tmp_path):
     assert f"{corpus_dir.name}-dataset.tex" in built.latex
     path = built.save()
     folder = reports_dir(api_data.runs)
-    saved = {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+    saved = report_files(folder)
     assert path.read_text() == built.document
     text = report(api_data.runs, corpus_dir.name, POOL_SEED, api_data.corpora)
     assert text == built.markdown
-    assert saved == {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+    assert saved == report_files(folder)
     with pytest.raises(InputError, match="SEED"):
         pipeline.build_report(api_data, corpus_dir.name, POOL_SEED + 5, collect=False)
 
