@@ -138,7 +138,7 @@ def _store_config(entry: ModelEntry, encoder, dtype: str, columns: list[str] = (
     config = {"model": entry.describe(), "max_length": encoder.max_length, "dtype": dtype,
               "dim": encoder.dim,
               "text_format": text_format(entry)}
-    return {**config, **encoder.config_for(list(columns))}  # multi-vector: what a row is
+    return {**config, **encoder.config_for(entry, list(columns))}  # multi-vector: a row
 
 
 def _check_config(store: Path, config: dict) -> None:
@@ -223,16 +223,36 @@ def store_inputs(place: Place) -> dict[str, str]:
     return record(place.roots, [corpus_file(place.corpus_dir, PREFILTERED)])
 
 
-def check_current(place: Place, store: Path) -> None:
+def check_current(place: Place, store: Path, entry: ModelEntry) -> None:
     """Refuse to read a store not checked against the corpus's current texts (made from
     another prefiltered.parquet, or before stores kept text digests): some of its rows may be
-    of texts the papers no longer have. `make embed` checks it (`reconcile`)."""
+    of texts the papers no longer have. `make embed` checks it (`reconcile`). A store made
+    with other settings is refused too (`check_settings`)."""
     path = store / MANIFEST
-    if path.exists() and read_json(path, store_repair(store)).get("inputs") != store_inputs(place):
+    if not path.exists():
+        return
+    if read_json(path, store_repair(store)).get("inputs") != store_inputs(place):
         raise InputError(f"{store} holds vectors not checked against the current "
                          f"{PREFILTERED} of {place.corpus} (made from another, or before "
                          "stores kept text digests): some papers' texts may have changed",
                          store_repair(store))
+    check_settings(place, store, entry)
+
+
+def check_settings(place: Place, store: Path, entry: ModelEntry) -> None:
+    """Refuse a store whose settings that this version fixes without loading the model (the
+    entry, the input format, a multi-vector store's splitter and pooling) differ from what it
+    would record now: its rows are not what this version makes (e.g. sentences split by an
+    older splitter). The embed stage and every search apply it."""
+    encoder = encoder_class(entry.kind)
+    expected = {"model": entry.describe(), "text_format": text_format(entry),
+                **encoder.config_for(entry, _optional_columns(place.corpus_dir, encoder))}
+    stored = read_json(store / MANIFEST, store_repair(store)).get("config", {})
+    changed = sorted(key for key, value in expected.items() if stored.get(key) != value)
+    if changed:
+        raise InputError(f"{store} holds vectors made with other settings ({', '.join(changed)}"
+                         " differ from this version's: see its manifest.json): delete that "
+                         "folder (or embed into another --index-root), then embed again")
 
 
 def digest_columns(corpus_dir: Path, encoder) -> list[str]:
@@ -390,6 +410,8 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
     repaired = {"damaged_parts": 0, "orphan_parts": 0}
     inputs = store_inputs(place)
     texts = {"changed_texts": 0, "rows_without_digest": 0}
+    if (store / MANIFEST).exists():
+        check_settings(place, store, entry)
     if store.exists():
         with file_lock(store):
             repaired = repair_store(store)

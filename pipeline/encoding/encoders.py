@@ -225,7 +225,6 @@ class Encoder:
     """A transformer encoder with the registry entry's input format and pooling."""
 
     kinds: tuple[str, ...] = ("dense",)  # entry kinds it embeds (multivector.SentenceEncoder)
-    store_config: dict = {}  # what the store's config adds (multi-vector: what a row is)
     # optional columns of prefiltered.parquet that `format` takes by name where a corpus has
     # them (multi-vector: a collection's own sentence split)
     columns: tuple[str, ...] = ()
@@ -260,9 +259,12 @@ class Encoder:
         self.dim = int(self.model.config.hidden_size)
         self.max_length = min(entry.max_length, self.tokenizer.model_max_length)
 
-    def config_for(self, columns: list[str]) -> dict:
-        """What the store's config adds for a corpus that has these of `columns`."""
-        return self.store_config
+    @classmethod
+    def config_for(cls, entry: ModelEntry, columns: list[str]) -> dict:
+        """What the store's config adds for `entry` on a corpus that has these of `columns`
+        (multi-vector: what a row is). Known without loading the model, so a search can refuse
+        a store made with other settings (embed.check_current)."""
+        return {}
 
     def format(self, title: str | None, abstract: str | None, query: bool = False) -> str:
         """Model input for one paper: the prefix (a query's own where the entry has one), then

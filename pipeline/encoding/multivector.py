@@ -33,6 +33,7 @@ import torch
 from pipeline.core.errors import InputError
 from pipeline.core.logs import Progress
 from pipeline.encoding.encoders import MAX_BATCH, Encoder, batch_of, default_budget
+from pipeline.encoding.models import ModelEntry
 from pipeline.encoding.store import id_array
 from pipeline.layout import ABSTRACT_SENTENCES
 
@@ -192,7 +193,6 @@ class SentenceEncoder(Encoder):
     embed stage drives it as it drives a dense Encoder."""
 
     kinds = ("multi-vector",)
-    store_config = {"multi_vector": STORE_CONFIG}
     columns = (ABSTRACT_SENTENCES,)  # read from prefiltered.parquet where present (embed.py)
 
     def __init__(self, *args, **kwargs):
@@ -204,15 +204,17 @@ class SentenceEncoder(Encoder):
         if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
             raise InputError(f"MODEL {self.entry.name}: ASPIRE's input needs a tokenizer with "
                              "[CLS] and [SEP] tokens (a BERT tokenizer)")
-        self.store_config = {"multi_vector": {**STORE_CONFIG,
-                                              "pooling": POOLINGS[self.entry.pooling]}}
         self.limit = self.max_length - 2  # content tokens: [CLS] and [SEP] around
         self.counts = {"sentences": 0, "truncated_sentences": 0}
 
-    def config_for(self, columns: list[str]) -> dict:
-        """The store's config for a corpus: its own split where it has ABSTRACT_SENTENCES."""
+    @classmethod
+    def config_for(cls, entry: ModelEntry, columns: list[str]) -> dict:
+        """The store's config for a corpus: the entry's pooling, and the corpus's own split
+        where it has ABSTRACT_SENTENCES, else this version's splitter (a store split by an
+        older one is made with other settings)."""
         splitter = OWN_SPLIT if ABSTRACT_SENTENCES in columns else SPLITTER
-        return {"multi_vector": {**self.store_config["multi_vector"], "splitter": splitter}}
+        return {"multi_vector": {**STORE_CONFIG, "splitter": splitter,
+                                 "pooling": POOLINGS.get(entry.pooling, entry.pooling)}}
 
     def format(self, title: str | None, abstract: str | None,  # type: ignore[override]
                query: bool = False, abstract_sentences: list[str] | None = None

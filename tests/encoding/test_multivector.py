@@ -215,8 +215,10 @@ def test_a_corpus_split_is_kept(aspire_encoders):
     assert encoder.format("T", " ".join(own)).sentences == [
         "We use e.g.", "trees without a final period Results are good."]
     assert encoder.format("T", None, query=True).sentences == []  # no query form
-    assert encoder.config_for(["abstract_sentences"])["multi_vector"]["splitter"] == OWN_SPLIT
-    assert encoder.config_for([])["multi_vector"]["splitter"] == SPLITTER == "regex-v3"
+    entry = encoder.entry
+    assert encoder.config_for(entry, ["abstract_sentences"])["multi_vector"]["splitter"] \
+        == OWN_SPLIT
+    assert encoder.config_for(entry, [])["multi_vector"]["splitter"] == SPLITTER == "regex-v3"
 
 
 def test_fit_paper_keeps_the_authors_truncation():
@@ -370,7 +372,7 @@ def write_papers(store, entry, ids: np.ndarray, papers: list[np.ndarray]) -> Non
     paper = np.repeat(np.arange(len(papers)), [len(p) for p in papers])
     vectors = SentenceVectors(paper, sentence, np.concatenate(papers), 0)
     encoder = SimpleNamespace(max_length=128, dim=papers[0].shape[1],
-                              config_for=lambda columns: SentenceEncoder.store_config)
+                              config_for=SentenceEncoder.config_for)
     _add_part(store, _store_config(entry, encoder, "float32"), ids, vectors, "cpu")
 
 
@@ -469,7 +471,9 @@ def test_store_has_one_row_per_kept_sentence(corpus_dir, roots, tiny_entry, inde
     assert np.array_equal(stored_ids(store), ids)
     for part in store.glob("part-*.arrow"):
         table = ipc.open_file(pa.memory_map(str(part))).read_all()
-        assert table.column_names == ["corpusid", "sentence", "vector"]
+        assert table.column_names == ["corpusid", "sentence", "vector", "digest"]
+        digests = pl.from_arrow(table.select(["corpusid", "digest"]))  # one text per paper
+        assert digests.unique().height == digests["corpusid"].n_unique()
         assert table.schema.field("sentence").type == pa.int16()
         d_id = np.diff(table.column("corpusid").to_numpy())
         d_sentence = np.diff(table.column("sentence").to_numpy().astype(np.int64))

@@ -42,7 +42,7 @@ def serves_only_current_texts(data: pipeline.Data, entry: ModelEntry, pool: str)
     current text (encoded here, afresh); returns how many were checked."""
     place = data.place("c")
     store = store_dir(data.indexes, "c", entry.name)
-    check_current(place, store)
+    check_current(place, store, entry)
     ids = pool_ids(place.corpus_dir, pool)
     papers = pl.read_parquet(place.corpus_dir / "prefiltered.parquet").filter(
         pl.col("corpusid").is_in(ids.tolist())).sort("corpusid")
@@ -68,7 +68,7 @@ def test_a_store_never_serves_a_vector_of_another_text(tiny_entry, tmp_path):
                         .select("corpusid", "title")).get_columns(), strict=True))
     pipeline.build_corpus(data, "c", synthetic=1600, shards=1, seed=0)
     with pytest.raises(InputError, match="not checked against the current") as refused:
-        check_current(place, store)  # what a search does before it reads a vector
+        check_current(place, store, tiny_entry)  # what a search does before it reads a vector
     assert refused.value.repair.target == "embed"
     pool = pipeline.build_pool(data, "c", size=300, n_queries=5)
     now = pl.read_parquet(place.corpus_dir / "prefiltered.parquet").select("corpusid", "title")
@@ -111,9 +111,59 @@ def test_a_store_never_serves_a_vector_of_another_text(tiny_entry, tmp_path):
     old.pop("self_sha256", None)
     write_json(old, store / MANIFEST)
     with pytest.raises(InputError, match="before stores kept text digests"):
-        check_current(place, store)
+        check_current(place, store, tiny_entry)
     rows = len(stored_ids(store))
     info = embed(place, tiny_entry, [pool], device="cpu")
     assert info["rows_without_digest"] == rows and info["embedded"] == len(pool_ids(
         place.corpus_dir, pool))
     serves_only_current_texts(data, tiny_entry, pool)
+
+
+def test_a_store_made_with_other_settings_is_refused_by_search_and_embed(tiny_entry, tmp_path):
+    """A complete store whose recorded settings differ from what this version records for the
+    entry (an older input format, or a multi-vector store split by an older splitter) is never
+    read by a search, and embed says so instead of "all papers already stored"."""
+    data = pipeline.Data(tmp_path / "data")
+    pipeline.build_corpus(data, "c", synthetic=1500, shards=1, seed=0)
+    pool = pipeline.build_pool(data, "c", size=300, n_queries=5)
+    place = data.place("c")
+    store = store_dir(data.indexes, "c", tiny_entry.name)
+    embed(place, tiny_entry, [pool], device="cpu")
+    check_current(place, store, tiny_entry)
+    made = read_json(store / MANIFEST)
+    made.pop("self_sha256", None)
+    made["config"]["text_format"] = "{title} {abstract} (an older version's input)"
+    write_json(made, store / MANIFEST)
+    for step in (lambda: check_current(place, store, tiny_entry),
+                 lambda: embed(place, tiny_entry, [pool], device="cpu")):
+        with pytest.raises(InputError, match=r"other settings \(text_format differ"):
+            step()
+
+
+def test_a_multi_vector_store_records_the_splitter_a_search_checks(tmp_path):
+    """The splitter and pooling a multi-vector store records are what check_settings expects
+    of this version: a store split by regex-v2 (lone-dot sentences) is refused."""
+    from pipeline.encoding.embed import check_settings
+    from pipeline.encoding.models import get_model
+    from pipeline.encoding.multivector import SPLITTER, SentenceEncoder
+
+    entry = get_model("aspire-cs")
+    config = SentenceEncoder.config_for(entry, [])["multi_vector"]
+    assert config["splitter"] == SPLITTER and "last layer" in config["pooling"]
+    assert SentenceEncoder.config_for(entry, ["abstract_sentences"])["multi_vector"][
+        "splitter"] != SPLITTER
+    data = pipeline.Data(tmp_path / "data")
+    pipeline.build_corpus(data, "c", synthetic=300, shards=1, seed=0)
+    place = data.place("c")
+    store = store_dir(data.indexes, "c", entry.name)
+    store.mkdir(parents=True)
+    from pipeline.encoding.embed import text_format
+
+    config = {"model": entry.describe(), "text_format": text_format(entry),
+              "multi_vector": {**config, "splitter": "regex-v2"}}
+    write_json({"manifest_version": 1, "config": config, "parts": []}, store / MANIFEST)
+    with pytest.raises(InputError, match=r"other settings \(multi_vector differ"):
+        check_settings(place, store, entry)
+    config["multi_vector"]["splitter"] = SPLITTER
+    write_json({"manifest_version": 1, "config": config, "parts": []}, store / MANIFEST)
+    check_settings(place, store, entry)

@@ -399,7 +399,7 @@ def test_multi_vector_store_and_facet_search_with_string_ids(tmp_path):
     sentence = np.concatenate([np.arange(len(v)) for v in papers]).astype(np.int16)
     paper = np.repeat(np.arange(len(papers)), [len(v) for v in papers])
     encoder = SimpleNamespace(max_length=128, dim=4,
-                              config_for=lambda columns: SentenceEncoder.store_config)
+                              config_for=SentenceEncoder.config_for)
     _add_part(store, _store_config(entry, encoder, "float32"),
               ids, SentenceVectors(paper, sentence, np.concatenate(papers), 0), "cpu")
     from pipeline.encoding.store import stored_ids

@@ -35,7 +35,7 @@ def store_files(place: Place, entry: ModelEntry) -> list[Path]:
     checked against the corpus's current texts is refused (`check_current`): it might serve
     a paper the vector of a text it no longer has."""
     store = store_dir(place.index_root, place.corpus, entry.name)
-    check_current(place, store)
+    check_current(place, store, entry)
     return [store / part["file"] for part in store_parts(store)]
 
 
