@@ -67,6 +67,8 @@ def pool_split(text: str) -> str:
     if text not in SPLIT_NAMES:
         raise InputError(f"SPLIT {text!r}: use test, or validation (also written val or dev)")
     return SPLIT_NAMES[text]
+
+
 # ---- names that become folder and file names: a corpus's, a pool's, a model's (its runs) ----
 _FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # a run's model: registered names, hf--<org>--<name>--<pooling>, <name>+bf16, <name>~<variant>

@@ -115,6 +115,29 @@ def test_a_prefilter_older_than_its_ingest_is_stale(tmp_path):
                for line in problems)
 
 
+def test_an_exclude_list_edited_at_the_same_size_is_stale(corpus_dir, tmp_path):
+    """verify and the stages apply one rule to a pool's EXCLUDE list: a list edited at the
+    same size (other ids), or gone, makes verify name the pool, with the reason the stages
+    refuse it for and the command that retires it."""
+    from pipeline.pools.build import check_pool
+
+    corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
+    listed = tmp_path / "list.txt"
+    listed.write_text("1000001\n")
+    name = build_pool(corpus, PoolSpec(size=800, n_queries=10, exclude=str(listed)))["name"]
+    assert run_verify(tmp_path) == []
+    for edit in ("1000002\n", None):
+        listed.write_text(edit) if edit else listed.unlink()
+        problems = run_verify(tmp_path)
+        with pytest.raises(InputError) as refused:
+            check_pool(corpus, name)
+        why = refused.value.message.split(": ", 1)[1]
+        assert problems == [f"STALE {corpus / 'pools' / name}: {why}; repair: make retire-pool "
+                            f"CORPUS=small POOL={name} DATA={tmp_path} (or put the old list "
+                            "back where it was)"]
+        assert ("has other papers" if edit else "is gone") in why
+
+
 def evaluated_and_reported(root, tmp_path):
     """The fixture's run scored, collected and reported with TRAINING_SETS (a list of the
     pool's first queries): (the reports folder, the list's path)."""
@@ -201,26 +224,3 @@ def test_stale_results_name_the_corpus_whose_evaluations_changed(root, tmp_path)
     problems = [p for p in run_verify(root) if p.startswith("STALE")]
     assert len(problems) == 1 and "results.manifest.json" in problems[0], problems
     assert problems[0].split("; repair: ", 1)[1].startswith("make report CORPUS=small")
-
-
-def test_an_exclude_list_edited_at_the_same_size_is_stale(corpus_dir, tmp_path):
-    """verify and the stages apply one rule to a pool's EXCLUDE list: a list edited at the
-    same size (other ids), or gone, makes verify name the pool, with the reason the stages
-    refuse it for and the command that retires it."""
-    from pipeline.pools.build import check_pool
-
-    corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
-    listed = tmp_path / "list.txt"
-    listed.write_text("1000001\n")
-    name = build_pool(corpus, PoolSpec(size=800, n_queries=10, exclude=str(listed)))["name"]
-    assert run_verify(tmp_path) == []
-    for edit in ("1000002\n", None):
-        listed.write_text(edit) if edit else listed.unlink()
-        problems = run_verify(tmp_path)
-        with pytest.raises(InputError) as refused:
-            check_pool(corpus, name)
-        why = refused.value.message.split(": ", 1)[1]
-        assert problems == [f"STALE {corpus / 'pools' / name}: {why}; repair: make retire-pool "
-                            f"CORPUS=small POOL={name} DATA={tmp_path} (or put the old list "
-                            "back where it was)"]
-        assert ("has other papers" if edit else "is gone") in why

@@ -410,11 +410,11 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
     repaired = {"damaged_parts": 0, "orphan_parts": 0}
     inputs = store_inputs(place)
     texts = {"changed_texts": 0, "rows_without_digest": 0}
-    if (store / MANIFEST).exists():
-        check_settings(place, store, entry)
     if store.exists():
         with file_lock(store):
             repaired = repair_store(store)
+            if (store / MANIFEST).exists():
+                check_settings(place, store, entry)
             texts = reconcile(place, store,
                               digest_columns(place.corpus_dir, encoder_class(entry.kind)),
                               inputs)
