@@ -116,8 +116,8 @@ def text_digests(papers: pl.DataFrame, columns: Sequence[str] = ("title", "abstr
                  ) -> np.ndarray:
     """Each paper's text digest (uint64, `TEXT_DIGEST`) over `columns`, the fields a stored
     row is made from: a store keeps it beside the row, so that a paper whose text changed
-    since (a corpus made again in place) is never served its old row. About 1.7 s per million
-    papers of 1,100 bytes on one core (docs/encoders.md)."""
+    since (a corpus made again in place) is never served its old row. About 1.8 s per million
+    papers of 1,177 bytes on one core (benchmarks/store_digest.py)."""
     if not papers.height:
         return np.empty(0, dtype=np.uint64)
     texts = papers.select(pl.struct([pl.col(c) for c in columns]).struct.json_encode()
