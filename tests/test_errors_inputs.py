@@ -177,10 +177,15 @@ def test_export_mdcr_refuses_an_out_it_cannot_write(benchmark_root, tmp_path):
         refused(root, _export(root, locked), r"OUT .*/locked is read-only")
         refused(root, _export(root, locked / "out"), r"OUT .*/locked/out: the folder .*/locked "
                 r"is read-only")
-    for _ in range(2):  # what it can write: a new folder, then the same folder again
-        done = run(_export(root, tmp_path / "release"))
-        assert done.returncode == 0, done.stderr[-2000:]
-    assert (tmp_path / "release" / "mdcr_test.json").exists()
+    done = run(_export(root, tmp_path / "release"))  # what it can write: a new folder
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = (tmp_path / "release" / "mdcr_test.json").read_bytes()
+    # never replaces a file: the same folder again is refused, the files kept
+    refused(root, _export(root, tmp_path / "release"), r"OUT .*/release: mdcr_test\.json, "
+            r"mdcr_test_data\.jsonl already exists there; .* never replaces one")
+    assert (tmp_path / "release" / "mdcr_test.json").read_bytes() == written
+    (tmp_path / "other").mkdir()  # an existing folder without those files: written into
+    assert run(_export(root, tmp_path / "other")).returncode == 0
 
 
 def test_mdcr_scores_refuses_an_out_it_cannot_write(benchmark_root, tmp_path):
@@ -199,10 +204,13 @@ def test_mdcr_scores_refuses_an_out_it_cannot_write(benchmark_root, tmp_path):
     if not os.access(locked, os.W_OK):
         refused(root, _scores(root, locked / "scores.json"),
                 r"OUT .*/locked-scores/scores\.json: the folder .* is read-only")
-    (tmp_path / "scores.json").write_text("old")  # what it can write: a file it replaces
-    done = run(_scores(root, tmp_path / "scores.json"))
+    (tmp_path / "scores.json").write_text("old")  # a file of the user's: never replaced
+    refused(root, _scores(root, tmp_path / "scores.json"),
+            r"OUT .*/scores\.json: scores\.json already exists there; .* never replaces one")
+    assert (tmp_path / "scores.json").read_text() == "old"
+    done = run(_scores(root, tmp_path / "new-scores.json"))  # what it can write: a new file
     assert done.returncode == 0, done.stderr[-2000:]
-    assert set(json.loads((tmp_path / "scores.json").read_text())) == set(SCORES)
+    assert set(json.loads((tmp_path / "new-scores.json").read_text())) == set(SCORES)
 
 
 def test_read_only_outs_are_refused_before_any_work(tmp_path, monkeypatch):

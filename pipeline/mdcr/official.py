@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
@@ -36,12 +37,14 @@ OFFICIAL_METRICS = {"map": "map", "ndcg": "ndcg", "recall_5": "recall@5"}  # off
 FILE_SPLITS = {"test": "test", "validation": "val"}  # a pool's split -> the release's name
 
 
-def check_out(out: Path, folder: bool) -> None:
+def check_out(out: Path, folder: bool, files: Sequence[str] = ()) -> None:
     """Refuse an output path that cannot be written, before any work: `out` is a folder to
-    write into (`folder`) or a file to write; its parent must be an existing, writable folder,
-    and `out` itself, when it exists, of the right kind and writable. Files are written beside
-    their final name and renamed, so without this a wrong OUT would show as a traceback only
-    after the work was done."""
+    write `files` into (`folder`) or a file to write; its parent must be an existing, writable
+    folder, and `out` itself, when it exists, of the right kind and writable. A file that
+    exists already (OUT itself, or one of `files` in the folder) is refused: these commands
+    write new files and never replace one of the user's. Files are written beside their final
+    name and renamed, so without this a wrong OUT would show as a traceback only after the
+    work was done."""
     kind, other = ("folder", "file") if folder else ("file", "folder")
     what = ("a folder to write the official files into" if folder
             else "a file path for the scores (JSON)")
@@ -51,6 +54,11 @@ def check_out(out: Path, folder: bool) -> None:
                              f"(or move the {other} away)")
         if not os.access(out, os.W_OK | (os.X_OK if folder else 0)):
             raise InputError(f"OUT {out} is read-only: make it writable or give another OUT")
+        existing = [name for name in files if (out / name).exists()] if folder else [out.name]
+        if existing:
+            raise InputError(f"OUT {out}: {', '.join(existing)} already exists there; this "
+                             "command writes new files and never replaces one: give another "
+                             "OUT, or move that file away first")
     parent = out.absolute().parent
     if not parent.is_dir():
         raise InputError(f"OUT {out}: the folder {parent} does not exist (or is not a folder): "
@@ -66,8 +74,9 @@ def export_benchmark(corpus_dir: Path, out_dir: Path, split: str = "test") -> di
     official type gets a list (the official evaluator reads all six); types of other names
     (models other than bm25/specter/scincl) are written too, and counted: the official
     evaluator ignores them."""
-    check_out(out_dir, folder=True)
     split = pool_split(split)
+    check_out(out_dir, folder=True, files=[MDCR_BENCHMARK.format(FILE_SPLITS[split]),
+                                           MDCR_DATA.format(FILE_SPLITS[split])])
     table, papers = read_benchmark(corpus_dir, split)
     table = table.with_columns(pl.col("query", "doc").cast(pl.String),
                                type=pl.col("type").replace(POSITIVE_TYPE, TRUE))

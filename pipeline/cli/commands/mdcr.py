@@ -94,9 +94,8 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
 @command("export-mdcr", "write a benchmark corpus in the official layout: mdcr_<split>.json "
          "and mdcr_<split>_data.jsonl", _export_arguments, split_arg())
 def cmd_export_mdcr(args: argparse.Namespace) -> None:
-    from pipeline.mdcr.official import check_out, export_benchmark
+    from pipeline.mdcr.official import export_benchmark
 
-    check_out(Path(args.out), folder=True)  # before reading anything
     info = export_benchmark(place_of(args).corpus_dir, Path(args.out), args.split)
     log.info(f"[export-mdcr] {info['files']}: "
              f"{info['fields']} fields, {info['queries']} queries, {info['papers']} papers")
