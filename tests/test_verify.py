@@ -224,3 +224,19 @@ def test_stale_results_name_the_corpus_whose_evaluations_changed(root, tmp_path)
     problems = [p for p in run_verify(root) if p.startswith("STALE")]
     assert len(problems) == 1 and "results.manifest.json" in problems[0], problems
     assert problems[0].split("; repair: ", 1)[1].startswith("make report CORPUS=small")
+
+
+def test_a_demo_whose_generator_record_is_damaged_is_remade_with_its_settings_named(tmp_path):
+    """The demo's raw shards are made again by `make corpus` with the settings the generator
+    recorded; when that record is damaged they are lost with it, so the repair asks for them
+    (as `make corpus` then does) instead of naming a command that would refuse."""
+    from pipeline.core.files import write_json
+    from pipeline.corpus.manifest import raw_repair
+
+    raw = tmp_path / "corpora" / "demo" / "s2orc"
+    raw.mkdir(parents=True)
+    write_json({"manifest_version": 1, "stage": "synth"}, raw / "manifest.json")
+    assert raw_repair(raw).command() == "make corpus CORPUS=demo"
+    (raw / "manifest.json").write_bytes(b"{\"manifest_version\": 1, \"stage\": \"synt\xdf\"}")
+    assert raw_repair(raw).command() == ("make corpus CORPUS=demo DEMO_PAPERS=<papers it was "
+                                         "made with> DEMO_SEED=<its seed>")

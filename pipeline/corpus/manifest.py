@@ -121,8 +121,15 @@ def raw_repair(raw_dir: Path) -> Repair:
     if not (raw_dir / MANIFEST).exists():
         return Repair("", note="download it again (a damaged or incomplete download)")
     corpus = raw_dir.parent.name
-    return (Repair("corpus", corpus) if corpus == "demo"
-            else Repair("synth", corpus, variables=(("--repair", ""),), program=PIPELINE))
+    if corpus != "demo":
+        return Repair("synth", corpus, variables=(("--repair", ""),), program=PIPELINE)
+    try:  # the demo is made again with the settings its generator recorded
+        read_json(raw_dir / MANIFEST)
+        return Repair("corpus", corpus)
+    except InputError:  # which were lost with the record: the user says them again
+        return Repair("corpus", corpus, variables=(
+            ("DEMO_PAPERS", Placeholder("papers it was made with")),
+            ("DEMO_SEED", Placeholder("its seed"))))
 
 
 def corpus_repair(corpus_dir: Path, sections: dict | None = None) -> Repair:
