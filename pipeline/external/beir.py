@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import NamedTuple
 
 import polars as pl
 
@@ -63,14 +64,26 @@ def _read_jsonl(path: Path, columns: dict[str, pl.DataType], what: str
                          "queries.jsonl and qrels/ (BEIR's layout)")
     frame = read_jsonl(path, columns, "fix that line (BEIR's layout: a JSON object per line)"
                        ).with_row_index("record", offset=1)
+    return unique_records(frame, what, str(path))
+
+
+def unique_records(frame: pl.DataFrame, what: str, where: str) -> tuple[pl.DataFrame, int]:
+    """`frame`'s records (`_id`, its fields, `record`: 1-based) each once, and how many repeat
+    an earlier record exactly (dropped, counted). An id given twice with other contents has no
+    one answer: refused, naming both records of `where` (the file or collection read); so is
+    an id that a TREC run cannot hold (empty, or holding whitespace)."""
+    from pipeline.retrieval.bm25.lucene import check_ids
+
     if frame["_id"].null_count():
-        raise InputError(f"{path}: {frame['_id'].null_count()} records have no _id; fix or "
+        raise InputError(f"{where}: {frame['_id'].null_count()} records have no _id; fix or "
                          "remove them")
-    unique = frame.unique(list(columns), keep="first", maintain_order=True)
+    check_ids(frame["_id"], what)
+    fields = [c for c in frame.columns if c != "record"]
+    unique = frame.unique(fields, keep="first", maintain_order=True)
     clash = unique.filter(pl.len().over("_id") > 1)
     if clash.height:
         first, second = clash.filter(pl.col("_id") == clash["_id"][0])["record"].head(2)
-        raise InputError(f"{path}: the {what} id {clash['_id'][0]!r} is given twice with "
+        raise InputError(f"{where}: the {what} id {clash['_id'][0]!r} is given twice with "
                          f"different contents (records {first} and {second}): keep one")
     return unique, frame.height - unique.height
 
@@ -109,15 +122,21 @@ def _read_qrels(path: Path) -> pl.DataFrame:
         more = f" (and {bad.height - 1} more lines)" if bad.height > 1 else ""
         raise InputError(f"{path}:{line}: the judgment {what}{more}; write an integer grade "
                          "(0 = not relevant)")
-    clash = rows.filter(pl.col("rel").n_unique().over("query", "doc") > 1).sort("line")
+    return one_grade_per_pair(rows.select("query", "doc", "rel", "line"), str(path))
+
+
+def one_grade_per_pair(qrels: pl.DataFrame, where: str) -> pl.DataFrame:
+    """`qrels` (query, doc, rel, line: 1-based in `where`) unless a pair is judged twice with
+    different grades, which has no one answer: refused, naming both lines."""
+    clash = qrels.filter(pl.col("rel").n_unique().over("query", "doc") > 1).sort("line")
     if clash.height:
         query, doc, rel, line = clash.select("query", "doc", "rel", "line").row(0)
         other = clash.filter(pl.col("query") == query, pl.col("doc") == doc,
                              pl.col("rel") != rel).select("rel", "line").row(0)
-        raise InputError(f"{path}: the pair query {query}, document {doc} is judged twice with "
-                         f"different grades ({rel} on line {line}, {other[0]} on line "
+        raise InputError(f"{where}: the pair query {query}, document {doc} is judged twice "
+                         f"with different grades ({rel} on line {line}, {other[0]} on line "
                          f"{other[1]}): keep one judgment per pair")
-    return rows.select("query", "doc", "rel", "line")
+    return qrels
 
 
 def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool = False,
@@ -126,17 +145,46 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
     corpus; the same collection again (nothing changes, or the split's pool is added beside the
     others); or, only with `replace`, in place of a collection with other contents, whose
     `derived` indexes and runs are removed (`corpus.install.install_corpus`)."""
-    from pipeline.retrieval.bm25.lucene import check_ids
-
     split = pool_split(split)
     claim_corpus(corpus_dir, "make import-beir")
     docs, repeated_docs = _read_jsonl(src / BEIR_CORPUS, {
         "_id": pl.String, "title": pl.String, "text": pl.String}, "document")
     queries, repeated_queries = _read_jsonl(src / BEIR_QUERIES, {
         "_id": pl.String, "text": pl.String}, "query")
-    check_ids(docs["_id"], "document")
-    check_ids(queries["_id"], "query")
     qrels = _read_qrels(src / "qrels" / f"{SPLIT_FILES[split]}.tsv")
+    return write_collection(
+        Collection(docs, repeated_docs, queries, repeated_queries, qrels,
+                   f"{src}: no query of {BEIR_QUERIES} has judgments in "
+                   f"qrels/{SPLIT_FILES[split]}.tsv that name a document of {BEIR_CORPUS}"),
+        corpus_dir, split, "import-beir", {"source": str(src), "split": SPLIT_FILES[split],
+                                           "field": None}, replace, derived)
+
+
+class Collection(NamedTuple):
+    """A test collection as read, before anything is left out: documents (`_id`, `title`,
+    `text`, `record`) and queries (`_id`, `text`, `record`), each record once
+    (`unique_records`) with the number of exact repeats dropped; judgments (`query`, `doc`,
+    `rel`, `line`), one grade per pair (`one_grade_per_pair`); and the one line refusing it
+    when no query is left with a judgment."""
+
+    docs: pl.DataFrame
+    repeated_docs: int
+    queries: pl.DataFrame
+    repeated_queries: int
+    qrels: pl.DataFrame
+    no_queries: str
+
+
+def write_collection(read: Collection, corpus_dir: Path, split: str, command: str,
+                     parameters: dict, replace: bool = False,
+                     derived: tuple[Path, ...] = ()) -> dict:
+    """Write the collection `read` (by `command`, from `parameters`) as the corpus
+    `corpus_dir` and its `split` pool: what every import of a BEIR-style collection shares
+    (BEIR's files, an ir_datasets collection), so the same collection gives the same corpus
+    whichever way it came. Leaves out, counts and logs what no run could be scored on
+    (module docstring)."""
+    docs, repeated_docs = read.docs, read.repeated_docs
+    queries, repeated_queries, qrels = read.queries, read.repeated_queries, read.qrels
     # queries_read = queries (the pool's) + repeated + without text + without qrels
     counts = {"documents_read": docs.height + repeated_docs,
               "duplicate_documents_dropped": repeated_docs,
@@ -171,22 +219,20 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
     counts["queries_whose_id_is_a_document"] = queries.join(
         docs.select("_id"), on="_id", how="semi").height
     if textless.height:
-        log.warning(f"[import-beir] {textless.height} queries without text (empty, null or "
+        log.warning(f"[{command}] {textless.height} queries without text (empty, null or "
                     f"missing, e.g. {textless['_id'].sort()[0]}) left out, with their "
                     f"{of_textless.height} judgments: a query without text retrieves nothing")
     if itself.height:
-        log.warning(f"[import-beir] {itself.height} judgments of a query's own id as a "
+        log.warning(f"[{command}] {itself.height} judgments of a query's own id as a "
                     f"document ({counts['qrels_of_the_query_itself_relevant']} relevant, e.g. "
                     f"{itself['query'].sort()[0]}) left out: a query never retrieves itself")
     if queries.is_empty():
-        raise InputError(f"{src}: no query of {BEIR_QUERIES} has judgments in "
-                         f"qrels/{SPLIT_FILES[split]}.tsv that name a document of {BEIR_CORPUS}")
+        raise InputError(read.no_queries)
     papers = docs.select(corpusid="_id", title=pl.col("title").fill_null(""),
                          abstract=pl.col("text").fill_null(""))
     name = pool_name("beir", papers.height, 0, 0, split)
     counts.update(queries=queries.height, candidates=papers.height, qrels=qrels.height,
                   relevant=qrels.filter(pl.col("rel") > 0).height)
-    parameters = {"source": str(src), "split": SPLIT_FILES[split], "field": None}
     tables = (queries.select(corpusid="_id", field=pl.lit(None, pl.String), title="text",
                              abstract=pl.lit("")),
               papers.select("corpusid", type=pl.lit("document")), qrels)
@@ -197,12 +243,12 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
         folder = pool_dir(tmp, name)
         for file, table in zip(POOL_FILES, tables, strict=True):
             write_parquet(table.to_arrow(), folder / file)
-        write_json(manifest("import-beir", parameters, name=name, scope="beir",
+        write_json(manifest(command, parameters, name=name, scope="beir",
                             split=split,
                             level="collection", metrics="beir", inputs=made_from,
                             outputs=fingerprints(folder, POOL_FILES), counts=counts),
                    folder / MANIFEST)
-        info = {"collection": manifest("import-beir", parameters, outputs=fingerprints(
+        info = {"collection": manifest(command, parameters, outputs=fingerprints(
             tmp, [PREFILTERED]), counts=counts, pools=[name])}
         write_json(info, tmp / MANIFEST)
         info["collection"]["installed"] = install_corpus(tmp, corpus_dir, list(derived),
