@@ -15,19 +15,24 @@ name's stages are imported when it is first used.
 from __future__ import annotations
 
 from importlib import import_module
+from inspect import isfunction
 from typing import Any
 
 # name -> the module that defines it (names that are not a submodule's: `pipeline.report` and
 # `pipeline.verify` are packages of their own)
 _API = {"Data": "pipeline.api", "build_corpus": "pipeline.api", "build_pool": "pipeline.api",
         "search": "pipeline.api", "evaluate": "pipeline.api", "build_report": "pipeline.api",
-        "verify_data": "pipeline.api", "Report": "pipeline.report.build"}
+        "verify_data": "pipeline.api", "import_run": "pipeline.api",
+        "Report": "pipeline.report.build",
+        "Encoder": "pipeline.encoding.objects"}
 __all__ = sorted(_API)
 
 
 def __getattr__(name: str) -> Any:
     if name in _API:
         value = getattr(import_module(_API[name]), name)
+        if isfunction(value):  # every argument checked first: pipeline/cli/arguments.py
+            value = import_module("pipeline.cli.arguments").validated(value)
         globals()[name] = value  # looked up once
         return value
     raise AttributeError(f"module 'pipeline' has no attribute {name!r}")

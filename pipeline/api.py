@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.core.errors import InputError
 from pipeline.layout import (
     Place,
     check_name,
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
     from pipeline.pools.build import PoolSpec
     from pipeline.report.build import Report
 
-__all__ = ["Data", "build_corpus", "build_pool", "build_report", "evaluate", "search",
-           "verify_data"]
+__all__ = ["Data", "build_corpus", "build_pool", "build_report", "evaluate", "import_run",
+           "search", "verify_data"]
 
 class Data:
     """Where the data lives: a folder holding corpora/, indexes/ and runs/ (as DATA does for
@@ -43,9 +44,12 @@ class Data:
                  corpora: str | os.PathLike | None = None,
                  indexes: str | os.PathLike | None = None,
                  runs: str | os.PathLike | None = None):
+        from pipeline.cli.arguments import check_arguments
+
         given = {"corpora": corpora, "indexes": indexes, "runs": runs}
+        check_arguments("Data", {"folder": folder, **given})
         if folder is None and not all(given.values()):
-            raise TypeError("Data: give a folder (holding corpora/, indexes/, runs/), or all "
+            raise InputError("Data: give a folder (holding corpora/, indexes/, runs/), or all "
                             "three of corpora=, indexes=, runs=")
         roots = data_roots(folder if folder is not None else ".", **given)
         self.corpora: Path = roots["corpora"]
@@ -120,7 +124,6 @@ def build_corpus(data: Data | str | os.PathLike, name: str, *,
     s2ag). With `synthetic` (a number of papers, or a SyntheticConfig), synthetic S2ORC shards
     are written into corpora/<name>/s2orc first (`shards` of them, from `seed`; never into a
     `raw` folder of the user's). Each stage is a no-op when its outputs are current."""
-    from pipeline.core.errors import InputError
     from pipeline.ingest import ingest, prefilter
     from pipeline.readers import reader
 
@@ -156,7 +159,7 @@ def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | Non
     from pipeline.pools.build import build_pool as build
 
     if spec is not None and fields:
-        raise TypeError("build_pool: give a PoolSpec or its fields as keywords, not both")
+        raise InputError("build_pool: give a PoolSpec or its fields as keywords, not both")
     if spec is None:
         if "size" in fields:
             fields["size"] = parse_size(str(fields["size"]))
@@ -170,51 +173,96 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     """Retrieve the top `k` candidates of each query of `pool` with `model` (a registered
     name such as 'bm25', an 'hf:' model, or a ModelEntry) and write the run; return the run's
     name (the model's, plus '~<variant>' for perturbed queries). `options` are the
-    retriever's own (BM25: bm25_engine; encoders: backend, model_path)."""
+    retriever's own (BM25: bm25_engine; encoders: backend, model_path), others refused. A run
+    that is current (the rule of `make search`: run_is_current) is kept as it is."""
+    from pipeline.cli.arguments import check_options
+    from pipeline.retrieval.registry import retriever
+    from pipeline.retrieval.runs import run_is_current
+    from pipeline.retrieval.search import index
     from pipeline.retrieval.search import search as run_search
 
     data, entry = Data.of(data), _entry(model)
-    run_search(data.place(corpus), check_name("pool", pool), entry, k=k, threads=threads, seed=seed,
-               variant=variant, **options)
-    return run_name(entry.name, variant)
+    check_options("search", entry.kind, options, list(retriever(entry.kind).OPTIONS))
+    place, name = data.place(corpus), run_name(entry.name, variant)
+    if not run_is_current(place, check_name("pool", pool), name, k):
+        index(place, pool, entry, threads, **options)  # as make search: encoders embed first
+        run_search(place, pool, entry, k=k, threads=threads, seed=seed, variant=variant,
+                   **options)
+    return name
 
 
-def _run(model: str | ModelEntry) -> str:
+def _run(model: str | ModelEntry, place: Place | None = None, pool: str = "") -> str:
     if not isinstance(model, str):
         return _entry(model).name
+    if place is not None:  # a run imported under its own name (import_run)
+        from pipeline.retrieval.imported import imported_pools
+
+        if pool in imported_pools(place.runs_root, place.corpus, model):
+            return model
     name, variant = split_run_name(model)
     return run_name(_entry(name).name, variant)
 
 
+def import_run(data: Data | str | os.PathLike, corpus: str, pool: str, run: Any, model: str,
+               *, drop_unknown: bool = False, replace: bool = False) -> dict:
+    """Import a run made elsewhere (`run`: a TREC file's path, a DataFrame with query, doc,
+    score, or a ranx Run) as the run `model` of `pool`, checked against the pool (unknown ids
+    refused unless `drop_unknown`, duplicates refused, ties kept and broken as trec_eval does);
+    then `evaluate` and `build_report` score it like any model's. Returns the run's manifest
+    (its counts, the source's sha256); the same source again changes nothing, another under
+    the same name needs `replace` (`make import-run`; pipeline/retrieval/imported.py)."""
+    from pipeline.retrieval.imported import import_run as run_import
+
+    place = Data.of(data).place(corpus)
+    return run_import(place, check_name("pool", pool), run, model, drop_unknown=drop_unknown,
+                      replace=replace)
+
+
 def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str,
              model: str | ModelEntry | Sequence[str | ModelEntry], *,
-             metrics: str | Sequence[str] = "auto", means: bool = False) -> pl.DataFrame:
+             metrics: str | Sequence[str] = "auto", means: bool = False,
+             save: bool | None = None) -> pl.DataFrame:
     """Score the runs of `model` (a name, a run name 'bm25~title', a ModelEntry, or a list of
-    them) on `pool` and write their evaluations. Returns a polars DataFrame: with
+    them) on `pool`. With the pool's own metrics (`metrics='auto'`) the evaluations are saved,
+    as `make eval` saves them, and a current one is kept as it is (eval_is_current); other
+    metrics are scored without writing anything, so an exploratory call never changes what
+    the report shows (`save=True` with them is refused; `save=False`: never write).
+    Returns a polars DataFrame: with
     `means=False`, one row per model, query and candidate set (`negatives`: 'all', and per
     negative type on MDCR-style pools) with a column per metric; with `means=True`, one row per
     model with each metric's mean over the pool's queries (over CSFCube's folds: the mean of
     the folds' means). `metrics`: 'auto' (the pool's own set), a set's name or metric names."""
     import polars as pl
 
-    from pipeline.evaluation.evaluate import eval_run, pool_metrics
+    from pipeline.core.files import read_json
+    from pipeline.evaluation.evaluate import eval_is_current, eval_run, pool_metrics, score_run
     from pipeline.layout import run_paths
 
     place = Data.of(data).place(corpus)
     check_name("pool", pool)
     models = [model] if isinstance(model, str) or not isinstance(model, Sequence) else model
-    names = [_run(m) for m in models]  # each checked before anything is written
+    names = [_run(m, place, pool) for m in models]  # each checked before anything is written
     wanted = pool_metrics(place.corpus_dir, pool, metrics if isinstance(metrics, str)
                           else " ".join(metrics))
+    own = pool_metrics(place.corpus_dir, pool)
+    if save and wanted != own:
+        raise InputError(f"evaluate: save=True saves the pool's own metrics ({' '.join(own)}), "
+                         "which the report shows: leave metrics='auto' to save, or save=False "
+                         f"to score {' '.join(wanted)} without writing")
     frames = []
     for name in names:
-        info = eval_run(place, pool, name, wanted)
+        paths = run_paths(place.runs_root, corpus, pool, name)
+        if wanted != own or save is False:
+            values, info = score_run(place, pool, name, wanted)
+        else:
+            if not eval_is_current(place, pool, name, wanted):
+                eval_run(place, pool, name, wanted)
+            values, info = pl.read_parquet(paths.metrics), read_json(paths.evaluation)
         if means:
             frames.append(pl.DataFrame([{"model": name, **info["means"]}],
                                        schema={"model": pl.String,
                                                **dict.fromkeys(wanted, pl.Float64)}))
         else:
-            values = pl.read_parquet(run_paths(place.runs_root, corpus, pool, name).metrics)
             frames.append(values.select(pl.lit(name).alias("model"), pl.all()))
     return pl.concat(frames, how="vertical_relaxed")
 

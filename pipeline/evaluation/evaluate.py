@@ -109,9 +109,27 @@ def eval_run(place: Place, pool: str, model: str, metrics: Sequence[str] = DEFAU
     """Write `<model>.metrics.parquet` (per query) and `<model>.eval.json` (means, counts). The
     evaluation records what its run was made from and the run itself, so it goes stale with
     any of them."""
+    start = time.perf_counter()
+    paths = run_paths(place.runs_root, place.corpus, pool, model)
+    values, scored = score_run(place, pool, model, metrics)
+    with file_lock(paths.trec.parent / model):  # the run
+        paths.evaluation.unlink(missing_ok=True)
+        write_parquet(values.to_arrow(), paths.metrics)
+        info = manifest("eval", _parameters(pool, model, metrics), **scored,
+                        outputs=fingerprints(paths.trec.parent,
+                                             [paths.metrics.name]),
+                        seconds=round(time.perf_counter() - start, 2))
+        write_json(info, paths.evaluation)
+    return info
+
+
+def score_run(place: Place, pool: str, model: str, metrics: Sequence[str] = DEFAULT_METRICS
+              ) -> tuple[pl.DataFrame, dict]:
+    """A saved run scored on its pool, nothing written: (the values per query and candidate
+    set, as `<model>.metrics.parquet` holds them; what `<model>.eval.json` records of them:
+    means, means_by_negatives, counts, folds, inputs)."""
     from pipeline.evaluation.metrics import per_query  # numba: loaded only to score
 
-    start = time.perf_counter()
     paths = run_paths(place.runs_root, place.corpus, pool, model)
     run = load_run(place, pool, model)
     run_inputs = read_json(paths.manifest).get("inputs", {})
@@ -138,17 +156,8 @@ def eval_run(place: Place, pool: str, model: str, metrics: Sequence[str] = DEFAU
                   for (t,), g in by_type.group_by("negatives", maintain_order=True)}
     values = pl.concat([values.with_columns(negatives=pl.lit(ALL_LISTS)).select(by_type.columns),
                         by_type], how="vertical_relaxed")
-    with file_lock(paths.trec.parent / model):  # the run
-        paths.evaluation.unlink(missing_ok=True)
-        write_parquet(values.to_arrow(), paths.metrics)
-        info = manifest("eval", _parameters(pool, model, metrics),
-                        means=means, means_by_negatives=type_means, counts=counts, **extra,
-                        inputs=inputs,
-                        outputs=fingerprints(paths.trec.parent,
-                                             [paths.metrics.name]),
-                        seconds=round(time.perf_counter() - start, 2))
-        write_json(info, paths.evaluation)
-    return info
+    return values, {"means": means, "means_by_negatives": type_means, "counts": counts,
+                    **extra, "inputs": inputs}
 
 
 FOLD = "fold"  # a pool's queries column naming each query's test fold (CSFCube)

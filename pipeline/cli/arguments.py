@@ -1,0 +1,323 @@
+"""The one validation layer of the Python API: every argument of every public name of
+`pipeline` (its _API) is checked here before the function runs, with the check of the make
+variable it stands for (VARIABLES in pipeline/cli/variables.py, the checks of
+pipeline/cli/checks.py). The API, the command line and make so refuse a bad value with the same
+words, on one line (an InputError) naming the function, the argument and what to give.
+
+Python values are typed: a whole number is an int (the str "20" is refused, saying so; the
+command line parses its text itself), a flag a bool, a path a str or os.PathLike. An unknown
+keyword is refused with the nearest known name. `pipeline.__getattr__` wraps each public
+function with `validated`; `Data` calls `check_arguments` itself (a class stays a class).
+docs/api.md (Validation) lists every argument's rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import functools
+import inspect
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.cli.checks import non_negative, positive
+from pipeline.cli.variables import BY_NAME
+from pipeline.core.errors import InputError
+from pipeline.layout import parse_size, run_name, split_run_name
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_path(value: object) -> bool:
+    return isinstance(value, str | os.PathLike)
+
+
+def _is_model(value: object) -> bool:
+    """A model's name, or an entry (a ModelEntry, or any object naming its model and kind)."""
+    return (isinstance(value, str) and value.strip() != "") or (
+        isinstance(getattr(value, "name", None), str) and hasattr(value, "kind"))
+
+
+def _is_models(value: object) -> bool:
+    return _is_model(value) or (isinstance(value, Sequence) and not isinstance(value, str)
+                                and len(value) > 0 and all(map(_is_model, value)))
+
+
+def _is_metrics(value: object) -> bool:
+    return (isinstance(value, str) and value.strip() != "") or (
+        isinstance(value, Sequence) and len(value) > 0
+        and all(isinstance(m, str) and m for m in value))
+
+
+def _is_size(value: object) -> bool:
+    return (_is_int(value) and value > 0) or (isinstance(value, str) and value != "")
+
+
+def _is_data(value: object) -> bool:
+    return _is_path(value) or type(value).__name__ == "Data"
+
+
+def _is_synthetic(value: object) -> bool:
+    return _is_size(value) or type(value).__name__ == "SyntheticConfig"
+
+
+def _is_pool_spec(value: object) -> bool:
+    return type(value).__name__ == "PoolSpec"
+
+
+def _is_training_sets(value: object) -> bool:
+    return isinstance(value, Mapping) and all(
+        isinstance(model, str) and _is_path(path) for model, path in value.items())
+
+
+# kind -> (the test of a value's type, what to give, said in words): a registry, one entry a kind
+KINDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "int": (_is_int, "a whole number (an int)"),
+    "bool": (lambda v: isinstance(v, bool), "True or False"),
+    "str": (lambda v: isinstance(v, str), "a str"),
+    "path": (_is_path, "a path (a str or os.PathLike)"),
+    "data": (_is_data, "a pipeline.Data or the data folder's path"),
+    "model": (_is_model, "a model's name (a str such as 'bm25') or a ModelEntry"),
+    "models": (_is_models, "a model's name (a str such as 'bm25'), a ModelEntry, or a "
+                           "non-empty list of them"),
+    "metrics": (_is_metrics, "'auto', a metric set's name, or metric names (a str such as "
+                             "'map ndcg@10', or a non-empty list of str)"),
+    "size": (_is_size, "a size (an int of 1 or more, or a str such as '20k')"),
+    "synthetic": (_is_synthetic, "a number of papers (an int, or a str such as '120k') or a "
+                                 "SyntheticConfig"),
+    "pool_spec": (_is_pool_spec, "a pipeline.pools.build.PoolSpec"),
+    "training_sets": (_is_training_sets, "a dict of model name -> file of its training papers"),
+}
+
+
+@dataclass(frozen=True)
+class Argument:
+    """How an API argument is checked: its `kind` (KINDS), then the value by the check of the
+    make `variable` it stands for (given as the command line's text), or by `check` where no
+    variable does. `none`: None is accepted (the default's meaning)."""
+
+    kind: str
+    variable: str = ""
+    check: Callable[[str], object] | None = None
+    none: bool = False
+
+    @property
+    def value_check(self) -> Callable[[str], object] | None:
+        return self.check or (BY_NAME[self.variable].check if self.variable else None)
+
+    @property
+    def where(self) -> str:
+        return f" (as make's {self.variable})" if self.variable else ""
+
+
+def _model(text: str) -> str:
+    """A model's name, or a run's ('bm25~title'): the registry knows the model."""
+    from pipeline.encoding.models import get_model
+
+    model, variant = split_run_name(text)
+    return run_name(get_model(model).name, variant)
+
+
+def _scored(text: str) -> str:
+    """A run to score: a registered model's run, or a run imported under its own name (its
+    pool's run store knows it: evaluate refuses a name with no run there)."""
+    from pipeline.layout import check_name
+
+    try:
+        return _model(text)
+    except InputError:
+        return check_name("model", text)
+
+
+def _imported_name(text: str) -> str:
+    from pipeline.retrieval.imported import check_model_name
+
+    return check_model_name(text)
+
+
+def _is_run(value: object) -> bool:
+    """A run made elsewhere: a TREC file's path, a DataFrame or a ranx Run."""
+    return _is_path(value) or type(value).__name__ in ("DataFrame", "Run")
+
+
+KINDS["run"] = (_is_run, "a TREC run file's path, a DataFrame (query, doc, score) or a "
+                         "ranx Run")
+A = Argument
+# Every argument name of the public API, one meaning each (docs/api.md, Validation).
+ARGUMENTS: dict[str, Argument] = {
+    "data": A("data"),
+    "folder": A("path", none=True),
+    "corpora": A("path", none=True),
+    "indexes": A("path", none=True),
+    "runs": A("path", none=True),
+    "corpus": A("str", "CORPUS"),
+    "name": A("str", "CORPUS"),
+    "pool": A("str", "POOL"),
+    "model": A("model", check=_model),
+    "synthetic": A("synthetic", none=True),
+    "shards": A("int", check=positive),
+    "seed": A("int", "SEED"),
+    "raw": A("path", none=True),
+    "source": A("str", "SOURCE"),
+    "fos_source": A("str", "FOS_SOURCE"),
+    "strict": A("bool"),
+    "citations": A("str", "CITATIONS"),
+    "min_citations": A("int", check=non_negative),
+    "workers": A("int", "THREADS"),
+    "spec": A("pool_spec", none=True),
+    "size": A("size", check=parse_size),
+    "field": A("str", none=True),
+    "repeat": A("int", check=non_negative),
+    "n_queries": A("int", "QUERIES", none=True),
+    "query_year": A("int", check=non_negative),
+    "max_year": A("int", check=non_negative),
+    "min_positives": A("int", check=positive),
+    "exclude": A("path", none=True),
+    "split": A("str", "SPLIT"),
+    "k": A("int", check=positive),
+    "threads": A("int", "THREADS"),
+    "variant": A("str", "QUERY_VARIANT"),
+    "bm25_engine": A("str", "BM25_ENGINE"),
+    "backend": A("str", "BACKEND"),
+    "model_path": A("path", none=True),
+    "metrics": A("metrics", "METRICS"),
+    "means": A("bool"),
+    "save": A("bool"),
+    "collect": A("bool"),
+    "training_sets": A("training_sets", "TRAINING_SETS", none=True),
+    "folders": A("path"),
+    "deep": A("bool"),
+    "run": A("run"),
+    "drop_unknown": A("bool"),
+    "replace": A("bool"),
+}
+# An argument of one function that means something else there than ARGUMENTS says
+OVERRIDES: dict[tuple[str, str], Argument] = {
+    ("evaluate", "model"): A("models", check=_scored),
+    ("import_run", "model"): A("str", check=lambda text: _imported_name(text)),
+}
+del A
+# The keywords a function takes through **keywords (the rest are refused): build_pool's
+# PoolSpec fields; search's are each retriever's own (Retriever.OPTIONS, `check_options`).
+KEYWORDS: dict[str, tuple[str, ...]] = {
+    "build_pool": ("size", "field", "repeat", "n_queries", "query_year", "max_year", "seed",
+                   "min_positives", "exclude", "split"),
+    "search": ("bm25_engine", "backend", "model_path"),
+}
+
+
+def argument(function: str, name: str) -> Argument:
+    """How argument `name` of public function `function` is checked."""
+    return OVERRIDES.get((function, name)) or ARGUMENTS[name]
+
+
+def _text(value: object) -> str:
+    if isinstance(value, str | os.PathLike):
+        return str(value)
+    if isinstance(value, Mapping):
+        return " ".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, Sequence):
+        return " ".join(map(str, value))
+    return str(value)
+
+
+def check_value(function: str, name: str, value: object) -> None:
+    """One argument's type, then its value (the make variable's check); a one-line InputError
+    naming the function, the argument and what to give."""
+    rule = argument(function, name)
+    if value is None and rule.none:
+        return
+    test, what = KINDS[rule.kind]
+    if not test(value):
+        raise InputError(f"{function}: {name}={value!r}: give {what}"
+                         + (f", not a {type(value).__name__}" if value is not None else ""))
+    if rule.kind == "path" and str(value) == "":
+        raise InputError(f"{function}: {name}='': an empty path: give a file or folder")
+    check = rule.value_check
+    if check is None or rule.kind in ("model", "models") and not isinstance(value, str):
+        return
+    for text in _texts(rule.kind, value):
+        try:
+            check(text)
+        except (InputError, argparse.ArgumentTypeError) as exc:
+            message = exc.message if isinstance(exc, InputError) else str(exc)
+            raise InputError(f"{function}: {name}={value!r}: {message}{rule.where}") from None
+
+
+def _texts(kind: str, value: object) -> list[str]:
+    """The command line's text(s) of a typed value, for the variable's check."""
+    if kind == "models" and not isinstance(value, str):
+        return [m for m in value if isinstance(m, str)]  # type: ignore[union-attr]
+    if kind in ("size", "synthetic") and not isinstance(value, int | str):
+        return []  # a SyntheticConfig: checked by its own fields
+    return [_text(value)]
+
+
+def unknown(function: str, name: str, known: Sequence[str], owner: str = "") -> InputError:
+    """An unknown keyword, with the nearest known name."""
+    near = difflib.get_close_matches(name, known, n=1)
+    hint = f": did you mean {near[0]}?" if near else (
+        f": use one of {', '.join(known)}" if known else ": it takes none")
+    return InputError(f"unknown option {name} for {owner or function}{hint}")
+
+
+def check_arguments(function: str, given: Mapping[str, Any]) -> None:
+    """Check each argument given by name (None where the function's default applies)."""
+    for name, value in given.items():
+        if name not in ARGUMENTS:
+            raise unknown(function, name, sorted(ARGUMENTS))
+        check_value(function, name, value)
+
+
+def check_options(function: str, owner: str, options: Mapping[str, Any],
+                  known: Sequence[str]) -> None:
+    """Keyword options of one owner (a retriever kind, say): each a known one, checked."""
+    for name, value in options.items():
+        if name not in known:
+            raise unknown(function, name, list(known), owner)
+        check_value(function, name, value)
+
+
+def validated(function: Callable) -> Callable:
+    """`function`, with every argument checked first (its name in ARGUMENTS, its **keywords in
+    KEYWORDS): nothing runs, and nothing is written, with a bad one."""
+    name = function.__name__
+    signature = inspect.signature(function)
+    params = signature.parameters
+    named = [p for p in params.values()
+             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    var_keyword = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    extra = KEYWORDS.get(name, ())
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        for key in kwargs:
+            if key not in params and not (var_keyword and key in extra):
+                raise unknown(name, key, [p.name for p in named] + list(extra))
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            missing = [p.name for p in named if p.default is p.empty
+                       and p.kind is not p.KEYWORD_ONLY and p.name not in kwargs][len(args):]
+            if missing:
+                raise InputError(f"{name}: missing {missing[0]}: give "
+                                 f"{KINDS[argument(name, missing[0]).kind][1]}") from None
+            raise InputError(f"{name}: {exc}") from None
+        for key, value in bound.arguments.items():
+            kind = params[key].kind
+            if kind is kind.VAR_POSITIONAL:
+                for item in value:
+                    check_value(name, key, item)
+            elif kind is kind.VAR_KEYWORD:
+                for option, item in value.items():
+                    check_value(name, option, item)
+            else:
+                check_value(name, key, value)
+        return function(*args, **kwargs)
+
+    wrapper.validated = True  # type: ignore[attr-defined]
+    return wrapper
