@@ -184,8 +184,10 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     data, entry = Data.of(data), _entry(model)
     check_options("search", entry.kind, options, list(retriever(entry.kind).OPTIONS))
     place, name = data.place(corpus), run_name(entry.name, variant)
-    if not run_is_current(place, check_name("pool", pool), name, k):
-        index(place, pool, entry, threads, **options)  # as make search: encoders embed first
+    # as make search: what the model searches is built first (encoders embed what is
+    # missing; a store of another object of this name is refused before any run is kept)
+    index(place, check_name("pool", pool), entry, threads, **options)
+    if not run_is_current(place, pool, name, k):
         run_search(place, pool, entry, k=k, threads=threads, seed=seed, variant=variant,
                    **options)
     return name

@@ -94,8 +94,6 @@ def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
     papers' stored ones: a collection's queries, perturbed queries, and the query papers of a
     model that encodes queries in their own form (E5's "query: "). Kept beside the store
     (`query_cache`), so a second search encodes nothing; a damaged one is encoded again."""
-    from pipeline.encoding.encoders import Encoder
-
     cache = query_cache(store, entry, texts)
     record = query_vectors_record(cache)  # its checksum: a damaged cache is encoded again
     if cache.exists() and record.exists():
@@ -105,7 +103,7 @@ def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
         except (InputError, KeyError):
             pass
         log.warning(f"[embed] {cache} is damaged: the queries are encoded again")
-    encoder = Encoder(entry, model_path=model_path)
+    encoder = encoder_class(entry.kind)(entry, model_path=model_path)
     vectors, _ = encoder.encode([encoder.format(t, a, query=True) for t, a in
                                  texts.select("title", "abstract").iter_rows()])
     cache.parent.mkdir(parents=True, exist_ok=True)
@@ -249,6 +247,11 @@ def check_settings(place: Place, store: Path, entry: ModelEntry) -> None:
                 **encoder.config_for(entry, _optional_columns(place.corpus_dir, encoder))}
     stored = read_json(store / MANIFEST, store_repair(store)).get("config", {})
     changed = sorted(key for key, value in expected.items() if stored.get(key) != value)
+    if "model" in changed:  # which of the entry's fields: a fingerprint names another object
+        made = stored.get("model") or {}
+        changed.remove("model")
+        changed += sorted(f"model {key}" for key in {*expected["model"], *made}
+                          if expected["model"].get(key) != made.get(key))
     if changed:
         raise InputError(f"{store} holds vectors made with other settings ({', '.join(changed)}"
                          " differ from this version's: see its manifest.json): delete that "
@@ -456,7 +459,7 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
             written.result()
         info.update(papers_per_s=round(len(missing) / seconds, 2),
                     tokens_per_s=round(n_tokens / seconds, 1), device=str(encoder.device),
-                    token_budget=budget, dtype_compute=str(encoder.model.dtype),
+                    token_budget=budget, dtype_compute=encoder.compute_dtype,
                     **getattr(encoder, "counts", {}))  # multi-vector: sentences, truncated
     with file_lock(store):
         info["covered_pools"] = mark_covered(place.corpus_dir, store, pools)

@@ -259,6 +259,11 @@ class Encoder:
         self.dim = int(self.model.config.hidden_size)
         self.max_length = min(entry.max_length, self.tokenizer.model_max_length)
 
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype the model computes in (recorded in the embed stage's summary)."""
+        return str(self.model.dtype)
+
     @classmethod
     def config_for(cls, entry: ModelEntry, columns: list[str]) -> dict:
         """What the store's config adds for `entry` on a corpus that has these of `columns`

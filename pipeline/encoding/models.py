@@ -18,6 +18,7 @@ Kind = str  # a key of ENCODERS or of the retriever registry: dense, multi-vecto
 # mean-all-layers: multi-vector only (MDCR's ASPIRE, pipeline/encoding/multivector.py)
 Pooling = Literal["cls", "mean", "mean-all-layers", "none"]
 Similarity = Literal["ip", "l2", "cosine"]
+SIMILARITIES: tuple[str, ...] = ("ip", "l2", "cosine")
 # How title and abstract become one input (docs/encoders.md, "Input"): `sep`: title +
 # sep_token + abstract, always (the SPECTER and SciNCL model cards); `sep-nonempty`: the
 # non-empty fields joined by " sep_token " (SciRepEval, which scored SPECTER2 on MDCR);
@@ -65,6 +66,7 @@ class ModelEntry:
 ENCODERS: dict[str, str] = {
     "dense": "pipeline.encoding.encoders:Encoder",
     "multi-vector": "pipeline.encoding.multivector:SentenceEncoder",
+    "object": "pipeline.encoding.objects:ObjectEncoder",  # pipeline.Encoder(obj, name=...)
 }
 
 

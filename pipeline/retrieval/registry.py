@@ -16,6 +16,7 @@ RETRIEVERS: dict[str, str] = {
     "bm25": "pipeline.retrieval.bm25.retriever",
     "dense": "pipeline.retrieval.dense.retriever",
     "multi-vector": "pipeline.retrieval.dense.retriever:MULTI_VECTOR",
+    "object": "pipeline.retrieval.dense.retriever",  # an encoder given as an object
     "fusion": "pipeline.retrieval.fusion",
     "random": "pipeline.retrieval.random",
 }

@@ -160,8 +160,10 @@ class Dense(Retriever):
             "doc": doc_ids[positions[valid]],
             "score": run_scores(scores[valid], entry.similarity),
         })
+        fingerprint = getattr(entry, "fingerprint", None)  # an object's (pipeline.Encoder)
         return hits, {"backend": used, "similarity": entry.similarity,
-                      "run_score": SCORE_NAMES.get(entry.similarity, entry.similarity)}
+                      "run_score": SCORE_NAMES.get(entry.similarity, entry.similarity),
+                      **({"fingerprint": fingerprint} if fingerprint else {})}
 
 
 FACET_COLUMNS = ("paper", "sentences")  # queries that are sentences of a stored paper

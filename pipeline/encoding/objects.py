@@ -1,0 +1,198 @@
+"""Encoders given as Python objects: anything with `encode(texts) -> array` (a
+sentence-transformers model, a user's own class) searched like a registered encoder
+(docs/encoders.md, "Encoders as objects").
+
+`Encoder(obj, name=..., similarity=..., fingerprint=...)` is the object's model entry (kind
+`object`): it is passed where a model name is (`pipeline.search(..., model=Encoder(...))`),
+never added to the global registry. Its store is `indexes/<corpus>/embeddings/<name>/` and
+records the entry with its fingerprint, so a store of the same name made by another object
+(another fingerprint) is refused, never mixed (embed.check_settings). `ObjectEncoder` embeds
+for the embed stage: each paper's input is its title and abstract joined by a space (after
+`prefix`), the object's vectors are taken as float32, in batches of `batch_size` texts.
+Unlike pipeline.encoding.encoders.Encoder, it loads no weights: the object is the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from pipeline.core.errors import InputError
+from pipeline.core.logs import Progress
+from pipeline.encoding.models import REGISTRY, SIMILARITIES, ModelEntry, get_model
+from pipeline.layout import check_name
+
+OBJECT_KIND = "object"
+OBJECT_BATCH = 64  # texts per call of obj.encode
+
+
+def torch_fingerprint(obj: Any) -> str | None:
+    """sha256 of a torch module's architecture (its repr: layers, pooling, max length) and of
+    every tensor of its state_dict in key order; None when `obj` is not a torch module (torch
+    is consulted only when the caller has imported it: an object of a numpy-only class never
+    imports torch)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.nn.Module):
+        return None
+    digest = hashlib.sha256(f"{type(obj).__module__}.{type(obj).__qualname__}\n{obj!r}".encode())
+    for key, tensor in sorted(obj.state_dict().items()):
+        value = tensor.detach().cpu().contiguous()
+        digest.update(f"\n{key} {value.dtype} {tuple(value.shape)}\n".encode())
+        digest.update(value.view(torch.uint8).numpy().tobytes() if value.numel() else b"")
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True, init=False)
+class Encoder(ModelEntry):
+    """The model entry of an object with `encode(texts) -> array` (kind `object`).
+
+    `name`: its runs' and store's name (not a registered model's); `similarity`: ip, l2 or
+    cosine; `fingerprint`: what identifies its weights (given, or for a torch module such as a
+    sentence-transformers model the digest of its architecture and state_dict; any other
+    object must give one); `prefix` / `query_prefix`: prepended to each paper's text (a
+    query's own where given, as E5's "query: "); `batch_size`: texts per `encode` call."""
+
+    model: Any = field(default=None, compare=False, repr=False)
+    fingerprint: str = ""
+    batch_size: int = OBJECT_BATCH
+
+    def __init__(self, model: Any, name: str, similarity: str = "cosine",
+                 fingerprint: str | None = None, *, prefix: str = "",
+                 query_prefix: str | None = None, batch_size: int = OBJECT_BATCH) -> None:
+        if not callable(getattr(model, "encode", None)):
+            raise InputError(f"Encoder: model= {type(model).__name__!r} has no encode(texts) "
+                             "method: give an object whose encode(list of str) returns one "
+                             "vector per text (a sentence-transformers model, a class of yours)")
+        check_name("model", name)
+        if _known(name):
+            raise InputError(f"Encoder: name={name!r} is a registered or derived model's: give "
+                             "the object a name of its own (its runs and store are named so)")
+        if similarity not in SIMILARITIES:
+            raise InputError(f"Encoder: similarity={similarity!r}: use one of "
+                             f"{', '.join(SIMILARITIES)}")
+        if fingerprint is None:
+            fingerprint = torch_fingerprint(model)
+            if fingerprint is None:
+                raise InputError(f"Encoder {name}: give fingerprint= (a string that changes "
+                                 f"whenever the weights of this {type(model).__name__} do: a "
+                                 "checkpoint's sha256, a version): without it, vectors of "
+                                 "other weights could be served from its store")
+        if not isinstance(fingerprint, str) or not fingerprint.strip():
+            raise InputError(f"Encoder {name}: fingerprint={fingerprint!r}: give a non-empty "
+                             "string")
+        for label, text in (("prefix", prefix), ("query_prefix", query_prefix)):
+            if text is not None and not isinstance(text, str):
+                raise InputError(f"Encoder {name}: {label}={text!r}: give a string")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InputError(f"Encoder {name}: batch_size={batch_size!r}: give an integer >= 1")
+        super().__init__(name, OBJECT_KIND, similarity=similarity,  # type: ignore[arg-type]
+                         text_prefix=prefix, query_prefix=query_prefix, join="space",
+                         notes=f"object of {type(model).__module__}.{type(model).__qualname__}")
+        for key, value in (("model", model), ("fingerprint", fingerprint),
+                           ("batch_size", batch_size)):
+            object.__setattr__(self, key, value)
+
+    def describe(self) -> dict:
+        """The entry as the store's config records it: every field but the object itself
+        (its fingerprint stands for it)."""
+        entry = {f.name: getattr(self, f.name) for f in fields(ModelEntry)}
+        return {**entry, "params": dict(self.params), "fingerprint": self.fingerprint}
+
+
+def _known(name: str) -> bool:
+    """Whether `name` already names a model (registered, hf--, fused, +precision)."""
+    if name.lower() in REGISTRY:
+        return True
+    try:
+        get_model(name)
+    except InputError:
+        return False
+    return True
+
+
+class ObjectEncoder:
+    """What the embed stage calls to embed an `Encoder` entry's papers: the object's encode,
+    in batches, checked (one vector per text, one dimension, finite values)."""
+
+    kinds: tuple[str, ...] = (OBJECT_KIND,)
+    columns: tuple[str, ...] = ()  # no optional corpus columns
+
+    def __init__(self, entry: ModelEntry, model_path: str | None = None,
+                 device: str | None = None) -> None:
+        if not isinstance(entry, Encoder):
+            raise InputError(f"MODEL {entry.name} is a {entry.kind} model: objects are embedded "
+                             "from a pipeline.Encoder(obj, name=...) given as the model")
+        if model_path is not None:
+            raise InputError(f"MODEL {entry.name} is an object: it has no MODEL_PATH to load")
+        import torch
+
+        self.entry, self.obj = entry, entry.model
+        found = getattr(self.obj, "device", None)
+        self.device = found if isinstance(found, torch.device) else torch.device("cpu")
+        self.compute_dtype = str(getattr(self.obj, "dtype", "the object's"))
+        self.max_length = getattr(self.obj, "max_seq_length", None)
+        self.dim = self._vectors(["dimension probe"]).shape[1]
+
+    @classmethod
+    def config_for(cls, entry: ModelEntry, columns: list[str]) -> dict:
+        return {}
+
+    def format(self, title: str | None, abstract: str | None, query: bool = False) -> str:
+        """The object's input: prefix, then "title abstract" stripped (as sentence-transformers
+        models are evaluated by MTEB and BEIR)."""
+        entry = self.entry
+        prefix = entry.query_prefix if query and entry.query_prefix is not None \
+            else entry.text_prefix
+        return prefix + f"{title or ''} {abstract or ''}".strip()
+
+    def tokenize(self, texts: list[str]) -> list[str]:
+        """The texts themselves: an object tokenizes what it is given."""
+        return texts
+
+    def _vectors(self, texts: list[str]) -> np.ndarray:
+        """The object's vectors of `texts` as float32, checked."""
+        name = self.entry.name
+        try:
+            out = self.obj.encode(texts)
+            if hasattr(out, "detach"):  # a torch tensor
+                out = out.detach().cpu().float().numpy()
+            vectors = np.asarray(out, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"MODEL {name}: its encode(texts) gave no array of numbers "
+                             f"({type(exc).__name__}: {exc}): it must return one vector per "
+                             "text") from None
+        if vectors.ndim != 2 or vectors.shape[0] != len(texts) or not vectors.shape[1]:
+            raise InputError(f"MODEL {name}: encode() of {len(texts)} texts returned shape "
+                             f"{vectors.shape}: it must return ({len(texts)}, dimension)")
+        if hasattr(self, "dim") and vectors.shape[1] != self.dim:
+            raise InputError(f"MODEL {name}: encode() returned vectors of {vectors.shape[1]} "
+                             f"dimensions after {self.dim}: it must return one dimension")
+        if not np.isfinite(vectors).all():
+            bad = int((~np.isfinite(vectors)).any(axis=1).sum())
+            raise InputError(f"MODEL {name}: encode() returned {bad} vectors with NaN or "
+                             "infinite values: fix the model (nothing was stored)")
+        return vectors
+
+    def encode_ids(self, texts: list[str], token_budget: int | None = None,
+                   max_batch: int | None = None, progress: bool | Progress = True
+                   ) -> tuple[np.ndarray, int]:
+        """Vectors of `texts` in their order, `batch_size` texts per encode call, and the
+        number of tokens encoded (0: an object's tokens are not counted)."""
+        size = self.entry.batch_size  # type: ignore[attr-defined]
+        bar = progress if isinstance(progress, Progress) else Progress(
+            len(texts), "embed", "papers", show=progress)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for lo in range(0, len(texts), size):
+            out[lo:lo + size] = self._vectors(texts[lo:lo + size])
+            bar.update(min(size, len(texts) - lo))
+        if bar is not progress:
+            bar.close()
+        return out, 0
+
+    def encode(self, texts: list[str], token_budget: int | None = None,
+               max_batch: int | None = None, progress: bool = True) -> tuple[np.ndarray, int]:
+        return self.encode_ids(self.tokenize(texts), token_budget, max_batch, progress)
