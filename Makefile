@@ -83,7 +83,7 @@ MODEL_ARGS = --model $(call q,$(call checked,MODEL_FILE)) \
 
 .PHONY: help setup setup-gpu demo test test-fast lint variables download corpus pool pools training-ids \
 	pools-paper retire-pool embed index search eval fuse report mdcr mdcr-jaccard import-mdcr export-mdcr \
-	mdcr-scores import-beir import-csfcube verify sweep models clean-demo
+	mdcr-scores import-beir import-irds import-csfcube verify sweep models clean-demo
 .DELETE_ON_ERROR:
 
 # The targets and their one-line descriptions: TARGETS in pipeline/cli/variables.py (standard
@@ -248,6 +248,12 @@ mdcr-jaccard: corpus
 # corpus CORPUS with one pool; then make eval CORPUS=.. MODEL=.. (METRICS=auto: nDCG@10, R@100).
 import-beir: | $(STAMP)
 	$(PIPE) import-beir --corpus $(call q,$(CORPUS)) --src $(call q,$(SRC)) \
+		--split $(call q,$(SPLIT)) $(REPLACE_ARG)
+
+# An ir_datasets collection (DATASET=beir/scidocs: documents, queries, qrels; its files under
+# IR_DATASETS_HOME) as the corpus CORPUS with one pool, as import-beir makes it.
+import-irds: | $(STAMP)
+	$(PIPE) import-irds --corpus $(call q,$(CORPUS)) --dataset $(call q,$(DATASET)) \
 		--split $(call q,$(SPLIT)) $(REPLACE_ARG)
 
 # The CSFCube release (test-pid2anns-csfcube-<facet>.json, abstracts-csfcube-preds.jsonl,

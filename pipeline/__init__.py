@@ -23,6 +23,7 @@ from typing import Any
 _API = {"Data": "pipeline.api", "build_corpus": "pipeline.api", "build_pool": "pipeline.api",
         "search": "pipeline.api", "evaluate": "pipeline.api", "build_report": "pipeline.api",
         "verify_data": "pipeline.api", "import_run": "pipeline.api",
+        "import_collection": "pipeline.api",
         "Report": "pipeline.report.build",
         "Encoder": "pipeline.encoding.objects"}
 __all__ = sorted(_API)

@@ -220,6 +220,20 @@ def import_run(data: Data | str | os.PathLike, corpus: str, pool: str, run: Any,
                       replace=replace)
 
 
+def import_collection(data: Data | str | os.PathLike, dataset: str, *, corpus: str,
+                      split: str = "test", replace: bool = False) -> str:
+    """Import the ir_datasets collection `dataset` ('beir/scidocs': documents, queries and
+    qrels) as the corpus `corpus` with one pool of `split` (test, or dev: a validation pool),
+    as `make import-irds` does; return the pool's name. The same collection again changes
+    nothing; another one in place of an imported collection needs `replace`
+    (pipeline/external/irds.py)."""
+    from pipeline.external.irds import import_irds
+
+    place = Data.of(data).place(corpus)
+    info = import_irds(dataset, place.corpus_dir, split, replace, place.derived)
+    return info["collection"]["pools"][0]
+
+
 def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str,
              model: str | ModelEntry | Sequence[str | ModelEntry], *,
              metrics: str | Sequence[str] = "auto", means: bool = False,

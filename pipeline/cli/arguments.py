@@ -194,6 +194,7 @@ ARGUMENTS: dict[str, Argument] = {
     "run": A("run"),
     "drop_unknown": A("bool"),
     "replace": A("bool"),
+    "dataset": A("str", "DATASET"),
 }
 # An argument of one function that means something else there than ARGUMENTS says
 OVERRIDES: dict[tuple[str, str], Argument] = {
@@ -202,12 +203,14 @@ OVERRIDES: dict[tuple[str, str], Argument] = {
 }
 del A
 # The keywords a function takes through **keywords (the rest are refused): build_pool's
-# PoolSpec fields; search's are each retriever's own (Retriever.OPTIONS, `check_options`).
+# PoolSpec fields; search's options, which search refuses itself where they are not its
+# model's retriever's own (OWN_KEYWORDS: Retriever.OPTIONS, `check_options`, naming the kind).
 KEYWORDS: dict[str, tuple[str, ...]] = {
     "build_pool": ("size", "field", "repeat", "n_queries", "query_year", "max_year", "seed",
                    "min_positives", "exclude", "split"),
     "search": ("bm25_engine", "backend", "model_path"),
 }
+OWN_KEYWORDS = frozenset({"search"})
 
 
 def argument(function: str, name: str) -> Argument:
@@ -296,7 +299,8 @@ def validated(function: Callable) -> Callable:
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         for key in kwargs:
-            if key not in params and not (var_keyword and key in extra):
+            if key not in params and not (var_keyword and (key in extra
+                                                           or name in OWN_KEYWORDS)):
                 raise unknown(name, key, [p.name for p in named] + list(extra))
         try:
             bound = signature.bind(*args, **kwargs)
@@ -314,7 +318,8 @@ def validated(function: Callable) -> Callable:
                     check_value(name, key, item)
             elif kind is kind.VAR_KEYWORD:
                 for option, item in value.items():
-                    check_value(name, option, item)
+                    if option in extra:  # the others: refused by the function (OWN_KEYWORDS)
+                        check_value(name, option, item)
             else:
                 check_value(name, key, value)
         return function(*args, **kwargs)

@@ -86,11 +86,14 @@ def choice(options: tuple[str, ...]):
 
 def corpus_name(text: str) -> str:
     """A corpus name (CORPUS, MDCR, --corpus, --out), by the rule the Python API also checks
-    (layout.check_name)."""
+    (layout.check_name); an ir_datasets id given as one is refused with the command that
+    imports it."""
+    from pipeline.external.irds import dataset_hint
+
     try:
         return check_name("corpus", text)
     except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(f"{exc}{dataset_hint(text)}") from None
 
 
 def pool_name(text: str) -> str:

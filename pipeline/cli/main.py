@@ -62,6 +62,7 @@ WRITES = {"synth": ("corpora",), "ingest": ("corpora",), "prefilter": ("corpora"
           "search": ("indexes", "runs"), "eval": ("runs",), "collect": ("runs",),
           "report": ("runs",), "mdcr": ("corpora", "runs"), "mdcr-jaccard": ("runs",),
           "import-mdcr": ("corpora",), "import-beir": ("corpora",),
+          "import-irds": ("corpora",),
           "import-csfcube": ("corpora",), "sweep": (), "pools-paper": ("corpora",),
           "fuse": ("indexes", "runs"), "demo": ("corpora", "indexes", "runs"),
           "retire-pool": ("corpora", "indexes", "runs")}

@@ -42,6 +42,7 @@ from pipeline.cli.checks import (
 )
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import HF_PREFIX, PRECISIONS, get_model, with_precision
+from pipeline.external.irds import dataset_id
 from pipeline.readers import SOURCES
 from pipeline.slurm import check_executor, check_partition, check_time
 from pipeline.vocabulary import CITATION_MODES, FOS_SOURCES, VARIANTS
@@ -196,6 +197,9 @@ VARIABLES: tuple[Variable, ...] = (
       one_word=True),
     V("OUT", "", safe_path, "make export-mdcr: the folder it writes; make mdcr-scores: the "
       "scores file", "mdcr", optional=True, one_word=True),
+    V("DATASET", "", checked(dataset_id), "make import-irds: the ir_datasets id of the "
+      "collection to import (beir/scidocs, nfcorpus/test, ...: https://ir-datasets.com)",
+      "mdcr", optional=True, one_word=True),
     V("SPLIT", "test", checked(layout.pool_split), "the split imported or exported: "
       "test, val (MDCR) or dev (BEIR)", "mdcr", one_word=True),
     V("REPLACE", "", choice(FLAG), "1: make mdcr, import-mdcr, import-beir and import-csfcube "
@@ -325,6 +329,8 @@ TARGETS: tuple[Target, ...] = (
       needs={"OUT": "<scores file>"}),
     T("import-beir", "SRC=dir CORPUS=scidocs", "a BEIR-layout collection as a corpus",
       needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding corpus.jsonl>"}),
+    T("import-irds", "DATASET=beir/scidocs CORPUS=scidocs", "an ir_datasets collection as a "
+      "corpus", needs={"CORPUS": NEW_CORPUS, "DATASET": "<an ir_datasets id>"}),
     T("import-csfcube", "SRC=dir CORPUS=csfcube", "the CSFCube release: a pool per facet",
       ("(mdcr, import-*: REPLACE=1 replaces a corpus of its kind)",),
       needs={"CORPUS": NEW_CORPUS, "SRC": "<the CSFCube release folder>"}),

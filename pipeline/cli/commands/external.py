@@ -1,4 +1,5 @@
-"""The commands that read outside collections: BEIR's layout and the CSFCube release."""
+"""The commands that read outside collections: BEIR's layout, ir_datasets' collections and
+the CSFCube release."""
 
 from __future__ import annotations
 
@@ -20,9 +21,14 @@ def cmd_import_beir(args: argparse.Namespace) -> None:
 
     info = import_beir(Path(args.src), place_of(args).corpus_dir, args.split, args.replace,
                        place_of(args).derived)["collection"]
+    log_counts("import-beir", args.corpus, info)
+
+
+def log_counts(command: str, corpus: str, info: dict) -> None:
+    """Log what an import of a BEIR-style collection kept and left out: each count of what
+    was read adds up, read = kept + each reason (docs/collections.md)."""
     counts = info["counts"]
-    # each count of what was read adds up: read = kept + each reason (docs/collections.md)
-    log.info(f"[import-beir] corpus {args.corpus} ({info['installed']}), pool "
+    log.info(f"[{command}] corpus {corpus} ({info['installed']}), pool "
              f"{info['pools'][0]}: {counts['candidates']} documents of "
              f"{counts['documents_read']} read ({counts['duplicate_documents_dropped']} exact "
              f"repeats), {counts['queries']} queries of {counts['queries_read']} read "
@@ -53,3 +59,20 @@ def cmd_import_csfcube(args: argparse.Namespace) -> None:
              f"({counts['papers_in_no_pool_left_out']} records naming no pool's paper left out, "
              f"{counts['paper_records_repeated']} records and {counts['query_rows_repeated']} "
              f"query rows repeated exactly, read once)")
+
+
+def dataset_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", required=True, help="an ir_datasets id, e.g. beir/scidocs")
+
+
+@command("import-irds", "read a test collection of the ir_datasets package (documents, "
+         "queries, qrels) into a corpus and one pool, as import-beir does",
+         dataset_arg,
+         split_arg("the pool's split: test, or dev (a validation pool: BM25 tunes on it)"),
+         replace_arg("the corpus if it is an imported collection already"))
+def cmd_import_irds(args: argparse.Namespace) -> None:
+    from pipeline.external.irds import COMMAND, import_irds
+
+    info = import_irds(args.dataset, place_of(args).corpus_dir, args.split, args.replace,
+                       place_of(args).derived)["collection"]
+    log_counts(COMMAND, args.corpus, info)

@@ -1,0 +1,143 @@
+"""ir_datasets collections (issue 40.5): the real package reads files placed where it keeps
+its downloads (IR_DATASETS_HOME/beir/scidocs/source.zip, the archive BEIR publishes), so
+nothing is downloaded; the corpus equals make import-beir's of the same files, and is scored.
+IR_DATASETS_HOME is read when ir_datasets is first imported: each import runs in a process of
+its own."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from pipeline.cli.checks import corpus_name
+from pipeline.core.errors import InputError
+from pipeline.external.beir import import_beir
+from pipeline.external.irds import import_irds, load_dataset
+from pipeline.layout import POOL_FILES, PREFILTERED, pool_names
+from tests.external.test_beir import collection  # noqa: F401  the tiny BEIR collection
+
+ROOT = Path(__file__).resolve().parents[2]
+# BeirSciDoc and BeirSciQuery read these fields of a record's metadata
+SCIDOCS_METADATA = {"authors": [], "year": 2020, "cited_by": [], "references": []}
+
+
+def place_scidocs(src: Path, home: Path) -> None:
+    """BEIR's files at `src` as ir_datasets finds SciDocs' download: the zip at its cache
+    path, each record with the metadata fields SciDocs' records carry."""
+    archive = home / "beir" / "scidocs" / "source.zip"
+    archive.parent.mkdir(parents=True)
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for name in ("corpus.jsonl", "queries.jsonl"):
+            lines = [json.dumps({**json.loads(line), "metadata": SCIDOCS_METADATA})
+                     for line in (src / name).read_text().splitlines()]
+            zipped.writestr(f"scidocs/{name}", "\n".join(lines) + "\n")
+        zipped.write(src / "qrels" / "test.tsv", "scidocs/qrels/test.tsv")
+
+
+def run_pipeline(home: Path, data: Path, *argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "IR_DATASETS_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root",
+                           str(data / "corpora"), "--index-root", str(data / "indexes"),
+                           "--runs-root", str(data / "runs"), *argv],
+                          env=env, capture_output=True, text=True, cwd=data)
+
+
+@pytest.fixture(scope="module")
+def imported(collection, tmp_path_factory):  # noqa: F811
+    """The tiny collection imported by make import-irds (from the zip) and by make
+    import-beir (from the folder)."""
+    root = tmp_path_factory.mktemp("irds")
+    home, data = root / "irds-home", root / "data"
+    place_scidocs(collection, home)
+    data.mkdir()
+    done = run_pipeline(home, data, "import-irds", "--corpus", "scidocs", "--dataset",
+                        "beir/scidocs")
+    assert done.returncode == 0, done.stderr[-3000:]
+    import_beir(collection, data / "corpora" / "scidocs-beir")
+    return data, home, done.stderr
+
+
+def test_a_beir_dataset_through_ir_datasets_is_the_corpus_import_beir_makes(imported):
+    data, _, log = imported
+    irds, beir = data / "corpora" / "scidocs", data / "corpora" / "scidocs-beir"
+    assert pool_names(irds) == pool_names(beir) and len(pool_names(irds)) == 1
+    [pool] = pool_names(irds)
+    for file in (PREFILTERED, *(Path("pools") / pool / f for f in POOL_FILES)):
+        assert (irds / file).read_bytes() == (beir / file).read_bytes(), file
+    manifest = json.loads((irds / "manifest.json").read_text())["collection"]
+    assert manifest["stage"] == "import-irds"
+    assert manifest["parameters"]["source"] == "ir_datasets:beir/scidocs"
+    assert manifest["counts"] == json.loads((beir / "manifest.json").read_text())[
+        "collection"]["counts"]
+    counts = manifest["counts"]  # as test_beir's: the unknown document, the unjudged query
+    assert counts["qrels_dropped_unknown_document_or_query"] == 1
+    assert counts["queries_without_qrels_left_out"] == 1
+    assert f"[import-irds] corpus scidocs (new), pool {pool}: 301 documents" in log
+
+
+def test_an_imported_collection_is_searched_and_scored(imported):
+    data, home, _ = imported
+    [pool] = pool_names(data / "corpora" / "scidocs")
+    done = run_pipeline(home, data, "eval", "--corpus", "scidocs", "--model", "bm25")
+    assert done.returncode == 0, done.stderr[-3000:]
+    values = pl.read_parquet(data / "runs" / "scidocs" / pool / "bm25.metrics.parquet")
+    assert values.filter(pl.col("negatives") == "all").height == 8  # every judged query
+    assert values["ndcg@10"].mean() > 0 and values["recall@100"].mean() > 0
+
+
+def test_the_api_imports_the_same_collection(imported, tmp_path):
+    """pipeline.import_collection returns the pool's name; the same dataset again changes
+    nothing."""
+    data, home, _ = imported
+    script = ("import pipeline, sys; print(pipeline.import_collection(sys.argv[1], "
+              "'beir/scidocs', corpus='api'))")
+    env = {**os.environ, "IR_DATASETS_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.strip() == pool_names(data / "corpora" / "scidocs")[0]
+    assert (tmp_path / "corpora" / "api" / PREFILTERED).read_bytes() == (
+        data / "corpora" / "scidocs" / PREFILTERED).read_bytes()
+
+
+@pytest.mark.parametrize("dataset, match", [
+    ("beir/scidoc", r"DATASET 'beir/scidoc' is not an ir_datasets id: the nearest known: "
+                    r"beir/scidocs"),
+    ("beir", r"DATASET 'beir' has no documents and no queries and no qrels"),
+    ("beir/nfcorpus", r"DATASET 'beir/nfcorpus' has no qrels: .* its subsets has them, e\.g\. "
+                      r"beir/nfcorpus/dev"),
+])
+def test_unknown_and_incomplete_datasets_are_one_line(dataset, match, tmp_path):
+    with pytest.raises(InputError, match=match) as error:
+        import_irds(dataset, tmp_path / "corpora" / "x")
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "corpora").exists()
+
+
+def test_a_dataset_id_as_a_corpus_name_names_the_import():
+    """Issue 40: build_pool(data, 'beir/scidocs') read the id as the folder
+    corpora/beir/scidocs; a corpus name with a slash is refused, and one that is an
+    ir_datasets id names the command that imports it, by the API and the command line."""
+    import pipeline
+
+    with pytest.raises(InputError, match=r"'beir/scidocs' is an ir_datasets id: import it as a "
+                                         r"corpus with make import-irds DATASET=beir/scidocs "
+                                         r"CORPUS=scidocs$"):
+        pipeline.build_pool("data", "beir/scidocs", size=100)
+    with pytest.raises(argparse.ArgumentTypeError, match="a corpus name is") as error:
+        corpus_name("not/a-dataset")
+    assert "ir_datasets" not in str(error.value)
+    done = subprocess.run([sys.executable, "-m", "pipeline", "pool", "--corpus",
+                           "beir/scidocs"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2
+    assert "make import-irds DATASET=beir/scidocs CORPUS=scidocs" in done.stderr
+    assert load_dataset("beir/scidocs").has_qrels()
