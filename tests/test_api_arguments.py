@@ -1,0 +1,168 @@
+"""The API's one validation layer (pipeline/cli/arguments.py): every public function refuses a
+wrong type or value of each argument with one InputError naming it, before anything is read
+or written; and a current run or evaluation is kept as it is, as the command line keeps it."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from pathlib import Path
+
+import pytest
+
+import pipeline
+from pipeline.cli.arguments import ARGUMENTS, KEYWORDS, OVERRIDES
+from pipeline.core.errors import InputError
+from tests.conftest import POOL_SEED, pool_of
+
+POOL = pool_of(800)
+
+
+def snapshot(*folders: Path) -> dict[str, tuple[int, int, int]]:
+    """Every file under `folders`: (inode, size, mtime in ns), so a file rewritten shows."""
+    files = {}
+    for folder in folders:
+        for root, _, names in os.walk(folder):
+            for name in names:
+                path = Path(root) / name
+                stat = path.stat()
+                files[str(path)] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    return files
+
+
+@pytest.fixture(scope="module")
+def data(corpus_dir, tmp_path_factory) -> pipeline.Data:
+    """The fixture corpus with a BM25 run of one pool, evaluated, through the API."""
+    root = tmp_path_factory.mktemp("arguments")
+    data = pipeline.Data(corpora=corpus_dir.parent, indexes=root / "indexes",
+                         runs=root / "runs")
+    pipeline.search(data, corpus_dir.name, POOL, "bm25", threads=1)
+    pipeline.evaluate(data, corpus_dir.name, POOL, "bm25")
+    return data
+
+
+def wrong_calls(data: pipeline.Data, corpus: str) -> dict[str, tuple]:
+    """A wrong argument of each public function -> (the call, what the one line must say)."""
+    d, c, p = data, corpus, POOL
+    return {
+        "Data folder=3": (lambda: pipeline.Data(3), "folder=3: give a path"),
+        "Data runs=''": (lambda: pipeline.Data(corpora="a", indexes="b", runs=""),
+                         "runs='': an empty path"),
+        "build_corpus name=None": (lambda: pipeline.build_corpus(d, None), "name=None"),
+        "build_corpus synthetic=-2": (lambda: pipeline.build_corpus(d, "new", synthetic=-2),
+                                      "synthetic=-2: give a number of papers"),
+        "build_corpus shards=0": (lambda: pipeline.build_corpus(d, "new", synthetic=100,
+                                                                shards=0), "shards=0"),
+        "build_corpus seed='x'": (lambda: pipeline.build_corpus(d, "new", synthetic=100,
+                                                                seed="x"),
+                                  "seed='x': give a whole number"),
+        "build_corpus strict=1": (lambda: pipeline.build_corpus(d, "new", strict=1),
+                                  "strict=1: give True or False"),
+        "build_corpus citations": (lambda: pipeline.build_corpus(d, "new", citations="all"),
+                                   "citations='all'.*use one of inbound"),
+        "build_corpus workers=0": (lambda: pipeline.build_corpus(d, "new", workers=0),
+                                   "workers=0: 0 is too small.*THREADS"),
+        "build_pool n_queries='20'": (lambda: pipeline.build_pool(d, c, size=500,
+                                                                  n_queries="20"),
+                                      "n_queries='20': give a whole number \\(an int\\), "
+                                      "not a str"),
+        "build_pool size='big'": (lambda: pipeline.build_pool(d, c, size="big"), "size='big'"),
+        "build_pool split": (lambda: pipeline.build_pool(d, c, size=500, split="train"),
+                             "split='train'.*SPLIT"),
+        "build_pool unknown field": (lambda: pipeline.build_pool(d, c, size=500, n_query=5),
+                                     "unknown option n_query for build_pool: did you mean "
+                                     "n_queries\\?"),
+        "build_pool spec": (lambda: pipeline.build_pool(d, c, "all-10k"), "spec='all-10k'"),
+        "search k=0": (lambda: pipeline.search(d, c, p, "bm25", k=0), "k=0: 0 is too small"),
+        "search k=-3": (lambda: pipeline.search(d, c, p, "bm25", k=-3), "k=-3"),
+        "search k=2.5": (lambda: pipeline.search(d, c, p, "bm25", k=2.5), "k=2.5"),
+        "search seed='x'": (lambda: pipeline.search(d, c, p, "bm25", seed="x"), "seed='x'"),
+        "search model=None": (lambda: pipeline.search(d, c, p, None),
+                              "model=None: give a model's name"),
+        "search model unknown": (lambda: pipeline.search(d, c, p, "bm52"),
+                                 "model='bm52': unknown MODEL"),
+        "search variant": (lambda: pipeline.search(d, c, p, "bm25", variant="tilte"),
+                           "variant='tilte'.*QUERY_VARIANT"),
+        "search pool path": (lambda: pipeline.search(d, c, "../x", "bm25"), "pool='../x'"),
+        "search corpus path": (lambda: pipeline.search(d, "/etc", p, "bm25"), "corpus='/etc'"),
+        "search misspelt option": (lambda: pipeline.search(d, c, p, "bm25", bm25_engin="lucene"),
+                                   "unknown option bm25_engin for bm25: did you mean "
+                                   "bm25_engine\\?"),
+        "search option of another kind": (lambda: pipeline.search(d, c, p, "bm25",
+                                                                  backend="faiss-cpu"),
+                                          "unknown option backend for bm25"),
+        "search bad engine": (lambda: pipeline.search(d, c, p, "bm25", bm25_engine="solr"),
+                              "bm25_engine='solr'.*BM25_ENGINE"),
+        "search missing model": (lambda: pipeline.search(d, c, p), "search: missing model"),
+        "evaluate models=[]": (lambda: pipeline.evaluate(d, c, p, []), "model=\\[\\]"),
+        "evaluate metrics=[]": (lambda: pipeline.evaluate(d, c, p, "bm25", metrics=[]),
+                                "metrics=\\[\\]"),
+        "evaluate metrics unknown": (lambda: pipeline.evaluate(d, c, p, "bm25", metrics="mapp"),
+                                     "metrics='mapp'"),
+        "evaluate means='yes'": (lambda: pipeline.evaluate(d, c, p, "bm25", means="yes"),
+                                 "means='yes': give True or False"),
+        "evaluate save with other metrics": (
+            lambda: pipeline.evaluate(d, c, p, "bm25", metrics="map", save=True),
+            "save=True saves the pool's own metrics"),
+        "build_report seed='0'": (lambda: pipeline.build_report(d, c, seed="0"),
+                                  "seed='0': give a whole number"),
+        "build_report collect=None": (lambda: pipeline.build_report(d, c, collect=None),
+                                      "collect=None"),
+        "build_report training_sets": (lambda: pipeline.build_report(d, c, training_sets=["x"]),
+                                       "training_sets=\\['x'\\]"),
+        "build_report unknown": (lambda: pipeline.build_report(d, c, seeds=1),
+                                 "unknown option seeds for build_report: did you mean seed\\?"),
+        "verify_data folder": (lambda: pipeline.verify_data(d, 3), "folders=3: give a path"),
+        "verify_data deep": (lambda: pipeline.verify_data(d, deep="no"), "deep='no'"),
+    }
+
+
+def test_every_wrong_argument_is_one_line_and_writes_nothing(data, corpus_dir):
+    before = snapshot(corpus_dir.parent, data.indexes, data.runs)
+    for what, (call, says) in wrong_calls(data, corpus_dir.name).items():
+        with pytest.raises(InputError, match=says) as refused:
+            call()
+        assert "\n" not in str(refused.value), what
+    assert snapshot(corpus_dir.parent, data.indexes, data.runs) == before
+
+
+def test_every_public_argument_has_its_rule():
+    """A new public function's arguments are declared in ARGUMENTS (or KEYWORDS), so each is
+    checked."""
+    for name in pipeline.__all__:
+        value = getattr(pipeline, name)
+        if not inspect.isfunction(value):
+            continue
+        for param in inspect.signature(value).parameters.values():
+            if param.kind is not param.VAR_KEYWORD:
+                assert param.name in ARGUMENTS or (name, param.name) in OVERRIDES, (
+                    name, param.name)
+        for option in KEYWORDS.get(name, ()):
+            assert option in ARGUMENTS, (name, option)
+
+
+def test_a_current_run_and_evaluation_are_kept(data, corpus_dir):
+    """A second search and evaluate rewrite nothing and give the same; a k=0 search leaves the
+    good run as it was (the command line refuses it too)."""
+    corpus = corpus_dir.name
+    first = pipeline.evaluate(data, corpus, POOL, "bm25", means=True)
+    before = snapshot(data.indexes, data.runs)
+    assert pipeline.search(data, corpus, POOL, "bm25", threads=1) == "bm25"
+    assert pipeline.evaluate(data, corpus, POOL, "bm25", means=True).equals(first)
+    with pytest.raises(InputError, match="k=0"):
+        pipeline.search(data, corpus, POOL, "bm25", k=0)
+    assert snapshot(data.indexes, data.runs) == before
+
+
+def test_other_metrics_never_change_the_saved_evaluation(data, corpus_dir):
+    """An exploratory evaluate with other metrics returns them and writes nothing: the
+    report's tables keep the pool's own metrics."""
+    corpus = corpus_dir.name
+    report = pipeline.build_report(data, corpus, POOL_SEED).tables["dataset"].header
+    before = snapshot(data.indexes, data.runs)
+    other = pipeline.evaluate(data, corpus, POOL, "bm25",
+                              metrics=["precision@10", "mrr@10", "ndcg@10"], means=True)
+    assert other.columns == ["model", "precision@10", "mrr@10", "ndcg@10"]
+    assert snapshot(data.indexes, data.runs) == before
+    assert pipeline.build_report(data, corpus, POOL_SEED).tables["dataset"].header == report
+    assert "P@10" not in " ".join(report)
