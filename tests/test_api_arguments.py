@@ -50,7 +50,7 @@ def wrong_calls(data: pipeline.Data, corpus: str) -> dict[str, tuple]:
                          "runs='': an empty path"),
         "build_corpus name=None": (lambda: pipeline.build_corpus(d, None), "name=None"),
         "build_corpus synthetic=-2": (lambda: pipeline.build_corpus(d, "new", synthetic=-2),
-                                      "synthetic=-2: give a number of papers"),
+                                      "synthetic=-2: malformed SIZE"),
         "build_corpus shards=0": (lambda: pipeline.build_corpus(d, "new", synthetic=100,
                                                                 shards=0), "shards=0"),
         "build_corpus seed='x'": (lambda: pipeline.build_corpus(d, "new", synthetic=100,

@@ -54,7 +54,7 @@ def _is_metrics(value: object) -> bool:
 
 
 def _is_size(value: object) -> bool:
-    return (_is_int(value) and value > 0) or (isinstance(value, str) and value != "")
+    return _is_int(value) or isinstance(value, str)
 
 
 def _is_data(value: object) -> bool:
@@ -86,7 +86,7 @@ KINDS: dict[str, tuple[Callable[[object], bool], str]] = {
                            "non-empty list of them"),
     "metrics": (_is_metrics, "'auto', a metric set's name, or metric names (a str such as "
                              "'map ndcg@10', or a non-empty list of str)"),
-    "size": (_is_size, "a size (an int of 1 or more, or a str such as '20k')"),
+    "size": (_is_size, "a size (an int, or a str such as '20k')"),
     "synthetic": (_is_synthetic, "a number of papers (an int, or a str such as '120k') or a "
                                  "SyntheticConfig"),
     "pool_spec": (_is_pool_spec, "a pipeline.pools.build.PoolSpec"),
@@ -158,7 +158,7 @@ ARGUMENTS: dict[str, Argument] = {
     "name": A("str", "CORPUS"),
     "pool": A("str", "POOL"),
     "model": A("model", check=_model),
-    "synthetic": A("synthetic", none=True),
+    "synthetic": A("synthetic", check=parse_size, none=True),
     "shards": A("int", check=positive),
     "seed": A("int", "SEED"),
     "raw": A("path", none=True),
@@ -237,7 +237,7 @@ def check_value(function: str, name: str, value: object) -> None:
     test, what = KINDS[rule.kind]
     if not test(value):
         raise InputError(f"{function}: {name}={value!r}: give {what}"
-                         + (f", not a {type(value).__name__}" if value is not None else ""))
+                         + (f", not {_a(type(value).__name__)}" if value is not None else ""))
     if rule.kind == "path" and str(value) == "":
         raise InputError(f"{function}: {name}='': an empty path: give a file or folder")
     check = rule.value_check
@@ -249,6 +249,10 @@ def check_value(function: str, name: str, value: object) -> None:
         except (InputError, argparse.ArgumentTypeError) as exc:
             message = exc.message if isinstance(exc, InputError) else str(exc)
             raise InputError(f"{function}: {name}={value!r}: {message}{rule.where}") from None
+
+
+def _a(noun: str) -> str:
+    return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"
 
 
 def _texts(kind: str, value: object) -> list[str]:
