@@ -243,6 +243,7 @@ MANIFEST = "manifest.json"  # what an artifact (a folder, a run) was made from a
 # its evaluation's per-query values and the evaluation's manifest
 RUN_TABLE, RUN_METRICS, RUN_EVALUATION = "parquet", "metrics.parquet", "eval.json"
 RUN_SUFFIXES = ("trec", RUN_TABLE, MANIFEST, RUN_METRICS, RUN_EVALUATION)
+IMPORT_RUN = "import-run"  # the stage of a run made elsewhere (its manifest's `stage`)
 
 
 # the kinds of file, by suffix: a stage's scratch files are `<name><suffix>` in its work folder

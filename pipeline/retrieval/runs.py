@@ -14,7 +14,7 @@ from pipeline.core.files import read_json, read_parquet, write_parquet
 from pipeline.core.inputs import changed
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
-from pipeline.layout import VARIANT_SEP, Place, run_paths
+from pipeline.layout import IMPORT_RUN, VARIANT_SEP, Place, run_paths
 from pipeline.pools.build import validation_pools
 
 TOP_K = 500
@@ -31,6 +31,24 @@ def run_repair(corpus: str, run: str) -> Repair:
     model, _, variant = run.partition(VARIANT_SEP)
     return Repair("eval", corpus, model,
                   variables=(("QUERY_VARIANT", variant),) if variant else ())
+
+
+def recorded_run_repair(runs_root: Path, corpus: str, pool: str, model: str) -> Repair:
+    """The command that makes this run again, from what its manifest records: an imported run
+    (`make import-run`, pipeline/retrieval/imported.py) is imported again from its source
+    file; every other run is searched again (run_repair)."""
+    manifest = run_paths(runs_root, corpus, pool, model).manifest
+    try:
+        info = read_json(manifest) if manifest.exists() else {}
+    except InputError:
+        info = {}
+    if info.get("stage") != IMPORT_RUN:
+        return run_repair(corpus, model)
+    source = info.get("details", {}).get("source_path")
+    if not isinstance(source, str):
+        return Repair("", note="import the run again with pipeline.import_run (it was "
+                      "imported from a DataFrame)")
+    return Repair(IMPORT_RUN, corpus, model, variables=(("POOL", pool), ("RUN", source)))
 
 
 def run_problem(place: Place, pool: str, model: str, k: int = TOP_K) -> str | None:
@@ -110,27 +128,37 @@ def finalize_run(hits: pl.DataFrame, k: int = TOP_K) -> tuple[pl.DataFrame, int]
     """
     not_self = hits.filter(pl.col("query") != pl.col("doc")).with_columns(
         key=pl.col("doc").cast(pl.String))
-    run = (
+    kept = (
         not_self.sort(["query", "score", "key"], descending=[False, True, False])
         .filter(pl.int_range(pl.len()).over("query") < k)
         .with_columns(pl.col("score").round(SCORE_DECIMALS, mode=SCORE_ROUNDING))
-        .sort(["query", "score", "key"], descending=[False, True, True])
-        .with_columns(rank=pl.int_range(1, pl.len() + 1).over("query").cast(pl.Int32))
-        .select("query", "doc", "rank", "score")
     )
-    return run, hits.height - not_self.height
+    return trec_eval_order(kept).select("query", "doc", "rank", "score"), \
+        hits.height - not_self.height
 
 
-def write_run(run: pl.DataFrame, paths: dict[str, Path], tag: str) -> None:
+def trec_eval_order(run: pl.DataFrame) -> pl.DataFrame:
+    """`run` (query, doc, score, ...) in the order trec_eval ranks it, whatever order its rows
+    come in: by query, then score descending, ties by the doc id descending as a string; with
+    `rank` 1, 2, ... per query (Int32)."""
+    return (run.sort([pl.col("query"), pl.col("score"), pl.col("doc").cast(pl.String)],
+                     descending=[False, True, True])
+            .with_columns(rank=pl.int_range(1, pl.len() + 1).over("query").cast(pl.Int32)))
+
+
+def write_run(run: pl.DataFrame, paths: dict[str, Path], tag: str,
+              decimals: int | None = SCORE_DECIMALS) -> None:
     """The run as TREC text (qid Q0 docid rank score tag) and as parquet, both atomic; the
     run's manifest is removed first (and written last by the caller), so a run killed between
-    the two files is never taken for complete."""
+    the two files is never taken for complete. Scores are written with `decimals` places (the
+    pipeline rounds its own scores so), or with None as the shortest text that reads back as
+    the same float (an imported run's scores, kept as given)."""
     paths.manifest.unlink(missing_ok=True)
+    shown = (repr if decimals is None else lambda s: f"{s:.{decimals}f}")
     with atomic_path(paths.trec) as tmp:
         text = run.select(pl.format("{} Q0 {} {} {} " + tag, "query", "doc", "rank",
                                     pl.col("score").map_elements(
-                                        lambda s: f"{s:.{SCORE_DECIMALS}f}",
-                                        return_dtype=pl.String)))
+                                        shown, return_dtype=pl.String)))
         lines = text.to_series()
         tmp.write_text(lines.str.join("\n").item() + "\n" if len(lines) else "")
     write_parquet(run.to_arrow(), paths.parquet)
@@ -151,7 +179,7 @@ def load_run(place: Place, pool: str, model: str) -> pl.DataFrame:
     """A complete, intact run made from its inputs as they are now (else a one-line error
     naming the command that searches it again)."""
     paths = run_paths(place.runs_root, place.corpus, pool, model)
-    repair = run_repair(place.corpus, model)
+    repair = recorded_run_repair(place.runs_root, place.corpus, pool, model)
     if not paths.manifest.exists():
         raise InputError(f"no complete run {paths.parquet}: search it first", repair)
     info = read_json(paths.manifest, repair)

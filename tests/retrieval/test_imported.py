@@ -1,0 +1,216 @@
+"""Runs made elsewhere imported through the public API (pipeline.import_run) and scored by
+pipeline.evaluate: rankings in the format of CSFCube's bundled SPECTER rankings, scored equal
+to CSFCube's official definitions; every refused and counted case; reimport."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import pipeline
+from pipeline.core.errors import InputError
+from pipeline.layout import run_paths
+from pipeline.retrieval.runs import load_run
+from tests.conftest import pool_of
+from tests.external.test_csfcube import (
+    FACETS,
+    official_query,
+    official_split,
+    write_release,
+)
+
+
+@pytest.fixture(scope="module")
+def csf(corpus_dir, tmp_path_factory) -> tuple[pipeline.Data, dict, dict]:
+    """The synthetic CSFCube release imported as corpus `csf`, and each facet's pool."""
+    from pipeline.external.csfcube import import_csfcube
+
+    src = tmp_path_factory.mktemp("csfcube-release")
+    expected = write_release(src, corpus_dir / "prefiltered.parquet")
+    data = pipeline.Data(tmp_path_factory.mktemp("imported-data"))
+    import_csfcube(src, data.corpus("csf"))
+    pools = {pool.split("-")[1]: pool for pool in data.pools("csf")}
+    return data, expected, pools
+
+
+def specter_rankings(expected: dict, facet: str, seed: int) -> dict[str, list]:
+    """Rankings as the release's sample_ranked_pools hold them: {query paper: [[candidate,
+    L2 distance], ...]} nearest first, each query's judged list without its own paper."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for pid, entry in expected["annotations"][facet].items():
+        cands = [c for c in entry["cands"] if c != pid]
+        distances = np.sort(rng.uniform(40, 60, size=len(cands)))
+        out[pid] = [[c, float(d)] for c, d in zip(rng.permutation(cands), distances,
+                                                  strict=True)]
+    return out
+
+
+def as_frame(rankings: dict[str, list], facet: str) -> pl.DataFrame:
+    """The rankings as a run: the facet query's id, the candidate, -distance as the score."""
+    return pl.DataFrame([(f"{pid}_{facet}", doc, -dist) for pid, ranked in rankings.items()
+                         for doc, dist in ranked], schema=["query", "doc", "score"],
+                        orient="row")
+
+
+def test_specter_rankings_imported_score_as_the_official_script(csf, tmp_path):
+    """Each facet's rankings imported (a TREC file for background, DataFrames for the others)
+    and scored by pipeline.evaluate: NDCG%20 and MAP equal CSFCube's official definitions,
+    query by query and averaged over the test folds; the report sets the run beside others."""
+    data, expected, pools = csf
+    for facet in FACETS:
+        rankings = specter_rankings(expected, facet, seed=FACETS.index(facet))
+        frame = as_frame(rankings, facet)
+        run: object = frame
+        if facet == "background":
+            run = tmp_path / "specter-background.trec"
+            run.write_text("".join(f"{q} Q0 {d} {i} {s!r} specter\n" for i, (q, d, s) in
+                                   enumerate(frame.iter_rows(), 1)))
+        info = pipeline.import_run(data, "csf", pools[facet], run, "specter-authors")
+        assert info["details"]["retriever"] == "imported"
+        assert info["counts"]["rows"] == frame.height
+        assert info["counts"]["pool_queries_not_in_run_scored_0"] == 0
+        scores = pipeline.evaluate(data, "csf", pools[facet], "specter-authors", means=True)
+        annotations = expected["annotations"][facet]
+        per_query = {f"{pid}_{facet}": official_query(
+            [dict(zip(annotations[pid]["cands"], annotations[pid]["relevance_adju"],
+                      strict=True))[doc] for doc, _ in ranked])
+            for pid, ranked in rankings.items()}
+        folds = {fold: expected["splits"][facet][fold] for fold in
+                 ("fold1_test", "fold2_test")}
+        official = official_split(per_query, folds)
+        row = scores.row(0, named=True)
+        assert row["model"] == "specter-authors"
+        assert row["ndcg%20"] == pytest.approx(official["ndcg%20"], abs=1e-12)
+        assert row["map_ranked-l2"] == pytest.approx(official["map_ranked-l2"], abs=1e-12)
+    results = data.results()
+    assert "specter-authors" in set(results["model"])
+
+
+def test_ties_are_kept_and_broken_as_trec_eval_does(csf):
+    """Equal scores: every line kept, ranked by docid descending as a string, counted."""
+    data, expected, pools = csf
+    pid, entry = next(iter(expected["annotations"]["method"].items()))
+    docs = [c for c in entry["cands"] if c != pid][:4]
+    frame = pl.DataFrame({"query": [f"{pid}_method"] * 4, "doc": docs,
+                          "score": [1.0, 1.0, 1.0, 0.5]})
+    info = pipeline.import_run(data, "csf", pools["method"], frame, "tied")
+    assert info["counts"]["tied_lines"] == 3 and info["counts"]["queries_with_ties"] == 1
+    run = load_run(data.place("csf"), pools["method"], "tied")
+    assert run["doc"].to_list() == [*sorted(docs[:3], reverse=True), docs[3]]
+    assert run["rank"].to_list() == [1, 2, 3, 4]
+
+
+@pytest.fixture(scope="module")
+def small(corpus_dir, tmp_path_factory) -> tuple[pipeline.Data, str, pl.DataFrame]:
+    """The shared corpus's pool (integer ids), with runs written into a folder of this
+    module's, and a run of it: each query's first 5 candidates."""
+    from pipeline.pools.build import load_pool
+
+    other = tmp_path_factory.mktemp("small-runs")
+    data = pipeline.Data(corpora=corpus_dir.parent, indexes=other / "indexes",
+                         runs=other / "runs")
+    pool = pool_of(800)
+    queries, candidates, _ = load_pool(corpus_dir, pool)
+    docs = candidates["corpusid"].filter(~candidates["corpusid"].is_in(
+        queries["corpusid"].implode())).head(5).to_list()
+    frame = pl.DataFrame([(str(q), str(d), float(5 - i)) for q in queries["corpusid"]
+                          for i, d in enumerate(docs)], schema=["query", "doc", "score"],
+                         orient="row")
+    return data, pool, frame
+
+
+def _trec(path: Path, frame: pl.DataFrame) -> Path:
+    path.write_text("".join(f"{q} Q0 {d} 0 {s} x\n" for q, d, s in frame.iter_rows()))
+    return path
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda f: pl.concat([f, f.head(1)]), r"gives 1 \(query, doc\) pairs more than once"),
+    (lambda f: pl.concat([f, f.head(1).with_columns(query=pl.lit("999999999999"))]),
+     r"names 1 queries the pool does not have \(e.g. 999999999999, line \d+; 1 lines\)"),
+    (lambda f: pl.concat([f, f.head(1).with_columns(doc=pl.lit("007"))]),
+     r"names 1 papers that are not candidates of the pool \(e.g. 007"),
+])
+def test_bad_runs_are_refused_writing_nothing(small, tmp_path, change, message):
+    data, pool, frame = small
+    run = _trec(tmp_path / "run.trec", change(frame))
+    with pytest.raises(InputError, match=message):
+        pipeline.import_run(data, "small", pool, run, "refused")
+    assert not run_paths(data.runs, "small", pool, "refused").trec.exists()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1 Q0 2 1 0.5\n", r"run.trec:1: not a TREC run line"),
+    ("1 Q0 2 1 nan x\n", r"run.trec:1: not a TREC run line"),
+    ("\n\n", "holds no run line"),
+])
+def test_malformed_files_are_refused_with_the_line(small, tmp_path, text, message):
+    data, pool, _ = small
+    (tmp_path / "run.trec").write_text(text)
+    with pytest.raises(InputError, match=message):
+        pipeline.import_run(data, "small", pool, tmp_path / "run.trec", "refused")
+
+
+def test_unknown_ids_dropped_and_counted_when_asked(small, tmp_path):
+    data, pool, frame = small
+    extra = pl.concat([frame, frame.head(2).with_columns(query=pl.lit("999999999999")),
+                       frame[[0, 5, 10]].with_columns(doc=pl.lit("1"))])
+    info = pipeline.import_run(data, "small", pool, _trec(tmp_path / "r.trec", extra),
+                               "dropped", drop_unknown=True)
+    assert info["counts"]["unknown_query_lines_dropped"] == 2
+    assert info["counts"]["unknown_doc_lines_dropped"] == 3
+    assert info["counts"]["rows"] == frame.height
+    assert load_run(data.place("small"), pool, "dropped").height == frame.height
+
+
+def test_names_of_searched_models_are_refused(small, tmp_path):
+    data, pool, frame = small
+    for name, message in (("bm25", "a model the pipeline searches with"),
+                          ("x~title", "marks runs of perturbed queries"), ("../x", "model")):
+        with pytest.raises(InputError, match=message):
+            pipeline.import_run(data, "small", pool, frame, name)
+
+
+def test_reimport_is_a_no_op_and_a_changed_source_needs_replace(small, tmp_path):
+    """The same file again writes nothing; the file changed at the same size is refused with
+    the command that imports it in place of the old one (REPLACE=1), which then does."""
+    data, pool, frame = small
+    path = _trec(tmp_path / "run.trec", frame)
+    first = pipeline.import_run(data, "small", pool, path, "mine")
+    paths = run_paths(data.runs, "small", pool, "mine")
+    before = {p: p.stat().st_mtime_ns for p in (paths.trec, paths.parquet, paths.manifest)}
+    pipeline.import_run(data, "small", pool, path, "mine")
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    text = path.read_text()
+    changed = text.replace(" 5.0 x\n", " 6.0 x\n", 1)
+    assert len(changed) == len(text) and changed != text
+    path.write_text(changed)
+    with pytest.raises(InputError, match="REPLACE=1") as refused:
+        pipeline.import_run(data, "small", pool, path, "mine")
+    assert "make import-run" in str(refused.value.repair) and "REPLACE=1" in str(
+        refused.value.repair)
+    info = pipeline.import_run(data, "small", pool, path, "mine", replace=True)
+    assert info["details"]["source_sha256"] != first["details"]["source_sha256"]
+    assert load_run(data.place("small"), pool, "mine")["score"].max() == 6.0
+
+
+def test_a_damaged_copy_names_the_import_as_its_repair(small, tmp_path):
+    data, pool, frame = small
+    path = _trec(tmp_path / "run.trec", frame)
+    pipeline.import_run(data, "small", pool, path, "damaged")
+    parquet = run_paths(data.runs, "small", pool, "damaged").parquet
+    with parquet.open("r+b") as handle:
+        handle.seek(20)
+        handle.write(b"\0\0\0\0")
+    os.utime(parquet, ns=(1, 1))
+    with pytest.raises(InputError) as refused:
+        load_run(data.place("small"), pool, "damaged")
+    repair = str(refused.value.repair)
+    assert repair.startswith("make import-run") and f"RUN={path}" in repair
+    pipeline.import_run(data, "small", pool, path, "damaged")  # the repair works
+    assert load_run(data.place("small"), pool, "damaged").height == frame.height
