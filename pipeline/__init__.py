@@ -25,7 +25,7 @@ _API = {"Data": "pipeline.api", "build_corpus": "pipeline.api", "build_pool": "p
         "verify_data": "pipeline.api", "import_run": "pipeline.api",
         "import_collection": "pipeline.api",
         "Report": "pipeline.report.build",
-        "Encoder": "pipeline.encoding.objects"}
+        "Encoder": "pipeline.encoding.objects", "import_vectors": "pipeline.api"}
 __all__ = sorted(_API)
 
 

@@ -312,3 +312,14 @@ def verify_data(data: Data | str | os.PathLike, *folders: str | os.PathLike,
     data = Data.of(data)
     return verify(Roots(data.corpora, data.indexes, data.runs),
                   [Path(f) for f in folders] or None, deep=deep)
+
+
+def import_vectors(data: Data | str | os.PathLike, corpus: str, model: str,
+                   src: str | os.PathLike, similarity: str = "cosine") -> str:
+    """Fill the store of model `vectors:<model>` of `corpus` from vectors computed elsewhere
+    (`src`: parquet, columns corpusid and vector), as `make import-vectors` does: one
+    dimension, no NaN, no id twice (else an InputError), ids that are no paper of the corpus
+    dropped and counted. Returns the model's name, which `search` and `evaluate` take."""
+    from pipeline.encoding.vectors import import_vectors as fill
+
+    return fill(Data.of(data).place(corpus), model, src, similarity)["model"]

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "numba", "jnius", "faiss", "transformers", "polars", "numpy", "pyarrow",
          "matplotlib", "ranx")
 NAMES = {"Data", "Report", "build_corpus", "build_pool", "build_report", "evaluate", "search",
-         "verify_data", "Encoder"}
+         "verify_data", "Encoder", "import_vectors"}
 
 
 def _imported(code: str) -> set[str]:

@@ -139,6 +139,20 @@ def _imported_name(text: str) -> str:
     return check_model_name(text)
 
 
+def _vectors_name(text: str) -> str:
+    from pipeline.encoding.models import vectors_model
+
+    return vectors_model(text).name
+
+
+def _similarity(text: str) -> str:
+    from pipeline.encoding.models import SIMILARITIES
+
+    if text not in SIMILARITIES:
+        raise InputError(f"similarity {text!r}: use one of {', '.join(SIMILARITIES)}")
+    return text
+
+
 def _is_run(value: object) -> bool:
     """A run made elsewhere: a TREC file's path, a DataFrame or a ranx Run."""
     return _is_path(value) or type(value).__name__ in ("DataFrame", "Run")
@@ -195,11 +209,14 @@ ARGUMENTS: dict[str, Argument] = {
     "drop_unknown": A("bool"),
     "replace": A("bool"),
     "dataset": A("str", "DATASET"),
+    "src": A("path"),
+    "similarity": A("str", check=_similarity),
 }
 # An argument of one function that means something else there than ARGUMENTS says
 OVERRIDES: dict[tuple[str, str], Argument] = {
     ("evaluate", "model"): A("models", check=_scored),
     ("import_run", "model"): A("str", check=lambda text: _imported_name(text)),
+    ("import_vectors", "model"): A("str", check=lambda text: _vectors_name(text)),
 }
 del A
 # The keywords a function takes through **keywords (the rest are refused): build_pool's

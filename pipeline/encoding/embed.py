@@ -188,7 +188,7 @@ def mark_covered(corpus_dir: Path, store: Path, pools: list[str]) -> list[str]:
     return covered
 
 
-def _add_part(store: Path, config: dict, ids: np.ndarray, vectors: np.ndarray, device: str,
+def add_part(store: Path, config: dict, ids: np.ndarray, vectors: np.ndarray, device: str,
               *, inputs: dict[str, str] | None = None, digests: np.ndarray | None = None
               ) -> None:
     """Write one part and list it in the store manifest (under the store lock). Without
@@ -229,12 +229,18 @@ def check_current(place: Place, store: Path, entry: ModelEntry) -> None:
     path = store / MANIFEST
     if not path.exists():
         return
-    if read_json(path, store_repair(store)).get("inputs") != store_inputs(place):
+    made = read_json(path, store_repair(store))
+    imported = made.get("config", {}).get("imported")
+    repair = store_repair(store) if imported is None else Repair(
+        "import-vectors", place.corpus, entry.name.removeprefix("vectors--"),
+        variables=(("SRC", imported["source"]),))
+    if made.get("inputs") != store_inputs(place):
         raise InputError(f"{store} holds vectors not checked against the current "
                          f"{PREFILTERED} of {place.corpus} (made from another, or before "
                          "stores kept text digests): some papers' texts may have changed",
-                         store_repair(store))
-    check_settings(place, store, entry)
+                         repair)
+    if entry.embedded:  # an imported store's settings are its own (pipeline/encoding/vectors.py)
+        check_settings(place, store, entry)
 
 
 def check_settings(place: Place, store: Path, entry: ModelEntry) -> None:
@@ -381,7 +387,7 @@ def _borrow(place: Place, entry: ModelEntry, store: Path, missing: np.ndarray,
     if not len(have):
         return missing, 0
     at = np.searchsorted(now_ids, have)
-    _add_part(store, config, have, load_vectors(source_store, have, dtype=None),
+    add_part(store, config, have, load_vectors(source_store, have, dtype=None),
               f"copied from {source_store}", inputs=inputs, digests=now[at])
     return np.setdiff1d(missing, have), len(have)
 
@@ -454,7 +460,7 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
                 n_tokens += tokens
                 if written:
                     written.result()  # one part in flight; its errors surface here
-                written = writer.submit(_add_part, store, config, chunk, vectors,
+                written = writer.submit(add_part, store, config, chunk, vectors,
                                         str(encoder.device), inputs=inputs, digests=digests)
             written.result()
         info.update(papers_per_s=round(len(missing) / seconds, 2),

@@ -163,6 +163,23 @@ def hf_model(spec: str) -> ModelEntry:
                       notes="unregistered (MODEL=hf:<id>)")
 
 
+VECTORS_PREFIX, VECTORS_FILE_PREFIX = "vectors:", "vectors--"
+VECTORS_KIND = "vectors"  # a store filled by make import-vectors (pipeline/encoding/vectors.py)
+
+
+def vectors_model(spec: str) -> ModelEntry:
+    """The model of vectors imported from elsewhere: `vectors:<name>` (MODEL=vectors:<name>),
+    `<name>` as make import-vectors names it, or its file name `vectors--<name>`. Its
+    similarity is the one its store records (given when it was imported)."""
+    name = spec.removeprefix(VECTORS_PREFIX).removeprefix(VECTORS_FILE_PREFIX)
+    if not _VECTORS_NAME.fullmatch(name):
+        raise InputError(f"MODEL {spec!r}: name imported vectors with letters, digits, '.', "
+                         "'_', '-' (vectors:<name>)")
+    return ModelEntry(VECTORS_FILE_PREFIX + name, VECTORS_KIND,
+                      notes="vectors imported by make import-vectors; similarity: its store's")
+
+
+_VECTORS_NAME = re.compile(r"[A-Za-z0-9][\w.-]{0,80}")
 FUSION_PREFIX = "fuse--"
 # ranx's fusion methods: those whose parameters its optimize_fusion tunes, the rank-based ones
 # (no score normalisation), and the score combinations
@@ -224,6 +241,8 @@ def get_model(name: str) -> ModelEntry:
         return with_precision(get_model(base), precision)
     if name.startswith((HF_PREFIX, "hf--")):
         return hf_model(name)
+    if name.startswith((VECTORS_PREFIX, VECTORS_FILE_PREFIX)):
+        return vectors_model(name)
     if name.startswith(FUSION_PREFIX):
         method, models = fusion_parts(name)
         return ModelEntry(fused_name(method, models), "fusion",
@@ -233,5 +252,6 @@ def get_model(name: str) -> ModelEntry:
     except KeyError:
         raise InputError(
             f"unknown MODEL {name!r}: use one of {', '.join(REGISTRY)}, or hf:<org>/<name> "
-            "with POOLING=cls|mean; PRECISION=bf16 (or <name>+bf16) for another precision"
+            "with POOLING=cls|mean, or vectors:<name> (make import-vectors); PRECISION=bf16 "
+            "(or <name>+bf16) for another precision"
         ) from None

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from pipeline.core.errors import InputError
-from pipeline.encoding.embed import _add_part, _check_config, _store_config, embed, pool_ids
+from pipeline.encoding.embed import _check_config, _store_config, add_part, embed, pool_ids
 from pipeline.encoding.models import REGISTRY, ModelEntry, get_model
 from pipeline.encoding.multivector import (
     OWN_SPLIT,
@@ -183,7 +183,7 @@ def test_the_two_procedures_have_their_own_store_config(aspire_encoders, tmp_pat
     store = tmp_path / "store"
     vectors = SentenceVectors(np.array([0]), np.array([1], np.int16),
                               np.ones((1, 32), np.float32), 0)
-    _add_part(store, authors, np.array([7]), vectors, "cpu")
+    add_part(store, authors, np.array([7]), vectors, "cpu")
     with pytest.raises(InputError, match="other settings"):
         _check_config(store, mdcr)
 
@@ -258,7 +258,7 @@ def test_maxsim_of_real_sentence_vectors_is_the_min_l2_distance(aspire_encoders,
                                                   hard_papers]), progress=False)
     ids = np.arange(100, 100 + len(hard_papers))
     store = tmp_path / "store"
-    _add_part(store, _store_config(encoder.entry, encoder, "float32"), ids, got, "cpu")
+    add_part(store, _store_config(encoder.entry, encoder, "float32"), ids, got, "cpu")
     hits, details = maxsim_hits(store, ids[:3], ids, len(ids), "l2", "torch-cpu")
     assert details["backend"] == "torch-cpu"
     run, _ = finalize_run(hits, len(ids))
@@ -373,7 +373,7 @@ def write_papers(store, entry, ids: np.ndarray, papers: list[np.ndarray]) -> Non
     vectors = SentenceVectors(paper, sentence, np.concatenate(papers), 0)
     encoder = SimpleNamespace(max_length=128, dim=papers[0].shape[1],
                               config_for=SentenceEncoder.config_for)
-    _add_part(store, _store_config(entry, encoder, "float32"), ids, vectors, "cpu")
+    add_part(store, _store_config(entry, encoder, "float32"), ids, vectors, "cpu")
 
 
 @pytest.mark.parametrize("parts, chunk_rows", [(1, None), (4, 10)])

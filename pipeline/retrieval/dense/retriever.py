@@ -166,6 +166,41 @@ class Dense(Retriever):
                       **({"fingerprint": fingerprint} if fingerprint else {})}
 
 
+class Imported(Dense):
+    """Vectors imported from elsewhere (make import-vectors): searched as a dense store, by
+    the similarity the store records; nothing is embedded, queries are stored papers only."""
+
+    searches_texts = False
+    searches_variants = False
+
+    def index(self, place: Place, pool: str, entry: ModelEntry, threads: int = 2,
+              options: dict | None = None, part_size: int | None = None) -> dict:
+        """Check that the store holds every paper of the pool: what is missing is imported,
+        never embedded."""
+        from pipeline.encoding.embed import pool_ids
+        from pipeline.encoding.store import not_stored
+
+        store = store_dir(place.index_root, place.corpus, entry.name)
+        if not (store / MANIFEST).exists():
+            raise InputError(f"MODEL {entry.name}: no imported vectors in {store}: import them "
+                             "first (make import-vectors MODEL=<name> SRC=<file>)")
+        check_current(place, store, entry)
+        missing = not_stored(store, pool_ids(place.corpus_dir, pool))
+        if len(missing):
+            raise InputError(f"{len(missing)} papers of pool {pool} (e.g. {missing[0]}) have no "
+                             f"vector in {store}: import a file that holds them")
+        return {"model": entry.name, "pool": pool, "note": "imported vectors: all present"}
+
+    def hits(self, query: Query) -> tuple[pl.DataFrame, dict]:
+        from dataclasses import replace
+
+        from pipeline.encoding.vectors import imported_similarity
+
+        store = store_dir(query.place.index_root, query.place.corpus, query.entry.name)
+        query.entry = replace(query.entry, similarity=imported_similarity(store))
+        return super().hits(query)
+
+
 FACET_COLUMNS = ("paper", "sentences")  # queries that are sentences of a stored paper
 
 
@@ -219,3 +254,4 @@ def _check_numbering(query: Query, store: Path) -> None:
 
 RETRIEVER = Dense()
 MULTI_VECTOR = MultiVector()
+IMPORTED = Imported()
