@@ -61,10 +61,13 @@ endif
 # `make variables` alone runs no check: it writes the include again, even a stale one.
 check_name = $(if $(and $(filter SLURM_TIME,$(1)),$(TIME_ALIAS)),TIME,$(1))
 GIVEN = $(foreach v,$(USER_VARS),$(if $(filter command environment%,$(origin $(v))),$(v)))
+# Every variable on make's command line, known or not (never the environment's): the check
+# refuses an unknown one (MODLE=bm25) with the nearest known name.
+COMMAND_LINE = $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))
 ifneq ($(MAKECMDGOALS),variables)
 CHECK := $(shell $(call q,$(PYTHON)) -m pipeline check $(foreach v,$(USER_VARS),\
 	--$(call check_name,$(v))=$(call q,$($(v)))) --GOALS=$(call q,$(MAKECMDGOALS)) \
-	--GIVEN=$(call q,$(strip $(GIVEN))) 2>&1)
+	--GIVEN=$(call q,$(strip $(GIVEN))) --COMMAND_LINE=$(call q,$(strip $(COMMAND_LINE))) 2>&1)
 ifneq ($(firstword $(CHECK)),check=ok)
 $(error $(CHECK))
 endif

@@ -16,6 +16,7 @@ options use them too; main imports this module only when it builds its parser.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import re
 import textwrap
@@ -368,9 +369,32 @@ def help_text() -> str:
 WHERE = ("DATA", "CORPORA_DIR", "INDEX_DIR", "RUNS_DIR")
 
 
+# What make's command line may set besides VARIABLES (and their aliases): the Makefile's own
+# interpreter and environment (TOOL_VARS and the versions it installs) and make's own variables.
+MAKE_OWN = frozenset({"PYTHON", "VENV", "PY", "STAMP", "TORCH_VERSION", "PYSERINI_VERSION",
+                      "SHELL", ".SHELLFLAGS", "MAKE", "MAKEFLAGS", "MFLAGS", "MAKEFILES",
+                      "MAKEOVERRIDES", "GNUMAKEFLAGS", "MAKESHELL"})
+
+
+def check_command_line(names: str) -> None:
+    """Every variable given on make's command line (COMMAND_LINE, never the environment's,
+    which holds PATH and the like) is one make knows: a misspelt one (MODLE=bm25) would
+    otherwise be ignored, and the default run instead. InputError with the nearest name."""
+    known = sorted({*BY_NAME, *(v.alias for v in VARIABLES if v.alias), *MAKE_OWN})
+    for name in sorted(set(names.split())):
+        if name not in known:
+            near = difflib.get_close_matches(name, known, n=1)
+            raise InputError(f"unknown variable {name} on make's command line"
+                             + (f": did you mean {near[0]}?" if near else "")
+                             + " (the variables: docs/variables.md, or python3 -m pipeline "
+                             "variables)")
+
+
 def check_goals(args: argparse.Namespace) -> None:
     """What make's goals (GOALS) need, before anything runs: their variables (Target.needs),
-    a pool of CORPUS (Target.pools), this machine (Target.local); InputError otherwise."""
+    a pool of CORPUS (Target.pools), this machine (Target.local); InputError otherwise. First,
+    every variable on make's command line must be a known one (check_command_line)."""
+    check_command_line(args.COMMAND_LINE or "")
     given = set((args.GIVEN or "").split())
     for goal in (args.GOALS or "").split():
         target = TARGET_NAMES.get(goal)
@@ -410,6 +434,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--GOALS", default="", metavar="GOALS", help="make's goals")
     parser.add_argument("--GIVEN", default="", metavar="NAMES", help="the variables given on "
                         "make's command line or in the environment")
+    parser.add_argument("--COMMAND_LINE", default="", metavar="NAMES", help="every variable "
+                        "given on make's command line, known or not")
 
 
 def _optional(check: Callable[[str], object] | None) -> Callable[[str], object]:

@@ -89,7 +89,7 @@ def test_check_options_and_docs_come_from_the_declaration():
     [sub] = [a for a in parser._actions if a.dest == "command"]
     options = {o for a in sub.choices["check"]._actions for o in a.option_strings}
     declared = {f"--{n}" for v in VARIABLES for n in (v.name, v.alias) if n}
-    assert options - {"-h", "--help", "--GOALS", "--GIVEN"} == declared  # and make's goals
+    assert options - {"-h", "--help", "--GOALS", "--GIVEN", "--COMMAND_LINE"} == declared
     docs = markdown()
     for var in VARIABLES:
         assert f"| `{var.name}` |" in docs and md_text(var.help) in docs
@@ -258,3 +258,18 @@ def test_the_declaration_needs_no_environment():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_an_unknown_variable_on_makes_command_line_is_refused(tmp_path):
+    """`make eval MODLE=bm25` would run the default model on every pool: refused, with the
+    nearest known name. The environment's variables, make's and the Makefile's own pass."""
+    done = make(tmp_path, "-n", "eval", "MODLE=bm25")
+    assert done.returncode == 2
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert len(lines) == 1 and "unknown variable MODLE on make's command line: did you mean " \
+        "MODEL?" in lines[0], lines
+    env = {**os.environ, "MODLE_IN_ENV": "x"}
+    done = subprocess.run(["make", "--no-print-directory", "-n", "help", f"DATA={tmp_path}",
+                           "PYTHON=" + sys.executable, "TIME=10", "TORCH_VERSION=2.13.0"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
