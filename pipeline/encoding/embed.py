@@ -221,6 +221,11 @@ def store_inputs(place: Place) -> dict[str, str]:
     return record(place.roots, [corpus_file(place.corpus_dir, PREFILTERED)])
 
 
+# An imported store (pipeline/encoding/vectors.py) is made again by importing, never embedding
+IMPORTED_REPAIR = Repair("", note="import the vectors again with pipeline.import_vectors, from "
+                         "a file computed on the corpus's current texts")
+
+
 def check_current(place: Place, store: Path, entry: ModelEntry) -> None:
     """Refuse to read a store not checked against the corpus's current texts (made from
     another prefiltered.parquet, or before stores kept text digests): some of its rows may be
@@ -231,9 +236,7 @@ def check_current(place: Place, store: Path, entry: ModelEntry) -> None:
         return
     made = read_json(path, store_repair(store))
     imported = made.get("config", {}).get("imported")
-    repair = store_repair(store) if imported is None else Repair(
-        "import-vectors", place.corpus, entry.name.removeprefix("vectors--"),
-        variables=(("SRC", imported["source"]),))
+    repair = store_repair(store) if imported is None else IMPORTED_REPAIR
     if made.get("inputs") != store_inputs(place):
         raise InputError(f"{store} holds vectors not checked against the current "
                          f"{PREFILTERED} of {place.corpus} (made from another, or before "

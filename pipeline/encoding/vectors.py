@@ -25,22 +25,14 @@ from pipeline.core.atomic import atomic_dir
 from pipeline.core.checksums import file_sha256
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
-from pipeline.core.repair import Repair
 from pipeline.corpus.files import corpus_file
-from pipeline.encoding.embed import add_part, current_digests, store_inputs
-from pipeline.encoding.models import SIMILARITIES, ModelEntry, vectors_model
+from pipeline.encoding.embed import IMPORTED_REPAIR, add_part, current_digests, store_inputs
+from pipeline.encoding.models import SIMILARITIES, vectors_model
 from pipeline.encoding.store import id_array
 from pipeline.layout import MANIFEST, PREFILTERED, Place, store_dir
 
 log = logging.getLogger(__name__)
-IMPORT_VECTORS = "import-vectors"
 PART_ROWS = 65536  # rows per store part
-
-
-def imported_repair(place: Place, entry: ModelEntry, source: str | None) -> Repair:
-    """The command that imports the store again from the file it records."""
-    return Repair(IMPORT_VECTORS, place.corpus, entry.name.removeprefix("vectors--"),
-                  variables=(("SRC", source or ""),) if source else ())
 
 
 def _read_source(src: Path) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
@@ -101,7 +93,7 @@ def import_vectors(place: Place, name: str, src: str | os.PathLike,
     sha, inputs = file_sha256(src), store_inputs(place)
     imported = {"source": str(src), "sha256": sha, "similarity": similarity}
     if (store / MANIFEST).exists():
-        made = read_json(store / MANIFEST, imported_repair(place, entry, str(src)))
+        made = read_json(store / MANIFEST, IMPORTED_REPAIR)
         had = made.get("config", {}).get("imported")
         if had is None:
             raise InputError(f"{store} holds vectors that import-vectors did not write: "
