@@ -5,6 +5,7 @@ files."""
 
 from __future__ import annotations
 
+import difflib
 import re
 import zlib
 
@@ -61,26 +62,56 @@ def _within(text: str, high: int) -> bool:
     return re.fullmatch(r"[0-9]+", text) is not None and 0 < int(text) <= high
 
 
+def _valid_metric(name: str) -> bool:
+    """Whether `name` is one metric this pipeline computes (parse_metrics' grammar)."""
+    percent = metric_percent(name)
+    metric, _, level = name.partition("-l")
+    base, _, cut = metric.partition("@")
+    if percent is not None:
+        return 0 < percent <= 100
+    if base == RANKED_MAP:
+        return not cut and (not level or _within(level, MAX_LEVEL))
+    return (base in _KNOWN and (not cut or _within(cut, MAX_CUTOFF))
+            and (not level or _within(level, MAX_LEVEL)))
+
+
+# trec_eval's (and pytrec_eval's) names of metrics -> ours: `P_10` is `precision@10`
+TREC_EVAL_NAMES = {"P": "precision", "recip_rank": "mrr", "ndcg_cut": "ndcg", "map_cut": "map",
+                   "recall": "recall", "Rprec": "r-precision", "success": "hit_rate",
+                   "ndcg": "ndcg", "map": "map", "bpref": "bpref"}
+
+
+def nearest_metric(name: str) -> str | None:
+    """The metric `name` most likely means: trec_eval's name translated (`ndcg_cut_10` ->
+    `ndcg@10`), else the closest known name with its cutoff and level; None when nothing is
+    close."""
+    trec = re.fullmatch(r"([A-Za-z_]+?)(?:_([0-9]+))?", name)
+    if trec and trec.group(1) in TREC_EVAL_NAMES:
+        base, cut = TREC_EVAL_NAMES[trec.group(1)], trec.group(2)
+        guess = f"{base}@{cut}" if cut else base
+        return guess if _valid_metric(guess) else None
+    metric, _, level = name.partition("-l")
+    base, _, cut = metric.partition("@")
+    close = difflib.get_close_matches(base.lower(), [*_KNOWN, RANKED_MAP, *METRIC_SETS], n=1)
+    if not close:
+        return None
+    guess = close[0] + (f"@{cut}" if cut else "") + (f"-l{level}" if level else "")
+    return guess if close[0] in METRIC_SETS or _valid_metric(guess) else close[0]
+
+
 def parse_metrics(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """A metric set's name or metric names (ranx's, e.g. `map ndcg@10 recall@30`, with an
     optional relevance level `map-l2`: grades >= 2 count; and CSFCube's `ndcg%20`,
-    `ndcg_judged%20`, `map_ranked-l2`), checked."""
+    `ndcg_judged%20`, `map_ranked-l2`), checked; an unknown name is refused with the nearest
+    known one."""
     names = text.replace(",", " ").split() if isinstance(text, str) else list(text)
     if len(names) == 1 and names[0] in METRIC_SETS:
         return METRIC_SETS[names[0]]
     for name in names:
-        percent = metric_percent(name)
-        metric, _, level = name.partition("-l")
-        base, _, cut = metric.partition("@")
-        if percent is not None:
-            ok = 0 < percent <= 100
-        elif base == RANKED_MAP:
-            ok = not cut and (not level or _within(level, MAX_LEVEL))
-        else:
-            ok = (base in _KNOWN and (not cut or _within(cut, MAX_CUTOFF))
-                  and (not level or _within(level, MAX_LEVEL)))
-        if not ok:
-            raise InputError(f"unknown metric {name!r}; use a set "
+        if not _valid_metric(name):
+            nearest = nearest_metric(name)
+            hint = f" (did you mean {nearest!r}?)" if nearest else ""
+            raise InputError(f"unknown metric {name!r}{hint}; use a set "
                              f"({', '.join(METRIC_SETS)}) or names like map, ndcg@10, "
                              f"recall@30, map-l2 (grades >= 2 relevant), ndcg%20 (cut at 20% "
                              f"of each query's list), map_ranked-l2 (CSFCube's AP over the "

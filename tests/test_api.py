@@ -24,7 +24,8 @@ from tests.conftest import N_QUERIES, POOL_SEED, POOL_SIZES, copy_corpus, pool_o
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "numba", "jnius", "faiss", "transformers", "polars", "numpy", "pyarrow",
          "matplotlib", "ranx")
-NAMES = {"Data", "Report", "build_corpus", "build_pool", "build_report", "evaluate", "search",
+NAMES = {"score", "compare", "Comparison",
+         "Data", "Report", "build_corpus", "build_pool", "build_report", "evaluate", "search",
          "verify_data", "Encoder", "import_vectors"}
 
 

@@ -160,6 +160,46 @@ def _is_run(value: object) -> bool:
 
 KINDS["run"] = (_is_run, "a TREC run file's path, a DataFrame (query, doc, score) or a "
                          "ranx Run")
+
+
+def _is_qrels(value: object) -> bool:
+    """Judgments made elsewhere: a TREC qrels file's path, a DataFrame or a ranx Qrels."""
+    return _is_path(value) or type(value).__name__ in ("DataFrame", "Qrels")
+
+
+def _is_named_runs(value: object) -> bool:
+    """compare's runs: two or more, each named by a non-empty str."""
+    return isinstance(value, Mapping) and len(value) >= 2 and all(
+        isinstance(name, str) and name.strip() != "" and _is_run(run)
+        for name, run in value.items())
+
+
+def _significance_test(text: str) -> str:
+    from pipeline.evaluation.significance import significance_test
+
+    return significance_test(text)
+
+
+def _correction(text: str) -> str:
+    from pipeline.report.compare import CORRECTIONS
+
+    if text not in CORRECTIONS:
+        raise InputError(f"use one of {', '.join(CORRECTIONS)}")
+    return text
+
+
+def _probability(text: str) -> float:
+    if not 0 < float(text) < 1:
+        raise InputError("give a significance level between 0 and 1, such as 0.05")
+    return float(text)
+
+
+KINDS["qrels"] = (_is_qrels, "a TREC qrels file's path, a DataFrame (query, doc, relevance) "
+                             "or a ranx Qrels")
+KINDS["named_runs"] = (_is_named_runs, "a dict of two or more runs, name (a str) -> run (a TREC "
+                                       "run file's path, a DataFrame or a ranx Run)")
+KINDS["number"] = (lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+                   "a number (an int or a float)")
 A = Argument
 # Every argument name of the public API, one meaning each (docs/api.md, Validation).
 ARGUMENTS: dict[str, Argument] = {
@@ -209,6 +249,11 @@ ARGUMENTS: dict[str, Argument] = {
     "drop_unknown": A("bool"),
     "replace": A("bool"),
     "dataset": A("str", "DATASET"),
+    "qrels": A("qrels"),
+    "per_query": A("bool"),
+    "test": A("str", check=_significance_test),
+    "correction": A("str", check=_correction),
+    "alpha": A("number", check=_probability),
     "src": A("path"),
     "similarity": A("str", check=_similarity),
 }
@@ -216,6 +261,7 @@ ARGUMENTS: dict[str, Argument] = {
 OVERRIDES: dict[tuple[str, str], Argument] = {
     ("evaluate", "model"): A("models", check=_scored),
     ("import_run", "model"): A("str", check=lambda text: _imported_name(text)),
+    ("compare", "runs"): A("named_runs"),
     ("import_vectors", "model"): A("str", check=lambda text: _vectors_name(text)),
 }
 del A

@@ -52,6 +52,16 @@ def text_lines(path: Path, fix: str):
         yield number, text
 
 
+def read_text(path: Path, fix: str) -> str:
+    """A whole UTF-8 text file (a byte-order mark skipped); bytes that are not UTF-8 are
+    refused with their line and column; `fix`: what to do."""
+    data = _without_bom(path.read_bytes())
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: {_not_utf8(data, exc)}; {fix}") from None
+
+
 def utf8_problem(path: Path) -> str | None:
     """The first line of a text file that is not UTF-8, in words ('line 7, column 3: ...')."""
     return next((problem for _, _, problem in _lines(path) if problem), None)

@@ -29,6 +29,18 @@ import polars as pl
 from pipeline.core.errors import InputError
 
 TESTS = ("t-test", "fisher")  # compare's tests: Student's paired t-test, Fisher's randomization
+# the names each test goes by elsewhere (ranx's `stat_test`: student, fisher) -> ours
+TEST_NAMES = {"t-test": "t-test", "t": "t-test", "student": "t-test", "fisher": "fisher",
+              "randomization": "fisher", "permutation": "fisher"}
+
+
+def significance_test(test: str) -> str:
+    """A significance test's name or alias (TEST_NAMES) as `compare` takes it."""
+    if not isinstance(test, str) or test not in TEST_NAMES:
+        raise InputError(f"unknown significance test {test!r}: use one of "
+                         f"{', '.join(TEST_NAMES)} (the paired "
+                         "t-test, or Fisher's randomization test)")
+    return TEST_NAMES[test]
 
 
 def ordered(column: str = "value") -> pl.Expr:

@@ -123,19 +123,27 @@ def significance_marks(results: pl.DataFrame, by: str, metric: str = "map") -> d
         per_query = _per_query(group)
         if per_query["model"].n_unique() < 2:
             continue
-        table = compare(per_query)
-        means = per_query.group_by("model").agg(ordered("value").mean())
-        # the best mean; a tie goes to the first model by name
-        best = means.sort(["value", "model"], descending=[True, False], nulls_last=True)[
-            "model"][0]
-        marks[(key, best)] = "best"
-        for row in table.filter(pl.col("significant")).iter_rows(named=True):
-            if best in (row["a"], row["b"]):
-                marks[(key, row["b"] if row["a"] == best else row["a"])] = "worse"
+        marks |= {(key, model): mark
+                  for model, mark in column_marks(per_query, compare(per_query)).items()}
     return marks
 
 
-def _marked(text: str, mark: str) -> str:
+def column_marks(per_query: pl.DataFrame, table: pl.DataFrame) -> dict[str, str]:
+    """model -> "best" for the best mean of `per_query` (model, query, value; a tie goes to
+    the first model by name), "worse" for each model whose pair with it is `significant` in
+    `table` (significance.compare's rows)."""
+    means = per_query.group_by("model").agg(ordered("value").mean())
+    best = means.sort(["value", "model"], descending=[True, False], nulls_last=True)[
+        "model"][0]
+    marks = {best: "best"}
+    for row in table.filter(pl.col("significant")).iter_rows(named=True):
+        if best in (row["a"], row["b"]):
+            marks[row["b"] if row["a"] == best else row["a"]] = "worse"
+    return marks
+
+
+def marked(text: str, mark: str) -> str:
+    """A cell's text with its mark: `**x**` the best, `x†` significantly below it."""
     return f"**{text}**" if mark == "best" else f"{text}†" if mark == "worse" else text
 
 
@@ -224,7 +232,7 @@ def dataset_table(means: pl.DataFrame, marks: dict[tuple, str] | None = None
             hit = data.filter(pl.col("model") == model, pl.col("size") == size)
             parts = [_cell(hit, m) for m in metrics] if hit.height else []
             if parts and parts[0] != MISSING:
-                parts[0] = _marked(parts[0], marks.get((size, model), ""))
+                parts[0] = marked(parts[0], marks.get((size, model), ""))
             cells.append(" / ".join(parts) if parts else MISSING)
         rows.append(cells)
     return header, rows
@@ -269,7 +277,7 @@ def field_table(means: pl.DataFrame, size: int, marks: dict[tuple, str] | None =
     header = ["model", *[MAG_FIELDS[f] for f in fields], "avg"]
     rows = []
     for model, found in values.items():
-        cells = [_marked(f"{v:.1f}", marks.get((f, model), "")) if v is not None else MISSING
+        cells = [marked(f"{v:.1f}", marks.get((f, model), "")) if v is not None else MISSING
                  for f, v in zip(fields, found, strict=True)]
         averaged = [v for f, v in zip(fields, found, strict=True) if f in shared]
         rows.append([model, *cells,
@@ -317,7 +325,7 @@ def collection_table(results: pl.DataFrame, marks: dict[tuple, str] | None = Non
                 mean = value.get((scope, size, model, metric))
                 text = MISSING if mean is None else f"{mean:.4f}"
                 if metric == metrics[0] and mean is not None:
-                    text = _marked(text, marks.get((size, model), ""))
+                    text = marked(text, marks.get((size, model), ""))
                 cells.append(text)
         rows.append(cells)
     return header, rows
@@ -346,7 +354,7 @@ def _mdcr_field_table(rows: pl.DataFrame, models: list[str], fields: list[str]
         avg = [MISSING if (v := averages.get(m)) is None or v != v else f"{v:.2f}"
                for m in ("map", "ndcg", "recall_5")]
         if avg[0] != MISSING:
-            avg[0] = _marked(avg[0], "best" if model == best and len(models) > 1 else "")
+            avg[0] = marked(avg[0], "best" if model == best and len(models) > 1 else "")
         table.append([model, *cells, *avg])
     return header, table
 
@@ -530,7 +538,7 @@ def csfcube_table(results: pl.DataFrame, folds: dict[str, str]
         for column in columns:
             parts = [MISSING if v is None else f"{v:.2f}" for v in cells[(model, column)]]
             if parts[0] != MISSING and best.get(column) == model:
-                parts[0] = _marked(parts[0], "best")
+                parts[0] = marked(parts[0], "best")
             row.append(MISSING if set(parts) == {MISSING} else " / ".join(parts))
         rows.append(row)
     return header, rows

@@ -1,0 +1,240 @@
+"""Scoring that writes nothing (`pipeline.score`, docs/api.md): any run against any qrels, as
+ranx's `evaluate` and ir_measures' `calc_aggregate` do, with the kernels `make eval` uses
+(pipeline/evaluation/metrics.py) and the same counting rule.
+
+A run is a TREC run file (`query Q0 doc rank score tag`), a polars or pandas DataFrame with
+columns query, doc, score, or a ranx `Run`; qrels are a TREC qrels file (`query 0 doc
+relevance`), a DataFrame with columns query, doc, relevance (an integer), or a ranx `Qrels`.
+Ids are compared as strings, as trec_eval compares them, and a run is ranked as trec_eval
+ranks it (score descending, ties by the doc id descending as a string), whatever its rank
+column or row order says.
+
+Counting rule (trec_eval `-c`, as `make eval`): every query of the qrels with a relevant
+document is evaluated; one the run does not answer scores 0. Queries of the qrels without a
+relevant document, and queries of the run the qrels do not judge, are left out; each count is
+logged. A run that ranks a document twice for one query, or qrels that judge a pair twice with
+different grades, have no one answer and are refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline.core.errors import InputError
+from pipeline.core.textfiles import read_text
+from pipeline.retrieval.runs import trec_eval_order
+from pipeline.vocabulary import METRIC_SETS, parse_metrics
+
+log = logging.getLogger(__name__)
+
+RUN_COLUMNS = ("query", "doc", "score")  # a run given as a DataFrame
+QRELS_COLUMNS = ("query", "doc", "relevance")  # qrels given as a DataFrame
+RUN_LINE = "query Q0 doc rank score tag"  # a TREC run line's six fields
+QRELS_LINE = "query 0 doc relevance"  # a TREC qrels line's four fields
+
+
+def _trec_fields(path: Path, what: str, form: str) -> pl.DataFrame:
+    """The whitespace-separated fields of each non-blank line of a TREC text file: `line`
+    (1-based) and one String column per field of `form`; a line with another number of
+    fields is refused, naming it."""
+    if not path.is_file():
+        raise InputError(f"{what} {str(path)!r} is not a file: give a TREC {what} file "
+                         f"({form!r} per line), a DataFrame or a ranx object")
+    names = form.split()
+    text = read_text(path, f"save the {what} as UTF-8 text")
+    lines = (pl.DataFrame({"text": text.split("\n")}).with_row_index("line", offset=1)
+             .with_columns(fields=pl.col("text").str.extract_all(r"\S+"))
+             .filter(pl.col("fields").list.len() > 0))
+    wrong = lines.filter(pl.col("fields").list.len() != len(names))
+    if wrong.height:
+        line, fields = wrong.select("line", pl.col("fields").list.len()).row(0)
+        more = f" (and {wrong.height - 1} more lines)" if wrong.height > 1 else ""
+        raise InputError(f"{path}:{line}: {fields} fields, not {len(names)}{more}: a TREC "
+                         f"{what} line is {form!r}, separated by whitespace")
+    return lines.select("line", *(pl.col("fields").list.get(i).alias(name)
+                                  for i, name in enumerate(names)))
+
+
+def _read_trec_run(path: Path) -> pl.DataFrame:
+    """A TREC run file as query, doc, score, line; a score that is not a number is refused."""
+    fields = _trec_fields(path, "run", RUN_LINE)
+    run = fields.with_columns(value=pl.col("score").cast(pl.Float64, strict=False))
+    bad = run.filter(pl.col("value").is_null() | ~pl.col("value").is_finite())
+    if bad.height:
+        line, text = bad.select("line", "score").row(0)
+        raise InputError(f"{path}:{line}: the score {text!r} is not a finite number; a TREC "
+                         f"run line is {RUN_LINE!r}")
+    return run.select("query", "doc", score="value", line="line")
+
+
+def _read_trec_qrels(path: Path) -> pl.DataFrame:
+    """A TREC qrels file as query, doc, relevance, line; a relevance that is not an integer
+    (`high`, `1.5`) is refused."""
+    fields = _trec_fields(path, "qrels", QRELS_LINE)
+    qrels = fields.with_columns(value=pl.col("relevance").cast(pl.Int64, strict=False))
+    bad = qrels.filter(pl.col("value").is_null())
+    if bad.height:
+        line, text = bad.select("line", "relevance").row(0)
+        raise InputError(f"{path}:{line}: the relevance {text!r} is not an integer; write an "
+                         "integer grade (0 = not relevant)")
+    return qrels.select("query", "doc", relevance="value", line="line")
+
+
+def _frame(value: Any) -> pl.DataFrame | None:
+    """A polars DataFrame of a polars or pandas DataFrame; None for anything else."""
+    if isinstance(value, pl.DataFrame):
+        return value
+    if type(value).__module__.split(".")[0] == "pandas" and type(value).__name__ == "DataFrame":
+        return pl.from_pandas(value)
+    return None
+
+
+def _columns(frame: pl.DataFrame, columns: tuple[str, ...], where: str) -> pl.DataFrame:
+    """`frame`'s `columns`, ids as strings, with a `line` (the row, 1-based)."""
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(f"{where}: a DataFrame without the column {missing[0]!r} (it has "
+                         f"{', '.join(map(repr, frame.columns)) or 'none'}): give columns "
+                         f"{', '.join(columns)}")
+    nulls = [c for c in columns if frame[c].null_count()]
+    if nulls:
+        raise InputError(f"{where}: {frame[nulls[0]].null_count()} rows have no "
+                         f"{nulls[0]!r}: fill or remove them")
+    return frame.select(pl.col("query", "doc").cast(pl.String), *columns[2:]).with_row_index(
+        "line", offset=1)
+
+
+def _is_ranx(value: Any, kind: str) -> bool:
+    return type(value).__module__.split(".")[0] == "ranx" and type(value).__name__ == kind
+
+
+def _from_ranx(value: Any, value_column: str) -> pl.DataFrame:
+    """A ranx Run's or Qrels' {query: {doc: value}} as query, doc, `value_column`, line."""
+    rows = [(str(q), str(d), v) for q, docs in value.to_dict().items() for d, v in docs.items()]
+    return pl.DataFrame(rows, schema=["query", "doc", value_column], orient="row").with_row_index(
+        "line", offset=1)
+
+
+def as_run(run: Any, where: str = "run") -> pl.DataFrame:
+    """Any accepted run (module doc) as query, doc (strings), score, rank in trec_eval's
+    order; refused in one line when it is none of them or is not a run."""
+    if isinstance(run, (str, os.PathLike)):
+        frame, where = _read_trec_run(Path(run)), str(run)
+    elif (given := _frame(run)) is not None:
+        frame = _columns(given, RUN_COLUMNS, where)
+        if not frame["score"].dtype.is_numeric():
+            raise InputError(f"{where}: the score column holds {frame['score'].dtype}, not "
+                             "numbers")
+        frame = frame.with_columns(pl.col("score").cast(pl.Float64))
+        if (~frame["score"].is_finite()).any():
+            raise InputError(f"{where}: {(~frame['score'].is_finite()).sum()} scores are NaN "
+                             "or infinite: give finite scores")
+    elif _is_ranx(run, "Run"):
+        frame = _from_ranx(run, "score").with_columns(pl.col("score").cast(pl.Float64))
+    else:
+        raise InputError(f"{where}: {type(run).__name__} is not a run: give a TREC run file's "
+                         f"path, a DataFrame with columns {', '.join(RUN_COLUMNS)}, or a ranx "
+                         "Run")
+    twice = frame.filter(pl.len().over("query", "doc") > 1).sort("line")
+    if twice.height:
+        query, doc, line = twice.select("query", "doc", "line").row(0)
+        raise InputError(f"{where}: query {query} ranks the document {doc} twice (row or line "
+                         f"{line} and another; {twice.height} rows in all): keep one score per "
+                         "pair, as trec_eval requires")
+    return trec_eval_order(frame.select("query", "doc", "score"))
+
+
+def as_qrels(qrels: Any, where: str = "qrels") -> pl.DataFrame:
+    """Any accepted qrels (module doc) as query, doc (strings), rel (Int64); a pair judged
+    twice with one grade is kept once and counted, with two grades refused."""
+    if isinstance(qrels, (str, os.PathLike)):
+        frame, where = _read_trec_qrels(Path(qrels)), str(qrels)
+    elif (given := _frame(qrels)) is not None:
+        frame = _columns(given, QRELS_COLUMNS, where)
+        relevance = frame["relevance"]
+        if not relevance.dtype.is_numeric() or (
+                relevance.dtype.is_float() and (relevance != relevance.round()).any()):
+            raise InputError(f"{where}: the relevance column holds {relevance.dtype} values "
+                             "that are not integers: give integer grades (0 = not relevant)")
+        frame = frame.with_columns(pl.col("relevance").cast(pl.Int64))
+    elif _is_ranx(qrels, "Qrels"):
+        frame = _from_ranx(qrels, "relevance").with_columns(pl.col("relevance").cast(pl.Int64))
+    else:
+        raise InputError(f"{where}: {type(qrels).__name__} is not qrels: give a TREC qrels "
+                         f"file's path, a DataFrame with columns {', '.join(QRELS_COLUMNS)}, "
+                         "or a ranx Qrels")
+    clash = frame.filter(pl.col("relevance").n_unique().over("query", "doc") > 1).sort("line")
+    if clash.height:
+        query, doc = clash.select("query", "doc").row(0)
+        grades = sorted(clash.filter(pl.col("query") == query, pl.col("doc") == doc)[
+            "relevance"].unique().to_list())
+        raise InputError(f"{where}: query {query}, document {doc} is judged twice with "
+                         f"different grades ({', '.join(map(str, grades))}): keep one judgment "
+                         "per pair")
+    unique = frame.unique(["query", "doc"], keep="first").sort("query", "doc")
+    if unique.height < frame.height:
+        log.warning(f"[score] {where}: {frame.height - unique.height} judgments repeat a pair "
+                    "with the same grade: each counted once")
+    return unique.select("query", "doc", rel="relevance")
+
+
+def score_metrics(metrics: Any) -> tuple[str, ...]:
+    """`metrics` (a set's name, or metric names as a string or a list) checked; "auto" needs a
+    pool, so it is refused here."""
+    if isinstance(metrics, str):
+        if metrics.strip() == "auto":
+            raise InputError("metrics='auto' is a pool's own set, and scoring outside a pool "
+                             f"has none: give a set ({', '.join(METRIC_SETS)}) or metric names")
+        return parse_metrics(metrics)
+    if (not isinstance(metrics, Sequence) or not metrics
+            or not all(isinstance(m, str) for m in metrics)):
+        raise InputError(f"metrics={metrics!r}: give a set's name ({', '.join(METRIC_SETS)}) "
+                         "or a list of metric names such as ['map', 'ndcg@10']")
+    return parse_metrics(list(metrics))
+
+
+def query_values(run: pl.DataFrame, qrels: pl.DataFrame, metrics: Sequence[str],
+                 where: str = "run") -> pl.DataFrame:
+    """One row per evaluated query (column `query`, sorted as strings), one column per metric:
+    `run` as `as_run` gives it scored against `qrels` as `as_qrels` gives it, by the counting
+    rule of the module doc (what is left out is logged)."""
+    from pipeline.evaluation.metrics import per_query  # numba: loaded only to score
+
+    queries = qrels["query"].unique().sort()
+    judged = run.filter(pl.col("query").is_in(queries.implode()))
+    values, dropped = per_query(judged, qrels, queries, metrics)
+    if not values.height:
+        raise InputError(f"{where}: no query of the qrels has a relevant document (relevance "
+                         "> 0): nothing to score; check that the qrels are the run's")
+    unjudged = run["query"].n_unique() - judged["query"].n_unique()
+    unanswered = values.height - judged.filter(
+        pl.col("query").is_in(values["query"].implode()))["query"].n_unique()
+    left = [f"{n} {what}" for n, what in (
+        (unjudged, "queries of the run that the qrels do not judge, left out"),
+        (dropped, "queries of the qrels without a relevant document, left out"),
+        (unanswered, "queries of the qrels that the run does not answer, scored 0"))
+        if n]
+    if left:
+        log.warning(f"[score] {where}: {values.height} queries scored; {'; '.join(left)}")
+    return values
+
+
+def score(run: Any, qrels: Any, metrics: str | Sequence[str], *,
+          per_query: bool = False) -> dict[str, float] | pl.DataFrame:
+    """`run` scored against `qrels` with `metrics`, writing nothing: {metric: mean over the
+    evaluated queries}, or with `per_query=True` a polars DataFrame (query, one column per
+    metric) of each evaluated query. Accepted forms and the counting rule: module doc."""
+    if not isinstance(per_query, bool):
+        raise InputError(f"per_query={per_query!r}: give True or False")
+    names = score_metrics(metrics)
+    values = query_values(as_run(run), as_qrels(qrels), names)
+    if per_query:
+        return values
+    return {m: float(values[m].mean()) for m in names}  # as `make eval` averages them
+
