@@ -20,7 +20,8 @@ CLEARED = ("TIME", "SLURM_TIME", "CORPUS", "MODEL", "MODELS", "PYTHON", "VENV", 
            "SRC", "OUT", "DATA", "EXECUTOR", "MAKEFLAGS")
 # The values a needed variable gets when the test does not leave it out.
 VALUES = {"CORPUS": "new", "MODELS": "bm25,random", "SRC": "{tmp}/src", "OUT": "{tmp}/out",
-          "PAPER_IDS": "{tmp}/paper-ids", "POOL": "all-10k-r0"}
+          "PAPER_IDS": "{tmp}/paper-ids", "POOL": "all-10k-r0", "RUN": "{tmp}/run.trec",
+          "MODEL": "outside-run", "DATASET": "beir/scidocs"}
 
 
 def make(tmp: Path, *args: str, env: dict[str, str] | None = None
@@ -53,12 +54,15 @@ def test_the_goals_that_need_a_variable():
     assert set(NEEDS) == {("fuse", "MODELS"), ("mdcr-jaccard", "MODELS"),
                           ("import-mdcr", "CORPUS"), ("import-mdcr", "SRC"),
                           ("import-beir", "CORPUS"), ("import-beir", "SRC"),
+                          ("import-irds", "CORPUS"), ("import-irds", "DATASET"),
                           ("import-csfcube", "CORPUS"), ("import-csfcube", "SRC"),
                           ("export-mdcr", "OUT"), ("mdcr-scores", "OUT"),
                           ("download", "CORPUS"),
                           ("training-ids", "SRC"), ("training-ids", "PAPER_IDS"),
                           ("training-ids", "OUT"), ("retire-pool", "CORPUS"),
-                          ("retire-pool", "POOL")}
+                          ("retire-pool", "POOL"), ("import-run", "CORPUS"),
+                          ("import-run", "POOL"), ("import-run", "RUN"),
+                          ("import-run", "MODEL")}
 
 
 @pytest.mark.parametrize("goal, missing", NEEDS)
