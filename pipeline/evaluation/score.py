@@ -3,7 +3,8 @@ ranx's `evaluate` and ir_measures' `calc_aggregate` do, with the kernels `make e
 (pipeline/evaluation/metrics.py) and the same counting rule.
 
 A run is a TREC run file (`query Q0 doc rank score tag`), a polars or pandas DataFrame with
-columns query, doc, score, or a ranx `Run`; qrels are a TREC qrels file (`query 0 doc
+columns query, doc, score, or a ranx `Run`, read as `make import-run` reads it
+(pipeline/retrieval/imported.py); qrels are a TREC qrels file (`query 0 doc
 relevance`), a DataFrame with columns query, doc, relevance (an integer), or a ranx `Qrels`.
 Ids are compared as strings, as trec_eval compares them, and a run is ranked as trec_eval
 ranks it (score descending, ties by the doc id descending as a string), whatever its rank
@@ -28,14 +29,13 @@ import polars as pl
 
 from pipeline.core.errors import InputError
 from pipeline.core.textfiles import read_text
+from pipeline.retrieval.imported import read_source
 from pipeline.retrieval.runs import trec_eval_order
 from pipeline.vocabulary import METRIC_SETS, parse_metrics
 
 log = logging.getLogger(__name__)
 
-RUN_COLUMNS = ("query", "doc", "score")  # a run given as a DataFrame
 QRELS_COLUMNS = ("query", "doc", "relevance")  # qrels given as a DataFrame
-RUN_LINE = "query Q0 doc rank score tag"  # a TREC run line's six fields
 QRELS_LINE = "query 0 doc relevance"  # a TREC qrels line's four fields
 
 
@@ -59,18 +59,6 @@ def _trec_fields(path: Path, what: str, form: str) -> pl.DataFrame:
                          f"{what} line is {form!r}, separated by whitespace")
     return lines.select("line", *(pl.col("fields").list.get(i).alias(name)
                                   for i, name in enumerate(names)))
-
-
-def _read_trec_run(path: Path) -> pl.DataFrame:
-    """A TREC run file as query, doc, score, line; a score that is not a number is refused."""
-    fields = _trec_fields(path, "run", RUN_LINE)
-    run = fields.with_columns(value=pl.col("score").cast(pl.Float64, strict=False))
-    bad = run.filter(pl.col("value").is_null() | ~pl.col("value").is_finite())
-    if bad.height:
-        line, text = bad.select("line", "score").row(0)
-        raise InputError(f"{path}:{line}: the score {text!r} is not a finite number; a TREC "
-                         f"run line is {RUN_LINE!r}")
-    return run.select("query", "doc", score="value", line="line")
 
 
 def _read_trec_qrels(path: Path) -> pl.DataFrame:
@@ -122,25 +110,13 @@ def _from_ranx(value: Any, value_column: str) -> pl.DataFrame:
 
 
 def as_run(run: Any, where: str = "run") -> pl.DataFrame:
-    """Any accepted run (module doc) as query, doc (strings), score, rank in trec_eval's
-    order; refused in one line when it is none of them or is not a run."""
-    if isinstance(run, (str, os.PathLike)):
-        frame, where = _read_trec_run(Path(run)), str(run)
-    elif (given := _frame(run)) is not None:
-        frame = _columns(given, RUN_COLUMNS, where)
-        if not frame["score"].dtype.is_numeric():
-            raise InputError(f"{where}: the score column holds {frame['score'].dtype}, not "
-                             "numbers")
-        frame = frame.with_columns(pl.col("score").cast(pl.Float64))
-        if (~frame["score"].is_finite()).any():
-            raise InputError(f"{where}: {(~frame['score'].is_finite()).sum()} scores are NaN "
-                             "or infinite: give finite scores")
-    elif _is_ranx(run, "Run"):
-        frame = _from_ranx(run, "score").with_columns(pl.col("score").cast(pl.Float64))
-    else:
-        raise InputError(f"{where}: {type(run).__name__} is not a run: give a TREC run file's "
-                         f"path, a DataFrame with columns {', '.join(RUN_COLUMNS)}, or a ranx "
-                         "Run")
+    """Any accepted run (module doc), read as `make import-run` reads it (read_source), as
+    query, doc (strings), score, rank in trec_eval's order; a document ranked twice for one
+    query is refused."""
+    try:
+        frame, _ = read_source(run)
+    except InputError as exc:
+        raise InputError(exc.message if where == "run" else f"{where}: {exc.message}") from None
     twice = frame.filter(pl.len().over("query", "doc") > 1).sort("line")
     if twice.height:
         query, doc, line = twice.select("query", "doc", "line").row(0)
