@@ -86,7 +86,7 @@ MODEL_ARGS = --model $(call q,$(call checked,MODEL_FILE)) \
 
 .PHONY: help setup setup-gpu demo test test-fast lint variables download corpus pool pools training-ids \
 	pools-paper retire-pool embed index search eval fuse report mdcr mdcr-jaccard import-mdcr export-mdcr \
-	mdcr-scores import-beir import-irds import-csfcube verify sweep models clean-demo
+	mdcr-scores import-beir import-irds import-csfcube import-run verify sweep models clean-demo
 .DELETE_ON_ERROR:
 
 # The targets and their one-line descriptions: TARGETS in pipeline/cli/variables.py (standard
@@ -264,6 +264,12 @@ import-irds: | $(STAMP)
 # then make eval CORPUS=.. MODEL=.. (METRICS=auto: NDCG%20 and MAP, as CSFCube scores them).
 import-csfcube: | $(STAMP)
 	$(PIPE) import-csfcube --corpus $(call q,$(CORPUS)) --src $(call q,$(SRC)) $(REPLACE_ARG)
+
+# A TREC run made elsewhere as the run MODEL of POOL, checked against the pool; then make
+# eval MODEL=.. scores it (pipeline/retrieval/imported.py).
+import-run: | $(STAMP)
+	$(PIPE) import-run --corpus $(call q,$(CORPUS)) --pool $(call q,$(POOL)) --run $(call q,$(RUN)) \
+		--model $(call q,$(MODEL)) $(if $(filter 1,$(DROP_UNKNOWN)),--drop-unknown) $(REPLACE_ARG)
 
 # The official release's files: import them as CORPUS, export CORPUS into OUT, and write
 # the official scores file of MODEL's runs (OUT=scores.json) after evaluating them.

@@ -63,7 +63,8 @@ WRITES = {"synth": ("corpora",), "ingest": ("corpora",), "prefilter": ("corpora"
           "report": ("runs",), "mdcr": ("corpora", "runs"), "mdcr-jaccard": ("runs",),
           "import-mdcr": ("corpora",), "import-beir": ("corpora",),
           "import-irds": ("corpora",),
-          "import-csfcube": ("corpora",), "sweep": (), "pools-paper": ("corpora",),
+          "import-csfcube": ("corpora",), "import-run": ("runs",),
+          "sweep": (), "pools-paper": ("corpora",),
           "fuse": ("indexes", "runs"), "demo": ("corpora", "indexes", "runs"),
           "retire-pool": ("corpora", "indexes", "runs")}
 

@@ -63,7 +63,7 @@ QUERIES ?= $(if $(filter demo,$(CORPUS)),50,)
 # the pools of this list (default: (empty: no paper left out))
 EXCLUDE ?=
 # POOL: make retire-pool: the pool to retire, e.g. one whose EXCLUDE list changed (make verify names
-# them)
+# them); make import-run: the pool the run ranks
 POOL ?=
 # PAPER_IDS: make training-ids: the folder of S2AG's paper-ids dataset (SHA -> CorpusID)
 PAPER_IDS ?=
@@ -110,6 +110,12 @@ METRICS ?= auto
 MODELS ?=
 # METHOD: make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)
 METHOD ?= rrf
+# RUN: make import-run: the TREC run file made elsewhere (qid Q0 docid rank score tag per line),
+# imported as the run MODEL of POOL
+RUN ?=
+# DROP_UNKNOWN: 1: make import-run drops (and counts) the lines naming a query or paper POOL does
+# not have, instead of refusing the run
+DROP_UNKNOWN ?=
 
 # ---- MDCR-style benchmarks and outside collections
 # MDCR: make mdcr: the benchmark corpus it writes (default: CORPUS-mdcr)
@@ -128,7 +134,8 @@ DATASET ?=
 # SPLIT: the split imported or exported: test, val (MDCR) or dev (BEIR)
 SPLIT ?= test
 # REPLACE: 1: make mdcr, import-mdcr, import-beir and import-csfcube may replace an existing corpus
-# of the same kind (without it they refuse to write into a corpus that holds anything)
+# of the same kind (without it they refuse to write into a corpus that holds anything); make
+# import-run may replace a run imported under MODEL from another file
 REPLACE ?=
 
 # ---- Where embed runs (make embed, make eval; on a SLURM cluster: docs/cluster.md)
@@ -188,6 +195,7 @@ USER_VARS := CORPUS DATA CORPORA_DIR INDEX_DIR RUNS_DIR SOURCE RAW FOS_SOURCE RE
 	FIRST UPDATE PARALLEL CITATIONS STRICT SIZE FIELD REPEATS SEED QUERIES EXCLUDE POOL \
 	MODEL POOLING PRECISION MODEL_PATH THREADS BM25_ENGINE BACKEND QUERY_VARIANT \
 	PAPER_IDS TRAINING_SETS METRICS MODELS METHOD MDCR MDCR_MODELS SRC OUT DATASET SPLIT \
-	REPLACE EXECUTOR SHARDS PARTITION GPUS_PER_TASK SLURM_TIME DEMO_PAPERS DEMO_SIZES \
-	DEMO_MODELS DEMO_SEED DEMO_FIELDS DEMO_FIELD_SIZE DEMO_FIELD_QUERIES PAPER_SIZES \
-	PAPER_QUERIES PAPER_FIELD_SIZE PAPER_FIELD_QUERIES PAPER_REPEATS TEST_WORKERS
+	REPLACE RUN DROP_UNKNOWN EXECUTOR SHARDS PARTITION GPUS_PER_TASK SLURM_TIME \
+	DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED DEMO_FIELDS DEMO_FIELD_SIZE \
+	DEMO_FIELD_QUERIES PAPER_SIZES PAPER_QUERIES PAPER_FIELD_SIZE PAPER_FIELD_QUERIES \
+	PAPER_REPEATS TEST_WORKERS

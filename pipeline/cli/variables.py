@@ -144,7 +144,8 @@ VARIABLES: tuple[Variable, ...] = (
       "name the pools (-x<tag>), and make report shows the pools of this list",
       "pools", shown="(empty: no paper left out)", optional=True, one_word=True),
     V("POOL", "", pool_name, "make retire-pool: the pool to retire, e.g. one whose "
-      "EXCLUDE list changed (make verify names them)", "pools", optional=True,
+      "EXCLUDE list changed (make verify names them); make import-run: the pool the run "
+      "ranks", "pools", optional=True,
       one_word=True),
     # ---- models
     V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
@@ -206,7 +207,14 @@ VARIABLES: tuple[Variable, ...] = (
     V("REPLACE", "", choice(FLAG), "1: make mdcr, import-mdcr, import-beir and import-csfcube "
       "may replace an "
       "existing corpus of the same kind (without it they refuse to write into a corpus that "
-      "holds anything)", "mdcr", one_word=True),
+      "holds anything); make import-run may replace a run imported under MODEL from another "
+      "file", "mdcr", one_word=True),
+    V("RUN", "", safe_path, "make import-run: the TREC run file made elsewhere (qid Q0 docid "
+      "rank score tag per line), imported as the run MODEL of POOL", "eval", optional=True,
+      one_word=True),
+    V("DROP_UNKNOWN", "", choice(FLAG), "1: make import-run drops (and counts) the lines "
+      "naming a query or paper POOL does not have, instead of refusing the run", "eval",
+      one_word=True),
     # ---- cluster
     V("EXECUTOR", "local", checked(check_executor), "where embed runs: local (this machine; "
       "the SHARDS one after another in one process) or slurm (an sbatch job array under "
@@ -335,6 +343,11 @@ TARGETS: tuple[Target, ...] = (
     T("import-csfcube", "SRC=dir CORPUS=csfcube", "the CSFCube release: a pool per facet",
       ("(mdcr, import-*: REPLACE=1 replaces a corpus of its kind)",),
       needs={"CORPUS": NEW_CORPUS, "SRC": "<the CSFCube release folder>"}),
+    T("import-run", "CORPUS=.. POOL=.. RUN=f.trec MODEL=name", "a run made elsewhere, "
+      "scored by make eval MODEL=name", ("(DROP_UNKNOWN=1: drop and count lines of unknown "
+                                         "ids)",),
+      needs={"CORPUS": "<the corpus of the pool>", "POOL": "<the pool the run ranks>",
+             "RUN": "<the TREC run file>", "MODEL": "<a name for the run>"}),
     T("report", "", "tables and plots under runs/reports/"),
     T("verify", "", "check every artifact: corrupt, partial or stale?",
       ("(each problem with the command that repairs it)",)),
@@ -471,6 +484,19 @@ def in_make_words(message: str) -> str:
     return re.sub(r"(--[a-z0-9][a-z0-9-]*)(?:[ =]([^\s:;,()]+))?", rewrite, message)
 
 
+def run_without_model(args: argparse.Namespace) -> bool:
+    """Whether MODEL names a run with no model behind it: the run make import-run writes (its
+    goal), or one imported into a pool of CORPUS already (make eval scores it, never searches
+    with it). Such a name is no registered model's (check_model_name)."""
+    from pipeline.retrieval.imported import imported_pools
+
+    if not args.MODEL or not args.CORPUS:
+        return False
+    if layout.IMPORT_RUN in (args.GOALS or "").split():
+        return True
+    return bool(imported_pools(_roots(args)["runs"], args.CORPUS, args.MODEL))
+
+
 def derived(args: argparse.Namespace) -> dict[str, str]:
     """The names and paths make reads from the check's line (every key of DERIVED), from the
     checked values; a variable not given yields empty values."""
@@ -483,7 +509,9 @@ def derived(args: argparse.Namespace) -> dict[str, str]:
         layout.raw_dir(roots["corpora"], corpus, args.SOURCE) if corpus and args.SOURCE else "")
     values["WRITTEN_WHOLE"] = layout.written_whole(corpus_dir) if corpus_dir else ""
     model = ""
-    if args.MODEL:
+    if args.MODEL and run_without_model(args):
+        model = args.MODEL  # an imported run's name: checked by check_model_name
+    elif args.MODEL:
         spec = args.MODEL
         if spec.startswith(HF_PREFIX):
             spec = f"{spec}@{args.POOLING or 'mean'}"

@@ -214,3 +214,41 @@ def test_a_damaged_copy_names_the_import_as_its_repair(small, tmp_path):
     assert repair.startswith("make import-run") and f"RUN={path}" in repair
     pipeline.import_run(data, "small", pool, path, "damaged")  # the repair works
     assert load_run(data.place("small"), pool, "damaged").height == frame.height
+
+
+@pytest.mark.slow
+def test_make_import_run_then_eval_search_and_report(raw_corpus, corpus_dir, small, tmp_path):
+    """Through real make: import-run writes the run; eval scores it on its pool only (never
+    loading a model); search says there is nothing to search; the report shows it."""
+    import shutil
+    import subprocess
+    import sys
+
+    _, pool, frame = small
+    root = tmp_path / "data"
+    shutil.copytree(corpus_dir, root / "corpora" / "small")
+    shutil.copytree(raw_corpus, root / "corpora" / "small" / "s2orc")
+    (tmp_path / "installed").touch()
+    run = _trec(tmp_path / "outside.trec", frame)
+
+    def make(*args: str) -> str:
+        done = subprocess.run(
+            ["make", "--no-print-directory", f"DATA={root}", "CORPUS=small", "THREADS=1",
+             f"PY={sys.executable}", f"STAMP={tmp_path / 'installed'}", *args],
+            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+            timeout=600, env={**os.environ, "MAKEFLAGS": ""})
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout + done.stderr
+
+    out = make("import-run", f"POOL={pool}", f"RUN={run}", "MODEL=outside")
+    assert f"run outside of pool {pool}" in out and "rows 100" in out, out
+    out = make("eval", "MODEL=outside")
+    assert "outside is a run imported into 1 pools: 1 pools without it left out" in out, out
+    evaluations = sorted(p.parent.name for p in (root / "runs" / "small").glob(
+        "*/outside.eval.json"))
+    assert evaluations == [pool]
+    assert "1 current evaluations kept, 0 to score" in make("eval", "MODEL=outside")
+    assert "nothing to search" in make("search", "MODEL=outside")
+    make("report", "SEED=1")  # the fixture pools' seed
+    tables = "".join(p.read_text() for p in (root / "runs" / "reports").rglob("*.md"))
+    assert "outside" in tables

@@ -36,11 +36,19 @@ def cmd_eval(args: argparse.Namespace) -> None:
     from pipeline.core.timing import timed
     from pipeline.evaluation.evaluate import eval_is_current, eval_run, pool_metrics
     from pipeline.layout import run_name, split_run_name
+    from pipeline.retrieval.imported import imported_pools
 
     place = place_of(args)
-    model, variant = split_run_name(args.model)
-    name = run_name(get_model(model).name, variant)
     pools = pools_of(args)
+    imported = imported_pools(place.runs_root, place.corpus, args.model)
+    if imported:  # a run made elsewhere (make import-run): scored where it was imported
+        name = args.model
+        log.info(f"[eval] {name} is a run imported into {len(imported)} pools: "
+                 f"{len([p for p in pools if p not in imported])} pools without it left out")
+        pools = [p for p in pools if p in imported]
+    else:
+        model, variant = split_run_name(args.model)
+        name = run_name(get_model(model).name, variant)
     metrics = {p: pool_metrics(place.corpus_dir, p, args.metrics) for p in pools}
     if args.stale_only:
         kept = [p for p in pools

@@ -19,6 +19,7 @@ from pipeline.fields import resolve_fields
 from pipeline.layout import (
     MANIFEST,
 )
+from pipeline.retrieval.imported import check_model_name
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,14 @@ def _check_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_check(args: argparse.Namespace) -> None:
     """Validate make variables (argparse types did most of it), then print the names and paths
     make uses (pipeline/cli/variables.py); writes nothing."""
+    from pipeline.cli.variables import (
+        VARIABLES,
+        check_goals,
+        derived,
+        make_line,
+        run_without_model,
+    )
+
     if args.MODEL is not None:
         names = args.MODEL.split()
         if len(names) > 1:
@@ -41,21 +50,24 @@ def cmd_check(args: argparse.Namespace) -> None:
                              f"a time (make eval MODEL={shlex.quote(names[0])}), or use "
                              "DEMO_MODELS or MODELS (make fuse) for several")
         if not names:
+            check_goals(args)  # a goal that needs MODEL (make import-run) says so
             raise InputError("MODEL is empty: give one model name (make models lists them)")
         if names[0] != args.MODEL:
             raise InputError(f"MODEL={args.MODEL!r} holds a space or a line break: give one "
                              "model name without spaces")
     # variables holding one value: make would split one holding a space (or a line break) into
     # several words, and target names with it ("mixed implicit and normal rules")
-    from pipeline.cli.variables import VARIABLES, check_goals, derived, make_line
-
     for var in (v for v in VARIABLES if v.one_word):
         for name in filter(None, (var.name, var.alias)):
             value = getattr(args, name, None)
             if isinstance(value, str) and re.search(r"\s", value):
                 raise InputError(f"{name}={value!r} holds a space or a line break: give one "
                                  "value without spaces")
-    for name in f"{args.MODEL or ''} {args.DEMO_MODELS or ''}".split():
+    imported = run_without_model(args)
+    if imported:  # make import-run's new name, or a run imported already: no model to load
+        check_goals(args)  # first: MODEL's default (minilm) is no name for an imported run
+        check_model_name(args.MODEL)
+    for name in f"{'' if imported else args.MODEL or ''} {args.DEMO_MODELS or ''}".split():
         if name.startswith(HF_PREFIX):  # validates the id and the pooling
             get_model(f"{name}@{args.POOLING or 'mean'}")
             continue

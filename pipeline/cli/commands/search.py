@@ -117,11 +117,17 @@ def cmd_search(args: argparse.Namespace) -> None:
     are; with --index, what they search is built first (what `make search` does)."""
     from pipeline.core.timing import timed
     from pipeline.layout import run_name
+    from pipeline.retrieval.imported import imported_pools
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.runs import run_is_current
     from pipeline.retrieval.search import search
 
     place = place_of(args)
+    imported = imported_pools(place.runs_root, place.corpus, args.model)
+    if imported:  # a run made elsewhere (make import-run): eval scores it as it is
+        log.info(f"[search] {args.model} is a run imported into {len(imported)} pools "
+                 f"({', '.join(imported)}), not a model: nothing to search")
+        return
     entry = get_model(args.model)
     name = run_name(entry.name, args.query_variant)
     kind = retriever(entry.kind)
