@@ -147,8 +147,9 @@ def corpus_repair(corpus_dir: Path, sections: dict | None = None) -> Repair:
                 return Repair("mdcr", params.get("source_corpus", Placeholder("source corpus")),
                               variables=(("MDCR", name), ("REPLACE", "1")))
             split = (("SPLIT", params["split"]),) if "split" in params else ()  # CSFCube: none
-            source = params.get("source", Placeholder("folder"))
-            return Repair(stage, name, variables=(("SRC", source), *split, ("REPLACE", "1")))
+            source = (("DATASET", params["dataset"]) if "dataset" in params  # import-irds
+                      else ("SRC", params.get("source", Placeholder("folder"))))
+            return Repair(stage, name, variables=(source, *split, ("REPLACE", "1")))
     return Repair("corpus", name)
 
 

@@ -101,6 +101,17 @@ def test_an_imported_collection_is_searched_and_scored(imported):
     assert means["scidocs"].equals(means["scidocs-beir"])
 
 
+def test_a_damaged_collection_names_the_import_that_repairs_it(imported, tmp_path):
+    """The repair of an ir_datasets collection's files imports the dataset again (DATASET=,
+    not the SRC= of a BEIR folder)."""
+    from pipeline.corpus.manifest import corpus_repair
+
+    data, _, _ = imported
+    command = corpus_repair(data / "corpora" / "scidocs").command()
+    assert command.startswith("make import-irds CORPUS=scidocs DATASET=beir/scidocs "
+                              "SPLIT=test REPLACE=1"), command
+
+
 def test_the_api_imports_the_same_collection(imported, tmp_path):
     """pipeline.import_collection returns the pool's name; the same dataset again changes
     nothing."""
