@@ -5,7 +5,8 @@ ranx's `evaluate` and ir_measures' `calc_aggregate` do, with the kernels `make e
 A run is a TREC run file (`query Q0 doc rank score tag`), a polars or pandas DataFrame with
 columns query, doc, score, or a ranx `Run`, read as `make import-run` reads it
 (pipeline/retrieval/imported.py); qrels are a TREC qrels file (`query 0 doc
-relevance`), a DataFrame with columns query, doc, relevance (an integer), or a ranx `Qrels`.
+relevance`), a DataFrame with columns query, doc, relevance (an integer; or `rel`, as a pool's
+qrels.parquet names it), or a ranx `Qrels`.
 Ids are compared as strings, as trec_eval compares them, and a run is ranked as trec_eval
 ranks it (score descending, ties by the doc id descending as a string), whatever its rank
 column or row order says.
@@ -132,6 +133,8 @@ def as_qrels(qrels: Any, where: str = "qrels") -> pl.DataFrame:
     if isinstance(qrels, (str, os.PathLike)):
         frame, where = _read_trec_qrels(Path(qrels)), str(qrels)
     elif (given := _frame(qrels)) is not None:
+        if "relevance" not in given.columns and "rel" in given.columns:  # a pool's qrels.parquet
+            given = given.rename({"rel": "relevance"})
         frame = _columns(given, QRELS_COLUMNS, where)
         relevance = frame["relevance"]
         if not relevance.dtype.is_numeric() or (

@@ -223,8 +223,7 @@ def _markdown_rows(text: str) -> list[list[str]]:
 def test_compare_shows_what_make_report_shows(reported, corpus_dir):
     data, pool, report = reported
     _, candidates, qrels = load_pool(corpus_dir, pool)
-    judged = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode())).select(
-        "query", "doc", relevance="rel")
+    judged = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))  # rel
     runs = {model: run_paths(data.runs, corpus_dir.name, pool, model).trec
             for model in ("random", "bm25")}
     written = sorted((p, p.stat().st_mtime_ns) for p in data.runs.rglob("*"))
