@@ -86,7 +86,7 @@ MODEL_ARGS = --model $(call q,$(call checked,MODEL_FILE)) \
 
 .PHONY: help setup setup-gpu demo test test-fast lint variables download corpus pool pools training-ids \
 	pools-paper retire-pool embed index search eval fuse report mdcr mdcr-jaccard import-mdcr export-mdcr \
-	mdcr-scores import-beir import-irds import-csfcube import-run verify sweep models clean-demo
+	mdcr-scores import-beir import-irds import-csfcube import-run import-vectors verify sweep models clean-demo
 .DELETE_ON_ERROR:
 
 # The targets and their one-line descriptions: TARGETS in pipeline/cli/variables.py (standard
@@ -270,6 +270,12 @@ import-csfcube: | $(STAMP)
 import-run: | $(STAMP)
 	$(PIPE) import-run --corpus $(call q,$(CORPUS)) --pool $(call q,$(POOL)) --run $(call q,$(RUN)) \
 		--model $(call q,$(MODEL)) $(if $(filter 1,$(DROP_UNKNOWN)),--drop-unknown) $(REPLACE_ARG)
+
+# Vectors computed elsewhere (SRC: parquet of corpusid, vector) as the store of the model
+# vectors:MODEL; then make eval MODEL=vectors:.. searches them (pipeline/encoding/vectors.py).
+import-vectors: | $(STAMP)
+	$(PIPE) import-vectors --corpus $(call q,$(CORPUS)) --model $(call q,$(MODEL)) \
+		--src $(call q,$(SRC)) --similarity $(call q,$(SIMILARITY))
 
 # The official release's files: import them as CORPUS, export CORPUS into OUT, and write
 # the official scores file of MODEL's runs (OUT=scores.json) after evaluating them.

@@ -64,6 +64,7 @@ WRITES = {"synth": ("corpora",), "ingest": ("corpora",), "prefilter": ("corpora"
           "import-mdcr": ("corpora",), "import-beir": ("corpora",),
           "import-irds": ("corpora",),
           "import-csfcube": ("corpora",), "import-run": ("runs",),
+          "import-vectors": ("indexes",),
           "sweep": (), "pools-paper": ("corpora",),
           "fuse": ("indexes", "runs"), "demo": ("corpora", "indexes", "runs"),
           "retire-pool": ("corpora", "indexes", "runs")}

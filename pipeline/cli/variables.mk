@@ -70,7 +70,8 @@ PAPER_IDS ?=
 
 # ---- Models
 # MODEL: one model: a registered name (make models lists them), hf:<org>/<name> (any Hugging Face
-# encoder, with POOLING), or a fused model's name
+# encoder, with POOLING), vectors:<name> (make import-vectors), or a fused model's name; make
+# import-vectors: the name of the vectors
 MODEL ?= minilm
 # POOLING: cls or mean, for MODEL=hf:<org>/<name> (default: mean)
 POOLING ?=
@@ -80,6 +81,9 @@ POOLING ?=
 PRECISION ?= fp32
 # MODEL_PATH: a local folder with the model's save_pretrained files, for nodes without hub access
 MODEL_PATH ?=
+# SIMILARITY: make import-vectors: how a search compares the imported vectors: cosine, ip (inner
+# product) or l2 (recorded in their store)
+SIMILARITY ?= cosine
 
 # ---- Search
 # THREADS: ingest worker processes, Lucene and search threads; with EXECUTOR=slurm also each job's
@@ -124,7 +128,8 @@ MDCR ?= $(CORPUS)-mdcr
 # separated by commas (the paper's: bm25,specter,scincl; make mdcr-jaccard MODELS=.. helps choose)
 MDCR_MODELS ?= bm25,minilm
 # SRC: make import-mdcr, make import-beir, make import-csfcube: the folder of files to import
-# (import-csfcube: the CSFCube release)
+# (import-csfcube: the CSFCube release); make import-vectors: the parquet file of the vectors
+# (columns corpusid, vector)
 SRC ?=
 # OUT: make export-mdcr: the folder it writes; make mdcr-scores: the scores file
 OUT ?=
@@ -193,9 +198,9 @@ TEST_WORKERS ?= 2
 
 USER_VARS := CORPUS DATA CORPORA_DIR INDEX_DIR RUNS_DIR SOURCE RAW FOS_SOURCE RELEASE DATASETS \
 	FIRST UPDATE PARALLEL CITATIONS STRICT SIZE FIELD REPEATS SEED QUERIES EXCLUDE POOL \
-	MODEL POOLING PRECISION MODEL_PATH THREADS BM25_ENGINE BACKEND QUERY_VARIANT \
-	PAPER_IDS TRAINING_SETS METRICS MODELS METHOD MDCR MDCR_MODELS SRC OUT DATASET SPLIT \
-	REPLACE RUN DROP_UNKNOWN EXECUTOR SHARDS PARTITION GPUS_PER_TASK SLURM_TIME \
-	DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED DEMO_FIELDS DEMO_FIELD_SIZE \
+	MODEL POOLING PRECISION MODEL_PATH SIMILARITY THREADS BM25_ENGINE BACKEND \
+	QUERY_VARIANT PAPER_IDS TRAINING_SETS METRICS MODELS METHOD MDCR MDCR_MODELS SRC OUT \
+	DATASET SPLIT REPLACE RUN DROP_UNKNOWN EXECUTOR SHARDS PARTITION GPUS_PER_TASK \
+	SLURM_TIME DEMO_PAPERS DEMO_SIZES DEMO_MODELS DEMO_SEED DEMO_FIELDS DEMO_FIELD_SIZE \
 	DEMO_FIELD_QUERIES PAPER_SIZES PAPER_QUERIES PAPER_FIELD_SIZE PAPER_FIELD_QUERIES \
 	PAPER_REPEATS TEST_WORKERS

@@ -42,7 +42,15 @@ from pipeline.cli.checks import (
     xdist_workers,
 )
 from pipeline.core.errors import InputError
-from pipeline.encoding.models import HF_PREFIX, PRECISIONS, get_model, with_precision
+from pipeline.encoding.models import (
+    HF_PREFIX,
+    IMPORT_VECTORS,
+    PRECISIONS,
+    SIMILARITIES,
+    VECTORS_PREFIX,
+    get_model,
+    with_precision,
+)
 from pipeline.external.irds import dataset_id
 from pipeline.readers import SOURCES
 from pipeline.slurm import check_executor, check_partition, check_time
@@ -149,7 +157,8 @@ VARIABLES: tuple[Variable, ...] = (
       one_word=True),
     # ---- models
     V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
-      "hf:<org>/<name> (any Hugging Face encoder, with POOLING), or a fused model's name",
+      "hf:<org>/<name> (any Hugging Face encoder, with POOLING), vectors:<name> (make "
+      "import-vectors), or a fused model's name; make import-vectors: the name of the vectors",
       "models"),
     V("POOLING", "", None, "cls or mean, for MODEL=hf:<org>/<name>", "models",
       shown="mean", optional=True, one_word=True),
@@ -160,6 +169,9 @@ VARIABLES: tuple[Variable, ...] = (
     V("MODEL_PATH", "", safe_path, "a local folder with the model's save_pretrained files, "
       "for nodes without hub access", "models", optional=True, one_word=True),
     # ---- search
+    V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
+      "compares the imported vectors: cosine, ip (inner product) or l2 (recorded in their "
+      "store)", "models", one_word=True),
     V("THREADS", "2", positive, "ingest worker processes, Lucene and search threads; with "
       "EXECUTOR=slurm also each job's CPUs (--cpus-per-task)", "search"),
     V("BM25_ENGINE", "arrays", choice(BM25_ENGINES), "BM25 on arrays (Lucene's analysis and "
@@ -195,7 +207,8 @@ VARIABLES: tuple[Variable, ...] = (
       "the model-based negatives, separated by commas (the paper's: bm25,specter,scincl; "
       "make mdcr-jaccard MODELS=.. helps choose)", "mdcr"),
     V("SRC", "", safe_path, "make import-mdcr, make import-beir, make import-csfcube: the "
-      "folder of files to import (import-csfcube: the CSFCube release)", "mdcr", optional=True,
+      "folder of files to import (import-csfcube: the CSFCube release); make import-vectors: "
+      "the parquet file of the vectors (columns corpusid, vector)", "mdcr", optional=True,
       one_word=True),
     V("OUT", "", safe_path, "make export-mdcr: the folder it writes; make mdcr-scores: the "
       "scores file", "mdcr", optional=True, one_word=True),
@@ -348,6 +361,10 @@ TARGETS: tuple[Target, ...] = (
                                          "ids)",),
       needs={"CORPUS": "<the corpus of the pool>", "POOL": "<the pool the run ranks>",
              "RUN": "<the TREC run file>", "MODEL": "<a name for the run>"}),
+    T("import-vectors", "CORPUS=.. MODEL=name SRC=f.parquet", "vectors made elsewhere, "
+      "searched as MODEL=vectors:name", ("(SIMILARITY=cosine|ip|l2: how they are compared)",),
+      needs={"CORPUS": "<the corpus of the papers>", "MODEL": "<a name for the vectors>",
+             "SRC": "<the parquet file: corpusid, vector>"}),
     T("report", "", "tables and plots under runs/reports/"),
     T("verify", "", "check every artifact: corrupt, partial or stale?",
       ("(each problem with the command that repairs it)",)),
@@ -497,6 +514,15 @@ def run_without_model(args: argparse.Namespace) -> bool:
     return bool(imported_pools(_roots(args)["runs"], args.CORPUS, args.MODEL))
 
 
+def model_spec(args: argparse.Namespace) -> str:
+    """MODEL as the stages take it: with make import-vectors among the goals, MODEL is the
+    name of the vectors it imports, so the model is `vectors:<MODEL>` (the stages after it in
+    the same make then search those vectors)."""
+    if args.MODEL and IMPORT_VECTORS in (args.GOALS or "").split():
+        return VECTORS_PREFIX + args.MODEL.removeprefix(VECTORS_PREFIX)
+    return args.MODEL or ""
+
+
 def derived(args: argparse.Namespace) -> dict[str, str]:
     """The names and paths make reads from the check's line (every key of DERIVED), from the
     checked values; a variable not given yields empty values."""
@@ -512,7 +538,7 @@ def derived(args: argparse.Namespace) -> dict[str, str]:
     if args.MODEL and run_without_model(args):
         model = args.MODEL  # an imported run's name: checked by check_model_name
     elif args.MODEL:
-        spec = args.MODEL
+        spec = model_spec(args)
         if spec.startswith(HF_PREFIX):
             spec = f"{spec}@{args.POOLING or 'mean'}"
         entry = get_model(spec)

@@ -165,6 +165,7 @@ def hf_model(spec: str) -> ModelEntry:
 
 VECTORS_PREFIX, VECTORS_FILE_PREFIX = "vectors:", "vectors--"
 VECTORS_KIND = "vectors"  # a store filled by make import-vectors (pipeline/encoding/vectors.py)
+IMPORT_VECTORS = "import-vectors"  # the command that fills it (make import-vectors)
 
 
 def vectors_model(spec: str) -> ModelEntry:

@@ -27,7 +27,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.corpus.files import corpus_file
 from pipeline.encoding.embed import IMPORTED_REPAIR, add_part, current_digests, store_inputs
-from pipeline.encoding.models import SIMILARITIES, vectors_model
+from pipeline.encoding.models import IMPORT_VECTORS, SIMILARITIES, vectors_model
 from pipeline.encoding.store import id_array
 from pipeline.layout import MANIFEST, PREFILTERED, Place, store_dir
 
@@ -100,7 +100,7 @@ def import_vectors(place: Place, name: str, src: str | os.PathLike,
                              "import under another MODEL name")
         if ({k: had.get(k) for k in ("sha256", "similarity")} == {
                 "sha256": sha, "similarity": similarity} and made.get("inputs") == inputs):
-            log.info(f"[import-vectors] {store}: already imported from these bytes")
+            log.info(f"[{IMPORT_VECTORS}] {store}: already imported from these bytes")
             return {"model": entry.name, "kept": True, **had.get("counts", {})}
     ids, matrix, counts = _read_source(src)
     known, digests = current_digests(place.corpus_dir, ids, ["title", "abstract"])
@@ -119,9 +119,9 @@ def import_vectors(place: Place, name: str, src: str | os.PathLike,
             add_part(tmp, config, ids[lo:lo + PART_ROWS], matrix[lo:lo + PART_ROWS],
                      f"imported from {src}", inputs=inputs, digests=digests[lo:lo + PART_ROWS])
     if counts["unknown_ids_dropped"]:
-        log.warning(f"[import-vectors] {counts['unknown_ids_dropped']} of {counts['rows']} ids "
+        log.warning(f"[{IMPORT_VECTORS}] {counts['unknown_ids_dropped']} of {counts['rows']} ids "
                     f"of {src} are not papers of {place.corpus}: dropped")
-    log.info(f"[import-vectors] {entry.name}: {counts['imported']} vectors of {counts['dim']} "
+    log.info(f"[{IMPORT_VECTORS}] {entry.name}: {counts['imported']} vectors of {counts['dim']} "
              f"dimensions from {src} (sha256 {sha[:12]})")
     return {"model": entry.name, "kept": False, **counts}
 

@@ -62,7 +62,8 @@ def test_the_goals_that_need_a_variable():
                           ("training-ids", "OUT"), ("retire-pool", "CORPUS"),
                           ("retire-pool", "POOL"), ("import-run", "CORPUS"),
                           ("import-run", "POOL"), ("import-run", "RUN"),
-                          ("import-run", "MODEL")}
+                          ("import-run", "MODEL"), ("import-vectors", "CORPUS"),
+                          ("import-vectors", "MODEL"), ("import-vectors", "SRC")}
 
 
 @pytest.mark.parametrize("goal, missing", NEEDS)

@@ -1,4 +1,5 @@
-"""The embedding commands: the embed stage, and its SLURM job array and follow-up job."""
+"""The embedding commands: the embed stage, its SLURM job array and follow-up job, and
+import-vectors (a store filled from vectors computed elsewhere)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 from pathlib import Path
 
 from pipeline.cli.checks import (
+    choice,
     non_negative,
     positive,
 )
@@ -18,9 +20,10 @@ from pipeline.cli.registry import (
     pool_arg,
     pools_of,
     slurm_args,
+    src_arg,
     times_log,
 )
-from pipeline.encoding.models import get_model
+from pipeline.encoding.models import IMPORT_VECTORS, SIMILARITIES, get_model
 
 log = logging.getLogger(__name__)
 
@@ -103,3 +106,21 @@ def cmd_after_embed(args: argparse.Namespace) -> None:
     log.info(f"[slurm] submitted job {job_id}: runs {' '.join(args.command[:4])} ... after the "
              "embed array succeeds")
     print(job_id)
+
+
+def _import_vectors_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="the name of the vectors: searched and "
+                   "scored as MODEL=vectors:<name>")
+    p.add_argument("--similarity", default="cosine", type=choice(SIMILARITIES),
+                   help="how a search compares them: cosine, ip (inner product) or l2")
+
+
+@command(IMPORT_VECTORS, "fill the store of model vectors:<name> from vectors computed "
+         "elsewhere (parquet: corpusid, vector), every row checked (dimensions, NaN, ids "
+         "twice: refused; ids of no paper: dropped and counted); eval then searches it",
+         _import_vectors_arguments, src_arg("the parquet file of the vectors"))
+def cmd_import_vectors(args: argparse.Namespace) -> None:
+    """What was imported and dropped is logged by import_vectors (the API's call logs it too)."""
+    from pipeline.encoding.vectors import import_vectors
+
+    import_vectors(place_of(args), args.model, args.src, args.similarity)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pipeline.cli.registry import command, place_of, where_of
 from pipeline.core.errors import InputError
-from pipeline.encoding.models import HF_PREFIX, REGISTRY, fused_name, get_model
+from pipeline.encoding.models import HF_PREFIX, REGISTRY, VECTORS_PREFIX, fused_name, get_model
 from pipeline.fields import resolve_fields
 from pipeline.layout import (
     MANIFEST,
@@ -40,6 +40,7 @@ def cmd_check(args: argparse.Namespace) -> None:
         check_goals,
         derived,
         make_line,
+        model_spec,
         run_without_model,
     )
 
@@ -67,9 +68,12 @@ def cmd_check(args: argparse.Namespace) -> None:
     if imported:  # make import-run's new name, or a run imported already: no model to load
         check_goals(args)  # first: MODEL's default (minilm) is no name for an imported run
         check_model_name(args.MODEL)
-    for name in f"{'' if imported else args.MODEL or ''} {args.DEMO_MODELS or ''}".split():
+    for name in f"{'' if imported else model_spec(args)} {args.DEMO_MODELS or ''}".split():
         if name.startswith(HF_PREFIX):  # validates the id and the pooling
             get_model(f"{name}@{args.POOLING or 'mean'}")
+            continue
+        if name.startswith(VECTORS_PREFIX):  # validates the name (files: vectors--<name>)
+            get_model(name)
             continue
         entry = get_model(name)
         if entry.name != name:
