@@ -61,7 +61,7 @@ from pipeline.readers import SOURCES
 from pipeline.report.provenance import recorded_repair
 from pipeline.retrieval.bm25.lucene import index_repair
 from pipeline.retrieval.bm25.store import store_repair as analysed_repair
-from pipeline.retrieval.runs import run_repair
+from pipeline.retrieval.runs import recorded_run_repair, run_repair
 
 log = logging.getLogger(__name__)
 
@@ -136,12 +136,21 @@ def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
         "analysed": lambda: analysed_repair(path.parent),
         "index": lambda: index_repair(path.parent),
         "tuning": lambda: run_repair(path.parent.parent.name, "bm25"),
-        "run": lambda: run_repair(run_file_parts(path)[0], run_file_parts(path)[2]),
+        "run": lambda: _run_repair(path, data),
         "results": lambda: _results_repair(path, data),
         "raw": lambda: raw_repair(path.parent),
         "download": lambda: download_repair(path.parent),
     }
     return ("store" if kind == "analysed" else kind), repairs[kind]()
+
+
+def _run_repair(path: Path, data: Roots) -> Repair:
+    """A run's repair from what its manifest records (an imported run is imported again from
+    its source: recorded_run_repair); an evaluation's is scoring the run again (make eval)."""
+    corpus, pool, model, suffix = run_file_parts(path)
+    if suffix == RUN_EVALUATION or data.runs is None:
+        return run_repair(corpus, model)
+    return recorded_run_repair(data.runs, corpus, pool, model)
 
 
 def _corpus_of(path: Path, data: Roots) -> str | None:

@@ -240,3 +240,46 @@ def test_a_demo_whose_generator_record_is_damaged_is_remade_with_its_settings_na
     (raw / "manifest.json").write_bytes(b"{\"manifest_version\": 1, \"stage\": \"synt\xdf\"}")
     assert raw_repair(raw).command() == ("make corpus CORPUS=demo DEMO_PAPERS=<papers it was "
                                          "made with> DEMO_SEED=<its seed>")
+
+
+def test_a_damaged_imported_run_is_repaired_by_importing_its_source_again(root, tmp_path):
+    """An imported run (make import-run) is never searched: its damaged copy names `make
+    import-run` with the recorded source (shell-quoted: a `~` in it), not make eval; running
+    that repair makes verify clean. Its damaged evaluation names `make eval MODEL=<the run>`,
+    which scores it."""
+    import shlex
+
+    import polars as pl
+
+    import pipeline
+    from pipeline.layout import run_paths
+    from pipeline.retrieval.runs import load_run
+
+    data = pipeline.Data(root)
+    random = load_run(data.place("small"), POOL, "random")
+    source = tmp_path / "from~elsewhere" / "outside.trec"
+    source.parent.mkdir()
+    source.write_text("".join(f"{q} Q0 {d} {r} {s} x\n" for q, d, r, s in
+                              random.select("query", "doc", "rank", "score").iter_rows()))
+    pipeline.import_run(data, "small", POOL, source, "outside")
+    pipeline.evaluate(data, "small", POOL, "outside")
+    assert run_verify(root) == []
+    paths = run_paths(root / "runs", "small", POOL, "outside")
+    made = paths.trec.read_bytes()
+    paths.trec.write_bytes(made.replace(b" Q0 ", b" Q1 ", 1))  # same size, other bytes
+    problems = run_verify(root)
+    assert len(problems) == 1 and problems[0].startswith(f"CORRUPT {paths.trec}"), problems
+    words = shlex.split(problems[0].split("; repair: ", 1)[1])
+    assert words[:2] == ["make", "import-run"], words
+    assert {"CORPUS=small", "MODEL=outside", f"POOL={POOL}", f"RUN={source}"} <= set(words)
+    assert f"RUN={shlex.quote(str(source))}" in problems[0]
+    subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root", str(root / "corpora"),
+                    "--runs-root", str(root / "runs"), "import-run", "--corpus", "small",
+                    "--pool", POOL, "--run", str(source), "--model", "outside"], check=True,
+                   capture_output=True)
+    assert paths.trec.read_bytes() == made and run_verify(root) == []
+    paths.evaluation.write_text("{")  # the evaluation damaged: scored again by make eval
+    problems = run_verify(root)
+    assert len(problems) == 1 and "repair: make eval CORPUS=small MODEL=outside " in problems[
+        0], problems
+    assert pl.read_parquet(paths.parquet).height == random.height
