@@ -3,6 +3,12 @@ equal to embedded ones search the same; bad files refused in one line, unknown i
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
@@ -65,3 +71,51 @@ def test_bad_vector_files_are_refused_in_one_line(corpus_dir, tmp_path, rows, me
         pipeline.import_vectors(data, corpus_dir.name, "bad", src)
     assert "\n" not in str(caught.value)
     assert not (tmp_path / "i").exists()  # nothing written
+
+
+@pytest.mark.slow
+def test_make_import_vectors_then_eval_search_and_report(raw_corpus, corpus_dir, tmp_path):
+    """Through real make: import-vectors fills the store from a parquet file (an id of no
+    paper dropped and counted); eval MODEL=vectors:<name> searches every pool by the recorded
+    similarity (each query's first hit: the nearest candidate by inner product) and scores it;
+    a second import of the same bytes keeps the store; the report shows the model."""
+    root = tmp_path / "data"
+    shutil.copytree(corpus_dir, root / "corpora" / "small")
+    shutil.copytree(raw_corpus, root / "corpora" / "small" / "s2orc")
+    (tmp_path / "installed").touch()
+    ids = pl.read_parquet(corpus_dir / "prefiltered.parquet")["corpusid"].to_numpy()
+    vectors = np.random.default_rng(0).standard_normal((len(ids), 8))
+    src = tmp_path / "outside.parquet"
+    pl.DataFrame({"corpusid": np.r_[ids, -5], "vector": [*vectors.tolist(), [1.0] * 8]}
+                 ).write_parquet(src)
+
+    def make(*args: str) -> str:
+        done = subprocess.run(
+            ["make", "--no-print-directory", f"DATA={root}", "CORPUS=small", "THREADS=1",
+             f"PY={sys.executable}", f"STAMP={tmp_path / 'installed'}", *args],
+            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+            timeout=600, env={**os.environ, "MAKEFLAGS": ""})
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout + done.stderr
+
+    out = make("import-vectors", "MODEL=outside", f"SRC={src}", "SIMILARITY=ip")
+    assert f"{len(ids)} vectors of 8 dimensions" in out and f"1 of {len(ids) + 1} ids" in out
+    out = make("eval", "MODEL=vectors:outside")
+    pools = sorted(p.parent.name for p in (root / "runs" / "small").glob(
+        "*/vectors--outside.eval.json"))
+    assert pools == sorted(pool_of(size) for size in POOL_SIZES), out
+    pool = pools[0]
+    run = pl.read_parquet(run_paths(root / "runs", "small", pool, "vectors--outside").parquet)
+    candidates = pl.read_parquet(corpus_dir / "pools" / pool / "candidates.parquet")["corpusid"]
+    row = {int(i): n for n, i in enumerate(ids)}
+    docs = vectors[[row[c] for c in candidates.to_list()]]
+    for query in run["query"].unique().sort().to_list()[:5]:
+        scores = docs @ vectors[row[query]]
+        scores[candidates.to_numpy() == query] = -np.inf
+        first = run.filter(pl.col("query") == query).sort("rank")["doc"][0]
+        assert first == candidates[int(np.argmax(scores))]
+    assert "already imported" in make("import-vectors", "MODEL=outside", f"SRC={src}",
+                                      "SIMILARITY=ip")
+    make("report", "SEED=1")  # the fixture pools' seed
+    tables = "".join(p.read_text() for p in (root / "runs" / "reports").rglob("*.md"))
+    assert "vectors--outside" in tables
