@@ -175,12 +175,13 @@ def vectors_model(spec: str) -> ModelEntry:
     name = spec.removeprefix(VECTORS_PREFIX).removeprefix(VECTORS_FILE_PREFIX)
     if not _VECTORS_NAME.fullmatch(name):
         raise InputError(f"MODEL {spec!r}: name imported vectors with letters, digits, '.', "
-                         "'_', '-' (vectors:<name>)")
+                         "'_' and single '-' between them (vectors:<name>)")
     return ModelEntry(VECTORS_FILE_PREFIX + name, VECTORS_KIND,
                       notes="vectors imported by make import-vectors; similarity: its store's")
 
 
-_VECTORS_NAME = re.compile(r"[A-Za-z0-9][\w.-]{0,80}")
+# up to 81 characters; '-' never doubled nor last, so a fused name splits back (fusion_parts)
+_VECTORS_NAME = re.compile(r"(?=.{1,81}$)[A-Za-z0-9][\w.]*(?:-[\w.]+)*")
 FUSION_PREFIX = "fuse--"
 # ranx's fusion methods: those whose parameters its optimize_fusion tunes, the rank-based ones
 # (no score normalisation), and the score combinations
@@ -202,17 +203,20 @@ def fused_name(method: str, models: list[str]) -> str:
     return FUSION_PREFIX + "--".join([method, *(get_model(m).name for m in models)])
 
 
+# The model names made of several `--` parts: their first part, and how many parts they have
+MULTIPART_NAMES = {"hf": 4,  # hf--org--name--pooling
+                   VECTORS_FILE_PREFIX.removesuffix("--"): 2}  # vectors--name
+
+
 def fusion_parts(name: str) -> tuple[str, list[str]]:
-    """`fuse--rrf--bm25--minilm` -> ("rrf", ["bm25", "minilm"]); hf-- models inside keep their
-    own `--`, so parts are split where a registered or hf-- name starts."""
+    """`fuse--rrf--bm25--minilm` -> ("rrf", ["bm25", "minilm"]); hf-- and vectors-- models
+    inside keep their own `--`, so parts are split where a model's name starts."""
     method, _, rest = name[len(FUSION_PREFIX):].partition("--")
     parts, models = rest.split("--"), []
     while parts:
-        if parts[0] == "hf" and len(parts) >= 4:  # hf--org--name--pooling
-            models.append("--".join(parts[:4]))
-            parts = parts[4:]
-        else:
-            models.append(parts.pop(0))
+        size = MULTIPART_NAMES.get(parts[0], 1)
+        models.append("--".join(parts[:size]))
+        parts = parts[size:]
     fused_name(method, models)  # checks
     return method, models
 

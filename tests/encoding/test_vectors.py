@@ -78,7 +78,8 @@ def test_make_import_vectors_then_eval_search_and_report(raw_corpus, corpus_dir,
     """Through real make: import-vectors fills the store from a parquet file (an id of no
     paper dropped and counted); eval MODEL=vectors:<name> searches every pool by the recorded
     similarity (each query's first hit: the nearest candidate by inner product) and scores it;
-    a second import of the same bytes keeps the store; the report shows the model."""
+    a second import of the same bytes keeps the store; fuse takes it (MODELS=bm25,vectors:..);
+    the report shows both."""
     root = tmp_path / "data"
     shutil.copytree(corpus_dir, root / "corpora" / "small")
     shutil.copytree(raw_corpus, root / "corpora" / "small" / "s2orc")
@@ -116,6 +117,10 @@ def test_make_import_vectors_then_eval_search_and_report(raw_corpus, corpus_dir,
         assert first == candidates[int(np.argmax(scores))]
     assert "already imported" in make("import-vectors", "MODEL=outside", f"SRC={src}",
                                       "SIMILARITY=ip")
+    make("eval", "MODEL=bm25")
+    make("fuse", "MODELS=bm25,vectors:outside", "METHOD=sum")  # its name splits back
+    fused = "fuse--sum--bm25--vectors--outside"
+    assert run_paths(root / "runs", "small", pool, fused).parquet.exists()
     make("report", "SEED=1")  # the fixture pools' seed
     tables = "".join(p.read_text() for p in (root / "runs" / "reports").rglob("*.md"))
-    assert "vectors--outside" in tables
+    assert "vectors--outside" in tables and fused in tables

@@ -36,6 +36,14 @@ def test_names():
     assert fused_name("rrf", ["bm25", "minilm"]) == "fuse--rrf--bm25--minilm"
     assert fusion_parts("fuse--wsum--bm25--hf--org--enc--cls") == ("wsum",
                                                                    ["bm25", "hf--org--enc--cls"])
+    # imported vectors' files keep their own `--` too (make fuse MODELS=bm25,vectors:x)
+    name = fused_name("rrf", ["vectors:x-1.b", "bm25", "hf:org/enc@mean", "vectors:y"])
+    assert name == "fuse--rrf--vectors--x-1.b--bm25--hf--org--enc--mean--vectors--y"
+    assert fusion_parts(name) == ("rrf", ["vectors--x-1.b", "bm25", "hf--org--enc--mean",
+                                          "vectors--y"])
+    assert get_model(name).name == name
+    with pytest.raises(InputError, match="single '-'"):  # would not split back
+        get_model("vectors:x--bm25")
     assert get_model("fuse--rrf--bm25--random").kind == "fusion"
     for method, models in (("nope", ["bm25", "random"]), ("rrf", ["bm25"]),
                            ("rrf", ["bm25", "bm25"]), ("rrf", ["bm25", "nomodel"])):
