@@ -39,6 +39,7 @@ from pipeline.encoding.store import (
     DIGEST,
     DTYPES,
     id_array,
+    imported_repair,
     load_vectors,
     not_stored,
     part_digests,
@@ -221,9 +222,8 @@ def store_inputs(place: Place) -> dict[str, str]:
     return record(place.roots, [corpus_file(place.corpus_dir, PREFILTERED)])
 
 
-# An imported store (pipeline/encoding/vectors.py) is made again by importing, never embedding
-IMPORTED_REPAIR = Repair("", note="import the vectors again with pipeline.import_vectors, from "
-                         "a file computed on the corpus's current texts")
+# What a stale imported store (pipeline/encoding/vectors.py) needs: importing, never embedding
+STALE_IMPORT = "from a file computed on the corpus's current texts"
 
 
 def check_current(place: Place, store: Path, entry: ModelEntry) -> None:
@@ -236,7 +236,7 @@ def check_current(place: Place, store: Path, entry: ModelEntry) -> None:
         return
     made = read_json(path, store_repair(store))
     imported = made.get("config", {}).get("imported")
-    repair = store_repair(store) if imported is None else IMPORTED_REPAIR
+    repair = store_repair(store) if imported is None else imported_repair(store, STALE_IMPORT)
     if made.get("inputs") != store_inputs(place):
         raise InputError(f"{store} holds vectors not checked against the current "
                          f"{PREFILTERED} of {place.corpus} (made from another, or before "

@@ -5,6 +5,7 @@ multi-vector models (a `sentence` column, 0 = the title)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,8 @@ import pyarrow.ipc as ipc
 from pipeline.core.checksums import file_problem
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
-from pipeline.core.repair import Repair
+from pipeline.core.repair import Placeholder, Repair
+from pipeline.encoding.models import IMPORT_VECTORS, VECTORS_FILE_PREFIX
 from pipeline.layout import MANIFEST, STORE_PART, store_parts_glob
 from pipeline.vocabulary import id_key
 
@@ -58,8 +60,22 @@ def part_digests(store: Path, part: dict) -> tuple[np.ndarray, np.ndarray | None
 
 def store_repair(store: Path) -> Repair:
     """The command that re-embeds what a store lacks or lost (`<index root>/<corpus>/
-    embeddings/<model>`)."""
+    embeddings/<model>`); for vectors imported from elsewhere, the import (imported_repair)."""
+    if store.name.startswith(VECTORS_FILE_PREFIX):
+        return imported_repair(store)
     return Repair("embed", store.parent.parent.name, store.name)
+
+
+def imported_repair(store: Path, note: str = "") -> Repair:
+    """make import-vectors with the source file and similarity the store's manifest records
+    (a placeholder for a manifest that cannot say): imported vectors are never re-embedded."""
+    try:
+        imported = json.loads((store / MANIFEST).read_text())["config"]["imported"]
+        given = [("SRC", str(imported["source"])), ("SIMILARITY", str(imported["similarity"]))]
+    except (OSError, ValueError, KeyError, TypeError):
+        given = [("SRC", Placeholder("the parquet file of the vectors"))]
+    return Repair(IMPORT_VECTORS, store.parent.parent.name,
+                  store.name.removeprefix(VECTORS_FILE_PREFIX), tuple(given), note)
 
 
 def store_parts(store: Path, repair: Repair | None = None) -> list[dict]:

@@ -25,14 +25,29 @@ from pipeline.core.atomic import atomic_dir
 from pipeline.core.checksums import file_sha256
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
+from pipeline.core.repair import Repair
 from pipeline.corpus.files import corpus_file
-from pipeline.encoding.embed import IMPORTED_REPAIR, add_part, current_digests, store_inputs
+from pipeline.encoding.embed import add_part, current_digests, store_inputs
 from pipeline.encoding.models import IMPORT_VECTORS, SIMILARITIES, vectors_model
-from pipeline.encoding.store import id_array
+from pipeline.encoding.store import id_array, store_parts
 from pipeline.layout import MANIFEST, PREFILTERED, Place, store_dir
 
 log = logging.getLogger(__name__)
 PART_ROWS = 65536  # rows per store part
+
+
+# A store whose manifest cannot be read cannot say that import-vectors made it
+DAMAGED_MANIFEST = Repair("", note="move the store's folder aside, then import the vectors again")
+
+
+def _intact(store: Path) -> bool:
+    """Whether every part of the store is as its manifest records (a damaged one is imported
+    again: its repair, imported_repair, is this import)."""
+    try:
+        store_parts(store)
+    except InputError:
+        return False
+    return True
 
 
 def _read_source(src: Path) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
@@ -93,13 +108,14 @@ def import_vectors(place: Place, name: str, src: str | os.PathLike,
     sha, inputs = file_sha256(src), store_inputs(place)
     imported = {"source": str(src), "sha256": sha, "similarity": similarity}
     if (store / MANIFEST).exists():
-        made = read_json(store / MANIFEST, IMPORTED_REPAIR)
+        made = read_json(store / MANIFEST, DAMAGED_MANIFEST)
         had = made.get("config", {}).get("imported")
         if had is None:
             raise InputError(f"{store} holds vectors that import-vectors did not write: "
                              "import under another MODEL name")
         if ({k: had.get(k) for k in ("sha256", "similarity")} == {
-                "sha256": sha, "similarity": similarity} and made.get("inputs") == inputs):
+                "sha256": sha, "similarity": similarity} and made.get("inputs") == inputs
+                and _intact(store)):
             log.info(f"[{IMPORT_VECTORS}] {store}: already imported from these bytes")
             return {"model": entry.name, "kept": True, **had.get("counts", {})}
     ids, matrix, counts = _read_source(src)

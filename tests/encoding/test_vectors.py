@@ -124,3 +124,22 @@ def test_make_import_vectors_then_eval_search_and_report(raw_corpus, corpus_dir,
     make("report", "SEED=1")  # the fixture pools' seed
     tables = "".join(p.read_text() for p in (root / "runs" / "reports").rglob("*.md"))
     assert "vectors--outside" in tables and fused in tables
+
+
+def test_a_damaged_imported_store_names_the_import_as_its_repair(corpus_dir, embedded):
+    """Never make embed (imported vectors have no model to embed with): make import-vectors
+    with the source and similarity the store records; running it makes the store whole."""
+    data, src, _, _ = embedded
+    name = pipeline.import_vectors(data, corpus_dir.name, "damaged", src, similarity="ip")
+    part = sorted(store_dir(data.indexes, corpus_dir.name, name).glob("part-*"))[0]
+    with part.open("r+b") as handle:
+        handle.seek(100)
+        handle.write(b"\0\0\0\0")
+    os.utime(part, ns=(1, 1))
+    with pytest.raises(InputError) as refused:
+        pipeline.search(data, corpus_dir.name, POOL, "vectors:damaged", k=10, threads=1)
+    assert str(refused.value.repair) == (f"make import-vectors CORPUS={corpus_dir.name} "
+                                         f"MODEL=damaged SRC={src} SIMILARITY=ip")
+    pipeline.import_vectors(data, corpus_dir.name, "damaged", src, similarity="ip")
+    assert pipeline.search(data, corpus_dir.name, POOL, "vectors:damaged", k=10,
+                           threads=1) == name
