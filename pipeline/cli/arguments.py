@@ -261,8 +261,8 @@ ARGUMENTS: dict[str, Argument] = {
 OVERRIDES: dict[tuple[str, str], Argument] = {
     ("evaluate", "model"): A("models", check=_scored),
     ("import_run", "model"): A("str", check=lambda text: _imported_name(text)),
-    ("compare", "runs"): A("named_runs"),
     ("import_vectors", "model"): A("str", check=lambda text: _vectors_name(text)),
+    ("compare", "runs"): A("named_runs"),
 }
 del A
 # The keywords a function takes through **keywords (the rest are refused): build_pool's
