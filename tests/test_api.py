@@ -26,7 +26,7 @@ HEAVY = ("torch", "numba", "jnius", "faiss", "transformers", "polars", "numpy", 
          "matplotlib", "ranx")
 NAMES = {"score", "compare", "Comparison",
          "Data", "Report", "build_corpus", "build_pool", "build_report", "evaluate", "search",
-         "verify_data", "Encoder", "import_vectors"}
+         "verify_data", "Encoder", "import_vectors", "import_run", "import_collection"}
 
 
 def _imported(code: str) -> set[str]:

@@ -114,8 +114,9 @@ def _readme_example() -> str:
 
 @pytest.mark.slow
 def test_readme_python_example_runs(tmp_path: Path):
-    """The README's Python example, as written, in a fresh folder: it exits 0 and scores both
-    models, BM25 well above the random floor."""
+    """The README's Python example, as written, in a fresh folder: it exits 0 and scores the
+    three models (BM25 well above the random floor, the imported run no better than the BM25
+    run it was cut from), compares two of them, and the report shows the imported one."""
     script = tmp_path / "example.py"
     script.write_text(_readme_example())
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -124,5 +125,9 @@ def test_readme_python_example_runs(tmp_path: Path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     maps = dict(re.findall(r"^(\w+) \{'map': ([0-9.]+)", done.stdout, flags=re.M))
-    assert set(maps) == {"bm25", "random"}, done.stdout
+    assert set(maps) == {"bm25", "random", "theirs"}, done.stdout
     assert float(maps["bm25"]) > float(maps["random"]) + 0.1, done.stdout
+    # the imported run (BM25's top 100) ranks as BM25 does, so its MAP is at most BM25's
+    assert 0 < float(maps["theirs"]) <= float(maps["bm25"]), done.stdout
+    assert re.search(r"^\| theirs \| [0-9.]+†? \|", done.stdout, flags=re.M), done.stdout
+    assert "theirs" in (tmp_path / "data" / "runs" / "reports" / "tiny.md").read_text()

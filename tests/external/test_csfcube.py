@@ -386,7 +386,7 @@ def test_multi_vector_store_and_facet_search_with_string_ids(tmp_path):
     here by brute force; a query none of whose sentences is stored keeps its whole paper."""
     from types import SimpleNamespace
 
-    from pipeline.encoding.embed import _add_part, _store_config
+    from pipeline.encoding.embed import _store_config, add_part
     from pipeline.encoding.models import ModelEntry
     from pipeline.encoding.multivector import SentenceEncoder, SentenceVectors
     from pipeline.retrieval.dense.retriever import maxsim_hits
@@ -400,8 +400,8 @@ def test_multi_vector_store_and_facet_search_with_string_ids(tmp_path):
     paper = np.repeat(np.arange(len(papers)), [len(v) for v in papers])
     encoder = SimpleNamespace(max_length=128, dim=4,
                               config_for=SentenceEncoder.config_for)
-    _add_part(store, _store_config(entry, encoder, "float32"),
-              ids, SentenceVectors(paper, sentence, np.concatenate(papers), 0), "cpu")
+    add_part(store, _store_config(entry, encoder, "float32"),
+             ids, SentenceVectors(paper, sentence, np.concatenate(papers), 0), "cpu")
     from pipeline.encoding.store import stored_ids
 
     assert stored_ids(store).tolist() == sorted(ids)  # strings, not numbers: "10" < "9"
