@@ -179,3 +179,12 @@ def test_other_metrics_never_change_the_saved_evaluation(data, corpus_dir):
     assert snapshot(data.indexes, data.runs) == before
     assert pipeline.build_report(data, corpus, POOL_SEED).tables["dataset"].header == report
     assert "P@10" not in " ".join(report)
+
+
+def test_a_value_of_the_right_type_is_not_told_it_is_of_another(tmp_path):
+    """A dict of one run given to compare is a dict: the line says what it must hold, not
+    "not a dict"."""
+    with pytest.raises(InputError) as refused:
+        pipeline.compare({"a": tmp_path / "a.trec"}, tmp_path / "qrels", "map")
+    assert "give a dict of two or more runs" in refused.value.message
+    assert "not a dict" not in refused.value.message

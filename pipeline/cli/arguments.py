@@ -299,8 +299,10 @@ def check_value(function: str, name: str, value: object) -> None:
         return
     test, what = KINDS[rule.kind]
     if not test(value):
+        kind = type(value).__name__  # not said when it is the right type of the wrong content
         raise InputError(f"{function}: {name}={value!r}: give {what}"
-                         + (f", not {_a(type(value).__name__)}" if value is not None else ""))
+                         + (f", not {_a(kind)}" if value is not None and kind not in what
+                            else ""))
     if rule.kind == "path" and str(value) == "":
         raise InputError(f"{function}: {name}='': an empty path: give a file or folder")
     check = rule.value_check
