@@ -4,8 +4,10 @@ that gives what they give."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +18,7 @@ import pytest
 import pipeline
 from pipeline.core.errors import InputError
 from pipeline.evaluation.evaluate import eval_run
-from pipeline.layout import Place, reports_dir
+from pipeline.layout import Place, reports_dir, run_paths
 from pipeline.pools.build import PoolSpec
 from pipeline.report.build import report
 from tests.conftest import N_QUERIES, POOL_SEED, POOL_SIZES, copy_corpus, pool_of
@@ -68,13 +70,19 @@ def test_data_is_light_too():
 def test_the_public_names():
     assert set(pipeline.__all__) == NAMES
     assert set(dir(pipeline)) >= NAMES
+    # each name is the object of that name its module defines (functions behind their
+    # argument check), never a submodule or another module's namesake
     for name in NAMES:
-        assert getattr(pipeline, name) is not None
+        value = inspect.unwrap(getattr(pipeline, name))
+        assert value.__name__ == name and value.__module__.startswith("pipeline."), name
+        assert getattr(importlib.import_module(value.__module__), name) is value, name
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         pipeline.nothing  # noqa: B018
     importlib.import_module("pipeline.report.build")  # the submodules do not hide the
     importlib.import_module("pipeline.verify")  # API's names
-    assert callable(pipeline.build_report) and callable(pipeline.verify_data)
+    assert inspect.unwrap(pipeline.build_report) is pipeline.api.build_report
+    assert inspect.unwrap(pipeline.verify_data) is pipeline.api.verify_data
+    assert "deep" in inspect.signature(pipeline.verify_data).parameters
 
 
 def test_data_roots(tmp_path):
@@ -113,6 +121,28 @@ def test_pools(api_data, corpus_dir):
     assert set(api_data.pools(corpus_dir.name)) >= {pool_of(s) for s in POOL_SIZES}
 
 
+def average_precisions(trec: Path, qrels: Path) -> dict[int, float]:
+    """Each query's average precision, computed here from the run's TREC text and the pool's
+    qrels (a reference apart from the pipeline's scorers)."""
+    relevant: dict[int, set[int]] = {}
+    for query, doc, rel in pl.read_parquet(qrels).iter_rows():
+        if rel > 0:
+            relevant.setdefault(query, set()).add(doc)
+    ranked: dict[int, list[tuple[int, int]]] = {}
+    for line in trec.read_text().splitlines():
+        query, _, doc, rank, *_ = line.split()
+        ranked.setdefault(int(query), []).append((int(rank), int(doc)))
+    precisions = {}
+    for query, docs in relevant.items():
+        found, total = 0, 0.0
+        for i, (_, doc) in enumerate(sorted(ranked.get(query, [])), start=1):
+            if doc in docs:
+                found += 1
+                total += found / i
+        precisions[query] = total / len(docs)
+    return precisions
+
+
 def test_evaluate_gives_what_eval_gives(api_data, corpus_dir):
     pool = pool_of(POOL_SIZES[0])
     means = pipeline.evaluate(api_data, corpus_dir.name, pool, ["bm25", "random"], means=True)
@@ -122,8 +152,16 @@ def test_evaluate_gives_what_eval_gives(api_data, corpus_dir):
     assert means.row(0, named=True) == {"model": "bm25", **info["means"]}
     values = pipeline.evaluate(api_data, corpus_dir.name, pool, "bm25")
     assert values.columns[:3] == ["model", "query", "negatives"]
-    mean = values.filter(pl.col("negatives") == "all")["map"].mean()
-    assert mean == pytest.approx(info["means"]["map"])
+    # each query's MAP is the average precision of the run's ranking, computed here
+    ours = values.filter(pl.col("negatives") == "all").select("query", "map")
+    paths = run_paths(api_data.runs, corpus_dir.name, pool, "bm25")
+    want = average_precisions(paths.trec, corpus_dir / "pools" / pool / "qrels.parquet")
+    assert sorted(int(q) for q in ours["query"]) == sorted(want)
+    for query, value in ours.iter_rows():
+        assert value == pytest.approx(want[int(query)], abs=1e-4), query
+    assert means.row(0, named=True)["map"] == pytest.approx(
+        sum(want.values()) / len(want), abs=1e-4)
+    assert means.row(0, named=True)["map"] > means.row(1, named=True)["map"]
     one = pipeline.evaluate(api_data, corpus_dir.name, pool, "bm25", metrics=["map"],
                             means=True)
     assert one.columns == ["model", "map"]
@@ -156,10 +194,18 @@ def test_report_saves_what_make_report_writes(api_data, corpus_dir, tmp_path):
         pipeline.build_report(api_data, corpus_dir.name, POOL_SEED + 5, collect=False)
 
 
-def test_verify_data(api_data, corpus_dir):
-    lines = pipeline.verify_data(api_data, deep=False)
-    assert isinstance(lines, list)
-    assert not [line for line in lines if f"/{corpus_dir.name}/" in line and "CORRUPT" in line]
+def test_verify_data(api_data, corpus_dir, tmp_path):
+    """Healthy runs give no line; a run file of another size than its manifest says gives one
+    CORRUPT line naming it (on a copy of the runs folder)."""
+    runs = tmp_path / "runs"
+    shutil.copytree(api_data.runs, runs)
+    data = pipeline.Data(corpora=api_data.corpora, indexes=api_data.indexes, runs=runs)
+    assert not [line for line in pipeline.verify_data(data, deep=False)
+                if f"/{corpus_dir.name}/" in line]
+    damaged = run_paths(runs, corpus_dir.name, pool_of(POOL_SIZES[0]), "bm25").trec
+    damaged.write_text(damaged.read_text() + "1 Q0 2 3 0.5 bm25\n")
+    lines = pipeline.verify_data(data, deep=False)
+    assert [line for line in lines if str(damaged) in line and "CORRUPT" in line], lines
 
 
 def test_build_pool_takes_a_spec_or_its_fields(corpus_dir, tmp_path):
@@ -181,7 +227,10 @@ def test_build_corpus_from_synthetic_shards(tmp_path):
     assert corpus == data.corpus("mini")
     assert (corpus / "prefiltered.parquet").is_file()
     assert (corpus / "s2orc").is_dir()  # the raw shards, where make synth writes them
+    made = {p: p.stat().st_mtime_ns for p in sorted(corpus.rglob("*")) if p.is_file()}
     assert pipeline.build_corpus(data, "mini", synthetic=1500, shards=1, seed=3) == corpus
+    # current outputs are kept, not made again
+    assert {p: p.stat().st_mtime_ns for p in sorted(corpus.rglob("*")) if p.is_file()} == made
 
 
 BAD_NAMES = ("", "../corpora/x", "a/b", "..", ".hidden", "x\n")
