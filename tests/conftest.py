@@ -207,20 +207,30 @@ def check_sees_text(tokenizer, texts: list[str], vocab: dict[str, int] | None = 
     if share > most_unknown:
         raise AssertionError(f"the fixture tokenizer maps {share:.0%} of the corpus tokens to "
                              f"{tokenizer.unk_token}: it does not know the corpus words")
+    if unknown_share(tokenizer, list(UNUSUAL_PAPER)):
+        raise AssertionError(f"the fixture tokenizer maps characters of {UNUSUAL_PAPER} to "
+                             f"{tokenizer.unk_token}")
+
+
+# a paper of unusual characters (Greek, math, accents, curly quotes, a dash): the tiny
+# tokenizers are trained on it too, so the encoder tests see these characters, not [UNK]
+UNUSUAL_PAPER = ("Résumé of β-catenin signalling ≥ 0.05 μm",
+                 "Naïve Bayes (e.g. ∑ᵢ xᵢ²) vs. Müller's “Ω-test”; p < 0.001 — see Fig. 2.")
 
 
 def corpus_wordpiece(corpus_dir: Path, special_tokens: list[str]):
     """A lowercasing WordPiece tokenizer (the `tokenizers` library's BERT recipe, as BERT's
-    and MPNet's tokenizers are) trained on the corpus's titles and abstracts, its special
-    tokens first, and a sample of those texts to check it on (check_sees_text)."""
+    and MPNet's tokenizers are) trained on the corpus's titles and abstracts and on
+    UNUSUAL_PAPER, its special tokens first, and a sample of those texts to check it on
+    (check_sees_text)."""
     import polars as pl
     from tokenizers import BertWordPieceTokenizer
 
     papers = pl.read_parquet(corpus_dir / "prefiltered.parquet")
     texts = [f"{t} {a}" for t, a in zip(papers["title"], papers["abstract"], strict=True)]
     trainer = BertWordPieceTokenizer(lowercase=True)
-    trainer.train_from_iterator(texts, vocab_size=2000, min_frequency=1,
-                                special_tokens=special_tokens)
+    trainer.train_from_iterator([*texts, " ".join(UNUSUAL_PAPER)], vocab_size=2000,
+                                min_frequency=1, special_tokens=special_tokens)
     return trainer, texts[:500]
 
 

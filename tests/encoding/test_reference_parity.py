@@ -33,7 +33,7 @@ import torch
 from pipeline.core.locks import file_lock
 from pipeline.encoding.encoders import Encoder, model_source
 from pipeline.encoding.models import REGISTRY, get_model
-from tests.conftest import side_packages, unknown_share
+from tests.conftest import UNUSUAL_PAPER, side_packages, unknown_share
 
 pytestmark = pytest.mark.slow  # encodes with a model
 
@@ -69,18 +69,19 @@ def papers(corpus_dir) -> list[tuple[str, str]]:
     ordinary = list(zip(rows["title"], rows["abstract"], strict=True))
     long_abstract = " ".join(a for _, a in ordinary) * 6
     return [*ordinary, (ordinary[0][0], long_abstract), (ordinary[1][0], ""),
-            ("", ordinary[2][1]),
-            ("Résumé of β-catenin signalling ≥ 0.05 μm", "Naïve Bayes (e.g. ∑ᵢ xᵢ²) vs. "
-             "Müller's “Ω-test”; p < 0.001 — see Fig. 2.")]
+            ("", ordinary[2][1]), UNUSUAL_PAPER]
 
 
 @pytest.mark.parametrize("architecture", sorted(set(ARCHITECTURE.values())))
 def test_the_papers_carry_the_signal(request, architecture, papers):
-    """The tokenizer knows the ordinary papers' words, and the long one is cut by truncation."""
+    """The tokenizer knows the ordinary papers' words and every character of the unusual
+    one, and the long one is cut by truncation."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(request.getfixturevalue(f"tiny_{architecture}"))
     assert unknown_share(tokenizer, [f"{t} {a}" for t, a in papers[:4]]) < 0.02
+    assert papers[7] == UNUSUAL_PAPER
+    assert unknown_share(tokenizer, list(UNUSUAL_PAPER)) == 0
     assert len(tokenizer(papers[4][1])["input_ids"]) > 1000
 
 
