@@ -1,5 +1,5 @@
 """Evaluation speed: the pipeline's metrics (ranx's kernels fed from columns,
-pipeline/evaluation/metrics.py)
+pipeline/metrics.py)
 side by side with pytrec_eval in one run (issue 8).
 
 A run of 3,800 queries x 500 documents (scores with ties) and qrels of about 29 relevant
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine import machine  # noqa: E402
-from pipeline.evaluation.metrics import per_query  # noqa: E402
+from pipeline.metrics import per_query  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results"
 METRICS = ["map", "ndcg", "recall@30", "recall@5", "ndcg@10"]
@@ -48,7 +48,7 @@ TREC = {"map": "map", "ndcg": "ndcg", "recall@30": "recall.30", "recall@5": "rec
 OURS = """
 import sys, polars as pl
 sys.path.insert(0, {root!r})
-from pipeline.evaluation.metrics import per_query
+from pipeline.metrics import per_query
 run, qrels = pl.read_parquet({run!r}), pl.read_parquet({qrels!r})
 values, _ = per_query(run, qrels, qrels["query"].unique(), {metrics!r})
 values.write_parquet({out!r})

@@ -41,7 +41,7 @@ METRIC_SETS: dict[str, tuple[str, ...]] = {
 DEFAULT_METRICS = METRIC_SETS["large-scale"]
 _KNOWN = ("map", "ndcg", "recall", "precision", "mrr", "r-precision", "hit_rate", "hits",
           "ndcg_burges", "f1", "bpref")
-# CSFCube's metrics (pipeline/evaluation/metrics.py; not ranx's): `ndcg%<p>`, NDCG cut at p%
+# CSFCube's metrics (pipeline/metrics.py; not ranx's): `ndcg%<p>`, NDCG cut at p%
 # of the query's ranked list, its ideal from the ranked list's grades (the official NDCG%20);
 # `ndcg_judged%<p>`, the same with the ideal over every judged candidate (trec_eval's way);
 # `map_ranked[-l<n>]`, AP over the relevant candidates the run ranked (the official MAP).
@@ -51,7 +51,7 @@ RANKED_MAP = "map_ranked"
 
 def metric_percent(name: str) -> int | None:
     """p for `ndcg%<p>` and `ndcg_judged%<p>` (NDCG cut at p% of each query's list,
-    pipeline/evaluation/metrics.py), None for other metrics."""
+    pipeline/metrics.py), None for other metrics."""
     match = _PERCENT.match(name)
     return int(match.group(1)) if match else None
 

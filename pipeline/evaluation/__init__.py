@@ -1,2 +1,2 @@
-"""Scoring runs: the metric kernels (trec_eval's definitions), per-run evaluation, the results
-table gathered over every corpus, and significance tests."""
+"""Scoring runs: per-run evaluation with the metric kernels of pipeline.metrics (trec_eval's
+definitions), the results table gathered over every corpus, and significance tests."""

@@ -1,5 +1,5 @@
 """Score runs (docs/evaluation.md): MAP, NDCG and R@30 over the top-500 list by default, per query,
-with ranx's kernels (`pipeline/evaluation/metrics.py`); any metric set or list (METRICS).
+with ranx's kernels (`pipeline/metrics.py`); any metric set or list (METRICS).
 
 ranx does not break score ties; trec_eval orders ties by docid descending. Runs are written in
 trec_eval's order (pipeline.retrieval.runs.finalize_run), and ranx is given -rank as the score, so
@@ -128,7 +128,7 @@ def score_run(place: Place, pool: str, model: str, metrics: Sequence[str] = DEFA
     """A saved run scored on its pool, nothing written: (the values per query and candidate
     set, as `<model>.metrics.parquet` holds them; what `<model>.eval.json` records of them:
     means, means_by_negatives, counts, folds, inputs)."""
-    from pipeline.evaluation.metrics import per_query  # numba: loaded only to score
+    from pipeline.metrics import per_query  # numba: loaded only to score
 
     paths = run_paths(place.runs_root, place.corpus, pool, model)
     run = load_run(place, pool, model)
@@ -195,7 +195,7 @@ def per_negative_type(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series
     types the official evaluator reads (OFFICIAL_TYPES; MDCR Table 3), and each negative type
     alone with the positives (MDCR Table 4). Empty for other pools. The run's order is kept:
     dropping the other candidates only closes the gaps between ranks."""
-    from pipeline.evaluation.metrics import per_query  # numba: loaded only to score
+    from pipeline.metrics import per_query  # numba: loaded only to score
 
     columns = {"query": run["query"].dtype, "negatives": pl.String,
                **{m: pl.Float64 for m in metrics}}

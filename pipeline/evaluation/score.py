@@ -1,6 +1,6 @@
 """Scoring that writes nothing (`pipeline.score`, docs/api.md): any run against any qrels, as
 ranx's `evaluate` and ir_measures' `calc_aggregate` do, with the kernels `make eval` uses
-(pipeline/evaluation/metrics.py) and the same counting rule.
+(pipeline/metrics.py) and the same counting rule.
 
 A run is a TREC run file (`query Q0 doc rank score tag`), a polars or pandas DataFrame with
 columns query, doc, score, or a ranx `Run`, read as `make import-run` reads it
@@ -183,7 +183,7 @@ def query_values(run: pl.DataFrame, qrels: pl.DataFrame, metrics: Sequence[str],
     """One row per evaluated query (column `query`, sorted as strings), one column per metric:
     `run` as `as_run` gives it scored against `qrels` as `as_qrels` gives it, by the counting
     rule of the module doc (what is left out is logged)."""
-    from pipeline.evaluation.metrics import per_query  # numba: loaded only to score
+    from pipeline.metrics import per_query  # numba: loaded only to score
 
     queries = qrels["query"].unique().sort()
     judged = run.filter(pl.col("query").is_in(queries.implode()))

@@ -33,7 +33,7 @@ and result lists, grade 3), and the authors' published rankings (the SPECTER poo
 evaluation script) leave it out; so does the import, counting it (`query_itself_left_out`, per
 facet and grade, in the manifests) and logging it. The pools are scored with the `csfcube`
 metric set (the official NDCG%20 and MAP with grades >= 2 relevant, normalised over the ranked
-list; pipeline/evaluation/metrics.py), averaged over the two test folds as the official script
+list; pipeline/metrics.py), averaged over the two test folds as the official script
 does.
 """
 

@@ -29,7 +29,8 @@ from isal import igzip
 
 from pipeline.core.atomic import atomic_dir
 from pipeline.core.errors import InputError
-from pipeline.ingest.download import (
+from pipeline.ingest.merge import in_order
+from pipeline.ingest.s2client import (
     Client,
     Links,
     Manifest,
@@ -39,7 +40,6 @@ from pipeline.ingest.download import (
     iter_records,
     verify,
 )
-from pipeline.ingest.merge import in_order
 from pipeline.ingest.shards import list_shards
 from pipeline.layout import DIFF_KEYS, DIFF_SHARD, DOWNLOAD_DIFFS
 

@@ -293,7 +293,7 @@ def evaluate_files(benchmark_file: Path, scores_path: Path) -> tuple[pl.DataFram
     pipeline's metric kernels (trec_eval's definitions): every candidate of the lists the
     official evaluator reads ("true" and OFFICIAL_TYPES) is ranked, "true" ones relevant;
     lists of other names are left out (and logged), as the official script never reads them."""
-    from pipeline.evaluation.metrics import per_query
+    from pipeline.metrics import per_query
 
     table = read_official(benchmark_file)
     read = table.filter(pl.col("type").is_in([*OFFICIAL_TYPES, POSITIVE_TYPE]))

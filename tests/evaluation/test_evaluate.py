@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 import pytrec_eval
 
-from pipeline.evaluation.metrics import per_query
+from pipeline.metrics import per_query
 from pipeline.retrieval.runs import finalize_run
 
 

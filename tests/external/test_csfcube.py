@@ -24,9 +24,9 @@ from pipeline.core.errors import InputError
 from pipeline.encoding.multivector import OWN_SPLIT, split_sentences
 from pipeline.encoding.store import load_sentence_vectors
 from pipeline.evaluation.evaluate import fold_means
-from pipeline.evaluation.metrics import per_query
 from pipeline.external.csfcube import facet_sentences, import_csfcube, kept_sentences
 from pipeline.layout import pool_dir, pool_names, run_paths, store_dir
+from pipeline.metrics import per_query
 from pipeline.pools.build import load_pool, pool_manifest
 from pipeline.report.tables import csfcube_table
 from pipeline.retrieval.runs import finalize_run

@@ -22,7 +22,8 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import write_json
 from pipeline.core.inputs import Roots, changed, record
 from pipeline.ingest import ingest
-from pipeline.ingest.download import Settings, download, verify
+from pipeline.ingest.download import download
+from pipeline.ingest.s2client import Settings, verify
 from pipeline.layout import DOWNLOAD_MANIFEST, released_shard
 from tests.ingest.s2ag_server import KEY, S2Server, build_releases
 
@@ -399,7 +400,7 @@ def test_an_update_killed_after_its_folder_was_replaced_is_finished_by_running_a
         server, tmp_path, monkeypatch):
     """The step's new papers folder is in place but download.json still names the old
     release (killed between the two): the same command finishes it, to the same files."""
-    from pipeline.ingest import download as module
+    from pipeline.ingest import s2client as module
 
     raw = tmp_path / "raw"
     download(raw, settings(server), release=FIRST, datasets=["papers"])

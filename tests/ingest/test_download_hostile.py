@@ -26,7 +26,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from pipeline.core.errors import InputError
-from pipeline.ingest.download import Settings, download
+from pipeline.ingest.download import download
+from pipeline.ingest.s2client import Settings
 from pipeline.layout import DOWNLOAD_MANIFEST, released_shard
 from tests.ingest.s2ag_server import KEY, S2Server, build_releases
 

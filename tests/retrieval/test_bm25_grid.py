@@ -129,7 +129,7 @@ def test_one_pass_equals_separate_searches_on_a_pool(pool, k):
     documents): the same hits per pair and runs byte for byte; then the same MAP per grid
     point (as tuning scores it) and the same chosen pair."""
     from pipeline.encoding.models import get_model
-    from pipeline.evaluation.metrics import per_query
+    from pipeline.metrics import per_query
     from pipeline.retrieval.runs import finalize_run
 
     index, terms, texts, qrels = pool

@@ -9,8 +9,8 @@ import pytest
 from pipeline.core.files import read_json, write_json
 from pipeline.corpus.files import paper_texts
 from pipeline.encoding.models import get_model
-from pipeline.evaluation.metrics import per_query
 from pipeline.layout import Place, bm25_index_dir, run_paths, tuning_path
+from pipeline.metrics import per_query
 from pipeline.pools.build import PoolSpec, build_pool, load_pool, validation_pools
 from pipeline.retrieval.bm25 import lucene as bm25_lucene
 from pipeline.retrieval.bm25.tuning import bm25_params

@@ -37,7 +37,8 @@ def _download_args(p: argparse.ArgumentParser) -> None:
 @command("download", "the S2AG datasets from the Semantic Scholar Datasets API (key: "
          "S2_API_KEY) into corpora/<corpus>/s2ag (make download)", _download_args)
 def cmd_download(args: argparse.Namespace) -> None:
-    from pipeline.ingest.download import Settings, download
+    from pipeline.ingest.download import download
+    from pipeline.ingest.s2client import Settings
 
     settings = Settings.from_environment(parallel=args.parallel, retries=args.retries,
                                          backoff=args.backoff)

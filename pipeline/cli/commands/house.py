@@ -135,7 +135,7 @@ def cmd_models(args: argparse.Namespace) -> None:
 @command("warm", "compile the numba kernels once (make setup runs it)", corpus=False)
 def cmd_warm(args: argparse.Namespace) -> None:
     """Compile the numba kernels of BM25 and of the metrics into numba's cache (make setup)."""
-    from pipeline.evaluation import metrics
+    from pipeline import metrics
     from pipeline.retrieval.bm25 import store as bm25_store
 
     bm25_store.warm_up()

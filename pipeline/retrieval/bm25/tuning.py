@@ -73,7 +73,7 @@ def _tune(place: Place, pools: list[str], entry: ModelEntry, threads: int, k1s: 
     queries are searched as `search` searches them (a collection's queries by their own text,
     an MDCR-style pool's queries in their own lists)."""
     from pipeline.corpus.files import paper_texts
-    from pipeline.evaluation.metrics import per_query
+    from pipeline.metrics import per_query
     from pipeline.pools.queries import query_texts
     from pipeline.retrieval.runs import TOP_K, finalize_run, keep_own_lists, own_lists
 

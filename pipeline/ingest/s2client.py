@@ -1,0 +1,595 @@
+"""The Semantic Scholar Datasets API's client, shared by make download (download.py) and its
+update by diffs (s2diffs.py): the HTTP calls and their bounded retries, the checks of every
+value of an answer that becomes a path, one file fetched resumably and verified, and
+download.json, the record of a downloaded folder.
+
+The protocol (docs/ingest.md restates it): `GET /datasets/v1/release/` lists the release ids
+(dates), `GET /datasets/v1/release/{id}` (`latest` allowed) names a release's datasets,
+`GET /datasets/v1/release/{id}/dataset/{name}` gives the presigned links of a dataset's files
+(with the `x-api-key` header), `GET /datasets/v1/diffs/{start}/to/{end}/{name}` the update and
+delete files of each release step between two releases. The base URL is S2_API_URL (default
+https://api.semanticscholar.org), the key S2_API_KEY: sent as a header, never logged, never
+written anywhere.
+
+Every value of a server's answer that becomes a path (release ids, dataset names, file names
+from links) is checked against its documented shape first (pipeline.layout: S2_RELEASE,
+S2_DATASET, released_shard), so nothing is written or removed outside the raw folder.
+Credentials in S2_API_URL (http://user:password@host) are sent as HTTP basic auth to the API
+only and shown nowhere, like the key.
+
+HTTP client: urllib3 (a direct dependency in pyproject.toml; the one under requests). It gives
+a thread-safe connection pool, connect and read timeouts, redirects (the key and credentials
+dropped on the way to another host), and raw streaming with a Content-Length check (a
+truncated body raises instead of passing as a short file). Ranges are a header. Retries are
+this module's own loops (urllib3's retry the same request silently): an API call's, which
+logs each retry and bounds the total wait, and a file's, which resumes from the bytes on disk
+and never logs a presigned link. requests adds nothing to that; httpx's retries cover
+connection errors only.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import io
+import logging
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import unquote, urlsplit
+
+import orjson
+import urllib3
+from isal import igzip
+from urllib3.util import Retry, Timeout
+
+from pipeline.core.atomic import disk_errors
+from pipeline.core.checksums import remember
+from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, write_json
+from pipeline.ingest.shards import READ_ERRORS, S2AG_DATASETS
+from pipeline.layout import (
+    DOWNLOAD_MANIFEST,
+    DOWNLOAD_PARTIAL,
+    MAX_SHARD_NAME,
+    S2_DATASET,
+    S2_RELEASE,
+    released_shard,
+)
+
+log = logging.getLogger(__name__)
+
+API_URL_ENV = "S2_API_URL"  # where the Datasets API is (the tests: a server on 127.0.0.1)
+API_KEY_ENV = "S2_API_KEY"  # the key, as Semantic Scholar's own examples read it
+DEFAULT_API = "https://api.semanticscholar.org"
+API_PATH = "/datasets/v1"
+KEY_HEADER = "x-api-key"
+LATEST = "latest"
+MANIFEST_VERSION = 1
+CHUNK = 1 << 20  # bytes read from a response at a time
+RETRY_STATUS = (429, 500, 502, 503, 504)  # answers worth asking again, after a pause
+EXPIRED_STATUS = (400, 401, 403)  # what a file host answers to an expired presigned link
+MAX_PAUSE = 120.0  # seconds: the longest pause between tries (a Retry-After included)
+MAX_REDIRECTS = 5  # redirects followed per request (a file link to its region's host)
+BAD_DOWNLOADS = 3  # a file whose whole bytes fail verification this many times is an error
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How to reach the API and how hard to try: base URL and key (from the environment),
+    files at once, retries without progress per file or API call, the first pause
+    (doubling), timeouts, the longest an API call may take, its tries and pauses together.
+    Credentials in the base URL are taken out of it (`auth`), so that the URL can be shown."""
+
+    base_url: str
+    key: str = field(repr=False)  # never shown, not even in a repr
+    parallel: int = 4
+    retries: int = 8
+    backoff: float = 2.0
+    connect_timeout: float = 30.0
+    read_timeout: float = 120.0
+    api_wait: float = 600.0
+    auth: str = field(default="", repr=False)  # user:password of the base URL, never shown
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.base_url)
+        if parts.username is not None or parts.password is not None:
+            object.__setattr__(self, "auth", f"{unquote(parts.username or '')}:"
+                                             f"{unquote(parts.password or '')}")
+            object.__setattr__(self, "base_url", public(self.base_url))
+
+    @classmethod
+    def from_environment(cls, **options: Any) -> Settings:
+        """The base URL (S2_API_URL) and the key (S2_API_KEY); a missing key is one line."""
+        key = os.environ.get(API_KEY_ENV, "").strip()
+        if not key:
+            raise InputError(f"no Semantic Scholar API key: set {API_KEY_ENV} in the "
+                             "environment (the Datasets API gives file links only with a key; "
+                             "ask for one at https://www.semanticscholar.org/product/api)")
+        base = os.environ.get(API_URL_ENV, "").strip() or DEFAULT_API
+        parts = urlsplit(base)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InputError(f"{API_URL_ENV}={public(base)!r}: give the Datasets API's base "
+                             f"URL, such as {DEFAULT_API}")
+        return cls(base_url=base.rstrip("/"), key=key, **options)
+
+
+def public(url: str) -> str:
+    """A link without its query (a presigned link's signature) and without credentials
+    (user:password@): what a log, an error or download.json shows."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+
+
+def _shown(value: object) -> str:
+    """A value from a server, as an error line shows it: quoted, one line, cut short."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def checked_release(value: object, what: str) -> str:
+    """A release id from the API's answer: a date (S2_RELEASE), else one line. A release id
+    names folders (.diffs/<from>_<to>) and shards (update-<release>-<k>), so nothing else is
+    taken."""
+    if not isinstance(value, str) or not S2_RELEASE.fullmatch(value):
+        raise InputError(f"{what}: the API's answer names release {_shown(value)}, not a "
+                         "release date such as 2026-11-18; run again later (or report it to "
+                         "Semantic Scholar)")
+    return value
+
+
+def checked_datasets(datasets: list[str]) -> list[str]:
+    """The datasets asked for (DATASETS), each a dataset name (S2_DATASET: it names a folder
+    of the raw folder), in the order given, once each; an empty list is refused (it is not
+    'all of them': those are hundreds of GB)."""
+    if not datasets:
+        raise InputError("DATASETS: no dataset given; name them, separated by commas (such "
+                         f"as {','.join(S2AG_DATASETS)})")
+    bad = [d for d in datasets if not S2_DATASET.fullmatch(d)]
+    if bad:
+        raise InputError(f"DATASETS: {_shown(bad[0])} is not a dataset name (lowercase "
+                         "letters, digits, '-' and '_', such as papers or paper-ids)")
+    return list(dict.fromkeys(datasets))
+
+
+def retry_after(value: str | None) -> float | None:
+    """The seconds a Retry-After header asks for (a number of seconds or an HTTP date), at
+    most MAX_PAUSE; None when there is none or it is neither."""
+    text = (value or "").strip()
+    if re.fullmatch(r"\d{1,9}", text, re.ASCII):
+        return min(float(text), MAX_PAUSE)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return min(max(when.timestamp() - time.time(), 0.0), MAX_PAUSE)
+
+
+def _retry_note(headers: Any) -> tuple[float | None, str]:
+    """(seconds the server asks for, words for the log) from an answer's Retry-After."""
+    header = headers.get("Retry-After")
+    seconds = retry_after(header)
+    if header and seconds is None:
+        return None, f" with an invalid Retry-After ({header[:40]!r}, ignored)"
+    return seconds, ""
+
+
+def _failure(exc: Exception, connect: float, read: float) -> str:
+    """What went wrong with a request that got no answer, in words (never the URL)."""
+    errors = urllib3.exceptions
+    reason = getattr(exc, "reason", None) or exc  # MaxRetryError (a redirect) wraps it
+    if isinstance(reason, errors.NameResolutionError):
+        return "could not be found (its host name does not resolve)"
+    if isinstance(reason, errors.NewConnectionError):
+        refused = "refused" in str(reason).lower()
+        return "could not be reached (connection refused)" if refused else \
+            "could not be reached (no connection)"
+    if isinstance(reason, errors.ConnectTimeoutError):
+        return f"could not be reached within {connect:g} s"
+    if isinstance(reason, errors.ReadTimeoutError):
+        return f"did not answer within {read:g} s"
+    if isinstance(reason, errors.ResponseError):
+        return "redirected too many times"
+    if isinstance(reason, errors.ProtocolError):
+        return "broke the connection"
+    return f"did not answer ({type(reason).__name__})"
+
+
+class _NoSignatures(logging.Filter):
+    """urllib3 logs each request's URL at DEBUG (and a retried one at WARNING): a presigned
+    link's query, its signature, is cut from such lines before any handler sees them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "?" in message:
+            record.msg, record.args = re.sub(r"\?[^\s\"']*", "?<query>", message), ()
+        return True
+
+
+for _name in ("urllib3.connectionpool", "urllib3.poolmanager", "urllib3.response"):
+    logging.getLogger(_name).addFilter(_NoSignatures())
+
+
+def link_name(url: str) -> str:
+    """The file's name in a link: the last part of its path."""
+    return urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]
+
+
+class Stopped(Exception):
+    """Another file failed (or the user pressed Ctrl-C): this one stops, its bytes kept."""
+
+
+class Client:
+    """The Datasets API's JSON endpoints, and raw GETs of file links, over one pool."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        timeout = Timeout(connect=settings.connect_timeout, read=settings.read_timeout)
+        # redirects only (retries are the loops below): the key and credentials (Authorization,
+        # a default of urllib3's) never go to another host
+        redirects = Retry(total=None, connect=0, read=0, status=0, other=0,
+                          redirect=MAX_REDIRECTS, raise_on_redirect=True,
+                          respect_retry_after_header=False,
+                          remove_headers_on_redirect=[*Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT,
+                                                      KEY_HEADER])
+        self.http = urllib3.PoolManager(num_pools=8, maxsize=settings.parallel + 2,
+                                        timeout=timeout, retries=redirects)
+        self.api_headers = {KEY_HEADER: settings.key}
+        if settings.auth:
+            self.api_headers |= urllib3.make_headers(basic_auth=settings.auth)
+
+    def get_json(self, path: str, what: str) -> Any:
+        """GET base + /datasets/v1 + path with the key; the parsed JSON or one clear line.
+        429, 5xx and no answer are tried again (each retry logged) at most `retries` times
+        and `api_wait` seconds in all."""
+        settings = self.settings
+        url = f"{settings.base_url}{API_PATH}{path}"
+        deadline = time.monotonic() + settings.api_wait
+        tries = 0
+        while True:
+            tries += 1
+            left = max(deadline - time.monotonic(), 0.01)
+            connect, read = min(settings.connect_timeout, left), min(settings.read_timeout, left)
+            asks: float | None = None
+            try:
+                resp = self.http.request("GET", url, headers=self.api_headers,
+                                         timeout=Timeout(connect=connect, read=read))
+            except urllib3.exceptions.HTTPError as exc:
+                status, note = None, _failure(exc, connect, read)
+            else:
+                if resp.status not in RETRY_STATUS:
+                    return self._answer(resp, what)
+                asks, invalid = _retry_note(resp.headers)
+                status, note = resp.status, f"answered HTTP {resp.status}{invalid}"
+            pause = _pause(tries, settings, asks)
+            out_of_time = time.monotonic() + pause > deadline
+            if tries > settings.retries or out_of_time:
+                given_up = (f"; gave up after {settings.api_wait:g} s ({tries} tries)"
+                            if out_of_time else f" after {tries} tries")
+                advice = "run again later" if status else \
+                    f"check the network and {API_URL_ENV}, then run again"
+                raise InputError(f"the Semantic Scholar Datasets API at {settings.base_url} "
+                                 f"{note} for {what}{given_up}; {advice}")
+            log.warning("the Semantic Scholar Datasets API at %s %s for %s; trying again in "
+                        "%.1f s (try %d of at most %d)", settings.base_url, note, what, pause,
+                        tries + 1, settings.retries + 1)
+            time.sleep(pause)
+
+    def _answer(self, resp: urllib3.BaseHTTPResponse, what: str) -> Any:
+        """An answer that is not worth asking again for: its JSON, or one line saying why not."""
+        if resp.status in (401, 403):
+            raise InputError(f"the Semantic Scholar Datasets API refused the key in "
+                             f"{API_KEY_ENV} (HTTP {resp.status}) for {what}: check the key "
+                             "(or ask for one at https://www.semanticscholar.org/product/api)")
+        if resp.status == 404:
+            raise InputError(f"the Semantic Scholar Datasets API has no {what} (HTTP 404): "
+                             "check RELEASE (a date such as 2026-11-18, or latest) and DATASETS")
+        if resp.status != 200:
+            raise InputError(f"the Semantic Scholar Datasets API answered HTTP {resp.status} "
+                             f"for {what}; check {API_URL_ENV}, or run again later")
+        try:
+            return orjson.loads(resp.data)
+        except orjson.JSONDecodeError:
+            raise InputError(f"the Semantic Scholar Datasets API sent no JSON for {what}; "
+                             f"check {API_URL_ENV}") from None
+
+    def releases(self) -> list[str]:
+        listed = self.get_json("/release/", "list of releases")
+        return sorted(str(r) for r in listed) if isinstance(listed, list) else []
+
+    def release(self, release: str) -> dict[str, Any]:
+        info = self.get_json(f"/release/{release}", f"release {release}")
+        if not isinstance(info, dict):
+            raise InputError(f"release {release}: the API's answer names no release date")
+        checked_release(info.get("release_id"), f"release {release}")
+        return info
+
+    def file_links(self, release: str, dataset: str) -> list[str]:
+        info = self.get_json(f"/release/{release}/dataset/{dataset}",
+                             f"dataset {dataset} of release {release}")
+        files = info.get("files") if isinstance(info, dict) else None
+        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+            raise InputError(f"dataset {dataset} of release {release}: the API's answer "
+                             "lists no files")
+        return files
+
+    def diffs(self, start: str, end: str, dataset: str) -> list[dict[str, Any]]:
+        info = self.get_json(f"/diffs/{start}/to/{end}/{dataset}",
+                             f"diffs of {dataset} from {start} to {end}")
+        steps = info.get("diffs") if isinstance(info, dict) else None
+        if not isinstance(steps, list):
+            raise InputError(f"diffs of {dataset} from {start} to {end}: the API's answer "
+                             "lists no diffs")
+        return steps
+
+    def open(self, url: str, offset: int) -> urllib3.BaseHTTPResponse:
+        """A file link's bytes from `offset` on (a Range request), streamed, redirects followed
+        (S3 answers 307 for another region), not retried. Neither the key nor credentials are
+        sent: a presigned link needs none, and the file host is not the API's."""
+        headers = {"Range": f"bytes={offset}-"} if offset else {}
+        return self.http.request("GET", url, headers=headers, preload_content=False,
+                                 decode_content=False)
+
+
+# ---- the links of a dataset's files, asked for again when they expire --------------------------
+class Links:
+    """The current presigned link of each file of one dataset: `url(name)`; `renew(name,
+    seen)` asks the API again unless another thread already has since `seen` was handed out."""
+
+    def __init__(self, fetch: Callable[[], list[str]], what: str):
+        self.fetch, self.what = fetch, what
+        self.lock = threading.Lock()
+        self.generation = 0
+        self.by_name = self._read()
+
+    def _read(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for url in self.fetch():
+            if urlsplit(url).scheme not in ("http", "https"):
+                raise InputError(f"{self.what}: the API's answer lists {_shown(public(url))}, "
+                                 "not an http(s) link; run again later")
+            name = released_shard(link_name(url))
+            if len(name) > MAX_SHARD_NAME:
+                raise InputError(f"{self.what}: the API's answer lists a file named "
+                                 f"{_shown(name)}, longer than {MAX_SHARD_NAME} characters; "
+                                 "run again later (or report it to Semantic Scholar)")
+            if name in found:
+                raise InputError(f"{self.what}: two files named {name} (as {public(url)}); "
+                                 "the release cannot be downloaded into one folder")
+            found[name] = url
+        return found
+
+    def names(self) -> list[str]:
+        return list(self.by_name)  # the API's order: a trial subset takes the first ones
+
+    def url(self, name: str) -> tuple[str, int]:
+        with self.lock:
+            if name not in self.by_name:
+                raise InputError(f"{self.what}: the API no longer lists {name}; run again")
+            return self.by_name[name], self.generation
+
+    def renew(self, seen: int) -> None:
+        with self.lock:
+            if self.generation == seen:
+                self.by_name = self._read()
+                self.generation += 1
+                log.info("%s: links asked for again (expired)", self.what)
+
+
+# ---- one file: resumable, verified -------------------------------------------------------------
+@dataclass
+class Meter:
+    """Bytes downloaded by every thread, for the progress lines."""
+
+    done: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, n: int) -> None:
+        with self.lock:
+            self.done += n
+
+
+class _Hashing(io.RawIOBase):
+    """A binary file read through, its sha256 kept (the gzip reader reads it to the end)."""
+
+    def __init__(self, handle: IO[bytes]):
+        super().__init__()
+        self.handle, self.sha, self.size = handle, hashlib.sha256(), 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.handle.read(len(buffer))
+        buffer[: len(data)] = data
+        self.sha.update(data)
+        self.size += len(data)
+        return len(data)
+
+
+def verify(path: Path) -> dict[str, Any]:
+    """The file's size, sha256 and line count, its gzip stream read to the end; a file that
+    is not a whole gzip stream raises ValueError naming why."""
+    with path.open("rb") as raw:
+        hashing = _Hashing(raw)
+        lines = 0
+        try:
+            with igzip.IGzipFile(fileobj=hashing, mode="rb") as gz:  # type: ignore[arg-type]
+                while block := gz.read(CHUNK):
+                    lines += block.count(b"\n")
+        except READ_ERRORS as exc:
+            raise ValueError(f"not a whole gzip stream ({exc})") from None
+        while hashing.read(CHUNK):  # bytes after the stream (none in a good file)
+            pass
+        hashing.close()
+    if hashing.size == 0:
+        raise ValueError("an empty file")
+    return {"bytes": hashing.size, "sha256": hashing.sha.hexdigest(), "lines": lines}
+
+
+def _content_range(value: str | None) -> tuple[int, int | None] | None:
+    """(first byte, total or None) of a Content-Range header `bytes a-b/total`."""
+    match = re.match(r"bytes (\d+)-\d+/(\d+|\*)", value or "")
+    if not match:
+        return None
+    return int(match[1]), (None if match[2] == "*" else int(match[2]))
+
+
+def _pause(tries: int, settings: Settings, asked: float | None = None) -> float:
+    """Seconds before the next try: what the server asked for (Retry-After), else exponential
+    backoff with jitter; at most MAX_PAUSE."""
+    if asked is not None:
+        return min(asked, MAX_PAUSE)
+    return min(settings.backoff * 2 ** (tries - 1) * (0.5 + random.random() / 2), MAX_PAUSE)
+
+
+def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Meter,
+               what: str, stop: threading.Event | None = None) -> dict[str, Any]:
+    """Download one file into `folder/name`, resuming its partial file; its record (name,
+    bytes, sha256, lines) once whole and verified. `stop` set: Stopped, the partial kept.
+    Every way round the loop returns, raises, or counts a try without progress (bytes on
+    disk beyond the most this file ever had: a restart from byte 0 is none), so a file that
+    never gets whole is one line after `retries` tries, whatever goes wrong."""
+    settings = client.settings
+    final, part = folder / name, folder / DOWNLOAD_PARTIAL.format(name)
+    tries = bad = 0  # tries without progress; whole downloads that failed verification
+    most = part.stat().st_size if part.exists() else 0  # the furthest the bytes have come
+    while True:
+        offset = part.stat().st_size if part.exists() else 0
+        url, generation = links.url(name)
+        status, total, note, asked = None, None, "", None
+        try:
+            resp = client.open(url, offset)
+            status = resp.status
+            span = _content_range(resp.headers.get("Content-Range")) if status == 206 else None
+            if status == 206 and (span is None or span[0] != offset):
+                status = None  # not the range asked for: the partial is read again from 0
+            if status in (200, 206):
+                if status == 206:
+                    total = span[1] if span else None
+                else:
+                    offset = 0  # the whole file again (the server ignored the range)
+                    length = resp.headers.get("Content-Length")
+                    # ASCII digits: a server's '²' passes str.isdigit(), then fails int()
+                    total = int(length) if length and length.isascii() and length.isdigit() \
+                        else None
+                with disk_errors(folder), part.open("ab" if status == 206 else "wb") as out:
+                    while block := resp.read1(CHUNK, decode_content=False):  # as it comes
+                        out.write(block)
+                        meter.add(len(block))
+                        if stop is not None and stop.is_set():
+                            resp.close()
+                            raise Stopped(name)
+                resp.release_conn()
+            elif status is None or (status == 416 and offset):  # a range the host cannot give
+                resp.drain_conn()  # (the partial holds more than the file): from byte 0 again
+                resp.release_conn()
+                part.unlink(missing_ok=True)
+                note = f"HTTP {resp.status} to the range from byte {offset}; from byte 0 again"
+            else:
+                asked, invalid = _retry_note(resp.headers)
+                note = f"HTTP {status}{invalid}" if invalid else ""
+                resp.drain_conn()
+                resp.release_conn()
+        except urllib3.exceptions.HTTPError as exc:
+            note = _failure(exc, settings.connect_timeout, settings.read_timeout) \
+                if status is None else type(exc).__name__  # a dropped connection, a timeout
+        except OSError as exc:
+            note = type(exc).__name__
+        size = part.stat().st_size if part.exists() else 0
+        if status in (200, 206) and not note and (total is None or size == total):
+            try:
+                record = verify(part)
+            except ValueError as exc:
+                bad += 1
+                part.unlink()
+                if bad >= BAD_DOWNLOADS:
+                    raise InputError(f"{what} file {name} ({public(url)}): downloaded whole "
+                                     f"{bad} times, {exc} each time; run again later or "
+                                     "report it to Semantic Scholar") from None
+                log.warning("%s %s: %s; downloading it again", what, name, exc)
+                continue
+            os.replace(part, final)
+            remember(final, record["sha256"])  # a later run checks it without reading it
+            return {"name": name, **record}
+        if status in (200, 206) and size > most:
+            tries, most = 0, size  # progress: a break in a long file is not its failure
+            log.warning("%s %s: broken off at byte %d%s (%s); resuming", what, name, size,
+                        f" of {total}" if total else "", note or "short body")
+            continue
+        if status in EXPIRED_STATUS:
+            log.info("%s %s: link refused (HTTP %s, expired); asking for it again", what,
+                     name, status)
+            links.renew(generation)
+            tries += 1
+        elif status == 404:
+            raise InputError(f"{what} file {name} is gone from the file host (HTTP 404, "
+                             f"{public(url)}): the release may be withdrawn; run again")
+        else:
+            tries += 1
+        if tries > settings.retries:
+            raise InputError(f"{what} file {name}: no progress after {tries} tries "
+                             f"(last: {note or f'HTTP {status}'}); run again later (the "
+                             "bytes downloaded so far are kept)")
+        wait = _pause(tries, settings, asked if status in RETRY_STATUS else None)
+        log.warning("%s %s: %s; trying again in %.1f s", what, name,
+                    note or f"HTTP {status}", wait)
+        if stop is not None and stop.wait(wait):
+            raise Stopped(name)
+        if stop is None:
+            time.sleep(wait)
+
+
+# ---- the manifest beside the files ---------------------------------------------------------------
+class Manifest:
+    """download.json: the release, the datasets, each file's name, bytes, sha256 and lines
+    (never the key, never a link). Saved after every file, so a kill loses none."""
+
+    def __init__(self, raw_dir: Path):
+        self.path = raw_dir / DOWNLOAD_MANIFEST
+        self.lock = threading.Lock()
+        self.damaged = False  # then `data` is empty: the shards are verified again
+        try:
+            self.data: dict[str, Any] = read_json(self.path) if self.path.is_file() else {}
+        except InputError:
+            self.data, self.damaged = {}, True
+        self.data.pop("self_sha256", None)
+
+    @property
+    def datasets(self) -> dict[str, dict[str, Any]]:
+        return self.data.setdefault("datasets", {})
+
+    def files(self, dataset: str) -> dict[str, dict[str, Any]]:
+        return {f["name"]: f for f in self.datasets.get(dataset, {}).get("files", [])}
+
+    def save(self) -> None:
+        with self.lock:
+            write_json({**self.data, "manifest_version": MANIFEST_VERSION, "stage": "download",
+                        "source": "s2ag"}, self.path)
+
+    def add_file(self, dataset: str, record: dict[str, Any], order: list[str]) -> None:
+        """Record one whole file; the list kept in the API's order."""
+        with self.lock:
+            entry = self.datasets[dataset]
+            files = {f["name"]: f for f in entry["files"]}
+            files[record["name"]] = record
+            entry["files"] = [files[n] for n in order if n in files]
+        self.save()
+
+
+def iter_records(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(1-based line, raw line) of a gzipped JSONL file; a damaged file raises InputError."""
+    try:
+        with igzip.open(path, "rb") as handle:
+            yield from enumerate(handle, 1)
+    except READ_ERRORS as exc:
+        raise InputError(f"{path}: not a whole gzip stream ({exc}); run make download "
+                         "again") from None
