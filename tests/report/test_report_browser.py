@@ -6,6 +6,8 @@ screenshot is written. Chromium and its driver are installed with apt-get when m
 
 from __future__ import annotations
 
+import base64
+import io
 import re
 import shutil
 from pathlib import Path
@@ -187,7 +189,7 @@ def test_marks_and_commands_say_what_they_are_on_hover(browser):
 
 def test_a_screenshot_is_written(browser, tmp_path):
     """The whole page as a PNG (kept under pytest's temporary folder, to be looked at)."""
-    from PIL import Image
+    from PIL import Image, ImageChops, ImageStat
 
     height = browser.execute_script("return document.documentElement.scrollHeight")
     browser.set_window_size(WIDTH, min(height, 6000))
@@ -195,8 +197,34 @@ def test_a_screenshot_is_written(browser, tmp_path):
     assert browser.save_screenshot(str(shot))
     image = Image.open(shot).convert("RGB")
     assert image.width >= WIDTH - 100 and image.height > 1000
-    # tables, text and plots: many colours, not a blank or an error page
-    assert len(image.getcolors(maxcolors=1 << 20) or []) > 200
+    # the page as styled and drawn where the browser laid it out: the header's background
+    # (page.css) at its corner, and each plot shown is its own picture
+    laid = browser.execute_script("""
+        const box = (e) => {  // the content box: inside border and padding
+            const r = e.getBoundingClientRect(), c = getComputedStyle(e);
+            const left = r.left + e.clientLeft + parseFloat(c.paddingLeft);
+            const top = r.top + e.clientTop + parseFloat(c.paddingTop);
+            return [left, top, left + parseFloat(c.width) - parseFloat(c.paddingLeft)
+                    - parseFloat(c.paddingRight) - parseFloat(c.borderLeftWidth)
+                    - parseFloat(c.borderRightWidth), top + parseFloat(c.height)
+                    - parseFloat(c.paddingTop) - parseFloat(c.paddingBottom)
+                    - parseFloat(c.borderTopWidth) - parseFloat(c.borderBottomWidth)
+                   ].map(Math.round); };
+        return {ratio: window.devicePixelRatio, header: box(document.querySelector("header")),
+                plots: Array.from(document.querySelectorAll("figure.plot img"),
+                                  (i) => [box(i), i.naturalWidth, i.src])};""")
+    assert laid["ratio"] == 1 and laid["plots"]
+    left, top, *_ = laid["header"]
+    assert image.getpixel((left + 3, top + 3)) == (0xfa, 0xfb, 0xfc)
+    visible = [plot for plot in laid["plots"] if plot[0][3] <= image.height]
+    assert visible and all(natural for _, natural, _ in visible)  # every one loaded
+    for (left, top, right, bottom), _, src in visible:
+        plot = Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1]))).convert("RGB")
+        assert plot.size == (right - left, bottom - top)  # shown at its own size
+        got = image.crop((left, top, right, bottom))
+        difference = ImageStat.Stat(ImageChops.difference(got, plot)).mean
+        assert max(difference) < 1, (src[:40], difference)  # the picture, pixel for pixel
+        assert len(plot.getcolors(maxcolors=1 << 20) or []) > 20  # a picture, not a blank
 
 
 # names holding what HTML, JSON, LaTeX and shells treat specially (issue 39, case 7): `<!--`
