@@ -212,10 +212,12 @@ def check_sees_text(tokenizer, texts: list[str], vocab: dict[str, int] | None = 
                              f"{tokenizer.unk_token}")
 
 
-# a paper of unusual characters (Greek, math, accents, curly quotes, a dash): the tiny
-# tokenizers are trained on it too, so the encoder tests see these characters, not [UNK]
-UNUSUAL_PAPER = ("Résumé of β-catenin signalling ≥ 0.05 μm",
-                 "Naïve Bayes (e.g. ∑ᵢ xᵢ²) vs. Müller's “Ω-test”; p < 0.001 — see Fig. 2.")
+# a paper of unusual characters (accents, Greek, math, curly quotes, a dash, "e.g.",
+# decimals): the tiny tokenizers are trained on it too, so the encoder tests see these
+# characters, not [UNK]
+UNUSUAL_PAPER = ("Résumé of β-catenin signalling ≥ 0.05 μm in Ωmega cells",
+                 "Naïve Bayes (e.g. ∑ᵢ xᵢ² ≤ 3.5) vs. Müller's “Ω-test”; p < 0.001, i.e. 0.1%. "
+                 "We model café crème at 2.75 °C — see Fig. 2! Does ∀x ∃y: f(x) → ∞ hold?")
 
 
 def corpus_wordpiece(corpus_dir: Path, special_tokens: list[str]):

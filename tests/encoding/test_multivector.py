@@ -29,7 +29,7 @@ from pipeline.retrieval.dense.exact import maxsim_search, paper_chunks, prepare
 from pipeline.retrieval.dense.retriever import maxsim_hits
 from pipeline.retrieval.runs import finalize_run
 from pipeline.retrieval.search import index, search
-from tests.conftest import POOL_SIZES, pool_of
+from tests.conftest import POOL_SIZES, UNUSUAL_PAPER, pool_of
 
 POOL = pool_of(POOL_SIZES[0])
 ASPIRE = {"aspire-bio": False, "aspire-cs": False,  # name: averages all layers (MDCR)
@@ -100,16 +100,13 @@ def reference_model(tiny_bert):
 def hard_papers(corpus_dir) -> list[tuple[str | None, str | None]]:
     """(title, abstract): ordinary papers, one whose abstract is far over 500 tokens, empty
     abstracts, an empty title, and unusual characters (accents, Greek letters, math
-    symbols, "e.g.", "i.e.", decimals)."""
+    symbols, "e.g.", "i.e.", decimals: UNUSUAL_PAPER, which the tiny BERT knows)."""
     rows = pl.read_parquet(corpus_dir / "prefiltered.parquet").head(6)
     ordinary = list(zip(rows["title"], rows["abstract"], strict=True))
     long_abstract = " ".join(a for _, a in ordinary) * 3
     return [*ordinary[:3], (ordinary[3][0], long_abstract), (ordinary[4][0], ""),
             (ordinary[5][0], None), ("", ordinary[2][1]),
-            ("Résumé of β-catenin signalling ≥ 0.05 μm in Ωmega cells",
-             "Naïve Bayes (e.g. ∑ᵢ xᵢ² ≤ 3.5) vs. Müller's “Ω-test”; p < 0.001, i.e. 0.1%. "
-             "We model café crème at 2.75 °C — see Fig. 2! Does ∀x ∃y: f(x) → ∞ hold? "
-             f"{ordinary[0][1]}")]
+            (UNUSUAL_PAPER[0], f"{UNUSUAL_PAPER[1]} {ordinary[0][1]}")]
 
 
 def project_sentences(abstract: str | None) -> list[str]:
