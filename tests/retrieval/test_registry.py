@@ -60,7 +60,7 @@ def _add_line(path: Path, anchor: str, line: str) -> None:
 def toy_checkout(tmp_path_factory) -> Path:
     """A copy of the project with a toy retriever: one module and two registry lines."""
     work = tmp_path_factory.mktemp("checkout")
-    for name in ("pipeline", "Makefile", "pyproject.toml"):
+    for name in ("pipeline", "Makefile", "pyproject.toml", "constraints.txt"):
         source = ROOT / name
         if source.is_dir():
             shutil.copytree(source, work / name, copy_function=shutil.copy2,
@@ -78,7 +78,7 @@ def toy_checkout(tmp_path_factory) -> Path:
 def test_a_toy_retriever_runs_through_make_eval(toy_checkout, corpus_dir, tmp_path):
     data = tmp_path / "data"
     copy_corpus(corpus_dir, data / "corpora" / "small")
-    (data / "installed").touch()  # newer than pyproject.toml: make does not reinstall
+    (data / "installed").touch()  # newer than pyproject.toml and constraints.txt: no reinstall
 
     def make(*args: str) -> subprocess.CompletedProcess:
         done = subprocess.run(
