@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +22,18 @@ SMALL = SyntheticConfig(n_papers=8000, n_shards=3, seed=7, block_size=3000)
 POOL_SIZES = (800, 1600)
 N_QUERIES = 20
 POOL_SEED = 1
+
+
+def make_ok(root: Path, stamp: Path, *args: str) -> str:
+    """Run make on the data folder `root` (corpus `small`, this interpreter, `stamp` as the
+    install stamp: nothing is installed) and return its output; it must succeed."""
+    done = subprocess.run(
+        ["make", "--no-print-directory", f"DATA={root}", "CORPUS=small", "THREADS=1",
+         f"PY={sys.executable}", f"STAMP={stamp}", *args],
+        cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=600,
+        env={**os.environ, "MAKEFLAGS": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout + done.stderr
 
 
 def pool_of(size: int) -> str:

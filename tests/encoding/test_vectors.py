@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -18,7 +15,7 @@ from pipeline.core.errors import InputError
 from pipeline.encoding.embed import pool_ids
 from pipeline.encoding.store import load_vectors
 from pipeline.layout import run_paths, store_dir
-from tests.conftest import POOL_SIZES, pool_of
+from tests.conftest import POOL_SIZES, make_ok, pool_of
 from tests.encoding.test_objects import Hashed
 
 POOL = pool_of(POOL_SIZES[0])
@@ -91,13 +88,7 @@ def test_make_import_vectors_then_eval_search_and_report(raw_corpus, corpus_dir,
                  ).write_parquet(src)
 
     def make(*args: str) -> str:
-        done = subprocess.run(
-            ["make", "--no-print-directory", f"DATA={root}", "CORPUS=small", "THREADS=1",
-             f"PY={sys.executable}", f"STAMP={tmp_path / 'installed'}", *args],
-            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
-            timeout=600, env={**os.environ, "MAKEFLAGS": ""})
-        assert done.returncode == 0, done.stderr[-2000:]
-        return done.stdout + done.stderr
+        return make_ok(root, tmp_path / "installed", *args)
 
     out = make("import-vectors", "MODEL=outside", f"SRC={src}", "SIMILARITY=ip")
     assert f"{len(ids)} vectors of 8 dimensions" in out and f"1 of {len(ids) + 1} ids" in out

@@ -15,7 +15,7 @@ import pipeline
 from pipeline.core.errors import InputError
 from pipeline.layout import run_paths
 from pipeline.retrieval.runs import load_run
-from tests.conftest import pool_of
+from tests.conftest import make_ok, pool_of
 from tests.external.test_csfcube import (
     FACETS,
     official_query,
@@ -221,8 +221,6 @@ def test_make_import_run_then_eval_search_and_report(raw_corpus, corpus_dir, sma
     """Through real make: import-run writes the run; eval scores it on its pool only (never
     loading a model); search says there is nothing to search; the report shows it."""
     import shutil
-    import subprocess
-    import sys
 
     _, pool, frame = small
     root = tmp_path / "data"
@@ -232,13 +230,7 @@ def test_make_import_run_then_eval_search_and_report(raw_corpus, corpus_dir, sma
     run = _trec(tmp_path / "outside.trec", frame)
 
     def make(*args: str) -> str:
-        done = subprocess.run(
-            ["make", "--no-print-directory", f"DATA={root}", "CORPUS=small", "THREADS=1",
-             f"PY={sys.executable}", f"STAMP={tmp_path / 'installed'}", *args],
-            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
-            timeout=600, env={**os.environ, "MAKEFLAGS": ""})
-        assert done.returncode == 0, done.stderr[-2000:]
-        return done.stdout + done.stderr
+        return make_ok(root, tmp_path / "installed", *args)
 
     out = make("import-run", f"POOL={pool}", f"RUN={run}", "MODEL=outside")
     assert f"run outside of pool {pool}" in out and "rows 100" in out, out
