@@ -18,12 +18,12 @@ from pipeline.core.errors import InputError
 from pipeline.layout import (
     Place,
     check_name,
-    data_roots,
     parse_size,
     raw_dir,
     run_name,
     split_run_name,
 )
+from pipeline.roots import data_roots
 
 if TYPE_CHECKING:
     import polars as pl

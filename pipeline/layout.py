@@ -14,8 +14,6 @@ The data root holds three folders, each a tree per corpus:
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -24,7 +22,6 @@ from typing import NamedTuple
 
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots
-from pipeline.core.repair import PIPELINE_COMMAND, Where
 from pipeline.vocabulary import check_variant
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kKmM]?)$")
@@ -363,44 +360,8 @@ def report_corpus(manifest: Path) -> str:
     return manifest.name[: -len(f".{MANIFEST}")]
 
 
-# ---- the data folders, as the Makefile asks for them (`python -m pipeline check`) -----------
+# ---- the data folders of a data folder DATA (pipeline/roots.py: as make names them) ---------
 DATA_FOLDERS = {"corpora": "corpora", "indexes": "indexes", "runs": "runs"}  # as Roots names them
-
-
-# A root given on its own (make's CORPORA_DIR, INDEX_DIR, RUNS_DIR; the stages' options)
-ROOT_VARIABLES = {"corpora": "CORPORA_DIR", "indexes": "INDEX_DIR", "runs": "RUNS_DIR"}
-ROOT_OPTIONS = {"corpora": "--corpora-root", "indexes": "--index-root", "runs": "--runs-root"}
-CHECKOUT = Path(__file__).resolve().parents[1]  # make's DATA default: the Makefile's folder
-
-
-def data_roots(data: str | Path, **roots: str | Path | None) -> dict[str, Path]:
-    """The three roots of a data folder DATA, absolute (the stages' --corpora-root,
-    --index-root and --runs-root), keyed corpora, indexes, runs; a root given in `roots`
-    (corpora=, indexes=, runs=: make's CORPORA_DIR, INDEX_DIR, RUNS_DIR) replaces DATA's."""
-    root = Path(os.path.abspath(data))
-    return {kind: Path(os.path.abspath(roots[kind])) if roots.get(kind) else root / folder
-            for kind, folder in DATA_FOLDERS.items()}
-
-
-def where(corpora: Path | None, indexes: Path | None = None, runs: Path | None = None,
-          program: str = PIPELINE_COMMAND) -> Where:
-    """How a command names these data roots (the inverse of `data_roots`): no variable for the
-    checkout's own data folder (make's default), DATA=<folder> when the roots are one folder's
-    corpora/, indexes/ and runs/, else each root (CORPORA_DIR=...); and the pipeline's root
-    options, for a repair that is a pipeline command (`program`: how it is called)."""
-    given = {"corpora": corpora, "indexes": indexes, "runs": runs}
-    absolute = {kind: Path(os.path.abspath(path)) for kind, path in given.items()
-                if path is not None}
-    options = tuple((ROOT_OPTIONS[kind], str(path)) for kind, path in absolute.items())
-    parents = {path.parent for path in absolute.values()}
-    if len(parents) == 1 and all(path.name == DATA_FOLDERS[kind]
-                                 for kind, path in absolute.items()):
-        data = parents.pop()
-        checkout = (CHECKOUT / "Makefile").is_file() and data.resolve() == CHECKOUT
-        variables = () if checkout else (("DATA", str(data)),)
-    else:
-        variables = tuple((ROOT_VARIABLES[kind], str(path)) for kind, path in absolute.items())
-    return Where(variables, options, program)
 
 
 def raw_dir(corpora_root: Path, corpus: str, source: str) -> Path:
@@ -424,18 +385,6 @@ def released_shard(name: str) -> str:
 def stage_times_path(runs_root: Path, corpus: str) -> Path:
     """The log of a corpus's stage times (the report's stage-times table)."""
     return runs_root / corpus / TIMES_FILE
-
-
-def written_whole(corpus_dir: Path) -> str:
-    """`benchmark` or `collection` for a corpus that one command wrote whole (make mdcr,
-    make import-mdcr, make import-beir: it has no raw input to ingest), else ''. A manifest
-    that cannot be read says '' (the corpus stage then names what repairs it)."""
-    try:
-        sections = json.loads((corpus_dir / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return ""
-    return next((k for k in ("benchmark", "collection") if isinstance(sections, dict)
-                 and k in sections), "")
 
 
 def coverage_path(store: Path, pool: str) -> Path:

@@ -16,7 +16,7 @@ Verify always reads the whole data roots and reports the problems that lie under
 asked for, so `verify corpora/demo/pools` finds exactly what `verify` finds there.
 
 Each problem carries its repair as a value (pipeline/core/repair.py); a line shows it as the
-command to type for these data roots (DATA=..., or each root: `pipeline.layout.where`), so that
+command to type for these data roots (DATA=..., or each root: `pipeline.roots.where`), so that
 running it, once, repairs the data verify read and not the checkout's own.
 """
 
@@ -54,7 +54,6 @@ from pipeline.layout import (
     run_files,
     run_paths,
     store_parts_glob,
-    where,
 )
 from pipeline.pools.build import list_problem, pool_repair, retire_repair, validation_pools
 from pipeline.readers import SOURCES
@@ -62,6 +61,7 @@ from pipeline.report.provenance import recorded_repair
 from pipeline.retrieval.bm25.lucene import index_repair
 from pipeline.retrieval.bm25.store import store_repair as analysed_repair
 from pipeline.retrieval.runs import recorded_run_repair, run_repair
+from pipeline.roots import where
 
 log = logging.getLogger(__name__)
 

@@ -282,9 +282,8 @@ def test_layout_names_are_derived_from_layout():
                  "STORE_PART", "RUN_SUFFIXES", "TIMES_FILE", "RESULTS_MANIFEST", "DATA_FOLDERS",
                  "SBATCH_SUFFIX", "QUERY_VECTORS"):
         assert name in names, name
-    # names that are not paths: a column, a split, the variant separator, command-line options
-    for name in ("ABSTRACT_SENTENCES", "SPLITS", "SPLIT_NAMES", "VARIANT_SEP", "ROOT_OPTIONS",
-                 "ROOT_VARIABLES", "ARTIFACT_KINDS"):
+    # names that are not paths: a column, a split, the variant separator, the artifact kinds
+    for name in ("ABSTRACT_SENTENCES", "SPLITS", "SPLIT_NAMES", "VARIANT_SEP", "ARTIFACT_KINDS"):
         assert name not in names, name
     assert {".parquet", ".json", ".jsonl", ".arrow", ".trec", ".sbatch", ".npy", ".tex", ".png",
             ".md", ".metrics.parquet"} <= layout_suffixes(names)

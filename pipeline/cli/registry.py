@@ -31,9 +31,9 @@ from pipeline.layout import (
     corpus_path,
     pool_split,
     stage_times_path,
-    where,
 )
 from pipeline.readers import SOURCES
+from pipeline.roots import where
 from pipeline.slurm import check_partition, check_time
 from pipeline.vocabulary import CITATION_MODES, FOS_SOURCES, VARIANTS
 

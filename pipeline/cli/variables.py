@@ -42,6 +42,7 @@ from pipeline.cli.checks import (
     xdist_workers,
 )
 from pipeline.core.errors import InputError
+from pipeline.corpus.manifest import written_whole
 from pipeline.encoding.models import (
     HF_PREFIX,
     IMPORT_VECTORS,
@@ -53,6 +54,7 @@ from pipeline.encoding.models import (
 )
 from pipeline.external.irds import dataset_id
 from pipeline.readers import SOURCES
+from pipeline.roots import ROOT_OPTIONS, ROOT_VARIABLES, data_roots
 from pipeline.slurm import check_executor, check_partition, check_time
 from pipeline.vocabulary import CITATION_MODES, FOS_SOURCES, VARIANTS
 
@@ -449,8 +451,8 @@ def check_goals(args: argparse.Namespace) -> None:
 
 
 def _roots(args: argparse.Namespace) -> dict[str, Path]:
-    return layout.data_roots(args.DATA or ".", corpora=args.CORPORA_DIR,
-                             indexes=args.INDEX_DIR, runs=args.RUNS_DIR)
+    return data_roots(args.DATA or ".", corpora=args.CORPORA_DIR,
+                      indexes=args.INDEX_DIR, runs=args.RUNS_DIR)
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -482,8 +484,8 @@ FROM_MAKE = "MDCR_PIPELINE_FROM_MAKE"
 # Options the Makefile fills from a variable of another name (the rest: --<name in lowercase>)
 OPTION_VARIABLES = {"--num-shards": "SHARDS", "--time": "SLURM_TIME", "--cpus-per-task": "THREADS",
                     "--workers": "THREADS",
-                    **{option: layout.ROOT_VARIABLES[kind]
-                       for kind, option in layout.ROOT_OPTIONS.items()}}
+                    **{option: ROOT_VARIABLES[kind]
+                       for kind, option in ROOT_OPTIONS.items()}}
 
 
 def in_make_words(message: str) -> str:
@@ -533,7 +535,7 @@ def derived(args: argparse.Namespace) -> dict[str, str]:
               "RUNS_ROOT": roots["runs"]}
     values["RAW_DIR"] = args.RAW or (
         layout.raw_dir(roots["corpora"], corpus, args.SOURCE) if corpus and args.SOURCE else "")
-    values["WRITTEN_WHOLE"] = layout.written_whole(corpus_dir) if corpus_dir else ""
+    values["WRITTEN_WHOLE"] = written_whole(corpus_dir) if corpus_dir else ""
     model = ""
     if args.MODEL and run_without_model(args):
         model = args.MODEL  # an imported run's name: checked by check_model_name

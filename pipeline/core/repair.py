@@ -4,7 +4,7 @@ The library never writes a command line: it returns (and raises, on `InputError.
 `Repair` naming the make target and the variables that pick the artifact (CORPUS, MODEL, ...).
 Where the data lies is added when the command is shown, by whoever knows the data roots (the
 command line, `verify`): a `Where` of the variables that locate them (DATA=..., or each root;
-none for the checkout's own data folder, make's default), built by `pipeline.layout.where`.
+none for the checkout's own data folder, make's default), built by `pipeline.roots.where`.
 `Repair.command` is the one place a repair becomes the words a user types.
 """
 

@@ -57,6 +57,17 @@ def corpus_section(corpus_dir: Path, section: str) -> dict:
         return {}
 
 
+def written_whole(corpus_dir: Path) -> str:
+    """`benchmark` or `collection` for a corpus that one command wrote whole (make mdcr,
+    make import-mdcr, make import-beir: it has no raw input to ingest), else ''. A manifest
+    that cannot be read says '' (the corpus stage then names what repairs it)."""
+    try:
+        sections = json.loads((corpus_dir / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return ""
+    return next((k for k in ("benchmark", "collection") if isinstance(sections, dict)
+                 and k in sections), "")
+
 # The manifest section that vouches for each corpus file, by the kind of corpus.
 VOUCHED_BY = {PAPERS: ("ingest",), CITATIONS: ("ingest",),
               QUARANTINE: ("ingest",),

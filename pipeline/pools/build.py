@@ -30,7 +30,7 @@ from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
 from pipeline.corpus.files import corpus_file
-from pipeline.corpus.manifest import corpus_repair
+from pipeline.corpus.manifest import corpus_repair, written_whole
 from pipeline.fields import field_slug
 from pipeline.layout import (
     CITATIONS,
@@ -50,7 +50,6 @@ from pipeline.layout import (
     pool_name,
     pool_names,
     pools_dir,
-    written_whole,
 )
 from pipeline.pools.exclusions import NO_LIST, PaperList, list_changed, read_list
 

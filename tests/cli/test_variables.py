@@ -25,7 +25,8 @@ from pipeline.cli.variables import (
     stale,
 )
 from pipeline.encoding.models import fused_name, hf_name
-from pipeline.layout import data_roots, raw_dir, run_name
+from pipeline.layout import raw_dir, run_name
+from pipeline.roots import data_roots
 
 ROOT = Path(__file__).resolve().parents[2]
 MAKEFILE = (ROOT / "Makefile").read_text()

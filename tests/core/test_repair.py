@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pipeline.core.errors import InputError
 from pipeline.core.repair import PIPELINE, Repair, Where
-from pipeline.layout import CHECKOUT, where
+from pipeline.roots import CHECKOUT, where
 
 
 def test_a_repair_is_shown_with_the_variables_that_locate_the_data(tmp_path):

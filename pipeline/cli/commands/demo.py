@@ -64,7 +64,7 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_demo(args: argparse.Namespace) -> None:
     """The demo's stages in the order make ran them (each deciding by content what is
     current), with the stage-times log started afresh: the report's times are this run's."""
-    from pipeline.layout import written_whole
+    from pipeline.corpus.manifest import written_whole
 
     times_log(args).unlink(missing_ok=True)
     corpus = ("--corpus", args.corpus)
