@@ -36,9 +36,9 @@ from pipeline.ingest.s2client import (
     Meter,
     Settings,
     Stopped,
+    check_shard,
     checked_datasets,
     fetch_file,
-    verify,
 )
 from pipeline.ingest.s2diffs import update_datasets
 from pipeline.ingest.shards import S2AG_DATASETS, list_shards
@@ -173,9 +173,9 @@ def _download(client: Client, raw_dir: Path, release: str, resolved: str, datase
                 log.warning("%s/%s: %s; downloading it again", dataset, name,
                             problem.replace("manifest", DOWNLOAD_MANIFEST))
                 path.unlink()  # ours: download.json records it
-            elif path.is_file():  # written whole, killed before it was recorded: verify again
+            elif path.is_file():  # written whole, killed before it was recorded: checked again
                 try:
-                    manifest.add_file(dataset, {"name": name, **verify(path)}, links.names())
+                    manifest.add_file(dataset, {"name": name, **check_shard(path)}, links.names())
                     continue
                 except ValueError:
                     log.warning("%s/%s: damaged; downloading it again", dataset, name)

@@ -1,7 +1,7 @@
 """The Semantic Scholar Datasets API's client, shared by make download (download.py) and its
 update by diffs (s2diffs.py): the HTTP calls and their bounded retries, the checks of every
-value of an answer that becomes a path, one file fetched resumably and verified, and
-download.json, the record of a downloaded folder.
+value of an answer that becomes a path, one file fetched resumably and checked
+(`check_shard`), and download.json, the record of a downloaded folder.
 
 The protocol (docs/ingest.md restates it): `GET /datasets/v1/release/` lists the release ids
 (dates), `GET /datasets/v1/release/{id}` (`latest` allowed) names a release's datasets,
@@ -384,7 +384,7 @@ class Links:
                 log.info("%s: links asked for again (expired)", self.what)
 
 
-# ---- one file: resumable, verified -------------------------------------------------------------
+# ---- one file: resumable, checked --------------------------------------------------------------
 @dataclass
 class Meter:
     """Bytes downloaded by every thread, for the progress lines."""
@@ -415,7 +415,7 @@ class _Hashing(io.RawIOBase):
         return len(data)
 
 
-def verify(path: Path) -> dict[str, Any]:
+def check_shard(path: Path) -> dict[str, Any]:
     """The file's size, sha256 and line count, its gzip stream read to the end; a file that
     is not a whole gzip stream raises ValueError naming why."""
     with path.open("rb") as raw:
@@ -507,7 +507,7 @@ def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Met
         size = part.stat().st_size if part.exists() else 0
         if status in (200, 206) and not note and (total is None or size == total):
             try:
-                record = verify(part)
+                record = check_shard(part)
             except ValueError as exc:
                 bad += 1
                 part.unlink()

@@ -35,10 +35,10 @@ from pipeline.ingest.s2client import (
     Links,
     Manifest,
     Meter,
+    check_shard,
     checked_release,
     fetch_file,
     iter_records,
-    verify,
 )
 from pipeline.ingest.shards import list_shards
 from pipeline.layout import DIFF_KEYS, DIFF_SHARD, DOWNLOAD_DIFFS
@@ -124,7 +124,7 @@ def apply_step(client: Client, raw_dir: Path, manifest: Manifest, dataset: str, 
     np.save(keys_file, _keys(files["update_files"] + files["delete_files"], KEYS[dataset]))
     counts = _rewrite(raw_dir / dataset, files["update_files"], keys_file, KEYS[dataset],
                       target, client.settings.parallel)
-    new_files = [{"name": p.name, **verify(p)} for p in list_shards(raw_dir / dataset)]
+    new_files = [{"name": p.name, **check_shard(p)} for p in list_shards(raw_dir / dataset)]
     entry.update(release=target, files=new_files, listed=len(new_files), complete=True,
                  updated_from=entry.get("updated_from") or source)
     entry.setdefault("updates", []).append({"from": source, "to": target, **counts})

@@ -23,7 +23,7 @@ from pipeline.core.files import write_json
 from pipeline.core.inputs import Roots, changed, record
 from pipeline.ingest import ingest
 from pipeline.ingest.download import download
-from pipeline.ingest.s2client import Settings, verify
+from pipeline.ingest.s2client import Settings, check_shard
 from pipeline.layout import DOWNLOAD_MANIFEST, released_shard
 from tests.ingest.s2ag_server import KEY, S2Server, build_releases
 
@@ -72,7 +72,7 @@ def test_full_download_survives_429_truncation_damage_and_an_expired_link(server
     papers = manifest["datasets"]["papers"]
     assert papers["complete"] and papers["first"] is None and papers["listed"] == 3
     assert [f["name"] for f in papers["files"]] == list(served(server, LAST, "papers"))
-    assert all(f["sha256"] == verify(raw / "papers" / f["name"])["sha256"]
+    assert all(f["sha256"] == check_shard(raw / "papers" / f["name"])["sha256"]
                for f in papers["files"])
     assert sum(f["lines"] for f in papers["files"]) == len(RELEASES[LAST]["papers"])
     # 429s answered, then retried
