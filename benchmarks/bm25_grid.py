@@ -322,7 +322,7 @@ def big_part(args, data: Path, log: Path) -> dict:
 
 # where a search's seconds go: (label, module file, function), cumulative seconds of each
 PROFILED = (
-    ("the search stage (search())", "retrieval/search.py", "search"),
+    ("the search stage (search_pool())", "retrieval/search.py", "search_pool"),
     ("pool files read and checked (load_pool)", "pools/build.py", "load_pool"),
     ("inputs recorded (checksums)", "core/inputs.py", "record"),
     ("k1 and b (bm25_params)", "bm25/tuning.py", "bm25_params"),

@@ -13,13 +13,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pipeline.encoding.models import get_model
 
 from pipeline.core.errors import InputError
-from pipeline.encoding.models import get_model
 from pipeline.layout import Place, pool_names
 from pipeline.mdcr import official
 from pipeline.mdcr.official import evaluate_files, import_benchmark
-from pipeline.retrieval.search import search
+from pipeline.retrieval.search import search_pool
 from tests.ingest.test_ingest_s2ag import s2ag_release
 from tests.mdcr.test_mdcr_official import BENCHMARK, SCORES, _official_files
 from tests.test_errors import ROOT, _snapshot, cli
@@ -148,7 +148,7 @@ def benchmark_root(tmp_path_factory) -> Path:
     corpus = root / "corpora" / "b"
     import_benchmark(root, corpus)
     for pool in pool_names(corpus):
-        search(Place(corpus, root / "indexes", root / "runs"), pool, get_model("random"))
+        search_pool(Place(corpus, root / "indexes", root / "runs"), pool, get_model("random"))
     return root
 
 
