@@ -14,7 +14,7 @@ import time
 from benchmarks.demo import OUT as RESULTS
 from benchmarks.demo import machine
 from benchmarks.mdcr_demo import make
-from pipeline.vocabulary import VARIANTS
+from pipeline.glossary import VARIANTS
 
 MODELS = ("bm25", "minilm")
 

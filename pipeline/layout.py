@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots
-from pipeline.vocabulary import check_variant
+from pipeline.glossary import check_variant
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kKmM]?)$")
 
@@ -422,7 +422,7 @@ DOWNLOAD_PARTIAL = ".{}.part"
 DOWNLOAD_DIFFS = ".diffs"
 DIFF_SHARD = "update-{}-{:04d}.jsonl.gz"  # release date, the update file's index in its step
 DIFF_KEYS = "keys.npy"  # a step's keys, beside its files, memory-mapped by the workers
-VOCABULARY_DATA = "data/vocabulary.json"  # the synthetic generator's words (package data)
+SYNTHETIC_WORDS = "data/synthetic_words.json"  # the synthetic generator's words (package data)
 # The checkout's files that `make variables` writes from pipeline/cli/variables.py
 VARIABLES_INCLUDE, VARIABLES_DOC = "pipeline/cli/variables.mk", "docs/variables.md"
 PUBLISHED_CSV = "published.csv"  # the papers' published numbers (package data of pipeline.report)

@@ -44,7 +44,7 @@ import polars as pl
 from numba.core.errors import NumbaTypeSafetyWarning
 from numba.typed import List
 
-from pipeline.vocabulary import DEFAULT_METRICS, METRIC_SETS, RANKED_MAP, metric_percent
+from pipeline.glossary import DEFAULT_METRICS, METRIC_SETS, RANKED_MAP, metric_percent
 
 
 @numba.njit(cache=True)
@@ -65,8 +65,8 @@ def _doc_codes(*columns: pl.Series) -> list[np.ndarray]:
     a float64 exactly), other ids (strings) by their position among all ids."""
     if all(c.dtype.is_integer() for c in columns):
         return [c.cast(pl.Float64).to_numpy() for c in columns]
-    vocabulary = pl.concat([c.cast(pl.String) for c in columns]).unique().sort()
-    return [c.cast(pl.String).replace_strict(vocabulary, pl.int_range(len(vocabulary), eager=True),
+    ids = pl.concat([c.cast(pl.String) for c in columns]).unique().sort()
+    return [c.cast(pl.String).replace_strict(ids, pl.int_range(len(ids), eager=True),
                                              return_dtype=pl.Float64).to_numpy()
             for c in columns]
 

@@ -9,8 +9,8 @@ import re
 import sys
 
 from pipeline.core.errors import InputError
+from pipeline.glossary import parse_metrics
 from pipeline.layout import MAX_COMPONENT, S2_DATASET, check_name, parse_size
-from pipeline.vocabulary import parse_metrics
 
 DTYPES = ("float32", "float16")
 

@@ -26,6 +26,7 @@ from pipeline.cli.checks import (
 )
 from pipeline.core.errors import InputError
 from pipeline.core.repair import PIPELINE_COMMAND, Repair, Where
+from pipeline.glossary import CITATION_MODES, FOS_SOURCES, VARIANTS
 from pipeline.layout import (
     Place,
     corpus_path,
@@ -35,7 +36,6 @@ from pipeline.layout import (
 from pipeline.readers import SOURCES
 from pipeline.roots import where
 from pipeline.slurm import check_partition, check_time
-from pipeline.vocabulary import CITATION_MODES, FOS_SOURCES, VARIANTS
 
 log = logging.getLogger(__name__)
 

@@ -53,10 +53,10 @@ from pipeline.encoding.models import (
     with_precision,
 )
 from pipeline.external.irds import dataset_id
+from pipeline.glossary import CITATION_MODES, FOS_SOURCES, VARIANTS
 from pipeline.readers import SOURCES
 from pipeline.roots import ROOT_OPTIONS, ROOT_VARIABLES, data_roots
 from pipeline.slurm import check_executor, check_partition, check_time
-from pipeline.vocabulary import CITATION_MODES, FOS_SOURCES, VARIANTS
 
 ROOT = Path(__file__).resolve().parents[2]
 MAKE_INCLUDE = Path(layout.VARIABLES_INCLUDE)  # relative to the checkout (the Makefile's)

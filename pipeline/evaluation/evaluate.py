@@ -22,6 +22,7 @@ from pipeline.core.files import read_json, read_parquet, write_json, write_parqu
 from pipeline.core.inputs import Roots, changed, record
 from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
+from pipeline.glossary import DEFAULT_METRICS, parse_metrics
 from pipeline.layout import (
     MANIFEST,
     RESULTS_FILE,
@@ -36,7 +37,6 @@ from pipeline.layout import (
 )
 from pipeline.pools.build import load_pool, pool_files, pool_manifest
 from pipeline.retrieval.runs import load_run, run_repair
-from pipeline.vocabulary import DEFAULT_METRICS, parse_metrics
 
 log = logging.getLogger(__name__)
 POSITIVE_TYPE = "cited"  # the candidate type of a pool's positives (MDCR's "true")

@@ -30,9 +30,9 @@ import polars as pl
 
 from pipeline.core.errors import InputError
 from pipeline.core.textfiles import read_text
+from pipeline.glossary import METRIC_SETS, parse_metrics
 from pipeline.retrieval.imported import read_source
 from pipeline.retrieval.runs import trec_eval_order
-from pipeline.vocabulary import METRIC_SETS, parse_metrics
 
 log = logging.getLogger(__name__)
 

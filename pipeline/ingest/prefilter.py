@@ -23,8 +23,8 @@ from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
 from pipeline.corpus.files import PAPERS_SCHEMA, GroupedWriter, corpus_file, row_groups
 from pipeline.corpus.manifest import corpus_section, update_corpus_manifest
+from pipeline.glossary import CITATION_MODES
 from pipeline.layout import MANIFEST, PAPERS, PREFILTERED
-from pipeline.vocabulary import CITATION_MODES
 
 log = logging.getLogger(__name__)
 

@@ -5,11 +5,11 @@ real S2ORC. What makes retrieval on it meaningful:
 
 - each paper has a primary MAG field (skewed sizes, Medicine largest), a subtopic (6 per
   field) and a *theme* (30 per subtopic: six words of the subtopic and two borrowed from other
-  fields, so fields share vocabulary); some papers carry 0, 2 or 3 fields. Themes are fine
+  fields, so fields share words); some papers carry 0, 2 or 3 fields. Themes are fine
   enough that a field-level pool is about as hard as a dataset-level pool of the same size,
   as in MDCR §3 (calibration: benchmarks/results/calibration.md);
 - titles and abstracts are English sentences whose content words come from the paper's theme,
-  subtopic and field vocabularies (`data/vocabulary.json`) and from its own three keywords
+  subtopic and field word lists (`data/synthetic_words.json`) and from its own three keywords
   (field words); a paper's text also echoes the keywords of up to twenty papers it cites, so
   BM25 and a pretrained encoder both see overlap between a paper and what it cites;
 - citations point to older papers, preferring the same theme, then subtopic, then field, and
@@ -48,7 +48,7 @@ from pipeline.core.logs import track
 from pipeline.core.manifests import manifest
 from pipeline.core.processes import worker_pool
 from pipeline.fields import MAG_FIELDS
-from pipeline.layout import MANIFEST, SYNTHETIC_SHARD, VOCABULARY_DATA, array_file
+from pipeline.layout import MANIFEST, SYNTHETIC_SHARD, SYNTHETIC_WORDS, array_file
 
 # Share of papers whose primary field is this one (Medicine largest, as in MAG/S2ORC).
 FIELD_SHARE: dict[str, float] = {
@@ -87,9 +87,9 @@ class SyntheticConfig:
     block_size: int = 50_000
 
 
-def load_vocabulary() -> dict:
+def load_words() -> dict:
     """The per-field and per-subtopic word lists shipped with the package."""
-    text = resources.files("pipeline").joinpath(VOCABULARY_DATA).read_text()
+    text = resources.files("pipeline").joinpath(SYNTHETIC_WORDS).read_text()
     return json.loads(text)["fields"]
 
 
@@ -161,7 +161,7 @@ class _Layout:
         ]
         self.id_modulus = _next_prime(4 * n + 1)
         self.id_step = int(rng.integers(self.id_modulus // 3, self.id_modulus - 1))
-        # each paper's own focus: KEYWORDS words of its field's vocabulary, echoed by citers
+        # each paper's own focus: KEYWORDS words of its field's word list, echoed by citers
         self.keywords = rng.integers(0, n_field_words, size=(n, KEYWORDS), dtype=np.int16)
 
     def paper_id(self, index: np.ndarray) -> np.ndarray:
@@ -300,13 +300,13 @@ def _randint(rnd: random.Random, n: int) -> int:
 class _TextMaker:
     """Titles, abstracts and bibliographic fields for one paper at a time."""
 
-    def __init__(self, vocab: dict, cfg: SyntheticConfig):
+    def __init__(self, words: dict, cfg: SyntheticConfig):
         rng = random.Random(f"themes-{cfg.seed}")
         self.fields = list(MAG_FIELDS)
-        self.field_words = [vocab[f]["words"] for f in self.fields]
-        self.subtopic_names = [name for f in self.fields for name in vocab[f]["subtopics"]]
-        self.subtopic_words = [ws for f in self.fields for ws in vocab[f]["subtopics"].values()]
-        self.all_field_words = [vocab[f]["words"] + [w for ws in vocab[f]["subtopics"].values()
+        self.field_words = [words[f]["words"] for f in self.fields]
+        self.subtopic_names = [name for f in self.fields for name in words[f]["subtopics"]]
+        self.subtopic_words = [ws for f in self.fields for ws in words[f]["subtopics"].values()]
+        self.all_field_words = [words[f]["words"] + [w for ws in words[f]["subtopics"].values()
                                                      for w in ws] for f in self.fields]
         self.theme_words = [self._theme(rng, subtopic, cfg)
                             for subtopic in range(len(self.subtopic_words))
@@ -314,7 +314,7 @@ class _TextMaker:
 
     def _theme(self, rng: random.Random, subtopic: int, cfg: SyntheticConfig) -> list[str]:
         """A theme's words: some of its subtopic's, and a few of other fields (methods and
-        objects that cross fields), so fields overlap in vocabulary as real ones do."""
+        objects that cross fields), so fields overlap in words as real ones do."""
         field = subtopic // (len(self.subtopic_words) // len(self.fields))
         others = rng.sample([f for f in range(len(self.fields)) if f != field],
                             cfg.theme_borrowed)
@@ -572,8 +572,8 @@ def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
             log.info("synth: %s: generated again with %s (was %s): the corpus made from it, "
                      "its pools, indexes and runs are made again", out_dir, described(cfg),
                      described(before))
-    vocab = load_vocabulary()
-    first = next(iter(vocab.values()))
+    word_lists = load_words()
+    first = next(iter(word_lists.values()))
     n_field_words = len(first["words"]) + sum(len(ws) for ws in first["subtopics"].values())
     layout = _Layout(cfg, len(first["subtopics"]), n_field_words)
     n_blocks = -(-cfg.n_papers // cfg.block_size)
@@ -584,7 +584,7 @@ def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
     # shards are written into a temporary folder that replaces metadata/ whole
     with scratch_dir(out_dir, "synth") as work, atomic_dir(meta_dir) as tmp_meta:
         _spill_citations(layout, cfg, work, n_blocks)
-        _JOB = _BlockJob(cfg, layout, _TextMaker(vocab, cfg), work)
+        _JOB = _BlockJob(cfg, layout, _TextMaker(word_lists, cfg), work)
         with contextlib.ExitStack() as stack:
             handles = [stack.enter_context((tmp_meta / name).open("wb")) for name in names]
             if workers > 1:

@@ -27,11 +27,11 @@ from pipeline.core.repair import Repair
 from pipeline.corpus.files import corpus_file
 from pipeline.corpus.install import claim_corpus
 from pipeline.evaluation.evaluate import POSITIVE_TYPE
+from pipeline.glossary import id_key
 from pipeline.layout import CITATIONS, PREFILTERED, Place, parse_pool_name, pool_names
 from pipeline.mdcr.benchmark import write_benchmark
 from pipeline.pools.build import load_pool, pool_manifest
 from pipeline.retrieval.runs import load_run
-from pipeline.vocabulary import id_key
 
 FIXED_TYPES = ("graph", "most_cited", "random")
 WHY_SHORT = {

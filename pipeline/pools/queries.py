@@ -22,8 +22,8 @@ import numpy as np
 import polars as pl
 
 from pipeline.corpus.files import corpus_file
+from pipeline.glossary import check_variant, id_key
 from pipeline.layout import PREFILTERED
-from pipeline.vocabulary import check_variant, id_key
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"

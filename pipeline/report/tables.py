@@ -414,8 +414,8 @@ def variant_table(results: pl.DataFrame, metric: str = "map"
     """Query robustness (QUERY_VARIANT): per model, MAP (or `metric`) x100 with full queries
     and with each variant, over the (pool, query) pairs both runs scored, and the change in
     points."""
+    from pipeline.glossary import VARIANTS
     from pipeline.layout import VARIANT_SEP
-    from pipeline.vocabulary import VARIANTS
 
     data = (results.filter(pl.col("metric") == metric, pl.col("value").is_not_null())
             .with_columns(base=pl.col("model").str.split(VARIANT_SEP).list.first(),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from pipeline.glossary import id_key
 from pipeline.retrieval.base import Query, Retriever
-from pipeline.vocabulary import id_key
 
 
 class Random(Retriever):

@@ -149,7 +149,7 @@ def test_every_metric_equals_trec_eval_on_adversarial_runs(string_ids):
 
 def test_metric_names_are_checked():
     from pipeline.core.errors import InputError
-    from pipeline.vocabulary import parse_metrics
+    from pipeline.glossary import parse_metrics
 
     assert parse_metrics("mdcr") == ("map", "ndcg", "recall@5")
     assert parse_metrics("map, ndcg@10 map") == ("map", "ndcg@10")

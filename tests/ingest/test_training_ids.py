@@ -13,8 +13,8 @@ import pytest
 
 from pipeline.cli.main import main
 from pipeline.core.errors import InputError
+from pipeline.glossary import parse_metrics
 from pipeline.pools.exclusions import read_list
-from pipeline.vocabulary import parse_metrics
 
 SHAS = [hashlib.sha1(str(i).encode()).hexdigest() for i in range(3)]
 

@@ -31,7 +31,7 @@ from pipeline.cli.registry import (
     times_log,
 )
 from pipeline.encoding.models import fused_name, get_model
-from pipeline.vocabulary import VARIANTS
+from pipeline.glossary import VARIANTS
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The pipeline's vocabulary that is not about paths: the metric sets and their parser, the
+"""The pipeline's glossary, the names that are not paths: the metric sets and their parser, the
 query variants, what the prefilter's options mean, id hashing. Standard library only (the
 Makefile's input check runs it before the environment exists); pipeline/layout.py names the
 files."""
