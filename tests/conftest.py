@@ -315,7 +315,6 @@ def mdcr_source(corpus_dir, tmp_path_factory):
     """A copy of the small corpus with field-level pools of two fields and BM25 runs:
     (corpus folder, data root holding corpora/, indexes/, runs/)."""
     from pipeline.encoding.models import get_model
-
     from pipeline.retrieval.search import search_pool
 
     root = tmp_path_factory.mktemp("mdcr")

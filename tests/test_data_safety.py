@@ -18,13 +18,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
-from pipeline.encoding.models import get_model
 
 from pipeline import cli
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import Roots
 from pipeline.encoding.embed import embed
+from pipeline.encoding.models import get_model
 from pipeline.evaluation.evaluate import collect_results, eval_run
 from pipeline.external.beir import import_beir
 from pipeline.layout import Place, store_dir

@@ -4,8 +4,8 @@ both beat a random ranking by far, and MAP falls as the pool grows (same queries
 from __future__ import annotations
 
 import pytest
-from pipeline.encoding.models import get_model
 
+from pipeline.encoding.models import get_model
 from pipeline.evaluation.evaluate import eval_run
 from pipeline.layout import Place
 from pipeline.retrieval.search import index, search_pool

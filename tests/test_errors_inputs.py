@@ -13,9 +13,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from pipeline.encoding.models import get_model
 
 from pipeline.core.errors import InputError
+from pipeline.encoding.models import get_model
 from pipeline.layout import Place, pool_names
 from pipeline.mdcr import official
 from pipeline.mdcr.official import evaluate_files, import_benchmark

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
-from pipeline.encoding.models import get_model
 
+from pipeline.encoding.models import get_model
 from pipeline.evaluation.evaluate import collect_results, eval_run
 from pipeline.layout import Place
 from pipeline.retrieval.search import search_pool

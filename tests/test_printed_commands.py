@@ -10,11 +10,11 @@ import shlex
 from pathlib import Path
 
 import pytest
-from pipeline.encoding.models import ModelEntry
 
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots
 from pipeline.core.repair import Placeholder, Repair, Where
+from pipeline.encoding.models import ModelEntry
 from pipeline.evaluation.evaluate import collect_results, eval_run
 from pipeline.ingest.synthetic import SyntheticConfig, generate
 from pipeline.layout import Place, pool_dir, run_paths

@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 import torch
-from pipeline.encoding.models import REGISTRY, ModelEntry, get_model
 
 from pipeline.core.errors import InputError
 from pipeline.encoding.embed import _check_config, _store_config, add_part, embed, pool_ids
+from pipeline.encoding.models import REGISTRY, ModelEntry, get_model
 from pipeline.encoding.multivector import (
     OWN_SPLIT,
     SPLITTER,

@@ -14,11 +14,11 @@ import numpy as np
 import polars as pl
 import pytest
 import pytrec_eval
-from pipeline.encoding.models import ModelEntry, get_model
 
 from pipeline.core.errors import InputError
 from pipeline.encoding.embed import embed
 from pipeline.encoding.encoders import Encoder
+from pipeline.encoding.models import ModelEntry, get_model
 from pipeline.encoding.store import load_vectors
 from pipeline.evaluation.evaluate import collect_results, eval_run, pool_metrics
 from pipeline.external.beir import import_beir

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from pipeline.encoding.models import get_model
 
 from pipeline.core.errors import InputError
+from pipeline.encoding.models import get_model
 from pipeline.evaluation.evaluate import collect_results, eval_run
 from pipeline.layout import Place, pool_names
 from pipeline.mdcr.benchmark import read_benchmark

@@ -12,10 +12,10 @@ import numpy as np
 import polars as pl
 import pytest
 import pytrec_eval
-from pipeline.encoding.models import ModelEntry, get_model
 
 from pipeline.core.errors import InputError
 from pipeline.encoding.embed import embed
+from pipeline.encoding.models import ModelEntry, get_model
 from pipeline.encoding.store import load_vectors
 from pipeline.evaluation.evaluate import collect_results, eval_run
 from pipeline.layout import Place, pool_names, store_dir

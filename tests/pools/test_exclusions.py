@@ -143,7 +143,6 @@ def test_leakage_table_counts_training_papers(corpus_dir, tmp_path, fixture_quer
     """The report's leakage table against a count made here from the pools' files; pools of
     two lists are never reported together."""
     from pipeline.encoding.models import get_model
-
     from pipeline.evaluation.evaluate import collect_results, eval_run
     from pipeline.layout import Place
     from pipeline.report.build import build_report, load_results

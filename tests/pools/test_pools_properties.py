@@ -26,9 +26,9 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
-from pipeline.encoding.models import get_model
 
 from pipeline.core.errors import InputError
+from pipeline.encoding.models import get_model
 from pipeline.ingest import ingest, prefilter
 from pipeline.layout import POOL_FILES, Place
 from pipeline.pools.build import (

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-from pipeline.encoding.models import get_model
 
 from pipeline.core.errors import InputError
+from pipeline.encoding.models import get_model
 from pipeline.evaluation.evaluate import collect_results, eval_run
 from pipeline.layout import Place, run_name, split_run_name
 from pipeline.pools.queries import perturb, query_texts

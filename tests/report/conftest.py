@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pipeline.encoding.models import get_model
 
+from pipeline.encoding.models import get_model
 from pipeline.evaluation.evaluate import collect_results, eval_run
 from pipeline.layout import Place, pool_names
 from pipeline.pools.build import PoolSpec, build_pool

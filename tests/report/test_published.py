@@ -12,11 +12,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from pipeline.encoding.models import REGISTRY
 
 from pipeline.core.files import write_json
 from pipeline.core.manifests import manifest
 from pipeline.corpus.manifest import update_corpus_manifest
+from pipeline.encoding.models import REGISTRY
 from pipeline.evaluation.evaluate import RESULTS_SCHEMA
 from pipeline.fields import MAG_FIELDS, field_slug
 from pipeline.glossary import parse_metrics

@@ -10,12 +10,12 @@ import re
 import numpy as np
 import polars as pl
 import pytest
-from pipeline.encoding.models import get_model
 
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import Roots
 from pipeline.corpus.files import paper_texts
+from pipeline.encoding.models import get_model
 from pipeline.layout import Place, run_paths
 from pipeline.pools.build import PoolSpec, build_pool, load_pool
 from pipeline.retrieval.bm25 import arrays as bm25_arrays

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from pipeline.encoding.models import fused_name, fusion_parts, get_model
 
 from pipeline.core.errors import InputError
+from pipeline.encoding.models import fused_name, fusion_parts, get_model
 from pipeline.evaluation.evaluate import eval_run
 from pipeline.layout import Place
 from pipeline.pools.build import PoolSpec, build_pool

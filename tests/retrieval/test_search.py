@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from pipeline.encoding.models import REGISTRY, ModelEntry, get_model
 
+from pipeline.encoding.models import REGISTRY, ModelEntry, get_model
 from pipeline.evaluation.evaluate import collect_results, eval_is_current, eval_run
 from pipeline.layout import Place, run_paths
 from pipeline.retrieval.runs import run_is_current

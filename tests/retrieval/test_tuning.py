@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from pipeline.encoding.models import get_model
 
 from pipeline.core.files import read_json, write_json
 from pipeline.corpus.files import paper_texts
+from pipeline.encoding.models import get_model
 from pipeline.layout import Place, bm25_index_dir, run_paths, tuning_path
 from pipeline.metrics import per_query
 from pipeline.pools.build import PoolSpec, build_pool, load_pool, validation_pools
