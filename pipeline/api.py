@@ -28,8 +28,8 @@ from pipeline.roots import data_roots
 if TYPE_CHECKING:
     import polars as pl
 
-    from pipeline.encoding.models import ModelEntry
     from pipeline.ingest.synthetic import SyntheticConfig
+    from pipeline.models import ModelEntry
     from pipeline.pools.build import PoolSpec
     from pipeline.report.build import Report
 
@@ -105,7 +105,7 @@ class Data:
 def _entry(model: str | ModelEntry) -> ModelEntry:
     """The registry's entry of a model name, or a ModelEntry given, whose name (the file name
     of its runs and store) is checked."""
-    from pipeline.encoding.models import get_model
+    from pipeline.models import get_model
 
     entry = get_model(model) if isinstance(model, str) else model
     check_name("model", entry.name)
@@ -178,7 +178,8 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     from pipeline.cli.arguments import check_options
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.runs import run_is_current
-    from pipeline.retrieval.search import index, search_pool
+    from pipeline.retrieval.search import index
+    from pipeline.retrieval.search import search as run_search
 
     data, entry = Data.of(data), _entry(model)
     check_options("search", entry.kind, options, list(retriever(entry.kind).OPTIONS))
@@ -187,7 +188,7 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     # missing; a store of another object of this name is refused before any run is kept)
     index(place, check_name("pool", pool), entry, threads, **options)
     if not run_is_current(place, pool, name, k):
-        search_pool(place, pool, entry, k=k, threads=threads, seed=seed, variant=variant,
+        run_search(place, pool, entry, k=k, threads=threads, seed=seed, variant=variant,
                    **options)
     return name
 

@@ -24,8 +24,8 @@ from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.repair import Repair
-from pipeline.encoding.models import ModelEntry
 from pipeline.layout import Place, sbatch_path, slurm_dir, slurm_record
+from pipeline.models import ModelEntry
 
 EXECUTORS = ("local", "slurm")
 # SLURM's --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or no limit.

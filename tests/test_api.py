@@ -241,7 +241,7 @@ def test_names_are_checked_as_the_command_line_checks_them(corpus_dir, tmp_path,
     every API function refuses what `--corpus`, `--pool` and CORPUS refuse, with the same
     line, and writes nothing."""
     from pipeline.cli.main import main
-    from pipeline.encoding.models import ModelEntry
+    from pipeline.models import ModelEntry
 
     user = tmp_path / "user"  # a folder of the user's own, outside the data folder
     user.mkdir()

@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 
 from pipeline.core.errors import InputError
-from pipeline.encoding.models import REGISTRY, get_model
 from pipeline.fields import MAG_FIELDS, resolve_field, resolve_fields
 from pipeline.layout import format_size, group_name, parse_pool_name, parse_size, pool_name
+from pipeline.models import REGISTRY, get_model
 
 
 @pytest.mark.parametrize("text,value", [("20000", 20000), ("20k", 20000), ("2M", 2_000_000),

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from pipeline.core.errors import InputError
-from pipeline.encoding.models import get_model
 from pipeline.encoding.store import load_vectors, stored_ids
 from pipeline.layout import Place, store_dir
+from pipeline.models import get_model
 from pipeline.slurm import (
     Resources,
     check_count,

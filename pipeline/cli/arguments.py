@@ -116,7 +116,7 @@ class Argument:
 
 def _model(text: str) -> str:
     """A model's name, or a run's ('bm25~title'): the registry knows the model."""
-    from pipeline.encoding.models import get_model
+    from pipeline.models import get_model
 
     model, variant = split_run_name(text)
     return run_name(get_model(model).name, variant)
@@ -140,13 +140,13 @@ def _imported_name(text: str) -> str:
 
 
 def _vectors_name(text: str) -> str:
-    from pipeline.encoding.models import vectors_model
+    from pipeline.models import vectors_model
 
     return vectors_model(text).name
 
 
 def _similarity(text: str) -> str:
-    from pipeline.encoding.models import SIMILARITIES
+    from pipeline.models import SIMILARITIES
 
     if text not in SIMILARITIES:
         raise InputError(f"similarity {text!r}: use one of {', '.join(SIMILARITIES)}")

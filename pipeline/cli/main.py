@@ -1,6 +1,6 @@
 """`python -m pipeline <stage>`: a thin command line over the stage functions.
 
-Only the standard library and the stdlib-only modules (layout, fields, encoding.models,
+Only the standard library and the stdlib-only modules (layout, fields, models,
 core.logs) are imported at the top, so `python3 -m pipeline check ...` validates make variables
 before the environment exists; each stage imports its module when it runs. Bad input exits with
 status 2 and one line. Messages go through `logging` (pipeline.core.logs: -q, -v).

@@ -43,7 +43,8 @@ from pipeline.cli.checks import (
 )
 from pipeline.core.errors import InputError
 from pipeline.corpus.manifest import written_whole
-from pipeline.encoding.models import (
+from pipeline.external.irds import dataset_id
+from pipeline.models import (
     HF_PREFIX,
     IMPORT_VECTORS,
     PRECISIONS,
@@ -52,11 +53,10 @@ from pipeline.encoding.models import (
     get_model,
     with_precision,
 )
-from pipeline.external.irds import dataset_id
-from pipeline.glossary import CITATION_MODES, FOS_SOURCES, VARIANTS
 from pipeline.readers import SOURCES
 from pipeline.roots import ROOT_OPTIONS, ROOT_VARIABLES, data_roots
 from pipeline.slurm import check_executor, check_partition, check_time
+from pipeline.vocabulary import CITATION_MODES, FOS_SOURCES, VARIANTS
 
 ROOT = Path(__file__).resolve().parents[2]
 MAKE_INCLUDE = Path(layout.VARIABLES_INCLUDE)  # relative to the checkout (the Makefile's)

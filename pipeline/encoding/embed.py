@@ -16,6 +16,7 @@ import hashlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from importlib import import_module
 from importlib.metadata import version
 from pathlib import Path
 
@@ -34,7 +35,6 @@ from pipeline.core.logs import progress
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
 from pipeline.corpus.files import TEXT_DIGEST, corpus_file, text_digests
-from pipeline.encoding.models import ModelEntry, encoder_class
 from pipeline.encoding.store import (
     DIGEST,
     DTYPES,
@@ -60,10 +60,20 @@ from pipeline.layout import (
     query_vectors_record,
     store_dir,
 )
+from pipeline.models import ENCODERS, ModelEntry
 from pipeline.pools.build import load_pool
 from pipeline.pools.queries import own_text
 
 log = logging.getLogger(__name__)
+
+
+def encoder_class(kind: str):
+    """The class that embeds models of `kind` (imported now)."""
+    if kind not in ENCODERS:
+        raise InputError(f"models of kind {kind!r} are not embedded: no encoder is registered "
+                         "for it in pipeline/models.py (ENCODERS)")
+    module, _, name = ENCODERS[kind].partition(":")
+    return getattr(import_module(module), name)
 
 
 def pool_ids(corpus_dir: Path, pool: str) -> np.ndarray:

@@ -28,8 +28,8 @@ from safetensors import SafetensorError
 
 from pipeline.core.errors import InputError
 from pipeline.core.logs import Progress
-from pipeline.encoding.models import ModelEntry
 from pipeline.layout import HF_CONFIG
+from pipeline.models import ModelEntry
 
 MAX_BATCH = 512  # sequences per batch at most, however short
 TOKEN_BUDGET = {"cuda": 65536, "cpu": 8192}  # padded tokens per batch (ids x longest)

@@ -33,9 +33,9 @@ import torch
 from pipeline.core.errors import InputError
 from pipeline.core.logs import Progress
 from pipeline.encoding.encoders import MAX_BATCH, Encoder, batch_of, default_budget
-from pipeline.encoding.models import ModelEntry
 from pipeline.encoding.store import id_array
 from pipeline.layout import ABSTRACT_SENTENCES
+from pipeline.models import ModelEntry
 
 log = logging.getLogger(__name__)
 

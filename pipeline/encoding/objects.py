@@ -23,8 +23,8 @@ import numpy as np
 
 from pipeline.core.errors import InputError
 from pipeline.core.logs import Progress
-from pipeline.encoding.models import REGISTRY, SIMILARITIES, ModelEntry, get_model
 from pipeline.layout import check_name
+from pipeline.models import REGISTRY, SIMILARITIES, ModelEntry, get_model
 
 OBJECT_KIND = "object"
 OBJECT_BATCH = 64  # texts per call of obj.encode

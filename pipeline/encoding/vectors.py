@@ -28,9 +28,9 @@ from pipeline.core.files import read_json
 from pipeline.core.repair import Repair
 from pipeline.corpus.files import corpus_file
 from pipeline.encoding.embed import add_part, current_digests, store_inputs
-from pipeline.encoding.models import IMPORT_VECTORS, SIMILARITIES, vectors_model
 from pipeline.encoding.store import id_array, store_parts
 from pipeline.layout import MANIFEST, PREFILTERED, Place, store_dir
+from pipeline.models import IMPORT_VECTORS, SIMILARITIES, vectors_model
 
 log = logging.getLogger(__name__)
 PART_ROWS = 65536  # rows per store part

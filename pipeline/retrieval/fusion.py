@@ -15,8 +15,8 @@ import functools
 
 import polars as pl
 
-from pipeline.encoding.models import FUSION_RANK_BASED, FUSION_TUNABLE, fusion_parts
 from pipeline.layout import Place, run_paths
+from pipeline.models import FUSION_RANK_BASED, FUSION_TUNABLE, fusion_parts
 from pipeline.pools.build import load_pool, validation_pools
 from pipeline.retrieval.base import Query, Retriever
 from pipeline.retrieval.runs import load_run, run_shas

@@ -129,7 +129,7 @@ def import_run(place: Place, pool: str, run: Any, model: str, *, drop_unknown: b
 def check_model_name(model: object) -> str:
     """A name for an imported run: a valid model name that is no registered, `hf:` or fused
     model's (their runs are made by search) and no perturbed-query run's."""
-    from pipeline.encoding.models import get_model
+    from pipeline.models import get_model
 
     check_name("model", model)
     assert isinstance(model, str)

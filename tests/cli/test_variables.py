@@ -24,8 +24,8 @@ from pipeline.cli.variables import (
     md_text,
     stale,
 )
-from pipeline.encoding.models import fused_name, hf_name
 from pipeline.layout import raw_dir, run_name
+from pipeline.models import fused_name, hf_name
 from pipeline.roots import data_roots
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,9 +10,9 @@ import pytest
 from pipeline.core.errors import InputError
 from pipeline.encoding.embed import embed, pool_ids
 from pipeline.encoding.encoders import Encoder
-from pipeline.encoding.models import REGISTRY, ModelEntry
 from pipeline.encoding.store import distinct, load_vectors, not_stored, stored_ids
 from pipeline.layout import Place, store_dir
+from pipeline.models import REGISTRY, ModelEntry
 from tests.conftest import POOL_SIZES, pool_of
 
 SMALL_POOL, LARGE_POOL = (pool_of(s) for s in POOL_SIZES)
@@ -113,7 +113,7 @@ def test_float16_store(corpus_dir, tmp_path, tiny_entry):
 
 @pytest.mark.slow
 def test_minilm_loads_offline_from_its_package():
-    from pipeline.encoding.models import get_model
+    from pipeline.models import get_model
 
     encoder = Encoder(get_model("minilm"), device="cpu")
     texts = [encoder.format("Myocardial infarction in elderly patients",
@@ -135,7 +135,7 @@ def test_missing_model_folder_is_a_clear_error():
 
 
 def test_unreachable_hub_model_is_a_clear_error(monkeypatch):
-    from pipeline.encoding.models import get_model
+    from pipeline.models import get_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(InputError, match="cannot load MODEL scincl from malteos/scincl"):
@@ -144,7 +144,7 @@ def test_unreachable_hub_model_is_a_clear_error(monkeypatch):
 
 def test_unreachable_hub_is_detected_up_front(monkeypatch, tmp_path):
     """No hub and not cached: one line naming the id, MODEL_PATH and HF_HOME (no retries)."""
-    from pipeline.encoding.models import get_model
+    from pipeline.models import get_model
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
@@ -158,7 +158,7 @@ def test_dense_encoder_refuses_multi_vector_models_clearly():
     """ASPIRE is embedded per sentence by multivector.SentenceEncoder
     (tests/encoding/test_multivector.py); the single-vector Encoder says so before loading
     anything."""
-    from pipeline.encoding.models import get_model
+    from pipeline.models import get_model
 
     with pytest.raises(InputError, match="multi-vector model: Encoder embeds dense models only "
                        r"\(multi-vector: pipeline.encoding.multivector.SentenceEncoder"):

@@ -15,9 +15,9 @@ import torch
 from pipeline.core.errors import InputError
 from pipeline.encoding.embed import embed, pool_ids
 from pipeline.encoding.encoders import Encoder, batch_of, batch_rows
-from pipeline.encoding.models import ModelEntry
 from pipeline.encoding.store import load_vectors
 from pipeline.layout import Place, store_dir
+from pipeline.models import ModelEntry
 from tests.conftest import POOL_SIZES, pool_of
 
 
@@ -124,7 +124,7 @@ def test_out_of_memory_halves_the_budget_and_retries(encoder, texts, monkeypatch
 def test_store_does_not_depend_on_parts_or_shards(corpus_dir, tmp_path, tiny_bert):
     """One process with big parts, or 3 shards with small parts and a small budget: the
     same ids and the same vectors, bit for bit (CPU batches hold one length)."""
-    from pipeline.encoding.models import REGISTRY
+    from pipeline.models import REGISTRY
 
     entry = ModelEntry("tiny-cls", "dense", str(tiny_bert), "cls", "l2", max_length=128)
     REGISTRY[entry.name] = entry
@@ -149,7 +149,7 @@ def test_store_does_not_depend_on_parts_or_shards(corpus_dir, tmp_path, tiny_ber
 def test_a_gpu_packs_mixed_lengths_in_half_precision_near_the_cpu_vectors(encoder, texts):
     """On a GPU: batches of mixed lengths, bf16 weights when chosen, and the CPU's vectors up
     to half-precision rounding (cosine > 0.99)."""
-    from pipeline.encoding.models import with_precision
+    from pipeline.models import with_precision
 
     gpu = Encoder(with_precision(encoder.entry, "bf16"), device="cuda")
     assert not gpu.one_length and gpu.model.dtype == torch.bfloat16

@@ -9,7 +9,7 @@ import torch
 
 from pipeline.core.errors import InputError
 from pipeline.encoding.encoders import Encoder
-from pipeline.encoding.models import get_model, hf_model, with_precision
+from pipeline.models import get_model, hf_model, with_precision
 
 
 @pytest.mark.slow

@@ -12,8 +12,8 @@ import pytest
 
 import pipeline
 from pipeline.core.errors import InputError
-from pipeline.encoding.models import REGISTRY
 from pipeline.layout import run_paths, store_dir
+from pipeline.models import REGISTRY
 from pipeline.pools.build import PoolSpec, build_pool
 from tests.conftest import POOL_SEED, POOL_SIZES, copy_corpus, pool_of
 

@@ -32,7 +32,7 @@ import torch
 
 from pipeline.core.locks import file_lock
 from pipeline.encoding.encoders import Encoder, model_source
-from pipeline.encoding.models import REGISTRY, get_model
+from pipeline.models import REGISTRY, get_model
 from tests.conftest import UNUSUAL_PAPER, side_packages, unknown_share
 
 pytestmark = pytest.mark.slow  # encodes with a model

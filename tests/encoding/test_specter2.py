@@ -29,7 +29,7 @@ import json, sys, numpy as np, torch
 from adapters import AutoAdapterModel
 from transformers import AutoModel
 from pipeline.encoding.encoders import Encoder
-from pipeline.encoding.models import get_model
+from pipeline.models import get_model
 folder = sys.argv[1]
 texts_in = [("Cardiac troponin in the elderly", "Troponin predicts infarction."),
             ("Jurassic basins", "Limestone facies of marine sediments were sampled."),

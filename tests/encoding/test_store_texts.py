@@ -24,9 +24,9 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.encoding.embed import check_current, embed, pool_ids
 from pipeline.encoding.encoders import Encoder
-from pipeline.encoding.models import REGISTRY, ModelEntry
 from pipeline.encoding.store import DIGEST, load_vectors, stored_ids
 from pipeline.layout import MANIFEST, store_dir
+from pipeline.models import REGISTRY, ModelEntry
 
 
 @pytest.fixture()
@@ -144,8 +144,8 @@ def test_a_multi_vector_store_records_the_splitter_a_search_checks(tmp_path):
     """The splitter and pooling a multi-vector store records are what check_settings expects
     of this version: a store split by regex-v2 (lone-dot sentences) is refused."""
     from pipeline.encoding.embed import check_settings
-    from pipeline.encoding.models import get_model
     from pipeline.encoding.multivector import SPLITTER, SentenceEncoder
+    from pipeline.models import get_model
 
     entry = get_model("aspire-cs")
     config = SentenceEncoder.config_for(entry, [])["multi_vector"]

@@ -128,8 +128,8 @@ def test_one_pass_equals_separate_searches_on_a_pool(pool, k):
     """Whole-abstract queries on a fixture pool (k = 5,000: more than the pool's 1,829
     documents): the same hits per pair and runs byte for byte; then the same MAP per grid
     point (as tuning scores it) and the same chosen pair."""
-    from pipeline.encoding.models import get_model
     from pipeline.metrics import per_query
+    from pipeline.models import get_model
     from pipeline.retrieval.runs import finalize_run
 
     index, terms, texts, qrels = pool
@@ -156,8 +156,8 @@ def test_tuning_chooses_the_same_with_one_pass(corpus_dir, tmp_path_factory, mon
     """`bm25_params` over the whole default grid on two validation pools: the kept MAP of
     every grid point and the chosen pair are the same with the one pass as with 30 searches."""
     from pipeline.core.files import read_json
-    from pipeline.encoding.models import get_model
     from pipeline.layout import Place, tuning_path
+    from pipeline.models import get_model
     from pipeline.pools.build import PoolSpec, build_pool
     from pipeline.retrieval.bm25 import store as bm25_store
     from pipeline.retrieval.bm25.tuning import bm25_params

@@ -41,7 +41,7 @@ RETRIEVER = Toy()
 
 
 def test_every_model_kind_has_a_retriever():
-    from pipeline.encoding.models import REGISTRY
+    from pipeline.models import REGISTRY
 
     for entry in REGISTRY.values():
         assert entry.kind in RETRIEVERS, entry
@@ -70,7 +70,7 @@ def toy_checkout(tmp_path_factory) -> Path:
     (work / "pipeline" / "retrieval" / "toy.py").write_text(TOY)
     _add_line(work / "pipeline" / "retrieval" / "registry.py",
               "RETRIEVERS: dict[str, str] = {\n", '    "toy": "pipeline.retrieval.toy",\n')
-    models = work / "pipeline" / "encoding" / "models.py"  # a model of that kind: one line
+    models = work / "pipeline" / "models.py"  # a model of that kind: one line
     models.write_text(models.read_text() + '\nregister(ModelEntry("toy", "toy"))\n')
     return work
 

@@ -24,7 +24,7 @@ from pipeline.cli.registry import (
     threads_arg,
     times_log,
 )
-from pipeline.encoding.models import get_model
+from pipeline.models import get_model
 
 log = logging.getLogger(__name__)
 

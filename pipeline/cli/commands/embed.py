@@ -23,7 +23,7 @@ from pipeline.cli.registry import (
     src_arg,
     times_log,
 )
-from pipeline.encoding.models import IMPORT_VECTORS, SIMILARITIES, get_model
+from pipeline.models import IMPORT_VECTORS, SIMILARITIES, get_model
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ from pipeline.cli.checks import (
 )
 from pipeline.cli.commands.pools import exclude_arg
 from pipeline.cli.registry import command, metrics_arg, place_of, pool_arg, pools_of, times_log
-from pipeline.encoding.models import get_model
 from pipeline.layout import (
     RESULTS_FILE,
 )
+from pipeline.models import get_model
 
 log = logging.getLogger(__name__)
 

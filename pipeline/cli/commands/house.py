@@ -14,11 +14,11 @@ from pathlib import Path
 
 from pipeline.cli.registry import command, place_of, where_of
 from pipeline.core.errors import InputError
-from pipeline.encoding.models import HF_PREFIX, REGISTRY, VECTORS_PREFIX, fused_name, get_model
 from pipeline.fields import resolve_fields
 from pipeline.layout import (
     MANIFEST,
 )
+from pipeline.models import HF_PREFIX, REGISTRY, VECTORS_PREFIX, fused_name, get_model
 from pipeline.retrieval.imported import check_model_name
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ import polars as pl
 
 from pipeline.core.errors import InputError
 from pipeline.corpus.files import paper_texts
-from pipeline.encoding.models import ModelEntry
 from pipeline.layout import PREFILTERED, Place, bm25_index_dir, runs_dir, tuning_path
+from pipeline.models import ModelEntry
 from pipeline.pools.build import load_pool, pool_files
 from pipeline.pools.queries import own_text
 from pipeline.retrieval.base import Query, Retriever

@@ -24,8 +24,8 @@ from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import record
 from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
-from pipeline.encoding.models import ModelEntry
 from pipeline.layout import Place, bm25_index_dir, parse_pool_name, tuning_path
+from pipeline.models import ModelEntry
 from pipeline.pools.build import check_pool, load_pool, pool_files, validation_pools
 from pipeline.retrieval.bm25 import lucene as bm25_lucene
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from pipeline.core.errors import InputError
 from pipeline.core.logs import progress
-from pipeline.encoding.models import Similarity
+from pipeline.models import Similarity
 
 GPU_MAX_K = 2048  # Faiss GPU top-k limit
 log = logging.getLogger(__name__)

@@ -15,7 +15,6 @@ import polars as pl
 
 from pipeline.core.errors import InputError
 from pipeline.encoding.embed import check_current, embed, encode_texts, query_cache
-from pipeline.encoding.models import ModelEntry
 from pipeline.encoding.store import (
     candidate_chunks,
     load_sentence_vectors,
@@ -23,6 +22,7 @@ from pipeline.encoding.store import (
     store_parts,
 )
 from pipeline.layout import MANIFEST, PREFILTERED, Place, store_dir
+from pipeline.models import ModelEntry
 from pipeline.pools.queries import query_texts
 from pipeline.retrieval.base import Query, Retriever
 

@@ -1,5 +1,8 @@
 """The model registry: one entry per retrieval model (docs/encoders.md, docs/retrieval.md).
 
+Below the encoding and retrieval layers, which both read it: a model's `kind` names its
+encoder (ENCODERS, here) and its retriever (pipeline/retrieval/registry.py).
+
 Like `ir_datasets` registers datasets, every encoder is registered here by name with its
 Hugging Face id, pooling, input format and similarity; the similarity is a property of the
 model (SPECTER-family papers rank by L2 distance). Standard library only, so the Makefile
@@ -62,23 +65,13 @@ class ModelEntry:
 
 
 # The encoder of each embedded kind: a new kind is its class plus one line here (its retriever
-# is registered in pipeline/retrieval/registry.py). Imported only when a model is embedded.
+# is registered in pipeline/retrieval/registry.py). Imported only when a model is embedded
+# (pipeline/encoding/embed.py, encoder_class), so this module stays standard library only.
 ENCODERS: dict[str, str] = {
     "dense": "pipeline.encoding.encoders:Encoder",
     "multi-vector": "pipeline.encoding.multivector:SentenceEncoder",
     "object": "pipeline.encoding.objects:ObjectEncoder",  # pipeline.Encoder(obj, name=...)
 }
-
-
-def encoder_class(kind: str):
-    """The class that embeds models of `kind` (imported now)."""
-    from importlib import import_module
-
-    if kind not in ENCODERS:
-        raise InputError(f"models of kind {kind!r} are not embedded: no encoder is registered "
-                         "for it in pipeline/encoding/models.py (ENCODERS)")
-    module, _, name = ENCODERS[kind].partition(":")
-    return getattr(import_module(module), name)
 
 
 REGISTRY: dict[str, ModelEntry] = {}
