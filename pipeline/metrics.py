@@ -1,11 +1,11 @@
 """Per-query metrics of runs held as columns: ranx's numba kernels, fed in bulk (issue 8).
 
-ranx stays the metric engine (its kernels equal trec_eval's definitions, docs/evaluation.md), but
-a run
-never becomes the nested {query: {doc: score}} dicts that `ranx.Run` is built from: the run's
-and the qrels' columns are sorted once with polars and cut into ranx's typed list of
-(doc, score) arrays by one numba function, so 3,800 queries x 500 documents cost milliseconds
-instead of seconds.
+ranx stays the metric engine (its kernels equal trec_eval's definitions, docs/evaluation.md),
+called through its public `ranx.evaluate` only, but a run never becomes the nested
+{query: {doc: score}} dicts that `ranx.Run` is built from: the run's and the qrels' columns are
+sorted once with polars and cut into ranx's typed list of (doc, score) arrays by one numba
+function, which `ranx.evaluate` takes as they are, so 3,800 queries x 500 documents cost
+milliseconds instead of seconds.
 
 Counting rule: every query of the pool with at least one relevant candidate is evaluated; a
 query absent from the run scores 0 on every metric (trec_eval's `-c`; trec_eval's default would
@@ -81,9 +81,6 @@ def per_query(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series,
     many queries had none (dropped).
 
     run: query, doc, rank (1 = best; ties already broken); qrels: query, doc, rel (graded)."""
-    # here, not at the top: importing ranx costs seconds, paid once per process
-    from ranx.meta.evaluate import extract_metric_and_params, metric_switch
-
     asked = qrels.filter(pl.col("query").is_in(queries.implode()))
     judged = asked.filter(pl.col("rel") > 0)
     own = [m for m in metrics if csfcube_metric(m)]  # computed here, not by ranx
@@ -107,18 +104,38 @@ def per_query(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series,
     has_relevant = np.isin(np.arange(len(evaluated)), relevant["qpos"].to_numpy())
     scores = {}
     graded = asked.join(position, on="query").select("qpos", "doc", "rel")
-    with warnings.catch_warnings():  # ranx's kernels index with prange's unsigned counter
-        warnings.simplefilter("ignore", NumbaTypeSafetyWarning)
-        for metric in metrics:  # ranx.evaluate's own loop, without its dict checks
-            if csfcube_metric(metric):
-                scores[metric] = csfcube_values(metric, ranked.select("qpos", "doc"), graded,
-                                                len(evaluated))
-                continue
-            name, cutoff, rel_lvl = extract_metric_and_params(metric)
-            values = np.asarray(metric_switch(name)(qrels_list, run_list, cutoff, rel_lvl),
-                                dtype=np.float64)
-            scores[metric] = np.where(has_relevant, values, 0.0)
+    ranx_scores = ranx_per_query(qrels_list, run_list,
+                                 [m for m in metrics if not csfcube_metric(m)])
+    for metric in metrics:
+        if csfcube_metric(metric):
+            scores[metric] = csfcube_values(metric, ranked.select("qpos", "doc"), graded,
+                                            len(evaluated))
+        else:
+            scores[metric] = np.where(has_relevant, ranx_scores[metric], 0.0)
     return pl.DataFrame({"query": evaluated, **scores}, schema=schema), dropped
+
+
+def ranx_per_query(qrels_list: List, run_list: List, metrics: list[str]
+                   ) -> dict[str, np.ndarray]:
+    """Each metric's per-query values from `ranx.evaluate`, given ranx's typed lists (which it
+    passes to its kernels as they are). A lone metric is asked twice: ranx 0.3's evaluate with
+    return_mean=False returns one metric's array by its name less the cutoff (a KeyError for
+    `recall@30`), two or more as a dict. ranx sets numba's threads to 1 below 10 queries, for
+    the whole process: they are set back."""
+    # here, not at the top: importing ranx costs seconds, paid once per process
+    from ranx import evaluate
+
+    if not metrics:
+        return {}
+    threads = numba.get_num_threads()
+    try:
+        with warnings.catch_warnings():  # ranx's kernels index with prange's unsigned counter
+            warnings.simplefilter("ignore", NumbaTypeSafetyWarning)
+            values = evaluate(qrels_list, run_list, metrics * 2 if len(metrics) == 1 else metrics,
+                              return_mean=False)
+    finally:
+        numba.set_num_threads(threads)
+    return {m: np.asarray(values[m], dtype=np.float64) for m in metrics}
 
 
 def csfcube_metric(name: str) -> bool:

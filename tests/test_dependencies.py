@@ -6,12 +6,16 @@ and make setup installs torch and pyserini through it (their one version)."""
 from __future__ import annotations
 
 import ast
+import importlib.util
+import json
 import re
+import subprocess
 import sys
 import tomllib
 from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -25,10 +29,11 @@ EXTRAS = ("test", "bench")  # what make setup installs: -e '.[test,bench]'
 OPTIONAL = {"pysbd", "blingfire", "spacy"}
 
 
-def constraints() -> dict[str, Version]:
-    """constraints.txt as name -> version; every line one `name==version` (no URL, no range)."""
+def constraints(name: str = "constraints.txt") -> dict[str, Version]:
+    """A constraints file as name -> version; every line one `name==version` (no URL, no
+    range)."""
     pins: dict[str, Version] = {}
-    for line in (ROOT / "constraints.txt").read_text().splitlines():
+    for line in (ROOT / name).read_text().splitlines():
         if not line.strip() or line.startswith("#"):
             continue
         pin = Requirement(line)
@@ -108,3 +113,78 @@ def test_every_imported_package_is_declared():
             if not found & names:
                 undeclared[module] = sorted(found)
     assert not undeclared, f"imported, not declared in pyproject.toml: {undeclared}"
+
+
+def exported(package: str) -> set[str]:
+    """The names `package` exports at top level: its `__all__`, read from its __init__.py
+    without importing it (ranx's import costs seconds)."""
+    spec = importlib.util.find_spec(package)
+    assert spec is not None and spec.origin, package
+    for node in ast.parse(Path(spec.origin).read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__"
+                                                for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    raise AssertionError(f"{package} has no __all__")
+
+
+def private_imports(folder: Path, package: str) -> list[str]:
+    """`path:line` of each import under folder that reaches past `package`'s top-level names:
+    a submodule (`from ranx.meta import ...`, `import ranx.metrics`) or an unexported name."""
+    public = exported(package)
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                bad = any(a.name.startswith(package + ".") for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                bad = node.module.startswith(package + ".") or (
+                    node.module == package and any(a.name not in public for a in node.names))
+            else:
+                continue
+            if bad:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_the_pipeline_uses_ranx_s_public_api_only():
+    """pyproject.toml declares ranx by a range (docs/install.md names the tests that back it):
+    its internals (ranx.meta, ranx.metrics, ranx.statistical_tests) may change in any release."""
+    assert not private_imports(ROOT / "pipeline", "ranx")
+    (ranx,) = [Requirement(r) for r in PROJECT["dependencies"] if Requirement(r).name == "ranx"]
+    assert {s.operator for s in ranx.specifier} == {">=", "<"}, str(ranx.specifier)
+
+
+SPECTER2 = "constraints-specter2.txt"  # adapters and its transformers, beside .venv
+
+
+def test_specter2_side_packages_fit_the_declared_ranges():
+    """constraints-specter2.txt's pins stand in for .venv's inside the pipeline's process
+    (PYTHONPATH): each is in the range pyproject.toml declares, adapters its specter2 extra's;
+    torch is never among them (the side folder holds no second torch)."""
+    every = PROJECT["dependencies"] + [r for extra in PROJECT["optional-dependencies"].values()
+                                       for r in extra]
+    ranges = {canonicalize_name(Requirement(r).name): Requirement(r).specifier for r in every}
+    side = constraints(SPECTER2)
+    assert "adapters" in side and "transformers" in side and "torch" not in side
+    for name, pin in side.items():
+        assert name not in ranges or ranges[name].contains(pin), (name, str(pin))
+
+
+@pytest.mark.slow
+def test_specter2_side_packages_need_nothing_else_than_the_base(tmp_path):
+    """pip resolves constraints-specter2.txt with its dependencies against constraints.txt's
+    other pins (metadata only, nothing installed): every package it needs is either pinned
+    in the file or .venv's, at constraints.txt's version, so installing it with --no-deps
+    (docs/install.md) leaves no dependency out and no version unmet."""
+    side, base = constraints(SPECTER2), constraints()
+    others = tmp_path / "others.txt"
+    others.write_text("".join(f"{n}=={v}\n" for n, v in base.items() if n not in side))
+    report = tmp_path / "report.json"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
+                    "--quiet", "--report", str(report), "-c", str(others),
+                    "-r", str(ROOT / SPECTER2)], check=True)
+    resolved = {canonicalize_name(i["metadata"]["name"]): Version(i["metadata"]["version"])
+                for i in json.loads(report.read_text())["install"]}
+    assert {n: v for n, v in resolved.items() if n in side} == side
+    assert {n: v for n, v in resolved.items() if n not in side} == \
+        {n: base.get(n) for n in resolved if n not in side}

@@ -4,7 +4,7 @@ and bootstrap confidence intervals over queries (issue 8).
 Per-query values come from `runs/results.parquet`; the queries of a seed are the same in every
 repeat and pool size (MDCR §3), so a query's value is first averaged over the repeats, then
 models are compared query by query:
-- Student's paired t-test (ranx's `paired_student_t_test`, scipy's `ttest_rel`, two-sided);
+- Student's paired t-test (scipy's `ttest_rel`, two-sided: what ranx's `compare` runs);
 - Fisher's randomization test: the paired differences' signs flipped at random (10,000
   permutations, seeded, so a report is reproducible), two-sided, p = (hits + 1) / (n + 1);
 - Holm-Bonferroni over all pairs of a comparison (one table cell: a pool size or field);
@@ -106,7 +106,7 @@ def compare(values: pl.DataFrame, test: str = "t-test", alpha: float = 0.05) -> 
     (p_holm < alpha)."""
     if test not in TESTS:
         raise InputError(f"unknown significance test {test!r}: use one of {', '.join(TESTS)}")
-    from ranx.statistical_tests.paired_student_t_test import paired_student_t_test
+    from scipy.stats import ttest_rel
 
     wide = paired(values)
     models = [c for c in wide.columns if c != "query"]
@@ -119,7 +119,7 @@ def compare(values: pl.DataFrame, test: str = "t-test", alpha: float = 0.05) -> 
         elif len(diff) < 2 or np.ptp(diff) <= 1e-12:  # no spread: the t statistic is 0 or inf
             p = 1.0 if len(diff) < 2 or abs(diff.mean()) <= 1e-12 else 0.0
         else:
-            p = float(paired_student_t_test(x, y)[0])
+            p = float(ttest_rel(x, y, alternative="two-sided").pvalue)
         rows.append({"a": a, "b": b, "mean_a": float(x.mean()), "mean_b": float(y.mean()),
                      "queries": len(x), "p": p})
     schema = {"a": pl.String, "b": pl.String, "mean_a": pl.Float64, "mean_b": pl.Float64,
