@@ -31,6 +31,9 @@ from pipeline.core.logs import Progress
 from pipeline.layout import HF_CONFIG
 from pipeline.models import ModelEntry
 
+# the side packages of `adapters` (SPECTER2), as constraints-specter2.txt's first lines give them
+SPECTER2_SETUP = ("run `.venv/bin/pip install --no-deps --target .venv/specter2 -r "
+                  "constraints-specter2.txt`, then the pipeline with PYTHONPATH=.venv/specter2")
 MAX_BATCH = 512  # sequences per batch at most, however short
 TOKEN_BUDGET = {"cuda": 65536, "cpu": 8192}  # padded tokens per batch (ids x longest)
 log = logging.getLogger(__name__)
@@ -381,8 +384,9 @@ def _load_with_adapter(source: str, adapter: str):
     try:
         from adapters import AutoAdapterModel
     except ImportError:
-        raise InputError("this model needs the `adapters` library: "
-                         "pip install 'mdcr-pipeline[specter2]'") from None
+        raise InputError(f"this model needs the `adapters` library, beside .venv (it pins "
+                         f"transformers 4): {SPECTER2_SETUP} (docs/install.md#specter2)"
+                         ) from None
     model = AutoAdapterModel.from_pretrained(source)
     local = Path(source) / "adapter"
     if local.is_dir():

@@ -1,14 +1,15 @@
 """SPECTER2 with its proximity adapter, through the `adapters` library (docs/encoders.md).
 
-`adapters` pins transformers 4.57 while the pipeline runs on transformers 5, which is what the
-`[specter2]` extra resolves to in a user's environment. The test builds that environment
-beside the project's (pip --target, cached under ~/.cache/mdcr-pipeline), builds a tiny
+`adapters` pins transformers 4.57 while the pipeline runs on transformers 5, so its packages
+(constraints-specter2.txt) go beside the project's, as docs/install.md#specter2 installs them.
+The test builds that folder (pip --target, cached under ~/.cache/mdcr-pipeline), builds a tiny
 adapter for the tiny local BERT with `adapters` itself, saves it as `<MODEL_PATH>/adapter`,
 and runs the pipeline's Encoder for the registered `specter2` entry in a subprocess there.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -18,11 +19,15 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.core.errors import InputError
+from pipeline.encoding.encoders import SPECTER2_SETUP, Encoder
+from pipeline.models import get_model
 from tests.conftest import side_packages
 
-SIDE_PACKAGES = ("adapters==1.3.0", "transformers==4.57.6", "huggingface-hub==0.36.0",
-                 "tokenizers==0.22.1")
 ROOT = Path(__file__).resolve().parents[2]
+SIDE_FILE = ROOT / "constraints-specter2.txt"
+SIDE_PACKAGES = tuple(line for line in SIDE_FILE.read_text().splitlines()
+                      if line and not line.startswith("#"))
 
 SCRIPT = """
 import json, sys, numpy as np, torch
@@ -83,3 +88,17 @@ def test_specter2_loads_its_proximity_adapter_from_model_path(adapters_env, tiny
     assert out["adapter_vs_base"] > 1e-2  # and the adapter is really active
     assert out["base_vs_base"] < 1e-4  # SPECTER2 Base: the same weights without it
     assert "proximity" in out["active"]
+
+
+def test_specter2_without_adapters_says_how_to_install_it_beside_the_venv(tiny_bert):
+    """.venv has no `adapters` (it cannot: constraints.txt's transformers): the error gives
+    the commands constraints-specter2.txt's first lines and docs/install.md give."""
+    if importlib.util.find_spec("adapters") is not None:
+        pytest.skip("adapters is installed here")
+    with pytest.raises(InputError, match="constraints-specter2.txt") as error:
+        Encoder(get_model("specter2"), model_path=tiny_bert, device="cpu")
+    assert SPECTER2_SETUP in str(error.value) and "\n" not in str(error.value)
+    header = SIDE_FILE.read_text()
+    install = SPECTER2_SETUP.split("`")[1]
+    assert f"#   {install}\n" in header and "PYTHONPATH=.venv/specter2 " in header
+    assert install in (ROOT / "docs" / "install.md").read_text()
