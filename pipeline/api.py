@@ -178,8 +178,7 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     from pipeline.cli.arguments import check_options
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.runs import run_is_current
-    from pipeline.retrieval.search import index
-    from pipeline.retrieval.search import search as run_search
+    from pipeline.retrieval.search import index, search_pool
 
     data, entry = Data.of(data), _entry(model)
     check_options("search", entry.kind, options, list(retriever(entry.kind).OPTIONS))
@@ -188,7 +187,7 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     # missing; a store of another object of this name is refused before any run is kept)
     index(place, check_name("pool", pool), entry, threads, **options)
     if not run_is_current(place, pool, name, k):
-        run_search(place, pool, entry, k=k, threads=threads, seed=seed, variant=variant,
+        search_pool(place, pool, entry, k=k, threads=threads, seed=seed, variant=variant,
                    **options)
     return name
 

@@ -315,14 +315,14 @@ def mdcr_source(corpus_dir, tmp_path_factory):
     """A copy of the small corpus with field-level pools of two fields and BM25 runs:
     (corpus folder, data root holding corpora/, indexes/, runs/)."""
     from pipeline.models import get_model
-    from pipeline.retrieval.search import search
+    from pipeline.retrieval.search import search_pool
 
     root = tmp_path_factory.mktemp("mdcr")
     corpus = copy_corpus(corpus_dir, root / "corpora" / "small")
     for field in MDCR_FIELDS:
         build_pool(corpus, PoolSpec(size=600, field=field, n_queries=8, seed=0))
     for pool in pool_names(corpus):
-        search(Place(corpus, root / "indexes", root / "runs"), pool, get_model("bm25"))
+        search_pool(Place(corpus, root / "indexes", root / "runs"), pool, get_model("bm25"))
     return corpus, root
 
 

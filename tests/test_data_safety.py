@@ -30,7 +30,7 @@ from pipeline.layout import Place, store_dir
 from pipeline.models import get_model
 from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.retrieval.runs import run_problem
-from pipeline.retrieval.search import search
+from pipeline.retrieval.search import search_pool
 from pipeline.verify import find_problems, verify
 from tests.conftest import copy_corpus
 
@@ -86,7 +86,7 @@ def test_a_collection_is_replaced_only_when_asked(tmp_path):
     first = beir(tmp_path / "one", {"a": "protein folding", "b": "soil", "c": "graphs"})
     assert import_beir(first, corpus)["collection"]["installed"] == "new"
     place = Place(corpus, root / "indexes", root / "runs")
-    search(place, "beir-3-r0", get_model("bm25"), threads=1)
+    search_pool(place, "beir-3-r0", get_model("bm25"), threads=1)
     # the same files again: nothing changes; the dev split of the same documents is added
     before = snapshot(corpus)
     assert import_beir(first, corpus)["collection"]["installed"] == "unchanged"
@@ -134,7 +134,7 @@ def dense(corpus_dir, tiny_bert, tmp_path):
     entry = get_model("scibert")  # its weights: the tiny BERT (MODEL_PATH)
     place = Place(corpus, root / "indexes", root / "runs")
     embed(place, entry, model_path=str(tiny_bert))
-    search(place, POOL, entry)
+    search_pool(place, POOL, entry)
     eval_run(place, POOL, "scibert")
     return corpus, root, entry
 
@@ -167,7 +167,7 @@ def test_a_run_made_from_changed_embeddings_is_stale(dense):
     assert all("repair: make eval CORPUS=c MODEL=scibert" in p for p in problems)
     left_out = collect_results(root / "corpora", root / "indexes", root / "runs")
     assert left_out.is_empty()  # the stale evaluation is left out, not reported
-    search(place, POOL, entry)
+    search_pool(place, POOL, entry)
     eval_run(place, POOL, "scibert")
     assert verify(roots(root)) == []
 

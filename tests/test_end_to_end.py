@@ -8,7 +8,7 @@ import pytest
 from pipeline.evaluation.evaluate import eval_run
 from pipeline.layout import Place
 from pipeline.models import get_model
-from pipeline.retrieval.search import index, search
+from pipeline.retrieval.search import index, search_pool
 from tests.conftest import POOL_SIZES, pool_of
 
 
@@ -23,7 +23,7 @@ def maps(corpus_dir, tmp_path_factory) -> dict[tuple[str, int], float]:
         for size in POOL_SIZES:
             pool = pool_of(size)
             index(place, pool, entry, threads=2)
-            search(place, pool, entry)
+            search_pool(place, pool, entry)
             out[model, size] = eval_run(place, pool,
                                         model)["means"]["map"]
     return out

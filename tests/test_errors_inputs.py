@@ -13,16 +13,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.ingest.test_ingest_s2ag import s2ag_release
-from tests.test_errors import ROOT, _snapshot, cli
 
 from pipeline.core.errors import InputError
 from pipeline.layout import Place, pool_names
 from pipeline.mdcr import official
 from pipeline.mdcr.official import evaluate_files, import_benchmark
 from pipeline.models import get_model
-from pipeline.retrieval.search import search
+from pipeline.retrieval.search import search_pool
+from tests.ingest.test_ingest_s2ag import s2ag_release
 from tests.mdcr.test_mdcr_official import BENCHMARK, SCORES, _official_files
+from tests.test_errors import ROOT, _snapshot, cli
 
 METRIC_ORDER = ["map", "ndcg", "recall_5"]
 
@@ -148,7 +148,7 @@ def benchmark_root(tmp_path_factory) -> Path:
     corpus = root / "corpora" / "b"
     import_benchmark(root, corpus)
     for pool in pool_names(corpus):
-        search(Place(corpus, root / "indexes", root / "runs"), pool, get_model("random"))
+        search_pool(Place(corpus, root / "indexes", root / "runs"), pool, get_model("random"))
     return root
 
 

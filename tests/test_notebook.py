@@ -12,7 +12,7 @@ from nbclient import NotebookClient
 from pipeline.evaluation.evaluate import collect_results, eval_run
 from pipeline.layout import Place
 from pipeline.models import get_model
-from pipeline.retrieval.search import search
+from pipeline.retrieval.search import search_pool
 from tests.conftest import POOL_SIZES, pool_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ def test_results_notebook_runs(corpus_dir, tmp_path):
     place = Place(corpus_dir, tmp_path / "indexes", runs)
     for size in POOL_SIZES:
         for model in ("bm25", "random"):
-            search(place, pool_of(size), get_model(model),
+            search_pool(place, pool_of(size), get_model(model),
                    threads=1)
             eval_run(place, pool_of(size), model)
     assert collect_results(corpus_dir.parent, tmp_path / "indexes", runs).height > 0

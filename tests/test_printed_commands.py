@@ -19,7 +19,7 @@ from pipeline.ingest.synthetic import SyntheticConfig, generate
 from pipeline.layout import Place, pool_dir, run_paths
 from pipeline.models import ModelEntry
 from pipeline.pools.build import PoolSpec, build_pool, check_pool
-from pipeline.retrieval.search import search
+from pipeline.retrieval.search import search_pool
 from pipeline.verify import verify
 from tests.conftest import copy_corpus
 
@@ -59,7 +59,7 @@ def hostile(corpus_dir, tmp_path) -> Place:
     pool = POOL
     entry = ModelEntry(MODEL, "random")
     for model in (entry, ModelEntry("random", "random")):
-        search(place, pool, model)
+        search_pool(place, pool, model)
         eval_run(place, pool, model.name)
     collect_results(root / "corpora", root / "indexes", root / "runs")
     generate(place.corpus_dir / "s2orc", SyntheticConfig(n_papers=200, n_shards=1, seed=3))

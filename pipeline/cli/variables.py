@@ -44,6 +44,7 @@ from pipeline.cli.checks import (
 from pipeline.core.errors import InputError
 from pipeline.corpus.manifest import written_whole
 from pipeline.external.irds import dataset_id
+from pipeline.glossary import CITATION_MODES, FOS_SOURCES, VARIANTS
 from pipeline.models import (
     HF_PREFIX,
     IMPORT_VECTORS,
@@ -56,7 +57,6 @@ from pipeline.models import (
 from pipeline.readers import SOURCES
 from pipeline.roots import ROOT_OPTIONS, ROOT_VARIABLES, data_roots
 from pipeline.slurm import check_executor, check_partition, check_time
-from pipeline.vocabulary import CITATION_MODES, FOS_SOURCES, VARIANTS
 
 ROOT = Path(__file__).resolve().parents[2]
 MAKE_INCLUDE = Path(layout.VARIABLES_INCLUDE)  # relative to the checkout (the Makefile's)

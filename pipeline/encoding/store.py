@@ -18,9 +18,9 @@ from pipeline.core.checksums import file_problem
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.repair import Placeholder, Repair
+from pipeline.glossary import id_key
 from pipeline.layout import MANIFEST, STORE_PART, store_parts_glob
 from pipeline.models import IMPORT_VECTORS, VECTORS_FILE_PREFIX
-from pipeline.vocabulary import id_key
 
 DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
 # Each row's text digest (pipeline.corpus.files.text_digests): the text the row was made from

@@ -1,6 +1,6 @@
 """What every retriever is given and what it provides (pipeline/retrieval/registry.py).
 
-`search` (pipeline/retrieval/search.py) loads a pool, builds a `Query` and asks the model's
+`search_pool` (pipeline/retrieval/search.py) loads a pool, builds a `Query` and asks the model's
 retriever for hits; the run store (pipeline/retrieval/runs.py) does the rest (self hits,
 rounding, trec_eval's order, the top k, the files and the manifest), the same for every kind.
 """
@@ -46,7 +46,7 @@ class Retriever:
     searches_texts: bool = True
     #: whether perturbed queries (QUERY_VARIANT) can be searched
     searches_variants: bool = True
-    #: this kind's own options and their defaults; `search` and `index` give each kind only
+    #: this kind's own options and their defaults; `search_pool` and `index` give each kind only
     #: its own (an option of another kind, as the command line passes them all, is not its)
     OPTIONS: dict[str, Any] = {}
 

@@ -1,6 +1,6 @@
 """Index a pool and retrieve the top 500 for its queries with any registered model.
 
-`index` builds what a model searches, `search` asks the model's retriever (registry.py: BM25,
+`index` builds what a model searches, `search_pool` asks the model's retriever (registry.py: BM25,
 dense and multi-vector encoders, fusion, random) for hits and writes the run through the run
 store (runs.py): `runs/<corpus>/<pool>/<model>.trec` and `.parquet` in trec_eval's order
 (score descending, then docid descending as a string), without each query paper in its own
@@ -44,7 +44,7 @@ def index(place: Place, pool: str, entry: ModelEntry, threads: int = 2, *,
                       **stage)
 
 
-def search(place: Place, pool: str, entry: ModelEntry, k: int = TOP_K, threads: int = 2,
+def search_pool(place: Place, pool: str, entry: ModelEntry, k: int = TOP_K, threads: int = 2,
            seed: int = 0, variant: str = "full", **options) -> dict:
     """Retrieve the top k candidates of `pool` for each of its queries; write the run.
     A pool whose candidates name their query (MDCR-style, `pipeline/mdcr/`) has each query rank

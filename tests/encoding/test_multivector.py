@@ -28,7 +28,7 @@ from pipeline.models import REGISTRY, ModelEntry, get_model
 from pipeline.retrieval.dense.exact import maxsim_search, paper_chunks, prepare
 from pipeline.retrieval.dense.retriever import maxsim_hits
 from pipeline.retrieval.runs import finalize_run
-from pipeline.retrieval.search import index, search
+from pipeline.retrieval.search import index, search_pool
 from tests.conftest import POOL_SIZES, UNUSUAL_PAPER, pool_of
 
 POOL = pool_of(POOL_SIZES[0])
@@ -523,7 +523,7 @@ def test_stored_vectors_are_the_authors(corpus_dir, roots, tiny_entry, indexed, 
 def test_search_and_eval_end_to_end(corpus_dir, roots, tiny_entry, indexed):
     index_root, runs_root = roots
     place = Place(corpus_dir, index_root, runs_root)
-    info = search(place, POOL, tiny_entry, k=100, threads=1,
+    info = search_pool(place, POOL, tiny_entry, k=100, threads=1,
                   backend="torch-cpu")
     assert info["details"]["backend"] == "torch-cpu"
     paths = run_paths(runs_root, corpus_dir.name, POOL, tiny_entry.name)
@@ -557,7 +557,7 @@ def test_search_and_eval_end_to_end(corpus_dir, roots, tiny_entry, indexed):
     metrics = pl.read_parquet(paths.metrics)
     assert metrics["map"].is_between(0, 1).all() and metrics["map"].mean() > 0
     with pytest.raises(InputError, match="searched with torch"):
-        search(place, POOL, tiny_entry, backend="faiss-cpu")
+        search_pool(place, POOL, tiny_entry, backend="faiss-cpu")
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ from pipeline.layout import Place, pool_names, store_dir
 from pipeline.models import ModelEntry, get_model
 from pipeline.pools.build import load_pool
 from pipeline.report.build import report
-from pipeline.retrieval.search import search
+from pipeline.retrieval.search import search_pool
 from tests.conftest import PYSERINI_IMPORT, PYSERINI_SIDE, side_packages
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,7 +105,7 @@ def test_end_to_end_equals_pytrec_eval(imported, kind, tiny_bert):
     place = Place(corpus, root / "indexes", root / "runs")
     if kind == "dense":
         assert embed(place, entry)["needed"] == 301  # documents only
-    search(place, pool, entry)
+    search_pool(place, pool, entry)
     run_dir = root / "runs" / corpus.name / pool
     run = pl.read_parquet(run_dir / f"{entry.name}.parquet")
     assert run["doc"].dtype == pl.String
@@ -159,7 +159,7 @@ def test_report_has_the_collections_main_table(imported, tmp_path):
     means = {}
     place = Place(corpus, indexes, runs)
     for name in ("bm25", "random"):
-        search(place, pool, get_model(name))
+        search_pool(place, pool, get_model(name))
         means[name] = eval_run(place, pool, name, pool_metrics(corpus, pool))[
             "means"]
     collect_results(root / "corpora", indexes, runs)

@@ -25,12 +25,12 @@ from pipeline.encoding.multivector import OWN_SPLIT, split_sentences
 from pipeline.encoding.store import load_sentence_vectors
 from pipeline.evaluation.evaluate import fold_means
 from pipeline.external.csfcube import facet_sentences, import_csfcube, kept_sentences
+from pipeline.glossary import METRIC_SETS, parse_metrics
 from pipeline.layout import pool_dir, pool_names, run_paths, store_dir
 from pipeline.metrics import per_query
 from pipeline.pools.build import load_pool, pool_manifest
 from pipeline.report.tables import csfcube_table
 from pipeline.retrieval.runs import finalize_run
-from pipeline.vocabulary import METRIC_SETS, parse_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 FACETS = ("background", "method", "result")

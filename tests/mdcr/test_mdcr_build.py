@@ -19,7 +19,7 @@ from pipeline.models import get_model
 from pipeline.pools.build import load_pool
 from pipeline.report.build import report
 from pipeline.retrieval.runs import load_run
-from pipeline.retrieval.search import search
+from pipeline.retrieval.search import search_pool
 from tests.conftest import MDCR_FIELDS as FIELDS
 from tests.conftest import MDCR_MODELS as MODELS
 
@@ -133,7 +133,7 @@ def test_jaccard_of_a_model_with_itself_is_one(mdcr_source):
     corpus, root = mdcr_source
     place = Place(corpus, root / "indexes", root / "runs")
     for pool in pool_names(corpus):
-        search(place, pool, get_model("random"))
+        search_pool(place, pool, get_model("random"))
     table = negative_jaccard(place, ["bm25", "random"], seed=0)
     assert table.height == 1 and 0 <= table["jaccard"][0] < 0.5
     same = negative_jaccard(place, ["bm25", "bm25"], seed=0)
@@ -143,7 +143,7 @@ def test_jaccard_of_a_model_with_itself_is_one(mdcr_source):
 def _search_and_score(out: Path, root: Path, model: str) -> None:
     place = Place(out, root / "indexes", root / "runs")
     for pool in pool_names(out):
-        search(place, pool, get_model(model))
+        search_pool(place, pool, get_model(model))
         eval_run(place, pool, model, ("map", "ndcg", "recall@5"))
 
 

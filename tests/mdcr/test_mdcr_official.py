@@ -29,7 +29,7 @@ from pipeline.mdcr.official import (
 from pipeline.models import ModelEntry, get_model
 from pipeline.pools.build import load_pool, pool_manifest
 from pipeline.retrieval.runs import load_run
-from pipeline.retrieval.search import index, search
+from pipeline.retrieval.search import index, search_pool
 
 # Two fields. Art: q1 ranks a(true) c b(true) d -> AP (1 + 2/3) / 2, R@5 1,
 # nDCG (1 + 1/log2 4) / (1 + 1/log2 3); q2 ties f and e(true) at 0.5: trec_eval puts the larger
@@ -136,7 +136,7 @@ def test_string_ids_through_search_eval_and_the_scores_file(round_trip, mdcr_sou
         place = Place(corpus, root / "indexes", root / "runs")
         frames = []
         for pool in pool_names(corpus):
-            search(place, pool, entry)
+            search_pool(place, pool, entry)
             eval_run(place, pool, "bm25", ("map", "ndcg",
                                                                              "recall@5"))
             frames.append(load_run(place, pool, "bm25"))
@@ -178,7 +178,7 @@ def test_string_ids_through_the_embedding_store(round_trip, mdcr_source, tiny_be
                           np.array([str(i) for i in ids], dtype=object))
     np.testing.assert_allclose(by_int, by_str, atol=1e-5)
     for pool in pool_names(imported):
-        info = search(Place(imported, root / "indexes", root / "runs"), pool, entry)
+        info = search_pool(Place(imported, root / "indexes", root / "runs"), pool, entry)
         assert info["counts"]["pairs_unmatched_scored_0"] == 0
 
 
@@ -292,7 +292,7 @@ def test_both_bm25_engines_agree_on_string_ids(round_trip, mdcr_source):
     place = Place(imported, root / "indexes", root / "runs")
     for engine in ("lucene", "arrays"):
         index(place, pool, get_model("bm25"), bm25_engine=engine)
-        search(place, pool, get_model("bm25"),
+        search_pool(place, pool, get_model("bm25"),
                bm25_engine=engine)
         runs[engine] = load_run(place, pool, "bm25")
     assert runs["lucene"]["doc"].dtype == pl.String
@@ -336,7 +336,7 @@ def _bm25_export(out: Path, root: Path, tmp_path: Path) -> dict:
 
     place = Place(out, root / "indexes", root / "runs")
     for pool in pool_names(out):
-        search(place, pool, get_model("bm25"))
+        search_pool(place, pool, get_model("bm25"))
         eval_run(place, pool, "bm25", ("map", "ndcg", "recall@5"))
     export_benchmark(out, tmp_path / "export")
     model_scores_file(place, "bm25", "test",
@@ -377,7 +377,7 @@ def test_official_numbers_equal_the_official_script_on_the_export(mdcr_source, t
     for model in models[1:]:
         for pool in pool_names(corpus):
             for part in ("random", model):
-                search(place, pool, get_model(part))
+                search_pool(place, pool, get_model(part))
     out = root / "corpora" / f"small-mdcr-{len(models)}"
     build_mdcr(place, out, models, seed=0)
     benchmark = _bm25_export(out, root, tmp_path)

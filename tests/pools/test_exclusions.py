@@ -146,7 +146,7 @@ def test_leakage_table_counts_training_papers(corpus_dir, tmp_path, fixture_quer
     from pipeline.layout import Place
     from pipeline.models import get_model
     from pipeline.report.build import build_report, load_results
-    from pipeline.retrieval.search import search
+    from pipeline.retrieval.search import search_pool
 
     corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
     place = Place(corpus, tmp_path / "indexes", tmp_path / "runs")
@@ -154,7 +154,7 @@ def test_leakage_table_counts_training_papers(corpus_dir, tmp_path, fixture_quer
              for size in POOL_SIZES]
     assert pools == [pool_of(size) for size in POOL_SIZES]
     for pool in pools:
-        search(place, pool, get_model("random"))
+        search_pool(place, pool, get_model("random"))
         eval_run(place, pool, "random")
     collect_results(corpus.parent, place.index_root, place.runs_root)
     queries, _, qrels = load_pool(corpus, pools[0])
@@ -184,7 +184,7 @@ def test_leakage_table_counts_training_papers(corpus_dir, tmp_path, fixture_quer
     listed.write_text("".join(f"{i}\n" for i in fixture_queries[:3]))
     excluded = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1,
                                            exclude=str(listed)))["name"]
-    search(place, excluded, get_model("random"))
+    search_pool(place, excluded, get_model("random"))
     eval_run(place, excluded, "random")
     results = collect_results(corpus.parent, place.index_root, place.runs_root)
     tags = results.group_by("pool").agg(pl.col("exclusion").first()).sort("pool")

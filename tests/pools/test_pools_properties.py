@@ -38,7 +38,7 @@ from pipeline.pools.build import (
     negative_population,
     select_queries,
 )
-from pipeline.retrieval.search import search
+from pipeline.retrieval.search import search_pool
 
 FIELDS = ("Medicine", "Biology", "Computer Science", "Physics")  # 4 of the 19 MAG fields
 FIELD = "Medicine"
@@ -284,8 +284,9 @@ def test_queries_never_sampled_and_never_retrieve_themselves(shape, field, data)
         for cand in query_ids & set(candidates["corpusid"].to_list()):
             assert any(cand in oracle.cites[q] for q in query_ids - {cand}), cand
         k = data.draw(st.integers(1, candidates.height + 1), label="k")
-        search(Place(corpus, root / "indexes", root / "runs"), spec.name, get_model("random"), k=k,
-               seed=data.draw(st.integers(0, 5), label="search_seed"))
+        search_pool(Place(corpus, root / "indexes", root / "runs"), spec.name,
+                    get_model("random"), k=k,
+                    seed=data.draw(st.integers(0, 5), label="search_seed"))
         run = pl.read_parquet(root / "runs" / corpus.name / spec.name / "random.parquet")
         assert run.filter(pl.col("query") == pl.col("doc")).height == 0
         assert set(run["doc"].to_list()) <= set(candidates["corpusid"].to_list())

@@ -13,7 +13,7 @@ from pipeline.layout import Place, run_name, split_run_name
 from pipeline.models import get_model
 from pipeline.pools.queries import perturb, query_texts
 from pipeline.report.build import report
-from pipeline.retrieval.search import search
+from pipeline.retrieval.search import search_pool
 from tests.conftest import copy_corpus, pool_of
 
 TITLE = "Graph neural networks for protein folding"
@@ -60,7 +60,7 @@ def test_variant_runs_beside_the_full_ones(corpus_dir, tmp_path):
     assert (texts["abstract"] == "").all() and texts.height == queries.height
     place = Place(corpus, tmp_path / "indexes", tmp_path / "runs")
     for variant in ("full", "title"):
-        info = search(place, pool_of(800),
+        info = search_pool(place, pool_of(800),
                       get_model("bm25"), variant=variant)
         assert info["details"]["query_variant"] == variant
         eval_run(place, pool_of(800),
@@ -71,5 +71,5 @@ def test_variant_runs_beside_the_full_ones(corpus_dir, tmp_path):
     assert "query robustness" in text and "| bm25 |" in text
     assert "bm25~title" not in text.split("query robustness")[1].split("\n## ")[1]
     with pytest.raises(InputError, match="not available for fusion"):
-        search(place, pool_of(800),
+        search_pool(place, pool_of(800),
                get_model("fuse--rrf--bm25--random"), variant="title")

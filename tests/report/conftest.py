@@ -12,7 +12,7 @@ from pipeline.evaluation.evaluate import collect_results, eval_run
 from pipeline.layout import Place, pool_names
 from pipeline.models import get_model
 from pipeline.pools.build import PoolSpec, build_pool
-from pipeline.retrieval.search import search
+from pipeline.retrieval.search import search_pool
 from tests.conftest import copy_corpus
 
 REPORT_CORPUS = "small"
@@ -34,7 +34,7 @@ def report_data(corpus_dir, tmp_path_factory) -> Path:
     place = Place(corpus, root / "indexes", root / "runs")
     for pool in pool_names(corpus):
         for model in REPORT_MODELS:
-            search(place, pool, get_model(model), threads=1)
+            search_pool(place, pool, get_model(model), threads=1)
             eval_run(place, pool, model)
     collect_results(root / "corpora", root / "indexes", root / "runs")
     return root

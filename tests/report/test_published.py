@@ -18,6 +18,7 @@ from pipeline.core.manifests import manifest
 from pipeline.corpus.manifest import update_corpus_manifest
 from pipeline.evaluation.evaluate import RESULTS_SCHEMA
 from pipeline.fields import MAG_FIELDS, field_slug
+from pipeline.glossary import parse_metrics
 from pipeline.ingest import ingest
 from pipeline.ingest.synthetic import SyntheticConfig, generate
 from pipeline.layout import MANIFEST, RESULTS_FILE, pool_dir, pool_name
@@ -34,7 +35,6 @@ from pipeline.report.published import (
     published_cells,
     published_sections,
 )
-from pipeline.vocabulary import parse_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = (200_000, 500_000, 1_000_000, 2_000_000)

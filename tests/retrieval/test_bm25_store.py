@@ -21,7 +21,7 @@ from pipeline.pools.build import PoolSpec, build_pool, load_pool
 from pipeline.retrieval.bm25 import arrays as bm25_arrays
 from pipeline.retrieval.bm25 import lucene as bm25_lucene
 from pipeline.retrieval.bm25 import store as bm25_store
-from pipeline.retrieval.search import index, search
+from pipeline.retrieval.search import index, search_pool
 from pipeline.verify import verify
 from tests.conftest import copy_corpus
 
@@ -51,10 +51,10 @@ def test_runs_are_byte_identical_from_the_store_a_fresh_analysis_and_lucene(corp
     place = Place(corpus, tmp_path / "idx", tmp_path / "runs")
     analysed = []
     for pool in POOLS:
-        info = search(place, pool, entry, threads=2)
+        info = search_pool(place, pool, entry, threads=2)
         analysed.append(info["details"]["analysed_text_store"])
         index(place, pool, entry, 1, bm25_engine="lucene")
-        search(Place(corpus, place.index_root, tmp_path / "lucene"), pool, entry, threads=2,
+        search_pool(Place(corpus, place.index_root, tmp_path / "lucene"), pool, entry, threads=2,
                bm25_engine="lucene")
         store_run = run_paths(tmp_path / "runs", corpus.name, pool, "bm25")
         lucene_run = run_paths(tmp_path / "lucene", corpus.name, pool, "bm25")
@@ -75,7 +75,7 @@ def test_runs_are_byte_identical_from_the_store_a_fresh_analysis_and_lucene(corp
     union = pl.concat([pl.concat([load_pool(corpus, p)[0]["corpusid"],
                                   load_pool(corpus, p)[1]["corpusid"]]) for p in POOLS])
     assert sum(a["analysed"] for a in analysed) == union.n_unique()
-    again = search(Place(corpus, place.index_root, tmp_path / "again"), POOLS[-1], entry)
+    again = search_pool(Place(corpus, place.index_root, tmp_path / "again"), POOLS[-1], entry)
     assert again["details"]["analysed_text_store"]["analysed"] == 0  # a rerun analyses nothing
 
 
@@ -126,7 +126,7 @@ def test_a_damaged_or_orphan_part_is_refused_then_repaired_by_index(corpus, tmp_
     entry = get_model("bm25")
     pool = POOLS[0]
     place = Place(corpus, tmp_path, tmp_path / "runs")
-    search(place, pool, entry)
+    search_pool(place, pool, entry)
     before = run_paths(tmp_path / "runs", corpus.name, pool, "bm25").trec.read_bytes()
     store = bm25_store.store_path(tmp_path, corpus.name)
     part = store / read_json(store / "manifest.json")["parts"][0]["file"]
@@ -134,7 +134,7 @@ def test_a_damaged_or_orphan_part_is_refused_then_repaired_by_index(corpus, tmp_
     data[len(data) // 2 : len(data) // 2 + 4] = b"\xff\xfe\xfd\xfc"  # same size
     part.write_bytes(bytes(data))
     with pytest.raises(InputError, match=f"repair: make index CORPUS={corpus.name} MODEL=bm25"):
-        search(place, pool, entry)
+        search_pool(place, pool, entry)
     roots = Roots(corpus.parent, tmp_path, tmp_path / "runs")
     problems = verify(roots, [tmp_path / corpus.name])  # the store alone
     assert problems == [f"CORRUPT {part}: bytes differ from the manifest's checksum (corrupt); "
@@ -145,7 +145,7 @@ def test_a_damaged_or_orphan_part_is_refused_then_repaired_by_index(corpus, tmp_
     info = index(place, pool, entry, 1)
     assert info["damaged_parts"] == 1 and info["orphan_parts"] == 1 and info["analysed"] > 0
     assert not (store / "part-0123456789abcdef.arrow").exists()
-    search(place, pool, entry)
+    search_pool(place, pool, entry)
     assert run_paths(tmp_path / "runs", corpus.name, pool, "bm25").trec.read_bytes() == before
 
 
@@ -191,11 +191,11 @@ def test_a_store_from_another_corpus_file_is_stale(corpus, tmp_path):
                            ".parquet changed since; repair: make index "
                            f"CORPUS={corpus.name} MODEL=bm25"), line
     with pytest.raises(InputError, match="another prefiltered.parquet.*repair: make index"):
-        search(place, pool, entry)
+        search_pool(place, pool, entry)
     again = index(place, pool, entry, 1)  # the index stage analyses it again
     assert again["reused"] == 0 and again["analysed"] == again["papers"]
     assert verify(roots, [tmp_path / corpus.name]) == []
-    search(place, pool, entry)
+    search_pool(place, pool, entry)
 
 
 def test_queries_cut_to_the_clause_limit_are_searched_by_their_cut_text(corpus, tmp_path):

@@ -12,7 +12,7 @@ from pipeline.layout import Place
 from pipeline.models import fused_name, fusion_parts, get_model
 from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.retrieval.runs import load_run, run_is_current
-from pipeline.retrieval.search import search
+from pipeline.retrieval.search import search_pool
 from tests.conftest import copy_corpus
 
 POOL = "all-900-s3-r0"
@@ -28,7 +28,7 @@ def searched(corpus_dir, tmp_path_factory):
     place = Place(corpus, root / "indexes", root / "runs")
     for pool in (POOL, f"{POOL}-val"):
         for model in ("bm25", "random"):
-            search(place, pool, get_model(model), threads=1)
+            search_pool(place, pool, get_model(model), threads=1)
     return corpus, root
 
 
@@ -56,10 +56,10 @@ def test_rrf_is_the_sum_of_reciprocal_ranks(searched):
     corpus, root = searched
     runs = root / "runs"
     place = Place(corpus, root / "indexes", runs)
-    info = search(place, POOL, get_model("fuse--sum--bm25--random"),
+    info = search_pool(place, POOL, get_model("fuse--sum--bm25--random"),
                   threads=1)
     assert info["details"]["method"] == "sum" and info["details"]["tuned_on"] == []
-    rrf = search(place, POOL, get_model("fuse--rrf--bm25--random"),
+    rrf = search_pool(place, POOL, get_model("fuse--rrf--bm25--random"),
                  threads=1)
     # rrf has a parameter (k): tuned on the validation pool
     assert rrf["details"]["tuned_on"] == [f"{POOL}-val"] and "k" in rrf["details"]["params"]
@@ -82,7 +82,7 @@ def test_rrf_is_the_sum_of_reciprocal_ranks(searched):
 def test_a_missing_component_run_is_a_clear_error(searched):
     corpus, root = searched
     with pytest.raises(InputError, match="MODEL=minilm"):
-        search(Place(corpus, root / "indexes", root / "runs"), POOL,
+        search_pool(Place(corpus, root / "indexes", root / "runs"), POOL,
                get_model("fuse--rrf--bm25--minilm"), threads=1)
 
 
@@ -91,12 +91,12 @@ def test_a_fused_run_is_stale_when_a_component_run_changes(searched):
     corpus, root = searched
     runs, entry = root / "runs", get_model("fuse--mnz--bm25--random")
     place = Place(corpus, root / "indexes", runs)
-    search(place, POOL, entry, threads=1)
+    search_pool(place, POOL, entry, threads=1)
     assert run_is_current(place, POOL, entry.name)
-    search(place, POOL, get_model("random"), threads=1, seed=9)
+    search_pool(place, POOL, get_model("random"), threads=1, seed=9)
     assert not run_is_current(place, POOL,
                               entry.name)  # made from the old random run
-    search(place, POOL, entry, threads=1)
+    search_pool(place, POOL, entry, threads=1)
     assert run_is_current(place, POOL, entry.name)
 
 
@@ -112,7 +112,7 @@ def test_a_group_is_tuned_once_per_process(searched):
     first = tuned_params(*args)
     misses = _tune.cache_info().misses
     assert tuned_params(*args) == first and _tune.cache_info().misses == misses
-    search(place, f"{POOL}-val", get_model("random"),
+    search_pool(place, f"{POOL}-val", get_model("random"),
            threads=1, seed=9)  # another seed: another validation run
     tuned_params(*args)
     assert _tune.cache_info().misses == misses + 1

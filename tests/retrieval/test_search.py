@@ -9,7 +9,7 @@ from pipeline.evaluation.evaluate import collect_results, eval_is_current, eval_
 from pipeline.layout import Place, run_paths
 from pipeline.models import REGISTRY, ModelEntry, get_model
 from pipeline.retrieval.runs import run_is_current
-from pipeline.retrieval.search import index, search
+from pipeline.retrieval.search import index, search_pool
 from tests.conftest import POOL_SIZES, pool_of
 
 POOL = pool_of(POOL_SIZES[0])
@@ -35,7 +35,7 @@ def test_run_contract(corpus_dir, roots, tiny, model):
     index_root, runs_root = roots
     place = Place(corpus_dir, index_root, runs_root)
     index(place, POOL, entry, threads=1)
-    info = search(place, POOL, entry, k=100, threads=1)
+    info = search_pool(place, POOL, entry, k=100, threads=1)
     paths = run_paths(runs_root, corpus_dir.name, POOL, entry.name)
     run = pl.read_parquet(paths.parquet)
     queries = pl.read_parquet(corpus_dir / "pools" / POOL / "queries.parquet")
@@ -79,7 +79,7 @@ def test_results_table_gathers_runs(corpus_dir, tmp_path):
     index_root, runs_root = tmp_path / "indexes", tmp_path / "runs"
     place = Place(corpus_dir, index_root, runs_root)
     for model in ("bm25", "random"):
-        search(place, POOL, get_model(model), k=100, threads=1)
+        search_pool(place, POOL, get_model(model), k=100, threads=1)
         eval_run(place, POOL, model)
     results = collect_results(corpus_dir.parent, index_root, runs_root)
     assert set(results["model"]) == {"bm25", "random"}
@@ -93,7 +93,7 @@ def test_stale_only_keeps_current_work_and_redoes_the_rest(corpus_dir, tmp_path)
     index_root, runs_root = tmp_path / "indexes", tmp_path / "runs"
     entry = get_model("random")
     place = Place(corpus_dir, index_root, runs_root)
-    search(place, POOL, entry, k=100, threads=1)
+    search_pool(place, POOL, entry, k=100, threads=1)
     eval_run(place, POOL, entry.name)
     paths = run_paths(runs_root, corpus_dir.name, POOL, entry.name)
     assert run_is_current(place, POOL, entry.name, k=100)
@@ -102,7 +102,7 @@ def test_stale_only_keeps_current_work_and_redoes_the_rest(corpus_dir, tmp_path)
                               k=500)  # another k
     assert not run_is_current(place, POOL, "bm25-unsearched", k=100)
     # a run rewritten with other bytes: the run is current, its evaluation is not
-    search(place, POOL, entry, k=100, threads=1, seed=7)
+    search_pool(place, POOL, entry, k=100, threads=1, seed=7)
     assert run_is_current(place, POOL, entry.name, k=100)
     assert not eval_is_current(place, POOL, entry.name)
     # a damaged run is not current
@@ -129,7 +129,7 @@ def test_a_model_with_a_query_form_searches_with_its_query_vectors(corpus_dir, t
     try:
         place = Place(corpus_dir, tmp_path / "indexes", tmp_path / "runs")
         index(place, POOL, entry, threads=1)
-        info = search(place, POOL, entry, k=50, threads=1)
+        info = search_pool(place, POOL, entry, k=50, threads=1)
     finally:
         del REGISTRY[entry.name]
     store = store_dir(place.index_root, corpus_dir.name, entry.name)

@@ -15,7 +15,7 @@ from pipeline.pools.build import PoolSpec, build_pool, load_pool, validation_poo
 from pipeline.retrieval.bm25 import lucene as bm25_lucene
 from pipeline.retrieval.bm25.tuning import bm25_params
 from pipeline.retrieval.runs import finalize_run
-from pipeline.retrieval.search import index, search
+from pipeline.retrieval.search import index, search_pool
 from tests.conftest import copy_corpus
 
 K1S, BS = (0.5, 1.2), (0.3, 0.9)
@@ -87,7 +87,7 @@ def test_search_uses_tuned_or_default_parameters(corpus, tmp_path, monkeypatch):
     runs = tmp_path / "runs"
     for pool in ("all-900-s2-r0", "all-700-s2-r0"):
         index(Place(corpus, tmp_path, tmp_path / "runs"), pool, entry, 1)
-        search(Place(corpus, tmp_path, runs), pool, entry, threads=1)
+        search_pool(Place(corpus, tmp_path, runs), pool, entry, threads=1)
     tuned = read_json(run_paths(runs, corpus.name, "all-900-s2-r0", "bm25").manifest)
     plain = read_json(run_paths(runs, corpus.name, "all-700-s2-r0", "bm25").manifest)
     assert tuned["details"]["tuned_on"] == ["all-900-s2-r0-val", "all-900-s2-r1-val"]

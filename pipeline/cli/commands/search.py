@@ -30,8 +30,8 @@ from pipeline.cli.registry import (
     threads_arg,
     times_log,
 )
+from pipeline.glossary import VARIANTS
 from pipeline.models import fused_name, get_model
-from pipeline.vocabulary import VARIANTS
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def cmd_search(args: argparse.Namespace) -> None:
     from pipeline.retrieval.imported import imported_pools
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.runs import run_is_current
-    from pipeline.retrieval.search import search
+    from pipeline.retrieval.search import search_pool
 
     place = place_of(args)
     imported = imported_pools(place.runs_root, place.corpus, args.model)
@@ -149,7 +149,7 @@ def cmd_search(args: argparse.Namespace) -> None:
         _index_pools(args, entry, pools)
     for pool in pools:
         with timed("search", times_log(args), model=name, pool=pool) as info:
-            out = search(place, pool, entry, args.k, args.threads,
+            out = search_pool(place, pool, entry, args.k, args.threads,
                          args.seed, args.query_variant, **retriever_options(args))
             info.update(queries_per_s=out["queries_per_s"])
 
