@@ -222,7 +222,7 @@ def grid_part(args, data: Path, log: Path) -> dict:
                                  "--bm25-engine", "lucene", log=log)}
     # pyserini: the same pools, queries (title + abstract) and grid
     from pipeline.corpus.files import paper_texts
-    from pipeline.retrieval.bm25.lucene import paper_text
+    from pipeline.retrieval.bm25.analysis import paper_text
 
     job: dict = {"work": str(data / "pyserini"), "grid": [[k1, b] for k1 in K1_GRID
                                                           for b in B_GRID],

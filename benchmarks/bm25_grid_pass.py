@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine import machine  # noqa: E402
+from pipeline.retrieval.bm25 import analysis as bm25_analysis  # noqa: E402
 from pipeline.retrieval.bm25 import arrays as bm25_arrays  # noqa: E402
-from pipeline.retrieval.bm25 import lucene as bm25_lucene  # noqa: E402
 from pipeline.retrieval.bm25.tuning import B_GRID, K1_GRID  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results"
@@ -67,8 +67,8 @@ def main() -> None:
     pool, queries = papers.head(args.size), papers.slice(args.size).sort("corpusid")
     bm25_arrays.warm_up()
     index = bm25_arrays.build(pool["corpusid"].to_numpy(),
-                              bm25_lucene.paper_text(pool).to_list(), THREADS)
-    terms = bm25_arrays.query_terms(bm25_lucene.paper_text(queries).to_list(), THREADS)
+                              bm25_analysis.paper_text(pool).to_list(), THREADS)
+    terms = bm25_arrays.query_terms(bm25_analysis.paper_text(queries).to_list(), THREADS)
     postings = int(sum(index.ptr[t + 1] - index.ptr[t] for t in
                        bm25_arrays._query_terms(index, terms)[1]))
 

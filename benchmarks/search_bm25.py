@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine import machine  # noqa: E402
+from pipeline.retrieval.bm25 import analysis as bm25_analysis  # noqa: E402
 from pipeline.retrieval.bm25 import arrays as bm25_arrays  # noqa: E402
 from pipeline.retrieval.bm25 import jvm  # noqa: E402
 from pipeline.retrieval.bm25 import lucene as bm25_lucene  # noqa: E402
@@ -157,14 +158,15 @@ def run_size(papers: pl.DataFrame, size: int, n_queries: int, k: int, repeat: in
     qids = [str(q) for q in queries["corpusid"]]
     reference = {q: reference.get(q, []) for q in qids}
     job = {"index": str(bm25_lucene.lucene_dir(index_dir)), "k1": K1, "b": B, "k": k, "qids": qids,
-           "texts": bm25_lucene.paper_text(queries).to_list(),
-           "stopwords": sorted(bm25_lucene.STOPWORDS),
+           "texts": bm25_analysis.paper_text(queries).to_list(),
+           "stopwords": sorted(bm25_analysis.STOPWORDS),
            "pyserini_import": PYSERINI_IMPORT, "repeat": repeat}
     rows = {"pipeline (Anserini SearchCollection, 2 threads)": {
         "seconds": round(ours_s, 2), "queries_per_s": round(n_queries / ours_s, 2),
         "index_seconds": round(index_s, 1), "capped_queries": len(capped)}}
     start = time.perf_counter()
-    arrays = bm25_arrays.build(pool["corpusid"].to_numpy(), bm25_lucene.paper_text(pool).to_list())
+    arrays = bm25_arrays.build(pool["corpusid"].to_numpy(),
+                               bm25_analysis.paper_text(pool).to_list())
     build_s = time.perf_counter() - start
     numba.set_num_threads(2)
     bm25_arrays.search(arrays, job["texts"][:2], k, K1, B)  # numba compiles (or loads its cache)
@@ -194,7 +196,7 @@ def run_size(papers: pl.DataFrame, size: int, n_queries: int, k: int, repeat: in
             "seconds": round(row["seconds"], 2),
             "queries_per_s": round(n_queries / row["seconds"], 2),
             **compare(row["lists"], reference, k)}
-    pool.select(id=pl.col("corpusid").cast(pl.String), text=bm25_lucene.paper_text(pool)) \
+    pool.select(id=pl.col("corpusid").cast(pl.String), text=bm25_analysis.paper_text(pool)) \
         .write_parquet(tmp / "docs.parquet")
     for threads, row in peer("bm25s", {**job, "peer": "bm25s", "docs": str(tmp / "docs.parquet")},
                              tmp, env_path).items():

@@ -72,7 +72,7 @@ def unique_records(frame: pl.DataFrame, what: str, where: str) -> tuple[pl.DataF
     an earlier record exactly (dropped, counted). An id given twice with other contents has no
     one answer: refused, naming both records of `where` (the file or collection read); so is
     an id that a TREC run cannot hold (empty, or holding whitespace)."""
-    from pipeline.retrieval.bm25.lucene import check_ids
+    from pipeline.retrieval.bm25.analysis import check_ids
 
     if frame["_id"].null_count():
         raise InputError(f"{where}: {frame['_id'].null_count()} records have no _id; fix or "

@@ -312,7 +312,7 @@ def import_csfcube(src: Path, corpus_dir: Path, replace: bool = False,
     place of a collection with other contents, whose `derived` indexes and runs are removed
     (`corpus.install.install_corpus`). Everything is read and checked before anything is
     written; a refused input writes nothing."""
-    from pipeline.retrieval.bm25.lucene import check_ids
+    from pipeline.retrieval.bm25.analysis import check_ids
 
     claim_corpus(corpus_dir, f"make {STAGE}")
     judged, counts, itself = {}, {}, {}

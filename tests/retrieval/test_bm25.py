@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from pipeline.core.errors import InputError
+from pipeline.retrieval.bm25 import analysis as bm25_analysis
 from pipeline.retrieval.bm25 import jvm
 from pipeline.retrieval.bm25 import lucene as bm25_lucene
 from pipeline.retrieval.runs import finalize_run
@@ -89,9 +90,9 @@ def test_long_queries_are_capped_to_the_clause_limit(index_dir, docs):
 
 def test_cap_query_keeps_top_tfidf_terms():
     df = {"alpha": 1, "beta": 9, "gamma": 1}
-    text, cut = bm25_lucene.cap_query("alpha alpha beta gamma delta the of", df, 10, max_terms=2)
+    text, cut = bm25_analysis.cap_query("alpha alpha beta gamma delta the of", df, 10, max_terms=2)
     assert cut and text.split() == ["alpha", "alpha", "gamma"]  # delta is in no document
-    assert bm25_lucene.cap_query("short query", {}, 10) == ("short query", False)
+    assert bm25_analysis.cap_query("short query", {}, 10) == ("short query", False)
 
 
 def test_missing_index_is_a_clear_error(tmp_path):
@@ -174,7 +175,7 @@ def test_lists_equal_pyserini_lucene_searcher(pyserini_env, corpus_dir, tmp_path
     assert capped == []
     assert ours["doc"].dtype == papers["corpusid"].dtype
     job = {"index": str(bm25_lucene.lucene_dir(index_dir)), "k1": k1, "b": b, "k": k,
-           "texts": bm25_lucene.paper_text(query_papers).to_list(),
+           "texts": bm25_analysis.paper_text(query_papers).to_list(),
            "qids": [str(q) for q in query_papers["corpusid"]]}
     (tmp_path / "job.json").write_text(json.dumps(job))
     env = {**os.environ, "PYTHONPATH": f"{pyserini_env}{os.pathsep}{ROOT}"}

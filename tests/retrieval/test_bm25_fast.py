@@ -6,6 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from pipeline.retrieval.bm25 import analysis as bm25_analysis
 from pipeline.retrieval.bm25 import arrays as bm25_arrays
 from pipeline.retrieval.bm25 import lucene as bm25_lucene
 from pipeline.retrieval.runs import finalize_run
@@ -24,9 +25,24 @@ def test_lengths_are_encoded_as_lucene_smallfloat():
     assert (bm25_arrays.encode_length(table) == np.arange(256)).all()
 
 
+def test_the_engines_give_the_same_functions():
+    """Every BM25_ENGINE value names an engine module, and both give the same four functions
+    with the same signatures (the retriever and tuning call them without asking which)."""
+    import inspect
+
+    from pipeline.cli.checks import BM25_ENGINES
+    from pipeline.retrieval.bm25.engines import ENGINES, engine
+
+    assert set(ENGINES) == set(BM25_ENGINES)
+    functions = ("index_pool", "ready_pool", "searched_files", "search_grid")
+    arrays, lucene = ([inspect.signature(getattr(engine(name), f)) for f in functions]
+                      for name in ("arrays", "lucene"))
+    assert arrays == lucene
+
+
 def test_tokens_are_lucenes():
-    tokens = bm25_arrays.analyze(["The Running dogs of 1,000 cats", "", "e-mail the U.S.A.",
-                                f"a {bm25_arrays.SEPARATOR.upper()} in the text"])
+    tokens = bm25_analysis.analyze(["The Running dogs of 1,000 cats", "", "e-mail the U.S.A.",
+                                f"a {bm25_analysis.SEPARATOR.upper()} in the text"])
     assert tokens.rows() == [(0, "run"), (0, "dog"), (0, "1,000"), (0, "cat"),
                              (2, "e"), (2, "mail"), (2, "u.s.a"), (3, "text")]
 
@@ -52,7 +68,7 @@ def test_same_lists_and_scores_as_lucene(pool, tmp_path, k1, b):
     papers, queries = pool
     bm25_lucene.build_index(papers, tmp_path / "bm25", threads=2)
     lucene, _ = bm25_lucene.search(queries, tmp_path / "bm25", 100, k1, b, threads=2)
-    runs, capped = bm25_arrays.search_grid(queries, papers, 100, [k1], [b], threads=2)
+    runs, capped = bm25_arrays.search_papers(queries, papers, 100, [k1], [b], threads=2)
     ours = runs[(k1, b)]
     assert capped == [] and ours.height == lucene.height
     assert ours["query"].to_list() == lucene["query"].to_list()
@@ -66,7 +82,7 @@ def test_same_lists_and_scores_as_lucene(pool, tmp_path, k1, b):
 
 def test_a_grid_scores_every_pair_once_analysed(pool):
     papers, queries = pool
-    runs, _ = bm25_arrays.search_grid(queries.head(3), papers, 10, [0.9, 1.2], [0.4, 0.75])
+    runs, _ = bm25_arrays.search_papers(queries.head(3), papers, 10, [0.9, 1.2], [0.4, 0.75])
     assert sorted(runs) == [(0.9, 0.4), (0.9, 0.75), (1.2, 0.4), (1.2, 0.75)]
     assert runs[(0.9, 0.4)]["score"].to_list() != runs[(1.2, 0.75)]["score"].to_list()
     assert all(run.group_by("query").len()["len"].max() == 10 for run in runs.values())
@@ -76,7 +92,7 @@ def test_queries_without_text_have_no_hits(pool):
     papers, queries = pool
     queries = queries.head(2).with_columns(title=pl.Series(["", "Cardiac"]),
                                            abstract=pl.Series([None, "troponin"]))
-    runs, _ = bm25_arrays.search_grid(queries, papers, 10, [0.9], [0.4])
+    runs, _ = bm25_arrays.search_papers(queries, papers, 10, [0.9], [0.4])
     run = runs[(0.9, 0.4)]
     assert set(run["query"]) == {queries["corpusid"][1]} and run.height == 10  # only the second
 
@@ -89,8 +105,8 @@ def test_pruning_changes_no_list_and_no_score(pool, k):
     fixture's pool take every path: several blocks, the guess, and a guess that fails."""
     papers, queries = pool
     index = bm25_arrays.build(papers["corpusid"].to_numpy(),
-                              bm25_lucene.paper_text(papers).to_list())
-    texts = bm25_lucene.paper_text(queries).to_list()
+                              bm25_analysis.paper_text(papers).to_list())
+    texts = bm25_analysis.paper_text(queries).to_list()
     full = bm25_arrays.search(index, texts, k, prune=False)
     settings = {"default": {}, "blocks": {"first": 400, "block": 200},
                 "bad guess": {"first": 400, "block": 200, "guess": 0.01}}
@@ -121,7 +137,7 @@ def test_term_bounds_from_the_frontier_are_the_postings_maxima(pool):
     frontier, equals the largest 1 + tf x cache[norm] over all its postings."""
     papers, _ = pool
     index = bm25_arrays.build(papers["corpusid"].to_numpy(),
-                              bm25_lucene.paper_text(papers).to_list())
+                              bm25_analysis.paper_text(papers).to_list())
     assert len(index.frontier[1]) < len(index.docs) // 10
     for k1, b in [(0.9, 0.4), (1.2, 0.75), (2.0, 0.0), (0.6, 1.0)]:
         table = bm25_arrays._norm_table(index, k1, b)
@@ -133,8 +149,8 @@ def test_term_bounds_from_the_frontier_are_the_postings_maxima(pool):
 def test_analysis_in_parallel_builds_the_same_index(corpus_dir):
     """More texts than one JVM call takes: batches analysed on 2 threads give the index that
     one thread gives (term ids aside, which follow the order terms are met)."""
-    papers = pl.read_parquet(corpus_dir / "papers.parquet").head(2 * bm25_arrays.BATCH + 500)
-    texts, ids = bm25_lucene.paper_text(papers).to_list(), papers["corpusid"].to_numpy()
+    papers = pl.read_parquet(corpus_dir / "papers.parquet").head(2 * bm25_analysis.BATCH + 500)
+    texts, ids = bm25_analysis.paper_text(papers).to_list(), papers["corpusid"].to_numpy()
 
     def triples(index: bm25_arrays.Postings) -> pl.DataFrame:
         terms = index.vocab.sort("term_id")["term"].to_numpy()
@@ -155,8 +171,8 @@ def test_query_batches_change_nothing_and_count_each_query_once(pool, monkeypatc
 
     papers, queries = pool
     pooled = (bm25_arrays.build(papers["corpusid"].to_numpy(),
-                                bm25_lucene.paper_text(papers).to_list()),
-              bm25_lucene.paper_text(queries).to_list(), 10)
+                                bm25_analysis.paper_text(papers).to_list()),
+              bm25_analysis.paper_text(queries).to_list(), 10)
     ties = (bm25_arrays.build(np.arange(250), ["myocardial infarction troponin"] * 200
                               + ["volcanic magma"] * 50),
             ["troponin infarction", "volcanic magma", "magma", "myocardial"] * 3, 1)

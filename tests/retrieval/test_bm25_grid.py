@@ -10,8 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from pipeline.retrieval.bm25 import analysis as bm25_analysis
 from pipeline.retrieval.bm25 import arrays as bm25_arrays
-from pipeline.retrieval.bm25 import lucene as bm25_lucene
 from pipeline.retrieval.bm25.tuning import B_GRID, K1_GRID, choose
 from tests.conftest import pool_of
 
@@ -118,8 +118,8 @@ def pool(corpus_dir) -> tuple[bm25_arrays.Postings, bm25_arrays.QueryTerms, pl.D
     papers = pl.concat([papers, papers.gather_every(7).with_columns(pl.col("corpusid") + 10**9)])
     texts = paper_texts(corpus_dir, queries["corpusid"]).sort("corpusid")
     index = bm25_arrays.build(papers["corpusid"].to_numpy(),
-                              bm25_lucene.paper_text(papers).to_list())
-    terms = bm25_arrays.query_terms(bm25_lucene.paper_text(texts).to_list())
+                              bm25_analysis.paper_text(papers).to_list())
+    terms = bm25_arrays.query_terms(bm25_analysis.paper_text(texts).to_list())
     return index, terms, texts, qrels
 
 

@@ -18,8 +18,8 @@ from pipeline.corpus.files import paper_texts
 from pipeline.layout import Place, run_paths
 from pipeline.models import get_model
 from pipeline.pools.build import PoolSpec, build_pool, load_pool
+from pipeline.retrieval.bm25 import analysis as bm25_analysis
 from pipeline.retrieval.bm25 import arrays as bm25_arrays
-from pipeline.retrieval.bm25 import lucene as bm25_lucene
 from pipeline.retrieval.bm25 import store as bm25_store
 from pipeline.retrieval.search import index, search_pool
 from pipeline.verify import verify
@@ -63,10 +63,10 @@ def test_runs_are_byte_identical_from_the_store_a_fresh_analysis_and_lucene(corp
         # the store's hits equal a fresh analysis of every text, score for score
         queries, candidates, _ = load_pool(corpus, pool)
         texts = paper_texts(corpus, queries["corpusid"]).sort("corpusid")
-        fresh, _ = bm25_arrays.search_grid(texts, paper_texts(corpus, candidates["corpusid"]),
+        fresh, _ = bm25_arrays.search_papers(texts, paper_texts(corpus, candidates["corpusid"]),
                                            501, [0.9], [0.4])
-        stored, _, _ = bm25_store.search_grid(place, texts, True, candidates["corpusid"], 501,
-                                              [0.9], [0.4])
+        stored, _, _ = bm25_store.search_grid(place, pool, texts, True, candidates["corpusid"],
+                                              501, [0.9], [0.4])
         assert fresh[(0.9, 0.4)].equals(stored[(0.9, 0.4)])
     # each paper is analysed once: the first pool analyses all of its papers, the nested and
     # repeated pools after it only those no earlier pool had
@@ -95,7 +95,7 @@ def test_the_store_is_invariant_to_parts_and_order_of_filling(corpus, tmp_path):
     b = triples(bm25_store.pool_index(stores[1], ids))
     papers = paper_texts(corpus, candidates["corpusid"])
     fresh = triples(bm25_arrays.build(papers["corpusid"].to_numpy(),
-                                      bm25_lucene.paper_text(papers).to_list()))
+                                      bm25_analysis.paper_text(papers).to_list()))
     assert a.equals(b) and a.equals(fresh) and a.height > 10 * len(ids)
 
 
@@ -205,16 +205,16 @@ def test_queries_cut_to_the_clause_limit_are_searched_by_their_cut_text(corpus, 
     queries, candidates, _ = load_pool(corpus, POOLS[0])
     texts = paper_texts(corpus, queries["corpusid"]).sort("corpusid")
     words = sorted(len(set(re.findall(r"[a-z0-9]+", t.lower())))
-                   for t in bm25_lucene.paper_text(texts))
+                   for t in bm25_analysis.paper_text(texts))
     limit = words[len(words) // 2]
-    fresh, fresh_cut = bm25_arrays.search_grid(texts, paper_texts(corpus, candidates["corpusid"]),
+    fresh, fresh_cut = bm25_arrays.search_papers(texts, paper_texts(corpus, candidates["corpusid"]),
                                                50, [0.9], [0.4], max_clauses=limit)
     place = Place(corpus, tmp_path, tmp_path / "runs")
-    stored, stored_cut, _ = bm25_store.search_grid(place, texts, True,
+    stored, stored_cut, _ = bm25_store.search_grid(place, POOLS[0], texts, True,
                                                    candidates["corpusid"], 50, [0.9], [0.4],
                                                    max_clauses=limit)
     assert 0 < len(stored_cut) < texts.height and stored_cut == fresh_cut
     assert fresh[(0.9, 0.4)].equals(stored[(0.9, 0.4)])
-    whole, _, _ = bm25_store.search_grid(place, texts, True, candidates["corpusid"],
+    whole, _, _ = bm25_store.search_grid(place, POOLS[0], texts, True, candidates["corpusid"],
                                          50, [0.9], [0.4])
     assert not whole[(0.9, 0.4)].equals(stored[(0.9, 0.4)])  # the cut did change the lists

@@ -5,8 +5,7 @@ Lucene spends most of a long query's time walking postings one clause at a time.
 pool's postings are plain arrays (term -> documents, term frequencies) and a numba kernel
 scores a query's terms over them, one query per thread. The numbers are Lucene's own:
 - the tokens are Lucene's: documents and queries go through Anserini's DefaultEnglishAnalyzer
-  (StandardTokenizer, lower case, English stop words, Porter stemmer) in a JVM started once in
-  this process (pyjnius), a batch of texts per call;
+  (analysis.py, in a JVM started once in this process; the only Java this engine needs);
 - document lengths are stored as Lucene stores them, one byte (SmallFloat.intToByte4), and the
   score is BM25Similarity's, in float32 with Lucene's operation order: idf = ln(1 + (N - n +
   0.5) / (n + 0.5)), weight = count of the term in the query x idf, per term
@@ -20,11 +19,7 @@ lowered by 1e-6 (its ScoreTiesAdjusterReranker), so a run is Anserini's, score f
 from __future__ import annotations
 
 import itertools
-import re
-import threading
-from collections import deque
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numba
@@ -32,77 +27,13 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.logs import Progress, progress
-from pipeline.retrieval.bm25 import jvm
-from pipeline.retrieval.bm25 import lucene as bm25_lucene
-from pipeline.retrieval.bm25.lucene import MAX_CLAUSES
-
-SEPARATOR = "qqqmdcrseparatorqqq"  # a token that analysis leaves alone, between batched texts
-_SEPARATOR = re.compile(SEPARATOR, re.IGNORECASE)  # analysis lower-cases: no text may hold it
-BATCH = 2000  # texts per JVM call
-
-
-def _analyzer():
-    """Anserini's default English analyzer, in this process's JVM (`jvm.java_class`)."""
-    return (jvm.java_class("io.anserini.analysis.AnalyzerUtils"),
-            jvm.java_class("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance())
-
-
-def _analyzed_batch(texts: Sequence[str], lo: int) -> pl.DataFrame:
-    """Lucene's tokens of texts[lo:lo + BATCH] in one JVM call: (text, term), one row per
-    token, in text order. Any thread may call it (pyjnius attaches it to the JVM; the
-    analyzer is the calling thread's own, and the thread is detached again)."""
-    utils, analyzer = _analyzer()  # first: importing jnius would start the JVM bare
-    import jnius
-
-    batch = texts[lo : lo + BATCH]
-    joined = f" {SEPARATOR} ".join(_SEPARATOR.sub(" ", t) for t in batch)
-    listed = utils.analyze(analyzer, joined).toString()[1:-1]  # "[a, b, c]"
-    if threading.current_thread() is not threading.main_thread():
-        jnius.detach()
-    tokens = (pl.Series("term", [listed], dtype=pl.String).str.split(", ").explode()
-              if listed else pl.Series("term", [], dtype=pl.String))  # split in Rust
-    separator = tokens == SEPARATOR
-    if int(separator.sum()) != len(batch) - 1:
-        raise RuntimeError("the batch separator did not survive analysis")
-    return pl.DataFrame({"text": separator.cum_sum().cast(pl.Int32) + lo,
-                         "term": tokens}).filter(~separator)
-
-
-def _analyzed_batches(texts: Sequence[str], threads: int = 2) -> Iterator[pl.DataFrame]:
-    """Lucene's tokens of `texts`, batch after batch, in text order; `threads` batches are
-    analysed at a time (the JVM runs them in parallel), no more held in memory."""
-    if len(texts) <= BATCH or threads < 2:
-        for lo in range(0, len(texts), BATCH):
-            yield _analyzed_batch(texts, lo)
-        return
-    _analyzer()  # the JVM starts in the main thread
-    with ThreadPoolExecutor(threads) as pool:
-        window: deque = deque()
-        for lo in range(0, len(texts), BATCH):
-            window.append(pool.submit(_analyzed_batch, texts, lo))
-            if len(window) > threads:
-                yield window.popleft().result()
-        while window:
-            yield window.popleft().result()
-
-
-def analyze(texts: Sequence[str]) -> pl.DataFrame:
-    """Lucene's tokens of each text: (text, term), one row per token, in text order."""
-    return pl.concat([pl.DataFrame(schema={"text": pl.Int32, "term": pl.String}),
-                      *_analyzed_batches(texts)])
-
-
-def count_terms(tokens: pl.DataFrame) -> pl.DataFrame:
-    """(text, term) tokens -> (text, term, tf): each text's distinct terms, sorted, with the
-    number of times it holds them (a document's length is the sum of its tfs)."""
-    return (tokens.group_by("text", "term").len("tf")
-            .with_columns(pl.col("tf").cast(pl.Int32)).sort("text", "term"))
-
-
-def term_counts(texts: Sequence[str], threads: int = 2) -> Iterator[pl.DataFrame]:
-    """`count_terms` of texts, batch after batch (`_analyzed_batches`)."""
-    for tokens in _analyzed_batches(texts, threads):
-        yield count_terms(tokens)
+from pipeline.retrieval.bm25.analysis import (
+    MAX_CLAUSES,
+    check_ids,
+    paper_text,
+    query_texts,
+    term_counts,
+)
 
 
 class Vocabulary:
@@ -273,7 +204,7 @@ def _maxima(frontier_ptr, frontier_norm, frontier_tf, cache):  # pragma: no cove
 
 
 def build(ids: np.ndarray, texts: Sequence[str], threads: int = 2) -> Postings:
-    """Index texts (as `bm25_lucene.paper_text` makes them) under `ids`, analysing every one
+    """Index texts (as `analysis.paper_text` makes them) under `ids`, analysing every one
     (the analysed-text store, `store.py`, analyses a paper once per corpus instead).
     Memory is the postings (12 bytes per distinct term of a text) and the vocabulary, not
     the tokens."""
@@ -797,16 +728,15 @@ def search_pass(index: Postings, queries: QueryTerms, k: int,
     return hits
 
 
-def search_grid(queries: pl.DataFrame, papers: pl.DataFrame, k: int, k1s: Sequence[float],
-                bs: Sequence[float], threads: int = 2, max_clauses: int = MAX_CLAUSES
-                ) -> tuple[dict[tuple[float, float], pl.DataFrame], list]:
-    """`bm25_lucene.search_grid` on the pool's papers (corpusid, title, abstract) instead of a
-    Lucene index, every text analysed here (the analysed-text store, `bm25_store.search_grid`,
-    reads them instead): the hits (query, doc, score) of each pair, and the ids of queries cut
-    to `max_clauses` terms."""
-    bm25_lucene.check_ids(papers["corpusid"], "document")
-    texts, capped = bm25_lucene.query_texts(queries, max_clauses, lambda: papers)
-    index = build(papers["corpusid"].to_numpy(), bm25_lucene.paper_text(papers).to_list(), threads)
+def search_papers(queries: pl.DataFrame, papers: pl.DataFrame, k: int, k1s: Sequence[float],
+                  bs: Sequence[float], threads: int = 2, max_clauses: int = MAX_CLAUSES
+                  ) -> tuple[dict[tuple[float, float], pl.DataFrame], list]:
+    """Every (k1, b) on the given papers (corpusid, title, abstract), every text analysed
+    here (the engine's `search_grid`, in store.py, reads the analysed-text store instead): the
+    hits (query, doc, score) of each pair, and the ids of queries cut to `max_clauses` terms."""
+    check_ids(papers["corpusid"], "document")
+    texts, capped = query_texts(queries, max_clauses, lambda: papers)
+    index = build(papers["corpusid"].to_numpy(), paper_text(papers).to_list(), threads)
     runs = grid_runs(index, query_terms(texts, threads), queries["corpusid"],
                      papers["corpusid"].dtype, k, k1s, bs, threads)
     return runs, capped

@@ -10,12 +10,8 @@ over many pools starts Java once, not once per pool (issue 7).
 
 from __future__ import annotations
 
-import logging
-import math
 import os
-import re
 import shutil
-from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -42,34 +38,13 @@ from pipeline.layout import (
     pool_dir,
 )
 from pipeline.pools.build import load_pool
-from pipeline.retrieval.bm25.jvm import anserini_jar, java_binary, run_anserini
-
-log = logging.getLogger(__name__)
-MAX_CLAUSES = 1024  # Lucene's default BooleanQuery clause limit
-# Lucene's English stop words (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), removed before counting
-STOPWORDS = frozenset(
-    ("a an and are as at be but by for if in into is it no not of on or such that the their "
-     "then there these they this to was will with").split()
+from pipeline.retrieval.bm25.analysis import (
+    MAX_CLAUSES,
+    check_ids,
+    paper_text,
+    query_texts,
 )
-_TOKEN = re.compile(r"[a-z0-9]+")
-
-
-def paper_text(df: pl.DataFrame) -> pl.Series:
-    """Title and abstract as one whitespace-normalised string per paper."""
-    return df.select(
-        pl.concat_str(pl.col("title").fill_null(""), pl.col("abstract").fill_null(""),
-                      separator=" ").str.replace_all(r"\s+", " ").str.strip_chars()
-    ).to_series()
-
-
-def check_ids(ids: pl.Series, what: str) -> None:
-    """Ids are written into TREC files (space separated) and Anserini topics (tab separated):
-    string ids with whitespace, or empty ones, cannot be told apart there."""
-    if ids.dtype == pl.String:
-        bad = ids.filter(ids.str.contains(r"\s") | (ids.str.len_chars() == 0) | ids.is_null())
-        if bad.len():
-            raise InputError(f"{bad.len()} {what} ids are empty or hold whitespace (first: "
-                             f"{bad[0]!r}): TREC runs cannot hold them; rename those ids")
+from pipeline.retrieval.bm25.jvm import anserini_jar, java_binary, run_anserini
 
 
 def build_index(papers: pl.DataFrame, index_dir: Path, threads: int = 2,
@@ -128,55 +103,6 @@ def index_files(index_dir: Path) -> list[Path]:
     return [index_dir / name for name in info.get("outputs", {})]
 
 
-def cap_query(text: str, doc_freq: dict[str, int], n_docs: int,
-              max_terms: int = MAX_CLAUSES) -> tuple[str, bool]:
-    """Keep at most `max_terms` unique terms, each repeated tf times: first the terms that
-    occur in the pool (others cannot match), by tf-idf, highest first.
-
-    Lucene refuses queries with more than 1024 clauses; Anserini makes one clause per unique
-    analysed term, so only very long queries are cut (docs/retrieval.md).
-    """
-    terms = Counter(t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS)
-    if len(terms) <= max_terms:
-        return text, False
-
-    def priority(term: str) -> tuple[bool, float, str]:
-        df = doc_freq.get(term, 0)
-        return df == 0, -terms[term] * math.log((n_docs + 1) / (df + 1)), term
-
-    kept = sorted(terms, key=priority)[:max_terms]
-    return " ".join(" ".join([t] * terms[t]) for t in sorted(kept)), True
-
-
-def _document_frequencies(index_papers: pl.DataFrame) -> dict[str, int]:
-    tokens = paper_text(index_papers).str.to_lowercase().str.extract_all(r"[a-z0-9]+")
-    frame = pl.DataFrame({"doc": range(len(tokens)), "term": tokens}).explode("term").unique()
-    counts = frame.group_by("term").len()
-    return dict(zip(counts["term"], counts["len"], strict=True))
-
-
-def query_texts(queries: pl.DataFrame, max_clauses: int = MAX_CLAUSES,
-                pool_papers: Callable[[], pl.DataFrame] | None = None) -> tuple[list[str], list]:
-    """Each query paper's text as searched (title + abstract, cut to `max_clauses` unique
-    terms where longer), and the ids of the queries that were cut."""
-    check_ids(queries["corpusid"], "query")
-    texts = paper_text(queries).str.replace_all("\t", " ").to_list()
-    too_long = [i for i, t in enumerate(texts) if len(set(_TOKEN.findall(t.lower()))) >
-                max_clauses]
-    capped: list = []
-    if too_long:
-        if pool_papers is None:
-            raise ValueError("queries need capping: pass pool_papers for document frequencies")
-        papers = pool_papers()
-        doc_freq = _document_frequencies(papers)
-        for i in too_long:
-            texts[i], cut = cap_query(texts[i], doc_freq, papers.height, max_clauses)
-            if cut:
-                capped.append(queries["corpusid"][i])
-        log.info(f"[bm25] {len(capped)} queries cut to {max_clauses} terms: {capped[:10]}")
-    return texts, capped
-
-
 def search(queries: pl.DataFrame, index_dir: Path, k: int, k1: float = 0.9, b: float = 0.4,
            threads: int = 2, max_clauses: int = MAX_CLAUSES,
            pool_papers: Callable[[], pl.DataFrame] | None = None, work_dir: Path | None = None
@@ -188,16 +114,16 @@ def search(queries: pl.DataFrame, index_dir: Path, k: int, k1: float = 0.9, b: f
     topics and run files are written in a temporary folder in `work_dir` (default: beside the
     index) and removed.
     """
-    runs, capped = search_grid(queries, index_dir, k, [k1], [b], threads, max_clauses,
-                               pool_papers, work_dir)
+    runs, capped = search_index(queries, index_dir, k, [k1], [b], threads, max_clauses,
+                                pool_papers, work_dir)
     return runs[(k1, b)], capped
 
 
-def search_grid(queries: pl.DataFrame, index_dir: Path, k: int, k1s: Sequence[float],
-                bs: Sequence[float], threads: int = 2, max_clauses: int = MAX_CLAUSES,
-                pool_papers: Callable[[], pl.DataFrame] | None = None,
-                work_dir: Path | None = None
-                ) -> tuple[dict[tuple[float, float], pl.DataFrame], list]:
+def search_index(queries: pl.DataFrame, index_dir: Path, k: int, k1s: Sequence[float],
+                 bs: Sequence[float], threads: int = 2, max_clauses: int = MAX_CLAUSES,
+                 pool_papers: Callable[[], pl.DataFrame] | None = None,
+                 work_dir: Path | None = None
+                 ) -> tuple[dict[tuple[float, float], pl.DataFrame], list]:
     """`search` for every (k1, b) of k1s x bs in one SearchCollection run (it takes lists and
     writes one run per pair, `<output>_bm25(k1=..,b=..)_default`): the hits of each pair, and
     the ids of capped queries."""
@@ -254,9 +180,16 @@ def index_is_current(index_dir: Path, parameters: dict, inputs: dict[str, str]) 
     return True
 
 
-def index_pool(place: Place, pool: str, threads: int = 2) -> dict:
+# The engine interface (engines.py), as store.py gives it for the arrays engine
+
+
+def index_pool(place: Place, pool: str, threads: int = 2, part_size: int | None = None) -> dict:
     """The Lucene index of a pool's candidates (a no-op when it is current: same pool files,
     same texts, files that match its manifest)."""
+    if part_size:
+        raise InputError("--part-size sets the parts of the arrays engine's analysed-text "
+                         "store; BM25_ENGINE=lucene builds one Lucene index per pool: "
+                         "leave it out")
     _, candidates, _ = load_pool(place.corpus_dir, pool)
     target = bm25_index_dir(place.index_root, place.corpus, pool)
     params = {"pool": pool, "corpus": place.corpus}
@@ -267,3 +200,28 @@ def index_pool(place: Place, pool: str, threads: int = 2) -> dict:
             return {"pool": pool, "up_to_date": True}
         return build_index(paper_texts(place.corpus_dir, candidates["corpusid"]), target, threads,
                            params, inputs)
+
+
+def ready_pool(place: Place, pool: str, threads: int = 2) -> None:
+    """Make what `search_grid` reads when it is missing or stale: the pool's Lucene index
+    (BM25 tuning searches validation pools that `make index` may not have indexed)."""
+    index_pool(place, pool, threads)
+
+
+def searched_files(place: Place, pool: str) -> list[Path]:
+    """The files a search of the pool reads: its Lucene index, checked (`index_files`)."""
+    return index_files(bm25_index_dir(place.index_root, place.corpus, pool))
+
+
+def search_grid(place: Place, pool: str, queries: pl.DataFrame, papers_as_queries: bool,
+                candidates: pl.Series, k: int, k1s: Sequence[float], bs: Sequence[float],
+                threads: int = 2, max_clauses: int = MAX_CLAUSES, work_dir: Path | None = None
+                ) -> tuple[dict[tuple[float, float], pl.DataFrame], list, dict]:
+    """Every (k1, b) of k1s x bs on the pool's Lucene index (`search_index`): the hits of
+    each pair, the ids of the queries cut to `max_clauses` terms, and no store counts (`{}`).
+    Lucene analyses every query text itself (`papers_as_queries` is the arrays engine's);
+    the pool's candidates are read for document frequencies only when a query is cut."""
+    runs, capped = search_index(
+        queries, bm25_index_dir(place.index_root, place.corpus, pool), k, k1s, bs, threads,
+        max_clauses, lambda: paper_texts(place.corpus_dir, candidates), work_dir)
+    return runs, capped, {}

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -56,18 +56,24 @@ from pipeline.encoding.store import (
     whole,
 )
 from pipeline.layout import MANIFEST, PREFILTERED, Place, analysed_dir
+from pipeline.pools.build import load_pool
+from pipeline.pools.queries import own_text
 from pipeline.retrieval.bm25 import arrays as bm25_arrays
 from pipeline.retrieval.bm25 import jvm
-from pipeline.retrieval.bm25 import lucene as bm25_lucene
+from pipeline.retrieval.bm25.analysis import (
+    MAX_CLAUSES,
+    check_ids,
+    paper_text,
+    query_texts,
+    term_counts,
+)
 from pipeline.retrieval.bm25.arrays import (
     Postings,
     QueryTerms,
     Vocabulary,
     grid_runs,
     query_terms,
-    term_counts,
 )
-from pipeline.retrieval.bm25.lucene import MAX_CLAUSES
 
 ANALYZER = "anserini-english"  # io.anserini.analysis.DefaultEnglishAnalyzer, as Anserini indexes
 PART_SIZE = 50_000  # papers per part: a checkpoint, and one dictionary of terms
@@ -85,6 +91,7 @@ def store_repair(store: Path) -> Repair:
 
 def _config() -> dict:
     """How a stored paper's terms are made: a store with another config is analysed again."""
+    # "text" names paper_text where it was (lucene.py): kept, so that stores stay current
     return {"analyzer": "io.anserini.analysis.DefaultEnglishAnalyzer",
             "anserini": jvm.anserini_jar().name,
             "text": "title + ' ' + abstract, whitespace normalised (bm25_lucene.paper_text)"}
@@ -154,7 +161,7 @@ def _analysed(corpus_dir: Path, chunk: np.ndarray, threads: int) -> pl.DataFrame
     if papers.height != len(chunk):
         raise InputError(f"{len(chunk) - papers.height} pool papers are missing from "
                          f"{corpus_dir}/prefiltered.parquet: rebuild the pools")
-    texts = bm25_lucene.paper_text(papers).to_list()
+    texts = paper_text(papers).to_list()
     return pl.concat([pl.DataFrame(schema={"text": pl.Int32, "term": pl.String, "tf": pl.Int32}),
                       *term_counts(texts, threads)])
 
@@ -313,22 +320,50 @@ def stored_query_terms(store: Path, ids) -> QueryTerms:
     return QueryTerms(pl.concat(frames), len(ids))
 
 
-def search_grid(place: Place, queries: pl.DataFrame, papers_as_queries: bool,
-                candidates: pl.Series, k: int, k1s, bs, threads: int = 2,
-                max_clauses: int = MAX_CLAUSES) -> tuple[dict, list, dict]:
-    """`bm25_arrays.search_grid` through the store: the pool's index assembled from it, and
+# The engine interface (engines.py) for the arrays engine, as lucene.py gives it for Lucene
+
+
+def index_pool(place: Place, pool: str, threads: int = 2, part_size: int | None = None) -> dict:
+    """The pool's papers (and its queries, when they are papers of the corpus) into the
+    analysed-text store; the pool's index is assembled from it when it is searched."""
+    queries, candidates, _ = load_pool(place.corpus_dir, pool)
+    ids = [candidates["corpusid"].to_numpy()]
+    if not own_text(queries):
+        ids.append(queries["corpusid"].to_numpy())
+    return {"pool": pool,
+            "note": "the arrays engine assembles the pool's index from the analysed-"
+                    "text store when it searches",
+            **fill(place, np.concatenate(ids), threads, repair=True,
+                   part_size=part_size or PART_SIZE)}
+
+
+def ready_pool(place: Place, pool: str, threads: int = 2) -> None:
+    """Nothing: `search_grid` fills the store with what it lacks itself."""
+
+
+def searched_files(place: Place, pool: str) -> list[Path]:
+    """None beyond the corpus and the pool: the store's parts are checked as they are read."""
+    return []
+
+
+def search_grid(place: Place, pool: str, queries: pl.DataFrame, papers_as_queries: bool,
+                candidates: pl.Series, k: int, k1s: Sequence[float], bs: Sequence[float],
+                threads: int = 2, max_clauses: int = MAX_CLAUSES, work_dir: Path | None = None
+                ) -> tuple[dict[tuple[float, float], pl.DataFrame], list, dict]:
+    """`bm25_arrays.grid_runs` through the store: the pool's index assembled from it, and
     the queries' terms read from it when they are the corpus's papers (`papers_as_queries`);
     queries with their own text (a collection's, a QUERY_VARIANT) and queries cut to
-    `max_clauses` terms are analysed here. Returns the runs per (k1, b), the ids of the
-    queries cut, and the store's counts (papers analysed, reused)."""
-    bm25_lucene.check_ids(candidates, "document")
+    `max_clauses` terms are analysed here (no files are written: `work_dir` is Lucene's).
+    Returns the runs per (k1, b), the ids of the queries cut, and the store's counts (papers
+    analysed, reused)."""
+    check_ids(candidates, "document")
     store = store_path(place.index_root, place.corpus)
     needed = [candidates.to_numpy()] + ([queries["corpusid"].to_numpy()] if papers_as_queries
                                         else [])
     info = fill(place, np.concatenate(needed), threads)
     index = pool_index(store, candidates.to_numpy())
-    texts, capped = bm25_lucene.query_texts(queries, max_clauses,
-                                            lambda: paper_texts(place.corpus_dir, candidates))
+    texts, capped = query_texts(queries, max_clauses,
+                                lambda: paper_texts(place.corpus_dir, candidates))
     if papers_as_queries:
         terms = stored_query_terms(store, queries["corpusid"].to_numpy())
         was_cut = pl.Series(capped, dtype=queries["corpusid"].dtype).implode()

@@ -24,10 +24,10 @@ from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import record
 from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
-from pipeline.layout import Place, bm25_index_dir, parse_pool_name, tuning_path
+from pipeline.layout import Place, parse_pool_name, tuning_path
 from pipeline.models import ModelEntry
 from pipeline.pools.build import check_pool, load_pool, pool_files, validation_pools
-from pipeline.retrieval.bm25 import lucene as bm25_lucene
+from pipeline.retrieval.bm25.engines import engine as bm25_engine
 
 K1_GRID = (0.6, 0.9, 1.2, 1.5, 2.0)
 B_GRID = (0.3, 0.4, 0.5, 0.6, 0.75, 0.9)
@@ -72,9 +72,8 @@ def _tune(place: Place, pools: list[str], entry: ModelEntry, threads: int, k1s: 
     """Every (k1, b) on every validation pool, MAP over the top 500 as `eval` scores it. The
     queries are searched as `search` searches them (a collection's queries by their own text,
     an MDCR-style pool's queries in their own lists)."""
-    from pipeline.corpus.files import paper_texts
     from pipeline.metrics import per_query
-    from pipeline.pools.queries import query_texts
+    from pipeline.pools.queries import own_text, query_texts
     from pipeline.retrieval.runs import TOP_K, finalize_run, keep_own_lists, own_lists
 
     start = time.perf_counter()
@@ -84,20 +83,11 @@ def _tune(place: Place, pools: list[str], entry: ModelEntry, threads: int, k1s: 
         texts = query_texts(place.corpus_dir, queries)
         pairs, candidates = own_lists(candidates)
         depth = TOP_K if pairs is None else candidates.height
-        if engine == "arrays":
-            from pipeline.pools.queries import own_text
-            from pipeline.retrieval.bm25 import store as bm25_store
-
-            runs, _, _ = bm25_store.search_grid(place, texts,
-                                                not own_text(queries), candidates["corpusid"],
-                                                depth + 1, k1s, bs, threads)
-        else:
-            bm25_lucene.index_pool(place, pool, threads)
-            runs, _ = bm25_lucene.search_grid(
-                texts, bm25_index_dir(place.index_root, place.corpus, pool), depth + 1,
-                k1s, bs, threads,
-                pool_papers=lambda c=candidates: paper_texts(place.corpus_dir, c["corpusid"]),
-                work_dir=path.parent)
+        bm25 = bm25_engine(engine)
+        bm25.ready_pool(place, pool, threads)
+        runs, _, _ = bm25.search_grid(place, pool, texts, not own_text(queries),
+                                      candidates["corpusid"], depth + 1, k1s, bs, threads,
+                                      work_dir=path.parent)
         in_pool = qrels.filter(pl.col("doc").is_in(candidates["corpusid"].implode()))
         for (k1, b), hits in runs.items():
             keep = TOP_K
