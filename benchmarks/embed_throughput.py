@@ -29,7 +29,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.machine import machine  # noqa: E402
-
 from pipeline.encoding.encoders import Encoder, model_dtype, model_source
 from pipeline.ingest.synthetic import SyntheticConfig, generate
 from pipeline.models import ModelEntry, get_model, with_precision
