@@ -1,7 +1,9 @@
 """The dependencies: every package the code, the tests and the benchmarks import is declared in
 pyproject.toml; constraints.txt (the exact versions make setup installs) parses, pins every
 distribution declared that is installed, at the version installed and inside the declared range,
-and make setup installs torch and pyserini through it (their one version)."""
+and make setup installs torch and pyserini through it (their one version); the pipeline uses
+ranx's public API only (so a range can declare it); constraints-specter2.txt (SPECTER2's
+adapters, beside .venv) resolves against constraints.txt."""
 
 from __future__ import annotations
 
@@ -76,11 +78,23 @@ def test_torch_and_pyserini_have_one_version_each_in_constraints():
     assert f"pyserini=={pins['pyserini']}" == PYSERINI
     assert PYSERINI in PROJECT["optional-dependencies"]["bm25"]
     makefile = (ROOT / "Makefile").read_text()
-    installs = re.findall(r"^\t.*/bin/pip\) install (.*)$", makefile, re.M)
-    setup = [line for line in installs if "--upgrade pip" not in line and "[gpu]" not in line
-             and "faiss-gpu" not in line]
-    assert len(setup) == 3 and all("-c $(CONSTRAINTS)" in line for line in setup), setup
     assert not re.search(r"(torch|pyserini)==[0-9]", makefile)
+
+
+def test_every_install_of_the_makefile_goes_through_the_constraints():
+    """make setup and make setup-gpu install each package at constraints.txt's version: every
+    `pip install` line names it, and the GPU packages (faiss-gpu-cu12, the newest release at or
+    below faiss-cpu's, and the CUDA libraries it requires) are pinned, inside the gpu extra."""
+    makefile = (ROOT / "Makefile").read_text().replace("\\\n", " ")
+    installs = re.findall(r"^\t.*\bpip\b.* install (.*)$", makefile, re.M)
+    assert len(installs) == 6, installs
+    assert all(line.startswith("--quiet -c $(CONSTRAINTS) ") for line in installs), installs
+    assert "CONSTRAINTS = constraints.txt" in makefile
+    pins = constraints()
+    (gpu,) = [Requirement(r) for r in PROJECT["optional-dependencies"]["gpu"]]
+    assert gpu.specifier.contains(pins["faiss-gpu-cu12"])
+    assert pins["faiss-gpu-cu12"].release[:2] <= pins["faiss-cpu"].release[:2]
+    assert {"nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12"} <= set(pins)
 
 
 def imported_modules(folder: Path) -> set[str]:
@@ -173,7 +187,7 @@ def test_specter2_side_packages_fit_the_declared_ranges():
 @pytest.mark.slow
 def test_specter2_side_packages_need_nothing_else_than_the_base(tmp_path):
     """pip resolves constraints-specter2.txt with its dependencies against constraints.txt's
-    other pins (metadata only, nothing installed): every package it needs is either pinned
+    other pins (a dry run: nothing installed): every package it needs is either pinned
     in the file or .venv's, at constraints.txt's version, so installing it with --no-deps
     (docs/install.md) leaves no dependency out and no version unmet."""
     side, base = constraints(SPECTER2), constraints()
