@@ -3,10 +3,11 @@
 `submit_embed` writes `<runs-root>/slurm/embed-<corpus>-<model>.sbatch`, a job array with one
 task per shard (each task runs `python -m pipeline embed --shard $SLURM_ARRAY_TASK_ID
 --num-shards N`), submits it with `sbatch --parsable` and records the job id beside the script.
-`submit_after_embed` submits a command (the Makefile passes `make eval EXECUTOR=local ...`) as a
-job that starts when the array has succeeded (`--dependency=afterok:<id>`), or returns None when
-every shard is already in, so the caller runs the command itself. Logs are written beside the
-scripts. Standard library only at import time (the Makefile's check uses the validators).
+`submit_after_embed` submits a command (make eval's: the search and eval stages, in one shell
+line) as a job that starts when the array has succeeded (`--dependency=afterok:<id>`), or
+returns None when every shard is already in, so the caller runs the command itself. Logs are
+written beside the scripts. Standard library only at import time (the Makefile's check uses the
+validators).
 """
 
 from __future__ import annotations
@@ -108,8 +109,7 @@ def _header(name: str, log: Path, resources: Resources, extra: list[str]) -> lis
 
 
 def _body(command: list[str], workdir: Path, resources: Resources) -> list[str]:
-    lines = ["set -euo pipefail", f"cd {shlex.quote(str(workdir))}",
-             "unset MAKEFLAGS MFLAGS MAKELEVEL  # a submitting make's flags do not apply here"]
+    lines = ["set -euo pipefail", f"cd {shlex.quote(str(workdir))}"]
     if resources.cpus_per_task:
         lines.append(f"export OMP_NUM_THREADS={resources.cpus_per_task}")
     return [*lines, "exec " + " ".join(command)]
@@ -305,7 +305,5 @@ def submit_after_embed(place: Place, entry: ModelEntry, num_shards: int, resourc
 
 
 def run_here(command: list[str]) -> int:
-    """Run the follow-up command in this process's place (every embed shard is already in):
-    a fresh make, not one nested in the caller's (its MAKEFLAGS would leak in)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    return subprocess.run(command, env=env).returncode
+    """Run the follow-up command in this process's place (every embed shard is already in)."""
+    return subprocess.run(command).returncode

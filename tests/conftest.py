@@ -36,6 +36,21 @@ def make_ok(root: Path, stamp: Path, *args: str) -> str:
     return done.stdout + done.stderr
 
 
+# What make adds after a recipe that failed (the check's refusal): where it stopped.
+MAKE_STOPPED = re.compile(r"make: \*\*\* \[[^]]*\] Error \d+")
+
+
+def refusal(done: subprocess.CompletedProcess) -> str:
+    """The one line of a make call refused before anything ran (exit status 2): the check's
+    `error: ...`, which make follows with its own `make: *** [Makefile:N: check] Error 2` (or
+    make's own `Makefile:N: *** error: ...  Stop.`: a '$' on its command line)."""
+    lines = [line for line in done.stderr.splitlines()
+             if line.strip() and not MAKE_STOPPED.fullmatch(line)]
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert len(lines) == 1 and re.match(r"(Makefile:\d+: \*\*\* )?error: ", lines[0]), lines
+    return lines[0]
+
+
 def pool_of(size: int) -> str:
     """Name of the fixture's dataset-level pool of `size` candidates."""
     return pool_name("all", size, 0, POOL_SEED)

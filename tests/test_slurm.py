@@ -75,16 +75,15 @@ def test_embed_script_is_one_array_task_per_shard(tmp_path):
 
 
 def test_follow_up_script_waits_for_the_array(tmp_path):
-    text = follow_up_script(["make", "-C", "/src dir", "eval", "EXECUTOR=local",
-                             "SIZE=800 1600"], "4242", "eval-demo-scincl", tmp_path,
+    text = follow_up_script(["/bin/sh", "-c", "python -m pipeline search --corpus 'my demo' && "
+                             "python -m pipeline eval"], "4242", "eval-demo-scincl", tmp_path,
                             Resources(time="30"), tmp_path)
     assert "#SBATCH --dependency=afterok:4242\n" in text
     assert "#SBATCH --kill-on-invalid-dep=yes\n" in text
     assert f"#SBATCH --output={tmp_path}/eval-demo-scincl-%j.log\n" in text
     assert "#SBATCH --time=30\n" in text and "--array" not in text and "--gres" not in text
-    assert text.splitlines()[-1] == ("exec make -C '/src dir' eval EXECUTOR=local "
-                                     "'SIZE=800 1600'")
-    assert "unset MAKEFLAGS" in text
+    assert text.splitlines()[-1] == ("exec /bin/sh -c 'python -m pipeline search --corpus "
+                                     "'\"'\"'my demo'\"'\"' && python -m pipeline eval'")
 
 
 @pytest.mark.parametrize("check,value,message", [
@@ -419,7 +418,10 @@ def test_embed_array_on_a_one_node_cluster(cluster, data_root, tiny_bert, refere
     assert re.fullmatch(r"\d+", after) and after != array, follow.stdout
     eval_script = (slurm / "eval-small-minilm.sbatch").read_text()
     assert f"#SBATCH --dependency=afterok:{array}\n" in eval_script
-    assert "eval EXECUTOR=local" in eval_script and f"MODEL_PATH={tiny_bert}" in eval_script
+    # the stages make eval runs after embed, run by Python (no make on the compute node)
+    assert re.search(r" search --corpus small .*--model-path .* --repair-pools && .* eval "
+                     r"--corpus small ", eval_script) and str(tiny_bert) in eval_script
+    assert "make" not in eval_script.split("\n", 1)[1].replace("mdcr-pipeline", "")
     cluster.run("scontrol", "update", "PartitionName=test", "State=UP")
     cluster.wait_gone([array, after])
     seconds = time.monotonic() - started

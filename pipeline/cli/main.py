@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pipeline.cli.checks import OneLineParser, safe_path
 from pipeline.cli.commands import COMMANDS, error_line
+from pipeline.cli.registry import check_writes
 from pipeline.core import logs
 from pipeline.core.errors import InputError, ToolError
 
@@ -54,32 +55,6 @@ def build_parser(prog: str = "python -m pipeline") -> argparse.ArgumentParser:
     return parser
 
 
-# The data roots each command writes into (besides runs/<corpus>/, where stages log their
-# times): checked before any work, so a read-only folder is one line, not a traceback later.
-WRITES = {"synth": ("corpora",), "ingest": ("corpora",), "prefilter": ("corpora",),
-          "corpus": ("corpora",),
-          "pool": ("corpora",), "embed": ("indexes",), "index": ("indexes",),
-          "search": ("indexes", "runs"), "eval": ("runs",), "collect": ("runs",),
-          "report": ("runs",), "mdcr": ("corpora", "runs"), "mdcr-jaccard": ("runs",),
-          "import-mdcr": ("corpora",), "import-beir": ("corpora",),
-          "import-irds": ("corpora",),
-          "import-csfcube": ("corpora",), "import-run": ("runs",),
-          "import-vectors": ("indexes",),
-          "sweep": (), "pools-paper": ("corpora",),
-          "fuse": ("indexes", "runs"), "demo": ("corpora", "indexes", "runs"),
-          "retire-pool": ("corpora", "indexes", "runs")}
-
-
-def check_roots(args: argparse.Namespace) -> None:
-    from pipeline.core.atomic import check_writable
-
-    roots = {"corpora": args.corpora_root, "indexes": args.index_root, "runs": args.runs_root}
-    for kind in WRITES.get(args.stage, ()):
-        check_writable(Path(roots[kind]))
-    if args.stage in WRITES and getattr(args, "corpus", None):
-        check_writable(Path(args.runs_root) / args.corpus)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run one command; an error is one line, in the words of whoever called us: make's
     variables when make ran the command (BACKEND=..., not --backend ...), and a repair as the
@@ -91,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     from_make = bool(os.environ.get(FROM_MAKE))
     words = in_make_words if from_make else str
     try:
-        check_roots(args)
+        check_writes(args)
         args.func(args)
     except InputError as exc:
         print(f"error: {error_line(exc, args, from_make)}", file=sys.stderr)

@@ -44,12 +44,16 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Command:
     """A sub-command of `python -m pipeline`: main.build_parser adds one per entry of COMMANDS
-    (in this order), each with --corpus (unless corpus=False) and the options `arguments` add."""
+    (in this order), each with --corpus (unless corpus=False) and the options `arguments` add.
+    writes: what it writes into (WRITES' kinds: a data root, or "times", its stage-times log
+    under runs/<corpus>/), checked before any work (main.check_roots), so that a read-only
+    folder is one line, not a traceback later."""
 
     name: str
     help: str
     func: Callable[[argparse.Namespace], None]
     arguments: tuple[Callable[[argparse.ArgumentParser], None], ...]
+    writes: tuple[str, ...]
     corpus: bool = True
 
     def add_to(self, parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -63,16 +67,38 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {}
+# What a command may write into (Command.writes): the data roots, and "times", the corpus's
+# stage-times log (runs/<corpus>/).
+WRITES = ("corpora", "indexes", "runs", "times")
 
 
 def command(name: str, help_text: str, *arguments: Callable[[argparse.ArgumentParser], None],
-            corpus: bool = True):
+            writes: tuple[str, ...], corpus: bool = True):
     """Register the decorated function as the command `name`, with the options `arguments`
-    add (functions of an ArgumentParser)."""
+    add (functions of an ArgumentParser) and what it writes into (`writes`, every command
+    declares it: () for none)."""
+    unknown = set(writes) - set(WRITES)
+    if unknown:
+        raise ValueError(f"command {name}: writes {sorted(unknown)}, not one of {WRITES}")
+
     def register(func):
-        COMMANDS[name] = Command(name, help_text, func, arguments, corpus)
+        COMMANDS[name] = Command(name, help_text, func, arguments, writes, corpus)
         return func
     return register
+
+
+def check_writes(args: argparse.Namespace) -> None:
+    """Each folder the command writes into (its declaration, Command.writes) is writable,
+    before any work."""
+    from pipeline.core.atomic import check_writable
+
+    roots = {"corpora": args.corpora_root, "indexes": args.index_root, "runs": args.runs_root}
+    corpus = getattr(args, "corpus", None)
+    if corpus:
+        roots["times"] = str(Path(args.runs_root) / corpus)
+    for kind in COMMANDS[args.stage].writes:
+        if kind in roots:
+            check_writable(Path(roots[kind]))
 
 
 def stage_args(args: argparse.Namespace, name: str, *argv: str) -> argparse.Namespace:

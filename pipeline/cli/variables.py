@@ -1,15 +1,15 @@
-"""The make variables, declared once: the Makefile's defaults and its list USER_VARS (the
-generated include pipeline/cli/variables.mk), the options of `python -m pipeline check`
-(built from the declaration in a loop) and docs/variables.md all come from VARIABLES.
+"""The make variables, declared once: their defaults, their checks and docs/variables.md
+all come from VARIABLES.
 
-The Makefile passes every variable to `check`; the check validates them and prints, on one
-line, the names and paths make needs (`derived`): make never composes a model's, a pool's or a
-data folder's name itself, it reads them from that line. `python -m pipeline variables --write`
-(`make variables`) writes the two generated files again; tests/cli/test_variables.py fails when the
-committed ones differ from what the declaration gives.
+make defines none of them: it passes those given on its command line to its recipes'
+environment (as it does by itself), and `python -m pipeline check` and `goal` read them from
+there (`read`: the environment, else the default), check every value, then build the stages'
+commands (pipeline/cli/goals.py) with the names and paths of `derived`: make never composes a
+model's, a pool's or a data folder's name itself. `python -m pipeline variables --write` writes
+docs/variables.md again; tests/cli/test_variables.py fails when the committed one differs.
 
 Standard library only, like the rest of the check (the Makefile runs it with the system Python
-before the environment exists). The validators live in pipeline.cli.main, where the stages'
+before the environment exists). The validators live in pipeline.cli.checks, where the stages'
 options use them too; main imports this module only when it builds its parser.
 """
 
@@ -19,8 +19,7 @@ import argparse
 import difflib
 import os
 import re
-import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from pipeline import layout
 from pipeline.cli.checks import (
     BACKENDS,
     BM25_ENGINES,
+    OneLineParser,
     checked,
     choice,
     corpus_name,
@@ -59,7 +59,6 @@ from pipeline.roots import ROOT_OPTIONS, ROOT_VARIABLES, data_roots
 from pipeline.slurm import check_executor, check_partition, check_time
 
 ROOT = Path(__file__).resolve().parents[2]
-MAKE_INCLUDE = Path(layout.VARIABLES_INCLUDE)  # relative to the checkout (the Makefile's)
 DOCS = Path(layout.VARIABLES_DOC)
 
 
@@ -67,15 +66,16 @@ DOCS = Path(layout.VARIABLES_DOC)
 class Variable:
     """A user variable of the Makefile.
 
-    default: make's default, written `NAME ?= default` (so the command line and the
-    environment win); it may be make code (SOURCE, MDCR, QUERIES), which `shown` then says in
-    words for the docs. check: the argparse type `check --NAME` validates the value with (None:
-    cmd_check checks it with the others it depends on). optional: an empty value is no value
-    (the check skips it). one_word: one value, never several words (make would split it).
+    default: the value when neither make's command line nor the environment gives one; a
+    function of the values before it (SOURCE, MDCR, QUERIES follow CORPUS), which `shown` then
+    says in words for the docs. check: the argparse type the value is checked with (None: the
+    check checks it with the others it depends on, house.checked_variables). optional: an
+    empty value is no value (the check skips it). one_word: one value, never several words (a
+    path, a name).
     alias: a second name the check accepts (TIME for SLURM_TIME, on make's command line)."""
 
     name: str
-    default: str
+    default: str | Callable[[dict[str, str]], str]
     check: Callable[[str], object] | None
     help: str
     group: str
@@ -112,8 +112,8 @@ VARIABLES: tuple[Variable, ...] = (
       "stages' --index-root)", "data", shown="DATA/indexes", optional=True, one_word=True),
     V("RUNS_DIR", "", safe_path, "the runs folder, where it is not DATA's runs/ (the stages' "
       "--runs-root)", "data", shown="DATA/runs", optional=True, one_word=True),
-    V("SOURCE", "$(if $(filter s2ag,$(CORPUS)),s2ag,s2orc)", choice(SOURCES), "the reader: "
-      "the S2ORC 2020 release (s2orc) or the S2AG datasets (s2ag: papers/, abstracts/, "
+    V("SOURCE", lambda v: "s2ag" if v["CORPUS"] == "s2ag" else "s2orc", choice(SOURCES),
+      "the reader: the S2ORC 2020 release (s2orc) or the S2AG datasets (s2ag: papers/, abstracts/, "
       "citations/)", "data", shown="s2orc; s2ag when CORPUS=s2ag", one_word=True),
     V("RAW", "", safe_path, "the folder of the raw release: S2ORC's metadata/, or S2AG's "
       "papers/, abstracts/ and citations/", "data",
@@ -146,7 +146,7 @@ VARIABLES: tuple[Variable, ...] = (
     V("REPEATS", "1", positive, "samples per size (the paper: 3)", "pools"),
     V("SEED", "0", non_negative, "the pools' seed, part of a pool's name unless 0 (two seeds "
       "never overwrite each other); also the random model's and make mdcr's", "pools"),
-    V("QUERIES", "$(if $(filter demo,$(CORPUS)),50,)", positive, "query papers per pool",
+    V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", positive, "query papers per pool",
       "pools", shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
       optional=True),
     V("EXCLUDE", "", safe_path, "papers never used as queries (the paper: SPECTER's and "
@@ -203,8 +203,8 @@ VARIABLES: tuple[Variable, ...] = (
     V("METHOD", "rrf", None, "make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)",
       "eval"),
     # ---- mdcr
-    V("MDCR", "$(CORPUS)-mdcr", corpus_name, "make mdcr: the benchmark corpus it writes",
-      "mdcr", shown="CORPUS-mdcr", one_word=True),
+    V("MDCR", lambda v: f"{v['CORPUS']}-mdcr", corpus_name, "make mdcr: the benchmark corpus "
+      "it writes", "mdcr", shown="CORPUS-mdcr", one_word=True),
     V("MDCR_MODELS", "bm25,minilm", None, "make mdcr: the models whose top-ranked papers give "
       "the model-based negatives, separated by commas (the paper's: bm25,specter,scincl; "
       "make mdcr-jaccard MODELS=.. helps choose)", "mdcr"),
@@ -275,8 +275,8 @@ VARIABLES: tuple[Variable, ...] = (
 del V
 BY_NAME = {v.name: v for v in VARIABLES}
 
-# What the check prints for make (NAME=value, one line): names and paths make uses but never
-# composes itself. Lists are comma-separated (one make word).
+# The names and paths the goals' commands use (pipeline/cli/goals.py), from the checked values:
+# never composed by make.
 DERIVED = {
     "CORPORA_ROOT": "CORPORA_DIR, or DATA's corpora/ folder (absolute): --corpora-root",
     "INDEX_ROOT": "INDEX_DIR, or DATA's indexes/ folder (absolute): --index-root",
@@ -288,7 +288,6 @@ DERIVED = {
     "MODEL_FILE": "MODEL's file-safe name (the stages' --model)",
     "DEMO_PATHS": "the demo's folders and reports (make clean-demo; commas, may hold a glob)",
 }
-OK = "check=ok"  # the first word of the check's line: make takes any other output as the error
 
 
 # ---- the targets: what `make help` prints, and what each goal needs --------------------------
@@ -373,9 +372,7 @@ TARGETS: tuple[Target, ...] = (
     T("sweep", "", "remove temporaries left by killed processes"),
     T("models", "", "list the model registry"),
     T("clean-demo", "", "remove the demo's corpus, indexes, runs and reports"),
-    T("variables", "", "write pipeline/cli/variables.mk and docs/variables.md",
-      ("again from pipeline/cli/variables.py (the variables'",
-       "one declaration; docs/variables.md lists them)")),
+    T("check", "", "check the variables given (what every target does first)"),
     T("help", "", "this list (the default goal)"),
 )
 del T
@@ -401,11 +398,86 @@ def help_text() -> str:
 WHERE = ("DATA", "CORPORA_DIR", "INDEX_DIR", "RUNS_DIR")
 
 
-# What make's command line may set besides VARIABLES (and their aliases): the Makefile's own
-# interpreter and environment (TOOL_VARS) and make's own variables.
-MAKE_OWN = frozenset({"PYTHON", "VENV", "PY", "STAMP", "SHELL", ".SHELLFLAGS", "MAKE",
-                      "MAKEFLAGS", "MFLAGS", "MAKEFILES", "MAKEOVERRIDES", "GNUMAKEFLAGS",
-                      "MAKESHELL"})
+# The Makefile's own interpreter and environment: settable on make's command line or in the
+# environment, plain paths only (make runs them, single-quoted).
+TOOL_VARS = ("PYTHON", "VENV", "PY", "STAMP")
+TOOL_PATH = re.compile(r"[A-Za-z0-9._/+-]+")
+# What make's command line may set besides VARIABLES (and their aliases): TOOL_VARS and make's
+# own variables.
+MAKE_OWN = frozenset({*TOOL_VARS, "SHELL", ".SHELLFLAGS", "MAKE", "MAKEFLAGS", "MFLAGS",
+                      "MAKEFILES", "MAKEOVERRIDES", "GNUMAKEFLAGS", "MAKESHELL"})
+# make's goals (MAKECMDGOALS), which the Makefile exports under this name: what they need is
+# checked (TARGETS), and some names depend on them (model_spec, run_without_model).
+GOALS_ENV = "MDCR_MAKE_GOALS"
+ALIAS = {v.alias: v.name for v in VARIABLES if v.alias}
+
+
+def command_line(makeflags: str) -> list[str]:
+    """The names of the variables given on make's command line, in MAKEFLAGS as make passes
+    it to a recipe (`ks -j2 -- CORPUS=c MODEL=a\\ b`: the assignments after ` -- `, a space
+    in a value escaped); never the environment's."""
+    match = re.search(r"(?:^| )-- (.*)", makeflags, re.S)
+    words = re.split(r"(?<!\\) ", match.group(1)) if match else []
+    names = (re.match(r"([^\s:+?!=]+)\s*[:+?!]*=", word) for word in words)
+    return [name.group(1) for name in names if name]
+
+
+def dry_run(makeflags: str) -> bool:
+    """Whether make runs with -n (or -t, -q): its one-letter flags are MAKEFLAGS's first word.
+    The goals then print their commands and run none (the Makefile runs them with `+`)."""
+    first = makeflags.split(" ", 1)[0]
+    return not first.startswith("-") and "=" not in first and bool(set(first) & set("ntq"))
+
+
+def refuse_unsafe(environ: Mapping[str, str], names: list[str]) -> None:
+    """A value holding '$' or a line break, or a tool variable (PYTHON, VENV, ...) that is no
+    plain path, is refused: make would run a '$' as make code (the Makefile refuses it on its
+    command line itself, before passing it on), and a value is one line."""
+    for name in names:
+        value = environ[name]
+        if "$" in value:
+            raise InputError(f"{name} holds a '$', which make would run as code: give a plain "
+                             "value")
+        if "\n" in value or "\r" in value:
+            raise InputError(f"{name} holds a line break: give the value on one line")
+    for name in (n for n in TOOL_VARS if n in names):
+        if not TOOL_PATH.fullmatch(environ[name]):
+            raise InputError(f"{name} must be one executable or path of letters, digits and "
+                             "._/+- (no spaces or shell characters), e.g. PYTHON=python3.11 or "
+                             "VENV=.venv")
+
+
+def default_value(var: Variable, values: dict[str, str]) -> str:
+    """The default of `var`, given the values of the variables declared before it."""
+    return var.default(values) if callable(var.default) else var.default
+
+
+def read(environ: Mapping[str, str]) -> argparse.Namespace:
+    """The variables as make's recipes get them: each from `environ` (make's command line,
+    which make exports, or the environment), else its default, checked by its argparse type
+    (one line naming the variable, exit status 2); SLURM_TIME from TIME when TIME came on make's
+    command line (a TIME of the environment is GNU time's). With GOALS (make's goals), GIVEN
+    (the variables given) and COMMAND_LINE (every variable on make's command line, known or
+    not), as check_goals reads them, and DRY_RUN (make -n)."""
+    names = command_line(environ.get("MAKEFLAGS", ""))
+    given = [v.name for v in VARIABLES if v.name in environ]
+    aliased = [a for a, name in ALIAS.items() if a in names and name not in names]
+    refuse_unsafe(environ, [*given, *aliased, *(n for n in TOOL_VARS if n in environ)])
+    values: dict[str, str] = {}
+    for var in VARIABLES:
+        values[var.name] = environ[var.name] if var.name in given else default_value(var, values)
+    argv = [f"--{name}={value}" for name, value in values.items()]
+    argv += [f"--{alias}={environ[alias]}" for alias in aliased]
+    parser = OneLineParser(prog="python -m pipeline check")
+    add_options(parser)
+    args = parser.parse_args(argv)
+    for alias in aliased:
+        setattr(args, ALIAS[alias], getattr(args, alias))
+    args.GOALS = environ.get(GOALS_ENV, "")
+    args.GIVEN = " ".join(given)
+    args.COMMAND_LINE = " ".join(names)
+    args.DRY_RUN = dry_run(environ.get("MAKEFLAGS", ""))
+    return args
 
 
 def check_command_line(names: str) -> None:
@@ -456,18 +528,12 @@ def _roots(args: argparse.Namespace) -> dict[str, Path]:
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    """`check --NAME` for every variable (and --TIME, SLURM_TIME's alias); --GOALS, make's
-    goals (MAKECMDGOALS), and --GIVEN, the variables given on make's command line or in the
-    environment: the check refuses a goal without what it needs (TARGETS)."""
+    """`--NAME` for every variable (and --TIME, SLURM_TIME's alias), checked by its type: how
+    `read` checks the values (so an error names the variable)."""
     for var in VARIABLES:
         kind = _optional(var.check) if var.optional else var.check
         for name in filter(None, (var.name, var.alias)):
             parser.add_argument(f"--{name}", type=kind, help=var.help, metavar="VALUE")
-    parser.add_argument("--GOALS", default="", metavar="GOALS", help="make's goals")
-    parser.add_argument("--GIVEN", default="", metavar="NAMES", help="the variables given on "
-                        "make's command line or in the environment")
-    parser.add_argument("--COMMAND_LINE", default="", metavar="NAMES", help="every variable "
-                        "given on make's command line, known or not")
 
 
 def _optional(check: Callable[[str], object] | None) -> Callable[[str], object]:
@@ -555,37 +621,9 @@ def derived(args: argparse.Namespace) -> dict[str, str]:
     return {name: str(value) for name, value in values.items()}
 
 
-def make_line(values: dict[str, str]) -> str:
-    """One line for make: `check=ok NAME=value ...`."""
-    return " ".join([OK, *(f"{name}={value}" for name, value in values.items())]) + "\n"
-
-
 # ---- the generated files ---------------------------------------------------------------------
-GENERATED_BY = "Generated from pipeline/cli/variables.py by `make variables`: do not edit."
-
-
-def _comment(text: str, width: int = 100) -> list[str]:
-    return textwrap.wrap(text, width, initial_indent="# ", subsequent_indent="# ",
-                         break_on_hyphens=False, break_long_words=False)
-
-
-def make_include() -> str:
-    """pipeline/cli/variables.mk: every variable's default (`?=`) and USER_VARS."""
-    lines = [f"# {GENERATED_BY}",
-             *_comment("The user variables of the Makefile, with their defaults: a value on "
-                       "make's command line or in the environment wins. The Makefile passes "
-                       "every variable of USER_VARS to `python -m pipeline check`, which "
-                       "checks it and prints the names and paths make uses (docs/variables.md)."
-                       )]
-    for group, title in GROUPS.items():
-        lines += ["", f"# ---- {title}"]
-        for var in (v for v in VARIABLES if v.group == group):
-            lines += _comment(f"{var.name}: {var.help}"
-                              + (f" (default: {var.shown})" if var.shown else ""))
-            lines.append(f"{var.name} ?={' ' if var.default else ''}{var.default}")
-    rows = textwrap.wrap(" ".join(v.name for v in VARIABLES), 84)
-    lines += ["", "USER_VARS := " + " \\\n\t".join(rows)]
-    return "\n".join(lines) + "\n"
+GENERATED_BY = ("Generated from pipeline/cli/variables.py by `python -m pipeline variables "
+                "--write`: do not edit.")
 
 
 def md_text(text: str) -> str:
@@ -603,12 +641,14 @@ def markdown() -> str:
     """docs/variables.md: a table per group (variable, default, meaning)."""
     lines = ["# Make variables", "", f"<!-- {GENERATED_BY} -->", "",
              "Every variable is set on make's command line (`make eval MODEL=bm25`) or in the "
-             "environment. `python -m pipeline check` checks each one before anything runs: a "
-             "bad value stops make with one line and exit status 2, and no value ever reaches a "
-             "shell unquoted (a value holding `$` is refused: make would run it as make code). "
-             "The interpreter and environment (`PYTHON`, `VENV`, `PY`, `STAMP`) are the "
-             "Makefile's own: plain paths, checked by make; the versions make setup installs "
-             "are constraints.txt's."]
+             "environment; make defines none of them and passes them on in its recipes' "
+             "environment, where `python -m pipeline` reads them. Each one is checked before "
+             "anything runs (`make check`, which every target does first, even before make "
+             "setup builds the environment): a bad value stops make with one line and exit "
+             "status 2, and no value ever reaches a shell (a value holding `$` is refused: make "
+             "would run it as make code; so is one holding a line break). The interpreter and "
+             "environment (`PYTHON`, `VENV`, `PY`, `STAMP`) are the Makefile's own: plain "
+             "paths; the versions make setup installs are constraints.txt's."]
     for group, title in GROUPS.items():
         lines += ["", f"## {title}", "", "| variable | default | meaning |", "|---|---|---|"]
         lines += [f"| `{v.name}` | {_shown(v)} | {md_text(v.help)} |"
@@ -618,7 +658,7 @@ def markdown() -> str:
 
 def generated() -> dict[Path, str]:
     """Each generated file (relative to the checkout) and the text it must hold."""
-    return {MAKE_INCLUDE: make_include(), DOCS: markdown()}
+    return {DOCS: markdown()}
 
 
 def stale(root: Path = ROOT) -> list[Path]:

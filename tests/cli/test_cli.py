@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import refusal
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -40,17 +42,12 @@ def run(cmd: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess:
 ])
 def test_make_rejects_bad_variables(args, message):
     done = run(["make", "--no-print-directory", *args])
-    assert done.returncode == 2
-    output = (done.stdout + done.stderr).strip().splitlines()
-    assert len(output) == 1, output
-    assert message in output[0]
+    assert message in refusal(done) and not done.stdout
 
 
 def test_make_eval_without_pools_says_what_to_do(tmp_path):
     done = run(["make", "--no-print-directory", "eval", "CORPUS=no-such-corpus"])
-    assert done.returncode == 2
-    lines = (done.stdout + done.stderr).strip().splitlines()
-    assert len(lines) == 1 and "make pool" in lines[0]
+    assert "make pool" in refusal(done) and not done.stdout
 
 
 def test_cli_input_errors_are_one_line(tmp_path):
@@ -76,3 +73,23 @@ def test_check_runs_without_the_environment():
             "('numpy', 'polars', 'torch', 'pyarrow', 'faiss', 'ranx')]; print(bad)")
     done = run([sys.executable, "-c", code])
     assert done.stdout.strip() == "[]"
+
+
+def test_every_command_declares_what_it_writes_and_is_refused_before_it_runs(tmp_path):
+    """Each command declares the folders it writes into (Command.writes), checked before any
+    work: make download into a data folder that cannot be one (a file in its place) is one
+    line naming it, before the download asks for its key (download declared nothing once)."""
+    from pipeline.cli.commands import COMMANDS
+    from pipeline.cli.registry import WRITES
+
+    assert all(set(entry.writes) <= set(WRITES) for entry in COMMANDS.values())
+    assert "corpora" in COMMANDS["download"].writes and "runs" in COMMANDS["submit-embed"].writes
+    blocked = tmp_path / "corpora"
+    blocked.write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "S2_API_KEY"}
+    done = subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root", str(blocked),
+                           "download", "--corpus", "s2ag"], cwd=ROOT, capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"error: {blocked} is a file, not a folder: move it "
+                                        "away or point DATA (or the --*-root options) elsewhere"]

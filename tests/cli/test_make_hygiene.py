@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import refusal
+
 ROOT = Path(__file__).resolve().parents[2]
 # make reads its variables from the environment too: a test sets the ones it means to
 CLEARED = ("TIME", "SLURM_TIME", "CORPUS", "MODEL", "PYTHON", "VENV", "PY", "STAMP", "REPLACE",
@@ -30,11 +32,8 @@ def make(root: Path, *args: str, env: dict[str, str] | None = None
 
 def refused(done: subprocess.CompletedProcess) -> str:
     """The one line of a refused call (exit status 2)."""
-    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
-    assert done.returncode == 2, (done.returncode, lines)
-    assert len(lines) == 1, lines
-    assert "error: " in lines[0], lines[0]
-    return lines[0]
+    assert not done.stdout, done.stdout
+    return refusal(done)
 
 
 def installed(root: Path) -> list[str]:
@@ -93,19 +92,37 @@ def test_python_and_venv_are_not_shell_code(tmp_path):
     for args, env in (((f"PYTHON=touch {owned}; python3",), None),
                       ((), {"PYTHON": f"touch {owned}; python3"}),
                       ((f"PYTHON=python3`touch {owned}`",), None),
-                      ((f"VENV=.venv; touch {owned}",), None),
                       ((f"PY=touch {owned}",), None),
                       ((f"PYTHON=$(shell touch {owned})",), None),
                       (("PYTHON=",), None)):
         line = refused(make(root, "help", *args, env=env))
         name = (args[0] if args else next(iter(env))).partition("=")[0]
-        assert f"error: {name} " in line, line
+        assert f"error: {name} " in line or "holds a '$'" in line, line
         assert not owned.exists(), f"{args or env} ran as shell code"
+    # a VENV make cannot take as a file name (';' in a rule): make stops on it, before anything
+    done = make(root, "help", f"VENV=.venv; touch {owned}")
+    assert done.returncode == 2 and not done.stdout and not owned.exists(), done.stderr
+    assert "error: VENV " in refused(make(root, "help", f"VENV=.venv/{owned}`x`"))
     assert make(root, "help", "PYTHON=python3").returncode == 0
     # run quoted: a plain path is still one word to the shell
     done = make(root, "-n", "models", *installed(tmp_path))
     assert f"'{sys.executable}' -m pipeline" in done.stdout
     assert not root.exists()
+
+
+def test_a_dollar_or_a_line_break_never_runs(tmp_path):
+    """make runs a '$' of its command line as make code when it passes the value to a recipe:
+    refused by make before anything runs. One in the environment reaches the check verbatim,
+    which refuses it, as it does a line break."""
+    root = tmp_path / "data"
+    owned = tmp_path / "owned"
+    for goal in (("-n", "eval"), ("eval",)):
+        line = refused(make(root, *goal, f"MODEL=$(shell touch {owned})"))
+        assert "holds a '$'" in line and not owned.exists()
+    line = refused(make(root, "eval", env={"MODEL": f"$(shell touch {owned})"}))
+    assert line == "error: MODEL holds a '$', which make would run as code: give a plain value"
+    assert "MODEL holds a line break" in refused(make(root, "eval", "MODEL=bm25\nrandom"))
+    assert not owned.exists() and not root.exists()
 
 
 def tiny_raw(root: Path) -> None:
@@ -185,7 +202,7 @@ def test_imports_name_the_corpus_they_write(tmp_path):
     for target in ("import-mdcr", "import-beir"):
         line = refused(make(root, target, f"SRC={src}", *installed(tmp_path)))
         assert line.endswith(f"error: make {target} needs CORPUS=<name of a new corpus> "
-                             "(the corpus it writes).  Stop."), line
+                             "(the corpus it writes)"), line
         done = make(root, "-n", target, f"SRC={src}", "CORPUS=new", *installed(tmp_path))
         assert done.returncode == 0 and f"{target} --corpus 'new'" in done.stdout
         assert "--replace" not in done.stdout

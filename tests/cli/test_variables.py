@@ -1,7 +1,8 @@
-"""The make variables come from one declaration (pipeline/cli/variables.py): the Makefile's
-include and docs/variables.md are generated from it and committed, the check's options are
-built from it, and the names make uses (a model's, a fused model's, the pools, the data
-folders) are the ones Python prints, never composed by make. Quick: make -n, no stage runs."""
+"""The make variables come from one declaration (pipeline/cli/variables.py): docs/variables.md
+is generated from it and committed, make defines none of them (Python reads them from the
+environment make passes its command line in), and the names the stages get (a model's, a
+fused model's, the pools, the data folders) are Python's, never composed by make. Quick:
+make -n, which prints the stages' commands and runs none."""
 
 from __future__ import annotations
 
@@ -13,26 +14,32 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.cli.checks import OneLineParser
+from pipeline.cli.goals import GOALS
 from pipeline.cli.main import build_parser
 from pipeline.cli.variables import (
     BY_NAME,
     DERIVED,
-    OK,
+    GOALS_ENV,
     VARIABLES,
+    add_options,
+    command_line,
+    derived,
     generated,
     markdown,
     md_text,
+    read,
     stale,
 )
 from pipeline.layout import raw_dir, run_name
 from pipeline.models import fused_name, hf_name
 from pipeline.roots import data_roots
+from tests.conftest import refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 MAKEFILE = (ROOT / "Makefile").read_text()
-INCLUDE = Path("pipeline/cli/variables.mk")
 # what make itself defines
-MAKE_BUILTINS = {"MAKE", "CURDIR", "MAKECMDGOALS", "MAKEFILE_LIST", "SHELL"}
+MAKE_BUILTINS = {"MAKECMDGOALS", "MAKEOVERRIDES", "SHELL"}
 
 
 def make(root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -57,43 +64,60 @@ def with_pool(root: Path, corpus: str = "c") -> Path:
 
 
 def test_generated_files_are_current():
-    """The committed include and docs are what the declaration gives (else: make variables)."""
-    assert stale() == [], "stale: run `make variables` and commit the result"
-    assert f"include {INCLUDE}" in MAKEFILE
-    assert set(generated()) == {INCLUDE, Path("docs/variables.md")}
+    """The committed docs are what the declaration gives (else: python -m pipeline variables
+    --write); make includes nothing generated."""
+    assert stale() == [], "stale: run `python -m pipeline variables --write` and commit it"
+    assert set(generated()) == {Path("docs/variables.md")}
+    assert "include " not in MAKEFILE
 
 
-def test_every_variable_the_makefile_uses_is_declared():
-    """Each $(NAME) the Makefile reads is declared, defined by the Makefile itself (the tool
-    variables, helpers) or make's own; no declared variable is assigned in the Makefile (one
-    declaration, no second default); each name make takes from the check is one it prints."""
+def test_the_makefile_defines_no_variable_and_only_chains_goals():
+    """make neither defines nor reads a declared variable (one declaration, no second
+    default: Python reads them from the environment); it keeps the chain of prerequisites, and
+    each pipeline target's recipe is the one line that runs its goal (GOALS). No make code
+    checks values, and make never runs make."""
     used = set(re.findall(r"\$[({]([A-Z][A-Z0-9_]*)[)}]", MAKEFILE))
     used |= set(re.findall(r"\$\((?:origin|value) ([A-Z][A-Z0-9_]*)\)", MAKEFILE))
-    assigned = set(re.findall(r"^(?:define )?([A-Z][A-Z0-9_]*)\s*(?:(?:\?|:|\+)?=|$)",
-                              MAKEFILE, re.M))
+    assigned = set(re.findall(r"^(?:export )?([A-Z][A-Z0-9_]*)\s*(?:\?|:|\+)?=", MAKEFILE,
+                              re.M))
     aliases = {v.alias for v in VARIABLES if v.alias}
-    included = set(re.findall(r"^([A-Z][A-Z0-9_]*)\s*(?:\?|:)?=", generated()[INCLUDE], re.M))
-    assert included == set(BY_NAME) | {"USER_VARS"}
-    undeclared = used - included - assigned - MAKE_BUILTINS - aliases
-    assert not undeclared, f"used by the Makefile, declared nowhere: {sorted(undeclared)}"
-    # none has a second default there (SLURM_TIME is set only from its alias, TIME=..)
-    assert assigned & set(BY_NAME) == {"SLURM_TIME"}
-    assert "SLURM_TIME := $(TIME)" in MAKEFILE
-    asked = set(re.findall(r"\$\(call checked(?:_list)?,([A-Z_]+)\)", MAKEFILE))
-    assert asked and asked <= set(DERIVED), sorted(asked - set(DERIVED))
-    assert not set(DERIVED) & set(BY_NAME)
+    assert not (used | assigned) & (set(BY_NAME) | aliases), sorted((used | assigned)
+                                                                    & set(BY_NAME))
+    assert used <= assigned | MAKE_BUILTINS, sorted(used - assigned - MAKE_BUILTINS)
+    for forbidden in ("$(MAKE)", "$(foreach", "strip_chars", "$(shell", "include ", "-C "):
+        assert forbidden not in MAKEFILE, forbidden
+    recipes = dict(re.findall(r"^([a-z][a-z0-9-]*):[^\n]*\n\t\+@?\$\(GOAL\) ([a-z0-9-]+)\n(?!\t)",
+                              MAKEFILE, re.M))
+    assert recipes == {name: name for name in recipes}
+    assert set(recipes) == set(GOALS) | {"clean-demo"}
+    assert f"export {GOALS_ENV} := $(MAKECMDGOALS)" in MAKEFILE
     assert len(BY_NAME) == len(VARIABLES) == 63
 
 
-def test_check_options_and_docs_come_from_the_declaration():
-    parser = build_parser()
-    [sub] = [a for a in parser._actions if a.dest == "command"]
-    options = {o for a in sub.choices["check"]._actions for o in a.option_strings}
+def test_the_docs_come_from_the_declaration():
+    parser = OneLineParser(prog="check")
+    add_options(parser)
+    options = {o for a in parser._actions for o in a.option_strings}
     declared = {f"--{n}" for v in VARIABLES for n in (v.name, v.alias) if n}
-    assert options - {"-h", "--help", "--GOALS", "--GIVEN", "--COMMAND_LINE"} == declared
+    assert options - {"-h", "--help"} == declared
     docs = markdown()
     for var in VARIABLES:
         assert f"| `{var.name}` |" in docs and md_text(var.help) in docs
+
+
+def test_the_command_line_is_read_from_makeflags():
+    """The variables of make's command line are those after ` -- ` in MAKEFLAGS (a space in a
+    value escaped), never the environment's; TIME there is SLURM_TIME."""
+    assert command_line("ks -j2 --jobserver-auth=3,4 -- X=c\\ d MODEL=a TIME:=9") == \
+        ["X", "MODEL", "TIME"]
+    assert command_line(" -- CORPUS=c") == ["CORPUS"] and command_line("n") == []
+    args = read({"MAKEFLAGS": " -- TIME=90", "TIME": "90"})
+    assert args.SLURM_TIME == "90" and args.COMMAND_LINE == "TIME"
+    args = read({"TIME": "%e"})  # GNU time's format, in the environment: never read
+    assert args.SLURM_TIME is None and args.CORPUS == "demo" and args.SOURCE == "s2orc"
+    args = read({"CORPUS": "s2ag", GOALS_ENV: "corpus"})
+    assert (args.SOURCE, args.MDCR, args.QUERIES, args.GOALS) == ("s2ag", "s2ag-mdcr", None,
+                                                                 "corpus")
 
 
 def test_no_naming_rule_is_left_in_the_makefile():
@@ -190,21 +214,13 @@ def test_values_out_of_bounds_are_refused_up_front(assignment, message, tmp_path
     """Bounds, lengths, leading dashes and line breaks: one line naming the variable, exit
     status 2, before anything runs (each of these once passed the check and failed later)."""
     done = make(with_pool(tmp_path / "data"), "-n", "pool", assignment)
-    assert done.returncode == 2, done.stdout[-500:]
-    [line] = done.stderr.strip().splitlines()
-    assert message in line and "Traceback" not in done.stderr
+    assert message in refusal(done) and "Traceback" not in done.stderr
 
 
-def test_the_check_prints_every_derived_value():
-    done = subprocess.run([sys.executable, "-m", "pipeline", "check", "--CORPUS", "c",
-                           "--MODEL", "hf:org/name", "--MODELS", "bm25,random", "--DATA", "/d"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    [line] = done.stdout.splitlines()
-    words = line.split()
-    assert words[0] == OK
-    values = dict(w.split("=", 1) for w in words[1:])
-    assert list(values) == [n for n in values if n in DERIVED] and set(values) == set(DERIVED)
+def test_every_derived_value_is_pythons():
+    values = derived(read({"CORPUS": "c", "MODEL": "hf:org/name", "MODELS": "bm25,random",
+                           "DATA": "/d"}))
+    assert set(values) == set(DERIVED)
     assert values["MODEL_FILE"] == "hf--org--name--mean"
     assert values["CORPORA_ROOT"] == "/d/corpora" and values["WRITTEN_WHOLE"] == ""
 
@@ -247,7 +263,7 @@ def test_make_help_names_the_new_targets():
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "MAKEFLAGS": ""})
     assert done.returncode == 0
-    for target in ("make test-fast", "make lint", "make variables"):
+    for target in ("make test-fast", "make lint", "make check"):
         assert target in done.stdout
 
 
@@ -264,11 +280,8 @@ def test_the_declaration_needs_no_environment():
 def test_an_unknown_variable_on_makes_command_line_is_refused(tmp_path):
     """`make eval MODLE=bm25` would run the default model on every pool: refused, with the
     nearest known name. The environment's variables, make's and the Makefile's own pass."""
-    done = make(tmp_path, "-n", "eval", "MODLE=bm25")
-    assert done.returncode == 2
-    lines = (done.stdout + done.stderr).strip().splitlines()
-    assert len(lines) == 1 and "unknown variable MODLE on make's command line: did you mean " \
-        "MODEL?" in lines[0], lines
+    line = refusal(make(tmp_path, "eval", "MODLE=bm25"))
+    assert "unknown variable MODLE on make's command line: did you mean MODEL?" in line
     env = {**os.environ, "MODLE_IN_ENV": "x"}
     done = subprocess.run(["make", "--no-print-directory", "-n", "help", f"DATA={tmp_path}",
                            "PYTHON=" + sys.executable, "TIME=10", "STAMP=.venv/.installed"],

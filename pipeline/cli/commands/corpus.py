@@ -34,7 +34,8 @@ def _synth_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=positive, default=2, help="processes rendering text")
 
 
-@command("synth", "generate a synthetic corpus in S2ORC format", _synth_arguments)
+@command("synth", "generate a synthetic corpus in S2ORC format", _synth_arguments,
+         writes=("corpora", "times"))
 def cmd_synth(args: argparse.Namespace) -> None:
     """The synthetic shards of a corpus: with the settings given, the others as the corpus
     was made. A corpus is made again only for a setting given that differs (logged); without
@@ -71,7 +72,8 @@ def cmd_synth(args: argparse.Namespace) -> None:
         info.update(out["counts"])
 
 
-@command("ingest", "S2ORC / S2AG shards -> papers.parquet + citations.parquet", ingest_args)
+@command("ingest", "S2ORC / S2AG shards -> papers.parquet + citations.parquet", ingest_args,
+         writes=("corpora", "times"))
 def cmd_ingest(args: argparse.Namespace) -> None:
     from pipeline.core.timing import timed
     from pipeline.ingest import ingest
@@ -83,7 +85,8 @@ def cmd_ingest(args: argparse.Namespace) -> None:
                            source=args.source, fos_source=args.fos_source)["counts"])
 
 
-@command("prefilter", "MDCR §3 prefilter with drop counts", prefilter_args)
+@command("prefilter", "MDCR §3 prefilter with drop counts", prefilter_args,
+         writes=("corpora", "times"))
 def cmd_prefilter(args: argparse.Namespace) -> None:
     from pipeline.core.timing import timed
     from pipeline.ingest import prefilter
@@ -109,7 +112,7 @@ def _synth_option(p: argparse.ArgumentParser) -> None:
 
 @command("corpus", "synth (with --synth), ingest and prefilter in one process, each only "
          "when its outputs are not current (make corpus)", ingest_args, prefilter_args,
-         _synth_option)
+         _synth_option, writes=("corpora", "times"))
 def cmd_corpus(args: argparse.Namespace) -> None:
     """The corpus stages in one process (make corpus): the demo's synthetic shards (--synth),
     ingest, prefilter. Each decides by content whether it has work to do."""

@@ -60,7 +60,8 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("demo", "the whole demo in one process: the synthetic corpus, its pools, the embed "
          "stage, each model searched and scored, the report with the stage times (make demo)",
-         ingest_args, prefilter_args, _demo_arguments)
+         ingest_args, prefilter_args, _demo_arguments,
+         writes=("corpora", "indexes", "runs", "times"))
 def cmd_demo(args: argparse.Namespace) -> None:
     """The demo's stages in the order make ran them (each deciding by content what is
     current), with the stage-times log started afresh: the report's times are this run's."""

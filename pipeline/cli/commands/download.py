@@ -35,7 +35,8 @@ def _download_args(p: argparse.ArgumentParser) -> None:
 
 
 @command("download", "the S2AG datasets from the Semantic Scholar Datasets API (key: "
-         "S2_API_KEY) into corpora/<corpus>/s2ag (make download)", _download_args)
+         "S2_API_KEY) into corpora/<corpus>/s2ag (make download)", _download_args,
+         writes=("corpora",))
 def cmd_download(args: argparse.Namespace) -> None:
     from pipeline.ingest.download import download
     from pipeline.ingest.s2client import Settings

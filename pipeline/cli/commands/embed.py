@@ -43,7 +43,7 @@ def _embed_shard_arguments(p: argparse.ArgumentParser) -> None:
 
 
 @command("embed", "embed the pools' papers missing from the store", model_arg, pool_arg,
-         embed_args, _embed_shard_arguments)
+         embed_args, _embed_shard_arguments, writes=("indexes", "times"))
 def cmd_embed(args: argparse.Namespace) -> None:
     """One shard, or (no --shard) every shard in turn: what a job array's tasks do."""
     from pipeline.core.timing import timed
@@ -70,7 +70,7 @@ def resources(args: argparse.Namespace):
 
 @command("submit-embed", "write <runs-root>/slurm/embed-<corpus>-<model>.sbatch, a SLURM job "
          "array of one embed shard per task, and submit it; prints the job id", model_arg,
-         pool_arg, embed_args, slurm_args)
+         pool_arg, embed_args, slurm_args, writes=("runs",))
 def cmd_submit_embed(args: argparse.Namespace) -> None:
     from pipeline.layout import slurm_dir
     from pipeline.slurm import submit_embed
@@ -87,12 +87,13 @@ def cmd_submit_embed(args: argparse.Namespace) -> None:
 
 def _after_embed_command(p: argparse.ArgumentParser) -> None:
     p.add_argument("command", nargs="+", metavar="COMMAND",
-                   help="after --, e.g. -- make eval EXECUTOR=local ...")
+                   help="after --, e.g. -- sh -c 'python -m pipeline search ... && "
+                   "python -m pipeline eval ...' (make eval EXECUTOR=slurm's)")
 
 
 @command("after-embed", "run COMMAND here when every embed shard is in, else submit it as a "
          "SLURM job after the embed array (afterok)", model_arg, pool_arg, slurm_args,
-         _after_embed_command)
+         _after_embed_command, writes=("runs",))
 def cmd_after_embed(args: argparse.Namespace) -> None:
     from pipeline.slurm import run_here, submit_after_embed
 
@@ -118,7 +119,8 @@ def _import_vectors_arguments(p: argparse.ArgumentParser) -> None:
 @command(IMPORT_VECTORS, "fill the store of model vectors:<name> from vectors computed "
          "elsewhere (parquet: corpusid, vector), every row checked (dimensions, NaN, ids "
          "twice: refused; ids of no paper: dropped and counted); eval then searches it",
-         _import_vectors_arguments, src_arg("the parquet file of the vectors"))
+         _import_vectors_arguments, src_arg("the parquet file of the vectors"),
+         writes=("indexes", "times"))
 def cmd_import_vectors(args: argparse.Namespace) -> None:
     """What was imported and dropped is logged by import_vectors (the API's call logs it too)."""
     from pipeline.encoding.vectors import import_vectors

@@ -31,7 +31,7 @@ def _eval_arguments(p: argparse.ArgumentParser) -> None:
 
 
 @command("eval", "score runs with ranx's kernels, per query (default MAP, NDCG, R@30)",
-         _eval_arguments, pool_arg)
+         _eval_arguments, pool_arg, writes=("runs", "times"))
 def cmd_eval(args: argparse.Namespace) -> None:
     from pipeline.core.timing import timed
     from pipeline.evaluation.evaluate import eval_is_current, eval_run, pool_metrics
@@ -64,7 +64,8 @@ def cmd_eval(args: argparse.Namespace) -> None:
         cmd_collect(args)
 
 
-@command("collect", "gather evaluated runs into runs/results.parquet", corpus=False)
+@command("collect", "gather evaluated runs into runs/results.parquet", corpus=False,
+         writes=("runs",))
 def cmd_collect(args: argparse.Namespace) -> None:
     from pipeline.evaluation.evaluate import collect_results
 
@@ -81,7 +82,8 @@ def _report_arguments(p: argparse.ArgumentParser) -> None:
                    "papers> ..., separated by spaces or commas: the leakage table")
 
 
-@command("report", "tables (md, tex), plots and the HTML page", _report_arguments)
+@command("report", "tables (md, tex), plots and the HTML page", _report_arguments,
+         writes=("runs", "times"))
 def cmd_report(args: argparse.Namespace) -> None:
     from pipeline.evaluation.evaluate import collect_results
     from pipeline.report.build import report, stage_times

@@ -1,15 +1,17 @@
-"""The commands about the house: make's variable check and tables, the model list, the numba
-warm-up, verify, sweep and the corpus manifest."""
+"""The commands about the house: make's variable check, its goals and tables, the model list,
+the numba warm-up, verify, sweep and the corpus manifest."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import os
 import re
 import shlex
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from pipeline.cli.registry import command, place_of, where_of
@@ -24,26 +26,26 @@ from pipeline.retrieval.imported import check_model_name
 log = logging.getLogger(__name__)
 
 
-def _check_arguments(p: argparse.ArgumentParser) -> None:
-    from pipeline.cli.variables import add_options  # the make variables, declared once
-
-    add_options(p)
-
-
-@command("check", "validate make variables (exit 2 if bad)", _check_arguments,
-         corpus=False)  # options are named after the make variables, so errors name them
+@command("check", "check the make variables (make passes them in the environment): exit "
+         "status 2 and one line naming the variable if one is bad (every make target runs it "
+         "first)", corpus=False, writes=())
 def cmd_check(args: argparse.Namespace) -> None:
-    """Validate make variables (argparse types did most of it), then print the names and paths
-    make uses (pipeline/cli/variables.py); writes nothing."""
+    checked_variables(os.environ)
+
+
+def checked_variables(environ: Mapping[str, str]) -> argparse.Namespace:
+    """The make variables of `environ` (pipeline/cli/variables.py: read), each checked (its
+    argparse type did most of it) with those it depends on and with what make's goals need;
+    writes nothing. InputError (or SystemExit(2) from argparse) on the first bad one."""
     from pipeline.cli.variables import (
         VARIABLES,
         check_goals,
-        derived,
-        make_line,
         model_spec,
+        read,
         run_without_model,
     )
 
+    args = read(environ)
     if args.MODEL is not None:
         names = args.MODEL.split()
         if len(names) > 1:
@@ -56,8 +58,7 @@ def cmd_check(args: argparse.Namespace) -> None:
         if names[0] != args.MODEL:
             raise InputError(f"MODEL={args.MODEL!r} holds a space or a line break: give one "
                              "model name without spaces")
-    # variables holding one value: make would split one holding a space (or a line break) into
-    # several words, and target names with it ("mixed implicit and normal rules")
+    # variables holding one value (a path, a name): a space in one is a mistake
     for var in (v for v in VARIABLES if v.one_word):
         for name in filter(None, (var.name, var.alias)):
             value = getattr(args, name, None)
@@ -97,21 +98,47 @@ def cmd_check(args: argparse.Namespace) -> None:
         raise InputError(f"MODEL_PATH {args.MODEL_PATH} is not a folder: give the folder "
                          "written by save_pretrained")
     check_goals(args)  # what make's goals need: their variables, a pool, this machine
-    # stdout, for make: the names and paths it uses, on one line (not a log message)
-    sys.stdout.write(make_line(derived(args)))
+    return args
+
+
+def _goal_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("goal", help="the make target whose stages to run (pipeline/cli/goals.py)")
+
+
+@command("goal", "run the stages of one make target with the make variables of the "
+         "environment (each checked first); with make -n, print their commands only",
+         _goal_arguments, corpus=False, writes=())
+def cmd_goal(args: argparse.Namespace) -> None:
+    """What the Makefile's recipes run: `make pool SIZE=20k` is `python -m pipeline goal pool`
+    with SIZE=20k in the environment (make puts it there). Each stage runs as
+    `python -m pipeline <stage>` would, in this process; a failing one stops the goal."""
+    from pipeline.cli.goals import run_goal
+    from pipeline.cli.variables import derived
+
+    variables = checked_variables(os.environ)
+    run_goal(args, variables, derived(variables))
+
+
 
 
 def _variables_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--write", action="store_true", help="write the generated files that differ "
                    "from the declaration (pipeline/cli/variables.py)")
+    p.add_argument("--value", metavar="NAME", help="print the value of the variable NAME: the "
+                   "environment's (make's command line), else its default, checked")
 
 
-@command("variables", "the make variables: print their table, or write "
-         "pipeline/cli/variables.mk and docs/variables.md again (make variables)",
-         _variables_arguments, corpus=False)
+@command("variables", "the make variables: print their table, or write docs/variables.md "
+         "again",
+         _variables_arguments, corpus=False, writes=())
 def cmd_variables(args: argparse.Namespace) -> None:
-    from pipeline.cli.variables import markdown, write
+    from pipeline.cli.variables import BY_NAME, markdown, read, write
 
+    if args.value:
+        if args.value not in BY_NAME:
+            raise InputError(f"no make variable {args.value} (docs/variables.md)")
+        print(getattr(read(os.environ), args.value))
+        return
     if not args.write:
         sys.stdout.write(markdown())
         return
@@ -119,20 +146,20 @@ def cmd_variables(args: argparse.Namespace) -> None:
         log.info(f"[variables] wrote {path}")
 
 
-@command("targets", "the Makefile's targets, one line each (make help)", corpus=False)
+@command("targets", "the Makefile's targets, one line each (make help)", corpus=False, writes=())
 def cmd_targets(args: argparse.Namespace) -> None:
     from pipeline.cli.variables import help_text
 
     sys.stdout.write(help_text())
 
 
-@command("models", "list the model registry", corpus=False)
+@command("models", "list the model registry", corpus=False, writes=())
 def cmd_models(args: argparse.Namespace) -> None:
     for entry in REGISTRY.values():
         print(f"{entry.name:14} {entry.kind:12} {entry.hf_id or '-':52} {entry.similarity}")
 
 
-@command("warm", "compile the numba kernels once (make setup runs it)", corpus=False)
+@command("warm", "compile the numba kernels once (make setup runs it)", corpus=False, writes=())
 def cmd_warm(args: argparse.Namespace) -> None:
     """Compile the numba kernels of BM25 and of the metrics into numba's cache (make setup)."""
     from pipeline import metrics
@@ -148,7 +175,7 @@ def _verify_arguments(p: argparse.ArgumentParser) -> None:
 
 
 @command("verify", "check checksums and completeness of every artifact; exit 1 when something "
-         "is corrupt, partial or stale", _verify_arguments, corpus=False)
+         "is corrupt, partial or stale", _verify_arguments, corpus=False, writes=())
 def cmd_verify(args: argparse.Namespace) -> None:
     from pipeline.core.inputs import Roots
     from pipeline.verify import verify
@@ -162,7 +189,7 @@ def cmd_verify(args: argparse.Namespace) -> None:
         raise SystemExit(1)
 
 
-@command("sweep", "remove temporaries left by stopped processes", corpus=False)
+@command("sweep", "remove temporaries left by stopped processes", corpus=False, writes=())
 def cmd_sweep(args: argparse.Namespace) -> None:
     """Remove the temporaries of stopped processes under the data roots (verify's DEBRIS)."""
     from pipeline.core.atomic import sweep
@@ -174,7 +201,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     log.info(f"[sweep] {removed} temporaries of stopped processes removed")
 
 
-@command("manifest", "print the corpus manifest (ingest, prefilter counts)")
+@command("manifest", "print the corpus manifest (ingest, prefilter counts)", writes=())
 def cmd_manifest(args: argparse.Namespace) -> None:
     from pipeline.core.files import read_json
 

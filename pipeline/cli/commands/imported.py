@@ -27,7 +27,7 @@ def _import_run_arguments(p: argparse.ArgumentParser) -> None:
 
 @command(IMPORT_RUN, "import a TREC run made elsewhere as a run of one pool, checked against "
          "it (unknown ids, duplicates, ties: refused or counted); eval then scores it",
-         _import_run_arguments)
+         _import_run_arguments, writes=("runs", "times"))
 def cmd_import_run(args: argparse.Namespace) -> None:
     from pipeline.retrieval.imported import import_run
 

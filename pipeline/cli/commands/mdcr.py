@@ -44,7 +44,7 @@ def _mdcr_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("mdcr", "build an MDCR-style benchmark (MDCR §4) from the corpus's field-level test "
          "pools and the models' runs, as the corpus --out", _mdcr_arguments,
-         first_search_arguments)
+         first_search_arguments, writes=("corpora", "runs", "times"))
 def cmd_mdcr(args: argparse.Namespace) -> None:
     from pipeline.core.timing import timed
     from pipeline.mdcr.build import build_mdcr
@@ -75,7 +75,7 @@ def _jaccard_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("mdcr-jaccard", "average Jaccard index between models' highest-ranked negatives on "
          "the field-level pools (picks MDCR_MODELS)", _jaccard_arguments,
-         first_search_arguments)
+         first_search_arguments, writes=("runs", "times"))
 def cmd_mdcr_jaccard(args: argparse.Namespace) -> None:
     from pipeline.mdcr.build import negative_jaccard
     from pipeline.report.build import jaccard_report
@@ -92,7 +92,7 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
 
 
 @command("export-mdcr", "write a benchmark corpus in the official layout: mdcr_<split>.json "
-         "and mdcr_<split>_data.jsonl", _export_arguments, split_arg())
+         "and mdcr_<split>_data.jsonl", _export_arguments, split_arg(), writes=())
 def cmd_export_mdcr(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import export_benchmark
 
@@ -107,7 +107,8 @@ def cmd_export_mdcr(args: argparse.Namespace) -> None:
 
 @command("import-mdcr", "read the official mdcr_<split>.json and mdcr_<split>_data.jsonl into "
          "a benchmark corpus", src_arg("folder holding the files"), split_arg(),
-         replace_arg("the corpus if it is an imported benchmark already"))
+         replace_arg("the corpus if it is an imported benchmark already"),
+         writes=("corpora", "times"))
 def cmd_import_mdcr(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import import_benchmark
 
@@ -125,7 +126,7 @@ def _scores_arguments(p: argparse.ArgumentParser) -> None:
 
 
 @command("mdcr-scores", "write the official scores file {\"<query>_<candidate>\": score} of a "
-         "model's runs on a benchmark corpus", _scores_arguments, split_arg())
+         "model's runs on a benchmark corpus", _scores_arguments, split_arg(), writes=())
 def cmd_mdcr_scores(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import model_scores_file
 
@@ -140,7 +141,7 @@ def _mdcr_evaluate_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("mdcr-evaluate", "the official evaluator's numbers for a scores file against an "
          "mdcr_<split>.json (per field, x100, macro average)", _mdcr_evaluate_arguments,
-         corpus=False)
+         corpus=False, writes=())
 def cmd_mdcr_evaluate(args: argparse.Namespace) -> None:
     """Per field, then the average: the metrics in one fixed order (OFFICIAL_METRICS's)."""
     from pipeline.mdcr.official import OFFICIAL_METRICS, evaluate_files

@@ -70,7 +70,8 @@ def _pool_arguments(p: argparse.ArgumentParser) -> None:
                    "half-written, from its recorded parameters (make pools)")
 
 
-@command("pool", "build dataset-level or field-level pools", _pool_arguments)
+@command("pool", "build dataset-level or field-level pools", _pool_arguments,
+         writes=("corpora", "times"))
 def cmd_pool(args: argparse.Namespace) -> None:
     from pipeline.core.timing import timed
     from pipeline.pools.build import NoQueriesError, PoolSpec, build_pool, rebuild_pool
@@ -153,7 +154,8 @@ def _paper_stage(args: argparse.Namespace, level: str, *argv: str) -> None:
 
 
 @command("pools-paper", "the paper's grid: dataset-level and field-level pools of the test "
-         "and the validation split, each split in turn (make pools-paper)", _paper_arguments)
+         "and the validation split, each split in turn (make pools-paper)", _paper_arguments,
+         writes=("corpora", "times"))
 def cmd_pools_paper(args: argparse.Namespace) -> None:
     common = ("--corpus", args.corpus, "--repeats", str(args.repeats), "--seed",
               str(args.seed), *(("--exclude", args.exclude) if args.exclude else ()))
@@ -170,7 +172,8 @@ def _retire_arguments(p: argparse.ArgumentParser) -> None:
 
 
 @command("retire-pool", "move a pool, its Lucene index and its runs into the corpus's "
-         "retired/ folders: no stage reads them again, no number is lost", _retire_arguments)
+         "retired/ folders: no stage reads them again, no number is lost", _retire_arguments,
+         writes=("corpora", "indexes", "runs", "times"))
 def cmd_retire_pool(args: argparse.Namespace) -> None:
     from pipeline.pools.retire import retire_pool
 
@@ -188,7 +191,7 @@ def _training_ids_arguments(p: argparse.ArgumentParser) -> None:
 
 
 @command("training-ids", "a list of training papers named by S2 SHA (SPECTER's) as CorpusIDs, "
-         "for EXCLUDE and TRAINING_SETS", _training_ids_arguments, corpus=False)
+         "for EXCLUDE and TRAINING_SETS", _training_ids_arguments, corpus=False, writes=())
 def cmd_training_ids(args: argparse.Namespace) -> None:
     from pipeline.ingest.training_ids import convert
 

@@ -87,7 +87,7 @@ def retriever_options(args: argparse.Namespace) -> dict:
 
 @command("index", "build what a model searches (embeddings, BM25's analysed-text store, a "
          "Lucene index)", repair_pools_arg, model_arg, threads_arg, bm25_engine_arg, pool_arg,
-         embed_args)
+         embed_args, writes=("indexes", "times"))
 def cmd_index(args: argparse.Namespace) -> None:
     if args.repair_pools:
         repair_pools(args)
@@ -110,7 +110,8 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
 
 
 @command("search", "retrieve the top k per query, write TREC + parquet runs (several pools in "
-         "one process)", model_arg, _search_arguments, pool_arg, embed_args)
+         "one process)", model_arg, _search_arguments, pool_arg, embed_args,
+         writes=("indexes", "runs", "times"))
 def cmd_search(args: argparse.Namespace) -> None:
     """Search pools one after another in this process: one JVM (BM25) or one model and device
     set-up for all of them. With --stale-only, pools whose run is current are kept as they
@@ -173,7 +174,7 @@ def _fuse_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("fuse", "search and score each model of --models, then their fusion (make fuse): "
          "each only where its run or evaluation is not current, in this process",
-         _fuse_arguments)
+         _fuse_arguments, writes=("indexes", "runs", "times"))
 def cmd_fuse(args: argparse.Namespace) -> None:
     """What `make eval MODEL=..` does after the corpus stage, for every component and then for
     the fused model, whose runs are made from the components' (pipeline/retrieval/fusion.py)."""

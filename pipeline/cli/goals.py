@@ -1,0 +1,338 @@
+"""The stages of each make target: `make pool SIZE=20k` runs `python -m pipeline goal pool`,
+which builds the command of each stage from the checked make variables (pipeline/cli/variables.py:
+read, derived) and runs it as `python -m pipeline <stage> ...` would, in this process (an error
+is the goal's: one line, through main).
+
+GOALS holds one function per target, from the variables to the commands (each an argument
+list of `python -m pipeline`, after the data roots); a target with no stage to run (a corpus
+written whole has nothing to ingest; clean-demo, which removes folders itself) gives none.
+make keeps the chain (eval: search: corpus), so each function is one target's own stages.
+Standard library only at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import shutil
+import sys
+from collections.abc import Callable
+from glob import glob
+from pathlib import Path
+
+from pipeline.cli.registry import check_writes, stage_args
+from pipeline.cli.variables import GOALS_ENV
+
+log = logging.getLogger(__name__)
+
+Commands = list[list[str]]
+GoalFunction = Callable[[argparse.Namespace, dict[str, str]], Commands]
+GOALS: dict[str, GoalFunction] = {}
+
+
+def goal(name: str) -> Callable[[GoalFunction], GoalFunction]:
+    """Register the decorated function as the stages of the make target `name`."""
+    def register(func: GoalFunction) -> GoalFunction:
+        GOALS[name] = func
+        return func
+    return register
+
+
+def opt(option: str, value: object) -> list[str]:
+    """`option value`, or nothing when the value is empty (an optional variable not given)."""
+    return [option, str(value)] if value not in (None, "") else []
+
+
+def flag(option: str, value: object) -> list[str]:
+    """`option` when the variable is 1 (STRICT=1, REPLACE=1, ...)."""
+    return [option] if value == "1" else []
+
+
+def given(v: argparse.Namespace, name: str) -> bool:
+    """Whether the variable was given (make's command line or the environment), not defaulted."""
+    return name in v.GIVEN.split()
+
+
+def model_args(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
+    """The model the stages load (MODEL_FILE) and where its weights are (MODEL_PATH)."""
+    return ["--model", d["MODEL_FILE"], *opt("--model-path", v.MODEL_PATH)]
+
+
+def search_with(v: argparse.Namespace) -> list[str]:
+    """The search settings of the commands that search several models (fuse, mdcr,
+    mdcr-jaccard, demo: each model as make search does, in one process)."""
+    return ["--threads", str(v.THREADS), "--bm25-engine", v.BM25_ENGINE, "--backend", v.BACKEND,
+            "--query-variant", v.QUERY_VARIANT, *opt("--model-path", v.MODEL_PATH)]
+
+
+def slurm_args(v: argparse.Namespace) -> list[str]:
+    """What each SLURM job asks for (THREADS CPUs per task)."""
+    return ["--num-shards", str(v.SHARDS), "--gpus-per-task", str(v.GPUS_PER_TASK),
+            *opt("--partition", v.PARTITION), *opt("--time", v.SLURM_TIME),
+            "--cpus-per-task", str(v.THREADS)]
+
+
+def corpus(v: argparse.Namespace) -> list[str]:
+    return ["--corpus", v.CORPUS]
+
+
+def in_eval_job(v: argparse.Namespace, name: str) -> bool:
+    """Whether the target `name` is here only as a prerequisite of make eval EXECUTOR=slurm:
+    then it does nothing here, the job after the embed array searches and scores (eval)."""
+    goals = v.GOALS.split()
+    return v.EXECUTOR == "slurm" and "eval" in goals and name not in goals
+
+
+@goal("models")
+def models(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["models"]]
+
+
+@goal("download")
+def download(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    """The S2AG datasets into the folder make corpus SOURCE=s2ag reads (docs/ingest.md)."""
+    return [["download", *corpus(v), *opt("--raw", v.RAW), "--release", v.RELEASE,
+             "--datasets", v.DATASETS, "--parallel", str(v.PARALLEL), *opt("--first", v.FIRST),
+             *flag("--update", v.UPDATE)]]
+
+
+@goal("corpus")
+def corpus_goal(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    """Ingest and prefilter; the demo's synthetic corpus first (DEMO_PAPERS and DEMO_SEED only
+    when given, so that a command that does not name them uses the corpus as it is). A corpus
+    written whole (a benchmark, an imported collection: WRITTEN_WHOLE) has nothing to do."""
+    if d["WRITTEN_WHOLE"] or in_eval_job(v, "corpus"):
+        return []
+    synth = (["--synth", *([str(v.DEMO_PAPERS)] if given(v, "DEMO_PAPERS") else []),
+              *(["--synth-seed", str(v.DEMO_SEED)] if given(v, "DEMO_SEED") else [])]
+             if v.CORPUS == "demo" else [])
+    return [["corpus", *corpus(v), "--raw", d["RAW_DIR"], "--source", v.SOURCE,
+             "--fos-source", v.FOS_SOURCE, "--workers", str(v.THREADS),
+             *flag("--strict", v.STRICT), "--citations", v.CITATIONS, *synth]]
+
+
+@goal("pool")
+def pool(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["pool", *corpus(v), "--size", v.SIZE, *opt("--field", v.FIELD),
+             "--repeats", str(v.REPEATS), "--seed", str(v.SEED), *opt("--queries", v.QUERIES),
+             *opt("--exclude", v.EXCLUDE)]]
+
+
+@goal("pools-paper")
+def pools_paper(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["pools-paper", *corpus(v), "--paper-sizes", v.PAPER_SIZES,
+             "--paper-queries", str(v.PAPER_QUERIES), "--paper-field-size", v.PAPER_FIELD_SIZE,
+             "--paper-field-queries", str(v.PAPER_FIELD_QUERIES),
+             "--paper-repeats", str(v.PAPER_REPEATS), "--seed", str(v.SEED),
+             *opt("--exclude", v.EXCLUDE)]]
+
+
+@goal("training-ids")
+def training_ids(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["training-ids", "--src", v.SRC, "--paper-ids", v.PAPER_IDS, "--out", v.OUT]]
+
+
+@goal("pools")
+def pools(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    """Every pool of CORPUS that is stale, damaged or half-written, built again."""
+    return [["pool", *corpus(v), "--repair"]]
+
+
+@goal("retire-pool")
+def retire_pool(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["retire-pool", *corpus(v), "--pool", v.POOL]]
+
+
+@goal("embed")
+def embed(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    """Here (the SHARDS one after another), or as a SLURM job array (EXECUTOR=slurm)."""
+    if v.EXECUTOR == "slurm":
+        return [["submit-embed", *corpus(v), *model_args(v, d), *slurm_args(v)]]
+    return [["embed", *corpus(v), *model_args(v, d), "--num-shards", str(v.SHARDS)]]
+
+
+@goal("index")
+def index(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["index", *corpus(v), *model_args(v, d), "--threads", str(v.THREADS),
+             "--bm25-engine", v.BM25_ENGINE, "--repair-pools"]]
+
+
+def search_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
+    """One process searches every pool whose run is not current (--stale-only), its pools
+    repaired first."""
+    return ["search", *corpus(v), *model_args(v, d), "--threads", str(v.THREADS),
+            "--bm25-engine", v.BM25_ENGINE, "--backend", v.BACKEND, "--index", "--stale-only",
+            "--query-variant", v.QUERY_VARIANT, "--repair-pools"]
+
+
+def eval_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
+    """One process scores every run whose evaluation is not current."""
+    return ["eval", *corpus(v), "--model", d["MODEL_NAME"], "--stale-only",
+            "--metrics", v.METRICS, "--collect"]
+
+
+@goal("search")
+def search(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [] if in_eval_job(v, "search") else [search_command(v, d)]
+
+
+@goal("eval")
+def evaluate(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    """Score the runs (make has run search first). EXECUTOR=slurm: every embed shard in,
+    search and score here; else a job after the embed array does (after-embed), running the
+    same two stages: search, then eval."""
+    if v.EXECUTOR != "slurm":
+        return [eval_command(v, d)]
+    python = [sys.executable, "-m", "pipeline", *roots(d)]
+    stages = " && ".join(shlex.join(python + stage)
+                         for stage in (search_command(v, d), eval_command(v, d)))
+    return [["after-embed", *corpus(v), "--model", d["MODEL_NAME"], *slurm_args(v),
+             "--", "/bin/sh", "-c", stages]]
+
+
+@goal("fuse")
+def fuse(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    """Every component searched and evaluated, then the fused model, in one process."""
+    return [["fuse", *corpus(v), "--models", v.MODELS, "--method", v.METHOD, *search_with(v),
+             "--metrics", v.METRICS]]
+
+
+@goal("mdcr")
+def mdcr(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["mdcr", *corpus(v), "--models", v.MDCR_MODELS, "--out", v.MDCR,
+             "--seed", str(v.SEED), *flag("--replace", v.REPLACE), "--search", *search_with(v)]]
+
+
+@goal("mdcr-jaccard")
+def mdcr_jaccard(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["mdcr-jaccard", *corpus(v), "--models", v.MODELS, "--seed", str(v.SEED),
+             "--search", *search_with(v)]]
+
+
+@goal("import-beir")
+def import_beir(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["import-beir", *corpus(v), "--src", v.SRC, "--split", v.SPLIT,
+             *flag("--replace", v.REPLACE)]]
+
+
+@goal("import-irds")
+def import_irds(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["import-irds", *corpus(v), "--dataset", v.DATASET, "--split", v.SPLIT,
+             *flag("--replace", v.REPLACE)]]
+
+
+@goal("import-csfcube")
+def import_csfcube(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["import-csfcube", *corpus(v), "--src", v.SRC, *flag("--replace", v.REPLACE)]]
+
+
+@goal("import-run")
+def import_run(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["import-run", *corpus(v), "--pool", v.POOL, "--run", v.RUN, "--model", v.MODEL,
+             *flag("--drop-unknown", v.DROP_UNKNOWN), *flag("--replace", v.REPLACE)]]
+
+
+@goal("import-vectors")
+def import_vectors(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["import-vectors", *corpus(v), "--model", v.MODEL, "--src", v.SRC,
+             "--similarity", v.SIMILARITY]]
+
+
+@goal("import-mdcr")
+def import_mdcr(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["import-mdcr", *corpus(v), "--src", v.SRC, "--split", v.SPLIT,
+             *flag("--replace", v.REPLACE)]]
+
+
+@goal("export-mdcr")
+def export_mdcr(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["export-mdcr", *corpus(v), "--out", v.OUT, "--split", v.SPLIT]]
+
+
+@goal("mdcr-scores")
+def mdcr_scores(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["mdcr-scores", *corpus(v), "--model", d["MODEL_NAME"], "--out", v.OUT,
+             "--split", v.SPLIT]]
+
+
+@goal("report")
+def report(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["report", *corpus(v), "--seed", str(v.SEED), "--times",
+             *opt("--exclude", v.EXCLUDE), *opt("--training-sets", v.TRAINING_SETS)]]
+
+
+@goal("verify")
+def verify(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["verify"]]
+
+
+@goal("sweep")
+def sweep(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [["sweep"]]
+
+
+@goal("demo")
+def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    """Every stage of the demo corpus in one process, in make's order; DEMO_PAPERS and
+    DEMO_SEED as for corpus: only when given."""
+    return [["demo", *opt("--papers", v.DEMO_PAPERS if given(v, "DEMO_PAPERS") else None),
+             *opt("--synth-seed", v.DEMO_SEED if given(v, "DEMO_SEED") else None),
+             "--source", v.SOURCE, "--fos-source", v.FOS_SOURCE, "--workers", str(v.THREADS),
+             *flag("--strict", v.STRICT), "--citations", v.CITATIONS, *opt("--raw", v.RAW),
+             "--sizes", v.DEMO_SIZES, *opt("--queries", v.QUERIES), "--fields", v.DEMO_FIELDS,
+             "--field-size", v.DEMO_FIELD_SIZE, "--field-queries", str(v.DEMO_FIELD_QUERIES),
+             "--repeats", str(v.REPEATS), "--seed", str(v.SEED), "--num-shards", str(v.SHARDS),
+             "--models", v.DEMO_MODELS, *search_with(v), "--metrics", v.METRICS]]
+
+
+def demo_paths(d: dict[str, str]) -> list[Path]:
+    """The demo's folders and reports that exist (make clean-demo removes them)."""
+    return [Path(p) for pattern in d["DEMO_PATHS"].split(",") for p in sorted(glob(pattern))]
+
+
+def roots(d: dict[str, str]) -> list[str]:
+    """The data folders, as absolute paths: the global options of every command."""
+    return ["--corpora-root", d["CORPORA_ROOT"], "--index-root", d["INDEX_ROOT"],
+            "--runs-root", d["RUNS_ROOT"]]
+
+
+def shown(argv: list[str]) -> str:
+    """A command as make -n prints it: each value single-quoted, the options bare."""
+    return " ".join(word if word.startswith("--") else "'" + word.replace("'", "'\\''") + "'"
+                    for word in argv)
+
+
+def run_goal(args: argparse.Namespace, variables: argparse.Namespace,
+             values: dict[str, str]) -> None:
+    """Run the stages of the make target `args.goal`, each command printed first as make prints
+    a recipe (with make -n, DRY_RUN: printed only). args: the `goal` command's, which take
+    the data roots of `values` (so that an error's repair names them)."""
+    if args.goal not in GOALS:
+        raise ValueError(f"no make target {args.goal!r} in pipeline/cli/goals.py (GOALS: "
+                         f"{', '.join(GOALS)}; {GOALS_ENV}={variables.GOALS})")
+    args.corpora_root, args.index_root, args.runs_root = (
+        values["CORPORA_ROOT"], values["INDEX_ROOT"], values["RUNS_ROOT"])
+    for stage in GOALS[args.goal](variables, values):
+        # each command as make echoes a recipe, run or not (make -n)
+        print(f"{shown([sys.executable])} -m pipeline {shown(roots(values))} {stage[0]} "
+              f"{shown(stage[1:])}", flush=True)
+        if variables.DRY_RUN:
+            continue
+        command = stage_args(args, *stage)
+        check_writes(command)
+        command.func(command)
+
+
+@goal("clean-demo")
+def clean_demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    """Remove the demo's corpus, indexes, runs and reports (DEMO_PATHS); no stage to run.
+    make -n: say what it would remove."""
+    for path in demo_paths(d):
+        if v.DRY_RUN:
+            print(f"rm -rf {shown([str(path)])}", flush=True)
+        elif path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    return []
