@@ -27,6 +27,7 @@ import pyarrow.ipc as ipc
 
 from pipeline.core.atomic import atomic_path
 from pipeline.core.checksums import file_problem, fingerprint
+from pipeline.core.current import MISSING, UNREADABLE, stale
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import record
@@ -151,10 +152,14 @@ def _store_config(entry: ModelEntry, encoder, dtype: str, columns: list[str] = (
 
 
 def _check_config(store: Path, config: dict) -> None:
-    path = store / MANIFEST
-    if path.exists() and read_json(path)["config"] != config:
-        raise InputError(f"{store} holds vectors made with other settings (see its "
-                         "manifest.json): delete it or embed into another --index-root")
+    """Refuse to add vectors to a store made with another config (a new store takes any)."""
+    problem = stale(store / MANIFEST, config, key="config")
+    if problem is None or problem.check == MISSING:
+        return
+    if problem.check == UNREADABLE:
+        raise InputError(problem.reason, store_repair(store))
+    raise InputError(f"{store} holds vectors made with other settings ({problem.reason}; see "
+                     "its manifest.json): delete it or embed into another --index-root")
 
 
 def _write_part(store: Path, ids: np.ndarray, vectors: np.ndarray, dtype: str,

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.core.checksums import check_outputs, file_sha256, fingerprints, outputs_intact
+from pipeline.core.checksums import file_sha256, fingerprints
+from pipeline.core.current import INPUTS, stale
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, read_parquet, write_json, write_parquet
 from pipeline.core.inputs import Roots, changed, record
@@ -79,18 +80,9 @@ def eval_problem(place: Place, pool: str, model: str,
     evaluation, a damaged file, other metrics, or an input that changed since (the run, or
     anything the run was made from)."""
     paths = run_paths(place.runs_root, place.corpus, pool, model)
-    if not paths.evaluation.exists():
-        return "not evaluated"
-    try:
-        info = read_json(paths.evaluation)
-    except InputError as exc:
-        return exc.message
-    if info.get("parameters") != _parameters(pool, model, metrics):
-        return "scored with other metrics"
-    if not outputs_intact(paths.trec.parent, info):
-        return f"{paths.metrics} is damaged"
-    stale = changed(place.roots, info.get("inputs", {}))
-    return stale[0] if stale else None
+    problem = stale(paths.evaluation, _parameters(pool, model, metrics),
+                    files=paths.trec.parent, roots=place.roots)
+    return problem.reason if problem else None
 
 
 def eval_is_current(place: Place, pool: str, model: str,
@@ -225,7 +217,7 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
     Evaluations made from inputs that changed since (stale: their pool, run, embeddings...) are
     left out, counted and named, never mixed in; a damaged evaluation is an error naming it.
     """
-    frames, stale, used = [], [], []
+    frames, left_out, used = [], [], []
     for path in run_files(runs_root, RUN_EVALUATION):
         corpus, pool, model, _ = run_file_parts(path)
         roots = Roots(corpora_root, index_root, runs_root, corpus)
@@ -233,16 +225,13 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
         if not pool_manifest.exists():
             continue  # the pool was deleted; its old runs are not results any more
         repair = run_repair(corpus, model)
-        try:
-            info = read_json(path)
-        except InputError as exc:
-            raise InputError(exc.message, repair) from None
-        check_outputs(path.parent, info, repair=repair)  # a damaged score is never reported
+        problem = stale(path, None, files=path.parent, roots=roots)
+        if problem is not None and problem.check != INPUTS:
+            raise InputError(problem.reason, repair)  # a damaged score is never reported
         pool_info = read_json(pool_manifest)
-        problem = changed(roots, info.get("inputs", {})) or changed(roots, pool_info.get(
-            "inputs", {}))
-        if problem:
-            stale.append(f"{corpus}/{pool}/{model} ({problem[0]})")
+        reasons = [problem.reason] if problem else changed(roots, pool_info.get("inputs", {}))
+        if reasons:
+            left_out.append(f"{corpus}/{pool}/{model} ({reasons[0]})")
             continue
         scope, size, repeat, seed, split, exclusion = parse_pool_name(pool)
         metrics = run_paths(runs_root, corpus, pool, model).metrics
@@ -264,23 +253,19 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
                     value=pl.col("value").cast(pl.Float64)))
     # one row order whatever the order of the evaluations' files and of their rows
     results = pl.concat([pl.DataFrame(schema=RESULTS_SCHEMA), *frames]).sort(RESULTS_ORDER)
-    if stale:
-        log.warning(f"[collect] left out {len(stale)} stale evaluations (make eval redoes them; "
-                    f"make verify lists them): {', '.join(stale[:5])}")
+    if left_out:
+        log.warning(f"[collect] left out {len(left_out)} stale evaluations (make eval redoes "
+                    f"them; make verify lists them): {', '.join(left_out[:5])}")
     # the same evaluations as last time, and an intact file: nothing to write
     collected = Roots(corpora_root, index_root, runs_root).label
     inputs = {collected(p): file_sha256(p) for p in sorted(used)}
     record_path = runs_root / RESULTS_MANIFEST
-    try:
-        old = read_json(record_path) if record_path.exists() else {}
-    except InputError:
-        old = {}
-    if old.get("inputs") == inputs and outputs_intact(runs_root, old):
+    if stale(record_path, None, files=runs_root, inputs=inputs) is None:
         return results
     write_parquet(results.to_arrow(), runs_root / RESULTS_FILE)
     write_json(manifest("collect", {"missing_queries": MISSING_QUERIES},
                         counts={"rows": results.height, "runs": len(frames),
-                                "stale_left_out": len(stale)}, stale=stale, inputs=inputs,
+                                "stale_left_out": len(left_out)}, stale=left_out, inputs=inputs,
                         outputs=fingerprints(runs_root, [RESULTS_FILE])), record_path)
     return results
 

@@ -41,7 +41,8 @@ import numpy as np
 import orjson
 
 from pipeline.core.atomic import atomic_dir, scratch_dir
-from pipeline.core.checksums import fingerprints, outputs_intact
+from pipeline.core.checksums import fingerprints
+from pipeline.core.current import stale
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.logs import track
@@ -542,14 +543,8 @@ def _current(out_dir: Path, cfg: SyntheticConfig) -> dict | None:
     """The manifest of shards generated with `cfg` that are still intact (checksums), else
     None: damaged or missing shards are generated again, byte for byte."""
     path = out_dir / MANIFEST
-    if not path.exists():
-        return None
-    try:
-        info = read_json(path)
-    except InputError:
-        return None
-    same = info.get("parameters") == json.loads(json.dumps(asdict(cfg)))
-    return info if same and outputs_intact(out_dir, info) else None
+    wanted = json.loads(json.dumps(asdict(cfg)))
+    return read_json(path) if stale(path, wanted, files=out_dir) is None else None
 
 
 def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:

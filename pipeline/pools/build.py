@@ -22,7 +22,8 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.atomic import is_temporary
-from pipeline.core.checksums import check_outputs, fingerprints, outputs_intact
+from pipeline.core.checksums import check_outputs, fingerprints
+from pipeline.core.current import stale
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, read_parquet, write_json, write_parquet
 from pipeline.core.inputs import Roots, changed, record
@@ -246,15 +247,7 @@ def check_corpus(corpus_dir: Path) -> None:
 def _up_to_date(pool_dir: Path, spec: PoolSpec, inputs: dict[str, str]) -> bool:
     """Same parameters, same input, and files that match the manifest (not the manifest alone:
     a damaged candidates.parquet makes the pool out of date)."""
-    path = pool_dir / MANIFEST
-    if not path.exists():
-        return False
-    try:
-        old = read_json(path)
-    except InputError:  # a damaged manifest of ours: built again
-        return False
-    return (old.get("parameters") == asdict(spec) and "outputs" in old
-            and old.get("inputs") == inputs and outputs_intact(pool_dir, old))
+    return stale(pool_dir / MANIFEST, asdict(spec), files=pool_dir, inputs=inputs) is None
 
 
 def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:

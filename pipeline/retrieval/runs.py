@@ -8,10 +8,10 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.core.atomic import atomic_path
-from pipeline.core.checksums import check_outputs, file_problem, fingerprints
+from pipeline.core.checksums import fingerprints
+from pipeline.core.current import INPUTS, MISSING, stale
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, read_parquet, write_parquet
-from pipeline.core.inputs import changed
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
 from pipeline.layout import IMPORT_RUN, VARIANT_SEP, Place, run_paths
@@ -56,18 +56,15 @@ def run_problem(place: Place, pool: str, model: str, k: int = TOP_K) -> str | No
     damaged file, other parameters, or an input that changed since (the pool's files, the
     texts, embedding parts or index it read, component runs, validation pools)."""
     paths = run_paths(place.runs_root, place.corpus, pool, model)
-    if not paths.manifest.exists():
-        return "no complete run"
-    try:
-        info = read_json(paths.manifest)
-    except InputError as exc:
-        return exc.message
-    if info.get("parameters") != {"pool": pool, "model": model, "k": k}:
-        return "made with other parameters"
-    for name, expected in info.get("outputs", {}).items():
-        problem = file_problem(paths.trec.parent / name, expected, deep=False)
-        if problem:
-            return f"{paths.trec.parent / name}: {problem}"
+    problem = stale(paths.manifest, {"pool": pool, "model": model, "k": k},
+                    files=paths.trec.parent, own=lambda info: _tuning_problem(place, pool, info),
+                    roots=place.roots)
+    return problem.reason if problem else None
+
+
+def _tuning_problem(place: Place, pool: str, info: dict) -> str | None:
+    """What is wrong with a BM25 run's tuning (None for any other run): tuned on other
+    validation pools than its pool has now, or on a grid that scored nothing."""
     details = info.get("details", {})
     if "k1" in details and details.get("tuned_on") != validation_pools(place.corpus_dir, pool):
         return "its pool's validation pools changed since (BM25 is tuned on them)"
@@ -75,8 +72,7 @@ def run_problem(place: Place, pool: str, model: str, k: int = TOP_K) -> str | No
         # tuning once looked a collection's query texts up among the papers and took the
         # first pair of a grid that scored nothing; it is an error now
         return "its BM25 k1 and b were chosen on a grid that scored MAP 0 everywhere"
-    stale = changed(place.roots, info.get("inputs", {}))
-    return stale[0] if stale else None
+    return None
 
 
 def run_is_current(place: Place, pool: str, model: str, k: int = TOP_K) -> bool:
@@ -180,11 +176,9 @@ def load_run(place: Place, pool: str, model: str) -> pl.DataFrame:
     naming the command that searches it again)."""
     paths = run_paths(place.runs_root, place.corpus, pool, model)
     repair = recorded_run_repair(place.runs_root, place.corpus, pool, model)
-    if not paths.manifest.exists():
-        raise InputError(f"no complete run {paths.parquet}: search it first", repair)
-    info = read_json(paths.manifest, repair)
-    check_outputs(paths.trec.parent, info, repair=repair)
-    stale = changed(place.roots, info.get("inputs", {}))
-    if stale:
-        raise InputError(f"run {paths.parquet} is stale: {stale[0]}", repair)
+    problem = stale(paths.manifest, None, files=paths.trec.parent, roots=place.roots)
+    if problem is not None:
+        raise InputError({MISSING: f"no complete run {paths.parquet}: search it first",
+                          INPUTS: f"run {paths.parquet} is stale: {problem.reason}"}.get(
+                              problem.check, problem.reason), repair)
     return read_parquet(paths.parquet)

@@ -20,6 +20,7 @@ import polars as pl
 
 from pipeline.core.atomic import DIR_MODE, atomic_dir, scratch_dir
 from pipeline.core.checksums import check_outputs, fingerprints
+from pipeline.core.current import stale
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import record
@@ -167,17 +168,7 @@ def _read_run(run_file: Path | None, id_type: pl.DataType) -> pl.DataFrame:
 def index_is_current(index_dir: Path, parameters: dict, inputs: dict[str, str]) -> bool:
     """Built from the same pool and texts (`inputs`: label -> sha256), and its files still
     match its manifest (a damaged index is built again)."""
-    path = index_dir / MANIFEST
-    if not path.exists():
-        return False
-    try:
-        info = read_json(path)
-        if info.get("parameters") != parameters or info.get("inputs") != inputs:
-            return False
-        check_outputs(index_dir, info)
-    except InputError:
-        return False
-    return True
+    return stale(index_dir / MANIFEST, parameters, files=index_dir, inputs=inputs) is None
 
 
 # The engine interface (engines.py), as store.py gives it for the arrays engine

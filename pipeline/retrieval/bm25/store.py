@@ -38,6 +38,7 @@ import pyarrow.ipc as ipc
 
 from pipeline.core.atomic import atomic_path
 from pipeline.core.checksums import fingerprint
+from pipeline.core.current import MISSING, UNREADABLE, stale
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import record
@@ -67,13 +68,7 @@ from pipeline.retrieval.bm25.analysis import (
     query_texts,
     term_counts,
 )
-from pipeline.retrieval.bm25.arrays import (
-    Postings,
-    QueryTerms,
-    Vocabulary,
-    grid_runs,
-    query_terms,
-)
+from pipeline.retrieval.bm25.arrays import Postings, QueryTerms, Vocabulary, grid_runs, query_terms
 
 ANALYZER = "anserini-english"  # io.anserini.analysis.DefaultEnglishAnalyzer, as Anserini indexes
 PART_SIZE = 50_000  # papers per part: a checkpoint, and one dictionary of terms
@@ -109,19 +104,15 @@ def _check_config(store: Path, config: dict, inputs: dict[str, str], repair: boo
     `repair` (the index stage, which made it), delete its parts and manifest so it is filled
     again."""
     path = store / MANIFEST
-    if not path.exists():
-        return
-    try:
-        info = read_json(path)
-    except InputError:
-        return  # a damaged manifest: repair_store starts the store again
-    if info.get("config") == config and info.get("inputs") == inputs:
-        return
+    problem = stale(path, config, key="config", inputs=inputs)
+    if problem is None or problem.check in (MISSING, UNREADABLE):
+        return  # a new store; a damaged manifest: repair_store starts the store again
     if not repair:
         raise InputError(f"{store} holds terms analysed from another prefiltered.parquet or "
-                         "with another analyzer (see its manifest.json)", store_repair(store))
-    log.warning(f"[bm25] {store}: analysed from another corpus file or analyzer: analysed again")
-    for part in info.get("parts", []):
+                         f"with another analyzer ({problem.reason}; see its manifest.json)",
+                         store_repair(store))
+    log.warning(f"[bm25] {store}: {problem.reason}: analysed again")
+    for part in read_json(path).get("parts", []):
         (store / part["file"]).unlink(missing_ok=True)
     path.unlink()
 
