@@ -112,10 +112,12 @@ def test_good_values_pass():
 
 def test_without_sbatch_the_error_is_one_line(tmp_path, monkeypatch):
     env = {**os.environ, "PATH": str(tmp_path)}  # nothing on PATH: no sbatch
-    for args in (["check", "--EXECUTOR", "slurm"],
-                 ["--runs-root", str(tmp_path / "runs"), "submit-embed", "--num-shards", "4"]):
-        done = subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=120)
+    for args, given in ((["check"], {"EXECUTOR": "slurm"}),  # as make passes it
+                        (["--runs-root", str(tmp_path / "runs"), "submit-embed",
+                          "--num-shards", "4"], {})):
+        done = subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=ROOT,
+                              env={**env, **given}, capture_output=True, text=True,
+                              timeout=120)
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1, (args, lines)
         assert "`sbatch`, which is not on PATH" in lines[0] and "EXECUTOR=local" in lines[0]

@@ -254,8 +254,8 @@ def test_an_empty_list_of_datasets_is_refused(server, tmp_path):
     with pytest.raises(InputError, match="no dataset given"):
         download(tmp_path / "raw", settings(server), release=LAST, datasets=[])
     assert not (tmp_path / "raw").exists() and not server.log
-    done = subprocess.run([sys.executable, "-m", "pipeline", "check", "--DATASETS="],
-                          cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "pipeline", "check"], cwd=ROOT,
+                          env={**os.environ, "DATASETS": ""}, capture_output=True, text=True)
     assert done.returncode == 2 and "DATASETS is empty" in done.stderr, done.stderr
 
 
