@@ -423,8 +423,8 @@ DOWNLOAD_DIFFS = ".diffs"
 DIFF_SHARD = "update-{}-{:04d}.jsonl.gz"  # release date, the update file's index in its step
 DIFF_KEYS = "keys.npy"  # a step's keys, beside its files, memory-mapped by the workers
 SYNTHETIC_WORDS = "data/synthetic_words.json"  # the synthetic generator's words (package data)
-# The checkout's files that `make variables` writes from pipeline/cli/variables.py
-VARIABLES_INCLUDE, VARIABLES_DOC = "pipeline/cli/variables.mk", "docs/variables.md"
+# The checkout's table of make variables, written from pipeline/cli/variables.py
+VARIABLES_DOC = "docs/variables.md"
 PUBLISHED_CSV = "published.csv"  # the papers' published numbers (package data of pipeline.report)
 HF_CONFIG = "config.json"  # a Hugging Face model's config: its presence in the hub cache
 BEIR_CORPUS, BEIR_QUERIES = "corpus.jsonl", "queries.jsonl"  # a BEIR collection's files

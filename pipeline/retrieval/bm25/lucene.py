@@ -39,12 +39,7 @@ from pipeline.layout import (
     pool_dir,
 )
 from pipeline.pools.build import load_pool
-from pipeline.retrieval.bm25.analysis import (
-    MAX_CLAUSES,
-    check_ids,
-    paper_text,
-    query_texts,
-)
+from pipeline.retrieval.bm25.analysis import MAX_CLAUSES, check_ids, paper_text, query_texts
 from pipeline.retrieval.bm25.jvm import anserini_jar, java_binary, run_anserini
 
 
