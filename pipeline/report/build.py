@@ -17,6 +17,8 @@ from pipeline.core.checksums import fingerprints
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_parquet, write_json
 from pipeline.core.manifests import manifest
+from pipeline.evaluation.crossover import HEADER as CROSSOVER_HEADER
+from pipeline.evaluation.crossover import RESAMPLES, crossover_rows
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import (
     DATA_FOLDERS,
@@ -459,8 +461,33 @@ def leakage_section(data: Results) -> Section:
     return Section("leakage", (Table("leakage", caption, header, rows),))
 
 
+def crossover_section(data: Results) -> Section:
+    """Where two models' curves of the main metric against pool size cross
+    (pipeline/evaluation/crossover.py): per scope measured at two or more pool sizes, each
+    pair with BM25 (every pair without it)."""
+    results = data.full_queries.filter(pl.col("value").is_not_null())
+    if results.is_empty():
+        return Section("crossover")
+    metric = main_metric(sorted(results["metric"].unique().to_list(), key=metric_key)) or "map"
+    seed = int(results["seed"][0])
+    rows = crossover_rows(results, metric, RESAMPLES, seed)
+    if not rows:
+        return Section("crossover", text=(
+            f"## {data.corpus}: where the curves cross\n\nNo crossing estimated: every scope "
+            "was measured at one pool size, and a curve against pool size needs two or more.\n"))
+    caption = (f"{data.corpus}: where the curves cross, {metric_name(metric)} against pool size "
+               "per pair a - b; gaps: the fitted a - b x100 at the smallest and the largest "
+               "measured size; the gap fitted as a line in log pool size by least squares over "
+               "the measured sizes (a line in log size is an assumption, checked only at the "
+               "measured sizes), crossing where it is 0; 95% percentile bootstrap interval "
+               f"over queries and pool draws ({RESAMPLES:,} resamples, seed {seed}); a crossing "
+               "outside the measured sizes is an extrapolation")
+    return Section("crossover", (Table("crossover", caption, CROSSOVER_HEADER, rows),))
+
+
 SECTIONS = (mdcr_section, csfcube_section, collection_section, query_variants_section,
-            dataset_section, field_section, significance, published_section, leakage_section)
+            dataset_section, field_section, significance, crossover_section,
+            published_section, leakage_section)
 
 
 def build_report(runs_root: Path, corpus: str, seed: int = 0,
