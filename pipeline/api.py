@@ -322,3 +322,25 @@ def import_vectors(data: Data | str | os.PathLike, corpus: str, model: str,
     from pipeline.encoding.vectors import import_vectors as fill
 
     return fill(Data.of(data).place(corpus), model, src, similarity)["model"]
+
+
+def crossover(results: str | os.PathLike | pl.DataFrame, a: str, b: str, *, metric: str = "map",
+              resamples: int = 1000, seed: int = 0) -> pl.DataFrame:
+    """Where the curves of models `a` and `b` against pool size cross, per scope (the
+    dataset-level pools, each field's) measured at two or more sizes: `a` - `b` on `metric`
+    fitted as a line in log pool size, the size where it is 0, and its 95% percentile bootstrap
+    interval over queries and pool draws (`resamples`, seeded with `seed`), as the report's
+    crossover section (pipeline/evaluation/crossover.py). `results`: runs/results.parquet's
+    path, or a DataFrame of its columns. Writes nothing."""
+    import polars as pl
+
+    from pipeline.core.files import read_parquet
+    from pipeline.evaluation.crossover import crossovers
+
+    table = results if isinstance(results, pl.DataFrame) else read_parquet(Path(results))
+    missing = sorted({"size", "repeat", "model", "query", "metric", "value"}
+                     - set(table.columns))
+    if missing:
+        raise InputError(f"crossover: results lack the column(s) {', '.join(missing)} of "
+                         "runs/results.parquet")
+    return crossovers(table, a, b, metric, resamples, seed)

@@ -188,6 +188,13 @@ def _correction(text: str) -> str:
     return text
 
 
+def _named(text: str) -> str:
+    """A model's or metric's name as results.parquet holds it: not empty."""
+    if not text.strip():
+        raise InputError("give a non-empty name")
+    return text
+
+
 def _probability(text: str) -> float:
     if not 0 < float(text) < 1:
         raise InputError("give a significance level between 0 and 1, such as 0.05")
@@ -198,6 +205,8 @@ KINDS["qrels"] = (_is_qrels, "a TREC qrels file's path, a DataFrame (query, doc,
                              "or a ranx Qrels")
 KINDS["named_runs"] = (_is_named_runs, "a dict of two or more runs, name (a str) -> run (a TREC "
                                        "run file's path, a DataFrame or a ranx Run)")
+KINDS["results"] = (lambda v: _is_path(v) or type(v).__name__ == "DataFrame",
+                    "runs/results.parquet's path or a polars DataFrame of its columns")
 KINDS["number"] = (lambda v: isinstance(v, int | float) and not isinstance(v, bool),
                    "a number (an int or a float)")
 A = Argument
@@ -256,6 +265,11 @@ ARGUMENTS: dict[str, Argument] = {
     "alpha": A("number", check=_probability),
     "src": A("path"),
     "similarity": A("str", check=_similarity),
+    "results": A("results"),
+    "a": A("str", check=_named),
+    "b": A("str", check=_named),
+    "metric": A("str", check=_named),
+    "resamples": A("int", check=positive),
 }
 # An argument of one function that means something else there than ARGUMENTS says
 OVERRIDES: dict[tuple[str, str], Argument] = {
