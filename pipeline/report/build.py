@@ -62,6 +62,7 @@ from pipeline.report.tables import (
     significance_section,
     variant_table,
 )
+from pipeline.report.variance import variance_tables
 
 
 def stage_times(runs_root: Path, corpus: str) -> str:
@@ -442,6 +443,14 @@ def significance(data: Results) -> Section:
     return Section("significance", text=significance_section(data.full_queries))
 
 
+def variance_section(data: Results) -> Section:
+    """Where each mean's variance comes from (queries or pool draws), two models' difference
+    with an interval over both, and the queries needed (pipeline/report/variance.py)."""
+    return Section("variance", tuple(
+        Table(name, caption, header, rows)
+        for name, caption, header, rows in variance_tables(data.full_queries, data.corpus)))
+
+
 def published_section(data: Results) -> Section:
     """The papers' published numbers beside the measured cells that match them
     (docs/published.md)."""
@@ -486,7 +495,7 @@ def crossover_section(data: Results) -> Section:
 
 
 SECTIONS = (mdcr_section, csfcube_section, collection_section, query_variants_section,
-            dataset_section, field_section, significance, crossover_section,
+            dataset_section, field_section, significance, variance_section, crossover_section,
             published_section, leakage_section)
 
 

@@ -139,7 +139,8 @@ def test_every_kind_of_table_is_reported(reference):
     assert {"demo-dataset.tex", "demo-field-100k.tex", "demo-query-variants.tex",
             "demo-map-vs-pool-size.png", "demo-fields-100k.png", "demo-published-dataset.tex",
             "bench-mdcr.tex", "bench-mdcr-types.tex", "bench-mdcr-other-types.tex",
-            "cube-csfcube.tex", "scidocs-collection.tex", "scidocs.md"} <= names
+            "cube-csfcube.tex", "scidocs-collection.tex", "scidocs.md", "demo-variance.tex",
+            "demo-variance-differences.tex", "demo-queries-needed.tex"} <= names
     assert {f"{corpus}.html" for corpus in CORPORA} <= names  # the pages are compared too
     for corpus in CORPORA:
         assert b"95% bootstrap intervals" in made[f"returned:{corpus}"]
