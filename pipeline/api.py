@@ -344,3 +344,72 @@ def crossover(results: str | os.PathLike | pl.DataFrame, a: str, b: str, *, metr
         raise InputError(f"crossover: results lack the column(s) {', '.join(missing)} of "
                          "runs/results.parquet")
     return crossovers(table, a, b, metric, resamples, seed)
+
+
+def _report_rows(results: str | os.PathLike | pl.DataFrame, corpus: str | None, seed: int,
+                 function: str) -> pl.DataFrame:
+    """The rows a report reads from runs/results.parquet (its path or a DataFrame of its
+    columns): one corpus (`corpus`, needed when there are several), pool seed `seed`, the test
+    split (the validation split when there is none), every candidate (`negatives` "all"), the
+    full queries (no QUERY_VARIANT run); one exclusion list."""
+    import polars as pl
+
+    from pipeline.core.files import read_parquet
+    from pipeline.layout import VARIANT_SEP
+
+    table = results if isinstance(results, pl.DataFrame) else read_parquet(Path(results))
+    missing = sorted({"scope", "size", "seed", "repeat", "model", "query", "metric", "value"}
+                     - set(table.columns))
+    if missing:
+        raise InputError(f"{function}: results lack the column(s) {', '.join(missing)} of "
+                         "runs/results.parquet")
+    if corpus is not None and "corpus" in table.columns:
+        table = table.filter(pl.col("corpus") == corpus)
+    table = table.filter(pl.col("seed") == seed,
+                         ~pl.col("model").str.contains(VARIANT_SEP, literal=True))
+    if "negatives" in table.columns:
+        table = table.filter(pl.col("negatives") == "all")
+    if "split" in table.columns and (table["split"] == "test").any():
+        table = table.filter(pl.col("split") == "test")
+    for column, what in (("corpus", "corpus=<one>"), ("split", "one split"),
+                         ("exclusion", "the rows of one exclusion list")):
+        if column in table.columns and table[column].n_unique() > 1:
+            raise InputError(f"{function}: results hold several {column}s "
+                             f"({', '.join(sorted(map(str, table[column].unique())))}): give "
+                             f"{what}")
+    if table.is_empty():
+        raise InputError(f"{function}: no rows of seed {seed}"
+                         + (f" and corpus {corpus}" if corpus else "") + " in results")
+    return table
+
+
+def variance(results: str | os.PathLike | pl.DataFrame, corpus: str | None = None,
+             seed: int = 0) -> pl.DataFrame:
+    """Where each model's mean comes from, per pool size, scope and metric: the two-way
+    random-effects decomposition over queries x pool draws (repeats) of the rows a report reads
+    (`_report_rows`: `results` runs/results.parquet's path or a DataFrame of its columns;
+    `corpus` needed when it holds several; `seed` the pools' seed). Returns size, scope,
+    metric, model, queries, draws, mean, se, s2_query, s2_draw, s2_resid, share_query,
+    share_draw, share_interaction (null with one draw), as the report's variance section
+    (pipeline/evaluation/variance.py; docs/evaluation.md). Writes nothing."""
+    from pipeline.evaluation.variance import components
+
+    return components(_report_rows(results, corpus, seed, "variance"))
+
+
+def topic_set_size(results: str | os.PathLike | pl.DataFrame,
+                   deltas: Sequence[float] = (0.01, 0.02, 0.05),
+                   draws: Sequence[int] = (1, 3, 5, 10), corpus: str | None = None,
+                   seed: int = 0, alpha: float = 0.05, power: float = 0.8) -> pl.DataFrame:
+    """How many queries a two-sided paired t-test at level `alpha` needs to reach `power`
+    against each difference in `deltas` (metric units, 0.01 = 1 point x100) with each number of
+    pool `draws`, from each pool size's, scope's and metric's variance components of a model
+    difference, pooled over its pairs of models (as `variance` selects the rows). Returns size,
+    scope, metric, delta, draws, queries (null: not reachable with those draws),
+    measured_draws; pools measured with one draw give draws = 1 only (the draw's variance is
+    unknown). Writes nothing."""
+    from pipeline.evaluation.variance import pooled, queries_needed
+
+    rows = _report_rows(results, corpus, seed, "topic_set_size")
+    return queries_needed(pooled(rows), tuple(map(float, deltas)), tuple(map(int, draws)),
+                          alpha, power)

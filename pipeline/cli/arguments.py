@@ -195,6 +195,12 @@ def _named(text: str) -> str:
     return text
 
 
+def _power(text: str) -> float:
+    if not 0 < float(text) < 1:
+        raise InputError("give a power between 0 and 1, such as 0.8")
+    return float(text)
+
+
 def _probability(text: str) -> float:
     if not 0 < float(text) < 1:
         raise InputError("give a significance level between 0 and 1, such as 0.05")
@@ -207,6 +213,14 @@ KINDS["named_runs"] = (_is_named_runs, "a dict of two or more runs, name (a str)
                                        "run file's path, a DataFrame or a ranx Run)")
 KINDS["results"] = (lambda v: _is_path(v) or type(v).__name__ == "DataFrame",
                     "runs/results.parquet's path or a polars DataFrame of its columns")
+KINDS["deltas"] = (lambda v: isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 0
+                   and all(isinstance(x, int | float) and not isinstance(x, bool)
+                           and 0 < x <= 1 for x in v),
+                   "a non-empty list of differences in metric units, each in (0, 1], such as "
+                   "(0.01, 0.02)")
+KINDS["counts"] = (lambda v: isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 0
+                   and all(_is_int(x) and x > 0 for x in v),
+                   "a non-empty list of positive whole numbers, such as (1, 3, 5)")
 KINDS["number"] = (lambda v: isinstance(v, int | float) and not isinstance(v, bool),
                    "a number (an int or a float)")
 A = Argument
@@ -270,6 +284,9 @@ ARGUMENTS: dict[str, Argument] = {
     "b": A("str", check=_named),
     "metric": A("str", check=_named),
     "resamples": A("int", check=positive),
+    "deltas": A("deltas"),
+    "draws": A("counts"),
+    "power": A("number", check=_power),
 }
 # An argument of one function that means something else there than ARGUMENTS says
 OVERRIDES: dict[tuple[str, str], Argument] = {
@@ -277,6 +294,8 @@ OVERRIDES: dict[tuple[str, str], Argument] = {
     ("import_run", "model"): A("str", check=lambda text: _imported_name(text)),
     ("import_vectors", "model"): A("str", check=lambda text: _vectors_name(text)),
     ("compare", "runs"): A("named_runs"),
+    ("variance", "corpus"): A("str", "CORPUS", none=True),
+    ("topic_set_size", "corpus"): A("str", "CORPUS", none=True),
 }
 del A
 # The keywords a function takes through **keywords (the rest are refused): build_pool's

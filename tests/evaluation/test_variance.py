@@ -157,3 +157,25 @@ def test_one_draw_gives_the_queries_alone():
     assert (pair["low"], pair["high"]) == (pair["queries_low"], pair["queries_high"])
     table = queries_needed(pooled(data))
     assert table["draws"].to_list() == [1, 1, 1] and table["queries"].is_not_null().all()
+
+
+def test_the_api_selects_the_rows_a_report_reads():
+    """pipeline.variance and pipeline.topic_set_size on a results frame: one corpus and seed,
+    full queries only; several corpora without corpus=: refused."""
+    import pipeline
+    from pipeline.core.errors import InputError
+
+    rng = np.random.default_rng(11)
+    data = rows({m: crossed(rng, 20, 3, 0.01, 0.001, 0.004, mu) for m, mu in
+                 (("bm25", 0.3), ("minilm", 0.32))})
+    table = pl.concat([
+        data.with_columns(corpus=pl.lit("demo"), seed=0, negatives=pl.lit("all")),
+        data.with_columns(corpus=pl.lit("demo"), seed=0, negatives=pl.lit("all"),
+                          model=pl.col("model") + "~title", value=pl.col("value") - 0.1),
+        data.with_columns(corpus=pl.lit("other"), seed=0, negatives=pl.lit("all"),
+                          value=pl.col("value") + 0.1)])
+    assert pipeline.variance(table, corpus="demo").equals(components(data))
+    sizes = pipeline.topic_set_size(table, deltas=[0.05], draws=[3], corpus="demo")
+    assert sizes.equals(queries_needed(pooled(data), (0.05,), (3,)))
+    with pytest.raises(InputError, match="several corpus"):
+        pipeline.variance(table)
