@@ -28,7 +28,8 @@ HEAVY = ("torch", "numba", "jnius", "faiss", "transformers", "polars", "numpy", 
          "matplotlib", "ranx")
 NAMES = {"score", "compare", "Comparison",
          "Data", "Report", "build_corpus", "build_pool", "build_report", "evaluate", "search",
-         "verify_data", "Encoder", "import_vectors", "import_run", "import_collection"}
+         "verify_data", "Encoder", "import_vectors", "import_run", "import_collection",
+         "crossover"}
 
 
 def _imported(code: str) -> set[str]:

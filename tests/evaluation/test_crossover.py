@@ -135,3 +135,13 @@ def test_the_api_reads_a_frame_and_checks_its_arguments(tmp_path):
             pipeline.crossover(data, **({"a": "a", "b": "b"} | bad))
     with pytest.raises(InputError, match="lack the column"):
         pipeline.crossover(data.drop("repeat"), "a", "b")
+
+
+def test_the_report_rows_are_the_same_for_rows_in_any_order():
+    data = planted(9, sizes=(10_000, 100_000, 1_000_000), queries=40).with_columns(
+        level=pl.lit("field"), scope=pl.lit("cs"), field=pl.lit("Computer science"),
+        model=pl.col("model").replace({"a": "bm25"}))
+    rows = crossover_rows(data, "map", resamples=200, seed=3)
+    assert rows == crossover_rows(data.sample(fraction=1.0, shuffle=True, seed=2), "map",
+                                  resamples=200, seed=3)
+    assert rows[0][0] == "Computer science"
