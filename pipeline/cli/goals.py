@@ -275,14 +275,15 @@ def sweep(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 @goal("demo")
 def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Every stage of the demo corpus in one process, in make's order; DEMO_PAPERS and
-    DEMO_SEED as for corpus: only when given."""
+    DEMO_SEED as for corpus: only when given; DEMO_REPEATS draws of each pool size."""
     return [["demo", *opt("--papers", v.DEMO_PAPERS if given(v, "DEMO_PAPERS") else None),
              *opt("--synth-seed", v.DEMO_SEED if given(v, "DEMO_SEED") else None),
              "--source", v.SOURCE, "--fos-source", v.FOS_SOURCE, "--workers", str(v.THREADS),
              *flag("--strict", v.STRICT), "--citations", v.CITATIONS, *opt("--raw", v.RAW),
              "--sizes", v.DEMO_SIZES, *opt("--queries", v.QUERIES), "--fields", v.DEMO_FIELDS,
              "--field-size", v.DEMO_FIELD_SIZE, "--field-queries", str(v.DEMO_FIELD_QUERIES),
-             "--repeats", str(v.REPEATS), "--seed", str(v.SEED), "--num-shards", str(v.SHARDS),
+             "--repeats", str(v.DEMO_REPEATS), "--seed", str(v.SEED), "--num-shards",
+             str(v.SHARDS),
              "--models", v.DEMO_MODELS, *search_with(v), "--metrics", v.METRICS]]
 
 

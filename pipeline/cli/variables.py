@@ -259,6 +259,8 @@ VARIABLES: tuple[Variable, ...] = (
       "of the demo's field-level pools (names with '-' for spaces; empty: none)", "demo"),
     V("DEMO_FIELD_SIZE", "1k", sizes, "the size of the demo's field-level pools", "demo"),
     V("DEMO_FIELD_QUERIES", "25", positive, "queries per demo field-level pool", "demo"),
+    V("DEMO_REPEATS", "3", positive, "pool draws per demo pool size (REPEATS for make demo): "
+      "three, so that its report splits the variance between queries and pool draws", "demo"),
     # ---- paper grid
     V("PAPER_SIZES", "200k 500k 1M 2M", sizes, "dataset-level pool sizes (MDCR section 3)",
       "paper grid"),
