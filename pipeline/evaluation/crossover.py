@@ -31,6 +31,7 @@ from pipeline.layout import format_size
 RESAMPLES = 1000
 CHUNK = 250  # resamples drawn and summed at a time: bounded memory (queries x CHUNK weights)
 LEVEL = 0.95
+FAR = 1000  # a crossing more than this many times outside the measured sizes: shown as such
 FLAT = 1e-12  # a slope (gap per unit of log size) at or below this: parallel lines
 # the keys that split a results table into sets of shared queries (one scope of one seed)
 SPLIT_KEYS = ("corpus", "split", "seed", "exclusion", "negatives", "level", "scope")
@@ -55,21 +56,25 @@ class Crossover:
     text: str  # the outcome said in words
 
 
-def _size(value: float) -> str:
-    """A crossing size as the report writes sizes (20k, 2M), to 3 significant digits."""
+def _size(value: float, sizes: tuple[int, ...] | list[int]) -> str:
+    """A crossing size as the report writes sizes (20k, 2M), to 3 significant digits; beyond
+    FAR times the measured range, only that (a line followed so far says nothing more)."""
     if math.isinf(value):
-        return "∞" if value > 0 else "0"
+        return "inf" if value > 0 else "0"
+    if value > sizes[-1] * FAR:
+        return f"> {FAR} x {format_size(sizes[-1])}"
+    if value < sizes[0] / FAR:
+        return f"< {format_size(sizes[0])} / {FAR}"
     rounded = float(f"{value:.3g}")
-    if rounded >= 1e9:
-        return f"{rounded:.2e}"
     for unit, scale in (("M", 1e6), ("k", 1e3)):
         if rounded >= scale:
             return f"{rounded / scale:g}{unit}"
     return f"{rounded:g}"
 
 
-def _interval(low: float | None, high: float | None) -> str:
-    return "" if low is None or high is None else f"[{_size(low)}, {_size(high)}]"
+def _interval(low: float | None, high: float | None, sizes: tuple[int, ...]) -> str:
+    return ("" if low is None or high is None
+            else f"[{_size(low, sizes)}, {_size(high, sizes)}]")
 
 
 def _degenerate(sizes: tuple[int, ...], queries: int, repeats: int, why: str,
@@ -157,8 +162,8 @@ def crossover(values: pl.DataFrame, a: str, b: str, resamples: int = RESAMPLES, 
     low, high = (float(np.exp(v)) for v in np.quantile(
         logs, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf"))
     none = int((~crosses).sum())
-    where = _size(math.exp(log_cross))
-    interval = _interval(low, high)
+    where = _size(math.exp(log_cross), sizes)
+    interval = _interval(low, high, tuple(sizes))
     if lo_gap * hi_gap <= 0:
         outcome, text = "crosses", f"crosses at {where} within the measured range {measured}"
         if low < sizes[0] or high > sizes[-1]:
@@ -170,7 +175,7 @@ def crossover(values: pl.DataFrame, a: str, b: str, resamples: int = RESAMPLES, 
         place = ("beyond the largest measured pool" if outcome == "beyond"
                  else "below the smallest measured pool")
         text = (f"no crossing in the measured range {measured} ({trend}); extrapolated: "
-                f"{where} {place}")
+                f"{where}, {place}")
     if none:
         text += (f"; {none} of {resamples} resamples ({none / resamples:.0%}) have no crossing "
                  "on the fit's side")
@@ -232,8 +237,8 @@ def pair_text(found: Crossover) -> list[str]:
     outcome."""
     sizes = ", ".join(map(format_size, found.sizes)) or "-"
     gap = ["-" if g is None else f"{g * 100:+.1f}" for g in (found.gap_min, found.gap_max)]
-    return [sizes, *gap, "-" if found.crossing is None else _size(found.crossing),
-            _interval(found.low, found.high) or "-", found.text]
+    return [sizes, *gap, "-" if found.crossing is None else _size(found.crossing, found.sizes),
+            _interval(found.low, found.high, found.sizes) or "-", found.text]
 
 
 REFERENCE = "bm25"  # the model every other is paired with when the corpus has it (the paper's)
