@@ -29,7 +29,7 @@ HEAVY = ("torch", "numba", "jnius", "faiss", "transformers", "polars", "numpy", 
 NAMES = {"score", "compare", "Comparison",
          "Data", "Report", "build_corpus", "build_pool", "build_report", "evaluate", "search",
          "verify_data", "Encoder", "import_vectors", "import_run", "import_collection",
-         "crossover"}
+         "crossover", "variance", "topic_set_size"}
 
 
 def _imported(code: str) -> set[str]:
@@ -181,7 +181,7 @@ def test_report_saves_what_make_report_writes(api_data, corpus_dir, tmp_path):
     assert isinstance(built, pipeline.Report)
     assert [s.name for s in built.sections] == [
         "mdcr", "csfcube", "collection", "query-variants", "dataset", "fields",
-        "significance", "crossover", "published", "leakage"]
+        "significance", "variance", "crossover", "published", "leakage"]
     assert "dataset" in built.tables and built.tables["dataset"].frame().height == 2
     assert f"{corpus_dir.name}-dataset.tex" in built.latex
     path = built.save()
