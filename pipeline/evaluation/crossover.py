@@ -183,23 +183,28 @@ def crossover(values: pl.DataFrame, a: str, b: str, resamples: int = RESAMPLES, 
                      math.exp(log_cross), low, high, resamples, none, outcome, text + suffix)
 
 
+def _counts(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
+    """n resamples of k positions drawn with replacement, as counts per position (n x k,
+    float): the multinomial weights of a bootstrap, drawn as indices (much faster)."""
+    drawn = rng.integers(0, k, size=(n, k)) + np.arange(n)[:, None] * k
+    return np.bincount(drawn.ravel(), minlength=n * k).reshape(n, k).astype(np.float64)
+
+
 def _bootstrap(diff: np.ndarray, x: np.ndarray, bounds: np.ndarray, resamples: int,
                seed: int, draws: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Each resample's mean gap and slope: multinomial query weights (one draw for every
+    """Each resample's mean gap and slope: query weights (`_counts`: one draw for every
     column) times the query x (size, repeat) matrix, then each size's repeats reweighted by a
-    multinomial draw of its own; CHUNK resamples at a time."""
+    draw of its own; CHUNK resamples at a time."""
     rng = np.random.default_rng(seed)
     queries, columns = diff.shape
     means, slopes = [], []
     for start in range(0, resamples, CHUNK):
         n = min(CHUNK, resamples - start)
-        weights = rng.multinomial(queries, np.full(queries, 1 / queries), size=n)
-        column_means = weights @ diff / queries  # (n, columns)
+        column_means = _counts(rng, n, queries) @ diff / queries  # (n, columns)
         gaps = np.empty((n, len(x)))
         for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
             r = hi - lo
-            draw = (rng.multinomial(r, np.full(r, 1 / r), size=n) if draws
-                    else np.ones((n, r), dtype=np.int64))
+            draw = _counts(rng, n, r) if draws else np.ones((n, r))
             gaps[:, i] = (column_means[:, lo:hi] * draw).sum(axis=1) / r
         mean, slope = _fit(gaps, x)
         means.append(mean)
