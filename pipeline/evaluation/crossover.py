@@ -79,6 +79,7 @@ def _interval(low: float | None, high: float | None, sizes: tuple[int, ...]) -> 
 
 def _degenerate(sizes: tuple[int, ...], queries: int, repeats: int, why: str,
                 resamples: int) -> Crossover:
+    """No fit: `why` says why."""
     return Crossover(sizes, queries, repeats, None, None, None, None, None, None, resamples, 0,
                      "degenerate", why)
 
@@ -153,16 +154,16 @@ def crossover(values: pl.DataFrame, a: str, b: str, resamples: int = RESAMPLES, 
         return Crossover(tuple(sizes), queries, fewest, lo_gap, hi_gap, float(slope), None,
                          None, None, resamples, 0, "parallel", text + suffix)
     log_cross = float(x.mean() - mean / slope)
-    samples = _bootstrap(diff, x, bounds, resamples, seed, draws)
-    gap_mean, gap_slope = samples
+    gap_mean, gap_slope = _bootstrap(diff, x, bounds, resamples, seed, draws)
     crosses = np.sign(gap_slope) == np.sign(slope)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         logs = np.where(crosses, x.mean() - gap_mean / np.where(crosses, gap_slope, 1.0),
                         np.where(-gap_mean * np.sign(slope) > 0, np.inf, -np.inf))
-    low, high = (float(np.exp(v)) for v in np.quantile(
-        logs, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf"))
+        low, high = (float(v) for v in np.exp(np.quantile(
+            logs, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf")))
+        crossing = float(np.exp(log_cross))  # inf for a slope of nearly 0
     none = int((~crosses).sum())
-    where = _size(math.exp(log_cross), sizes)
+    where = _size(crossing, sizes)
     interval = _interval(low, high, tuple(sizes))
     if lo_gap * hi_gap <= 0:
         outcome, text = "crosses", f"crosses at {where} within the measured range {measured}"
@@ -179,8 +180,8 @@ def crossover(values: pl.DataFrame, a: str, b: str, resamples: int = RESAMPLES, 
     if none:
         text += (f"; {none} of {resamples} resamples ({none / resamples:.0%}) have no crossing "
                  "on the fit's side")
-    return Crossover(tuple(sizes), queries, fewest, lo_gap, hi_gap, float(slope),
-                     math.exp(log_cross), low, high, resamples, none, outcome, text + suffix)
+    return Crossover(tuple(sizes), queries, fewest, lo_gap, hi_gap, float(slope), crossing,
+                     low, high, resamples, none, outcome, text + suffix)
 
 
 def _counts(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
