@@ -56,10 +56,11 @@ class Crossover:
     text: str  # the outcome said in words
 
 
-def _size(value: float, sizes: tuple[int, ...] | list[int]) -> str:
+def _size(value: float, sizes: tuple[int, ...] | list[int], bound: bool = False) -> str:
     """A crossing size as the report writes sizes (20k, 2M), to 3 significant digits; beyond
-    FAR times the measured range, only that (a line followed so far says nothing more)."""
-    if math.isinf(value):
+    FAR times the measured range, only that (a line followed so far says nothing more); an
+    interval's open end (`bound`) as inf or 0."""
+    if bound and math.isinf(value):
         return "inf" if value > 0 else "0"
     if value > sizes[-1] * FAR:
         return f"> {FAR} x {format_size(sizes[-1])}"
@@ -74,7 +75,7 @@ def _size(value: float, sizes: tuple[int, ...] | list[int]) -> str:
 
 def _interval(low: float | None, high: float | None, sizes: tuple[int, ...]) -> str:
     return ("" if low is None or high is None
-            else f"[{_size(low, sizes)}, {_size(high, sizes)}]")
+            else f"[{_size(low, sizes, True)}, {_size(high, sizes, True)}]")
 
 
 def _degenerate(sizes: tuple[int, ...], queries: int, repeats: int, why: str,

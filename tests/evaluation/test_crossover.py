@@ -101,11 +101,11 @@ def test_degenerate_cases_are_stated_never_raised():
     tied = pl.concat([tied, tied.with_columns(model=pl.lit("b"))])
     assert crossover(tied, "a", "b").text == "tied at every measured size"
     assert crossover(data, "a", "nobody").outcome == "degenerate"
-    # a slope of nearly 0: the crossing is e^(1e9), an overflow shown as far below, no error
+    # a slope of nearly 0: the crossing is e^(3e9), an overflow shown as far beyond, no error
     nearly = tied.with_columns(value=pl.col("value") - pl.when(pl.col("model") == "b").then(
-        0.03 + 1e-11 * pl.col("size").log()).otherwise(0.0))
+        0.03 - 1e-11 * pl.col("size").log()).otherwise(0.0))
     far = crossover(nearly, "a", "b")
-    assert far.outcome == "below" and "< 10k / 1000" in far.text and far.crossing == 0.0
+    assert far.outcome == "beyond" and "> 1000 x 20k" in far.text and far.crossing == math.inf
 
 
 def test_byte_identical_on_rerun_and_with_rows_shuffled():
