@@ -250,14 +250,26 @@ def components(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def _pairs(cell: pl.DataFrame) -> list[tuple[str, str, np.ndarray]]:
-    """Every two models (by name) of a cell: a - b on the (query, repeat)s both have."""
-    wide = cell.pivot("model", index=["query", "repeat"], values="value")
+    """Every two models (by name) of a cell: a - b on the (query, repeat)s both have, as
+    `matrix` lays it out (the queries with a difference in every repeat of the pair)."""
+    queries = cell["query"].unique().sort()
+    repeats = cell["repeat"].unique().sort()
+    grid = pl.DataFrame({"query": queries}).join(pl.DataFrame({"repeat": repeats}),
+                                                 how="cross")
+    wide = grid.join(cell.pivot("model", index=["query", "repeat"], values="value"),
+                     on=["query", "repeat"], how="left", maintain_order="left")
     models = sorted(c for c in wide.columns if c not in ("query", "repeat"))
+    shape = (len(queries), len(repeats))
+    values = {m: wide[m].to_numpy().astype(np.float64).reshape(shape) for m in models}
     out = []
     for a, b in itertools.combinations(models, 2):
-        d = (wide.select("query", "repeat", d=pl.col(a) - pl.col(b)).drop_nulls())
-        if d.height:
-            out.append((a, b, matrix(d, "d")))
+        d = values[a] - values[b]  # NaN where either lacks the (query, repeat)
+        present = ~np.isnan(d)
+        kept = present.any(axis=0)  # the repeats the pair has
+        d = d[:, kept]
+        d = d[~np.isnan(d).any(axis=1)]
+        if d.size:
+            out.append((a, b, d))
     return out
 
 
