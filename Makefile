@@ -13,7 +13,6 @@ SHELL := /bin/bash
 ifneq ($(findstring $$,$(MAKEOVERRIDES)$(value PYTHON)$(value VENV)$(value PY)$(value STAMP)),)
 $(error error: a value on make's command line (or PYTHON, VENV, PY, STAMP) holds a '$$', which make would run as code: give a plain value)
 endif
-
 # The interpreter that makes the virtual environment VENV and runs the check before it exists:
 # plain paths (the check refuses any other), single-quoted where make runs them.
 PYTHON ?= python3
@@ -25,10 +24,27 @@ STAMP ?= $(VENV)/.installed
 CONSTRAINTS = constraints.txt
 q = '$(subst ','\'',$(1))'
 
-# make's goals, for the check (what each goal needs: TARGETS in pipeline/cli/variables.py).
-export MDCR_MAKE_GOALS := $(MAKECMDGOALS)
 # The stages of a target; `+`: run under make -n too, where it prints their commands only.
+# make's goals go with them (what each goal needs: TARGETS in pipeline/cli/variables.py).
+export MDCR_MAKE_GOALS := $(MAKECMDGOALS)
 GOAL = MDCR_PIPELINE_FROM_MAKE=1 $(call q,$(PY)) -m pipeline goal
+
+# Every variable given, checked before anything runs, make setup's environment included: one
+# line and exit status 2 when one is wrong. $(shell) does not see make's command line, so the
+# check gets it as make keeps it (MAKEOVERRIDES). PYTHON runs the check: an executable first.
+ifeq ($(shell command -v $(call q,$(PYTHON))),)
+$(error error: PYTHON must be one executable or path of letters, digits and ._/+-, e.g. PYTHON=python3.11)
+endif
+# A line break, which $(shell) would drop, goes as the byte 0x1e (the check refuses it).
+define NEWLINE
+
+
+endef
+CHECK := $(shell MDCR_MAKE_OVERRIDES=$(call q,$(subst $(NEWLINE),$(shell printf '\036'),$(MAKEOVERRIDES))) \
+	MDCR_MAKE_GOALS=$(call q,$(MAKECMDGOALS)) $(call q,$(PYTHON)) -m pipeline check 2>&1)
+ifneq ($(CHECK),)
+$(error $(CHECK))
+endif
 
 .PHONY: help check setup setup-gpu demo test test-fast lint download corpus pool pools \
 	training-ids pools-paper retire-pool embed index search eval fuse report mdcr mdcr-jaccard \
@@ -38,17 +54,14 @@ GOAL = MDCR_PIPELINE_FROM_MAKE=1 $(call q,$(PY)) -m pipeline goal
 
 # The targets and their one-line descriptions: TARGETS in pipeline/cli/variables.py (standard
 # library only, so it runs before the environment exists, like the check).
-help: check
+help:
 	@$(call q,$(PYTHON)) -m pipeline targets
 
-# Every variable given, checked before anything runs (one line, exit status 2); every target
-# comes after it, make setup's environment too. PYTHON runs the check: an executable first.
+# The check above, alone (every target runs it first).
 check:
-	+@command -v $(call q,$(PYTHON)) >/dev/null || { echo "error: PYTHON must be one \
-	executable or path of letters, digits and ._/+-, e.g. PYTHON=python3.11" >&2; exit 2; }
-	+@$(call q,$(PYTHON)) -m pipeline check
+	@:
 
-$(STAMP): pyproject.toml $(CONSTRAINTS) | check
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(call q,$(PYTHON)) -m venv $(call q,$(VENV))
 	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) --upgrade pip
 	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) torch

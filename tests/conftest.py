@@ -36,19 +36,24 @@ def make_ok(root: Path, stamp: Path, *args: str) -> str:
     return done.stdout + done.stderr
 
 
-# What make adds after a recipe that failed (the check's refusal): where it stopped.
+# What make adds after a recipe that failed (a stage's refusal): where it stopped.
 MAKE_STOPPED = re.compile(r"make: \*\*\* \[[^]]*\] Error \d+")
+# How make shows the Makefile's check refusing a value before anything runs ($(error)).
+MAKE_ERROR = re.compile(r"Makefile:\d+: \*\*\* (error: .*)\.  Stop\.")
 
 
 def refusal(done: subprocess.CompletedProcess) -> str:
-    """The one line of a make call refused before anything ran (exit status 2): the check's
-    `error: ...`, which make follows with its own `make: *** [Makefile:N: check] Error 2` (or
-    make's own `Makefile:N: *** error: ...  Stop.`: a '$' on its command line)."""
+    """The one line of a make call refused (exit status 2), as `error: ...`: the Makefile's
+    check (`Makefile:N: *** error: ....  Stop.`, before anything ran), or a stage's, which
+    make follows with its own `make: *** [Makefile:N: <goal>] Error 2`."""
     lines = [line for line in done.stderr.splitlines()
              if line.strip() and not MAKE_STOPPED.fullmatch(line)]
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
-    assert len(lines) == 1 and re.match(r"(Makefile:\d+: \*\*\* )?error: ", lines[0]), lines
-    return lines[0]
+    assert len(lines) == 1, lines
+    checked = MAKE_ERROR.fullmatch(lines[0])
+    line = checked.group(1) if checked else lines[0]
+    assert line.startswith("error: "), lines
+    return line
 
 
 def pool_of(size: int) -> str:

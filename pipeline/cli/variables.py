@@ -411,6 +411,10 @@ MAKE_OWN = frozenset({*TOOL_VARS, "SHELL", ".SHELLFLAGS", "MAKE", "MAKEFLAGS", "
 # make's goals (MAKECMDGOALS), which the Makefile exports under this name: what they need is
 # checked (TARGETS), and some names depend on them (model_spec, run_without_model).
 GOALS_ENV = "MDCR_MAKE_GOALS"
+# make's command line as the Makefile's check gets it: $(shell) does not see it, so the Makefile
+# passes MAKEOVERRIDES (`CORPUS=c MODEL=a\\ b`: a backslash escapes the next character), with
+# each line break as the byte 0x1e ($(shell) would drop it).
+OVERRIDES_ENV, LINE_BREAK = "MDCR_MAKE_OVERRIDES", "\x1e"
 ALIAS = {v.alias: v.name for v in VARIABLES if v.alias}
 
 
@@ -422,6 +426,26 @@ def command_line(makeflags: str) -> list[str]:
     words = re.split(r"(?<!\\) ", match.group(1)) if match else []
     names = (re.match(r"([^\s:+?!=]+)\s*[:+?!]*=", word) for word in words)
     return [name.group(1) for name in names if name]
+
+
+def overrides(text: str) -> dict[str, str]:
+    """The assignments of make's MAKEOVERRIDES (`A=x B=y\\ z`), name -> value, in their order:
+    words split at unescaped spaces, a backslash taking the next character as it is."""
+    words, word, escaped = [], [], False
+    for char in text.replace(LINE_BREAK, "\n"):
+        if escaped:
+            word.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == " ":
+            words.append("".join(word))
+            word = []
+        else:
+            word.append(char)
+    words.append("".join(word))
+    found = (re.fullmatch(r"([^\s:+?!=]+)\s*[:+?!]*=(.*)", w, re.S) for w in words if w)
+    return {m.group(1): m.group(2) for m in found if m}
 
 
 def dry_run(makeflags: str) -> bool:
@@ -461,7 +485,11 @@ def read(environ: Mapping[str, str]) -> argparse.Namespace:
     command line (a TIME of the environment is GNU time's). With GOALS (make's goals), GIVEN
     (the variables given) and COMMAND_LINE (every variable on make's command line, known or
     not), as check_goals reads them, and DRY_RUN (make -n)."""
-    names = command_line(environ.get("MAKEFLAGS", ""))
+    if OVERRIDES_ENV in environ:  # the Makefile's check: its command line from MAKEOVERRIDES
+        line = overrides(environ[OVERRIDES_ENV])
+        environ, names = {**environ, **line}, list(line)
+    else:  # a recipe's: make exported its command line, and names it in MAKEFLAGS
+        names = command_line(environ.get("MAKEFLAGS", ""))
     given = [v.name for v in VARIABLES if v.name in environ]
     aliased = [a for a, name in ALIAS.items() if a in names and name not in names]
     refuse_unsafe(environ, [*given, *aliased, *(n for n in TOOL_VARS if n in environ)])

@@ -80,12 +80,18 @@ def test_the_makefile_defines_no_variable_and_only_chains_goals():
     used |= set(re.findall(r"\$\((?:origin|value) ([A-Z][A-Z0-9_]*)\)", MAKEFILE))
     assigned = set(re.findall(r"^(?:export )?([A-Z][A-Z0-9_]*)\s*(?:\?|:|\+)?=", MAKEFILE,
                               re.M))
+    assigned |= set(re.findall(r"^define ([A-Z][A-Z0-9_]*)$", MAKEFILE, re.M))
     aliases = {v.alias for v in VARIABLES if v.alias}
     assert not (used | assigned) & (set(BY_NAME) | aliases), sorted((used | assigned)
                                                                     & set(BY_NAME))
     assert used <= assigned | MAKE_BUILTINS, sorted(used - assigned - MAKE_BUILTINS)
-    for forbidden in ("$(MAKE)", "$(foreach", "strip_chars", "$(shell", "include ", "-C "):
+    for forbidden in ("$(MAKE)", "$(foreach", "strip_chars", "include ", "-C "):
         assert forbidden not in MAKEFILE, forbidden
+    # $(shell) only for the check: is PYTHON there, then `python -m pipeline check`
+    code = "\n".join(line for line in MAKEFILE.splitlines() if not line.startswith("#"))
+    assert code.count("$(shell ") == 3 and "$(shell command -v $(call q,$(PYTHON)))" in code
+    assert "$(shell printf '\\036')" in code
+    assert re.search(r"^CHECK := \$\(shell .*\n.* -m pipeline check 2>&1\)$", MAKEFILE, re.M)
     recipes = dict(re.findall(r"^([a-z][a-z0-9-]*):[^\n]*\n\t\+@?\$\(GOAL\) ([a-z0-9-]+)\n(?!\t)",
                               MAKEFILE, re.M))
     assert recipes == {name: name for name in recipes}
