@@ -293,3 +293,14 @@ def test_an_unknown_variable_on_makes_command_line_is_refused(tmp_path):
                            "PYTHON=" + sys.executable, "TIME=10", "STAMP=.venv/.installed"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_bad_value_is_one_line_before_anything_runs(tmp_path):
+    """The check runs while make reads the Makefile: its line is all of stderr (no failed
+    recipe of make's after it), and the value's line break reaches it to be named."""
+    for assignment, says in (("SIZE=abc", "SIZE: malformed SIZE 'abc'"),
+                             ("CORPUS=a\nb", "CORPUS holds a line break")):
+        done = make(tmp_path / "data", "pool", assignment)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert says in done.stderr
+        assert [p.name for p in (tmp_path / "data").iterdir()] == ["installed"]  # the stamp
