@@ -19,7 +19,7 @@ from pipeline.core.files import write_json
 from pipeline.core.inputs import Roots
 from pipeline.core.manifests import manifest
 from pipeline.evaluation.crossover import HEADER as CROSSOVER_HEADER
-from pipeline.evaluation.crossover import RESAMPLES, crossover_rows
+from pipeline.evaluation.crossover import RESAMPLES, crossover_rows, no_rows_reason
 from pipeline.evaluation.evaluate import read_results
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import (
@@ -486,8 +486,8 @@ def crossover_section(data: Results) -> Section:
     rows = crossover_rows(results, metric, RESAMPLES, seed)
     if not rows:
         return Section("crossover", text=(
-            f"## {data.corpus}: where the curves cross\n\nNo crossing estimated: every scope "
-            "was measured at one pool size, and a curve against pool size needs two or more.\n"))
+            f"## {data.corpus}: where the curves cross\n\nNo crossing estimated: "
+            f"{no_rows_reason(results, metric)}.\n"))
     caption = (f"{data.corpus}: where the curves cross, {metric_name(metric)} against pool size "
                "per pair a - b; gaps: the fitted a - b x100 at the smallest and the largest "
                "measured size; the gap fitted as a line in log pool size by least squares over "
