@@ -32,7 +32,7 @@ from pipeline.core.current import stale
 from pipeline.core.errors import InputError
 from pipeline.core.textfiles import read_text
 from pipeline.glossary import METRIC_SETS, parse_metrics
-from pipeline.layout import RUN_TABLE, run_file_parts, run_paths
+from pipeline.layout import RUN_SUFFIXES, run_file_parts, run_paths
 from pipeline.retrieval.imported import read_source
 from pipeline.retrieval.runs import recorded_run_repair, trec_eval_order
 
@@ -120,13 +120,13 @@ def check_vouched_run(run: Any) -> None:
     if not isinstance(run, (str, os.PathLike)) or len(Path(run).parts) < 3:
         return
     path = Path(run)
-    if not path.name.endswith((".trec", f".{RUN_TABLE}")):
+    if not path.name.endswith(tuple(f".{suffix}" for suffix in RUN_SUFFIXES)):
         return
-    corpus, pool, model, suffix = run_file_parts(path)
-    manifest = run_paths(path.parents[2], corpus, pool, model).manifest
-    if suffix not in ("trec", RUN_TABLE) or not manifest.exists():
+    corpus, pool, model, _ = run_file_parts(path)
+    paths = run_paths(path.parents[2], corpus, pool, model)
+    if path not in (paths.trec, paths.parquet) or not paths.manifest.exists():
         return
-    if problem := stale(manifest, None, files=path.parent):
+    if problem := stale(paths.manifest, None, files=path.parent):
         raise InputError(f"run {path}: it does not match its manifest ({problem.reason})",
                          recorded_run_repair(path.parents[2], corpus, pool, model))
 
