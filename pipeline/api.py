@@ -91,12 +91,15 @@ class Data:
     def results(self, collect: bool = True) -> pl.DataFrame:
         """Every current evaluation gathered into runs/results.parquet (written) and returned:
         one row per run, query and metric (`collect_results`). `collect=False` reads the
-        results.parquet written last instead (`make eval` writes it)."""
+        results.parquet written last instead (`make eval` writes it), refused when it differs
+        from its manifest or its evaluations changed since (`read_results`)."""
         if not collect:
-            from pipeline.core.files import read_parquet
+            from pipeline.core.inputs import Roots
+            from pipeline.evaluation.evaluate import read_results
             from pipeline.layout import RESULTS_FILE
 
-            return read_parquet(self.runs / RESULTS_FILE)
+            return read_results(self.runs / RESULTS_FILE,
+                                Roots(self.corpora, self.indexes, self.runs))
         from pipeline.evaluation.evaluate import collect_results
 
         return collect_results(self.corpora, self.indexes, self.runs)
@@ -324,6 +327,18 @@ def import_vectors(data: Data | str | os.PathLike, corpus: str, model: str,
     return fill(Data.of(data).place(corpus), model, src, similarity)["model"]
 
 
+def _results_table(results: str | os.PathLike | pl.DataFrame) -> pl.DataFrame:
+    """A DataFrame as it is; a path read by `read_results`: a results.parquet beside its
+    manifest checked against it (a damaged one refused, with the command that collects it
+    again), a file without one read as the user's own table, with a warning that it is
+    unverified."""
+    import polars as pl
+
+    from pipeline.evaluation.evaluate import read_results
+
+    return results if isinstance(results, pl.DataFrame) else read_results(Path(results))
+
+
 def crossover(results: str | os.PathLike | pl.DataFrame, a: str, b: str, *, metric: str = "map",
               resamples: int = 1000, seed: int = 0) -> pl.DataFrame:
     """Where the curves of models `a` and `b` against pool size cross, per scope (the
@@ -332,12 +347,9 @@ def crossover(results: str | os.PathLike | pl.DataFrame, a: str, b: str, *, metr
     interval over queries and pool draws (`resamples`, seeded with `seed`), as the report's
     crossover section (pipeline/evaluation/crossover.py). `results`: runs/results.parquet's
     path, or a DataFrame of its columns. Writes nothing."""
-    import polars as pl
-
-    from pipeline.core.files import read_parquet
     from pipeline.evaluation.crossover import crossovers
 
-    table = results if isinstance(results, pl.DataFrame) else read_parquet(Path(results))
+    table = _results_table(results)
     missing = sorted({"size", "repeat", "model", "query", "metric", "value"}
                      - set(table.columns))
     if missing:
@@ -354,10 +366,9 @@ def _report_rows(results: str | os.PathLike | pl.DataFrame, corpus: str | None, 
     full queries (no QUERY_VARIANT run); one exclusion list."""
     import polars as pl
 
-    from pipeline.core.files import read_parquet
     from pipeline.layout import VARIANT_SEP
 
-    table = results if isinstance(results, pl.DataFrame) else read_parquet(Path(results))
+    table = _results_table(results)
     missing = sorted({"scope", "size", "seed", "repeat", "model", "query", "metric", "value"}
                      - set(table.columns))
     if missing:

@@ -15,6 +15,10 @@ seeded: the same numbers whatever the rows' order (as pipeline/evaluation/signif
 A resample whose slope is 0 or of the other sign than the fit's has no crossing on the fit's
 side: it counts as a crossing at infinity on the side the fitted crossing moves to as the
 slope shrinks, so the interval can be open ("no crossing in N of 1,000 resamples").
+
+With fewer than MIN_QUERIES queries shared by every pool there is no interval (a resample of
+one query is that query: the queries' part of the variance is unseen), said in the outcome;
+with one draw per size the interval is over queries only, said too.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import polars as pl
 
-from pipeline.evaluation.significance import ordered
+from pipeline.core.errors import InputError
+from pipeline.evaluation.significance import MIN_QUERIES, ordered, too_few
 from pipeline.layout import format_size
 
 RESAMPLES = 1000
@@ -155,21 +160,16 @@ def crossover(values: pl.DataFrame, a: str, b: str, resamples: int = RESAMPLES, 
         return Crossover(tuple(sizes), queries, fewest, lo_gap, hi_gap, float(slope), None,
                          None, None, resamples, 0, "parallel", text + suffix)
     log_cross = float(x.mean() - mean / slope)
-    gap_mean, gap_slope = _bootstrap(diff, x, bounds, resamples, seed, draws)
-    crosses = np.sign(gap_slope) == np.sign(slope)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        logs = np.where(crosses, x.mean() - gap_mean / np.where(crosses, gap_slope, 1.0),
-                        np.where(-gap_mean * np.sign(slope) > 0, np.inf, -np.inf))
-        low, high = (float(v) for v in np.exp(np.quantile(
-            logs, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf")))
+    with np.errstate(over="ignore"):
         crossing = float(np.exp(log_cross))  # inf for a slope of nearly 0
-    none = int((~crosses).sum())
+    low, high, none = (None, None, 0) if queries < MIN_QUERIES else _crossing_interval(
+        diff, x, bounds, float(mean), float(slope), resamples, seed, draws)
     where = _size(crossing, sizes)
-    interval = _interval(low, high, tuple(sizes))
     if lo_gap * hi_gap <= 0:
         outcome, text = "crosses", f"crosses at {where} within the measured range {measured}"
-        if low < sizes[0] or high > sizes[-1]:
-            text += f"; its interval {interval} runs past the measured range"
+        if low is not None and high is not None and (low < sizes[0] or high > sizes[-1]):
+            text += (f"; its interval {_interval(low, high, tuple(sizes))} runs past the "
+                     "measured range")
     else:
         closing = abs(hi_gap) < abs(lo_gap)
         trend = "gap closing" if closing else "gap widening"
@@ -181,8 +181,29 @@ def crossover(values: pl.DataFrame, a: str, b: str, resamples: int = RESAMPLES, 
     if none:
         text += (f"; {none} of {resamples} resamples ({none / resamples:.0%}) have no crossing "
                  "on the fit's side")
+    if queries < MIN_QUERIES:
+        text += (f"; no interval from {queries} query (a bootstrap over queries needs "
+                 f"{MIN_QUERIES} or more)")
+    elif draws and fewest < 2:
+        text += "; one pool draw per size: the interval is over queries only"
     return Crossover(tuple(sizes), queries, fewest, lo_gap, hi_gap, float(slope), crossing,
                      low, high, resamples, none, outcome, text + suffix)
+
+
+def _crossing_interval(diff: np.ndarray, x: np.ndarray, bounds: np.ndarray, mean: float,
+                       slope: float, resamples: int, seed: int, draws: bool
+                       ) -> tuple[float, float, int]:
+    """The crossing's LEVEL percentile interval over `_bootstrap`'s resamples (a resample
+    without a crossing on the fit's side at infinity on the side it moves to), and how many
+    resamples have none."""
+    gap_mean, gap_slope = _bootstrap(diff, x, bounds, resamples, seed, draws)
+    crosses = np.sign(gap_slope) == np.sign(slope)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        logs = np.where(crosses, x.mean() - gap_mean / np.where(crosses, gap_slope, 1.0),
+                        np.where(-gap_mean * np.sign(slope) > 0, np.inf, -np.inf))
+        low, high = (float(v) for v in np.exp(np.quantile(
+            logs, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf")))
+    return low, high, int((~crosses).sum())
 
 
 def _counts(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
@@ -225,7 +246,11 @@ def crossovers(results: pl.DataFrame, a: str, b: str, metric: str = "map",
                resamples: int = RESAMPLES, seed: int = 0) -> pl.DataFrame:
     """`crossover` of A and B on `metric` for every set of shared queries of `results` (rows
     of runs/results.parquet: split by SPLIT_KEYS, those it has), in sorted order: the keys,
-    then SCHEMA's columns."""
+    then SCHEMA's columns. A metric or model that `results` does not hold is refused (names
+    are matched exactly, as the results write them), listing those it holds."""
+    _check_name("metric", metric, results)
+    for model in (a, b):
+        _check_name("model", model, results)
     keys = [k for k in SPLIT_KEYS if k in results.columns]
     data = results.filter(pl.col("metric") == metric, pl.col("model").is_in([a, b]))
     rows = []
@@ -239,13 +264,38 @@ def crossovers(results: pl.DataFrame, a: str, b: str, metric: str = "map",
     return pl.DataFrame(rows, schema=schema)
 
 
+def _check_name(column: str, name: str, results: pl.DataFrame) -> None:
+    """Refuse a `column` value (a metric, a model) that no row of `results` holds, with the
+    ones it does hold (and the one that differs only in case, if any)."""
+    known = sorted(results[column].drop_nulls().unique().to_list())
+    if name in known:
+        return
+    same = [k for k in known if k.lower() == name.lower()]
+    hint = f" (did you mean {same[0]!r}?)" if same else ""
+    raise InputError(f"crossover: no {column} {name!r} in the results{hint}; they hold "
+                     f"{', '.join(map(repr, known)) or 'none'}")
+
+
+def no_rows_reason(results: pl.DataFrame, metric: str) -> str:
+    """Why `crossover_rows` gives no row for `results` and `metric`: a single model, or every
+    scope measured at one pool size."""
+    data = results.filter(pl.col("metric") == metric, pl.col("value").is_not_null())
+    if data["model"].n_unique() < 2:
+        return ("one model was evaluated on these pools: there is no pair of curves to "
+                "cross")
+    return ("every scope was measured at one pool size, and a curve against pool size needs "
+            "two or more")
+
+
 def pair_text(found: Crossover) -> list[str]:
     """A report row's cells after the pair: sizes, fitted gaps x100, crossing, interval,
     outcome."""
     sizes = ", ".join(map(format_size, found.sizes)) or "-"
     gap = ["-" if g is None else f"{g * 100:+.1f}" for g in (found.gap_min, found.gap_max)]
+    interval = _interval(found.low, found.high, found.sizes) or (
+        too_few(found.queries) if found.crossing is not None else "-")
     return [sizes, *gap, "-" if found.crossing is None else _size(found.crossing, found.sizes),
-            _interval(found.low, found.high, found.sizes) or "-", found.text]
+            interval, found.text]
 
 
 REFERENCE = "bm25"  # the model every other is paired with when the corpus has it (the paper's)
@@ -266,7 +316,7 @@ def crossover_rows(results: pl.DataFrame, metric: str, resamples: int = RESAMPLE
                    seed: int = 0) -> list[list[str]]:
     """The report's rows (HEADER): per scope measured at two or more pool sizes (levels and
     scopes sorted), each pair (`pairs` of the corpus's models) on `metric`; [] when every
-    scope has one pool size."""
+    scope has one pool size or there is one model (`no_rows_reason`)."""
     data = results.filter(pl.col("metric") == metric, pl.col("value").is_not_null())
     models = data["model"].unique().to_list()
     rows = []

@@ -23,6 +23,7 @@ from pipeline.core.files import read_json, read_parquet, write_json, write_parqu
 from pipeline.core.inputs import Roots, changed, record
 from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
+from pipeline.core.repair import Placeholder, Repair
 from pipeline.glossary import DEFAULT_METRICS, parse_metrics
 from pipeline.layout import (
     MANIFEST,
@@ -268,6 +269,39 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
                                 "stale_left_out": len(left_out)}, stale=left_out, inputs=inputs,
                         outputs=fingerprints(runs_root, [RESULTS_FILE])), record_path)
     return results
+
+
+def results_repair(runs_root: Path, corpus: str | None = None) -> Repair:
+    """The command that collects `runs/results.parquet` again: `make report` of `corpus`
+    (a report collects every corpus's evaluations first), else of the first corpus with
+    evaluations under `runs_root` (as verify's repair of it)."""
+    if corpus is None:
+        corpus = min((p.parts[-3] for p in run_files(runs_root, RUN_EVALUATION)),
+                     default=Placeholder("corpus"))
+    return Repair("report", corpus)
+
+
+def read_results(path: Path, roots: Roots | None = None, corpus: str | None = None
+                 ) -> pl.DataFrame:
+    """The rows of a results table, checked first as every stage checks its inputs. A
+    `results.parquet` beside a results manifest is collect's: it must match the fingerprint
+    the manifest records and, with `roots`, have been collected from the evaluations as they
+    are now (`core.current.stale`); else an InputError naming it and the command that collects
+    it again (`results_repair`, for `corpus`). Any other file (no manifest beside it) is the
+    user's own table: read as it is, with a warning that nothing vouches for it."""
+    record = path.parent / RESULTS_MANIFEST
+    if path.name != RESULTS_FILE or not record.exists():
+        log.warning(f"{path}: no {RESULTS_MANIFEST} beside it vouches for it (`make eval` "
+                    "or `make report` did not collect it): read as your own results, "
+                    "unverified")
+        return read_parquet(path)
+    problem = stale(record, None, files=path.parent, roots=roots)
+    if problem is not None:
+        why = (f"collected from evaluations that changed since ({problem.reason})"
+               if problem.check == INPUTS else
+               f"it does not match its manifest ({problem.reason})")
+        raise InputError(f"results {path}: {why}", results_repair(path.parent, corpus))
+    return read_parquet(path)
 
 
 RESULTS_SCHEMA = {

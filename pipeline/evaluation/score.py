@@ -28,11 +28,13 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.core.current import stale
 from pipeline.core.errors import InputError
 from pipeline.core.textfiles import read_text
 from pipeline.glossary import METRIC_SETS, parse_metrics
+from pipeline.layout import RUN_SUFFIXES, run_file_parts, run_paths
 from pipeline.retrieval.imported import read_source
-from pipeline.retrieval.runs import trec_eval_order
+from pipeline.retrieval.runs import recorded_run_repair, trec_eval_order
 
 log = logging.getLogger(__name__)
 
@@ -110,10 +112,30 @@ def _from_ranx(value: Any, value_column: str) -> pl.DataFrame:
         "line", offset=1)
 
 
+def check_vouched_run(run: Any) -> None:
+    """A run file of the pipeline's (`runs/<c>/<pool>/<model>.trec` or `.parquet` with its
+    `<model>.manifest.json` beside it) checked against its manifest, as every stage checks a
+    run before reading it: a damaged one is refused, naming it and the command that makes it
+    again. Any other run (a file of one's own, a DataFrame) is read as given."""
+    if not isinstance(run, (str, os.PathLike)) or len(Path(run).parts) < 3:
+        return
+    path = Path(run)
+    if not path.name.endswith(tuple(f".{suffix}" for suffix in RUN_SUFFIXES)):
+        return
+    corpus, pool, model, _ = run_file_parts(path)
+    paths = run_paths(path.parents[2], corpus, pool, model)
+    if path not in (paths.trec, paths.parquet) or not paths.manifest.exists():
+        return
+    if problem := stale(paths.manifest, None, files=path.parent):
+        raise InputError(f"run {path}: it does not match its manifest ({problem.reason})",
+                         recorded_run_repair(path.parents[2], corpus, pool, model))
+
+
 def as_run(run: Any, where: str = "run") -> pl.DataFrame:
     """Any accepted run (module doc), read as `make import-run` reads it (read_source), as
     query, doc (strings), score, rank in trec_eval's order; a document ranked twice for one
-    query is refused."""
+    query is refused; a run file of the pipeline's is checked first (`check_vouched_run`)."""
+    check_vouched_run(run)
     try:
         frame, _ = read_source(run)
     except InputError as exc:

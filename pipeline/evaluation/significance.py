@@ -28,6 +28,7 @@ import polars as pl
 
 from pipeline.core.errors import InputError
 
+MIN_QUERIES = 2  # a paired test or an interval over queries needs two: one has no spread
 TESTS = ("t-test", "fisher")  # compare's tests: Student's paired t-test, Fisher's randomization
 # the names each test goes by elsewhere (ranx's `stat_test`: student, fisher) -> ours
 TEST_NAMES = {"t-test": "t-test", "t": "t-test", "student": "t-test", "fisher": "fisher",
@@ -41,6 +42,12 @@ def significance_test(test: str) -> str:
                          f"{', '.join(TEST_NAMES)} (the paired "
                          "t-test, or Fisher's randomization test)")
     return TEST_NAMES[test]
+
+
+def too_few(queries: int) -> str:
+    """What a statistic over queries shows with fewer than MIN_QUERIES of them, in place of a
+    p-value or an interval that would look precise with nothing behind it."""
+    return f"n/a ({queries} {'query' if queries == 1 else 'queries'})"
 
 
 def ordered(column: str = "value") -> pl.Expr:
@@ -86,14 +93,13 @@ def bootstrap_ci(values: np.ndarray, resamples: int = 1000, seed: int = 0
                  ) -> tuple[float, float]:
     """95% percentile interval of the mean over queries: scipy's bootstrap, `resamples`
     resamples drawn by numpy's generator seeded with `seed` (resamples are drawn by position:
-    give `values` in an order fixed by the query ids, as `intervals` does). One query: every
-    resample is that query, so the interval is its value; none: NaN."""
+    give `values` in an order fixed by the query ids, as `intervals` does). Fewer than
+    MIN_QUERIES: NaN (every resample of one query is that query: a point, no interval)."""
     from scipy.stats import bootstrap
 
     values = np.asarray(values, dtype=np.float64)
-    if len(values) < 2:  # scipy needs two values; the bootstrap distribution is the value
-        mean = float(values[0]) if len(values) else float("nan")
-        return mean, mean
+    if len(values) < MIN_QUERIES:
+        return float("nan"), float("nan")
     interval = bootstrap((values,), np.mean, n_resamples=resamples, confidence_level=0.95,
                          method="percentile", rng=np.random.default_rng(seed)
                          ).confidence_interval
@@ -102,8 +108,9 @@ def bootstrap_ci(values: np.ndarray, resamples: int = 1000, seed: int = 0
 
 def compare(values: pl.DataFrame, test: str = "t-test", alpha: float = 0.05) -> pl.DataFrame:
     """Every pair of models on the queries all of them answer: values holds model, query,
-    value; `test` one of TESTS. Returns a, b, mean_a, mean_b, p, p_holm, significant
-    (p_holm < alpha)."""
+    value; `test` one of TESTS. Returns a, b, mean_a, mean_b, queries, p, p_holm,
+    significant (p_holm < alpha); p and p_holm NaN (never significant) with fewer than
+    MIN_QUERIES queries, which no test can tell apart."""
     if test not in TESTS:
         raise InputError(f"unknown significance test {test!r}: use one of {', '.join(TESTS)}")
     from scipy.stats import ttest_rel
@@ -114,10 +121,12 @@ def compare(values: pl.DataFrame, test: str = "t-test", alpha: float = 0.05) -> 
     for a, b in itertools.combinations(models, 2):
         x, y = wide[a].to_numpy(), wide[b].to_numpy()
         diff = x - y
-        if test == "fisher":
+        if len(diff) < MIN_QUERIES:
+            p = float("nan")
+        elif test == "fisher":
             p = randomization_p(x, y)
-        elif len(diff) < 2 or np.ptp(diff) <= 1e-12:  # no spread: the t statistic is 0 or inf
-            p = 1.0 if len(diff) < 2 or abs(diff.mean()) <= 1e-12 else 0.0
+        elif np.ptp(diff) <= 1e-12:  # no spread: the t statistic is 0 or inf
+            p = 1.0 if abs(diff.mean()) <= 1e-12 else 0.0
         else:
             p = float(ttest_rel(x, y, alternative="two-sided").pvalue)
         rows.append({"a": a, "b": b, "mean_a": float(x.mean()), "mean_b": float(y.mean()),

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from pipeline.evaluation.significance import ordered
+from pipeline.evaluation.significance import MIN_QUERIES, ordered
 
 KEYS = ["size", "scope", "metric"]  # a pool size of one scope and a metric: one decomposition
 LEVEL = 0.95  # the intervals' confidence level
@@ -202,10 +202,11 @@ DIFFERENCE_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String,
                      "queries_high": pl.Float64, "low": pl.Float64, "high": pl.Float64}
 POOLED_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String,
                  "pairs": pl.Int64, "queries": pl.Int64, "draws": pl.Int64,
-                 "s2_query": pl.Float64, "s2_draw": pl.Float64, "s2_resid": pl.Float64}
+                 "s2_query": pl.Float64, "s2_draw": pl.Float64, "s2_resid": pl.Float64,
+                 "identical": pl.List(pl.String)}
 SIZE_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String,
                "delta": pl.Float64, "draws": pl.Int64, "queries": pl.Int64,
-               "measured_draws": pl.Int64}
+               "measured_draws": pl.Int64, "identical": pl.List(pl.String)}
 
 
 def _cells(rows: pl.DataFrame) -> list[tuple[tuple, pl.DataFrame]]:
@@ -232,12 +233,18 @@ def _finite(value: float) -> float | None:
 
 def components(rows: pl.DataFrame) -> pl.DataFrame:
     """Each model's decomposition per pool size, scope and metric (COMPONENT_SCHEMA; se: the
-    square root of the mean's variance), sorted by size, scope, metric, model."""
+    square root of the mean's variance), sorted by size, scope, metric, model. A model with
+    fewer than MIN_QUERIES queries in every draw has its mean and no variance (nulls)."""
     out = []
     for (size, scope, metric), cell in _cells(rows):
         for model in sorted(cell["model"].unique().to_list()):
             y = matrix(cell.filter(pl.col("model") == model))
-            if y.shape[0] < 2:
+            if y.shape[0] == 0:
+                continue
+            if y.shape[0] < MIN_QUERIES:  # no spread over queries: no variance to split
+                out.append({"size": size, "scope": scope, "metric": metric, "model": model,
+                            "queries": y.shape[0], "draws": y.shape[1],
+                            "mean": float(y.mean())})
                 continue
             c = decompose(y)
             out.append({"size": size, "scope": scope, "metric": metric, "model": model,
@@ -275,27 +282,41 @@ def _pairs(cell: pl.DataFrame) -> list[tuple[str, str, np.ndarray]]:
 
 def differences(rows: pl.DataFrame, level: float = LEVEL) -> pl.DataFrame:
     """Every pair of models per pool size, scope and metric: the mean difference a - b and its
-    intervals (`difference_interval`; DIFFERENCE_SCHEMA), sorted by size, scope, metric, a, b."""
+    intervals (`difference_interval`; DIFFERENCE_SCHEMA), sorted by size, scope, metric, a, b;
+    the intervals null with fewer than MIN_QUERIES queries."""
     out = []
     for (size, scope, metric), cell in _cells(rows):
         for a, b, d in _pairs(cell):
-            if d.shape[0] < 2:
-                continue
             i = difference_interval(d, np.zeros_like(d), level)
+            bounds = (i.queries_low, i.queries_high, i.low, i.high)
             out.append({"size": size, "scope": scope, "metric": metric, "a": a, "b": b,
                         "queries": d.shape[0], "draws": d.shape[1],
-                        "difference": i.difference, "queries_low": i.queries_low,
-                        "queries_high": i.queries_high, "low": i.low, "high": i.high})
+                        "difference": i.difference,
+                        **dict(zip(("queries_low", "queries_high", "low", "high"),
+                                   map(_finite, bounds), strict=True))})
     return pl.DataFrame(out, schema=DIFFERENCE_SCHEMA)
+
+
+def _distinct(pairs: list[tuple[str, str, np.ndarray]]
+              ) -> tuple[list[tuple[str, str, np.ndarray]], list[str]]:
+    """`pairs` (`_pairs`: a before b by name) without the models that score exactly as a
+    model before them on every (query, draw) they share (a copy of a run: its difference is
+    0 everywhere, and would pull the pooled variance toward 0 and double another pair's
+    weight), and those models' names."""
+    copies = sorted({b for _, b, d in pairs if not d.any()})
+    return [p for p in pairs if p[0] not in copies and p[1] not in copies], copies
 
 
 def pooled(rows: pl.DataFrame) -> pl.DataFrame:
     """The components of a model difference per pool size, scope and metric, pooled over its
     pairs of models (the mean of each pair's unbiased moment estimate, then truncated at 0, as
-    Sakai pools the variance over systems); draw and interaction null with one draw."""
+    Sakai pools the variance over systems); draw and interaction null with one draw. A model
+    identical to another (`_distinct`) is left out, named in `identical`; a cell of identical
+    models only has no row."""
     out = []
     for (size, scope, metric), cell in _cells(rows):
-        found = [decompose(d) for _, _, d in _pairs(cell) if d.shape[0] >= 2]
+        kept, copies = _distinct([p for p in _pairs(cell) if p[2].shape[0] >= MIN_QUERIES])
+        found = [decompose(d) for _, _, d in kept]
         if not found:
             continue
         q, r = min(c.queries for c in found), min(c.draws for c in found)
@@ -306,7 +327,7 @@ def pooled(rows: pl.DataFrame) -> pl.DataFrame:
             s2 = (max((ms[0] - ms[2]) / r, 0.0), max((ms[1] - ms[2]) / q, 0.0), float(ms[2]))
         out.append({"size": size, "scope": scope, "metric": metric, "pairs": len(found),
                     "queries": q, "draws": r, "s2_query": s2[0], "s2_draw": s2[1],
-                    "s2_resid": s2[2]})
+                    "s2_resid": s2[2], "identical": copies})
     return pl.DataFrame(out, schema=POOLED_SCHEMA)
 
 
@@ -316,7 +337,8 @@ def queries_needed(pooled_rows: pl.DataFrame, deltas: tuple[float, ...] = (0.01,
     """`topic_set_size` for each row of `pooled` (its variances), delta and number of draws
     (SIZE_SCHEMA; queries null: not reachable with those draws). Measured with one draw, the
     draw component is unknown: only draws = 1 is given (no row for the others), with s2_draw
-    taken as 0 (Sakai's queries-only number)."""
+    taken as 0 (Sakai's queries-only number). `identical`: the models `pooled` left out as
+    copies of another."""
     out = []
     for row in pooled_rows.sort("size", "scope", "metric").iter_rows(named=True):
         measured = row["draws"]
@@ -331,5 +353,6 @@ def queries_needed(pooled_rows: pl.DataFrame, deltas: tuple[float, ...] = (0.01,
                                        r, alpha, power)
                 out.append({"size": row["size"], "scope": row["scope"],
                             "metric": row["metric"], "delta": delta, "draws": r,
-                            "queries": n, "measured_draws": measured})
+                            "queries": n, "measured_draws": measured,
+                            "identical": row["identical"]})
     return pl.DataFrame(out, schema=SIZE_SCHEMA)

@@ -15,10 +15,12 @@ import polars as pl
 from pipeline.core.atomic import atomic_path
 from pipeline.core.checksums import fingerprints
 from pipeline.core.errors import InputError
-from pipeline.core.files import read_parquet, write_json
+from pipeline.core.files import write_json
+from pipeline.core.inputs import Roots
 from pipeline.core.manifests import manifest
 from pipeline.evaluation.crossover import HEADER as CROSSOVER_HEADER
-from pipeline.evaluation.crossover import RESAMPLES, crossover_rows
+from pipeline.evaluation.crossover import RESAMPLES, crossover_rows, no_rows_reason
+from pipeline.evaluation.evaluate import read_results
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import (
     DATA_FOLDERS,
@@ -275,11 +277,15 @@ def load_results(runs_root: Path, corpus: str, seed: int = 0,
     reports those). Pools of other seeds have other queries: never averaged into one cell.
     Nor are pools drawn without different exclusion lists (EXCLUDE): `exclusion` is the tag
     of the list (`layout.exclusion_tag`; "" for pools without one), None for the one list
-    the seed's pools share (several: an error asking for EXCLUDE)."""
+    the seed's pools share (several: an error asking for EXCLUDE). Collect's file is checked
+    against its manifest first, and its evaluations against theirs (`read_results`)."""
     path = runs_root / RESULTS_FILE
     if not path.exists():
         raise InputError(f"{path} is missing: run `make eval` first")
-    results = read_parquet(path).filter(pl.col("corpus") == corpus)
+    corpora = corpora_root if corpora_root is not None else (
+        runs_root.parent / DATA_FOLDERS["corpora"])
+    results = read_results(path, Roots(corpora, None, runs_root), corpus).filter(
+        pl.col("corpus") == corpus)
     results = results.filter(pl.col("split") == ("test" if (results["split"] == "test").any()
                                                  else "validation"))
     if "negatives" not in results.columns:  # collected before per-type scores existed
@@ -305,8 +311,6 @@ def load_results(runs_root: Path, corpus: str, seed: int = 0,
             raise InputError(f"no evaluated runs for CORPUS={corpus} SEED={seed} drawn without "
                              f"EXCLUDE's list (-x{exclusion}) in {path} (lists present: "
                              f"{shown}): build and evaluate its pools, or pass another EXCLUDE")
-    corpora = corpora_root if corpora_root is not None else (
-        runs_root.parent / DATA_FOLDERS["corpora"])
     return Results(corpus, runs_root, results, corpus_origin(corpora, corpus),
                    corpora / corpus, dict(training or {}))
 
@@ -482,8 +486,8 @@ def crossover_section(data: Results) -> Section:
     rows = crossover_rows(results, metric, RESAMPLES, seed)
     if not rows:
         return Section("crossover", text=(
-            f"## {data.corpus}: where the curves cross\n\nNo crossing estimated: every scope "
-            "was measured at one pool size, and a curve against pool size needs two or more.\n"))
+            f"## {data.corpus}: where the curves cross\n\nNo crossing estimated: "
+            f"{no_rows_reason(results, metric)}.\n"))
     caption = (f"{data.corpus}: where the curves cross, {metric_name(metric)} against pool size "
                "per pair a - b; gaps: the fitted a - b x100 at the smallest and the largest "
                "measured size; the gap fitted as a line in log pool size by least squares over "

@@ -19,10 +19,12 @@ from pipeline.evaluation.significance import compare as paired_tests
 from pipeline.evaluation.significance import intervals, significance_test
 from pipeline.report.tables import (
     column_marks,
+    interval_cell,
     latex_table,
     markdown_table,
     marked,
     metric_name,
+    p_cell,
 )
 
 CORRECTIONS = ("holm", "none")  # Holm-Bonferroni over a metric's pairs (the report's), or none
@@ -74,10 +76,10 @@ class Comparison:
                                                    else "")
         pairs = [[metric_name(r["metric"]), r["a"], r["b"], f"{r['mean_a'] * 100:.1f}",
                   f"{r['mean_b'] * 100:.1f}",
-                  f"{r['p']:.3g} ({r['p_adjusted']:.3g})" if self.correction == "holm"
-                  else f"{r['p']:.3g}"] for r in self.pairs.iter_rows(named=True)]
+                  p_cell(r["p"], r["p_adjusted"] if self.correction == "holm" else None,
+                         r["queries"])] for r in self.pairs.iter_rows(named=True)]
         bounds = [[metric_name(r["metric"]), r["model"], f"{r['mean'] * 100:.1f}",
-                   f"[{r['low'] * 100:.1f}, {r['high'] * 100:.1f}]"]
+                   interval_cell(r["low"], r["high"], r["queries"])]
                   for r in self.means.sort(pl.col("metric").replace_strict(
                       {m: i for i, m in enumerate(self.metrics)}), maintain_order=True)
                   .iter_rows(named=True)]

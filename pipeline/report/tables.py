@@ -17,13 +17,14 @@ summed over sorted values (`significance.ordered`).
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
 import polars as pl
 
 from pipeline.core.atomic import atomic_path
-from pipeline.evaluation.significance import compare, intervals, ordered
+from pipeline.evaluation.significance import compare, intervals, ordered, too_few
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import format_size
 
@@ -442,6 +443,21 @@ def variant_table(results: pl.DataFrame, metric: str = "map"
     return header, rows
 
 
+def p_cell(p: float, adjusted: float | None, queries: int) -> str:
+    """A p-value, with its adjusted value in parentheses (None: none); `too_few`'s n/a where
+    no test could be run (too few queries: p is NaN)."""
+    if math.isnan(p):
+        return too_few(queries)
+    return f"{p:.3g}" if adjusted is None else f"{p:.3g} ({adjusted:.3g})"
+
+
+def interval_cell(low: float, high: float, queries: int) -> str:
+    """A 95% interval x100, or `too_few`'s n/a where there is none (too few queries)."""
+    if math.isnan(low) or math.isnan(high):
+        return too_few(queries)
+    return f"[{low * 100:.1f}, {high * 100:.1f}]"
+
+
 def significance_section(results: pl.DataFrame) -> str:
     """Every pair of models per pool (size or field) and metric: both paired tests with
     Holm-Bonferroni, and each model's 95% bootstrap interval over queries."""
@@ -452,16 +468,16 @@ def significance_section(results: pl.DataFrame) -> str:
     for (size, scope, metric), group in _groups(results, ["size", "scope", "metric"]):
         per_query = _per_query(group)
         where = f"{scope}-{format_size(size)}"
-        for model, _, mean, lo, hi in intervals(per_query).iter_rows():
+        for model, queries, mean, lo, hi in intervals(per_query).iter_rows():
             bounds.append([where, metric, model, f"{mean * 100:.1f}",
-                           f"[{lo * 100:.1f}, {hi * 100:.1f}]"])
+                           interval_cell(lo, hi, queries)])
         if per_query["model"].n_unique() < 2:
             continue
         t, fisher = compare(per_query, "t-test"), compare(per_query, "fisher")
         for a, b in zip(t.iter_rows(named=True), fisher.iter_rows(named=True), strict=True):
             rows.append([where, metric, a["a"], a["b"], f"{a['mean_a'] * 100:.1f}",
-                         f"{a['mean_b'] * 100:.1f}", f"{a['p']:.3g} ({a['p_holm']:.3g})",
-                         f"{b['p']:.3g} ({b['p_holm']:.3g})"])
+                         f"{a['mean_b'] * 100:.1f}", p_cell(a["p"], a["p_holm"], a["queries"]),
+                         p_cell(b["p"], b["p_holm"], b["queries"])])
     text = ("## Significance (paired over the same queries, values averaged over repeats; "
             "Holm-Bonferroni over the pairs of a pool and metric)\n\n")
     text += markdown_table(header, rows) if rows else "Only one model: nothing to compare.\n"

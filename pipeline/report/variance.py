@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from pipeline.evaluation.significance import MIN_QUERIES, too_few
 from pipeline.evaluation.variance import components, differences, pooled, queries_needed
 from pipeline.layout import format_size
 from pipeline.report.tables import MISSING, main_metric, metric_key, metric_name
@@ -22,6 +23,31 @@ def _pools(size: int, scope: str) -> str:
 
 def _share(value: float | None) -> str:
     return MISSING if value is None else f"{value * 100:.0f}%"
+
+
+def _se(row: dict) -> str:
+    return too_few(row["queries"]) if row["se"] is None else f"{row['se'] * 100:.2f}"
+
+
+def _bounds(low: float | None, high: float | None, queries: int) -> str:
+    return too_few(queries) if low is None else f"[{low * 100:.1f}, {high * 100:.1f}]"
+
+
+def _few_queries(found: pl.DataFrame) -> str:
+    """The caption's note on pools with too few queries for a variance (MIN_QUERIES)."""
+    if not (found["queries"] < MIN_QUERIES).any():
+        return ""
+    return (f"; n/a: fewer than {MIN_QUERIES} queries in every draw, so no variance, no "
+            "interval and no queries needed")
+
+
+def _identical(pooled_rows: pl.DataFrame) -> str:
+    """The queries-needed caption's note on the models left out of the pooling as copies."""
+    names = sorted({n for names in pooled_rows["identical"].to_list() for n in names})
+    if not names:
+        return ""
+    return (f"; left out of the pooling: {', '.join(names)}, identical to another model on "
+            "every query and draw (a zero difference would shrink the variance)")
 
 
 def variance_tables(results: pl.DataFrame, corpus: str
@@ -47,10 +73,10 @@ def variance_tables(results: pl.DataFrame, corpus: str
         + ("; -: one draw, the draw's share cannot be estimated and SE is the queries' alone"
            if one_draw else "")
         + "; with 3 draws the draw component rests on 2 degrees of freedom (its 95% interval "
-        "spans 0.27 to 39.5 times the estimate)"),
+        "spans 0.27 to 39.5 times the estimate)" + _few_queries(found)),
         ["pools", "model", "queries x draws", "mean", "SE", "query", "draw", "query x draw"],
         [[_pools(r["size"], r["scope"]), r["model"], f"{r['queries']} x {r['draws']}",
-          f"{r['mean'] * 100:.1f}", f"{r['se'] * 100:.2f}", _share(r["share_query"]),
+          f"{r['mean'] * 100:.1f}", _se(r), _share(r["share_query"]),
           _share(r["share_draw"]), _share(r["share_interaction"])]
          for r in found.iter_rows(named=True)])]
     pairs = differences(rows)
@@ -60,11 +86,12 @@ def variance_tables(results: pl.DataFrame, corpus: str
             "query and pool draw), its 95% interval over queries only (the paired t-test's, "
             "values averaged over draws) and over queries and draws (each variance part with "
             "its own t quantile: queries Q-1, draws R-1 degrees of freedom)"
-            + ("; with one draw both are the queries'" if one_draw else "")),
+            + ("; with one draw both are the queries'" if one_draw else "")
+            + _few_queries(pairs)),
             ["pools", "a", "b", "difference", "95% queries only", "95% queries and draws"],
             [[_pools(r["size"], r["scope"]), r["a"], r["b"], f"{r['difference'] * 100:.1f}",
-              f"[{r['queries_low'] * 100:.1f}, {r['queries_high'] * 100:.1f}]",
-              f"[{r['low'] * 100:.1f}, {r['high'] * 100:.1f}]"]
+              _bounds(r["queries_low"], r["queries_high"], r["queries"]),
+              _bounds(r["low"], r["high"], r["queries"])]
              for r in pairs.iter_rows(named=True)]))
     components_of = pooled(rows)
     largest = components_of.filter(pl.col("size") == pl.col("size").max().over("scope"))
@@ -90,6 +117,6 @@ def variance_tables(results: pl.DataFrame, corpus: str
             "pool's variance components of a model difference, the mean over its pairs of models"
             f"; {UNREACHABLE}: the draws' variance alone keeps the power below {POWER}"
             + (f"; -: measured with one draw ({', '.join(few)}), the draw's variance is "
-               "unknown, R=1 assumes none" if few else "")),
+               "unknown, R=1 assumes none" if few else "") + _identical(largest)),
             ["pools", "delta", *[f"R={d}" for d in DRAWS]], body))
     return tables

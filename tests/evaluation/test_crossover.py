@@ -12,7 +12,14 @@ import pytest
 
 import pipeline
 from pipeline.core.errors import InputError
-from pipeline.evaluation.crossover import crossover, crossover_rows, crossovers, pairs
+from pipeline.evaluation.crossover import (
+    crossover,
+    crossover_rows,
+    crossovers,
+    no_rows_reason,
+    pair_text,
+    pairs,
+)
 
 SIZES = (10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000, 2_000_000)
 CROSS = 200_000
@@ -152,3 +159,39 @@ def test_the_report_rows_are_the_same_for_rows_in_any_order():
     assert rows == crossover_rows(data.sample(fraction=1.0, shuffle=True, seed=2), "map",
                                   resamples=200, seed=3)
     assert rows[0][0] == "Computer science"
+
+
+def test_one_query_gives_a_crossing_without_an_interval():
+    """Issue 46: one query (and one draw) gave the interval "[168k, 168k]", a point that looks
+    precise. The fit is shown, the interval is n/a, and the outcome says why."""
+    data = planted(5, queries=1, repeats=1)
+    found = crossover(data, "a", "b")
+    assert found.crossing is not None and found.low is None and found.high is None
+    assert "no interval from 1 query" in found.text
+    cells = pair_text(found)
+    assert cells[4] == "n/a (1 query)"
+    one_draw = crossover(planted(5, queries=30, repeats=1), "a", "b", resamples=100)
+    assert one_draw.low < one_draw.high and "the interval is over queries only" in one_draw.text
+
+
+def test_an_unknown_metric_or_model_is_refused_with_the_known_names():
+    """Issue 46: `crossover(metric="MAP")` returned an empty frame. Names are matched as the
+    results write them (as METRICS and MODEL are): refused, listing them."""
+    data = planted(6, queries=20, sizes=(10_000, 100_000))
+    with pytest.raises(InputError, match=r"no metric 'MAP' in the results \(did you mean "
+                       r"'map'\?\); they hold 'map'"):
+        pipeline.crossover(data, "a", "b", metric="MAP", resamples=100)
+    with pytest.raises(InputError, match=r"no model 'c' in the results; they hold 'a', 'b'"):
+        pipeline.crossover(data, "a", "c", resamples=100)
+
+
+def test_one_model_at_two_sizes_is_said_so():
+    """Issue 46: one model measured at two pool sizes was reported as "every scope was
+    measured at one pool size"."""
+    data = planted(7, queries=20, sizes=(10_000, 100_000)).filter(pl.col("model") == "a")
+    data = data.with_columns(level=pl.lit("dataset"), scope=pl.lit("all"),
+                             field=pl.lit(None, pl.String))
+    assert crossover_rows(data, "map") == []
+    assert no_rows_reason(data, "map").startswith("one model was evaluated")
+    both = planted(7, queries=20, sizes=(10_000, 10_000))
+    assert no_rows_reason(both, "map").startswith("every scope was measured at one pool size")

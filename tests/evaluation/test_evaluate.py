@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import math
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 import pytrec_eval
 
+from pipeline.core.errors import InputError
+from pipeline.evaluation.evaluate import RESULTS_SCHEMA
 from pipeline.metrics import per_query
 from pipeline.retrieval.runs import finalize_run
 
@@ -186,3 +191,99 @@ def test_ranked_map_differs_from_trec_eval_map_only_on_what_the_run_left_out():
     assert by_query[1]["map_ranked-l2"] == pytest.approx(1 / 3, abs=1e-12)  # doc 3 at rank 3
     assert by_query[2]["map_ranked"] == by_query[2]["map"] == pytest.approx(0.5, abs=1e-12)
     assert (by_query[3]["map_ranked"], by_query[3]["map"]) == (0.0, 0.0)
+
+
+# ---- reading runs/results.parquet: checked against its manifest (issue 46) ------------------
+def _results(seed: int = 0) -> pl.DataFrame:
+    """Two models, two pool sizes of three draws, 12 queries: what collect writes."""
+    rng = np.random.default_rng(seed)
+    rows = [{"corpus": "demo", "pool": f"all-{size}-r{repeat}", "level": "dataset",
+             "scope": "all", "field": None, "size": size, "repeat": repeat, "seed": 0,
+             "exclusion": "", "split": "test", "candidates": size, "model": model,
+             "query": f"{q}", "negatives": "all", "metric": "map",
+             "value": float(rng.uniform(0.2, 0.5)) + (0.05 if model == "bm25" else 0.0)}
+            for size in (1000, 2000) for repeat in range(3) for model in ("bm25", "random")
+            for q in range(12)]
+    return pl.DataFrame(rows, schema=RESULTS_SCHEMA)
+
+
+def _collected(root: Path) -> Path:
+    """A data folder whose runs/results.parquet and its manifest are as collect writes them,
+    recording one evaluation as its input."""
+    from pipeline.core.checksums import fingerprints
+    from pipeline.core.files import write_json, write_parquet
+    from pipeline.core.inputs import Roots, record
+    from pipeline.core.manifests import manifest
+    from pipeline.layout import RESULTS_FILE, RESULTS_MANIFEST
+
+    runs = root / "runs"
+    evaluation = runs / "demo" / "all-1000-r0" / "bm25.eval.json"
+    evaluation.parent.mkdir(parents=True)
+    (root / "corpora").mkdir()
+    (root / "indexes").mkdir()
+    evaluation.write_text('{"means": {"map": 0.3}}')
+    write_parquet(_results().to_arrow(), runs / RESULTS_FILE)
+    inputs = record(Roots(root / "corpora", root / "indexes", runs), [evaluation])
+    write_json(manifest("collect", {"missing_queries": "scored-0"}, inputs=inputs,
+                        outputs=fingerprints(runs, [RESULTS_FILE])), runs / RESULTS_MANIFEST)
+    return runs / RESULTS_FILE
+
+
+def _readers(root: Path) -> dict[str, Callable[[], object]]:
+    """Every reader of runs/results.parquet that the API offers."""
+    import pipeline
+
+    path = root / "runs" / "results.parquet"
+    return {"variance": lambda: pipeline.variance(path),
+            "topic_set_size": lambda: pipeline.topic_set_size(path),
+            "crossover": lambda: pipeline.crossover(path, "bm25", "random", resamples=50),
+            "Data.results": lambda: pipeline.Data(root).results(collect=False),
+            "build_report": lambda: pipeline.build_report(root, "demo", collect=False)}
+
+
+def test_damaged_results_are_refused_by_every_reader(tmp_path):
+    """Issue 46: verify flagged a damaged results.parquet CORRUPT while `variance(path)` and
+    `build_report(collect=False)` read it ("35.5 ± 1.1" became "35.4 ± 1.0"). A readable
+    table with other values in place of the collected one is refused by every reader, naming
+    the file and the command that collects it again."""
+    import pipeline
+
+    path = _collected(tmp_path)
+    readers = _readers(tmp_path)
+    for read in readers.values():
+        read()  # intact: read
+    intact = pipeline.variance(path).filter(pl.col("model") == "bm25")["mean"].to_list()
+    _results().with_columns(value=pl.col("value") - 0.001).write_parquet(path)
+    damaged = pipeline.variance(pl.read_parquet(path)).filter(pl.col("model") == "bm25")
+    assert damaged["mean"].to_list() != intact  # what a reader would have returned
+    for name, read in readers.items():
+        with pytest.raises(InputError, match="does not match its manifest") as refused:
+            read()
+        assert str(path) in refused.value.message, name
+        assert refused.value.repair.command() == "make report CORPUS=demo", name
+
+
+def test_results_from_changed_evaluations_are_refused_where_the_data_is_known(tmp_path):
+    """collect=False reads the table as written last; an evaluation it was collected from
+    that changed since makes it stale: refused as verify reports it, with its repair."""
+    path = _collected(tmp_path)
+    (path.parent / "demo" / "all-1000-r0" / "bm25.eval.json").write_text(
+        '{"means": {"map": 0.4}}')
+    readers = _readers(tmp_path)
+    for name in ("Data.results", "build_report"):
+        with pytest.raises(InputError, match="evaluations that changed since") as refused:
+            readers[name]()
+        assert refused.value.repair.command() == "make report CORPUS=demo"
+
+
+def test_a_results_table_of_ones_own_is_read_and_said_unverified(tmp_path, caplog):
+    """A table the user wrote (no collect manifest beside it) is the user's own data: read,
+    with a warning that nothing vouches for it."""
+    import pipeline
+
+    mine = tmp_path / "mine.parquet"
+    _results().write_parquet(mine)
+    with caplog.at_level(logging.WARNING, logger="pipeline.evaluation.evaluate"):
+        found = pipeline.variance(mine)
+    assert found.height == 4 and f"{mine}: no results.manifest.json" in caplog.text
+    assert "unverified" in caplog.text

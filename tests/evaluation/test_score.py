@@ -261,3 +261,34 @@ def test_compare_shows_what_make_report_shows(reported, corpus_dir):
     assert "\\begin{tabular}" in t.to_latex()
     # nothing was written or touched
     assert sorted((p, p.stat().st_mtime_ns) for p in data.runs.rglob("*")) == written
+
+
+def test_a_damaged_run_file_of_the_pipelines_is_refused(tmp_path):
+    """Issue 46 (a sibling of the damaged results table): `score` and `compare` given a run
+    file that a run manifest vouches for read it unchecked. Its best document moved down
+    changes MAP; refused, naming the file and `make eval`. A run file of one's own: read."""
+    from pipeline.core.checksums import fingerprints
+    from pipeline.core.files import write_json
+    from pipeline.core.manifests import manifest
+
+    paths = run_paths(tmp_path / "runs", "demo", "all-1k-r0", "bm25")
+    paths.trec.parent.mkdir(parents=True)
+    lines = [f"{q} Q0 {d} {i + 1} {s} bm25\n" for i, (q, d, s) in enumerate(RUN_LINES)]
+    paths.trec.write_text("".join(lines))
+    write_json(manifest("search", {"pool": "all-1k-r0", "model": "bm25", "k": 500},
+                        outputs=fingerprints(paths.trec.parent, [paths.trec.name])),
+               paths.manifest)
+    qrels = pl.DataFrame(QRELS_LINES, schema=["query", "doc", "relevance"], orient="row")
+    intact = pipeline.score(paths.trec, qrels, "map")
+    changed = "".join(lines).replace("q3 Q0 d3 21 4.0", "q3 Q0 d3 21 0.1")
+    assert changed != "".join(lines)
+    paths.trec.write_text(changed)
+    mine = tmp_path / "mine.trec"  # the same bytes, no manifest: one's own run
+    mine.write_text(changed)
+    assert pipeline.score(mine, qrels, "map") != intact  # what a reader would have returned
+    for call in (lambda: pipeline.score(paths.trec, qrels, "map"),
+                 lambda: pipeline.compare({"a": paths.trec, "b": mine}, qrels, "map")):
+        with pytest.raises(InputError, match="does not match its manifest") as refused:
+            call()
+        assert str(paths.trec) in refused.value.message
+        assert refused.value.repair.command() == "make eval CORPUS=demo MODEL=bm25"

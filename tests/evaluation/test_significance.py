@@ -73,7 +73,8 @@ def test_bootstrap_is_scipys_seeded_percentile_interval():
 
 
 def test_bootstrap_of_one_or_no_query():
-    assert bootstrap_ci(np.array([0.25])) == (0.25, 0.25)
+    """No interval (NaN), never the point [0.25, 0.25] (issue 46)."""
+    assert all(np.isnan(bootstrap_ci(np.array([0.25]))))
     assert all(np.isnan(bootstrap_ci(np.array([]))))
 
 
@@ -132,3 +133,25 @@ def test_models_are_paired_by_query_id_never_by_position():
     fisher = compare(reversed_b, "fisher").row(0, named=True)
     assert (fisher["a"], fisher["b"], fisher["queries"]) == ("a", "b", 59)
     assert fisher["p"] == randomization_p(np.array(a), np.array(b))
+
+
+def test_one_query_gives_no_p_value_and_no_interval():
+    """Issue 46: one query printed "p 1 (1)" and an interval "[39.5, 39.5]" as if measured.
+    Two models 20 points apart on their one query: no test can tell them apart, and the
+    bootstrap of one value is a point: n/a, never significant; two queries get numbers."""
+    from pipeline.report.tables import significance_section
+
+    one = pl.DataFrame({"model": ["a", "b"], "query": ["q1", "q1"], "value": [0.395, 0.195]})
+    for test in TESTS:
+        row = compare(one, test).row(0, named=True)
+        assert np.isnan(row["p"]) and np.isnan(row["p_holm"]) and not row["significant"]
+    assert np.isnan(bootstrap_ci(np.array([0.395]))).all()
+    assert intervals(one).select("low", "high").null_count().row(0) == (0, 0)
+    text = significance_section(one.with_columns(size=pl.lit(1000), scope=pl.lit("all"),
+                                                 metric=pl.lit("map")))
+    assert "| all-1k | map | a | b | 39.5 | 19.5 | n/a (1 query) | n/a (1 query) |" in text
+    assert "| all-1k | map | a | 39.5 | n/a (1 query) |" in text and "[39.5, 39.5]" not in text
+    two = pl.concat([one, one.with_columns(query=pl.lit("q2"), value=pl.col("value") + 0.1)])
+    assert not np.isnan(compare(two)["p"][0])
+    low, high = bootstrap_ci(np.array([0.395, 0.495]))
+    assert low < high

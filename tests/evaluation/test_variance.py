@@ -179,3 +179,46 @@ def test_the_api_selects_the_rows_a_report_reads():
     assert sizes.equals(queries_needed(pooled(data), (0.05,), (3,)))
     with pytest.raises(InputError, match="several corpus"):
         pipeline.variance(table)
+
+
+def test_a_model_identical_to_another_changes_no_queries_needed():
+    """Issue 46: adding a copy of a model changed queries-needed from 953 to 636 (its zero
+    difference with the original was pooled). The copy is left out, named; the numbers are
+    those without it. Three copies of one model: nothing to pool, no row."""
+    rng = np.random.default_rng(21)
+    data = rows({m: crossed(rng, 60, 3, 0.01, 0.0002, 0.004, mu) for m, mu in
+                 (("bm25", 0.35), ("minilm", 0.3), ("specter", 0.32))})
+    copy = pl.concat([data, data.filter(pl.col("model") == "minilm").with_columns(
+        model=pl.lit("minilm2"))])
+    alone, with_copy = pooled(data), pooled(copy)
+    needed, wanted = queries_needed(with_copy)["queries"], queries_needed(alone)["queries"]
+    assert needed.drop_nulls().len() > 0 and needed.equals(wanted)
+    variances = ["pairs", "s2_query", "s2_draw", "s2_resid"]
+    assert with_copy.select(variances).equals(alone.select(variances))
+    assert with_copy["identical"].to_list() == [["minilm2"]]
+    assert queries_needed(with_copy)["identical"].to_list()[0] == ["minilm2"]
+    only = pl.concat([data.filter(pl.col("model") == "bm25").with_columns(model=pl.lit(m))
+                      for m in ("a", "b", "c")])
+    assert pooled(only).is_empty()
+
+
+def test_one_query_gives_a_mean_without_a_variance():
+    """Issue 46: with one query a variance or an interval is not defined: the model's mean is
+    given with null SE and shares, the pair's difference with null intervals, and the report
+    says n/a; never a number with nothing behind it, never a model silently left out."""
+    from pipeline.report.variance import variance_tables
+
+    rng = np.random.default_rng(22)
+    data = rows({m: crossed(rng, 1, 3, 0.01, 0.001, 0.004, mu) for m, mu in
+                 (("a", 0.3), ("b", 0.5))})
+    found = components(data)
+    assert found["model"].to_list() == ["a", "b"] and found["queries"].to_list() == [1, 1]
+    assert found["se"].null_count() == 2 and found["mean"].null_count() == 0
+    pair = differences(data).row(0, named=True)
+    assert pair["difference"] < 0 and pair["low"] is None and pair["queries_low"] is None
+    assert pooled(data).is_empty()
+    tables = {name: (caption, body) for name, caption, _, body in variance_tables(
+        data.with_columns(scope=pl.lit("all")), "demo")}
+    assert tables["variance"][1][0][4] == "n/a (1 query)"
+    assert tables["variance-differences"][1][0][4:] == ["n/a (1 query)"] * 2
+    assert "fewer than 2 queries" in tables["variance"][0]

@@ -88,3 +88,13 @@ def test_seeds_are_never_mixed(tmp_path):
     assert "99.0" in one
     with pytest.raises(InputError, match="seeds present: 0, 1"):
         report(tmp_path, "demo", seed=7)
+
+
+def test_one_model_at_two_sizes_says_one_model(tmp_path):
+    """Issue 46: one model at two pool sizes was reported as "every scope was measured at one
+    pool size"."""
+    results_frame().filter(pl.col("model") == "bm25").write_parquet(
+        tmp_path / "results.parquet")
+    text = report(tmp_path, "demo")
+    assert "No crossing estimated: one model was evaluated on these pools" in text
+    assert "every scope was measured at one pool size" not in text
