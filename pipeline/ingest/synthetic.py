@@ -550,7 +550,8 @@ def _current(out_dir: Path, cfg: SyntheticConfig) -> dict | None:
 def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
     """Write `metadata/metadata_{k}.jsonl.gz` shards and a manifest under `out_dir`.
 
-    `workers` processes render blocks in parallel; the bytes written do not depend on it.
+    `workers` processes (at most one per block) render blocks in parallel; the bytes written
+    do not depend on it.
     """
     global _JOB
     if cfg.n_papers < 100 or cfg.n_shards < 1:
@@ -582,8 +583,9 @@ def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
         _JOB = _BlockJob(cfg, layout, _TextMaker(word_lists, cfg), work)
         with contextlib.ExitStack() as stack:
             handles = [stack.enter_context((tmp_meta / name).open("wb")) for name in names]
-            if workers > 1:
-                pool = stack.enter_context(worker_pool(workers, "fork"))
+            processes = min(workers, n_blocks)  # never more workers than blocks to render
+            if processes > 1:
+                pool = stack.enter_context(worker_pool(processes, "fork"))
                 rendered = pool.map(_render_block, range(n_blocks))
             else:
                 rendered = map(_render_block, range(n_blocks))
