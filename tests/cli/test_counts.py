@@ -16,7 +16,7 @@ import pytest
 
 import pipeline
 from pipeline.cli.arguments import ARGUMENTS
-from pipeline.cli.checks import PER_CORE, cores
+from pipeline.cli.checks import PER_CORE, cores, corpus_name
 from pipeline.cli.main import build_parser
 from pipeline.core.errors import InputError
 
@@ -30,13 +30,35 @@ TOO_MANY = PER_CORE * cores() + 1
 LONG_PATH = "/tmp/" + "p/" * 1600  # 3,204 bytes made absolute, each folder name short
 
 
-def count_options() -> list[tuple[str, str, argparse.Action]]:
-    """(command, option, action) for every count option of every command."""
+def every_option() -> list[tuple[str, str, argparse.Action]]:
+    """(command, option or argument name, action) of every option of every command, and of
+    the global options (command '')."""
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return [(name, option, action) for name, sub in commands.choices.items()
-            for action in sub._actions for option in action.option_strings
-            if option in COUNT_OPTIONS]
+    return [(name, option, action)
+            for name, sub in [("", parser), *commands.choices.items()]
+            for action in sub._actions for option in action.option_strings or [action.dest]]
+
+
+def count_options() -> list[tuple[str, str, argparse.Action]]:
+    """(command, option, action) for every count option of every command."""
+    return [found for found in every_option() if found[1] in COUNT_OPTIONS]
+
+
+def test_every_path_option_of_every_command_refuses_a_path_too_long():
+    """A path option is one the pipeline reads or writes under: each one's type measures it
+    (safe_path, given_path); --out of make mdcr is a corpus name, checked as one."""
+    paths = {"--raw", "--model-path", "--src", "--out", "--run", "--exclude", "--benchmark",
+             "--scores", "--paper-ids", "--corpora-root", "--index-root", "--runs-root",
+             "--training-sets", "path"}
+    found = [(name, option, action) for name, option, action in every_option()
+             if option in paths]
+    assert {option for _, option, _ in found} == paths
+    for _, option, action in found:
+        text = f"m={LONG_PATH}" if option == "--training-sets" else LONG_PATH
+        said = "a corpus name" if action.type is corpus_name else "a path of 3,204 bytes"
+        with pytest.raises(argparse.ArgumentTypeError, match=said):
+            action.type(text)
 
 
 def test_every_count_option_of_every_command_is_bounded():
