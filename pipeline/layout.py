@@ -428,6 +428,7 @@ def query_vectors_record(vectors: Path) -> Path:
 SHARD_SUFFIXES = (".jsonl.gz", ".jsonl")  # a raw release's shards (S2ORC, S2AG)
 GZIP_SUFFIX = ".gz"  # a compressed shard
 SYNTHETIC_SHARD = "metadata_{}.jsonl.gz"  # the synthetic generator's shards, S2ORC's naming
+MAX_SYNTHETIC_SHARDS = 256  # the generator writes every shard at once, one open file each
 # make download (S2AG): what it wrote and from which release, beside the dataset folders; a
 # file's partial bytes while it downloads (hidden: no reader takes it for a shard); the diff
 # files of one release step while they are applied; a diff's update records as a shard

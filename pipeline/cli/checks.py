@@ -12,6 +12,7 @@ from pipeline.core.errors import InputError
 from pipeline.glossary import parse_metrics
 from pipeline.layout import (
     MAX_COMPONENT,
+    MAX_SYNTHETIC_SHARDS,
     S2_DATASET,
     check_name,
     check_path_length,
@@ -104,9 +105,8 @@ MAX_SHARDS = 1000  # SLURM's default MaxArraySize (1001) allows array indices 0 
 # SHARDS, --num-shards: the embed stage's shards (a SLURM array's tasks)
 shard_count = int_at_least(1, "use 1 or more", MAX_SHARDS,
                       " (a SLURM job array's tasks: the default MaxArraySize allows 1,001)")
-MAX_SYNTH_SHARDS = 256  # the generator writes every shard at once, one open file each
 # synth --shards, the API's build_corpus(shards=): the synthetic corpus's shard files
-synth_shard_count = int_at_least(1, "use 1 or more", MAX_SYNTH_SHARDS,
+synth_shard_count = int_at_least(1, "use 1 or more", MAX_SYNTHETIC_SHARDS,
                             " (shard files written at once; the S2ORC release has 100)")
 MAX_PARALLEL = 32  # downloads at once: more only share one network link and the API's limit
 # PARALLEL, --parallel: files download fetches at once (one thread each)

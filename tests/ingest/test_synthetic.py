@@ -151,3 +151,16 @@ def test_the_generator_never_starts_more_workers_than_blocks(tmp_path, monkeypat
     for name in ("metadata_0.jsonl.gz", "metadata_1.jsonl.gz"):
         assert ((tmp_path / "many" / "metadata" / name).read_bytes()
                 == (tmp_path / "one" / "metadata" / name).read_bytes())
+
+
+@pytest.mark.parametrize("cfg, message", [
+    (SyntheticConfig(n_papers=200, n_shards=10**6), "1 to 256 shards"),  # Too many open files
+    (SyntheticConfig(n_papers=200, block_size=0), "block_size=0: give 1 or more"),
+])
+def test_a_config_out_of_bounds_is_refused_before_anything_is_written(cfg, message, tmp_path):
+    """Issue 46: a SyntheticConfig given whole (the API's synthetic=) skips the checks of
+    shards=: 10**6 shards was a traceback (too many open files), block_size=0 a division by
+    zero."""
+    with pytest.raises(InputError, match=message):
+        generate(tmp_path / "raw", cfg)
+    assert not (tmp_path / "raw").exists()
