@@ -68,7 +68,7 @@ positive = int_at_least(1, "use 1 or more")
 non_negative = int_at_least(0, "use 0 or more")
 
 
-# ---- process, thread and shard counts: each bounded (docs/errors.md, "Counts") ---------------
+# ---- process, thread and shard counts: each bounded (docs/errors.md, Guarantees) -------------
 # processes or threads per CPU core: more only wait on one another, each holding its memory
 PER_CORE = 4
 
@@ -104,15 +104,15 @@ xdist_workers = per_core("test processes")
 MAX_SHARDS = 1000  # SLURM's default MaxArraySize (1001) allows array indices 0 to 1000
 # SHARDS, --num-shards: the embed stage's shards (a SLURM array's tasks)
 shard_count = int_at_least(1, "use 1 or more", MAX_SHARDS,
-                      " (a SLURM job array's tasks: the default MaxArraySize allows 1,001)")
+                           " (a SLURM job array's tasks: the default MaxArraySize allows 1,001)")
 # synth --shards, the API's build_corpus(shards=): the synthetic corpus's shard files
 synth_shard_count = int_at_least(1, "use 1 or more", MAX_SYNTHETIC_SHARDS,
-                            " (shard files written at once; the S2ORC release has 100)")
+                                 " (shard files written at once; the S2ORC release has 100)")
 MAX_PARALLEL = 32  # downloads at once: more only share one network link and the API's limit
 # PARALLEL, --parallel: files download fetches at once (one thread each)
 parallel_downloads = int_at_least(1, "use 1 or more", MAX_PARALLEL,
-                        " (files fetched at once share one network link and the API's rate "
-                        "limit)")
+                                  " (files fetched at once share one network link and the "
+                                  "API's rate limit)")
 MAX_CPUS_PER_TASK = 1024  # --cpus-per-task of a SLURM job: the nodes' own limit is sbatch's
 cpus_per_task = int_at_least(1, "use 1 or more", MAX_CPUS_PER_TASK,
                              " (CPUs of one SLURM task)")
