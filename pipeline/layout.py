@@ -14,6 +14,7 @@ The data root holds three folders, each a tree per corpus:
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -73,6 +74,24 @@ _RUN_NAME = re.compile(r"[A-Za-z0-9][\w.+~-]*")
 MAX_NAME = 100  # characters of a corpus name: room for the suffixes of the files named after it
 MAX_COMPONENT = 255  # bytes of one path component (NAME_MAX on Linux and macOS)
 _LONGEST_RUN_SUFFIX = len(".metrics.parquet")
+MAX_PATH = 4095  # bytes of a whole path (PATH_MAX on Linux, less its NUL)
+# bytes of a path the user gives (DATA, RAW, SRC, OUT, RUN, ..., made absolute): the rest of
+# MAX_PATH is room for the folders and names the pipeline writes under it (corpus, pool, model,
+# file names, temporaries: about 900 bytes at most)
+MAX_GIVEN_PATH = 3072
+
+
+def check_path_length(path: str | os.PathLike) -> str:
+    """`path` (as given) if it is short enough for what the pipeline writes under it (at most
+    MAX_GIVEN_PATH bytes once made absolute), else a one-line InputError saying its length:
+    a longer one would fail later with the file system's 'File name too long'."""
+    text = os.fspath(path)
+    length = len(os.path.abspath(text).encode(errors="surrogateescape"))
+    if length > MAX_GIVEN_PATH:
+        raise InputError(f"a path of {length:,} bytes ({text[:24]}...): use at most "
+                         f"{MAX_GIVEN_PATH:,} (Linux allows {MAX_PATH:,} in all, and the "
+                         "pipeline's folders and file names go under it)")
+    return text
 
 
 @dataclass(frozen=True)
@@ -409,6 +428,7 @@ def query_vectors_record(vectors: Path) -> Path:
 SHARD_SUFFIXES = (".jsonl.gz", ".jsonl")  # a raw release's shards (S2ORC, S2AG)
 GZIP_SUFFIX = ".gz"  # a compressed shard
 SYNTHETIC_SHARD = "metadata_{}.jsonl.gz"  # the synthetic generator's shards, S2ORC's naming
+MAX_SYNTHETIC_SHARDS = 256  # the generator writes every shard at once, one open file each
 # make download (S2AG): what it wrote and from which release, beside the dataset folders; a
 # file's partial bytes while it downloads (hidden: no reader takes it for a shard); the diff
 # files of one release step while they are applied; a diff's update records as a shard

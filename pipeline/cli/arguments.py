@@ -22,10 +22,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.cli.checks import non_negative, positive
+from pipeline.cli.checks import non_negative, positive, synth_shard_count
 from pipeline.cli.variables import BY_NAME
 from pipeline.core.errors import InputError
-from pipeline.layout import parse_size, run_name, split_run_name
+from pipeline.layout import check_path_length, parse_size, run_name, split_run_name
 
 
 def _is_int(value: object) -> bool:
@@ -223,6 +223,8 @@ KINDS["counts"] = (lambda v: isinstance(v, Sequence) and not isinstance(v, str) 
                    "a non-empty list of positive whole numbers, such as (1, 3, 5)")
 KINDS["number"] = (lambda v: isinstance(v, int | float) and not isinstance(v, bool),
                    "a number (an int or a float)")
+# The kinds a path may be given for: each path checked for its length (layout.MAX_GIVEN_PATH)
+PATH_KINDS = frozenset({"path", "data", "run", "qrels", "results"})
 A = Argument
 # Every argument name of the public API, one meaning each (docs/api.md, Validation).
 ARGUMENTS: dict[str, Argument] = {
@@ -236,7 +238,7 @@ ARGUMENTS: dict[str, Argument] = {
     "pool": A("str", "POOL"),
     "model": A("model", check=_model),
     "synthetic": A("synthetic", check=parse_size, none=True),
-    "shards": A("int", check=positive),
+    "shards": A("int", check=synth_shard_count),
     "seed": A("int", "SEED"),
     "raw": A("path", none=True),
     "source": A("str", "SOURCE"),
@@ -338,6 +340,11 @@ def check_value(function: str, name: str, value: object) -> None:
                             else ""))
     if rule.kind == "path" and str(value) == "":
         raise InputError(f"{function}: {name}='': an empty path: give a file or folder")
+    if rule.kind in PATH_KINDS and _is_path(value):
+        try:
+            check_path_length(value)  # type: ignore[arg-type]
+        except InputError as exc:
+            raise InputError(f"{function}: {name}: {exc.message}") from None
     check = rule.value_check
     if check is None or rule.kind in ("model", "models") and not isinstance(value, str):
         return

@@ -10,7 +10,14 @@ import sys
 
 from pipeline.core.errors import InputError
 from pipeline.glossary import parse_metrics
-from pipeline.layout import MAX_COMPONENT, S2_DATASET, check_name, parse_size
+from pipeline.layout import (
+    MAX_COMPONENT,
+    MAX_SYNTHETIC_SHARDS,
+    S2_DATASET,
+    check_name,
+    check_path_length,
+    parse_size,
+)
 
 DTYPES = ("float32", "float16")
 
@@ -38,7 +45,9 @@ class OneLineParser(argparse.ArgumentParser):
 MAX_INT = 2**31 - 1  # every whole-number variable: seeds, counts, threads, shards
 
 
-def int_at_least(low: int, what: str, high: int = MAX_INT):
+def int_at_least(low: int, what: str, high: int = MAX_INT, why: str = ""):
+    """An argparse type: a whole number from `low` to `high` (`why`: the reason for `high`,
+    said when a value is above it)."""
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -47,7 +56,7 @@ def int_at_least(low: int, what: str, high: int = MAX_INT):
         if value < low:
             raise argparse.ArgumentTypeError(f"{value} is too small: {what}")
         if value > high:
-            raise argparse.ArgumentTypeError(f"{value} is too large: use at most {high:,}")
+            raise argparse.ArgumentTypeError(f"{value} is too large: use at most {high:,}{why}")
         return value
     parse.__name__ = "int"
     return parse
@@ -59,19 +68,54 @@ positive = int_at_least(1, "use 1 or more")
 non_negative = int_at_least(0, "use 0 or more")
 
 
-TEST_WORKERS_PER_CORE = 4  # more test processes only wait on one another, up to 1.3 GiB each
+# ---- process, thread and shard counts: each bounded (docs/errors.md, Guarantees) -------------
+# processes or threads per CPU core: more only wait on one another, each holding its memory
+PER_CORE = 4
 
 
-def xdist_workers(text: str) -> int:
-    """TEST_WORKERS: 1 to 4 test processes per CPU core of this machine (pytest-xdist starts
-    as many as it is asked for, each building the session's fixture corpora)."""
-    value = positive(text)
-    cores = os.cpu_count() or 1
-    if value > TEST_WORKERS_PER_CORE * cores:
-        raise argparse.ArgumentTypeError(
-            f"{value} test processes on {cores} CPU cores: use at most "
-            f"{TEST_WORKERS_PER_CORE * cores} ({TEST_WORKERS_PER_CORE} per core)")
-    return value
+def cores() -> int:
+    """The CPU cores this process may run on: its affinity (a SLURM job's or a container's
+    share), else the machine's count."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
+def per_core(what: str):
+    """An argparse type: 1 to PER_CORE `what` per CPU core of this machine (cores)."""
+    def parse(text: str) -> int:
+        value = positive(text)
+        most = PER_CORE * cores()
+        if value > most:
+            raise argparse.ArgumentTypeError(
+                f"{value} {what} on {cores()} CPU cores: use at most {most} ({PER_CORE} per "
+                "core)")
+        return value
+    parse.__name__ = "int"
+    return parse
+
+
+# THREADS, --threads, --workers and the API's threads= and workers=: ingest's and the
+# synthetic generator's processes, Lucene's and the search's threads
+worker_count = per_core("worker processes or threads")
+# TEST_WORKERS: pytest-xdist starts as many as it is asked for, each building the session's
+# fixture corpora (up to 1.3 GiB each)
+xdist_workers = per_core("test processes")
+MAX_SHARDS = 1000  # SLURM's default MaxArraySize (1001) allows array indices 0 to 1000
+# SHARDS, --num-shards: the embed stage's shards (a SLURM array's tasks)
+shard_count = int_at_least(1, "use 1 or more", MAX_SHARDS,
+                           " (a SLURM job array's tasks: the default MaxArraySize allows 1,001)")
+# synth --shards, the API's build_corpus(shards=): the synthetic corpus's shard files
+synth_shard_count = int_at_least(1, "use 1 or more", MAX_SYNTHETIC_SHARDS,
+                                 " (shard files written at once; the S2ORC release has 100)")
+MAX_PARALLEL = 32  # downloads at once: more only share one network link and the API's limit
+# PARALLEL, --parallel: files download fetches at once (one thread each)
+parallel_downloads = int_at_least(1, "use 1 or more", MAX_PARALLEL,
+                                  " (files fetched at once share one network link and the "
+                                  "API's rate limit)")
+MAX_CPUS_PER_TASK = 1024  # --cpus-per-task of a SLURM job: the nodes' own limit is sbatch's
+cpus_per_task = int_at_least(1, "use 1 or more", MAX_CPUS_PER_TASK,
+                             " (CPUs of one SLURM task)")
 
 
 def choice(options: tuple[str, ...]):
@@ -116,7 +160,16 @@ def safe_path(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"a folder name of {len(long[0])} characters ({long[0][:20]}...): file systems "
             f"allow at most {MAX_COMPONENT}")
-    return text
+    return given_path(text)
+
+
+def given_path(text: str) -> str:
+    """A path option whose characters are free (the command line's --raw, --model-path):
+    not so long that what the pipeline writes or reads under it fails (layout.MAX_GIVEN_PATH)."""
+    try:
+        return check_path_length(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def sizes(text: str) -> str:

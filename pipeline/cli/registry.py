@@ -17,7 +17,9 @@ from pipeline.cli.checks import (
     checked,
     choice,
     corpus_name,
+    cpus_per_task,
     device,
+    given_path,
     metric_list,
     non_negative,
     pool_name,
@@ -126,6 +128,16 @@ def make_default(variable: str) -> str:
     return BY_NAME[variable].default
 
 
+def make_check(variable: str) -> Callable[[str], object]:
+    """The check of a make variable (its declaration in cli/variables.py): the type of the
+    option that variable sets, so that make, the command line and the API bound it alike."""
+    from pipeline.cli.variables import BY_NAME
+
+    check = BY_NAME[variable].check
+    assert check is not None, f"{variable} is checked with the others, not alone"
+    return check
+
+
 # The options several commands share.
 def pool_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pool", action="append", type=pool_name,
@@ -144,7 +156,7 @@ def model_arg(p: argparse.ArgumentParser) -> None:
 def embed_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=positive)
     p.add_argument("--dtype", default="float32", type=choice(DTYPES))
-    p.add_argument("--model-path", help="load the weights from this local folder")
+    p.add_argument("--model-path", type=given_path, help="load the weights from this local folder")
     p.add_argument("--device", type=device, help="cpu | cuda (default: cuda if available)")
     p.add_argument("--part-size", type=positive,
                    help="papers per store part, the work a kill can lose (default: 4,096 "
@@ -152,12 +164,13 @@ def embed_args(p: argparse.ArgumentParser) -> None:
 
 
 def slurm_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--num-shards", type=positive, default=1, help="array tasks (SHARDS)")
+    p.add_argument("--num-shards", type=make_check("SHARDS"), default=1,
+                   help="array tasks (SHARDS)")
     p.add_argument("--partition", type=checked(check_partition))
     p.add_argument("--gpus-per-task", type=non_negative, default=1,
                    help="--gres=gpu:K for each task; 0 asks for none")
     p.add_argument("--time", type=checked(check_time), help="time limit, e.g. 4:00:00")
-    p.add_argument("--cpus-per-task", type=positive)
+    p.add_argument("--cpus-per-task", type=cpus_per_task)
 
 
 def repair_pools_arg(p: argparse.ArgumentParser) -> None:
@@ -166,7 +179,7 @@ def repair_pools_arg(p: argparse.ArgumentParser) -> None:
 
 
 def threads_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=positive, default=2)
+    p.add_argument("--threads", type=make_check("THREADS"), default=2)
 
 
 def search_args(p: argparse.ArgumentParser) -> None:
@@ -199,13 +212,14 @@ def replace_arg(what: str) -> Callable[[argparse.ArgumentParser], None]:
 
 
 def ingest_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--raw", help="S2ORC folder holding metadata/, or S2AG folder holding "
-                   "papers/, abstracts/, citations/ (default corpora/<corpus>/<source>)")
+    p.add_argument("--raw", type=given_path, help="S2ORC folder holding metadata/, or S2AG "
+                   "folder holding papers/, abstracts/, citations/ (default "
+                   "corpora/<corpus>/<source>)")
     p.add_argument("--source", default="s2orc", type=choice(SOURCES),
                    help="s2orc (2020 release) or s2ag (Semantic Scholar Datasets)")
     p.add_argument("--fos-source", default="external", type=choice(FOS_SOURCES),
                    help="S2AG: which s2fieldsofstudy labels count (external = MAG-like)")
-    p.add_argument("--workers", type=positive, default=1,
+    p.add_argument("--workers", type=make_check("THREADS"), default=1,
                    help="processes reading shards in parallel (the output does not change)")
     p.add_argument("--strict", action="store_true",
                    help="stop at the first bad line instead of quarantining it")

@@ -34,11 +34,14 @@ from pipeline.cli.checks import (
     dataset_list,
     metric_list,
     non_negative,
+    parallel_downloads,
     pool_name,
     positive,
     safe_path,
+    shard_count,
     sizes,
     training_sets,
+    worker_count,
     xdist_workers,
 )
 from pipeline.core.errors import InputError
@@ -131,8 +134,8 @@ VARIABLES: tuple[Variable, ...] = (
     V("UPDATE", "", choice(FLAG), "1: make download brings a folder holding an older release "
       "to RELEASE with the API's diffs (then make corpus ingests again)", "data",
       one_word=True),
-    V("PARALLEL", "4", positive, "make download: files downloaded at once", "data",
-      one_word=True),
+    V("PARALLEL", "4", parallel_downloads, "make download: files downloaded at once (at most "
+      "32)", "data", one_word=True),
     V("CITATIONS", "inbound", choice(CITATION_MODES), "what the prefilter counts as a "
       "paper's citations: inbound, outbound or either", "data", one_word=True),
     V("STRICT", "", choice(FLAG), "1: stop ingest at the first bad line instead of "
@@ -174,8 +177,10 @@ VARIABLES: tuple[Variable, ...] = (
     V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
       "compares the imported vectors: cosine, ip (inner product) or l2 (recorded in their "
       "store)", "models", one_word=True),
-    V("THREADS", "2", positive, "ingest worker processes, Lucene and search threads; with "
-      "EXECUTOR=slurm also each job's CPUs (--cpus-per-task)", "search"),
+    V("THREADS", "2", worker_count, "ingest's and the synthetic corpus's worker processes, "
+      "Lucene and search threads, at most 4 per CPU core of this machine (a stage never starts "
+      "more than it has work for); with EXECUTOR=slurm also each job's CPUs (--cpus-per-task)",
+      "search"),
     V("BM25_ENGINE", "arrays", choice(BM25_ENGINES), "BM25 on arrays (Lucene's analysis and "
       "scores in numba, faster for whole-abstract queries) or on lucene (Anserini): the same "
       "runs, so a change redoes none", "search", one_word=True),
@@ -235,8 +240,8 @@ VARIABLES: tuple[Variable, ...] = (
       "the SHARDS one after another in one process) or slurm (an sbatch job array under "
       "runs/slurm/, one shard per task; make eval then waits for it)", "cluster",
       one_word=True),
-    V("SHARDS", "1", positive, "shards of the embed stage: array tasks with slurm, one after "
-      "another with local", "cluster"),
+    V("SHARDS", "1", shard_count, "shards of the embed stage: array tasks with slurm, one after "
+      "another with local; at most 1,000 (SLURM's default MaxArraySize)", "cluster"),
     V("PARTITION", "", checked(check_partition), "#SBATCH --partition: one name, or several "
       "separated by commas", "cluster", shown="the cluster's default", optional=True,
       one_word=True),

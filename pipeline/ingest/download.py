@@ -276,7 +276,7 @@ def _run_jobs(client: Client, raw_dir: Path, manifest: Manifest,
         beat = threading.Thread(target=heartbeat, daemon=True)
         beat.start()
         try:
-            with ThreadPoolExecutor(max_workers=parallel) as pool:
+            with ThreadPoolExecutor(max_workers=min(parallel, len(jobs))) as pool:
                 futures = [pool.submit(one, job) for job in jobs]
                 try:  # the first error, as soon as it happens, stops the others
                     wait(futures, return_when=FIRST_EXCEPTION)

@@ -49,7 +49,13 @@ from pipeline.core.logs import track
 from pipeline.core.manifests import manifest
 from pipeline.core.processes import worker_pool
 from pipeline.fields import MAG_FIELDS
-from pipeline.layout import MANIFEST, SYNTHETIC_SHARD, SYNTHETIC_WORDS, array_file
+from pipeline.layout import (
+    MANIFEST,
+    MAX_SYNTHETIC_SHARDS,
+    SYNTHETIC_SHARD,
+    SYNTHETIC_WORDS,
+    array_file,
+)
 
 # Share of papers whose primary field is this one (Medicine largest, as in MAG/S2ORC).
 FIELD_SHARE: dict[str, float] = {
@@ -550,14 +556,19 @@ def _current(out_dir: Path, cfg: SyntheticConfig) -> dict | None:
 def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
     """Write `metadata/metadata_{k}.jsonl.gz` shards and a manifest under `out_dir`.
 
-    `workers` processes render blocks in parallel; the bytes written do not depend on it.
+    `workers` processes (at most one per block) render blocks in parallel; the bytes written
+    do not depend on it.
     """
     global _JOB
-    if cfg.n_papers < 100 or cfg.n_shards < 1:
+    if cfg.n_papers < 100 or not 1 <= cfg.n_shards <= MAX_SYNTHETIC_SHARDS:
         raise InputError(
             f"synthetic corpus of {cfg.n_papers} papers in {cfg.n_shards} shards: "
-            "ask for at least 100 papers and 1 shard"
+            f"ask for at least 100 papers and 1 to {MAX_SYNTHETIC_SHARDS} shards (each shard "
+            "is a file written at once)"
         )
+    if cfg.block_size < 1:
+        raise InputError(f"synthetic corpus with block_size={cfg.block_size}: give 1 or more "
+                         "papers per block (the default: 50,000)")
     current = _current(out_dir, cfg)
     if current is not None:
         return current
@@ -582,8 +593,9 @@ def generate(out_dir: Path, cfg: SyntheticConfig, workers: int = 1) -> dict:
         _JOB = _BlockJob(cfg, layout, _TextMaker(word_lists, cfg), work)
         with contextlib.ExitStack() as stack:
             handles = [stack.enter_context((tmp_meta / name).open("wb")) for name in names]
-            if workers > 1:
-                pool = stack.enter_context(worker_pool(workers, "fork"))
+            processes = min(workers, n_blocks)  # never more workers than blocks to render
+            if processes > 1:
+                pool = stack.enter_context(worker_pool(processes, "fork"))
                 rendered = pool.map(_render_block, range(n_blocks))
             else:
                 rendered = map(_render_block, range(n_blocks))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.checks import OneLineParser
+from pipeline.cli.checks import PER_CORE, OneLineParser, cores, safe_path
 from pipeline.cli.goals import GOALS
 from pipeline.cli.main import build_parser
 from pipeline.cli.variables import (
@@ -215,12 +215,40 @@ def test_precision_names_the_runs_and_is_refused_for_bm25(tmp_path):
     ("TRAINING_SETS=specter", "write <model>=<file of its training papers>"),
     ("TRAINING_SETS=specter=a.txt specter=b.txt", "a model named twice"),
     ("TEST_WORKERS=99999", "TEST_WORKERS: 99999 test processes on"),  # xdist would start them
+    # issue 46: every process count bounded (THREADS=200 forked 200 workers on 2 cores)
+    (f"THREADS={PER_CORE * cores() + 1}", f"THREADS: {PER_CORE * cores() + 1} worker processes "
+                                          f"or threads on {cores()} CPU cores: use at most"),
+    ("SHARDS=1000000", "SHARDS: 1000000 is too large: use at most 1,000"),
+    ("PARALLEL=100000", "PARALLEL: 100000 is too large: use at most 32"),
 ])
 def test_values_out_of_bounds_are_refused_up_front(assignment, message, tmp_path):
     """Bounds, lengths, leading dashes and line breaks: one line naming the variable, exit
     status 2, before anything runs (each of these once passed the check and failed later)."""
     done = make(with_pool(tmp_path / "data"), "-n", "pool", assignment)
     assert message in refusal(done) and "Traceback" not in done.stderr
+
+
+def test_the_largest_counts_allowed_are_taken():
+    """The bounds refuse only what is above them: THREADS at 4 per core, SHARDS at SLURM's
+    default array size, PARALLEL at 32."""
+    largest = {"THREADS": PER_CORE * cores(), "SHARDS": 1000, "PARALLEL": 32}
+    args = vars(read({name: str(value) for name, value in largest.items()}))
+    assert {name: args[name] for name in largest} == largest
+
+
+LONG_PATH = "/tmp/" + "p/" * 1600  # 3,204 bytes made absolute, of short folder names
+PATH_VARIABLES = [v.name for v in VARIABLES if v.check is safe_path]
+
+
+@pytest.mark.parametrize("name", [*PATH_VARIABLES, "TRAINING_SETS"])
+def test_a_path_too_long_for_the_file_system_is_refused_up_front(name, tmp_path):
+    """Issue 46: a path of over ~4,096 bytes (DATA, RAW, SRC, OUT, RUN, ...) gave a traceback
+    (File name too long); now one line naming the variable and the most it may be."""
+    value = f"specter={LONG_PATH}" if name == "TRAINING_SETS" else LONG_PATH
+    done = make(with_pool(tmp_path / "data"), "-n", "pool", f"{name}={value}")
+    line = refusal(done)
+    assert line.startswith(f"error: {name}: a path of ") and "use at most 3,072" in line
+    assert {"DATA", "RAW", "SRC", "OUT", "RUN", "EXCLUDE"} <= set(PATH_VARIABLES)
 
 
 def test_every_derived_value_is_pythons():

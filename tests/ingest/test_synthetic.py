@@ -125,3 +125,42 @@ def test_same_seed_same_bytes_whatever_the_workers_and_shards(tmp_path):
 def test_too_small_corpus_is_refused(tmp_path):
     with pytest.raises(InputError, match="at least 100 papers"):
         generate(tmp_path, SyntheticConfig(n_papers=10))
+
+
+def test_the_generator_never_starts_more_workers_than_blocks(tmp_path, monkeypatch):
+    """Issue 46: `build_corpus(synthetic=2000, workers=10**5)` forked thousands of processes
+    for a handful of blocks. The pool is min(workers, blocks), none for one block, and the
+    bytes are those of one worker."""
+    import pipeline.ingest.synthetic as synthetic
+
+    sizes: list[int] = []
+    real_pool = synthetic.worker_pool
+
+    def recorded_pool(workers: int, start: str = "spawn"):
+        sizes.append(workers)
+        return real_pool(workers, start)
+
+    monkeypatch.setattr(synthetic, "worker_pool", recorded_pool)
+    cfg = SyntheticConfig(n_papers=300, n_shards=2, seed=3, block_size=150)  # two blocks
+    generate(tmp_path / "many", cfg, workers=500)
+    assert sizes == [2]
+    generate(tmp_path / "one", cfg, workers=1)
+    one_block = replace(cfg, block_size=300)
+    generate(tmp_path / "single", one_block, workers=500)
+    assert sizes == [2]  # one block: rendered here, no pool
+    for name in ("metadata_0.jsonl.gz", "metadata_1.jsonl.gz"):
+        assert ((tmp_path / "many" / "metadata" / name).read_bytes()
+                == (tmp_path / "one" / "metadata" / name).read_bytes())
+
+
+@pytest.mark.parametrize("cfg, message", [
+    (SyntheticConfig(n_papers=200, n_shards=10**6), "1 to 256 shards"),  # Too many open files
+    (SyntheticConfig(n_papers=200, block_size=0), "block_size=0: give 1 or more"),
+])
+def test_a_config_out_of_bounds_is_refused_before_anything_is_written(cfg, message, tmp_path):
+    """Issue 46: a SyntheticConfig given whole (the API's synthetic=) skips the checks of
+    shards=: 10**6 shards was a traceback (too many open files), block_size=0 a division by
+    zero."""
+    with pytest.raises(InputError, match=message):
+        generate(tmp_path / "raw", cfg)
+    assert not (tmp_path / "raw").exists()

@@ -132,6 +132,18 @@ def test_every_document_tied_with_the_kth_is_returned():
     assert sorted(docs.tolist()) == list(range(200)) and len(set(scores.tolist())) == 1
 
 
+def test_a_k_beyond_the_documents_is_every_document_without_its_memory():
+    """Issue 46 (a sibling of shards=10**6): `search --k 2147483647` allocated 32 GiB of work
+    space per thread for k and failed with a MemoryError traceback; a query ranks at most
+    every document, so any larger k is the same run."""
+    texts = ["myocardial infarction troponin"] * 20 + ["troponin levels"] * 20 + ["magma"] * 10
+    index = bm25_arrays.build(np.arange(50), texts)
+    every = bm25_arrays.search(index, ["troponin infarction", "magma"], 50)
+    huge = bm25_arrays.search(index, ["troponin infarction", "magma"], 2**31 - 1)
+    assert all(np.array_equal(a, b) for a, b in zip(every, huge, strict=True))
+    assert len(every[1]) == 50  # every matching document of both queries
+
+
 def test_term_bounds_from_the_frontier_are_the_postings_maxima(pool):
     """The bound of a term's score for any (k1, b), read from the few (length, tf) pairs of its
     frontier, equals the largest 1 + tf x cache[norm] over all its postings."""

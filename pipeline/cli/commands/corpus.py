@@ -8,10 +8,17 @@ from pathlib import Path
 
 from pipeline.cli.checks import (
     non_negative,
-    positive,
     sizes,
+    synth_shard_count,
 )
-from pipeline.cli.registry import command, ingest_args, place_of, prefilter_args, times_log
+from pipeline.cli.registry import (
+    command,
+    ingest_args,
+    make_check,
+    place_of,
+    prefilter_args,
+    times_log,
+)
 from pipeline.core.errors import InputError
 from pipeline.layout import (
     MANIFEST,
@@ -25,13 +32,14 @@ log = logging.getLogger(__name__)
 def _synth_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--papers", type=sizes, help="papers (default: as the corpus was made; "
                    "120k for a new one)")
-    p.add_argument("--shards", type=positive, help="shards (default: as the corpus was made; "
-                   "4 for a new one)")
+    p.add_argument("--shards", type=synth_shard_count, help="shards (default: as the corpus "
+                   "was made; 4 for a new one; at most 256)")
     p.add_argument("--repair", action="store_true", help="write damaged or missing shards "
                    "again, with the settings the corpus's s2orc/manifest.json records")
     p.add_argument("--seed", type=non_negative, help="seed (default: as the corpus was made; "
                    "0 for a new one)")
-    p.add_argument("--workers", type=positive, default=2, help="processes rendering text")
+    p.add_argument("--workers", type=make_check("THREADS"), default=2,
+                   help="processes rendering text")
 
 
 @command("synth", "generate a synthetic corpus in S2ORC format", _synth_arguments,

@@ -6,6 +6,7 @@ import argparse
 import logging
 
 from pipeline.cli.checks import (
+    given_path,
     non_negative,
     positive,
     sizes,
@@ -15,6 +16,7 @@ from pipeline.cli.registry import (
     comma_list,
     command,
     ingest_args,
+    make_check,
     make_default,
     metrics_arg,
     place_of,
@@ -49,13 +51,14 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=non_negative, default=0, help="the pools' seed (SEED)")
     p.add_argument("--embed", default="minilm", help="the model embedded first, as a stage "
                    "of its own (its throughput is the demo's embed figure)")
-    p.add_argument("--num-shards", type=positive, default=1, help="embed shards (SHARDS)")
+    p.add_argument("--num-shards", type=make_check("SHARDS"), default=1,
+                   help="embed shards (SHARDS)")
     p.add_argument("--models", default=make_default("DEMO_MODELS"), help="the models searched and "
                    "scored, separated by spaces or commas (DEMO_MODELS)")
     threads_arg(p)
     search_args(p)
     metrics_arg(p)
-    p.add_argument("--model-path", help="load the weights from this local folder")
+    p.add_argument("--model-path", type=given_path, help="load the weights from this local folder")
 
 
 @command("demo", "the whole demo in one process: the synthetic corpus, its pools, the embed "

@@ -7,8 +7,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.checks import non_negative, positive
-from pipeline.cli.registry import comma_list, command, where_of
+from pipeline.cli.checks import given_path, non_negative, positive
+from pipeline.cli.registry import comma_list, command, make_check, where_of
 from pipeline.core.repair import Repair
 from pipeline.layout import raw_dir
 
@@ -16,8 +16,8 @@ log = logging.getLogger(__name__)
 
 
 def _download_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--raw", help="the folder it writes papers/, abstracts/, citations/ and "
-                   "download.json into (default corpora/<corpus>/s2ag)")
+    p.add_argument("--raw", type=given_path, help="the folder it writes papers/, abstracts/, "
+                   "citations/ and download.json into (default corpora/<corpus>/s2ag)")
     p.add_argument("--release", default="latest",
                    help="a release date (2026-11-18) or latest; recorded as its date")
     p.add_argument("--datasets", default="papers,abstracts,citations", type=comma_list,
@@ -26,7 +26,8 @@ def _download_args(p: argparse.ArgumentParser) -> None:
                    help="a trial: only the first N files of each dataset")
     p.add_argument("--update", action="store_true", help="a folder holding an older release "
                    "is brought to this one with the API's diffs")
-    p.add_argument("--parallel", type=positive, default=4, help="files downloaded at once")
+    p.add_argument("--parallel", type=make_check("PARALLEL"), default=4,
+                   help="files downloaded at once")
     p.add_argument("--retries", type=non_negative, default=8,
                    help="retries without progress before a file (or API call) is an "
                    "error")

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from pipeline.cli.checks import given_path
 from pipeline.cli.registry import command, place_of, where_of
 from pipeline.core.errors import InputError
 from pipeline.fields import resolve_fields
@@ -170,7 +171,8 @@ def cmd_warm(args: argparse.Namespace) -> None:
 
 
 def _verify_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", nargs="*", help="folders to check (default: corpora, indexes, runs)")
+    p.add_argument("path", nargs="*", type=given_path,
+                   help="folders to check (default: corpora, indexes, runs)")
     p.add_argument("--quick", action="store_true", help="sizes only, no checksums")
 
 

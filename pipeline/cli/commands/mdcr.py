@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pipeline.cli.checks import (
     corpus_name,
+    given_path,
     non_negative,
     positive,
     safe_path,
@@ -135,8 +136,10 @@ def cmd_mdcr_scores(args: argparse.Namespace) -> None:
 
 
 def _mdcr_evaluate_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--benchmark", required=True, help="mdcr_test.json or mdcr_val.json")
-    p.add_argument("--scores", required=True, help='{"<query>_<candidate>": score} JSON')
+    p.add_argument("--benchmark", required=True, type=given_path,
+                   help="mdcr_test.json or mdcr_val.json")
+    p.add_argument("--scores", required=True, type=given_path,
+                   help='{"<query>_<candidate>": score} JSON')
 
 
 @command("mdcr-evaluate", "the official evaluator's numbers for a scores file against an "

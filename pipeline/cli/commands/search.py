@@ -9,6 +9,7 @@ import logging
 from pipeline.cli.checks import (
     BACKENDS,
     choice,
+    given_path,
     non_negative,
     positive,
 )
@@ -169,7 +170,7 @@ def _fuse_arguments(p: argparse.ArgumentParser) -> None:
     threads_arg(p)
     search_args(p)
     metrics_arg(p)
-    p.add_argument("--model-path", help="load the weights from this local folder")
+    p.add_argument("--model-path", type=given_path, help="load the weights from this local folder")
 
 
 @command("fuse", "search and score each model of --models, then their fusion (make fuse): "
@@ -191,4 +192,4 @@ def first_search_arguments(p: argparse.ArgumentParser) -> None:
                    "model whose run is not current (make search MODEL=..; make mdcr does)")
     threads_arg(p)
     search_args(p)
-    p.add_argument("--model-path", help="load the weights from this local folder")
+    p.add_argument("--model-path", type=given_path, help="load the weights from this local folder")

@@ -92,7 +92,7 @@ def _analyzed_batches(texts: Sequence[str], threads: int = 2) -> Iterator[pl.Dat
             yield _analyzed_batch(texts, lo)
         return
     _analyzer()  # the JVM starts in the main thread
-    with ThreadPoolExecutor(threads) as pool:
+    with ThreadPoolExecutor(min(threads, -(-len(texts) // BATCH))) as pool:  # one per batch
         window: deque = deque()
         for lo in range(0, len(texts), BATCH):
             window.append(pool.submit(_analyzed_batch, texts, lo))

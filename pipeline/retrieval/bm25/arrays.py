@@ -502,6 +502,7 @@ def search(index: Postings, texts: Sequence[str] | QueryTerms, k: int, k1: float
     norm_inv, maxima = table[index.norms], _maxima(*index.frontier, table)
     q_ptr, q_terms, q_weights = _query_terms(index, queries)
     n_docs, n_queries = len(index.ids), queries.n
+    k = min(k, n_docs)  # a query ranks at most every document: a larger k is the same run
     if first is None:  # documents for FIRST_SHARE of the top k, expected
         first = int(min(max(np.ceil(FIRST_SHARE * n_docs / max(k, 1)), 1024), block))
     threads = numba.config.NUMBA_NUM_THREADS
