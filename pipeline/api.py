@@ -109,6 +109,15 @@ def _entry(model: str | ModelEntry) -> ModelEntry:
 
     entry = get_model(model) if isinstance(model, str) else model
     check_name("model", entry.name)
+    if not isinstance(model, str):
+        try:
+            known = get_model(entry.name)
+        except InputError:
+            return entry
+        if known != entry:  # one name, one model: its runs and store are named so
+            raise InputError(f"model {entry.name!r} is a registered or derived model's name "
+                             "(make models), given here with other settings: give your entry "
+                             "a name of its own")
     return entry
 
 
@@ -177,19 +186,19 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     that is current (the rule of `make search`: run_is_current) is kept as it is."""
     from pipeline.cli.arguments import check_options
     from pipeline.retrieval.registry import retriever
-    from pipeline.retrieval.runs import run_is_current
-    from pipeline.retrieval.search import index, search_pool
+    from pipeline.retrieval.search import check_not_imported, current_run, index, search_pool
 
     data, entry = Data.of(data), _entry(model)
     check_options("search", entry.kind, options, list(retriever(entry.kind).OPTIONS))
-    place, name = data.place(corpus), run_name(entry.name, variant)
+    place = data.place(corpus)
+    check_not_imported(place, entry.name)  # before anything is embedded under its name
     # as make search: what the model searches is built first (encoders embed what is
     # missing; a store of another object of this name is refused before any run is kept)
     index(place, check_name("pool", pool), entry, threads, **options)
-    if not run_is_current(place, pool, name, k):
+    if not current_run(place, pool, entry, k, seed, variant):
         search_pool(place, pool, entry, k=k, threads=threads, seed=seed, variant=variant,
                    **options)
-    return name
+    return run_name(entry.name, variant)
 
 
 def _run(model: str | ModelEntry, place: Place | None = None, pool: str = "") -> str:
