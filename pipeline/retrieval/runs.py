@@ -60,7 +60,7 @@ def run_parameters(pool: str, model: str, k: int = TOP_K, seed: int | None = Non
 
 def searched_pools(runs_root: Path, corpus: str, model: str) -> list[str]:
     """The pools of `corpus` where `model` has a run that the search stage made (not an
-    imported one; a damaged manifest counts: verify names it), sorted."""
+    imported one; an unreadable manifest is neither: verify names it), sorted."""
     folder = runs_dir(runs_root, corpus, "pool").parent  # the corpus's run folders
     found: list[str] = []
     if not folder.is_dir():
@@ -68,10 +68,10 @@ def searched_pools(runs_root: Path, corpus: str, model: str) -> list[str]:
     for pool in sorted(p.name for p in folder.iterdir() if p.is_dir()):
         manifest = run_paths(runs_root, corpus, pool, model).manifest
         try:
-            stage = read_json(manifest).get("stage") if manifest.is_file() else IMPORT_RUN
+            stage = read_json(manifest).get("stage") if manifest.is_file() else None
         except InputError:
-            stage = None
-        if stage != IMPORT_RUN:
+            continue
+        if stage is not None and stage != IMPORT_RUN:
             found.append(pool)
     return found
 

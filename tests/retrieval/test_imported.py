@@ -224,6 +224,11 @@ def test_an_import_never_takes_a_searched_models_name(small, tmp_path):
                        f"{pool_of(1600)} "):
         pipeline.import_run(data, "small", pool, frame, "searched")
     assert not run_paths(data.runs, "small", pool, "searched").manifest.exists()
+    # a damaged manifest says nothing of what made its run: it blocks no import (verify names
+    # it, and its repair may be this very import)
+    damaged = run_paths(data.runs, "small", pool_of(1600), "mended").manifest
+    damaged.write_text('{"stage": "search", ')
+    assert pipeline.import_run(data, "small", pool, frame, "mended")["stage"] == "import-run"
 
 
 def test_an_entry_never_takes_a_registered_models_name(small):
