@@ -202,8 +202,15 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
 
 
 def _run(model: str | ModelEntry, place: Place | None = None, pool: str = "") -> str:
+    """The run name of `model`: an imported run's by its name; a ModelEntry's (never an
+    imported run's: scoring it would score the import) or a registered model's."""
     if not isinstance(model, str):
-        return _entry(model).name
+        entry = _entry(model)
+        if place is not None:
+            from pipeline.retrieval.search import check_not_imported
+
+            check_not_imported(place, entry.name)
+        return entry.name
     if place is not None:  # a run imported under its own name (import_run)
         from pipeline.retrieval.imported import imported_pools
 
