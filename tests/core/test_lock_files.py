@@ -79,6 +79,7 @@ def test_a_refused_ingest_leaves_no_lock_file(tmp_path):
     with pytest.raises(InputError, match="no S2ORC metadata shards"):
         pipeline.build_corpus(tmp_path, "x", raw=tmp_path / "nope")
     assert not lock_path(tmp_path / "corpora" / "x").exists()
+    assert not (tmp_path / "corpora" / "x").exists()  # nor an empty corpus folder
 
 
 def test_every_refused_pool_leaves_no_lock_file(corpus_dir: Path, tmp_path):
