@@ -1,6 +1,7 @@
 """A refusal leaves no lock file behind (issue 46: `build_pool(field="Nope")` and a pool too
 large for its corpus left `pools/.<name>.lock`, an ingest of a missing folder
-`corpora/.<name>.lock`), and removing one never lets two holders in at once."""
+`corpora/.<name>.lock` and an empty corpus folder), and removing one never lets two holders in
+at once."""
 
 from __future__ import annotations
 
