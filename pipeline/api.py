@@ -183,7 +183,9 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     name such as 'bm25', an 'hf:' model, or a ModelEntry) and write the run; return the run's
     name (the model's, plus '~<variant>' for perturbed queries). `options` are the
     retriever's own (BM25: bm25_engine; encoders: backend, model_path), others refused. A run
-    that is current (the rule of `make search`: run_is_current) is kept as it is."""
+    made with these arguments (the rule of `make search`: search.current_run; `seed` counts
+    where it changes the run) is kept as it is. The name of a run imported into the corpus is
+    refused (import_run)."""
     from pipeline.cli.arguments import check_options
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.search import check_not_imported, current_run, index, search_pool
