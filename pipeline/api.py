@@ -112,6 +112,15 @@ def _entry(model: str | ModelEntry) -> ModelEntry:
 
     entry = get_model(model) if isinstance(model, str) else model
     check_name("model", entry.name)
+    if not isinstance(model, str):
+        try:
+            known = get_model(entry.name)
+        except InputError:
+            return entry
+        if known != entry:  # one name, one model: its runs and store are named so
+            raise InputError(f"model {entry.name!r} is a registered or derived model's name "
+                             "(make models), given here with other settings: give your entry "
+                             "a name of its own")
     return entry
 
 
@@ -177,27 +186,36 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     name such as 'bm25', an 'hf:' model, or a ModelEntry) and write the run; return the run's
     name (the model's, plus '~<variant>' for perturbed queries). `options` are the
     retriever's own (BM25: bm25_engine; encoders: backend, model_path), others refused. A run
-    that is current (the rule of `make search`: run_is_current) is kept as it is."""
+    made with these arguments (the rule of `make search`: search.current_run; `seed` counts
+    where it changes the run) is kept as it is. The name of a run imported into the corpus is
+    refused (import_run)."""
     from pipeline.cli.arguments import check_options
     from pipeline.retrieval.registry import retriever
-    from pipeline.retrieval.runs import run_is_current
-    from pipeline.retrieval.search import index, search_pool
+    from pipeline.retrieval.search import check_not_imported, current_run, index, search_pool
 
     data, entry = Data.of(data), _entry(model)
     check_options("search", entry.kind, options, list(retriever(entry.kind).OPTIONS))
-    place, name = data.place(corpus), run_name(entry.name, variant)
+    place = data.place(corpus)
+    check_not_imported(place, entry.name)  # before anything is embedded under its name
     # as make search: what the model searches is built first (encoders embed what is
     # missing; a store of another object of this name is refused before any run is kept)
     index(place, check_name("pool", pool), entry, threads, **options)
-    if not run_is_current(place, pool, name, k):
+    if not current_run(place, pool, entry, k, seed, variant):
         search_pool(place, pool, entry, k=k, threads=threads, seed=seed, variant=variant,
                    **options)
-    return name
+    return run_name(entry.name, variant)
 
 
 def _run(model: str | ModelEntry, place: Place | None = None, pool: str = "") -> str:
+    """The run name of `model`: an imported run's by its name; a ModelEntry's (never an
+    imported run's: scoring it would score the import) or a registered model's."""
     if not isinstance(model, str):
-        return _entry(model).name
+        entry = _entry(model)
+        if place is not None:
+            from pipeline.retrieval.search import check_not_imported
+
+            check_not_imported(place, entry.name)
+        return entry.name
     if place is not None:  # a run imported under its own name (import_run)
         from pipeline.retrieval.imported import imported_pools
 

@@ -272,8 +272,8 @@ def test_names_are_checked_as_the_command_line_checks_them(corpus_dir, tmp_path,
         for call in (pipeline.search, pipeline.evaluate):
             with pytest.raises(InputError, match="a pool name is"):
                 call(data, "c", pool, "random")
-    with pytest.raises(InputError, match="a pool name is"):  # a field names the pool
-        pipeline.build_pool(data, "c", size=800, field="../../x")
+    with pytest.raises(InputError, match="pool field '../../x': give one of the 19"):
+        pipeline.build_pool(data, "c", size=800, field="../../x")  # a field names the pool
     assert not list(tmp_path.rglob("*x-800-r0*"))  # not even its lock
     for model in ("../../x", "", "a/b"):
         for call in (pipeline.search, pipeline.evaluate):

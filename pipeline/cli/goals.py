@@ -163,7 +163,7 @@ def search_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
     repaired first."""
     return ["search", *corpus(v), *model_args(v, d), "--threads", str(v.THREADS),
             "--bm25-engine", v.BM25_ENGINE, "--backend", v.BACKEND, "--index", "--stale-only",
-            "--query-variant", v.QUERY_VARIANT, "--repair-pools"]
+            "--query-variant", v.QUERY_VARIANT, "--seed", str(v.SEED), "--repair-pools"]
 
 
 def eval_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
@@ -194,8 +194,8 @@ def evaluate(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 @goal("fuse")
 def fuse(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Every component searched and evaluated, then the fused model, in one process."""
-    return [["fuse", *corpus(v), "--models", v.MODELS, "--method", v.METHOD, *search_with(v),
-             "--metrics", v.METRICS]]
+    return [["fuse", *corpus(v), "--models", v.MODELS, "--method", v.METHOD, "--seed",
+             str(v.SEED), *search_with(v), "--metrics", v.METRICS]]
 
 
 @goal("mdcr")

@@ -48,18 +48,45 @@ def file_lock(target: Path, waiting: Callable[[], None] | None = None,
     (make -j, SLURM arrays, two `make embed`) update one artifact in turn. When another holds
     it, `waiting` is called once (to say why in the caller's words), and a line naming the
     holder is logged at once and every `interval` seconds until the lock is free; a holder
-    seen stopped for `stopped_limit` seconds is given up on (InputError)."""
+    seen stopped for `stopped_limit` seconds is given up on (InputError). A lock file this
+    call made is removed when the work inside fails (a refusal leaves nothing behind); one
+    waiting on it then locks the file at its path afresh."""
     path = lock_path(target)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        if not _try_lock(handle):
-            if waiting is not None:
-                waiting()
-            _wait(handle, target, interval, stopped_limit)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    while True:
+        created, handle = _open(path)
+        with handle:
+            if not _try_lock(handle):
+                if waiting is not None:
+                    waiting()
+                _wait(handle, target, interval, stopped_limit)
+            if not _same_file(handle, path):
+                continue  # its maker refused and removed it: lock the one at `path` now
+            try:
+                yield
+            except BaseException:
+                if created:  # a refusal (any error) leaves no lock file it made behind it
+                    path.unlink(missing_ok=True)
+                raise
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+            return
+
+
+def _open(path: Path) -> tuple[bool, IO[str]]:
+    """(whether this call made it, the lock file at `path` open)."""
+    try:
+        return True, path.open("x")
+    except FileExistsError:
+        return False, path.open("a")
+
+
+def _same_file(handle: IO[str], path: Path) -> bool:
+    """Whether the open lock file is still the one at `path` (not removed by its maker)."""
+    try:
+        return os.fstat(handle.fileno()).st_ino == path.stat().st_ino
+    except FileNotFoundError:
+        return False
 
 
 def _try_lock(handle: IO[str]) -> bool:

@@ -36,6 +36,8 @@ def ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False, workers: int =
     """Ingest under the corpus's lock: two ingests of one corpus run in turn. `source` names
     the reader (pipeline/readers.py)."""
     reader(source)  # an unknown source is refused before the lock
+    if not corpus_section(corpus_dir, "ingest"):  # a new corpus: no shards, nothing made
+        raw_shards(raw_dir, source)
     with file_lock(corpus_dir):  # one corpus stage at a time
         current = ingest_is_current(raw_dir, corpus_dir, strict, source, fos_source)
         if current is not None:

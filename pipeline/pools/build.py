@@ -32,7 +32,7 @@ from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
 from pipeline.corpus.files import corpus_file
 from pipeline.corpus.manifest import corpus_repair, written_whole
-from pipeline.fields import field_slug
+from pipeline.fields import MAG_FIELDS, field_slug, resolve_field
 from pipeline.layout import (
     CITATIONS,
     MANIFEST,
@@ -250,6 +250,22 @@ def _up_to_date(pool_dir: Path, spec: PoolSpec, inputs: dict[str, str]) -> bool:
     return stale(pool_dir / MANIFEST, asdict(spec), files=pool_dir, inputs=inputs) is None
 
 
+def pool_field(field: object) -> str | None:
+    """A pool's field by its name in MAG_FIELDS (given in any case, '-' or '_' for its
+    spaces, as FIELD), or None for a dataset-level pool; anything else is refused, naming the
+    fields."""
+    if field is None:
+        return None
+    try:
+        if isinstance(field, str) and field.strip():
+            return resolve_field(field)
+    except InputError:
+        pass
+    raise InputError(f"pool field {field!r}: give one of the 19 MAG fields "
+                     f"({', '.join(MAG_FIELDS)}; case does not matter), or None for a "
+                     "dataset-level pool")
+
+
 def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
     """Write queries, candidates, qrels and manifest for one pool; a no-op when up to date.
 
@@ -257,7 +273,7 @@ def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
     for complete; a lock keeps two processes from building one pool at once.
     """
     check_corpus(corpus_dir)
-    spec, excluded = with_exclusion(spec)
+    spec, excluded = with_exclusion(replace(spec, field=pool_field(spec.field)))
     check_name("pool", spec.name)  # a field given by a caller becomes its folder's name
     if spec.split not in SPLITS:
         raise InputError(f"pool split {spec.split!r}: use one of {', '.join(SPLITS)}")

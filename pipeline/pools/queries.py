@@ -52,6 +52,10 @@ def query_texts(corpus_dir: Path, queries: pl.DataFrame, variant: str = "full",
                               abstract=pl.Series([a for _, a in rows], dtype=pl.String))
 
 
+# the variants drawn from the seed (`perturb` asks `_rng`); the others ignore it
+SEEDED_VARIANTS = frozenset({"shuffled", "deleted30", "typos"})
+
+
 def _rng(seed: int, variant: str, query) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(variant.encode()), id_key(query)])
 

@@ -55,11 +55,11 @@ from pipeline.report.tables import (
     latex_table,
     main_metric,
     markdown_table,
+    markdown_text,
     mdcr_tables,
     mean_results,
     metric_key,
     metric_name,
-    one_line,
     significance_marks,
     significance_section,
     variant_table,
@@ -92,7 +92,7 @@ class Table:
 
     @property
     def markdown(self) -> str:
-        return f"## {one_line(self.caption)}\n\n" + markdown_table(self.header, self.rows)
+        return f"## {markdown_text(self.caption)}\n\n" + markdown_table(self.header, self.rows)
 
     @property
     def latex(self) -> str:
@@ -162,7 +162,7 @@ class Report:
     @property
     def document(self) -> str:
         """The Markdown file: a title above `markdown`."""
-        return f"# Results: {self.corpus}\n\n{self.markdown}"
+        return f"# Results: {markdown_text(self.corpus)}\n\n{self.markdown}"
 
     @property
     def tables(self) -> dict[str, Table]:

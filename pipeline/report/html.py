@@ -23,6 +23,7 @@ from importlib import resources
 from typing import Protocol
 
 from pipeline.layout import REPORT_PAGE_SCRIPT, REPORT_PAGE_STYLE
+from pipeline.report.tables import markdown_unescaped
 
 BEST = "the best of its column"  # what bold says where a caption does not say it
 SIGNIFICANT = ("significantly below the best of its column (paired t-test, Holm-Bonferroni, "
@@ -112,8 +113,8 @@ def table(name: str, caption: str, header: Sequence[str], rows: Sequence[Sequenc
 
 def markdown_blocks(text: str) -> list[tuple[str, object]]:
     """Markdown as a section's text writes it: ("heading", str), ("table", (header, rows)) and
-    ("paragraph", str) blocks, in order; a cell's escaped `\\|` (`tables.markdown_cell`) is
-    its `|`."""
+    ("paragraph", str) blocks, in order, each as the text it was written from (the escapes of
+    `tables.markdown_cell` and `markdown_text` undone)."""
     blocks: list[tuple[str, object]] = []
     lines = text.splitlines()
     i = 0
@@ -124,16 +125,16 @@ def markdown_blocks(text: str) -> list[tuple[str, object]]:
             while i < len(lines) and lines[i].strip().startswith("|"):
                 found.append(lines[i].strip())
                 i += 1
-            cells = [[c.replace(r"\|", "|") for c in (
+            cells = [[markdown_unescaped(c) for c in (
                          row[1:-1] if row.endswith("|") else row[1:]).strip().split(" | ")]
                      for row in found
                      if not re.fullmatch(r"\|(?:\s*:?-+:?\s*\|)+", row)]
             blocks.append(("table", (cells[0], cells[1:])))
             continue
         if line.startswith("#"):
-            blocks.append(("heading", line.lstrip("#").strip()))
+            blocks.append(("heading", markdown_unescaped(line.lstrip("#").strip())))
         elif line:
-            blocks.append(("paragraph", line))
+            blocks.append(("paragraph", markdown_unescaped(line)))
         i += 1
     return blocks
 

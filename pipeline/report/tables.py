@@ -167,10 +167,27 @@ def one_line(text: str) -> str:
     return _LINE_BREAK.sub(" ", text)
 
 
+# what a Markdown renderer reads as HTML (`<`, `>`, `&`) or as an escape (`\\`)
+_MARKDOWN_ACTIVE = re.compile(r"[\\<>&]")
+_MARKDOWN_ESCAPED = re.compile(r"\\([\\<>&|])")
+
+
+def markdown_text(text: str) -> str:
+    """Text of a Markdown heading or cell: one line, `\\ < > &` backslash-escaped (GFM
+    escapes any ASCII punctuation), so that a name such as `<!--<script>` shows as itself
+    instead of opening an HTML comment that hides the rest of the file."""
+    return _MARKDOWN_ACTIVE.sub(lambda m: "\\" + m.group(0), one_line(text))
+
+
+def markdown_unescaped(text: str) -> str:
+    """The text `markdown_text` or `markdown_cell` was given (its escapes undone)."""
+    return _MARKDOWN_ESCAPED.sub(lambda m: m.group(1), text)
+
+
 def markdown_cell(text: str) -> str:
-    """A cell of a Markdown pipe table: one line, `|` escaped (GFM), so that a name such as
-    `a|b` stays one cell."""
-    return one_line(text).replace("|", r"\|")
+    """A cell of a Markdown pipe table: `markdown_text`, with `|` escaped (GFM) too, so that a
+    name such as `a|b` stays one cell."""
+    return markdown_text(text).replace("|", r"\|")
 
 
 def latex_text(text: str) -> str:
@@ -205,7 +222,7 @@ def write_table(tex: Path, caption: str, header: list[str], rows: list[list[str]
     """Write the table as LaTeX to `tex`; return it as a markdown section."""
     with atomic_path(tex) as tmp:
         tmp.write_text(latex_table(header, rows, caption))
-    return f"## {one_line(caption)}\n\n" + markdown_table(header, rows)
+    return f"## {markdown_text(caption)}\n\n" + markdown_table(header, rows)
 
 
 def dataset_metrics(means: pl.DataFrame) -> list[str]:

@@ -46,6 +46,9 @@ class Retriever:
     searches_texts: bool = True
     #: whether perturbed queries (QUERY_VARIANT) can be searched
     searches_variants: bool = True
+    #: whether the seed changes its hits (the random model's order): then it is one of the
+    #: run's parameters, and a run of another seed is not current
+    seeded: bool = False
     #: this kind's own options and their defaults; `search_pool` and `index` give each kind only
     #: its own (an option of another kind, as the command line passes them all, is not its)
     OPTIONS: dict[str, Any] = {}

@@ -78,10 +78,13 @@ def import_run(place: Place, pool: str, run: Any, model: str, *, drop_unknown: b
     from pipeline.core.locks import file_lock
     from pipeline.core.manifests import manifest
     from pipeline.pools.build import load_pool, pool_files
-    from pipeline.retrieval.runs import own_lists, write_run
+    from pipeline.retrieval.runs import own_lists, searched_pools, write_run
 
     start = time.perf_counter()
     check_model_name(model)
+    if searched := searched_pools(place.runs_root, place.corpus, model):  # one name, one model
+        raise InputError(f"MODEL={model!r} is a model searched in pool {', '.join(searched)} "
+                         f"of corpus {place.corpus}: give the imported run a name of its own")
     if not isinstance(drop_unknown, bool) or not isinstance(replace, bool):
         raise InputError("import_run: drop_unknown and replace are True or False")
     queries, candidates, _ = load_pool(place.corpus_dir, pool)  # a damaged pool: refused

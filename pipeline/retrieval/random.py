@@ -10,6 +10,8 @@ from pipeline.retrieval.base import Query, Retriever
 
 
 class Random(Retriever):
+    seeded = True
+
     def hits(self, query: Query) -> tuple[pl.DataFrame, dict]:
         doc_ids = query.candidates["corpusid"].to_numpy()
         frames = []

@@ -14,7 +14,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, read_parquet, write_parquet
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
-from pipeline.layout import IMPORT_RUN, VARIANT_SEP, Place, run_paths
+from pipeline.layout import IMPORT_RUN, VARIANT_SEP, Place, run_paths, runs_dir
 from pipeline.pools.build import validation_pools
 
 TOP_K = 500
@@ -51,20 +51,51 @@ def recorded_run_repair(runs_root: Path, corpus: str, pool: str, model: str) -> 
     return Repair(IMPORT_RUN, corpus, model, variables=(("POOL", pool), ("RUN", source)))
 
 
-def run_problem(place: Place, pool: str, model: str, k: int = TOP_K) -> str | None:
+def run_parameters(pool: str, model: str, k: int = TOP_K, seed: int | None = None) -> dict:
+    """What a run is made with, as its manifest records it and `run_problem` wants it: its
+    pool, its name, its depth and, where the seed changes the run (the random model's order,
+    a perturbed query's words: `search.run_seed`), the seed; None where it does not."""
+    return {"pool": pool, "model": model, "k": k, **({} if seed is None else {"seed": seed})}
+
+
+def searched_pools(runs_root: Path, corpus: str, model: str) -> list[str]:
+    """The pools of `corpus` where `model` has a run that the search stage made (not an
+    imported one; an unreadable manifest is neither: verify names it), sorted."""
+    folder = runs_dir(runs_root, corpus, "pool").parent  # the corpus's run folders
+    found: list[str] = []
+    if not folder.is_dir():
+        return found
+    for pool in sorted(p.name for p in folder.iterdir() if p.is_dir()):
+        manifest = run_paths(runs_root, corpus, pool, model).manifest
+        try:
+            stage = read_json(manifest).get("stage") if manifest.is_file() else None
+        except InputError:
+            continue
+        if stage is not None and stage != IMPORT_RUN:
+            found.append(pool)
+    return found
+
+
+def run_problem(place: Place, pool: str, model: str, k: int = TOP_K, seed: int | None = None,
+                defaults: dict[str, float] | None = None) -> str | None:
     """Why `search` would write this run again (None when it is current): no complete run, a
-    damaged file, other parameters, or an input that changed since (the pool's files, the
-    texts, embedding parts or index it read, component runs, validation pools)."""
+    damaged file, other parameters (k; the seed, where it changes the run), BM25 defaults
+    other than the model's (`defaults`, where no validation pool tuned them), or an input
+    that changed since (the pool's files, the texts, embedding parts or index it read,
+    component runs, validation pools)."""
     paths = run_paths(place.runs_root, place.corpus, pool, model)
-    problem = stale(paths.manifest, {"pool": pool, "model": model, "k": k},
-                    files=paths.trec.parent, own=lambda info: _tuning_problem(place, pool, info),
+    problem = stale(paths.manifest, run_parameters(pool, model, k, seed),
+                    files=paths.trec.parent,
+                    own=lambda info: _tuning_problem(place, pool, info, defaults),
                     roots=place.roots)
     return problem.reason if problem else None
 
 
-def _tuning_problem(place: Place, pool: str, info: dict) -> str | None:
-    """What is wrong with a BM25 run's tuning (None for any other run): tuned on other
-    validation pools than its pool has now, or on a grid that scored nothing."""
+def _tuning_problem(place: Place, pool: str, info: dict,
+                    defaults: dict[str, float] | None = None) -> str | None:
+    """What is wrong with a BM25 run's k1 and b (None for any other run): tuned on other
+    validation pools than its pool has now, or on a grid that scored nothing; untuned, other
+    defaults than the model's (`defaults`, when given)."""
     details = info.get("details", {})
     if "k1" in details and details.get("tuned_on") != validation_pools(place.corpus_dir, pool):
         return "its pool's validation pools changed since (BM25 is tuned on them)"
@@ -72,12 +103,18 @@ def _tuning_problem(place: Place, pool: str, info: dict) -> str | None:
         # tuning once looked a collection's query texts up among the papers and took the
         # first pair of a grid that scored nothing; it is an error now
         return "its BM25 k1 and b were chosen on a grid that scored MAP 0 everywhere"
+    made = {name: details.get(name) for name in ("k1", "b")}
+    if "k1" in details and not details.get("tuned_on") and defaults and made != {
+            name: defaults.get(name) for name in made}:
+        return (f"made with BM25 k1 {made['k1']} and b {made['b']}, the model's are k1 "
+                f"{defaults.get('k1')} and b {defaults.get('b')}")
     return None
 
 
-def run_is_current(place: Place, pool: str, model: str, k: int = TOP_K) -> bool:
-    """True when `search` would write this run again from the same inputs."""
-    return run_problem(place, pool, model, k) is None
+def run_is_current(place: Place, pool: str, model: str, k: int = TOP_K, seed: int | None = None,
+                   defaults: dict[str, float] | None = None) -> bool:
+    """True when `search` would write this run again from the same inputs (`run_problem`)."""
+    return run_problem(place, pool, model, k, seed, defaults) is None
 
 
 def run_shas(runs_root: Path, corpus: str, pool: str, models: list[str]) -> dict[str, str]:
@@ -160,11 +197,11 @@ def write_run(run: pl.DataFrame, paths: dict[str, Path], tag: str,
     write_parquet(run.to_arrow(), paths.parquet)
 
 
-def run_manifest(corpus_dir: Path, pool: str, name: str, k: int, details: dict,
-                  paths: dict[str, Path], seconds: float, counts: dict,
-                  inputs: dict[str, str]) -> dict:
+def run_manifest(parameters: dict, details: dict, paths: dict[str, Path], seconds: float,
+                 counts: dict, inputs: dict[str, str]) -> dict:
+    """A searched run's manifest: `parameters` as `run_parameters` makes them."""
     folder = paths.trec.parent
-    return manifest("search", {"pool": pool, "model": name, "k": k}, details=details,
+    return manifest("search", parameters, details=details,
                     inputs=inputs,
                     outputs=fingerprints(folder, [paths.trec.name, paths.parquet.name]),
                     counts=counts, seconds=round(seconds, 2),

@@ -19,15 +19,18 @@ from pipeline.core.locks import file_lock
 from pipeline.layout import PREFILTERED, Place, run_name, run_paths
 from pipeline.models import ModelEntry
 from pipeline.pools.build import load_pool, pool_files
-from pipeline.pools.queries import own_text, query_texts
+from pipeline.pools.queries import SEEDED_VARIANTS, own_text, query_texts
 from pipeline.retrieval.base import Query
+from pipeline.retrieval.imported import imported_pools
 from pipeline.retrieval.registry import retriever
 from pipeline.retrieval.runs import (
     TOP_K,
     finalize_run,
     keep_own_lists,
     own_lists,
+    run_is_current,
     run_manifest,
+    run_parameters,
     write_run,
 )
 
@@ -44,6 +47,32 @@ def index(place: Place, pool: str, entry: ModelEntry, threads: int = 2, *,
                       **stage)
 
 
+def check_not_imported(place: Place, model: str) -> None:
+    """Refuse to search `model` where a run of that name was imported into a pool of the
+    corpus (make import-run): the search would replace it, or make the name two models on two
+    pools (eval scores an imported name as a run, on its own pools only)."""
+    if pools := imported_pools(place.runs_root, place.corpus, model):
+        raise InputError(f"{model} is a run imported into pool {', '.join(pools)} of corpus "
+                         f"{place.corpus} (make import-run): give the model you search a name "
+                         "of its own")
+
+
+def run_seed(entry: ModelEntry, variant: str, seed: int) -> int | None:
+    """The seed as a run's parameter: where it changes the run (the random model's order, the
+    words a perturbed query keeps), `seed`; None where the run is the same whatever the seed.
+    A run of another seed is another run: searched again, in its place (the same name)."""
+    return seed if retriever(entry.kind).seeded or variant in SEEDED_VARIANTS else None
+
+
+def current_run(place: Place, pool: str, entry: ModelEntry, k: int = TOP_K, seed: int = 0,
+                variant: str = "full") -> bool:
+    """Whether `search_pool` with these arguments would make the run that is there (the rule
+    of `make search` and `pipeline.search`, which then keep it): every parameter that
+    changes the run is compared (runs.run_problem)."""
+    return run_is_current(place, pool, run_name(entry.name, variant), k,
+                          run_seed(entry, variant, seed), entry.params or None)
+
+
 def search_pool(place: Place, pool: str, entry: ModelEntry, k: int = TOP_K, threads: int = 2,
            seed: int = 0, variant: str = "full", **options) -> dict:
     """Retrieve the top k candidates of `pool` for each of its queries; write the run.
@@ -57,6 +86,7 @@ def search_pool(place: Place, pool: str, entry: ModelEntry, k: int = TOP_K, thre
     start = time.perf_counter()
     name = run_name(entry.name, variant)
     kind = retriever(entry.kind)
+    check_not_imported(place, entry.name)  # an imported run is never replaced by a search
     if variant != "full" and not kind.searches_variants:
         raise InputError(f"QUERY_VARIANT={variant} is not available for {entry.kind} models "
                          f"({entry.name}) yet: use bm25, random or a dense encoder")
@@ -86,13 +116,15 @@ def search_pool(place: Place, pool: str, entry: ModelEntry, k: int = TOP_K, thre
     run, self_hits = finalize_run(hits, keep)
     paths = run_paths(place.runs_root, place.corpus, pool, name)
     with file_lock(paths.trec.parent / name):  # the run
+        check_not_imported(place, entry.name)  # imported while this one searched
         write_run(run, paths, tag=name)
         seconds = time.perf_counter() - start
-        info = run_manifest(place.corpus_dir, pool, name, k, details, paths, seconds,
-                             counts={"queries": queries.height, "candidates": candidates.height,
-                                     "rows": run.height, "self_hits_removed": self_hits,
-                                     **counts},
-                             inputs=inputs)
+        info = run_manifest(run_parameters(pool, name, k, run_seed(entry, variant, seed)),
+                            details, paths, seconds,
+                            counts={"queries": queries.height, "candidates": candidates.height,
+                                    "rows": run.height, "self_hits_removed": self_hits,
+                                    **counts},
+                            inputs=inputs)
         write_json(info, paths.manifest)
     return info
 

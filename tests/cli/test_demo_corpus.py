@@ -69,3 +69,26 @@ def test_commands_without_the_demo_settings_keep_the_demo_as_it_is(tmp_path):
     done = make(root, "corpus", "CORPUS=demo", "DEMO_SEED=1")
     assert done.returncode == 0, done.stderr[-2000:]
     assert (synth_settings(root)["n_papers"], synth_settings(root)["seed"]) == (400, 1)
+
+
+def test_the_demo_embeds_only_the_models_it_is_asked_for(tmp_path, monkeypatch):
+    """`make demo DEMO_MODELS="bm25 random"` embedded MiniLM anyway (273 of its 295 s; issue
+    46): the embed stage is each encoder of DEMO_MODELS, and none without one."""
+    from pipeline.cli.commands import demo
+    from pipeline.cli.main import build_parser
+
+    stages: list[tuple[str, ...]] = []
+    monkeypatch.setattr(demo, "run_stage", lambda args, name, *argv: stages.append(
+        (name, *argv)))
+    monkeypatch.setattr(demo, "search_and_eval", lambda args, model: stages.append(
+        ("search-and-eval", model)))
+    roots = ["--corpora-root", str(tmp_path / "corpora"), "--index-root",
+             str(tmp_path / "indexes"), "--runs-root", str(tmp_path / "runs")]
+    for models, embedded in (("bm25 random", []), ("bm25 minilm random", ["minilm"]),
+                             ("scibert,bm25,minilm", ["scibert", "minilm"])):
+        stages.clear()
+        args = build_parser().parse_args([*roots, "demo", "--models", models])
+        args.func(args)
+        assert [s[s.index("--model") + 1] for s in stages if s[0] == "embed"] == embedded
+        searched = [s[1] for s in stages if s[0] == "search-and-eval"]
+        assert searched == models.replace(",", " ").split()

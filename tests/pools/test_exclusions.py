@@ -19,6 +19,7 @@ from pipeline.layout import exclusion_tag, parse_pool_name
 from pipeline.pools.build import PoolSpec, build_pool, load_pool, rebuild_pool, validation_pools
 from pipeline.pools.exclusions import read_list
 from tests.conftest import N_QUERIES, POOL_SIZES, copy_corpus, pool_of
+from tests.report.test_report_names import markdown_html
 
 
 @pytest.fixture(scope="module")
@@ -179,6 +180,16 @@ def test_leakage_table_counts_training_papers(corpus_dir, tmp_path, fixture_quer
     assert dict(report.provenance.about)["rebuild this page"] == (
         f"make report CORPUS={corpus.name} SEED=1 TRAINING_SETS={trained_var}")
     assert "leakage" not in build_report(place.runs_root, corpus.name, seed=1).tables
+    # a label and a file name of HTML's characters reached the Markdown file raw (issue 46)
+    hostile = tmp_path / "a<b&c>.json"
+    hostile.write_text(json.dumps(trained))
+    shown = build_report(place.runs_root, corpus.name, seed=1,
+                         training_sets={"<!--<script>": str(hostile)})
+    leakage = shown.tables["leakage"]
+    assert leakage.header[3] == "<!--<script>: queries in training"
+    assert markdown_html(shown.document) == "" and "<!--" not in shown.html
+    assert r"\textless{}!--\textless{}script\textgreater{}: queries" in leakage.latex
+    assert r"a\textless{}b\&c\textgreater{}.json" in leakage.latex  # the caption's file
     # a pool drawn without a list beside them: the report asks which pools to show
     listed = tmp_path / "listed.txt"
     listed.write_text("".join(f"{i}\n" for i in fixture_queries[:3]))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 import pytest
 
@@ -103,6 +105,12 @@ def test_field_pool_larger_than_the_field_cited_set_takes_all(private):
                                      repeat=1))
 
 
+def left_in_pools(corpus: Path) -> list[str]:
+    """What is in the corpus's pools folder (lock files too), by name."""
+    folder = corpus / "pools"
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
 def test_bad_pool_requests_are_clear_errors(private):
     with pytest.raises(InputError, match="cannot hold the"):
         build_pool(private, PoolSpec(size=10, n_queries=N_QUERIES, seed=1))
@@ -111,6 +119,28 @@ def test_bad_pool_requests_are_clear_errors(private):
     with pytest.raises(InputError, match="does not exist"):
         load_pool(private, "all-3k-r9")
     assert pool_names(private) == []  # nothing half-built
+    assert left_in_pools(private) == []  # nor a lock file
+
+
+def test_a_field_is_one_of_the_fields(private, corpus_dir):
+    """`build_pool(field="Nope")` blamed the query year (no query paper of 2019 in Nope) and
+    left a lock file; `field=""` was a pool named `-500-r0` (issue 46). An unknown field is
+    refused naming it and the 19 fields, an empty one too, before anything is written; a
+    field is read as the command line reads FIELD (any case, '-' for spaces)."""
+    from pipeline.fields import MAG_FIELDS
+
+    for field in ("Nope", "", "  ", "all", "Medicine Biology"):
+        with pytest.raises(InputError) as refused:
+            build_pool(private, PoolSpec(size=800, field=field, n_queries=5, seed=1))
+        line = refused.value.message
+        assert line.startswith(f"pool field {field!r}: ") and "\n" not in line
+        assert all(name in line for name in MAG_FIELDS), line
+    assert left_in_pools(private) == []
+    named = build_pool(private, PoolSpec(size=800, field="medicine", n_queries=5, seed=1))
+    assert named["name"] == "medicine-800-s1-r0" and named["parameters"]["field"] == "Medicine"
+    made = (private / "pools" / named["name"] / "manifest.json").stat().st_mtime_ns
+    build_pool(private, PoolSpec(size=800, field="Medicine", n_queries=5, seed=1))
+    assert (private / "pools" / named["name"] / "manifest.json").stat().st_mtime_ns == made
 
 
 def test_exclusion_list_removes_queries(corpus_dir, tmp_path):

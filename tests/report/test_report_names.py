@@ -17,7 +17,7 @@ import pytest
 from pipeline.layout import REPORT_PAGE_SUFFIX, REPORT_TABLE_SUFFIX, report_file, reports_dir
 from pipeline.report.build import build_report
 from pipeline.report.html import markdown_blocks
-from pipeline.report.tables import latex_table, markdown_table, one_line
+from pipeline.report.tables import latex_table, markdown_table, markdown_text, one_line
 from tests.report.test_report_determinism import results_frame, write_results
 
 # every character the page, LaTeX and Markdown treat specially; none of them holds a `/` where
@@ -155,7 +155,7 @@ def test_tex_and_md_tables_keep_their_shape_whatever_the_names(saved):
     assert assert_markdown_tables(markdown) == len(built.tables) + 2  # and significance's two
     # each table's cells read back as the names (escapes undone), on the page's side too
     for table in built.tables.values():
-        assert f"## {one_line(table.caption)}\n" in markdown
+        assert f"## {markdown_text(table.caption)}\n" in markdown
     blocks = [v for k, v in markdown_blocks(built.section("significance").text) if k == "table"]
     models = {row[2] for row in blocks[0][1]} | {row[3] for row in blocks[0][1]}
     assert one_line(MODEL) in models
@@ -175,6 +175,34 @@ def test_a_training_sets_label_in_both_formats():
     text = markdown_table(header, rows)
     assert assert_markdown_tables(text) == 1
     assert cells_of(text.split("\n")[0])[4].strip() == r"a\|b c: positives in training"
+    # issue 46: the label `<!--<script>` reached demo.md raw
+    header[3] = "<!--<script>: queries in training"
+    text = markdown_table(header, rows)
+    assert markdown_html(text) == "" and assert_markdown_tables(text) == 1
+    assert markdown_blocks(text)[0][1][0][3] == header[3]
+
+
+def markdown_html(text: str) -> str:
+    """What a Markdown renderer may read as HTML in `text`: its `<`, `>` and `&` left once
+    every backslash escape (a backslash and the character after it) is taken out."""
+    return "".join(c for c in re.sub(r"\\.", "", text) if c in "<>&")
+
+
+def test_names_are_text_in_the_markdown_file(saved):
+    """A name holding `<!--<script>` reached the Markdown file raw, where a renderer opens an
+    HTML comment and hides the rest of the file (issue 46): every heading and cell shows
+    `\\ < > &` escaped, and reads back (markdown_blocks, the page's reader) as the name."""
+    runs, built = saved
+    markdown = report_file(reports_dir(runs), CORPUS).read_text()
+    report_text = "Holm-Bonferroni"  # the report's own words hold none of them
+    assert markdown_html(markdown) == "" and report_text in markdown
+    assert markdown.startswith(f"# Results: {markdown_text(CORPUS)}\n")
+    blocks = markdown_blocks(markdown)
+    assert blocks[0] == ("heading", f"Results: {CORPUS}")
+    cells = {cell for kind, value in blocks if kind == "table"
+             for row in [value[0], *value[1]] for cell in row}
+    assert one_line(MODEL) in cells
+    assert any(one_line(FIELD) in cell for cell in cells)
 
 
 def test_the_field_average_is_over_the_fields_every_model_has(tmp_path):

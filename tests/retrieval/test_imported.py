@@ -176,6 +176,76 @@ def test_names_of_searched_models_are_refused(small, tmp_path):
             pipeline.import_run(data, "small", pool, frame, name)
 
 
+def test_a_search_never_takes_an_imported_runs_name(small, tmp_path):
+    """An Encoder named `same` replaced the run `same` imported into a pool (its manifest's
+    stage became search), or searched another pool under that name: `same` was then two
+    models, and make eval left a pool out (issue 46). Every search under an imported run's
+    name is refused before anything is embedded or written, a model registered under it
+    later too."""
+    from pipeline.layout import Place, store_dir
+    from pipeline.models import REGISTRY, ModelEntry
+    from pipeline.retrieval.search import search_pool
+    from tests.encoding.test_objects import Hashed
+
+    data, pool, frame = small
+    pipeline.import_run(data, "small", pool, frame, "same")
+    paths = run_paths(data.runs, "small", pool, "same")
+    before = {p: p.read_bytes() for p in (paths.trec, paths.parquet, paths.manifest)}
+    encoder = pipeline.Encoder(Hashed(), name="same", similarity="ip", fingerprint="v1")
+    refused = r"^same is a run imported into pool .* \(make import-run\): give the model"
+    for where in (pool, pool_of(1600)):
+        with pytest.raises(InputError, match=refused):
+            pipeline.search(data, "small", where, encoder, k=10, threads=1)
+        with pytest.raises(InputError, match=refused):
+            pipeline.search(data, "small", where, encoder, k=10, threads=1, variant="title")
+    with pytest.raises(InputError, match=refused):  # it would score the imported run
+        pipeline.evaluate(data, "small", pool, encoder)
+    assert pipeline.evaluate(data, "small", pool, "same", means=True)["model"][0] == "same"
+    REGISTRY["same"] = ModelEntry("same", "random")
+    try:
+        with pytest.raises(InputError, match=refused):
+            pipeline.search(data, "small", pool_of(1600), "same", k=10, threads=1)
+        with pytest.raises(InputError, match=refused):
+            search_pool(Place(data.corpus("small"), data.indexes, data.runs), pool,
+                        REGISTRY["same"], k=10, threads=1)
+    finally:
+        del REGISTRY["same"]
+    assert {p: p.read_bytes() for p in before} == before
+    assert not store_dir(data.indexes, "small", "same").exists()
+    assert not run_paths(data.runs, "small", pool_of(1600), "same").manifest.exists()
+
+
+def test_an_import_never_takes_a_searched_models_name(small, tmp_path):
+    """The other way round: a run imported under the name of a model searched in another
+    pool of the corpus made that name two models too."""
+    from tests.encoding.test_objects import Hashed
+
+    data, pool, frame = small
+    encoder = pipeline.Encoder(Hashed(), name="searched", similarity="ip", fingerprint="v1")
+    pipeline.search(data, "small", pool_of(1600), encoder, k=10, threads=1)
+    with pytest.raises(InputError, match=r"^MODEL='searched' is a model searched in pool "
+                       f"{pool_of(1600)} "):
+        pipeline.import_run(data, "small", pool, frame, "searched")
+    assert not run_paths(data.runs, "small", pool, "searched").manifest.exists()
+    # a damaged manifest says nothing of what made its run: it blocks no import (verify names
+    # it, and its repair may be this very import)
+    damaged = run_paths(data.runs, "small", pool_of(1600), "mended").manifest
+    damaged.write_text('{"stage": "search", ')
+    assert pipeline.import_run(data, "small", pool, frame, "mended")["stage"] == "import-run"
+
+
+def test_an_entry_never_takes_a_registered_models_name(small):
+    """A ModelEntry named as a registered model, with other settings, was searched under
+    the registered model's name: one name, two models."""
+    from pipeline.models import ModelEntry
+
+    data, pool, _ = small
+    other = ModelEntry("bm25", "bm25", params={"k1": 2.0, "b": 1.0})
+    with pytest.raises(InputError, match="'bm25' is a registered or derived model's name"):
+        pipeline.search(data, "small", pool, other, k=10, threads=1)
+    assert not run_paths(data.runs, "small", pool, "bm25").manifest.exists()
+
+
 def test_reimport_is_a_no_op_and_a_changed_source_needs_replace(small, tmp_path):
     """The same file again writes nothing; the file changed at the same size is refused with
     the command that imports it in place of the old one (REPLACE=1), which then does."""

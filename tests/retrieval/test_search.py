@@ -5,11 +5,13 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+import pipeline
+from pipeline.core.files import read_json
 from pipeline.evaluation.evaluate import collect_results, eval_is_current, eval_run
 from pipeline.layout import Place, run_paths
 from pipeline.models import REGISTRY, ModelEntry, get_model
 from pipeline.retrieval.runs import run_is_current
-from pipeline.retrieval.search import index, search_pool
+from pipeline.retrieval.search import current_run, index, search_pool
 from tests.conftest import POOL_SIZES, pool_of
 
 POOL = pool_of(POOL_SIZES[0])
@@ -96,18 +98,49 @@ def test_stale_only_keeps_current_work_and_redoes_the_rest(corpus_dir, tmp_path)
     search_pool(place, POOL, entry, k=100, threads=1)
     eval_run(place, POOL, entry.name)
     paths = run_paths(runs_root, corpus_dir.name, POOL, entry.name)
-    assert run_is_current(place, POOL, entry.name, k=100)
+    assert current_run(place, POOL, entry, k=100)
     assert eval_is_current(place, POOL, entry.name)
-    assert not run_is_current(place, POOL, entry.name,
-                              k=500)  # another k
+    assert not current_run(place, POOL, entry, k=500)  # another k
     assert not run_is_current(place, POOL, "bm25-unsearched", k=100)
     # a run rewritten with other bytes: the run is current, its evaluation is not
     search_pool(place, POOL, entry, k=100, threads=1, seed=7)
-    assert run_is_current(place, POOL, entry.name, k=100)
+    assert current_run(place, POOL, entry, k=100, seed=7)
     assert not eval_is_current(place, POOL, entry.name)
     # a damaged run is not current
     paths.parquet.write_bytes(paths.parquet.read_bytes()[:-10])
-    assert not run_is_current(place, POOL, entry.name, k=100)
+    assert not current_run(place, POOL, entry, k=100, seed=7)
+
+
+def test_a_run_is_made_with_the_seed_asked_for(corpus_dir, tmp_path):
+    """`search(random, seed=5)` then seed=0 and seed=7 gave the seed-5 run each time (the
+    seed was no part of a run's currency; issue 46). A seed is one of the parameters of the
+    runs it changes (random, perturbed queries): another seed searches again, in the run's
+    place, and a run no seed changes is kept whatever the seed."""
+    data = pipeline.Data(corpora=corpus_dir.parent, indexes=tmp_path / "indexes",
+                         runs=tmp_path / "runs")
+    corpus = corpus_dir.name
+    paths = run_paths(data.runs, corpus, POOL, "random")
+
+    def ranked() -> list[tuple[int, int]]:
+        return pl.read_parquet(paths.parquet).select("query", "doc").rows()
+
+    by_seed = {}
+    for seed in (5, 0, 7):
+        pipeline.search(data, corpus, POOL, "random", k=20, threads=1, seed=seed)
+        by_seed[seed] = ranked()
+        assert read_json(paths.manifest)["parameters"]["seed"] == seed
+    assert len(set(map(tuple, by_seed.values()))) == 3  # three orders, one per seed
+    pipeline.search(data, corpus, POOL, "random", k=20, threads=1, seed=5)
+    assert ranked() == by_seed[5]  # the same seed, the same run: made again the same
+    # a perturbed query is drawn from the seed; a variant that draws nothing ignores it
+    words = run_paths(data.runs, corpus, POOL, "random~deleted30").manifest
+    pipeline.search(data, corpus, POOL, "random", k=20, threads=1, seed=1, variant="deleted30")
+    assert read_json(words)["parameters"]["seed"] == 1
+    pipeline.search(data, corpus, POOL, "bm25", k=20, threads=1, seed=1, variant="title")
+    title = run_paths(data.runs, corpus, POOL, "bm25~title").manifest
+    made = title.stat().st_mtime_ns
+    pipeline.search(data, corpus, POOL, "bm25", k=20, threads=1, seed=2, variant="title")
+    assert title.stat().st_mtime_ns == made and "seed" not in read_json(title)["parameters"]
 
 
 @pytest.mark.slow  # encodes
@@ -148,3 +181,18 @@ def test_a_model_with_a_query_form_searches_with_its_query_vectors(corpus_dir, t
     docs = load_vectors(store, first["doc"].to_numpy())
     np.testing.assert_allclose(first["score"], (want[rows] * docs).sum(1), atol=2e-6)
     assert info["counts"]["queries"] == queries.height
+
+
+def test_other_bm25_defaults_search_again(corpus_dir, tmp_path):
+    """A BM25 entry's k1 and b (used where no validation pool tunes them) were no part of its
+    run's currency: an entry of the same name with other defaults kept the old run (issue
+    46)."""
+    data = pipeline.Data(corpora=corpus_dir.parent, indexes=tmp_path / "indexes",
+                         runs=tmp_path / "runs")
+    manifest = run_paths(data.runs, corpus_dir.name, POOL, "bm25-mine").manifest
+    for k1, b in ((0.9, 0.4), (1.2, 0.75)):
+        entry = ModelEntry("bm25-mine", "bm25", params={"k1": k1, "b": b})
+        pipeline.search(data, corpus_dir.name, POOL, entry, k=20, threads=1)
+        details = read_json(manifest)["details"]
+        assert (details["k1"], details["b"], details["tuned_on"]) == (k1, b, [])
+        assert current_run(Place(corpus_dir, data.indexes, data.runs), POOL, entry, k=20)

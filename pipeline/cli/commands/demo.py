@@ -49,8 +49,6 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
                    help="queries per field-level pool (DEMO_FIELD_QUERIES)")
     p.add_argument("--repeats", type=positive, default=1, help="samples per size (REPEATS)")
     p.add_argument("--seed", type=non_negative, default=0, help="the pools' seed (SEED)")
-    p.add_argument("--embed", default="minilm", help="the model embedded first, as a stage "
-                   "of its own (its throughput is the demo's embed figure)")
     p.add_argument("--num-shards", type=make_check("SHARDS"), default=1,
                    help="embed shards (SHARDS)")
     p.add_argument("--models", default=make_default("DEMO_MODELS"), help="the models searched and "
@@ -87,9 +85,12 @@ def cmd_demo(args: argparse.Namespace) -> None:
         run_stage(args, "pool", *pools, "--field", args.fields, "--size", args.field_size,
                   "--queries", str(args.field_queries))
     run_stage(args, "pool", *corpus, "--repair")  # make pools, before make embed
-    run_stage(args, "embed", *corpus, "--model", get_model(args.embed).name,
-              "--num-shards", str(args.num_shards),
-              *(["--model-path", args.model_path] if args.model_path else []))
-    for model in comma_list(args.models):
-        search_and_eval(args, get_model(model).name)
+    models = [get_model(model) for model in comma_list(args.models)]
+    for entry in models:  # each encoder asked for, as a stage of its own (its throughput)
+        if entry.embedded:
+            run_stage(args, "embed", *corpus, "--model", entry.name,
+                      "--num-shards", str(args.num_shards),
+                      *(["--model-path", args.model_path] if args.model_path else []))
+    for entry in models:
+        search_and_eval(args, entry.name)
     run_stage(args, "report", *corpus, "--seed", str(args.seed), "--times")

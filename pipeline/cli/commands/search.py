@@ -44,7 +44,7 @@ def search_argv(args: argparse.Namespace, model: str,
     argv = ["--corpus", args.corpus, "--model", model, "--threads", str(args.threads),
             "--bm25-engine", args.bm25_engine, "--backend", args.backend, "--index",
             "--stale-only", "--query-variant", query_variant or args.query_variant,
-            "--repair-pools"]
+            "--seed", str(args.seed), "--repair-pools"]
     return argv + (["--model-path", args.model_path] if args.model_path else [])
 
 
@@ -121,8 +121,7 @@ def cmd_search(args: argparse.Namespace) -> None:
     from pipeline.layout import run_name
     from pipeline.retrieval.imported import imported_pools
     from pipeline.retrieval.registry import retriever
-    from pipeline.retrieval.runs import run_is_current
-    from pipeline.retrieval.search import search_pool
+    from pipeline.retrieval.search import current_run, search_pool
 
     place = place_of(args)
     imported = imported_pools(place.runs_root, place.corpus, args.model)
@@ -144,7 +143,7 @@ def cmd_search(args: argparse.Namespace) -> None:
         _index_pools(args, entry, pools)
     if args.stale_only:
         kept = [p for p in pools
-                if run_is_current(place, p, name, args.k)]
+                if current_run(place, p, entry, args.k, args.seed, args.query_variant)]
         pools = [p for p in pools if p not in kept]
         log.info(f"[search] {name}: {len(kept)} current runs kept, {len(pools)} to search")
     if args.index and pools and not lucene:
@@ -167,6 +166,7 @@ def _fuse_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", required=True, help="the models fused, separated by commas "
                    "(an hf: model's pooling as hf:<org>/<name>@cls)")
     p.add_argument("--method", default="rrf", help="ranx's fusion method (rrf, wsum, ...)")
+    p.add_argument("--seed", type=non_negative, default=0, help="seed of the random model")
     threads_arg(p)
     search_args(p)
     metrics_arg(p)
