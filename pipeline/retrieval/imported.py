@@ -391,7 +391,7 @@ def spill(blocks: Iterator[pl.DataFrame], target: PoolView, scratch: Path) -> Sp
     counts = np.zeros(target.order.height + UNKNOWN_GROUPS, dtype=np.int64)
     for number, block in enumerate(blocks):
         lines = target.classify(block).sort("pos", "line")
-        path = scratch / f"block-{number:06d}.parquet"
+        path = scratch / f"block-{number:06d}"  # parquet, read back by Spilled.read only
         lines.write_parquet(path, compression="lz4", row_group_size=SPILL_ROWS, statistics=True)
         spilled.files.append(path)
         counts += np.bincount(lines["pos"].to_numpy(), minlength=len(counts))
