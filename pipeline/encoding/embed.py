@@ -195,7 +195,7 @@ def _as_stored(vectors: np.ndarray, dtype: str, ids: np.ndarray) -> np.ndarray:
     unseen, so the part is refused instead, naming a paper."""
     kind = np.float16 if dtype == "float16" else np.float32
     with np.errstate(over="ignore", invalid="ignore"):
-        stored = vectors.astype(kind)
+        stored = vectors.astype(kind, copy=False)
     bad = ~np.isfinite(stored).all(axis=1)
     if bad.any():
         raise InputError(f"{int(bad.sum())} of {len(stored)} vectors are NaN or infinite as "

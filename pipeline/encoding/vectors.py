@@ -1,15 +1,18 @@
 """Vectors computed elsewhere, imported as an embedding store (`make import-vectors`,
 `pipeline.import_vectors`; docs/encoders.md, "Vectors from elsewhere").
 
-The source is a parquet file with a paper id column (`corpusid`) and a `vector` column (a
-fixed-size list or a list of floats). Every row is checked before anything is written: one
-dimension for all, no null, NaN or infinite value, no id twice (each refused, counted, with
-an example id); ids that are not papers of the corpus are dropped and counted (vectors made
-for a larger collection are the usual case). The store, `indexes/<corpus>/embeddings/
-vectors--<name>/`, records the source's sha256 and the similarity, and each row the text
-digest of its paper at import time, so a corpus made again in place makes it stale: it is
-imported again (from a file computed on the new texts), never re-embedded. A search of it
-reads the similarity its manifest records.
+The source is a parquet file with a paper id column (`corpusid`, of the corpus's id type) and
+a `vector` column (a fixed-size list or a list of numbers). Every row is checked before
+anything is written: one dimension for all, no null, NaN or infinite value as float32 (the
+store's type: 1e39 is inf there), no id twice (each refused, counted, with an example id); ids
+that are not papers of the corpus are dropped and counted (vectors made for a larger
+collection are the usual case). The file is read `BATCH_ROWS` rows at a time, twice (checked,
+then placed in a scratch file in the store's order), so memory holds the ids, a batch and one
+part, whatever its size. Another file or similarity over a store it made needs `replace`.
+The store, `indexes/<corpus>/embeddings/vectors--<name>/`, records the source's sha256 and
+the similarity, and each row the text digest of its paper at import time, so a corpus made
+again in place makes it stale: it is imported again (from a file computed on the new texts),
+never re-embedded. A search of it reads the similarity its manifest records.
 """
 
 from __future__ import annotations

@@ -55,9 +55,9 @@ IMPORTED = "imported"  # the retriever an imported run's manifest names (details
 TREC_FIELDS = 6  # qid Q0 docid rank score tag
 COLUMNS = {"query": ("query", "q_id", "qid"), "doc": ("doc", "doc_id", "docid"),
            "score": ("score",)}  # a DataFrame's columns, by the names ours and ranx's use
-BLOCK_BYTES = 1 << 25  # bytes of a TREC file parsed at a time (also the longest line taken)
+BLOCK_BYTES = 1 << 23  # bytes of a TREC file parsed at a time (also the longest line taken)
 FRAME_ROWS = 1 << 20  # rows of a DataFrame source spilled at a time
-GROUP_LINES = 1 << 21  # lines (of whole queries) checked and ordered at a time
+GROUP_LINES = 1 << 19  # lines (of whole queries) checked and ordered at a time
 UNKNOWN_GROUPS = 64  # lines of queries the pool lacks are spread over these by a hash
 SPILL_ROWS = 1 << 16  # rows per row group of a spilled block (a group's read skips the others)
 # whitespace as Python's str.split() takes it (\s is Unicode's; Python adds \x1c-\x1f)
