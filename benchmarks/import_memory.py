@@ -1,9 +1,9 @@
 """Peak memory of `make import-run` and `make import-vectors` against the size of the file
 imported (issue 46: a 964 MB run file peaked at 8.1 GB, a 308 MB vector file at 2.2 GB).
 
-A synthetic corpus (`--papers`, default 60,000) with one pool of `--candidates` candidates and
+A synthetic corpus (`--papers`, default 360,000) with one pool of `--candidates` candidates and
 `--queries` queries is made once; then, for each size, a TREC run file (each query ranking a
-share of the pool's candidates, shuffled) and a parquet file of 768-dimensional vectors (the
+share of the pool's candidates, shuffled) and a parquet file of 384-dimensional vectors (the
 corpus's papers, shuffled) are imported by `pipeline.import_run` / `pipeline.import_vectors` in
 a fresh Python process each, whose peak RSS (its VmHWM, /proc/self/status) is recorded: with this
 tree's code, and with the code before the files were streamed (`--old`, the commit BASE,
@@ -34,13 +34,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from machine import machine  # noqa: E402
 
 BASE = "8d59b97814e652b0b310ac6657c6bceaba52930c"  # the last commit that read files whole
-POOL = "all-{size}-r0"
 RUN_SHARES = (0.25, 0.5, 1.0)  # of each query's candidates: the run files' sizes
 VECTOR_SHARES = (0.25, 0.5, 1.0)  # of the corpus's papers: the vector files' sizes
-DIM = 768
+DIM = 384
 
 IMPORT = """
 import sys, pipeline
+assert pipeline.__file__.startswith(sys.argv[6]), pipeline.__file__  # the tree measured
 kind, data, src, name = sys.argv[1:5]
 if kind == "run":
     pipeline.import_run(data, "bench", sys.argv[5], src, name)
@@ -56,6 +56,7 @@ def corpus(root: Path, papers: int, candidates: int, queries: int) -> str:
     """The synthetic corpus `bench` under root/corpora with one pool; returns its name."""
     from pipeline.ingest import ingest, prefilter
     from pipeline.ingest.synthetic import SyntheticConfig, generate
+    from pipeline.layout import pool_name
     from pipeline.pools.build import PoolSpec, build_pool
 
     generate(root / "raw", SyntheticConfig(n_papers=papers, n_shards=4, seed=3))
@@ -63,7 +64,7 @@ def corpus(root: Path, papers: int, candidates: int, queries: int) -> str:
     ingest(root / "raw", folder)
     prefilter(folder)
     build_pool(folder, PoolSpec(size=candidates, n_queries=queries, seed=0))
-    return POOL.format(size=candidates)
+    return pool_name("all", candidates, 0, 0)
 
 
 def run_file(root: Path, pool: str, share: float, path: Path) -> None:
@@ -85,7 +86,7 @@ def run_file(root: Path, pool: str, share: float, path: Path) -> None:
 
 
 def vector_file(root: Path, share: float, path: Path) -> None:
-    """768-dimensional float32 vectors of `share` of the corpus's papers, rows shuffled."""
+    """DIM-dimensional float32 vectors of `share` of the corpus's papers, rows shuffled."""
     ids = pl.read_parquet(root / "corpora" / "bench" / "prefiltered.parquet")["corpusid"]
     rng = np.random.default_rng(1)
     ids = ids.sample(fraction=share, seed=1, shuffle=True).to_numpy()
@@ -97,8 +98,9 @@ def vector_file(root: Path, share: float, path: Path) -> None:
 def peak(tree: Path, *args: str) -> tuple[float, float]:
     """(peak RSS in MB, seconds) of one import in a fresh process running `tree`'s code."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", IMPORT, *args], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(tree)})
+    # run in `tree`: `python -c` puts the working folder first on sys.path
+    done = subprocess.run([sys.executable, "-c", IMPORT, *args], capture_output=True, text=True,
+                          cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)})
     if done.returncode:
         raise SystemExit(f"the import ({' '.join(args)}) with {tree} failed: {done.stderr}")
     kb = int(done.stdout.split("VmHWM")[-1])
@@ -120,9 +122,9 @@ def slope(rows: list[dict], code: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--papers", type=int, default=60_000)
-    parser.add_argument("--candidates", type=int, default=20_000)
-    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--papers", type=int, default=360_000)
+    parser.add_argument("--candidates", type=int, default=30_000)
+    parser.add_argument("--queries", type=int, default=140)
     parser.add_argument("--old", action="store_true", help="also measure the code of BASE")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,7 +151,8 @@ def main() -> None:
                     data = work / f"data-{code}-{kind}-{share}"
                     (data / "corpora").mkdir(parents=True)
                     (data / "corpora" / "bench").symlink_to(work / "corpora" / "bench")
-                    mb, seconds = peak(tree, kind, str(data), str(src), "bench", pool)
+                    mb, seconds = peak(tree, kind, str(data), str(src), "bench", pool,
+                                       str(tree))
                     row[code] = {"peak_mb": round(mb), "seconds": round(seconds, 1)}
                     if kind == "run":
                         folder = data / "runs" / "bench" / pool
@@ -199,9 +202,10 @@ file. Command:
 ## import-vectors (a parquet file of {DIM}-dimensional float32 vectors)
 
 {table('vectors', 'rows')}
-What stays is the pool (its candidates and queries, for the run) and the ids (8 bytes a row, for
-the vectors) plus a bounded block: a group of whole queries of up to 2M lines for a run, a part
-of 65,536 vectors for the store.
+What grows with the file is the pool's share of it (its candidates and queries, for a run) and
+the ids (8 bytes a row, for vectors); the rest is bounded: for a run a block of 8 MiB and a group
+of whole queries of up to 524,288 lines, for vectors a batch of 8,192 rows and a store part of
+65,536 vectors (written whole, as before).
 """)
     print((OUT / "import_memory.md").read_text())
 
