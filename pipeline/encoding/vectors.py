@@ -43,6 +43,7 @@ from pipeline.models import IMPORT_VECTORS, SIMILARITIES, vectors_model
 log = logging.getLogger(__name__)
 PART_ROWS = 65536  # rows per store part
 BATCH_ROWS = 8192  # rows of the source read at a time
+READ_BUFFER = 1 << 22  # bytes of the source's pages buffered
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
@@ -65,7 +66,8 @@ def _open_source(src: Path, id_type: pl.DataType) -> pq.ParquetFile:
     corpus's id type (integers, or strings for collections with string ids) and vector, a
     list of numbers."""
     try:
-        source = pq.ParquetFile(src)
+        # read a page at a time (not a whole column chunk: a row group can be gigabytes)
+        source = pq.ParquetFile(src, buffer_size=READ_BUFFER, pre_buffer=False)
         schema = source.schema_arrow
     except (OSError, pa.ArrowException) as exc:
         raise InputError(f"SRC {src}: not a readable parquet file ({exc.__class__.__name__}): "
@@ -181,6 +183,15 @@ def _place(source: pq.ParquetFile, at: np.ndarray, dim: int, out: Path) -> None:
                 handle.write(values[row].tobytes())
 
 
+def _corpus_digests(place: Place, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """current_digests of the sorted `ids`, PART_ROWS ids at a time (the texts of one part's
+    papers in memory, not those of the whole file's)."""
+    found = [current_digests(place.corpus_dir, ids[lo:lo + PART_ROWS], ["title", "abstract"])
+             for lo in range(0, len(ids), PART_ROWS)]
+    return (np.concatenate([known for known, _ in found]),
+            np.concatenate([digests for _, digests in found]))
+
+
 def _read_source(src: Path, place: Place
                  ) -> tuple[pq.ParquetFile, np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
     """Check every row of the source (one streamed pass, writing nothing): the source, the ids
@@ -193,7 +204,7 @@ def _read_source(src: Path, place: Place
     for ids, vectors in _batches(source):
         survey.add(ids, vectors)
     ids, dim = survey.check(src)
-    known, digests = current_digests(place.corpus_dir, ids, ["title", "abstract"])
+    known, digests = _corpus_digests(place, np.sort(ids))
     keep = np.isin(ids, known)
     counts = {"rows": len(ids), "dim": dim, "imported": int(keep.sum()),
               "unknown_ids_dropped": int((~keep).sum())}
