@@ -59,7 +59,7 @@ BLOCK_BYTES = 1 << 23  # bytes of a TREC file parsed at a time (also the longest
 FRAME_ROWS = 1 << 20  # rows of a DataFrame source spilled at a time
 GROUP_LINES = 1 << 19  # lines (of whole queries) checked and ordered at a time
 UNKNOWN_GROUPS = 64  # lines of queries the pool lacks are spread over these by a hash
-SPILL_ROWS = 1 << 16  # rows per row group of a spilled block (a group's read skips the others)
+SPILL_ROWS = 1 << 14  # rows per row group of a spilled block (a group's read skips the others)
 # whitespace as Python's str.split() takes it (\s is Unicode's; Python adds \x1c-\x1f)
 _WS, _NOT_WS = r"[\s\x1c-\x1f]", r"[^\s\x1c-\x1f]"
 TREC_LINE = rf"^{_WS}*" + rf"{_WS}+".join([f"({_NOT_WS}+)"] * TREC_FIELDS) + rf"{_WS}*$"
@@ -377,9 +377,12 @@ class Spilled:
             yield lo, len(self.lines) - 1
 
     def read(self, lo: int, hi: int) -> pl.DataFrame:
+        """The lines of queries lo..hi, one spilled file at a time (each read skips the row
+        groups of other queries: memory holds the group and a few row groups)."""
         import polars as pl
 
-        return pl.scan_parquet(self.files).filter(pl.col("pos").is_between(lo, hi)).collect()
+        return pl.concat([pl.scan_parquet(path).filter(pl.col("pos").is_between(lo, hi))
+                          .collect() for path in self.files])
 
 
 def spill(blocks: Iterator[pl.DataFrame], target: PoolView, scratch: Path) -> Spilled:
