@@ -335,14 +335,17 @@ def verify_data(data: Data | str | os.PathLike, *folders: str | os.PathLike,
 
 
 def import_vectors(data: Data | str | os.PathLike, corpus: str, model: str,
-                   src: str | os.PathLike, similarity: str = "cosine") -> str:
+                   src: str | os.PathLike, similarity: str = "cosine", *,
+                   replace: bool = False) -> str:
     """Fill the store of model `vectors:<model>` of `corpus` from vectors computed elsewhere
     (`src`: parquet, columns corpusid and vector), as `make import-vectors` does: one
-    dimension, no NaN, no id twice (else an InputError), ids that are no paper of the corpus
-    dropped and counted. Returns the model's name, which `search` and `evaluate` take."""
+    dimension, no NaN or value beyond float32, no id twice (else an InputError), ids that are
+    no paper of the corpus dropped and counted. The same file again changes nothing; another
+    file or similarity under the same name needs `replace`. Returns the model's name, which
+    `search` and `evaluate` take."""
     from pipeline.encoding.vectors import import_vectors as fill
 
-    return fill(Data.of(data).place(corpus), model, src, similarity)["model"]
+    return fill(Data.of(data).place(corpus), model, src, similarity, replace)["model"]
 
 
 def _results_table(results: str | os.PathLike | pl.DataFrame) -> pl.DataFrame:

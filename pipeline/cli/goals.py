@@ -236,7 +236,7 @@ def import_run(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 @goal("import-vectors")
 def import_vectors(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     return [["import-vectors", *corpus(v), "--model", v.MODEL, "--src", v.SRC,
-             "--similarity", v.SIMILARITY]]
+             "--similarity", v.SIMILARITY, *flag("--replace", v.REPLACE)]]
 
 
 @goal("import-mdcr")

@@ -228,7 +228,8 @@ VARIABLES: tuple[Variable, ...] = (
       "may replace an "
       "existing corpus of the same kind (without it they refuse to write into a corpus that "
       "holds anything); make import-run may replace a run imported under MODEL from another "
-      "file", "mdcr", one_word=True),
+      "file, make import-vectors the vectors imported under MODEL from another file or with "
+      "another SIMILARITY", "mdcr", one_word=True),
     V("RUN", "", safe_path, "make import-run: the TREC run file made elsewhere (qid Q0 docid "
       "rank score tag per line), imported as the run MODEL of POOL", "eval", optional=True,
       one_word=True),

@@ -173,7 +173,8 @@ def _write_part(store: Path, ids: np.ndarray, vectors: np.ndarray, dtype: str,
     order = np.argsort(ids, kind="stable")  # stable: a paper's sentences stay in order
     ids, vectors = ids[order], vectors[order]
     name = part_name(ids)
-    flat = pa.array(vectors.astype(np.float16 if dtype == "float16" else np.float32).ravel())
+    stored = _as_stored(vectors, dtype, ids)
+    flat = pa.array(stored.ravel())
     table = pa.table({
         "corpusid": pa.array(ids, type=pa.int64() if ids.dtype.kind in "iu" else pa.string()),
         **{column: pa.array(values[order]) for column, values in columns.items()},
@@ -186,6 +187,22 @@ def _write_part(store: Path, ids: np.ndarray, vectors: np.ndarray, dtype: str,
     return {"file": name, "rows": len(ids), **fingerprint(store / name),
             "min_id": ids[0].item() if ids.dtype.kind in "iu" else ids[0],
             "max_id": ids[-1].item() if ids.dtype.kind in "iu" else ids[-1], **counts}
+
+
+def _as_stored(vectors: np.ndarray, dtype: str, ids: np.ndarray) -> np.ndarray:
+    """The vectors in the store's dtype, each finite there: a value beyond float16's 65504 (or
+    float32's 3.4e38) would be stored as infinite and its paper would drop out of every search
+    unseen, so the part is refused instead, naming a paper."""
+    kind = np.float16 if dtype == "float16" else np.float32
+    with np.errstate(over="ignore", invalid="ignore"):
+        stored = vectors.astype(kind, copy=False)
+    bad = ~np.isfinite(stored).all(axis=1)
+    if bad.any():
+        raise InputError(f"{int(bad.sum())} of {len(stored)} vectors are NaN or infinite as "
+                         f"{dtype}, the store's type (beyond ±{float(np.finfo(kind).max):.6g}; "
+                         f"e.g. paper {ids[int(np.argmax(bad))]}): nothing of them was stored; "
+                         "embed with --dtype float32 or fix the model")
+    return stored
 
 
 def mark_covered(corpus_dir: Path, store: Path, pools: list[str]) -> list[str]:

@@ -1,27 +1,35 @@
 """Vectors computed elsewhere, imported as an embedding store (`make import-vectors`,
 `pipeline.import_vectors`; docs/encoders.md, "Vectors from elsewhere").
 
-The source is a parquet file with a paper id column (`corpusid`) and a `vector` column (a
-fixed-size list or a list of floats). Every row is checked before anything is written: one
-dimension for all, no null, NaN or infinite value, no id twice (each refused, counted, with
-an example id); ids that are not papers of the corpus are dropped and counted (vectors made
-for a larger collection are the usual case). The store, `indexes/<corpus>/embeddings/
-vectors--<name>/`, records the source's sha256 and the similarity, and each row the text
-digest of its paper at import time, so a corpus made again in place makes it stale: it is
-imported again (from a file computed on the new texts), never re-embedded. A search of it
-reads the similarity its manifest records.
+The source is a parquet file with a paper id column (`corpusid`, of the corpus's id type) and
+a `vector` column (a fixed-size list or a list of numbers). Every row is checked before
+anything is written: one dimension for all, no null, NaN or infinite value as float32 (the
+store's type: 1e39 is inf there), no id twice (each refused, counted, with an example id); ids
+that are not papers of the corpus are dropped and counted (vectors made for a larger
+collection are the usual case). The file is read `BATCH_ROWS` rows at a time, twice (checked,
+then placed in a scratch file in the store's order), so memory holds the ids, a batch and one
+part, whatever its size. Another file or similarity over a store it made needs `replace`.
+The store, `indexes/<corpus>/embeddings/vectors--<name>/`, records the source's sha256 and
+the similarity, and each row the text digest of its paper at import time, so a corpus made
+again in place makes it stale: it is imported again (from a file computed on the new texts),
+never re-embedded. A search of it reads the similarity its manifest records.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from pipeline.core.atomic import atomic_dir
+from pipeline.core.atomic import atomic_dir, scratch_dir
 from pipeline.core.checksums import file_sha256
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
@@ -34,6 +42,9 @@ from pipeline.models import IMPORT_VECTORS, SIMILARITIES, vectors_model
 
 log = logging.getLogger(__name__)
 PART_ROWS = 65536  # rows per store part
+BATCH_ROWS = 8192  # rows of the source read at a time
+READ_BUFFER = 1 << 22  # bytes of the source's pages buffered
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 # A store whose manifest cannot be read cannot say that import-vectors made it
@@ -50,56 +61,173 @@ def _intact(store: Path) -> bool:
     return True
 
 
-def _read_source(src: Path) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
-    """(ids, float32 matrix, counts) of the source file, every row checked."""
+def _open_source(src: Path, id_type: pl.DataType) -> pq.ParquetFile:
+    """The source as a parquet file whose columns are what an import reads: corpusid of the
+    corpus's id type (integers, or strings for collections with string ids) and vector, a
+    list of numbers."""
     try:
-        frame = pl.read_parquet(src)
-    except (OSError, pl.exceptions.PolarsError) as exc:
+        # read a page at a time (not a whole column chunk: a row group can be gigabytes)
+        source = pq.ParquetFile(src, buffer_size=READ_BUFFER, pre_buffer=False)
+        schema = source.schema_arrow
+    except (OSError, pa.ArrowException) as exc:
         raise InputError(f"SRC {src}: not a readable parquet file ({exc.__class__.__name__}): "
                          "give a parquet file with columns corpusid and vector") from None
-    missing = [c for c in ("corpusid", "vector") if c not in frame.columns]
+    missing = [c for c in ("corpusid", "vector") if c not in schema.names]
     if missing:
         raise InputError(f"SRC {src}: no column {', '.join(missing)} (it has "
-                         f"{', '.join(frame.columns)}): give corpusid (the paper id) and vector")
-    if not isinstance(frame.schema["vector"], pl.List | pl.Array):
-        raise InputError(f"SRC {src}: column vector is {frame.schema['vector']}, not a list of "
-                         "floats")
-    frame = frame.select("corpusid", pl.col("vector").cast(pl.List(pl.Float64)))
-    nulls = frame.filter(pl.col("corpusid").is_null() | pl.col("vector").is_null())
-    if nulls.height:
-        raise InputError(f"SRC {src}: {nulls.height} rows have no id or no vector: remove them")
-    lengths = frame["vector"].list.len()
-    dim = int(lengths.mode().sort()[-1]) if frame.height else 0
-    other = frame.filter(lengths != dim)
-    if dim == 0:
-        raise InputError(f"SRC {src}: no vectors: give at least one row")
-    if other.height:
-        raise InputError(f"SRC {src}: {other.height} of {frame.height} vectors do not have "
-                         f"{dim} dimensions as the others (e.g. paper {other['corpusid'][0]}): "
-                         "give one dimension for all")
-    matrix = np.asarray(frame["vector"].list.to_array(dim).to_numpy(), dtype=np.float64)
-    bad = ~np.isfinite(matrix).all(axis=1)
-    if bad.any():
-        raise InputError(f"SRC {src}: {int(bad.sum())} vectors hold NaN or infinite values "
-                         f"(e.g. paper {frame['corpusid'][int(np.argmax(bad))]}): fix them")
-    ids = id_array(frame["corpusid"].to_numpy())
-    order = np.argsort(ids, kind="stable")
-    ids, matrix = ids[order], matrix[order].astype(np.float32)
-    twice = ids[1:][ids[1:] == ids[:-1]]
-    if len(twice):
-        raise InputError(f"SRC {src}: {len(np.unique(twice))} paper ids appear more than once "
-                         f"(e.g. {twice[0]}): give one vector per paper")
-    return ids, matrix, {"rows": frame.height, "dim": dim}
+                         f"{', '.join(schema.names)}): give corpusid (the paper id) and vector")
+    ids, vector = schema.field("corpusid").type, schema.field("vector").type
+    integers = id_type.is_integer()
+    if not (pa.types.is_integer(ids) if integers else
+            pa.types.is_string(ids) or pa.types.is_large_string(ids)
+            or pa.types.is_string_view(ids)):
+        expected = ("integers: give corpusid as int64 (1000007, not '1000007' or 1000007.0)"
+                    if integers else "strings: give corpusid as strings")
+        raise InputError(f"SRC {src}: column corpusid is {ids}, but the paper ids of the "
+                         f"corpus are {expected}")
+    if not (pa.types.is_list(vector) or pa.types.is_large_list(vector)
+            or pa.types.is_fixed_size_list(vector)) or not (
+            pa.types.is_floating(vector.value_type) or pa.types.is_integer(vector.value_type)):
+        raise InputError(f"SRC {src}: column vector is {vector}, not a list of floats: give "
+                         "each vector as a list of numbers (list<float>)")
+    return source
+
+
+def _batches(source: pq.ParquetFile) -> Iterator[tuple[pa.Array, pa.Array]]:
+    """(corpusid, vector) of the source, BATCH_ROWS rows at a time."""
+    for batch in source.iter_batches(BATCH_ROWS, columns=["corpusid", "vector"]):
+        yield batch.column(0), batch.column(1)
+
+
+def _rows(vectors: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(each row's length, 0 for a null vector; its values as the store's float32, read as
+    float64 first as polars read them)."""
+    lengths = pc.fill_null(pc.list_value_length(vectors), 0).to_numpy().astype(np.int64)
+    with np.errstate(over="ignore", invalid="ignore"):  # 1e39 becomes inf: refused below
+        values = np.asarray(pc.list_flatten(vectors).to_numpy(zero_copy_only=False),
+                            dtype=np.float64).astype(np.float32)
+    return lengths, values
+
+
+@dataclass
+class _Survey:
+    """What one pass over the source found (every row checked, nothing kept but the ids)."""
+
+    rows: int = 0
+    nulls: int = 0
+    lengths: dict[int, list] = field(default_factory=dict)  # length -> [rows, first row, id]
+    not_finite: int = 0
+    first_not_finite: object = None
+    ids: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, ids: pa.Array, vectors: pa.Array) -> None:
+        null = pc.or_(pc.is_null(ids), pc.is_null(vectors)).to_numpy(zero_copy_only=False)
+        self.nulls += int(null.sum())
+        found = id_array(pc.fill_null(ids, 0 if pa.types.is_integer(ids.type) else "")
+                         .to_numpy(zero_copy_only=False))
+        lengths, values = _rows(vectors)
+        for length, first, count in zip(*np.unique(lengths, return_index=True,
+                                                   return_counts=True), strict=True):
+            seen = self.lengths.setdefault(int(length), [0, self.rows + first, found[first]])
+            seen[0] += int(count)
+        ends = np.cumsum(lengths)
+        seen = np.r_[0, np.cumsum(~np.isfinite(values))]  # values not finite up to each
+        bad = seen[ends] > seen[ends - lengths]
+        if bad.any():
+            if self.first_not_finite is None:
+                self.first_not_finite = found[np.argmax(bad)]
+            self.not_finite += int(bad.sum())
+        self.ids.append(found)
+        self.rows += len(found)
+
+    def check(self, src: Path) -> tuple[np.ndarray, int]:
+        """The ids (in the source's order) and the dimension; every refusal (module doc)."""
+        if self.nulls:
+            raise InputError(f"SRC {src}: {self.nulls} rows have no id or no vector: remove "
+                             "them")
+        # the most common length (the largest of equals), as polars' mode().sort()[-1]
+        dim = max(self.lengths, key=lambda n: (self.lengths[n][0], n)) if self.rows else 0
+        if dim == 0:
+            raise InputError(f"SRC {src}: no vectors: give at least one row")
+        other = [seen for length, seen in self.lengths.items() if length != dim]
+        if other:
+            example = min(other, key=lambda seen: seen[1])[2]
+            raise InputError(f"SRC {src}: {sum(seen[0] for seen in other)} of {self.rows} "
+                             f"vectors do not have {dim} dimensions as the others (e.g. paper "
+                             f"{example}): give one dimension for all")
+        if self.not_finite:
+            raise InputError(f"SRC {src}: {self.not_finite} vectors hold NaN or infinite values"
+                             f" as float32, the store's type (beyond ±{FLOAT32_MAX:.3g}; e.g. "
+                             f"paper {self.first_not_finite}): fix them")
+        ids = np.concatenate(self.ids)
+        ordered = np.sort(ids, kind="stable")
+        twice = ordered[1:][ordered[1:] == ordered[:-1]]
+        if len(twice):
+            raise InputError(f"SRC {src}: {len(np.unique(twice))} paper ids appear more than "
+                             f"once (e.g. {twice[0]}): give one vector per paper")
+        return ids, dim
+
+
+def _place(source: pq.ParquetFile, at: np.ndarray, dim: int, out: Path) -> None:
+    """Write each source row's float32 vector at row `at` of `out` (-1: not kept), a batch
+    at a time: `out` holds the kept vectors in the store's order."""
+    width = dim * np.dtype(np.float32).itemsize
+    with out.open("r+b") as handle:
+        done = 0
+        for _, vectors in _batches(source):
+            rows = at[done:done + len(vectors)]
+            done += len(vectors)
+            values = _rows(vectors)[1].reshape(-1, dim)
+            for row in np.flatnonzero(rows >= 0):
+                handle.seek(int(rows[row]) * width)
+                handle.write(values[row].tobytes())
+
+
+def _corpus_digests(place: Place, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """current_digests of the sorted `ids`, PART_ROWS ids at a time (the texts of one part's
+    papers in memory, not those of the whole file's)."""
+    found = [current_digests(place.corpus_dir, ids[lo:lo + PART_ROWS], ["title", "abstract"])
+             for lo in range(0, len(ids), PART_ROWS)]
+    return (np.concatenate([known for known, _ in found]),
+            np.concatenate([digests for _, digests in found]))
+
+
+def _read_source(src: Path, place: Place
+                 ) -> tuple[pq.ParquetFile, np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+    """Check every row of the source (one streamed pass, writing nothing): the source, the ids
+    of the corpus's papers it holds (sorted) with their text digests, where each source row
+    goes among them (-1: not a paper of the corpus, dropped), and the counts. Memory holds
+    the ids and a batch, whatever the file's size."""
+    prefiltered = corpus_file(place.corpus_dir, PREFILTERED)
+    source = _open_source(src, pl.scan_parquet(prefiltered).collect_schema()["corpusid"])
+    survey = _Survey()
+    for ids, vectors in _batches(source):
+        survey.add(ids, vectors)
+    ids, dim = survey.check(src)
+    known, digests = _corpus_digests(place, np.sort(ids))
+    keep = np.isin(ids, known)
+    counts = {"rows": len(ids), "dim": dim, "imported": int(keep.sum()),
+              "unknown_ids_dropped": int((~keep).sum())}
+    if not keep.any():
+        raise InputError(f"SRC {src}: none of its {len(ids)} ids is a paper of "
+                         f"{prefiltered}: give the vectors of this corpus's papers (column "
+                         "corpusid)")
+    at = np.full(len(ids), -1, dtype=np.int64)
+    at[keep] = np.searchsorted(known, ids[keep])
+    return source, known, digests, at, counts
 
 
 def import_vectors(place: Place, name: str, src: str | os.PathLike,
-                   similarity: str = "cosine") -> dict:
+                   similarity: str = "cosine", replace: bool = False) -> dict:
     """Fill the store of model `vectors:<name>` of the corpus from `src` (see the module's
     docstring); returns what was imported and dropped. A store imported from the same bytes
-    for the same corpus texts is kept as it is; another import replaces it (this command made
-    it); a store this command did not make is refused."""
+    with the same similarity is kept as it is (imported again when the corpus changed or the
+    store is damaged: its repair); another source or similarity replaces it only with
+    `replace` (import-vectors made it); a store this command did not make is refused."""
     if similarity not in SIMILARITIES:
         raise InputError(f"SIMILARITY={similarity!r}: use one of {', '.join(SIMILARITIES)}")
+    if not isinstance(replace, bool):
+        raise InputError("import_vectors: replace is True or False")
     entry = vectors_model(name)
     src = Path(src)
     if not src.is_file():
@@ -113,27 +241,35 @@ def import_vectors(place: Place, name: str, src: str | os.PathLike,
         if had is None:
             raise InputError(f"{store} holds vectors that import-vectors did not write: "
                              "import under another MODEL name")
-        if ({k: had.get(k) for k in ("sha256", "similarity")} == {
-                "sha256": sha, "similarity": similarity} and made.get("inputs") == inputs
-                and _intact(store)):
+        same = {k: had.get(k) for k in ("sha256", "similarity")} == {
+            "sha256": sha, "similarity": similarity}
+        if same and made.get("inputs") == inputs and _intact(store):
             log.info(f"[{IMPORT_VECTORS}] {store}: already imported from these bytes")
             return {"model": entry.name, "kept": True, **had.get("counts", {})}
-    ids, matrix, counts = _read_source(src)
-    known, digests = current_digests(place.corpus_dir, ids, ["title", "abstract"])
-    keep = np.isin(ids, known)
-    counts.update(imported=int(keep.sum()), unknown_ids_dropped=int((~keep).sum()))
-    if not keep.any():
-        raise InputError(f"SRC {src}: none of its {len(ids)} ids is a paper of "
-                         f"{corpus_file(place.corpus_dir, PREFILTERED)}: give the vectors of "
-                         "this corpus's papers (column corpusid)")
-    ids, matrix = ids[keep], matrix[keep]
+        if not same and not replace:
+            raise InputError(
+                f"{store} holds vectors imported from {had.get('source')!r} (sha256 "
+                f"{str(had.get('sha256'))[:12]}, similarity {had.get('similarity')}), other "
+                f"than {str(src)!r} with similarity {similarity}: give another MODEL name, or "
+                "REPLACE=1 (replace=True) to import these in their place",
+                Repair(IMPORT_VECTORS, place.corpus, name, (
+                    ("SRC", str(src)), ("SIMILARITY", similarity), ("REPLACE", "1"))))
+    source, ids, digests, at, counts = _read_source(src, place)
     config = {"model": entry.describe(), "dtype": "float32", "dim": counts["dim"],
               "max_length": None, "text_format": "imported",
               "imported": {**imported, "counts": counts}}
-    with atomic_dir(store) as tmp:
+    dim = counts["dim"]
+    with scratch_dir(store.parent, entry.name) as scratch, atomic_dir(store) as tmp:
+        vectors = scratch / "vectors.f32"  # the kept vectors in the store's order
+        with vectors.open("wb") as handle:
+            handle.truncate(len(ids) * dim * 4)
+        _place(source, at, dim, vectors)
         for lo in range(0, len(ids), PART_ROWS):
-            add_part(tmp, config, ids[lo:lo + PART_ROWS], matrix[lo:lo + PART_ROWS],
-                     f"imported from {src}", inputs=inputs, digests=digests[lo:lo + PART_ROWS])
+            rows = len(ids[lo:lo + PART_ROWS])
+            part = np.fromfile(vectors, dtype=np.float32, count=rows * dim,
+                               offset=lo * dim * 4).reshape(rows, dim)
+            add_part(tmp, config, ids[lo:lo + PART_ROWS], part, f"imported from {src}",
+                     inputs=inputs, digests=digests[lo:lo + PART_ROWS])
     if counts["unknown_ids_dropped"]:
         log.warning(f"[{IMPORT_VECTORS}] {counts['unknown_ids_dropped']} of {counts['rows']} ids "
                     f"of {src} are not papers of {place.corpus}: dropped")

@@ -20,6 +20,12 @@ trec_eval's order, every line kept: no top-k cut), with a manifest whose `detail
 stages check; the source may move or change. Importing the same source again does nothing;
 another source under the same name is refused unless `replace`.
 
+A TREC file is read in blocks (`BLOCK_BYTES`) and its lines spilled to a scratch folder by
+query; they are then checked and written a group of whole queries at a time (`GROUP_LINES`
+lines), so memory stays bounded by the pool and the largest query's lines whatever the file's
+size (benchmarks/import_memory.py); the copy is byte for byte what one pass over the whole run
+writes.
+
 Standard library at module level: `python3 -m pipeline check` asks `imported_pools` whether a
 MODEL is an imported run before the virtual environment exists.
 """
@@ -28,9 +34,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +55,20 @@ IMPORTED = "imported"  # the retriever an imported run's manifest names (details
 TREC_FIELDS = 6  # qid Q0 docid rank score tag
 COLUMNS = {"query": ("query", "q_id", "qid"), "doc": ("doc", "doc_id", "docid"),
            "score": ("score",)}  # a DataFrame's columns, by the names ours and ranx's use
+BLOCK_BYTES = 1 << 23  # bytes of a TREC file parsed at a time (also the longest line taken)
+FRAME_ROWS = 1 << 20  # rows of a DataFrame source spilled at a time
+GROUP_LINES = 1 << 19  # lines (of whole queries) checked and ordered at a time
+UNKNOWN_GROUPS = 64  # lines of queries the pool lacks are spread over these by a hash
+SPILL_ROWS = 1 << 14  # rows per row group of a spilled block (a group's read skips the others)
+# whitespace as Python's str.split() takes it (\s is Unicode's; Python adds \x1c-\x1f)
+_WS, _NOT_WS = r"[\s\x1c-\x1f]", r"[^\s\x1c-\x1f]"
+TREC_LINE = rf"^{_WS}*" + rf"{_WS}+".join([f"({_NOT_WS}+)"] * TREC_FIELDS) + rf"{_WS}*$"
+BLANK = rf"^{_WS}*$"
+# a score polars reads as Python's float() does; any other spelling is read by float() itself
+PLAIN_NUMBER = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+NOT_TREC = (f"not a TREC run line (qid Q0 docid rank score tag, {TREC_FIELDS} fields, a finite "
+            "score)")
+log = logging.getLogger(__name__)
 
 
 def imported_pools(runs_root: Path, corpus: str, model: str) -> list[str]:
@@ -72,13 +95,14 @@ def import_run(place: Place, pool: str, run: Any, model: str, *, drop_unknown: b
                replace: bool = False) -> dict:
     """Check `run` against `pool` and write it as the run `model` of the pool; return its
     manifest (the existing one, unchanged, when the same source was imported already)."""
+    from pipeline.core.atomic import scratch_dir
     from pipeline.core.checksums import file_problem, fingerprints
     from pipeline.core.files import read_json, write_json
     from pipeline.core.inputs import changed, record
     from pipeline.core.locks import file_lock
     from pipeline.core.manifests import manifest
     from pipeline.pools.build import load_pool, pool_files
-    from pipeline.retrieval.runs import own_lists, searched_pools, write_run
+    from pipeline.retrieval.runs import searched_pools
 
     start = time.perf_counter()
     check_model_name(model)
@@ -88,7 +112,7 @@ def import_run(place: Place, pool: str, run: Any, model: str, *, drop_unknown: b
     if not isinstance(drop_unknown, bool) or not isinstance(replace, bool):
         raise InputError("import_run: drop_unknown and replace are True or False")
     queries, candidates, _ = load_pool(place.corpus_dir, pool)  # a damaged pool: refused
-    frame, source = read_source(run)
+    blocks, source = source_blocks(run)
     parameters = {"pool": pool, "model": model, "drop_unknown": drop_unknown}
     paths = run_paths(place.runs_root, place.corpus, pool, model)
     inputs = record(place.roots, pool_files(place.corpus_dir, pool))
@@ -112,21 +136,38 @@ def import_run(place: Place, pool: str, run: Any, model: str, *, drop_unknown: b
         if same and intact and old.get("parameters") == parameters and not changed(
                 place.roots, old.get("inputs", {})):
             return old  # the same source, checked against the same pool: nothing to do
-    ranked, counts = check_against_pool(frame, queries, candidates, pool, drop_unknown,
-                                        own_lists(candidates)[0])
-    with file_lock(paths.trec.parent / model):  # the run
-        write_run(ranked, paths, tag=model, decimals=None)
+    target = PoolView.of(queries, candidates, pool, drop_unknown)
+    with file_lock(paths.trec.parent / model), scratch_dir(paths.trec.parent, model) as scratch:
+        spilled = spill(blocks, target, scratch)
+        counts, depth = write_checked(spilled, target, paths, model)
         info = manifest(STAGE, parameters,
                         details={"retriever": IMPORTED, "source": source["name"],
                                  "source_path": source["path"],
-                                 "source_sha256": source["sha256"],
-                                 "depth": int(ranked.group_by("query").len()["len"].max())},
+                                 "source_sha256": source["sha256"], "depth": depth},
                         inputs=inputs,
                         outputs=fingerprints(paths.trec.parent,
                                              [paths.trec.name, paths.parquet.name]),
                         counts=counts, seconds=round(time.perf_counter() - start, 2))
         write_json(info, paths.manifest)
+    if counts["self_hits_removed"]:
+        log.warning(f"[{STAGE}] {counts['self_hits_removed']} lines of run {model} rank their "
+                    "query's own paper: dropped, as for every run (self_hits_removed in "
+                    f"{paths.manifest})")
     return info
+
+
+def source_blocks(run: Any) -> tuple[Iterator[pl.DataFrame], dict]:
+    """The run's lines in blocks (query, doc, score, line: read_source's columns) and its
+    source (read_source's); a TREC file is hashed first and read block by block."""
+    from pipeline.core.checksums import sha256_file
+
+    if isinstance(run, str | os.PathLike):
+        path = Path(run)
+        _check_file(path)
+        return trec_blocks(path), {"name": path.name, "path": str(path.absolute()),
+                                   "sha256": sha256_file(path)}
+    frame, source = read_source(run)
+    return frame.iter_slices(FRAME_ROWS), source
 
 
 def check_model_name(model: object) -> str:
@@ -192,27 +233,81 @@ def read_trec(path: Path) -> tuple[pl.DataFrame, dict]:
     import polars as pl
 
     from pipeline.core.checksums import sha256_file
-    from pipeline.core.textfiles import text_lines
 
+    _check_file(path)
+    frame = pl.concat(list(trec_blocks(path)))
+    return frame, {"name": path.name, "path": str(path.absolute()),
+                   "sha256": sha256_file(path)}
+
+
+def _check_file(path: Path) -> None:
     if not path.is_file():
         raise InputError(f"RUN={str(path)!r} is not a file: give a TREC run file "
                          "(qid Q0 docid rank score tag per line)")
-    rows: list[tuple[str, str, float, int]] = []
-    for number, line in text_lines(path, "is it a TREC run file?"):
-        fields = line.split()
-        if not fields:
-            continue
-        score = _float(fields[4]) if len(fields) == TREC_FIELDS else None
-        if score is None:
-            raise InputError(f"{path}:{number}: not a TREC run line (qid Q0 docid rank score "
-                             f"tag, {TREC_FIELDS} fields, a finite score): fix or remove it")
-        rows.append((fields[0], fields[2], score, number))
-    if not rows:
+
+
+def trec_blocks(path: Path) -> Iterator[pl.DataFrame]:
+    """The lines of a TREC run file, `BLOCK_BYTES` at a time, as read_trec's columns (query,
+    doc, score, line): the file read as text lines are (UTF-8, a byte-order mark allowed, a
+    byte that is not UTF-8 refused with its line and column), each non-blank line split on
+    whitespace as str.split() splits it; the first bad line refused with its number."""
+    from pipeline.core.textfiles import BOM
+
+    fix = "is it a TREC run file?"
+    number, rest, any_line = 1, b"", False
+    with path.open("rb") as handle:
+        while True:
+            data = handle.read(BLOCK_BYTES)
+            end = len(data) < BLOCK_BYTES
+            data = rest + (data.removeprefix(BOM) if number == 1 and not rest else data)
+            cut = len(data) if end else data.rfind(b"\n") + 1
+            if not cut:
+                raise InputError(f"{path}:{number}: {NOT_TREC}: fix or remove it")
+            block, rest = data[:cut], data[cut:]
+            try:
+                text = block.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                line_start = block.rfind(b"\n", 0, exc.start) + 1
+                _trec_lines(path, block[:line_start].decode("utf-8"), number)  # earlier lines
+                line = number + block.count(b"\n", 0, exc.start)
+                raise InputError(
+                    f"{path}: line {line}, column "
+                    f"{exc.start - line_start + 1}: byte 0x{block[exc.start]:02x} is not UTF-8 "
+                    f"(save the file as UTF-8); {fix}") from None
+            frame = _trec_lines(path, text, number)
+            number += block.count(b"\n")
+            if frame.height:
+                any_line = True
+                yield frame
+            if end:
+                break
+    if not any_line:
         raise InputError(f"{path} holds no run line: give a TREC run file")
-    frame = pl.DataFrame(rows, schema={"query": pl.String, "doc": pl.String,
-                                       "score": pl.Float64, "line": pl.Int64}, orient="row")
-    return frame, {"name": path.name, "path": str(path.absolute()),
-                   "sha256": sha256_file(path)}
+
+
+def _trec_lines(path: Path, text: str, first: int) -> pl.DataFrame:
+    """The non-blank lines of `text` (lines `first`, ...) as query, doc, score, line."""
+    import polars as pl
+
+    lines = text.split("\n")
+    if lines and not lines[-1]:
+        lines.pop()  # the text ends with a newline
+    frame = pl.DataFrame({"text": lines}, schema={"text": pl.String}).with_row_index(
+        "line", offset=first).with_columns(pl.col("line").cast(pl.Int64)).filter(
+        ~pl.col("text").str.contains(BLANK))
+    fields = frame["text"].str.extract_groups(TREC_LINE).struct.unnest()
+    token = fields[fields.columns[4]]
+    fast = pl.select(pl.when(token.str.contains(PLAIN_NUMBER)).then(
+        token.cast(pl.Float64, strict=False))).to_series()
+    slow = token.is_not_null() & fast.is_null()  # other spellings: 1_000, Unicode digits
+    if slow.any():
+        fast = fast.scatter(slow.arg_true(), [_float(t) for t in token.filter(slow)])
+    score = pl.select(pl.when(fast.is_finite()).then(fast)).to_series()
+    bad = score.is_null()
+    if bad.any():
+        raise InputError(f"{path}:{frame['line'].filter(bad)[0]}: {NOT_TREC}: fix or remove it")
+    return pl.DataFrame({"query": fields[fields.columns[0]], "doc": fields[fields.columns[2]],
+                         "score": score, "line": frame["line"]})
 
 
 def _float(text: str) -> float | None:
@@ -223,64 +318,193 @@ def _float(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def check_against_pool(frame: pl.DataFrame, queries: pl.DataFrame, candidates: pl.DataFrame,
-                       pool: str, drop_unknown: bool, pairs: pl.DataFrame | None
-                       ) -> tuple[pl.DataFrame, dict]:
-    """The run in trec_eval's order (query, doc, rank, score; ids in the pool's types) and its
-    counts; refused: duplicates, and unknown ids unless `drop_unknown` (module docstring)."""
+@dataclass
+class PoolView:
+    """What a run is checked against: the pool's queries in trec_eval's order (`order`: query,
+    pos), its candidates (`docs`) or, on an MDCR-style pool, each query's own list (`pairs`)."""
+
+    name: str
+    order: pl.DataFrame
+    docs: pl.Series
+    pairs: pl.DataFrame | None
+    drop_unknown: bool
+
+    @classmethod
+    def of(cls, queries: pl.DataFrame, candidates: pl.DataFrame, pool: str,
+           drop_unknown: bool) -> PoolView:
+        import polars as pl
+
+        from pipeline.retrieval.runs import own_lists
+
+        order = queries.select(query="corpusid").unique().sort("query").with_row_index("pos")
+        return cls(pool, order.with_columns(pl.col("pos").cast(pl.Int64)),
+                   candidates["corpusid"].unique(), own_lists(candidates)[0], drop_unknown)
+
+    def classify(self, block: pl.DataFrame) -> pl.DataFrame:
+        """The block's lines with the pool's types (`tq`, `td`: null for an id not spelt as
+        the pool's type, unknown) and `pos`: the query's place in trec_eval's order, or for
+        a query the pool lacks one of UNKNOWN_GROUPS places after the pool's; `known_doc`."""
+        import polars as pl
+
+        typed = block.with_columns(tq=_as(block["query"], self.order["query"].dtype),
+                                   td=_as(block["doc"], self.docs.dtype))
+        typed = typed.join(self.order, left_on="tq", right_on="query", how="left")
+        if self.pairs is None:
+            known = pl.col("td").is_in(self.docs.implode()).fill_null(False)
+        else:
+            typed = typed.join(self.pairs.rename({"query": "tq", "doc": "td"}).with_columns(
+                listed=pl.lit(True)), on=["tq", "td"], how="left")
+            known = pl.col("listed").fill_null(False)
+        unknown = self.order.height + pl.col("query").hash(seed=0) % UNKNOWN_GROUPS
+        return typed.select("line", "query", "doc", "score", "tq", "td",
+                            pos=pl.coalesce("pos", unknown.cast(pl.Int64)), known_doc=known)
+
+
+@dataclass
+class Spilled:
+    """A run's lines spilled by `spill`: the files (each sorted by pos) and the lines of each
+    pos, from which the groups of whole queries are cut."""
+
+    files: list[Path]
+    lines: list[int] = field(default_factory=list)
+
+    def groups(self) -> Iterator[tuple[int, int]]:
+        """(first pos, last pos) of consecutive queries of up to GROUP_LINES lines in all (a
+        query of more lines alone)."""
+        lo, total = 0, 0
+        for pos, n in enumerate(self.lines):
+            if total and total + n > GROUP_LINES:
+                yield lo, pos - 1
+                lo, total = pos, 0
+            total += n
+        if total:
+            yield lo, len(self.lines) - 1
+
+    def read(self, lo: int, hi: int) -> pl.DataFrame:
+        """The lines of queries lo..hi, one spilled file at a time (each read skips the row
+        groups of other queries: memory holds the group and a few row groups)."""
+        import polars as pl
+
+        return pl.concat([pl.scan_parquet(path).filter(pl.col("pos").is_between(lo, hi))
+                          .collect() for path in self.files])
+
+
+def spill(blocks: Iterator[pl.DataFrame], target: PoolView, scratch: Path) -> Spilled:
+    """Each block of lines classified (PoolView.classify) and written to `scratch`, sorted
+    by pos, with the lines counted per pos."""
+    import numpy as np
+
+    spilled = Spilled([])
+    counts = np.zeros(target.order.height + UNKNOWN_GROUPS, dtype=np.int64)
+    for number, block in enumerate(blocks):
+        lines = target.classify(block).sort("pos", "line")
+        path = scratch / f"block-{number:06d}"  # parquet, read back by Spilled.read only
+        lines.write_parquet(path, compression="lz4", row_group_size=SPILL_ROWS, statistics=True)
+        spilled.files.append(path)
+        counts += np.bincount(lines["pos"].to_numpy(), minlength=len(counts))
+    spilled.lines = counts.tolist()
+    return spilled
+
+
+@dataclass
+class Problems:
+    """What the groups found that refuses the run (in this order: pairs given twice, then,
+    without drop_unknown, unknown queries and unknown papers), each counted with its first
+    line; distinct unknown ids as trec_eval would see them (all not-canonical ones as one)."""
+
+    twice: int = 0
+    twice_at: tuple | None = None  # (line, query, doc)
+    unknown: dict = field(default_factory=lambda: {"query": [], "doc": []})
+
+    def add_twice(self, frame: pl.DataFrame) -> None:
+        import polars as pl
+
+        dup = frame.filter(pl.struct("query", "doc").is_duplicated())
+        if dup.height:
+            self.twice += dup.select("query", "doc").unique().height
+            first = dup.sort("line").row(0, named=True)
+            here = (first["line"], first["query"], first["doc"])
+            self.twice_at = min(self.twice_at or here, here)
+
+    def raise_first(self, counts: dict, where: str, pairs: bool) -> None:
+        import polars as pl
+
+        if self.twice:
+            line, query, doc = self.twice_at
+            raise InputError(f"{where} gives {self.twice} (query, doc) pairs more than once "
+                             f"(e.g. query {query} doc {doc}, line {line}): keep one line each")
+        for column, what, key in (
+                ("query", "queries the pool does not have", "unknown_query_lines_dropped"),
+                ("doc", "papers that are not candidates of the pool"
+                 + (" (of the query's own list)" if pairs else ""),
+                 "unknown_doc_lines_dropped")):
+            found = self.unknown[column]
+            if not found:
+                continue
+            ids = pl.concat([ids for ids, _ in found])
+            line, raw = min(first for _, first in found)
+            raise InputError(f"{where} names {ids.n_unique()} {what} (e.g. {raw}, line "
+                             f"{line}; {counts[key]} lines): was it made for this pool? "
+                             "DROP_UNKNOWN=1 (drop_unknown=True) drops and counts them")
+
+
+def check_group(frame: pl.DataFrame, target: PoolView, problems: Problems
+                ) -> tuple[pl.DataFrame, dict]:
+    """One group of whole queries checked (module docstring): its lines to import in
+    trec_eval's order (query, doc, rank, score; ids in the pool's types) and its counts;
+    what refuses the run is added to `problems`."""
     import polars as pl
 
     from pipeline.retrieval.runs import trec_eval_order
 
-    where = f"the run for pool {pool}"
-    dup = frame.filter(pl.struct("query", "doc").is_duplicated())
-    if dup.height:
-        first = dup.sort("line").row(0, named=True)
-        raise InputError(f"{where} gives {dup.select('query', 'doc').unique().height} (query, "
-                         f"doc) pairs more than once (e.g. query {first['query']} doc "
-                         f"{first['doc']}, line {first['line']}): keep one line each")
-    typed = frame.with_columns(query=_as(frame["query"], queries["corpusid"].dtype),
-                               doc=_as(frame["doc"], candidates["corpusid"].dtype))
-    known_query = typed["query"].is_in(queries["corpusid"].implode())
-    if pairs is None:
-        known_doc = typed["doc"].is_in(candidates["corpusid"].implode())
-    else:
-        known_doc = typed.join(pairs.with_columns(listed=pl.lit(True)), on=["query", "doc"],
-                               how="left", maintain_order="left")["listed"].fill_null(False)
-    # an id not spelt as the pool's type (null here) is unknown, never dropped unseen
-    typed = typed.with_columns(known_query=known_query.fill_null(False),
-                               known_doc=known_doc.fill_null(False))
-    unknown_queries = typed.filter(~pl.col("known_query"))
-    unknown_docs = typed.filter(pl.col("known_query") & ~pl.col("known_doc"))
-    if not drop_unknown:
-        for bad, what, column in ((unknown_queries, "queries the pool does not have", "query"),
-                                  (unknown_docs, "papers that are not candidates of the pool"
-                                   + (" (of the query's own list)" if pairs is not None else ""),
-                                   "doc")):
+    problems.add_twice(frame)
+    known_query = pl.col("pos") < target.order.height
+    own = known_query & (pl.col("query") == pl.col("doc"))  # a self hit, candidate or not
+    unknown = {"query": frame.filter(~known_query),
+               "doc": frame.filter(known_query & ~own & ~pl.col("known_doc"))}
+    if not target.drop_unknown:
+        for column, bad in unknown.items():
             if bad.height:
                 first = bad.sort("line").row(0, named=True)
-                raw = frame.filter(pl.col("line") == first["line"])[column][0]
-                raise InputError(f"{where} names {bad[column].n_unique()} {what} (e.g. "
-                                 f"{raw}, line {first['line']}; {bad.height} lines): was it "
-                                 "made for this pool? DROP_UNKNOWN=1 (drop_unknown=True) drops "
-                                 "and counts them")
-    kept = typed.filter(pl.col("known_query") & pl.col("known_doc"))
-    self_hits = kept.filter(pl.col("query").cast(pl.String) == pl.col("doc").cast(pl.String))
-    kept = kept.filter(pl.col("query").cast(pl.String) != pl.col("doc").cast(pl.String))
-    if not kept.height:
-        raise InputError(f"{where}: no line is left to import (every line names an unknown "
-                         "query or paper): was it made for this pool?")
+                problems.unknown[column].append((bad[f"t{column[0]}"].unique(),
+                                                 (first["line"], first[column])))
+    kept = frame.filter(known_query & ~own & pl.col("known_doc")).select(
+        "line", query="tq", doc="td", score="score")
     ties = kept.filter(pl.len().over("query", "score") > 1)
     ranked = trec_eval_order(kept).select("query", "doc", "rank", "score")
-    answered = ranked["query"].n_unique()
-    counts = {"lines": frame.height, "rows": ranked.height, "queries": answered,
-              "unknown_query_lines_dropped": unknown_queries.height,
-              "unknown_doc_lines_dropped": unknown_docs.height,
-              "self_hits_removed": self_hits.height,
-              "tied_lines": ties.height,
-              "queries_with_ties": ties["query"].n_unique(),
-              "pool_queries_not_in_run_scored_0": queries.height - answered}
+    counts = {"lines": frame.height, "rows": ranked.height, "queries": ranked["query"].n_unique(),
+              "unknown_query_lines_dropped": unknown["query"].height,
+              "unknown_doc_lines_dropped": unknown["doc"].height,
+              "self_hits_removed": frame.filter(own).height,
+              "tied_lines": ties.height, "queries_with_ties": ties["query"].n_unique()}
     return ranked, counts
+
+
+def write_checked(spilled: Spilled, target: PoolView, paths: Any, model: str
+                  ) -> tuple[dict, int]:
+    """Check the spilled run a group at a time and write it as the run (runs.RunWriter); on
+    a problem nothing is written (the old run and its manifest stay). Returns its counts and
+    depth (the most lines of one query)."""
+    from pipeline.retrieval.runs import RunWriter
+
+    problems, depth = Problems(), 0
+    counts = dict.fromkeys(("lines", "rows", "queries", "unknown_query_lines_dropped",
+                            "unknown_doc_lines_dropped", "self_hits_removed", "tied_lines",
+                            "queries_with_ties"), 0)
+    with RunWriter(paths, tag=model, decimals=None) as writer:
+        for lo, hi in spilled.groups():
+            ranked, found = check_group(spilled.read(lo, hi), target, problems)
+            counts = {key: counts[key] + found[key] for key in counts}
+            if not problems.twice and not any(problems.unknown.values()):
+                writer.write(ranked)
+                depth = max(depth, ranked["rank"].max() or 0)
+        where = f"the run for pool {target.name}"
+        problems.raise_first(counts, where, target.pairs is not None)
+        if not counts["rows"]:
+            raise InputError(f"{where}: no line is left to import (every line names an unknown "
+                             "query or paper): was it made for this pool?")
+    counts["pool_queries_not_in_run_scored_0"] = target.order.height - counts["queries"]
+    return counts, int(depth)
 
 
 def _as(ids: pl.Series, dtype: pl.DataType) -> pl.Series:

@@ -18,6 +18,7 @@ from pipeline.layout import IMPORT_RUN, VARIANT_SEP, Place, run_paths, runs_dir
 from pipeline.pools.build import validation_pools
 
 TOP_K = 500
+ROW_GROUP = 1 << 20  # rows per parquet row group: pyarrow's write_table default (RunWriter)
 
 
 # scores are rounded as written, so the TREC file and the parquet agree; halves away from zero,
@@ -179,22 +180,83 @@ def trec_eval_order(run: pl.DataFrame) -> pl.DataFrame:
             .with_columns(rank=pl.int_range(1, pl.len() + 1).over("query").cast(pl.Int32)))
 
 
+def trec_text(run: pl.DataFrame, tag: str, decimals: int | None = SCORE_DECIMALS) -> str:
+    """The run's lines as TREC text (qid Q0 docid rank score tag), each ended by a newline.
+    Scores are written with `decimals` places (the pipeline rounds its own scores so), or with
+    None as the shortest text that reads back as the same float (an imported run's scores,
+    kept as given)."""
+    shown = (repr if decimals is None else lambda s: f"{s:.{decimals}f}")
+    lines = run.select(pl.format("{} Q0 {} {} {} " + tag, "query", "doc", "rank",
+                                 pl.col("score").map_elements(
+                                     shown, return_dtype=pl.String))).to_series()
+    return lines.str.join("\n").item() + "\n" if len(lines) else ""
+
+
 def write_run(run: pl.DataFrame, paths: dict[str, Path], tag: str,
               decimals: int | None = SCORE_DECIMALS) -> None:
-    """The run as TREC text (qid Q0 docid rank score tag) and as parquet, both atomic; the
-    run's manifest is removed first (and written last by the caller), so a run killed between
-    the two files is never taken for complete. Scores are written with `decimals` places (the
-    pipeline rounds its own scores so), or with None as the shortest text that reads back as
-    the same float (an imported run's scores, kept as given)."""
+    """The run as TREC text and as parquet (trec_text), both atomic; the run's manifest is
+    removed first (and written last by the caller), so a run killed between the two files is
+    never taken for complete."""
     paths.manifest.unlink(missing_ok=True)
-    shown = (repr if decimals is None else lambda s: f"{s:.{decimals}f}")
     with atomic_path(paths.trec) as tmp:
-        text = run.select(pl.format("{} Q0 {} {} {} " + tag, "query", "doc", "rank",
-                                    pl.col("score").map_elements(
-                                        shown, return_dtype=pl.String)))
-        lines = text.to_series()
-        tmp.write_text(lines.str.join("\n").item() + "\n" if len(lines) else "")
+        tmp.write_text(trec_text(run, tag, decimals))
     write_parquet(run.to_arrow(), paths.parquet)
+
+
+class RunWriter:
+    """A run written a block at a time (`write`; blocks of whole queries, in trec_eval's
+    order), for runs larger than memory (make import-run): the bytes write_run writes for the
+    whole run (parquet row groups of ROW_GROUP rows, as pyarrow's write_table cuts them). The
+    files replace the run's only when the `with` block ends without error, its manifest
+    removed just before (the caller writes it last)."""
+
+    def __init__(self, paths, tag: str, decimals: int | None = SCORE_DECIMALS) -> None:
+        self.paths, self.tag, self.decimals = paths, tag, decimals
+        self._pending: list = []  # pyarrow tables not yet in a row group
+        self._rows, self._parquet = 0, None
+
+    def __enter__(self) -> RunWriter:
+        import contextlib
+
+        self._stack = contextlib.ExitStack().__enter__()
+        self._trec = self._stack.enter_context(atomic_path(self.paths.trec))
+        self._tmp = self._stack.enter_context(atomic_path(self.paths.parquet))
+        self._text = self._stack.enter_context(self._trec.open("w", encoding="utf-8"))
+        return self
+
+    def write(self, run: pl.DataFrame) -> None:
+        if not run.height:
+            return
+        self._text.write(trec_text(run, self.tag, self.decimals))
+        self._pending.append(run.to_arrow())
+        self._rows += run.height
+        while self._rows >= ROW_GROUP:
+            self._flush(ROW_GROUP)
+
+    def _flush(self, rows: int) -> None:
+        """Write the first `rows` pending rows as one row group (one chunk per column, as a
+        whole run's table is)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.concat_tables(self._pending)
+        if self._parquet is None:
+            self._parquet = pq.ParquetWriter(self._tmp, table.schema, compression="zstd")
+        self._parquet.write_table(table.slice(0, rows).combine_chunks(), row_group_size=rows)
+        self._pending = [table.slice(rows)] if rows < table.num_rows else []
+        self._rows -= rows
+
+    def __exit__(self, kind, value, traceback) -> bool:
+        if kind is None:
+            if self._rows:
+                self._flush(self._rows)
+            if self._parquet is None:
+                raise InputError(f"{self.paths.parquet}: a run of no line is not written")
+            self._parquet.close()
+            self.paths.manifest.unlink(missing_ok=True)
+        elif self._parquet is not None:
+            self._parquet.close()
+        return self._stack.__exit__(kind, value, traceback)
 
 
 def run_manifest(parameters: dict, details: dict, paths: dict[str, Path], seconds: float,

@@ -127,3 +127,28 @@ def test_sentence_transformers_object_equals_the_registry_entry(small_pool, tmp_
     both = pipeline.evaluate(data, corpus.name, pool, [model, "minilm"], means=True)
     got, want = both.drop("model").rows()
     assert got == pytest.approx(want, abs=1e-6)
+
+
+class Loud(Hashed):
+    """Hashed, with one text's first value beyond float16's range (1e5 > 65504)."""
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        out = super().encode(texts)
+        out[len(texts) // 2, 0] = 1e5 if len(texts) > 1 else out[0, 0]
+        return out
+
+
+def test_a_value_beyond_the_stores_dtype_is_refused_not_stored_as_inf(corpus_dir, tmp_path):
+    """A float16 store would hold 1e5 as inf, and its paper would drop out of every search:
+    the part is refused, naming a paper, and nothing of it is stored (issue 46)."""
+    from pipeline.encoding.embed import embed
+    from pipeline.encoding.store import stored_ids
+
+    data = data_of(corpus_dir, tmp_path)
+    model = pipeline.Encoder(Loud(), name="loud", fingerprint="v1")
+    with pytest.raises(InputError, match=r"\d+ of \d+ vectors are NaN or infinite as float16, "
+                       r"the store's type \(beyond ±65504; e\.g\. paper \d+\)") as refused:
+        embed(data.place(corpus_dir.name), model, pools=[POOL], dtype="float16")
+    assert "\n" not in str(refused.value)
+    store = store_dir(data.indexes, corpus_dir.name, "loud")
+    assert not store.exists() or not len(stored_ids(store))

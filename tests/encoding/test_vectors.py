@@ -59,6 +59,23 @@ def test_imported_vectors_search_as_the_embedded_ones(corpus_dir, embedded, capl
     ({"corpusid": [1, 2], "vector": [[1.0, float("nan")], [1.0, 2.0]]}, "NaN or infinite"),
     ({"corpusid": [1, 1], "vector": [[1.0, 2.0], [1.0, 2.0]]}, "more than once"),
     ({"paper": [1], "vector": [[1.0]]}, "no column corpusid"),
+    # ids as strings or floats (issue 46): the column, its type and the type expected
+    ({"corpusid": ["1000007"], "vector": [[1.0]]}, "column corpusid is large_string, but the "
+     "paper ids of the corpus are integers: give corpusid as int64"),
+    ({"corpusid": [1000007.0], "vector": [[1.0]]}, "column corpusid is double, but"),
+    ({"corpusid": [1], "vector": [["1.0"]]}, "column vector is large_list<element: large_string>"
+     ", not a list of floats"),
+    ({"corpusid": [1], "vector": [[[1.0]]]}, "column vector is large_list<element: large_list"),
+    ({"corpusid": [1], "vector": [1.0]}, "column vector is double, not a list of floats"),
+    ({"corpusid": [1, None], "vector": [[1.0], [2.0]]}, "1 rows have no id or no vector"),
+    ({"corpusid": [1, 2], "vector": [[1.0], None]}, "1 rows have no id or no vector"),
+    ({"corpusid": [1, 2], "vector": [[1.0, None], [1.0, 2.0]]}, "e.g. paper 1"),
+    ({"corpusid": pl.Series([], dtype=pl.Int64), "vector": pl.Series([], dtype=pl.List(
+        pl.Float64))}, "no vectors: give at least one row"),
+    # 1e39 is inf as float32, the store's type (issue 46): refused, naming the paper
+    ({"corpusid": [1, 7], "vector": [[1.0, 2.0], [1e39, 2.0]]}, r"1 vectors hold NaN or "
+     r"infinite values as float32, the store's type \(beyond ±3.4e\+38; e.g. paper 7\)"),
+    ({"corpusid": [1, 2, 3], "vector": [[1.0], [1.0], [1.0]]}, "none of its 3 ids is a paper"),
 ])
 def test_bad_vector_files_are_refused_in_one_line(corpus_dir, tmp_path, rows, message):
     data = pipeline.Data(corpora=corpus_dir.parent, indexes=tmp_path / "i", runs=tmp_path / "r")
@@ -134,3 +151,60 @@ def test_a_damaged_imported_store_names_the_import_as_its_repair(corpus_dir, emb
     pipeline.import_vectors(data, corpus_dir.name, "damaged", src, similarity="ip")
     assert pipeline.search(data, corpus_dir.name, POOL, "vectors:damaged", k=10,
                            threads=1) == name
+
+
+def test_a_file_that_is_not_parquet_is_refused_in_one_line(corpus_dir, tmp_path):
+    data = pipeline.Data(corpora=corpus_dir.parent, indexes=tmp_path / "i", runs=tmp_path / "r")
+    for text in ("", "corpusid,vector\n1,[1.0]\n"):
+        (tmp_path / "v.parquet").write_text(text)
+        with pytest.raises(InputError, match="not a readable parquet file") as caught:
+            pipeline.import_vectors(data, corpus_dir.name, "bad", tmp_path / "v.parquet")
+        assert "\n" not in str(caught.value)
+    assert not (tmp_path / "i").exists()
+
+
+def test_vectors_read_in_batches_make_the_same_store(corpus_dir, embedded, tmp_path,
+                                                     monkeypatch):
+    """A source read 7 rows at a time (ids shuffled, ints and float32 values, an id of no
+    paper) makes the parts one read makes, byte for byte: the vectors of the corpus's papers
+    as float32, sorted by id."""
+    import pipeline.encoding.vectors as vectors
+
+    data, _, ids, matrix = embedded
+    order = np.random.default_rng(1).permutation(len(ids))
+    src = tmp_path / "shuffled.parquet"
+    pl.DataFrame({"corpusid": np.r_[ids[order], -5],
+                  "vector": pl.Series([*matrix[order].tolist(), [1.0] * 64],
+                                      dtype=pl.Array(pl.Float32, 64))}).write_parquet(src)
+    parts = {}
+    for batch, name in ((1 << 13, "once"), (7, "batches")):
+        monkeypatch.setattr(vectors, "BATCH_ROWS", batch)
+        info = vectors.import_vectors(data.place(corpus_dir.name), name, src)
+        assert info["imported"] == len(ids) and info["unknown_ids_dropped"] == 1
+        store = store_dir(data.indexes, corpus_dir.name, f"vectors--{name}")
+        parts[name] = {p.name: p.read_bytes() for p in store.glob("part-*")}
+        assert np.array_equal(load_vectors(store, ids), matrix.astype(np.float32))
+    assert parts["once"] == parts["batches"]
+
+
+def test_another_file_over_an_imported_store_needs_replace(corpus_dir, embedded, tmp_path):
+    """As import-run: the same bytes again change nothing; another file (or similarity) over
+    the store is refused with the command that imports it in its place (REPLACE=1), which
+    replaces only that store."""
+    data, src, ids, matrix = embedded
+    pipeline.import_vectors(data, corpus_dir.name, "kept", src)
+    store = store_dir(data.indexes, corpus_dir.name, "vectors--kept")
+    before = {p.name: p.read_bytes() for p in store.iterdir() if p.is_file()}
+    pipeline.import_vectors(data, corpus_dir.name, "kept", src)
+    assert {p.name: p.read_bytes() for p in store.iterdir() if p.is_file()} == before
+    other = tmp_path / "other.parquet"
+    pl.DataFrame({"corpusid": ids, "vector": (matrix * 2).tolist()}).write_parquet(other)
+    for given, similarity in ((other, "cosine"), (src, "ip")):
+        with pytest.raises(InputError, match="REPLACE=1") as refused:
+            pipeline.import_vectors(data, corpus_dir.name, "kept", given, similarity)
+        assert str(refused.value.repair) == (
+            f"make import-vectors CORPUS={corpus_dir.name} MODEL=kept SRC={given} "
+            f"SIMILARITY={similarity} REPLACE=1")
+        assert {p.name: p.read_bytes() for p in store.iterdir() if p.is_file()} == before
+    pipeline.import_vectors(data, corpus_dir.name, "kept", other, replace=True)
+    assert np.allclose(load_vectors(store, ids), matrix * 2)

@@ -314,3 +314,102 @@ def test_make_import_run_then_eval_search_and_report(raw_corpus, corpus_dir, sma
     make("report", "SEED=1")  # the fixture pools' seed
     tables = "".join(p.read_text() for p in (root / "runs" / "reports").rglob("*.md"))
     assert "outside" in tables
+
+
+def test_a_query_ranking_its_own_paper_is_dropped_and_counted(small, tmp_path, caplog):
+    """As docs/evaluation.md says: a self hit is dropped, counted in the manifest and logged,
+    whether or not the query's paper is a candidate of the pool (it was refused as an unknown
+    paper when it is not)."""
+    from pipeline.pools.build import load_pool
+
+    data, pool, frame = small
+    queries, candidates, _ = load_pool(data.place("small").corpus_dir, pool)
+    is_candidate = queries["corpusid"].is_in(candidates["corpusid"].implode())
+    own = [str(queries["corpusid"].filter(is_candidate)[0]),
+           str(queries["corpusid"].filter(~is_candidate)[0])]
+    run = pl.concat([frame, pl.DataFrame({"query": own, "doc": own, "score": [9.0, 9.0]})])
+    info = pipeline.import_run(data, "small", pool, _trec(tmp_path / "own.trec", run), "own")
+    assert info["counts"]["self_hits_removed"] == 2
+    assert info["counts"]["rows"] == frame.height
+    assert "2 lines of run own rank their query's own paper: dropped" in caplog.text
+    kept = load_run(data.place("small"), pool, "own")
+    assert kept.height == frame.height and not (kept["query"] == kept["doc"]).any()
+
+
+def _one_pass(frame: pl.DataFrame, pool: str, data: pipeline.Data, tmp_path: Path) -> dict:
+    """What one pass over the whole run writes (the import before it was read in blocks):
+    the known lines without self hits in trec_eval's order, written by write_run."""
+    from types import SimpleNamespace
+
+    from pipeline.pools.build import load_pool
+    from pipeline.retrieval.runs import trec_eval_order, write_run
+
+    queries, candidates, _ = load_pool(data.place("small").corpus_dir, pool)
+    typed = frame.with_columns(pl.col("query", "doc").cast(pl.Int64)).filter(
+        pl.col("query").is_in(queries["corpusid"].implode())
+        & pl.col("doc").is_in(candidates["corpusid"].implode())
+        & (pl.col("query") != pl.col("doc")))
+    paths = SimpleNamespace(trec=tmp_path / "one.trec", parquet=tmp_path / "one.parquet",
+                            manifest=tmp_path / "one.json")
+    write_run(trec_eval_order(typed).select("query", "doc", "rank", "score"), paths, "read",
+              decimals=None)
+    return {"trec": paths.trec.read_bytes(), "parquet": paths.parquet.read_bytes()}
+
+
+def test_a_run_read_in_blocks_writes_the_bytes_of_one_pass(small, tmp_path, monkeypatch):
+    """A TREC file (a byte-order mark, tabs, CRLF, blank lines, ties, an unknown query and a
+    self hit) read in blocks of 512 bytes and checked 150 lines at a time, with parquet row
+    groups of 1,000 rows, writes the bytes one pass over the whole run writes; each group
+    read holds whole queries of at most 150 lines (memory bounded by the group)."""
+    import pyarrow.parquet as pq
+
+    import pipeline.retrieval.imported as imported
+    import pipeline.retrieval.runs as runs
+
+    data, pool, _ = small
+    from pipeline.pools.build import load_pool
+
+    queries, candidates, _ = load_pool(data.place("small").corpus_dir, pool)
+    rng = np.random.default_rng(5)
+    pairs = [(str(q), str(d)) for q in queries["corpusid"] for d in
+             rng.choice(candidates["corpusid"].to_numpy(), 120, replace=False)]
+    rows = [(q, d, float(rng.integers(0, 20)) / 4) for q, d in pairs]
+    rows += [("999999999999", "1", 1.0), (rows[0][0], rows[0][0], 2.0)]
+    frame = pl.DataFrame([rows[i] for i in rng.permutation(len(rows))],
+                         schema=["query", "doc", "score"], orient="row")
+    text = "".join(f"{q}\tQ0  {d} 0 {s} x\r\n" if i % 3 else f"{q} Q0 {d} 0 {s} x\n\n"
+                   for i, (q, d, s) in enumerate(frame.iter_rows()))
+    source = tmp_path / "run.trec"
+    source.write_text("\ufeff" + text, encoding="utf-8")
+    expected = _one_pass(frame, pool, data, tmp_path)
+    assert pq.ParquetFile(tmp_path / "one.parquet").metadata.num_row_groups == 1
+    whole = pipeline.import_run(data, "small", pool, source, "whole", drop_unknown=True)
+    monkeypatch.setattr(imported, "BLOCK_BYTES", 512)
+    monkeypatch.setattr(imported, "GROUP_LINES", 150)
+    monkeypatch.setattr(runs, "ROW_GROUP", 1000)
+    read = imported.Spilled.read
+    sizes: list[tuple[int, int]] = []
+
+    def recorded(self, lo, hi):
+        frame = read(self, lo, hi)
+        sizes.append((frame.height, frame["pos"].n_unique()))
+        return frame
+
+    monkeypatch.setattr(imported.Spilled, "read", recorded)
+    blocks = pipeline.import_run(data, "small", pool, source, "read", drop_unknown=True)
+    assert len(sizes) > 10 and all(n <= 150 or queries == 1 for n, queries in sizes)
+    assert blocks["counts"] == whole["counts"]
+    assert blocks["counts"]["self_hits_removed"] == 1
+    assert blocks["counts"]["unknown_query_lines_dropped"] == 1
+    for name in ("whole", "read"):
+        paths = run_paths(data.runs, "small", pool, name)
+        tagged = expected["trec"].replace(b" read\n", f" {name}\n".encode())
+        assert paths.trec.read_bytes() == tagged
+    one = run_paths(data.runs, "small", pool, "whole").parquet.read_bytes()
+    assert one == expected["parquet"]
+    split = run_paths(data.runs, "small", pool, "read").parquet
+    assert pq.ParquetFile(split).metadata.num_row_groups == 3  # 2,400 rows, 1,000 a group
+    reference = tmp_path / "groups.parquet"
+    pq.write_table(pq.read_table(tmp_path / "one.parquet"), reference, compression="zstd",
+                   row_group_size=1000)
+    assert split.read_bytes() == reference.read_bytes()

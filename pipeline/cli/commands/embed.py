@@ -114,6 +114,8 @@ def _import_vectors_arguments(p: argparse.ArgumentParser) -> None:
                    "scored as MODEL=vectors:<name>")
     p.add_argument("--similarity", default="cosine", type=choice(SIMILARITIES),
                    help="how a search compares them: cosine, ip (inner product) or l2")
+    p.add_argument("--replace", action="store_true", help="replace vectors imported under "
+                   "this name from another file or with another similarity")
 
 
 @command(IMPORT_VECTORS, "fill the store of model vectors:<name> from vectors computed "
@@ -125,4 +127,4 @@ def cmd_import_vectors(args: argparse.Namespace) -> None:
     """What was imported and dropped is logged by import_vectors (the API's call logs it too)."""
     from pipeline.encoding.vectors import import_vectors
 
-    import_vectors(place_of(args), args.model, args.src, args.similarity)
+    import_vectors(place_of(args), args.model, args.src, args.similarity, args.replace)
