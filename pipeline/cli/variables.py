@@ -288,7 +288,8 @@ DERIVED = {
                      "(make mdcr, the imports: nothing to ingest), else empty",
     "MODEL_NAME": "the name MODEL's runs are written under (with QUERY_VARIANT)",
     "MODEL_FILE": "MODEL's file-safe name (the stages' --model)",
-    "DEMO_PATHS": "the demo's folders and reports (make clean-demo; commas, may hold a glob)",
+    "DEMO_PATHS": "the demo corpus's folders under the three data roots (make clean-demo; "
+                  "commas), whose report files its report manifest lists",
 }
 
 
@@ -643,10 +644,8 @@ def derived(args: argparse.Namespace) -> dict[str, str]:
         model = with_precision(entry, args.PRECISION or "fp32").name
     values["MODEL_FILE"] = model
     values["MODEL_NAME"] = layout.run_name(model, args.QUERY_VARIANT or "full") if model else ""
-    demo = "demo"
-    values["DEMO_PATHS"] = ",".join(
-        [str(roots[kind] / demo) for kind in ("corpora", "indexes", "runs")]
-        + [str(layout.reports_dir(roots["runs"]) / f"{demo}*")])
+    values["DEMO_PATHS"] = ",".join(str(roots[kind] / layout.DEMO_CORPUS)
+                                    for kind in ("corpora", "indexes", "runs"))
     assert values.keys() == DERIVED.keys()
     return {name: str(value) for name, value in values.items()}
 
