@@ -324,6 +324,7 @@ def is_retired(path: Path, root: Path) -> bool:
 
 BM25_INDEX = "bm25"  # a pool's Lucene index: indexes/<corpus>/<pool>/bm25/
 STORE_PART = "part-{}.arrow"  # a store's parts (embeddings, analysed texts), by a digest of ids
+PART_DIGEST = 16  # hex digits of the digest that names a part
 
 
 def analysed_dir(index_root: Path, corpus: str, analyzer: str) -> Path:
@@ -336,7 +337,9 @@ def bm25_index_dir(index_root: Path, corpus: str, pool: str) -> Path:
 
 
 def store_parts_glob() -> str:
-    return STORE_PART.format("*")
+    """The pattern of exactly the names the stores give their parts (`part-<16 hex>.arrow`): a
+    file of another name in a store's folder is never taken for an orphan part and removed."""
+    return STORE_PART.format("[0-9a-f]" * PART_DIGEST)
 
 
 def run_file_parts(path: Path) -> tuple[str, str, str, str]:

@@ -31,7 +31,7 @@ from pipeline.core.checksums import file_problem, read_only
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.core.inputs import KINDS, Roots, changed
-from pipeline.core.repair import Repair, Where
+from pipeline.core.repair import PIPELINE, Repair, Where
 from pipeline.corpus.manifest import VOUCHED_BY, corpus_repair, download_repair, raw_repair
 from pipeline.encoding.store import store_repair
 from pipeline.layout import (
@@ -103,18 +103,7 @@ def _inputs(info: dict, kind: str) -> dict[str, str]:
     return info.get("inputs", {})
 
 
-def _results_repair(path: Path, data: Roots) -> Repair:
-    """`make report` (which collects every corpus's evaluations) of the corpus whose recorded
-    evaluations changed since runs/results.parquet was collected, among those that still
-    have evaluations; else (damaged bytes, a damaged record) of any corpus with evaluations."""
-    evaluated = sorted({p.parts[-3] for p in run_files(data.runs, RUN_EVALUATION)})
-    try:
-        inputs = read_json(path).get("inputs", {})
-    except InputError:
-        inputs = {}
-    moved = sorted({label.split("/")[1] for label, sha in inputs.items()
-                    if changed(data, {label: sha})} & set(evaluated))
-    return Repair("report", (moved or evaluated or [None])[0])
+RESULTS_REPAIR = Repair("collect", program=PIPELINE)  # gathers runs/results.parquet again
 
 
 def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
@@ -137,7 +126,7 @@ def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
         "index": lambda: index_repair(path.parent),
         "tuning": lambda: run_repair(path.parent.parent.name, "bm25"),
         "run": lambda: _run_repair(path, data),
-        "results": lambda: _results_repair(path, data),
+        "results": lambda: RESULTS_REPAIR,
         "raw": lambda: raw_repair(path.parent),
         "download": lambda: download_repair(path.parent),
     }
@@ -149,8 +138,8 @@ def _run_repair(path: Path, data: Roots) -> Repair:
     its source: recorded_run_repair); an evaluation's is scoring the run again (make eval)."""
     corpus, pool, model, suffix = run_file_parts(path)
     if suffix == RUN_EVALUATION or data.runs is None:
-        return run_repair(corpus, model)
-    return recorded_run_repair(data.runs, corpus, pool, model)
+        return run_repair(corpus, model, data.runs, pool)
+    return recorded_run_repair(data.runs, corpus, pool, model, data.indexes)
 
 
 def _corpus_of(path: Path, data: Roots) -> str | None:
@@ -237,8 +226,10 @@ def _partial(data: Roots) -> list[Problem]:
             paths = run_paths(data.runs, corpus, pool, model)
             manifest = paths.evaluation if suffix == RUN_METRICS else paths.manifest
             if not manifest.exists() and not is_temporary(run):
+                repair = (run_repair(corpus, model, data.runs, pool) if suffix == RUN_METRICS
+                          else recorded_run_repair(data.runs, corpus, pool, model, data.indexes))
                 problems.append(Problem("PARTIAL", run, f"no {manifest.name} (its stage "
-                                        "stopped half-way)", run_repair(corpus, model)))
+                                        "stopped half-way)", repair))
         for page in sorted(reports_dir(data.runs).glob(f"*{REPORT_PAGE_SUFFIX}")):
             corpus = page.name[: -len(REPORT_PAGE_SUFFIX)]
             if not report_manifest(page.parent, corpus).exists():

@@ -260,16 +260,18 @@ def test_damage_is_refused_named_and_repaired_by_the_named_command(
     assert [name for name in before if before[name] != after[name]] == []
 
 
-def test_results_damage_is_named_and_repaired_by_report(reference, tmp_path):
+def test_results_damage_is_named_and_repaired_by_collect(reference, tmp_path):
     """results.parquet is read by the report after `collect` writes it anew: verify names the
-    damage and the command it names (a report) repairs it."""
+    damage and the command it names (collect, which no exclusion list can refuse, as make
+    report can) repairs it."""
     root = tmp_path / "data"
     shutil.copytree(reference, root, symlinks=True)
     before = data_files(root)
     damage(root / "runs" / "results.parquet")
     problems = verify_lines(root)
-    [line] = [p for p in problems if re.search(r"results\.parquet: .*; repair: make report ", p)]
-    assert repair_of(line) == f"make report CORPUS=b DATA={root}", line
+    [line] = [p for p in problems if re.search(r"results\.parquet: .*; repair: python ", p)]
+    assert repair_of(line) == (f"python -m pipeline --corpora-root {root}/corpora --index-root "
+                               f"{root}/indexes --runs-root {root}/runs collect"), line
     run_repair(root, repair_of(line))
     assert data_files(root) == before
     assert verify_lines(root) == []

@@ -32,6 +32,7 @@ from pipeline.cli.checks import (
     choice,
     corpus_name,
     dataset_list,
+    input_path,
     metric_list,
     non_negative,
     pool_name,
@@ -208,10 +209,10 @@ VARIABLES: tuple[Variable, ...] = (
     V("MDCR_MODELS", "bm25,minilm", None, "make mdcr: the models whose top-ranked papers give "
       "the model-based negatives, separated by commas (the paper's: bm25,specter,scincl; "
       "make mdcr-jaccard MODELS=.. helps choose)", "mdcr"),
-    V("SRC", "", safe_path, "make import-mdcr, make import-beir, make import-csfcube: the "
+    V("SRC", "", input_path, "make import-mdcr, make import-beir, make import-csfcube: the "
       "folder of files to import (import-csfcube: the CSFCube release); make import-vectors: "
-      "the parquet file of the vectors (columns corpusid, vector)", "mdcr", optional=True,
-      one_word=True),
+      "the parquet file of the vectors (columns corpusid, vector); spaces allowed",
+      "mdcr", optional=True),
     V("OUT", "", safe_path, "make export-mdcr: the folder it writes; make mdcr-scores: the "
       "scores file", "mdcr", optional=True, one_word=True),
     V("DATASET", "", checked(dataset_id), "make import-irds: the ir_datasets id of the "
@@ -224,9 +225,9 @@ VARIABLES: tuple[Variable, ...] = (
       "existing corpus of the same kind (without it they refuse to write into a corpus that "
       "holds anything); make import-run may replace a run imported under MODEL from another "
       "file", "mdcr", one_word=True),
-    V("RUN", "", safe_path, "make import-run: the TREC run file made elsewhere (qid Q0 docid "
-      "rank score tag per line), imported as the run MODEL of POOL", "eval", optional=True,
-      one_word=True),
+    V("RUN", "", input_path, "make import-run: the TREC run file made elsewhere (qid Q0 docid "
+      "rank score tag per line), imported as the run MODEL of POOL; spaces allowed", "eval",
+      optional=True),
     V("DROP_UNKNOWN", "", choice(FLAG), "1: make import-run drops (and counts) the lines "
       "naming a query or paper POOL does not have, instead of refusing the run", "eval",
       one_word=True),
