@@ -370,7 +370,7 @@ def run_owned_repair(root: Path, command: str) -> None:
 
     if command.startswith("in Python"):
         found = re.search(r"pipeline\.search\(<data>, '(\w+)', ('[\w-]+'|<each pool>), "
-                          r"pipeline\.Encoder\(<your object>, name='(\w+)', \.\.\.\)\)", command)
+                          r"<the pipeline\.Encoder or ModelEntry named '(\w+)'>\)", command)
         assert found, command
         corpus, pool, name = found.groups()
         pools = pipeline.Data(root).pools(corpus) if pool == "<each pool>" else [pool[1:-1]]
@@ -381,8 +381,9 @@ def run_owned_repair(root: Path, command: str) -> None:
                     pipeline.evaluate(root, corpus, each, encoder(name))
         return
     pool = re.search(r"POOL=(\S+)", command)
-    command = command.replace("<the TREC run file it was imported from>", shlex.quote(
-        str(MINE / f"{pool and pool.group(1)} run.trec"))).replace(
+    run_file = shlex.quote(str(MINE / f"{pool and pool.group(1)} run.trec"))
+    command = command.split(" (if it was imported; ")[0].replace(
+        "<the TREC run file it was imported from>", run_file).replace(
         "<the parquet file of the vectors>", shlex.quote(str(MINE / "my vectors.parquet")))
     assert "<" not in command, command
     run_repair(root, command)

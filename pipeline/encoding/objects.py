@@ -202,15 +202,15 @@ class ObjectEncoder:
 
 def object_repair(corpus: str, name: str, pool: str | None = None, variant: str = "full"
                   ) -> Repair:
-    """What makes an Encoder's store, or one of its runs and evaluations, again: only the user
-    holds the object, so no make target can (MODEL=<name> is no model make knows). The Python
-    calls, with the object that made them (the store: each pool searched again embeds what it
-    lacks); the names are checked names, shown as Python literals."""
+    """What makes the store, or a run and its evaluation, of a model make has no name for (a
+    pipeline.Encoder, a ModelEntry of the user's) again: only the user holds the model, so
+    no make target can. The Python calls, with that model (the store: each pool searched
+    again embeds what it lacks); the names are shown as Python literals."""
     where = repr(pool) if pool else "<each pool>"
     query = f", variant={variant!r}" if variant != "full" else ""
-    encoder = f"pipeline.Encoder(<your object>, name={name!r}, ...)"
-    calls = f"pipeline.search(<data>, {corpus!r}, {where}, {encoder}{query})"
+    model = f"<the pipeline.Encoder or ModelEntry named {name!r}>"
+    calls = f"pipeline.search(<data>, {corpus!r}, {where}, {model}{query})"
     if pool:
-        calls += f", then pipeline.evaluate(<data>, {corpus!r}, {where}, <that Encoder>)"
-    return Repair("", corpus, name, note=f"in Python, with the object that made it: {calls}; "
+        calls += f", then pipeline.evaluate(<data>, {corpus!r}, {where}, <that model>)"
+    return Repair("", corpus, name, note=f"in Python, with the model that made it: {calls}; "
                   f"make has no model {name!r} to do it")

@@ -30,8 +30,9 @@ def run_repair(corpus: str, run: str, runs_root: Path | None = None, pool: str |
                ) -> Repair:
     """The command that searches (and scores) a run of a corpus again: `<model>~<variant>`
     runs are made with QUERY_VARIANT. A run of a model make cannot search (a name no model
-    has) is an imported run, which make eval scores, or (its manifest in `pool` says it was
-    searched) a pipeline.Encoder's, made again only in Python with its object."""
+    has) is an imported run, which make eval scores, or (its manifest in `pool` does not say
+    it was imported) a pipeline.Encoder's or a ModelEntry's of the user's, made again only
+    in Python with that model (object_repair)."""
     model, _, variant = run.partition(VARIANT_SEP)
     if not known_model(model) and runs_root is not None and pool is not None and \
             _recorded(runs_root, corpus, pool, run).get("stage") != IMPORT_RUN:
@@ -56,8 +57,8 @@ def recorded_run_repair(runs_root: Path, corpus: str, pool: str, model: str,
     (`make import-run`, pipeline/retrieval/imported.py) is imported again from its source
     file; every other run is searched again (run_repair). A run whose manifest is lost or
     damaged and whose name no model has is a pipeline.Encoder's where its store is
-    (`index_root`), else an imported run: imported again, over it (REPLACE=1), from the
-    file that only the user can name."""
+    (`index_root`), else an imported run (imported again, over it, REPLACE=1, from the file
+    that only the user can name) or a run of a ModelEntry of the user's: the note says so."""
     info = _recorded(runs_root, corpus, pool, model)
     name, _, variant = model.partition(VARIANT_SEP)
     if not info and not known_model(name):
@@ -65,7 +66,8 @@ def recorded_run_repair(runs_root: Path, corpus: str, pool: str, model: str,
             return object_repair(corpus, name, pool, variant or "full")
         return Repair(IMPORT_RUN, corpus, model, variables=(
             ("POOL", pool), ("RUN", Placeholder("the TREC run file it was imported from")),
-            ("REPLACE", "1")))
+            ("REPLACE", "1")), note="if it was imported; a run searched in Python with a "
+                      "ModelEntry of yours: pipeline.search again with it")
     if info.get("stage") != IMPORT_RUN:
         return run_repair(corpus, model, runs_root, pool)
     source = info.get("details", {}).get("source_path")
