@@ -31,7 +31,7 @@ from pipeline.core.checksums import file_problem, read_only
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.core.inputs import KINDS, Roots, changed
-from pipeline.core.repair import PIPELINE, Repair, Where
+from pipeline.core.repair import PIPELINE, Placeholder, Repair, Where
 from pipeline.corpus.manifest import VOUCHED_BY, corpus_repair, download_repair, raw_repair
 from pipeline.encoding.store import store_repair
 from pipeline.layout import (
@@ -46,6 +46,8 @@ from pipeline.layout import (
     artifact_kind,
     is_retired,
     manifest_globs,
+    parse_pool_name,
+    pool_names,
     pools_dir,
     report_corpus,
     report_manifest,
@@ -56,6 +58,7 @@ from pipeline.layout import (
     store_parts_glob,
 )
 from pipeline.pools.build import list_problem, pool_repair, retire_repair, validation_pools
+from pipeline.pools.exclusions import NO_LIST, read_list
 from pipeline.readers import SOURCES
 from pipeline.report.provenance import recorded_repair
 from pipeline.retrieval.bm25.lucene import index_repair
@@ -118,7 +121,7 @@ def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
         except InputError:
             info = None
         return kind, (pool_repair(path.parent.parent.parent, path.parent.name, info)
-                      if kind == "pool" else recorded_repair(report_corpus(path), info))
+                      if kind == "pool" else _report_repair(path, info, data))
     repairs = {
         "corpus": lambda: corpus_repair(path.parent),
         "store": lambda: store_repair(path.parent),
@@ -131,6 +134,27 @@ def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
         "download": lambda: download_repair(path.parent),
     }
     return ("store" if kind == "analysed" else kind), repairs[kind]()
+
+
+def _report_repair(path: Path, info: dict | None, data: Roots) -> Repair:
+    """make report with the settings the report's manifest records; when no pool of the
+    corpus is drawn without its EXCLUDE list any more (retired or removed: make report would
+    refuse the list), the list to report is left to the user to name."""
+    corpus = report_corpus(path)
+    repair = recorded_repair(corpus, info)
+    exclude = dict(repair.variables).get("EXCLUDE")
+    if not exclude or exclude == NO_LIST:
+        return repair
+    try:
+        tag = read_list(exclude).tag
+    except InputError:
+        return repair  # the list is gone or unreadable: make report says so
+    if any(parse_pool_name(pool).exclusion == tag for pool in pool_names(data.corpora / corpus)):
+        return repair
+    return replace(repair, variables=tuple(
+        (name, Placeholder("a list whose pools remain, or none") if name == "EXCLUDE" else value)
+        for name, value in repair.variables), note="no pool drawn without its list is left, "
+                   "retired or removed: make report cannot write it again as it was")
 
 
 def _run_repair(path: Path, data: Roots) -> Repair:

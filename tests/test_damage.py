@@ -315,6 +315,7 @@ def test_a_changed_corpus_makes_the_analysed_text_store_stale(reference, tmp_pat
 
 OWNED_POOLS = ("all-800-r0", "all-800-s2-r0")
 MINE: Path  # the user's folder of run and vector files (its name holds a space)
+LISTED: Path  # the list of papers the third pool's queries were drawn without
 
 
 def encoder(name: str = "good"):
@@ -335,7 +336,7 @@ def owned(corpus_dir, tmp_path_factory) -> Path:
     import pipeline
     from tests.conftest import copy_corpus
 
-    global MINE
+    global MINE, LISTED
     root = tmp_path_factory.mktemp("owned") / "data"
     corpus = copy_corpus(corpus_dir, root / "corpora" / "c")
     (root / "installed").touch()
@@ -343,9 +344,9 @@ def owned(corpus_dir, tmp_path_factory) -> Path:
     MINE.mkdir()
     for seed in (0, 2):
         pipeline.build_pool(root, "c", size=800, n_queries=10, seed=seed)
-    listed = MINE / "never queries.txt"
-    listed.write_text(f"{pl.read_parquet(corpus / 'pools' / POOL / 'queries.parquet')[0, 0]}\n")
-    pipeline.build_pool(root, "c", size=800, n_queries=10, exclude=str(listed))
+    LISTED = MINE.parent / "never-queries.txt"
+    LISTED.write_text(f"{pl.read_parquet(corpus / 'pools' / POOL / 'queries.parquet')[0, 0]}\n")
+    pipeline.build_pool(root, "c", size=800, n_queries=10, exclude=str(LISTED))
     for pool in OWNED_POOLS:
         pipeline.search(root, "c", pool, encoder(), threads=1)
         pipeline.evaluate(root, "c", pool, encoder())
@@ -382,9 +383,10 @@ def run_owned_repair(root: Path, command: str) -> None:
         return
     pool = re.search(r"POOL=(\S+)", command)
     run_file = shlex.quote(str(MINE / f"{pool and pool.group(1)} run.trec"))
-    command = command.split(" (if it was imported; ")[0].replace(
+    command = re.sub(r" \([^()]*\)$", "", command).replace(  # the note after it
         "<the TREC run file it was imported from>", run_file).replace(
-        "<the parquet file of the vectors>", shlex.quote(str(MINE / "my vectors.parquet")))
+        "<the parquet file of the vectors>", shlex.quote(str(MINE / "my vectors.parquet"))).replace(
+        "<a list whose pools remain, or none>", "none")
     assert "<" not in command, command
     run_repair(root, command)
 
@@ -444,7 +446,9 @@ def test_a_retired_pools_repairs_run_as_printed(owned, tmp_path):
     """After make retire-pool, results.parquet is stale: the repair verify names (it was make
     report, which refuses a corpus whose pools were drawn without different lists: here none
     and a second list's) runs and leaves verify clean, with the pool's numbers kept in
-    retired/."""
+    retired/. The report made from the retired list's pools, damaged, names make report with
+    the list to report left to the user (its recorded list has no pool left: make report
+    would refuse it)."""
     root = tmp_path / "data"
     shutil.copytree(owned, root, symlinks=True)
     retired = next(p for p in os.listdir(root / "corpora" / "c" / "pools")
@@ -454,13 +458,15 @@ def test_a_retired_pools_repairs_run_as_printed(owned, tmp_path):
     other.write_text(f"{queries[1, 0]}\n")
     ok(make(root, "pool", "CORPUS=c", "SIZE=800", "QUERIES=10", f"EXCLUDE={other}"))
     ok(make(root, "eval", "CORPUS=c", "MODEL=random"))
+    ok(make(root, "report", "CORPUS=c", f"EXCLUDE={LISTED}"))
     kept = (root / "runs" / "c" / retired / "random.metrics.parquet").read_bytes()
     ok(make(root, "retire-pool", "CORPUS=c", f"POOL={retired}"))
+    damage(root / "runs" / "reports" / "c.md")
     problems = verify_lines(root)
-    assert problems and all(p.startswith(f"STALE {root}/runs/results.") for p in problems), \
-        problems
-    for command in dict.fromkeys(repair_of(line) for line in problems):
-        run_repair(root, command)
+    assert {p.split(":")[0] for p in problems} == {
+        f"STALE {root}/runs/results.manifest.json", f"CORRUPT {root}/runs/reports/c.md"}, problems
+    for command in dict.fromkeys(line.split("; repair: ", 1)[1] for line in problems):
+        run_owned_repair(root, command)
     assert verify_lines(root) == []
     assert (root / "runs" / "c" / "retired" / retired / "random.metrics.parquet").read_bytes() \
         == kept
