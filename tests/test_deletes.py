@@ -231,3 +231,43 @@ def test_a_run_and_a_report_written_again_touch_no_file_beside_them(demo_root):
     pipeline.search(root, "demo", pool, "random", threads=1)
     pipeline.build_report(root, "demo").save()
     untouched(planted)
+
+
+def test_an_import_never_removes_a_hidden_file_of_a_users(tmp_path):
+    """A corpus folder holding nothing but hidden files was taken for empty (bookkeeping) and
+    removed whole by an import: a user's `.notes` with it. Only the pipeline's own locks,
+    checksum cache and temporaries count as bookkeeping now; the import refuses the folder."""
+    from pipeline.core.errors import InputError
+
+    root = tmp_path / "data"
+    corpus = root / "corpora" / "tiny"
+    planted = plant(corpus / ".notes", corpus / ".tiny.lock.bak")
+    with pytest.raises(InputError):
+        import_beir(beir(tmp_path / "one", {"a": "protein folding", "b": "soil"}), corpus)
+    untouched(planted)
+    (corpus / ".notes").unlink()
+    (corpus / ".tiny.lock.bak").unlink()
+    (corpus / ".manifest.json.lock").touch()  # a lock of ours: the folder is empty
+    import_beir(beir(tmp_path / "two", {"a": "protein folding", "b": "soil"}), corpus)
+
+
+def test_importing_other_vectors_replaces_only_their_store(corpus_dir, tmp_path):
+    import numpy as np
+
+    data = pipeline.Data(corpora=corpus_dir.parent, indexes=tmp_path / "indexes",
+                         runs=tmp_path / "runs")
+    ids = pl.read_parquet(corpus_dir / "prefiltered.parquet", columns=["corpusid"])
+    sources = []
+    for seed in (0, 1):
+        vectors = np.random.default_rng(seed).normal(size=(ids.height, 4)).tolist()
+        sources.append(tmp_path / f"v{seed}.parquet")
+        ids.with_columns(vector=pl.Series(vectors)).write_parquet(sources[-1])
+    pipeline.import_vectors(data, corpus_dir.name, "vec", sources[0])
+    store = store_dir(data.indexes, corpus_dir.name, "vectors--vec")
+    planted = plant(store.parent / "vectors--vec.bak" / "manifest.json",
+                    store.parent / "vectors--vec2" / "part-00000000000000ff.arrow",
+                    store.parent / "vectors--vec.txt")
+    before = read_json(store / "manifest.json")["config"]["imported"]["sha256"]
+    pipeline.import_vectors(data, corpus_dir.name, "vec", sources[1])
+    assert read_json(store / "manifest.json")["config"]["imported"]["sha256"] != before
+    untouched(planted)
