@@ -378,13 +378,16 @@ def run_goal(args: argparse.Namespace, variables: argparse.Namespace,
 
 @goal("clean-demo")
 def clean_demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    """Remove the demo's corpus, indexes, runs and reports (DEMO_PATHS); no stage to run.
-    make -n: say what it would remove."""
-    for path in demo_paths(d):
+    """Remove the demo's corpus, indexes, runs and report files (demo_paths); no stage to
+    run. make -n: say what it would remove."""
+    paths = demo_paths(d)
+    for path in paths:
         if v.DRY_RUN:
             print(f"rm -rf {shown([str(path)])}", flush=True)
         elif path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
+    if not v.DRY_RUN:
+        log.info(f"[clean-demo] {len(paths)} of the demo's folders and report files removed")
     return []
