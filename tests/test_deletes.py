@@ -1,8 +1,9 @@
 """No command's delete touches a file it did not write (issue 46): every command that removes or
-replaces files (make clean-demo, retire-pool, sweep, the REPLACE=1 imports, the repair of a
-store's parts, a run searched again, a report written again) is run with a user's files planted
-beside what it removes, in the same folders and under names alike to its own, and each planted
-file is as it was after it; what the command does remove is its own."""
+replaces files (make clean-demo, retire-pool, sweep, the REPLACE=1 imports and import-vectors,
+the repairs: a store's parts, a pool rebuilt, a run searched again, a report written again) is
+run with a user's files planted beside what it removes, in the same folders and under names
+alike to its own, and each planted file is as it was after it; what the command does remove is
+its own."""
 
 from __future__ import annotations
 
@@ -270,4 +271,21 @@ def test_importing_other_vectors_replaces_only_their_store(corpus_dir, tmp_path)
     before = read_json(store / "manifest.json")["config"]["imported"]["sha256"]
     pipeline.import_vectors(data, corpus_dir.name, "vec", sources[1])
     assert read_json(store / "manifest.json")["config"]["imported"]["sha256"] != before
+    untouched(planted)
+
+
+def test_a_pool_rebuilt_by_its_repair_touches_no_file_beside_it(corpus_dir, tmp_path):
+    """`make pools` (verify's repair of a damaged pool) writes the pool's folder again whole:
+    the folders and files of similar names beside it stay."""
+    from pipeline.pools.build import rebuild_pool
+
+    corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "c")
+    pool = build_pool(corpus, PoolSpec(size=800, n_queries=10))["name"]
+    folder = pool_dir(corpus, pool)
+    before = (folder / "qrels.parquet").read_bytes()
+    (folder / "qrels.parquet").write_bytes(before[:-8])  # damaged
+    planted = plant(folder.parent / f"{pool}.notes", folder.parent / f"{pool}-mine" / "x.txt",
+                    folder.parent / f".{pool}.bak", corpus / "pools.txt")
+    rebuild_pool(corpus, pool)
+    assert (folder / "qrels.parquet").read_bytes() == before
     untouched(planted)
