@@ -124,7 +124,29 @@ def check_name(kind: str, name: object) -> str:
     if len(name) > rule.longest:
         raise InputError(f"a {kind} name of {len(name)} characters: use at most "
                          f"{rule.longest}")
+    clash = reserved_clash(kind, name)
+    if clash:
+        raise InputError(f"{name!r}: a {kind} name that is {clash}: give another name")
     return name
+
+
+def reserved_clash(kind: str, name: str) -> str | None:
+    """What a `kind` name would collide with in the layout (None when nothing): a corpus's
+    folders lie beside the runs root's own files and folders (results.parquet, reports/, ...),
+    a pool's beside its corpus's stores and retired/ folder, and a model `<m>.metrics` would
+    write its table onto run <m>'s evaluation (`<m>.metrics.parquet`). Compared ignoring case,
+    as macOS's file systems do."""
+    folded = name.lower()
+    reserved = RESERVED_NAMES.get(kind, frozenset())
+    if folded in reserved:
+        return (f"the name of what the pipeline writes beside each {kind}'s folders "
+                f"({', '.join(sorted(reserved))})")
+    ending = next((e for e in RUN_NAME_CLASHES if folded.endswith(e)), None)
+    if kind == "model" and ending:
+        other = name[: -len(ending)]
+        return (f"run {other}'s name plus {ending!r}: its table would be {other}'s "
+                f"evaluation ({other}{ending}.{RUN_TABLE})")
+    return None
 
 
 class PoolName(NamedTuple):
@@ -260,6 +282,10 @@ MANIFEST = "manifest.json"  # what an artifact (a folder, a run) was made from a
 RUN_TABLE, RUN_METRICS, RUN_EVALUATION = "parquet", "metrics.parquet", "eval.json"
 RUN_SUFFIXES = ("trec", RUN_TABLE, MANIFEST, RUN_METRICS, RUN_EVALUATION)
 IMPORT_RUN = "import-run"  # the stage of a run made elsewhere (its manifest's `stage`)
+# A model name ending in one of these (`.metrics`) would name one of its files as another
+# run's: `<m>.metrics` + `.parquet` is run <m>'s evaluation table.
+RUN_NAME_CLASHES = tuple(f".{longer[: -len(shorter) - 1]}" for longer in RUN_SUFFIXES
+                         for shorter in RUN_SUFFIXES if longer.endswith(f".{shorter}"))
 
 
 # the kinds of file, by suffix: a stage's scratch files are `<name><suffix>` in its work folder
@@ -317,6 +343,7 @@ def is_retired(path: Path, root: Path) -> bool:
 
 BM25_INDEX = "bm25"  # a pool's Lucene index: indexes/<corpus>/<pool>/bm25/
 STORE_PART = "part-{}.arrow"  # a store's parts (embeddings, analysed texts), by a digest of ids
+PART_DIGEST = 16  # hex digits of the digest that names a part
 
 
 def analysed_dir(index_root: Path, corpus: str, analyzer: str) -> Path:
@@ -329,7 +356,9 @@ def bm25_index_dir(index_root: Path, corpus: str, pool: str) -> Path:
 
 
 def store_parts_glob() -> str:
-    return STORE_PART.format("*")
+    """The pattern of exactly the names the stores give their parts (`part-<16 hex>.arrow`): a
+    file of another name in a store's folder is never taken for an orphan part and removed."""
+    return STORE_PART.format("[0-9a-f]" * PART_DIGEST)
 
 
 def run_file_parts(path: Path) -> tuple[str, str, str, str]:
@@ -347,6 +376,16 @@ def run_files(runs_root: Path, suffix: str) -> list[Path]:
 
 
 REPORTS = "reports"  # runs/reports/: every corpus's report
+DEMO_CORPUS = "demo"  # the corpus make demo makes (synthetic) and make clean-demo removes
+
+# Names a corpus or a pool cannot take (check_name; compared in lower case): what the layout
+# writes beside their folders. A corpus's folder runs/<corpus>/ lies beside the runs root's
+# collected results, reports and SLURM folder; a pool's folders indexes/<corpus>/<pool>/ and
+# runs/<corpus>/<pool>/ beside its corpus's stores, tuning records, stage times and retired/.
+RESERVED_NAMES = {
+    "corpus": frozenset({RESULTS_FILE, RESULTS_MANIFEST, REPORTS, SLURM}),
+    "pool": frozenset({EMBEDDINGS, ANALYSED, TUNING, TIMES_FILE, RETIRED, POOLS}),
+}
 
 
 def reports_dir(runs_root: Path) -> Path:
@@ -365,6 +404,17 @@ def report_file(reports: Path, corpus: str, section: str = "",
     """A report's file in the reports folder (reports_dir): `<corpus>.md`, a section's
     `<corpus>-<section>.tex` (or a plot's `.png`)."""
     return reports / f"{corpus}{f'-{section}' if section else ''}{suffix}"
+
+
+def is_report_file(name: str, corpus: str) -> bool:
+    """Whether `name` is a file name report_file gives for `corpus` (its Markdown file or page,
+    or a section's table or plot): what a report manifest may list (make clean-demo removes
+    only those of the demo's)."""
+    if Path(name).name != name:
+        return False
+    whole = name in (f"{corpus}{REPORT_SUFFIX}", f"{corpus}{REPORT_PAGE_SUFFIX}")
+    return whole or (name.startswith(f"{corpus}-") and name.endswith(
+        (REPORT_TABLE_SUFFIX, REPORT_PLOT_SUFFIX)) and len(name) > len(corpus) + 5)
 
 
 def report_manifest(reports: Path, corpus: str) -> Path:

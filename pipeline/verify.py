@@ -31,7 +31,7 @@ from pipeline.core.checksums import file_problem, read_only
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.core.inputs import KINDS, Roots, changed
-from pipeline.core.repair import Repair, Where
+from pipeline.core.repair import PIPELINE, Placeholder, Repair, Where
 from pipeline.corpus.manifest import VOUCHED_BY, corpus_repair, download_repair, raw_repair
 from pipeline.encoding.store import store_repair
 from pipeline.layout import (
@@ -46,6 +46,8 @@ from pipeline.layout import (
     artifact_kind,
     is_retired,
     manifest_globs,
+    parse_pool_name,
+    pool_names,
     pools_dir,
     report_corpus,
     report_manifest,
@@ -56,6 +58,7 @@ from pipeline.layout import (
     store_parts_glob,
 )
 from pipeline.pools.build import list_problem, pool_repair, retire_repair, validation_pools
+from pipeline.pools.exclusions import NO_LIST, read_list
 from pipeline.readers import SOURCES
 from pipeline.report.provenance import recorded_repair
 from pipeline.retrieval.bm25.lucene import index_repair
@@ -103,18 +106,7 @@ def _inputs(info: dict, kind: str) -> dict[str, str]:
     return info.get("inputs", {})
 
 
-def _results_repair(path: Path, data: Roots) -> Repair:
-    """`make report` (which collects every corpus's evaluations) of the corpus whose recorded
-    evaluations changed since runs/results.parquet was collected, among those that still
-    have evaluations; else (damaged bytes, a damaged record) of any corpus with evaluations."""
-    evaluated = sorted({p.parts[-3] for p in run_files(data.runs, RUN_EVALUATION)})
-    try:
-        inputs = read_json(path).get("inputs", {})
-    except InputError:
-        inputs = {}
-    moved = sorted({label.split("/")[1] for label, sha in inputs.items()
-                    if changed(data, {label: sha})} & set(evaluated))
-    return Repair("report", (moved or evaluated or [None])[0])
+RESULTS_REPAIR = Repair("collect", program=PIPELINE)  # gathers runs/results.parquet again
 
 
 def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
@@ -129,7 +121,7 @@ def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
         except InputError:
             info = None
         return kind, (pool_repair(path.parent.parent.parent, path.parent.name, info)
-                      if kind == "pool" else recorded_repair(report_corpus(path), info))
+                      if kind == "pool" else _report_repair(path, info, data))
     repairs = {
         "corpus": lambda: corpus_repair(path.parent),
         "store": lambda: store_repair(path.parent),
@@ -137,11 +129,32 @@ def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
         "index": lambda: index_repair(path.parent),
         "tuning": lambda: run_repair(path.parent.parent.name, "bm25"),
         "run": lambda: _run_repair(path, data),
-        "results": lambda: _results_repair(path, data),
+        "results": lambda: RESULTS_REPAIR,
         "raw": lambda: raw_repair(path.parent),
         "download": lambda: download_repair(path.parent),
     }
     return ("store" if kind == "analysed" else kind), repairs[kind]()
+
+
+def _report_repair(path: Path, info: dict | None, data: Roots) -> Repair:
+    """make report with the settings the report's manifest records; when no pool of the
+    corpus is drawn without its EXCLUDE list any more (retired or removed: make report would
+    refuse the list), the list to report is left to the user to name."""
+    corpus = report_corpus(path)
+    repair = recorded_repair(corpus, info)
+    exclude = dict(repair.variables).get("EXCLUDE")
+    if not exclude or exclude == NO_LIST:
+        return repair
+    try:
+        tag = read_list(exclude).tag
+    except InputError:
+        return repair  # the list is gone or unreadable: make report says so
+    if any(parse_pool_name(pool).exclusion == tag for pool in pool_names(data.corpora / corpus)):
+        return repair
+    return replace(repair, variables=tuple(
+        (name, Placeholder("a list whose pools remain, or none") if name == "EXCLUDE" else value)
+        for name, value in repair.variables), note="no pool drawn without its list is left, "
+                   "retired or removed: make report cannot write it again as it was")
 
 
 def _run_repair(path: Path, data: Roots) -> Repair:
@@ -149,8 +162,8 @@ def _run_repair(path: Path, data: Roots) -> Repair:
     its source: recorded_run_repair); an evaluation's is scoring the run again (make eval)."""
     corpus, pool, model, suffix = run_file_parts(path)
     if suffix == RUN_EVALUATION or data.runs is None:
-        return run_repair(corpus, model)
-    return recorded_run_repair(data.runs, corpus, pool, model)
+        return run_repair(corpus, model, data.runs, pool)
+    return recorded_run_repair(data.runs, corpus, pool, model, data.indexes)
 
 
 def _corpus_of(path: Path, data: Roots) -> str | None:
@@ -237,8 +250,10 @@ def _partial(data: Roots) -> list[Problem]:
             paths = run_paths(data.runs, corpus, pool, model)
             manifest = paths.evaluation if suffix == RUN_METRICS else paths.manifest
             if not manifest.exists() and not is_temporary(run):
+                repair = (run_repair(corpus, model, data.runs, pool) if suffix == RUN_METRICS
+                          else recorded_run_repair(data.runs, corpus, pool, model, data.indexes))
                 problems.append(Problem("PARTIAL", run, f"no {manifest.name} (its stage "
-                                        "stopped half-way)", run_repair(corpus, model)))
+                                        "stopped half-way)", repair))
         for page in sorted(reports_dir(data.runs).glob(f"*{REPORT_PAGE_SUFFIX}")):
             corpus = page.name[: -len(REPORT_PAGE_SUFFIX)]
             if not report_manifest(page.parent, corpus).exists():

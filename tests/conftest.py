@@ -68,7 +68,7 @@ def pool_of(size: int) -> str:
 SLOW_MODULES = (
     "test_bm25", "test_damage", "test_data_safety", "test_end_to_end", "test_errors",
     "test_errors_inputs", "test_faults", "test_make_hygiene", "test_makefile", "test_notebook",
-    "test_specter2", "test_tuning", "test_bm25_store",
+    "test_specter2", "test_tuning", "test_bm25_store", "test_deletes",
 )
 # single slow tests (function names, without parameters) of modules that mark nothing
 # themselves: make, and the CLI run as subprocesses
@@ -77,6 +77,7 @@ SLOW_TESTS = (
     "test_cli.py::test_make_eval_without_pools_says_what_to_do",
     "test_cli.py::test_cli_input_errors_are_one_line",
     "test_registry.py::test_a_toy_retriever_runs_through_make_eval",
+    "test_layout.py::test_make_refuses_a_corpus_named_as_the_results_file",
 )
 
 

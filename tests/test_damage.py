@@ -260,16 +260,18 @@ def test_damage_is_refused_named_and_repaired_by_the_named_command(
     assert [name for name in before if before[name] != after[name]] == []
 
 
-def test_results_damage_is_named_and_repaired_by_report(reference, tmp_path):
+def test_results_damage_is_named_and_repaired_by_collect(reference, tmp_path):
     """results.parquet is read by the report after `collect` writes it anew: verify names the
-    damage and the command it names (a report) repairs it."""
+    damage and the command it names (collect, which no exclusion list can refuse, as make
+    report can) repairs it."""
     root = tmp_path / "data"
     shutil.copytree(reference, root, symlinks=True)
     before = data_files(root)
     damage(root / "runs" / "results.parquet")
     problems = verify_lines(root)
-    [line] = [p for p in problems if re.search(r"results\.parquet: .*; repair: make report ", p)]
-    assert repair_of(line) == f"make report CORPUS=b DATA={root}", line
+    [line] = [p for p in problems if re.search(r"results\.parquet: .*; repair: python ", p)]
+    assert repair_of(line) == (f"python -m pipeline --corpora-root {root}/corpora --index-root "
+                               f"{root}/indexes --runs-root {root}/runs collect"), line
     run_repair(root, repair_of(line))
     assert data_files(root) == before
     assert verify_lines(root) == []
@@ -303,3 +305,168 @@ def test_a_changed_corpus_makes_the_analysed_text_store_stale(reference, tmp_pat
     assert not [p for p in left if p.split()[1].startswith((str(store.parent), str(
         root / "corpora" / "c" / "pools")))], left
     assert left, "the runs are still stale: only the store and the pools were repaired"
+
+
+# ---- artifacts only their user can make again (issue 46): a pipeline.Encoder's store and
+# runs, runs and vectors imported from files of the user's (in folders with spaces), and a
+# pool retired. Each repair verify prints runs as printed and leaves verify clean: make
+# commands through make; the Python call it names, with the object (the test's own Hashed
+# encoder); a placeholder for the user's file filled with that file, quoted.
+
+OWNED_POOLS = ("all-800-r0", "all-800-s2-r0")
+MINE: Path  # the user's folder of run and vector files (its name holds a space)
+LISTED: Path  # the list of papers the third pool's queries were drawn without
+
+
+def encoder(name: str = "good"):
+    import pipeline
+    from tests.encoding.test_objects import Hashed
+
+    return pipeline.Encoder(Hashed(), name=name, similarity="ip", fingerprint="v1")
+
+
+@pytest.fixture(scope="module")
+def owned(corpus_dir, tmp_path_factory) -> Path:
+    """A data root of corpus c with two pools (and a third, drawn without a list of queries, to
+    retire): a pipeline.Encoder's store and runs (`good`), a run imported into each pool from a
+    file whose path holds spaces (`same`), vectors imported from such a file (`vec`), each
+    evaluated, with random's runs."""
+    import numpy as np
+
+    import pipeline
+    from tests.conftest import copy_corpus
+
+    global MINE, LISTED
+    root = tmp_path_factory.mktemp("owned") / "data"
+    corpus = copy_corpus(corpus_dir, root / "corpora" / "c")
+    (root / "installed").touch()
+    MINE = tmp_path_factory.mktemp("user") / "my runs"
+    MINE.mkdir()
+    for seed in (0, 2):
+        pipeline.build_pool(root, "c", size=800, n_queries=10, seed=seed)
+    LISTED = MINE.parent / "never-queries.txt"
+    LISTED.write_text(f"{pl.read_parquet(corpus / 'pools' / POOL / 'queries.parquet')[0, 0]}\n")
+    pipeline.build_pool(root, "c", size=800, n_queries=10, exclude=str(LISTED))
+    for pool in OWNED_POOLS:
+        pipeline.search(root, "c", pool, encoder(), threads=1)
+        pipeline.evaluate(root, "c", pool, encoder())
+        pipeline.search(root, "c", pool, "random", threads=1)
+        shutil.copy(root / "runs" / "c" / pool / "random.trec", MINE / f"{pool} run.trec")
+        pipeline.import_run(root, "c", pool, MINE / f"{pool} run.trec", "same")
+    papers = pl.read_parquet(corpus / "prefiltered.parquet", columns=["corpusid"])
+    vectors = np.random.default_rng(0).normal(size=(papers.height, 8)).astype(np.float32)
+    source = MINE / "my vectors.parquet"
+    papers.with_columns(vector=pl.Series(vectors.tolist())).write_parquet(source)
+    pipeline.import_vectors(root, "c", "vec", source)
+    for model in ("same", "vectors:vec", "random"):
+        ok(make(root, "eval", "CORPUS=c", f"MODEL={model}"))
+    assert verify(Roots(root / "corpora", root / "indexes", root / "runs")) == []
+    return root
+
+
+def run_owned_repair(root: Path, command: str) -> None:
+    """Run a repair as printed: the Python calls it names with the encoder object, or the make
+    or pipeline command with the user's file in place of its placeholder (quoted)."""
+    import pipeline
+
+    if command.startswith("in Python"):
+        found = re.search(r"pipeline\.search\(<data>, '(\w+)', ('[\w-]+'|<each pool>), "
+                          r"<the pipeline\.Encoder or ModelEntry named '(\w+)'>\)", command)
+        assert found, command
+        corpus, pool, name = found.groups()
+        pools = pipeline.Data(root).pools(corpus) if pool == "<each pool>" else [pool[1:-1]]
+        for each in pools:
+            if each in OWNED_POOLS:  # the pools it searched (an Encoder searches where asked)
+                pipeline.search(root, corpus, each, encoder(name), threads=1)
+                if "then pipeline.evaluate(<data>" in command:
+                    pipeline.evaluate(root, corpus, each, encoder(name))
+        return
+    pool = re.search(r"POOL=(\S+)", command)
+    run_file = shlex.quote(str(MINE / f"{pool and pool.group(1)} run.trec"))
+    command = re.sub(r" \([^()]*\)$", "", command).replace(  # the note after it
+        "<the TREC run file it was imported from>", run_file).replace(
+        "<the parquet file of the vectors>", shlex.quote(str(MINE / "my vectors.parquet"))).replace(
+        "<a list whose pools remain, or none>", "none")
+    assert "<" not in command, command
+    run_repair(root, command)
+
+
+OWNED = [
+    ("encoder-part", "indexes/c/embeddings/good/part-*.arrow"),
+    ("encoder-store-manifest", "indexes/c/embeddings/good/manifest.json"),
+    ("encoder-run", f"runs/c/{POOL}/good.parquet"),
+    ("encoder-run-manifest", f"runs/c/{POOL}/good.manifest.json"),
+    ("encoder-evaluation", f"runs/c/{POOL}/good.eval.json"),
+    ("imported-run", f"runs/c/{POOL}/same.trec"),
+    ("imported-run-manifest", f"runs/c/{POOL}/same.manifest.json"),
+    ("imported-evaluation", f"runs/c/{POOL}/same.metrics.parquet"),
+    ("imported-vectors-part", "indexes/c/embeddings/vectors--vec/part-*.arrow"),
+    ("imported-vectors-manifest", "indexes/c/embeddings/vectors--vec/manifest.json"),
+]
+
+
+@pytest.mark.parametrize("kind, pattern", OWNED, ids=[k[0] for k in OWNED])
+def test_damage_to_what_only_its_user_can_make_is_repaired_as_printed(owned, tmp_path, kind,
+                                                                       pattern):
+    root = tmp_path / "data"
+    shutil.copytree(owned, root, symlinks=True)
+    before = data_files(root)
+    target = first(root, pattern)
+    damage(target)
+    problems = verify_lines(root)
+    assert any(line.startswith(f"CORRUPT {target}") for line in problems), problems
+    for command in dict.fromkeys(line.split("; repair: ", 1)[1] for line in problems):
+        run_owned_repair(root, command)
+    assert verify_lines(root) == []
+    after = data_files(root)
+    assert sorted(after) == sorted(before)
+    # (a store's coverage records, embeddings/<model>/pools/<pool>.json, list the parts that
+    # hold a pool's papers as the searches made them, in that order: records, not data)
+    assert [name for name in before if before[name] != after[name]
+            and "/embeddings/good/pools/" not in name] == []
+
+
+def test_make_eval_refuses_an_imported_run_whose_manifest_is_damaged(owned, tmp_path):
+    """It left that pool out and said the others' evaluations were current, while verify named
+    the manifest: a loop. Now refused in one line with the command that imports it again."""
+    root = tmp_path / "data"
+    shutil.copytree(owned, root, symlinks=True)
+    manifest = root / "runs" / "c" / POOL / "same.manifest.json"
+    damage(manifest)
+    done = run(make(root, "eval", "CORPUS=c", "MODEL=same"))
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
+    assert f"{manifest} is corrupt" in lines[0]
+    assert repair_of(lines[0]) == (f"make import-run CORPUS=c MODEL=same POOL={POOL} "
+                                   "RUN=<the TREC run file it was imported from> REPLACE=1 "
+                                   f"DATA={root}")  # its manifest held the file's path
+
+
+def test_a_retired_pools_repairs_run_as_printed(owned, tmp_path):
+    """After make retire-pool, results.parquet is stale: the repair verify names (it was make
+    report, which refuses a corpus whose pools were drawn without different lists: here none
+    and a second list's) runs and leaves verify clean, with the pool's numbers kept in
+    retired/. The report made from the retired list's pools, damaged, names make report with
+    the list to report left to the user (its recorded list has no pool left: make report
+    would refuse it)."""
+    root = tmp_path / "data"
+    shutil.copytree(owned, root, symlinks=True)
+    retired = next(p for p in os.listdir(root / "corpora" / "c" / "pools")
+                   if "-x" in p and not p.startswith("."))
+    other = tmp_path / "other-list.txt"
+    queries = pl.read_parquet(root / "corpora" / "c" / "pools" / POOL / "queries.parquet")
+    other.write_text(f"{queries[1, 0]}\n")
+    ok(make(root, "pool", "CORPUS=c", "SIZE=800", "QUERIES=10", f"EXCLUDE={other}"))
+    ok(make(root, "eval", "CORPUS=c", "MODEL=random"))
+    ok(make(root, "report", "CORPUS=c", f"EXCLUDE={LISTED}"))
+    kept = (root / "runs" / "c" / retired / "random.metrics.parquet").read_bytes()
+    ok(make(root, "retire-pool", "CORPUS=c", f"POOL={retired}"))
+    damage(root / "runs" / "reports" / "c.md")
+    problems = verify_lines(root)
+    assert {p.split(":")[0] for p in problems} == {
+        f"STALE {root}/runs/results.manifest.json", f"CORRUPT {root}/runs/reports/c.md"}, problems
+    for command in dict.fromkeys(line.split("; repair: ", 1)[1] for line in problems):
+        run_owned_repair(root, command)
+    assert verify_lines(root) == []
+    assert (root / "runs" / "c" / "retired" / retired / "random.metrics.parquet").read_bytes() \
+        == kept

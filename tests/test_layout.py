@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pipeline.core.errors import InputError
@@ -64,3 +66,61 @@ def test_registry_holds_the_papers_encoders():
     assert get_model("specter2").adapter == "allenai/specter2"
     with pytest.raises(InputError, match="unknown MODEL"):
         get_model("bert-large")
+
+
+def _names_beside(root: Path) -> dict[str, set[str]]:
+    """What the layout writes beside a corpus's folders (in the runs root) and beside a pool's
+    (in a corpus's index and runs folders), from its own functions."""
+    from pipeline import layout
+
+    runs, indexes, corpora = root / "runs", root / "indexes", root / "corpora"
+    corpus = {p.relative_to(runs).parts[0] for p in (
+        runs / layout.RESULTS_FILE, runs / layout.RESULTS_MANIFEST,
+        layout.report_file(layout.reports_dir(runs), "c"), layout.sbatch_path(runs, "embed"))}
+    pool = {p.relative_to(base / "c").parts[0] for base, p in (
+        (indexes, layout.store_dir(indexes, "c", "bm25")),
+        (indexes, layout.analysed_dir(indexes, "c", "anserini-english")),
+        (indexes, layout.tuning_path(indexes, "c", "all-800-r0")),
+        (runs, layout.stage_times_path(runs, "c")),
+        (runs, layout.retired_dir(runs / "c", "all-800-r0")),
+        (corpora, layout.pool_dir(corpora / "c", "all-800-r0")))}
+    return {"corpus": corpus, "pool": pool}
+
+
+def test_a_name_the_layout_writes_beside_its_folders_is_refused(tmp_path):
+    """A corpus named results.parquet made runs/results.parquet a folder: every make eval of
+    that DATA then failed (IsADirectoryError). Every name the layout writes beside a corpus's
+    or a pool's folders is refused as such a name (in any case, as macOS compares), and a model
+    `<m>.metrics` whose table would be run <m>'s evaluation."""
+    from pipeline.layout import check_name, run_paths
+
+    beside = _names_beside(tmp_path)
+    assert "results.parquet" in beside["corpus"] and "retired" in beside["pool"]
+    for kind, names in beside.items():
+        for name in names:
+            for spelt in (name, name.upper()):
+                with pytest.raises(InputError, match="what the pipeline writes beside"):
+                    check_name(kind, spelt)
+    clash = run_paths(tmp_path, "c", "all-800-r0", "x.metrics").parquet
+    assert clash == run_paths(tmp_path, "c", "all-800-r0", "x").metrics
+    with pytest.raises(InputError, match="its table would be x's evaluation"):
+        check_name("model", "x.metrics")
+    for name in ("demo", "results", "reports2", "my.corpus"):
+        assert check_name("corpus", name) == name
+    assert check_name("model", "x.metric") == "x.metric"
+
+
+def test_make_refuses_a_corpus_named_as_the_results_file(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(["make", "--no-print-directory", "eval", "CORPUS=results.parquet",
+                           "MODEL=bm25", f"DATA={tmp_path}", f"PY={sys.executable}",
+                           f"STAMP={tmp_path / 'installed'}"],
+                          cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "MAKEFLAGS": ""})
+    assert done.returncode == 2
+    assert "CORPUS: 'results.parquet': a corpus name that is the name of what the pipeline " \
+        "writes beside" in done.stderr, done.stderr
+    assert not (tmp_path / "runs").exists()

@@ -77,22 +77,32 @@ def test_verify_and_errors_print_one_quoted_command_for_names_with_shell_code(ho
     pool = POOL
     flip(pool_dir(place.corpus_dir, pool) / "qrels.parquet")  # a pool: make pools
     run_paths(place.runs_root, CORPUS, pool, MODEL).manifest.unlink()  # a run: make eval
-    flip(root / "runs" / "results.parquet")  # the results: make report
+    flip(root / "runs" / "results.parquet")  # the results: pipeline collect
     flip(next((place.corpus_dir / "s2orc").rglob("*.jsonl.gz")))  # raw: pipeline synth
     lines = verify(Roots(root / "corpora", root / "indexes", root / "runs"))
-    commands = {}
+    commands, calls = {}, []
     for line in lines:
-        words = one_command(repair_of(line))
-        commands[words[1] if words[0] == "make" else "pipeline"] = words
-    assert set(commands) >= {"pools", "eval", "report", "pipeline"}, "\n".join(lines)
+        command = repair_of(line)
+        if command.startswith("in Python"):  # a model make has no name for: its Python calls
+            calls.append(command)
+            continue
+        # the user's file, a placeholder (shown as is), filled in
+        words = one_command(command.replace(str(Placeholder(
+            "the TREC run file it was imported from")), "run.trec"))
+        roots = ["--corpora-root", str(root / "corpora"), "--index-root", str(root / "indexes"),
+                 "--runs-root", str(root / "runs")]
+        commands[words[1] if words[0] == "make" else words[3 + len(roots)]] = words
+    assert set(commands) >= {"pools", "import-run", "collect", "synth"}, "\n".join(lines)
     data = f"DATA={root}"
     assert commands["pools"] == ["make", "pools", f"CORPUS={CORPUS}", data]
-    assert commands["eval"] == ["make", "eval", f"CORPUS={CORPUS}", f"MODEL={MODEL}", data]
-    assert commands["report"] == ["make", "report", f"CORPUS={CORPUS}", data]
-    assert commands["pipeline"] == [
-        "python", "-m", "pipeline", *(word for kind, option in (
-            ("corpora", "--corpora-root"), ("indexes", "--index-root"), ("runs", "--runs-root"))
-            for word in (option, str(root / kind))), "synth", "--corpus", CORPUS, "--repair"]
+    assert commands["import-run"] == ["make", "import-run", f"CORPUS={CORPUS}", f"MODEL={MODEL}",
+                                      f"POOL={pool}", "RUN=run.trec", "REPLACE=1", data]
+    assert commands["collect"] == ["python", "-m", "pipeline", *roots, "collect"]
+    assert commands["synth"] == ["python", "-m", "pipeline", *roots, "synth", "--corpus",
+                                 CORPUS, "--repair"]
+    # the evaluation of the run of a ModelEntry of the user's: Python, each name a literal
+    assert calls and all(f"pipeline.search(<data>, {CORPUS!r}, {pool!r}, " in call
+                         and f"named {MODEL!r}>" in call for call in calls), calls
     with pytest.raises(InputError) as refused:  # a stage's refusal names the same command
         check_pool(place.corpus_dir, pool)
     assert one_command(repair_of(str(refused.value))) == ["make", "pools", f"CORPUS={CORPUS}"]

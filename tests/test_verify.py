@@ -204,9 +204,11 @@ def test_a_report_edited_at_the_same_size_is_named_with_the_command_that_made_it
     assert "make report CORPUS=small SEED=0" in problems[0]
 
 
-def test_stale_results_name_the_corpus_whose_evaluations_changed(root, tmp_path):
+def test_stale_results_are_gathered_again_whatever_corpus_changed(root, tmp_path):
     """Issue 39, case 21: verify's repair of a stale runs/results.parquet named the
-    alphabetically first corpus with evaluations, not the one whose evaluation changed."""
+    alphabetically first corpus with evaluations, not the one whose evaluation changed; then
+    (issue 46) make report of any corpus, which refuses one whose pools were drawn without
+    different exclusion lists. It is collect, which gathers every corpus's evaluations."""
     import shutil
 
     from pipeline.evaluation.evaluate import collect_results, eval_run
@@ -223,7 +225,10 @@ def test_stale_results_name_the_corpus_whose_evaluations_changed(root, tmp_path)
              metrics=["map"])  # scored again, with other metrics: results.parquet is stale
     problems = [p for p in run_verify(root) if p.startswith("STALE")]
     assert len(problems) == 1 and "results.manifest.json" in problems[0], problems
-    assert problems[0].split("; repair: ", 1)[1].startswith("make report CORPUS=small")
+    repair = problems[0].split("; repair: ", 1)[1]
+    assert repair.startswith("python -m pipeline --corpora-root ") and repair.endswith(" collect")
+    collect_results(root / "corpora", root / "indexes", root / "runs")  # what it runs
+    assert run_verify(root) == []
 
 
 def test_a_demo_whose_generator_record_is_damaged_is_remade_with_its_settings_named(tmp_path):

@@ -7,6 +7,7 @@ import argparse
 import os
 import re
 import sys
+import unicodedata
 
 from pipeline.core.errors import InputError
 from pipeline.glossary import parse_metrics
@@ -170,6 +171,24 @@ def given_path(text: str) -> str:
         return check_path_length(text)
     except InputError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def input_path(text: str) -> str:
+    """A file or folder a stage only reads (RUN, SRC), which may be a user's own, spaces and
+    all: any characters but control characters, none at either end a space. No shell ever
+    sees the value (the goals run their stages in this process), and the repairs that name
+    such a file print it quoted, so they run as printed."""
+    if not text.strip() or text != text.strip() or any(
+            unicodedata.category(char) == "Cc" for char in text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give the path of the file or folder, without control characters or "
+            "spaces at either end")
+    long = [part for part in text.split("/") if len(part.encode()) > MAX_COMPONENT]
+    if long:
+        raise argparse.ArgumentTypeError(
+            f"a name of {len(long[0])} characters in the path ({long[0][:20]}...): file "
+            f"systems allow at most {MAX_COMPONENT}")
+    return given_path(text)
 
 
 def sizes(text: str) -> str:

@@ -18,7 +18,6 @@ import shlex
 import shutil
 import sys
 from collections.abc import Callable
-from glob import glob
 from pathlib import Path
 
 from pipeline.cli.registry import check_writes, stage_args
@@ -288,8 +287,60 @@ def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 
 
 def demo_paths(d: dict[str, str]) -> list[Path]:
-    """The demo's folders and reports that exist (make clean-demo removes them)."""
-    return [Path(p) for pattern in d["DEMO_PATHS"].split(",") for p in sorted(glob(pattern))]
+    """What make clean-demo removes, that exists: the demo corpus's folders under the three
+    data roots (DEMO_PATHS) and its report's files (demo_report_files); nothing else, however
+    alike its name (demo-mdcr.md, demographics.html, a user's demo_notes.txt)."""
+    corpus_dir, *derived = (Path(p) for p in d["DEMO_PATHS"].split(","))
+    refuse_foreign_demo(corpus_dir)
+    folders = [p for p in (corpus_dir, *derived) if p.exists() or p.is_symlink()]
+    return folders + demo_report_files(Path(d["RUNS_ROOT"]))
+
+
+def refuse_foreign_demo(corpus_dir: Path) -> None:
+    """Refuse (nothing removed) a corpus folder of the demo's name that make demo did not make:
+    the demo's is synthesized, its raw shards vouched for by the generator's manifest."""
+    from pipeline.core.errors import InputError
+    from pipeline.ingest.synthetic import recorded_config
+    from pipeline.layout import raw_dir
+
+    if not corpus_dir.exists():
+        return
+    try:
+        synthetic = recorded_config(raw_dir(corpus_dir.parent, corpus_dir.name, "s2orc"))
+    except InputError:
+        synthetic = None
+    if synthetic is None:
+        raise InputError(f"{corpus_dir} holds a corpus make demo did not synthesize (no "
+                         "synthetic shards' manifest in its s2orc/): clean-demo removes only the "
+                         "demo's own files, and removed nothing; move or remove it yourself")
+
+
+def demo_report_files(runs_root: Path) -> list[Path]:
+    """The demo's report files that exist: those its report manifest lists (each a name the
+    layout gives the demo's report: is_report_file), the manifest, and the Markdown file and
+    page the layout names for it even without one (a report stopped half-way)."""
+    from pipeline.core.errors import InputError
+    from pipeline.core.files import read_json
+    from pipeline.layout import (
+        DEMO_CORPUS,
+        REPORT_PAGE_SUFFIX,
+        is_report_file,
+        report_file,
+        report_manifest,
+        reports_dir,
+    )
+
+    reports = reports_dir(runs_root)
+    record = report_manifest(reports, DEMO_CORPUS)
+    try:
+        listed = read_json(record).get("outputs", {}) if record.exists() else {}
+    except InputError:
+        listed = {}  # damaged: its files are not known, only the layout's own names
+    names = {str(name) for name in listed if is_report_file(str(name), DEMO_CORPUS)}
+    names |= {report_file(Path(), DEMO_CORPUS).name,
+              report_file(Path(), DEMO_CORPUS, suffix=REPORT_PAGE_SUFFIX).name}
+    paths = [reports / name for name in sorted(names)] + [record]
+    return [p for p in paths if p.is_file() or p.is_symlink()]
 
 
 def roots(d: dict[str, str]) -> list[str]:
@@ -327,13 +378,16 @@ def run_goal(args: argparse.Namespace, variables: argparse.Namespace,
 
 @goal("clean-demo")
 def clean_demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    """Remove the demo's corpus, indexes, runs and reports (DEMO_PATHS); no stage to run.
-    make -n: say what it would remove."""
-    for path in demo_paths(d):
+    """Remove the demo's corpus, indexes, runs and report files (demo_paths); no stage to
+    run. make -n: say what it would remove."""
+    paths = demo_paths(d)
+    for path in paths:
         if v.DRY_RUN:
             print(f"rm -rf {shown([str(path)])}", flush=True)
         elif path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
+    if not v.DRY_RUN:
+        log.info(f"[clean-demo] {len(paths)} of the demo's folders and report files removed")
     return []

@@ -20,11 +20,11 @@ from pipeline.cli.checks import (
     cpus_per_task,
     device,
     given_path,
+    input_path,
     metric_list,
     non_negative,
     pool_name,
     positive,
-    safe_path,
 )
 from pipeline.core.errors import InputError
 from pipeline.core.repair import PIPELINE_COMMAND, Repair, Where
@@ -303,5 +303,5 @@ def comma_list(text: str) -> list[str]:
 
 def src_arg(help_text: str) -> Callable[[argparse.ArgumentParser], None]:
     def add(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--src", required=True, type=safe_path, help=help_text)
+        p.add_argument("--src", required=True, type=input_path, help=help_text)
     return add

@@ -32,6 +32,7 @@ from pipeline.cli.checks import (
     choice,
     corpus_name,
     dataset_list,
+    input_path,
     metric_list,
     non_negative,
     parallel_downloads,
@@ -213,10 +214,10 @@ VARIABLES: tuple[Variable, ...] = (
     V("MDCR_MODELS", "bm25,minilm", None, "make mdcr: the models whose top-ranked papers give "
       "the model-based negatives, separated by commas (the paper's: bm25,specter,scincl; "
       "make mdcr-jaccard MODELS=.. helps choose)", "mdcr"),
-    V("SRC", "", safe_path, "make import-mdcr, make import-beir, make import-csfcube: the "
+    V("SRC", "", input_path, "make import-mdcr, make import-beir, make import-csfcube: the "
       "folder of files to import (import-csfcube: the CSFCube release); make import-vectors: "
-      "the parquet file of the vectors (columns corpusid, vector)", "mdcr", optional=True,
-      one_word=True),
+      "the parquet file of the vectors (columns corpusid, vector); spaces allowed",
+      "mdcr", optional=True),
     V("OUT", "", safe_path, "make export-mdcr: the folder it writes; make mdcr-scores: the "
       "scores file", "mdcr", optional=True, one_word=True),
     V("DATASET", "", checked(dataset_id), "make import-irds: the ir_datasets id of the "
@@ -230,9 +231,9 @@ VARIABLES: tuple[Variable, ...] = (
       "holds anything); make import-run may replace a run imported under MODEL from another "
       "file, make import-vectors the vectors imported under MODEL from another file or with "
       "another SIMILARITY", "mdcr", one_word=True),
-    V("RUN", "", safe_path, "make import-run: the TREC run file made elsewhere (qid Q0 docid "
-      "rank score tag per line), imported as the run MODEL of POOL", "eval", optional=True,
-      one_word=True),
+    V("RUN", "", input_path, "make import-run: the TREC run file made elsewhere (qid Q0 docid "
+      "rank score tag per line), imported as the run MODEL of POOL; spaces allowed", "eval",
+      optional=True),
     V("DROP_UNKNOWN", "", choice(FLAG), "1: make import-run drops (and counts) the lines "
       "naming a query or paper POOL does not have, instead of refusing the run", "eval",
       one_word=True),
@@ -294,7 +295,8 @@ DERIVED = {
                      "(make mdcr, the imports: nothing to ingest), else empty",
     "MODEL_NAME": "the name MODEL's runs are written under (with QUERY_VARIANT)",
     "MODEL_FILE": "MODEL's file-safe name (the stages' --model)",
-    "DEMO_PATHS": "the demo's folders and reports (make clean-demo; commas, may hold a glob)",
+    "DEMO_PATHS": "the demo corpus's folders under the three data roots (make clean-demo; "
+                  "commas), whose report files its report manifest lists",
 }
 
 
@@ -649,10 +651,8 @@ def derived(args: argparse.Namespace) -> dict[str, str]:
         model = with_precision(entry, args.PRECISION or "fp32").name
     values["MODEL_FILE"] = model
     values["MODEL_NAME"] = layout.run_name(model, args.QUERY_VARIANT or "full") if model else ""
-    demo = "demo"
-    values["DEMO_PATHS"] = ",".join(
-        [str(roots[kind] / demo) for kind in ("corpora", "indexes", "runs")]
-        + [str(layout.reports_dir(roots["runs"]) / f"{demo}*")])
+    values["DEMO_PATHS"] = ",".join(str(roots[kind] / layout.DEMO_CORPUS)
+                                    for kind in ("corpora", "indexes", "runs"))
     assert values.keys() == DERIVED.keys()
     return {name: str(value) for name, value in values.items()}
 

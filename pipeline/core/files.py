@@ -52,6 +52,18 @@ class CorruptManifest(InputError):
     """A manifest that cannot be read or whose content differs from its own checksum."""
 
 
+def is_corrupt(path: Path) -> bool:
+    """Whether the manifest at `path` exists but cannot be read (read_json's CorruptManifest):
+    an import asked to replace what it wrote may write over it."""
+    try:
+        read_json(path)
+    except CorruptManifest:
+        return True
+    except InputError:
+        return False
+    return False
+
+
 def read_json(path: Path, repair: Repair | None = None) -> dict[str, Any]:
     """A JSON file, or a one-line InputError naming it when it is unreadable or corrupt (a
     manifest whose content differs from its `self_sha256` is corrupt too), with the command

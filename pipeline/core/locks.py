@@ -40,6 +40,11 @@ def lock_path(target: Path) -> Path:
     return target.parent / f".{target.name}.lock"
 
 
+def is_lock(path: Path) -> bool:
+    """Whether `path` is named as lock_path names a lock (`.<name>.lock`)."""
+    return path.name.startswith(".") and path.name.endswith(".lock") and len(path.name) > 6
+
+
 @contextlib.contextmanager
 def file_lock(target: Path, waiting: Callable[[], None] | None = None,
               interval: float = WAIT_INTERVAL,

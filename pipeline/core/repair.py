@@ -50,8 +50,9 @@ class Repair:
     command does it (then `note` says what to do). `variables`: further make variables (for a
     pipeline command: its options, '' for a flag), in order. `note`: said after the command,
     in parentheses: the code's own words, never a value from data (the command names those,
-    quoted). Every target and value is shell-quoted where the command is made; a Placeholder
-    is the one value shown as is."""
+    quoted), but for the Python calls a repair with no command names (a model only the user
+    holds: its names as Python literals, repr). Every target and value is shell-quoted where
+    the command is made; a Placeholder is the one value shown as is."""
 
     target: str
     corpus: str | None = None

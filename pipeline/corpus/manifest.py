@@ -12,9 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pipeline.core.atomic import is_temporary
+from pipeline.core.checksums import CHECKSUMS
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
-from pipeline.core.locks import file_lock
+from pipeline.core.locks import file_lock, is_lock
 from pipeline.core.repair import PIPELINE, Placeholder, Repair
 from pipeline.layout import (
     CITATIONS,
@@ -168,12 +170,14 @@ RAW_FOLDERS = ("s2orc", "s2ag", "metadata", "papers", "abstracts", "citations")
 
 
 def corpus_kind(corpus_dir: Path) -> str:
-    """What a corpus folder holds: `absent` (no folder, or nothing but hidden bookkeeping),
-    `ingested` (papers ingested here, or raw inputs), `benchmark` or `collection` (written whole
-    by one command), or `other` (files no stage of ours vouches for)."""
+    """What a corpus folder holds: `absent` (no folder, or nothing but our bookkeeping: locks,
+    the checksum cache, temporaries), `ingested` (papers ingested here, or raw inputs),
+    `benchmark` or `collection` (written whole by one command), or `other` (files no stage of
+    ours vouches for, a hidden file of a user's too: never removed by an import)."""
     if not corpus_dir.is_dir():
         return "absent"
-    entries = [p for p in corpus_dir.iterdir() if not p.name.startswith(".")]
+    entries = [p for p in corpus_dir.iterdir() if not (
+        is_lock(p) or is_temporary(p) or p.name.startswith(CHECKSUMS))]
     if not entries:
         return "absent"
     try:

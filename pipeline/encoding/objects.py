@@ -23,6 +23,7 @@ import numpy as np
 
 from pipeline.core.errors import InputError
 from pipeline.core.logs import Progress
+from pipeline.core.repair import Repair
 from pipeline.layout import check_name
 from pipeline.models import REGISTRY, SIMILARITIES, ModelEntry, get_model
 
@@ -68,7 +69,7 @@ class Encoder(ModelEntry):
                              "method: give an object whose encode(list of str) returns one "
                              "vector per text (a sentence-transformers model, a class of yours)")
         check_name("model", name)
-        if _known(name):
+        if known_model(name):
             raise InputError(f"Encoder: name={name!r} is a registered or derived model's: give "
                              "the object a name of its own (its runs and store are named so)")
         if similarity not in SIMILARITIES:
@@ -103,8 +104,9 @@ class Encoder(ModelEntry):
         return {**entry, "params": dict(self.params), "fingerprint": self.fingerprint}
 
 
-def _known(name: str) -> bool:
-    """Whether `name` already names a model (registered, hf--, fused, +precision)."""
+def known_model(name: str) -> bool:
+    """Whether `name` already names a model (registered, hf--, fused, +precision, vectors--):
+    one make can search with. A store or searched run of any other name is an Encoder's."""
     if name.lower() in REGISTRY:
         return True
     try:
@@ -196,3 +198,19 @@ class ObjectEncoder:
     def encode(self, texts: list[str], token_budget: int | None = None,
                max_batch: int | None = None, progress: bool = True) -> tuple[np.ndarray, int]:
         return self.encode_ids(self.tokenize(texts), token_budget, max_batch, progress)
+
+
+def object_repair(corpus: str, name: str, pool: str | None = None, variant: str = "full"
+                  ) -> Repair:
+    """What makes the store, or a run and its evaluation, of a model make has no name for (a
+    pipeline.Encoder, a ModelEntry of the user's) again: only the user holds the model, so
+    no make target can. The Python calls, with that model (the store: each pool searched
+    again embeds what it lacks); the names are shown as Python literals."""
+    where = repr(pool) if pool else "<each pool>"
+    query = f", variant={variant!r}" if variant != "full" else ""
+    model = f"<the pipeline.Encoder or ModelEntry named {name!r}>"
+    calls = f"pipeline.search(<data>, {corpus!r}, {where}, {model}{query})"
+    if pool:
+        calls += f", then pipeline.evaluate(<data>, {corpus!r}, {where}, <that model>)"
+    return Repair("", corpus, name, note=f"in Python, with the model that made it: {calls}; "
+                  f"make has no model {name!r} to do it")

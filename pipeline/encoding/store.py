@@ -18,8 +18,9 @@ from pipeline.core.checksums import file_problem
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.repair import Placeholder, Repair
+from pipeline.encoding.objects import known_model, object_repair
 from pipeline.glossary import id_key
-from pipeline.layout import MANIFEST, STORE_PART, store_parts_glob
+from pipeline.layout import MANIFEST, PART_DIGEST, STORE_PART, store_parts_glob
 from pipeline.models import IMPORT_VECTORS, VECTORS_FILE_PREFIX
 
 DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
@@ -47,7 +48,7 @@ def shard_of(ids: np.ndarray, num_shards: int) -> np.ndarray:
 def part_name(ids: np.ndarray) -> str:
     """A part's file name: a digest of its sorted ids, so the same papers make the same part."""
     key = ids.tobytes() if ids.dtype.kind in "iu" else "\n".join(ids).encode()
-    return STORE_PART.format(hashlib.sha1(key).hexdigest()[:16])
+    return STORE_PART.format(hashlib.sha1(key).hexdigest()[:PART_DIGEST])
 
 
 def part_digests(store: Path, part: dict) -> tuple[np.ndarray, np.ndarray | None]:
@@ -60,9 +61,12 @@ def part_digests(store: Path, part: dict) -> tuple[np.ndarray, np.ndarray | None
 
 def store_repair(store: Path) -> Repair:
     """The command that re-embeds what a store lacks or lost (`<index root>/<corpus>/
-    embeddings/<model>`); for vectors imported from elsewhere, the import (imported_repair)."""
+    embeddings/<model>`); for vectors imported from elsewhere, the import (imported_repair);
+    for a pipeline.Encoder's, the Python call with its object (object_repair)."""
     if store.name.startswith(VECTORS_FILE_PREFIX):
         return imported_repair(store)
+    if not known_model(store.name):  # a pipeline.Encoder's: only its object embeds it
+        return object_repair(store.parent.parent.name, store.name)
     return Repair("embed", store.parent.parent.name, store.name)
 
 

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from pipeline.core.atomic import atomic_dir, scratch_dir
 from pipeline.core.checksums import file_sha256
 from pipeline.core.errors import InputError
-from pipeline.core.files import read_json
+from pipeline.core.files import is_corrupt, read_json
 from pipeline.core.repair import Repair
 from pipeline.corpus.files import corpus_file
 from pipeline.encoding.embed import add_part, current_digests, store_inputs
@@ -47,8 +47,8 @@ READ_BUFFER = 1 << 22  # bytes of the source's pages buffered
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-# A store whose manifest cannot be read cannot say that import-vectors made it
-DAMAGED_MANIFEST = Repair("", note="move the store's folder aside, then import the vectors again")
+# A store whose manifest cannot be read is imported again over it: only this command writes a
+# store of a `vectors--<name>` folder (no model or pipeline.Encoder may take such a name)
 
 
 def _intact(store: Path) -> bool:
@@ -235,8 +235,8 @@ def import_vectors(place: Place, name: str, src: str | os.PathLike,
     store = store_dir(place.index_root, place.corpus, entry.name)
     sha, inputs = file_sha256(src), store_inputs(place)
     imported = {"source": str(src), "sha256": sha, "similarity": similarity}
-    if (store / MANIFEST).exists():
-        made = read_json(store / MANIFEST, DAMAGED_MANIFEST)
+    if (store / MANIFEST).exists() and not is_corrupt(store / MANIFEST):
+        made = read_json(store / MANIFEST)
         had = made.get("config", {}).get("imported")
         if had is None:
             raise InputError(f"{store} holds vectors that import-vectors did not write: "

@@ -225,7 +225,7 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
         pool_manifest = pool_dir(corpora_root / corpus, pool) / MANIFEST
         if not pool_manifest.exists():
             continue  # the pool was deleted; its old runs are not results any more
-        repair = run_repair(corpus, model)
+        repair = run_repair(corpus, model, runs_root, pool)
         problem = stale(path, None, files=path.parent, roots=roots)
         if problem is not None and problem.check != INPUTS:
             raise InputError(problem.reason, repair)  # a damaged score is never reported

@@ -158,7 +158,7 @@ def provenance(rows: pl.DataFrame, runs_root: Path, corpora_root: Path, corpus: 
     for pool, model in pairs:
         paths = run_paths(runs_root, corpus, pool, model)
         search, evaluation = _read(paths.manifest, missing), _read(paths.evaluation, missing)
-        commands[model] = run_repair(corpus, model).command()
+        commands[model] = run_repair(corpus, model, runs_root, pool).command()
         run_rows.append([pool, model, parameters(search, ("parameters", "details")),
                          parameters(evaluation, ("parameters",)), made_by(search, evaluation),
                          "\n".join(c for c in (checksums(search), checksums(evaluation))

@@ -18,7 +18,7 @@ The copy is written as every run is (`runs/<corpus>/<pool>/<model>.trec` and `.p
 trec_eval's order, every line kept: no top-k cut), with a manifest whose `details` say
 `retriever: imported` and name the source (its file name and sha256). The copy is what later
 stages check; the source may move or change. Importing the same source again does nothing;
-another source under the same name is refused unless `replace`.
+another source under the same name (or over a damaged manifest) is refused unless `replace`.
 
 A TREC file is read in blocks (`BLOCK_BYTES`) and its lines spilled to a scratch folder by
 query; they are then checked and written a group of whole queries at a time (`GROUP_LINES`
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import InputError
-from pipeline.core.repair import Repair
+from pipeline.core.repair import Placeholder, Repair
 from pipeline.layout import IMPORT_RUN, VARIANT_SEP, Place, check_name, run_paths, runs_dir
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def import_run(place: Place, pool: str, run: Any, model: str, *, drop_unknown: b
     manifest (the existing one, unchanged, when the same source was imported already)."""
     from pipeline.core.atomic import scratch_dir
     from pipeline.core.checksums import file_problem, fingerprints
-    from pipeline.core.files import read_json, write_json
+    from pipeline.core.files import is_corrupt, read_json, write_json
     from pipeline.core.inputs import changed, record
     from pipeline.core.locks import file_lock
     from pipeline.core.manifests import manifest
@@ -116,8 +116,10 @@ def import_run(place: Place, pool: str, run: Any, model: str, *, drop_unknown: b
     parameters = {"pool": pool, "model": model, "drop_unknown": drop_unknown}
     paths = run_paths(place.runs_root, place.corpus, pool, model)
     inputs = record(place.roots, pool_files(place.corpus_dir, pool))
-    if paths.manifest.exists():
-        old = read_json(paths.manifest)
+    over = Repair(STAGE, place.corpus, model, variables=(
+        ("POOL", pool), ("RUN", source["path"] or Placeholder("the run file")), ("REPLACE", "1")))
+    if paths.manifest.exists() and not (replace and is_corrupt(paths.manifest)):
+        old = read_json(paths.manifest, over)  # damaged: REPLACE=1 imports over it
         if old.get("stage") != STAGE:
             raise InputError(f"{paths.parquet} is a run made by the search stage, not an "
                              f"imported one: give the imported run another MODEL name")

@@ -13,8 +13,9 @@ from pipeline.core.current import INPUTS, MISSING, stale
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, read_parquet, write_parquet
 from pipeline.core.manifests import manifest
-from pipeline.core.repair import Repair
-from pipeline.layout import IMPORT_RUN, VARIANT_SEP, Place, run_paths, runs_dir
+from pipeline.core.repair import Placeholder, Repair
+from pipeline.encoding.objects import known_model, object_repair
+from pipeline.layout import IMPORT_RUN, VARIANT_SEP, Place, run_paths, runs_dir, store_dir
 from pipeline.pools.build import validation_pools
 
 TOP_K = 500
@@ -26,25 +27,50 @@ ROW_GROUP = 1 << 20  # rows per parquet row group: pyarrow's write_table default
 SCORE_DECIMALS, SCORE_ROUNDING = 6, "half_away_from_zero"
 
 
-def run_repair(corpus: str, run: str) -> Repair:
+def run_repair(corpus: str, run: str, runs_root: Path | None = None, pool: str | None = None
+               ) -> Repair:
     """The command that searches (and scores) a run of a corpus again: `<model>~<variant>`
-    runs are made with QUERY_VARIANT."""
+    runs are made with QUERY_VARIANT. A run of a model make cannot search (a name no model
+    has) is an imported run, which make eval scores, or (its manifest in `pool` does not say
+    it was imported) a pipeline.Encoder's or a ModelEntry's of the user's, made again only
+    in Python with that model (object_repair)."""
     model, _, variant = run.partition(VARIANT_SEP)
+    if not known_model(model) and runs_root is not None and pool is not None and \
+            _recorded(runs_root, corpus, pool, run).get("stage") != IMPORT_RUN:
+        return object_repair(corpus, model, pool, variant or "full")
     return Repair("eval", corpus, model,
                   variables=(("QUERY_VARIANT", variant),) if variant else ())
 
 
-def recorded_run_repair(runs_root: Path, corpus: str, pool: str, model: str) -> Repair:
-    """The command that makes this run again, from what its manifest records: an imported run
-    (`make import-run`, pipeline/retrieval/imported.py) is imported again from its source
-    file; every other run is searched again (run_repair)."""
-    manifest = run_paths(runs_root, corpus, pool, model).manifest
+def _recorded(runs_root: Path, corpus: str, pool: str, run: str) -> dict:
+    """A run's manifest; {} when it is missing or cannot be read."""
+    manifest = run_paths(runs_root, corpus, pool, run).manifest
     try:
         info = read_json(manifest) if manifest.exists() else {}
     except InputError:
-        info = {}
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def recorded_run_repair(runs_root: Path, corpus: str, pool: str, model: str,
+                        index_root: Path | None = None) -> Repair:
+    """The command that makes this run again, from what its manifest records: an imported run
+    (`make import-run`, pipeline/retrieval/imported.py) is imported again from its source
+    file; every other run is searched again (run_repair). A run whose manifest is lost or
+    damaged and whose name no model has is a pipeline.Encoder's where its store is
+    (`index_root`), else an imported run (imported again, over it, REPLACE=1, from the file
+    that only the user can name) or a run of a ModelEntry of the user's: the note says so."""
+    info = _recorded(runs_root, corpus, pool, model)
+    name, _, variant = model.partition(VARIANT_SEP)
+    if not info and not known_model(name):
+        if index_root is not None and store_dir(index_root, corpus, name).is_dir():
+            return object_repair(corpus, name, pool, variant or "full")
+        return Repair(IMPORT_RUN, corpus, model, variables=(
+            ("POOL", pool), ("RUN", Placeholder("the TREC run file it was imported from")),
+            ("REPLACE", "1")), note="if it was imported; a run searched in Python with a "
+                      "ModelEntry of yours: pipeline.search again with it")
     if info.get("stage") != IMPORT_RUN:
-        return run_repair(corpus, model)
+        return run_repair(corpus, model, runs_root, pool)
     source = info.get("details", {}).get("source_path")
     if not isinstance(source, str):
         return Repair("", note="import the run again with pipeline.import_run (it was "
@@ -274,7 +300,8 @@ def load_run(place: Place, pool: str, model: str) -> pl.DataFrame:
     """A complete, intact run made from its inputs as they are now (else a one-line error
     naming the command that searches it again)."""
     paths = run_paths(place.runs_root, place.corpus, pool, model)
-    repair = recorded_run_repair(place.runs_root, place.corpus, pool, model)
+    repair = recorded_run_repair(place.runs_root, place.corpus, pool, model,
+                                 place.index_root)
     problem = stale(paths.manifest, None, files=paths.trec.parent, roots=place.roots)
     if problem is not None:
         raise InputError({MISSING: f"no complete run {paths.parquet}: search it first",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -344,3 +345,21 @@ def test_a_bad_value_is_one_line_before_anything_runs(tmp_path):
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
         assert says in done.stderr
         assert [p.name for p in (tmp_path / "data").iterdir()] == ["installed"]  # the stamp
+
+
+def test_a_file_a_stage_only_reads_may_hold_spaces_and_quotes(tmp_path):
+    """Issue 46: a run imported from `my runs/x.trec` (by pipeline.import_run) was repaired by a
+    `make import-run RUN='...'` that make refused. RUN and SRC, files the stages only read,
+    take any characters but control characters (no shell sees them; the printed command quotes
+    them): each is passed on as given; a control character is refused."""
+    root = with_pool(tmp_path / "data")
+    for variable, goal, extra in (("RUN", "import-run", ("POOL=all-1k-r0", "MODEL=mine")),
+                                  ("SRC", "import-vectors", ("MODEL=mine",))):
+        value = f"{tmp_path}/my runs/it's a (1) #file; é.txt"
+        done = make(root, "-n", goal, "CORPUS=c", *extra, f"{variable}={value}")
+        assert done.returncode == 0, done.stderr
+        words = shlex.split(done.stdout.splitlines()[-1])  # the stage's command, as printed
+        assert words[words.index("--run" if variable == "RUN" else "--src") + 1] == value
+        bad = value.replace(" ", "\t", 1)  # (make itself strips spaces at either end)
+        assert variable in refusal(make(root, "-n", goal, "CORPUS=c", *extra,
+                                        f"{variable}={bad}"))

@@ -14,6 +14,7 @@ from pipeline.cli.commands.pools import exclude_arg
 from pipeline.cli.registry import command, metrics_arg, place_of, pool_arg, pools_of, times_log
 from pipeline.layout import (
     RESULTS_FILE,
+    Place,
 )
 from pipeline.models import get_model
 
@@ -43,6 +44,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
     imported = imported_pools(place.runs_root, place.corpus, args.model)
     if imported:  # a run made elsewhere (make import-run): scored where it was imported
         name = args.model
+        refuse_damaged_runs(place, [p for p in pools if p not in imported], name)
         log.info(f"[eval] {name} is a run imported into {len(imported)} pools: "
                  f"{len([p for p in pools if p not in imported])} pools without it left out")
         pools = [p for p in pools if p in imported]
@@ -62,6 +64,20 @@ def cmd_eval(args: argparse.Namespace) -> None:
             info.update({k: round(v, 4) for k, v in out["means"].items() if v is not None})
     if args.collect:
         cmd_collect(args)
+
+
+def refuse_damaged_runs(place: Place, pools: list[str], name: str) -> None:
+    """A pool whose run `name` has a manifest that cannot be read is not a pool without the
+    run: refused, with the command that makes the run whole again (never left out unsaid)."""
+    from pipeline.core.files import read_json
+    from pipeline.layout import run_paths
+    from pipeline.retrieval.runs import recorded_run_repair
+
+    for pool in pools:
+        manifest = run_paths(place.runs_root, place.corpus, pool, name).manifest
+        if manifest.exists():
+            read_json(manifest, recorded_run_repair(place.runs_root, place.corpus, pool, name,
+                                                    place.index_root))
 
 
 @command("collect", "gather evaluated runs into runs/results.parquet", corpus=False,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from pipeline.cli.checks import pool_name, safe_path
+from pipeline.cli.checks import input_path, pool_name
 from pipeline.cli.registry import command, place_of
 from pipeline.layout import IMPORT_RUN
 
@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 
 def _import_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pool", required=True, type=pool_name, help="the pool the run ranks")
-    p.add_argument("--run", required=True, type=safe_path,
+    p.add_argument("--run", required=True, type=input_path,
                    help="the TREC run file (qid Q0 docid rank score tag per line)")
     p.add_argument("--model", required=True,
                    help="the name the run is scored and reported under (not a registered "

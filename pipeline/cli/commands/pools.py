@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pipeline.cli.checks import (
     checked,
+    input_path,
     non_negative,
     pool_name,
     positive,
@@ -183,7 +184,7 @@ def cmd_retire_pool(args: argparse.Namespace) -> None:
 
 
 def _training_ids_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--src", required=True, type=safe_path,
+    p.add_argument("--src", required=True, type=input_path,
                    help="SPECTER's data.json, or a list of S2 paper SHAs (train.txt)")
     p.add_argument("--paper-ids", required=True, type=safe_path,
                    help="the folder of S2AG's paper-ids shards (SHA -> CorpusID)")
