@@ -47,10 +47,6 @@ READ_BUFFER = 1 << 22  # bytes of the source's pages buffered
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-# A store whose manifest cannot be read is imported again over it: only this command writes a
-# store of a `vectors--<name>` folder (no model or pipeline.Encoder may take such a name)
-
-
 def _intact(store: Path) -> bool:
     """Whether every part of the store is as its manifest records (a damaged one is imported
     again: its repair, imported_repair, is this import)."""
@@ -235,6 +231,8 @@ def import_vectors(place: Place, name: str, src: str | os.PathLike,
     store = store_dir(place.index_root, place.corpus, entry.name)
     sha, inputs = file_sha256(src), store_inputs(place)
     imported = {"source": str(src), "sha256": sha, "similarity": similarity}
+    # A store whose manifest cannot be read is imported again over it: only this command
+    # writes a `vectors--<name>` folder (no model or pipeline.Encoder may take such a name).
     if (store / MANIFEST).exists() and not is_corrupt(store / MANIFEST):
         made = read_json(store / MANIFEST)
         had = made.get("config", {}).get("imported")
