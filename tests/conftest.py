@@ -37,7 +37,7 @@ def make_ok(root: Path, stamp: Path, *args: str) -> str:
 
 
 # What make adds after a recipe that failed (a stage's refusal): where it stopped.
-MAKE_STOPPED = re.compile(r"make: \*\*\* \[[^]]*\] Error \d+")
+MAKE_STOPPED = re.compile(r"make(\[\d+\])?: \*\*\* \[[^]]*\] Error \d+")
 # How make shows the Makefile's check refusing a value before anything runs ($(error)).
 MAKE_ERROR = re.compile(r"Makefile:\d+: \*\*\* (error: .*)\.  Stop\.")
 

@@ -269,7 +269,7 @@ def test_importing_other_vectors_replaces_only_their_store(corpus_dir, tmp_path)
                     store.parent / "vectors--vec2" / "part-00000000000000ff.arrow",
                     store.parent / "vectors--vec.txt")
     before = read_json(store / "manifest.json")["config"]["imported"]["sha256"]
-    pipeline.import_vectors(data, corpus_dir.name, "vec", sources[1])
+    pipeline.import_vectors(data, corpus_dir.name, "vec", sources[1], replace=True)
     assert read_json(store / "manifest.json")["config"]["imported"]["sha256"] != before
     untouched(planted)
 

@@ -28,6 +28,8 @@ def test_results_notebook_runs(corpus_dir, tmp_path):
             eval_run(place, pool_of(size), model)
     assert collect_results(corpus_dir.parent, tmp_path / "indexes", runs).height > 0
     (tmp_path / "notebooks").mkdir()
+    # the notebook reads ../corpora, ../runs: the corpora its results were collected from
+    (tmp_path / "corpora").symlink_to(corpus_dir.parent)
     shutil.copy(ROOT / "notebooks" / "results.ipynb", tmp_path / "notebooks")
     notebook = nbformat.read(tmp_path / "notebooks" / "results.ipynb", as_version=4)
     NotebookClient(notebook, timeout=300, kernel_name="python3",

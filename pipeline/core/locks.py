@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 WAIT_INTERVAL = 30.0  # seconds between the waiting lines
 STOPPED_LIMIT = 600.0  # seconds a stopped holder is waited for before giving up
 _POLL = 0.1  # seconds between two tries of the lock, at most
-_COMMAND_CHARS = 200  # of the holder's command line, shown
+_COMMAND_CHARS = 500  # of the holder's command line, shown
 
 
 def lock_path(target: Path) -> Path:

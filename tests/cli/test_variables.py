@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.checks import PER_CORE, OneLineParser, cores, safe_path
+from pipeline.cli.checks import PER_CORE, OneLineParser, cores, input_path, safe_path
 from pipeline.cli.goals import GOALS
 from pipeline.cli.main import build_parser
 from pipeline.cli.variables import (
@@ -250,7 +250,7 @@ def test_the_largest_counts_allowed_are_taken():
 
 
 LONG_PATH = "/tmp/" + "p/" * 1600  # 3,204 bytes made absolute, of short folder names
-PATH_VARIABLES = [v.name for v in VARIABLES if v.check is safe_path]
+PATH_VARIABLES = [v.name for v in VARIABLES if v.check in (safe_path, input_path)]
 
 
 @pytest.mark.parametrize("name", [*PATH_VARIABLES, "TRAINING_SETS"])

@@ -163,7 +163,7 @@ def test_report_has_the_collections_main_table(imported, tmp_path):
         means[name] = eval_run(place, pool, name, pool_metrics(corpus, pool))[
             "means"]
     collect_results(root / "corpora", indexes, runs)
-    text = report(runs, corpus.name)
+    text = report(runs, corpus.name, corpora_root=root / "corpora")
     lines = text.splitlines()
     start = lines.index("| model | NDCG@10 | R@100 |")
     assert lines[start - 2].startswith(f"## {corpus.name}: BEIR-layout collection ({pool}), "

@@ -267,8 +267,12 @@ def hostile_page(report_data, tmp_path_factory) -> Path:
 
 def test_hostile_names_leave_the_pages_script_running(hostile_page):
     """Every name shows as itself, and page.js runs: headers sort, and a hostile model's
-    cell names on hover the command that makes it again, one shell command."""
-    import shlex
+    cell names on hover what makes it again (for a model make has no name for, the Python
+    call that does), its names shown as they are."""
+    import ast
+    import re
+
+    from pipeline.encoding.objects import object_repair
 
     driver = headless_chromium(*install_chromium())
     try:
@@ -289,9 +293,14 @@ def test_hostile_names_leave_the_pages_script_running(hostile_page):
         ActionChains(driver).move_to_element(cell).perform()
         title = cell.get_attribute("title")
         assert title.startswith("made again by: "), title
-        command = title[len("made again by: "):].split(", then make report", 1)[0]
-        assert shlex.split(command) == ["make", "eval", f"CORPUS={HOSTILE_CORPUS}",
-                                        f"MODEL={HOSTILE_MODEL}"]
+        # make has no model of that name: its repair is the Python call, the names as literals
+        literal = r"'(?:[^'\\]|\\.)*'"  # a Python string literal, as repr writes it
+        called = re.search(rf"pipeline\.search\(<data>, ({literal}), ({literal})", title)
+        assert called and ast.literal_eval(called.group(1)) == HOSTILE_CORPUS, title
+        pool = ast.literal_eval(called.group(2))  # the pool of the run the page names
+        repair = object_repair(HOSTILE_CORPUS, HOSTILE_MODEL, pool).command()
+        assert title.split(", then make report", 1)[0] == f"made again by: {repair}"
+        assert repr(HOSTILE_MODEL) in title and repr(HOSTILE_CORPUS) in title
         leakage, _ = cells(driver, "leakage")
         assert f"{HOSTILE_LABEL}: queries in training" in leakage
         _, pools = cells(driver, "provenance-pools")
