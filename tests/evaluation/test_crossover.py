@@ -14,9 +14,9 @@ import pytest
 import pipeline
 from pipeline.core.errors import InputError
 from pipeline.evaluation.crossover import (
-    crossover,
     HEADER,
     at_floor,
+    crossover,
     crossover_rows,
     crossovers,
     from_table,
