@@ -240,9 +240,10 @@ def from_table(diff: np.ndarray, sizes: list[int], floor: str | None = None, not
     queries, _, repeats = diff.shape if diff.ndim == 3 else (0, 0, 0)
     suffix = f" ({note})" if note else ""
     if len(sizes) < 2 or queries == 0 or repeats == 0:
-        why = ("no queries that both models answer in every pool" if len(sizes) > 1 else
-               f"{len(sizes)} pool size{'s' if len(sizes) != 1 else ''} measured with both "
-               "models: no line to fit")
+        why = (f"{len(sizes)} pool size{'s' if len(sizes) != 1 else ''} measured with both "
+               "models: no line to fit" if len(sizes) < 2 else
+               "no repeat (pool draw) measured at every size" if repeats == 0 else
+               "no queries that both models answer in every pool")
         return _degenerate(tuple(sizes), queries, repeats, why + suffix)
     x = np.log(np.asarray(sizes, dtype=np.float64))
     centred = x - x.mean()

@@ -204,6 +204,19 @@ def test_degenerate_cases_are_stated_never_raised():
     assert far.outcome == "beyond" and "> 1000 x 20k" in far.text and far.crossing == math.inf
 
 
+def test_a_repeat_is_one_unit_across_the_sizes():
+    """A repeat's pools are nested: a repeat missing at one size is left out at every size,
+    and said; repeats numbered apart at each size share none."""
+    data = planted(2, sizes=(10_000, 100_000, 1_000_000), queries=40)
+    found = crossover(data.filter(~((pl.col("size") == 100_000) & (pl.col("repeat") == 2))),
+                      "a", "b")
+    assert found.repeats == 2 and "2 pool draws of repeats not measured at every size" in found.text
+    apart = data.with_columns(repeat=pl.col("repeat") + pl.col("size") // 10_000 * 10)
+    none = crossover(apart, "a", "b")
+    assert none.outcome == "degenerate"
+    assert "no repeat (pool draw) measured at every size" in none.text
+
+
 def test_byte_identical_on_rerun_and_with_rows_shuffled():
     data = pl.concat([planted(3).with_columns(scope=pl.lit("all")),
                       planted(4).with_columns(scope=pl.lit("cs"))])
