@@ -360,14 +360,15 @@ def _results_table(results: str | os.PathLike | pl.DataFrame) -> pl.DataFrame:
     return results if isinstance(results, pl.DataFrame) else read_results(Path(results))
 
 
-def crossover(results: str | os.PathLike | pl.DataFrame, a: str, b: str, *, metric: str = "map",
-              resamples: int = 1000, seed: int = 0) -> pl.DataFrame:
+def crossover(results: str | os.PathLike | pl.DataFrame, a: str, b: str, *, metric: str = "map"
+              ) -> pl.DataFrame:
     """Where the curves of models `a` and `b` against pool size cross, per scope (the
     dataset-level pools, each field's) measured at two or more sizes: `a` - `b` on `metric`
-    fitted as a line in log pool size, the size where it is 0, and its 95% percentile bootstrap
-    interval over queries and pool draws (`resamples`, seeded with `seed`), as the report's
-    crossover section (pipeline/evaluation/crossover.py). `results`: runs/results.parquet's
-    path, or a DataFrame of its columns. Writes nothing."""
+    fitted as a line in log pool size (checked with 3+ sizes), the size where it is 0, and its
+    95% interval over queries and pool draws within the measured sizes (none for an
+    extrapolated crossing), as the report's crossover section
+    (pipeline/evaluation/crossover.py). `results`: runs/results.parquet's path, or a DataFrame
+    of its columns. Writes nothing; nothing random."""
     from pipeline.evaluation.crossover import crossovers
 
     table = _results_table(results)
@@ -376,7 +377,7 @@ def crossover(results: str | os.PathLike | pl.DataFrame, a: str, b: str, *, metr
     if missing:
         raise InputError(f"crossover: results lack the column(s) {', '.join(missing)} of "
                          "runs/results.parquet")
-    return crossovers(table, a, b, metric, resamples, seed)
+    return crossovers(table, a, b, metric)
 
 
 def _report_rows(results: str | os.PathLike | pl.DataFrame, corpus: str | None, seed: int,

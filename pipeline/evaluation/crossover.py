@@ -1,24 +1,37 @@
-"""Where two models' curves cross: the pool size at which one overtakes the other (issue 42).
+"""Where two models' curves cross: the pool size at which one overtakes the other (issues 42, 47).
 
 For one scope (the dataset-level pools, or one field's), one metric and two models A and B
 measured at two or more pool sizes: per size, each model's mean over the queries and the
 repeats (pool draws); the gap D(s) = A(s) - B(s) fitted as c + d*log(s) by least squares over
 the measured sizes (each model's metric a line in log size); the crossing log s* = -c/d.
 
-Its 95% interval is a percentile bootstrap over queries AND draws: a resample draws the query
-ids with replacement (one draw for every size and both models: the queries of a seed are the
-same in every pool, MDCR §3), and each size's repeats with replacement, independently (a
-repeat is one pool draw that both models searched, so the two models keep their pairing).
-The values reach the generator sorted by query id, then size and repeat, and the generator is
-seeded: the same numbers whatever the rows' order (as pipeline/evaluation/significance.py).
+The design it reads (MDCR §3): the queries of a seed are the same in every pool, and repeat r's
+pools are nested (its 10k pool inside its 20k), so a repeat's pool draw effects are correlated
+across sizes (about sqrt(s_i/s_j)). Each (query, repeat) therefore has its own line over the
+sizes, and every quantity here is a contrast of it: the gap at log size x (a + u*b, with
+u = x - mean log size), the slope b, the departures from the line. A contrast's values form a
+queries x repeats table, queries crossed with draws whatever the correlation across sizes,
+and its mean gets the queries-and-draws interval of the variance section
+(pipeline/evaluation/variance.py, `difference_interval`: each part's own t half-width, in
+quadrature). Independent bootstraps of each size's repeats covered 88% (78% at correlation
+0.8), a joint one 82-91%: three draws are too few for a percentile bootstrap.
 
-A resample whose slope is 0 or of the other sign than the fit's has no crossing on the fit's
-side: it counts as a crossing at infinity on the side the fitted crossing moves to as the
-slope shrinks, so the interval can be open ("no crossing in N of 1,000 resamples").
+- The line is tested first (3+ sizes): the departures from it, as orthonormal polynomial
+  contrasts of degree 2 and up, each at level 1 - 0.05/K (Bonferroni over the K = sizes - 2):
+  a departure that excludes 0 means the curves are not lines in log size, and no crossing is
+  given. With 2 sizes the line cannot be checked, said in the outcome.
+- The crossing's interval is the set of measured sizes where the gap's interval holds 0 (the
+  test inverted, as Fieller's interval for a ratio): it covers the true crossing whenever the
+  gap's interval at it covers 0 (95.4-96.6% in the variance section's checks;
+  tests/evaluation/test_crossover.py simulates the nested design). It is open on a side
+  ("> 2M") when the set reaches the measured range's end: nothing beyond was measured.
+- An extrapolated crossing (outside the measured sizes) is a point only, without interval; and
+  none is given toward a model at its floor (`at_floor`: the random retriever).
+- The trend ("gap closing"/"gap widening") is said only when the slope's interval excludes 0.
 
-With fewer than MIN_QUERIES queries shared by every pool there is no interval (a resample of
-one query is that query: the queries' part of the variance is unseen), said in the outcome;
-with one draw per size the interval is over queries only, said too.
+With fewer than MIN_QUERIES queries shared by every pool there is no interval (the queries'
+part of the variance is unseen), said in the outcome; with one draw per size the interval is
+over queries only, said too. Nothing is random: the same numbers whatever the rows' order.
 """
 
 from __future__ import annotations
@@ -32,14 +45,25 @@ import polars as pl
 from pipeline.core.errors import InputError
 from pipeline.evaluation.significance import MIN_QUERIES, ordered, too_few
 from pipeline.layout import format_size
+from pipeline.models import REGISTRY
 
-RESAMPLES = 1000
-CHUNK = 250  # resamples drawn and summed at a time: bounded memory (queries x CHUNK weights)
 LEVEL = 0.95
+LACK_OF_FIT = 0.05  # the line's test: its level over all the departures (Bonferroni)
+GRID = 4001  # points of the measured log-size range where the gap's interval is checked
 FAR = 1000  # a crossing more than this many times outside the measured sizes: shown as such
 FLAT = 1e-12  # a slope (gap per unit of log size) at or below this: parallel lines
+UNIT = "candidates"  # what a pool size counts
+FLOOR_KINDS = ("random",)  # model kinds whose curve is chance: never a crossing toward them
 # the keys that split a results table into sets of shared queries (one scope of one seed)
 SPLIT_KEYS = ("corpus", "split", "seed", "exclusion", "negatives", "level", "scope")
+
+
+def at_floor(model: str) -> bool:
+    """Whether `model` is at its floor: a registered model whose kind is in FLOOR_KINDS (the
+    random retriever). Its metric is chance at every size, so a line through its values says
+    nothing about where another model would meet it."""
+    entry = REGISTRY.get(model)
+    return entry is not None and entry.kind in FLOOR_KINDS
 
 
 @dataclass(frozen=True)
@@ -48,25 +72,23 @@ class Crossover:
 
     sizes: tuple[int, ...]  # the measured sizes both models have
     queries: int
-    repeats: int  # the fewest repeats of a size
+    repeats: int  # the repeats measured at every size (the pools of one repeat are nested)
     gap_min: float | None  # the fitted A - B at the smallest and the largest size
     gap_max: float | None
     slope: float | None  # d: the gap's change per unit of log size
-    crossing: float | None  # s*, in candidates
-    low: float | None  # its 95% interval (inf: open on that side)
+    slope_low: float | None  # its 95% interval over queries and draws
+    slope_high: float | None
+    line: str  # the line's check: "fits", "does not fit", "unchecked" (2 sizes), "-"
+    crossing: float | None  # s*, in candidates (None: no fit, not a line, or toward a floor)
+    low: float | None  # its 95% interval within the measured sizes (0 / inf: open there)
     high: float | None
-    resamples: int
-    no_crossing: int  # resamples without a crossing on the fit's side
-    outcome: str  # crosses, beyond, below, parallel, degenerate
+    outcome: str  # crosses, beyond, below, parallel, curved, degenerate
     text: str  # the outcome said in words
 
 
-def _size(value: float, sizes: tuple[int, ...] | list[int], bound: bool = False) -> str:
+def _size(value: float, sizes: tuple[int, ...] | list[int]) -> str:
     """A crossing size as the report writes sizes (20k, 2M), to 3 significant digits; beyond
-    FAR times the measured range, only that (a line followed so far says nothing more); an
-    interval's open end (`bound`) as inf or 0."""
-    if bound and math.isinf(value):
-        return "inf" if value > 0 else "0"
+    FAR times the measured range, only that (a line followed so far says nothing more)."""
     if value > sizes[-1] * FAR:
         return f"> {FAR} x {format_size(sizes[-1])}"
     if value < sizes[0] / FAR:
@@ -79,22 +101,26 @@ def _size(value: float, sizes: tuple[int, ...] | list[int], bound: bool = False)
 
 
 def _interval(low: float | None, high: float | None, sizes: tuple[int, ...]) -> str:
-    return ("" if low is None or high is None
-            else f"[{_size(low, sizes, True)}, {_size(high, sizes, True)}]")
+    """An interval in the measured range; an open end (0, inf) as beyond the measured size."""
+    if low is None or high is None:
+        return ""
+    left = f"< {format_size(sizes[0])}" if low == 0 else _size(low, sizes)
+    right = f"> {format_size(sizes[-1])}" if math.isinf(high) else _size(high, sizes)
+    return f"[{left}, {right}]"
 
 
-def _degenerate(sizes: tuple[int, ...], queries: int, repeats: int, why: str,
-                resamples: int) -> Crossover:
+def _degenerate(sizes: tuple[int, ...], queries: int, repeats: int, why: str) -> Crossover:
     """No fit: `why` says why."""
-    return Crossover(sizes, queries, repeats, None, None, None, None, None, None, resamples, 0,
-                     "degenerate", why)
+    return Crossover(sizes, queries, repeats, None, None, None, None, None, "-", None, None,
+                     None, "degenerate", why)
 
 
 def _matrix(values: pl.DataFrame, a: str, b: str
-            ) -> tuple[np.ndarray, list[int], list[list[int]], int, str]:
-    """The paired differences A - B as a (query x (size, repeat)) matrix, rows by query id,
-    columns by size then repeat, over the queries every (size, repeat, model) has; the sizes,
-    each size's repeats, the number of queries, and a note of what was left out."""
+            ) -> tuple[np.ndarray, list[int], int, str]:
+    """The paired differences A - B as a (query x size x repeat) array, by query id, size and
+    repeat, over the queries every (size, repeat, model) has and the repeats measured at every
+    size (a repeat's pools are nested: one unit across sizes); the sizes, the number of
+    queries, and a note of what was left out."""
     data = (values.filter(pl.col("model").is_in([a, b]), pl.col("value").is_not_null())
             .group_by("size", "repeat", "model", "query").agg(ordered("value").mean()))
     notes = []
@@ -108,142 +134,215 @@ def _matrix(values: pl.DataFrame, a: str, b: str
     cells = (data.filter(pl.col("size").is_in(sizes)).group_by("size", "repeat")
              .agg(pl.col("model").n_unique().alias("models")).filter(pl.col("models") == 2)
              .select("size", "repeat"))
+    sizes = sorted(cells["size"].unique().to_list())
+    every = (cells.group_by("repeat").agg(pl.len().alias("sizes"))
+             .filter(pl.col("sizes") == len(sizes))["repeat"])
+    partial = cells.filter(~pl.col("repeat").is_in(every.implode())).height
+    if partial:
+        notes.append(f"{partial} pool draw{'s' if partial != 1 else ''} of repeats not "
+                     "measured at every size left out")
+    cells = cells.filter(pl.col("repeat").is_in(every.implode()))
     data = data.join(cells, on=["size", "repeat"])
-    wanted = cells.height * 2
     shared = (data.group_by("query").agg(pl.len().alias("cells"))
-              .filter(pl.col("cells") == wanted)["query"])
+              .filter(pl.col("cells") == cells.height * 2)["query"])
     if data["query"].n_unique() > shared.len():
         notes.append(f"{data['query'].n_unique() - shared.len()} queries not in every pool")
     wide = (data.filter(pl.col("query").is_in(shared.implode()))
             .pivot("model", index=["query", "size", "repeat"], values="value")
             .sort("query", "size", "repeat"))
-    keys = cells.sort("size", "repeat")
-    repeats = [keys.filter(pl.col("size") == s)["repeat"].to_list() for s in sizes]
-    sizes = [s for s, r in zip(sizes, repeats, strict=True) if r]
-    repeats = [r for r in repeats if r]
-    columns = sum(len(r) for r in repeats)
     diff = (wide[a] - wide[b]).to_numpy() if wide.height else np.zeros(0)
-    return (diff.reshape(-1, columns) if columns else np.zeros((0, 0)), sizes, repeats,
-            shared.len(), "; ".join(notes))
+    shape = (shared.len(), len(sizes), every.len())
+    return diff.reshape(shape), sizes, shared.len(), "; ".join(notes)
 
 
-def _fit(gaps: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Least squares of gaps (..., size) on x = log size: the mean gap and the slope."""
-    centred = x - x.mean()
-    slope = (gaps * centred).sum(axis=-1) / (centred**2).sum()
-    return gaps.mean(axis=-1), slope
+def _mean_squares(y: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """The two-way mean squares (query, draw, interaction) of a queries x repeats table, as a
+    bilinear form of two tables (y = z: variance.decompose's mean squares). With one repeat,
+    the draw and interaction ones are 0 (unseen)."""
+    q, r = y.shape
+    ym, zm = y.mean(), z.mean()
+    yq, zq = y.mean(axis=1) - ym, z.mean(axis=1) - zm
+    ms_q = r * float(yq @ zq) / (q - 1) if q > 1 else math.nan
+    if r < 2 or q < 2:
+        return np.array([ms_q, 0.0, 0.0])
+    yr, zr = y.mean(axis=0) - ym, z.mean(axis=0) - zm
+    ey, ez = y - yq[:, None] - yr[None, :] - ym, z - zq[:, None] - zr[None, :] - zm
+    return np.array([ms_q, q * float(yr @ zr) / (r - 1),
+                     float((ey * ez).sum()) / ((q - 1) * (r - 1))])
 
 
-def crossover(values: pl.DataFrame, a: str, b: str, resamples: int = RESAMPLES, seed: int = 0,
-              draws: bool = True) -> Crossover:
+def _half_squared(ms: np.ndarray, q: int, r: int, level: float, draws_whole: bool = False
+                  ) -> np.ndarray:
+    """The squared half-width of a queries-and-draws interval of a table's mean from its mean
+    squares (..., 3), each part scaled by its own t quantile (Banerjee's construction):
+    variance.difference_interval's, t(Q-1)^2 MS_Q/(QR) + t(R-1)^2 max(MS_R - MS_E, 0)/(QR);
+    or (`draws_whole`) t(R-1)^2 MS_R/(QR) + t(Q-1)^2 max(MS_Q - MS_E, 0)/(QR), which holds its
+    level where the interaction is as large as Q times the draw's variance (the departures
+    from a line: the first, subtracting MS_E under 2 degrees of freedom, rejected a true line
+    in 24% of simulated data sets). One repeat: the queries' part only."""
+    from scipy.stats import t
+
+    half = (1 + level) / 2
+    t_q, t_r = float(t.ppf(half, q - 1)) ** 2, float(t.ppf(half, max(r - 1, 1))) ** 2
+    if r < 2:
+        return t_q * ms[..., 0] / (q * r)
+    if draws_whole:
+        return (t_r * ms[..., 1] + t_q * np.maximum(ms[..., 0] - ms[..., 2], 0.0)) / (q * r)
+    return (t_q * ms[..., 0] + t_r * np.maximum(ms[..., 1] - ms[..., 2], 0.0)) / (q * r)
+
+
+def _departure(diff: np.ndarray, x: np.ndarray) -> int | None:
+    """The line's check: the degree (2 and up) of the first orthonormal polynomial contrast of
+    the sizes whose interval (level 1 - LACK_OF_FIT/K, K = sizes - 2) excludes 0, or None."""
+    q, s, r = diff.shape
+    z = (x - x.mean()) / x.std()
+    basis = np.linalg.qr(np.vander(z, s, increasing=True))[0][:, 2:]
+    tables = np.einsum("qsr,sk->kqr", diff, basis)
+    level = 1 - LACK_OF_FIT / basis.shape[1]
+    for k, table in enumerate(tables):
+        if table.mean() ** 2 > _half_squared(_mean_squares(table, table), q, r, level, True):
+            return k + 2
+    return None
+
+
+def _accepted(a: np.ndarray, b: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Where on the grid u (log size less its mean) the gap's LEVEL interval holds 0: the gap
+    there is the table a + u*b (each (query, repeat)'s line at u)."""
+    q, r = a.shape
+    ms = (_mean_squares(a, a)[None, :] + 2 * u[:, None] * _mean_squares(a, b)[None, :]
+          + u[:, None] ** 2 * _mean_squares(b, b)[None, :])
+    return (a.mean() + u * b.mean()) ** 2 <= _half_squared(ms, q, r, LEVEL)
+
+
+def _crossing_interval(accepted: np.ndarray, u: np.ndarray, centre: float
+                       ) -> tuple[float, float]:
+    """The hull of the grid points where the gap's interval holds 0, widened to the next grid
+    point out; 0 or inf where it reaches the end of the measured range (open there)."""
+    where = np.flatnonzero(accepted)
+    first, last = int(where[0]), int(where[-1])
+    low = 0.0 if first == 0 else math.exp(centre + u[first - 1])
+    high = math.inf if last == len(u) - 1 else math.exp(centre + u[last + 1])
+    return low, high
+
+
+def crossover(values: pl.DataFrame, a: str, b: str) -> Crossover:
     """The crossing of A's and B's curves from `values` (size, repeat, model, query, value: one
-    scope and metric). `draws=False` resamples the queries only (what the significance
-    section's intervals do), to see what the draws add."""
-    diff, sizes, repeats, queries, note = _matrix(values, a, b)
-    fewest = min((len(r) for r in repeats), default=0)
+    scope and metric)."""
+    diff, sizes, queries, note = _matrix(values, a, b)
+    floor = next((m for m in (b, a) if at_floor(m)), None)
+    return from_table(diff, sizes, floor, note)
+
+
+def from_table(diff: np.ndarray, sizes: list[int], floor: str | None = None, note: str = ""
+               ) -> Crossover:
+    """`crossover` of a (query x size x repeat) array of A - B at `sizes` (sorted); `floor`:
+    the pair's model at its floor, if any (`at_floor`)."""
+    queries, _, repeats = diff.shape if diff.ndim == 3 else (0, 0, 0)
     suffix = f" ({note})" if note else ""
-    if len(sizes) < 2 or queries == 0:
-        why = ("no queries that both models answer in every pool" if sizes and not queries
-               else f"{len(sizes)} pool size{'s' if len(sizes) != 1 else ''} measured with both "
-               "models: no line to fit")
-        return _degenerate(tuple(sizes), queries, fewest, why + suffix, resamples)
+    if len(sizes) < 2 or queries == 0 or repeats == 0:
+        why = (f"{len(sizes)} pool size{'s' if len(sizes) != 1 else ''} measured with both "
+               "models: no line to fit" if len(sizes) < 2 else
+               "no repeat (pool draw) measured at every size" if repeats == 0 else
+               "no queries that both models answer in every pool")
+        return _degenerate(tuple(sizes), queries, repeats, why + suffix)
     x = np.log(np.asarray(sizes, dtype=np.float64))
-    bounds = np.cumsum([0, *map(len, repeats)])
-    per_size = np.stack([diff[:, lo:hi].mean(axis=1) for lo, hi in
-                         zip(bounds[:-1], bounds[1:], strict=True)], axis=1).mean(axis=0)
-    mean, slope = _fit(per_size, x)
-    lo_gap, hi_gap = (float(mean + slope * (v - x.mean())) for v in (x[0], x[-1]))
+    centred = x - x.mean()
+    lines_a = diff.mean(axis=1)  # each (query, repeat)'s line: its mean gap and slope
+    lines_b = (diff * centred[None, :, None]).sum(axis=1) / (centred**2).sum()
+    mean, slope = float(lines_a.mean()), float(lines_b.mean())
+    lo_gap, hi_gap = mean + slope * centred[0], mean + slope * centred[-1]
     measured = f"[{format_size(sizes[0])}, {format_size(sizes[-1])}]"
+    enough = queries >= MIN_QUERIES
+    caveats = []
+    if not enough:
+        caveats.append(f"no interval from {queries} query (an interval over queries needs "
+                       f"{MIN_QUERIES} or more)")
+    elif repeats < 2:
+        caveats.append("one pool draw per size: the intervals are over queries only")
+    slope_low = slope_high = None
+    if enough:
+        half = math.sqrt(float(_half_squared(_mean_squares(lines_b, lines_b), queries,
+                                             repeats, LEVEL)))
+        slope_low, slope_high = slope - half, slope + half
+    if len(sizes) == 2:
+        line = "unchecked"
+        caveats.append("2 sizes: the line in log size cannot be checked")
+    elif not enough:
+        line = "-"
+    elif repeats < 2:
+        line = "unchecked"
+        caveats.append("one pool draw per size: the line cannot be checked (a draw's effect at "
+                       "a size looks like a departure from it)")
+    else:
+        degree = _departure(diff, x)
+        line = "fits" if degree is None else "does not fit"
+        if degree is not None:
+            text = (f"no crossing given: the gap is not a line in log size over {measured} "
+                    f"(its degree-{degree} departure excludes 0 at {LACK_OF_FIT:.0%})")
+            return Crossover(tuple(sizes), queries, repeats, lo_gap, hi_gap, slope, slope_low,
+                             slope_high, line, None, None, None, "curved",
+                             "; ".join([text, *caveats]) + suffix)
+    parts = [tuple(sizes), queries, repeats, lo_gap, hi_gap, slope, slope_low, slope_high, line]
     if abs(slope) <= FLAT:
         text = ("tied at every measured size" if abs(mean) <= FLAT else
                 f"no crossing in the measured range {measured}: parallel lines")
-        return Crossover(tuple(sizes), queries, fewest, lo_gap, hi_gap, float(slope), None,
-                         None, None, resamples, 0, "parallel", text + suffix)
+        return Crossover(*parts, None, None, None, "parallel",
+                         "; ".join([text, *caveats]) + suffix)
     log_cross = float(x.mean() - mean / slope)
     with np.errstate(over="ignore"):
         crossing = float(np.exp(log_cross))  # inf for a slope of nearly 0
-    low, high, none = (None, None, 0) if queries < MIN_QUERIES else _crossing_interval(
-        diff, x, bounds, float(mean), float(slope), resamples, seed, draws)
+    u = np.linspace(centred[0], centred[-1], GRID)
+    accepted = _accepted(lines_a, lines_b, u) if enough else np.zeros(GRID, dtype=bool)
     where = _size(crossing, sizes)
+    low = high = None
     if lo_gap * hi_gap <= 0:
-        outcome, text = "crosses", f"crosses at {where} within the measured range {measured}"
-        if low is not None and high is not None and (low < sizes[0] or high > sizes[-1]):
-            text += (f"; its interval {_interval(low, high, tuple(sizes))} runs past the "
-                     "measured range")
+        outcome, text = "crosses", f"crosses at {where} {UNIT} within the measured range {measured}"
+        if enough:
+            low, high = _crossing_interval(accepted, u, float(x.mean()))
+            if low == 0 and math.isinf(high):
+                text += (f"; where is not determined with {repeats} draw"
+                         f"{'s' if repeats != 1 else ''} and {queries} queries: the gap's "
+                         "interval holds 0 across the measured range")
+            elif low == 0 or math.isinf(high):
+                text += "; its interval is open where it reaches the measured range's end"
     else:
-        closing = abs(hi_gap) < abs(lo_gap)
-        trend = "gap closing" if closing else "gap widening"
         outcome = "beyond" if log_cross > x[-1] else "below"
-        place = ("beyond the largest measured pool" if outcome == "beyond"
-                 else "below the smallest measured pool")
-        text = (f"no crossing in the measured range {measured} ({trend}); extrapolated: "
-                f"{where}, {place}")
-    if none:
-        text += (f"; {none} of {resamples} resamples ({none / resamples:.0%}) have no crossing "
-                 "on the fit's side")
-    if queries < MIN_QUERIES:
-        text += (f"; no interval from {queries} query (a bootstrap over queries needs "
-                 f"{MIN_QUERIES} or more)")
-    elif draws and fewest < 2:
-        text += "; one pool draw per size: the interval is over queries only"
-    return Crossover(tuple(sizes), queries, fewest, lo_gap, hi_gap, float(slope), crossing,
-                     low, high, resamples, none, outcome, text + suffix)
+        trend = _trend(abs(hi_gap) < abs(lo_gap), slope_low, slope_high)
+        text = f"no crossing in the measured range {measured}{trend}"
+        if floor is not None:
+            text += (f"; none extrapolated: {floor} is at its floor (chance at every size: "
+                     "its line is no trend to meet)")
+            crossing = None
+        else:
+            place = ("beyond the largest measured pool" if outcome == "beyond"
+                     else "below the smallest measured pool")
+            text += (f"; extrapolated: {where} {UNIT}, {place} (the line's point only: no "
+                     "interval beyond the measured sizes)")
+        if accepted.any():
+            lo_in, hi_in = _crossing_interval(accepted, u, float(x.mean()))
+            text += (f"; a crossing in {_interval(lo_in, hi_in, tuple(sizes))} {UNIT} is not "
+                     "ruled out")
+    return Crossover(*parts, crossing, low, high, outcome,
+                     "; ".join([text, *caveats]) + suffix)
 
 
-def _crossing_interval(diff: np.ndarray, x: np.ndarray, bounds: np.ndarray, mean: float,
-                       slope: float, resamples: int, seed: int, draws: bool
-                       ) -> tuple[float, float, int]:
-    """The crossing's LEVEL percentile interval over `_bootstrap`'s resamples (a resample
-    without a crossing on the fit's side at infinity on the side it moves to), and how many
-    resamples have none."""
-    gap_mean, gap_slope = _bootstrap(diff, x, bounds, resamples, seed, draws)
-    crosses = np.sign(gap_slope) == np.sign(slope)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        logs = np.where(crosses, x.mean() - gap_mean / np.where(crosses, gap_slope, 1.0),
-                        np.where(-gap_mean * np.sign(slope) > 0, np.inf, -np.inf))
-        low, high = (float(v) for v in np.exp(np.quantile(
-            logs, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf")))
-    return low, high, int((~crosses).sum())
-
-
-def _counts(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
-    """n resamples of k positions drawn with replacement, as counts per position (n x k,
-    float): the multinomial weights of a bootstrap, drawn as indices (much faster)."""
-    drawn = rng.integers(0, k, size=(n, k)) + np.arange(n)[:, None] * k
-    return np.bincount(drawn.ravel(), minlength=n * k).reshape(n, k).astype(np.float64)
-
-
-def _bootstrap(diff: np.ndarray, x: np.ndarray, bounds: np.ndarray, resamples: int,
-               seed: int, draws: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Each resample's mean gap and slope: query weights (`_counts`: one draw for every
-    column) times the query x (size, repeat) matrix, then each size's repeats reweighted by a
-    draw of its own; CHUNK resamples at a time."""
-    rng = np.random.default_rng(seed)
-    queries, columns = diff.shape
-    means, slopes = [], []
-    for start in range(0, resamples, CHUNK):
-        n = min(CHUNK, resamples - start)
-        column_means = _counts(rng, n, queries) @ diff / queries  # (n, columns)
-        gaps = np.empty((n, len(x)))
-        for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
-            r = hi - lo
-            draw = _counts(rng, n, r) if draws else np.ones((n, r))
-            gaps[:, i] = (column_means[:, lo:hi] * draw).sum(axis=1) / r
-        mean, slope = _fit(gaps, x)
-        means.append(mean)
-        slopes.append(slope)
-    return np.concatenate(means), np.concatenate(slopes)
+def _trend(closing: bool, low: float | None, high: float | None) -> str:
+    """The gap's trend in words, only where the slope's interval excludes 0."""
+    if low is None or high is None:
+        return ""
+    if low <= 0 <= high:
+        return " (no trend: the slope's 95% interval holds 0)"
+    return " (gap closing)" if closing else " (gap widening)"
 
 
 SCHEMA = {"metric": pl.String, "a": pl.String, "b": pl.String, "sizes": pl.List(pl.Int64),
           "queries": pl.Int64, "repeats": pl.Int64, "gap_min": pl.Float64,
-          "gap_max": pl.Float64, "slope": pl.Float64, "crossing": pl.Float64,
-          "low": pl.Float64, "high": pl.Float64, "resamples": pl.Int64,
-          "no_crossing": pl.Int64, "outcome": pl.String, "text": pl.String}
+          "gap_max": pl.Float64, "slope": pl.Float64, "slope_low": pl.Float64,
+          "slope_high": pl.Float64, "line": pl.String, "crossing": pl.Float64,
+          "low": pl.Float64, "high": pl.Float64, "outcome": pl.String, "text": pl.String}
 
 
-def crossovers(results: pl.DataFrame, a: str, b: str, metric: str = "map",
-               resamples: int = RESAMPLES, seed: int = 0) -> pl.DataFrame:
+def crossovers(results: pl.DataFrame, a: str, b: str, metric: str = "map") -> pl.DataFrame:
     """`crossover` of A and B on `metric` for every set of shared queries of `results` (rows
     of runs/results.parquet: split by SPLIT_KEYS, those it has), in sorted order: the keys,
     then SCHEMA's columns. A metric or model that `results` does not hold is refused (names
@@ -257,7 +356,7 @@ def crossovers(results: pl.DataFrame, a: str, b: str, metric: str = "map",
     parts = data.partition_by(keys, as_dict=True) if keys else {(): data}
     for key in sorted(parts, key=lambda k: tuple((v is None, "" if v is None else v)
                                                  for v in k)):
-        found = crossover(parts[key], a, b, resamples, seed)
+        found = crossover(parts[key], a, b)
         rows.append({**dict(zip(keys, key, strict=True)), "metric": metric, "a": a, "b": b,
                      **asdict(found), "sizes": list(found.sizes)})
     schema = {k: results.schema[k] for k in keys} | SCHEMA
@@ -292,15 +391,21 @@ def pair_text(found: Crossover) -> list[str]:
     outcome."""
     sizes = ", ".join(map(format_size, found.sizes)) or "-"
     gap = ["-" if g is None else f"{g * 100:+.1f}" for g in (found.gap_min, found.gap_max)]
-    interval = _interval(found.low, found.high, found.sizes) or (
-        too_few(found.queries) if found.crossing is not None else "-")
+    if found.low is not None:
+        interval = _interval(found.low, found.high, found.sizes)
+    elif found.crossing is None:
+        interval = "-"
+    elif found.queries < MIN_QUERIES:
+        interval = too_few(found.queries)
+    else:
+        interval = "none (extrapolated)"
     return [sizes, *gap, "-" if found.crossing is None else _size(found.crossing, found.sizes),
             interval, found.text]
 
 
 REFERENCE = "bm25"  # the model every other is paired with when the corpus has it (the paper's)
-HEADER = ["pools", "pair (a - b)", "sizes", "gap at smallest", "gap at largest", "crossing",
-          "95% interval", "outcome"]
+HEADER = ["pools", "pair (a - b)", "sizes", "gap at smallest", "gap at largest",
+          f"crossing ({UNIT})", f"95% interval ({UNIT})", "outcome"]
 
 
 def pairs(models: list[str]) -> list[tuple[str, str]]:
@@ -312,8 +417,7 @@ def pairs(models: list[str]) -> list[tuple[str, str]]:
     return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
 
 
-def crossover_rows(results: pl.DataFrame, metric: str, resamples: int = RESAMPLES,
-                   seed: int = 0) -> list[list[str]]:
+def crossover_rows(results: pl.DataFrame, metric: str) -> list[list[str]]:
     """The report's rows (HEADER): per scope measured at two or more pool sizes (levels and
     scopes sorted), each pair (`pairs` of the corpus's models) on `metric`; [] when every
     scope has one pool size or there is one model (`no_rows_reason`)."""
@@ -328,6 +432,6 @@ def crossover_rows(results: pl.DataFrame, metric: str, resamples: int = RESAMPLE
         field = part["field"].drop_nulls()
         where = "dataset" if level == "dataset" else (field[0] if field.len() else scope)
         for a, b in pairs(models):
-            found = crossover(part, a, b, resamples, seed)
+            found = crossover(part, a, b)
             rows.append([where, f"{a} - {b}", *pair_text(found)])
     return rows

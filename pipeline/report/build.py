@@ -19,7 +19,7 @@ from pipeline.core.files import write_json
 from pipeline.core.inputs import Roots
 from pipeline.core.manifests import manifest
 from pipeline.evaluation.crossover import HEADER as CROSSOVER_HEADER
-from pipeline.evaluation.crossover import RESAMPLES, crossover_rows, no_rows_reason
+from pipeline.evaluation.crossover import crossover_rows, no_rows_reason
 from pipeline.evaluation.evaluate import read_results
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import (
@@ -482,19 +482,22 @@ def crossover_section(data: Results) -> Section:
     if results.is_empty():
         return Section("crossover")
     metric = main_metric(sorted(results["metric"].unique().to_list(), key=metric_key)) or "map"
-    seed = int(results["seed"][0])
-    rows = crossover_rows(results, metric, RESAMPLES, seed)
+    rows = crossover_rows(results, metric)
     if not rows:
         return Section("crossover", text=(
             f"## {data.corpus}: where the curves cross\n\nNo crossing estimated: "
             f"{no_rows_reason(results, metric)}.\n"))
     caption = (f"{data.corpus}: where the curves cross, {metric_name(metric)} against pool size "
                "per pair a - b; gaps: the fitted a - b x100 at the smallest and the largest "
-               "measured size; the gap fitted as a line in log pool size by least squares over "
-               "the measured sizes (a line in log size is an assumption, checked only at the "
-               "measured sizes), crossing where it is 0; 95% percentile bootstrap interval "
-               f"over queries and pool draws ({RESAMPLES:,} resamples, seed {seed}); a crossing "
-               "outside the measured sizes is an extrapolation")
+               "measured size; the gap fitted as a line in log pool size over the measured "
+               "sizes, tested against them with 3 or more (no crossing where it does not "
+               "fit; with 2 it cannot be checked), crossing where it is 0; 95% interval: the "
+               "measured sizes where the gap's interval over queries and pool draws (as the "
+               "variance section's, each repeat's nested pools one draw) holds 0, open (< or >) "
+               "where it reaches the measured range's end; a crossing outside the measured "
+               "sizes is an extrapolation, without interval, and none toward a model at its "
+               "floor (random); a trend (gap closing or widening) only where the slope's "
+               "interval excludes 0")
     return Section("crossover", (Table("crossover", caption, CROSSOVER_HEADER, rows),))
 
 

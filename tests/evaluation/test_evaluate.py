@@ -236,7 +236,7 @@ def _readers(root: Path) -> dict[str, Callable[[], object]]:
     path = root / "runs" / "results.parquet"
     return {"variance": lambda: pipeline.variance(path),
             "topic_set_size": lambda: pipeline.topic_set_size(path),
-            "crossover": lambda: pipeline.crossover(path, "bm25", "random", resamples=50),
+            "crossover": lambda: pipeline.crossover(path, "bm25", "random"),
             "Data.results": lambda: pipeline.Data(root).results(collect=False),
             "build_report": lambda: pipeline.build_report(root, "demo", collect=False)}
 
