@@ -1,5 +1,5 @@
 """Where the variance of a mean comes from, intervals that account for it, and how many queries
-and pool draws are enough (issue 42).
+and pool draws are enough (issues 42, 47).
 
 Within one seed, every repeat (pool draw) of a pool size has the same queries (MDCR §3): a
 model's per-query values at one size form a crossed Q x R design, queries x draws. Its two-way
@@ -21,11 +21,11 @@ part by the t quantile of its own degrees of freedom (`difference_interval`: Sat
 (1946) single t under-covered with 3 draws). The queries-only interval (the paired t-test's:
 per-query differences averaged over draws) ignores the draw term.
 
-Topic set size (Sakai 2016): the fewest queries n for a two-sided paired t-test at level alpha
-to have power >= `power` against a difference delta, from scipy's noncentral t with n-1
-degrees of freedom and noncentrality delta / sqrt((s2_query + s2_resid/R)/n + s2_draw/R). With
-s2_draw = 0 it is Sakai's paired-t topic set size; with s2_draw > 0 no number of queries may
-reach the power with R draws (the draw term alone bounds the noncentrality): None.
+Queries needed (topic set size, Sakai 2016): the fewest queries n at which a test the report
+runs reaches a power against a difference delta with R draws, from one pair's difference's
+components: the queries-and-draws interval excluding 0 (`interval_power`; None when its draw
+part alone keeps it below the power: not reachable with R draws), or, where no draw variance
+was measured, the paired t over queries (noncentral t, n-1 degrees of freedom).
 
 Values reach every sum sorted by query id, then draw, so the numbers do not depend on the
 rows' order or polars' threads.
