@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,7 +135,8 @@ class Interval:
     high: float
 
 
-def half_widths(ms_query, ms_draw, ms_resid, queries: int, draws: int,
+def half_widths(ms_query: np.ndarray | float, ms_draw: np.ndarray | float,
+                ms_resid: np.ndarray | float, queries: int, draws: int,
                 level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
     """The half-widths of the two intervals of a difference's mean from its mean squares
     (arrays or floats): queries only, t(Q-1) sqrt(MS_Q/(QR)); queries and draws, each part of
@@ -237,7 +239,7 @@ class Needed:
     reason: str | None = None
 
 
-def _smallest(enough, low: int) -> int | None:
+def _smallest(enough: Callable[[int], bool], low: int) -> int | None:
     """The smallest n >= max(low, 2) with enough(n) (enough rising with n), None beyond
     MAX_QUERIES: doubling, then bisection."""
     low = max(low, 2)
