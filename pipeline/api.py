@@ -434,15 +434,16 @@ def topic_set_size(results: str | os.PathLike | pl.DataFrame,
                    deltas: Sequence[float] = (0.01, 0.02, 0.05),
                    draws: Sequence[int] = (1, 3, 5, 10), corpus: str | None = None,
                    seed: int = 0, alpha: float = 0.05, power: float = 0.8) -> pl.DataFrame:
-    """How many queries a two-sided paired t-test at level `alpha` needs to reach `power`
-    against each difference in `deltas` (metric units, 0.01 = 1 point x100) with each number of
-    pool `draws`, from each pool size's, scope's and metric's variance components of a model
-    difference, pooled over its pairs of models (as `variance` selects the rows). Returns size,
-    scope, metric, delta, draws, queries (null: not reachable with those draws),
-    measured_draws; pools measured with one draw give draws = 1 only (the draw's variance is
-    unknown). Writes nothing."""
-    from pipeline.evaluation.variance import pooled, queries_needed
+    """How many queries each pair of models needs for a test the report runs, at level
+    `alpha`, to reach `power` against each difference in `deltas` (metric units, 0.01 = 1 point
+    x100) with each number of pool `draws`, from that pair's difference's variance components
+    per pool size, scope and metric (as `variance` selects the rows): the queries-and-draws
+    interval excluding 0, or the paired t over queries where no draw variance was measured.
+    Returns size, scope, metric, a, b, delta, draws, queries (null: see reason), test, reason,
+    measured_draws, draw_df, identical; pools measured with one draw give draws = 1 only (the
+    draw's variance is unknown). Writes nothing."""
+    from pipeline.evaluation.variance import pair_components, queries_needed
 
     rows = _report_rows(results, corpus, seed, "topic_set_size")
-    return queries_needed(pooled(rows), tuple(map(float, deltas)), tuple(map(int, draws)),
-                          alpha, power)
+    return queries_needed(pair_components(rows), tuple(map(float, deltas)),
+                          tuple(map(int, draws)), alpha, power)

@@ -1,5 +1,5 @@
 """Where the variance of a mean comes from, intervals that account for it, and how many queries
-and pool draws are enough (issue 42).
+and pool draws are enough (issues 42, 47).
 
 Within one seed, every repeat (pool draw) of a pool size has the same queries (MDCR §3): a
 model's per-query values at one size form a crossed Q x R design, queries x draws. Its two-way
@@ -21,11 +21,11 @@ part by the t quantile of its own degrees of freedom (`difference_interval`: Sat
 (1946) single t under-covered with 3 draws). The queries-only interval (the paired t-test's:
 per-query differences averaged over draws) ignores the draw term.
 
-Topic set size (Sakai 2016): the fewest queries n for a two-sided paired t-test at level alpha
-to have power >= `power` against a difference delta, from scipy's noncentral t with n-1
-degrees of freedom and noncentrality delta / sqrt((s2_query + s2_resid/R)/n + s2_draw/R). With
-s2_draw = 0 it is Sakai's paired-t topic set size; with s2_draw > 0 no number of queries may
-reach the power with R draws (the draw term alone bounds the noncentrality): None.
+Queries needed (topic set size, Sakai 2016): the fewest queries n at which a test the report
+runs reaches a power against a difference delta with R draws, from one pair's difference's
+components: the queries-and-draws interval excluding 0 (`interval_power`; None when its draw
+part alone keeps it below the power: not reachable with R draws), or, where no draw variance
+was measured, the paired t over queries (noncentral t, n-1 degrees of freedom).
 
 Values reach every sum sorted by query id, then draw, so the numbers do not depend on the
 rows' order or polars' threads.
@@ -35,11 +35,13 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
+from pipeline.core.errors import InputError
 from pipeline.evaluation.significance import MIN_QUERIES, ordered
 
 KEYS = ["size", "scope", "metric"]  # a pool size of one scope and a metric: one decomposition
@@ -97,25 +99,34 @@ class Components:
         return q / total, d / total, e / total
 
 
+def mean_squares(values: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The grand mean, MS_Q, MS_R and MS_E of each Q x R matrix in the last two axes of
+    `values` (rows queries, columns draws): arrays of the leading shape; NaN where undefined
+    (MS_Q with one query, MS_R and MS_E with one draw)."""
+    y = np.asarray(values, dtype=np.float64)
+    q, r = y.shape[-2:]
+    mean = y.mean(axis=(-2, -1))
+    rows, cols = y.mean(axis=-1), y.mean(axis=-2)
+    nan = np.full(mean.shape, math.nan)
+    ms_q = r * ((rows - mean[..., None]) ** 2).sum(axis=-1) / (q - 1) if q > 1 else nan
+    if r < 2:
+        return mean, ms_q, nan, nan
+    ms_r = q * ((cols - mean[..., None]) ** 2).sum(axis=-1) / (r - 1)
+    resid = y - rows[..., :, None] - cols[..., None, :] + mean[..., None, None]
+    ms_e = (resid ** 2).sum(axis=(-2, -1)) / ((q - 1) * (r - 1)) if q > 1 else nan
+    return mean, ms_q, ms_r, ms_e
+
+
 def decompose(values: np.ndarray) -> Components:
     """The mean squares of a Q x R matrix (rows queries sorted by id, columns draws sorted)."""
-    y = np.asarray(values, dtype=np.float64)
-    q, r = y.shape
-    mean = float(y.mean())
-    rows, cols = y.mean(axis=1), y.mean(axis=0)
-    ms_q = r * float(((rows - mean) ** 2).sum()) / (q - 1) if q > 1 else math.nan
-    if r < 2:
-        return Components(q, r, mean, ms_q, math.nan, math.nan)
-    ms_r = q * float(((cols - mean) ** 2).sum()) / (r - 1)
-    resid = y - rows[:, None] - cols[None, :] + mean
-    ms_e = float((resid ** 2).sum()) / ((q - 1) * (r - 1)) if q > 1 else math.nan
-    return Components(q, r, mean, ms_q, ms_r, ms_e)
+    q, r = np.shape(values)
+    return Components(q, r, *map(float, mean_squares(values)))
 
 
 @dataclass(frozen=True)
 class Interval:
     """A mean difference and its `LEVEL` intervals: over queries only (the paired t-test's)
-    and over queries and draws (`difference_interval`)."""
+    and over queries and draws (`difference_interval`; the queries' alone with one draw)."""
 
     difference: float
     queries_low: float
@@ -124,35 +135,49 @@ class Interval:
     high: float
 
 
-def difference_interval(a: np.ndarray, b: np.ndarray, level: float = LEVEL) -> Interval:
-    """Two models' Q x R matrices, paired on (query, draw): the intervals of mean(a - b).
-
-    Queries only: t(Q-1) * sqrt(MS_Q/(QR)), the paired t-test's interval on the per-query
-    differences averaged over draws. Both sources: each of Var(dbar)'s two estimated parts
-    scaled by the t quantile of its own degrees of freedom, half-width
-    sqrt(t(Q-1)^2 MS_Q/(QR) + t(R-1)^2 max(MS_R - MS_E, 0)/(QR)) (the modified large-sample
-    idea of Graybill & Wang 1980). A t interval on Satterthwaite's degrees of freedom covered
-    92.8-93.8% at Q=100, R=3 once the draw made half the variance (its degrees of freedom are
-    estimated from the very mean square that is too small when it misses); this one covered
-    95.4-96.6% (docs/evaluation.md). One draw: the draw's variance is unknown, both intervals
-    are the queries'."""
+def half_widths(ms_query: np.ndarray | float, ms_draw: np.ndarray | float,
+                ms_resid: np.ndarray | float, queries: int, draws: int,
+                level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """The half-widths of the two intervals of a difference's mean from its mean squares
+    (arrays or floats): queries only, t(Q-1) sqrt(MS_Q/(QR)); queries and draws, each part of
+    Var(dbar) with the t quantile of its own degrees of freedom, in quadrature:
+    sqrt(t(Q-1)^2 MS_Q/(QR) + t(R-1)^2 max(MS_R - MS_E, 0)/(QR)) (Banerjee 1960's
+    conservative interval). One draw: both are the queries'."""
     from scipy.stats import t
 
-    c = decompose(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))
-    q, r = c.queries, c.draws
+    q, r = queries, draws
     half = (1 + level) / 2
-    queries_part = float(t.ppf(half, q - 1)) ** 2 * c.ms_query / (q * r) if q > 1 else math.nan
-    draw_part = (float(t.ppf(half, r - 1)) ** 2 * max(c.ms_draw - c.ms_resid, 0.0) / (q * r)
+    queries_part = float(t.ppf(half, q - 1)) ** 2 * np.asarray(ms_query) / (q * r) \
+        if q > 1 else np.full(np.shape(ms_query), math.nan)
+    draw_part = (float(t.ppf(half, r - 1)) ** 2
+                 * np.maximum(np.asarray(ms_draw) - np.asarray(ms_resid), 0.0) / (q * r)
                  if r > 1 else 0.0)
-    queries_half, width = math.sqrt(queries_part), math.sqrt(queries_part + draw_part)
+    return np.sqrt(queries_part), np.sqrt(queries_part + draw_part)
+
+
+def difference_interval(a: np.ndarray, b: np.ndarray, level: float = LEVEL) -> Interval:
+    """Two models' Q x R matrices, paired on (query, draw): the intervals of mean(a - b)
+    (`half_widths`). Satterthwaite's single t covered 92.8-93.8% at Q=100, R=3 once the draw
+    made half the variance (its degrees of freedom come from the very mean square that is too
+    small when it misses); this one 95.4-96.6% (docs/evaluation.md)."""
+    c = decompose(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))
+    queries_half, width = map(float, half_widths(c.ms_query, c.ms_draw, c.ms_resid,
+                                                 c.queries, c.draws, level))
     return Interval(c.mean, c.mean - queries_half, c.mean + queries_half, c.mean - width,
                     c.mean + width)
 
 
+# ---- queries needed: the power of the test the report runs -----------------------------------
+PAIRED_T = "paired t over queries"  # one draw, or no draw variance: the queries' test
+INTERVAL_TEST = "queries-and-draws interval excludes 0"  # `half_widths`' wider interval
+NODES = (32, 256, 8)  # the power's quadrature nodes over MS_Q, MS_R, MS_E
+
+
 def power_of(queries: int, delta: float, s2_query: float, s2_draw: float = 0.0,
              s2_resid: float = 0.0, draws: int = 1, alpha: float = 0.05) -> float:
-    """The power of the two-sided paired t-test on `queries` queries and `draws` draws
-    (noncentral t, queries - 1 degrees of freedom; see the module's docstring)."""
+    """The power of the two-sided paired t-test on the per-query differences averaged over
+    `draws` draws (noncentral t, queries - 1 degrees of freedom), were the draw variance
+    known: the test an oracle could run (`interval_power` is the report's)."""
     from scipy.stats import nct, t
 
     scale = math.sqrt((s2_query + s2_resid / draws) / queries + s2_draw / draws)
@@ -163,31 +188,97 @@ def power_of(queries: int, delta: float, s2_query: float, s2_draw: float = 0.0,
     return float(nct.sf(crit, df, ncp) + nct.cdf(-crit, df, ncp))
 
 
-def topic_set_size(delta: float, s2_query: float, s2_draw: float = 0.0, s2_resid: float = 0.0,
-                   draws: int = 1, alpha: float = 0.05, power: float = 0.8) -> int | None:
-    """The fewest queries (>= 2) whose paired t-test reaches `power` against `delta`; None
-    when none does with `draws` draws (the draw term alone keeps the power below it)."""
-    from scipy.stats import norm
+def _quantiles(df: float, nodes: int) -> np.ndarray:
+    """chi2(df)/df at the midpoints of `nodes` equal-probability bins: a mean square over its
+    expectation, for the midpoint rule in probability."""
+    from scipy.stats import chi2
 
-    if s2_draw > 0:  # the power as queries grow without bound: a z test on the draw term
-        ncp = abs(delta) / math.sqrt(s2_draw / draws)
-        z = float(norm.ppf(1 - alpha / 2))
-        if float(norm.sf(z - ncp) + norm.cdf(-z - ncp)) < power:
-            return None
+    return chi2.ppf((np.arange(nodes) + 0.5) / nodes, df) / df
 
-    def enough(n: int) -> bool:
-        return power_of(n, delta, s2_query, s2_draw, s2_resid, draws, alpha) >= power
 
-    high = 2
+def interval_power(queries: int, delta: float, s2_query: float, s2_draw: float,
+                   s2_resid: float, draws: int, alpha: float = 0.05) -> float:
+    """P(the 1 - alpha queries-and-draws interval excludes 0) on `queries` x `draws` under the
+    crossed normal model: the mean difference ~ N(delta, V) independent of the three mean
+    squares (scaled chi-squares on Q-1, R-1 and (Q-1)(R-1) degrees of freedom), so the power is
+    the mean over the mean squares of the normal's mass beyond the interval's half-width,
+    integrated by the midpoint rule in probability (`NODES`; its accuracy is checked against
+    simulated data sets in tests/evaluation/test_variance.py)."""
+    from scipy.special import ndtr  # the standard normal's cdf, without scipy.stats' checks
+
+    q, r = queries, draws
+    expected = (s2_resid + r * s2_query, s2_resid + q * s2_draw, s2_resid)  # E[MS_Q, MS_R, MS_E]
+    ms_q = expected[0] * _quantiles(q - 1, NODES[0])[:, None, None]
+    ms_r = expected[1] * _quantiles(r - 1, NODES[1])[None, :, None]
+    ms_e = expected[2] * _quantiles((q - 1) * (r - 1), NODES[2])[None, None, :]
+    _, half = half_widths(ms_q, ms_r, ms_e, q, r, 1 - alpha)
+    sd = math.sqrt((expected[0] + expected[1] - expected[2]) / (q * r))
+    if sd == 0:
+        return 1.0
+    return float((ndtr((abs(delta) - half) / sd) + ndtr((-half - abs(delta)) / sd)).mean())
+
+
+def limit_power(delta: float, s2_draw: float, draws: int, alpha: float = 0.05) -> float:
+    """The queries-and-draws interval's power as queries grow without bound: its draw part
+    alone, a t-test on the R draw means (noncentral t, R-1 degrees of freedom, noncentrality
+    delta / sqrt(s2_draw / R))."""
+    from scipy.stats import nct, t
+
+    df, ncp = draws - 1, abs(delta) / math.sqrt(s2_draw / draws)
+    crit = float(t.ppf(1 - alpha / 2, df))
+    return float(nct.sf(crit, df, ncp) + nct.cdf(-crit, df, ncp))
+
+
+@dataclass(frozen=True)
+class Needed:
+    """`topic_set_size`'s answer: the fewest queries (None: none reaches the power, `reason`
+    says why) and the test that number is for."""
+
+    queries: int | None
+    test: str
+    reason: str | None = None
+
+
+def _smallest(enough: Callable[[int], bool], low: int) -> int | None:
+    """The smallest n >= max(low, 2) with enough(n) (enough rising with n), None beyond
+    MAX_QUERIES: doubling, then bisection."""
+    low = max(low, 2)
+    if enough(low):
+        return low
+    high = low * 2
     while not enough(high):
         if high >= MAX_QUERIES:
             return None
-        high *= 2
-    low = high // 2  # not enough (or below 2)
+        low, high = high, min(high * 2, MAX_QUERIES)
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (low, mid) if enough(mid) else (mid, high)
-    return max(high, 2)
+    return high
+
+
+def topic_set_size(delta: float, s2_query: float, s2_draw: float = 0.0, s2_resid: float = 0.0,
+                   draws: int = 1, alpha: float = 0.05, power: float = 0.8) -> Needed:
+    """The fewest queries (>= 2) at which a test of level `alpha` that the report runs reaches
+    `power` against a difference `delta`, from a difference's variance components with
+    `draws` draws. No draw variance (s2_draw 0 or unknown, NaN): the paired t over queries
+    (Sakai 2016's topic set size; the draws not separated). Otherwise the queries-and-draws
+    interval (`interval_power`); None when its draw part alone keeps it below `power`
+    (`limit_power`: not reachable with R draws), and with one draw, whose variance no test on
+    one draw can separate."""
+    if not s2_draw > 0:
+        n = _smallest(lambda n: power_of(n, delta, s2_query, 0.0, s2_resid, draws, alpha)
+                      >= power, 2)
+        return Needed(n, PAIRED_T, None if n else f"more than {MAX_QUERIES:,} queries")
+    if draws < 2:
+        return Needed(None, INTERVAL_TEST, "one draw: its variance cannot be separated, no "
+                                           "test on one draw holds its level")
+    if limit_power(delta, s2_draw, draws, alpha) < power:
+        return Needed(None, INTERVAL_TEST, f"not reachable with {draws} draws")
+    oracle = _smallest(lambda n: power_of(n, delta, s2_query, s2_draw, s2_resid, draws, alpha)
+                       >= power, 2)  # a test that knew the draw variance: a lower bound
+    n = _smallest(lambda n: interval_power(n, delta, s2_query, s2_draw, s2_resid, draws, alpha)
+                  >= power, oracle or 2)
+    return Needed(n, INTERVAL_TEST, None if n else f"more than {MAX_QUERIES:,} queries")
 
 
 # ---- frames: the report's rows (scope, size, metric, model, query, repeat, value) -------------
@@ -200,18 +291,27 @@ DIFFERENCE_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String,
                      "a": pl.String, "b": pl.String, "queries": pl.Int64, "draws": pl.Int64,
                      "difference": pl.Float64, "queries_low": pl.Float64,
                      "queries_high": pl.Float64, "low": pl.Float64, "high": pl.Float64}
-POOLED_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String,
-                 "pairs": pl.Int64, "queries": pl.Int64, "draws": pl.Int64,
-                 "s2_query": pl.Float64, "s2_draw": pl.Float64, "s2_resid": pl.Float64,
-                 "identical": pl.List(pl.String)}
+PAIR_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String,
+               "a": pl.String, "b": pl.String, "queries": pl.Int64, "draws": pl.Int64,
+               "s2_query": pl.Float64, "s2_draw": pl.Float64, "s2_resid": pl.Float64,
+               "identical": pl.List(pl.String)}
 SIZE_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String,
-               "delta": pl.Float64, "draws": pl.Int64, "queries": pl.Int64,
-               "measured_draws": pl.Int64, "identical": pl.List(pl.String)}
+               "a": pl.String, "b": pl.String, "delta": pl.Float64, "draws": pl.Int64,
+               "queries": pl.Int64, "test": pl.String, "reason": pl.String,
+               "measured_draws": pl.Int64, "draw_df": pl.Int64,
+               "identical": pl.List(pl.String)}
 
 
 def _cells(rows: pl.DataFrame) -> list[tuple[tuple, pl.DataFrame]]:
-    """`rows` (null values dropped, a cell's duplicate rows averaged) split by KEYS, in their
-    sorted order (metrics by name), each part's rows model, query, repeat, value."""
+    """`rows` (null values dropped, a NaN refused, a cell's duplicate rows averaged) split by
+    KEYS, in their sorted order (metrics by name), each part's rows model, query, repeat,
+    value."""
+    nan = rows.filter(pl.col("value").is_nan())
+    if nan.height:  # a NaN would make a mean NaN and silently drop a pair's query
+        first = nan.sort("model", "query").row(0, named=True)
+        raise InputError(f"results: {nan.height} value(s) are NaN (e.g. model {first['model']}, "
+                         f"query {first['query']}, metric {first['metric']}): a metric is never "
+                         "NaN; rerun that run's evaluation (make eval) and the report")
     data = (rows.filter(pl.col("value").is_not_null())
             .group_by(*KEYS, "model", "query", "repeat").agg(ordered("value").mean()))
     parts = data.partition_by(KEYS, as_dict=True)
@@ -301,58 +401,51 @@ def _distinct(pairs: list[tuple[str, str, np.ndarray]]
               ) -> tuple[list[tuple[str, str, np.ndarray]], list[str]]:
     """`pairs` (`_pairs`: a before b by name) without the models that score exactly as a
     model before them on every (query, draw) they share (a copy of a run: its difference is
-    0 everywhere, and would pull the pooled variance toward 0 and double another pair's
-    weight), and those models' names."""
+    0 everywhere: no variance, and queries needed of 2 for any delta), and those models'
+    names."""
     copies = sorted({b for _, b, d in pairs if not d.any()})
     return [p for p in pairs if p[0] not in copies and p[1] not in copies], copies
 
 
-def pooled(rows: pl.DataFrame) -> pl.DataFrame:
-    """The components of a model difference per pool size, scope and metric, pooled over its
-    pairs of models (the mean of each pair's unbiased moment estimate, then truncated at 0, as
-    Sakai pools the variance over systems); draw and interaction null with one draw. A model
-    identical to another (`_distinct`) is left out, named in `identical`; a cell of identical
-    models only has no row."""
+def pair_components(rows: pl.DataFrame) -> pl.DataFrame:
+    """The components of each pair's difference a - b per pool size, scope and metric
+    (PAIR_SCHEMA; draw and interaction null with one draw), the pairs with MIN_QUERIES queries
+    or more. Per pair, not pooled over pairs: the pairs' variances differ (a random floor's
+    difference with any model is its own), and a pooled mean answers for no pair. A model
+    identical to another (`_distinct`: a zero difference everywhere) is left out, named in
+    `identical`."""
     out = []
     for (size, scope, metric), cell in _cells(rows):
         kept, copies = _distinct([p for p in _pairs(cell) if p[2].shape[0] >= MIN_QUERIES])
-        found = [decompose(d) for _, _, d in kept]
-        if not found:
-            continue
-        q, r = min(c.queries for c in found), min(c.draws for c in found)
-        ms = np.array([[c.ms_query, c.ms_draw, c.ms_resid] for c in found]).mean(axis=0)
-        if r < 2:
-            s2 = (float(ms[0]), None, None)
-        else:
-            s2 = (max((ms[0] - ms[2]) / r, 0.0), max((ms[1] - ms[2]) / q, 0.0), float(ms[2]))
-        out.append({"size": size, "scope": scope, "metric": metric, "pairs": len(found),
-                    "queries": q, "draws": r, "s2_query": s2[0], "s2_draw": s2[1],
-                    "s2_resid": s2[2], "identical": copies})
-    return pl.DataFrame(out, schema=POOLED_SCHEMA)
+        for a, b, d in kept:
+            c = decompose(d)
+            out.append({"size": size, "scope": scope, "metric": metric, "a": a, "b": b,
+                        "queries": c.queries, "draws": c.draws, "s2_query": c.s2_query,
+                        "s2_draw": _finite(c.s2_draw), "s2_resid": _finite(c.s2_resid),
+                        "identical": copies})
+    return pl.DataFrame(out, schema=PAIR_SCHEMA)
 
 
-def queries_needed(pooled_rows: pl.DataFrame, deltas: tuple[float, ...] = (0.01, 0.02, 0.05),
+def queries_needed(pairs: pl.DataFrame, deltas: tuple[float, ...] = (0.01, 0.02, 0.05),
                    draws: tuple[int, ...] = (1, 3, 5, 10), alpha: float = 0.05,
                    power: float = 0.8) -> pl.DataFrame:
-    """`topic_set_size` for each row of `pooled` (its variances), delta and number of draws
-    (SIZE_SCHEMA; queries null: not reachable with those draws). Measured with one draw, the
-    draw component is unknown: only draws = 1 is given (no row for the others), with s2_draw
-    taken as 0 (Sakai's queries-only number). `identical`: the models `pooled` left out as
-    copies of another."""
+    """`topic_set_size` for each row of `pair_components` (its variances), delta and number
+    of draws (SIZE_SCHEMA: queries null with the `reason`; `test` the test the number is for;
+    `draw_df` the degrees of freedom of the draw estimate it rests on, measured draws - 1).
+    Measured with one draw, the draw component is unknown: only draws = 1 is given (no row
+    for the others), the paired t over queries with the draws not separated."""
     out = []
-    for row in pooled_rows.sort("size", "scope", "metric").iter_rows(named=True):
+    for row in pairs.sort("size", "scope", "metric", "a", "b").iter_rows(named=True):
         measured = row["draws"]
+        s2_draw = math.nan if row["s2_draw"] is None else row["s2_draw"]
+        s2_resid = 0.0 if row["s2_resid"] is None else row["s2_resid"]
         for delta in deltas:
             for r in draws:
                 if measured < 2 and r != 1:
                     continue  # the draw component is unknown
-                if measured < 2:
-                    n = topic_set_size(delta, row["s2_query"], alpha=alpha, power=power)
-                else:
-                    n = topic_set_size(delta, row["s2_query"], row["s2_draw"], row["s2_resid"],
-                                       r, alpha, power)
-                out.append({"size": row["size"], "scope": row["scope"],
-                            "metric": row["metric"], "delta": delta, "draws": r,
-                            "queries": n, "measured_draws": measured,
-                            "identical": row["identical"]})
+                n = topic_set_size(delta, row["s2_query"], s2_draw, s2_resid, r, alpha, power)
+                out.append({**{k: row[k] for k in ("size", "scope", "metric", "a", "b")},
+                            "delta": delta, "draws": r, "queries": n.queries, "test": n.test,
+                            "reason": n.reason, "measured_draws": measured,
+                            "draw_df": measured - 1, "identical": row["identical"]})
     return pl.DataFrame(out, schema=SIZE_SCHEMA)

@@ -350,7 +350,8 @@ def csfcube_section(data: Results) -> Section:
     header, rows = csfcube_table(facets, csfcube_folds(data.runs_root, data.corpus, facets))
     caption = (f"{data.corpus}: CSFCube, NDCG%20 / MAP x100 per facet and over all facets, as "
                "CSFCube's evaluation computes them (MAP: grades >= 2 relevant; the mean of "
-               "the two test folds' means); bold: best NDCG%20")
+               "the two test folds' means; the significance, interval and variance sections "
+               "use the plain mean over the queries); bold: best NDCG%20")
     return Section("csfcube", (Table("csfcube", caption, header, rows),))
 
 

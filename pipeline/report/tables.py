@@ -497,6 +497,9 @@ def significance_section(results: pl.DataFrame) -> str:
                          p_cell(b["p"], b["p_holm"], b["queries"])])
     text = ("## Significance (paired over the same queries, values averaged over repeats; "
             "Holm-Bonferroni over the pairs of a pool and metric)\n\n")
+    if "level" in results.columns and (results["level"] == "csfcube").any():
+        text += ("CSFCube's facet pools: plain means over the queries here (its table prints "
+                 "the mean of the two test folds' means, as CSFCube's script).\n\n")
     text += markdown_table(header, rows) if rows else "Only one model: nothing to compare.\n"
     text += "\n## 95% bootstrap intervals of the mean over queries (x100)\n\n"
     return text + markdown_table(["pools", "metric", "model", "mean", "95% interval"], bounds)

@@ -7,7 +7,13 @@ from __future__ import annotations
 import polars as pl
 
 from pipeline.evaluation.significance import MIN_QUERIES, too_few
-from pipeline.evaluation.variance import components, differences, pooled, queries_needed
+from pipeline.evaluation.variance import (
+    PAIRED_T,
+    components,
+    differences,
+    pair_components,
+    queries_needed,
+)
 from pipeline.layout import format_size
 from pipeline.report.tables import MISSING, main_metric, metric_key, metric_name
 
@@ -15,6 +21,8 @@ DELTAS = (0.01, 0.02, 0.05)  # the differences the queries-needed table is for (
 DRAWS = (1, 3, 5, 10)  # its numbers of pool draws
 ALPHA, POWER = 0.05, 0.8
 UNREACHABLE = "not reachable"
+NO_TEST = "no test (1 draw)"  # one planned draw when the measured draws vary
+FLOORS = ("random",)  # models at a floor: no one plans queries to tell a model from them
 
 
 def _pools(size: int, scope: str) -> str:
@@ -41,13 +49,68 @@ def _few_queries(found: pl.DataFrame) -> str:
             "interval and no queries needed")
 
 
-def _identical(pooled_rows: pl.DataFrame) -> str:
-    """The queries-needed caption's note on the models left out of the pooling as copies."""
-    names = sorted({n for names in pooled_rows["identical"].to_list() for n in names})
+def _identical(pairs: pl.DataFrame) -> str:
+    """The queries-needed caption's note on the models left out as copies of another."""
+    names = sorted({n for names in pairs["identical"].to_list() for n in names})
     if not names:
         return ""
-    return (f"; left out of the pooling: {', '.join(names)}, identical to another model on "
-            "every query and draw (a zero difference would shrink the variance)")
+    return (f"; left out: {', '.join(names)}, identical to another model on every query and "
+            "draw (a zero difference has no variance to plan with)")
+
+
+def _needed(row: dict) -> str:
+    if row["queries"] is not None:
+        return str(row["queries"])
+    return NO_TEST if row["reason"].startswith("one draw") else UNREACHABLE
+
+
+def _csfcube(rows: pl.DataFrame) -> str:
+    """The note on CSFCube's facet pools: here the plain mean over queries."""
+    if "level" not in rows.columns or not (rows["level"] == "csfcube").any():
+        return ""
+    return ("; CSFCube's facet pools: the plain mean over queries (the CSFCube table prints "
+            "the mean of its two test folds' means, as CSFCube's script)")
+
+
+def queries_needed_table(rows: pl.DataFrame, corpus: str, name: str
+                         ) -> tuple[str, str, list[str], list[list[str]]] | None:
+    """The queries-needed table: per pair of models (none with a floor model, FLOORS) of each
+    scope's largest pool, the fewest queries at which the report's own test reaches POWER."""
+    pairs = pair_components(rows)
+    pairs = pairs.filter(pl.col("size") == pl.col("size").max().over("scope"),
+                         ~pl.col("a").is_in(list(FLOORS)), ~pl.col("b").is_in(list(FLOORS)))
+    if not pairs.height:
+        return None
+    table = queries_needed(pairs, DELTAS, DRAWS, ALPHA, POWER)
+    keys = ["size", "scope", "a", "b", "delta"]
+    body = []
+    for (size, scope, a, b, delta), group in table.group_by(keys, maintain_order=True):
+        cells = {r["draws"]: r for r in group.iter_rows(named=True)}
+        first = group.row(0, named=True)
+        test = ("paired t" if all(r["test"] == PAIRED_T for r in cells.values())
+                else "interval")
+        body.append([_pools(size, scope), a, b, f"{delta * 100:g}", test,
+                     str(first["draw_df"]),
+                     *[_needed(cells[d]) if d in cells else MISSING for d in DRAWS]])
+    floors = sorted(set(FLOORS) & set(rows["model"].unique().to_list()))
+    caption = (
+        f"{corpus}: queries needed to detect a {name} difference of delta x100 (alpha {ALPHA}, "
+        f"power {POWER}) with R pool draws, per pair of models, from the variance components "
+        "of that pair's difference on each scope's largest pool; test interval: the 95% "
+        "queries-and-draws interval of the differences table excludes 0 (each part's own t, "
+        "Q-1 and R-1 degrees of freedom, in quadrature: Banerjee 1960, conservative), its "
+        "power integrated over the mean squares' chi-squares; paired t: the paired t-test over "
+        "queries (Sakai 2016's topic set size), where no draw variance was measured (one draw, "
+        f"or its estimate 0): the draws not separated; {UNREACHABLE}: the interval's draw part "
+        f"(R-1 degrees of freedom) keeps its power below {POWER} however many queries; "
+        f"{NO_TEST}: one draw cannot separate a measured draw variance; {MISSING}: measured "
+        "with one draw, the draw's variance unknown; draw df: the degrees of freedom of the "
+        "draw estimate every number of the row rests on (2 with 3 draws: its 95% interval "
+        "spans 0.27 to 39.5 times the estimate; 0: none)"
+        + (f"; pairs with {', '.join(floors)} left out (a floor)" if floors else "")
+        + _identical(pairs))
+    return ("queries-needed", caption,
+            ["pools", "a", "b", "delta", "test", "draw df", *[f"R={d}" for d in DRAWS]], body)
 
 
 def variance_tables(results: pl.DataFrame, corpus: str
@@ -73,7 +136,7 @@ def variance_tables(results: pl.DataFrame, corpus: str
         + ("; -: one draw, the draw's share cannot be estimated and SE is the queries' alone"
            if one_draw else "")
         + "; with 3 draws the draw component rests on 2 degrees of freedom (its 95% interval "
-        "spans 0.27 to 39.5 times the estimate)" + _few_queries(found)),
+        "spans 0.27 to 39.5 times the estimate)" + _few_queries(found) + _csfcube(rows)),
         ["pools", "model", "queries x draws", "mean", "SE", "query", "draw", "query x draw"],
         [[_pools(r["size"], r["scope"]), r["model"], f"{r['queries']} x {r['draws']}",
           f"{r['mean'] * 100:.1f}", _se(r), _share(r["share_query"]),
@@ -86,37 +149,16 @@ def variance_tables(results: pl.DataFrame, corpus: str
             "query and pool draw), its 95% interval over queries only (the paired t-test's, "
             "values averaged over draws) and over queries and draws (each variance part with "
             "its own t quantile: queries Q-1, draws R-1 degrees of freedom)"
-            + ("; with one draw both are the queries'" if one_draw else "")
+            + ("; queries only (1 draw): one draw cannot give the draws' part" if one_draw
+               else "") + _csfcube(rows)
             + _few_queries(pairs)),
             ["pools", "a", "b", "difference", "95% queries only", "95% queries and draws"],
             [[_pools(r["size"], r["scope"]), r["a"], r["b"], f"{r['difference'] * 100:.1f}",
               _bounds(r["queries_low"], r["queries_high"], r["queries"]),
-              _bounds(r["low"], r["high"], r["queries"])]
+              _bounds(r["low"], r["high"], r["queries"]) if r["draws"] > 1
+              else "queries only (1 draw)"]
              for r in pairs.iter_rows(named=True)]))
-    components_of = pooled(rows)
-    largest = components_of.filter(pl.col("size") == pl.col("size").max().over("scope"))
-    if largest.height:
-        table = queries_needed(largest, DELTAS, DRAWS, ALPHA, POWER)
-        cells = {(r["scope"], r["delta"], r["draws"]): r["queries"]
-                 for r in table.iter_rows(named=True)}
-        measured = {r["scope"]: r["draws"] for r in largest.iter_rows(named=True)}
-        body = []
-        for r in largest.sort("size", "scope").iter_rows(named=True):
-            for delta in DELTAS:
-                row = [_pools(r["size"], r["scope"]), f"{delta * 100:g}"]
-                for draws in DRAWS:
-                    key = (r["scope"], delta, draws)
-                    row.append(MISSING if key not in cells else
-                               UNREACHABLE if cells[key] is None else str(cells[key]))
-                body.append(row)
-        few = sorted(s for s, d in measured.items() if d < 2)
-        tables.append(("queries-needed", (
-            f"{corpus}: queries needed for a two-sided paired t-test (alpha {ALPHA}, power "
-            f"{POWER}) to detect a {name} difference of delta x100 with R pool draws (topic set "
-            "size, Sakai 2016; noncentral t, Q-1 degrees of freedom), from each scope's largest "
-            "pool's variance components of a model difference, the mean over its pairs of models"
-            f"; {UNREACHABLE}: the draws' variance alone keeps the power below {POWER}"
-            + (f"; -: measured with one draw ({', '.join(few)}), the draw's variance is "
-               "unknown, R=1 assumes none" if few else "") + _identical(largest)),
-            ["pools", "delta", *[f"R={d}" for d in DRAWS]], body))
+    needed = queries_needed_table(rows, corpus, name)
+    if needed:
+        tables.append(needed)
     return tables

@@ -146,6 +146,18 @@ def test_every_kind_of_table_is_reported(reference):
         assert b"95% bootstrap intervals" in made[f"returned:{corpus}"]
 
 
+def test_csfcube_says_which_mean_each_section_prints(reference):
+    """Issue 47: CSFCube's table prints the mean of its two test folds' means, the significance,
+    interval and variance sections plain means over the queries, and nothing said which."""
+    _, made = reference
+    cube = made["returned:cube"].decode()
+    assert ("the mean of the two test folds' means; the significance, interval and variance "
+            "sections use the plain mean over the queries") in cube
+    assert "CSFCube's facet pools: plain means over the queries here" in cube
+    assert "CSFCube's facet pools: the plain mean over queries" in cube  # variance captions
+    assert "plain mean" not in made["returned:demo"].decode()
+
+
 def test_twice_gives_the_same_bytes(reference, tmp_path):
     runs_root, made = reference
     again = tmp_path / "runs"
