@@ -156,17 +156,18 @@ def safe_path(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{text!r}: use a path of letters, digits and ._/+,:@=~- only (no spaces, quotes, "
             "line breaks or shell characters)")
-    long = [part for part in text.split("/") if len(part.encode()) > MAX_COMPONENT]
-    if long:
-        raise argparse.ArgumentTypeError(
-            f"a folder name of {len(long[0])} characters ({long[0][:20]}...): file systems "
-            f"allow at most {MAX_COMPONENT}")
     return given_path(text)
 
 
 def given_path(text: str) -> str:
     """A path option whose characters are free (the command line's --raw, --model-path):
-    not so long that what the pipeline writes or reads under it fails (layout.MAX_GIVEN_PATH)."""
+    no folder or file name longer than the file system allows, and not so long that what the
+    pipeline writes or reads under it fails (layout.MAX_GIVEN_PATH)."""
+    long = [part for part in text.split("/") if len(part.encode()) > MAX_COMPONENT]
+    if long:
+        raise argparse.ArgumentTypeError(
+            f"a folder name of {len(long[0])} characters ({long[0][:20]}...): file systems "
+            f"allow at most {MAX_COMPONENT}")
     try:
         return check_path_length(text)
     except InputError as exc:
@@ -183,11 +184,6 @@ def input_path(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{text!r}: give the path of the file or folder, without control characters or "
             "spaces at either end")
-    long = [part for part in text.split("/") if len(part.encode()) > MAX_COMPONENT]
-    if long:
-        raise argparse.ArgumentTypeError(
-            f"a name of {len(long[0])} characters in the path ({long[0][:20]}...): file "
-            f"systems allow at most {MAX_COMPONENT}")
     return given_path(text)
 
 
