@@ -44,6 +44,7 @@ import polars as pl
 
 from pipeline.core.errors import InputError
 from pipeline.evaluation.significance import MIN_QUERIES, ordered, too_few
+from pipeline.evaluation.variance import half_widths
 from pipeline.layout import format_size
 from pipeline.models import REGISTRY
 
@@ -171,24 +172,13 @@ def _mean_squares(y: np.ndarray, z: np.ndarray) -> np.ndarray:
                      float((ey * ez).sum()) / ((q - 1) * (r - 1))])
 
 
-def _half_squared(ms: np.ndarray, q: int, r: int, level: float, draws_whole: bool = False
-                  ) -> np.ndarray:
-    """The squared half-width of a queries-and-draws interval of a table's mean from its mean
-    squares (..., 3), each part scaled by its own t quantile (Banerjee's construction):
-    variance.difference_interval's, t(Q-1)^2 MS_Q/(QR) + t(R-1)^2 max(MS_R - MS_E, 0)/(QR);
-    or (`draws_whole`) t(R-1)^2 MS_R/(QR) + t(Q-1)^2 max(MS_Q - MS_E, 0)/(QR), which holds its
-    level where the interaction is as large as Q times the draw's variance (the departures
-    from a line: the first, subtracting MS_E under 2 degrees of freedom, rejected a true line
-    in 24% of simulated data sets). One repeat: the queries' part only."""
-    from scipy.stats import t
-
-    half = (1 + level) / 2
-    t_q, t_r = float(t.ppf(half, q - 1)) ** 2, float(t.ppf(half, max(r - 1, 1))) ** 2
-    if r < 2:
-        return t_q * ms[..., 0] / (q * r)
-    if draws_whole:
-        return (t_r * ms[..., 1] + t_q * np.maximum(ms[..., 0] - ms[..., 2], 0.0)) / (q * r)
-    return (t_q * ms[..., 0] + t_r * np.maximum(ms[..., 1] - ms[..., 2], 0.0)) / (q * r)
+def _half_squared(ms: np.ndarray, q: int, r: int, level: float) -> np.ndarray:
+    """The squared half-width of the queries-and-draws interval of a table's mean from its
+    mean squares (..., 3): the variance section's (`variance.half_widths`), which holds its
+    level where the interaction is large, as a line's departures leave it (its earlier form,
+    subtracting MS_E from the draws' 2-degree-of-freedom mean square, rejected a true line in
+    24% of simulated data sets). One repeat: the queries' part only."""
+    return half_widths(ms[..., 0], ms[..., 1], ms[..., 2], q, r, level)[1] ** 2
 
 
 def _departure(diff: np.ndarray, x: np.ndarray) -> int | None:
@@ -200,7 +190,7 @@ def _departure(diff: np.ndarray, x: np.ndarray) -> int | None:
     tables = np.einsum("qsr,sk->kqr", diff, basis)
     level = 1 - LACK_OF_FIT / basis.shape[1]
     for k, table in enumerate(tables):
-        if table.mean() ** 2 > _half_squared(_mean_squares(table, table), q, r, level, True):
+        if table.mean() ** 2 > _half_squared(_mean_squares(table, table), q, r, level):
             return k + 2
     return None
 

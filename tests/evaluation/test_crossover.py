@@ -89,12 +89,13 @@ def test_the_interval_covers_the_planted_crossing_with_nested_pools(draw_sd, cor
     """Issue 47: 400 data sets of the nested design (3 draws correlated across sizes, queries
     shared). Each size's repeats resampled independently covered 88% (78% at correlation
     0.8). Now the interval holds the planted crossing, or no crossing is claimed (the line's
-    check failed), in 93-97% of them."""
+    check failed), in 93-98% of them: the gap's interval is the variance section's, which is
+    conservative (Banerjee's); 97.6% and 96.5% over 2,000 data sets each."""
     found = [from_table(d, list(SIZES)) for d in nested(np.random.default_rng(47), 400,
                                                         draw_sd=draw_sd, corr=corr)]
     covered = sum(f.low is not None and f.low <= CROSS <= f.high for f in found)
     curved = sum(f.outcome == "curved" for f in found)
-    assert 372 <= covered + curved <= 388 and curved <= 30
+    assert 372 <= covered + curved <= 392 and curved <= 30
 
 
 def test_planted_curvature_is_flagged_and_no_crossing_is_given():
