@@ -12,9 +12,10 @@ sizes, and every quantity here is a contrast of it: the gap at log size x (a + u
 u = x - mean log size), the slope b, the departures from the line. A contrast's values form a
 queries x repeats table, queries crossed with draws whatever the correlation across sizes,
 and its mean gets the queries-and-draws interval of the variance section
-(pipeline/evaluation/variance.py, `difference_interval`: each part's own t half-width, in
-quadrature). Independent bootstraps of each size's repeats covered 88% (78% at correlation
-0.8), a joint one 82-91%: three draws are too few for a percentile bootstrap.
+(pipeline/evaluation/variance.py, `half_widths`: each part's own t half-width, in quadrature;
+it holds its level wherever the variance comes from). Independent bootstraps of each size's
+repeats covered 88% (78% at correlation 0.8), a joint one 82-91%: three draws are too few for
+a percentile bootstrap.
 
 - The line is tested first (3+ sizes): the departures from it, as orthonormal polynomial
   contrasts of degree 2 and up, each at level 1 - 0.05/K (Bonferroni over the K = sizes - 2):
@@ -22,8 +23,8 @@ quadrature). Independent bootstraps of each size's repeats covered 88% (78% at c
   given. With 2 sizes the line cannot be checked, said in the outcome.
 - The crossing's interval is the set of measured sizes where the gap's interval holds 0 (the
   test inverted, as Fieller's interval for a ratio): it covers the true crossing whenever the
-  gap's interval at it covers 0 (95.4-96.6% in the variance section's checks;
-  tests/evaluation/test_crossover.py simulates the nested design). It is open on a side
+  gap's interval at it covers 0 (95% or more, the interval being conservative;
+  tests/evaluation/test_crossover.py simulates the nested design: 97.6%). It is open on a side
   ("> 2M") when the set reaches the measured range's end: nothing beyond was measured.
 - An extrapolated crossing (outside the measured sizes) is a point only, without interval; and
   none is given toward a model at its floor (`at_floor`: the random retriever).

@@ -15,11 +15,13 @@ The variance of the grand mean is s2_query/Q + s2_draw/R + s2_resid/(QR); each t
 it is reported (query sample, pool draw, query x draw interaction).
 
 Two models searched the same draws with the same queries: their difference d_qr pairs on
-(query, draw) and has the same decomposition. Var(dbar) = MS_Q/(QR) + (MS_R - MS_E)/(QR): the
-queries-only paired t's variance plus the draw term (truncated at 0); the interval scales each
-part by the t quantile of its own degrees of freedom (`difference_interval`: Satterthwaite's
-(1946) single t under-covered with 3 draws). The queries-only interval (the paired t-test's:
-per-query differences averaged over draws) ignores the draw term.
+(query, draw) and has the same decomposition. Var(dbar) = (MS_Q - MS_E)/(QR) + MS_R/(QR):
+the queries' part and the draws' (the draw effect and the interaction); the interval scales
+each part by the t quantile of its own degrees of freedom, in quadrature (`half_widths`:
+Banerjee 1960; it holds its level wherever the variance comes from, as
+benchmarks/interval_level.py maps). The
+queries-only interval (the paired t-test's: per-query differences averaged over draws)
+ignores the draw term.
 
 Queries needed (topic set size, Sakai 2016): the fewest queries n at which a test the report
 runs reaches a power against a difference delta with R draws, from one pair's difference's
@@ -164,7 +166,7 @@ def difference_interval(a: np.ndarray, b: np.ndarray, level: float = LEVEL) -> I
     """Two models' Q x R matrices, paired on (query, draw): the intervals of mean(a - b)
     (`half_widths`). Satterthwaite's single t covered 92.8-93.8% at Q=100, R=3 once the draw
     made half the variance (its degrees of freedom come from the very mean square that is too
-    small when it misses); this one 95.4-96.6% (docs/evaluation.md)."""
+    small when it misses); this one at least 95% (docs/evaluation.md)."""
     c = decompose(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))
     queries_half, width = map(float, half_widths(c.ms_query, c.ms_draw, c.ms_resid,
                                                  c.queries, c.draws, level))

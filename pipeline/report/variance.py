@@ -98,7 +98,7 @@ def queries_needed_table(rows: pl.DataFrame, corpus: str, name: str
         f"power {POWER}) with R pool draws, per pair of models, from the variance components "
         "of that pair's difference on each scope's largest pool; test interval: the 95% "
         "queries-and-draws interval of the differences table excludes 0 (each part's own t, "
-        "Q-1 and R-1 degrees of freedom, in quadrature: Banerjee 1960, conservative), its "
+        "Q-1 and R-1 degrees of freedom, in quadrature: Banerjee 1960, holds its level), its "
         "power integrated over the mean squares' chi-squares; paired t: the paired t-test over "
         "queries (Sakai 2016's topic set size), where no draw variance was measured (one draw, "
         f"or its estimate 0): the draws not separated; {UNREACHABLE}: the interval's draw part "
@@ -148,7 +148,9 @@ def variance_tables(results: pl.DataFrame, corpus: str
             f"{corpus}: {name} difference a - b x100 per pool size and pair of models (paired on "
             "query and pool draw), its 95% interval over queries only (the paired t-test's, "
             "values averaged over draws) and over queries and draws (each variance part with "
-            "its own t quantile: queries Q-1, draws R-1 degrees of freedom)"
+            "its own t quantile: queries Q-1, draws R-1 degrees of freedom, the interaction "
+            "counted with the draws; Banerjee 1960: at most 5% false positives, fewer where "
+            "both parts matter)"
             + ("; queries only (1 draw): one draw cannot give the draws' part" if one_draw
                else "") + _csfcube(rows)
             + _few_queries(pairs)),
