@@ -26,10 +26,11 @@ ROOT = Path(__file__).resolve().parents[1]
 HASHED = (".parquet", ".trec", ".tsv")
 
 
-def produce(data: Path, papers: str) -> float:
-    """make demo and make mdcr into `data`; the wall time in seconds."""
+def produce(data: Path, papers: str, settings: list[str]) -> float:
+    """make demo and make mdcr into `data` (`settings`: more NAME=VALUE for every make call);
+    the wall time in seconds."""
     start = time.perf_counter()
-    common = [f"DATA={data}"] + ([f"DEMO_PAPERS={papers}"] if papers else [])
+    common = [f"DATA={data}"] + ([f"DEMO_PAPERS={papers}"] if papers else []) + settings
     for goal in (["demo"], ["mdcr", "CORPUS=demo"],
                  ["eval", "CORPUS=demo-mdcr", "MODEL=bm25"],
                  ["eval", "CORPUS=demo-mdcr", "MODEL=minilm"]):
@@ -52,18 +53,21 @@ def main() -> int:
     parser.add_argument("file", type=Path)
     parser.add_argument("after", type=Path, nargs="?", help="diff: the second record")
     parser.add_argument("--papers", default="", help="DEMO_PAPERS (default: the Makefile's)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="another make variable for every call (e.g. DEMO_SIZES='1k 2k')")
     args = parser.parse_args()
     if args.mode == "diff":
         after = json.loads(args.after.read_text())
         found, commit = after["files"], after["commit"]
     else:
         with tempfile.TemporaryDirectory(prefix="parity-") as tmp:
-            seconds = produce(Path(tmp), args.papers)
+            seconds = produce(Path(tmp), args.papers, args.set)
             found = hashes(Path(tmp))
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                                 capture_output=True, text=True).stdout.strip()
     if args.mode == "record":
         args.file.write_text(json.dumps({"commit": commit, "papers": args.papers,
+                                         "settings": args.set,
                                          "seconds": round(seconds), "files": found},
                                         indent=1) + "\n")
         print(f"{len(found)} files recorded in {args.file}")
@@ -73,9 +77,10 @@ def main() -> int:
     found = {k: v for k, v in found.items() if not k.endswith(".eval.json")}
     differ = sorted(k for k in old.keys() & found.keys() if old[k] != found[k])
     lost, new = sorted(old.keys() - found.keys()), sorted(found.keys() - old.keys())
+    demo_settings = ([f"DEMO_PAPERS={args.papers}"] if args.papers else []) + args.set
     report = args.file.with_name(args.file.stem.replace("_before", "") + "_compare.md")
     lines = [f"# Byte parity: {before['commit']} -> {commit}", "",
-             f"`make demo {args.papers and 'DEMO_PAPERS=' + args.papers}`, `make mdcr`, "
+             f"`make demo {' '.join(demo_settings)}`, `make mdcr`, "
              "`make eval CORPUS=demo-mdcr`"
              " (bm25, minilm), in a fresh data folder each time.", "",
              f"- files compared: {len(old.keys() & found.keys())}",
