@@ -70,7 +70,6 @@ _BOUNDARY = re.compile(r"(\S*?)([.!?]+)[\"')\]]*(?=\s+(\S))")
 # Words whose final period ends no sentence there, compared lowercased without the period.
 ABBREVIATIONS = frozenset("co corp dr inc jr ltd mr mrs ms prof sr st vs".split())
 _UPPER_DOTTED = re.compile(r"[A-Z](\.[A-Z])+")  # U.S, U.K: capitals with inner periods
-_TERMINATORS = ".!?"
 
 
 def _is_abbreviation(match: re.Match) -> bool:
