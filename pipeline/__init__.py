@@ -44,4 +44,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    """The public names only: not this module's helpers, nor the submodules loaded so far."""
+    return list(__all__)

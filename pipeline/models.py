@@ -28,7 +28,6 @@ SIMILARITIES: tuple[str, ...] = ("ip", "l2", "cosine")
 # `space`: "title abstract", stripped (E5's BEIR evaluation; MTEB's and BEIR's for
 # sentence-transformers models).
 Join = Literal["sep", "sep-nonempty", "space"]
-JOINS: tuple[str, ...] = ("sep", "sep-nonempty", "space")
 # The floating-point precision a model runs in: fp32 (the authors' references) unless chosen
 # (PRECISION=bf16): a model run otherwise is another model name, `<name>+bf16`, so its store
 # and runs never mix with or stand in for the fp32 ones.

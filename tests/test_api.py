@@ -86,6 +86,15 @@ def test_the_public_names():
     assert "deep" in inspect.signature(pipeline.verify_data).parameters
 
 
+def test_dir_lists_the_public_names_each_with_its_section_in_the_docs():
+    """`dir(pipeline)` is `__all__`: not the module's own helpers (`import_module`, `Any`, ...)
+    nor the submodules loaded since; docs/api.md has a `## <name>` section for each name."""
+    importlib.import_module("pipeline.report.build")  # loaded: `pipeline.report` is set
+    assert dir(pipeline) == pipeline.__all__
+    sections = set(re.findall(r"^## (\S+)$", (ROOT / "docs" / "api.md").read_text(), re.M))
+    assert set(pipeline.__all__) - sections == set()
+
+
 def test_data_roots(tmp_path):
     data = pipeline.Data(tmp_path)
     assert (data.corpora, data.indexes, data.runs) == (

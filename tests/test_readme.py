@@ -1,5 +1,5 @@
-"""The documentation: a short README, no reference to material users do not have, links that
-resolve, and a Python example in the README that runs as written."""
+"""The documentation: no reference to material users do not have, links that resolve, and a
+Python example in the README that runs as written."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
-MAX_README_LINES = 200
 
 # Reference files of the project's authors that users do not have: never named in what ships.
 # Built from pieces, so that this file does not name them either.
@@ -59,12 +58,6 @@ def _slug(heading: str) -> str:
 def _anchors(page: Path) -> set[str]:
     headings = re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", _prose(page.read_text()), flags=re.M)
     return {_slug(h) for h in headings}
-
-
-def test_readme_is_short():
-    lines = README.read_text().splitlines()
-    assert len(lines) <= MAX_README_LINES, (
-        f"README.md has {len(lines)} lines (at most {MAX_README_LINES}): move details to docs/")
 
 
 def test_no_reference_to_material_users_do_not_have():

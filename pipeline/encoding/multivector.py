@@ -18,7 +18,7 @@ number. A paper none of whose sentences has a token in the sequence (no abstract
 that fills the limit) is its title: sentence 0, the title's own tokens (not its [SEP]); the
 authors' code refuses such a paper. A paper's score for a query paper is the maximum over
 (query sentence, candidate sentence) pairs of the entry's similarity, for ASPIRE minus the L2
-distance: exact, `pipeline.retrieval.dense.exact.maxsim_search`.
+distance: exact, `pipeline.retrieval.dense.exact.maxsim_stream`.
 """
 
 from __future__ import annotations
@@ -70,7 +70,6 @@ _BOUNDARY = re.compile(r"(\S*?)([.!?]+)[\"')\]]*(?=\s+(\S))")
 # Words whose final period ends no sentence there, compared lowercased without the period.
 ABBREVIATIONS = frozenset("co corp dr inc jr ltd mr mrs ms prof sr st vs".split())
 _UPPER_DOTTED = re.compile(r"[A-Z](\.[A-Z])+")  # U.S, U.K: capitals with inner periods
-_TERMINATORS = ".!?"
 
 
 def _is_abbreviation(match: re.Match) -> bool:

@@ -11,7 +11,6 @@ skipped in silence.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +18,12 @@ import polars as pl
 
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
-from pipeline.core.manifests import code_version
+from pipeline.core.manifests import DISTRIBUTION, code_version, package_version
 from pipeline.core.repair import Repair
 from pipeline.layout import MANIFEST, RESULTS_FILE, RESULTS_MANIFEST, pool_dir, run_paths
 from pipeline.pools.build import pool_repair
 from pipeline.retrieval.runs import run_repair
 
-DISTRIBUTION = "mdcr-pipeline"  # the package's name on an index (pyproject.toml)
 NOT_RECORDED = "not recorded"
 # manifest keys that are times or bookkeeping (they differ between two makings of the same
 # bytes: BM25's analysed-text store says what it reused): not parameters
@@ -36,23 +34,17 @@ _NOT_PARAMETERS = ("created", "seconds", "queries_per_s", "analysed_text_store")
 class Provenance:
     """What made the numbers of one corpus's report, as tables of strings.
 
-    `about`: (what, value) pairs: the package version and git commit that wrote the page, the
-    checksum of results.parquet, the command that rebuilds the report; `pools` and `runs`:
-    (header, rows) tables, one row per pool and per run reported; `commands`: run name ->
-    the command that searches and scores it again; `missing`: the manifests not found."""
+    `about`: (what, value) pairs: the package version and the code (`code_version`) that
+    wrote the page, the checksum of results.parquet, the command that rebuilds the report;
+    `pools` and `runs`: (header, rows) tables, one row per pool and per run reported;
+    `commands`: run name -> the command that searches and scores it again; `missing`: the
+    manifests not found."""
 
     about: tuple[tuple[str, str], ...]
     pools: tuple[list[str], list[list[str]]]
     runs: tuple[list[str], list[list[str]]]
     commands: dict[str, str]
     missing: tuple[str, ...] = ()
-
-
-def package_version() -> str:
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:
-        return "unknown (not installed)"
 
 
 def _read(path: Path, missing: list[str], label: str | None = None) -> dict[str, Any] | None:
@@ -167,17 +159,17 @@ def provenance(rows: pl.DataFrame, runs_root: Path, corpora_root: Path, corpus: 
     results = _read(runs_root / RESULTS_MANIFEST, missing, RESULTS_MANIFEST)
     recorded = ((results or {}).get("outputs") or {}).get(RESULTS_FILE, {})
     about = (
-        ("package", f"{DISTRIBUTION} {package_version()}"),
-        ("code (git) that wrote this page", code_version()),
-        ("code (git) that collected the results", made_by(results)),
+        ("package", f"{DISTRIBUTION} {package_version() or 'unknown (not installed)'}"),
+        ("code that wrote this page", code_version()),
+        ("code that collected the results", made_by(results)),
         (f"{RESULTS_FILE} sha256", recorded.get("sha256", NOT_RECORDED)),
         ("rebuild this page", report_repair(corpus, seed, exclude, training_sets).command()),
         ("manifests not found", str(len(missing))),
     )
     return Provenance(
         about,
-        (["pool", "level", "parameters", "made by (git)", "inputs (sha256)",
+        (["pool", "level", "parameters", "made by", "inputs (sha256)",
           "files (sha256)", "rebuild"], pool_rows),
-        (["pool", "run", "search parameters", "evaluation parameters", "made by (git)",
+        (["pool", "run", "search parameters", "evaluation parameters", "made by",
           "files (sha256)", "rebuild"], run_rows),
         commands, tuple(missing))

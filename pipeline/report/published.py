@@ -43,13 +43,11 @@ from pipeline.fields import MAG_FIELDS
 from pipeline.ingest.stage import raw_origin
 from pipeline.layout import (
     PUBLISHED_CSV,
-    REPORT_TABLE_SUFFIX,
     VARIANT_SEP,
     format_size,
     parse_pool_name,
     pool_names,
     raw_dir,
-    report_file,
 )
 from pipeline.pools.build import pool_manifest
 from pipeline.report.tables import (
@@ -58,7 +56,6 @@ from pipeline.report.tables import (
     metric_key,
     metric_name,
     model_order,
-    write_table,
 )
 
 AVERAGE = "average"  # the field of a mean over the 19 fields
@@ -539,13 +536,3 @@ def comparison_tables(results: pl.DataFrame, origin: Origin | None = None
         out.append((section, caption, header, rows))
     return out
 
-
-def published_sections(results: pl.DataFrame, out_dir: Path, corpus: str,
-                       origin: Origin | None = None) -> list[str]:
-    """The report's sections that set measured cells beside the papers' published numbers
-    (markdown; each also written as `<corpus>-published-<section>.tex`); none when no measured
-    cell matches a published one. `origin`: what the corpus is (`corpus_origin`; None: not
-    recorded, so nothing is comparable)."""
-    return [write_table(report_file(out_dir, corpus, f"published-{section}", REPORT_TABLE_SUFFIX),
-                        f"{corpus}: {caption}", header, rows)
-            for section, caption, header, rows in comparison_tables(results, origin)]

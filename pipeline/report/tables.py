@@ -23,7 +23,6 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.core.atomic import atomic_path
 from pipeline.evaluation.significance import compare, intervals, ordered, too_few
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import format_size
@@ -216,13 +215,6 @@ def latex_table(header: list[str], rows: list[list[str]], caption: str) -> str:
         + f"\n\\bottomrule\n\\end{{tabular}}\n\\caption{{{latex_text(caption)}}}\n"
         "\\end{table}\n"
     )
-
-
-def write_table(tex: Path, caption: str, header: list[str], rows: list[list[str]]) -> str:
-    """Write the table as LaTeX to `tex`; return it as a markdown section."""
-    with atomic_path(tex) as tmp:
-        tmp.write_text(latex_table(header, rows, caption))
-    return f"## {markdown_text(caption)}\n\n" + markdown_table(header, rows)
 
 
 def dataset_metrics(means: pl.DataFrame) -> list[str]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -13,6 +16,8 @@ from pipeline.core import atomic, checksums, manifests
 from pipeline.core.atomic import atomic_dir, atomic_path, stale_temporaries, sweep, temp_prefix
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, read_parquet, write_json, write_parquet
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _mode(path) -> int:
@@ -86,7 +91,73 @@ def test_corrupt_json_and_parquet_are_named(tmp_path):
 def test_manifest_records_versions_and_code():
     info = manifests.manifest("x", {"a": 1})
     assert info["libraries"]["polars"] and info["libraries"]["pyarrow"]
-    assert info["code_version"] != "" and info["manifest_version"] == 2
+    assert info["code_version"] == manifests.code_version() and info["manifest_version"] == 2
+
+
+def git(folder: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org",
+                           "-c", "commit.gpgsign=false", *args], cwd=folder, check=True,
+                          capture_output=True, text=True, timeout=60)
+    return done.stdout.strip()
+
+
+def repository(folder: Path, distribution: str | None) -> Path:
+    """A git repository with one commit, whose pyproject.toml names `distribution` (None:
+    no pyproject.toml)."""
+    folder.mkdir(parents=True)
+    if distribution:
+        (folder / "pyproject.toml").write_text(f'[project]\nname = "{distribution}"\n')
+    (folder / "README.md").write_text("a project\n")
+    git(folder, "init", "-q")
+    git(folder, "add", "-A")
+    git(folder, "commit", "-q", "-m", "first")
+    return folder
+
+
+def copy_package(to: Path) -> Path:
+    shutil.copytree(ROOT / "pipeline", to, ignore=shutil.ignore_patterns("__pycache__"))
+    return to
+
+
+def code_version_of(package: Path) -> str:
+    """`code_version()` in a fresh interpreter that imports the package folder `package`."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import pipeline; from pipeline.core.manifests import code_version;"
+         "print(pipeline.__file__); print(code_version())"], cwd=package.parent,
+        env={**os.environ, "PYTHONPATH": str(package.parent)}, capture_output=True, text=True,
+        timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    imported, version = done.stdout.splitlines()
+    assert Path(imported).parent == package.resolve()  # the copy ran, not this checkout
+    return version
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+@pytest.mark.parametrize("where", ["pipeline", ".venv/lib/python3/site-packages/pipeline"])
+def test_an_installed_copy_records_its_version_not_the_commit_around_it(tmp_path, where):
+    """A copy of the package inside an unrelated repository (at its top, or in a virtual
+    environment inside it) records the installed distribution's version, never that
+    repository's commit (which `git describe` in the package folder gave)."""
+    other = repository(tmp_path / "other", "another-project")
+    version = code_version_of(copy_package(other / where))
+    assert git(other, "rev-parse", "--short=7", "HEAD") not in version
+    assert version == (manifests.package_version() or "unknown")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_checkout_records_its_commit_and_local_changes(tmp_path):
+    """The package run from this project's checkout (its pyproject.toml names the
+    distribution): the version and the commit, `+dirty` once a tracked file changes."""
+    checkout = repository(tmp_path / "checkout", manifests.DISTRIBUTION)
+    package = copy_package(checkout / "pipeline")
+    git(checkout, "add", "-A")
+    git(checkout, "commit", "-q", "-m", "the package")
+    commit = git(checkout, "describe", "--always", "--abbrev=10")
+    installed = manifests.package_version() or "not installed"
+    assert code_version_of(package) == f"{installed} (git {commit})"
+    layout = package / "layout.py"
+    layout.write_text(layout.read_text() + "\n# a local change\n")
+    assert code_version_of(package) == f"{installed} (git {commit}+dirty)"
 
 
 def test_manifest_records_the_faiss_module_loaded_not_a_distribution():

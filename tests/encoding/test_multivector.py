@@ -25,7 +25,7 @@ from pipeline.encoding.store import load_sentence_vectors, load_vectors, stored_
 from pipeline.evaluation.evaluate import eval_run
 from pipeline.layout import Place, run_paths, store_dir
 from pipeline.models import REGISTRY, ModelEntry, get_model
-from pipeline.retrieval.dense.exact import maxsim_search, paper_chunks, prepare
+from pipeline.retrieval.dense.exact import maxsim_stream, paper_chunks, prepare
 from pipeline.retrieval.dense.retriever import maxsim_hits
 from pipeline.retrieval.runs import finalize_run
 from pipeline.retrieval.search import index, search_pool
@@ -288,6 +288,21 @@ def ragged(rng, n_papers: int, dim: int, max_sentences: int, integer: bool
         papers.append(rng.integers(-2, 3, (count, dim)).astype(np.float32) if integer
                       else rng.standard_normal((count, dim)).astype(np.float32))
     return papers, np.concatenate(papers), np.r_[0, np.cumsum([len(p) for p in papers])]
+
+
+def maxsim_search(queries: np.ndarray, query_offsets: np.ndarray, docs: np.ndarray,
+                  doc_offsets: np.ndarray, k: int, similarity: str, device: str = "cpu",
+                  doc_rows: int | None = None, query_rows: int | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """`maxsim_stream` (the search the dense retriever runs) over candidates held in memory,
+    in chunks of `doc_rows` sentence rows (whole papers) as the store's `candidate_chunks`
+    gives them: candidate paper j is docs[doc_offsets[j]:doc_offsets[j + 1]], position j."""
+    doc_rows = doc_rows or (1 << 16 if device.startswith("cuda") else 1 << 13)
+    doc_offsets = np.asarray(doc_offsets)
+    chunks = ((docs[doc_offsets[lo] : doc_offsets[hi]], doc_offsets[lo : hi + 1] - doc_offsets[lo],
+               np.arange(lo, hi)) for lo, hi in paper_chunks(doc_offsets, doc_rows))
+    return maxsim_stream(queries, query_offsets, chunks, k, similarity, device, query_rows,
+                         total=len(doc_offsets) - 1)
 
 
 def brute_maxsim(queries, query_offsets, docs, doc_offsets, similarity) -> np.ndarray:

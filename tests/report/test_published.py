@@ -23,7 +23,7 @@ from pipeline.ingest import ingest
 from pipeline.ingest.synthetic import SyntheticConfig, generate
 from pipeline.layout import MANIFEST, RESULTS_FILE, pool_dir, pool_name
 from pipeline.models import REGISTRY
-from pipeline.report.build import report
+from pipeline.report.build import Results, published_section, report
 from pipeline.report.published import (
     AVERAGE,
     MEAN_OVER_MODELS,
@@ -33,7 +33,6 @@ from pipeline.report.published import (
     corpus_origin,
     published,
     published_cells,
-    published_sections,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -232,6 +231,16 @@ def paper_grid() -> pl.DataFrame:
     rows += mdcr_rows({"bm25": (0.40, 0.5, 0.30), "scincl": (0.44, 0.5, 0.35)},
                       ["Art", "Medicine"], types=("bm25", "graph"))
     return frame(rows)
+
+
+def published_sections(results: pl.DataFrame, out_dir: Path, corpus: str,
+                       origin: Origin | None = None) -> list[str]:
+    """The report's published section of these rows (`build.published_section`, as
+    `build_report` makes it), saved into `out_dir` as `make report` saves it: its Markdown
+    parts, one per table (each also written as `<corpus>-published-<section>.tex`)."""
+    section = published_section(Results(corpus, out_dir, results, origin))
+    section.save(out_dir, corpus)
+    return section.parts
 
 
 def table_row(text: str, *start: str) -> list[str]:

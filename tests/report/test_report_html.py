@@ -171,7 +171,7 @@ def test_provenance_names_each_pool_and_run_with_its_checksums(saved, report_dat
         for name, record in info["outputs"].items():
             assert f"{name} {record['sha256']}" in cells["files (sha256)"]
         assert f"size={info['parameters']['size']}" in cells["parameters"]
-        assert cells["made by (git)"] == info["code_version"]
+        assert cells["made by"] == info["code_version"]
         assert cells["rebuild"].startswith(f"make pools CORPUS={REPORT_CORPUS}")
     header, rows = tables["provenance-runs"]
     assert [(r[0], r[1]) for r in rows] == [(p, m) for p in pools for m in REPORT_MODELS]
@@ -190,7 +190,7 @@ def test_provenance_names_each_pool_and_run_with_its_checksums(saved, report_dat
     assert about["rebuild this page"] == f"make report CORPUS={REPORT_CORPUS} SEED=0"
     assert about["manifests not found"] == "0"
     assert "mdcr-pipeline" in about["package"]
-    assert about["code (git) that wrote this page"] in text
+    assert about["code that wrote this page"] in text
 
 
 @pytest.mark.slow  # the fixture data: pools searched and scored

@@ -6,11 +6,14 @@ import numpy as np
 import polars as pl
 import pytest
 
+from pipeline.layout import Place
 from pipeline.retrieval.bm25 import analysis as bm25_analysis
 from pipeline.retrieval.bm25 import arrays as bm25_arrays
 from pipeline.retrieval.bm25 import lucene as bm25_lucene
+from pipeline.retrieval.bm25 import store as bm25_store
 from pipeline.retrieval.runs import finalize_run
 from tests.conftest import pool_of
+from tests.retrieval.bm25_fresh import search_papers
 
 
 def test_lengths_are_encoded_as_lucene_smallfloat():
@@ -68,7 +71,7 @@ def test_same_lists_and_scores_as_lucene(pool, tmp_path, k1, b):
     papers, queries = pool
     bm25_lucene.build_index(papers, tmp_path / "bm25", threads=2)
     lucene, _ = bm25_lucene.search(queries, tmp_path / "bm25", 100, k1, b, threads=2)
-    runs, capped = bm25_arrays.search_papers(queries, papers, 100, [k1], [b], threads=2)
+    runs, capped = search_papers(queries, papers, 100, [k1], [b], threads=2)
     ours = runs[(k1, b)]
     assert capped == [] and ours.height == lucene.height
     assert ours["query"].to_list() == lucene["query"].to_list()
@@ -80,19 +83,35 @@ def test_same_lists_and_scores_as_lucene(pool, tmp_path, k1, b):
     assert tied.height > 100  # copies were retrieved: exact ties were broken the same way
 
 
-def test_a_grid_scores_every_pair_once_analysed(pool):
-    papers, queries = pool
-    runs, _ = bm25_arrays.search_papers(queries.head(3), papers, 10, [0.9, 1.2], [0.4, 0.75])
+@pytest.fixture(scope="module")
+def stored(corpus_dir, tmp_path_factory) -> tuple[Place, pl.DataFrame, pl.Series]:
+    """The engine's real entry on the fixture pool of 1,600 (`store.search_grid`, as the
+    search stage calls it): a place with an empty store of its own, the pool's queries (with
+    their text) and its candidates."""
+    from pipeline.corpus.files import paper_texts
+    from pipeline.pools.build import load_pool
+
+    root = tmp_path_factory.mktemp("bm25-store")
+    queries, candidates, _ = load_pool(corpus_dir, pool_of(1600))
+    texts = paper_texts(corpus_dir, queries["corpusid"]).sort("corpusid")
+    return Place(corpus_dir, root / "indexes", root / "runs"), texts, candidates["corpusid"]
+
+
+def test_a_grid_scores_every_pair_once_analysed(stored):
+    place, queries, candidates = stored
+    runs, _, _ = bm25_store.search_grid(place, pool_of(1600), queries.head(3), True, candidates,
+                                        10, [0.9, 1.2], [0.4, 0.75])
     assert sorted(runs) == [(0.9, 0.4), (0.9, 0.75), (1.2, 0.4), (1.2, 0.75)]
     assert runs[(0.9, 0.4)]["score"].to_list() != runs[(1.2, 0.75)]["score"].to_list()
     assert all(run.group_by("query").len()["len"].max() == 10 for run in runs.values())
 
 
-def test_queries_without_text_have_no_hits(pool):
-    papers, queries = pool
+def test_queries_without_text_have_no_hits(stored):
+    place, queries, candidates = stored
     queries = queries.head(2).with_columns(title=pl.Series(["", "Cardiac"]),
                                            abstract=pl.Series([None, "troponin"]))
-    runs, _ = bm25_arrays.search_papers(queries, papers, 10, [0.9], [0.4])
+    runs, _, _ = bm25_store.search_grid(place, pool_of(1600), queries, False, candidates, 10,
+                                        [0.9], [0.4])
     run = runs[(0.9, 0.4)]
     assert set(run["query"]) == {queries["corpusid"][1]} and run.height == 10  # only the second
 

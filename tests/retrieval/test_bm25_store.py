@@ -24,6 +24,7 @@ from pipeline.retrieval.bm25 import store as bm25_store
 from pipeline.retrieval.search import index, search_pool
 from pipeline.verify import verify
 from tests.conftest import copy_corpus
+from tests.retrieval.bm25_fresh import search_papers
 
 POOLS = [f"all-{size}-s3-r{repeat}" for size in (300, 700) for repeat in (0, 1)]
 
@@ -63,8 +64,8 @@ def test_runs_are_byte_identical_from_the_store_a_fresh_analysis_and_lucene(corp
         # the store's hits equal a fresh analysis of every text, score for score
         queries, candidates, _ = load_pool(corpus, pool)
         texts = paper_texts(corpus, queries["corpusid"]).sort("corpusid")
-        fresh, _ = bm25_arrays.search_papers(texts, paper_texts(corpus, candidates["corpusid"]),
-                                           501, [0.9], [0.4])
+        fresh, _ = search_papers(texts, paper_texts(corpus, candidates["corpusid"]), 501,
+                                 [0.9], [0.4])
         stored, _, _ = bm25_store.search_grid(place, pool, texts, True, candidates["corpusid"],
                                               501, [0.9], [0.4])
         assert fresh[(0.9, 0.4)].equals(stored[(0.9, 0.4)])
@@ -207,8 +208,8 @@ def test_queries_cut_to_the_clause_limit_are_searched_by_their_cut_text(corpus, 
     words = sorted(len(set(re.findall(r"[a-z0-9]+", t.lower())))
                    for t in bm25_analysis.paper_text(texts))
     limit = words[len(words) // 2]
-    fresh, fresh_cut = bm25_arrays.search_papers(texts, paper_texts(corpus, candidates["corpusid"]),
-                                               50, [0.9], [0.4], max_clauses=limit)
+    fresh, fresh_cut = search_papers(texts, paper_texts(corpus, candidates["corpusid"]), 50,
+                                     [0.9], [0.4], max_clauses=limit)
     place = Place(corpus, tmp_path, tmp_path / "runs")
     stored, stored_cut, _ = bm25_store.search_grid(place, POOLS[0], texts, True,
                                                    candidates["corpusid"], 50, [0.9], [0.4],

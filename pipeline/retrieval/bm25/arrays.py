@@ -27,13 +27,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.logs import Progress, progress
-from pipeline.retrieval.bm25.analysis import (
-    MAX_CLAUSES,
-    check_ids,
-    paper_text,
-    query_texts,
-    term_counts,
-)
+from pipeline.retrieval.bm25.analysis import term_counts
 
 
 class Vocabulary:
@@ -727,20 +721,6 @@ def search_pass(index: Postings, queries: QueryTerms, k: int,
         hits.append((np.concatenate(rows), index.ids[np.concatenate(found)],
                      np.concatenate(values)))
     return hits
-
-
-def search_papers(queries: pl.DataFrame, papers: pl.DataFrame, k: int, k1s: Sequence[float],
-                  bs: Sequence[float], threads: int = 2, max_clauses: int = MAX_CLAUSES
-                  ) -> tuple[dict[tuple[float, float], pl.DataFrame], list]:
-    """Every (k1, b) on the given papers (corpusid, title, abstract), every text analysed
-    here (the engine's `search_grid`, in store.py, reads the analysed-text store instead): the
-    hits (query, doc, score) of each pair, and the ids of queries cut to `max_clauses` terms."""
-    check_ids(papers["corpusid"], "document")
-    texts, capped = query_texts(queries, max_clauses, lambda: papers)
-    index = build(papers["corpusid"].to_numpy(), paper_text(papers).to_list(), threads)
-    runs = grid_runs(index, query_terms(texts, threads), queries["corpusid"],
-                     papers["corpusid"].dtype, k, k1s, bs, threads)
-    return runs, capped
 
 
 def grid_runs(index: Postings, queries: QueryTerms, query_ids: pl.Series, doc_type: pl.DataType,

@@ -4,7 +4,7 @@ present, else torch matmul + top-k on the GPU, else Faiss on the CPU.
 The PyPI `faiss-gpu-cu12` wheel has no kernels for compute capability 9.0 (H100/H200); a tiny
 probe search is compared against the CPU result before a GPU index is trusted, so a broken
 build falls back instead of returning wrong neighbours. Multi-vector models (ASPIRE) are
-searched by `maxsim_search`: torch, on the GPU or the CPU, exact.
+searched by `maxsim_stream`: torch, on the GPU or the CPU, exact.
 """
 
 from __future__ import annotations
@@ -133,21 +133,6 @@ def paper_chunks(offsets: np.ndarray, max_rows: int) -> list[tuple[int, int]]:
         chunks.append((lo, hi))
         lo = hi
     return chunks
-
-
-def maxsim_search(queries: np.ndarray, query_offsets: np.ndarray, docs: np.ndarray,
-                  doc_offsets: np.ndarray, k: int, similarity: Similarity, device: str = "cpu",
-                  doc_rows: int | None = None, query_rows: int | None = None
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Multi-vector exact search (ts-ASPIRE, docs/encoders.md) over candidates held in memory:
-    candidate paper j is docs[doc_offsets[j]:doc_offsets[j + 1]] and its position is j.
-    maxsim_stream does the work, on chunks of `doc_rows` sentence rows (whole papers)."""
-    doc_rows = doc_rows or (1 << 16 if device.startswith("cuda") else 1 << 13)
-    doc_offsets = np.asarray(doc_offsets)
-    chunks = ((docs[doc_offsets[lo] : doc_offsets[hi]], doc_offsets[lo : hi + 1] - doc_offsets[lo],
-               np.arange(lo, hi)) for lo, hi in paper_chunks(doc_offsets, doc_rows))
-    return maxsim_stream(queries, query_offsets, chunks, k, similarity, device, query_rows,
-                         total=len(doc_offsets) - 1)
 
 
 def maxsim_stream(queries: np.ndarray, query_offsets: np.ndarray,
