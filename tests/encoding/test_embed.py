@@ -96,7 +96,7 @@ def test_other_settings_are_refused(corpus_dir, tmp_path, tiny_entry):
         embed(place, tiny_entry, [LARGE_POOL], dtype="float16")
 
 
-def test_arguments_are_refused_in_the_keywords_words_before_anything_is_read(tmp_path):
+def test_embeds_own_argument_errors_name_its_keywords_before_anything_is_read(tmp_path):
     entry = ModelEntry("tiny-bert", "dense", "unused", "cls", "l2", max_length=128)
     place = Place(tmp_path / "corpora" / "c", tmp_path / "indexes", tmp_path / "runs")
     for arguments, line in [({"dtype": "float64"}, "dtype='float64': use 'float32' or 'float16'"),
