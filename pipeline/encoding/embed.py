@@ -16,9 +16,11 @@ import hashlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -438,21 +440,63 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
     of missing ids, so a resumed run encodes the same batches as an uninterrupted one. Batches
     hold up to `token_budget` padded tokens (default per device) and `batch_size` papers.
     """
-    if part_size < 1 or any(n is not None and n < 1 for n in (batch_size, token_budget)):
-        raise InputError(f"part size {part_size} / batch size {batch_size} / token budget "
-                         f"{token_budget}: each must be >= 1")
+    _check_arguments(shard, num_shards, dtype, part_size, batch_size, token_budget)
+    pools = _pools(place, pools)
+    store = store_dir(place.index_root, place.corpus, entry.name)
+    start = time.perf_counter()
+    inputs = store_inputs(place)
+    checked = _check_store(place, store, entry, inputs)
+    needed, missing = missing_ids(place.corpus_dir, store, pools)
+    missing = missing[shard_of(missing, num_shards) == shard]
+    missing, borrowed = _borrow(place, entry, store, missing, dtype, inputs)
+    info = {"model": entry.name, "pools": pools, "needed": len(needed), "embedded": len(missing),
+            "copied_from_source_corpus": borrowed, "shard": shard, "num_shards": num_shards,
+            **checked}
+    if len(missing):
+        # the kind's encoder (multi-vector, ASPIRE: one vector per sentence, the same loop)
+        encoder = encoder_class(entry.kind)(entry, model_path=model_path, device=device)
+        info.update(_encode_missing(place, entry, store, encoder, missing, inputs, dtype=dtype,
+                                    part_size=part_size, batch_size=batch_size,
+                                    token_budget=token_budget))
+    with file_lock(store):
+        info["covered_pools"] = mark_covered(place.corpus_dir, store, pools)
+    info["seconds"] = round(time.perf_counter() - start, 2)
+    _log_outcome(entry, len(needed), len(missing), borrowed)
+    return info
+
+
+def _check_arguments(shard: int, num_shards: int, dtype: str, part_size: int,
+                     batch_size: int | None, token_budget: int | None) -> None:
+    """Refuse embed's arguments before anything is read or written. The command line checks
+    most of them first (pipeline/cli: --part-size, --batch-size, --dtype, --num-shards), so
+    these lines name the keywords; a shard beyond --num-shards is checked here only, in the
+    command's words."""
+    sizes = {"part_size": part_size, "batch_size": batch_size, "token_budget": token_budget}
+    small = [f"{name}={value}" for name, value in sizes.items() if value is not None and value < 1]
+    if small:
+        raise InputError(f"{', '.join(small)}: give a whole number >= 1")
     if not 0 <= shard < num_shards:
         raise InputError(f"--shard {shard} --num-shards {num_shards}: need 0 <= shard < n")
     if dtype not in DTYPES:
-        raise InputError(f"--dtype {dtype}: use float32 or float16")
+        raise InputError(f"dtype={dtype!r}: use {' or '.join(map(repr, DTYPES))}")
+
+
+def _pools(place: Place, pools: list[str] | None) -> list[str]:
+    """The pools asked for, else every pool of the corpus; none at all is one line."""
     pools = pools or pool_names(place.corpus_dir)
     if not pools:
         raise InputError(f"no pools under {place.corpus_dir}/pools: build one",
                          Repair("pool", place.corpus))
-    store = store_dir(place.index_root, place.corpus, entry.name)
-    start = time.perf_counter()
+    return pools
+
+
+def _check_store(place: Place, store: Path, entry: ModelEntry, inputs: dict[str, str]
+                 ) -> dict[str, int]:
+    """Under the store's lock, before anything is added to it: its damaged and orphan parts
+    removed (repair_store), its settings checked against this version's (check_settings),
+    the rows of texts changed since they were embedded removed (reconcile). Their counts; a
+    store not made yet counts none."""
     repaired = {"damaged_parts": 0, "orphan_parts": 0}
-    inputs = store_inputs(place)
     texts = {"changed_texts": 0, "rows_without_digest": 0}
     if store.exists():
         with file_lock(store):
@@ -462,52 +506,79 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
             texts = reconcile(place, store,
                               digest_columns(place.corpus_dir, encoder_class(entry.kind)),
                               inputs)
-    needed, missing = missing_ids(place.corpus_dir, store, pools)
-    missing = missing[shard_of(missing, num_shards) == shard]
-    missing, borrowed = _borrow(place, entry, store, missing, dtype, inputs)
-    info = {"model": entry.name, "pools": pools, "needed": len(needed), "embedded": len(missing),
-            "copied_from_source_corpus": borrowed, "shard": shard, "num_shards": num_shards,
-            **repaired, **texts}
-    if len(missing):
-        from pipeline.encoding.encoders import MAX_BATCH, default_budget
+    return {**repaired, **texts}
 
-        # the kind's encoder (multi-vector, ASPIRE: one vector per sentence, the same loop)
-        encoder = encoder_class(entry.kind)(entry, model_path=model_path, device=device)
-        columns = _optional_columns(place.corpus_dir, encoder)
-        config = _store_config(entry, encoder, dtype, columns)
-        _check_config(store, config)
-        budget = token_budget or default_budget(encoder.device)
-        chunks = [missing[lo : lo + part_size] for lo in range(0, len(missing), part_size)]
+
+def _encode_missing(place: Place, entry: ModelEntry, store: Path, encoder, missing: np.ndarray,
+                    inputs: dict[str, str], *, dtype: str, part_size: int,
+                    batch_size: int | None, token_budget: int | None) -> dict:
+    """Encode the papers `missing` (sorted ids) into parts of `part_size` papers, after
+    refusing a store made with other settings; the throughput and the encoder's counts."""
+    from pipeline.encoding.encoders import MAX_BATCH, default_budget
+
+    columns = _optional_columns(place.corpus_dir, encoder)
+    config = _store_config(entry, encoder, dtype, columns)
+    _check_config(store, config)
+    parts = _Parts(place.corpus_dir, store, encoder, columns, config, inputs)
+    budget = token_budget or default_budget(encoder.device)
+    chunks = [missing[lo : lo + part_size] for lo in range(0, len(missing), part_size)]
+    tokens, seconds = parts.encode(chunks, budget, batch_size or MAX_BATCH)
+    return {"papers_per_s": round(len(missing) / seconds, 2),
+            "tokens_per_s": round(tokens / seconds, 1), "device": str(encoder.device),
+            "token_budget": budget, "dtype_compute": encoder.compute_dtype,
+            **getattr(encoder, "counts", {})}  # multi-vector: sentences, truncated
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """The encode -> write pipeline of one embed: each part's papers read and tokenized from
+    the prefiltered corpus (`read`), encoded by the model, written to the store with their
+    text digests (`write`, add_part)."""
+
+    corpus_dir: Path
+    store: Path
+    encoder: Any
+    columns: list[str]  # the encoder's optional columns the corpus has
+    config: dict  # the store's settings (_store_config)
+    inputs: dict[str, str]  # what the rows are checked against (store_inputs)
+
+    def read(self, chunk: np.ndarray) -> tuple[list[list[int]], np.ndarray]:
+        return _tokenized(self.corpus_dir, self.encoder, chunk, self.columns)
+
+    def write(self, chunk: np.ndarray, vectors: np.ndarray, digests: np.ndarray) -> None:
+        add_part(self.store, self.config, chunk, vectors, str(self.encoder.device),
+                 inputs=self.inputs, digests=digests)
+
+    def encode(self, chunks: list[np.ndarray], budget: int, batch_size: int
+               ) -> tuple[int, float]:
+        """Encode and write every chunk (one part each), in order, with a progress line:
+        reading and tokenizing the next part and writing the last one overlap with the model
+        (a thread each, one part in flight each way; a writer's error surfaces at the next
+        part). Returns the tokens encoded and the seconds the model took."""
         n_tokens, seconds = 0, 0.0
-        # reading + tokenizing the next part and writing the last one overlap with the model
         with (ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as writer,
-              progress(len(missing), "embed") as bar):
-            upcoming = reader.submit(_tokenized, place.corpus_dir, encoder, chunks[0], columns)
+              progress(sum(map(len, chunks)), "embed") as bar):
+            upcoming = reader.submit(self.read, chunks[0])
             written = None
             for k, chunk in enumerate(chunks):
                 ids, digests = upcoming.result()
                 if k + 1 < len(chunks):
-                    upcoming = reader.submit(_tokenized, place.corpus_dir, encoder, chunks[k + 1],
-                                               columns)
+                    upcoming = reader.submit(self.read, chunks[k + 1])
                 t0 = time.perf_counter()
-                vectors, tokens = encoder.encode_ids(ids, budget, batch_size or MAX_BATCH, bar)
+                vectors, tokens = self.encoder.encode_ids(ids, budget, batch_size, bar)
                 seconds += time.perf_counter() - t0
                 n_tokens += tokens
                 if written:
-                    written.result()  # one part in flight; its errors surface here
-                written = writer.submit(add_part, store, config, chunk, vectors,
-                                        str(encoder.device), inputs=inputs, digests=digests)
+                    written.result()
+                written = writer.submit(self.write, chunk, vectors, digests)
             written.result()
-        info.update(papers_per_s=round(len(missing) / seconds, 2),
-                    tokens_per_s=round(n_tokens / seconds, 1), device=str(encoder.device),
-                    token_budget=budget, dtype_compute=encoder.compute_dtype,
-                    **getattr(encoder, "counts", {}))  # multi-vector: sentences, truncated
-    with file_lock(store):
-        info["covered_pools"] = mark_covered(place.corpus_dir, store, pools)
-    info["seconds"] = round(time.perf_counter() - start, 2)
+        return n_tokens, seconds
+
+
+def _log_outcome(entry: ModelEntry, needed: int, embedded: int, borrowed: int) -> None:
+    """What an embed that encoded nothing, or copied vectors, says."""
     if borrowed:
         log.info(f"[embed] {entry.name}: {borrowed} vectors copied from the store of the corpus "
                  "this benchmark was built from")
-    if not len(missing):
-        log.info(f"[embed] {entry.name}: all {len(needed)} papers already stored")
-    return info
+    if not embedded:
+        log.info(f"[embed] {entry.name}: all {needed} papers already stored")

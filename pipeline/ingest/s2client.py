@@ -30,6 +30,7 @@ connection errors only.
 from __future__ import annotations
 
 import email.utils
+import functools
 import hashlib
 import io
 import logging
@@ -451,101 +452,199 @@ def _pause(tries: int, settings: Settings, asked: float | None = None) -> float:
     return min(settings.backoff * 2 ** (tries - 1) * (0.5 + random.random() / 2), MAX_PAUSE)
 
 
+def _size(path: Path) -> int:
+    """Bytes of `path`; 0 when there is no such file (no partial yet)."""
+    return path.stat().st_size if path.exists() else 0
+
+
+@dataclass
+class Attempt:
+    """What one request for a file's bytes came to: the answer's status (None: no answer, or
+    not the range asked for), the whole file's bytes when the answer says, what went wrong
+    in words for the log ('': nothing) and the seconds the host asked to wait (Retry-After)."""
+
+    status: int | None = None
+    total: int | None = None
+    note: str = ""
+    asked: float | None = None
+
+    @property
+    def body(self) -> bool:
+        """Bytes of the file came (all or part of them)."""
+        return self.status in (200, 206)
+
+    def whole(self, size: int) -> bool:
+        """The body came without a fault and the partial now holds `size`, all the bytes
+        the host announced (or it announced none)."""
+        return self.body and not self.note and (self.total is None or size == self.total)
+
+    def shown(self) -> str:
+        """The attempt's fault as a log line says it."""
+        return self.note or f"HTTP {self.status}"
+
+
+def _answer_range(resp: urllib3.BaseHTTPResponse, offset: int) -> tuple[int | None, int | None]:
+    """(status, the file's whole size or None) of an answer to a request from byte `offset`:
+    a 206 for another range than the one asked for counts as no answer (status None), so the
+    partial is read again from 0; a 200 is the whole file (the host ignored the range)."""
+    if resp.status == 206:
+        span = _content_range(resp.headers.get("Content-Range"))
+        return (None, None) if span is None or span[0] != offset else (206, span[1])
+    if resp.status != 200:
+        return resp.status, None
+    length = resp.headers.get("Content-Length")
+    # ASCII digits: a server's '²' passes str.isdigit(), then fails int()
+    return 200, int(length) if length and length.isascii() and length.isdigit() else None
+
+
+def _save_body(resp: urllib3.BaseHTTPResponse, part: Path, append: bool, meter: Meter,
+               stop: threading.Event | None) -> None:
+    """Write the answer's body to the partial file as it comes, after its bytes (`append`)
+    or in their place; `stop` set: Stopped, the bytes written so far kept."""
+    with disk_errors(part.parent), part.open("ab" if append else "wb") as out:
+        while block := resp.read1(CHUNK, decode_content=False):
+            out.write(block)
+            meter.add(len(block))
+            if stop is not None and stop.is_set():
+                resp.close()
+                raise Stopped(part.name)
+    resp.release_conn()
+
+
+def _discard(resp: urllib3.BaseHTTPResponse) -> None:
+    """Read an unwanted body to its end so that the connection serves the next request."""
+    resp.drain_conn()
+    resp.release_conn()
+
+
+def attempt(client: Client, url: str, part: Path, meter: Meter,
+            stop: threading.Event | None = None) -> Attempt:
+    """One request for the bytes of a file after those its partial file `part` holds (a
+    Range request), written there: appended, or from byte 0 when the host sends the whole
+    file. A range the host cannot give (416 past a partial that holds more than the file,
+    another range than asked for) removes the partial, so that the next try starts from
+    byte 0. Faults are the attempt's note, never raised; `stop` set raises Stopped."""
+    offset = _size(part)
+    got = Attempt()
+    try:
+        resp = client.open(url, offset)
+        got.status, got.total = _answer_range(resp, offset)
+        if got.body:
+            _save_body(resp, part, got.status == 206, meter, stop)
+        elif got.status is None or (got.status == 416 and offset):
+            _discard(resp)
+            part.unlink(missing_ok=True)
+            got.note = f"HTTP {resp.status} to the range from byte {offset}; from byte 0 again"
+        else:
+            got.asked, invalid = _retry_note(resp.headers)
+            got.note = f"HTTP {got.status}{invalid}" if invalid else ""
+            _discard(resp)
+    except urllib3.exceptions.HTTPError as exc:
+        settings = client.settings
+        got.note = _failure(exc, settings.connect_timeout, settings.read_timeout) \
+            if got.status is None else type(exc).__name__  # a dropped connection, a timeout
+    except OSError as exc:
+        got.note = type(exc).__name__
+    return got
+
+
+def verified(part: Path, final: Path) -> dict[str, Any]:
+    """A whole download checked (check_shard) and renamed to `final`: its record (name,
+    bytes, sha256, lines). Bytes that fail the check are removed (the next download starts
+    from byte 0) and raise ValueError naming why."""
+    try:
+        record = check_shard(part)
+    except ValueError:
+        part.unlink()
+        raise
+    os.replace(part, final)
+    remember(final, record["sha256"])  # a later run checks it without reading it
+    return {"name": final.name, **record}
+
+
+class Retries:
+    """The bounded retry policy of one file's download: `settings.retries` tries without
+    progress (bytes on disk beyond the most the file ever had: a restart from byte 0 is
+    none), then one line; BAD_DOWNLOADS whole downloads that fail verification, then one
+    line; a link the host refuses as expired (EXPIRED_STATUS) asked for again; a 404 one line
+    at once; between tries the pause of `_pause`, cut short by `stop` (then Stopped)."""
+
+    def __init__(self, settings: Settings, name: str, what: str, most: int = 0,
+                 stop: threading.Event | None = None):
+        self.settings, self.name, self.what, self.stop = settings, name, what, stop
+        self.tries = 0  # tries without progress
+        self.bad = 0  # whole downloads that failed verification
+        self.most = most  # the furthest the bytes have come
+
+    def progressed(self, size: int) -> bool:
+        """True, the tries counted again from 0, when `size` bytes are more than ever."""
+        if size <= self.most:
+            return False
+        self.tries, self.most = 0, size
+        return True
+
+    def damaged(self, problem: ValueError, url: str) -> None:
+        """Count a whole download that failed verification; the last allowed is one line."""
+        self.bad += 1
+        if self.bad >= BAD_DOWNLOADS:
+            raise InputError(f"{self.what} file {self.name} ({public(url)}): downloaded whole "
+                             f"{self.bad} times, {problem} each time; run again later or "
+                             "report it to Semantic Scholar") from None
+        log.warning("%s %s: %s; downloading it again", self.what, self.name, problem)
+
+    def failed(self, got: Attempt, url: str, renew: Callable[[], None]) -> None:
+        """Count a try without progress (`renew` the link first when the host refused it as
+        expired), refuse a file gone or out of tries, else wait before the next."""
+        if got.status in EXPIRED_STATUS:
+            log.info("%s %s: link refused (HTTP %s, expired); asking for it again", self.what,
+                     self.name, got.status)
+            renew()
+        elif got.status == 404:
+            raise InputError(f"{self.what} file {self.name} is gone from the file host (HTTP "
+                             f"404, {public(url)}): the release may be withdrawn; run again")
+        self.tries += 1
+        if self.tries > self.settings.retries:
+            raise InputError(f"{self.what} file {self.name}: no progress after {self.tries} "
+                             f"tries (last: {got.shown()}); run again later (the bytes "
+                             "downloaded so far are kept)")
+        wait = _pause(self.tries, self.settings,
+                      got.asked if got.status in RETRY_STATUS else None)
+        log.warning("%s %s: %s; trying again in %.1f s", self.what, self.name, got.shown(),
+                    wait)
+        self._wait(wait)
+
+    def _wait(self, seconds: float) -> None:
+        """Pause before the next try; Stopped as soon as `stop` is set."""
+        if self.stop is None:
+            time.sleep(seconds)
+        elif self.stop.wait(seconds):
+            raise Stopped(self.name)
+
+
 def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Meter,
                what: str, stop: threading.Event | None = None) -> dict[str, Any]:
     """Download one file into `folder/name`, resuming its partial file; its record (name,
     bytes, sha256, lines) once whole and verified. `stop` set: Stopped, the partial kept.
-    Every way round the loop returns, raises, or counts a try without progress (bytes on
-    disk beyond the most this file ever had: a restart from byte 0 is none), so a file that
-    never gets whole is one line after `retries` tries, whatever goes wrong."""
-    settings = client.settings
+    Each attempt (`attempt`) either ends whole (then `verified`), or made progress, or is
+    counted by the bounded policy (`Retries`), so a file that never gets whole is one line
+    after `retries` tries, whatever goes wrong."""
     final, part = folder / name, folder / DOWNLOAD_PARTIAL.format(name)
-    tries = bad = 0  # tries without progress; whole downloads that failed verification
-    most = part.stat().st_size if part.exists() else 0  # the furthest the bytes have come
+    retries = Retries(client.settings, name, what, most=_size(part), stop=stop)
     while True:
-        offset = part.stat().st_size if part.exists() else 0
         url, generation = links.url(name)
-        status, total, note, asked = None, None, "", None
-        try:
-            resp = client.open(url, offset)
-            status = resp.status
-            span = _content_range(resp.headers.get("Content-Range")) if status == 206 else None
-            if status == 206 and (span is None or span[0] != offset):
-                status = None  # not the range asked for: the partial is read again from 0
-            if status in (200, 206):
-                if status == 206:
-                    total = span[1] if span else None
-                else:
-                    offset = 0  # the whole file again (the server ignored the range)
-                    length = resp.headers.get("Content-Length")
-                    # ASCII digits: a server's '²' passes str.isdigit(), then fails int()
-                    total = int(length) if length and length.isascii() and length.isdigit() \
-                        else None
-                with disk_errors(folder), part.open("ab" if status == 206 else "wb") as out:
-                    while block := resp.read1(CHUNK, decode_content=False):  # as it comes
-                        out.write(block)
-                        meter.add(len(block))
-                        if stop is not None and stop.is_set():
-                            resp.close()
-                            raise Stopped(name)
-                resp.release_conn()
-            elif status is None or (status == 416 and offset):  # a range the host cannot give
-                resp.drain_conn()  # (the partial holds more than the file): from byte 0 again
-                resp.release_conn()
-                part.unlink(missing_ok=True)
-                note = f"HTTP {resp.status} to the range from byte {offset}; from byte 0 again"
-            else:
-                asked, invalid = _retry_note(resp.headers)
-                note = f"HTTP {status}{invalid}" if invalid else ""
-                resp.drain_conn()
-                resp.release_conn()
-        except urllib3.exceptions.HTTPError as exc:
-            note = _failure(exc, settings.connect_timeout, settings.read_timeout) \
-                if status is None else type(exc).__name__  # a dropped connection, a timeout
-        except OSError as exc:
-            note = type(exc).__name__
-        size = part.stat().st_size if part.exists() else 0
-        if status in (200, 206) and not note and (total is None or size == total):
+        got = attempt(client, url, part, meter, stop)
+        size = _size(part)
+        if got.whole(size):
             try:
-                record = check_shard(part)
+                return verified(part, final)
             except ValueError as exc:
-                bad += 1
-                part.unlink()
-                if bad >= BAD_DOWNLOADS:
-                    raise InputError(f"{what} file {name} ({public(url)}): downloaded whole "
-                                     f"{bad} times, {exc} each time; run again later or "
-                                     "report it to Semantic Scholar") from None
-                log.warning("%s %s: %s; downloading it again", what, name, exc)
-                continue
-            os.replace(part, final)
-            remember(final, record["sha256"])  # a later run checks it without reading it
-            return {"name": name, **record}
-        if status in (200, 206) and size > most:
-            tries, most = 0, size  # progress: a break in a long file is not its failure
+                retries.damaged(exc, url)
+        elif got.body and retries.progressed(size):
+            # a break in a long file is not its failure
             log.warning("%s %s: broken off at byte %d%s (%s); resuming", what, name, size,
-                        f" of {total}" if total else "", note or "short body")
-            continue
-        if status in EXPIRED_STATUS:
-            log.info("%s %s: link refused (HTTP %s, expired); asking for it again", what,
-                     name, status)
-            links.renew(generation)
-            tries += 1
-        elif status == 404:
-            raise InputError(f"{what} file {name} is gone from the file host (HTTP 404, "
-                             f"{public(url)}): the release may be withdrawn; run again")
+                        f" of {got.total}" if got.total else "", got.note or "short body")
         else:
-            tries += 1
-        if tries > settings.retries:
-            raise InputError(f"{what} file {name}: no progress after {tries} tries "
-                             f"(last: {note or f'HTTP {status}'}); run again later (the "
-                             "bytes downloaded so far are kept)")
-        wait = _pause(tries, settings, asked if status in RETRY_STATUS else None)
-        log.warning("%s %s: %s; trying again in %.1f s", what, name,
-                    note or f"HTTP {status}", wait)
-        if stop is not None and stop.wait(wait):
-            raise Stopped(name)
-        if stop is None:
-            time.sleep(wait)
+            retries.failed(got, url, functools.partial(links.renew, generation))
 
 
 # ---- the manifest beside the files ---------------------------------------------------------------

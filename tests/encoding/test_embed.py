@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -92,6 +94,18 @@ def test_other_settings_are_refused(corpus_dir, tmp_path, tiny_entry):
     embed(place, tiny_entry, [SMALL_POOL])
     with pytest.raises(InputError, match="other settings"):
         embed(place, tiny_entry, [LARGE_POOL], dtype="float16")
+
+
+def test_embeds_own_argument_errors_name_its_keywords_before_anything_is_read(tmp_path):
+    entry = ModelEntry("tiny-bert", "dense", "unused", "cls", "l2", max_length=128)
+    place = Place(tmp_path / "corpora" / "c", tmp_path / "indexes", tmp_path / "runs")
+    for arguments, line in [({"dtype": "float64"}, "dtype='float64': use 'float32' or 'float16'"),
+                            ({"part_size": 0, "batch_size": -1},
+                             "part_size=0, batch_size=-1: give a whole number >= 1"),
+                            ({"token_budget": 0}, "token_budget=0: give a whole number >= 1")]:
+        with pytest.raises(InputError, match=re.escape(line)):
+            embed(place, entry, ["p"], **arguments)
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.slow
