@@ -44,7 +44,7 @@ class Data:
                  corpora: str | os.PathLike | None = None,
                  indexes: str | os.PathLike | None = None,
                  runs: str | os.PathLike | None = None):
-        from pipeline.cli.arguments import check_arguments
+        from pipeline.options.arguments import check_arguments
 
         given = {"corpora": corpora, "indexes": indexes, "runs": runs}
         check_arguments("Data", {"folder": folder, **given})
@@ -189,7 +189,7 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     made with these arguments (the rule of `make search`: search.current_run; `seed` counts
     where it changes the run) is kept as it is. The name of a run imported into the corpus is
     refused (import_run)."""
-    from pipeline.cli.arguments import check_options
+    from pipeline.options.arguments import check_options
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.search import check_not_imported, current_run, index, search_pool
 

@@ -9,11 +9,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.cli.checks import (
+from pipeline.cli.variables import OneLineParser
+from pipeline.core.errors import InputError
+from pipeline.core.repair import PIPELINE_COMMAND, Repair, Where
+from pipeline.glossary import CITATION_MODES, FOS_SOURCES, VARIANTS
+from pipeline.layout import (
+    Place,
+    corpus_path,
+    pool_split,
+    stage_times_path,
+)
+from pipeline.options.checks import (
     BACKENDS,
     BM25_ENGINES,
     DTYPES,
-    OneLineParser,
     checked,
     choice,
     corpus_name,
@@ -25,15 +34,6 @@ from pipeline.cli.checks import (
     non_negative,
     pool_name,
     positive,
-)
-from pipeline.core.errors import InputError
-from pipeline.core.repair import PIPELINE_COMMAND, Repair, Where
-from pipeline.glossary import CITATION_MODES, FOS_SOURCES, VARIANTS
-from pipeline.layout import (
-    Place,
-    corpus_path,
-    pool_split,
-    stage_times_path,
 )
 from pipeline.readers import SOURCES
 from pipeline.roots import where
@@ -121,17 +121,17 @@ def run_stage(args: argparse.Namespace, name: str, *argv: str) -> None:
 
 
 def make_default(variable: str) -> str:
-    """The default of a make variable (its declaration in cli/variables.py): the default of
+    """The default of a make variable (its declaration in options/declared.py): the default of
     the option that variable sets, so that make and the command line agree."""
-    from pipeline.cli.variables import BY_NAME
+    from pipeline.options.declared import BY_NAME
 
     return BY_NAME[variable].default
 
 
 def make_check(variable: str) -> Callable[[str], object]:
-    """The check of a make variable (its declaration in cli/variables.py): the type of the
+    """The check of a make variable (its declaration in options/declared.py): the type of the
     option that variable sets, so that make, the command line and the API bound it alike."""
-    from pipeline.cli.variables import BY_NAME
+    from pipeline.options.declared import BY_NAME
 
     check = BY_NAME[variable].check
     assert check is not None, f"{variable} is checked with the others, not alone"

@@ -15,25 +15,23 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.checks import PER_CORE, OneLineParser, cores, input_path, safe_path
 from pipeline.cli.goals import GOALS
 from pipeline.cli.main import build_parser
 from pipeline.cli.variables import (
-    BY_NAME,
     DERIVED,
     GOALS_ENV,
-    VARIABLES,
+    OneLineParser,
     add_options,
     command_line,
     derived,
     generated,
-    markdown,
-    md_text,
     read,
     stale,
 )
 from pipeline.layout import raw_dir, run_name
 from pipeline.models import fused_name, hf_name
+from pipeline.options.checks import PER_CORE, cores, input_path, safe_path
+from pipeline.options.declared import BY_NAME, VARIABLES, markdown, md_text
 from pipeline.roots import data_roots
 from tests.conftest import refusal
 

@@ -5,12 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 
-from pipeline.cli.checks import (
-    given_path,
-    non_negative,
-    positive,
-    sizes,
-)
 from pipeline.cli.commands.search import search_and_eval
 from pipeline.cli.registry import (
     comma_list,
@@ -27,6 +21,12 @@ from pipeline.cli.registry import (
     times_log,
 )
 from pipeline.models import get_model
+from pipeline.options.checks import (
+    given_path,
+    non_negative,
+    positive,
+    sizes,
+)
 
 log = logging.getLogger(__name__)
 

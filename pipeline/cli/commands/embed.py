@@ -7,10 +7,6 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.checks import (
-    choice,
-    non_negative,
-)
 from pipeline.cli.registry import (
     command,
     embed_args,
@@ -24,6 +20,10 @@ from pipeline.cli.registry import (
     times_log,
 )
 from pipeline.models import IMPORT_VECTORS, SIMILARITIES, get_model
+from pipeline.options.checks import (
+    choice,
+    non_negative,
+)
 
 log = logging.getLogger(__name__)
 

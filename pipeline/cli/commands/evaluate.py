@@ -6,10 +6,6 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.checks import (
-    non_negative,
-    training_sets,
-)
 from pipeline.cli.commands.pools import exclude_arg
 from pipeline.cli.registry import command, metrics_arg, place_of, pool_arg, pools_of, times_log
 from pipeline.layout import (
@@ -17,6 +13,10 @@ from pipeline.layout import (
     Place,
 )
 from pipeline.models import get_model
+from pipeline.options.checks import (
+    non_negative,
+    training_sets,
+)
 
 log = logging.getLogger(__name__)
 

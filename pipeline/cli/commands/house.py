@@ -14,7 +14,6 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from pipeline.cli.checks import given_path
 from pipeline.cli.registry import command, place_of, where_of
 from pipeline.core.errors import InputError
 from pipeline.fields import resolve_fields
@@ -22,6 +21,7 @@ from pipeline.layout import (
     MANIFEST,
 )
 from pipeline.models import HF_PREFIX, REGISTRY, VECTORS_PREFIX, fused_name, get_model
+from pipeline.options.checks import given_path
 from pipeline.retrieval.imported import check_model_name
 
 log = logging.getLogger(__name__)

@@ -6,13 +6,6 @@ from __future__ import annotations
 import argparse
 import logging
 
-from pipeline.cli.checks import (
-    BACKENDS,
-    choice,
-    given_path,
-    non_negative,
-    positive,
-)
 from pipeline.cli.commands.embed import embed_options
 from pipeline.cli.commands.pools import repair_pools
 from pipeline.cli.registry import (
@@ -33,6 +26,13 @@ from pipeline.cli.registry import (
 )
 from pipeline.glossary import VARIANTS
 from pipeline.models import fused_name, get_model
+from pipeline.options.checks import (
+    BACKENDS,
+    choice,
+    given_path,
+    non_negative,
+    positive,
+)
 
 log = logging.getLogger(__name__)
 

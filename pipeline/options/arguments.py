@@ -1,8 +1,8 @@
 """The one validation layer of the Python API: every argument of every public name of
 `pipeline` (its _API) is checked here before the function runs, with the check of the make
-variable it stands for (VARIABLES in pipeline/cli/variables.py, the checks of
-pipeline/cli/checks.py). The API, the command line and make so refuse a bad value with the same
-words, on one line (an InputError) naming the function, the argument and what to give.
+variable it stands for (VARIABLES in pipeline/options/declared.py, the checks of
+pipeline/options/checks.py). The API, the command line and make so refuse a bad value with the
+same words, on one line (an InputError) naming the function, the argument and what to give.
 
 Python values are typed: a whole number is an int (the str "20" is refused, saying so; the
 command line parses its text itself), a flag a bool, a path a str or os.PathLike. An unknown
@@ -22,10 +22,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.cli.checks import non_negative, positive, synth_shard_count
-from pipeline.cli.variables import BY_NAME
 from pipeline.core.errors import InputError
 from pipeline.layout import check_path_length, parse_size, run_name, split_run_name
+from pipeline.options.checks import non_negative, positive, synth_shard_count
+from pipeline.options.declared import BY_NAME
 
 
 def _is_int(value: object) -> bool:
