@@ -350,9 +350,8 @@ def _optional(check: Callable[[str], object] | None) -> Callable[[str], object]:
 # The Makefile sets this in the environment of every command it runs (PIPE), so that their
 # errors name make's variables, which is what the user typed.
 FROM_MAKE = "MDCR_PIPELINE_FROM_MAKE"
-# Options the Makefile fills from a variable of another name (the rest: --<name in lowercase>)
-OPTION_VARIABLES = {"--num-shards": "SHARDS", "--time": "SLURM_TIME", "--cpus-per-task": "THREADS",
-                    "--workers": "THREADS",
+# Options the goals fill from a variable besides its own (Variable.option)
+OPTION_VARIABLES = {"--cpus-per-task": "THREADS", "--workers": "THREADS",
                     **{option: ROOT_VARIABLES[kind]
                        for kind, option in ROOT_OPTIONS.items()}}
 
@@ -360,7 +359,7 @@ OPTION_VARIABLES = {"--num-shards": "SHARDS", "--time": "SLURM_TIME", "--cpus-pe
 def in_make_words(message: str) -> str:
     """An error message of a command make ran, with its options written as the make
     variables that set them: `--backend faiss-gpu` -> `BACKEND=faiss-gpu`."""
-    names = {f"--{v.name.lower().replace('_', '-')}": v.name for v in VARIABLES}
+    names = {v.option: v.name for v in VARIABLES}
     names.update(OPTION_VARIABLES)
 
     def rewrite(match: re.Match) -> str:

@@ -44,15 +44,20 @@ from pipeline.slurm import check_executor, check_partition, check_time
 
 @dataclass(frozen=True)
 class Variable:
-    """A user variable of the Makefile.
+    """One option: the make variable `name`, the stages' command-line option `option`
+    (--<name in lowercase, '-' for '_'> unless `flag` says otherwise) and the Python API's
+    `keywords`, one check and one default for all three.
 
     default: the value when neither make's command line nor the environment gives one; a
     function of the values before it (SOURCE, MDCR, QUERIES follow CORPUS), which `shown` then
-    says in words for the docs. check: the argparse type the value is checked with (None: the
-    check checks it with the others it depends on, house.checked_variables). optional: an
+    says in words for the docs. check: the value's check (pipeline/options/checks.py; None:
+    the check checks it with the others it depends on, house.checked_variables). optional: an
     empty value is no value (the check skips it). one_word: one value, never several words (a
-    path, a name).
-    alias: a second name the check accepts (TIME for SLURM_TIME, on make's command line)."""
+    path, a name). alias: a second name the check accepts (TIME for SLURM_TIME, on make's
+    command line). stages: the commands of `python -m pipeline` that take `option` (the command
+    line adds it to each; make's goals pass it on to each). keywords: the API's arguments that
+    take this option's values, each a value of `kind` (pipeline/options/arguments.py KINDS);
+    `none`: None is accepted there (the function's default)."""
 
     name: str
     default: str | Callable[[dict[str, str]], str]
@@ -63,6 +68,21 @@ class Variable:
     optional: bool = False
     one_word: bool = False
     alias: str = ""
+    flag: str = ""
+    stages: tuple[str, ...] = ()
+    keywords: tuple[str, ...] = ()
+    kind: str = "str"
+    none: bool = False
+
+    @property
+    def option(self) -> str:
+        """The stages' command-line option this variable sets (--bm25-engine)."""
+        return self.flag or "--" + self.name.lower().replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        """The attribute the command line's parser gives the option's value (bm25_engine)."""
+        return self.option.removeprefix("--").replace("-", "_")
 
 
 GROUPS = {
@@ -78,11 +98,17 @@ GROUPS = {
     "tests": "The test suite (make test, make test-fast)",
 }
 FLAG = ("", "0", "1")
+# The commands that search with make search's settings (search, and those that search their
+# models first): an option of the search takes all of them as its `stages`
+SEARCHING = ("search", "fuse", "mdcr", "mdcr-jaccard", "demo")
+# The commands that submit SLURM jobs: an option of the jobs takes both as its `stages`
+SLURM_JOBS = ("submit-embed", "after-embed")
 V = Variable
 VARIABLES: tuple[Variable, ...] = (
     # ---- data
     V("CORPUS", "demo", corpus_name, "the corpus every stage works on: its folder under "
-      "corpora/, indexes/ and runs/", "data", one_word=True),
+      "corpora/, indexes/ and runs/", "data", one_word=True,
+      keywords=("corpus", "name")),
     V("DATA", ".", safe_path, "where corpora/, indexes/ and runs/ live (a scratch disk on a "
       "cluster, say); default the checkout", "data", one_word=True),
     V("CORPORA_DIR", "", safe_path, "the corpora folder, where it is not DATA's corpora/ "
@@ -94,13 +120,15 @@ VARIABLES: tuple[Variable, ...] = (
       "--runs-root)", "data", shown="DATA/runs", optional=True, one_word=True),
     V("SOURCE", lambda v: "s2ag" if v["CORPUS"] == "s2ag" else "s2orc", choice(SOURCES),
       "the reader: the S2ORC 2020 release (s2orc) or the S2AG datasets (s2ag: papers/, abstracts/, "
-      "citations/)", "data", shown="s2orc; s2ag when CORPUS=s2ag", one_word=True),
+      "citations/)", "data", shown="s2orc; s2ag when CORPUS=s2ag", one_word=True,
+      keywords=("source",)),
     V("RAW", "", safe_path, "the folder of the raw release: S2ORC's metadata/, or S2AG's "
       "papers/, abstracts/ and citations/", "data",
       shown="the corpus's SOURCE folder under DATA (corpora/CORPUS/SOURCE)", optional=True,
       one_word=True),
     V("FOS_SOURCE", "external", choice(FOS_SOURCES), "S2AG: which field labels count: "
-      "external (MAG-like) or s2-fos-model", "data", one_word=True),
+      "external (MAG-like) or s2-fos-model", "data", one_word=True,
+      keywords=("fos_source",)),
     V("RELEASE", "latest", None, "make download: the S2AG release, a date (2026-11-18) or "
       "latest (recorded as its date)", "data", one_word=True),
     V("DATASETS", "papers,abstracts,citations", dataset_list, "make download: the S2AG "
@@ -114,7 +142,8 @@ VARIABLES: tuple[Variable, ...] = (
     V("PARALLEL", "4", parallel_downloads, "make download: files downloaded at once (at most "
       "32)", "data", one_word=True),
     V("CITATIONS", "inbound", choice(CITATION_MODES), "what the prefilter counts as a "
-      "paper's citations: inbound, outbound or either", "data", one_word=True),
+      "paper's citations: inbound, outbound or either", "data", one_word=True,
+      keywords=("citations",)),
     V("STRICT", "", choice(FLAG), "1: stop ingest at the first bad line instead of "
       "quarantining it", "data", one_word=True),
     # ---- pools
@@ -125,10 +154,12 @@ VARIABLES: tuple[Variable, ...] = (
       "computer-science)", "pools", shown="(empty: a dataset-level pool)", optional=True),
     V("REPEATS", "1", positive, "samples per size (the paper: 3)", "pools"),
     V("SEED", "0", non_negative, "the pools' seed, part of a pool's name unless 0 (two seeds "
-      "never overwrite each other); also the random model's and make mdcr's", "pools"),
+      "never overwrite each other); also the random model's and make mdcr's", "pools",
+      keywords=("seed",), kind="int"),
     V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", positive, "query papers per pool",
       "pools", shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
-      optional=True),
+      optional=True,
+      keywords=("n_queries",), kind="int", none=True),
     V("EXCLUDE", "", safe_path, "papers never used as queries (the paper: SPECTER's and "
       "SciNCL's training papers): a file of CorpusIDs, one per line or a JSON list; its ids "
       "name the pools (-x<tag>), and make report shows the pools of this list",
@@ -136,7 +167,8 @@ VARIABLES: tuple[Variable, ...] = (
     V("POOL", "", pool_name, "make retire-pool: the pool to retire, e.g. one whose "
       "EXCLUDE list changed (make verify names them); make import-run: the pool the run "
       "ranks", "pools", optional=True,
-      one_word=True),
+      one_word=True,
+      keywords=("pool",)),
     # ---- models
     V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
       "hf:<org>/<name> (any Hugging Face encoder, with POOLING), vectors:<name> (make "
@@ -157,29 +189,33 @@ VARIABLES: tuple[Variable, ...] = (
     V("THREADS", "2", worker_count, "ingest's and the synthetic corpus's worker processes, "
       "Lucene and search threads, at most 4 per CPU core of this machine (a stage never starts "
       "more than it has work for); with EXECUTOR=slurm also each job's CPUs (--cpus-per-task)",
-      "search"),
+      "search", stages=("index", *SEARCHING), keywords=("threads", "workers"), kind="int"),
     V("BM25_ENGINE", "arrays", choice(BM25_ENGINES), "BM25 on arrays (Lucene's analysis and "
       "scores in numba, faster for whole-abstract queries) or on lucene (Anserini): the same "
-      "runs, so a change redoes none", "search", one_word=True),
+      "runs, so a change redoes none", "search", one_word=True,
+      stages=("index", *SEARCHING), keywords=("bm25_engine",)),
     V("BACKEND", "auto", choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "
       "faiss-gpu, torch-cuda, torch-cpu (a forced one that cannot run is an error; the run "
-      "manifest says which ran)", "search", one_word=True),
+      "manifest says which ran)", "search", one_word=True,
+      stages=SEARCHING, keywords=("backend",)),
     V("QUERY_VARIANT", "full", choice(VARIANTS), "the same pools searched with perturbed "
       "queries: full, title, abstract, shuffled, deleted30, typos (pipeline/pools/queries.py); "
       "their runs are named after the model and the variant, beside the others", "search",
-      one_word=True),
+      one_word=True, stages=SEARCHING, keywords=("variant",)),
     # ---- eval
     V("PAPER_IDS", "", safe_path, "make training-ids: the folder of S2AG's paper-ids "
       "dataset (SHA -> CorpusID)", "pools", optional=True, one_word=True),
     V("TRAINING_SETS", "", training_sets, "make report: each model's training "
       "papers, <model>=<file> separated by spaces (files as for EXCLUDE): the share of every "
       "pool's queries and positives in them (leakage)", "eval",
-      shown="(empty: no leakage table)", optional=True),
+      shown="(empty: no leakage table)", optional=True,
+      keywords=("training_sets",), kind="training_sets", none=True),
     V("METRICS", "auto", checked(metric_list), "what eval scores: auto (each pool's own set: "
       "large-scale pools MAP, NDCG, R@30; MDCR-style pools MAP, NDCG, R@5), a set "
       "(large-scale, mdcr, beir: nDCG@10, R@100; csfcube: NDCG%20, MAP of grades >= 2) or "
       "ranx names, e.g. 'map ndcg@10 recall@30'",
-      "eval"),
+      "eval",
+      keywords=("metrics",), kind="metrics"),
     V("MODELS", "", None, "make fuse, make mdcr-jaccard: the models, separated by commas "
       "(MODELS=bm25,minilm; an hf: model's pooling as hf:<org>/<name>@cls)", "eval"),
     V("METHOD", "rrf", None, "make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)",
@@ -198,9 +234,11 @@ VARIABLES: tuple[Variable, ...] = (
       "scores file", "mdcr", optional=True, one_word=True),
     V("DATASET", "", checked(dataset_id), "make import-irds: the ir_datasets id of the "
       "collection to import (beir/scidocs, nfcorpus/test, ...: https://ir-datasets.com)",
-      "mdcr", optional=True, one_word=True),
+      "mdcr", optional=True, one_word=True,
+      keywords=("dataset",)),
     V("SPLIT", "test", checked(layout.pool_split), "the split imported or exported: "
-      "test, val (MDCR) or dev (BEIR)", "mdcr", one_word=True),
+      "test, val (MDCR) or dev (BEIR)", "mdcr", one_word=True,
+      keywords=("split",)),
     V("REPLACE", "", choice(FLAG), "1: make mdcr, import-mdcr, import-beir and import-csfcube "
       "may replace an "
       "existing corpus of the same kind (without it they refuse to write into a corpus that "
@@ -219,16 +257,22 @@ VARIABLES: tuple[Variable, ...] = (
       "runs/slurm/, one shard per task; make eval then waits for it)", "cluster",
       one_word=True),
     V("SHARDS", "1", shard_count, "shards of the embed stage: array tasks with slurm, one after "
-      "another with local; at most 1,000 (SLURM's default MaxArraySize)", "cluster"),
+      "another with local; at most 1,000 (SLURM's default MaxArraySize)", "cluster",
+      flag="--num-shards",
+      stages=("embed", *SLURM_JOBS, "demo")),
     V("PARTITION", "", checked(check_partition), "#SBATCH --partition: one name, or several "
       "separated by commas", "cluster", shown="the cluster's default", optional=True,
-      one_word=True),
+      one_word=True,
+      stages=SLURM_JOBS),
     V("GPUS_PER_TASK", "1", non_negative, "#SBATCH --gres=gpu:K of each task (and of the eval "
-      "job); 0 asks for none", "cluster"),
+      "job); 0 asks for none", "cluster",
+      stages=SLURM_JOBS),
     V("SLURM_TIME", "", checked(check_time), "#SBATCH --time of each job, e.g. 90 (minutes), "
       "4:00:00, 1-12:00:00; TIME=.. on make's command line is an alias (a TIME in the "
       "environment, GNU time's format, is never read)", "cluster",
-      shown="the cluster's default", optional=True, one_word=True, alias="TIME"),
+      shown="the cluster's default", optional=True, one_word=True, alias="TIME",
+      flag="--time",
+      stages=SLURM_JOBS),
     # ---- demo
     V("DEMO_PAPERS", "120k", sizes, "papers of the synthetic demo corpus, for a new one or "
       "when given (then the corpus is made again with it); not given, a command uses the "
