@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import hashlib
 import os
 import re
 import sys
@@ -188,6 +189,8 @@ GOALS_ENV = "MDCR_MAKE_GOALS"
 # passes MAKEOVERRIDES (`CORPUS=c MODEL=a\\ b`: a backslash escapes the next character), with
 # each line break as the byte 0x1e ($(shell) would drop it).
 OVERRIDES_ENV, LINE_BREAK = "MDCR_MAKE_OVERRIDES", "\x1e"
+# The Makefile hands its check's token (`checked_token`) to its recipes under this name
+CHECKED_ENV = "MDCR_CHECKED"
 ALIAS = {v.alias: v.name for v in VARIABLES if v.alias}
 
 
@@ -281,6 +284,15 @@ def read(environ: Mapping[str, str]) -> argparse.Namespace:
     args.COMMAND_LINE = " ".join(names)
     args.DRY_RUN = dry_run(environ.get("MAKEFLAGS", ""))
     return args
+
+
+def checked_token(args: argparse.Namespace) -> str:
+    """A digest of what the check checks: every variable's value as read, the variables given
+    and on make's command line, make's goals. The Makefile's check and a goal of the same make
+    read the same, so a goal whose token is the check's has nothing to check again."""
+    seen = {name: " ".join(sorted(value.split())) if name in ("GIVEN", "COMMAND_LINE")
+            else repr(value) for name, value in vars(args).items() if name != "DRY_RUN"}
+    return hashlib.sha256(repr(sorted(seen.items())).encode()).hexdigest()[:32]
 
 
 def check_command_line(names: str) -> None:

@@ -31,22 +31,34 @@ log = logging.getLogger(__name__)
          "status 2 and one line naming the variable if one is bad (every make target runs it "
          "first)", corpus=False, writes=())
 def cmd_check(args: argparse.Namespace) -> None:
-    checked_variables(os.environ)
+    """The Makefile's check (once per make): it hands the token of what it checked to the
+    recipes (MDCR_CHECKED), whose goals then do not check the same variables again."""
+    from pipeline.cli.variables import OVERRIDES_ENV, checked_token, read
+
+    variables = read(os.environ)
+    check_variables(variables)
+    if OVERRIDES_ENV in os.environ:  # the Makefile's $(shell): it reads the token
+        print(f"checked={checked_token(variables)}")
 
 
 def checked_variables(environ: Mapping[str, str]) -> argparse.Namespace:
-    """The make variables of `environ` (pipeline/cli/variables.py: read), each checked (its
-    argparse type did most of it) with those it depends on and with what make's goals need;
-    writes nothing. InputError (or SystemExit(2) from argparse) on the first bad one."""
-    from pipeline.cli.variables import (
-        VARIABLES,
-        check_goals,
-        model_spec,
-        read,
-        run_without_model,
-    )
+    """The make variables of `environ` (pipeline/cli/variables.py: read), checked as the
+    Makefile's check checked them, unless it did (the token it handed make's recipes,
+    MDCR_CHECKED, is that of these values): one check per make."""
+    from pipeline.cli.variables import CHECKED_ENV, checked_token, read
 
-    args = read(environ)
+    variables = read(environ)
+    if environ.get(CHECKED_ENV) != checked_token(variables):
+        check_variables(variables)
+    return variables
+
+
+def check_variables(args: argparse.Namespace) -> None:
+    """The make variables read (pipeline/cli/variables.py: read, whose checks did most of it),
+    each checked with those it depends on and with what make's goals need; writes nothing.
+    InputError on the first bad one."""
+    from pipeline.cli.variables import VARIABLES, check_goals, model_spec, run_without_model
+
     if args.MODEL is not None:
         names = args.MODEL.split()
         if len(names) > 1:
@@ -99,7 +111,6 @@ def checked_variables(environ: Mapping[str, str]) -> argparse.Namespace:
         raise InputError(f"MODEL_PATH {args.MODEL_PATH} is not a folder: give the folder "
                          "written by save_pretrained")
     check_goals(args)  # what make's goals need: their variables, a pool, this machine
-    return args
 
 
 def _goal_arguments(p: argparse.ArgumentParser) -> None:
