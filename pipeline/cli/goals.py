@@ -23,6 +23,7 @@ from pathlib import Path
 from pipeline.cli.registry import (
     check_writes,
     declared_argv,
+    eval_argv,
     of_make,
     opt,
     search_argv,
@@ -165,8 +166,7 @@ def search_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
 
 def eval_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
     """One process scores every run whose evaluation is not current."""
-    return ["eval", *corpus(v), "--model", d["MODEL_NAME"], "--stale-only",
-            "--metrics", v.METRICS, "--collect"]
+    return ["eval", *eval_argv(v.CORPUS, d["MODEL_NAME"], of_make(v))]
 
 
 @goal("search")
@@ -192,7 +192,7 @@ def evaluate(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 def fuse(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Every component searched and evaluated, then the fused model, in one process."""
     return [["fuse", *corpus(v), "--models", v.MODELS, "--method", v.METHOD, "--seed",
-             str(v.SEED), *search_with(v), "--metrics", v.METRICS]]
+             str(v.SEED), *declared_argv("fuse", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
 
 
 @goal("mdcr")
@@ -280,8 +280,7 @@ def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
              "--sizes", v.DEMO_SIZES, *opt("--queries", v.QUERIES), "--fields", v.DEMO_FIELDS,
              "--field-size", v.DEMO_FIELD_SIZE, "--field-queries", str(v.DEMO_FIELD_QUERIES),
              "--repeats", str(v.DEMO_REPEATS), "--seed", str(v.SEED), "--models", v.DEMO_MODELS,
-             *declared_argv("demo", of_make(v)), *opt("--model-path", v.MODEL_PATH),
-             "--metrics", v.METRICS]]
+             *declared_argv("demo", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
 
 
 def demo_paths(d: dict[str, str]) -> list[Path]:

@@ -28,7 +28,6 @@ from pipeline.options.checks import (
     device,
     given_path,
     input_path,
-    metric_list,
     non_negative,
     pool_name,
     positive,
@@ -176,6 +175,13 @@ def search_argv(corpus: str, model: str, value: Callable[[Variable], object], se
             *opt("--model-path", model_path)]
 
 
+def eval_argv(corpus: str, run: str, value: Callable[[Variable], object]) -> list[str]:
+    """The options of `make eval` for the runs `run`, with its settings (`value` of each
+    declared option of eval): score every run whose evaluation is not current, collect."""
+    return ["--corpus", corpus, "--model", run, "--stale-only", *declared_argv("eval", value),
+            "--collect"]
+
+
 # The options several commands share.
 def pool_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pool", action="append", type=pool_name,
@@ -204,13 +210,6 @@ def slurm_args(p: argparse.ArgumentParser) -> None:
 def repair_pools_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repair-pools", action="store_true", help="first rebuild every pool "
                    "that is stale, damaged or half-written (as make pools)")
-
-
-def metrics_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--metrics", default="auto", type=checked(metric_list),
-                   help="auto (each pool's set: large-scale, or mdcr for MDCR-style pools), "
-                   "a set (large-scale, mdcr, beir, csfcube) or names: "
-                   "'map ndcg@10 recall@30'")
 
 
 def split_arg(help_text: str | None = None) -> Callable[[argparse.ArgumentParser], None]:

@@ -215,7 +215,7 @@ VARIABLES: tuple[Variable, ...] = (
       "(large-scale, mdcr, beir: nDCG@10, R@100; csfcube: NDCG%20, MAP of grades >= 2) or "
       "ranx names, e.g. 'map ndcg@10 recall@30'",
       "eval",
-      keywords=("metrics",), kind="metrics"),
+      stages=("eval", "fuse", "demo"), keywords=("metrics",), kind="metrics"),
     V("MODELS", "", None, "make fuse, make mdcr-jaccard: the models, separated by commas "
       "(MODELS=bm25,minilm; an hf: model's pooling as hf:<org>/<name>@cls)", "eval"),
     V("METHOD", "rrf", None, "make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)",

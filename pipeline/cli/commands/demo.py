@@ -11,7 +11,6 @@ from pipeline.cli.registry import (
     command,
     ingest_args,
     make_default,
-    metrics_arg,
     place_of,
     prefilter_args,
     run_stage,
@@ -48,7 +47,6 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=non_negative, default=0, help="the pools' seed (SEED)")
     p.add_argument("--models", default=make_default("DEMO_MODELS"), help="the models searched and "
                    "scored, separated by spaces or commas (DEMO_MODELS)")
-    metrics_arg(p)
     p.add_argument("--model-path", type=given_path, help="load the weights from this local folder")
 
 

@@ -12,7 +12,7 @@ from pipeline.cli.registry import (
     comma_list,
     command,
     embed_args,
-    metrics_arg,
+    eval_argv,
     model_arg,
     of_args,
     place_of,
@@ -40,9 +40,8 @@ def search_and_eval(args: argparse.Namespace, model: str) -> None:
 
     run_stage(args, "search", *search_argv(args.corpus, model, of_args(args), args.seed,
                                            args.model_path))
-    run_stage(args, "eval", "--corpus", args.corpus, "--model",
-              run_name(model, args.query_variant), "--stale-only", "--metrics", args.metrics,
-              "--collect")
+    run_stage(args, "eval", *eval_argv(args.corpus, run_name(model, args.query_variant),
+                                       of_args(args)))
 
 
 def _index_pools(args: argparse.Namespace, entry, pools: list[str]) -> None:
@@ -150,7 +149,6 @@ def _fuse_arguments(p: argparse.ArgumentParser) -> None:
                    "(an hf: model's pooling as hf:<org>/<name>@cls)")
     p.add_argument("--method", default="rrf", help="ranx's fusion method (rrf, wsum, ...)")
     p.add_argument("--seed", type=non_negative, default=0, help="seed of the random model")
-    metrics_arg(p)
     p.add_argument("--model-path", type=given_path, help="load the weights from this local folder")
 
 
