@@ -11,13 +11,25 @@ before the environment exists).
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from pipeline import layout
+from pipeline.core.errors import InputError
 from pipeline.external.irds import dataset_id
+from pipeline.fields import resolve_fields
 from pipeline.glossary import CITATION_MODES, FOS_SOURCES, VARIANTS
-from pipeline.models import PRECISIONS, SIMILARITIES
+from pipeline.models import (
+    FUSION_PREFIX,
+    HF_PREFIX,
+    PRECISIONS,
+    REGISTRY,
+    SIMILARITIES,
+    fused_name,
+)
 from pipeline.options.checks import (
     BACKENDS,
     BM25_ENGINES,
@@ -303,6 +315,55 @@ VARIABLES: tuple[Variable, ...] = (
 )
 del V
 BY_NAME = {v.name: v for v in VARIABLES}
+
+
+# ---- the rules that relate several options: make's check applies each (RULES) to the values
+# read, after every value's own check and MODEL's (pipeline/cli/commands/house.py)
+def pooling_is_for_hf(v: Any) -> None:
+    """POOLING only with MODEL=hf:<id>: a registered model has its own."""
+    if v.POOLING and not (v.MODEL or "").startswith(HF_PREFIX):
+        raise InputError(f"POOLING={v.POOLING} is for MODEL=hf:<id>; a registered model "
+                         "has its own pooling (make models)")
+
+
+def models_fuse(v: Any) -> None:
+    """MODELS (make fuse) fused by METHOD: the fused model's name checks both."""
+    if v.MODELS:
+        fused_name(v.METHOD or "rrf", v.MODELS.replace(",", " ").split())
+
+
+def mdcr_models_are_known(v: Any) -> None:
+    """MDCR_MODELS (make mdcr): registered models, or the file names of hf: and fused ones."""
+    for name in (v.MDCR_MODELS or "").replace(",", " ").split():
+        if name not in REGISTRY and not name.startswith(("hf--", FUSION_PREFIX)):
+            raise InputError(f"MDCR_MODELS: {name!r} is not a registered model (make models "
+                             "lists them); give the models whose runs give the negatives")
+
+
+def fields_are_known(v: Any) -> None:
+    """FIELD and DEMO_FIELDS name MAG fields (or all)."""
+    for fields in (v.FIELD, v.DEMO_FIELDS):
+        if fields:
+            resolve_fields(fields)
+
+
+def slurm_is_here(v: Any) -> None:
+    """EXECUTOR=slurm needs sbatch on this machine."""
+    if v.EXECUTOR == "slurm" and not shutil.which("sbatch"):
+        raise InputError("EXECUTOR=slurm needs `sbatch`, which is not on PATH: run make on a "
+                         "SLURM login node, or use EXECUTOR=local")
+
+
+def model_path_is_a_folder(v: Any) -> None:
+    """MODEL_PATH is the folder save_pretrained wrote."""
+    if v.MODEL_PATH and not Path(v.MODEL_PATH).is_dir():
+        raise InputError(f"MODEL_PATH {v.MODEL_PATH} is not a folder: give the folder "
+                         "written by save_pretrained")
+
+
+RULES: tuple[Callable[[Any], None], ...] = (
+    pooling_is_for_hf, models_fuse, mdcr_models_are_known, fields_are_known, slurm_is_here,
+    model_path_is_a_folder)
 
 
 # ---- the generated files ---------------------------------------------------------------------

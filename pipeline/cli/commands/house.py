@@ -9,19 +9,18 @@ import logging
 import os
 import re
 import shlex
-import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from pipeline.cli.registry import command, place_of, where_of
 from pipeline.core.errors import InputError
-from pipeline.fields import resolve_fields
 from pipeline.layout import (
     MANIFEST,
 )
-from pipeline.models import HF_PREFIX, REGISTRY, VECTORS_PREFIX, fused_name, get_model
+from pipeline.models import HF_PREFIX, REGISTRY, VECTORS_PREFIX, get_model
 from pipeline.options.checks import given_path
+from pipeline.options.declared import RULES
 from pipeline.retrieval.imported import check_model_name
 
 log = logging.getLogger(__name__)
@@ -92,24 +91,8 @@ def check_variables(args: argparse.Namespace) -> None:
         entry = get_model(name)
         if entry.name != name:
             raise InputError(f"MODEL {name!r}: write it as registered, {entry.name!r}")
-    if args.POOLING and not (args.MODEL or "").startswith(HF_PREFIX):
-        raise InputError(f"POOLING={args.POOLING} is for MODEL=hf:<id>; a registered model "
-                         "has its own pooling (make models)")
-    if args.MODELS:  # make fuse
-        fused_name(args.METHOD or "rrf", args.MODELS.replace(",", " ").split())
-    for name in (args.MDCR_MODELS or "").replace(",", " ").split():  # make mdcr
-        if name not in REGISTRY and not name.startswith(("hf--", "fuse--")):
-            raise InputError(f"MDCR_MODELS: {name!r} is not a registered model (make models "
-                             "lists them); give the models whose runs give the negatives")
-    for fields in (args.FIELD, args.DEMO_FIELDS):
-        if fields:
-            resolve_fields(fields)
-    if args.EXECUTOR == "slurm" and not shutil.which("sbatch"):
-        raise InputError("EXECUTOR=slurm needs `sbatch`, which is not on PATH: run make on a "
-                         "SLURM login node, or use EXECUTOR=local")
-    if args.MODEL_PATH and not Path(args.MODEL_PATH).is_dir():
-        raise InputError(f"MODEL_PATH {args.MODEL_PATH} is not a folder: give the folder "
-                         "written by save_pretrained")
+    for rule in RULES:  # the rules that relate several options, beside their declarations
+        rule(args)
     check_goals(args)  # what make's goals need: their variables, a pool, this machine
 
 
