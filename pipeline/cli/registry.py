@@ -170,9 +170,9 @@ def search_argv(corpus: str, model: str, value: Callable[[Variable], object], se
     """The options of `make search` for `model`, with make search's settings (`value` of each
     declared option of the search: `of_make`, `of_args`): index first, keep current runs,
     repair stale pools."""
-    return ["--corpus", corpus, "--model", model, *declared_argv("search", value), "--index",
-            "--stale-only", "--seed", str(seed), "--repair-pools",
-            *opt("--model-path", model_path)]
+    return ["--corpus", corpus, "--model", model, *opt("--model-path", model_path),
+            *declared_argv("search", value), "--index", "--stale-only", "--seed", str(seed),
+            "--repair-pools"]
 
 
 def eval_argv(corpus: str, run: str, value: Callable[[Variable], object]) -> list[str]:
