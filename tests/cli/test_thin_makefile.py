@@ -17,7 +17,6 @@ from pipeline.cli.variables import TARGET_NAMES, TARGETS, help_text
 from tests.conftest import refusal
 
 ROOT = Path(__file__).resolve().parents[2]
-MAKEFILE = (ROOT / "Makefile").read_text()
 CLEARED = ("TIME", "SLURM_TIME", "CORPUS", "MODEL", "MODELS", "PYTHON", "VENV", "PY", "STAMP",
            "SRC", "OUT", "DATA", "EXECUTOR", "MAKEFLAGS")
 # The values a needed variable gets when the test does not leave it out.
