@@ -36,8 +36,8 @@ __all__ = sorted(_API)
 def __getattr__(name: str) -> Any:
     if name in _API:
         value = getattr(import_module(_API[name]), name)
-        if isfunction(value):  # every argument checked first: pipeline/cli/arguments.py
-            value = import_module("pipeline.cli.arguments").validated(value)
+        if isfunction(value):  # every argument checked first: pipeline/options/arguments.py
+            value = import_module("pipeline.options.arguments").validated(value)
         globals()[name] = value  # looked up once
         return value
     raise AttributeError(f"module 'pipeline' has no attribute {name!r}")

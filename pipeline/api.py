@@ -44,7 +44,7 @@ class Data:
                  corpora: str | os.PathLike | None = None,
                  indexes: str | os.PathLike | None = None,
                  runs: str | os.PathLike | None = None):
-        from pipeline.cli.arguments import check_arguments
+        from pipeline.options.arguments import check_arguments
 
         given = {"corpora": corpora, "indexes": indexes, "runs": runs}
         check_arguments("Data", {"folder": folder, **given})
@@ -185,11 +185,12 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     """Retrieve the top `k` candidates of each query of `pool` with `model` (a registered
     name such as 'bm25', an 'hf:' model, or a ModelEntry) and write the run; return the run's
     name (the model's, plus '~<variant>' for perturbed queries). `options` are the
-    retriever's own (BM25: bm25_engine; encoders: backend, model_path), others refused. A run
+    retriever's own (its kind's Retriever.OPTIONS: BM25's engine, an encoder's backend and
+    weights folder), others refused. A run
     made with these arguments (the rule of `make search`: search.current_run; `seed` counts
     where it changes the run) is kept as it is. The name of a run imported into the corpus is
     refused (import_run)."""
-    from pipeline.cli.arguments import check_options
+    from pipeline.options.arguments import check_options
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.search import check_not_imported, current_run, index, search_pool
 

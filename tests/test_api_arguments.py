@@ -1,4 +1,4 @@
-"""The API's one validation layer (pipeline/cli/arguments.py): every public function refuses a
+"""The API's one validation layer (pipeline/options/arguments.py): every public function refuses a
 wrong type or value of each argument with one InputError naming it, before anything is read
 or written; and a current run or evaluation is kept as it is, as the command line keeps it."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import pipeline
-from pipeline.cli.arguments import ARGUMENTS, KEYWORDS, OVERRIDES
 from pipeline.core.errors import InputError
+from pipeline.options.arguments import ARGUMENTS, KEYWORDS, OVERRIDES
 from tests.conftest import POOL_SEED, pool_of
 
 POOL = pool_of(800)

@@ -20,7 +20,15 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from pipeline.cli.registry import check_writes, stage_args
+from pipeline.cli.registry import (
+    check_writes,
+    declared_argv,
+    eval_argv,
+    of_make,
+    opt,
+    search_argv,
+    stage_args,
+)
 from pipeline.cli.variables import GOALS_ENV
 
 log = logging.getLogger(__name__)
@@ -36,11 +44,6 @@ def goal(name: str) -> Callable[[GoalFunction], GoalFunction]:
         GOALS[name] = func
         return func
     return register
-
-
-def opt(option: str, value: object) -> list[str]:
-    """`option value`, or nothing when the value is empty (an optional variable not given)."""
-    return [option, str(value)] if value not in (None, "") else []
 
 
 def flag(option: str, value: object) -> list[str]:
@@ -61,15 +64,12 @@ def model_args(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
 def search_with(v: argparse.Namespace) -> list[str]:
     """The search settings of the commands that search several models (fuse, mdcr,
     mdcr-jaccard, demo: each model as make search does, in one process)."""
-    return ["--threads", str(v.THREADS), "--bm25-engine", v.BM25_ENGINE, "--backend", v.BACKEND,
-            "--query-variant", v.QUERY_VARIANT, *opt("--model-path", v.MODEL_PATH)]
+    return [*declared_argv("search", of_make(v)), *opt("--model-path", v.MODEL_PATH)]
 
 
 def slurm_args(v: argparse.Namespace) -> list[str]:
     """What each SLURM job asks for (THREADS CPUs per task)."""
-    return ["--num-shards", str(v.SHARDS), "--gpus-per-task", str(v.GPUS_PER_TASK),
-            *opt("--partition", v.PARTITION), *opt("--time", v.SLURM_TIME),
-            "--cpus-per-task", str(v.THREADS)]
+    return [*declared_argv("submit-embed", of_make(v)), "--cpus-per-task", str(v.THREADS)]
 
 
 def corpus(v: argparse.Namespace) -> list[str]:
@@ -148,27 +148,25 @@ def embed(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Here (the SHARDS one after another), or as a SLURM job array (EXECUTOR=slurm)."""
     if v.EXECUTOR == "slurm":
         return [["submit-embed", *corpus(v), *model_args(v, d), *slurm_args(v)]]
-    return [["embed", *corpus(v), *model_args(v, d), "--num-shards", str(v.SHARDS)]]
+    return [["embed", *corpus(v), *model_args(v, d), *declared_argv("embed", of_make(v))]]
 
 
 @goal("index")
 def index(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["index", *corpus(v), *model_args(v, d), "--threads", str(v.THREADS),
-             "--bm25-engine", v.BM25_ENGINE, "--repair-pools"]]
+    return [["index", *corpus(v), *model_args(v, d), *declared_argv("index", of_make(v)),
+             "--repair-pools"]]
 
 
 def search_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
     """One process searches every pool whose run is not current (--stale-only), its pools
     repaired first."""
-    return ["search", *corpus(v), *model_args(v, d), "--threads", str(v.THREADS),
-            "--bm25-engine", v.BM25_ENGINE, "--backend", v.BACKEND, "--index", "--stale-only",
-            "--query-variant", v.QUERY_VARIANT, "--seed", str(v.SEED), "--repair-pools"]
+    return ["search", *search_argv(v.CORPUS, d["MODEL_FILE"], of_make(v), v.SEED,
+                                   v.MODEL_PATH)]
 
 
 def eval_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
     """One process scores every run whose evaluation is not current."""
-    return ["eval", *corpus(v), "--model", d["MODEL_NAME"], "--stale-only",
-            "--metrics", v.METRICS, "--collect"]
+    return ["eval", *eval_argv(v.CORPUS, d["MODEL_NAME"], of_make(v))]
 
 
 @goal("search")
@@ -194,7 +192,7 @@ def evaluate(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 def fuse(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Every component searched and evaluated, then the fused model, in one process."""
     return [["fuse", *corpus(v), "--models", v.MODELS, "--method", v.METHOD, "--seed",
-             str(v.SEED), *search_with(v), "--metrics", v.METRICS]]
+             str(v.SEED), *declared_argv("fuse", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
 
 
 @goal("mdcr")
@@ -281,9 +279,8 @@ def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
              *flag("--strict", v.STRICT), "--citations", v.CITATIONS, *opt("--raw", v.RAW),
              "--sizes", v.DEMO_SIZES, *opt("--queries", v.QUERIES), "--fields", v.DEMO_FIELDS,
              "--field-size", v.DEMO_FIELD_SIZE, "--field-queries", str(v.DEMO_FIELD_QUERIES),
-             "--repeats", str(v.DEMO_REPEATS), "--seed", str(v.SEED), "--num-shards",
-             str(v.SHARDS),
-             "--models", v.DEMO_MODELS, *search_with(v), "--metrics", v.METRICS]]
+             "--repeats", str(v.DEMO_REPEATS), "--seed", str(v.SEED), "--models", v.DEMO_MODELS,
+             *declared_argv("demo", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
 
 
 def demo_paths(d: dict[str, str]) -> list[Path]:

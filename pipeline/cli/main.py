@@ -14,11 +14,12 @@ import os
 import sys
 from pathlib import Path
 
-from pipeline.cli.checks import OneLineParser, safe_path
 from pipeline.cli.commands import COMMANDS, error_line
 from pipeline.cli.registry import check_writes
+from pipeline.cli.variables import OneLineParser
 from pipeline.core import logs
 from pipeline.core.errors import InputError, ToolError
+from pipeline.options.checks import safe_path
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.cli.checks import (
-    BACKENDS,
-    BM25_ENGINES,
+from pipeline.cli.variables import OneLineParser
+from pipeline.core.errors import InputError
+from pipeline.core.repair import PIPELINE_COMMAND, Repair, Where
+from pipeline.glossary import CITATION_MODES, FOS_SOURCES
+from pipeline.layout import (
+    Place,
+    corpus_path,
+    pool_split,
+    stage_times_path,
+)
+from pipeline.options.checks import (
     DTYPES,
-    OneLineParser,
     checked,
     choice,
     corpus_name,
@@ -21,23 +28,13 @@ from pipeline.cli.checks import (
     device,
     given_path,
     input_path,
-    metric_list,
     non_negative,
     pool_name,
     positive,
 )
-from pipeline.core.errors import InputError
-from pipeline.core.repair import PIPELINE_COMMAND, Repair, Where
-from pipeline.glossary import CITATION_MODES, FOS_SOURCES, VARIANTS
-from pipeline.layout import (
-    Place,
-    corpus_path,
-    pool_split,
-    stage_times_path,
-)
+from pipeline.options.declared import BY_NAME, VARIABLES, Variable
 from pipeline.readers import SOURCES
 from pipeline.roots import where
-from pipeline.slurm import check_partition, check_time
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +62,9 @@ class Command:
                                 help="folder under corpora/")
         for add in self.arguments:
             add(parser)
+        for var in VARIABLES:  # the declared options of this stage
+            if self.name in var.stages:
+                add_declared(parser, var)
         return parser
 
 
@@ -121,32 +121,71 @@ def run_stage(args: argparse.Namespace, name: str, *argv: str) -> None:
 
 
 def make_default(variable: str) -> str:
-    """The default of a make variable (its declaration in cli/variables.py): the default of
+    """The default of a make variable (its declaration in options/declared.py): the default of
     the option that variable sets, so that make and the command line agree."""
-    from pipeline.cli.variables import BY_NAME
-
     return BY_NAME[variable].default
 
 
 def make_check(variable: str) -> Callable[[str], object]:
-    """The check of a make variable (its declaration in cli/variables.py): the type of the
+    """The check of a make variable (its declaration in options/declared.py): the type of the
     option that variable sets, so that make, the command line and the API bound it alike."""
-    from pipeline.cli.variables import BY_NAME
-
     check = BY_NAME[variable].check
     assert check is not None, f"{variable} is checked with the others, not alone"
     return check
+
+
+# ---- the declared options (pipeline/options/declared.py): each stage's, and their argv -------
+def add_declared(parser: argparse.ArgumentParser, var: Variable) -> None:
+    """The stages' option of the declared `var`: its flag, check, default and help (argparse
+    checks a default given as text with the option's check, as make's)."""
+    default = None if callable(var.default) or var.default == "" else var.default
+    parser.add_argument(var.option, type=var.check, default=default,
+                        help=var.help.replace("%", "%%"))
+
+
+def opt(option: str, value: object) -> list[str]:
+    """`option value`, or nothing when the value is empty (an optional variable not given)."""
+    return [option, str(value)] if value not in (None, "") else []
+
+
+def declared_argv(stage: str, value: Callable[[Variable], object]) -> list[str]:
+    """The declared options of the command `stage`, each with its value (`value`: of make's
+    variables, by name, or of a command's arguments, by dest: `of_make`, `of_args`)."""
+    return [word for var in VARIABLES if stage in var.stages
+            for word in opt(var.option, value(var))]
+
+
+def of_make(variables: argparse.Namespace) -> Callable[[Variable], object]:
+    """The value of a declared option among make's checked variables."""
+    return lambda var: getattr(variables, var.name)
+
+
+def of_args(args: argparse.Namespace) -> Callable[[Variable], object]:
+    """The value of a declared option among a command's arguments."""
+    return lambda var: getattr(args, var.dest)
+
+
+def search_argv(corpus: str, model: str, value: Callable[[Variable], object], seed: object,
+                model_path: str | None) -> list[str]:
+    """The options of `make search` for `model`, with make search's settings (`value` of each
+    declared option of the search: `of_make`, `of_args`): index first, keep current runs,
+    repair stale pools."""
+    return ["--corpus", corpus, "--model", model, *opt("--model-path", model_path),
+            *declared_argv("search", value), "--index", "--stale-only", "--seed", str(seed),
+            "--repair-pools"]
+
+
+def eval_argv(corpus: str, run: str, value: Callable[[Variable], object]) -> list[str]:
+    """The options of `make eval` for the runs `run`, with its settings (`value` of each
+    declared option of eval): score every run whose evaluation is not current, collect."""
+    return ["--corpus", corpus, "--model", run, "--stale-only", *declared_argv("eval", value),
+            "--collect"]
 
 
 # The options several commands share.
 def pool_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pool", action="append", type=pool_name,
                    help="pool name (repeatable; default all)")
-
-
-def bm25_engine_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bm25-engine", default="arrays", type=choice(BM25_ENGINES),
-                   help="arrays (Lucene's analysis and scores in numba) or lucene (Anserini)")
 
 
 def model_arg(p: argparse.ArgumentParser) -> None:
@@ -164,39 +203,13 @@ def embed_args(p: argparse.ArgumentParser) -> None:
 
 
 def slurm_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--num-shards", type=make_check("SHARDS"), default=1,
-                   help="array tasks (SHARDS)")
-    p.add_argument("--partition", type=checked(check_partition))
-    p.add_argument("--gpus-per-task", type=non_negative, default=1,
-                   help="--gres=gpu:K for each task; 0 asks for none")
-    p.add_argument("--time", type=checked(check_time), help="time limit, e.g. 4:00:00")
+    """--cpus-per-task of each SLURM job (the jobs' other options: their declaration)."""
     p.add_argument("--cpus-per-task", type=cpus_per_task)
 
 
 def repair_pools_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repair-pools", action="store_true", help="first rebuild every pool "
                    "that is stale, damaged or half-written (as make pools)")
-
-
-def threads_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=make_check("THREADS"), default=2)
-
-
-def search_args(p: argparse.ArgumentParser) -> None:
-    """What a search runs with: make search's settings (search, and the commands that search
-    their models first: fuse, mdcr, mdcr-jaccard, demo)."""
-    p.add_argument("--backend", default="auto", type=choice(BACKENDS))
-    bm25_engine_arg(p)
-    p.add_argument("--query-variant", default="full", type=choice(VARIANTS),
-                   help="perturbed queries (pipeline/pools/queries.py); the run is "
-                   "<model>~<variant>")
-
-
-def metrics_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--metrics", default="auto", type=checked(metric_list),
-                   help="auto (each pool's set: large-scale, or mdcr for MDCR-style pools), "
-                   "a set (large-scale, mdcr, beir, csfcube) or names: "
-                   "'map ndcg@10 recall@30'")
 
 
 def split_arg(help_text: str | None = None) -> Callable[[argparse.ArgumentParser], None]:

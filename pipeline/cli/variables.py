@@ -1,288 +1,54 @@
-"""The make variables, declared once: their defaults, their checks and docs/variables.md
-all come from VARIABLES.
-
-make defines none of them: it passes those given on its command line to its recipes'
-environment (as it does by itself), and `python -m pipeline check` and `goal` read them from
-there (`read`: the environment, else the default), check every value, then build the stages'
-commands (pipeline/cli/goals.py) with the names and paths of `derived`: make never composes a
-model's, a pool's or a data folder's name itself. `python -m pipeline variables --write` writes
-docs/variables.md again; tests/cli/test_variables.py fails when the committed one differs.
+"""make's variables as the command line reads them: from the environment make passes its
+command line in (`read`), each checked by its declaration (pipeline/options/declared.py), with
+what make's goals need (TARGETS, check_goals); then the names and paths the goals' commands use
+(`derived`: make never composes a model's, a pool's or a data folder's name itself).
+`python -m pipeline variables --write` writes docs/variables.md again (the declaration's
+markdown); tests/cli/test_variables.py fails when the committed one differs.
 
 Standard library only, like the rest of the check (the Makefile runs it with the system Python
-before the environment exists). The validators live in pipeline.cli.checks, where the stages'
-options use them too; main imports this module only when it builds its parser.
+before the environment exists); main imports this module only when it builds its parser.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import hashlib
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import layout
-from pipeline.cli.checks import (
-    BACKENDS,
-    BM25_ENGINES,
-    OneLineParser,
-    checked,
-    choice,
-    corpus_name,
-    dataset_list,
-    input_path,
-    metric_list,
-    non_negative,
-    parallel_downloads,
-    pool_name,
-    positive,
-    safe_path,
-    shard_count,
-    sizes,
-    training_sets,
-    worker_count,
-    xdist_workers,
-)
 from pipeline.core.errors import InputError
 from pipeline.corpus.manifest import written_whole
-from pipeline.external.irds import dataset_id
-from pipeline.glossary import CITATION_MODES, FOS_SOURCES, VARIANTS
 from pipeline.models import (
     HF_PREFIX,
     IMPORT_VECTORS,
-    PRECISIONS,
-    SIMILARITIES,
     VECTORS_PREFIX,
     get_model,
     with_precision,
 )
-from pipeline.readers import SOURCES
+from pipeline.options.declared import BY_NAME, VARIABLES, Variable, markdown
 from pipeline.roots import ROOT_OPTIONS, ROOT_VARIABLES, data_roots
-from pipeline.slurm import check_executor, check_partition, check_time
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad option is one line (`error: ...`) and exit status 2, not usage text."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        if self.prog.endswith(" check"):  # options named after make variables: name the variable
+            print(f"error: {message.removeprefix('argument --')}", file=sys.stderr)
+        else:
+            print(f"error: {self.prog}: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = Path(layout.VARIABLES_DOC)
 
-
-@dataclass(frozen=True)
-class Variable:
-    """A user variable of the Makefile.
-
-    default: the value when neither make's command line nor the environment gives one; a
-    function of the values before it (SOURCE, MDCR, QUERIES follow CORPUS), which `shown` then
-    says in words for the docs. check: the argparse type the value is checked with (None: the
-    check checks it with the others it depends on, house.checked_variables). optional: an
-    empty value is no value (the check skips it). one_word: one value, never several words (a
-    path, a name).
-    alias: a second name the check accepts (TIME for SLURM_TIME, on make's command line)."""
-
-    name: str
-    default: str | Callable[[dict[str, str]], str]
-    check: Callable[[str], object] | None
-    help: str
-    group: str
-    shown: str = ""
-    optional: bool = False
-    one_word: bool = False
-    alias: str = ""
-
-
-GROUPS = {
-    "data": "Corpus and data folders",
-    "pools": "Pools (make pool)",
-    "models": "Models",
-    "search": "Search",
-    "eval": "Evaluation and fusion (make eval, make fuse)",
-    "mdcr": "MDCR-style benchmarks and outside collections",
-    "cluster": "Where embed runs (make embed, make eval; on a SLURM cluster: docs/cluster.md)",
-    "demo": "make demo",
-    "paper grid": "The paper's grid (make pools-paper)",
-    "tests": "The test suite (make test, make test-fast)",
-}
-FLAG = ("", "0", "1")
-V = Variable
-VARIABLES: tuple[Variable, ...] = (
-    # ---- data
-    V("CORPUS", "demo", corpus_name, "the corpus every stage works on: its folder under "
-      "corpora/, indexes/ and runs/", "data", one_word=True),
-    V("DATA", ".", safe_path, "where corpora/, indexes/ and runs/ live (a scratch disk on a "
-      "cluster, say); default the checkout", "data", one_word=True),
-    V("CORPORA_DIR", "", safe_path, "the corpora folder, where it is not DATA's corpora/ "
-      "(the stages' --corpora-root)", "data", shown="DATA/corpora", optional=True,
-      one_word=True),
-    V("INDEX_DIR", "", safe_path, "the indexes folder, where it is not DATA's indexes/ (the "
-      "stages' --index-root)", "data", shown="DATA/indexes", optional=True, one_word=True),
-    V("RUNS_DIR", "", safe_path, "the runs folder, where it is not DATA's runs/ (the stages' "
-      "--runs-root)", "data", shown="DATA/runs", optional=True, one_word=True),
-    V("SOURCE", lambda v: "s2ag" if v["CORPUS"] == "s2ag" else "s2orc", choice(SOURCES),
-      "the reader: the S2ORC 2020 release (s2orc) or the S2AG datasets (s2ag: papers/, abstracts/, "
-      "citations/)", "data", shown="s2orc; s2ag when CORPUS=s2ag", one_word=True),
-    V("RAW", "", safe_path, "the folder of the raw release: S2ORC's metadata/, or S2AG's "
-      "papers/, abstracts/ and citations/", "data",
-      shown="the corpus's SOURCE folder under DATA (corpora/CORPUS/SOURCE)", optional=True,
-      one_word=True),
-    V("FOS_SOURCE", "external", choice(FOS_SOURCES), "S2AG: which field labels count: "
-      "external (MAG-like) or s2-fos-model", "data", one_word=True),
-    V("RELEASE", "latest", None, "make download: the S2AG release, a date (2026-11-18) or "
-      "latest (recorded as its date)", "data", one_word=True),
-    V("DATASETS", "papers,abstracts,citations", dataset_list, "make download: the S2AG "
-      "datasets, separated by commas", "data", one_word=True),
-    V("FIRST", "", positive, "make download: a trial, only the first FIRST files of each "
-      "dataset (empty: every file)", "data", shown="every file", optional=True,
-      one_word=True),
-    V("UPDATE", "", choice(FLAG), "1: make download brings a folder holding an older release "
-      "to RELEASE with the API's diffs (then make corpus ingests again)", "data",
-      one_word=True),
-    V("PARALLEL", "4", parallel_downloads, "make download: files downloaded at once (at most "
-      "32)", "data", one_word=True),
-    V("CITATIONS", "inbound", choice(CITATION_MODES), "what the prefilter counts as a "
-      "paper's citations: inbound, outbound or either", "data", one_word=True),
-    V("STRICT", "", choice(FLAG), "1: stop ingest at the first bad line instead of "
-      "quarantining it", "data", one_word=True),
-    # ---- pools
-    V("SIZE", "10k", sizes, "the pool size: 20000, 20k, 2M; several separated by spaces",
-      "pools"),
-    V("FIELD", "", None, "a field-level pool: one of the 19 MAG fields (case insensitive), "
-      "all, or several separated by spaces with '-' for a name's own space (medicine "
-      "computer-science)", "pools", shown="(empty: a dataset-level pool)", optional=True),
-    V("REPEATS", "1", positive, "samples per size (the paper: 3)", "pools"),
-    V("SEED", "0", non_negative, "the pools' seed, part of a pool's name unless 0 (two seeds "
-      "never overwrite each other); also the random model's and make mdcr's", "pools"),
-    V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", positive, "query papers per pool",
-      "pools", shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
-      optional=True),
-    V("EXCLUDE", "", safe_path, "papers never used as queries (the paper: SPECTER's and "
-      "SciNCL's training papers): a file of CorpusIDs, one per line or a JSON list; its ids "
-      "name the pools (-x<tag>), and make report shows the pools of this list",
-      "pools", shown="(empty: no paper left out)", optional=True, one_word=True),
-    V("POOL", "", pool_name, "make retire-pool: the pool to retire, e.g. one whose "
-      "EXCLUDE list changed (make verify names them); make import-run: the pool the run "
-      "ranks", "pools", optional=True,
-      one_word=True),
-    # ---- models
-    V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
-      "hf:<org>/<name> (any Hugging Face encoder, with POOLING), vectors:<name> (make "
-      "import-vectors), or a fused model's name; make import-vectors: the name of the vectors",
-      "models"),
-    V("POOLING", "", None, "cls or mean, for MODEL=hf:<org>/<name>", "models",
-      shown="mean", optional=True, one_word=True),
-    V("PRECISION", "fp32", choice(PRECISIONS), "the encoder's floating-point precision: fp32 "
-      "(the authors' references), bf16 or fp16 (GPU only) for speed; a run in another "
-      "precision is the model <name>+bf16, never mixed with fp32 runs", "models",
-      one_word=True),
-    V("MODEL_PATH", "", safe_path, "a local folder with the model's save_pretrained files, "
-      "for nodes without hub access", "models", optional=True, one_word=True),
-    # ---- search
-    V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
-      "compares the imported vectors: cosine, ip (inner product) or l2 (recorded in their "
-      "store)", "models", one_word=True),
-    V("THREADS", "2", worker_count, "ingest's and the synthetic corpus's worker processes, "
-      "Lucene and search threads, at most 4 per CPU core of this machine (a stage never starts "
-      "more than it has work for); with EXECUTOR=slurm also each job's CPUs (--cpus-per-task)",
-      "search"),
-    V("BM25_ENGINE", "arrays", choice(BM25_ENGINES), "BM25 on arrays (Lucene's analysis and "
-      "scores in numba, faster for whole-abstract queries) or on lucene (Anserini): the same "
-      "runs, so a change redoes none", "search", one_word=True),
-    V("BACKEND", "auto", choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "
-      "faiss-gpu, torch-cuda, torch-cpu (a forced one that cannot run is an error; the run "
-      "manifest says which ran)", "search", one_word=True),
-    V("QUERY_VARIANT", "full", choice(VARIANTS), "the same pools searched with perturbed "
-      "queries: full, title, abstract, shuffled, deleted30, typos (pipeline/pools/queries.py); "
-      "their runs are named after the model and the variant, beside the others", "search",
-      one_word=True),
-    # ---- eval
-    V("PAPER_IDS", "", safe_path, "make training-ids: the folder of S2AG's paper-ids "
-      "dataset (SHA -> CorpusID)", "pools", optional=True, one_word=True),
-    V("TRAINING_SETS", "", training_sets, "make report: each model's training "
-      "papers, <model>=<file> separated by spaces (files as for EXCLUDE): the share of every "
-      "pool's queries and positives in them (leakage)", "eval",
-      shown="(empty: no leakage table)", optional=True),
-    V("METRICS", "auto", checked(metric_list), "what eval scores: auto (each pool's own set: "
-      "large-scale pools MAP, NDCG, R@30; MDCR-style pools MAP, NDCG, R@5), a set "
-      "(large-scale, mdcr, beir: nDCG@10, R@100; csfcube: NDCG%20, MAP of grades >= 2) or "
-      "ranx names, e.g. 'map ndcg@10 recall@30'",
-      "eval"),
-    V("MODELS", "", None, "make fuse, make mdcr-jaccard: the models, separated by commas "
-      "(MODELS=bm25,minilm; an hf: model's pooling as hf:<org>/<name>@cls)", "eval"),
-    V("METHOD", "rrf", None, "make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)",
-      "eval"),
-    # ---- mdcr
-    V("MDCR", lambda v: f"{v['CORPUS']}-mdcr", corpus_name, "make mdcr: the benchmark corpus "
-      "it writes", "mdcr", shown="CORPUS-mdcr", one_word=True),
-    V("MDCR_MODELS", "bm25,minilm", None, "make mdcr: the models whose top-ranked papers give "
-      "the model-based negatives, separated by commas (the paper's: bm25,specter,scincl; "
-      "make mdcr-jaccard MODELS=.. helps choose)", "mdcr"),
-    V("SRC", "", input_path, "make import-mdcr, make import-beir, make import-csfcube: the "
-      "folder of files to import (import-csfcube: the CSFCube release); make import-vectors: "
-      "the parquet file of the vectors (columns corpusid, vector); spaces allowed",
-      "mdcr", optional=True),
-    V("OUT", "", safe_path, "make export-mdcr: the folder it writes; make mdcr-scores: the "
-      "scores file", "mdcr", optional=True, one_word=True),
-    V("DATASET", "", checked(dataset_id), "make import-irds: the ir_datasets id of the "
-      "collection to import (beir/scidocs, nfcorpus/test, ...: https://ir-datasets.com)",
-      "mdcr", optional=True, one_word=True),
-    V("SPLIT", "test", checked(layout.pool_split), "the split imported or exported: "
-      "test, val (MDCR) or dev (BEIR)", "mdcr", one_word=True),
-    V("REPLACE", "", choice(FLAG), "1: make mdcr, import-mdcr, import-beir and import-csfcube "
-      "may replace an "
-      "existing corpus of the same kind (without it they refuse to write into a corpus that "
-      "holds anything); make import-run may replace a run imported under MODEL from another "
-      "file, make import-vectors the vectors imported under MODEL from another file or with "
-      "another SIMILARITY", "mdcr", one_word=True),
-    V("RUN", "", input_path, "make import-run: the TREC run file made elsewhere (qid Q0 docid "
-      "rank score tag per line), imported as the run MODEL of POOL; spaces allowed", "eval",
-      optional=True),
-    V("DROP_UNKNOWN", "", choice(FLAG), "1: make import-run drops (and counts) the lines "
-      "naming a query or paper POOL does not have, instead of refusing the run", "eval",
-      one_word=True),
-    # ---- cluster
-    V("EXECUTOR", "local", checked(check_executor), "where embed runs: local (this machine; "
-      "the SHARDS one after another in one process) or slurm (an sbatch job array under "
-      "runs/slurm/, one shard per task; make eval then waits for it)", "cluster",
-      one_word=True),
-    V("SHARDS", "1", shard_count, "shards of the embed stage: array tasks with slurm, one after "
-      "another with local; at most 1,000 (SLURM's default MaxArraySize)", "cluster"),
-    V("PARTITION", "", checked(check_partition), "#SBATCH --partition: one name, or several "
-      "separated by commas", "cluster", shown="the cluster's default", optional=True,
-      one_word=True),
-    V("GPUS_PER_TASK", "1", non_negative, "#SBATCH --gres=gpu:K of each task (and of the eval "
-      "job); 0 asks for none", "cluster"),
-    V("SLURM_TIME", "", checked(check_time), "#SBATCH --time of each job, e.g. 90 (minutes), "
-      "4:00:00, 1-12:00:00; TIME=.. on make's command line is an alias (a TIME in the "
-      "environment, GNU time's format, is never read)", "cluster",
-      shown="the cluster's default", optional=True, one_word=True, alias="TIME"),
-    # ---- demo
-    V("DEMO_PAPERS", "120k", sizes, "papers of the synthetic demo corpus, for a new one or "
-      "when given (then the corpus is made again with it); not given, a command uses the "
-      "corpus as it is", "demo"),
-    V("DEMO_SIZES", "2k 5k 10k", sizes, "the demo's dataset-level pool sizes", "demo"),
-    V("DEMO_MODELS", "bm25 minilm random", None, "the models make demo evaluates, separated "
-      "by spaces", "demo"),
-    V("DEMO_SEED", "0", non_negative, "the synthetic demo corpus's seed, as DEMO_PAPERS: "
-      "given, the corpus is made again with it", "demo"),
-    V("DEMO_FIELDS", "medicine biology computer-science", None, "a small Table 2: the fields "
-      "of the demo's field-level pools (names with '-' for spaces; empty: none)", "demo"),
-    V("DEMO_FIELD_SIZE", "1k", sizes, "the size of the demo's field-level pools", "demo"),
-    V("DEMO_FIELD_QUERIES", "25", positive, "queries per demo field-level pool", "demo"),
-    V("DEMO_REPEATS", "3", positive, "pool draws per demo pool size (REPEATS for make demo): "
-      "three, so that its report splits the variance between queries and pool draws", "demo"),
-    # ---- paper grid
-    V("PAPER_SIZES", "200k 500k 1M 2M", sizes, "dataset-level pool sizes (MDCR section 3)",
-      "paper grid"),
-    V("PAPER_QUERIES", "3800", positive, "queries per dataset-level pool", "paper grid"),
-    V("PAPER_FIELD_SIZE", "100k", sizes, "the size of the field-level pools (all 19 fields)",
-      "paper grid"),
-    V("PAPER_FIELD_QUERIES", "200", positive, "queries per field-level pool", "paper grid"),
-    V("PAPER_REPEATS", "3", positive, "samples per size", "paper grid"),
-    # ---- tests
-    V("TEST_WORKERS", "2", xdist_workers, "test processes (pytest-xdist), 1 to 4 per CPU core; "
-      "each builds the session's fixture corpora itself, up to 1.3 GiB resident each as "
-      "measured; pytest's own options go in PYTEST_ADDOPTS", "tests", one_word=True),
-)
-del V
-BY_NAME = {v.name: v for v in VARIABLES}
 
 # The names and paths the goals' commands use (pipeline/cli/goals.py), from the checked values:
 # never composed by make.
@@ -423,6 +189,8 @@ GOALS_ENV = "MDCR_MAKE_GOALS"
 # passes MAKEOVERRIDES (`CORPUS=c MODEL=a\\ b`: a backslash escapes the next character), with
 # each line break as the byte 0x1e ($(shell) would drop it).
 OVERRIDES_ENV, LINE_BREAK = "MDCR_MAKE_OVERRIDES", "\x1e"
+# The Makefile hands its check's token (`checked_token`) to its recipes under this name
+CHECKED_ENV = "MDCR_CHECKED"
 ALIAS = {v.alias: v.name for v in VARIABLES if v.alias}
 
 
@@ -518,6 +286,15 @@ def read(environ: Mapping[str, str]) -> argparse.Namespace:
     return args
 
 
+def checked_token(args: argparse.Namespace) -> str:
+    """A digest of what the check checks: every variable's value as read, the variables given
+    and on make's command line, make's goals. The Makefile's check and a goal of the same make
+    read the same, so a goal whose token is the check's has nothing to check again."""
+    seen = {name: " ".join(sorted(value.split())) if name in ("GIVEN", "COMMAND_LINE")
+            else repr(value) for name, value in vars(args).items() if name != "DRY_RUN"}
+    return hashlib.sha256(repr(sorted(seen.items())).encode()).hexdigest()[:32]
+
+
 def check_command_line(names: str) -> None:
     """Every variable given on make's command line (COMMAND_LINE, never the environment's,
     which holds PATH and the like) is one make knows: a misspelt one (MODLE=bm25) would
@@ -585,9 +362,8 @@ def _optional(check: Callable[[str], object] | None) -> Callable[[str], object]:
 # The Makefile sets this in the environment of every command it runs (PIPE), so that their
 # errors name make's variables, which is what the user typed.
 FROM_MAKE = "MDCR_PIPELINE_FROM_MAKE"
-# Options the Makefile fills from a variable of another name (the rest: --<name in lowercase>)
-OPTION_VARIABLES = {"--num-shards": "SHARDS", "--time": "SLURM_TIME", "--cpus-per-task": "THREADS",
-                    "--workers": "THREADS",
+# Options the goals fill from a variable besides its own (Variable.option)
+OPTION_VARIABLES = {"--cpus-per-task": "THREADS", "--workers": "THREADS",
                     **{option: ROOT_VARIABLES[kind]
                        for kind, option in ROOT_OPTIONS.items()}}
 
@@ -595,7 +371,7 @@ OPTION_VARIABLES = {"--num-shards": "SHARDS", "--time": "SLURM_TIME", "--cpus-pe
 def in_make_words(message: str) -> str:
     """An error message of a command make ran, with its options written as the make
     variables that set them: `--backend faiss-gpu` -> `BACKEND=faiss-gpu`."""
-    names = {f"--{v.name.lower().replace('_', '-')}": v.name for v in VARIABLES}
+    names = {v.option: v.name for v in VARIABLES}
     names.update(OPTION_VARIABLES)
 
     def rewrite(match: re.Match) -> str:
@@ -655,41 +431,6 @@ def derived(args: argparse.Namespace) -> dict[str, str]:
                                     for kind in ("corpora", "indexes", "runs"))
     assert values.keys() == DERIVED.keys()
     return {name: str(value) for name, value in values.items()}
-
-
-# ---- the generated files ---------------------------------------------------------------------
-GENERATED_BY = ("Generated from pipeline/cli/variables.py by `python -m pipeline variables "
-                "--write`: do not edit.")
-
-
-def md_text(text: str) -> str:
-    """Text as a Markdown table cell shows it (`<org>` is not an HTML tag)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _shown(var: Variable) -> str:
-    if var.shown:
-        return md_text(var.shown)
-    return f"`{var.default}`" if var.default else "(empty)"
-
-
-def markdown() -> str:
-    """docs/variables.md: a table per group (variable, default, meaning)."""
-    lines = ["# Make variables", "", f"<!-- {GENERATED_BY} -->", "",
-             "Every variable is set on make's command line (`make eval MODEL=bm25`) or in the "
-             "environment; make defines none of them and passes them on in its recipes' "
-             "environment, where `python -m pipeline` reads them. Each one is checked before "
-             "anything runs (`make check`, which every target does first, even before make "
-             "setup builds the environment): a bad value stops make with one line and exit "
-             "status 2, and no value ever reaches a shell (a value holding `$` is refused: make "
-             "would run it as make code; so is one holding a line break). The interpreter and "
-             "environment (`PYTHON`, `VENV`, `PY`, `STAMP`) are the Makefile's own: plain "
-             "paths; the versions make setup installs are constraints.txt's."]
-    for group, title in GROUPS.items():
-        lines += ["", f"## {title}", "", "| variable | default | meaning |", "|---|---|---|"]
-        lines += [f"| `{v.name}` | {_shown(v)} | {md_text(v.help)} |"
-                  for v in VARIABLES if v.group == group]
-    return "\n".join(lines) + "\n"
 
 
 def generated() -> dict[Path, str]:

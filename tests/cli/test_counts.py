@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 import pipeline
-from pipeline.cli.arguments import ARGUMENTS
-from pipeline.cli.checks import PER_CORE, cores, corpus_name
 from pipeline.cli.main import build_parser
 from pipeline.core.errors import InputError
+from pipeline.options.arguments import ARGUMENTS
+from pipeline.options.checks import PER_CORE, cores, corpus_name
 
 ROOT = Path(__file__).resolve().parents[2]
 # the options and API arguments that set how many processes, threads, shards or array tasks run

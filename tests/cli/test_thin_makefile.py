@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.variables import TARGETS, help_text
+from pipeline.cli.goals import GOALS
+from pipeline.cli.variables import TARGET_NAMES, TARGETS, help_text
 from tests.conftest import refusal
 
 ROOT = Path(__file__).resolve().parents[2]
-MAKEFILE = (ROOT / "Makefile").read_text()
 CLEARED = ("TIME", "SLURM_TIME", "CORPUS", "MODEL", "MODELS", "PYTHON", "VENV", "PY", "STAMP",
            "SRC", "OUT", "DATA", "EXECUTOR", "MAKEFLAGS")
 # The values a needed variable gets when the test does not leave it out.
@@ -109,9 +109,19 @@ def test_goals_that_run_every_stage_here_refuse_slurm(goal, tmp_path):
     assert f"make {goal} runs its stages on this machine" in line
 
 
+def make_database() -> str:
+    """What make knows once it has read the Makefile (`make -p`: its variables and rules, as
+    make itself prints them), for the help target, which needs no variable."""
+    done = subprocess.run(["make", "--no-print-directory", "-pn", "help", "PYTHON=python3"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k not in CLEARED})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def makefile_targets() -> set[str]:
-    phony = re.search(r"^\.PHONY:(.*?)(?<!\\)\n", MAKEFILE, re.M | re.S).group(1)
-    return set(phony.replace("\\", " ").split())
+    """The phony targets make knows (its database: `name: ...` then `#  Phony target`)."""
+    return set(re.findall(r"^([a-z][a-z0-9-]*):.*\n#  Phony target", make_database(), re.M))
 
 
 def test_help_lists_every_target_from_the_declaration(tmp_path):
@@ -128,41 +138,25 @@ def test_help_lists_every_target_from_the_declaration(tmp_path):
     for target in TARGETS:
         assert re.search(rf"^make {re.escape(target.name)}( |$)", done.stdout, re.M), target
         assert target.help in done.stdout
-    assert recipes()["help"] == ["@$(call q,$(PYTHON)) -m pipeline targets"]
     assert not (tmp_path / "no-venv").exists()
 
 
-def recipes() -> dict[str, list[str]]:
-    """Each rule's recipe, as commands (continuation lines joined)."""
-    rules: dict[str, list[str]] = {}
-    current = None
-    text = MAKEFILE.replace("\\\n", " ")
-    for line in text.splitlines():
-        if line.startswith("\t"):
-            if current is not None and not line.strip().startswith("@#"):  # a comment
-                rules[current].append(line.strip())
-        elif re.match(r"^[a-z$][^=]*:", line) and not line.startswith(("ifeq", "ifneq")):
-            current = line.split(":", 1)[0]
-            rules[current] = []
-        elif line.startswith("else") and current is not None:  # the other branch's recipe
-            current = f"{current} (else)"
-            rules[current] = []
-        elif line and not line.startswith(("#", "ifeq", "ifneq", "else", "endif")):
-            current = None
-    return rules
-
-
-def test_no_make_calls_make_and_no_loop_over_stages():
-    """The orchestration is Python's: make never runs make (not even the follow-up job of
-    EXECUTOR=slurm, which runs the stages), no $(foreach), and every data target runs one
-    command, its goal."""
-    code = "\n".join(line for line in MAKEFILE.splitlines() if not line.startswith("#"))
-    assert not re.search(r"\$[({]MAKE[)}]|\$\(foreach|EVAL_MAKE", code)
-    rules = recipes()
-    assert {"pools-paper", "fuse", "mdcr", "mdcr-jaccard", "demo", "eval"} <= set(rules)
-    for name, commands in rules.items():
-        assert not any(re.search(r"\bmake\b", c) for c in commands), name
-    for name in ("pools-paper", "fuse", "mdcr", "mdcr-jaccard", "demo", "import-beir",
-                 "import-mdcr", "import-csfcube", "export-mdcr", "mdcr-scores", "eval",
-                 "embed", "corpus", "search", "download"):
-        assert rules[name] == [f"+$(GOAL) {name}"], (name, rules[name])
+def test_every_goal_runs_the_goal_runner_and_nothing_else(tmp_path):
+    """Each pipeline target (GOALS) is one recipe that runs its goal, `python -m pipeline goal
+    <target>`, after its prerequisites' goals (make keeps the chain): `make -n <target>`, whose
+    `+` recipes run, runs nothing else (no make running make, no loop over stages; the PY
+    here prints nothing, so the lines are make's own)."""
+    pool = tmp_path / "data" / "corpora" / "new" / "pools" / "all-1k-r0"
+    pool.mkdir(parents=True)
+    (pool / "manifest.json").write_text("{}")
+    for name in GOALS:
+        needs = {"CORPUS": "new", **{variable: VALUES[variable].format(tmp=tmp_path)
+                                     for variable in TARGET_NAMES[name].needs}}
+        done = make(tmp_path, "-n", name, *(f"{k}={v}" for k, v in needs.items()))
+        assert done.returncode == 0, (name, done.stderr)
+        lines = done.stdout.splitlines()
+        assert lines and all(" -m pipeline goal " in line for line in lines), (name, lines)
+        assert lines[-1].endswith(f" -m pipeline goal {name}"), (name, lines)
+    chain = make(tmp_path, "-n", "mdcr-scores", "CORPUS=new", "OUT=o.json").stdout
+    assert [line.rsplit(" ", 1)[1] for line in chain.splitlines()] == [
+        "corpus", "search", "eval", "mdcr-scores"]

@@ -15,25 +15,22 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.checks import PER_CORE, OneLineParser, cores, input_path, safe_path
-from pipeline.cli.goals import GOALS
 from pipeline.cli.main import build_parser
 from pipeline.cli.variables import (
-    BY_NAME,
     DERIVED,
     GOALS_ENV,
-    VARIABLES,
+    OneLineParser,
     add_options,
     command_line,
     derived,
     generated,
-    markdown,
-    md_text,
     read,
     stale,
 )
 from pipeline.layout import raw_dir, run_name
 from pipeline.models import fused_name, hf_name
+from pipeline.options.checks import PER_CORE, cores, input_path, safe_path
+from pipeline.options.declared import BY_NAME, VARIABLES, markdown, md_text
 from pipeline.roots import data_roots
 from tests.conftest import refusal
 
@@ -43,14 +40,15 @@ MAKEFILE = (ROOT / "Makefile").read_text()
 MAKE_BUILTINS = {"MAKECMDGOALS", "MAKEOVERRIDES", "SHELL"}
 
 
-def make(root: Path, *args: str) -> subprocess.CompletedProcess:
+def make(root: Path, *args: str, env: dict[str, str] | None = None
+         ) -> subprocess.CompletedProcess:
     """make as a user runs it, with DATA=root and the environment taken as installed; only
-    the variables a test sets (none from the environment)."""
+    the variables a test sets (none from the environment; `env`: more of it)."""
     (root / "installed").parent.mkdir(parents=True, exist_ok=True)
     (root / "installed").touch()
     environ = {k: v for k, v in os.environ.items()
                if k not in {v.name for v in VARIABLES} | {"TIME", "PYTHON", "VENV", "PY"}}
-    environ["MAKEFLAGS"] = ""
+    environ.update(env or {}, MAKEFLAGS="")
     return subprocess.run(["make", "--no-print-directory", f"DATA={root}",
                            f"PY={sys.executable}", f"STAMP={root / 'installed'}", *args],
                           cwd=ROOT, capture_output=True, text=True, env=environ, timeout=300)
@@ -72,33 +70,64 @@ def test_generated_files_are_current():
     assert "include " not in MAKEFILE
 
 
-def test_the_makefile_defines_no_variable_and_only_chains_goals():
-    """make neither defines nor reads a declared variable (one declaration, no second
-    default: Python reads them from the environment); it keeps the chain of prerequisites, and
-    each pipeline target's recipe is the one line that runs its goal (GOALS). No make code
-    checks values, and make never runs make."""
-    used = set(re.findall(r"\$[({]([A-Z][A-Z0-9_]*)[)}]", MAKEFILE))
-    used |= set(re.findall(r"\$\((?:origin|value) ([A-Z][A-Z0-9_]*)\)", MAKEFILE))
-    assigned = set(re.findall(r"^(?:export )?([A-Z][A-Z0-9_]*)\s*(?:\?|:|\+)?=", MAKEFILE,
-                              re.M))
-    assigned |= set(re.findall(r"^define ([A-Z][A-Z0-9_]*)$", MAKEFILE, re.M))
-    aliases = {v.alias for v in VARIABLES if v.alias}
-    assert not (used | assigned) & (set(BY_NAME) | aliases), sorted((used | assigned)
-                                                                    & set(BY_NAME))
-    assert used <= assigned | MAKE_BUILTINS, sorted(used - assigned - MAKE_BUILTINS)
-    for forbidden in ("$(MAKE)", "$(foreach", "strip_chars", "include ", "-C "):
-        assert forbidden not in MAKEFILE, forbidden
-    # $(shell) only for the check: is PYTHON there, then `python -m pipeline check`
-    code = "\n".join(line for line in MAKEFILE.splitlines() if not line.startswith("#"))
-    assert code.count("$(shell ") == 3 and "$(shell command -v $(call q,$(PYTHON)))" in code
-    assert "$(shell printf '\\036')" in code
-    assert re.search(r"^CHECK := \$\(shell .*\n.* -m pipeline check 2>&1\)$", MAKEFILE, re.M)
-    recipes = dict(re.findall(r"^([a-z][a-z0-9-]*):[^\n]*\n\t\+@?\$\(GOAL\) ([a-z0-9-]+)\n(?!\t)",
-                              MAKEFILE, re.M))
-    assert recipes == {name: name for name in recipes}
-    assert set(recipes) == set(GOALS) | {"clean-demo"}
-    assert f"export {GOALS_ENV} := $(MAKECMDGOALS)" in MAKEFILE
-    assert len(BY_NAME) == len(VARIABLES) == 64
+def test_make_defines_none_of_the_variables_and_accepts_each_declared_one(tmp_path):
+    """One declaration, no second default: make's database (`make -p`) holds none of the
+    declared variables, and each one (its alias too) is accepted on make's command line,
+    checked (at a value its check passes) and listed in docs/variables.md."""
+    database = make(tmp_path, "-pn", "help").stdout
+    defined = set(re.findall(r"^# makefile \(from 'Makefile', line \d+\)\n(?:define )?"
+                             r"([A-Za-z_][A-Za-z0-9_]*) ", database, re.M))
+    assert "GOAL" in defined and not defined & {*BY_NAME, *(v.alias for v in VARIABLES)}
+    values = {v.name: "" if v.optional else v.default({"CORPUS": "demo"}) if callable(v.default)
+              else v.default for v in VARIABLES}
+    given = make(tmp_path, "check", *(f"{name}={value}" for name, value in values.items()),
+                 "TIME=90")
+    assert given.returncode == 0, given.stderr
+    docs = subprocess.run([sys.executable, "-m", "pipeline", "variables"], cwd=ROOT,
+                          capture_output=True, text=True, check=True).stdout
+    for var in VARIABLES:
+        assert f"| `{var.name}` |" in docs, var.name
+
+
+COUNTER = """
+import os
+from pipeline.cli.commands import house
+
+check = house.check_variables
+
+
+def counted(args):
+    with open(os.environ["CHECKS_LOG"], "a") as log:
+        log.write("checked\\n")
+    return check(args)
+
+
+house.check_variables = counted
+"""
+
+
+def test_the_check_runs_once_per_make(tmp_path):
+    """make eval runs three goals (corpus, search, eval), each a process that reads the
+    variables: the check of what they need runs once, in the Makefile's check, which hands
+    its token to the goals. A goal whose variables are not those checked (run by hand, or with
+    another's token) checks them itself."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(COUNTER)
+    log = tmp_path / "checks.log"
+    env = {"PYTHONPATH": os.pathsep.join((str(site), str(ROOT))), "CHECKS_LOG": str(log)}
+    done = make(with_pool(tmp_path / "data"), "-n", "eval", "CORPUS=c", "MODEL=bm25", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count(" -m pipeline goal ") == 3
+    assert log.read_text() == "checked\n"
+    checked = subprocess.run([sys.executable, "-m", "pipeline", "check"], cwd=ROOT,
+                             env={**os.environ, "MODEL": "bm25", "MDCR_MAKE_OVERRIDES": ""},
+                             capture_output=True, text=True, check=True).stdout.strip()
+    token = checked.removeprefix("checked=")
+    goal = subprocess.run([sys.executable, "-m", "pipeline", "goal", "eval"], cwd=ROOT,
+                          env={**os.environ, "MODEL": "bm52", "MDCR_CHECKED": token},
+                          capture_output=True, text=True)
+    assert goal.returncode == 2 and "unknown MODEL" in goal.stderr, goal.stderr
 
 
 def test_the_docs_come_from_the_declaration():

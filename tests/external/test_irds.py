@@ -17,11 +17,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.cli.checks import corpus_name
 from pipeline.core.errors import InputError
 from pipeline.external.beir import import_beir
 from pipeline.external.irds import import_irds, load_dataset
 from pipeline.layout import POOL_FILES, PREFILTERED, pool_names
+from pipeline.options.checks import corpus_name
 from tests.external.test_beir import collection  # noqa: F401  the tiny BEIR collection
 
 ROOT = Path(__file__).resolve().parents[2]

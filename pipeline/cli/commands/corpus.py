@@ -6,11 +6,6 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.checks import (
-    non_negative,
-    sizes,
-    synth_shard_count,
-)
 from pipeline.cli.registry import (
     command,
     ingest_args,
@@ -24,6 +19,11 @@ from pipeline.layout import (
     MANIFEST,
     parse_size,
     raw_dir,
+)
+from pipeline.options.checks import (
+    non_negative,
+    sizes,
+    synth_shard_count,
 )
 
 log = logging.getLogger(__name__)

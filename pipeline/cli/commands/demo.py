@@ -5,28 +5,24 @@ from __future__ import annotations
 import argparse
 import logging
 
-from pipeline.cli.checks import (
-    given_path,
-    non_negative,
-    positive,
-    sizes,
-)
 from pipeline.cli.commands.search import search_and_eval
 from pipeline.cli.registry import (
     comma_list,
     command,
     ingest_args,
-    make_check,
     make_default,
-    metrics_arg,
     place_of,
     prefilter_args,
     run_stage,
-    search_args,
-    threads_arg,
     times_log,
 )
 from pipeline.models import get_model
+from pipeline.options.checks import (
+    given_path,
+    non_negative,
+    positive,
+    sizes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +45,8 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
                    help="queries per field-level pool (DEMO_FIELD_QUERIES)")
     p.add_argument("--repeats", type=positive, default=1, help="samples per size (REPEATS)")
     p.add_argument("--seed", type=non_negative, default=0, help="the pools' seed (SEED)")
-    p.add_argument("--num-shards", type=make_check("SHARDS"), default=1,
-                   help="embed shards (SHARDS)")
     p.add_argument("--models", default=make_default("DEMO_MODELS"), help="the models searched and "
                    "scored, separated by spaces or commas (DEMO_MODELS)")
-    threads_arg(p)
-    search_args(p)
-    metrics_arg(p)
     p.add_argument("--model-path", type=given_path, help="load the weights from this local folder")
 
 

@@ -7,10 +7,10 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.checks import given_path, non_negative, positive
 from pipeline.cli.registry import comma_list, command, make_check, where_of
 from pipeline.core.repair import Repair
 from pipeline.layout import raw_dir
+from pipeline.options.checks import given_path, non_negative, positive
 
 log = logging.getLogger(__name__)
 

@@ -7,14 +7,9 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.checks import (
-    choice,
-    non_negative,
-)
 from pipeline.cli.registry import (
     command,
     embed_args,
-    make_check,
     model_arg,
     place_of,
     pool_arg,
@@ -24,6 +19,10 @@ from pipeline.cli.registry import (
     times_log,
 )
 from pipeline.models import IMPORT_VECTORS, SIMILARITIES, get_model
+from pipeline.options.checks import (
+    choice,
+    non_negative,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +38,6 @@ def embed_options(args: argparse.Namespace) -> dict:
 def _embed_shard_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shard", type=non_negative,
                    help="embed only this shard (default: every shard in turn)")
-    p.add_argument("--num-shards", type=make_check("SHARDS"), default=1)
 
 
 @command("embed", "embed the pools' papers missing from the store", model_arg, pool_arg,

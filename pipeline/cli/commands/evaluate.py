@@ -6,17 +6,17 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.checks import (
-    non_negative,
-    training_sets,
-)
 from pipeline.cli.commands.pools import exclude_arg
-from pipeline.cli.registry import command, metrics_arg, place_of, pool_arg, pools_of, times_log
+from pipeline.cli.registry import command, place_of, pool_arg, pools_of, times_log
 from pipeline.layout import (
     RESULTS_FILE,
     Place,
 )
 from pipeline.models import get_model
+from pipeline.options.checks import (
+    non_negative,
+    training_sets,
+)
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,6 @@ log = logging.getLogger(__name__)
 def _eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="minilm", help="a model, or <model>~<variant> for the "
                    "runs of perturbed queries")
-    metrics_arg(p)
     p.add_argument("--stale-only", action="store_true",
                    help="keep evaluations made from the current pool and run")
     p.add_argument("--collect", action="store_true",

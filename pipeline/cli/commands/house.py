@@ -9,19 +9,18 @@ import logging
 import os
 import re
 import shlex
-import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from pipeline.cli.checks import given_path
 from pipeline.cli.registry import command, place_of, where_of
 from pipeline.core.errors import InputError
-from pipeline.fields import resolve_fields
 from pipeline.layout import (
     MANIFEST,
 )
-from pipeline.models import HF_PREFIX, REGISTRY, VECTORS_PREFIX, fused_name, get_model
+from pipeline.models import HF_PREFIX, REGISTRY, VECTORS_PREFIX, get_model
+from pipeline.options.checks import given_path
+from pipeline.options.declared import RULES
 from pipeline.retrieval.imported import check_model_name
 
 log = logging.getLogger(__name__)
@@ -31,22 +30,34 @@ log = logging.getLogger(__name__)
          "status 2 and one line naming the variable if one is bad (every make target runs it "
          "first)", corpus=False, writes=())
 def cmd_check(args: argparse.Namespace) -> None:
-    checked_variables(os.environ)
+    """The Makefile's check (once per make): it hands the token of what it checked to the
+    recipes (MDCR_CHECKED), whose goals then do not check the same variables again."""
+    from pipeline.cli.variables import OVERRIDES_ENV, checked_token, read
+
+    variables = read(os.environ)
+    check_variables(variables)
+    if OVERRIDES_ENV in os.environ:  # the Makefile's $(shell): it reads the token
+        print(f"checked={checked_token(variables)}")
 
 
 def checked_variables(environ: Mapping[str, str]) -> argparse.Namespace:
-    """The make variables of `environ` (pipeline/cli/variables.py: read), each checked (its
-    argparse type did most of it) with those it depends on and with what make's goals need;
-    writes nothing. InputError (or SystemExit(2) from argparse) on the first bad one."""
-    from pipeline.cli.variables import (
-        VARIABLES,
-        check_goals,
-        model_spec,
-        read,
-        run_without_model,
-    )
+    """The make variables of `environ` (pipeline/cli/variables.py: read), checked as the
+    Makefile's check checked them, unless it did (the token it handed make's recipes,
+    MDCR_CHECKED, is that of these values): one check per make."""
+    from pipeline.cli.variables import CHECKED_ENV, checked_token, read
 
-    args = read(environ)
+    variables = read(environ)
+    if environ.get(CHECKED_ENV) != checked_token(variables):
+        check_variables(variables)
+    return variables
+
+
+def check_variables(args: argparse.Namespace) -> None:
+    """The make variables read (pipeline/cli/variables.py: read, whose checks did most of it),
+    each checked with those it depends on and with what make's goals need; writes nothing.
+    InputError on the first bad one."""
+    from pipeline.cli.variables import VARIABLES, check_goals, model_spec, run_without_model
+
     if args.MODEL is not None:
         names = args.MODEL.split()
         if len(names) > 1:
@@ -80,26 +91,9 @@ def checked_variables(environ: Mapping[str, str]) -> argparse.Namespace:
         entry = get_model(name)
         if entry.name != name:
             raise InputError(f"MODEL {name!r}: write it as registered, {entry.name!r}")
-    if args.POOLING and not (args.MODEL or "").startswith(HF_PREFIX):
-        raise InputError(f"POOLING={args.POOLING} is for MODEL=hf:<id>; a registered model "
-                         "has its own pooling (make models)")
-    if args.MODELS:  # make fuse
-        fused_name(args.METHOD or "rrf", args.MODELS.replace(",", " ").split())
-    for name in (args.MDCR_MODELS or "").replace(",", " ").split():  # make mdcr
-        if name not in REGISTRY and not name.startswith(("hf--", "fuse--")):
-            raise InputError(f"MDCR_MODELS: {name!r} is not a registered model (make models "
-                             "lists them); give the models whose runs give the negatives")
-    for fields in (args.FIELD, args.DEMO_FIELDS):
-        if fields:
-            resolve_fields(fields)
-    if args.EXECUTOR == "slurm" and not shutil.which("sbatch"):
-        raise InputError("EXECUTOR=slurm needs `sbatch`, which is not on PATH: run make on a "
-                         "SLURM login node, or use EXECUTOR=local")
-    if args.MODEL_PATH and not Path(args.MODEL_PATH).is_dir():
-        raise InputError(f"MODEL_PATH {args.MODEL_PATH} is not a folder: give the folder "
-                         "written by save_pretrained")
+    for rule in RULES:  # the rules that relate several options, beside their declarations
+        rule(args)
     check_goals(args)  # what make's goals need: their variables, a pool, this machine
-    return args
 
 
 def _goal_arguments(p: argparse.ArgumentParser) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 
-from pipeline.cli.checks import input_path, pool_name
 from pipeline.cli.registry import command, place_of
 from pipeline.layout import IMPORT_RUN
+from pipeline.options.checks import input_path, pool_name
 
 log = logging.getLogger(__name__)
 

@@ -7,13 +7,6 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.checks import (
-    corpus_name,
-    given_path,
-    non_negative,
-    positive,
-    safe_path,
-)
 from pipeline.cli.commands.search import first_search_arguments, search_first
 from pipeline.cli.registry import (
     comma_list,
@@ -27,6 +20,13 @@ from pipeline.cli.registry import (
 )
 from pipeline.core.errors import InputError
 from pipeline.core.repair import Placeholder, Repair
+from pipeline.options.checks import (
+    corpus_name,
+    given_path,
+    non_negative,
+    positive,
+    safe_path,
+)
 
 log = logging.getLogger(__name__)
 

@@ -8,15 +8,6 @@ import logging
 import re
 from pathlib import Path
 
-from pipeline.cli.checks import (
-    checked,
-    input_path,
-    non_negative,
-    pool_name,
-    positive,
-    safe_path,
-    sizes,
-)
 from pipeline.cli.registry import (
     command,
     make_default,
@@ -30,6 +21,15 @@ from pipeline.fields import resolve_fields
 from pipeline.layout import (
     parse_size,
     pool_split,
+)
+from pipeline.options.checks import (
+    checked,
+    input_path,
+    non_negative,
+    pool_name,
+    positive,
+    safe_path,
+    sizes,
 )
 
 log = logging.getLogger(__name__)

@@ -6,46 +6,31 @@ from __future__ import annotations
 import argparse
 import logging
 
-from pipeline.cli.checks import (
-    BACKENDS,
-    choice,
-    given_path,
-    non_negative,
-    positive,
-)
 from pipeline.cli.commands.embed import embed_options
 from pipeline.cli.commands.pools import repair_pools
 from pipeline.cli.registry import (
-    bm25_engine_arg,
     comma_list,
     command,
     embed_args,
-    metrics_arg,
+    eval_argv,
     model_arg,
+    of_args,
     place_of,
     pool_arg,
     pools_of,
     repair_pools_arg,
     run_stage,
-    search_args,
-    threads_arg,
+    search_argv,
     times_log,
 )
-from pipeline.glossary import VARIANTS
 from pipeline.models import fused_name, get_model
+from pipeline.options.checks import (
+    given_path,
+    non_negative,
+    positive,
+)
 
 log = logging.getLogger(__name__)
-
-
-def search_argv(args: argparse.Namespace, model: str,
-                query_variant: str | None = None) -> list[str]:
-    """The options of `make search` for `model`, from a command that has search_args,
-    threads_arg and --model-path: index first, keep current runs, repair stale pools."""
-    argv = ["--corpus", args.corpus, "--model", model, "--threads", str(args.threads),
-            "--bm25-engine", args.bm25_engine, "--backend", args.backend, "--index",
-            "--stale-only", "--query-variant", query_variant or args.query_variant,
-            "--seed", str(args.seed), "--repair-pools"]
-    return argv + (["--model-path", args.model_path] if args.model_path else [])
 
 
 def search_and_eval(args: argparse.Namespace, model: str) -> None:
@@ -53,10 +38,10 @@ def search_and_eval(args: argparse.Namespace, model: str) -> None:
     is not current (with its index), then score every run whose evaluation is not."""
     from pipeline.layout import run_name
 
-    run_stage(args, "search", *search_argv(args, model))
-    run_stage(args, "eval", "--corpus", args.corpus, "--model",
-              run_name(model, args.query_variant), "--stale-only", "--metrics", args.metrics,
-              "--collect")
+    run_stage(args, "search", *search_argv(args.corpus, model, of_args(args), args.seed,
+                                           args.model_path))
+    run_stage(args, "eval", *eval_argv(args.corpus, run_name(model, args.query_variant),
+                                       of_args(args)))
 
 
 def _index_pools(args: argparse.Namespace, entry, pools: list[str]) -> None:
@@ -77,17 +62,18 @@ def _index_pools(args: argparse.Namespace, entry, pools: list[str]) -> None:
     for pool in pools:
         with timed("index", times_log(args), model=entry.name, pool=pool):
             index(place, pool, entry, args.threads, part_size=args.part_size,
-                  **retriever_options(args))
+                  **retriever_options(args, entry))
 
 
-def retriever_options(args: argparse.Namespace) -> dict:
-    """Every retriever kind's options as the command line gives them (each kind takes its own:
-    Retriever.OPTIONS)."""
-    return {name: getattr(args, name, None) for name in ("bm25_engine", "backend", "model_path")}
+def retriever_options(args: argparse.Namespace, entry) -> dict:
+    """The options of `entry`'s retriever (Retriever.OPTIONS) as the command line gives them."""
+    from pipeline.retrieval.registry import retriever
+
+    return {name: getattr(args, name, None) for name in retriever(entry.kind).OPTIONS}
 
 
 @command("index", "build what a model searches (embeddings, BM25's analysed-text store, a "
-         "Lucene index)", repair_pools_arg, model_arg, threads_arg, bm25_engine_arg, pool_arg,
+         "Lucene index)", repair_pools_arg, model_arg, pool_arg,
          embed_args, writes=("indexes", "times"))
 def cmd_index(args: argparse.Namespace) -> None:
     if args.repair_pools:
@@ -97,17 +83,11 @@ def cmd_index(args: argparse.Namespace) -> None:
 
 def _search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=positive, default=500)
-    threads_arg(p)
     p.add_argument("--seed", type=non_negative, default=0, help="seed of the random model")
-    p.add_argument("--backend", default="auto", type=choice(BACKENDS))
     p.add_argument("--stale-only", action="store_true",
                    help="keep runs that are intact and made from their pool's current files")
     p.add_argument("--index", action="store_true", help="index the pools it searches first")
     repair_pools_arg(p)
-    p.add_argument("--query-variant", default="full", type=choice(VARIANTS),
-                   help="perturbed queries (pipeline/pools/queries.py); the run is "
-                   "<model>~<variant>")
-    bm25_engine_arg(p)
 
 
 @command("search", "retrieve the top k per query, write TREC + parquet runs (several pools in "
@@ -132,7 +112,8 @@ def cmd_search(args: argparse.Namespace) -> None:
     entry = get_model(args.model)
     name = run_name(entry.name, args.query_variant)
     kind = retriever(entry.kind)
-    kind.check(kind.options(retriever_options(args)))  # a GPU backend absent: before any work
+    # a GPU backend absent: refused before any work
+    kind.check(kind.options(retriever_options(args, entry)))
     if args.repair_pools:
         repair_pools(args)
     pools = pools_of(args)
@@ -151,7 +132,7 @@ def cmd_search(args: argparse.Namespace) -> None:
     for pool in pools:
         with timed("search", times_log(args), model=name, pool=pool) as info:
             out = search_pool(place, pool, entry, args.k, args.threads,
-                         args.seed, args.query_variant, **retriever_options(args))
+                         args.seed, args.query_variant, **retriever_options(args, entry))
             info.update(queries_per_s=out["queries_per_s"])
 
 
@@ -159,7 +140,8 @@ def search_first(args: argparse.Namespace, models: list[str]) -> None:
     """--search: each model's runs that are not current made first (make search MODEL=..)."""
     if args.search:
         for model in models:
-            run_stage(args, "search", *search_argv(args, get_model(model).name))
+            run_stage(args, "search", *search_argv(args.corpus, get_model(model).name,
+                                                   of_args(args), args.seed, args.model_path))
 
 
 def _fuse_arguments(p: argparse.ArgumentParser) -> None:
@@ -167,9 +149,6 @@ def _fuse_arguments(p: argparse.ArgumentParser) -> None:
                    "(an hf: model's pooling as hf:<org>/<name>@cls)")
     p.add_argument("--method", default="rrf", help="ranx's fusion method (rrf, wsum, ...)")
     p.add_argument("--seed", type=non_negative, default=0, help="seed of the random model")
-    threads_arg(p)
-    search_args(p)
-    metrics_arg(p)
     p.add_argument("--model-path", type=given_path, help="load the weights from this local folder")
 
 
@@ -190,6 +169,4 @@ def first_search_arguments(p: argparse.ArgumentParser) -> None:
     settings."""
     p.add_argument("--search", action="store_true", help="first search every pool with each "
                    "model whose run is not current (make search MODEL=..; make mdcr does)")
-    threads_arg(p)
-    search_args(p)
     p.add_argument("--model-path", type=given_path, help="load the weights from this local folder")

@@ -1,8 +1,8 @@
 """The one validation layer of the Python API: every argument of every public name of
 `pipeline` (its _API) is checked here before the function runs, with the check of the make
-variable it stands for (VARIABLES in pipeline/cli/variables.py, the checks of
-pipeline/cli/checks.py). The API, the command line and make so refuse a bad value with the same
-words, on one line (an InputError) naming the function, the argument and what to give.
+variable it stands for (VARIABLES in pipeline/options/declared.py, the checks of
+pipeline/options/checks.py). The API, the command line and make so refuse a bad value with the
+same words, on one line (an InputError) naming the function, the argument and what to give.
 
 Python values are typed: a whole number is an int (the str "20" is refused, saying so; the
 command line parses its text itself), a flag a bool, a path a str or os.PathLike. An unknown
@@ -22,10 +22,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.cli.checks import non_negative, positive, synth_shard_count
-from pipeline.cli.variables import BY_NAME
 from pipeline.core.errors import InputError
 from pipeline.layout import check_path_length, parse_size, run_name, split_run_name
+from pipeline.options.checks import non_negative, positive, synth_shard_count
+from pipeline.options.declared import BY_NAME, VARIABLES
 
 
 def _is_int(value: object) -> bool:
@@ -226,54 +226,39 @@ KINDS["number"] = (lambda v: isinstance(v, int | float) and not isinstance(v, bo
 # The kinds a path may be given for: each path checked for its length (layout.MAX_GIVEN_PATH)
 PATH_KINDS = frozenset({"path", "data", "run", "qrels", "results"})
 A = Argument
-# Every argument name of the public API, one meaning each (docs/api.md, Validation).
+# Every argument name of the public API, one meaning each (docs/api.md, Validation): those of
+# a declared option (Variable.keywords), checked by its check, and the API's own.
 ARGUMENTS: dict[str, Argument] = {
+    **{keyword: A(v.kind, v.name, none=v.none) for v in VARIABLES for keyword in v.keywords},
     "data": A("data"),
     "folder": A("path", none=True),
     "corpora": A("path", none=True),
     "indexes": A("path", none=True),
     "runs": A("path", none=True),
-    "corpus": A("str", "CORPUS"),
-    "name": A("str", "CORPUS"),
-    "pool": A("str", "POOL"),
     "model": A("model", check=_model),
     "synthetic": A("synthetic", check=parse_size, none=True),
     "shards": A("int", check=synth_shard_count),
-    "seed": A("int", "SEED"),
     "raw": A("path", none=True),
-    "source": A("str", "SOURCE"),
-    "fos_source": A("str", "FOS_SOURCE"),
     "strict": A("bool"),
-    "citations": A("str", "CITATIONS"),
     "min_citations": A("int", check=non_negative),
-    "workers": A("int", "THREADS"),
     "spec": A("pool_spec", none=True),
     "size": A("size", check=parse_size),
     "field": A("str", none=True),
     "repeat": A("int", check=non_negative),
-    "n_queries": A("int", "QUERIES", none=True),
     "query_year": A("int", check=non_negative),
     "max_year": A("int", check=non_negative),
     "min_positives": A("int", check=positive),
     "exclude": A("path", none=True),
-    "split": A("str", "SPLIT"),
     "k": A("int", check=positive),
-    "threads": A("int", "THREADS"),
-    "variant": A("str", "QUERY_VARIANT"),
-    "bm25_engine": A("str", "BM25_ENGINE"),
-    "backend": A("str", "BACKEND"),
     "model_path": A("path", none=True),
-    "metrics": A("metrics", "METRICS"),
     "means": A("bool"),
     "save": A("bool"),
     "collect": A("bool"),
-    "training_sets": A("training_sets", "TRAINING_SETS", none=True),
     "folders": A("path"),
     "deep": A("bool"),
     "run": A("run"),
     "drop_unknown": A("bool"),
     "replace": A("bool"),
-    "dataset": A("str", "DATASET"),
     "qrels": A("qrels"),
     "per_query": A("bool"),
     "test": A("str", check=_significance_test),
@@ -301,12 +286,11 @@ OVERRIDES: dict[tuple[str, str], Argument] = {
 }
 del A
 # The keywords a function takes through **keywords (the rest are refused): build_pool's
-# PoolSpec fields; search's options, which search refuses itself where they are not its
-# model's retriever's own (OWN_KEYWORDS: Retriever.OPTIONS, `check_options`, naming the kind).
+# PoolSpec fields. search takes its model's retriever's own options (OWN_KEYWORDS: each kind's
+# Retriever.OPTIONS), which it checks itself (`check_options`, naming the kind).
 KEYWORDS: dict[str, tuple[str, ...]] = {
     "build_pool": ("size", "field", "repeat", "n_queries", "query_year", "max_year", "seed",
                    "min_positives", "exclude", "split"),
-    "search": ("bm25_engine", "backend", "model_path"),
 }
 OWN_KEYWORDS = frozenset({"search"})
 

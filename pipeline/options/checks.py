@@ -1,12 +1,14 @@
-"""Argument types and the one-line parser of the command line: standard library only, so the
-Makefile's variable check runs before the environment exists."""
+"""The checks of option values, shared by make's variables, the command line's options and
+the Python API's arguments (pipeline/options/declared.py declares which option uses which).
+Each takes the value's text and returns it (or its parsed value), or raises BadValue: one
+line naming what to give. Standard library only, so the Makefile's variable check runs before
+the environment exists."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import re
-import sys
 import unicodedata
 
 from pipeline.core.errors import InputError
@@ -32,15 +34,10 @@ BM25_ENGINES = ("lucene", "arrays")
 _PATH = re.compile(r"[A-Za-z0-9._/+,:@=~-]+")
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad option is one line (`error: ...`) and exit status 2, not usage text."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        if self.prog.endswith(" check"):  # options named after make variables: name the variable
-            print(f"error: {message.removeprefix('argument --')}", file=sys.stderr)
-        else:
-            print(f"error: {self.prog}: {message}", file=sys.stderr)
-        raise SystemExit(2)
+class BadValue(InputError, argparse.ArgumentTypeError):
+    """A value refused by a check: the project's InputError for the library and the API, and
+    the exception argparse reports as `argument --NAME: <message>` when a check is an
+    option's type, so one check serves make, the command line and the API alike."""
 
 
 MAX_INT = 2**31 - 1  # every whole-number variable: seeds, counts, threads, shards
@@ -53,11 +50,11 @@ def int_at_least(low: int, what: str, high: int = MAX_INT, why: str = ""):
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number ({what})") from None
+            raise BadValue(f"{text!r} is not a whole number ({what})") from None
         if value < low:
-            raise argparse.ArgumentTypeError(f"{value} is too small: {what}")
+            raise BadValue(f"{value} is too small: {what}")
         if value > high:
-            raise argparse.ArgumentTypeError(f"{value} is too large: use at most {high:,}{why}")
+            raise BadValue(f"{value} is too large: use at most {high:,}{why}")
         return value
     parse.__name__ = "int"
     return parse
@@ -88,7 +85,7 @@ def per_core(what: str):
         value = positive(text)
         most = PER_CORE * cores()
         if value > most:
-            raise argparse.ArgumentTypeError(
+            raise BadValue(
                 f"{value} {what} on {cores()} CPU cores: use at most {most} ({PER_CORE} per "
                 "core)")
         return value
@@ -123,7 +120,7 @@ def choice(options: tuple[str, ...]):
     def parse(text: str) -> str:
         if text not in options:
             shown = ", ".join(o or "(empty)" for o in options)
-            raise argparse.ArgumentTypeError(f"{text!r}: use one of {shown}")
+            raise BadValue(f"{text!r}: use one of {shown}")
         return text
     parse.__name__ = "value"
     return parse
@@ -138,7 +135,7 @@ def corpus_name(text: str) -> str:
     try:
         return check_name("corpus", text)
     except InputError as exc:
-        raise argparse.ArgumentTypeError(f"{exc}{dataset_hint(text)}") from None
+        raise BadValue(f"{exc}{dataset_hint(text)}") from None
 
 
 def pool_name(text: str) -> str:
@@ -146,14 +143,14 @@ def pool_name(text: str) -> str:
     try:
         return check_name("pool", text)
     except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise BadValue(str(exc)) from None
 
 
 def safe_path(text: str) -> str:
     """Paths the Makefile uses as targets: no spaces, quotes or shell characters, and no
     component longer than the file system allows."""
     if not _PATH.fullmatch(text):
-        raise argparse.ArgumentTypeError(
+        raise BadValue(
             f"{text!r}: use a path of letters, digits and ._/+,:@=~- only (no spaces, quotes, "
             "line breaks or shell characters)")
     return given_path(text)
@@ -165,13 +162,13 @@ def given_path(text: str) -> str:
     pipeline writes or reads under it fails (layout.MAX_GIVEN_PATH)."""
     long = [part for part in text.split("/") if len(part.encode()) > MAX_COMPONENT]
     if long:
-        raise argparse.ArgumentTypeError(
+        raise BadValue(
             f"a folder name of {len(long[0])} characters ({long[0][:20]}...): file systems "
             f"allow at most {MAX_COMPONENT}")
     try:
         return check_path_length(text)
     except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise BadValue(str(exc)) from None
 
 
 def input_path(text: str) -> str:
@@ -181,7 +178,7 @@ def input_path(text: str) -> str:
     such a file print it quoted, so they run as printed."""
     if not text.strip() or text != text.strip() or any(
             unicodedata.category(char) == "Cc" for char in text):
-        raise argparse.ArgumentTypeError(
+        raise BadValue(
             f"{text!r}: give the path of the file or folder, without control characters or "
             "spaces at either end")
     return given_path(text)
@@ -189,13 +186,13 @@ def input_path(text: str) -> str:
 
 def sizes(text: str) -> str:
     if not text.split():
-        raise argparse.ArgumentTypeError("SIZE is empty: give one or more sizes, e.g. 20k or "
+        raise BadValue("SIZE is empty: give one or more sizes, e.g. 20k or "
                                          "'200k 500k'")
     try:
         for size in text.split():
             parse_size(size)
     except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise BadValue(str(exc)) from None
     return text
 
 
@@ -205,7 +202,7 @@ def checked(check):
         try:
             return check(text)
         except InputError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+            raise BadValue(str(exc)) from None
     parse.__name__ = "value"
     return parse
 
@@ -223,19 +220,19 @@ def training_sets(text: str) -> str:
     for word in text.replace(",", " ").split():
         model, sep, path = word.partition("=")
         if not (model and sep and path):
-            raise argparse.ArgumentTypeError(
+            raise BadValue(
                 f"{word!r}: write <model>=<file of its training papers>, e.g. "
                 "specter=lists/specter.txt")
         safe_path(path)
         models.append(model)
     if len(set(models)) < len(models):
-        raise argparse.ArgumentTypeError(f"{text!r}: a model named twice")
+        raise BadValue(f"{text!r}: a model named twice")
     return text
 
 
 def device(text: str) -> str:
     if not re.match(r"^(cpu|cuda(:\d+)?)$", text):
-        raise argparse.ArgumentTypeError(f"{text!r}: use cpu, cuda or cuda:<index>")
+        raise BadValue(f"{text!r}: use cpu, cuda or cuda:<index>")
     return text
 
 
@@ -245,12 +242,12 @@ def dataset_list(text: str) -> str:
     dataset', which is hundreds of GB)."""
     names = [n for n in text.replace(",", " ").split() if n]
     if not names:
-        raise argparse.ArgumentTypeError("DATASETS is empty: name the datasets, separated by "
+        raise BadValue("DATASETS is empty: name the datasets, separated by "
                                          "commas (leave DATASETS out for the default, "
                                          "papers,abstracts,citations)")
     for name in names:
         if not S2_DATASET.fullmatch(name):
-            raise argparse.ArgumentTypeError(f"{name!r}: a dataset name is lowercase letters, "
+            raise BadValue(f"{name!r}: a dataset name is lowercase letters, "
                                              "digits, '-' and '_' (such as papers or "
                                              "paper-ids)")
     return text

@@ -1,0 +1,401 @@
+"""Every option of the pipeline, declared once: its make variable, its default, its check
+and its one line of help (VARIABLES). make's variables, the stages' command-line options, the
+Python API's keywords, docs/variables.md and `make help` are all derived from it: an option
+is added to a stage by one line here (plus the code that uses it).
+
+The command line (pipeline/cli) reads make's variables and builds the stages' options from
+these declarations; the API (pipeline/options/arguments.py) checks its keywords with the same
+checks. Standard library only, like every check (the Makefile runs it with the system Python
+before the environment exists).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline import layout
+from pipeline.core.errors import InputError
+from pipeline.external.irds import dataset_id
+from pipeline.fields import resolve_fields
+from pipeline.glossary import CITATION_MODES, FOS_SOURCES, VARIANTS
+from pipeline.models import (
+    FUSION_PREFIX,
+    HF_PREFIX,
+    PRECISIONS,
+    REGISTRY,
+    SIMILARITIES,
+    fused_name,
+)
+from pipeline.options.checks import (
+    BACKENDS,
+    BM25_ENGINES,
+    checked,
+    choice,
+    corpus_name,
+    dataset_list,
+    input_path,
+    metric_list,
+    non_negative,
+    parallel_downloads,
+    pool_name,
+    positive,
+    safe_path,
+    shard_count,
+    sizes,
+    training_sets,
+    worker_count,
+    xdist_workers,
+)
+from pipeline.readers import SOURCES
+from pipeline.slurm import check_executor, check_partition, check_time
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One option: the make variable `name`, the stages' command-line option `option`
+    (--<name in lowercase, '-' for '_'> unless `flag` says otherwise) and the Python API's
+    `keywords`, one check and one default for all three.
+
+    default: the value when neither make's command line nor the environment gives one; a
+    function of the values before it (SOURCE, MDCR, QUERIES follow CORPUS), which `shown` then
+    says in words for the docs. check: the value's check (pipeline/options/checks.py; None:
+    the check checks it with the others it depends on, house.check_variables). optional: an
+    empty value is no value (the check skips it). one_word: one value, never several words (a
+    path, a name). alias: a second name the check accepts (TIME for SLURM_TIME, on make's
+    command line). stages: the commands of `python -m pipeline` that take `option` (the command
+    line adds it to each; make's goals pass it on to each). keywords: the API's arguments that
+    take this option's values, each a value of `kind` (pipeline/options/arguments.py KINDS);
+    `none`: None is accepted there (the function's default)."""
+
+    name: str
+    default: str | Callable[[dict[str, str]], str]
+    check: Callable[[str], object] | None
+    help: str
+    group: str
+    shown: str = ""
+    optional: bool = False
+    one_word: bool = False
+    alias: str = ""
+    flag: str = ""
+    stages: tuple[str, ...] = ()
+    keywords: tuple[str, ...] = ()
+    kind: str = "str"
+    none: bool = False
+
+    @property
+    def option(self) -> str:
+        """The stages' command-line option this variable sets (--bm25-engine)."""
+        return self.flag or "--" + self.name.lower().replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        """The attribute the command line's parser gives the option's value (bm25_engine)."""
+        return self.option.removeprefix("--").replace("-", "_")
+
+
+GROUPS = {
+    "data": "Corpus and data folders",
+    "pools": "Pools (make pool)",
+    "models": "Models",
+    "search": "Search",
+    "eval": "Evaluation and fusion (make eval, make fuse)",
+    "mdcr": "MDCR-style benchmarks and outside collections",
+    "cluster": "Where embed runs (make embed, make eval; on a SLURM cluster: docs/cluster.md)",
+    "demo": "make demo",
+    "paper grid": "The paper's grid (make pools-paper)",
+    "tests": "The test suite (make test, make test-fast)",
+}
+FLAG = ("", "0", "1")
+# The commands that search with make search's settings (search, and those that search their
+# models first): an option of the search takes all of them as its `stages`
+SEARCHING = ("search", "fuse", "mdcr", "mdcr-jaccard", "demo")
+# The commands that submit SLURM jobs: an option of the jobs takes both as its `stages`
+SLURM_JOBS = ("submit-embed", "after-embed")
+V = Variable
+VARIABLES: tuple[Variable, ...] = (
+    # ---- data
+    V("CORPUS", "demo", corpus_name, "the corpus every stage works on: its folder under "
+      "corpora/, indexes/ and runs/", "data", one_word=True,
+      keywords=("corpus", "name")),
+    V("DATA", ".", safe_path, "where corpora/, indexes/ and runs/ live (a scratch disk on a "
+      "cluster, say); default the checkout", "data", one_word=True),
+    V("CORPORA_DIR", "", safe_path, "the corpora folder, where it is not DATA's corpora/ "
+      "(the stages' --corpora-root)", "data", shown="DATA/corpora", optional=True,
+      one_word=True),
+    V("INDEX_DIR", "", safe_path, "the indexes folder, where it is not DATA's indexes/ (the "
+      "stages' --index-root)", "data", shown="DATA/indexes", optional=True, one_word=True),
+    V("RUNS_DIR", "", safe_path, "the runs folder, where it is not DATA's runs/ (the stages' "
+      "--runs-root)", "data", shown="DATA/runs", optional=True, one_word=True),
+    V("SOURCE", lambda v: "s2ag" if v["CORPUS"] == "s2ag" else "s2orc", choice(SOURCES),
+      "the reader: the S2ORC 2020 release (s2orc) or the S2AG datasets (s2ag: papers/, abstracts/, "
+      "citations/)", "data", shown="s2orc; s2ag when CORPUS=s2ag", one_word=True,
+      keywords=("source",)),
+    V("RAW", "", safe_path, "the folder of the raw release: S2ORC's metadata/, or S2AG's "
+      "papers/, abstracts/ and citations/", "data",
+      shown="the corpus's SOURCE folder under DATA (corpora/CORPUS/SOURCE)", optional=True,
+      one_word=True),
+    V("FOS_SOURCE", "external", choice(FOS_SOURCES), "S2AG: which field labels count: "
+      "external (MAG-like) or s2-fos-model", "data", one_word=True,
+      keywords=("fos_source",)),
+    V("RELEASE", "latest", None, "make download: the S2AG release, a date (2026-11-18) or "
+      "latest (recorded as its date)", "data", one_word=True),
+    V("DATASETS", "papers,abstracts,citations", dataset_list, "make download: the S2AG "
+      "datasets, separated by commas", "data", one_word=True),
+    V("FIRST", "", positive, "make download: a trial, only the first FIRST files of each "
+      "dataset (empty: every file)", "data", shown="every file", optional=True,
+      one_word=True),
+    V("UPDATE", "", choice(FLAG), "1: make download brings a folder holding an older release "
+      "to RELEASE with the API's diffs (then make corpus ingests again)", "data",
+      one_word=True),
+    V("PARALLEL", "4", parallel_downloads, "make download: files downloaded at once (at most "
+      "32)", "data", one_word=True),
+    V("CITATIONS", "inbound", choice(CITATION_MODES), "what the prefilter counts as a "
+      "paper's citations: inbound, outbound or either", "data", one_word=True,
+      keywords=("citations",)),
+    V("STRICT", "", choice(FLAG), "1: stop ingest at the first bad line instead of "
+      "quarantining it", "data", one_word=True),
+    # ---- pools
+    V("SIZE", "10k", sizes, "the pool size: 20000, 20k, 2M; several separated by spaces",
+      "pools"),
+    V("FIELD", "", None, "a field-level pool: one of the 19 MAG fields (case insensitive), "
+      "all, or several separated by spaces with '-' for a name's own space (medicine "
+      "computer-science)", "pools", shown="(empty: a dataset-level pool)", optional=True),
+    V("REPEATS", "1", positive, "samples per size (the paper: 3)", "pools"),
+    V("SEED", "0", non_negative, "the pools' seed, part of a pool's name unless 0 (two seeds "
+      "never overwrite each other); also the random model's and make mdcr's", "pools",
+      keywords=("seed",), kind="int"),
+    V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", positive, "query papers per pool",
+      "pools", shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
+      optional=True,
+      keywords=("n_queries",), kind="int", none=True),
+    V("EXCLUDE", "", safe_path, "papers never used as queries (the paper: SPECTER's and "
+      "SciNCL's training papers): a file of CorpusIDs, one per line or a JSON list; its ids "
+      "name the pools (-x<tag>), and make report shows the pools of this list",
+      "pools", shown="(empty: no paper left out)", optional=True, one_word=True),
+    V("POOL", "", pool_name, "make retire-pool: the pool to retire, e.g. one whose "
+      "EXCLUDE list changed (make verify names them); make import-run: the pool the run "
+      "ranks", "pools", optional=True,
+      one_word=True,
+      keywords=("pool",)),
+    # ---- models
+    V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
+      "hf:<org>/<name> (any Hugging Face encoder, with POOLING), vectors:<name> (make "
+      "import-vectors), or a fused model's name; make import-vectors: the name of the vectors",
+      "models"),
+    V("POOLING", "", None, "cls or mean, for MODEL=hf:<org>/<name>", "models",
+      shown="mean", optional=True, one_word=True),
+    V("PRECISION", "fp32", choice(PRECISIONS), "the encoder's floating-point precision: fp32 "
+      "(the authors' references), bf16 or fp16 (GPU only) for speed; a run in another "
+      "precision is the model <name>+bf16, never mixed with fp32 runs", "models",
+      one_word=True),
+    V("MODEL_PATH", "", safe_path, "a local folder with the model's save_pretrained files, "
+      "for nodes without hub access", "models", optional=True, one_word=True),
+    # ---- search
+    V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
+      "compares the imported vectors: cosine, ip (inner product) or l2 (recorded in their "
+      "store)", "models", one_word=True),
+    V("THREADS", "2", worker_count, "ingest's and the synthetic corpus's worker processes, "
+      "Lucene and search threads, at most 4 per CPU core of this machine (a stage never starts "
+      "more than it has work for); with EXECUTOR=slurm also each job's CPUs (--cpus-per-task)",
+      "search", stages=("index", *SEARCHING), keywords=("threads", "workers"), kind="int"),
+    V("BM25_ENGINE", "arrays", choice(BM25_ENGINES), "BM25 on arrays (Lucene's analysis and "
+      "scores in numba, faster for whole-abstract queries) or on lucene (Anserini): the same "
+      "runs, so a change redoes none", "search", one_word=True,
+      stages=("index", *SEARCHING), keywords=("bm25_engine",)),
+    V("BACKEND", "auto", choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "
+      "faiss-gpu, torch-cuda, torch-cpu (a forced one that cannot run is an error; the run "
+      "manifest says which ran)", "search", one_word=True,
+      stages=SEARCHING, keywords=("backend",)),
+    V("QUERY_VARIANT", "full", choice(VARIANTS), "the same pools searched with perturbed "
+      "queries: full, title, abstract, shuffled, deleted30, typos (pipeline/pools/queries.py); "
+      "their runs are named after the model and the variant, beside the others", "search",
+      one_word=True, stages=SEARCHING, keywords=("variant",)),
+    # ---- eval
+    V("PAPER_IDS", "", safe_path, "make training-ids: the folder of S2AG's paper-ids "
+      "dataset (SHA -> CorpusID)", "pools", optional=True, one_word=True),
+    V("TRAINING_SETS", "", training_sets, "make report: each model's training "
+      "papers, <model>=<file> separated by spaces (files as for EXCLUDE): the share of every "
+      "pool's queries and positives in them (leakage)", "eval",
+      shown="(empty: no leakage table)", optional=True,
+      keywords=("training_sets",), kind="training_sets", none=True),
+    V("METRICS", "auto", checked(metric_list), "what eval scores: auto (each pool's own set: "
+      "large-scale pools MAP, NDCG, R@30; MDCR-style pools MAP, NDCG, R@5), a set "
+      "(large-scale, mdcr, beir: nDCG@10, R@100; csfcube: NDCG%20, MAP of grades >= 2) or "
+      "ranx names, e.g. 'map ndcg@10 recall@30'",
+      "eval",
+      stages=("eval", "fuse", "demo"), keywords=("metrics",), kind="metrics"),
+    V("MODELS", "", None, "make fuse, make mdcr-jaccard: the models, separated by commas "
+      "(MODELS=bm25,minilm; an hf: model's pooling as hf:<org>/<name>@cls)", "eval"),
+    V("METHOD", "rrf", None, "make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)",
+      "eval"),
+    # ---- mdcr
+    V("MDCR", lambda v: f"{v['CORPUS']}-mdcr", corpus_name, "make mdcr: the benchmark corpus "
+      "it writes", "mdcr", shown="CORPUS-mdcr", one_word=True),
+    V("MDCR_MODELS", "bm25,minilm", None, "make mdcr: the models whose top-ranked papers give "
+      "the model-based negatives, separated by commas (the paper's: bm25,specter,scincl; "
+      "make mdcr-jaccard MODELS=.. helps choose)", "mdcr"),
+    V("SRC", "", input_path, "make import-mdcr, make import-beir, make import-csfcube: the "
+      "folder of files to import (import-csfcube: the CSFCube release); make import-vectors: "
+      "the parquet file of the vectors (columns corpusid, vector); spaces allowed",
+      "mdcr", optional=True),
+    V("OUT", "", safe_path, "make export-mdcr: the folder it writes; make mdcr-scores: the "
+      "scores file", "mdcr", optional=True, one_word=True),
+    V("DATASET", "", checked(dataset_id), "make import-irds: the ir_datasets id of the "
+      "collection to import (beir/scidocs, nfcorpus/test, ...: https://ir-datasets.com)",
+      "mdcr", optional=True, one_word=True,
+      keywords=("dataset",)),
+    V("SPLIT", "test", checked(layout.pool_split), "the split imported or exported: "
+      "test, val (MDCR) or dev (BEIR)", "mdcr", one_word=True,
+      keywords=("split",)),
+    V("REPLACE", "", choice(FLAG), "1: make mdcr, import-mdcr, import-beir and import-csfcube "
+      "may replace an "
+      "existing corpus of the same kind (without it they refuse to write into a corpus that "
+      "holds anything); make import-run may replace a run imported under MODEL from another "
+      "file, make import-vectors the vectors imported under MODEL from another file or with "
+      "another SIMILARITY", "mdcr", one_word=True),
+    V("RUN", "", input_path, "make import-run: the TREC run file made elsewhere (qid Q0 docid "
+      "rank score tag per line), imported as the run MODEL of POOL; spaces allowed", "eval",
+      optional=True),
+    V("DROP_UNKNOWN", "", choice(FLAG), "1: make import-run drops (and counts) the lines "
+      "naming a query or paper POOL does not have, instead of refusing the run", "eval",
+      one_word=True),
+    # ---- cluster
+    V("EXECUTOR", "local", checked(check_executor), "where embed runs: local (this machine; "
+      "the SHARDS one after another in one process) or slurm (an sbatch job array under "
+      "runs/slurm/, one shard per task; make eval then waits for it)", "cluster",
+      one_word=True),
+    V("SHARDS", "1", shard_count, "shards of the embed stage: array tasks with slurm, one after "
+      "another with local; at most 1,000 (SLURM's default MaxArraySize)", "cluster",
+      flag="--num-shards",
+      stages=("embed", *SLURM_JOBS, "demo")),
+    V("PARTITION", "", checked(check_partition), "#SBATCH --partition: one name, or several "
+      "separated by commas", "cluster", shown="the cluster's default", optional=True,
+      one_word=True,
+      stages=SLURM_JOBS),
+    V("GPUS_PER_TASK", "1", non_negative, "#SBATCH --gres=gpu:K of each task (and of the eval "
+      "job); 0 asks for none", "cluster",
+      stages=SLURM_JOBS),
+    V("SLURM_TIME", "", checked(check_time), "#SBATCH --time of each job, e.g. 90 (minutes), "
+      "4:00:00, 1-12:00:00; TIME=.. on make's command line is an alias (a TIME in the "
+      "environment, GNU time's format, is never read)", "cluster",
+      shown="the cluster's default", optional=True, one_word=True, alias="TIME",
+      flag="--time",
+      stages=SLURM_JOBS),
+    # ---- demo
+    V("DEMO_PAPERS", "120k", sizes, "papers of the synthetic demo corpus, for a new one or "
+      "when given (then the corpus is made again with it); not given, a command uses the "
+      "corpus as it is", "demo"),
+    V("DEMO_SIZES", "2k 5k 10k", sizes, "the demo's dataset-level pool sizes", "demo"),
+    V("DEMO_MODELS", "bm25 minilm random", None, "the models make demo evaluates, separated "
+      "by spaces", "demo"),
+    V("DEMO_SEED", "0", non_negative, "the synthetic demo corpus's seed, as DEMO_PAPERS: "
+      "given, the corpus is made again with it", "demo"),
+    V("DEMO_FIELDS", "medicine biology computer-science", None, "a small Table 2: the fields "
+      "of the demo's field-level pools (names with '-' for spaces; empty: none)", "demo"),
+    V("DEMO_FIELD_SIZE", "1k", sizes, "the size of the demo's field-level pools", "demo"),
+    V("DEMO_FIELD_QUERIES", "25", positive, "queries per demo field-level pool", "demo"),
+    V("DEMO_REPEATS", "3", positive, "pool draws per demo pool size (REPEATS for make demo): "
+      "three, so that its report splits the variance between queries and pool draws", "demo"),
+    # ---- paper grid
+    V("PAPER_SIZES", "200k 500k 1M 2M", sizes, "dataset-level pool sizes (MDCR section 3)",
+      "paper grid"),
+    V("PAPER_QUERIES", "3800", positive, "queries per dataset-level pool", "paper grid"),
+    V("PAPER_FIELD_SIZE", "100k", sizes, "the size of the field-level pools (all 19 fields)",
+      "paper grid"),
+    V("PAPER_FIELD_QUERIES", "200", positive, "queries per field-level pool", "paper grid"),
+    V("PAPER_REPEATS", "3", positive, "samples per size", "paper grid"),
+    # ---- tests
+    V("TEST_WORKERS", "2", xdist_workers, "test processes (pytest-xdist), 1 to 4 per CPU core; "
+      "each builds the session's fixture corpora itself, up to 1.3 GiB resident each as "
+      "measured; pytest's own options go in PYTEST_ADDOPTS", "tests", one_word=True),
+)
+del V
+BY_NAME = {v.name: v for v in VARIABLES}
+
+
+# ---- the rules that relate several options: make's check applies each (RULES) to the values
+# read, after every value's own check and MODEL's (pipeline/cli/commands/house.py)
+def pooling_is_for_hf(v: Any) -> None:
+    """POOLING only with MODEL=hf:<id>: a registered model has its own."""
+    if v.POOLING and not (v.MODEL or "").startswith(HF_PREFIX):
+        raise InputError(f"POOLING={v.POOLING} is for MODEL=hf:<id>; a registered model "
+                         "has its own pooling (make models)")
+
+
+def models_fuse(v: Any) -> None:
+    """MODELS (make fuse) fused by METHOD: the fused model's name checks both."""
+    if v.MODELS:
+        fused_name(v.METHOD or "rrf", v.MODELS.replace(",", " ").split())
+
+
+def mdcr_models_are_known(v: Any) -> None:
+    """MDCR_MODELS (make mdcr): registered models, or the file names of hf: and fused ones."""
+    for name in (v.MDCR_MODELS or "").replace(",", " ").split():
+        if name not in REGISTRY and not name.startswith(("hf--", FUSION_PREFIX)):
+            raise InputError(f"MDCR_MODELS: {name!r} is not a registered model (make models "
+                             "lists them); give the models whose runs give the negatives")
+
+
+def fields_are_known(v: Any) -> None:
+    """FIELD and DEMO_FIELDS name MAG fields (or all)."""
+    for fields in (v.FIELD, v.DEMO_FIELDS):
+        if fields:
+            resolve_fields(fields)
+
+
+def slurm_is_here(v: Any) -> None:
+    """EXECUTOR=slurm needs sbatch on this machine."""
+    if v.EXECUTOR == "slurm" and not shutil.which("sbatch"):
+        raise InputError("EXECUTOR=slurm needs `sbatch`, which is not on PATH: run make on a "
+                         "SLURM login node, or use EXECUTOR=local")
+
+
+def model_path_is_a_folder(v: Any) -> None:
+    """MODEL_PATH is the folder save_pretrained wrote."""
+    if v.MODEL_PATH and not Path(v.MODEL_PATH).is_dir():
+        raise InputError(f"MODEL_PATH {v.MODEL_PATH} is not a folder: give the folder "
+                         "written by save_pretrained")
+
+
+RULES: tuple[Callable[[Any], None], ...] = (
+    pooling_is_for_hf, models_fuse, mdcr_models_are_known, fields_are_known, slurm_is_here,
+    model_path_is_a_folder)
+
+
+# ---- the generated files ---------------------------------------------------------------------
+GENERATED_BY = ("Generated from pipeline/options/declared.py by `python -m pipeline variables "
+                "--write`: do not edit.")
+
+
+def md_text(text: str) -> str:
+    """Text as a Markdown table cell shows it (`<org>` is not an HTML tag)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _shown(var: Variable) -> str:
+    if var.shown:
+        return md_text(var.shown)
+    return f"`{var.default}`" if var.default else "(empty)"
+
+
+def markdown() -> str:
+    """docs/variables.md: a table per group (variable, default, meaning)."""
+    lines = ["# Make variables", "", f"<!-- {GENERATED_BY} -->", "",
+             "Every variable is set on make's command line (`make eval MODEL=bm25`) or in the "
+             "environment; make defines none of them and passes them on in its recipes' "
+             "environment, where `python -m pipeline` reads them. Each one is checked before "
+             "anything runs (`make check`, which every target does first, even before make "
+             "setup builds the environment): a bad value stops make with one line and exit "
+             "status 2, and no value ever reaches a shell (a value holding `$` is refused: make "
+             "would run it as make code; so is one holding a line break). The interpreter and "
+             "environment (`PYTHON`, `VENV`, `PY`, `STAMP`) are the Makefile's own: plain "
+             "paths; the versions make setup installs are constraints.txt's."]
+    for group, title in GROUPS.items():
+        lines += ["", f"## {title}", "", "| variable | default | meaning |", "|---|---|---|"]
+        lines += [f"| `{v.name}` | {_shown(v)} | {md_text(v.help)} |"
+                  for v in VARIABLES if v.group == group]
+    return "\n".join(lines) + "\n"
