@@ -91,9 +91,8 @@ def models(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 @goal("download")
 def download(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """The S2AG datasets into the folder make corpus SOURCE=s2ag reads (docs/ingest.md)."""
-    return [["download", *corpus(v), *opt("--raw", v.RAW), "--release", v.RELEASE,
-             "--datasets", v.DATASETS, "--parallel", str(v.PARALLEL), *opt("--first", v.FIRST),
-             *flag("--update", v.UPDATE)]]
+    return [["download", *corpus(v), *opt("--raw", v.RAW),
+             *declared_argv("download", of_make(v))]]
 
 
 @goal("corpus")
@@ -113,23 +112,17 @@ def corpus_goal(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 
 @goal("pool")
 def pool(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["pool", *corpus(v), "--size", v.SIZE, *opt("--field", v.FIELD),
-             "--repeats", str(v.REPEATS), "--seed", str(v.SEED), *opt("--queries", v.QUERIES),
-             *opt("--exclude", v.EXCLUDE)]]
+    return [["pool", *corpus(v), *declared_argv("pool", of_make(v))]]
 
 
 @goal("pools-paper")
 def pools_paper(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["pools-paper", *corpus(v), "--paper-sizes", v.PAPER_SIZES,
-             "--paper-queries", str(v.PAPER_QUERIES), "--paper-field-size", v.PAPER_FIELD_SIZE,
-             "--paper-field-queries", str(v.PAPER_FIELD_QUERIES),
-             "--paper-repeats", str(v.PAPER_REPEATS), "--seed", str(v.SEED),
-             *opt("--exclude", v.EXCLUDE)]]
+    return [["pools-paper", *corpus(v), *declared_argv("pools-paper", of_make(v))]]
 
 
 @goal("training-ids")
 def training_ids(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["training-ids", "--src", v.SRC, "--paper-ids", v.PAPER_IDS, "--out", v.OUT]]
+    return [["training-ids", *declared_argv("training-ids", of_make(v))]]
 
 
 @goal("pools")
@@ -140,7 +133,7 @@ def pools(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 
 @goal("retire-pool")
 def retire_pool(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["retire-pool", *corpus(v), "--pool", v.POOL]]
+    return [["retire-pool", *corpus(v), *declared_argv("retire-pool", of_make(v))]]
 
 
 @goal("embed")
@@ -198,7 +191,8 @@ def fuse(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 @goal("mdcr")
 def mdcr(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     return [["mdcr", *corpus(v), "--models", v.MDCR_MODELS, "--out", v.MDCR,
-             "--seed", str(v.SEED), *flag("--replace", v.REPLACE), "--search", *search_with(v)]]
+             "--seed", str(v.SEED), "--search", *declared_argv("mdcr", of_make(v)),
+             *opt("--model-path", v.MODEL_PATH)]]
 
 
 @goal("mdcr-jaccard")
@@ -209,48 +203,43 @@ def mdcr_jaccard(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 
 @goal("import-beir")
 def import_beir(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-beir", *corpus(v), "--src", v.SRC, "--split", v.SPLIT,
-             *flag("--replace", v.REPLACE)]]
+    return [["import-beir", *corpus(v), *declared_argv("import-beir", of_make(v))]]
 
 
 @goal("import-irds")
 def import_irds(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-irds", *corpus(v), "--dataset", v.DATASET, "--split", v.SPLIT,
-             *flag("--replace", v.REPLACE)]]
+    return [["import-irds", *corpus(v), *declared_argv("import-irds", of_make(v))]]
 
 
 @goal("import-csfcube")
 def import_csfcube(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-csfcube", *corpus(v), "--src", v.SRC, *flag("--replace", v.REPLACE)]]
+    return [["import-csfcube", *corpus(v), *declared_argv("import-csfcube", of_make(v))]]
 
 
 @goal("import-run")
 def import_run(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-run", *corpus(v), "--pool", v.POOL, "--run", v.RUN, "--model", v.MODEL,
-             *flag("--drop-unknown", v.DROP_UNKNOWN), *flag("--replace", v.REPLACE)]]
+    return [["import-run", *corpus(v), *declared_argv("import-run", of_make(v))]]
 
 
 @goal("import-vectors")
 def import_vectors(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-vectors", *corpus(v), "--model", v.MODEL, "--src", v.SRC,
-             "--similarity", v.SIMILARITY, *flag("--replace", v.REPLACE)]]
+    return [["import-vectors", *corpus(v), *declared_argv("import-vectors", of_make(v))]]
 
 
 @goal("import-mdcr")
 def import_mdcr(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-mdcr", *corpus(v), "--src", v.SRC, "--split", v.SPLIT,
-             *flag("--replace", v.REPLACE)]]
+    return [["import-mdcr", *corpus(v), *declared_argv("import-mdcr", of_make(v))]]
 
 
 @goal("export-mdcr")
 def export_mdcr(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["export-mdcr", *corpus(v), "--out", v.OUT, "--split", v.SPLIT]]
+    return [["export-mdcr", *corpus(v), *declared_argv("export-mdcr", of_make(v))]]
 
 
 @goal("mdcr-scores")
 def mdcr_scores(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["mdcr-scores", *corpus(v), "--model", d["MODEL_NAME"], "--out", v.OUT,
-             "--split", v.SPLIT]]
+    return [["mdcr-scores", *corpus(v), "--model", d["MODEL_NAME"],
+             *declared_argv("mdcr-scores", of_make(v))]]
 
 
 @goal("report")
@@ -277,9 +266,8 @@ def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
              *opt("--synth-seed", v.DEMO_SEED if given(v, "DEMO_SEED") else None),
              "--source", v.SOURCE, "--fos-source", v.FOS_SOURCE, "--workers", str(v.THREADS),
              *flag("--strict", v.STRICT), "--citations", v.CITATIONS, *opt("--raw", v.RAW),
-             "--sizes", v.DEMO_SIZES, *opt("--queries", v.QUERIES), "--fields", v.DEMO_FIELDS,
-             "--field-size", v.DEMO_FIELD_SIZE, "--field-queries", str(v.DEMO_FIELD_QUERIES),
-             "--repeats", str(v.DEMO_REPEATS), "--seed", str(v.SEED), "--models", v.DEMO_MODELS,
+             *opt("--queries", v.QUERIES), "--repeats", str(v.DEMO_REPEATS), "--seed",
+             str(v.SEED),
              *declared_argv("demo", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
 
 

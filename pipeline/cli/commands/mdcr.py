@@ -12,9 +12,6 @@ from pipeline.cli.registry import (
     comma_list,
     command,
     place_of,
-    replace_arg,
-    split_arg,
-    src_arg,
     times_log,
     where_of,
 )
@@ -25,7 +22,6 @@ from pipeline.options.checks import (
     given_path,
     non_negative,
     positive,
-    safe_path,
 )
 
 log = logging.getLogger(__name__)
@@ -40,7 +36,6 @@ def _mdcr_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-type", type=positive, default=10, help="negatives of each type")
     p.add_argument("--top", type=positive, default=200,
                    help="model-based negatives from the top N; most cited: the field's top N")
-    replace_arg("the corpus --out if it is an MDCR-style benchmark already")(p)
 
 
 @command("mdcr", "build an MDCR-style benchmark (MDCR §4) from the corpus's field-level test "
@@ -88,12 +83,8 @@ def cmd_mdcr_jaccard(args: argparse.Namespace) -> None:
     print(jaccard_report(table, place.runs_root, args.corpus, args.depth))
 
 
-def _export_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, type=safe_path, help="folder to write into")
-
-
 @command("export-mdcr", "write a benchmark corpus in the official layout: mdcr_<split>.json "
-         "and mdcr_<split>_data.jsonl", _export_arguments, split_arg(), writes=())
+         "and mdcr_<split>_data.jsonl", writes=())
 def cmd_export_mdcr(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import export_benchmark
 
@@ -107,9 +98,7 @@ def cmd_export_mdcr(args: argparse.Namespace) -> None:
 
 
 @command("import-mdcr", "read the official mdcr_<split>.json and mdcr_<split>_data.jsonl into "
-         "a benchmark corpus", src_arg("folder holding the files"), split_arg(),
-         replace_arg("the corpus if it is an imported benchmark already"),
-         writes=("corpora", "times"))
+         "a benchmark corpus", writes=("corpora", "times"))
 def cmd_import_mdcr(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import import_benchmark
 
@@ -123,11 +112,10 @@ def cmd_import_mdcr(args: argparse.Namespace) -> None:
 
 def _scores_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True)
-    p.add_argument("--out", required=True, type=safe_path)
 
 
 @command("mdcr-scores", "write the official scores file {\"<query>_<candidate>\": score} of a "
-         "model's runs on a benchmark corpus", _scores_arguments, split_arg(), writes=())
+         "model's runs on a benchmark corpus", _scores_arguments, writes=())
 def cmd_mdcr_scores(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import model_scores_file
 
