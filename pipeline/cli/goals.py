@@ -46,11 +46,6 @@ def goal(name: str) -> Callable[[GoalFunction], GoalFunction]:
     return register
 
 
-def flag(option: str, value: object) -> list[str]:
-    """`option` when the variable is 1 (STRICT=1, REPLACE=1, ...)."""
-    return [option] if value == "1" else []
-
-
 def given(v: argparse.Namespace, name: str) -> bool:
     """Whether the variable was given (make's command line or the environment), not defaulted."""
     return name in v.GIVEN.split()
@@ -59,12 +54,6 @@ def given(v: argparse.Namespace, name: str) -> bool:
 def model_args(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
     """The model the stages load (MODEL_FILE) and where its weights are (MODEL_PATH)."""
     return ["--model", d["MODEL_FILE"], *opt("--model-path", v.MODEL_PATH)]
-
-
-def search_with(v: argparse.Namespace) -> list[str]:
-    """The search settings of the commands that search several models (fuse, mdcr,
-    mdcr-jaccard, demo: each model as make search does, in one process)."""
-    return [*declared_argv("search", of_make(v)), *opt("--model-path", v.MODEL_PATH)]
 
 
 def slurm_args(v: argparse.Namespace) -> list[str]:
@@ -106,8 +95,7 @@ def corpus_goal(v: argparse.Namespace, d: dict[str, str]) -> Commands:
               *(["--synth-seed", str(v.DEMO_SEED)] if given(v, "DEMO_SEED") else [])]
              if v.CORPUS == "demo" else [])
     return [["corpus", *corpus(v), "--raw", d["RAW_DIR"], "--source", v.SOURCE,
-             "--fos-source", v.FOS_SOURCE, "--workers", str(v.THREADS),
-             *flag("--strict", v.STRICT), "--citations", v.CITATIONS, *synth]]
+             "--workers", str(v.THREADS), *declared_argv("corpus", of_make(v)), *synth]]
 
 
 @goal("pool")
@@ -153,8 +141,7 @@ def index(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 def search_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
     """One process searches every pool whose run is not current (--stale-only), its pools
     repaired first."""
-    return ["search", *search_argv(v.CORPUS, d["MODEL_FILE"], of_make(v), v.SEED,
-                                   v.MODEL_PATH)]
+    return ["search", *search_argv(v.CORPUS, d["MODEL_FILE"], of_make(v), v.MODEL_PATH)]
 
 
 def eval_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
@@ -184,21 +171,21 @@ def evaluate(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 @goal("fuse")
 def fuse(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Every component searched and evaluated, then the fused model, in one process."""
-    return [["fuse", *corpus(v), "--models", v.MODELS, "--method", v.METHOD, "--seed",
-             str(v.SEED), *declared_argv("fuse", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
+    return [["fuse", *corpus(v), "--models", v.MODELS, "--method", v.METHOD,
+             *declared_argv("fuse", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
 
 
 @goal("mdcr")
 def mdcr(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     return [["mdcr", *corpus(v), "--models", v.MDCR_MODELS, "--out", v.MDCR,
-             "--seed", str(v.SEED), "--search", *declared_argv("mdcr", of_make(v)),
+             "--search", *declared_argv("mdcr", of_make(v)),
              *opt("--model-path", v.MODEL_PATH)]]
 
 
 @goal("mdcr-jaccard")
 def mdcr_jaccard(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["mdcr-jaccard", *corpus(v), "--models", v.MODELS, "--seed", str(v.SEED),
-             "--search", *search_with(v)]]
+    return [["mdcr-jaccard", *corpus(v), "--models", v.MODELS, "--search",
+             *declared_argv("mdcr-jaccard", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
 
 
 @goal("import-beir")
@@ -244,8 +231,7 @@ def mdcr_scores(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 
 @goal("report")
 def report(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["report", *corpus(v), "--seed", str(v.SEED), "--times",
-             *opt("--exclude", v.EXCLUDE), *opt("--training-sets", v.TRAINING_SETS)]]
+    return [["report", *corpus(v), "--times", *declared_argv("report", of_make(v))]]
 
 
 @goal("verify")
@@ -264,10 +250,8 @@ def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     DEMO_SEED as for corpus: only when given; DEMO_REPEATS draws of each pool size."""
     return [["demo", *opt("--papers", v.DEMO_PAPERS if given(v, "DEMO_PAPERS") else None),
              *opt("--synth-seed", v.DEMO_SEED if given(v, "DEMO_SEED") else None),
-             "--source", v.SOURCE, "--fos-source", v.FOS_SOURCE, "--workers", str(v.THREADS),
-             *flag("--strict", v.STRICT), "--citations", v.CITATIONS, *opt("--raw", v.RAW),
-             *opt("--queries", v.QUERIES), "--repeats", str(v.DEMO_REPEATS), "--seed",
-             str(v.SEED),
+             "--source", v.SOURCE, "--workers", str(v.THREADS), *opt("--raw", v.RAW),
+             *opt("--queries", v.QUERIES), "--repeats", str(v.DEMO_REPEATS),
              *declared_argv("demo", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
 
 

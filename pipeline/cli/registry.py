@@ -12,7 +12,6 @@ from pathlib import Path
 from pipeline.cli.variables import OneLineParser
 from pipeline.core.errors import InputError
 from pipeline.core.repair import PIPELINE_COMMAND, Repair, Where
-from pipeline.glossary import CITATION_MODES, FOS_SOURCES
 from pipeline.layout import (
     Place,
     corpus_path,
@@ -161,13 +160,13 @@ def of_args(args: argparse.Namespace) -> Callable[[Variable], object]:
     return lambda var: getattr(args, var.dest)
 
 
-def search_argv(corpus: str, model: str, value: Callable[[Variable], object], seed: object,
+def search_argv(corpus: str, model: str, value: Callable[[Variable], object],
                 model_path: str | None) -> list[str]:
     """The options of `make search` for `model`, with make search's settings (`value` of each
     declared option of the search: `of_make`, `of_args`): index first, keep current runs,
     repair stale pools."""
     return ["--corpus", corpus, "--model", model, *opt("--model-path", model_path),
-            *declared_argv("search", value), "--index", "--stale-only", "--seed", str(seed),
+            *declared_argv("search", value), "--index", "--stale-only",
             "--repair-pools"]
 
 
@@ -214,16 +213,12 @@ def ingest_args(p: argparse.ArgumentParser) -> None:
                    "corpora/<corpus>/<source>)")
     p.add_argument("--source", default="s2orc", type=choice(SOURCES),
                    help="s2orc (2020 release) or s2ag (Semantic Scholar Datasets)")
-    p.add_argument("--fos-source", default="external", type=choice(FOS_SOURCES),
-                   help="S2AG: which s2fieldsofstudy labels count (external = MAG-like)")
     p.add_argument("--workers", type=worker_count, default=1,
                    help="processes reading shards in parallel (the output does not change)")
-    p.add_argument("--strict", action="store_true",
-                   help="stop at the first bad line instead of quarantining it")
 
 
 def prefilter_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--citations", default="inbound", type=choice(CITATION_MODES))
+    """Besides CITATIONS, declared."""
     p.add_argument("--min-citations", type=non_negative, default=3)
 
 

@@ -126,6 +126,8 @@ FLAG = ("", "0", "1")
 # The commands that search with make search's settings (search, and those that search their
 # models first): an option of the search takes all of them as its `stages`
 SEARCHING = ("search", "fuse", "mdcr", "mdcr-jaccard", "demo")
+# The commands that ingest a corpus's raw files
+INGESTING = ("ingest", "corpus", "demo")
 # The commands that may replace what they imported or wrote before (REPLACE=1: --replace)
 REPLACING = ("import-run", "import-vectors", "import-beir", "import-irds", "import-csfcube",
              "import-mdcr", "mdcr")
@@ -157,7 +159,7 @@ VARIABLES: tuple[Variable, ...] = (
       shown="the corpus's SOURCE folder under DATA (corpora/CORPUS/SOURCE)", optional=True,
       one_word=True),
     V("FOS_SOURCE", "external", choice(FOS_SOURCES), "S2AG: which field labels count: "
-      "external (MAG-like) or s2-fos-model", "data", one_word=True,
+      "external (MAG-like) or s2-fos-model", "data", one_word=True, stages=INGESTING,
       keywords=("fos_source",)),
     V("RELEASE", "latest", None, "make download: the S2AG release, a date (2026-11-18) or "
       "latest (recorded as its date)", "data", one_word=True, stages=("download",)),
@@ -173,9 +175,9 @@ VARIABLES: tuple[Variable, ...] = (
       "32)", "data", one_word=True, stages=("download",)),
     V("CITATIONS", "inbound", choice(CITATION_MODES), "what the prefilter counts as a "
       "paper's citations: inbound, outbound or either", "data", one_word=True,
-      keywords=("citations",)),
+      stages=("prefilter", "corpus", "demo"), keywords=("citations",)),
     V("STRICT", "", choice(FLAG), "1: stop ingest at the first bad line instead of "
-      "quarantining it", "data", one_word=True),
+      "quarantining it", "data", one_word=True, switch=True, stages=INGESTING),
     # ---- pools
     V("SIZE", "10k", sizes, "the pool size: 20000, 20k, 2M; several separated by spaces",
       "pools", stages=("pool",), no_default=("pool",)),
@@ -186,7 +188,7 @@ VARIABLES: tuple[Variable, ...] = (
     V("REPEATS", "1", positive, "samples per size (the paper: 3)", "pools", stages=("pool",)),
     V("SEED", "0", non_negative, "the pools' seed, part of a pool's name unless 0 (two seeds "
       "never overwrite each other); also the random model's and make mdcr's", "pools",
-      stages=("pool", "pools-paper"), keywords=("seed",), kind="int"),
+      stages=("pool", "pools-paper", "report", *SEARCHING), keywords=("seed",), kind="int"),
     V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", positive, "query papers per pool",
       "pools", shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
       optional=True, stages=("pool",), keywords=("n_queries",), kind="int", none=True),
@@ -194,7 +196,7 @@ VARIABLES: tuple[Variable, ...] = (
       "SciNCL's training papers): a file of CorpusIDs, one per line or a JSON list; its ids "
       "name the pools (-x<tag>), and make report shows the pools of this list",
       "pools", shown="(empty: no paper left out)", optional=True, one_word=True,
-      stages=("pool", "pools-paper")),
+      stages=("pool", "pools-paper", "report")),
     V("POOL", "", pool_name, "make retire-pool: the pool to retire, e.g. one whose "
       "EXCLUDE list changed (make verify names them); make import-run: the pool the run "
       "ranks", "pools", optional=True, one_word=True,
@@ -242,7 +244,7 @@ VARIABLES: tuple[Variable, ...] = (
       "papers, <model>=<file> separated by spaces (files as for EXCLUDE): the share of every "
       "pool's queries and positives in them (leakage)", "eval",
       shown="(empty: no leakage table)", optional=True,
-      keywords=("training_sets",), kind="training_sets", none=True),
+      stages=("report",), keywords=("training_sets",), kind="training_sets", none=True),
     V("METRICS", "auto", checked(metric_list), "what eval scores: auto (each pool's own set: "
       "large-scale pools MAP, NDCG, R@30; MDCR-style pools MAP, NDCG, R@5), a set "
       "(large-scale, mdcr, beir: nDCG@10, R@100; csfcube: NDCG%20, MAP of grades >= 2) or "

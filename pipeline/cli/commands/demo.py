@@ -9,7 +9,9 @@ from pipeline.cli.commands.search import search_and_eval
 from pipeline.cli.registry import (
     comma_list,
     command,
+    declared_argv,
     ingest_args,
+    of_args,
     place_of,
     prefilter_args,
     run_stage,
@@ -36,7 +38,6 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", type=positive, default=50,
                    help="queries per dataset-level pool (QUERIES)")
     p.add_argument("--repeats", type=positive, default=1, help="samples per size (REPEATS)")
-    p.add_argument("--seed", type=non_negative, default=0, help="the pools' seed (SEED)")
     p.add_argument("--model-path", type=given_path, help="load the weights from this local folder")
 
 
@@ -52,14 +53,13 @@ def cmd_demo(args: argparse.Namespace) -> None:
     times_log(args).unlink(missing_ok=True)
     corpus = ("--corpus", args.corpus)
     if not written_whole(place_of(args).corpus_dir):
-        run_stage(args, "corpus", *corpus, "--source", args.source, "--fos-source",
-                  args.fos_source, "--workers", str(args.workers), "--citations",
-                  args.citations, "--min-citations", str(args.min_citations),
+        run_stage(args, "corpus", *corpus, "--source", args.source, "--workers",
+                  str(args.workers), *declared_argv("corpus", of_args(args)),
+                  "--min-citations", str(args.min_citations),
                   "--synth", *([args.papers] if args.papers else []),
                   *(["--synth-seed", str(args.synth_seed)] if args.synth_seed is not None
                     else []),
-                  *(["--raw", args.raw] if args.raw else []),
-                  *(["--strict"] if args.strict else []))
+                  *(["--raw", args.raw] if args.raw else []))
     pools = (*corpus, "--repeats", str(args.repeats), "--seed", str(args.seed))
     run_stage(args, "pool", *pools, "--size", args.sizes, "--queries", str(args.queries))
     if args.fields.split():

@@ -20,7 +20,6 @@ from pipeline.core.repair import Placeholder, Repair
 from pipeline.options.checks import (
     corpus_name,
     given_path,
-    non_negative,
     positive,
 )
 
@@ -31,7 +30,6 @@ def _mdcr_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", required=True, help="models whose top-ranked papers give the "
                    "model-based negatives, separated by commas (paper: bm25,specter,scincl)")
     p.add_argument("--out", required=True, type=corpus_name, help="the benchmark's corpus name")
-    p.add_argument("--seed", type=non_negative, default=0, help="pools of this seed; sampling")
     p.add_argument("--positives", type=positive, default=5)
     p.add_argument("--per-type", type=positive, default=10, help="negatives of each type")
     p.add_argument("--top", type=positive, default=200,
@@ -65,7 +63,6 @@ def cmd_mdcr(args: argparse.Namespace) -> None:
 
 def _jaccard_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", required=True, help="two or more models, separated by commas")
-    p.add_argument("--seed", type=non_negative, default=0)
     p.add_argument("--depth", type=positive, default=10, help="negatives compared per query")
 
 

@@ -25,7 +25,6 @@ from pipeline.options.checks import (
     checked,
     non_negative,
     pool_name,
-    safe_path,
 )
 
 log = logging.getLogger(__name__)
@@ -42,12 +41,6 @@ def repair_pools(args: argparse.Namespace) -> None:
     for name in usable_pools(args, pool_folders(corpus_dir), "pool"):
         with timed("pool", times_log(args), pool=name):
             rebuild_pool(corpus_dir, name)
-
-
-def exclude_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--exclude", type=safe_path, help="papers never used as queries (the "
-                   "models' training sets): a file of CorpusIDs, one per line or a JSON list; "
-                   "its ids name the pools (-x<tag>)")
 
 
 def _pool_arguments(p: argparse.ArgumentParser) -> None:
