@@ -144,3 +144,12 @@ def test_a_declaration_gives_each_stage_its_option_required_without_default_or_a
     assert registry.declared_argv("x", registry.of_args(parse("x", *argv))) == argv
     made.MADE_SWITCH = "0"
     assert registry.declared_argv("y", registry.of_make(made)) == ["--made-value", "fancy"]
+
+
+def test_an_option_two_variables_set_is_written_as_the_first_declared():
+    """make fuse's --models is MODELS, demo's (DEMO_MODELS, declared after it, with the same
+    flag) does not take its name in the errors make shows; demo's own --sizes is DEMO_SIZES."""
+    from pipeline.cli.variables import in_make_words
+
+    assert in_make_words("--models bm25,x: unknown") == "MODELS=bm25,x: unknown"
+    assert in_make_words("--sizes 0: too small") == "DEMO_SIZES=0: too small"
