@@ -23,6 +23,10 @@ def id_key(value: int | str) -> int:
 
 
 CITATION_MODES = ("inbound", "outbound", "either")  # what "citations" means in the prefilter
+# The retrievers' own options (Retriever.OPTIONS), their values and defaults: BM25's engine
+# (pipeline/retrieval/bm25/engines.py) and the dense search's backend (dense/exact.py)
+BM25_ENGINES, BM25_ENGINE = ("lucene", "arrays"), "arrays"
+BACKENDS, BACKEND = ("auto", "faiss-cpu", "faiss-gpu", "torch-cuda", "torch-cpu"), "auto"
 FOS_SOURCES = ("external", "s2-fos-model")  # which S2AG field labels count
 
 

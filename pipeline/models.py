@@ -125,21 +125,22 @@ register(ModelEntry("mpnet", "dense", "sentence-transformers/all-mpnet-base-v2",
 
 
 HF_PREFIX = "hf:"
+HF_FILE_PREFIX = "hf--"  # an hf: model's file-safe name: hf--<org>--<name>--<pooling>
 _HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 HF_POOLINGS = ("cls", "mean")
 
 
 def hf_name(hf_id: str, pooling: str) -> str:
     """The file-safe name of an unregistered model (runs, stores): hf--org--name--pooling."""
-    return f"hf--{hf_id.replace('/', '--')}--{pooling}"
+    return f"{HF_FILE_PREFIX}{hf_id.replace('/', '--')}--{pooling}"
 
 
 def hf_model(spec: str) -> ModelEntry:
     """An encoder used without a registry entry: `hf:<id>[@cls|@mean]` (MODEL=hf:<id>
     POOLING=...), or its file-safe name `hf--<org>--<name>--<pooling>`. CLS pooling ranks by
     L2 distance (the SPECTER family's convention), mean pooling by cosine."""
-    if spec.startswith("hf--"):
-        body, _, pooling = spec[len("hf--"):].rpartition("--")
+    if spec.startswith(HF_FILE_PREFIX):
+        body, _, pooling = spec[len(HF_FILE_PREFIX):].rpartition("--")
         org, _, name = body.partition("--")
         hf_id = f"{org}/{name}" if name else org
     else:
@@ -196,7 +197,7 @@ def fused_name(method: str, models: list[str]) -> str:
 
 
 # The model names made of several `--` parts: their first part, and how many parts they have
-MULTIPART_NAMES = {"hf": 4,  # hf--org--name--pooling
+MULTIPART_NAMES = {HF_FILE_PREFIX.removesuffix("--"): 4,  # hf--org--name--pooling
                    VECTORS_FILE_PREFIX.removesuffix("--"): 2}  # vectors--name
 
 
@@ -236,7 +237,7 @@ def get_model(name: str) -> ModelEntry:
     base, sep, precision = name.rpartition(PRECISION_SEP)
     if sep and not name.startswith(FUSION_PREFIX):
         return with_precision(get_model(base), precision)
-    if name.startswith((HF_PREFIX, "hf--")):
+    if name.startswith((HF_PREFIX, HF_FILE_PREFIX)):
         return hf_model(name)
     if name.startswith((VECTORS_PREFIX, VECTORS_FILE_PREFIX)):
         return vectors_model(name)

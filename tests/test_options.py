@@ -3,10 +3,16 @@ arguments without importing pipeline.cli, with the checks make and the command l
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from pipeline.options import declared
+from pipeline.options.checks import choice
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,3 +105,51 @@ def test_an_option_declared_once_is_in_make_the_command_line_the_api_and_the_doc
     # docs/variables.md, as generated
     docs = run(tmp_path, sys.executable, "-m", "pipeline", "variables").stdout
     assert "| `MADE_UP` | `plain` | a made-up option of the search |" in docs
+
+
+def test_a_declaration_gives_each_stage_its_option_required_without_default_or_a_switch(
+        monkeypatch):
+    """Where a stage's option differs from make's variable, the declaration says so: a switch
+    (REPLACE=1) is a bare option the goals pass on only when 1; `required` stages refuse to run
+    without the option, `no_default` ones get None (make keeps its default), the others the
+    declared default. The goals' argv and a command's own (of_make, of_args) agree."""
+    from pipeline.cli import registry
+    from pipeline.cli.variables import OneLineParser
+
+    switch = declared.Variable("MADE_SWITCH", "", choice(declared.FLAG), "a made-up switch",
+                               "search", switch=True, stages=("x", "y", "z"))
+    value = declared.Variable("MADE_VALUE", "plain", choice(("plain", "fancy")),
+                              "a made-up value", "search", stages=("x", "y", "z"),
+                              required=("x",), no_default=("y",))
+    monkeypatch.setattr(registry, "VARIABLES", (switch, value))
+
+    def parse(stage: str, *argv: str) -> argparse.Namespace:
+        parser = OneLineParser(prog=f"python -m pipeline {stage}")
+        for var in (switch, value):
+            registry.add_declared(parser, var, stage)
+        return parser.parse_args(list(argv))
+
+    with pytest.raises(SystemExit) as refused:
+        parse("x")
+    assert refused.value.code == 2
+    assert vars(parse("x", "--made-value", "fancy", "--made-switch")) == {
+        "made_switch": True, "made_value": "fancy"}
+    assert vars(parse("y")) == {"made_switch": False, "made_value": None}
+    assert vars(parse("z")) == {"made_switch": False, "made_value": "plain"}
+    with pytest.raises(SystemExit):
+        parse("z", "--made-value", "odd")
+    made = argparse.Namespace(MADE_SWITCH="1", MADE_VALUE="fancy")
+    argv = registry.declared_argv("x", registry.of_make(made))
+    assert argv == ["--made-switch", "--made-value", "fancy"]
+    assert registry.declared_argv("x", registry.of_args(parse("x", *argv))) == argv
+    made.MADE_SWITCH = "0"
+    assert registry.declared_argv("y", registry.of_make(made)) == ["--made-value", "fancy"]
+
+
+def test_an_option_two_variables_set_is_written_as_the_first_declared():
+    """make fuse's --models is MODELS, demo's (DEMO_MODELS, declared after it, with the same
+    flag) does not take its name in the errors make shows; demo's own --sizes is DEMO_SIZES."""
+    from pipeline.cli.variables import in_make_words
+
+    assert in_make_words("--models bm25,x: unknown") == "MODELS=bm25,x: unknown"
+    assert in_make_words("--sizes 0: too small") == "DEMO_SIZES=0: too small"

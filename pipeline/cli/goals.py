@@ -46,11 +46,6 @@ def goal(name: str) -> Callable[[GoalFunction], GoalFunction]:
     return register
 
 
-def flag(option: str, value: object) -> list[str]:
-    """`option` when the variable is 1 (STRICT=1, REPLACE=1, ...)."""
-    return [option] if value == "1" else []
-
-
 def given(v: argparse.Namespace, name: str) -> bool:
     """Whether the variable was given (make's command line or the environment), not defaulted."""
     return name in v.GIVEN.split()
@@ -59,12 +54,6 @@ def given(v: argparse.Namespace, name: str) -> bool:
 def model_args(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
     """The model the stages load (MODEL_FILE) and where its weights are (MODEL_PATH)."""
     return ["--model", d["MODEL_FILE"], *opt("--model-path", v.MODEL_PATH)]
-
-
-def search_with(v: argparse.Namespace) -> list[str]:
-    """The search settings of the commands that search several models (fuse, mdcr,
-    mdcr-jaccard, demo: each model as make search does, in one process)."""
-    return [*declared_argv("search", of_make(v)), *opt("--model-path", v.MODEL_PATH)]
 
 
 def slurm_args(v: argparse.Namespace) -> list[str]:
@@ -91,9 +80,8 @@ def models(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 @goal("download")
 def download(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """The S2AG datasets into the folder make corpus SOURCE=s2ag reads (docs/ingest.md)."""
-    return [["download", *corpus(v), *opt("--raw", v.RAW), "--release", v.RELEASE,
-             "--datasets", v.DATASETS, "--parallel", str(v.PARALLEL), *opt("--first", v.FIRST),
-             *flag("--update", v.UPDATE)]]
+    return [["download", *corpus(v), *opt("--raw", v.RAW),
+             *declared_argv("download", of_make(v))]]
 
 
 @goal("corpus")
@@ -107,29 +95,22 @@ def corpus_goal(v: argparse.Namespace, d: dict[str, str]) -> Commands:
               *(["--synth-seed", str(v.DEMO_SEED)] if given(v, "DEMO_SEED") else [])]
              if v.CORPUS == "demo" else [])
     return [["corpus", *corpus(v), "--raw", d["RAW_DIR"], "--source", v.SOURCE,
-             "--fos-source", v.FOS_SOURCE, "--workers", str(v.THREADS),
-             *flag("--strict", v.STRICT), "--citations", v.CITATIONS, *synth]]
+             "--workers", str(v.THREADS), *declared_argv("corpus", of_make(v)), *synth]]
 
 
 @goal("pool")
 def pool(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["pool", *corpus(v), "--size", v.SIZE, *opt("--field", v.FIELD),
-             "--repeats", str(v.REPEATS), "--seed", str(v.SEED), *opt("--queries", v.QUERIES),
-             *opt("--exclude", v.EXCLUDE)]]
+    return [["pool", *corpus(v), *declared_argv("pool", of_make(v))]]
 
 
 @goal("pools-paper")
 def pools_paper(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["pools-paper", *corpus(v), "--paper-sizes", v.PAPER_SIZES,
-             "--paper-queries", str(v.PAPER_QUERIES), "--paper-field-size", v.PAPER_FIELD_SIZE,
-             "--paper-field-queries", str(v.PAPER_FIELD_QUERIES),
-             "--paper-repeats", str(v.PAPER_REPEATS), "--seed", str(v.SEED),
-             *opt("--exclude", v.EXCLUDE)]]
+    return [["pools-paper", *corpus(v), *declared_argv("pools-paper", of_make(v))]]
 
 
 @goal("training-ids")
 def training_ids(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["training-ids", "--src", v.SRC, "--paper-ids", v.PAPER_IDS, "--out", v.OUT]]
+    return [["training-ids", *declared_argv("training-ids", of_make(v))]]
 
 
 @goal("pools")
@@ -140,7 +121,7 @@ def pools(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 
 @goal("retire-pool")
 def retire_pool(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["retire-pool", *corpus(v), "--pool", v.POOL]]
+    return [["retire-pool", *corpus(v), *declared_argv("retire-pool", of_make(v))]]
 
 
 @goal("embed")
@@ -160,8 +141,7 @@ def index(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 def search_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
     """One process searches every pool whose run is not current (--stale-only), its pools
     repaired first."""
-    return ["search", *search_argv(v.CORPUS, d["MODEL_FILE"], of_make(v), v.SEED,
-                                   v.MODEL_PATH)]
+    return ["search", *search_argv(v.CORPUS, d["MODEL_FILE"], of_make(v), v.MODEL_PATH)]
 
 
 def eval_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
@@ -191,72 +171,67 @@ def evaluate(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 @goal("fuse")
 def fuse(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Every component searched and evaluated, then the fused model, in one process."""
-    return [["fuse", *corpus(v), "--models", v.MODELS, "--method", v.METHOD, "--seed",
-             str(v.SEED), *declared_argv("fuse", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
+    return [["fuse", *corpus(v), "--models", v.MODELS, "--method", v.METHOD,
+             *declared_argv("fuse", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
 
 
 @goal("mdcr")
 def mdcr(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     return [["mdcr", *corpus(v), "--models", v.MDCR_MODELS, "--out", v.MDCR,
-             "--seed", str(v.SEED), *flag("--replace", v.REPLACE), "--search", *search_with(v)]]
+             "--search", *declared_argv("mdcr", of_make(v)),
+             *opt("--model-path", v.MODEL_PATH)]]
 
 
 @goal("mdcr-jaccard")
 def mdcr_jaccard(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["mdcr-jaccard", *corpus(v), "--models", v.MODELS, "--seed", str(v.SEED),
-             "--search", *search_with(v)]]
+    return [["mdcr-jaccard", *corpus(v), "--models", v.MODELS, "--search",
+             *declared_argv("mdcr-jaccard", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
 
 
 @goal("import-beir")
 def import_beir(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-beir", *corpus(v), "--src", v.SRC, "--split", v.SPLIT,
-             *flag("--replace", v.REPLACE)]]
+    return [["import-beir", *corpus(v), *declared_argv("import-beir", of_make(v))]]
 
 
 @goal("import-irds")
 def import_irds(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-irds", *corpus(v), "--dataset", v.DATASET, "--split", v.SPLIT,
-             *flag("--replace", v.REPLACE)]]
+    return [["import-irds", *corpus(v), *declared_argv("import-irds", of_make(v))]]
 
 
 @goal("import-csfcube")
 def import_csfcube(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-csfcube", *corpus(v), "--src", v.SRC, *flag("--replace", v.REPLACE)]]
+    return [["import-csfcube", *corpus(v), *declared_argv("import-csfcube", of_make(v))]]
 
 
 @goal("import-run")
 def import_run(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-run", *corpus(v), "--pool", v.POOL, "--run", v.RUN, "--model", v.MODEL,
-             *flag("--drop-unknown", v.DROP_UNKNOWN), *flag("--replace", v.REPLACE)]]
+    return [["import-run", *corpus(v), *declared_argv("import-run", of_make(v))]]
 
 
 @goal("import-vectors")
 def import_vectors(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-vectors", *corpus(v), "--model", v.MODEL, "--src", v.SRC,
-             "--similarity", v.SIMILARITY, *flag("--replace", v.REPLACE)]]
+    return [["import-vectors", *corpus(v), *declared_argv("import-vectors", of_make(v))]]
 
 
 @goal("import-mdcr")
 def import_mdcr(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-mdcr", *corpus(v), "--src", v.SRC, "--split", v.SPLIT,
-             *flag("--replace", v.REPLACE)]]
+    return [["import-mdcr", *corpus(v), *declared_argv("import-mdcr", of_make(v))]]
 
 
 @goal("export-mdcr")
 def export_mdcr(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["export-mdcr", *corpus(v), "--out", v.OUT, "--split", v.SPLIT]]
+    return [["export-mdcr", *corpus(v), *declared_argv("export-mdcr", of_make(v))]]
 
 
 @goal("mdcr-scores")
 def mdcr_scores(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["mdcr-scores", *corpus(v), "--model", d["MODEL_NAME"], "--out", v.OUT,
-             "--split", v.SPLIT]]
+    return [["mdcr-scores", *corpus(v), "--model", d["MODEL_NAME"],
+             *declared_argv("mdcr-scores", of_make(v))]]
 
 
 @goal("report")
 def report(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["report", *corpus(v), "--seed", str(v.SEED), "--times",
-             *opt("--exclude", v.EXCLUDE), *opt("--training-sets", v.TRAINING_SETS)]]
+    return [["report", *corpus(v), "--times", *declared_argv("report", of_make(v))]]
 
 
 @goal("verify")
@@ -275,11 +250,8 @@ def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     DEMO_SEED as for corpus: only when given; DEMO_REPEATS draws of each pool size."""
     return [["demo", *opt("--papers", v.DEMO_PAPERS if given(v, "DEMO_PAPERS") else None),
              *opt("--synth-seed", v.DEMO_SEED if given(v, "DEMO_SEED") else None),
-             "--source", v.SOURCE, "--fos-source", v.FOS_SOURCE, "--workers", str(v.THREADS),
-             *flag("--strict", v.STRICT), "--citations", v.CITATIONS, *opt("--raw", v.RAW),
-             "--sizes", v.DEMO_SIZES, *opt("--queries", v.QUERIES), "--fields", v.DEMO_FIELDS,
-             "--field-size", v.DEMO_FIELD_SIZE, "--field-queries", str(v.DEMO_FIELD_QUERIES),
-             "--repeats", str(v.DEMO_REPEATS), "--seed", str(v.SEED), "--models", v.DEMO_MODELS,
+             "--source", v.SOURCE, "--workers", str(v.THREADS), *opt("--raw", v.RAW),
+             *opt("--queries", v.QUERIES), "--repeats", str(v.DEMO_REPEATS),
              *declared_argv("demo", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
 
 

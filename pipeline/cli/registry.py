@@ -12,27 +12,24 @@ from pathlib import Path
 from pipeline.cli.variables import OneLineParser
 from pipeline.core.errors import InputError
 from pipeline.core.repair import PIPELINE_COMMAND, Repair, Where
-from pipeline.glossary import CITATION_MODES, FOS_SOURCES
 from pipeline.layout import (
     Place,
     corpus_path,
-    pool_split,
     stage_times_path,
 )
 from pipeline.options.checks import (
     DTYPES,
-    checked,
     choice,
     corpus_name,
     cpus_per_task,
     device,
     given_path,
-    input_path,
     non_negative,
     pool_name,
     positive,
+    worker_count,
 )
-from pipeline.options.declared import BY_NAME, VARIABLES, Variable
+from pipeline.options.declared import VARIABLES, Variable
 from pipeline.readers import SOURCES
 from pipeline.roots import where
 
@@ -64,7 +61,7 @@ class Command:
             add(parser)
         for var in VARIABLES:  # the declared options of this stage
             if self.name in var.stages:
-                add_declared(parser, var)
+                add_declared(parser, var, self.name)
         return parser
 
 
@@ -120,27 +117,19 @@ def run_stage(args: argparse.Namespace, name: str, *argv: str) -> None:
     stage.func(stage)
 
 
-def make_default(variable: str) -> str:
-    """The default of a make variable (its declaration in options/declared.py): the default of
-    the option that variable sets, so that make and the command line agree."""
-    return BY_NAME[variable].default
-
-
-def make_check(variable: str) -> Callable[[str], object]:
-    """The check of a make variable (its declaration in options/declared.py): the type of the
-    option that variable sets, so that make, the command line and the API bound it alike."""
-    check = BY_NAME[variable].check
-    assert check is not None, f"{variable} is checked with the others, not alone"
-    return check
-
-
 # ---- the declared options (pipeline/options/declared.py): each stage's, and their argv -------
-def add_declared(parser: argparse.ArgumentParser, var: Variable) -> None:
-    """The stages' option of the declared `var`: its flag, check, default and help (argparse
-    checks a default given as text with the option's check, as make's)."""
-    default = None if callable(var.default) or var.default == "" else var.default
-    parser.add_argument(var.option, type=var.check, default=default,
-                        help=var.help.replace("%", "%%"))
+def add_declared(parser: argparse.ArgumentParser, var: Variable, stage: str) -> None:
+    """The option of the declared `var` in the command `stage`: its flag, check, default and
+    help (argparse checks a default given as text with the option's check, as make's); a
+    switch is a bare option; required or with no default where the declaration says so."""
+    text = var.help.replace("%", "%%")
+    if var.switch:
+        parser.add_argument(var.option, action="store_true", help=text)
+        return
+    required = stage in var.required
+    bare = required or stage in var.no_default or callable(var.default) or var.default == ""
+    parser.add_argument(var.option, type=var.check, default=None if bare else var.default,
+                        required=required, help=text)
 
 
 def opt(option: str, value: object) -> list[str]:
@@ -152,7 +141,13 @@ def declared_argv(stage: str, value: Callable[[Variable], object]) -> list[str]:
     """The declared options of the command `stage`, each with its value (`value`: of make's
     variables, by name, or of a command's arguments, by dest: `of_make`, `of_args`)."""
     return [word for var in VARIABLES if stage in var.stages
-            for word in opt(var.option, value(var))]
+            for word in (switch(var.option, value(var)) if var.switch
+                         else opt(var.option, value(var)))]
+
+
+def switch(option: str, value: object) -> list[str]:
+    """`option` when a switch is on: its make variable 1 (STRICT=1), or the option given."""
+    return [option] if value in ("1", True) else []
 
 
 def of_make(variables: argparse.Namespace) -> Callable[[Variable], object]:
@@ -165,13 +160,13 @@ def of_args(args: argparse.Namespace) -> Callable[[Variable], object]:
     return lambda var: getattr(args, var.dest)
 
 
-def search_argv(corpus: str, model: str, value: Callable[[Variable], object], seed: object,
+def search_argv(corpus: str, model: str, value: Callable[[Variable], object],
                 model_path: str | None) -> list[str]:
     """The options of `make search` for `model`, with make search's settings (`value` of each
     declared option of the search: `of_make`, `of_args`): index first, keep current runs,
     repair stale pools."""
     return ["--corpus", corpus, "--model", model, *opt("--model-path", model_path),
-            *declared_argv("search", value), "--index", "--stale-only", "--seed", str(seed),
+            *declared_argv("search", value), "--index", "--stale-only",
             "--repair-pools"]
 
 
@@ -212,34 +207,18 @@ def repair_pools_arg(p: argparse.ArgumentParser) -> None:
                    "that is stale, damaged or half-written (as make pools)")
 
 
-def split_arg(help_text: str | None = None) -> Callable[[argparse.ArgumentParser], None]:
-    def add(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--split", default="test", type=checked(pool_split), help=help_text)
-    return add
-
-
-def replace_arg(what: str) -> Callable[[argparse.ArgumentParser], None]:
-    def add(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--replace", action="store_true", help=f"replace {what}")
-    return add
-
-
 def ingest_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--raw", type=given_path, help="S2ORC folder holding metadata/, or S2AG "
                    "folder holding papers/, abstracts/, citations/ (default "
                    "corpora/<corpus>/<source>)")
     p.add_argument("--source", default="s2orc", type=choice(SOURCES),
                    help="s2orc (2020 release) or s2ag (Semantic Scholar Datasets)")
-    p.add_argument("--fos-source", default="external", type=choice(FOS_SOURCES),
-                   help="S2AG: which s2fieldsofstudy labels count (external = MAG-like)")
-    p.add_argument("--workers", type=make_check("THREADS"), default=1,
+    p.add_argument("--workers", type=worker_count, default=1,
                    help="processes reading shards in parallel (the output does not change)")
-    p.add_argument("--strict", action="store_true",
-                   help="stop at the first bad line instead of quarantining it")
 
 
 def prefilter_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--citations", default="inbound", type=choice(CITATION_MODES))
+    """Besides CITATIONS, declared."""
     p.add_argument("--min-citations", type=non_negative, default=3)
 
 
@@ -312,9 +291,3 @@ def usable_pools(args: argparse.Namespace, names: list[str], stage: str = "") ->
 
 def comma_list(text: str) -> list[str]:
     return [m for m in text.replace(",", " ").split() if m]
-
-
-def src_arg(help_text: str) -> Callable[[argparse.ArgumentParser], None]:
-    def add(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--src", required=True, type=input_path, help=help_text)
-    return add

@@ -370,8 +370,9 @@ OPTION_VARIABLES = {"--cpus-per-task": "THREADS", "--workers": "THREADS",
 
 def in_make_words(message: str) -> str:
     """An error message of a command make ran, with its options written as the make
-    variables that set them: `--backend faiss-gpu` -> `BACKEND=faiss-gpu`."""
-    names = {v.option: v.name for v in VARIABLES}
+    variables that set them: `--backend faiss-gpu` -> `BACKEND=faiss-gpu`. An option two
+    variables set (--models: MODELS, DEMO_MODELS) is written as the first one declared."""
+    names = dict(reversed([(v.option, v.name) for v in VARIABLES]))
     names.update(OPTION_VARIABLES)
 
     def rewrite(match: re.Match) -> str:

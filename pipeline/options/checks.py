@@ -25,12 +25,6 @@ from pipeline.layout import (
 DTYPES = ("float32", "float16")
 
 
-BACKENDS = ("auto", "faiss-cpu", "faiss-gpu", "torch-cuda", "torch-cpu")
-
-
-BM25_ENGINES = ("lucene", "arrays")
-
-
 _PATH = re.compile(r"[A-Za-z0-9._/+,:@=~-]+")
 
 

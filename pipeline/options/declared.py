@@ -21,9 +21,18 @@ from pipeline import layout
 from pipeline.core.errors import InputError
 from pipeline.external.irds import dataset_id
 from pipeline.fields import resolve_fields
-from pipeline.glossary import CITATION_MODES, FOS_SOURCES, VARIANTS
+from pipeline.glossary import (
+    BACKEND,
+    BACKENDS,
+    BM25_ENGINE,
+    BM25_ENGINES,
+    CITATION_MODES,
+    FOS_SOURCES,
+    VARIANTS,
+)
 from pipeline.models import (
     FUSION_PREFIX,
+    HF_FILE_PREFIX,
     HF_PREFIX,
     PRECISIONS,
     REGISTRY,
@@ -31,8 +40,6 @@ from pipeline.models import (
     fused_name,
 )
 from pipeline.options.checks import (
-    BACKENDS,
-    BM25_ENGINES,
     checked,
     choice,
     corpus_name,
@@ -69,7 +76,10 @@ class Variable:
     command line). stages: the commands of `python -m pipeline` that take `option` (the command
     line adds it to each; make's goals pass it on to each). keywords: the API's arguments that
     take this option's values, each a value of `kind` (pipeline/options/arguments.py KINDS);
-    `none`: None is accepted there (the function's default)."""
+    `none`: None is accepted there (the function's default). switch: a 0/1 variable, a bare
+    option on the command line (STRICT=1: --strict). Where a stage's option differs from make's
+    variable: `required`, the stages that need it given (import-run --pool), `no_default`, those
+    that take no default (pool --size: the stage says what to give, or does without)."""
 
     name: str
     default: str | Callable[[dict[str, str]], str]
@@ -85,6 +95,9 @@ class Variable:
     keywords: tuple[str, ...] = ()
     kind: str = "str"
     none: bool = False
+    switch: bool = False
+    required: tuple[str, ...] = ()
+    no_default: tuple[str, ...] = ()
 
     @property
     def option(self) -> str:
@@ -113,6 +126,13 @@ FLAG = ("", "0", "1")
 # The commands that search with make search's settings (search, and those that search their
 # models first): an option of the search takes all of them as its `stages`
 SEARCHING = ("search", "fuse", "mdcr", "mdcr-jaccard", "demo")
+# The commands that ingest a corpus's raw files
+INGESTING = ("ingest", "corpus", "demo")
+# The commands that may replace what they imported or wrote before (REPLACE=1: --replace)
+REPLACING = ("import-run", "import-vectors", "import-beir", "import-irds", "import-csfcube",
+             "import-mdcr", "mdcr")
+# The commands that read a user's files (SRC)
+SOURCES_READ = ("import-vectors", "import-beir", "import-csfcube", "import-mdcr", "training-ids")
 # The commands that submit SLURM jobs: an option of the jobs takes both as its `stages`
 SLURM_JOBS = ("submit-embed", "after-embed")
 V = Variable
@@ -139,53 +159,55 @@ VARIABLES: tuple[Variable, ...] = (
       shown="the corpus's SOURCE folder under DATA (corpora/CORPUS/SOURCE)", optional=True,
       one_word=True),
     V("FOS_SOURCE", "external", choice(FOS_SOURCES), "S2AG: which field labels count: "
-      "external (MAG-like) or s2-fos-model", "data", one_word=True,
+      "external (MAG-like) or s2-fos-model", "data", one_word=True, stages=INGESTING,
       keywords=("fos_source",)),
     V("RELEASE", "latest", None, "make download: the S2AG release, a date (2026-11-18) or "
-      "latest (recorded as its date)", "data", one_word=True),
+      "latest (recorded as its date)", "data", one_word=True, stages=("download",)),
     V("DATASETS", "papers,abstracts,citations", dataset_list, "make download: the S2AG "
-      "datasets, separated by commas", "data", one_word=True),
+      "datasets, separated by commas", "data", one_word=True, stages=("download",)),
     V("FIRST", "", positive, "make download: a trial, only the first FIRST files of each "
       "dataset (empty: every file)", "data", shown="every file", optional=True,
-      one_word=True),
+      one_word=True, stages=("download",)),
     V("UPDATE", "", choice(FLAG), "1: make download brings a folder holding an older release "
       "to RELEASE with the API's diffs (then make corpus ingests again)", "data",
-      one_word=True),
+      one_word=True, switch=True, stages=("download",)),
     V("PARALLEL", "4", parallel_downloads, "make download: files downloaded at once (at most "
-      "32)", "data", one_word=True),
+      "32)", "data", one_word=True, stages=("download",)),
     V("CITATIONS", "inbound", choice(CITATION_MODES), "what the prefilter counts as a "
       "paper's citations: inbound, outbound or either", "data", one_word=True,
-      keywords=("citations",)),
+      stages=("prefilter", "corpus", "demo"), keywords=("citations",)),
     V("STRICT", "", choice(FLAG), "1: stop ingest at the first bad line instead of "
-      "quarantining it", "data", one_word=True),
+      "quarantining it", "data", one_word=True, switch=True, stages=INGESTING),
     # ---- pools
     V("SIZE", "10k", sizes, "the pool size: 20000, 20k, 2M; several separated by spaces",
-      "pools"),
+      "pools", stages=("pool",), no_default=("pool",)),
     V("FIELD", "", None, "a field-level pool: one of the 19 MAG fields (case insensitive), "
       "all, or several separated by spaces with '-' for a name's own space (medicine "
-      "computer-science)", "pools", shown="(empty: a dataset-level pool)", optional=True),
-    V("REPEATS", "1", positive, "samples per size (the paper: 3)", "pools"),
+      "computer-science)", "pools", shown="(empty: a dataset-level pool)", optional=True,
+      stages=("pool",)),
+    V("REPEATS", "1", positive, "samples per size (the paper: 3)", "pools", stages=("pool",)),
     V("SEED", "0", non_negative, "the pools' seed, part of a pool's name unless 0 (two seeds "
       "never overwrite each other); also the random model's and make mdcr's", "pools",
-      keywords=("seed",), kind="int"),
+      stages=("pool", "pools-paper", "report", *SEARCHING), keywords=("seed",), kind="int"),
     V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", positive, "query papers per pool",
       "pools", shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
-      optional=True,
-      keywords=("n_queries",), kind="int", none=True),
+      optional=True, stages=("pool",), keywords=("n_queries",), kind="int", none=True),
     V("EXCLUDE", "", safe_path, "papers never used as queries (the paper: SPECTER's and "
       "SciNCL's training papers): a file of CorpusIDs, one per line or a JSON list; its ids "
       "name the pools (-x<tag>), and make report shows the pools of this list",
-      "pools", shown="(empty: no paper left out)", optional=True, one_word=True),
+      "pools", shown="(empty: no paper left out)", optional=True, one_word=True,
+      stages=("pool", "pools-paper", "report")),
     V("POOL", "", pool_name, "make retire-pool: the pool to retire, e.g. one whose "
       "EXCLUDE list changed (make verify names them); make import-run: the pool the run "
-      "ranks", "pools", optional=True,
-      one_word=True,
+      "ranks", "pools", optional=True, one_word=True,
+      stages=("retire-pool", "import-run"), required=("retire-pool", "import-run"),
       keywords=("pool",)),
     # ---- models
     V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
       "hf:<org>/<name> (any Hugging Face encoder, with POOLING), vectors:<name> (make "
       "import-vectors), or a fused model's name; make import-vectors: the name of the vectors",
-      "models"),
+      "models", stages=("import-run", "import-vectors"),
+      required=("import-run", "import-vectors")),
     V("POOLING", "", None, "cls or mean, for MODEL=hf:<org>/<name>", "models",
       shown="mean", optional=True, one_word=True),
     V("PRECISION", "fp32", choice(PRECISIONS), "the encoder's floating-point precision: fp32 "
@@ -197,16 +219,16 @@ VARIABLES: tuple[Variable, ...] = (
     # ---- search
     V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
       "compares the imported vectors: cosine, ip (inner product) or l2 (recorded in their "
-      "store)", "models", one_word=True),
+      "store)", "models", one_word=True, stages=("import-vectors",)),
     V("THREADS", "2", worker_count, "ingest's and the synthetic corpus's worker processes, "
       "Lucene and search threads, at most 4 per CPU core of this machine (a stage never starts "
       "more than it has work for); with EXECUTOR=slurm also each job's CPUs (--cpus-per-task)",
       "search", stages=("index", *SEARCHING), keywords=("threads", "workers"), kind="int"),
-    V("BM25_ENGINE", "arrays", choice(BM25_ENGINES), "BM25 on arrays (Lucene's analysis and "
+    V("BM25_ENGINE", BM25_ENGINE, choice(BM25_ENGINES), "BM25 on arrays (Lucene's analysis and "
       "scores in numba, faster for whole-abstract queries) or on lucene (Anserini): the same "
       "runs, so a change redoes none", "search", one_word=True,
       stages=("index", *SEARCHING), keywords=("bm25_engine",)),
-    V("BACKEND", "auto", choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "
+    V("BACKEND", BACKEND, choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "
       "faiss-gpu, torch-cuda, torch-cpu (a forced one that cannot run is an error; the run "
       "manifest says which ran)", "search", one_word=True,
       stages=SEARCHING, keywords=("backend",)),
@@ -216,12 +238,13 @@ VARIABLES: tuple[Variable, ...] = (
       one_word=True, stages=SEARCHING, keywords=("variant",)),
     # ---- eval
     V("PAPER_IDS", "", safe_path, "make training-ids: the folder of S2AG's paper-ids "
-      "dataset (SHA -> CorpusID)", "pools", optional=True, one_word=True),
+      "dataset (SHA -> CorpusID)", "pools", optional=True, one_word=True,
+      stages=("training-ids",), required=("training-ids",)),
     V("TRAINING_SETS", "", training_sets, "make report: each model's training "
       "papers, <model>=<file> separated by spaces (files as for EXCLUDE): the share of every "
       "pool's queries and positives in them (leakage)", "eval",
       shown="(empty: no leakage table)", optional=True,
-      keywords=("training_sets",), kind="training_sets", none=True),
+      stages=("report",), keywords=("training_sets",), kind="training_sets", none=True),
     V("METRICS", "auto", checked(metric_list), "what eval scores: auto (each pool's own set: "
       "large-scale pools MAP, NDCG, R@30; MDCR-style pools MAP, NDCG, R@5), a set "
       "(large-scale, mdcr, beir: nDCG@10, R@100; csfcube: NDCG%20, MAP of grades >= 2) or "
@@ -241,28 +264,31 @@ VARIABLES: tuple[Variable, ...] = (
     V("SRC", "", input_path, "make import-mdcr, make import-beir, make import-csfcube: the "
       "folder of files to import (import-csfcube: the CSFCube release); make import-vectors: "
       "the parquet file of the vectors (columns corpusid, vector); spaces allowed",
-      "mdcr", optional=True),
+      "mdcr", optional=True, stages=SOURCES_READ, required=SOURCES_READ),
     V("OUT", "", safe_path, "make export-mdcr: the folder it writes; make mdcr-scores: the "
-      "scores file", "mdcr", optional=True, one_word=True),
+      "scores file", "mdcr", optional=True, one_word=True,
+      stages=("training-ids", "export-mdcr", "mdcr-scores"),
+      required=("training-ids", "export-mdcr", "mdcr-scores")),
     V("DATASET", "", checked(dataset_id), "make import-irds: the ir_datasets id of the "
       "collection to import (beir/scidocs, nfcorpus/test, ...: https://ir-datasets.com)",
-      "mdcr", optional=True, one_word=True,
+      "mdcr", optional=True, one_word=True, stages=("import-irds",), required=("import-irds",),
       keywords=("dataset",)),
     V("SPLIT", "test", checked(layout.pool_split), "the split imported or exported: "
       "test, val (MDCR) or dev (BEIR)", "mdcr", one_word=True,
+      stages=("import-beir", "import-irds", "import-mdcr", "export-mdcr", "mdcr-scores"),
       keywords=("split",)),
     V("REPLACE", "", choice(FLAG), "1: make mdcr, import-mdcr, import-beir and import-csfcube "
       "may replace an "
       "existing corpus of the same kind (without it they refuse to write into a corpus that "
       "holds anything); make import-run may replace a run imported under MODEL from another "
       "file, make import-vectors the vectors imported under MODEL from another file or with "
-      "another SIMILARITY", "mdcr", one_word=True),
+      "another SIMILARITY", "mdcr", one_word=True, switch=True, stages=REPLACING),
     V("RUN", "", input_path, "make import-run: the TREC run file made elsewhere (qid Q0 docid "
       "rank score tag per line), imported as the run MODEL of POOL; spaces allowed", "eval",
-      optional=True),
+      optional=True, stages=("import-run",), required=("import-run",)),
     V("DROP_UNKNOWN", "", choice(FLAG), "1: make import-run drops (and counts) the lines "
       "naming a query or paper POOL does not have, instead of refusing the run", "eval",
-      one_word=True),
+      one_word=True, switch=True, stages=("import-run",)),
     # ---- cluster
     V("EXECUTOR", "local", checked(check_executor), "where embed runs: local (this machine; "
       "the SHARDS one after another in one process) or slurm (an sbatch job array under "
@@ -289,25 +315,32 @@ VARIABLES: tuple[Variable, ...] = (
     V("DEMO_PAPERS", "120k", sizes, "papers of the synthetic demo corpus, for a new one or "
       "when given (then the corpus is made again with it); not given, a command uses the "
       "corpus as it is", "demo"),
-    V("DEMO_SIZES", "2k 5k 10k", sizes, "the demo's dataset-level pool sizes", "demo"),
+    V("DEMO_SIZES", "2k 5k 10k", sizes, "the demo's dataset-level pool sizes", "demo",
+      flag="--sizes", stages=("demo",)),
     V("DEMO_MODELS", "bm25 minilm random", None, "the models make demo evaluates, separated "
-      "by spaces", "demo"),
+      "by spaces", "demo",
+      flag="--models", stages=("demo",)),
     V("DEMO_SEED", "0", non_negative, "the synthetic demo corpus's seed, as DEMO_PAPERS: "
       "given, the corpus is made again with it", "demo"),
     V("DEMO_FIELDS", "medicine biology computer-science", None, "a small Table 2: the fields "
-      "of the demo's field-level pools (names with '-' for spaces; empty: none)", "demo"),
-    V("DEMO_FIELD_SIZE", "1k", sizes, "the size of the demo's field-level pools", "demo"),
-    V("DEMO_FIELD_QUERIES", "25", positive, "queries per demo field-level pool", "demo"),
+      "of the demo's field-level pools (names with '-' for spaces; empty: none)", "demo",
+      flag="--fields", stages=("demo",)),
+    V("DEMO_FIELD_SIZE", "1k", sizes, "the size of the demo's field-level pools", "demo",
+      flag="--field-size", stages=("demo",)),
+    V("DEMO_FIELD_QUERIES", "25", positive, "queries per demo field-level pool", "demo",
+      flag="--field-queries", stages=("demo",)),
     V("DEMO_REPEATS", "3", positive, "pool draws per demo pool size (REPEATS for make demo): "
       "three, so that its report splits the variance between queries and pool draws", "demo"),
     # ---- paper grid
     V("PAPER_SIZES", "200k 500k 1M 2M", sizes, "dataset-level pool sizes (MDCR section 3)",
-      "paper grid"),
-    V("PAPER_QUERIES", "3800", positive, "queries per dataset-level pool", "paper grid"),
+      "paper grid", stages=("pools-paper",)),
+    V("PAPER_QUERIES", "3800", positive, "queries per dataset-level pool", "paper grid",
+      stages=("pools-paper",)),
     V("PAPER_FIELD_SIZE", "100k", sizes, "the size of the field-level pools (all 19 fields)",
-      "paper grid"),
-    V("PAPER_FIELD_QUERIES", "200", positive, "queries per field-level pool", "paper grid"),
-    V("PAPER_REPEATS", "3", positive, "samples per size", "paper grid"),
+      "paper grid", stages=("pools-paper",)),
+    V("PAPER_FIELD_QUERIES", "200", positive, "queries per field-level pool", "paper grid",
+      stages=("pools-paper",)),
+    V("PAPER_REPEATS", "3", positive, "samples per size", "paper grid", stages=("pools-paper",)),
     # ---- tests
     V("TEST_WORKERS", "2", xdist_workers, "test processes (pytest-xdist), 1 to 4 per CPU core; "
       "each builds the session's fixture corpora itself, up to 1.3 GiB resident each as "
@@ -335,7 +368,7 @@ def models_fuse(v: Any) -> None:
 def mdcr_models_are_known(v: Any) -> None:
     """MDCR_MODELS (make mdcr): registered models, or the file names of hf: and fused ones."""
     for name in (v.MDCR_MODELS or "").replace(",", " ").split():
-        if name not in REGISTRY and not name.startswith(("hf--", FUSION_PREFIX)):
+        if name not in REGISTRY and not name.startswith((HF_FILE_PREFIX, FUSION_PREFIX)):
             raise InputError(f"MDCR_MODELS: {name!r} is not a registered model (make models "
                              "lists them); give the models whose runs give the negatives")
 

@@ -33,7 +33,7 @@ def test_the_engines_give_the_same_functions():
     with the same signatures (the retriever and tuning call them without asking which)."""
     import inspect
 
-    from pipeline.options.checks import BM25_ENGINES
+    from pipeline.glossary import BM25_ENGINES
     from pipeline.retrieval.bm25.engines import ENGINES, engine
 
     assert set(ENGINES) == set(BM25_ENGINES)

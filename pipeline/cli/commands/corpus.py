@@ -9,7 +9,6 @@ from pathlib import Path
 from pipeline.cli.registry import (
     command,
     ingest_args,
-    make_check,
     place_of,
     prefilter_args,
     times_log,
@@ -24,6 +23,7 @@ from pipeline.options.checks import (
     non_negative,
     sizes,
     synth_shard_count,
+    worker_count,
 )
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ def _synth_arguments(p: argparse.ArgumentParser) -> None:
                    "again, with the settings the corpus's s2orc/manifest.json records")
     p.add_argument("--seed", type=non_negative, help="seed (default: as the corpus was made; "
                    "0 for a new one)")
-    p.add_argument("--workers", type=make_check("THREADS"), default=2,
+    p.add_argument("--workers", type=worker_count, default=2,
                    help="processes rendering text")
 
 

@@ -9,8 +9,9 @@ from pipeline.cli.commands.search import search_and_eval
 from pipeline.cli.registry import (
     comma_list,
     command,
+    declared_argv,
     ingest_args,
-    make_default,
+    of_args,
     place_of,
     prefilter_args,
     run_stage,
@@ -28,25 +29,15 @@ log = logging.getLogger(__name__)
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    """Besides the declared ones (DEMO_SIZES, DEMO_FIELDS, DEMO_FIELD_SIZE, DEMO_FIELD_QUERIES,
+    DEMO_MODELS and the search's): those whose default differs from make's variable."""
     p.add_argument("--papers", type=sizes, help="papers of the synthetic corpus (DEMO_PAPERS; "
                    "default: as the corpus was made, 120k for a new one)")
     p.add_argument("--synth-seed", type=non_negative, help="the synthetic corpus's seed "
                    "(DEMO_SEED; default: as the corpus was made, 0 for a new one)")
-    p.add_argument("--sizes", type=sizes, default=make_default("DEMO_SIZES"),
-                   help="the dataset-level pool sizes (DEMO_SIZES)")
     p.add_argument("--queries", type=positive, default=50,
                    help="queries per dataset-level pool (QUERIES)")
-    p.add_argument("--fields", default=make_default("DEMO_FIELDS"), help="the fields of the "
-                   "field-level pools, separated by spaces (DEMO_FIELDS; empty: none)")
-    p.add_argument("--field-size", type=sizes, default=make_default("DEMO_FIELD_SIZE"),
-                   help="the size of the field-level pools (DEMO_FIELD_SIZE)")
-    p.add_argument("--field-queries", type=positive,
-                   default=int(make_default("DEMO_FIELD_QUERIES")),
-                   help="queries per field-level pool (DEMO_FIELD_QUERIES)")
     p.add_argument("--repeats", type=positive, default=1, help="samples per size (REPEATS)")
-    p.add_argument("--seed", type=non_negative, default=0, help="the pools' seed (SEED)")
-    p.add_argument("--models", default=make_default("DEMO_MODELS"), help="the models searched and "
-                   "scored, separated by spaces or commas (DEMO_MODELS)")
     p.add_argument("--model-path", type=given_path, help="load the weights from this local folder")
 
 
@@ -62,14 +53,13 @@ def cmd_demo(args: argparse.Namespace) -> None:
     times_log(args).unlink(missing_ok=True)
     corpus = ("--corpus", args.corpus)
     if not written_whole(place_of(args).corpus_dir):
-        run_stage(args, "corpus", *corpus, "--source", args.source, "--fos-source",
-                  args.fos_source, "--workers", str(args.workers), "--citations",
-                  args.citations, "--min-citations", str(args.min_citations),
+        run_stage(args, "corpus", *corpus, "--source", args.source, "--workers",
+                  str(args.workers), *declared_argv("corpus", of_args(args)),
+                  "--min-citations", str(args.min_citations),
                   "--synth", *([args.papers] if args.papers else []),
                   *(["--synth-seed", str(args.synth_seed)] if args.synth_seed is not None
                     else []),
-                  *(["--raw", args.raw] if args.raw else []),
-                  *(["--strict"] if args.strict else []))
+                  *(["--raw", args.raw] if args.raw else []))
     pools = (*corpus, "--repeats", str(args.repeats), "--seed", str(args.seed))
     run_stage(args, "pool", *pools, "--size", args.sizes, "--queries", str(args.queries))
     if args.fields.split():

@@ -7,27 +7,18 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.registry import comma_list, command, make_check, where_of
+from pipeline.cli.registry import comma_list, command, where_of
 from pipeline.core.repair import Repair
 from pipeline.layout import raw_dir
-from pipeline.options.checks import given_path, non_negative, positive
+from pipeline.options.checks import given_path, non_negative
 
 log = logging.getLogger(__name__)
 
 
 def _download_args(p: argparse.ArgumentParser) -> None:
+    """Besides the declared ones (RELEASE, DATASETS, FIRST, UPDATE, PARALLEL)."""
     p.add_argument("--raw", type=given_path, help="the folder it writes papers/, abstracts/, "
                    "citations/ and download.json into (default corpora/<corpus>/s2ag)")
-    p.add_argument("--release", default="latest",
-                   help="a release date (2026-11-18) or latest; recorded as its date")
-    p.add_argument("--datasets", default="papers,abstracts,citations", type=comma_list,
-                   help="the datasets, separated by commas")
-    p.add_argument("--first", type=positive, default=None,
-                   help="a trial: only the first N files of each dataset")
-    p.add_argument("--update", action="store_true", help="a folder holding an older release "
-                   "is brought to this one with the API's diffs")
-    p.add_argument("--parallel", type=make_check("PARALLEL"), default=4,
-                   help="files downloaded at once")
     p.add_argument("--retries", type=non_negative, default=8,
                    help="retries without progress before a file (or API call) is an "
                    "error")
@@ -45,7 +36,8 @@ def cmd_download(args: argparse.Namespace) -> None:
     settings = Settings.from_environment(parallel=args.parallel, retries=args.retries,
                                          backoff=args.backoff)
     raw = Path(args.raw) if args.raw else raw_dir(Path(args.corpora_root), args.corpus, "s2ag")
-    summary = download(raw, settings, release=args.release, datasets=args.datasets,
+    summary = download(raw, settings, release=args.release,
+                       datasets=comma_list(args.datasets),
                        first=args.first, update=args.update)
     for name, info in summary["datasets"].items():
         log.info("%s %s: %d of %d files, %.2f GB%s", name, summary["release"], info["files"],

@@ -15,12 +15,10 @@ from pipeline.cli.registry import (
     pool_arg,
     pools_of,
     slurm_args,
-    src_arg,
     times_log,
 )
-from pipeline.models import IMPORT_VECTORS, SIMILARITIES, get_model
+from pipeline.models import IMPORT_VECTORS, get_model
 from pipeline.options.checks import (
-    choice,
     non_negative,
 )
 
@@ -107,19 +105,9 @@ def cmd_after_embed(args: argparse.Namespace) -> None:
     print(job_id)
 
 
-def _import_vectors_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="the name of the vectors: searched and "
-                   "scored as MODEL=vectors:<name>")
-    p.add_argument("--similarity", default="cosine", type=choice(SIMILARITIES),
-                   help="how a search compares them: cosine, ip (inner product) or l2")
-    p.add_argument("--replace", action="store_true", help="replace vectors imported under "
-                   "this name from another file or with another similarity")
-
-
 @command(IMPORT_VECTORS, "fill the store of model vectors:<name> from vectors computed "
          "elsewhere (parquet: corpusid, vector), every row checked (dimensions, NaN, ids "
          "twice: refused; ids of no paper: dropped and counted); eval then searches it",
-         _import_vectors_arguments, src_arg("the parquet file of the vectors"),
          writes=("indexes", "times"))
 def cmd_import_vectors(args: argparse.Namespace) -> None:
     """What was imported and dropped is logged by import_vectors (the API's call logs it too)."""

@@ -6,17 +6,12 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.commands.pools import exclude_arg
 from pipeline.cli.registry import command, place_of, pool_arg, pools_of, times_log
 from pipeline.layout import (
     RESULTS_FILE,
     Place,
 )
 from pipeline.models import get_model
-from pipeline.options.checks import (
-    non_negative,
-    training_sets,
-)
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +86,6 @@ def cmd_collect(args: argparse.Namespace) -> None:
 
 def _report_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--times", action="store_true", help="also print per-stage times")
-    p.add_argument("--seed", type=non_negative, default=0, help="report the pools of this seed")
-    exclude_arg(p)  # whose pools are reported: the list they were drawn without
-    p.add_argument("--training-sets", type=training_sets, help="<model>=<file of its training "
-                   "papers> ..., separated by spaces or commas: the leakage table")
 
 
 @command("report", "tables (md, tex), plots and the HTML page", _report_arguments,

@@ -7,16 +7,13 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.registry import command, place_of, replace_arg, split_arg, src_arg
+from pipeline.cli.registry import command, place_of
 
 log = logging.getLogger(__name__)
 
 
 @command("import-beir", "read a test collection in BEIR's layout (corpus.jsonl, queries.jsonl, "
-         "qrels/<split>.tsv) into a corpus and one pool", src_arg("the collection's folder"),
-         split_arg("qrels/test.tsv, or qrels/dev.tsv (a validation pool: BM25 tunes on it)"),
-         replace_arg("the corpus if it is an imported collection already"),
-         writes=("corpora", "times"))
+         "qrels/<split>.tsv) into a corpus and one pool", writes=("corpora", "times"))
 def cmd_import_beir(args: argparse.Namespace) -> None:
     from pipeline.external.beir import import_beir
 
@@ -45,9 +42,7 @@ def log_counts(command: str, corpus: str, info: dict) -> None:
 
 @command("import-csfcube", "read the CSFCube release (test-pid2anns-csfcube-<facet>.json, "
          "abstracts-csfcube-preds.jsonl, queries-release.csv, evaluation_splits.json) into a "
-         "corpus and one pool per facet", src_arg("the release's folder"),
-         replace_arg("the corpus if it is an imported collection already"),
-         writes=("corpora", "times"))
+         "corpus and one pool per facet", writes=("corpora", "times"))
 def cmd_import_csfcube(args: argparse.Namespace) -> None:
     from pipeline.external.csfcube import FACETS, import_csfcube
 
@@ -63,15 +58,8 @@ def cmd_import_csfcube(args: argparse.Namespace) -> None:
              f"query rows repeated exactly, read once)")
 
 
-def dataset_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", required=True, help="an ir_datasets id, e.g. beir/scidocs")
-
-
 @command("import-irds", "read a test collection of the ir_datasets package (documents, "
          "queries, qrels) into a corpus and one pool, as import-beir does",
-         dataset_arg,
-         split_arg("the pool's split: test, or dev (a validation pool: BM25 tunes on it)"),
-         replace_arg("the corpus if it is an imported collection already"),
          writes=("corpora", "times"))
 def cmd_import_irds(args: argparse.Namespace) -> None:
     from pipeline.external.irds import COMMAND, import_irds

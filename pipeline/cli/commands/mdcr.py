@@ -12,9 +12,6 @@ from pipeline.cli.registry import (
     comma_list,
     command,
     place_of,
-    replace_arg,
-    split_arg,
-    src_arg,
     times_log,
     where_of,
 )
@@ -23,9 +20,7 @@ from pipeline.core.repair import Placeholder, Repair
 from pipeline.options.checks import (
     corpus_name,
     given_path,
-    non_negative,
     positive,
-    safe_path,
 )
 
 log = logging.getLogger(__name__)
@@ -35,12 +30,10 @@ def _mdcr_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", required=True, help="models whose top-ranked papers give the "
                    "model-based negatives, separated by commas (paper: bm25,specter,scincl)")
     p.add_argument("--out", required=True, type=corpus_name, help="the benchmark's corpus name")
-    p.add_argument("--seed", type=non_negative, default=0, help="pools of this seed; sampling")
     p.add_argument("--positives", type=positive, default=5)
     p.add_argument("--per-type", type=positive, default=10, help="negatives of each type")
     p.add_argument("--top", type=positive, default=200,
                    help="model-based negatives from the top N; most cited: the field's top N")
-    replace_arg("the corpus --out if it is an MDCR-style benchmark already")(p)
 
 
 @command("mdcr", "build an MDCR-style benchmark (MDCR §4) from the corpus's field-level test "
@@ -70,7 +63,6 @@ def cmd_mdcr(args: argparse.Namespace) -> None:
 
 def _jaccard_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", required=True, help="two or more models, separated by commas")
-    p.add_argument("--seed", type=non_negative, default=0)
     p.add_argument("--depth", type=positive, default=10, help="negatives compared per query")
 
 
@@ -88,12 +80,8 @@ def cmd_mdcr_jaccard(args: argparse.Namespace) -> None:
     print(jaccard_report(table, place.runs_root, args.corpus, args.depth))
 
 
-def _export_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, type=safe_path, help="folder to write into")
-
-
 @command("export-mdcr", "write a benchmark corpus in the official layout: mdcr_<split>.json "
-         "and mdcr_<split>_data.jsonl", _export_arguments, split_arg(), writes=())
+         "and mdcr_<split>_data.jsonl", writes=())
 def cmd_export_mdcr(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import export_benchmark
 
@@ -107,9 +95,7 @@ def cmd_export_mdcr(args: argparse.Namespace) -> None:
 
 
 @command("import-mdcr", "read the official mdcr_<split>.json and mdcr_<split>_data.jsonl into "
-         "a benchmark corpus", src_arg("folder holding the files"), split_arg(),
-         replace_arg("the corpus if it is an imported benchmark already"),
-         writes=("corpora", "times"))
+         "a benchmark corpus", writes=("corpora", "times"))
 def cmd_import_mdcr(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import import_benchmark
 
@@ -123,11 +109,10 @@ def cmd_import_mdcr(args: argparse.Namespace) -> None:
 
 def _scores_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True)
-    p.add_argument("--out", required=True, type=safe_path)
 
 
 @command("mdcr-scores", "write the official scores file {\"<query>_<candidate>\": score} of a "
-         "model's runs on a benchmark corpus", _scores_arguments, split_arg(), writes=())
+         "model's runs on a benchmark corpus", _scores_arguments, writes=())
 def cmd_mdcr_scores(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import model_scores_file
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from pipeline.cli.registry import (
     command,
-    make_default,
     place_of,
     run_stage,
     times_log,
@@ -24,12 +23,8 @@ from pipeline.layout import (
 )
 from pipeline.options.checks import (
     checked,
-    input_path,
     non_negative,
     pool_name,
-    positive,
-    safe_path,
-    sizes,
 )
 
 log = logging.getLogger(__name__)
@@ -48,20 +43,9 @@ def repair_pools(args: argparse.Namespace) -> None:
             rebuild_pool(corpus_dir, name)
 
 
-def exclude_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--exclude", type=safe_path, help="papers never used as queries (the "
-                   "models' training sets): a file of CorpusIDs, one per line or a JSON list; "
-                   "its ids name the pools (-x<tag>)")
-
-
 def _pool_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--size", type=sizes, help="e.g. 20000, 20k, 2M; several: '10k 20k'")
-    p.add_argument("--field", help="a MAG field for a field-level pool, or 'all' (19 pools)")
-    p.add_argument("--repeats", type=positive, default=1, help="samples per size (paper: 3)")
-    p.add_argument("--queries", type=positive, help="default 3800 dataset-level, 200 per field")
+    """Besides the declared ones (SIZE, FIELD, REPEATS, QUERIES, SEED, EXCLUDE)."""
     p.add_argument("--query-year", type=non_negative, default=2019)
-    p.add_argument("--seed", type=non_negative, default=0)
-    exclude_arg(p)
     p.add_argument("--split", default="test", type=checked(pool_split),
                    help="validation: queries disjoint from the test pool's (BM25 tuning)")
     p.add_argument("--rebuild", action="append", metavar="POOL", type=pool_name,
@@ -114,29 +98,10 @@ def cmd_pool(args: argparse.Namespace) -> None:
             exhausted.add((field, size))
 
 
-def _paper_arguments(p: argparse.ArgumentParser) -> None:
-    """Each option named after the make variable that sets it (--paper-queries: PAPER_QUERIES),
-    so an error names the variable; the older short spellings still work."""
-    p.add_argument("--paper-sizes", "--sizes", dest="sizes", type=sizes,
-                   default=make_default("PAPER_SIZES"), help="dataset-level pool sizes")
-    p.add_argument("--paper-queries", "--queries", dest="queries", type=positive,
-                   default=int(make_default("PAPER_QUERIES")),
-                   help="queries per dataset-level pool")
-    p.add_argument("--paper-field-size", "--field-size", dest="field_size", type=sizes,
-                   default=make_default("PAPER_FIELD_SIZE"),
-                   help="the size of the field-level pools, all 19 fields")
-    p.add_argument("--paper-field-queries", "--field-queries", dest="field_queries",
-                   type=positive, default=int(make_default("PAPER_FIELD_QUERIES")),
-                   help="queries per field-level pool")
-    p.add_argument("--paper-repeats", "--repeats", dest="repeats", type=positive,
-                   default=int(make_default("PAPER_REPEATS")), help="samples per size")
-    p.add_argument("--seed", type=non_negative, default=0)
-    exclude_arg(p)
-
-
 PAPER_SPLITS = ("test", "validation")
 # The pool stage's options as pools-paper sets them, per level of the grid: its errors are
-# shown in pools-paper's words (and so, under make, as PAPER_QUERIES, not QUERIES).
+# shown in pools-paper's words (and so, under make, as PAPER_QUERIES, not QUERIES). Its own
+# options are declared (PAPER_SIZES, ..., SEED, EXCLUDE).
 PAPER_OPTIONS = {
     "dataset": {"--size": "--paper-sizes", "--queries": "--paper-queries"},
     "field": {"--size": "--paper-field-size", "--queries": "--paper-field-queries"},
@@ -155,25 +120,21 @@ def _paper_stage(args: argparse.Namespace, level: str, *argv: str) -> None:
 
 
 @command("pools-paper", "the paper's grid: dataset-level and field-level pools of the test "
-         "and the validation split, each split in turn (make pools-paper)", _paper_arguments,
+         "and the validation split, each split in turn (make pools-paper)",
          writes=("corpora", "times"))
 def cmd_pools_paper(args: argparse.Namespace) -> None:
-    common = ("--corpus", args.corpus, "--repeats", str(args.repeats), "--seed",
+    common = ("--corpus", args.corpus, "--repeats", str(args.paper_repeats), "--seed",
               str(args.seed), *(("--exclude", args.exclude) if args.exclude else ()))
     for split in PAPER_SPLITS:
-        _paper_stage(args, "dataset", *common, "--split", split, "--size", args.sizes,
-                     "--queries", str(args.queries))
+        _paper_stage(args, "dataset", *common, "--split", split, "--size", args.paper_sizes,
+                     "--queries", str(args.paper_queries))
         _paper_stage(args, "field", *common, "--split", split, "--field", "all",
-                     "--size", args.field_size, "--queries", str(args.field_queries))
-
-
-def _retire_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pool", required=True, type=pool_name,
-                   help="the pool to retire (make retire-pool POOL=)")
+                     "--size", args.paper_field_size, "--queries",
+                     str(args.paper_field_queries))
 
 
 @command("retire-pool", "move a pool, its Lucene index and its runs into the corpus's "
-         "retired/ folders: no stage reads them again, no number is lost", _retire_arguments,
+         "retired/ folders: no stage reads them again, no number is lost",
          writes=("corpora", "indexes", "runs", "times"))
 def cmd_retire_pool(args: argparse.Namespace) -> None:
     from pipeline.pools.retire import retire_pool
@@ -183,16 +144,8 @@ def cmd_retire_pool(args: argparse.Namespace) -> None:
              ", its Lucene index and its runs, where it had them)")
 
 
-def _training_ids_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--src", required=True, type=input_path,
-                   help="SPECTER's data.json, or a list of S2 paper SHAs (train.txt)")
-    p.add_argument("--paper-ids", required=True, type=safe_path,
-                   help="the folder of S2AG's paper-ids shards (SHA -> CorpusID)")
-    p.add_argument("--out", required=True, type=safe_path, help="the list of CorpusIDs written")
-
-
 @command("training-ids", "a list of training papers named by S2 SHA (SPECTER's) as CorpusIDs, "
-         "for EXCLUDE and TRAINING_SETS", _training_ids_arguments, corpus=False, writes=())
+         "for EXCLUDE and TRAINING_SETS", corpus=False, writes=())
 def cmd_training_ids(args: argparse.Namespace) -> None:
     from pipeline.ingest.training_ids import convert
 

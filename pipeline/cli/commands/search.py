@@ -26,7 +26,6 @@ from pipeline.cli.registry import (
 from pipeline.models import fused_name, get_model
 from pipeline.options.checks import (
     given_path,
-    non_negative,
     positive,
 )
 
@@ -38,8 +37,7 @@ def search_and_eval(args: argparse.Namespace, model: str) -> None:
     is not current (with its index), then score every run whose evaluation is not."""
     from pipeline.layout import run_name
 
-    run_stage(args, "search", *search_argv(args.corpus, model, of_args(args), args.seed,
-                                           args.model_path))
+    run_stage(args, "search", *search_argv(args.corpus, model, of_args(args), args.model_path))
     run_stage(args, "eval", *eval_argv(args.corpus, run_name(model, args.query_variant),
                                        of_args(args)))
 
@@ -83,7 +81,6 @@ def cmd_index(args: argparse.Namespace) -> None:
 
 def _search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=positive, default=500)
-    p.add_argument("--seed", type=non_negative, default=0, help="seed of the random model")
     p.add_argument("--stale-only", action="store_true",
                    help="keep runs that are intact and made from their pool's current files")
     p.add_argument("--index", action="store_true", help="index the pools it searches first")
@@ -141,14 +138,13 @@ def search_first(args: argparse.Namespace, models: list[str]) -> None:
     if args.search:
         for model in models:
             run_stage(args, "search", *search_argv(args.corpus, get_model(model).name,
-                                                   of_args(args), args.seed, args.model_path))
+                                                   of_args(args), args.model_path))
 
 
 def _fuse_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", required=True, help="the models fused, separated by commas "
                    "(an hf: model's pooling as hf:<org>/<name>@cls)")
     p.add_argument("--method", default="rrf", help="ranx's fusion method (rrf, wsum, ...)")
-    p.add_argument("--seed", type=non_negative, default=0, help="seed of the random model")
     p.add_argument("--model-path", type=given_path, help="load the weights from this local folder")
 
 

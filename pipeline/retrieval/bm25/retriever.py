@@ -8,6 +8,7 @@ from __future__ import annotations
 import polars as pl
 
 from pipeline.corpus.files import paper_texts
+from pipeline.glossary import BM25_ENGINE
 from pipeline.layout import PREFILTERED, Place, runs_dir, tuning_path
 from pipeline.models import ModelEntry
 from pipeline.pools.build import pool_files
@@ -19,7 +20,7 @@ from pipeline.retrieval.bm25.tuning import bm25_params
 
 class BM25(Retriever):
     #: the engine: `arrays` (the default: the analysed-text store and numba) or `lucene`
-    OPTIONS = {"bm25_engine": "arrays"}
+    OPTIONS = {"bm25_engine": BM25_ENGINE}
 
     def check(self, options: dict) -> None:
         jvm.java_binary()  # both engines need Java (Lucene's analyzer)

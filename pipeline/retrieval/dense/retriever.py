@@ -21,6 +21,7 @@ from pipeline.encoding.store import (
     load_vectors,
     store_parts,
 )
+from pipeline.glossary import BACKEND
 from pipeline.layout import MANIFEST, PREFILTERED, Place, store_dir
 from pipeline.models import ModelEntry
 from pipeline.pools.queries import query_texts
@@ -115,7 +116,7 @@ def maxsim_hits(store: Path, query_ids: np.ndarray, doc_ids: np.ndarray, k: int,
 class Dense(Retriever):
     #: the search backend (auto, faiss-cpu, faiss-gpu, torch-cpu, torch-cuda: exact.py) and a
     #: local copy of the model's weights, for queries encoded at search time
-    OPTIONS = {"backend": "auto", "model_path": None}
+    OPTIONS = {"backend": BACKEND, "model_path": None}
 
     def check(self, options: dict) -> None:
         from pipeline.retrieval.dense.exact import check_backend
