@@ -35,7 +35,6 @@ from pipeline.roots import data_roots
 from tests.conftest import refusal
 
 ROOT = Path(__file__).resolve().parents[2]
-MAKEFILE = (ROOT / "Makefile").read_text()
 # what make itself defines
 MAKE_BUILTINS = {"MAKECMDGOALS", "MAKEOVERRIDES", "SHELL"}
 
@@ -67,7 +66,31 @@ def test_generated_files_are_current():
     --write); make includes nothing generated."""
     assert stale() == [], "stale: run `python -m pipeline variables --write` and commit it"
     assert set(generated()) == {Path("docs/variables.md")}
-    assert "include " not in MAKEFILE
+
+
+def makefile_values(root: Path) -> dict[str, str]:
+    """The variables the Makefile itself defines, with their values, as make's database
+    (`make -pn`) holds them, and MAKEFILE_LIST: what make read, not the file's text."""
+    database = make(root, "-pn", "help").stdout
+    found = dict(re.findall(r"^# makefile \(from 'Makefile', line \d+\)\n(?:define )?"
+                            r"([A-Za-z_][A-Za-z0-9_]*) :?= ?(.*)$", database, re.M))
+    read_list = re.search(r"^MAKEFILE_LIST :?= ?(.*)$", database, re.M)
+    found["MAKEFILE_LIST"] = read_list.group(1) if read_list else ""
+    return found
+
+
+def test_make_reads_one_makefile_and_composes_no_name(tmp_path):
+    """make includes nothing (generated or not) and none of its own variables composes a
+    name or a path of the data: names and paths come from pipeline/layout.py through the
+    check, never from make; the commands make runs for every goal (`make -n`) name no data
+    path either."""
+    values = makefile_values(tmp_path)
+    assert values["MAKEFILE_LIST"].split() == ["Makefile"], values["MAKEFILE_LIST"]
+    assert "GOAL" in values
+    for name, value in values.items():
+        for rule in ("hf--", "fuse--", "manifest.json", "pools/", "abspath", "DATAROOT"):
+            assert rule not in value, (name, rule)
+        assert not re.search(r"(corpora|indexes|runs)/", value), (name, value)
 
 
 def test_make_defines_none_of_the_variables_and_accepts_each_declared_one(tmp_path):
@@ -154,15 +177,6 @@ def test_the_command_line_is_read_from_makeflags():
     args = read({"CORPUS": "s2ag", GOALS_ENV: "corpus"})
     assert (args.SOURCE, args.MDCR, args.QUERIES, args.GOALS) == ("s2ag", "s2ag-mdcr", None,
                                                                  "corpus")
-
-
-def test_no_naming_rule_is_left_in_the_makefile():
-    """Names and paths come from pipeline/layout.py through the check, never from make."""
-    for rule in ("hf--", "fuse--", "~", "manifest.json", "pools/", "abspath", "DATAROOT"):
-        assert rule not in MAKEFILE, rule
-    for line in MAKEFILE.splitlines():
-        if not line.lstrip().startswith(("#", "@echo")):
-            assert not re.search(r"(corpora|indexes|runs)/", line), line
 
 
 def test_fused_model_with_an_hf_component_is_the_one_python_names(tmp_path, monkeypatch):
