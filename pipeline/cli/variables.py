@@ -1,12 +1,10 @@
-"""make's variables as the command line reads them: from the environment make passes its
-command line in (`read`), each checked by its declaration (pipeline/options/declared.py), with
-what make's goals need (TARGETS, check_goals); then the names and paths the goals' commands use
-(`derived`: make never composes a model's, a pool's or a data folder's name itself).
-`python -m pipeline variables --write` writes docs/variables.md again (the declaration's
-markdown); tests/cli/test_variables.py fails when the committed one differs.
+"""make's variables as the command line reads them: from the environment (make exports its
+command line to its recipes; its check gets it as words), each checked by its declaration
+(pipeline/options/declared.py), with what make's goals need (TARGETS, check_goals); then the
+names and paths the goals' commands use (`derived`: make never composes them).
 
 Standard library only, like the rest of the check (the Makefile runs it with the system Python
-before the environment exists); main imports this module only when it builds its parser.
+before the environment exists).
 """
 
 from __future__ import annotations
@@ -14,10 +12,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import hashlib
-import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +28,7 @@ from pipeline.models import (
     get_model,
     with_precision,
 )
-from pipeline.options.declared import BY_NAME, VARIABLES, Variable, markdown
+from pipeline.options.declared import BY_NAME, VARIABLES, Variable
 from pipeline.roots import ROOT_OPTIONS, ROOT_VARIABLES, data_roots
 
 
@@ -39,15 +36,8 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, but a bad option is one line (`error: ...`) and exit status 2, not usage text."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        if self.prog.endswith(" check"):  # options named after make variables: name the variable
-            print(f"error: {message.removeprefix('argument --')}", file=sys.stderr)
-        else:
-            print(f"error: {self.prog}: {message}", file=sys.stderr)
+        print(f"error: {self.prog}: {message}", file=sys.stderr)
         raise SystemExit(2)
-
-
-ROOT = Path(__file__).resolve().parents[2]
-DOCS = Path(layout.VARIABLES_DOC)
 
 
 # The names and paths the goals' commands use (pipeline/cli/goals.py), from the checked values:
@@ -174,67 +164,25 @@ def help_text() -> str:
 WHERE = ("DATA", "CORPORA_DIR", "INDEX_DIR", "RUNS_DIR")
 
 
-# The Makefile's own interpreter and environment: settable on make's command line or in the
-# environment, plain paths only (make runs them, single-quoted).
+# The Makefile's own interpreter and environment: plain paths only (make runs them, quoted)
 TOOL_VARS = ("PYTHON", "VENV", "PY", "STAMP")
 TOOL_PATH = re.compile(r"[A-Za-z0-9._/+-]+")
-# What make's command line may set besides VARIABLES (and their aliases): TOOL_VARS and make's
-# own variables.
+# What make's command line may set besides VARIABLES (and their aliases)
 MAKE_OWN = frozenset({*TOOL_VARS, "SHELL", ".SHELLFLAGS", "MAKE", "MAKEFLAGS", "MFLAGS",
                       "MAKEFILES", "MAKEOVERRIDES", "GNUMAKEFLAGS", "MAKESHELL"})
-# make's goals (MAKECMDGOALS), which the Makefile exports under this name: what they need is
-# checked (TARGETS), and some names depend on them (model_spec, run_without_model).
+# What the Makefile exports to its recipes: make's goals (what they need is checked, and
+# some names depend on them), the names given on its command line, its check's token
+# (checked_token), and whether it runs with -n, -t or -q (the goals then print their commands)
 GOALS_ENV = "MDCR_MAKE_GOALS"
-# make's command line as the Makefile's check gets it: $(shell) does not see it, so the Makefile
-# passes MAKEOVERRIDES (`CORPUS=c MODEL=a\\ b`: a backslash escapes the next character), with
-# each line break as the byte 0x1e ($(shell) would drop it).
-OVERRIDES_ENV, LINE_BREAK = "MDCR_MAKE_OVERRIDES", "\x1e"
-# The Makefile hands its check's token (`checked_token`) to its recipes under this name
+COMMAND_LINE_ENV = "MDCR_COMMAND_LINE"
 CHECKED_ENV = "MDCR_CHECKED"
+DRY_RUN_ENV = "MDCR_DRY_RUN"
 ALIAS = {v.alias: v.name for v in VARIABLES if v.alias}
 
 
-def command_line(makeflags: str) -> list[str]:
-    """The names of the variables given on make's command line, in MAKEFLAGS as make passes
-    it to a recipe (`ks -j2 -- CORPUS=c MODEL=a\\ b`: the assignments after ` -- `, a space
-    in a value escaped); never the environment's."""
-    match = re.search(r"(?:^| )-- (.*)", makeflags, re.S)
-    words = re.split(r"(?<!\\) ", match.group(1)) if match else []
-    names = (re.match(r"([^\s:+?!=]+)\s*[:+?!]*=", word) for word in words)
-    return [name.group(1) for name in names if name]
-
-
-def overrides(text: str) -> dict[str, str]:
-    """The assignments of make's MAKEOVERRIDES (`A=x B=y\\ z`), name -> value, in their order:
-    words split at unescaped spaces, a backslash taking the next character as it is."""
-    words, word, escaped = [], [], False
-    for char in text.replace(LINE_BREAK, "\n"):
-        if escaped:
-            word.append(char)
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif char == " ":
-            words.append("".join(word))
-            word = []
-        else:
-            word.append(char)
-    words.append("".join(word))
-    found = (re.fullmatch(r"([^\s:+?!=]+)\s*[:+?!]*=(.*)", w, re.S) for w in words if w)
-    return {m.group(1): m.group(2) for m in found if m}
-
-
-def dry_run(makeflags: str) -> bool:
-    """Whether make runs with -n (or -t, -q): its one-letter flags are MAKEFLAGS's first word.
-    The goals then print their commands and run none (the Makefile runs them with `+`)."""
-    first = makeflags.split(" ", 1)[0]
-    return not first.startswith("-") and "=" not in first and bool(set(first) & set("ntq"))
-
-
 def refuse_unsafe(environ: Mapping[str, str], names: list[str]) -> None:
-    """A value holding '$' or a line break, or a tool variable (PYTHON, VENV, ...) that is no
-    plain path, is refused: make would run a '$' as make code (the Makefile refuses it on its
-    command line itself, before passing it on), and a value is one line."""
+    """A value holding '$' (make would run it as make code) or a line break, or a tool
+    variable that is no plain path, is refused (make refuses both on its command line)."""
     for name in names:
         value = environ[name]
         if "$" in value:
@@ -254,42 +202,53 @@ def default_value(var: Variable, values: dict[str, str]) -> str:
     return var.default(values) if callable(var.default) else var.default
 
 
-def read(environ: Mapping[str, str]) -> argparse.Namespace:
-    """The variables as make's recipes get them: each from `environ` (make's command line,
-    which make exports, or the environment), else its default, checked by its argparse type
-    (one line naming the variable, exit status 2); SLURM_TIME from TIME when TIME came on make's
-    command line (a TIME of the environment is GNU time's). With GOALS (make's goals), GIVEN
-    (the variables given) and COMMAND_LINE (every variable on make's command line, known or
-    not), as check_goals reads them, and DRY_RUN (make -n)."""
-    if OVERRIDES_ENV in environ:  # the Makefile's check: its command line from MAKEOVERRIDES
-        line = overrides(environ[OVERRIDES_ENV])
-        environ, names = {**environ, **line}, list(line)
-    else:  # a recipe's: make exported its command line, and names it in MAKEFLAGS
-        names = command_line(environ.get("MAKEFLAGS", ""))
+def checked_value(var: Variable, name: str, text: str) -> object:
+    """`text` as `var`'s check reads it (`optional`: an empty value is no value, None);
+    InputError naming the variable (or its alias, `name`) otherwise."""
+    if var.optional and text == "":
+        return None
+    if var.check is None:
+        return text
+    try:
+        return var.check(text)
+    except InputError as exc:
+        raise InputError(f"{name}: {exc}") from None
+
+
+def read(environ: Mapping[str, str], command_line: Mapping[str, str] | None = None
+         ) -> argparse.Namespace:
+    """The variables: each from `environ`, else its default, checked. command_line: make's,
+    as its check gets it (NAME -> value); else a recipe's, which make exported and names in
+    MDCR_COMMAND_LINE. SLURM_TIME from TIME only when TIME came on make's command line (a
+    TIME of the environment is GNU time's). With GOALS (make's goals), GIVEN (the variables
+    given), COMMAND_LINE (every name on make's command line, known or not) and DRY_RUN."""
+    if command_line is None:
+        names = environ.get(COMMAND_LINE_ENV, "").split()
+    else:
+        environ, names = {**environ, **command_line}, list(command_line)
     given = [v.name for v in VARIABLES if v.name in environ]
     aliased = [a for a, name in ALIAS.items() if a in names and name not in names]
     refuse_unsafe(environ, [*given, *aliased, *(n for n in TOOL_VARS if n in environ)])
-    values: dict[str, str] = {}
+    texts: dict[str, str] = {}
     for var in VARIABLES:
-        values[var.name] = environ[var.name] if var.name in given else default_value(var, values)
-    argv = [f"--{name}={value}" for name, value in values.items()]
-    argv += [f"--{alias}={environ[alias]}" for alias in aliased]
-    parser = OneLineParser(prog="python -m pipeline check")
-    add_options(parser)
-    args = parser.parse_args(argv)
-    for alias in aliased:
-        setattr(args, ALIAS[alias], getattr(args, alias))
+        texts[var.name] = environ[var.name] if var.name in given else default_value(var, texts)
+    args = argparse.Namespace(**{var.name: checked_value(var, var.name, texts[var.name])
+                                 for var in VARIABLES})
+    for alias, name in ALIAS.items():
+        value = checked_value(BY_NAME[name], alias, environ[alias]) if alias in aliased else None
+        setattr(args, alias, value)
+        if alias in aliased:
+            setattr(args, name, value)
     args.GOALS = environ.get(GOALS_ENV, "")
     args.GIVEN = " ".join(given)
     args.COMMAND_LINE = " ".join(names)
-    args.DRY_RUN = dry_run(environ.get("MAKEFLAGS", ""))
+    args.DRY_RUN = bool(environ.get(DRY_RUN_ENV, "").strip())
     return args
 
 
 def checked_token(args: argparse.Namespace) -> str:
-    """A digest of what the check checks: every variable's value as read, the variables given
-    and on make's command line, make's goals. The Makefile's check and a goal of the same make
-    read the same, so a goal whose token is the check's has nothing to check again."""
+    """A digest of what the check checks (every value read, the names given, make's goals):
+    a goal whose token is its make's check's has nothing to check again."""
     seen = {name: " ".join(sorted(value.split())) if name in ("GIVEN", "COMMAND_LINE")
             else repr(value) for name, value in vars(args).items() if name != "DRY_RUN"}
     return hashlib.sha256(repr(sorted(seen.items())).encode()).hexdigest()[:32]
@@ -340,23 +299,6 @@ def check_goals(args: argparse.Namespace) -> None:
 def _roots(args: argparse.Namespace) -> dict[str, Path]:
     return data_roots(args.DATA or ".", corpora=args.CORPORA_DIR,
                       indexes=args.INDEX_DIR, runs=args.RUNS_DIR)
-
-
-def add_options(parser: argparse.ArgumentParser) -> None:
-    """`--NAME` for every variable (and --TIME, SLURM_TIME's alias), checked by its type: how
-    `read` checks the values (so an error names the variable)."""
-    for var in VARIABLES:
-        kind = _optional(var.check) if var.optional else var.check
-        for name in filter(None, (var.name, var.alias)):
-            parser.add_argument(f"--{name}", type=kind, help=var.help, metavar="VALUE")
-
-
-def _optional(check: Callable[[str], object] | None) -> Callable[[str], object]:
-    """An empty value is no value (None); any other goes to `check`."""
-    def parse(text: str) -> object:
-        return None if text == "" else (check(text) if check else text)
-    parse.__name__ = getattr(check, "__name__", "value")
-    return parse
 
 
 # The Makefile sets this in the environment of every command it runs (PIPE), so that their
@@ -432,25 +374,3 @@ def derived(args: argparse.Namespace) -> dict[str, str]:
                                     for kind in ("corpora", "indexes", "runs"))
     assert values.keys() == DERIVED.keys()
     return {name: str(value) for name, value in values.items()}
-
-
-def generated() -> dict[Path, str]:
-    """Each generated file (relative to the checkout) and the text it must hold."""
-    return {DOCS: markdown()}
-
-
-def stale(root: Path = ROOT) -> list[Path]:
-    """The generated files that differ from what the declaration gives."""
-    return [path for path, text in generated().items()
-            if not (root / path).exists() or (root / path).read_text() != text]
-
-
-def write(root: Path = ROOT) -> list[Path]:
-    """Write the stale generated files; returns them."""
-    written = stale(root)
-    for path in written:
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        tmp = root / path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(generated()[path])
-        os.replace(tmp, root / path)
-    return written

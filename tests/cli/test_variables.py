@@ -16,21 +16,18 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.main import build_parser
-from pipeline.cli.variables import (
-    DERIVED,
-    GOALS_ENV,
-    OneLineParser,
-    add_options,
-    command_line,
-    derived,
-    generated,
-    read,
-    stale,
-)
+from pipeline.cli.variables import COMMAND_LINE_ENV, DERIVED, GOALS_ENV, derived, read
 from pipeline.layout import raw_dir, run_name
 from pipeline.models import fused_name, hf_name
 from pipeline.options.checks import PER_CORE, cores, input_path, safe_path
-from pipeline.options.declared import BY_NAME, VARIABLES, markdown, md_text
+from pipeline.options.declared import (
+    BY_NAME,
+    VARIABLES,
+    generated,
+    markdown,
+    md_text,
+    stale,
+)
 from pipeline.roots import data_roots
 from tests.conftest import refusal
 
@@ -144,7 +141,7 @@ def test_the_check_runs_once_per_make(tmp_path):
     assert done.stdout.count(" -m pipeline goal ") == 3
     assert log.read_text() == "checked\n"
     checked = subprocess.run([sys.executable, "-m", "pipeline", "check"], cwd=ROOT,
-                             env={**os.environ, "MODEL": "bm25", "MDCR_MAKE_OVERRIDES": ""},
+                             env={**os.environ, "MODEL": "bm25"},
                              capture_output=True, text=True, check=True).stdout.strip()
     token = checked.removeprefix("checked=")
     goal = subprocess.run([sys.executable, "-m", "pipeline", "goal", "eval"], cwd=ROOT,
@@ -154,24 +151,19 @@ def test_the_check_runs_once_per_make(tmp_path):
 
 
 def test_the_docs_come_from_the_declaration():
-    parser = OneLineParser(prog="check")
-    add_options(parser)
-    options = {o for a in parser._actions for o in a.option_strings}
-    declared = {f"--{n}" for v in VARIABLES for n in (v.name, v.alias) if n}
-    assert options - {"-h", "--help"} == declared
+    read_names = set(vars(read({}))) - {"GOALS", "GIVEN", "COMMAND_LINE", "DRY_RUN"}
+    assert read_names == {n for v in VARIABLES for n in (v.name, v.alias) if n}
     docs = markdown()
     for var in VARIABLES:
         assert f"| `{var.name}` |" in docs and md_text(var.help) in docs
 
 
-def test_the_command_line_is_read_from_makeflags():
-    """The variables of make's command line are those after ` -- ` in MAKEFLAGS (a space in a
-    value escaped), never the environment's; TIME there is SLURM_TIME."""
-    assert command_line("ks -j2 --jobserver-auth=3,4 -- X=c\\ d MODEL=a TIME:=9") == \
-        ["X", "MODEL", "TIME"]
-    assert command_line(" -- CORPUS=c") == ["CORPUS"] and command_line("n") == []
-    args = read({"MAKEFLAGS": " -- TIME=90", "TIME": "90"})
-    assert args.SLURM_TIME == "90" and args.COMMAND_LINE == "TIME"
+def test_the_command_line_is_the_one_make_names():
+    """The variables of make's command line are those the check is given, or those the
+    Makefile names to its recipes (MDCR_COMMAND_LINE), never the environment's; TIME there is
+    SLURM_TIME."""
+    for args in (read({COMMAND_LINE_ENV: "TIME", "TIME": "90"}), read({}, {"TIME": "90"})):
+        assert args.SLURM_TIME == "90" and args.COMMAND_LINE == "TIME"
     args = read({"TIME": "%e"})  # GNU time's format, in the environment: never read
     assert args.SLURM_TIME is None and args.CORPUS == "demo" and args.SOURCE == "s2orc"
     args = read({"CORPUS": "s2ag", GOALS_ENV: "corpus"})
