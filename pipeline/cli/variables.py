@@ -1,11 +1,7 @@
-"""make's variables as the command line reads them: from the environment (make exports its
-command line to its recipes; its check gets it as words), each checked by its declaration
-(pipeline/options/declared.py), with what make's goals need (TARGETS, check_goals); then the
-names and paths the goals' commands use (`derived`: make never composes them).
-
-Standard library only, like the rest of the check (the Makefile runs it with the system Python
-before the environment exists).
-"""
+"""make's variables: read from the environment (`read`), each checked by its declaration
+(pipeline/options/declared.py), what make's goals need (TARGETS, check_goals), and the names
+and paths the goals' commands use (`derived`: make never composes them). Standard library
+only: the Makefile runs the check with the system Python, before the environment exists."""
 
 from __future__ import annotations
 
@@ -40,8 +36,7 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-# The names and paths the goals' commands use (pipeline/cli/goals.py), from the checked values:
-# never composed by make.
+# The names and paths the goals' commands use (pipeline/cli/goals.py)
 DERIVED = {
     "CORPORA_ROOT": "CORPORA_DIR, or DATA's corpora/ folder (absolute): --corpora-root",
     "INDEX_ROOT": "INDEX_DIR, or DATA's indexes/ folder (absolute): --index-root",
@@ -159,8 +154,7 @@ def help_text() -> str:
     return "\n".join(lines) + "\n"
 
 
-# The data folders' variables: a command the check suggests names those given (they locate
-# the data it acts on).
+# The data folders' variables: a command the check suggests names those given
 WHERE = ("DATA", "CORPORA_DIR", "INDEX_DIR", "RUNS_DIR")
 
 
@@ -170,9 +164,8 @@ TOOL_PATH = re.compile(r"[A-Za-z0-9._/+-]+")
 # What make's command line may set besides VARIABLES (and their aliases)
 MAKE_OWN = frozenset({*TOOL_VARS, "SHELL", ".SHELLFLAGS", "MAKE", "MAKEFLAGS", "MFLAGS",
                       "MAKEFILES", "MAKEOVERRIDES", "GNUMAKEFLAGS", "MAKESHELL"})
-# What the Makefile exports to its recipes: make's goals (what they need is checked, and
-# some names depend on them), the names given on its command line, its check's token
-# (checked_token), and whether it runs with -n, -t or -q (the goals then print their commands)
+# What the Makefile exports to its recipes: make's goals, the names given on its command
+# line, its check's token (checked_token), and whether it runs with -n, -t or -q
 GOALS_ENV = "MDCR_MAKE_GOALS"
 COMMAND_LINE_ENV = "MDCR_COMMAND_LINE"
 CHECKED_ENV = "MDCR_CHECKED"
@@ -181,25 +174,18 @@ ALIAS = {v.alias: v.name for v in VARIABLES if v.alias}
 
 
 def refuse_unsafe(environ: Mapping[str, str], names: list[str]) -> None:
-    """A value holding '$' (make would run it as make code) or a line break, or a tool
-    variable that is no plain path, is refused (make refuses both on its command line)."""
+    """Refuse a value of the environment holding '$' (make would run it as make code) or a
+    line break (make refuses both on its command line), and a tool variable no plain path."""
     for name in names:
-        value = environ[name]
-        if "$" in value:
+        if "$" in environ[name]:
             raise InputError(f"{name} holds a '$', which make would run as code: give a plain "
                              "value")
-        if "\n" in value or "\r" in value:
+        if "\n" in environ[name] or "\r" in environ[name]:
             raise InputError(f"{name} holds a line break: give the value on one line")
-    for name in (n for n in TOOL_VARS if n in names):
-        if not TOOL_PATH.fullmatch(environ[name]):
+        if name in TOOL_VARS and not TOOL_PATH.fullmatch(environ[name]):
             raise InputError(f"{name} must be one executable or path of letters, digits and "
                              "._/+- (no spaces or shell characters), e.g. PYTHON=python3.11 or "
                              "VENV=.venv")
-
-
-def default_value(var: Variable, values: dict[str, str]) -> str:
-    """The default of `var`, given the values of the variables declared before it."""
-    return var.default(values) if callable(var.default) else var.default
 
 
 def checked_value(var: Variable, name: str, text: str) -> object:
@@ -217,11 +203,9 @@ def checked_value(var: Variable, name: str, text: str) -> object:
 
 def read(environ: Mapping[str, str], command_line: Mapping[str, str] | None = None
          ) -> argparse.Namespace:
-    """The variables: each from `environ`, else its default, checked. command_line: make's,
-    as its check gets it (NAME -> value); else a recipe's, which make exported and names in
-    MDCR_COMMAND_LINE. SLURM_TIME from TIME only when TIME came on make's command line (a
-    TIME of the environment is GNU time's). With GOALS (make's goals), GIVEN (the variables
-    given), COMMAND_LINE (every name on make's command line, known or not) and DRY_RUN."""
+    """Each variable from `environ` (and make's `command_line`, as its check gets it; else
+    the names of MDCR_COMMAND_LINE), else its default, checked; TIME only from make's command
+    line (the environment's is GNU time's). With GOALS, GIVEN, COMMAND_LINE and DRY_RUN."""
     if command_line is None:
         names = environ.get(COMMAND_LINE_ENV, "").split()
     else:
@@ -229,9 +213,10 @@ def read(environ: Mapping[str, str], command_line: Mapping[str, str] | None = No
     given = [v.name for v in VARIABLES if v.name in environ]
     aliased = [a for a, name in ALIAS.items() if a in names and name not in names]
     refuse_unsafe(environ, [*given, *aliased, *(n for n in TOOL_VARS if n in environ)])
-    texts: dict[str, str] = {}
+    texts: dict[str, str] = {}  # a default may follow the values before it (SOURCE: CORPUS)
     for var in VARIABLES:
-        texts[var.name] = environ[var.name] if var.name in given else default_value(var, texts)
+        default = var.default(texts) if callable(var.default) else var.default
+        texts[var.name] = environ[var.name] if var.name in given else default
     args = argparse.Namespace(**{var.name: checked_value(var, var.name, texts[var.name])
                                  for var in VARIABLES})
     for alias, name in ALIAS.items():
@@ -255,9 +240,9 @@ def checked_token(args: argparse.Namespace) -> str:
 
 
 def check_command_line(names: str) -> None:
-    """Every variable given on make's command line (COMMAND_LINE, never the environment's,
-    which holds PATH and the like) is one make knows: a misspelt one (MODLE=bm25) would
-    otherwise be ignored, and the default run instead. InputError with the nearest name."""
+    """A variable of make's command line (never the environment's: PATH and the like) that
+    make does not know, misspelt (MODLE=bm25), would be ignored: InputError with the nearest
+    name."""
     known = sorted({*BY_NAME, *(v.alias for v in VARIABLES if v.alias), *MAKE_OWN})
     for name in sorted(set(names.split())):
         if name not in known:
@@ -269,9 +254,8 @@ def check_command_line(names: str) -> None:
 
 
 def check_goals(args: argparse.Namespace) -> None:
-    """What make's goals (GOALS) need, before anything runs: their variables (Target.needs),
-    a pool of CORPUS (Target.pools), this machine (Target.local); InputError otherwise. First,
-    every variable on make's command line must be a known one (check_command_line)."""
+    """Every name of make's command line known, then what make's goals need: their variables
+    (Target.needs), a pool of CORPUS (Target.pools), this machine (Target.local)."""
     check_command_line(args.COMMAND_LINE or "")
     given = set((args.GIVEN or "").split())
     for goal in (args.GOALS or "").split():
@@ -301,8 +285,7 @@ def _roots(args: argparse.Namespace) -> dict[str, Path]:
                       indexes=args.INDEX_DIR, runs=args.RUNS_DIR)
 
 
-# The Makefile sets this in the environment of every command it runs (PIPE), so that their
-# errors name make's variables, which is what the user typed.
+# Set by the Makefile for the commands it runs: their errors name make's variables
 FROM_MAKE = "MDCR_PIPELINE_FROM_MAKE"
 # Options the goals fill from a variable besides its own (Variable.option)
 OPTION_VARIABLES = {"--cpus-per-task": "THREADS", "--workers": "THREADS",
@@ -311,9 +294,8 @@ OPTION_VARIABLES = {"--cpus-per-task": "THREADS", "--workers": "THREADS",
 
 
 def in_make_words(message: str) -> str:
-    """An error message of a command make ran, with its options written as the make
-    variables that set them: `--backend faiss-gpu` -> `BACKEND=faiss-gpu`. An option two
-    variables set (--models: MODELS, DEMO_MODELS) is written as the first one declared."""
+    """A message with its options written as the make variables that set them (`--backend
+    faiss-gpu` -> `BACKEND=faiss-gpu`; of two, the first declared)."""
     names = dict(reversed([(v.option, v.name) for v in VARIABLES]))
     names.update(OPTION_VARIABLES)
 
@@ -327,9 +309,8 @@ def in_make_words(message: str) -> str:
 
 
 def run_without_model(args: argparse.Namespace) -> bool:
-    """Whether MODEL names a run with no model behind it: the run make import-run writes (its
-    goal), or one imported into a pool of CORPUS already (make eval scores it, never searches
-    with it). Such a name is no registered model's (check_model_name)."""
+    """Whether MODEL names a run with no model behind it: make import-run's, or one imported
+    into a pool of CORPUS already (make eval scores it, never searches with it)."""
     from pipeline.retrieval.imported import imported_pools
 
     if not args.MODEL or not args.CORPUS:
@@ -340,17 +321,15 @@ def run_without_model(args: argparse.Namespace) -> bool:
 
 
 def model_spec(args: argparse.Namespace) -> str:
-    """MODEL as the stages take it: with make import-vectors among the goals, MODEL is the
-    name of the vectors it imports, so the model is `vectors:<MODEL>` (the stages after it in
-    the same make then search those vectors)."""
+    """MODEL as the stages take it: `vectors:<MODEL>` with make import-vectors among the goals
+    (the stages after it then search the vectors it imports)."""
     if args.MODEL and IMPORT_VECTORS in (args.GOALS or "").split():
         return VECTORS_PREFIX + args.MODEL.removeprefix(VECTORS_PREFIX)
     return args.MODEL or ""
 
 
 def derived(args: argparse.Namespace) -> dict[str, str]:
-    """The names and paths make reads from the check's line (every key of DERIVED), from the
-    checked values; a variable not given yields empty values."""
+    """The names and paths of DERIVED, from the checked values (empty where one is not given)."""
     roots = _roots(args)
     corpus = args.CORPUS
     corpus_dir = roots["corpora"] / corpus if corpus else None

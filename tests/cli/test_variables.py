@@ -164,6 +164,8 @@ def test_the_command_line_is_the_one_make_names():
     SLURM_TIME."""
     for args in (read({COMMAND_LINE_ENV: "TIME", "TIME": "90"}), read({}, {"TIME": "90"})):
         assert args.SLURM_TIME == "90" and args.COMMAND_LINE == "TIME"
+    args = read({"MAKEFLAGS": " -- TIME=90", "TIME": "90"})  # make names them: no parsing
+    assert args.SLURM_TIME is None and args.COMMAND_LINE == ""
     args = read({"TIME": "%e"})  # GNU time's format, in the environment: never read
     assert args.SLURM_TIME is None and args.CORPUS == "demo" and args.SOURCE == "s2orc"
     args = read({"CORPUS": "s2ag", GOALS_ENV: "corpus"})
@@ -380,6 +382,25 @@ def test_a_bad_value_is_one_line_before_anything_runs(tmp_path):
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
         assert says in done.stderr
         assert [p.name for p in (tmp_path / "data").iterdir()] == ["installed"]  # the stamp
+
+
+def test_make_refuses_a_line_break_itself(tmp_path):
+    """A line break on make's command line is refused by make, naming the variable, before
+    its check runs (here it could not: PYTHON is no executable)."""
+    line = refusal(make(tmp_path, "help", "FIELD=medicine\nbiology", "PYTHON=/no/python"))
+    assert line == "error: FIELD holds a line break: give the value on one line"
+
+
+@pytest.mark.parametrize("flag", ["-n", "-t", "-q"])
+def test_make_n_t_and_q_print_the_stages_and_run_none(flag, tmp_path):
+    """make -n, -t and -q run the `+` recipes, whose goals (told by make, MDCR_DRY_RUN) print
+    their stages' commands and run none: nothing is written under DATA."""
+    root = with_pool(tmp_path / "data")
+    before = sorted(root.rglob("*"))
+    done = make(root, flag, "eval", "CORPUS=c", "MODEL=bm25")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert " eval --corpus 'c' --model 'bm25'" in done.stdout
+    assert sorted(p for p in root.rglob("*") if p.name != "installed") == before  # the stamp
 
 
 def test_a_file_a_stage_only_reads_may_hold_spaces_and_quotes(tmp_path):

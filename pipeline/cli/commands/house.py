@@ -27,21 +27,15 @@ def _check_arguments(p: argparse.ArgumentParser) -> None:
                    help="the variables of make's command line (the Makefile passes them)")
 
 
-@command("check", "check the make variables (given as NAME=value and in the environment): "
-         "exit status 2 and one line naming the variable if one is bad (every make target "
-         "runs it first)", _check_arguments, corpus=False, writes=())
+@command("check", "check the make variables given (NAME=value words, the environment): one "
+         "line and exit status 2 if one is bad (make runs it first)", _check_arguments,
+         corpus=False, writes=())
 def cmd_check(args: argparse.Namespace) -> None:
     """The Makefile's check, once per make: prints `checked=<token>`, which make hands to its
-    recipes (MDCR_CHECKED) so that their goals do not check the same values again."""
+    recipes (MDCR_CHECKED), whose goals then do not check again."""
     from pipeline.cli.variables import checked_token, read
 
-    command_line = {}
-    for word in args.assignments:
-        name, equals, value = word.partition("=")
-        if not equals:
-            raise InputError(f"check: {word!r} is no NAME=value assignment")
-        command_line[name] = value
-    variables = read(os.environ, command_line)
+    variables = read(os.environ, dict(word.partition("=")[::2] for word in args.assignments))
     check_variables(variables)
     print(f"checked={checked_token(variables)}")
 
@@ -58,8 +52,8 @@ def checked_variables(environ: Mapping[str, str]) -> argparse.Namespace:
 
 
 def check_variables(args: argparse.Namespace) -> None:
-    """The make variables read, checked together (RULES) and against what make's goals need;
-    writes nothing. InputError on the first bad one."""
+    """The make variables read, checked together (RULES) and against what make's goals need:
+    InputError on the first bad one."""
     from pipeline.cli.variables import check_goals, model_spec, run_without_model
 
     if args.MODEL is not None and not args.MODEL.split():
@@ -84,8 +78,8 @@ def _goal_arguments(p: argparse.ArgumentParser) -> None:
          _goal_arguments, corpus=False, writes=())
 def cmd_goal(args: argparse.Namespace) -> None:
     """What the Makefile's recipes run: `make pool SIZE=20k` is `python -m pipeline goal pool`
-    with SIZE=20k in the environment (make puts it there). Each stage runs as
-    `python -m pipeline <stage>` would, in this process; a failing one stops the goal."""
+    with SIZE=20k in the environment; its stages run in this process, the first failing one
+    stopping the goal."""
     from pipeline.cli.goals import run_goal
     from pipeline.cli.variables import derived
 
@@ -132,7 +126,6 @@ def cmd_models(args: argparse.Namespace) -> None:
 
 @command("warm", "compile the numba kernels once (make setup runs it)", corpus=False, writes=())
 def cmd_warm(args: argparse.Namespace) -> None:
-    """Compile the numba kernels of BM25 and of the metrics into numba's cache (make setup)."""
     from pipeline import metrics
     from pipeline.retrieval.bm25 import store as bm25_store
 
