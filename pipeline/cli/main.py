@@ -16,7 +16,6 @@ from pipeline.core import logs
 from pipeline.core.errors import InputError, ToolError
 from pipeline.options.checks import safe_path
 
-
 CONSOLE_SCRIPT = "mdcr-pipeline"  # pyproject.toml's [project.scripts]
 
 
