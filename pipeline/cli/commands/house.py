@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
 from pipeline.cli.registry import command, place_of, where_of
@@ -38,17 +37,6 @@ def cmd_check(args: argparse.Namespace) -> None:
     variables = read(os.environ, dict(word.partition("=")[::2] for word in args.assignments))
     check_variables(variables)
     print(f"checked={checked_token(variables)}")
-
-
-def checked_variables(environ: Mapping[str, str]) -> argparse.Namespace:
-    """The make variables of a recipe's `environ`, checked unless its make's check did (its
-    token, MDCR_CHECKED, is that of these values): one check per make."""
-    from pipeline.cli.variables import CHECKED_ENV, checked_token, read
-
-    variables = read(environ)
-    if environ.get(CHECKED_ENV) != checked_token(variables):
-        check_variables(variables)
-    return variables
 
 
 def check_variables(args: argparse.Namespace) -> None:
@@ -81,9 +69,11 @@ def cmd_goal(args: argparse.Namespace) -> None:
     with SIZE=20k in the environment; its stages run in this process, the first failing one
     stopping the goal."""
     from pipeline.cli.goals import run_goal
-    from pipeline.cli.variables import derived
+    from pipeline.cli.variables import CHECKED_ENV, checked_token, derived, read
 
-    variables = checked_variables(os.environ)
+    variables = read(os.environ)
+    if os.environ.get(CHECKED_ENV) != checked_token(variables):  # not what make checked
+        check_variables(variables)
     run_goal(args, variables, derived(variables))
 
 
