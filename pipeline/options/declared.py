@@ -75,7 +75,7 @@ class Variable:
     default: the value when neither make's command line nor the environment gives one; a
     function of the values before it (SOURCE, MDCR, QUERIES follow CORPUS), which `shown` then
     says in words for the docs. check: the value's check (pipeline/options/checks.py; None:
-    the check checks it with the others it depends on, house.check_variables). optional: an
+    the check checks it with the others it depends on, RULES). optional: an
     empty value is no value (the check skips it). one_word: one value, never several words (a
     path, a name). alias: a second name the check accepts (TIME for SLURM_TIME, on make's
     command line). stages: the commands of `python -m pipeline` that take `option` (the command
