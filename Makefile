@@ -51,8 +51,7 @@ $(error $(CHECK))
 endif
 export MDCR_CHECKED := $(patsubst checked=%,%,$(CHECK))
 export MDCR_COMMAND_LINE := $(COMMAND_LINE)
-# make -n, -t or -q (MAKEFLAGS's first word holds its one-letter flags): the goals print their
-# stages' commands and run none
+# make -n, -t or -q (MAKEFLAGS's first word): the goals print their stages' commands only
 export MDCR_DRY_RUN = $(strip $(foreach f,n t q,$(findstring $(f),$(firstword -$(MAKEFLAGS)))))
 # make's goals go with the stages (what each goal needs: TARGETS in pipeline/cli/variables.py)
 export MDCR_MAKE_GOALS := $(MAKECMDGOALS)
