@@ -8,10 +8,24 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-# make would run a '$' in a value of its command line as make code when it passes the value on
-# (and one in PYTHON, VENV, PY or STAMP when it runs them): refused here, before anything runs.
-ifneq ($(findstring $$,$(MAKEOVERRIDES)$(value PYTHON)$(value VENV)$(value PY)$(value STAMP)),)
-$(error error: a value on make's command line (or PYTHON, VENV, PY, STAMP) holds a '$$', which make would run as code: give a plain value)
+# The variables given on make's command line: make exports them to its recipes (named in
+# MDCR_COMMAND_LINE), but $(shell) does not see them, so the check gets each as a word.
+COMMAND_LINE := $(strip $(foreach v,$(.VARIABLES),$(if $(findstring command line,$(origin \
+	$(v))),$(v))))
+# The first of them (or PYTHON, VENV, PY, STAMP) whose value holds $(1)
+holding = $(firstword $(foreach v,$(COMMAND_LINE) PYTHON VENV PY STAMP,$(if $(findstring \
+	$(1),$(value $(v))),$(v))))
+define NEWLINE
+
+
+endef
+# make would run a '$' as make code where it passes the value on, and $(shell) would drop a
+# line break: both refused here, before anything runs.
+ifneq ($(call holding,$$),)
+$(error error: $(call holding,$$) holds a '$$', which make would run as code: give a plain value)
+endif
+ifneq ($(call holding,$(NEWLINE)),)
+$(error error: $(call holding,$(NEWLINE)) holds a line break: give the value on one line)
 endif
 # The interpreter that makes the virtual environment VENV and runs the check before it exists:
 # plain paths (the check refuses any other), single-quoted where make runs them.
@@ -24,25 +38,21 @@ STAMP ?= $(VENV)/.installed
 CONSTRAINTS = constraints.txt
 q = '$(subst ','\'',$(1))'
 
-# The check, once per make: every variable given (make's command line, as make keeps it in
-# MAKEOVERRIDES, which $(shell) does not otherwise see, and the environment) and what make's
-# goals need, before anything runs: one line and exit status 2 when one is wrong. A line
-# break, which $(shell) would drop, goes as the byte 0x1e (written below as itself), which the
-# check refuses. PYTHON must be an executable first. Its answer, `checked=<token>`, goes to
-# the recipes (MDCR_CHECKED), whose goals then do not check the same variables again.
-define NEWLINE
-
-
-endef
-LINE_BREAK := 
+# The check, once per make: every variable given (on make's command line, each a quoted
+# NAME=value word, and in the environment) and what make's goals need, before anything runs:
+# one line and exit status 2 when one is wrong. PYTHON must be an executable first. Its
+# answer, `checked=<token>`, goes to the recipes (MDCR_CHECKED): their goals do not check again.
 CHECK := $(shell command -v $(call q,$(PYTHON)) >/dev/null || { echo "error: PYTHON must be \
 	one executable or path of letters, digits and ._/+-, e.g. PYTHON=python3.11"; exit; }; \
-	MDCR_MAKE_OVERRIDES=$(call q,$(subst $(NEWLINE),$(LINE_BREAK),$(MAKEOVERRIDES))) \
-	MDCR_MAKE_GOALS=$(call q,$(MAKECMDGOALS)) $(call q,$(PYTHON)) -m pipeline check 2>&1)
+	MDCR_MAKE_GOALS=$(call q,$(MAKECMDGOALS)) $(call q,$(PYTHON)) -m pipeline check -- \
+	$(foreach v,$(COMMAND_LINE),$(call q,$(v)=$(value $(v)))) 2>&1)
 ifneq ($(filter-out checked=%,$(CHECK)),)
 $(error $(CHECK))
 endif
 export MDCR_CHECKED := $(patsubst checked=%,%,$(CHECK))
+export MDCR_COMMAND_LINE := $(COMMAND_LINE)
+# make -n, -t or -q (MAKEFLAGS's first word): the goals print their stages' commands only
+export MDCR_DRY_RUN = $(strip $(foreach f,n t q,$(findstring $(f),$(firstword -$(MAKEFLAGS)))))
 # make's goals go with the stages (what each goal needs: TARGETS in pipeline/cli/variables.py)
 export MDCR_MAKE_GOALS := $(MAKECMDGOALS)
 # The stages of a target; `+`: run under make -n too, where it prints their commands only.

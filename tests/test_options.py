@@ -153,3 +153,39 @@ def test_an_option_two_variables_set_is_written_as_the_first_declared():
 
     assert in_make_words("--models bm25,x: unknown") == "MODELS=bm25,x: unknown"
     assert in_make_words("--sizes 0: too small") == "DEMO_SIZES=0: too small"
+
+
+RULES_ALONE = """
+import sys
+from types import SimpleNamespace
+from pipeline.core.errors import InputError
+from pipeline.options.declared import RULES, VARIABLES
+
+for given in ({"MODEL": "bm25"}, {"MODEL": "bm25 random"}, {"MODEL": ""}, {"MODEL": "BM25"},
+              {"MODEL": "bm25", "CORPUS": "a b"},
+              {"MODEL": "bm25", "DEMO_MODELS": "bm25 MiniLM"}):
+    values = SimpleNamespace(**{**{v.name: None for v in VARIABLES}, "TIME": None, **given})
+    try:
+        for rule in RULES:
+            rule(values)
+        print("passed")
+    except InputError as exc:
+        print(exc)
+print(sorted(m for m in sys.modules if m.startswith("pipeline.cli")))
+"""
+
+
+def test_the_rules_on_several_values_need_no_command_line():
+    """MODEL's rules (one name, none empty, written as registered) and the one-word rule are
+    declared beside the variables (RULES) and apply to plain values: no module of
+    pipeline.cli is loaded (issue 48; they were the command line's own)."""
+    done = subprocess.run([sys.executable, "-c", RULES_ALONE], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    *lines, loaded = done.stdout.splitlines()
+    assert lines[0] == "passed"
+    assert "MODEL='bm25 random' names 2 models" in lines[1]
+    assert lines[2].startswith("MODEL is empty")
+    assert "write it as registered, 'bm25'" in lines[3]
+    assert lines[4].startswith("CORPUS='a b' holds a space")
+    assert "write it as registered, 'minilm'" in lines[5]
+    assert loaded == "[]"

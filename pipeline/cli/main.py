@@ -1,15 +1,10 @@
-"""`python -m pipeline <stage>`: a thin command line over the stage functions.
-
-Only the standard library and the stdlib-only modules (layout, fields, models,
-core.logs) are imported at the top, so `python3 -m pipeline check ...` validates make variables
-before the environment exists; each stage imports its module when it runs. Bad input exits with
-status 2 and one line. Messages go through `logging` (pipeline.core.logs: -q, -v).
-"""
+"""`python -m pipeline <stage>`: a thin command line over the stage functions. Standard
+library only at the top, so `python3 -m pipeline check` runs before the environment exists;
+each stage imports its module when it runs. Bad input: one line, exit status 2."""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from pathlib import Path
@@ -21,22 +16,17 @@ from pipeline.core import logs
 from pipeline.core.errors import InputError, ToolError
 from pipeline.options.checks import safe_path
 
-log = logging.getLogger(__name__)
-
-
 CONSOLE_SCRIPT = "mdcr-pipeline"  # pyproject.toml's [project.scripts]
 
 
-def program(argv0: str | None = None) -> str:
+def program() -> str:
     """How the user called us, for messages: the console script, or python -m pipeline."""
-    name = Path(argv0 if argv0 is not None else sys.argv[0]).name
+    name = Path(sys.argv[0]).name
     return CONSOLE_SCRIPT if name == CONSOLE_SCRIPT else "python -m pipeline"
 
 
 def build_parser(prog: str = "python -m pipeline") -> argparse.ArgumentParser:
-    """The global options, then one sub-command per entry of the registry
-    (pipeline.cli.registry.COMMANDS: each command declares its help and options beside its
-    function)."""
+    """The global options, then one sub-command per entry of the registry (COMMANDS)."""
     parser = OneLineParser(
         prog=prog,
         description="MDCR-style large-scale evaluation of scientific document encoders: "
@@ -57,9 +47,8 @@ def build_parser(prog: str = "python -m pipeline") -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; an error is one line, in the words of whoever called us: make's
-    variables when make ran the command (BACKEND=..., not --backend ...), and a repair as the
-    command to type for the data it was given (with DATA=... unless it is the checkout's)."""
+    """Run one command; an error is one line in the caller's words: make's variables when
+    make ran it (BACKEND=..., not --backend ...), a repair as the command to type."""
     from pipeline.cli.variables import FROM_MAKE, in_make_words
 
     args = build_parser(program()).parse_args(argv)

@@ -1,23 +1,16 @@
-"""make's variables as the command line reads them: from the environment make passes its
-command line in (`read`), each checked by its declaration (pipeline/options/declared.py), with
-what make's goals need (TARGETS, check_goals); then the names and paths the goals' commands use
-(`derived`: make never composes a model's, a pool's or a data folder's name itself).
-`python -m pipeline variables --write` writes docs/variables.md again (the declaration's
-markdown); tests/cli/test_variables.py fails when the committed one differs.
-
-Standard library only, like the rest of the check (the Makefile runs it with the system Python
-before the environment exists); main imports this module only when it builds its parser.
-"""
+"""make's variables: read from the environment (`read`), each checked by its declaration
+(pipeline/options/declared.py), what make's goals need (TARGETS, check_goals), and the names
+and paths the goals' commands use (`derived`: make never composes them). Standard library
+only: the Makefile runs the check with the system Python, before the environment exists."""
 
 from __future__ import annotations
 
 import argparse
 import difflib
 import hashlib
-import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +24,7 @@ from pipeline.models import (
     get_model,
     with_precision,
 )
-from pipeline.options.declared import BY_NAME, VARIABLES, Variable, markdown
+from pipeline.options.declared import BY_NAME, VARIABLES, Variable
 from pipeline.roots import ROOT_OPTIONS, ROOT_VARIABLES, data_roots
 
 
@@ -39,19 +32,11 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, but a bad option is one line (`error: ...`) and exit status 2, not usage text."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        if self.prog.endswith(" check"):  # options named after make variables: name the variable
-            print(f"error: {message.removeprefix('argument --')}", file=sys.stderr)
-        else:
-            print(f"error: {self.prog}: {message}", file=sys.stderr)
+        print(f"error: {self.prog}: {message}", file=sys.stderr)
         raise SystemExit(2)
 
 
-ROOT = Path(__file__).resolve().parents[2]
-DOCS = Path(layout.VARIABLES_DOC)
-
-
-# The names and paths the goals' commands use (pipeline/cli/goals.py), from the checked values:
-# never composed by make.
+# The names and paths the goals' commands use (pipeline/cli/goals.py)
 DERIVED = {
     "CORPORA_ROOT": "CORPORA_DIR, or DATA's corpora/ folder (absolute): --corpora-root",
     "INDEX_ROOT": "INDEX_DIR, or DATA's indexes/ folder (absolute): --index-root",
@@ -169,136 +154,95 @@ def help_text() -> str:
     return "\n".join(lines) + "\n"
 
 
-# The data folders' variables: a command the check suggests names those given (they locate
-# the data it acts on).
+# The data folders' variables: a command the check suggests names those given
 WHERE = ("DATA", "CORPORA_DIR", "INDEX_DIR", "RUNS_DIR")
 
 
-# The Makefile's own interpreter and environment: settable on make's command line or in the
-# environment, plain paths only (make runs them, single-quoted).
+# The Makefile's own interpreter and environment: plain paths only (make runs them, quoted)
 TOOL_VARS = ("PYTHON", "VENV", "PY", "STAMP")
 TOOL_PATH = re.compile(r"[A-Za-z0-9._/+-]+")
-# What make's command line may set besides VARIABLES (and their aliases): TOOL_VARS and make's
-# own variables.
+# What make's command line may set besides VARIABLES (and their aliases)
 MAKE_OWN = frozenset({*TOOL_VARS, "SHELL", ".SHELLFLAGS", "MAKE", "MAKEFLAGS", "MFLAGS",
                       "MAKEFILES", "MAKEOVERRIDES", "GNUMAKEFLAGS", "MAKESHELL"})
-# make's goals (MAKECMDGOALS), which the Makefile exports under this name: what they need is
-# checked (TARGETS), and some names depend on them (model_spec, run_without_model).
+# What the Makefile exports to its recipes: make's goals, the names given on its command
+# line, its check's token (checked_token), and whether it runs with -n, -t or -q
 GOALS_ENV = "MDCR_MAKE_GOALS"
-# make's command line as the Makefile's check gets it: $(shell) does not see it, so the Makefile
-# passes MAKEOVERRIDES (`CORPUS=c MODEL=a\\ b`: a backslash escapes the next character), with
-# each line break as the byte 0x1e ($(shell) would drop it).
-OVERRIDES_ENV, LINE_BREAK = "MDCR_MAKE_OVERRIDES", "\x1e"
-# The Makefile hands its check's token (`checked_token`) to its recipes under this name
+COMMAND_LINE_ENV = "MDCR_COMMAND_LINE"
 CHECKED_ENV = "MDCR_CHECKED"
+DRY_RUN_ENV = "MDCR_DRY_RUN"
 ALIAS = {v.alias: v.name for v in VARIABLES if v.alias}
 
 
-def command_line(makeflags: str) -> list[str]:
-    """The names of the variables given on make's command line, in MAKEFLAGS as make passes
-    it to a recipe (`ks -j2 -- CORPUS=c MODEL=a\\ b`: the assignments after ` -- `, a space
-    in a value escaped); never the environment's."""
-    match = re.search(r"(?:^| )-- (.*)", makeflags, re.S)
-    words = re.split(r"(?<!\\) ", match.group(1)) if match else []
-    names = (re.match(r"([^\s:+?!=]+)\s*[:+?!]*=", word) for word in words)
-    return [name.group(1) for name in names if name]
-
-
-def overrides(text: str) -> dict[str, str]:
-    """The assignments of make's MAKEOVERRIDES (`A=x B=y\\ z`), name -> value, in their order:
-    words split at unescaped spaces, a backslash taking the next character as it is."""
-    words, word, escaped = [], [], False
-    for char in text.replace(LINE_BREAK, "\n"):
-        if escaped:
-            word.append(char)
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif char == " ":
-            words.append("".join(word))
-            word = []
-        else:
-            word.append(char)
-    words.append("".join(word))
-    found = (re.fullmatch(r"([^\s:+?!=]+)\s*[:+?!]*=(.*)", w, re.S) for w in words if w)
-    return {m.group(1): m.group(2) for m in found if m}
-
-
-def dry_run(makeflags: str) -> bool:
-    """Whether make runs with -n (or -t, -q): its one-letter flags are MAKEFLAGS's first word.
-    The goals then print their commands and run none (the Makefile runs them with `+`)."""
-    first = makeflags.split(" ", 1)[0]
-    return not first.startswith("-") and "=" not in first and bool(set(first) & set("ntq"))
-
-
 def refuse_unsafe(environ: Mapping[str, str], names: list[str]) -> None:
-    """A value holding '$' or a line break, or a tool variable (PYTHON, VENV, ...) that is no
-    plain path, is refused: make would run a '$' as make code (the Makefile refuses it on its
-    command line itself, before passing it on), and a value is one line."""
+    """Refuse a value of the environment holding '$' (make would run it as make code) or a
+    line break (make refuses both on its command line), and a tool variable no plain path."""
     for name in names:
-        value = environ[name]
-        if "$" in value:
+        if "$" in environ[name]:
             raise InputError(f"{name} holds a '$', which make would run as code: give a plain "
                              "value")
-        if "\n" in value or "\r" in value:
+        if "\n" in environ[name] or "\r" in environ[name]:
             raise InputError(f"{name} holds a line break: give the value on one line")
-    for name in (n for n in TOOL_VARS if n in names):
-        if not TOOL_PATH.fullmatch(environ[name]):
+        if name in TOOL_VARS and not TOOL_PATH.fullmatch(environ[name]):
             raise InputError(f"{name} must be one executable or path of letters, digits and "
                              "._/+- (no spaces or shell characters), e.g. PYTHON=python3.11 or "
                              "VENV=.venv")
 
 
-def default_value(var: Variable, values: dict[str, str]) -> str:
-    """The default of `var`, given the values of the variables declared before it."""
-    return var.default(values) if callable(var.default) else var.default
+def checked_value(var: Variable, name: str, text: str) -> object:
+    """`text` as `var`'s check reads it (`optional`: an empty value is no value, None);
+    InputError naming the variable (or its alias, `name`) otherwise."""
+    if var.optional and text == "":
+        return None
+    if var.check is None:
+        return text
+    try:
+        return var.check(text)
+    except InputError as exc:
+        raise InputError(f"{name}: {exc}") from None
 
 
-def read(environ: Mapping[str, str]) -> argparse.Namespace:
-    """The variables as make's recipes get them: each from `environ` (make's command line,
-    which make exports, or the environment), else its default, checked by its argparse type
-    (one line naming the variable, exit status 2); SLURM_TIME from TIME when TIME came on make's
-    command line (a TIME of the environment is GNU time's). With GOALS (make's goals), GIVEN
-    (the variables given) and COMMAND_LINE (every variable on make's command line, known or
-    not), as check_goals reads them, and DRY_RUN (make -n)."""
-    if OVERRIDES_ENV in environ:  # the Makefile's check: its command line from MAKEOVERRIDES
-        line = overrides(environ[OVERRIDES_ENV])
-        environ, names = {**environ, **line}, list(line)
-    else:  # a recipe's: make exported its command line, and names it in MAKEFLAGS
-        names = command_line(environ.get("MAKEFLAGS", ""))
+def read(environ: Mapping[str, str], command_line: Mapping[str, str] | None = None
+         ) -> argparse.Namespace:
+    """Each variable from `environ` (and make's `command_line`, as its check gets it; else
+    the names of MDCR_COMMAND_LINE), else its default, checked; TIME only from make's command
+    line (the environment's is GNU time's). With GOALS, GIVEN, COMMAND_LINE and DRY_RUN."""
+    if command_line is None:
+        names = environ.get(COMMAND_LINE_ENV, "").split()
+    else:
+        environ, names = {**environ, **command_line}, list(command_line)
     given = [v.name for v in VARIABLES if v.name in environ]
     aliased = [a for a, name in ALIAS.items() if a in names and name not in names]
     refuse_unsafe(environ, [*given, *aliased, *(n for n in TOOL_VARS if n in environ)])
-    values: dict[str, str] = {}
+    texts: dict[str, str] = {}  # a default may follow the values before it (SOURCE: CORPUS)
     for var in VARIABLES:
-        values[var.name] = environ[var.name] if var.name in given else default_value(var, values)
-    argv = [f"--{name}={value}" for name, value in values.items()]
-    argv += [f"--{alias}={environ[alias]}" for alias in aliased]
-    parser = OneLineParser(prog="python -m pipeline check")
-    add_options(parser)
-    args = parser.parse_args(argv)
-    for alias in aliased:
-        setattr(args, ALIAS[alias], getattr(args, alias))
+        default = var.default(texts) if callable(var.default) else var.default
+        texts[var.name] = environ[var.name] if var.name in given else default
+    args = argparse.Namespace(**{var.name: checked_value(var, var.name, texts[var.name])
+                                 for var in VARIABLES})
+    for alias, name in ALIAS.items():
+        value = checked_value(BY_NAME[name], alias, environ[alias]) if alias in aliased else None
+        setattr(args, alias, value)
+        if alias in aliased:
+            setattr(args, name, value)
     args.GOALS = environ.get(GOALS_ENV, "")
     args.GIVEN = " ".join(given)
     args.COMMAND_LINE = " ".join(names)
-    args.DRY_RUN = dry_run(environ.get("MAKEFLAGS", ""))
+    args.DRY_RUN = bool(environ.get(DRY_RUN_ENV, "").strip())
     return args
 
 
 def checked_token(args: argparse.Namespace) -> str:
-    """A digest of what the check checks: every variable's value as read, the variables given
-    and on make's command line, make's goals. The Makefile's check and a goal of the same make
-    read the same, so a goal whose token is the check's has nothing to check again."""
+    """A digest of what the check checks (every value read, the names given, make's goals):
+    a goal whose token is its make's check's has nothing to check again."""
     seen = {name: " ".join(sorted(value.split())) if name in ("GIVEN", "COMMAND_LINE")
             else repr(value) for name, value in vars(args).items() if name != "DRY_RUN"}
     return hashlib.sha256(repr(sorted(seen.items())).encode()).hexdigest()[:32]
 
 
 def check_command_line(names: str) -> None:
-    """Every variable given on make's command line (COMMAND_LINE, never the environment's,
-    which holds PATH and the like) is one make knows: a misspelt one (MODLE=bm25) would
-    otherwise be ignored, and the default run instead. InputError with the nearest name."""
+    """A variable of make's command line (never the environment's: PATH and the like) that
+    make does not know, misspelt (MODLE=bm25), would be ignored: InputError with the nearest
+    name."""
     known = sorted({*BY_NAME, *(v.alias for v in VARIABLES if v.alias), *MAKE_OWN})
     for name in sorted(set(names.split())):
         if name not in known:
@@ -310,9 +254,8 @@ def check_command_line(names: str) -> None:
 
 
 def check_goals(args: argparse.Namespace) -> None:
-    """What make's goals (GOALS) need, before anything runs: their variables (Target.needs),
-    a pool of CORPUS (Target.pools), this machine (Target.local); InputError otherwise. First,
-    every variable on make's command line must be a known one (check_command_line)."""
+    """Every name of make's command line known, then what make's goals need: their variables
+    (Target.needs), a pool of CORPUS (Target.pools), this machine (Target.local)."""
     check_command_line(args.COMMAND_LINE or "")
     given = set((args.GIVEN or "").split())
     for goal in (args.GOALS or "").split():
@@ -342,25 +285,7 @@ def _roots(args: argparse.Namespace) -> dict[str, Path]:
                       indexes=args.INDEX_DIR, runs=args.RUNS_DIR)
 
 
-def add_options(parser: argparse.ArgumentParser) -> None:
-    """`--NAME` for every variable (and --TIME, SLURM_TIME's alias), checked by its type: how
-    `read` checks the values (so an error names the variable)."""
-    for var in VARIABLES:
-        kind = _optional(var.check) if var.optional else var.check
-        for name in filter(None, (var.name, var.alias)):
-            parser.add_argument(f"--{name}", type=kind, help=var.help, metavar="VALUE")
-
-
-def _optional(check: Callable[[str], object] | None) -> Callable[[str], object]:
-    """An empty value is no value (None); any other goes to `check`."""
-    def parse(text: str) -> object:
-        return None if text == "" else (check(text) if check else text)
-    parse.__name__ = getattr(check, "__name__", "value")
-    return parse
-
-
-# The Makefile sets this in the environment of every command it runs (PIPE), so that their
-# errors name make's variables, which is what the user typed.
+# Set by the Makefile for the commands it runs: their errors name make's variables
 FROM_MAKE = "MDCR_PIPELINE_FROM_MAKE"
 # Options the goals fill from a variable besides its own (Variable.option)
 OPTION_VARIABLES = {"--cpus-per-task": "THREADS", "--workers": "THREADS",
@@ -369,9 +294,8 @@ OPTION_VARIABLES = {"--cpus-per-task": "THREADS", "--workers": "THREADS",
 
 
 def in_make_words(message: str) -> str:
-    """An error message of a command make ran, with its options written as the make
-    variables that set them: `--backend faiss-gpu` -> `BACKEND=faiss-gpu`. An option two
-    variables set (--models: MODELS, DEMO_MODELS) is written as the first one declared."""
+    """A message with its options written as the make variables that set them (`--backend
+    faiss-gpu` -> `BACKEND=faiss-gpu`; of two, the first declared)."""
     names = dict(reversed([(v.option, v.name) for v in VARIABLES]))
     names.update(OPTION_VARIABLES)
 
@@ -385,9 +309,8 @@ def in_make_words(message: str) -> str:
 
 
 def run_without_model(args: argparse.Namespace) -> bool:
-    """Whether MODEL names a run with no model behind it: the run make import-run writes (its
-    goal), or one imported into a pool of CORPUS already (make eval scores it, never searches
-    with it). Such a name is no registered model's (check_model_name)."""
+    """Whether MODEL names a run with no model behind it: make import-run's, or one imported
+    into a pool of CORPUS already (make eval scores it, never searches with it)."""
     from pipeline.retrieval.imported import imported_pools
 
     if not args.MODEL or not args.CORPUS:
@@ -398,17 +321,15 @@ def run_without_model(args: argparse.Namespace) -> bool:
 
 
 def model_spec(args: argparse.Namespace) -> str:
-    """MODEL as the stages take it: with make import-vectors among the goals, MODEL is the
-    name of the vectors it imports, so the model is `vectors:<MODEL>` (the stages after it in
-    the same make then search those vectors)."""
+    """MODEL as the stages take it: `vectors:<MODEL>` with make import-vectors among the goals
+    (the stages after it then search the vectors it imports)."""
     if args.MODEL and IMPORT_VECTORS in (args.GOALS or "").split():
         return VECTORS_PREFIX + args.MODEL.removeprefix(VECTORS_PREFIX)
     return args.MODEL or ""
 
 
 def derived(args: argparse.Namespace) -> dict[str, str]:
-    """The names and paths make reads from the check's line (every key of DERIVED), from the
-    checked values; a variable not given yields empty values."""
+    """The names and paths of DERIVED, from the checked values (empty where one is not given)."""
     roots = _roots(args)
     corpus = args.CORPUS
     corpus_dir = roots["corpora"] / corpus if corpus else None
@@ -432,25 +353,3 @@ def derived(args: argparse.Namespace) -> dict[str, str]:
                                     for kind in ("corpora", "indexes", "runs"))
     assert values.keys() == DERIVED.keys()
     return {name: str(value) for name, value in values.items()}
-
-
-def generated() -> dict[Path, str]:
-    """Each generated file (relative to the checkout) and the text it must hold."""
-    return {DOCS: markdown()}
-
-
-def stale(root: Path = ROOT) -> list[Path]:
-    """The generated files that differ from what the declaration gives."""
-    return [path for path, text in generated().items()
-            if not (root / path).exists() or (root / path).read_text() != text]
-
-
-def write(root: Path = ROOT) -> list[Path]:
-    """Write the stale generated files; returns them."""
-    written = stale(root)
-    for path in written:
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        tmp = root / path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(generated()[path])
-        os.replace(tmp, root / path)
-    return written

@@ -11,6 +11,9 @@ before the environment exists).
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,7 +40,9 @@ from pipeline.models import (
     PRECISIONS,
     REGISTRY,
     SIMILARITIES,
+    VECTORS_PREFIX,
     fused_name,
+    get_model,
 )
 from pipeline.options.checks import (
     checked,
@@ -70,7 +75,7 @@ class Variable:
     default: the value when neither make's command line nor the environment gives one; a
     function of the values before it (SOURCE, MDCR, QUERIES follow CORPUS), which `shown` then
     says in words for the docs. check: the value's check (pipeline/options/checks.py; None:
-    the check checks it with the others it depends on, house.check_variables). optional: an
+    the check checks it with the others it depends on, RULES). optional: an
     empty value is no value (the check skips it). one_word: one value, never several words (a
     path, a name). alias: a second name the check accepts (TIME for SLURM_TIME, on make's
     command line). stages: the commands of `python -m pipeline` that take `option` (the command
@@ -350,8 +355,47 @@ del V
 BY_NAME = {v.name: v for v in VARIABLES}
 
 
-# ---- the rules that relate several options: make's check applies each (RULES) to the values
-# read, after every value's own check and MODEL's (pipeline/cli/commands/house.py)
+# ---- the rules that relate several values: make's check applies each (RULES), in order, to
+# the values read (MODEL as the stages load it: vectors:<name> after make import-vectors, None
+# for an imported run), after every value's own check (pipeline/cli/commands/house.py)
+def model_is_one_name(v: Any) -> None:
+    """MODEL names one model: not several, not none, no space in it."""
+    if v.MODEL is None:
+        return
+    names = v.MODEL.split()
+    if len(names) > 1:
+        raise InputError(f"MODEL={v.MODEL!r} names {len(names)} models: run one model at "
+                         f"a time (make eval MODEL={shlex.quote(names[0])}), or use "
+                         "DEMO_MODELS or MODELS (make fuse) for several")
+    if not names:
+        raise InputError("MODEL is empty: give one model name (make models lists them)")
+    if names[0] != v.MODEL:
+        raise InputError(f"MODEL={v.MODEL!r} holds a space or a line break: give one "
+                         "model name without spaces")
+
+
+def values_are_one_word(v: Any) -> None:
+    """A variable holding one value (a path, a name: `one_word`) holds no space."""
+    for var in (var for var in VARIABLES if var.one_word):
+        for name in filter(None, (var.name, var.alias)):
+            value = getattr(v, name, None)
+            if isinstance(value, str) and re.search(r"\s", value):
+                raise InputError(f"{name}={value!r} holds a space or a line break: give one "
+                                 "value without spaces")
+
+
+def models_are_registered(v: Any) -> None:
+    """MODEL and DEMO_MODELS: registered names as registered, hf:<id> (with POOLING) or
+    vectors:<name>, each checked by the registry."""
+    for name in f"{v.MODEL or ''} {v.DEMO_MODELS or ''}".split():
+        if name.startswith(HF_PREFIX):  # validates the id and the pooling
+            get_model(f"{name}@{v.POOLING or 'mean'}")
+        elif name.startswith(VECTORS_PREFIX):  # validates the name (files: vectors--<name>)
+            get_model(name)
+        elif (entry := get_model(name)).name != name:
+            raise InputError(f"MODEL {name!r}: write it as registered, {entry.name!r}")
+
+
 def pooling_is_for_hf(v: Any) -> None:
     """POOLING only with MODEL=hf:<id>: a registered model has its own."""
     if v.POOLING and not (v.MODEL or "").startswith(HF_PREFIX):
@@ -395,8 +439,8 @@ def model_path_is_a_folder(v: Any) -> None:
 
 
 RULES: tuple[Callable[[Any], None], ...] = (
-    pooling_is_for_hf, models_fuse, mdcr_models_are_known, fields_are_known, slurm_is_here,
-    model_path_is_a_folder)
+    model_is_one_name, values_are_one_word, models_are_registered, pooling_is_for_hf,
+    models_fuse, mdcr_models_are_known, fields_are_known, slurm_is_here, model_path_is_a_folder)
 
 
 # ---- the generated files ---------------------------------------------------------------------
@@ -432,3 +476,29 @@ def markdown() -> str:
         lines += [f"| `{v.name}` | {_shown(v)} | {md_text(v.help)} |"
                   for v in VARIABLES if v.group == group]
     return "\n".join(lines) + "\n"
+
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout the generated files are written in
+DOCS = Path(layout.VARIABLES_DOC)
+
+
+def generated() -> dict[Path, str]:
+    """Each generated file (relative to the checkout) and the text it must hold."""
+    return {DOCS: markdown()}
+
+
+def stale(root: Path = ROOT) -> list[Path]:
+    """The generated files that differ from what the declaration gives."""
+    return [path for path, text in generated().items()
+            if not (root / path).exists() or (root / path).read_text() != text]
+
+
+def write(root: Path = ROOT) -> list[Path]:
+    """Write the stale generated files (each replaced whole); returns them."""
+    written = stale(root)
+    for path in written:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        tmp = root / path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(generated()[path])
+        os.replace(tmp, root / path)
+    return written

@@ -16,21 +16,18 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.main import build_parser
-from pipeline.cli.variables import (
-    DERIVED,
-    GOALS_ENV,
-    OneLineParser,
-    add_options,
-    command_line,
-    derived,
-    generated,
-    read,
-    stale,
-)
+from pipeline.cli.variables import COMMAND_LINE_ENV, DERIVED, GOALS_ENV, derived, read
 from pipeline.layout import raw_dir, run_name
 from pipeline.models import fused_name, hf_name
 from pipeline.options.checks import PER_CORE, cores, input_path, safe_path
-from pipeline.options.declared import BY_NAME, VARIABLES, markdown, md_text
+from pipeline.options.declared import (
+    BY_NAME,
+    VARIABLES,
+    generated,
+    markdown,
+    md_text,
+    stale,
+)
 from pipeline.roots import data_roots
 from tests.conftest import refusal
 
@@ -144,7 +141,7 @@ def test_the_check_runs_once_per_make(tmp_path):
     assert done.stdout.count(" -m pipeline goal ") == 3
     assert log.read_text() == "checked\n"
     checked = subprocess.run([sys.executable, "-m", "pipeline", "check"], cwd=ROOT,
-                             env={**os.environ, "MODEL": "bm25", "MDCR_MAKE_OVERRIDES": ""},
+                             env={**os.environ, "MODEL": "bm25"},
                              capture_output=True, text=True, check=True).stdout.strip()
     token = checked.removeprefix("checked=")
     goal = subprocess.run([sys.executable, "-m", "pipeline", "goal", "eval"], cwd=ROOT,
@@ -154,24 +151,21 @@ def test_the_check_runs_once_per_make(tmp_path):
 
 
 def test_the_docs_come_from_the_declaration():
-    parser = OneLineParser(prog="check")
-    add_options(parser)
-    options = {o for a in parser._actions for o in a.option_strings}
-    declared = {f"--{n}" for v in VARIABLES for n in (v.name, v.alias) if n}
-    assert options - {"-h", "--help"} == declared
+    read_names = set(vars(read({}))) - {"GOALS", "GIVEN", "COMMAND_LINE", "DRY_RUN"}
+    assert read_names == {n for v in VARIABLES for n in (v.name, v.alias) if n}
     docs = markdown()
     for var in VARIABLES:
         assert f"| `{var.name}` |" in docs and md_text(var.help) in docs
 
 
-def test_the_command_line_is_read_from_makeflags():
-    """The variables of make's command line are those after ` -- ` in MAKEFLAGS (a space in a
-    value escaped), never the environment's; TIME there is SLURM_TIME."""
-    assert command_line("ks -j2 --jobserver-auth=3,4 -- X=c\\ d MODEL=a TIME:=9") == \
-        ["X", "MODEL", "TIME"]
-    assert command_line(" -- CORPUS=c") == ["CORPUS"] and command_line("n") == []
-    args = read({"MAKEFLAGS": " -- TIME=90", "TIME": "90"})
-    assert args.SLURM_TIME == "90" and args.COMMAND_LINE == "TIME"
+def test_the_command_line_is_the_one_make_names():
+    """The variables of make's command line are those the check is given, or those the
+    Makefile names to its recipes (MDCR_COMMAND_LINE), never the environment's; TIME there is
+    SLURM_TIME."""
+    for args in (read({COMMAND_LINE_ENV: "TIME", "TIME": "90"}), read({}, {"TIME": "90"})):
+        assert args.SLURM_TIME == "90" and args.COMMAND_LINE == "TIME"
+    args = read({"MAKEFLAGS": " -- TIME=90", "TIME": "90"})  # make names them: no parsing
+    assert args.SLURM_TIME is None and args.COMMAND_LINE == ""
     args = read({"TIME": "%e"})  # GNU time's format, in the environment: never read
     assert args.SLURM_TIME is None and args.CORPUS == "demo" and args.SOURCE == "s2orc"
     args = read({"CORPUS": "s2ag", GOALS_ENV: "corpus"})
@@ -388,6 +382,25 @@ def test_a_bad_value_is_one_line_before_anything_runs(tmp_path):
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
         assert says in done.stderr
         assert [p.name for p in (tmp_path / "data").iterdir()] == ["installed"]  # the stamp
+
+
+def test_make_refuses_a_line_break_itself(tmp_path):
+    """A line break on make's command line is refused by make, naming the variable, before
+    its check runs (here it could not: PYTHON is no executable)."""
+    line = refusal(make(tmp_path, "help", "FIELD=medicine\nbiology", "PYTHON=/no/python"))
+    assert line == "error: FIELD holds a line break: give the value on one line"
+
+
+@pytest.mark.parametrize("flag", ["-n", "-t", "-q"])
+def test_make_n_t_and_q_print_the_stages_and_run_none(flag, tmp_path):
+    """make -n, -t and -q run the `+` recipes, whose goals (told by make, MDCR_DRY_RUN) print
+    their stages' commands and run none: nothing is written under DATA."""
+    root = with_pool(tmp_path / "data")
+    before = sorted(root.rglob("*"))
+    done = make(root, flag, "eval", "CORPUS=c", "MODEL=bm25")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert " eval --corpus 'c' --model 'bm25'" in done.stdout
+    assert sorted(p for p in root.rglob("*") if p.name != "installed") == before  # the stamp
 
 
 def test_a_file_a_stage_only_reads_may_hold_spaces_and_quotes(tmp_path):
