@@ -56,7 +56,8 @@ def check_variables(args: argparse.Namespace) -> None:
     """The make variables read (pipeline/cli/variables.py: read, whose checks did most of it),
     each checked with those it depends on and with what make's goals need; writes nothing.
     InputError on the first bad one."""
-    from pipeline.cli.variables import VARIABLES, check_goals, model_spec, run_without_model
+    from pipeline.cli.goals import check_goals
+    from pipeline.cli.variables import VARIABLES, model_spec, run_without_model
 
     if args.MODEL is not None:
         names = args.MODEL.split()
@@ -143,7 +144,7 @@ def cmd_variables(args: argparse.Namespace) -> None:
 
 @command("targets", "the Makefile's targets, one line each (make help)", corpus=False, writes=())
 def cmd_targets(args: argparse.Namespace) -> None:
-    from pipeline.cli.variables import help_text
+    from pipeline.cli.goals import help_text
 
     sys.stdout.write(help_text())
 
