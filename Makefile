@@ -53,7 +53,7 @@ export MDCR_CHECKED := $(patsubst checked=%,%,$(CHECK))
 export MDCR_COMMAND_LINE := $(COMMAND_LINE)
 # make -n, -t or -q (MAKEFLAGS's first word): the goals print their stages' commands only
 export MDCR_DRY_RUN = $(strip $(foreach f,n t q,$(findstring $(f),$(firstword -$(MAKEFLAGS)))))
-# make's goals go with the stages (what each goal needs: TARGETS in pipeline/cli/variables.py)
+# make's goals go with the stages (what each goal needs: TARGETS in pipeline/cli/goals.py)
 export MDCR_MAKE_GOALS := $(MAKECMDGOALS)
 # The stages of a target; `+`: run under make -n too, where it prints their commands only.
 GOAL = MDCR_PIPELINE_FROM_MAKE=1 $(call q,$(PY)) -m pipeline goal

@@ -1,13 +1,13 @@
-"""The stages of each make target: `make pool SIZE=20k` runs `python -m pipeline goal pool`,
-which builds the command of each stage from the checked make variables (pipeline/cli/variables.py:
-read, derived) and runs it as `python -m pipeline <stage> ...` would, in this process (an error
-is the goal's: one line, through main).
+"""The Makefile's targets, each declared once (TARGETS): its line in `make help`, what it needs
+before anything runs (check_goals), and its stages.
+`make pool SIZE=20k` runs `python -m pipeline goal pool`, which builds the command of each stage
+from the checked make variables (variables.py: read, derived), prints it as make prints a recipe
+and runs it as `python -m pipeline <stage> ...` would, in this process.
 
-GOALS holds one function per target, from the variables to the commands (each an argument
-list of `python -m pipeline`, after the data roots); a target with no stage to run (a corpus
-written whole has nothing to ingest; clean-demo, which removes folders itself) gives none.
-make keeps the chain (eval: search: corpus), so each function is one target's own stages.
-Standard library only at import time.
+A target's stages: by default its command of the same name with --corpus (where the command
+takes it) and its declared options (pipeline/options/declared.py); a function where a target
+differs. make keeps the chain (eval: search: corpus), so each target runs only its own stages.
+Standard library only at import time (`make help` runs before the environment exists).
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ from __future__ import annotations
 import argparse
 import logging
 import shlex
-import shutil
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline import layout
 from pipeline.cli.registry import (
+    COMMANDS,
     check_writes,
     declared_argv,
     eval_argv,
@@ -29,26 +31,30 @@ from pipeline.cli.registry import (
     search_argv,
     stage_args,
 )
-from pipeline.cli.variables import GOALS_ENV
+from pipeline.cli.variables import WHERE, check_command_line
+from pipeline.core.errors import InputError
+from pipeline.options.declared import BY_NAME
+from pipeline.roots import data_roots
 
 log = logging.getLogger(__name__)
 
 Commands = list[list[str]]
-GoalFunction = Callable[[argparse.Namespace, dict[str, str]], Commands]
-GOALS: dict[str, GoalFunction] = {}
-
-
-def goal(name: str) -> Callable[[GoalFunction], GoalFunction]:
-    """Register the decorated function as the stages of the make target `name`."""
-    def register(func: GoalFunction) -> GoalFunction:
-        GOALS[name] = func
-        return func
-    return register
+Stages = Callable[[argparse.Namespace, dict[str, str]], Commands]
 
 
 def given(v: argparse.Namespace, name: str) -> bool:
     """Whether the variable was given (make's command line or the environment), not defaulted."""
     return name in v.GIVEN.split()
+
+
+def corpus(v: argparse.Namespace) -> list[str]:
+    return ["--corpus", v.CORPUS]
+
+
+def own_command(name: str, v: argparse.Namespace, *first: str) -> list[str]:
+    """The command `name` with --corpus where it takes one, `first`, its declared options."""
+    return [name, *(corpus(v) if COMMANDS[name].corpus else []), *first,
+            *declared_argv(name, of_make(v))]
 
 
 def model_args(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
@@ -61,10 +67,6 @@ def slurm_args(v: argparse.Namespace) -> list[str]:
     return [*declared_argv("submit-embed", of_make(v)), "--cpus-per-task", str(v.THREADS)]
 
 
-def corpus(v: argparse.Namespace) -> list[str]:
-    return ["--corpus", v.CORPUS]
-
-
 def in_eval_job(v: argparse.Namespace, name: str) -> bool:
     """Whether the target `name` is here only as a prerequisite of make eval EXECUTOR=slurm:
     then it does nothing here, the job after the embed array searches and scores (eval)."""
@@ -72,20 +74,12 @@ def in_eval_job(v: argparse.Namespace, name: str) -> bool:
     return v.EXECUTOR == "slurm" and "eval" in goals and name not in goals
 
 
-@goal("models")
-def models(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["models"]]
-
-
-@goal("download")
 def download(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """The S2AG datasets into the folder make corpus SOURCE=s2ag reads (docs/ingest.md)."""
-    return [["download", *corpus(v), *opt("--raw", v.RAW),
-             *declared_argv("download", of_make(v))]]
+    return [own_command("download", v, *opt("--raw", v.RAW))]
 
 
-@goal("corpus")
-def corpus_goal(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+def corpus_stages(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Ingest and prefilter; the demo's synthetic corpus first (DEMO_PAPERS and DEMO_SEED only
     when given, so that a command that does not name them uses the corpus as it is). A corpus
     written whole (a benchmark, an imported collection: WRITTEN_WHOLE) has nothing to do."""
@@ -94,53 +88,23 @@ def corpus_goal(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     synth = (["--synth", *([str(v.DEMO_PAPERS)] if given(v, "DEMO_PAPERS") else []),
               *(["--synth-seed", str(v.DEMO_SEED)] if given(v, "DEMO_SEED") else [])]
              if v.CORPUS == "demo" else [])
-    return [["corpus", *corpus(v), "--raw", d["RAW_DIR"], "--source", v.SOURCE,
-             "--workers", str(v.THREADS), *declared_argv("corpus", of_make(v)), *synth]]
+    return [[*own_command("corpus", v, "--raw", d["RAW_DIR"], "--source", v.SOURCE,
+                          "--workers", str(v.THREADS)), *synth]]
 
 
-@goal("pool")
-def pool(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["pool", *corpus(v), *declared_argv("pool", of_make(v))]]
-
-
-@goal("pools-paper")
-def pools_paper(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["pools-paper", *corpus(v), *declared_argv("pools-paper", of_make(v))]]
-
-
-@goal("training-ids")
-def training_ids(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["training-ids", *declared_argv("training-ids", of_make(v))]]
-
-
-@goal("pools")
-def pools(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    """Every pool of CORPUS that is stale, damaged or half-written, built again."""
-    return [["pool", *corpus(v), "--repair"]]
-
-
-@goal("retire-pool")
-def retire_pool(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["retire-pool", *corpus(v), *declared_argv("retire-pool", of_make(v))]]
-
-
-@goal("embed")
 def embed(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Here (the SHARDS one after another), or as a SLURM job array (EXECUTOR=slurm)."""
     if v.EXECUTOR == "slurm":
         return [["submit-embed", *corpus(v), *model_args(v, d), *slurm_args(v)]]
-    return [["embed", *corpus(v), *model_args(v, d), *declared_argv("embed", of_make(v))]]
+    return [own_command("embed", v, *model_args(v, d))]
 
 
-@goal("index")
 def index(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["index", *corpus(v), *model_args(v, d), *declared_argv("index", of_make(v)),
-             "--repair-pools"]]
+    return [[*own_command("index", v, *model_args(v, d)), "--repair-pools"]]
 
 
 def search_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
-    """One process searches every pool whose run is not current (--stale-only), its pools
-    repaired first."""
+    """One process searches every pool whose run is not current, its pools repaired first."""
     return ["search", *search_argv(v.CORPUS, d["MODEL_FILE"], of_make(v), v.MODEL_PATH)]
 
 
@@ -149,12 +113,10 @@ def eval_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
     return ["eval", *eval_argv(v.CORPUS, d["MODEL_NAME"], of_make(v))]
 
 
-@goal("search")
 def search(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     return [] if in_eval_job(v, "search") else [search_command(v, d)]
 
 
-@goal("eval")
 def evaluate(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Score the runs (make has run search first). EXECUTOR=slurm: every embed shard in,
     search and score here; else a job after the embed array does (after-embed), running the
@@ -168,83 +130,30 @@ def evaluate(v: argparse.Namespace, d: dict[str, str]) -> Commands:
              "--", "/bin/sh", "-c", stages]]
 
 
-@goal("fuse")
 def fuse(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Every component searched and evaluated, then the fused model, in one process."""
-    return [["fuse", *corpus(v), "--models", v.MODELS, "--method", v.METHOD,
-             *declared_argv("fuse", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
-
-
-@goal("mdcr")
-def mdcr(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["mdcr", *corpus(v), "--models", v.MDCR_MODELS, "--out", v.MDCR,
-             "--search", *declared_argv("mdcr", of_make(v)),
+    return [[*own_command("fuse", v, "--models", v.MODELS, "--method", v.METHOD),
              *opt("--model-path", v.MODEL_PATH)]]
 
 
-@goal("mdcr-jaccard")
+def mdcr(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    return [[*own_command("mdcr", v, "--models", v.MDCR_MODELS, "--out", v.MDCR, "--search"),
+             *opt("--model-path", v.MODEL_PATH)]]
+
+
 def mdcr_jaccard(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["mdcr-jaccard", *corpus(v), "--models", v.MODELS, "--search",
-             *declared_argv("mdcr-jaccard", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
+    return [[*own_command("mdcr-jaccard", v, "--models", v.MODELS, "--search"),
+             *opt("--model-path", v.MODEL_PATH)]]
 
 
-@goal("import-beir")
-def import_beir(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-beir", *corpus(v), *declared_argv("import-beir", of_make(v))]]
-
-
-@goal("import-irds")
-def import_irds(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-irds", *corpus(v), *declared_argv("import-irds", of_make(v))]]
-
-
-@goal("import-csfcube")
-def import_csfcube(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-csfcube", *corpus(v), *declared_argv("import-csfcube", of_make(v))]]
-
-
-@goal("import-run")
-def import_run(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-run", *corpus(v), *declared_argv("import-run", of_make(v))]]
-
-
-@goal("import-vectors")
-def import_vectors(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-vectors", *corpus(v), *declared_argv("import-vectors", of_make(v))]]
-
-
-@goal("import-mdcr")
-def import_mdcr(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["import-mdcr", *corpus(v), *declared_argv("import-mdcr", of_make(v))]]
-
-
-@goal("export-mdcr")
-def export_mdcr(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["export-mdcr", *corpus(v), *declared_argv("export-mdcr", of_make(v))]]
-
-
-@goal("mdcr-scores")
 def mdcr_scores(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["mdcr-scores", *corpus(v), "--model", d["MODEL_NAME"],
-             *declared_argv("mdcr-scores", of_make(v))]]
+    return [own_command("mdcr-scores", v, "--model", d["MODEL_NAME"])]
 
 
-@goal("report")
 def report(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["report", *corpus(v), "--times", *declared_argv("report", of_make(v))]]
+    return [own_command("report", v, "--times")]
 
 
-@goal("verify")
-def verify(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["verify"]]
-
-
-@goal("sweep")
-def sweep(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [["sweep"]]
-
-
-@goal("demo")
 def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Every stage of the demo corpus in one process, in make's order; DEMO_PAPERS and
     DEMO_SEED as for corpus: only when given; DEMO_REPEATS draws of each pool size."""
@@ -255,61 +164,168 @@ def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
              *declared_argv("demo", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
 
 
-def demo_paths(d: dict[str, str]) -> list[Path]:
-    """What make clean-demo removes, that exists: the demo corpus's folders under the three
-    data roots (DEMO_PATHS) and its report's files (demo_report_files); nothing else, however
-    alike its name (demo-mdcr.md, demographics.html, a user's demo_notes.txt)."""
-    corpus_dir, *derived = (Path(p) for p in d["DEMO_PATHS"].split(","))
-    refuse_foreign_demo(corpus_dir)
-    folders = [p for p in (corpus_dir, *derived) if p.exists() or p.is_symlink()]
-    return folders + demo_report_files(Path(d["RUNS_ROOT"]))
+def clean_demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    """Remove the demo's corpus, indexes, runs and report files (pipeline/ingest/demo.py); no
+    stage to run. make -n: say what it would remove."""
+    from pipeline.ingest.demo import demo_files, remove
+
+    paths = demo_files(*(Path(d[root]) for root in ("CORPORA_ROOT", "INDEX_ROOT", "RUNS_ROOT")))
+    if v.DRY_RUN:
+        for path in paths:
+            print(f"rm -rf {shown([str(path)])}", flush=True)
+    else:
+        remove(paths)
+        log.info(f"[clean-demo] {len(paths)} of the demo's folders and report files removed")
+    return []
 
 
-def refuse_foreign_demo(corpus_dir: Path) -> None:
-    """Refuse (nothing removed) a corpus folder of the demo's name that make demo did not make:
-    the demo's is synthesized, its raw shards vouched for by the generator's manifest."""
-    from pipeline.core.errors import InputError
-    from pipeline.ingest.synthetic import recorded_config
-    from pipeline.layout import raw_dir
+@dataclass(frozen=True)
+class Target:
+    """A target of the Makefile, as `make help` shows it: `make <name> <usage>`, then `help`
+    (and the lines of `more` below it). needs: the variables the goal cannot run without, each
+    with what to give (formatted with the variables' values, e.g. {SPLIT}); the check refuses
+    the goal without them, before anything runs. A variable with a default (CORPUS) is needed
+    as given on make's command line or in the environment (GIVEN), never its default. pools:
+    the goal works on CORPUS's pools, so one must exist. local: the goal runs every stage on
+    this machine (EXECUTOR=slurm is for make embed and make eval). stages: the commands of a
+    goal (None: its own command, own_command); goal False: a target make runs itself (setup,
+    test, ...), no goal."""
 
-    if not corpus_dir.exists():
-        return
-    try:
-        synthetic = recorded_config(raw_dir(corpus_dir.parent, corpus_dir.name, "s2orc"))
-    except InputError:
-        synthetic = None
-    if synthetic is None:
-        raise InputError(f"{corpus_dir} holds a corpus make demo did not synthesize (no "
-                         "synthetic shards' manifest in its s2orc/): clean-demo removes only the "
-                         "demo's own files, and removed nothing; move or remove it yourself")
+    name: str
+    usage: str
+    help: str
+    more: tuple[str, ...] = ()
+    needs: dict[str, str] = field(default_factory=dict)
+    pools: bool = False
+    local: bool = False
+    stages: Stages | None = None
+    goal: bool = True
+
+    def commands(self, v: argparse.Namespace, d: dict[str, str]) -> Commands:
+        """The commands of this goal's stages."""
+        return self.stages(v, d) if self.stages else [own_command(self.name, v)]
 
 
-def demo_report_files(runs_root: Path) -> list[Path]:
-    """The demo's report files that exist: those its report manifest lists (each a name the
-    layout gives the demo's report: is_report_file), the manifest, and the Markdown file and
-    page the layout names for it even without one (a report stopped half-way)."""
-    from pipeline.core.errors import InputError
-    from pipeline.core.files import read_json
-    from pipeline.layout import (
-        DEMO_CORPUS,
-        REPORT_PAGE_SUFFIX,
-        is_report_file,
-        report_file,
-        report_manifest,
-        reports_dir,
-    )
+NEW_CORPUS = "<name of a new corpus> (the corpus it writes)"
+T = Target
+TARGETS: tuple[Target, ...] = (
+    T("demo", "", "set up, generate the demo corpus, run every stage, report", local=True,
+      stages=demo),
+    T("test", "", "set up and run the test suite (and ruff)", goal=False),
+    T("test-fast", "", "the test suite without the slow tests", goal=False),
+    T("lint", "", "ruff and the import contracts (lint-imports)", goal=False),
+    T("setup", "", "the virtual environment VENV, with everything installed", goal=False),
+    T("setup-gpu", "", "on a GPU node: Faiss GPU in place of faiss-cpu", goal=False),
+    T("download", "CORPUS=s2ag [RELEASE=latest FIRST=2]", "the S2AG datasets (key: "
+      "S2_API_KEY)", ("(FIRST=2: a trial; UPDATE=1: apply the diffs to a newer release)",),
+      needs={"CORPUS": "<the corpus to download into, e.g. s2ag>"}, stages=download),
+    T("corpus", "[RAW=dir]", "ingest and prefilter CORPUS (the demo's: generate it first)",
+      stages=corpus_stages),
+    T("pool", "[FIELD=f] SIZE=20k", "build a dataset-level (or field-level) pool",
+      ("(EXCLUDE=ids.txt: the models' training papers never drawn as queries)",)),
+    T("pools-paper", "", "the paper's grid: test and validation pools"),
+    T("pools", "", "rebuild the stale, damaged or half-written pools",
+      stages=lambda v, d: [["pool", *corpus(v), "--repair"]]),
+    T("retire-pool", "POOL=all-10k-r0", "move a pool, its index and runs into retired/",
+      ("(a pool whose EXCLUDE list changed: make verify names it)",),
+      needs={"CORPUS": "<the corpus of the pool>", "POOL": "<the pool to retire>"}),
+    T("training-ids", "SRC=f PAPER_IDS=dir OUT=f", "S2 SHAs (SPECTER's lists) as CorpusIDs",
+      needs={"SRC": "<SPECTER's data.json or train.txt>",
+             "PAPER_IDS": "<folder of S2AG's paper-ids shards>", "OUT": "<file to write>"}),
+    T("eval", "MODEL=bm25|minilm|..", "index, search and score every pool of CORPUS",
+      ("(QUERY_VARIANT=title: the pools with perturbed queries)",), pools=True,
+      stages=evaluate),
+    T("index", "MODEL=..", "only index (Lucene / embeddings) every pool of CORPUS", pools=True,
+      stages=index),
+    T("search", "MODEL=..", "only index and search: the runs, unscored", pools=True,
+      stages=search),
+    T("embed", "[EXECUTOR=slurm SHARDS=16 SLURM_TIME=4:00:00]", "embed the pools' papers",
+      ("(EXECUTOR=slurm: a SLURM job array, SLURM_TIME per job)",), stages=embed),
+    T("fuse", "MODELS=bm25,minilm [METHOD=rrf]", "fuse the models' runs (ranx), evaluate",
+      needs={"MODELS": "a,b (e.g. MODELS=bm25,minilm)"}, local=True, stages=fuse),
+    T("mdcr", "[MDCR_MODELS=bm25,minilm]", "an MDCR-style benchmark (corpus CORPUS-mdcr)",
+      stages=mdcr),
+    T("mdcr-jaccard", "MODELS=a,b,c", "overlap of models' top negatives (choose MDCR_MODELS)",
+      needs={"MODELS": "a,b,.. (e.g. MODELS=bm25,minilm,random)"}, stages=mdcr_jaccard),
+    T("import-mdcr", "SRC=dir CORPUS=mdcr", "the official MDCR files as a corpus",
+      needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding mdcr_{SPLIT}.json>"}),
+    T("export-mdcr", "OUT=dir CORPUS=..", "a benchmark corpus in the official layout",
+      needs={"OUT": "<folder>"}),
+    T("mdcr-scores", "MODEL=.. OUT=f.json", "the official scores file of a model's runs",
+      needs={"OUT": "<scores file>"}, stages=mdcr_scores),
+    T("import-beir", "SRC=dir CORPUS=scidocs", "a BEIR-layout collection as a corpus",
+      needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding corpus.jsonl>"}),
+    T("import-irds", "DATASET=beir/scidocs CORPUS=scidocs", "an ir_datasets collection as a "
+      "corpus", needs={"CORPUS": NEW_CORPUS, "DATASET": "<an ir_datasets id>"}),
+    T("import-csfcube", "SRC=dir CORPUS=csfcube", "the CSFCube release: a pool per facet",
+      ("(mdcr, import-*: REPLACE=1 replaces a corpus of its kind)",),
+      needs={"CORPUS": NEW_CORPUS, "SRC": "<the CSFCube release folder>"}),
+    T("import-run", "CORPUS=.. POOL=.. RUN=f.trec MODEL=name", "a run made elsewhere, "
+      "scored by make eval MODEL=name", ("(DROP_UNKNOWN=1: drop and count lines of unknown "
+                                         "ids)",),
+      needs={"CORPUS": "<the corpus of the pool>", "POOL": "<the pool the run ranks>",
+             "RUN": "<the TREC run file>", "MODEL": "<a name for the run>"}),
+    T("import-vectors", "CORPUS=.. MODEL=name SRC=f.parquet", "vectors made elsewhere, "
+      "searched as MODEL=vectors:name", ("(SIMILARITY=cosine|ip|l2: how they are compared)",),
+      needs={"CORPUS": "<the corpus of the papers>", "MODEL": "<a name for the vectors>",
+             "SRC": "<the parquet file: corpusid, vector>"}),
+    T("report", "", "tables and plots under runs/reports/", stages=report),
+    T("verify", "", "check every artifact: corrupt, partial or stale?",
+      ("(each problem with the command that repairs it)",)),
+    T("sweep", "", "remove temporaries left by killed processes"),
+    T("models", "", "list the model registry"),
+    T("clean-demo", "", "remove the demo's corpus, indexes, runs and reports",
+      stages=clean_demo),
+    T("check", "", "check the variables given (what every target does first)", goal=False),
+    T("help", "", "this list (the default goal)", goal=False),
+)
+del T
+TARGET_NAMES = {t.name: t for t in TARGETS}
+# The targets `python -m pipeline goal <name>` runs (the others are make's own recipes)
+GOALS = {t.name: t for t in TARGETS if t.goal}
+HELP_WIDTH = 30  # the column the descriptions start at
 
-    reports = reports_dir(runs_root)
-    record = report_manifest(reports, DEMO_CORPUS)
-    try:
-        listed = read_json(record).get("outputs", {}) if record.exists() else {}
-    except InputError:
-        listed = {}  # damaged: its files are not known, only the layout's own names
-    names = {str(name) for name in listed if is_report_file(str(name), DEMO_CORPUS)}
-    names |= {report_file(Path(), DEMO_CORPUS).name,
-              report_file(Path(), DEMO_CORPUS, suffix=REPORT_PAGE_SUFFIX).name}
-    paths = [reports / name for name in sorted(names)] + [record]
-    return [p for p in paths if p.is_file() or p.is_symlink()]
+
+def check_goals(args: argparse.Namespace) -> None:
+    """What make's goals need, before anything runs: their variables (Target.needs), a pool of
+    CORPUS (Target.pools), this machine (Target.local); InputError otherwise. First, every
+    variable on make's command line must be a known one (check_command_line)."""
+    check_command_line(args.COMMAND_LINE or "")
+    given = set((args.GIVEN or "").split())
+    for goal in (args.GOALS or "").split():
+        target = TARGET_NAMES.get(goal)
+        if target is None:
+            continue  # make itself says that it has no such target
+        for name, what in target.needs.items():
+            value = getattr(args, name, None)
+            if not value or (BY_NAME[name].default and name not in given):
+                raise InputError(f"make {goal} needs {name}="
+                                 + what.format(**{k: v or "" for k, v in vars(args).items()}))
+        if target.local and args.EXECUTOR == "slurm":
+            raise InputError(f"make {goal} runs its stages on this machine: EXECUTOR=slurm is "
+                             f"for make embed and make eval (run them first, then make {goal})")
+        if target.pools and args.CORPUS:
+            corpora = data_roots(args.DATA or ".", corpora=args.CORPORA_DIR)["corpora"]
+            corpus_dir = corpora / args.CORPUS
+            if not layout.pool_names(corpus_dir):
+                where = "".join(f" {n}={getattr(args, n)}" for n in WHERE
+                                if n in given and getattr(args, n))
+                raise InputError(f"no pools for CORPUS={args.CORPUS} under "
+                                 f"{layout.pools_dir(corpus_dir)}: build one first, e.g. make "
+                                 f"pool CORPUS={args.CORPUS} SIZE=10k{where}")
+
+
+def help_text() -> str:
+    """`make help`: each target's usage and its one line (from TARGETS)."""
+    lines = []
+    for target in TARGETS:
+        usage = " ".join(filter(None, (f"make {target.name}", target.usage)))
+        lines.append(f"{usage:{HELP_WIDTH}} {target.help}" if len(usage) < HELP_WIDTH
+                     else f"{usage}  {target.help}")
+        lines += [" " * (HELP_WIDTH + 1) + line for line in target.more]
+    lines.append("The variables (CORPUS, MODEL, SIZE, ...): docs/variables.md, or "
+                 "python3 -m pipeline variables")
+    return "\n".join(lines) + "\n"
 
 
 def roots(d: dict[str, str]) -> list[str]:
@@ -331,11 +347,10 @@ def run_goal(args: argparse.Namespace, variables: argparse.Namespace,
     the data roots of `values` (so that an error's repair names them)."""
     if args.goal not in GOALS:
         raise ValueError(f"no make target {args.goal!r} in pipeline/cli/goals.py (GOALS: "
-                         f"{', '.join(GOALS)}; {GOALS_ENV}={variables.GOALS})")
+                         f"{', '.join(GOALS)}; make's goals: {variables.GOALS})")
     args.corpora_root, args.index_root, args.runs_root = (
         values["CORPORA_ROOT"], values["INDEX_ROOT"], values["RUNS_ROOT"])
-    for stage in GOALS[args.goal](variables, values):
-        # each command as make echoes a recipe, run or not (make -n)
+    for stage in GOALS[args.goal].commands(variables, values):
         print(f"{shown([sys.executable])} -m pipeline {shown(roots(values))} {stage[0]} "
               f"{shown(stage[1:])}", flush=True)
         if variables.DRY_RUN:
@@ -343,20 +358,3 @@ def run_goal(args: argparse.Namespace, variables: argparse.Namespace,
         command = stage_args(args, *stage)
         check_writes(command)
         command.func(command)
-
-
-@goal("clean-demo")
-def clean_demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    """Remove the demo's corpus, indexes, runs and report files (demo_paths); no stage to
-    run. make -n: say what it would remove."""
-    paths = demo_paths(d)
-    for path in paths:
-        if v.DRY_RUN:
-            print(f"rm -rf {shown([str(path)])}", flush=True)
-        elif path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
-    if not v.DRY_RUN:
-        log.info(f"[clean-demo] {len(paths)} of the demo's folders and report files removed")
-    return []

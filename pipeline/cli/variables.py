@@ -1,7 +1,7 @@
 """make's variables: read from the environment (`read`), each checked by its declaration
-(pipeline/options/declared.py), what make's goals need (TARGETS, check_goals), and the names
-and paths the goals' commands use (`derived`: make never composes them). Standard library
-only: the Makefile runs the check with the system Python, before the environment exists."""
+(pipeline/options/declared.py), and the names and paths the goals' commands use (`derived`:
+make never composes them). Standard library only: the Makefile runs the check with the system
+Python, before the environment exists."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import hashlib
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import layout
@@ -46,115 +45,11 @@ DERIVED = {
                      "(make mdcr, the imports: nothing to ingest), else empty",
     "MODEL_NAME": "the name MODEL's runs are written under (with QUERY_VARIANT)",
     "MODEL_FILE": "MODEL's file-safe name (the stages' --model)",
-    "DEMO_PATHS": "the demo corpus's folders under the three data roots (make clean-demo; "
-                  "commas), whose report files its report manifest lists",
 }
 
 
-# ---- the targets: what `make help` prints, and what each goal needs --------------------------
-@dataclass(frozen=True)
-class Target:
-    """A target of the Makefile, as `make help` shows it: `make <name> <usage>`, then `help`
-    (and the lines of `more` below it). needs: the variables the goal cannot run without, each
-    with what to give (formatted with the variables' values, e.g. {SPLIT}); the check refuses
-    the goal without them, before anything runs. A variable with a default (CORPUS) is needed
-    as given on make's command line or in the environment (GIVEN), never its default. pools:
-    the goal works on CORPUS's pools, so one must exist. local: the goal runs every stage on
-    this machine (EXECUTOR=slurm is for make embed and make eval)."""
-
-    name: str
-    usage: str
-    help: str
-    more: tuple[str, ...] = ()
-    needs: dict[str, str] = field(default_factory=dict)
-    pools: bool = False
-    local: bool = False
-
-
-NEW_CORPUS = "<name of a new corpus> (the corpus it writes)"
-T = Target
-TARGETS: tuple[Target, ...] = (
-    T("demo", "", "set up, generate the demo corpus, run every stage, report", local=True),
-    T("test", "", "set up and run the test suite (and ruff)"),
-    T("test-fast", "", "the test suite without the slow tests"),
-    T("lint", "", "ruff and the import contracts (lint-imports)"),
-    T("setup", "", "the virtual environment VENV, with everything installed"),
-    T("setup-gpu", "", "on a GPU node: Faiss GPU in place of faiss-cpu"),
-    T("download", "CORPUS=s2ag [RELEASE=latest FIRST=2]", "the S2AG datasets (key: "
-      "S2_API_KEY)", ("(FIRST=2: a trial; UPDATE=1: apply the diffs to a newer release)",),
-      needs={"CORPUS": "<the corpus to download into, e.g. s2ag>"}),
-    T("corpus", "[RAW=dir]", "ingest and prefilter CORPUS (the demo's: generate it first)"),
-    T("pool", "[FIELD=f] SIZE=20k", "build a dataset-level (or field-level) pool",
-      ("(EXCLUDE=ids.txt: the models' training papers never drawn as queries)",)),
-    T("pools-paper", "", "the paper's grid: test and validation pools"),
-    T("pools", "", "rebuild the stale, damaged or half-written pools"),
-    T("retire-pool", "POOL=all-10k-r0", "move a pool, its index and runs into retired/",
-      ("(a pool whose EXCLUDE list changed: make verify names it)",),
-      needs={"CORPUS": "<the corpus of the pool>", "POOL": "<the pool to retire>"}),
-    T("training-ids", "SRC=f PAPER_IDS=dir OUT=f", "S2 SHAs (SPECTER's lists) as CorpusIDs",
-      needs={"SRC": "<SPECTER's data.json or train.txt>",
-             "PAPER_IDS": "<folder of S2AG's paper-ids shards>", "OUT": "<file to write>"}),
-    T("eval", "MODEL=bm25|minilm|..", "index, search and score every pool of CORPUS",
-      ("(QUERY_VARIANT=title: the pools with perturbed queries)",), pools=True),
-    T("index", "MODEL=..", "only index (Lucene / embeddings) every pool of CORPUS", pools=True),
-    T("search", "MODEL=..", "only index and search: the runs, unscored", pools=True),
-    T("embed", "[EXECUTOR=slurm SHARDS=16 SLURM_TIME=4:00:00]", "embed the pools' papers",
-      ("(EXECUTOR=slurm: a SLURM job array, SLURM_TIME per job)",)),
-    T("fuse", "MODELS=bm25,minilm [METHOD=rrf]", "fuse the models' runs (ranx), evaluate",
-      needs={"MODELS": "a,b (e.g. MODELS=bm25,minilm)"}, local=True),
-    T("mdcr", "[MDCR_MODELS=bm25,minilm]", "an MDCR-style benchmark (corpus CORPUS-mdcr)"),
-    T("mdcr-jaccard", "MODELS=a,b,c", "overlap of models' top negatives (choose MDCR_MODELS)",
-      needs={"MODELS": "a,b,.. (e.g. MODELS=bm25,minilm,random)"}),
-    T("import-mdcr", "SRC=dir CORPUS=mdcr", "the official MDCR files as a corpus",
-      needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding mdcr_{SPLIT}.json>"}),
-    T("export-mdcr", "OUT=dir CORPUS=..", "a benchmark corpus in the official layout",
-      needs={"OUT": "<folder>"}),
-    T("mdcr-scores", "MODEL=.. OUT=f.json", "the official scores file of a model's runs",
-      needs={"OUT": "<scores file>"}),
-    T("import-beir", "SRC=dir CORPUS=scidocs", "a BEIR-layout collection as a corpus",
-      needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding corpus.jsonl>"}),
-    T("import-irds", "DATASET=beir/scidocs CORPUS=scidocs", "an ir_datasets collection as a "
-      "corpus", needs={"CORPUS": NEW_CORPUS, "DATASET": "<an ir_datasets id>"}),
-    T("import-csfcube", "SRC=dir CORPUS=csfcube", "the CSFCube release: a pool per facet",
-      ("(mdcr, import-*: REPLACE=1 replaces a corpus of its kind)",),
-      needs={"CORPUS": NEW_CORPUS, "SRC": "<the CSFCube release folder>"}),
-    T("import-run", "CORPUS=.. POOL=.. RUN=f.trec MODEL=name", "a run made elsewhere, "
-      "scored by make eval MODEL=name", ("(DROP_UNKNOWN=1: drop and count lines of unknown "
-                                         "ids)",),
-      needs={"CORPUS": "<the corpus of the pool>", "POOL": "<the pool the run ranks>",
-             "RUN": "<the TREC run file>", "MODEL": "<a name for the run>"}),
-    T("import-vectors", "CORPUS=.. MODEL=name SRC=f.parquet", "vectors made elsewhere, "
-      "searched as MODEL=vectors:name", ("(SIMILARITY=cosine|ip|l2: how they are compared)",),
-      needs={"CORPUS": "<the corpus of the papers>", "MODEL": "<a name for the vectors>",
-             "SRC": "<the parquet file: corpusid, vector>"}),
-    T("report", "", "tables and plots under runs/reports/"),
-    T("verify", "", "check every artifact: corrupt, partial or stale?",
-      ("(each problem with the command that repairs it)",)),
-    T("sweep", "", "remove temporaries left by killed processes"),
-    T("models", "", "list the model registry"),
-    T("clean-demo", "", "remove the demo's corpus, indexes, runs and reports"),
-    T("check", "", "check the variables given (what every target does first)"),
-    T("help", "", "this list (the default goal)"),
-)
-del T
-TARGET_NAMES = {t.name: t for t in TARGETS}
-HELP_WIDTH = 30  # the column the descriptions start at
-
-
-def help_text() -> str:
-    """`make help`: each target's usage and its one line (from TARGETS)."""
-    lines = []
-    for target in TARGETS:
-        usage = " ".join(filter(None, (f"make {target.name}", target.usage)))
-        lines.append(f"{usage:{HELP_WIDTH}} {target.help}" if len(usage) < HELP_WIDTH
-                     else f"{usage}  {target.help}")
-        lines += [" " * (HELP_WIDTH + 1) + line for line in target.more]
-    lines.append("The variables (CORPUS, MODEL, SIZE, ...): docs/variables.md, or "
-                 "python3 -m pipeline variables")
-    return "\n".join(lines) + "\n"
-
-
-# The data folders' variables: a command the check suggests names those given
+# The data folders' variables: a command the check suggests names those given (they locate
+# the data it acts on).
 WHERE = ("DATA", "CORPORA_DIR", "INDEX_DIR", "RUNS_DIR")
 
 
@@ -253,33 +148,6 @@ def check_command_line(names: str) -> None:
                              "variables)")
 
 
-def check_goals(args: argparse.Namespace) -> None:
-    """Every name of make's command line known, then what make's goals need: their variables
-    (Target.needs), a pool of CORPUS (Target.pools), this machine (Target.local)."""
-    check_command_line(args.COMMAND_LINE or "")
-    given = set((args.GIVEN or "").split())
-    for goal in (args.GOALS or "").split():
-        target = TARGET_NAMES.get(goal)
-        if target is None:
-            continue  # make itself says that it has no such target
-        for name, what in target.needs.items():
-            value = getattr(args, name, None)
-            if not value or (BY_NAME[name].default and name not in given):
-                raise InputError(f"make {goal} needs {name}="
-                                 + what.format(**{k: v or "" for k, v in vars(args).items()}))
-        if target.local and args.EXECUTOR == "slurm":
-            raise InputError(f"make {goal} runs its stages on this machine: EXECUTOR=slurm is "
-                             f"for make embed and make eval (run them first, then make {goal})")
-        if target.pools and args.CORPUS:
-            corpus_dir = _roots(args)["corpora"] / args.CORPUS
-            if not layout.pool_names(corpus_dir):
-                where = "".join(f" {n}={getattr(args, n)}" for n in WHERE
-                                if n in given and getattr(args, n))
-                raise InputError(f"no pools for CORPUS={args.CORPUS} under "
-                                 f"{layout.pools_dir(corpus_dir)}: build one first, e.g. make "
-                                 f"pool CORPUS={args.CORPUS} SIZE=10k{where}")
-
-
 def _roots(args: argparse.Namespace) -> dict[str, Path]:
     return data_roots(args.DATA or ".", corpora=args.CORPORA_DIR,
                       indexes=args.INDEX_DIR, runs=args.RUNS_DIR)
@@ -349,7 +217,5 @@ def derived(args: argparse.Namespace) -> dict[str, str]:
         model = with_precision(entry, args.PRECISION or "fp32").name
     values["MODEL_FILE"] = model
     values["MODEL_NAME"] = layout.run_name(model, args.QUERY_VARIANT or "full") if model else ""
-    values["DEMO_PATHS"] = ",".join(str(roots[kind] / layout.DEMO_CORPUS)
-                                    for kind in ("corpora", "indexes", "runs"))
     assert values.keys() == DERIVED.keys()
     return {name: str(value) for name, value in values.items()}

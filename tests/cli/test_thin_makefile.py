@@ -1,6 +1,6 @@
 """The Makefile is thin (issues 31.4, 41): each target runs one `python -m pipeline goal`
 command, with no loop over stages and no make calling make; what a goal needs is declared once
-(pipeline/cli/variables.py: TARGETS) and checked before anything runs; `make help` is generated
+(pipeline/cli/goals.py: TARGETS) and checked before anything runs; `make help` is generated
 from the same declaration. Quick: the stages never run (a PY that would leave a mark)."""
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.goals import GOALS
-from pipeline.cli.variables import TARGET_NAMES, TARGETS, help_text
+from pipeline.cli.goals import GOALS, TARGET_NAMES, TARGETS, help_text
 from tests.conftest import refusal
 
 ROOT = Path(__file__).resolve().parents[2]

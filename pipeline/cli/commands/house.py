@@ -42,7 +42,8 @@ def cmd_check(args: argparse.Namespace) -> None:
 def check_variables(args: argparse.Namespace) -> None:
     """The make variables read, checked together (RULES) and against what make's goals need:
     InputError on the first bad one."""
-    from pipeline.cli.variables import check_goals, model_spec, run_without_model
+    from pipeline.cli.goals import check_goals
+    from pipeline.cli.variables import model_spec, run_without_model
 
     if args.MODEL is not None and not args.MODEL.split():
         check_goals(args)  # a goal that needs MODEL (make import-run) says so first
@@ -103,7 +104,7 @@ def cmd_variables(args: argparse.Namespace) -> None:
 
 @command("targets", "the Makefile's targets, one line each (make help)", corpus=False, writes=())
 def cmd_targets(args: argparse.Namespace) -> None:
-    from pipeline.cli.variables import help_text
+    from pipeline.cli.goals import help_text
 
     sys.stdout.write(help_text())
 
