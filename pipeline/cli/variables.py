@@ -16,13 +16,7 @@ from pathlib import Path
 from pipeline import layout
 from pipeline.core.errors import InputError
 from pipeline.corpus.manifest import written_whole
-from pipeline.models import (
-    HF_PREFIX,
-    IMPORT_VECTORS,
-    VECTORS_PREFIX,
-    get_model,
-    with_precision,
-)
+from pipeline.models import HF_PREFIX, IMPORT_VECTORS, VECTORS_PREFIX, get_model, with_precision
 from pipeline.options.declared import BY_NAME, VARIABLES, Variable
 from pipeline.roots import ROOT_OPTIONS, ROOT_VARIABLES, data_roots
 

@@ -18,12 +18,7 @@ from pipeline.cli.registry import (
     times_log,
 )
 from pipeline.models import get_model
-from pipeline.options.checks import (
-    given_path,
-    non_negative,
-    positive,
-    sizes,
-)
+from pipeline.options.checks import given_path, non_negative, positive, sizes
 
 log = logging.getLogger(__name__)
 
