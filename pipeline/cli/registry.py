@@ -4,7 +4,6 @@ several take, and the data place, pools and repair line made from a command's ar
 from __future__ import annotations
 
 import argparse
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +31,6 @@ from pipeline.options.checks import (
 from pipeline.options.declared import VARIABLES, Variable
 from pipeline.readers import SOURCES
 from pipeline.roots import where
-
-log = logging.getLogger(__name__)
 
 
 # ---- the registry: each command with its help and its options, next to its function --------

@@ -6,23 +6,9 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.registry import (
-    command,
-    ingest_args,
-    place_of,
-    prefilter_args,
-    times_log,
-)
-from pipeline.layout import (
-    parse_size,
-    raw_dir,
-)
-from pipeline.options.checks import (
-    non_negative,
-    sizes,
-    synth_shard_count,
-    worker_count,
-)
+from pipeline.cli.registry import command, ingest_args, place_of, prefilter_args, times_log
+from pipeline.layout import parse_size, raw_dir
+from pipeline.options.checks import non_negative, sizes, synth_shard_count, worker_count
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +29,17 @@ def _synth_arguments(p: argparse.ArgumentParser) -> None:
 @command("synth", "generate a synthetic corpus in S2ORC format", _synth_arguments,
          writes=("corpora", "times"))
 def cmd_synth(args: argparse.Namespace) -> None:
+    _synth(args, papers=args.papers, n_shards=args.shards, seed=args.seed, repair=args.repair)
+
+
+def _synth(args: argparse.Namespace, papers: str | None, **settings: int | bool | None
+           ) -> None:
+    """The corpus's synthetic shards, with the settings chosen_config chooses."""
     from pipeline.core.timing import timed
     from pipeline.ingest.synthetic import chosen_config, generate
 
     out_dir = raw_dir(Path(args.corpora_root), args.corpus, "s2orc")  # the generator writes S2ORC
-    cfg = chosen_config(out_dir, n_papers=parse_size(args.papers) if args.papers else None,
-                        n_shards=args.shards, seed=args.seed, repair=args.repair)
+    cfg = chosen_config(out_dir, n_papers=parse_size(papers) if papers else None, **settings)
     with timed("synth", times_log(args), papers=cfg.n_papers) as info:
         info.update(generate(out_dir, cfg, workers=args.workers)["counts"])
 
@@ -95,10 +86,8 @@ def _synth_option(p: argparse.ArgumentParser) -> None:
          "when its outputs are not current (make corpus)", ingest_args, prefilter_args,
          _synth_option, writes=("corpora", "times"))
 def cmd_corpus(args: argparse.Namespace) -> None:
-    """The corpus stages in one process (make corpus): the demo's synthetic shards (--synth),
-    ingest, prefilter. Each decides by content whether it has work to do."""
+    """Each stage decides by content whether it has work to do."""
     if args.synth is not None:
-        cmd_synth(argparse.Namespace(**vars(args), papers=args.synth or None, shards=None,
-                                     seed=args.synth_seed, repair=False))
+        _synth(args, papers=args.synth, seed=args.synth_seed)
     cmd_ingest(args)
     cmd_prefilter(args)

@@ -6,23 +6,11 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.registry import (
-    command,
-    place_of,
-    times_log,
-    where_of,
-)
+from pipeline.cli.registry import command, place_of, times_log, where_of
 from pipeline.core.errors import InputError
 from pipeline.fields import resolve_fields
-from pipeline.layout import (
-    parse_size,
-    pool_split,
-)
-from pipeline.options.checks import (
-    checked,
-    non_negative,
-    pool_name,
-)
+from pipeline.layout import parse_size, pool_split
+from pipeline.options.checks import checked, non_negative, pool_name
 
 log = logging.getLogger(__name__)
 
