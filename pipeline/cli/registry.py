@@ -4,14 +4,13 @@ several take, and the data place, pools and repair line made from a command's ar
 from __future__ import annotations
 
 import argparse
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.cli.variables import OneLineParser
 from pipeline.core.errors import InputError
-from pipeline.core.repair import PIPELINE_COMMAND, Repair, Where
+from pipeline.core.repair import PIPELINE_COMMAND, Where
 from pipeline.layout import (
     Place,
     corpus_path,
@@ -32,8 +31,6 @@ from pipeline.options.checks import (
 from pipeline.options.declared import VARIABLES, Variable
 from pipeline.readers import SOURCES
 from pipeline.roots import where
-
-log = logging.getLogger(__name__)
 
 
 # ---- the registry: each command with its help and its options, next to its function --------
@@ -250,43 +247,11 @@ def times_log(args: argparse.Namespace) -> Path:
 
 
 def pools_of(args: argparse.Namespace) -> list[str]:
-    """The pools a command works on: those named (--pool), else every pool of the corpus that
-    a stage can use (usable_pools)."""
-    from pipeline.layout import pool_names
+    """The pools a command works on: those named (--pool), else every usable pool of the
+    corpus (pipeline.pools.grid.stage_pools)."""
+    from pipeline.pools.grid import stage_pools
 
-    corpus_dir = place_of(args).corpus_dir
-    if args.pool:
-        return args.pool
-    existing = pool_names(corpus_dir)
-    pools = usable_pools(args, existing)
-    if existing and not pools:
-        raise InputError(f"every pool of {corpus_dir} was drawn without an EXCLUDE list that "
-                         "has changed since: build the new list's pools (make pool "
-                         "EXCLUDE=...), and retire the old ones (each named above with its "
-                         "make retire-pool command)")
-    if not pools:
-        raise InputError(f"no pools under {corpus_dir}/pools: build one",
-                         Repair("pool", corpus_dir.name))
-    return pools
-
-
-def usable_pools(args: argparse.Namespace, names: list[str], stage: str = "") -> list[str]:
-    """`names` less the pools whose EXCLUDE list changed since they were drawn, which no stage
-    can use or rebuild: each is named in one line (of `stage`, by default the command's) with
-    the command that retires it, and counted (verify names them too), so one edited list never
-    stops the other pools."""
-    from pipeline.pools.build import changed_lists, retire_repair
-
-    corpus_dir = place_of(args).corpus_dir
-    stage = stage or args.stage
-    skipped = dict(changed_lists(corpus_dir, names))
-    for name, why in skipped.items():
-        log.warning(f"[{stage}] pool {name} skipped: {why}; repair: "
-                    f"{retire_repair(corpus_dir, name).command(where_of(args))}")
-    if skipped:
-        log.warning(f"[{stage}] {len(skipped)} of {len(names)} pools skipped: their "
-                    "EXCLUDE list changed since they were drawn")
-    return [name for name in names if name not in skipped]
+    return stage_pools(place_of(args).corpus_dir, args.pool, args.stage, where_of(args))
 
 
 def comma_list(text: str) -> list[str]:

@@ -540,6 +540,30 @@ def config_for(out_dir: Path, *, n_papers: int | None = None, n_shards: int | No
     return replace(recorded or SyntheticConfig(), **given)
 
 
+def chosen_config(out_dir: Path, *, n_papers: int | None = None, n_shards: int | None = None,
+                  seed: int | None = None, repair: bool = False) -> SyntheticConfig:
+    """The settings `make corpus` and synth generate the shards under `out_dir` with: with
+    `repair`, those recorded (damaged or missing shards written again; refused when lost);
+    else config_for's. Keeping the corpus as it is, for want of a setting, is logged."""
+    if repair:
+        try:
+            recorded = recorded_config(out_dir)
+            if recorded is None:
+                raise InputError(f"{out_dir / MANIFEST}: no synthetic corpus's manifest")
+        except InputError as exc:  # the settings are lost with it
+            raise InputError(f"{exc.message}: the generator's settings are lost; write the "
+                             "shards again with those it was made with (synth --papers N "
+                             "--shards K --seed S; make: DEMO_PAPERS and DEMO_SEED)") from None
+        return recorded
+    cfg = config_for(out_dir, n_papers=n_papers, n_shards=n_shards, seed=seed)
+    if n_papers is None and n_shards is None and seed is None \
+            and cfg == recorded_config(out_dir):
+        log.info("synth: %s: the synthetic corpus as it is (%s); give --papers, --seed "
+                 "(make: DEMO_PAPERS, DEMO_SEED) to generate it again with others",
+                 out_dir.parent.name, described(cfg))
+    return cfg
+
+
 def described(cfg: SyntheticConfig) -> str:
     """A corpus's settings in words, for log lines."""
     return f"{cfg.n_papers:,} papers, {cfg.n_shards} shards, seed {cfg.seed}"

@@ -61,6 +61,17 @@ class NoQueriesError(InputError):
     """No paper qualifies as a query for this pool."""
 
 
+@dataclass(frozen=True)
+class Named:
+    """How a pool's caller names its size and query count in error messages: the pool
+    command's options by default, pools-paper's own for its grid (PAPER_SIZES, ...)."""
+
+    size: str = "--size"
+    queries: str = "--queries"
+
+
+POOL_OPTIONS = Named()
+
 DATASET_QUERIES = 3800  # MDCR §3: 3,800 query papers
 FIELD_QUERIES = 200  # MDCR §3: 200 per field
 
@@ -120,7 +131,7 @@ def _scope_seed(spec: PoolSpec) -> int:
     return zlib.crc32(spec.scope.encode())
 
 
-def select_queries(corpus_dir: Path, spec: PoolSpec
+def select_queries(corpus_dir: Path, spec: PoolSpec, named: Named = POOL_OPTIONS
                    ) -> tuple[pl.DataFrame, pl.DataFrame, int, int]:
     """Sample the query papers and their qrels; returns (queries, qrels, eligible count, papers
     of the query year and scope that the exclusion list left out)."""
@@ -176,11 +187,12 @@ def select_queries(corpus_dir: Path, spec: PoolSpec
         if len(picked) == 0:
             raise NoQueriesError(f"no query candidates for validation pool {spec.name}: the "
                                  f"test pools use all of them ({eligible_words}); ask for "
-                                 "fewer queries (--queries)")
+                                 f"fewer queries ({named.queries})")
     elif len(shared):
         raise InputError(f"pool {spec.name}: {len(shared)} of its queries are queries of a "
-                         "validation pool of the same seed; ask for fewer queries (--queries) "
-                         f"in one of them, so that both fit in the {eligible_words} papers")
+                         "validation pool of the same seed; ask for fewer queries "
+                         f"({named.queries}) in one of them, so that both fit in the "
+                         f"{eligible_words} papers")
     queries = pool_of_queries[picked]
     qrels = (
         positives.join(queries.lazy().select(citing="corpusid"), on="citing", how="semi")
@@ -266,8 +278,9 @@ def pool_field(field: object) -> str | None:
                      "dataset-level pool")
 
 
-def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
+def build_pool(corpus_dir: Path, spec: PoolSpec, named: Named = POOL_OPTIONS) -> dict:
     """Write queries, candidates, qrels and manifest for one pool; a no-op when up to date.
+    Its errors name the size and query count as `named`.
 
     The manifest is removed first and written last, so a pool killed half-way is never taken
     for complete; a lock keeps two processes from building one pool at once.
@@ -286,33 +299,34 @@ def build_pool(corpus_dir: Path, spec: PoolSpec) -> dict:
         if _up_to_date(folder, spec, inputs):
             log.info(f"[pool] {spec.name} is up to date")
             return read_json(folder / MANIFEST)
-        return _build_pool(corpus_dir, spec, folder, inputs, excluded)
+        return _build_pool(corpus_dir, spec, folder, inputs, excluded, named)
 
 
 def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, inputs: dict[str, str],
-                excluded: PaperList | None) -> dict:
+                excluded: PaperList | None, named: Named) -> dict:
     start = time.perf_counter()
-    queries, qrels, n_eligible, left_out = select_queries(corpus_dir, spec)
+    queries, qrels, n_eligible, left_out = select_queries(corpus_dir, spec, named)
     positives = qrels["doc"].unique().sort()
     need = spec.size - len(positives)
     if need < 0:
         raise InputError(
-            f"--size {spec.size} cannot hold the {len(positives)} papers cited by the "
-            f"{queries.height} queries: choose a larger --size (at least {len(positives)}), or "
-            "fewer queries (--queries)"
+            f"{named.size} {spec.size} cannot hold the {len(positives)} papers cited by the "
+            f"{queries.height} queries: choose a larger {named.size} (at least "
+            f"{len(positives)}), or fewer queries ({named.queries})"
         )
     population, scope_size = negative_population(
         corpus_dir, spec, pl.concat([queries["corpusid"], positives]))
     exhausted = need > len(population)
     if exhausted and spec.field is None:
         raise InputError(
-            f"--size {spec.size} exceeds the papers available: {len(positives)} cited + "
-            f"{len(population)} others up to {spec.max_year}; choose a smaller --size"
+            f"{named.size} {spec.size} exceeds the papers available: {len(positives)} cited + "
+            f"{len(population)} others up to {spec.max_year}; choose a smaller {named.size}"
         )
     if exhausted and spec.repeat > 0:
         raise InputError(
             f"pool {spec.name}: the {spec.field} field-cited set ({len(population)} papers) is "
-            "smaller than --size, so every repeat would be the same pool; use repeat 0 only"
+            f"smaller than {named.size}, so every repeat would be the same pool; use repeat 0 "
+            "only"
         )
     stream = 2 if spec.split == "test" else 4
     rng = np.random.default_rng([spec.seed, stream, spec.repeat, _scope_seed(spec)])

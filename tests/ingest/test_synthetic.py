@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -164,3 +164,30 @@ def test_a_config_out_of_bounds_is_refused_before_anything_is_written(cfg, messa
     with pytest.raises(InputError, match=message):
         generate(tmp_path / "raw", cfg)
     assert not (tmp_path / "raw").exists()
+
+
+def test_the_settings_chosen_given_recorded_or_kept(tmp_path, caplog):
+    """synth and make corpus: a setting given wins, the others as recorded; none given keeps
+    the corpus as it is (one log line naming the corpus and how to remake it); --repair takes
+    the recorded settings, and is refused, naming what to give, when they are lost."""
+    from pipeline.core.files import write_json
+    from pipeline.core.manifests import manifest
+    from pipeline.ingest.synthetic import chosen_config
+
+    out_dir = tmp_path / "corpora" / "mine" / "s2orc"
+    with pytest.raises(InputError, match="settings are lost.*DEMO_PAPERS and DEMO_SEED"):
+        chosen_config(out_dir, n_papers=500, repair=True)
+    assert chosen_config(out_dir) == SyntheticConfig()  # a first corpus: the defaults
+    made = SyntheticConfig(n_papers=300, n_shards=2, seed=5)
+    out_dir.mkdir(parents=True)
+    write_json(manifest("synthetic", asdict(made)), out_dir / "manifest.json")
+    with caplog.at_level("INFO"):
+        assert chosen_config(out_dir, n_papers=400) == replace(made, n_papers=400)
+        assert "as it is" not in caplog.text
+        assert chosen_config(out_dir) == made
+    kept = [r.getMessage() for r in caplog.records if "as it is" in r.getMessage()]
+    assert len(kept) == 1 and kept[0].startswith("synth: mine: ") and "300 papers" in kept[0]
+    assert chosen_config(out_dir, n_papers=400, seed=1, repair=True) == made
+    (out_dir / "manifest.json").write_text("{")
+    with pytest.raises(InputError, match="manifest.json.*settings are lost"):
+        chosen_config(out_dir, repair=True)

@@ -6,25 +6,9 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.registry import (
-    command,
-    ingest_args,
-    place_of,
-    prefilter_args,
-    times_log,
-)
-from pipeline.core.errors import InputError
-from pipeline.layout import (
-    MANIFEST,
-    parse_size,
-    raw_dir,
-)
-from pipeline.options.checks import (
-    non_negative,
-    sizes,
-    synth_shard_count,
-    worker_count,
-)
+from pipeline.cli.registry import command, ingest_args, place_of, prefilter_args, times_log
+from pipeline.layout import parse_size, raw_dir
+from pipeline.options.checks import non_negative, sizes, synth_shard_count, worker_count
 
 log = logging.getLogger(__name__)
 
@@ -45,39 +29,19 @@ def _synth_arguments(p: argparse.ArgumentParser) -> None:
 @command("synth", "generate a synthetic corpus in S2ORC format", _synth_arguments,
          writes=("corpora", "times"))
 def cmd_synth(args: argparse.Namespace) -> None:
-    """The synthetic shards of a corpus: with the settings given, the others as the corpus
-    was made. A corpus is made again only for a setting given that differs (logged); without
-    one it is used as it is (also logged), so a default never remakes it."""
+    _synth(args, papers=args.papers, n_shards=args.shards, seed=args.seed, repair=args.repair)
+
+
+def _synth(args: argparse.Namespace, papers: str | None, **settings: int | bool | None
+           ) -> None:
+    """The corpus's synthetic shards, with the settings chosen_config chooses."""
     from pipeline.core.timing import timed
-    from pipeline.ingest.synthetic import (
-        config_for,
-        described,
-        generate,
-        recorded_config,
-    )
+    from pipeline.ingest.synthetic import chosen_config, generate
 
     out_dir = raw_dir(Path(args.corpora_root), args.corpus, "s2orc")  # the generator writes S2ORC
-    given = {"n_papers": parse_size(args.papers) if args.papers else None,
-             "n_shards": args.shards, "seed": args.seed}
-    if args.repair:  # the recorded settings: damaged or missing shards written again
-        try:
-            recorded = recorded_config(out_dir)
-            if recorded is None:
-                raise InputError(f"{out_dir / MANIFEST}: no synthetic corpus's manifest")
-        except InputError as exc:  # the settings are lost with it
-            raise InputError(f"{exc.message}: the generator's settings are lost; write the "
-                             "shards again with those it was made with (synth --papers N "
-                             "--shards K --seed S; make: DEMO_PAPERS and DEMO_SEED)") from None
-        cfg = recorded
-    else:
-        cfg = config_for(out_dir, **given)
-        if all(value is None for value in given.values()) and cfg == recorded_config(out_dir):
-            log.info("synth: %s: the synthetic corpus as it is (%s); give --papers, --seed "
-                     "(make: DEMO_PAPERS, DEMO_SEED) to generate it again with others",
-                     args.corpus, described(cfg))
+    cfg = chosen_config(out_dir, n_papers=parse_size(papers) if papers else None, **settings)
     with timed("synth", times_log(args), papers=cfg.n_papers) as info:
-        out = generate(out_dir, cfg, workers=args.workers)
-        info.update(out["counts"])
+        info.update(generate(out_dir, cfg, workers=args.workers)["counts"])
 
 
 @command("ingest", "S2ORC / S2AG shards -> papers.parquet + citations.parquet", ingest_args,
@@ -122,10 +86,8 @@ def _synth_option(p: argparse.ArgumentParser) -> None:
          "when its outputs are not current (make corpus)", ingest_args, prefilter_args,
          _synth_option, writes=("corpora", "times"))
 def cmd_corpus(args: argparse.Namespace) -> None:
-    """The corpus stages in one process (make corpus): the demo's synthetic shards (--synth),
-    ingest, prefilter. Each decides by content whether it has work to do."""
+    """Each stage decides by content whether it has work to do."""
     if args.synth is not None:
-        cmd_synth(argparse.Namespace(**vars(args), papers=args.synth or None, shards=None,
-                                     seed=args.synth_seed, repair=False))
+        _synth(args, papers=args.synth, seed=args.synth_seed)
     cmd_ingest(args)
     cmd_prefilter(args)
