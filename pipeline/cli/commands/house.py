@@ -1,18 +1,16 @@
 """The commands about the house: make's variable check, its goals and tables, the model list,
-the numba warm-up, verify, sweep and the corpus manifest."""
+the numba warm-up, verify and sweep."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 from pathlib import Path
 
-from pipeline.cli.registry import command, place_of, where_of
+from pipeline.cli.registry import command, where_of
 from pipeline.core.errors import InputError
-from pipeline.layout import MANIFEST
 from pipeline.models import REGISTRY
 from pipeline.options.checks import given_path
 from pipeline.options.declared import RULES
@@ -155,11 +153,3 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         folders = {p.parent for p in Path(root).rglob(".*.tmp")} if Path(root).exists() else ()
         removed += sum(sweep(folder) for folder in folders)
     log.info(f"[sweep] {removed} temporaries of stopped processes removed")
-
-
-@command("manifest", "print the corpus manifest (ingest, prefilter counts)", writes=())
-def cmd_manifest(args: argparse.Namespace) -> None:
-    from pipeline.core.files import read_json
-
-    path = place_of(args).corpus_dir / MANIFEST
-    print(json.dumps(read_json(path), indent=2) if path.exists() else "{}")
