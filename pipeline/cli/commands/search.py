@@ -37,6 +37,7 @@ def search_and_eval(args: argparse.Namespace, model: str) -> None:
 
 
 def _index_settings(args: argparse.Namespace, entry) -> dict:
+    """The settings of index and search (IndexSettings's fields) from the arguments."""
     from pipeline.retrieval.search import retriever_options
 
     return {"threads": args.threads, "options": retriever_options(entry, vars(args)),
