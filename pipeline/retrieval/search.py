@@ -136,8 +136,6 @@ def search_pool(place: Place, pool: str, entry: ModelEntry, k: int = TOP_K, thre
     return info
 
 
-
-
 @dataclass(frozen=True)
 class IndexSettings:
     """How `index_pools` builds what a model searches: the retriever's own options
