@@ -12,6 +12,7 @@ validators).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shlex
@@ -27,6 +28,8 @@ from pipeline.core.files import read_json, write_json
 from pipeline.core.repair import Repair
 from pipeline.layout import Place, sbatch_path, slurm_dir, slurm_record
 from pipeline.models import ModelEntry
+
+log = logging.getLogger(__name__)
 
 EXECUTORS = ("local", "slurm")
 # SLURM's --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or no limit.
@@ -273,6 +276,8 @@ def submit_embed(place: Place, model: str, num_shards: int, resources: Resources
     write_json({"job_id": job_id, "num_shards": num_shards, "script": str(script),
                 "logs": str(folder / f"{name}-{job_id}_*.log")},
                _record_path(runs_root, corpus, model))
+    log.info(f"[slurm] submitted embed array {job_id} ({num_shards} tasks); script and "
+             f"logs in {folder}")
     return job_id
 
 
@@ -284,6 +289,7 @@ def submit_after_embed(place: Place, entry: ModelEntry, num_shards: int, resourc
     pending or running to embed them."""
     missing = missing_per_shard(place, entry, pools, num_shards)
     if not any(missing):
+        log.info(f"[slurm] every embed shard of {entry.name} is in: running the command here")
         return None
     short = ", ".join(f"{i}: {n}" for i, n in enumerate(missing) if n)
     record_path = _record_path(place.runs_root, place.corpus, entry.name)
@@ -299,9 +305,12 @@ def submit_after_embed(place: Place, entry: ModelEntry, num_shards: int, resourc
                          f"{record['logs']}, then submit it again", embed)
     name = job_name(stage, place.corpus, entry.name)
     folder = slurm_dir(place.runs_root)
-    return _submit(sbatch_path(place.runs_root, name), follow_up_script(
+    job_id = _submit(sbatch_path(place.runs_root, name), follow_up_script(
         command, record["job_id"], name, folder, resources,
         (workdir or Path.cwd()).absolute()))
+    log.info(f"[slurm] submitted job {job_id}: runs {' '.join(command[:4])} ... after the "
+             "embed array succeeds")
+    return job_id
 
 
 def run_here(command: list[str]) -> int:

@@ -465,6 +465,23 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
     return info
 
 
+def embed_shards(place: Place, model: str, pools: list[str], shards: list[int] | range,
+                 num_shards: int, times: Path | None = None, **store: Any) -> None:
+    """`embed` each of `shards` in turn (what a job array's tasks do), each timed into `times`.
+    A device asked for and absent is refused up front, even when every paper is stored."""
+    from pipeline.core.timing import timed
+    from pipeline.models import get_model
+
+    if store.get("device"):  # torch is imported only where a device is asked for
+        from pipeline.encoding.encoders import check_device
+
+        check_device(store["device"])
+    for shard in shards:
+        with timed("embed", times, model=model, shard=shard) as info:
+            out = embed(place, get_model(model), pools, shard, num_shards, **store)
+            info.update({k: out[k] for k in ("embedded", "papers_per_s") if k in out})
+
+
 def _check_arguments(shard: int, num_shards: int, dtype: str, part_size: int,
                      batch_size: int | None, token_budget: int | None) -> None:
     """Refuse embed's arguments before anything is read or written. The command line checks

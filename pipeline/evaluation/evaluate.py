@@ -24,6 +24,7 @@ from pipeline.core.inputs import Roots, changed, record
 from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Placeholder, Repair
+from pipeline.core.timing import timed
 from pipeline.glossary import DEFAULT_METRICS, parse_metrics
 from pipeline.layout import (
     MANIFEST,
@@ -35,10 +36,14 @@ from pipeline.layout import (
     pool_dir,
     run_file_parts,
     run_files,
+    run_name,
     run_paths,
+    split_run_name,
 )
+from pipeline.models import get_model
 from pipeline.pools.build import load_pool, pool_files, pool_manifest
-from pipeline.retrieval.runs import load_run, run_repair
+from pipeline.retrieval.imported import imported_pools
+from pipeline.retrieval.runs import load_run, recorded_run_repair, run_repair
 
 log = logging.getLogger(__name__)
 POSITIVE_TYPE = "cited"  # the candidate type of a pool's positives (MDCR's "true")
@@ -154,6 +159,42 @@ def score_run(place: Place, pool: str, model: str, metrics: Sequence[str] = DEFA
 
 
 FOLD = "fold"  # a pool's queries column naming each query's test fold (CSFCube)
+
+
+def eval_pools(place: Place, model: str, pools: list[str], metrics: str = "auto",
+               stale_only: bool = False, times: Path | None = None) -> None:
+    """Score the runs of `model` (a model, `<model>~<variant>`, or a run imported under its
+    name: scored on the pools it was imported into) on `pools`, each timed into `times` with
+    its means; `stale_only`: evaluations current for their pool and run kept (`make eval`)."""
+    imported = imported_pools(place.runs_root, place.corpus, model)
+    if imported:  # a run made elsewhere (make import-run): scored where it was imported
+        name, left_out = model, [p for p in pools if p not in imported]
+        refuse_damaged_runs(place, left_out, name)
+        log.info(f"[eval] {name} is a run imported into {len(imported)} pools: "
+                 f"{len(left_out)} pools without it left out")
+        pools = [p for p in pools if p in imported]
+    else:
+        base, variant = split_run_name(model)
+        name = run_name(get_model(base).name, variant)
+    wanted = {p: pool_metrics(place.corpus_dir, p, metrics) for p in pools}
+    if stale_only:
+        kept = [p for p in pools if eval_is_current(place, p, name, wanted[p])]
+        pools = [p for p in pools if p not in kept]
+        log.info(f"[eval] {name}: {len(kept)} current evaluations kept, {len(pools)} to score")
+    for pool in pools:
+        with timed("eval", times, model=name, pool=pool) as info:
+            out = eval_run(place, pool, name, wanted[pool])
+            info.update({k: round(v, 4) for k, v in out["means"].items() if v is not None})
+
+
+def refuse_damaged_runs(place: Place, pools: list[str], name: str) -> None:
+    """A pool whose run `name` has a manifest that cannot be read is not a pool without the
+    run: refused, with the command that makes the run whole again (never left out unsaid)."""
+    for pool in pools:
+        manifest = run_paths(place.runs_root, place.corpus, pool, name).manifest
+        if manifest.exists():
+            read_json(manifest, recorded_run_repair(place.runs_root, place.corpus, pool, name,
+                                                    place.index_root))
 
 
 def query_folds(queries: pl.DataFrame) -> dict[str, list]:

@@ -182,7 +182,7 @@ def write_collection(read: Collection, corpus_dir: Path, split: str, command: st
     `corpus_dir` and its `split` pool: what every import of a BEIR-style collection shares
     (BEIR's files, an ir_datasets collection), so the same collection gives the same corpus
     whichever way it came. Leaves out, counts and logs what no run could be scored on
-    (module docstring)."""
+    (module docstring), then what was kept (`summary`)."""
     docs, repeated_docs = read.docs, read.repeated_docs
     queries, repeated_queries, qrels = read.queries, read.repeated_queries, read.qrels
     # queries_read = queries (the pool's) + repeated + without text + without qrels
@@ -253,4 +253,23 @@ def write_collection(read: Collection, corpus_dir: Path, split: str, command: st
         write_json(info, tmp / MANIFEST)
         info["collection"]["installed"] = install_corpus(tmp, corpus_dir, list(derived),
                                                          replace, "collection")
+    log.info(summary(command, corpus_dir.name, info["collection"]))
     return info
+
+
+def summary(command: str, corpus: str, info: dict) -> str:
+    """What an import of a BEIR-style collection kept and left out: each count of what was
+    read adds up, read = kept + each reason (docs/collections.md)."""
+    counts = info["counts"]
+    return (f"[{command}] corpus {corpus} ({info['installed']}), pool "
+            f"{info['pools'][0]}: {counts['candidates']} documents of "
+            f"{counts['documents_read']} read ({counts['duplicate_documents_dropped']} exact "
+            f"repeats), {counts['queries']} queries of {counts['queries_read']} read "
+            f"({counts['duplicate_queries_dropped']} exact repeats, "
+            f"{counts['queries_without_text_left_out']} without text, "
+            f"{counts['queries_without_qrels_left_out']} without judgments in this split), "
+            f"{counts['qrels']} judgments of {counts['qrels_read']} read "
+            f"({counts['qrels_duplicate_pairs_dropped']} repeated, "
+            f"{counts['qrels_of_queries_without_text_dropped']} of queries without text, "
+            f"{counts['qrels_dropped_unknown_document_or_query']} naming an unknown document "
+            f"or query, {counts['qrels_of_the_query_itself_left_out']} of the query itself)")

@@ -391,7 +391,20 @@ def import_csfcube(src: Path, corpus_dir: Path, replace: bool = False,
         if missing:
             log.warning(f"[{STAGE}] {missing} {facet} queries have no sentence labelled "
                         f"{facet}: they search with the whole abstract")
+    log.info(summary(corpus_dir.name, info["collection"]))
     return info
+
+
+def summary(corpus: str, info: dict) -> str:
+    """What an import of the release kept, per facet, and left out."""
+    counts = info["counts"]
+    per_facet = ", ".join(f"{f} {counts[f'{f}_queries']} queries / {counts[f'{f}_candidates']} "
+                          "candidates" for f in FACETS)
+    return (f"[{STAGE}] corpus {corpus} ({info['installed']}), pools "
+            f"{', '.join(info['pools'])}: {per_facet}; {counts['papers']} papers "
+            f"({counts['papers_in_no_pool_left_out']} records naming no pool's paper left out, "
+            f"{counts['paper_records_repeated']} records and {counts['query_rows_repeated']} "
+            f"query rows repeated exactly, read once)")
 
 
 def _facet_pool(src: Path, facet: str, judged: pl.DataFrame, papers: dict[str, dict],

@@ -88,9 +88,9 @@ def download(raw_dir: Path, settings: Settings, release: str = LATEST,
              update: bool = False) -> dict[str, Any]:
     """Download (or finish downloading) `datasets` of `release` into raw_dir/<dataset>/;
     `first`: only each dataset's first files (a trial); `update`: a folder holding an older
-    release is brought to this one by the API's diffs (pipeline.ingest.s2diffs). The summary:
-    release, files and bytes per dataset. One command at a time works on a folder (a lock on
-    its download.json); a second waits, then finds the files the first one fetched."""
+    release is brought to this one by the API's diffs (pipeline.ingest.s2diffs). The summary,
+    logged: release, files and bytes per dataset. One command at a time works on a folder (a
+    lock on its download.json); a second waits, then finds the files the first one fetched."""
     datasets = checked_datasets(S2AG_DATASETS if datasets is None else datasets)
     client = Client(settings)
     info = resolve(client, release)
@@ -105,7 +105,11 @@ def download(raw_dir: Path, settings: Settings, release: str = LATEST,
     with file_lock(raw_dir / DOWNLOAD_MANIFEST, waiting=lambda: log.info(
             "%s: another make download is writing into it; waiting for it to finish",
             raw_dir)):
-        return _download(client, raw_dir, release, resolved, datasets, first, update)
+        summary = _download(client, raw_dir, release, resolved, datasets, first, update)
+    for name, got in summary["datasets"].items():
+        log.info("%s %s: %d of %d files, %.2f GB%s", name, summary["release"], got["files"],
+                 got["listed"], got["bytes"] / 1e9, "" if got["complete"] else " (a trial)")
+    return summary
 
 
 def _download(client: Client, raw_dir: Path, release: str, resolved: str, datasets: list[str],

@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.errors import InputError
-from pipeline.core.repair import Repair
+from pipeline.core.repair import HERE, Placeholder, Repair, Where
 from pipeline.corpus.files import corpus_file
 from pipeline.corpus.install import claim_corpus
 from pipeline.evaluation.evaluate import POSITIVE_TYPE
@@ -194,6 +194,15 @@ def build_mdcr(place: Place, out_dir: Path, models: list[str], seed: int = 0, po
     return write_benchmark(out_dir, papers, table, "mdcr", parameters, seed=seed, extra=extra,
                            replace=replace,
                            derived=place.sibling(out_dir.name).derived)
+
+
+def built_summary(out_dir: Path, built: dict, where: Where = HERE) -> str:
+    """What `build_mdcr` wrote, and the command that evaluates a model on it (for `where`)."""
+    counts = built["benchmark"]["counts"]
+    return (f"[mdcr] {out_dir}: {counts['fields']} fields, {counts['queries']} queries, "
+            f"{counts['pairs']} query-candidate pairs; by type {counts['by_type']} "
+            f"({built['installed']}); evaluate with "
+            f"{Repair('eval', out_dir.name, Placeholder('model')).command(where)}")
 
 
 def _shortfalls(parts: dict[str, pl.DataFrame], queries: pl.DataFrame, positives: int,

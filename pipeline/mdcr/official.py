@@ -73,7 +73,7 @@ def export_benchmark(corpus_dir: Path, out_dir: Path, split: str = "test") -> di
     """Write `mdcr_<split>.json` and `mdcr_<split>_data.jsonl` for a benchmark corpus. Every
     official type gets a list (the official evaluator reads all six); types of other names
     (models other than bm25/specter/scincl) are written too, and counted: the official
-    evaluator ignores them."""
+    evaluator ignores them. Logs what it wrote."""
     split = pool_split(split)
     check_out(out_dir, folder=True, files=[MDCR_BENCHMARK.format(FILE_SPLITS[split]),
                                            MDCR_DATA.format(FILE_SPLITS[split])])
@@ -96,10 +96,17 @@ def export_benchmark(corpus_dir: Path, out_dir: Path, split: str = "test") -> di
             handle.write(orjson.dumps(row) + b"\n")
     ignored = table.filter(~pl.col("type").is_in([*OFFICIAL_TYPES, TRUE]))
     name = FILE_SPLITS[split]
-    return {"files": f"{out_dir / MDCR_BENCHMARK.format(name)} and {MDCR_DATA.format(name)}",
+    info = {"files": f"{out_dir / MDCR_BENCHMARK.format(name)} and {MDCR_DATA.format(name)}",
             "fields": len(nested), "queries": table["query"].n_unique(), "papers": papers.height,
             "ignored_by_official_evaluator": dict(ignored.group_by("type").len().sort("type")
                                                   .iter_rows())}
+    log.info(f"[export-mdcr] {info['files']}: "
+             f"{info['fields']} fields, {info['queries']} queries, {info['papers']} papers")
+    if info["ignored_by_official_evaluator"]:
+        log.info(f"[export-mdcr] note: types the official evaluator does not read (it knows "
+                 f"bm25, specter, scincl, graph, most_cited, random): "
+                 f"{info['ignored_by_official_evaluator']}")
+    return info
 
 
 def _json_type(value: object) -> str:
@@ -209,6 +216,10 @@ def import_benchmark(src: Path, corpus_dir: Path, split: str = "test", replace: 
                            split=split, extra=extra, replace=replace, derived=derived)
     info["duplicate_paper_records_dropped"] = duplicated
     info["query_itself_left_out"] = itself.height
+    counts = info["benchmark"]["counts"]
+    log.info(f"[import-mdcr] corpus {corpus_dir.name} ({info['installed']}): {counts['fields']} "
+             f"fields, {counts['queries']} queries, {counts['papers']} papers, {counts['pairs']} "
+             f"pairs; {duplicated} duplicate paper records dropped")
     return info
 
 
@@ -329,7 +340,7 @@ def evaluate_files(benchmark_file: Path, scores_path: Path) -> tuple[pl.DataFram
 
 def model_scores_file(place: Place, model: str, split: str, out: Path) -> int:
     """The official scores file of `model`'s runs of every pool of a benchmark's `split`
-    (`make mdcr-scores`). Returns the number of keys written."""
+    (`make mdcr-scores`). Logs and returns the number of keys written."""
     from pipeline.layout import pool_names
     from pipeline.mdcr.benchmark import read_benchmark
     from pipeline.pools.build import pool_manifest
@@ -342,4 +353,15 @@ def model_scores_file(place: Place, model: str, split: str, out: Path) -> int:
                       .select(pl.col("query", "doc").cast(pl.String), "score")
                       for p in pool_names(place.corpus_dir)
                       if pool_manifest(place.corpus_dir, p).get("split") == split])
-    return scores_file(runs, table, out)
+    n = scores_file(runs, table, out)
+    log.info(f"[mdcr-scores] {out}: {n} query-candidate scores of {model}")
+    return n
+
+
+def official_table(fields: pl.DataFrame, averages: dict[str, float]) -> str:
+    """`evaluate_files`'s numbers as the official evaluator prints them: a line per field, then
+    the average, the metrics in OFFICIAL_METRICS's order."""
+    lines = ["\t".join([row["field"], *(f"{m}: {row[m]}" for m in OFFICIAL_METRICS if m in row)])
+             for row in fields.iter_rows(named=True)]
+    average = "\t".join(f"{m}: {averages[m]}" for m in OFFICIAL_METRICS if m in averages)
+    return "\n".join([*lines, f"\nAVG\t{average}"])

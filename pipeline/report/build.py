@@ -528,6 +528,12 @@ def build_report(runs_root: Path, corpus: str, seed: int = 0,
                              training_sets), exclude, training_sets)
 
 
+def training_lists(text: str | None) -> dict[str, str]:
+    """TRAINING_SETS's `<model>=<file>` pairs, separated by spaces or commas (checked by
+    options.checks.training_sets), as model -> file."""
+    return dict(word.split("=", 1) for word in (text or "").replace(",", " ").split())
+
+
 def report(runs_root: Path, corpus: str, seed: int = 0, corpora_root: Path | None = None,
            exclude: str | None = None, training_sets: dict[str, str] | None = None) -> str:
     """Write the tables and plots of one corpus and pool seed; return the markdown written

@@ -93,8 +93,8 @@ def imported_pools(runs_root: Path, corpus: str, model: str) -> list[str]:
 
 def import_run(place: Place, pool: str, run: Any, model: str, *, drop_unknown: bool = False,
                replace: bool = False) -> dict:
-    """Check `run` against `pool` and write it as the run `model` of the pool; return its
-    manifest (the existing one, unchanged, when the same source was imported already)."""
+    """Check `run` against `pool` and write it as the run `model` of the pool; log and return
+    its manifest (the existing one, unchanged, when the same source was imported already)."""
     from pipeline.core.atomic import scratch_dir
     from pipeline.core.checksums import file_problem, fingerprints
     from pipeline.core.files import is_corrupt, read_json, write_json
@@ -137,7 +137,7 @@ def import_run(place: Place, pool: str, run: Any, model: str, *, drop_unknown: b
                          for name, expected in old.get("outputs", {}).items())
         if same and intact and old.get("parameters") == parameters and not changed(
                 place.roots, old.get("inputs", {})):
-            return old  # the same source, checked against the same pool: nothing to do
+            return _logged(old, place, pool, model)  # the same source and pool: nothing to do
     target = PoolView.of(queries, candidates, pool, drop_unknown)
     with file_lock(paths.trec.parent / model), scratch_dir(paths.trec.parent, model) as scratch:
         spilled = spill(blocks, target, scratch)
@@ -155,6 +155,15 @@ def import_run(place: Place, pool: str, run: Any, model: str, *, drop_unknown: b
         log.warning(f"[{STAGE}] {counts['self_hits_removed']} lines of run {model} rank their "
                     "query's own paper: dropped, as for every run (self_hits_removed in "
                     f"{paths.manifest})")
+    return _logged(info, place, pool, model)
+
+
+def _logged(info: dict, place: Place, pool: str, model: str) -> dict:
+    """`info`, the manifest of the run imported, once its source and counts are logged."""
+    counts = ", ".join(f"{name} {value:,}" for name, value in info["counts"].items())
+    log.info(f"[{STAGE}] run {model} of pool {pool} (corpus {place.corpus}) from "
+             f"{info['details']['source']} (sha256 {info['details']['source_sha256'][:12]}): "
+             f"{counts}")
     return info
 
 

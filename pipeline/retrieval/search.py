@@ -10,14 +10,19 @@ query ranks its own candidate list, all of it.
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from pipeline.core.errors import InputError
 from pipeline.core.files import write_json
 from pipeline.core.inputs import record
 from pipeline.core.locks import file_lock
+from pipeline.core.timing import timed
 from pipeline.layout import PREFILTERED, Place, run_name, run_paths
-from pipeline.models import ModelEntry
+from pipeline.models import ModelEntry, get_model
 from pipeline.pools.build import load_pool, pool_files
 from pipeline.pools.queries import SEEDED_VARIANTS, own_text, query_texts
 from pipeline.retrieval.base import Query
@@ -33,6 +38,8 @@ from pipeline.retrieval.runs import (
     run_parameters,
     write_run,
 )
+
+log = logging.getLogger(__name__)
 
 
 def index(place: Place, pool: str, entry: ModelEntry, threads: int = 2, *,
@@ -129,3 +136,88 @@ def search_pool(place: Place, pool: str, entry: ModelEntry, k: int = TOP_K, thre
     return info
 
 
+@dataclass(frozen=True)
+class IndexSettings:
+    """How `index_pools` builds what a model searches: the retriever's own options
+    (Retriever.OPTIONS), an encoder's store options (embed's: batch size, dtype, weights,
+    device, part size) and the stage-times log each pool's time is appended to."""
+
+    threads: int = 2
+    options: Mapping[str, object] = field(default_factory=dict)
+    store: Mapping[str, object] = field(default_factory=dict)
+    times: Path | None = None
+
+
+@dataclass(frozen=True)
+class SearchSettings(IndexSettings):
+    """How `search_model` searches (`make search`): the run's parameters; `index`: what the
+    pools searched search built first; `stale_only`: runs current for their pool kept."""
+
+    k: int = TOP_K
+    seed: int = 0
+    variant: str = "full"
+    index: bool = False
+    stale_only: bool = False
+
+
+def retriever_options(entry: ModelEntry, given: Mapping[str, object]) -> dict:
+    """The options of `entry`'s retriever (Retriever.OPTIONS) among `given` (None: not given)."""
+    return {name: given.get(name) for name in retriever(entry.kind).OPTIONS}
+
+
+def model_to_search(place: Place, model: str, given: Mapping[str, object]) -> ModelEntry | None:
+    """The entry of `model`, its retriever's options among `given` checked before any work (a
+    GPU backend absent: refused); None where `model` is a run imported into the corpus (make
+    import-run): nothing to search, eval scores it as it is."""
+    if imported := imported_pools(place.runs_root, place.corpus, model):
+        log.info(f"[search] {model} is a run imported into {len(imported)} pools "
+                 f"({', '.join(imported)}), not a model: nothing to search")
+        return None
+    entry = get_model(model)
+    kind = retriever(entry.kind)
+    kind.check(kind.options(retriever_options(entry, given)))
+    return entry
+
+
+def index_pools(place: Place, entry: ModelEntry, pools: list[str],
+                settings: IndexSettings) -> None:
+    """Build what `entry` searches for each pool, each timed; an encoder is loaded once for all
+    of them. A device asked for and absent is refused even with nothing to build."""
+    if settings.store.get("device"):
+        from pipeline.encoding.encoders import check_device
+
+        check_device(settings.store["device"])
+    if entry.embedded:
+        from pipeline.encoding.embed import embed
+
+        with timed("index", settings.times, model=entry.name, pools=len(pools)):
+            embed(place, entry, pools, **settings.store)
+        return
+    for pool in pools:
+        with timed("index", settings.times, model=entry.name, pool=pool):
+            index(place, pool, entry, settings.threads, part_size=settings.store.get("part_size"),
+                  **settings.options)
+
+
+def search_model(place: Place, entry: ModelEntry, pools: list[str],
+                 settings: SearchSettings) -> None:
+    """Search `pools` one after another in this process (one JVM, or one model and device
+    set-up, for all of them), each timed with its queries per second."""
+    name = run_name(entry.name, settings.variant)
+    # a Lucene index is checked for every pool first (a no-op when intact): a damaged one is
+    # built again (verify's repair for it), and the runs made from the old one are then stale
+    lucene = entry.kind == "bm25" and settings.options.get("bm25_engine") == "lucene"
+    if settings.index and lucene:
+        index_pools(place, entry, pools, settings)
+    if settings.stale_only:
+        kept = [p for p in pools if current_run(place, p, entry, settings.k, settings.seed,
+                                                settings.variant)]
+        pools = [p for p in pools if p not in kept]
+        log.info(f"[search] {name}: {len(kept)} current runs kept, {len(pools)} to search")
+    if settings.index and pools and not lucene:
+        index_pools(place, entry, pools, settings)
+    for pool in pools:
+        with timed("search", settings.times, model=name, pool=pool) as info:
+            out = search_pool(place, pool, entry, settings.k, settings.threads, settings.seed,
+                              settings.variant, **settings.options)
+            info.update(queries_per_s=out["queries_per_s"])

@@ -441,3 +441,15 @@ def test_a_dev_split_judging_nothing_relevant_is_one_line(collection, tmp_path):
     with pytest.raises(InputError, match=f"validation pool.*{val_pool}.*MAP") as error:
         bm25_params(place, test_pool, get_model("bm25"))
     assert "\n" not in str(error.value)
+
+
+def test_an_import_logs_what_it_kept_and_left_out(collection, tmp_path, caplog):
+    """The library call logs the summary make import-beir shows: its counts add up."""
+    corpus = tmp_path / "corpora" / "logged-beir"
+    with caplog.at_level("INFO", logger="pipeline"):
+        info = import_beir(collection, corpus)
+    counts = info["collection"]["counts"]
+    assert (f"[import-beir] corpus logged-beir (new), pool {info['collection']['pools'][0]}: "
+            f"{counts['candidates']} documents of {counts['documents_read']} read") in caplog.text
+    assert f"{counts['queries']} queries of {counts['queries_read']} read" in caplog.text
+    assert "1 naming an unknown document or query" in caplog.text

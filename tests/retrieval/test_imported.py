@@ -413,3 +413,49 @@ def test_a_run_read_in_blocks_writes_the_bytes_of_one_pass(small, tmp_path, monk
     pq.write_table(pq.read_table(tmp_path / "one.parquet"), reference, compression="zstd",
                    row_group_size=1000)
     assert split.read_bytes() == reference.read_bytes()
+
+
+def test_an_imported_run_is_scored_where_it_was_imported_not_searched(small, tmp_path,
+                                                                        caplog):
+    """eval_pools and model_to_search (make eval, make search) as library calls: an imported
+    run is scored on its pool only, a pool with a damaged manifest of it refused (never left
+    out unsaid), and nothing is searched under its name."""
+    import json
+    import logging
+
+    from pipeline.evaluation.evaluate import eval_pools
+    from pipeline.retrieval.search import model_to_search
+
+    data, pool, frame = small
+    place = data.place("small")
+    pipeline.import_run(data, "small", pool, frame, "scored-here")
+    pools = data.pools("small")
+    other = next(p for p in pools if p != pool)
+    times = tmp_path / "times.jsonl"
+    caplog.set_level(logging.INFO, logger="pipeline")
+    assert model_to_search(place, "scored-here", {}) is None
+    assert f"scored-here is a run imported into 1 pools ({pool})" in caplog.text
+    eval_pools(place, "scored-here", pools, times=times)
+    records = [json.loads(line) for line in times.read_text().splitlines()]
+    assert [(r["stage"], r["pool"]) for r in records] == [("eval", pool)]
+    assert "1 pools without it left out" in caplog.text
+    damaged = run_paths(place.runs_root, "small", other, "scored-here").manifest
+    damaged.parent.mkdir(parents=True, exist_ok=True)
+    damaged.write_text("{not json")
+    try:
+        with pytest.raises(InputError, match="scored-here"):
+            eval_pools(place, "scored-here", pools, times=times)
+        assert len(times.read_text().splitlines()) == 1  # nothing scored
+    finally:
+        damaged.unlink()
+
+
+def test_an_import_logs_what_it_kept(small, caplog):
+    """The API's import logs its summary as make import-run does (one library call)."""
+    import logging
+
+    data, pool, frame = small
+    caplog.set_level(logging.INFO, logger="pipeline")
+    pipeline.import_run(data, "small", pool, frame, "logged")
+    assert f"[import-run] run logged of pool {pool} (corpus small) from " in caplog.text
+    assert f"rows {frame.height:,}" in caplog.text

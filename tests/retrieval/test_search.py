@@ -196,3 +196,60 @@ def test_other_bm25_defaults_search_again(corpus_dir, tmp_path):
         details = read_json(manifest)["details"]
         assert (details["k1"], details["b"], details["tuned_on"]) == (k1, b, [])
         assert current_run(Place(corpus_dir, data.indexes, data.runs), POOL, entry, k=20)
+
+
+def _stage_records(path, stage: str) -> list[dict]:
+    import json
+
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r["stage"] == stage] \
+        if path.exists() else []
+
+
+def test_make_search_and_eval_keep_current_work_and_time_the_rest(corpus_dir, tmp_path, caplog):
+    """`make search` and `make eval` as library calls (search_model, eval_pools, no command
+    line): the pools not current searched (indexed first) and scored, each timed into the
+    stage-times log; a second pass keeps every run and evaluation and times nothing."""
+    import logging
+
+    from pipeline.evaluation.evaluate import eval_pools
+    from pipeline.retrieval.search import SearchSettings, model_to_search, search_model
+
+    place = Place(corpus_dir, tmp_path / "indexes", tmp_path / "runs")
+    times = tmp_path / "times.jsonl"
+    pools = [pool_of(size) for size in POOL_SIZES]
+    entry = model_to_search(place, "bm25", {"bm25_engine": "arrays"})
+    assert entry == get_model("bm25")
+    settings = SearchSettings(threads=1, options={"bm25_engine": "arrays"}, times=times,
+                              k=100, index=True, stale_only=True)
+    search_pool(place, pools[0], entry, k=100, threads=1)  # one pool current already
+    caplog.set_level(logging.INFO, logger="pipeline")
+    search_model(place, entry, pools, settings)
+    assert "bm25: 1 current runs kept, 1 to search" in caplog.text
+    assert [r["pool"] for r in _stage_records(times, "search")] == [pools[1]]
+    assert _stage_records(times, "search")[0]["queries_per_s"] > 0
+    assert [r["pool"] for r in _stage_records(times, "index")] == [pools[1]]
+    assert all(current_run(place, p, entry, k=100) for p in pools)
+    eval_pools(place, "bm25", pools, stale_only=True, times=times)
+    assert [r["pool"] for r in _stage_records(times, "eval")] == pools
+    assert all(eval_is_current(place, p, "bm25") for p in pools)
+    assert all(0 <= r["map"] <= 1 for r in _stage_records(times, "eval"))
+    before = times.read_text()
+    search_model(place, entry, pools, settings)
+    eval_pools(place, "bm25", pools, stale_only=True, times=times)
+    assert times.read_text() == before  # nothing searched, indexed or scored again
+    assert "bm25: 2 current evaluations kept, 0 to score" in caplog.text
+
+
+def test_a_retrievers_options_are_checked_before_any_work(corpus_dir, tmp_path):
+    """A GPU backend asked for where there is none: refused by model_to_search, before
+    anything is embedded or searched."""
+    from pipeline.core.errors import InputError
+    from pipeline.retrieval.search import model_to_search
+    from tests.conftest import cuda_available
+
+    if cuda_available():
+        pytest.skip("a CUDA GPU is here: the backend runs")
+    place = Place(corpus_dir, tmp_path / "indexes", tmp_path / "runs")
+    with pytest.raises(InputError, match="--backend torch-cuda: no CUDA GPU"):
+        model_to_search(place, "minilm", {"backend": "torch-cuda", "bm25_engine": "arrays"})
+    assert not (tmp_path / "indexes").exists() and not (tmp_path / "runs").exists()

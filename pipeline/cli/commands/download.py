@@ -20,8 +20,7 @@ def _download_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--raw", type=given_path, help="the folder it writes papers/, abstracts/, "
                    "citations/ and download.json into (default corpora/<corpus>/s2ag)")
     p.add_argument("--retries", type=non_negative, default=8,
-                   help="retries without progress before a file (or API call) is an "
-                   "error")
+                   help="retries without progress before a file (or API call) is an error")
     p.add_argument("--backoff", type=float, default=2.0,
                    help="seconds of the first pause between tries (doubling each time)")
 
@@ -36,12 +35,8 @@ def cmd_download(args: argparse.Namespace) -> None:
     settings = Settings.from_environment(parallel=args.parallel, retries=args.retries,
                                          backoff=args.backoff)
     raw = Path(args.raw) if args.raw else raw_dir(Path(args.corpora_root), args.corpus, "s2ag")
-    summary = download(raw, settings, release=args.release,
-                       datasets=comma_list(args.datasets),
+    summary = download(raw, settings, release=args.release, datasets=comma_list(args.datasets),
                        first=args.first, update=args.update)
-    for name, info in summary["datasets"].items():
-        log.info("%s %s: %d of %d files, %.2f GB%s", name, summary["release"], info["files"],
-                 info["listed"], info["bytes"] / 1e9, "" if info["complete"] else " (a trial)")
     given = (("RAW", str(raw)),) if args.raw else ()
     following = Repair("corpus", args.corpus, variables=(("SOURCE", "s2ag"), *given))
     log.info("release %s in %s; next: %s", summary["release"], raw,

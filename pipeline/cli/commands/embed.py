@@ -4,8 +4,6 @@ import-vectors (a store filled from vectors computed elsewhere)."""
 from __future__ import annotations
 
 import argparse
-import logging
-from pathlib import Path
 
 from pipeline.cli.registry import (
     command,
@@ -18,11 +16,7 @@ from pipeline.cli.registry import (
     times_log,
 )
 from pipeline.models import IMPORT_VECTORS, get_model
-from pipeline.options.checks import (
-    non_negative,
-)
-
-log = logging.getLogger(__name__)
+from pipeline.options.checks import non_negative
 
 
 def embed_options(args: argparse.Namespace) -> dict:
@@ -41,21 +35,11 @@ def _embed_shard_arguments(p: argparse.ArgumentParser) -> None:
 @command("embed", "embed the pools' papers missing from the store", model_arg, pool_arg,
          embed_args, _embed_shard_arguments, writes=("indexes", "times"))
 def cmd_embed(args: argparse.Namespace) -> None:
-    """One shard, or (no --shard) every shard in turn: what a job array's tasks do."""
-    from pipeline.core.timing import timed
-    from pipeline.encoding.embed import embed
+    from pipeline.encoding.embed import embed_shards
 
-    if args.device:  # refused up front, even when every paper is already stored
-        from pipeline.encoding.encoders import check_device
-
-        check_device(args.device)
-    place = place_of(args)
     shards = range(args.num_shards) if args.shard is None else [args.shard]
-    for shard in shards:
-        with timed("embed", times_log(args), model=args.model, shard=shard) as info:
-            out = embed(place, get_model(args.model), pools_of(args), shard,
-                        args.num_shards, **embed_options(args))
-            info.update({k: out[k] for k in ("embedded", "papers_per_s") if k in out})
+    embed_shards(place_of(args), args.model, pools_of(args), shards, args.num_shards,
+                 times_log(args), **embed_options(args))
 
 
 def resources(args: argparse.Namespace):
@@ -68,17 +52,13 @@ def resources(args: argparse.Namespace):
          "array of one embed shard per task, and submit it; prints the job id", model_arg,
          pool_arg, embed_args, slurm_args, writes=("runs",))
 def cmd_submit_embed(args: argparse.Namespace) -> None:
-    from pipeline.layout import slurm_dir
     from pipeline.slurm import submit_embed
 
     entry = get_model(args.model)
     options = {"--pool": args.pool, "--model-path": args.model_path, "--dtype": args.dtype,
                "--batch-size": args.batch_size, "--device": args.device,
                "--part-size": args.part_size}
-    job_id = submit_embed(place_of(args), entry.name, args.num_shards, resources(args), options)
-    log.info(f"[slurm] submitted embed array {job_id} ({args.num_shards} tasks); script and "
-             f"logs in {slurm_dir(Path(args.runs_root))}")
-    print(job_id)
+    print(submit_embed(place_of(args), entry.name, args.num_shards, resources(args), options))
 
 
 def _after_embed_command(p: argparse.ArgumentParser) -> None:
@@ -93,15 +73,10 @@ def _after_embed_command(p: argparse.ArgumentParser) -> None:
 def cmd_after_embed(args: argparse.Namespace) -> None:
     from pipeline.slurm import run_here, submit_after_embed
 
-    place = place_of(args)
-    entry = get_model(args.model)
-    job_id = submit_after_embed(place, entry, args.num_shards,
+    job_id = submit_after_embed(place_of(args), get_model(args.model), args.num_shards,
                                 resources(args), args.command, pools_of(args))
-    if job_id is None:
-        log.info(f"[slurm] every embed shard of {entry.name} is in: running the command here")
+    if job_id is None:  # every shard is in
         raise SystemExit(run_here(args.command))
-    log.info(f"[slurm] submitted job {job_id}: runs {' '.join(args.command[:4])} ... after the "
-             "embed array succeeds")
     print(job_id)
 
 
@@ -110,7 +85,6 @@ def cmd_after_embed(args: argparse.Namespace) -> None:
          "twice: refused; ids of no paper: dropped and counted); eval then searches it",
          writes=("indexes", "times"))
 def cmd_import_vectors(args: argparse.Namespace) -> None:
-    """What was imported and dropped is logged by import_vectors (the API's call logs it too)."""
     from pipeline.encoding.vectors import import_vectors
 
     import_vectors(place_of(args), args.model, args.src, args.similarity, args.replace)

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
 from pipeline.cli.registry import command, place_of
 from pipeline.layout import IMPORT_RUN
-
-log = logging.getLogger(__name__)
 
 
 @command(IMPORT_RUN, "import a TREC run made elsewhere as a run of one pool, checked against "
@@ -17,9 +14,5 @@ log = logging.getLogger(__name__)
 def cmd_import_run(args: argparse.Namespace) -> None:
     from pipeline.retrieval.imported import import_run
 
-    info = import_run(place_of(args), args.pool, args.run, args.model,
-                      drop_unknown=args.drop_unknown, replace=args.replace)
-    counts = ", ".join(f"{name} {value:,}" for name, value in info["counts"].items())
-    log.info(f"[{IMPORT_RUN}] run {args.model} of pool {args.pool} (corpus {args.corpus}) from "
-             f"{info['details']['source']} (sha256 {info['details']['source_sha256'][:12]}): "
-             f"{counts}")
+    import_run(place_of(args), args.pool, args.run, args.model,
+               drop_unknown=args.drop_unknown, replace=args.replace)

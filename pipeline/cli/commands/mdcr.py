@@ -8,20 +8,9 @@ import logging
 from pathlib import Path
 
 from pipeline.cli.commands.search import first_search_arguments, search_first
-from pipeline.cli.registry import (
-    comma_list,
-    command,
-    place_of,
-    times_log,
-    where_of,
-)
+from pipeline.cli.registry import comma_list, command, place_of, times_log, where_of
 from pipeline.core.errors import InputError
-from pipeline.core.repair import Placeholder, Repair
-from pipeline.options.checks import (
-    corpus_name,
-    given_path,
-    positive,
-)
+from pipeline.options.checks import corpus_name, given_path, positive
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +30,7 @@ def _mdcr_arguments(p: argparse.ArgumentParser) -> None:
          first_search_arguments, writes=("corpora", "runs", "times"))
 def cmd_mdcr(args: argparse.Namespace) -> None:
     from pipeline.core.timing import timed
-    from pipeline.mdcr.build import build_mdcr
+    from pipeline.mdcr.build import build_mdcr, built_summary
 
     place = place_of(args)
     out = Path(args.corpora_root) / args.out
@@ -50,15 +39,10 @@ def cmd_mdcr(args: argparse.Namespace) -> None:
                          "another corpus name (default <corpus>-mdcr)")
     search_first(args, comma_list(args.models))
     with timed("mdcr", times_log(args), out=args.out) as info:
-        built = build_mdcr(place, out, comma_list(args.models),
-                           args.seed, args.positives, args.per_type, args.top,
-                           replace=args.replace)
+        built = build_mdcr(place, out, comma_list(args.models), args.seed, args.positives,
+                           args.per_type, args.top, replace=args.replace)
         info.update(built["benchmark"]["counts"])
-    counts = built["benchmark"]["counts"]
-    log.info(f"[mdcr] {out}: {counts['fields']} fields, {counts['queries']} queries, "
-             f"{counts['pairs']} query-candidate pairs; by type {counts['by_type']} "
-             f"({built['installed']}); evaluate with "
-             f"{Repair('eval', args.out, Placeholder('model')).command(where_of(args))}")
+    log.info(built_summary(out, built, where_of(args)))
 
 
 def _jaccard_arguments(p: argparse.ArgumentParser) -> None:
@@ -75,8 +59,7 @@ def cmd_mdcr_jaccard(args: argparse.Namespace) -> None:
 
     search_first(args, comma_list(args.models))
     place = place_of(args)
-    table = negative_jaccard(place, comma_list(args.models),
-                             args.seed, args.depth)
+    table = negative_jaccard(place, comma_list(args.models), args.seed, args.depth)
     print(jaccard_report(table, place.runs_root, args.corpus, args.depth))
 
 
@@ -85,13 +68,7 @@ def cmd_mdcr_jaccard(args: argparse.Namespace) -> None:
 def cmd_export_mdcr(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import export_benchmark
 
-    info = export_benchmark(place_of(args).corpus_dir, Path(args.out), args.split)
-    log.info(f"[export-mdcr] {info['files']}: "
-             f"{info['fields']} fields, {info['queries']} queries, {info['papers']} papers")
-    if info["ignored_by_official_evaluator"]:
-        log.info(f"[export-mdcr] note: types the official evaluator does not read (it knows "
-                 f"bm25, specter, scincl, graph, most_cited, random): "
-                 f"{info['ignored_by_official_evaluator']}")
+    export_benchmark(place_of(args).corpus_dir, Path(args.out), args.split)
 
 
 @command("import-mdcr", "read the official mdcr_<split>.json and mdcr_<split>_data.jsonl into "
@@ -99,12 +76,8 @@ def cmd_export_mdcr(args: argparse.Namespace) -> None:
 def cmd_import_mdcr(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import import_benchmark
 
-    info = import_benchmark(Path(args.src), place_of(args).corpus_dir, args.split, args.replace,
-                            place_of(args).derived)
-    counts = info["benchmark"]["counts"]
-    log.info(f"[import-mdcr] corpus {args.corpus} ({info['installed']}): {counts['fields']} "
-             f"fields, {counts['queries']} queries, {counts['papers']} papers, {counts['pairs']} "
-             f"pairs; {info['duplicate_paper_records_dropped']} duplicate paper records dropped")
+    place = place_of(args)
+    import_benchmark(Path(args.src), place.corpus_dir, args.split, args.replace, place.derived)
 
 
 def _scores_arguments(p: argparse.ArgumentParser) -> None:
@@ -116,8 +89,7 @@ def _scores_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_mdcr_scores(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import model_scores_file
 
-    n = model_scores_file(place_of(args), args.model, args.split, Path(args.out))
-    log.info(f"[mdcr-scores] {args.out}: {n} query-candidate scores of {args.model}")
+    model_scores_file(place_of(args), args.model, args.split, Path(args.out))
 
 
 def _mdcr_evaluate_arguments(p: argparse.ArgumentParser) -> None:
@@ -131,12 +103,6 @@ def _mdcr_evaluate_arguments(p: argparse.ArgumentParser) -> None:
          "mdcr_<split>.json (per field, x100, macro average)", _mdcr_evaluate_arguments,
          corpus=False, writes=())
 def cmd_mdcr_evaluate(args: argparse.Namespace) -> None:
-    """Per field, then the average: the metrics in one fixed order (OFFICIAL_METRICS's)."""
-    from pipeline.mdcr.official import OFFICIAL_METRICS, evaluate_files
+    from pipeline.mdcr.official import evaluate_files, official_table
 
-    fields, averages = evaluate_files(Path(args.benchmark), Path(args.scores))
-    for row in fields.iter_rows(named=True):
-        print("\t".join([row["field"], *(f"{m}: {row[m]}" for m in OFFICIAL_METRICS
-                                          if m in row)]))
-    print("\nAVG\t" + "\t".join(f"{m}: {averages[m]}" for m in OFFICIAL_METRICS
-                                 if m in averages))
+    print(official_table(*evaluate_files(Path(args.benchmark), Path(args.scores))))
