@@ -57,14 +57,9 @@ def own_command(name: str, v: argparse.Namespace, *first: str) -> list[str]:
             *declared_argv(name, of_make(v))]
 
 
-def model_args(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
-    """The model the stages load (MODEL_FILE) and where its weights are (MODEL_PATH)."""
-    return ["--model", d["MODEL_FILE"], *opt("--model-path", v.MODEL_PATH)]
-
-
-def slurm_args(v: argparse.Namespace) -> list[str]:
-    """What each SLURM job asks for (THREADS CPUs per task)."""
-    return [*declared_argv("submit-embed", of_make(v)), "--cpus-per-task", str(v.THREADS)]
+def slurm_args(v: argparse.Namespace, stage: str) -> list[str]:
+    """The SLURM command `stage`'s declared options, and each job's THREADS CPUs per task."""
+    return [*declared_argv(stage, of_make(v)), "--cpus-per-task", str(v.THREADS)]
 
 
 def in_eval_job(v: argparse.Namespace, name: str) -> bool:
@@ -95,17 +90,18 @@ def corpus_stages(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 def embed(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Here (the SHARDS one after another), or as a SLURM job array (EXECUTOR=slurm)."""
     if v.EXECUTOR == "slurm":
-        return [["submit-embed", *corpus(v), *model_args(v, d), *slurm_args(v)]]
-    return [own_command("embed", v, *model_args(v, d))]
+        return [["submit-embed", *corpus(v), "--model", d["MODEL_FILE"],
+                 *slurm_args(v, "submit-embed")]]
+    return [own_command("embed", v, "--model", d["MODEL_FILE"])]
 
 
 def index(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [[*own_command("index", v, *model_args(v, d)), "--repair-pools"]]
+    return [[*own_command("index", v, "--model", d["MODEL_FILE"]), "--repair-pools"]]
 
 
 def search_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
     """One process searches every pool whose run is not current, its pools repaired first."""
-    return ["search", *search_argv(v.CORPUS, d["MODEL_FILE"], of_make(v), v.MODEL_PATH)]
+    return ["search", *search_argv(v.CORPUS, d["MODEL_FILE"], of_make(v))]
 
 
 def eval_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
@@ -126,24 +122,21 @@ def evaluate(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     python = [sys.executable, "-m", "pipeline", *roots(d)]
     stages = " && ".join(shlex.join(python + stage)
                          for stage in (search_command(v, d), eval_command(v, d)))
-    return [["after-embed", *corpus(v), "--model", d["MODEL_NAME"], *slurm_args(v),
+    return [["after-embed", *corpus(v), "--model", d["MODEL_NAME"], *slurm_args(v, "after-embed"),
              "--", "/bin/sh", "-c", stages]]
 
 
 def fuse(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Every component searched and evaluated, then the fused model, in one process."""
-    return [[*own_command("fuse", v, "--models", v.MODELS, "--method", v.METHOD),
-             *opt("--model-path", v.MODEL_PATH)]]
+    return [own_command("fuse", v, "--models", v.MODELS, "--method", v.METHOD)]
 
 
 def mdcr(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [[*own_command("mdcr", v, "--models", v.MDCR_MODELS, "--out", v.MDCR, "--search"),
-             *opt("--model-path", v.MODEL_PATH)]]
+    return [own_command("mdcr", v, "--models", v.MDCR_MODELS, "--out", v.MDCR, "--search")]
 
 
 def mdcr_jaccard(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [[*own_command("mdcr-jaccard", v, "--models", v.MODELS, "--search"),
-             *opt("--model-path", v.MODEL_PATH)]]
+    return [own_command("mdcr-jaccard", v, "--models", v.MODELS, "--search")]
 
 
 def mdcr_scores(v: argparse.Namespace, d: dict[str, str]) -> Commands:
@@ -161,7 +154,7 @@ def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
              *opt("--synth-seed", v.DEMO_SEED if given(v, "DEMO_SEED") else None),
              "--source", v.SOURCE, "--workers", str(v.THREADS), *opt("--raw", v.RAW),
              *opt("--queries", v.QUERIES), "--repeats", str(v.DEMO_REPEATS),
-             *declared_argv("demo", of_make(v)), *opt("--model-path", v.MODEL_PATH)]]
+             *declared_argv("demo", of_make(v))]]
 
 
 def clean_demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:

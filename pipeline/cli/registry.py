@@ -157,12 +157,11 @@ def of_args(args: argparse.Namespace) -> Callable[[Variable], object]:
     return lambda var: getattr(args, var.dest)
 
 
-def search_argv(corpus: str, model: str, value: Callable[[Variable], object],
-                model_path: str | None) -> list[str]:
+def search_argv(corpus: str, model: str, value: Callable[[Variable], object]) -> list[str]:
     """The options of `make search` for `model`, with make search's settings (`value` of each
     declared option of the search: `of_make`, `of_args`): index first, keep current runs,
     repair stale pools."""
-    return ["--corpus", corpus, "--model", model, *opt("--model-path", model_path),
+    return ["--corpus", corpus, "--model", model,
             *declared_argv("search", value), "--index", "--stale-only",
             "--repair-pools"]
 
@@ -187,7 +186,6 @@ def model_arg(p: argparse.ArgumentParser) -> None:
 def embed_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=positive)
     p.add_argument("--dtype", default="float32", type=choice(DTYPES))
-    p.add_argument("--model-path", type=given_path, help="load the weights from this local folder")
     p.add_argument("--device", type=device, help="cpu | cuda (default: cuda if available)")
     p.add_argument("--part-size", type=positive,
                    help="papers per store part, the work a kill can lose (default: 4,096 "

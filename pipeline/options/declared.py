@@ -49,6 +49,7 @@ from pipeline.options.checks import (
     choice,
     corpus_name,
     dataset_list,
+    given_path,
     input_path,
     metric_list,
     non_negative,
@@ -138,6 +139,8 @@ REPLACING = ("import-run", "import-vectors", "import-beir", "import-irds", "impo
              "import-mdcr", "mdcr")
 # The commands that read a user's files (SRC)
 SOURCES_READ = ("import-vectors", "import-beir", "import-csfcube", "import-mdcr", "training-ids")
+# The commands that load a model's weights (MODEL_PATH)
+LOADING = ("embed", "index", "search", "submit-embed", "fuse", "mdcr", "mdcr-jaccard", "demo")
 # The commands that submit SLURM jobs: an option of the jobs takes both as its `stages`
 SLURM_JOBS = ("submit-embed", "after-embed")
 V = Variable
@@ -219,8 +222,9 @@ VARIABLES: tuple[Variable, ...] = (
       "(the authors' references), bf16 or fp16 (GPU only) for speed; a run in another "
       "precision is the model <name>+bf16, never mixed with fp32 runs", "models",
       one_word=True),
-    V("MODEL_PATH", "", safe_path, "a local folder with the model's save_pretrained files, "
-      "for nodes without hub access", "models", optional=True, one_word=True),
+    V("MODEL_PATH", "", given_path, "a local folder with the model's save_pretrained files, "
+      "for nodes without hub access (spaces allowed)", "models", optional=True,
+      stages=LOADING),
     # ---- search
     V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
       "compares the imported vectors: cosine, ip (inner product) or l2 (recorded in their "

@@ -18,7 +18,7 @@ from pipeline.cli.registry import (
     times_log,
 )
 from pipeline.models import get_model
-from pipeline.options.checks import given_path, non_negative, positive, sizes
+from pipeline.options.checks import non_negative, positive, sizes
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,6 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", type=positive, default=50,
                    help="queries per dataset-level pool (QUERIES)")
     p.add_argument("--repeats", type=positive, default=1, help="samples per size (REPEATS)")
-    p.add_argument("--model-path", type=given_path, help="load the weights from this local folder")
 
 
 @command("demo", "the whole demo in one process: the synthetic corpus, its pools, the embed "

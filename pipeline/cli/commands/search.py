@@ -23,7 +23,7 @@ from pipeline.cli.registry import (
     times_log,
 )
 from pipeline.models import fused_name, get_model
-from pipeline.options.checks import given_path, positive
+from pipeline.options.checks import positive
 
 
 def search_and_eval(args: argparse.Namespace, model: str) -> None:
@@ -31,7 +31,7 @@ def search_and_eval(args: argparse.Namespace, model: str) -> None:
     not current."""
     from pipeline.layout import run_name
 
-    run_stage(args, "search", *search_argv(args.corpus, model, of_args(args), args.model_path))
+    run_stage(args, "search", *search_argv(args.corpus, model, of_args(args)))
     run_stage(args, "eval", *eval_argv(args.corpus, run_name(model, args.query_variant),
                                        of_args(args)))
 
@@ -87,14 +87,13 @@ def search_first(args: argparse.Namespace, models: list[str]) -> None:
     if args.search:
         for model in models:
             run_stage(args, "search", *search_argv(args.corpus, get_model(model).name,
-                                                   of_args(args), args.model_path))
+                                                   of_args(args)))
 
 
 def _fuse_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", required=True, help="the models fused, separated by commas "
                    "(an hf: model's pooling as hf:<org>/<name>@cls)")
     p.add_argument("--method", default="rrf", help="ranx's fusion method (rrf, wsum, ...)")
-    p.add_argument("--model-path", type=given_path, help="load the weights from this local folder")
 
 
 @command("fuse", "search and score each model of --models, then their fusion (make fuse): "
@@ -111,4 +110,3 @@ def cmd_fuse(args: argparse.Namespace) -> None:
 def first_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--search", action="store_true", help="first search every pool with each "
                    "model whose run is not current (make search MODEL=..; make mdcr does)")
-    p.add_argument("--model-path", type=given_path, help="load the weights from this local folder")
