@@ -22,7 +22,8 @@ endef
 # make would run a '$' as make code where it passes the value on, and $(shell) would drop a
 # line break: both refused here, before anything runs.
 ifneq ($(call holding,$$),)
-$(error error: $(call holding,$$) holds a '$$', which make would run as code: give a plain value)
+$(error error: $(call holding,$$) on make's command line (or PYTHON, VENV, PY, STAMP) holds a \
+	'$$', which make would run as code: give a plain value)
 endif
 ifneq ($(call holding,$(NEWLINE)),)
 $(error error: $(call holding,$(NEWLINE)) holds a line break: give the value on one line)
