@@ -70,14 +70,27 @@ def protocol_of(obj: Any) -> str:
 
 def mteb_fingerprint(obj: Any) -> str | None:
     """An MTEB wrapper's identity: its class, the torch fingerprint of the model it wraps
-    (`obj.model`, as mteb's SentenceTransformer wrapper holds it) and its prompts by task
-    (`obj.model_prompts`); None when it wraps no torch module."""
+    (`obj.model`, as mteb's wrappers hold it) and its plain settings (prompts by task,
+    instruction templates: every attribute of strings, numbers and their lists and dicts);
+    None when it wraps no torch module."""
     weights = torch_fingerprint(getattr(obj, "model", None))
     if weights is None:
         return None
-    prompts = json.dumps(getattr(obj, "model_prompts", None), sort_keys=True, default=str)
+    settings = {key: value for key, value in sorted(vars(obj).items()) if _plain(value)}
     wrapper = f"{type(obj).__module__}.{type(obj).__qualname__}"
-    return hashlib.sha256(f"{wrapper}\n{weights}\n{prompts}".encode()).hexdigest()
+    text = f"{wrapper}\n{weights}\n{json.dumps(settings, sort_keys=True)}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _plain(value: Any) -> bool:
+    """Whether `value` is JSON of its own: None, a string, a number, lists and dicts of them."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return True
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
 
 
 @dataclass(frozen=True, init=False)

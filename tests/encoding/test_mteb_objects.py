@@ -144,3 +144,18 @@ def test_a_python_session_without_logging_sees_the_progress_lines(corpus_dir, tm
     assert done.returncode == 0, done.stderr[-3000:]
     papers = len(pool_ids(corpus_dir, POOL))
     assert f"[embed] {papers}/{papers} papers (100.0%)" in done.stderr, done.stderr[-3000:]
+
+
+def test_an_mteb_wrappers_prompts_are_in_its_fingerprint(tiny_bert):
+    """Two wrappers of the same weights with other prompts make other vectors: two
+    fingerprints, so never one store; the same wrapper again: the same one."""
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(tiny_bert), device="cpu")
+    plain = SentenceTransformerEncoderWrapper(st)
+    prompted = SentenceTransformerEncoderWrapper(
+        st, model_prompts={"query": "query: ", "document": "passage: "})
+    fingerprints = [pipeline.Encoder(w, name="w").fingerprint for w in (plain, prompted)]
+    assert fingerprints[0] != fingerprints[1]
+    assert pipeline.Encoder(plain, name="w").fingerprint == fingerprints[0]
