@@ -127,10 +127,7 @@ class Encoder(ModelEntry):
             raise InputError(f"Encoder: similarity={similarity!r}: use one of "
                              f"{', '.join(SIMILARITIES)}")
         protocol = protocol_of(model)
-        if task is not None and protocol != MTEB:
-            raise InputError(f"Encoder {name}: task={task!r} is for an object of MTEB's "
-                             f"encoder protocol; this {type(model).__name__}'s encode takes "
-                             "texts: leave task out")
+        task = _task_of(name, model, protocol, task)
         if fingerprint is None:
             fingerprint = torch_fingerprint(model) if protocol == TEXTS \
                 else mteb_fingerprint(model)
@@ -147,10 +144,7 @@ class Encoder(ModelEntry):
                 raise InputError(f"Encoder {name}: {label}={text!r}: give a string")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InputError(f"Encoder {name}: batch_size={batch_size!r}: give an integer >= 1")
-        if task is not None and (not isinstance(task, str) or not task.strip()):
-            raise InputError(f"Encoder {name}: task={task!r}: give an MTEB task's name")
         if protocol == MTEB:
-            task = task or MTEB_TASK
             # queries apart from the stored papers: they are encoded with the query prompt type
             query_prefix = prefix if query_prefix is None else query_prefix
         super().__init__(name, OBJECT_KIND, similarity=similarity,  # type: ignore[arg-type]
@@ -169,6 +163,22 @@ class Encoder(ModelEntry):
         entry = {f.name: getattr(self, f.name) for f in fields(ModelEntry)}
         mteb = {"protocol": MTEB, "task": self.task} if self.protocol == MTEB else {}
         return {**entry, "params": dict(self.params), "fingerprint": self.fingerprint, **mteb}
+
+
+def _task_of(name: str, model: Any, protocol: str, task: Any) -> str | None:
+    """The MTEB task whose metadata an MTEB object is given (`task`, default MTEB_TASK);
+    None for an object of texts, which is refused a task."""
+    if protocol != MTEB:
+        if task is not None:
+            raise InputError(f"Encoder {name}: task={task!r} is for an object of MTEB's "
+                             f"encoder protocol; this {type(model).__name__}'s encode takes "
+                             "texts: leave task out")
+        return None
+    if task is None:
+        return MTEB_TASK
+    if not isinstance(task, str) or not task.strip():
+        raise InputError(f"Encoder {name}: task={task!r}: give an MTEB task's name")
+    return task
 
 
 def known_model(name: str) -> bool:
