@@ -10,6 +10,9 @@ SLURM log, a pipe) an INFO line every `interval` seconds (PIPELINE_PROGRESS_INTE
 30), e.g. "[embed] 120000/2000000 papers (6.0%), 850 papers/s, ETA 36m51s", and a last one at
 the end when any was logged. Lines are written when the work advances (`update`), so a stage
 that never advances between two lines logs none. Neither bar nor lines below INFO (-q).
+A Python session that configured no logging (`pipeline.search(...)` in a script or a
+notebook) gets the command line's lines at its first progress (`setup()`): otherwise its
+INFO lines, progress among them, would be dropped by logging's defaults.
 Standard library only at import time (the `check` command runs before the environment
 exists); tqdm is imported when a bar is shown.
 """
@@ -68,6 +71,14 @@ def setup(verbosity: int = 0) -> logging.Logger:
     return logger
 
 
+def unconfigured() -> bool:
+    """Whether no one configured logging: no handler on the root or "pipeline" logger and
+    their levels as Python leaves them (the root WARNING, "pipeline" unset)."""
+    root, ours = logging.getLogger(), logging.getLogger(ROOT)
+    return (not root.handlers and not ours.handlers and root.level == logging.WARNING
+            and ours.level == logging.NOTSET)
+
+
 def progress_interval() -> float:
     """Seconds between progress lines: PIPELINE_PROGRESS_INTERVAL, else DEFAULT_INTERVAL."""
     try:
@@ -109,6 +120,8 @@ class Progress:
         self.logged: int | None = None  # units done at the last line logged
         self.postfix: dict[str, Any] = {}
         self.closed = False
+        if show and unconfigured():  # a Python session's: the command line's lines
+            setup()
         self.enabled = show and self.log.isEnabledFor(logging.INFO)
         self.bar = None
         if terminal is None:

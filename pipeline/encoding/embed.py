@@ -118,8 +118,10 @@ def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
             pass
         log.warning(f"[embed] {cache} is damaged: the queries are encoded again")
     encoder = encoder_class(entry.kind)(entry, model_path=model_path)
-    vectors, _ = encoder.encode([encoder.format(t, a, query=True) for t, a in
-                                 texts.select("title", "abstract").iter_rows()])
+    # an encoder told queries apart (an MTEB object: the query prompt type) has its own call
+    encode = getattr(encoder, "encode_queries", encoder.encode)
+    vectors, _ = encode([encoder.format(t, a, query=True) for t, a in
+                         texts.select("title", "abstract").iter_rows()])
     cache.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(cache) as tmp, tmp.open("wb") as handle:
         np.save(handle, vectors)

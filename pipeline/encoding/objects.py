@@ -8,13 +8,23 @@ never added to the global registry. Its store is `indexes/<corpus>/embeddings/<n
 records the entry with its fingerprint, so a store of the same name made by another object
 (another fingerprint) is refused, never mixed (embed.check_settings). `ObjectEncoder` embeds
 for the embed stage: each paper's input is its title and abstract joined by a space (after
-`prefix`), the object's vectors are taken as float32, in batches of `batch_size` texts.
+`prefix`), the object's vectors are taken as float32, in batches of `batch_size` texts,
+each batch advancing the embed stage's progress lines as a registered encoder's do.
 Unlike pipeline.encoding.encoders.Encoder, it loads no weights: the object is the model.
+
+An object following MTEB's encoder protocol (its `encode(inputs, *, task_metadata, hf_split,
+hf_subset, prompt_type)` takes a DataLoader of {"text": [...]} batches: mteb's own wrappers,
+any model `mteb.get_model` gives) is called as MTEB calls it: each batch one DataLoader, the
+metadata of an MTEB task (`task=`, default SCIDOCS: citation prediction among papers),
+`PromptType.document` for the store's papers and `PromptType.query` for query papers (encoded
+apart, as E5's queries are). The protocol and the task are in the store's identity.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
+import json
 import sys
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -29,6 +39,8 @@ from pipeline.models import REGISTRY, SIMILARITIES, ModelEntry, get_model
 
 OBJECT_KIND = "object"
 OBJECT_BATCH = 64  # texts per call of obj.encode
+TEXTS, MTEB = "texts", "mteb"  # an object's protocol: encode(texts), or MTEB's encode
+MTEB_TASK = "SCIDOCS"  # the MTEB task nearest ours (SPECTER's citation prediction): its prompts
 
 
 def torch_fingerprint(obj: Any) -> str | None:
@@ -47,6 +59,40 @@ def torch_fingerprint(obj: Any) -> str | None:
     return digest.hexdigest()
 
 
+def protocol_of(obj: Any) -> str:
+    """MTEB when `obj.encode` takes MTEB's `task_metadata=` (its EncoderProtocol), else TEXTS."""
+    try:
+        parameters = inspect.signature(obj.encode).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: called with texts
+        return TEXTS
+    return MTEB if "task_metadata" in parameters else TEXTS
+
+
+def mteb_fingerprint(obj: Any) -> str | None:
+    """An MTEB wrapper's identity: its class, the torch fingerprint of the model it wraps
+    (`obj.model`, as mteb's wrappers hold it) and its plain settings (prompts by task,
+    instruction templates: every attribute of strings, numbers and their lists and dicts);
+    None when it wraps no torch module."""
+    weights = torch_fingerprint(getattr(obj, "model", None))
+    if weights is None:
+        return None
+    settings = {key: value for key, value in sorted(vars(obj).items()) if _plain(value)}
+    wrapper = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    text = f"{wrapper}\n{weights}\n{json.dumps(settings, sort_keys=True)}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _plain(value: Any) -> bool:
+    """Whether `value` is JSON of its own: None, a string, a number, lists and dicts of them."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return True
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
+
+
 @dataclass(frozen=True, init=False)
 class Encoder(ModelEntry):
     """The model entry of an object with `encode(texts) -> array` (kind `object`).
@@ -55,15 +101,20 @@ class Encoder(ModelEntry):
     cosine; `fingerprint`: what identifies its weights (given, or for a torch module such as a
     sentence-transformers model the digest of its architecture and state_dict; any other
     object must give one); `prefix` / `query_prefix`: prepended to each paper's text (a
-    query's own where given, as E5's "query: "); `batch_size`: texts per `encode` call."""
+    query's own where given, as E5's "query: "); `batch_size`: texts per `encode` call.
+    An MTEB-protocol object (`protocol` "mteb") is given the metadata of MTEB task `task`
+    (default SCIDOCS) and encodes query papers apart, with the query prompt type."""
 
     model: Any = field(default=None, compare=False, repr=False)
     fingerprint: str = ""
     batch_size: int = OBJECT_BATCH
+    protocol: str = TEXTS
+    task: str | None = None  # MTEB's task whose metadata an MTEB object is given
 
     def __init__(self, model: Any, name: str, similarity: str = "cosine",
                  fingerprint: str | None = None, *, prefix: str = "",
-                 query_prefix: str | None = None, batch_size: int = OBJECT_BATCH) -> None:
+                 query_prefix: str | None = None, batch_size: int = OBJECT_BATCH,
+                 task: str | None = None) -> None:
         if not callable(getattr(model, "encode", None)):
             raise InputError(f"Encoder: model= {type(model).__name__!r} has no encode(texts) "
                              "method: give an object whose encode(list of str) returns one "
@@ -75,8 +126,11 @@ class Encoder(ModelEntry):
         if similarity not in SIMILARITIES:
             raise InputError(f"Encoder: similarity={similarity!r}: use one of "
                              f"{', '.join(SIMILARITIES)}")
+        protocol = protocol_of(model)
+        task = _task_of(name, model, protocol, task)
         if fingerprint is None:
-            fingerprint = torch_fingerprint(model)
+            fingerprint = torch_fingerprint(model) if protocol == TEXTS \
+                else mteb_fingerprint(model)
             if fingerprint is None:
                 raise InputError(f"Encoder {name}: give fingerprint= (a string that changes "
                                  f"whenever the weights of this {type(model).__name__} do: a "
@@ -90,18 +144,41 @@ class Encoder(ModelEntry):
                 raise InputError(f"Encoder {name}: {label}={text!r}: give a string")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InputError(f"Encoder {name}: batch_size={batch_size!r}: give an integer >= 1")
+        if protocol == MTEB:
+            # queries apart from the stored papers: they are encoded with the query prompt type
+            query_prefix = prefix if query_prefix is None else query_prefix
         super().__init__(name, OBJECT_KIND, similarity=similarity,  # type: ignore[arg-type]
                          text_prefix=prefix, query_prefix=query_prefix, join="space",
                          notes=f"object of {type(model).__module__}.{type(model).__qualname__}")
         for key, value in (("model", model), ("fingerprint", fingerprint),
-                           ("batch_size", batch_size)):
+                           ("batch_size", batch_size), ("protocol", protocol), ("task", task)):
             object.__setattr__(self, key, value)
+        if protocol == MTEB:
+            mteb_task(self)  # an unknown task refused now, not when the embedding starts
 
     def describe(self) -> dict:
         """The entry as the store's config records it: every field but the object itself
-        (its fingerprint stands for it)."""
+        (its fingerprint stands for it); an MTEB object's protocol and task besides (they
+        choose its prompts)."""
         entry = {f.name: getattr(self, f.name) for f in fields(ModelEntry)}
-        return {**entry, "params": dict(self.params), "fingerprint": self.fingerprint}
+        mteb = {"protocol": MTEB, "task": self.task} if self.protocol == MTEB else {}
+        return {**entry, "params": dict(self.params), "fingerprint": self.fingerprint, **mteb}
+
+
+def _task_of(name: str, model: Any, protocol: str, task: Any) -> str | None:
+    """The MTEB task whose metadata an MTEB object is given (`task`, default MTEB_TASK);
+    None for an object of texts, which is refused a task."""
+    if protocol != MTEB:
+        if task is not None:
+            raise InputError(f"Encoder {name}: task={task!r} is for an object of MTEB's "
+                             f"encoder protocol; this {type(model).__name__}'s encode takes "
+                             "texts: leave task out")
+        return None
+    if task is None:
+        return MTEB_TASK
+    if not isinstance(task, str) or not task.strip():
+        raise InputError(f"Encoder {name}: task={task!r}: give an MTEB task's name")
+    return task
 
 
 def known_model(name: str) -> bool:
@@ -137,6 +214,7 @@ class ObjectEncoder:
         self.device = found if isinstance(found, torch.device) else torch.device("cpu")
         self.compute_dtype = str(getattr(self.obj, "dtype", "the object's"))
         self.max_length = getattr(self.obj, "max_seq_length", None)
+        self.task_metadata = mteb_task(entry) if entry.protocol == MTEB else None
         self.dim = self._vectors(["dimension probe"]).shape[1]
 
     @classmethod
@@ -155,11 +233,29 @@ class ObjectEncoder:
         """The texts themselves: an object tokenizes what it is given."""
         return texts
 
-    def _vectors(self, texts: list[str]) -> np.ndarray:
-        """The object's vectors of `texts` as float32, checked."""
+    def _call(self, texts: list[str], query: bool) -> Any:
+        """The object's encode of `texts`: with the texts themselves, or as MTEB calls it
+        (one DataLoader of their batch, the task's metadata, the prompt type of papers
+        searched for or of queries)."""
+        if self.task_metadata is None:
+            return self.obj.encode(texts)
+        from datasets import Dataset
+        from mteb.types import PromptType
+        from torch.utils.data import DataLoader
+
+        metadata = self.task_metadata
+        return self.obj.encode(
+            DataLoader(Dataset.from_dict({"text": texts}), batch_size=len(texts)),
+            task_metadata=metadata, hf_split=metadata.eval_splits[0],
+            hf_subset=(metadata.hf_subsets or ["default"])[0],
+            prompt_type=PromptType.query if query else PromptType.document,
+            batch_size=len(texts), show_progress_bar=False)
+
+    def _vectors(self, texts: list[str], query: bool = False) -> np.ndarray:
+        """The object's vectors of `texts` (query papers' with `query`) as float32, checked."""
         name = self.entry.name
         try:
-            out = self.obj.encode(texts)
+            out = self._call(texts, query)
             if hasattr(out, "detach"):  # a torch tensor
                 out = out.detach().cpu().float().numpy()
             vectors = np.asarray(out, dtype=np.float32)
@@ -180,16 +276,17 @@ class ObjectEncoder:
         return vectors
 
     def encode_ids(self, texts: list[str], token_budget: int | None = None,
-                   max_batch: int | None = None, progress: bool | Progress = True
-                   ) -> tuple[np.ndarray, int]:
-        """Vectors of `texts` in their order, `batch_size` texts per encode call, and the
-        number of tokens encoded (0: an object's tokens are not counted)."""
+                   max_batch: int | None = None, progress: bool | Progress = True,
+                   query: bool = False) -> tuple[np.ndarray, int]:
+        """Vectors of `texts` in their order (query papers' with `query`), `batch_size`
+        texts per encode call, each advancing the progress lines; and the number of tokens
+        encoded (0: an object's tokens are not counted)."""
         size = self.entry.batch_size  # type: ignore[attr-defined]
         bar = progress if isinstance(progress, Progress) else Progress(
             len(texts), "embed", "papers", show=progress)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for lo in range(0, len(texts), size):
-            out[lo:lo + size] = self._vectors(texts[lo:lo + size])
+            out[lo:lo + size] = self._vectors(texts[lo:lo + size], query)
             bar.update(min(size, len(texts) - lo))
         if bar is not progress:
             bar.close()
@@ -198,6 +295,26 @@ class ObjectEncoder:
     def encode(self, texts: list[str], token_budget: int | None = None,
                max_batch: int | None = None, progress: bool = True) -> tuple[np.ndarray, int]:
         return self.encode_ids(self.tokenize(texts), token_budget, max_batch, progress)
+
+    def encode_queries(self, texts: list[str]) -> tuple[np.ndarray, int]:
+        """Vectors of query papers' texts (embed.encode_texts): an MTEB object's with the
+        query prompt type."""
+        return self.encode_ids(self.tokenize(texts), query=True)
+
+
+def mteb_task(entry: Encoder) -> Any:
+    """The metadata of the MTEB task an MTEB object is given (its prompts are chosen by the
+    task's name and type); an unknown task refused in one line."""
+    try:
+        import mteb
+    except ImportError:
+        raise InputError(f"MODEL {entry.name}: an MTEB-protocol object needs the mteb package "
+                         "(pip install mteb)") from None
+    try:
+        return mteb.get_task(entry.task).metadata
+    except KeyError:
+        raise InputError(f"Encoder {entry.name}: task={entry.task!r} is no MTEB task: give "
+                         f"one of mteb.get_tasks() (default {MTEB_TASK})") from None
 
 
 def object_repair(corpus: str, name: str, pool: str | None = None, variant: str = "full"

@@ -164,6 +164,25 @@ def test_a_command_logs_progress_in_a_batch_log():
     assert quiet.stdout == "output\n" and quiet.stderr == ""
 
 
+def test_a_python_session_gets_progress_lines_unless_it_configured_logging():
+    """Progress in a script that configured no logging: the command line's lines on stderr
+    (logging's defaults would drop them); in one that configured logging, its own choice
+    (WARNING here: none), and no handler added (issue 49)."""
+    code = ("import logging, sys; from pipeline.core import logs\n"
+            "if sys.argv[1] == 'configured': logging.basicConfig(level=logging.WARNING)\n"
+            "with logs.progress(4, 'embed') as bar:\n"
+            "    for _ in range(4): bar.update(1)\n"
+            "print(len(logging.getLogger('pipeline').handlers))")
+    env = {"PIPELINE_PROGRESS_INTERVAL": "0", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", code, "plain"], cwd=ROOT, capture_output=True,
+                          text=True, env=env, check=True)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 4 and all(LINE.match(line) for line in lines), lines
+    configured = subprocess.run([sys.executable, "-c", code, "configured"], cwd=ROOT,
+                                capture_output=True, text=True, env=env, check=True)
+    assert configured.stdout == "0\n" and configured.stderr == ""
+
+
 def test_cli_quiet_and_verbose_are_global_options():
     from pipeline.cli.main import build_parser
 

