@@ -222,7 +222,8 @@ VARIABLES: tuple[Variable, ...] = (
     # ---- models
     V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
       "hf:<org>/<name> (any Hugging Face encoder, with POOLING), vectors:<name> (make "
-      "import-vectors), or a fused model's name; make import-vectors: the name of the vectors",
+      "import-vectors), api:<model> (served at EMBEDDINGS_URL), or a fused model's name; make "
+      "import-vectors: the name of the vectors",
       "models", stages=("import-run", "import-vectors"),
       required=("import-run", "import-vectors")),
     V("POOLING", "", None, "cls or mean, for MODEL=hf:<org>/<name>", "models",
