@@ -167,6 +167,17 @@ def retry_after(value: str | None) -> float | None:
         return None
 
 
+def served_entry(entry: ModelEntry) -> ServedModel:
+    """`entry` if it is a served model with its endpoint, else one line saying what to give."""
+    if not isinstance(entry, ServedModel):
+        raise InputError(f"MODEL {entry.name} is a {entry.kind} model, not a served one "
+                         "(api:<model>)")
+    if not entry.endpoint:
+        raise InputError(f"MODEL {entry.name} is served: give {API_URL}, its endpoint's URL "
+                         "(e.g. http://127.0.0.1:8000/v1/embeddings)")
+    return entry
+
+
 class ServedEncoder(ObjectEncoder):
     """What the embed stage calls to embed a served model's papers: an ObjectEncoder (its
     input format "title abstract", its checks) whose object is the endpoint's client, called
@@ -176,12 +187,7 @@ class ServedEncoder(ObjectEncoder):
 
     def __init__(self, entry: ModelEntry, model_path: str | None = None,
                  device: str | None = None) -> None:
-        if not isinstance(entry, ServedModel):
-            raise InputError(f"MODEL {entry.name} is a {entry.kind} model, not a served one "
-                             "(api:<model>)")
-        if not entry.endpoint:
-            raise InputError(f"MODEL {entry.name} is served: give {API_URL}, its endpoint's "
-                             "URL (e.g. http://127.0.0.1:8000/v1/embeddings)")
+        served_entry(entry)
         if model_path is not None or device is not None:
             raise InputError(f"MODEL {entry.name} is served by {entry.endpoint}: it has no "
                              "MODEL_PATH or device here; leave them out")
@@ -191,6 +197,13 @@ class ServedEncoder(ObjectEncoder):
         self.compute_dtype = "the endpoint's"
         self.max_length = None  # the endpoint truncates as it is configured to
         self.dim = self._vectors(["dimension probe"]).shape[1]
+
+    @classmethod
+    def config_for(cls, entry: ModelEntry, columns: list[str]) -> dict:
+        """Nothing beyond the entry (its endpoint and model name); a store is never checked
+        against an entry without an endpoint (whose settings would differ from any store's)."""
+        served_entry(entry)
+        return {}
 
     def encode_ids(self, texts: list[str], token_budget: int | None = None,
                    max_batch: int | None = None, progress: bool | Progress = True

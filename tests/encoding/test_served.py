@@ -269,6 +269,11 @@ def test_a_store_of_another_endpoint_is_refused(small_pool, tmp_path, endpoint, 
     monkeypatch.setenv("EMBEDDINGS_URL", endpoint.url.replace("127.0.0.1", "localhost"))
     with pytest.raises(InputError, match="model endpoint"):
         embed(place, get_model(MODEL), [pool])
+    with pytest.raises(InputError, match="model endpoint"):  # nor searched
+        pipeline.search(data_of(corpus, tmp_path), corpus.name, pool, MODEL, k=10, threads=1)
+    monkeypatch.delenv("EMBEDDINGS_URL")  # its store searched, say, on another day
+    with pytest.raises(InputError, match="is served: give EMBEDDINGS_URL"):
+        pipeline.search(data_of(corpus, tmp_path), corpus.name, pool, MODEL, k=10, threads=1)
 
 
 def test_a_killed_embed_resumes_without_asking_again_for_stored_papers(
