@@ -58,6 +58,7 @@ class EmbeddingsClient:
         self.pool = urllib3.PoolManager(maxsize=entry.concurrency, retries=False,
                                         timeout=TIMEOUT)
         self.headers = {"Content-Type": "application/json"}
+        self.key = key  # kept to blank it out of an error the server echoes it in
         if key:
             self.headers["Authorization"] = f"Bearer {key}"
         self.dim: int | None = None  # set by the first reply; every later one must match
@@ -104,7 +105,10 @@ class EmbeddingsClient:
             message = message.get("message", "") if isinstance(message, dict) else str(message)
         except (ValueError, AttributeError):
             message = ""
-        said = " ".join(str(message or data[:200].decode(errors="replace")).split())[:200]
+        said = " ".join(str(message or data[:200].decode(errors="replace")).split())
+        if self.key:
+            said = said.replace(self.key, "<key>")
+        said = said[:200]
         hint = (f"set {API_KEY} to the endpoint's key" if status in (401, 403) else
                 "check the model's name and the endpoint's limits (EMBEDDINGS_BATCH: inputs "
                 "per request)")

@@ -39,8 +39,8 @@ class Server(ThreadingHTTPServer):
     """An OpenAI-compatible /v1/embeddings endpoint: each request's inputs are kept
     (`requests`), and the next of `faults` applied to it: 429 (Retry-After: 2), 503, drop
     (the connection closed unanswered), short (the last embedding left out), dim (one value
-    fewer), reverse (the data in reverse order, indices kept), 400, hold (unanswered until
-    `release` is set)."""
+    fewer), reverse (the data in reverse order, indices kept), 400, 401 (the key echoed),
+    hold (unanswered until `release` is set)."""
 
     daemon_threads = True
 
@@ -96,6 +96,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._drop()
         if fault == "drop":
             return self._drop()
+        if fault == "401":  # as a careless server might: the key echoed
+            return self._send(401, {"error": {"message": "bad key: " + self.headers.get(
+                "Authorization", "")}})
         if fault in ("429", "503", "400"):
             return self._send(int(fault), {"error": {"message": f"scripted {fault}"}},
                               {"Retry-After": "2"} if fault == "429" else {})
@@ -228,6 +231,7 @@ def test_served_vectors_are_sentence_transformers_through_every_fault(
     (["", "short"], r"7 embeddings .* for 8 inputs"),
     (["", "dim"], "embeddings of 383 dimensions after 384"),
     (["", "400"], r"answered 400 \(scripted 400\): check the model's name"),
+    (["", "401"], r"answered 401 \(bad key: Bearer <key>\): set OPENAI_API_KEY"),
     (["", *["503"] * 6], "it answered 503 after 5 retries"),
     (["", *["drop"] * 6], r"the connection failed \(ProtocolError\) after 5 retries"),
 ])
