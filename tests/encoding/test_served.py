@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from pipeline.encoding.store import load_vectors, stored_ids
 from pipeline.layout import run_paths, store_dir
 from pipeline.models import get_model
 from pipeline.pools.build import PoolSpec, build_pool
-from tests.conftest import POOL_SEED, copy_corpus
+from tests.conftest import POOL_SEED, copy_corpus, make_ok
 
 pytestmark = pytest.mark.slow  # the real MiniLM weights, served
 SERVED = "sentence-transformers/all-MiniLM-L6-v2"
@@ -325,3 +326,26 @@ def test_concurrent_requests_make_the_same_store(small_pool, tmp_path, endpoint,
         stores.append({p.name: p.read_bytes() for p in sorted(store.glob("part-*.arrow"))})
     assert 1 <= endpoint.most_in_flight <= 3
     assert stores[0] == stores[1] and len(stores[0]) > 1
+
+
+def test_make_eval_embeds_through_the_endpoint_its_variables_name(
+        small_pool, raw_corpus, tmp_path, endpoint, monkeypatch):
+    """`make eval MODEL=api:<model> EMBEDDINGS_URL=.. EMBEDDINGS_BATCH=..` on make's command
+    line (the key in the environment): make hands them to its stages, the run is evaluated,
+    every request holds at most EMBEDDINGS_BATCH inputs."""
+    corpus, pool = small_pool
+    root = tmp_path / "data"
+    shutil.copytree(corpus, root / "corpora" / "small")
+    shutil.copytree(raw_corpus, root / "corpora" / "small" / "s2orc")
+    (tmp_path / "installed").touch()
+    for variable in ("EMBEDDINGS_URL", "EMBEDDINGS_BATCH", "EMBEDDINGS_CONCURRENCY"):
+        monkeypatch.delenv(variable)
+    make_ok(root, tmp_path / "installed", "eval", f"MODEL={MODEL}",
+            f"EMBEDDINGS_URL={endpoint.url}", "EMBEDDINGS_BATCH=16", "EMBEDDINGS_CONCURRENCY=2")
+    name = get_model(MODEL).name
+    run = run_paths(root / "runs", "small", pool, name)
+    assert run.evaluation.exists() and pl.read_parquet(run.parquet).height > 0
+    assert max(map(len, endpoint.requests)) == 16 and endpoint.most_in_flight <= 2
+    config = json.loads((store_dir(root / "indexes", "small", name) / "manifest.json"
+                         ).read_text())["config"]
+    assert config["model"]["endpoint"] == endpoint.url
