@@ -109,9 +109,12 @@ class EmbeddingsClient:
         if self.key:
             said = said.replace(self.key, "<key>")
         said = said[:200]
-        hint = (f"set {API_KEY} to the endpoint's key" if status in (401, 403) else
-                "check the model's name and the endpoint's limits (EMBEDDINGS_BATCH: inputs "
-                "per request)")
+        hint = {401: f"set {API_KEY} to the endpoint's key", 403: f"set {API_KEY} to a key "
+                 "allowed this model", 404: f"give {API_URL} the whole URL (.../v1/embeddings) "
+                 "and the model's name as the endpoint serves it", 413: "lower "
+                 "EMBEDDINGS_BATCH to the endpoint's limit"}.get(
+            status, "check the model's name and the endpoint's limits (EMBEDDINGS_BATCH: "
+            "inputs per request)")
         return f"{self.where()}: it answered {status} ({said}): {hint}"
 
     def _json(self, data: bytes) -> dict:
