@@ -11,9 +11,12 @@ can check a MODEL name before the environment is installed.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pipeline.core.errors import InputError
 
@@ -70,6 +73,7 @@ ENCODERS: dict[str, str] = {
     "dense": "pipeline.encoding.encoders:Encoder",
     "multi-vector": "pipeline.encoding.multivector:SentenceEncoder",
     "object": "pipeline.encoding.objects:ObjectEncoder",  # pipeline.Encoder(obj, name=...)
+    "api": "pipeline.encoding.served:ServedEncoder",  # MODEL=api:<model> (served_model)
 }
 
 
@@ -156,6 +160,81 @@ def hf_model(spec: str) -> ModelEntry:
                       notes="unregistered (MODEL=hf:<id>)")
 
 
+# ---- served models: MODEL=api:<model>, embedded by an OpenAI-compatible /v1/embeddings
+# endpoint (pipeline/encoding/served.py). The endpoint and its request settings come from
+# the environment, where make passes its variables (declared in pipeline/options/declared.py);
+# the key (API_KEY) is read only when a request is sent, never kept in the entry.
+API_PREFIX, API_FILE_PREFIX, API_KIND = "api:", "api--", "api"
+API_URL, API_BATCH, API_CONCURRENCY = "EMBEDDINGS_URL", "EMBEDDINGS_BATCH", "EMBEDDINGS_CONCURRENCY"
+API_KEY = "OPENAI_API_KEY"  # the variable every OpenAI-compatible client reads its key from
+API_DEFAULTS = {API_BATCH: 32, API_CONCURRENCY: 4}  # inputs per request; requests at once
+API_LIMITS = {API_BATCH: 2048, API_CONCURRENCY: 64}  # OpenAI's inputs per request; a bound
+
+
+@dataclass(frozen=True)
+class ServedModel(ModelEntry):
+    """A model served at `endpoint` (kind `api`): its store records the endpoint and the
+    model's name (hf_id); `batch_size` and `concurrency` shape the requests, not the vectors,
+    so they are left out of `describe`."""
+
+    endpoint: str = ""
+    batch_size: int = field(default=API_DEFAULTS[API_BATCH], compare=False)
+    concurrency: int = field(default=API_DEFAULTS[API_CONCURRENCY], compare=False)
+
+    def describe(self) -> dict:
+        entry = asdict(self)
+        del entry["batch_size"], entry["concurrency"]
+        return entry
+
+
+def endpoint_url(url: str) -> str:
+    """`url` if it is an http(s) URL with a host and no user, password, query or fragment
+    (the store records it: a secret in it would be written there)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError:
+        parts = None
+    if (parts is None or parts.scheme not in ("http", "https") or not parts.hostname
+            or parts.username or parts.password or parts.query or parts.fragment):
+        raise InputError(f"{API_URL}={url!r}: give the endpoint's URL, e.g. "
+                         "http://127.0.0.1:8000/v1/embeddings, without user, password or query "
+                         f"(the key goes in {API_KEY})")
+    return url
+
+
+def request_setting(variable: str, value: str) -> int:
+    """EMBEDDINGS_BATCH or EMBEDDINGS_CONCURRENCY as a number from 1 to its limit."""
+    if not value.isdigit() or not 1 <= int(value) <= API_LIMITS[variable]:
+        raise InputError(f"{variable}={value!r}: give a whole number from 1 to "
+                         f"{API_LIMITS[variable]}")
+    return int(value)
+
+
+def served_model(spec: str, environ: Mapping[str, str] | None = None) -> ServedModel:
+    """The model `api:<model>` (or its file-safe name `api--<org>--<name>`) of the endpoint
+    EMBEDDINGS_URL, requested EMBEDDINGS_BATCH inputs at a time, EMBEDDINGS_CONCURRENCY
+    requests at once (from `environ`, default the process's). Without EMBEDDINGS_URL its
+    endpoint is empty: the name is known, but nothing can be embedded (ServedEncoder)."""
+    environ = os.environ if environ is None else environ
+    if spec.startswith(API_FILE_PREFIX):
+        model = spec[len(API_FILE_PREFIX):].replace("--", "/", 1)
+    else:
+        model = spec[len(API_PREFIX):]
+    if not _HF_ID.fullmatch(model) or "--" in model:
+        raise InputError(f"MODEL {spec!r}: write a served model as api:<name> or "
+                         "api:<org>/<name>, as its endpoint names it (letters, digits, '.', '_', "
+                         "'-'; no '--')")
+    sizes = {variable: request_setting(variable, environ.get(variable) or str(default))
+             for variable, default in API_DEFAULTS.items()}
+    url = environ.get(API_URL, "")
+    return ServedModel(API_FILE_PREFIX + model.replace("/", "--"), API_KIND, model,
+                       similarity="cosine", join="space", max_length=0,
+                       endpoint=endpoint_url(url) if url else "",
+                       batch_size=sizes[API_BATCH], concurrency=sizes[API_CONCURRENCY],
+                       notes="served by an OpenAI-compatible endpoint (MODEL=api:<model>)")
+
+
 VECTORS_PREFIX, VECTORS_FILE_PREFIX = "vectors:", "vectors--"
 VECTORS_KIND = "vectors"  # a store filled by make import-vectors (pipeline/encoding/vectors.py)
 IMPORT_VECTORS = "import-vectors"  # the command that fills it (make import-vectors)
@@ -224,6 +303,9 @@ def with_precision(entry: ModelEntry, precision: str) -> ModelEntry:
     if entry.precision != "fp32":
         raise InputError(f"MODEL {entry.name} already names its precision: give the model "
                          f"without {PRECISION_SEP}{entry.precision}, or PRECISION=fp32")
+    if entry.kind == API_KIND:
+        raise InputError(f"PRECISION={precision}: {entry.name} is served, in the precision "
+                         "its endpoint runs it: leave PRECISION out")
     if not entry.embedded:
         raise InputError(f"PRECISION={precision} is for encoders: {entry.name} is a "
                          f"{entry.kind} model")
@@ -241,6 +323,8 @@ def get_model(name: str) -> ModelEntry:
         return hf_model(name)
     if name.startswith((VECTORS_PREFIX, VECTORS_FILE_PREFIX)):
         return vectors_model(name)
+    if name.startswith((API_PREFIX, API_FILE_PREFIX)):
+        return served_model(name)
     if name.startswith(FUSION_PREFIX):
         method, models = fusion_parts(name)
         return ModelEntry(fused_name(method, models), "fusion",
@@ -250,6 +334,7 @@ def get_model(name: str) -> ModelEntry:
     except KeyError:
         raise InputError(
             f"unknown MODEL {name!r}: use one of {', '.join(REGISTRY)}, or hf:<org>/<name> "
-            "with POOLING=cls|mean, or vectors:<name> (make import-vectors); PRECISION=bf16 "
+            "with POOLING=cls|mean, or vectors:<name> (make import-vectors), or api:<model> "
+            "(with EMBEDDINGS_URL); PRECISION=bf16 "
             "(or <name>+bf16) for another precision"
         ) from None

@@ -17,6 +17,7 @@ import shlex
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,12 @@ from pipeline.glossary import (
     VARIANTS,
 )
 from pipeline.models import (
+    API_BATCH,
+    API_CONCURRENCY,
+    API_DEFAULTS,
+    API_KEY,
+    API_PREFIX,
+    API_URL,
     FUSION_PREFIX,
     HF_FILE_PREFIX,
     HF_PREFIX,
@@ -41,8 +48,10 @@ from pipeline.models import (
     REGISTRY,
     SIMILARITIES,
     VECTORS_PREFIX,
+    endpoint_url,
     fused_name,
     get_model,
+    request_setting,
 )
 from pipeline.options.checks import (
     checked,
@@ -213,7 +222,8 @@ VARIABLES: tuple[Variable, ...] = (
     # ---- models
     V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
       "hf:<org>/<name> (any Hugging Face encoder, with POOLING), vectors:<name> (make "
-      "import-vectors), or a fused model's name; make import-vectors: the name of the vectors",
+      "import-vectors), api:<model> (served at EMBEDDINGS_URL), or a fused model's name; make "
+      "import-vectors: the name of the vectors",
       "models", stages=("import-run", "import-vectors"),
       required=("import-run", "import-vectors")),
     V("POOLING", "", None, "cls or mean, for MODEL=hf:<org>/<name>", "models",
@@ -222,6 +232,16 @@ VARIABLES: tuple[Variable, ...] = (
       "(the authors' references), bf16 or fp16 (GPU only) for speed; a run in another "
       "precision is the model <name>+bf16, never mixed with fp32 runs", "models",
       one_word=True),
+    V(API_URL, "", checked(endpoint_url), "MODEL=api:<model>: the URL of the OpenAI-compatible "
+      "embeddings endpoint that serves it (vLLM, TEI, infinity, an API; recorded in its store); "
+      f"its key, if any, from the environment's {API_KEY}, never written", "models",
+      optional=True, one_word=True),
+    V(API_BATCH, str(API_DEFAULTS[API_BATCH]), checked(partial(request_setting, API_BATCH)),
+      "MODEL=api:<model>: inputs per request, within the endpoint's limit", "models",
+      one_word=True),
+    V(API_CONCURRENCY, str(API_DEFAULTS[API_CONCURRENCY]),
+      checked(partial(request_setting, API_CONCURRENCY)),
+      "MODEL=api:<model>: requests sent at once", "models", one_word=True),
     V("MODEL_PATH", "", given_path, "a local folder with the model's save_pretrained files, "
       "for nodes without hub access (spaces allowed)", "models", optional=True,
       stages=LOADING),
@@ -394,10 +414,17 @@ def models_are_registered(v: Any) -> None:
     for name in f"{v.MODEL or ''} {v.DEMO_MODELS or ''}".split():
         if name.startswith(HF_PREFIX):  # validates the id and the pooling
             get_model(f"{name}@{v.POOLING or 'mean'}")
-        elif name.startswith(VECTORS_PREFIX):  # validates the name (files: vectors--<name>)
+        elif name.startswith((VECTORS_PREFIX, API_PREFIX)):  # the name (files: <kind>--<name>)
             get_model(name)
         elif (entry := get_model(name)).name != name:
             raise InputError(f"MODEL {name!r}: write it as registered, {entry.name!r}")
+
+
+def served_model_has_endpoint(v: Any) -> None:
+    """MODEL=api:<model> needs EMBEDDINGS_URL, the endpoint that serves it."""
+    if (v.MODEL or "").startswith(API_PREFIX) and not v.EMBEDDINGS_URL:
+        raise InputError(f"MODEL={v.MODEL} is served: give {API_URL}, its endpoint's URL "
+                         "(e.g. http://127.0.0.1:8000/v1/embeddings)")
 
 
 def pooling_is_for_hf(v: Any) -> None:
@@ -443,7 +470,8 @@ def model_path_is_a_folder(v: Any) -> None:
 
 
 RULES: tuple[Callable[[Any], None], ...] = (
-    model_is_one_name, values_are_one_word, models_are_registered, pooling_is_for_hf,
+    model_is_one_name, values_are_one_word, models_are_registered, served_model_has_endpoint,
+    pooling_is_for_hf,
     models_fuse, mdcr_models_are_known, fields_are_known, slurm_is_here, model_path_is_a_folder)
 
 

