@@ -70,6 +70,7 @@ ENCODERS: dict[str, str] = {
     "dense": "pipeline.encoding.encoders:Encoder",
     "multi-vector": "pipeline.encoding.multivector:SentenceEncoder",
     "object": "pipeline.encoding.objects:ObjectEncoder",  # pipeline.Encoder(obj, name=...)
+    "st": "pipeline.encoding.stmodels:STEncoder",  # MODEL=st:<org>/<name>
 }
 
 
@@ -156,6 +157,30 @@ def hf_model(spec: str) -> ModelEntry:
                       notes="unregistered (MODEL=hf:<id>)")
 
 
+ST_PREFIX, ST_FILE_PREFIX = "st:", "st--"  # st--<org>--<name>
+ST_KIND = "st"
+
+
+def st_model(spec: str) -> ModelEntry:
+    """A sentence-transformers model run as its own configuration says: `st:<org>/<name>`
+    (MODEL=st:<org>/<name>; MODEL_PATH=<folder> for a local copy) or its file-safe name
+    `st--<org>--<name>`. Its pooling, Dense layers, normalisation, max_seq_length and prompts
+    are the folder's (pipeline/encoding/stmodels.py), recorded in its store; queries are
+    encoded in their own form (the model's query prompt), ranked by cosine similarity."""
+    if spec.startswith(ST_FILE_PREFIX):
+        hf_id = spec[len(ST_FILE_PREFIX):].replace("--", "/", 1)
+    else:
+        hf_id = spec[len(ST_PREFIX):]
+    org, _, name = hf_id.partition("/")
+    if not (_HF_ID.fullmatch(hf_id) and name) or "--" in hf_id:
+        raise InputError(f"MODEL {spec!r}: write a sentence-transformers model as "
+                         "st:<org>/<name> (letters, digits, '.', '_', '-'; no '--'), with "
+                         "MODEL_PATH=<folder> for a local copy")
+    return ModelEntry(f"{ST_FILE_PREFIX}{org}--{name}", ST_KIND, hf_id, similarity="cosine",
+                      query_prefix="", join="space",
+                      notes="sentence-transformers configuration (MODEL=st:<org>/<name>)")
+
+
 VECTORS_PREFIX, VECTORS_FILE_PREFIX = "vectors:", "vectors--"
 VECTORS_KIND = "vectors"  # a store filled by make import-vectors (pipeline/encoding/vectors.py)
 IMPORT_VECTORS = "import-vectors"  # the command that fills it (make import-vectors)
@@ -198,6 +223,7 @@ def fused_name(method: str, models: list[str]) -> str:
 
 # The model names made of several `--` parts: their first part, and how many parts they have
 MULTIPART_NAMES = {HF_FILE_PREFIX.removesuffix("--"): 4,  # hf--org--name--pooling
+                   ST_FILE_PREFIX.removesuffix("--"): 3,  # st--org--name
                    VECTORS_FILE_PREFIX.removesuffix("--"): 2}  # vectors--name
 
 
@@ -231,7 +257,7 @@ def with_precision(entry: ModelEntry, precision: str) -> ModelEntry:
 
 
 def get_model(name: str) -> ModelEntry:
-    """The registered entry (or an `hf:` model, or a fused one), or a one-line InputError
+    """The registered entry (or an `hf:` or `st:` model, or a fused one), or a one-line InputError
     listing the names. `<name>+bf16` is the model run in bf16 (with_precision)."""
     name = name.strip()
     base, sep, precision = name.rpartition(PRECISION_SEP)
@@ -239,6 +265,8 @@ def get_model(name: str) -> ModelEntry:
         return with_precision(get_model(base), precision)
     if name.startswith((HF_PREFIX, HF_FILE_PREFIX)):
         return hf_model(name)
+    if name.startswith((ST_PREFIX, ST_FILE_PREFIX)):
+        return st_model(name)
     if name.startswith((VECTORS_PREFIX, VECTORS_FILE_PREFIX)):
         return vectors_model(name)
     if name.startswith(FUSION_PREFIX):
@@ -250,6 +278,7 @@ def get_model(name: str) -> ModelEntry:
     except KeyError:
         raise InputError(
             f"unknown MODEL {name!r}: use one of {', '.join(REGISTRY)}, or hf:<org>/<name> "
-            "with POOLING=cls|mean, or vectors:<name> (make import-vectors); PRECISION=bf16 "
-            "(or <name>+bf16) for another precision"
+            "with POOLING=cls|mean, st:<org>/<name> (sentence-transformers), or "
+            "vectors:<name> (make import-vectors); PRECISION=bf16 (or <name>+bf16) for "
+            "another precision"
         ) from None

@@ -150,7 +150,8 @@ def _store_config(entry: ModelEntry, encoder, dtype: str, columns: list[str] = (
     config = {"model": entry.describe(), "max_length": encoder.max_length, "dtype": dtype,
               "dim": encoder.dim,
               "text_format": text_format(entry)}
-    return {**config, **encoder.config_for(entry, list(columns))}  # multi-vector: a row
+    return {**config, **encoder.config_for(entry, list(columns)),  # multi-vector: a row
+            **getattr(encoder, "settings", dict)()}  # st: its configuration and prompts
 
 
 def _check_config(store: Path, config: dict) -> None:

@@ -274,6 +274,11 @@ class Encoder:
         a store made with other settings (embed.check_current)."""
         return {}
 
+    def settings(self) -> dict:
+        """What the store's config adds that is known once the model is loaded (an st:
+        model's configuration digest and prompts: pipeline/encoding/stmodels.py)."""
+        return {}
+
     def format(self, title: str | None, abstract: str | None, query: bool = False) -> str:
         """Model input for one paper: the prefix (a query's own where the entry has one), then
         title and abstract joined as the entry says (join_text)."""
@@ -290,16 +295,19 @@ class Encoder:
                               )["input_ids"]
 
     def _tensors(self, ids: list[list[int]], idx: np.ndarray) -> dict[str, torch.Tensor]:
-        """One batch padded to its longest member, on the model's device."""
+        """One batch padded to its longest member, on the side the tokenizer pads (its
+        `padding_side`), on the model's device."""
         if not len(idx):
             return {}
         longest = max(len(ids[i]) for i in idx)
         pad = self.tokenizer.pad_token_id or 0
         input_ids = np.full((len(idx), longest), pad, dtype=np.int64)
         mask = np.zeros((len(idx), longest), dtype=np.int64)
+        left = self.tokenizer.padding_side == "left"  # decoders' last-token pooling
         for row, i in enumerate(idx):
-            input_ids[row, : len(ids[i])] = ids[i]
-            mask[row, : len(ids[i])] = 1
+            at = slice(longest - len(ids[i]), longest) if left else slice(0, len(ids[i]))
+            input_ids[row, at] = ids[i]
+            mask[row, at] = 1
         cuda = self.device.type == "cuda"
         batch = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(mask)}
         return {k: (v.pin_memory() if cuda else v).to(self.device, non_blocking=cuda)

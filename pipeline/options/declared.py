@@ -40,6 +40,7 @@ from pipeline.models import (
     PRECISIONS,
     REGISTRY,
     SIMILARITIES,
+    ST_PREFIX,
     VECTORS_PREFIX,
     fused_name,
     get_model,
@@ -212,7 +213,8 @@ VARIABLES: tuple[Variable, ...] = (
       keywords=("pool",)),
     # ---- models
     V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
-      "hf:<org>/<name> (any Hugging Face encoder, with POOLING), vectors:<name> (make "
+      "hf:<org>/<name> (any Hugging Face encoder, with POOLING), st:<org>/<name> (a "
+      "sentence-transformers model as its configuration says), vectors:<name> (make "
       "import-vectors), or a fused model's name; make import-vectors: the name of the vectors",
       "models", stages=("import-run", "import-vectors"),
       required=("import-run", "import-vectors")),
@@ -389,13 +391,13 @@ def values_are_one_word(v: Any) -> None:
 
 
 def models_are_registered(v: Any) -> None:
-    """MODEL and DEMO_MODELS: registered names as registered, hf:<id> (with POOLING) or
-    vectors:<name>, each checked by the registry."""
+    """MODEL and DEMO_MODELS: registered names as registered, hf:<id> (with POOLING),
+    st:<id> or vectors:<name>, each checked by the registry."""
     for name in f"{v.MODEL or ''} {v.DEMO_MODELS or ''}".split():
         if name.startswith(HF_PREFIX):  # validates the id and the pooling
             get_model(f"{name}@{v.POOLING or 'mean'}")
-        elif name.startswith(VECTORS_PREFIX):  # validates the name (files: vectors--<name>)
-            get_model(name)
+        elif name.startswith((VECTORS_PREFIX, ST_PREFIX)):  # validates the name (files:
+            get_model(name)  # vectors--<name>, st--<org>--<name>)
         elif (entry := get_model(name)).name != name:
             raise InputError(f"MODEL {name!r}: write it as registered, {entry.name!r}")
 

