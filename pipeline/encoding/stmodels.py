@@ -61,6 +61,25 @@ def config_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
+def check_supported(entry: ModelEntry, model) -> None:
+    """Refuse a configuration the engine cannot batch as sentence-transformers does: a first
+    module other than a Transformer reading text (static embeddings, CLIP, a Router), or one
+    whose query and document lengths differ (ColBERT-style query_length, query expansion)."""
+    from sentence_transformers.base.modules.transformer import Transformer
+
+    first = model[0]
+    problem = ""
+    if not isinstance(first, Transformer) or "text" not in first.modality_config:
+        problem = f"its first module is a {type(first).__name__}, not a text Transformer"
+    elif first.query_length or first.document_length or first.query_expansion:
+        problem = "its Transformer has task-specific lengths (query_length, document_length " \
+                  "or query_expansion)"
+    if problem:
+        raise InputError(f"MODEL {entry.name}: {problem}, which MODEL=st: does not run; "
+                         "search it as an object: pipeline.Encoder(SentenceTransformer(...), "
+                         "name=...) (docs/encoders.md)")
+
+
 def _folder(source: str) -> Path:
     """The folder the model was loaded from: a local one, or its snapshot in the hub cache."""
     if Path(source).is_dir():
@@ -97,6 +116,7 @@ class STEncoder(Encoder):
         except LOAD_ERRORS as exc:
             raise InputError(f"cannot load MODEL {entry.name} from {source} "
                              f"({_first_line(exc)}): {load_advice(exc, source)}") from None
+        check_supported(entry, self.model)
         self.model.to(dtype).eval()
         self.attention = ""
         self.tokenizer = self.model.tokenizer

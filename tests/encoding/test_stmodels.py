@@ -218,3 +218,18 @@ def test_a_changed_configuration_is_refused_in_its_store(corpus_dir, backbones, 
 def test_bad_st_names_are_one_line_errors(spec, message):
     with pytest.raises(InputError, match=message):
         get_model(spec)
+
+
+def test_a_configuration_the_engine_cannot_batch_is_refused(backbones, tmp_path):
+    """A folder whose first module is not a text Transformer (static embeddings) is one
+    line pointing at pipeline.Encoder, not vectors of another procedure."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(backbones["right"])
+    static = StaticEmbedding(tokenizer, embedding_dim=8)
+    SentenceTransformer(modules=[static], device="cpu").save(str(tmp_path / "static"))
+    with pytest.raises(InputError, match="StaticEmbedding, not a text Transformer.*"
+                                         "pipeline.Encoder"):
+        STEncoder(get_model("st:tiny/static"), model_path=tmp_path / "static", device="cpu")
