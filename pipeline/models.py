@@ -19,7 +19,8 @@ from pipeline.core.errors import InputError
 
 Kind = str  # a key of ENCODERS or of the retriever registry: dense, multi-vector, bm25, ..
 # mean-all-layers: multi-vector only (MDCR's ASPIRE, pipeline/encoding/multivector.py)
-Pooling = Literal["cls", "mean", "mean-all-layers", "none"]
+# lasttoken: the last real token's state (decoder embedders: e5-mistral, Qwen3-Embedding)
+Pooling = Literal["cls", "mean", "lasttoken", "mean-all-layers", "none"]
 Similarity = Literal["ip", "l2", "cosine"]
 SIMILARITIES: tuple[str, ...] = ("ip", "l2", "cosine")
 # How title and abstract become one input (docs/encoders.md, "Input"): `sep`: title +
@@ -128,7 +129,7 @@ register(ModelEntry("mpnet", "dense", "sentence-transformers/all-mpnet-base-v2",
 HF_PREFIX = "hf:"
 HF_FILE_PREFIX = "hf--"  # an hf: model's file-safe name: hf--<org>--<name>--<pooling>
 _HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
-HF_POOLINGS = ("cls", "mean")
+HF_POOLINGS = ("cls", "mean", "lasttoken")
 
 
 def hf_name(hf_id: str, pooling: str) -> str:
@@ -137,9 +138,11 @@ def hf_name(hf_id: str, pooling: str) -> str:
 
 
 def hf_model(spec: str) -> ModelEntry:
-    """An encoder used without a registry entry: `hf:<id>[@cls|@mean]` (MODEL=hf:<id>
-    POOLING=...), or its file-safe name `hf--<org>--<name>--<pooling>`. CLS pooling ranks by
-    L2 distance (the SPECTER family's convention), mean pooling by cosine."""
+    """An encoder used without a registry entry: `hf:<id>[@cls|@mean|@lasttoken]`
+    (MODEL=hf:<id> POOLING=...), or its file-safe name `hf--<org>--<name>--<pooling>`. CLS
+    pooling ranks by L2 distance (the SPECTER family's convention) on `title[SEP]abstract`;
+    mean and last-token pooling (decoder embedders) by cosine, last-token on
+    `"{title} {abstract}".strip()` (a decoder has no separator token)."""
     if spec.startswith(HF_FILE_PREFIX):
         body, _, pooling = spec[len(HF_FILE_PREFIX):].rpartition("--")
         org, _, name = body.partition("--")
@@ -151,9 +154,10 @@ def hf_model(spec: str) -> ModelEntry:
         raise InputError(f"MODEL {spec!r}: write a Hugging Face id as hf:<org>/<name> "
                          "(letters, digits, '.', '_', '-'; no '--')")
     if pooling not in HF_POOLINGS:
-        raise InputError(f"POOLING {pooling!r} for {hf_id}: use cls or mean")
+        raise InputError(f"POOLING {pooling!r} for {hf_id}: use cls, mean or lasttoken")
     return ModelEntry(hf_name(hf_id, pooling), "dense", hf_id, pooling,
-                      "l2" if pooling == "cls" else "cosine", normalize=pooling == "mean",
+                      "l2" if pooling == "cls" else "cosine", normalize=pooling != "cls",
+                      join="space" if pooling == "lasttoken" else "sep",
                       notes="unregistered (MODEL=hf:<id>)")
 
 
@@ -278,7 +282,7 @@ def get_model(name: str) -> ModelEntry:
     except KeyError:
         raise InputError(
             f"unknown MODEL {name!r}: use one of {', '.join(REGISTRY)}, or hf:<org>/<name> "
-            "with POOLING=cls|mean, st:<org>/<name> (sentence-transformers), or "
+            "with POOLING=cls|mean|lasttoken, st:<org>/<name> (sentence-transformers), or "
             "vectors:<name> (make import-vectors); PRECISION=bf16 (or <name>+bf16) for "
             "another precision"
         ) from None

@@ -218,7 +218,8 @@ VARIABLES: tuple[Variable, ...] = (
       "import-vectors), or a fused model's name; make import-vectors: the name of the vectors",
       "models", stages=("import-run", "import-vectors"),
       required=("import-run", "import-vectors")),
-    V("POOLING", "", None, "cls or mean, for MODEL=hf:<org>/<name>", "models",
+    V("POOLING", "", None, "cls, mean or lasttoken (decoder embedders), for "
+      "MODEL=hf:<org>/<name>", "models",
       shown="mean", optional=True, one_word=True),
     V("PRECISION", "fp32", choice(PRECISIONS), "the encoder's floating-point precision: fp32 "
       "(the authors' references), bf16 or fp16 (GPU only) for speed; a run in another "

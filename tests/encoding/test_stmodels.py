@@ -21,7 +21,7 @@ from pipeline.encoding.encoders import model_source
 from pipeline.encoding.stmodels import STEncoder
 from pipeline.layout import MANIFEST, run_paths, store_dir
 from pipeline.models import get_model
-from tests.conftest import POOL_SIZES, UNUSUAL_PAPER, corpus_wordpiece, pool_of
+from tests.conftest import POOL_SIZES, UNUSUAL_PAPER, decoder_backbone, pool_of
 
 pytestmark = pytest.mark.slow  # encodes with a model
 st = pytest.importorskip("sentence_transformers")
@@ -44,26 +44,6 @@ def papers(corpus_dir) -> list[tuple[str, str]]:
 def texts_of(papers: list[tuple[str, str]]) -> list[str]:
     """What sentence-transformers' users encode: "title abstract", stripped."""
     return [f"{t} {a}".strip() for t, a in papers]
-
-
-def decoder_backbone(corpus_dir: Path, out: Path, padding_side: str) -> Path:
-    """A 2-layer Qwen2 (a causal decoder, as Qwen3-Embedding's) whose WordPiece tokenizer
-    knows the corpus's words and pads on `padding_side`, saved with save_pretrained."""
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2Model
-
-    trainer, _ = corpus_wordpiece(corpus_dir, ["<pad>", "<unk>", "<s>", "</s>", "<mask>"])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=trainer._tokenizer,
-                                        model_max_length=512, unk_token="<unk>",
-                                        pad_token="<pad>", bos_token="<s>", eos_token="</s>",
-                                        padding_side=padding_side)
-    tokenizer.save_pretrained(out)
-    torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
-                         max_position_embeddings=512, pad_token_id=tokenizer.pad_token_id,
-                         eos_token_id=tokenizer.eos_token_id)
-    Qwen2Model(config).save_pretrained(out)
-    return out
 
 
 def st_folder(backbone: Path, out: Path, pooling: str, *, dense: int = 0,
