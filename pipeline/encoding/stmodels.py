@@ -63,14 +63,18 @@ def config_digest(folder: Path) -> str:
 
 def check_supported(entry: ModelEntry, model) -> None:
     """Refuse a configuration the engine cannot batch as sentence-transformers does: a first
-    module other than a Transformer reading text (static embeddings, CLIP, a Router), or one
-    whose query and document lengths differ (ColBERT-style query_length, query expansion)."""
+    module other than a Transformer reading text (static embeddings, CLIP, a Router), one run
+    for another task than its hidden states (a language model's logits, retrieval heads), or
+    one whose query and document lengths differ (ColBERT-style query_length, query
+    expansion)."""
     from sentence_transformers.base.modules.transformer import Transformer
 
     first = model[0]
     problem = ""
     if not isinstance(first, Transformer) or "text" not in first.modality_config:
         problem = f"its first module is a {type(first).__name__}, not a text Transformer"
+    elif first.transformer_task != "feature-extraction":
+        problem = f"its Transformer's task is {first.transformer_task!r}, not feature-extraction"
     elif first.query_length or first.document_length or first.query_expansion:
         problem = "its Transformer has task-specific lengths (query_length, document_length " \
                   "or query_expansion)"

@@ -62,3 +62,23 @@ def test_last_token_pooling_equals_the_reference(side, padded, corpus_dir, texts
     want = reference(folder, texts)
     np.testing.assert_allclose(ours, want, atol=1e-5)
     assert np.abs(want[0] - want[1]).max() > 1e-3  # the vectors differ from paper to paper
+
+
+def test_an_end_of_sequence_token_the_tokenizer_adds_is_not_added_again(corpus_dir, texts,
+                                                                       tmp_path):
+    """A tokenizer that ends every input with its end-of-sequence token (Qwen3-Embedding's)
+    is taken as it is: one such token at the end, not two."""
+    from tokenizers.processors import TemplateProcessing
+    from transformers import AutoTokenizer
+
+    folder = decoder_backbone(corpus_dir, tmp_path / "eos", "left")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    eos = tokenizer.eos_token_id
+    tokenizer.backend_tokenizer.post_processor = TemplateProcessing(
+        single="$A </s>", special_tokens=[("</s>", eos)])
+    tokenizer.save_pretrained(folder)
+    encoder = Encoder(get_model("hf:tiny/qwen2@lasttoken"), model_path=folder, device="cpu")
+    assert encoder.settings() == {"eos_appended": False}
+    ids = encoder.tokenize(texts)
+    assert all(row[-1] == eos and row[-2] != eos for row in ids)
+    assert max(map(len, ids)) == 512
