@@ -16,7 +16,7 @@ import torch
 import pipeline
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
-from pipeline.encoding.embed import embed
+from pipeline.encoding.embed import embed, encode_texts
 from pipeline.encoding.encoders import model_source
 from pipeline.encoding.stmodels import STEncoder
 from pipeline.layout import MANIFEST, run_paths, store_dir
@@ -189,6 +189,12 @@ def test_a_changed_configuration_is_refused_in_its_store(corpus_dir, backbones, 
     st_folder(backbones["right"], folder, "mean", prompts=PROMPTS)  # prompts added
     with pytest.raises(InputError, match="other settings.*prompts"):
         embed(place, entry, [POOL], num_shards=2, shard=1, model_path=str(folder))
+    # nor are query papers encoded with it against the papers of the earlier one
+    store = store_dir(data.indexes, corpus_dir.name, entry.name)
+    queries = pl.read_parquet(corpus_dir / "prefiltered.parquet").head(3)
+    with pytest.raises(InputError, match="other settings \\(prompts, st_config"):
+        encode_texts(store, entry, queries.select("corpusid", "title", "abstract"),
+                     model_path=str(folder))
 
 
 @pytest.mark.parametrize("spec, message", [
