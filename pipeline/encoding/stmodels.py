@@ -84,6 +84,20 @@ def check_supported(entry: ModelEntry, model) -> None:
                          "name=...) (docs/encoders.md)")
 
 
+def check_similarity(entry: ModelEntry, model) -> None:
+    """st: models rank by cosine: refuse one whose configuration scores otherwise unless that
+    ranks as cosine does (dot product or Euclidean distance of normalised vectors)."""
+    from sentence_transformers.sentence_transformer.modules import Normalize
+
+    named = model.similarity_fn_name
+    normalised = isinstance(model[len(model) - 1], Normalize)
+    if named != "cosine" and not (normalised and named in ("dot", "euclidean")):
+        raise InputError(f"MODEL {entry.name}: its configuration scores by {named} similarity "
+                         f"of vectors it does not normalise, and st: models rank by cosine; "
+                         "search it as an object: pipeline.Encoder(SentenceTransformer(...), "
+                         "name=..., similarity='ip' or 'l2') (docs/encoders.md)")
+
+
 def _folder(source: str) -> Path:
     """The folder the model was loaded from: a local one, or its snapshot in the hub cache."""
     if Path(source).is_dir():
@@ -121,6 +135,7 @@ class STEncoder(Encoder):
             raise InputError(f"cannot load MODEL {entry.name} from {source} "
                              f"({_first_line(exc)}): {load_advice(exc, source)}") from None
         check_supported(entry, self.model)
+        check_similarity(entry, self.model)
         self.model.to(dtype).eval()
         self.attention = ""
         self.tokenizer = self.model.tokenizer

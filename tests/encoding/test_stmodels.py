@@ -48,10 +48,12 @@ def texts_of(papers: list[tuple[str, str]]) -> list[str]:
 
 def st_folder(backbone: Path, out: Path, pooling: str, *, dense: int = 0,
               max_seq_length: int = 64, prompts: dict[str, str] | None = None,
-              include_prompt: bool = True) -> Path:
+              include_prompt: bool = True, normalize: bool = True,
+              similarity: str | None = None) -> Path:
     """A sentence-transformers folder on `backbone`: Transformer (max_seq_length), Pooling
-    (`pooling`), a Dense layer to `dense` dimensions if given, Normalize; saved by the
-    library itself (modules.json, the modules' configs, config_sentence_transformers.json)."""
+    (`pooling`), a Dense layer to `dense` dimensions if given, Normalize unless not, scored by
+    `similarity` (cosine when not given); saved by the library itself (modules.json, the
+    modules' configs, config_sentence_transformers.json)."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import (
         Dense,
@@ -66,8 +68,10 @@ def st_folder(backbone: Path, out: Path, pooling: str, *, dense: int = 0,
     modules = [transformer, Pooling(dim, pooling_mode=pooling, include_prompt=include_prompt)]
     if dense:
         modules.append(Dense(dim, dense, activation_function=torch.nn.Tanh()))
-    modules.append(Normalize())
-    SentenceTransformer(modules=modules, prompts=prompts or {}, device="cpu").save(str(out))
+    if normalize:
+        modules.append(Normalize())
+    SentenceTransformer(modules=modules, prompts=prompts or {}, device="cpu",
+                        similarity_fn_name=similarity).save(str(out))
     return out
 
 
@@ -219,3 +223,14 @@ def test_a_configuration_the_engine_cannot_batch_is_refused(backbones, tmp_path)
     with pytest.raises(InputError, match="StaticEmbedding, not a text Transformer.*"
                                          "pipeline.Encoder"):
         STEncoder(get_model("st:tiny/static"), model_path=tmp_path / "static", device="cpu")
+
+
+def test_a_model_scored_otherwise_than_by_cosine_is_refused(backbones, tmp_path):
+    """A configuration that scores by dot product vectors it does not normalise would rank
+    otherwise than the cosine st: runs rank by: refused; normalised, dot ranks as cosine."""
+    raw = st_folder(backbones["right"], tmp_path / "dot", "mean", normalize=False,
+                    similarity="dot")
+    with pytest.raises(InputError, match="scores by dot similarity.*similarity='ip'"):
+        STEncoder(get_model("st:tiny/dot"), model_path=raw, device="cpu")
+    unit = st_folder(backbones["right"], tmp_path / "unit", "mean", similarity="dot")
+    assert STEncoder(get_model("st:tiny/unit"), model_path=unit, device="cpu").dim == 32
