@@ -21,7 +21,15 @@ from pipeline.encoding.encoders import model_source
 from pipeline.encoding.stmodels import STEncoder
 from pipeline.layout import MANIFEST, run_paths, store_dir
 from pipeline.models import get_model
-from tests.conftest import POOL_SIZES, UNUSUAL_PAPER, decoder_backbone, pool_of
+from pipeline.pools.build import PoolSpec, build_pool
+from tests.conftest import (
+    POOL_SEED,
+    POOL_SIZES,
+    UNUSUAL_PAPER,
+    copy_corpus,
+    decoder_backbone,
+    pool_of,
+)
 
 pytestmark = pytest.mark.slow  # encodes with a model
 st = pytest.importorskip("sentence_transformers")
@@ -155,26 +163,41 @@ def test_real_minilm_weights_equal_sentence_transformers(papers):
     assert np.abs(docs[0] - docs[1]).max() > 1e-2
 
 
-def test_an_st_model_searches_as_the_object_of_the_same_weights(corpus_dir, tmp_path):
+@pytest.fixture(scope="module")
+def small_pool(corpus_dir, tmp_path_factory) -> tuple[Path, str]:
+    """A copy of the session corpus with one pool of 200 candidates and 5 queries: enough
+    papers for the real encoder's runs to be compared, few enough to embed in seconds."""
+    corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("st") / "corpora" / "small")
+    spec = PoolSpec(size=200, n_queries=5, seed=POOL_SEED)
+    build_pool(corpus, spec)
+    return corpus, spec.name
+
+
+def test_an_st_model_searches_as_the_object_of_the_same_weights(small_pool, tmp_path):
     """`pipeline.search` with MODEL=st:<id> (the embedding engine) and with
     pipeline.Encoder(SentenceTransformer(...)) (the object's own encode) on the real
-    all-MiniLM-L6-v2 weights: the same candidates in the same order, scores to 1e-5. The
-    store records the configuration's digest, the prompts and max_seq_length."""
-    data = pipeline.Data(corpora=corpus_dir.parent, indexes=tmp_path / "indexes",
+    all-MiniLM-L6-v2 weights: the same candidates in the same order, scores to 1e-5, the
+    same metrics. The store records the configuration's digest, the prompts and
+    max_seq_length."""
+    corpus, pool = small_pool
+    data = pipeline.Data(corpora=corpus.parent, indexes=tmp_path / "indexes",
                          runs=tmp_path / "runs")
-    name = pipeline.search(data, corpus_dir.name, POOL, MINILM, k=20, threads=1,
+    name = pipeline.search(data, corpus.name, pool, MINILM, k=100, threads=1,
                            model_path=minilm_folder())
     assert name == "st--sentence-transformers--all-MiniLM-L6-v2"
     obj = pipeline.Encoder(st.SentenceTransformer(minilm_folder(), device="cpu"),
                            name="minilm-object", similarity="cosine")
-    pipeline.search(data, corpus_dir.name, POOL, obj, k=20, threads=1)
-    runs = [pl.read_parquet(run_paths(data.runs, corpus_dir.name, POOL, n).parquet)
-            for n in (name, "minilm-object")]
-    keys = ["query", "doc"] if "query" in runs[0].columns else runs[0].columns[:2]
-    assert runs[0].select(keys).equals(runs[1].select(keys))
-    np.testing.assert_allclose(runs[0]["score"], runs[1]["score"], atol=1e-5)
-    config = read_json(
-        store_dir(data.indexes, corpus_dir.name, name) / MANIFEST)["config"]
+    pipeline.search(data, corpus.name, pool, obj, k=100, threads=1)
+    ours, theirs = (pl.read_parquet(run_paths(data.runs, corpus.name, pool, n).parquet)
+                    for n in (name, "minilm-object"))
+    assert ours.height == theirs.height > 0
+    assert ours.select("query", "doc").equals(theirs.select("query", "doc"))
+    np.testing.assert_allclose(ours["score"].to_numpy(), theirs["score"].to_numpy(),
+                               atol=1e-5)
+    both = pipeline.evaluate(data, corpus.name, pool, [name, obj], means=True)
+    got, want = both.drop("model").rows()
+    assert got == pytest.approx(want, abs=1e-6)
+    config = read_json(store_dir(data.indexes, corpus.name, name) / MANIFEST)["config"]
     assert config["prompts"] == {"query": "", "document": ""}
     assert (config["max_seq_length"], config["dim"]) == (256, 384)
     assert len(config["st_config"]) == 64
