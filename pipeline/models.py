@@ -22,7 +22,8 @@ from pipeline.core.errors import InputError
 
 Kind = str  # a key of ENCODERS or of the retriever registry: dense, multi-vector, bm25, ..
 # mean-all-layers: multi-vector only (MDCR's ASPIRE, pipeline/encoding/multivector.py)
-Pooling = Literal["cls", "mean", "mean-all-layers", "none"]
+# lasttoken: the last real token's state (decoder embedders: e5-mistral, Qwen3-Embedding)
+Pooling = Literal["cls", "mean", "lasttoken", "mean-all-layers", "none"]
 Similarity = Literal["ip", "l2", "cosine"]
 SIMILARITIES: tuple[str, ...] = ("ip", "l2", "cosine")
 # How title and abstract become one input (docs/encoders.md, "Input"): `sep`: title +
@@ -74,6 +75,7 @@ ENCODERS: dict[str, str] = {
     "multi-vector": "pipeline.encoding.multivector:SentenceEncoder",
     "object": "pipeline.encoding.objects:ObjectEncoder",  # pipeline.Encoder(obj, name=...)
     "api": "pipeline.encoding.served:ServedEncoder",  # MODEL=api:<model> (served_model)
+    "st": "pipeline.encoding.stmodels:STEncoder",  # MODEL=st:<org>/<name>
 }
 
 
@@ -131,7 +133,7 @@ register(ModelEntry("mpnet", "dense", "sentence-transformers/all-mpnet-base-v2",
 HF_PREFIX = "hf:"
 HF_FILE_PREFIX = "hf--"  # an hf: model's file-safe name: hf--<org>--<name>--<pooling>
 _HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
-HF_POOLINGS = ("cls", "mean")
+HF_POOLINGS = ("cls", "mean", "lasttoken")
 
 
 def hf_name(hf_id: str, pooling: str) -> str:
@@ -140,9 +142,11 @@ def hf_name(hf_id: str, pooling: str) -> str:
 
 
 def hf_model(spec: str) -> ModelEntry:
-    """An encoder used without a registry entry: `hf:<id>[@cls|@mean]` (MODEL=hf:<id>
-    POOLING=...), or its file-safe name `hf--<org>--<name>--<pooling>`. CLS pooling ranks by
-    L2 distance (the SPECTER family's convention), mean pooling by cosine."""
+    """An encoder used without a registry entry: `hf:<id>[@cls|@mean|@lasttoken]`
+    (MODEL=hf:<id> POOLING=...), or its file-safe name `hf--<org>--<name>--<pooling>`. CLS
+    pooling ranks by L2 distance (the SPECTER family's convention) on `title[SEP]abstract`;
+    mean and last-token pooling (decoder embedders) by cosine, last-token on
+    `"{title} {abstract}".strip()` (a decoder has no separator token)."""
     if spec.startswith(HF_FILE_PREFIX):
         body, _, pooling = spec[len(HF_FILE_PREFIX):].rpartition("--")
         org, _, name = body.partition("--")
@@ -154,9 +158,10 @@ def hf_model(spec: str) -> ModelEntry:
         raise InputError(f"MODEL {spec!r}: write a Hugging Face id as hf:<org>/<name> "
                          "(letters, digits, '.', '_', '-'; no '--')")
     if pooling not in HF_POOLINGS:
-        raise InputError(f"POOLING {pooling!r} for {hf_id}: use cls or mean")
+        raise InputError(f"POOLING {pooling!r} for {hf_id}: use cls, mean or lasttoken")
     return ModelEntry(hf_name(hf_id, pooling), "dense", hf_id, pooling,
-                      "l2" if pooling == "cls" else "cosine", normalize=pooling == "mean",
+                      "l2" if pooling == "cls" else "cosine", normalize=pooling != "cls",
+                      join="space" if pooling == "lasttoken" else "sep",
                       notes="unregistered (MODEL=hf:<id>)")
 
 
@@ -235,6 +240,30 @@ def served_model(spec: str, environ: Mapping[str, str] | None = None) -> ServedM
                        notes="served by an OpenAI-compatible endpoint (MODEL=api:<model>)")
 
 
+ST_PREFIX, ST_FILE_PREFIX = "st:", "st--"  # st--<org>--<name>
+ST_KIND = "st"
+
+
+def st_model(spec: str) -> ModelEntry:
+    """A sentence-transformers model run as its own configuration says: `st:<org>/<name>`
+    (MODEL=st:<org>/<name>; MODEL_PATH=<folder> for a local copy) or its file-safe name
+    `st--<org>--<name>`. Its pooling, Dense layers, normalisation, max_seq_length and prompts
+    are the folder's (pipeline/encoding/stmodels.py), recorded in its store; queries are
+    encoded in their own form (the model's query prompt), ranked by cosine similarity."""
+    if spec.startswith(ST_FILE_PREFIX):
+        hf_id = spec[len(ST_FILE_PREFIX):].replace("--", "/", 1)
+    else:
+        hf_id = spec[len(ST_PREFIX):]
+    org, _, name = hf_id.partition("/")
+    if not (_HF_ID.fullmatch(hf_id) and name) or "--" in hf_id:
+        raise InputError(f"MODEL {spec!r}: write a sentence-transformers model as "
+                         "st:<org>/<name> (letters, digits, '.', '_', '-'; no '--'), with "
+                         "MODEL_PATH=<folder> for a local copy")
+    return ModelEntry(f"{ST_FILE_PREFIX}{org}--{name}", ST_KIND, hf_id, similarity="cosine",
+                      query_prefix="", join="space",
+                      notes="sentence-transformers configuration (MODEL=st:<org>/<name>)")
+
+
 VECTORS_PREFIX, VECTORS_FILE_PREFIX = "vectors:", "vectors--"
 VECTORS_KIND = "vectors"  # a store filled by make import-vectors (pipeline/encoding/vectors.py)
 IMPORT_VECTORS = "import-vectors"  # the command that fills it (make import-vectors)
@@ -277,6 +306,7 @@ def fused_name(method: str, models: list[str]) -> str:
 
 # The model names made of several `--` parts: their first part, and how many parts they have
 MULTIPART_NAMES = {HF_FILE_PREFIX.removesuffix("--"): 4,  # hf--org--name--pooling
+                   ST_FILE_PREFIX.removesuffix("--"): 3,  # st--org--name
                    VECTORS_FILE_PREFIX.removesuffix("--"): 2}  # vectors--name
 
 
@@ -313,7 +343,7 @@ def with_precision(entry: ModelEntry, precision: str) -> ModelEntry:
 
 
 def get_model(name: str) -> ModelEntry:
-    """The registered entry (or an `hf:` model, or a fused one), or a one-line InputError
+    """The registered entry (or an `hf:` or `st:` model, or a fused one), or a one-line InputError
     listing the names. `<name>+bf16` is the model run in bf16 (with_precision)."""
     name = name.strip()
     base, sep, precision = name.rpartition(PRECISION_SEP)
@@ -321,6 +351,8 @@ def get_model(name: str) -> ModelEntry:
         return with_precision(get_model(base), precision)
     if name.startswith((HF_PREFIX, HF_FILE_PREFIX)):
         return hf_model(name)
+    if name.startswith((ST_PREFIX, ST_FILE_PREFIX)):
+        return st_model(name)
     if name.startswith((VECTORS_PREFIX, VECTORS_FILE_PREFIX)):
         return vectors_model(name)
     if name.startswith((API_PREFIX, API_FILE_PREFIX)):
@@ -334,7 +366,7 @@ def get_model(name: str) -> ModelEntry:
     except KeyError:
         raise InputError(
             f"unknown MODEL {name!r}: use one of {', '.join(REGISTRY)}, or hf:<org>/<name> "
-            "with POOLING=cls|mean, or vectors:<name> (make import-vectors), or api:<model> "
-            "(with EMBEDDINGS_URL); PRECISION=bf16 "
-            "(or <name>+bf16) for another precision"
+            "with POOLING=cls|mean|lasttoken, st:<org>/<name> (sentence-transformers), "
+            "vectors:<name> (make import-vectors), or api:<model> (with EMBEDDINGS_URL); "
+            "PRECISION=bf16 (or <name>+bf16) for another precision"
         ) from None

@@ -272,6 +272,27 @@ def corpus_wordpiece(corpus_dir: Path, special_tokens: list[str]):
     return trainer, texts[:500]
 
 
+def decoder_backbone(corpus_dir: Path, out: Path, padding_side: str) -> Path:
+    """A 2-layer Qwen2 (a causal decoder, as Qwen3-Embedding's) whose WordPiece tokenizer
+    knows the corpus's words and pads on `padding_side`, saved with save_pretrained."""
+    import torch
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2Model
+
+    trainer, _ = corpus_wordpiece(corpus_dir, ["<pad>", "<unk>", "<s>", "</s>", "<mask>"])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=trainer._tokenizer,
+                                        model_max_length=512, unk_token="<unk>",
+                                        pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                        padding_side=padding_side)
+    tokenizer.save_pretrained(out)
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
+                         max_position_embeddings=512, pad_token_id=tokenizer.pad_token_id,
+                         eos_token_id=tokenizer.eos_token_id)
+    Qwen2Model(config).save_pretrained(out)
+    return out
+
+
 @pytest.fixture(scope="session")
 def tiny_bert(corpus_dir, tmp_path_factory) -> Path:
     """A 2-layer BERT with a WordPiece tokenizer trained on the corpus, saved with

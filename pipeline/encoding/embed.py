@@ -118,6 +118,7 @@ def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
             pass
         log.warning(f"[embed] {cache} is damaged: the queries are encoded again")
     encoder = encoder_class(entry.kind)(entry, model_path=model_path)
+    _check_loaded(store, encoder)
     # an encoder told queries apart (an MTEB object: the query prompt type) has its own call
     encode = getattr(encoder, "encode_queries", encoder.encode)
     vectors, _ = encode([encoder.format(t, a, query=True) for t, a in
@@ -128,6 +129,27 @@ def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
     write_json(manifest("query-vectors", {"model": entry.name}, queries=texts.height,
                         outputs={cache.name: fingerprint(cache)}), record)
     return vectors
+
+
+def loaded_settings(encoder) -> dict:
+    """What a loaded encoder adds to its store's config (Encoder.settings: an st: folder's
+    configuration and prompts, last-token pooling's EOS); an object's encoder adds nothing."""
+    return getattr(encoder, "settings", dict)()
+
+
+def _check_loaded(store: Path, encoder) -> None:
+    """Refuse to encode queries with a model whose settings known once loaded (an st:
+    folder's configuration and prompts: Encoder.settings) differ from those the store's
+    papers were embedded with: the queries would be another model's vectors."""
+    if not (store / MANIFEST).exists():
+        return
+    made = read_json(store / MANIFEST, store_repair(store)).get("config", {})
+    changed = sorted(key for key, value in loaded_settings(encoder).items()
+                     if made.get(key) != value)
+    if changed:
+        raise InputError(f"{store} holds vectors made with other settings ({', '.join(changed)} "
+                         "differ from the model's now; see its manifest.json): delete it or "
+                         "embed into another --index-root")
 
 
 def missing_ids(corpus_dir: Path, store: Path, pools: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -152,7 +174,8 @@ def _store_config(entry: ModelEntry, encoder, dtype: str, columns: list[str] = (
     config = {"model": entry.describe(), "max_length": encoder.max_length, "dtype": dtype,
               "dim": encoder.dim,
               "text_format": text_format(entry)}
-    return {**config, **encoder.config_for(entry, list(columns))}  # multi-vector: a row
+    return {**config, **encoder.config_for(entry, list(columns)),  # multi-vector: a row
+            **loaded_settings(encoder)}
 
 
 def _check_config(store: Path, config: dict) -> None:

@@ -231,6 +231,7 @@ class Encoder:
     # optional columns of prefiltered.parquet that `format` takes by name where a corpus has
     # them (multi-vector: a collection's own sentence split)
     columns: tuple[str, ...] = ()
+    append_eos: int | None = None  # last-token pooling: the end-of-sequence id to append
 
     def __init__(self, entry: ModelEntry, model_path: str | Path | None = None,
                  device: str | None = None):
@@ -261,6 +262,7 @@ class Encoder:
         self.model.to(self.device).eval()
         self.dim = int(self.model.config.hidden_size)
         self.max_length = min(entry.max_length, self.tokenizer.model_max_length)
+        self.append_eos = self._eos_to_append() if entry.pooling == "lasttoken" else None
 
     @property
     def compute_dtype(self) -> str:
@@ -274,6 +276,30 @@ class Encoder:
         a store made with other settings (embed.check_current)."""
         return {}
 
+    def settings(self) -> dict:
+        """What the store's config adds that is known once the model is loaded (last-token
+        pooling: the end-of-sequence token appended; an st: model's configuration digest and
+        prompts: pipeline/encoding/stmodels.py)."""
+        if self.entry.pooling != "lasttoken":
+            return {}
+        return {"eos_appended": self.append_eos is not None}
+
+    def _eos_to_append(self) -> int | None:
+        """Last-token pooling reads the state of the end-of-sequence token (the tokenizer's,
+        else the model configuration's): the id to append to each input, or None where the
+        tokenizer ends its inputs with it already (Qwen3-Embedding's does; e5-mistral's
+        authors append it by hand)."""
+        eos = self.tokenizer.eos_token_id
+        if eos is None:
+            eos = getattr(self.model.config, "eos_token_id", None)
+            eos = eos[0] if isinstance(eos, list) else eos
+        if eos is None:
+            raise InputError(f"MODEL {self.entry.name}: POOLING=lasttoken reads the state of "
+                             "the end-of-sequence token, and neither the tokenizer nor the "
+                             "model's config.json names one: use POOLING=mean or cls")
+        ends = self.tokenizer(["a"], return_attention_mask=False)["input_ids"][0]
+        return None if ends and ends[-1] == eos else int(eos)
+
     def format(self, title: str | None, abstract: str | None, query: bool = False) -> str:
         """Model input for one paper: the prefix (a query's own where the entry has one), then
         title and abstract joined as the entry says (join_text)."""
@@ -284,22 +310,31 @@ class Encoder:
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:
         """Token ids of each text, truncated to the max length, unpadded (the fast Rust
-        tokenizer releases the GIL, so a background thread tokenizes while the model runs)."""
-        return self.tokenizer(texts, truncation=True, max_length=self.max_length,
-                              return_attention_mask=False, return_token_type_ids=False
-                              )["input_ids"]
+        tokenizer releases the GIL, so a background thread tokenizes while the model runs);
+        last-token pooling: ending with the end-of-sequence token (`_eos_to_append`)."""
+        if self.append_eos is None:
+            return self.tokenizer(texts, truncation=True, max_length=self.max_length,
+                                  return_attention_mask=False, return_token_type_ids=False
+                                  )["input_ids"]
+        ids = self.tokenizer(texts, truncation=True, max_length=self.max_length - 1,
+                             return_attention_mask=False, return_token_type_ids=False
+                             )["input_ids"]
+        return [[*row, self.append_eos] for row in ids]
 
     def _tensors(self, ids: list[list[int]], idx: np.ndarray) -> dict[str, torch.Tensor]:
-        """One batch padded to its longest member, on the model's device."""
+        """One batch padded to its longest member, on the side the tokenizer pads (its
+        `padding_side`), on the model's device."""
         if not len(idx):
             return {}
         longest = max(len(ids[i]) for i in idx)
         pad = self.tokenizer.pad_token_id or 0
         input_ids = np.full((len(idx), longest), pad, dtype=np.int64)
         mask = np.zeros((len(idx), longest), dtype=np.int64)
+        left = self.tokenizer.padding_side == "left"  # decoders' last-token pooling
         for row, i in enumerate(idx):
-            input_ids[row, : len(ids[i])] = ids[i]
-            mask[row, : len(ids[i])] = 1
+            at = slice(longest - len(ids[i]), longest) if left else slice(0, len(ids[i]))
+            input_ids[row, at] = ids[i]
+            mask[row, at] = 1
         cuda = self.device.type == "cuda"
         batch = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(mask)}
         return {k: (v.pin_memory() if cuda else v).to(self.device, non_blocking=cuda)
@@ -369,6 +404,9 @@ class Encoder:
     def pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         if self.entry.pooling == "cls":
             vectors = hidden[:, 0]
+        elif self.entry.pooling == "lasttoken":  # the last real token, padded on either side
+            positions = torch.arange(mask.shape[1], device=mask.device)
+            vectors = hidden[torch.arange(len(hidden)), (mask * positions).argmax(1)]
         else:
             weights = mask.unsqueeze(-1).to(hidden.dtype)
             vectors = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)

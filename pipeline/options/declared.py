@@ -47,6 +47,7 @@ from pipeline.models import (
     PRECISIONS,
     REGISTRY,
     SIMILARITIES,
+    ST_PREFIX,
     VECTORS_PREFIX,
     endpoint_url,
     fused_name,
@@ -221,12 +222,14 @@ VARIABLES: tuple[Variable, ...] = (
       keywords=("pool",)),
     # ---- models
     V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
-      "hf:<org>/<name> (any Hugging Face encoder, with POOLING), vectors:<name> (make "
+      "hf:<org>/<name> (any Hugging Face encoder, with POOLING), st:<org>/<name> (a "
+      "sentence-transformers model as its configuration says), vectors:<name> (make "
       "import-vectors), api:<model> (served at EMBEDDINGS_URL), or a fused model's name; make "
       "import-vectors: the name of the vectors",
       "models", stages=("import-run", "import-vectors"),
       required=("import-run", "import-vectors")),
-    V("POOLING", "", None, "cls or mean, for MODEL=hf:<org>/<name>", "models",
+    V("POOLING", "", None, "cls, mean or lasttoken (decoder embedders), for "
+      "MODEL=hf:<org>/<name>", "models",
       shown="mean", optional=True, one_word=True),
     V("PRECISION", "fp32", choice(PRECISIONS), "the encoder's floating-point precision: fp32 "
       "(the authors' references), bf16 or fp16 (GPU only) for speed; a run in another "
@@ -409,13 +412,13 @@ def values_are_one_word(v: Any) -> None:
 
 
 def models_are_registered(v: Any) -> None:
-    """MODEL and DEMO_MODELS: registered names as registered, hf:<id> (with POOLING) or
-    vectors:<name>, each checked by the registry."""
+    """MODEL and DEMO_MODELS: registered names as registered, hf:<id> (with POOLING),
+    st:<id> or vectors:<name>, each checked by the registry."""
     for name in f"{v.MODEL or ''} {v.DEMO_MODELS or ''}".split():
         if name.startswith(HF_PREFIX):  # validates the id and the pooling
             get_model(f"{name}@{v.POOLING or 'mean'}")
-        elif name.startswith((VECTORS_PREFIX, API_PREFIX)):  # the name (files: <kind>--<name>)
-            get_model(name)
+        elif name.startswith((VECTORS_PREFIX, ST_PREFIX, API_PREFIX)):  # the name (files:
+            get_model(name)  # vectors--<name>, st--<org>--<name>, api--<org>--<name>)
         elif (entry := get_model(name)).name != name:
             raise InputError(f"MODEL {name!r}: write it as registered, {entry.name!r}")
 

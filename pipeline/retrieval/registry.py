@@ -18,6 +18,7 @@ RETRIEVERS: dict[str, str] = {
     "multi-vector": "pipeline.retrieval.dense.retriever:MULTI_VECTOR",
     "object": "pipeline.retrieval.dense.retriever",  # an encoder given as an object
     "api": "pipeline.retrieval.dense.retriever",  # a served model (MODEL=api:<model>)
+    "st": "pipeline.retrieval.dense.retriever",  # MODEL=st:<id>, pipeline/encoding/stmodels.py
     "vectors": "pipeline.retrieval.dense.retriever:IMPORTED",  # make import-vectors
     "fusion": "pipeline.retrieval.fusion",
     "random": "pipeline.retrieval.random",

@@ -307,6 +307,8 @@ def test_every_derived_value_is_pythons():
     assert set(values) == set(DERIVED)
     assert values["MODEL_FILE"] == "hf--org--name--mean"
     assert values["CORPORA_ROOT"] == "/d/corpora" and values["WRITTEN_WHOLE"] == ""
+    st = derived(read({"CORPUS": "c", "MODEL": "st:org/name", "PRECISION": "bf16"}))
+    assert st["MODEL_FILE"] == "st--org--name+bf16"  # the stages' --model (issue 49)
 
 
 def test_a_repair_names_the_data_it_acts_on_and_make_takes_it(tmp_path):

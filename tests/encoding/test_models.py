@@ -9,7 +9,7 @@ import torch
 
 from pipeline.core.errors import InputError
 from pipeline.encoding.encoders import Encoder
-from pipeline.models import get_model, hf_model, with_precision
+from pipeline.models import fused_name, fusion_parts, get_model, hf_model, with_precision
 
 
 @pytest.mark.slow
@@ -66,3 +66,16 @@ def test_bf16_runs_in_bf16_and_near_fp32(tiny_bert):
     assert (cosine > 0.99).all()
     with pytest.raises(InputError, match="fp16 runs on a GPU only"):
         Encoder(get_model("scincl+fp16"), model_path=tiny_bert, device="cpu")
+
+
+def test_st_models_have_file_safe_names_that_map_back():
+    """st:<org>/<name> is the model st--<org>--<name> (its store, runs, SLURM tasks), which
+    maps back, fuses, and takes a precision like any embedded model."""
+    entry = get_model("st:sentence-transformers/all-MiniLM-L6-v2")
+    assert (entry.name, entry.kind, entry.hf_id, entry.similarity, entry.query_prefix) == (
+        "st--sentence-transformers--all-MiniLM-L6-v2", "st",
+        "sentence-transformers/all-MiniLM-L6-v2", "cosine", "")
+    assert entry.embedded and get_model(entry.name) == entry
+    fused = fused_name("rrf", ["bm25", entry.name, "hf:a/b@lasttoken"])
+    assert fusion_parts(fused) == ("rrf", ["bm25", entry.name, "hf--a--b--lasttoken"])
+    assert get_model(f"{entry.name}+bf16").precision == "bf16"

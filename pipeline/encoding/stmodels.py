@@ -1,0 +1,182 @@
+"""Sentence-transformers models as their own configuration says (`MODEL=st:<org>/<name>`).
+
+The folder's modules (modules.json: the Transformer with its max_seq_length, the Pooling
+module's mode, Dense layers, Normalize, ...) are loaded by the sentence-transformers library
+itself and run on the batches of the project's embedding engine (pipeline/encoding/encoders.py:
+token-budget batching, padding on the tokenizer's side), so a vector is what
+`SentenceTransformer(...).encode_document` (candidates) or `.encode_query` (query papers) gives.
+Prompts come from config_sentence_transformers.json, chosen as those two methods choose them.
+The store records what changes a vector beyond the entry: a digest of the configuration files,
+the prompts, the maximum sequence length (`STEncoder.settings`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+
+import torch
+
+from pipeline.core.errors import InputError
+from pipeline.encoding.encoders import (
+    LOAD_ERRORS,
+    Encoder,
+    _first_line,
+    hub_offline,
+    join_text,
+    load_advice,
+    model_dtype,
+    model_source,
+    pick_device,
+)
+from pipeline.models import ST_KIND, ModelEntry
+
+log = logging.getLogger(__name__)
+
+# The prompt names sentence-transformers' encode_query and encode_document look for, in order
+QUERY_PROMPTS = ("query",)
+DOCUMENT_PROMPTS = ("document", "passage", "corpus")
+ST_SETUP = ("MODEL=st:... needs the sentence-transformers library: install the project with "
+            "its `bench` extra (pip install -e '.[bench]')")
+
+
+def prompt_of(prompts: dict[str, str], names: tuple[str, ...], default: str | None) -> str:
+    """The prompt sentence-transformers prepends for these names: the first of `names` the
+    model has, else its default prompt (default_prompt_name), else none."""
+    for name in names:
+        if name in prompts:
+            return prompts[name]
+    return prompts.get(default, "") if default else ""
+
+
+def config_digest(folder: Path) -> str:
+    """sha256 of the folder's sentence-transformers configuration: every JSON file of the
+    folder and of its module folders (modules.json, sentence_bert_config.json, the Pooling and
+    Dense configs, config_sentence_transformers.json, the model's config.json), by path."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*.json")):
+        digest.update(f"{path.relative_to(folder).as_posix()}\n".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def check_supported(entry: ModelEntry, model) -> None:
+    """Refuse a configuration the engine cannot batch as sentence-transformers does: a first
+    module other than a Transformer reading text (static embeddings, CLIP, a Router), one run
+    for another task than its hidden states (a language model's logits, retrieval heads), or
+    one whose query and document lengths differ (ColBERT-style query_length, query
+    expansion)."""
+    from sentence_transformers.base.modules.transformer import Transformer
+
+    first = model[0]
+    problem = ""
+    if not isinstance(first, Transformer) or "text" not in first.modality_config:
+        problem = f"its first module is a {type(first).__name__}, not a text Transformer"
+    elif first.transformer_task != "feature-extraction":
+        problem = f"its Transformer's task is {first.transformer_task!r}, not feature-extraction"
+    elif first.query_length or first.document_length or first.query_expansion:
+        problem = "its Transformer has task-specific lengths (query_length, document_length " \
+                  "or query_expansion)"
+    if problem:
+        raise InputError(f"MODEL {entry.name}: {problem}, which MODEL=st: does not run; "
+                         "search it as an object: pipeline.Encoder(SentenceTransformer(...), "
+                         "name=...) (docs/encoders.md)")
+
+
+def check_similarity(entry: ModelEntry, model) -> None:
+    """st: models rank by cosine: refuse one whose configuration scores otherwise unless that
+    ranks as cosine does (dot product or Euclidean distance of normalised vectors)."""
+    from sentence_transformers.sentence_transformer.modules import Normalize
+
+    named = model.similarity_fn_name
+    normalised = isinstance(model[len(model) - 1], Normalize)
+    if named != "cosine" and not (normalised and named in ("dot", "euclidean")):
+        raise InputError(f"MODEL {entry.name}: its configuration scores by {named} similarity "
+                         f"of vectors it does not normalise, and st: models rank by cosine; "
+                         "search it as an object: pipeline.Encoder(SentenceTransformer(...), "
+                         "name=..., similarity='ip' or 'l2') (docs/encoders.md)")
+
+
+def _folder(source: str) -> Path:
+    """The folder the model was loaded from: a local one, or its snapshot in the hub cache."""
+    if Path(source).is_dir():
+        return Path(source)
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(source, local_files_only=True))
+
+
+class STEncoder(Encoder):
+    """A sentence-transformers folder run by the embedding engine: the engine tokenizes,
+    batches and pads; the model's own modules turn a batch into its vectors."""
+
+    kinds = (ST_KIND,)
+
+    def __init__(self, entry: ModelEntry, model_path: str | Path | None = None,
+                 device: str | None = None):
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            raise InputError(ST_SETUP) from None
+        if entry.kind not in self.kinds:
+            raise InputError(f"MODEL {entry.name} is a {entry.kind} model: STEncoder embeds "
+                             "st: models only")
+        self.entry = entry
+        self.device = pick_device(device)
+        self.one_length = self.device.type == "cpu"  # as Encoder: shard-independent vectors
+        source = model_source(entry, model_path)
+        offline = hub_offline(source, entry)
+        dtype = model_dtype(entry, self.device)
+        try:
+            self.model = SentenceTransformer(source, device=str(self.device),
+                                             local_files_only=offline)
+        except LOAD_ERRORS as exc:
+            raise InputError(f"cannot load MODEL {entry.name} from {source} "
+                             f"({_first_line(exc)}): {load_advice(exc, source)}") from None
+        check_supported(entry, self.model)
+        check_similarity(entry, self.model)
+        self.model.to(dtype).eval()
+        self.attention = ""
+        self.tokenizer = self.model.tokenizer
+        self.max_length = int(self.model.max_seq_length)
+        self.dim = int(self.model.get_embedding_dimension())
+        prompts, default = dict(self.model.prompts), self.model.default_prompt_name
+        self.prompts = {"query": prompt_of(prompts, QUERY_PROMPTS, default),
+                        "document": prompt_of(prompts, DOCUMENT_PROMPTS, default)}
+        self._digest = config_digest(_folder(source))
+        self._prompt_tokens = {kind: self._prompt_length(text)
+                               for kind, text in self.prompts.items()}
+        self._kind = "document"  # the kind of the texts last formatted (a batch is one kind)
+        log.info(f"[embed] MODEL {entry.name}: {self.model!r}".replace("\n", " "))
+
+    @property
+    def compute_dtype(self) -> str:
+        return str(next(self.model.parameters()).dtype)
+
+    def settings(self) -> dict:
+        """What the store records besides the entry: the configuration's digest, the prompts
+        and the maximum sequence length, each of which changes a vector."""
+        return {"st_config": self._digest, "prompts": self.prompts,
+                "max_seq_length": self.max_length}
+
+    def format(self, title: str | None, abstract: str | None, query: bool = False) -> str:
+        """`"{title} {abstract}".strip()` after the query prompt (query papers) or the
+        document prompt (candidates). The texts encoded together are of one kind, so the
+        kind of the last one formatted is the batch's (its prompt's length, `_forward`)."""
+        self._kind = "query" if query else "document"
+        return self.prompts[self._kind] + join_text(title, abstract, " ", "space")
+
+    def _prompt_length(self, prompt: str) -> int | None:
+        """The prompt's tokens, as the Pooling module excludes them (include_prompt false):
+        sentence-transformers' count, without a trailing special token."""
+        if not prompt:
+            return None
+        ids = self.tokenizer([prompt], truncation=True, max_length=self.max_length)["input_ids"][0]
+        return len(ids) - (ids[-1] in self.tokenizer.all_special_ids)
+
+    def _forward(self, batch: dict[str, torch.Tensor]):
+        features = dict(batch)
+        if self._prompt_tokens[self._kind] is not None:
+            features["prompt_length"] = self._prompt_tokens[self._kind]
+        return self.model(features)["sentence_embedding"].float().cpu().numpy()

