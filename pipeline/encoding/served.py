@@ -203,6 +203,7 @@ class ServedEncoder(ObjectEncoder):
         self.device = Remote()
         self.compute_dtype = "the endpoint's"
         self.max_length = None  # the endpoint truncates as it is configured to
+        self.task_metadata = None  # no MTEB task: the client is called with the texts
         self.dim = self._vectors(["dimension probe"]).shape[1]
 
     @classmethod
