@@ -189,11 +189,11 @@ def load_model(entry: ModelEntry, source: str, offline: bool, dtype: torch.dtype
             return load(attention)
         except ValueError as exc:
             log.info(f"[embed] MODEL {entry.name}: no {attention} attention "
-                     f"({_first_line(exc)[:100]}...)")
+                     f"({first_line(exc)[:100]}...)")
     return load(last)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
@@ -258,7 +258,7 @@ class Encoder:
                 self.model, self.attention = load_model(entry, source, offline, dtype)
         except LOAD_ERRORS as exc:
             raise InputError(f"cannot load MODEL {entry.name} from {source} "
-                             f"({_first_line(exc)}): {load_advice(exc, source)}") from None
+                             f"({first_line(exc)}): {load_advice(exc, source)}") from None
         self.model.to(self.device).eval()
         self.dim = int(self.model.config.hidden_size)
         self.max_length = min(entry.max_length, self.tokenizer.model_max_length)

@@ -22,7 +22,7 @@ from pipeline.core.errors import InputError
 from pipeline.encoding.encoders import (
     LOAD_ERRORS,
     Encoder,
-    _first_line,
+    first_line,
     hub_offline,
     join_text,
     load_advice,
@@ -30,6 +30,7 @@ from pipeline.encoding.encoders import (
     model_source,
     pick_device,
 )
+from pipeline.layout import JSON_SUFFIX
 from pipeline.models import ST_KIND, ModelEntry
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def config_digest(folder: Path) -> str:
     folder and of its module folders (modules.json, sentence_bert_config.json, the Pooling and
     Dense configs, config_sentence_transformers.json, the model's config.json), by path."""
     digest = hashlib.sha256()
-    for path in sorted(folder.rglob("*.json")):
+    for path in sorted(folder.rglob(f"*{JSON_SUFFIX}")):
         digest.update(f"{path.relative_to(folder).as_posix()}\n".encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -133,7 +134,7 @@ class STEncoder(Encoder):
                                              local_files_only=offline)
         except LOAD_ERRORS as exc:
             raise InputError(f"cannot load MODEL {entry.name} from {source} "
-                             f"({_first_line(exc)}): {load_advice(exc, source)}") from None
+                             f"({first_line(exc)}): {load_advice(exc, source)}") from None
         check_supported(entry, self.model)
         check_similarity(entry, self.model)
         self.model.to(dtype).eval()
