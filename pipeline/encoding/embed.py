@@ -95,9 +95,12 @@ def pool_ids(corpus_dir: Path, pool: str) -> np.ndarray:
 
 def query_cache(store: Path, entry: ModelEntry, texts: pl.DataFrame) -> Path:
     """Where the vectors of query texts are kept beside the store: `queries/<sha>.npy`, keyed
-    by the texts and the store's settings (a run made from them records it among its inputs)."""
+    by the texts, the store's settings and the user's query prompt (a run made from them
+    records it among its inputs)."""
     config = read_json(store / MANIFEST)["config"] if (store / MANIFEST).exists() \
         else {"model": entry.describe()}
+    if entry.query_prompt is not None:  # the user's query prompt (QUERY_PROMPT)
+        config = {**config, "query_prompt": entry.query_prompt}
     key = hashlib.sha256(repr((config, texts.select("title", "abstract").rows())).encode())
     return query_vectors_path(store, key.hexdigest()[:24])
 
@@ -126,7 +129,8 @@ def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
     cache.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(cache) as tmp, tmp.open("wb") as handle:
         np.save(handle, vectors)
-    write_json(manifest("query-vectors", {"model": entry.name}, queries=texts.height,
+    prompt = {} if entry.query_prompt is None else {"query_prompt": entry.query_prompt}
+    write_json(manifest("query-vectors", {"model": entry.name, **prompt}, queries=texts.height,
                         outputs={cache.name: fingerprint(cache)}), record)
     return vectors
 

@@ -304,7 +304,7 @@ class Encoder:
         """Model input for one paper: the prefix (a query's own where the entry has one), then
         title and abstract joined as the entry says (join_text)."""
         entry = self.entry
-        prefix = entry.query_prefix if query and entry.query_prefix is not None \
+        prefix = entry.query_form if query and entry.query_form is not None \
             else entry.text_prefix
         return prefix + join_text(title, abstract, self.tokenizer.sep_token or " ", entry.join)
 

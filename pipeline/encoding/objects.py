@@ -225,7 +225,7 @@ class ObjectEncoder:
         """The object's input: prefix, then "title abstract" stripped (as sentence-transformers
         models are evaluated by MTEB and BEIR)."""
         entry = self.entry
-        prefix = entry.query_prefix if query and entry.query_prefix is not None \
+        prefix = entry.query_form if query and entry.query_form is not None \
             else entry.text_prefix
         return prefix + f"{title or ''} {abstract or ''}".strip()
 

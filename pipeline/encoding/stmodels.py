@@ -12,6 +12,7 @@ the prompts, the maximum sequence length (`STEncoder.settings`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from pathlib import Path
@@ -146,9 +147,7 @@ class STEncoder(Encoder):
         self.prompts = {"query": prompt_of(prompts, QUERY_PROMPTS, default),
                         "document": prompt_of(prompts, DOCUMENT_PROMPTS, default)}
         self._digest = config_digest(_folder(source))
-        self._prompt_tokens = {kind: self._prompt_length(text)
-                               for kind, text in self.prompts.items()}
-        self._kind = "document"  # the kind of the texts last formatted (a batch is one kind)
+        self._prompt = self.prompts["document"]  # of the texts last formatted (a batch is one kind)
         log.info(f"[embed] MODEL {entry.name}: {self.model!r}".replace("\n", " "))
 
     @property
@@ -161,13 +160,22 @@ class STEncoder(Encoder):
         return {"st_config": self._digest, "prompts": self.prompts,
                 "max_seq_length": self.max_length}
 
+    def query_prompt(self) -> str:
+        """The queries' prompt: the user's (QUERY_PROMPT: one of the configuration's prompt
+        names, or a text), else the configuration's query prompt."""
+        given = self.entry.query_form  # refused for a prompt's model known by its name only
+        if self.entry.query_prompt is None:
+            return self.prompts["query"]
+        return self.model.prompts.get(given, given)
+
     def format(self, title: str | None, abstract: str | None, query: bool = False) -> str:
         """`"{title} {abstract}".strip()` after the query prompt (query papers) or the
         document prompt (candidates). The texts encoded together are of one kind, so the
-        kind of the last one formatted is the batch's (its prompt's length, `_forward`)."""
-        self._kind = "query" if query else "document"
-        return self.prompts[self._kind] + join_text(title, abstract, " ", "space")
+        prompt of the last one formatted is the batch's (its length, `_forward`)."""
+        self._prompt = self.query_prompt() if query else self.prompts["document"]
+        return self._prompt + join_text(title, abstract, " ", "space")
 
+    @functools.cache  # noqa: B019 (one encoder per stage, two or three prompts)
     def _prompt_length(self, prompt: str) -> int | None:
         """The prompt's tokens, as the Pooling module excludes them (include_prompt false):
         sentence-transformers' count, without a trailing special token."""
@@ -178,6 +186,6 @@ class STEncoder(Encoder):
 
     def _forward(self, batch: dict[str, torch.Tensor]):
         features = dict(batch)
-        if self._prompt_tokens[self._kind] is not None:
-            features["prompt_length"] = self._prompt_tokens[self._kind]
+        if (length := self._prompt_length(self._prompt)) is not None:
+            features["prompt_length"] = length
         return self.model(features)["sentence_embedding"].float().cpu().numpy()

@@ -201,6 +201,15 @@ def checked(check):
     return parse
 
 
+def prompt_text(text: str) -> str:
+    """A query prompt (QUERY_PROMPT): text without control characters but a line break (on
+    make's command line written `\\n`: models.query_prompt_text)."""
+    if any(ch < " " and ch != "\n" or ch == "\x7f" for ch in text):
+        raise InputError(f"QUERY_PROMPT={text!r} holds a control character: give printable "
+                         "text, a line break written \\n")
+    return text
+
+
 def metric_list(text: str) -> str:
     if text != "auto":  # auto: each pool's own set (large-scale; mdcr for MDCR-style pools)
         parse_metrics(text)

@@ -49,6 +49,7 @@ from pipeline.models import (
     SIMILARITIES,
     ST_PREFIX,
     VECTORS_PREFIX,
+    chosen_model,
     endpoint_url,
     fused_name,
     get_model,
@@ -66,6 +67,7 @@ from pipeline.options.checks import (
     parallel_downloads,
     pool_name,
     positive,
+    prompt_text,
     safe_path,
     shard_count,
     sizes,
@@ -245,6 +247,13 @@ VARIABLES: tuple[Variable, ...] = (
     V(API_CONCURRENCY, str(API_DEFAULTS[API_CONCURRENCY]),
       checked(partial(request_setting, API_CONCURRENCY)),
       "MODEL=api:<model>: requests sent at once", "models", one_word=True),
+    V("QUERY_PROMPT", "", checked(prompt_text), "a prompt before each query's text (an "
+      "instruction: 'Instruct: Given a paper, retrieve papers it cites\\nQuery: ', with \\n "
+      "for a line break), or one of an st: model's prompt names; for dense, hf:, st: and api: "
+      "models. Its runs are the model <name>+q<tag> (recorded in their manifest), its papers "
+      "the model's own: only the queries are encoded again", "models", shown="(empty: the "
+      "model's own query form)", optional=True, stages=SEARCHING, keywords=("query_prompt",),
+      none=True),
     V("MODEL_PATH", "", given_path, "a local folder with the model's save_pretrained files, "
       "for nodes without hub access (spaces allowed)", "models", optional=True,
       stages=LOADING),
@@ -430,6 +439,20 @@ def served_model_has_endpoint(v: Any) -> None:
                          "(e.g. http://127.0.0.1:8000/v1/embeddings)")
 
 
+def query_prompt_has_an_encoder(v: Any) -> None:
+    """QUERY_PROMPT goes before the queries of one MODEL that encodes text, not of the
+    several models a goal searches (fuse, mdcr, demo: bm25 among them)."""
+    if not v.QUERY_PROMPT:
+        return
+    several = [goal for goal in (getattr(v, "GOALS", "") or "").split()
+               if goal in SEARCHING and goal != "search"]
+    if several or v.MODELS:
+        raise InputError(f"QUERY_PROMPT goes with one MODEL (make search, make eval), not "
+                         f"with make {(several or ['fuse'])[0]}: fuse the runs it made by "
+                         "their name, MODELS=bm25,<model>+q<tag>")
+    chosen_model(v.MODEL or "minilm", v.POOLING, query_prompt=v.QUERY_PROMPT)
+
+
 def pooling_is_for_hf(v: Any) -> None:
     """POOLING only with MODEL=hf:<id>: a registered model has its own."""
     if v.POOLING and not (v.MODEL or "").startswith(HF_PREFIX):
@@ -474,7 +497,7 @@ def model_path_is_a_folder(v: Any) -> None:
 
 RULES: tuple[Callable[[Any], None], ...] = (
     model_is_one_name, values_are_one_word, models_are_registered, served_model_has_endpoint,
-    pooling_is_for_hf,
+    query_prompt_has_an_encoder, pooling_is_for_hf,
     models_fuse, mdcr_models_are_known, fields_are_known, slurm_is_here, model_path_is_a_folder)
 
 

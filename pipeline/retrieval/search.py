@@ -22,7 +22,7 @@ from pipeline.core.inputs import record
 from pipeline.core.locks import file_lock
 from pipeline.core.timing import timed
 from pipeline.layout import PREFILTERED, Place, run_name, run_paths
-from pipeline.models import ModelEntry, get_model
+from pipeline.models import ModelEntry, get_model, with_query_prompt
 from pipeline.pools.build import load_pool, pool_files
 from pipeline.pools.queries import SEEDED_VARIANTS, own_text, query_texts
 from pipeline.retrieval.base import Query
@@ -117,6 +117,8 @@ def search_pool(place: Place, pool: str, entry: ModelEntry, k: int = TOP_K, thre
         place, pool, entry, queries, candidates, texts, depth + 1,
         threads, seed, options, read=lambda paths: inputs.update(record(roots, paths))))
     details = {"query_variant": variant, **found}
+    if entry.query_prompt is not None:  # QUERY_PROMPT: the text its tag was made from
+        details["query_prompt"] = entry.query_prompt
     counts, keep = {}, k
     if pairs is not None:
         hits, counts["pairs_unmatched_scored_0"], keep = keep_own_lists(hits, pairs, k)
@@ -168,12 +170,13 @@ def retriever_options(entry: ModelEntry, given: Mapping[str, object]) -> dict:
 def model_to_search(place: Place, model: str, given: Mapping[str, object]) -> ModelEntry | None:
     """The entry of `model`, its retriever's options among `given` checked before any work (a
     GPU backend absent: refused); None where `model` is a run imported into the corpus (make
-    import-run): nothing to search, eval scores it as it is."""
+    import-run): nothing to search, eval scores it as it is. `given`'s query_prompt
+    (QUERY_PROMPT) goes before its queries (models.with_query_prompt)."""
     if imported := imported_pools(place.runs_root, place.corpus, model):
         log.info(f"[search] {model} is a run imported into {len(imported)} pools "
                  f"({', '.join(imported)}), not a model: nothing to search")
         return None
-    entry = get_model(model)
+    entry = with_query_prompt(get_model(model), given.get("query_prompt"))
     kind = retriever(entry.kind)
     kind.check(kind.options(retriever_options(entry, given)))
     return entry

@@ -140,7 +140,7 @@ class Dense(Retriever):
         store = store_dir(query.place.index_root, query.place.corpus, entry.name)
         doc_ids = query.candidates["corpusid"].to_numpy()
         texts = query.texts
-        if texts is None and entry.query_prefix is not None:  # E5: queries in their own form
+        if texts is None and entry.query_form is not None:  # E5, a prompt: queries' own form
             texts = query_texts(query.place.corpus_dir, query.queries)
             query.read([query.place.corpus_dir / PREFILTERED])
         if texts is None:

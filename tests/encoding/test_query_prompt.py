@@ -1,0 +1,176 @@
+"""QUERY_PROMPT: a prompt the user puts before each query's text (an instruction, or one of an
+st: model's prompt names). The model is `<name>+q<tag>`: its own runs, recording the prompt;
+its papers are the model's own store, untouched; the query vectors are sentence-transformers'
+with that prompt (to 1e-5). A name known with its tag only cannot encode queries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import pipeline
+from pipeline.core.errors import InputError
+from pipeline.core.files import read_json
+from pipeline.encoding.stmodels import STEncoder
+from pipeline.glossary import prompt_tag
+from pipeline.layout import run_paths, store_dir
+from pipeline.models import chosen_model, get_model, with_query_prompt
+from pipeline.pools.build import PoolSpec, build_pool
+from pipeline.pools.queries import query_texts
+from tests.conftest import POOL_SEED, copy_corpus, decoder_backbone
+
+INSTRUCTION = "Instruct: Given a paper, retrieve papers it cites\\nQuery: "  # as make holds it
+PROMPTS = {"query": "query: ", "document": "passage: ", "cites": "Represent the cited work: "}
+
+
+# ---- the names ---------------------------------------------------------------------------
+def test_a_prompt_names_its_own_model_whose_store_is_the_models():
+    entry = with_query_prompt(get_model("st:org/name"), INSTRUCTION)
+    text = "Instruct: Given a paper, retrieve papers it cites\nQuery: "
+    assert entry.query_prompt == entry.query_form == text  # \n written on make's line: a break
+    assert entry.name == f"st--org--name+{prompt_tag(text)}"
+    assert entry.describe() == get_model("st:org/name").describe()  # what the store records
+    assert store_dir(Path("i"), "c", entry.name) == store_dir(Path("i"), "c", "st--org--name")
+    other = with_query_prompt(get_model("st:org/name"), "Represent: ")
+    assert other.name != entry.name
+    # make's name: POOLING, PRECISION, then the prompt; read back by its name
+    made = chosen_model("hf:org/name", "lasttoken", "bf16", INSTRUCTION)
+    assert made.name == f"hf--org--name--lasttoken+bf16+{prompt_tag(text)}"
+    assert get_model(made.name).describe() == made.describe()
+    assert with_query_prompt(get_model(made.name), INSTRUCTION) == made
+    assert with_query_prompt(get_model("minilm"), "") == get_model("minilm")
+
+
+def test_a_name_without_its_prompt_cannot_encode_queries():
+    known = get_model(with_query_prompt(get_model("minilm"), INSTRUCTION).name)
+    assert known.query_prompt is None
+    with pytest.raises(InputError, match="give QUERY_PROMPT, the query prompt its tag"):
+        known.query_form  # noqa: B018
+    with pytest.raises(InputError, match="named after another query prompt"):
+        with_query_prompt(known, "Represent: ")
+
+
+@pytest.mark.parametrize("model, message", [
+    ("bm25", "bm25 is a bm25 model"), ("aspire-cs", "multi-vector model"),
+    ("vectors:mine", "vectors model"),
+])
+def test_a_prompt_for_a_model_that_encodes_no_text_is_refused(model, message):
+    with pytest.raises(InputError, match=message):
+        with_query_prompt(get_model(model), "query: ")
+    with pytest.raises(InputError, match="takes none"):
+        get_model(f"{get_model(model).name}+{prompt_tag('query: ')}")
+
+
+# ---- the vectors and the runs ------------------------------------------------------------
+st = pytest.importorskip("sentence_transformers")
+
+
+@pytest.fixture(scope="module")
+def folder(corpus_dir, tmp_path_factory) -> Path:
+    """A tiny Qwen2 sentence-transformers folder: last-token pooling on left padding, the
+    prompts excluded from nothing, and named prompts (query, document, cites)."""
+    from tests.encoding.test_stmodels import st_folder
+
+    backbone = decoder_backbone(corpus_dir, tmp_path_factory.mktemp("qwen2"), "left")
+    return st_folder(backbone, tmp_path_factory.mktemp("st") / "model", "lasttoken",
+                     prompts=PROMPTS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prompt, theirs", [
+    ("cites", {"prompt_name": "cites"}), (INSTRUCTION, {"prompt": INSTRUCTION.replace(
+        "\\n", "\n")})], ids=["named", "text"])
+def test_query_vectors_are_sentence_transformers_with_the_prompt(folder, corpus_dir, prompt,
+                                                                  theirs):
+    papers = pl.read_parquet(corpus_dir / "prefiltered.parquet").head(6)
+    rows = papers.select("title", "abstract").rows()
+    model = st.SentenceTransformer(str(folder), device="cpu")
+    texts = [f"{t or ''} {a or ''}".strip() for t, a in rows]
+    encoder = STEncoder(with_query_prompt(get_model("st:tiny/model"), prompt),
+                        model_path=folder, device="cpu")
+    queries, _ = encoder.encode([encoder.format(t, a, query=True) for t, a in rows],
+                                progress=False)
+    np.testing.assert_allclose(queries, model.encode(texts, batch_size=3, **theirs), atol=1e-5)
+    docs, _ = encoder.encode([encoder.format(t, a) for t, a in rows], progress=False)
+    np.testing.assert_allclose(docs, model.encode_document(texts, batch_size=3), atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_prompts_runs_are_its_own_and_its_papers_the_models(corpus_dir, folder, tmp_path):
+    """The model searched, then with a prompt: the prompt's run under its own name, scored by
+    sentence-transformers' query vectors with that prompt against the stored papers, which
+    are left as they were (nothing embedded again); the run records the prompt; searched
+    again, nothing changes; scored by its name alone; searched by its name alone, refused."""
+    corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
+    spec = PoolSpec(size=120, n_queries=4, seed=POOL_SEED)
+    build_pool(corpus, spec)
+    data = pipeline.Data(corpora=corpus.parent, indexes=tmp_path / "indexes",
+                         runs=tmp_path / "runs")
+    base = pipeline.search(data, "small", spec.name, "st:tiny/model", k=50, threads=1,
+                           model_path=folder)
+    store = store_dir(data.indexes, "small", base)
+    before = {p.relative_to(store): p.read_bytes() for p in sorted(store.rglob("*"))
+              if p.is_file() and "queries" not in p.parts}
+    name = pipeline.search(data, "small", spec.name, "st:tiny/model", k=50, threads=1,
+                           model_path=folder, query_prompt="cites")
+    assert name == f"{base}+{prompt_tag('cites')}"
+    after = {p.relative_to(store): p.read_bytes() for p in sorted(store.rglob("*"))
+             if p.is_file() and "queries" not in p.parts}
+    assert after == before
+    paths = run_paths(data.runs, "small", spec.name, name)
+    run, theirs = (pl.read_parquet(run_paths(data.runs, "small", spec.name, n).parquet)
+                   for n in (name, base))
+    assert not run.select("query", "doc").equals(theirs.select("query", "doc"))
+    assert read_json(paths.manifest)["details"]["query_prompt"] == "cites"
+    # each score: sentence-transformers' cosine of the prompted query and the stored paper
+    model = st.SentenceTransformer(str(folder), device="cpu")
+    queries = query_texts(corpus, pl.read_parquet(
+        corpus / "pools" / spec.name / "queries.parquet"))
+    qvec = model.encode([f"{t} {a}".strip() for t, a in queries.select("title", "abstract")
+                         .rows()], prompt_name="cites", normalize_embeddings=True)
+    docs = pl.read_parquet(corpus / "prefiltered.parquet").filter(
+        pl.col("corpusid").is_in(run["doc"].unique().to_list()))
+    dvec = model.encode_document([f"{t or ''} {a or ''}".strip() for t, a in
+                                  docs.select("title", "abstract").rows()],
+                                 normalize_embeddings=True)
+    row_of = {d: i for i, d in enumerate(docs["corpusid"].to_list())}
+    q_of = {q: i for i, q in enumerate(queries["corpusid"].to_list())}
+    want = [float(qvec[q_of[q]] @ dvec[row_of[d]]) for q, d in run.select("query", "doc").rows()]
+    np.testing.assert_allclose(run["score"].to_numpy(), want, atol=1e-5)
+    stamp = paths.manifest.stat().st_mtime_ns
+    pipeline.search(data, "small", spec.name, "st:tiny/model", k=50, threads=1,
+                    model_path=folder, query_prompt="cites")
+    assert paths.manifest.stat().st_mtime_ns == stamp
+    scored = pipeline.evaluate(data, "small", spec.name, name, means=True)
+    assert scored["model"].to_list() == [name]
+    fresh = pipeline.Data(corpora=corpus.parent, indexes=data.indexes, runs=tmp_path / "other")
+    with pytest.raises(InputError, match="give QUERY_PROMPT"):
+        pipeline.search(fresh, "small", spec.name, name, k=50, threads=1, model_path=folder)
+
+
+# ---- make ------------------------------------------------------------------------------------
+def test_make_names_the_prompts_runs_and_passes_it_to_the_search_only(tmp_path):
+    """make eval with QUERY_PROMPT: the search is given the prompt (quoted, `\\n` as written)
+    and the tagged name, eval the tagged name alone; a model that encodes no text, and the
+    goals that search several models, are refused before anything runs."""
+    from tests.cli.test_make_hygiene import installed, make, refused
+
+    root = tmp_path / "data"
+    pool = root / "corpora" / "demo" / "pools" / "all-1k-r0"  # make eval needs a pool
+    pool.mkdir(parents=True)
+    (pool / "manifest.json").write_text("{}")
+    done = make(root, "-n", "eval", "MODEL=hf:org/name", "POOLING=lasttoken",
+                f"QUERY_PROMPT={INSTRUCTION}", *installed(tmp_path))
+    assert done.returncode == 0, done.stderr
+    tagged = f"hf--org--name--lasttoken+{prompt_tag(INSTRUCTION.replace(chr(92) + 'n', chr(10)))}"
+    search, = (line for line in done.stdout.splitlines() if " search --" in line)
+    evaluate, = (line for line in done.stdout.splitlines() if " eval --" in line)
+    assert f"--model '{tagged}'" in search and f"--query-prompt '{INSTRUCTION}'" in search
+    assert f"--model '{tagged}'" in evaluate and "--query-prompt" not in evaluate
+    assert "bm25 is a bm25 model" in refused(make(root, "eval", "MODEL=bm25",
+                                                  "QUERY_PROMPT=query: "))
+    assert "not with make fuse" in refused(make(root, "fuse", "MODELS=bm25,minilm",
+                                               "QUERY_PROMPT=query: "))
