@@ -12,6 +12,12 @@ from pathlib import Path
 
 import pytest
 
+# Each xdist worker gets its share of the cores for torch's threads (and the stages it runs as
+# subprocesses): by default every worker takes all of them, and two models encoding side by
+# side on 2 cores ran several times slower than one after the other. Set before torch loads.
+if _WORKERS := os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(_WORKERS))))
+
 from pipeline.core.locks import file_lock
 from pipeline.ingest import ingest, prefilter
 from pipeline.ingest.synthetic import SyntheticConfig, generate
