@@ -344,11 +344,12 @@ def fusion_parts(name: str) -> tuple[str, list[str]]:
 
 
 def with_precision(entry: ModelEntry, precision: str) -> ModelEntry:
-    """`entry` run in `precision`: fp32 is the entry itself; another precision is the model
-    `<name>+<precision>` (its own store and runs), for embedded models only."""
+    """`entry` run in `precision`: fp32 (PRECISION's default) is the entry as named, so
+    `minilm+bf16` stays bf16; another precision is the model `<name>+<precision>` (its own
+    store and runs), for embedded models only."""
     if precision not in PRECISIONS:
         raise InputError(f"PRECISION={precision!r}: use one of {', '.join(PRECISIONS)}")
-    if precision == entry.precision:
+    if precision in (entry.precision, "fp32"):
         return entry
     if entry.precision != "fp32":
         raise InputError(f"MODEL {entry.name} already names its precision: give the model "

@@ -30,16 +30,22 @@ SCORE_DECIMALS, SCORE_ROUNDING = 6, "half_away_from_zero"
 def run_repair(corpus: str, run: str, runs_root: Path | None = None, pool: str | None = None
                ) -> Repair:
     """The command that searches (and scores) a run of a corpus again: `<model>~<variant>`
-    runs are made with QUERY_VARIANT. A run of a model make cannot search (a name no model
+    runs are made with QUERY_VARIANT, `<model>+q<tag>` runs with the QUERY_PROMPT their
+    manifest records. A run of a model make cannot search (a name no model
     has) is an imported run, which make eval scores, or (its manifest in `pool` does not say
     it was imported) a pipeline.Encoder's or a ModelEntry's of the user's, made again only
     in Python with that model (object_repair)."""
     model, _, variant = run.partition(VARIANT_SEP)
+    info = _recorded(runs_root, corpus, pool, run) if runs_root and pool else {}
     if not known_model(model) and runs_root is not None and pool is not None and \
-            _recorded(runs_root, corpus, pool, run).get("stage") != IMPORT_RUN:
+            info.get("stage") != IMPORT_RUN:
         return object_repair(corpus, model, pool, variant or "full")
-    return Repair("eval", corpus, model,
-                  variables=(("QUERY_VARIANT", variant),) if variant else ())
+    variables = (("QUERY_VARIANT", variant),) if variant else ()
+    details = info.get("details")  # a QUERY_PROMPT's run: searched again with its prompt
+    prompt = details.get("query_prompt") if isinstance(details, dict) else None
+    if isinstance(prompt, str):
+        variables += (("QUERY_PROMPT", prompt.replace("\n", "\\n")),)  # as make holds it
+    return Repair("eval", corpus, model, variables=variables)
 
 
 def _recorded(runs_root: Path, corpus: str, pool: str, run: str) -> dict:

@@ -243,6 +243,11 @@ def test_precision_names_the_runs_and_is_refused_for_bm25(tmp_path):
     assert "search --corpus 'c' --model 'scincl+bf16'" in done.stdout
     assert "eval --corpus 'c' --model 'scincl+bf16'" in done.stdout
     assert "--model 'scincl'" not in done.stdout
+    # the model named in its precision, as docs/encoders.md writes it (was refused: the
+    # default PRECISION=fp32 was taken as asking for another precision)
+    done = make(root, "-n", "eval", "CORPUS=c", "MODEL=scincl+bf16")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "eval --corpus 'c' --model 'scincl+bf16'" in done.stdout
     done = make(root, "-n", "eval", "CORPUS=c", "MODEL=bm25", "PRECISION=bf16")
     assert done.returncode == 2 and "PRECISION=bf16 is for encoders" in done.stderr
     done = make(root, "-n", "eval", "CORPUS=c", "MODEL=scincl", "PRECISION=fp8")

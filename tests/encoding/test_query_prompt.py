@@ -20,6 +20,7 @@ from pipeline.layout import run_paths, store_dir
 from pipeline.models import chosen_model, get_model, with_query_prompt
 from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.pools.queries import query_texts
+from pipeline.retrieval.runs import recorded_run_repair
 from tests.conftest import POOL_SEED, copy_corpus, decoder_backbone
 
 INSTRUCTION = "Instruct: Given a paper, retrieve papers it cites\\nQuery: "  # as make holds it
@@ -146,6 +147,8 @@ def test_a_prompts_runs_are_its_own_and_its_papers_the_models(corpus_dir, folder
     assert paths.manifest.stat().st_mtime_ns == stamp
     scored = pipeline.evaluate(data, "small", spec.name, name, means=True)
     assert scored["model"].to_list() == [name]
+    repair = recorded_run_repair(data.runs, "small", spec.name, name).command()
+    assert f"MODEL={name}" in repair and "QUERY_PROMPT=cites" in repair
     fresh = pipeline.Data(corpora=corpus.parent, indexes=data.indexes, runs=tmp_path / "other")
     with pytest.raises(InputError, match="give QUERY_PROMPT"):
         pipeline.search(fresh, "small", spec.name, name, k=50, threads=1, model_path=folder)
