@@ -21,6 +21,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +94,42 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
+def best_peer_batch(run_peer: Callable[[int, list[str]], object],
+                    texts: list[str]) -> tuple[int, dict[int, float]]:
+    """sentence-transformers' fastest batch size of PEER_BATCH_SIZES on a quarter of the
+    texts (after a warm-up call), and the seconds each took."""
+    sample = texts[: max(len(texts) // 4, 64)]
+    run_peer(32, sample[:64])
+    tried = {size: round(timed(lambda s=size: run_peer(s, sample)), 3)
+             for size in PEER_BATCH_SIZES}
+    return min(tried, key=tried.get), tried
+
+
+def interleaved(runs: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
+    """The seconds of each run, `repeats` times, interleaved, the first to run alternating
+    (ABBA...), so a machine that slows down or warms up weighs on each alike."""
+    times: dict[str, list[float]] = {label: [] for label in runs}
+    for round_ in range(repeats):
+        for label in list(runs)[:: 1 if round_ % 2 == 0 else -1]:
+            times[label].append(timed(runs[label]))
+    return times
+
+
+def speed(seconds: list[float], papers: int, tokens: int, flops: float,
+          peak: float | None) -> dict:
+    """A run's row: its seconds, their spread (slowest over best, minus 1), papers/s and
+    tokens/s of the best, and on a GPU of known peak the TFLOP/s and their share of it."""
+    best = min(seconds)
+    row = {"seconds": [round(s, 3) for s in seconds],
+           "spread": round((max(seconds) - best) / best, 3),
+           "papers_per_s": round(papers / best, 1),
+           "tokens_per_s": round(tokens / best)}
+    if peak:
+        row["tflops"] = round(flops / best / 1e12, 1)
+        row["share_of_bf16_peak"] = round(flops / best / 1e12 / peak, 3)
+    return row
+
+
 def compare(name: str, papers: list[tuple[str, str]], work: Path, repeats: int,
             precision: str = "fp32") -> dict:
     from sentence_transformers import SentenceTransformer, models
@@ -120,21 +157,12 @@ def compare(name: str, papers: list[tuple[str, str]], work: Path, repeats: int,
         return peer.encode(some or texts, batch_size=batch_size, convert_to_numpy=True,
                            show_progress_bar=False, normalize_embeddings=False)
 
-    # the peer's best batch size, on a sample of the texts (after a warm-up call)
-    sample = texts[: max(len(texts) // 4, 64)]
-    run_peer(32, sample[:64])
-    tried = {size: round(timed(lambda s=size: run_peer(s, sample)), 3)
-             for size in PEER_BATCH_SIZES}
-    batch = min(tried, key=tried.get)
+    batch, tried = best_peer_batch(run_peer, texts)
     a, b = run_ours(), run_peer(batch)  # warm-up, and the two agree
     agreement = float(np.mean(np.sum(a * b, 1) / (np.linalg.norm(a, axis=1)
                                                    * np.linalg.norm(b, axis=1))))
-    times: dict[str, list[float]] = {"pipeline": [], "sentence-transformers": []}
-    for round_ in range(repeats):  # interleaved, the first to run alternating (ABBA...)
-        order = ["pipeline", "sentence-transformers"][:: 1 if round_ % 2 == 0 else -1]
-        for label in order:
-            times[label].append(timed(run_ours if label == "pipeline"
-                                      else lambda: run_peer(batch)))
+    times = interleaved({"pipeline": run_ours,
+                         "sentence-transformers": lambda: run_peer(batch)}, repeats)
     flops = useful_flops(ours.model, lengths)
     peak = peak_tflops(ours.device)
     result = {"model": name, "max_length": ours.max_length, "dtype": str(dtype),
@@ -143,15 +171,7 @@ def compare(name: str, papers: list[tuple[str, str]], work: Path, repeats: int,
               "cosine_pipeline_vs_peer": round(agreement, 5), "peer_batch_size": batch,
               "peer_batch_seconds_on_sample": tried, "repeats": repeats}
     for label, seconds in times.items():
-        best = min(seconds)
-        row = {"seconds": [round(s, 3) for s in seconds],
-               "spread": round((max(seconds) - best) / best, 3),  # slowest over best, minus 1
-               "papers_per_s": round(len(texts) / best, 1),
-               "tokens_per_s": round(float(lengths.sum()) / best)}
-        if peak:
-            row["tflops"] = round(flops / best / 1e12, 1)
-            row["share_of_bf16_peak"] = round(flops / best / 1e12 / peak, 3)
-        result[label] = row
+        result[label] = speed(seconds, len(texts), int(lengths.sum()), flops, peak)
     result["speedup"] = round(result["pipeline"]["papers_per_s"]
                               / result["sentence-transformers"]["papers_per_s"], 2)
     return result
@@ -197,18 +217,26 @@ def main() -> None:
         papers = synthetic_papers(args.papers, Path(tmp) / "raw")
         results = [compare(name, papers, Path(tmp), args.repeats, args.precision)
                    for name in args.models.split(",")]
+    save("embed_throughput", results, args.precision, report)
+
+
+def save(stem: str, results: list[dict], precision: str,
+         report: Callable[[dict], str]) -> None:
+    """Record `results` in benchmarks/results/<stem>.json under this device (cpu, gpu;
+    -<precision> unless fp32), beside the other devices' entries, with the date and the
+    machine; rewrite <stem>.md from all entries and print this run's report."""
     device = (torch.cuda.get_device_name() if torch.cuda.is_available()
               else f"cpu ({torch.get_num_threads()} threads)")
     entry = {"date": time.strftime("%Y-%m-%d"), "results": results,
              "machine": f"{machine()}, torch {torch.__version__}, {device}"}
-    path = OUT / "embed_throughput.json"
+    path = OUT / f"{stem}.json"
     entries = json.loads(path.read_text()) if path.exists() else {}
-    entry["precision"] = args.precision
+    entry["precision"] = precision
     entries[("gpu" if torch.cuda.is_available() else "cpu")
-            + ("" if args.precision == "fp32" else f"-{args.precision}")] = entry
+            + ("" if precision == "fp32" else f"-{precision}")] = entry
     OUT.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(entries, indent=2) + "\n")
-    (OUT / "embed_throughput.md").write_text(report(entries))
+    (OUT / f"{stem}.md").write_text(report(entries))
     print(report({"this run": entry}))
 
 

