@@ -10,19 +10,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
 import pipeline
 from pipeline.core.errors import InputError
 from pipeline.external.beir import import_beir
-from pipeline.external.export import export_beir
 from pipeline.layout import Place, pool_names, run_paths
 from pipeline.mdcr.official import import_benchmark
 from pipeline.models import get_model
 from pipeline.pools.build import load_pool
 from pipeline.retrieval.search import search_pool
 from tests.conftest import N_QUERIES, copy_corpus, pool_of
+from tests.encoding.test_objects import Hashed as Words
 from tests.mdcr.test_mdcr_official import BENCHMARK, _official_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +54,8 @@ def test_the_export_imported_back_gives_the_same_bm25_run(data, exported):
     counts = info["collection"]["counts"]
     assert (counts["candidates"], counts["queries"], counts["qrels"]) == (
         sheet["sizes"]["documents"], sheet["sizes"]["queries"], sheet["sizes"]["qrels"])
-    assert counts["queries_without_qrels_left_out"] == counts["qrels_dropped_unknown_document_or_query"] == 0
+    assert counts["queries_without_qrels_left_out"] == 0
+    assert counts["qrels_dropped_unknown_document_or_query"] == 0
     for where, name in ((place, POOL), (again, pool)):
         search_pool(where, name, get_model("bm25"))
     original = run_paths(data / "runs", "small", POOL, "bm25").trec.read_text()
@@ -98,18 +100,40 @@ def test_beirs_own_loader_reads_the_export(exported):
     assert qrels[query][doc] == 1 and doc in corpus and query in queries
 
 
-def test_mteb_reads_the_export_as_a_retrieval_task(exported):
+class Hashed:
+    """A model of MTEB's encoder protocol, numpy only (tests/encoding/test_objects.py's
+    Hashed vectors, salted by the prompt type), compared by inner product."""
+
+    def encode(self, inputs, *, task_metadata, hf_split: str, hf_subset: str,
+               prompt_type=None, **kwargs) -> np.ndarray:
+        texts = [text for batch in inputs for text in batch["text"]]
+        return Words(salt=prompt_type.value).encode(texts)
+
+    def similarity(self, a, b) -> np.ndarray:
+        return np.asarray(a) @ np.asarray(b).T
+
+    def similarity_pairwise(self, a, b) -> np.ndarray:
+        return (np.asarray(a) * np.asarray(b)).sum(-1)
+
+    @property
+    def mteb_model_meta(self):
+        from mteb.models.model_meta import ModelMeta
+
+        return ModelMeta.create_empty({"name": "local/hashed", "similarity_fn_name": "dot"})
+
+
+def mteb_task(out: Path):
+    """The export as a custom MTEB retrieval task: `load_data` reads the folder with BEIR's
+    loader; identical ids ignored, as BEIR's evaluation does (a query paper cited by another
+    query is a document too: never its own hit)."""
     from beir.datasets.data_loader import GenericDataLoader
     from datasets import Dataset
     from mteb.abstasks.retrieval import AbsTaskRetrieval
     from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
     from mteb.abstasks.task_metadata import TaskMetadata
 
-    out, sheet = exported
-
     class Pool(AbsTaskRetrieval):
-        """The export as a custom MTEB retrieval task: load_data reads the folder."""
-
+        ignore_identical_ids = True
         metadata = TaskMetadata(
             name="ExportedPool", description="a pool exported by make export-beir",
             reference="https://github.com/embeddings-benchmark/mteb",
@@ -128,23 +152,48 @@ def test_mteb_reads_the_export_as_a_retrieval_task(exported):
                 relevant_docs=qrels, top_ranked=None)}}
             self.data_loaded = True
 
-    task = Pool()
+    return Pool()
+
+
+def test_mteb_scores_the_export_as_the_pipeline_scores_the_pool(data, exported):
+    out, sheet = exported
+    task = mteb_task(out)
     task.load_data()
-    split = task.dataset["default"]["test"]
-    assert (len(split["corpus"]), len(split["queries"])) == (
+    stats = task.calculate_descriptive_statistics()["test"]  # MTEB's own reading of the split
+    assert (stats["num_documents"], stats["num_queries"]) == (
         sheet["sizes"]["documents"], sheet["sizes"]["queries"])
-    stats = task.calculate_descriptive_statistics()  # MTEB's own checks of the split
-    assert stats["test"]["num_queries"] == sheet["sizes"]["queries"]
-    assert stats["test"]["relevant_docs_statistics"]["num_relevant_docs"] == sheet["sizes"]["qrels"]
+    assert stats["relevant_docs_statistics"]["num_relevant_docs"] == sheet["sizes"]["qrels"]
+    scores = task.evaluate(Hashed(), "test", encode_kwargs={"batch_size": 64})["default"]
+    # the same object through the pipeline, on the pool itself
+    model = pipeline.Encoder(Hashed(), name="hashed", similarity="ip", fingerprint="v1")
+    pipeline.search(data, "small", POOL, model, k=1000, threads=1)
+    ours = pipeline.evaluate(data, "small", POOL, model, means=True,
+                             metrics=["ndcg@10", "recall@100", "map"]).row(0, named=True)
+    assert 0 < ours["recall@100"] < 1  # a model that finds some, not all
+    for theirs, metric in (("ndcg_at_10", "ndcg@10"), ("recall_at_100", "recall@100"),
+                           ("map_at_1000", "map")):
+        assert scores[theirs] == pytest.approx(ours[metric], abs=5e-6), metric  # MTEB: 5 digits
 
 
-def test_ir_datasets_reads_no_local_beir_folder():
-    """ir_datasets' BEIR collections are registered ids downloaded by it (docs/collections.md
-    says so): nothing in its API takes a folder."""
-    import ir_datasets
+def test_ir_datasets_beir_classes_read_the_export(exported, tmp_path, monkeypatch):
+    """ir_datasets has no public loader of a local folder (its BEIR collections are ids it
+    downloads; docs/collections.md says so), but its own BEIR readers, given the export's
+    files, read every query, document and judgment."""
+    from ir_datasets.datasets.beir import BeirDocs, BeirQrels, BeirQueries, BeirTitleDoc
+    from ir_datasets.formats import GenericQuery
+    from ir_datasets.util import LocalDownload
 
-    with pytest.raises(KeyError):
-        ir_datasets.load("/no/such/beir/folder")
+    out, sheet = exported
+    monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path))  # its document store goes here
+    docs = list(BeirDocs("export", LocalDownload(out / "corpus.jsonl"), BeirTitleDoc)
+                .docs_iter())
+    queries = list(BeirQueries("export", LocalDownload(out / "queries.jsonl"), GenericQuery)
+                   .queries_iter())
+    qrels = list(BeirQrels(LocalDownload(out / "qrels" / "test.tsv"), {}).qrels_iter())
+    assert (len(docs), len(queries), len(qrels)) == (
+        sheet["sizes"]["documents"], sheet["sizes"]["queries"], sheet["sizes"]["qrels"])
+    assert {q.relevance for q in qrels} == {1}
+    assert {q.query_id for q in qrels} == {q.query_id for q in queries}
 
 
 def test_an_mdcr_style_pool_is_refused(tmp_path):
