@@ -59,24 +59,13 @@ def export_beir(place: Place, pool: str, out: Path) -> dict:
     return its datasheet. Nothing is written when anything is refused."""
     check_name("pool", pool)
     check_out(out, place)
-    queries, candidates, qrels = load_pool(place.corpus_dir, pool)
-    if "query" in candidates.columns:
-        raise InputError(f"pool {pool} is MDCR-style (each query ranks its own list of "
-                         "candidates): BEIR's layout has one corpus that every query ranks, so "
-                         "its numbers would be another task's; export it with make export-mdcr")
-    info = pool_manifest(place.corpus_dir, pool)
+    docs, queries, judged, info = beir_records(place, pool)
     qrels_file = f"{BEIR_QRELS}/{SPLIT_FILES[info['split']]}.tsv"
-    texts = query_texts(place.corpus_dir, queries)
-    query_records = texts.select(_id=pl.col("corpusid").cast(pl.String), text=paper_text(texts))
-    docs = paper_texts(place.corpus_dir, candidates["corpusid"]).select(
-        _id=pl.col("corpusid").cast(pl.String), title=pl.col("title").fill_null(""),
-        text=pl.col("abstract").fill_null(""))
-    judged = qrels.select(pl.col("query", "doc").cast(pl.String), "rel").sort("query", "doc")
-    sizes = {"documents": docs.height, "queries": query_records.height,
-             "qrels": judged.height, "relevant": judged.filter(pl.col("rel") > 0).height}
+    sizes = {"documents": docs.height, "queries": queries.height, "qrels": judged.height,
+             "relevant": judged.filter(pl.col("rel") > 0).height}
     with atomic_dir(out) as tmp:
-        _write_jsonl(docs.sort("_id"), tmp / BEIR_CORPUS)
-        _write_jsonl(query_records.sort("_id"), tmp / BEIR_QUERIES)
+        _write_jsonl(docs, tmp / BEIR_CORPUS)
+        _write_jsonl(queries, tmp / BEIR_QUERIES)
         (tmp / BEIR_QRELS).mkdir()
         (tmp / qrels_file).write_text(f"{QRELS_HEADER}\n" + "".join(
             f"{q}\t{d}\t{r}\n" for q, d, r in judged.iter_rows()), encoding="utf-8")
@@ -87,6 +76,27 @@ def export_beir(place: Place, pool: str, out: Path) -> dict:
     log.info(f"[{STAGE}] pool {pool} of corpus {place.corpus} -> {out}: {sizes['documents']} "
              f"documents, {sizes['queries']} queries, {sizes['qrels']} judgments ({qrels_file})")
     return sheet
+
+
+def beir_records(place: Place, pool: str
+                 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict]:
+    """The checked pool as BEIR's records, each sorted by its ids (as strings): documents
+    (`_id`, `title`, `text`), queries (`_id`, `text`: as BM25 searches them), judgments
+    (`query`, `doc`, `rel`); and the pool's manifest. An MDCR-style pool is refused."""
+    queries, candidates, qrels = load_pool(place.corpus_dir, pool)
+    if "query" in candidates.columns:
+        raise InputError(f"pool {pool} is MDCR-style (each query ranks its own list of "
+                         "candidates): BEIR's layout has one corpus that every query ranks, so "
+                         "its numbers would be another task's; export it with make export-mdcr")
+    texts = query_texts(place.corpus_dir, queries)
+    docs = paper_texts(place.corpus_dir, candidates["corpusid"]).select(
+        _id=pl.col("corpusid").cast(pl.String), title=pl.col("title").fill_null(""),
+        text=pl.col("abstract").fill_null(""))
+    return (docs.sort("_id"),
+            texts.select(_id=pl.col("corpusid").cast(pl.String), text=paper_text(texts)
+                         ).sort("_id"),
+            qrels.select(pl.col("query", "doc").cast(pl.String), "rel").sort("query", "doc"),
+            pool_manifest(place.corpus_dir, pool))
 
 
 def _write_jsonl(records: pl.DataFrame, path: Path) -> None:
