@@ -19,7 +19,7 @@ from pipeline.core.errors import InputError
 from pipeline.layout import Place, pool_names, run_paths
 from pipeline.mdcr.official import import_benchmark
 from pipeline.models import get_model
-from pipeline.pools.build import load_pool
+from pipeline.pools.build import PoolSpec, build_pool, load_pool
 from pipeline.retrieval.search import search_pool
 from tests.conftest import N_QUERIES, copy_corpus, make_ok, pool_of
 from tests.encoding.test_objects import Hashed as Words
@@ -88,6 +88,20 @@ def test_the_files_are_beirs_and_their_bytes_are_the_same_again(data, exported, 
     pipeline.export_beir(data, "small", POOL, again)
     for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv", "datasheet.json"):
         assert (again / name).read_bytes() == (out / name).read_bytes(), name
+
+
+def test_the_datasheet_names_the_exclusion_list_by_its_digest_only(corpus_dir, tmp_path):
+    corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
+    listed = load_pool(corpus_dir, POOL)[0]["corpusid"].head(3).to_list()
+    (tmp_path / "training.txt").write_text("".join(f"{i}\n" for i in listed))
+    built = build_pool(corpus, PoolSpec(size=800, n_queries=N_QUERIES, seed=1,
+                                        exclude=str(tmp_path / "training.txt")))
+    sheet = pipeline.export_beir(tmp_path, "small", built["name"], tmp_path / "out")
+    assert sheet["exclusion"] == {"ids": 3, "ids_sha256": built["exclusion"]["ids_sha256"]}
+    assert "training.txt" not in (tmp_path / "out" / "datasheet.json").read_text()
+    exported = {json.loads(line)["_id"]
+                for line in (tmp_path / "out" / "queries.jsonl").read_text().splitlines()}
+    assert len(exported) == sheet["sizes"]["queries"] and not exported & set(map(str, listed))
 
 
 def test_beirs_own_loader_reads_the_export(exported):
