@@ -62,8 +62,8 @@ GOAL = MDCR_PIPELINE_FROM_MAKE=1 $(call q,$(PY)) -m pipeline goal
 
 # Every target of the pipeline (`make help` lists them with their one line: TARGETS)
 SETUP := download corpus training-ids retire-pool import-beir import-irds \
-	import-csfcube import-run import-vectors import-mdcr export-mdcr report verify sweep \
-	clean-demo
+	import-csfcube import-run import-vectors import-mdcr export-mdcr export-beir report \
+	verify sweep clean-demo
 ON_CORPUS := pool pools-paper pools index search fuse mdcr mdcr-jaccard
 .PHONY: help check setup setup-gpu demo test test-fast lint models $(SETUP) $(ON_CORPUS) embed \
 	eval mdcr-scores

@@ -257,6 +257,17 @@ def import_collection(data: Data | str | os.PathLike, dataset: str, *, corpus: s
     return info["collection"]["pools"][0]
 
 
+def export_beir(data: Data | str | os.PathLike, corpus: str, pool: str,
+                out: str | os.PathLike) -> dict:
+    """Write pool `pool` of `corpus` as a BEIR folder `out` (corpus.jsonl: its candidates,
+    queries.jsonl: its queries as BM25 reads them, qrels/<split>.tsv, datasheet.json), as
+    `make export-beir` does; return the datasheet. `out` is new, empty or an earlier export;
+    an MDCR-style pool is refused (pipeline/external/export.py)."""
+    from pipeline.external.export import export_beir as write_beir
+
+    return write_beir(Data.of(data).place(corpus), pool, Path(out))
+
+
 def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str,
              model: str | ModelEntry | Sequence[str | ModelEntry], *,
              metrics: str | Sequence[str] = "auto", means: bool = False,

@@ -40,6 +40,7 @@ from pipeline.core.textfiles import read_jsonl, utf8_problem
 from pipeline.corpus.install import claim_corpus, install_corpus
 from pipeline.layout import (
     BEIR_CORPUS,
+    BEIR_QRELS,
     BEIR_QUERIES,
     MANIFEST,
     POOL_FILES,
@@ -151,7 +152,7 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
         "_id": pl.String, "title": pl.String, "text": pl.String}, "document")
     queries, repeated_queries = _read_jsonl(src / BEIR_QUERIES, {
         "_id": pl.String, "text": pl.String}, "query")
-    qrels = _read_qrels(src / "qrels" / f"{SPLIT_FILES[split]}.tsv")
+    qrels = _read_qrels(src / BEIR_QRELS / f"{SPLIT_FILES[split]}.tsv")
     return write_collection(
         Collection(docs, repeated_docs, queries, repeated_queries, qrels,
                    f"{src}: no query of {BEIR_QUERIES} has judgments in "

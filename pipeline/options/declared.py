@@ -219,9 +219,9 @@ VARIABLES: tuple[Variable, ...] = (
       stages=("pool", "pools-paper", "report")),
     V("POOL", "", pool_name, "make retire-pool: the pool to retire, e.g. one whose "
       "EXCLUDE list changed (make verify names them); make import-run: the pool the run "
-      "ranks", "pools", optional=True, one_word=True,
-      stages=("retire-pool", "import-run"), required=("retire-pool", "import-run"),
-      keywords=("pool",)),
+      "ranks; make export-beir: the pool to write", "pools", optional=True, one_word=True,
+      stages=("retire-pool", "import-run", "export-beir"),
+      required=("retire-pool", "import-run", "export-beir"), keywords=("pool",)),
     # ---- models
     V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
       "hf:<org>/<name> (any Hugging Face encoder, with POOLING), st:<org>/<name> (a "
@@ -306,10 +306,11 @@ VARIABLES: tuple[Variable, ...] = (
       "folder of files to import (import-csfcube: the CSFCube release); make import-vectors: "
       "the parquet file of the vectors (columns corpusid, vector); spaces allowed",
       "mdcr", optional=True, stages=SOURCES_READ, required=SOURCES_READ),
-    V("OUT", "", safe_path, "make export-mdcr: the folder it writes; make mdcr-scores: the "
-      "scores file", "mdcr", optional=True, one_word=True,
-      stages=("training-ids", "export-mdcr", "mdcr-scores"),
-      required=("training-ids", "export-mdcr", "mdcr-scores")),
+    V("OUT", "", safe_path, "make export-mdcr, make export-beir: the folder it writes; make "
+      "mdcr-scores: the scores file", "mdcr", optional=True, one_word=True,
+      stages=("training-ids", "export-mdcr", "export-beir", "mdcr-scores"),
+      required=("training-ids", "export-mdcr", "export-beir", "mdcr-scores"),
+      keywords=("out",), kind="path"),
     V("DATASET", "", checked(dataset_id), "make import-irds: the ir_datasets id of the "
       "collection to import (beir/scidocs, nfcorpus/test, ...: https://ir-datasets.com)",
       "mdcr", optional=True, one_word=True, stages=("import-irds",), required=("import-irds",),

@@ -55,6 +55,8 @@ def test_the_goals_that_need_a_variable():
                           ("import-irds", "CORPUS"), ("import-irds", "DATASET"),
                           ("import-csfcube", "CORPUS"), ("import-csfcube", "SRC"),
                           ("export-mdcr", "OUT"), ("mdcr-scores", "OUT"),
+                          ("export-beir", "CORPUS"), ("export-beir", "POOL"),
+                          ("export-beir", "OUT"),
                           ("download", "CORPUS"),
                           ("training-ids", "SRC"), ("training-ids", "PAPER_IDS"),
                           ("training-ids", "OUT"), ("retire-pool", "CORPUS"),

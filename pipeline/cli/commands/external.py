@@ -36,3 +36,11 @@ def cmd_import_irds(args: argparse.Namespace) -> None:
 
     place = place_of(args)
     import_irds(args.dataset, place.corpus_dir, args.split, args.replace, place.derived)
+
+
+@command("export-beir", "write a pool as a BEIR folder (corpus.jsonl, queries.jsonl, "
+         "qrels/<split>.tsv, datasheet.json)", writes=())
+def cmd_export_beir(args: argparse.Namespace) -> None:
+    from pipeline.external.export import export_beir
+
+    export_beir(place_of(args), args.pool, Path(args.out))
