@@ -15,7 +15,8 @@ def cmd_import_beir(args: argparse.Namespace) -> None:
     from pipeline.external.beir import import_beir
 
     place = place_of(args)
-    import_beir(Path(args.src), place.corpus_dir, args.split, args.replace, place.derived)
+    import_beir(Path(args.src), place.corpus_dir, args.split, args.replace, place.derived,
+                args.judged)
 
 
 @command("import-csfcube", "read the CSFCube release (test-pid2anns-csfcube-<facet>.json, "
