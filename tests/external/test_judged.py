@@ -15,11 +15,12 @@ import pytrec_eval
 
 from pipeline.core.errors import InputError
 from pipeline.encoding.embed import embed
-from pipeline.evaluation.evaluate import eval_run, pool_metrics
+from pipeline.evaluation.evaluate import collect_results, eval_run, pool_metrics
 from pipeline.external.beir import import_beir
 from pipeline.layout import Place, pool_names
 from pipeline.models import ModelEntry, get_model
 from pipeline.pools.build import load_pool
+from pipeline.report.build import report
 from pipeline.retrieval.search import search_pool
 from tests.conftest import make_ok
 from tests.test_errors import cli
@@ -199,3 +200,25 @@ def test_make_import_beir_judged_1_writes_both_pools_and_refuses_in_one_line(sci
     refused(tmp_path, cli(tmp_path, "import-beir", "--corpus", "t", "--src", str(src),
                           "--judged"), r"JUDGED=1: the test judgments grade no document 0")
     assert not (tmp_path / "corpora").exists()
+
+
+def test_one_report_shows_both_pools(imported, tmp_path):
+    """The report's collection table has a column per pool and metric: the judged-only pool's
+    nDCG@10 beside the whole pool's, each its evaluation's mean."""
+    corpus, root, _ = imported
+    runs = tmp_path / "runs"
+    place = Place(corpus, root / "indexes", runs)
+    means = {}
+    for pool in pool_names(corpus):
+        search_pool(place, pool, get_model("bm25"))
+        means[pool] = eval_run(place, pool, "bm25", pool_metrics(corpus, pool))["means"]
+    collect_results(root / "corpora", root / "indexes", runs)
+    lines = report(runs, corpus.name, corpora_root=root / "corpora").splitlines()
+    [header] = [line for line in lines if line.startswith("| model | judged-30 NDCG@10")]
+    names = header.removesuffix(" |").split(" | ")[1:]
+    [row] = [line for line in lines[lines.index(header):] if line.startswith("| bm25 |")]
+    cells = dict(zip(names, row.removesuffix(" |").split(" | ")[1:], strict=True))
+    for pool, scope in (("beir-600-r0", "beir-600"), ("judged-30-r0", "judged-30")):
+        assert cells[f"{scope} NDCG@10"].strip("*") == f"{means[pool]['ndcg@10']:.4f}"
+    assert cells["judged-30 MAP"] == f"{means['judged-30-r0']['map']:.4f}"
+    assert cells["judged-30 R@100"] == "-"  # not in the judged set
