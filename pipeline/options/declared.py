@@ -307,9 +307,10 @@ VARIABLES: tuple[Variable, ...] = (
       "the parquet file of the vectors (columns corpusid, vector); spaces allowed",
       "mdcr", optional=True, stages=SOURCES_READ, required=SOURCES_READ),
     V("OUT", "", safe_path, "make export-mdcr: the folder it writes; make mdcr-scores: the "
-      "scores file", "mdcr", optional=True, one_word=True,
-      stages=("training-ids", "export-mdcr", "mdcr-scores"),
-      required=("training-ids", "export-mdcr", "mdcr-scores")),
+      "scores file; make export-mteb: the folder of MTEB results it writes into", "mdcr",
+      optional=True, one_word=True,
+      stages=("training-ids", "export-mdcr", "mdcr-scores", "export-mteb"),
+      required=("training-ids", "export-mdcr", "mdcr-scores", "export-mteb")),
     V("DATASET", "", checked(dataset_id), "make import-irds: the ir_datasets id of the "
       "collection to import (beir/scidocs, nfcorpus/test, ...: https://ir-datasets.com)",
       "mdcr", optional=True, one_word=True, stages=("import-irds",), required=("import-irds",),

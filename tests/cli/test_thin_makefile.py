@@ -54,7 +54,7 @@ def test_the_goals_that_need_a_variable():
                           ("import-beir", "CORPUS"), ("import-beir", "SRC"),
                           ("import-irds", "CORPUS"), ("import-irds", "DATASET"),
                           ("import-csfcube", "CORPUS"), ("import-csfcube", "SRC"),
-                          ("export-mdcr", "OUT"), ("mdcr-scores", "OUT"),
+                          ("export-mdcr", "OUT"), ("mdcr-scores", "OUT"), ("export-mteb", "OUT"),
                           ("download", "CORPUS"),
                           ("training-ids", "SRC"), ("training-ids", "PAPER_IDS"),
                           ("training-ids", "OUT"), ("retire-pool", "CORPUS"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline.cli.registry import command, place_of
+from pipeline.cli.registry import command, place_of, run_arg
 
 
 @command("import-beir", "read a test collection in BEIR's layout (corpus.jsonl, queries.jsonl, "
@@ -37,3 +37,11 @@ def cmd_import_irds(args: argparse.Namespace) -> None:
 
     place = place_of(args)
     import_irds(args.dataset, place.corpus_dir, args.split, args.replace, place.derived)
+
+
+@command("export-mteb", "write a model's run on each pool of the corpus as an MTEB TaskResult "
+         "JSON file: OUT/<model>/no_revision_available/<corpus>.<pool>.json", run_arg, writes=())
+def cmd_export_mteb(args: argparse.Namespace) -> None:
+    from pipeline.external.mteb_results import export_mteb
+
+    export_mteb(place_of(args), args.model, Path(args.out))
