@@ -31,11 +31,13 @@ def test_mteb_results_read_back_by_mteb_equal_mtebs_own_scores(imported, tmp_pat
         search_pool(place, pool, get_model("bm25"))
         ndcg10[pool] = eval_run(place, pool, "bm25", pool_metrics(corpus, pool))["means"][
             "ndcg@10"]
-    out = tmp_path / "mteb"
+    out = tmp_path / "cache" / "results"  # MTEB's results tree in a cache folder of its own
     files = export_mteb(place, "bm25", out)
     assert [f.relative_to(out).as_posix() for f in files] == [
         "bm25/no_revision_available/scidocs.beir-600-r0.json",
         "bm25/no_revision_available/scidocs.judged-30-r0.json"]
+    cache = mteb.ResultCache(cache_path=tmp_path / "cache")  # no model_meta.json written
+    assert cache.get_cache_paths(require_model_meta=False, include_remote=False) == files
     for pool, path in zip(pool_names(corpus), files, strict=True):
         result = mteb.TaskResult.from_disk(path)
         assert result.task_name == f"scidocs.{pool}"
