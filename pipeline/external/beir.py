@@ -24,7 +24,7 @@ that is not (or not a JSON object) is refused with its number.
 With `judged` (make import-beir JUDGED=1) a second pool, `judged-<longest list>-r0`, holds the
 same queries, each ranking only the documents judged for it (grade 0 included), as SciDocs
 scores its 5 cited + 25 uncited papers: its candidates name their query, as an MDCR-style
-pool's do (pipeline/retrieval/search.py: `own_lists`). Scored with the `judged` set (nDCG@10,
+pool's do (pipeline/retrieval/runs.py: `own_lists`). Scored with the `judged` set (nDCG@10,
 MAP, NDCG).
 """
 
@@ -266,7 +266,7 @@ def write_collection(read: Collection, corpus_dir: Path, split: str, command: st
         info["collection"]["installed"] = install_corpus(tmp, corpus_dir, list(derived),
                                                          replace, "collection")
     log.info(summary(command, corpus_dir.name, info["collection"]))
-    for pool in pools[1:]:
+    for pool in pools[1:]:  # the judged-only pool
         log.info(f"[{command}] judged-only pool {pool.name}: each of its "
                  f"{pool.counts['queries']} queries ranks only its own judged documents "
                  f"({pool.counts['pairs']} pairs, {pool.counts['relevant']} relevant)")
