@@ -66,7 +66,7 @@ SETUP := download corpus training-ids retire-pool import-beir import-irds \
 	verify sweep clean-demo
 ON_CORPUS := pool pools-paper pools index search fuse mdcr mdcr-jaccard
 .PHONY: help check setup setup-gpu demo test test-fast lint models $(SETUP) $(ON_CORPUS) embed \
-	eval mdcr-scores
+	eval mdcr-scores export-mteb
 .DELETE_ON_ERROR:
 
 # The targets and their one-line descriptions (standard library only, so it runs before the
@@ -128,7 +128,7 @@ embed: pools
 eval: search
 	+$(GOAL) $@
 
-mdcr-scores: eval
+mdcr-scores export-mteb: eval
 	+$(GOAL) $@
 
 # Every stage of the demo corpus in one process, in make's order (corpus, pools, embed, each

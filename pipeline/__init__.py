@@ -24,6 +24,7 @@ _API = {"Data": "pipeline.api", "build_corpus": "pipeline.api", "build_pool": "p
         "search": "pipeline.api", "evaluate": "pipeline.api", "build_report": "pipeline.api",
         "verify_data": "pipeline.api", "import_run": "pipeline.api",
         "import_collection": "pipeline.api", "export_beir": "pipeline.api",
+        "mteb_result": "pipeline.api",
         "crossover": "pipeline.api", "variance": "pipeline.api",
         "topic_set_size": "pipeline.api",
         "score": "pipeline.evaluation.score", "compare": "pipeline.report.compare",

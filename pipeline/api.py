@@ -268,6 +268,17 @@ def export_beir(data: Data | str | os.PathLike, corpus: str, pool: str,
     return write_beir(Data.of(data).place(corpus), pool, Path(out))
 
 
+def mteb_result(data: Data | str | os.PathLike, corpus: str, pool: str,
+                model: str | ModelEntry) -> dict:
+    """The run of `model` on `pool` as an MTEB TaskResult (the dict its JSON file holds:
+    `mteb.TaskResult.from_dict` takes it), scored from the saved run, nothing written; `make
+    export-mteb` writes one per pool (pipeline/external/mteb_results.py)."""
+    from pipeline.external.mteb_results import mteb_result as result_of
+
+    place = Data.of(data).place(corpus)
+    return result_of(place, check_name("pool", pool), _run(model, place, pool))
+
+
 def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str,
              model: str | ModelEntry | Sequence[str | ModelEntry], *,
              metrics: str | Sequence[str] = "auto", means: bool = False,

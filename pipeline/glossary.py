@@ -41,6 +41,7 @@ METRIC_SETS: dict[str, tuple[str, ...]] = {
     "large-scale": ("map", "ndcg", "recall@30"),
     "mdcr": ("map", "ndcg", "recall@5"),
     "beir": ("ndcg@10", "recall@100"),
+    "judged": ("ndcg@10", "map", "ndcg"),  # a collection's judged-only pool: SciDocs' MAP, NDCG
     "csfcube": ("ndcg%20", "map_ranked-l2"),
 }
 DEFAULT_METRICS = METRIC_SETS["large-scale"]

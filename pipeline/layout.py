@@ -228,6 +228,19 @@ def run_paths(runs_root: Path, corpus: str, pool: str, model: str) -> RunPaths:
     return RunPaths(*(folder / f"{model}.{suffix}" for suffix in RUN_SUFFIXES))
 
 
+# make export-mteb: a run as MTEB's results tree holds one, <model>/<revision>/<task>.json, the
+# pool a custom task named <corpus>.<pool>, the revision MTEB's name for a model without one
+MTEB_REVISION = "no_revision_available"
+
+
+def mteb_task_name(corpus: str, pool: str) -> str:
+    return f"{corpus}.{pool}"
+
+
+def mteb_result_path(out: Path, model: str, corpus: str, pool: str) -> Path:
+    return out / model / MTEB_REVISION / f"{mteb_task_name(corpus, pool)}{JSON_SUFFIX}"
+
+
 def store_dir(index_root: Path, corpus: str, model: str) -> Path:
     """The embedding store of `model`: a model with a query prompt (`<name>+q<tag>`) has its
     base model's, as the prompt changes only the queries' vectors (glossary.PROMPT_TAG)."""

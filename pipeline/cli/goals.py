@@ -139,12 +139,8 @@ def mdcr_jaccard(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     return [own_command("mdcr-jaccard", v, "--models", v.MODELS, "--search")]
 
 
-def mdcr_scores(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [own_command("mdcr-scores", v, "--model", d["MODEL_NAME"])]
-
-
-def report(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [own_command("report", v, "--times")]
+def of_model(name: str) -> Stages:  # the command `name` on the runs of the model MODEL names
+    return lambda v, d: [own_command(name, v, "--model", d["MODEL_NAME"])]
 
 
 def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
@@ -245,9 +241,11 @@ TARGETS: tuple[Target, ...] = (
     T("export-mdcr", "OUT=dir CORPUS=..", "a benchmark corpus in the official layout",
       needs={"OUT": "<folder>"}),
     T("mdcr-scores", "MODEL=.. OUT=f.json", "the official scores file of a model's runs",
-      needs={"OUT": "<scores file>"}, stages=mdcr_scores),
+      needs={"OUT": "<scores file>"}, stages=of_model("mdcr-scores")),
     T("export-beir", "CORPUS=.. POOL=.. OUT=dir", "a pool as a BEIR folder", needs={
       "CORPUS": "<the corpus of the pool>", "POOL": "<the pool>", "OUT": "<folder>"}),
+    T("export-mteb", "MODEL=.. OUT=dir", "a model's scores per pool as MTEB results (JSON)",
+      needs={"OUT": "<folder>"}, stages=of_model("export-mteb")),
     T("import-beir", "SRC=dir CORPUS=scidocs", "a BEIR-layout collection as a corpus",
       needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding corpus.jsonl>"}),
     T("import-irds", "DATASET=beir/scidocs CORPUS=scidocs", "an ir_datasets collection as a "
@@ -264,7 +262,8 @@ TARGETS: tuple[Target, ...] = (
       "searched as MODEL=vectors:name", ("(SIMILARITY=cosine|ip|l2: how they are compared)",),
       needs={"CORPUS": "<the corpus of the papers>", "MODEL": "<a name for the vectors>",
              "SRC": "<the parquet file: corpusid, vector>"}),
-    T("report", "", "tables and plots under runs/reports/", stages=report),
+    T("report", "", "tables and plots under runs/reports/",
+      stages=lambda v, d: [own_command("report", v, "--times")]),
     T("verify", "", "check every artifact: corrupt, partial or stale?",
       ("(each problem with the command that repairs it)",)),
     T("sweep", "", "remove temporaries left by killed processes"),

@@ -183,6 +183,10 @@ def model_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="minilm")
 
 
+def run_arg(p: argparse.ArgumentParser) -> None:  # the model whose saved runs a command reads
+    p.add_argument("--model", required=True)
+
+
 def embed_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=positive)
     p.add_argument("--dtype", default="float32", type=choice(DTYPES))

@@ -20,6 +20,12 @@ judgments, counted and logged; a document without text is kept (counted). The co
 reconcile: queries_read = queries + duplicate_queries_dropped + queries_without_text_left_out +
 queries_without_qrels_left_out. The files are UTF-8, with or without a byte-order mark; a line
 that is not (or not a JSON object) is refused with its number.
+
+With `judged` (make import-beir JUDGED=1) a second pool, `judged-<longest list>-r0`, holds the
+same queries, each ranking only the documents judged for it (grade 0 included), as SciDocs
+scores its 5 cited + 25 uncited papers: its candidates name their query, as an MDCR-style
+pool's do (pipeline/retrieval/runs.py: `own_lists`). Scored with the `judged` set (nDCG@10,
+MAP, NDCG).
 """
 
 from __future__ import annotations
@@ -141,11 +147,12 @@ def one_grade_per_pair(qrels: pl.DataFrame, where: str) -> pl.DataFrame:
 
 
 def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool = False,
-                derived: tuple[Path, ...] = ()) -> dict:
-    """Write the collection at `src` as the corpus `corpus_dir` and its `split` pool: a new
-    corpus; the same collection again (nothing changes, or the split's pool is added beside the
-    others); or, only with `replace`, in place of a collection with other contents, whose
-    `derived` indexes and runs are removed (`corpus.install.install_corpus`)."""
+                derived: tuple[Path, ...] = (), judged: bool = False) -> dict:
+    """Write the collection at `src` as the corpus `corpus_dir` and its `split` pool (and with
+    `judged` its judged-only pool): a new corpus; the same collection again (nothing changes, or
+    the split's pools are added beside the others); or, only with `replace`, in place of a
+    collection with other contents, whose `derived` indexes and runs are removed
+    (`corpus.install.install_corpus`)."""
     split = pool_split(split)
     claim_corpus(corpus_dir, "make import-beir")
     docs, repeated_docs = _read_jsonl(src / BEIR_CORPUS, {
@@ -158,7 +165,7 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
                    f"{src}: no query of {BEIR_QUERIES} has judgments in "
                    f"qrels/{SPLIT_FILES[split]}.tsv that name a document of {BEIR_CORPUS}"),
         corpus_dir, split, "import-beir", {"source": str(src), "split": SPLIT_FILES[split],
-                                           "field": None}, replace, derived)
+                                           "field": None}, replace, derived, judged)
 
 
 class Collection(NamedTuple):
@@ -178,12 +185,13 @@ class Collection(NamedTuple):
 
 def write_collection(read: Collection, corpus_dir: Path, split: str, command: str,
                      parameters: dict, replace: bool = False,
-                     derived: tuple[Path, ...] = ()) -> dict:
+                     derived: tuple[Path, ...] = (), judged: bool = False) -> dict:
     """Write the collection `read` (by `command`, from `parameters`) as the corpus
-    `corpus_dir` and its `split` pool: what every import of a BEIR-style collection shares
-    (BEIR's files, an ir_datasets collection), so the same collection gives the same corpus
-    whichever way it came. Leaves out, counts and logs what no run could be scored on
-    (module docstring), then what was kept (`summary`)."""
+    `corpus_dir` and its `split` pool, and with `judged` its judged-only pool (`judged_pool`):
+    what every import of a BEIR-style collection shares (BEIR's files, an ir_datasets
+    collection), so the same collection gives the same corpus whichever way it came. Leaves
+    out, counts and logs what no run could be scored on (module docstring), then what was kept
+    (`summary`)."""
     docs, repeated_docs = read.docs, read.repeated_docs
     queries, repeated_queries, qrels = read.queries, read.repeated_queries, read.qrels
     # queries_read = queries (the pool's) + repeated + without text + without qrels
@@ -214,9 +222,9 @@ def write_collection(read: Collection, corpus_dir: Path, split: str, command: st
     counts["qrels_of_the_query_itself_left_out"] = itself.height
     counts["qrels_of_the_query_itself_relevant"] = itself.filter(pl.col("rel") > 0).height
     qrels = known.filter(pl.col("query") != pl.col("doc")).sort("query", "doc")
-    judged = queries.join(qrels.select(_id="query").unique(), on="_id", how="semi").sort("_id")
-    counts["queries_without_qrels_left_out"] = queries.height - judged.height
-    queries = judged
+    with_qrels = queries.join(qrels.select(_id="query").unique(), on="_id", how="semi")
+    counts["queries_without_qrels_left_out"] = queries.height - with_qrels.height
+    queries = with_qrels.sort("_id")
     counts["queries_whose_id_is_a_document"] = queries.join(
         docs.select("_id"), on="_id", how="semi").height
     if textless.height:
@@ -234,28 +242,78 @@ def write_collection(read: Collection, corpus_dir: Path, split: str, command: st
     name = pool_name("beir", papers.height, 0, 0, split)
     counts.update(queries=queries.height, candidates=papers.height, qrels=qrels.height,
                   relevant=qrels.filter(pl.col("rel") > 0).height)
-    tables = (queries.select(corpusid="_id", field=pl.lit(None, pl.String), title="text",
-                             abstract=pl.lit("")),
-              papers.select("corpusid", type=pl.lit("document")), qrels)
+    query_table = queries.select(corpusid="_id", field=pl.lit(None, pl.String), title="text",
+                                 abstract=pl.lit(""))
+    pools = [Pool(name, "beir", "beir", parameters, counts,
+                  (query_table, papers.select("corpusid", type=pl.lit("document")), qrels))]
+    if judged:
+        pools.append(judged_pool(query_table, qrels, split, parameters))
     with scratch_dir(corpus_dir.parent, corpus_dir.name) as tmp:
         write_parquet(papers.to_arrow(), tmp / PREFILTERED)
         made_from = {corpus_label(PREFILTERED):
                      fingerprint(tmp / PREFILTERED)["sha256"]}
-        folder = pool_dir(tmp, name)
-        for file, table in zip(POOL_FILES, tables, strict=True):
-            write_parquet(table.to_arrow(), folder / file)
-        write_json(manifest(command, parameters, name=name, scope="beir",
-                            split=split,
-                            level="collection", metrics="beir", inputs=made_from,
-                            outputs=fingerprints(folder, POOL_FILES), counts=counts),
-                   folder / MANIFEST)
+        for pool in pools:
+            folder = pool_dir(tmp, pool.name)
+            for file, table in zip(POOL_FILES, pool.tables, strict=True):
+                write_parquet(table.to_arrow(), folder / file)
+            write_json(manifest(command, pool.parameters, name=pool.name, scope=pool.scope,
+                                split=split, level="collection", metrics=pool.metrics,
+                                inputs=made_from, outputs=fingerprints(folder, POOL_FILES),
+                                counts=pool.counts),
+                       folder / MANIFEST)
         info = {"collection": manifest(command, parameters, outputs=fingerprints(
-            tmp, [PREFILTERED]), counts=counts, pools=[name])}
+            tmp, [PREFILTERED]), counts=counts, pools=[pool.name for pool in pools])}
         write_json(info, tmp / MANIFEST)
         info["collection"]["installed"] = install_corpus(tmp, corpus_dir, list(derived),
                                                          replace, "collection")
     log.info(summary(command, corpus_dir.name, info["collection"]))
+    for pool in pools[1:]:  # the judged-only pool
+        log.info(f"[{command}] judged-only pool {pool.name}: each of its "
+                 f"{pool.counts['queries']} queries ranks only its own judged documents "
+                 f"({pool.counts['pairs']} pairs, {pool.counts['relevant']} relevant)")
     return info
+
+
+class Pool(NamedTuple):
+    """A pool of a collection as written: its name, scope, metric set, parameters, counts and
+    tables (queries, candidates, qrels)."""
+
+    name: str
+    scope: str
+    metrics: str
+    parameters: dict
+    counts: dict
+    tables: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]
+
+
+JUDGED_SCOPE = "judged"  # the scope of a collection's judged-only pool
+
+
+def judged_pool(queries: pl.DataFrame, qrels: pl.DataFrame, split: str,
+                parameters: dict) -> Pool:
+    """The judged-only pool of a collection: its `queries` (the whole pool's), each ranking
+    only the documents its `qrels` judge (grade 0 included), as SciDocs scores its 5 cited +
+    25 uncited papers. Its candidates name their query (query, corpusid), as an MDCR-style
+    pool's do, so search ranks each query's own list (retrieval/runs.py: `own_lists`). Named
+    after its longest list. Refused where no judgment grades a document 0 or below: every list
+    would hold relevant documents only."""
+    lists = qrels.group_by("query").agg(pairs=pl.len(), judged_not_relevant=(
+        pl.col("rel") <= 0).sum())
+    if not lists["judged_not_relevant"].sum():
+        raise InputError(f"JUDGED=1: the {split} judgments grade no document 0 (not "
+                         "relevant), so each query's judged documents are all relevant and "
+                         "every ranking of them scores 1: leave out JUDGED")
+    candidates = qrels.select("query", corpusid="doc")
+    counts = {"queries": queries.height, "candidates": candidates["corpusid"].n_unique(),
+              "pairs": candidates.height, "qrels": qrels.height,
+              "relevant": qrels.filter(pl.col("rel") > 0).height,
+              "min_candidates_per_query": int(lists["pairs"].min()),
+              "max_candidates_per_query": int(lists["pairs"].max()),
+              "queries_without_judged_not_relevant": lists.filter(
+                  pl.col("judged_not_relevant") == 0).height}
+    name = pool_name(JUDGED_SCOPE, counts["max_candidates_per_query"], 0, 0, split)
+    return Pool(name, JUDGED_SCOPE, "judged", {**parameters, "judged": True}, counts,
+                (queries, candidates, qrels))
 
 
 def summary(command: str, corpus: str, info: dict) -> str:

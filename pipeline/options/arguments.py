@@ -278,6 +278,7 @@ ARGUMENTS: dict[str, Argument] = {
 # An argument of one function that means something else there than ARGUMENTS says
 OVERRIDES: dict[tuple[str, str], Argument] = {
     ("evaluate", "model"): A("models", check=_scored),
+    ("mteb_result", "model"): A("model", check=_scored),
     ("import_run", "model"): A("str", check=lambda text: _imported_name(text)),
     ("import_vectors", "model"): A("str", check=lambda text: _vectors_name(text)),
     ("compare", "runs"): A("named_runs"),

@@ -307,9 +307,10 @@ VARIABLES: tuple[Variable, ...] = (
       "the parquet file of the vectors (columns corpusid, vector); spaces allowed",
       "mdcr", optional=True, stages=SOURCES_READ, required=SOURCES_READ),
     V("OUT", "", safe_path, "make export-mdcr, make export-beir: the folder it writes; make "
-      "mdcr-scores: the scores file", "mdcr", optional=True, one_word=True,
-      stages=("training-ids", "export-mdcr", "export-beir", "mdcr-scores"),
-      required=("training-ids", "export-mdcr", "export-beir", "mdcr-scores"),
+      "mdcr-scores: the scores file; make export-mteb: the folder of MTEB results it writes "
+      "into", "mdcr", optional=True, one_word=True,
+      stages=("training-ids", "export-mdcr", "export-beir", "mdcr-scores", "export-mteb"),
+      required=("training-ids", "export-mdcr", "export-beir", "mdcr-scores", "export-mteb"),
       keywords=("out",), kind="path"),
     V("DATASET", "", checked(dataset_id), "make import-irds: the ir_datasets id of the "
       "collection to import (beir/scidocs, nfcorpus/test, ...: https://ir-datasets.com)",
@@ -325,6 +326,10 @@ VARIABLES: tuple[Variable, ...] = (
       "holds anything); make import-run may replace a run imported under MODEL from another "
       "file, make import-vectors the vectors imported under MODEL from another file or with "
       "another SIMILARITY", "mdcr", one_word=True, switch=True, stages=REPLACING),
+    V("JUDGED", "", choice(FLAG), "1: make import-beir also writes the judged-only pool "
+      "judged-<n>-r0, where each query ranks only its own judged documents (grade 0 "
+      "included), as SciDocs scores them (docs/collections.md)", "mdcr", one_word=True,
+      switch=True, stages=("import-beir",)),
     V("RUN", "", input_path, "make import-run: the TREC run file made elsewhere (qid Q0 docid "
       "rank score tag per line), imported as the run MODEL of POOL; spaces allowed", "eval",
       optional=True, stages=("import-run",), required=("import-run",)),

@@ -54,7 +54,7 @@ def test_the_goals_that_need_a_variable():
                           ("import-beir", "CORPUS"), ("import-beir", "SRC"),
                           ("import-irds", "CORPUS"), ("import-irds", "DATASET"),
                           ("import-csfcube", "CORPUS"), ("import-csfcube", "SRC"),
-                          ("export-mdcr", "OUT"), ("mdcr-scores", "OUT"),
+                          ("export-mdcr", "OUT"), ("mdcr-scores", "OUT"), ("export-mteb", "OUT"),
                           ("export-beir", "CORPUS"), ("export-beir", "POOL"),
                           ("export-beir", "OUT"),
                           ("download", "CORPUS"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline.cli.registry import command, place_of
+from pipeline.cli.registry import command, place_of, run_arg
 
 
 @command("import-beir", "read a test collection in BEIR's layout (corpus.jsonl, queries.jsonl, "
@@ -15,7 +15,8 @@ def cmd_import_beir(args: argparse.Namespace) -> None:
     from pipeline.external.beir import import_beir
 
     place = place_of(args)
-    import_beir(Path(args.src), place.corpus_dir, args.split, args.replace, place.derived)
+    import_beir(Path(args.src), place.corpus_dir, args.split, args.replace, place.derived,
+                args.judged)
 
 
 @command("import-csfcube", "read the CSFCube release (test-pid2anns-csfcube-<facet>.json, "
@@ -44,3 +45,11 @@ def cmd_export_beir(args: argparse.Namespace) -> None:
     from pipeline.external.export import export_beir
 
     export_beir(place_of(args), args.pool, Path(args.out))
+
+
+@command("export-mteb", "write a model's run on each pool of the corpus as an MTEB TaskResult "
+         "JSON file: OUT/<model>/no_revision_available/<corpus>.<pool>.json", run_arg, writes=())
+def cmd_export_mteb(args: argparse.Namespace) -> None:
+    from pipeline.external.mteb_results import export_mteb
+
+    export_mteb(place_of(args), args.model, Path(args.out))

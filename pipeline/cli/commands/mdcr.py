@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 from pipeline.cli.commands.search import first_search_arguments, search_first
-from pipeline.cli.registry import comma_list, command, place_of, times_log, where_of
+from pipeline.cli.registry import comma_list, command, place_of, run_arg, times_log, where_of
 from pipeline.core.errors import InputError
 from pipeline.options.checks import corpus_name, given_path, positive
 
@@ -80,12 +80,8 @@ def cmd_import_mdcr(args: argparse.Namespace) -> None:
     import_benchmark(Path(args.src), place.corpus_dir, args.split, args.replace, place.derived)
 
 
-def _scores_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True)
-
-
 @command("mdcr-scores", "write the official scores file {\"<query>_<candidate>\": score} of a "
-         "model's runs on a benchmark corpus", _scores_arguments, writes=())
+         "model's runs on a benchmark corpus", run_arg, writes=())
 def cmd_mdcr_scores(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import model_scores_file
 

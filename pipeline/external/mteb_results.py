@@ -1,0 +1,101 @@
+"""A model's runs as MTEB results (make export-mteb, `pipeline.mteb_result`): per pool, a
+TaskResult in MTEB 2's JSON format, which `mteb.TaskResult.from_disk` reads, so a pool's
+numbers sit beside MTEB's leaderboard files.
+
+The pool is a custom retrieval task named `<corpus>.<pool>` (layout.mteb_task_name), its
+`dataset_revision` the sha256 of the pool's files as its manifest records them, its split
+BEIR's name (test, dev), one subset `default`, English (`eng-Latn`). The scores carry MTEB's
+retrieval metric names (ndcg_at_10, map_at_100, recall_at_100, precision_at_k, mrr_at_k,
+hit_rate_at_k, for MTEB's k of 1, 3, 5, 10, 20 and 100), computed from the saved run by the
+pipeline's scorer (trec_eval's measures, as MTEB computes them with pytrec_eval), the mean
+over the pool's queries as `make eval` takes it; main_score is ndcg_at_10, as in MTEB's
+retrieval tasks. Left out: k = 1000 (a run holds the top 500), MTEB's nAUC scores (its
+abstention analysis of the score distributions) and `accuracy` (its multiple-choice tasks').
+`mteb_version`, `evaluation_time`, `date` and `kg_co2_emissions` are null: MTEB did not run,
+and a file is the same bytes whenever it is exported again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+
+from pipeline.core.errors import InputError
+from pipeline.core.files import write_json
+from pipeline.layout import (
+    Place,
+    mteb_result_path,
+    mteb_task_name,
+    pool_names,
+    run_paths,
+)
+
+log = logging.getLogger(__name__)
+# the pipeline's metric -> MTEB's name for it (`<name>_at_<k>`), at each of MTEB's cutoffs
+MTEB_NAMES = {"ndcg": "ndcg", "map": "map", "recall": "recall", "precision": "precision",
+              "mrr": "mrr", "hit_rate": "hit_rate"}
+MTEB_CUTOFFS = (1, 3, 5, 10, 20, 100)
+MAIN_SCORE = "ndcg_at_10"
+MTEB_SPLITS = {"test": "test", "validation": "dev"}  # a pool's split -> its name in BEIR, MTEB
+LANGUAGES = ["eng-Latn"]
+
+
+def pool_revision(corpus_dir: Path, pool: str) -> str:
+    """The sha256 of the pool's files' sha256s as its manifest records them: another pool's
+    contents, another revision."""
+    from pipeline.pools.build import pool_manifest
+
+    outputs = pool_manifest(corpus_dir, pool)["outputs"]
+    lines = "".join(f"{name} {outputs[name]['sha256']}\n" for name in sorted(outputs))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def mteb_result(place: Place, pool: str, model: str) -> dict:
+    """The TaskResult (as MTEB's JSON holds it) of the run `model` of `pool`, scored from the
+    saved run, nothing written (module docstring)."""
+    from pipeline.evaluation.evaluate import score_run
+    from pipeline.pools.build import pool_manifest
+
+    metrics = tuple(f"{name}@{k}" for name in MTEB_NAMES for k in MTEB_CUTOFFS)
+    _, scored = score_run(place, pool, model, metrics)
+    scores = {f"{MTEB_NAMES[metric.split('@')[0]]}_at_{metric.split('@')[1]}": value
+              for metric, value in scored["means"].items()}
+    split = MTEB_SPLITS[pool_manifest(place.corpus_dir, pool)["split"]]
+    return {"dataset_revision": pool_revision(place.corpus_dir, pool),
+            "task_name": mteb_task_name(place.corpus, pool), "mteb_version": None,
+            "scores": {split: [{**scores, "main_score": scores[MAIN_SCORE],
+                                "hf_subset": "default", "languages": LANGUAGES}]},
+            "evaluation_time": None, "kg_co2_emissions": None, "date": None,
+            "evaluation_phases": None}
+
+
+def export_mteb(place: Place, model: str, out: Path) -> list[Path]:
+    """Write the TaskResult of `model`'s run on each pool of the corpus that has one, as
+    `<out>/<model>/no_revision_available/<corpus>.<pool>.json` (MTEB's results tree); return
+    the files. Refused when no pool has a run of `model`."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"OUT {out} is a file, not a folder: give OUT a folder to write the "
+                         "MTEB results into")
+    pools = [p for p in pool_names(place.corpus_dir)
+             if run_paths(place.runs_root, place.corpus, p, model).manifest.exists()]
+    if not pools:
+        raise InputError(f"corpus {place.corpus} has no run of {model}: run make eval "
+                         f"CORPUS={place.corpus} MODEL={model} first")
+    results = {p: mteb_result(place, p, model) for p in pools}  # every run read first
+    written = []
+    for pool, result in results.items():
+        path = mteb_result_path(out, model, place.corpus, pool)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(result, path)
+        written.append(path)
+        log.info(f"[export-mteb] {path}: {result['task_name']}, main score (ndcg_at_10) "
+                 f"{_main_scores(result)}")
+    return written
+
+
+def _main_scores(result: dict) -> str:
+    """Each split's main score, as the log line shows it (n/a: no query scored)."""
+    mains = {split: scores["main_score"] for split, [scores] in result["scores"].items()}
+    return ", ".join(f"{split} {'n/a' if main is None else f'{main:.4f}'}"
+                     for split, main in mains.items())

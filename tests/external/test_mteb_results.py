@@ -1,0 +1,95 @@
+"""A model's runs as MTEB results (make export-mteb, pipeline.mteb_result): read back by
+mteb's own loader, main score the pipeline's nDCG@10, every metric equal to MTEB's own
+computation on the same run and qrels."""
+
+from __future__ import annotations
+
+import json
+
+import mteb
+import pytest
+from mteb._evaluators.retrieval_metrics import calculate_retrieval_scores
+
+import pipeline
+from pipeline.core.errors import InputError
+from pipeline.evaluation.evaluate import eval_run, pool_metrics
+from pipeline.external.mteb_results import MTEB_CUTOFFS, export_mteb, pool_revision
+from pipeline.layout import Place, pool_names
+from pipeline.models import get_model
+from pipeline.pools.build import load_pool
+from pipeline.retrieval.search import search_pool
+from tests.conftest import make_ok
+from tests.external.test_judged import _judged, _run, imported, scidocs  # noqa: F401
+
+
+def test_mteb_results_read_back_by_mteb_equal_mtebs_own_scores(imported, tmp_path):  # noqa: F811
+    corpus, root, _ = imported
+    runs = tmp_path / "runs"
+    place = Place(corpus, root / "indexes", runs)
+    ndcg10 = {}
+    for pool in pool_names(corpus):
+        search_pool(place, pool, get_model("bm25"))
+        ndcg10[pool] = eval_run(place, pool, "bm25", pool_metrics(corpus, pool))["means"][
+            "ndcg@10"]
+    out = tmp_path / "cache" / "results"  # MTEB's results tree in a cache folder of its own
+    files = export_mteb(place, "bm25", out)
+    assert [f.relative_to(out).as_posix() for f in files] == [
+        "bm25/no_revision_available/scidocs.beir-600-r0.json",
+        "bm25/no_revision_available/scidocs.judged-30-r0.json"]
+    cache = mteb.ResultCache(cache_path=tmp_path / "cache")  # no model_meta.json written
+    assert cache.get_cache_paths(require_model_meta=False, include_remote=False) == files
+    for pool, path in zip(pool_names(corpus), files, strict=True):
+        result = mteb.TaskResult.from_disk(path)
+        assert result.task_name == f"scidocs.{pool}"
+        assert result.eval_splits == ["test"] and result.hf_subsets == ["default"]
+        assert result.dataset_revision == pool_revision(corpus, pool)
+        assert result.main_score == pytest.approx(ndcg10[pool], abs=1e-12)
+        assert 0 < result.main_score < 1
+        [scores] = result.scores["test"]
+        assert scores["languages"] == ["eng-Latn"]
+        # MTEB's own computation (pytrec_eval, its MRR) on the same run and qrels
+        _, _, qrels = load_pool(corpus, pool)
+        run = _run(runs / corpus.name / pool / "bm25.trec")
+        theirs = calculate_retrieval_scores(run, _judged(qrels), list(MTEB_CUTOFFS))
+        for k in MTEB_CUTOFFS:
+            for name, measure in (("ndcg", "ndcg_cut"), ("map", "map_cut"),
+                                  ("recall", "recall"), ("precision", "P"),
+                                  ("hit_rate", "success")):
+                values = [q[f"{measure}_{k}"] for q in theirs.all_scores.values()]
+                assert scores[f"{name}_at_{k}"] == pytest.approx(
+                    sum(values) / len(values), abs=1e-9), (pool, name, k)
+            assert scores[f"mrr_at_{k}"] == pytest.approx(theirs.mrr[f"MRR@{k}"], abs=1e-9)
+    # the same runs exported again: the same bytes
+    again = export_mteb(place, "bm25", tmp_path / "again")
+    assert [a.read_bytes() for a in again] == [f.read_bytes() for f in files]
+    # the API: the same result, nothing written
+    data = pipeline.Data(corpora=root / "corpora", indexes=root / "indexes", runs=runs)
+    result = pipeline.mteb_result(data, "scidocs", "judged-30-r0", "bm25")
+    assert result == json.loads(files[1].read_text())
+    assert mteb.TaskResult.from_dict(result).main_score == pytest.approx(ndcg10["judged-30-r0"])
+
+
+def test_export_mteb_refuses_a_model_without_runs_and_an_out_that_is_a_file(
+        imported, tmp_path):  # noqa: F811
+    corpus, root, _ = imported
+    place = Place(corpus, root / "indexes", tmp_path / "runs")
+    with pytest.raises(InputError, match="has no run of minilm: run make eval CORPUS=scidocs"):
+        export_mteb(place, "minilm", tmp_path / "out")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(InputError, match="is a file, not a folder"):
+        export_mteb(place, "minilm", tmp_path / "file")
+    assert not (tmp_path / "out").exists()
+
+
+def test_make_export_mteb(scidocs, tmp_path):  # noqa: F811
+    """make export-mteb CORPUS= MODEL= OUT=: searches and scores first (make eval), then
+    writes a TaskResult per pool."""
+    stamp = tmp_path / "stamp"
+    stamp.touch()
+    data = tmp_path / "data"
+    make_ok(data, stamp, "import-beir", "CORPUS=s", f"SRC={scidocs}", "JUDGED=1")
+    out = make_ok(data, stamp, "export-mteb", "CORPUS=s", "MODEL=bm25", f"OUT={tmp_path}/m")
+    assert "s.judged-30-r0, main score (ndcg_at_10) test 0." in out
+    for pool in ("beir-600-r0", "judged-30-r0"):
+        path = tmp_path / "m" / "bm25" / "no_revision_available" / f"s.{pool}.json"
+        assert mteb.TaskResult.from_disk(path).main_score > 0
