@@ -501,6 +501,7 @@ VARIABLES_DOC = "docs/variables.md"
 PUBLISHED_CSV = "published.csv"  # the papers' published numbers (package data of pipeline.report)
 HF_CONFIG = "config.json"  # a Hugging Face model's config: its presence in the hub cache
 BEIR_CORPUS, BEIR_QUERIES = "corpus.jsonl", "queries.jsonl"  # a BEIR collection's files
+BEIR_QRELS_HEADER = "query-id\tcorpus-id\tscore"  # the first line of its qrels/<split>.tsv
 # the official MDCR release, per split (`test`, `val`): the benchmark and its papers' texts
 MDCR_BENCHMARK, MDCR_DATA = "mdcr_{}.json", "mdcr_{}_data.jsonl"
 # the CSFCube release: judgments per facet, papers (with their sentences), queries, folds
