@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 import re
 
-import polars as pl
 import ir_measures
+import polars as pl
 import pytest
 import pytrec_eval
 import ranx
