@@ -37,6 +37,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.textfiles import read_text
 from pipeline.glossary import METRIC_SETS, parse_metrics
 from pipeline.layout import BEIR_QRELS_HEADER, RUN_SUFFIXES, run_file_parts, run_paths
+from pipeline.retrieval.imported import COLUMNS as RUN_COLUMNS
 from pipeline.retrieval.imported import read_source
 from pipeline.retrieval.runs import recorded_run_repair, trec_eval_order
 
@@ -84,9 +85,9 @@ def _read_qrels_file(path: Path) -> pl.DataFrame:
         kind = "a TREC qrels" if form == QRELS_LINE else "a BEIR qrels"
         raise InputError(f"{path}:{line}: {fields} fields, not {len(names)}{more}: {kind} "
                          f"line is {form!r}, separated by {'tabs' if tab else 'whitespace'}")
-    fields = lines.select("line", *(pl.col("fields").list.get(i).alias(name)
-                                    for i, name in enumerate(("query", "doc", "relevance")
-                                                             if len(names) == 3 else names)))
+    positions = (0, 1, 2) if form == BEIR_QRELS_LINE else (0, 2, 3)  # query, doc, relevance
+    fields = lines.select("line", *(pl.col("fields").list.get(i).alias(name) for name, i in
+                                    zip(QRELS_COLUMNS, positions, strict=True)))
     qrels = fields.with_columns(value=pl.col("relevance").cast(pl.Int64, strict=False))
     bad = qrels.filter(pl.col("value").is_null())
     if bad.height:
@@ -249,7 +250,7 @@ def query_values(run: pl.DataFrame, qrels: pl.DataFrame, metrics: Sequence[str],
 
 def _shape(value: Any) -> str | None:
     """What `value` holds where its content says so unambiguously: "a run" (a ranx Run, a
-    DataFrame with a score column and no relevance, a file whose first line has a TREC run
+    DataFrame with a run's columns and no relevance, a file whose first line has a TREC run
     line's 6 fields), "qrels" (a ranx Qrels, a DataFrame with a relevance column and no score,
     a file of 4 or 3 fields a line), "a dict of runs" (compare's); else None."""
     if _is_ranx(value, "Run") or _is_ranx(value, "Qrels"):
@@ -257,7 +258,9 @@ def _shape(value: Any) -> str | None:
     if isinstance(value, Mapping):
         return None if any(isinstance(v, Mapping) for v in value.values()) else "a dict of runs"
     if (frame := _frame(value)) is not None:
-        scored, graded = "score" in frame.columns, bool({"relevance", "rel"} & set(frame.columns))
+        columns = set(frame.columns)
+        scored = all(columns & set(names) for names in RUN_COLUMNS.values())  # read_source's
+        graded = bool({"relevance", "rel"} & columns)
         return "a run" if scored and not graded else "qrels" if graded and not scored else None
     if isinstance(value, (str, os.PathLike)) and Path(value).is_file():
         with Path(value).open("rb") as handle:

@@ -430,6 +430,10 @@ def test_a_call_in_the_old_order_is_refused_saying_the_order(tmp_path):
         "compare takes (qrels, runs, metrics), the qrels first as in ranx and ir_measures, but "
         "the first argument is a dict of runs and the second is qrels: put the qrels first")
     assert pipeline.score(qrels, run, "map") == pipeline.score(qrels_frame, run_frame, "map")
+    # BEIR's qrels as a DataFrame also have a score column: not taken for a run
+    beir = pl.DataFrame(QRELS_LINES, schema=["query-id", "corpus-id", "score"], orient="row")
+    assert "without the column 'query'" in one_line_error(
+        lambda: pipeline.score(beir, run, "map"))
 
 
 @pytest.mark.parametrize(("name", "line"), [
