@@ -305,7 +305,8 @@ VOCABULARIES = [
     ("hit_rate@3", "Success@3", "success_3", 1),
     ("map-l2", "AP(rel=2)", "map-l2", 2), ("map@3-l2", "AP(rel=2)@3", "map_cut_3-l2", 2),
     ("precision@3-l2", "P(rel=2)@3", "P_3-l2", 2), ("recall@3-l2", "R(rel=2)@3", "recall_3-l2", 2),
-    ("mrr-l2", "RR(rel=2)", "recip_rank-l2", 2),
+    ("mrr-l2", "RR(rel=2)", "recip_rank-l2", 2), ("r-precision-l2", "Rprec(rel=2)", "Rprec-l2", 2),
+    ("hit_rate@3-l2", "Success(rel=2)@3", "success_3-l2", 2),
 ]
 
 
