@@ -263,8 +263,11 @@ def _shape(value: Any) -> str | None:
         graded = bool({"relevance", "rel"} & columns)
         return "a run" if scored and not graded else "qrels" if graded and not scored else None
     if isinstance(value, (str, os.PathLike)) and Path(value).is_file():
-        with Path(value).open("rb") as handle:
-            head = handle.read(1 << 16).decode("utf-8", "replace").split("\n")
+        try:
+            with Path(value).open("rb") as handle:
+                head = handle.read(1 << 16).decode("utf-8", "replace").split("\n")
+        except OSError:  # unreadable: the reader says so
+            return None
         first = next((line for line in head if line.strip()), "")
         return {6: "a run", 4: "qrels", 3: "qrels"}.get(len(first.split()))
     return None
