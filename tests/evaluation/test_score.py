@@ -292,10 +292,10 @@ def test_a_damaged_run_file_of_the_pipelines_is_refused(tmp_path):
         assert refused.value.repair.command() == "make eval CORPUS=demo MODEL=bm25"
 
 
-# One measure in three vocabularies: (ranx's, the canonical name outputs carry; ir_measures';
+# One measure by three tools' names: (ranx's, the canonical name outputs carry; ir_measures';
 # trec_eval's; the relevance level trec_eval is run with, its -l). Cutoffs of 3 fall inside
 # RUN_LINES' ties; level 2 makes grade 1 non-relevant.
-VOCABULARIES = [
+NAMINGS = [
     ("map", "AP", "map", 1), ("map@3", "AP@3", "map_cut_3", 1),
     ("map@100", "AP@100", "map_cut_100", 1), ("ndcg", "nDCG", "ndcg", 1),
     ("ndcg@3", "nDCG@3", "ndcg_cut_3", 1), ("ndcg@10", "nDCG@10", "ndcg_cut_10", 1),
@@ -334,24 +334,24 @@ def qrels_files(tmp_path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("form", ["trec", "beir", "beir without a header"])
-def test_three_vocabularies_give_trec_eval_and_ir_measures_values(tmp_path, form):
+def test_three_tools_names_give_trec_eval_and_ir_measures_values(tmp_path, form):
     """Issue 50: ir_measures' and trec_eval's names are read as ranx's (the names outputs
     carry), per query and mean equal to pytrec_eval (trec_eval's names) and ir_measures
     itself (its names), on a run with ties, unjudged documents and graded relevance, against
     TREC qrels and BEIR's qrels .tsv."""
     run, qrels = write_run(tmp_path / "run.trec"), qrels_files(tmp_path)[form]
-    ranx_names = [names[0] for names in VOCABULARIES]
+    ranx_names = [names[0] for names in NAMINGS]
     judged = list(ir_measures.read_trec_qrels(qrels_files(tmp_path)["trec"]))
-    for vocabulary in range(3):
-        asked = [names[vocabulary] for names in VOCABULARIES]
+    for tool in range(3):
+        asked = [names[tool] for names in NAMINGS]
         values = pipeline.score(qrels, run, asked, per_query=True)
         assert values.columns == ["query", *ranx_names]
         means = pipeline.score(qrels, run, asked)
         assert list(means) == ranx_names
-        for ours, ir_name, trec_name, level in VOCABULARIES:
+        for ours, ir_name, trec_name, level in NAMINGS:
             expected = pytrec_eval_value(trec_name, level)
             assert dict(values.select("query", ours).rows()) == pytest.approx(
-                expected, abs=1e-12), (vocabulary, ours)
+                expected, abs=1e-12), (tool, ours)
             measure = ir_measures.parse_measure(ir_name)
             theirs = {m.query_id: m.value for m in ir_measures.iter_calc(
                 [measure], judged, list(ir_measures.read_trec_run(run)))}
