@@ -292,7 +292,8 @@ def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str,
     `means=False`, one row per model, query and candidate set (`negatives`: 'all', and per
     negative type on MDCR-style pools) with a column per metric; with `means=True`, one row per
     model with each metric's mean over the pool's queries (over CSFCube's folds: the mean of
-    the folds' means). `metrics`: 'auto' (the pool's own set), a set's name or metric names."""
+    the folds' means). `metrics`: 'auto' (the pool's own set), a set's name or metric names
+    (ranx's, ir_measures' or trec_eval's; the columns carry ranx's)."""
     import polars as pl
 
     from pipeline.core.files import read_json

@@ -46,7 +46,7 @@ METRIC_SETS: dict[str, tuple[str, ...]] = {
 }
 DEFAULT_METRICS = METRIC_SETS["large-scale"]
 _KNOWN = ("map", "ndcg", "recall", "precision", "mrr", "r-precision", "hit_rate", "hits",
-          "ndcg_burges", "f1", "bpref")
+          "ndcg_burges", "f1")
 # CSFCube's metrics (pipeline/metrics.py; not ranx's): `ndcg%<p>`, NDCG cut at p%
 # of the query's ranked list, its ideal from the ranked list's grades (the official NDCG%20);
 # `ndcg_judged%<p>`, the same with the ideal over every judged candidate (trec_eval's way);
@@ -81,21 +81,117 @@ def _valid_metric(name: str) -> bool:
             and (not level or _within(level, MAX_LEVEL)))
 
 
-# trec_eval's (and pytrec_eval's) names of metrics -> ours: `P_10` is `precision@10`
-TREC_EVAL_NAMES = {"P": "precision", "recip_rank": "mrr", "ndcg_cut": "ndcg", "map_cut": "map",
-                   "recall": "recall", "Rprec": "r-precision", "success": "hit_rate",
-                   "ndcg": "ndcg", "map": "map", "bpref": "bpref"}
+# The same measures in ir_measures' and trec_eval's words (docs/evaluation.md, "Metric names"):
+# each read as ranx's name, the canonical one that outputs carry. ir_measures' `Name(rel=n)@k`
+# (P, R and Success need the cutoff) and trec_eval's `name_k` (`name.k`, as its -m takes it)
+# with the pipeline's level suffix `-l<n>` (trec_eval's -l<n> option).
+IR_MEASURES_NAMES = {"AP": "map", "MAP": "map", "nDCG": "ndcg", "NDCG": "ndcg", "P": "precision",
+                     "Precision": "precision", "R": "recall", "Recall": "recall", "RR": "mrr",
+                     "MRR": "mrr", "Rprec": "r-precision", "RPrec": "r-precision",
+                     "Success": "hit_rate"}
+_IR_MEASURES_CUT = ("P", "Precision", "R", "Recall", "Success")  # a cutoff needed
+TREC_EVAL_NAMES = {"map": "map", "map_cut": "map", "ndcg": "ndcg", "ndcg_cut": "ndcg",
+                   "P": "precision", "recall": "recall", "recip_rank": "mrr",
+                   "Rprec": "r-precision", "success": "hit_rate"}
+_TREC_EVAL_CUT = ("map_cut", "ndcg_cut", "P", "recall", "success")  # families: one cutoff each
+# Measures of theirs computed here by no name (ranx's bpref is not trec_eval's, and the
+# scorer passes no judged non-relevant document) -> the closest that is
+NOT_COMPUTED = {"Judged": "precision", "Bpref": "map", "BPref": "map", "bpref": "map",
+                "infAP": "map", "ERR": "ndcg", "nERR": "ndcg", "SDCG": "ndcg",
+                "SetP": "precision", "SetR": "recall", "SetF": "f1", "NumRelRet": "hits",
+                "num_rel_ret": "hits", "set_P": "precision", "set_recall": "recall",
+                "set_F": "f1"}
+_IR_MEASURE = re.compile(r"([A-Za-z]+)(?:\(([^()]*)\))?(?:@([0-9]+))?")
+_TREC_EVAL = re.compile(r"([A-Za-z_]+?)(?:[_.]([0-9]+))?(?:-l([0-9]+))?")
+
+
+def _named(base: str, cut: str | None, level: str | None) -> str:
+    """ranx's name of `base` with a cutoff and a relevance level (1, the default, unwritten)."""
+    return (base + (f"@{int(cut)}" if cut else "")
+            + (f"-l{int(level)}" if level and int(level) != 1 else ""))
+
+
+def _from_trec_eval(name: str) -> str | None:
+    """ranx's name of trec_eval's `name` (`ndcg_cut_10` -> `ndcg@10`, `P_10-l2` ->
+    `precision@10-l2`); None when `name` is none of trec_eval's measures computed here."""
+    found = _TREC_EVAL.fullmatch(name)
+    if not found or found.group(1) not in TREC_EVAL_NAMES:
+        return None
+    measure, cut, level = found.groups()
+    if (cut is None) == (measure in _TREC_EVAL_CUT):
+        raise InputError(f"metric {name!r}: trec_eval's {measure} "
+                         + (f"is a family of cutoffs: name one, such as {measure}_10"
+                            if cut is None else "takes no cutoff"))
+    if level and TREC_EVAL_NAMES[measure] == "ndcg":
+        raise InputError(f"metric {name!r}: trec_eval's {measure} takes the grades as gains "
+                         f"and ignores -l: write {name.partition('-l')[0]}")
+    return _named(TREC_EVAL_NAMES[measure], cut, level)
+
+
+def _ir_measures_level(name: str, measure: str, params: str) -> str | None:
+    """The relevance level of ir_measures' parameters (`rel=2`), None for the default; a
+    parameter that makes another measure is refused."""
+    graded = IR_MEASURES_NAMES[measure] == "ndcg"  # its grades are the gains: no rel=
+    level = None
+    for param in filter(None, (p.strip() for p in params.split(","))):
+        key, _, value = (part.strip().strip("'\"") for part in param.partition("="))
+        if key == "rel" and not graded and _within(value, MAX_LEVEL):
+            level = value
+        elif not (key == "judged_only" and value == "False"
+                  or key == "dcg" and value == "log2" and graded):
+            closest = " (the closest computed here: ndcg_burges)" if value == "exp-log2" else ""
+            takes = ("a cutoff only" if graded
+                     else f"a cutoff and rel=<1 to {MAX_LEVEL}> only")
+            raise InputError(f"metric {name!r}: ir_measures' {param} is not computed here"
+                             f"{closest}; {measure} takes {takes}")
+    return level
+
+
+def _from_ir_measures(name: str) -> str | None:
+    """ranx's name of ir_measures' `name` (`nDCG@10` -> `ndcg@10`, `AP(rel=2)@100` ->
+    `map@100-l2`); None when `name` is none of ir_measures' measures computed here."""
+    found = _IR_MEASURE.fullmatch(name)
+    if not found or found.group(1) not in IR_MEASURES_NAMES:
+        return None
+    measure, params, cut = found.groups()
+    if (cut is None and measure in _IR_MEASURES_CUT
+            or cut is not None and measure in ("Rprec", "RPrec")):
+        raise InputError(f"metric {name!r}: ir_measures' {measure} "
+                         + (f"needs a cutoff, such as {measure}@10" if cut is None
+                            else "takes no cutoff"))
+    return _named(IR_MEASURES_NAMES[measure], cut, _ir_measures_level(name, measure, params or ""))
+
+
+def canonical_metric(name: str) -> str:
+    """`name` as ranx names it, the name every output carries: ranx's names and CSFCube's
+    (`ndcg%20`) as they are, ir_measures' and trec_eval's translated; a name none of them
+    gives a measure computed here is refused in one line, with the nearest one that is."""
+    if _valid_metric(name):
+        return name
+    translated = _from_trec_eval(name) or _from_ir_measures(name)
+    if translated is not None and _valid_metric(translated):
+        return translated
+    measure = re.match(r"[A-Za-z_]*?(?=[@(.]|_?[0-9]|-l|$)", name)
+    measure = measure.group(0) if measure else ""
+    if measure in NOT_COMPUTED:
+        cut = re.search(r"[@_.]([0-9]+)", name)
+        closest = NOT_COMPUTED[measure] + (f"@{cut.group(1)}" if cut else "")
+        raise InputError(f"metric {name!r}: {measure} is not computed here; the closest "
+                         f"measure that is: {closest} (names: docs/evaluation.md)")
+    nearest = nearest_metric(name)
+    hint = f" (did you mean {nearest!r}?)" if nearest else ""
+    raise InputError(f"unknown metric {name!r}{hint}; use a set ({', '.join(METRIC_SETS)}) or "
+                     f"names in ranx's words (map, ndcg@10, recall@30, map-l2: grades >= 2 "
+                     f"relevant), ir_measures' (AP, nDCG@10, R@30, P@10, RR, AP(rel=2)) or "
+                     f"trec_eval's (map, ndcg_cut_10, recall_30, P_10, recip_rank), or "
+                     f"CSFCube's ndcg%20 (cut at 20% of each query's list) and map_ranked-l2 "
+                     f"(its AP over the ranked list); cutoffs 1 to {MAX_CUTOFF:,}, levels 1 "
+                     f"to {MAX_LEVEL} (known: {', '.join(_KNOWN)})")
 
 
 def nearest_metric(name: str) -> str | None:
-    """The metric `name` most likely means: trec_eval's name translated (`ndcg_cut_10` ->
-    `ndcg@10`), else the closest known name with its cutoff and level; None when nothing is
-    close."""
-    trec = re.fullmatch(r"([A-Za-z_]+?)(?:_([0-9]+))?", name)
-    if trec and trec.group(1) in TREC_EVAL_NAMES:
-        base, cut = TREC_EVAL_NAMES[trec.group(1)], trec.group(2)
-        guess = f"{base}@{cut}" if cut else base
-        return guess if _valid_metric(guess) else None
+    """The metric `name` most likely means: the closest known name with its cutoff and
+    level; None when nothing is close."""
     metric, _, level = name.partition("-l")
     base, _, cut = metric.partition("@")
     close = difflib.get_close_matches(base.lower(), [*_KNOWN, RANKED_MAP, *METRIC_SETS], n=1)
@@ -105,27 +201,24 @@ def nearest_metric(name: str) -> str | None:
     return guess if close[0] in METRIC_SETS or _valid_metric(guess) else close[0]
 
 
+def _metric_names(text: str) -> list[str]:
+    """The names of a metric list, separated by spaces or commas (not those inside an
+    ir_measures name's parentheses: `AP(rel=2, judged_only=False)`)."""
+    return re.findall(r"(?:[^\s,(]|\([^()]*\))+", text)
+
+
 def parse_metrics(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """A metric set's name or metric names (ranx's, e.g. `map ndcg@10 recall@30`, with an
-    optional relevance level `map-l2`: grades >= 2 count; and CSFCube's `ndcg%20`,
-    `ndcg_judged%20`, `map_ranked-l2`), checked; an unknown name is refused with the nearest
-    known one."""
-    names = text.replace(",", " ").split() if isinstance(text, str) else list(text)
+    """A metric set's name or metric names, each in ranx's words (`map ndcg@10 recall@30`, a
+    relevance level `map-l2`: grades >= 2 count), ir_measures' (`AP nDCG@10 AP(rel=2)`),
+    trec_eval's (`map ndcg_cut_10 P_10`) or CSFCube's (`ndcg%20`, `ndcg_judged%20`,
+    `map_ranked-l2`), as ranx's names (`canonical_metric`), each once; an unknown name is
+    refused with the nearest known one."""
+    names = _metric_names(text) if isinstance(text, str) else list(text)
     if len(names) == 1 and names[0] in METRIC_SETS:
         return METRIC_SETS[names[0]]
-    for name in names:
-        if not _valid_metric(name):
-            nearest = nearest_metric(name)
-            hint = f" (did you mean {nearest!r}?)" if nearest else ""
-            raise InputError(f"unknown metric {name!r}{hint}; use a set "
-                             f"({', '.join(METRIC_SETS)}) or names like map, ndcg@10, "
-                             f"recall@30, map-l2 (grades >= 2 relevant), ndcg%20 (cut at 20% "
-                             f"of each query's list), map_ranked-l2 (CSFCube's AP over the "
-                             f"ranked list); cutoffs 1 to {MAX_CUTOFF:,}, levels 1 "
-                             f"to {MAX_LEVEL} (known: {', '.join(_KNOWN)})")
     if not names:
         raise InputError(f"no metric given: use a set ({', '.join(METRIC_SETS)}) or names")
-    return tuple(dict.fromkeys(names))
+    return tuple(dict.fromkeys(canonical_metric(name) for name in names))
 
 
 # Perturbed queries (pipeline/pools/queries.py): QUERY_VARIANT (runs named by layout.run_name).

@@ -516,6 +516,7 @@ HF_CONFIG = "config.json"  # a Hugging Face model's config: its presence in the 
 BEIR_CORPUS, BEIR_QUERIES = "corpus.jsonl", "queries.jsonl"  # a BEIR collection's files
 BEIR_QRELS = "qrels"  # a BEIR collection's folder of judgments: qrels/<split>.tsv
 BEIR_DATASHEET = "datasheet.json"  # what make export-beir says of the pool it wrote
+BEIR_QRELS_HEADER = "query-id\tcorpus-id\tscore"  # the first line of its qrels/<split>.tsv
 # the official MDCR release, per split (`test`, `val`): the benchmark and its papers' texts
 MDCR_BENCHMARK, MDCR_DATA = "mdcr_{}.json", "mdcr_{}_data.jsonl"
 # the CSFCube release: judgments per facet, papers (with their sentences), queries, folds

@@ -112,14 +112,14 @@ def wrong_calls(data: pipeline.Data, corpus: str) -> dict[str, tuple]:
                                        "training_sets=\\['x'\\]"),
         "build_report unknown": (lambda: pipeline.build_report(d, c, seeds=1),
                                  "unknown option seeds for build_report: did you mean seed\\?"),
-        "score run=5": (lambda: pipeline.score(5, "q.txt", "map"),
+        "score run=5": (lambda: pipeline.score("q.txt", 5, "map"),
                         "score: run=5: give a TREC run file's path"),
-        "score qrels=None": (lambda: pipeline.score("r.trec", None, "map"), "qrels=None"),
-        "score per_query=1": (lambda: pipeline.score("r.trec", "q.txt", "map", per_query=1),
+        "score qrels=None": (lambda: pipeline.score(None, "r.trec", "map"), "qrels=None"),
+        "score per_query=1": (lambda: pipeline.score("q.txt", "r.trec", "map", per_query=1),
                               "per_query=1: give True or False"),
-        "score metrics unknown": (lambda: pipeline.score("r.trec", "q.txt", "P_10"),
+        "score metrics unknown": (lambda: pipeline.score("q.txt", "r.trec", "precison@10"),
                                   "did you mean 'precision@10'"),
-        "compare one run": (lambda: pipeline.compare({"a": "r.trec"}, "q.txt", "map"),
+        "compare one run": (lambda: pipeline.compare("q.txt", {"a": "r.trec"}, "map"),
                             "two or more runs"),
         "variance results=3": (lambda: pipeline.variance(3), "variance: results=3: give"),
         "variance corpus=''": (lambda: pipeline.variance("r.parquet", corpus=""),
@@ -130,9 +130,9 @@ def wrong_calls(data: pipeline.Data, corpus: str) -> dict[str, tuple]:
                                       "deltas=\\[0\\]: give a non-empty list"),
         "topic_set_size draws=[0]": (lambda: pipeline.topic_set_size("r", draws=[0]),
                                      "draws=\\[0\\]: give a non-empty list"),
-        "compare test": (lambda: pipeline.compare({"a": "r", "b": "s"}, "q", "map", test="u"),
+        "compare test": (lambda: pipeline.compare("q", {"a": "r", "b": "s"}, "map", test="u"),
                          "unknown significance test 'u'"),
-        "compare alpha": (lambda: pipeline.compare({"a": "r", "b": "s"}, "q", "map", alpha=0),
+        "compare alpha": (lambda: pipeline.compare("q", {"a": "r", "b": "s"}, "map", alpha=0),
                           "alpha=0: give a significance level"),
         "verify_data folder": (lambda: pipeline.verify_data(d, 3), "folders=3: give a path"),
         "verify_data deep": (lambda: pipeline.verify_data(d, deep="no"), "deep='no'"),
@@ -185,6 +185,9 @@ def test_other_metrics_never_change_the_saved_evaluation(data, corpus_dir):
     other = pipeline.evaluate(data, corpus, POOL, "bm25",
                               metrics=["precision@10", "mrr@10", "ndcg@10"], means=True)
     assert other.columns == ["model", "precision@10", "mrr@10", "ndcg@10"]
+    # ir_measures' and trec_eval's names of the same measures: the same, named as ranx names them
+    assert pipeline.evaluate(data, corpus, POOL, "bm25", metrics="P@10 RR@10 ndcg_cut_10",
+                             means=True).equals(other)
     assert snapshot(data.indexes, data.runs) == before
     assert pipeline.build_report(data, corpus, POOL_SEED).tables["dataset"].header == report
     assert "P@10" not in " ".join(report)
@@ -194,6 +197,6 @@ def test_a_value_of_the_right_type_is_not_told_it_is_of_another(tmp_path):
     """A dict of one run given to compare is a dict: the line says what it must hold, not
     "not a dict"."""
     with pytest.raises(InputError) as refused:
-        pipeline.compare({"a": tmp_path / "a.trec"}, tmp_path / "qrels", "map")
+        pipeline.compare(tmp_path / "qrels", {"a": tmp_path / "a.trec"}, "map")
     assert "give a dict of two or more runs" in refused.value.message
     assert "not a dict" not in refused.value.message

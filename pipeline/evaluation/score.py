@@ -1,11 +1,15 @@
-"""Scoring that writes nothing (`pipeline.score`, docs/api.md): any run against any qrels, as
-ranx's `evaluate` and ir_measures' `calc_aggregate` do, with the kernels `make eval` uses
-(pipeline/metrics.py) and the same counting rule.
+"""Scoring that writes nothing (`pipeline.score(qrels, run, metrics)`, docs/api.md): any run
+against any qrels, in ranx's order (the qrels first) as ranx's `evaluate` and ir_measures'
+`calc_aggregate` take them, with the kernels `make eval` uses (pipeline/metrics.py) and the
+same counting rule; a call in the old order (the run first) is refused where the arguments'
+contents show it (`check_order`). Metric names: ranx's, ir_measures' or trec_eval's
+(glossary.parse_metrics), returned as ranx names them.
 
 A run is a TREC run file (`query Q0 doc rank score tag`), a polars or pandas DataFrame with
 columns query, doc, score, or a ranx `Run`, read as `make import-run` reads it
 (pipeline/retrieval/imported.py); qrels are a TREC qrels file (`query 0 doc
-relevance`), a DataFrame with columns query, doc, relevance (an integer; or `rel`, as a pool's
+relevance`), a BEIR qrels .tsv (`query-id corpus-id score`, tab-separated, under BEIR's header
+or none), a DataFrame with columns query, doc, relevance (an integer; or `rel`, as a pool's
 qrels.parquet names it), or a ranx `Qrels`.
 Ids are compared as strings, as trec_eval compares them, and a run is ranked as trec_eval
 ranks it (score descending, ties by the doc id descending as a string), whatever its rank
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +36,8 @@ from pipeline.core.current import stale
 from pipeline.core.errors import InputError
 from pipeline.core.textfiles import read_text
 from pipeline.glossary import METRIC_SETS, parse_metrics
-from pipeline.layout import RUN_SUFFIXES, run_file_parts, run_paths
+from pipeline.layout import BEIR_QRELS_HEADER, RUN_SUFFIXES, run_file_parts, run_paths
+from pipeline.retrieval.imported import COLUMNS as RUN_COLUMNS
 from pipeline.retrieval.imported import read_source
 from pipeline.retrieval.runs import recorded_run_repair, trec_eval_order
 
@@ -40,40 +45,57 @@ log = logging.getLogger(__name__)
 
 QRELS_COLUMNS = ("query", "doc", "relevance")  # qrels given as a DataFrame
 QRELS_LINE = "query 0 doc relevance"  # a TREC qrels line's four fields
+BEIR_QRELS_LINE = BEIR_QRELS_HEADER.replace("\t", " ")  # a BEIR qrels .tsv line's fields
 
 
-def _trec_fields(path: Path, what: str, form: str) -> pl.DataFrame:
-    """The whitespace-separated fields of each non-blank line of a TREC text file: `line`
-    (1-based) and one String column per field of `form`; a line with another number of
-    fields is refused, naming it."""
+def _qrels_lines(path: Path) -> tuple[pl.DataFrame, str, str | None]:
+    """A qrels file's non-blank lines (`line`, 1-based; `fields`, its fields) and its form
+    (QRELS_LINE or BEIR_QRELS_LINE) told by its first line: three tab-separated fields
+    (BEIR's, ids as its loader reads them) or three whitespace-separated fields are BEIR's,
+    under its header (left out) or none; else TREC's four, separated by whitespace. Also
+    the separator: a tab, or None for whitespace."""
     if not path.is_file():
-        raise InputError(f"{what} {str(path)!r} is not a file: give a TREC {what} file "
-                         f"({form!r} per line), a DataFrame or a ranx object")
-    names = form.split()
-    text = read_text(path, f"save the {what} as UTF-8 text")
+        raise InputError(f"qrels {str(path)!r} is not a file: give a TREC qrels file "
+                         f"({QRELS_LINE!r} per line), a BEIR qrels .tsv, a DataFrame or a ranx "
+                         "object")
+    text = read_text(path, "save the qrels as UTF-8 text")
     lines = (pl.DataFrame({"text": text.split("\n")}).with_row_index("line", offset=1)
-             .with_columns(fields=pl.col("text").str.extract_all(r"\S+"))
-             .filter(pl.col("fields").list.len() > 0))
+             .filter(pl.col("text").str.strip_chars() != ""))
+    first = lines["text"][0] if lines.height else ""
+    tab = "\t" if len(first.split("\t")) == 3 else None
+    form = BEIR_QRELS_LINE if len(first.split(tab)) == 3 else QRELS_LINE
+    split = (pl.col("text").str.split("\t").list.eval(pl.element().str.strip_chars()) if tab
+             else pl.col("text").str.extract_all(r"\S+"))
+    lines = lines.select("line", fields=split)
+    if form == BEIR_QRELS_LINE and first.split(tab) == BEIR_QRELS_HEADER.split("\t"):
+        lines = lines.slice(1)  # BEIR's header
+    return lines, form, tab
+
+
+def _read_qrels_file(path: Path) -> pl.DataFrame:
+    """A TREC qrels file or a BEIR qrels .tsv (`_qrels_lines`) as query, doc, relevance,
+    line; a line of other fields, or a relevance that is not an integer (`high`, `1.5`), is
+    refused, naming it."""
+    lines, form, tab = _qrels_lines(path)
+    names = form.split()
     wrong = lines.filter(pl.col("fields").list.len() != len(names))
     if wrong.height:
         line, fields = wrong.select("line", pl.col("fields").list.len()).row(0)
         more = f" (and {wrong.height - 1} more lines)" if wrong.height > 1 else ""
-        raise InputError(f"{path}:{line}: {fields} fields, not {len(names)}{more}: a TREC "
-                         f"{what} line is {form!r}, separated by whitespace")
-    return lines.select("line", *(pl.col("fields").list.get(i).alias(name)
-                                  for i, name in enumerate(names)))
-
-
-def _read_trec_qrels(path: Path) -> pl.DataFrame:
-    """A TREC qrels file as query, doc, relevance, line; a relevance that is not an integer
-    (`high`, `1.5`) is refused."""
-    fields = _trec_fields(path, "qrels", QRELS_LINE)
+        kind = "a TREC qrels" if form == QRELS_LINE else "a BEIR qrels"
+        raise InputError(f"{path}:{line}: {fields} fields, not {len(names)}{more}: {kind} "
+                         f"line is {form!r}, separated by {'tabs' if tab else 'whitespace'}")
+    positions = (0, 1, 2) if form == BEIR_QRELS_LINE else (0, 2, 3)  # query, doc, relevance
+    fields = lines.select("line", *(pl.col("fields").list.get(i).alias(name) for name, i in
+                                    zip(QRELS_COLUMNS, positions, strict=True)))
     qrels = fields.with_columns(value=pl.col("relevance").cast(pl.Int64, strict=False))
     bad = qrels.filter(pl.col("value").is_null())
     if bad.height:
         line, text = bad.select("line", "relevance").row(0)
+        header = (f" (BEIR's header line is {BEIR_QRELS_HEADER!r})"
+                  if line == 1 and form == BEIR_QRELS_LINE else "")
         raise InputError(f"{path}:{line}: the relevance {text!r} is not an integer; write an "
-                         "integer grade (0 = not relevant)")
+                         f"integer grade (0 = not relevant){header}")
     return qrels.select("query", "doc", relevance="value", line="line")
 
 
@@ -153,7 +175,7 @@ def as_qrels(qrels: Any, where: str = "qrels") -> pl.DataFrame:
     """Any accepted qrels (module doc) as query, doc (strings), rel (Int64); a pair judged
     twice with one grade is kept once and counted, with two grades refused."""
     if isinstance(qrels, (str, os.PathLike)):
-        frame, where = _read_trec_qrels(Path(qrels)), str(qrels)
+        frame, where = _read_qrels_file(Path(qrels)), str(qrels)
     elif (given := _frame(qrels)) is not None:
         if "relevance" not in given.columns and "rel" in given.columns:  # a pool's qrels.parquet
             given = given.rename({"rel": "relevance"})
@@ -226,11 +248,52 @@ def query_values(run: pl.DataFrame, qrels: pl.DataFrame, metrics: Sequence[str],
     return values
 
 
-def score(run: Any, qrels: Any, metrics: str | Sequence[str], *,
+def _shape(value: Any) -> str | None:
+    """What `value` holds where its content says so unambiguously: "a run" (a ranx Run, a
+    DataFrame with a run's columns and no relevance, a file whose first line has a TREC run
+    line's 6 fields), "qrels" (a ranx Qrels, a DataFrame with a relevance column and no score,
+    a file of 4 or 3 fields a line), "a dict of runs" (compare's); else None."""
+    if _is_ranx(value, "Run") or _is_ranx(value, "Qrels"):
+        return "a run" if _is_ranx(value, "Run") else "qrels"
+    if isinstance(value, Mapping):
+        return None if any(isinstance(v, Mapping) for v in value.values()) else "a dict of runs"
+    if (frame := _frame(value)) is not None:
+        columns = set(frame.columns)
+        scored = all(columns & set(names) for names in RUN_COLUMNS.values())  # read_source's
+        graded = bool({"relevance", "rel"} & columns)
+        return "a run" if scored and not graded else "qrels" if graded and not scored else None
+    if isinstance(value, (str, os.PathLike)) and Path(value).is_file():
+        try:
+            with Path(value).open("rb") as handle:
+                head = handle.read(1 << 16).decode("utf-8", "replace").split("\n")
+        except OSError:  # unreadable: the reader says so
+            return None
+        first = next((line for line in head if line.strip()), "")
+        return {6: "a run", 4: "qrels", 3: "qrels"}.get(len(first.split()))
+    return None
+
+
+def check_order(function: str, qrels: Any, run: Any) -> None:
+    """Refuse a call in the run-first order `score` had before issue 50 where the arguments'
+    contents show it (a run has scores, qrels have relevance grades): one line saying the
+    order (ranx's: qrels first), rather than scoring the qrels as a run."""
+    first, second = _shape(qrels), _shape(run)
+    found = [f"the first argument is {first}"] if first in ("a run", "a dict of runs") else []
+    found += ["the second is qrels"] if second == "qrels" else []
+    if found:
+        runs = "runs" if function == "compare" else "run"
+        raise InputError(f"{function} takes (qrels, {runs}, metrics), the qrels first as in ranx "
+                         f"and ir_measures, but {' and '.join(found)}: put the qrels first")
+
+
+def score(qrels: Any, run: Any, metrics: str | Sequence[str], *,
           per_query: bool = False) -> dict[str, float] | pl.DataFrame:
-    """`run` scored against `qrels` with `metrics`, writing nothing: {metric: mean over the
-    evaluated queries}, or with `per_query=True` a polars DataFrame (query, one column per
-    metric) of each evaluated query. Accepted forms and the counting rule: module doc."""
+    """`run` scored against `qrels` with `metrics` (ranx's order: the qrels first), writing
+    nothing: {metric: mean over the evaluated queries}, or with `per_query=True` a polars
+    DataFrame (query, one column per metric) of each evaluated query. Accepted forms and the
+    counting rule: module doc; metric names in ranx's, ir_measures' or trec_eval's words,
+    returned in ranx's (glossary.parse_metrics)."""
+    check_order("score", qrels, run)
     if not isinstance(per_query, bool):
         raise InputError(f"per_query={per_query!r}: give True or False")
     names = score_metrics(metrics)
@@ -238,4 +301,3 @@ def score(run: Any, qrels: Any, metrics: str | Sequence[str], *,
     if per_query:
         return values
     return {m: float(values[m].mean()) for m in names}  # as `make eval` averages them
-

@@ -47,6 +47,7 @@ from pipeline.corpus.install import claim_corpus, install_corpus
 from pipeline.layout import (
     BEIR_CORPUS,
     BEIR_QRELS,
+    BEIR_QRELS_HEADER,
     BEIR_QUERIES,
     MANIFEST,
     POOL_FILES,
@@ -58,7 +59,6 @@ from pipeline.layout import (
 
 log = logging.getLogger(__name__)
 SPLIT_FILES = {"test": "test", "validation": "dev"}  # a pool's split -> qrels/<file>.tsv
-QRELS_HEADER = "query-id\tcorpus-id\tscore"  # the first line of BEIR's qrels files
 
 
 def _read_jsonl(path: Path, columns: dict[str, pl.DataType], what: str
@@ -119,7 +119,7 @@ def _read_qrels(path: Path) -> pl.DataFrame:
     if rows.height and rows["rel"][0] is not None:
         first = "\t".join(str(v) for v in rows.row(0)[1:4])
         raise InputError(f"{path}: the header line is missing (line 1 is a judgment, "
-                         f"{first!r}): add the line {QRELS_HEADER!r} at the top, as BEIR's "
+                         f"{first!r}): add the line {BEIR_QRELS_HEADER!r} at the top, as BEIR's "
                          "qrels have")
     rows = rows.slice(1).filter(~pl.all_horizontal(pl.col("query", "doc", "grade").is_null()))
     bad = rows.filter(pl.col("rel").is_null())

@@ -35,11 +35,12 @@ from pipeline.core.files import write_json
 from pipeline.core.manifests import code_version
 from pipeline.corpus.files import paper_texts
 from pipeline.corpus.manifest import corpus_sections
-from pipeline.external.beir import QRELS_HEADER, SPLIT_FILES
+from pipeline.external.beir import SPLIT_FILES
 from pipeline.layout import (
     BEIR_CORPUS,
     BEIR_DATASHEET,
     BEIR_QRELS,
+    BEIR_QRELS_HEADER,
     BEIR_QUERIES,
     Place,
     check_name,
@@ -67,7 +68,7 @@ def export_beir(place: Place, pool: str, out: Path) -> dict:
         _write_jsonl(docs, tmp / BEIR_CORPUS)
         _write_jsonl(queries, tmp / BEIR_QUERIES)
         (tmp / BEIR_QRELS).mkdir()
-        (tmp / qrels_file).write_text(f"{QRELS_HEADER}\n" + "".join(
+        (tmp / qrels_file).write_text(f"{BEIR_QRELS_HEADER}\n" + "".join(
             f"{q}\t{d}\t{r}\n" for q, d, r in judged.iter_rows()), encoding="utf-8")
         sheet = datasheet(place, pool, info, sizes, {
             name: {"bytes": (tmp / name).stat().st_size, "sha256": sha256_file(tmp / name)}

@@ -294,6 +294,8 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
                    "min_positives", "exclude", "split"),
 }
 OWN_KEYWORDS = frozenset({"search"})
+# The functions that take (qrels, run) in ranx's order, and the name of their run argument
+QRELS_FIRST = {"score": "run", "compare": "runs"}
 
 
 def argument(function: str, name: str) -> Argument:
@@ -405,6 +407,11 @@ def validated(function: Callable) -> Callable:
                 raise InputError(f"{name}: missing {missing[0]}: give "
                                  f"{KINDS[argument(name, missing[0]).kind][1]}") from None
             raise InputError(f"{name}: {exc}") from None
+        if name in QRELS_FIRST:  # before the kinds: a call in the old order says so
+            from pipeline.evaluation.score import check_order
+
+            check_order(name, bound.arguments.get("qrels"),
+                        bound.arguments.get(QRELS_FIRST[name]))
         for key, value in bound.arguments.items():
             kind = params[key].kind
             if kind is kind.VAR_POSITIONAL:

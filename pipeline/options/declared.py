@@ -289,7 +289,8 @@ VARIABLES: tuple[Variable, ...] = (
     V("METRICS", "auto", checked(metric_list), "what eval scores: auto (each pool's own set: "
       "large-scale pools MAP, NDCG, R@30; MDCR-style pools MAP, NDCG, R@5), a set "
       "(large-scale, mdcr, beir: nDCG@10, R@100; csfcube: NDCG%20, MAP of grades >= 2) or "
-      "ranx names, e.g. 'map ndcg@10 recall@30'",
+      "names in ranx's, ir_measures' or trec_eval's words, e.g. 'map ndcg@10 recall@30', "
+      "'AP nDCG@10 R@30', 'map ndcg_cut_10 recall_30' (outputs name them as ranx does)",
       "eval",
       stages=("eval", "fuse", "demo"), keywords=("metrics",), kind="metrics"),
     V("MODELS", "", None, "make fuse, make mdcr-jaccard: the models, separated by commas "

@@ -14,7 +14,13 @@ from typing import Any
 import polars as pl
 
 from pipeline.core.errors import InputError
-from pipeline.evaluation.score import as_qrels, as_run, query_values, score_metrics
+from pipeline.evaluation.score import (
+    as_qrels,
+    as_run,
+    check_order,
+    query_values,
+    score_metrics,
+)
 from pipeline.evaluation.significance import compare as paired_tests
 from pipeline.evaluation.significance import intervals, significance_test
 from pipeline.report.tables import (
@@ -119,14 +125,16 @@ def _checked(runs: Any, correction: Any, alpha: Any) -> None:
                          "as 0.05")
 
 
-def compare(runs: Mapping[str, Any], qrels: Any, metrics: str | Sequence[str], *,
+def compare(qrels: Any, runs: Mapping[str, Any], metrics: str | Sequence[str], *,
             test: str = "t-test", correction: str = "holm", alpha: float = 0.05
             ) -> Comparison:
-    """Every pair of `runs` (name -> run, each in a form `pipeline.score` takes) compared on
+    """Every pair of `runs` (name -> run, each in a form `pipeline.score` takes; ranx's order,
+    the qrels first: a call in the old order is refused, `check_order`) compared on
     each metric over the queries of `qrels`, as `make report` compares models: `test` the
     paired t-test ("t-test", "t", "student") or Fisher's randomization test ("fisher",
     "randomization"), `correction` "holm" (Holm-Bonferroni over a metric's pairs) or "none",
     significant below `alpha`. Writes nothing; returns a Comparison."""
+    check_order("compare", qrels, runs)
     _checked(runs, correction, alpha)
     test = significance_test(test)
     names = score_metrics(metrics)

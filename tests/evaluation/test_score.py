@@ -4,7 +4,9 @@ anything, equal to trec_eval (pytrec_eval) and to what `make report` shows."""
 from __future__ import annotations
 
 import logging
+import re
 
+import ir_measures
 import polars as pl
 import pytest
 import pytrec_eval
@@ -66,14 +68,14 @@ def trec_eval_values(run_lines=RUN_LINES, qrels_lines=QRELS_LINES) -> dict:
 def test_score_equals_trec_eval_on_a_run_with_ties(tmp_path):
     run, qrels = write_run(tmp_path / "run.trec"), write_qrels(tmp_path / "qrels.txt")
     expected = trec_eval_values()
-    values = pipeline.score(run, qrels, list(TREC_EVAL), per_query=True)
+    values = pipeline.score(qrels, run, list(TREC_EVAL), per_query=True)
     assert values.columns == ["query", *TREC_EVAL]
     assert values["query"].to_list() == ["q1", "q2", "q3"]
     for row in values.iter_rows(named=True):
         for ours, theirs in TREC_EVAL.items():
             assert row[ours] == pytest.approx(expected[row["query"]][theirs], abs=1e-12), (
                 row["query"], ours)
-    means = pipeline.score(run, qrels, list(TREC_EVAL))
+    means = pipeline.score(qrels, run, list(TREC_EVAL))
     assert means == pytest.approx({ours: sum(v[theirs] for v in expected.values()) / 3
                                    for ours, theirs in TREC_EVAL.items()}, abs=1e-12)
     # the ties matter: ranked in the file's order, q1's MAP and MRR would be others
@@ -96,16 +98,16 @@ def test_every_form_of_a_run_and_qrels_gives_the_same_numbers(tmp_path):
             run_frame.sample(fraction=1.0, shuffle=True, seed=3),  # row order: no matter
             ranx.Run(run_dict)]
     qrels_forms = [qrels_path, qrels_frame, qrels_frame.to_pandas(), ranx.Qrels(qrels_dict)]
-    expected = pipeline.score(path, qrels_path, list(TREC_EVAL))
+    expected = pipeline.score(qrels_path, path, list(TREC_EVAL))
     for run in runs:
         for qrels in qrels_forms:
-            assert pipeline.score(run, qrels, list(TREC_EVAL)) == expected
+            assert pipeline.score(qrels, run, list(TREC_EVAL)) == expected
     # integer ids in DataFrames are the same ids as in a file
     numbers = pl.DataFrame({"query": [1, 1, 2], "doc": [10, 11, 12], "score": [1.0, 1.0, 2.0]})
     (tmp_path / "n.trec").write_text("1 Q0 10 1 1 x\n1 Q0 11 2 1 x\n2 Q0 12 1 2 x\n")
     judged = pl.DataFrame({"query": [1, 2], "doc": [10, 12], "relevance": [1, 1]})
-    assert pipeline.score(numbers, judged, "map mrr") == pipeline.score(
-        tmp_path / "n.trec", judged, "map mrr") == {"map": 0.75, "mrr": 0.75}
+    assert pipeline.score(judged, numbers, "map mrr") == pipeline.score(
+        judged, tmp_path / "n.trec", "map mrr") == {"map": 0.75, "mrr": 0.75}
 
 
 def test_counting_rule_and_what_is_left_out_is_logged(tmp_path, caplog):
@@ -116,9 +118,9 @@ def test_counting_rule_and_what_is_left_out_is_logged(tmp_path, caplog):
     qrels = pl.DataFrame({"query": ["a", "b", "c"], "doc": ["2", "1", "1"],
                           "relevance": [1, 1, 0]})
     with caplog.at_level(logging.WARNING, logger="pipeline.evaluation.score"):
-        values = pipeline.score(run, qrels, ["map", "recall@30"], per_query=True)
+        values = pipeline.score(qrels, run, ["map", "recall@30"], per_query=True)
     assert values.rows() == [("a", 0.5, 1.0), ("b", 0.0, 0.0)]
-    assert pipeline.score(run, qrels, "map") == {"map": 0.25}
+    assert pipeline.score(qrels, run, "map") == {"map": 0.25}
     logged = caplog.text
     assert "2 queries scored" in logged
     assert "1 queries of the run that the qrels do not judge" in logged
@@ -135,12 +137,12 @@ def test_named_metric_sets(tmp_path):
     qrels = pl.DataFrame({"query": ["q"] * 5, "doc": [f"d{i}" for i in range(5)],
                           "relevance": grades})
     # NDCG%20 cuts at int(0.2 x 5) = 1: 2 / 3; AP over grades >= 2 at ranks 1, 3: (1 + 2/3) / 2
-    assert pipeline.score(run, qrels, "csfcube") == pytest.approx(
+    assert pipeline.score(qrels, run, "csfcube") == pytest.approx(
         {"ndcg%20": 2 / 3, "map_ranked-l2": (1 + 2 / 3) / 2})
-    assert list(pipeline.score(run, qrels, "mdcr")) == ["map", "ndcg", "recall@5"]
-    assert list(pipeline.score(run, qrels, "large-scale")) == ["map", "ndcg", "recall@30"]
+    assert list(pipeline.score(qrels, run, "mdcr")) == ["map", "ndcg", "recall@5"]
+    assert list(pipeline.score(qrels, run, "large-scale")) == ["map", "ndcg", "recall@30"]
     with pytest.raises(InputError, match="'auto' is a pool's own set"):
-        pipeline.score(run, qrels, "auto")
+        pipeline.score(qrels, run, "auto")
 
 
 def one_line_error(call) -> str:
@@ -155,50 +157,46 @@ def test_wrong_inputs_are_one_line_each(tmp_path):
     run, qrels = write_run(tmp_path / "run.trec"), write_qrels(tmp_path / "qrels.txt")
     five = tmp_path / "five.trec"
     five.write_text("q1 Q0 d1 1 2.0 x\nq1 Q0 d2 2 1.0\n")
-    assert one_line_error(lambda: pipeline.score(five, qrels, "map")).startswith(
+    assert one_line_error(lambda: pipeline.score(qrels, five, "map")).startswith(
         f"{five}:2: not a TREC run line (qid Q0 docid rank score tag, 6 fields")
     text = tmp_path / "text.qrels"
     text.write_text("q1 0 d10 1\nq1 0 d2 high\n")
-    assert one_line_error(lambda: pipeline.score(run, text, "map")) == (
+    assert one_line_error(lambda: pipeline.score(text, run, "map")) == (
         f"{text}:2: the relevance 'high' is not an integer; write an integer grade "
         "(0 = not relevant)")
     assert "did you mean 'ndcg@10'?" in one_line_error(
-        lambda: pipeline.score(run, qrels, ["map", "ndcg_cut_10"]))
-    assert "did you mean 'precision@10'?" in one_line_error(
-        lambda: pipeline.score(run, qrels, "P_10"))
-    assert "did you mean 'ndcg@10'?" in one_line_error(
-        lambda: pipeline.score(run, qrels, "ndgc@10"))
+        lambda: pipeline.score(qrels, run, "ndgc@10"))
     twice = pl.DataFrame({"query": ["q1", "q1"], "doc": ["d1", "d1"], "score": [1.0, 2.0]})
     assert "ranks the document d1 twice" in one_line_error(
-        lambda: pipeline.score(twice, qrels, "map"))
+        lambda: pipeline.score(qrels, twice, "map"))
     clash = pl.DataFrame({"query": ["q1", "q1"], "doc": ["d1", "d1"], "relevance": [1, 2]})
     assert "judged twice with different grades (1, 2)" in one_line_error(
-        lambda: pipeline.score(run, clash, "map"))
+        lambda: pipeline.score(clash, run, "map"))
     no_score = pl.DataFrame({"query": ["q1"], "doc": ["d1"], "rank": [1]})
     assert "has no column score" in one_line_error(
-        lambda: pipeline.score(no_score, qrels, "map"))
+        lambda: pipeline.score(qrels, no_score, "map"))
     fractional = pl.DataFrame({"query": ["q1"], "doc": ["d1"], "relevance": [0.5]})
-    assert "not integers" in one_line_error(lambda: pipeline.score(run, fractional, "map"))
+    assert "not integers" in one_line_error(lambda: pipeline.score(fractional, run, "map"))
     assert "is not a file" in one_line_error(
-        lambda: pipeline.score(tmp_path / "missing.trec", qrels, "map"))
+        lambda: pipeline.score(qrels, tmp_path / "missing.trec", "map"))
     bad_score = tmp_path / "nan.trec"
     bad_score.write_text("q1 Q0 d1 1 nan x\n")
     assert f"{bad_score}:1: not a TREC run line" in one_line_error(
-        lambda: pipeline.score(bad_score, qrels, "map"))
-    assert one_line_error(lambda: pipeline.score(run, ranx.Run({"q": {"d": 1.0}}), "map"))
-    assert "per_query=1" in one_line_error(lambda: pipeline.score(run, qrels, "map",
+        lambda: pipeline.score(qrels, bad_score, "map"))
+    assert one_line_error(lambda: pipeline.score(ranx.Run({"q": {"d": 1.0}}), run, "map"))
+    assert "per_query=1" in one_line_error(lambda: pipeline.score(qrels, run, "map",
                                                                    per_query=1))
     assert "no query of the qrels has a relevant document" in one_line_error(
-        lambda: pipeline.score(run, pl.DataFrame({"query": ["q1"], "doc": ["d1"],
-                                                  "relevance": [0]}), "map"))
+        lambda: pipeline.score(pl.DataFrame({"query": ["q1"], "doc": ["d1"],
+                                             "relevance": [0]}), run, "map"))
     assert "two or more runs" in one_line_error(
-        lambda: pipeline.compare({"a": run}, qrels, "map"))
+        lambda: pipeline.compare(qrels, {"a": run}, "map"))
     assert "unknown significance test 'wilcoxon'" in one_line_error(
-        lambda: pipeline.compare({"a": run, "b": run}, qrels, "map", test="wilcoxon"))
+        lambda: pipeline.compare(qrels, {"a": run, "b": run}, "map", test="wilcoxon"))
     assert "correction='bonferroni': use one of holm, none" in one_line_error(
-        lambda: pipeline.compare({"a": run, "b": run}, qrels, "map", correction="bonferroni"))
+        lambda: pipeline.compare(qrels, {"a": run, "b": run}, "map", correction="bonferroni"))
     assert "alpha=1.5" in one_line_error(
-        lambda: pipeline.compare({"a": run, "b": run}, qrels, "map", alpha=1.5))
+        lambda: pipeline.compare(qrels, {"a": run, "b": run}, "map", alpha=1.5))
     assert not list(tmp_path.glob("*.json")) and not list(tmp_path.glob("*.parquet"))
 
 
@@ -227,8 +225,8 @@ def test_compare_shows_what_make_report_shows(reported, corpus_dir):
     runs = {model: run_paths(data.runs, corpus_dir.name, pool, model).trec
             for model in ("random", "bm25")}
     written = sorted((p, p.stat().st_mtime_ns) for p in data.runs.rglob("*"))
-    t = pipeline.compare(runs, judged, "large-scale")
-    fisher = pipeline.compare(runs, judged, "large-scale", test="randomization")
+    t = pipeline.compare(judged, runs, "large-scale")
+    fisher = pipeline.compare(judged, runs, "large-scale", test="randomization")
     assert isinstance(t, pipeline.Comparison)
     assert t.metrics == ("map", "ndcg", "recall@30")
     # the report's pairs: pools, metric, a, b, mean a, mean b, t-test p (Holm), randomization
@@ -279,16 +277,193 @@ def test_a_damaged_run_file_of_the_pipelines_is_refused(tmp_path):
                         outputs=fingerprints(paths.trec.parent, [paths.trec.name])),
                paths.manifest)
     qrels = pl.DataFrame(QRELS_LINES, schema=["query", "doc", "relevance"], orient="row")
-    intact = pipeline.score(paths.trec, qrels, "map")
+    intact = pipeline.score(qrels, paths.trec, "map")
     changed = "".join(lines).replace("q3 Q0 d3 21 4.0", "q3 Q0 d3 21 0.1")
     assert changed != "".join(lines)
     paths.trec.write_text(changed)
     mine = tmp_path / "mine.trec"  # the same bytes, no manifest: one's own run
     mine.write_text(changed)
-    assert pipeline.score(mine, qrels, "map") != intact  # what a reader would have returned
-    for call in (lambda: pipeline.score(paths.trec, qrels, "map"),
-                 lambda: pipeline.compare({"a": paths.trec, "b": mine}, qrels, "map")):
+    assert pipeline.score(qrels, mine, "map") != intact  # what a reader would have returned
+    for call in (lambda: pipeline.score(qrels, paths.trec, "map"),
+                 lambda: pipeline.compare(qrels, {"a": paths.trec, "b": mine}, "map")):
         with pytest.raises(InputError, match="does not match its manifest") as refused:
             call()
         assert str(paths.trec) in refused.value.message
         assert refused.value.repair.command() == "make eval CORPUS=demo MODEL=bm25"
+
+
+# One measure by three tools' names: (ranx's, the canonical name outputs carry; ir_measures';
+# trec_eval's; the relevance level trec_eval is run with, its -l). Cutoffs of 3 fall inside
+# RUN_LINES' ties; level 2 makes grade 1 non-relevant.
+NAMINGS = [
+    ("map", "AP", "map", 1), ("map@3", "AP@3", "map_cut_3", 1),
+    ("map@100", "AP@100", "map_cut_100", 1), ("ndcg", "nDCG", "ndcg", 1),
+    ("ndcg@3", "nDCG@3", "ndcg_cut_3", 1), ("ndcg@10", "nDCG@10", "ndcg_cut_10", 1),
+    ("recall@3", "R@3", "recall_3", 1), ("recall@30", "R@30", "recall_30", 1),
+    ("precision@3", "P@3", "P_3", 1), ("precision@10", "P@10", "P_10", 1),
+    ("mrr", "RR", "recip_rank", 1), ("r-precision", "Rprec", "Rprec", 1),
+    ("hit_rate@3", "Success@3", "success_3", 1),
+    ("map-l2", "AP(rel=2)", "map-l2", 2), ("map@3-l2", "AP(rel=2)@3", "map_cut_3-l2", 2),
+    ("precision@3-l2", "P(rel=2)@3", "P_3-l2", 2), ("recall@3-l2", "R(rel=2)@3", "recall_3-l2", 2),
+    ("mrr-l2", "RR(rel=2)", "recip_rank-l2", 2), ("r-precision-l2", "Rprec(rel=2)", "Rprec-l2", 2),
+    ("hit_rate@3-l2", "Success(rel=2)@3", "success_3-l2", 2),
+]
+
+
+def pytrec_eval_value(trec_name: str, level: int, run_lines=RUN_LINES) -> dict[str, float]:
+    """trec_eval's value per query of `trec_name` (`P_3-l2`: P_3 run with -l2)."""
+    run, qrels = {}, {}
+    for query, doc, score in run_lines:
+        run.setdefault(query, {})[doc] = score
+    for query, doc, rel in QRELS_LINES:
+        qrels.setdefault(query, {})[doc] = rel
+    measure = trec_name.partition("-l")[0]
+    asked = re.sub(r"_([0-9]+)$", r".\1", measure)  # P_3 is asked for as P.3
+    values = pytrec_eval.RelevanceEvaluator(qrels, {asked}, relevance_level=level).evaluate(run)
+    return {query: value[measure] for query, value in values.items()}
+
+
+def qrels_files(tmp_path) -> dict[str, str]:
+    """The same judgments as a TREC qrels file and as BEIR's qrels/test.tsv, with its header
+    and without."""
+    beir = "".join(f"{q}\t{d}\t{r}\n" for q, d, r in QRELS_LINES)
+    (tmp_path / "beir.tsv").write_text("query-id\tcorpus-id\tscore\n" + beir)
+    (tmp_path / "bare.tsv").write_text(beir)
+    return {"trec": write_qrels(tmp_path / "qrels.txt"), "beir": str(tmp_path / "beir.tsv"),
+            "beir without a header": str(tmp_path / "bare.tsv")}
+
+
+@pytest.mark.parametrize("form", ["trec", "beir", "beir without a header"])
+def test_three_tools_names_give_trec_eval_and_ir_measures_values(tmp_path, form):
+    """Issue 50: ir_measures' and trec_eval's names are read as ranx's (the names outputs
+    carry), per query and mean equal to pytrec_eval (trec_eval's names) and ir_measures
+    itself (its names), on a run with ties, unjudged documents and graded relevance, against
+    TREC qrels and BEIR's qrels .tsv."""
+    run, qrels = write_run(tmp_path / "run.trec"), qrels_files(tmp_path)[form]
+    ranx_names = [names[0] for names in NAMINGS]
+    judged = list(ir_measures.read_trec_qrels(qrels_files(tmp_path)["trec"]))
+    for tool in range(3):
+        asked = [names[tool] for names in NAMINGS]
+        values = pipeline.score(qrels, run, asked, per_query=True)
+        assert values.columns == ["query", *ranx_names]
+        means = pipeline.score(qrels, run, asked)
+        assert list(means) == ranx_names
+        for ours, ir_name, trec_name, level in NAMINGS:
+            expected = pytrec_eval_value(trec_name, level)
+            assert dict(values.select("query", ours).rows()) == pytest.approx(
+                expected, abs=1e-12), (tool, ours)
+            measure = ir_measures.parse_measure(ir_name)
+            theirs = {m.query_id: m.value for m in ir_measures.iter_calc(
+                [measure], judged, list(ir_measures.read_trec_run(run)))}
+            assert theirs == pytest.approx(expected, abs=1e-12), ir_name
+            assert means[ours] == pytest.approx(ir_measures.calc_aggregate(
+                [measure], judged, list(ir_measures.read_trec_run(run)))[measure], abs=1e-12)
+    # the ties matter: in the file's order q1's RR would be 1, not 1/3
+    in_file_order = [(q, d, -i) for i, (q, d, _) in enumerate(RUN_LINES)]
+    assert pytrec_eval_value("recip_rank", 1, in_file_order)["q1"] == 1
+    assert pytrec_eval_value("recip_rank", 1)["q1"] == pytest.approx(1 / 3)
+
+
+def test_rr_at_a_cutoff_is_ir_measures_given_trec_eval_ranking(tmp_path):
+    """ir_measures' RR@k (its msmarco provider; trec_eval has no cut of recip_rank) breaks
+    score ties otherwise than trec_eval: given the run ranked as trec_eval ranks it, its
+    values are ours for RR@2 and mrr@2 alike; on the tied scores they differ."""
+    qrels, run = qrels_files(tmp_path)["trec"], write_run(tmp_path / "run.trec")
+    ranked = pl.DataFrame(RUN_LINES, schema=["query", "doc", "score"], orient="row").sort(
+        "query", "score", "doc", descending=[False, True, True])
+    ordered = write_run(tmp_path / "ordered.trec", [
+        (q, d, -i) for i, (q, d, _) in enumerate(ranked.iter_rows())])
+    judged = list(ir_measures.read_trec_qrels(qrels))
+    for name in ("mrr@2", "RR@2", "RR(rel=2)@2"):
+        measure = ir_measures.parse_measure(name if name != "mrr@2" else "RR@2")
+        values = pipeline.score(qrels, run, [name], per_query=True)
+        expected = {m.query_id: m.value for m in ir_measures.iter_calc(
+            [measure], judged, list(ir_measures.read_trec_run(ordered)))}
+        assert dict(values.rows()) == pytest.approx(expected, abs=1e-12), name
+    on_ties = {m.query_id: m.value for m in ir_measures.iter_calc(
+        [ir_measures.parse_measure("RR@2")], judged, list(ir_measures.read_trec_run(run)))}
+    assert on_ties != dict(pipeline.score(qrels, run, "RR@2", per_query=True).rows())
+
+
+def test_a_beir_qrels_file_is_read_as_its_loader_reads_it(tmp_path):
+    """BEIR's qrels .tsv: tab-separated (an id may hold a space, as csv reads it), the header
+    left out, blank lines skipped; a line of other fields or a header of other words refused,
+    naming the line."""
+    beir = tmp_path / "test.tsv"
+    beir.write_text("query-id\tcorpus-id\tscore\nq 1\td 1\t2\n\nq 1\td2\t0\nq2\td3\t1\r\n")
+    run = pl.DataFrame({"query": ["q 1", "q 1", "q2"], "doc": ["d2", "d 1", "d3"],
+                        "score": [2.0, 1.0, 1.0]})
+    assert pipeline.score(beir, run, "map mrr", per_query=True).rows() == [
+        ("q 1", 0.5, 0.5), ("q2", 1.0, 1.0)]
+    short = tmp_path / "short.tsv"
+    short.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\n")
+    assert one_line_error(lambda: pipeline.score(short, run, "map")) == (
+        f"{short}:3: 2 fields, not 3: a BEIR qrels line is 'query-id corpus-id score', "
+        "separated by tabs")
+    other = tmp_path / "other.tsv"
+    other.write_text("qid\tdocid\trel\nq1\td1\t1\n")
+    assert one_line_error(lambda: pipeline.score(other, run, "map")) == (
+        f"{other}:1: the relevance 'rel' is not an integer; write an integer grade (0 = not "
+        "relevant) (BEIR's header line is 'query-id\\tcorpus-id\\tscore')")
+
+
+def test_a_call_in_the_old_order_is_refused_saying_the_order(tmp_path):
+    """Issue 50: score and compare take the qrels first (ranx's order); a call with the run
+    first, where the contents show it (a run's scores, qrels' grades), is refused in one line
+    rather than scored."""
+    run, qrels = write_run(tmp_path / "run.trec"), write_qrels(tmp_path / "qrels.txt")
+    run_frame = pl.DataFrame(RUN_LINES, schema=["query", "doc", "score"], orient="row")
+    qrels_frame = pl.DataFrame(QRELS_LINES, schema=["query", "doc", "rel"], orient="row")
+    run_dict, qrels_dict = {}, {}
+    for query, doc, score in RUN_LINES:
+        run_dict.setdefault(query, {})[doc] = score
+    for query, doc, rel in QRELS_LINES:
+        qrels_dict.setdefault(query, {})[doc] = rel
+    order = "score takes (qrels, run, metrics), the qrels first as in ranx and ir_measures"
+    for old in ((run, qrels), (run_frame, qrels_frame), (run_frame.to_pandas(), qrels),
+                (ranx.Run(run_dict), ranx.Qrels(qrels_dict)), (run, qrels_frame)):
+        text = one_line_error(lambda old=old: pipeline.score(*old, "map"))
+        assert text == (f"{order}, but the first argument is a run and the second is qrels: "
+                        "put the qrels first")
+    assert one_line_error(lambda: pipeline.score(qrels, qrels, "map")) == (
+        f"{order}, but the second is qrels: put the qrels first")
+    assert one_line_error(lambda: pipeline.compare({"a": run, "b": run}, qrels, "map")) == (
+        "compare takes (qrels, runs, metrics), the qrels first as in ranx and ir_measures, but "
+        "the first argument is a dict of runs and the second is qrels: put the qrels first")
+    assert pipeline.score(qrels, run, "map") == pipeline.score(qrels_frame, run_frame, "map")
+    # BEIR's qrels as a DataFrame also have a score column: not taken for a run
+    beir = pl.DataFrame(QRELS_LINES, schema=["query-id", "corpus-id", "score"], orient="row")
+    assert "without the column 'query'" in one_line_error(
+        lambda: pipeline.score(beir, run, "map"))
+
+
+@pytest.mark.parametrize(("name", "line"), [
+    ("Judged@10", "metric 'Judged@10': Judged is not computed here; the closest measure that "
+                  "is: precision@10 (names: docs/evaluation.md)"),
+    ("bpref", "metric 'bpref': bpref is not computed here; the closest measure that is: map "
+              "(names: docs/evaluation.md)"),
+    ("P", "metric 'P': trec_eval's P is a family of cutoffs: name one, such as P_10"),
+    ("R", "metric 'R': ir_measures' R needs a cutoff, such as R@10"),
+    ("Rprec@5", "metric 'Rprec@5': ir_measures' Rprec takes no cutoff"),
+    ("ndcg_cut_10-l2", "metric 'ndcg_cut_10-l2': trec_eval's ndcg_cut takes the grades as "
+                       "gains and ignores -l: write ndcg_cut_10"),
+    ("nDCG(rel=2)@10", "metric 'nDCG(rel=2)@10': ir_measures' rel=2 is not computed here; "
+                       "nDCG takes a cutoff only"),
+    ("AP(judged_only=True)", "metric 'AP(judged_only=True)': ir_measures' judged_only=True is "
+                             "not computed here; AP takes a cutoff and rel=<1 to 100> only"),
+])
+def test_a_measure_not_computed_is_refused_in_one_line(tmp_path, name, line):
+    run, qrels = write_run(tmp_path / "run.trec"), write_qrels(tmp_path / "qrels.txt")
+    assert line in one_line_error(lambda: pipeline.score(qrels, run, name))
+
+
+def test_the_parser_reads_ir_measures_parameters_and_trec_eval_forms():
+    """ir_measures' parameters inside a list (commas in parentheses), its defaults, and
+    trec_eval's `-m` form (`P.10`): each read as ranx names it, each once."""
+    from pipeline.glossary import parse_metrics
+    from pipeline.options.checks import metric_list
+
+    text = "AP(rel=2, judged_only=False)@100, nDCG(dcg='log2')@10 P.10 AP(rel=1) map MRR RPrec"
+    assert parse_metrics(text) == (
+        "map@100-l2", "ndcg@10", "precision@10", "map", "mrr", "r-precision")
+    assert metric_list(text) == text  # make's METRICS: checked by the same parser
