@@ -69,11 +69,6 @@ def in_eval_job(v: argparse.Namespace, name: str) -> bool:
     return v.EXECUTOR == "slurm" and "eval" in goals and name not in goals
 
 
-def download(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    """The S2AG datasets into the folder make corpus SOURCE=s2ag reads (docs/ingest.md)."""
-    return [own_command("download", v, *opt("--raw", v.RAW))]
-
-
 def corpus_stages(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Ingest and prefilter; the demo's synthetic corpus first (DEMO_PAPERS and DEMO_SEED only
     when given, so that a command that does not name them uses the corpus as it is). A corpus
@@ -93,10 +88,6 @@ def embed(v: argparse.Namespace, d: dict[str, str]) -> Commands:
         return [["submit-embed", *corpus(v), "--model", d["MODEL_FILE"],
                  *slurm_args(v, "submit-embed")]]
     return [own_command("embed", v, "--model", d["MODEL_FILE"])]
-
-
-def index(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [[*own_command("index", v, "--model", d["MODEL_FILE"]), "--repair-pools"]]
 
 
 def search_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
@@ -124,19 +115,6 @@ def evaluate(v: argparse.Namespace, d: dict[str, str]) -> Commands:
                          for stage in (search_command(v, d), eval_command(v, d)))
     return [["after-embed", *corpus(v), "--model", d["MODEL_NAME"], *slurm_args(v, "after-embed"),
              "--", "/bin/sh", "-c", stages]]
-
-
-def fuse(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    """Every component searched and evaluated, then the fused model, in one process."""
-    return [own_command("fuse", v, "--models", v.MODELS, "--method", v.METHOD)]
-
-
-def mdcr(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [own_command("mdcr", v, "--models", v.MDCR_MODELS, "--out", v.MDCR, "--search")]
-
-
-def mdcr_jaccard(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [own_command("mdcr-jaccard", v, "--models", v.MODELS, "--search")]
 
 
 def of_model(name: str) -> Stages:  # the command `name` on the runs of the model MODEL names
@@ -207,7 +185,8 @@ TARGETS: tuple[Target, ...] = (
     T("setup-gpu", "", "on a GPU node: Faiss GPU in place of faiss-cpu", goal=False),
     T("download", "CORPUS=s2ag [RELEASE=latest FIRST=2]", "the S2AG datasets (key: "
       "S2_API_KEY)", ("(FIRST=2: a trial; UPDATE=1: apply the diffs to a newer release)",),
-      needs={"CORPUS": "<the corpus to download into, e.g. s2ag>"}, stages=download),
+      needs={"CORPUS": "<the corpus to download into, e.g. s2ag>"},
+      stages=lambda v, d: [own_command("download", v, *opt("--raw", v.RAW))]),
     T("corpus", "[RAW=dir]", "ingest and prefilter CORPUS (the demo's: generate it first)",
       stages=corpus_stages),
     T("pool", "[FIELD=f] SIZE=20k", "build a dataset-level (or field-level) pool",
@@ -225,17 +204,21 @@ TARGETS: tuple[Target, ...] = (
       ("(QUERY_VARIANT=title: the pools with perturbed queries)",), pools=True,
       stages=evaluate),
     T("index", "MODEL=..", "only index (Lucene / embeddings) every pool of CORPUS", pools=True,
-      stages=index),
+      stages=lambda v, d: [[*own_command("index", v, "--model", d["MODEL_FILE"]),
+                            "--repair-pools"]]),
     T("search", "MODEL=..", "only index and search: the runs, unscored", pools=True,
       stages=search),
     T("embed", "[EXECUTOR=slurm SHARDS=16 SLURM_TIME=4:00:00]", "embed the pools' papers",
       ("(EXECUTOR=slurm: a SLURM job array, SLURM_TIME per job)",), stages=embed),
     T("fuse", "MODELS=bm25,minilm [METHOD=rrf]", "fuse the models' runs (ranx), evaluate",
-      needs={"MODELS": "a,b (e.g. MODELS=bm25,minilm)"}, local=True, stages=fuse),
+      needs={"MODELS": "a,b (e.g. MODELS=bm25,minilm)"}, local=True, stages=lambda v, d: [
+          own_command("fuse", v, "--models", v.MODELS, "--method", v.METHOD)]),
     T("mdcr", "[MDCR_MODELS=bm25,minilm]", "an MDCR-style benchmark (corpus CORPUS-mdcr)",
-      stages=mdcr),
+      stages=lambda v, d: [own_command("mdcr", v, "--models", v.MDCR_MODELS, "--out", v.MDCR,
+                                       "--search")]),
     T("mdcr-jaccard", "MODELS=a,b,c", "overlap of models' top negatives (choose MDCR_MODELS)",
-      needs={"MODELS": "a,b,.. (e.g. MODELS=bm25,minilm,random)"}, stages=mdcr_jaccard),
+      needs={"MODELS": "a,b,.. (e.g. MODELS=bm25,minilm,random)"}, stages=lambda v, d: [
+          own_command("mdcr-jaccard", v, "--models", v.MODELS, "--search")]),
     T("import-mdcr", "SRC=dir CORPUS=mdcr", "the official MDCR files as a corpus",
       needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding mdcr_{SPLIT}.json>"}),
     T("export-mdcr", "OUT=dir CORPUS=..", "a benchmark corpus in the official layout",
