@@ -219,8 +219,9 @@ VARIABLES: tuple[Variable, ...] = (
       stages=("pool", "pools-paper", "report")),
     V("POOL", "", pool_name, "make retire-pool: the pool to retire, e.g. one whose "
       "EXCLUDE list changed (make verify names them); make import-run: the pool the run "
-      "ranks", "pools", optional=True, one_word=True,
-      stages=("retire-pool", "import-run"), required=("retire-pool", "import-run"),
+      "ranks (without it: a run of the whole collection, each pool getting the lines of its "
+      "queries, as CSFCube's facet pools)", "pools", optional=True, one_word=True,
+      stages=("retire-pool", "import-run"), required=("retire-pool",),
       keywords=("pool",)),
     # ---- models
     V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
