@@ -315,6 +315,10 @@ VARIABLES: tuple[Variable, ...] = (
       "collection to import (beir/scidocs, nfcorpus/test, ...: https://ir-datasets.com)",
       "mdcr", optional=True, one_word=True, stages=("import-irds",), required=("import-irds",),
       keywords=("dataset",)),
+    V("IR_DATASETS_HOME", "", input_path, "make import-irds: the folder where ir_datasets "
+      "keeps (and downloads) its files, e.g. beir/scifact/source.zip; read by ir_datasets "
+      "from the environment, where make passes it", "mdcr", shown="~/.ir_datasets",
+      optional=True),
     V("SPLIT", "test", checked(layout.pool_split), "the split imported or exported: "
       "test, val (MDCR) or dev (BEIR)", "mdcr", one_word=True,
       stages=("import-beir", "import-irds", "import-mdcr", "export-mdcr", "mdcr-scores"),
