@@ -305,7 +305,8 @@ VARIABLES: tuple[Variable, ...] = (
       "make mdcr-jaccard MODELS=.. helps choose)", "mdcr"),
     V("SRC", "", input_path, "make import-mdcr, make import-beir, make import-csfcube: the "
       "folder of files to import (import-csfcube: the CSFCube release); make import-vectors: "
-      "the parquet file of the vectors (columns corpusid, vector); spaces allowed",
+      "the parquet file of the vectors (columns corpusid, vector; query, true on a query's "
+      "vector, for text queries); spaces allowed",
       "mdcr", optional=True, stages=SOURCES_READ, required=SOURCES_READ),
     V("OUT", "", safe_path, "make export-mdcr: the folder it writes; make mdcr-scores: the "
       "scores file", "mdcr", optional=True, one_word=True,
