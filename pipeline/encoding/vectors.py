@@ -64,13 +64,15 @@ QUERY = "query"  # the optional boolean column marking query vectors
 
 
 def _intact(store: Path) -> bool:
-    """Whether every part of the store is as its manifest records (a damaged one is imported
-    again: its repair, imported_repair, is this import)."""
+    """Whether every part of the store, and its query vectors, are as its manifest records (a
+    damaged one is imported again: its repair, imported_repair, is this import)."""
     try:
         store_parts(store)
     except InputError:
         return False
-    return True
+    queries = read_json(store / MANIFEST)["config"]["imported"].get("queries")
+    return queries is None or file_problem(imported_queries_path(store), queries,
+                                           deep=False) is None
 
 
 def _open_source(src: Path, id_type: pl.DataType) -> pq.ParquetFile:

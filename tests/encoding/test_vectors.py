@@ -257,3 +257,33 @@ def test_a_collections_text_queries_search_by_their_imported_vectors(  # noqa: F
     means = pipeline.evaluate(data, "sf", pool, "vectors:with-queries", means=True)
     assert means["ndcg@10"][0] == pipeline.evaluate(data, "sf", pool, model, means=True)[
         "ndcg@10"][0]
+
+
+def test_damaged_query_vectors_are_refused_and_their_import_repairs_them(  # noqa: F811
+        collection, tmp_path):  # noqa: F811
+    """The query vectors are checked as the parts are: damaged, the search refuses them with
+    the import, and that import (the same file) writes them again."""
+    from pipeline.external.beir import import_beir
+    from pipeline.layout import imported_queries_path
+    from pipeline.pools.build import load_pool
+
+    data = pipeline.Data(tmp_path)
+    import_beir(collection, data.corpus("sf"))
+    [pool] = data.pools("sf")
+    docs = pool_ids(data.corpus("sf"), pool)
+    queries = load_pool(data.corpus("sf"), pool)[0]["corpusid"]
+    rng = np.random.default_rng(3)
+    pl.DataFrame({"corpusid": [*docs, *queries],
+                  "vector": rng.normal(size=(len(docs) + len(queries), 4)).tolist(),
+                  "query": [False] * len(docs) + [True] * len(queries)}
+                 ).write_parquet(tmp_path / "v.parquet")
+    name = pipeline.import_vectors(data, "sf", "v", tmp_path / "v.parquet")
+    stored = imported_queries_path(store_dir(data.indexes, "sf", name))
+    good = stored.read_bytes()
+    stored.write_bytes(good[:-8] + b"\0" * 8)
+    with pytest.raises(InputError, match="bytes differ from the manifest's checksum") as refused:
+        pipeline.search(data, "sf", pool, "vectors:v", k=10, threads=1)
+    assert str(refused.value.repair).startswith("make import-vectors CORPUS=sf MODEL=v")
+    pipeline.import_vectors(data, "sf", "v", tmp_path / "v.parquet")
+    assert stored.read_bytes() == good
+    pipeline.search(data, "sf", pool, "vectors:v", k=10, threads=1)
