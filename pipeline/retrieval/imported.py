@@ -46,6 +46,7 @@ import math
 import os
 import time
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -231,7 +232,10 @@ def _import(place: Place, pool: str, run: Any, model: str, drop_unknown: bool, r
                 place.roots, old.get("inputs", {})):
             return _logged(old, place, pool, model) if write else old  # nothing to do
     target = PoolView.of(queries, candidates, pool, drop_unknown, whole)
-    with file_lock(paths.trec.parent / model), scratch_dir(paths.trec.parent, model) as scratch:
+    # a check alone (write=False) locks nothing and leaves nothing in the pool's run folder
+    lock = file_lock(paths.trec.parent / model) if write else nullcontext()
+    with lock, scratch_dir(paths.trec.parent if write else paths.trec.parent.parent,
+                           model) as scratch:
         spilled = spill(blocks, target, scratch)
         counts, depth = write_checked(spilled, target, paths, model, write)
         info = manifest(STAGE, parameters,
@@ -628,8 +632,6 @@ def write_checked(spilled: Spilled, target: PoolView, paths: Any, model: str,
     (runs.RunWriter); on a problem nothing is written (the old run and its manifest stay).
     Returns its counts and depth (the most lines of one query). A pool of a whole
     collection's run may be left with no line (the caller leaves it out)."""
-    from contextlib import nullcontext
-
     from pipeline.retrieval.runs import RunWriter
 
     problems, depth = Problems(), 0
