@@ -151,7 +151,8 @@ def import_whole(place: Place, run: Any, model: str, drop_unknown: bool, replace
                  ) -> dict[str, dict]:
     """A run of the whole collection: each pool of the corpus gets the lines of its queries;
     every pool is checked first (nothing is written if one refuses), then written; pools
-    whose queries the run does not name are left out, and said so. {pool: its manifest}."""
+    that keep no line of it (it names none of their queries) are left out, and said so.
+    {pool: its manifest}."""
     from pipeline.pools.build import load_pool
 
     pools = pool_names(place.corpus_dir)
@@ -182,8 +183,8 @@ def import_whole(place: Place, run: Any, model: str, drop_unknown: bool, replace
              "pools (" + ", ".join(f"{p}: {written[p]['counts']['rows']:,} rows, "
                                    f"{written[p]['counts']['queries']:,} queries"
                                    for p in written) + ")"
-             + (f"; {len(left)} pools whose queries it does not name left out: "
-                f"{listing(left)}" if left else ""))
+             + (f"; {len(left)} pools left out, keeping no line of it: {listing(left)}"
+                if left else ""))
     return written
 
 

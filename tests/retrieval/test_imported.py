@@ -212,7 +212,7 @@ def test_a_run_of_two_facets_leaves_the_third_pool_out(csf, caplog):
                      for f in ("background", "method")])
     written = pipeline.import_run(data, "csf", None, run, "two-facets")
     assert sorted(written) == sorted([pools["background"], pools["method"]])
-    assert f"1 pools whose queries it does not name left out: {pools['result']}" in caplog.text
+    assert f"1 pools left out, keeping no line of it: {pools['result']}" in caplog.text
     assert not any((data.runs / "csf" / pools["result"]).glob("*two-facets*"))  # nor a lock
 
 
