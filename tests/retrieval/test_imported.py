@@ -147,6 +147,9 @@ def test_a_wrong_pool_names_the_pools_and_no_command_that_cannot_make_it(csf):
                        "them, or no POOL") as refused:
         pipeline.import_run(data, "csf", "csfcube-method-1-r0", frame, "wrong")
     assert refused.value.repair is None
+    with pytest.raises(InputError, match=r"corpus csf is a collection with its own pools "
+                       rf"\({', '.join(sorted(pools.values()))}\); give one of them$"):
+        pipeline.evaluate(data, "csf", "csfcube-method-1-r0", "bm25")  # not `make pool`
 
 
 def test_a_run_of_the_whole_collection_goes_to_each_facet_pool(csf, tmp_path):
