@@ -23,8 +23,8 @@ another source under the same name (or over a damaged manifest) is refused unles
 
 Without a pool (`make import-run` without POOL), the run is one of the whole collection: each
 pool of the corpus gets the lines of its queries (CSFCube's three facet pools, a BEIR test and
-dev pool), pools none of whose queries the run names are left out, and every pool is checked
-before any is written. That needs pools that share no query; otherwise the refusal lists the
+dev pool), pools that keep no line of it are left out, and every pool is checked before any
+is written. That needs pools that share no query; otherwise the refusal lists the
 pools to choose from.
 
 A TREC file is read in blocks (`BLOCK_BYTES`) and its lines spilled to a scratch folder by
@@ -112,6 +112,7 @@ def import_run(place: Place, pool: str | None, run: Any, model: str, *,
     """Check `run` against `pool` and write it as the run `model` of the pool; log and return
     its manifest (the existing one, unchanged, when the same source was imported already).
     `pool` None: a run of the whole collection (import_whole), {pool: its manifest}."""
+    from pipeline.corpus.manifest import written_whole
     from pipeline.retrieval.runs import searched_pools
 
     check_model_name(model)
@@ -123,11 +124,11 @@ def import_run(place: Place, pool: str | None, run: Any, model: str, *,
     if pool is None:
         return import_whole(place, run, model, drop_unknown, replace)
     known = pool_names(place.corpus_dir)
-    if pool not in known:  # no command makes a pool of another name: name those there are
+    if pool not in known and written_whole(place.corpus_dir):  # its pools came with it
         raise InputError(f"POOL={pool!r} is not a pool of corpus {place.corpus} (its pools: "
                          f"{listing(known)}): give one of them, or no POOL to import a run of "
                          "the whole collection")
-    return _import(place, pool, run, model, drop_unknown, replace)
+    return _import(place, pool, run, model, drop_unknown, replace)  # else: load_pool says
 
 
 def listing(pools: list[str], shown: int = 6) -> str:

@@ -278,6 +278,10 @@ def test_without_a_pool_pools_sharing_queries_are_listed(small):
     with pytest.raises(InputError, match=r"give POOL=: the pools of corpus small share "
                        rf"queries .*its pools: {re.escape(', '.join(pools[:6]))}"):
         pipeline.import_run(data, "small", None, frame, "unsplit")
+    with pytest.raises(InputError, match=r"pool 'all-9-r0' does not exist .*; build it") as \
+            missing:  # a corpus whose pools are built: building it may be what is wanted
+        pipeline.import_run(data, "small", "all-9-r0", frame, "unsplit")
+    assert str(missing.value.repair).startswith("make pool CORPUS=small")
 
 
 def test_many_pools_are_listed_as_the_first_few_and_a_count():
