@@ -228,19 +228,21 @@ def _run(model: str | ModelEntry, place: Place | None = None, pool: str = "") ->
     return run_name(_entry(name).name, variant)
 
 
-def import_run(data: Data | str | os.PathLike, corpus: str, pool: str, run: Any, model: str,
-               *, drop_unknown: bool = False, replace: bool = False) -> dict:
+def import_run(data: Data | str | os.PathLike, corpus: str, pool: str | None, run: Any,
+               model: str, *, drop_unknown: bool = False, replace: bool = False) -> dict:
     """Import a run made elsewhere (`run`: a TREC file's path, a DataFrame with query, doc,
     score, or a ranx Run) as the run `model` of `pool`, checked against the pool (unknown ids
     refused unless `drop_unknown`, duplicates refused, ties kept and broken as trec_eval does);
     then `evaluate` and `build_report` score it like any model's. Returns the run's manifest
     (its counts, the source's sha256); the same source again changes nothing, another under
-    the same name needs `replace` (`make import-run`; pipeline/retrieval/imported.py)."""
+    the same name needs `replace` (`make import-run`; pipeline/retrieval/imported.py).
+    `pool` None: a run of the whole collection, each pool getting the lines of its queries
+    (CSFCube's facet pools); returns {pool: its manifest}."""
     from pipeline.retrieval.imported import import_run as run_import
 
     place = Data.of(data).place(corpus)
-    return run_import(place, check_name("pool", pool), run, model, drop_unknown=drop_unknown,
-                      replace=replace)
+    return run_import(place, None if pool is None else check_name("pool", pool), run, model,
+                      drop_unknown=drop_unknown, replace=replace)
 
 
 def import_collection(data: Data | str | os.PathLike, dataset: str, *, corpus: str,

@@ -485,6 +485,12 @@ def query_vectors_path(store: Path, key: str) -> Path:
     return store / QUERY_VECTORS / array_file(key)
 
 
+def imported_queries_path(store: Path) -> Path:
+    """The query vectors imported with a store's papers (make import-vectors, rows marked
+    `query`): `queries/imported.parquet` (query id as a string, vector)."""
+    return store / QUERY_VECTORS / "imported.parquet"
+
+
 def query_vectors_record(vectors: Path) -> Path:
     """The record (checksum) beside encoded query vectors: `<key>.json`."""
     return vectors.with_suffix(JSON_SUFFIX)

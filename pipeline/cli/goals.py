@@ -237,10 +237,10 @@ TARGETS: tuple[Target, ...] = (
       ("(mdcr, import-*: REPLACE=1 replaces a corpus of its kind)",),
       needs={"CORPUS": NEW_CORPUS, "SRC": "<the CSFCube release folder>"}),
     T("import-run", "CORPUS=.. POOL=.. RUN=f.trec MODEL=name", "a run made elsewhere, "
-      "scored by make eval MODEL=name", ("(DROP_UNKNOWN=1: drop and count lines of unknown "
-                                         "ids)",),
-      needs={"CORPUS": "<the corpus of the pool>", "POOL": "<the pool the run ranks>",
-             "RUN": "<the TREC run file>", "MODEL": "<a name for the run>"}),
+      "scored by make eval MODEL=name", ("(no POOL: a run of every pool; DROP_UNKNOWN=1: "
+                                         "drop and count lines of unknown ids)",),
+      needs={"CORPUS": "<the corpus of the pool>", "RUN": "<the TREC run file>",
+             "MODEL": "<a name for the run>"}),
     T("import-vectors", "CORPUS=.. MODEL=name SRC=f.parquet", "vectors made elsewhere, "
       "searched as MODEL=vectors:name", ("(SIMILARITY=cosine|ip|l2: how they are compared)",),
       needs={"CORPUS": "<the corpus of the papers>", "MODEL": "<a name for the vectors>",

@@ -121,11 +121,39 @@ def _read(dataset: str, found: Any) -> tuple[list[tuple], list[tuple], list[tupl
         qrels = [(j.query_id, j.doc_id, j.relevance) for j in found.qrels_iter()]
     except Exception as exc:  # the package's, from files it downloaded: not ours to name
         first = str(exc).splitlines()[0] if str(exc) else ""
+        home = Path(ir_datasets.util.home_path())
+        missing = [str(path.relative_to(home)) if path.is_relative_to(home) else str(path)
+                   for path in missing_downloads(found)]
+        place = (f", where {', '.join(missing)} is missing: place it there (a node without "
+                 "network) or download it again" if missing else
+                 ": download them again, or place them as https://ir-datasets.com describes")
         raise InputError(f"ir_datasets could not read {dataset} ({type(exc).__name__}: "
-                         f"{first}); its files live under IR_DATASETS_HOME "
-                         f"({ir_datasets.util.home_path()}): download them again, or place "
-                         "them as https://ir-datasets.com describes") from None
+                         f"{first}); its files live under IR_DATASETS_HOME ({home}){place}"
+                         ) from None
     return docs, queries, qrels
+
+
+def missing_downloads(found: Any) -> list[Path]:
+    """The files ir_datasets downloads for `found` (its `Download` objects' cache paths, found
+    through the dataset's handlers) that are not there yet, sorted: what to place under
+    IR_DATASETS_HOME on a node without network (`beir/scifact/source.zip`)."""
+    from ir_datasets.util import Download
+
+    paths, seen, stack = set(), set(), [found]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, Download) and getattr(node, "_cache_path", None):
+            paths.add(Path(node._cache_path))
+        if isinstance(node, list | tuple):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            stack.extend(node.values())
+        elif type(node).__module__.startswith("ir_datasets") and hasattr(node, "__dict__"):
+            stack.extend(vars(node).values())
+    return sorted(path for path in paths if not path.exists())
 
 
 def import_irds(dataset: str, corpus_dir: Path, split: str = "test", replace: bool = False,

@@ -280,6 +280,7 @@ OVERRIDES: dict[tuple[str, str], Argument] = {
     ("evaluate", "model"): A("models", check=_scored),
     ("mteb_result", "model"): A("model", check=_scored),
     ("import_run", "model"): A("str", check=lambda text: _imported_name(text)),
+    ("import_run", "pool"): A("str", "POOL", none=True),  # None: the whole collection's run
     ("import_vectors", "model"): A("str", check=lambda text: _vectors_name(text)),
     ("compare", "runs"): A("named_runs"),
     ("variance", "corpus"): A("str", "CORPUS", none=True),

@@ -219,9 +219,10 @@ VARIABLES: tuple[Variable, ...] = (
       stages=("pool", "pools-paper", "report")),
     V("POOL", "", pool_name, "make retire-pool: the pool to retire, e.g. one whose "
       "EXCLUDE list changed (make verify names them); make import-run: the pool the run "
-      "ranks; make export-beir: the pool to write", "pools", optional=True, one_word=True,
-      stages=("retire-pool", "import-run", "export-beir"),
-      required=("retire-pool", "import-run", "export-beir"), keywords=("pool",)),
+      "ranks (without it: a run of the whole collection, each pool getting the lines of its "
+      "queries, as CSFCube's facet pools); make export-beir: the pool to write", "pools",
+      optional=True, one_word=True, stages=("retire-pool", "import-run", "export-beir"),
+      required=("retire-pool", "export-beir"), keywords=("pool",)),
     # ---- models
     V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
       "hf:<org>/<name> (any Hugging Face encoder, with POOLING), st:<org>/<name> (a "
@@ -305,7 +306,8 @@ VARIABLES: tuple[Variable, ...] = (
       "make mdcr-jaccard MODELS=.. helps choose)", "mdcr"),
     V("SRC", "", input_path, "make import-mdcr, make import-beir, make import-csfcube: the "
       "folder of files to import (import-csfcube: the CSFCube release); make import-vectors: "
-      "the parquet file of the vectors (columns corpusid, vector); spaces allowed",
+      "the parquet file of the vectors (columns corpusid, vector; query, true on a query's "
+      "vector, for text queries); spaces allowed",
       "mdcr", optional=True, stages=SOURCES_READ, required=SOURCES_READ),
     V("OUT", "", safe_path, "make export-mdcr, make export-beir: the folder it writes; make "
       "mdcr-scores: the scores file; make export-mteb: the folder of MTEB results it writes "
@@ -317,6 +319,10 @@ VARIABLES: tuple[Variable, ...] = (
       "collection to import (beir/scidocs, nfcorpus/test, ...: https://ir-datasets.com)",
       "mdcr", optional=True, one_word=True, stages=("import-irds",), required=("import-irds",),
       keywords=("dataset",)),
+    V("IR_DATASETS_HOME", "", input_path, "make import-irds: the folder where ir_datasets "
+      "keeps (and downloads) its files, e.g. beir/scifact/source.zip; read by ir_datasets "
+      "from the environment, where make passes it", "mdcr", shown="~/.ir_datasets",
+      optional=True),
     V("SPLIT", "test", checked(layout.pool_split), "the split imported or exported: "
       "test, val (MDCR) or dev (BEIR)", "mdcr", one_word=True,
       stages=("import-beir", "import-irds", "import-mdcr", "export-mdcr", "mdcr-scores"),

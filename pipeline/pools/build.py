@@ -387,6 +387,10 @@ def pool_manifest(corpus_dir: Path, name: str) -> dict:
     path = pool_dir(corpus_dir, name) / MANIFEST
     if not path.exists():
         known = ", ".join(pool_names(corpus_dir)) or "none yet"
+        if kind := written_whole(corpus_dir):  # its pools came with it: no command makes another
+            raise InputError(f"pool {name!r} does not exist under {corpus_dir}/pools: corpus "
+                             f"{corpus_dir.name} is a {kind} with its own pools ({known}); "
+                             "give one of them")
         raise InputError(f"pool {name!r} does not exist under {corpus_dir}/pools "
                          f"(existing: {known}); build it", Repair("pool", corpus_dir.name))
     return read_json(path, pool_repair(corpus_dir, name))

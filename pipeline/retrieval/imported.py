@@ -9,7 +9,8 @@ It is checked against the pool before anything is written:
   query's own list in an MDCR-style or CSFCube pool): refused, unless `drop_unknown`, which
   drops those lines and counts them;
 - the same (query, doc) given twice: refused (trec_eval refuses it too);
-- a query ranking its own paper: dropped and counted, as for every run the pipeline makes;
+- a query ranking its own paper (on CSFCube, the query `<paper>_<facet>` ranking `<paper>`):
+  dropped and counted, as for every run the pipeline makes;
 - score ties: kept, and broken as trec_eval breaks them (docid descending as a string);
   counted. The file's rank column is not read, as trec_eval does not read it;
 - the pool's queries the run does not answer: counted (eval scores them 0).
@@ -19,6 +20,12 @@ trec_eval's order, every line kept: no top-k cut), with a manifest whose `detail
 `retriever: imported` and name the source (its file name and sha256). The copy is what later
 stages check; the source may move or change. Importing the same source again does nothing;
 another source under the same name (or over a damaged manifest) is refused unless `replace`.
+
+Without a pool (`make import-run` without POOL), the run is one of the whole collection: each
+pool of the corpus gets the lines of its queries (CSFCube's three facet pools, a BEIR test and
+dev pool), pools that keep no line of it are left out, and every pool is checked before any
+is written. That needs pools that share no query; otherwise the refusal lists the
+pools to choose from.
 
 A TREC file is read in blocks (`BLOCK_BYTES`) and its lines spilled to a scratch folder by
 query; they are then checked and written a group of whole queries at a time (`GROUP_LINES`
@@ -39,13 +46,22 @@ import math
 import os
 import time
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import InputError
 from pipeline.core.repair import Placeholder, Repair
-from pipeline.layout import IMPORT_RUN, VARIANT_SEP, Place, check_name, run_paths, runs_dir
+from pipeline.layout import (
+    IMPORT_RUN,
+    VARIANT_SEP,
+    Place,
+    check_name,
+    pool_names,
+    run_paths,
+    runs_dir,
+)
 
 if TYPE_CHECKING:
     import polars as pl
@@ -91,10 +107,93 @@ def imported_pools(runs_root: Path, corpus: str, model: str) -> list[str]:
     return pools
 
 
-def import_run(place: Place, pool: str, run: Any, model: str, *, drop_unknown: bool = False,
-               replace: bool = False) -> dict:
+def import_run(place: Place, pool: str | None, run: Any, model: str, *,
+               drop_unknown: bool = False, replace: bool = False) -> dict:
     """Check `run` against `pool` and write it as the run `model` of the pool; log and return
-    its manifest (the existing one, unchanged, when the same source was imported already)."""
+    its manifest (the existing one, unchanged, when the same source was imported already).
+    `pool` None: a run of the whole collection (import_whole), {pool: its manifest}."""
+    from pipeline.corpus.manifest import written_whole
+    from pipeline.retrieval.runs import searched_pools
+
+    check_model_name(model)
+    if searched := searched_pools(place.runs_root, place.corpus, model):  # one name, one model
+        raise InputError(f"MODEL={model!r} is a model searched in pool {', '.join(searched)} "
+                         f"of corpus {place.corpus}: give the imported run a name of its own")
+    if not isinstance(drop_unknown, bool) or not isinstance(replace, bool):
+        raise InputError("import_run: drop_unknown and replace are True or False")
+    if pool is None:
+        return import_whole(place, run, model, drop_unknown, replace)
+    known = pool_names(place.corpus_dir)
+    if pool not in known and written_whole(place.corpus_dir):  # its pools came with it
+        raise InputError(f"POOL={pool!r} is not a pool of corpus {place.corpus} (its pools: "
+                         f"{listing(known)}): give one of them, or no POOL to import a run of "
+                         "the whole collection")
+    return _import(place, pool, run, model, drop_unknown, replace)  # else: load_pool says
+
+
+def listing(pools: list[str], shown: int = 6) -> str:
+    """Pools named in a message: all of them, or the first `shown` and how many more."""
+    if not pools:
+        return "none yet"
+    more = f" and {len(pools) - shown} more" if len(pools) > shown else ""
+    return ", ".join(pools[:shown]) + more
+
+
+@dataclass(frozen=True)
+class Whole:
+    """A run of the whole collection, as one pool of it sees it: the collection's pools and
+    the ids (as strings) of the other pools' queries, whose lines this pool leaves out."""
+
+    pools: tuple[str, ...]
+    elsewhere: frozenset[str]
+
+
+def import_whole(place: Place, run: Any, model: str, drop_unknown: bool, replace: bool
+                 ) -> dict[str, dict]:
+    """A run of the whole collection: each pool of the corpus gets the lines of its queries;
+    every pool is checked first (nothing is written if one refuses), then written; pools
+    that keep no line of it (it names none of their queries) are left out, and said so.
+    {pool: its manifest}."""
+    from pipeline.pools.build import load_pool
+
+    pools = pool_names(place.corpus_dir)
+    if not pools:
+        raise InputError(f"corpus {place.corpus} has no pool yet: make or import its pools "
+                         "before a run of them")
+    queries = {p: set(load_pool(place.corpus_dir, p)[0]["corpusid"].cast(str).to_list())
+               for p in pools}
+    for i, first in enumerate(pools):
+        for second in pools[i + 1:]:
+            if shared := queries[first] & queries[second]:
+                raise InputError(
+                    f"give POOL=: the pools of corpus {place.corpus} share queries ({first} "
+                    f"and {second}: e.g. {min(shared)}), so a run cannot be split among them; "
+                    f"its pools: {listing(pools)}")
+    views = {p: Whole(tuple(pools), frozenset().union(*(queries[o] for o in pools if o != p)))
+             for p in pools}
+    checked = {p: _import(place, p, run, model, drop_unknown, replace, views[p], write=False)
+               for p in pools}
+    named = [p for p in pools if checked[p]["counts"]["rows"]]
+    if not named:
+        raise InputError(f"the run names no query of corpus {place.corpus}'s pools with a "
+                         f"paper of its list ({listing(pools)}): was it made for this "
+                         "collection?")
+    written = {p: _import(place, p, run, model, drop_unknown, replace, views[p]) for p in named}
+    left = [p for p in pools if p not in written]
+    log.info(f"[{STAGE}] run {model} of corpus {place.corpus} imported into {len(written)} "
+             "pools (" + ", ".join(f"{p}: {written[p]['counts']['rows']:,} rows, "
+                                   f"{written[p]['counts']['queries']:,} queries"
+                                   for p in written) + ")"
+             + (f"; {len(left)} pools left out, keeping no line of it: {listing(left)}"
+                if left else ""))
+    return written
+
+
+def _import(place: Place, pool: str, run: Any, model: str, drop_unknown: bool, replace: bool,
+            whole: Whole | None = None, write: bool = True) -> dict:
+    """Check `run` against `pool` (only the lines of its queries, for a run of the `whole`
+    collection) and, with `write`, write it as the pool's run `model`; return the manifest
+    (without `write`: the manifest it would get, or the existing one when current)."""
     from pipeline.core.atomic import scratch_dir
     from pipeline.core.checksums import file_problem, fingerprints
     from pipeline.core.files import is_corrupt, read_json, write_json
@@ -102,22 +201,18 @@ def import_run(place: Place, pool: str, run: Any, model: str, *, drop_unknown: b
     from pipeline.core.locks import file_lock
     from pipeline.core.manifests import manifest
     from pipeline.pools.build import load_pool, pool_files
-    from pipeline.retrieval.runs import searched_pools
 
     start = time.perf_counter()
-    check_model_name(model)
-    if searched := searched_pools(place.runs_root, place.corpus, model):  # one name, one model
-        raise InputError(f"MODEL={model!r} is a model searched in pool {', '.join(searched)} "
-                         f"of corpus {place.corpus}: give the imported run a name of its own")
-    if not isinstance(drop_unknown, bool) or not isinstance(replace, bool):
-        raise InputError("import_run: drop_unknown and replace are True or False")
     queries, candidates, _ = load_pool(place.corpus_dir, pool)  # a damaged pool: refused
     blocks, source = source_blocks(run)
-    parameters = {"pool": pool, "model": model, "drop_unknown": drop_unknown}
+    parameters = {"pool": pool, "model": model, "drop_unknown": drop_unknown,
+                  **({"collection": list(whole.pools)} if whole else {})}
     paths = run_paths(place.runs_root, place.corpus, pool, model)
     inputs = record(place.roots, pool_files(place.corpus_dir, pool))
+    pool_variable = () if whole else (("POOL", pool),)
     over = Repair(STAGE, place.corpus, model, variables=(
-        ("POOL", pool), ("RUN", source["path"] or Placeholder("the run file")), ("REPLACE", "1")))
+        *pool_variable, ("RUN", source["path"] or Placeholder("the run file")),
+        ("REPLACE", "1")))
     if paths.manifest.exists() and not (replace and is_corrupt(paths.manifest)):
         old = read_json(paths.manifest, over)  # damaged: REPLACE=1 imports over it
         if old.get("stage") != STAGE:
@@ -131,25 +226,31 @@ def import_run(place: Place, pool: str, run: Any, model: str, *, drop_unknown: b
                 f"{source['name']!r}): give another MODEL name, or REPLACE=1 "
                 "(replace=True) to import this one in its place",
                 Repair(STAGE, place.corpus, model, variables=(
-                    ("POOL", pool), ("RUN", source["path"] or "<run file>"),
+                    *pool_variable, ("RUN", source["path"] or "<run file>"),
                     ("REPLACE", "1"))))
         intact = not any(file_problem(paths.trec.parent / name, expected, deep=True)
                          for name, expected in old.get("outputs", {}).items())
         if same and intact and old.get("parameters") == parameters and not changed(
                 place.roots, old.get("inputs", {})):
-            return _logged(old, place, pool, model)  # the same source and pool: nothing to do
-    target = PoolView.of(queries, candidates, pool, drop_unknown)
-    with file_lock(paths.trec.parent / model), scratch_dir(paths.trec.parent, model) as scratch:
+            return _logged(old, place, pool, model) if write else old  # nothing to do
+    target = PoolView.of(queries, candidates, pool, drop_unknown, whole)
+    # a check alone (write=False) locks nothing and leaves nothing in the pool's run folder
+    lock = file_lock(paths.trec.parent / model) if write else nullcontext()
+    with lock, scratch_dir(paths.trec.parent if write else paths.trec.parent.parent,
+                           model) as scratch:
         spilled = spill(blocks, target, scratch)
-        counts, depth = write_checked(spilled, target, paths, model)
+        counts, depth = write_checked(spilled, target, paths, model, write)
         info = manifest(STAGE, parameters,
                         details={"retriever": IMPORTED, "source": source["name"],
                                  "source_path": source["path"],
                                  "source_sha256": source["sha256"], "depth": depth},
                         inputs=inputs,
                         outputs=fingerprints(paths.trec.parent,
-                                             [paths.trec.name, paths.parquet.name]),
+                                             [paths.trec.name, paths.parquet.name])
+                        if write else {},
                         counts=counts, seconds=round(time.perf_counter() - start, 2))
+        if not write:
+            return info
         write_json(info, paths.manifest)
     if counts["self_hits_removed"]:
         log.warning(f"[{STAGE}] {counts['self_hits_removed']} lines of run {model} rank their "
@@ -332,29 +433,36 @@ def _float(text: str) -> float | None:
 @dataclass
 class PoolView:
     """What a run is checked against: the pool's queries in trec_eval's order (`order`: query,
-    pos), its candidates (`docs`) or, on an MDCR-style pool, each query's own list (`pairs`)."""
+    pos, and `paper`, the query's paper where its id is another's: CSFCube's `<paper>_<facet>`),
+    its candidates (`docs`) or, on an MDCR-style pool, each query's own list (`pairs`); for a
+    run of the `whole` collection, the lines of the other pools' queries are left out."""
 
     name: str
     order: pl.DataFrame
     docs: pl.Series
     pairs: pl.DataFrame | None
     drop_unknown: bool
+    whole: Whole | None = None
 
     @classmethod
     def of(cls, queries: pl.DataFrame, candidates: pl.DataFrame, pool: str,
-           drop_unknown: bool) -> PoolView:
+           drop_unknown: bool, whole: Whole | None = None) -> PoolView:
         import polars as pl
 
         from pipeline.retrieval.runs import own_lists
 
-        order = queries.select(query="corpusid").unique().sort("query").with_row_index("pos")
+        paper = pl.col("paper") if "paper" in queries.columns else pl.lit(None, pl.String)
+        order = queries.select(query="corpusid", paper=paper).unique("query").sort(
+            "query").with_row_index("pos")
         return cls(pool, order.with_columns(pl.col("pos").cast(pl.Int64)),
-                   candidates["corpusid"].unique(), own_lists(candidates)[0], drop_unknown)
+                   candidates["corpusid"].unique(), own_lists(candidates)[0], drop_unknown,
+                   whole)
 
     def classify(self, block: pl.DataFrame) -> pl.DataFrame:
         """The block's lines with the pool's types (`tq`, `td`: null for an id not spelt as
         the pool's type, unknown) and `pos`: the query's place in trec_eval's order, or for
-        a query the pool lacks one of UNKNOWN_GROUPS places after the pool's; `known_doc`."""
+        a query the pool lacks one of UNKNOWN_GROUPS places after the pool's; `known_doc`;
+        `own`: the line ranks its query's own paper."""
         import polars as pl
 
         typed = block.with_columns(tq=_as(block["query"], self.order["query"].dtype),
@@ -367,8 +475,32 @@ class PoolView:
                 listed=pl.lit(True)), on=["tq", "td"], how="left")
             known = pl.col("listed").fill_null(False)
         unknown = self.order.height + pl.col("query").hash(seed=0) % UNKNOWN_GROUPS
+        own = (pl.col("query") == pl.col("doc")) | (pl.col("paper") == pl.col("doc")).fill_null(
+            False)
         return typed.select("line", "query", "doc", "score", "tq", "td",
-                            pos=pl.coalesce("pos", unknown.cast(pl.Int64)), known_doc=known)
+                            pos=pl.coalesce("pos", unknown.cast(pl.Int64)), known_doc=known,
+                            own=own)
+
+    def mine(self, block: pl.DataFrame) -> pl.DataFrame:
+        """The block without the lines of the other pools' queries (a run of the whole
+        collection); the block itself otherwise."""
+        import polars as pl
+
+        if self.whole is None:
+            return block
+        return block.filter(~pl.col("query").is_in(list(self.whole.elsewhere)))
+
+    def unknown_hint(self, ids: pl.Series) -> str:
+        """Why queries the pool lacks may be unknown: ids of its query papers, where its
+        queries are named otherwise (CSFCube's `<paper>_<facet>`)."""
+        import polars as pl
+
+        papers = self.order.filter(pl.col("paper").is_in(ids.cast(pl.String).implode()))
+        if not papers.height:
+            return ""
+        query, paper = papers.select("query", "paper").row(0)
+        return (f"; {paper} is a query paper, but the pool's queries are named "
+                f"<paper>_<facet> (e.g. {query}): name each query so")
 
 
 @dataclass
@@ -378,6 +510,7 @@ class Spilled:
 
     files: list[Path]
     lines: list[int] = field(default_factory=list)
+    elsewhere: int = 0  # lines of the other pools' queries left out (a whole collection's run)
 
     def groups(self) -> Iterator[tuple[int, int]]:
         """(first pos, last pos) of consecutive queries of up to GROUP_LINES lines in all (a
@@ -408,7 +541,9 @@ def spill(blocks: Iterator[pl.DataFrame], target: PoolView, scratch: Path) -> Sp
     spilled = Spilled([])
     counts = np.zeros(target.order.height + UNKNOWN_GROUPS, dtype=np.int64)
     for number, block in enumerate(blocks):
-        lines = target.classify(block).sort("pos", "line")
+        mine = target.mine(block)
+        spilled.elsewhere += block.height - mine.height
+        lines = target.classify(mine).sort("pos", "line")
         path = scratch / f"block-{number:06d}"  # parquet, read back by Spilled.read only
         lines.write_parquet(path, compression="lz4", row_group_size=SPILL_ROWS, statistics=True)
         spilled.files.append(path)
@@ -437,7 +572,7 @@ class Problems:
             here = (first["line"], first["query"], first["doc"])
             self.twice_at = min(self.twice_at or here, here)
 
-    def raise_first(self, counts: dict, where: str, pairs: bool) -> None:
+    def raise_first(self, counts: dict, where: str, target: PoolView) -> None:
         import polars as pl
 
         if self.twice:
@@ -445,18 +580,20 @@ class Problems:
             raise InputError(f"{where} gives {self.twice} (query, doc) pairs more than once "
                              f"(e.g. query {query} doc {doc}, line {line}): keep one line each")
         for column, what, key in (
-                ("query", "queries the pool does not have", "unknown_query_lines_dropped"),
+                ("query", "queries no pool of the corpus has" if target.whole else
+                 "queries the pool does not have", "unknown_query_lines_dropped"),
                 ("doc", "papers that are not candidates of the pool"
-                 + (" (of the query's own list)" if pairs else ""),
+                 + (" (of the query's own list)" if target.pairs is not None else ""),
                  "unknown_doc_lines_dropped")):
             found = self.unknown[column]
             if not found:
                 continue
             ids = pl.concat([ids for ids, _ in found])
             line, raw = min(first for _, first in found)
+            hint = target.unknown_hint(ids) if column == "query" else ""
             raise InputError(f"{where} names {ids.n_unique()} {what} (e.g. {raw}, line "
-                             f"{line}; {counts[key]} lines): was it made for this pool? "
-                             "DROP_UNKNOWN=1 (drop_unknown=True) drops and counts them")
+                             f"{line}; {counts[key]} lines){hint or ': was it made for this pool?'}"
+                             "; DROP_UNKNOWN=1 (drop_unknown=True) drops and counts them")
 
 
 def check_group(frame: pl.DataFrame, target: PoolView, problems: Problems
@@ -470,7 +607,7 @@ def check_group(frame: pl.DataFrame, target: PoolView, problems: Problems
 
     problems.add_twice(frame)
     known_query = pl.col("pos") < target.order.height
-    own = known_query & (pl.col("query") == pl.col("doc"))  # a self hit, candidate or not
+    own = known_query & pl.col("own")  # a self hit, candidate or not
     unknown = {"query": frame.filter(~known_query),
                "doc": frame.filter(known_query & ~own & ~pl.col("known_doc"))}
     if not target.drop_unknown:
@@ -491,30 +628,33 @@ def check_group(frame: pl.DataFrame, target: PoolView, problems: Problems
     return ranked, counts
 
 
-def write_checked(spilled: Spilled, target: PoolView, paths: Any, model: str
-                  ) -> tuple[dict, int]:
-    """Check the spilled run a group at a time and write it as the run (runs.RunWriter); on
-    a problem nothing is written (the old run and its manifest stay). Returns its counts and
-    depth (the most lines of one query)."""
+def write_checked(spilled: Spilled, target: PoolView, paths: Any, model: str,
+                  write: bool = True) -> tuple[dict, int]:
+    """Check the spilled run a group at a time and (with `write`) write it as the run
+    (runs.RunWriter); on a problem nothing is written (the old run and its manifest stay).
+    Returns its counts and depth (the most lines of one query). A pool of a whole
+    collection's run may be left with no line (the caller leaves it out)."""
     from pipeline.retrieval.runs import RunWriter
 
     problems, depth = Problems(), 0
     counts = dict.fromkeys(("lines", "rows", "queries", "unknown_query_lines_dropped",
                             "unknown_doc_lines_dropped", "self_hits_removed", "tied_lines",
                             "queries_with_ties"), 0)
-    with RunWriter(paths, tag=model, decimals=None) as writer:
+    with RunWriter(paths, tag=model, decimals=None) if write else nullcontext() as writer:
         for lo, hi in spilled.groups():
             ranked, found = check_group(spilled.read(lo, hi), target, problems)
             counts = {key: counts[key] + found[key] for key in counts}
-            if not problems.twice and not any(problems.unknown.values()):
+            if writer and not problems.twice and not any(problems.unknown.values()):
                 writer.write(ranked)
-                depth = max(depth, ranked["rank"].max() or 0)
+            depth = max(depth, ranked["rank"].max() or 0)
         where = f"the run for pool {target.name}"
-        problems.raise_first(counts, where, target.pairs is not None)
-        if not counts["rows"]:
+        problems.raise_first(counts, where, target)
+        if not counts["rows"] and not target.whole:
             raise InputError(f"{where}: no line is left to import (every line names an unknown "
                              "query or paper): was it made for this pool?")
     counts["pool_queries_not_in_run_scored_0"] = target.order.height - counts["queries"]
+    if target.whole:
+        counts["other_pools_lines"] = spilled.elsewhere
     return counts, int(depth)
 
 

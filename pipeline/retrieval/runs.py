@@ -81,7 +81,9 @@ def recorded_run_repair(runs_root: Path, corpus: str, pool: str, model: str,
     if not isinstance(source, str):
         return Repair("", note="import the run again with pipeline.import_run (it was "
                       "imported from a DataFrame)")
-    return Repair(IMPORT_RUN, corpus, model, variables=(("POOL", pool), ("RUN", source)))
+    whole = bool(info.get("parameters", {}).get("collection"))  # a whole collection's run
+    return Repair(IMPORT_RUN, corpus, model,
+                  variables=(*(() if whole else (("POOL", pool),)), ("RUN", source)))
 
 
 def run_parameters(pool: str, model: str, k: int = TOP_K, seed: int | None = None) -> dict:

@@ -61,7 +61,7 @@ def test_the_goals_that_need_a_variable():
                           ("training-ids", "SRC"), ("training-ids", "PAPER_IDS"),
                           ("training-ids", "OUT"), ("retire-pool", "CORPUS"),
                           ("retire-pool", "POOL"), ("import-run", "CORPUS"),
-                          ("import-run", "POOL"), ("import-run", "RUN"),
+                          ("import-run", "RUN"),  # no POOL: a run of the whole collection
                           ("import-run", "MODEL"), ("import-vectors", "CORPUS"),
                           ("import-vectors", "MODEL"), ("import-vectors", "SRC")}
 

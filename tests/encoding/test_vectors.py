@@ -17,6 +17,7 @@ from pipeline.encoding.store import load_vectors
 from pipeline.layout import run_paths, store_dir
 from tests.conftest import POOL_SIZES, make_ok, pool_of
 from tests.encoding.test_objects import Hashed
+from tests.external.test_beir import collection  # noqa: F401  the tiny BEIR collection
 
 POOL = pool_of(POOL_SIZES[0])
 
@@ -76,6 +77,12 @@ def test_imported_vectors_search_as_the_embedded_ones(corpus_dir, embedded, capl
     ({"corpusid": [1, 7], "vector": [[1.0, 2.0], [1e39, 2.0]]}, r"1 vectors hold NaN or "
      r"infinite values as float32, the store's type \(beyond ±3.4e\+38; e.g. paper 7\)"),
     ({"corpusid": [1, 2, 3], "vector": [[1.0], [1.0], [1.0]]}, "none of its 3 ids is a paper"),
+    # query rows (issue 50): a boolean mark, every row marked, no query id twice
+    ({"corpusid": [1], "vector": [[1.0]], "query": [1]}, "column query is int64, not boolean"),
+    ({"corpusid": [1, 2], "vector": [[1.0], [2.0]], "query": [True, None]},
+     r"1 rows have no id or no vector \(or no query mark\)"),
+    ({"corpusid": [5, 5], "vector": [[1.0], [2.0]], "query": [True, True]},
+     "1 query ids appear more than once"),
 ])
 def test_bad_vector_files_are_refused_in_one_line(corpus_dir, tmp_path, rows, message):
     data = pipeline.Data(corpora=corpus_dir.parent, indexes=tmp_path / "i", runs=tmp_path / "r")
@@ -208,3 +215,75 @@ def test_another_file_over_an_imported_store_needs_replace(corpus_dir, embedded,
         assert {p.name: p.read_bytes() for p in store.iterdir() if p.is_file()} == before
     pipeline.import_vectors(data, corpus_dir.name, "kept", other, replace=True)
     assert np.allclose(load_vectors(store, ids), matrix * 2)
+
+
+def test_a_collections_text_queries_search_by_their_imported_vectors(  # noqa: F811
+        collection, tmp_path, caplog):  # noqa: F811
+    """Issue 50: a collection's queries are texts, which imported vectors cannot encode.
+    Imported with the queries' own rows (column `query`; `q0` is both a query's id and a
+    document's), the store searches as the encoder the vectors came from; without them the
+    import warns and the search is refused before anything is written, naming the import."""
+    from pipeline.external.beir import import_beir
+    from pipeline.pools.build import load_pool
+
+    data = pipeline.Data(tmp_path)
+    import_beir(collection, data.corpus("sf"))
+    [pool] = data.pools("sf")
+    model = pipeline.Encoder(Hashed(), name="hashed", similarity="cosine", fingerprint="v1")
+    pipeline.search(data, "sf", pool, model, k=50, threads=1)
+    store = store_dir(data.indexes, "sf", "hashed")
+    docs = pool_ids(data.corpus("sf"), pool)
+    [cache] = (store / "queries").glob("*.npy")  # the query texts' vectors, sorted by id
+    queries = load_pool(data.corpus("sf"), pool)[0]["corpusid"].sort()
+    assert "q0" in docs and "q0" in queries
+    frame = pl.DataFrame({"corpusid": [*docs, *queries],
+                          "vector": [*load_vectors(store, docs).tolist(),
+                                     *np.load(cache).astype(np.float32).tolist()],
+                          "query": [False] * len(docs) + [True] * len(queries)})
+    frame.write_parquet(tmp_path / "with-queries.parquet")
+    frame.filter(~pl.col("query")).drop("query").write_parquet(tmp_path / "papers.parquet")
+    pipeline.import_vectors(data, "sf", "papers-only", tmp_path / "papers.parquet")
+    assert "has no query vectors (column query)" in caplog.text
+    with pytest.raises(InputError, match=r"holds no query vectors, and these queries are "
+                       r"texts.*\(a boolean column query, true for a query's vector\)"):
+        pipeline.search(data, "sf", pool, "vectors:papers-only", k=50, threads=1)
+    assert not run_paths(data.runs, "sf", pool, "vectors--papers-only").manifest.exists()
+    name = pipeline.import_vectors(data, "sf", "with-queries", tmp_path / "with-queries.parquet")
+    pipeline.search(data, "sf", pool, "vectors:with-queries", k=50, threads=1)
+    ours, theirs = (pl.read_parquet(run_paths(data.runs, "sf", pool, n).parquet)
+                    for n in (name, "hashed"))
+    assert ours.select("query", "doc", "rank").equals(theirs.select("query", "doc", "rank"))
+    assert np.allclose(ours["score"].to_numpy(), theirs["score"].to_numpy(), atol=1e-6)
+    means = pipeline.evaluate(data, "sf", pool, "vectors:with-queries", means=True)
+    assert means["ndcg@10"][0] == pipeline.evaluate(data, "sf", pool, model, means=True)[
+        "ndcg@10"][0]
+
+
+def test_damaged_query_vectors_are_refused_and_their_import_repairs_them(  # noqa: F811
+        collection, tmp_path):  # noqa: F811
+    """The query vectors are checked as the parts are: damaged, the search refuses them with
+    the import, and that import (the same file) writes them again."""
+    from pipeline.external.beir import import_beir
+    from pipeline.layout import imported_queries_path
+    from pipeline.pools.build import load_pool
+
+    data = pipeline.Data(tmp_path)
+    import_beir(collection, data.corpus("sf"))
+    [pool] = data.pools("sf")
+    docs = pool_ids(data.corpus("sf"), pool)
+    queries = load_pool(data.corpus("sf"), pool)[0]["corpusid"]
+    rng = np.random.default_rng(3)
+    pl.DataFrame({"corpusid": [*docs, *queries],
+                  "vector": rng.normal(size=(len(docs) + len(queries), 4)).tolist(),
+                  "query": [False] * len(docs) + [True] * len(queries)}
+                 ).write_parquet(tmp_path / "v.parquet")
+    name = pipeline.import_vectors(data, "sf", "v", tmp_path / "v.parquet")
+    stored = imported_queries_path(store_dir(data.indexes, "sf", name))
+    good = stored.read_bytes()
+    stored.write_bytes(good[:-8] + b"\0" * 8)
+    with pytest.raises(InputError, match="bytes differ from the manifest's checksum") as refused:
+        pipeline.search(data, "sf", pool, "vectors:v", k=10, threads=1)
+    assert str(refused.value.repair).startswith("make import-vectors CORPUS=sf MODEL=v")
+    pipeline.import_vectors(data, "sf", "v", tmp_path / "v.parquet")
+    assert stored.read_bytes() == good
+    pipeline.search(data, "sf", pool, "vectors:v", k=10, threads=1)

@@ -160,3 +160,41 @@ def test_a_dataset_id_as_a_corpus_name_names_the_import():
     assert done.returncode == 2
     assert "make import-irds DATASET=beir/scidocs CORPUS=scidocs" in done.stderr
     assert load_dataset("beir/scidocs").has_qrels()
+
+
+@pytest.mark.slow
+def test_make_passes_ir_datasets_home_to_the_import(collection, tmp_path):  # noqa: F811
+    """IR_DATASETS_HOME on make's command line (issue 50: refused as an unknown variable) is
+    where ir_datasets finds the placed files: the import reads them, downloading nothing."""
+    home = tmp_path / "irds home"
+    place_scidocs(collection, home)
+    (tmp_path / "installed").touch()  # the install stamp: make installs nothing
+    done = subprocess.run(
+        ["make", "--no-print-directory", f"DATA={tmp_path / 'data'}", f"PY={sys.executable}",
+         f"STAMP={tmp_path / 'installed'}", "import-irds", "CORPUS=viamake",
+         "DATASET=beir/scidocs", f"IR_DATASETS_HOME={home}"], cwd=ROOT, capture_output=True,
+        text=True, env={k: v for k, v in os.environ.items() if k != "IR_DATASETS_HOME"}
+        | {"MAKEFLAGS": ""}, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(pool_names(tmp_path / "data" / "corpora" / "viamake")) == 1
+
+
+def test_a_missing_download_names_the_file_to_place(tmp_path):
+    """Offline, with nothing under IR_DATASETS_HOME: the error names the file ir_datasets
+    wanted, relative to that folder (issue 50: it named the folder only). The download is
+    made to fail as it fails without network, so nothing is fetched."""
+    script = ("import sys\nfrom pathlib import Path\n"
+              "from ir_datasets.util.download import RequestsDownload\n"
+              "def offline(self):\n    raise ConnectionError('no network')\n"
+              "RequestsDownload.__iter__ = offline\n"
+              "from pipeline.core.errors import InputError\n"
+              "from pipeline.external.irds import import_irds\n"
+              "try:\n    import_irds('beir/scifact/test', Path(sys.argv[1]))\n"
+              "except InputError as exc:\n    print(exc)\n")
+    env = {**os.environ, "IR_DATASETS_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "corpora" / "sf")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (f"its files live under IR_DATASETS_HOME ({tmp_path / 'home'}), where "
+            "beir/scifact/source.zip is missing: place it there") in done.stdout, done.stdout
+    assert not (tmp_path / "corpora").exists()

@@ -5,6 +5,9 @@ to CSFCube's official definitions; every refused and counted case; reimport."""
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +18,7 @@ import pipeline
 from pipeline.core.errors import InputError
 from pipeline.layout import run_paths
 from pipeline.retrieval.runs import load_run
-from tests.conftest import make_ok, pool_of
+from tests.conftest import make_ok, pool_of, refusal
 from tests.external.test_csfcube import (
     FACETS,
     official_query,
@@ -105,6 +108,117 @@ def test_ties_are_kept_and_broken_as_trec_eval_does(csf):
     assert run["rank"].to_list() == [1, 2, 3, 4]
 
 
+def test_a_csfcube_query_ranking_its_own_paper_is_dropped_and_counted(csf, caplog):
+    """The query `<paper>_<facet>` ranking `<paper>` is a self hit (issue 50): dropped,
+    counted and logged as docs/evaluation.md says (it was refused as an unknown paper)."""
+    data, expected, pools = csf
+    frame = as_frame(specter_rankings(expected, "method", seed=7), "method")
+    papers = [q.rsplit("_", 1)[0] for q in frame["query"].unique(maintain_order=True)[:2]]
+    own = pl.DataFrame({"query": [f"{p}_method" for p in papers], "doc": papers,
+                        "score": [99.0, 99.0]})
+    info = pipeline.import_run(data, "csf", pools["method"], pl.concat([frame, own]), "own")
+    assert info["counts"]["self_hits_removed"] == 2
+    assert info["counts"]["rows"] == frame.height
+    assert "2 lines of run own rank their query's own paper: dropped" in caplog.text
+    kept = load_run(data.place("csf"), pools["method"], "own")
+    assert kept.height == frame.height and not kept["doc"].is_in(papers).any()
+
+
+def test_the_release_keys_as_query_ids_are_refused_naming_the_facet_form(csf):
+    """Query ids given as the release's keys (the paper alone): the refusal says the pool's
+    queries are `<paper>_<facet>`, with one of them."""
+    data, expected, pools = csf
+    frame = as_frame(specter_rankings(expected, "result", seed=8), "result").with_columns(
+        pl.col("query").str.replace(r"_result$", ""))
+    with pytest.raises(InputError, match=r"names \d+ queries the pool does not have .*is a "
+                       r"query paper, but the pool's queries are named <paper>_<facet> "
+                       r"\(e\.g\. \d+_result\)"):
+        pipeline.import_run(data, "csf", pools["result"], frame, "keys")
+    assert not run_paths(data.runs, "csf", pools["result"], "keys").manifest.exists()
+
+
+def test_a_wrong_pool_names_the_pools_and_no_command_that_cannot_make_it(csf):
+    """A POOL the corpus lacks: the pools are listed, and no repair (`make pool` on an
+    imported collection led back to the same error)."""
+    data, expected, pools = csf
+    frame = as_frame(specter_rankings(expected, "method", seed=9), "method")
+    with pytest.raises(InputError, match=r"POOL='csfcube-method-1-r0' is not a pool of corpus "
+                       rf"csf \(its pools: {', '.join(sorted(pools.values()))}\): give one of "
+                       "them, or no POOL") as refused:
+        pipeline.import_run(data, "csf", "csfcube-method-1-r0", frame, "wrong")
+    assert refused.value.repair is None
+    with pytest.raises(InputError, match=r"corpus csf is a collection with its own pools "
+                       rf"\({', '.join(sorted(pools.values()))}\); give one of them$"):
+        pipeline.evaluate(data, "csf", "csfcube-method-1-r0", "bm25")  # not `make pool`
+
+
+def test_a_run_of_the_whole_collection_goes_to_each_facet_pool(csf, tmp_path):
+    """No pool: each facet pool gets the lines of its queries, the same run the facet's own
+    import writes, counted per pool; one bad line anywhere refuses the run in every pool."""
+    data, expected, pools = csf
+    frames = {f: as_frame(specter_rankings(expected, f, seed=10 + i), f)
+              for i, f in enumerate(FACETS)}
+    whole = pl.concat(frames.values())
+    run = _trec(tmp_path / "all.trec", whole.sample(fraction=1.0, shuffle=True, seed=1))
+    bad = _trec(tmp_path / "bad.trec", pl.concat([
+        whole, frames["result"].head(1).with_columns(doc=pl.lit("not-a-paper"))]))
+    with pytest.raises(InputError, match=rf"the run for pool {pools['result']} names 1 papers "
+                       "that are not candidates"):
+        pipeline.import_run(data, "csf", None, bad, "all-facets")
+    assert not any(run_paths(data.runs, "csf", p, "all-facets").manifest.exists()
+                   for p in pools.values())
+    written = pipeline.import_run(data, "csf", None, run, "all-facets")
+    assert sorted(written) == sorted(pools.values())
+    for facet, frame in frames.items():
+        counts = written[pools[facet]]["counts"]
+        assert counts["rows"] == frame.height and counts["lines"] == frame.height
+        assert counts["other_pools_lines"] == whole.height - frame.height
+        pipeline.import_run(data, "csf", pools[facet], frame, f"only-{facet}")
+        alone = load_run(data.place("csf"), pools[facet], f"only-{facet}")
+        assert load_run(data.place("csf"), pools[facet], "all-facets").equals(alone)
+    manifests = [run_paths(data.runs, "csf", p, "all-facets").manifest for p in written]
+    before = [m.stat().st_mtime_ns for m in manifests]
+    again = pipeline.import_run(data, "csf", None, run, "all-facets")  # nothing to do
+    assert {p: i["counts"] for p, i in again.items()} == {
+        p: i["counts"] for p, i in written.items()}
+    assert [m.stat().st_mtime_ns for m in manifests] == before
+
+
+def test_a_damaged_copy_of_a_whole_collections_run_is_repaired_by_its_import(csf, tmp_path):
+    """The repair names no POOL (the import with one would refuse the other pools' lines);
+    the whole import again rewrites the damaged pool's copy."""
+    data, expected, pools = csf
+    run = _trec(tmp_path / "all.trec", pl.concat(
+        [as_frame(specter_rankings(expected, f, seed=30), f) for f in FACETS]))
+    pipeline.import_run(data, "csf", None, run, "mended-whole")
+    parquet = run_paths(data.runs, "csf", pools["method"], "mended-whole").parquet
+    rows = load_run(data.place("csf"), pools["method"], "mended-whole").height
+    with parquet.open("r+b") as handle:
+        handle.seek(20)
+        handle.write(b"\0\0\0\0")
+    os.utime(parquet, ns=(1, 1))
+    with pytest.raises(InputError) as refused:
+        load_run(data.place("csf"), pools["method"], "mended-whole")
+    repair = str(refused.value.repair)
+    assert repair.startswith("make import-run") and f"RUN={run}" in repair
+    assert "POOL=" not in repair
+    pipeline.import_run(data, "csf", None, run, "mended-whole")
+    assert load_run(data.place("csf"), pools["method"], "mended-whole").height == rows
+
+
+def test_a_run_of_two_facets_leaves_the_third_pool_out(csf, caplog):
+    import logging
+
+    data, expected, pools = csf
+    caplog.set_level(logging.INFO, logger="pipeline")
+    run = pl.concat([as_frame(specter_rankings(expected, f, seed=20), f)
+                     for f in ("background", "method")])
+    written = pipeline.import_run(data, "csf", None, run, "two-facets")
+    assert sorted(written) == sorted([pools["background"], pools["method"]])
+    assert f"1 pools left out, keeping no line of it: {pools['result']}" in caplog.text
+    assert not any((data.runs / "csf" / pools["result"]).glob("*two-facets*"))  # nor a lock
+
+
 @pytest.fixture(scope="module")
 def small(corpus_dir, tmp_path_factory) -> tuple[pipeline.Data, str, pl.DataFrame]:
     """The shared corpus's pool (integer ids), with runs written into a folder of this
@@ -154,6 +268,27 @@ def test_malformed_files_are_refused_with_the_line(small, tmp_path, text, messag
     (tmp_path / "run.trec").write_text(text)
     with pytest.raises(InputError, match=message):
         pipeline.import_run(data, "small", pool, tmp_path / "run.trec", "refused")
+
+
+def test_without_a_pool_pools_sharing_queries_are_listed(small):
+    """No pool, on a corpus whose pools share queries: the run cannot be split, and the
+    refusal lists the pools to give."""
+    data, pool, frame = small
+    pools = data.pools("small")
+    with pytest.raises(InputError, match=r"give POOL=: the pools of corpus small share "
+                       rf"queries .*its pools: {re.escape(', '.join(pools[:6]))}"):
+        pipeline.import_run(data, "small", None, frame, "unsplit")
+    with pytest.raises(InputError, match=r"pool 'all-9-r0' does not exist .*; build it") as \
+            missing:  # a corpus whose pools are built: building it may be what is wanted
+        pipeline.import_run(data, "small", "all-9-r0", frame, "unsplit")
+    assert str(missing.value.repair).startswith("make pool CORPUS=small")
+
+
+def test_many_pools_are_listed_as_the_first_few_and_a_count():
+    from pipeline.retrieval.imported import listing
+
+    assert listing([f"p{i}" for i in range(9)]) == "p0, p1, p2, p3, p4, p5 and 3 more"
+    assert listing(["a", "b"]) == "a, b" and listing([]) == "none yet"
 
 
 def test_unknown_ids_dropped_and_counted_when_asked(small, tmp_path):
@@ -302,6 +437,13 @@ def test_make_import_run_then_eval_search_and_report(raw_corpus, corpus_dir, sma
     def make(*args: str) -> str:
         return make_ok(root, tmp_path / "installed", *args)
 
+    unsplit = subprocess.run(  # no POOL, pools sharing queries: the pools to give, exit 2
+        ["make", "--no-print-directory", f"DATA={root}", "CORPUS=small", f"PY={sys.executable}",
+         f"STAMP={tmp_path / 'installed'}", "import-run", f"RUN={run}", "MODEL=outside"],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+        env={**os.environ, "MAKEFLAGS": ""})
+    assert f"give POOL=: the pools of corpus small share queries ({pool_of(1600)} and " in (
+        refusal(unsplit))
     out = make("import-run", f"POOL={pool}", f"RUN={run}", "MODEL=outside")
     assert f"run outside of pool {pool}" in out and "rows 100" in out, out
     out = make("eval", "MODEL=outside")

@@ -3,7 +3,8 @@
 Dense models rank by their similarity between one vector per paper (dense.py: Faiss or torch,
 exact); multi-vector models (ASPIRE) by the best (query sentence, candidate sentence) pair,
 ts-ASPIRE's score, streamed from the store. A query that is a text (a collection's query, a
-QUERY_VARIANT) is encoded now by a dense model; multi-vector models search stored papers only.
+QUERY_VARIANT) is encoded now by a dense model, or read as imported (vectors imported with their
+queries'); multi-vector models search stored papers only.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pipeline.encoding.store import (
     store_parts,
 )
 from pipeline.glossary import BACKEND
-from pipeline.layout import MANIFEST, PREFILTERED, Place, store_dir
+from pipeline.layout import MANIFEST, PREFILTERED, Place, imported_queries_path, store_dir
 from pipeline.models import ModelEntry
 from pipeline.pools.queries import query_texts
 from pipeline.retrieval.base import Query, Retriever
@@ -150,8 +151,7 @@ class Dense(Retriever):
             query_vectors, doc_vectors = vectors[: len(query_ids)], vectors[len(query_ids):]
         else:
             query_ids = texts["corpusid"].to_numpy()
-            query_vectors = encode_texts(store, entry, texts, query.options["model_path"])
-            query.read([query_cache(store, entry, texts)])  # the vectors the run is made from
+            query_vectors = self.text_vectors(query, store, texts)
             doc_vectors = load_vectors(store, doc_ids, dtype=None)
         scores, positions, used = exact_search(query_vectors, doc_vectors, query.depth,
                                                entry.similarity, query.options["backend"])
@@ -166,12 +166,20 @@ class Dense(Retriever):
                       "run_score": SCORE_NAMES.get(entry.similarity, entry.similarity),
                       **({"fingerprint": fingerprint} if fingerprint else {})}
 
+    def text_vectors(self, query: Query, store: Path, texts: pl.DataFrame) -> np.ndarray:
+        """The vectors of query texts (texts' order): encoded now, or read from the cache of
+        an earlier search; recorded as what the run is made from."""
+        vectors = encode_texts(store, query.entry, texts, query.options["model_path"])
+        query.read([query_cache(store, query.entry, texts)])
+        return vectors
+
 
 class Imported(Dense):
     """Vectors imported from elsewhere (make import-vectors): searched as a dense store, by
-    the similarity the store records; nothing is embedded, queries are stored papers only."""
+    the similarity the store records; nothing is embedded. Queries are stored papers, or
+    texts (a collection's) whose vectors were imported with the papers' (rows marked query);
+    perturbed queries cannot be encoded."""
 
-    searches_texts = False
     searches_variants = False
 
     def index(self, place: Place, pool: str, entry: ModelEntry, threads: int = 2,
@@ -180,6 +188,9 @@ class Imported(Dense):
         never embedded."""
         from pipeline.encoding.embed import pool_ids
         from pipeline.encoding.store import not_stored
+        from pipeline.encoding.vectors import imported_query_vectors
+        from pipeline.pools.build import load_pool
+        from pipeline.pools.queries import own_text
 
         store = store_dir(place.index_root, place.corpus, entry.name)
         if not (store / MANIFEST).exists():
@@ -190,7 +201,19 @@ class Imported(Dense):
         if len(missing):
             raise InputError(f"{len(missing)} papers of pool {pool} (e.g. {missing[0]}) have no "
                              f"vector in {store}: import a file that holds them")
+        queries = load_pool(place.corpus_dir, pool)[0]
+        if own_text(queries):  # a collection's text queries: their imported vectors
+            imported_query_vectors(store, queries["corpusid"].to_numpy())
         return {"model": entry.name, "pool": pool, "note": "imported vectors: all present"}
+
+    def text_vectors(self, query: Query, store: Path, texts: pl.DataFrame) -> np.ndarray:
+        """The query vectors imported with the papers' (encoding queries needs the model the
+        vectors came from, which the pipeline does not have)."""
+        from pipeline.encoding.vectors import imported_query_vectors
+
+        vectors = imported_query_vectors(store, texts["corpusid"].to_numpy())
+        query.read([imported_queries_path(store)])  # the vectors the run is made from
+        return vectors
 
     def hits(self, query: Query) -> tuple[pl.DataFrame, dict]:
         from dataclasses import replace
