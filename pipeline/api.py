@@ -246,16 +246,17 @@ def import_run(data: Data | str | os.PathLike, corpus: str, pool: str | None, ru
 
 
 def import_collection(data: Data | str | os.PathLike, dataset: str, *, corpus: str,
-                      split: str = "test", replace: bool = False) -> str:
+                      split: str = "test", replace: bool = False, judged: bool = False) -> str:
     """Import the ir_datasets collection `dataset` ('beir/scidocs': documents, queries and
     qrels) as the corpus `corpus` with one pool of `split` (test, or dev: a validation pool),
-    as `make import-irds` does; return the pool's name. The same collection again changes
+    as `make import-irds` does; return the pool's name (with `judged`, the judged-only pool
+    beside it, as JUDGED=1: docs/collections.md). The same collection again changes
     nothing; another one in place of an imported collection needs `replace`
     (pipeline/external/irds.py)."""
     from pipeline.external.irds import import_irds
 
     place = Data.of(data).place(corpus)
-    info = import_irds(dataset, place.corpus_dir, split, replace, place.derived)
+    info = import_irds(dataset, place.corpus_dir, split, replace, place.derived, judged)
     return info["collection"]["pools"][0]
 
 

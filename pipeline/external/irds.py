@@ -157,11 +157,11 @@ def missing_downloads(found: Any) -> list[Path]:
 
 
 def import_irds(dataset: str, corpus_dir: Path, split: str = "test", replace: bool = False,
-                derived: tuple[Path, ...] = ()) -> dict:
+                derived: tuple[Path, ...] = (), judged: bool = False) -> dict:
     """Write the ir_datasets collection `dataset` as the corpus `corpus_dir` and its `split`
-    pool (test, or validation: a pool BM25 tunes on), as `beir.import_beir` writes BEIR's
-    files: a new corpus, the same collection again (nothing changes), or with `replace` in
-    place of a collection with other contents."""
+    pool (test, or validation: a pool BM25 tunes on), and with `judged` its judged-only pool,
+    as `beir.import_beir` writes BEIR's files: a new corpus, the same collection again
+    (nothing changes), or with `replace` in place of a collection with other contents."""
     import polars as pl
 
     from pipeline.corpus.install import claim_corpus
@@ -184,12 +184,12 @@ def import_irds(dataset: str, corpus_dir: Path, split: str = "test", replace: bo
     queries, repeated_queries = unique_records(pl.DataFrame(
         queries, schema={"_id": pl.String, "text": pl.String}, orient="row"
     ).with_row_index("record", offset=1), "query", f"{where} queries")
-    judged = one_grade_per_pair(pl.DataFrame(
+    graded = one_grade_per_pair(pl.DataFrame(
         qrels, schema={"query": pl.String, "doc": pl.String, "rel": pl.Int32}, orient="row"
     ).with_row_index("line", offset=1), f"{where} qrels")
     read = Collection(docs, repeated_docs, queries, repeated_queries,
-                      judged.select("query", "doc", "rel", "line"),
+                      graded.select("query", "doc", "rel", "line"),
                       f"{where}: no query has judgments that name one of its documents")
     return write_collection(read, corpus_dir, split, COMMAND,
                             {"source": f"ir_datasets:{dataset}", "dataset": dataset,
-                             "split": split, "field": None}, replace, derived)
+                             "split": split, "field": None}, replace, derived, judged)

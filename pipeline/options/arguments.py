@@ -259,6 +259,7 @@ ARGUMENTS: dict[str, Argument] = {
     "run": A("run"),
     "drop_unknown": A("bool"),
     "replace": A("bool"),
+    "judged": A("bool"),
     "qrels": A("qrels"),
     "per_query": A("bool"),
     "test": A("str", check=_significance_test),

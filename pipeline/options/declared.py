@@ -333,10 +333,10 @@ VARIABLES: tuple[Variable, ...] = (
       "holds anything); make import-run may replace a run imported under MODEL from another "
       "file, make import-vectors the vectors imported under MODEL from another file or with "
       "another SIMILARITY", "mdcr", one_word=True, switch=True, stages=REPLACING),
-    V("JUDGED", "", choice(FLAG), "1: make import-beir also writes the judged-only pool "
-      "judged-<n>-r0, where each query ranks only its own judged documents (grade 0 "
-      "included), as SciDocs scores them (docs/collections.md)", "mdcr", one_word=True,
-      switch=True, stages=("import-beir",)),
+    V("JUDGED", "", choice(FLAG), "1: make import-beir and make import-irds also write the "
+      "judged-only pool judged-<n>-r0, where each query ranks only its own judged documents "
+      "(grade 0 included), as SciDocs scores them (docs/collections.md)", "mdcr",
+      one_word=True, switch=True, stages=("import-beir", "import-irds")),
     V("RUN", "", input_path, "make import-run: the TREC run file made elsewhere (qid Q0 docid "
       "rank score tag per line), imported as the run MODEL of POOL; spaces allowed", "eval",
       optional=True, stages=("import-run",), required=("import-run",)),

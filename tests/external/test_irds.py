@@ -128,6 +128,22 @@ def test_the_api_imports_the_same_collection(imported, tmp_path):
         data / "corpora" / "scidocs" / PREFILTERED).read_bytes()
 
 
+def test_judged_the_judged_only_pool_is_import_beirs(imported, collection, tmp_path):  # noqa: F811
+    """JUDGED=1 through ir_datasets: the judged-only pool beside the whole corpus's, each of
+    its files the bytes import-beir writes from the same collection."""
+    data, home, _ = imported
+    done = run_pipeline(home, data, "import-irds", "--corpus", "judged", "--dataset",
+                        "beir/scidocs", "--judged")
+    assert done.returncode == 0, done.stderr[-3000:]
+    import_beir(collection, tmp_path / "beir", judged=True)
+    pools = pool_names(data / "corpora" / "judged")
+    assert pools == pool_names(tmp_path / "beir") and any(p.startswith("judged-") for p in pools)
+    for pool in pools:
+        for name in POOL_FILES:
+            assert (data / "corpora" / "judged" / "pools" / pool / name).read_bytes() == (
+                tmp_path / "beir" / "pools" / pool / name).read_bytes()
+
+
 @pytest.mark.parametrize("dataset, match", [
     ("beir/scidoc", r"DATASET 'beir/scidoc' is not an ir_datasets id: the nearest known: "
                     r"beir/scidocs"),

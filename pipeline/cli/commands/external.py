@@ -36,7 +36,8 @@ def cmd_import_irds(args: argparse.Namespace) -> None:
     from pipeline.external.irds import import_irds
 
     place = place_of(args)
-    import_irds(args.dataset, place.corpus_dir, args.split, args.replace, place.derived)
+    import_irds(args.dataset, place.corpus_dir, args.split, args.replace, place.derived,
+                args.judged)
 
 
 @command("export-beir", "write a pool as a BEIR folder (corpus.jsonl, queries.jsonl, "
