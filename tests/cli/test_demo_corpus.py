@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pipeline.core.files import read_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,6 +37,7 @@ def synth_settings(root: Path) -> dict:
     return read_json(root / "corpora" / "demo" / "s2orc" / "manifest.json")["parameters"]
 
 
+@pytest.mark.slow  # make corpus, three times
 def test_commands_without_the_demo_settings_keep_the_demo_as_it_is(tmp_path):
     root = tmp_path / "data"
     done = make(root, "corpus", "CORPUS=demo", "DEMO_PAPERS=300")

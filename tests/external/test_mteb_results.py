@@ -81,6 +81,7 @@ def test_export_mteb_refuses_a_model_without_runs_and_an_out_that_is_a_file(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # the make chain: import, search, eval, export
 def test_make_export_mteb(scidocs, tmp_path):  # noqa: F811
     """make export-mteb CORPUS= MODEL= OUT=: searches and scores first (make eval), then
     writes a TaskResult per pool."""
