@@ -205,8 +205,8 @@ def prompt_text(text: str) -> str:
     """A query prompt (QUERY_PROMPT): text without control characters but a line break (on
     make's command line written `\\n`: models.query_prompt_text)."""
     if any(ch < " " and ch != "\n" or ch == "\x7f" for ch in text):
-        raise InputError(f"QUERY_PROMPT={text!r} holds a control character: give printable "
-                         "text, a line break written \\n")
+        raise InputError(f"{text!r} holds a control character: give printable text, a line "
+                         "break written \\n")
     return text
 
 

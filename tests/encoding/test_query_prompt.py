@@ -177,3 +177,9 @@ def test_make_names_the_prompts_runs_and_passes_it_to_the_search_only(tmp_path):
                                                   "QUERY_PROMPT=query: "))
     assert "not with make fuse" in refused(make(root, "fuse", "MODELS=bm25,minilm",
                                                "QUERY_PROMPT=query: "))
+
+
+def test_a_prompt_with_a_control_character_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(InputError, match="holds a control character"):
+        pipeline.search(tmp_path, "demo", "all-1k-r0", "st:a/b", query_prompt="a\tb")
+    assert not any(tmp_path.iterdir())
