@@ -83,8 +83,9 @@ class Problem:
 
 def _files(info: dict, kind: str) -> dict[str, dict]:
     """name -> fingerprint of the files a manifest vouches for."""
-    if kind == "store":
-        return {part["file"]: part for part in info.get("parts", [])}
+    if kind == "store":  # its parts, and the query vectors imported with them (if any)
+        queries = (info.get("config", {}).get("imported") or {}).get("queries")
+        return {part["file"]: part for part in [*info.get("parts", []), *filter(None, [queries])]}
     if kind == "corpus":
         return {name: fp for section in info.values() if isinstance(section, dict)
                 for name, fp in section.get("outputs", {}).items()}

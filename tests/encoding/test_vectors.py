@@ -281,6 +281,13 @@ def test_damaged_query_vectors_are_refused_and_their_import_repairs_them(  # noq
     stored = imported_queries_path(store_dir(data.indexes, "sf", name))
     good = stored.read_bytes()
     stored.write_bytes(good[:-8] + b"\0" * 8)
+    from pipeline.core.inputs import Roots  # make verify names it, with the same repair
+    from pipeline.verify import find_problems
+
+    roots = Roots(data.corpora, data.indexes, data.runs)
+    found = [p for p in find_problems(roots)[0] if p.path == stored]
+    assert [p.kind for p in found] == ["CORRUPT"], found
+    assert found[0].repair.command().startswith("make import-vectors CORPUS=sf MODEL=v")
     with pytest.raises(InputError, match="bytes differ from the manifest's checksum") as refused:
         pipeline.search(data, "sf", pool, "vectors:v", k=10, threads=1)
     assert str(refused.value.repair).startswith("make import-vectors CORPUS=sf MODEL=v")
