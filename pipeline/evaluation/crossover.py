@@ -46,6 +46,7 @@ import polars as pl
 from pipeline.core.errors import InputError
 from pipeline.evaluation.significance import MIN_QUERIES, ordered, too_few
 from pipeline.evaluation.variance import half_widths
+from pipeline.glossary import canonical_metric
 from pipeline.layout import format_size
 from pipeline.models import REGISTRY
 
@@ -336,8 +337,10 @@ SCHEMA = {"metric": pl.String, "a": pl.String, "b": pl.String, "sizes": pl.List(
 def crossovers(results: pl.DataFrame, a: str, b: str, metric: str = "map") -> pl.DataFrame:
     """`crossover` of A and B on `metric` for every set of shared queries of `results` (rows
     of runs/results.parquet: split by SPLIT_KEYS, those it has), in sorted order: the keys,
-    then SCHEMA's columns. A metric or model that `results` does not hold is refused (names
-    are matched exactly, as the results write them), listing those it holds."""
+    then SCHEMA's columns. `metric` in any tool's words (`MAP`, `AP`, `ndcg_cut_10`: read as
+    the results write it, ranx's name). A metric or model that `results` does not hold is
+    refused, listing those it holds."""
+    metric = _as_written(metric)
     _check_name("metric", metric, results)
     for model in (a, b):
         _check_name("model", model, results)
@@ -352,6 +355,15 @@ def crossovers(results: pl.DataFrame, a: str, b: str, metric: str = "map") -> pl
                      **asdict(found), "sizes": list(found.sizes)})
     schema = {k: results.schema[k] for k in keys} | SCHEMA
     return pl.DataFrame(rows, schema=schema)
+
+
+def _as_written(metric: str) -> str:
+    """`metric` as the results write it (glossary.canonical_metric: ranx's name); a name no
+    tool has stays as given, for _check_name to refuse with the names the results hold."""
+    try:
+        return canonical_metric(metric)
+    except InputError:
+        return metric
 
 
 def _check_name(column: str, name: str, results: pl.DataFrame) -> None:

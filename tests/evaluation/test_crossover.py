@@ -274,12 +274,19 @@ def test_one_query_gives_a_crossing_without_an_interval():
 
 
 def test_an_unknown_metric_or_model_is_refused_with_the_known_names():
-    """Issue 46: `crossover(metric="MAP")` returned an empty frame. Names are matched as the
-    results write them (as METRICS and MODEL are): refused, listing them."""
+    """Issue 46: `crossover(metric="MAP")` returned an empty frame. A metric is read in any
+    tool's words, as METRICS is (issue 50: MAP, AP and map are one measure); one the results
+    do not hold is refused, listing those they do."""
     data = planted(6, queries=20, sizes=(10_000, 100_000))
-    with pytest.raises(InputError, match=r"no metric 'MAP' in the results \(did you mean "
+    assert pipeline.crossover(data, "a", "b", metric="MAP").equals(
+        pipeline.crossover(data, "a", "b", metric="AP"))
+    assert pipeline.crossover(data, "a", "b", metric="AP").equals(
+        pipeline.crossover(data, "a", "b", metric="map"))
+    with pytest.raises(InputError, match=r"no metric 'Map' in the results \(did you mean "
                        r"'map'\?\); they hold 'map'"):
-        pipeline.crossover(data, "a", "b", metric="MAP")
+        pipeline.crossover(data, "a", "b", metric="Map")
+    with pytest.raises(InputError, match=r"no metric 'ndcg@10' in the results; they hold 'map'"):
+        pipeline.crossover(data, "a", "b", metric="nDCG@10")
     with pytest.raises(InputError, match=r"no model 'c' in the results; they hold 'a', 'b'"):
         pipeline.crossover(data, "a", "c")
 
