@@ -351,6 +351,10 @@ def with_precision(entry: ModelEntry, precision: str) -> ModelEntry:
         raise InputError(f"PRECISION={precision!r}: use one of {', '.join(PRECISIONS)}")
     if precision in (entry.precision, "fp32"):
         return entry
+    if split_prompt_tag(entry.name)[1]:
+        base, tag = split_prompt_tag(entry.name)
+        raise InputError(f"MODEL {entry.name}: name the precision before the query prompt's "
+                         f"tag, {base}{PRECISION_SEP}{precision}{PRECISION_SEP}{tag}")
     if entry.precision != "fp32":
         raise InputError(f"MODEL {entry.name} already names its precision: give the model "
                          f"without {PRECISION_SEP}{entry.precision}, or PRECISION=fp32")
@@ -402,7 +406,9 @@ def chosen_model(model: str, pooling: str = "", precision: str = "fp32",
 
 def get_model(name: str) -> ModelEntry:
     """The registered entry (or an `hf:` or `st:` model, or a fused one), or a one-line InputError
-    listing the names. `<name>+bf16` is the model run in bf16 (with_precision)."""
+    listing the names. `<name>+bf16` is the model run in bf16 (with_precision); `<name>+q<tag>`
+    a query prompt's model known by its name only, without the prompt (with_query_prompt
+    gives it back; until then it encodes no query: ModelEntry.query_form)."""
     name = name.strip()
     base, tag = split_prompt_tag(name)
     if tag and not name.startswith(FUSION_PREFIX):  # a query prompt's model, known by name

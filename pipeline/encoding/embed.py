@@ -53,6 +53,7 @@ from pipeline.encoding.store import (
     store_repair,
     stored_ids,
 )
+from pipeline.glossary import split_prompt_tag
 from pipeline.layout import (
     MANIFEST,
     PREFILTERED,
@@ -99,8 +100,8 @@ def query_cache(store: Path, entry: ModelEntry, texts: pl.DataFrame) -> Path:
     records it among its inputs)."""
     config = read_json(store / MANIFEST)["config"] if (store / MANIFEST).exists() \
         else {"model": entry.describe()}
-    if entry.query_prompt is not None:  # the user's query prompt (QUERY_PROMPT)
-        config = {**config, "query_prompt": entry.query_prompt}
+    if entry.query_prompt is not None or split_prompt_tag(entry.name)[1]:  # QUERY_PROMPT's
+        config = {**config, "query_prompt": entry.query_form}  # refused: a tag, no prompt
     key = hashlib.sha256(repr((config, texts.select("title", "abstract").rows())).encode())
     return query_vectors_path(store, key.hexdigest()[:24])
 

@@ -67,7 +67,7 @@ def _qrels_lines(path: Path) -> tuple[pl.DataFrame, str, str | None]:
     split = (pl.col("text").str.split("\t").list.eval(pl.element().str.strip_chars()) if tab
              else pl.col("text").str.extract_all(r"\S+"))
     lines = lines.select("line", fields=split)
-    if form == BEIR_QRELS_LINE and first.split(tab) == BEIR_QRELS_HEADER.split("\t"):
+    if form == BEIR_QRELS_LINE and first.strip().split(tab) == BEIR_QRELS_HEADER.split("\t"):
         lines = lines.slice(1)  # BEIR's header
     return lines, form, tab
 
@@ -139,7 +139,7 @@ def check_vouched_run(run: Any) -> None:
     `<model>.manifest.json` beside it) checked against its manifest, as every stage checks a
     run before reading it: a damaged one is refused, naming it and the command that makes it
     again. Any other run (a file of one's own, a DataFrame) is read as given."""
-    if not isinstance(run, (str, os.PathLike)) or len(Path(run).parts) < 3:
+    if not isinstance(run, (str, os.PathLike)) or len(Path(run).parents) < 3:
         return
     path = Path(run)
     if not path.name.endswith(tuple(f".{suffix}" for suffix in RUN_SUFFIXES)):

@@ -86,9 +86,10 @@ def beir_records(place: Place, pool: str
     (`query`, `doc`, `rel`); and the pool's manifest. An MDCR-style pool is refused."""
     queries, candidates, qrels = load_pool(place.corpus_dir, pool)
     if "query" in candidates.columns:
-        raise InputError(f"pool {pool} is MDCR-style (each query ranks its own list of "
-                         "candidates): BEIR's layout has one corpus that every query ranks, so "
-                         "its numbers would be another task's; export it with make export-mdcr")
+        raise InputError(f"pool {pool}: each query ranks its own list of candidates (an "
+                         "MDCR-style, CSFCube or judged-only pool): BEIR's layout has one corpus "
+                         "that every query ranks, so its numbers would be another task's; an "
+                         "MDCR-style benchmark corpus goes out with make export-mdcr")
     texts = query_texts(place.corpus_dir, queries)
     docs = paper_texts(place.corpus_dir, candidates["corpusid"]).select(
         _id=pl.col("corpusid").cast(pl.String), title=pl.col("title").fill_null(""),
@@ -148,15 +149,21 @@ def _previous_export(out: Path) -> bool:
     return ours and all(p.relative_to(out).as_posix() in allowed for p in out.rglob("*"))
 
 
-def check_out(out: Path, place: Place) -> None:
-    """Refuse, before any work, an OUT the export cannot own: inside the data roots (it would
-    be taken for a corpus, an index or runs), a file, a folder holding files an export did not
-    write (they would be lost), or one in a missing or read-only folder."""
+def check_outside_data(out: Path, place: Place) -> None:
+    """Refuse an OUT inside the data roots: it would be taken for a corpus, an index or runs."""
     where = out.resolve()
     for root in (place.corpus_dir.parent, place.index_root, place.runs_root):
         if where == root.resolve() or root.resolve() in where.parents:
             raise InputError(f"OUT {out} is inside the data folder's {root.name}/ ({root}): "
                              "give OUT a folder outside DATA's corpora, indexes and runs")
+
+
+def check_out(out: Path, place: Place) -> None:
+    """Refuse, before any work, an OUT the export cannot own: inside the data roots, a file,
+    a folder holding files an export did not write (they would be lost), or one in a missing
+    or read-only folder."""
+    check_outside_data(out, place)
+    where = out.resolve()
     if out.exists() and not out.is_dir():
         raise InputError(f"OUT {out} is an existing file, not a folder: give OUT a new or "
                          "empty folder (or move the file away)")

@@ -122,8 +122,11 @@ def _read(dataset: str, found: Any) -> tuple[list[tuple], list[tuple], list[tupl
     except Exception as exc:  # the package's, from files it downloaded: not ours to name
         first = str(exc).splitlines()[0] if str(exc) else ""
         home = Path(ir_datasets.util.home_path())
-        missing = [str(path.relative_to(home)) if path.is_relative_to(home) else str(path)
-                   for path in missing_downloads(found)]
+        try:
+            missing = [str(path.relative_to(home)) if path.is_relative_to(home) else str(path)
+                       for path in missing_downloads(found)]
+        except Exception:  # noqa: BLE001 (the package's internals: no file named, the advice)
+            missing = []
         place = (f", where {', '.join(missing)} is missing: place it there (a node without "
                  "network) or download it again" if missing else
                  ": download them again, or place them as https://ir-datasets.com describes")

@@ -23,8 +23,11 @@ from pathlib import Path
 
 from pipeline.core.errors import InputError
 from pipeline.core.files import write_json
+from pipeline.external.beir import SPLIT_FILES
+from pipeline.external.export import check_outside_data
 from pipeline.layout import (
     Place,
+    check_name,
     mteb_result_path,
     mteb_task_name,
     pool_names,
@@ -32,12 +35,11 @@ from pipeline.layout import (
 )
 
 log = logging.getLogger(__name__)
-# the pipeline's metric -> MTEB's name for it (`<name>_at_<k>`), at each of MTEB's cutoffs
-MTEB_NAMES = {"ndcg": "ndcg", "map": "map", "recall": "recall", "precision": "precision",
-              "mrr": "mrr", "hit_rate": "hit_rate"}
+# MTEB's retrieval metrics, named `<metric>_at_<k>` as the pipeline's `<metric>@<k>`, at each
+# of MTEB's cutoffs
+MTEB_METRICS = ("ndcg", "map", "recall", "precision", "mrr", "hit_rate")
 MTEB_CUTOFFS = (1, 3, 5, 10, 20, 100)
 MAIN_SCORE = "ndcg_at_10"
-MTEB_SPLITS = {"test": "test", "validation": "dev"}  # a pool's split -> its name in BEIR, MTEB
 LANGUAGES = ["eng-Latn"]
 
 
@@ -57,11 +59,10 @@ def mteb_result(place: Place, pool: str, model: str) -> dict:
     from pipeline.evaluation.evaluate import score_run
     from pipeline.pools.build import pool_manifest
 
-    metrics = tuple(f"{name}@{k}" for name in MTEB_NAMES for k in MTEB_CUTOFFS)
+    metrics = tuple(f"{name}@{k}" for name in MTEB_METRICS for k in MTEB_CUTOFFS)
     _, scored = score_run(place, pool, model, metrics)
-    scores = {f"{MTEB_NAMES[metric.split('@')[0]]}_at_{metric.split('@')[1]}": value
-              for metric, value in scored["means"].items()}
-    split = MTEB_SPLITS[pool_manifest(place.corpus_dir, pool)["split"]]
+    scores = {metric.replace("@", "_at_"): value for metric, value in scored["means"].items()}
+    split = SPLIT_FILES[pool_manifest(place.corpus_dir, pool)["split"]]  # BEIR's, MTEB's name
     return {"dataset_revision": pool_revision(place.corpus_dir, pool),
             "task_name": mteb_task_name(place.corpus, pool), "mteb_version": None,
             "scores": {split: [{**scores, "main_score": scores[MAIN_SCORE],
@@ -74,6 +75,8 @@ def export_mteb(place: Place, model: str, out: Path) -> list[Path]:
     """Write the TaskResult of `model`'s run on each pool of the corpus that has one, as
     `<out>/<model>/no_revision_available/<corpus>.<pool>.json` (MTEB's results tree); return
     the files. Refused when no pool has a run of `model`."""
+    check_name("model", model)  # a folder of OUT
+    check_outside_data(out, place)
     if out.exists() and not out.is_dir():
         raise InputError(f"OUT {out} is a file, not a folder: give OUT a folder to write the "
                          "MTEB results into")

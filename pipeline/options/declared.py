@@ -338,7 +338,8 @@ VARIABLES: tuple[Variable, ...] = (
       "(grade 0 included), as SciDocs scores them (docs/collections.md)", "mdcr",
       one_word=True, switch=True, stages=("import-beir", "import-irds")),
     V("RUN", "", input_path, "make import-run: the TREC run file made elsewhere (qid Q0 docid "
-      "rank score tag per line), imported as the run MODEL of POOL; spaces allowed", "eval",
+      "rank score tag per line), imported as the run MODEL of POOL (or of each pool whose "
+      "queries it ranks); spaces allowed", "eval",
       optional=True, stages=("import-run",), required=("import-run",)),
     V("DROP_UNKNOWN", "", choice(FLAG), "1: make import-run drops (and counts) the lines "
       "naming a query or paper POOL does not have, instead of refusing the run", "eval",

@@ -54,6 +54,22 @@ def test_a_name_without_its_prompt_cannot_encode_queries():
         with_query_prompt(known, "Represent: ")
 
 
+def test_a_prompts_name_alone_never_reads_the_models_cached_queries(tmp_path):
+    """A `+q<tag>` name given without its prompt (a collection's text queries, whose vectors
+    are cached beside the store) is refused, never served the model's own query vectors; a
+    precision after the tag is refused, naming the order."""
+    from pipeline.encoding.embed import query_cache
+
+    texts = pl.DataFrame({"corpusid": ["q1"], "title": ["t"], "abstract": ["a"]})
+    tagged = with_query_prompt(get_model("minilm"), "query: ")
+    assert query_cache(tmp_path, tagged, texts) != query_cache(tmp_path, get_model("minilm"),
+                                                               texts)
+    with pytest.raises(InputError, match="give QUERY_PROMPT"):
+        query_cache(tmp_path, get_model(tagged.name), texts)
+    with pytest.raises(InputError, match="name the precision before the query prompt's tag"):
+        get_model(f"{tagged.name}+bf16")
+
+
 @pytest.mark.parametrize("model, message", [
     ("bm25", "bm25 is a bm25 model"), ("aspire-cs", "multi-vector model"),
     ("vectors:mine", "vectors model"),

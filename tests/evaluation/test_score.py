@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+from pathlib import Path
 
 import ir_measures
 import polars as pl
@@ -400,11 +401,27 @@ def test_a_beir_qrels_file_is_read_as_its_loader_reads_it(tmp_path):
     assert one_line_error(lambda: pipeline.score(short, run, "map")) == (
         f"{short}:3: 2 fields, not 3: a BEIR qrels line is 'query-id corpus-id score', "
         "separated by tabs")
+    windows = tmp_path / "windows.tsv"  # every line ended by CRLF, the header's too
+    windows.write_bytes(beir.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    assert pipeline.score(windows, run, "map mrr") == pipeline.score(beir, run, "map mrr")
     other = tmp_path / "other.tsv"
     other.write_text("qid\tdocid\trel\nq1\td1\t1\n")
     assert one_line_error(lambda: pipeline.score(other, run, "map")) == (
         f"{other}:1: the relevance 'rel' is not an integer; write an integer grade (0 = not "
         "relevant) (BEIR's header line is 'query-id\\tcorpus-id\\tscore')")
+
+
+def test_a_run_file_near_the_root_is_read_as_any_file(tmp_path):
+    """A run two folders from the root (/tmp/r.trec) is no pipeline run to check against a
+    manifest: it is scored (was an IndexError)."""
+    import tempfile
+
+    qrels = write_qrels(tmp_path / "qrels.txt")
+    with tempfile.NamedTemporaryFile("w", dir="/tmp", suffix=".trec") as near:
+        near.write(Path(write_run(tmp_path / "run.trec")).read_text())
+        near.flush()
+        assert pipeline.score(qrels, near.name, "map") == pipeline.score(
+            qrels, tmp_path / "run.trec", "map")
 
 
 def test_a_call_in_the_old_order_is_refused_saying_the_order(tmp_path):

@@ -78,7 +78,11 @@ def test_export_mteb_refuses_a_model_without_runs_and_an_out_that_is_a_file(
     (tmp_path / "file").write_text("")
     with pytest.raises(InputError, match="is a file, not a folder"):
         export_mteb(place, "minilm", tmp_path / "file")
-    assert not (tmp_path / "out").exists()
+    with pytest.raises(InputError, match="is inside the data folder's runs/"):
+        export_mteb(place, "bm25", tmp_path / "runs" / "mteb")
+    with pytest.raises(InputError, match="model"):
+        export_mteb(place, "../bm25", tmp_path / "out")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs" / "mteb").exists()
 
 
 @pytest.mark.slow  # the make chain: import, search, eval, export
