@@ -152,7 +152,8 @@ def import_whole(place: Place, run: Any, model: str, drop_unknown: bool, replace
                  ) -> dict[str, dict]:
     """A run of the whole collection: each pool of the corpus gets the lines of its queries;
     every pool is checked first (nothing is written if one refuses), then written; pools
-    that keep no line of it (it names none of their queries) are left out, and said so.
+    that keep no line of it (it names none of their queries) are left out, and said so, or
+    refused where they keep an earlier import of `model` (two sources under one name).
     {pool: its manifest}."""
     from pipeline.pools.build import load_pool
 
@@ -178,8 +179,13 @@ def import_whole(place: Place, run: Any, model: str, drop_unknown: bool, replace
         raise InputError(f"the run names no query of corpus {place.corpus}'s pools with a "
                          f"paper of its list ({listing(pools)}): was it made for this "
                          "collection?")
+    left = [p for p in pools if p not in named]
+    if kept := [p for p in left
+                if run_paths(place.runs_root, place.corpus, p, model).manifest.exists()]:
+        raise InputError(f"pools {listing(kept)} keep a run {model} imported before, and this "
+                         "run names none of their queries: it would stand beside theirs as one "
+                         "model; give POOL= for each pool this run covers, or another MODEL")
     written = {p: _import(place, p, run, model, drop_unknown, replace, views[p]) for p in named}
-    left = [p for p in pools if p not in written]
     log.info(f"[{STAGE}] run {model} of corpus {place.corpus} imported into {len(written)} "
              "pools (" + ", ".join(f"{p}: {written[p]['counts']['rows']:,} rows, "
                                    f"{written[p]['counts']['queries']:,} queries"

@@ -217,6 +217,12 @@ def test_a_run_of_two_facets_leaves_the_third_pool_out(csf, caplog):
     assert sorted(written) == sorted([pools["background"], pools["method"]])
     assert f"1 pools left out, keeping no line of it: {pools['result']}" in caplog.text
     assert not any((data.runs / "csf" / pools["result"]).glob("*two-facets*"))  # nor a lock
+    # a whole-collection import under that name again, leaving out a pool that keeps an
+    # earlier import of it: refused, as the old run would stand beside the new ones
+    pipeline.import_run(data, "csf", pools["result"], as_frame(
+        specter_rankings(expected, "result", seed=20), "result"), "two-facets")
+    with pytest.raises(InputError, match=f"pools {pools['result']} keep a run two-facets"):
+        pipeline.import_run(data, "csf", None, run, "two-facets", replace=True)
 
 
 @pytest.fixture(scope="module")
