@@ -521,6 +521,13 @@ PUBLISHED_CSV = "published.csv"  # the papers' published numbers (package data o
 HF_CONFIG = "config.json"  # a Hugging Face model's config: its presence in the hub cache
 BEIR_CORPUS, BEIR_QUERIES = "corpus.jsonl", "queries.jsonl"  # a BEIR collection's files
 BEIR_QRELS = "qrels"  # a BEIR collection's folder of judgments: qrels/<split>.tsv
+BEIR_SPLITS = {"test": "test", "validation": "dev"}  # a pool's split -> BEIR's (and MTEB's)
+
+
+def beir_qrels_file(split: str) -> str:
+    """A pool split's judgments in a BEIR folder: `qrels/test.tsv`, `qrels/dev.tsv`."""
+    return f"{BEIR_QRELS}/{BEIR_SPLITS[split]}.tsv"
+
 BEIR_DATASHEET = "datasheet.json"  # what make export-beir says of the pool it wrote
 BEIR_QRELS_HEADER = "query-id\tcorpus-id\tscore"  # the first line of its qrels/<split>.tsv
 # the official MDCR release, per split (`test`, `val`): the benchmark and its papers' texts

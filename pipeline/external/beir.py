@@ -46,19 +46,19 @@ from pipeline.core.textfiles import read_jsonl, utf8_problem
 from pipeline.corpus.install import claim_corpus, install_corpus
 from pipeline.layout import (
     BEIR_CORPUS,
-    BEIR_QRELS,
     BEIR_QRELS_HEADER,
     BEIR_QUERIES,
+    BEIR_SPLITS,
     MANIFEST,
     POOL_FILES,
     PREFILTERED,
+    beir_qrels_file,
     pool_dir,
     pool_name,
     pool_split,
 )
 
 log = logging.getLogger(__name__)
-SPLIT_FILES = {"test": "test", "validation": "dev"}  # a pool's split -> qrels/<file>.tsv
 
 
 def _read_jsonl(path: Path, columns: dict[str, pl.DataType], what: str
@@ -159,12 +159,12 @@ def import_beir(src: Path, corpus_dir: Path, split: str = "test", replace: bool 
         "_id": pl.String, "title": pl.String, "text": pl.String}, "document")
     queries, repeated_queries = _read_jsonl(src / BEIR_QUERIES, {
         "_id": pl.String, "text": pl.String}, "query")
-    qrels = _read_qrels(src / BEIR_QRELS / f"{SPLIT_FILES[split]}.tsv")
+    qrels = _read_qrels(src / beir_qrels_file(split))
     return write_collection(
         Collection(docs, repeated_docs, queries, repeated_queries, qrels,
                    f"{src}: no query of {BEIR_QUERIES} has judgments in "
-                   f"qrels/{SPLIT_FILES[split]}.tsv that name a document of {BEIR_CORPUS}"),
-        corpus_dir, split, "import-beir", {"source": str(src), "split": SPLIT_FILES[split],
+                   f"{beir_qrels_file(split)} that name a document of {BEIR_CORPUS}"),
+        corpus_dir, split, "import-beir", {"source": str(src), "split": BEIR_SPLITS[split],
                                            "field": None}, replace, derived, judged)
 
 

@@ -35,14 +35,15 @@ from pipeline.core.files import write_json
 from pipeline.core.manifests import code_version
 from pipeline.corpus.files import paper_texts
 from pipeline.corpus.manifest import corpus_sections
-from pipeline.external.beir import SPLIT_FILES
 from pipeline.layout import (
     BEIR_CORPUS,
     BEIR_DATASHEET,
     BEIR_QRELS,
     BEIR_QRELS_HEADER,
     BEIR_QUERIES,
+    BEIR_SPLITS,
     Place,
+    beir_qrels_file,
     check_name,
 )
 from pipeline.pools.build import load_pool, pool_manifest
@@ -61,7 +62,7 @@ def export_beir(place: Place, pool: str, out: Path) -> dict:
     check_name("pool", pool)
     check_out(out, place)
     docs, queries, judged, info = beir_records(place, pool)
-    qrels_file = f"{BEIR_QRELS}/{SPLIT_FILES[info['split']]}.tsv"
+    qrels_file = beir_qrels_file(info["split"])
     sizes = {"documents": docs.height, "queries": queries.height, "qrels": judged.height,
              "relevant": judged.filter(pl.col("rel") > 0).height}
     with atomic_dir(out) as tmp:
@@ -145,7 +146,7 @@ def _previous_export(out: Path) -> bool:
     except (OSError, orjson.JSONDecodeError, AttributeError):
         return False
     allowed = {BEIR_CORPUS, BEIR_QUERIES, BEIR_DATASHEET, BEIR_QRELS,
-               *(f"{BEIR_QRELS}/{name}.tsv" for name in SPLIT_FILES.values())}
+               *map(beir_qrels_file, BEIR_SPLITS)}
     return ours and all(p.relative_to(out).as_posix() in allowed for p in out.rglob("*"))
 
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from pipeline.core.errors import InputError
 from pipeline.core.files import write_json
-from pipeline.external.beir import SPLIT_FILES
 from pipeline.external.export import check_outside_data
 from pipeline.layout import (
+    BEIR_SPLITS,
     Place,
     check_name,
     mteb_result_path,
@@ -62,7 +62,7 @@ def mteb_result(place: Place, pool: str, model: str) -> dict:
     metrics = tuple(f"{name}@{k}" for name in MTEB_METRICS for k in MTEB_CUTOFFS)
     _, scored = score_run(place, pool, model, metrics)
     scores = {metric.replace("@", "_at_"): value for metric, value in scored["means"].items()}
-    split = SPLIT_FILES[pool_manifest(place.corpus_dir, pool)["split"]]  # BEIR's, MTEB's name
+    split = BEIR_SPLITS[pool_manifest(place.corpus_dir, pool)["split"]]
     return {"dataset_revision": pool_revision(place.corpus_dir, pool),
             "task_name": mteb_task_name(place.corpus, pool), "mteb_version": None,
             "scores": {split: [{**scores, "main_score": scores[MAIN_SCORE],
