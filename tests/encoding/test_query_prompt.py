@@ -15,7 +15,7 @@ import pipeline
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.encoding.stmodels import STEncoder
-from pipeline.glossary import prompt_tag
+from pipeline.glossary import prompt_tag, split_prompt_tag
 from pipeline.layout import run_paths, store_dir
 from pipeline.models import chosen_model, get_model, with_query_prompt
 from pipeline.pools.build import PoolSpec, build_pool
@@ -199,3 +199,14 @@ def test_a_prompt_with_a_control_character_is_refused_before_anything_runs(tmp_p
     with pytest.raises(InputError, match="holds a control character"):
         pipeline.search(tmp_path, "demo", "all-1k-r0", "st:a/b", query_prompt="a\tb")
     assert not any(tmp_path.iterdir())
+
+
+def test_the_docs_name_the_tag_of_their_example_instruction():
+    """docs/encoders.md's example instruction and the tag it says the runs get agree."""
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "encoders.md").read_text()
+    prompt = re.search(r"QUERY_PROMPT='([^']*)'", text).group(1)
+    tags = set(re.findall(r"st--Qwen--Qwen3-Embedding-0\.6B\+(q[0-9a-f]{8})", text))
+    entry = with_query_prompt(get_model("st:Qwen/Qwen3-Embedding-0.6B"), prompt)
+    assert tags == {split_prompt_tag(entry.name)[1]}
