@@ -205,19 +205,29 @@ def report(entries: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--papers", type=int, default=2000)
-    parser.add_argument("--models", default="minilm", help="minilm,bert-base")
-    parser.add_argument("--repeats", type=int, default=4)
+def run_benchmark(stem: str, doc: str, compare: Callable[..., dict],
+                  report: Callable[[dict], str], papers: int, models: str,
+                  repeats: int) -> None:
+    """The command line of an embedding benchmark (this one, st_encoders.py): `compare` each
+    of --models on --papers synthetic papers, --repeats times, in --precision; `save` as
+    benchmarks/results/<stem>.*."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--papers", type=int, default=papers)
+    parser.add_argument("--models", default=models, help=models)
+    parser.add_argument("--repeats", type=int, default=repeats)
     parser.add_argument("--precision", default="fp32", help="fp32 (the default, as the "
                         "pipeline runs), bf16 or fp16 (PRECISION=...); both sides alike")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        papers = synthetic_papers(args.papers, Path(tmp) / "raw")
-        results = [compare(name, papers, Path(tmp), args.repeats, args.precision)
+        texts = synthetic_papers(args.papers, Path(tmp) / "raw")
+        results = [compare(name, texts, Path(tmp), args.repeats, args.precision)
                    for name in args.models.split(",")]
-    save("embed_throughput", results, args.precision, report)
+    save(stem, results, args.precision, report)
+
+
+def main() -> None:
+    run_benchmark("embed_throughput", __doc__, compare, report, papers=2000,
+                  models="minilm", repeats=4)
 
 
 def save(stem: str, results: list[dict], precision: str,

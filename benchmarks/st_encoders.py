@@ -17,9 +17,7 @@ Usage: .venv/bin/python benchmarks/st_encoders.py [--papers 96] [--models minilm
 
 from __future__ import annotations
 
-import argparse
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -29,9 +27,8 @@ from benchmarks.embed_throughput import (  # noqa: E402
     best_peer_batch,
     interleaved,
     peak_tflops,
-    save,
+    run_benchmark,
     speed,
-    synthetic_papers,
     useful_flops,
 )
 from pipeline.encoding.encoders import model_dtype, model_source  # noqa: E402
@@ -128,18 +125,8 @@ def report(entries: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--papers", type=int, default=96)
-    parser.add_argument("--models", default="minilm,mpnet", help="minilm,mpnet")
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--precision", default="fp32", help="fp32 (the default, as the "
-                        "pipeline runs), bf16 or fp16 (PRECISION=...); both sides alike")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        papers = synthetic_papers(args.papers, Path(tmp) / "raw")
-        results = [compare(name, papers, Path(tmp), args.repeats, args.precision)
-                   for name in args.models.split(",")]
-    save("st_encoders", results, args.precision, report)
+    run_benchmark("st_encoders", __doc__, compare, report, papers=96, models="minilm,mpnet",
+                  repeats=2)
 
 
 if __name__ == "__main__":
