@@ -202,16 +202,22 @@ def test_make_import_beir_judged_1_writes_both_pools_and_refuses_in_one_line(sci
     assert not (tmp_path / "corpora").exists()
 
 
-def test_one_report_shows_both_pools(imported, tmp_path):
-    """The report's collection table has a column per pool and metric: the judged-only pool's
-    nDCG@10 beside the whole pool's, each its evaluation's mean."""
-    corpus, root, _ = imported
-    runs = tmp_path / "runs"
+def bm25_means(corpus: Path, root: Path, runs: Path) -> tuple[Place, dict[str, dict]]:
+    """BM25's run of each pool of the imported corpus (written under `runs`) and its means."""
     place = Place(corpus, root / "indexes", runs)
     means = {}
     for pool in pool_names(corpus):
         search_pool(place, pool, get_model("bm25"))
         means[pool] = eval_run(place, pool, "bm25", pool_metrics(corpus, pool))["means"]
+    return place, means
+
+
+def test_one_report_shows_both_pools(imported, tmp_path):
+    """The report's collection table has a column per pool and metric: the judged-only pool's
+    nDCG@10 beside the whole pool's, each its evaluation's mean."""
+    corpus, root, _ = imported
+    runs = tmp_path / "runs"
+    _, means = bm25_means(corpus, root, runs)
     collect_results(root / "corpora", root / "indexes", runs)
     lines = report(runs, corpus.name, corpora_root=root / "corpora").splitlines()
     [header] = [line for line in lines if line.startswith("| model | judged-30 NDCG@10")]

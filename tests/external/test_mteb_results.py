@@ -12,25 +12,24 @@ from mteb._evaluators.retrieval_metrics import calculate_retrieval_scores
 
 import pipeline
 from pipeline.core.errors import InputError
-from pipeline.evaluation.evaluate import eval_run, pool_metrics
 from pipeline.external.mteb_results import MTEB_CUTOFFS, export_mteb, pool_revision
 from pipeline.layout import Place, pool_names
-from pipeline.models import get_model
 from pipeline.pools.build import load_pool
-from pipeline.retrieval.search import search_pool
 from tests.conftest import make_ok
-from tests.external.test_judged import _judged, _run, imported, scidocs  # noqa: F401
+from tests.external.test_judged import (  # noqa: F401
+    _judged,
+    _run,
+    bm25_means,
+    imported,
+    scidocs,
+)
 
 
 def test_mteb_results_read_back_by_mteb_equal_mtebs_own_scores(imported, tmp_path):  # noqa: F811
     corpus, root, _ = imported
     runs = tmp_path / "runs"
-    place = Place(corpus, root / "indexes", runs)
-    ndcg10 = {}
-    for pool in pool_names(corpus):
-        search_pool(place, pool, get_model("bm25"))
-        ndcg10[pool] = eval_run(place, pool, "bm25", pool_metrics(corpus, pool))["means"][
-            "ndcg@10"]
+    place, means = bm25_means(corpus, root, runs)
+    ndcg10 = {pool: pool_means["ndcg@10"] for pool, pool_means in means.items()}
     out = tmp_path / "cache" / "results"  # MTEB's results tree in a cache folder of its own
     files = export_mteb(place, "bm25", out)
     assert [f.relative_to(out).as_posix() for f in files] == [
