@@ -44,7 +44,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.errors import InputError
-from pipeline.evaluation.significance import MIN_QUERIES, ordered, too_few
+from pipeline.evaluation.significance import MIN_QUERIES, measured, ordered, too_few
 from pipeline.evaluation.variance import half_widths
 from pipeline.glossary import canonical_metric
 from pipeline.layout import format_size
@@ -219,8 +219,9 @@ def _crossing_interval(accepted: np.ndarray, u: np.ndarray, centre: float
 
 def crossover(values: pl.DataFrame, a: str, b: str) -> Crossover:
     """The crossing of A's and B's curves from `values` (size, repeat, model, query, value: one
-    scope and metric)."""
-    diff, sizes, queries, note = _matrix(values, a, b)
+    scope and metric; a NaN or inf refused, nulls left out and counted: `measured`)."""
+    _check_pair(a, b)
+    diff, sizes, queries, note = _matrix(measured(values, "crossover"), a, b)
     floor = next((m for m in (b, a) if at_floor(m)), None)
     return from_table(diff, sizes, floor, note)
 
@@ -339,13 +340,16 @@ def crossovers(results: pl.DataFrame, a: str, b: str, metric: str = "map") -> pl
     of runs/results.parquet: split by SPLIT_KEYS, those it has), in sorted order: the keys,
     then SCHEMA's columns. `metric` in any tool's words (`MAP`, `AP`, `ndcg_cut_10`: read as
     the results write it, ranx's name). A metric or model that `results` does not hold is
-    refused, listing those it holds."""
+    refused, listing those it holds; so is one model given as both a and b (a curve against
+    itself has no crossing)."""
+    _check_pair(a, b)
     metric = _as_written(metric)
     _check_name("metric", metric, results)
     for model in (a, b):
         _check_name("model", model, results)
     keys = [k for k in SPLIT_KEYS if k in results.columns]
-    data = results.filter(pl.col("metric") == metric, pl.col("model").is_in([a, b]))
+    data = measured(results.filter(pl.col("metric") == metric, pl.col("model").is_in([a, b])),
+                    "crossover")
     rows = []
     parts = data.partition_by(keys, as_dict=True) if keys else {(): data}
     for key in sorted(parts, key=lambda k: tuple((v is None, "" if v is None else v)
@@ -355,6 +359,13 @@ def crossovers(results: pl.DataFrame, a: str, b: str, metric: str = "map") -> pl
                      **asdict(found), "sizes": list(found.sizes)})
     schema = {k: results.schema[k] for k in keys} | SCHEMA
     return pl.DataFrame(rows, schema=schema)
+
+
+def _check_pair(a: str, b: str) -> None:
+    """Refuse one model as both sides of a pair: its gap with itself is 0 at every size."""
+    if a == b:
+        raise InputError(f"crossover: a={a!r} and b={b!r} are the same model: give two "
+                         "models (a curve crosses another model's, never its own)")
 
 
 def _as_written(metric: str) -> str:
@@ -423,8 +434,9 @@ def pairs(models: list[str]) -> list[tuple[str, str]]:
 def crossover_rows(results: pl.DataFrame, metric: str) -> list[list[str]]:
     """The report's rows (HEADER): per scope measured at two or more pool sizes (levels and
     scopes sorted), each pair (`pairs` of the corpus's models) on `metric`; [] when every
-    scope has one pool size or there is one model (`no_rows_reason`)."""
-    data = results.filter(pl.col("metric") == metric, pl.col("value").is_not_null())
+    scope has one pool size or there is one model (`no_rows_reason`); values checked by
+    `measured`."""
+    data = measured(results.filter(pl.col("metric") == metric), "crossover")
     models = data["model"].unique().to_list()
     rows = []
     parts = data.partition_by("level", "scope", as_dict=True)

@@ -22,11 +22,14 @@ group_by mean adds per-thread partial sums, whose last bits vary with the number
 from __future__ import annotations
 
 import itertools
+import logging
 
 import numpy as np
 import polars as pl
 
 from pipeline.core.errors import InputError
+
+log = logging.getLogger(__name__)
 
 MIN_QUERIES = 2  # a paired test or an interval over queries needs two: one has no spread
 TESTS = ("t-test", "fisher")  # compare's tests: Student's paired t-test, Fisher's randomization
@@ -48,6 +51,32 @@ def too_few(queries: int) -> str:
     """What a statistic over queries shows with fewer than MIN_QUERIES of them, in place of a
     p-value or an interval that would look precise with nothing behind it."""
     return f"n/a ({queries} {'query' if queries == 1 else 'queries'})"
+
+
+# the columns that say where a value was measured, named in a refusal when the rows have them
+WHERE_COLUMNS = ("model", "pool", "size", "repeat", "scope", "query", "metric")
+
+
+def measured(rows: pl.DataFrame, where: str, column: str = "value") -> pl.DataFrame:
+    """`rows` whose `column` holds a number, the one check crossover, variance and the
+    significance tests share: a NaN or infinite value is refused in one line naming the first
+    one's model, pool, query and metric (a metric is a finite number: a mean or a test over it
+    would be NaN, or a verdict drawn from NaN gaps); rows with a null value are left out, their
+    number said in one log line."""
+    bad = rows.filter(pl.col(column).is_not_null() & ~pl.col(column).is_finite())
+    if bad.height:
+        keys = [c for c in WHERE_COLUMNS if c in rows.columns]
+        first = bad.sort(keys).row(0, named=True)
+        said = ", ".join(f"{k} {first[k]}" for k in keys)
+        raise InputError(f"{where}: {bad.height} value(s) are NaN or infinite (the first: "
+                         f"{said}, column {column} = {first[column]}): a metric is a finite "
+                         "number; rerun that run's evaluation (make eval), or leave the row out")
+    kept = rows.filter(pl.col(column).is_not_null())
+    if kept.height < rows.height:
+        nulls = rows.height - kept.height
+        log.warning(f"[{where}] {nulls} row{'s' if nulls != 1 else ''} with a null {column} "
+                    f"left out of {rows.height:,}")
+    return kept
 
 
 def ordered(column: str = "value") -> pl.Expr:
@@ -110,12 +139,12 @@ def compare(values: pl.DataFrame, test: str = "t-test", alpha: float = 0.05) -> 
     """Every pair of models on the queries all of them answer: values holds model, query,
     value; `test` one of TESTS. Returns a, b, mean_a, mean_b, queries, p, p_holm,
     significant (p_holm < alpha); p and p_holm NaN (never significant) with fewer than
-    MIN_QUERIES queries, which no test can tell apart."""
+    MIN_QUERIES queries, which no test can tell apart. Values checked by `measured`."""
     if test not in TESTS:
         raise InputError(f"unknown significance test {test!r}: use one of {', '.join(TESTS)}")
     from scipy.stats import ttest_rel
 
-    wide = paired(values)
+    wide = paired(measured(values, "significance"))
     models = [c for c in wide.columns if c != "query"]
     rows = []
     for a, b in itertools.combinations(models, 2):
@@ -141,8 +170,9 @@ def compare(values: pl.DataFrame, test: str = "t-test", alpha: float = 0.05) -> 
 def intervals(values: pl.DataFrame, resamples: int = 1000, seed: int = 0) -> pl.DataFrame:
     """Each model's mean over its queries and its 95% bootstrap interval (`bootstrap_ci`), from
     values holding model, query, value (a query's repeated rows averaged; null values left
-    out), each model's values in query id order: model, queries, mean, low, high, by model."""
-    per_query = (values.filter(pl.col("value").is_not_null())
+    out and counted, a NaN refused: `measured`), each model's values in query id order:
+    model, queries, mean, low, high, by model."""
+    per_query = (measured(values, "intervals")
                  .group_by("model", "query").agg(ordered("value").mean())
                  .sort("model", "query"))
     rows = []

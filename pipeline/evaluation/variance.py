@@ -36,6 +36,7 @@ rows' order or polars' threads.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,12 +44,17 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from pipeline.core.errors import InputError
-from pipeline.evaluation.significance import MIN_QUERIES, ordered
+from pipeline.evaluation.significance import MIN_QUERIES, measured, ordered
+
+log = logging.getLogger(__name__)
 
 KEYS = ["size", "scope", "metric"]  # a pool size of one scope and a metric: one decomposition
 LEVEL = 0.95  # the intervals' confidence level
 MAX_QUERIES = 10_000_000  # topic_set_size's search stops here (None beyond)
+# A mean square at or below this share of the mean squared value is float rounding, not
+# variance: 0 (values equal up to 1e-16 gave shares of 0.0 and 0.889 from noise). float64
+# sums of values of one size err by about 1e-16 of it, squared about 1e-32: far below.
+NOISE = 1e-12
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,8 @@ class Components:
 def mean_squares(values: np.ndarray) -> tuple[np.ndarray, ...]:
     """The grand mean, MS_Q, MS_R and MS_E of each Q x R matrix in the last two axes of
     `values` (rows queries, columns draws): arrays of the leading shape; NaN where undefined
-    (MS_Q with one query, MS_R and MS_E with one draw)."""
+    (MS_Q with one query, MS_R and MS_E with one draw); 0 where at most NOISE of the
+    values' mean square (`_denoised`)."""
     y = np.asarray(values, dtype=np.float64)
     q, r = y.shape[-2:]
     mean = y.mean(axis=(-2, -1))
@@ -112,11 +119,18 @@ def mean_squares(values: np.ndarray) -> tuple[np.ndarray, ...]:
     nan = np.full(mean.shape, math.nan)
     ms_q = r * ((rows - mean[..., None]) ** 2).sum(axis=-1) / (q - 1) if q > 1 else nan
     if r < 2:
-        return mean, ms_q, nan, nan
+        return mean, *_denoised((ms_q,), y), nan, nan
     ms_r = q * ((cols - mean[..., None]) ** 2).sum(axis=-1) / (r - 1)
     resid = y - rows[..., :, None] - cols[..., None, :] + mean[..., None, None]
     ms_e = (resid ** 2).sum(axis=(-2, -1)) / ((q - 1) * (r - 1)) if q > 1 else nan
-    return mean, ms_q, ms_r, ms_e
+    return mean, *_denoised((ms_q, ms_r, ms_e), y)
+
+
+def _denoised(squares: tuple[np.ndarray, ...], y: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each mean square, 0 where it is at most NOISE times the mean squared value of its
+    matrix (rounding, not variance: an exactly constant model has none)."""
+    scale = NOISE * (y ** 2).mean(axis=(-2, -1))
+    return tuple(np.where(ms <= scale, 0.0, ms) for ms in squares)
 
 
 def decompose(values: np.ndarray) -> Components:
@@ -310,16 +324,11 @@ SIZE_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String,
 
 
 def _cells(rows: pl.DataFrame) -> list[tuple[tuple, pl.DataFrame]]:
-    """`rows` (null values dropped, a NaN refused, a cell's duplicate rows averaged) split by
+    """`rows` (null values left out and counted, a NaN or inf refused: `measured`; a cell's
+    duplicate rows averaged) split by
     KEYS, in their sorted order (metrics by name), each part's rows model, query, repeat,
     value."""
-    nan = rows.filter(pl.col("value").is_nan())
-    if nan.height:  # a NaN would make a mean NaN and silently drop a pair's query
-        first = nan.sort("model", "query").row(0, named=True)
-        raise InputError(f"results: {nan.height} value(s) are NaN (e.g. model {first['model']}, "
-                         f"query {first['query']}, metric {first['metric']}): a metric is never "
-                         "NaN; rerun that run's evaluation (make eval) and the report")
-    data = (rows.filter(pl.col("value").is_not_null())
+    data = (measured(rows, "variance")  # a NaN would make a mean NaN, drop a pair's query
             .group_by(*KEYS, "model", "query", "repeat").agg(ordered("value").mean()))
     parts = data.partition_by(KEYS, as_dict=True)
     return [(key, parts[key].drop(KEYS)) for key in sorted(parts)]
@@ -341,7 +350,9 @@ def _finite(value: float) -> float | None:
 def components(rows: pl.DataFrame) -> pl.DataFrame:
     """Each model's decomposition per pool size, scope and metric (COMPONENT_SCHEMA; se: the
     square root of the mean's variance), sorted by size, scope, metric, model. A model with
-    fewer than MIN_QUERIES queries in every draw has its mean and no variance (nulls)."""
+    fewer than MIN_QUERIES queries in every draw has its mean and no variance (nulls); one
+    whose values are all equal (no mean square beyond NOISE) has se 0 and null shares, said
+    in a log line."""
     out = []
     for (size, scope, metric), cell in _cells(rows):
         for model in sorted(cell["model"].unique().to_list()):
@@ -354,6 +365,10 @@ def components(rows: pl.DataFrame) -> pl.DataFrame:
                             "mean": float(y.mean())})
                 continue
             c = decompose(y)
+            if c.variance == 0:
+                log.warning(f"[variance] {model} at size {size}, scope {scope}, {metric}: "
+                            f"every value is {c.mean:.6g} (no variance beyond {NOISE:g} of "
+                            "its square): se 0, the shares undefined (null)")
             out.append({"size": size, "scope": scope, "metric": metric, "model": model,
                         "queries": c.queries, "draws": c.draws, "mean": c.mean,
                         "se": math.sqrt(c.variance), "s2_query": c.s2_query,

@@ -301,3 +301,42 @@ def test_one_model_at_two_sizes_is_said_so():
     assert no_rows_reason(data, "map").startswith("one model was evaluated")
     both = planted(7, queries=20, sizes=(10_000, 10_000))
     assert no_rows_reason(both, "map").startswith("every scope was measured at one pool size")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_a_value_that_is_not_finite_is_refused_in_one_line(bad):
+    """Issue 56: a NaN or inf gave NaN gaps and still a verdict ("no crossing ... (gap
+    widening)"): refused, naming the model, the pool, the query and the column."""
+    data = planted(10, queries=20).with_columns(pool=pl.lit("p"))
+    at = (pl.col("model") == "b") & (pl.col("query") == "q0007") & (pl.col("size") == 50_000)
+    broken = data.with_columns(value=pl.when(at).then(bad).otherwise("value"))
+    for call in (lambda: pipeline.crossover(broken, "a", "b"),
+                 lambda: crossover(broken, "a", "b")):
+        with pytest.raises(InputError) as caught:
+            call()
+        text = str(caught.value)
+        assert "\n" not in text and text.startswith("crossover: 3 value(s) are NaN or infinite")
+        assert (f"model b, pool p, size 50000, repeat 0, query q0007, metric map, column "
+                f"value = {bad}" in text)
+
+
+def test_a_null_value_is_left_out_and_said(caplog):
+    """Issue 56: a null dropped its query without a word; now counted in a log line."""
+    import logging
+
+    data = planted(11, queries=20)
+    at = (pl.col("model") == "a") & (pl.col("query") == "q0003") & (pl.col("size") == 10_000)
+    holed = data.with_columns(value=pl.when(at).then(None).otherwise("value"))
+    with caplog.at_level(logging.WARNING, logger="pipeline.evaluation.significance"):
+        found = pipeline.crossover(holed, "a", "b").row(0, named=True)
+    assert f"[crossover] 3 rows with a null value left out of {holed.height:,}" in caplog.text
+    assert found["queries"] == 19 and "1 queries not in every pool" in found["text"]
+
+
+def test_one_model_twice_is_refused():
+    """Issue 56: crossover(results, "bm25", "bm25") said "0 pool sizes measured"."""
+    for call in (lambda: pipeline.crossover(planted(12, queries=5), "a", "a"),
+                 lambda: crossover(planted(12, queries=5), "a", "a")):
+        with pytest.raises(InputError, match=r"^crossover: a='a' and b='a' are the same model: "
+                                             "give two models"):
+            call()

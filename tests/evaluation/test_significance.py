@@ -155,3 +155,23 @@ def test_one_query_gives_no_p_value_and_no_interval():
     assert not np.isnan(compare(two)["p"][0])
     low, high = bootstrap_ci(np.array([0.395, 0.495]))
     assert low < high
+
+
+def test_a_value_that_is_not_finite_is_refused_and_a_null_counted(caplog):
+    """Issue 56: the same rule as crossover and variance (`measured`): a NaN or inf refused in
+    one line naming the model and query, a null row left out and said."""
+    import logging
+
+    values = pl.DataFrame({"model": ["a", "a", "a", "b", "b", "b"],
+                           "query": ["q1", "q2", "q3"] * 2,
+                           "value": [0.1, 0.2, 0.3, 0.2, float("inf"), 0.4]})
+    for call in (lambda: compare(values), lambda: intervals(values)):
+        with pytest.raises(InputError, match=r"1 value\(s\) are NaN or infinite \(the first: "
+                                             r"model b, query q2, column value = inf\)"):
+            call()
+    holed = values.with_columns(value=pl.when(pl.col("value").is_infinite()).then(None)
+                                .otherwise("value"))
+    with caplog.at_level(logging.WARNING, logger="pipeline.evaluation.significance"):
+        assert compare(holed)["queries"].to_list() == [2]
+        assert intervals(holed)["queries"].to_list() == [3, 2]
+    assert caplog.text.count("1 row with a null value left out of 6") == 2
