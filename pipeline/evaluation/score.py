@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,12 +39,15 @@ from pipeline.core.textfiles import read_text
 from pipeline.glossary import METRIC_SETS, parse_metrics
 from pipeline.layout import BEIR_QRELS_HEADER, RUN_SUFFIXES, run_file_parts, run_paths
 from pipeline.retrieval.imported import COLUMNS as RUN_COLUMNS
-from pipeline.retrieval.imported import read_source
+from pipeline.retrieval.imported import TREC_FIELDS, check_ids, read_source
 from pipeline.retrieval.runs import recorded_run_repair, trec_eval_order
 
 log = logging.getLogger(__name__)
 
 QRELS_COLUMNS = ("query", "doc", "relevance")  # qrels given as a DataFrame
+GRADES = (-(2**63), 2**63 - 1)  # the grades taken: int64's, as trec_eval reads them
+OUTSIDE = (f"outside the grades taken ({GRADES[0]:,} to {GRADES[1]:,}, int64): give an integer "
+           "grade such as 0 (not relevant), 1 or 2")
 QRELS_LINE = "query 0 doc relevance"  # a TREC qrels line's four fields
 BEIR_QRELS_LINE = BEIR_QRELS_HEADER.replace("\t", " ")  # a BEIR qrels .tsv line's fields
 
@@ -92,6 +96,8 @@ def _read_qrels_file(path: Path) -> pl.DataFrame:
     bad = qrels.filter(pl.col("value").is_null())
     if bad.height:
         line, text = bad.select("line", "relevance").row(0)
+        if re.fullmatch(r"[+-]?[0-9]+", text):
+            raise InputError(f"{path}:{line}: the grade {text} is {OUTSIDE}")
         header = (f" (BEIR's header line is {BEIR_QRELS_HEADER!r})"
                   if line == 1 and form == BEIR_QRELS_LINE else "")
         raise InputError(f"{path}:{line}: the relevance {text!r} is not an integer; write an "
@@ -119,6 +125,7 @@ def _columns(frame: pl.DataFrame, columns: tuple[str, ...], where: str) -> pl.Da
     if nulls:
         raise InputError(f"{where}: {frame[nulls[0]].null_count()} rows have no "
                          f"{nulls[0]!r}: fill or remove them")
+    check_ids(frame, ("query", "doc"), where)
     return frame.select(pl.col("query", "doc").cast(pl.String), *columns[2:]).with_row_index(
         "line", offset=1)
 
@@ -185,7 +192,12 @@ def as_qrels(qrels: Any, where: str = "qrels") -> pl.DataFrame:
                 relevance.dtype.is_float() and (relevance != relevance.round()).any()):
             raise InputError(f"{where}: the relevance column holds {relevance.dtype} values "
                              "that are not integers: give integer grades (0 = not relevant)")
-        frame = frame.with_columns(pl.col("relevance").cast(pl.Int64))
+        graded = frame.with_columns(value=pl.col("relevance").cast(pl.Int64, strict=False))
+        outside = graded.filter(pl.col("value").is_null())
+        if outside.height:
+            line, grade = outside.select("line", "relevance").row(0)
+            raise InputError(f"{where}: row {line}: the grade {grade} is {OUTSIDE}")
+        frame = graded.select("query", "doc", "line", relevance="value")
     elif _is_ranx(qrels, "Qrels"):
         frame = _from_ranx(qrels, "relevance").with_columns(pl.col("relevance").cast(pl.Int64))
     else:
@@ -262,23 +274,40 @@ def _shape(value: Any) -> str | None:
         scored = all(columns & set(names) for names in RUN_COLUMNS.values())  # read_source's
         graded = bool({"relevance", "rel"} & columns)
         return "a run" if scored and not graded else "qrels" if graded and not scored else None
-    if isinstance(value, (str, os.PathLike)) and Path(value).is_file():
-        try:
-            with Path(value).open("rb") as handle:
-                head = handle.read(1 << 16).decode("utf-8", "replace").split("\n")
-        except OSError:  # unreadable: the reader says so
-            return None
-        first = next((line for line in head if line.strip()), "")
-        return {6: "a run", 4: "qrels", 3: "qrels"}.get(len(first.split()))
-    return None
+    return {6: "a run", 4: "qrels", 3: "qrels"}.get(_first_fields(value) or 0)
+
+
+def _first_fields(value: Any) -> int | None:
+    """The number of whitespace-separated fields of the first non-blank line of the file
+    `value` names; None for anything else, or a file that cannot be read (its reader says
+    why)."""
+    if not isinstance(value, (str, os.PathLike)) or not Path(value).is_file():
+        return None
+    try:
+        with Path(value).open("rb") as handle:
+            head = handle.read(1 << 16).decode("utf-8", "replace").split("\n")
+    except OSError:
+        return None
+    return len(next((line for line in head if line.strip()), "").split())
 
 
 def check_order(function: str, qrels: Any, run: Any) -> None:
     """Refuse a call in the run-first order `score` had before issue 50 where the arguments'
     contents show it (a run has scores, qrels have relevance grades): one line saying the
-    order (ranx's: qrels first), rather than scoring the qrels as a run."""
+    order (ranx's: qrels first), rather than scoring the qrels as a run. A second argument
+    that looks like qrels after qrels is no swap but a malformed run (a TREC run line of 4
+    fields): refused saying what a run line and a qrels line hold."""
     first, second = _shape(qrels), _shape(run)
-    found = [f"the first argument is {first}"] if first in ("a run", "a dict of runs") else []
+    swapped = first in ("a run", "a dict of runs")
+    if second == "qrels" and not swapped:  # not the order: the run is no run
+        fields = _first_fields(run)
+        where = f"run {str(run)!r}" if fields else function
+        said = (f"its first line has {fields} fields, as a qrels line" if fields else
+                "the second argument holds relevance grades, as qrels do")
+        raise InputError(f"{where}: {said}, not a run: a TREC run line has {TREC_FIELDS} "
+                         f"fields (qid Q0 docid rank score tag), a qrels line 4 ({QRELS_LINE}); "
+                         f"a DataFrame run has columns {', '.join(RUN_COLUMNS)}")
+    found = [f"the first argument is {first}"] if swapped else []
     found += ["the second is qrels"] if second == "qrels" else []
     if found:
         runs = "runs" if function == "compare" else "run"

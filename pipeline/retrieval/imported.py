@@ -306,6 +306,16 @@ def check_model_name(model: object) -> str:
                      "give the imported run a name of its own")
 
 
+def check_ids(frame: pl.DataFrame, columns: tuple[str, ...], where: str) -> None:
+    """Ids are identifiers, strings or integers: a column of floats is refused, naming it
+    (1.0 would be read as "1.0", matching no "1": a score of 0 without a word)."""
+    for column in columns:
+        if frame[column].dtype.is_float() or frame[column].dtype.is_decimal():
+            raise InputError(f"{where}: the column {column!r} holds {frame[column].dtype} ids: "
+                             "ids are strings or integers (1.0 would read as '1.0', matching no "
+                             f"'1'); cast it first, e.g. pl.col({column!r}).cast(pl.Int64)")
+
+
 def read_source(run: Any) -> tuple[pl.DataFrame, dict]:
     """(query, doc, score as strings, strings, float64; `line`, the source line or row number)
     and the source: its file name and path (None for a frame) and the sha256 of its bytes (of
@@ -328,6 +338,7 @@ def read_source(run: Any) -> tuple[pl.DataFrame, dict]:
             raise InputError(f"run: the DataFrame has no column {' or '.join(names)} (has "
                              f"{', '.join(run.columns) or 'none'})")
         picked[column] = found[0]
+    check_ids(run, (picked["query"], picked["doc"]), "run")
     if not run[picked["score"]].dtype.is_numeric():
         raise InputError(f"run: the column {picked['score']} holds {run[picked['score']].dtype}"
                          ", not numbers")

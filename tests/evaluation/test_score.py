@@ -442,8 +442,8 @@ def test_a_call_in_the_old_order_is_refused_saying_the_order(tmp_path):
         text = one_line_error(lambda old=old: pipeline.score(*old, "map"))
         assert text == (f"{order}, but the first argument is a run and the second is qrels: "
                         "put the qrels first")
-    assert one_line_error(lambda: pipeline.score(qrels, qrels, "map")) == (
-        f"{order}, but the second is qrels: put the qrels first")
+    assert "its first line has 4 fields, as a qrels line, not a run" in one_line_error(
+        lambda: pipeline.score(qrels, qrels, "map"))  # issue 56: no swap, a run that is none
     assert one_line_error(lambda: pipeline.compare({"a": run, "b": run}, qrels, "map")) == (
         "compare takes (qrels, runs, metrics), the qrels first as in ranx and ir_measures, but "
         "the first argument is a dict of runs and the second is qrels: put the qrels first")
@@ -484,3 +484,48 @@ def test_the_parser_reads_ir_measures_parameters_and_trec_eval_forms():
     assert parse_metrics(text) == (
         "map@100-l2", "ndcg@10", "precision@10", "map", "mrr", "r-precision")
     assert metric_list(text) == text  # make's METRICS: checked by the same parser
+
+
+def test_float_ids_and_grades_beyond_int64_are_refused_in_one_line(tmp_path):
+    """Issue 56: a DataFrame run of float ids (1.0) against qrels "1" scored MAP 0.0 (the ids
+    became "1.0"); a grade of 10**30 was a polars traceback. Ids are identifiers: a float id
+    column is refused, naming it; a grade outside int64 is refused, naming its row or line."""
+    qrels = write_qrels(tmp_path / "qrels.txt", [("1", "1", 1), ("1", "2", 0)])
+    floats = pl.DataFrame({"query": [1.0, 1.0], "doc": [1.0, 2.0], "score": [2.0, 1.0]})
+    assert one_line_error(lambda: pipeline.score(qrels, floats, "map")).startswith(
+        "run: the column 'query' holds Float64 ids: ids are strings or integers")
+    assert "the column 'doc' holds Float64 ids" in one_line_error(lambda: pipeline.score(
+        qrels, floats.with_columns(pl.col("query").cast(pl.Int64)), "map"))
+    judged = pl.DataFrame({"query": [1.0], "doc": ["1"], "relevance": [1]})
+    assert "qrels: the column 'query' holds Float64 ids" in one_line_error(
+        lambda: pipeline.score(judged, floats.cast({"query": pl.Int64, "doc": pl.Int64}), "map"))
+    assert pipeline.score(qrels, floats.cast({"query": pl.Int64, "doc": pl.Int64}), "map") == {
+        "map": 1.0}  # the same ids as integers: scored
+    run = write_run(tmp_path / "run.trec", [("1", "1", 2.0)])
+    for huge in (pl.DataFrame({"query": ["1"], "doc": ["1"], "relevance": [10**30]}),
+                 pl.DataFrame({"query": ["1"], "doc": ["1"], "relevance": [1e30]})):
+        assert one_line_error(lambda huge=huge: pipeline.score(huge, run, "map")).startswith(
+            "qrels: row 1: the grade 1")
+    (tmp_path / "huge.txt").write_text(f"1 0 1 1\n1 0 2 {10**30}\n")
+    assert one_line_error(lambda: pipeline.score(tmp_path / "huge.txt", run, "map")) == (
+        f"{tmp_path / 'huge.txt'}:2: the grade {10**30} is outside the grades taken "
+        "(-9,223,372,036,854,775,808 to 9,223,372,036,854,775,807, int64): give an integer "
+        "grade such as 0 (not relevant), 1 or 2")
+
+
+def test_a_run_file_of_four_fields_is_told_what_a_run_line_holds(tmp_path):
+    """Issue 56: a malformed run (TREC run lines of 4 fields) after qrels was told to "put the
+    qrels first": the order was right, the run was not; the field counts are the cause."""
+    qrels = write_qrels(tmp_path / "qrels.txt")
+    four = tmp_path / "four.trec"
+    four.write_text("q1 Q0 d1 1\nq1 Q0 d2 2\n")
+    assert one_line_error(lambda: pipeline.score(qrels, four, "map")) == (
+        f"run {str(four)!r}: its first line has 4 fields, as a qrels line, not a run: a TREC "
+        "run line has 6 fields (qid Q0 docid rank score tag), a qrels line 4 (query 0 doc "
+        "relevance); a DataFrame run has columns query, doc, score")
+    graded = pl.DataFrame(QRELS_LINES, schema=["query", "doc", "relevance"], orient="row")
+    assert "the second argument holds relevance grades, as qrels do, not a run" in (
+        one_line_error(lambda: pipeline.score(qrels, graded, "map")))
+    # a true swap still says the order
+    assert one_line_error(lambda: pipeline.score(write_run(tmp_path / "r.trec"), qrels, "map")
+                          ).endswith("put the qrels first")

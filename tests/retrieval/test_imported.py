@@ -607,3 +607,18 @@ def test_an_import_logs_what_it_kept(small, caplog):
     pipeline.import_run(data, "small", pool, frame, "logged")
     assert f"[import-run] run logged of pool {pool} (corpus small) from " in caplog.text
     assert f"rows {frame.height:,}" in caplog.text
+
+
+def test_a_run_of_float_ids_is_refused_naming_the_column():
+    """Issue 56 (a sibling of score's case): read_source, which import_run and score share,
+    read float ids 1.0 as "1.0", matching no pool id "1"; refused, naming the column."""
+    import polars as pl
+
+    from pipeline.core.errors import InputError
+    from pipeline.retrieval.imported import read_source
+
+    with pytest.raises(InputError, match=r"^run: the column 'doc' holds Float64 ids: ids are "
+                                         "strings or integers"):
+        read_source(pl.DataFrame({"query": ["1"], "doc": [1.0], "score": [1.0]}))
+    assert read_source(pl.DataFrame({"query": ["1"], "doc": [1], "score": [1.0]}))[0][
+        "doc"].to_list() == ["1"]
