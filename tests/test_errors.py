@@ -144,6 +144,17 @@ def _empty(root: Path, raw: Path) -> list[str]:
     return cli(root, "ingest", "--corpus", "c", "--raw", str(root / "raw"))
 
 
+def _s2ag_quarantined(root: Path, raw: Path) -> list[str]:
+    """An S2AG download whose citations are all bad (ids that are not ids)."""
+    for dataset, record in (("papers", {"corpusid": 1, "title": "A paper"}),
+                            ("abstracts", {"corpusid": 1, "abstract": "An abstract."}),
+                            ("citations", {"citingcorpusid": "1x", "citedcorpusid": 1})):
+        (root / "raw" / dataset).mkdir(parents=True)
+        (root / "raw" / dataset / "part-0.jsonl.gz").write_bytes(
+            gzip.compress(json.dumps(record).encode() + b"\n"))
+    return cli(root, "ingest", "--corpus", "c", "--raw", str(root / "raw"), "--source", "s2ag")
+
+
 def _no_shards(root: Path, raw: Path) -> list[str]:
     (root / "raw" / "metadata").mkdir(parents=True)
     return cli(root, "ingest", "--corpus", "c", "--raw", str(root / "raw"))
@@ -222,7 +233,9 @@ def _cli(*args: str) -> Callable[[Path, Path], list[str]]:
 
 CASES = [
     Case("bad-line-strict", _bad_json, 2, r"metadata_1\.jsonl\.gz:\d+: .*--strict"),
-    Case("bad-line", _bad_json_default, 0, r"quarantined=1"),
+    Case("bad-line", _bad_json_default, 0,
+         r"\[ingest\] metadata: 1 of [\d,]+ lines quarantined \(year 1\), written to "
+         r".*/corpora/c/quarantine\.jsonl"),
     Case("non-utf8-strict", _non_utf8, 2, r"metadata_0\.jsonl\.gz:\d+: .*UTF-8"),
     Case("truncated-gzip", _damaged_gzip("truncated"), 2,
          r"metadata_0\.jsonl\.gz: cannot read it .*incomplete download"),
@@ -231,6 +244,10 @@ CASES = [
     Case("duplicate-ids", _duplicates, 0, r"duplicate_records=[1-9]"),
     Case("dangling-citations", _dangling, 0, r"edges=2 .*dangling_edges=1\b"),
     Case("empty-corpus", _empty, 2, r"no papers in .*raw"),
+    Case("s2ag-quarantined", _s2ag_quarantined, 2,
+         r"raw/citations: 1 of its 1 lines \(100\.0%\) are bad, more than the 50% ingest "
+         r"accepts \(the first: .*citations/part-0\.jsonl\.gz:1: citingcorpusid '1x' is not "
+         r"an integer id\); nothing was written"),
     Case("no-shards", _no_shards, 2, r"no S2ORC metadata shards under"),
     Case("disk-full", _disk_full, 2, r"no space left writing in .*/corpora/c/ ",
          limit_file_size=200_000),

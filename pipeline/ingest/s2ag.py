@@ -49,7 +49,7 @@ from pipeline.ingest.merge import (
     key,
 )
 from pipeline.ingest.shards import (
-    INT64_MAX,
+    COUNT_PREFIX,
     READ_ERRORS,
     BadLine,
     Quarantine,
@@ -58,6 +58,7 @@ from pipeline.ingest.shards import (
     find_datasets,
     open_shard,
     parse_line,
+    read_id,
     show,
 )
 from pipeline.ingest.shards import (
@@ -91,7 +92,7 @@ def _string(record: dict[str, Any], name: str) -> str | None:
 
 
 def _paper(record: dict[str, Any], fos_source: str) -> tuple:
-    check_int(record, "corpusid", 0, INT64_MAX, required=True)
+    corpusid = read_id(record, "corpusid", required=True)
     for name in ("year", "citationcount", "referencecount"):
         check_int(record, name)
     labels = record.get("s2fieldsofstudy")
@@ -102,19 +103,16 @@ def _paper(record: dict[str, Any], fos_source: str) -> tuple:
                                          "{category: str, source} objects")
     fields = list(dict.fromkeys(x["category"] for x in labels
                                 if x.get("source") == fos_source and x.get("category")))
-    return (record["corpusid"], _string(record, "title"), record.get("year"), fields,
+    return (corpusid, _string(record, "title"), record.get("year"), fields,
             record.get("citationcount") or 0, record.get("referencecount") or 0)
 
 
 def _abstract(record: dict[str, Any], fos_source: str) -> tuple:
-    check_int(record, "corpusid", 0, INT64_MAX, required=True)
-    return record["corpusid"], _string(record, "abstract")
+    return read_id(record, "corpusid", required=True), _string(record, "abstract")
 
 
 def _citation(record: dict[str, Any], fos_source: str) -> tuple:
-    for name in ("citingcorpusid", "citedcorpusid"):
-        check_int(record, name, 0, INT64_MAX)
-    return record.get("citingcorpusid"), record.get("citedcorpusid")
+    return read_id(record, "citingcorpusid"), read_id(record, "citedcorpusid")
 
 
 PARSERS: dict[str, Callable[[dict[str, Any], str], tuple]] = {
@@ -191,14 +189,15 @@ def read_shard(job: ShardJob) -> ShardResult:
                 writer.write(df, id_column)  # cast to the folder's schema there
         with disk_errors(job.work.parent):
             writer.close()
-    prefix = {"papers": "", "abstracts": "abstract_", "citations": "citation_"}[job.dataset]
+    prefix = COUNT_PREFIX.get(job.dataset, "")
     result = {f"{prefix}lines_read": counts["lines"], f"{prefix}blank_lines": counts["blank"],
               f"{prefix}quarantined": quarantine.count}
     if job.dataset == "papers":
         result["records"] = counts["kept"]
     elif job.dataset == "citations":
         result |= {count: counts[count] for count in ("bad_cited_id", "bad_citing_id")}
-    return ShardResult(result, by_reason=quarantine.by_reason, first_bad=quarantine.first)
+    return ShardResult(result, by_reason=quarantine.by_reason, first_bad=quarantine.first,
+                       dataset=job.dataset)
 
 
 def _read_bucket(folder: Path) -> pl.DataFrame | None:

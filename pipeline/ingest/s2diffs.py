@@ -40,7 +40,7 @@ from pipeline.ingest.s2client import (
     fetch_file,
     iter_records,
 )
-from pipeline.ingest.shards import list_shards
+from pipeline.ingest.shards import BadLine, list_shards, read_id
 from pipeline.layout import DIFF_KEYS, DIFF_SHARD, DOWNLOAD_DIFFS
 
 log = logging.getLogger(__name__)
@@ -138,11 +138,11 @@ def apply_step(client: Client, raw_dir: Path, manifest: Manifest, dataset: str, 
 
 
 def _key_of(line: bytes, key: str) -> int | None:
+    """A record's key as ingest reads the id (an integer or its digits), else None."""
     try:
-        value = orjson.loads(line).get(key)
-    except (orjson.JSONDecodeError, AttributeError):
+        return read_id(orjson.loads(line), key)
+    except (orjson.JSONDecodeError, AttributeError, BadLine):  # AttributeError: not an object
         return None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _keys(paths: list[Path], key: str) -> np.ndarray:

@@ -26,8 +26,8 @@ from pipeline.core.errors import InputError
 from pipeline.corpus.manifest import raw_repair
 from pipeline.ingest.merge import PartSink, key
 from pipeline.ingest.shards import (
+    ID_SPACE,
     INT32,
-    INT64_MAX,
     READ_ERRORS,
     BadLine,
     Quarantine,
@@ -36,6 +36,7 @@ from pipeline.ingest.shards import (
     find_shards,
     open_shard,
     parse_line,
+    read_id,
     show,
 )
 from pipeline.layout import GZIP_SUFFIX, lines_file
@@ -49,7 +50,6 @@ S2ORC_SCHEMA = pa.schema([
     ("outbound_citations", pa.list_(pa.string())),
     ("inbound_citations", pa.list_(pa.string())),
 ])
-ID_SPACE = " \t\n\r\f\v"  # stripped around a paper_id, the same in polars and in Python
 STRING_FIELDS = ("paper_id", "title", "abstract")
 LIST_FIELDS = ("mag_field_of_study", "outbound_citations", "inbound_citations")
 BLOCK = 16 << 20  # bytes of JSON per block: what one worker holds at a time
@@ -199,12 +199,7 @@ def _check_record(line: bytes) -> dict[str, Any]:
         if value is not None and not isinstance(value, str):
             raise BadLine(name, f"{name} is a {type(value).__name__} ({show(value)}), "
                                 "not a string")
-    if record["paper_id"] is None:
-        raise BadLine("paper_id", "paper_id is missing or null")
-    paper_id = record["paper_id"].strip(ID_SPACE)
-    if not (paper_id.isascii() and paper_id.isdigit() and len(paper_id) <= 19
-            and int(paper_id) <= INT64_MAX):
-        raise BadLine("paper_id", f"paper_id {show(record['paper_id'])} is not an integer id")
+    read_id(record, "paper_id", required=True)  # kept a string: the block parser casts it
     check_int(record, "year")
     for name in LIST_FIELDS:
         value = record[name]

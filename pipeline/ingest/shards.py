@@ -25,6 +25,10 @@ READ_ERRORS = (OSError, EOFError, zlib.error, isal_zlib.error)
 RAW_CHARS = 10_000  # a quarantined line's text is cut to this many characters
 INT64_MAX = 2**63 - 1
 INT32 = (-(2**31), 2**31 - 1)
+ID_SPACE = " \t\n\r\f\v"  # stripped around an id written as a string
+# a dataset with more of its lines quarantined than this share stops ingest (docs/ingest.md):
+# its corpus could not be what was meant (a layout the reader does not know, say)
+MAX_QUARANTINED_SHARE = 0.5
 
 
 def open_shard(path: Path) -> IO[bytes]:
@@ -126,6 +130,31 @@ def check_int(record: dict[str, Any], name: str, low: int = INT32[0], high: int 
         raise BadLine(name, f"{name} {value} is out of range")
 
 
+def read_id(record: dict[str, Any], name: str, required: bool = False) -> int | None:
+    """The S2 id in `record[name]`: an integer, or the same in ASCII digits, as S2ORC and the
+    S2AG releases before `citationid` write ids (whitespace around them stripped); None when
+    null and not `required`; else BadLine (a bool, a float, a negative, other text)."""
+    value = record.get(name)
+    if value is None:
+        if required:
+            raise BadLine(name, f"{name} is missing or null")
+        return None
+    if isinstance(value, str):
+        text = value.strip(ID_SPACE)
+        if not (text.isascii() and text.isdigit()):
+            raise BadLine(name, f"{name} {show(value)} is not an integer id")
+        digits = text.lstrip("0") or "0"  # its length first: int() of 5,000 digits fails
+        if len(digits) > 19 or int(digits) > INT64_MAX:
+            raise BadLine(name, f"{name} {show(value)} is out of range")
+        return int(digits)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadLine(name, f"{name} is a {type(value).__name__} ({show(value)}), "
+                            "not an integer id")
+    if not 0 <= value <= INT64_MAX:
+        raise BadLine(name, f"{name} {value} is out of range")
+    return value
+
+
 @dataclass
 class Quarantine:
     """Bad lines of one shard: one JSON object each in its quarantine file, or, when strict,
@@ -152,6 +181,11 @@ class Quarantine:
         self.handle.write(orjson.dumps(record) + b"\n")
 
 
+# the prefix of a dataset's own line counts (`citation_lines_read`); the papers of S2AG and
+# S2ORC's metadata fill the shared ones (`lines_read`, `quarantined`)
+COUNT_PREFIX = {"abstracts": "abstract_", "citations": "citation_"}
+
+
 @dataclass
 class ShardResult:
     """How one shard's lines were accounted for (summed over shards in the manifest)."""
@@ -160,8 +194,48 @@ class ShardResult:
     line_by_line: bool = False
     by_reason: dict[str, int] = field(default_factory=dict)
     first_bad: str | None = None
+    dataset: str = "metadata"  # its folder: S2ORC's metadata, or S2AG's papers, abstracts...
+
+    def count(self, name: str) -> int:
+        """One of its dataset's line counts (`lines_read`, `quarantined`), by its plain name."""
+        return self.counts.get(COUNT_PREFIX.get(self.dataset, "") + name, 0)
 
 
 def add_counts(total: dict[str, int], more: dict[str, int]) -> None:
     for name, value in more.items():
         total[name] = total.get(name, 0) + value
+
+
+def per_dataset(results: list[ShardResult]) -> list[ShardResult]:
+    """The shards' results summed per dataset, in the order the datasets were read."""
+    sums: dict[str, ShardResult] = {}
+    for result in results:
+        total = sums.setdefault(result.dataset, ShardResult({}, dataset=result.dataset))
+        add_counts(total.counts, result.counts)
+        add_counts(total.by_reason, result.by_reason)
+        total.first_bad = total.first_bad or result.first_bad
+    return list(sums.values())
+
+
+def check_quarantined(datasets: list[ShardResult], raw_dir: Path, what: str) -> None:
+    """Stop (InputError, before anything is written) when a dataset has more than
+    MAX_QUARANTINED_SHARE of its lines quarantined: a corpus made of the rest would lack what
+    the dataset holds (every citation, so no query), which no later stage could tell."""
+    for data in datasets:
+        lines, bad = data.count("lines_read"), data.count("quarantined")
+        if bad > MAX_QUARANTINED_SHARE * lines:
+            raise InputError(
+                f"{raw_dir / data.dataset}: {bad:,} of its {lines:,} lines ({bad / lines:.1%}) "
+                f"are bad, more than the {MAX_QUARANTINED_SHARE:.0%} ingest accepts (the "
+                f"first: {data.first_bad}); nothing was written: check that it holds "
+                f"{data.dataset} records of {what}, or fix those lines")
+
+
+def quarantine_line(data: ShardResult, path: Path) -> str | None:
+    """What a dataset's quarantined lines were, and where they went; None when none."""
+    bad = data.count("quarantined")
+    if not bad:
+        return None
+    reasons = ", ".join(f"{reason} {n:,}" for reason, n in data.by_reason.items())
+    return (f"{data.dataset}: {bad:,} of {data.count('lines_read'):,} lines quarantined "
+            f"({reasons}), written to {path}")

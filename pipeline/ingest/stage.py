@@ -17,7 +17,7 @@ from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
 from pipeline.corpus.files import INGEST_COUNTS
 from pipeline.corpus.manifest import corpus_section, update_corpus_manifest
-from pipeline.ingest.shards import add_counts
+from pipeline.ingest.shards import add_counts, check_quarantined, per_dataset, quarantine_line
 from pipeline.layout import (
     CITATIONS,
     DOWNLOAD_MANIFEST,
@@ -153,6 +153,8 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source:
         for result in results:
             add_counts(totals, result.counts)
             add_counts(by_reason, result.by_reason)
+        datasets = per_dataset(results)
+        check_quarantined(datasets, raw_dir, reader(source).WHAT)
         records = totals.pop("records")
         if records == 0:
             first = next((r.first_bad for r in results if r.first_bad), None)
@@ -199,4 +201,7 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source:
                                                       QUARANTINE]),
                     seconds=round(time.perf_counter() - start, 2))
     update_corpus_manifest(corpus_dir, "ingest", info)
+    for data in datasets:  # on lines of their own, not among the summary's counts
+        if line := quarantine_line(data, corpus_dir / QUARANTINE):
+            log.info(f"[ingest] {line}")
     return info

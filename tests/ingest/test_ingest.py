@@ -274,6 +274,23 @@ def test_an_empty_corpus_is_a_clear_error(tmp_path):
     assert not list((tmp_path / "corpus").glob("*.parquet"))
 
 
+def test_shards_mostly_quarantined_stop_ingest_and_write_nothing(tmp_path):
+    """Issue 56's sibling: S2ORC shards with more than half of their lines bad (here a shard
+    of string years after a clean one) stop ingest with one line naming the metadata folder,
+    the count, the share and the first reason, instead of a corpus of the few good ones."""
+    raw = raw_corpus_of_200(tmp_path)
+    shard = raw / "metadata" / "metadata_1.jsonl.gz"
+    bad = [json.dumps(json.loads(line) | {"year": "2019"}).encode()
+           for line in shard_lines(raw / "metadata" / "metadata_0.jsonl.gz")]
+    write_lines(shard, bad * 2)
+    with pytest.raises(InputError) as caught:
+        ingest(raw, tmp_path / "corpus")
+    assert str(caught.value).startswith(
+        f"{raw / 'metadata'}: 200 of its 300 lines (66.7%) are bad, more than the 50% ingest "
+        f"accepts (the first: {shard}:1: year is a str ('2019'), not an integer)")
+    assert not (tmp_path / "corpus").exists() or not list((tmp_path / "corpus").iterdir())
+
+
 def test_missing_shards_are_a_clear_error(tmp_path):
     with pytest.raises(InputError, match="no S2ORC metadata shards"):
         ingest(tmp_path, tmp_path / "corpus")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -75,7 +76,7 @@ def s2ag_release(root: Path) -> Path:
         cite(2, 1, 1), cite(5, 1, 2), cite(5, None, 3)])
     write(raw / "citations" / "part-1.jsonl.gz", [
         cite(6, 777, 4), cite(2, 1, 5), cite(None, 3, 6),
-        {"citationid": 7, "citingcorpusid": "2", "citedcorpusid": 1}])
+        {"citationid": 7, "citingcorpusid": "2x", "citedcorpusid": 1}])
     return raw
 
 
@@ -114,7 +115,9 @@ def test_s2ag_papers_abstracts_and_citations_are_joined(tmp_path):
     assert [(b["shard"], b["line"]) for b in bad] == [  # papers, abstracts, citations
         ("papers/part-0.jsonl.gz", 5), ("abstracts/part-0.jsonl.gz", 6),
         ("citations/part-1.jsonl.gz", 4)]
-    assert bad[0]["reason"] == "corpusid is a str ('x1'), not an integer"
+    assert [b["reason"] for b in bad] == ["corpusid 'x1' is not an integer id",
+                                          "corpusid -3 is out of range",
+                                          "citingcorpusid '2x' is not an integer id"]
     assert info["quarantine"]["by_reason"] == {"corpusid": 2, "citingcorpusid": 1}
     # prefilter runs on it and reconciles with the papers dataset's lines
     section = prefilter(tmp_path / "c")
@@ -160,7 +163,7 @@ def test_s2ag_output_does_not_depend_on_workers(tmp_path, monkeypatch):
 
 def test_s2ag_strict_names_the_file_and_line(tmp_path):
     raw = s2ag_release(tmp_path)
-    with pytest.raises(InputError, match=r"papers/part-0\.jsonl\.gz:5: corpusid is a str"):
+    with pytest.raises(InputError, match=r"papers/part-0\.jsonl\.gz:5: corpusid 'x1' is not an"):
         ingest(raw, tmp_path / "strict", source="s2ag", strict=True)
     assert not (tmp_path / "strict" / "papers.parquet").exists()
     write(raw / "papers" / "part-0.jsonl.gz", [paper(1)])
@@ -197,6 +200,11 @@ def test_cli_ingests_an_s2ag_release(tmp_path):
     assert manifest["parameters"]["source"] == "s2ag" and manifest["workers"] == 2
     assert manifest["counts"]["papers"] == 6
     assert pl.read_parquet(corpus / "papers.parquet")["fields"].to_list()[3] == ["Physics"]
+    # each dataset's quarantine on a line of its own, not among the summary line's counts
+    [summary] = [line for line in done.stderr.splitlines() if "[ingest] done" in line]
+    assert "quarantined" not in summary and "citation_lines_read=7" in summary
+    assert (f"[ingest] citations: 1 of 7 lines quarantined (citingcorpusid 1), written to "
+            f"{corpus / 'quarantine.jsonl'}") in done.stderr.splitlines()
     wrong = subprocess.run([*base, "--raw", str(raw / "papers"), "--source", "s2ag"],
                            cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert wrong.returncode == 2 and "no S2AG papers/abstracts/citations shards" in wrong.stderr
@@ -217,3 +225,125 @@ def test_make_corpus_reads_an_s2ag_release(tmp_path):
     assert manifest["ingest"]["parameters"]["source"] == "s2ag"
     assert manifest["ingest"]["workers"] == 2
     assert pl.read_parquet(corpus / "prefiltered.parquet").height == 2
+
+
+IDS = ("corpusid", "citingcorpusid", "citedcorpusid")
+
+
+def older(record: dict) -> dict:
+    """A record as the S2AG releases before `citationid` write it (their samples: ids as
+    digit strings, no citationid, an `updated` stamp)."""
+    return {name: str(value) if name in IDS and value is not None else value
+            for name, value in record.items() if name != "citationid"} | {
+        "updated": "2020-09-13T15:59:00.392Z"}
+
+
+def release_of(raw: Path, layout) -> Path:
+    """The same papers, abstracts and citations in a layout (`older`, or as they are), with
+    bad ids that stay bad in both: a negative, text, a float, a bool."""
+    write(raw / "papers" / "part-0.jsonl.gz", [
+        *(layout(paper(i, refs=3)) for i in (1, 2, 3, 4)),
+        b'{"corpusid": "-3", "title": "a negative id"}', b'{"corpusid": 7.0}'])
+    write(raw / "abstracts" / "part-0.jsonl.gz", [
+        layout({"corpusid": 1, "abstract": ABSTRACT}),
+        layout({"corpusid": 3, "abstract": ABSTRACT + " Three."}),
+        b'{"corpusid": true, "abstract": "a bool"}'])
+    write(raw / "citations" / "part-0.jsonl.gz", [
+        layout(cite(2, 1, 1)), layout(cite(3, 1, 2)), layout(cite(4, 2, 3)),
+        layout(cite(4, None, 4)), layout(cite(1, 999, 5)),
+        b'{"citingcorpusid": "12a", "citedcorpusid": "1"}',
+        b'{"citingcorpusid": "2", "citedcorpusid": 1.5}'])
+    return raw
+
+
+def test_s2ag_ids_as_digit_strings_give_the_same_corpus_bytes(tmp_path):
+    """Issue 56: an older release's ids (`"20187272"`) are ids, not bad lines: its corpus is
+    byte for byte the newer layout's (integers and citationid)."""
+    newer = ingest(release_of(tmp_path / "newer", lambda r: r), tmp_path / "a", source="s2ag")
+    old = ingest(release_of(tmp_path / "older", older), tmp_path / "b", source="s2ag")
+    assert b'"citingcorpusid": "2"' in gzip.decompress(
+        (tmp_path / "older" / "citations" / "part-0.jsonl.gz").read_bytes())
+    for name in ("papers.parquet", "citations.parquet", "quarantine.jsonl"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert newer["counts"] == old["counts"]
+    assert old["counts"] == old["counts"] | {
+        "papers": 4, "quarantined": 2, "abstract_quarantined": 1, "edges": 4,
+        "citation_quarantined": 2, "bad_cited_id": 1}
+    assert sorted(rows(tmp_path / "b" / "citations.parquet")) == [
+        (1, 999, True), (2, 1, False), (3, 1, False), (4, 2, False)]
+    assert rows(tmp_path / "b" / "papers.parquet")[2][:3] == (3, "Paper 3 on graphs",
+                                                              ABSTRACT + " Three.")
+    reasons = [json.loads(line)["reason"] for line in
+               (tmp_path / "b" / "quarantine.jsonl").read_text().splitlines()]
+    assert reasons == ["corpusid '-3' is not an integer id",
+                       "corpusid is a float (7.0), not an integer id",
+                       "corpusid is a bool (True), not an integer id",
+                       "citingcorpusid '12a' is not an integer id",
+                       "citedcorpusid is a float (1.5), not an integer id"]
+
+
+def test_s2ag_ingest_logs_each_datasets_quarantine_on_its_own_line(tmp_path, caplog):
+    raw = s2ag_release(tmp_path)
+    with caplog.at_level("INFO", logger="pipeline"):
+        ingest(raw, tmp_path / "c", source="s2ag")
+    where = tmp_path / "c" / "quarantine.jsonl"
+    assert [m for m in caplog.messages if "quarantined" in m] == [
+        f"[ingest] papers: 1 of 8 lines quarantined (corpusid 1), written to {where}",
+        f"[ingest] abstracts: 1 of 6 lines quarantined (corpusid 1), written to {where}",
+        f"[ingest] citations: 1 of 7 lines quarantined (citingcorpusid 1), written to {where}"]
+
+
+def test_s2ag_a_dataset_mostly_quarantined_stops_ingest_and_writes_nothing(tmp_path):
+    """Issue 56: more than half of a dataset's lines bad (here 4 of 5 citations) is one
+    InputError naming the dataset, the count, the share and the first reason; the corpus
+    made before stays as it was, byte for byte."""
+    raw = s2ag_release(tmp_path)
+    corpus = tmp_path / "c"
+    ingest(raw, corpus, source="s2ag")
+    before = {p.name: p.read_bytes() for p in corpus.iterdir() if p.is_file()}
+    write(raw / "citations" / "part-0.jsonl.gz", [
+        {"citingcorpusid": "2a", "citedcorpusid": 1}, cite(2, 1, 1)])
+    write(raw / "citations" / "part-1.jsonl.gz", [{"citingcorpusid": -1, "citedcorpusid": 1}] * 3)
+    with pytest.raises(InputError) as caught:
+        ingest(raw, corpus, source="s2ag")
+    message = str(caught.value)
+    assert message.startswith(
+        f"{raw / 'citations'}: 4 of its 5 lines (80.0%) are bad, more than the 50% ingest "
+        f"accepts (the first: {raw / 'citations' / 'part-0.jsonl.gz'}:1: citingcorpusid "
+        "'2a' is not an integer id); nothing was written")
+    assert "\n" not in message
+    assert {p.name: p.read_bytes() for p in corpus.iterdir() if p.is_file()} == before
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_s2ag_a_dataset_wholly_quarantined_stops_build_corpus(tmp_path):
+    from pipeline import Data, build_corpus
+
+    raw = s2ag_release(tmp_path)
+    for shard in (raw / "abstracts").iterdir():
+        shard.unlink()
+    write(raw / "abstracts" / "part-0.jsonl", [{"corpusid": 1, "abstract": 7}] * 3, gz=False)
+    with pytest.raises(InputError, match=r"abstracts: 3 of its 3 lines \(100\.0%\) are bad.*"
+                                         r"part-0\.jsonl:1: abstract is a int \(7\), not a "
+                                         r"string"):
+        build_corpus(Data(tmp_path / "data"), "s2", raw=raw, source="s2ag")
+    assert not list((tmp_path / "data").rglob("*.parquet"))
+
+
+def test_cli_stops_on_a_wholly_quarantined_dataset_in_one_line(tmp_path):
+    raw = s2ag_release(tmp_path)
+    write(raw / "citations" / "part-1.jsonl.gz", [older(cite(2, 1)) | {"citedcorpusid": "1b"}])
+    write(raw / "citations" / "part-0.jsonl.gz", [{"citingcorpusid": "x"}] * 2)
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "--corpora-root", str(tmp_path / "corpora"),
+         "--runs-root", str(tmp_path / "runs"), "ingest", "--corpus", "s2ag", "--raw", str(raw),
+         "--source", "s2ag"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "MAKEFLAGS": ""})
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert re.search(r"citations: 3 of its 3 lines \(100\.0%\) are bad, more than the 50% "
+                     r"ingest accepts \(the first: .*citations/part-0\.jsonl\.gz:1: "
+                     r"citingcorpusid 'x' is not an integer id\)", lines[0]), lines[0]
+    assert not (tmp_path / "corpora" / "s2ag" / "papers.parquet").exists()

@@ -53,8 +53,10 @@ def cmd_ingest(args: argparse.Namespace) -> None:
     corpus_dir = place_of(args).corpus_dir
     raw = Path(args.raw) if args.raw else corpus_dir / args.source
     with timed("ingest", times_log(args)) as info:
-        info.update(ingest(raw, corpus_dir, strict=args.strict, workers=args.workers,
-                           source=args.source, fos_source=args.fos_source)["counts"])
+        counts = ingest(raw, corpus_dir, strict=args.strict, workers=args.workers,
+                        source=args.source, fos_source=args.fos_source)["counts"]
+        # the quarantined lines have lines of their own (ingest's), naming their dataset
+        info.update({k: v for k, v in counts.items() if not k.endswith("quarantined")})
 
 
 @command("prefilter", "MDCR §3 prefilter with drop counts", prefilter_args,
