@@ -7,6 +7,9 @@ so memory holds one block. Papers and abstracts go to scratch files bucketed by
 record of its id) and handed to the shared merge with its (shard, line) keys, which keeps the
 first record of each id. Citations go straight to the shared edge buckets.
 
+- ids: an integer, or the same in digits as the releases before `citationid` write them
+  (`"citingcorpusid":"20187272"`), read by `shards.read_id` as S2ORC's `paper_id` is, so both
+  layouts give the same corpus;
 - fields: the distinct `s2fieldsofstudy` categories whose `source` is `fos_source`
   (`external`, MAG-like, or `s2-fos-model`), in first-seen order;
 - n_inbound / n_outbound: S2AG's own `citationcount` / `referencecount` (null -> 0);
