@@ -241,6 +241,11 @@ def mteb_result_path(out: Path, model: str, corpus: str, pool: str) -> Path:
     return out / model / MTEB_REVISION / f"{mteb_task_name(corpus, pool)}{JSON_SUFFIX}"
 
 
+def mteb_model_meta_path(out: Path, model: str) -> Path:
+    """The model's `model_meta.json` beside its results, as MTEB's ResultCache saves it."""
+    return out / model / MTEB_REVISION / "model_meta.json"
+
+
 def store_dir(index_root: Path, corpus: str, model: str) -> Path:
     """The embedding store of `model`: a model with a query prompt (`<name>+q<tag>`) has its
     base model's, as the prompt changes only the queries' vectors (glossary.PROMPT_TAG)."""

@@ -13,11 +13,19 @@ retrieval tasks. Left out: k = 1000 (a run holds the top 500), MTEB's nAUC score
 abstention analysis of the score distributions) and `accuracy` (its multiple-choice tasks').
 `mteb_version`, `evaluation_time`, `date` and `kg_co2_emissions` are null: MTEB did not run,
 and a file is the same bytes whenever it is exported again.
+
+Beside the results, `model_meta.json` as MTEB's ResultCache saves it (`ModelMeta.to_dict()`'s
+fields): the model's name (the folder's, as MTEB reads a results folder without one) and
+revision, MTEB's defaults elsewhere; without it MTEB's loaders skip the results by default
+(`require_model_meta=True`). A result file already there is replaced only when an export wrote
+it for the same pool (its task name and dataset revision); any other file, and a
+`model_meta.json` that is not this export's, is refused before anything is written.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from pathlib import Path
 
@@ -26,8 +34,10 @@ from pipeline.core.files import write_json
 from pipeline.external.export import check_outside_data
 from pipeline.layout import (
     BEIR_SPLITS,
+    MTEB_REVISION,
     Place,
     check_name,
+    mteb_model_meta_path,
     mteb_result_path,
     mteb_task_name,
     pool_names,
@@ -41,6 +51,23 @@ MTEB_METRICS = ("ndcg", "map", "recall", "precision", "mrr", "hit_rate")
 MTEB_CUTOFFS = (1, 3, 5, 10, 20, 100)
 MAIN_SCORE = "ndcg_at_10"
 LANGUAGES = ["eng-Latn"]
+REFUSED = "give a new or empty folder, or move them away first"  # as export-beir's refusal
+
+
+def model_meta(model: str) -> dict:
+    """`model_meta.json` for `model`, with the fields `mteb.ModelMeta.to_dict()` writes (mteb
+    2.26): its name and revision, MTEB's defaults for what the pipeline does not record."""
+    return {"loader_kwargs": {}, "name": model, "revision": MTEB_REVISION,
+            **dict.fromkeys(("release_date", "languages", "n_parameters",
+                             "n_active_parameters_override", "n_embedding_parameters",
+                             "memory_usage_mb", "max_tokens", "embed_dim", "license",
+                             "open_weights", "public_training_code", "public_training_data")),
+            "framework": [], "reference": None, "similarity_fn_name": None,
+            "use_instructions": None, "training_datasets": None, "adapted_from": None,
+            "superseded_by": None, "modalities": ["text"], "model_type": ["dense"],
+            "citation": None, "contacts": None, "experiment_kwargs": None,
+            "output_dtypes": None, "extra_requirements_groups": None, "loader": None,
+            "is_cross_encoder": False}
 
 
 def pool_revision(corpus_dir: Path, pool: str) -> str:
@@ -86,6 +113,14 @@ def export_mteb(place: Place, model: str, out: Path) -> list[Path]:
         raise InputError(f"corpus {place.corpus} has no run of {model}: run make eval "
                          f"CORPUS={place.corpus} MODEL={model} first")
     results = {p: mteb_result(place, p, model) for p in pools}  # every run read first
+    meta_path = mteb_model_meta_path(out, model)
+    for pool, result in results.items():  # every file there checked before any is written
+        _check_replaceable(out, mteb_result_path(out, model, place.corpus, pool), result,
+                           f"pool {pool} of corpus {place.corpus}")
+    if meta_path.exists() and _read(meta_path) != model_meta(model):
+        raise InputError(f"OUT {out} holds files that export-mteb did not write "
+                         f"({meta_path.relative_to(out)}: another model's metadata): "
+                         f"{REFUSED}")
     written = []
     for pool, result in results.items():
         path = mteb_result_path(out, model, place.corpus, pool)
@@ -94,7 +129,32 @@ def export_mteb(place: Place, model: str, out: Path) -> list[Path]:
         written.append(path)
         log.info(f"[export-mteb] {path}: {result['task_name']}, main score (ndcg_at_10) "
                  f"{_main_scores(result)}")
+    write_json(model_meta(model), meta_path)
     return written
+
+
+def _read(path: Path) -> object:
+    """A JSON file's contents; None where it is no JSON (a file an export did not write)."""
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def _check_replaceable(out: Path, path: Path, result: dict, what: str) -> None:
+    """Refuse to write `result` over a file at `path` that an export did not write for the
+    same pool (`what`): its task name and dataset revision (the pool's contents) say so."""
+    if not path.exists():
+        return
+    old = _read(path)
+    if isinstance(old, dict) and old.get("task_name") == result["task_name"] and old.get(
+            "dataset_revision") == result["dataset_revision"]:
+        return
+    why = ("the results of another pool of that name: other contents, another dataset "
+           "revision" if isinstance(old, dict) and old.get("task_name") == result["task_name"]
+           else "not a result export-mteb wrote")
+    raise InputError(f"OUT {out} holds files that export-mteb did not write for {what} "
+                     f"({path.relative_to(out)}: {why}): {REFUSED}")
 
 
 def _main_scores(result: dict) -> str:

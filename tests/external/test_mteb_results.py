@@ -14,7 +14,9 @@ import pipeline
 from pipeline.core.errors import InputError
 from pipeline.external.mteb_results import MTEB_CUTOFFS, export_mteb, pool_revision
 from pipeline.layout import Place, pool_names
+from pipeline.models import get_model
 from pipeline.pools.build import load_pool
+from pipeline.retrieval.search import search_pool
 from tests.conftest import make_ok
 from tests.external.test_judged import (  # noqa: F401
     _judged,
@@ -35,8 +37,14 @@ def test_mteb_results_read_back_by_mteb_equal_mtebs_own_scores(imported, tmp_pat
     assert [f.relative_to(out).as_posix() for f in files] == [
         "bm25/no_revision_available/scidocs.beir-600-r0.json",
         "bm25/no_revision_available/scidocs.judged-30-r0.json"]
-    cache = mteb.ResultCache(cache_path=tmp_path / "cache")  # no model_meta.json written
-    assert cache.get_cache_paths(require_model_meta=False, include_remote=False) == files
+    cache = mteb.ResultCache(cache_path=tmp_path / "cache")
+    assert cache.get_cache_paths(include_remote=False) == files
+    # MTEB's default loading skips results without model_meta.json (issue 56): found
+    loaded = cache.load_results()
+    assert [(m.model_name, m.model_revision, sorted(t.task_name for t in m.task_results))
+            for m in loaded.model_results] == [
+        ("bm25", "no_revision_available", ["scidocs.beir-600-r0", "scidocs.judged-30-r0"])]
+    assert loaded.model_results[0].model_meta.name == "bm25"
     for pool, path in zip(pool_names(corpus), files, strict=True):
         result = mteb.TaskResult.from_disk(path)
         assert result.task_name == f"scidocs.{pool}"
@@ -82,6 +90,38 @@ def test_export_mteb_refuses_a_model_without_runs_and_an_out_that_is_a_file(
     with pytest.raises(InputError, match="model"):
         export_mteb(place, "../bm25", tmp_path / "out")
     assert not (tmp_path / "out").exists() and not (tmp_path / "runs" / "mteb").exists()
+
+
+def test_export_mteb_replaces_only_its_own_results_of_the_same_pool(
+        imported, tmp_path):  # noqa: F811
+    """Issue 56: another data folder's `scidocs.beir-600-r0.json` (a pool of that name with
+    other contents) was replaced without a word; export-beir refuses the same case."""
+    corpus, root, _ = imported
+    place = Place(corpus, root / "indexes", tmp_path / "runs")
+    search_pool(place, "beir-600-r0", get_model("bm25"))
+    out = tmp_path / "results"
+    [path] = export_mteb(place, "bm25", out)
+    another = json.loads(path.read_text())
+    another["dataset_revision"] = "0" * 64  # the same task name, another pool's contents
+    for contents, why in ((json.dumps(another), "the results of another pool of that name"),
+                          ("my notes", "not a result export-mteb wrote")):
+        path.write_text(contents)
+        with pytest.raises(InputError, match=(
+                rf"^OUT {out} holds files that export-mteb did not write for pool beir-600-r0 "
+                rf"of corpus scidocs \(bm25/no_revision_available/scidocs.beir-600-r0.json: "
+                rf"{why}.*\): give a new or empty folder, or move them away first$")):
+            export_mteb(place, "bm25", out)
+        assert path.read_text() == contents
+    path.unlink()
+    meta = path.with_name("model_meta.json")
+    meta.write_text('{"name": "org/other", "revision": "abc"}')
+    with pytest.raises(InputError, match=r"\(bm25/no_revision_available/model_meta.json: "
+                                         r"another model's metadata\)"):
+        export_mteb(place, "bm25", out)
+    assert not path.exists() and "org/other" in meta.read_text()
+    meta.unlink()
+    assert export_mteb(place, "bm25", out) == [path]  # its own file, the same pool: replaced
+    assert export_mteb(place, "bm25", out) == [path]
 
 
 @pytest.mark.slow  # the make chain: import, search, eval, export
