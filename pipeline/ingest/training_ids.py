@@ -21,12 +21,11 @@ import orjson
 
 from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError
-from pipeline.ingest.shards import list_shards, open_shard
+from pipeline.ingest.shards import BadLine, list_shards, open_shard, read_id
 
 log = logging.getLogger(__name__)
 
 SHA = re.compile(r"^[0-9a-f]{40}$")  # a Semantic Scholar paper SHA
-INT64_MAX = 2**63 - 1  # CorpusIDs are int64 everywhere they are kept
 
 
 def read_shas(path: Path) -> set[str]:
@@ -63,14 +62,15 @@ def read_shas(path: Path) -> set[str]:
 
 
 def _corpus_id(value: object, shard: Path, number: int) -> int:
-    """A paper-ids record's corpusid: a whole number (S2AG writes a JSON number; a string of
-    ASCII digits is taken too), or a one-line error naming the shard and line."""
-    text = str(value)
-    if isinstance(value, bool) or not re.fullmatch(r"[0-9]+", text) or int(text) > INT64_MAX:
-        raise InputError(f"PAPER_IDS shard {shard}, line {number}: corpusid {text[:40]!r} is "
-                         "not a CorpusID (a whole number); is it S2AG's paper-ids dataset? "
-                         "Download it again (make download DATASETS=paper-ids)")
-    return int(text)
+    """A paper-ids record's corpusid, read as ingest reads ids (`shards.read_id`: a JSON
+    number, or its ASCII digits), or a one-line error naming the shard and line."""
+    try:
+        return read_id({"corpusid": value}, "corpusid", required=True)  # never None: required
+    except BadLine:
+        raise InputError(f"PAPER_IDS shard {shard}, line {number}: corpusid "
+                         f"{str(value)[:40]!r} is not a CorpusID (a whole number); is it "
+                         "S2AG's paper-ids dataset? Download it again (make download "
+                         "DATASETS=paper-ids)") from None
 
 
 def check_out(out: Path, src: Path) -> None:

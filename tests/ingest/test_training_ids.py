@@ -56,7 +56,7 @@ def test_an_existing_out_is_refused_never_replaced(tmp_path, specter, capsys):
     assert (tmp_path / "new.txt").read_text() == "10\n11\n12\n"
 
 
-@pytest.mark.parametrize("corpusid", ["abc", "²", "-3", 1.5, True, [1], 2**63])
+@pytest.mark.parametrize("corpusid", ["abc", "²", "-3", 1.5, True, [1], 2**63, "9" * 5000])
 def test_a_paper_ids_record_that_is_no_corpus_id_is_one_line(tmp_path, specter, capsys,
                                                              corpusid):
     ids = paper_ids(tmp_path / "paper-ids", [
