@@ -129,7 +129,10 @@ def _convert(df: pl.DataFrame, keys: np.ndarray) -> tuple[pl.DataFrame, pl.DataF
     cited = edges["cited"].cast(pl.Int64, strict=False)
     if cited.null_count():  # ids with spaces around them (rare): strip, then cast again
         cited = edges["cited"].str.strip_chars().cast(pl.Int64, strict=False)
-    edges = edges.with_columns(cited=pl.when(cited >= 0).then(cited))
+    # the cast also takes a sign ("+5", "-0"), which read_id's rule refuses (memchr scans)
+    signed = edges["cited"].str.contains("+", literal=True) | edges["cited"].str.contains(
+        "-", literal=True)
+    edges = edges.with_columns(cited=pl.when((cited >= 0) & ~signed).then(cited))
     bad_cited = edges["cited"].null_count()
     edges = edges.drop_nulls("cited")
     # a record's repeated citations: hashing every edge twice costs a second; test first

@@ -274,6 +274,22 @@ def test_an_empty_corpus_is_a_clear_error(tmp_path):
     assert not list((tmp_path / "corpus").glob("*.parquet"))
 
 
+def test_a_signed_cited_id_is_a_bad_id_as_a_paper_id_is(tmp_path):
+    """Issue 56's sibling: polars' cast takes "+5" and "-0" as ids; the one id rule
+    (shards.read_id) does not, so they are counted as bad_cited_id, not kept as edges."""
+    raw = raw_corpus_of_200(tmp_path)
+    shard = raw / "metadata" / "metadata_0.jsonl.gz"
+    lines = shard_lines(shard)
+    first, other = json.loads(lines[0]), json.loads(lines[1])["paper_id"]
+    first["outbound_citations"] = [f"+{other}", "-0", f" {other} "]
+    write_lines(shard, [json.dumps(first).encode(), *lines[1:]])
+    info = ingest(raw, tmp_path / "corpus")
+    assert info["counts"]["bad_cited_id"] == 2
+    cites = pl.read_parquet(tmp_path / "corpus" / "citations.parquet")
+    assert cites.filter(pl.col("citing") == int(first["paper_id"]))["cited"].to_list() == [
+        int(other)]
+
+
 def test_shards_mostly_quarantined_stop_ingest_and_write_nothing(tmp_path):
     """Issue 56's sibling: S2ORC shards with more than half of their lines bad (here a shard
     of string years after a clean one) stop ingest with one line naming the metadata folder,
