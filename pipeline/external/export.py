@@ -5,7 +5,8 @@ this project's import-beir) scores the same pool.
 - `corpus.jsonl`: the pool's candidates, `{"_id", "title", "text"}` (text: the abstract);
 - `queries.jsonl`: the pool's queries, `{"_id", "text"}`, the text BM25 searches for a query
   paper: its title and abstract joined by a space, whitespace normalised
-  (`pipeline.retrieval.bm25.analysis.paper_text`); a collection's query, its own text;
+  (`pipeline.retrieval.bm25.analysis.paper_text`); a collection's query, its own text as
+  imported, byte for byte (its spaces, tabs and line breaks kept);
 - `qrels/test.tsv` (`dev.tsv` for a validation pool): BEIR's header, then query-id,
   corpus-id, score;
 - `datasheet.json`: what the folder holds and was drawn from (`datasheet`).
@@ -16,7 +17,10 @@ OUT holds a whole export or what it held before. OUT must be new, empty or an ea
 export (its datasheet says so); a folder holding other files, or one inside the data roots,
 is refused before any work. An MDCR-style or CSFCube pool (each query ranks its own list of
 candidates) is refused: BEIR's layout has one corpus that every query ranks, so a tool
-reading the export would score another task under the pool's name.
+reading the export would score another task under the pool's name. A collection's judged-only
+pool (JUDGED=1) is written as SciDocs is distributed: its judged documents as the corpus, every
+judgment in the qrels (the judged negatives as score 0 lines), and `"judged_only": true` in
+the datasheet; `make import-beir JUDGED=1` reads it back into the same judged-only pool.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from pipeline.core.files import write_json
 from pipeline.core.manifests import code_version
 from pipeline.corpus.files import paper_texts
 from pipeline.corpus.manifest import corpus_sections
+from pipeline.external.beir import JUDGED_SCOPE
 from pipeline.layout import (
     BEIR_CORPUS,
     BEIR_DATASHEET,
@@ -47,13 +52,14 @@ from pipeline.layout import (
     check_name,
 )
 from pipeline.pools.build import load_pool, pool_manifest
-from pipeline.pools.queries import query_texts
+from pipeline.pools.queries import own_text, query_texts
 from pipeline.retrieval.bm25.analysis import paper_text
 
 log = logging.getLogger(__name__)
 STAGE = "export-beir"  # what a datasheet names as its writer: an OUT that may be replaced
 QUERY_TEXT = ("title and abstract joined by a space, whitespace normalised: the text BM25 "
               "searches for a query paper")
+OWN_QUERY_TEXT = "the query's own text, as the collection was imported"
 
 
 def export_beir(place: Place, pool: str, out: Path) -> dict:
@@ -61,7 +67,7 @@ def export_beir(place: Place, pool: str, out: Path) -> dict:
     return its datasheet. Nothing is written when anything is refused."""
     check_name("pool", pool)
     check_out(out, place)
-    docs, queries, judged, info = beir_records(place, pool)
+    docs, queries, judged, info, query_text = beir_records(place, pool)
     qrels_file = beir_qrels_file(info["split"])
     sizes = {"documents": docs.height, "queries": queries.height, "qrels": judged.height,
              "relevant": judged.filter(pl.col("rel") > 0).height}
@@ -73,7 +79,7 @@ def export_beir(place: Place, pool: str, out: Path) -> dict:
             f"{q}\t{d}\t{r}\n" for q, d, r in judged.iter_rows()), encoding="utf-8")
         sheet = datasheet(place, pool, info, sizes, {
             name: {"bytes": (tmp / name).stat().st_size, "sha256": sha256_file(tmp / name)}
-            for name in (BEIR_CORPUS, BEIR_QUERIES, qrels_file)})
+            for name in (BEIR_CORPUS, BEIR_QUERIES, qrels_file)}, query_text)
         write_json(sheet, tmp / BEIR_DATASHEET)
     log.info(f"[{STAGE}] pool {pool} of corpus {place.corpus} -> {out}: {sizes['documents']} "
              f"documents, {sizes['queries']} queries, {sizes['qrels']} judgments ({qrels_file})")
@@ -81,25 +87,40 @@ def export_beir(place: Place, pool: str, out: Path) -> dict:
 
 
 def beir_records(place: Place, pool: str
-                 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict]:
+                 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict, str]:
     """The checked pool as BEIR's records, each sorted by its ids (as strings): documents
-    (`_id`, `title`, `text`), queries (`_id`, `text`: as BM25 searches them), judgments
-    (`query`, `doc`, `rel`); and the pool's manifest. An MDCR-style pool is refused."""
+    (`_id`, `title`, `text`), queries (`_id`, `text`: as BM25 searches a query paper, a
+    collection's own text), judgments (`query`, `doc`, `rel`); the pool's manifest, and what
+    the queries' text is (the datasheet's `query_text`). An MDCR-style pool is refused."""
     queries, candidates, qrels = load_pool(place.corpus_dir, pool)
-    if "query" in candidates.columns:
+    info = pool_manifest(place.corpus_dir, pool)
+    if "query" in candidates.columns and not judged_only(info):
         raise InputError(f"pool {pool}: each query ranks its own list of candidates (an "
-                         "MDCR-style, CSFCube or judged-only pool): BEIR's layout has one corpus "
+                         "MDCR-style or CSFCube pool): BEIR's layout has one corpus "
                          "that every query ranks, so its numbers would be another task's; an "
                          "MDCR-style benchmark corpus goes out with make export-mdcr")
+    if "query" in candidates.columns:  # each list its judged documents: the corpus, all lists'
+        candidates = candidates.select("corpusid").unique()
     texts = query_texts(place.corpus_dir, queries)
+    # a collection's query is exported as its own text, byte for byte (its title, as imported:
+    # spaces, tabs and all); a query paper as the text BM25 searches
+    own = own_text(queries)
+    text = texts["title"] if own else paper_text(texts)
     docs = paper_texts(place.corpus_dir, candidates["corpusid"]).select(
         _id=pl.col("corpusid").cast(pl.String), title=pl.col("title").fill_null(""),
         text=pl.col("abstract").fill_null(""))
     return (docs.sort("_id"),
-            texts.select(_id=pl.col("corpusid").cast(pl.String), text=paper_text(texts)
-                         ).sort("_id"),
+            texts.select(_id=pl.col("corpusid").cast(pl.String), text=text).sort("_id"),
             qrels.select(pl.col("query", "doc").cast(pl.String), "rel").sort("query", "doc"),
-            pool_manifest(place.corpus_dir, pool))
+            info, OWN_QUERY_TEXT if own else QUERY_TEXT)
+
+
+def judged_only(info: dict) -> bool:
+    """Whether the pool of manifest `info` is a collection's judged-only pool (JUDGED=1): each
+    query ranks exactly the documents judged for it, so BEIR's files (a corpus of the judged
+    documents, qrels with the judged negatives' score 0 lines) hold the same task, as SciDocs
+    is distributed."""
+    return info.get("scope") == JUDGED_SCOPE
 
 
 def _write_jsonl(records: pl.DataFrame, path: Path) -> None:
@@ -109,7 +130,8 @@ def _write_jsonl(records: pl.DataFrame, path: Path) -> None:
             handle.write(orjson.dumps(row) + b"\n")
 
 
-def datasheet(place: Place, pool: str, info: dict, sizes: dict, files: dict) -> dict:
+def datasheet(place: Place, pool: str, info: dict, sizes: dict, files: dict,
+              query_text: str) -> dict:
     """What an export holds and was drawn from: the corpus and its source (as its manifest
     records it; the licence too, where it records one), the pool and its parameters (seed,
     the EXCLUDE list's digest and count: never its ids or its path), the prefilter's
@@ -133,7 +155,9 @@ def datasheet(place: Place, pool: str, info: dict, sizes: dict, files: dict) -> 
             "ids": exclusion.get("ids"), "ids_sha256": exclusion.get("ids_sha256")},
         "source": source,
         "license": (whole or ingest).get("license"),
-        "sizes": sizes, "files": files, "query_text": QUERY_TEXT,
+        "sizes": sizes, "files": files,
+        "query_text": query_text,
+        "judged_only": judged_only(info),
     }
 
 

@@ -16,6 +16,7 @@ import pytest
 
 import pipeline
 from pipeline.core.errors import InputError
+from pipeline.external.beir import import_beir
 from pipeline.layout import Place, pool_names, run_paths
 from pipeline.mdcr.official import import_benchmark
 from pipeline.models import get_model
@@ -23,6 +24,7 @@ from pipeline.pools.build import PoolSpec, build_pool, load_pool
 from pipeline.retrieval.search import search_pool
 from tests.conftest import N_QUERIES, copy_corpus, make_ok, pool_of
 from tests.encoding.test_objects import Hashed as Words
+from tests.external.test_judged import imported, scidocs  # noqa: F401
 from tests.mdcr.test_mdcr_official import BENCHMARK, _official_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,9 +63,9 @@ def test_make_export_beir_then_import_beir_gives_the_same_bm25_run(data, tmp_pat
     for where, name in ((place, POOL), (place.sibling("again"), again)):
         search_pool(where, name, get_model("bm25"))
     original = run_paths(data / "runs", "small", POOL, "bm25").trec.read_text()
-    imported = run_paths(data / "runs", "again", again, "bm25").trec.read_text()
+    reimported = run_paths(data / "runs", "again", again, "bm25").trec.read_text()
     assert len(original.splitlines()) > N_QUERIES * 100  # lists of hundreds, not a few lines
-    assert imported == original  # same queries, documents, ranks and scores
+    assert reimported == original  # same queries, documents, ranks and scores
 
 
 def test_the_files_are_beirs_and_their_bytes_are_the_same_again(data, exported, tmp_path):
@@ -210,6 +212,51 @@ def test_ir_datasets_beir_classes_read_the_export(exported, tmp_path, monkeypatc
         sheet["sizes"]["documents"], sheet["sizes"]["queries"], sheet["sizes"]["qrels"])
     assert {q.relevance for q in qrels} == {1}
     assert {q.query_id for q in qrels} == {q.query_id for q in queries}
+
+
+def test_a_judged_only_pool_is_exported_as_scidocs_is_distributed(imported, tmp_path):  # noqa: F811
+    """Issue 56: a judged-only pool (JUDGED=1) was refused. Exported, BEIR's loader reads each
+    query's 30 judged documents with their grades (the 25 negatives as score 0 lines), and
+    import-beir JUDGED=1 of the folder gives the same judged-only pool, file for file."""
+    from beir.datasets.data_loader import GenericDataLoader
+
+    corpus, root, _ = imported
+    out = tmp_path / "judged"
+    sheet = pipeline.export_beir(root, corpus.name, "judged-30-r0", out)
+    assert sheet["judged_only"] and sheet["sizes"]["documents"] == 180
+    docs, queries, qrels = GenericDataLoader(data_folder=str(out)).load(split="test")
+    original = load_pool(corpus, "judged-30-r0")
+    assert len(docs) == 180 and len(queries) == 6
+    assert {q: sorted(grades.values()) for q, grades in qrels.items()} == {
+        f"q{n}": [0] * 25 + [1] * 5 for n in range(6)}
+    again = tmp_path / "corpora" / "again"
+    info = import_beir(out, again, judged=True)
+    assert info["collection"]["pools"] == ["beir-180-r0", "judged-30-r0"]
+    for before, after in zip(original, load_pool(again, "judged-30-r0"), strict=True):
+        assert after.equals(before)
+
+
+def test_a_collections_queries_are_exported_as_their_own_text(tmp_path):
+    """Issue 56: export-beir normalised whitespace in a collection's queries (2 of SciFact's
+    300 hold double spaces), where the docs promise their own text."""
+    texts = {"q1": "protein  folding", "q2": "\tsoil\tcarbon ", "q3": "  graphs\n of  words"}
+    src = tmp_path / "src"
+    (src / "qrels").mkdir(parents=True)
+    (src / "corpus.jsonl").write_text("".join(json.dumps(
+        {"_id": d, "title": d, "text": f"text of {d}"}) + "\n" for d in ("a", "b", "c")))
+    (src / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n"
+                                               for q, t in texts.items()))
+    (src / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\ta\t1\n"
+                                            "q2\tb\t1\nq3\tc\t1\n")
+    import_beir(src, tmp_path / "corpora" / "c")
+    sheet = pipeline.export_beir(tmp_path, "c", "beir-3-r0", tmp_path / "out")
+    exported = [json.loads(line) for line in
+                (tmp_path / "out" / "queries.jsonl").read_text().splitlines()]
+    assert {q["_id"]: q["text"] for q in exported} == texts
+    assert sheet["query_text"] == "the query's own text, as the collection was imported"
+    import_beir(tmp_path / "out", tmp_path / "corpora" / "again")  # and back: the same text
+    queries = load_pool(tmp_path / "corpora" / "again", "beir-3-r0")[0]
+    assert dict(queries.select("corpusid", "title").iter_rows()) == texts
 
 
 def test_an_mdcr_style_pool_is_refused(tmp_path):
