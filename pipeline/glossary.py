@@ -162,46 +162,97 @@ def _from_ir_measures(name: str) -> str | None:
     return _named(IR_MEASURES_NAMES[measure], cut, _ir_measures_level(name, measure, params or ""))
 
 
-def canonical_metric(name: str) -> str:
-    """`name` as ranx names it, the name every output carries: ranx's names and CSFCube's
-    (`ndcg%20`) as they are, ir_measures' and trec_eval's translated; a name none of them
-    gives a measure computed here is refused in one line, with the nearest one that is."""
+# Every measure's spelling in the three vocabularies (and CSFCube's), longest first: a name in
+# any case is read as the spelling its start matches (`p@10` as ir_measures' `P@10`)
+_SPELLINGS = sorted({*_KNOWN, RANKED_MAP, *IR_MEASURES_NAMES, *TREC_EVAL_NAMES, *NOT_COMPUTED},
+                    key=lambda spelling: (-len(spelling), spelling))
+
+
+def _exact(name: str) -> str | None:
+    """ranx's name of `name` spelled exactly as one vocabulary spells it; None otherwise."""
     if _valid_metric(name):
         return name
     translated = _from_trec_eval(name) or _from_ir_measures(name)
-    if translated is not None and _valid_metric(translated):
-        return translated
+    return translated if translated is not None and _valid_metric(translated) else None
+
+
+def _any_case(name: str) -> set[str]:
+    """ranx's names that `name` means in any letter case: its start respelled as each
+    vocabulary's measure whose spelling it matches (`NDCG_CUT_10`, `p@10`, `Map`); a respelling
+    that a vocabulary refuses counts as none (its refusal is said when no other reads it)."""
+    found = set()
+    for respelled in _respellings(name):
+        try:
+            canonical = _exact(respelled)
+        except InputError:
+            continue
+        if canonical is not None:
+            found.add(canonical)
+    return found
+
+
+def _respellings(name: str) -> list[str]:
+    """`name` with its start respelled as each measure spelling it matches in any case (and
+    a level suffix `-L2` as `-l2`), longest spelling first."""
+    name = re.sub(r"-L([0-9]+)$", r"-l\1", name)
+    return [spelling + name[len(spelling):] for spelling in _SPELLINGS
+            if name.lower().startswith(spelling.lower())]
+
+
+def _not_computed(name: str) -> str | None:
+    """The measure of `name` (in any case) that no vocabulary computes here (NOT_COMPUTED)."""
     measure = re.match(r"[A-Za-z_]*?(?=[@(.]|_?[0-9]|-l|$)", name)
     measure = measure.group(0) if measure else ""
-    if measure in NOT_COMPUTED:
+    return measure if measure in NOT_COMPUTED else next(
+        (m for m in NOT_COMPUTED if m.lower() == measure.lower()), None)
+
+
+def canonical_metric(name: str) -> str:
+    """`name` as ranx names it, the name every output carries: ranx's names and CSFCube's
+    (`ndcg%20`) as they are, ir_measures' and trec_eval's translated, in any letter case where
+    that reads as one measure (`p@10`, `NDCG@10`, `Map`); a name none of them gives a measure
+    computed here is refused in one short line, with the nearest names that are."""
+    if (exact := _exact(name)) is not None:
+        return exact
+    found = _any_case(name)
+    if len(found) == 1:
+        return found.pop()
+    if found:
+        raise InputError(f"metric {name!r} reads as {' or '.join(sorted(found))} in another "
+                         "letter case: write it in one vocabulary's case (docs/evaluation.md)")
+    if (measure := _not_computed(name)) is not None:
         cut = re.search(r"[@_.]([0-9]+)", name)
         closest = NOT_COMPUTED[measure] + (f"@{cut.group(1)}" if cut else "")
         raise InputError(f"metric {name!r}: {measure} is not computed here; the closest "
                          f"measure that is: {closest} (names: docs/evaluation.md)")
-    nearest = nearest_metric(name)
-    hint = f" (did you mean {nearest!r}?)" if nearest else ""
-    raise InputError(f"unknown metric {name!r}{hint}; use a set ({', '.join(METRIC_SETS)}) or "
-                     f"names in ranx's words (map, ndcg@10, recall@30, map-l2: grades >= 2 "
-                     f"relevant), ir_measures' (AP, nDCG@10, R@30, P@10, RR, AP(rel=2)) or "
-                     f"trec_eval's (map, ndcg_cut_10, recall_30, P_10, recip_rank), or "
-                     f"CSFCube's ndcg%20 (cut at 20% of each query's list) and map_ranked-l2 "
-                     f"(its AP over the ranked list); cutoffs 1 to {MAX_CUTOFF:,}, levels 1 "
-                     f"to {MAX_LEVEL} (known: {', '.join(_KNOWN)})")
+    for respelled in _respellings(name):  # a vocabulary's refusal (a cutoff missing, ...)
+        try:
+            _from_trec_eval(respelled)
+            _from_ir_measures(respelled)
+        except InputError as exc:
+            raise InputError(exc.message.replace(repr(respelled), repr(name), 1)) from None
+    nearest = nearest_metrics(name)
+    hint = f" (did you mean {' or '.join(map(repr, nearest))}?)" if nearest else ""
+    raise InputError(f"unknown metric {name!r}{hint}: give a set ({', '.join(METRIC_SETS)}) or "
+                     f"names in ranx's, ir_measures' or trec_eval's words, cutoffs 1 to "
+                     f"{MAX_CUTOFF:,}, levels 1 to {MAX_LEVEL} (docs/evaluation.md)")
 
 
-def nearest_metric(name: str) -> str | None:
-    """The metric `name` most likely means: the closest known name with its cutoff and
-    level; None when nothing is close."""
+def nearest_metrics(name: str, n: int = 3) -> list[str]:
+    """The metrics `name` most likely means (at most `n`): the closest known names, in any
+    vocabulary, with its cutoff and level; [] when nothing is close."""
     metric, _, level = name.partition("-l")
     base, _, cut = metric.partition("@")
-    close = difflib.get_close_matches(base.lower(), [*_KNOWN, RANKED_MAP, *METRIC_SETS], n=1)
-    if not close:
-        return None
-    guess = close[0] + (f"@{cut}" if cut else "") + (f"-l{level}" if level else "")
-    return guess if close[0] in METRIC_SETS or _valid_metric(guess) else close[0]
+    spellings = {s.lower(): s for s in [*_KNOWN, RANKED_MAP, *METRIC_SETS]}
+    close = [spellings[c] for c in difflib.get_close_matches(base.lower(), list(spellings), n=n)]
+    guesses = []
+    for known in close:
+        guess = known + (f"@{cut}" if cut else "") + (f"-l{level}" if level else "")
+        guesses.append(guess if known in METRIC_SETS or _valid_metric(guess) else known)
+    return list(dict.fromkeys(guesses))
 
 
-def _metric_names(text: str) -> list[str]:
+def metric_names(text: str) -> list[str]:
     """The names of a metric list, separated by spaces or commas (not those inside an
     ir_measures name's parentheses: `AP(rel=2, judged_only=False)`)."""
     return re.findall(r"(?:[^\s,(]|\([^()]*\))+", text)
@@ -213,9 +264,9 @@ def parse_metrics(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     trec_eval's (`map ndcg_cut_10 P_10`) or CSFCube's (`ndcg%20`, `ndcg_judged%20`,
     `map_ranked-l2`), as ranx's names (`canonical_metric`), each once; an unknown name is
     refused with the nearest known one."""
-    names = _metric_names(text) if isinstance(text, str) else list(text)
-    if len(names) == 1 and names[0] in METRIC_SETS:
-        return METRIC_SETS[names[0]]
+    names = metric_names(text) if isinstance(text, str) else list(text)
+    if len(names) == 1 and names[0].lower() in METRIC_SETS:
+        return METRIC_SETS[names[0].lower()]
     if not names:
         raise InputError(f"no metric given: use a set ({', '.join(METRIC_SETS)}) or names")
     return tuple(dict.fromkeys(canonical_metric(name) for name in names))

@@ -3,14 +3,16 @@ against any qrels, in ranx's order (the qrels first) as ranx's `evaluate` and ir
 `calc_aggregate` take them, with the kernels `make eval` uses (pipeline/metrics.py) and the
 same counting rule; a call in the old order (the run first) is refused where the arguments'
 contents show it (`check_order`). Metric names: ranx's, ir_measures' or trec_eval's
-(glossary.parse_metrics), returned as ranx names them.
+(glossary.parse_metrics), each returned under the name it was asked by (`score_metrics`).
 
 A run is a TREC run file (`query Q0 doc rank score tag`), a polars or pandas DataFrame with
-columns query, doc, score, or a ranx `Run`, read as `make import-run` reads it
+columns query, doc, score, a dict of dicts {query: {doc: score}} (pytrec_eval's and BEIR's),
+a list of ir_measures' ScoredDoc, or a ranx `Run`, read as `make import-run` reads it
 (pipeline/retrieval/imported.py); qrels are a TREC qrels file (`query 0 doc
 relevance`), a BEIR qrels .tsv (`query-id corpus-id score`, tab-separated, under BEIR's header
 or none), a DataFrame with columns query, doc, relevance (an integer; or `rel`, as a pool's
-qrels.parquet names it), or a ranx `Qrels`.
+qrels.parquet names it), a dict of dicts {query: {doc: grade}}, a list of ir_measures'
+Qrel, or a ranx `Qrels`.
 Ids are compared as strings, as trec_eval compares them, and a run is ranked as trec_eval
 ranks it (score descending, ties by the doc id descending as a string), whatever its rank
 column or row order says.
@@ -36,7 +38,7 @@ import polars as pl
 from pipeline.core.current import stale
 from pipeline.core.errors import InputError
 from pipeline.core.textfiles import read_text
-from pipeline.glossary import METRIC_SETS, parse_metrics
+from pipeline.glossary import METRIC_SETS, metric_names, parse_metrics
 from pipeline.layout import BEIR_QRELS_HEADER, RUN_SUFFIXES, run_file_parts, run_paths
 from pipeline.retrieval.imported import COLUMNS as RUN_COLUMNS
 from pipeline.retrieval.imported import TREC_FIELDS, check_ids, read_source
@@ -130,6 +132,50 @@ def _columns(frame: pl.DataFrame, columns: tuple[str, ...], where: str) -> pl.Da
         "line", offset=1)
 
 
+# ir_measures' named tuples (ScoredDoc, Qrel): the field of each that holds the value
+NAMED_TUPLE_VALUES = {"run": "score", "qrels": "relevance"}
+
+
+def _named_tuples(value: Any) -> str | None:
+    """"run" for a list of ir_measures' ScoredDoc (query_id, doc_id, score), "qrels" for one
+    of its Qrel (query_id, doc_id, relevance, ...); None for anything else."""
+    if not isinstance(value, (list, tuple)) or not value:
+        return None
+    fields = set(getattr(value[0], "_fields", ()))
+    return next((kind for kind, field in NAMED_TUPLE_VALUES.items()
+                 if {"query_id", "doc_id", field} <= fields), None)
+
+
+def _nested(value: Any) -> bool:
+    """Whether `value` is a dict of dicts, {query: {doc: value}}: pytrec_eval's, BEIR's and
+    ranx's form of a run and of qrels."""
+    return (isinstance(value, Mapping) and bool(value)
+            and all(isinstance(docs, Mapping) for docs in value.values()))
+
+
+def plain(value: Any, kind: str, where: str) -> Any:
+    """A run or qrels (`kind`) given as a dict of dicts or a list of ir_measures' named tuples
+    as a polars DataFrame of query, doc and score (a run) or relevance (qrels), as
+    pytrec_eval, BEIR and ir_measures read them; any other value as it is. A value that is not
+    a number is refused, naming its query and document."""
+    column = "score" if kind == "run" else "relevance"
+    if _nested(value):
+        rows = [(query, doc, number) for query, docs in value.items()
+                for doc, number in docs.items()]
+    elif _named_tuples(value) == kind:
+        field = NAMED_TUPLE_VALUES[kind]
+        rows = [(item.query_id, item.doc_id, getattr(item, field)) for item in value]
+    else:
+        return value
+    wrong = next(((q, d, v) for q, d, v in rows
+                  if isinstance(v, bool) or not isinstance(v, (int, float))), None)
+    if wrong is not None:
+        query, doc, number = wrong
+        raise InputError(f"{where}: query {query!r}, document {doc!r} has the {column} "
+                         f"{number!r}, not a number: give a number for every pair")
+    return pl.DataFrame(rows, schema=["query", "doc", column], orient="row")
+
+
 def _is_ranx(value: Any, kind: str) -> bool:
     return type(value).__module__.split(".")[0] == "ranx" and type(value).__name__ == kind
 
@@ -163,7 +209,9 @@ def check_vouched_run(run: Any) -> None:
 def as_run(run: Any, where: str = "run") -> pl.DataFrame:
     """Any accepted run (module doc), read as `make import-run` reads it (read_source), as
     query, doc (strings), score, rank in trec_eval's order; a document ranked twice for one
-    query is refused; a run file of the pipeline's is checked first (`check_vouched_run`)."""
+    query is refused; a run file of the pipeline's is checked first (`check_vouched_run`); a
+    dict of dicts or ir_measures' ScoredDocs are read as a DataFrame (`plain`)."""
+    run = plain(run, "run", where)
     check_vouched_run(run)
     try:
         frame, _ = read_source(run)
@@ -180,7 +228,9 @@ def as_run(run: Any, where: str = "run") -> pl.DataFrame:
 
 def as_qrels(qrels: Any, where: str = "qrels") -> pl.DataFrame:
     """Any accepted qrels (module doc) as query, doc (strings), rel (Int64); a pair judged
-    twice with one grade is kept once and counted, with two grades refused."""
+    twice with one grade is kept once and counted, with two grades refused; a dict of dicts
+    or ir_measures' Qrels are read as a DataFrame (`plain`)."""
+    qrels = plain(qrels, "qrels", where)
     if isinstance(qrels, (str, os.PathLike)):
         frame, where = _read_qrels_file(Path(qrels)), str(qrels)
     elif (given := _frame(qrels)) is not None:
@@ -203,6 +253,7 @@ def as_qrels(qrels: Any, where: str = "qrels") -> pl.DataFrame:
     else:
         raise InputError(f"{where}: {type(qrels).__name__} is not qrels: give a TREC qrels "
                          f"file's path, a DataFrame with columns {', '.join(QRELS_COLUMNS)}, "
+                         "a dict of dicts {query: {doc: grade}}, a list of ir_measures' Qrel "
                          "or a ranx Qrels")
     clash = frame.filter(pl.col("relevance").n_unique().over("query", "doc") > 1).sort("line")
     if clash.height:
@@ -219,19 +270,33 @@ def as_qrels(qrels: Any, where: str = "qrels") -> pl.DataFrame:
     return unique.select("query", "doc", rel="relevance")
 
 
-def score_metrics(metrics: Any) -> tuple[str, ...]:
-    """`metrics` (a set's name, or metric names as a string or a list) checked; "auto" needs a
-    pool, so it is refused here."""
+def score_metrics(metrics: Any) -> dict[str, str]:
+    """`metrics` (a set's name, or metric names as a string or a list) checked: each name as
+    asked -> ranx's name of its measure (parse_metrics), in the order asked, each name once; a
+    set gives its own names (ranx's, as docs/evaluation.md lists them). "auto" needs a pool,
+    so it is refused here."""
     if isinstance(metrics, str):
         if metrics.strip() == "auto":
             raise InputError("metrics='auto' is a pool's own set, and scoring outside a pool "
                              f"has none: give a set ({', '.join(METRIC_SETS)}) or metric names")
-        return parse_metrics(metrics)
-    if (not isinstance(metrics, Sequence) or not metrics
+        names = metric_names(metrics)
+    elif (not isinstance(metrics, Sequence) or not metrics
             or not all(isinstance(m, str) for m in metrics)):
         raise InputError(f"metrics={metrics!r}: give a set's name ({', '.join(METRIC_SETS)}) "
                          "or a list of metric names such as ['map', 'ndcg@10']")
-    return parse_metrics(list(metrics))
+    else:
+        names = list(metrics)
+    if len(names) == 1 and len(canonical := parse_metrics(names)) > 1:  # a set's name
+        return {name: name for name in canonical}
+    return {name: parse_metrics([name])[0] for name in dict.fromkeys(names)}
+
+
+def under_asked_names(values: pl.DataFrame, asked: dict[str, str]) -> pl.DataFrame:
+    """`query_values`' frame (columns named as ranx names the measures) with one column per
+    metric as asked (`score_metrics`), as ir_measures returns each measure under the name it
+    was given: `nDCG@10` is `result["nDCG@10"]`, never only `ndcg@10`."""
+    return values.select("query", *(pl.col(canonical).alias(name)
+                                    for name, canonical in asked.items()))
 
 
 def query_values(run: pl.DataFrame, qrels: pl.DataFrame, metrics: Sequence[str],
@@ -263,10 +328,13 @@ def query_values(run: pl.DataFrame, qrels: pl.DataFrame, metrics: Sequence[str],
 def _shape(value: Any) -> str | None:
     """What `value` holds where its content says so unambiguously: "a run" (a ranx Run, a
     DataFrame with a run's columns and no relevance, a file whose first line has a TREC run
-    line's 6 fields), "qrels" (a ranx Qrels, a DataFrame with a relevance column and no score,
-    a file of 4 or 3 fields a line), "a dict of runs" (compare's); else None."""
+    line's 6 fields, ir_measures' ScoredDocs), "qrels" (a ranx Qrels, a DataFrame with a
+    relevance column and no score, a file of 4 or 3 fields a line, ir_measures' Qrels), "a
+    dict of runs" (compare's); else None (a dict of dicts: a run's and qrels' form alike)."""
     if _is_ranx(value, "Run") or _is_ranx(value, "Qrels"):
         return "a run" if _is_ranx(value, "Run") else "qrels"
+    if (named := _named_tuples(value)) is not None:
+        return "a run" if named == "run" else "qrels"
     if isinstance(value, Mapping):
         return None if any(isinstance(v, Mapping) for v in value.values()) else "a dict of runs"
     if (frame := _frame(value)) is not None:
@@ -320,13 +388,15 @@ def score(qrels: Any, run: Any, metrics: str | Sequence[str], *,
     """`run` scored against `qrels` with `metrics` (ranx's order: the qrels first), writing
     nothing: {metric: mean over the evaluated queries}, or with `per_query=True` a polars
     DataFrame (query, one column per metric) of each evaluated query. Accepted forms and the
-    counting rule: module doc; metric names in ranx's, ir_measures' or trec_eval's words,
-    returned in ranx's (glossary.parse_metrics)."""
+    counting rule: module doc; metric names in ranx's, ir_measures' or trec_eval's words (any
+    letter case where unambiguous), each returned under the name it was asked by, a set's
+    metrics under its own names (`score_metrics`)."""
     check_order("score", qrels, run)
     if not isinstance(per_query, bool):
         raise InputError(f"per_query={per_query!r}: give True or False")
-    names = score_metrics(metrics)
-    values = query_values(as_run(run), as_qrels(qrels), names)
+    asked = score_metrics(metrics)
+    values = under_asked_names(query_values(as_run(run), as_qrels(qrels),
+                                            tuple(dict.fromkeys(asked.values()))), asked)
     if per_query:
         return values
-    return {m: float(values[m].mean()) for m in names}  # as `make eval` averages them
+    return {m: float(values[m].mean()) for m in asked}  # as `make eval` averages them

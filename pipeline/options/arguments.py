@@ -153,18 +153,29 @@ def _similarity(text: str) -> str:
     return text
 
 
+def _is_nested(value: object) -> bool:
+    """A dict of dicts, {query: {doc: value}}, or a list of ir_measures' named tuples: the
+    forms pytrec_eval, BEIR and ir_measures hold (their contents: score.plain)."""
+    return (isinstance(value, Mapping) and all(isinstance(v, Mapping) for v in value.values())
+            or isinstance(value, list | tuple) and len(value) > 0
+            and hasattr(value[0], "_fields"))
+
+
 def _is_run(value: object) -> bool:
-    """A run made elsewhere: a TREC file's path, a DataFrame or a ranx Run."""
-    return _is_path(value) or type(value).__name__ in ("DataFrame", "Run")
+    """A run made elsewhere: a TREC file's path, a DataFrame, a dict of dicts, ir_measures'
+    ScoredDocs or a ranx Run."""
+    return _is_path(value) or type(value).__name__ in ("DataFrame", "Run") or _is_nested(value)
 
 
-KINDS["run"] = (_is_run, "a TREC run file's path, a DataFrame (query, doc, score) or a "
-                         "ranx Run")
+KINDS["run"] = (_is_run, "a TREC run file's path, a DataFrame (query, doc, score), a dict "
+                         "{query: {doc: score}}, a list of ir_measures' ScoredDoc or a ranx Run")
 
 
 def _is_qrels(value: object) -> bool:
-    """Judgments made elsewhere: a TREC qrels file's path, a DataFrame or a ranx Qrels."""
-    return _is_path(value) or type(value).__name__ in ("DataFrame", "Qrels")
+    """Judgments made elsewhere: a TREC qrels file's path, a DataFrame, a dict of dicts,
+    ir_measures' Qrels or a ranx Qrels."""
+    return (_is_path(value) or type(value).__name__ in ("DataFrame", "Qrels")
+            or _is_nested(value))
 
 
 def _is_named_runs(value: object) -> bool:
@@ -207,8 +218,9 @@ def _probability(text: str) -> float:
     return float(text)
 
 
-KINDS["qrels"] = (_is_qrels, "a TREC qrels file's path, a DataFrame (query, doc, relevance) "
-                             "or a ranx Qrels")
+KINDS["qrels"] = (_is_qrels, "a TREC qrels file's path, a DataFrame (query, doc, relevance), "
+                             "a dict {query: {doc: grade}}, a list of ir_measures' Qrel or a "
+                             "ranx Qrels")
 KINDS["named_runs"] = (_is_named_runs, "a dict of two or more runs, name (a str) -> run (a TREC "
                                        "run file's path, a DataFrame or a ranx Run)")
 KINDS["results"] = (lambda v: _is_path(v) or type(v).__name__ == "DataFrame",

@@ -20,6 +20,7 @@ from pipeline.evaluation.score import (
     check_order,
     query_values,
     score_metrics,
+    under_asked_names,
 )
 from pipeline.evaluation.significance import compare as paired_tests
 from pipeline.evaluation.significance import intervals, significance_test
@@ -137,10 +138,12 @@ def compare(qrels: Any, runs: Mapping[str, Any], metrics: str | Sequence[str], *
     check_order("compare", qrels, runs)
     _checked(runs, correction, alpha)
     test = significance_test(test)
-    names = score_metrics(metrics)
+    asked = score_metrics(metrics)
+    names = tuple(asked)  # each metric under the name it was asked by
     judged = as_qrels(qrels)
-    values = {name: query_values(as_run(run, f"runs[{name!r}]"), judged, names,
-                                 f"runs[{name!r}]") for name, run in runs.items()}
+    values = {name: under_asked_names(query_values(
+        as_run(run, f"runs[{name!r}]"), judged, tuple(dict.fromkeys(asked.values())),
+        f"runs[{name!r}]"), asked) for name, run in runs.items()}
     means, pairs = [], []
     for metric in names:
         per_query = pl.concat([v.select(model=pl.lit(name), query="query", value=metric)

@@ -341,23 +341,23 @@ def test_three_tools_names_give_trec_eval_and_ir_measures_values(tmp_path, form)
     itself (its names), on a run with ties, unjudged documents and graded relevance, against
     TREC qrels and BEIR's qrels .tsv."""
     run, qrels = write_run(tmp_path / "run.trec"), qrels_files(tmp_path)[form]
-    ranx_names = [names[0] for names in NAMINGS]
     judged = list(ir_measures.read_trec_qrels(qrels_files(tmp_path)["trec"]))
     for tool in range(3):
         asked = [names[tool] for names in NAMINGS]
         values = pipeline.score(qrels, run, asked, per_query=True)
-        assert values.columns == ["query", *ranx_names]
+        assert values.columns == ["query", *dict.fromkeys(asked)]  # issue 56: as asked
         means = pipeline.score(qrels, run, asked)
-        assert list(means) == ranx_names
-        for ours, ir_name, trec_name, level in NAMINGS:
+        assert list(means) == list(dict.fromkeys(asked))
+        for names in NAMINGS:
+            ours, ir_name, trec_name, level = names
             expected = pytrec_eval_value(trec_name, level)
-            assert dict(values.select("query", ours).rows()) == pytest.approx(
+            assert dict(values.select("query", names[tool]).rows()) == pytest.approx(
                 expected, abs=1e-12), (tool, ours)
             measure = ir_measures.parse_measure(ir_name)
             theirs = {m.query_id: m.value for m in ir_measures.iter_calc(
                 [measure], judged, list(ir_measures.read_trec_run(run)))}
             assert theirs == pytest.approx(expected, abs=1e-12), ir_name
-            assert means[ours] == pytest.approx(ir_measures.calc_aggregate(
+            assert means[names[tool]] == pytest.approx(ir_measures.calc_aggregate(
                 [measure], judged, list(ir_measures.read_trec_run(run)))[measure], abs=1e-12)
     # the ties matter: in the file's order q1's RR would be 1, not 1/3
     in_file_order = [(q, d, -i) for i, (q, d, _) in enumerate(RUN_LINES)]
@@ -529,3 +529,76 @@ def test_a_run_file_of_four_fields_is_told_what_a_run_line_holds(tmp_path):
     # a true swap still says the order
     assert one_line_error(lambda: pipeline.score(write_run(tmp_path / "r.trec"), qrels, "map")
                           ).endswith("put the qrels first")
+
+
+@pytest.mark.parametrize(("name", "exact"), [
+    ("p@10", "P@10"), ("Map", "map"), ("NDCG@10", "nDCG@10"), ("ndcg_CUT_10", "ndcg_cut_10"),
+    ("RECALL_30", "recall_30"), ("ap(rel=2)", "AP(rel=2)"), ("rr", "RR"), ("map-L2", "map-l2"),
+    ("Hit_Rate@3", "hit_rate@3"), ("RPREC", "Rprec"), ("NDCG%20", "ndcg%20")])
+def test_a_metric_name_in_any_case_reads_as_its_measure(tmp_path, name, exact):
+    """Issue 56: `p@10` was refused with a 400-character message; a name in any letter case
+    that reads as one measure in the three vocabularies is that measure."""
+    run, qrels = write_run(tmp_path / "run.trec"), write_qrels(tmp_path / "qrels.txt")
+    from pipeline.glossary import canonical_metric
+
+    assert canonical_metric(name) == canonical_metric(exact)
+    assert pipeline.score(qrels, run, [name]) == {name: pipeline.score(qrels, run, [exact])[exact]}
+
+
+def test_an_unknown_metric_is_refused_in_one_short_line(tmp_path):
+    """Issue 56: the refusal names the closest valid names, not every name known."""
+    run, qrels = write_run(tmp_path / "run.trec"), write_qrels(tmp_path / "qrels.txt")
+    text = one_line_error(lambda: pipeline.score(qrels, run, "ndgc@10"))
+    assert "unknown metric 'ndgc@10' (did you mean 'ndcg@10'" in text and len(text) < 300
+    assert "metric 'p': trec_eval's P is a family of cutoffs: name one, such as P_10" in (
+        one_line_error(lambda: pipeline.score(qrels, run, "p")))
+    assert "Bpref is not computed here" in one_line_error(
+        lambda: pipeline.score(qrels, run, "BPREF"))
+
+
+def test_each_metric_is_returned_under_the_name_it_was_asked_by(tmp_path):
+    """Issue 56: asked for nDCG@10 or AP(rel=2), a user got ndcg@10 and map-l2 (a KeyError
+    on result["nDCG@10"]); each is returned as asked, as ir_measures does; a set's under its
+    documented names; two names of one measure both."""
+    run, qrels = write_run(tmp_path / "run.trec"), write_qrels(tmp_path / "qrels.txt")
+    asked = ["nDCG@10", "AP(rel=2)", "ndcg_cut_10", "map"]
+    means = pipeline.score(qrels, run, asked)
+    assert list(means) == asked and means["nDCG@10"] == means["ndcg_cut_10"]
+    assert means["AP(rel=2)"] == pipeline.score(qrels, run, "map-l2")["map-l2"]
+    assert pipeline.score(qrels, run, asked, per_query=True).columns == ["query", *asked]
+    assert list(pipeline.score(qrels, run, "beir")) == ["ndcg@10", "recall@100"]
+    compared = pipeline.compare(qrels, {"a": run, "b": run}, "nDCG@10 AP(rel=2)")
+    assert compared.frame()["metric"].unique(maintain_order=True).to_list() == [
+        "nDCG@10", "AP(rel=2)"]
+    assert compared.pairs["metric"].to_list() == ["nDCG@10", "AP(rel=2)"]
+
+
+def test_dicts_of_dicts_and_ir_measures_tuples_equal_their_own_tools(tmp_path):
+    """Issue 56: qrels and runs as {query: {doc: value}} (pytrec_eval's, BEIR's) and as lists
+    of ir_measures' Qrel and ScoredDoc were refused; taken now, and their numbers equal
+    pytrec_eval's and ir_measures' own on the same input to 1e-9."""
+    run_dict, qrels_dict = {}, {}
+    for query, doc, score in RUN_LINES:
+        run_dict.setdefault(query, {})[doc] = score
+    for query, doc, rel in QRELS_LINES:
+        qrels_dict.setdefault(query, {})[doc] = rel
+    trec = pytrec_eval.RelevanceEvaluator(qrels_dict, {"map", "ndcg_cut.10", "P.3"}).evaluate(
+        run_dict)
+    values = pipeline.score(qrels_dict, run_dict, ["map", "ndcg_cut_10", "P_3"], per_query=True)
+    for row in values.iter_rows(named=True):
+        for name in ("map", "ndcg_cut_10", "P_3"):
+            assert row[name] == pytest.approx(trec[row["query"]][name], abs=1e-9)
+    judged = [ir_measures.Qrel(q, d, r) for q, d, r in QRELS_LINES]
+    ranked = [ir_measures.ScoredDoc(q, d, s) for q, d, s in RUN_LINES]
+    measures = [ir_measures.parse_measure(m) for m in ("nDCG@10", "AP(rel=2)", "R@3")]
+    theirs = ir_measures.calc_aggregate(measures, judged, ranked)
+    ours = pipeline.score(judged, ranked, [str(m) for m in measures])
+    assert ours == pytest.approx({str(m): v for m, v in theirs.items()}, abs=1e-9)
+    assert pipeline.score(qrels_dict, ranked, "map") == pipeline.score(judged, run_dict, "map")
+    compared = pipeline.compare(judged, {"dict": run_dict, "tuples": ranked}, ["nDCG@10"])
+    assert compared.frame()["mean"].to_list() == pytest.approx([theirs[measures[0]]] * 2,
+                                                               abs=1e-9)
+    assert "query 'q1', document 'd2' has the score 'x', not a number" in one_line_error(
+        lambda: pipeline.score(qrels_dict, {"q1": {"d2": "x"}}, "map"))
+    assert "the first argument is a run" in one_line_error(
+        lambda: pipeline.score(ranked, judged, "map"))
