@@ -10,7 +10,9 @@ without one) and its abstract its `text` field, or the package's `default_text()
 document type without one (TREC documents: their body); a query's text is its `text`, or
 `default_text()` (TREC topics: the title). Judgments keep their graded relevance; ir_datasets'
 `iteration` column is not read. What is left out is counted as the BEIR import counts it
-(docs/collections.md).
+(docs/collections.md). ir_datasets' own log lines, download retries and progress bars are set
+aside while it reads (`quiet`): a missing download is one line naming the file and where to put
+it.
 
 This module imports only the standard library at the top, so the command line's checks (of
 DATASET, and of a corpus name that is a dataset id: `dataset_hint`) run before the
@@ -19,9 +21,12 @@ environment exists.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import logging
+import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -115,10 +120,11 @@ def _read(dataset: str, found: Any) -> tuple[list[tuple], list[tuple], list[tupl
     query_text = _text_of(found.queries_cls()._fields)
     has_title = "title" in doc_fields
     try:
-        docs = [(d.doc_id, d.title if has_title else "", doc_text(d))
-                for d in found.docs_iter()]
-        queries = [(q.query_id, query_text(q)) for q in found.queries_iter()]
-        qrels = [(j.query_id, j.doc_id, j.relevance) for j in found.qrels_iter()]
+        with quiet():
+            docs = [(d.doc_id, d.title if has_title else "", doc_text(d))
+                    for d in found.docs_iter()]
+            queries = [(q.query_id, query_text(q)) for q in found.queries_iter()]
+            qrels = [(j.query_id, j.doc_id, j.relevance) for j in found.qrels_iter()]
     except Exception as exc:  # the package's, from files it downloaded: not ours to name
         first = str(exc).splitlines()[0] if str(exc) else ""
         home = Path(ir_datasets.util.home_path())
@@ -134,6 +140,16 @@ def _read(dataset: str, found: Any) -> tuple[list[tuple], list[tuple], list[tupl
                          f"{first}); its files live under IR_DATASETS_HOME ({home}){place}"
                          ) from None
     return docs, queries, qrels
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """ir_datasets' own output set aside while it reads: its `[INFO]` lines, each download try
+    and retry, its progress bars (all written to `sys.stderr` as it is then), so that a
+    failure is the import's one line, naming the missing file. The pipeline's log handlers
+    keep their own stream."""
+    with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
+        yield
 
 
 def missing_downloads(found: Any) -> list[Path]:

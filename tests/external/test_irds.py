@@ -214,3 +214,29 @@ def test_a_missing_download_names_the_file_to_place(tmp_path):
     assert (f"its files live under IR_DATASETS_HOME ({tmp_path / 'home'}), where "
             "beir/scifact/source.zip is missing: place it there") in done.stdout, done.stdout
     assert not (tmp_path / "corpora").exists()
+
+
+def test_a_missing_download_is_the_one_line_said(tmp_path):
+    """Issue 56: with an empty IR_DATASETS_HOME and no network, ir_datasets' own lines (each
+    download try and retry, its progress bars) came first and buried the useful one. Now the
+    command says one line, naming the missing file and where to put it. The network fails as
+    it fails offline (requests' ConnectionError, which ir_datasets retries), nothing fetched."""
+    script = ("import sys, requests\n"
+              "def offline(*args, **kwargs):\n"
+              "    raise requests.exceptions.ConnectionError('no network')\n"
+              "requests.get = offline\n"
+              "from pipeline.cli.main import main\n"
+              "raise SystemExit(main(sys.argv[1:]))\n")
+    env = {**os.environ, "IR_DATASETS_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", script, "--corpora-root",
+                           str(tmp_path / "corpora"), "import-irds", "--corpus", "sf",
+                           "--dataset", "beir/scifact/test"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: ir_datasets could not read beir/scifact/test")
+    assert lines[0].endswith(f"its files live under IR_DATASETS_HOME ({tmp_path / 'home'}), "
+                             "where beir/scifact/source.zip is missing: place it there (a "
+                             "node without network) or download it again"), lines[0]
+    assert not (tmp_path / "corpora" / "sf").exists()
