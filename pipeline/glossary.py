@@ -283,6 +283,17 @@ VARIANTS = ("full", "title", "abstract", "shuffled", "deleted30", "typos")
 PROMPT_TAG = re.compile(r"\+(q[0-9a-f]{8})")
 
 
+# A QUERY_PROMPT of one word (letters, digits, `_`, `-`: no space, no punctuation) is a prompt
+# name (an st: model's configuration's); a literal one-word prompt is written with a trailing
+# space ('cites '), as it is prepended to the query's text.
+PROMPT_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def is_prompt_name(prompt: str) -> bool:
+    """Whether QUERY_PROMPT's value is a prompt's name rather than its text."""
+    return PROMPT_NAME.fullmatch(prompt) is not None
+
+
 def prompt_tag(prompt: str) -> str:
     """The tag a query prompt adds to its model's name: q + its sha256's first 8 digits."""
     return "q" + hashlib.sha256(prompt.encode()).hexdigest()[:8]

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 from urllib.parse import urlsplit
 
 from pipeline.core.errors import InputError
-from pipeline.glossary import prompt_tag, split_prompt_tag
+from pipeline.glossary import is_prompt_name, prompt_tag, split_prompt_tag
 
 Kind = str  # a key of ENCODERS or of the retriever registry: dense, multi-vector, bm25, ..
 # mean-all-layers: multi-vector only (MDCR's ASPIRE, pipeline/encoding/multivector.py)
@@ -377,16 +377,32 @@ def query_prompt_text(prompt: str) -> str:
     return prompt.replace("\\n", "\n")
 
 
+def unknown_prompt_name(entry: ModelEntry, prompt: str, names: Iterable[str]) -> InputError:
+    """The refusal of a one-word QUERY_PROMPT (glossary.is_prompt_name) that names none of
+    the model's prompts (`names`, an st: configuration's; none elsewhere): prepended as text,
+    a mistyped name would silently become the prompt."""
+    names = sorted(names)
+    known = f"its prompt names: {', '.join(names)}" if names else "it has no named prompts"
+    model = split_prompt_tag(entry.name)[0]
+    return InputError(f"QUERY_PROMPT={prompt} names no prompt of MODEL {model} ({known}):"
+                      f" give {'one of them, or ' if names else ''}a literal one-word prompt "
+                      f"with a trailing space, QUERY_PROMPT='{prompt} ' (docs/encoders.md)")
+
+
 def with_query_prompt(entry: ModelEntry, prompt: str | None) -> ModelEntry:
     """`entry` with queries encoded after `prompt` (QUERY_PROMPT): the model
     `<name>+q<tag>` (glossary.prompt_tag), its own runs, its base model's papers. An st:
-    model's prompt may be one of its configuration's prompt names. None or "": `entry`."""
+    model's prompt may be one of its configuration's prompt names (checked once it is loaded:
+    STEncoder); a one-word prompt for any other model is refused (unknown_prompt_name). None
+    or "": `entry`."""
     if not prompt:
         return entry
     if entry.kind not in PROMPTED_KINDS:
         raise InputError(f"QUERY_PROMPT is for models that encode text (registered dense "
                          f"models, hf:, st:, api:): {entry.name} is a {entry.kind} model")
     text = query_prompt_text(prompt)
+    if is_prompt_name(text) and entry.kind != ST_KIND:  # st: names are known once loaded
+        raise unknown_prompt_name(entry, text, ())
     base, tag = split_prompt_tag(entry.name)
     if tag and tag != prompt_tag(text):
         raise InputError(f"MODEL {entry.name} was named after another query prompt "

@@ -28,6 +28,7 @@ from safetensors import SafetensorError
 
 from pipeline.core.errors import InputError
 from pipeline.core.logs import Progress
+from pipeline.glossary import split_prompt_tag
 from pipeline.layout import HF_CONFIG
 from pipeline.models import ModelEntry
 
@@ -224,6 +225,27 @@ def load_advice(exc: Exception, source: str) -> str:
     return next(advice() for kind, advice in LOAD_ADVICE.items() if isinstance(exc, kind))
 
 
+# The fewest of a model's tokens a query prompt (QUERY_PROMPT) must leave to a query's own text:
+# a longer prompt is refused before any work (docs/encoders.md, "Query prompts")
+QUERY_ROOM = 32
+
+
+def check_prompt_room(entry: ModelEntry, tokenizer, max_length: int, prompt: str,
+                      extra: int = 0) -> None:
+    """Refuse a query prompt after which fewer than QUERY_ROOM of the model's `max_length`
+    tokens remain for a query's text (its special tokens, and `extra` ones such as an appended
+    end-of-sequence, count too): truncation would cut the text away, and every query would be
+    encoded as the prompt alone."""
+    tokens = len(tokenizer(prompt, add_special_tokens=False, verbose=False)["input_ids"])
+    left = max_length - tokens - len(tokenizer("")["input_ids"]) - extra
+    if left < QUERY_ROOM:
+        model = split_prompt_tag(entry.name)[0]
+        raise InputError(f"QUERY_PROMPT is {tokens:,} tokens of MODEL {model}, whose "
+                         f"max_seq_length is {max_length:,}: it leaves {max(left, 0):,} tokens "
+                         f"for a query's text, fewer than {QUERY_ROOM} (the rest would be cut "
+                         "away): shorten the prompt")
+
+
 class Encoder:
     """A transformer encoder with the registry entry's input format and pooling."""
 
@@ -263,6 +285,9 @@ class Encoder:
         self.dim = int(self.model.config.hidden_size)
         self.max_length = min(entry.max_length, self.tokenizer.model_max_length)
         self.append_eos = self._eos_to_append() if entry.pooling == "lasttoken" else None
+        if entry.query_prompt is not None:
+            check_prompt_room(entry, self.tokenizer, self.max_length, entry.query_prompt,
+                              extra=int(self.append_eos is not None))
 
     @property
     def compute_dtype(self) -> str:

@@ -23,6 +23,7 @@ from pipeline.core.errors import InputError
 from pipeline.encoding.encoders import (
     LOAD_ERRORS,
     Encoder,
+    check_prompt_room,
     first_line,
     hub_offline,
     join_text,
@@ -31,8 +32,9 @@ from pipeline.encoding.encoders import (
     model_source,
     pick_device,
 )
+from pipeline.glossary import is_prompt_name
 from pipeline.layout import JSON_SUFFIX
-from pipeline.models import ST_KIND, ModelEntry
+from pipeline.models import ST_KIND, ModelEntry, unknown_prompt_name
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +148,9 @@ class STEncoder(Encoder):
         prompts, default = dict(self.model.prompts), self.model.default_prompt_name
         self.prompts = {"query": prompt_of(prompts, QUERY_PROMPTS, default),
                         "document": prompt_of(prompts, DOCUMENT_PROMPTS, default)}
+        self._chosen = self._chosen_prompt()
+        if self._chosen is not None:
+            check_prompt_room(entry, self.tokenizer, self.max_length, self._chosen)
         self._digest = config_digest(_folder(source))
         self._prompt = self.prompts["document"]  # of the texts last formatted (a batch is one kind)
         log.info(f"[embed] MODEL {entry.name}: {self.model!r}".replace("\n", " "))
@@ -160,13 +165,24 @@ class STEncoder(Encoder):
         return {"st_config": self._digest, "prompts": self.prompts,
                 "max_seq_length": self.max_length}
 
+    def _chosen_prompt(self) -> str | None:
+        """The user's query prompt (QUERY_PROMPT) as text: one of the configuration's prompt
+        names stands for its text; a one-word value that names none is refused (a mistyped
+        name), a literal word being written with a trailing space. None: no prompt given."""
+        given = self.entry.query_prompt
+        if given is None or given not in self.model.prompts and not is_prompt_name(given):
+            return given
+        if given not in self.model.prompts:
+            raise unknown_prompt_name(self.entry, given, self.model.prompts)
+        return self.model.prompts[given]
+
     def query_prompt(self) -> str:
-        """The queries' prompt: the user's (QUERY_PROMPT: one of the configuration's prompt
-        names, or a text), else the configuration's query prompt."""
-        given = self.entry.query_form  # refused for a prompt's model known by its name only
+        """The queries' prompt: the user's (QUERY_PROMPT: `_chosen_prompt`), else the
+        configuration's query prompt."""
         if self.entry.query_prompt is None:
+            self.entry.query_form  # noqa: B018 (refused for a prompt's model known by name only)
             return self.prompts["query"]
-        return self.model.prompts.get(given, given)
+        return self._chosen
 
     def format(self, title: str | None, abstract: str | None, query: bool = False) -> str:
         """`"{title} {abstract}".strip()` after the query prompt (query papers) or the

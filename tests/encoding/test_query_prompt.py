@@ -5,6 +5,7 @@ with that prompt (to 1e-5). A name known with its tag only cannot encode queries
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ from tests.conftest import POOL_SEED, copy_corpus, decoder_backbone
 
 INSTRUCTION = "Instruct: Given a paper, retrieve papers it cites\\nQuery: "  # as make holds it
 PROMPTS = {"query": "query: ", "document": "passage: ", "cites": "Represent the cited work: "}
+ST_LENGTH = 128  # the st: folder's max_seq_length: room for INSTRUCTION and a query's text
 
 
 # ---- the names ---------------------------------------------------------------------------
@@ -81,6 +83,22 @@ def test_a_prompt_for_a_model_that_encodes_no_text_is_refused(model, message):
         get_model(f"{get_model(model).name}+{prompt_tag('query: ')}")
 
 
+@pytest.mark.parametrize("model", ["minilm", "hf:org/name", "st:org/name"])
+def test_a_one_word_prompt_is_a_prompt_name_and_a_literal_one_has_a_trailing_space(model):
+    """A model with no named prompts (registered dense, hf:) refuses a one-word QUERY_PROMPT
+    (a mistyped name would be prepended as text), saying how to give a literal one; an st:
+    model's names are known once loaded (STEncoder). 'cites ' is the literal word."""
+    entry = get_model(model)
+    if entry.kind == "st":
+        assert with_query_prompt(entry, "cites").query_prompt == "cites"
+    else:
+        with pytest.raises(InputError, match=r"has no named prompts.*QUERY_PROMPT='cites '"):
+            with_query_prompt(entry, "cites")
+    literal = with_query_prompt(entry, "cites ")
+    assert literal.query_form == "cites "
+    assert literal.name != with_query_prompt(entry, "cites: ").name
+
+
 # ---- the vectors and the runs ------------------------------------------------------------
 st = pytest.importorskip("sentence_transformers")
 
@@ -93,7 +111,7 @@ def folder(corpus_dir, tmp_path_factory) -> Path:
 
     backbone = decoder_backbone(corpus_dir, tmp_path_factory.mktemp("qwen2"), "left")
     return st_folder(backbone, tmp_path_factory.mktemp("st") / "model", "lasttoken",
-                     prompts=PROMPTS)
+                     max_seq_length=ST_LENGTH, prompts=PROMPTS)
 
 
 @pytest.mark.slow
@@ -170,6 +188,75 @@ def test_a_prompts_runs_are_its_own_and_its_papers_the_models(corpus_dir, folder
         pipeline.search(fresh, "small", spec.name, name, k=50, threads=1, model_path=folder)
 
 
+def test_a_one_word_prompt_the_st_model_does_not_name_is_refused_naming_its_names(folder):
+    """QUERY_PROMPT=citse (a typo of the folder's 'cites') is refused, naming the prompts;
+    'cites' stands for its text, and 'cites ' (a trailing space) is the literal word."""
+    model = get_model("st:tiny/model")
+    with pytest.raises(InputError, match=r"QUERY_PROMPT=citse names no prompt of MODEL "
+                       r"st--tiny--model \(its prompt names: cites, document, query\)"):
+        STEncoder(with_query_prompt(model, "citse"), model_path=folder, device="cpu")
+    named = STEncoder(with_query_prompt(model, "cites"), model_path=folder, device="cpu")
+    assert named.format("t", "a", query=True) == PROMPTS["cites"] + "t a"
+    literal = STEncoder(with_query_prompt(model, "cites "), model_path=folder, device="cpu")
+    assert literal.format("t", "a", query=True) == "cites t a"
+
+
+def prompt_of_tokens(tokenizer, n: int) -> str:
+    """A prompt of `n` tokens of `tokenizer` (without its special tokens): a word it holds
+    whole, `n` times."""
+    word = next(w for w in sorted(tokenizer.get_vocab()) if w.isalpha() and
+                len(tokenizer(w, add_special_tokens=False)["input_ids"]) == 1)
+    prompt = " ".join([word] * n) + " "
+    assert len(tokenizer(prompt, add_special_tokens=False)["input_ids"]) == n
+    return prompt
+
+
+def test_a_prompt_that_leaves_the_query_too_few_tokens_is_refused_before_any_work(
+        corpus_dir, folder, tmp_path):
+    """An st: model of max_seq_length 128: a prompt leaving the query 32 tokens is taken, one
+    leaving 31 is refused naming both lengths, before a paper is embedded or a run written
+    (a longer one would cut every query's text away: every query the same vector)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    specials = len(tokenizer("")["input_ids"])
+    model = get_model("st:tiny/model")
+    fits = prompt_of_tokens(tokenizer, ST_LENGTH - 32 - specials)
+    STEncoder(with_query_prompt(model, fits), model_path=folder, device="cpu")
+    long = prompt_of_tokens(tokenizer, ST_LENGTH - 31 - specials)
+    with pytest.raises(InputError, match=rf"QUERY_PROMPT is {ST_LENGTH - 31 - specials} tokens "
+                       rf"of MODEL st--tiny--model, whose max_seq_length is {ST_LENGTH}: it "
+                       r"leaves 31 tokens for a query's text, fewer than 32"):
+        STEncoder(with_query_prompt(model, long), model_path=folder, device="cpu")
+    corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
+    spec = PoolSpec(size=120, n_queries=4, seed=POOL_SEED)
+    build_pool(corpus, spec)
+    data = pipeline.Data(corpora=corpus.parent, indexes=tmp_path / "indexes",
+                         runs=tmp_path / "runs")
+    with pytest.raises(InputError, match=f"whose max_seq_length is {ST_LENGTH}"):
+        pipeline.search(data, "small", spec.name, "st:tiny/model", k=50, threads=1,
+                        model_path=folder, query_prompt=prompt_of_tokens(tokenizer, 600))
+    assert not (tmp_path / "indexes").exists() and not (tmp_path / "runs").exists()
+
+
+def test_a_long_prompt_on_an_hf_model_is_refused(tiny_bert):
+    """The same room on an hf: (or registered dense) model: its max length, less [CLS] and
+    [SEP], less the prompt, must leave 32 tokens."""
+    from transformers import AutoTokenizer
+
+    from pipeline.encoding.encoders import Encoder
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    entry = replace(get_model("hf:org/name"), max_length=128)
+    with pytest.raises(InputError, match=r"QUERY_PROMPT is 100 tokens of MODEL "
+                       r"hf--org--name--mean, whose max_seq_length is 128: it "
+                       r"leaves 26 tokens"):
+        Encoder(with_query_prompt(entry, prompt_of_tokens(tokenizer, 100)),
+                model_path=tiny_bert, device="cpu")
+    Encoder(with_query_prompt(entry, prompt_of_tokens(tokenizer, 94)), model_path=tiny_bert,
+            device="cpu")
+
+
 # ---- make ------------------------------------------------------------------------------------
 def test_make_names_the_prompts_runs_and_passes_it_to_the_search_only(tmp_path):
     """make eval with QUERY_PROMPT: the search is given the prompt (quoted, `\\n` as written)
@@ -193,6 +280,13 @@ def test_make_names_the_prompts_runs_and_passes_it_to_the_search_only(tmp_path):
                                                   "QUERY_PROMPT=query: "))
     assert "not with make fuse" in refused(make(root, "fuse", "MODELS=bm25,minilm",
                                                "QUERY_PROMPT=query: "))
+    # a one-word prompt: a name, refused where the model has none; with a trailing space, text
+    assert "QUERY_PROMPT='cites '" in refused(make(root, "eval", "MODEL=minilm",
+                                                   "QUERY_PROMPT=cites"))
+    literal = make(root, "-n", "eval", "MODEL=minilm", "QUERY_PROMPT=cites ",
+                   *installed(tmp_path))
+    assert literal.returncode == 0, literal.stderr
+    assert "--query-prompt 'cites '" in literal.stdout
 
 
 def test_a_prompt_with_a_control_character_is_refused_before_anything_runs(tmp_path):
