@@ -223,8 +223,18 @@ def check_manifest(path: Path, data: Roots, deep: bool) -> list[Problem]:
     return problems
 
 
+def _in_temporary(path: Path, data: Roots) -> bool:
+    """Whether `path` lies in a temporary under a data root (a folder a stage is writing, or
+    a killed one's debris: a corpus or store being imported), `path` itself not counted."""
+    for root in (data.corpora, data.indexes, data.runs):
+        if root is not None and path.is_relative_to(root):
+            return any(is_temporary(Path(part)) for part in path.relative_to(root).parent.parts)
+    return False
+
+
 def _partial(data: Roots) -> list[Problem]:
-    """Artifacts whose files exist but whose manifest (written last) does not."""
+    """Artifacts whose files exist but whose manifest (written last) does not; none inside a
+    temporary, which is no artifact yet (its debris is swept whole: `_debris`)."""
     problems = []
     for corpus_dir in sorted(p for p in data.corpora.glob("*/") if p.is_dir()):
         try:
@@ -274,13 +284,16 @@ def _partial(data: Roots) -> list[Problem]:
             if not (store / MANIFEST).exists() and any(store.glob(store_parts_glob())):
                 problems.append(Problem("ORPHAN", store, "analysed-text parts without a "
                                         "store manifest", analysed_repair(store)))
-    return problems
+    return [p for p in problems if not is_temporary(p.path) and not _in_temporary(p.path, data)]
 
 
 def _debris(data: Roots) -> list[Problem]:
+    """Temporaries of stopped processes, each swept whole (`make sweep`): the outermost only,
+    not what lies inside one (a killed import's pools)."""
     return [Problem("DEBRIS", p, "temporary of a stopped process", Repair("sweep"))
             for root in (data.corpora, data.indexes, data.runs) if root and root.exists()
-            for p in sorted(root.rglob(".*.tmp")) if is_stale_temporary(p)]
+            for p in sorted(root.rglob(".*.tmp"))
+            if is_stale_temporary(p) and not _in_temporary(p, data)]
 
 
 def _under(path: Path, folders: list[Path]) -> bool:

@@ -288,3 +288,41 @@ def test_a_damaged_imported_run_is_repaired_by_importing_its_source_again(root, 
     assert len(problems) == 1 and "repair: make eval CORPUS=small MODEL=outside " in problems[
         0], problems
     assert pl.read_parquet(paths.parquet).height == random.height
+
+
+def dead_pid() -> str:
+    """The id of a process that has ended (a killed stage's, in a temporary's name)."""
+    return subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_a_killed_imports_folders_are_debris_with_the_sweep_only(root):
+    """A corpus being imported (make import-beir, import-mdcr: a temporary beside the
+    corpora) and a store being imported (make import-vectors), killed half-way: each is one
+    DEBRIS line whose repair is the sweep, never a per-artifact repair naming the temporary
+    as a corpus or a model (`make pools CORPUS=.c.host-1.x.tmp`, which make refuses); the
+    sweep it prints leaves verify clean."""
+    import shlex
+    import shutil
+
+    pid = dead_pid()
+    pool = root / "corpora" / "small" / "pools" / POOL
+    corpus = root / "corpora" / f".imported.{atomic.HOST}-{pid}.ab12.tmp"
+    (corpus / "pools" / POOL).mkdir(parents=True)
+    shutil.copy(root / "corpora" / "small" / "prefiltered.parquet", corpus)
+    shutil.copy(pool / "queries.parquet", corpus / "pools" / POOL)  # no manifest yet
+    (corpus / "pools" / POOL / f".manifest.json.{atomic.HOST}-{pid}.cd34.tmp").touch()
+    store = (root / "indexes" / "small" / "embeddings" /
+             f".vectors--mine.{atomic.HOST}-{pid}.ef56.tmp")
+    store.mkdir(parents=True)
+    (store / f"part-{'0' * 16}.arrow").write_bytes(b"vectors")
+    problems = run_verify(root)
+    assert sorted(line.split(":")[0] for line in problems) == [
+        f"DEBRIS {corpus}", f"DEBRIS {store}"], problems
+    for line in problems:
+        words = shlex.split(line.split("; repair: ", 1)[1])
+        assert words == ["make", "sweep", f"DATA={root}"], line
+    subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root", str(root / "corpora"),
+                    "--index-root", str(root / "indexes"), "--runs-root", str(root / "runs"),
+                    "sweep"], check=True, capture_output=True)
+    assert run_verify(root) == [] and not corpus.exists() and not store.exists()
