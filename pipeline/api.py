@@ -167,7 +167,7 @@ def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | Non
     """Build one pool of `corpus` (queries, candidates, qrels) and return its name. Give a
     PoolSpec, or its fields as keywords: size (a number or '20k'), field, repeat, n_queries,
     query_year, max_year, seed, min_positives, exclude, split."""
-    from pipeline.pools.build import PoolSpec
+    from pipeline.pools.build import Named, PoolSpec
     from pipeline.pools.build import build_pool as build
 
     if spec is not None and fields:
@@ -176,7 +176,8 @@ def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | Non
         if "size" in fields:
             fields["size"] = parse_size(str(fields["size"]))
         spec = PoolSpec(**fields)
-    return build(Data.of(data).corpus(corpus), spec)["name"]  # EXCLUDE's ids: in the name
+    # its refusals name the API's keywords (size, n_queries), not the command line's --size
+    return build(Data.of(data).corpus(corpus), spec, Named("size", "n_queries"))["name"]
 
 
 def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | ModelEntry,
@@ -341,14 +342,20 @@ def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = 0, *,
     (as EXCLUDE; 'none' for the pools without one); `training_sets`: model -> file of its
     training papers, for the leakage table (as TRAINING_SETS)."""
     from pipeline.report.build import build_report as build
+    from pipeline.report.build import report_lists
 
     data = Data.of(data)
     check_name("corpus", corpus)
+    lists = (None if exclude is None else str(exclude),
+             {model: str(path) for model, path in (training_sets or {}).items()})
+    report_lists(*lists)  # a refusal before results are collected: it writes nothing
     if collect:
+        if not (data.runs / corpus).is_dir():
+            raise InputError(f"build_report: corpus={corpus!r} has no runs in {data.runs}: "
+                             f"evaluate its runs first (pipeline.evaluate, or make eval "
+                             f"CORPUS={corpus})")
         data.results()
-    return build(data.runs, corpus, seed, data.corpora,
-                 None if exclude is None else str(exclude),
-                 {model: str(path) for model, path in (training_sets or {}).items()})
+    return build(data.runs, corpus, seed, data.corpora, *lists)
 
 
 def verify_data(data: Data | str | os.PathLike, *folders: str | os.PathLike,

@@ -308,3 +308,55 @@ def test_synthetic_shards_never_go_into_a_folder_of_the_users(tmp_path):
     assert (release / "metadata" / "metadata_0.jsonl.gz").read_bytes() == b"theirs"
     assert (release / "manifest.json").read_text() == "theirs"
     assert not (tmp_path / "data").exists()
+
+
+def _snapshot(*roots: Path) -> dict[str, tuple[int, bytes]]:
+    """Every file under `roots`: its mtime (ns) and bytes."""
+    return {str(p): (p.stat().st_mtime_ns, p.read_bytes())
+            for root in roots for p in sorted(Path(root).rglob("*")) if p.is_file()}
+
+
+def test_a_refused_call_writes_nothing(api_data, corpus_dir, tmp_path):
+    """Issue 56: two API refusals rewrote runs/.checksums.json (build_report collected the
+    results, then refused a corpus without runs or a missing list). Every file's bytes and
+    mtime are the same before and after each refused call."""
+    name = corpus_dir.name
+    roots = (api_data.corpora / name, api_data.indexes, api_data.runs)
+    # an evaluation newer than runs/results.parquet before each call: one that collects
+    # the results before it refuses would write them
+    fresh = iter([(size, model) for size in POOL_SIZES for model in ("bm25", "random")])
+    refused = [
+        lambda: pipeline.build_report(api_data, "nocorpus"),
+        lambda: pipeline.build_report(api_data, name, exclude=tmp_path / "missing.txt"),
+        lambda: pipeline.build_report(api_data, name,
+                                      training_sets={"bm25": tmp_path / "missing.txt"}),
+        lambda: pipeline.evaluate(api_data, name, pool_of(POOL_SIZES[0]), "bm25",
+                                  metrics="map", save=True),
+        lambda: pipeline.evaluate(api_data, name, "nopool", "bm25"),
+        lambda: pipeline.search(api_data, name, pool_of(POOL_SIZES[0]), "bm25", k=0),
+        lambda: pipeline.import_run(api_data, name, pool_of(POOL_SIZES[0]),
+                                    tmp_path / "missing.trec", "mine"),
+        lambda: pipeline.crossover(api_data.runs / "results.parquet", "bm25", "bm25"),
+        lambda: pipeline.variance(api_data.runs / "results.parquet", seed=99),
+    ]
+    for call in refused:
+        size, model = next(fresh, (POOL_SIZES[0], "bm25"))
+        pipeline.evaluate(api_data, name, pool_of(size), model)
+        before = _snapshot(*roots)
+        with pytest.raises(InputError) as caught:
+            call()
+        assert "\n" not in str(caught.value)
+        after = _snapshot(*roots)
+        assert [p for p in before.keys() | after.keys() if before.get(p) != after.get(p)] == [], (
+            str(caught.value))
+
+
+def test_api_refusals_name_the_keyword_arguments(corpus_dir, tmp_path):
+    """Issue 56: build_pool's refusal of a size too large said the command line's `--size`;
+    the API names its own keyword (`size`), as make names SIZE."""
+    data = pipeline.Data(corpora=corpus_dir.parent, indexes=tmp_path / "i", runs=tmp_path / "r")
+    with pytest.raises(InputError) as caught:
+        pipeline.build_pool(data, corpus_dir.name, size=10**9, n_queries=5)
+    text = str(caught.value)
+    assert "--" not in text and text.startswith("size 1000000000 exceeds the papers available")
+    assert text.endswith("choose a smaller size")

@@ -516,16 +516,25 @@ def build_report(runs_root: Path, corpus: str, seed: int = 0,
     on the paper's setup (docs/published.md). `exclude`: the exclusion list whose pools are
     reported (a file, or 'none'; default: the one list the pools share); `training_sets`:
     model -> file of its training papers, for the leakage table."""
-    exclusion = None if exclude is None else (
-        "" if exclude == NO_LIST else read_list(exclude).tag)
-    training = {model: read_list(path, f"TRAINING_SETS {model}=")
-                for model, path in sorted((training_sets or {}).items())}
+    exclusion, training = report_lists(exclude, training_sets)
     data = load_results(runs_root, corpus, seed, corpora_root, exclusion, training)
     corpora = corpora_root if corpora_root is not None else (
         runs_root.parent / DATA_FOLDERS["corpora"])
     return Report(corpus, seed, runs_root, tuple(section(data) for section in SECTIONS),
                   provenance(data.rows, runs_root, corpora, corpus, seed, exclude,
                              training_sets), exclude, training_sets)
+
+
+def report_lists(exclude: str | None, training_sets: dict[str, str] | None
+                 ) -> tuple[str | None, dict[str, PaperList]]:
+    """The exclusion list's tag (None: the one the pools share; "": no list) and each model's
+    training papers, read and checked (a missing or malformed file refused): what a report
+    needs before any result is read, so the API checks it before it collects (a refusal
+    writes nothing)."""
+    exclusion = None if exclude is None else (
+        "" if exclude == NO_LIST else read_list(exclude).tag)
+    return exclusion, {model: read_list(path, f"TRAINING_SETS {model}=")
+                       for model, path in sorted((training_sets or {}).items())}
 
 
 def training_lists(text: str | None) -> dict[str, str]:
