@@ -5,7 +5,8 @@ inputs? One line per problem, each naming the command that repairs it:
 - PARTIAL: files without the manifest that is written last (a stage stopped half-way);
 - STALE:   an artifact made from an input that has changed since (`pipeline.core.inputs.changed`:
            a pool from an older prefiltered.parquet, a run from older embeddings, ...; a
-           pool whose EXCLUDE list changed, by the rule the stages apply: `list_problem`);
+           pool whose EXCLUDE list changed, by the rule the stages apply: `list_problem`;
+           a run or vectors imported from a file whose bytes changed since: `_changed_source`);
 - ORPHAN:  an embedding part that no store manifest lists (a kill between its rename and the
            manifest's update);
 - DEBRIS:  a temporary left by a killed process.
@@ -27,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline.core.atomic import is_stale_temporary, is_temporary
-from pipeline.core.checksums import file_problem, read_only
+from pipeline.core.checksums import file_problem, read_only, sha256_file
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.core.inputs import KINDS, Roots, changed
@@ -38,6 +39,7 @@ from pipeline.layout import (
     ANALYSED,
     BM25_INDEX,
     EMBEDDINGS,
+    IMPORT_RUN,
     MANIFEST,
     REPORT_PAGE_SUFFIX,
     RUN_EVALUATION,
@@ -210,6 +212,8 @@ def check_manifest(path: Path, data: Roots, deep: bool) -> list[Problem]:
             stale.append("its pool's validation pools changed since (BM25 is tuned on them)")
     if stale:
         problems.append(Problem("STALE", path, stale[0], repair))
+    if deep:
+        problems += _changed_source(path, info, kind, repair)
     changed_list = list_problem(info) if kind == "pool" else None
     if changed_list:  # the stages' own rule (check_pool): they skip it, retire-pool moves it
         problems.append(Problem("STALE", path.parent, changed_list,
@@ -230,6 +234,43 @@ def _in_temporary(path: Path, data: Roots) -> bool:
         if root is not None and path.is_relative_to(root):
             return any(is_temporary(Path(part)) for part in path.relative_to(root).parent.parts)
     return False
+
+
+def _imported_source(info: dict, kind: str) -> tuple[str, str] | None:
+    """(source file, sha256) an import recorded: an imported run's (make import-run) or
+    imported vectors' (make import-vectors); None for other artifacts, or a DataFrame's run."""
+    if kind == "run" and info.get("stage") == IMPORT_RUN:
+        details = info.get("details", {})
+        found = details.get("source_path"), details.get("source_sha256")
+    elif kind == "store":
+        imported = info.get("config", {}).get("imported") or {}
+        found = imported.get("source"), imported.get("sha256")
+    else:
+        return None
+    return found if all(isinstance(value, str) for value in found) else None
+
+
+def _changed_source(path: Path, info: dict, kind: str, repair: Repair) -> list[Problem]:
+    """An import whose source file's bytes differ from the sha256 its manifest records:
+    STALE, imported again over it (REPLACE=1, as an import asks for another source). A source
+    that is gone or unreadable is no problem, only said: the import is a copy, which the
+    stages check against its own manifest."""
+    recorded = _imported_source(info, kind)
+    if recorded is None:
+        return []
+    source, sha = recorded
+    try:
+        now = sha256_file(Path(source))
+    except OSError as exc:
+        gone = "is gone" if isinstance(exc, FileNotFoundError) else f"cannot be read ({exc})"
+        log.info(f"[verify] {path}: the file it was imported from, {source}, {gone}; the "
+                 "imported copy is checked and used as it is (not a problem)")
+        return []
+    if now == sha:
+        return []
+    return [Problem("STALE", path, "its source file changed since it was imported (its sha256 "
+                    "differs from the one the manifest records)",
+                    replace(repair, variables=(*repair.variables, ("REPLACE", "1"))))]
 
 
 def _partial(data: Roots) -> list[Problem]:

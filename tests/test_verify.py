@@ -326,3 +326,74 @@ def test_a_killed_imports_folders_are_debris_with_the_sweep_only(root):
                     "--index-root", str(root / "indexes"), "--runs-root", str(root / "runs"),
                     "sweep"], check=True, capture_output=True)
     assert run_verify(root) == [] and not corpus.exists() and not store.exists()
+
+
+def test_an_imported_runs_changed_source_is_stale_and_a_gone_one_is_said(root, tmp_path,
+                                                                         caplog):
+    """make import-run, then the source file edited: verify names the imported run STALE
+    (the source's sha256 differs from its manifest's) with the import again over it, RUN
+    shell-quoted; that repair leaves verify clean. The source deleted: no problem (the import
+    is a copy, intact), said in the log."""
+    import logging
+    import shlex
+
+    import pipeline
+    from pipeline.layout import run_paths
+    from pipeline.retrieval.runs import load_run
+
+    data = pipeline.Data(root)
+    random = load_run(data.place("small"), POOL, "random")
+    source = tmp_path / "my runs" / "run.trec"
+    source.parent.mkdir()
+    lines = [f"{q} Q0 {d} {r} {s} x\n" for q, d, r, s in
+             random.select("query", "doc", "rank", "score").iter_rows()]
+    source.write_text("".join(lines))
+    pipeline.import_run(data, "small", POOL, source, "outside")
+    assert run_verify(root) == []
+    source.write_text("".join(lines[:-1]))  # edited: its last line gone
+    problems = run_verify(root)
+    paths = run_paths(root / "runs", "small", POOL, "outside")
+    assert len(problems) == 1 and problems[0].startswith(
+        f"STALE {paths.manifest}: its source file changed since it was imported"), problems
+    words = shlex.split(problems[0].split("; repair: ", 1)[1])
+    assert words[:2] == ["make", "import-run"], words
+    assert {"CORPUS=small", "MODEL=outside", f"POOL={POOL}", f"RUN={source}",
+            "REPLACE=1"} <= set(words)
+    assert f"RUN={shlex.quote(str(source))}" in problems[0]
+    subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root", str(root / "corpora"),
+                    "--runs-root", str(root / "runs"), "import-run", "--corpus", "small",
+                    "--pool", POOL, "--run", str(source), "--model", "outside", "--replace"],
+                   check=True, capture_output=True)
+    assert run_verify(root) == []
+    source.unlink()
+    with caplog.at_level(logging.INFO, logger="pipeline.verify"):
+        assert run_verify(root) == []
+    assert f"{paths.manifest}: the file it was imported from, {source}, is gone" in caplog.text
+
+
+def test_imported_vectors_whose_source_changed_are_stale(root, tmp_path):
+    """The same for make import-vectors: the source parquet rewritten with other vectors, the
+    store is STALE with the import again over it (REPLACE=1), which leaves verify clean."""
+    import shlex
+
+    import numpy as np
+    import polars as pl
+
+    import pipeline
+
+    data = pipeline.Data(root)
+    ids = pl.read_parquet(root / "corpora" / "small" / "prefiltered.parquet")["corpusid"][:20]
+    src = tmp_path / "my vectors.parquet"
+    pl.DataFrame({"corpusid": ids, "vector": np.eye(20, 8).tolist()}).write_parquet(src)
+    pipeline.import_vectors(data, "small", "mine", src)
+    assert run_verify(root) == []
+    pl.DataFrame({"corpusid": ids, "vector": np.eye(20, 8)[::-1].tolist()}).write_parquet(src)
+    problems = run_verify(root)
+    store = root / "indexes" / "small" / "embeddings" / "vectors--mine"
+    assert len(problems) == 1 and problems[0].startswith(
+        f"STALE {store / 'manifest.json'}: its source file changed"), problems
+    words = shlex.split(problems[0].split("; repair: ", 1)[1])
+    assert words[:2] == ["make", "import-vectors"] and {
+        "CORPUS=small", "MODEL=mine", f"SRC={src}", "REPLACE=1"} <= set(words), words
+    pipeline.import_vectors(data, "small", "mine", src, replace=True)
+    assert run_verify(root) == []
