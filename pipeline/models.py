@@ -19,6 +19,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from pipeline.core.errors import InputError
+from pipeline.core.secrets import header_secret, shown_url
 from pipeline.glossary import is_prompt_name, prompt_tag, split_prompt_tag
 
 Kind = str  # a key of ENCODERS or of the retriever registry: dense, multi-vector, bm25, ..
@@ -214,18 +215,32 @@ class ServedModel(ModelEntry):
 
 def endpoint_url(url: str) -> str:
     """`url` if it is an http(s) URL with a host and no user, password, query or fragment
-    (the store records it: a secret in it would be written there)."""
+    (the store records it: a secret in it would be written there). A refusal shows the URL
+    with those parts replaced (core/secrets.shown_url): never the secret."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (raises on a bad port)
     except ValueError:
         parts = None
-    if (parts is None or parts.scheme not in ("http", "https") or not parts.hostname
-            or parts.username or parts.password or parts.query or parts.fragment):
-        raise InputError(f"{API_URL}={url!r}: give the endpoint's URL, e.g. "
-                         "http://127.0.0.1:8000/v1/embeddings, without user, password or query "
-                         f"(the key goes in {API_KEY})")
-    return url
+    if parts is not None and "@" in parts.netloc:
+        why = "holds a user and password"
+    elif parts is not None and (parts.query or parts.fragment or "?" in url or "#" in url):
+        why = "holds a query or a fragment"
+    elif parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        why = "is not an http(s) URL with a host"
+    else:
+        return url
+    raise InputError(f"{API_URL}={shown_url(url)!r} {why}: give the endpoint's URL alone, e.g. "
+                     f"http://127.0.0.1:8000/v1/embeddings (a key goes in {API_KEY}, in the "
+                     "environment)")
+
+
+def api_key(environ: Mapping[str, str] | None = None) -> str | None:
+    """The served models' key (OPENAI_API_KEY, from `environ`, default the process's) as its
+    Authorization header sends it: surrounding whitespace stripped, None when unset; a key
+    that no header can carry refused in one line that never shows it."""
+    environ = os.environ if environ is None else environ
+    return header_secret(API_KEY, environ.get(API_KEY))
 
 
 def request_setting(variable: str, value: str) -> int:

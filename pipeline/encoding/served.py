@@ -6,17 +6,19 @@ The embed stage runs it like any encoder: its store, parts (checkpoints: a kille
 again only for the papers of the part it was writing) and SLURM shards are the embed stage's.
 Each part's texts go out `batch_size` per request, `concurrency` requests at once; a request
 answered 429 or 5xx, or whose connection dropped, is sent again up to RETRIES times, after the
-reply's Retry-After or an exponential backoff. A reply that cannot be the inputs' embeddings
-(another count, indices, dimension) is refused in one line, nothing of its part stored. The key
-is read from OPENAI_API_KEY at each run and sent only in the Authorization header: it is never
-logged, never written, and no part of the store's identity (the endpoint and model name are).
+reply's Retry-After or an exponential backoff, all within a batch's DEADLINE; a request not
+answered after NOTICE seconds is said at once. A reply is read in chunks up to the size its
+inputs' embeddings can take. A reply that cannot be the inputs' embeddings (another count,
+indices, dimension, a value that is not a JSON number or beyond float32) is refused in one
+line, nothing of its part stored. The key is read from OPENAI_API_KEY at each run (checked:
+models.api_key) and sent only in the Authorization header: it is never logged, never written,
+and no part of the store's identity (the endpoint and model name are).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,17 +29,30 @@ import urllib3
 
 from pipeline.core.errors import InputError
 from pipeline.core.logs import Progress
+from pipeline.core.secrets import shown_url
 from pipeline.encoding.objects import ObjectEncoder
-from pipeline.models import API_KEY, API_KIND, API_URL, ModelEntry, ServedModel
+from pipeline.models import API_KEY, API_KIND, API_URL, ModelEntry, ServedModel, api_key
 
 log = logging.getLogger(__name__)
 
 RETRIES = 5  # a request's retries after a 429, a 5xx or a dropped connection
 BACKOFF = 1.0  # seconds before the first retry without Retry-After, doubled at each
 MAX_WAIT = 120.0  # the longest wait, whatever Retry-After asks
-TIMEOUT = urllib3.Timeout(connect=10.0, read=300.0)  # a batch of long inputs on a busy server
+CONNECT, READ = 10.0, 300.0  # seconds: a batch of long inputs on a busy server may take long
+DEADLINE = 600.0  # seconds a batch may take in all, its attempts and the waits between them
+NOTICE = 30.0  # seconds after which a request not yet answered is said, once
 RETRIED = (429, 500, 502, 503, 504)
+# A reply's size bound: VALUE_BYTES per number asked for (a JSON float is about 20 bytes, a
+# pretty-printed one 30), ITEM_BYTES per input (index, object), REPLY_SLACK for the rest;
+# until the first reply gives the dimension, MAX_DIM numbers per input
+MAX_DIM, VALUE_BYTES, ITEM_BYTES, REPLY_SLACK = 16_384, 64, 1_024, 1 << 20
+ERROR_BYTES = 1 << 16  # what an error reply's message is read from
+CHUNK = 1 << 20  # bytes read at a time
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+JSON_NAMES = {bool: "true or false", str: "a string", type(None): "null", list: "a list",
+              dict: "an object"}  # what a value that is not a number is, in the reply's words
 pause = time.sleep  # how a retry waits (the tests count the waits instead)
+clock = time.monotonic  # how the deadline is kept (the tests move it with their waits)
 
 
 class Remote:
@@ -51,12 +66,12 @@ class Remote:
 
 
 class EmbeddingsClient:
-    """Requests to one endpoint for one model: `encode(texts)` is their vectors, in order."""
+    """Requests to one endpoint for one model: `encode(texts)` is their vectors, in order.
+    `key`: the key the Authorization header carries, checked (models.api_key)."""
 
     def __init__(self, entry: ServedModel, key: str | None) -> None:
         self.entry = entry
-        self.pool = urllib3.PoolManager(maxsize=entry.concurrency, retries=False,
-                                        timeout=TIMEOUT)
+        self.pool = urllib3.PoolManager(maxsize=entry.concurrency, retries=False)
         self.headers = {"Content-Type": "application/json"}
         self.key = key  # kept to blank it out of an error the server echoes it in
         if key:
@@ -72,31 +87,87 @@ class EmbeddingsClient:
         """The endpoint's vectors of `texts` (one request, retried), float32, in order."""
         body = json.dumps({"model": self.entry.hf_id, "input": texts,
                            "encoding_format": "float"}).encode()
-        return self._vectors(self._reply(body), len(texts))
+        return self._vectors(self._reply(body, len(texts)), len(texts))
 
-    def _reply(self, body: bytes) -> dict:
-        """The JSON reply to one request, after at most RETRIES retries."""
+    def _reply(self, body: bytes, n: int) -> dict:
+        """The JSON reply to one request of `n` inputs, after at most RETRIES retries, all
+        within DEADLINE seconds (each attempt's timeouts cut to what is left)."""
+        deadline = clock() + DEADLINE
+        why = "no attempt"
         for attempt in range(RETRIES + 1):
+            left = deadline - clock()
+            notice = threading.Timer(min(NOTICE, left), self._waiting, (n, deadline))
+            notice.daemon = True
+            notice.start()
             try:
-                response = self.pool.request("POST", self.entry.endpoint, body=body,
-                                             headers=self.headers)
-            except urllib3.exceptions.HTTPError as exc:  # refused, dropped, timed out
-                status, wait, why = None, None, f"the connection failed ({type(exc).__name__})"
-            else:
+                response = self.pool.request(
+                    "POST", self.entry.endpoint, body=body, headers=self.headers,
+                    preload_content=False, redirect=False,
+                    timeout=urllib3.Timeout(connect=min(CONNECT, left), read=min(READ, left)))
                 status, why = response.status, f"it answered {response.status}"
-                if status == 200:
-                    return self._json(response.data)
-                if status not in RETRIED:
-                    raise InputError(self._refusal(status, response.data))
-                wait = retry_after(response.headers.get("Retry-After"))
+                try:  # a connection goes back to the pool only with its reply read whole
+                    if status == 200:
+                        data = self._body(response, n, deadline)
+                        response.release_conn()
+                        return self._json(data)
+                    if 300 <= status < 400:
+                        raise InputError(self._redirect(status, response.headers))
+                    if status not in RETRIED:
+                        raise InputError(self._refusal(status, response.read(ERROR_BYTES)))
+                    wait = retry_after(response.headers.get("Retry-After"))
+                finally:
+                    response.close()
+            except urllib3.exceptions.HTTPError as exc:  # refused, dropped, timed out
+                wait, why = None, f"the connection failed ({type(exc).__name__})"
+            finally:
+                notice.cancel()
             if attempt == RETRIES:
-                break
+                raise InputError(f"{self.where()}: {why} after {RETRIES} retries: check the "
+                                 "server, then embed again (the papers stored so far are kept)")
             wait = min(MAX_WAIT, BACKOFF * 2 ** attempt if wait is None else wait)
+            if clock() + wait >= deadline:
+                break
             log.warning(f"[embed] {self.where()}: {why}; request sent again in {wait:g} s "
                         f"({attempt + 1} of {RETRIES} retries)")
             pause(wait)
-        raise InputError(f"{self.where()}: {why} after {RETRIES} retries: check the server, "
-                         "then embed again (the papers stored so far are kept)")
+        raise InputError(f"{self.where()}: {why}, and no reply within the {DEADLINE:g} s a "
+                         f"batch may take ({attempt + 1} attempts): check the server, then "
+                         "embed again (the papers stored so far are kept)")
+
+    def _waiting(self, n: int, deadline: float) -> None:
+        """The one line said when a request is not answered after NOTICE seconds."""
+        log.warning(f"[embed] {self.where()}: waiting for the reply to a request of {n} "
+                    f"inputs ({NOTICE:g} s so far; the batch gives up in "
+                    f"{max(0.0, deadline - clock()):.0f} s)")
+
+    def _body(self, response: urllib3.BaseHTTPResponse, n: int, deadline: float) -> bytes:
+        """A 200 reply's body, read CHUNK bytes at a time up to the bound of `n` inputs'
+        embeddings (`n` x the dimension, or MAX_DIM before it is known, x VALUE_BYTES, plus
+        ITEM_BYTES each and REPLY_SLACK): a larger body is refused in one line, unread."""
+        bound = n * ((self.dim or MAX_DIM) * VALUE_BYTES + ITEM_BYTES) + REPLY_SLACK
+        length = response.headers.get("Content-Length", "")
+        data = bytearray()
+        if not (length.isdigit() and int(length) > bound):
+            for chunk in response.stream(CHUNK):
+                data += chunk
+                if len(data) > bound:
+                    break
+                if clock() > deadline:
+                    raise InputError(f"{self.where()}: its reply to {n} inputs took more than "
+                                     f"the {DEADLINE:g} s a batch may take: check the server, "
+                                     "or lower EMBEDDINGS_BATCH")
+            else:
+                return bytes(data)
+        raise InputError(f"{self.where()}: its reply to {n} inputs is larger than "
+                         f"{bound:,} bytes, more than {n} embeddings of "
+                         f"{self.dim or f'up to {MAX_DIM:,}'} dimensions can be: embed with a "
+                         "server that speaks OpenAI's embeddings protocol")
+
+    def _redirect(self, status: int, headers: urllib3.HTTPHeaderDict) -> str:
+        """One line for a redirect, which is not followed (the key would go where it points)."""
+        target = shown_url(headers.get("Location", "")) or "nowhere said"
+        return (f"{self.where()}: it answered {status}, a redirect to {target} (not "
+                f"followed): give {API_URL} the URL it redirects to, if it is the endpoint")
 
     def _refusal(self, status: int, data: bytes) -> str:
         """One line for a reply that no retry changes (a wrong model name, a bad key)."""
@@ -110,9 +181,9 @@ class EmbeddingsClient:
             said = said.replace(self.key, "<key>")
         said = said[:200]
         hint = {401: f"set {API_KEY} to the endpoint's key", 403: f"set {API_KEY} to a key "
-                 "allowed this model", 404: f"give {API_URL} the whole URL (.../v1/embeddings) "
-                 "and the model's name as the endpoint serves it", 413: "lower "
-                 "EMBEDDINGS_BATCH to the endpoint's limit"}.get(
+                 "allowed this model", 404: f"give {API_URL} the whole URL (the server's "
+                 "path: docs/encoders.md, Served models) and the model's name as the endpoint "
+                 "serves it", 413: "lower EMBEDDINGS_BATCH to the endpoint's limit"}.get(
             status, "check the model's name and the endpoint's limits (EMBEDDINGS_BATCH: "
             "inputs per request)")
         return f"{self.where()}: it answered {status} ({said}): {hint}"
@@ -124,38 +195,54 @@ class EmbeddingsClient:
             reply = None
         if not isinstance(reply, dict) or not isinstance(reply.get("data"), list):
             raise InputError(f"{self.where()}: its reply is not an embeddings list (JSON with "
-                             f"data[]): give {API_URL} the /v1/embeddings URL of an "
+                             f"data[]): give {API_URL} the embeddings URL of an "
                              "OpenAI-compatible server")
         return reply
 
     def _vectors(self, reply: dict, n: int) -> np.ndarray:
         """The reply's embeddings placed by their `index`: each of 0..n-1 exactly once, of
-        one dimension, the same in every reply."""
+        one dimension, the same in every reply; every value a JSON number (true is not one)
+        that float32 holds."""
         items = reply["data"]
-        try:
-            index = [int(item["index"]) for item in items]
-            vectors = np.asarray([item["embedding"] for item in items], dtype=np.float32)
-        except (KeyError, TypeError, ValueError):
+        if not all(isinstance(item, dict) and type(item.get("index")) is int
+                   and isinstance(item.get("embedding"), list) for item in items):
             raise InputError(f"{self.where()}: its reply's data[] items are not "
                              "{index, embedding as a list of numbers}: embed with a server "
-                             "that speaks OpenAI's embeddings protocol") from None
+                             "that speaks OpenAI's embeddings protocol")
+        index = [item["index"] for item in items]
+        rows = [item["embedding"] for item in items]
+        odd = next((kind for row in rows for kind in set(map(type, row))
+                    if kind not in (int, float)), None)
+        if odd is not None:
+            raise InputError(f"{self.where()}: its reply's embeddings hold "
+                             f"{JSON_NAMES.get(odd, odd.__name__)} where numbers belong: "
+                             "embed with a server that speaks OpenAI's embeddings protocol")
         if sorted(index) != list(range(n)):
             raise InputError(f"{self.where()}: {len(items)} embeddings (indices "
                              f"{sorted(set(index))[:5]}...) came back for {n} inputs: the "
                              "endpoint dropped or repeated inputs; lower EMBEDDINGS_BATCH to "
                              "its limit")
-        dim = vectors.shape[1] if vectors.ndim == 2 else 0
+        dims = {len(row) for row in rows}
+        dim = dims.pop() if len(dims) == 1 else 0
         usage = reply.get("usage")
         with self.lock:
             if not dim or self.dim not in (None, dim):
-                raise InputError(f"{self.where()}: embeddings of {dim or 'no'} dimensions "
-                                 f"after {self.dim}: the endpoint must serve one model of one "
-                                 "dimension (is another model behind it?)")
+                raise InputError(f"{self.where()}: embeddings of {dim or 'no or several'} "
+                                 f"dimensions after {self.dim}: the endpoint must serve one "
+                                 "model of one dimension (is another model behind it?)")
             self.dim = dim
             if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
                 self.tokens += usage["prompt_tokens"]
-        out = np.empty_like(vectors)
-        out[index] = vectors
+        try:
+            values = np.asarray(rows, dtype=np.float64)
+        except OverflowError:  # an integer beyond any float
+            values = np.full(1, np.inf)
+        if not (np.abs(values) <= FLOAT32_MAX).all():  # NaN compares False
+            raise InputError(f"{self.where()}: its reply's embeddings hold NaN, infinite or "
+                             "values beyond float32's range (3.4e38): check the model the "
+                             "endpoint serves (nothing of this batch was stored)")
+        out = np.empty((n, dim), dtype=np.float32)
+        out[index] = values
         return out
 
 
@@ -199,7 +286,7 @@ class ServedEncoder(ObjectEncoder):
             raise InputError(f"MODEL {entry.name} is served by {entry.endpoint}: it has no "
                              "MODEL_PATH or device here; leave them out")
         self.entry = entry
-        self.obj = EmbeddingsClient(entry, os.environ.get(API_KEY))
+        self.obj = EmbeddingsClient(entry, api_key())
         self.device = Remote()
         self.compute_dtype = "the endpoint's"
         self.max_length = None  # the endpoint truncates as it is configured to
@@ -214,22 +301,37 @@ class ServedEncoder(ObjectEncoder):
         return {}
 
     def encode_ids(self, texts: list[str], token_budget: int | None = None,
-                   max_batch: int | None = None, progress: bool | Progress = True
-                   ) -> tuple[np.ndarray, int]:
+                   max_batch: int | None = None, progress: bool | Progress = True,
+                   query: bool = False) -> tuple[np.ndarray, int]:
         """Vectors of `texts` in their order, `batch_size` texts per request, `concurrency`
-        requests at once, and the tokens the endpoint counted (usage.prompt_tokens)."""
+        requests at once, and the tokens the endpoint counted (usage.prompt_tokens). Query
+        texts (`query`) are sent as they are: their QUERY_PROMPT is already before them
+        (ObjectEncoder.format), the protocol has no prompt of its own."""
         entry: ServedModel = self.entry  # type: ignore[assignment]
         size, before = entry.batch_size, self.obj.tokens
         bar = progress if isinstance(progress, Progress) else Progress(
             len(texts), "embed", "papers", show=progress)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         starts = range(0, len(texts), size)
-        with ThreadPoolExecutor(entry.concurrency) as pool:
-            # map yields in order; a failed batch raises here, its part never written
-            for lo, vectors in zip(starts, pool.map(
-                    lambda lo: self._vectors(texts[lo:lo + size]), starts), strict=True):
+        failed = threading.Event()
+
+        def batch(lo: int) -> np.ndarray | None:
+            """One batch's vectors; None (not sent) once another batch has failed."""
+            if failed.is_set():
+                return None
+            try:
+                return self._vectors(texts[lo:lo + size])
+            except BaseException:
+                failed.set()
+                raise
+
+        pool = ThreadPoolExecutor(entry.concurrency)
+        try:  # map yields in order; a failed batch raises here, its part never written
+            for lo, vectors in zip(starts, pool.map(batch, starts), strict=True):
                 out[lo:lo + size] = vectors
                 bar.update(len(vectors))
+        finally:  # after a failed batch, the batches not yet sent are never sent
+            pool.shutdown(cancel_futures=True)
         if bar is not progress:
             bar.close()
         return out, self.obj.tokens - before

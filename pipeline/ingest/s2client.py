@@ -54,6 +54,7 @@ from pipeline.core.atomic import disk_errors
 from pipeline.core.checksums import remember
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
+from pipeline.core.secrets import header_secret
 from pipeline.ingest.shards import READ_ERRORS, S2AG_DATASETS
 from pipeline.layout import (
     DOWNLOAD_MANIFEST,
@@ -108,7 +109,7 @@ class Settings:
     @classmethod
     def from_environment(cls, **options: Any) -> Settings:
         """The base URL (S2_API_URL) and the key (S2_API_KEY); a missing key is one line."""
-        key = os.environ.get(API_KEY_ENV, "").strip()
+        key = header_secret(API_KEY_ENV, os.environ.get(API_KEY_ENV))  # stripped, checked
         if not key:
             raise InputError(f"no Semantic Scholar API key: set {API_KEY_ENV} in the "
                              "environment (the Datasets API gives file links only with a key; "

@@ -23,6 +23,7 @@ from typing import Any
 
 from pipeline import layout
 from pipeline.core.errors import InputError
+from pipeline.core.secrets import shown_url
 from pipeline.external.irds import dataset_id
 from pipeline.fields import resolve_fields
 from pipeline.glossary import (
@@ -49,6 +50,7 @@ from pipeline.models import (
     SIMILARITIES,
     ST_PREFIX,
     VECTORS_PREFIX,
+    api_key,
     chosen_model,
     endpoint_url,
     fused_name,
@@ -430,7 +432,8 @@ def values_are_one_word(v: Any) -> None:
         for name in filter(None, (var.name, var.alias)):
             value = getattr(v, name, None)
             if isinstance(value, str) and re.search(r"\s", value):
-                raise InputError(f"{name}={value!r} holds a space or a line break: give one "
+                shown = shown_url(value) if name == API_URL else value  # never its secrets
+                raise InputError(f"{name}={shown!r} holds a space or a line break: give one "
                                  "value without spaces")
 
 
@@ -447,10 +450,15 @@ def models_are_registered(v: Any) -> None:
 
 
 def served_model_has_endpoint(v: Any) -> None:
-    """MODEL=api:<model> needs EMBEDDINGS_URL, the endpoint that serves it."""
-    if (v.MODEL or "").startswith(API_PREFIX) and not v.EMBEDDINGS_URL:
+    """MODEL=api:<model> needs EMBEDDINGS_URL, the endpoint that serves it, and a key
+    (OPENAI_API_KEY, where given) that a request's header can carry: both before anything
+    runs."""
+    if not (v.MODEL or "").startswith(API_PREFIX):
+        return
+    if not v.EMBEDDINGS_URL:
         raise InputError(f"MODEL={v.MODEL} is served: give {API_URL}, its endpoint's URL "
                          "(e.g. http://127.0.0.1:8000/v1/embeddings)")
+    api_key()
 
 
 def query_prompt_has_an_encoder(v: Any) -> None:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import threading
+import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -28,20 +30,28 @@ from pipeline.encoding.store import load_vectors, stored_ids
 from pipeline.layout import run_paths, store_dir
 from pipeline.models import get_model
 from pipeline.pools.build import PoolSpec, build_pool
-from tests.conftest import POOL_SEED, copy_corpus, make_ok
+from tests.conftest import POOL_SEED, copy_corpus, make_ok, refusal
 
 pytestmark = pytest.mark.slow  # the real MiniLM weights, served
 SERVED = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL = f"api:{SERVED}"
 KEY = "sk-test-0123456789-never-written"
+URL_SECRET = "pw-0123456789-never-shown"  # a URL's password, key or token
+REDIRECT = (f"http://user:{URL_SECRET}@elsewhere.invalid/v1/embeddings?token={URL_SECRET}")
+# what a faulty server puts in place of every number of the embeddings
+VALUES = {"true": True, "string": "0.5", "null": None, "nested": [0.5], "1e39": 1e39,
+          "nan": float("nan")}
 
 
 class Server(ThreadingHTTPServer):
     """An OpenAI-compatible /v1/embeddings endpoint: each request's inputs are kept
     (`requests`), and the next of `faults` applied to it: 429 (Retry-After: 2), 503, drop
     (the connection closed unanswered), short (the last embedding left out), dim (one value
-    fewer), reverse (the data in reverse order, indices kept), 400, 401 (the key echoed),
-    hold (unanswered until `release` is set)."""
+    fewer), reverse (the data in reverse order, indices kept), 400, 401, 403, 404, 413 and
+    echo503 (the key echoed), redirect (307 to REDIRECT), badjson (the key echoed, not JSON),
+    base64 (embeddings as strings), a VALUES name (every number that value), huge
+    (`huge_size` bytes of numbers, chunked, without Content-Length), hold (unanswered until
+    `release` is set)."""
 
     daemon_threads = True
 
@@ -54,6 +64,7 @@ class Server(ThreadingHTTPServer):
         self.hold_at: int | None = None  # the request (1-based) held unanswered
         self.in_flight = self.most_in_flight = 0  # requests being answered at once
         self.held, self.release = threading.Event(), threading.Event()
+        self.huge_size = 0
 
     @property
     def url(self) -> str:
@@ -97,9 +108,15 @@ class Handler(BaseHTTPRequestHandler):
             return self._drop()
         if fault == "drop":
             return self._drop()
-        if fault == "401":  # as a careless server might: the key echoed
-            return self._send(401, {"error": {"message": "bad key: " + self.headers.get(
-                "Authorization", "")}})
+        said = "bad key: " + self.headers.get("Authorization", "")  # as a careless server
+        if fault in ("401", "403", "404", "413", "echo503"):
+            return self._send(int(fault[-3:]), {"error": {"message": said}})
+        if fault == "redirect":
+            return self._send(307, {}, {"Location": REDIRECT})
+        if fault == "badjson":
+            return self._send(200, said)
+        if fault == "huge":
+            return self._huge()
         if fault in ("429", "503", "400"):
             return self._send(int(fault), {"error": {"message": f"scripted {fault}"}},
                               {"Retry-After": "2"} if fault == "429" else {})
@@ -115,18 +132,41 @@ class Handler(BaseHTTPRequestHandler):
                 item["embedding"] = item["embedding"][:-1]
         if fault == "reverse":
             data = data[::-1]
+        if fault == "base64":
+            for item in data:
+                item["embedding"] = "AAAAAA=="
+        if fault in VALUES:
+            for item in data:
+                item["embedding"] = [VALUES[fault]] * len(item["embedding"])
         tokens = sum(len(text.split()) for text in body["input"])
         self._send(200, {"object": "list", "data": data, "model": SERVED,
                          "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
-    def _send(self, status: int, reply: dict, headers: dict | None = None) -> None:
-        data = json.dumps(reply).encode()
+    def _send(self, status: int, reply: dict | str, headers: dict | None = None) -> None:
+        data = (reply if isinstance(reply, str) else json.dumps(reply)).encode()
         self.send_response(status)
         for key, value in {"Content-Type": "application/json", "Content-Length": str(len(data)),
                            **(headers or {})}.items():
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
+
+    def _huge(self) -> None:
+        """A 200 reply whose data[] never ends before `huge_size` bytes, sent in chunks of
+        1 MiB without a Content-Length (until the client hangs up)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk = b'{"object": "list", "data": [' + b'{"index": 0, "embedding": [' \
+            + b"0.0123456789012345, " * (1 << 16)
+        try:
+            for _ in range(self.server.huge_size // len(chunk)):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client hung up
+            pass
+        self._drop()
 
     def _drop(self) -> None:
         self.close_connection = True
@@ -235,16 +275,30 @@ def test_served_vectors_are_sentence_transformers_through_every_fault(
     (["", "401"], r"answered 401 \(bad key: Bearer <key>\): set OPENAI_API_KEY"),
     (["", *["503"] * 6], "it answered 503 after 5 retries"),
     (["", *["drop"] * 6], r"the connection failed \(ProtocolError\) after 5 retries"),
+    (["", "true"], "embeddings hold true or false where numbers belong"),
+    (["", "string"], "embeddings hold a string where numbers belong"),
+    (["", "null"], "embeddings hold null where numbers belong"),
+    (["", "nested"], "embeddings hold a list where numbers belong"),
+    (["", "base64"], r"data\[\] items are not \{index, embedding as a list of numbers\}"),
+    (["", "1e39"], r"NaN, infinite or values beyond float32's range"),
+    (["", "nan"], r"NaN, infinite or values beyond float32's range"),
+    (["", "redirect"], r"it answered 307, a redirect to http://<user:password>@"
+                       r"elsewhere.invalid/v1/embeddings\?<query> \(not followed\)"),
 ])
 def test_a_reply_that_is_not_the_inputs_embeddings_is_refused(
         small_pool, tmp_path, endpoint, faults, message):
-    """Each refused in one line after its bounded retries, nothing of its part stored."""
+    """Each refused in one line after its bounded retries, with its cause (a value that is
+    not a JSON number, true included, or beyond float32: no warning line), nothing of its
+    part stored."""
     corpus, pool = small_pool
     place = data_of(corpus, tmp_path).place(corpus.name)
     endpoint.faults = faults
-    with pytest.raises(InputError, match=message) as raised:
-        embed(place, get_model(MODEL), [pool], part_size=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's overflow warning, say
+        with pytest.raises(InputError, match=message) as raised:
+            embed(place, get_model(MODEL), [pool], part_size=64)
     assert "\n" not in str(raised.value) and KEY not in str(raised.value)
+    assert URL_SECRET not in str(raised.value)
     assert len(endpoint.waits) == (5 if "retries" in message else 0)
     assert not len(stored_ids(store_dir(place.index_root, corpus.name, get_model(MODEL).name)))
 
@@ -256,7 +310,8 @@ def test_the_endpoint_and_its_settings_are_checked(small_pool, tmp_path, endpoin
     with pytest.raises(InputError, match="is served: give EMBEDDINGS_URL"):
         embed(place, get_model(MODEL), [pool])
     monkeypatch.setenv("EMBEDDINGS_URL", "http://user:secret@127.0.0.1:1/v1/embeddings")
-    with pytest.raises(InputError, match="without user, password or query"):
+    with pytest.raises(InputError, match="EMBEDDINGS_URL='http://<user:password>@127.0.0.1:1"
+                                         "/v1/embeddings' holds a user and password"):
         get_model(MODEL)
     monkeypatch.setenv("EMBEDDINGS_URL", endpoint.url)
     monkeypatch.setenv("EMBEDDINGS_CONCURRENCY", "0")
@@ -349,3 +404,218 @@ def test_make_eval_embeds_through_the_endpoint_its_variables_name(
     config = json.loads((store_dir(root / "indexes", "small", name) / "manifest.json"
                          ).read_text())["config"]
     assert config["model"]["endpoint"] == endpoint.url
+
+
+# ---- secrets, prompts, bounds ------------------------------------------------------------
+SECRETS = (KEY, URL_SECRET, "ключ")  # "ключ": a key's letters no header can carry
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def closed_port() -> int:
+    """A port of 127.0.0.1 nothing listens on (bound, then let go)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_no_secret_reaches_a_message_a_log_or_a_file(
+        small_pool, tmp_path, endpoint, monkeypatch, caplog):
+    """The key and a URL's password, key and token sent through every error path of the
+    served client (server errors echoing the key: 401, 403, 404, 413, 5xx retried out; bad
+    JSON, embeddings of the wrong shape, a redirect to a URL with credentials, dropped and
+    refused connections) and of the URL and key checks (by make, the command line and the
+    API): each is one line that names its cause, and no output, log line, manifest, run or
+    report under the data folder holds a secret's text. A key read with its line end (a key
+    file saved on Windows) is stripped and used."""
+    corpus, pool = small_pool
+    data = data_of(corpus, tmp_path)
+    said: list[str] = []  # every message and every output
+
+    def by_api(cause: str) -> None:
+        with pytest.raises(InputError, match=cause) as raised:
+            pipeline.search(data, corpus.name, pool, MODEL, k=10, threads=1)
+        assert "\n" not in str(raised.value)
+        said.append(str(raised.value))
+
+    def by_command_line(cause: str) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "pipeline", "--corpora-root", str(corpus.parent),
+             "--index-root", str(data.indexes), "--runs-root", str(data.runs), "embed",
+             "--corpus", corpus.name, "--model", MODEL, "--pool", pool],
+            capture_output=True, text=True, timeout=300,
+            env={**os.environ, "PYTHONPATH": str(ROOT)})
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and re.search(cause, lines[0]), lines
+        said.append(done.stdout + done.stderr)
+
+    def by_make(cause: str) -> None:
+        done = subprocess.run(
+            ["make", "--no-print-directory", "-n", f"DATA={corpus.parent.parent}",
+             f"CORPUS={corpus.name}", f"PY={sys.executable}", f"STAMP={tmp_path / 'stamp'}",
+             "eval", f"MODEL={MODEL}", f"EMBEDDINGS_URL={os.environ['EMBEDDINGS_URL']}"],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+            env={**os.environ, "MAKEFLAGS": ""})
+        assert re.search(cause, refusal(done))
+        said.append(done.stdout + done.stderr)
+
+    with caplog.at_level("INFO"):
+        for key, cause in ((f"{KEY[:8]} {KEY[8:]}", "a space or a line break"),
+                           (f"{KEY}\x07", "a control character"),
+                           (f"{KEY}ключ", "a letter that is not ASCII")):
+            monkeypatch.setenv("OPENAI_API_KEY", key)
+            for way in (by_api, by_command_line, by_make):
+                way(rf"OPENAI_API_KEY holds {cause} \(character \d+; the key is not shown\)")
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        host = endpoint.url.removeprefix("http://")
+        shown = r"127\.0\.0\.1:\d+/v1/embeddings"
+        for url, cause in (
+                (f"http://user:{URL_SECRET}@{host}", f"http://<user:password>@{shown}' holds "
+                                                     "a user and password"),
+                (f"{endpoint.url}?api-key={URL_SECRET}", rf"http://{shown}\?<query>' holds a "
+                                                         "query"),
+                (f"{endpoint.url}?key={URL_SECRET}#{URL_SECRET}",
+                 rf"http://{shown}\?<query>#<fragment>' holds a query or a fragment"),
+                (f"user:{URL_SECRET}@{host}", f"<user:password>@{shown}' is not an http")):
+            monkeypatch.setenv("EMBEDDINGS_URL", url)
+            for way in (by_api, by_command_line, by_make):
+                way(f"EMBEDDINGS_URL='{cause}")
+        monkeypatch.setenv("EMBEDDINGS_URL", f"{endpoint.url}?token={URL_SECRET} x")
+        by_make(rf"EMBEDDINGS_URL='http://{shown}\?<query>' holds a (space|query)")
+        monkeypatch.setenv("EMBEDDINGS_URL", endpoint.url)
+        for faults, cause in (
+                (["401"], r"answered 401 \(bad key: Bearer <key>\)"), (["403"], "403"),
+                (["404"], "404"), (["413"], "lower EMBEDDINGS_BATCH"),
+                (["echo503"] * 6, "answered 503 after 5 retries"),
+                (["badjson"], "not an embeddings list"), (["base64"], "items are not"),
+                (["", "dim"], "embeddings of 383 dimensions after 384"),
+                (["", "short"], "7 embeddings"), (["redirect"], "a redirect to"),
+                (["drop"] * 6, "the connection failed")):
+            endpoint.faults = faults
+            by_api(cause)
+        endpoint.faults = ["401"]
+        by_command_line(r"answered 401 \(bad key: Bearer <key>\)")
+        monkeypatch.setenv("EMBEDDINGS_URL", f"http://127.0.0.1:{closed_port()}/v1/embeddings")
+        by_api("the connection failed")
+        monkeypatch.setenv("EMBEDDINGS_URL", endpoint.url)
+        monkeypatch.setenv("OPENAI_API_KEY", f" {KEY}\r\n")  # stripped: the work is done
+        name = pipeline.search(data, corpus.name, pool, MODEL, k=10, threads=1)
+        pipeline.evaluate(data, corpus.name, pool, name)
+        pipeline.build_report(data, corpus.name, seed=POOL_SEED).save()
+    assert endpoint.authorizations[-1] == f"Bearer {KEY}"
+    assert any(data.indexes.rglob("manifest.json")) and any(data.runs.rglob("reports/*.md"))
+    said.append(caplog.text)
+    for text in said:
+        assert not [secret for secret in SECRETS if secret in text], text
+    for path in [*tmp_path.rglob("*"), *corpus.rglob("*")]:
+        if path.is_file():
+            content = path.read_bytes()
+            assert not [s for s in SECRETS if s.encode() in content], path
+
+
+def test_a_query_prompt_goes_before_the_queries_sent_and_the_run_is_scored(
+        small_pool, tmp_path, endpoint):
+    """QUERY_PROMPT with an api: model: the papers are embedded without it, the queries sent
+    to the endpoint with it before their text, and the run is searched and scored (it once
+    failed after every paper was embedded)."""
+    corpus, pool = small_pool
+    data = data_of(corpus, tmp_path)
+    prompt = "Represent this paper for finding the papers it cites: "
+    name = pipeline.search(data, corpus.name, pool, MODEL, k=100, threads=1,
+                           query_prompt=prompt)
+    assert name.startswith("api--sentence-transformers--all-MiniLM-L6-v2+q")
+    queries = pl.read_parquet(corpus / "pools" / pool / "queries.parquet")
+    sent = [text for text in endpoint.texts() if text.startswith(prompt)]
+    assert sorted(sent) == sorted(prompt + text for text in texts_of(
+        corpus, queries["corpusid"].to_numpy()))
+    assert len(sent) == queries.height > 0
+    scores = pipeline.evaluate(data, corpus.name, pool, name)
+    assert run_paths(data.runs, corpus.name, pool, name).evaluation.exists()
+    assert scores is not None
+
+
+BOUNDED = """
+import sys, tracemalloc
+from pipeline.core.errors import InputError
+from pipeline.encoding.served import EmbeddingsClient
+from pipeline.models import served_model
+
+client = EmbeddingsClient(served_model(sys.argv[1], {"EMBEDDINGS_URL": sys.argv[2]}), None)
+tracemalloc.start()
+for dim, n in ((None, 1), (384, 256)):  # before the first reply's dimension, and after
+    client.dim = dim
+    tracemalloc.reset_peak()
+    try:
+        client.encode(["a paper"] * n)
+    except InputError as exc:
+        print(exc)
+    print(tracemalloc.get_traced_memory()[1] >> 20)  # the peak, MiB
+"""
+
+
+def test_a_reply_larger_than_its_embeddings_can_be_is_refused_unread(endpoint):
+    """A reply of 100 times the size of the embeddings asked for (256 of 384 dimensions:
+    about 2 MB of JSON numbers; sent in chunks, without Content-Length) is refused in one
+    line, read only up to its bound: the client's peak memory (in a process of its own,
+    traced by tracemalloc) stays under 60 MiB, where the whole body is 200 MB; likewise
+    before the dimension is known (one input: the bound of MAX_DIM dimensions)."""
+    endpoint.huge_size = 100 * 256 * 384 * 20
+    endpoint.faults = ["huge", "huge"]
+    done = subprocess.run([sys.executable, "-c", BOUNDED, MODEL, endpoint.url],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == 4, lines
+    for message, grown, n in ((lines[0], lines[1], 1), (lines[2], lines[3], 256)):
+        assert int(grown) < 60, (message, grown)
+        assert re.fullmatch(rf"MODEL api--\S+ at \S+: its reply to {n} inputs is larger "
+                            r"than [\d,]+ bytes, more than .*", message), message
+
+
+def test_a_batch_waits_at_most_its_deadline_and_says_what_it_waits_for(
+        small_pool, tmp_path, endpoint, monkeypatch, caplog):
+    """Retries stop where the next wait would pass the batch's deadline (DEADLINE: its
+    attempts and waits, a clock moved by the counted waits), in one line naming it; a
+    request unanswered after NOTICE seconds is said at once, in one line, with the time
+    the batch has left."""
+    corpus, pool = small_pool
+    place = data_of(corpus, tmp_path).place(corpus.name)
+    now = [0.0]
+    monkeypatch.setattr(served, "clock", lambda: now[0])
+    monkeypatch.setattr(served, "pause", lambda wait: (endpoint.waits.append(wait),
+                                                       now.__setitem__(0, now[0] + wait)))
+    monkeypatch.setattr(served, "DEADLINE", 20.0)
+    endpoint.faults = ["", *["503"] * 6]
+    with pytest.raises(InputError, match=r"it answered 503, and no reply within the 20 s a "
+                                         r"batch may take \(5 attempts\)"):
+        embed(place, get_model(MODEL), [pool], part_size=64)
+    assert endpoint.waits == [1.0, 2.0, 4.0, 8.0]  # the next, 16 s, would pass 20 s
+    endpoint.faults = []
+    monkeypatch.setattr(served, "DEADLINE", 600.0)
+    monkeypatch.setattr(served, "NOTICE", 0.2)
+    endpoint.waits.clear()
+    asked = len(endpoint.requests)
+    endpoint.hold_at = asked + 2  # the first batch after the probe
+
+    def waiting() -> list[str]:
+        return [r.message for r in caplog.records if "waiting for the reply" in r.message]
+
+    def release_once_said() -> None:  # the held request dropped once the notice is logged
+        endpoint.held.wait(120)
+        for _ in range(1200):
+            if waiting():
+                break
+            endpoint.release.wait(0.1)
+        endpoint.release.set()
+
+    releaser = threading.Thread(target=release_once_said, daemon=True)
+    releaser.start()
+    with caplog.at_level("INFO"):
+        info = embed(place, get_model(MODEL), [pool], part_size=64)
+    releaser.join()
+    assert info["embedded"] > 0 and endpoint.waits == [1.0]
+    # the held request said once (others, slower than NOTICE's 0.2 s, at most once each)
+    assert 1 <= len(waiting()) <= len(endpoint.requests) - asked
+    assert any(line.endswith(f"{endpoint.url}: waiting for the reply to a request of 8 inputs "
+                             "(0.2 s so far; the batch gives up in 600 s)") for line in waiting())
