@@ -146,6 +146,58 @@ def side_packages(name: str, packages: tuple[str, ...]) -> Path:
     return target
 
 
+# infinity-emb, a real embeddings server: its pins clash with the project's, so it lives in a
+# virtual environment of its own, with torch from constraints.txt (pip takes a local CPU build
+# where one lies on disk, instead of downloading a CUDA one)
+INFINITY_PACKAGES = ("infinity-emb[server,torch]==0.0.78",)
+
+
+def pinned(package: str) -> str:
+    """`package==<version>` as constraints.txt pins it."""
+    root = Path(__file__).resolve().parents[1]
+    line = next(line for line in (root / "constraints.txt").read_text().splitlines()
+                if line.lower().startswith(f"{package}=="))
+    return line.strip()
+
+
+def own_venv(name: str, packages: tuple[str, ...]) -> Path:
+    """A virtual environment of its own holding `packages` and constraints.txt's torch (cached
+    under ~/.cache/mdcr-pipeline, one installer at a time), for a server package whose pins
+    clash with the pipeline's; its folder. The install's output is kept in its `install.log`."""
+    import hashlib
+    import shutil
+
+    torch = pinned("torch")
+    key = hashlib.sha256("\n".join((torch, *packages)).encode()).hexdigest()[:12]
+    target = Path.home() / ".cache" / "mdcr-pipeline" / f"{name}-venv-{key}"
+    with file_lock(target):
+        if not (target / ".complete").exists():
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir(parents=True)
+            pip = [str(target / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+            with open(target.parent / f"{target.name}.install.log", "w") as log:
+                for cmd in ([sys.executable, "-m", "venv", str(target)], [*pip, torch],
+                            [*pip, torch, *packages]):
+                    subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT,
+                                   timeout=1800)
+            (target / ".complete").touch()
+    return target
+
+
+def pytest_sessionstart(session):
+    """The whole suite with its slow tests (make test): infinity-emb's environment is
+    installed in the background from the start (mostly download time, beside the tests), so
+    its test, when it comes, finds it ready or waits for it on its lock."""
+    config = session.config
+    if (os.environ.get("PYTEST_XDIST_WORKER") or "not slow" in (config.option.markexpr or "")
+            or config.args_source != pytest.Config.ArgsSource.TESTPATHS):
+        return
+    subprocess.Popen([sys.executable, "-c", "from tests.conftest import INFINITY_PACKAGES, "
+                      "own_venv; own_venv('infinity', INFINITY_PACKAGES)"],
+                     cwd=Path(__file__).resolve().parents[1], stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True)
+
+
 # apt-get output that means "no network", not "something is broken" ("Failed to fetch" alone
 # is not enough: a mirror's 404 says it too, and a 404 is stale package lists or a broken
 # mirror, which an update may cure and which is never skipped)

