@@ -252,8 +252,8 @@ VARIABLES: tuple[Variable, ...] = (
       "MODEL=api:<model>: requests sent at once", "models", one_word=True),
     V("QUERY_PROMPT", "", checked(prompt_text), "a prompt before each query's text (an "
       "instruction: 'Instruct: Given a paper, retrieve papers it cites\\nQuery: ', with \\n "
-      "for a line break), or one of an st: model's prompt names; for dense, hf:, st: and api: "
-      "models. Its runs are the model <name>+q<tag> (recorded in their manifest), its papers "
+      "for a line break), or one of an st: model's prompt names (one word; a literal one-word "
+      "prompt ends with a space: 'cites '); for dense, hf:, st: and api: models. Its runs are the model <name>+q<tag> (recorded in their manifest), its papers "
       "the model's own: only the queries are encoded again", "models", shown="(empty: the "
       "model's own query form)", optional=True, stages=SEARCHING, keywords=("query_prompt",),
       none=True),
