@@ -12,7 +12,14 @@ inputs' embeddings can take. A reply that cannot be the inputs' embeddings (anot
 indices, dimension, a value that is not a JSON number or beyond float32) is refused in one
 line, nothing of its part stored. The key is read from OPENAI_API_KEY at each run (checked:
 models.api_key) and sent only in the Authorization header: it is never logged, never written,
-and no part of the store's identity (the endpoint and model name are).
+and no part of the store's identity.
+
+An endpoint's identity is its URL (recorded as given: models.endpoint_url refuses one that
+holds a secret), the served model's name and its fingerprint, the vectors of PROBES: each run
+that sends requests (papers embedded, queries encoded) sends the probes first, and a store
+filled by another model under the same name is refused (`identity_change`: the URL, without
+a request; `ServedEncoder.probe_change`: the dimension and the probes' vectors, within
+MIN_COSINE: servers are not bit-exact across batch shapes and hardware).
 """
 
 from __future__ import annotations
@@ -51,6 +58,17 @@ CHUNK = 1 << 20  # bytes read at a time
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 JSON_NAMES = {bool: "true or false", str: "a string", type(None): "null", list: "a list",
               dict: "an object"}  # what a value that is not a number is, in the reply's words
+# The fingerprint's texts (docs/encoders.md, "Served models"), sent in one request at every run
+# that sends requests; their vectors are recorded in the store's config, rounded to DIGITS
+PROBES = ("Citation recommendation with transformer-based document encoders.",
+          "Aspirin and the risk of cardiovascular events: a randomized controlled trial.",
+          "Graph neural networks predict protein structure from sequence.",
+          "Large-scale evaluation of retrieval models on millions of candidate papers.")
+DIGITS = 6
+# The same model, each probe's cosine with the recorded vector (measured on MiniLM, CPU:
+# another batch shape 1 - 1e-7, float16 1 - 1e-6, bfloat16 1 - 2e-5; another model, or the
+# same one's vectors rotated 10%, 0.994 and below)
+MIN_COSINE = 0.999
 pause = time.sleep  # how a retry waits (the tests count the waits instead)
 clock = time.monotonic  # how the deadline is kept (the tests move it with their waits)
 
@@ -291,7 +309,11 @@ class ServedEncoder(ObjectEncoder):
         self.compute_dtype = "the endpoint's"
         self.max_length = None  # the endpoint truncates as it is configured to
         self.task_metadata = None  # no MTEB task: the client is called with the texts
-        self.dim = self._vectors(["dimension probe"]).shape[1]
+        size = entry.batch_size  # this run's fingerprint (dimension, vectors): the probes
+        self.probes = np.concatenate([self._vectors(list(PROBES[lo:lo + size]))
+                                      for lo in range(0, len(PROBES), size)])
+        self.dim = self.probes.shape[1]
+        self.fingerprint = np.round(self.probes.astype(np.float64), DIGITS).tolist()
 
     @classmethod
     def config_for(cls, entry: ModelEntry, columns: list[str]) -> dict:
@@ -299,6 +321,42 @@ class ServedEncoder(ObjectEncoder):
         against an entry without an endpoint (whose settings would differ from any store's)."""
         served_entry(entry)
         return {}
+
+    @classmethod
+    def identity_change(cls, config: dict, entry: ModelEntry) -> str | None:
+        """What differs between the endpoint a store's `config` was embedded at and the one
+        `entry` names now, in words (None when the same), known without a request."""
+        was = (config.get("model") or {}).get("endpoint")
+        now = served_entry(entry).endpoint
+        if was is None or was == now:
+            return None
+        return f"embedded at {shown_url(str(was))}, not at {shown_url(now)}"
+
+    def settings(self) -> dict:
+        """What the store's config records once the endpoint answered: its fingerprint."""
+        return {"fingerprint": self.fingerprint}
+
+    def probe_change(self, config: dict) -> str | None:
+        """What differs between the endpoint that embedded a store (its `config`: dimension,
+        fingerprint) and the one answering now, in words; None when its probes' vectors are
+        the recorded ones within MIN_COSINE, and the recorded fingerprint is then this run's
+        (a store's config stays as it was made)."""
+        made = np.asarray(config.get("fingerprint") or [], dtype=np.float64)
+        if config.get("dim") != self.dim:
+            return f"embeddings of {self.dim} dimensions, the store's are {config.get('dim')}"
+        if made.shape != self.probes.shape:
+            return ("the store records no fingerprint of the probe texts (made before they "
+                    "were recorded)")
+        now = self.probes.astype(np.float64)
+        cosines = (made * now).sum(axis=1) / np.maximum(
+            np.linalg.norm(made, axis=1) * np.linalg.norm(now, axis=1), 1e-30)
+        if cosines.min() >= MIN_COSINE:
+            self.fingerprint = config["fingerprint"]
+            return None
+        worst = int(np.argmin(cosines))
+        return (f"the probe texts' vectors differ from the store's (cosine "
+                f"{cosines[worst]:.4f} at the lowest, probe {worst + 1} of {len(PROBES)}; "
+                f"the same model gives at least {MIN_COSINE})")
 
     def encode_ids(self, texts: list[str], token_budget: int | None = None,
                    max_batch: int | None = None, progress: bool | Progress = True,

@@ -74,6 +74,7 @@ class Server(ThreadingHTTPServer):
         self.in_flight = self.most_in_flight = 0  # requests being answered at once
         self.held, self.release = threading.Event(), threading.Event()
         self.huge_size = 0
+        self.transform = None  # applied to every vector served: another model behind the URL
 
     @property
     def url(self) -> str:
@@ -132,6 +133,8 @@ class Handler(BaseHTTPRequestHandler):
         with server.lock:  # one model, one request at a time
             vectors = server.model.encode(body["input"], batch_size=len(body["input"]),
                                           show_progress_bar=False)
+        if server.transform is not None:
+            vectors = server.transform(vectors)
         data = [{"object": "embedding", "index": i, "embedding": v.tolist()}
                 for i, v in enumerate(vectors)]
         if fault == "short":
@@ -249,7 +252,7 @@ def test_served_vectors_are_sentence_transformers_through_every_fault(
     Authorization header only and is written nowhere."""
     corpus, pool = small_pool
     data = data_of(corpus, tmp_path)
-    endpoint.faults = ["", "429", "503", "drop", "reverse"]  # after the dimension probe
+    endpoint.faults = ["", "429", "503", "drop", "reverse"]  # after the probes
     with caplog.at_level("INFO"):
         name = pipeline.search(data, corpus.name, pool, MODEL, k=100, threads=1)
     assert name == "api--sentence-transformers--all-MiniLM-L6-v2"
@@ -257,9 +260,9 @@ def test_served_vectors_are_sentence_transformers_through_every_fault(
     store = store_dir(data.indexes, corpus.name, name)
     ids = stored_ids(store)
     assert len(ids) > 200
-    # every paper requested once (the retried batches thrice more, the probe once)
+    # every paper requested once (the retried batches thrice more, the probes once)
     assert sorted(endpoint.texts()) == sorted(
-        ["dimension probe", *texts_of(corpus, ids), *endpoint.requests[1] * 3])
+        [*served.PROBES, *texts_of(corpus, ids), *endpoint.requests[1] * 3])
     np.testing.assert_allclose(load_vectors(store, ids), st.encode(
         texts_of(corpus, ids), show_progress_bar=False), atol=2e-6)
     config = json.loads((store / "manifest.json").read_text())["config"]
@@ -335,14 +338,62 @@ def test_a_store_of_another_endpoint_is_refused(small_pool, tmp_path, endpoint, 
     corpus, pool = small_pool
     place = data_of(corpus, tmp_path).place(corpus.name)
     embed(place, get_model(MODEL), [pool], part_size=512)
-    monkeypatch.setenv("EMBEDDINGS_URL", endpoint.url.replace("127.0.0.1", "localhost"))
-    with pytest.raises(InputError, match="model endpoint"):
+    elsewhere = endpoint.url.replace("127.0.0.1", "localhost")
+    monkeypatch.setenv("EMBEDDINGS_URL", elsewhere)
+    said = f"embedded at {endpoint.url}, not at {elsewhere}"
+    with pytest.raises(InputError, match=re.escape(said)):
         embed(place, get_model(MODEL), [pool])
-    with pytest.raises(InputError, match="model endpoint"):  # nor searched
+    with pytest.raises(InputError, match=re.escape(said)):  # nor searched
         pipeline.search(data_of(corpus, tmp_path), corpus.name, pool, MODEL, k=10, threads=1)
     monkeypatch.delenv("EMBEDDINGS_URL")  # its store searched, say, on another day
     with pytest.raises(InputError, match="is served: give EMBEDDINGS_URL"):
         pipeline.search(data_of(corpus, tmp_path), corpus.name, pool, MODEL, k=10, threads=1)
+
+
+def rotation(dim: int = 384, seed: int = 7) -> np.ndarray:
+    """An orthogonal matrix: served through it, MiniLM's vectors are those of "another model"
+    of the same dimension whose papers' similarities are MiniLM's (no search could tell)."""
+    rng = np.random.default_rng(seed)
+    return np.linalg.qr(rng.normal(size=(dim, dim)))[0].astype(np.float32)
+
+
+def test_another_model_behind_the_same_url_and_name_is_refused(small_pool, tmp_path, endpoint):
+    """Another model behind the same URL and name, of the same dimension (the server's
+    vectors rotated): the papers the store lacks and the queries a QUERY_PROMPT encodes are
+    each refused in one line naming the fingerprint's largest difference and the repair,
+    nothing added to the store, no run written. Vectors that jitter within the tolerance
+    (noise of 1e-5) are the same endpoint's: embedded, the store's fingerprint kept; a rerun
+    with nothing changed asks the endpoint nothing."""
+    corpus, pool = small_pool
+    data = data_of(corpus, tmp_path)
+    place = data.place(corpus.name)
+    entry = get_model(MODEL)
+    store = store_dir(place.index_root, corpus.name, entry.name)
+    embed(place, entry, [pool], shard=0, num_shards=2, part_size=512)
+    config = json.loads((store / "manifest.json").read_text())["config"]
+    parts = {p.name: p.read_bytes() for p in store.glob("part-*.arrow")}
+    endpoint.transform = lambda vectors: vectors @ rotation()
+    with pytest.raises(InputError, match=r"was embedded by another model named \S+ \(the "
+                                         r"probe texts' vectors differ from the store's "
+                                         r"\(cosine -?0\.\d+ at the lowest, probe \d of 4; .*"
+                                         r"REPLACE=1") as raised:
+        embed(place, entry, [pool], shard=1, num_shards=2, part_size=512)
+    assert "\n" not in str(raised.value)
+    assert {p.name: p.read_bytes() for p in store.glob("part-*.arrow")} == parts
+    noise = np.random.default_rng(3)
+    endpoint.transform = lambda vectors: vectors + noise.normal(0, 1e-5, vectors.shape)
+    info = embed(place, entry, [pool], shard=1, num_shards=2, part_size=512)
+    assert info["embedded"] > 0
+    assert json.loads((store / "manifest.json").read_text())["config"] == config
+    asked = len(endpoint.requests)
+    assert embed(place, entry, [pool], part_size=512)["embedded"] == 0
+    assert len(endpoint.requests) == asked  # nothing changed: nothing asked
+    endpoint.transform = lambda vectors: vectors @ rotation()
+    with pytest.raises(InputError, match=r"was embedded by another model named .*probe "
+                                         r"texts' vectors differ.*REPLACE=1"):
+        pipeline.search(data, corpus.name, pool, MODEL, k=10, threads=1,
+                        query_prompt="Represent this paper for finding the papers it cites: ")
+    assert not list(data.runs.rglob("*.trec"))
 
 
 def test_a_killed_embed_resumes_without_asking_again_for_stored_papers(
@@ -372,7 +423,7 @@ def test_a_killed_embed_resumes_without_asking_again_for_stored_papers(
     info = embed(place, get_model(MODEL), [pool], part_size=32)
     again = {text for inputs in endpoint.requests[asked:] for text in inputs}
     assert again.isdisjoint(texts_of(corpus, kept))
-    assert again == {"dimension probe", *texts_of(corpus, np.setdiff1d(
+    assert again == {*served.PROBES, *texts_of(corpus, np.setdiff1d(
         stored_ids(store), kept))}
     assert info["embedded"] == len(stored_ids(store)) - len(kept) > 0
 
@@ -413,6 +464,21 @@ def test_make_eval_embeds_through_the_endpoint_its_variables_name(
     config = json.loads((store_dir(root / "indexes", "small", name) / "manifest.json"
                          ).read_text())["config"]
     assert config["model"]["endpoint"] == endpoint.url
+    asked = len(endpoint.requests)
+    again = make_ok(root, tmp_path / "installed", "eval", f"MODEL={MODEL}",
+                    f"EMBEDDINGS_URL={endpoint.url}")
+    assert "1 current runs kept" in again and len(endpoint.requests) == asked
+    elsewhere = endpoint.url.replace("127.0.0.1", "localhost")
+    done = subprocess.run(  # another endpoint under the name: refused, with no request
+        ["make", "--no-print-directory", f"DATA={root}", "CORPUS=small", "THREADS=1",
+         f"PY={sys.executable}", f"STAMP={tmp_path / 'installed'}", "eval", f"MODEL={MODEL}",
+         f"EMBEDDINGS_URL={elsewhere}"], cwd=ROOT, capture_output=True, text=True,
+        timeout=600, env={**os.environ, "MAKEFLAGS": ""})
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert done.returncode == 2 and len(errors) == 1, done.stderr[-2000:]
+    assert f"embedded at {endpoint.url}, not at {elsewhere}" in errors[0], errors
+    assert "REPLACE=1" in errors[0]
+    assert "current" not in done.stdout + done.stderr and len(endpoint.requests) == asked
 
 
 # ---- secrets, prompts, bounds ------------------------------------------------------------
