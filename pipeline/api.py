@@ -194,6 +194,7 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     refused (import_run)."""
     from pipeline.models import with_query_prompt
     from pipeline.options.arguments import check_options
+    from pipeline.options.declared import kind_run_options
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.search import check_not_imported, current_run, index, search_pool
 
@@ -204,9 +205,10 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     # as make search: what the model searches is built first (encoders embed what is
     # missing; a store of another object of this name is refused before any run is kept)
     index(place, check_name("pool", pool), entry, threads, **options)
-    if not current_run(place, pool, entry, k, seed, variant):
+    identity = kind_run_options(entry, options)  # the options that change the run, as make's
+    if not current_run(place, pool, entry, k, seed, variant, identity):
         search_pool(place, pool, entry, k=k, threads=threads, seed=seed, variant=variant,
-                   **options)
+                    run_options=identity, **options)
     return run_name(entry.name, variant)
 
 

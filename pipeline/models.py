@@ -11,6 +11,7 @@ can check a MODEL name before the environment is installed.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -22,6 +23,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.secrets import header_secret, shown_url
 from pipeline.glossary import is_prompt_name, prompt_tag, split_prompt_tag
 
+log = logging.getLogger(__name__)
 Kind = str  # a key of ENCODERS or of the retriever registry: dense, multi-vector, bm25, ..
 # mean-all-layers: multi-vector only (MDCR's ASPIRE, pipeline/encoding/multivector.py)
 # lasttoken: the last real token's state (decoder embedders: e5-mistral, Qwen3-Embedding)
@@ -404,21 +406,39 @@ def unknown_prompt_name(entry: ModelEntry, prompt: str, names: Iterable[str]) ->
                       f"with a trailing space, QUERY_PROMPT='{prompt} ' (docs/encoders.md)")
 
 
+# The prompt name sentence-transformers' encode_query uses (pipeline/encoding/stmodels.py's
+# QUERY_PROMPTS): an st: model's own query prompt, whatever text its configuration gives it
+ST_QUERY_PROMPT = "query"
+
+
+def own_query_prompt(entry: ModelEntry, text: str) -> bool:
+    """Whether the query prompt `text` is what `entry` puts before its queries anyway: its
+    query prefix (e5's "query: "), or, for an st: model, the name of its query prompt, which
+    sentence-transformers' encode_query uses as the model's queries are encoded anyway (its
+    default prompt where its configuration has none of that name)."""
+    return text == entry.query_prefix or (entry.kind == ST_KIND and text == ST_QUERY_PROMPT)
+
+
 def with_query_prompt(entry: ModelEntry, prompt: str | None) -> ModelEntry:
     """`entry` with queries encoded after `prompt` (QUERY_PROMPT): the model
-    `<name>+q<tag>` (glossary.prompt_tag), its own runs, its base model's papers. An st:
-    model's prompt may be one of its configuration's prompt names (checked once it is loaded:
-    STEncoder); a one-word prompt for any other model is refused (unknown_prompt_name). None
-    or "": `entry`."""
+    `<name>+q<tag>` (glossary.prompt_tag), its own runs, its base model's papers. The model's
+    own query prompt (own_query_prompt) is the model itself: no tag, no second run or query
+    vectors, a log line says so. An st: model's prompt may be one of its configuration's
+    prompt names (checked once it is loaded: STEncoder); a one-word prompt for any other model
+    is refused (unknown_prompt_name). None or "": `entry`."""
     if not prompt:
         return entry
     if entry.kind not in PROMPTED_KINDS:
         raise InputError(f"QUERY_PROMPT is for models that encode text (registered dense "
                          f"models, hf:, st:, api:): {entry.name} is a {entry.kind} model")
     text = query_prompt_text(prompt)
+    base, tag = split_prompt_tag(entry.name)
+    if own_query_prompt(entry, text):
+        log.info(f"QUERY_PROMPT={prompt!r} is {base}'s own query prompt: the model itself "
+                 "(its runs and query vectors), no +q model")
+        return replace(entry, name=base)
     if is_prompt_name(text) and entry.kind != ST_KIND:  # st: names are known once loaded
         raise unknown_prompt_name(entry, text, ())
-    base, tag = split_prompt_tag(entry.name)
     if tag and tag != prompt_tag(text):
         raise InputError(f"MODEL {entry.name} was named after another query prompt "
                          f"({tag}; QUERY_PROMPT's is {prompt_tag(text)}): give the prompt its "

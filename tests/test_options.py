@@ -45,17 +45,19 @@ from pipeline.options.checks import choice
 
 made_up = declared.Variable(
     "MADE_UP", "plain", choice(("plain", "fancy")), "a made-up option of the search", "search",
-    stages=("search",), keywords=("made_up",))
+    stages=("search",), keywords=("made_up",), changes_run=False)
 declared.VARIABLES = (*declared.VARIABLES, made_up)
 declared.BY_NAME[made_up.name] = made_up
 '''
 
 
-def run(tmp_path: Path, *argv: str, plugin: bool = True) -> subprocess.CompletedProcess:
-    """`argv` run from the checkout, with the made-up option declared (`plugin`) or not."""
+def run(tmp_path: Path, *argv: str, plugin: bool | str = True) -> subprocess.CompletedProcess:
+    """`argv` run from the checkout, with the made-up option declared (`plugin`; a str: that
+    code instead) or not."""
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(MADE_UP if plugin else "")
+    code = plugin if isinstance(plugin, str) else MADE_UP if plugin else ""
+    (site / "sitecustomize.py").write_text(code)
     environ = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL")}
     environ["PYTHONPATH"] = os.pathsep.join((str(site), str(ROOT)))
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=environ,
@@ -189,3 +191,67 @@ def test_the_rules_on_several_values_need_no_command_line():
     assert lines[4].startswith("CORPUS='a b' holds a space")
     assert "write it as registered, 'minilm'" in lines[5]
     assert loaded == "[]"
+
+
+# docs/extending.md's recipe for a new option, followed literally: one line in VARIABLES
+# (declaring that it changes runs) plus the code that uses it (BM25's retriever takes it among
+# its OPTIONS, so search_pool hands it over); loaded by every process through sitecustomize.
+BM25_K1 = """
+from pipeline.options import declared
+from pipeline.options.checks import choice
+from pipeline.retrieval.bm25.retriever import RETRIEVER
+
+k1 = declared.Variable(
+    "BM25_K1", "0.9", choice(("0.9", "1.2")), "a fixed BM25 k1", "search",
+    stages=("index", *declared.SEARCHING), keywords=("bm25_k1",), changes_run=True)
+declared.VARIABLES = (*declared.VARIABLES, k1)
+declared.BY_NAME[k1.name] = k1
+type(RETRIEVER).OPTIONS = {**RETRIEVER.OPTIONS, "bm25_k1": "0.9"}
+"""
+
+
+def test_an_option_added_by_the_recipe_makes_the_runs_of_its_other_values_stale(
+        corpus_dir, tmp_path):
+    """An option added as docs/extending.md says (a fixed BM25 k1 that changes runs): a run
+    made with one value was kept current when the value changed (a retriever's options reached
+    its search and nothing else). Now the value is in the run's identity, the same from the
+    command line and the API: another value searches again, the same one keeps the run, and
+    the run's repair (verify's) carries the value."""
+    from pipeline.core.files import read_json
+    from pipeline.layout import run_paths
+    from pipeline.retrieval.runs import recorded_run_repair
+    from tests.conftest import POOL_SIZES, pool_of
+
+    pool, runs = pool_of(POOL_SIZES[0]), tmp_path / "runs"
+    roots = ("--corpora-root", str(corpus_dir.parent), "--index-root",
+             str(tmp_path / "indexes"), "--runs-root", str(runs))
+
+    def search(k1: str) -> str:
+        done = run(tmp_path, sys.executable, "-m", "pipeline", *roots, "search", "--corpus",
+                   corpus_dir.name, "--model", "bm25", "--pool", pool, "--k", "20",
+                   "--threads", "1", "--bm25-k1", k1, "--index", "--stale-only",
+                   plugin=BM25_K1)
+        assert done.returncode == 0, done.stderr
+        return done.stderr + done.stdout
+
+    manifest = run_paths(runs, corpus_dir.name, pool, "bm25").manifest
+    assert "0 current runs kept, 1 to search" in search("0.9")
+    assert read_json(manifest)["parameters"]["options"] == {"BM25_K1": "0.9"}
+    assert "1 current runs kept, 0 to search" in search("0.9")
+    assert "0 current runs kept, 1 to search" in search("1.2")  # the old run is stale
+    assert read_json(manifest)["parameters"]["options"] == {"BM25_K1": "1.2"}
+    # the API: the same identity, so the run made by the command line is kept, then redone
+    api = ("import pipeline, sys\n"
+           f"data = pipeline.Data(corpora={str(corpus_dir.parent)!r}, "
+           f"indexes={str(tmp_path / 'indexes')!r}, runs={str(runs)!r})\n"
+           "for k1 in ('1.2', '0.9'):\n"
+           f"    pipeline.search(data, {corpus_dir.name!r}, {pool!r}, 'bm25', k=20, threads=1,"
+           " bm25_k1=k1)\n"
+           "    print(pipeline.__name__, k1, __import__('os').stat(sys.argv[1]).st_mtime_ns)\n")
+    before = str(manifest.stat().st_mtime_ns)
+    done = run(tmp_path, sys.executable, "-c", api, str(manifest), plugin=BM25_K1)
+    assert done.returncode == 0, done.stderr
+    (_, _, kept), (_, _, redone) = (line.split() for line in done.stdout.splitlines())
+    assert kept == before and redone != kept
+    assert read_json(manifest)["parameters"]["options"] == {"BM25_K1": "0.9"}
+    assert "BM25_K1=0.9" in recorded_run_repair(runs, corpus_dir.name, pool, "bm25").command()

@@ -83,18 +83,34 @@ def pool_metrics(corpus_dir: Path, pool: str, metrics: str = "auto") -> tuple[st
 def eval_problem(place: Place, pool: str, model: str,
                  metrics: Sequence[str] = DEFAULT_METRICS) -> str | None:
     """Why `eval` would score this run again (None when its evaluation is current): no
-    evaluation, a damaged file, other metrics, or an input that changed since (the run, or
-    anything the run was made from)."""
+    evaluation, a damaged file, other parameters, a metric of `metrics` it has no scores of
+    (an evaluation is current for the metrics it has: METRICS adds the others), or an input
+    that changed since (the run, or anything the run was made from)."""
     paths = run_paths(place.runs_root, place.corpus, pool, model)
-    problem = stale(paths.evaluation, _parameters(pool, model, metrics),
-                    files=paths.trec.parent, roots=place.roots)
+    problem = stale(paths.evaluation, None, files=paths.trec.parent,
+                    own=lambda info: _metrics_problem(info, pool, model, metrics),
+                    roots=place.roots)
     return problem.reason if problem else None
+
+
+def _metrics_problem(info: dict, pool: str, model: str, metrics: Sequence[str]) -> str | None:
+    """What an evaluation lacks for `metrics`: other parameters than its metrics, or a metric
+    it has no scores of; None when it has them all (and maybe others)."""
+    made, wanted = info.get("parameters"), _parameters(pool, model, metrics)
+    if not isinstance(made, dict):
+        return "made with other parameters (none recorded)"
+    if differ := sorted(name for name in {*made, *wanted} - {"metrics"}
+                        if made.get(name) != wanted.get(name)):
+        return f"made with other parameters ({', '.join(differ)})"
+    if missing := [m for m in metrics if m not in made.get("metrics", [])]:
+        return f"it has no scores of {', '.join(missing)} yet"
+    return None
 
 
 def eval_is_current(place: Place, pool: str, model: str,
                     metrics: Sequence[str] = DEFAULT_METRICS) -> bool:
-    """True when the evaluation is intact and made from the run and its inputs as they are
-    now (then `eval --stale-only` keeps it)."""
+    """True when the evaluation is intact, has every metric of `metrics` and was made from the
+    run and its inputs as they are now (then `eval --stale-only` keeps it)."""
     return eval_problem(place, pool, model, metrics) is None
 
 
@@ -103,17 +119,53 @@ def _parameters(pool: str, model: str, metrics: Sequence[str]) -> dict:
             "missing_queries": MISSING_QUERIES, "official_types": list(OFFICIAL_TYPES)}
 
 
+def _scored_before(place: Place, pool: str, model: str) -> tuple[list[str], pl.DataFrame | None]:
+    """The metrics the run's evaluation records, and its values where the evaluation is
+    current for them (intact, the same parameters, the same inputs: then only the metrics it
+    lacks are scored); ([], None) without a readable evaluation."""
+    paths = run_paths(place.runs_root, place.corpus, pool, model)
+    try:
+        made = read_json(paths.evaluation).get("parameters", {}) \
+            if paths.evaluation.exists() else {}
+    except InputError:
+        return [], None
+    metrics = [m for m in made.get("metrics", []) if isinstance(m, str)] \
+        if isinstance(made, dict) else []
+    if not metrics or eval_problem(place, pool, model, metrics) is not None:
+        return metrics, None
+    return metrics, read_parquet(paths.metrics)
+
+
 def eval_run(place: Place, pool: str, model: str, metrics: Sequence[str] = DEFAULT_METRICS) -> dict:
-    """Write `<model>.metrics.parquet` (per query) and `<model>.eval.json` (means, counts). The
-    evaluation records what its run was made from and the run itself, so it goes stale with
-    any of them."""
+    """Write `<model>.metrics.parquet` (per query) and `<model>.eval.json` (means, counts) with
+    `metrics` added to those the run's evaluation has (METRICS adds rows: the others are kept;
+    those it has, current, are not scored again). The evaluation records what its run was
+    made from and the run itself, so it goes stale with any of them."""
     start = time.perf_counter()
     paths = run_paths(place.runs_root, place.corpus, pool, model)
-    values, scored = score_run(place, pool, model, metrics)
+    before, values_before = _scored_before(place, pool, model)
+    every = [*before, *(m for m in metrics if m not in before)]
+    new = [m for m in every if values_before is None or m not in before]
+    if not new:  # current for every metric asked
+        return read_json(paths.evaluation)
+    values, scored = score_run(place, pool, model, new)
+    keys = ["query", "negatives"]
+    if values_before is not None and values_before.select(keys).equals(values.select(keys)):
+        values = pl.concat([values_before, values.drop(keys)], how="horizontal")
+        old = read_json(paths.evaluation)
+        scored["means"] = {**old["means"], **scored["means"]}
+        scored["means_by_negatives"] = {
+            kind: {**old.get("means_by_negatives", {}).get(kind, {}), **means}
+            for kind, means in scored["means_by_negatives"].items()}
+        if "means_over_queries" in scored:
+            scored["means_over_queries"] = {**old.get("means_over_queries", {}),
+                                            **scored["means_over_queries"]}
+    elif values_before is not None:  # rows of another order: every metric scored again
+        values, scored = score_run(place, pool, model, every)
     with file_lock(paths.trec.parent / model):  # the run
         paths.evaluation.unlink(missing_ok=True)
         write_parquet(values.to_arrow(), paths.metrics)
-        info = manifest("eval", _parameters(pool, model, metrics), **scored,
+        info = manifest("eval", _parameters(pool, model, every), **scored,
                         outputs=fingerprints(paths.trec.parent,
                                              [paths.metrics.name]),
                         seconds=round(time.perf_counter() - start, 2))

@@ -15,7 +15,7 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -80,6 +80,11 @@ from pipeline.options.checks import (
 from pipeline.readers import SOURCES
 from pipeline.slurm import check_executor, check_partition, check_time
 
+# The commands whose options reach a search or an encoder: each such option says whether it
+# changes a run (Variable.changes_run); MODEL_ID: through the model's identity, its store's
+RUN_STAGES = ("index", "embed", "search")
+MODEL_ID = "model"
+
 
 @dataclass(frozen=True)
 class Variable:
@@ -99,7 +104,13 @@ class Variable:
     `none`: None is accepted there (the function's default). switch: a 0/1 variable, a bare
     option on the command line (STRICT=1: --strict). Where a stage's option differs from make's
     variable: `required`, the stages that need it given (import-run --pool), `no_default`, those
-    that take no default (pool --size: the stage says what to give, or does without)."""
+    that take no default (pool --size: the stage says what to give, or does without).
+    changes_run: whether the value changes a run's results, said by every option that reaches
+    a search or an encoder (`reaches_run`; refused unsaid): True, its value is in the run's
+    identity (`run_options`; a run made with another value is stale); MODEL_ID, it changes
+    the model's vectors, whose identity the model's store records (a run records the store's
+    files among its inputs); False, a run is byte-identical whatever its value (a thread
+    count, BM25's two engines)."""
 
     name: str
     default: str | Callable[[dict[str, str]], str]
@@ -118,6 +129,20 @@ class Variable:
     switch: bool = False
     required: tuple[str, ...] = ()
     no_default: tuple[str, ...] = ()
+    changes_run: bool | str | None = None
+
+    def __post_init__(self) -> None:
+        if self.changes_run not in (True, False, MODEL_ID) and (
+                self.changes_run is not None or self.reaches_run):
+            raise ValueError(f"option {self.name} reaches a search or an encoder: declare "
+                             f"whether it changes a run's results (changes_run=True, False "
+                             f"or MODEL_ID)")
+
+    @property
+    def reaches_run(self) -> bool:
+        """Whether the option reaches a search or an encoder: a stage of RUN_STAGES takes it,
+        or it is one of the model's (the encoder it names, loads or calls)."""
+        return bool(set(self.stages) & set(RUN_STAGES)) or self.group == "models"
 
     @property
     def option(self) -> str:
@@ -210,7 +235,8 @@ VARIABLES: tuple[Variable, ...] = (
     V("REPEATS", "1", positive, "samples per size (the paper: 3)", "pools", stages=("pool",)),
     V("SEED", "0", non_negative, "the pools' seed, part of a pool's name unless 0 (two seeds "
       "never overwrite each other); also the random model's and make mdcr's", "pools",
-      stages=("pool", "pools-paper", "report", *SEARCHING), keywords=("seed",), kind="int"),
+      stages=("pool", "pools-paper", "report", *SEARCHING), keywords=("seed",), kind="int",
+      changes_run=True),
     V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", positive, "query papers per pool",
       "pools", shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
       optional=True, stages=("pool",), keywords=("n_queries",), kind="int", none=True),
@@ -232,54 +258,58 @@ VARIABLES: tuple[Variable, ...] = (
       "import-vectors), api:<model> (served at EMBEDDINGS_URL), or a fused model's name; make "
       "import-vectors: the name of the vectors",
       "models", stages=("import-run", "import-vectors"),
-      required=("import-run", "import-vectors")),
+      required=("import-run", "import-vectors"), changes_run=MODEL_ID),
     V("POOLING", "", None, "cls, mean or lasttoken (decoder embedders), for "
       "MODEL=hf:<org>/<name>", "models",
-      shown="mean", optional=True, one_word=True),
+      shown="mean", optional=True, one_word=True, changes_run=MODEL_ID),
     V("PRECISION", "fp32", choice(PRECISIONS), "the encoder's floating-point precision: fp32 "
       "(the authors' references), bf16 or fp16 (GPU only) for speed; a run in another "
       "precision is the model <name>+bf16, never mixed with fp32 runs", "models",
-      one_word=True),
+      one_word=True, changes_run=True),
     V(API_URL, "", checked(endpoint_url), "MODEL=api:<model>: the URL of the OpenAI-compatible "
       "embeddings endpoint that serves it (vLLM, TEI, infinity, an API; recorded in its store); "
       f"its key, if any, from the environment's {API_KEY}, never written", "models",
-      optional=True, one_word=True),
+      optional=True, one_word=True, changes_run=MODEL_ID),
     V(API_BATCH, str(API_DEFAULTS[API_BATCH]), checked(partial(request_setting, API_BATCH)),
       "MODEL=api:<model>: inputs per request, within the endpoint's limit", "models",
-      one_word=True),
+      one_word=True, changes_run=False),
     V(API_CONCURRENCY, str(API_DEFAULTS[API_CONCURRENCY]),
       checked(partial(request_setting, API_CONCURRENCY)),
-      "MODEL=api:<model>: requests sent at once", "models", one_word=True),
+      "MODEL=api:<model>: requests sent at once", "models", one_word=True,
+      changes_run=False),
     V("QUERY_PROMPT", "", checked(prompt_text), "a prompt before each query's text (an "
       "instruction: 'Instruct: Given a paper, retrieve papers it cites\\nQuery: ', with \\n "
       "for a line break), or one of an st: model's prompt names (one word; a literal one-word "
-      "prompt ends with a space: 'cites '); for dense, hf:, st: and api: models. Its runs are the model <name>+q<tag> (recorded in their manifest), its papers "
-      "the model's own: only the queries are encoded again", "models", shown="(empty: the "
+      "prompt ends with a space: 'cites '); for dense, hf:, st: and api: models. Its runs "
+      "are the model <name>+q<tag> (the prompt recorded in their manifest), its papers the "
+      "model's own: only the queries are encoded again; the model's own query prompt (st:'s "
+      "query, e5's 'query: ') is the model itself", "models", shown="(empty: the "
       "model's own query form)", optional=True, stages=SEARCHING, keywords=("query_prompt",),
-      none=True),
+      none=True, changes_run=True),
     V("MODEL_PATH", "", given_path, "a local folder with the model's save_pretrained files, "
       "for nodes without hub access (spaces allowed)", "models", optional=True,
-      stages=LOADING),
+      stages=LOADING, changes_run=MODEL_ID),
     # ---- search
     V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
       "compares the imported vectors: cosine, ip (inner product) or l2 (recorded in their "
-      "store)", "models", one_word=True, stages=("import-vectors",)),
+      "store)", "models", one_word=True, stages=("import-vectors",), changes_run=MODEL_ID),
     V("THREADS", "2", worker_count, "ingest's and the synthetic corpus's worker processes, "
       "Lucene and search threads, at most 4 per CPU core of this machine (a stage never starts "
       "more than it has work for); with EXECUTOR=slurm also each job's CPUs (--cpus-per-task)",
-      "search", stages=("index", *SEARCHING), keywords=("threads", "workers"), kind="int"),
+      "search", stages=("index", *SEARCHING), keywords=("threads", "workers"), kind="int",
+      changes_run=False),
     V("BM25_ENGINE", BM25_ENGINE, choice(BM25_ENGINES), "BM25 on arrays (Lucene's analysis and "
       "scores in numba, faster for whole-abstract queries) or on lucene (Anserini): the same "
       "runs, so a change redoes none", "search", one_word=True,
-      stages=("index", *SEARCHING), keywords=("bm25_engine",)),
+      stages=("index", *SEARCHING), keywords=("bm25_engine",), changes_run=False),
     V("BACKEND", BACKEND, choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "
       "faiss-gpu, torch-cuda, torch-cpu (a forced one that cannot run is an error; the run "
       "manifest says which ran)", "search", one_word=True,
-      stages=SEARCHING, keywords=("backend",)),
+      stages=SEARCHING, keywords=("backend",), changes_run=False),
     V("QUERY_VARIANT", "full", choice(VARIANTS), "the same pools searched with perturbed "
       "queries: full, title, abstract, shuffled, deleted30, typos (pipeline/pools/queries.py); "
       "their runs are named after the model and the variant, beside the others", "search",
-      one_word=True, stages=SEARCHING, keywords=("variant",)),
+      one_word=True, stages=SEARCHING, keywords=("variant",), changes_run=True),
     # ---- eval
     V("PAPER_IDS", "", safe_path, "make training-ids: the folder of S2AG's paper-ids "
       "dataset (SHA -> CorpusID)", "pools", optional=True, one_word=True,
@@ -354,7 +384,7 @@ VARIABLES: tuple[Variable, ...] = (
     V("SHARDS", "1", shard_count, "shards of the embed stage: array tasks with slurm, one after "
       "another with local; at most 1,000 (SLURM's default MaxArraySize)", "cluster",
       flag="--num-shards",
-      stages=("embed", *SLURM_JOBS, "demo")),
+      stages=("embed", *SLURM_JOBS, "demo"), changes_run=False),
     V("PARTITION", "", checked(check_partition), "#SBATCH --partition: one name, or several "
       "separated by commas", "cluster", shown="the cluster's default", optional=True,
       one_word=True,
@@ -405,6 +435,27 @@ VARIABLES: tuple[Variable, ...] = (
 )
 del V
 BY_NAME = {v.name: v for v in VARIABLES}
+
+
+def kind_run_options(entry: Any, given: Mapping[str, object]) -> dict[str, object]:
+    """`run_options` of `entry`'s retriever: its options among `given` (None or absent: its
+    default), as the search is given them."""
+    from pipeline.retrieval.registry import retriever
+
+    kind = retriever(entry.kind)
+    return run_options(kind.options({name: given.get(name) for name in kind.OPTIONS}))
+
+
+def run_options(options: Mapping[str, object]) -> dict[str, object]:
+    """A run's identity among a retriever's options (as given or defaulted:
+    Retriever.options): the values of those whose declaration says they change a run
+    (changes_run=True), by make variable; an option no declaration names counts as changing
+    it. The same from make, the command line and the API (retrieval.search.run_identity
+    records them; a run made with another value is stale)."""
+    declared = {name: var for var in VARIABLES for name in (var.dest, *var.keywords)}
+    return {(var.name if var else name.upper()): value
+            for name, value in sorted(options.items())
+            if (var := declared.get(name)) is None or var.changes_run is True}
 
 
 # ---- the rules that relate several values: make's check applies each (RULES), in order, to

@@ -3,7 +3,9 @@ hits), its manifest, and the checks that a run is complete, intact and current."
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -31,10 +33,11 @@ def run_repair(corpus: str, run: str, runs_root: Path | None = None, pool: str |
                ) -> Repair:
     """The command that searches (and scores) a run of a corpus again: `<model>~<variant>`
     runs are made with QUERY_VARIANT, `<model>+q<tag>` runs with the QUERY_PROMPT their
-    manifest records. A run of a model make cannot search (a name no model
-    has) is an imported run, which make eval scores, or (its manifest in `pool` does not say
-    it was imported) a pipeline.Encoder's or a ModelEntry's of the user's, made again only
-    in Python with that model (object_repair)."""
+    manifest records, every run with the values of the options that changed it that its
+    manifest records (run_parameters' `options`). A run of a model make cannot search (a
+    name no model has) is an imported run, which make eval scores, or (its manifest in
+    `pool` does not say it was imported) a pipeline.Encoder's or a ModelEntry's of the
+    user's, made again only in Python with that model (object_repair)."""
     model, _, variant = run.partition(VARIANT_SEP)
     info = _recorded(runs_root, corpus, pool, run) if runs_root and pool else {}
     if not known_model(model) and runs_root is not None and pool is not None and \
@@ -45,6 +48,9 @@ def run_repair(corpus: str, run: str, runs_root: Path | None = None, pool: str |
     prompt = details.get("query_prompt") if isinstance(details, dict) else None
     if isinstance(prompt, str):
         variables += (("QUERY_PROMPT", prompt.replace("\n", "\\n")),)  # as make holds it
+    options = info.get("parameters", {}).get("options")  # the options that made it, as made
+    if isinstance(options, dict):
+        variables += tuple((name, str(value)) for name, value in options.items())
     return Repair("eval", corpus, model, variables=variables)
 
 
@@ -86,11 +92,19 @@ def recorded_run_repair(runs_root: Path, corpus: str, pool: str, model: str,
                   variables=(*(() if whole else (("POOL", pool),)), ("RUN", source)))
 
 
-def run_parameters(pool: str, model: str, k: int = TOP_K, seed: int | None = None) -> dict:
-    """What a run is made with, as its manifest records it and `run_problem` wants it: its
-    pool, its name, its depth and, where the seed changes the run (the random model's order,
-    a perturbed query's words: `search.run_seed`), the seed; None where it does not."""
-    return {"pool": pool, "model": model, "k": k, **({} if seed is None else {"seed": seed})}
+def run_parameters(pool: str, model: str, k: int = TOP_K, seed: int | None = None, *,
+                   variant: str = "full", prompt: str | None = None, precision: str = "fp32",
+                   options: Mapping[str, object] | None = None) -> dict:
+    """A run's identity, as its manifest records it and `run_problem` wants it: its pool, its
+    name, its depth, the seed where it changes the run (the random model's order, a perturbed
+    query's words: `search.run_seed`; None where it does not), the query variant, the query
+    prompt (QUERY_PROMPT's text, None: the model's own), the precision, and the values of the
+    declared options that change a run (`options`, by make variable:
+    pipeline.options.declared.run_options). The model's weights or endpoint are not here: the
+    run records its store's files among its inputs."""
+    return {"pool": pool, "model": model, "k": k, **({} if seed is None else {"seed": seed}),
+            "variant": variant, "prompt": prompt, "precision": precision,
+            "options": dict(sorted((options or {}).items()))}
 
 
 def searched_pools(runs_root: Path, corpus: str, model: str) -> list[str]:
@@ -112,15 +126,24 @@ def searched_pools(runs_root: Path, corpus: str, model: str) -> list[str]:
 
 
 def run_problem(place: Place, pool: str, model: str, k: int = TOP_K, seed: int | None = None,
-                defaults: dict[str, float] | None = None) -> str | None:
-    """Why `search` would write this run again (None when it is current): no complete run, a
-    damaged file, other parameters (k; the seed, where it changes the run), BM25 defaults
-    other than the model's (`defaults`, where no validation pool tuned them), or an input
-    that changed since (the pool's files, the texts, embedding parts or index it read,
-    component runs, validation pools)."""
-    paths = run_paths(place.runs_root, place.corpus, pool, model)
-    problem = stale(paths.manifest, run_parameters(pool, model, k, seed),
-                    files=paths.trec.parent,
+                defaults: dict[str, float] | None = None, **identity: Any) -> str | None:
+    """Why `search` would write this run again (None when it is current): `identity_problem`
+    of `run_parameters` of these arguments and `identity` (its keywords: the variant, the
+    prompt, the precision, the options that change runs)."""
+    return identity_problem(place, pool, run_parameters(pool, model, k, seed, **identity),
+                            defaults)
+
+
+def identity_problem(place: Place, pool: str, parameters: dict,
+                     defaults: dict[str, float] | None = None) -> str | None:
+    """Why `search` would write the run of this identity again (None when it is current): no
+    complete run, a damaged file, another identity (`parameters`, as `run_parameters` makes
+    them: k, the seed where it changes the run, the variant, the prompt, the precision, an
+    option that changes runs), BM25 defaults other than the model's (`defaults`, where no
+    validation pool tuned them), or an input that changed since (the pool's files, the texts,
+    embedding parts or index it read, component runs, validation pools)."""
+    paths = run_paths(place.runs_root, place.corpus, pool, parameters["model"])
+    problem = stale(paths.manifest, parameters, files=paths.trec.parent,
                     own=lambda info: _tuning_problem(place, pool, info, defaults),
                     roots=place.roots)
     return problem.reason if problem else None
@@ -147,9 +170,9 @@ def _tuning_problem(place: Place, pool: str, info: dict,
 
 
 def run_is_current(place: Place, pool: str, model: str, k: int = TOP_K, seed: int | None = None,
-                   defaults: dict[str, float] | None = None) -> bool:
+                   defaults: dict[str, float] | None = None, **identity: Any) -> bool:
     """True when `search` would write this run again from the same inputs (`run_problem`)."""
-    return run_problem(place, pool, model, k, seed, defaults) is None
+    return run_problem(place, pool, model, k, seed, defaults, **identity) is None
 
 
 def run_shas(runs_root: Path, corpus: str, pool: str, models: list[str]) -> dict[str, str]:

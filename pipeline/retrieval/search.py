@@ -31,9 +31,9 @@ from pipeline.retrieval.registry import retriever
 from pipeline.retrieval.runs import (
     TOP_K,
     finalize_run,
+    identity_problem,
     keep_own_lists,
     own_lists,
-    run_is_current,
     run_manifest,
     run_parameters,
     write_run,
@@ -71,17 +71,35 @@ def run_seed(entry: ModelEntry, variant: str, seed: int) -> int | None:
     return seed if retriever(entry.kind).seeded or variant in SEEDED_VARIANTS else None
 
 
+def run_identity(entry: ModelEntry, pool: str, k: int = TOP_K, seed: int = 0,
+                 variant: str = "full", run_options: Mapping[str, object] | None = None
+                 ) -> dict:
+    """A run's identity (runs.run_parameters), the one rule of make, the command line and the
+    API: its pool, its name, k, the seed where it changes the run, the variant, the query
+    prompt and precision of `entry` (QUERY_PROMPT, PRECISION: their runs keep their names,
+    their values are here too), and `run_options`, the declared options that change a run
+    (pipeline.options.declared.run_options). Recorded by `search_pool`, compared by
+    `current_run`."""
+    return run_parameters(pool, run_name(entry.name, variant), k,
+                          run_seed(entry, variant, seed), variant=variant,
+                          prompt=entry.query_prompt, precision=entry.precision,
+                          options=run_options)
+
+
 def current_run(place: Place, pool: str, entry: ModelEntry, k: int = TOP_K, seed: int = 0,
-                variant: str = "full") -> bool:
+                variant: str = "full", run_options: Mapping[str, object] | None = None
+                ) -> bool:
     """Whether `search_pool` with these arguments would make the run that is there (the rule
-    of `make search` and `pipeline.search`, which then keep it): every parameter that
-    changes the run is compared (runs.run_problem)."""
-    return run_is_current(place, pool, run_name(entry.name, variant), k,
-                          run_seed(entry, variant, seed), entry.params or None)
+    of `make search` and `pipeline.search`, which then keep it): its whole identity is
+    compared (run_identity, runs.run_problem)."""
+    return identity_problem(place, pool, run_identity(entry, pool, k, seed, variant,
+                                                      run_options),
+                            entry.params or None) is None
 
 
 def search_pool(place: Place, pool: str, entry: ModelEntry, k: int = TOP_K, threads: int = 2,
-           seed: int = 0, variant: str = "full", **options) -> dict:
+                seed: int = 0, variant: str = "full",
+                run_options: Mapping[str, object] | None = None, **options) -> dict:
     """Retrieve the top k candidates of `pool` for each of its queries; write the run.
     A pool whose candidates name their query (MDCR-style, `pipeline/mdcr/`) has each query rank
     its own list, whole: the engines score the union of the lists, each query keeps its own.
@@ -89,7 +107,8 @@ def search_pool(place: Place, pool: str, entry: ModelEntry, k: int = TOP_K, thre
     and scores, the same lists). `variant` perturbs the queries
     (`pipeline/pools/queries.py`); its run is
     named `<model>~<variant>`. `options` are the retriever's own (BM25: `bm25_engine`;
-    encoders: `backend`, `model_path`); those of other kinds are not passed on."""
+    encoders: `backend`, `model_path`); those of other kinds are not passed on. The manifest
+    records the run's identity (run_identity, with `run_options`)."""
     start = time.perf_counter()
     name = run_name(entry.name, variant)
     kind = retriever(entry.kind)
@@ -128,7 +147,7 @@ def search_pool(place: Place, pool: str, entry: ModelEntry, k: int = TOP_K, thre
         check_not_imported(place, entry.name)  # imported while this one searched
         write_run(run, paths, tag=name)
         seconds = time.perf_counter() - start
-        info = run_manifest(run_parameters(pool, name, k, run_seed(entry, variant, seed)),
+        info = run_manifest(run_identity(entry, pool, k, seed, variant, run_options),
                             details, paths, seconds,
                             counts={"queries": queries.height, "candidates": candidates.height,
                                     "rows": run.height, "self_hits_removed": self_hits,
@@ -152,12 +171,14 @@ class IndexSettings:
 
 @dataclass(frozen=True)
 class SearchSettings(IndexSettings):
-    """How `search_model` searches (`make search`): the run's parameters; `index`: what the
+    """How `search_model` searches (`make search`): the run's parameters (`run_options`: the
+    declared options that change a run, by make variable: run_identity); `index`: what the
     pools searched search built first; `stale_only`: runs current for their pool kept."""
 
     k: int = TOP_K
     seed: int = 0
     variant: str = "full"
+    run_options: Mapping[str, object] = field(default_factory=dict)
     index: bool = False
     stale_only: bool = False
 
@@ -212,9 +233,14 @@ def search_model(place: Place, entry: ModelEntry, pools: list[str],
     lucene = entry.kind == "bm25" and settings.options.get("bm25_engine") == "lucene"
     if settings.index and lucene:
         index_pools(place, entry, pools, settings)
+    if settings.stale_only and entry.embedded:  # a store of another model: no run is current
+        from pipeline.encoding.embed import check_identity
+
+        check_identity(place, entry, settings.store.get("model_path"),
+                       bool(settings.store.get("replace")))
     if settings.stale_only:
         kept = [p for p in pools if current_run(place, p, entry, settings.k, settings.seed,
-                                                settings.variant)]
+                                                settings.variant, settings.run_options)]
         pools = [p for p in pools if p not in kept]
         log.info(f"[search] {name}: {len(kept)} current runs kept, {len(pools)} to search")
     if settings.index and pools and not lucene:
@@ -222,5 +248,5 @@ def search_model(place: Place, entry: ModelEntry, pools: list[str],
     for pool in pools:
         with timed("search", settings.times, model=name, pool=pool) as info:
             out = search_pool(place, pool, entry, settings.k, settings.threads, settings.seed,
-                              settings.variant, **settings.options)
+                              settings.variant, settings.run_options, **settings.options)
             info.update(queries_per_s=out["queries_per_s"])

@@ -253,3 +253,171 @@ def test_a_retrievers_options_are_checked_before_any_work(corpus_dir, tmp_path):
     with pytest.raises(InputError, match="--backend torch-cuda: no CUDA GPU"):
         model_to_search(place, "minilm", {"backend": "torch-cuda", "bm25_engine": "arrays"})
     assert not (tmp_path / "indexes").exists() and not (tmp_path / "runs").exists()
+
+
+# ---- a run's identity: every declared option that changes a run (issue 57)
+# How each declared option that changes a run by its value (changes_run=True) reaches a
+# search, for two of its values: the search's arguments, and the identity's key recording it.
+# A retriever's own option (Retriever.OPTIONS) needs no line: it is given by its kind.
+IDENTITY = {
+    "SEED": ("seed", (0, 3), lambda v: {"entry": get_model("random"), "seed": v}),
+    "QUERY_VARIANT": ("variant", ("full", "title"),
+                      lambda v: {"entry": get_model("bm25"), "variant": v}),
+    "PRECISION": ("precision", ("fp32", "bf16"),
+                  lambda v: {"entry": _chosen("minilm", precision=v)}),
+    "QUERY_PROMPT": ("prompt", ("", "Instruct: find the papers it cites\\nQuery: "),
+                     lambda v: {"entry": _chosen("minilm", query_prompt=v)}),
+}
+# The options that change the model itself (changes_run=MODEL_ID): its name is the run's, or
+# (weights, endpoint, similarity) its store records them and the run records its store's files
+MODEL_NAMES = {"MODEL": lambda v: _chosen(v or "minilm"),
+               "POOLING": lambda v: _chosen("hf:org/name", pooling=v)}
+MODEL_VALUES = {"MODEL": ("minilm", "bm25"), "POOLING": ("mean", "cls")}
+# The options that change no run (changes_run=False), each run with two values on the small
+# pool: (model, the search's options or arguments of each value)
+SAME = {
+    "THREADS": ("bm25", ({"threads": 1}, {"threads": 2})),
+    "BM25_ENGINE": ("bm25", ({"bm25_engine": "arrays"}, {"bm25_engine": "lucene"})),
+    "BACKEND": ("tiny", ({"backend": "faiss-cpu"}, {"backend": "torch-cpu"})),
+    "SHARDS": ("tiny", ({"num_shards": 1}, {"num_shards": 2})),
+}
+# Options that change no run and are shown so elsewhere: served models' request settings (the
+# same vectors however many are asked at once: tests/encoding/test_served.py), and REPLACE=1,
+# which lets a command replace what it made (what the new one is: its store's identity)
+ELSEWHERE = ("EMBEDDINGS_BATCH", "EMBEDDINGS_CONCURRENCY", "REPLACE")
+# The model's files, endpoint and similarity: its store records them (changes_run=MODEL_ID)
+IN_STORE = ("MODEL_PATH", "EMBEDDINGS_URL", "SIMILARITY")
+
+
+def _chosen(model: str, **given):
+    from pipeline.models import chosen_model
+
+    return chosen_model(model, **given)
+
+
+def _reaching(changes: bool | str) -> list:
+    """The declared options that reach a search or an encoder with this `changes_run`."""
+    from pipeline.options.declared import VARIABLES
+
+    return [v for v in VARIABLES if v.reaches_run and v.changes_run is not None
+            and v.changes_run == changes and type(v.changes_run) is type(changes)]
+
+
+def test_every_option_that_reaches_a_search_or_an_encoder_says_whether_it_changes_a_run():
+    """Derived from the declarations: an option taken by index, embed or search, or one of the
+    model's, without changes_run is refused where it is declared; every one is walked by the
+    tests below (a new one without a case here fails, naming it)."""
+    from pipeline.options.declared import MODEL_ID, RUN_STAGES, VARIABLES, Variable
+
+    with pytest.raises(ValueError, match="NEW_ONE reaches a search or an encoder"):
+        Variable("NEW_ONE", "1", None, "a new option", "search", stages=RUN_STAGES[-1:])
+    kinds = _retriever_options()
+    cases = {True: {*IDENTITY} | {v.name for v in _reaching(True)
+                                  if {v.dest, *v.keywords} & set(kinds)},
+             MODEL_ID: {*MODEL_NAMES, *IN_STORE}, False: {*SAME, *ELSEWHERE}}
+    for var in (v for v in VARIABLES if v.reaches_run):
+        assert var.name in cases[var.changes_run], (var.name, var.changes_run)
+
+
+def _retriever_options() -> dict[str, str]:
+    """Every retriever kind's own options -> a kind that takes it."""
+    from pipeline.retrieval.registry import RETRIEVERS, retriever
+
+    return {name: kind for kind in RETRIEVERS for name in retriever(kind).OPTIONS}
+
+
+def test_an_option_that_changes_a_run_is_in_its_identity_and_its_old_run_is_stale(
+        corpus_dir, tmp_path):
+    """Each declared option that changes a run (as its declaration says): two values give two
+    identities that differ in the key recording it, and a run made with one is not current for
+    the other (`identity_problem` names what differs). The model's options: another model's
+    name; the model's own files and endpoint: its store's identity, not a value here."""
+    from pipeline.options.declared import MODEL_ID, kind_run_options
+    from pipeline.retrieval.runs import identity_problem
+    from pipeline.retrieval.search import run_identity
+
+    place = Place(corpus_dir, tmp_path / "indexes", tmp_path / "runs")
+    made = search_pool(place, POOL, get_model("random"), k=20, threads=1)["parameters"]
+    assert identity_problem(place, POOL, made) is None
+    kinds = _retriever_options()
+    for var in _reaching(True):
+        if var.name in IDENTITY:
+            key, values, given = IDENTITY[var.name]
+            old, new = (run_identity(pool=POOL, k=20, **given(v)) for v in values)
+        else:  # a retriever's own option: its kind's, with its default and another value
+            option = next(n for n in (var.dest, *var.keywords) if n in kinds)
+            entry = next(e for e in map(get_model, ("bm25", "random", "minilm"))
+                         if e.kind == kinds[option])
+            key, values = "options", ({}, {option: "another"})
+            old, new = (run_identity(entry, POOL, 20, run_options=kind_run_options(entry, v))
+                        for v in values)
+        assert old[key] != new[key], var.name
+        assert identity_problem(place, POOL, {**made, key: new[key]}) == \
+            f"made with other parameters ({key})", var.name
+    for var in _reaching(MODEL_ID):
+        if var.name in MODEL_NAMES:
+            old, new = (MODEL_NAMES[var.name](v).name for v in MODEL_VALUES[var.name])
+            assert old != new, var.name
+        else:  # never a value of the run's identity: the model's store records it
+            assert var.dest not in kind_run_options(get_model("minilm"), {var.dest: "x"})
+            assert var.name not in kind_run_options(get_model("minilm"), {var.dest: "x"})
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if m == "tiny"
+                                  else n for n, (m, _) in SAME.items()])
+def test_an_option_that_changes_no_run_leaves_it_byte_identical(corpus_dir, tmp_path, tiny,
+                                                                   name):
+    """Each declared option that changes no run (changes_run=False), run with two values on
+    the small pool: the same run files, byte for byte, and the same identity."""
+    from pipeline.encoding.embed import embed
+
+    assert name in {v.name for v in _reaching(False)}
+    model, values = SAME[name]
+    entry = tiny if model == "tiny" else get_model(model)
+    made = []
+    for i, given in enumerate(values):
+        place = Place(corpus_dir, tmp_path / f"indexes{i}", tmp_path / f"runs{i}")
+        options = {k: v for k, v in given.items() if k not in ("threads", "num_shards")}
+        if "num_shards" in given:
+            for shard in range(given["num_shards"]):
+                embed(place, entry, [POOL], shard=shard, num_shards=given["num_shards"])
+        index(place, POOL, entry, given.get("threads", 1), **options)
+        info = search_pool(place, POOL, entry, k=50, threads=given.get("threads", 1),
+                           **options)
+        paths = run_paths(place.runs_root, corpus_dir.name, POOL, entry.name)
+        made.append((paths.trec.read_bytes(), paths.parquet.read_bytes(), info["parameters"]))
+    assert made[0] == made[1]
+
+
+def test_metrics_adds_rows_and_keeps_those_of_other_metrics(corpus_dir, tmp_path, caplog):
+    """`make eval METRICS=<another set>` replaced the run's earlier metric rows in
+    results.parquet and eval.json (issue 57). It adds the rows of the metrics asked and keeps
+    the others: an evaluation is current for the metrics it has, and asking for more scores
+    only the missing ones; the run changed, every metric it had is scored again."""
+    import logging
+
+    from pipeline.evaluation.evaluate import eval_pools
+
+    place = Place(corpus_dir, tmp_path / "indexes", tmp_path / "runs")
+    search_pool(place, POOL, get_model("bm25"), k=100, threads=1)
+    paths = run_paths(place.runs_root, corpus_dir.name, POOL, "bm25")
+    eval_pools(place, "bm25", [POOL], stale_only=True)
+    first = pl.read_parquet(paths.metrics)
+    eval_pools(place, "bm25", [POOL], "ndcg@10 map", stale_only=True)
+    both = pl.read_parquet(paths.metrics)
+    assert both.columns == ["query", "negatives", "map", "ndcg", "recall@30", "ndcg@10"]
+    assert both.select(first.columns).equals(first)  # the earlier rows kept, not scored again
+    info = read_json(paths.evaluation)
+    assert info["parameters"]["metrics"] == ["map", "ndcg", "recall@30", "ndcg@10"]
+    assert set(info["means"]) == {"map", "ndcg", "recall@30", "ndcg@10"}
+    assert 0 < info["means"]["ndcg@10"] <= 1
+    results = collect_results(corpus_dir.parent, place.index_root, place.runs_root)
+    assert set(results["metric"]) == {"map", "ndcg", "recall@30", "ndcg@10"}
+    caplog.set_level(logging.INFO, logger="pipeline")
+    for metrics in ("auto", "ndcg@10", "map ndcg@10"):  # each current for what it asks
+        eval_pools(place, "bm25", [POOL], metrics, stale_only=True)
+    assert caplog.text.count("bm25: 1 current evaluations kept, 0 to score") == 3
+    search_pool(place, POOL, get_model("bm25"), k=50, threads=1)  # another run
+    eval_pools(place, "bm25", [POOL], stale_only=True)
+    again = pl.read_parquet(paths.metrics)
+    assert again.columns == both.columns and not again.equals(both)

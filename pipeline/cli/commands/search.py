@@ -24,6 +24,7 @@ from pipeline.cli.registry import (
 )
 from pipeline.models import fused_name, get_model
 from pipeline.options.checks import positive
+from pipeline.options.declared import kind_run_options
 
 
 def search_and_eval(args: argparse.Namespace, model: str) -> None:
@@ -77,8 +78,10 @@ def cmd_search(args: argparse.Namespace) -> None:
         return
     if args.repair_pools:
         repair_pools(args)
+    settings = _index_settings(args, entry)
     search_model(place, entry, pools_of(args), SearchSettings(
-        **_index_settings(args, entry), k=args.k, seed=args.seed, variant=args.query_variant,
+        **settings, k=args.k, seed=args.seed, variant=args.query_variant,
+        run_options=kind_run_options(entry, settings["options"]),
         index=args.index, stale_only=args.stale_only))
 
 
