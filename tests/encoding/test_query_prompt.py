@@ -304,3 +304,22 @@ def test_the_docs_name_the_tag_of_their_example_instruction():
     tags = set(re.findall(r"st--Qwen--Qwen3-Embedding-0\.6B\+(q[0-9a-f]{8})", text))
     entry = with_query_prompt(get_model("st:Qwen/Qwen3-Embedding-0.6B"), prompt)
     assert tags == {split_prompt_tag(entry.name)[1]}
+
+
+@pytest.mark.parametrize("model, prompt", [("e5-base-v2", "query: "), ("st:org/name", "query")])
+def test_the_models_own_query_prompt_is_the_model_itself(model, prompt, caplog):
+    """QUERY_PROMPT=query for an st: model (sentence-transformers' encode_query prompt) or
+    e5's own 'query: ' made a +q<tag> model: a second run and query cache of the same vectors
+    (issue 57). It is the model itself, and a log line says so; another prompt is tagged."""
+    import logging
+
+    from pipeline.encoding.stmodels import QUERY_PROMPTS
+    from pipeline.models import ST_QUERY_PROMPT
+
+    assert QUERY_PROMPTS[0] == ST_QUERY_PROMPT  # the name encode_query uses first
+    caplog.set_level(logging.INFO, logger="pipeline")
+    entry = chosen_model(model, query_prompt=prompt)
+    assert entry == get_model(model) and not split_prompt_tag(entry.name)[1]
+    assert f"QUERY_PROMPT={prompt!r} is {entry.name}'s own query prompt" in caplog.text
+    other = chosen_model(model, query_prompt="Represent the cited work: ")
+    assert split_prompt_tag(other.name)[1] == prompt_tag("Represent the cited work: ")
