@@ -48,7 +48,7 @@ def main() -> None:
     for model in MODELS:
         _, err, seconds[f"make eval CORPUS=demo-mdcr MODEL={model}"] = make(
             "eval", "CORPUS=demo-mdcr", f"MODEL={model}")
-        copied[model] = sum(int(n) for n in re.findall(r"(\d+) vectors copied", err))
+        copied[model] = sum(int(n) for n in re.findall(r"\bembedded=\d+ reused=(\d+)", err))
     jaccard, *_ = make("mdcr-jaccard", "MODELS=bm25,minilm,random")
     report, *_ = make("report", "CORPUS=demo-mdcr")
     parity = official_parity(report)
@@ -82,7 +82,7 @@ def main() -> None:
         f"{', '.join(f'{m}: {t}' for m, t in hardest.items())} (the paper's Table 4: random "
         "easiest, graph hardest).\n\n"
         "Seconds: " + ", ".join(f"{k} {v}" for k, v in seconds.items()) + ". MiniLM: "
-        f"{copied.get('minilm', 0)} of the {counts['papers']} papers' vectors copied from the "
+        f"{copied.get('minilm', 0)} of the {counts['papers']} papers' vectors reused from the "
         "demo's store (papers of its pools), the rest encoded.\n\n"
         f"{tables}\n\n## The official evaluator's numbers\n\n"
         "Each model's scores file (`make mdcr-scores`) on the export (`make export-mdcr`), "

@@ -205,6 +205,33 @@ def load_vectors(store: Path, ids: np.ndarray, dtype: type | None = np.float32) 
     return out if out is not None else np.empty((0, 0), dtype=dtype or np.float32)
 
 
+def vectors_of_texts(store: Path, wanted: np.ndarray, taken: np.ndarray
+                     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The vectors a single-vector store holds for the text digests `wanted` (sorted,
+    distinct) not yet `taken` (a mask over `wanted`, updated here), read part by part: each
+    part's hits as (positions in `wanted`, vectors in the store's dtype). A vector depends
+    only on the text and the model, so rows are matched by digest alone, whatever their ids
+    (a collection imported again with other ids). Memory-mapped: only the rows copied are read
+    into memory. Rows without a digest (an older store) are never taken."""
+    if not len(wanted):
+        return
+    for part in store_parts(store):
+        table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
+        if DIGEST not in table.column_names or "sentence" in table.column_names:
+            continue
+        digests = table.column(DIGEST).to_numpy()
+        at = np.minimum(np.searchsorted(wanted, digests), len(wanted) - 1)
+        hit = np.flatnonzero((wanted[at] == digests) & ~taken[at])
+        positions, first = np.unique(at[hit], return_index=True)  # a text stored twice: once
+        if not len(positions):
+            continue
+        taken[positions] = True
+        vectors = whole(table.column("vector"))
+        matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(
+            len(digests), vectors.type.list_size)
+        yield positions, matrix[hit[first]]
+
+
 def load_sentence_vectors(store: Path, ids: np.ndarray, numbers: bool = False
                           ) -> tuple[np.ndarray, ...]:
     """float32 sentence vectors of the papers `ids` (in that order; int64 or string ids) and

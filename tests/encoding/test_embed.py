@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
@@ -13,7 +14,7 @@ from pipeline.core.errors import InputError
 from pipeline.encoding.embed import embed, pool_ids
 from pipeline.encoding.encoders import Encoder
 from pipeline.encoding.store import distinct, load_vectors, not_stored, stored_ids
-from pipeline.layout import Place, store_dir
+from pipeline.layout import Place, pool_names, store_dir
 from pipeline.models import REGISTRY, ModelEntry
 from tests.conftest import POOL_SIZES, pool_of
 
@@ -247,3 +248,79 @@ def test_two_processes_on_one_store_do_not_corrupt_it(corpus_dir, tmp_path, tiny
     assert np.array_equal(stored_ids(store), pool_ids(corpus_dir, SMALL_POOL))
     assert verify(Roots(corpora, tmp_path / "indexes", tmp_path / "runs"),
                   [tmp_path / "indexes"]) == []
+
+
+@pytest.fixture(scope="module")
+def shared_data(corpus_dir, tiny_bert, tmp_path_factory):
+    """One DATA: the small corpus's SMALL_POOL embedded by tiny-bert, and the pool exported
+    as a BEIR folder and imported back as corpus `again` (string ids), one document's title
+    changed on the way. Returns (index root, the small corpus's place, again's, the changed
+    document's id, the entry)."""
+    import json
+
+    from pipeline.external.beir import import_beir
+    from pipeline.external.export import export_beir
+
+    root = tmp_path_factory.mktemp("shared")
+    entry = ModelEntry("tiny-bert", "dense", str(tiny_bert), "cls", "l2", max_length=128)
+    small = Place(corpus_dir, root / "indexes", root / "runs")
+    embed(small, entry, [SMALL_POOL], device="cpu")
+    out = root / "beir"
+    export_beir(small, SMALL_POOL, out)
+    lines = (out / "corpus.jsonl").read_text().splitlines()
+    changed = json.loads(lines[3])
+    lines[3] = json.dumps({**changed, "title": "Revised: " + changed["title"]})
+    (out / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    import_beir(out, root / "corpora" / "again")
+    again = Place(root / "corpora" / "again", root / "indexes", root / "runs")
+    return root / "indexes", small, again, changed["_id"], entry
+
+
+@pytest.mark.slow
+def test_a_text_is_embedded_once_per_data(shared_data, caplog):
+    """Issue 57: a pool exported and imported back embedded every paper again. Every paper
+    whose text another store of the same model holds takes its vector, whatever its id there
+    (matched by text digest alone: copied bit for bit); a paper whose text differs is
+    embedded; the stage says both counts, also when both are 0."""
+    indexes, small, again, changed, entry = shared_data
+    with caplog.at_level("INFO"):
+        info = embed(again, entry, device="cpu")
+    assert (info["embedded"], info.get("reused")) == (1, info["needed"] - 1), info
+    assert f"[embed] tiny-bert on again: embedded=1 reused={info['needed'] - 1} " in caplog.text
+    ids = pool_ids(again.corpus_dir, pool_names(again.corpus_dir)[0])
+    kept = ids[ids != changed]
+    mine = load_vectors(store_dir(indexes, "again", entry.name), kept)
+    theirs = load_vectors(store_dir(indexes, "small", entry.name), kept.astype(np.int64))
+    assert np.array_equal(mine, theirs)
+    # the revised paper's vector is its new text's, not the one the small corpus's store holds
+    revised = load_vectors(store_dir(indexes, "again", entry.name), np.array([changed], object))
+    original = load_vectors(store_dir(indexes, "small", entry.name), np.array([int(changed)]))
+    paper = pl.read_parquet(again.corpus_dir / "prefiltered.parquet").filter(
+        pl.col("corpusid") == changed)
+    encoder = Encoder(entry, device="cpu")
+    direct, _ = encoder.encode([encoder.format(paper["title"][0], paper["abstract"][0])],
+                               progress=False)
+    np.testing.assert_allclose(revised, direct, rtol=1e-4, atol=1e-6)
+    assert not np.allclose(original, direct, rtol=1e-4, atol=1e-6)
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        assert embed(again, entry, device="cpu")["reused"] == 0
+    assert "[embed] tiny-bert on again: embedded=0 reused=0 " in caplog.text
+
+
+@pytest.mark.slow
+def test_a_store_of_another_identity_lends_nothing(shared_data):
+    """Vectors are reused only from a store whose config equals this embed's in everything
+    that changes a vector: another dtype or max_length embeds every paper; another name for
+    the same model (NOT_VECTOR) reuses every one."""
+    from dataclasses import replace
+
+    _, small, _, _, entry = shared_data
+    needed = len(pool_ids(small.corpus_dir, SMALL_POOL))  # all in tiny-bert's store
+    renamed = embed(small, replace(entry, name="tiny-bert-too"), [SMALL_POOL], device="cpu")
+    assert (renamed["embedded"], renamed.get("reused")) == (0, renamed["needed"])
+    for name, changes, dtype in (("tiny-bert-half", {}, "float16"),
+                                 ("tiny-bert-64", {"max_length": 64}, "float32")):
+        other = replace(entry, name=name, **changes)
+        info = embed(small, other, [SMALL_POOL], dtype=dtype, device="cpu")
+        assert (info["embedded"], info.get("reused")) == (needed, 0), (name, info)

@@ -158,7 +158,7 @@ def test_string_ids_through_search_eval_and_the_scores_file(round_trip, mdcr_sou
 
 
 @pytest.mark.slow
-def test_string_ids_through_the_embedding_store(round_trip, mdcr_source, tiny_bert):
+def test_string_ids_through_the_embedding_store(round_trip, mdcr_source, tiny_bert, tmp_path):
     out, _, imported, _ = round_trip
     source, root = mdcr_source
     entry = ModelEntry("tiny-bert", "dense", str(tiny_bert), "cls", "dot", max_length=64)
@@ -166,17 +166,24 @@ def test_string_ids_through_the_embedding_store(round_trip, mdcr_source, tiny_be
     # stores of the two corpora (different papers encoded together) compare within rounding
     place = {c: Place(c, root / "indexes", root / "runs") for c in (source, out, imported)}
     embed(place[source], entry, [p for p in pool_names(source) if "-600-" in p], device="cpu")
-    # the benchmark takes the vectors its source corpus's store holds; the imported copy (no
-    # source) encodes every paper, with string ids
+    # the benchmark takes the vectors its source corpus's store holds (the papers of its
+    # pools) and embeds the others (negatives drawn from the whole corpus)
     built = embed(place[out], entry, device="cpu")
-    assert 0 < built["copied_from_source_corpus"] < built["needed"]
-    assert built["copied_from_source_corpus"] + built["embedded"] == built["needed"]
-    assert embed(place[imported], entry, device="cpu")["embedded"] == built["needed"]
+    assert 0 < built["reused"] < built["needed"]
+    assert built["reused"] + built["embedded"] == built["needed"]
+    # the imported copy, in another data folder, encodes every paper, with string ids; in
+    # the same one (issue 57), it embeds none: the same texts, under other ids
+    alone = embed(Place(imported, tmp_path / "indexes", root / "runs"), entry, device="cpu")
+    assert (alone["embedded"], alone["reused"]) == (built["needed"], 0)
+    shared = embed(place[imported], entry, device="cpu")
+    assert (shared["embedded"], shared["reused"]) == (0, built["needed"])
     ids = pl.read_parquet(out / "prefiltered.parquet")["corpusid"].to_numpy()
     by_int = load_vectors(store_dir(root / "indexes", out.name, entry.name), ids)
-    by_str = load_vectors(store_dir(root / "indexes", imported.name, entry.name),
-                          np.array([str(i) for i in ids], dtype=object))
+    as_str = np.array([str(i) for i in ids], dtype=object)
+    by_str = load_vectors(store_dir(tmp_path / "indexes", imported.name, entry.name), as_str)
     np.testing.assert_allclose(by_int, by_str, atol=1e-5)
+    assert np.array_equal(load_vectors(store_dir(root / "indexes", imported.name, entry.name),
+                                       as_str), by_int)  # copied, bit for bit
     for pool in pool_names(imported):
         info = search_pool(Place(imported, root / "indexes", root / "runs"), pool, entry)
         assert info["counts"]["pairs_unmatched_scored_0"] == 0
