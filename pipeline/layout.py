@@ -246,15 +246,19 @@ def mteb_model_meta_path(out: Path, model: str) -> Path:
     return out / model / MTEB_REVISION / "model_meta.json"
 
 
+# The stat cache of model files' sha256 (pipeline/encoding/identity.py), one per index root:
+# path -> [size, mtime_ns, ctime_ns, inode, sha256], so a checkpoint is hashed once per DATA
+MODEL_DIGESTS = ".model-digests.json"
+
+
+def model_digests_path(index_root: Path) -> Path:
+    return index_root / MODEL_DIGESTS
+
+
 def store_dir(index_root: Path, corpus: str, model: str) -> Path:
     """The embedding store of `model`: a model with a query prompt (`<name>+q<tag>`) has its
     base model's, as the prompt changes only the queries' vectors (glossary.PROMPT_TAG)."""
     return index_root / corpus / EMBEDDINGS / split_prompt_tag(model)[0]
-
-
-def store_dirs(index_root: Path) -> list[Path]:
-    """Every embedding store of an index root (each corpus's, each model's), sorted."""
-    return sorted(path for path in index_root.glob(f"*/{EMBEDDINGS}/*") if path.is_dir())
 
 
 def group_name(pool: str) -> str:

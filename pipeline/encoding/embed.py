@@ -27,7 +27,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from pipeline.core.atomic import atomic_path, is_temporary
+from pipeline.core.atomic import atomic_path, remove
 from pipeline.core.checksums import file_problem, fingerprint
 from pipeline.core.current import MISSING, UNREADABLE, stale
 from pipeline.core.errors import InputError
@@ -38,11 +38,13 @@ from pipeline.core.logs import progress
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
 from pipeline.corpus.files import TEXT_DIGEST, corpus_file, text_digests
+from pipeline.encoding.identity import identity_change, model_identity
 from pipeline.encoding.store import (
     DIGEST,
     DTYPES,
     id_array,
     imported_repair,
+    load_vectors,
     not_stored,
     part_digests,
     part_name,
@@ -51,7 +53,6 @@ from pipeline.encoding.store import (
     store_parts,
     store_repair,
     stored_ids,
-    vectors_of_texts,
 )
 from pipeline.glossary import split_prompt_tag
 from pipeline.layout import (
@@ -59,11 +60,12 @@ from pipeline.layout import (
     PREFILTERED,
     Place,
     coverage_path,
+    model_digests_path,
     pool_names,
     query_vectors_path,
     query_vectors_record,
+    run_paths,
     store_dir,
-    store_dirs,
 )
 from pipeline.models import ENCODERS, ModelEntry
 from pipeline.pools.build import load_pool
@@ -174,14 +176,110 @@ def text_format(entry: ModelEntry) -> str:
     return f"{entry.text_prefix}{joined}{queries}"
 
 
-def _store_config(entry: ModelEntry, encoder, dtype: str, columns: list[str] = ()) -> dict:
+def _store_config(entry: ModelEntry, encoder, dtype: str, columns: list[str] = (),
+                  identity: dict | None = None) -> dict:
     """The settings a store's vectors were made with (`columns`: the encoder's optional
-    columns the corpus has)."""
+    columns the corpus has; `identity`: the model's files, identity.model_identity, where it
+    has a folder)."""
     config = {"model": entry.describe(), "max_length": encoder.max_length, "dtype": dtype,
               "dim": encoder.dim,
               "text_format": text_format(entry)}
     return {**config, **encoder.config_for(entry, list(columns)),  # multi-vector: a row
-            **loaded_settings(encoder)}
+            **loaded_settings(encoder), **({MODEL_IDENTITY: identity} if identity else {})}
+
+
+MODEL_IDENTITY = "model_identity"  # the store config's key of the model's identity
+LEGACY_CONFIG_DIGEST = "st_config"  # what st: stores recorded before: their JSON files only
+
+
+def identity_of(place: Place, entry: ModelEntry, model_path: str | Path | None) -> dict:
+    """The identity of the model `entry` loaded from `model_path` (identity.model_identity),
+    each file hashed only when its stat changed since the data folder's stat cache saw it."""
+    return model_identity(entry, model_path, cache=model_digests_path(place.index_root))
+
+
+def changed_identity(place: Place, store: Path, entry: ModelEntry,
+                     model_path: str | Path | None) -> str | None:
+    """What differs between the model identity the store recorded and the model's now (in
+    words), None when they agree or either is unknown: a store from before identities were
+    recorded (adopted at its next embed: `_adopt_identity`), a hub model not in the cache."""
+    path = store / MANIFEST
+    if not path.exists() or not entry.embedded:
+        return None
+    made = read_json(path, store_repair(store)).get("config", {}).get(MODEL_IDENTITY)
+    if not made:
+        return None
+    return identity_change(made, identity_of(place, entry, model_path))
+
+
+def identity_refusal(place: Place, store: Path, entry: ModelEntry, change: str,
+                     model_path: str | Path | None) -> InputError:
+    """The one line refusing a store embedded from another model under the same name."""
+    given = () if model_path is None else (("MODEL_PATH", str(model_path)),)
+    return InputError(
+        f"{store} was embedded by another model named {entry.name} ({change}): its vectors "
+        "are not this model's; give this model another name, or embed again with REPLACE=1 "
+        "(removes that store and the runs made from it)",
+        Repair("eval", place.corpus, entry.name, (*given, ("REPLACE", "1"))))
+
+
+def check_identity(place: Place, entry: ModelEntry, model_path: str | Path | None = None,
+                   replace: bool = False) -> dict[str, int]:
+    """Refuse the model's store when it was embedded by another model (another identity,
+    under the same name), before any run made from it is kept as current; with `replace`
+    (REPLACE=1) remove that store and the runs made from it instead, so that they are made
+    again. What was removed."""
+    store = store_dir(place.index_root, place.corpus, entry.name)
+    change = changed_identity(place, store, entry, model_path)
+    if change is None:
+        return {}
+    if not replace:
+        raise identity_refusal(place, store, entry, change, model_path)
+    with file_lock(store):
+        return _replace_store(place, store, entry, change)
+
+
+def _replace_store(place: Place, store: Path, entry: ModelEntry, change: str) -> dict[str, int]:
+    """REPLACE=1 on a store of another model: remove the runs that searched it (their
+    evaluations with them; what search wrote, never an imported run) and the store, which
+    embed wrote, so that both are made again with the model as it is now."""
+    label = place.roots.label(store) + "/"
+    removed = 0
+    for manifest_path in sorted(place.runs_dir.glob(f"*/*.{MANIFEST}")):
+        try:
+            info = read_json(manifest_path)
+        except InputError:
+            continue
+        if info.get("stage") == "search" and any(
+                str(name).startswith(label) for name in info.get("inputs", {})):
+            stem = manifest_path.name.removesuffix(f".{MANIFEST}")
+            paths = run_paths(place.runs_root, place.corpus, manifest_path.parent.name, stem)
+            for path in (paths.manifest, *paths):  # the manifest that vouches first
+                path.unlink(missing_ok=True)
+            removed += 1
+    remove(store)
+    log.info(f"[embed] REPLACE=1: {store} was embedded by another model named {entry.name} "
+             f"({change}): removed with the {removed} runs made from it, to be made again")
+    return {"replaced_store": 1, "runs_removed": removed}
+
+
+def _adopt_identity(place: Place, store: Path, entry: ModelEntry,
+                    model_path: str | Path | None) -> None:
+    """A store made before stores recorded their model's identity takes the model's identity
+    now, once, with a line saying so (its vectors are trusted to be this model's: REPLACE=1
+    embeds them again); its former digest of the JSON files alone is dropped."""
+    info = read_json(store / MANIFEST, store_repair(store))
+    config = info.get("config", {})
+    if MODEL_IDENTITY in config or config.get("imported") is not None:
+        return
+    identity = identity_of(place, entry, model_path)
+    if not identity:
+        return
+    config = {k: v for k, v in config.items() if k != LEGACY_CONFIG_DIGEST}
+    write_json({**info, "config": {**config, MODEL_IDENTITY: identity}}, store / MANIFEST)
+    log.info(f"[embed] {store} recorded no model identity (made before they were): it takes "
+             f"the model's now, weights digest {identity['sha256'][:8]}... (if its vectors "
+             "were made from other weights, embed again with REPLACE=1)")
 
 
 def _check_config(store: Path, config: dict) -> None:
@@ -291,11 +389,13 @@ def store_inputs(place: Place) -> dict[str, str]:
 STALE_IMPORT = "from a file computed on the corpus's current texts"
 
 
-def check_current(place: Place, store: Path, entry: ModelEntry) -> None:
+def check_current(place: Place, store: Path, entry: ModelEntry,
+                  model_path: str | Path | None = None) -> None:
     """Refuse to read a store not checked against the corpus's current texts (made from
     another prefiltered.parquet, or before stores kept text digests): some of its rows may be
     of texts the papers no longer have. `make embed` checks it (`reconcile`). A store made
-    with other settings is refused too (`check_settings`)."""
+    with other settings, or by another model (`model_path`: where it is loaded from), is
+    refused too (`check_settings`)."""
     path = store / MANIFEST
     if not path.exists():
         return
@@ -308,14 +408,17 @@ def check_current(place: Place, store: Path, entry: ModelEntry) -> None:
                          "stores kept text digests): some papers' texts may have changed",
                          repair)
     if entry.embedded:  # an imported store's settings are its own (pipeline/encoding/vectors.py)
-        check_settings(place, store, entry)
+        check_settings(place, store, entry, model_path)
 
 
-def check_settings(place: Place, store: Path, entry: ModelEntry) -> None:
+def check_settings(place: Place, store: Path, entry: ModelEntry,
+                   model_path: str | Path | None = None) -> None:
     """Refuse a store whose settings that this version fixes without loading the model (the
     entry, the input format, a multi-vector store's splitter and pooling) differ from what it
     would record now: its rows are not what this version makes (e.g. sentences split by an
-    older splitter). The embed stage and every search apply it."""
+    older splitter), or whose model identity differs from the model's loaded from
+    `model_path` (its files' digest, known from the stat cache: `changed_identity`). The
+    embed stage and every search apply it."""
     encoder = encoder_class(entry.kind)
     expected = {"model": entry.describe(), "text_format": text_format(entry),
                 **encoder.config_for(entry, _optional_columns(place.corpus_dir, encoder))}
@@ -330,6 +433,8 @@ def check_settings(place: Place, store: Path, entry: ModelEntry) -> None:
         raise InputError(f"{store} holds vectors made with other settings ({', '.join(changed)}"
                          " differ from this version's: see its manifest.json): delete that "
                          "folder (or embed into another --index-root), then embed again")
+    if change := changed_identity(place, store, entry, model_path):
+        raise identity_refusal(place, store, entry, change, model_path)
 
 
 def digest_columns(corpus_dir: Path, encoder) -> list[str]:
@@ -428,147 +533,74 @@ def _tokenized(corpus_dir: Path, encoder, chunk: np.ndarray, columns: list[str]
                              for row in papers.drop("corpusid").iter_rows(named=True)]), digests
 
 
-# What a store's config records that changes no vector: a store whose config differs from this
-# embed's in these only lends its vectors (`_reuse`); everything else (the entry's fields, dtype,
-# max_length, text format, the loaded settings, the model's identity) must be equal
-NOT_VECTOR = {"model": ("name", "notes")}
-# The kinds whose vectors are reused across the stores of a DATA: one vector per paper, made
-# by this process's encoder from the config alone (multi-vector rows, served endpoints and
-# objects are embedded by each store itself)
-REUSED_KINDS = ("dense", "st")
-
-
-def vector_identity(config: dict) -> dict:
-    """A store's config without what changes no vector (NOT_VECTOR): two stores of equal
-    identity hold the same vector for the same text."""
-    out = dict(config)
-    for key, fields in NOT_VECTOR.items():
-        if isinstance(out.get(key), dict):
-            out[key] = {k: v for k, v in out[key].items() if k not in fields}
-    return out
-
-
-def lenders(index_root: Path, store: Path, config: dict) -> list[Path]:
-    """The other stores of the index root (the same DATA) whose vectors this store can take:
-    the same vector identity; a store being made (a temporary) or whose manifest is unreadable
-    lends nothing."""
-    identity, found = vector_identity(config), []
-    for other in store_dirs(index_root):
-        if other == store or is_temporary(other) or is_temporary(other.parent.parent):
-            continue
-        try:
-            made = read_json(other / MANIFEST).get("config") if (other / MANIFEST).exists() \
-                else None
-        except InputError:
-            continue
-        if isinstance(made, dict) and vector_identity(made) == identity:
-            found.append(other)
-    return found
-
-
-def _reuse(place: Place, store: Path, config: dict, missing: np.ndarray, columns: list[str],
-           inputs: dict[str, str], part_size: int) -> tuple[np.ndarray, int]:
-    """Copy into `store` the vectors that other stores of the same DATA and vector identity
-    hold for the texts the papers `missing` have now (matched by text digest alone, whatever
-    the paper's id there: a vector depends only on the text and the model), in parts of at
-    most `part_size` papers; a text is embedded once per DATA. Returns (ids still to embed,
-    papers copied). Read a part at a time: memory is the digests and one part's vectors."""
-    sources = lenders(place.index_root, store, config) if len(missing) else []
-    if not sources:
+def _borrow(place: Place, entry: ModelEntry, store: Path, missing: np.ndarray,
+            dtype: str, inputs: dict[str, str]) -> tuple[np.ndarray, int]:
+    """A benchmark built from another corpus (`make mdcr`) takes the vectors that corpus's
+    store already holds for the same model and settings, as one part, instead of encoding
+    its papers again: only those whose text digest is this corpus's text of the paper.
+    Returns (ids still to embed, ids copied)."""
+    source = read_json(place.corpus_dir / MANIFEST).get("benchmark", {}).get(
+        "parameters", {}).get("source_corpus") if (place.corpus_dir / MANIFEST).exists() else None
+    source_store = store_dir(place.index_root, source, entry.name) if source else None
+    if (not len(missing) or source_store is None or entry.kind != "dense"
+            or not (source_store / MANIFEST).exists()):
         return missing, 0
-    now_ids, now = current_digests(place.corpus_dir, missing, ["title", "abstract", *columns])
-    wanted, paper_text = np.unique(now, return_inverse=True)
-    by_text = np.argsort(paper_text, kind="stable")  # papers grouped by their text
-    starts = np.searchsorted(paper_text[by_text], np.arange(len(wanted)))
-    counts = np.diff(np.append(starts, len(by_text)))
-    taken = np.zeros(len(wanted), dtype=bool)
-    copied = _Copies(store, config, inputs, part_size)
-    for source in sources:
-        try:
-            for positions, vectors in vectors_of_texts(source, wanted, taken):
-                n = counts[positions]  # every paper of each text takes its vector
-                papers = by_text[np.repeat(starts[positions] - np.cumsum(n) + n, n)
-                                 + np.arange(n.sum())]
-                copied.add(now_ids[papers], np.repeat(vectors, n, axis=0), now[papers], source)
-        except (InputError, OSError) as exc:  # changed while read (another process)
-            log.warning(f"[embed] {source}: not reused from ({exc})")
-    copied.flush()
-    have = now_ids[taken[paper_text]]
+    config = read_json(source_store / MANIFEST)["config"]
+    if config["dtype"] != dtype:
+        return missing, 0
+    now_ids, now = current_digests(place.corpus_dir, missing, ["title", "abstract"])
+    same: list[np.ndarray] = []
+    for part in store_parts(source_store):
+        ids, digests = part_digests(source_store, part)
+        if digests is None or not len(now_ids):
+            continue
+        at = np.minimum(np.searchsorted(now_ids, ids), len(now_ids) - 1)
+        same.append(ids[(now_ids[at] == ids) & (now[at] == digests)])
+    have = np.unique(np.concatenate(same)) if same else np.empty(0, dtype=missing.dtype)
+    if not len(have):
+        return missing, 0
+    at = np.searchsorted(now_ids, have)
+    add_part(store, config, have, load_vectors(source_store, have, dtype=None),
+              f"copied from {source_store}", inputs=inputs, digests=now[at])
     return np.setdiff1d(missing, have), len(have)
-
-
-class _Copies:
-    """Vectors copied from other stores (`_reuse`), written as parts of at most `part_size`
-    papers, each part's manifest device naming the stores it was copied from."""
-
-    def __init__(self, store: Path, config: dict, inputs: dict[str, str], part_size: int):
-        self.store, self.config, self.inputs, self.part_size = store, config, inputs, part_size
-        self.held: list[tuple[np.ndarray, np.ndarray, np.ndarray, Path]] = []
-
-    def add(self, ids: np.ndarray, vectors: np.ndarray, digests: np.ndarray,
-            source: Path) -> None:
-        self.held.append((ids, vectors, digests, source))
-        while sum(len(held[0]) for held in self.held) >= self.part_size:
-            self.flush(self.part_size)
-
-    def flush(self, size: int | None = None) -> None:
-        """Write the first `size` papers held (default: all) as one part."""
-        if not self.held:
-            return
-        sources = sorted({str(held[3]) for held in self.held})
-        ids, vectors, digests = (np.concatenate(c) for c in list(zip(*self.held, strict=True))[:3])
-        size = len(ids) if size is None else size
-        rest = self.held[-1][3]
-        self.held = [(ids[size:], vectors[size:], digests[size:], rest)] if len(ids) > size \
-            else []
-        order = np.argsort(ids[:size], kind="stable")
-        add_part(self.store, self.config, ids[:size][order], vectors[:size][order],
-                 f"copied from {', '.join(sources)}", inputs=self.inputs,
-                 digests=digests[:size][order])
 
 
 def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard: int = 0,
           num_shards: int = 1, batch_size: int | None = None, dtype: str = "float32",
           model_path: str | None = None, device: str | None = None, part_size: int = 4096,
-          token_budget: int | None = None) -> dict:
+          token_budget: int | None = None, replace: bool = False) -> dict:
     """Embed the papers of `pools` (default: every pool of the corpus) missing from the store.
 
     Vectors are written in parts of `part_size` papers (a checkpoint: a kill loses at most one
     part of work) and a rerun embeds only what is missing. Parts are cut from the sorted list
     of missing ids, so a resumed run encodes the same batches as an uninterrupted one. Batches
     hold up to `token_budget` padded tokens (default per device) and `batch_size` papers.
+    A store embedded by another model of the same name is refused, or with `replace`
+    (REPLACE=1) removed with the runs made from it and embedded again (`check_identity`).
     """
     _check_arguments(shard, num_shards, dtype, part_size, batch_size, token_budget)
     pools = _pools(place, pools)
     store = store_dir(place.index_root, place.corpus, entry.name)
     start = time.perf_counter()
     inputs = store_inputs(place)
-    checked = _check_store(place, store, entry, inputs)
+    checked = _check_store(place, store, entry, inputs, model_path, replace)
     needed, missing = missing_ids(place.corpus_dir, store, pools)
     missing = missing[shard_of(missing, num_shards) == shard]
-    info = {"model": entry.name, "pools": pools, "needed": len(needed), "shard": shard,
-            "num_shards": num_shards, **checked}
-    reused = 0
+    missing, borrowed = _borrow(place, entry, store, missing, dtype, inputs)
+    info = {"model": entry.name, "pools": pools, "needed": len(needed), "embedded": len(missing),
+            "copied_from_source_corpus": borrowed, "shard": shard, "num_shards": num_shards,
+            **checked}
     if len(missing):
-        # the kind's encoder (multi-vector, ASPIRE: one vector per sentence, the same loop);
-        # the store's config, which vectors of other stores must match to be reused, and a
-        # store made with another refused before anything is added
+        # the kind's encoder (multi-vector, ASPIRE: one vector per sentence, the same loop)
         encoder = encoder_class(entry.kind)(entry, model_path=model_path, device=device)
-        columns = _optional_columns(place.corpus_dir, encoder)
-        config = _store_config(entry, encoder, dtype, columns)
-        _check_config(store, config)
-        if entry.kind in REUSED_KINDS:
-            missing, reused = _reuse(place, store, config, missing, columns, inputs, part_size)
-        if len(missing):
-            info.update(_encode_missing(place, store, encoder, missing, columns, config, inputs,
-                                        part_size=part_size, batch_size=batch_size,
-                                        token_budget=token_budget))
-    info.update(embedded=len(missing), reused=reused)
+        info.update(_encode_missing(place, entry, store, encoder, missing, inputs,
+                                    identity_of(place, entry, model_path), dtype=dtype,
+                                    part_size=part_size, batch_size=batch_size,
+                                    token_budget=token_budget))
     with file_lock(store):
         info["covered_pools"] = mark_covered(place.corpus_dir, store, pools)
     info["seconds"] = round(time.perf_counter() - start, 2)
-    log.info(f"[embed] {entry.name} on {place.corpus}: embedded={len(missing)} reused={reused} "
-             f"({len(needed)} papers in the pools)")
+    _log_outcome(entry, len(needed), len(missing), borrowed)
     return info
 
 
@@ -586,7 +618,7 @@ def embed_shards(place: Place, model: str, pools: list[str], shards: list[int] |
     for shard in shards:
         with timed("embed", times, model=model, shard=shard) as info:
             out = embed(place, get_model(model), pools, shard, num_shards, **store)
-            info.update({k: out[k] for k in ("embedded", "reused", "papers_per_s") if k in out})
+            info.update({k: out[k] for k in ("embedded", "papers_per_s") if k in out})
 
 
 def _check_arguments(shard: int, num_shards: int, dtype: str, part_size: int,
@@ -614,32 +646,43 @@ def _pools(place: Place, pools: list[str] | None) -> list[str]:
     return pools
 
 
-def _check_store(place: Place, store: Path, entry: ModelEntry, inputs: dict[str, str]
+def _check_store(place: Place, store: Path, entry: ModelEntry, inputs: dict[str, str],
+                 model_path: str | Path | None = None, replace: bool = False
                  ) -> dict[str, int]:
     """Under the store's lock, before anything is added to it: its damaged and orphan parts
-    removed (repair_store), its settings checked against this version's (check_settings),
-    the rows of texts changed since they were embedded removed (reconcile). Their counts; a
-    store not made yet counts none."""
+    removed (repair_store), a store of another model removed with its runs where `replace`
+    says so (`_replace_store`), the model's identity recorded in a store from before
+    identities (`_adopt_identity`), its settings checked against this version's
+    (check_settings), the rows of texts changed since they were embedded removed
+    (reconcile). Their counts; a store not made yet counts none."""
     repaired = {"damaged_parts": 0, "orphan_parts": 0}
     texts = {"changed_texts": 0, "rows_without_digest": 0}
     if store.exists():
         with file_lock(store):
             repaired = repair_store(store)
+            change = changed_identity(place, store, entry, model_path)
+            if change and replace:
+                return {**repaired, **texts, **_replace_store(place, store, entry, change)}
             if (store / MANIFEST).exists():
-                check_settings(place, store, entry)
+                _adopt_identity(place, store, entry, model_path)
+                check_settings(place, store, entry, model_path)
             texts = reconcile(place, store,
                               digest_columns(place.corpus_dir, encoder_class(entry.kind)),
                               inputs)
     return {**repaired, **texts}
 
 
-def _encode_missing(place: Place, store: Path, encoder, missing: np.ndarray, columns: list[str],
-                    config: dict, inputs: dict[str, str], *, part_size: int,
+def _encode_missing(place: Place, entry: ModelEntry, store: Path, encoder, missing: np.ndarray,
+                    inputs: dict[str, str], identity: dict, *, dtype: str, part_size: int,
                     batch_size: int | None, token_budget: int | None) -> dict:
-    """Encode the papers `missing` (sorted ids) into parts of `part_size` papers; the
+    """Encode the papers `missing` (sorted ids) into parts of `part_size` papers, after
+    refusing a store made with other settings (`identity`: the model's, recorded); the
     throughput and the encoder's counts."""
     from pipeline.encoding.encoders import MAX_BATCH, default_budget
 
+    columns = _optional_columns(place.corpus_dir, encoder)
+    config = _store_config(entry, encoder, dtype, columns, identity)
+    _check_config(store, config)
     parts = _Parts(place.corpus_dir, store, encoder, columns, config, inputs)
     budget = token_budget or default_budget(encoder.device)
     chunks = [missing[lo : lo + part_size] for lo in range(0, len(missing), part_size)]
@@ -694,3 +737,12 @@ class _Parts:
                 written = writer.submit(self.write, chunk, vectors, digests)
             written.result()
         return n_tokens, seconds
+
+
+def _log_outcome(entry: ModelEntry, needed: int, embedded: int, borrowed: int) -> None:
+    """What an embed that encoded nothing, or copied vectors, says."""
+    if borrowed:
+        log.info(f"[embed] {entry.name}: {borrowed} vectors copied from the store of the corpus "
+                 "this benchmark was built from")
+    if not embedded:
+        log.info(f"[embed] {entry.name}: all {needed} papers already stored")

@@ -12,7 +12,6 @@ at a local folder (`model_path`) for machines without hub access.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import socket
@@ -28,6 +27,7 @@ from safetensors import SafetensorError
 
 from pipeline.core.errors import InputError
 from pipeline.core.logs import Progress
+from pipeline.encoding.identity import model_source
 from pipeline.glossary import split_prompt_tag
 from pipeline.layout import HF_CONFIG
 from pipeline.models import ModelEntry
@@ -84,20 +84,6 @@ def batch_of(todo: np.ndarray, lengths: np.ndarray, budget: int, max_batch: int 
         head = head[: int(np.argmax(lengths[head] != lengths[head[0]]))
                     or len(head)]
     return head
-
-
-def model_source(entry: ModelEntry, model_path: str | Path | None = None) -> str:
-    """Where `from_pretrained` loads the weights from: a local folder or a Hugging Face id."""
-    if model_path is not None:
-        if not Path(model_path).is_dir():
-            raise InputError(f"--model-path {model_path} is not a folder: give the folder "
-                             "written by save_pretrained (config.json, weights, tokenizer)")
-        return str(model_path)
-    if entry.package:
-        module = importlib.import_module(entry.package)
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        return str(module.get_model_path())
-    return entry.hf_id
 
 
 def _where_from() -> str:

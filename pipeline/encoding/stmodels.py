@@ -6,14 +6,14 @@ itself and run on the batches of the project's embedding engine (pipeline/encodi
 token-budget batching, padding on the tokenizer's side), so a vector is what
 `SentenceTransformer(...).encode_document` (candidates) or `.encode_query` (query papers) gives.
 Prompts come from config_sentence_transformers.json, chosen as those two methods choose them.
-The store records what changes a vector beyond the entry: a digest of the configuration files,
-the prompts, the maximum sequence length (`STEncoder.settings`).
+The store records what changes a vector beyond the entry: the folder's identity (a digest of
+every file of it, weights and configuration: pipeline/encoding/identity.py), the prompts, the
+maximum sequence length (`STEncoder.settings`).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 from pathlib import Path
 
@@ -33,7 +33,6 @@ from pipeline.encoding.encoders import (
     pick_device,
 )
 from pipeline.glossary import is_prompt_name
-from pipeline.layout import JSON_SUFFIX
 from pipeline.models import ST_KIND, ModelEntry, unknown_prompt_name
 
 log = logging.getLogger(__name__)
@@ -52,17 +51,6 @@ def prompt_of(prompts: dict[str, str], names: tuple[str, ...], default: str | No
         if name in prompts:
             return prompts[name]
     return prompts.get(default, "") if default else ""
-
-
-def config_digest(folder: Path) -> str:
-    """sha256 of the folder's sentence-transformers configuration: every JSON file of the
-    folder and of its module folders (modules.json, sentence_bert_config.json, the Pooling and
-    Dense configs, config_sentence_transformers.json, the model's config.json), by path."""
-    digest = hashlib.sha256()
-    for path in sorted(folder.rglob(f"*{JSON_SUFFIX}")):
-        digest.update(f"{path.relative_to(folder).as_posix()}\n".encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 def check_supported(entry: ModelEntry, model) -> None:
@@ -100,15 +88,6 @@ def check_similarity(entry: ModelEntry, model) -> None:
                          f"of vectors it does not normalise, and st: models rank by cosine; "
                          "search it as an object: pipeline.Encoder(SentenceTransformer(...), "
                          "name=..., similarity='ip' or 'l2') (docs/encoders.md)")
-
-
-def _folder(source: str) -> Path:
-    """The folder the model was loaded from: a local one, or its snapshot in the hub cache."""
-    if Path(source).is_dir():
-        return Path(source)
-    from huggingface_hub import snapshot_download
-
-    return Path(snapshot_download(source, local_files_only=True))
 
 
 class STEncoder(Encoder):
@@ -151,7 +130,6 @@ class STEncoder(Encoder):
         self._chosen = self._chosen_prompt()
         if self._chosen is not None:
             check_prompt_room(entry, self.tokenizer, self.max_length, self._chosen)
-        self._digest = config_digest(_folder(source))
         self._prompt = self.prompts["document"]  # of the texts last formatted (a batch is one kind)
         log.info(f"[embed] MODEL {entry.name}: {self.model!r}".replace("\n", " "))
 
@@ -160,10 +138,10 @@ class STEncoder(Encoder):
         return str(next(self.model.parameters()).dtype)
 
     def settings(self) -> dict:
-        """What the store records besides the entry: the configuration's digest, the prompts
-        and the maximum sequence length, each of which changes a vector."""
-        return {"st_config": self._digest, "prompts": self.prompts,
-                "max_seq_length": self.max_length}
+        """What the store records besides the entry and the folder's identity (every file of
+        it: pipeline/encoding/identity.py): the prompts and the maximum sequence length, as
+        the model reads them, each of which changes a vector."""
+        return {"prompts": self.prompts, "max_seq_length": self.max_length}
 
     def _chosen_prompt(self) -> str | None:
         """The user's query prompt (QUERY_PROMPT) as text: one of the configuration's prompt

@@ -364,7 +364,10 @@ VARIABLES: tuple[Variable, ...] = (
       "existing corpus of the same kind (without it they refuse to write into a corpus that "
       "holds anything); make import-run may replace a run imported under MODEL from another "
       "file, make import-vectors the vectors imported under MODEL from another file or with "
-      "another SIMILARITY", "mdcr", one_word=True, switch=True, stages=REPLACING),
+      "another SIMILARITY; make embed, index, search and eval remove a store embedded by "
+      "another model under MODEL's name (its model identity differs) and the runs made from "
+      "it, and make them again", "mdcr", one_word=True, switch=True,
+      stages=(*REPLACING, "embed", "index", "search"), changes_run=False),
     V("JUDGED", "", choice(FLAG), "1: make import-beir and make import-irds also write the "
       "judged-only pool judged-<n>-r0, where each query ranks only its own judged documents "
       "(grade 0 included), as SciDocs scores them (docs/collections.md)", "mdcr",

@@ -230,7 +230,7 @@ def test_an_st_model_searches_as_the_object_of_the_same_weights(real, small_pool
     """`pipeline.search` with MODEL=st:<id> (the embedding engine) and with
     pipeline.Encoder(SentenceTransformer(...)) (the object's own encode) on the real
     weights: the same candidates in the same order, scores to 1e-5, the same metrics. The
-    store records the configuration's digest, the prompts and max_seq_length."""
+    store records the folder's identity, the prompts and max_seq_length."""
     corpus, pool = small_pool
     data = pipeline.Data(corpora=corpus.parent, indexes=tmp_path / "indexes",
                          runs=tmp_path / "runs")
@@ -252,12 +252,13 @@ def test_an_st_model_searches_as_the_object_of_the_same_weights(real, small_pool
     config = read_json(store_dir(data.indexes, corpus.name, name) / MANIFEST)["config"]
     assert config["prompts"] == {"query": "", "document": ""}
     assert (config["max_seq_length"], config["dim"]) == (real.max_seq_length, real.dim)
-    assert len(config["st_config"]) == 64
+    assert len(config["model_identity"]["sha256"]) == 64
 
 
 def test_a_changed_configuration_is_refused_in_its_store(corpus_dir, backbones, tmp_path):
     """A folder whose prompts (or any configuration file) changed makes other vectors: adding
-    them to the store of the earlier configuration is refused, naming what changed."""
+    them to the store of the earlier configuration is refused, naming the file that changed
+    (the folder's identity, pipeline/encoding/identity.py)."""
     folder = st_folder(backbones["right"], tmp_path / "model", "mean")
     entry = get_model("st:tiny/model")
     data = pipeline.Data(corpora=corpus_dir.parent, indexes=tmp_path / "indexes",
@@ -266,12 +267,13 @@ def test_a_changed_configuration_is_refused_in_its_store(corpus_dir, backbones, 
     first = embed(place, entry, [POOL], num_shards=2, shard=0, model_path=str(folder))
     assert first["embedded"] > 0
     st_folder(backbones["right"], folder, "mean", prompts=PROMPTS)  # prompts added
-    with pytest.raises(InputError, match="other settings.*prompts"):
+    with pytest.raises(InputError, match="another model.*files changed: "
+                       "config_sentence_transformers.json"):
         embed(place, entry, [POOL], num_shards=2, shard=1, model_path=str(folder))
     # nor are query papers encoded with it against the papers of the earlier one
     store = store_dir(data.indexes, corpus_dir.name, entry.name)
     queries = pl.read_parquet(corpus_dir / "prefiltered.parquet").head(3)
-    with pytest.raises(InputError, match="other settings \\(prompts, st_config"):
+    with pytest.raises(InputError, match="other settings \\(prompts differ"):
         encode_texts(store, entry, queries.select("corpusid", "title", "abstract"),
                      model_path=str(folder))
 

