@@ -261,6 +261,11 @@ def store_dir(index_root: Path, corpus: str, model: str) -> Path:
     return index_root / corpus / EMBEDDINGS / split_prompt_tag(model)[0]
 
 
+def store_dirs(index_root: Path) -> list[Path]:
+    """Every embedding store of an index root (each corpus's, each model's), sorted."""
+    return sorted(path for path in index_root.glob(f"*/{EMBEDDINGS}/*") if path.is_dir())
+
+
 def group_name(pool: str) -> str:
     """The test pool's group: what its validation pools share (scope, size, seed, exclusion
     list)."""

@@ -27,7 +27,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from pipeline.core.atomic import atomic_path, remove
+from pipeline.core.atomic import atomic_path, is_temporary, remove
 from pipeline.core.checksums import file_problem, fingerprint
 from pipeline.core.current import MISSING, UNREADABLE, stale
 from pipeline.core.errors import InputError
@@ -44,7 +44,6 @@ from pipeline.encoding.store import (
     DTYPES,
     id_array,
     imported_repair,
-    load_vectors,
     not_stored,
     part_digests,
     part_name,
@@ -53,6 +52,7 @@ from pipeline.encoding.store import (
     store_parts,
     store_repair,
     stored_ids,
+    vectors_of_texts,
 )
 from pipeline.glossary import split_prompt_tag
 from pipeline.layout import (
@@ -66,6 +66,7 @@ from pipeline.layout import (
     query_vectors_record,
     run_paths,
     store_dir,
+    store_dirs,
 )
 from pipeline.models import ENCODERS, ModelEntry
 from pipeline.pools.build import load_pool
@@ -151,6 +152,10 @@ def _check_loaded(store: Path, encoder) -> None:
     papers were embedded with: the queries would be another model's vectors."""
     if not (store / MANIFEST).exists():
         return
+    if change := probe_change(store, encoder):  # another model behind an endpoint
+        raise InputError(f"{store} was embedded by another model named {encoder.entry.name} "
+                         f"({change}): the queries would be its vectors; give this model "
+                         "another name, or embed again with REPLACE=1")
     made = read_json(store / MANIFEST, store_repair(store)).get("config", {})
     changed = sorted(key for key, value in loaded_settings(encoder).items()
                      if made.get(key) != value)
@@ -206,10 +211,24 @@ def changed_identity(place: Place, store: Path, entry: ModelEntry,
     path = store / MANIFEST
     if not path.exists() or not entry.embedded:
         return None
-    made = read_json(path, store_repair(store)).get("config", {}).get(MODEL_IDENTITY)
+    config = read_json(path, store_repair(store)).get("config", {})
+    own = getattr(encoder_class(entry.kind), "identity_change", None)
+    if own is not None:  # a served model: its endpoint's URL, without a request (served.py)
+        return own(config, entry)
+    made = config.get(MODEL_IDENTITY)
     if not made:
         return None
     return identity_change(made, identity_of(place, entry, model_path))
+
+
+def probe_change(store: Path, encoder) -> str | None:
+    """What differs between the model that embedded a store and the loaded one as only its
+    answers tell (a served model's probe vectors: served.py), in words; None for a new store
+    or an encoder that has nothing to compare."""
+    check = getattr(encoder, "probe_change", None)
+    if check is None or not (store / MANIFEST).exists():
+        return None
+    return check(read_json(store / MANIFEST, store_repair(store)).get("config", {}))
 
 
 def identity_refusal(place: Place, store: Path, entry: ModelEntry, change: str,
@@ -422,6 +441,8 @@ def check_settings(place: Place, store: Path, entry: ModelEntry,
     encoder = encoder_class(entry.kind)
     expected = {"model": entry.describe(), "text_format": text_format(entry),
                 **encoder.config_for(entry, _optional_columns(place.corpus_dir, encoder))}
+    if change := changed_identity(place, store, entry, model_path):  # first: it names it
+        raise identity_refusal(place, store, entry, change, model_path)
     stored = read_json(store / MANIFEST, store_repair(store)).get("config", {})
     changed = sorted(key for key, value in expected.items() if stored.get(key) != value)
     if "model" in changed:  # which of the entry's fields: a fingerprint names another object
@@ -433,8 +454,6 @@ def check_settings(place: Place, store: Path, entry: ModelEntry,
         raise InputError(f"{store} holds vectors made with other settings ({', '.join(changed)}"
                          " differ from this version's: see its manifest.json): delete that "
                          "folder (or embed into another --index-root), then embed again")
-    if change := changed_identity(place, store, entry, model_path):
-        raise identity_refusal(place, store, entry, change, model_path)
 
 
 def digest_columns(corpus_dir: Path, encoder) -> list[str]:
@@ -533,36 +552,103 @@ def _tokenized(corpus_dir: Path, encoder, chunk: np.ndarray, columns: list[str]
                              for row in papers.drop("corpusid").iter_rows(named=True)]), digests
 
 
-def _borrow(place: Place, entry: ModelEntry, store: Path, missing: np.ndarray,
-            dtype: str, inputs: dict[str, str]) -> tuple[np.ndarray, int]:
-    """A benchmark built from another corpus (`make mdcr`) takes the vectors that corpus's
-    store already holds for the same model and settings, as one part, instead of encoding
-    its papers again: only those whose text digest is this corpus's text of the paper.
-    Returns (ids still to embed, ids copied)."""
-    source = read_json(place.corpus_dir / MANIFEST).get("benchmark", {}).get(
-        "parameters", {}).get("source_corpus") if (place.corpus_dir / MANIFEST).exists() else None
-    source_store = store_dir(place.index_root, source, entry.name) if source else None
-    if (not len(missing) or source_store is None or entry.kind != "dense"
-            or not (source_store / MANIFEST).exists()):
-        return missing, 0
-    config = read_json(source_store / MANIFEST)["config"]
-    if config["dtype"] != dtype:
-        return missing, 0
-    now_ids, now = current_digests(place.corpus_dir, missing, ["title", "abstract"])
-    same: list[np.ndarray] = []
-    for part in store_parts(source_store):
-        ids, digests = part_digests(source_store, part)
-        if digests is None or not len(now_ids):
+# What a store's config records that changes no vector: a store whose config differs from this
+# embed's in these only lends its vectors (`_reuse`); everything else (the entry's fields, dtype,
+# max_length, text format, the loaded settings, the model's identity) must be equal
+NOT_VECTOR = {"model": ("name", "notes")}
+# The kinds whose vectors are reused across the stores of a DATA: one vector per paper, made
+# by this process's encoder from the config alone (multi-vector rows, served endpoints and
+# objects are embedded by each store itself)
+REUSED_KINDS = ("dense", "st")
+
+
+def vector_identity(config: dict) -> dict:
+    """A store's config without what changes no vector (NOT_VECTOR): two stores of equal
+    identity hold the same vector for the same text."""
+    out = dict(config)
+    for key, fields in NOT_VECTOR.items():
+        if isinstance(out.get(key), dict):
+            out[key] = {k: v for k, v in out[key].items() if k not in fields}
+    return out
+
+
+def lenders(index_root: Path, store: Path, config: dict) -> list[Path]:
+    """The other stores of the index root (the same DATA) whose vectors this store can take:
+    the same vector identity; a store being made (a temporary) or whose manifest is unreadable
+    lends nothing."""
+    identity, found = vector_identity(config), []
+    for other in store_dirs(index_root):
+        if other == store or is_temporary(other) or is_temporary(other.parent.parent):
             continue
-        at = np.minimum(np.searchsorted(now_ids, ids), len(now_ids) - 1)
-        same.append(ids[(now_ids[at] == ids) & (now[at] == digests)])
-    have = np.unique(np.concatenate(same)) if same else np.empty(0, dtype=missing.dtype)
-    if not len(have):
+        try:
+            made = read_json(other / MANIFEST).get("config") if (other / MANIFEST).exists() \
+                else None
+        except InputError:
+            continue
+        if isinstance(made, dict) and vector_identity(made) == identity:
+            found.append(other)
+    return found
+
+
+def _reuse(place: Place, store: Path, config: dict, missing: np.ndarray, columns: list[str],
+           inputs: dict[str, str], part_size: int) -> tuple[np.ndarray, int]:
+    """Copy into `store` the vectors that other stores of the same DATA and vector identity
+    hold for the texts the papers `missing` have now (matched by text digest alone, whatever
+    the paper's id there: a vector depends only on the text and the model), in parts of at
+    most `part_size` papers; a text is embedded once per DATA. Returns (ids still to embed,
+    papers copied). Read a part at a time: memory is the digests and one part's vectors."""
+    sources = lenders(place.index_root, store, config) if len(missing) else []
+    if not sources:
         return missing, 0
-    at = np.searchsorted(now_ids, have)
-    add_part(store, config, have, load_vectors(source_store, have, dtype=None),
-              f"copied from {source_store}", inputs=inputs, digests=now[at])
+    now_ids, now = current_digests(place.corpus_dir, missing, ["title", "abstract", *columns])
+    wanted, paper_text = np.unique(now, return_inverse=True)
+    by_text = np.argsort(paper_text, kind="stable")  # papers grouped by their text
+    starts = np.searchsorted(paper_text[by_text], np.arange(len(wanted)))
+    counts = np.diff(np.append(starts, len(by_text)))
+    taken = np.zeros(len(wanted), dtype=bool)
+    copied = _Copies(store, config, inputs, part_size)
+    for source in sources:
+        try:
+            for positions, vectors in vectors_of_texts(source, wanted, taken):
+                n = counts[positions]  # every paper of each text takes its vector
+                papers = by_text[np.repeat(starts[positions] - np.cumsum(n) + n, n)
+                                 + np.arange(n.sum())]
+                copied.add(now_ids[papers], np.repeat(vectors, n, axis=0), now[papers], source)
+        except (InputError, OSError) as exc:  # changed while read (another process)
+            log.warning(f"[embed] {source}: not reused from ({exc})")
+    copied.flush()
+    have = now_ids[taken[paper_text]]
     return np.setdiff1d(missing, have), len(have)
+
+
+class _Copies:
+    """Vectors copied from other stores (`_reuse`), written as parts of at most `part_size`
+    papers, each part's manifest device naming the stores it was copied from."""
+
+    def __init__(self, store: Path, config: dict, inputs: dict[str, str], part_size: int):
+        self.store, self.config, self.inputs, self.part_size = store, config, inputs, part_size
+        self.held: list[tuple[np.ndarray, np.ndarray, np.ndarray, Path]] = []
+
+    def add(self, ids: np.ndarray, vectors: np.ndarray, digests: np.ndarray,
+            source: Path) -> None:
+        self.held.append((ids, vectors, digests, source))
+        while sum(len(held[0]) for held in self.held) >= self.part_size:
+            self.flush(self.part_size)
+
+    def flush(self, size: int | None = None) -> None:
+        """Write the first `size` papers held (default: all) as one part."""
+        if not self.held:
+            return
+        sources = sorted({str(held[3]) for held in self.held})
+        ids, vectors, digests = (np.concatenate(c) for c in list(zip(*self.held, strict=True))[:3])
+        size = len(ids) if size is None else size
+        rest = self.held[-1][3]
+        self.held = [(ids[size:], vectors[size:], digests[size:], rest)] if len(ids) > size \
+            else []
+        order = np.argsort(ids[:size], kind="stable")
+        add_part(self.store, self.config, ids[:size][order], vectors[:size][order],
+                 f"copied from {', '.join(sources)}", inputs=self.inputs,
+                 digests=digests[:size][order])
 
 
 def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard: int = 0,
@@ -586,21 +672,37 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
     checked = _check_store(place, store, entry, inputs, model_path, replace)
     needed, missing = missing_ids(place.corpus_dir, store, pools)
     missing = missing[shard_of(missing, num_shards) == shard]
-    missing, borrowed = _borrow(place, entry, store, missing, dtype, inputs)
-    info = {"model": entry.name, "pools": pools, "needed": len(needed), "embedded": len(missing),
-            "copied_from_source_corpus": borrowed, "shard": shard, "num_shards": num_shards,
-            **checked}
+    info = {"model": entry.name, "pools": pools, "needed": len(needed), "shard": shard,
+            "num_shards": num_shards, **checked}
+    reused = 0
     if len(missing):
-        # the kind's encoder (multi-vector, ASPIRE: one vector per sentence, the same loop)
+        # the kind's encoder (multi-vector, ASPIRE: one vector per sentence, the same loop);
+        # the store's config, which vectors of other stores must match to be reused, and a
+        # store made with another refused before anything is added
         encoder = encoder_class(entry.kind)(entry, model_path=model_path, device=device)
-        info.update(_encode_missing(place, entry, store, encoder, missing, inputs,
-                                    identity_of(place, entry, model_path), dtype=dtype,
-                                    part_size=part_size, batch_size=batch_size,
-                                    token_budget=token_budget))
+        if change := probe_change(store, encoder):  # another model behind an endpoint
+            if not replace:
+                raise identity_refusal(place, store, entry, change, model_path)
+            with file_lock(store):
+                info.update(_replace_store(place, store, entry, change))
+            missing = missing_ids(place.corpus_dir, store, pools)[1]
+            missing = missing[shard_of(missing, num_shards) == shard]
+        columns = _optional_columns(place.corpus_dir, encoder)
+        config = _store_config(entry, encoder, dtype, columns,
+                               identity_of(place, entry, model_path))
+        _check_config(store, config)
+        if entry.kind in REUSED_KINDS:
+            missing, reused = _reuse(place, store, config, missing, columns, inputs, part_size)
+        if len(missing):
+            info.update(_encode_missing(place, store, encoder, missing, columns, config, inputs,
+                                        part_size=part_size, batch_size=batch_size,
+                                        token_budget=token_budget))
+    info.update(embedded=len(missing), reused=reused)
     with file_lock(store):
         info["covered_pools"] = mark_covered(place.corpus_dir, store, pools)
     info["seconds"] = round(time.perf_counter() - start, 2)
-    _log_outcome(entry, len(needed), len(missing), borrowed)
+    log.info(f"[embed] {entry.name} on {place.corpus}: embedded={len(missing)} reused={reused} "
+             f"({len(needed)} papers in the pools)")
     return info
 
 
@@ -618,7 +720,7 @@ def embed_shards(place: Place, model: str, pools: list[str], shards: list[int] |
     for shard in shards:
         with timed("embed", times, model=model, shard=shard) as info:
             out = embed(place, get_model(model), pools, shard, num_shards, **store)
-            info.update({k: out[k] for k in ("embedded", "papers_per_s") if k in out})
+            info.update({k: out[k] for k in ("embedded", "reused", "papers_per_s") if k in out})
 
 
 def _check_arguments(shard: int, num_shards: int, dtype: str, part_size: int,
@@ -672,17 +774,13 @@ def _check_store(place: Place, store: Path, entry: ModelEntry, inputs: dict[str,
     return {**repaired, **texts}
 
 
-def _encode_missing(place: Place, entry: ModelEntry, store: Path, encoder, missing: np.ndarray,
-                    inputs: dict[str, str], identity: dict, *, dtype: str, part_size: int,
+def _encode_missing(place: Place, store: Path, encoder, missing: np.ndarray, columns: list[str],
+                    config: dict, inputs: dict[str, str], *, part_size: int,
                     batch_size: int | None, token_budget: int | None) -> dict:
-    """Encode the papers `missing` (sorted ids) into parts of `part_size` papers, after
-    refusing a store made with other settings (`identity`: the model's, recorded); the
+    """Encode the papers `missing` (sorted ids) into parts of `part_size` papers; the
     throughput and the encoder's counts."""
     from pipeline.encoding.encoders import MAX_BATCH, default_budget
 
-    columns = _optional_columns(place.corpus_dir, encoder)
-    config = _store_config(entry, encoder, dtype, columns, identity)
-    _check_config(store, config)
     parts = _Parts(place.corpus_dir, store, encoder, columns, config, inputs)
     budget = token_budget or default_budget(encoder.device)
     chunks = [missing[lo : lo + part_size] for lo in range(0, len(missing), part_size)]
@@ -737,12 +835,3 @@ class _Parts:
                 written = writer.submit(self.write, chunk, vectors, digests)
             written.result()
         return n_tokens, seconds
-
-
-def _log_outcome(entry: ModelEntry, needed: int, embedded: int, borrowed: int) -> None:
-    """What an embed that encoded nothing, or copied vectors, says."""
-    if borrowed:
-        log.info(f"[embed] {entry.name}: {borrowed} vectors copied from the store of the corpus "
-                 "this benchmark was built from")
-    if not embedded:
-        log.info(f"[embed] {entry.name}: all {needed} papers already stored")
