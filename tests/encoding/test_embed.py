@@ -324,3 +324,31 @@ def test_a_store_of_another_identity_lends_nothing(shared_data):
         other = replace(entry, name=name, **changes)
         info = embed(small, other, [SMALL_POOL], dtype=dtype, device="cpu")
         assert (info["embedded"], info.get("reused")) == (needed, 0), (name, info)
+
+
+@pytest.mark.slow
+def test_make_eval_on_an_exported_pool_imported_back_embeds_nothing(corpus_dir, tiny_bert,
+                                                                    tmp_path):
+    """Issue 57, through make: `make eval` on a corpus, then `make export-beir` and `make
+    import-beir` of its pool and `make eval` on the imported corpus: the second embeds 0
+    papers and reuses every one, and each says so in the line ending its embedding."""
+    import shutil
+
+    from tests.conftest import copy_corpus, make_ok
+
+    root = tmp_path / "data"
+    corpus = copy_corpus(corpus_dir, root / "corpora" / "small")
+    shutil.copytree(corpus_dir / "pools" / SMALL_POOL, corpus / "pools" / SMALL_POOL)
+    (tmp_path / "installed").touch()
+    model = ("MODEL=hf:test/tiny-bert", f"MODEL_PATH={tiny_bert}", "POOLING=cls")
+    said = make_ok(root, tmp_path / "installed", "eval", *model)
+    needed = len(pool_ids(corpus, SMALL_POOL))
+    assert re.search(rf"\[embed\] \S+ on small: embedded={needed} reused=0 ", said), said
+    out = tmp_path / "pool-beir"
+    make_ok(root, tmp_path / "installed", "export-beir", f"POOL={SMALL_POOL}", f"OUT={out}")
+    make_ok(root, tmp_path / "installed", "import-beir", f"SRC={out}", "CORPUS=again")
+    said = make_ok(root, tmp_path / "installed", "eval", "CORPUS=again", *model)
+    (pool,) = pool_names(root / "corpora" / "again")
+    documents = len(pool_ids(root / "corpora" / "again", pool))
+    assert re.search(rf"\[embed\] \S+ on again: embedded=0 reused={documents} ", said), said
+    assert "[eval] done" in said or "evaluations" in said, said[-2000:]
