@@ -34,6 +34,9 @@ from pipeline.core.files import read_json
 from pipeline.core.inputs import KINDS, Roots, changed
 from pipeline.core.repair import PIPELINE, Placeholder, Repair, Where
 from pipeline.corpus.manifest import VOUCHED_BY, corpus_repair, download_repair, raw_repair
+from pipeline.encoding.embed import MODEL_IDENTITY, MODEL_PATH_KEY
+from pipeline.encoding.identity import identity_change, model_identity
+from pipeline.encoding.objects import known_model
 from pipeline.encoding.store import store_repair
 from pipeline.layout import (
     ANALYSED,
@@ -48,6 +51,7 @@ from pipeline.layout import (
     artifact_kind,
     is_retired,
     manifest_globs,
+    model_digests_path,
     parse_pool_name,
     pool_names,
     pools_dir,
@@ -57,8 +61,10 @@ from pipeline.layout import (
     run_file_parts,
     run_files,
     run_paths,
+    store_dir,
     store_parts_glob,
 )
+from pipeline.models import get_model
 from pipeline.pools.build import list_problem, pool_repair, retire_repair, validation_pools
 from pipeline.pools.exclusions import NO_LIST, read_list
 from pipeline.readers import SOURCES
@@ -218,6 +224,8 @@ def check_manifest(path: Path, data: Roots, deep: bool) -> list[Problem]:
     if changed_list:  # the stages' own rule (check_pool): they skip it, retire-pool moves it
         problems.append(Problem("STALE", path.parent, changed_list,
                                 retire_repair(path.parent.parent.parent, path.parent.name)))
+    if kind in ("store", "run"):
+        problems += _changed_model(path, info, kind, data)
     if kind == "store":
         listed = set(_files(info, kind))
         problems += [Problem("ORPHAN", p, "an embedding part no manifest lists (a stopped "
@@ -225,6 +233,48 @@ def check_manifest(path: Path, data: Roots, deep: bool) -> list[Problem]:
                      for p in sorted(path.parent.glob(store_parts_glob()))
                      if p.name not in listed]
     return problems
+
+
+def _model_change(store: Path, data: Roots) -> str | None:
+    """What changed in the model a store was embedded by, since (its model identity now,
+    from the MODEL_PATH its manifest records, else the model's package or hub cache: the
+    stat cache, nothing loaded); None when nothing did, or it cannot be said (a model of the
+    user's, a folder gone: said in the log)."""
+    try:
+        info = read_json(store / MANIFEST)
+        made = info.get("config", {}).get(MODEL_IDENTITY)
+        if not made or not known_model(store.name):
+            return None
+        now = model_identity(get_model(store.name), info.get(MODEL_PATH_KEY),
+                             cache=model_digests_path(data.indexes), save=False)
+    except (InputError, OSError) as exc:
+        log.info(f"[verify] {store}: its model cannot be checked now ({exc}); not a problem")
+        return None
+    return identity_change(made, now)
+
+
+def _changed_model(path: Path, info: dict, kind: str, data: Roots) -> list[Problem]:
+    """A store whose model identity changed since it was embedded (weights swapped, another
+    checkpoint behind MODEL_PATH), and each run searched from such a store: STALE, repaired
+    by embedding again with REPLACE=1 (which removes the store and its runs)."""
+    if data.indexes is None:
+        return []
+    if kind == "store":
+        stores = [path.parent]
+    else:
+        corpus = _corpus_of(path, data)
+        stores = sorted({store_dir(data.indexes, corpus, label.split("/")[3])
+                         for label in info.get("inputs", {})
+                         if label.startswith(f"indexes/@/{EMBEDDINGS}/")} if corpus else set())
+    for store in stores:
+        if change := _model_change(store, data):
+            source = read_json(store / MANIFEST).get(MODEL_PATH_KEY)
+            fix = Repair("eval", store.parent.parent.name, store.name, (
+                *((("MODEL_PATH", source),) if source else ()), ("REPLACE", "1")))
+            what = "its model" if kind == "store" else f"the model of {store}"
+            return [Problem("STALE", path, f"{what} changed since it was embedded ({change})",
+                            fix)]
+    return []
 
 
 def _in_temporary(path: Path, data: Roots) -> bool:

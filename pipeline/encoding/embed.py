@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from pipeline.core.logs import progress
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
 from pipeline.corpus.files import TEXT_DIGEST, corpus_file, text_digests
-from pipeline.encoding.identity import identity_change, model_identity
+from pipeline.encoding.identity import FOLDER_KINDS, identity_change, model_identity
 from pipeline.encoding.store import (
     DIGEST,
     DTYPES,
@@ -391,10 +392,38 @@ def add_part(store: Path, config: dict, ids: np.ndarray, vectors: np.ndarray, de
 def _write_manifest(store: Path, config: dict, inputs: dict[str, str] | None, parts: list[dict],
                     device: str) -> None:
     versions = {lib: version(lib) for lib in ("torch", "transformers", "pyarrow")}
+    source = _model_path_of(store)  # kept: where the model identity is checked from
     write_json(manifest("embed", {"model": config["model"]["name"]}, config=config,
                         **({} if inputs is None else {"inputs": inputs}),
                         text_digest=TEXT_DIGEST, parts=parts,
-                        versions=versions, device=device), store / MANIFEST)
+                        versions=versions, device=device,
+                        **({} if source is None else {MODEL_PATH_KEY: source})),
+               store / MANIFEST)
+
+
+MODEL_PATH_KEY = "model_path"  # a store manifest's MODEL_PATH, as given: verify's folder
+
+
+def _model_path_of(store: Path) -> str | None:
+    """The MODEL_PATH a store's manifest records (None: none, or no manifest)."""
+    try:
+        return read_json(store / MANIFEST).get(MODEL_PATH_KEY)
+    except InputError:
+        return None
+
+
+def _record_model_path(store: Path, model_path: str | Path | None) -> None:
+    """Record in the store's manifest the MODEL_PATH it was last embedded or checked with,
+    as given (a symlink stays one), so that `make verify` computes the model's identity from
+    the same folder; its vectors are unchanged, its manifest rewritten only when it differs."""
+    if not (store / MANIFEST).exists():
+        return
+    info = read_json(store / MANIFEST, store_repair(store))
+    given = None if model_path is None else os.path.abspath(model_path)
+    if info.get(MODEL_PATH_KEY) != given and "imported" not in info.get("config", {}):
+        info = {k: v for k, v in info.items() if k != MODEL_PATH_KEY}
+        write_json({**info, **({} if given is None else {MODEL_PATH_KEY: given})},
+                   store / MANIFEST)
 
 
 def store_inputs(place: Place) -> dict[str, str]:
@@ -450,6 +479,11 @@ def check_settings(place: Place, store: Path, entry: ModelEntry,
         changed.remove("model")
         changed += sorted(f"model {key}" for key in {*expected["model"], *made}
                           if expected["model"].get(key) != made.get(key))
+    if changed == ["model fingerprint"]:  # an object's identity (objects.py): another object
+        raise InputError(f"{store} was embedded by another object named {entry.name} (model "
+                         f"fingerprint {str(stored['model'].get('fingerprint'))[:12]} -> "
+                         f"{str(expected['model'].get('fingerprint'))[:12]}): its vectors are not "
+                         "this object's; give this object another name (name=...)")
     if changed:
         raise InputError(f"{store} holds vectors made with other settings ({', '.join(changed)}"
                          " differ from this version's: see its manifest.json): delete that "
@@ -608,14 +642,11 @@ def _reuse(place: Place, store: Path, config: dict, missing: np.ndarray, columns
     taken = np.zeros(len(wanted), dtype=bool)
     copied = _Copies(store, config, inputs, part_size)
     for source in sources:
-        try:
-            for positions, vectors in vectors_of_texts(source, wanted, taken):
-                n = counts[positions]  # every paper of each text takes its vector
-                papers = by_text[np.repeat(starts[positions] - np.cumsum(n) + n, n)
-                                 + np.arange(n.sum())]
-                copied.add(now_ids[papers], np.repeat(vectors, n, axis=0), now[papers], source)
-        except (InputError, OSError) as exc:  # changed while read (another process)
-            log.warning(f"[embed] {source}: not reused from ({exc})")
+        for positions, vectors in vectors_of_texts(source, wanted, taken):
+            n = counts[positions]  # every paper of each text takes its vector
+            papers = by_text[np.repeat(starts[positions] - np.cumsum(n) + n, n)
+                             + np.arange(n.sum())]
+            copied.add(now_ids[papers], np.repeat(vectors, n, axis=0), now[papers], source)
     copied.flush()
     have = now_ids[taken[paper_text]]
     return np.setdiff1d(missing, have), len(have)
@@ -700,6 +731,8 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
     info.update(embedded=len(missing), reused=reused)
     with file_lock(store):
         info["covered_pools"] = mark_covered(place.corpus_dir, store, pools)
+        if entry.embedded and entry.kind in FOLDER_KINDS:
+            _record_model_path(store, model_path)
     info["seconds"] = round(time.perf_counter() - start, 2)
     log.info(f"[embed] {entry.name} on {place.corpus}: embedded={len(missing)} reused={reused} "
              f"({len(needed)} papers in the pools)")

@@ -148,12 +148,13 @@ def folder_identity(folder: Path, cache: DigestCache) -> dict:
 
 
 def model_identity(entry: ModelEntry, model_path: str | Path | None = None, *,
-                   cache: Path | None = None) -> dict:
+                   cache: Path | None = None, save: bool = True) -> dict:
     """The identity of the model `entry` loaded from `model_path` (else its package's folder,
     else its hub cache snapshot), computed without loading it, each file hashed only when
     its stat changed since the stat cache `cache` saw it. {} for a model with no folder of
     its own (an object, a served model, imported vectors, BM25) or a hub model not in the
-    cache yet (known once it is loaded)."""
+    cache yet (known once it is loaded). `save`: write what was hashed into the cache (not
+    for `make verify`, which writes nothing)."""
     if entry.kind not in FOLDER_KINDS:
         return {}
     revision = None
@@ -172,7 +173,8 @@ def model_identity(entry: ModelEntry, model_path: str | Path | None = None, *,
         adapter = _hub_folder(entry.adapter, "adapter_config.json")
         if adapter is not None:
             identity["adapter"] = folder_identity(adapter, digests)["sha256"]
-    digests.save()
+    if save:
+        digests.save()
     return identity
 
 

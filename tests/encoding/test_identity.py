@@ -15,11 +15,13 @@ from safetensors.numpy import load_file, save_file
 
 from pipeline.cli.main import main
 from pipeline.core.files import read_json
+from pipeline.core.inputs import Roots
 from pipeline.encoding.identity import COUNTERS, model_files, model_identity
 from pipeline.encoding.store import stored_ids
 from pipeline.layout import MANIFEST, model_digests_path, run_paths, store_dir
 from pipeline.models import get_model
 from pipeline.pools.build import PoolSpec, build_pool
+from pipeline.verify import verify
 from tests.conftest import POOL_SEED, copy_corpus
 
 WEIGHTS = "model.safetensors"
@@ -69,6 +71,13 @@ def refused(capsys) -> str:
     return errors[0]
 
 
+def changed_models(corpus: Path, root: Path) -> list[str]:
+    """make verify's lines (checksums trusted by stat) about a model changed since."""
+    roots = Roots(corpus.parent, root / "indexes", root / "runs")
+    return [line for line in verify(roots, [root / "indexes", root / "runs"], deep=False)
+            if "changed since it was embedded" in line]
+
+
 def run_sha(root: Path, corpus: Path, pool: str, model: str) -> str:
     return read_json(run_paths(root / "runs", corpus.name, pool, model).manifest)[
         "outputs"][f"{model}.parquet"]["sha256"]
@@ -89,6 +98,11 @@ def test_weights_swapped_under_an_st_folder_are_refused_then_replaced(
     before, ids = run_sha(tmp_path, corpus, pool, name), stored_ids(store)
     assert "st_config" not in read_json(store / MANIFEST)["config"]
     shutil.copy(checkpoints[1] / WEIGHTS, folder / WEIGHTS)  # the JSON files unchanged
+    stale = changed_models(corpus, tmp_path)  # make verify names the store and its run
+    assert any(line.startswith(f"STALE {store}") for line in stale), stale
+    assert any(f"{name}.manifest.json" in line for line in stale), stale
+    assert all("files changed: model.safetensors" in line and "REPLACE=1" in line
+               and f"MODEL_PATH={folder}" in line for line in stale), stale
     assert search(corpus, pool, tmp_path, "st:local/minilm", folder) == 2
     line = refused(capsys)
     assert f"weights digest {made['sha256'][:8]}" in line
@@ -101,6 +115,7 @@ def test_weights_swapped_under_an_st_folder_are_refused_then_replaced(
     assert run_sha(tmp_path, corpus, pool, name) != before  # the run made again
     capsys.readouterr()
     assert search(corpus, pool, tmp_path, "st:local/minilm", folder) == 0  # now current
+    assert changed_models(corpus, tmp_path) == []
 
 
 @pytest.mark.slow  # embeds with MiniLM

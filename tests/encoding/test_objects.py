@@ -75,7 +75,8 @@ def test_two_objects_of_one_name_never_share_a_store(corpus_dir, tmp_path):
     store = store_dir(data.indexes, corpus_dir.name, "mine")
     before = {p.name: p.read_bytes() for p in sorted(store.glob("part-*.arrow"))}
     other = pipeline.Encoder(Hashed("salt"), name="mine", similarity="cosine", fingerprint="b")
-    with pytest.raises(InputError, match="model fingerprint"):
+    with pytest.raises(InputError, match="another object named mine \\(model fingerprint a "
+                       "-> b\\).*give this object another name"):
         pipeline.search(data, corpus_dir.name, POOL, other, k=10, threads=1)
     assert {p.name: p.read_bytes() for p in sorted(store.glob("part-*.arrow"))} == before
 
