@@ -208,28 +208,45 @@ def load_vectors(store: Path, ids: np.ndarray, dtype: type | None = np.float32) 
 def vectors_of_texts(store: Path, wanted: np.ndarray, taken: np.ndarray
                      ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """The vectors a single-vector store holds for the text digests `wanted` (sorted,
-    distinct) not yet `taken` (a mask over `wanted`, updated here), read part by part: each
-    part's hits as (positions in `wanted`, vectors in the store's dtype). A vector depends
-    only on the text and the model, so rows are matched by digest alone, whatever their ids
-    (a collection imported again with other ids). Memory-mapped: only the rows copied are read
-    into memory. Rows without a digest (an older store) are never taken."""
-    if not len(wanted):
+    distinct) not yet `taken` (a mask over `wanted`, set here for what is yielded), read part
+    by part: each part's hits as (positions in `wanted`, vectors in the store's dtype). A
+    vector depends only on the text and the model, so rows are matched by digest alone,
+    whatever their ids (a collection imported again with other ids). Memory-mapped: only the
+    rows copied are read into memory. Rows without a digest (an older store) are never taken;
+    a store damaged or changed while read (another process) lends no more, with a line."""
+    try:
+        parts = store_parts(store) if len(wanted) else []
+    except InputError as exc:
+        log.warning(f"[embed] {store} lends no vectors: {exc}")
         return
-    for part in store_parts(store):
-        table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
-        if DIGEST not in table.column_names or "sentence" in table.column_names:
-            continue
-        digests = table.column(DIGEST).to_numpy()
-        at = np.minimum(np.searchsorted(wanted, digests), len(wanted) - 1)
-        hit = np.flatnonzero((wanted[at] == digests) & ~taken[at])
-        positions, first = np.unique(at[hit], return_index=True)  # a text stored twice: once
-        if not len(positions):
-            continue
-        taken[positions] = True
-        vectors = whole(table.column("vector"))
-        matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(
-            len(digests), vectors.type.list_size)
-        yield positions, matrix[hit[first]]
+    for part in parts:
+        try:
+            found = _part_texts(store / part["file"], wanted, taken)
+        except (InputError, OSError, pa.ArrowException) as exc:
+            log.warning(f"[embed] {store / part['file']} lends no vectors: {exc}")
+            return
+        if found is not None:
+            taken[found[0]] = True
+            yield found
+
+
+def _part_texts(path: Path, wanted: np.ndarray, taken: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray] | None:
+    """A part's rows whose digest is among `wanted` and not `taken` (a text stored twice:
+    its first row), as (positions in `wanted`, vectors); None when it has none."""
+    table = ipc.open_file(pa.memory_map(str(path))).read_all()
+    if DIGEST not in table.column_names or "sentence" in table.column_names:
+        return None
+    digests = table.column(DIGEST).to_numpy()
+    at = np.minimum(np.searchsorted(wanted, digests), len(wanted) - 1)
+    hit = np.flatnonzero((wanted[at] == digests) & ~taken[at])
+    positions, first = np.unique(at[hit], return_index=True)
+    if not len(positions):
+        return None
+    vectors = whole(table.column("vector"))
+    matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(
+        len(digests), vectors.type.list_size)
+    return positions, matrix[hit[first]]
 
 
 def load_sentence_vectors(store: Path, ids: np.ndarray, numbers: bool = False

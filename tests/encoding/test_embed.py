@@ -352,3 +352,22 @@ def test_make_eval_on_an_exported_pool_imported_back_embeds_nothing(corpus_dir, 
     documents = len(pool_ids(root / "corpora" / "again", pool))
     assert re.search(rf"\[embed\] \S+ on again: embedded=0 reused={documents} ", said), said
     assert "[eval] done" in said or "evaluations" in said, said[-2000:]
+
+
+@pytest.mark.slow
+def test_a_damaged_lender_lends_nothing_and_says_so(corpus_dir, tmp_path, tiny_entry, caplog):
+    """Another store whose part is damaged is no reason to refuse this one: it lends nothing,
+    in one line naming it, and the papers are embedded here (never a damaged vector)."""
+    from dataclasses import replace
+
+    place = Place(corpus_dir, tmp_path, tmp_path / "runs")
+    embed(place, tiny_entry, [SMALL_POOL], device="cpu")
+    part = next(store_dir(tmp_path, corpus_dir.name, tiny_entry.name).glob("part-*.arrow"))
+    data = bytearray(part.read_bytes())
+    data[-100] ^= 0xFF
+    part.write_bytes(bytes(data))
+    with caplog.at_level("WARNING"):
+        info = embed(place, replace(tiny_entry, name="tiny-bert-too"), [SMALL_POOL],
+                     device="cpu")
+    assert (info["embedded"], info.get("reused")) == (info["needed"], 0), info
+    assert f"{part.parent} lends no vectors: " in caplog.text
