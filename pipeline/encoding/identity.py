@@ -69,7 +69,10 @@ def _hub_folder(repo: str, marker: str) -> Path | None:
     """The hub cache's snapshot of `repo` holding `marker`, or None when it is not cached."""
     from huggingface_hub import try_to_load_from_cache
 
-    found = try_to_load_from_cache(repo, marker)
+    try:
+        found = try_to_load_from_cache(repo, marker)
+    except ValueError:  # not a hub id (HFValidationError)
+        return None
     return Path(found).parent if isinstance(found, str) else None
 
 
@@ -158,7 +161,7 @@ def model_identity(entry: ModelEntry, model_path: str | Path | None = None, *,
     if entry.kind not in FOLDER_KINDS:
         return {}
     revision = None
-    if model_path is not None or entry.package:
+    if model_path is not None or entry.package or (entry.hf_id and Path(entry.hf_id).is_dir()):
         folder: Path | None = Path(model_source(entry, model_path))
     else:
         folder = _hub_folder(entry.hf_id, HF_CONFIG)
