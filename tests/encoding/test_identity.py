@@ -14,11 +14,13 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from pipeline.cli.main import main
-from pipeline.core.files import read_json
+from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import Roots
+from pipeline.encoding.embed import embed
 from pipeline.encoding.identity import COUNTERS, model_files, model_identity
 from pipeline.encoding.store import stored_ids
-from pipeline.layout import MANIFEST, model_digests_path, run_paths, store_dir
+from pipeline.layout import MANIFEST, Place, model_digests_path, run_paths, store_dir
 from pipeline.models import get_model
 from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.verify import verify
@@ -160,6 +162,32 @@ def test_a_second_search_with_nothing_changed_hashes_nothing(checkpoints, small_
     assert search(corpus, pool, tmp_path, "minilm", checkpoints[0]) == 0
     assert COUNTERS.hashed == hashed
     assert COUNTERS.hits - hits >= len(model_files(checkpoints[0]))
+
+
+@pytest.mark.slow  # embeds with MiniLM
+def test_a_store_from_before_identities_adopts_the_model_once(checkpoints, small_corpus,
+                                                               tmp_path, caplog):
+    """A store written before stores recorded their model's identity (st: stores recorded a
+    digest of their JSON files, st_config) takes the model's identity at its next embed,
+    once, with a log line; its vectors are kept, and a model changed after that is refused."""
+    corpus, pool = small_corpus
+    place = Place(corpus, tmp_path / "indexes", tmp_path / "runs")
+    entry = get_model("st:local/minilm")
+    embed(place, entry, [pool], model_path=str(checkpoints[0]))
+    store = store_dir(place.index_root, corpus.name, entry.name)
+    info = read_json(store / MANIFEST)
+    made = info["config"].pop("model_identity")
+    info["config"]["st_config"] = "0" * 64
+    write_json(info, store / MANIFEST)  # as this version's predecessor wrote it
+    parts = sorted(p.name for p in store.glob("part-*.arrow"))
+    with caplog.at_level("INFO"):
+        assert embed(place, entry, [pool], model_path=str(checkpoints[0]))["embedded"] == 0
+    assert "recorded no model identity" in caplog.text
+    config = read_json(store / MANIFEST)["config"]
+    assert config["model_identity"] == made and "st_config" not in config
+    assert sorted(p.name for p in store.glob("part-*.arrow")) == parts
+    with pytest.raises(InputError, match="files changed: model.safetensors"):
+        embed(place, entry, [pool], model_path=str(checkpoints[1]))
 
 
 def test_the_stat_cache_hashes_a_changed_file_again_and_survives_damage(checkpoints,
