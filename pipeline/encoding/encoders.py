@@ -36,6 +36,9 @@ from pipeline.models import ModelEntry
 SPECTER2_SETUP = ("run `.venv/bin/pip install --no-deps --target .venv/specter2 -r "
                   "constraints-specter2.txt`, then the pipeline with PYTHONPATH=.venv/specter2")
 MAX_BATCH = 512  # sequences per batch at most, however short
+# CPU: a sequence is padded to its length rounded up to a multiple of this (pad_widths): the
+# fastest of 8, 16, 32, 64 against sentence-transformers (benchmarks/st_encoders.py)
+PAD_STEP = 32
 TOKEN_BUDGET = {"cuda": 65536, "cpu": 8192}  # padded tokens per batch (ids x longest)
 log = logging.getLogger(__name__)
 
@@ -73,17 +76,34 @@ def batch_rows(longest: int, budget: int, max_batch: int = MAX_BATCH) -> int:
     return int(max(1, min(budget // max(int(longest), 1), max_batch)))
 
 
-def batch_of(todo: np.ndarray, lengths: np.ndarray, budget: int, max_batch: int = MAX_BATCH,
-             one_length: bool = False) -> np.ndarray:
+def pad_widths(lengths: np.ndarray, step: int | None, max_length: int) -> np.ndarray:
+    """The width each sequence is padded to. On a CPU (`step`): its length rounded up to a
+    multiple of `step`, at most `max_length`; a batch holds one width, so it spans up to `step`
+    lengths with fewer than `step` padding tokens per sequence, and a sequence's vector depends
+    on the sequence alone (bit for bit on a CPU), never on what it is batched with. On a GPU
+    (None): its own length, each batch padded to its longest."""
+    if step is None:
+        return lengths
+    return np.maximum(lengths, np.minimum(-(-lengths // step) * step, max_length))
+
+
+def batch_of(todo: np.ndarray, widths: np.ndarray, budget: int, max_batch: int = MAX_BATCH,
+             one_width: bool = False) -> np.ndarray:
     """The next batch: the head of `todo` (indices sorted by length, longest first) that fits
-    the token budget. `one_length` (on a CPU) also stops where the length changes: without
-    padding a sequence's vector does not depend on what it is batched with (on a CPU even
-    bit for bit), so a store is identical whatever the number of shards."""
-    head = todo[: batch_rows(lengths[todo[0]], budget, max_batch)]
-    if one_length:
-        head = head[: int(np.argmax(lengths[head] != lengths[head[0]]))
-                    or len(head)]
+    the token budget, each sequence counted at its padded width (pad_widths). `one_width`
+    (on a CPU) also stops where the width changes, so the store is identical whatever the
+    number of shards or the part size."""
+    head = todo[: batch_rows(widths[todo[0]], budget, max_batch)]
+    if one_width:
+        head = head[: int(np.argmax(widths[head] != widths[head[0]])) or len(head)]
     return head
+
+
+def cpu_pad_step(device: torch.device) -> int | None:
+    """PAD_STEP on a CPU (batches of one padded width, pad_widths: vectors bit-identical
+    however the papers are sharded); None on a GPU, which packs mixed lengths (faster, equal
+    up to rounding)."""
+    return PAD_STEP if device.type == "cpu" else None
 
 
 def _where_from() -> str:
@@ -251,9 +271,7 @@ class Encoder:
                              "only (multi-vector: pipeline.encoding.multivector.SentenceEncoder)")
         self.entry = entry
         self.device = pick_device(device)
-        # CPU: batches of one token length (batch_of), so vectors are bit-identical however
-        # the papers are sharded; a GPU packs mixed lengths (faster, equal up to rounding)
-        self.one_length = self.device.type == "cpu"
+        self.pad_step = cpu_pad_step(self.device)
         source = model_source(entry, model_path)
         offline = hub_offline(source, entry)
         dtype = model_dtype(entry, self.device)  # refuses fp16 on a CPU before loading
@@ -332,12 +350,13 @@ class Encoder:
                              )["input_ids"]
         return [[*row, self.append_eos] for row in ids]
 
-    def _tensors(self, ids: list[list[int]], idx: np.ndarray) -> dict[str, torch.Tensor]:
-        """One batch padded to its longest member, on the side the tokenizer pads (its
-        `padding_side`), on the model's device."""
+    def _tensors(self, ids: list[list[int]], idx: np.ndarray, widths: np.ndarray
+                 ) -> dict[str, torch.Tensor]:
+        """One batch padded to the widest of its members' padded widths (pad_widths), on the
+        side the tokenizer pads (its `padding_side`), on the model's device."""
         if not len(idx):
             return {}
-        longest = max(len(ids[i]) for i in idx)
+        longest = int(widths[idx].max())
         pad = self.tokenizer.pad_token_id or 0
         input_ids = np.full((len(idx), longest), pad, dtype=np.int64)
         mask = np.zeros((len(idx), longest), dtype=np.int64)
@@ -362,26 +381,29 @@ class Encoder:
                    max_batch: int = MAX_BATCH, progress: bool | Progress = True
                    ) -> tuple[np.ndarray, int]:
         """Vectors of tokenized texts: batches packed by a token budget after sorting by
-        token length (little padding), the next batch built while the model runs this one;
-        on CUDA out-of-memory the budget halves and the batch is tried again. `progress`: a
-        bar to advance, or whether to show one (on a terminal)."""
+        token length, each of one padded width on a CPU (pad_widths: little padding), the
+        next batch built while the model runs this one; on CUDA out-of-memory the budget
+        halves and the batch is tried again. `progress`: a bar to advance, or whether to show
+        one (on a terminal)."""
         budget = token_budget or default_budget(self.device)
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        widths = pad_widths(lengths, self.pad_step, self.max_length)
         todo = np.argsort(-lengths, kind="stable")  # longest first: an OOM shows up at once
         bar = progress if isinstance(progress, Progress) else self.progress_bar(
             len(ids), progress)
         start, done_tokens = time.perf_counter(), 0
+
         def cut(rest: np.ndarray) -> np.ndarray:
-            return batch_of(rest, lengths, budget, max_batch, self.one_length)
+            return batch_of(rest, widths, budget, max_batch, self.pad_step is not None)
 
         with ThreadPoolExecutor(1) as prefetch:
             idx = cut(todo)
-            pending = prefetch.submit(self._tensors, ids, idx)
+            pending = prefetch.submit(self._tensors, ids, idx, widths)
             while len(idx):
                 batch, rest = pending.result(), todo[len(idx):]
                 following = cut(rest) if len(rest) else rest
-                pending = prefetch.submit(self._tensors, ids, following)  # while this runs
+                pending = prefetch.submit(self._tensors, ids, following, widths)  # while this runs
                 try:
                     vectors = self._forward(batch)
                 except torch.OutOfMemoryError:
@@ -389,10 +411,10 @@ class Encoder:
                         raise
                     del batch
                     torch.cuda.empty_cache()
-                    budget = max(budget // 2, int(lengths[idx[0]]))
+                    budget = max(budget // 2, int(widths[idx[0]]))
                     log.warning(f"[embed] out of GPU memory: token budget now {budget}")
                     idx = cut(todo)
-                    pending = prefetch.submit(self._tensors, ids, idx)
+                    pending = prefetch.submit(self._tensors, ids, idx, widths)
                     continue
                 out[idx] = vectors
                 done_tokens += int(lengths[idx].sum())

@@ -32,7 +32,7 @@ import torch
 
 from pipeline.core.errors import InputError
 from pipeline.core.logs import Progress
-from pipeline.encoding.encoders import MAX_BATCH, Encoder, batch_of, default_budget
+from pipeline.encoding.encoders import MAX_BATCH, Encoder, batch_of, default_budget, pad_widths
 from pipeline.encoding.store import id_array
 from pipeline.layout import ABSTRACT_SENTENCES
 from pipeline.models import ModelEntry
@@ -249,25 +249,26 @@ class SentenceEncoder(Encoder):
                    max_batch: int = MAX_BATCH, progress: bool | Progress = True
                    ) -> tuple[SentenceVectors, int]:
         """Sentence vectors of tokenized papers and the number of tokens encoded. Batches are
-        packed by a token budget after sorting by length (batch_of); on CUDA out-of-memory
-        the budget halves and the batch is tried again."""
+        packed by a token budget after sorting by length (batch_of, pad_widths); on CUDA
+        out-of-memory the budget halves and the batch is tried again."""
         budget = token_budget or default_budget(self.device)
         ids = [p.ids for p in papers]
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        widths = pad_widths(lengths, self.pad_step, self.max_length)
         todo = np.argsort(-lengths, kind="stable")
         bar = progress if isinstance(progress, Progress) else self.progress_bar(len(ids),
                                                                                  progress)
         found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         while len(todo):
-            idx = batch_of(todo, lengths, budget, max_batch, self.one_length)
+            idx = batch_of(todo, widths, budget, max_batch, self.pad_step is not None)
             try:
-                found.append(self._sentences(self._tensors(ids, idx),
+                found.append(self._sentences(self._tensors(ids, idx, widths),
                                              [papers[i].sentence for i in idx], idx))
             except torch.OutOfMemoryError:
                 if len(idx) == 1:
                     raise
                 torch.cuda.empty_cache()
-                budget = max(budget // 2, int(lengths[idx[0]]))
+                budget = max(budget // 2, int(widths[idx[0]]))
                 log.warning(f"[embed] out of GPU memory: token budget now {budget}")
                 continue
             todo = todo[len(idx):]

@@ -24,6 +24,7 @@ from pipeline.encoding.encoders import (
     LOAD_ERRORS,
     Encoder,
     check_prompt_room,
+    cpu_pad_step,
     first_line,
     hub_offline,
     join_text,
@@ -107,7 +108,7 @@ class STEncoder(Encoder):
                              "st: models only")
         self.entry = entry
         self.device = pick_device(device)
-        self.one_length = self.device.type == "cpu"  # as Encoder: shard-independent vectors
+        self.pad_step = cpu_pad_step(self.device)  # as Encoder: shard-independent vectors
         source = model_source(entry, model_path)
         offline = hub_offline(source, entry)
         dtype = model_dtype(entry, self.device)

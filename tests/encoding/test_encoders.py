@@ -1,4 +1,5 @@
-"""The embedding engine: token-budget batches, padding-independent vectors, OOM back-off."""
+"""The embedding engine: token-budget batches of bounded padding, padding-independent vectors,
+OOM back-off."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 
 from pipeline.core.errors import InputError
 from pipeline.encoding.embed import embed, pool_ids
-from pipeline.encoding.encoders import Encoder, batch_of, batch_rows
+from pipeline.encoding.encoders import PAD_STEP, Encoder, batch_of, batch_rows, pad_widths
 from pipeline.encoding.store import load_vectors
 from pipeline.layout import Place, store_dir
 from pipeline.models import ModelEntry
@@ -40,19 +41,69 @@ def test_batch_rows_respects_the_budget():
     assert batch_rows(9000, 8192) == 1  # one sequence always fits
 
 
-def test_cpu_batches_hold_one_length():
-    lengths = np.array([9, 9, 9, 7, 7, 5])
+def test_cpu_batches_hold_one_width():
+    widths = np.array([9, 9, 9, 7, 7, 5])
     todo = np.arange(6)
-    assert batch_of(todo, lengths, 100).tolist() == [0, 1, 2, 3, 4, 5]
-    assert batch_of(todo, lengths, 100, one_length=True).tolist() == [0, 1, 2]
-    assert batch_of(todo, lengths, 18, one_length=True).tolist() == [0, 1]
-    assert batch_of(todo[3:], lengths, 100, one_length=True).tolist() == [3, 4]
+    assert batch_of(todo, widths, 100).tolist() == [0, 1, 2, 3, 4, 5]
+    assert batch_of(todo, widths, 100, one_width=True).tolist() == [0, 1, 2]
+    assert batch_of(todo, widths, 18, one_width=True).tolist() == [0, 1]
+    assert batch_of(todo[3:], widths, 100, one_width=True).tolist() == [3, 4]
+
+
+def batches(lengths: np.ndarray, step: int | None, max_batch: int) -> list[np.ndarray]:
+    """The batches the engine forms for sequences of `lengths` (a large token budget, so
+    `max_batch` binds), as index arrays."""
+    widths, todo, out = pad_widths(lengths, step, 256), np.argsort(-lengths, kind="stable"), []
+    while len(todo):
+        out.append(batch_of(todo, widths, 1 << 20, max_batch, one_width=step is not None))
+        todo = todo[len(out[-1]):]
+    return out
+
+
+def test_cpu_batches_span_a_range_of_lengths_with_bounded_padding():
+    """A CPU batch holds one padded width (a length rounded up to PAD_STEP), not one length:
+    960 papers of 200 lengths make about n / batch size batches (one per length before:
+    96 demo papers of 35 lengths made 35 small forward passes, issue 57), each paper padded
+    by fewer than PAD_STEP tokens, a width never past the max length."""
+    lengths = np.random.default_rng(0).integers(20, 257, 960)
+    widths = pad_widths(lengths, PAD_STEP, 256)
+    assert (widths >= lengths).all() and (widths - lengths < PAD_STEP).all()
+    assert widths.max() == 256 and np.array_equal(pad_widths(lengths, None, 256), lengths)
+    formed = batches(lengths, PAD_STEP, 32)
+    assert np.array_equal(np.sort(np.concatenate(formed)), np.arange(len(lengths)))
+    assert len(set(lengths.tolist())) > 200  # the signal: many lengths
+    assert len(formed) <= len(lengths) / 32 + 256 / PAD_STEP  # not one batch per length
+    assert all(len(set(widths[b].tolist())) == 1 for b in formed)
+    assert np.mean([len(set(lengths[b].tolist())) for b in formed]) > 4  # one length before
+    padded = sum(len(b) * int(widths[b].max()) for b in formed)
+    assert padded / lengths.sum() - 1 < PAD_STEP / lengths.mean()
+    assert len(batches(lengths, None, 32)) == len(lengths) // 32  # a GPU: by count only
+
+
+def test_a_cpu_encoder_batches_papers_of_many_lengths_together(encoder, texts, monkeypatch):
+    """The engine itself on the corpus's papers: forward passes of several lengths each,
+    about as many as batches of 32 would make, padded to a multiple of PAD_STEP."""
+    seen: list[tuple[int, int]] = []
+    real = Encoder._forward
+
+    def spy(self, batch):
+        seen.append(tuple(batch["input_ids"].shape))
+        return real(self, batch)
+
+    monkeypatch.setattr(Encoder, "_forward", spy)
+    some = [text[: 20 + 3 * i] for i, text in enumerate(texts)]  # cut: lengths differ a lot
+    lengths = [len(x) for x in encoder.tokenize(some)]
+    encoder.encode(some, max_batch=32, progress=False)
+    assert len(set(lengths)) > 60  # the signal: many lengths
+    assert sum(rows for rows, _ in seen) == len(some)
+    assert len(seen) <= len(some) / 32 + encoder.max_length / PAD_STEP
+    assert all(width % PAD_STEP == 0 or width == encoder.max_length for _, width in seen)
 
 
 @pytest.mark.slow
 def test_batches_are_packed_by_tokens_and_sorted_by_length(encoder, texts, monkeypatch):
     """The GPU path (mixed lengths in a batch), run on the CPU."""
-    monkeypatch.setattr(encoder, "one_length", False)
+    monkeypatch.setattr(encoder, "pad_step", None)
     seen: list[tuple[int, int]] = []
     real = Encoder._forward
 
@@ -71,13 +122,14 @@ def test_batches_are_packed_by_tokens_and_sorted_by_length(encoder, texts, monke
 @pytest.mark.slow
 def test_vectors_do_not_depend_on_the_batching(encoder, texts, monkeypatch):
     """Padding and batch composition must not change a paper's vector (masking is right):
-    on a CPU bit for bit (batches of one length), with padding up to rounding."""
+    on a CPU bit for bit (a paper padded to its own width), padded to a batch's longest
+    (as on a GPU) up to rounding."""
     packed, tokens = encoder.encode(texts, token_budget=4096, progress=False)
     alone = np.concatenate([encoder.encode([t], progress=False)[0] for t in texts[:40]])
     assert np.array_equal(packed[:40], alone)
     assert np.array_equal(encoder.encode(texts[::-1], token_budget=512, progress=False)[0],
                           packed[::-1])
-    monkeypatch.setattr(encoder, "one_length", False)
+    monkeypatch.setattr(encoder, "pad_step", None)
     padded, _ = encoder.encode(texts, token_budget=4096, progress=False)
     np.testing.assert_allclose(padded, packed, rtol=1e-4, atol=1e-5)
     lengths = [len(x) for x in encoder.tokenize(texts)]
@@ -95,7 +147,7 @@ def test_padding_does_not_change_an_mpnet_vector(tiny_mpnet, corpus_dir):
     some = [encoder.format(t, a[: 40 * i]) for i, (t, a) in  # lengths differ a lot
             enumerate(zip(papers["title"], papers["abstract"], strict=True))]
     alone, _ = encoder.encode(some, progress=False)
-    encoder.one_length = False
+    encoder.pad_step = None
     padded, _ = encoder.encode(some, token_budget=4096, progress=False)
     assert len({len(x) for x in encoder.tokenize(some)}) > 5
     np.testing.assert_allclose(padded, alone, rtol=1e-4, atol=1e-5)
@@ -123,7 +175,7 @@ def test_out_of_memory_halves_the_budget_and_retries(encoder, texts, monkeypatch
 @pytest.mark.slow
 def test_store_does_not_depend_on_parts_or_shards(corpus_dir, tmp_path, tiny_bert):
     """One process with big parts, or 3 shards with small parts and a small budget: the
-    same ids and the same vectors, bit for bit (CPU batches hold one length)."""
+    same ids and the same vectors, bit for bit (CPU batches hold one padded width)."""
     from pipeline.models import REGISTRY
 
     entry = ModelEntry("tiny-cls", "dense", str(tiny_bert), "cls", "l2", max_length=128)
@@ -152,7 +204,7 @@ def test_a_gpu_packs_mixed_lengths_in_half_precision_near_the_cpu_vectors(encode
     from pipeline.models import with_precision
 
     gpu = Encoder(with_precision(encoder.entry, "bf16"), device="cuda")
-    assert not gpu.one_length and gpu.model.dtype == torch.bfloat16
+    assert gpu.pad_step is None and gpu.model.dtype == torch.bfloat16
     want, tokens = encoder.encode(texts, progress=False)
     got, gpu_tokens = gpu.encode(texts, progress=False)
     assert got.dtype == want.dtype and gpu_tokens == tokens

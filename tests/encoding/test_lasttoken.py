@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 import torch
 
-from pipeline.encoding.encoders import Encoder
+from pipeline.encoding.encoders import PAD_STEP, Encoder
 from pipeline.models import get_model
 from tests.conftest import UNUSUAL_PAPER, decoder_backbone
 
@@ -43,7 +43,7 @@ def reference(folder, texts: list[str]) -> np.ndarray:
     return np.stack(out)
 
 
-@pytest.mark.parametrize("padded", [False, True], ids=["one-length", "padded"])
+@pytest.mark.parametrize("padded", [False, True], ids=["one-width", "padded"])
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_last_token_pooling_equals_the_reference(side, padded, corpus_dir, texts, tmp_path):
     folder = decoder_backbone(corpus_dir, tmp_path / side, side)
@@ -52,7 +52,7 @@ def test_last_token_pooling_equals_the_reference(side, padded, corpus_dir, texts
         "hf--tiny--qwen2--lasttoken", "cosine", True, "space")
     assert get_model(entry.name) == entry
     encoder = Encoder(entry, model_path=folder, device="cpu")
-    encoder.one_length = not padded  # padded: mixed lengths in a batch, as on a GPU
+    encoder.pad_step = None if padded else PAD_STEP  # padded: to the longest, as on a GPU
     assert encoder.tokenizer.padding_side == side
     ids = encoder.tokenize(texts)
     assert {row[-1] for row in ids} == {encoder.tokenizer.eos_token_id}

@@ -20,7 +20,7 @@ import pipeline
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.encoding.embed import embed, encode_texts
-from pipeline.encoding.encoders import Encoder, model_source
+from pipeline.encoding.encoders import PAD_STEP, Encoder, model_source
 from pipeline.encoding.stmodels import STEncoder
 from pipeline.layout import MANIFEST, run_paths, store_dir
 from pipeline.models import get_model
@@ -103,10 +103,10 @@ def references(folder: Path, papers) -> tuple[np.ndarray, np.ndarray]:
 
 
 def ours(folder: Path, papers, padded: bool) -> tuple[np.ndarray, np.ndarray, STEncoder]:
-    """The pipeline's document and query vectors of the papers: batches of one length (as
-    on a CPU) or, `padded`, of mixed lengths (as on a GPU)."""
+    """The pipeline's document and query vectors of the papers: batches of one padded width
+    (as on a CPU, pad_widths) or, `padded`, of mixed lengths (as on a GPU)."""
     encoder = STEncoder(get_model("st:tiny/model"), model_path=folder, device="cpu")
-    encoder.one_length = not padded
+    encoder.pad_step = None if padded else PAD_STEP
     docs, _ = encoder.encode([encoder.format(t, a) for t, a in papers], progress=False)
     queries, _ = encoder.encode([encoder.format(t, a, query=True) for t, a in papers],
                                 progress=False)
@@ -123,7 +123,7 @@ SHAPES = {  # name: (padding side, st_folder's keywords)
 }
 
 
-@pytest.mark.parametrize("padded", [False, True], ids=["one-length", "padded"])
+@pytest.mark.parametrize("padded", [False, True], ids=["one-width", "padded"])
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_tiny_folders_equal_sentence_transformers(shape, padded, backbones, papers,
                                                   tmp_path):
