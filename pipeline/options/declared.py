@@ -367,7 +367,8 @@ VARIABLES: tuple[Variable, ...] = (
       "another SIMILARITY; make embed, index, search and eval remove a store embedded by "
       "another model under MODEL's name (its model identity differs) and the runs made from "
       "it, and make them again", "mdcr", one_word=True, switch=True,
-      stages=(*REPLACING, "embed", "index", "search"), changes_run=False),
+      stages=tuple(dict.fromkeys((*REPLACING, "embed", "index", *SEARCHING))),
+      changes_run=False),
     V("JUDGED", "", choice(FLAG), "1: make import-beir and make import-irds also write the "
       "judged-only pool judged-<n>-r0, where each query ranks only its own judged documents "
       "(grade 0 included), as SciDocs scores them (docs/collections.md)", "mdcr",
