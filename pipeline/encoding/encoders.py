@@ -36,8 +36,8 @@ from pipeline.models import ModelEntry
 SPECTER2_SETUP = ("run `.venv/bin/pip install --no-deps --target .venv/specter2 -r "
                   "constraints-specter2.txt`, then the pipeline with PYTHONPATH=.venv/specter2")
 MAX_BATCH = 512  # sequences per batch at most, however short
-# CPU: a sequence is padded to its length rounded up to a multiple of this (pad_widths): the
-# fastest of 8, 16, 32, 64 against sentence-transformers (benchmarks/st_encoders.py)
+# CPU: a sequence is padded to its length rounded up to a multiple of this (pad_widths): about
+# as few forward passes as sentence-transformers, padding under 5% (docs/encoders.md, measured)
 PAD_STEP = 32
 TOKEN_BUDGET = {"cuda": 65536, "cpu": 8192}  # padded tokens per batch (ids x longest)
 log = logging.getLogger(__name__)
