@@ -208,6 +208,7 @@ def test_real_weights_equal_sentence_transformers(route, real, real_papers, refe
     # the signal: the tokenizer knows the words; lengths vary, several papers are cut
     assert unknown_share(encoder.tokenizer, texts) < 0.01
     assert min(lengths) < real.max_seq_length // 2
+    assert len(set(lengths)) > 15  # CPU batches of one padded width hold several lengths
     assert sum(n == real.max_seq_length for n in lengths) >= 3
     docs, _ = encoder.encode(texts, progress=False)
     np.testing.assert_allclose(docs, reference, atol=1e-5)
