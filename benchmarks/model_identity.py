@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -73,8 +74,8 @@ def main() -> None:
             warm.append(timed(lambda: model_identity(entry, folder, cache=cache)))
             check.append(timed(lambda: check_identity(place, entry, folder)))
             assert COUNTERS.hashed == hashed, "a warm check hashed a file"
-    result = {"machine": machine(), "model": MODEL, "files": len(files), "bytes": size,
-              "repeats": args.repeats,
+    result = {"machine": machine(), "load": round(os.getloadavg()[0], 2), "model": MODEL,
+              "files": len(files), "bytes": size, "repeats": args.repeats,
               "cold_hash_median_s": round(statistics.median(cold), 4),
               "warm_identity_median_s": round(statistics.median(warm), 5),
               "noop_check_median_s": round(statistics.median(check), 5),
@@ -87,8 +88,8 @@ def main() -> None:
         "cold_hash_median_s", "warm_identity_median_s", "noop_check_median_s"))
     (OUT / "model_identity.md").write_text(f"""# A model's identity: what a no-op `make eval` pays
 
-Machine: {result['machine']}; shared with four other engineers' work while it ran, so the
-timings are noisy: medians of {args.repeats} alternating runs. Model: all-mpnet-base-v2's real
+Machine: {result['machine']}; 1-minute load average {result['load']} when it ended (other
+processes: medians of {args.repeats} alternating runs). Model: all-mpnet-base-v2's real
 folder ({len(files)} files, {size / 1e6:,.0f} MB). Command:
 `.venv/bin/python benchmarks/model_identity.py --repeats {args.repeats}`.
 

@@ -84,6 +84,23 @@ SLOW_TESTS = (
     "test_cli.py::test_cli_input_errors_are_one_line",
     "test_registry.py::test_a_toy_retriever_runs_through_make_eval",
     "test_layout.py::test_make_refuses_a_corpus_named_as_the_results_file",
+    # the slowest of the rest (3 s and more each, `pytest --durations`): make, subprocesses,
+    # whole reports and downloads, kept out of the edit loop
+    "test_thin_makefile.py::test_every_goal_runs_the_goal_runner_and_nothing_else",
+    "test_report_determinism.py::test_one_polars_thread_or_many_give_the_same_bytes",
+    "test_download_hostile.py::test_no_path_the_download_writes_or_removes_is_outside_the_raw_folder",
+    "test_mdcr_official.py::test_official_numbers_equal_the_official_script_on_the_export",
+    "test_score.py::test_every_form_of_a_run_and_qrels_gives_the_same_numbers",
+    "test_published.py::test_through_the_report",
+    "test_store_texts.py::test_a_store_never_serves_a_vector_of_another_text",
+    "test_download.py::test_diffs_applied_equal_a_fresh_ingest_of_the_newer_release",
+    "test_download.py::test_the_first_error_stops_the_other_files_and_keeps_their_bytes",
+    "test_imported.py::test_a_run_read_in_blocks_writes_the_bytes_of_one_pass",
+    "test_options.py::test_an_option_declared_once_is_in_make_the_command_line_the_api_and_the_docs",
+    "test_errors_runtime.py::test_make_eval_refuses_an_absent_gpu_backend_before_embedding",
+    "test_mteb_objects.py::test_a_python_session_without_logging_sees_the_progress_lines",
+    "test_variables.py::test_precision_names_the_runs_and_is_refused_for_bm25",
+    "test_query_prompt.py::test_make_names_the_prompts_runs_and_passes_it_to_the_search_only",
 )
 
 

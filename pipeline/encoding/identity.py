@@ -31,12 +31,11 @@ from pipeline.core.atomic import atomic_path
 from pipeline.core.checksums import sha256_file
 from pipeline.core.errors import InputError
 from pipeline.core.locks import file_lock
-from pipeline.layout import HF_CONFIG
+from pipeline.layout import ADAPTER_CONFIG, HF_CONFIG, MODEL_DOCUMENTATION
 from pipeline.models import ENCODERS, ModelEntry
 
 # The kinds whose weights are files: an object, a served model have none of their own here
 FOLDER_KINDS = tuple(kind for kind in ENCODERS if kind not in ("object", "api"))
-DOCUMENTATION = ("README*", "LICENSE*", "*.md")  # files no loader reads
 CACHE_VERSION = 1
 
 
@@ -85,7 +84,7 @@ def model_files(folder: Path) -> dict[str, Path]:
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
         for name in names:
             path = Path(top) / name
-            if name.startswith(".") or any(fnmatch.fnmatch(name, p) for p in DOCUMENTATION):
+            if name.startswith(".") or any(fnmatch.fnmatch(name, p) for p in MODEL_DOCUMENTATION):
                 continue
             if path.is_file():
                 found[path.relative_to(root).as_posix()] = path
@@ -173,7 +172,7 @@ def model_identity(entry: ModelEntry, model_path: str | Path | None = None, *,
     if revision:
         identity["revision"] = revision
     if entry.adapter and not (folder / "adapter").is_dir():  # an adapter of the hub's
-        adapter = _hub_folder(entry.adapter, "adapter_config.json")
+        adapter = _hub_folder(entry.adapter, ADAPTER_CONFIG)
         if adapter is not None:
             identity["adapter"] = folder_identity(adapter, digests)["sha256"]
     if save:

@@ -34,12 +34,12 @@ from pipeline.encoding.encoders import (
     pick_device,
 )
 from pipeline.glossary import is_prompt_name
-from pipeline.models import ST_KIND, ModelEntry, unknown_prompt_name
+from pipeline.models import ST_KIND, ST_QUERY_PROMPT, ModelEntry, unknown_prompt_name
 
 log = logging.getLogger(__name__)
 
 # The prompt names sentence-transformers' encode_query and encode_document look for, in order
-QUERY_PROMPTS = ("query",)
+QUERY_PROMPTS = (ST_QUERY_PROMPT,)
 DOCUMENT_PROMPTS = ("document", "passage", "corpus")
 ST_SETUP = ("MODEL=st:... needs the sentence-transformers library: install the project with "
             "its `bench` extra (pip install -e '.[bench]')")

@@ -146,7 +146,8 @@ def eval_run(place: Place, pool: str, model: str, metrics: Sequence[str] = DEFAU
     before, values_before = _scored_before(place, pool, model)
     every = [*before, *(m for m in metrics if m not in before)]
     new = [m for m in every if values_before is None or m not in before]
-    if not new:  # current for every metric asked
+    if not new:  # current for every metric asked, from a run that is whole (else refused)
+        load_run(place, pool, model)
         return read_json(paths.evaluation)
     values, scored = score_run(place, pool, model, new)
     keys = ["query", "negatives"]

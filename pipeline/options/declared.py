@@ -305,7 +305,8 @@ VARIABLES: tuple[Variable, ...] = (
     V("BACKEND", BACKEND, choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "
       "faiss-gpu, torch-cuda, torch-cpu (a forced one that cannot run is an error; the run "
       "manifest says which ran)", "search", one_word=True,
-      stages=SEARCHING, keywords=("backend",), changes_run=False),
+      stages=SEARCHING, keywords=("backend",), changes_run=True),  # faiss's and torch's sums
+                                                                   # differ in the last bits
     V("QUERY_VARIANT", "full", choice(VARIANTS), "the same pools searched with perturbed "
       "queries: full, title, abstract, shuffled, deleted30, typos (pipeline/pools/queries.py); "
       "their runs are named after the model and the variant, beside the others", "search",

@@ -313,10 +313,6 @@ def test_the_models_own_query_prompt_is_the_model_itself(model, prompt, caplog):
     (issue 57). It is the model itself, and a log line says so; another prompt is tagged."""
     import logging
 
-    from pipeline.encoding.stmodels import QUERY_PROMPTS
-    from pipeline.models import ST_QUERY_PROMPT
-
-    assert QUERY_PROMPTS[0] == ST_QUERY_PROMPT  # the name encode_query uses first
     caplog.set_level(logging.INFO, logger="pipeline")
     entry = chosen_model(model, query_prompt=prompt)
     assert entry == get_model(model) and not split_prompt_tag(entry.name)[1]

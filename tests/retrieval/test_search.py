@@ -267,6 +267,8 @@ IDENTITY = {
                   lambda v: {"entry": _chosen("minilm", precision=v)}),
     "QUERY_PROMPT": ("prompt", ("", "Instruct: find the papers it cites\\nQuery: "),
                      lambda v: {"entry": _chosen("minilm", query_prompt=v)}),
+    "BACKEND": ("options", ("faiss-cpu", "torch-cpu"), lambda v: {
+        "entry": get_model("minilm"), "run_options": _run_options("minilm", backend=v)}),
 }
 # The options that change the model itself (changes_run=MODEL_ID): its name is the run's, or
 # (weights, endpoint, similarity) its store records them and the run records its store's files
@@ -278,7 +280,6 @@ MODEL_VALUES = {"MODEL": ("minilm", "bm25"), "POOLING": ("mean", "cls")}
 SAME = {
     "THREADS": ("bm25", ({"threads": 1}, {"threads": 2})),
     "BM25_ENGINE": ("bm25", ({"bm25_engine": "arrays"}, {"bm25_engine": "lucene"})),
-    "BACKEND": ("tiny", ({"backend": "faiss-cpu"}, {"backend": "torch-cpu"})),
     "SHARDS": ("tiny", ({"num_shards": 1}, {"num_shards": 2})),
 }
 # Options that change no run and are shown so elsewhere: served models' request settings (the
@@ -287,6 +288,12 @@ SAME = {
 ELSEWHERE = ("EMBEDDINGS_BATCH", "EMBEDDINGS_CONCURRENCY", "REPLACE")
 # The model's files, endpoint and similarity: its store records them (changes_run=MODEL_ID)
 IN_STORE = ("MODEL_PATH", "EMBEDDINGS_URL", "SIMILARITY")
+
+
+def _run_options(model: str, **given) -> dict:
+    from pipeline.options.declared import kind_run_options
+
+    return kind_run_options(get_model(model), given)
 
 
 def _chosen(model: str, **given):
