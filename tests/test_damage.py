@@ -195,8 +195,8 @@ KINDS = [
      ["search", "--corpus", "c", "--model", "scibert"],
      "make embed CORPUS=c MODEL=scibert DATA={data}"),
     ("query-vectors", "indexes/c/embeddings/scibert/queries/*.npy",
-     ["eval", "--corpus", "c", "--model", "scibert~title"],
-     "make eval CORPUS=c MODEL=scibert QUERY_VARIANT=title DATA={data}"),
+     ["eval", "--corpus", "c", "--model", "scibert~title"],  # the run's options, as recorded
+     "make eval CORPUS=c MODEL=scibert QUERY_VARIANT=title BACKEND=auto DATA={data}"),
     ("analysed-part", "indexes/c/bm25-analysed/anserini-english/part-*.arrow",
      ["search", "--corpus", "c", "--model", "bm25"], "make index CORPUS=c MODEL=bm25 DATA={data}"),
     ("analysed-manifest", "indexes/c/bm25-analysed/anserini-english/manifest.json",
