@@ -80,9 +80,8 @@ def test_cpu_batches_span_a_range_of_lengths_with_bounded_padding():
     assert len(batches(lengths, None, 32)) == len(lengths) // 32  # a GPU: by count only
 
 
-def test_a_cpu_encoder_batches_papers_of_many_lengths_together(encoder, texts, monkeypatch):
-    """The engine itself on the corpus's papers: forward passes of several lengths each,
-    about as many as batches of 32 would make, padded to a multiple of PAD_STEP."""
+def forward_shapes(monkeypatch) -> list[tuple[int, int]]:
+    """The (rows, width) of each batch Encoder._forward runs from now on, in order."""
     seen: list[tuple[int, int]] = []
     real = Encoder._forward
 
@@ -91,6 +90,13 @@ def test_a_cpu_encoder_batches_papers_of_many_lengths_together(encoder, texts, m
         return real(self, batch)
 
     monkeypatch.setattr(Encoder, "_forward", spy)
+    return seen
+
+
+def test_a_cpu_encoder_batches_papers_of_many_lengths_together(encoder, texts, monkeypatch):
+    """The engine itself on the corpus's papers: forward passes of several lengths each,
+    about as many as batches of 32 would make, padded to a multiple of PAD_STEP."""
+    seen = forward_shapes(monkeypatch)
     some = [text[: 20 + 3 * i] for i, text in enumerate(texts)]  # cut: lengths differ a lot
     lengths = [len(x) for x in encoder.tokenize(some)]
     encoder.encode(some, max_batch=32, progress=False)
@@ -104,14 +110,7 @@ def test_a_cpu_encoder_batches_papers_of_many_lengths_together(encoder, texts, m
 def test_batches_are_packed_by_tokens_and_sorted_by_length(encoder, texts, monkeypatch):
     """The GPU path (mixed lengths in a batch), run on the CPU."""
     monkeypatch.setattr(encoder, "pad_step", None)
-    seen: list[tuple[int, int]] = []
-    real = Encoder._forward
-
-    def spy(self, batch):
-        seen.append(tuple(batch["input_ids"].shape))
-        return real(self, batch)
-
-    monkeypatch.setattr(Encoder, "_forward", spy)
+    seen = forward_shapes(monkeypatch)
     encoder.encode(texts, token_budget=2048, progress=False)
     assert sum(rows for rows, _ in seen) == len(texts)
     assert all(rows * longest <= 2048 for rows, longest in seen)
