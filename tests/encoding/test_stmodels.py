@@ -215,6 +215,27 @@ def test_real_weights_equal_sentence_transformers(route, real, real_papers, refe
     assert np.abs(docs[0] - docs[1]).max() > 1e-2
 
 
+def test_cpu_vectors_do_not_depend_on_threads_or_batches(real_papers):
+    """On a CPU each batch runs on one thread (Encoder._side_by_side): all-MiniLM-L6-v2's
+    vectors are the same bit for bit at 1 and 2 threads and in batches of 1-2 papers or of
+    32 (split across 2 threads, batches of 1, 2 or 4 papers moved the last bit, up to 1e-7)."""
+    encoder = STEncoder(get_model("st:sentence-transformers/all-MiniLM-L6-v2"),
+                        model_path=model_source(get_model("minilm")), device="cpu")
+    texts = [encoder.format(t, a) for t, a in real_papers]
+    threads = torch.get_num_threads()
+    got = {}
+    try:
+        for count, budget in ((2, 8192), (2, 300), (1, 300), (1, 8192)):
+            torch.set_num_threads(count)
+            got[count, budget] = encoder.encode(texts, token_budget=budget, progress=False)[0]
+            assert torch.get_num_threads() == count  # given back after the batches
+    finally:
+        torch.set_num_threads(threads)
+    first, *others = got.values()
+    assert all(np.array_equal(first, other) for other in others)
+    assert np.abs(first[0] - first[1]).max() > 1e-2
+
+
 @pytest.fixture(scope="module")
 def small_pool(real, corpus_dir, tmp_path_factory) -> tuple[Path, str]:
     """A copy of the session corpus with one pool of the weights' size (200 candidates and 5
