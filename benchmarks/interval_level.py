@@ -17,7 +17,13 @@ the rest (rows) for 30, 100 and 1,000 queries and 2, 3, 5 and 10 draws, for
 and simulates the parametric bootstrap t (critical value at the estimated components) at a
 few settings. Writes benchmarks/results/interval_level.json and .md.
 
-Usage: .venv/bin/python benchmarks/interval_level.py
+`widths` (issue 58): what the shipped interval's margin costs, the median of its half-width
+over the mean squares' chi-squares (the same quadrature's equal-probability nodes) divided by
+the half-width of an interval that knew the components, z(0.975) sqrt(V), over the same grid
+plus an interaction that is the whole of the rest (WIDTH_RESID_SHARES). Writes
+benchmarks/results/interval_width.json and .md; the level maps are left as they are.
+
+Usage: .venv/bin/python benchmarks/interval_level.py [widths]
 """
 
 from __future__ import annotations
@@ -77,11 +83,10 @@ FORMS: dict[str, HalfWidth] = {"shipped": shipped, "first": first,
                                "satterthwaite": satterthwaite}
 
 
-def rejection(form: HalfWidth, queries: int, draws: int, components: tuple[float, float, float]
-              ) -> float:
-    """P(|dbar| > half-width) at delta 0, integrated as `variance.interval_power` does."""
-    from scipy.special import ndtr
-
+def _mean_squares(queries: int, draws: int, components: tuple[float, float, float]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """MS_Q, MS_R, MS_E at the quadrature's nodes (`variance.NODES`, broadcastable) and the
+    mean's true standard deviation sqrt(V)."""
     s2_query, s2_draw, s2_resid = components
     q, r = queries, draws
     expected = (s2_resid + r * s2_query, s2_resid + q * s2_draw, s2_resid)
@@ -89,8 +94,29 @@ def rejection(form: HalfWidth, queries: int, draws: int, components: tuple[float
     ms_q = expected[0] * variance._quantiles(q - 1, nodes[0])[:, None, None]
     ms_r = expected[1] * variance._quantiles(r - 1, nodes[1])[None, :, None]
     ms_e = expected[2] * variance._quantiles((q - 1) * (r - 1), nodes[2])[None, None, :]
-    sd = math.sqrt((expected[0] + expected[1] - expected[2]) / (q * r))
-    return float((2 * ndtr(-form(ms_q, ms_r, ms_e, q, r) / sd)).mean())
+    return ms_q, ms_r, ms_e, math.sqrt((expected[0] + expected[1] - expected[2]) / (q * r))
+
+
+def rejection(form: HalfWidth, queries: int, draws: int, components: tuple[float, float, float]
+              ) -> float:
+    """P(|dbar| > half-width) at delta 0, integrated as `variance.interval_power` does."""
+    from scipy.special import ndtr
+
+    ms_q, ms_r, ms_e, sd = _mean_squares(queries, draws, components)
+    return float((2 * ndtr(-form(ms_q, ms_r, ms_e, queries, draws) / sd)).mean())
+
+
+def width_ratio(form: HalfWidth, queries: int, draws: int,
+                components: tuple[float, float, float]) -> float:
+    """The median half-width of `form` over the mean squares' chi-squares (each node of the
+    quadrature equally likely), over z(1 - ALPHA/2) sqrt(V): the half-width of the interval
+    that knew the components (level exactly 1 - ALPHA, the narrowest such interval)."""
+    from scipy.stats import norm
+
+    ms_q, ms_r, ms_e, sd = _mean_squares(queries, draws, components)
+    half = np.broadcast_to(form(ms_q, ms_r, ms_e, queries, draws),
+                           np.broadcast_shapes(ms_q.shape, ms_r.shape, ms_e.shape))
+    return float(np.median(half) / (float(norm.ppf(1 - ALPHA / 2)) * sd))
 
 
 def bootstrap_rate(queries: int, draws: int, draw_share: float, resid_share: float,
@@ -125,6 +151,11 @@ def bootstrap_rate(queries: int, draws: int, draw_share: float, resid_share: flo
 
 
 BOOTSTRAP_SETTINGS = ((30, 3, 0.2, 0.1), (30, 3, 0.7, 0.0), (30, 3, 0.9, 0.0), (30, 3, 0.7, 0.9))
+WIDTH_RESID_SHARES = (*RESID_SHARES, 1.0)  # 1.0: no query effect, the interaction alone
+# (name, draw share, interaction share): the settings `widths` summarizes for every design
+WIDTH_SETTINGS = (("queries alone", 0.0, 0.0), ("queries, interaction 0.5", 0.0, 0.5),
+                  ("interaction 0.9", 0.0, 0.9), ("interaction alone", 0.0, 1.0),
+                  ("draws 0.5", 0.5, 0.0), ("draws 0.99", 0.99, 0.0))
 
 
 def main() -> None:
@@ -167,5 +198,58 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def widths() -> None:
+    """The shipped interval's median half-width over the known-components interval's, with
+    its level beside it at the summarized settings: interval_width.json and .md."""
+    maps = {f"{q}x{r}": [[width_ratio(shipped, q, r, setting(q, r, d, e)) for d in DRAW_SHARES]
+                         for e in WIDTH_RESID_SHARES] for q in QUERIES for r in DRAWS}
+    summary = {f"{q}x{r}": [{"setting": name, "draw_share": d, "resid_share": e,
+                             "ratio": width_ratio(shipped, q, r, setting(q, r, d, e)),
+                             "rate": rejection(shipped, q, r, setting(q, r, d, e))}
+                            for name, d, e in WIDTH_SETTINGS] for q in QUERIES for r in DRAWS}
+    result = {"machine": machine(), "draw_shares": DRAW_SHARES,
+              "resid_shares": WIDTH_RESID_SHARES, "nodes": variance.NODES, "maps": maps,
+              "summary": summary}
+    (OUT / "interval_width.json").write_text(json.dumps(result, indent=1) + "\n")
+    (OUT / "interval_width.md").write_text(width_markdown(result))
+
+
+def width_markdown(result: dict) -> str:
+    lines = ["# The width of the queries-and-draws interval against one that knew the "
+             "components (issue 58)", "",
+             "The report's interval (`variance.half_widths`) is wider than it would need to be "
+             "if the variance components were known: its median half-width over the mean "
+             "squares' chi-squares (quadrature nodes " + " x ".join(map(str, result["nodes"]))
+             + ", each equally likely) divided by z(0.975) sqrt(V), the half-width of the "
+             "interval that knew the components (level exactly 0.05). In brackets the "
+             "shipped interval's false-positive rate at a true difference of 0 "
+             "(`rejection`, as interval_level.md). Shares: of the mean's variance V, the draw "
+             "effect's; of the rest, the interaction's (1.0: no query effect at all). "
+             f"`benchmarks/interval_level.py widths`; {result['machine']}.", ""]
+    names = [s["setting"] for s in next(iter(result["summary"].values()))]
+    lines += ["| queries x draws | " + " | ".join(names) + " |",
+              "|---" * (len(names) + 1) + "|"]
+    for design, settings in result["summary"].items():
+        lines.append(f"| {design.replace('x', ' x ')} | " + " | ".join(
+            f"{s['ratio']:.2f} ({s['rate']:.3f})" for s in settings) + " |")
+    lines += ["", "## The ratio by draw share (columns) and interaction share (rows)", ""]
+    header = "| interaction \\ draw | " + " | ".join(f"{d:g}" for d in result["draw_shares"])
+    rule = "|---" * (len(result["draw_shares"]) + 1) + "|"
+    for design, rows in result["maps"].items():
+        flat = [x for row in rows for x in row]
+        lines += [f"{design.replace('x', ' queries x ')} draws: {min(flat):.2f}-{max(flat):.2f}",
+                  ""]
+        if design.startswith("100x"):
+            lines += [header, rule]
+            lines += [f"| {e:g} | " + " | ".join(f"{x:.2f}" for x in row) + " |"
+                      for e, row in zip(result["resid_shares"], rows, strict=True)]
+            lines.append("")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] not in ([], ["widths"]):
+        sys.stderr.write(f"interval_level.py {' '.join(sys.argv[1:])}: unknown arguments; give "
+                         "none (the level maps) or `widths` (the width ratios)\n")
+        sys.exit(2)
+    widths() if sys.argv[1:] == ["widths"] else main()

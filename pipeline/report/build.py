@@ -350,8 +350,8 @@ def csfcube_section(data: Results) -> Section:
     header, rows = csfcube_table(facets, csfcube_folds(data.runs_root, data.corpus, facets))
     caption = (f"{data.corpus}: CSFCube, NDCG%20 / MAP x100 per facet and over all facets, as "
                "CSFCube's evaluation computes them (MAP: grades >= 2 relevant; the mean of "
-               "the two test folds' means; the significance, interval and variance sections "
-               "use the plain mean over the queries); bold: best NDCG%20")
+               "the two test folds' means, as the significance section's means; the variance "
+               "section uses the plain mean over the queries); bold: best NDCG%20")
     return Section("csfcube", (Table("csfcube", caption, header, rows),))
 
 
@@ -444,8 +444,15 @@ def average_note(shown: list[str], averaged: list[str]) -> str:
 
 
 def significance(data: Results) -> Section:
-    """Paired tests between every two models of a pool, and bootstrap intervals."""
-    return Section("significance", text=significance_section(data.full_queries))
+    """Paired tests between every two models of a pool, and bootstrap intervals; on CSFCube's
+    facet pools the means of its test folds' means, as its table (the runs' folds)."""
+    folds = None
+    if (data.full_queries["level"] == "csfcube").any():
+        from pipeline.report.tables import csfcube_folds
+
+        folds = csfcube_folds(data.runs_root, data.corpus,
+                              data.full_queries.filter(pl.col("level") == "csfcube"))
+    return Section("significance", text=significance_section(data.full_queries, folds or None))
 
 
 def variance_section(data: Results) -> Section:

@@ -19,11 +19,19 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
 
-from pipeline.evaluation.significance import compare, intervals, ordered, too_few
+from pipeline.evaluation.significance import (
+    MIN_QUERIES,
+    compare,
+    intervals,
+    ordered,
+    paired,
+    too_few,
+)
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import format_size
 
@@ -467,31 +475,85 @@ def interval_cell(low: float, high: float, queries: int) -> str:
     return f"[{low * 100:.1f}, {high * 100:.1f}]"
 
 
-def significance_section(results: pl.DataFrame) -> str:
+def fold_mean(per_query: pl.DataFrame, folds: Mapping[str, str]) -> float:
+    """The mean of the test folds' means of per_query's `value` (one row per query; a query
+    in no fold of `folds` counts as fold "all queries"), as `csfcube_table` averages a facet
+    (`evaluate.fold_means`, folds in sorted order): the same float for the same queries."""
+    from pipeline.evaluation.evaluate import fold_means
+
+    values = per_query.select("query", "value").sort("query")
+    by_fold: dict[str, list] = {}
+    for query in values["query"].to_list():
+        by_fold.setdefault(folds.get(query, "all queries"), []).append(query)
+    return fold_means(values, dict(sorted(by_fold.items())), ["value"])["value"]
+
+
+def fold_interval(per_query: pl.DataFrame, folds: Mapping[str, str], resamples: int = 1000,
+                  seed: int = 0) -> tuple[float, float]:
+    """95% percentile interval of `fold_mean`: each fold's queries resampled apart (a
+    stratified bootstrap: a fold keeps its size in every resample, as the estimate weighs it),
+    `resamples` resamples from numpy's generator seeded with `seed`, folds in sorted order and
+    queries by id. NaN with fewer than MIN_QUERIES queries (as `bootstrap_ci`)."""
+    import numpy as np
+
+    values = per_query.select("query", "value").sort("query")
+    if values.height < MIN_QUERIES:
+        return float("nan"), float("nan")
+    by_fold: dict[str, list[float]] = {}
+    for query, value in values.rows():
+        by_fold.setdefault(folds.get(query, "all queries"), []).append(value)
+    rng = np.random.default_rng(seed)
+    total = np.zeros(resamples)
+    for _, fold in sorted(by_fold.items()):
+        x = np.asarray(fold, dtype=np.float64)
+        total += x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1)
+    low, high = np.percentile(total / len(by_fold), [2.5, 97.5])
+    return float(low), float(high)
+
+
+def significance_section(results: pl.DataFrame, folds: Mapping[str, str] | None = None) -> str:
     """Every pair of models per pool (size or field) and metric: both paired tests with
-    Holm-Bonferroni, and each model's 95% bootstrap interval over queries."""
+    Holm-Bonferroni, and each model's 95% bootstrap interval. On CSFCube's facet pools (level
+    "csfcube") with each query's test fold (`folds`, `csfcube_folds`) the means are the CSFCube
+    table's, the mean of the folds' means (`fold_mean`), with a bootstrap that resamples each
+    fold apart (`fold_interval`); the tests pair the queries either way."""
     header = ["pools", "metric", "a", "b", "mean a", "mean b", "t-test p (Holm)",
               "randomization p (Holm)"]
-    rows, bounds = [], []
+    rows, bounds, by_folds = [], [], False
     # pools by size, then scope; metrics in METRIC_ORDER; models by name
     for (size, scope, metric), group in _groups(results, ["size", "scope", "metric"]):
         per_query = _per_query(group)
         where = f"{scope}-{format_size(size)}"
+        facet = (folds is not None and "level" in group.columns
+                 and (group["level"] == "csfcube").all())
+        by_folds |= facet
         for model, queries, mean, lo, hi in intervals(per_query).iter_rows():
+            if facet:
+                mine = per_query.filter(pl.col("model") == model, pl.col("value").is_not_null())
+                mean, (lo, hi) = fold_mean(mine, folds), fold_interval(mine, folds)
             bounds.append([where, metric, model, f"{mean * 100:.1f}",
                            interval_cell(lo, hi, queries)])
         if per_query["model"].n_unique() < 2:
             continue
         t, fisher = compare(per_query, "t-test"), compare(per_query, "fisher")
+        wide = paired(per_query) if facet else None  # the queries the tests pair
         for a, b in zip(t.iter_rows(named=True), fisher.iter_rows(named=True), strict=True):
-            rows.append([where, metric, a["a"], a["b"], f"{a['mean_a'] * 100:.1f}",
-                         f"{a['mean_b'] * 100:.1f}", p_cell(a["p"], a["p_holm"], a["queries"]),
+            means = (a["mean_a"], a["mean_b"]) if wide is None else tuple(
+                fold_mean(wide.select("query", value=m), folds) for m in (a["a"], a["b"]))
+            rows.append([where, metric, a["a"], a["b"], f"{means[0] * 100:.1f}",
+                         f"{means[1] * 100:.1f}", p_cell(a["p"], a["p_holm"], a["queries"]),
                          p_cell(b["p"], b["p_holm"], b["queries"])])
     text = ("## Significance (paired over the same queries, values averaged over repeats; "
             "Holm-Bonferroni over the pairs of a pool and metric)\n\n")
-    if "level" in results.columns and (results["level"] == "csfcube").any():
-        text += ("CSFCube's facet pools: plain means over the queries here (its table prints "
-                 "the mean of the two test folds' means, as CSFCube's script).\n\n")
+    if by_folds:
+        text += ("CSFCube's facet pools: every mean here is the mean of the two test folds' "
+                 "means, as the CSFCube table and CSFCube's script average them; the bootstrap "
+                 "intervals below resample each fold's queries apart; the tests pair the "
+                 "queries, each weighing the same.\n\n")
+    elif "level" in results.columns and (results["level"] == "csfcube").any():
+        text += ("CSFCube's facet pools: plain means over the queries here (no query's test "
+                 "fold was found; its table prints the mean of the two test folds' "
+                 "means).\n\n")
     text += markdown_table(header, rows) if rows else "Only one model: nothing to compare.\n"
     text += "\n## 95% bootstrap intervals of the mean over queries (x100)\n\n"
     return text + markdown_table(["pools", "metric", "model", "mean", "95% interval"], bounds)

@@ -49,6 +49,71 @@ def _few_queries(found: pl.DataFrame) -> str:
             "interval and no queries needed")
 
 
+def _draw_zero(found: pl.DataFrame) -> str:
+    """The components caption's note on draw shares of 0% from several draws: an estimate of
+    0 on R-1 degrees of freedom (MS_R at most MS_E, truncated), not a measured absence."""
+    zero = found.filter(pl.col("draws") > 1, pl.col("s2_draw") == 0)
+    if not zero.height:
+        return ""
+    dfs = "/".join(str(d - 1) for d in sorted(zero["draws"].unique().to_list()))
+    return (f"; draw 0%: the draw estimate is 0 on {dfs} degrees of freedom (its mean square "
+            "at most the interaction's, truncated), not a measurement of no draw variance")
+
+
+def _price(draws: int) -> float:
+    """The queries-and-draws interval's median half-width over that of an interval that knew
+    the components, where the draws' part carries the variance (the draw effect or the
+    interaction): t(R-1) sqrt(median chi2(R-1)/(R-1)) / z(0.975); 1.83 with 3 draws.
+    benchmarks/results/interval_width.md maps the ratio wherever the variance comes from."""
+    from scipy.stats import chi2, norm, t
+
+    return float(t.ppf(0.975, draws - 1) * (chi2.ppf(0.5, draws - 1) / (draws - 1)) ** 0.5
+                 / norm.ppf(0.975))
+
+
+def _interval_note(pairs: pl.DataFrame) -> str:
+    """What the queries-and-draws interval is and what its level rests on: Banerjee's
+    construction, with the subtracted MS_E his theorem does not cover, its level simulated;
+    and its price in width for the draws of the table's rows."""
+    draws = sorted(d for d in pairs["draws"].unique().to_list() if d > 1)
+    if not draws:
+        return ""
+    price = " and ".join(f"{_price(r):.1f} with {r} draws" for r in draws)
+    return ("; queries and draws: each part with its own t quantile, in quadrature, "
+            "max(MS_Q - MS_E, 0) on Q-1 degrees of freedom and MS_R (the draw effect and the "
+            "interaction) on R-1 (Banerjee's 1960 construction; his theorem does not cover the "
+            "subtracted MS_E, so its level is simulated: at most 5% false positives at 30 to "
+            "1,000 queries and 2 to 10 draws, 5% only where the queries alone or the draw "
+            "effect nearly alone carry the variance, fewer with an interaction); its price "
+            "where the interaction or the draws dominate: the median width of an interval "
+            f"that knew the components times {price} (times 1.0 where the queries dominate)")
+
+
+def _narrower(pairs: pl.DataFrame) -> str:
+    """The differences caption's note on rows whose queries-and-draws interval is narrower
+    than the queries-only one, and why, only where such a row is present."""
+    width = pl.col("high") - pl.col("low")
+    narrow = pairs.filter(pl.col("draws") > 1, pl.col("low").is_not_null(),
+                          width < (pl.col("queries_high") - pl.col("queries_low")) * (1 - 1e-9))
+    if not narrow.height:
+        return ""
+    from scipy.stats import t
+
+    names = [f"{_pools(r['size'], r['scope'])} {r['a']} - {r['b']}"
+             for r in narrow.iter_rows(named=True)]
+    where = ", ".join(names) if len(names) <= 3 else f"{len(names)} rows"
+    ratios = sorted({(float(t.ppf(0.975, q - 1)) / float(t.ppf(0.975, r - 1))) ** 2
+                     for q, r in narrow.select("queries", "draws").unique().rows()})
+    below = (f"{ratios[0]:.2f}" if f"{ratios[0]:.2f}" == f"{ratios[-1]:.2f}"
+             else f"{ratios[0]:.2f}-{ratios[-1]:.2f}")
+    return (f"; queries and draws narrower than queries only ({where}): the queries-only "
+            "interval scales the per-query means' variance MS_Q/R, which holds the "
+            "interaction's MS_E/R, by t(Q-1); the two-part one moves MS_E/R to the draws' "
+            "part, measured there by MS_R under t(R-1), so it is narrower wherever t(R-1)² "
+            f"MS_R < t(Q-1)² MS_E (MS_R below {below} of MS_E here: draw means that spread "
+            "less than the interaction alone would spread them)")
+
+
 def _identical(pairs: pl.DataFrame) -> str:
     """The queries-needed caption's note on the models left out as copies of another."""
     names = sorted({n for names in pairs["identical"].to_list() for n in names})
@@ -136,7 +201,8 @@ def variance_tables(results: pl.DataFrame, corpus: str
         + ("; -: one draw, the draw's share cannot be estimated and SE is the queries' alone"
            if one_draw else "")
         + "; with 3 draws the draw component rests on 2 degrees of freedom (its 95% interval "
-        "spans 0.27 to 39.5 times the estimate)" + _few_queries(found) + _csfcube(rows)),
+        "spans 0.27 to 39.5 times the estimate)" + _draw_zero(found) + _few_queries(found)
+        + _csfcube(rows)),
         ["pools", "model", "queries x draws", "mean", "SE", "query", "draw", "query x draw"],
         [[_pools(r["size"], r["scope"]), r["model"], f"{r['queries']} x {r['draws']}",
           f"{r['mean'] * 100:.1f}", _se(r), _share(r["share_query"]),
@@ -147,10 +213,8 @@ def variance_tables(results: pl.DataFrame, corpus: str
         tables.append(("variance-differences", (
             f"{corpus}: {name} difference a - b x100 per pool size and pair of models (paired on "
             "query and pool draw), its 95% interval over queries only (the paired t-test's, "
-            "values averaged over draws) and over queries and draws (each variance part with "
-            "its own t quantile: queries Q-1, draws R-1 degrees of freedom, the interaction "
-            "counted with the draws; Banerjee 1960: at most 5% false positives, fewer where "
-            "both parts matter)"
+            "values averaged over draws) and over queries and draws" + _interval_note(pairs)
+            + _narrower(pairs)
             + ("; queries only (1 draw): one draw cannot give the draws' part" if one_draw
                else "") + _csfcube(rows)
             + _few_queries(pairs)),

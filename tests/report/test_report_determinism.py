@@ -148,12 +148,23 @@ def test_every_kind_of_table_is_reported(reference):
 
 def test_csfcube_says_which_mean_each_section_prints(reference):
     """Issue 47: CSFCube's table prints the mean of its two test folds' means, the significance,
-    interval and variance sections plain means over the queries, and nothing said which."""
+    interval and variance sections plain means over the queries, and nothing said which.
+    Issue 58: the significance section prints the table's fold means (the runs record the
+    folds), and says so; each of its means is the table's cell, to the decimal it prints."""
     _, made = reference
     cube = made["returned:cube"].decode()
-    assert ("the mean of the two test folds' means; the significance, interval and variance "
-            "sections use the plain mean over the queries") in cube
-    assert "CSFCube's facet pools: plain means over the queries here" in cube
+    assert ("the mean of the two test folds' means, as the significance section's means; the "
+            "variance section uses the plain mean over the queries") in cube
+    assert "CSFCube's facet pools: every mean here is the mean of the two test folds'" in cube
+    cells = [[c.strip().strip("*") for c in line.strip("|").split("|")]
+             for line in cube.splitlines() if line.startswith("| ")]
+    table = {(row[0], facet): float(cell.split(" / ")[0].strip("*"))
+             for row in cells if len(row) == 5 and " / " in row[1] and row[0] != "model"
+             for facet, cell in zip(("background", "method", "result"), row[1:4], strict=True)}
+    means = {(row[2], row[0].split("-")[1]): float(row[3]) for row in cells
+             if len(row) == 5 and row[1] == "ndcg%20"}
+    assert len(means) == 6 and set(means) <= set(table)
+    assert all(abs(mean - table[key]) <= 0.051 for key, mean in means.items())
     assert "CSFCube's facet pools: the plain mean over queries" in cube  # variance captions
     assert "plain mean" not in made["returned:demo"].decode()
 
