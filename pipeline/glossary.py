@@ -62,6 +62,19 @@ def metric_percent(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+# The range every computed metric lies in: a share of the relevant or of the ranked list (MAP,
+# NDCG, recall, precision, MRR, F1, success) between 0 and 1, except ranx's `hits`, a count of
+# relevant candidates ranked (0 and up). The crossover's extrapolation stays inside it.
+UNBOUNDED_METRICS = ("hits",)
+
+
+def metric_range(name: str) -> tuple[float, float]:
+    """The least and the greatest value metric `name` (ranx's, as outputs carry it) can take:
+    (0, 1), or (0, inf) for a count (`hits`)."""
+    base = name.partition("-l")[0].partition("@")[0]
+    return (0.0, float("inf")) if base in UNBOUNDED_METRICS else (0.0, 1.0)
+
+
 def _within(text: str, high: int) -> bool:
     """Whether `text` is a whole number 1..high in ASCII digits (str.isdigit() also takes
     '²', which int() refuses)."""

@@ -27,7 +27,18 @@ a percentile bootstrap.
   tests/evaluation/test_crossover.py simulates the nested design: 97.6%). It is open on a side
   ("> 2M") when the set reaches the measured range's end: nothing beyond was measured.
 - An extrapolated crossing (outside the measured sizes) is a point only, without interval; and
-  none is given toward a model at its floor (`at_floor`: the random retriever).
+  none is given toward a model at its floor (`at_floor`: the random retriever), nor where
+  either model's own line (its mean per size fitted in log size, from the rows the gap is
+  fitted on) leaves the metric's range (below 0, above 1: `glossary.metric_range`) or falls
+  below the floor before the lines meet (issue 58: two falling lines met at 171k candidates
+  where both were below MAP 0). The floor is the line of a model at its floor measured at the
+  pair's sizes (random's), else the metric's minimum; the outcome says which limit stopped it.
+- Draws for a 4x interval (issue 58): with 3 draws the interval is rarely closed (the draw part
+  carries t(2) = 4.3), and more sizes do not narrow it. From the gap's mean squares at the
+  crossing (MS_Q, MS_R, MS_E): the fewest draws R whose interval would span a factor of FACTOR
+  in pool size, 2 x half-width / |slope| <= ln FACTOR in log size, with the queries' component
+  as measured and the draw part t(R-1)^2 MS_R / (QR) (MS_R's expectation does not change with
+  R): `draws_for`; "not reachable" (inf) where the queries' part alone is wider.
 - The trend ("gap closing"/"gap widening") is said only when the slope's interval excludes 0.
 
 With fewer than MIN_QUERIES queries shared by every pool there is no interval (the queries'
@@ -46,7 +57,7 @@ import polars as pl
 from pipeline.core.errors import InputError
 from pipeline.evaluation.significance import MIN_QUERIES, measured, ordered, too_few
 from pipeline.evaluation.variance import half_widths
-from pipeline.glossary import canonical_metric
+from pipeline.glossary import canonical_metric, metric_range
 from pipeline.layout import format_size
 from pipeline.models import REGISTRY
 
@@ -57,6 +68,8 @@ FAR = 1000  # a crossing more than this many times outside the measured sizes: s
 FLAT = 1e-12  # a slope (gap per unit of log size) at or below this: parallel lines
 UNIT = "candidates"  # what a pool size counts
 FLOOR_KINDS = ("random",)  # model kinds whose curve is chance: never a crossing toward them
+FACTOR = 4.0  # the span in pool size (high / low) that `draws_for` aims the interval at
+MAX_DRAWS = 10**9  # draws_for's search ends here (the queries' part alone just fits)
 # the keys that split a results table into sets of shared queries (one scope of one seed)
 SPLIT_KEYS = ("corpus", "split", "seed", "exclusion", "negatives", "level", "scope")
 
@@ -87,6 +100,21 @@ class Crossover:
     high: float | None
     outcome: str  # crosses, beyond, below, parallel, curved, degenerate
     text: str  # the outcome said in words
+    # the draws whose interval would span FACTOR (`draws_for`; inf: not reachable; None: no
+    # crossing within the measured sizes, one draw, or too few queries)
+    draws_4x: float | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What an extrapolated crossing must stay inside (issue 58): each model of the pair's own
+    line, given as its mean per measured size over the rows the gap is fitted on; the metric's
+    range; the lines of models at their floor measured at those sizes (none: the minimum)."""
+
+    models: tuple[tuple[str, np.ndarray], ...]  # (model, mean per size) for a and b
+    low: float = 0.0  # the metric's least value
+    high: float = 1.0  # its greatest (inf: none)
+    floors: tuple[tuple[str, np.ndarray], ...] = ()  # (floor model, mean per size)
 
 
 def _size(value: float, sizes: tuple[int, ...] | list[int]) -> str:
@@ -118,12 +146,22 @@ def _degenerate(sizes: tuple[int, ...], queries: int, repeats: int, why: str) ->
                      None, "degenerate", why)
 
 
-def _matrix(values: pl.DataFrame, a: str, b: str
-            ) -> tuple[np.ndarray, list[int], int, str]:
-    """The paired differences A - B as a (query x size x repeat) array, by query id, size and
+@dataclass(frozen=True)
+class _Table:
+    """A pair's values on the rows the fit reads: (model, query, size, repeat), models a, b."""
+
+    values: np.ndarray
+    sizes: list[int]
+    queries: list[str]
+    repeats: list[int]
+    note: str  # what was left out
+
+
+def _matrix(values: pl.DataFrame, a: str, b: str) -> _Table:
+    """A's and B's values as a (model x query x size x repeat) array, by query id, size and
     repeat, over the queries every (size, repeat, model) has and the repeats measured at every
-    size (a repeat's pools are nested: one unit across sizes); the sizes, the number of
-    queries, and a note of what was left out."""
+    size (a repeat's pools are nested: one unit across sizes); the sizes, the queries, the
+    repeats, and a note of what was left out."""
     data = (values.filter(pl.col("model").is_in([a, b]), pl.col("value").is_not_null())
             .group_by("size", "repeat", "model", "query").agg(ordered("value").mean()))
     notes = []
@@ -153,9 +191,41 @@ def _matrix(values: pl.DataFrame, a: str, b: str
     wide = (data.filter(pl.col("query").is_in(shared.implode()))
             .pivot("model", index=["query", "size", "repeat"], values="value")
             .sort("query", "size", "repeat"))
-    diff = (wide[a] - wide[b]).to_numpy() if wide.height else np.zeros(0)
-    shape = (shared.len(), len(sizes), every.len())
-    return diff.reshape(shape), sizes, shared.len(), "; ".join(notes)
+    shape = (2, shared.len(), len(sizes), every.len())
+    both = (np.stack([wide[a].to_numpy(), wide[b].to_numpy()]) if wide.height
+            else np.zeros(shape))
+    return _Table(both.reshape(shape), sizes, sorted(shared.to_list()), sorted(every.to_list()),
+                  "; ".join(notes))
+
+
+def _floor_lines(values: pl.DataFrame, table: _Table, pair: tuple[str, str]
+                 ) -> tuple[tuple[str, np.ndarray], ...]:
+    """The mean per size of each model at its floor (`at_floor`, not of the pair) over the
+    pair's queries and repeats, for those measured at every one of the pair's sizes there."""
+    lines = []
+    others = sorted(m for m in values["model"].unique().to_list() if m not in pair)
+    for model in filter(at_floor, others):
+        rows = (values.filter(pl.col("model") == model, pl.col("value").is_not_null(),
+                              pl.col("size").is_in(table.sizes),
+                              pl.col("repeat").is_in(table.repeats),
+                              pl.col("query").is_in(table.queries))
+                .group_by("size", "repeat", "query").agg(ordered("value").mean())
+                .group_by("size").agg(ordered("value").mean()).sort("size"))
+        if rows["size"].to_list() == table.sizes:
+            lines.append((model, rows["value"].to_numpy()))
+    return tuple(lines)
+
+
+def _limits(values: pl.DataFrame, table: _Table, pair: tuple[str, str]) -> Limits:
+    """`Limits` of a pair's table: each model's mean per size, the range of the metric that
+    `values` holds (0 to 1 where it holds none or several), the floors' lines."""
+    metrics = (values["metric"].drop_nulls().unique().to_list() if "metric" in values.columns
+               else [])
+    low, high = metric_range(metrics[0]) if len(metrics) == 1 else (0.0, 1.0)
+    means = (table.values.mean(axis=(1, 3)) if table.values.size
+             else np.zeros((2, len(table.sizes))))
+    return Limits(((pair[0], means[0]), (pair[1], means[1])), low, high,
+                  _floor_lines(values, table, pair))
 
 
 def _mean_squares(y: np.ndarray, z: np.ndarray) -> np.ndarray:
@@ -221,15 +291,18 @@ def crossover(values: pl.DataFrame, a: str, b: str) -> Crossover:
     """The crossing of A's and B's curves from `values` (size, repeat, model, query, value: one
     scope and metric; a NaN or inf refused, nulls left out and counted: `measured`)."""
     _check_pair(a, b)
-    diff, sizes, queries, note = _matrix(measured(values, "crossover"), a, b)
+    values = measured(values, "crossover")
+    table = _matrix(values, a, b)
     floor = next((m for m in (b, a) if at_floor(m)), None)
-    return from_table(diff, sizes, floor, note)
+    return from_table(table.values[0] - table.values[1], table.sizes, floor, table.note,
+                      _limits(values, table, (a, b)))
 
 
-def from_table(diff: np.ndarray, sizes: list[int], floor: str | None = None, note: str = ""
-               ) -> Crossover:
+def from_table(diff: np.ndarray, sizes: list[int], floor: str | None = None, note: str = "",
+               limits: Limits | None = None) -> Crossover:
     """`crossover` of a (query x size x repeat) array of A - B at `sizes` (sorted); `floor`:
-    the pair's model at its floor, if any (`at_floor`)."""
+    the pair's model at its floor, if any (`at_floor`); `limits`: what an extrapolated
+    crossing must stay inside (None: the gap alone, every extrapolation given)."""
     queries, _, repeats = diff.shape if diff.ndim == 3 else (0, 0, 0)
     suffix = f" ({note})" if note else ""
     if len(sizes) < 2 or queries == 0 or repeats == 0:
@@ -287,11 +360,15 @@ def from_table(diff: np.ndarray, sizes: list[int], floor: str | None = None, not
     u = np.linspace(centred[0], centred[-1], GRID)
     accepted = _accepted(lines_a, lines_b, u) if enough else np.zeros(GRID, dtype=bool)
     where = _size(crossing, sizes)
-    low = high = None
+    low = high = draws = None
     if lo_gap * hi_gap <= 0:
         outcome, text = "crosses", f"crosses at {where} {UNIT} within the measured range {measured}"
         if enough:
             low, high = _crossing_interval(accepted, u, float(x.mean()))
+            at = log_cross - float(x.mean())
+            ms = (_mean_squares(lines_a, lines_a) + 2 * at * _mean_squares(lines_a, lines_b)
+                  + at**2 * _mean_squares(lines_b, lines_b))
+            draws = draws_for(ms, queries, repeats, slope) if repeats > 1 else None
             if low == 0 and math.isinf(high):
                 text += (f"; where is not determined with {repeats} draw"
                          f"{'s' if repeats != 1 else ''} and {queries} queries: the gap's "
@@ -302,9 +379,13 @@ def from_table(diff: np.ndarray, sizes: list[int], floor: str | None = None, not
         outcome = "beyond" if log_cross > x[-1] else "below"
         trend = _trend(abs(hi_gap) < abs(lo_gap), slope_low, slope_high)
         text = f"no crossing in the measured range {measured}{trend}"
+        stop = _stop(limits, x, log_cross, sizes) if limits is not None else None
         if floor is not None:
             text += (f"; none extrapolated: {floor} is at its floor (chance at every size: "
                      "its line is no trend to meet)")
+            crossing = None
+        elif stop is not None:
+            text += f"; none extrapolated: {stop}, before the lines meet"
             crossing = None
         else:
             place = ("beyond the largest measured pool" if outcome == "beyond"
@@ -316,7 +397,75 @@ def from_table(diff: np.ndarray, sizes: list[int], floor: str | None = None, not
             text += (f"; a crossing in {_interval(lo_in, hi_in, tuple(sizes))} {UNIT} is not "
                      "ruled out")
     return Crossover(*parts, crossing, low, high, outcome,
-                     "; ".join([text, *caveats]) + suffix)
+                     "; ".join([text, *caveats]) + suffix, draws)
+
+
+def _stop(limits: Limits, x: np.ndarray, log_cross: float, sizes: list[int]) -> str | None:
+    """Why no crossing is extrapolated to log size `log_cross`, in words, or None: the first
+    place, going out from the measured end toward it, where a model's line (fitted in log size
+    `x` to its means) leaves the metric's range or falls below a floor's line. A line already
+    outside at the measured end stops it there."""
+    beyond = log_cross > x[-1]
+    edge = float(x[-1] if beyond else x[0])
+    bounds = [(limits.low, 0.0, 1.0, f"below {limits.low:g} (the metric's minimum)")]
+    if math.isfinite(limits.high):
+        bounds.append((limits.high, 0.0, -1.0, f"above {limits.high:g} (the metric's maximum)"))
+    for name, means in limits.floors:
+        slope, level = np.polyfit(x - edge, means, 1)
+        bounds.append((float(level), float(slope), 1.0, f"below the floor ({name})"))
+    found: tuple[float, str] | None = None
+    for model, means in limits.models:
+        slope, level = np.polyfit(x - edge, means, 1)
+        for bound_level, bound_slope, sign, words in bounds:
+            # inside while sign * (line - bound) >= 0; both lines, so it leaves at most once
+            start = sign * (float(level) - bound_level)
+            rate = sign * (float(slope) - bound_slope)
+            end = start + rate * (log_cross - edge)
+            if start < 0:
+                at, said = 0.0, (f"{model}'s line is {words} at the "
+                                 f"{'largest' if beyond else 'smallest'} measured pool "
+                                 f"({format_size(sizes[-1] if beyond else sizes[0])})")
+            elif end < 0:
+                at = -start / rate
+                verb = "rises" if sign < 0 else "falls"
+                with np.errstate(over="ignore"):
+                    place = _size(float(np.exp(edge + at)), sizes)  # inf: far beyond
+                said = f"{model}'s line {verb} {words} at {place} {UNIT}"
+            else:
+                continue
+            if found is None or abs(at) < found[0]:
+                found = (abs(at), said)
+    return None if found is None else found[1]
+
+
+def draws_for(ms: np.ndarray, queries: int, repeats: int, slope: float,
+              factor: float = FACTOR) -> float:
+    """The fewest pool draws (2 or more) at which the crossing's interval would span `factor`
+    in pool size, from the gap's mean squares at the crossing `ms` (MS_Q, MS_R, MS_E, measured
+    with `queries` x `repeats`) and the fitted `slope`: the interval's half-width in log size
+    is the gap's half-width there (the variance section's, `half_widths`) over |slope|, and
+    it must be at most ln(factor) / 2. At R draws the queries' component is the measured one
+    (MS_Q - MS_E, at least 0, grows as R) and MS_R's expectation is unchanged, so the draw part
+    is t(R-1)^2 MS_R / (QR). inf ("not reachable") where the queries' part alone is too wide."""
+    ms_q, ms_r, ms_e = (float(v) for v in ms)
+    target = (math.log(factor) * abs(slope) / 2) ** 2
+
+    def too_wide(draws: int, ms_draw: float = ms_r) -> bool:
+        grown = ms_e + max(ms_q - ms_e, 0.0) * draws / repeats  # the queries' component
+        return float(half_widths(grown, ms_draw, ms_e, queries, draws, LEVEL)[1]) ** 2 > target
+
+    if too_wide(repeats, 0.0):  # the queries' part alone (no draw part at any R)
+        return math.inf
+    high = 2
+    while too_wide(high):
+        if high >= MAX_DRAWS:
+            return math.inf
+        high *= 2
+    low = high // 2  # too wide at low (or low < 2), not at high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if too_wide(mid) else (low, mid)
+    return float(max(high, 2))
 
 
 def _trend(closing: bool, low: float | None, high: float | None) -> str:
@@ -332,7 +481,8 @@ SCHEMA = {"metric": pl.String, "a": pl.String, "b": pl.String, "sizes": pl.List(
           "queries": pl.Int64, "repeats": pl.Int64, "gap_min": pl.Float64,
           "gap_max": pl.Float64, "slope": pl.Float64, "slope_low": pl.Float64,
           "slope_high": pl.Float64, "line": pl.String, "crossing": pl.Float64,
-          "low": pl.Float64, "high": pl.Float64, "outcome": pl.String, "text": pl.String}
+          "low": pl.Float64, "high": pl.Float64, "outcome": pl.String, "text": pl.String,
+          "draws_4x": pl.Float64}
 
 
 def crossovers(results: pl.DataFrame, a: str, b: str, metric: str = "map") -> pl.DataFrame:
@@ -348,8 +498,9 @@ def crossovers(results: pl.DataFrame, a: str, b: str, metric: str = "map") -> pl
     for model in (a, b):
         _check_name("model", model, results)
     keys = [k for k in SPLIT_KEYS if k in results.columns]
-    data = measured(results.filter(pl.col("metric") == metric, pl.col("model").is_in([a, b])),
-                    "crossover")
+    floors = [m for m in results["model"].drop_nulls().unique().to_list() if at_floor(m)]
+    data = measured(results.filter(pl.col("metric") == metric,
+                                   pl.col("model").is_in([a, b, *floors])), "crossover")
     rows = []
     parts = data.partition_by(keys, as_dict=True) if keys else {(): data}
     for key in sorted(parts, key=lambda k: tuple((v is None, "" if v is None else v)
@@ -400,9 +551,17 @@ def no_rows_reason(results: pl.DataFrame, metric: str) -> str:
             "two or more")
 
 
+def draws_text(found: Crossover) -> str:
+    """The draws-for-a-4x-interval cell: the number, "not reachable", or "-" (none: no
+    crossing within the measured sizes, one draw, too few queries)."""
+    if found.draws_4x is None:
+        return "-"
+    return "not reachable" if math.isinf(found.draws_4x) else f"{found.draws_4x:,.0f}"
+
+
 def pair_text(found: Crossover) -> list[str]:
     """A report row's cells after the pair: sizes, fitted gaps x100, crossing, interval,
-    outcome."""
+    draws for a 4x interval, outcome."""
     sizes = ", ".join(map(format_size, found.sizes)) or "-"
     gap = ["-" if g is None else f"{g * 100:+.1f}" for g in (found.gap_min, found.gap_max)]
     if found.low is not None:
@@ -414,12 +573,13 @@ def pair_text(found: Crossover) -> list[str]:
     else:
         interval = "none (extrapolated)"
     return [sizes, *gap, "-" if found.crossing is None else _size(found.crossing, found.sizes),
-            interval, found.text]
+            interval, draws_text(found), found.text]
 
 
 REFERENCE = "bm25"  # the model every other is paired with when the corpus has it (the paper's)
 HEADER = ["pools", "pair (a - b)", "sizes", "gap at smallest", "gap at largest",
-          f"crossing ({UNIT})", f"95% interval ({UNIT})", "outcome"]
+          f"crossing ({UNIT})", f"95% interval ({UNIT})", f"draws for a {FACTOR:g}x interval",
+          "outcome"]
 
 
 def pairs(models: list[str]) -> list[tuple[str, str]]:

@@ -15,10 +15,13 @@ import pipeline
 from pipeline.core.errors import InputError
 from pipeline.evaluation.crossover import (
     HEADER,
+    Crossover,
     at_floor,
     crossover,
     crossover_rows,
     crossovers,
+    draws_for,
+    draws_text,
     from_table,
     no_rows_reason,
     pair_text,
@@ -28,23 +31,26 @@ from pipeline.evaluation.variance import difference_interval
 
 SIZES = (10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000, 2_000_000)
 CROSS = 200_000
+QUERY_SD, TREND_SD, NOISE_SD = 0.1, 0.005, 0.1  # `nested`'s query effects on the gap, noise
 
 
 def planted(seed: int, cross: float = CROSS, slope: float = -0.02, queries: int = 200,
-            repeats: int = 3, draw_sd: float = 0.005, sizes: tuple[int, ...] = SIZES
-            ) -> pl.DataFrame:
+            repeats: int = 3, draw_sd: float = 0.005, sizes: tuple[int, ...] = SIZES,
+            fall: float = 0.01, noise: float = 0.1, spread: float = 0.1) -> pl.DataFrame:
     """size, repeat, model, query, value: A - B = slope * log(s / cross) on average, plus a
     query effect (shared by both models, and one on the gap), a pool draw effect per model,
-    size and repeat (sd `draw_sd`), and per-value noise."""
+    size and repeat (sd `draw_sd`), and per-value noise; B falls by `fall` per unit of log
+    size (from 0.3 less that at size 1); `noise`, `spread`: the sds of the per-value noise and
+    of the query effect on the gap."""
     rng = np.random.default_rng(seed)
     n_cells = len(sizes) * repeats
     base = rng.normal(0.3, 0.1, queries)  # the query's difficulty, both models
-    on_gap = rng.normal(0, 0.1, queries)  # the query's own advantage of A
+    on_gap = rng.normal(0, spread, queries)  # the query's own advantage of A
     size = np.repeat(np.asarray(sizes, dtype=np.int64), repeats)
     log_s = np.log(size.astype(np.float64))[:, None]
     draws = rng.normal(0, draw_sd, (2, n_cells, 1))
-    noise = rng.normal(0, 0.1, (2, n_cells, queries))
-    common = base[None, :] - 0.01 * log_s
+    noise = rng.normal(0, noise, (2, n_cells, queries))
+    common = base[None, :] - fall * log_s
     a = common + slope * (log_s - math.log(cross)) + on_gap[None, :] + draws[0] + noise[0]
     b = common + draws[1] + noise[1]
     ids = [f"q{i:04d}" for i in range(queries)]
@@ -76,12 +82,27 @@ def nested(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = SIZES, que
     c = (np.sqrt(np.minimum.outer(s, s) / np.maximum.outer(s, s)) if corr is None
          else np.where(np.eye(len(s)) > 0, 1.0, corr))
     gap = slope * (x - math.log(CROSS)) + curve * (x - x.mean()) ** 2
-    level = rng.normal(0, 0.1, (n, queries, 1, 1))
-    trend = rng.normal(0, 0.005, (n, queries, 1, 1)) * (x - x.mean())[:, None]
+    level = rng.normal(0, QUERY_SD, (n, queries, 1, 1))
+    trend = rng.normal(0, TREND_SD, (n, queries, 1, 1)) * (x - x.mean())[:, None]
     draws = draw_sd * np.einsum("st,nrt->nsr", np.linalg.cholesky(c),
                                 rng.normal(size=(n, repeats, len(s))))[:, None]
-    noise = rng.normal(0, 0.1, (n, queries, len(s), repeats))
+    noise = rng.normal(0, NOISE_SD, (n, queries, len(s), repeats))
     return gap[:, None] + level + trend + draws + noise
+
+
+def expected_mean_squares(sizes: tuple[int, ...], queries: int, repeats: int,
+                          draw_sd: float) -> np.ndarray:
+    """The expected MS_Q, MS_R, MS_E of `nested`'s gap at the planted crossing (nested
+    correlation): the contrast's weights w over the sizes give its query variance QUERY_SD^2 +
+    TREND_SD^2 u^2, draw variance draw_sd^2 w'Cw, noise NOISE_SD^2 |w|^2."""
+    s = np.asarray(sizes, dtype=np.float64)
+    centred = np.log(s) - np.log(s).mean()
+    u = math.log(CROSS) - np.log(s).mean()
+    w = 1 / len(s) + centred * u / (centred**2).sum()
+    corr = np.sqrt(np.minimum.outer(s, s) / np.maximum.outer(s, s))
+    noise = NOISE_SD**2 * float(w @ w)
+    return np.array([noise + repeats * (QUERY_SD**2 + TREND_SD**2 * u**2),
+                     noise + queries * draw_sd**2 * float(w @ corr @ w), noise])
 
 
 @pytest.mark.parametrize(("draw_sd", "corr"), [(0.01, None), (0.03, 0.8)])
@@ -147,7 +168,7 @@ def test_a_crossing_beyond_the_largest_pool_is_marked_extrapolated_without_inter
     below = crossover(planted(6, cross=2e3, slope=0.02), "a", "b")
     assert below.outcome == "below" and "below the smallest measured pool" in below.text
     assert "gap widening" in below.text and below.low is None
-    far = crossover(planted(6, cross=2e12, slope=-0.005), "a", "b")
+    far = crossover(planted(6, cross=2e12, slope=-0.005, fall=0.0), "a", "b")
     assert "extrapolated: > 1000 x 2M candidates, beyond the largest measured pool" in far.text
 
 
@@ -163,6 +184,168 @@ def test_no_crossing_is_extrapolated_toward_the_random_floor():
     assert pair_text(found)[3:5] == ["-", "-"]
     inside = planted(6).with_columns(model=pl.col("model").replace({"b": "random"}))
     assert crossover(inside, "a", "random").outcome == "crosses"
+
+
+def curves(seed: int, lines: dict[str, tuple[float, float]], sizes: tuple[int, ...],
+           queries: int = 100, repeats: int = 3) -> pl.DataFrame:
+    """size, repeat, model, query, value, metric: each model's mean metric the line level +
+    slope * log(s / smallest size), scaled by a query effect (sd 5%), a pool draw effect per
+    repeat correlated across the nested sizes (sd 1%) and noise (sd 10%): a value near 0 (a
+    model at chance) varies little, as a metric's does."""
+    rng = np.random.default_rng(seed)
+    s = np.asarray(sizes, dtype=np.float64)
+    x = np.log(s / s[0])[None, :, None]
+    nest = np.linalg.cholesky(np.sqrt(np.minimum.outer(s, s) / np.maximum.outer(s, s)))
+    index = pl.DataFrame({"query": [f"q{i:03d}" for i in range(queries)]}).join(
+        pl.DataFrame({"size": list(sizes)}), how="cross").join(
+        pl.DataFrame({"repeat": list(range(repeats))}), how="cross")  # query, size, repeat
+    frames = []
+    for model, (level, slope) in lines.items():
+        line = level + slope * x
+        draws = 0.01 * np.einsum("st,rt->sr", nest, rng.normal(size=(repeats, len(s))))
+        values = line * (1 + rng.normal(0, 0.05, (queries, 1, 1)) + draws[None]
+                         + rng.normal(0, 0.1, (queries, len(s), repeats)))
+        frames.append(index.with_columns(model=pl.lit(model), value=values.ravel(),
+                                         metric=pl.lit("map")))
+    return pl.concat(frames)
+
+
+def fitted(data: pl.DataFrame, model: str) -> tuple[float, float]:
+    """A model's line in log size through its mean per size: (slope, intercept)."""
+    means = data.filter(pl.col("model") == model).group_by("size").agg(
+        pl.col("value").mean()).sort("size")
+    slope, level = np.polyfit(np.log(means["size"].to_numpy()), means["value"].to_numpy(), 1)
+    return float(slope), float(level)
+
+
+def meeting(data: pl.DataFrame, a: str, b: str) -> float:
+    """The log size where two models' fitted lines meet."""
+    (da, ca), (db, cb) = fitted(data, a), fitted(data, b)
+    return (cb - ca) / (da - db)
+
+
+def gap_alone(data: pl.DataFrame, a: str, b: str) -> Crossover:
+    """The crossing from the gap's table alone, as crossover gave it before issue 58 (its
+    arithmetic: no model's line is checked)."""
+    wide = (data.pivot("model", index=["query", "size", "repeat"], values="value")
+            .sort("query", "size", "repeat"))
+    sizes = sorted(data["size"].unique().to_list())
+    diff = (wide[a] - wide[b]).to_numpy().reshape(wide["query"].n_unique(), len(sizes), -1)
+    return from_table(diff, sizes)
+
+
+def test_no_crossing_is_extrapolated_past_the_floor_for_a_fusion_with_random():
+    """Issue 58: bm25 against an RRF fusion with random candidates was "36.1k": the lines meet
+    where the fusion's has fallen below random's. Any model's line (not only kind random)
+    passing the floor, random's line where the results hold it, stops the extrapolation.
+    Before, on these data, crossover (the commit before issue 58's) said "extrapolated: 186k
+    candidates"; the gap's arithmetic alone (`gap_alone`) still does."""
+    sizes = (2_000, 5_000, 10_000)
+    data = curves(58, {"bm25": (0.48, -0.13), "bm25+random": (0.20, -0.07),
+                       "random": (0.007, -0.002)}, sizes)
+    meet = meeting(data, "bm25", "bm25+random")
+    below = meeting(data, "bm25+random", "random")  # where the fusion's line passes random's
+    assert math.log(sizes[-1]) < below < meet
+    old = gap_alone(data, "bm25", "bm25+random")
+    assert old.outcome == "beyond" and old.crossing == pytest.approx(math.exp(meet), rel=1e-6)
+    assert "extrapolated: " in old.text and "beyond the largest measured pool" in old.text
+    found = crossover(data, "bm25", "bm25+random")
+    assert found.outcome == "beyond" and found.crossing is None and found.low is None
+    said = re.search(r"none extrapolated: bm25\+random's line falls below the floor \(random\) "
+                     r"at ([\d.]+)k candidates, before the lines meet", found.text)
+    assert said and float(said.group(1)) * 1e3 == pytest.approx(math.exp(below), rel=5e-3)
+    assert pair_text(found)[3:6] == ["-", "-", "-"]
+    assert pipeline.crossover(data, "bm25", "bm25+random")["text"].to_list() == [found.text]
+    # without random in the results, the floor is the metric's minimum
+    alone = crossover(data.filter(pl.col("model") != "random"), "bm25", "bm25+random")
+    assert alone.crossing is None
+    assert "bm25+random's line falls below 0 (the metric's minimum) at " in alone.text
+
+
+def test_no_crossing_where_two_falling_lines_meet_below_zero():
+    """Issue 58: two falling models whose lines meet at 171k candidates, where both would be
+    below MAP 0. No random in the results: the floor is 0. The first line to leave the range
+    (b's, nearer the measured sizes) is named."""
+    sizes = (10_000, 20_000, 50_000, 100_000)
+    data = curves(59, {"a": (0.30, -0.10), "b": (0.18, -0.07)}, sizes)
+    meet = meeting(data, "a", "b")
+    for model in ("a", "b"):
+        slope, level = fitted(data, model)
+        assert level + slope * meet < 0  # both below 0 where they meet
+    old = gap_alone(data, "a", "b")
+    assert old.outcome == "beyond" and old.crossing == pytest.approx(math.exp(meet), rel=1e-6)
+    found = crossover(data, "a", "b")
+    assert found.outcome == "beyond" and found.crossing is None and found.line == "fits"
+    said = re.search(r"none extrapolated: b's line falls below 0 \(the metric's minimum\) at "
+                     r"([\d.]+)k candidates, before the lines meet", found.text)
+    slope, level = fitted(data, "b")
+    assert said and float(said.group(1)) * 1e3 == pytest.approx(math.exp(-level / slope),
+                                                                 rel=5e-3)
+
+
+def test_no_crossing_below_the_pools_past_the_metric_maximum():
+    """Toward smaller pools the lines rise: a crossing where a line would be above 1 (MAP's
+    maximum) is not given either; a metric without a maximum (hits, a count) is not bounded."""
+    sizes = (10_000, 20_000, 50_000, 100_000)
+    data = curves(60, {"a": (0.85, -0.10), "b": (0.75, -0.15)}, sizes)
+    assert gap_alone(data, "a", "b").outcome == "below"
+    found = crossover(data, "a", "b")
+    assert found.outcome == "below" and found.crossing is None
+    assert re.search(r"none extrapolated: a's line rises above 1 \(the metric's maximum\) at "
+                     r"[\d.]+k candidates, before the lines meet", found.text)
+    hits = crossover(data.with_columns(metric=pl.lit("hits")), "a", "b")
+    assert hits.crossing == pytest.approx(gap_alone(data, "a", "b").crossing)
+    assert "extrapolated: " in hits.text and "none extrapolated" not in hits.text
+
+
+@pytest.mark.parametrize(("slope", "draw_sd"), [(-0.05, 0.05), (-0.03, 0.02)])
+def test_the_draws_for_a_4x_interval_give_one_of_about_4(slope, draw_sd):
+    """Issue 58: the draws the measured components need for a crossing interval spanning a
+    factor of 4, checked under the nested design (100 queries, draws correlated across the
+    sizes 10k-2M): from the expected mean squares of 3 draws, `draws_for` gives R; 200 data
+    sets of R draws then have a median span of 3 to 4.5 (measured: 3.7 and 4.0; it is the
+    smallest R whose expected span is at most 4, and the median of an estimated width is a
+    little below its expectation), and report about R themselves (median within 25%). With 3
+    draws the interval is wider: its median span above 8 (open: infinite). The crossing is
+    within the measured sizes: a floor (random's rows) changes nothing there."""
+    needed = draws_for(expected_mean_squares(SIZES, 100, 3, draw_sd), 100, 3, slope)
+    assert 3 < needed < 30
+    rng = np.random.default_rng(58)
+
+    def spans(repeats: int) -> tuple[list[float], list[Crossover]]:
+        found = [from_table(d, list(SIZES)) for d in nested(rng, 200, repeats=repeats,
+                                                            slope=slope, draw_sd=draw_sd)]
+        return [f.high / f.low if f.low else math.inf for f in found], found
+
+    wide, _ = spans(3)
+    assert np.median(wide) > 8
+    at_needed, found = spans(int(needed))
+    assert 3 <= np.median(at_needed) <= 4.5
+    reported = np.median([f.draws_4x for f in found if f.draws_4x is not None])
+    assert abs(reported - needed) <= 0.25 * needed
+    # the same through crossover's rows, with random's rows beside the pair
+    diff = nested(rng, 1, repeats=3, slope=slope, draw_sd=draw_sd)[0]
+    q, s, r = diff.shape
+    index = pl.DataFrame({"query": [f"q{i:03d}" for i in range(q)]}).join(
+        pl.DataFrame({"size": list(SIZES)}), how="cross").join(
+        pl.DataFrame({"repeat": list(range(r))}), how="cross")
+    rows = pl.concat([index.with_columns(model=pl.lit(m), value=v.ravel(), metric=pl.lit("map"))
+                      for m, v in (("a", 0.5 + diff), ("b", np.full(diff.shape, 0.5)),
+                                   ("random", np.full(diff.shape, 0.01)))])
+    assert crossover(rows, "a", "b").draws_4x == from_table(diff, list(SIZES)).draws_4x
+
+
+def test_more_draws_not_more_sizes_narrow_the_crossing():
+    """The caption's advice: twice the sizes in the same range barely moves the draws needed
+    (the queries' and the draws' parts do not shrink with sizes), and the queries' part alone
+    too wide is "not reachable"."""
+    dense = tuple(int(v) for v in np.geomspace(SIZES[0], SIZES[-1], 2 * len(SIZES)))
+    eight = draws_for(expected_mean_squares(SIZES, 100, 3, 0.03), 100, 3, -0.05)
+    sixteen = draws_for(expected_mean_squares(dense, 100, 3, 0.03), 100, 3, -0.05)
+    assert 4 <= sixteen <= eight and sixteen >= 0.75 * eight
+    assert math.isinf(draws_for(expected_mean_squares(SIZES, 100, 3, 0.03), 100, 3, -0.01))
+    found = crossover(planted(1), "a", "b")
+    assert found.draws_4x is not None and pair_text(found)[5] == draws_text(found)
 
 
 def test_parallel_curves_have_no_trend_word():
@@ -198,11 +381,17 @@ def test_degenerate_cases_are_stated_never_raised():
     assert crossover(tied, "a", "b").text == ("tied at every measured size; 2 sizes: the line "
                                               "in log size cannot be checked")
     assert crossover(data, "a", "nobody").outcome == "degenerate"
-    # a slope of nearly 0: the crossing is e^(3e9), an overflow shown as far beyond, no error
+    # a slope of nearly 0: the crossing is e^(3e9), an overflow shown as far beyond, no error;
+    # the models' own lines leave the metric's range long before (issue 58): no point at all
     nearly = tied.with_columns(value=pl.col("value") - pl.when(pl.col("model") == "b").then(
         0.03 - 1e-11 * pl.col("size").log()).otherwise(0.0))
     far = crossover(nearly, "a", "b")
-    assert far.outcome == "beyond" and "> 1000 x 20k" in far.text and far.crossing == math.inf
+    assert far.outcome == "beyond" and far.crossing is None
+    assert "none extrapolated: " in far.text and "before the lines meet" in far.text
+    gap = np.broadcast_to((0.03 - 1e-11 * np.log([10_000, 20_000]))[None, :, None], (5, 2, 3))
+    alone = from_table(gap, [10_000, 20_000])  # the gap alone: no models' lines to check
+    assert alone.outcome == "beyond" and "> 1000 x 20k" in alone.text
+    assert alone.crossing == math.inf
 
 
 def test_a_repeat_is_one_unit_across_the_sizes():
@@ -263,7 +452,7 @@ def test_the_report_rows_are_the_same_for_rows_in_any_order():
 def test_one_query_gives_a_crossing_without_an_interval():
     """Issue 46: one query (and one draw) gave the interval "[168k, 168k]", a point that looks
     precise. The fit is shown, the interval is n/a, and the outcome says why."""
-    data = planted(5, queries=1, repeats=1)
+    data = planted(5, queries=1, repeats=1, noise=0.01, spread=0.0)
     found = crossover(data, "a", "b")
     assert found.crossing is not None and found.low is None and found.high is None
     assert "no interval from 1 query" in found.text
