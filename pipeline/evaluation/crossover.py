@@ -31,8 +31,10 @@ a percentile bootstrap.
   either model's own line (its mean per size fitted in log size, from the rows the gap is
   fitted on) leaves the metric's range (below 0, above 1: `glossary.metric_range`) or falls
   below the floor before the lines meet (issue 58: two falling lines met at 171k candidates
-  where both were below MAP 0). The floor is the line of a model at its floor measured at the
-  pair's sizes (random's), else the metric's minimum; the outcome says which limit stopped it.
+  where both were below MAP 0), nor further outside the measured sizes than they span (a line
+  fitted over 2k-10k, a factor of 5, is followed down to 400 candidates, not to the demo's
+  71.4). The floor is the line of a model at its floor measured at the pair's sizes (random's),
+  else the metric's minimum; the outcome says which limit stopped it.
 - Draws for a 4x interval (issue 58): with 3 draws the interval is rarely closed (the draw part
   carries t(2) = 4.3), and more sizes do not narrow it. From the gap's mean squares at the
   crossing (MS_Q, MS_R, MS_E): the fewest draws R whose interval would span a factor of FACTOR
@@ -435,6 +437,13 @@ def _stop(limits: Limits, x: np.ndarray, log_cross: float, sizes: list[int]) -> 
                 continue
             if found is None or abs(at) < found[0]:
                 found = (abs(at), said)
+    span = float(x[-1] - x[0])  # how far the measured sizes reach, in log size
+    if abs(log_cross - edge) > span and (found is None or span < found[0]):
+        factor = math.exp(span)
+        with np.errstate(over="ignore"):
+            reach = _size(float(np.exp(edge + span if beyond else edge - span)), sizes)
+        found = (span, f"a line fitted over a factor of {factor:.3g} in pool size is followed no "
+                       f"further than another factor of {factor:.3g} ({reach} {UNIT})")
     return None if found is None else found[1]
 
 

@@ -169,7 +169,24 @@ def test_a_crossing_beyond_the_largest_pool_is_marked_extrapolated_without_inter
     assert below.outcome == "below" and "below the smallest measured pool" in below.text
     assert "gap widening" in below.text and below.low is None
     far = crossover(planted(6, cross=2e12, slope=-0.005, fall=0.0), "a", "b")
-    assert "extrapolated: > 1000 x 2M candidates, beyond the largest measured pool" in far.text
+    assert far.crossing is None  # 2e12 is 1e6 times past 2M; the sizes span a factor of 200
+    assert ("none extrapolated: a line fitted over a factor of 200 in pool size is followed no "
+            "further than another factor of 200 (400M candidates)") in far.text
+    assert gap_alone(planted(6, cross=2e12, slope=-0.005, fall=0.0), "a", "b").crossing > 1e11
+
+
+def test_no_crossing_is_followed_further_than_the_sizes_span():
+    """Issue 58: the demo's pools (2k to 10k, a factor of 5) gave a crossing at 71.4
+    candidates, 28 times below the smallest, where both lines were inside the range and above
+    the floor: a line is followed no further outside the sizes than they span."""
+    sizes = (2_000, 5_000, 10_000)
+    data = curves(60, {"a": (0.50, -0.04), "b": (0.40, -0.06)}, sizes)
+    assert 10 < gap_alone(data, "a", "b").crossing < 400  # the old answer: a point far below
+    found = crossover(data, "a", "b")
+    assert found.outcome == "below" and found.crossing is None
+    assert "followed no further than another factor of 5 (400 candidates)" in found.text
+    near = crossover(curves(60, {"a": (0.50, -0.04), "b": (0.45, -0.09)}, sizes), "a", "b")
+    assert 400 < near.crossing < 2_000 and "extrapolated: " in near.text
 
 
 def test_no_crossing_is_extrapolated_toward_the_random_floor():
