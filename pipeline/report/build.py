@@ -506,15 +506,17 @@ def crossover_section(data: Results) -> Section:
                "sizes is an extrapolation, without interval, and none toward a model at its "
                "floor (random), nor where either model's line leaves the metric's range or "
                "falls below the floor (random's line where measured, else 0) before the lines "
-               "meet (the outcome says which); a trend (gap closing or widening) only where "
+               "meet, nor further outside the measured sizes than they span (the outcome "
+               "says which); a trend (gap closing or widening) only where "
                "the slope's interval excludes 0; draws for a 4x interval: the pool draws the "
                "measured components of the gap at the crossing would need for an interval "
                "spanning a factor of 4 in pool size (the gap's half-width there over |slope| at "
                "most ln 2 in log size, with t(R-1) and the draw part falling as 1/R), not "
-               "reachable where the queries' part alone is wider; with 3 draws the interval "
-               "was closed in 0-0.25% of simulated data sets at the demo's sizes (2k-10k) and "
-               "1-15% at the paper's (200k-2M; 25-57% not determined), a closed one spanning "
-               "a factor of about 16: more draws, not more sizes, narrow it")
+               "reachable where the queries' part alone is wider; with 3 draws, in "
+               "simulations of this design, the interval was closed in at most 0.25% of data "
+               "sets at the demo's sizes (2k-10k) and at most 15% at the paper's (200k-2M, a "
+               "quarter to over half not determined), a closed one spanning a factor of 6 to "
+               "16: more draws, not more sizes, narrow it (docs/evaluation.md)")
     return Section("crossover", (Table("crossover", caption, CROSSOVER_HEADER, rows),))
 
 
