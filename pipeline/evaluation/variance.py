@@ -26,9 +26,13 @@ ignores the draw term.
 
 Queries needed (topic set size, Sakai 2016): the fewest queries n at which a test the report
 runs reaches a power against a difference delta with R draws, from one pair's difference's
-components: the queries-and-draws interval excluding 0 (`interval_power`; None when its draw
-part alone keeps it below the power: not reachable with R draws), or, where no draw variance
-was measured, the paired t over queries (noncentral t, n-1 degrees of freedom).
+components: with R >= 2 draws the queries-and-draws interval excluding 0 (`interval_power`;
+None when its draw part alone keeps it below the power: not reachable with R draws), whatever
+the draw estimate, 0 included (the interval's draw part, t(R-1)^2 MS_R, stays however small
+the estimate); the paired t over queries (noncentral t, n-1 degrees of freedom) only for one
+draw measured with one draw, where no draw variance was measured. Beside it, the n if the draw
+variance is as large as its one-sided `UPPER_LEVEL` upper confidence bound (`draw_upper`, from
+MS_R's chi-square on R-1 degrees of freedom): how much the plan rests on a 2-df estimate.
 
 Values reach every sum sorted by query id, then draw, so the numbers do not depend on the
 rows' order or polars' threads.
@@ -36,6 +40,7 @@ rows' order or polars' threads.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
@@ -56,6 +61,7 @@ MAX_QUERIES = 10_000_000  # topic_set_size's search stops here (None beyond)
 # variance: 0 (values equal up to 1e-16 gave shares of 0.0 and 0.889 from noise). float64
 # sums of values of one size err by about 1e-16 of it, squared about 1e-32: far below.
 NOISE = 1e-12
+UPPER_LEVEL = 0.9  # the one-sided confidence of the draw variance's upper bound (`draw_upper`)
 
 
 @dataclass(frozen=True)
@@ -193,9 +199,10 @@ def difference_interval(a: np.ndarray, b: np.ndarray, level: float = LEVEL) -> I
 
 
 # ---- queries needed: the power of the test the report runs -----------------------------------
-PAIRED_T = "paired t over queries"  # one draw, or no draw variance: the queries' test
+PAIRED_T = "paired t over queries"  # one draw measured and planned: the queries' test
 INTERVAL_TEST = "queries-and-draws interval excludes 0"  # `half_widths`' wider interval
 NODES = (32, 256, 8)  # the power's quadrature nodes over MS_Q, MS_R, MS_E
+UNKNOWN_DRAW = "the draw variance is unknown (measured with one draw)"
 
 
 def power_of(queries: int, delta: float, s2_query: float, s2_draw: float = 0.0,
@@ -213,12 +220,16 @@ def power_of(queries: int, delta: float, s2_query: float, s2_draw: float = 0.0,
     return float(nct.sf(crit, df, ncp) + nct.cdf(-crit, df, ncp))
 
 
+@functools.lru_cache(maxsize=4096)
 def _quantiles(df: float, nodes: int) -> np.ndarray:
     """chi2(df)/df at the midpoints of `nodes` equal-probability bins: a mean square over its
-    expectation, for the midpoint rule in probability."""
+    expectation, for the midpoint rule in probability (read-only: cached, a search asks for
+    the same degrees of freedom again and again)."""
     from scipy.stats import chi2
 
-    return chi2.ppf((np.arange(nodes) + 0.5) / nodes, df) / df
+    found = chi2.ppf((np.arange(nodes) + 0.5) / nodes, df) / df
+    found.flags.writeable = False
+    return found
 
 
 def interval_power(queries: int, delta: float, s2_query: float, s2_draw: float,
@@ -249,6 +260,8 @@ def limit_power(delta: float, s2_draw: float, draws: int, alpha: float = 0.05) -
     delta / sqrt(s2_draw / R))."""
     from scipy.stats import nct, t
 
+    if s2_draw == 0:  # the draw part's MS_R/(QR) vanishes with it: the power reaches 1
+        return 1.0
     df, ncp = draws - 1, abs(delta) / math.sqrt(s2_draw / draws)
     crit = float(t.ppf(1 - alpha / 2, df))
     return float(nct.sf(crit, df, ncp) + nct.cdf(-crit, df, ncp))
@@ -264,33 +277,65 @@ class Needed:
     reason: str | None = None
 
 
-def _smallest(enough: Callable[[int], bool], low: int) -> int | None:
+def _smallest(enough: Callable[[int], bool], low: int, guess: int | None = None
+              ) -> int | None:
     """The smallest n >= max(low, 2) with enough(n) (enough rising with n), None beyond
-    MAX_QUERIES: doubling, then bisection."""
+    MAX_QUERIES: a bracket by halving down from `guess` (where it is enough) or doubling up
+    from it (else; from low without a guess), then bisection. A guess near the answer saves
+    the doublings from 2; a wrong one costs a few steps, never the answer."""
     low = max(low, 2)
-    if enough(low):
-        return low
-    high = low * 2
-    while not enough(high):
-        if high >= MAX_QUERIES:
-            return None
-        low, high = high, min(high * 2, MAX_QUERIES)
+    start = min(max(guess or low, low), MAX_QUERIES)
+    if enough(start):
+        high = start
+        while high > low:  # halve down to a point not enough
+            probe = max(low, high // 2)
+            if not enough(probe):
+                low = probe
+                break
+            high = probe
+        if high == low:
+            return low
+    else:
+        low, high = start, min(start * 2, MAX_QUERIES)
+        while not enough(high):
+            if high >= MAX_QUERIES:
+                return None
+            low, high = high, min(high * 2, MAX_QUERIES)
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (low, mid) if enough(mid) else (mid, high)
     return high
 
 
-def topic_set_size(delta: float, s2_query: float, s2_draw: float = 0.0, s2_resid: float = 0.0,
-                   draws: int = 1, alpha: float = 0.05, power: float = 0.8) -> Needed:
+def draw_upper(ms_draw: np.ndarray | float, ms_resid: np.ndarray | float, queries: int,
+               draws: int, level: float = UPPER_LEVEL) -> np.ndarray:
+    """The one-sided `level` upper confidence bound of s2_draw from a Q x R matrix's mean
+    squares (arrays or floats): (R-1) MS_R / E[MS_R] is chi-square on R-1 degrees of freedom,
+    so E[MS_R] <= (R-1) MS_R / chi2_{1-level}(R-1) at `level`, and s2_draw = (E[MS_R] -
+    MS_E)/Q at most max(that - MS_E, 0) / Q (MS_E, on (Q-1)(R-1) degrees of freedom, taken
+    as known). With 3 draws the bound on E[MS_R] is 9.5 times MS_R (90%): what 2 degrees of
+    freedom cannot rule out, an estimate of 0 included."""
+    from scipy.stats import chi2
+
+    df = draws - 1
+    expected = df * np.asarray(ms_draw, dtype=np.float64) / float(chi2.ppf(1 - level, df))
+    return np.maximum(expected - np.asarray(ms_resid, dtype=np.float64), 0.0) / queries
+
+
+def topic_set_size(delta: float, s2_query: float, s2_draw: float = math.nan,
+                   s2_resid: float = 0.0, draws: int = 1, alpha: float = 0.05,
+                   power: float = 0.8) -> Needed:
     """The fewest queries (>= 2) at which a test of level `alpha` that the report runs reaches
     `power` against a difference `delta`, from a difference's variance components with
-    `draws` draws. No draw variance (s2_draw 0 or unknown, NaN): the paired t over queries
-    (Sakai 2016's topic set size; the draws not separated). Otherwise the queries-and-draws
-    interval (`interval_power`); None when its draw part alone keeps it below `power`
-    (`limit_power`: not reachable with R draws), and with one draw, whose variance no test on
-    one draw can separate."""
-    if not s2_draw > 0:
+    `draws` draws. s2_draw NaN (not measured: one draw): the paired t over queries for one
+    draw (Sakai 2016's topic set size; the draws not separated), None for more (the draw
+    variance unknown). s2_draw measured (0 included: an estimate of 0 from few draws is no
+    proof of none): the queries-and-draws interval (`interval_power`) for 2 or more draws;
+    None when its draw part alone keeps it below `power` (`limit_power`: not reachable with
+    R draws), and for one draw, whose variance no test on one draw can separate."""
+    if math.isnan(s2_draw):
+        if draws > 1:
+            return Needed(None, INTERVAL_TEST, UNKNOWN_DRAW)
         n = _smallest(lambda n: power_of(n, delta, s2_query, 0.0, s2_resid, draws, alpha)
                       >= power, 2)
         return Needed(n, PAIRED_T, None if n else f"more than {MAX_QUERIES:,} queries")
@@ -299,10 +344,12 @@ def topic_set_size(delta: float, s2_query: float, s2_draw: float = 0.0, s2_resid
                                            "test on one draw holds its level")
     if limit_power(delta, s2_draw, draws, alpha) < power:
         return Needed(None, INTERVAL_TEST, f"not reachable with {draws} draws")
+    # the n of a t-test that knew the draw variance (`power_of`) as the search's guess: near,
+    # but no lower bound (no query variance, 10 draws, 3 queries: 0.89 against its 0.78)
     oracle = _smallest(lambda n: power_of(n, delta, s2_query, s2_draw, s2_resid, draws, alpha)
-                       >= power, 2)  # a test that knew the draw variance: a lower bound
+                       >= power, 2)
     n = _smallest(lambda n: interval_power(n, delta, s2_query, s2_draw, s2_resid, draws, alpha)
-                  >= power, oracle or 2)
+                  >= power, 2, oracle)
     return Needed(n, INTERVAL_TEST, None if n else f"more than {MAX_QUERIES:,} queries")
 
 
@@ -319,10 +366,12 @@ DIFFERENCE_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String,
 PAIR_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String,
                "a": pl.String, "b": pl.String, "queries": pl.Int64, "draws": pl.Int64,
                "s2_query": pl.Float64, "s2_draw": pl.Float64, "s2_resid": pl.Float64,
-               "identical": pl.List(pl.String)}
+               "ms_draw": pl.Float64, "identical": pl.List(pl.String)}
 SIZE_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String,
                "a": pl.String, "b": pl.String, "delta": pl.Float64, "draws": pl.Int64,
                "queries": pl.Int64, "test": pl.String, "reason": pl.String,
+               "s2_draw": pl.Float64, "s2_draw_upper": pl.Float64,
+               "queries_upper": pl.Int64, "reason_upper": pl.String,
                "measured_draws": pl.Int64, "draw_df": pl.Int64,
                "identical": pl.List(pl.String)}
 
@@ -435,7 +484,8 @@ def _distinct(pairs: list[tuple[str, str, np.ndarray]]
 
 def pair_components(rows: pl.DataFrame) -> pl.DataFrame:
     """The components of each pair's difference a - b per pool size, scope and metric
-    (PAIR_SCHEMA; draw and interaction null with one draw), the pairs with MIN_QUERIES queries
+    (PAIR_SCHEMA; draw, interaction and the draws' mean square ms_draw, which the truncated
+    s2_draw loses and `draw_upper` needs, null with one draw), the pairs with MIN_QUERIES queries
     or more. Per pair, not pooled over pairs: the pairs' variances differ (a random floor's
     difference with any model is its own), and a pooled mean answers for no pair. A model
     identical to another (`_distinct`: a zero difference everywhere) is left out, named in
@@ -448,30 +498,41 @@ def pair_components(rows: pl.DataFrame) -> pl.DataFrame:
             out.append({"size": size, "scope": scope, "metric": metric, "a": a, "b": b,
                         "queries": c.queries, "draws": c.draws, "s2_query": c.s2_query,
                         "s2_draw": _finite(c.s2_draw), "s2_resid": _finite(c.s2_resid),
-                        "identical": copies})
+                        "ms_draw": _finite(c.ms_draw), "identical": copies})
     return pl.DataFrame(out, schema=PAIR_SCHEMA)
 
 
 def queries_needed(pairs: pl.DataFrame, deltas: tuple[float, ...] = (0.01, 0.02, 0.05),
                    draws: tuple[int, ...] = (1, 3, 5, 10), alpha: float = 0.05,
-                   power: float = 0.8) -> pl.DataFrame:
+                   power: float = 0.8, upper_level: float = UPPER_LEVEL) -> pl.DataFrame:
     """`topic_set_size` for each row of `pair_components` (its variances), delta and number
     of draws (SIZE_SCHEMA: queries null with the `reason`; `test` the test the number is for;
-    `draw_df` the degrees of freedom of the draw estimate it rests on, measured draws - 1).
-    Measured with one draw, the draw component is unknown: only draws = 1 is given (no row
-    for the others), the paired t over queries with the draws not separated."""
+    `draw_df` the degrees of freedom of the draw estimate it rests on, measured draws - 1),
+    and beside it `queries_upper` (null with `reason_upper`): the same with the draw variance
+    at its one-sided `upper_level` upper bound `s2_draw_upper` (`draw_upper`). Measured with
+    one draw, the draw component is unknown: only draws = 1 is given (no row for the others),
+    the paired t over queries with the draws not separated, and no bound."""
     out = []
     for row in pairs.sort("size", "scope", "metric", "a", "b").iter_rows(named=True):
         measured = row["draws"]
-        s2_draw = math.nan if row["s2_draw"] is None else row["s2_draw"]
         s2_resid = 0.0 if row["s2_resid"] is None else row["s2_resid"]
+        if measured < 2:
+            s2_draw = upper = math.nan
+        else:
+            s2_draw = row["s2_draw"]
+            upper = float(draw_upper(row["ms_draw"], s2_resid, row["queries"], measured,
+                                     upper_level))
         for delta in deltas:
             for r in draws:
                 if measured < 2 and r != 1:
                     continue  # the draw component is unknown
                 n = topic_set_size(delta, row["s2_query"], s2_draw, s2_resid, r, alpha, power)
+                bound = (topic_set_size(delta, row["s2_query"], upper, s2_resid, r, alpha, power)
+                         if measured > 1 else Needed(None, PAIRED_T, UNKNOWN_DRAW))
                 out.append({**{k: row[k] for k in ("size", "scope", "metric", "a", "b")},
                             "delta": delta, "draws": r, "queries": n.queries, "test": n.test,
-                            "reason": n.reason, "measured_draws": measured,
+                            "reason": n.reason, "s2_draw": _finite(s2_draw),
+                            "s2_draw_upper": _finite(upper), "queries_upper": bound.queries,
+                            "reason_upper": bound.reason, "measured_draws": measured,
                             "draw_df": measured - 1, "identical": row["identical"]})
     return pl.DataFrame(out, schema=SIZE_SCHEMA)

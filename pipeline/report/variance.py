@@ -9,6 +9,7 @@ import polars as pl
 from pipeline.evaluation.significance import MIN_QUERIES, too_few
 from pipeline.evaluation.variance import (
     PAIRED_T,
+    UPPER_LEVEL,
     components,
     differences,
     pair_components,
@@ -123,10 +124,46 @@ def _identical(pairs: pl.DataFrame) -> str:
             "draw (a zero difference has no variance to plan with)")
 
 
+def _count(queries: int | None, reason: str | None) -> str:
+    """A number of queries, or why there is none (`topic_set_size`'s reason, in words)."""
+    if queries is not None:
+        return str(queries)
+    return NO_TEST if reason.startswith("one draw") else UNREACHABLE
+
+
 def _needed(row: dict) -> str:
-    if row["queries"] is not None:
-        return str(row["queries"])
-    return NO_TEST if row["reason"].startswith("one draw") else UNREACHABLE
+    """A queries-needed cell: the number for the draw estimate and, measured and planned
+    with several draws, in parentheses the number at the draw variance's upper bound."""
+    found = _count(row["queries"], row["reason"])
+    if row["measured_draws"] < 2 or row["draws"] < 2 or row["queries"] is None:
+        return found  # no bound (one draw), or not reachable already at the estimate
+    return f"{found} ({_count(row['queries_upper'], row['reason_upper'])})"
+
+
+def _draw_sd(row: dict) -> str:
+    """The draw component's sd x100 as estimated and its upper bound ("0" where truncated)."""
+    if row["s2_draw"] is None:
+        return MISSING
+    sd, upper = (f"{v ** 0.5 * 100:.2f}" if v > 0 else "0"
+                 for v in (row["s2_draw"], row["s2_draw_upper"]))
+    return f"{sd} ({upper})"
+
+
+def _plan_notes(table: pl.DataFrame) -> str:
+    """The queries-needed caption's notes on what its rows rest on: the paired t where one
+    draw was measured, the estimate 0 where several were, named as such."""
+    notes = ""
+    if (table["measured_draws"] < 2).any():
+        notes += ("; paired t: the paired t-test over queries (Sakai 2016's topic set size), "
+                  "where no draw variance was measured (one draw): the draws not separated")
+    zero = table.filter(pl.col("measured_draws") > 1, pl.col("s2_draw") == 0)
+    if zero.height:
+        dfs = "/".join(map(str, sorted(zero["draw_df"].unique().to_list())))
+        notes += (f"; draw sd 0: the draw variance's estimate is 0 from {dfs} degrees of "
+                  "freedom (the draws' mean square at most the interaction's, truncated), not a "
+                  "measurement of none: the interval's draw part, t(R-1)^2 MS_R, stays, and the "
+                  "number in parentheses says what the draws can still hide")
+    return notes
 
 
 def _csfcube(rows: pl.DataFrame) -> str:
@@ -155,27 +192,34 @@ def queries_needed_table(rows: pl.DataFrame, corpus: str, name: str
         test = ("paired t" if all(r["test"] == PAIRED_T for r in cells.values())
                 else "interval")
         body.append([_pools(size, scope), a, b, f"{delta * 100:g}", test,
-                     str(first["draw_df"]),
+                     str(first["draw_df"]), _draw_sd(first),
                      *[_needed(cells[d]) if d in cells else MISSING for d in DRAWS]])
     floors = sorted(set(FLOORS) & set(rows["model"].unique().to_list()))
+    level = f"{UPPER_LEVEL * 100:g}%"
     caption = (
         f"{corpus}: queries needed to detect a {name} difference of delta x100 (alpha {ALPHA}, "
         f"power {POWER}) with R pool draws, per pair of models, from the variance components "
         "of that pair's difference on each scope's largest pool; test interval: the 95% "
         "queries-and-draws interval of the differences table excludes 0 (each part's own t, "
-        "Q-1 and R-1 degrees of freedom, in quadrature: Banerjee 1960, holds its level), its "
-        "power integrated over the mean squares' chi-squares; paired t: the paired t-test over "
-        "queries (Sakai 2016's topic set size), where no draw variance was measured (one draw, "
-        f"or its estimate 0): the draws not separated; {UNREACHABLE}: the interval's draw part "
-        f"(R-1 degrees of freedom) keeps its power below {POWER} however many queries; "
-        f"{NO_TEST}: one draw cannot separate a measured draw variance; {MISSING}: measured "
-        "with one draw, the draw's variance unknown; draw df: the degrees of freedom of the "
-        "draw estimate every number of the row rests on (2 with 3 draws: its 95% interval "
-        "spans 0.27 to 39.5 times the estimate; 0: none)"
+        "Q-1 and R-1 degrees of freedom, in quadrature: Banerjee's 1960 construction, its "
+        "level simulated), its power integrated over the mean squares' chi-squares, with the "
+        "draw estimate as "
+        f"measured, 0 included; in parentheses: the queries needed if the draw variance is as "
+        f"large as its one-sided {level} upper confidence bound (from the draws' mean square "
+        "on its R-1 degrees of freedom, as measured), how much the number rests on the draw "
+        f"estimate; draw sd: the draw component's standard deviation x100, estimated ({level} "
+        f"upper bound)" + _plan_notes(table)
+        + f"; {UNREACHABLE}: the interval's draw part (R-1 degrees of freedom) keeps its power "
+        f"below {POWER} however many queries; {NO_TEST}: measured with several draws, one "
+        f"draw cannot separate the draw variance (no test on one draw holds its level); "
+        f"{MISSING}: measured with one draw, the draw's variance unknown; draw df: the degrees "
+        "of freedom of the draw estimate every number of the row rests on (2 with 3 draws: "
+        "its 95% interval spans 0.27 to 39.5 times the estimate; 0: none)"
         + (f"; pairs with {', '.join(floors)} left out (a floor)" if floors else "")
         + _identical(pairs))
-    return ("queries-needed", caption,
-            ["pools", "a", "b", "delta", "test", "draw df", *[f"R={d}" for d in DRAWS]], body)
+    header = ["pools", "a", "b", "delta", "test", "draw df", f"draw sd ({level} upper)",
+              *[f"R={d}" for d in DRAWS]]
+    return ("queries-needed", caption, header, body)
 
 
 def variance_tables(results: pl.DataFrame, corpus: str

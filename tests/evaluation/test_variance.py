@@ -13,10 +13,12 @@ from scipy.stats import nct, norm, t, ttest_1samp
 from pipeline.evaluation.variance import (
     INTERVAL_TEST,
     PAIRED_T,
+    UNKNOWN_DRAW,
     components,
     decompose,
     difference_interval,
     differences,
+    draw_upper,
     half_widths,
     interval_power,
     mean_squares,
@@ -118,14 +120,19 @@ def interval_rejections(queries: int, delta: float, s2_query: float, s2_draw: fl
                         seed: int = 0) -> float:
     """The share of `datasets` simulated differences (queries x draws, the draw effect shared
     by every query of the difference, as both models search the same draw) whose report
-    interval (`half_widths`, queries and draws) excludes 0."""
+    interval (`half_widths`, queries and draws) excludes 0; drawn 4,000 data sets at a time
+    (the first 4,000 the same whatever `datasets`)."""
     rng = np.random.default_rng(seed)
-    d = (delta + rng.normal(0, math.sqrt(s2_query), (datasets, queries, 1))
-         + rng.normal(0, math.sqrt(s2_draw), (datasets, 1, draws))
-         + rng.normal(0, math.sqrt(s2_resid), (datasets, queries, draws)))
-    mean, ms_q, ms_r, ms_e = mean_squares(d)
-    _, half = half_widths(ms_q, ms_r, ms_e, queries, draws)
-    return float((np.abs(mean) > half).mean())
+    rejected = 0
+    for start in range(0, datasets, 4000):
+        chunk = min(4000, datasets - start)
+        d = (delta + rng.normal(0, math.sqrt(s2_query), (chunk, queries, 1))
+             + rng.normal(0, math.sqrt(s2_draw), (chunk, 1, draws))
+             + rng.normal(0, math.sqrt(s2_resid), (chunk, queries, draws)))
+        mean, ms_q, ms_r, ms_e = mean_squares(d)
+        _, half = half_widths(ms_q, ms_r, ms_e, queries, draws)
+        rejected += int((np.abs(mean) > half).sum())
+    return rejected / datasets
 
 
 def test_queries_needed_give_the_report_interval_its_power():
@@ -194,7 +201,9 @@ def test_the_issue_example_is_not_reachable_with_three_draws():
     """Issue 47's example (s2_query 0.02, s2_draw 0.0001, s2_resid 0.005, delta 0.02): 1,235
     queries were given for 3 draws; the interval's draw part (2 degrees of freedom) keeps its
     power below 0.47 however many queries. With 5 draws about 1,360 (not 682); with one draw
-    no test separates the draw's variance; with none measured, the paired t is named."""
+    no test separates the draw's variance. Issue 58: a measured draw estimate of 0 keeps the
+    interval (more queries than the paired t's: its draw part t(2)^2 MS_R stays); the paired
+    t only where none was measured (NaN) and one draw is planned."""
     example = (0.02, 0.02, 0.0001, 0.005)
     three = topic_set_size(*example, draws=3)
     assert three.queries is None and three.reason == "not reachable with 3 draws", three
@@ -203,10 +212,93 @@ def test_the_issue_example_is_not_reachable_with_three_draws():
     assert five.test == INTERVAL_TEST and 1300 <= five.queries <= 1420, five
     assert power_of(five.queries, *example, 5) > 0.9  # the known-variance test's power there
     assert topic_set_size(*example, draws=1).queries is None
-    for s2_draw in (0.0, math.nan):
-        alone = topic_set_size(0.02, 0.02, s2_draw, 0.005, 3)
-        assert alone.test == PAIRED_T and alone.queries == topic_set_size(
-            0.02, 0.02 + 0.005 / 3).queries
+    paired = topic_set_size(0.02, 0.02 + 0.005 / 3)
+    assert paired.test == PAIRED_T and paired.queries is not None
+    assert topic_set_size(0.02, 0.02, math.nan, 0.005 / 3) == paired  # one draw: the same
+    zero = topic_set_size(0.02, 0.02, 0.0, 0.005, 3)
+    assert zero.test == INTERVAL_TEST and zero.queries > paired.queries, (zero, paired)
+    assert interval_power(paired.queries, 0.02, 0.02, 0.0, 0.005, 3) < 0.8
+    unknown = topic_set_size(0.02, 0.02, math.nan, 0.005, 3)
+    assert unknown.queries is None and unknown.reason == UNKNOWN_DRAW, unknown
+
+
+@pytest.mark.parametrize("queries", [25, 100])
+@pytest.mark.parametrize("s2_resid", [0.0005, 0.02])
+def test_queries_needed_are_the_reports_test_whatever_the_draw_estimate(queries, s2_resid):
+    """Issue 58: 400 differences of `queries` x 3 draws (s2_query 0.01, a real draw sd of
+    0.3 MAP points, a small or large query x draw interaction): the draw estimate is 0 in
+    30-64% of them, where the paired t's n was given, at which the report's interval has
+    power 0.44-0.79 (integrated). Through the report's frames (delta 0.05), for the first
+    data set with an estimate of 0 and the one with the smallest positive estimate (the
+    other side of the old switch): no paired t for R > 1, no test for R = 1; the n for 3
+    draws the smallest whose integrated power reaches 0.8, and at it 10,000 simulated data
+    sets with the estimated components as the truth give the queries-and-draws interval
+    excluding 0 at least 0.78 of the time (Monte Carlo standard error 0.004: 0.78 is 5 of
+    them below 0.8); with the estimate 0, the number at the draw variance's 90% upper bound
+    is not reachable or at least the estimate's, and the paired t's n falls short."""
+    rng = np.random.default_rng(58)
+    d = (rng.normal(0, 0.1, (400, queries, 1)) + rng.normal(0, 0.003, (400, 1, 3))
+         + rng.normal(0, math.sqrt(s2_resid), (400, queries, 3)))
+    _, _, ms_r, ms_e = mean_squares(d)
+    zero = ms_r <= ms_e  # the draw estimate (MS_R - MS_E)/Q truncated to 0
+    assert 0.2 < zero.mean() < 0.7, zero.mean()
+    smallest = int(np.argmin(np.where(zero, np.inf, ms_r - ms_e)))
+    for i in (int(np.argmax(zero)), smallest):
+        pairs = pair_components(rows({"a": 0.3 + d[i], "b": np.full(d[i].shape, 0.3)}))
+        c = pairs.row(0, named=True)
+        assert (c["s2_draw"] == 0) == bool(zero[i]) and c["draws"] == 3
+        table = queries_needed(pairs, (0.05,), (1, 3, 10))
+        assert PAIRED_T not in table["test"].to_list(), table
+        by = {r["draws"]: r for r in table.iter_rows(named=True)}
+        assert by[1]["queries"] is None and by[1]["reason"].startswith("one draw"), by[1]
+        truth = (c["s2_query"], c["s2_draw"], c["s2_resid"])
+        n = by[3]["queries"]
+        assert interval_power(n - 1, 0.05, *truth, 3) < 0.8 <= interval_power(n, 0.05, *truth, 3)
+        rate = interval_rejections(n, 0.05, *truth, datasets=10_000, seed=i + 1)
+        assert rate >= 0.78, (i, truth, n, rate)
+        if c["s2_draw"] > 0:
+            continue
+        for r in (3, 10):
+            row = by[r]
+            assert (row["queries_upper"] is None
+                    and row["reason_upper"] == f"not reachable with {r} draws"
+                    or row["queries_upper"] >= row["queries"]), row
+        paired = topic_set_size(0.05, c["s2_query"] + c["s2_resid"] / 3).queries  # the old n
+        assert paired < n and interval_power(paired, 0.05, *truth, 3) < 0.8, (paired, n)
+
+
+def test_the_search_finds_the_smallest_n_whatever_the_guess():
+    """`_smallest` (doubling or halving from a guess, then bisection) against counting: the
+    first n at which a rising condition holds, for a guess below, at, above or far above it
+    (the interval's search guesses a known-variance t-test's n, which can be too large), and
+    None beyond MAX_QUERIES."""
+    from pipeline.evaluation.variance import MAX_QUERIES, _smallest
+
+    for answer in (2, 3, 17, 64, 65, 1000):
+        for guess in (None, 2, answer - 1, answer, answer + 1, 10 * answer, MAX_QUERIES * 2):
+            assert _smallest(lambda n, a=answer: n >= a, 2, guess) == answer, (answer, guess)
+    assert _smallest(lambda n: n >= 5, 9, 3) == 9  # never below low
+    assert _smallest(lambda n: False, 2, 100) is None
+
+
+def test_the_draw_upper_bound_holds_its_level():
+    """The 90% upper bound of s2_draw (from MS_R's chi-square, 2 degrees of freedom with 3
+    draws): at or above the true s2_draw in 0.9 of 20,000 simulated data sets, within 3
+    Monte Carlo standard errors (0.002 each), with a negligible and with a real interaction
+    (MS_E subtracted as known: its 58 degrees of freedom make it precise); 9.49 times MS_R
+    on E[MS_R], and 0 where MS_R is 0."""
+    from scipy.stats import chi2
+
+    assert math.isclose(float(draw_upper(1.0, 0.0, 1, 3)), 2 / chi2.ppf(0.1, 2))
+    assert math.isclose(float(draw_upper(1.0, 0.0, 1, 3)), 9.49, abs_tol=0.005)
+    assert float(draw_upper(0.0, 0.01, 30, 3)) == 0.0
+    rng = np.random.default_rng(59)
+    for s2_resid in (1e-6, 0.003):
+        d = (rng.normal(0, 0.1, (20_000, 30, 1)) + rng.normal(0, 0.01, (20_000, 1, 3))
+             + rng.normal(0, math.sqrt(s2_resid), (20_000, 30, 3)))
+        _, _, ms_r, ms_e = mean_squares(d)
+        covered = float((draw_upper(ms_r, ms_e, 30, 3) >= 0.0001).mean())
+        assert abs(covered - 0.9) <= 3 * math.sqrt(0.09 / 20_000), (s2_resid, covered)
 
 
 def rows(values: dict[str, np.ndarray], size: int = 1000) -> pl.DataFrame:
@@ -311,6 +403,7 @@ def test_queries_needed_are_per_pair_and_leave_the_floor_out_of_the_report():
                                             ("minilm", "specter")}
     assert "random left out" in caption and "Banerjee" in caption
     assert header[4:6] == ["test", "draw df"] and {r[5] for r in body} == {"2"}
+    assert {r[4] for r in body} == {"interval"} and "paired t" not in caption
 
 
 def test_a_nan_value_is_refused_everywhere():
@@ -342,6 +435,49 @@ def test_one_draw_says_the_interval_is_the_queries_alone():
     assert body[0][5] == "queries only (1 draw)" and body[0][4].startswith("[")
     needed = tables["queries-needed"][1]
     assert {r[4] for r in needed} == {"paired t"} and {r[5] for r in needed} == {"0"}
+    assert {r[6] for r in needed} == {"-"} and all(r[7].isdigit() for r in needed)
+    assert "where no draw variance was measured (one draw)" in tables["queries-needed"][0]
+    assert "estimate is 0" not in tables["queries-needed"][0]
+
+
+def test_a_draw_estimate_of_0_is_called_that_and_keeps_the_interval():
+    """Issue 58: a pair whose draws' mean square is half the interaction's (estimate 0 from 2
+    degrees of freedom) was planned with the paired t under "no draw variance was measured".
+    The table keeps the interval, gives the estimate as 0 beside its 90% upper bound, each
+    cell's number at that bound in parentheses (not reachable or at least the estimate's),
+    and the caption names the estimate for what it is."""
+    import re
+
+    from pipeline.report.tables import latex_text, markdown_table
+    from pipeline.report.variance import variance_tables
+
+    rng = np.random.default_rng(28)
+    d = crossed(rng, 60, 3, 0.004, 0.0, 0.002)
+    d -= d.mean(axis=0)  # no draw effect at all ...
+    ms_e = decompose(d).ms_resid
+    d += math.sqrt(0.5 * ms_e / 60) * np.array([1.0, -1.0, 0.0]) + 0.02  # ... MS_R = MS_E / 2
+    data = rows({"a": 0.3 + d, "b": np.full(d.shape, 0.3)}).with_columns(scope=pl.lit("all"))
+    pair = pair_components(data).row(0, named=True)
+    assert pair["s2_draw"] == 0 and math.isclose(pair["ms_draw"], ms_e / 2, rel_tol=1e-6)
+    tables = {name: (caption, header, body) for name, caption, header, body in
+              variance_tables(data, "demo")}
+    caption, header, body = tables["queries-needed"]
+    assert header[4:7] == ["test", "draw df", "draw sd (90% upper)"], header
+    assert {r[4] for r in body} == {"interval"} and {r[5] for r in body} == {"2"}
+    sd, bound = re.fullmatch(r"(\S+) \((\S+)\)", body[0][6]).groups()
+    assert sd == "0" and float(bound) > 0, body[0][6]
+    for row in body:
+        assert row[7] == "no test (1 draw)", row
+        for cell in row[8:]:
+            n, upper = re.fullmatch(r"(\d+) \((\d+|not reachable)\)", cell).groups()
+            assert upper == "not reachable" or int(upper) >= int(n), cell
+    assert any("(not reachable)" in c for r in body for c in r[8:])  # the bound matters here
+    assert ("the draw variance's estimate is 0 from 2 degrees of freedom" in caption
+            and "90% upper confidence bound" in caption), caption
+    assert "no draw variance was measured" not in caption and "paired t:" not in caption
+    rendered = markdown_table(header, body)
+    assert body[0][8] in rendered and "draw sd (90% upper)" in rendered
+    assert latex_text(body[0][8]) == body[0][8]  # nothing LaTeX reads as markup
 
 
 def test_one_query_gives_a_mean_without_a_variance():
