@@ -410,6 +410,29 @@ def run_files(runs_root: Path, suffix: str) -> list[Path]:
                   if run_file_parts(p)[3] == suffix)
 
 
+# ---- judgments (pipeline/judging): (query paper, candidate) pairs graded 0-3 by an assessor,
+# an artifact of their own, never merged into a pool's citation qrels. An assessor's log (its
+# cache: one line per pair asked, fsync'd) is its corpus's, so nested pools ask a pair once:
+# runs/<corpus>/judgments/<assessor>.jsonl; a pool's judgments, the pairs its sample holds:
+# runs/<corpus>/<pool>/judgments/<assessor>.parquet and its manifest beside it
+JUDGMENTS = "judgments"
+
+
+def judging_log_path(runs_root: Path, corpus: str, assessor: str) -> Path:
+    """An assessor's log of the pairs it was asked (`assessor`: its file name)."""
+    return runs_root / corpus / JUDGMENTS / lines_file(assessor)
+
+
+def judgments_path(runs_root: Path, corpus: str, pool: str, assessor: str) -> Path:
+    """A pool's judgments by one assessor: `<pool>/judgments/<assessor>.parquet`."""
+    return runs_dir(runs_root, corpus, pool) / JUDGMENTS / table_file(assessor)
+
+
+def judgments_manifest(judgments: Path) -> Path:
+    """What vouches for a judgments file: `<assessor>.manifest.json` beside it, written last."""
+    return judgments.with_name(f"{judgments.name.removesuffix(TABLE_SUFFIX)}.{MANIFEST}")
+
+
 REPORTS = "reports"  # runs/reports/: every corpus's report
 DEMO_CORPUS = "demo"  # the corpus make demo makes (synthetic) and make clean-demo removes
 
@@ -419,7 +442,7 @@ DEMO_CORPUS = "demo"  # the corpus make demo makes (synthetic) and make clean-de
 # runs/<corpus>/<pool>/ beside its corpus's stores, tuning records, stage times and retired/.
 RESERVED_NAMES = {
     "corpus": frozenset({RESULTS_FILE, RESULTS_MANIFEST, REPORTS, SLURM}),
-    "pool": frozenset({EMBEDDINGS, ANALYSED, TUNING, TIMES_FILE, RETIRED, POOLS}),
+    "pool": frozenset({EMBEDDINGS, ANALYSED, TUNING, TIMES_FILE, RETIRED, POOLS, JUDGMENTS}),
 }
 
 

@@ -215,10 +215,12 @@ class ServedModel(ModelEntry):
         return entry
 
 
-def endpoint_url(url: str) -> str:
+def endpoint_url(url: str, variable: str = API_URL,
+                 example: str = "http://127.0.0.1:8000/v1/embeddings") -> str:
     """`url` if it is an http(s) URL with a host and no user, password, query or fragment
-    (the store records it: a secret in it would be written there). A refusal shows the URL
-    with those parts replaced (core/secrets.shown_url): never the secret."""
+    (the store records it: a secret in it would be written there). A refusal names
+    `variable` (EMBEDDINGS_URL; JUDGE_URL for the judging assessor, with its `example`) and
+    shows the URL with those parts replaced (core/secrets.shown_url): never the secret."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (raises on a bad port)
@@ -232,9 +234,8 @@ def endpoint_url(url: str) -> str:
         why = "is not an http(s) URL with a host"
     else:
         return url
-    raise InputError(f"{API_URL}={shown_url(url)!r} {why}: give the endpoint's URL alone, e.g. "
-                     f"http://127.0.0.1:8000/v1/embeddings (a key goes in {API_KEY}, in the "
-                     "environment)")
+    raise InputError(f"{variable}={shown_url(url)!r} {why}: give the endpoint's URL alone, "
+                     f"e.g. {example} (a key goes in {API_KEY}, in the environment)")
 
 
 def api_key(environ: Mapping[str, str] | None = None) -> str | None:

@@ -1,0 +1,739 @@
+"""Judging (query paper, candidate paper) pairs 0-3 beyond the citations: the assessors and the
+judgments artifact (docs/judging.md).
+
+An assessor is named by JUDGE and found in ASSESSORS (name -> class):
+- `api:<model>`: a language model behind an OpenAI-compatible chat endpoint (JUDGE_URL, the
+  key in OPENAI_API_KEY: judging/chat.py), asked PROMPT (UMBRELA's structure, for papers) at
+  temperature 0. A reply that is not a grade (parse_grade) is counted and the pair asked again,
+  MAX_ASKS times at most, never guessed: a pair without a grade after them stays ungraded.
+- `file:<labels.tsv>`: a person's labels, as the judging page writes them (LABELS_HEADER).
+- `standin:<seed>`: a deterministic stand-in for the demo and the tests (a word-overlap rule
+  and a hash of the pair), labelled as a stand-in wherever it is recorded.
+
+An api assessor's every answer is appended to its log (layout.judging_log_path: one JSON line
+per pair, written whole and fsync'd before the next is asked), so a run killed even with -9
+and run again asks only the pairs its log lacks; a last line cut short by the kill is dropped
+and its pair asked again. The log is the assessor's record: its first line describes the
+assessor (model, endpoint, temperature, the prompt's text and sha256), each pair's line holds
+every reply raw. A pool's judgments (layout.judgments_path) are graded qrels of their own,
+written atomically with a manifest, never merged into the citation qrels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from io import BytesIO
+from pathlib import Path
+from typing import Any, ClassVar
+
+import polars as pl
+
+from pipeline.core.atomic import atomic_path, disk_errors
+from pipeline.core.checksums import fingerprint, outputs_intact
+from pipeline.core.errors import InputError
+from pipeline.core.files import read_json, write_json
+from pipeline.core.locks import file_lock
+from pipeline.core.logs import Progress
+from pipeline.core.manifests import manifest
+from pipeline.core.secrets import shown_url
+from pipeline.judging.chat import JUDGE_URL, ChatClient, chat_url
+from pipeline.layout import (
+    PREFILTERED,
+    judging_log_path,
+    judgments_manifest,
+    judgments_path,
+)
+from pipeline.models import api_key
+
+log = logging.getLogger(__name__)
+
+JUDGE = "JUDGE"  # the variable naming the assessor
+GRADES = (0, 1, 2, 3)
+
+# ---- the prompt: UMBRELA's (Upadhyay et al. 2024, the `umbrela` package's
+# qrel_fewshot_bing.txt, after Thomas et al. 2024) structure, in words for papers: the grades
+# defined, the assessor's role, the pair, the steps, a JSON dictionary of scores. Its digest is
+# the sha256 of PROMPT (SYSTEM, a blank line, TEMPLATE with its {placeholders}), UTF-8.
+SYSTEM = "You are an expert researcher who judges how relevant one scientific paper is to another."
+TEMPLATE = """\
+Given a query paper and a candidate paper, you must provide a score on an integer scale of 0 to 3 with the following meanings:
+0 = the candidate paper has nothing to do with the research of the query paper,
+1 = the candidate paper is on a related subject, but the authors of the query paper would neither cite it nor need to read it,
+2 = the authors of the query paper would find the candidate paper useful to read and might cite it, though it is not central to their work,
+3 = the candidate paper is central to the work of the query paper: its authors would cite it for the problem, method, data or findings their work builds on or compares with.
+
+Assume that you are one of the authors of the query paper, choosing what to read and what to cite while writing it. If you would cite the candidate paper as central to your work, mark it 3. If you would read it for your work and might cite it, mark it 2. If it shares a subject with your paper but you would not read it for this work, mark it 1. Otherwise, mark it 0.
+
+Query paper:
+Title: {query_title}
+Abstract: {query_abstract}
+
+Candidate paper:
+Title: {candidate_title}
+Abstract: {candidate_abstract}
+
+Split this problem into steps:
+Consider the research question and the contribution of the query paper.
+Measure how closely the subject of the candidate paper matches that question (M).
+Measure how much the work of the query paper would use from the candidate paper: its problem, method, data or findings (U).
+Consider the aspects above and the relative importance of each, and decide on a final score (O). Final score must be an integer value only.
+Produce a JSON dictionary of scores without providing any reasoning."""  # noqa: E501
+PROMPT = f"{SYSTEM}\n\n{TEMPLATE}"
+PROMPT_DIGEST = hashlib.sha256(PROMPT.encode()).hexdigest()
+MISSING_TEXT = "(none)"  # in place of a title or abstract the corpus lacks
+TEMPERATURE = 0.0
+MAX_TOKENS = 100  # a reply's tokens (UMBRELA's: a dictionary of three scores takes about 20)
+MAX_ASKS = 3  # requests per pair whose replies are not a grade, at most
+
+_OBJECT = re.compile(r"\{[^{}]*\}")
+_FENCE = re.compile(r"^```[A-Za-z]*\s*|\s*```$")
+
+
+def prompt_messages(pair: Pair) -> list[dict[str, str]]:
+    """The chat messages that ask for `pair`'s grade: SYSTEM, then TEMPLATE filled in."""
+    user = TEMPLATE.format(query_title=pair.query_title or MISSING_TEXT,
+                           query_abstract=pair.query_abstract or MISSING_TEXT,
+                           candidate_title=pair.doc_title or MISSING_TEXT,
+                           candidate_abstract=pair.doc_abstract or MISSING_TEXT)
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def parse_grade(reply: str) -> int | None:
+    """The grade a reply gives, or None: a reply that is one digit 0-3, or that holds JSON
+    dictionaries (a ``` fence allowed) whose final score "O" (any case) is one integer 0-3.
+    No grade is guessed: no "O", two different ones, 4, 2.5, "2" or true are no grade."""
+    text = _FENCE.sub("", reply.strip())
+    if text in {str(grade) for grade in GRADES}:
+        return int(text)
+    finals = []
+    for match in _OBJECT.finditer(text):
+        try:
+            scores = json.loads(match.group())
+        except ValueError:
+            continue
+        if isinstance(scores, dict):
+            finals += [value for key, value in scores.items() if key.strip().lower() == "o"]
+    if finals and all(type(value) is int and value == finals[0] for value in finals):
+        return finals[0] if finals[0] in GRADES else None
+    return None
+
+
+def now() -> str:
+    """The time a judgment is recorded, UTC, to the second (ISO 8601)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A (query paper, candidate paper) pair to judge: ids as text (the log's keys), texts."""
+
+    query: str
+    doc: str
+    query_title: str | None
+    query_abstract: str | None
+    doc_title: str | None
+    doc_abstract: str | None
+
+
+# ---- the assessors --------------------------------------------------------------------------
+class Assessor(ABC):
+    """What judges pairs: `judge(pair)` is its record of the pair (grade 0-3 or None, the
+    replies, the requests, the replies that were no grade, the time, who judged), or None when
+    it has no judgment of the pair (a labels file without it)."""
+
+    kind: ClassVar[str]
+    cached: ClassVar[bool] = False  # whether its answers are appended to its log (api)
+    stand_in: ClassVar[bool] = False
+    prompt_digest: ClassVar[str | None] = None  # the prompt's sha256, for an assessor asked one
+
+    @classmethod
+    @abstractmethod
+    def from_value(cls, value: str, environ: Mapping[str, str]) -> Assessor:
+        """The assessor JUDGE=<kind>:<value> names, checked (one line when it cannot be)."""
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """How the judgments name it (their `assessor` column, unless the record says)."""
+
+    @property
+    @abstractmethod
+    def file_name(self) -> str:
+        """The stem of its log's and judgments' file names (layout)."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """What made its judgments, as the log's first line and the manifest record it."""
+
+    def identity(self) -> dict[str, Any]:
+        """What must be the same for a log's judgments to be this assessor's."""
+        return self.describe()
+
+    @abstractmethod
+    def judge(self, pair: Pair) -> dict[str, Any] | None:
+        """Its record of `pair`, or None (no judgment of it)."""
+
+
+def _safe(text: str) -> str:
+    """`text` as part of a file name (layout's model names: letters, digits, . _ -)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text.replace("/", "--")).strip("-") or "x"
+
+
+def _short_digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:8]
+
+
+class ApiAssessor(Assessor):
+    """A language model behind an OpenAI-compatible chat endpoint: JUDGE=api:<model>,
+    JUDGE_URL=<url>, the key in OPENAI_API_KEY."""
+
+    kind = "api"
+    cached = True
+    prompt_digest = PROMPT_DIGEST
+
+    def __init__(self, model: str, url: str, key: str | None) -> None:
+        self.model, self.url = model, chat_url(url)
+        self.client = ChatClient(self.url, model, key)
+
+    @classmethod
+    def from_value(cls, value: str, environ: Mapping[str, str]) -> ApiAssessor:
+        if not value or len(value) > 200 or any(c.isspace() for c in value):
+            raise InputError(f"{JUDGE}=api:{value!r}: give the model's name as the endpoint "
+                             "serves it, without spaces (JUDGE=api:<model>)")
+        url = environ.get(JUDGE_URL, "")
+        if not url:
+            raise InputError(f"{JUDGE}=api:{value} needs {JUDGE_URL}, the chat endpoint's "
+                             "address (e.g. http://127.0.0.1:8000)")
+        return cls(value, url, api_key(environ))
+
+    @property
+    def name(self) -> str:
+        return f"api:{self.model}"
+
+    @property
+    def file_name(self) -> str:
+        return f"api--{_safe(self.model)}-{_short_digest(self.identity())}"
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "model": self.model, "endpoint": shown_url(self.url),
+                "temperature": TEMPERATURE, "max_tokens": MAX_TOKENS, "max_asks": MAX_ASKS,
+                "prompt": PROMPT, "prompt_digest": PROMPT_DIGEST, "stand_in": False}
+
+    def identity(self) -> dict[str, Any]:
+        described = self.describe()
+        del described["endpoint"]  # the same model served elsewhere judges alike
+        return described
+
+    def judge(self, pair: Pair) -> dict[str, Any]:
+        """Asks until a reply is a grade, MAX_ASKS times at most; every reply kept."""
+        replies: list[str] = []
+        grade = None
+        messages = prompt_messages(pair)
+        while grade is None and len(replies) < MAX_ASKS:
+            replies.append(self.client.complete(messages, TEMPERATURE, MAX_TOKENS))
+            grade = parse_grade(replies[-1])
+            if grade is None:
+                log.warning(f"[judge] {self.name}: the reply for query {pair.query}, candidate "
+                            f"{pair.doc} is no grade ({replies[-1][:60]!r}); "
+                            + ("asked again" if len(replies) < MAX_ASKS else
+                               f"left ungraded after {MAX_ASKS} replies"))
+        return {"grade": grade, "replies": replies, "asked": len(replies),
+                "not_grades": len(replies) - (grade is not None), "time": now(),
+                "assessor": self.name}
+
+
+LABELS_HEADER = ("query_id", "docid", "grade", "assessor", "time")  # the judging page's TSV
+
+
+class FileAssessor(Assessor):
+    """A person's labels: JUDGE=file:<labels.tsv>, the judging page's file (LABELS_HEADER, tab
+    separated, one header line); a pair labelled twice takes its later line (a relabel)."""
+
+    kind = "file"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.labels, self.sha256 = read_labels(path)
+
+    @classmethod
+    def from_value(cls, value: str, environ: Mapping[str, str]) -> FileAssessor:
+        if not value:
+            raise InputError(f"{JUDGE}=file: give the labels file the judging page wrote "
+                             "(JUDGE=file:<labels.tsv>)")
+        return cls(Path(value))
+
+    @property
+    def name(self) -> str:
+        return f"file:{self.path.name}"
+
+    @property
+    def file_name(self) -> str:
+        return f"file--{_safe(self.path.stem)}"
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "labels": self.path.name, "sha256": self.sha256,
+                "count": len(self.labels), "stand_in": False}
+
+    def judge(self, pair: Pair) -> dict[str, Any] | None:
+        label = self.labels.get((pair.query, pair.doc))
+        if label is None:
+            return None
+        grade, person, when = label
+        return {"grade": grade, "replies": [], "asked": 0, "not_grades": 0, "time": when,
+                "assessor": person}
+
+
+def read_labels(path: Path) -> tuple[dict[tuple[str, str], tuple[int, str, str]], str]:
+    """A labels file's (query_id, docid) -> (grade, assessor, time), and its sha256; a line
+    that is not a label is one line naming the file, the line and the fix."""
+    fix = ("write labels as the judging page does: a header line "
+           f"{chr(9).join(LABELS_HEADER)!r}, then query_id<TAB>docid<TAB>grade 0-3<TAB>"
+           "assessor<TAB>time per line")
+    try:
+        data = path.read_bytes()
+        text = data.decode()
+    except FileNotFoundError:
+        raise InputError(f"{JUDGE}=file:{path}: no such file: give the labels file the "
+                         "judging page wrote") from None
+    except IsADirectoryError:
+        raise InputError(f"{JUDGE}=file:{path} is a folder: give the labels file") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{JUDGE}=file:{path} is not UTF-8 text: {fix}") from None
+    lines = text.splitlines()
+    if not lines or tuple(lines[0].split("\t")) != LABELS_HEADER:
+        raise InputError(f"{JUDGE}=file:{path}: its first line is not the header: {fix}")
+    labels: dict[tuple[str, str], tuple[int, str, str]] = {}
+    for number, line in enumerate(lines[1:], 2):
+        if not line.strip():
+            continue
+        cells = line.split("\t")
+        if len(cells) != len(LABELS_HEADER):
+            why = f"has {len(cells)} fields, not {len(LABELS_HEADER)}"
+        elif not all(cell.strip() for cell in cells):
+            why = "has an empty field"
+        elif cells[2].strip() not in {str(grade) for grade in GRADES}:
+            why = f"grades {cells[2].strip()[:20]!r}, not 0, 1, 2 or 3"
+        else:
+            query, doc, grade, person, when = (cell.strip() for cell in cells)
+            labels[query, doc] = (int(grade), person, when)
+            continue
+        raise InputError(f"{JUDGE}=file:{path}: line {number} {why}: {fix}")
+    return labels, hashlib.sha256(data).hexdigest()
+
+
+# The stand-in's rule: the Jaccard overlap of the pair's words (4 letters or more, title and
+# abstract) graded by STANDIN_CUTS (below the first: 0, below the second: 1, ...), then moved
+# one grade up or down for STANDIN_NOISE of the pairs, chosen by a hash of (seed, query,
+# candidate). The cuts are set for the synthetic corpus, whose papers share many template
+# words (Jaccard median 0.167 over random pairs, 0.186 over cited ones, on a synthetic corpus
+# of 171 papers), so that its pairs take every grade; real abstracts share far fewer words,
+# and most of their pairs fall under the first cut
+STANDIN_CUTS = (0.12, 0.17, 0.23)
+STANDIN_NOISE = 0.1
+STANDIN_NOTE = ("a deterministic stand-in for the demo and the tests, not a judgment of "
+                "relevance: word overlap of title and abstract, and a hash of the pair")
+_WORD = re.compile(r"[a-z]{4,}")
+
+
+class StandinAssessor(Assessor):
+    """The deterministic stand-in: JUDGE=standin:<seed> (STANDIN_NOTE)."""
+
+    kind = "standin"
+    stand_in = True
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    @classmethod
+    def from_value(cls, value: str, environ: Mapping[str, str]) -> StandinAssessor:
+        if not value.isdigit() or len(value) > 18:
+            raise InputError(f"{JUDGE}=standin:{value!r}: give the stand-in's seed, a whole "
+                             "number (JUDGE=standin:0)")
+        return cls(int(value))
+
+    @property
+    def name(self) -> str:
+        return f"standin:{self.seed}"
+
+    @property
+    def file_name(self) -> str:
+        return f"standin-{self.seed}"
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "seed": self.seed, "cuts": list(STANDIN_CUTS),
+                "noise": STANDIN_NOISE, "stand_in": True, "note": STANDIN_NOTE}
+
+    def grade(self, pair: Pair) -> int:
+        """The stand-in's grade of `pair`: a function of its ids, texts and the seed."""
+        words = [set(_WORD.findall(f"{title or ''} {abstract or ''}".lower()))
+                 for title, abstract in ((pair.query_title, pair.query_abstract),
+                                         (pair.doc_title, pair.doc_abstract))]
+        union = len(words[0] | words[1])
+        overlap = len(words[0] & words[1]) / union if union else 0.0
+        grade = sum(overlap >= cut for cut in STANDIN_CUTS)
+        digest = hashlib.sha256(f"{self.seed}\t{pair.query}\t{pair.doc}".encode()).digest()
+        if int.from_bytes(digest[:8], "big") / 2 ** 64 < STANDIN_NOISE:
+            grade = min(3, max(0, grade + (1 if digest[8] & 1 else -1)))
+        return grade
+
+    def judge(self, pair: Pair) -> dict[str, Any]:
+        return {"grade": self.grade(pair), "replies": [], "asked": 0, "not_grades": 0,
+                "time": None, "assessor": self.name}
+
+
+ASSESSORS: dict[str, type[Assessor]] = {
+    cls.kind: cls for cls in (ApiAssessor, FileAssessor, StandinAssessor)}
+
+
+def assessor(spec: str, environ: Mapping[str, str] | None = None) -> Assessor:
+    """The assessor JUDGE=`spec` names (ASSESSORS), its settings from `environ` (default the
+    process's): JUDGE_URL and OPENAI_API_KEY for an api assessor."""
+    environ = os.environ if environ is None else environ
+    kind, colon, value = spec.partition(":")
+    if not colon or kind not in ASSESSORS:
+        raise InputError(f"{JUDGE}={spec!r}: give api:<model> (with {JUDGE_URL}), "
+                         "file:<labels.tsv> (the judging page's labels) or standin:<seed> "
+                         "(a deterministic stand-in)")
+    return ASSESSORS[kind].from_value(value, environ)
+
+
+# ---- the log: an assessor's answers, one JSON line per pair, appended and fsync'd -----------
+LOG_VERSION = 1
+
+
+class JudgingLog:
+    """An assessor's log at `path`, opened: `recorded` holds its pairs' records by (query,
+    doc); `append(record)` adds one durably. Its first line describes the assessor; a log of
+    another assessor is refused, a last line cut short (a kill while writing) dropped."""
+
+    def __init__(self, path: Path, assessor: Assessor) -> None:
+        self.path, self.lock = path, threading.Lock()
+        self.recorded: dict[tuple[str, str], dict[str, Any]] = {}
+        with disk_errors(path.parent):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fresh = not path.exists()
+            self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+            if fresh:
+                _sync_folder(path.parent)
+            data = os.pread(self.fd, os.fstat(self.fd).st_size, 0)
+            whole = data[:data.rfind(b"\n") + 1]
+            if len(whole) < len(data):
+                log.warning(f"[judge] {path}: its last line was cut short (a run stopped while "
+                            "writing it); that pair is asked again")
+                os.ftruncate(self.fd, len(whole))
+                os.fsync(self.fd)
+        lines = whole.decode(errors="replace").splitlines()
+        if not lines:
+            self._write({"judging_log": LOG_VERSION, "assessor": assessor.describe()})
+            return
+        self._check_head(lines[0], assessor)
+        for number, line in enumerate(lines[1:], 2):
+            record = _record(line)
+            if record is None:
+                raise InputError(f"{path}: line {number} is not a judgment (the file was "
+                                 "changed or damaged): move it away and judge again (its "
+                                 "pairs are asked again)")
+            self.recorded[record["query"], record["doc"]] = record
+
+    def _check_head(self, line: str, assessor: Assessor) -> None:
+        try:
+            head = json.loads(line)
+            made = head["assessor"]
+            ok = head.get("judging_log") == LOG_VERSION and isinstance(made, dict)
+        except (ValueError, KeyError, TypeError):
+            ok, made = False, None
+        if not ok:
+            raise InputError(f"{self.path}: its first line does not describe an assessor (the "
+                             "file is not a judging log, or was damaged): move it away and "
+                             "judge again")
+        wanted = assessor.identity()
+        differs = sorted(k for k in {*wanted, *made} if k != "endpoint"
+                         and made.get(k) != wanted.get(k))
+        if differs:
+            raise InputError(f"{self.path}: written by another assessor (its {', '.join(differs)} "
+                             "differ): move it away, or judge with the assessor that wrote it")
+        if made.get("endpoint") != assessor.describe().get("endpoint"):
+            log.warning(f"[judge] {self.path}: its pairs were judged at {made.get('endpoint')}, "
+                        f"the rest are asked at {assessor.describe().get('endpoint')}")
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Adds `record`, whole and on disk (fsync'd) before this returns."""
+        with self.lock:
+            self._write(record)
+            self.recorded[record["query"], record["doc"]] = record
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        data = (json.dumps(obj, ensure_ascii=False, sort_keys=True) + "\n").encode()
+        with disk_errors(self.path.parent):
+            written = 0
+            while written < len(data):
+                written += os.write(self.fd, data[written:])
+            os.fsync(self.fd)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _sync_folder(folder: Path) -> None:
+    """The folder's entry of a new file on disk (a kill -9 or a crash keeps the file)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _record(line: str) -> dict[str, Any] | None:
+    """A log line's record, or None when it is not one."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not (isinstance(record, dict) and isinstance(record.get("query"), str)
+            and isinstance(record.get("doc"), str)
+            and (record.get("grade") is None or record.get("grade") in GRADES)
+            and isinstance(record.get("replies"), list)):
+        return None
+    return record
+
+
+# ---- judging a sample's pairs -----------------------------------------------------------------
+@dataclass
+class Judged:
+    """What judging pairs gave: `frame` (JUDGMENT_SCHEMA, the graded pairs, sorted); this
+    run's pairs asked, pairs the log already held and replies that were no grade; the pairs
+    asked and left without a grade, the pairs the assessor has no judgment of, and the replies
+    that were no grade among all the pairs' answers."""
+
+    frame: pl.DataFrame
+    asked: int = 0
+    recorded: int = 0
+    not_grades: int = 0
+    ungraded: list[tuple[str, str]] = field(default_factory=list)
+    unjudged: int = 0
+    not_grades_all: int = 0
+
+    def counts(self) -> dict[str, Any]:
+        """The counts the manifest records: the same for the same answers, however many runs
+        asked them."""
+        grades = self.frame["grade"].value_counts().sort("grade")
+        return {"graded": self.frame.height, "ungraded": len(self.ungraded),
+                "unjudged": self.unjudged,
+                "grades": {str(g): n for g, n in grades.iter_rows()},
+                "not_grades": self.not_grades_all}
+
+
+PAIR_TEXTS = ("query_title", "query_abstract", "doc_title", "doc_abstract")
+
+
+def with_texts(pairs: pl.DataFrame, papers: pl.DataFrame) -> pl.DataFrame:
+    """`pairs` (query, doc) with both papers' titles and abstracts from `papers` (corpusid,
+    title, abstract); a pair whose paper `papers` lacks is one line."""
+    texts = papers.select("corpusid", "title", "abstract")
+    out = pairs.select("query", "doc").unique().sort("query", "doc")
+    for side in ("query", "doc"):
+        out = out.join(texts.rename({"corpusid": side, "title": f"{side}_title",
+                                     "abstract": f"{side}_abstract"}),
+                       on=side, how="left", coalesce=True)
+        lacking = out.filter(pl.col(f"{side}_title").is_null()
+                             & pl.col(f"{side}_abstract").is_null())
+        missing = lacking.join(texts.select(**{side: "corpusid"}), on=side, how="anti")
+        if missing.height:
+            raise InputError(f"{missing.height} pairs name a {side} paper the corpus lacks "
+                             f"(first: {missing[side][0]}): judge pairs of the pool's own "
+                             "queries and candidates")
+    return out.sort("query", "doc")
+
+
+JUDGMENT_SCHEMA = {"grade": pl.Int8, "assessor": pl.String, "time": pl.String,
+                   "prompt_digest": pl.String, "asked": pl.Int16, "not_grades": pl.Int16,
+                   "replies": pl.List(pl.String)}  # after query and doc, of the pairs' types
+
+
+def judge(pairs: pl.DataFrame, assessor: Assessor, log_path: Path | None = None,
+          concurrency: int = 4, progress: bool = True) -> Judged:
+    """Judge `pairs` (query, doc and PAIR_TEXTS: with_texts) by `assessor`. An assessor
+    whose answers are cached (api) appends each to the log at `log_path`, under its lock, and
+    asks only pairs the log lacks, `concurrency` at once; after a failed request no further
+    pair is sent, and what was answered stays recorded."""
+    if assessor.cached and log_path is None:
+        raise ValueError(f"{assessor.name} records its answers: give its log's path")
+    table = pairs.unique(["query", "doc"]).sort("query", "doc")
+    rows = [Pair(str(row["query"]), str(row["doc"]), *(row[c] for c in PAIR_TEXTS))
+            for row in table.iter_rows(named=True)]
+    if not assessor.cached:
+        records = {(p.query, p.doc): r for p in rows if (r := assessor.judge(p)) is not None}
+        return _judged(table, rows, records, assessor, asked=0, recorded=0, not_grades=0)
+    assert log_path is not None
+    with file_lock(log_path):
+        book = JudgingLog(log_path, assessor)
+        try:
+            todo = [p for p in rows if (p.query, p.doc) not in book.recorded]
+            recorded = len(rows) - len(todo)
+            if recorded:
+                log.info(f"[judge] {assessor.name}: {recorded} of {len(rows)} pairs judged "
+                         f"before ({log_path}); {len(todo)} to ask")
+            new = _ask(todo, assessor, book, concurrency, progress)
+            records = {key: book.recorded[key] for key in ((p.query, p.doc) for p in rows)
+                       if key in book.recorded}
+        finally:
+            book.close()
+    return _judged(table, rows, records, assessor, asked=len(new), recorded=recorded,
+                   not_grades=sum(r["not_grades"] for r in new))
+
+
+def _ask(todo: list[Pair], assessor: Assessor, book: JudgingLog, concurrency: int,
+         progress: bool) -> list[dict[str, Any]]:
+    """Asks `todo`, `concurrency` at once, each answer appended to `book` as it comes."""
+    new: list[dict[str, Any]] = []
+    failed = threading.Event()
+    bar = Progress(len(todo), "judge", "pairs", show=progress and bool(todo))
+
+    def one(pair: Pair) -> None:
+        if failed.is_set():
+            return
+        try:
+            record = assessor.judge(pair)
+        except BaseException:
+            failed.set()
+            raise
+        if record is not None:
+            record = {"query": pair.query, "doc": pair.doc, **record}
+            book.append(record)
+        with book.lock:
+            if record is not None:
+                new.append(record)
+            bar.update(1)
+
+    pool = ThreadPoolExecutor(max(1, concurrency))
+    try:
+        for future in [pool.submit(one, pair) for pair in todo]:
+            future.result()
+    finally:
+        pool.shutdown(cancel_futures=True)
+        bar.close()
+    return new
+
+
+def _judged(table: pl.DataFrame, rows: list[Pair], records: dict[tuple[str, str], dict],
+            assessor: Assessor, asked: int, recorded: int, not_grades: int) -> Judged:
+    """The graded pairs of `records` as a frame (ids of `table`'s types), and the counts."""
+    keep = [i for i, p in enumerate(rows)
+            if records.get((p.query, p.doc), {}).get("grade") is not None]
+    got = [records[rows[i].query, rows[i].doc] for i in keep]
+    columns = {name: [record.get(name) for record in got] for name in JUDGMENT_SCHEMA}
+    columns["prompt_digest"] = [assessor.prompt_digest] * len(got)
+    frame = table.select("query", "doc")[keep].with_columns(
+        pl.Series(name, columns[name], dtype=dtype) for name, dtype in JUDGMENT_SCHEMA.items())
+    ungraded = [(p.query, p.doc) for p in rows
+                if (p.query, p.doc) in records and records[p.query, p.doc]["grade"] is None]
+    unjudged = sum((p.query, p.doc) not in records for p in rows)
+    not_grades_all = sum(records[p.query, p.doc]["not_grades"] for p in rows
+                         if (p.query, p.doc) in records)
+    if ungraded:
+        log.warning(f"[judge] {assessor.name}: {len(ungraded)} pairs without a grade after "
+                    f"{MAX_ASKS} replies (the log keeps their replies)")
+    if unjudged:
+        log.info(f"[judge] {assessor.name}: no judgment of {unjudged} of {len(rows)} pairs")
+    return Judged(frame, asked, recorded, not_grades, ungraded, unjudged, not_grades_all)
+
+
+# ---- the judgments artifact -----------------------------------------------------------------
+def pairs_digest(pairs: pl.DataFrame) -> str:
+    """The sha256 of a sample's pairs (sorted `query<TAB>doc` lines): what the judgments are
+    of, recorded in their manifest."""
+    keys = pairs.select(pl.col("query", "doc").cast(pl.String)).unique().sort("query", "doc")
+    text = "".join(f"{q}\t{d}\n" for q, d in keys.iter_rows())
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def write_judgments(judged: Judged, path: Path, assessor: Assessor, pairs: pl.DataFrame,
+                    **fields: Any) -> bool:
+    """Write `judged`'s graded pairs to `path` (parquet, atomically) and its manifest last
+    (the assessor described, the pairs' digest, the counts, `fields`); nothing is rewritten
+    when the file holds these bytes already and its manifest the same parameters, so a rerun
+    leaves both as they were. True when written."""
+    import pyarrow.parquet as pq
+
+    buffer = BytesIO()
+    pq.write_table(judged.frame.to_arrow(), buffer, compression="zstd")
+    data = buffer.getvalue()
+    sha = hashlib.sha256(data).hexdigest()
+    parameters = {"assessor": assessor.describe(), "pairs": pairs_digest(pairs)}
+    ungraded = [list(key) for key in judged.ungraded]
+    record = judgments_manifest(path)
+    if record.exists() and path.exists():
+        try:
+            made = read_json(record)
+        except InputError:
+            made = {}
+        if (made.get("parameters") == parameters and outputs_intact(path.parent, made)
+                and made.get("outputs", {}).get(path.name, {}).get("sha256") == sha
+                and made.get("counts") == judged.counts() and made.get("ungraded") == ungraded):
+            log.info(f"[judge] {path}: current, kept")
+            return False
+    record.unlink(missing_ok=True)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    write_json(manifest("judge", parameters, assessor=assessor.name,
+                        stand_in=assessor.stand_in, outputs={path.name: fingerprint(path)},
+                        counts=judged.counts(), ungraded=ungraded,
+                        **fields), record)
+    return True
+
+
+def read_judgments(path: Path) -> pl.DataFrame:
+    """A pool's judgments, checked against their manifest (one line naming what is wrong)."""
+    record = judgments_manifest(path)
+    made = read_json(record)
+    if not outputs_intact(path.parent, made):
+        raise InputError(f"{path}: its bytes differ from its manifest's (changed or "
+                         "damaged): judge again (the log's pairs are not asked again)")
+    return pl.read_parquet(path)
+
+
+def paper_texts(corpus_dir: Path, ids: pl.Series) -> pl.DataFrame:
+    """corpusid, title, abstract of the papers `ids` names, from the corpus's prefiltered
+    papers (read lazily: only those rows)."""
+    source = corpus_dir / PREFILTERED
+    try:
+        return (pl.scan_parquet(source).select("corpusid", "title", "abstract")
+                .filter(pl.col("corpusid").is_in(ids.unique().implode())).collect())
+    except FileNotFoundError:
+        raise InputError(f"{source} is missing: build the corpus first (make corpus)") from None
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"{source} cannot be read ({first}): make verify names the repair"
+                         ) from None
+
+
+def judge_pool(runs_root: Path, corpus_dir: Path, corpus: str, pool: str, pairs: pl.DataFrame,
+               assessor: Assessor, concurrency: int = 4, progress: bool = True) -> Judged:
+    """The stage: judge a pool's sampled `pairs` (query, doc) by `assessor` with the papers'
+    texts from the corpus, an api assessor's answers in its corpus's log, and write the
+    pool's judgments (layout.judgments_path) with their manifest."""
+    start = time.perf_counter()
+    ids = pl.concat([pairs["query"], pairs["doc"].cast(pairs["query"].dtype)])
+    texts = with_texts(pairs, paper_texts(corpus_dir, ids))
+    log_path = judging_log_path(runs_root, corpus, assessor.file_name)
+    judged = judge(texts, assessor, log_path if assessor.cached else None, concurrency,
+                   progress)
+    path = judgments_path(runs_root, corpus, pool, assessor.file_name)
+    written = write_judgments(judged, path, assessor, pairs, corpus=corpus, pool=pool)
+    counts = judged.counts()
+    log.info(f"[judge] {pool}: {counts['graded']} pairs graded by {assessor.name}"
+             f"{' (a stand-in)' if assessor.stand_in else ''}, {judged.asked} asked now, "
+             f"{judged.recorded} from its log, {counts['ungraded']} ungraded, "
+             f"{counts['unjudged']} unjudged -> {path}{'' if written else ' (kept)'} "
+             f"in {time.perf_counter() - start:.1f} s")
+    return judged
