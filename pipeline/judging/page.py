@@ -1,0 +1,156 @@
+"""The judging page: one static HTML file for a person to judge (query paper, candidate) pairs
+0-3, opened from disk (no server, nothing fetched), whose labels `make judge
+JUDGE=file:<labels.tsv>` reads (docs/judging.md, "The judging page").
+
+The page shows the query paper's title and abstract and one candidate at a time; keys 0-3 (or
+the buttons) grade it, u or Backspace undoes the last grade, d downloads the labels as the
+TSV the file assessor reads (assessor.LABELS_HEADER: query_id, docid, grade, assessor, time;
+the person's name is asked at the first download and kept). The grades' meanings are the LLM
+assessor's own, read from its prompt (grade_meanings), so a person and the model judge by one
+definition. The labels are kept in the browser's localStorage under the page's digest (the
+sha256 of what it shows), so a reload, or the same page written again, resumes where the person
+stopped, and another page's labels never mix in.
+
+Every paper's text goes into the page as JSON in a <script type="application/json"> block,
+escaped so that no text can end the block (`</script>`, `<!--`), and the script sets it as
+text, never as HTML: a title holding `<script>` shows as those characters. The page's bytes
+are a function of the pairs and texts alone (no time, no random id): written again, the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import logging
+import re
+from collections import Counter
+from importlib import resources
+from pathlib import Path
+from string import Template
+from typing import Any
+
+import polars as pl
+
+from pipeline.core.atomic import atomic_path
+from pipeline.core.errors import InputError
+from pipeline.judging.assessor import GRADES, LABELS_HEADER, MISSING_TEXT, TEMPLATE, with_texts
+
+log = logging.getLogger(__name__)
+
+# the page's template, style and script: package data of pipeline.judging, written into it
+PAGE_TEMPLATE, PAGE_STYLE, PAGE_SCRIPT = "page.html", "page.css", "page.js"
+TITLE = "Relevance judging"
+DOC_COLUMNS = ("doc", "docid")  # the candidate's column: the sample's `doc`, or `docid`
+
+_MEANING = re.compile(r"^(\d) = (.+?),?$", re.MULTILINE)
+# what a <script> block's JSON may not hold as itself (as report/html.py's script_json, kept
+# here: the report will read judgments, so judging may not import it): `<` (`</script>` ends
+# the block; `<!--` then `<script` swallows the page's script), `>` and `&`
+_SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+def grade_meanings() -> dict[int, str]:
+    """Each grade's meaning as the LLM assessor's prompt defines it (its `g = meaning` lines):
+    one definition for the model and the person."""
+    meanings = {int(grade): words for grade, words in _MEANING.findall(TEMPLATE)}
+    if sorted(meanings) != list(GRADES):
+        raise RuntimeError(f"the assessor's prompt defines grades {sorted(meanings)}, not "
+                           f"{list(GRADES)}: keep its `g = meaning` lines (judging/assessor.py)")
+    return meanings
+
+
+def _asset(name: str) -> str:
+    return resources.files("pipeline.judging").joinpath(name).read_text(encoding="utf-8")
+
+
+def _script_json(value: object) -> str:
+    """`value` as ASCII JSON that a <script> block holds whole, keys sorted (same bytes)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=True).translate(_SCRIPT_UNSAFE)
+
+
+def _pairs(pairs: pl.DataFrame) -> pl.DataFrame:
+    """`pairs` as (query, doc): its `doc` or `docid` column; a sample's drawn rows only (where
+    it has `sampled`, as sample.draw_sample writes it). One line when the columns are wrong."""
+    doc = next((name for name in DOC_COLUMNS if name in pairs.columns), None)
+    if "query" not in pairs.columns or doc is None:
+        raise InputError(f"the pairs to judge have columns {pairs.columns}: give a frame with "
+                         "`query` and `doc` (or `docid`), such as the pool's sample")
+    if "sampled" in pairs.columns:
+        pairs = pairs.filter(pl.col("sampled"))
+    out = pairs.select("query", doc=doc)
+    if out.select(pl.any_horizontal(pl.all().is_null()).any()).item():
+        raise InputError("the pairs to judge hold an empty query or doc id: give every pair "
+                         "both ids")
+    if not out.height:
+        raise InputError("no pairs to judge: give pairs (query, doc), such as the drawn rows "
+                         "of the pool's sample")
+    return out
+
+
+def _checked_id(value: object) -> str:
+    """An id as the labels' TSV writes it; one line when the TSV cannot carry it back."""
+    text = str(value)
+    if not text or text != text.strip() or any(c in text for c in "\t\r\n"):
+        raise InputError(f"paper id {text!r}: the labels file cannot carry an id that is "
+                         "empty, holds a tab or line break, or starts or ends with a space: "
+                         "give the pairs ids without them")
+    return text
+
+
+def page_data(pairs: pl.DataFrame, papers: pl.DataFrame) -> dict[str, Any]:
+    """What the page shows and writes, as its script reads it: the pairs in order (query,
+    then candidate), each paper's (title, abstract) once, each pair's place (query n of Q,
+    candidate m of M), the grades' meanings, the TSV's header and file name, the digest."""
+    wanted = _pairs(pairs)
+    kind = papers.schema.get("corpusid")
+    if kind is not None and any(t != kind for t in wanted.schema.values()):  # ids as text
+        cast = wanted.select(pl.all().cast(kind, strict=False))
+        if cast.select(pl.any_horizontal(pl.all().is_null()).any()).item():
+            raise InputError(f"the pairs' ids ({wanted.schema['query']}) are not the papers' "
+                             f"corpus ids ({kind}): give pairs of the corpus's papers")
+        wanted = cast
+    texts = with_texts(wanted, papers)  # unique, sorted by (query, doc)
+    order: list[list[str]] = []
+    shown: dict[str, list[str | None]] = {}
+    for query, doc, q_title, q_abstract, d_title, d_abstract in texts.select(
+            "query", "doc", "query_title", "query_abstract", "doc_title",
+            "doc_abstract").iter_rows():
+        q, d = _checked_id(query), _checked_id(doc)
+        shown[q], shown[d] = [q_title, q_abstract], [d_title, d_abstract]
+        order.append([q, d])
+    number = {q: n for n, q in enumerate(dict.fromkeys(q for q, _ in order), 1)}
+    per_query, seen = Counter(q for q, _ in order), Counter[str]()
+    places = []
+    for q, _ in order:
+        seen[q] += 1
+        places.append([number[q], seen[q], per_query[q]])
+    data: dict[str, Any] = {
+        "pairs": order, "papers": shown, "places": places, "queries": len(number),
+        "grades": [[grade, words] for grade, words in grade_meanings().items()],
+        "header": list(LABELS_HEADER), "missing": MISSING_TEXT}
+    digest = hashlib.sha256(_script_json(data).encode()).hexdigest()
+    return {**data, "digest": digest, "file": f"labels-{digest[:12]}.tsv"}
+
+
+def render_page(data: dict[str, Any], title: str = TITLE) -> str:
+    """The page's HTML: `data` (page_data) written into page.html with its style and script."""
+    return Template(_asset(PAGE_TEMPLATE)).substitute(
+        title=html.escape(title, quote=True), style=_asset(PAGE_STYLE),
+        script=_asset(PAGE_SCRIPT), data=_script_json(data))
+
+
+def write_page(pairs: pl.DataFrame, papers: pl.DataFrame, out: Path,
+               title: str = TITLE) -> str:
+    """Write the judging page of `pairs` (query, doc or docid: the pool's sample, its drawn
+    rows) with the papers' texts from `papers` (corpusid, title, abstract) to `out`,
+    atomically; returns its digest (the key its labels are kept under; the download is
+    `labels-<its first 12 characters>.tsv`). A pair whose paper `papers` lacks is one line."""
+    data = page_data(pairs, papers)
+    with atomic_path(out) as tmp:
+        tmp.write_text(render_page(data, title), encoding="utf-8")
+    digest = data["digest"]
+    log.info(f"[judge-page] {out}: {len(data['pairs'])} pairs of {data['queries']} query "
+             f"papers, digest {digest[:12]}: open it in a browser, grade with keys 0-3, "
+             "press d to download the labels")
+    return digest
