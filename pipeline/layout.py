@@ -433,6 +433,19 @@ def judgments_manifest(judgments: Path) -> Path:
     return judgments.with_name(f"{judgments.name.removesuffix(TABLE_SUFFIX)}.{MANIFEST}")
 
 
+AGREEMENT = "agreement"  # runs/<corpus>/judgments/agreement/<assessor>/: judging/agreement.py
+AGREEMENT_FILES = ("kappas.parquet", "confusion.parquet", "agreement.md")
+
+
+def agreement_paths(runs_root: Path, corpus: str, assessor: str) -> tuple[Path, Path, Path, Path]:
+    """An assessor's agreement with the corpus's expert grades, a folder of its own below the
+    corpus's judgments (deeper than runs/<corpus>/<pool>/<model>.<suffix>, so never taken for a
+    run): the kappas per facet, the confusion matrices, both in markdown, and the manifest."""
+    folder = runs_root / corpus / JUDGMENTS / AGREEMENT / assessor
+    kappas, confusion, markdown = (folder / name for name in AGREEMENT_FILES)
+    return kappas, confusion, markdown, folder / MANIFEST
+
+
 REPORTS = "reports"  # runs/reports/: every corpus's report
 DEMO_CORPUS = "demo"  # the corpus make demo makes (synthetic) and make clean-demo removes
 
