@@ -30,7 +30,8 @@ _API = {"Data": "pipeline.api", "build_corpus": "pipeline.api", "build_pool": "p
         "score": "pipeline.evaluation.score", "compare": "pipeline.report.compare",
         "Comparison": "pipeline.report.compare",
         "Report": "pipeline.report.build",
-        "Encoder": "pipeline.encoding.objects", "import_vectors": "pipeline.api"}
+        "Encoder": "pipeline.encoding.objects", "import_vectors": "pipeline.api",
+        "inferred": "pipeline.judging.inferred"}
 __all__ = sorted(_API)
 
 

@@ -433,6 +433,16 @@ def judgments_manifest(judgments: Path) -> Path:
     return judgments.with_name(f"{judgments.name.removesuffix(TABLE_SUFFIX)}.{MANIFEST}")
 
 
+# a pool's sample of unjudged candidates to judge (pipeline/judging/sample.py), beside its
+# judgments: `<pool>/judgments/sample.parquet` (an assessor's file name always holds a '-')
+JUDGING_SAMPLE = "sample"
+
+
+def sample_path(runs_root: Path, corpus: str, pool: str) -> Path:
+    """A pool's judging sample: `runs/<corpus>/<pool>/judgments/sample.parquet`."""
+    return runs_dir(runs_root, corpus, pool) / JUDGMENTS / table_file(JUDGING_SAMPLE)
+
+
 AGREEMENT = "agreement"  # runs/<corpus>/judgments/agreement/<assessor>/: judging/agreement.py
 AGREEMENT_FILES = ("kappas.parquet", "confusion.parquet", "agreement.md")
 

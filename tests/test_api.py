@@ -29,7 +29,7 @@ HEAVY = ("torch", "numba", "jnius", "faiss", "transformers", "polars", "numpy", 
 NAMES = {"score", "compare", "Comparison",
          "Data", "Report", "build_corpus", "build_pool", "build_report", "evaluate", "search",
          "verify_data", "Encoder", "import_vectors", "import_run", "import_collection",
-         "export_beir", "crossover", "variance", "topic_set_size", "mteb_result"}
+         "export_beir", "crossover", "variance", "topic_set_size", "mteb_result", "inferred"}
 
 
 def _imported(code: str) -> set[str]:

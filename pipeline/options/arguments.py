@@ -233,10 +233,14 @@ KINDS["deltas"] = (lambda v: isinstance(v, Sequence) and not isinstance(v, str) 
 KINDS["counts"] = (lambda v: isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 0
                    and all(_is_int(x) and x > 0 for x in v),
                    "a non-empty list of positive whole numbers, such as (1, 3, 5)")
+KINDS["judgments"] = (_is_qrels, "a DataFrame (query, doc, grade), a TREC qrels file's path, a "
+                                "dict {query: {doc: grade}} or a ranx Qrels")
+KINDS["sample"] = (lambda v: _is_path(v) or type(v).__name__ == "DataFrame",
+                   "a sample's parquet file or a polars DataFrame (pipeline.judging.sample)")
 KINDS["number"] = (lambda v: isinstance(v, int | float) and not isinstance(v, bool),
                    "a number (an int or a float)")
 # The kinds a path may be given for: each path checked for its length (layout.MAX_GIVEN_PATH)
-PATH_KINDS = frozenset({"path", "data", "run", "qrels", "results"})
+PATH_KINDS = frozenset({"path", "data", "run", "qrels", "results", "judgments", "sample"})
 A = Argument
 # Every argument name of the public API, one meaning each (docs/api.md, Validation): those of
 # a declared option (Variable.keywords), checked by its check, and the API's own.
@@ -287,6 +291,8 @@ ARGUMENTS: dict[str, Argument] = {
     "deltas": A("deltas"),
     "draws": A("counts"),
     "power": A("number", check=_power),
+    "judgments": A("judgments"),
+    "sample": A("sample"),
 }
 # An argument of one function that means something else there than ARGUMENTS says
 OVERRIDES: dict[tuple[str, str], Argument] = {
@@ -309,7 +315,7 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
 }
 OWN_KEYWORDS = frozenset({"search"})
 # The functions that take (qrels, run) in ranx's order, and the name of their run argument
-QRELS_FIRST = {"score": "run", "compare": "runs"}
+QRELS_FIRST = {"score": "run", "compare": "runs", "inferred": "run"}
 
 
 def argument(function: str, name: str) -> Argument:

@@ -1,0 +1,611 @@
+"""Metrics that count a judged sample beside the citations, with the sample's inclusion
+probabilities, and whether the ranking of models changes (docs/evaluation.md, "Beyond
+citations: judged samples").
+
+What is estimated, per (pool, model, query): each metric as it would be were every candidate
+of the sampling frame judged (the candidates some named model ranks in its top `depth`,
+pipeline/judging/sample.py), the citations counting as the qrels grade them and everything
+outside the frame not relevant (the pooling assumption). A candidate's judgment counts
+relevant from grade 1 (trec_eval's level 1).
+
+- Inferred AP (`infAP`): xinfAP's estimator (Yilmaz, Kanoulas & Aslam 2008, "A simple and
+  efficient sampling method for estimating AP and NDCG"; its reference code sample_eval.pl),
+  the stratified form of infAP (Yilmaz & Aslam 2006): for a judged relevant candidate at
+  rank k the expected precision there, 1/k (itself) plus, for each stratum h, the candidates
+  of h ranked above it times the share of relevant among the judged ones of h above it,
+  (r + eps) / (n + 2 eps), over k; summed over the judged relevant candidates, each weighted
+  by 1 / its inclusion probability, over the estimated number of relevant R = the relevant
+  citations + sum of 1 / probability over the relevant drawn candidates (Horvitz & Thompson
+  1952). eps = 1e-5 and its placement are trec_eval's (m_infAP.c), so with one stratum and
+  no census the value is trec_eval's `infAP`; a census stratum (the citations, and a stratum
+  drawn whole) counts exactly, r of its own, so with every candidate drawn the value is AP.
+- Inferred P@k (`infP@k`) and DCG: Horvitz-Thompson, each relevant candidate in the top k
+  weighted by 1 / its probability (the estimate of the count is unbiased for any design);
+  inferred nDCG (`infNDCG`, `infNDCG@k`): that DCG over the ideal DCG of the estimated counts
+  per grade, with trec_eval's gains (the grade itself, linear) and discount (1 / log2(rank +
+  1)), the ideal list filled with fractional counts (a count of 2.5 fills two places and half
+  the third); with integer counts exactly trec_eval's `ndcg` / `ndcg_cut_k`.
+- The same metrics from the citations alone (`cited`: AP, P@k, nDCG as trec_eval and ranx
+  compute them from the qrels) beside each inferred value.
+- The relevant candidates the citations miss per query (`missed`: the Horvitz-Thompson
+  total over the frame) with the stratified sample's variance and a normal interval.
+- For each pair of models, the mean difference with the citations alone and with the sample,
+  each with the queries-and-draws interval of the report (evaluation/variance.py:
+  difference_interval over the Q x R matrix of per-query values), and the shift between the
+  two (`differences`); each model's mean likewise (`means`).
+
+The cut-offs are those of the report's metric sets (glossary.METRIC_SETS: large-scale's R@30,
+MDCR's R@5, BEIR's nDCG@10 and R@100): CUTOFFS. A drawn pair the judgments lack (an assessor
+gave no grade) is taken as not drawn: its stratum's probability is recomputed from the judged
+pairs (missing at random, assumed), and counted in a log line; a judgment of a pair the sample
+did not draw (another pool's, say) is not used. What is not estimated: relevance outside the
+frame (below every named model's depth, or never ranked), and whether the assessor is right
+(pipeline/judging/agreement.py measures that).
+
+All sums run over arrays in a fixed order (queries by id as strings, ranks), so the values are
+the same whatever the threads.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from pipeline.core.errors import InputError
+from pipeline.evaluation.variance import LEVEL, difference_interval
+from pipeline.glossary import METRIC_SETS
+from pipeline.layout import parse_pool_name
+
+log = logging.getLogger(__name__)
+
+EPSILON = 1e-5  # trec_eval's INFAP_EPSILON: the share (r + eps) / (n + 2 eps)
+# the report's cut-offs: those of its metric sets (R@30, R@5, nDCG@10, R@100)
+CUTOFFS = tuple(sorted({int(metric.partition("@")[2]) for name in ("large-scale", "mdcr", "beir")
+                        for metric in METRIC_SETS[name] if "@" in metric}))
+RELEVANT = 1  # the lowest grade that counts relevant (trec_eval's relevance level)
+CITED = 0  # the code of a candidate the qrels judge (a census: every one known)
+OUTSIDE = -1  # the code of a candidate neither judged by the qrels nor in the frame
+
+
+def metric_names(cutoffs: tuple[int, ...] = CUTOFFS) -> list[str]:
+    """infAP, statAP, infNDCG, then infNDCG@k and infP@k for each cut-off."""
+    return ["infAP", "statAP", "infNDCG", *(f"infNDCG@{k}" for k in cutoffs),
+            *(f"infP@{k}" for k in cutoffs)]
+
+
+# ---- the estimators on arrays: one row per ranked list, one column per rank -----------------
+@dataclass(frozen=True)
+class Lists:
+    """Ranked lists (one row each: a model's run for one query) as padded arrays.
+
+    code: (L, D) int, per rank: OUTSIDE, CITED, or the stratum h >= 1 of a frame candidate;
+    grade: (L, D) int, the known grade (the qrels', or the judged one of a drawn candidate),
+      -1 where unknown (not drawn, outside, or past the list's end);
+    sizes, judged: (L, H + 1) float, each stratum's candidates N_h in the list's query and
+      how many of them are judged, n_h (CITED: the qrels' judged candidates, all known); a
+      known candidate of stratum h weighs N_h / n_h (1 / its inclusion probability);
+    totals: (L, G) float, the estimated number of candidates of grade g = 1..G in the query's
+      qrels and frame (the ideal DCG's counts; their sum is R)."""
+
+    code: np.ndarray
+    grade: np.ndarray
+    sizes: np.ndarray
+    judged: np.ndarray
+    totals: np.ndarray
+
+    @property
+    def weight(self) -> np.ndarray:
+        """(L, D): 1 / the inclusion probability of each known candidate, 0 where unknown."""
+        per = np.divide(self.sizes, self.judged, out=np.zeros(self.sizes.shape),
+                        where=self.judged > 0)
+        at = np.take_along_axis(per, np.maximum(self.code, 0), axis=1)
+        return np.where(self.grade >= 0, at, 0.0)
+
+
+def _above(flags: np.ndarray) -> np.ndarray:
+    """How many of `flags` lie strictly above each rank (an exclusive cumulative sum)."""
+    counts = np.cumsum(flags, axis=1, dtype=np.float64)
+    return counts - flags
+
+
+def _cumulative_discount(top: int) -> np.ndarray:
+    """F(i) for i = 0..top: the sum of trec_eval's discounts 1 / log2(r + 1) over r <= i."""
+    return np.concatenate([[0.0], np.cumsum(1.0 / np.log2(np.arange(2, top + 2)))])
+
+
+def _filled(cumulative: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """F(x) for real x >= 0: the discounts of the places 1..floor(x), and the fraction of the
+    next place's."""
+    whole = np.floor(x).astype(np.int64)
+    return cumulative[whole] + (x - whole) * (cumulative[whole + 1] - cumulative[whole])
+
+
+def ideal_dcg(totals: np.ndarray, cut: int | None = None) -> np.ndarray:
+    """The ideal DCG of lists whose query has totals[:, g-1] candidates of grade g (real
+    counts): the grades in decreasing order, place by place, a fractional count filling part
+    of a place; cut at `cut` places (None: all)."""
+    grades = np.arange(1, totals.shape[1] + 1, dtype=np.float64)
+    upper = np.cumsum(totals[:, ::-1], axis=1)[:, ::-1]  # places taken by grades >= g
+    lower = np.concatenate([upper[:, 1:], np.zeros((len(totals), 1))], axis=1)
+    if cut is not None:
+        upper, lower = np.minimum(upper, cut), np.minimum(lower, cut)
+    cumulative = _cumulative_discount(int(math.ceil(upper.max(initial=0.0))) + 1)
+    return ((_filled(cumulative, upper) - _filled(cumulative, lower)) * grades).sum(axis=1)
+
+
+def _relevant_above(lists: Lists, known: np.ndarray, relevant: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Per rank, the estimated number of relevant candidates ranked above it: xinfAP's
+    (the judged share above in each stratum, smoothed as trec_eval smooths it) and statAP's
+    (each judged relevant one above weighted by 1 / its inclusion probability given that the
+    candidate at this rank was drawn: (n_h - 1) / (N_h - 1) in its own stratum, n_h / N_h in
+    another); a census stratum counts its relevant exactly in both."""
+    code = lists.code
+    ratio, weighted = np.zeros(code.shape), np.zeros(code.shape)
+    for h in range(lists.sizes.shape[1]):
+        member = code == h
+        if not member.any():
+            continue
+        m, n, r = _above(member), _above(member & known), _above(member & relevant)
+        size, judged = lists.sizes[:, h][:, None], lists.judged[:, h][:, None]
+        census = judged == size
+        ratio += np.where(census, r, m * (r + EPSILON) / (n + 2 * EPSILON))
+        own = np.divide(judged - 1, size - 1, out=np.zeros(size.shape), where=size > 1)
+        other = np.divide(judged, size, out=np.zeros(size.shape), where=size > 0)
+        given = np.where(member, own, other)
+        weighted += np.where(census, r, np.divide(r, given, out=np.zeros(code.shape),
+                                                  where=given > 0))
+    return ratio, weighted
+
+
+def list_metrics(lists: Lists, cutoffs: tuple[int, ...] = CUTOFFS) -> dict[str, np.ndarray]:
+    """Each metric of `metric_names(cutoffs)` per list (module doc): infAP by xinfAP's
+    estimator, statAP, infP@k and DCG by Horvitz-Thompson, infNDCG over the ideal of the
+    totals."""
+    code, grade, weight = lists.code, lists.grade, lists.weight
+    length, depth = code.shape
+    known = grade >= 0
+    relevant = known & (grade >= RELEVANT)
+    rank = np.arange(1, depth + 1, dtype=np.float64)
+    total = lists.totals.sum(axis=1)
+    hits = np.where(relevant, weight, 0.0)
+    out = {}
+    for name, above in zip(("infAP", "statAP"), _relevant_above(lists, known, relevant),
+                           strict=True):
+        out[name] = np.divide((hits * (1.0 + above) / rank).sum(axis=1), total,
+                              out=np.zeros(length), where=total > 0)
+    gains = np.where(known, np.maximum(grade, 0), 0) * weight / np.log2(rank + 1)
+    for cut in (None, *cutoffs):
+        ideal = ideal_dcg(lists.totals, cut)
+        dcg = gains[:, :cut].sum(axis=1)
+        name = "infNDCG" if cut is None else f"infNDCG@{cut}"
+        out[name] = np.divide(dcg, ideal, out=np.zeros(length), where=ideal > 0)
+    for cut in cutoffs:
+        out[f"infP@{cut}"] = hits[:, :cut].sum(axis=1) / cut
+    return {name: out[name] for name in metric_names(cutoffs)}
+
+
+# ---- frames: a pool's qrels, runs, judgments and sample -> per-query values -----------------
+def _strings(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns(pl.col("query", "doc").cast(pl.String))
+
+
+@dataclass(frozen=True)
+class Design:
+    """One pool's judged sample, per query (ids as strings): `frame` (query, doc, h: the
+    stratum's number from 1, grade: the judged grade of a drawn and judged candidate, else
+    null, weight: 1 / the stratum's probability for it, else 0), `strata` (query, h, size,
+    judged, census), `totals` (query, one column per grade 1..G: the estimated count), the
+    strata's labels and the qrels (query, doc, rel)."""
+
+    frame: pl.DataFrame
+    strata: pl.DataFrame
+    totals: pl.DataFrame
+    labels: list[str]
+    qrels: pl.DataFrame
+
+
+def design(qrels: pl.DataFrame, judgments: pl.DataFrame, sample: pl.DataFrame) -> Design:
+    """The judged sample of one pool: `sample` (sample.py's frame) with the grades of
+    `judgments` (query, doc, grade) for its drawn pairs, each stratum's probability
+    recomputed from the pairs judged (module doc), and each query's estimated count per grade:
+    `qrels`' (query, doc, rel) relevant, plus sum of 1 / probability over the judged drawn
+    candidates of each grade."""
+    qrels, sample, judgments = _strings(qrels), _strings(sample), _strings(judgments)
+    labels = sorted(sample["stratum"].unique().to_list(),
+                    key=lambda label: int(label.split("-")[0]))
+    grades = judgments.select("query", "doc", given=pl.col("grade").cast(pl.Int64))
+    frame = (sample.select("query", "doc", "sampled",
+                           h=pl.col("stratum").replace_strict(
+                               labels, list(range(1, len(labels) + 1)), return_dtype=pl.Int32))
+             .join(grades, on=["query", "doc"], how="left")
+             .with_columns(grade=pl.when(pl.col("sampled")).then(pl.col("given"))))
+    lacking = frame.filter(pl.col("sampled") & pl.col("grade").is_null()).height
+    if lacking:
+        log.warning(f"[inferred] {lacking} drawn pairs have no judgment: taken as not drawn, "
+                    "their strata's probabilities recomputed from the judged pairs")
+    strata = (frame.group_by("query", "h")
+              .agg(size=pl.len(), judged=pl.col("grade").is_not_null().sum())
+              .with_columns(census=pl.col("judged") == pl.col("size"))
+              .sort("query", "h"))
+    empty = strata.filter(pl.col("judged") == 0).height
+    if empty:
+        log.warning(f"[inferred] {empty} strata of a query have no judged pair: their "
+                    "candidates cannot be weighted and count as not relevant (give SAMPLE "
+                    "at least the number of strata, and judge every drawn pair)")
+    frame = (frame.join(strata, on=["query", "h"])
+             .with_columns(weight=pl.when(pl.col("grade").is_not_null())
+                           .then(pl.col("size") / pl.col("judged")).otherwise(0.0))
+             .select("query", "doc", "h", "grade", "weight").sort("query", "doc"))
+    top = max(int(frame["grade"].max() or 0), int(qrels["rel"].max() or 0), RELEVANT)
+    counted = pl.concat([
+        qrels.filter(pl.col("rel") >= RELEVANT).select("query", grade="rel",
+                                                       weight=pl.lit(1.0)),
+        frame.filter(pl.col("grade") >= RELEVANT).select("query", "grade", "weight")],
+        how="vertical_relaxed")
+    sums = (counted.group_by("query", "grade").agg(pl.col("weight").sort().sum())
+            .join(counted["query"].unique().sort().to_frame().with_row_index("row"),
+                  on="query"))
+    table = np.zeros((sums["row"].max() + 1 if sums.height else 0, top))
+    table[sums["row"].to_numpy(), sums["grade"].to_numpy() - 1] = sums["weight"].to_numpy()
+    totals = pl.DataFrame({"query": counted["query"].unique().sort(),
+                           **{str(g): table[:, g - 1] for g in range(1, top + 1)}},
+                          schema={"query": pl.String, **dict.fromkeys(
+                              map(str, range(1, top + 1)), pl.Float64)})
+    return Design(frame, strata, totals, labels, qrels.select("query", "doc", "rel"))
+
+
+def _lists(run: pl.DataFrame, queries: pl.Series, found: Design, cited_only: bool) -> Lists:
+    """The lists of `run` (query, doc, rank) for `queries` (sorted), as arrays; `cited_only`:
+    the sample left out (the citations alone, everything else not relevant)."""
+    position = pl.DataFrame({"query": queries,
+                             "row": pl.int_range(len(queries), eager=True, dtype=pl.Int64)})
+    ranked = (_strings(run).join(position, on="query")
+              .sort("row", "rank", "doc")
+              .with_columns(place=pl.int_range(pl.len(), dtype=pl.Int64).over("row")))
+    depth = max(int(ranked["place"].max() or 0) + 1, max(CUTOFFS))
+    ranked = ranked.join(found.qrels, on=["query", "doc"], how="left")
+    if cited_only:
+        ranked = ranked.with_columns(h=pl.lit(None, pl.Int32), grade=pl.lit(None, pl.Int64))
+    else:
+        ranked = ranked.join(found.frame.select("query", "doc", "h", "grade"),
+                             on=["query", "doc"], how="left")
+    ranked = ranked.with_columns(
+        code=pl.when(pl.col("rel").is_not_null()).then(CITED)
+        .when(pl.col("h").is_not_null()).then(pl.col("h")).otherwise(OUTSIDE),
+        known=pl.coalesce(pl.col("rel").cast(pl.Int64), pl.col("grade"), pl.lit(-1)))
+    flat = (ranked["row"].to_numpy() * depth + ranked["place"].to_numpy())
+    shape = (len(queries), depth)
+    code = np.full(shape, OUTSIDE, dtype=np.int32)
+    grade = np.full(shape, -1, dtype=np.int64)
+    code.flat[flat] = ranked["code"].to_numpy()
+    grade.flat[flat] = ranked["known"].to_numpy()
+    # a stratum no candidate of a query is in: 1 of 1 (never read); CITED: a census
+    sizes = np.ones((len(queries), len(found.labels) + 1))
+    judged = np.ones((len(queries), len(found.labels) + 1))
+    if not cited_only:
+        strata = found.strata.join(position, on="query")
+        rows, h = strata["row"].to_numpy(), strata["h"].to_numpy()
+        sizes[rows, h] = strata["size"].to_numpy()
+        judged[rows, h] = strata["judged"].to_numpy()
+    return Lists(code, grade, sizes, judged, _totals(found, queries, cited_only))
+
+
+def _totals(found: Design, queries: pl.Series, cited_only: bool) -> np.ndarray:
+    """(len(queries), G): each query's estimated count per grade (the citations' alone with
+    `cited_only`)."""
+    if cited_only:
+        relevant = found.qrels.filter(pl.col("rel") >= RELEVANT)
+        top = max(found.totals.width - 1, int(relevant["rel"].max() or 0), RELEVANT)
+        table = (relevant.group_by("query", "rel").len()
+                 .with_columns(pl.col("len").cast(pl.Float64)))
+        counts = np.zeros((len(queries), top))
+        index = pl.DataFrame({"query": queries}).with_row_index("row")
+        table = table.join(index, on="query")
+        counts[table["row"].to_numpy(), table["rel"].to_numpy() - 1] = table["len"].to_numpy()
+        return counts
+    aligned = pl.DataFrame({"query": queries}).join(found.totals, on="query", how="left",
+                                                    maintain_order="left")
+    return aligned.drop("query").fill_null(0.0).to_numpy().astype(np.float64)
+
+
+def evaluated_queries(found: Design) -> pl.Series:
+    """The queries with an estimated relevant candidate (a relevant citation or a judged
+    relevant drawn one), sorted as strings: the others have no AP to estimate."""
+    return found.totals.filter(pl.sum_horizontal(pl.exclude("query")) > 0)["query"].sort()
+
+
+VALUE_SCHEMA = {"pool": pl.String, "model": pl.String, "query": pl.String, "metric": pl.String,
+                "cited": pl.Float64, "inferred": pl.Float64}
+
+
+def pool_values(pool: str, qrels: pl.DataFrame, runs: Mapping[str, pl.DataFrame],
+                judgments: pl.DataFrame, sample: pl.DataFrame,
+                cutoffs: tuple[int, ...] = CUTOFFS) -> pl.DataFrame:
+    """One pool's per-query values (VALUE_SCHEMA): for each model of `runs` (model -> query,
+    doc, rank) and evaluated query, each metric from the citations alone and inferred with
+    the judged sample (`sample`: the pool's, sample.py; `judgments`: query, doc, grade)."""
+    found = design(qrels, judgments, sample.filter(pl.col("pool") == pool)
+                   if "pool" in sample.columns else sample)
+    queries = evaluated_queries(found)
+    parts = []
+    for model in sorted(runs):
+        columns = {}
+        for kind, cited_only in (("cited", True), ("inferred", False)):
+            values = list_metrics(_lists(runs[model], queries, found, cited_only), cutoffs)
+            columns[kind] = values
+        for metric in metric_names(cutoffs):
+            parts.append(pl.DataFrame({"pool": pool, "model": model, "query": queries,
+                                       "metric": metric, "cited": columns["cited"][metric],
+                                       "inferred": columns["inferred"][metric]},
+                                      schema=VALUE_SCHEMA))
+    return pl.concat(parts) if parts else pl.DataFrame(schema=VALUE_SCHEMA)
+
+
+# ---- how many relevant candidates the citations miss ----------------------------------------
+MISSED_SCHEMA = {"pool": pl.String, "query": pl.String, "cited": pl.Int64,
+                 "frame": pl.Int64, "judged": pl.Int64, "found": pl.Int64,
+                 "missed": pl.Float64, "se": pl.Float64, "low": pl.Float64,
+                 "high": pl.Float64}
+
+
+def missed(pool: str, qrels: pl.DataFrame, judgments: pl.DataFrame, sample: pl.DataFrame,
+           level: float = LEVEL) -> pl.DataFrame:
+    """Per query of one pool (MISSED_SCHEMA): the relevant citations, the frame's size, the
+    judged drawn candidates, the relevant ones found among them, and the estimated number of
+    relevant frame candidates (the citations miss them): sum of 1 / probability over those
+    found (Horvitz-Thompson), its standard error from the stratified sample's variance, sum
+    over strata of N^2 (1 - n/N) s^2 / n (s^2: the relevant share's sample variance in the
+    stratum; with one judged candidate, its bound 1/4), and a normal `level` interval clipped
+    to what the judged pairs prove (at least those found, at most the frame less those judged
+    not relevant)."""
+    from scipy.stats import norm
+
+    found = design(qrels, judgments, sample.filter(pl.col("pool") == pool)
+                   if "pool" in sample.columns else sample)
+    judged = found.frame.filter(pl.col("grade").is_not_null()).with_columns(
+        hit=(pl.col("grade") >= RELEVANT).cast(pl.Float64))
+    per_stratum = (judged.group_by("query", "h")
+                   .agg(found=pl.col("hit").sum(), share_var=pl.col("hit").var(ddof=1))
+                   .join(found.strata, on=["query", "h"], how="right")
+                   .with_columns(pl.col("found").fill_null(0.0))
+                   .with_columns(
+                       estimate=pl.when(pl.col("judged") > 0)
+                       .then(pl.col("found") * pl.col("size") / pl.col("judged")).otherwise(0.0),
+                       variance=pl.when(pl.col("judged") > 0).then(
+                           pl.col("size") ** 2 * (1 - pl.col("judged") / pl.col("size"))
+                           * pl.col("share_var").fill_null(0.25) / pl.col("judged"))
+                       .otherwise(0.0)))
+    z = float(norm.ppf((1 + level) / 2))
+    cited = (found.qrels.filter(pl.col("rel") >= RELEVANT).group_by("query")
+             .agg(cited=pl.len().cast(pl.Int64)))
+    out = (per_stratum.group_by("query")
+           .agg(frame=pl.col("size").sum().cast(pl.Int64),
+                judged=pl.col("judged").sum().cast(pl.Int64),
+                found=pl.col("found").sum().cast(pl.Int64),
+                missed=pl.col("estimate").sort().sum(), se=pl.col("variance").sort().sum().sqrt())
+           .join(judged.group_by("query").agg(negative=(pl.col("hit") == 0).sum()),
+                 on="query", how="left")
+           .join(cited, on="query", how="full", coalesce=True)
+           .with_columns(pl.col("cited", "frame", "judged", "found").fill_null(0),
+                         pl.col("missed", "se").fill_null(0.0),
+                         pl.col("negative").fill_null(0))
+           .with_columns(low=pl.max_horizontal(pl.col("missed") - z * pl.col("se"),
+                                               pl.col("found")),
+                         high=pl.min_horizontal(pl.col("missed") + z * pl.col("se"),
+                                                pl.col("frame") - pl.col("negative")))
+           .with_columns(pl.lit(pool).alias("pool")))
+    return out.select(*MISSED_SCHEMA).cast(MISSED_SCHEMA).sort("query")
+
+
+# ---- the queries-and-draws design: means and pairs, with and without the sample --------------
+MEAN_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String, "model": pl.String,
+               "queries": pl.Int64, "draws": pl.Int64, "cited": pl.Float64,
+               "cited_low": pl.Float64, "cited_high": pl.Float64, "inferred": pl.Float64,
+               "low": pl.Float64, "high": pl.Float64}
+PAIR_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String, "a": pl.String,
+               "b": pl.String, "queries": pl.Int64, "draws": pl.Int64, "cited": pl.Float64,
+               "cited_low": pl.Float64, "cited_high": pl.Float64, "inferred": pl.Float64,
+               "low": pl.Float64, "high": pl.Float64, "shift": pl.Float64,
+               "shift_low": pl.Float64, "shift_high": pl.Float64, "reversed": pl.Boolean,
+               "verdict": pl.String}
+
+
+def _cells(values: pl.DataFrame) -> list[tuple[tuple[int, str, str], pl.DataFrame]]:
+    """`values` (VALUE_SCHEMA, several pools) by pool size, scope and metric, sorted; each
+    part's rows model, query, repeat, cited, inferred."""
+    names = values["pool"].unique().sort()
+    parsed = pl.DataFrame([{"pool": name, **parse_pool_name(name)._asdict()} for name in names],
+                          schema={"pool": pl.String, "scope": pl.String, "size": pl.Int64,
+                                  "repeat": pl.Int64, "seed": pl.Int64, "split": pl.String,
+                                  "exclusion": pl.String})
+    rows = values.join(parsed, on="pool")
+    parts = rows.partition_by("size", "scope", "metric", as_dict=True)
+    return [(key, parts[key].select("model", "query", "repeat", "cited", "inferred"))
+            for key in sorted(parts)]
+
+
+def _matrices(cell: pl.DataFrame, models: list[str]) -> tuple[dict[str, np.ndarray], ...]:
+    """Each model's Q x R matrices (cited, inferred) over the queries every model of `models`
+    has in every repeat of the cell, rows by query, columns by repeat."""
+    repeats = sorted(cell["repeat"].unique().to_list())
+    mine = cell.filter(pl.col("model").is_in(models))
+    complete = (mine.group_by("query").agg(pl.len())
+                .filter(pl.col("len") == len(models) * len(repeats))["query"].sort())
+    out: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] = ({}, {})
+    for model in models:
+        rows = mine.filter(pl.col("model") == model, pl.col("query").is_in(complete.implode()))
+        for kind, found in zip(("cited", "inferred"), out, strict=True):
+            wide = (rows.pivot("repeat", index="query", values=kind)
+                    .select("query", *map(str, repeats)).sort("query"))
+            found[model] = wide.drop("query").to_numpy().astype(np.float64)
+    return out
+
+
+def _bounds(low: float, high: float) -> tuple[float | None, float | None]:
+    return (None if math.isnan(low) else low), (None if math.isnan(high) else high)
+
+
+def means(values: pl.DataFrame, level: float = LEVEL) -> pl.DataFrame:
+    """Each model's mean per pool size, scope and metric (MEAN_SCHEMA), from the citations
+    alone and inferred, each with the queries-and-draws interval (difference_interval
+    against 0); a model's queries: those it has in every repeat."""
+    out = []
+    for (size, scope, metric), cell in _cells(values):
+        for model in sorted(cell["model"].unique().to_list()):
+            cited, inferred = (m[model] for m in _matrices(cell, [model]))
+            if cited.size == 0:
+                continue
+            row: dict[str, Any] = {"size": size, "scope": scope, "metric": metric,
+                                   "model": model, "queries": cited.shape[0],
+                                   "draws": cited.shape[1]}
+            for kind, y in (("cited", cited), ("inferred", inferred)):
+                interval = difference_interval(y, np.zeros_like(y), level)
+                low, high = _bounds(interval.low, interval.high)
+                prefix = "cited_" if kind == "cited" else ""
+                row |= {kind: interval.difference, f"{prefix}low": low, f"{prefix}high": high}
+            out.append(row)
+    return pl.DataFrame(out, schema=MEAN_SCHEMA)
+
+
+def differences(values: pl.DataFrame, level: float = LEVEL) -> pl.DataFrame:
+    """Every pair of models (by name, a before b) per pool size, scope and metric
+    (PAIR_SCHEMA): the mean difference a - b from the citations alone (`cited`) and with the
+    judged sample (`inferred`), each with the queries-and-draws interval of the report, the
+    shift between them (inferred - cited, paired on query and draw) with its interval;
+    `reversed` where the two differences have opposite signs, and `verdict` in words: the
+    order kept or reversed, and which intervals exclude 0."""
+    out = []
+    for (size, scope, metric), cell in _cells(values):
+        models = sorted(cell["model"].unique().to_list())
+        for a, b in itertools.combinations(models, 2):
+            cited, inferred = _matrices(cell, [a, b])
+            if cited[a].size == 0:
+                continue
+            before = difference_interval(cited[a], cited[b], level)
+            after = difference_interval(inferred[a], inferred[b], level)
+            shift = difference_interval(inferred[a] - inferred[b], cited[a] - cited[b], level)
+            reversed_ = before.difference * after.difference < 0
+            out.append({"size": size, "scope": scope, "metric": metric, "a": a, "b": b,
+                        "queries": cited[a].shape[0], "draws": cited[a].shape[1],
+                        "cited": before.difference,
+                        **dict(zip(("cited_low", "cited_high"),
+                                   _bounds(before.low, before.high), strict=True)),
+                        "inferred": after.difference,
+                        **dict(zip(("low", "high"), _bounds(after.low, after.high),
+                                   strict=True)),
+                        "shift": shift.difference,
+                        **dict(zip(("shift_low", "shift_high"),
+                                   _bounds(shift.low, shift.high), strict=True)),
+                        "reversed": reversed_, "verdict": verdict(before, after, a, b)})
+    return pl.DataFrame(out, schema=PAIR_SCHEMA)
+
+
+def _side(low: float, high: float) -> int:
+    """1 where an interval lies above 0, -1 below, 0 where it holds 0 (or is undefined)."""
+    return 1 if low > 0 else -1 if high < 0 else 0
+
+
+def _sign(difference: float) -> str:
+    return ">" if difference > 0 else "<" if difference < 0 else "="
+
+
+def verdict(before: Any, after: Any, a: str, b: str) -> str:
+    """Whether the judged sample changes a pair's order, in words."""
+    was, now = _side(before.low, before.high), _side(after.low, after.high)
+    order = (f"{a} {_sign(before.difference)} {b} -> {a} {_sign(after.difference)} {b}")
+    if before.difference * after.difference < 0:
+        what = "reversed" + (", significantly" if now != 0 and was != 0 else
+                             ", the new order significant" if now != 0 else
+                             ", neither order significant" if was == 0 else
+                             ", the old order no longer significant")
+    elif was != now:
+        what = "kept, now significant" if now != 0 else "kept, no longer significant"
+    else:
+        what = "kept"
+    return f"{what} ({order})"
+
+
+# ---- the API: one run of one pool, as ranx scores one run -------------------------------------
+SAMPLE_COLUMNS = ("query", "doc", "stratum", "sampled")
+
+
+def _as_judgments(judgments: Any) -> pl.DataFrame:
+    """Judgments (query, doc, grade) from any form `score` takes qrels in, or a DataFrame with
+    a `grade` column (the judgments artifact's); a negative grade refused."""
+    from pipeline.evaluation.score import as_qrels
+
+    if isinstance(judgments, pl.DataFrame) and "grade" in judgments.columns and not (
+            {"relevance", "rel"} & set(judgments.columns)):
+        judgments = judgments.rename({"grade": "relevance"})
+    frame = as_qrels(judgments, "judgments")
+    negative = frame.filter(pl.col("rel") < 0)
+    if negative.height:
+        query, doc, grade = negative.row(0)
+        raise InputError(f"judgments: query {query}, document {doc} has the grade {grade}: "
+                         "give grades of 0 (not relevant) or more, such as 0 to 3")
+    return frame.select("query", "doc", grade="rel")
+
+
+def _as_sample(sample: Any) -> pl.DataFrame:
+    """A sample (sample.py's frame, or its parquet file) of one pool."""
+    if isinstance(sample, (str, Path)) or hasattr(sample, "__fspath__"):
+        path = Path(sample)
+        if not path.is_file():
+            raise InputError(f"sample {str(path)!r} is not a file: give the sample's parquet "
+                             "file or its DataFrame (pipeline.judging.sample.draw_sample)")
+        try:
+            sample = pl.read_parquet(path)
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise InputError(f"sample {path}: not a parquet file ({first}): give the file "
+                             "draw_sample's frame was written to") from None
+    if not isinstance(sample, pl.DataFrame):
+        raise InputError(f"sample: {type(sample).__name__} is not a sample: give its parquet "
+                         "file or a polars DataFrame")
+    lacking = [c for c in SAMPLE_COLUMNS if c not in sample.columns]
+    if lacking:
+        raise InputError(f"sample: no column {', '.join(lacking)}: give draw_sample's frame "
+                         f"(columns {', '.join(SAMPLE_COLUMNS)}, ...)")
+    if "pool" in sample.columns and sample["pool"].n_unique() > 1:
+        pools = sorted(sample["pool"].unique().to_list())
+        raise InputError(f"sample: it holds {len(pools)} pools ({', '.join(pools[:3])}...): "
+                         "give one pool's rows, those of the run's pool")
+    return sample
+
+
+def inferred(qrels: Any, run: Any, judgments: Any, sample: Any, *,
+             per_query: bool = False) -> dict[str, float] | pl.DataFrame:
+    """`run` scored against the citation `qrels` and a judged `sample` (ranx's order: the
+    qrels first), writing nothing: {metric: mean over the evaluated queries} of infAP,
+    infNDCG, infNDCG@k and infP@k at CUTOFFS (module doc), or with `per_query=True` a
+    DataFrame (query, one column per metric). `qrels` and `run` in any form `score` takes;
+    `judgments`: a DataFrame (query, doc, grade: the judgments artifact) or any qrels form;
+    `sample`: one pool's sample (sample.py), a DataFrame or its parquet file."""
+    from pipeline.evaluation.score import as_qrels, as_run
+
+    if not isinstance(per_query, bool):
+        raise InputError(f"per_query={per_query!r}: give True or False")
+    citations = as_qrels(qrels)
+    ranked = as_run(run).select("query", "doc", "rank")
+    frame = _as_sample(sample)
+    values = pool_values(str(frame["pool"][0]) if "pool" in frame.columns and frame.height
+                         else "pool", citations, {"run": ranked}, _as_judgments(judgments),
+                         frame.drop("pool", strict=False))
+    if not values.height:
+        raise InputError("inferred: no query has a relevant citation or a judged relevant "
+                         "candidate: nothing to score; check that the qrels, the judgments and "
+                         "the sample are the run's pool's")
+    wide = (values.pivot("metric", index="query", values="inferred")
+            .select("query", *metric_names()).sort("query"))
+    if per_query:
+        return wide
+    return {metric: float(wide[metric].mean()) for metric in metric_names()}

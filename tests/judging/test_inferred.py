@@ -1,0 +1,325 @@
+"""The estimators (pipeline/judging/inferred.py): simulated under the pipeline's design
+(tests/judging/simulation.py), equal to trec_eval's, ir_measures' and trectools' numbers where
+they compute the same, and the pairs' verdicts.
+
+Monte Carlo error: a bias is the mean over data sets of (estimate - truth), each data set's
+mean over its 30 queries x 3 draws, paired on the same data (only the sample differs); its MC
+error is that mean's standard error over the data sets. A coverage's MC error is
+sqrt(0.95 x 0.05 / sets): 1.3 points with 300 sets.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+import pytrec_eval
+
+import pipeline
+from pipeline.core.errors import InputError
+from pipeline.evaluation.variance import difference_interval
+from pipeline.judging.inferred import (
+    CUTOFFS,
+    differences,
+    means,
+    metric_names,
+    missed,
+    pool_values,
+)
+from pipeline.judging.sample import draw_sample
+from tests.judging.simulation import SIZES, Design, run
+
+TREC_NAMES = {"infAP": "map", "statAP": "map", "infNDCG": "ndcg",
+              **{f"infP@{k}": f"P_{k}" for k in CUTOFFS},
+              **{f"infNDCG@{k}": f"ndcg_cut_{k}" for k in CUTOFFS}}
+SETS = 300
+
+
+@pytest.fixture(scope="module")
+def thin():
+    """A design whose strata are sampled at 2-20%: 8 pairs per query."""
+    return run(11, SETS, Design(budget=8))
+
+
+@pytest.fixture(scope="module")
+def ample():
+    """30 pairs per query: strata sampled at about 15-55%."""
+    return run(12, 120, Design(budget=30))
+
+
+def _bias(result, size, model, metric):
+    error = (result[size, model, "inferred", metric]
+             - result[size, model, "truth", metric]).mean(axis=(1, 2))
+    return error.mean(), error.std(ddof=1) / np.sqrt(len(error))
+
+
+def _coverage(result, size, model, metric, kind="inferred"):
+    """The share of data sets whose queries-and-draws interval of the mean holds the
+    population mean (the truth's mean over every data set)."""
+    target = result[size, model, "truth", metric].mean()
+    hits = [(i := difference_interval(y, np.zeros_like(y))).low <= target <= i.high
+            for y in result[size, model, kind, metric]]
+    return float(np.mean(hits))
+
+
+def test_precision_at_10_is_unbiased_and_its_intervals_cover_at_2_to_20_percent(thin):
+    for size in SIZES:
+        rates = thin[size, -1, "rates", ""].mean(axis=0)
+        assert ((rates >= 0.02) & (rates <= 0.20)).all(), rates
+        for model in (0, 1):
+            bias, error = _bias(thin, size, model, "infP@10")
+            assert abs(bias) <= 3 * error, (size, model, bias, error)
+            cited = thin[size, model, "cited", "infP@10"].mean()
+            truth = thin[size, model, "truth", "infP@10"].mean()
+            assert truth - cited > 0.1  # the signal: the citations miss much of it
+            # the report's interval covers 97-98.5% here with every candidate judged (its
+            # draw part, t(2) = 4.3, is wide when the draws vary little): the sample costs
+            # no coverage beyond the MC error
+            truth_covers = _coverage(thin, size, model, "infP@10", "truth")
+            covers = _coverage(thin, size, model, "infP@10")
+            assert 0.93 <= covers <= max(0.975, truth_covers + 0.02), (covers, truth_covers)
+
+
+def test_ap_estimates_carry_a_ratio_bias_that_shrinks_with_the_sample(thin, ample):
+    """AP is a ratio (the relevant's precisions over R, both estimated): no estimator of it is
+    unbiased for a fixed sample size. With 8 pairs per query xinfAP (infAP) over-counts,
+    its smoothed 1/2 standing for strata with nothing judged above a rank; statAP's bias is
+    smaller; with 30 both are small beside the intervals, which cover 93% or more."""
+    for size in SIZES:
+        for model in (0, 1):
+            inf, _ = _bias(thin, size, model, "infAP")
+            stat, _ = _bias(thin, size, model, "statAP")
+            assert inf > 0.03 and abs(stat) < 0.03 and abs(stat) < inf
+            inf, _ = _bias(ample, size, model, "infAP")
+            stat, _ = _bias(ample, size, model, "statAP")
+            assert abs(stat) < 0.006 and 0 < inf < 0.02
+            for metric in ("infAP", "statAP"):  # 120 sets: 2 points of MC error; the
+                # report's interval over-covers (above), never below 93%
+                assert _coverage(ample, size, model, metric) >= 0.93
+
+
+# ---- equal to the ecosystem's numbers where they compute the same ----------------------------
+def _data(seed: int = 3, queries: int = 8, docs: int = 400):
+    rng = np.random.default_rng(seed)
+    truth = {q: (rng.random(docs) < 0.15) * rng.integers(1, 4, docs) for q in range(queries)}
+    runs = {m: pl.concat([pl.DataFrame({"query": q, "doc": rng.permutation(docs)[:250],
+                                        "rank": np.arange(1, 251)}) for q in range(queries)])
+            for m in ("bm25", "minilm")}
+    cited = {q: rng.choice(docs, 5, replace=False) for q in range(queries)}
+    qrels = pl.DataFrame({"query": np.repeat(np.arange(queries), 5),
+                          "doc": np.concatenate([cited[q] for q in range(queries)]), "rel": 1})
+    return truth, runs, cited, qrels
+
+
+def _judge(sample: pl.DataFrame, truth: dict) -> pl.DataFrame:
+    drawn = sample.filter("sampled")
+    grades = [int(truth[q][d]) for q, d in drawn.select("query", "doc").iter_rows()]
+    return drawn.select("query", "doc").with_columns(grade=pl.Series(grades))
+
+
+def _nested(run: pl.DataFrame) -> dict:
+    return {str(q): {str(d): float(-r) for d, r in zip(g["doc"], g["rank"], strict=True)}
+            for (q,), g in run.group_by("query")}
+
+
+def test_with_every_candidate_judged_the_values_are_the_metrics_of_all_judgments():
+    truth, runs, cited, qrels = _data()
+    sample = draw_sample("all-1k-r0", qrels, runs, 10_000)  # every frame candidate
+    values = pool_values("all-1k-r0", qrels, runs, _judge(sample, truth), sample)
+    full = {str(q): {str(d): 1 for d in cited[q]} for q in cited}
+    for q, d in sample.select("query", "doc").iter_rows():
+        full[str(q)][str(d)] = int(truth[q][d])
+    citations = {str(q): {str(d): 1 for d in docs} for q, docs in cited.items()}
+    measures = set(TREC_NAMES.values())
+    for model, ranked in runs.items():
+        got = values.filter(pl.col("model") == model)
+        for qrels_, kind in ((full, "inferred"), (citations, "cited")):
+            expected = pytrec_eval.RelevanceEvaluator(qrels_, measures).evaluate(_nested(ranked))
+            for row in got.iter_rows(named=True):
+                assert row[kind] == pytest.approx(
+                    expected[row["query"]][TREC_NAMES[row["metric"]]], abs=1e-12), row
+    assert values["metric"].unique().sort().to_list() == sorted(metric_names())
+
+
+def test_with_every_candidate_judged_ir_measures_and_trectools_agree():
+    """ir_measures (AP, P@10, nDCG@10) and trectools (its trec_eval-compatible MAP, P@10 and
+    NDCG@10) on the full qrels."""
+    import ir_measures
+    import pandas as pd
+    from trectools import TrecEval, TrecQrel, TrecRun
+
+    truth, runs, cited, qrels = _data(seed=4)
+    sample = draw_sample("all-1k-r0", qrels, runs, 10_000)
+    values = pool_values("all-1k-r0", qrels, runs, _judge(sample, truth), sample)
+    rows = [(str(q), str(d), 1) for q in cited for d in cited[q]]
+    rows += [(str(q), str(d), int(truth[q][d]))
+             for q, d in sample.select("query", "doc").iter_rows()]
+    measured = {"infAP": ir_measures.AP, "infP@10": ir_measures.P @ 10,
+                "infNDCG@10": ir_measures.nDCG @ 10}
+    judged = TrecQrel()
+    judged.qrels_data = pd.DataFrame(rows, columns=["query", "docid", "rel"]).assign(q0=0)[
+        ["query", "q0", "docid", "rel"]]
+    for model, ranked in runs.items():
+        got = {(r["query"], r["metric"]): r["inferred"]
+               for r in values.filter(pl.col("model") == model).iter_rows(named=True)}
+        for metric in ir_measures.iter_calc(list(measured.values()),
+                                            [ir_measures.Qrel(*row) for row in rows],
+                                            _scored(ranked)):
+            name = next(k for k, v in measured.items() if v == metric.measure)
+            assert got[metric.query_id, name] == pytest.approx(metric.value, abs=1e-12)
+        trec_run = TrecRun()
+        trec_run.run_data = pd.DataFrame({
+            "query": ranked["query"].cast(str).to_list(), "q0": "Q0",
+            "docid": ranked["doc"].cast(str).to_list(), "rank": ranked["rank"].to_list(),
+            "score": (-ranked["rank"]).cast(float).to_list(), "system": model})
+        evaluation = TrecEval(trec_run, judged)
+        for name, table in (("infAP", evaluation.get_map(per_query=True)),
+                            ("infP@10", evaluation.get_precision(10, per_query=True)),
+                            ("infNDCG@10", evaluation.get_ndcg(10, per_query=True))):
+            for query, value in table.iloc[:, -1].items():
+                # trectools leaves NaN where nothing relevant is ranked (0 here, as trec_eval)
+                assert got[str(query), name] == pytest.approx(
+                    0.0 if np.isnan(value) else value, abs=1e-12)
+
+
+def _scored(ranked: pl.DataFrame) -> list:
+    """ir_measures' ScoredDocs of a run (score: minus the rank)."""
+    import ir_measures
+
+    return [ir_measures.ScoredDoc(str(q), str(d), float(-r))
+            for q, d, r in ranked.select("query", "doc", "rank").iter_rows()]
+
+
+def test_on_a_uniform_sample_inferred_ap_is_trec_evals_infap():
+    """One stratum sampled uniformly, nothing judged outside it: xinfAP is infAP, and equal to
+    trec_eval's `infAP` (through pytrec_eval and ir_measures), the undrawn candidates of the
+    stratum in its qrels as -1 (pooled, not judged)."""
+    import ir_measures
+
+    truth, runs, _, _ = _data(seed=5)
+    ranked = runs["bm25"]
+    rng = np.random.default_rng(6)
+    parts = []
+    for q in range(len(truth)):
+        docs = ranked.filter(pl.col("query") == q)["doc"].to_numpy()[:200]
+        drawn = np.zeros(len(docs), bool)
+        drawn[rng.choice(len(docs), 25, replace=False)] = True
+        parts.append(pl.DataFrame({"query": q, "doc": docs, "stratum": "1-200",
+                                   "sampled": drawn, "probability": 25 / len(docs)}))
+    sample = pl.concat(parts)
+    none = pl.DataFrame(schema={"query": pl.Int64, "doc": pl.Int64, "rel": pl.Int64})
+    values = pool_values("p", none, {"bm25": ranked}, _judge(sample, truth), sample)
+    qrels = {}
+    for q, d, drawn in sample.select("query", "doc", "sampled").iter_rows():
+        qrels.setdefault(str(q), {})[str(d)] = int(truth[q][d]) if drawn else -1
+    expected = pytrec_eval.RelevanceEvaluator(qrels, {"infAP"}).evaluate(_nested(ranked))
+    listed = {(m.query_id): m.value for m in ir_measures.iter_calc(
+        [ir_measures.infAP], [ir_measures.Qrel(q, d, g) for q, docs in qrels.items()
+                              for d, g in docs.items()],
+        _scored(ranked))}
+    inferred = values.filter(pl.col("metric") == "infAP")
+    got = dict(zip(inferred["query"], inferred["inferred"], strict=True))
+    # a query with no relevant drawn has no R to estimate: left out here, 0 in trec_eval
+    assert 6 <= len(got) < len(truth)
+    for query in expected:
+        assert got.get(query, 0.0) == pytest.approx(expected[query]["infAP"], abs=1e-12)
+        assert got.get(query, 0.0) == pytest.approx(listed.get(query, 0.0), abs=1e-12)
+    # statAP differs from it on a sample (it weights by the inclusion probabilities)
+    stat = values.filter(pl.col("metric") == "statAP")["inferred"]
+    assert not np.allclose(stat.to_numpy(), inferred["inferred"].to_numpy())
+
+
+# ---- the API, the missed relevant, the pairs -------------------------------------------------
+def test_the_api_scores_one_run_in_ranxs_order():
+    truth, runs, _, qrels = _data(seed=7)
+    sample = draw_sample("all-1k-r0", qrels, runs, 20, seed=1)
+    judgments = _judge(sample, truth)
+    means_ = pipeline.inferred(qrels, runs["bm25"].with_columns(score=-pl.col("rank")),
+                               judgments, sample)
+    assert list(means_) == metric_names()
+    per = pipeline.inferred(qrels, runs["bm25"].with_columns(score=-pl.col("rank")),
+                            judgments, sample, per_query=True)
+    assert per.columns == ["query", *metric_names()] and per.height == 8
+    assert means_["infP@10"] == pytest.approx(per["infP@10"].mean())
+    # the same as the library's values of the pool
+    values = pool_values("all-1k-r0", qrels, runs, judgments, sample)
+    ap = values.filter(pl.col("model") == "bm25", pl.col("metric") == "infAP")["inferred"]
+    assert means_["infAP"] == pytest.approx(ap.mean())
+    cited = pipeline.score(qrels, runs["bm25"].with_columns(score=-pl.col("rank")), "map")
+    assert values.filter(pl.col("model") == "bm25", pl.col("metric") == "infAP")[
+        "cited"].mean() == pytest.approx(cited["map"], abs=1e-12)
+
+
+def test_the_api_refuses_in_one_line():
+    truth, runs, _, qrels = _data(seed=7)
+    sample = draw_sample("all-1k-r0", qrels, runs, 20, seed=1)
+    run_ = runs["bm25"].with_columns(score=-pl.col("rank"))
+    judgments = _judge(sample, truth)
+    cases = {
+        "two pools": (qrels, run_, judgments, pl.concat([
+            sample, sample.with_columns(pool=pl.lit("all-2k-r0"))]), "holds 2 pools"),
+        "negative": (qrels, run_, judgments.with_columns(grade=pl.lit(-1)), sample,
+                     "grade -1"),
+        "no sample": (qrels, run_, judgments, "nowhere.parquet", "is not a file"),
+        "columns": (qrels, run_, judgments, sample.drop("stratum"), "no column stratum"),
+        "order": (run_, qrels, judgments, sample, "the qrels first"),
+    }
+    for what, (*arguments, says) in cases.items():
+        with pytest.raises(InputError, match=says) as refused:
+            pipeline.inferred(*arguments)
+        assert "\n" not in str(refused.value), what
+
+
+def test_missed_relevant_per_query_with_its_interval():
+    truth, runs, cited, qrels = _data(seed=8)
+    whole = draw_sample("all-1k-r0", qrels, runs, 10_000)
+    exact = missed("all-1k-r0", qrels, _judge(whole, truth), whole)
+    for row in exact.iter_rows(named=True):  # everything judged: the count, no error
+        frame = whole.filter(pl.col("query") == int(row["query"]))["doc"].to_numpy()
+        assert row["missed"] == sum(truth[int(row["query"])][d] > 0 for d in frame)
+        assert row["se"] == 0 and row["low"] == row["high"] == row["missed"]
+        assert row["cited"] == 5
+    sample = draw_sample("all-1k-r0", qrels, runs, 20, seed=2)
+    judgments = _judge(sample, truth)
+    found = missed("all-1k-r0", qrels, judgments, sample)
+    hits = (sample.filter("sampled").join(judgments, on=["query", "doc"])
+            .filter(pl.col("grade") > 0)
+            .group_by("query").agg(estimate=(1 / pl.col("probability")).sum(),
+                                    found=pl.len()))
+    check = found.with_columns(pl.col("query").cast(pl.Int64)).join(hits, on="query")
+    assert check.height > 0
+    for row in check.iter_rows(named=True):
+        assert row["missed"] == pytest.approx(row["estimate"])
+        assert row["low"] >= row["found_right"] and row["high"] > row["missed"]
+
+
+def _values(pools: dict[str, tuple[float, float]], queries: int = 30) -> pl.DataFrame:
+    """Per-query values of models a and b in each pool: (cited, inferred) means of a - b."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for pool, (cited, inferred) in pools.items():
+        for q in range(queries):
+            base = rng.normal(0.3, 0.1)
+            for model, sign in (("a", 1), ("b", 0)):
+                rows.append({"pool": pool, "model": model, "query": f"q{q}",
+                             "metric": "infAP",
+                             "cited": base + sign * cited + rng.normal(0, 0.02),
+                             "inferred": base + sign * inferred + rng.normal(0, 0.02)})
+    return pl.DataFrame(rows)
+
+
+def test_a_pair_whose_order_the_sample_reverses_says_so():
+    values = _values({f"all-2k-r{r}": (0.05, -0.05) for r in range(3)}
+                     | {f"all-5k-r{r}": (0.05, 0.04) for r in range(3)})
+    pairs = differences(values).sort("size")
+    reversed_, kept = pairs.row(0, named=True), pairs.row(1, named=True)
+    assert (reversed_["size"], reversed_["draws"], reversed_["queries"]) == (2000, 3, 30)
+    assert reversed_["reversed"] and reversed_["verdict"].startswith("reversed, significantly")
+    assert reversed_["cited"] == pytest.approx(0.05, abs=0.01)
+    assert reversed_["inferred"] == pytest.approx(-0.05, abs=0.01)
+    assert reversed_["shift"] == pytest.approx(-0.10, abs=0.01)
+    assert reversed_["shift_high"] < 0 < reversed_["cited_low"]
+    assert not kept["reversed"] and kept["verdict"].startswith("kept")
+    table = means(values)
+    assert table.height == 4 and set(table["model"]) == {"a", "b"}
+    assert (table["low"] < table["inferred"]).all() and (table["inferred"] < table["high"]).all()
