@@ -358,3 +358,103 @@ def test_a_violation_breaks_lint(tmp_path, module, line, contract):
     assert done.returncode != 0
     broken = [row for row in done.stdout.splitlines() if " BROKEN" in row]
     assert any(row.startswith(contract) for row in broken), done.stdout[-3000:]
+
+
+# ---- docs/architecture.md: the package map and the layers, against the package ------------
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+_MAP_ENTRY = re.compile(r"^(  |    )([A-Za-z0-9_]+(?:\.py|/))(?=\s|$)")
+_MODULE = re.compile(r"(?<![\w/.])([A-Za-z0-9_]+\.py)\b")
+
+
+def _code_block(heading: str, first_line: str) -> list[str]:
+    """The lines of the first fenced block after `heading` in docs/architecture.md whose first
+    line is `first_line`."""
+    text = ARCHITECTURE.read_text()
+    after = text[text.index(f"\n{heading}\n"):]
+    match = re.search(rf"^```\n({re.escape(first_line)}\n.*?)^```", after, re.M | re.S)
+    assert match, f"no block starting {first_line!r} under {heading!r}"
+    return match.group(1).splitlines()
+
+
+def documented_modules(lines: list[str]) -> set[str]:
+    """The modules and folders the package map names, as paths under pipeline/ (`core/`,
+    `core/errors.py`, `retrieval/bm25/store.py`). An entry is a name at the map's first
+    indent (`layout.py`, `core/`) or, for a package inside one, its second (`bm25/`); inside a
+    package's entry every `name.py` of its text is one of its modules, but those in backticks,
+    which name a module elsewhere (`corpus/manifest.py`)."""
+    found: set[str] = set()
+    package = nested = None
+    for line in lines[1:]:
+        if match := _MAP_ENTRY.match(line):
+            indent, name = match.groups()
+            rest = line[match.end():]
+            if indent == "  ":
+                package, nested = (name, None) if name.endswith("/") else (None, None)
+                found.add(name)
+            else:
+                assert package, f"a nested entry outside a package: {line!r}"
+                nested = package + name
+                found.add(nested)
+        else:
+            rest = line
+        owner = nested or package
+        if owner:
+            found |= {owner + name for name in _MODULE.findall(re.sub(r"`[^`]*`", "", rest))}
+    return found
+
+
+def package_modules() -> set[str]:
+    """Every module and package of pipeline/ (pkgutil, as Python finds them), as paths under
+    pipeline/, and every folder of it that holds no module (package data: `data/`)."""
+    import pkgutil
+
+    found: set[str] = set()
+
+    def walk(folder: Path, prefix: str) -> None:
+        for module in pkgutil.iter_modules([str(folder)]):
+            found.add(prefix + module.name + ("/" if module.ispkg else ".py"))
+            if module.ispkg:
+                walk(folder / module.name, f"{prefix}{module.name}/")
+
+    walk(PACKAGE, "")
+    found |= {f"{path.relative_to(PACKAGE).as_posix()}/" for path in PACKAGE.rglob("*")
+              if path.is_dir() and path.name != "__pycache__"
+              and not (path / "__init__.py").exists()}
+    return found | {"__init__.py"}
+
+
+def test_the_package_map_names_every_module_and_no_other():
+    """docs/architecture.md's package map against the package itself: a module added,
+    removed or renamed without the map fails here, naming it."""
+    documented = documented_modules(_code_block("## Package layout", "pipeline/"))
+    actual = package_modules()
+    assert {"core/errors.py", "retrieval/bm25/store.py", "data/", "cli/commands/"} <= actual
+    left_out, absent = sorted(actual - documented), sorted(documented - actual)
+    assert not left_out, f"modules the map leaves out: {left_out}"
+    assert not absent, f"the map names what is not there: {absent}"
+
+
+def test_the_map_reader_sees_what_a_map_says():
+    """The reader on a map of its own: entries, nested packages, modules listed in a
+    package's text, a backticked reference to another package's module left out."""
+    lines = ["pipeline/",
+             "  layout.py      paths (`roots.py`'s are its own)",
+             "  core/          errors.py (InputError), atomic.py",
+             "                 locks.py; reads `corpus/files.py`",
+             "  retrieval/     search.py,",
+             "    bm25/        store.py (the store), arrays.py",
+             "  data/          words.json"]
+    assert documented_modules(lines) == {
+        "layout.py", "core/", "core/errors.py", "core/atomic.py", "core/locks.py",
+        "retrieval/", "retrieval/search.py", "retrieval/bm25/", "retrieval/bm25/store.py",
+        "retrieval/bm25/arrays.py", "data/"}
+
+
+def test_the_layers_are_the_contracts():
+    """docs/architecture.md's layers, top to bottom, are .importlinter's layers contract."""
+    contract = re.search(r"\[importlinter:contract:layers\][^\[]*?^layers =\n((?:[ \t]+\S.*\n)+)",
+                         (ROOT / ".importlinter").read_text(), re.M)
+    assert contract
+    linted = [line.strip().replace("pipeline.", "") for line in contract.group(1).splitlines()]
+    documented = _code_block("### Layers", "api | cli")
+    assert documented == linted
