@@ -275,18 +275,62 @@ def test_artifact_names_are_written_in_layout_only():
                        "a function there and use it):\n" + "\n".join(found))
 
 
-def test_layout_names_are_derived_from_layout():
-    names = layout_names()
-    for name in ("MANIFEST", "PAPERS", "PREFILTERED", "POOL_QUERIES", "POOL_SPEC", "QUARANTINE",
-                 "LUCENE", "SLURM", "REPORTS", "POOLS", "EMBEDDINGS", "TUNING", "ANALYSED",
-                 "STORE_PART", "RUN_SUFFIXES", "TIMES_FILE", "RESULTS_MANIFEST", "DATA_FOLDERS",
-                 "SBATCH_SUFFIX", "QUERY_VECTORS"):
-        assert name in names, name
-    # names that are not paths: a column, a split, the variant separator, the artifact kinds
-    for name in ("ABSTRACT_SENTENCES", "SPLITS", "SPLIT_NAMES", "VARIANT_SEP", "ARTIFACT_KINDS"):
-        assert name not in names, name
-    assert {".parquet", ".json", ".jsonl", ".arrow", ".trec", ".sbatch", ".npy", ".tex", ".png",
-            ".md", ".metrics.parquet"} <= layout_suffixes(names)
+# A layout of its own and a module that uses it: each constant says which rule finds it.
+SYNTHETIC_LAYOUT = '''
+PAPERS = "papers.parquet"  # a file name: found by its value
+STORE_PART = "part-{}.arrow"  # a file pattern: found by its value
+RUN_SUFFIXES = ("trec", "metrics.parquet")  # suffixes: found by the constant's name
+QUARANTINE = "quarantine"  # a folder layout itself joins into a path
+POOLS = "pools"  # a folder another module joins (imported by name)
+LUCENE = "lucene"  # ... imported under another name, then with_name()
+SLURM = "slurm"  # ... used as layout.SLURM
+DATA_FOLDERS = {"corpora": "corpora", "runs": "runs"}  # ... through a loop over its values
+REPORTS = "reports"  # ... through a variable, then glob()
+TABLE = "tables"  # ... compared with a path's .name
+ENGINE = "arrays"  # a choice also compared with a value: not a path
+VARIANT_SEP = "~"  # a separator: not a path
+SPLITS = ("test", "validation")  # names looped over but never joined: not a path
+ABSTRACT_SENTENCES = "sentences"  # a column: not a path
+
+
+def quarantine(corpus_dir):
+    return corpus_dir / QUARANTINE
+'''
+SYNTHETIC_USER = '''
+from pipeline import layout
+from pipeline.layout import ENGINE, LUCENE as ENGINE_FOLDER, POOLS, REPORTS, SPLITS, TABLE
+
+
+def paths(root, corpus, engine, found):
+    for folder in layout.DATA_FOLDERS.values():
+        yield root / folder
+    yield root / corpus / POOLS
+    yield (root / corpus).with_name(ENGINE_FOLDER)
+    yield root / layout.SLURM
+    reports = REPORTS
+    yield from root.glob(reports)
+    yield [path for path in found if path.name == TABLE]
+    for split in SPLITS:
+        yield split.upper()
+    yield engine == ENGINE, layout.VARIANT_SEP.join([corpus, engine])
+'''
+
+
+def test_layout_names_are_the_constants_used_as_paths():
+    """On a layout and a module of their own, layout_names finds each constant by the rule that
+    makes it a path (its value, its name, a use as a path in layout or in another module,
+    directly, under another name, through a variable or a loop) and no constant that is not
+    one, and layout_suffixes the suffixes they name: the detector above guards what the rules
+    find, whatever the real layout's constants are called."""
+    trees = {LAYOUT: ast.parse(SYNTHETIC_LAYOUT),
+             PACKAGE / "user.py": ast.parse(SYNTHETIC_USER)}
+    names = layout_names(trees)
+    assert sorted(names) == sorted(["PAPERS", "STORE_PART", "RUN_SUFFIXES", "QUARANTINE", "POOLS",
+                                    "LUCENE", "SLURM", "DATA_FOLDERS", "REPORTS", "TABLE"])
+    assert layout_suffixes(names) == {".parquet", ".arrow", ".trec", ".metrics.parquet"}
+    # without the module that uses them, the folders it joins are not found
+    alone = layout_names({LAYOUT: trees[LAYOUT]})
+    assert sorted(alone) == sorted(["PAPERS", "STORE_PART", "RUN_SUFFIXES", "QUARANTINE"])
 
 
 SYNTHETIC = '''
