@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -124,3 +126,141 @@ def test_make_refuses_a_corpus_named_as_the_results_file(tmp_path):
     assert "CORPUS: 'results.parquet': a corpus name that is the name of what the pipeline " \
         "writes beside" in done.stderr, done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+# ---- the pool-name grammar the docs state, against the names the pipeline makes ------------
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
+# what each placeholder of a documented grammar stands for (a grammar naming another fails)
+PLACEHOLDERS = {"scope": r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*", "size": r"[0-9]+[kM]?",
+                "seed": r"[0-9]+", "tag": r"[0-9a-f]{8}", "exclusion": r"[0-9a-f]{8}",
+                "repeat": r"[0-9]+", "n": r"[0-9]+"}
+_GRAMMAR = re.compile(r"`([^`]*<scope>-<size>[^`]*)`")
+_TOKEN = re.compile(r"<(\w+)>|\[|\]|\*|[^<\[\]*]+")
+
+
+def documented_grammars() -> dict[str, list[str]]:
+    """Every pool-name grammar the docs and layout's own error message state (a `<scope>-<size>`
+    pattern in backticks: `<scope>-<size>[-s<seed>]-r<repeat>[-val]`), the file name only
+    (what follows its last `/`), -> where it is stated."""
+    found: dict[str, list[str]] = {}
+    for page in PAGES:
+        for match in _GRAMMAR.finditer(page.read_text()):
+            grammar = " ".join(match.group(1).split()).rsplit("/", 1)[-1]
+            found.setdefault(grammar, []).append(page.relative_to(ROOT).as_posix())
+    with pytest.raises(InputError) as caught:
+        parse_pool_name("not a pool")
+    found.setdefault(str(caught.value).rsplit("expected ", 1)[1], []).append(
+        "layout.parse_pool_name")
+    return found
+
+
+def grammar_regex(grammar: str) -> re.Pattern:
+    """`[...]` optional, `<name>` a placeholder (PLACEHOLDERS), `*` any number, the rest as
+    written."""
+    parts = []
+    for match in _TOKEN.finditer(grammar):
+        token = match.group()
+        if match.group(1):
+            assert match.group(1) in PLACEHOLDERS, f"{grammar}: unknown {token}"
+            parts.append(f"(?:{PLACEHOLDERS[match.group(1)]})")
+        else:
+            parts.append({"[": "(?:", "]": ")?", "*": "[0-9]+"}.get(token) or re.escape(token))
+    return re.compile("".join(parts))
+
+
+def grammar_names(grammar: str, samples: dict[str, tuple[str, ...]]) -> set[str]:
+    """Every name the grammar writes with the samples' values: each optional part left out
+    and kept, each placeholder each of its samples, `*` as 1."""
+    names = {""}
+    stack: list[set[str]] = []
+    for match in _TOKEN.finditer(grammar):
+        token = match.group()
+        if token == "[":
+            stack.append(names)
+            names = {""}
+        elif token == "]":
+            before = stack.pop()
+            names = {head + tail for head in before for tail in names | {""}}
+        else:
+            values = (samples[match.group(1)] if match.group(1)
+                      else ("1",) if token == "*" else (token,))
+            names = {name + value for name in names for value in values}
+    return names
+
+
+@pytest.fixture(scope="module")
+def made_names(tmp_path_factory) -> dict[str, set[str]]:
+    """Pool names as the pipeline makes them: make pool's (PoolSpec, with an exclusion list
+    read as EXCLUDE reads one: its real tag), a collection's, CSFCube's facets', and the BM25
+    tuning files' names (tuning_path), by split."""
+    from pipeline.external.beir import JUDGED_SCOPE
+    from pipeline.external.csfcube import FACETS, LEVEL
+    from pipeline.layout import tuning_path
+    from pipeline.pools.build import PoolSpec, with_exclusion
+
+    listed = tmp_path_factory.mktemp("lists") / "training.txt"
+    listed.write_text("".join(f"{i}\n" for i in (204, 17, 99)))
+    names: dict[str, set[str]] = {"test": set(), "validation": set()}
+    for field in (None, "Computer Science", "Medicine"):
+        for size in (1500, 20_000, 2_000_000):
+            for seed, repeat, split, exclude in itertools.product(
+                    (0, 3), (0, 2), ("test", "validation"), (None, str(listed))):
+                spec, _ = with_exclusion(PoolSpec(size, field, repeat, seed=seed, split=split,
+                                                  exclude=exclude))
+                names[split].add(spec.name)
+    for scope in ("beir", JUDGED_SCOPE, *(f"{LEVEL}-{facet}" for facet in FACETS)):
+        names["test"].add(pool_name(scope, 25_000, 0))
+        names["validation"].add(pool_name(scope, 25_000, 0, split="validation"))
+    names["tuning"] = {tuning_path(Path("indexes"), "c", name).name for name in names["test"]}
+    assert any("-x" in name for name in names["test"]) and any(
+        "-x" in name for name in names["tuning"])
+    return names
+
+
+def _kind(grammar: str) -> tuple[str, ...]:
+    """The names a grammar states: tuning files, test or validation pools, or both."""
+    if grammar.endswith(".json"):
+        return ("tuning",)
+    if "[-val]" in grammar:
+        return ("test", "validation")
+    return ("validation",) if grammar.endswith("-val") else ("test",)
+
+
+def test_the_documented_pool_names_are_the_names_made(made_names):
+    """Each pool-name grammar the docs state (and layout's message) matches every name the
+    pipeline makes of its kind, `-x<tag>` ones included, and no other; and every name it
+    writes is one the pipeline reads back and would make itself."""
+    grammars = documented_grammars()
+    assert {"docs/architecture.md", "docs/pools.md", "layout.parse_pool_name"} <= {
+        where for pages in grammars.values() for where in pages}, grammars
+    tag = next(name for name in made_names["test"] if "-x" in name).split("-x")[1][:8]
+    samples = {"scope": ("all", "computer-science"), "size": ("1500", "20k", "2M"),
+               "seed": ("3",), "tag": (tag,), "exclusion": (tag,), "repeat": ("0", "2"),
+               "n": ("2",)}
+    for grammar, where in grammars.items():
+        pattern, kinds = grammar_regex(grammar), _kind(grammar)
+        for kind, names in made_names.items():
+            matched = {name for name in names if pattern.fullmatch(name)}
+            expected = names if kind in kinds else set()
+            assert matched == expected, (where, grammar, kind, sorted(names - matched)[:3],
+                                         sorted(matched - expected)[:3])
+        for name in grammar_names(grammar, samples):
+            if kinds == ("tuning",):
+                assert group_name(name.removesuffix(".json") + "-r0") + ".json" == name
+                continue
+            parsed = parse_pool_name(name)
+            assert parsed.split in kinds, (where, grammar, name)
+            assert pool_name(parsed.scope, parsed.size, parsed.repeat, parsed.seed,
+                             parsed.split, parsed.exclusion) == name, (where, grammar, name)
+
+
+def test_the_grammar_reader_sees_what_a_grammar_says():
+    """The reader on grammars of its own: optional parts, placeholders, `*`."""
+    grammar = "<scope>-<size>[-s<seed>]-r*-val"
+    assert grammar_names(grammar, {"scope": ("all",), "size": ("2k", "3M"), "seed": ("5",)}) == {
+        "all-2k-r1-val", "all-3M-r1-val", "all-2k-s5-r1-val", "all-3M-s5-r1-val"}
+    pattern = grammar_regex(grammar)
+    assert pattern.fullmatch("medicine-20k-s3-r2-val") and pattern.fullmatch("all-2M-r0-val")
+    assert not pattern.fullmatch("all-2M-r0") and not pattern.fullmatch("all-2M-x3fa2b1c9-r0-val")
+    assert _kind(grammar) == ("validation",) and _kind("<scope>-<size>.json") == ("tuning",)

@@ -1,12 +1,13 @@
 """BM25's k1 and b tuned on the validation pools (MDCR §3: "tuned on separate validation sets
 built the same way as the test sets"; docs/pools.md).
 
-A test pool `<scope>-<size>[-s<seed>]-r<repeat>` is searched with the (k1, b) of the grid that
-gives the best mean MAP over its validation pools `<scope>-<size>[-s<seed>]-r*-val` (same
-scope, size and seed; `make pools-paper` builds them). The whole grid runs on one analysis of
+A test pool `<scope>-<size>[-s<seed>][-x<tag>]-r<repeat>` is searched with the (k1, b) of the
+grid that gives the best mean MAP over its validation pools
+`<scope>-<size>[-s<seed>][-x<tag>]-r*-val` (same scope, size, seed and exclusion list; `make
+pools-paper` builds them). The whole grid runs on one analysis of
 each validation pool (arrays engine) or in one SearchCollection run per validation pool
 (Lucene: Anserini searches every pair in one pass, in the process's JVM). The result is kept in
-`indexes/<corpus>/bm25-tuning/<scope>-<size>[-s<seed>].json` with the fingerprints of the
+`indexes/<corpus>/bm25-tuning/<scope>-<size>[-s<seed>][-x<tag>].json` with the fingerprints of the
 validation pools, so every repeat of the test pool reuses it and a rebuilt validation pool
 is tuned again. Without a validation pool, and for validation pools themselves, pyserini's
 defaults (k1 0.9, b 0.4) are used; the run manifest says which.
