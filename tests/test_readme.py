@@ -94,6 +94,23 @@ def test_relative_links_resolve(page: Path):
     assert not broken, f"{page.relative_to(ROOT)}: " + "; ".join(broken)
 
 
+_DOC_PATH = re.compile(r"\bdocs/([A-Za-z0-9_.-]+\.md)\b")
+
+
+def test_every_docs_page_named_exists():
+    """A page cited as `docs/<page>.md` anywhere (README, the docs, the package, the tests,
+    benchmarks, the Makefile: code comments and messages too, which no link check reads)
+    exists: a Makefile comment once sent readers to a page that never did."""
+    pages = {page.name for page in DOCS.glob("*.md")}
+    missing = [f"{path.relative_to(ROOT)}:{number}: docs/{name}"
+               for path in _files(CHECKED)
+               for number, line in enumerate(path.read_text(errors="ignore").splitlines(), 1)
+               for name in _DOC_PATH.findall(line) if name not in pages]
+    assert not missing, "pages that do not exist: " + "; ".join(missing)
+    absent = "external" + ".md"  # built from pieces, so that this file does not cite it
+    assert _DOC_PATH.findall(f"see docs/{absent}, not docs/ingest.md.") == [absent, "ingest.md"]
+
+
 def test_slug_matches_github():
     assert _slug("Staleness: one rule") == "staleness-one-rule"
     assert _slug("The paper's setups") == "the-papers-setups"
