@@ -107,7 +107,7 @@ setup-gpu: $(STAMP)
 # so and does nothing; a stale, damaged or half-written output is made again. A corpus written
 # whole (make mdcr, the imports) has nothing to ingest: `corpus` does nothing then.
 # The targets that need only the environment: the corpus (and the S2AG download), the
-# imports and exports (docs/external.md), the report, verify, sweep, retire-pool
+# imports and exports (docs/collections.md), the report, verify, sweep, retire-pool
 # (docs/pools.md#retiring-a-pool), clean-demo.
 $(SETUP): | $(STAMP)
 	+$(GOAL) $@
