@@ -478,6 +478,10 @@ REPORT_SUFFIX, REPORT_TABLE_SUFFIX, REPORT_PLOT_SUFFIX = ".md", ".tex", ".png"
 REPORT_PAGE_SUFFIX = ".html"  # `<corpus>.html`: every table, plot and provenance, inline
 # the page's style and script (package data of pipeline.report, written into the page)
 REPORT_PAGE_STYLE, REPORT_PAGE_SCRIPT = "page.css", "page.js"
+# the judging page's template, style and script (package data of pipeline.judging, written
+# into the page)
+JUDGING_PAGE_TEMPLATE = "page.html"
+JUDGING_PAGE_STYLE, JUDGING_PAGE_SCRIPT = REPORT_PAGE_STYLE, REPORT_PAGE_SCRIPT
 
 
 def report_file(reports: Path, corpus: str, section: str = "",

@@ -35,11 +35,13 @@ import polars as pl
 from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError
 from pipeline.judging.assessor import GRADES, LABELS_HEADER, MISSING_TEXT, TEMPLATE, with_texts
+from pipeline.layout import JUDGING_PAGE_SCRIPT, JUDGING_PAGE_STYLE, JUDGING_PAGE_TEMPLATE
 
 log = logging.getLogger(__name__)
 
 # the page's template, style and script: package data of pipeline.judging, written into it
-PAGE_TEMPLATE, PAGE_STYLE, PAGE_SCRIPT = "page.html", "page.css", "page.js"
+PAGE_TEMPLATE, PAGE_STYLE, PAGE_SCRIPT = (JUDGING_PAGE_TEMPLATE, JUDGING_PAGE_STYLE,
+                                          JUDGING_PAGE_SCRIPT)
 TITLE = "Relevance judging"
 DOC_COLUMNS = ("doc", "docid")  # the candidate's column: the sample's `doc`, or `docid`
 
