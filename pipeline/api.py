@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import InputError
+from pipeline.core.repair import Repair
 from pipeline.layout import (
     Place,
     check_name,
@@ -182,7 +183,7 @@ def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | Non
 
 def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | ModelEntry,
            *, k: int = 500, threads: int = 2, seed: int = 0, variant: str = "full",
-           query_prompt: str | None = None, **options: Any) -> str:
+           query_prompt: str | None = None, replace: bool = False, **options: Any) -> str:
     """Retrieve the top `k` candidates of each query of `pool` with `model` (a registered
     name such as 'bm25', an 'hf:' model, or a ModelEntry) and write the run; return the run's
     name (the model's, plus '+q<tag>' with a `query_prompt` before each query's text, and
@@ -191,7 +192,10 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     weights folder), others refused. A run
     made with these arguments (the rule of `make search`: search.current_run; `seed` counts
     where it changes the run) is kept as it is. The name of a run imported into the corpus is
-    refused (import_run)."""
+    refused (import_run). A store of the model's name embedded by another model (another
+    model identity: its weights or files, its endpoint) is refused, naming `replace=True`;
+    with `replace` (REPLACE=1) that store and the runs searched from it are removed, then
+    embedded and searched again."""
     from pipeline.models import with_query_prompt
     from pipeline.options.arguments import check_options
     from pipeline.options.declared import kind_run_options
@@ -202,14 +206,46 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     check_options("search", entry.kind, options, list(retriever(entry.kind).OPTIONS))
     place = data.place(corpus)
     check_not_imported(place, entry.name)  # before anything is embedded under its name
+    check_name("pool", pool)
+    if entry.embedded:  # a store of another model: refused, or replaced, before any work
+        _check_store_model(place, entry, options.get("model_path"), replace,
+                           _call("search", corpus, pool, model, query_prompt=query_prompt,
+                                 model_path=options.get("model_path"), replace=True))
     # as make search: what the model searches is built first (encoders embed what is
     # missing; a store of another object of this name is refused before any run is kept)
-    index(place, check_name("pool", pool), entry, threads, **options)
+    index(place, pool, entry, threads, **options)
     identity = kind_run_options(entry, options)  # the options that change the run, as make's
     if not current_run(place, pool, entry, k, seed, variant, identity):
         search_pool(place, pool, entry, k=k, threads=threads, seed=seed, variant=variant,
                     run_options=identity, **options)
     return run_name(entry.name, variant)
+
+
+def _check_store_model(place: Place, entry: ModelEntry, model_path: str | os.PathLike | None,
+                       replace: bool, call: str) -> None:
+    """The model's store, when another model embedded it (another model identity), refused in
+    the API's words (`call`, the call again with replace=True), or with `replace` removed
+    with the runs searched from it (embed.check_identity, as make search does first). A store
+    whose manifest is damaged is left to the embed stage, which rebuilds it (repair_store)."""
+    from pipeline.core.files import is_corrupt
+    from pipeline.encoding.embed import check_identity
+    from pipeline.layout import MANIFEST, store_dir
+
+    if is_corrupt(store_dir(place.index_root, place.corpus, entry.name) / MANIFEST):
+        return
+    check_identity(place, entry, model_path, replace, how="search again with replace=True",
+                   repair=Repair("", place.corpus, entry.name, note=f"in Python: {call}"))
+
+
+def _call(function: str, corpus: str, pool: str, model: str | ModelEntry,
+          **keywords: object) -> str:
+    """A call of the API as a repair shows it (Repair's note): its values as Python literals
+    (a path as a str), a model object by its name, the keywords given (not None)."""
+    shown = repr(model) if isinstance(model, str) else \
+        f"<the {type(model).__name__} named {model.name!r}>"
+    given = "".join(f", {key}={str(value) if isinstance(value, os.PathLike) else value!r}"
+                    for key, value in keywords.items() if value is not None)
+    return f"pipeline.{function}(<data>, {corpus!r}, {pool!r}, {shown}{given})"
 
 
 def _run(model: str | ModelEntry, place: Place | None = None, pool: str = "") -> str:

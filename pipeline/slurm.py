@@ -27,7 +27,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.repair import Repair
 from pipeline.layout import Place, sbatch_path, slurm_dir, slurm_record
-from pipeline.models import ModelEntry
+from pipeline.models import ModelEntry, get_model
 
 log = logging.getLogger(__name__)
 
@@ -261,11 +261,44 @@ def _record_path(runs_root: Path, corpus: str, model: str) -> Path:
     return slurm_record(runs_root, job_name("embed", corpus, model))
 
 
+def replace_before_array(place: Place, entry: ModelEntry, model_path: str | None,
+                         replace: bool) -> None:
+    """A store of the model's name embedded by another model (another model identity), found
+    before the array is submitted: refused in one line (its repair: the same submission with
+    REPLACE=1), or with `replace` removed here, once, with the runs searched from it. The
+    array's tasks are not given --replace: each would find the old store and remove it,
+    racing with the others' new parts; they fill the new store as any array fills one. An
+    array of this model still queued or running would write into the store being removed:
+    refused until it has ended."""
+    if not entry.embedded:
+        return
+    from pipeline.encoding.embed import changed_identity, check_identity
+    from pipeline.layout import store_dir
+
+    store = store_dir(place.index_root, place.corpus, entry.name)
+    if replace and changed_identity(place, store, entry, model_path):
+        record = _record_path(place.runs_root, place.corpus, entry.name)
+        if record.exists() and in_queue(job := str(read_json(record)["job_id"])):
+            raise InputError(f"REPLACE=1 would remove {store}, which embed array {job} "
+                             f"(still queued or running) writes into: wait for it to end, "
+                             f"or cancel it (scancel {job}), then submit again")
+    given = () if model_path is None else (("MODEL_PATH", str(model_path)),)
+    check_identity(place, entry, model_path, replace, repair=Repair(
+        "embed", place.corpus, entry.name,
+        (*given, ("EXECUTOR", "slurm"), ("REPLACE", "1"))))
+
+
 def submit_embed(place: Place, model: str, num_shards: int, resources: Resources,
-                 options: dict[str, object] | None = None, workdir: Path | None = None) -> str:
-    """Write and submit the embed job array (one task per shard); return its job id."""
+                 options: dict[str, object] | None = None, workdir: Path | None = None,
+                 replace: bool = False) -> str:
+    """Write and submit the embed job array (one task per shard); return its job id. A store
+    of another model under the model's name is refused, or with `replace` (REPLACE=1)
+    removed before anything is submitted (`replace_before_array`)."""
     num_shards = check_count(num_shards, "SHARDS", 1)
     _tool("sbatch")
+    model_path = (options or {}).get("--model-path")
+    replace_before_array(place, get_model(model), None if model_path is None
+                         else str(model_path), replace)
     runs_root, corpus = place.runs_root, place.corpus
     name = job_name("embed", corpus, model)
     folder = slurm_dir(runs_root)
@@ -283,10 +316,14 @@ def submit_embed(place: Place, model: str, num_shards: int, resources: Resources
 
 def submit_after_embed(place: Place, entry: ModelEntry, num_shards: int, resources: Resources,
                        command: list[str], pools: list[str] | None = None, stage: str = "eval",
-                       workdir: Path | None = None) -> str | None:
+                       workdir: Path | None = None, model_path: str | None = None
+                       ) -> str | None:
     """Submit `command` as a job after the recorded embed array; None when all shards are in
     (the caller runs `command` itself). An error when papers are missing and no array is
-    pending or running to embed them."""
+    pending or running to embed them, and when the store was embedded by another model than
+    the one loaded from `model_path`: its papers are not in, and the repair is the array's
+    (make embed EXECUTOR=slurm REPLACE=1), not a search here that would embed them all."""
+    replace_before_array(place, entry, model_path, replace=False)
     missing = missing_per_shard(place, entry, pools, num_shards)
     if not any(missing):
         log.info(f"[slurm] every embed shard of {entry.name} is in: running the command here")

@@ -215,7 +215,8 @@ def test_local_executor_runs_every_shard_in_one_call(data_root, tiny_bert, refer
     assert missing_per_shard(place, entry, None, 4) == [0, 0, 0, 0]
     assert_same_store(store_of(data), reference)
     # nothing missing and nothing submitted yet: the eval after the array cannot be planned
-    assert submit_after_embed(place, entry, 4, Resources(), ["true"]) is None
+    assert submit_after_embed(place, entry, 4, Resources(), ["true"],
+                              model_path=str(tiny_bert)) is None
     fresh = data_root() / "corpora" / "small"
     with pytest.raises(InputError, match="no embed array was submitted"):
         submit_after_embed(Place(fresh, fresh.parents[1] / "indexes", place.runs_root), entry,
@@ -460,3 +461,95 @@ def test_embed_array_on_a_one_node_cluster(cluster, data_root, tiny_bert, refere
     assert "every embed shard of minilm is in" in again.stderr
     assert not cluster.run("squeue", "--noheader").stdout.strip()
     print(f"\n[slurm test] array + eval job: {seconds:.1f}s")
+
+
+def _nudged(folder: Path) -> None:
+    """Other weights under the same files' names (every JSON file as it was): another model."""
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(folder / "model.safetensors")
+    key = next(k for k in sorted(tensors) if "word_embeddings" in k)
+    tensors[key] = tensors[key] + np.float32(0.05)
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+@pytest.mark.slow
+def test_replace_removes_a_stale_store_once_before_the_array(cluster, data_root, tiny_bert,
+                                                             tmp_path):
+    """REPLACE=1 with EXECUTOR=slurm, on a store embedded by another model (the weights under
+    MODEL_PATH changed since): without it the submission is refused in one line naming the
+    cluster's repair, nothing submitted or removed; with it the submitting process removes
+    the store and the runs searched from it, once, before any task runs (the tasks are not
+    given --replace, so none of them removes anything), and the array fills a new store,
+    bit for bit the one a local `make embed` of the new weights makes. An array of the model
+    still queued, which would write into the store removed, is refused first."""
+    from pipeline.core.files import read_json
+    from pipeline.layout import run_paths
+
+    data, folder = data_root(), Path(shutil.copytree(tiny_bert, tmp_path / "model"))
+    slurm, store = data / "runs" / "slurm", store_dir(data / "indexes", "small", "minilm")
+    make(data, folder, "eval")  # here: the store and the runs of the first weights
+    made = read_json(store / "manifest.json")["config"]["model_identity"]
+    runs = [p for size in POOL_SIZES for p in run_paths(data / "runs", "small", pool_of(size),
+                                                         "minilm")]
+    assert all(p.exists() for p in runs)
+    planted = [store.parent / "minilm-notes.txt", runs[0].parent / "minilm.notes"]
+    for path in planted:
+        path.write_text("a user's own notes\n")
+    args = ("EXECUTOR=slurm", "SHARDS=4", "GPUS_PER_TASK=0")
+    # a DOWN partition queues an array without starting it: one of the first weights, waiting
+    cluster.run("scontrol", "update", "PartitionName=test", "State=DOWN")
+    earlier = make(data, folder, "embed", *args, env=cluster.env).stdout.strip().splitlines()[-1]
+    submitted = sorted(slurm.iterdir())
+    _nudged(folder)
+    before = {p: p.read_bytes() for p in runs}
+    # make eval and make embed: the store holds every paper, but not this model's vectors
+    for goal in ("eval", "embed"):
+        refused = make(data, folder, goal, *args, env=cluster.env, check=False)
+        errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+        assert refused.returncode == 2 and len(errors) == 1, refused.stderr[-3000:]
+        line = errors[0]  # (after the corpus and pools stages' lines: make's prerequisites)
+        assert f"{store} was embedded by another model named minilm" in line, line
+        assert "files changed: model.safetensors" in line and "Traceback" not in refused.stderr
+        assert (f"repair: make embed CORPUS=small MODEL=minilm MODEL_PATH={folder} "
+                f"EXECUTOR=slurm REPLACE=1 DATA={data}") in line, line
+        assert sorted(slurm.iterdir()) == submitted  # nothing submitted, nothing searched
+        assert {p: p.read_bytes() for p in runs} == before, goal
+        assert read_json(store / "manifest.json")["config"]["model_identity"] == made
+
+    refused = make(data, folder, "embed", *args, "REPLACE=1", env=cluster.env, check=False)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert (f"REPLACE=1 would remove {store}, which embed array {earlier} (still queued or "
+            f"running) writes into") in refused.stderr and f"scancel {earlier}" in refused.stderr
+    assert {p: p.read_bytes() for p in runs} == before and sorted(slurm.iterdir()) == submitted
+    cluster.run("scancel", earlier)
+    cluster.wait_gone([earlier])
+    # the partition still DOWN: what is gone when sbatch has returned was removed by the
+    # submitting process, before any task
+    submit = make(data, folder, "embed", *args, "REPLACE=1", env=cluster.env)
+    array = json.loads((slurm / "embed-small-minilm.json").read_text())["job_id"]
+    assert submit.stdout.strip().endswith(array)
+    assert f"{store} was embedded by another model named minilm" in submit.stderr
+    assert f"removed with the {len(POOL_SIZES)} runs made from it" in submit.stderr
+    assert not store.exists() and not any(p.exists() for p in runs)
+    assert all(p.read_text() == "a user's own notes\n" for p in planted)
+    script = (slurm / "embed-small-minilm.sbatch").read_text()
+    assert "--replace" not in script and f"--model-path {folder}" in script
+    cluster.run("scontrol", "update", "PartitionName=test", "State=UP")
+    cluster.wait_gone([array])
+    logs = sorted(slurm.glob(f"embed-small-minilm-{array}_*.log"))
+    assert cluster.states(array) == ["COMPLETED"] * 4, [p.read_text()[-1500:] for p in logs]
+    for shard, log in enumerate(logs):  # each task embedded its shard; none removed a store
+        text = log.read_text()
+        assert re.search(rf"\[embed\] done .* shard={shard} embedded=[1-9]\d*\b", text), text
+        assert "REPLACE=1" not in text and "removed" not in text, text
+    assert read_json(store / "manifest.json")["config"]["model_identity"]["sha256"] != \
+        made["sha256"]
+    local = data_root()  # the same replacement made here, from scratch
+    make(local, folder, "embed")
+    assert_same_store(store_of(data), store_of(local))
+    # every shard in: make eval searches and scores here, from the new store
+    again = make(data, folder, "eval", *args, env=cluster.env)
+    assert "every embed shard of minilm is in" in again.stderr
+    assert all(p.exists() for p in runs) and {p: p.read_bytes() for p in runs} != before
+    assert all(p.read_text() == "a user's own notes\n" for p in planted)

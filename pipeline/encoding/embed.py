@@ -233,28 +233,31 @@ def probe_change(store: Path, encoder) -> str | None:
 
 
 def identity_refusal(place: Place, store: Path, entry: ModelEntry, change: str,
-                     model_path: str | Path | None) -> InputError:
-    """The one line refusing a store embedded from another model under the same name."""
+                     model_path: str | Path | None, how: str = "embed again with REPLACE=1",
+                     repair: Repair | None = None) -> InputError:
+    """The one line refusing a store embedded from another model under the same name; `how`
+    and `repair` say the repair in the caller's words (default make's: `make eval ...
+    REPLACE=1`; the Python API's replace=True, a SLURM array's EXECUTOR=slurm)."""
     given = () if model_path is None else (("MODEL_PATH", str(model_path)),)
     return InputError(
         f"{store} was embedded by another model named {entry.name} ({change}): its vectors "
-        "are not this model's; give this model another name, or embed again with REPLACE=1 "
+        f"are not this model's; give this model another name, or {how} "
         "(removes that store and the runs made from it)",
-        Repair("eval", place.corpus, entry.name, (*given, ("REPLACE", "1"))))
+        repair or Repair("eval", place.corpus, entry.name, (*given, ("REPLACE", "1"))))
 
 
 def check_identity(place: Place, entry: ModelEntry, model_path: str | Path | None = None,
-                   replace: bool = False) -> dict[str, int]:
+                   replace: bool = False, **words: Any) -> dict[str, int]:
     """Refuse the model's store when it was embedded by another model (another identity,
     under the same name), before any run made from it is kept as current; with `replace`
     (REPLACE=1) remove that store and the runs made from it instead, so that they are made
-    again. What was removed."""
+    again. What was removed. `words`: the refusal's `how` and `repair` (identity_refusal)."""
     store = store_dir(place.index_root, place.corpus, entry.name)
     change = changed_identity(place, store, entry, model_path)
     if change is None:
         return {}
     if not replace:
-        raise identity_refusal(place, store, entry, change, model_path)
+        raise identity_refusal(place, store, entry, change, model_path, **words)
     with file_lock(store):
         return _replace_store(place, store, entry, change)
 

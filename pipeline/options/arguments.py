@@ -274,7 +274,6 @@ ARGUMENTS: dict[str, Argument] = {
     "deep": A("bool"),
     "run": A("run"),
     "drop_unknown": A("bool"),
-    "replace": A("bool"),
     "judged": A("bool"),
     "qrels": A("qrels"),
     "per_query": A("bool"),
@@ -373,6 +372,8 @@ def _texts(kind: str, value: object) -> list[str]:
         return [m for m in value if isinstance(m, str)]  # type: ignore[union-attr]
     if kind in ("size", "synthetic") and not isinstance(value, int | str):
         return []  # a SyntheticConfig: checked by its own fields
+    if kind == "bool":  # a switch's (REPLACE=1: replace=True)
+        return ["1" if value else "0"]
     return [_text(value)]
 
 

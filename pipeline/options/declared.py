@@ -288,7 +288,7 @@ VARIABLES: tuple[Variable, ...] = (
       none=True, changes_run=True),
     V("MODEL_PATH", "", given_path, "a local folder with the model's save_pretrained files, "
       "for nodes without hub access (spaces allowed)", "models", optional=True,
-      stages=LOADING, changes_run=MODEL_ID),
+      stages=(*LOADING, "after-embed"), changes_run=MODEL_ID),  # after-embed: its identity
     # ---- search
     V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
       "compares the imported vectors: cosine, ip (inner product) or l2 (recorded in their "
@@ -367,9 +367,10 @@ VARIABLES: tuple[Variable, ...] = (
       "file, make import-vectors the vectors imported under MODEL from another file or with "
       "another SIMILARITY; make embed, index, search and eval remove a store embedded by "
       "another model under MODEL's name (its model identity differs) and the runs made from "
-      "it, and make them again", "mdcr", one_word=True, switch=True,
-      stages=tuple(dict.fromkeys((*REPLACING, "embed", "index", *SEARCHING))),
-      changes_run=False),
+      "it, and make them again (EXECUTOR=slurm: make embed removes them once, before it "
+      "submits the array)", "mdcr", one_word=True, switch=True,
+      stages=tuple(dict.fromkeys((*REPLACING, "embed", "index", *SEARCHING, "submit-embed"))),
+      keywords=("replace",), kind="bool", changes_run=False),
     V("JUDGED", "", choice(FLAG), "1: make import-beir and make import-irds also write the "
       "judged-only pool judged-<n>-r0, where each query ranks only its own judged documents "
       "(grade 0 included), as SciDocs scores them (docs/collections.md)", "mdcr",

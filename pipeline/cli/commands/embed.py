@@ -59,7 +59,8 @@ def cmd_submit_embed(args: argparse.Namespace) -> None:
     options = {"--pool": args.pool, "--model-path": args.model_path, "--dtype": args.dtype,
                "--batch-size": args.batch_size, "--device": args.device,
                "--part-size": args.part_size}
-    print(submit_embed(place_of(args), entry.name, args.num_shards, resources(args), options))
+    print(submit_embed(place_of(args), entry.name, args.num_shards, resources(args), options,
+                       replace=bool(args.replace)))
 
 
 def _after_embed_command(p: argparse.ArgumentParser) -> None:
@@ -75,7 +76,8 @@ def cmd_after_embed(args: argparse.Namespace) -> None:
     from pipeline.slurm import run_here, submit_after_embed
 
     job_id = submit_after_embed(place_of(args), get_model(args.model), args.num_shards,
-                                resources(args), args.command, pools_of(args))
+                                resources(args), args.command, pools_of(args),
+                                model_path=args.model_path)
     if job_id is None:  # every shard is in
         raise SystemExit(run_here(args.command))
     print(job_id)
