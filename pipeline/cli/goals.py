@@ -6,8 +6,9 @@ and runs it as `python -m pipeline <stage> ...` would, in this process.
 
 A target's stages: by default its command of the same name with --corpus (where the command
 takes it) and its declared options (pipeline/options/declared.py); a function where a target
-differs. make keeps the chain (eval: search: corpus), so each target runs only its own stages.
-Standard library only at import time (`make help` runs before the environment exists).
+differs. The chain is declared here too (Target.after: eval after search after corpus) and runs
+in the goal's one process, in order (`chain`); make only starts it. Standard library only at
+import time (`make help` runs before the environment exists).
 """
 
 from __future__ import annotations
@@ -156,7 +157,8 @@ class Target:
     the goal works on CORPUS's pools, so one must exist. local: the goal runs every stage on
     this machine (EXECUTOR=slurm is for make embed and make eval). stages: the commands of a
     goal (None: its own command, own_command); goal False: a target make runs itself (setup,
-    test, ...), no goal."""
+    test, ...), no goal. after: the targets whose stages run first, in this process (make's
+    prerequisites were: eval: search: corpus)."""
 
     name: str
     usage: str
@@ -167,6 +169,7 @@ class Target:
     local: bool = False
     stages: Stages | None = None
     goal: bool = True
+    after: tuple[str, ...] = ()
 
     def commands(self, v: argparse.Namespace, d: dict[str, str]) -> Commands:
         """The commands of this goal's stages."""
@@ -174,6 +177,7 @@ class Target:
 
 
 NEW_CORPUS = "<name of a new corpus> (the corpus it writes)"
+ON_CORPUS = ("corpus",)  # the targets on CORPUS's pools: its corpus stage first
 T = Target
 TARGETS: tuple[Target, ...] = (
     T("demo", "", "set up, generate the demo corpus, run every stage, report", local=True,
@@ -190,9 +194,10 @@ TARGETS: tuple[Target, ...] = (
     T("corpus", "[RAW=dir]", "ingest and prefilter CORPUS (the demo's: generate it first)",
       stages=corpus_stages),
     T("pool", "[FIELD=f] SIZE=20k", "build a dataset-level (or field-level) pool",
-      ("(EXCLUDE=ids.txt: the models' training papers never drawn as queries)",)),
-    T("pools-paper", "", "the paper's grid: test and validation pools"),
-    T("pools", "", "rebuild the stale, damaged or half-written pools",
+      ("(EXCLUDE=ids.txt: the models' training papers never drawn as queries)",),
+      after=ON_CORPUS),
+    T("pools-paper", "", "the paper's grid: test and validation pools", after=ON_CORPUS),
+    T("pools", "", "rebuild the stale, damaged or half-written pools", after=ON_CORPUS,
       stages=lambda v, d: [["pool", *corpus(v), "--repair"]]),
     T("retire-pool", "POOL=all-10k-r0", "move a pool, its index and runs into retired/",
       ("(a pool whose EXCLUDE list changed: make verify names it)",),
@@ -202,33 +207,36 @@ TARGETS: tuple[Target, ...] = (
              "PAPER_IDS": "<folder of S2AG's paper-ids shards>", "OUT": "<file to write>"}),
     T("eval", "MODEL=bm25|minilm|..", "index, search and score every pool of CORPUS",
       ("(QUERY_VARIANT=title: the pools with perturbed queries)",), pools=True,
-      stages=evaluate),
+      stages=evaluate, after=("search",)),
     T("index", "MODEL=..", "only index (Lucene / embeddings) every pool of CORPUS", pools=True,
-      stages=lambda v, d: [[*own_command("index", v, "--model", d["MODEL_FILE"]),
-                            "--repair-pools"]]),
+      after=ON_CORPUS, stages=lambda v, d: [
+          [*own_command("index", v, "--model", d["MODEL_FILE"]), "--repair-pools"]]),
     T("search", "MODEL=..", "only index and search: the runs, unscored", pools=True,
-      stages=search),
+      stages=search, after=ON_CORPUS),
     T("embed", "[EXECUTOR=slurm SHARDS=16 SLURM_TIME=4:00:00]", "embed the pools' papers",
-      ("(EXECUTOR=slurm: a SLURM job array, SLURM_TIME per job)",), stages=embed),
+      ("(EXECUTOR=slurm: a SLURM job array, SLURM_TIME per job)",), stages=embed,
+      after=("pools",)),
     T("fuse", "MODELS=bm25,minilm [METHOD=rrf]", "fuse the models' runs (ranx), evaluate",
-      needs={"MODELS": "a,b (e.g. MODELS=bm25,minilm)"}, local=True, stages=lambda v, d: [
+      needs={"MODELS": "a,b (e.g. MODELS=bm25,minilm)"}, local=True, after=ON_CORPUS,
+      stages=lambda v, d: [
           own_command("fuse", v, "--models", v.MODELS, "--method", v.METHOD)]),
     T("mdcr", "[MDCR_MODELS=bm25,minilm]", "an MDCR-style benchmark (corpus CORPUS-mdcr)",
-      stages=lambda v, d: [own_command("mdcr", v, "--models", v.MDCR_MODELS, "--out", v.MDCR,
-                                       "--search")]),
+      after=ON_CORPUS, stages=lambda v, d: [own_command(
+          "mdcr", v, "--models", v.MDCR_MODELS, "--out", v.MDCR, "--search")]),
     T("mdcr-jaccard", "MODELS=a,b,c", "overlap of models' top negatives (choose MDCR_MODELS)",
-      needs={"MODELS": "a,b,.. (e.g. MODELS=bm25,minilm,random)"}, stages=lambda v, d: [
+      needs={"MODELS": "a,b,.. (e.g. MODELS=bm25,minilm,random)"}, after=ON_CORPUS,
+      stages=lambda v, d: [
           own_command("mdcr-jaccard", v, "--models", v.MODELS, "--search")]),
     T("import-mdcr", "SRC=dir CORPUS=mdcr", "the official MDCR files as a corpus",
       needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding mdcr_{SPLIT}.json>"}),
     T("export-mdcr", "OUT=dir CORPUS=..", "a benchmark corpus in the official layout",
       needs={"OUT": "<folder>"}),
     T("mdcr-scores", "MODEL=.. OUT=f.json", "the official scores file of a model's runs",
-      needs={"OUT": "<scores file>"}, stages=of_model("mdcr-scores")),
+      needs={"OUT": "<scores file>"}, stages=of_model("mdcr-scores"), after=("eval",)),
     T("export-beir", "CORPUS=.. POOL=.. OUT=dir", "a pool as a BEIR folder", needs={
       "CORPUS": "<the corpus of the pool>", "POOL": "<the pool>", "OUT": "<folder>"}),
     T("export-mteb", "MODEL=.. OUT=dir", "a model's scores per pool as MTEB results (JSON)",
-      needs={"OUT": "<folder>"}, stages=of_model("export-mteb")),
+      needs={"OUT": "<folder>"}, stages=of_model("export-mteb"), after=("eval",)),
     T("import-beir", "SRC=dir CORPUS=scidocs", "a BEIR-layout collection as a corpus",
       needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding corpus.jsonl>"}),
     T("import-irds", "DATASET=beir/scidocs CORPUS=scidocs", "an ir_datasets collection as a "
@@ -317,21 +325,38 @@ def shown(argv: list[str]) -> str:
                     for word in argv)
 
 
-def run_goal(args: argparse.Namespace, variables: argparse.Namespace,
-             values: dict[str, str]) -> None:
-    """Run the stages of the make target `args.goal`, each command printed first as make prints
-    a recipe (with make -n, DRY_RUN: printed only). args: the `goal` command's, which take
-    the data roots of `values` (so that an error's repair names them)."""
+def chain(goal: str, goals: str = "") -> list[str]:
+    """The targets `goal` runs, in order: each target's `after` first (once). Of make's
+    `goals` (MAKECMDGOALS), those before `goal` have run theirs: not again."""
+    def targets(name: str) -> list[str]:
+        return [*(t for first in TARGET_NAMES[name].after for t in targets(first)), name]
+
+    order = list(dict.fromkeys(targets(goal)))
+    names = goals.split()
+    done = {t for before in names[:names.index(goal)] if before in GOALS
+            for t in targets(before)} if goal in names else set()
+    return [name for name in order if name not in done]
+
+
+def run_goal(args: argparse.Namespace, variables: argparse.Namespace) -> None:
+    """Run the chain of the make target `args.goal` (`chain`), each stage's command printed
+    first as make prints a recipe (with make -n, DRY_RUN: printed only), in this process.
+    args: the `goal` command's, which take the data roots (so that an error's repair names
+    them)."""
+    from pipeline.cli.variables import derived
+
     if args.goal not in GOALS:
-        raise ValueError(f"no make target {args.goal!r} in pipeline/cli/goals.py (GOALS: "
-                         f"{', '.join(GOALS)}; make's goals: {variables.GOALS})")
-    args.corpora_root, args.index_root, args.runs_root = (
-        values["CORPORA_ROOT"], values["INDEX_ROOT"], values["RUNS_ROOT"])
-    for stage in GOALS[args.goal].commands(variables, values):
-        print(f"{shown([sys.executable])} -m pipeline {shown(roots(values))} {stage[0]} "
-              f"{shown(stage[1:])}", flush=True)
-        if variables.DRY_RUN:
-            continue
-        command = stage_args(args, *stage)
-        check_writes(command)
-        command.func(command)
+        raise InputError(f"no make target {args.goal!r} runs in `python -m pipeline goal` "
+                         f"(pipeline/cli/goals.py GOALS: {', '.join(GOALS)})")
+    for name in chain(args.goal, variables.GOALS):
+        values = derived(variables)  # after the stages before it (a corpus written whole)
+        args.corpora_root, args.index_root, args.runs_root = (
+            values["CORPORA_ROOT"], values["INDEX_ROOT"], values["RUNS_ROOT"])
+        for stage in GOALS[name].commands(variables, values):
+            print(f"{shown([sys.executable])} -m pipeline {shown(roots(values))} {stage[0]} "
+                  f"{shown(stage[1:])}", flush=True)
+            if variables.DRY_RUN:
+                continue
+            command = stage_args(args, *stage)
+            check_writes(command)
+            command.func(command)

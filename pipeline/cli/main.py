@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser(program()).parse_args(argv)
     logs.setup(args.verbosity)
-    from_make = bool(os.environ.get(FROM_MAKE))
+    from_make = args.command == "goal" or bool(os.environ.get(FROM_MAKE))
     words = in_make_words if from_make else str
     try:
         check_writes(args)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import hashlib
 import re
 import sys
 from collections.abc import Mapping
@@ -53,12 +52,12 @@ TOOL_PATH = re.compile(r"[A-Za-z0-9._/+-]+")
 # What make's command line may set besides VARIABLES (and their aliases)
 MAKE_OWN = frozenset({*TOOL_VARS, "SHELL", ".SHELLFLAGS", "MAKE", "MAKEFLAGS", "MFLAGS",
                       "MAKEFILES", "MAKEOVERRIDES", "GNUMAKEFLAGS", "MAKESHELL"})
-# What the Makefile exports to its recipes: make's goals, the names given on its command
-# line, its check's token (checked_token), and whether it runs with -n, -t or -q
+# What the Makefile exports to its recipes: make's goals (MAKECMDGOALS); make itself hands its
+# flags and its command line's variables to every recipe in MAKEFLAGS (make_command_line)
 GOALS_ENV = "MDCR_MAKE_GOALS"
-COMMAND_LINE_ENV = "MDCR_COMMAND_LINE"
-CHECKED_ENV = "MDCR_CHECKED"
-DRY_RUN_ENV = "MDCR_DRY_RUN"
+MAKEFLAGS = "MAKEFLAGS"
+# make's flags that run no recipe but the `+` ones (-n, -t, -q): the goals print their stages
+DRY_RUN_FLAGS = frozenset("ntq")
 ALIAS = {v.alias: v.name for v in VARIABLES if v.alias}
 
 
@@ -90,15 +89,55 @@ def checked_value(var: Variable, name: str, text: str) -> object:
         raise InputError(f"{name}: {exc}") from None
 
 
+def make_command_line(makeflags: str) -> tuple[str, dict[str, str]]:
+    """make's MAKEFLAGS split into its one-letter flags (its first word, unless that starts
+    with '-') and the variables of its command line (the words after ` -- `), each unescaped
+    as GNU make escapes it: a space or tab after a backslash is part of the value, a doubled
+    backslash is one, a doubled '$' is one. make lists the variables last given first: the
+    result is in the order given. InputError for a word that is no NAME=value."""
+    text = " " + makeflags
+    flags_part, _, rest = text.partition(" -- ")
+    first = flags_part.split()[0] if flags_part.split() else ""
+    flags = "" if first.startswith("-") else first
+    words: list[str] = []
+    word: list[str] = []
+    chars = iter(rest)
+    for char in chars:
+        if char == "\\":
+            char = next(chars, "\\")  # an escaped space, tab or backslash: itself
+        elif char == " ":
+            words.append("".join(word))
+            word = []
+            continue
+        word.append(char)
+    words.append("".join(word))
+    assignments: dict[str, str] = {}
+    for word in reversed([w.replace("$$", "$") for w in words if w]):
+        name, equals, value = word.partition("=")
+        if not equals or not re.fullmatch(r"[A-Za-z_.][A-Za-z0-9_.]*", name):
+            raise InputError(f"{word.split('=')[0]!r} on make's command line is no "
+                             "NAME=value: give each variable as NAME=value (make eval "
+                             "MODEL=bm25)")
+        assignments[name] = value
+    return flags, assignments
+
+
+def read_make(environ: Mapping[str, str]) -> argparse.Namespace:
+    """The variables of a make recipe's process (`read`): those of make's command line from
+    MAKEFLAGS, the others from `environ`; DRY_RUN when make runs with -n, -t or -q."""
+    flags, command_line = make_command_line(environ.get(MAKEFLAGS, ""))
+    args = read(environ, command_line)
+    args.DRY_RUN = bool(DRY_RUN_FLAGS & set(flags))
+    return args
+
+
 def read(environ: Mapping[str, str], command_line: Mapping[str, str] | None = None
          ) -> argparse.Namespace:
-    """Each variable from `environ` (and make's `command_line`, as its check gets it; else
-    the names of MDCR_COMMAND_LINE), else its default, checked; TIME only from make's command
-    line (the environment's is GNU time's). With GOALS, GIVEN, COMMAND_LINE and DRY_RUN."""
-    if command_line is None:
-        names = environ.get(COMMAND_LINE_ENV, "").split()
-    else:
-        environ, names = {**environ, **command_line}, list(command_line)
+    """Each variable from `environ` and make's `command_line` (make_command_line: its values
+    win), else its default, checked; TIME only from make's command line (the environment's is
+    GNU time's). With GOALS, GIVEN, COMMAND_LINE and DRY_RUN (False: read_make sets it)."""
+    command_line = command_line or {}
+    environ, names = {**environ, **command_line}, list(command_line)
     given = [v.name for v in VARIABLES if v.name in environ]
     aliased = [a for a, name in ALIAS.items() if a in names and name not in names]
     refuse_unsafe(environ, [*given, *aliased, *(n for n in TOOL_VARS if n in environ)])
@@ -116,16 +155,8 @@ def read(environ: Mapping[str, str], command_line: Mapping[str, str] | None = No
     args.GOALS = environ.get(GOALS_ENV, "")
     args.GIVEN = " ".join(given)
     args.COMMAND_LINE = " ".join(names)
-    args.DRY_RUN = bool(environ.get(DRY_RUN_ENV, "").strip())
+    args.DRY_RUN = False
     return args
-
-
-def checked_token(args: argparse.Namespace) -> str:
-    """A digest of what the check checks (every value read, the names given, make's goals):
-    a goal whose token is its make's check's has nothing to check again."""
-    seen = {name: " ".join(sorted(value.split())) if name in ("GIVEN", "COMMAND_LINE")
-            else repr(value) for name, value in vars(args).items() if name != "DRY_RUN"}
-    return hashlib.sha256(repr(sorted(seen.items())).encode()).hexdigest()[:32]
 
 
 def check_command_line(names: str) -> None:

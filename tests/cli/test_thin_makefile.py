@@ -1,13 +1,14 @@
-"""The Makefile is thin (issues 31.4, 41): each target runs one `python -m pipeline goal`
-command, with no loop over stages and no make calling make; what a goal needs is declared once
-(pipeline/cli/goals.py: TARGETS) and checked before anything runs; `make help` is generated
-from the same declaration. Quick: the stages never run (a PY that would leave a mark)."""
+"""The Makefile is thin (issues 31.4, 41, 59): each target runs one `python -m pipeline goal`
+process, with no loop over stages and no make calling make; what a goal needs, and its chain,
+are declared once (pipeline/cli/goals.py: TARGETS) and checked before any stage runs; `make
+help` is generated from the same declaration. Quick: refused goals, and make -n."""
 
 from __future__ import annotations
 
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,21 +27,19 @@ VALUES = {"CORPUS": "new", "MODELS": "bm25,random", "SRC": "{tmp}/src", "OUT": "
 
 def make(tmp: Path, *args: str, env: dict[str, str] | None = None
          ) -> subprocess.CompletedProcess:
-    """make with DATA under tmp and a PY that leaves tmp/ran behind if any stage runs."""
-    py = tmp / "py"
-    if not py.exists():
-        py.write_text(f"#!/bin/sh\ntouch {tmp / 'ran'}\n")
-        py.chmod(0o755)
-        (tmp / "installed").touch()
+    """make with DATA under tmp (a stage that ran would have made it) and this Python."""
+    (tmp / "installed").touch()
     environ = {k: v for k, v in os.environ.items() if k not in CLEARED}
     environ.update(env or {})
-    return subprocess.run(["make", "--no-print-directory", f"DATA={tmp / 'data'}", f"PY={py}",
+    return subprocess.run(["make", "--no-print-directory", f"DATA={tmp / 'data'}",
+                           f"PY={sys.executable}",
                            f"STAMP={tmp / 'installed'}", *args], cwd=ROOT,
                           capture_output=True, text=True, env=environ, timeout=120)
 
 
 def refused(done: subprocess.CompletedProcess) -> str:
-    assert not done.stdout, done.stdout
+    """The refusal's line; make printed its goal's one command, no stage's."""
+    assert all(" -m pipeline goal " in line for line in done.stdout.splitlines()), done.stdout
     return refusal(done)
 
 
@@ -77,10 +76,10 @@ def test_a_goal_without_what_it_needs_is_one_line_before_anything_runs(goal, mis
             continue  # CORPUS= is a bad corpus name: refused as such
         line = refused(make(tmp_path, goal, *given, *extra))
         assert f"error: make {goal} needs {missing}=" in line, line
-        assert not (tmp_path / "ran").exists() and not (tmp_path / "data").exists()
-    # with it, the goal goes ahead (a stage runs)
-    done = make(tmp_path, goal, *given, f"{missing}={VALUES[missing].format(tmp=tmp_path)}",
-                "SPLIT=test")
+        assert not (tmp_path / "data").exists()
+    # with it, the goal goes ahead (make -n: its stages printed)
+    done = make(tmp_path, "-n", goal, *given,
+                f"{missing}={VALUES[missing].format(tmp=tmp_path)}", "SPLIT=test")
     assert "needs" not in done.stderr, done.stderr[-1000:]
 
 
@@ -96,7 +95,7 @@ def test_a_default_corpus_is_not_the_corpus_an_import_writes(tmp_path):
 def test_a_goal_on_pools_without_a_pool_is_one_line(goal, tmp_path):
     line = refused(make(tmp_path, goal, "CORPUS=c"))
     assert "no pools for CORPUS=c under" in line and "make pool CORPUS=c SIZE=10k" in line
-    assert not (tmp_path / "ran").exists()
+    assert not (tmp_path / "data").exists()
 
 
 @pytest.mark.parametrize("goal", ["demo", "fuse"])
@@ -144,9 +143,9 @@ def test_help_lists_every_target_from_the_declaration(tmp_path):
 
 def test_every_goal_runs_the_goal_runner_and_nothing_else(tmp_path):
     """Each pipeline target (GOALS) is one recipe that runs its goal, `python -m pipeline goal
-    <target>`, after its prerequisites' goals (make keeps the chain): `make -n <target>`, whose
-    `+` recipes run, runs nothing else (no make running make, no loop over stages; the PY
-    here prints nothing, so the lines are make's own)."""
+    <target>`, ONE process that runs the target's chain (Target.after) itself: `make -n
+    <target>`, whose `+` recipe runs, shows make's one line, then only the stages' commands
+    (no make running make, no second goal)."""
     pool = tmp_path / "data" / "corpora" / "new" / "pools" / "all-1k-r0"
     pool.mkdir(parents=True)
     (pool / "manifest.json").write_text("{}")
@@ -156,8 +155,9 @@ def test_every_goal_runs_the_goal_runner_and_nothing_else(tmp_path):
         done = make(tmp_path, "-n", name, *(f"{k}={v}" for k, v in needs.items()))
         assert done.returncode == 0, (name, done.stderr)
         lines = done.stdout.splitlines()
-        assert lines and all(" -m pipeline goal " in line for line in lines), (name, lines)
-        assert lines[-1].endswith(f" -m pipeline goal {name}"), (name, lines)
+        assert lines[0].endswith(f" -m pipeline goal {name}"), (name, lines)
+        assert all(" -m pipeline --corpora-root " in line or not line.startswith("'")
+                   for line in lines[1:]), (name, lines)
     chain = make(tmp_path, "-n", "mdcr-scores", "CORPUS=new", "OUT=o.json").stdout
-    assert [line.rsplit(" ", 1)[1] for line in chain.splitlines()] == [
-        "corpus", "search", "eval", "mdcr-scores"]
+    assert [re.search(r"--runs-root '[^']*' (\S+)", line).group(1)
+            for line in chain.splitlines()[1:]] == ["corpus", "search", "eval", "mdcr-scores"]

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.main import build_parser
-from pipeline.cli.variables import COMMAND_LINE_ENV, DERIVED, GOALS_ENV, derived, read
+from pipeline.cli.variables import DERIVED, GOALS_ENV, derived, make_command_line, read, read_make
+from pipeline.core.errors import InputError
 from pipeline.layout import raw_dir, run_name
 from pipeline.models import fused_name, hf_name
 from pipeline.options.checks import PER_CORE, cores, input_path, safe_path
@@ -127,10 +128,9 @@ house.check_variables = counted
 
 
 def test_the_check_runs_once_per_make(tmp_path):
-    """make eval runs three goals (corpus, search, eval), each a process that reads the
-    variables: the check of what they need runs once, in the Makefile's check, which hands
-    its token to the goals. A goal whose variables are not those checked (run by hand, or with
-    another's token) checks them itself."""
+    """make eval is one goal process: it reads the variables once and checks them once
+    (check_variables), then prints its chain's three stages (corpus, search, eval). Run by
+    hand, `python -m pipeline goal eval` checks the same: a bad MODEL is refused."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(COUNTER)
@@ -138,14 +138,13 @@ def test_the_check_runs_once_per_make(tmp_path):
     env = {"PYTHONPATH": os.pathsep.join((str(site), str(ROOT))), "CHECKS_LOG": str(log)}
     done = make(with_pool(tmp_path / "data"), "-n", "eval", "CORPUS=c", "MODEL=bm25", env=env)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count(" -m pipeline goal ") == 3
+    assert done.stdout.count(" -m pipeline goal ") == 1
+    assert [re.search(r"--runs-root '[^']*' (\S+)", line).group(1)
+            for line in done.stdout.splitlines() if "--runs-root" in line] == [
+        "corpus", "search", "eval"]
     assert log.read_text() == "checked\n"
-    checked = subprocess.run([sys.executable, "-m", "pipeline", "check"], cwd=ROOT,
-                             env={**os.environ, "MODEL": "bm25"},
-                             capture_output=True, text=True, check=True).stdout.strip()
-    token = checked.removeprefix("checked=")
     goal = subprocess.run([sys.executable, "-m", "pipeline", "goal", "eval"], cwd=ROOT,
-                          env={**os.environ, "MODEL": "bm52", "MDCR_CHECKED": token},
+                          env={**os.environ, "MODEL": "bm52", "MAKEFLAGS": ""},
                           capture_output=True, text=True)
     assert goal.returncode == 2 and "unknown MODEL" in goal.stderr, goal.stderr
 
@@ -159,12 +158,12 @@ def test_the_docs_come_from_the_declaration():
 
 
 def test_the_command_line_is_the_one_make_names():
-    """The variables of make's command line are those the check is given, or those the
-    Makefile names to its recipes (MDCR_COMMAND_LINE), never the environment's; TIME there is
-    SLURM_TIME."""
-    for args in (read({COMMAND_LINE_ENV: "TIME", "TIME": "90"}), read({}, {"TIME": "90"})):
+    """The variables of make's command line are those of MAKEFLAGS (make_command_line),
+    never the environment's; TIME there is SLURM_TIME."""
+    for args in (read_make({"MAKEFLAGS": " -- TIME=90", "TIME": "90"}),
+                 read({}, {"TIME": "90"})):
         assert args.SLURM_TIME == "90" and args.COMMAND_LINE == "TIME"
-    args = read({"MAKEFLAGS": " -- TIME=90", "TIME": "90"})  # make names them: no parsing
+    args = read({"MAKEFLAGS": " -- TIME=90", "TIME": "90"})  # read alone: no parsing
     assert args.SLURM_TIME is None and args.COMMAND_LINE == ""
     args = read({"TIME": "%e"})  # GNU time's format, in the environment: never read
     assert args.SLURM_TIME is None and args.CORPUS == "demo" and args.SOURCE == "s2orc"
@@ -381,27 +380,70 @@ def test_an_unknown_variable_on_makes_command_line_is_refused(tmp_path):
 
 
 def test_a_bad_value_is_one_line_before_anything_runs(tmp_path):
-    """The check runs while make reads the Makefile: its line is all of stderr (no failed
-    recipe of make's after it), and the value's line break reaches it to be named."""
+    """The goal's process checks every value before its first stage: one line (make's own
+    `make: *** ... Error 2` after it), the value's line break named, nothing written."""
     for assignment, says in (("SIZE=abc", "SIZE: malformed SIZE 'abc'"),
-                             ("CORPUS=a\nb", "CORPUS holds a line break")):
-        done = make(tmp_path / "data", "pool", assignment)
-        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-        assert says in done.stderr
+                             ("CORPUS=a\nb", "CORPUS holds a line break"),
+                             ("FIELD=medicine\nbiology", "error: FIELD holds a line break: "
+                                                          "give the value on one line")):
+        line = refusal(make(tmp_path / "data", "pool", assignment))
+        assert says in line, line
         assert [p.name for p in (tmp_path / "data").iterdir()] == ["installed"]  # the stamp
 
 
-def test_make_refuses_a_line_break_itself(tmp_path):
-    """A line break on make's command line is refused by make, naming the variable, before
-    its check runs (here it could not: PYTHON is no executable)."""
-    line = refusal(make(tmp_path, "help", "FIELD=medicine\nbiology", "PYTHON=/no/python"))
-    assert line == "error: FIELD holds a line break: give the value on one line"
+def test_make_refuses_a_dollar_itself(tmp_path):
+    """A '$' on make's command line would run as make code where make exports the value to a
+    recipe (`$(shell ...)`): make refuses it while it reads the Makefile, before any recipe
+    (here none could run: PYTHON is no executable), and the code never runs."""
+    mark = tmp_path / "ran"
+    done = make(tmp_path, "help", f"FIELD=$(shell touch {mark})", "PYTHON=/no/python")
+    assert "a value on make's command line holds a '$'" in refusal(done)
+    assert not mark.exists()
+
+
+# Values make must hand over exactly: spaces (two, at the end), quotes, '$' (doubled by make),
+# '=', backslashes (alone, doubled, before a space, at the end), a tab, unicode, empty.
+HOSTILE = {"A": "x  y", "B": "it's \"quoted\"", "C": "a=b=c", "D": "back\\slash",
+           "E": "two\\\\ before a space\\", "F": "tab\there", "G": "ünï €", "H": "",
+           "I": "-- J=not a variable", "K": "$dollar"}
+
+
+def test_makeflags_is_parsed_exactly_as_make_writes_it(tmp_path):
+    """GNU make hands its command line's variables to every recipe in MAKEFLAGS, escaped:
+    make_command_line gives back each value exactly, in the order given, with make's flags
+    (-n: n)."""
+    makefile = tmp_path / "Makefile"
+    makefile.write_text("all:\n\t+@printf '%s' \"$$MAKEFLAGS\" > flags\n")
+    for flag, flags in (([], ""), (["-n"], "n"), (["-s", "-k"], "ks")):
+        done = subprocess.run(["make", "--no-print-directory", *flag, "-f", str(makefile),
+                               *(f"{k}={v}" for k, v in HOSTILE.items())],
+                              cwd=tmp_path, capture_output=True, text=True,
+                              env={**os.environ, "MAKEFLAGS": ""}, timeout=60)
+        assert done.returncode == 0, done.stderr
+        got_flags, values = make_command_line((tmp_path / "flags").read_text())
+        assert values == HOSTILE and list(values) == list(HOSTILE)
+        assert sorted(got_flags) == sorted(flags)
+    assert make_command_line("") == ("", {})
+    with pytest.raises(InputError, match="'A:' on make's command line is no NAME=value"):
+        make_command_line(" -- A:=1")
+
+
+def test_a_hostile_value_reaches_the_stage_as_given(tmp_path):
+    """A file name with spaces, quotes, '=', a backslash and unicode, on make's command line,
+    reaches the stage's command (make -n prints it quoted) unchanged."""
+    root = with_pool(tmp_path / "data")
+    value = f"{tmp_path}/my runs/a=b \\ it's \"x\" ü.trec"
+    done = make(root, "-n", "import-run", "CORPUS=c", "POOL=all-1k-r0", "MODEL=mine",
+                f"RUN={value}")
+    assert done.returncode == 0, done.stderr
+    words = shlex.split(done.stdout.splitlines()[-1])
+    assert words[words.index("--run") + 1] == value
 
 
 @pytest.mark.parametrize("flag", ["-n", "-t", "-q"])
 def test_make_n_t_and_q_print_the_stages_and_run_none(flag, tmp_path):
-    """make -n, -t and -q run the `+` recipes, whose goals (told by make, MDCR_DRY_RUN) print
-    their stages' commands and run none: nothing is written under DATA."""
+    """make -n, -t and -q run the `+` recipes, whose goals (told by make's flags in
+    MAKEFLAGS) print their stages' commands and run none: nothing is written under DATA."""
     root = with_pool(tmp_path / "data")
     before = sorted(root.rglob("*"))
     done = make(root, flag, "eval", "CORPUS=c", "MODEL=bm25")

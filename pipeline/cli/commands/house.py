@@ -19,22 +19,14 @@ from pipeline.retrieval.imported import check_model_name
 log = logging.getLogger(__name__)
 
 
-def _check_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("assignments", nargs="*", metavar="NAME=value",
-                   help="the variables of make's command line (the Makefile passes them)")
-
-
-@command("check", "check the make variables given (NAME=value words, the environment): one "
-         "line and exit status 2 if one is bad (make runs it first)", _check_arguments,
-         corpus=False, writes=())
+@command("check", "check the make variables given (make's command line, from MAKEFLAGS, and "
+         "the environment): one line and exit status 2 if one is bad", corpus=False, writes=())
 def cmd_check(args: argparse.Namespace) -> None:
-    """The Makefile's check, once per make: prints `checked=<token>`, which make hands to its
-    recipes (MDCR_CHECKED), whose goals then do not check again."""
-    from pipeline.cli.variables import checked_token, read
+    """`make check`, and make setup's first step (with the system Python, standard library
+    only, before the environment is built): what every goal checks first."""
+    from pipeline.cli.variables import read_make
 
-    variables = read(os.environ, dict(word.partition("=")[::2] for word in args.assignments))
-    check_variables(variables)
-    print(f"checked={checked_token(variables)}")
+    check_variables(read_make(os.environ))
 
 
 def check_variables(args: argparse.Namespace) -> None:
@@ -60,20 +52,20 @@ def _goal_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("goal", help="the make target whose stages to run (pipeline/cli/goals.py)")
 
 
-@command("goal", "run the stages of one make target with the make variables of the "
-         "environment (each checked first); with make -n, print their commands only",
+@command("goal", "run a make target's chain of stages with make's variables (MAKEFLAGS, the "
+         "environment), checked once first; with make -n, print their commands only",
          _goal_arguments, corpus=False, writes=())
 def cmd_goal(args: argparse.Namespace) -> None:
-    """What the Makefile's recipes run: `make pool SIZE=20k` is `python -m pipeline goal pool`
-    with SIZE=20k in the environment; its stages run in this process, the first failing one
-    stopping the goal."""
+    """What the Makefile's recipes run: `make eval MODEL=bm25` is `python -m pipeline goal
+    eval`, MODEL=bm25 in make's MAKEFLAGS; the variables are read and checked once, then the
+    target's chain (corpus, search, eval) runs in this process, the first failing stage
+    stopping it."""
     from pipeline.cli.goals import run_goal
-    from pipeline.cli.variables import CHECKED_ENV, checked_token, derived, read
+    from pipeline.cli.variables import read_make
 
-    variables = read(os.environ)
-    if os.environ.get(CHECKED_ENV) != checked_token(variables):  # not what make checked
-        check_variables(variables)
-    run_goal(args, variables, derived(variables))
+    variables = read_make(os.environ)
+    check_variables(variables)
+    run_goal(args, variables)
 
 
 def _variables_arguments(p: argparse.ArgumentParser) -> None:
@@ -86,13 +78,13 @@ def _variables_arguments(p: argparse.ArgumentParser) -> None:
 @command("variables", "the make variables: print their table, or write docs/variables.md "
          "again", _variables_arguments, corpus=False, writes=())
 def cmd_variables(args: argparse.Namespace) -> None:
-    from pipeline.cli.variables import read
+    from pipeline.cli.variables import read_make
     from pipeline.options.declared import BY_NAME, markdown, write
 
     if args.value:
         if args.value not in BY_NAME:
             raise InputError(f"no make variable {args.value} (docs/variables.md)")
-        print(getattr(read(os.environ), args.value))
+        print(getattr(read_make(os.environ), args.value))
     elif args.write:
         for path in write():
             log.info(f"[variables] wrote {path}")
@@ -102,7 +94,11 @@ def cmd_variables(args: argparse.Namespace) -> None:
 
 @command("targets", "the Makefile's targets, one line each (make help)", corpus=False, writes=())
 def cmd_targets(args: argparse.Namespace) -> None:
+    """`make help`: the variables given checked first, as by every goal (read_make)."""
     from pipeline.cli.goals import help_text
+    from pipeline.cli.variables import read_make
+
+    check_variables(read_make(os.environ))
 
     sys.stdout.write(help_text())
 
