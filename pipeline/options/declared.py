@@ -162,6 +162,8 @@ GROUPS = {
     "search": "Search",
     "eval": "Evaluation and fusion (make eval, make fuse)",
     "mdcr": "MDCR-style benchmarks and outside collections",
+    "judging": "Judging beyond citations (make judge, judge-page, judge-agreement: "
+               "docs/judging.md)",
     "cluster": "Where embed runs (make embed, make eval; on a SLURM cluster: docs/cluster.md)",
     "demo": "make demo",
     "paper grid": "The paper's grid (make pools-paper)",
@@ -182,6 +184,22 @@ SOURCES_READ = ("import-vectors", "import-beir", "import-csfcube", "import-mdcr"
 LOADING = ("embed", "index", "search", "submit-embed", "fuse", "mdcr", "mdcr-jaccard", "demo")
 # The commands that submit SLURM jobs: an option of the jobs takes both as its `stages`
 SLURM_JOBS = ("submit-embed", "after-embed")
+
+
+def judge_spec(text: str) -> str:
+    """JUDGE's form (pipeline/judging/assessor.py checks the rest): api:<model>,
+    file:<labels.tsv> or standin:<seed>."""
+    kind, colon, value = text.partition(":")
+    if not colon or kind not in ("api", "file", "standin") or not value.strip() or (
+            kind == "standin" and not value.isdigit()) or (kind == "api" and " " in value):
+        raise InputError(f"{text!r}: give api:<model> (with JUDGE_URL), file:<labels.tsv> "
+                         "(the judging page's labels) or standin:<seed> (a deterministic "
+                         "stand-in)")
+    if kind == "file":
+        input_path(value)
+    return text
+
+
 V = Variable
 VARIABLES: tuple[Variable, ...] = (
     # ---- data
@@ -328,7 +346,8 @@ VARIABLES: tuple[Variable, ...] = (
       "eval",
       stages=("eval", "fuse", "demo"), keywords=("metrics",), kind="metrics"),
     V("MODELS", "", None, "make fuse, make mdcr-jaccard: the models, separated by commas "
-      "(MODELS=bm25,minilm; an hf: model's pooling as hf:<org>/<name>@cls)", "eval"),
+      "(MODELS=bm25,minilm; an hf: model's pooling as hf:<org>/<name>@cls); make judge, "
+      "make judge-page: the models whose top ranks are sampled", "eval"),
     V("METHOD", "rrf", None, "make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)",
       "eval"),
     # ---- mdcr
@@ -382,6 +401,33 @@ VARIABLES: tuple[Variable, ...] = (
     V("DROP_UNKNOWN", "", choice(FLAG), "1: make import-run drops (and counts) the lines "
       "naming a query or paper POOL does not have, instead of refusing the run", "eval",
       one_word=True, switch=True, stages=("import-run",)),
+    # ---- judging (pipeline/judging; docs/judging.md)
+    V("JUDGE", "", checked(judge_spec), "who judges the sampled pairs 0-3: api:<model> (a "
+      "language model at JUDGE_URL, the key in OPENAI_API_KEY), file:<labels.tsv> (a "
+      "person's labels from make judge-page) or standin:<seed> (a deterministic stand-in, "
+      "labelled so: the demo and the tests)",
+      "judging", shown="(empty: none)", optional=True,
+      stages=("judge", "judge-agreement"), required=("judge", "judge-agreement"),
+      keywords=("judge",)),
+    V("JUDGE_URL", "", checked(partial(endpoint_url, variable="JUDGE_URL",
+                                       example="http://127.0.0.1:8000")),
+      "JUDGE=api:<model>: the OpenAI-compatible chat endpoint (http://host:port, its /v1 "
+      f"base, or .../v1/chat/completions); its key, if any, from the environment's {API_KEY}, "
+      "never written", "judging", optional=True, one_word=True,
+      stages=("judge", "judge-agreement"), keywords=("judge_url",)),
+    V("SAMPLE", "20", positive, "make judge, make judge-page: unjudged pairs drawn per query, "
+      "stratified by the best rank the MODELS give (at least one per stratum: 3 with "
+      "JUDGE_DEPTH 100)", "judging", one_word=True, stages=("judge", "judge-page"),
+      keywords=("sample_size",), kind="int"),
+    V("SAMPLE_SEED", "0", non_negative, "the judging sample's seed (a pair's draw does not "
+      "depend on the pool: nested pools share their pairs)", "judging", one_word=True,
+      stages=("judge", "judge-page"), keywords=("sample_seed",), kind="int"),
+    V("JUDGE_DEPTH", "100", positive, "the ranks of each of MODELS whose unjudged candidates "
+      "are sampled (strata 1-10, 11-30, 31-JUDGE_DEPTH)", "judging", one_word=True,
+      stages=("judge", "judge-page"), keywords=("depth",), kind="int"),
+    V("JUDGE_CONCURRENCY", "4", positive, "JUDGE=api:<model>: requests sent at once",
+      "judging", one_word=True, stages=("judge", "judge-agreement"),
+      keywords=("concurrency",), kind="int"),
     # ---- cluster
     V("EXECUTOR", "local", checked(check_executor), "where embed runs: local (this machine; "
       "the SHARDS one after another in one process) or slurm (an sbatch job array under "
@@ -553,6 +599,16 @@ def mdcr_models_are_known(v: Any) -> None:
                              "lists them); give the models whose runs give the negatives")
 
 
+def judge_has_endpoint(v: Any) -> None:
+    """JUDGE=api:<model> needs JUDGE_URL, and a key (OPENAI_API_KEY, where given) that a
+    request's header can carry: both before anything runs."""
+    if (getattr(v, "JUDGE", "") or "").startswith("api:"):
+        if not v.JUDGE_URL:
+            raise InputError(f"JUDGE={v.JUDGE} is a served model: give JUDGE_URL, its chat "
+                             "endpoint (e.g. http://127.0.0.1:8000)")
+        api_key()
+
+
 def fields_are_known(v: Any) -> None:
     """FIELD and DEMO_FIELDS name MAG fields (or all)."""
     for fields in (v.FIELD, v.DEMO_FIELDS):
@@ -577,7 +633,8 @@ def model_path_is_a_folder(v: Any) -> None:
 RULES: tuple[Callable[[Any], None], ...] = (
     model_is_one_name, values_are_one_word, models_are_registered, served_model_has_endpoint,
     query_prompt_has_an_encoder, pooling_is_for_hf,
-    models_fuse, mdcr_models_are_known, fields_are_known, slurm_is_here, model_path_is_a_folder)
+    models_fuse, mdcr_models_are_known, fields_are_known, slurm_is_here, model_path_is_a_folder,
+    judge_has_endpoint)
 
 
 # ---- the generated files ---------------------------------------------------------------------
