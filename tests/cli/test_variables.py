@@ -110,39 +110,66 @@ def test_make_defines_none_of_the_variables_and_accepts_each_declared_one(tmp_pa
         assert f"| `{var.name}` |" in docs, var.name
 
 
+# Loaded by every Python start (sitecustomize): each check of the goal's one check writes a
+# line to CHECKS_LOG: `value NAME` per value checked, `rule <name>` per rule of several values
+# (RULES), `goals` for what make's goals need (check_goals).
 COUNTER = """
 import os
-from pipeline.cli.commands import house
-
-check = house.check_variables
+from pipeline.options import declared
 
 
-def counted(args):
+def logged(line):
     with open(os.environ["CHECKS_LOG"], "a") as log:
-        log.write("checked\\n")
-    return check(args)
+        log.write(line + "\\n")
 
 
-house.check_variables = counted
+def rule_of(rule):
+    return lambda v: (logged("rule " + rule.__name__), rule(v))[1]
+
+
+declared.RULES = tuple(rule_of(rule) for rule in declared.RULES)  # before any module takes it
+from pipeline.cli import goals, variables  # noqa: E402
+value_check = variables.checked_value
+variables.checked_value = lambda var, name, text: (logged("value " + name),
+                                                   value_check(var, name, text))[1]
+
+goals_check = goals.check_goals
+goals.check_goals = lambda args: (logged("goals"), goals_check(args))[1]
 """
 
 
-def test_the_check_runs_once_per_make(tmp_path):
-    """make eval is one goal process: it reads the variables once and checks them once
-    (check_variables), then prints its chain's three stages (corpus, search, eval). Run by
-    hand, `python -m pipeline goal eval` checks the same: a bad MODEL is refused."""
+def test_each_check_runs_once_in_the_goal_and_refuses_what_it_checks(tmp_path):
+    """make eval is one goal process that checks once: every declared value by its own check
+    (once each), every rule of several values (RULES, once each, after the values), what the
+    goals need (once, last), then prints its chain's three stages (corpus, search, eval). On
+    data that shows each: a bad value stops before any rule, a bad pair of values (POOLING
+    with a registered model) at its rule, a corpus without pools at the goals' check."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(COUNTER)
     log = tmp_path / "checks.log"
     env = {"PYTHONPATH": os.pathsep.join((str(site), str(ROOT))), "CHECKS_LOG": str(log)}
-    done = make(with_pool(tmp_path / "data"), "-n", "eval", "CORPUS=c", "MODEL=bm25", env=env)
+    root = with_pool(tmp_path / "data")
+    done = make(root, "-n", "eval", "CORPUS=c", "MODEL=bm25", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count(" -m pipeline goal ") == 1
     assert [re.search(r"--runs-root '[^']*' (\S+)", line).group(1)
             for line in done.stdout.splitlines() if "--runs-root" in line] == [
         "corpus", "search", "eval"]
-    assert log.read_text() == "checked\n"
+    from pipeline.options.declared import RULES
+    lines = log.read_text().splitlines()
+    assert lines == ([f"value {v.name}" for v in VARIABLES]
+                     + [f"rule {rule.__name__}" for rule in RULES] + ["goals"]), lines
+    cases = (("SIZE=abc", "SIZE: malformed SIZE 'abc'", "value"),
+             ("POOLING=cls", "POOLING=cls is for MODEL=hf:<id>", "rule pooling_is_for_hf"),
+             ("CORPUS=none", "no pools for CORPUS=none", "goals"))
+    for assignment, says, last in cases:
+        log.unlink()
+        line = refusal(make(root, "eval", "MODEL=bm25", "CORPUS=c", assignment, env=env))
+        assert says in line, line
+        lines = log.read_text().splitlines()
+        assert lines[-1].startswith(last) and len(lines) == len(set(lines)), lines
+        assert ("goals" in lines) == (last == "goals")
     goal = subprocess.run([sys.executable, "-m", "pipeline", "goal", "eval"], cwd=ROOT,
                           env={**os.environ, "MODEL": "bm52", "MAKEFLAGS": ""},
                           capture_output=True, text=True)
