@@ -28,7 +28,7 @@ from pipeline.options.checks import (
     positive,
     worker_count,
 )
-from pipeline.options.declared import VARIABLES, Variable
+from pipeline.options.declared import BY_NAME, VARIABLES, Variable
 from pipeline.readers import SOURCES
 from pipeline.roots import where
 
@@ -52,7 +52,7 @@ class Command:
     def add_to(self, parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         parser.set_defaults(func=self.func, stage=self.name)
         if self.corpus:
-            parser.add_argument("--corpus", default="demo", type=corpus_name,
+            parser.add_argument("--corpus", default=BY_NAME["CORPUS"].default, type=corpus_name,
                                 help="folder under corpora/")
         for add in self.arguments:
             add(parser)
@@ -180,7 +180,7 @@ def pool_arg(p: argparse.ArgumentParser) -> None:
 
 
 def model_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="minilm")
+    p.add_argument("--model", default=BY_NAME["MODEL"].default)
 
 
 def run_arg(p: argparse.ArgumentParser) -> None:  # the model whose saved runs a command reads
@@ -212,7 +212,7 @@ def ingest_args(p: argparse.ArgumentParser) -> None:
                    "corpora/<corpus>/<source>)")
     p.add_argument("--source", default="s2orc", type=choice(SOURCES),
                    help="s2orc (2020 release) or s2ag (Semantic Scholar Datasets)")
-    p.add_argument("--workers", type=worker_count, default=1,
+    p.add_argument("--workers", type=worker_count, default=BY_NAME["THREADS"].default,
                    help="processes reading shards in parallel (the output does not change)")
 
 

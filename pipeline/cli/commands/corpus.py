@@ -9,6 +9,7 @@ from pathlib import Path
 from pipeline.cli.registry import command, ingest_args, place_of, prefilter_args, times_log
 from pipeline.layout import parse_size, raw_dir
 from pipeline.options.checks import non_negative, sizes, synth_shard_count, worker_count
+from pipeline.options.declared import BY_NAME
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,7 @@ def _synth_arguments(p: argparse.ArgumentParser) -> None:
                    "again, with the settings the corpus's s2orc/manifest.json records")
     p.add_argument("--seed", type=non_negative, help="seed (default: as the corpus was made; "
                    "0 for a new one)")
-    p.add_argument("--workers", type=worker_count, default=2,
+    p.add_argument("--workers", type=worker_count, default=BY_NAME["THREADS"].default,
                    help="processes rendering text")
 
 

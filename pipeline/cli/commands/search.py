@@ -24,7 +24,7 @@ from pipeline.cli.registry import (
 )
 from pipeline.models import fused_name, get_model
 from pipeline.options.checks import positive
-from pipeline.options.declared import kind_run_options
+from pipeline.options.declared import BY_NAME, kind_run_options
 
 
 def search_and_eval(args: argparse.Namespace, model: str) -> None:
@@ -96,7 +96,8 @@ def search_first(args: argparse.Namespace, models: list[str]) -> None:
 def _fuse_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", required=True, help="the models fused, separated by commas "
                    "(an hf: model's pooling as hf:<org>/<name>@cls)")
-    p.add_argument("--method", default="rrf", help="ranx's fusion method (rrf, wsum, ...)")
+    p.add_argument("--method", default=BY_NAME["METHOD"].default,
+                   help="ranx's fusion method (rrf, wsum, ...)")
 
 
 @command("fuse", "search and score each model of --models, then their fusion (make fuse): "
