@@ -31,7 +31,8 @@ _API = {"Data": "pipeline.api", "build_corpus": "pipeline.api", "build_pool": "p
         "Comparison": "pipeline.report.compare",
         "Report": "pipeline.report.build",
         "Encoder": "pipeline.encoding.objects", "import_vectors": "pipeline.api",
-        "inferred": "pipeline.judging.inferred"}
+        "inferred": "pipeline.judging.inferred", "judge": "pipeline.api",
+        "judge_page": "pipeline.api", "judge_agreement": "pipeline.api"}
 __all__ = sorted(_API)
 
 

@@ -523,3 +523,73 @@ def topic_set_size(results: str | os.PathLike | pl.DataFrame,
     rows = _report_rows(results, corpus, seed, "topic_set_size")
     return queries_needed(pair_components(rows), tuple(map(float, deltas)),
                           tuple(map(int, draws)), alpha, power)
+
+
+def _assessor(judge: str, judge_url: str | None) -> Any:
+    """The assessor JUDGE names (judging/assessor.py), JUDGE_URL given or the environment's."""
+    from pipeline.judging.assessor import assessor
+
+    environ = dict(os.environ)
+    if judge_url is not None:
+        environ["JUDGE_URL"] = judge_url
+    return assessor(judge, environ)
+
+
+def _sampling(models: str | Sequence[str], sample_size: int, sample_seed: int,
+              depth: int) -> Any:
+    """The judging sample's settings, each model by its runs' name (a registered model's, or
+    a run imported under its own name)."""
+    from pipeline.judging.stage import sampling
+
+    names = models.replace(",", " ").split() if isinstance(models, str) else list(models)
+    runs = []
+    for name in names:
+        try:
+            runs.append(_run(name))
+        except InputError:
+            runs.append(check_name("model", name))
+    return sampling(runs, sample_size, sample_seed, depth)
+
+
+def judge(data: Data | str | os.PathLike, corpus: str, models: str | Sequence[str],
+          judge: str, *, sample_size: int = 20, sample_seed: int = 0, depth: int = 100,
+          concurrency: int = 4, judge_url: str | None = None) -> pl.DataFrame:
+    """`make judge`: in every pool of `corpus` with runs of all `models`, draw a sample of the
+    candidates they rank in their top `depth` that the citations leave unjudged
+    (`sample_size` pairs per query, stratified by rank, seeded by `sample_seed`), judge it by
+    `judge` (api:<model> at `judge_url` or JUDGE_URL, file:<labels.tsv>, standin:<seed>) and
+    write the pool's judgments (docs/judging.md). A pair judged before, in its assessor's
+    log, is not asked again; the same inputs rewrite nothing. Returns one row per pool:
+    pool, queries, frame, drawn, graded, ungraded, unjudged, asked, recorded, judgments."""
+    from pipeline.judging.stage import judge_corpus
+
+    place = Data.of(data).place(corpus)
+    settings = _sampling(models, sample_size, sample_seed, depth)
+    return judge_corpus(place, settings, _assessor(judge, judge_url),
+                        concurrency=concurrency)
+
+
+def judge_page(data: Data | str | os.PathLike, corpus: str, models: str | Sequence[str], *,
+               sample_size: int = 20, sample_seed: int = 0, depth: int = 100) -> Path:
+    """`make judge-page`: the samples `judge` draws with these settings, written (each
+    pool's) and shown on one judging page for a person (runs/<corpus>/judgments/
+    judging-page.html, returned); its labels file is read back by
+    judge(..., judge='file:<labels.tsv>') with the same settings."""
+    from pipeline.judging.stage import judging_page
+
+    place = Data.of(data).place(corpus)
+    return judging_page(place, _sampling(models, sample_size, sample_seed, depth))
+
+
+def judge_agreement(data: Data | str | os.PathLike, corpus: str, judge: str, *,
+                    judge_url: str | None = None, concurrency: int = 4) -> Any:
+    """`make judge-agreement`: CSFCube's expert-judged pairs (a corpus `make import-csfcube`
+    made) graded by `judge`, and the assessor's agreement with the experts (weighted kappa
+    per facet, with jackknife intervals, and the confusion matrices) written under
+    runs/<corpus>/judgments/agreement/ (pipeline/judging/agreement.py). Returns the
+    Agreement: `summary` (a row per facet and one for all), `confusion`, `counts`."""
+    from pipeline.judging.agreement import judge_agreement as agree
+
+    place = Data.of(data).place(corpus)
+    return agree(place.runs_root, place.corpus_dir, _assessor(judge, judge_url),
+                 concurrency=concurrency)

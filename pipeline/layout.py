@@ -443,6 +443,23 @@ def sample_path(runs_root: Path, corpus: str, pool: str) -> Path:
     return runs_dir(runs_root, corpus, pool) / JUDGMENTS / table_file(JUDGING_SAMPLE)
 
 
+def judgments_files(runs_root: Path, corpus: str, pool: str) -> list[Path]:
+    """Every assessor's judgments of a pool (judgments_path's files, not its sample), sorted."""
+    folder = runs_dir(runs_root, corpus, pool) / JUDGMENTS
+    return sorted(p for p in folder.glob(f"*{TABLE_SUFFIX}")
+                  if p.name != table_file(JUDGING_SAMPLE))
+
+
+# the judging page of a corpus's samples (make judge-page: pipeline/judging/stage.py), beside
+# its assessors' logs: one page for every pool, since nested pools share their pairs
+JUDGING_PAGE = "judging-page"
+
+
+def judging_page_path(runs_root: Path, corpus: str) -> Path:
+    """The corpus's judging page: `runs/<corpus>/judgments/judging-page.html`."""
+    return runs_root / corpus / JUDGMENTS / f"{JUDGING_PAGE}{REPORT_PAGE_SUFFIX}"
+
+
 AGREEMENT = "agreement"  # runs/<corpus>/judgments/agreement/<assessor>/: judging/agreement.py
 AGREEMENT_FILES = ("kappas.parquet", "confusion.parquet", "agreement.md")
 

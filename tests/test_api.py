@@ -29,7 +29,8 @@ HEAVY = ("torch", "numba", "jnius", "faiss", "transformers", "polars", "numpy", 
 NAMES = {"score", "compare", "Comparison",
          "Data", "Report", "build_corpus", "build_pool", "build_report", "evaluate", "search",
          "verify_data", "Encoder", "import_vectors", "import_run", "import_collection",
-         "export_beir", "crossover", "variance", "topic_set_size", "mteb_result", "inferred"}
+         "export_beir", "crossover", "variance", "topic_set_size", "mteb_result", "inferred",
+         "judge", "judge_page", "judge_agreement"}
 
 
 def _imported(code: str) -> set[str]:

@@ -303,6 +303,11 @@ OVERRIDES: dict[tuple[str, str], Argument] = {
     ("compare", "runs"): A("named_runs"),
     ("variance", "corpus"): A("str", "CORPUS", none=True),
     ("topic_set_size", "corpus"): A("str", "CORPUS", none=True),
+    **{(function, "models"): A("models", check=lambda text: [
+        _scored(name) for name in text.replace(",", " ").split()])  # MODELS=bm25,minilm too
+       for function in ("judge", "judge_page")},
+    **{(function, "judge_url"): A("str", "JUDGE_URL", none=True)
+       for function in ("judge", "judge_agreement")},
 }
 del A
 # The keywords a function takes through **keywords (the rest are refused): build_pool's

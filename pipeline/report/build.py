@@ -520,9 +520,31 @@ def crossover_section(data: Results) -> Section:
     return Section("crossover", (Table("crossover", caption, CROSSOVER_HEADER, rows),))
 
 
+def judged_section(data: Results) -> Section:
+    """Beyond citations: where make judge judged a sample of the report's pools, each
+    assessor's metrics with and without the sample, the relevant papers the citations miss,
+    and whether each pair's order survives (pipeline/report/judged.py), with a plot."""
+    from pipeline.layout import Place
+    from pipeline.report.judged import draw_judged, judged_tables
+
+    if data.corpus_dir is None or data.full_queries.is_empty():
+        return Section("judged")
+    place = Place(data.corpus_dir, data.runs_root.parent / DATA_FOLDERS["indexes"],
+                  data.runs_root)
+    tables: list[Table] = []
+    plots: list[Plot] = []
+    for found in judged_tables(place, data.full_queries["pool"].unique().to_list()):
+        tables += [Table(*table) for table in found.tables]
+        name = found.tables[0][0].removesuffix("-means")
+        title = (f"{data.corpus}: infAP, citations alone and judged by {found.assessor}"
+                 + (" (a stand-in)" if found.stand_in else ""))
+        plots.append(Plot(name, partial(draw_judged, found.means, title=title)))
+    return Section("judged", tuple(tables), tuple(plots))
+
+
 SECTIONS = (mdcr_section, csfcube_section, collection_section, query_variants_section,
             dataset_section, field_section, significance, variance_section, crossover_section,
-            published_section, leakage_section)
+            judged_section, published_section, leakage_section)
 
 
 def build_report(runs_root: Path, corpus: str, seed: int = 0,

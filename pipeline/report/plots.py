@@ -87,3 +87,26 @@ def plot_field_heatmap(means: pl.DataFrame, path: Path, title: str, metric: str 
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)
+
+
+def plot_lines(lines: list[tuple[str, list[int], list[float], str]], path: Path, title: str,
+               ylabel: str) -> None:
+    """Lines against pool size (log x): each (label, sizes, values, linestyle)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    sizes = sorted({size for _, xs, _, _ in lines for size in xs})
+    for label, xs, ys, style in lines:
+        ax.plot(xs, ys, marker="o", linestyle=style, label=_plain(label))
+    ax.set_xscale("log")
+    if sizes:
+        ax.set_xticks(sizes, labels=[format_size(s) for s in sizes])
+    ax.minorticks_off()
+    ax.set_xlabel("candidate pool size (papers)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(_plain(title), fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    if lines:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
