@@ -36,8 +36,8 @@ export MDCR_MAKE_GOALS := $(MAKECMDGOALS)
 # `+`: under make -n too, where it prints its stages' commands only.
 GOALS := demo download corpus pool pools-paper pools retire-pool training-ids eval index \
 	search embed fuse mdcr mdcr-jaccard import-mdcr export-mdcr mdcr-scores export-beir \
-	export-mteb import-beir import-irds import-csfcube import-run import-vectors report verify \
-	sweep models clean-demo
+	export-mteb import-beir import-irds import-csfcube import-run import-vectors judge \
+	judge-page judge-agreement report verify sweep models clean-demo
 .PHONY: help check setup setup-gpu test test-fast lint $(GOALS)
 .DELETE_ON_ERROR:
 

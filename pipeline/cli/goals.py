@@ -17,6 +17,7 @@ import argparse
 import logging
 import shlex
 import sys
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ from pipeline.cli.registry import (
 )
 from pipeline.cli.variables import WHERE, check_command_line
 from pipeline.core.errors import InputError
-from pipeline.options.declared import BY_NAME
+from pipeline.options.declared import BY_NAME, GROUPS, VARIABLES
 from pipeline.roots import data_roots
 
 log = logging.getLogger(__name__)
@@ -253,6 +254,19 @@ TARGETS: tuple[Target, ...] = (
       "searched as MODEL=vectors:name", ("(SIMILARITY=cosine|ip|l2: how they are compared)",),
       needs={"CORPUS": "<the corpus of the papers>", "MODEL": "<a name for the vectors>",
              "SRC": "<the parquet file: corpusid, vector>"}),
+    T("judge", "MODELS=bm25,minilm JUDGE=api:<model>|file:<labels>|standin:<seed> [SAMPLE=20]",
+      "judge a sample of the unjudged papers the models rank high",
+      ("(JUDGE=api:<model> with JUDGE_URL; the report counts the judgments: docs/judging.md)",),
+      needs={"MODELS": "a,b (e.g. MODELS=bm25,minilm)",
+             "JUDGE": "api:<model>, file:<labels.tsv> or standin:<seed>"}, local=True,
+      stages=lambda v, d: [own_command("judge", v, "--models", v.MODELS)]),
+    T("judge-page", "MODELS=bm25,minilm [SAMPLE=20]", "the judging page of the samples, for a "
+      "person", needs={"MODELS": "a,b (e.g. MODELS=bm25,minilm)"}, local=True,
+      stages=lambda v, d: [own_command("judge-page", v, "--models", v.MODELS)]),
+    T("judge-agreement", "CORPUS=csfcube JUDGE=..", "an assessor's agreement with CSFCube's "
+      "experts", needs={"CORPUS": "<the CSFCube corpus>",
+                        "JUDGE": "api:<model>, file:<labels.tsv> or standin:<seed>"},
+      local=True),
     T("report", "", "tables and plots under runs/reports/",
       stages=lambda v, d: [own_command("report", v, "--times")]),
     T("verify", "", "check every artifact: corrupt, partial or stale?",
@@ -301,15 +315,21 @@ def check_goals(args: argparse.Namespace) -> None:
 
 
 def help_text() -> str:
-    """`make help`: each target's usage and its one line (from TARGETS)."""
+    """`make help`: each target's usage and its one line (from TARGETS), then the variables
+    of each group with their defaults (from the declarations, VARIABLES)."""
     lines = []
     for target in TARGETS:
         usage = " ".join(filter(None, (f"make {target.name}", target.usage)))
         lines.append(f"{usage:{HELP_WIDTH}} {target.help}" if len(usage) < HELP_WIDTH
                      else f"{usage}  {target.help}")
         lines += [" " * (HELP_WIDTH + 1) + line for line in target.more]
-    lines.append("The variables (CORPUS, MODEL, SIZE, ...): docs/variables.md, or "
-                 "python3 -m pipeline variables")
+    lines.append("\nThe variables and their defaults (none shown: empty or derived; each "
+                 "explained in docs/variables.md):")
+    for group, title in GROUPS.items():
+        given = [v.name if callable(v.default) or not v.default else
+                 f"{v.name}={shlex.quote(v.default)}" for v in VARIABLES if v.group == group]
+        lines += textwrap.wrap(f"{title.split(' (')[0]}: " + "  ".join(given), 100,
+                               subsequent_indent="    ", break_on_hyphens=False)
     return "\n".join(lines) + "\n"
 
 

@@ -22,7 +22,7 @@ CLEARED = ("TIME", "SLURM_TIME", "CORPUS", "MODEL", "MODELS", "PYTHON", "VENV", 
 # The values a needed variable gets when the test does not leave it out.
 VALUES = {"CORPUS": "new", "MODELS": "bm25,random", "SRC": "{tmp}/src", "OUT": "{tmp}/out",
           "PAPER_IDS": "{tmp}/paper-ids", "POOL": "all-10k-r0", "RUN": "{tmp}/run.trec",
-          "MODEL": "outside-run", "DATASET": "beir/scidocs"}
+          "MODEL": "outside-run", "DATASET": "beir/scidocs", "JUDGE": "standin:1"}
 
 
 def make(tmp: Path, *args: str, env: dict[str, str] | None = None
@@ -62,7 +62,9 @@ def test_the_goals_that_need_a_variable():
                           ("retire-pool", "POOL"), ("import-run", "CORPUS"),
                           ("import-run", "RUN"),  # no POOL: a run of the whole collection
                           ("import-run", "MODEL"), ("import-vectors", "CORPUS"),
-                          ("import-vectors", "MODEL"), ("import-vectors", "SRC")}
+                          ("import-vectors", "MODEL"), ("import-vectors", "SRC"),
+                          ("judge", "MODELS"), ("judge", "JUDGE"), ("judge-page", "MODELS"),
+                          ("judge-agreement", "CORPUS"), ("judge-agreement", "JUDGE")}
 
 
 @pytest.mark.parametrize("goal, missing", NEEDS)

@@ -193,3 +193,27 @@ def test_bad_input_is_one_line_and_writes_nothing(judged, call, says, monkeypatc
         call(data, corpus)
     assert "\n" not in str(refused.value)
     assert files(data.runs / corpus) == before
+
+
+def test_the_command_line_judges_as_the_api_did(judged):
+    """`python -m pipeline judge` (what make judge runs) with the API's settings rewrites
+    nothing; a bad JUDGE is one line and exit status 2."""
+    import subprocess
+    import sys
+
+    data, corpus, _ = judged
+    roots = ["--corpora-root", str(data.corpora), "--index-root", str(data.indexes),
+             "--runs-root", str(data.runs)]
+    before = files(data.runs / corpus)
+    argv = [sys.executable, "-m", "pipeline", *roots, "judge", "--corpus", corpus,
+            "--models", ",".join(MODELS), "--sample", str(N)]
+    done = subprocess.run([*argv, "--judge", STANDIN.name], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2], timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    after = files(data.runs / corpus)
+    assert {k: v for k, v in after.items() if not k.startswith("times")} == {
+        k: v for k, v in before.items() if not k.startswith("times")}
+    bad = subprocess.run([*argv, "--judge", "nobody:1"], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[2], timeout=300)
+    assert bad.returncode == 2 and "nobody:1" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
