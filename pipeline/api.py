@@ -168,7 +168,7 @@ def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | Non
     """Build one pool of `corpus` (queries, candidates, qrels) and return its name. Give a
     PoolSpec, or its fields as keywords: size (a number or '20k'), field, repeat, n_queries,
     query_year, max_year, seed, min_positives, exclude, split."""
-    from pipeline.pools.build import Named, PoolSpec
+    from pipeline.pools.build import PoolSpec
     from pipeline.pools.build import build_pool as build
 
     if spec is not None and fields:
@@ -177,19 +177,20 @@ def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | Non
         if "size" in fields:
             fields["size"] = parse_size(str(fields["size"]))
         spec = PoolSpec(**fields)
-    # its refusals name the API's keywords (size, n_queries), not the command line's --size
-    return build(Data.of(data).corpus(corpus), spec, Named("size", "n_queries"))["name"]
+    # its refusals name SIZE and QUERIES, worded as the API's keywords (size, n_queries)
+    return build(Data.of(data).corpus(corpus), spec)["name"]
 
 
 def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | ModelEntry,
-           *, k: int = 500, threads: int = 2, seed: int = 0, variant: str = "full",
+           *, k: int | None = None, threads: int = 2, seed: int = 0, variant: str = "full",
            query_prompt: str | None = None, replace: bool = False, **options: Any) -> str:
     """Retrieve the top `k` candidates of each query of `pool` with `model` (a registered
     name such as 'bm25', an 'hf:' model, or a ModelEntry) and write the run; return the run's
     name (the model's, plus '+q<tag>' with a `query_prompt` before each query's text, and
-    '~<variant>' for perturbed queries). `options` are the
-    retriever's own (its kind's Retriever.OPTIONS: BM25's engine, an encoder's backend and
-    weights folder), others refused. A run
+    '~<variant>' for perturbed queries); `k` None: K's declared default (500). `options`:
+    those of the search's declared options (pipeline/options/declared.py, as make search and
+    the search command take them) and the retriever's own (its kind's Retriever.OPTIONS:
+    BM25's engine, an encoder's backend and weights folder), others refused. A run
     made with these arguments (the rule of `make search`: search.current_run; `seed` counts
     where it changes the run) is kept as it is. The name of a run imported into the corpus is
     refused (import_run). A store of the model's name embedded by another model (another
@@ -197,13 +198,17 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     with `replace` (REPLACE=1) that store and the runs searched from it are removed, then
     embedded and searched again."""
     from pipeline.models import with_query_prompt
-    from pipeline.options.arguments import check_options
-    from pipeline.options.declared import kind_run_options
+    from pipeline.options.arguments import check_options, stage_keywords
+    from pipeline.options.declared import default, kind_run_options
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.search import check_not_imported, current_run, index, search_pool
 
     data, entry = Data.of(data), with_query_prompt(_entry(model), query_prompt)
-    check_options("search", entry.kind, options, list(retriever(entry.kind).OPTIONS))
+    own = retriever(entry.kind).OPTIONS
+    check_options("search", entry.kind, options,
+                  list(dict.fromkeys([*own, *stage_keywords("search")])))
+    options = {name: value for name, value in options.items() if name in own}
+    k = default("K") if k is None else k
     place = data.place(corpus)
     check_not_imported(place, entry.name)  # before anything is embedded under its name
     check_name("pool", pool)

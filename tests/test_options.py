@@ -76,9 +76,13 @@ def make_n(tmp_path: Path, *variables: str, plugin: bool = True) -> subprocess.C
 
 
 def test_an_option_declared_once_is_in_make_the_command_line_the_api_and_the_docs(tmp_path):
-    """One declaration (name, default, check, help, the stage that takes it, the API keyword)
-    is all a new option needs to be accepted and checked by make, passed on by make's goal to
-    its stage, offered by the stage's command line, checked by the API and documented."""
+    """One declaration added at run time (name, default, check, help, the stage that takes it,
+    the API keyword) is all a new option needs: make accepts it, passes it on to its stage and
+    lists it in `make help`; the stage's --help offers it; pipeline.search takes it; a bad
+    value is refused by each door with the same line, the option in that door's words
+    (MADE_UP, --made-up, made_up=); docs/variables.md documents it. Without the declaration,
+    each door refuses it."""
+    reason = "'odd': use one of plain, fancy"
     # make: accepted on its command line, passed on to the search as --made-up, checked
     given = make_n(tmp_path, "MADE_UP=fancy")
     assert given.returncode == 0, given.stderr
@@ -86,26 +90,40 @@ def test_an_option_declared_once_is_in_make_the_command_line_the_api_and_the_doc
     assert len(search) == 1 and "--made-up 'fancy'" in search[0]
     assert "--made-up 'plain'" in make_n(tmp_path).stdout  # its default
     refused = make_n(tmp_path, "MADE_UP=odd")
-    assert refused.returncode == 2
-    assert "MADE_UP: 'odd': use one of plain, fancy" in refused.stderr
+    assert refused.returncode == 2 and refused.stderr.startswith(f"error: MADE_UP: {reason}\n")
     unknown = make_n(tmp_path, "MADE_UP=fancy", plugin=False)
     assert unknown.returncode == 2 and "unknown variable MADE_UP" in unknown.stderr
-    # the command line: the stage's option, with its help
-    helped = run(tmp_path, sys.executable, "-m", "pipeline", "search", "--help")
+    helped = run(tmp_path, "make", "--no-print-directory", f"PYTHON={sys.executable}", "help")
+    assert helped.returncode == 0, helped.stderr
+    assert "MADE_UP=plain" in helped.stdout
+    assert "MADE_UP" not in run(tmp_path, "make", "--no-print-directory",
+                                f"PYTHON={sys.executable}", "help", plugin=False).stdout
+    # the command line: the stage's option, with its help, checked by the same check
+    pipeline = (sys.executable, "-m", "pipeline")
+    helped = run(tmp_path, *pipeline, "search", "--help")
     assert "--made-up" in helped.stdout and "a made-up option of the search" in helped.stdout
-    assert "--made-up" not in run(tmp_path, sys.executable, "-m", "pipeline", "search",
-                                  "--help", plugin=False).stdout
-    # the API: the keyword is known and checked by the option's check
-    code = ("from pipeline.options.arguments import check_arguments\n"
-            "check_arguments('search', {'made_up': 'fancy'})\n"
-            "check_arguments('search', {'made_up': 'odd'})\n")
-    api = run(tmp_path, sys.executable, "-c", code)
-    assert "InputError: search: made_up='odd': 'odd': use one of plain, fancy (as make's " \
-           "MADE_UP)" in api.stderr
-    assert "unknown option made_up" in run(tmp_path, sys.executable, "-c", code,
-                                           plugin=False).stderr
+    assert "--made-up" not in run(tmp_path, *pipeline, "search", "--help",
+                                  plugin=False).stdout
+    stage = run(tmp_path, *pipeline, "search", "--corpus", "c", "--made-up", "odd")
+    assert stage.returncode == 2 and stage.stderr.endswith(f"--made-up: {reason}\n")
+    # the API: pipeline.search takes the keyword (a pool that does not exist: refused after
+    # the keyword was taken), and refuses a bad value by the option's check
+    code = ("import sys, pipeline\n"
+            "from pipeline.core.errors import InputError\n"
+            "for value in sys.argv[2:]:\n"
+            "    try:\n"
+            "        pipeline.search(sys.argv[1], 'c', 'all-1k-r0', 'bm25', made_up=value)\n"
+            "    except InputError as exc:\n"
+            "        print(exc)\n")
+    api = run(tmp_path, sys.executable, "-c", code, str(tmp_path / "data"), "fancy", "odd")
+    taken, bad = api.stdout.splitlines()
+    assert "made_up" not in taken and "all-1k-r0" in taken, api.stdout
+    assert bad == f"search: made_up='odd': {reason}"
+    assert "unknown option made_up for bm25" in run(
+        tmp_path, sys.executable, "-c", code, str(tmp_path / "data"), "fancy",
+        plugin=False).stdout
     # docs/variables.md, as generated
-    docs = run(tmp_path, sys.executable, "-m", "pipeline", "variables").stdout
+    docs = run(tmp_path, *pipeline, "variables").stdout
     assert "| `MADE_UP` | `plain` | a made-up option of the search |" in docs
 
 
@@ -148,13 +166,37 @@ def test_a_declaration_gives_each_stage_its_option_required_without_default_or_a
     assert registry.declared_argv("y", registry.of_make(made)) == ["--made-value", "fancy"]
 
 
-def test_an_option_two_variables_set_is_written_as_the_first_declared():
-    """make fuse's --models is MODELS, demo's (DEMO_MODELS, declared after it, with the same
-    flag) does not take its name in the errors make shows; demo's own --sizes is DEMO_SIZES."""
-    from pipeline.cli.variables import in_make_words
+def test_a_refusal_carries_its_options_and_each_door_words_them(tmp_path, capsys, monkeypatch):
+    """A refusal naming declared options (OptionError) is worded by the door it reaches:
+    make's variable, the stage's option (its declared flag: SHARDS is --num-shards), the API's
+    keyword; the library's own message is the command line's. Here a pool too large for its
+    corpus, through each door, and the template worded directly."""
+    from pipeline.cli.main import main
+    from pipeline.cli.variables import FROM_MAKE
+    from pipeline.core.errors import OptionError
 
-    assert in_make_words("--models bm25,x: unknown") == "MODELS=bm25,x: unknown"
-    assert in_make_words("--sizes 0: too small") == "DEMO_SIZES=0: too small"
+    refusal = OptionError("{SHARDS=} with {BACKEND=}: use {K}", {"SHARDS": 3, "BACKEND": "x"})
+    assert refusal.message == "--shards 3 with --backend x: use --k"
+    assert declared.worded(refusal, "make") == "SHARDS=3 with BACKEND=x: use K"
+    assert declared.worded(refusal, "command") == "--num-shards 3 with --backend x: use --k"
+    assert declared.worded(refusal, "api") == "num_shards=3 with backend='x': use k"
+    corpus = tmp_path / "corpora" / "tiny"
+    import pipeline
+
+    pipeline.build_corpus(tmp_path, "tiny", synthetic=400, shards=1)
+    with pytest.raises(OptionError) as api:
+        pipeline.build_pool(tmp_path, "tiny", size=10**6, n_queries=5)
+    assert api.value.message.startswith("size=1000000 exceeds the papers available")
+    assert api.value.message.endswith("choose a smaller size")
+    argv = ["--corpora-root", str(corpus.parent), "pool", "--corpus", "tiny", "--size", "1M",
+            "--queries", "5"]
+    assert main(argv) == 2
+    line = capsys.readouterr().err
+    assert line.startswith("error: --size 1000000 exceeds") and "smaller --size\n" in line
+    monkeypatch.setenv(FROM_MAKE, "1")
+    assert main(argv) == 2
+    line = capsys.readouterr().err
+    assert line.startswith("error: SIZE=1000000 exceeds") and "smaller SIZE\n" in line
 
 
 RULES_ALONE = """

@@ -17,6 +17,7 @@ import argparse
 import logging
 import shlex
 import sys
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ from pipeline.cli.registry import (
 )
 from pipeline.cli.variables import WHERE, check_command_line
 from pipeline.core.errors import InputError
-from pipeline.options.declared import BY_NAME
+from pipeline.options.declared import BY_NAME, GROUPS, VARIABLES
 from pipeline.roots import data_roots
 
 log = logging.getLogger(__name__)
@@ -314,15 +315,21 @@ def check_goals(args: argparse.Namespace) -> None:
 
 
 def help_text() -> str:
-    """`make help`: each target's usage and its one line (from TARGETS)."""
+    """`make help`: each target's usage and its one line (from TARGETS), then the variables
+    of each group with their defaults (from the declarations, VARIABLES)."""
     lines = []
     for target in TARGETS:
         usage = " ".join(filter(None, (f"make {target.name}", target.usage)))
         lines.append(f"{usage:{HELP_WIDTH}} {target.help}" if len(usage) < HELP_WIDTH
                      else f"{usage}  {target.help}")
         lines += [" " * (HELP_WIDTH + 1) + line for line in target.more]
-    lines.append("The variables (CORPUS, MODEL, SIZE, ...): docs/variables.md, or "
-                 "python3 -m pipeline variables")
+    lines.append("\nThe variables and their defaults (none shown: empty or derived; each "
+                 "explained in docs/variables.md):")
+    for group, title in GROUPS.items():
+        given = [v.name if callable(v.default) or not v.default else
+                 f"{v.name}={shlex.quote(v.default)}" for v in VARIABLES if v.group == group]
+        lines += textwrap.wrap(f"{title.split(' (')[0]}: " + "  ".join(given), 100,
+                               subsequent_indent="    ", break_on_hyphens=False)
     return "\n".join(lines) + "\n"
 
 

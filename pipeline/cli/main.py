@@ -48,13 +48,13 @@ def build_parser(prog: str = "python -m pipeline") -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; an error is one line in the caller's words: make's variables when
-    make ran it (BACKEND=..., not --backend ...), a repair as the command to type."""
-    from pipeline.cli.variables import FROM_MAKE, in_make_words
+    make ran it (a refusal naming BACKEND=..., not --backend ...), a repair as the command to
+    type."""
+    from pipeline.cli.variables import FROM_MAKE
 
     args = build_parser(program()).parse_args(argv)
     logs.setup(args.verbosity)
     from_make = args.command == "goal" or bool(os.environ.get(FROM_MAKE))
-    words = in_make_words if from_make else str
     try:
         check_writes(args)
         args.func(args)
@@ -62,6 +62,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error_line(exc, args, from_make)}", file=sys.stderr)
         return 2
     except ToolError as exc:
-        print(f"error: {words(str(exc))}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.cli.variables import OneLineParser
-from pipeline.core.errors import InputError
+from pipeline.core.errors import InputError, OptionError
 from pipeline.core.repair import PIPELINE_COMMAND, Where
 from pipeline.layout import (
     Place,
@@ -28,7 +28,7 @@ from pipeline.options.checks import (
     positive,
     worker_count,
 )
-from pipeline.options.declared import BY_NAME, VARIABLES, Variable
+from pipeline.options.declared import BY_NAME, VARIABLES, Variable, worded
 from pipeline.readers import SOURCES
 from pipeline.roots import where
 
@@ -229,12 +229,13 @@ def where_of(args: argparse.Namespace) -> Where:
 
 
 def error_line(exc: InputError, args: argparse.Namespace, from_make: bool = False) -> str:
-    """The one line of an InputError: its message (in make's words when make ran us: the
-    command's options as the variables that set them) and its repair as the command to type
-    for the data this command was given: the one place a repair is shown to a user."""
-    from pipeline.cli.variables import in_make_words
-
-    message = in_make_words(exc.message) if from_make else exc.message
+    """The one line of an InputError: its message (a refusal naming declared options in
+    make's words when make ran us, else in the command line's: OptionError) and its repair as
+    the command to type for the data this command was given: the one place a repair is shown
+    to a user."""
+    message = exc.message
+    if isinstance(exc, OptionError):
+        message = worded(exc, "make" if from_make else "command")
     return message + (f"; repair: {exc.repair.command(where_of(args))}" if exc.repair else "")
 
 

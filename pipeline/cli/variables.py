@@ -17,7 +17,7 @@ from pipeline.core.errors import InputError
 from pipeline.corpus.manifest import written_whole
 from pipeline.models import IMPORT_VECTORS, VECTORS_PREFIX, chosen_model
 from pipeline.options.declared import BY_NAME, VARIABLES, Variable
-from pipeline.roots import ROOT_OPTIONS, ROOT_VARIABLES, data_roots
+from pipeline.roots import data_roots
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -180,27 +180,6 @@ def _roots(args: argparse.Namespace) -> dict[str, Path]:
 
 # Set by the Makefile for the commands it runs: their errors name make's variables
 FROM_MAKE = "MDCR_PIPELINE_FROM_MAKE"
-# Options the goals fill from a variable besides its own (Variable.option)
-OPTION_VARIABLES = {"--cpus-per-task": "THREADS", "--workers": "THREADS",
-                    **{option: ROOT_VARIABLES[kind]
-                       for kind, option in ROOT_OPTIONS.items()}}
-
-
-def in_make_words(message: str) -> str:
-    """A message with its options written as the make variables that set them (`--backend
-    faiss-gpu` -> `BACKEND=faiss-gpu`; of two, the first declared)."""
-    names = dict(reversed([(v.option, v.name) for v in VARIABLES]))
-    names.update(OPTION_VARIABLES)
-
-    def rewrite(match: re.Match) -> str:
-        name = names.get(match.group(1))
-        if name is None:
-            return match.group(0)
-        return f"{name}={match.group(2)}" if match.group(2) else name
-
-    return re.sub(r"(--[a-z0-9][a-z0-9-]*)(?:[ =]([^\s:;,()]+))?", rewrite, message)
-
-
 def run_without_model(args: argparse.Namespace) -> bool:
     """Whether MODEL names a run with no model behind it: make import-run's, or one imported
     into a pool of CORPUS already (make eval scores it, never searches with it)."""

@@ -30,5 +30,33 @@ class InputError(Exception):
         return type(self), (self.message, self.repair)
 
 
+class OptionError(InputError):
+    """A refusal that names declared options (pipeline/options/declared.py): `template` holds
+    each as {NAME}, its make variable, or as {NAME=} with its value in `values`. Each door
+    writes them in its own words (`worded`: make's NAME=value, the stage's --name value, the
+    API's name=value); its message is the command line's (--name, the declaration's default
+    spelling) until a door words it."""
+
+    def __init__(self, template: str, values: dict[str, object] | None = None,
+                 repair: Repair | None = None) -> None:
+        self.template, self.values = template, dict(values or {})
+        super().__init__(self.worded(lambda name: "--" + name.lower().replace("_", "-"),
+                                     lambda name, value: f"{name} {value}"), repair)
+
+    def worded(self, named, with_value) -> str:
+        """The template with each option `named` (from its make variable), {NAME=} with its
+        value (`with_value`: the door's name and the value together)."""
+        class Words(dict):
+            def __missing__(_, key: str) -> str:
+                name = key.removesuffix("=")
+                return with_value(named(name), self.values[name]) if key.endswith("=") \
+                    else named(name)
+
+        return self.template.format_map(Words())
+
+    def __reduce__(self):
+        return type(self), (self.template, self.values, self.repair)
+
+
 class ToolError(Exception):
     """An external program failed; the message names its log file, which is kept."""

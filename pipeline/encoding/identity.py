@@ -32,7 +32,7 @@ from pathlib import Path
 
 from pipeline.core.atomic import atomic_path
 from pipeline.core.checksums import sha256_file
-from pipeline.core.errors import InputError
+from pipeline.core.errors import InputError, OptionError
 from pipeline.core.locks import file_lock
 from pipeline.layout import ADAPTER_CONFIG, HF_CONFIG, MODEL_DOCUMENTATION
 from pipeline.models import ENCODERS, ModelEntry
@@ -57,8 +57,9 @@ def model_source(entry: ModelEntry, model_path: str | Path | None = None) -> str
     """Where `from_pretrained` loads the weights from: a local folder or a Hugging Face id."""
     if model_path is not None:
         if not Path(model_path).is_dir():
-            raise InputError(f"--model-path {model_path} is not a folder: give the folder "
-                             "written by save_pretrained (config.json, weights, tokenizer)")
+            raise OptionError("{MODEL_PATH=} is not a folder: give the folder written by "
+                              "save_pretrained (config.json, weights, tokenizer)",
+                              {"MODEL_PATH": model_path})
         return str(model_path)
     if entry.package:
         module = importlib.import_module(entry.package)

@@ -20,12 +20,13 @@ import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from pipeline.core.errors import InputError
+from pipeline.core.errors import InputError, OptionError
 from pipeline.layout import check_path_length, parse_size, run_name, split_run_name
 from pipeline.options.checks import non_negative, positive, synth_shard_count
-from pipeline.options.declared import BY_NAME, VARIABLES
+from pipeline.options.declared import BY_NAME, VARIABLES, worded
 
 
 def _is_int(value: object) -> bool:
@@ -58,15 +59,22 @@ def _is_size(value: object) -> bool:
 
 
 def _is_data(value: object) -> bool:
-    return _is_path(value) or type(value).__name__ == "Data"
+    """A data folder's path, or what pipeline.Data is (the API sits above this layer): its
+    three folders, each a Path."""
+    return _is_path(value) or all(isinstance(getattr(value, root, None), Path)
+                                  for root in ("corpora", "indexes", "runs"))
 
 
 def _is_synthetic(value: object) -> bool:
-    return _is_size(value) or type(value).__name__ == "SyntheticConfig"
+    from pipeline.ingest.synthetic import SyntheticConfig
+
+    return _is_size(value) or isinstance(value, SyntheticConfig)
 
 
 def _is_pool_spec(value: object) -> bool:
-    return type(value).__name__ == "PoolSpec"
+    from pipeline.pools.build import PoolSpec
+
+    return isinstance(value, PoolSpec)
 
 
 def _is_training_sets(value: object) -> bool:
@@ -108,10 +116,6 @@ class Argument:
     @property
     def value_check(self) -> Callable[[str], object] | None:
         return self.check or (BY_NAME[self.variable].check if self.variable else None)
-
-    @property
-    def where(self) -> str:
-        return f" (as make's {self.variable})" if self.variable else ""
 
 
 def _model(text: str) -> str:
@@ -265,7 +269,6 @@ ARGUMENTS: dict[str, Argument] = {
     "max_year": A("int", check=non_negative),
     "min_positives": A("int", check=positive),
     "exclude": A("path", none=True),
-    "k": A("int", check=positive),
     "model_path": A("path", none=True),
     "means": A("bool"),
     "save": A("bool"),
@@ -322,9 +325,21 @@ OWN_KEYWORDS = frozenset({"search"})
 QRELS_FIRST = {"score": "run", "compare": "runs", "inferred": "run"}
 
 
+def declared(name: str) -> Argument | None:
+    """The argument `name` of a declared option (Variable.keywords), as declared now (a
+    declaration added at run time included)."""
+    var = next((v for v in VARIABLES if name in v.keywords), None)
+    return var and Argument(var.kind, var.name, none=var.none)
+
+
+def stage_keywords(stage: str) -> list[str]:
+    """The API's keywords of the declared options of the command `stage`."""
+    return [keyword for v in VARIABLES if stage in v.stages for keyword in v.keywords]
+
+
 def argument(function: str, name: str) -> Argument:
     """How argument `name` of public function `function` is checked."""
-    return OVERRIDES.get((function, name)) or ARGUMENTS[name]
+    return OVERRIDES.get((function, name)) or declared(name) or ARGUMENTS[name]
 
 
 def _text(value: object) -> str:
@@ -364,7 +379,7 @@ def check_value(function: str, name: str, value: object) -> None:
             check(text)
         except (InputError, argparse.ArgumentTypeError) as exc:
             message = exc.message if isinstance(exc, InputError) else str(exc)
-            raise InputError(f"{function}: {name}={value!r}: {message}{rule.where}") from None
+            raise InputError(f"{function}: {name}={value!r}: {message}") from None
 
 
 def _a(noun: str) -> str:
@@ -393,7 +408,7 @@ def unknown(function: str, name: str, known: Sequence[str], owner: str = "") -> 
 def check_arguments(function: str, given: Mapping[str, Any]) -> None:
     """Check each argument given by name (None where the function's default applies)."""
     for name, value in given.items():
-        if name not in ARGUMENTS:
+        if name not in ARGUMENTS and declared(name) is None:
             raise unknown(function, name, sorted(ARGUMENTS))
         check_value(function, name, value)
 
@@ -449,7 +464,11 @@ def validated(function: Callable) -> Callable:
                         check_value(name, option, item)
             else:
                 check_value(name, key, value)
-        return function(*args, **kwargs)
+        try:
+            return function(*args, **kwargs)
+        except OptionError as exc:  # a refusal naming declared options: the API's keywords
+            exc.message = worded(exc, "api")
+            raise
 
     wrapper.validated = True  # type: ignore[attr-defined]
     return wrapper

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import layout
-from pipeline.core.errors import InputError
+from pipeline.core.errors import InputError, OptionError
 from pipeline.core.secrets import shown_url
 from pipeline.external.irds import dataset_id
 from pipeline.fields import resolve_fields
@@ -329,6 +329,9 @@ VARIABLES: tuple[Variable, ...] = (
       "queries: full, title, abstract, shuffled, deleted30, typos (pipeline/pools/queries.py); "
       "their runs are named after the model and the variant, beside the others", "search",
       one_word=True, stages=SEARCHING, keywords=("variant",), changes_run=True),
+    V("K", "500", positive, "candidates retrieved per query (the runs' depth; the paper's: "
+      "500)", "search", one_word=True, stages=SEARCHING, keywords=("k",), kind="int",
+      changes_run=True),
     # ---- eval
     V("PAPER_IDS", "", safe_path, "make training-ids: the folder of S2AG's paper-ids "
       "dataset (SHA -> CorpusID)", "pools", optional=True, one_word=True,
@@ -487,6 +490,29 @@ VARIABLES: tuple[Variable, ...] = (
 )
 del V
 BY_NAME = {v.name: v for v in VARIABLES}
+
+
+def default(name: str) -> object:
+    """The declared default of the variable `name`, as its check reads it (K: 500): the API's
+    keyword defaults, written once."""
+    var = BY_NAME[name]
+    return var.check(var.default) if var.check and var.default else var.default
+
+
+# The doors of a refusal (OptionError): make's command line, a stage's, the Python API's
+DOORS = ("make", "command", "api")
+
+
+def worded(exc: OptionError, door: str) -> str:
+    """A refusal naming declared options, in `door`'s words: make's variable (NAME=value), the
+    stage's option (--name value) or the API's keyword (name='value')."""
+    def named(name: str) -> str:
+        var = BY_NAME.get(name)
+        if door == "make" or var is None:
+            return name
+        return var.option if door == "command" else (var.keywords or (var.dest,))[0]
+
+    return exc.worded(named, {"make": "{}={}", "command": "{} {}", "api": "{}={!r}"}[door].format)
 
 
 def kind_run_options(entry: Any, given: Mapping[str, object]) -> dict[str, object]:

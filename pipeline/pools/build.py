@@ -24,7 +24,7 @@ import polars as pl
 from pipeline.core.atomic import is_temporary
 from pipeline.core.checksums import check_outputs, fingerprints
 from pipeline.core.current import stale
-from pipeline.core.errors import InputError
+from pipeline.core.errors import InputError, OptionError
 from pipeline.core.files import read_json, read_parquet, write_json, write_parquet
 from pipeline.core.inputs import Roots, changed, record
 from pipeline.core.locks import file_lock
@@ -61,13 +61,18 @@ class NoQueriesError(InputError):
     """No paper qualifies as a query for this pool."""
 
 
+class NoQueriesLeft(NoQueriesError, OptionError):
+    """No query left for a validation pool: its refusal names the query count's option."""
+
+
 @dataclass(frozen=True)
 class Named:
-    """How a pool's caller names its size and query count in error messages: the pool
-    command's options by default, pools-paper's own for its grid (PAPER_SIZES, ...)."""
+    """Which declared options (pipeline/options/declared.py, by make variable) give a pool's
+    size and query count, for its refusals (OptionError, worded by each door): make pool's
+    by default, pools-paper's own for its grid (PAPER_SIZES, ...)."""
 
-    size: str = "--size"
-    queries: str = "--queries"
+    size: str = "SIZE"
+    queries: str = "QUERIES"
 
 
 POOL_OPTIONS = Named()
@@ -185,14 +190,14 @@ def select_queries(corpus_dir: Path, spec: PoolSpec, named: Named = POOL_OPTIONS
     if len(shared) and spec.split == "validation":  # a small scope: leave the test queries out
         picked = picked[~np.isin(pool_of_queries["corpusid"].to_numpy()[picked], shared)]
         if len(picked) == 0:
-            raise NoQueriesError(f"no query candidates for validation pool {spec.name}: the "
-                                 f"test pools use all of them ({eligible_words}); ask for "
-                                 f"fewer queries ({named.queries})")
+            raise NoQueriesLeft(f"no query candidates for validation pool {spec.name}: the "
+                                f"test pools use all of them ({eligible_words}); ask for "
+                                f"fewer queries ({{{named.queries}}})")
     elif len(shared):
-        raise InputError(f"pool {spec.name}: {len(shared)} of its queries are queries of a "
-                         "validation pool of the same seed; ask for fewer queries "
-                         f"({named.queries}) in one of them, so that both fit in the "
-                         f"{eligible_words} papers")
+        raise OptionError(f"pool {spec.name}: {len(shared)} of its queries are queries of a "
+                          "validation pool of the same seed; ask for fewer queries "
+                          f"({{{named.queries}}}) in one of them, so that both fit in the "
+                          f"{eligible_words} papers")
     queries = pool_of_queries[picked]
     qrels = (
         positives.join(queries.lazy().select(citing="corpusid"), on="citing", how="semi")
@@ -309,24 +314,25 @@ def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, inputs: dict[s
     positives = qrels["doc"].unique().sort()
     need = spec.size - len(positives)
     if need < 0:
-        raise InputError(
-            f"{named.size} {spec.size} cannot hold the {len(positives)} papers cited by the "
-            f"{queries.height} queries: choose a larger {named.size} (at least "
-            f"{len(positives)}), or fewer queries ({named.queries})"
+        raise OptionError(
+            f"{{{named.size}=}} cannot hold the {len(positives)} papers cited by the "
+            f"{queries.height} queries: choose a larger {{{named.size}}} (at least "
+            f"{len(positives)}), or fewer queries ({{{named.queries}}})", {named.size: spec.size}
         )
     population, scope_size = negative_population(
         corpus_dir, spec, pl.concat([queries["corpusid"], positives]))
     exhausted = need > len(population)
     if exhausted and spec.field is None:
-        raise InputError(
-            f"{named.size} {spec.size} exceeds the papers available: {len(positives)} cited + "
-            f"{len(population)} others up to {spec.max_year}; choose a smaller {named.size}"
+        raise OptionError(
+            f"{{{named.size}=}} exceeds the papers available: {len(positives)} cited + "
+            f"{len(population)} others up to {spec.max_year}; choose a smaller "
+            f"{{{named.size}}}", {named.size: spec.size}
         )
     if exhausted and spec.repeat > 0:
-        raise InputError(
+        raise OptionError(
             f"pool {spec.name}: the {spec.field} field-cited set ({len(population)} papers) is "
-            f"smaller than {named.size}, so every repeat would be the same pool; use repeat 0 "
-            "only"
+            f"smaller than {{{named.size}}}, so every repeat would be the same pool; use "
+            "repeat 0 only"
         )
     stream = 2 if spec.split == "test" else 4
     rng = np.random.default_rng([spec.seed, stream, spec.repeat, _scope_seed(spec)])

@@ -95,7 +95,7 @@ def test_every_count_argument_of_the_api_is_bounded():
     # one above the bound, not 10**5: code without the bound would start them
     (lambda d: pipeline.build_corpus(d, "c", synthetic=2000, workers=TOO_MANY),
      f"workers={TOO_MANY}: {TOO_MANY} worker processes or threads on {cores()} CPU cores: use "
-     f"at most {PER_CORE * cores()} \\({PER_CORE} per core\\) \\(as make's THREADS\\)"),
+     f"at most {PER_CORE * cores()} \\({PER_CORE} per core\\)$"),
     (lambda d: pipeline.build_corpus(d, "c", synthetic=2000, shards=10**6),
      "shards=1000000: 1000000 is too large: use at most 256"),
     (lambda d: pipeline.search(d, "c", "all-1k-r0", "bm25", threads=10**5),

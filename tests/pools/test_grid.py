@@ -51,11 +51,12 @@ def test_fields_without_queries_are_skipped_one_alone_refused(corpus_dir, tmp_pa
 
 
 def test_the_grid_names_its_callers_options(corpus_dir, tmp_path):
-    """pools-paper's errors name its own options, as the grid is told: no rewriting."""
+    """pools-paper's errors name its own options (their declarations, by make variable), as
+    the grid is told: no rewriting; the library's message is the command line's."""
     corpus = copy_corpus(corpus_dir, tmp_path / "small")
     with pytest.raises(InputError) as caught:
         build_grid(corpus, [None], [10], 1, tmp_path / "times.jsonl",
-                   Named("--paper-sizes", "--paper-queries"), n_queries=N_QUERIES)
+                   Named("PAPER_SIZES", "PAPER_QUERIES"), n_queries=N_QUERIES)
     message = caught.value.message
     assert message.startswith("--paper-sizes 10 cannot hold") and "--size" not in message
     assert "(--paper-queries)" in message and "(--queries)" not in message

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from pipeline.cli.registry import command, place_of, times_log, where_of
-from pipeline.core.errors import InputError
+from pipeline.core.errors import OptionError
 from pipeline.fields import resolve_fields
 from pipeline.layout import parse_size, pool_split
 from pipeline.options.checks import checked, non_negative, pool_name
@@ -44,7 +44,7 @@ def cmd_pool(args: argparse.Namespace) -> None:
     if args.rebuild:
         return rebuild_pools(place_of(args).corpus_dir, args.rebuild, times_log(args))
     if not args.size:
-        raise InputError("pool: give --size (e.g. 20k) or --rebuild <pool>")
+        raise OptionError("pool: give {SIZE} (e.g. 20k) or --rebuild <pool>")
     build_grid(place_of(args).corpus_dir, resolve_fields(args.field) if args.field else [None],
                [parse_size(text) for text in args.size.split()], args.repeats, times_log(args),
                n_queries=args.queries, query_year=args.query_year, max_year=args.query_year,
@@ -63,11 +63,11 @@ def cmd_pools_paper(args: argparse.Namespace) -> None:
     for split in ("test", "validation"):
         common = {"seed": args.seed, "split": split, "exclude": args.exclude or None}
         build_grid(corpus_dir, [None], [parse_size(t) for t in args.paper_sizes.split()],
-                   args.paper_repeats, times, Named("--paper-sizes", "--paper-queries"),
+                   args.paper_repeats, times, Named("PAPER_SIZES", "PAPER_QUERIES"),
                    n_queries=args.paper_queries, **common)
         build_grid(corpus_dir, resolve_fields("all"),
                    [parse_size(t) for t in args.paper_field_size.split()], args.paper_repeats,
-                   times, Named("--paper-field-size", "--paper-field-queries"),
+                   times, Named("PAPER_FIELD_SIZE", "PAPER_FIELD_QUERIES"),
                    n_queries=args.paper_field_queries, **common)
 
 

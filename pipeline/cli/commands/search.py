@@ -23,7 +23,6 @@ from pipeline.cli.registry import (
     times_log,
 )
 from pipeline.models import fused_name, get_model
-from pipeline.options.checks import positive
 from pipeline.options.declared import BY_NAME, kind_run_options
 
 
@@ -59,7 +58,6 @@ def cmd_index(args: argparse.Namespace) -> None:
 
 
 def _search_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--k", type=positive, default=500)
     p.add_argument("--stale-only", action="store_true",
                    help="keep runs that are intact and made from their pool's current files")
     p.add_argument("--index", action="store_true", help="index the pools it searches first")

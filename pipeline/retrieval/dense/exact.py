@@ -16,7 +16,7 @@ from functools import cache
 import faiss
 import numpy as np
 
-from pipeline.core.errors import InputError
+from pipeline.core.errors import OptionError
 from pipeline.core.logs import progress
 from pipeline.models import Similarity
 
@@ -204,8 +204,8 @@ def maxsim_device(backend: str) -> str:
     torch-cpu / torch-cuda are honoured (no GPU: an error); Faiss cannot take a maximum over
     sentence pairs, so a Faiss backend is an error, never a silent switch."""
     if backend.startswith("faiss"):
-        raise InputError(f"--backend {backend}: multi-vector models are searched with torch; "
-                         "use --backend auto, torch-cpu or torch-cuda")
+        raise OptionError("{BACKEND=}: multi-vector models are searched with torch; use "
+                          "auto, torch-cpu or torch-cuda", {"BACKEND": backend})
     check_backend(backend)
     if backend == "auto":
         import torch
@@ -238,11 +238,11 @@ def check_backend(backend: str) -> None:
     import torch
 
     if not torch.cuda.is_available():
-        raise InputError(f"--backend {backend}: no CUDA GPU is visible here; use --backend "
-                         "faiss-cpu (or auto) or run on a GPU node")
+        raise OptionError("{BACKEND=}: no CUDA GPU is visible here; use faiss-cpu (or auto) "
+                          "or run on a GPU node", {"BACKEND": backend})
     if backend == "faiss-gpu" and not faiss_gpu_works():
-        raise InputError("--backend faiss-gpu: this Faiss build has no working GPU support "
-                         "here; use --backend torch-cuda (or auto)")
+        raise OptionError("{BACKEND=}: this Faiss build has no working GPU support here; use "
+                          "torch-cuda (or auto)", {"BACKEND": backend})
 
 
 def exact_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Similarity,
@@ -265,8 +265,9 @@ def exact_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Simi
             pass
     check_backend(backend)
     if backend == "faiss-gpu" and k > GPU_MAX_K:
-        raise InputError(f"--backend faiss-gpu: k={k} is over Faiss GPU's limit of {GPU_MAX_K}; "
-                         "use --backend torch-cuda (or auto)")
+        raise OptionError("{BACKEND=}: {K=} is over Faiss GPU's limit of "
+                          f"{GPU_MAX_K}; use torch-cuda (or auto)",
+                          {"BACKEND": backend, "K": k})
     if backend.startswith("torch"):
         scores, positions = torch_search(queries, docs, k, similarity,
                                          device=backend.split("-")[1])
