@@ -25,10 +25,12 @@ Usage: .venv/bin/python benchmarks/st_encoders.py [--papers 96] [--models minilm
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -180,6 +182,7 @@ def summary(name: str, kind: str, threads: int, ours: STEncoder, lengths: np.nda
     flops = useful_flops(ours.model[0].auto_model, lengths)
     peak = peak_tflops(ours.device)
     result = {"model": name, "st_model": MODELS[name], "texts": kind, "threads": threads,
+              "date": time.strftime("%Y-%m-%d %H:%M"),
               "dim": ours.dim, "max_seq_length": ours.max_length, "dtype": ours.compute_dtype,
               "papers": len(lengths), "tokens": int(lengths.sum()),
               "mean_tokens_per_paper": round(float(lengths.mean()), 1),
@@ -215,8 +218,8 @@ def report(entries: dict) -> str:
         lines += [f"## {device} ({entry['date']})", "", f"Machine: {entry['machine']}.", "",
                   "| model | texts | threads | papers (cut) | lengths | tokens/paper | engine "
                   "| papers/s (median) | x | spread | load | passes (padding) | max abs Δ "
-                  "| TFLOP/s | share of peak |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| TFLOP/s | share of peak | measured |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in entry["results"]:
             for label, row in r["runs"].items():
                 delta = f"{row['max_abs_difference']:.1e}" if label != PEER else ""
@@ -227,7 +230,7 @@ def report(entries: dict) -> str:
                              f"{row['papers_per_s_median']} | {ratio} | {row['spread']:.1%} | "
                              f"{r['load_average']} | {row['forward_passes']} "
                              f"({row['padding']:.1%}) | {delta} | {row.get('tflops', '')} | "
-                             f"{row.get('share_of_bf16_peak', '')} |")
+                             f"{row.get('share_of_bf16_peak', '')} | {r.get('date', '')} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -253,7 +256,18 @@ def main() -> None:
         results = [row for name in args.models.split(",")
                    for row in compare(name, sets, Path(tmp), args.repeats, args.precision,
                                       threads, steps, budgets)]
-    save("st_encoders", results, args.precision, report)
+    save("st_encoders", kept_rows(results) + results, args.precision, report)
+
+
+def kept_rows(results: list[dict]) -> list[dict]:
+    """The rows of this device's last entry for models this run did not measure (a run of
+    `--models minilm` keeps mpnet's rows, each with its own date and load)."""
+    path = Path(__file__).resolve().parent / "results" / "st_encoders.json"
+    device = "gpu" if torch.cuda.is_available() else "cpu"
+    entry = json.loads(path.read_text()).get(device, {}) if path.exists() else {}
+    measured = {row["model"] for row in results}
+    return [{**row, "date": row.get("date", entry.get("date"))}
+            for row in entry.get("results", []) if row["model"] not in measured]
 
 
 if __name__ == "__main__":
