@@ -50,7 +50,7 @@ $(GOALS): | $(STAMP)
 help:
 	@$(SYSTEM_PY) -m pipeline targets
 
-# The variables given, checked as every goal checks them first (standard library only).
+# The variables given, checked as every goal checks them first (the others' first step).
 check:
 	@$(SYSTEM_PY) -m pipeline check
 
@@ -71,28 +71,28 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(call q,$(VENV)/bin/python) -m pipeline warm
 	touch $(call q,$@)
 
-setup: $(STAMP)
+setup: check $(STAMP)
 
 # On a GPU node: Faiss GPU in place of faiss-cpu (the `gpu` extra; see pyproject.toml). Both
 # wheels fill the module folder `faiss/`: install the GPU one, remove the CPU one, then put the
 # GPU one's files back.
-setup-gpu: $(STAMP)
+setup-gpu: check $(STAMP)
 	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) -e '.[gpu]'
 	$(call q,$(VENV)/bin/pip) uninstall --quiet -y faiss-cpu
 	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) --force-reinstall --no-deps faiss-gpu-cu12
 
 # ---- the environment and the tests -----------------------------------------------------------
 # ruff, then the import contracts (.importlinter: which layer of the package may import which).
-lint: $(STAMP)
+lint: check $(STAMP)
 	$(call q,$(VENV)/bin/ruff) check pipeline tests benchmarks
 	$(call q,$(VENV)/bin/lint-imports)
 
 # The suite in TEST_WORKERS processes (pytest-xdist), its value (given, or its default) checked.
 WORKERS = w="$$($(call q,$(PY)) -m pipeline variables --value TEST_WORKERS)"
-test: $(STAMP)
+test: check $(STAMP)
 	$(WORKERS) && $(call q,$(VENV)/bin/ruff) check pipeline tests benchmarks && \
 	$(call q,$(PY)) -m pytest -q -n "$$w"
 
 # The suite without the tests marked slow (the whole pipeline through make, a SLURM cluster).
-test-fast: $(STAMP)
+test-fast: check $(STAMP)
 	$(WORKERS) && $(call q,$(PY)) -m pytest -q -m "not slow" -n "$$w"
