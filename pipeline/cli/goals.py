@@ -179,6 +179,8 @@ class Target:
 
 NEW_CORPUS = "<name of a new corpus> (the corpus it writes)"
 ON_CORPUS = ("corpus",)  # the targets on CORPUS's pools: its corpus stage first
+SAMPLED = "<the models whose top ranks are sampled: one, or several separated by commas> " \
+    "(e.g. MODELS=bm25,minilm)"
 T = Target
 TARGETS: tuple[Target, ...] = (
     T("demo", "", "set up, generate the demo corpus, run every stage, report", local=True,
@@ -257,11 +259,11 @@ TARGETS: tuple[Target, ...] = (
     T("judge", "MODELS=bm25,minilm JUDGE=api:<model>|file:<labels>|standin:<seed> [SAMPLE=20]",
       "judge a sample of the unjudged papers the models rank high",
       ("(JUDGE=api:<model> with JUDGE_URL; the report counts the judgments: docs/judging.md)",),
-      needs={"MODELS": "a,b (e.g. MODELS=bm25,minilm)",
-             "JUDGE": "api:<model>, file:<labels.tsv> or standin:<seed>"}, local=True,
+      needs={"MODELS": SAMPLED, "JUDGE": "api:<model>, file:<labels.tsv> or standin:<seed>"},
+      local=True,
       stages=lambda v, d: [own_command("judge", v, "--models", v.MODELS)]),
     T("judge-page", "MODELS=bm25,minilm [SAMPLE=20]", "the judging page of the samples, for a "
-      "person", needs={"MODELS": "a,b (e.g. MODELS=bm25,minilm)"}, local=True,
+      "person", needs={"MODELS": SAMPLED}, local=True,
       stages=lambda v, d: [own_command("judge-page", v, "--models", v.MODELS)]),
     T("judge-agreement", "CORPUS=csfcube JUDGE=..", "an assessor's agreement with CSFCube's "
       "experts", needs={"CORPUS": "<the CSFCube corpus>",

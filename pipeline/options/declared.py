@@ -184,6 +184,10 @@ SOURCES_READ = ("import-vectors", "import-beir", "import-csfcube", "import-mdcr"
 LOADING = ("embed", "index", "search", "submit-embed", "fuse", "mdcr", "mdcr-jaccard", "demo")
 # The commands that submit SLURM jobs: an option of the jobs takes both as its `stages`
 SLURM_JOBS = ("submit-embed", "after-embed")
+# The commands that sample the models' top ranks (MODELS: one model or more, never fused) and
+# those that judge; make demo JUDGE=standin:1 does both after its models are scored
+SAMPLING = ("judge", "judge-page", "demo")
+JUDGING = ("judge", "judge-agreement", "demo")
 
 
 def judge_spec(text: str) -> str:
@@ -350,7 +354,7 @@ VARIABLES: tuple[Variable, ...] = (
       stages=("eval", "fuse", "demo"), keywords=("metrics",), kind="metrics"),
     V("MODELS", "", None, "make fuse, make mdcr-jaccard: the models, separated by commas "
       "(MODELS=bm25,minilm; an hf: model's pooling as hf:<org>/<name>@cls); make judge, "
-      "make judge-page: the models whose top ranks are sampled", "eval"),
+      "make judge-page: the models whose top ranks are sampled (one or more)", "eval"),
     V("METHOD", "rrf", None, "make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)",
       "eval"),
     # ---- mdcr
@@ -410,27 +414,25 @@ VARIABLES: tuple[Variable, ...] = (
       "person's labels from make judge-page) or standin:<seed> (a deterministic stand-in, "
       "labelled so: the demo and the tests)",
       "judging", shown="(empty: none)", optional=True,
-      stages=("judge", "judge-agreement"), required=("judge", "judge-agreement"),
-      keywords=("judge",)),
+      stages=JUDGING, required=("judge", "judge-agreement"), keywords=("judge",)),
     V("JUDGE_URL", "", checked(partial(endpoint_url, variable="JUDGE_URL",
                                        example="http://127.0.0.1:8000")),
       "JUDGE=api:<model>: the OpenAI-compatible chat endpoint (http://host:port, its /v1 "
       f"base, or .../v1/chat/completions); its key, if any, from the environment's {API_KEY}, "
       "never written", "judging", optional=True, one_word=True,
-      stages=("judge", "judge-agreement"), keywords=("judge_url",)),
+      stages=JUDGING, keywords=("judge_url",)),
     V("SAMPLE", "20", positive, "make judge, make judge-page: unjudged pairs drawn per query, "
       "stratified by the best rank the MODELS give (at least one per stratum: 3 with "
-      "JUDGE_DEPTH 100)", "judging", one_word=True, stages=("judge", "judge-page"),
+      "JUDGE_DEPTH 100)", "judging", one_word=True, stages=SAMPLING,
       keywords=("sample_size",), kind="int"),
     V("SAMPLE_SEED", "0", non_negative, "the judging sample's seed (a pair's draw does not "
       "depend on the pool: nested pools share their pairs)", "judging", one_word=True,
-      stages=("judge", "judge-page"), keywords=("sample_seed",), kind="int"),
+      stages=SAMPLING, keywords=("sample_seed",), kind="int"),
     V("JUDGE_DEPTH", "100", positive, "the ranks of each of MODELS whose unjudged candidates "
       "are sampled (strata 1-10, 11-30, 31-JUDGE_DEPTH)", "judging", one_word=True,
-      stages=("judge", "judge-page"), keywords=("depth",), kind="int"),
+      stages=SAMPLING, keywords=("depth",), kind="int"),
     V("JUDGE_CONCURRENCY", "4", positive, "JUDGE=api:<model>: requests sent at once",
-      "judging", one_word=True, stages=("judge", "judge-agreement"),
-      keywords=("concurrency",), kind="int"),
+      "judging", one_word=True, stages=JUDGING, keywords=("concurrency",), kind="int"),
     # ---- cluster
     V("EXECUTOR", "local", checked(check_executor), "where embed runs: local (this machine; "
       "the SHARDS one after another in one process) or slurm (an sbatch job array under "
@@ -612,8 +614,10 @@ def pooling_is_for_hf(v: Any) -> None:
 
 
 def models_fuse(v: Any) -> None:
-    """MODELS (make fuse) fused by METHOD: the fused model's name checks both."""
-    if v.MODELS:
+    """MODELS (make fuse) fused by METHOD: the fused model's name checks both. Not where
+    every goal samples MODELS' runs (make judge, judge-page: one model is enough)."""
+    goals = (getattr(v, "GOALS", "") or "").split()
+    if v.MODELS and not (goals and set(goals) <= set(SAMPLING)):
         fused_name(v.METHOD or "rrf", v.MODELS.replace(",", " ").split())
 
 

@@ -95,3 +95,36 @@ def test_the_demo_embeds_only_the_models_it_is_asked_for(tmp_path, monkeypatch):
         assert [s[s.index("--model") + 1] for s in stages if s[0] == "embed"] == embedded
         searched = [s[1] for s in stages if s[0] == "search-and-eval"]
         assert searched == models.replace(",", " ").split()
+
+
+def test_the_demo_judges_a_sample_only_when_asked(tmp_path, monkeypatch):
+    """`make demo JUDGE=standin:1` (issue 60): after every model is searched and scored and
+    before the report, the judging stage samples the demo models' runs with the stand-in (the
+    report's "Beyond citations" section then exists); without JUDGE, no judging stage."""
+    from pipeline.cli.commands import demo
+    from pipeline.cli.main import build_parser
+
+    stages: list[tuple[str, ...]] = []
+    monkeypatch.setattr(demo, "run_stage", lambda args, name, *argv: stages.append(
+        (name, *argv)))
+    monkeypatch.setattr(demo, "search_and_eval", lambda args, model: stages.append(
+        ("search-and-eval", model)))
+    roots = ["--corpora-root", str(tmp_path / "corpora"), "--index-root",
+             str(tmp_path / "indexes"), "--runs-root", str(tmp_path / "runs")]
+    for judge in ([], ["--judge", "standin:1", "--sample", "4", "--query-variant", "title"]):
+        stages.clear()
+        args = build_parser().parse_args([*roots, "demo", "--models", "bm25 random", *judge])
+        args.func(args)
+        names = [s[0] for s in stages]
+        assert names[-1] == "report" and names[-2] == ("judge" if judge else "search-and-eval")
+        assert names.count("judge") == (1 if judge else 0)
+    judged = stages[-2]
+    assert judged[judged.index("--models") + 1] == "bm25~title,random~title"  # the runs'
+    assert judged[judged.index("--judge") + 1] == "standin:1"
+    assert judged[judged.index("--sample") + 1] == "4"
+
+    # make -n demo: JUDGE passed on only when given
+    root = tmp_path / "data"
+    plain, judging = make(root, "-n", "demo"), make(root, "-n", "demo", "JUDGE=standin:1")
+    assert plain.returncode == 0 and judging.returncode == 0, judging.stderr[-2000:]
+    assert "--judge " not in plain.stdout and "--judge 'standin:1'" in judging.stdout

@@ -17,6 +17,7 @@ from pipeline.cli.registry import (
     run_stage,
     times_log,
 )
+from pipeline.layout import run_name
 from pipeline.models import get_model
 from pipeline.options.checks import non_negative, positive, sizes
 
@@ -36,12 +37,16 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
 
 
 @command("demo", "the whole demo in one process: the synthetic corpus, its pools, the embed "
-         "stage, each model searched and scored, the report with the stage times (make demo)",
+         "stage, each model searched and scored, with JUDGE a judged sample of their top "
+         "ranks (JUDGE=standin:1: the stand-in), the report with the stage times (make demo)",
          ingest_args, prefilter_args, _demo_arguments,
          writes=("corpora", "indexes", "runs", "times"))
 def cmd_demo(args: argparse.Namespace) -> None:
     """The demo's stages in the order make ran them (each deciding by content what is
-    current), with the stage-times log started afresh: the report's times are this run's."""
+    current), with the stage-times log started afresh: the report's times are this run's.
+    With JUDGE (make demo JUDGE=standin:1), after every model is scored and before the
+    report, the judging stage samples the candidates the demo's models rank high and judges
+    them, so that the report has its "Beyond citations" section (a stand-in's labelled so)."""
     from pipeline.corpus.manifest import written_whole
 
     times_log(args).unlink(missing_ok=True)
@@ -68,4 +73,8 @@ def cmd_demo(args: argparse.Namespace) -> None:
                       *(["--model-path", args.model_path] if args.model_path else []))
     for entry in models:
         search_and_eval(args, entry.name)
+    if args.judge:  # optional: the judged sample of the runs' top ranks (make judge)
+        runs = [run_name(entry.name, args.query_variant) for entry in models]
+        run_stage(args, "judge", *corpus, "--models", ",".join(runs),
+                  *declared_argv("judge", of_args(args)))
     run_stage(args, "report", *corpus, "--seed", str(args.seed), "--times")
