@@ -354,10 +354,11 @@ def test_a_refused_call_writes_nothing(api_data, corpus_dir, tmp_path):
 
 def test_api_refusals_name_the_keyword_arguments(corpus_dir, tmp_path):
     """Issue 56: build_pool's refusal of a size too large said the command line's `--size`;
-    the API names its own keyword (`size`), as make names SIZE."""
+    the API names its own keyword (`size=`, with the value), as make names SIZE= (the refusal
+    carries the option's declaration: each door words it)."""
     data = pipeline.Data(corpora=corpus_dir.parent, indexes=tmp_path / "i", runs=tmp_path / "r")
     with pytest.raises(InputError) as caught:
         pipeline.build_pool(data, corpus_dir.name, size=10**9, n_queries=5)
     text = str(caught.value)
-    assert "--" not in text and text.startswith("size 1000000000 exceeds the papers available")
+    assert "--" not in text and text.startswith("size=1000000000 exceeds the papers available")
     assert text.endswith("choose a smaller size")
