@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -18,13 +19,24 @@ from tests.conftest import copy_corpus
 POOL = "all-800-r0"
 
 
-@pytest.fixture()
-def root(corpus_dir, tmp_path):
-    copy = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
+@pytest.fixture(scope="module")
+def clean_root(corpus_dir, tmp_path_factory):
+    """A data root with the corpus, one pool and its random run made by the command line,
+    built once per test process (a search in a subprocess, about 2 s); tests get copies."""
+    made = tmp_path_factory.mktemp("verify-root")
+    copy = copy_corpus(corpus_dir, made / "corpora" / "small")
     build_pool(copy, PoolSpec(size=800, n_queries=10))
-    subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root", str(tmp_path / "corpora"),
-                    "--runs-root", str(tmp_path / "runs"), "search", "--corpus", "small",
+    subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root", str(made / "corpora"),
+                    "--runs-root", str(made / "runs"), "search", "--corpus", "small",
                     "--model", "random"], check=True, capture_output=True)
+    return made
+
+
+@pytest.fixture()
+def root(clean_root, tmp_path):
+    """A private copy of `clean_root` (its files' times kept: staleness compares them), for a
+    test that damages it; nothing in it names its folder, so the copy is the same data."""
+    shutil.copytree(clean_root, tmp_path, dirs_exist_ok=True)
     return tmp_path
 
 
