@@ -4,6 +4,7 @@ it), no private name imported across modules, every artifact name in pipeline/la
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import shutil
 import subprocess
@@ -183,7 +184,9 @@ def _constants(tree: ast.Module) -> dict[str, tuple[str, ...]]:
     return found
 
 
+@functools.cache
 def _module_trees() -> dict[Path, ast.Module]:
+    """Every module of the package parsed, once per test process (the tests only read them)."""
     return {path: ast.parse(path.read_text()) for path in modules()}
 
 
@@ -194,6 +197,13 @@ def layout_names(trees: dict[Path, ast.Module] | None = None) -> dict[str, tuple
     return {name: values for name, values in _constants(trees[LAYOUT]).items()
             if name in used or name.endswith(("SUFFIX", "SUFFIXES"))
             or all(_FILE_LIKE.search(value) for value in values)}
+
+
+@functools.cache
+def package_layout_names() -> dict[str, tuple[str, ...]]:
+    """layout_names of the package itself, found once per test process (about 4 s of AST
+    walks that two tests would otherwise each repeat); read, never changed."""
+    return layout_names(_module_trees())
 
 
 def layout_suffixes(names: dict[str, tuple[str, ...]]) -> set[str]:
@@ -255,7 +265,7 @@ def artifact_literals(source: str, names: dict[str, tuple[str, ...]],
 def literals_outside_layout() -> list[str]:
     """`file:line: literal` for every artifact name spelled outside pipeline/layout.py."""
     trees = _module_trees()
-    names = layout_names(trees)
+    names = package_layout_names()
     found = []
     for path in trees:
         relative = path.relative_to(ROOT).as_posix()
@@ -358,7 +368,7 @@ def write(folder, name, executor, roots):
 
 
 def test_the_detector_finds_names_written_as_paths():
-    found = artifact_literals(SYNTHETIC, layout_names())
+    found = artifact_literals(SYNTHETIC, package_layout_names())
     assert [literal for _, literal in found] == [
         "'manifest.json'", "f'{name}.metrics.parquet'", "'pools'", "'*/qrels.parquet'",
         "'eval.json'", "'scratch.npy'", "'lucene'"]
