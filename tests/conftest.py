@@ -97,6 +97,7 @@ SLOW_TESTS = (
     "test_download.py::test_the_first_error_stops_the_other_files_and_keeps_their_bytes",
     "test_imported.py::test_a_run_read_in_blocks_writes_the_bytes_of_one_pass",
     "test_options.py::test_an_option_declared_once_is_in_make_the_command_line_the_api_and_the_docs",
+    "test_options.py::test_an_option_added_by_the_recipe_makes_the_runs_of_its_other_values_stale",
     "test_errors_runtime.py::test_make_eval_refuses_an_absent_gpu_backend_before_embedding",
     "test_mteb_objects.py::test_a_python_session_without_logging_sees_the_progress_lines",
     "test_variables.py::test_precision_names_the_runs_and_is_refused_for_bm25",
