@@ -112,11 +112,23 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+# tests that use what pytest_sessionstart installs in the background (infinity-emb's
+# environment: 83 s here, more where pip downloads torch): moved two thirds of the way down
+# the run, so the install is done when they come instead of holding a worker on its lock (not
+# last: the test takes half a minute, which as the last one would leave the other worker idle)
+LATE_TESTS = ("test_served.py::test_infinity_emb_serves_its_embeddings_at_its_own_path",)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if (item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES
                 or f"{item.path.name}::{item.originalname}" in SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
+    # every other test keeps its place (make test's workers take them in order)
+    late = [item for item in items if f"{item.path.name}::{item.originalname}" in LATE_TESTS]
+    rest = [item for item in items if item not in late]
+    at = len(rest) * 2 // 3
+    items[:] = [*rest[:at], *late, *rest[at:]]
 
 
 def pytest_runtest_setup(item):
