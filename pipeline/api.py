@@ -24,6 +24,7 @@ from pipeline.layout import (
     run_name,
     split_run_name,
 )
+from pipeline.options.declared import default
 from pipeline.roots import data_roots
 
 if TYPE_CHECKING:
@@ -128,15 +129,17 @@ def _entry(model: str | ModelEntry) -> ModelEntry:
 def build_corpus(data: Data | str | os.PathLike, name: str, *,
                  synthetic: int | str | SyntheticConfig | None = None, shards: int = 4,
                  seed: int = 0, raw: str | os.PathLike | None = None, source: str = "s2orc",
-                 fos_source: str = "external", strict: bool = False,
-                 citations: str = "inbound", min_citations: int = 3,
+                 fos_source: str = default("FOS_SOURCE"), strict: bool = False,
+                 citations: str = default("CITATIONS"), min_citations: int = 3,
                  workers: int = 1) -> Path:
     """Make corpus `name`: ingest its raw shards and prefilter them; return its folder.
 
     The raw shards are read from `raw` (default: corpora/<name>/<source>, source s2orc or
     s2ag). With `synthetic` (a number of papers, or a SyntheticConfig), synthetic S2ORC shards
     are written into corpora/<name>/s2orc first (`shards` of them, from `seed`; never into a
-    `raw` folder of the user's). Each stage is a no-op when its outputs are current."""
+    `raw` folder of the user's). Each stage is a no-op when its outputs are current.
+    `workers` is 1, not THREADS's 2: more are spawned processes, which run a script without
+    an `if __name__ == "__main__":` guard (the README's example) again, and hang."""
     from pipeline.ingest import ingest, prefilter
     from pipeline.readers import reader
 
@@ -182,12 +185,14 @@ def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | Non
 
 
 def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | ModelEntry,
-           *, k: int | None = None, threads: int = 2, seed: int = 0, variant: str = "full",
+           *, k: int = default("K"), threads: int = default("THREADS"),
+           seed: int = default("SEED"), variant: str = default("QUERY_VARIANT"),
            query_prompt: str | None = None, replace: bool = False, **options: Any) -> str:
     """Retrieve the top `k` candidates of each query of `pool` with `model` (a registered
     name such as 'bm25', an 'hf:' model, or a ModelEntry) and write the run; return the run's
     name (the model's, plus '+q<tag>' with a `query_prompt` before each query's text, and
-    '~<variant>' for perturbed queries); `k` None: K's declared default (500). `options`:
+    '~<variant>' for perturbed queries); each default is its option's declared one (K's
+    500, THREADS's 2, SEED's, QUERY_VARIANT's). `options`:
     those of the search's declared options (pipeline/options/declared.py, as make search and
     the search command take them) and the retriever's own (its kind's Retriever.OPTIONS:
     BM25's engine, an encoder's backend and weights folder), others refused. A run
@@ -199,7 +204,7 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     embedded and searched again."""
     from pipeline.models import with_query_prompt
     from pipeline.options.arguments import check_options, stage_keywords
-    from pipeline.options.declared import default, kind_run_options
+    from pipeline.options.declared import kind_run_options
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.search import check_not_imported, current_run, index, search_pool
 
@@ -208,7 +213,6 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     check_options("search", entry.kind, options,
                   list(dict.fromkeys([*own, *stage_keywords("search")])))
     options = {name: value for name, value in options.items() if name in own}
-    k = default("K") if k is None else k
     place = data.place(corpus)
     check_not_imported(place, entry.name)  # before anything is embedded under its name
     check_name("pool", pool)
@@ -557,8 +561,10 @@ def _sampling(models: str | Sequence[str], sample_size: int, sample_seed: int,
 
 
 def judge(data: Data | str | os.PathLike, corpus: str, models: str | Sequence[str],
-          judge: str, *, sample_size: int = 20, sample_seed: int = 0, depth: int = 100,
-          concurrency: int = 4, judge_url: str | None = None) -> pl.DataFrame:
+          judge: str, *, sample_size: int = default("SAMPLE"),
+          sample_seed: int = default("SAMPLE_SEED"), depth: int = default("JUDGE_DEPTH"),
+          concurrency: int = default("JUDGE_CONCURRENCY"),
+          judge_url: str | None = None) -> pl.DataFrame:
     """`make judge`: in every pool of `corpus` with runs of all `models`, draw a sample of the
     candidates they rank in their top `depth` that the citations leave unjudged
     (`sample_size` pairs per query, stratified by rank, seeded by `sample_seed`), judge it by
@@ -575,7 +581,8 @@ def judge(data: Data | str | os.PathLike, corpus: str, models: str | Sequence[st
 
 
 def judge_page(data: Data | str | os.PathLike, corpus: str, models: str | Sequence[str], *,
-               sample_size: int = 20, sample_seed: int = 0, depth: int = 100) -> Path:
+               sample_size: int = default("SAMPLE"), sample_seed: int = default("SAMPLE_SEED"),
+               depth: int = default("JUDGE_DEPTH")) -> Path:
     """`make judge-page`: the samples `judge` draws with these settings, written (each
     pool's) and shown on one judging page for a person (runs/<corpus>/judgments/
     judging-page.html, returned); its labels file is read back by
@@ -587,7 +594,8 @@ def judge_page(data: Data | str | os.PathLike, corpus: str, models: str | Sequen
 
 
 def judge_agreement(data: Data | str | os.PathLike, corpus: str, judge: str, *,
-                    judge_url: str | None = None, concurrency: int = 4) -> Any:
+                    judge_url: str | None = None,
+                    concurrency: int = default("JUDGE_CONCURRENCY")) -> Any:
     """`make judge-agreement`: CSFCube's expert-judged pairs (a corpus `make import-csfcube`
     made) graded by `judge`, and the assessor's agreement with the experts (weighted kappa
     per facet, with jackknife intervals, and the confusion matrices) written under

@@ -1,14 +1,15 @@
-"""The one validation layer of the Python API: every argument of every public name of
-`pipeline` (its _API) is checked here before the function runs, with the check of the make
-variable it stands for (VARIABLES in pipeline/options/declared.py, the checks of
-pipeline/options/checks.py). The API, the command line and make so refuse a bad value with the
-same words, on one line (an InputError) naming the function, the argument and what to give.
+"""How the declarations apply to the Python API: every argument of every public name of
+`pipeline` (its _API) is checked before the function runs by its declaration
+(pipeline/options/declared.py: a make variable's `keywords`, or an argument of the API alone,
+`keyword`), here only the mechanism: the Python types of each declared `kind` (KINDS), then
+the declaration's check of the value. The API, the command line and make so refuse a bad
+value with the same words, on one line (an InputError) naming the function, the argument and
+what to give.
 
 Python values are typed: a whole number is an int (the str "20" is refused, saying so; the
 command line parses its text itself), a flag a bool, a path a str or os.PathLike. An unknown
 keyword is refused with the nearest known name. `pipeline.__getattr__` wraps each public
 function with `validated`; `Data` calls `check_arguments` itself (a class stays a class).
-docs/api.md (Validation) lists every argument's rule.
 """
 
 from __future__ import annotations
@@ -19,14 +20,13 @@ import functools
 import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline.core.errors import InputError, OptionError
-from pipeline.layout import check_path_length, parse_size, run_name, split_run_name
-from pipeline.options.checks import non_negative, positive, synth_shard_count
-from pipeline.options.declared import BY_NAME, VARIABLES, worded
+from pipeline.layout import check_path_length
+from pipeline.options import declared
+from pipeline.options.declared import Variable, worded
 
 
 def _is_int(value: object) -> bool:
@@ -102,61 +102,6 @@ KINDS: dict[str, tuple[Callable[[object], bool], str]] = {
 }
 
 
-@dataclass(frozen=True)
-class Argument:
-    """How an API argument is checked: its `kind` (KINDS), then the value by the check of the
-    make `variable` it stands for (given as the command line's text), or by `check` where no
-    variable does. `none`: None is accepted (the default's meaning)."""
-
-    kind: str
-    variable: str = ""
-    check: Callable[[str], object] | None = None
-    none: bool = False
-
-    @property
-    def value_check(self) -> Callable[[str], object] | None:
-        return self.check or (BY_NAME[self.variable].check if self.variable else None)
-
-
-def _model(text: str) -> str:
-    """A model's name, or a run's ('bm25~title'): the registry knows the model."""
-    from pipeline.models import get_model
-
-    model, variant = split_run_name(text)
-    return run_name(get_model(model).name, variant)
-
-
-def _scored(text: str) -> str:
-    """A run to score: a registered model's run, or a run imported under its own name (its
-    pool's run store knows it: evaluate refuses a name with no run there)."""
-    from pipeline.layout import check_name
-
-    try:
-        return _model(text)
-    except InputError:
-        return check_name("model", text)
-
-
-def _imported_name(text: str) -> str:
-    from pipeline.retrieval.imported import check_model_name
-
-    return check_model_name(text)
-
-
-def _vectors_name(text: str) -> str:
-    from pipeline.models import vectors_model
-
-    return vectors_model(text).name
-
-
-def _similarity(text: str) -> str:
-    from pipeline.models import SIMILARITIES
-
-    if text not in SIMILARITIES:
-        raise InputError(f"similarity {text!r}: use one of {', '.join(SIMILARITIES)}")
-    return text
-
-
 def _is_nested(value: object) -> bool:
     """A dict of dicts, {query: {doc: value}}, or a list of ir_measures' named tuples: the
     forms pytrec_eval, BEIR and ir_measures hold (their contents: score.plain)."""
@@ -189,39 +134,6 @@ def _is_named_runs(value: object) -> bool:
         for name, run in value.items())
 
 
-def _significance_test(text: str) -> str:
-    from pipeline.evaluation.significance import significance_test
-
-    return significance_test(text)
-
-
-def _correction(text: str) -> str:
-    from pipeline.report.compare import CORRECTIONS
-
-    if text not in CORRECTIONS:
-        raise InputError(f"use one of {', '.join(CORRECTIONS)}")
-    return text
-
-
-def _named(text: str) -> str:
-    """A model's or metric's name as results.parquet holds it: not empty."""
-    if not text.strip():
-        raise InputError("give a non-empty name")
-    return text
-
-
-def _power(text: str) -> float:
-    if not 0 < float(text) < 1:
-        raise InputError("give a power between 0 and 1, such as 0.8")
-    return float(text)
-
-
-def _probability(text: str) -> float:
-    if not 0 < float(text) < 1:
-        raise InputError("give a significance level between 0 and 1, such as 0.05")
-    return float(text)
-
-
 KINDS["qrels"] = (_is_qrels, "a TREC qrels file's path, a DataFrame (query, doc, relevance), "
                              "a dict {query: {doc: grade}}, a list of ir_measures' Qrel or a "
                              "ranx Qrels")
@@ -245,74 +157,6 @@ KINDS["number"] = (lambda v: isinstance(v, int | float) and not isinstance(v, bo
                    "a number (an int or a float)")
 # The kinds a path may be given for: each path checked for its length (layout.MAX_GIVEN_PATH)
 PATH_KINDS = frozenset({"path", "data", "run", "qrels", "results", "judgments", "sample"})
-A = Argument
-# Every argument name of the public API, one meaning each (docs/api.md, Validation): those of
-# a declared option (Variable.keywords), checked by its check, and the API's own.
-ARGUMENTS: dict[str, Argument] = {
-    **{keyword: A(v.kind, v.name, none=v.none) for v in VARIABLES for keyword in v.keywords},
-    "data": A("data"),
-    "folder": A("path", none=True),
-    "corpora": A("path", none=True),
-    "indexes": A("path", none=True),
-    "runs": A("path", none=True),
-    "model": A("model", check=_model),
-    "synthetic": A("synthetic", check=parse_size, none=True),
-    "shards": A("int", check=synth_shard_count),
-    "raw": A("path", none=True),
-    "strict": A("bool"),
-    "min_citations": A("int", check=non_negative),
-    "spec": A("pool_spec", none=True),
-    "size": A("size", check=parse_size),
-    "field": A("str", none=True),
-    "repeat": A("int", check=non_negative),
-    "query_year": A("int", check=non_negative),
-    "max_year": A("int", check=non_negative),
-    "min_positives": A("int", check=positive),
-    "exclude": A("path", none=True),
-    "model_path": A("path", none=True),
-    "means": A("bool"),
-    "save": A("bool"),
-    "collect": A("bool"),
-    "folders": A("path"),
-    "deep": A("bool"),
-    "run": A("run"),
-    "drop_unknown": A("bool"),
-    "judged": A("bool"),
-    "qrels": A("qrels"),
-    "per_query": A("bool"),
-    "test": A("str", check=_significance_test),
-    "correction": A("str", check=_correction),
-    "alpha": A("number", check=_probability),
-    "src": A("path"),
-    "similarity": A("str", check=_similarity),
-    "results": A("results"),
-    "a": A("str", check=_named),
-    "b": A("str", check=_named),
-    "metric": A("str", check=_named),
-    "resamples": A("int", check=positive),
-    "deltas": A("deltas"),
-    "draws": A("counts"),
-    "power": A("number", check=_power),
-    "judgments": A("judgments"),
-    "sample": A("sample"),
-}
-# An argument of one function that means something else there than ARGUMENTS says
-OVERRIDES: dict[tuple[str, str], Argument] = {
-    ("evaluate", "model"): A("models", check=_scored),
-    ("mteb_result", "model"): A("model", check=_scored),
-    ("import_run", "model"): A("str", check=lambda text: _imported_name(text)),
-    ("import_run", "pool"): A("str", "POOL", none=True),  # None: the whole collection's run
-    ("import_vectors", "model"): A("str", check=lambda text: _vectors_name(text)),
-    ("compare", "runs"): A("named_runs"),
-    ("variance", "corpus"): A("str", "CORPUS", none=True),
-    ("topic_set_size", "corpus"): A("str", "CORPUS", none=True),
-    **{(function, "models"): A("models", check=lambda text: [
-        _scored(name) for name in text.replace(",", " ").split()])  # MODELS=bm25,minilm too
-       for function in ("judge", "judge_page")},
-    **{(function, "judge_url"): A("str", "JUDGE_URL", none=True)
-       for function in ("judge", "judge_agreement")},
-}
-del A
 # The keywords a function takes through **keywords (the rest are refused): build_pool's
 # PoolSpec fields. search takes its model's retriever's own options (OWN_KEYWORDS: each kind's
 # Retriever.OPTIONS), which it checks itself (`check_options`, naming the kind).
@@ -325,21 +169,18 @@ OWN_KEYWORDS = frozenset({"search"})
 QRELS_FIRST = {"score": "run", "compare": "runs", "inferred": "run"}
 
 
-def declared(name: str) -> Argument | None:
-    """The argument `name` of a declared option (Variable.keywords), as declared now (a
-    declaration added at run time included)."""
-    var = next((v for v in VARIABLES if name in v.keywords), None)
-    return var and Argument(var.kind, var.name, none=var.none)
+def argument(function: str, name: str) -> Variable | None:
+    """The declaration of argument `name` of public function `function` (declared.py: the
+    one naming `function` first, then one naming no function; a declaration added at run time
+    included), or None for an unknown name."""
+    found = [v for v in (*declared.VARIABLES, *declared.KEYWORD_ONLY) if name in v.keywords
+             and (not v.functions or function in v.functions)]
+    return next((v for v in found if v.functions), found[0] if found else None)
 
 
 def stage_keywords(stage: str) -> list[str]:
     """The API's keywords of the declared options of the command `stage`."""
-    return [keyword for v in VARIABLES if stage in v.stages for keyword in v.keywords]
-
-
-def argument(function: str, name: str) -> Argument:
-    """How argument `name` of public function `function` is checked."""
-    return OVERRIDES.get((function, name)) or declared(name) or ARGUMENTS[name]
+    return [keyword for v in declared.VARIABLES if stage in v.stages for keyword in v.keywords]
 
 
 def _text(value: object) -> str:
@@ -356,6 +197,8 @@ def check_value(function: str, name: str, value: object) -> None:
     """One argument's type, then its value (the make variable's check); a one-line InputError
     naming the function, the argument and what to give."""
     rule = argument(function, name)
+    if rule is None:  # a public function's argument no declaration names
+        raise unknown(function, name, [])
     if value is None and rule.none:
         return
     test, what = KINDS[rule.kind]
@@ -371,7 +214,7 @@ def check_value(function: str, name: str, value: object) -> None:
             check_path_length(value)  # type: ignore[arg-type]
         except InputError as exc:
             raise InputError(f"{function}: {name}: {exc.message}") from None
-    check = rule.value_check
+    check = rule.check
     if check is None or rule.kind in ("model", "models") and not isinstance(value, str):
         return
     for text in _texts(rule.kind, value):
@@ -408,8 +251,9 @@ def unknown(function: str, name: str, known: Sequence[str], owner: str = "") -> 
 def check_arguments(function: str, given: Mapping[str, Any]) -> None:
     """Check each argument given by name (None where the function's default applies)."""
     for name, value in given.items():
-        if name not in ARGUMENTS and declared(name) is None:
-            raise unknown(function, name, sorted(ARGUMENTS))
+        if argument(function, name) is None:
+            raise unknown(function, name, sorted(
+                {k for v in (*declared.VARIABLES, *declared.KEYWORD_ONLY) for k in v.keywords}))
         check_value(function, name, value)
 
 
@@ -423,7 +267,7 @@ def check_options(function: str, owner: str, options: Mapping[str, Any],
 
 
 def validated(function: Callable) -> Callable:
-    """`function`, with every argument checked first (its name in ARGUMENTS, its **keywords in
+    """`function`, with every argument checked first (by its declaration, its **keywords in
     KEYWORDS): nothing runs, and nothing is written, with a bad one."""
     name = function.__name__
     signature = inspect.signature(function)

@@ -254,3 +254,74 @@ def dataset_list(text: str) -> str:
                                              "digits, '-' and '_' (such as papers or "
                                              "paper-ids)")
     return text
+
+
+# ---- the values of the API's own arguments (no make variable: declared.py's keyword())
+def model_run(text: str) -> str:
+    """A model's name, or a run's ('bm25~title'): the registry knows the model."""
+    from pipeline.layout import run_name, split_run_name
+    from pipeline.models import get_model
+
+    model, variant = split_run_name(text)
+    return run_name(get_model(model).name, variant)
+
+
+def scored_run(text: str) -> str:
+    """A run to score: a registered model's run, or a run imported under its own name (its
+    pool's run store knows it: evaluate refuses a name with no run there)."""
+    try:
+        return model_run(text)
+    except InputError:
+        return check_name("model", text)
+
+
+def scored_runs(text: str) -> list[str]:
+    """Runs to score, separated by commas or spaces (MODELS=bm25,minilm)."""
+    return [scored_run(name) for name in text.replace(",", " ").split()]
+
+
+def imported_name(text: str) -> str:
+    """The name a run made elsewhere is imported under."""
+    from pipeline.retrieval.imported import check_model_name
+
+    return check_model_name(text)
+
+
+def vectors_name(text: str) -> str:
+    """The name vectors made elsewhere are imported under (vectors:<name>)."""
+    from pipeline.models import vectors_model
+
+    return vectors_model(text).name
+
+
+def significance(text: str) -> str:
+    from pipeline.evaluation.significance import significance_test
+
+    return significance_test(text)
+
+
+def correction(text: str) -> str:
+    from pipeline.report.compare import CORRECTIONS
+
+    if text not in CORRECTIONS:
+        raise InputError(f"use one of {', '.join(CORRECTIONS)}")
+    return text
+
+
+def named(text: str) -> str:
+    """A model's or metric's name as results.parquet holds it: not empty."""
+    if not text.strip():
+        raise InputError("give a non-empty name")
+    return text
+
+
+def power(text: str) -> float:
+    if not 0 < float(text) < 1:
+        raise InputError("give a power between 0 and 1, such as 0.8")
+    return float(text)
+
+
+def probability(text: str) -> float:
+    if not 0 < float(text) < 1:
+        raise InputError("give a significance level between 0 and 1, such as 0.05")
+    return float(text)

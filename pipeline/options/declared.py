@@ -1,12 +1,14 @@
-"""Every option of the pipeline, declared once: its make variable, its default, its check
-and its one line of help (VARIABLES). make's variables, the stages' command-line options, the
-Python API's keywords, docs/variables.md and `make help` are all derived from it: an option
-is added to a stage by one line here (plus the code that uses it).
+"""Every option of the pipeline, declared once in one table (DECLARED): its make variable,
+its default, its check and its one line of help, or (`keyword`) an argument of the Python API
+alone, with no make variable. make's variables (VARIABLES, those with one), the stages'
+command-line options, the Python API's keywords and their defaults, docs/variables.md and
+`make help` are all derived from it: an option is added to a stage by one line here (plus
+the code that uses it).
 
 The command line (pipeline/cli) reads make's variables and builds the stages' options from
-these declarations; the API (pipeline/options/arguments.py) checks its keywords with the same
-checks. Standard library only, like every check (the Makefile runs it with the system Python
-before the environment exists).
+these declarations; the API (pipeline/options/arguments.py) checks every argument by its
+declaration, with the same checks. Standard library only, like every check (the Makefile
+runs it with the system Python before the environment exists).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pipeline.glossary import (
     FOS_SOURCES,
     VARIANTS,
 )
+from pipeline.layout import parse_size
 from pipeline.models import (
     API_BATCH,
     API_CONCURRENCY,
@@ -61,19 +64,30 @@ from pipeline.options.checks import (
     checked,
     choice,
     corpus_name,
+    correction,
     dataset_list,
     given_path,
+    imported_name,
     input_path,
     metric_list,
+    model_run,
+    named,
     non_negative,
     parallel_downloads,
     pool_name,
     positive,
+    power,
+    probability,
     prompt_text,
     safe_path,
+    scored_run,
+    scored_runs,
     shard_count,
+    significance,
     sizes,
+    synth_shard_count,
     training_sets,
+    vectors_name,
     worker_count,
     xdist_workers,
 )
@@ -110,7 +124,10 @@ class Variable:
     identity (`run_options`; a run made with another value is stale); MODEL_ID, it changes
     the model's vectors, whose identity the model's store records (a run records the store's
     files among its inputs); False, a run is byte-identical whatever its value (a thread
-    count, BM25's two engines)."""
+    count, BM25's two engines). variable: False for an argument of the API alone (`keyword`:
+    no make variable, no stage option; `name` is the keyword). functions: the API functions
+    where the keywords mean this (empty: every function taking them that no other
+    declaration names)."""
 
     name: str
     default: str | Callable[[dict[str, str]], str]
@@ -130,6 +147,8 @@ class Variable:
     required: tuple[str, ...] = ()
     no_default: tuple[str, ...] = ()
     changes_run: bool | str | None = None
+    variable: bool = True
+    functions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.changes_run not in (True, False, MODEL_ID) and (
@@ -204,8 +223,16 @@ def judge_spec(text: str) -> str:
     return text
 
 
-V = Variable
-VARIABLES: tuple[Variable, ...] = (
+def keyword(name: str, kind: str, check: Callable[[str], object] | None = None, *,
+            none: bool = False, functions: tuple[str, ...] = ()) -> Variable:
+    """An argument of the Python API with no make variable (a run given as a DataFrame, a
+    test's name): its kind, its value's check, whether None is accepted there."""
+    return Variable(name, "", check, "", "api", keywords=(name,), kind=kind, none=none,
+                    functions=functions, variable=False)
+
+
+V, A = Variable, keyword
+DECLARED: tuple[Variable, ...] = (
     # ---- data
     V("CORPUS", "demo", corpus_name, "the corpus every stage works on: its folder under "
       "corpora/, indexes/ and runs/", "data", one_word=True,
@@ -314,7 +341,8 @@ VARIABLES: tuple[Variable, ...] = (
     # ---- search
     V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
       "compares the imported vectors: cosine, ip (inner product) or l2 (recorded in their "
-      "store)", "models", one_word=True, stages=("import-vectors",), changes_run=MODEL_ID),
+      "store)", "models", one_word=True, stages=("import-vectors",), keywords=("similarity",),
+      changes_run=MODEL_ID),
     V("THREADS", "2", worker_count, "ingest's and the synthetic corpus's worker processes, "
       "Lucene and search threads, at most 4 per CPU core of this machine (a stage never starts "
       "more than it has work for); with EXECUTOR=slurm also each job's CPUs (--cpus-per-task)",
@@ -420,7 +448,7 @@ VARIABLES: tuple[Variable, ...] = (
       "JUDGE=api:<model>: the OpenAI-compatible chat endpoint (http://host:port, its /v1 "
       f"base, or .../v1/chat/completions); its key, if any, from the environment's {API_KEY}, "
       "never written", "judging", optional=True, one_word=True,
-      stages=JUDGING, keywords=("judge_url",)),
+      stages=JUDGING, keywords=("judge_url",), none=True),
     V("SAMPLE", "20", positive, "make judge, make judge-page: unjudged pairs drawn per query, "
       "stratified by the best rank the MODELS give (at least one per stratum: 3 with "
       "JUDGE_DEPTH 100)", "judging", one_word=True, stages=SAMPLING,
@@ -489,8 +517,36 @@ VARIABLES: tuple[Variable, ...] = (
     V("TEST_WORKERS", "2", xdist_workers, "test processes (pytest-xdist), 1 to 4 per CPU core; "
       "each builds the session's fixture corpora itself, up to 1.3 GiB resident each as "
       "measured; pytest's own options go in PYTEST_ADDOPTS", "tests", one_word=True),
+    # ---- the API's own arguments, no make variable (docs/api.md, Validation; the kinds:
+    # pipeline/options/arguments.py KINDS)
+    A("data", "data"), A("folder", "path", none=True), A("corpora", "path", none=True),
+    A("indexes", "path", none=True), A("runs", "path", none=True), A("raw", "path", none=True),
+    A("exclude", "path", none=True), A("model_path", "path", none=True), A("folders", "path"),
+    A("src", "path"),
+    A("model", "model", model_run), A("model", "models", scored_run, functions=("evaluate",)),
+    A("model", "model", scored_run, functions=("mteb_result",)),
+    A("model", "str", imported_name, functions=("import_run",)),
+    A("model", "str", vectors_name, functions=("import_vectors",)),
+    A("models", "models", scored_runs, functions=("judge", "judge_page")),
+    A("pool", "str", pool_name, none=True, functions=("import_run",)),  # None: the whole run
+    A("corpus", "str", corpus_name, none=True, functions=("variance", "topic_set_size")),
+    A("synthetic", "synthetic", parse_size, none=True), A("shards", "int", synth_shard_count),
+    A("min_citations", "int", non_negative), A("spec", "pool_spec", none=True),
+    A("size", "size", parse_size), A("field", "str", none=True),
+    A("repeat", "int", non_negative), A("query_year", "int", non_negative),
+    A("max_year", "int", non_negative), A("min_positives", "int", positive),
+    *(A(flag, "bool") for flag in ("strict", "means", "save", "collect", "deep",
+                                   "drop_unknown", "judged", "per_query")),
+    A("run", "run"), A("qrels", "qrels"), A("runs", "named_runs", functions=("compare",)),
+    A("results", "results"), A("judgments", "judgments"), A("sample", "sample"),
+    A("test", "str", significance), A("correction", "str", correction),
+    A("alpha", "number", probability), A("power", "number", power),
+    *(A(name, "str", named) for name in ("a", "b", "metric")),
+    A("resamples", "int", positive), A("deltas", "deltas"), A("draws", "counts"),
 )
-del V
+del V, A
+VARIABLES = tuple(v for v in DECLARED if v.variable)  # make's, the stages' and the API's
+KEYWORD_ONLY = tuple(v for v in DECLARED if not v.variable)  # the API's alone
 BY_NAME = {v.name: v for v in VARIABLES}
 
 

@@ -17,7 +17,7 @@ import pytest
 import pipeline
 from pipeline.cli.main import build_parser
 from pipeline.core.errors import InputError
-from pipeline.options.arguments import ARGUMENTS
+from pipeline.options.arguments import argument
 from pipeline.options.checks import PER_CORE, cores, corpus_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,7 +86,7 @@ def test_a_count_above_its_bound_on_the_command_line_is_one_line(tmp_path):
 
 def test_every_count_argument_of_the_api_is_bounded():
     for name in COUNT_ARGUMENTS:
-        check = ARGUMENTS[name].value_check
+        check = argument("build_corpus", name).check
         with pytest.raises((argparse.ArgumentTypeError, InputError), match="use at most"):
             check(HUGE)
 
