@@ -15,7 +15,14 @@ import torch
 
 from pipeline.core.errors import InputError
 from pipeline.encoding.embed import embed, pool_ids
-from pipeline.encoding.encoders import PAD_STEP, Encoder, batch_of, batch_rows, pad_widths
+from pipeline.encoding.encoders import (
+    PAD_STEP,
+    Encoder,
+    batch_of,
+    batch_rows,
+    default_budget,
+    pad_widths,
+)
 from pipeline.encoding.store import load_vectors
 from pipeline.layout import Place, store_dir
 from pipeline.models import ModelEntry
@@ -95,14 +102,16 @@ def forward_shapes(monkeypatch) -> list[tuple[int, int]]:
 
 def test_a_cpu_encoder_batches_papers_of_many_lengths_together(encoder, texts, monkeypatch):
     """The engine itself on the corpus's papers: forward passes of several lengths each,
-    about as many as batches of 32 would make, padded to a multiple of PAD_STEP."""
+    about as many as full batches of the CPU's token budget would make (plus one part-filled
+    batch per padded width), padded to a multiple of PAD_STEP."""
     seen = forward_shapes(monkeypatch)
     some = [text[: 20 + 3 * i] for i, text in enumerate(texts)]  # cut: lengths differ a lot
     lengths = [len(x) for x in encoder.tokenize(some)]
     encoder.encode(some, max_batch=32, progress=False)
     assert len(set(lengths)) > 60  # the signal: many lengths
     assert sum(rows for rows, _ in seen) == len(some)
-    assert len(seen) <= len(some) / 32 + encoder.max_length / PAD_STEP
+    full = batch_rows(encoder.max_length, default_budget(encoder.device), 32)
+    assert len(seen) <= len(some) / full + encoder.max_length / PAD_STEP
     assert all(width % PAD_STEP == 0 or width == encoder.max_length for _, width in seen)
 
 

@@ -164,9 +164,9 @@ def test_a_dataset_id_as_a_corpus_name_names_the_import():
     ir_datasets id names the command that imports it, by the API and the command line."""
     import pipeline
 
-    with pytest.raises(InputError, match=r"'beir/scidocs' is an ir_datasets id: import it as a "
-                                         r"corpus with make import-irds DATASET=beir/scidocs "
-                                         r"CORPUS=scidocs \(as make.s CORPUS\)$"):
+    with pytest.raises(InputError, match=r"^build_pool: corpus='beir/scidocs': .*'beir/scidocs' "
+                                         r"is an ir_datasets id: import it as a corpus with make "
+                                         r"import-irds DATASET=beir/scidocs CORPUS=scidocs$"):
         pipeline.build_pool("data", "beir/scidocs", size=100)
     with pytest.raises(argparse.ArgumentTypeError, match="a corpus name is") as error:
         corpus_name("not/a-dataset")

@@ -260,6 +260,7 @@ def test_a_retrievers_options_are_checked_before_any_work(corpus_dir, tmp_path):
 # search, for two of its values: the search's arguments, and the identity's key recording it.
 # A retriever's own option (Retriever.OPTIONS) needs no line: it is given by its kind.
 IDENTITY = {
+    "K": ("k", (20, 30), lambda v: {"entry": get_model("random"), "k": v}),
     "SEED": ("seed", (0, 3), lambda v: {"entry": get_model("random"), "seed": v}),
     "QUERY_VARIANT": ("variant", ("full", "title"),
                       lambda v: {"entry": get_model("bm25"), "variant": v}),
@@ -350,7 +351,7 @@ def test_an_option_that_changes_a_run_is_in_its_identity_and_its_old_run_is_stal
     for var in _reaching(True):
         if var.name in IDENTITY:
             key, values, given = IDENTITY[var.name]
-            old, new = (run_identity(pool=POOL, k=20, **given(v)) for v in values)
+            old, new = (run_identity(**{"pool": POOL, "k": 20, **given(v)}) for v in values)
         else:  # a retriever's own option: its kind's, with its default and another value
             option = next(n for n in (var.dest, *var.keywords) if n in kinds)
             entry = next(e for e in map(get_model, ("bm25", "random", "minilm"))
