@@ -43,10 +43,13 @@ def files(*folders: Path) -> dict[str, bytes]:
 
 def nudge(folder: Path) -> None:
     """Other weights under the same files' names: the word embeddings moved, every JSON file
-    as it was (the checkpoint another model)."""
+    as it was (the checkpoint another model). Moved by seeded noise, not by a constant: a
+    constant added to every component is what the embeddings' LayerNorm subtracts again, and
+    left the vectors equal up to rounding."""
     tensors = load_file(folder / WEIGHTS)
     key = next(k for k in sorted(tensors) if "word_embeddings" in k)
-    tensors[key] = tensors[key] + np.float32(0.05)
+    noise = np.random.default_rng(57).normal(0, 0.05, tensors[key].shape).astype(np.float32)
+    tensors[key] = tensors[key] + noise
     save_file(tensors, folder / WEIGHTS, metadata={"format": "pt"})
 
 
