@@ -46,10 +46,11 @@ class Data:
                  corpora: str | os.PathLike | None = None,
                  indexes: str | os.PathLike | None = None,
                  runs: str | os.PathLike | None = None):
-        from pipeline.options.arguments import check_arguments
+        from pipeline.options.arguments import check_value
 
         given = {"corpora": corpora, "indexes": indexes, "runs": runs}
-        check_arguments("Data", {"folder": folder, **given})
+        for name, value in {"folder": folder, **given}.items():
+            check_value("Data", name, value)
         if folder is None and not all(given.values()):
             raise InputError("Data: give a folder (holding corpora/, indexes/, runs/), or all "
                             "three of corpora=, indexes=, runs=")
@@ -127,23 +128,26 @@ def _entry(model: str | ModelEntry) -> ModelEntry:
 
 
 def build_corpus(data: Data | str | os.PathLike, name: str, *,
-                 synthetic: int | str | SyntheticConfig | None = None, shards: int = 4,
-                 seed: int = 0, raw: str | os.PathLike | None = None, source: str = "s2orc",
+                 synthetic: int | str | SyntheticConfig | None = None,
+                 shards: int | None = None, seed: int | None = None,
+                 raw: str | os.PathLike | None = None, source: str | None = None,
                  fos_source: str = default("FOS_SOURCE"), strict: bool = False,
                  citations: str = default("CITATIONS"), min_citations: int = 3,
-                 workers: int = 1) -> Path:
+                 workers: int = default("THREADS")) -> Path:
     """Make corpus `name`: ingest its raw shards and prefilter them; return its folder.
 
     The raw shards are read from `raw` (default: corpora/<name>/<source>, source s2orc or
-    s2ag). With `synthetic` (a number of papers, or a SyntheticConfig), synthetic S2ORC shards
-    are written into corpora/<name>/s2orc first (`shards` of them, from `seed`; never into a
-    `raw` folder of the user's). Each stage is a no-op when its outputs are current.
-    `workers` is 1, not THREADS's 2: more are spawned processes, which run a script without
-    an `if __name__ == "__main__":` guard (the README's example) again, and hang."""
+    s2ag: SOURCE's default, s2ag for a corpus named s2ag). With `synthetic` (a number of
+    papers, or a SyntheticConfig), synthetic S2ORC shards are written into
+    corpora/<name>/s2orc first (`shards` of them, from `seed`: SyntheticConfig's defaults when
+    not given; never into a `raw` folder of the user's). Each stage is a no-op when its
+    outputs are current. `workers`: THREADS's default."""
     from pipeline.ingest import ingest, prefilter
+    from pipeline.options.declared import BY_NAME
     from pipeline.readers import reader
 
     data = Data.of(data)
+    source = source or BY_NAME["SOURCE"].default({"CORPUS": name})  # type: ignore[operator]
     corpus_dir = data.corpus(name)
     reader(source)  # a known source: it names the raw folder
     if synthetic is not None and raw is not None:
@@ -157,8 +161,10 @@ def build_corpus(data: Data | str | os.PathLike, name: str, *,
     if synthetic is not None:
         from pipeline.ingest.synthetic import SyntheticConfig, generate
 
+        given = {key: value for key, value in (("n_shards", shards), ("seed", seed))
+                 if value is not None}
         cfg = synthetic if isinstance(synthetic, SyntheticConfig) else SyntheticConfig(
-            n_papers=parse_size(str(synthetic)), n_shards=shards, seed=seed)
+            n_papers=parse_size(str(synthetic)), **given)
         generate(raw_folder, cfg, workers=workers)
     ingest(raw_folder, corpus_dir, strict=strict, workers=workers, source=source,
            fos_source=fos_source)
@@ -294,7 +300,8 @@ def import_run(data: Data | str | os.PathLike, corpus: str, pool: str | None, ru
 
 
 def import_collection(data: Data | str | os.PathLike, dataset: str, *, corpus: str,
-                      split: str = "test", replace: bool = False, judged: bool = False) -> str:
+                      split: str = default("SPLIT"), replace: bool = False,
+                      judged: bool = False) -> str:
     """Import the ir_datasets collection `dataset` ('beir/scidocs': documents, queries and
     qrels) as the corpus `corpus` with one pool of `split` (test, or dev: a validation pool),
     as `make import-irds` does; return the pool's name (with `judged`, the judged-only pool
@@ -332,7 +339,7 @@ def mteb_result(data: Data | str | os.PathLike, corpus: str, pool: str,
 
 def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str,
              model: str | ModelEntry | Sequence[str | ModelEntry], *,
-             metrics: str | Sequence[str] = "auto", means: bool = False,
+             metrics: str | Sequence[str] = default("METRICS"), means: bool = False,
              save: bool | None = None) -> pl.DataFrame:
     """Score the runs of `model` (a name, a run name 'bm25~title', a ModelEntry, or a list of
     them) on `pool`. With the pool's own metrics (`metrics='auto'`) the evaluations are saved,
@@ -380,7 +387,7 @@ def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str,
     return pl.concat(frames, how="vertical_relaxed")
 
 
-def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = 0, *,
+def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = default("SEED"), *,
                  collect: bool = True, exclude: str | os.PathLike | None = None,
                  training_sets: dict[str, str | os.PathLike] | None = None) -> Report:
     """Gather every evaluation (runs/results.parquet; `collect=False`: as written last) and
@@ -418,7 +425,7 @@ def verify_data(data: Data | str | os.PathLike, *folders: str | os.PathLike,
 
 
 def import_vectors(data: Data | str | os.PathLike, corpus: str, model: str,
-                   src: str | os.PathLike, similarity: str = "cosine", *,
+                   src: str | os.PathLike, similarity: str = default("SIMILARITY"), *,
                    replace: bool = False) -> str:
     """Fill the store of model `vectors:<model>` of `corpus` from vectors computed elsewhere
     (`src`: parquet, columns corpusid and vector), as `make import-vectors` does: one
@@ -500,7 +507,7 @@ def _report_rows(results: str | os.PathLike | pl.DataFrame, corpus: str | None, 
 
 
 def variance(results: str | os.PathLike | pl.DataFrame, corpus: str | None = None,
-             seed: int = 0) -> pl.DataFrame:
+             seed: int = default("SEED")) -> pl.DataFrame:
     """Where each model's mean comes from, per pool size, scope and metric: the two-way
     random-effects decomposition over queries x pool draws (repeats) of the rows a report reads
     (`_report_rows`: `results` runs/results.parquet's path or a DataFrame of its columns;
@@ -516,7 +523,8 @@ def variance(results: str | os.PathLike | pl.DataFrame, corpus: str | None = Non
 def topic_set_size(results: str | os.PathLike | pl.DataFrame,
                    deltas: Sequence[float] = (0.01, 0.02, 0.05),
                    draws: Sequence[int] = (1, 3, 5, 10), corpus: str | None = None,
-                   seed: int = 0, alpha: float = 0.05, power: float = 0.8) -> pl.DataFrame:
+                   seed: int = default("SEED"), alpha: float = 0.05, power: float = 0.8
+                   ) -> pl.DataFrame:
     """How many queries each pair of models needs for a test the report runs, at level
     `alpha`, to reach `power` against each difference in `deltas` (metric units, 0.01 = 1 point
     x100) with each number of pool `draws`, from that pair's difference's variance components

@@ -4,6 +4,7 @@ or written; and a current run or evaluation is kept as it is, as the command lin
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 from pathlib import Path
@@ -12,7 +13,8 @@ import pytest
 
 import pipeline
 from pipeline.core.errors import InputError
-from pipeline.options.arguments import KEYWORDS, argument
+from pipeline.options.arguments import argument, spec_keywords
+from pipeline.pools.build import PoolSpec
 from tests.conftest import POOL_SEED, pool_of
 
 POOL = pool_of(800)
@@ -152,8 +154,9 @@ def test_every_wrong_argument_is_one_line_and_writes_nothing(data, corpus_dir):
 
 
 def test_every_public_argument_has_its_rule():
-    """A new public function's arguments (and build_pool's KEYWORDS) are declared in
-    pipeline/options/declared.py, so each is checked; an undeclared name has none."""
+    """A new public function's arguments are declared in pipeline/options/declared.py, so each
+    is checked; an undeclared name has none. build_pool's keywords are PoolSpec's fields, each
+    declared: a new field without a declaration fails here (`exclusion` is the pool's own)."""
     for name in pipeline.__all__:
         value = getattr(pipeline, name)
         if not inspect.isfunction(value):
@@ -161,9 +164,11 @@ def test_every_public_argument_has_its_rule():
         for param in inspect.signature(value).parameters.values():
             if param.kind is not param.VAR_KEYWORD:
                 assert argument(name, param.name) is not None, (name, param.name)
-        for option in KEYWORDS.get(name, ()):
-            assert argument(name, option) is not None, (name, option)
     assert argument("search", "made_up_argument") is None
+    fields = [f.name for f in dataclasses.fields(PoolSpec)]
+    assert spec_keywords(inspect.unwrap(pipeline.build_pool)) == fields[:-1], fields
+    assert fields[-1] == "exclusion"
+    assert spec_keywords(inspect.unwrap(pipeline.search)) == []
 
 
 def test_a_current_run_and_evaluation_are_kept(data, corpus_dir):

@@ -27,8 +27,31 @@ def die_with_parent(parent: int | None = None) -> None:
         os._exit(1)
 
 
+class _Worker(multiprocessing.context.SpawnProcess):
+    """A spawned worker that does not import the script that started it: a script without an
+    `if __name__ == "__main__":` guard (the README's example) would run again in each worker,
+    wait for the locks its parent holds, and hang. Workers run the pipeline's functions only."""
+
+    def start(self) -> None:
+        main = sys.modules["__main__"]
+        saved = {key: main.__dict__[key] for key in ("__file__", "__spec__")
+                 if key in main.__dict__}
+        main.__dict__.pop("__file__", None)  # spawn re-imports __main__ by its file or spec
+        main.__spec__ = None
+        try:
+            super().start()
+        finally:
+            main.__dict__.update(saved)
+
+
+class _Spawn(multiprocessing.context.SpawnContext):
+    Process = _Worker
+
+
 def worker_pool(workers: int, start: str = "spawn") -> ProcessPoolExecutor:
-    """A process pool whose workers die with this process. Create it (and submit to it) from
-    the main thread: Linux ties the death signal to the thread that started the worker."""
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(start),
+    """A process pool whose workers die with this process (spawned ones never run the
+    script again: _Worker). Create it (and submit to it) from the main thread: Linux ties the
+    death signal to the thread that started the worker."""
+    context = _Spawn() if start == "spawn" else multiprocessing.get_context(start)
+    return ProcessPoolExecutor(workers, mp_context=context,
                                initializer=die_with_parent, initargs=(os.getpid(),))
