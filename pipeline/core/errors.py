@@ -11,12 +11,15 @@ data folder it was given (`python -m pipeline` with its roots, make with DATA).
 
 from __future__ import annotations
 
+import argparse
+
 from pipeline.core.repair import Repair
 
 
-class InputError(Exception):
+class InputError(argparse.ArgumentTypeError):
     """Bad input from the user; the message must name the input and say what to do (or carry
-    the `repair` that does it)."""
+    the `repair` that does it). An ArgumentTypeError, so that argparse reports one raised by an
+    option's check (its type) as `argument --NAME: <message>`."""
 
     def __init__(self, message: str, repair: Repair | None = None) -> None:
         super().__init__(message)

@@ -1,19 +1,10 @@
-"""Every option of the pipeline, declared once in one table (DECLARED): its make variable,
-its default, its check and its one line of help, or (`keyword`) an argument of the Python API
-alone, with no make variable. make's variables (VARIABLES, those with one), the stages'
-command-line options, the Python API's keywords and their defaults, docs/variables.md and
-`make help` are all derived from it: an option is added to a stage by one line here (plus
-the code that uses it).
-
-The command line (pipeline/cli) reads make's variables and builds the stages' options from
-these declarations; the API (pipeline/options/arguments.py) checks every argument by its
-declaration, with the same checks. Standard library only, like every check (the Makefile
-runs it with the system Python before the environment exists).
-"""
+"""Every option of the pipeline, declared once (DECLARED): make's variables, the stages'
+command-line options, the Python API's keywords, their defaults, `make help` and
+docs/variables.md all derive from it, so an option is added by one line here. Standard
+library only (as checks.py is): make check runs it before the environment exists."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
@@ -24,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import layout
+from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError, OptionError
 from pipeline.core.secrets import shown_url
 from pipeline.external.irds import dataset_id
@@ -61,10 +53,8 @@ from pipeline.models import (
     request_setting,
 )
 from pipeline.options.checks import (
-    checked,
     choice,
     corpus_name,
-    correction,
     dataset_list,
     given_path,
     imported_name,
@@ -83,7 +73,6 @@ from pipeline.options.checks import (
     scored_run,
     scored_runs,
     shard_count,
-    significance,
     sizes,
     synth_shard_count,
     training_sets,
@@ -102,53 +91,32 @@ MODEL_ID = "model"
 
 @dataclass(frozen=True)
 class Variable:
-    """One option: the make variable `name`, the stages' command-line option `option`
-    (--<name in lowercase, '-' for '_'> unless `flag` says otherwise) and the Python API's
-    `keywords`, one check and one default for all three.
-
-    default: the value when neither make's command line nor the environment gives one; a
-    function of the values before it (SOURCE, MDCR, QUERIES follow CORPUS), which `shown` then
-    says in words for the docs. check: the value's check (pipeline/options/checks.py; None:
-    the check checks it with the others it depends on, RULES). optional: an
-    empty value is no value (the check skips it). one_word: one value, never several words (a
-    path, a name). alias: a second name the check accepts (TIME for SLURM_TIME, on make's
-    command line). stages: the commands of `python -m pipeline` that take `option` (the command
-    line adds it to each; make's goals pass it on to each). keywords: the API's arguments that
-    take this option's values, each a value of `kind` (pipeline/options/arguments.py KINDS);
-    `none`: None is accepted there (the function's default). switch: a 0/1 variable, a bare
-    option on the command line (STRICT=1: --strict). Where a stage's option differs from make's
-    variable: `required`, the stages that need it given (import-run --pool), `no_default`, those
-    that take no default (pool --size: the stage says what to give, or does without).
-    changes_run: whether the value changes a run's results, said by every option that reaches
-    a search or an encoder (`reaches_run`; refused unsaid): True, its value is in the run's
-    identity (`run_options`; a run made with another value is stale); MODEL_ID, it changes
-    the model's vectors, whose identity the model's store records (a run records the store's
-    files among its inputs); False, a run is byte-identical whatever its value (a thread
-    count, BM25's two engines). variable: False for an argument of the API alone (`keyword`:
-    no make variable, no stage option; `name` is the keyword). functions: the API functions
-    where the keywords mean this (empty: every function taking them that no other
-    declaration names)."""
+    """One option: make's variable `name`, the stages' `option` and the API's `keywords`, with
+    one check and one default for all three (docs/extending.md)."""
 
     name: str
-    default: str | Callable[[dict[str, str]], str]
-    check: Callable[[str], object] | None
+    default: str | Callable[[dict[str, str]], str]  # or of the values before it (SOURCE)
+    check: Callable[[str], object] | None  # None: a rule checks it with others (RULES)
     help: str
     group: str
-    shown: str = ""
-    optional: bool = False
-    one_word: bool = False
-    alias: str = ""
-    flag: str = ""
-    stages: tuple[str, ...] = ()
-    keywords: tuple[str, ...] = ()
-    kind: str = "str"
-    none: bool = False
-    switch: bool = False
-    required: tuple[str, ...] = ()
-    no_default: tuple[str, ...] = ()
+    shown: str = ""  # the default in words, for the docs
+    optional: bool = False  # an empty value is no value (not checked)
+    one_word: bool = False  # one value (a path, a name): a space is refused
+    alias: str = ""  # a second name on make's command line (TIME for SLURM_TIME)
+    flag: str = ""  # the stages' option, where not --<name in lowercase, '-' for '_'>
+    stages: tuple[str, ...] = ()  # the commands of `python -m pipeline` that take it
+    keywords: tuple[str, ...] = ()  # the API's arguments that take it, each of `kind`
+    kind: str = "str"  # pipeline/options/arguments.py KINDS
+    none: bool = False  # the API accepts None (the function's default)
+    switch: bool = False  # 0/1 on make's command line, a bare option on the stages'
+    required: tuple[str, ...] = ()  # the stages that need it given
+    no_default: tuple[str, ...] = ()  # the stages that take no default (pool --size)
+    # whether a value changes a run's results, said by each option reaching a search or an
+    # encoder: True, part of the run's identity (run_options); MODEL_ID, through the model's
+    # store; False, the runs are byte-identical whatever its value
     changes_run: bool | str | None = None
-    variable: bool = True
-    functions: tuple[str, ...] = ()
+    variable: bool = True  # False: an argument of the API alone (keyword())
+    functions: tuple[str, ...] = ()  # the API functions it is for (empty: every other)
 
     def __post_init__(self) -> None:
         if self.changes_run not in (True, False, MODEL_ID) and (
@@ -235,38 +203,32 @@ V, A = Variable, keyword
 DECLARED: tuple[Variable, ...] = (
     # ---- data
     V("CORPUS", "demo", corpus_name, "the corpus every stage works on: its folder under "
-      "corpora/, indexes/ and runs/", "data", one_word=True,
-      keywords=("corpus", "name")),
+      "corpora/, indexes/ and runs/", "data", one_word=True, keywords=("corpus", "name")),
     V("DATA", ".", safe_path, "where corpora/, indexes/ and runs/ live (a scratch disk on a "
       "cluster, say); default the checkout", "data", one_word=True),
-    V("CORPORA_DIR", "", safe_path, "the corpora folder, where it is not DATA's corpora/ "
-      "(the stages' --corpora-root)", "data", shown="DATA/corpora", optional=True,
-      one_word=True),
-    V("INDEX_DIR", "", safe_path, "the indexes folder, where it is not DATA's indexes/ (the "
-      "stages' --index-root)", "data", shown="DATA/indexes", optional=True, one_word=True),
-    V("RUNS_DIR", "", safe_path, "the runs folder, where it is not DATA's runs/ (the stages' "
-      "--runs-root)", "data", shown="DATA/runs", optional=True, one_word=True),
+    V("CORPORA_DIR", "", safe_path, "the corpora folder, where it is not DATA's corpora/",
+      "data", shown="DATA/corpora", optional=True, one_word=True),
+    V("INDEX_DIR", "", safe_path, "the indexes folder, where it is not DATA's indexes/",
+      "data", shown="DATA/indexes", optional=True, one_word=True),
+    V("RUNS_DIR", "", safe_path, "the runs folder, where it is not DATA's runs/", "data",
+      shown="DATA/runs", optional=True, one_word=True),
     V("SOURCE", lambda v: "s2ag" if v["CORPUS"] == "s2ag" else "s2orc", choice(SOURCES),
-      "the reader: the S2ORC 2020 release (s2orc) or the S2AG datasets (s2ag: papers/, abstracts/, "
-      "citations/)", "data", shown="s2orc; s2ag when CORPUS=s2ag", one_word=True,
-      keywords=("source",)),
-    V("RAW", "", safe_path, "the folder of the raw release: S2ORC's metadata/, or S2AG's "
-      "papers/, abstracts/ and citations/", "data",
-      shown="the corpus's SOURCE folder under DATA (corpora/CORPUS/SOURCE)", optional=True,
-      one_word=True),
+      "the reader: the S2ORC 2020 release (s2orc) or the S2AG datasets (s2ag)", "data",
+      shown="s2orc; s2ag when CORPUS=s2ag", one_word=True, keywords=("source",)),
+    V("RAW", "", safe_path, "the folder of the raw release (S2ORC's metadata/, S2AG's "
+      "datasets)", "data", shown="DATA/corpora/CORPUS/SOURCE", optional=True, one_word=True),
     V("FOS_SOURCE", "external", choice(FOS_SOURCES), "S2AG: which field labels count: "
       "external (MAG-like) or s2-fos-model", "data", one_word=True, stages=INGESTING,
       keywords=("fos_source",)),
     V("RELEASE", "latest", None, "make download: the S2AG release, a date (2026-11-18) or "
-      "latest (recorded as its date)", "data", one_word=True, stages=("download",)),
+      "latest", "data", one_word=True, stages=("download",)),
     V("DATASETS", "papers,abstracts,citations", dataset_list, "make download: the S2AG "
       "datasets, separated by commas", "data", one_word=True, stages=("download",)),
     V("FIRST", "", positive, "make download: a trial, only the first FIRST files of each "
-      "dataset (empty: every file)", "data", shown="every file", optional=True,
-      one_word=True, stages=("download",)),
-    V("UPDATE", "", choice(FLAG), "1: make download brings a folder holding an older release "
-      "to RELEASE with the API's diffs (then make corpus ingests again)", "data",
-      one_word=True, switch=True, stages=("download",)),
+      "dataset", "data", shown="every file", optional=True, one_word=True,
+      stages=("download",)),
+    V("UPDATE", "", choice(FLAG), "1: make download brings an older release to RELEASE with "
+      "the API's diffs", "data", one_word=True, switch=True, stages=("download",)),
     V("PARALLEL", "4", parallel_downloads, "make download: files downloaded at once (at most "
       "32)", "data", one_word=True, stages=("download",)),
     V("CITATIONS", "inbound", choice(CITATION_MODES), "what the prefilter counts as a "
@@ -277,232 +239,169 @@ DECLARED: tuple[Variable, ...] = (
     # ---- pools
     V("SIZE", "10k", sizes, "the pool size: 20000, 20k, 2M; several separated by spaces",
       "pools", stages=("pool",), no_default=("pool",)),
-    V("FIELD", "", None, "a field-level pool: one of the 19 MAG fields (case insensitive), "
-      "all, or several separated by spaces with '-' for a name's own space (medicine "
-      "computer-science)", "pools", shown="(empty: a dataset-level pool)", optional=True,
-      stages=("pool",)),
+    V("FIELD", "", None, "a field-level pool: one of the 19 MAG fields, all, or several "
+      "separated by spaces, '-' for a name's space (computer-science)", "pools",
+      shown="(empty: a dataset-level pool)", optional=True, stages=("pool",)),
     V("REPEATS", "1", positive, "samples per size (the paper: 3)", "pools", stages=("pool",)),
-    V("SEED", "0", non_negative, "the pools' seed, part of a pool's name unless 0 (two seeds "
-      "never overwrite each other); also the random model's and make mdcr's", "pools",
+    V("SEED", "0", non_negative, "the pools' seed (in a pool's name unless 0); also the "
+      "random model's and make mdcr's", "pools",
       stages=("pool", "pools-paper", "report", *SEARCHING), keywords=("seed",), kind="int",
       changes_run=True),
-    V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", positive, "query papers per pool",
-      "pools", shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
+    V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", positive,
+      "query papers per pool", "pools",
+      shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
       optional=True, stages=("pool",), keywords=("n_queries",), kind="int", none=True),
-    V("EXCLUDE", "", safe_path, "papers never used as queries (the paper: SPECTER's and "
-      "SciNCL's training papers): a file of CorpusIDs, one per line or a JSON list; its ids "
-      "name the pools (-x<tag>), and make report shows the pools of this list",
-      "pools", shown="(empty: no paper left out)", optional=True, one_word=True,
+    V("EXCLUDE", "", safe_path, "a file of CorpusIDs never used as queries (the paper: "
+      "SPECTER's and SciNCL's training papers); they name the pools (-x<tag>)", "pools",
+      shown="(empty: no paper left out)", optional=True, one_word=True,
       stages=("pool", "pools-paper", "report")),
-    V("POOL", "", pool_name, "make retire-pool: the pool to retire, e.g. one whose "
-      "EXCLUDE list changed (make verify names them); make import-run: the pool the run "
-      "ranks (without it: a run of the whole collection, each pool getting the lines of its "
-      "queries, as CSFCube's facet pools); make export-beir: the pool to write", "pools",
-      optional=True, one_word=True, stages=("retire-pool", "import-run", "export-beir"),
+    V("POOL", "", pool_name, "the pool make retire-pool retires, make import-run's run ranks "
+      "(empty: the whole collection) or make export-beir writes", "pools", optional=True,
+      one_word=True, stages=("retire-pool", "import-run", "export-beir"),
       required=("retire-pool", "export-beir"), keywords=("pool",)),
     # ---- models
-    V("MODEL", "minilm", None, "one model: a registered name (make models lists them), "
-      "hf:<org>/<name> (any Hugging Face encoder, with POOLING), st:<org>/<name> (a "
-      "sentence-transformers model as its configuration says), vectors:<name> (make "
-      "import-vectors), api:<model> (served at EMBEDDINGS_URL), or a fused model's name; make "
-      "import-vectors: the name of the vectors",
-      "models", stages=("import-run", "import-vectors"),
+    V("MODEL", "minilm", None, "one model: a registered name (make models), hf:<org>/<name>, "
+      "st:<org>/<name>, vectors:<name>, api:<model> or a fused model's name; make "
+      "import-vectors: the vectors' name", "models", stages=("import-run", "import-vectors"),
       required=("import-run", "import-vectors"), changes_run=MODEL_ID),
-    V("POOLING", "", None, "cls, mean or lasttoken (decoder embedders), for "
-      "MODEL=hf:<org>/<name>", "models",
+    V("POOLING", "", None, "cls, mean or lasttoken, for MODEL=hf:<org>/<name>", "models",
       shown="mean", optional=True, one_word=True, changes_run=MODEL_ID),
-    V("PRECISION", "fp32", choice(PRECISIONS), "the encoder's floating-point precision: fp32 "
-      "(the authors' references), bf16 or fp16 (GPU only) for speed; a run in another "
-      "precision is the model <name>+bf16, never mixed with fp32 runs", "models",
+    V("PRECISION", "fp32", choice(PRECISIONS), "the encoder's precision: fp32, bf16 or fp16 "
+      "(GPU only); other than fp32, its runs are the model <name>+bf16", "models",
       one_word=True, changes_run=True),
-    V(API_URL, "", checked(endpoint_url), "MODEL=api:<model>: the URL of the OpenAI-compatible "
-      "embeddings endpoint that serves it (vLLM, TEI, infinity, an API; recorded in its store); "
-      f"its key, if any, from the environment's {API_KEY}, never written", "models",
+    V(API_URL, "", endpoint_url, "MODEL=api:<model>: the URL of the OpenAI-compatible "
+      f"embeddings endpoint; its key from the environment's {API_KEY}", "models",
       optional=True, one_word=True, changes_run=MODEL_ID),
-    V(API_BATCH, str(API_DEFAULTS[API_BATCH]), checked(partial(request_setting, API_BATCH)),
-      "MODEL=api:<model>: inputs per request, within the endpoint's limit", "models",
-      one_word=True, changes_run=False),
+    V(API_BATCH, str(API_DEFAULTS[API_BATCH]), partial(request_setting, API_BATCH),
+      "MODEL=api:<model>: inputs per request", "models", one_word=True, changes_run=False),
     V(API_CONCURRENCY, str(API_DEFAULTS[API_CONCURRENCY]),
-      checked(partial(request_setting, API_CONCURRENCY)),
-      "MODEL=api:<model>: requests sent at once", "models", one_word=True,
-      changes_run=False),
-    V("QUERY_PROMPT", "", checked(prompt_text), "a prompt before each query's text (an "
-      "instruction: 'Instruct: Given a paper, retrieve papers it cites\\nQuery: ', with \\n "
-      "for a line break), or one of an st: model's prompt names (one word; a literal one-word "
-      "prompt ends with a space: 'cites '); for dense, hf:, st: and api: models. Its runs "
-      "are the model <name>+q<tag> (the prompt recorded in their manifest), its papers the "
-      "model's own: only the queries are encoded again; the model's own query prompt (st:'s "
-      "query, e5's 'query: ') is the model itself", "models", shown="(empty: the "
-      "model's own query form)", optional=True, stages=SEARCHING, keywords=("query_prompt",),
-      none=True, changes_run=True),
-    V("MODEL_PATH", "", given_path, "a local folder with the model's save_pretrained files, "
-      "for nodes without hub access (spaces allowed)", "models", optional=True,
+      partial(request_setting, API_CONCURRENCY), "MODEL=api:<model>: requests sent at once",
+      "models", one_word=True, changes_run=False),
+    V("QUERY_PROMPT", "", prompt_text, "a prompt before each query's text (\\n for a line "
+      "break), or an st: model's prompt name; its runs are the model <name>+q<tag>",
+      "models", shown="(empty: the model's own query form)", optional=True, stages=SEARCHING,
+      keywords=("query_prompt",), none=True, changes_run=True),
+    V("MODEL_PATH", "", given_path, "a local folder of the model's save_pretrained files, "
+      "for nodes without hub access", "models", optional=True,
       stages=(*LOADING, "after-embed"), changes_run=MODEL_ID),  # after-embed: its identity
     # ---- search
     V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
-      "compares the imported vectors: cosine, ip (inner product) or l2 (recorded in their "
-      "store)", "models", one_word=True, stages=("import-vectors",), keywords=("similarity",),
-      changes_run=MODEL_ID),
-    V("THREADS", "2", worker_count, "ingest's and the synthetic corpus's worker processes, "
-      "Lucene and search threads, at most 4 per CPU core of this machine (a stage never starts "
-      "more than it has work for); with EXECUTOR=slurm also each job's CPUs (--cpus-per-task)",
-      "search", stages=("index", *SEARCHING), keywords=("threads", "workers"), kind="int",
+      "compares the vectors: cosine, ip or l2", "models", one_word=True,
+      stages=("import-vectors",), keywords=("similarity",), changes_run=MODEL_ID),
+    V("THREADS", "2", worker_count, "worker processes and threads (ingest, Lucene, search), "
+      "at most 4 per CPU core; with EXECUTOR=slurm each job's CPUs", "search",
+      stages=("index", *SEARCHING), keywords=("threads", "workers"), kind="int",
       changes_run=False),
-    V("BM25_ENGINE", BM25_ENGINE, choice(BM25_ENGINES), "BM25 on arrays (Lucene's analysis and "
-      "scores in numba, faster for whole-abstract queries) or on lucene (Anserini): the same "
-      "runs, so a change redoes none", "search", one_word=True,
-      stages=("index", *SEARCHING), keywords=("bm25_engine",), changes_run=False),
+    V("BM25_ENGINE", BM25_ENGINE, choice(BM25_ENGINES), "BM25 on arrays (numba) or lucene "
+      "(Anserini): the same runs", "search", one_word=True, stages=("index", *SEARCHING),
+      keywords=("bm25_engine",), changes_run=False),
     V("BACKEND", BACKEND, choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "
-      "faiss-gpu, torch-cuda, torch-cpu (a forced one that cannot run is an error; the run "
-      "manifest says which ran)", "search", one_word=True,
-      stages=SEARCHING, keywords=("backend",), changes_run=True),  # faiss's and torch's sums
-                                                                   # differ in the last bits
-    V("QUERY_VARIANT", "full", choice(VARIANTS), "the same pools searched with perturbed "
-      "queries: full, title, abstract, shuffled, deleted30, typos (pipeline/pools/queries.py); "
-      "their runs are named after the model and the variant, beside the others", "search",
+      "faiss-gpu, torch-cuda or torch-cpu", "search", one_word=True, stages=SEARCHING,
+      keywords=("backend",), changes_run=True),  # faiss's and torch's sums differ a bit
+    V("QUERY_VARIANT", "full", choice(VARIANTS), "perturbed queries: full, title, abstract, "
+      "shuffled, deleted30 or typos; runs named after the model and the variant", "search",
       one_word=True, stages=SEARCHING, keywords=("variant",), changes_run=True),
-    V("K", "500", positive, "candidates retrieved per query (the runs' depth; the paper's: "
-      "500)", "search", one_word=True, stages=SEARCHING, keywords=("k",), kind="int",
-      changes_run=True),
+    V("K", "500", positive, "candidates retrieved per query (the paper's: 500)", "search",
+      one_word=True, stages=SEARCHING, keywords=("k",), kind="int", changes_run=True),
     # ---- eval
     V("PAPER_IDS", "", safe_path, "make training-ids: the folder of S2AG's paper-ids "
-      "dataset (SHA -> CorpusID)", "pools", optional=True, one_word=True,
-      stages=("training-ids",), required=("training-ids",)),
-    V("TRAINING_SETS", "", training_sets, "make report: each model's training "
-      "papers, <model>=<file> separated by spaces (files as for EXCLUDE): the share of every "
-      "pool's queries and positives in them (leakage)", "eval",
-      shown="(empty: no leakage table)", optional=True,
-      stages=("report",), keywords=("training_sets",), kind="training_sets", none=True),
-    V("METRICS", "auto", checked(metric_list), "what eval scores: auto (each pool's own set: "
-      "large-scale pools MAP, NDCG, R@30; MDCR-style pools MAP, NDCG, R@5), a set "
-      "(large-scale, mdcr, beir: nDCG@10, R@100; csfcube: NDCG%20, MAP of grades >= 2) or "
-      "names in ranx's, ir_measures' or trec_eval's words, e.g. 'map ndcg@10 recall@30', "
-      "'AP nDCG@10 R@30', 'map ndcg_cut_10 recall_30' (outputs name them as ranx does)",
-      "eval",
+      "dataset", "pools", optional=True, one_word=True, stages=("training-ids",),
+      required=("training-ids",)),
+    V("TRAINING_SETS", "", training_sets, "make report: <model>=<file of its training "
+      "papers> pairs, for the leakage table", "eval", shown="(empty: no leakage table)",
+      optional=True, stages=("report",), keywords=("training_sets",), kind="training_sets",
+      none=True),
+    V("METRICS", "auto", metric_list, "what eval scores: auto (each pool's own set), a set "
+      "(large-scale, mdcr, beir, csfcube) or metric names ('map ndcg@10 recall@30')", "eval",
       stages=("eval", "fuse", "demo"), keywords=("metrics",), kind="metrics"),
-    V("MODELS", "", None, "make fuse, make mdcr-jaccard: the models, separated by commas "
-      "(MODELS=bm25,minilm; an hf: model's pooling as hf:<org>/<name>@cls); make judge, "
-      "make judge-page: the models whose top ranks are sampled (one or more)", "eval"),
+    V("MODELS", "", None, "make fuse, mdcr-jaccard, judge, judge-page: the models, "
+      "separated by commas (an hf: model's pooling: hf:<org>/<name>@cls)", "eval"),
     V("METHOD", "rrf", None, "make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)",
       "eval"),
     # ---- mdcr
     V("MDCR", lambda v: f"{v['CORPUS']}-mdcr", corpus_name, "make mdcr: the benchmark corpus "
       "it writes", "mdcr", shown="CORPUS-mdcr", one_word=True),
-    V("MDCR_MODELS", "bm25,minilm", None, "make mdcr: the models whose top-ranked papers give "
-      "the model-based negatives, separated by commas (the paper's: bm25,specter,scincl; "
-      "make mdcr-jaccard MODELS=.. helps choose)", "mdcr"),
-    V("SRC", "", input_path, "make import-mdcr, make import-beir, make import-csfcube: the "
-      "folder of files to import (import-csfcube: the CSFCube release); make import-vectors: "
-      "the parquet file of the vectors (columns corpusid, vector; query, true on a query's "
-      "vector, for text queries); spaces allowed",
-      "mdcr", optional=True, stages=SOURCES_READ, required=SOURCES_READ),
-    V("OUT", "", safe_path, "make export-mdcr, make export-beir: the folder it writes; make "
-      "mdcr-scores: the scores file; make export-mteb: the folder of MTEB results it writes "
-      "into", "mdcr", optional=True, one_word=True,
+    V("MDCR_MODELS", "bm25,minilm", None, "make mdcr: the models whose top ranks give the "
+      "negatives, separated by commas (the paper's: bm25,specter,scincl)", "mdcr"),
+    V("SRC", "", input_path, "the folder or file an import reads (make import-mdcr, "
+      "import-beir, import-csfcube, import-vectors); spaces allowed", "mdcr", optional=True,
+      stages=SOURCES_READ, required=SOURCES_READ),
+    V("OUT", "", safe_path, "the folder or file an export writes (make export-mdcr, "
+      "export-beir, export-mteb, mdcr-scores)", "mdcr", optional=True, one_word=True,
       stages=("training-ids", "export-mdcr", "export-beir", "mdcr-scores", "export-mteb"),
       required=("training-ids", "export-mdcr", "export-beir", "mdcr-scores", "export-mteb"),
       keywords=("out",), kind="path"),
-    V("DATASET", "", checked(dataset_id), "make import-irds: the ir_datasets id of the "
-      "collection to import (beir/scidocs, nfcorpus/test, ...: https://ir-datasets.com)",
+    V("DATASET", "", dataset_id, "make import-irds: the ir_datasets id (beir/scidocs)",
       "mdcr", optional=True, one_word=True, stages=("import-irds",), required=("import-irds",),
       keywords=("dataset",)),
-    V("IR_DATASETS_HOME", "", input_path, "make import-irds: the folder where ir_datasets "
-      "keeps (and downloads) its files, e.g. beir/scifact/source.zip; read by ir_datasets "
-      "from the environment, where make passes it", "mdcr", shown="~/.ir_datasets",
-      optional=True),
-    V("SPLIT", "test", checked(layout.pool_split), "the split imported or exported: "
-      "test, val (MDCR) or dev (BEIR)", "mdcr", one_word=True,
+    V("IR_DATASETS_HOME", "", input_path, "make import-irds: where ir_datasets keeps its "
+      "files", "mdcr", shown="~/.ir_datasets", optional=True),
+    V("SPLIT", "test", layout.pool_split, "the split imported or exported: test, val (MDCR) "
+      "or dev (BEIR)", "mdcr", one_word=True,
       stages=("import-beir", "import-irds", "import-mdcr", "export-mdcr", "mdcr-scores"),
       keywords=("split",)),
-    V("REPLACE", "", choice(FLAG), "1: make mdcr, import-mdcr, import-beir and import-csfcube "
-      "may replace an "
-      "existing corpus of the same kind (without it they refuse to write into a corpus that "
-      "holds anything); make import-run may replace a run imported under MODEL from another "
-      "file, make import-vectors the vectors imported under MODEL from another file or with "
-      "another SIMILARITY; make embed, index, search and eval remove a store embedded by "
-      "another model under MODEL's name (its model identity differs) and the runs made from "
-      "it, and make them again (EXECUTOR=slurm: make embed removes them once, before it "
-      "submits the array)", "mdcr", one_word=True, switch=True,
+    V("REPLACE", "", choice(FLAG), "1: an import, make mdcr or a search may replace what was "
+      "written before under the same name (docs/errors.md)", "mdcr", one_word=True,
+      switch=True,
       stages=tuple(dict.fromkeys((*REPLACING, "embed", "index", *SEARCHING, "submit-embed"))),
       keywords=("replace",), kind="bool", changes_run=False),
-    V("JUDGED", "", choice(FLAG), "1: make import-beir and make import-irds also write the "
-      "judged-only pool judged-<n>-r0, where each query ranks only its own judged documents "
-      "(grade 0 included), as SciDocs scores them (docs/collections.md)", "mdcr",
-      one_word=True, switch=True, stages=("import-beir", "import-irds")),
-    V("RUN", "", input_path, "make import-run: the TREC run file made elsewhere (qid Q0 docid "
-      "rank score tag per line), imported as the run MODEL of POOL (or of each pool whose "
-      "queries it ranks); spaces allowed", "eval",
-      optional=True, stages=("import-run",), required=("import-run",)),
+    V("JUDGED", "", choice(FLAG), "1: make import-beir and import-irds also write the "
+      "judged-only pool judged-<n>-r0", "mdcr", one_word=True, switch=True,
+      stages=("import-beir", "import-irds")),
+    V("RUN", "", input_path, "make import-run: the TREC run file, imported as the run MODEL "
+      "of POOL; spaces allowed", "eval", optional=True, stages=("import-run",),
+      required=("import-run",)),
     V("DROP_UNKNOWN", "", choice(FLAG), "1: make import-run drops (and counts) the lines "
-      "naming a query or paper POOL does not have, instead of refusing the run", "eval",
-      one_word=True, switch=True, stages=("import-run",)),
+      "naming a query or paper POOL lacks", "eval", one_word=True, switch=True,
+      stages=("import-run",)),
     # ---- judging (pipeline/judging; docs/judging.md)
-    V("JUDGE", "", checked(judge_spec), "who judges the sampled pairs 0-3: api:<model> (a "
-      "language model at JUDGE_URL, the key in OPENAI_API_KEY), file:<labels.tsv> (a "
-      "person's labels from make judge-page) or standin:<seed> (a deterministic stand-in, "
-      "labelled so: the demo and the tests)",
-      "judging", shown="(empty: none)", optional=True,
+    V("JUDGE", "", judge_spec, "who judges the sampled pairs: api:<model> (at JUDGE_URL), "
+      "file:<labels.tsv> or standin:<seed>", "judging", shown="(empty: none)", optional=True,
       stages=JUDGING, required=("judge", "judge-agreement"), keywords=("judge",)),
-    V("JUDGE_URL", "", checked(partial(endpoint_url, variable="JUDGE_URL",
-                                       example="http://127.0.0.1:8000")),
-      "JUDGE=api:<model>: the OpenAI-compatible chat endpoint (http://host:port, its /v1 "
-      f"base, or .../v1/chat/completions); its key, if any, from the environment's {API_KEY}, "
-      "never written", "judging", optional=True, one_word=True,
-      stages=JUDGING, keywords=("judge_url",), none=True),
-    V("SAMPLE", "20", positive, "make judge, make judge-page: unjudged pairs drawn per query, "
-      "stratified by the best rank the MODELS give (at least one per stratum: 3 with "
-      "JUDGE_DEPTH 100)", "judging", one_word=True, stages=SAMPLING,
-      keywords=("sample_size",), kind="int"),
-    V("SAMPLE_SEED", "0", non_negative, "the judging sample's seed (a pair's draw does not "
-      "depend on the pool: nested pools share their pairs)", "judging", one_word=True,
-      stages=SAMPLING, keywords=("sample_seed",), kind="int"),
+    V("JUDGE_URL", "", partial(endpoint_url, variable="JUDGE_URL",
+                                            example="http://127.0.0.1:8000"),
+      "JUDGE=api:<model>: the OpenAI-compatible chat endpoint; its key from the "
+      f"environment's {API_KEY}", "judging", optional=True, one_word=True, stages=JUDGING,
+      keywords=("judge_url",), none=True),
+    V("SAMPLE", "20", positive, "make judge, judge-page: unjudged pairs drawn per query",
+      "judging", one_word=True, stages=SAMPLING, keywords=("sample_size",), kind="int"),
+    V("SAMPLE_SEED", "0", non_negative, "the judging sample's seed", "judging",
+      one_word=True, stages=SAMPLING, keywords=("sample_seed",), kind="int"),
     V("JUDGE_DEPTH", "100", positive, "the ranks of each of MODELS whose unjudged candidates "
-      "are sampled (strata 1-10, 11-30, 31-JUDGE_DEPTH)", "judging", one_word=True,
-      stages=SAMPLING, keywords=("depth",), kind="int"),
+      "are sampled", "judging", one_word=True, stages=SAMPLING, keywords=("depth",),
+      kind="int"),
     V("JUDGE_CONCURRENCY", "4", positive, "JUDGE=api:<model>: requests sent at once",
       "judging", one_word=True, stages=JUDGING, keywords=("concurrency",), kind="int"),
     # ---- cluster
-    V("EXECUTOR", "local", checked(check_executor), "where embed runs: local (this machine; "
-      "the SHARDS one after another in one process) or slurm (an sbatch job array under "
-      "runs/slurm/, one shard per task; make eval then waits for it)", "cluster",
-      one_word=True),
-    V("SHARDS", "1", shard_count, "shards of the embed stage: array tasks with slurm, one after "
-      "another with local; at most 1,000 (SLURM's default MaxArraySize)", "cluster",
-      flag="--num-shards",
-      stages=("embed", *SLURM_JOBS, "demo"), changes_run=False),
-    V("PARTITION", "", checked(check_partition), "#SBATCH --partition: one name, or several "
-      "separated by commas", "cluster", shown="the cluster's default", optional=True,
-      one_word=True,
+    V("EXECUTOR", "local", check_executor, "where embed runs: local (this machine) or slurm "
+      "(an sbatch job array)", "cluster", one_word=True),
+    V("SHARDS", "1", shard_count, "shards of the embed stage (array tasks with slurm), at "
+      "most 1,000", "cluster", flag="--num-shards", stages=("embed", *SLURM_JOBS, "demo"),
+      changes_run=False),
+    V("PARTITION", "", check_partition, "#SBATCH --partition: one name, or several separated "
+      "by commas", "cluster", shown="the cluster's default", optional=True, one_word=True,
       stages=SLURM_JOBS),
-    V("GPUS_PER_TASK", "1", non_negative, "#SBATCH --gres=gpu:K of each task (and of the eval "
-      "job); 0 asks for none", "cluster",
-      stages=SLURM_JOBS),
-    V("SLURM_TIME", "", checked(check_time), "#SBATCH --time of each job, e.g. 90 (minutes), "
-      "4:00:00, 1-12:00:00; TIME=.. on make's command line is an alias (a TIME in the "
-      "environment, GNU time's format, is never read)", "cluster",
-      shown="the cluster's default", optional=True, one_word=True, alias="TIME",
-      flag="--time",
-      stages=SLURM_JOBS),
+    V("GPUS_PER_TASK", "1", non_negative, "#SBATCH --gres=gpu:K of each task; 0 asks for "
+      "none", "cluster", stages=SLURM_JOBS),
+    V("SLURM_TIME", "", check_time, "#SBATCH --time of each job: 90 (minutes), 4:00:00, "
+      "1-12:00:00; TIME on make's command line", "cluster", shown="the cluster's default",
+      optional=True, one_word=True, alias="TIME", flag="--time", stages=SLURM_JOBS),
     # ---- demo
-    V("DEMO_PAPERS", "120k", sizes, "papers of the synthetic demo corpus, for a new one or "
-      "when given (then the corpus is made again with it); not given, a command uses the "
-      "corpus as it is", "demo"),
+    V("DEMO_PAPERS", "120k", sizes, "papers of the synthetic demo corpus (given: the corpus "
+      "is made again with it)", "demo"),
     V("DEMO_SIZES", "2k 5k 10k", sizes, "the demo's dataset-level pool sizes", "demo",
       flag="--sizes", stages=("demo",)),
     V("DEMO_MODELS", "bm25 minilm random", None, "the models make demo evaluates, separated "
-      "by spaces", "demo",
-      flag="--models", stages=("demo",)),
-    V("DEMO_SEED", "0", non_negative, "the synthetic demo corpus's seed, as DEMO_PAPERS: "
-      "given, the corpus is made again with it", "demo"),
-    V("DEMO_FIELDS", "medicine biology computer-science", None, "a small Table 2: the fields "
-      "of the demo's field-level pools (names with '-' for spaces; empty: none)", "demo",
-      flag="--fields", stages=("demo",)),
+      "by spaces", "demo", flag="--models", stages=("demo",)),
+    V("DEMO_SEED", "0", non_negative, "the synthetic demo corpus's seed (given: the corpus "
+      "is made again with it)", "demo"),
+    V("DEMO_FIELDS", "medicine biology computer-science", None, "the fields of the demo's "
+      "field-level pools (empty: none)", "demo", flag="--fields", stages=("demo",)),
     V("DEMO_FIELD_SIZE", "1k", sizes, "the size of the demo's field-level pools", "demo",
       flag="--field-size", stages=("demo",)),
     V("DEMO_FIELD_QUERIES", "25", positive, "queries per demo field-level pool", "demo",
       flag="--field-queries", stages=("demo",)),
-    V("DEMO_REPEATS", "3", positive, "pool draws per demo pool size (REPEATS for make demo): "
-      "three, so that its report splits the variance between queries and pool draws", "demo"),
+    V("DEMO_REPEATS", "3", positive, "pool draws per demo pool size", "demo"),
     # ---- paper grid
     V("PAPER_SIZES", "200k 500k 1M 2M", sizes, "dataset-level pool sizes (MDCR section 3)",
       "paper grid", stages=("pools-paper",)),
@@ -514,11 +413,10 @@ DECLARED: tuple[Variable, ...] = (
       stages=("pools-paper",)),
     V("PAPER_REPEATS", "3", positive, "samples per size", "paper grid", stages=("pools-paper",)),
     # ---- tests
-    V("TEST_WORKERS", "2", xdist_workers, "test processes (pytest-xdist), 1 to 4 per CPU core; "
-      "each builds the session's fixture corpora itself, up to 1.3 GiB resident each as "
-      "measured; pytest's own options go in PYTEST_ADDOPTS", "tests", one_word=True),
-    # ---- the API's own arguments, no make variable (docs/api.md, Validation; the kinds:
-    # pipeline/options/arguments.py KINDS)
+    V("TEST_WORKERS", "2", xdist_workers, "test processes (pytest-xdist), 1 to 4 per CPU "
+      "core, each up to 1.3 GiB; pytest's own options go in PYTEST_ADDOPTS", "tests",
+      one_word=True),
+    # ---- the API's own arguments, no make variable (docs/api.md, Validation)
     A("data", "data"), A("folder", "path", none=True), A("corpora", "path", none=True),
     A("indexes", "path", none=True), A("runs", "path", none=True), A("raw", "path", none=True),
     A("exclude", "path", none=True), A("model_path", "path", none=True), A("folders", "path"),
@@ -539,7 +437,7 @@ DECLARED: tuple[Variable, ...] = (
                                    "drop_unknown", "judged", "per_query")),
     A("run", "run"), A("qrels", "qrels"), A("runs", "named_runs", functions=("compare",)),
     A("results", "results"), A("judgments", "judgments"), A("sample", "sample"),
-    A("test", "str", significance), A("correction", "str", correction),
+    A("test", "str"), A("correction", "str"),  # compare checks both (report/compare.py)
     A("alpha", "number", probability), A("power", "number", power),
     *(A(name, "str", named) for name in ("a", "b", "metric")),
     A("resamples", "int", positive), A("deltas", "deltas"), A("draws", "counts"),
@@ -551,18 +449,13 @@ BY_NAME = {v.name: v for v in VARIABLES}
 
 
 def default(name: str) -> object:
-    """The declared default of the variable `name`, as its check reads it (K: 500): the API's
-    keyword defaults, written once."""
+    """`name`'s declared default as its check reads it (K: 500): the API's keyword defaults."""
     var = BY_NAME[name]
     return var.check(var.default) if var.check and var.default else var.default
 
 
-# The doors of a refusal (OptionError): make's command line, a stage's, the Python API's
-DOORS = ("make", "command", "api")
-
-
 def worded(exc: OptionError, door: str) -> str:
-    """A refusal naming declared options, in `door`'s words: make's variable (NAME=value), the
+    """A refusal naming declared options in `door`'s words: make's variable (NAME=value), the
     stage's option (--name value) or the API's keyword (name='value')."""
     def named(name: str) -> str:
         var = BY_NAME.get(name)
@@ -574,8 +467,7 @@ def worded(exc: OptionError, door: str) -> str:
 
 
 def kind_run_options(entry: Any, given: Mapping[str, object]) -> dict[str, object]:
-    """`run_options` of `entry`'s retriever: its options among `given` (None or absent: its
-    default), as the search is given them."""
+    """`run_options` of `entry`'s retriever, its options taken from `given` or defaulted."""
     from pipeline.retrieval.registry import retriever
 
     kind = retriever(entry.kind)
@@ -583,22 +475,17 @@ def kind_run_options(entry: Any, given: Mapping[str, object]) -> dict[str, objec
 
 
 def run_options(options: Mapping[str, object]) -> dict[str, object]:
-    """A run's identity among a retriever's options (as given or defaulted:
-    Retriever.options): the values of those whose declaration says they change a run
-    (changes_run=True), by make variable; an option no declaration names counts as changing
-    it. The same from make, the command line and the API (retrieval.search.run_identity
-    records them; a run made with another value is stale)."""
+    """A run's identity among a retriever's options, by make variable: those declared
+    changes_run=True, and any no declaration names (retrieval.search.run_identity)."""
     declared = {name: var for var in VARIABLES for name in (var.dest, *var.keywords)}
     return {(var.name if var else name.upper()): value
             for name, value in sorted(options.items())
             if (var := declared.get(name)) is None or var.changes_run is True}
 
 
-# ---- the rules that relate several values: make's check applies each (RULES), in order, to
-# the values read (MODEL as the stages load it: vectors:<name> after make import-vectors, None
-# for an imported run), after every value's own check (pipeline/cli/commands/house.py)
+# ---- the rules relating several values, applied in order after each value's own check to the
+# values read (MODEL as the stages load it; None for an imported run): cli/commands/house.py
 def model_is_one_name(v: Any) -> None:
-    """MODEL names one model: not several, not none, no space in it."""
     if v.MODEL is None:
         return
     names = v.MODEL.split()
@@ -614,7 +501,6 @@ def model_is_one_name(v: Any) -> None:
 
 
 def values_are_one_word(v: Any) -> None:
-    """A variable holding one value (a path, a name: `one_word`) holds no space."""
     for var in (var for var in VARIABLES if var.one_word):
         for name in filter(None, (var.name, var.alias)):
             value = getattr(v, name, None)
@@ -625,21 +511,18 @@ def values_are_one_word(v: Any) -> None:
 
 
 def models_are_registered(v: Any) -> None:
-    """MODEL and DEMO_MODELS: registered names as registered, hf:<id> (with POOLING),
-    st:<id> or vectors:<name>, each checked by the registry."""
+    """MODEL and DEMO_MODELS, each checked by the registry, written as registered."""
     for name in f"{v.MODEL or ''} {v.DEMO_MODELS or ''}".split():
         if name.startswith(HF_PREFIX):  # validates the id and the pooling
             get_model(f"{name}@{v.POOLING or 'mean'}")
-        elif name.startswith((VECTORS_PREFIX, ST_PREFIX, API_PREFIX)):  # the name (files:
-            get_model(name)  # vectors--<name>, st--<org>--<name>, api--<org>--<name>)
+        elif name.startswith((VECTORS_PREFIX, ST_PREFIX, API_PREFIX)):
+            get_model(name)
         elif (entry := get_model(name)).name != name:
             raise InputError(f"MODEL {name!r}: write it as registered, {entry.name!r}")
 
 
 def served_model_has_endpoint(v: Any) -> None:
-    """MODEL=api:<model> needs EMBEDDINGS_URL, the endpoint that serves it, and a key
-    (OPENAI_API_KEY, where given) that a request's header can carry: both before anything
-    runs."""
+    """MODEL=api:<model> needs EMBEDDINGS_URL, and a key a request's header can carry."""
     if not (v.MODEL or "").startswith(API_PREFIX):
         return
     if not v.EMBEDDINGS_URL:
@@ -649,8 +532,7 @@ def served_model_has_endpoint(v: Any) -> None:
 
 
 def query_prompt_has_an_encoder(v: Any) -> None:
-    """QUERY_PROMPT goes before the queries of one MODEL that encodes text, not of the
-    several models a goal searches (fuse, mdcr, demo: bm25 among them)."""
+    """QUERY_PROMPT goes with one MODEL that encodes text, not with a goal's several."""
     if not v.QUERY_PROMPT:
         return
     several = [goal for goal in (getattr(v, "GOALS", "") or "").split()
@@ -663,22 +545,19 @@ def query_prompt_has_an_encoder(v: Any) -> None:
 
 
 def pooling_is_for_hf(v: Any) -> None:
-    """POOLING only with MODEL=hf:<id>: a registered model has its own."""
     if v.POOLING and not (v.MODEL or "").startswith(HF_PREFIX):
         raise InputError(f"POOLING={v.POOLING} is for MODEL=hf:<id>; a registered model "
                          "has its own pooling (make models)")
 
 
 def models_fuse(v: Any) -> None:
-    """MODELS (make fuse) fused by METHOD: the fused model's name checks both. Not where
-    every goal samples MODELS' runs (make judge, judge-page: one model is enough)."""
+    """MODELS fused by METHOD (fused_name checks both), unless every goal only samples them."""
     goals = (getattr(v, "GOALS", "") or "").split()
     if v.MODELS and not (goals and set(goals) <= set(SAMPLING)):
         fused_name(v.METHOD or "rrf", v.MODELS.replace(",", " ").split())
 
 
 def mdcr_models_are_known(v: Any) -> None:
-    """MDCR_MODELS (make mdcr): registered models, or the file names of hf: and fused ones."""
     for name in (v.MDCR_MODELS or "").replace(",", " ").split():
         if name not in REGISTRY and not name.startswith((HF_FILE_PREFIX, FUSION_PREFIX)):
             raise InputError(f"MDCR_MODELS: {name!r} is not a registered model (make models "
@@ -686,8 +565,7 @@ def mdcr_models_are_known(v: Any) -> None:
 
 
 def judge_has_endpoint(v: Any) -> None:
-    """JUDGE=api:<model> needs JUDGE_URL, and a key (OPENAI_API_KEY, where given) that a
-    request's header can carry: both before anything runs."""
+    """JUDGE=api:<model> needs JUDGE_URL, and a key a request's header can carry."""
     if (getattr(v, "JUDGE", "") or "").startswith("api:"):
         if not v.JUDGE_URL:
             raise InputError(f"JUDGE={v.JUDGE} is a served model: give JUDGE_URL, its chat "
@@ -696,21 +574,18 @@ def judge_has_endpoint(v: Any) -> None:
 
 
 def fields_are_known(v: Any) -> None:
-    """FIELD and DEMO_FIELDS name MAG fields (or all)."""
     for fields in (v.FIELD, v.DEMO_FIELDS):
         if fields:
             resolve_fields(fields)
 
 
 def slurm_is_here(v: Any) -> None:
-    """EXECUTOR=slurm needs sbatch on this machine."""
     if v.EXECUTOR == "slurm" and not shutil.which("sbatch"):
         raise InputError("EXECUTOR=slurm needs `sbatch`, which is not on PATH: run make on a "
                          "SLURM login node, or use EXECUTOR=local")
 
 
 def model_path_is_a_folder(v: Any) -> None:
-    """MODEL_PATH is the folder save_pretrained wrote."""
     if v.MODEL_PATH and not Path(v.MODEL_PATH).is_dir():
         raise InputError(f"MODEL_PATH {v.MODEL_PATH} is not a folder: give the folder "
                          "written by save_pretrained")
@@ -723,9 +598,10 @@ RULES: tuple[Callable[[Any], None], ...] = (
     judge_has_endpoint)
 
 
-# ---- the generated files ---------------------------------------------------------------------
+# ---- the generated file: docs/variables.md -----------------------------------------------------
 GENERATED_BY = ("Generated from pipeline/options/declared.py by `python -m pipeline variables "
                 "--write`: do not edit.")
+ROOT = Path(__file__).resolve().parents[2]  # the checkout
 
 
 def md_text(text: str) -> str:
@@ -758,27 +634,20 @@ def markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout the generated files are written in
-DOCS = Path(layout.VARIABLES_DOC)
-
-
 def generated() -> dict[Path, str]:
-    """Each generated file (relative to the checkout) and the text it must hold."""
-    return {DOCS: markdown()}
+    return {Path(layout.VARIABLES_DOC): markdown()}
 
 
 def stale(root: Path = ROOT) -> list[Path]:
     """The generated files that differ from what the declaration gives."""
     return [path for path, text in generated().items()
-            if not (root / path).exists() or (root / path).read_text() != text]
+            if not (root / path).is_file() or (root / path).read_text() != text]
 
 
 def write(root: Path = ROOT) -> list[Path]:
-    """Write the stale generated files (each replaced whole); returns them."""
+    """Write the stale generated files again, each replaced whole; returns them."""
     written = stale(root)
     for path in written:
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        tmp = root / path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(generated()[path])
-        os.replace(tmp, root / path)
+        with atomic_path(root / path) as tmp:
+            tmp.write_text(generated()[path])
     return written
