@@ -28,6 +28,7 @@ import pipeline
 from benchmarks.demo import OUT
 from benchmarks.machine import machine
 from pipeline.judging.assessor import StandinAssessor
+from pipeline.judging.stage import sampling
 from pipeline.layout import judgments_path, pool_names, run_paths, sample_path
 
 log = logging.getLogger(__name__)
@@ -54,16 +55,19 @@ def synthetic(root: Path, models: list[str]) -> tuple[pipeline.Data, str]:
 
 
 def checked_against_inferred(data: pipeline.Data, corpus: str, models: list[str],
-                             means: pl.DataFrame) -> float:
+                             means: pl.DataFrame, sample: int) -> float:
     """The largest difference (x100) between the report's infAP with the sample and
     `pipeline.inferred` on the same files: per dataset-level pool size and model, the mean of
-    the per-query values over the size's draws (the report rounds to 0.1)."""
+    the per-query values over the size's draws (the report rounds to 0.1); `sample`: SAMPLE,
+    which with the models names the sample's folder."""
+    folder = sampling(models, sample).name
     per_size: dict[tuple[str, str], list[pl.DataFrame]] = {}
     for pool in pool_names(data.corpus(corpus)):
-        path = sample_path(data.runs, corpus, pool)
+        path = sample_path(data.runs, corpus, pool, folder)
         if not path.exists() or not pool.startswith("all-"):
             continue
-        judgments = pl.read_parquet(judgments_path(data.runs, corpus, pool, STANDIN.file_name))
+        judgments = pl.read_parquet(judgments_path(data.runs, corpus, pool, STANDIN.file_name,
+                                                   folder))
         qrels = pl.read_parquet(data.corpus(corpus) / "pools" / pool / "qrels.parquet")
         for model in models:
             run = pl.read_parquet(run_paths(data.runs, corpus, pool, model).parquet)
@@ -118,7 +122,7 @@ def main() -> None:
         tables = {part: report.tables[f"judged-{stem}-{part}"]
                   for part in ("means", "missed", "pairs")}
         frames = {part: table.frame() for part, table in tables.items()}
-        worst = checked_against_inferred(data, corpus, models, frames["means"])
+        worst = checked_against_inferred(data, corpus, models, frames["means"], args.sample)
     pairs = frames["pairs"]
     kept = int(pairs["order"].str.starts_with("kept").sum())
     reversed_ = int(pairs["order"].str.starts_with("reversed").sum())

@@ -423,41 +423,79 @@ def judging_log_path(runs_root: Path, corpus: str, assessor: str) -> Path:
     return runs_root / corpus / JUDGMENTS / lines_file(assessor)
 
 
-def judgments_path(runs_root: Path, corpus: str, pool: str, assessor: str) -> Path:
-    """A pool's judgments by one assessor: `<pool>/judgments/<assessor>.parquet`."""
-    return runs_dir(runs_root, corpus, pool) / JUDGMENTS / table_file(assessor)
+# a pool's samples of unjudged candidates to judge (pipeline/judging/sample.py), one per
+# sampling setting (MODELS, SAMPLE, SAMPLE_SEED, JUDGE_DEPTH), each in a folder of its own with
+# the judgments of it: `<pool>/judgments/sampling-<12 hex of the settings' digest>/sample.parquet`
+# and `.../<assessor>.parquet` (an assessor's file name always holds a '-'), so judging with
+# other settings never replaces a sample, nor the judgments made of it. Before that (issue 60)
+# a pool had one sample, `<pool>/judgments/sample.parquet` with its judgments beside it: the
+# folder `sampling=None` names, still read (judging_folders)
+JUDGING_SAMPLE = "sample"
+SAMPLING_PREFIX = "sampling-"
+
+
+def sampling_name(digest: str) -> str:
+    """A sampling setting's folder name, from the sha256 of its settings (judging.stage)."""
+    return f"{SAMPLING_PREFIX}{digest[:12]}"
+
+
+def judging_folder(runs_root: Path, corpus: str, pool: str, sampling: str | None = None
+                   ) -> Path:
+    """The folder of one sample of a pool and its judgments: `<pool>/judgments/<sampling>/`
+    (`sampling`: sampling_name's), or with None the one folder of the layout before it."""
+    folder = runs_dir(runs_root, corpus, pool) / JUDGMENTS
+    return folder if sampling is None else folder / sampling
+
+
+def judging_folders(runs_root: Path, corpus: str, pool: str) -> list[Path]:
+    """Every folder of a pool that holds a sample or judgments: the old layout's first (when
+    it has any), then each sampling's, sorted."""
+    folder = judging_folder(runs_root, corpus, pool)
+    found = sorted(p for p in folder.glob(f"{SAMPLING_PREFIX}*/") if p.is_dir())
+    old = any(folder.glob(f"*{TABLE_SUFFIX}")) or any(folder.glob(f"*.{MANIFEST}"))
+    return [folder, *found] if old else found
+
+
+def judgments_path(runs_root: Path, corpus: str, pool: str, assessor: str,
+                   sampling: str | None = None) -> Path:
+    """A pool's judgments by one assessor of one sample: `<sampling folder>/<assessor>.parquet`."""
+    return judging_folder(runs_root, corpus, pool, sampling) / table_file(assessor)
 
 
 def judgments_manifest(judgments: Path) -> Path:
-    """What vouches for a judgments file: `<assessor>.manifest.json` beside it, written last."""
-    return judgments.with_name(f"{judgments.name.removesuffix(TABLE_SUFFIX)}.{MANIFEST}")
+    """What vouches for a judgments file (or a sample, or the judging page):
+    `<stem>.manifest.json` beside it, written last."""
+    stem = judgments.name.removesuffix(TABLE_SUFFIX).removesuffix(REPORT_PAGE_SUFFIX)
+    return judgments.with_name(f"{stem}.{MANIFEST}")
 
 
-# a pool's sample of unjudged candidates to judge (pipeline/judging/sample.py), beside its
-# judgments: `<pool>/judgments/sample.parquet` (an assessor's file name always holds a '-')
-JUDGING_SAMPLE = "sample"
+def sample_path(runs_root: Path, corpus: str, pool: str, sampling: str | None = None) -> Path:
+    """A pool's judging sample: `runs/<corpus>/<pool>/judgments/<sampling>/sample.parquet`."""
+    return judging_folder(runs_root, corpus, pool, sampling) / table_file(JUDGING_SAMPLE)
 
 
-def sample_path(runs_root: Path, corpus: str, pool: str) -> Path:
-    """A pool's judging sample: `runs/<corpus>/<pool>/judgments/sample.parquet`."""
-    return runs_dir(runs_root, corpus, pool) / JUDGMENTS / table_file(JUDGING_SAMPLE)
-
-
-def judgments_files(runs_root: Path, corpus: str, pool: str) -> list[Path]:
-    """Every assessor's judgments of a pool (judgments_path's files, not its sample), sorted."""
-    folder = runs_dir(runs_root, corpus, pool) / JUDGMENTS
+def judgments_files(runs_root: Path, corpus: str, pool: str, sampling: str | None = None
+                    ) -> list[Path]:
+    """Every assessor's judgments of one sample of a pool (not the sample), sorted."""
+    folder = judging_folder(runs_root, corpus, pool, sampling)
     return sorted(p for p in folder.glob(f"*{TABLE_SUFFIX}")
                   if p.name != table_file(JUDGING_SAMPLE))
 
 
 # the judging page of a corpus's samples (make judge-page: pipeline/judging/stage.py), beside
-# its assessors' logs: one page for every pool, since nested pools share their pairs
+# its assessors' logs: one page for every pool, since nested pools share their pairs; its
+# manifest (judgments_manifest: `judging-page.manifest.json`) records the sampling it shows
 JUDGING_PAGE = "judging-page"
 
 
 def judging_page_path(runs_root: Path, corpus: str) -> Path:
     """The corpus's judging page: `runs/<corpus>/judgments/judging-page.html`."""
     return runs_root / corpus / JUDGMENTS / f"{JUDGING_PAGE}{REPORT_PAGE_SUFFIX}"
+
+
+def judging_logs(runs_root: Path, corpus: str) -> list[Path]:
+    """A corpus's assessors' logs (judging_log_path's files), sorted."""
+    return sorted((runs_root / corpus / JUDGMENTS).glob(f"*{LINES_SUFFIX}"))
 
 
 AGREEMENT = "agreement"  # runs/<corpus>/judgments/agreement/<assessor>/: judging/agreement.py
@@ -673,7 +711,7 @@ class Place:
 
 # ---- the inverse: what a manifest's path says it describes (verify) -------------------------
 ARTIFACT_KINDS = ("corpus", "pool", "store", "analysed", "index", "tuning", "run", "results",
-                  "report", "raw", "download")
+                  "report", "raw", "download", "judging")
 
 
 def artifact_kind(path: Path, corpora: Path, runs: Path | None,
@@ -681,7 +719,10 @@ def artifact_kind(path: Path, corpora: Path, runs: Path | None,
     """Which artifact (ARTIFACT_KINDS) the manifest at `path` describes, from where the layout
     puts it: a corpus's, a pool's, an embedding or analysed-text store's, a Lucene index's, a
     tuning record, a run's or an evaluation's, the collected results', a report's, a raw release's
-    (`raw_sources`: the readers' folder names), a download's; None for any other file."""
+    (`raw_sources`: the readers' folder names), a download's, a judging sample's, judgments' or
+    judging page's (`judging`); None for any other file."""
+    if runs is not None and is_judging_manifest(path, runs):
+        return "judging"
     grandparent = path.parts[-3] if len(path.parts) >= 3 else None
     if path.name == MANIFEST:
         if path.parent.parent == corpora:
@@ -710,6 +751,18 @@ def artifact_kind(path: Path, corpora: Path, runs: Path | None,
             and path.name.endswith(f".{MANIFEST}")):
         return "report"
     return None
+
+
+def is_judging_manifest(path: Path, runs: Path) -> bool:
+    """Whether `path` is the manifest of a pool's sample or judgments (either layout:
+    judging_folder) or of a corpus's judging page."""
+    if not (path.name.endswith(f".{MANIFEST}") and path.is_relative_to(runs)):
+        return False
+    parts = path.relative_to(runs).parts
+    if len(parts) == 3:
+        return parts[1] == JUDGMENTS and path.name == f"{JUDGING_PAGE}.{MANIFEST}"
+    return (len(parts) in (4, 5) and parts[2] == JUDGMENTS
+            and (len(parts) == 4 or parts[3].startswith(SAMPLING_PREFIX)))
 
 
 def manifest_globs() -> tuple[str, ...]:

@@ -11,6 +11,14 @@ inputs? One line per problem, each naming the command that repairs it:
            manifest's update);
 - DEBRIS:  a temporary left by a killed process.
 
+The judging artifacts (docs/judging.md) are checked as the others: a pool's samples and
+judgments, and a corpus's judging page, against their manifests (a sample is STALE when a
+run it was drawn from changed since), each repaired by `make judge` (`make judge-page`) with
+the settings its manifest records (judging.stage.folder_repair). An assessor's log
+(`<assessor>.jsonl`) grows by one line per pair and has no manifest to hold a checksum: its
+form is checked (`_log_problems`): its first line describes an assessor, every other line
+is a judgment, the last one whole.
+
 What `make retire-pool` moved into a corpus's retired/ folders is skipped: no stage reads it.
 
 Verify always reads the whole data roots and reports the problems that lie under the folders
@@ -23,6 +31,7 @@ running it, once, repairs the data verify read and not the checkout's own.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,18 +47,26 @@ from pipeline.encoding.embed import MODEL_IDENTITY, MODEL_PATH_KEY
 from pipeline.encoding.identity import identity_change, model_identity
 from pipeline.encoding.objects import known_model
 from pipeline.encoding.store import store_repair
+from pipeline.judging.assessor import GRADES, LOG_VERSION
+from pipeline.judging.stage import SAMPLE_STAGE, folder_repair, sampling_repair
 from pipeline.layout import (
     ANALYSED,
     BM25_INDEX,
     EMBEDDINGS,
     IMPORT_RUN,
+    JUDGING_PAGE,
     MANIFEST,
     REPORT_PAGE_SUFFIX,
     RUN_EVALUATION,
     RUN_METRICS,
     RUN_TABLE,
+    TABLE_SUFFIX,
     artifact_kind,
     is_retired,
+    judging_folders,
+    judging_logs,
+    judging_page_path,
+    judgments_manifest,
     manifest_globs,
     model_digests_path,
     parse_pool_name,
@@ -63,6 +80,7 @@ from pipeline.layout import (
     run_paths,
     store_dir,
     store_parts_glob,
+    table_file,
 )
 from pipeline.models import get_model
 from pipeline.pools.build import list_problem, pool_repair, retire_repair, validation_pools
@@ -112,6 +130,8 @@ def _inputs(info: dict, kind: str) -> dict[str, str]:
         return {k: v for section in info.values() if isinstance(section, dict)
                 for k, v in section.get("inputs", {}).items()
                 if k.partition("/")[0] in KINDS}
+    if kind == "judging":  # a sample's runs, by model: _changed_runs
+        return {}
     return info.get("inputs", {})
 
 
@@ -124,6 +144,8 @@ def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
     kind = artifact_kind(path, data.corpora, data.runs, SOURCES)
     if kind is None:
         return None
+    if kind == "judging":
+        return kind, _judging_repair(path, data)
     if kind in ("pool", "report"):  # rebuilt with the settings their manifests record
         try:
             info = read_json(path)
@@ -164,6 +186,20 @@ def _report_repair(path: Path, info: dict | None, data: Roots) -> Repair:
         (name, Placeholder("a list whose pools remain, or none") if name == "EXCLUDE" else value)
         for name, value in repair.variables), note="no pool drawn without its list is left, "
                    "retired or removed: make report cannot write it again as it was")
+
+
+def _judging_repair(path: Path, data: Roots) -> Repair:
+    """make judge with the sampling and assessor a pool's sample or judgments record (make
+    judge-page with the page's sampling, for the judging page)."""
+    corpus = _corpus_of(path, data) or ""
+    if path.name == f"{JUDGING_PAGE}.{MANIFEST}":
+        try:
+            recorded = read_json(path).get("parameters")
+        except InputError:
+            recorded = None
+        return sampling_repair(corpus, recorded, target="judge-page")
+    stem = path.name.removesuffix(f".{MANIFEST}")
+    return folder_repair(path.parent, corpus, path.with_name(table_file(stem)))
 
 
 def _run_repair(path: Path, data: Roots) -> Repair:
@@ -216,6 +252,8 @@ def check_manifest(path: Path, data: Roots, deep: bool) -> list[Problem]:
         corpus_dir = data.corpora / path.parent.parent.name
         if info["details"].get("tuned_on") != validation_pools(corpus_dir, path.parent.name):
             stale.append("its pool's validation pools changed since (BM25 is tuned on them)")
+    if kind == "judging":
+        stale += _changed_runs(path, info, data, deep)
     if stale:
         problems.append(Problem("STALE", path, stale[0], repair))
     if deep:
@@ -233,6 +271,20 @@ def check_manifest(path: Path, data: Roots, deep: bool) -> list[Problem]:
                      for p in sorted(path.parent.glob(store_parts_glob()))
                      if p.name not in listed]
     return problems
+
+
+def _changed_runs(path: Path, info: dict, data: Roots, deep: bool) -> list[str]:
+    """Why a pool's sample is stale: a run it was drawn from (its manifest's `inputs`, model
+    -> fingerprint) is gone or changed since (make judge draws it again)."""
+    if info.get("stage") != SAMPLE_STAGE or data.runs is None:
+        return []
+    parts = path.relative_to(data.runs).parts  # <corpus>/<pool>/judgments/[<sampling>/]...
+    reasons = []
+    for model, recorded in sorted((info.get("inputs") or {}).items()):
+        run = run_paths(data.runs, parts[0], parts[1], model).parquet
+        if isinstance(recorded, dict) and file_problem(run, recorded, deep):
+            reasons.append(f"the run of {model} it was drawn from is gone or changed since")
+    return reasons
 
 
 def _model_change(store: Path, data: Roots) -> str | None:
@@ -362,6 +414,8 @@ def _partial(data: Roots) -> list[Problem]:
                 problems.append(Problem("PARTIAL", page, "no manifest vouches for the report "
                                         "(made before reports had one, or stopped half-way)",
                                         recorded_repair(corpus, None)))
+    if data.runs is not None:
+        problems += _judging_partial(data.runs)
     if data.indexes is not None:
         for index in sorted(data.indexes.glob(f"*/*/{BM25_INDEX}/")):
             if not (index / MANIFEST).exists():
@@ -376,6 +430,72 @@ def _partial(data: Roots) -> list[Problem]:
                 problems.append(Problem("ORPHAN", store, "analysed-text parts without a "
                                         "store manifest", analysed_repair(store)))
     return [p for p in problems if not is_temporary(p.path) and not _in_temporary(p.path, data)]
+
+
+def _judging_partial(runs: Path) -> list[Problem]:
+    """A pool's sample or judgments file (either layout) or a corpus's judging page without
+    the manifest written after it."""
+    problems = []
+    for corpus_dir in sorted(p for p in runs.glob("*/") if p.is_dir()):
+        corpus = corpus_dir.name
+        for pool_dir in sorted(p for p in corpus_dir.glob("*/") if p.is_dir()):
+            for folder in judging_folders(runs, corpus, pool_dir.name):
+                for table in sorted(folder.glob(f"*{TABLE_SUFFIX}")):
+                    if not judgments_manifest(table).exists() and not is_temporary(table):
+                        problems.append(Problem(
+                            "PARTIAL", table, f"no {judgments_manifest(table).name} (its "
+                            "stage stopped half-way)", folder_repair(folder, corpus)))
+        page = judging_page_path(runs, corpus)
+        if page.is_file() and not judgments_manifest(page).exists():
+            problems.append(Problem("PARTIAL", page, "no manifest vouches for the page (made "
+                                    "before judging pages had one, or stopped half-way)",
+                                    sampling_repair(corpus, None, target="judge-page")))
+        problems += [p for log_path in judging_logs(runs, corpus)
+                     for p in _log_problems(log_path, corpus)]
+    return problems
+
+
+def _log_problems(path: Path, corpus: str) -> list[Problem]:
+    """An assessor's log (append-only, resumable: docs/judging.md): its first line describes
+    an assessor, every other line is a judgment (CORRUPT otherwise: moved away, its pairs are
+    asked again), its last line is whole (PARTIAL otherwise: the next make judge drops it and
+    asks that pair again). A grade changed into another grade is a judgment still: no
+    checksum can vouch for a file that grows by a line per pair."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return [Problem("CORRUPT", path, f"cannot be read ({exc})", MOVE_LOG)]
+    whole, _, cut = data.rpartition(b"\n")
+    lines = whole.decode(errors="replace").split("\n") if whole else []
+    head = _json_line(lines[0]) if lines else None
+    assessor = head.get("assessor") if isinstance(head, dict) else None
+    if lines and not (isinstance(assessor, dict) and head.get("judging_log") == LOG_VERSION):
+        return [Problem("CORRUPT", path, "its first line does not describe an assessor",
+                        MOVE_LOG)]
+    for number, line in enumerate(lines[1:], 2):
+        if not _is_judgment(_json_line(line)):
+            return [Problem("CORRUPT", path, f"line {number} is not a judgment", MOVE_LOG)]
+    if cut:
+        return [Problem("PARTIAL", path, "its last line was cut short (a run stopped while "
+                        "writing it)", sampling_repair(corpus, None, assessor))]
+    return []
+
+
+MOVE_LOG = Repair("", note="move it away and judge again: its pairs are asked again")
+
+
+def _json_line(line: str) -> object:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+def _is_judgment(record: object) -> bool:
+    """Whether a log line's record is a judgment (as the log's reader takes it)."""
+    return (isinstance(record, dict) and isinstance(record.get("query"), str)
+            and isinstance(record.get("doc"), str) and isinstance(record.get("replies"), list)
+            and (record.get("grade") is None or record.get("grade") in GRADES))
 
 
 def _debris(data: Roots) -> list[Problem]:

@@ -4,18 +4,27 @@ drawn pairs and write the pool's judgments (`judge_corpus`: make judge, pipeline
 write the judging page of every pool's drawn pairs (`judging_page`: make judge-page); and
 read back what the report counts (`judged_pools`).
 
+Each sampling setting (MODELS, SAMPLE, SAMPLE_SEED, JUDGE_DEPTH: `Sampling`) has a folder of
+its own in each pool (layout.judging_folder, named by the settings' digest: `Sampling.name`),
+holding its sample and the judgments made of it, so judging with other settings (or a run of
+them that fails) never replaces an earlier sample nor leaves its judgments "of another
+sample". The one folder of the layout before (`<pool>/judgments/` itself) is still read.
+
 A sample is made from the pool's citation qrels (those of its candidates, as eval scores
 them) and the current runs of the models: its manifest records the models, SAMPLE, the seed,
 the depth and the runs' sha256, so the same inputs keep the file and its manifest as they are
-(byte-identical), and a pool whose runs changed is sampled again. Judgments are kept only
-while their manifest's pairs are the sample's (assessor.pairs_digest): the report never
-counts judgments of another sample.
+(byte-identical), and a pool whose runs changed is sampled again (in the same folder).
+Judgments are counted only while their manifest's pairs are their sample's
+(assessor.pairs_digest): the report never counts judgments of another sample, and says in its
+own text which files it left out and why (`judged_pools`' `LeftOut`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from io import BytesIO
@@ -29,29 +38,41 @@ from pipeline.core.checksums import fingerprint
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.manifests import manifest
+from pipeline.core.repair import Placeholder, Repair
 from pipeline.judging.assessor import (
     Assessor,
-    judge_pool,
+    Judged,
+    judge,
     pairs_digest,
     paper_texts,
     read_judgments,
+    with_texts,
+    write_judgments,
 )
 from pipeline.judging.page import write_page
 from pipeline.judging.sample import DEPTH, draw_sample, pairs_to_judge
 from pipeline.layout import (
+    JUDGING_SAMPLE,
     MANIFEST,
+    TABLE_SUFFIX,
     Place,
+    judging_folders,
+    judging_log_path,
     judging_page_path,
     judgments_files,
     judgments_manifest,
+    judgments_path,
     pool_names,
     run_paths,
     sample_path,
+    sampling_name,
+    table_file,
 )
 
 log = logging.getLogger(__name__)
 
 SAMPLE_STAGE = "judge-sample"
+PAGE_STAGE = "judge-page"
 SAMPLE = 20  # pairs per query (make's SAMPLE)
 CONCURRENCY = 4  # requests at once of an api assessor (JUDGE_CONCURRENCY)
 
@@ -69,6 +90,24 @@ class Sampling:
     def parameters(self) -> dict[str, Any]:
         return {"models": list(self.models), "sample": self.n, "seed": self.seed,
                 "depth": self.depth}
+
+    @property
+    def name(self) -> str:
+        """Its folder's name in each pool (layout.sampling_name): the sha256 of the settings,
+        the models sorted (a sample is drawn from the union of their top ranks)."""
+        key = {**self.parameters(), "models": sorted(self.models)}
+        return sampling_name(hashlib.sha256(json.dumps(key, sort_keys=True).encode())
+                             .hexdigest())
+
+
+def recorded_sampling(parameters: Any) -> Sampling | None:
+    """The Sampling a sample's manifest records (its `parameters`), or None when they are not
+    one (a damaged manifest)."""
+    try:
+        return sampling(parameters["models"], int(parameters["sample"]),
+                        int(parameters["seed"]), int(parameters["depth"]))
+    except (KeyError, TypeError, ValueError, InputError):
+        return None
 
 
 def sampling(models: Sequence[str] | str, n: int = SAMPLE, seed: int = 0,
@@ -130,7 +169,7 @@ def sample_pool(place: Place, pool: str, settings: Sampling) -> pl.DataFrame:
     runs = {model: run.cast(ids)  # the ids as the qrels type them (runs may differ)
             for model, run in pool_runs(place, pool, settings.models).items()}
     sample = draw_sample(pool, qrels, runs, settings.n, settings.seed, settings.depth)
-    path = sample_path(place.runs_root, place.corpus, pool)
+    path = sample_path(place.runs_root, place.corpus, pool, settings.name)
     record = judgments_manifest(path)
     data = _bytes(sample)
     inputs = {model: fingerprint(run_paths(place.runs_root, place.corpus, pool, model).parquet)
@@ -165,13 +204,13 @@ def judge_corpus(place: Place, settings: Sampling, judge: Assessor,
                  progress: bool = True) -> pl.DataFrame:
     """make judge: each pool's sample drawn and written, its drawn pairs judged by `judge`
     (an api assessor's answers in the corpus's log: a pair shared by nested pools is asked
-    once) and the pool's judgments written. One row per pool (JUDGED_SCHEMA)."""
+    once) and the pool's judgments of the sample written beside it. One row per pool
+    (JUDGED_SCHEMA)."""
     rows = []
     for pool in sampled_pools(place, settings, pools):
         sample = sample_pool(place, pool, settings)
         pairs = pairs_to_judge(sample)
-        judged = judge_pool(place.runs_root, place.corpus_dir, place.corpus, pool, pairs, judge,
-                            concurrency, progress)
+        judged = _judge_sample(place, pool, settings, pairs, judge, concurrency, progress)
         counts = judged.counts()
         rows.append({"pool": pool, "queries": sample["query"].n_unique(),
                      "frame": sample.height, "drawn": pairs.height,
@@ -179,6 +218,30 @@ def judge_corpus(place: Place, settings: Sampling, judge: Assessor,
                      "unjudged": counts["unjudged"], "asked": judged.asked,
                      "recorded": judged.recorded, "judgments": judge.file_name})
     return pl.DataFrame(rows, schema=JUDGED_SCHEMA)
+
+
+def _judge_sample(place: Place, pool: str, settings: Sampling, pairs: pl.DataFrame,
+                  assessor: Assessor, concurrency: int, progress: bool) -> Judged:
+    """Judge a pool's drawn `pairs` by `assessor` (an api assessor's answers in its corpus's
+    log) and write the judgments in the sampling's folder, the settings in their manifest
+    (what `make verify` names the repair from)."""
+    start = time.perf_counter()
+    ids = pl.concat([pairs["query"], pairs["doc"].cast(pairs["query"].dtype)])
+    texts = with_texts(pairs, paper_texts(place.corpus_dir, ids))
+    log_path = judging_log_path(place.runs_root, place.corpus, assessor.file_name)
+    judged = judge(texts, assessor, log_path if assessor.cached else None, concurrency,
+                   progress)
+    path = judgments_path(place.runs_root, place.corpus, pool, assessor.file_name,
+                          settings.name)
+    written = write_judgments(judged, path, assessor, pairs, corpus=place.corpus, pool=pool,
+                              sampling=settings.parameters())
+    counts = judged.counts()
+    log.info(f"[judge] {pool}: {counts['graded']} pairs graded by {assessor.name}"
+             f"{' (a stand-in)' if assessor.stand_in else ''}, {judged.asked} asked now, "
+             f"{judged.recorded} from its log, {counts['ungraded']} ungraded, "
+             f"{counts['unjudged']} unjudged -> {path}{'' if written else ' (kept)'} "
+             f"in {time.perf_counter() - start:.1f} s")
+    return judged
 
 
 def judging_page(place: Place, settings: Sampling, pools: Sequence[str] | None = None) -> Path:
@@ -194,8 +257,24 @@ def judging_page(place: Place, settings: Sampling, pools: Sequence[str] | None =
                          "write")
     ids = pl.concat([pairs["query"], pairs["doc"].cast(pairs["query"].dtype)])
     out = judging_page_path(place.runs_root, place.corpus)
-    write_page(pairs, paper_texts(place.corpus_dir, ids), out,
-               title=f"Judging {place.corpus}: {pairs.height} pairs")
+    record = judgments_manifest(out)
+    parameters = settings.parameters()
+    try:
+        made = read_json(record) if record.exists() else {}
+    except InputError:
+        made = {}
+    before = out.read_bytes() if out.exists() else None
+    if made.get("parameters") != parameters or before is None:
+        record.unlink(missing_ok=True)  # the page is replaced: its manifest first
+    digest = write_page(pairs, paper_texts(place.corpus_dir, ids), out,
+                        title=f"Judging {place.corpus}: {pairs.height} pairs")
+    if (record.exists() and out.read_bytes() == before
+            and made.get("outputs", {}).get(out.name) == fingerprint(out)):
+        return out  # the same page of the same settings: its manifest kept, byte for byte
+    write_json(manifest(PAGE_STAGE, parameters, corpus=place.corpus,
+                        outputs={out.name: fingerprint(out)},
+                        counts={"pairs": pairs.height, "pools": len(samples)},
+                        digest=digest, sampling=settings.name), record)
     return out
 
 
@@ -213,41 +292,145 @@ class JudgedPool:
     stand_in: bool
     qrels: pl.DataFrame
     runs: dict[str, pl.DataFrame]
+    sampling: str = ""  # the sampling's folder (layout.sampling_name); "" the old layout's
 
 
-def judged_pools(place: Place, pools: Sequence[str]) -> list[JudgedPool]:
-    """Every (pool of `pools`, assessor) whose sample and judgments are whole and of the same
-    pairs, with the pool's qrels and the sampled models' runs; judgments of another sample,
-    or damaged, are left out with a log line (judge again)."""
-    found = []
-    for pool in pools:
-        path = sample_path(place.runs_root, place.corpus, pool)
-        record = judgments_manifest(path)
-        if not (path.exists() and record.exists()):
-            continue
+@dataclass(frozen=True)
+class LeftOut:
+    """A sample or judgments file the report does not count, why, and what to run."""
+
+    path: Path
+    why: str
+    repair: str
+
+
+def sampling_repair(corpus: str, parameters: Any, judge: Any = None,
+                    target: str = "judge") -> Repair:
+    """`make judge` (or `target`: judge-page) with the sampling settings a manifest records,
+    and JUDGE as `judge` (a judgments manifest's `parameters.assessor`: judge_variables);
+    placeholders for what is not recorded."""
+    settings = recorded_sampling(parameters)
+    values = (("MODELS", ",".join(settings.models)), ("SAMPLE", str(settings.n)),
+              ("SAMPLE_SEED", str(settings.seed)), ("JUDGE_DEPTH", str(settings.depth))
+              ) if settings else (("MODELS", Placeholder("the models sampled")),)
+    judged = judge_variables(judge) if target == "judge" else ()
+    return Repair(target, corpus, variables=(*values, *judged))
+
+
+def judge_variables(described: Any) -> tuple[tuple[str, str], ...]:
+    """JUDGE (and JUDGE_URL) as a judgments manifest or a log records its assessor
+    (assessor.describe()); a placeholder where the record cannot say (a person's labels file,
+    named by its name only; an endpoint shown with hidden parts)."""
+    made = described if isinstance(described, dict) else {}
+    if made.get("kind") == "api" and isinstance(made.get("model"), str):
+        endpoint = made.get("endpoint")
+        url = endpoint if isinstance(endpoint, str) and "<" not in endpoint else \
+            Placeholder("the chat endpoint")
+        return ("JUDGE", f"api:{made['model']}"), ("JUDGE_URL", url)
+    if made.get("kind") == "standin" and isinstance(made.get("seed"), int):
+        return (("JUDGE", f"standin:{made['seed']}"),)
+    if made.get("kind") == "file":
+        return (("JUDGE", Placeholder("file:labels.tsv, the labels file judged")),)
+    return (("JUDGE", Placeholder("the assessor")),)
+
+
+def folder_repair(folder: Path, corpus: str, judgments: Path | None = None) -> Repair:
+    """The repair of a sample or judgments file in a judging `folder` (either layout): make
+    judge with the sampling its sample's manifest records (else one of its judgments'
+    manifests: `sampling`), and JUDGE as `judgments`' manifest records it (else the first
+    judgments' of the folder: judging again judges the sample again)."""
+    def read(path: Path) -> dict[str, Any]:
+        try:
+            return read_json(path) if path.is_file() else {}
+        except InputError:
+            return {}
+
+    sample = read(judgments_manifest(folder / table_file(JUDGING_SAMPLE)))
+    others = [read(judgments_manifest(p)) for p in sorted(folder.glob(f"*{TABLE_SUFFIX}"))
+              if p.name != table_file(JUDGING_SAMPLE)]
+    parameters = sample.get("parameters") or next(
+        (m["sampling"] for m in others if m.get("sampling")), None)
+    judged = read(judgments_manifest(judgments)) if judgments else {}
+    assessors = [m.get("parameters", {}).get("assessor") for m in (judged, *others)]
+    return sampling_repair(corpus, parameters, next(filter(None, assessors), None))
+
+
+def _sample_of(place: Place, pool: str, folder: Path, left: list[LeftOut]
+               ) -> tuple[pl.DataFrame, dict[str, Any]] | None:
+    """A sampling folder's sample and its manifest, when both are whole; else None, what is
+    wrong appended to `left`."""
+    path = folder / sample_path(place.runs_root, place.corpus, pool).name
+    record = judgments_manifest(path)
+    if not (path.exists() and record.exists()):
+        if any(judgments_files(place.runs_root, place.corpus, pool, _sampling_of(folder))):
+            left.append(LeftOut(path, "judgments without their sample (or its manifest)",
+                                folder_repair(folder, place.corpus).command()))
+        return None
+    try:
         made = read_json(record)
-        if made.get("outputs", {}).get(path.name, {}).get("sha256") != \
-                hashlib.sha256(path.read_bytes()).hexdigest():
-            log.warning(f"[report] {path}: its bytes differ from its manifest's: left out "
-                        "(make judge draws it again)")
+    except InputError as exc:
+        left.append(LeftOut(path, f"its manifest cannot be read ({exc})",
+                            folder_repair(folder, place.corpus).command()))
+        return None
+    if made.get("outputs", {}).get(path.name, {}).get("sha256") != \
+            hashlib.sha256(path.read_bytes()).hexdigest():
+        left.append(LeftOut(path, "its bytes differ from its manifest's (changed or damaged)",
+                            folder_repair(folder, place.corpus).command()))
+        return None
+    return pl.read_parquet(path), made
+
+
+def _sampling_of(folder: Path) -> str | None:
+    """The sampling name of a judging folder (None: the old layout's `judgments/`)."""
+    from pipeline.layout import JUDGMENTS
+
+    return None if folder.name == JUDGMENTS else folder.name
+
+
+def judged_pools(place: Place, pools: Sequence[str], left_out: list[LeftOut] | None = None
+                 ) -> list[JudgedPool]:
+    """Every (pool of `pools`, sample, assessor) whose sample and judgments are whole and of
+    the same pairs, with the pool's qrels and the sampled models' runs, in every sampling
+    folder of the pool (the old layout's included). Judgments of another sample, or damaged,
+    are left out: a log line each, and a LeftOut appended to `left_out` (the report says
+    them)."""
+    found: list[JudgedPool] = []
+    left = left_out if left_out is not None else []
+    for pool in pools:
+        for folder in judging_folders(place.runs_root, place.corpus, pool):
+            sampling_folder = _sampling_of(folder)
+            kept = len(left)
+            read = _sample_of(place, pool, folder, left)
+            if read is not None:
+                found += _judged_of(place, pool, sampling_folder, *read, left)
+            for item in left[kept:]:
+                log.warning(f"[report] {item.path}: left out: {item.why} ({item.repair})")
+    return found
+
+
+def _judged_of(place: Place, pool: str, folder: str | None, sample: pl.DataFrame,
+               made: dict[str, Any], left: list[LeftOut]) -> list[JudgedPool]:
+    """The judgments of one sample that count, the rest appended to `left`."""
+    digest = pairs_digest(pairs_to_judge(sample))
+    models = tuple(made["parameters"]["models"])
+    found = []
+    for judged in judgments_files(place.runs_root, place.corpus, pool, folder):
+        stem = judgments_manifest(judged).name.removesuffix(f".{MANIFEST}")
+        try:
+            frame = read_judgments(judged)
+            described = read_json(judgments_manifest(judged))
+        except InputError as exc:
+            left.append(LeftOut(judged, str(exc).removeprefix(f"{judged}: "),
+                                folder_repair(judged.parent, place.corpus, judged).command()))
             continue
-        sample = pl.read_parquet(path)
-        digest = pairs_digest(pairs_to_judge(sample))
-        models = tuple(made["parameters"]["models"])
-        for judged in judgments_files(place.runs_root, place.corpus, pool):
-            stem = judgments_manifest(judged).name.removesuffix(f".{MANIFEST}")
-            try:
-                frame = read_judgments(judged)
-                described = read_json(judgments_manifest(judged))
-            except InputError as exc:
-                log.warning(f"[report] {judged}: left out ({exc})")
-                continue
-            if described.get("parameters", {}).get("pairs") != digest:
-                log.warning(f"[report] {judged}: judgments of another sample of {pool}: left "
-                            "out (make judge with the sample's settings judges it again)")
-                continue
-            found.append(JudgedPool(pool, models, sample, frame.select("query", "doc", "grade"),
-                                    described.get("assessor", stem), stem,
-                                    bool(described.get("stand_in")), pool_qrels(place, pool),
-                                    pool_runs(place, pool, models)))
+        name = described.get("assessor", stem)
+        if described.get("parameters", {}).get("pairs") != digest:
+            left.append(LeftOut(judged, "judgments of another sample of the pool (drawn with "
+                                "other settings, or from runs that changed since)",
+                                folder_repair(judged.parent, place.corpus, judged).command()))
+            continue
+        found.append(JudgedPool(pool, models, sample, frame.select("query", "doc", "grade"),
+                                name, stem, bool(described.get("stand_in")),
+                                pool_qrels(place, pool), pool_runs(place, pool, models),
+                                folder or ""))
     return found

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.judging.inferred import differences, means, missed, pool_values
-from pipeline.judging.stage import JudgedPool, judged_pools
+from pipeline.judging.stage import JudgedPool, LeftOut, judged_pools
 from pipeline.layout import Place, format_size
 
 SHOWN = ("infAP", "infNDCG@10", "infP@10")  # the metrics the tables show (all are computed)
@@ -47,12 +47,14 @@ def _who(group: Sequence[JudgedPool]) -> str:
     return f"{first.assessor} ({STAND_IN})" if first.stand_in else first.assessor
 
 
-def assessor_tables(corpus: str, group: Sequence[JudgedPool]) -> JudgedTables:
-    """The tables of one assessor's judgments over the report's pools (`group`)."""
+def assessor_tables(corpus: str, group: Sequence[JudgedPool], name: str | None = None
+                    ) -> JudgedTables:
+    """The tables of one assessor's judgments over the report's pools (`group`), named
+    `judged-<name>-...` (default: the judgments' file stem)."""
     values = pl.concat([pool_values(p.pool, p.qrels, p.runs, p.judgments, p.sample)
                         for p in group])
     values = values.filter(pl.col("metric").is_in(SHOWN))
-    stem, who = group[0].file_name, _who(group)
+    stem, who = name or group[0].file_name, _who(group)
     models = sorted({m for p in group for m in p.models})
     mean = means(values).sort("size", "scope", "metric", "model")
     rows = [[_scope(r["scope"], r["size"]), r["metric"], r["model"], str(r["queries"]),
@@ -101,12 +103,33 @@ def assessor_tables(corpus: str, group: Sequence[JudgedPool]) -> JudgedTables:
     return JudgedTables(group[0].assessor, group[0].stand_in, tables, mean)
 
 
-def judged_tables(place: Place, pools: Sequence[str]) -> list[JudgedTables]:
-    """Each assessor's tables over the judged samples of `pools` (none without judgments)."""
-    found = judged_pools(place, sorted(pools))
-    stems = sorted({p.file_name for p in found})
-    return [assessor_tables(place.corpus, [p for p in found if p.file_name == stem])
-            for stem in stems]
+def judged_tables(place: Place, pools: Sequence[str],
+                  left_out: list[LeftOut] | None = None) -> list[JudgedTables]:
+    """Each assessor's tables over the judged samples of `pools` (none without judgments),
+    one set per sampling setting where an assessor judged several (their names then end in
+    the sampling's folder name); what was left out appended to `left_out` (left_out_table)."""
+    found = judged_pools(place, sorted(pools), left_out)
+    keys = sorted({(p.file_name, p.sampling) for p in found})
+    stems = [stem for stem, _ in keys]
+    return [assessor_tables(place.corpus, [p for p in found
+                                           if (p.file_name, p.sampling) == (stem, sampling)],
+                            stem if stems.count(stem) == 1 else f"{stem}-{sampling or 'old'}")
+            for stem, sampling in keys]
+
+
+def left_out_table(place: Place, left_out: Sequence[LeftOut]
+                   ) -> tuple[str, str, list[str], list[list[str]]] | None:
+    """The report's table of the samples and judgments it did not count (file, from the runs
+    root's folder on; why; the command that makes them count again); None when it counted
+    every one."""
+    if not left_out:
+        return None
+    return ("judged-left-out",
+            f"{place.corpus}: judging files the section above does not count, why, and the command "
+            "that judges them again",
+            ["file", "why", "repair"],
+            [[str(item.path.relative_to(place.runs_root.parent)), item.why, item.repair]
+             for item in left_out])
 
 
 def draw_judged(means_frame: pl.DataFrame, path: Path, title: str) -> None:

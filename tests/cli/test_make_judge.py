@@ -19,6 +19,7 @@ import pytest
 import pipeline
 from pipeline.core.checksums import CHECKSUMS
 from pipeline.judging.assessor import StandinAssessor
+from pipeline.judging.stage import sampling
 from pipeline.layout import (
     judging_page_path,
     judgments_path,
@@ -112,9 +113,10 @@ def test_make_judge_page_and_report_through_make(data):
     for pool in pools:
         size = pool.split("-")[1]
         qrels = pl.read_parquet(data / "corpora" / "small" / "pools" / pool / "qrels.parquet")
+        judged = sampling(list(MODELS), 4).name  # the folder of MODELS=bm25,random SAMPLE=4
         judgments = pl.read_parquet(judgments_path(data / "runs", "small", pool,
-                                                   STANDIN.file_name))
-        sample = pl.read_parquet(sample_path(data / "runs", "small", pool))
+                                                   STANDIN.file_name, judged))
+        sample = pl.read_parquet(sample_path(data / "runs", "small", pool, judged))
         assert set(judgments["assessor"]) == {STANDIN.name} and judgments.height > 0
         for model in MODELS:
             run = pl.read_parquet(run_paths(data / "runs", "small", pool, model).parquet)
@@ -143,6 +145,7 @@ def test_make_judge_page_and_report_through_make(data):
     done = ok(data, "judge", "MODELS=bm25", f"JUDGE={STANDIN.name}", "SAMPLE=4")
     assert "[judge]" in done.stderr
     for pool in pools:
-        assert pl.read_parquet(sample_path(data / "runs", "small", pool)).height > 0
+        one = sampling(["bm25"], 4).name  # a sample of its own: MODELS=bm25,random's kept
+        assert pl.read_parquet(sample_path(data / "runs", "small", pool, one)).height > 0
     line = refusal(make(data, "fuse", "MODELS=bm25"))
     assert "MODELS needs two or more different models" in line

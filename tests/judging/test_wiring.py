@@ -18,6 +18,7 @@ import pipeline
 from pipeline.core.errors import InputError
 from pipeline.judging.assessor import LABELS_HEADER, StandinAssessor
 from pipeline.judging.sample import pairs_to_judge
+from pipeline.judging.stage import sampling
 from pipeline.layout import (
     agreement_paths,
     format_size,
@@ -33,6 +34,7 @@ from tests.judging.test_agreement import csf  # noqa: F401 (the CSFCube corpus f
 MODELS = ("bm25", "random")
 STANDIN = StandinAssessor(1)
 N = 12  # pairs per query
+SAMPLING = sampling(list(MODELS), N).name  # the folder of the sample and its judgments
 
 
 def files(root: Path) -> dict[str, bytes]:
@@ -60,7 +62,7 @@ def test_judge_samples_and_judges_every_pool_and_rewrites_nothing(judged):
     data, corpus, counts = judged
     assert sorted(counts["pool"]) == sorted(pool_of(s) for s in POOL_SIZES)
     for row in counts.iter_rows(named=True):
-        sample = pl.read_parquet(sample_path(data.runs, corpus, row["pool"]))
+        sample = pl.read_parquet(sample_path(data.runs, corpus, row["pool"], SAMPLING))
         drawn = pairs_to_judge(sample)
         assert row["drawn"] == drawn.height == row["graded"] > 0  # the stand-in grades all
         assert row["queries"] == sample["query"].n_unique()
@@ -68,7 +70,8 @@ def test_judge_samples_and_judges_every_pool_and_rewrites_nothing(judged):
         # none drawn is cited: the citations stay as they are
         qrels = pl.read_parquet(data.corpus(corpus) / "pools" / row["pool"] / "qrels.parquet")
         assert drawn.join(qrels, on=["query", "doc"]).height == 0
-        path = judgments_path(data.runs, corpus, row["pool"], STANDIN.file_name)
+        path = judgments_path(data.runs, corpus, row["pool"], STANDIN.file_name,
+                              SAMPLING)
         graded = pl.read_parquet(path)
         assert graded.select("query", "doc").equals(drawn)
         assert graded["grade"].n_unique() > 1 and set(graded["assessor"]) == {STANDIN.name}
@@ -84,13 +87,15 @@ def test_a_persons_labels_give_the_judgments_they_carry(judged, tmp_path):
     JUDGE=file: give the same graded pairs (another assessor's files beside them)."""
     data, corpus, _ = judged
     pool = pool_of(POOL_SIZES[0])
-    theirs = pl.read_parquet(judgments_path(data.runs, corpus, pool, STANDIN.file_name))
+    theirs = pl.read_parquet(judgments_path(data.runs, corpus, pool, STANDIN.file_name,
+                                                SAMPLING))
     labels = tmp_path / "labels-mine.tsv"
     labels.write_text("\t".join(LABELS_HEADER) + "\n" + "".join(
         f"{q}\t{d}\t{g}\tann\t2026-11-26T10:00:00Z\n" for q, d, g in
         theirs.select("query", "doc", "grade").iter_rows()))
     pipeline.judge(data, corpus, list(MODELS), f"file:{labels}", sample_size=N)
-    mine = pl.read_parquet(judgments_path(data.runs, corpus, pool, "file--labels-mine"))
+    mine = pl.read_parquet(judgments_path(data.runs, corpus, pool, "file--labels-mine",
+                                              SAMPLING))
     assert mine.select("query", "doc", "grade").equals(theirs.select("query", "doc", "grade"))
     assert set(mine["assessor"]) == {"ann"}
 
@@ -100,11 +105,12 @@ def test_the_judging_page_shows_every_drawn_pair_once(judged):
     out = pipeline.judge_page(data, corpus, list(MODELS), sample_size=N)
     assert out == judging_page_path(data.runs, corpus) and out.is_file()
     drawn = pl.concat([pairs_to_judge(pl.read_parquet(sample_path(data.runs, corpus,
-                                                                  pool_of(s))))
+                                                                  pool_of(s), SAMPLING)))
                        for s in POOL_SIZES]).unique()
     assert f"Judging {corpus}: {drawn.height} pairs" in out.read_text()
     assert drawn.height < sum(  # nested pools share pairs: each is shown once
-        pairs_to_judge(pl.read_parquet(sample_path(data.runs, corpus, pool_of(s)))).height
+        pairs_to_judge(pl.read_parquet(sample_path(data.runs, corpus, pool_of(s),
+                                                    SAMPLING))).height
         for s in POOL_SIZES)
 
 
@@ -125,8 +131,8 @@ def test_the_reports_section_is_the_estimators_on_the_same_files(judged):
     moved = 0
     for size in POOL_SIZES:
         pool = pool_of(size)
-        sample = sample_path(data.runs, corpus, pool)
-        judgments = pl.read_parquet(judgments_path(data.runs, corpus, pool, stem))
+        sample = sample_path(data.runs, corpus, pool, SAMPLING)
+        judgments = pl.read_parquet(judgments_path(data.runs, corpus, pool, stem, SAMPLING))
         qrels = data.corpus(corpus) / "pools" / pool / "qrels.parquet"
         for model in MODELS:
             run = pl.read_parquet(run_paths(data.runs, corpus, pool, model).parquet)
