@@ -175,11 +175,16 @@ def build_corpus(data: Data | str | os.PathLike, name: str, *,
 def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | None = None,
                **fields: Any) -> str:
     """Build one pool of `corpus` (queries, candidates, qrels) and return its name. Give a
-    PoolSpec, or its fields as keywords: size (a number or '20k'), field, repeat, n_queries,
-    query_year, max_year, seed, min_positives, exclude, split."""
+    PoolSpec, or its fields as keywords (size: a number or '20k'), each checked by its
+    declaration (`exclusion` has none: the pool's list fills it)."""
+    from dataclasses import fields as spec_fields
+
+    from pipeline.options.arguments import argument, check_options
     from pipeline.pools.build import PoolSpec
     from pipeline.pools.build import build_pool as build
 
+    check_options("build_pool", "", fields, [f.name for f in spec_fields(PoolSpec)
+                                             if argument("build_pool", f.name)])
     if spec is not None and fields:
         raise InputError("build_pool: give a PoolSpec or its fields as keywords, not both")
     if spec is None:
@@ -209,15 +214,14 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | 
     with `replace` (REPLACE=1) that store and the runs searched from it are removed, then
     embedded and searched again."""
     from pipeline.models import with_query_prompt
-    from pipeline.options.arguments import check_options, stage_keywords
+    from pipeline.options.arguments import check_options
     from pipeline.options.declared import kind_run_options
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.search import check_not_imported, current_run, index, search_pool
 
     data, entry = Data.of(data), with_query_prompt(_entry(model), query_prompt)
     own = retriever(entry.kind).OPTIONS
-    check_options("search", entry.kind, options,
-                  list(dict.fromkeys([*own, *stage_keywords("search")])))
+    check_options("search", entry.kind, options, list(own))
     options = {name: value for name, value in options.items() if name in own}
     place = data.place(corpus)
     check_not_imported(place, entry.name)  # before anything is embedded under its name

@@ -1,36 +1,31 @@
-"""The declarations applied to the Python API: every argument of every public function is
-checked before it runs, by its type (its declared `kind`: KINDS) and then by its option's check
-(pipeline/options/declared.py), so the API, the command line and make refuse a bad value in
-the same words, on one line naming the function, the argument and what to give.
-"""
+"""The declarations applied to the Python API: each argument of a public function is checked
+before it runs, its type by its declared `kind` (KINDS), its value by its option's check, so
+the API, the command line and make refuse a bad value in the same words, on one line."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import difflib
 import functools
 import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
-from importlib import import_module
-from pathlib import Path
 from typing import Any
 
 from pipeline.core.errors import InputError, OptionError
 from pipeline.layout import check_path_length
 from pipeline.options import declared
-from pipeline.options.declared import Variable, worded
 
 
-def _accepts(value: object, forms: tuple) -> bool:
-    """Whether `value` takes one of `forms`: a type (a bool is no number), a class's name
-    (polars' DataFrame, ranx's Run: their libraries not loaded here) or a test."""
+def _accepts(value: object, forms: Sequence[Any]) -> bool:
+    """Whether `value` takes one of `forms`: a type (a bool is no number), a test, or a class
+    by its name (polars' DataFrame, ranx's Run: not loaded here) or its module's and name."""
     for form in forms:
-        if isinstance(form, str):
-            taken = type(value).__name__ == form
-        elif isinstance(form, type):
+        if isinstance(form, type):
             taken = isinstance(value, form) and (form is bool or not isinstance(value, bool))
+        elif isinstance(form, str):
+            kind = type(value)
+            taken = form in (kind.__name__, f"{kind.__module__}.{kind.__name__}")
         else:
             taken = form(value)
         if taken:
@@ -38,7 +33,7 @@ def _accepts(value: object, forms: tuple) -> bool:
     return False
 
 
-def _list_of(*forms: object) -> Callable[[object], bool]:
+def _list_of(*forms: Any) -> Callable[[object], bool]:
     """A non-empty list (or tuple; never a str) of values of `forms`."""
     return lambda v: (isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 0
                       and all(_accepts(x, forms) for x in v))
@@ -48,27 +43,15 @@ def _text(value: object) -> bool:
     return isinstance(value, str) and value.strip() != ""
 
 
-def _entry(value: object) -> bool:
-    """A ModelEntry, or any object naming its model and kind."""
-    return isinstance(getattr(value, "name", None), str) and hasattr(value, "kind")
-
-
-def _nested(value: object) -> bool:
-    """A dict of dicts, {query: {doc: value}}, or a list of ir_measures' named tuples: the
-    forms pytrec_eval, BEIR and ir_measures hold."""
-    return (isinstance(value, Mapping) and all(isinstance(v, Mapping) for v in value.values())
-            or isinstance(value, list | tuple) and len(value) > 0
-            and hasattr(value[0], "_fields"))
-
-
-def _instance(module: str, name: str) -> Callable[[object], bool]:
-    """An object of class `name` of `module` (imported only when a value is tested)."""
-    return lambda v: isinstance(v, getattr(import_module(module), name))
-
-
 PATH = (str, os.PathLike)  # a kind taking os.PathLike takes a path: its length is checked
-RUN = (*PATH, "DataFrame", "Run", _nested)
-QRELS = (*PATH, "DataFrame", "Qrels", _nested)
+# a dict of dicts, {query: {doc: value}}, or a list of ir_measures' named tuples: the forms
+# pytrec_eval, BEIR and ir_measures hold
+NESTED = (lambda v: isinstance(v, Mapping) and all(isinstance(x, Mapping) for x in v.values()),
+          lambda v: isinstance(v, list | tuple) and len(v) > 0 and hasattr(v[0], "_fields"))
+RUN = (*PATH, "DataFrame", "Run", *NESTED)
+QRELS = (*PATH, "DataFrame", "Qrels", *NESTED)
+# a model's name, or an entry (a ModelEntry, or any object naming its model and kind)
+MODEL = (_text, lambda v: isinstance(getattr(v, "name", None), str) and hasattr(v, "kind"))
 # kind (declared.py's `kind`) -> (the forms a value may take, what to give in words)
 KINDS: dict[str, tuple[tuple, str]] = {
     "int": ((int,), "a whole number (an int)"),
@@ -76,19 +59,18 @@ KINDS: dict[str, tuple[tuple, str]] = {
     "str": ((str,), "a str"),
     "number": ((int, float), "a number (an int or a float)"),
     "path": (PATH, "a path (a str or os.PathLike)"),
-    "data": ((*PATH, lambda v: all(isinstance(getattr(v, root, None), Path)
+    "data": ((*PATH, lambda v: all(isinstance(getattr(v, root, None), os.PathLike)
                                    for root in ("corpora", "indexes", "runs"))),
              "a pipeline.Data or the data folder's path"),
-    "model": ((_text, _entry), "a model's name (a str such as 'bm25') or a ModelEntry"),
-    "models": ((_text, _entry, _list_of(_text, _entry)), "a model's name (a str such as "
-               "'bm25'), a ModelEntry, or a non-empty list of them"),
+    "model": (MODEL, "a model's name (a str such as 'bm25') or a ModelEntry"),
+    "models": ((*MODEL, _list_of(*MODEL)), "a model's name (a str such as 'bm25'), a "
+               "ModelEntry, or a non-empty list of them"),
     "metrics": ((_text, _list_of(_text)), "'auto', a metric set's name, or metric names (a str "
                 "such as 'map ndcg@10', or a non-empty list of str)"),
     "size": ((int, str), "a size (an int, or a str such as '20k')"),
-    "synthetic": ((int, str, _instance("pipeline.ingest.synthetic", "SyntheticConfig")),
-                  "a number of papers (an int, or a str such as '120k') or a SyntheticConfig"),
-    "pool_spec": ((_instance("pipeline.pools.build", "PoolSpec"),),
-                  "a pipeline.pools.build.PoolSpec"),
+    "synthetic": ((int, str, "pipeline.ingest.synthetic.SyntheticConfig"), "a number of "
+                  "papers (an int, or a str such as '120k') or a SyntheticConfig"),
+    "pool_spec": (("pipeline.pools.build.PoolSpec",), "a pipeline.pools.build.PoolSpec"),
     "training_sets": ((lambda v: isinstance(v, Mapping) and all(
         isinstance(model, str) and _accepts(path, PATH) for model, path in v.items()),),
         "a dict of model name -> file of its training papers"),
@@ -113,7 +95,7 @@ KINDS: dict[str, tuple[tuple, str]] = {
 }
 
 
-def argument(function: str, name: str) -> Variable | None:
+def argument(function: str, name: str) -> declared.Variable | None:
     """The declaration of argument `name` of public function `function`: the one naming
     `function`, else one naming no function (one added at run time included); None: unknown."""
     found = [v for v in (*declared.VARIABLES, *declared.KEYWORD_ONLY) if name in v.keywords
@@ -121,31 +103,12 @@ def argument(function: str, name: str) -> Variable | None:
     return next((v for v in found if v.functions), found[0] if found else None)
 
 
-def stage_keywords(stage: str) -> list[str]:
-    """The API's keywords of the declared options of the command `stage`."""
-    return [keyword for v in declared.VARIABLES if stage in v.stages for keyword in v.keywords]
-
-
-def spec_keywords(function: Callable) -> list[str]:
-    """The keywords `function` takes through **keywords in place of a PoolSpec (an argument
-    of kind pool_spec: build_pool's): PoolSpec's declared fields (`exclusion` is not one: the
-    pool's list fills it)."""
-    from pipeline.pools.build import PoolSpec
-
-    name = function.__name__
-    if all(getattr(argument(name, p), "kind", "") != "pool_spec"
-           for p in inspect.signature(function).parameters):
-        return []
-    return [f.name for f in dataclasses.fields(PoolSpec) if argument(name, f.name)]
-
-
 def check_value(function: str, name: str, value: object) -> None:
     """One argument's type, then its value by its option's check (on the command line's text
     of it): a one-line InputError naming the function, the argument and what to give."""
     rule = argument(function, name)
     if rule is None:
-        raise unknown(function, name, sorted(
-            {k for v in (*declared.VARIABLES, *declared.KEYWORD_ONLY) for k in v.keywords}))
+        raise unknown(function, name, [])
     if value is None and rule.none:
         return
     forms, what = KINDS[rule.kind]
@@ -173,14 +136,12 @@ def check_value(function: str, name: str, value: object) -> None:
 
 
 def _command_line(value: object) -> str:
-    """The command line's text of a typed value, which its option's check reads."""
+    """The command line's text of a typed value: what its option's check reads."""
     if isinstance(value, bool):  # a switch's (REPLACE=1: replace=True)
-        return "1" if value else "0"
+        return str(int(value))
     if isinstance(value, Mapping):
-        return " ".join(f"{k}={v}" for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return " ".join(map(str, value))
-    return str(value)
+        value = [f"{key}={item}" for key, item in value.items()]
+    return " ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
 
 
 def unknown(function: str, name: str, known: Sequence[str], owner: str = "") -> InputError:
@@ -192,55 +153,50 @@ def unknown(function: str, name: str, known: Sequence[str], owner: str = "") -> 
 
 
 def check_options(function: str, owner: str, options: Mapping[str, Any],
-                  known: Sequence[str]) -> None:
-    """Keyword options of one owner (a retriever kind, say): each a known one, checked."""
+                  own: Sequence[str]) -> None:
+    """The **keywords of `function`: `own` (build_pool's PoolSpec fields, a retriever kind's
+    options: `owner`'s) and the declared options of its command (search's), each checked."""
+    known = list(dict.fromkeys([*own, *(keyword for v in declared.VARIABLES
+                                        if function in v.stages for keyword in v.keywords)]))
     for name, value in options.items():
         if name not in known:
-            raise unknown(function, name, list(known), owner)
+            raise unknown(function, name, known, owner)
         check_value(function, name, value)
 
 
 def validated(function: Callable) -> Callable:
     """`function`, each argument checked first by its declaration: nothing runs, and nothing
-    is written, with a bad one. Its **keywords are a PoolSpec's fields (`spec_keywords`), or
-    its own to check (search: its retriever's options)."""
+    is written, with a bad one. Its **keywords are its own to check (check_options)."""
     name, signature = function.__name__, inspect.signature(function)
     params = signature.parameters
-    named = [p for p in params.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    extra = spec_keywords(function)
-    own = any(p.kind is p.VAR_KEYWORD for p in params.values()) and not extra
+    named = [p for p, v in params.items() if v.kind not in (v.VAR_POSITIONAL, v.VAR_KEYWORD)]
     # ranx's order, (qrels, run): a call in the old order is refused saying so, before the kinds
-    run = next((p.name for p in named[1:] if getattr(argument(name, p.name), "kind", "") in
-                ("run", "named_runs")), None) if named and named[0].name == "qrels" else None
+    run = next((p for p in named[1:] if getattr(argument(name, p), "kind", "") in (
+        "run", "named_runs")), None) if named[:1] == ["qrels"] else None
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        for key in kwargs:
-            if key not in params and key not in extra and not own:
-                raise unknown(name, key, [p.name for p in named] + extra)
         try:
             bound = signature.bind_partial(*args, **kwargs).arguments
         except TypeError as exc:
-            raise InputError(f"{name}: {exc}") from None
-        missing = [p.name for p in named if p.default is p.empty and p.name not in bound]
-        if missing:
-            what = KINDS[argument(name, missing[0]).kind][1]  # type: ignore[union-attr]
-            raise InputError(f"{name}: missing {missing[0]}: give {what}")
+            key = next((key for key in kwargs if key not in params), None)
+            raise unknown(name, key, named) if key else InputError(f"{name}: {exc}") from None
+        for key in (p for p in named if params[p].default is params[p].empty):
+            if key not in bound:
+                what = KINDS[argument(name, key).kind][1]  # type: ignore[union-attr]
+                raise InputError(f"{name}: missing {key}: give {what}")
         if run:
             from pipeline.evaluation.score import check_order
 
             check_order(name, bound.get("qrels"), bound.get(run))
         for key, value in bound.items():
             kind = params[key].kind
-            given = (value.items() if kind is kind.VAR_KEYWORD else [(key, v) for v in value]
-                     if kind is kind.VAR_POSITIONAL else [(key, value)])
-            for option, item in given:
-                if kind is not kind.VAR_KEYWORD or option in extra:  # else: its own to check
-                    check_value(name, option, item)
+            if kind is not kind.VAR_KEYWORD:  # those: the function's own (check_options)
+                for item in value if kind is kind.VAR_POSITIONAL else [value]:
+                    check_value(name, key, item)
         try:
             return function(*args, **kwargs)
         except OptionError as exc:  # a refusal naming declared options: the API's keywords
-            exc.message = worded(exc, "api")
+            exc.message = declared.worded(exc, "api")
             raise
-
     return wrapper
