@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from pipeline.core.processes import worker_pool
 
@@ -30,3 +32,19 @@ def test_a_child_of_a_living_parent_works():
 def test_the_pool_runs_its_work():
     with worker_pool(2) as pool:
         assert list(pool.map(abs, [-1, -2, 3])) == [1, 2, 3]
+
+
+def test_a_script_without_a_main_guard_runs_once(tmp_path):
+    """Spawned workers never import the script that started them: one without an
+    `if __name__ == "__main__":` guard (the README's example) runs once, and its pool works
+    (imported again, it would start a pool in each worker and fail, or wait for its locks)."""
+    script = tmp_path / "example.py"
+    script.write_text("from pipeline.core.processes import worker_pool\n"
+                      "print('started', flush=True)\n"
+                      "with worker_pool(2) as pool:\n"
+                      "    print(sum(pool.map(abs, [-1, -2, -3])))\n")
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": root})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["started", "6"], done.stdout
