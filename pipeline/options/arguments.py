@@ -4,7 +4,6 @@ the API, the command line and make refuse a bad value in the same words, on one 
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import functools
 import inspect
@@ -59,9 +58,7 @@ KINDS: dict[str, tuple[tuple, str]] = {
     "str": ((str,), "a str"),
     "number": ((int, float), "a number (an int or a float)"),
     "path": (PATH, "a path (a str or os.PathLike)"),
-    "data": ((*PATH, lambda v: all(isinstance(getattr(v, root, None), os.PathLike)
-                                   for root in ("corpora", "indexes", "runs"))),
-             "a pipeline.Data or the data folder's path"),
+    "data": ((*PATH, "pipeline.api.Data"), "a pipeline.Data or the data folder's path"),
     "model": (MODEL, "a model's name (a str such as 'bm25') or a ModelEntry"),
     "models": ((*MODEL, _list_of(*MODEL)), "a model's name (a str such as 'bm25'), a "
                "ModelEntry, or a non-empty list of them"),
@@ -130,9 +127,8 @@ def check_value(function: str, name: str, value: object) -> None:
         return
     try:
         rule.check(_command_line(value))
-    except (InputError, argparse.ArgumentTypeError) as exc:
-        message = exc.message if isinstance(exc, InputError) else str(exc)
-        raise InputError(f"{function}: {name}={value!r}: {message}") from None
+    except InputError as exc:
+        raise InputError(f"{function}: {name}={value!r}: {exc.message}") from None
 
 
 def _command_line(value: object) -> str:
