@@ -8,7 +8,8 @@ Each sampling setting (MODELS, SAMPLE, SAMPLE_SEED, JUDGE_DEPTH: `Sampling`) has
 its own in each pool (layout.judging_folder, named by the settings' digest: `Sampling.name`),
 holding its sample and the judgments made of it, so judging with other settings (or a run of
 them that fails) never replaces an earlier sample nor leaves its judgments "of another
-sample". The one folder of the layout before (`<pool>/judgments/` itself) is still read.
+sample". The one folder of the layout before (`<pool>/judgments/` itself) is still read, and
+moved into its settings' folder when they are judged again (`_move_old_layout`).
 
 A sample is made from the pool's citation qrels (those of its candidates, as eval scores
 them) and the current runs of the models: its manifest records the models, SAMPLE, the seed,
@@ -56,6 +57,7 @@ from pipeline.layout import (
     MANIFEST,
     TABLE_SUFFIX,
     Place,
+    judging_folder,
     judging_folders,
     judging_log_path,
     judging_page_path,
@@ -161,9 +163,33 @@ def _bytes(frame: pl.DataFrame) -> bytes:
     return buffer.getvalue()
 
 
+def _move_old_layout(place: Place, pool: str, settings: Sampling) -> None:
+    """A pool judged before samplings had folders, with these settings (its sample's manifest
+    says): its sample and judgments moved into the settings' folder, where this stage checks
+    them as its own (the data files first, then the manifests that vouch for them)."""
+    old = judging_folder(place.runs_root, place.corpus, pool)
+    new = judging_folder(place.runs_root, place.corpus, pool, settings.name)
+    record = judgments_manifest(old / table_file(JUDGING_SAMPLE))
+    try:
+        made = read_json(record) if record.is_file() else {}
+    except InputError:
+        return  # unreadable: verify names it
+    recorded = recorded_sampling(made.get("parameters"))
+    if recorded is None or recorded.name != settings.name or new.exists():
+        return
+    new.mkdir(parents=True)
+    files = [p for p in sorted(old.iterdir()) if p.is_file()
+             and p.name.endswith((TABLE_SUFFIX, f".{MANIFEST}"))]
+    for path in sorted(files, key=lambda p: p.name.endswith(f".{MANIFEST}")):
+        path.rename(new / path.name)
+    log.info(f"[judge] {pool}: the sample and judgments of {old} moved to {new} (a folder per "
+             "sampling setting)")
+
+
 def sample_pool(place: Place, pool: str, settings: Sampling) -> pl.DataFrame:
     """Draw the pool's sample (sample.draw_sample) and write it with its manifest, unless the
     file holds these bytes already from the same settings and runs (then both are kept)."""
+    _move_old_layout(place, pool, settings)
     qrels = pool_qrels(place, pool)
     ids = {"query": qrels["query"].dtype, "doc": qrels["doc"].dtype}
     runs = {model: run.cast(ids)  # the ids as the qrels type them (runs may differ)
@@ -397,10 +423,16 @@ def judged_pools(place: Place, pools: Sequence[str], left_out: list[LeftOut] | N
     found: list[JudgedPool] = []
     left = left_out if left_out is not None else []
     for pool in pools:
-        for folder in judging_folders(place.runs_root, place.corpus, pool):
+        folders = judging_folders(place.runs_root, place.corpus, pool)
+        names = {folder.name for folder in folders}
+        for folder in folders:
             sampling_folder = _sampling_of(folder)
             kept = len(left)
             read = _sample_of(place, pool, folder, left)
+            if read is not None and sampling_folder is None:
+                settings = recorded_sampling(read[1].get("parameters"))
+                if settings is not None and settings.name in names:
+                    continue  # the old layout's sample judged again in its own folder: that one
             if read is not None:
                 found += _judged_of(place, pool, sampling_folder, *read, left)
             for item in left[kept:]:

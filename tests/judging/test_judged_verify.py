@@ -205,3 +205,9 @@ def test_the_layout_before_one_sample_per_setting_is_read(root):
     damage(old / "sample.parquet")
     line = line_of(verify(roots(root)), old / "sample.parquet")
     assert line.startswith("CORRUPT ") and f"repair: {REPAIR} JUDGE=standin:1" in line
+    # the repair moves the old files into their sampling's folder and draws the sample again
+    judge_corpus(place(root), SETTINGS, STANDIN, progress=False)
+    assert not [*old.glob("*.parquet"), *old.glob("*.manifest.json")]
+    counted = judged_pools(place(root), [POOL])
+    assert [(p.sampling, p.file_name) for p in counted] == [(SETTINGS.name, STANDIN.file_name)]
+    assert verify(roots(root)) == []
