@@ -86,6 +86,10 @@ def test_a_judged_root_verifies_clean_and_names_damaged_judging_files(root):
     sample = sample_path(root / "runs", "small", POOL, SETTINGS.name)
     judged = judgments_path(root / "runs", "small", POOL, STANDIN.file_name, SETTINGS.name)
     page = judging_page_path(root / "runs", "small")
+    made = judgments_manifest(page).read_bytes()
+    pipeline.judge_page(pipeline.Data(root), "small", list(MODELS), sample_size=N)
+    assert judgments_manifest(page).read_bytes() == made  # a rerun keeps the page's manifest
+    assert json.loads(made)["parameters"] == SETTINGS.parameters()
     for path in (sample, judged, page):
         damage(path)
     lines = verify(roots(root))
