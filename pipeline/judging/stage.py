@@ -435,6 +435,10 @@ def judged_pools(place: Place, pools: Sequence[str], left_out: list[LeftOut] | N
                     continue  # the old layout's sample judged again in its own folder: that one
             if read is not None:
                 found += _judged_of(place, pool, sampling_folder, *read, left)
+            elif len(left) > kept:  # the sample is left out: so are the judgments of it
+                left += [LeftOut(judged, "its sample is left out", left[kept].repair)
+                         for judged in judgments_files(place.runs_root, place.corpus, pool,
+                                                       sampling_folder)]
             for item in left[kept:]:
                 log.warning(f"[report] {item.path}: left out: {item.why} ({item.repair})")
     return found

@@ -191,6 +191,13 @@ def test_the_reports_text_names_the_judgments_it_leaves_out(root):
     assert "differ from its manifest" in row["why"]
     assert row["repair"] == f"{REPAIR} JUDGE=standin:1"
     assert row["file"] in report.markdown
+    # a damaged sample leaves out its judgments with it, each said
+    damage(sample_path(root / "runs", "small", POOL, SETTINGS.name))
+    left: list = []
+    judged_pools(place(root), [POOL], left)
+    assert [(item.path.name, item.why.split(" (")[0]) for item in left] == [
+        ("sample.parquet", "its bytes differ from its manifest's"),
+        (judged.name, "its sample is left out")]
 
 
 def test_the_layout_before_one_sample_per_setting_is_read(root):
