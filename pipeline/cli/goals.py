@@ -1,15 +1,7 @@
 """The Makefile's targets, each declared once (TARGETS): its line in `make help`, what it needs
-before anything runs (check_goals), and its stages.
-`make pool SIZE=20k` runs `python -m pipeline goal pool`, which builds the command of each stage
-from the checked make variables (variables.py: read, derived), prints it as make prints a recipe
-and runs it as `python -m pipeline <stage> ...` would, in this process.
-
-A target's stages: by default its command of the same name with --corpus (where the command
-takes it) and its declared options (pipeline/options/declared.py); a function where a target
-differs. The chain is declared here too (Target.after: eval after search after corpus) and runs
-in the goal's one process, in order (`chain`); make only starts it. Standard library only at
-import time (`make help` runs before the environment exists).
-"""
+before anything runs (check_goals), its stages and the targets whose stages run first. `make
+pool SIZE=20k` runs `python -m pipeline goal pool`: one process that prints each stage's
+command as make prints a recipe and runs it in this process (run_goal)."""
 
 from __future__ import annotations
 
@@ -29,113 +21,90 @@ from pipeline.cli.registry import (
     declared_argv,
     eval_argv,
     of_make,
-    opt,
     search_argv,
     stage_args,
 )
-from pipeline.cli.variables import WHERE, check_command_line
+from pipeline.cli.variables import WHERE, check_command_line, derived, roots_of
 from pipeline.core.errors import InputError
 from pipeline.options.declared import BY_NAME, GROUPS, VARIABLES
-from pipeline.roots import data_roots
 
 log = logging.getLogger(__name__)
 
 Commands = list[list[str]]
 Stages = Callable[[argparse.Namespace, dict[str, str]], Commands]
+# Passed on only when given: a command that does not name them uses the demo corpus as it is
+WHEN_GIVEN = ("DEMO_PAPERS", "DEMO_SEED")
 
 
-def given(v: argparse.Namespace, name: str) -> bool:
-    """Whether the variable was given (make's command line or the environment), not defaulted."""
-    return name in v.GIVEN.split()
+def words(v: argparse.Namespace, d: dict[str, str], template: str) -> list[str]:
+    """`template`'s words, each NAME replaced by its value (derived `d`, else make's `v`); a
+    NAME without a value is left out, with its option."""
+    argv: list[str] = []
+    for word in template.split():
+        if not word.isupper():
+            argv.append(word)
+            continue
+        value = d[word] if word in d else getattr(v, word)
+        if word in WHEN_GIVEN and word not in v.GIVEN.split():
+            value = None
+        if value not in (None, ""):
+            argv.append(str(value))
+        elif argv and argv[-1].startswith("--"):
+            argv.pop()
+    return argv
 
 
-def corpus(v: argparse.Namespace) -> list[str]:
-    return ["--corpus", v.CORPUS]
-
-
-def own_command(name: str, v: argparse.Namespace, *first: str) -> list[str]:
-    """The command `name` with --corpus where it takes one, `first`, its declared options."""
-    return [name, *(corpus(v) if COMMANDS[name].corpus else []), *first,
-            *declared_argv(name, of_make(v))]
-
-
-def slurm_args(v: argparse.Namespace, stage: str) -> list[str]:
-    """The SLURM command `stage`'s declared options, and each job's THREADS CPUs per task."""
-    return [*declared_argv(stage, of_make(v)), "--cpus-per-task", str(v.THREADS)]
+def stage(name: str, v: argparse.Namespace, d: dict[str, str], template: str = "",
+          then: str = "", corpus: bool = True) -> list[str]:
+    """The command `name`: --corpus where it takes one (and `corpus`), `template`'s words,
+    its declared options (pipeline/options/declared.py), `then`'s words."""
+    return [name, *(["--corpus", v.CORPUS] if corpus and COMMANDS[name].corpus else []),
+            *words(v, d, template), *declared_argv(name, of_make(v)), *words(v, d, then)]
 
 
 def in_eval_job(v: argparse.Namespace, name: str) -> bool:
-    """Whether the target `name` is here only as a prerequisite of make eval EXECUTOR=slurm:
-    then it does nothing here, the job after the embed array searches and scores (eval)."""
+    """Whether target `name` is only a prerequisite of make eval EXECUTOR=slurm, whose job
+    after the embed array searches and scores: then it does nothing here."""
     goals = v.GOALS.split()
     return v.EXECUTOR == "slurm" and "eval" in goals and name not in goals
 
 
 def corpus_stages(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    """Ingest and prefilter; the demo's synthetic corpus first (DEMO_PAPERS and DEMO_SEED only
-    when given, so that a command that does not name them uses the corpus as it is). A corpus
-    written whole (a benchmark, an imported collection: WRITTEN_WHOLE) has nothing to do."""
+    """Ingest and prefilter, the demo's synthetic corpus first; nothing for a corpus written
+    whole (a benchmark, an imported collection)."""
     if d["WRITTEN_WHOLE"] or in_eval_job(v, "corpus"):
         return []
-    synth = (["--synth", *([str(v.DEMO_PAPERS)] if given(v, "DEMO_PAPERS") else []),
-              *(["--synth-seed", str(v.DEMO_SEED)] if given(v, "DEMO_SEED") else [])]
-             if v.CORPUS == "demo" else [])
-    return [[*own_command("corpus", v, "--raw", d["RAW_DIR"], "--source", v.SOURCE,
-                          "--workers", str(v.THREADS)), *synth]]
+    synth = ["--synth", *words(v, d, "DEMO_PAPERS --synth-seed DEMO_SEED")]
+    return [stage("corpus", v, d, "--raw RAW_DIR --source SOURCE --workers THREADS")
+            + (synth if v.CORPUS == "demo" else [])]
 
 
 def embed(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Here (the SHARDS one after another), or as a SLURM job array (EXECUTOR=slurm)."""
     if v.EXECUTOR == "slurm":
-        return [["submit-embed", *corpus(v), "--model", d["MODEL_FILE"],
-                 *slurm_args(v, "submit-embed")]]
-    return [own_command("embed", v, "--model", d["MODEL_FILE"])]
+        return [stage("submit-embed", v, d, "--model MODEL_FILE", "--cpus-per-task THREADS")]
+    return [stage("embed", v, d, "--model MODEL_FILE")]
 
 
-def search_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
+def searching(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
     """One process searches every pool whose run is not current, its pools repaired first."""
     return ["search", *search_argv(v.CORPUS, d["MODEL_FILE"], of_make(v))]
 
 
-def eval_command(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
-    """One process scores every run whose evaluation is not current."""
-    return ["eval", *eval_argv(v.CORPUS, d["MODEL_NAME"], of_make(v))]
-
-
-def search(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    return [] if in_eval_job(v, "search") else [search_command(v, d)]
-
-
 def evaluate(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    """Score the runs (make has run search first). EXECUTOR=slurm: every embed shard in,
-    search and score here; else a job after the embed array does (after-embed), running the
-    same two stages: search, then eval."""
+    """Score every run whose evaluation is not current; EXECUTOR=slurm: a job after the embed
+    array does, searching first."""
+    scores = ["eval", *eval_argv(v.CORPUS, d["MODEL_NAME"], of_make(v))]
     if v.EXECUTOR != "slurm":
-        return [eval_command(v, d)]
+        return [scores]
     python = [sys.executable, "-m", "pipeline", *roots(d)]
-    stages = " && ".join(shlex.join(python + stage)
-                         for stage in (search_command(v, d), eval_command(v, d)))
-    return [["after-embed", *corpus(v), "--model", d["MODEL_NAME"], *slurm_args(v, "after-embed"),
-             "--", "/bin/sh", "-c", stages]]
-
-
-def of_model(name: str) -> Stages:  # the command `name` on the runs of the model MODEL names
-    return lambda v, d: [own_command(name, v, "--model", d["MODEL_NAME"])]
-
-
-def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    """Every stage of the demo corpus in one process, in make's order; DEMO_PAPERS and
-    DEMO_SEED as for corpus: only when given; DEMO_REPEATS draws of each pool size."""
-    return [["demo", *opt("--papers", v.DEMO_PAPERS if given(v, "DEMO_PAPERS") else None),
-             *opt("--synth-seed", v.DEMO_SEED if given(v, "DEMO_SEED") else None),
-             "--source", v.SOURCE, "--workers", str(v.THREADS), *opt("--raw", v.RAW),
-             *opt("--queries", v.QUERIES), "--repeats", str(v.DEMO_REPEATS),
-             *declared_argv("demo", of_make(v))]]
+    job = " && ".join(shlex.join(python + command) for command in (searching(v, d), scores))
+    return [[*stage("after-embed", v, d, "--model MODEL_NAME", "--cpus-per-task THREADS"),
+             "--", "/bin/sh", "-c", job]]
 
 
 def clean_demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
-    """Remove the demo's corpus, indexes, runs and report files (pipeline/ingest/demo.py); no
-    stage to run. make -n: say what it would remove."""
+    """Remove the demo's corpus, indexes, runs and report files; make -n: say which."""
     from pipeline.ingest.demo import demo_files, remove
 
     paths = demo_files(*(Path(d[root]) for root in ("CORPORA_ROOT", "INDEX_ROOT", "RUNS_ROOT")))
@@ -150,16 +119,10 @@ def clean_demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
 
 @dataclass(frozen=True)
 class Target:
-    """A target of the Makefile, as `make help` shows it: `make <name> <usage>`, then `help`
-    (and the lines of `more` below it). needs: the variables the goal cannot run without, each
-    with what to give (formatted with the variables' values, e.g. {SPLIT}); the check refuses
-    the goal without them, before anything runs. A variable with a default (CORPUS) is needed
-    as given on make's command line or in the environment (GIVEN), never its default. pools:
-    the goal works on CORPUS's pools, so one must exist. local: the goal runs every stage on
-    this machine (EXECUTOR=slurm is for make embed and make eval). stages: the commands of a
-    goal (None: its own command, own_command); goal False: a target make runs itself (setup,
-    test, ...), no goal. after: the targets whose stages run first, in this process (make's
-    prerequisites were: eval: search: corpus)."""
+    """A target of the Makefile: `make <name> <usage>`, its `help` line (and `more`); what it
+    needs before anything runs (needs: variables given, not defaulted, each with what to give;
+    pools: a pool of CORPUS; local: not EXECUTOR=slurm); its stages (its own command with the
+    words of `argv`, or `stages`; goal False: make's own recipe); `after`: the targets run first."""
 
     name: str
     usage: str
@@ -168,23 +131,26 @@ class Target:
     needs: dict[str, str] = field(default_factory=dict)
     pools: bool = False
     local: bool = False
+    argv: str = ""
     stages: Stages | None = None
     goal: bool = True
     after: tuple[str, ...] = ()
 
     def commands(self, v: argparse.Namespace, d: dict[str, str]) -> Commands:
-        """The commands of this goal's stages."""
-        return self.stages(v, d) if self.stages else [own_command(self.name, v)]
+        return self.stages(v, d) if self.stages else [stage(self.name, v, d, self.argv)]
 
 
 NEW_CORPUS = "<name of a new corpus> (the corpus it writes)"
 ON_CORPUS = ("corpus",)  # the targets on CORPUS's pools: its corpus stage first
 SAMPLED = "<the models whose top ranks are sampled: one, or several separated by commas> " \
     "(e.g. MODELS=bm25,minilm)"
+JUDGES = "api:<model>, file:<labels.tsv> or standin:<seed>"
+DEMO = ("--papers DEMO_PAPERS --synth-seed DEMO_SEED --source SOURCE --workers THREADS --raw RAW "
+        "--queries QUERIES --repeats DEMO_REPEATS")
 T = Target
 TARGETS: tuple[Target, ...] = (
     T("demo", "", "set up, generate the demo corpus, run every stage, report", local=True,
-      stages=demo),
+      stages=lambda v, d: [stage("demo", v, d, DEMO, corpus=False)]),  # whatever CORPUS
     T("test", "", "set up and run the test suite (and ruff)", goal=False),
     T("test-fast", "", "the test suite without the slow tests", goal=False),
     T("lint", "", "ruff and the import contracts (lint-imports)", goal=False),
@@ -192,8 +158,7 @@ TARGETS: tuple[Target, ...] = (
     T("setup-gpu", "", "on a GPU node: Faiss GPU in place of faiss-cpu", goal=False),
     T("download", "CORPUS=s2ag [RELEASE=latest FIRST=2]", "the S2AG datasets (key: "
       "S2_API_KEY)", ("(FIRST=2: a trial; UPDATE=1: apply the diffs to a newer release)",),
-      needs={"CORPUS": "<the corpus to download into, e.g. s2ag>"},
-      stages=lambda v, d: [own_command("download", v, *opt("--raw", v.RAW))]),
+      needs={"CORPUS": "<the corpus to download into, e.g. s2ag>"}, argv="--raw RAW"),
     T("corpus", "[RAW=dir]", "ingest and prefilter CORPUS (the demo's: generate it first)",
       stages=corpus_stages),
     T("pool", "[FIELD=f] SIZE=20k", "build a dataset-level (or field-level) pool",
@@ -201,7 +166,7 @@ TARGETS: tuple[Target, ...] = (
       after=ON_CORPUS),
     T("pools-paper", "", "the paper's grid: test and validation pools", after=ON_CORPUS),
     T("pools", "", "rebuild the stale, damaged or half-written pools", after=ON_CORPUS,
-      stages=lambda v, d: [["pool", *corpus(v), "--repair"]]),
+      stages=lambda v, d: [["pool", "--corpus", v.CORPUS, "--repair"]]),
     T("retire-pool", "POOL=all-10k-r0", "move a pool, its index and runs into retired/",
       ("(a pool whose EXCLUDE list changed: make verify names it)",),
       needs={"CORPUS": "<the corpus of the pool>", "POOL": "<the pool to retire>"}),
@@ -212,34 +177,32 @@ TARGETS: tuple[Target, ...] = (
       ("(QUERY_VARIANT=title: the pools with perturbed queries)",), pools=True,
       stages=evaluate, after=("search",)),
     T("index", "MODEL=..", "only index (Lucene / embeddings) every pool of CORPUS", pools=True,
-      after=ON_CORPUS, stages=lambda v, d: [
-          [*own_command("index", v, "--model", d["MODEL_FILE"]), "--repair-pools"]]),
+      after=ON_CORPUS,
+      stages=lambda v, d: [stage("index", v, d, "--model MODEL_FILE", "--repair-pools")]),
     T("search", "MODEL=..", "only index and search: the runs, unscored", pools=True,
-      stages=search, after=ON_CORPUS),
+      after=ON_CORPUS,
+      stages=lambda v, d: [] if in_eval_job(v, "search") else [searching(v, d)]),
     T("embed", "[EXECUTOR=slurm SHARDS=16 SLURM_TIME=4:00:00]", "embed the pools' papers",
       ("(EXECUTOR=slurm: a SLURM job array, SLURM_TIME per job)",), stages=embed,
       after=("pools",)),
     T("fuse", "MODELS=bm25,minilm [METHOD=rrf]", "fuse the models' runs (ranx), evaluate",
       needs={"MODELS": "a,b (e.g. MODELS=bm25,minilm)"}, local=True, after=ON_CORPUS,
-      stages=lambda v, d: [
-          own_command("fuse", v, "--models", v.MODELS, "--method", v.METHOD)]),
+      argv="--models MODELS --method METHOD"),
     T("mdcr", "[MDCR_MODELS=bm25,minilm]", "an MDCR-style benchmark (corpus CORPUS-mdcr)",
-      after=ON_CORPUS, stages=lambda v, d: [own_command(
-          "mdcr", v, "--models", v.MDCR_MODELS, "--out", v.MDCR, "--search")]),
+      after=ON_CORPUS, argv="--models MDCR_MODELS --out MDCR --search"),
     T("mdcr-jaccard", "MODELS=a,b,c", "overlap of models' top negatives (choose MDCR_MODELS)",
       needs={"MODELS": "a,b,.. (e.g. MODELS=bm25,minilm,random)"}, after=ON_CORPUS,
-      stages=lambda v, d: [
-          own_command("mdcr-jaccard", v, "--models", v.MODELS, "--search")]),
+      argv="--models MODELS --search"),
     T("import-mdcr", "SRC=dir CORPUS=mdcr", "the official MDCR files as a corpus",
       needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding mdcr_{SPLIT}.json>"}),
     T("export-mdcr", "OUT=dir CORPUS=..", "a benchmark corpus in the official layout",
       needs={"OUT": "<folder>"}),
     T("mdcr-scores", "MODEL=.. OUT=f.json", "the official scores file of a model's runs",
-      needs={"OUT": "<scores file>"}, stages=of_model("mdcr-scores"), after=("eval",)),
+      needs={"OUT": "<scores file>"}, argv="--model MODEL_NAME", after=("eval",)),
     T("export-beir", "CORPUS=.. POOL=.. OUT=dir", "a pool as a BEIR folder", needs={
       "CORPUS": "<the corpus of the pool>", "POOL": "<the pool>", "OUT": "<folder>"}),
     T("export-mteb", "MODEL=.. OUT=dir", "a model's scores per pool as MTEB results (JSON)",
-      needs={"OUT": "<folder>"}, stages=of_model("export-mteb"), after=("eval",)),
+      needs={"OUT": "<folder>"}, argv="--model MODEL_NAME", after=("eval",)),
     T("import-beir", "SRC=dir CORPUS=scidocs", "a BEIR-layout collection as a corpus",
       needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding corpus.jsonl>"}),
     T("import-irds", "DATASET=beir/scidocs CORPUS=scidocs", "an ir_datasets collection as a "
@@ -259,18 +222,12 @@ TARGETS: tuple[Target, ...] = (
     T("judge", "MODELS=bm25,minilm JUDGE=api:<model>|file:<labels>|standin:<seed> [SAMPLE=20]",
       "judge a sample of the unjudged papers the models rank high",
       ("(JUDGE=api:<model> with JUDGE_URL; the report counts the judgments: docs/judging.md)",),
-      needs={"MODELS": SAMPLED, "JUDGE": "api:<model>, file:<labels.tsv> or standin:<seed>"},
-      local=True,
-      stages=lambda v, d: [own_command("judge", v, "--models", v.MODELS)]),
+      needs={"MODELS": SAMPLED, "JUDGE": JUDGES}, local=True, argv="--models MODELS"),
     T("judge-page", "MODELS=bm25,minilm [SAMPLE=20]", "the judging page of the samples, for a "
-      "person", needs={"MODELS": SAMPLED}, local=True,
-      stages=lambda v, d: [own_command("judge-page", v, "--models", v.MODELS)]),
+      "person", needs={"MODELS": SAMPLED}, local=True, argv="--models MODELS"),
     T("judge-agreement", "CORPUS=csfcube JUDGE=..", "an assessor's agreement with CSFCube's "
-      "experts", needs={"CORPUS": "<the CSFCube corpus>",
-                        "JUDGE": "api:<model>, file:<labels.tsv> or standin:<seed>"},
-      local=True),
-    T("report", "", "tables and plots under runs/reports/",
-      stages=lambda v, d: [own_command("report", v, "--times")]),
+      "experts", needs={"CORPUS": "<the CSFCube corpus>", "JUDGE": JUDGES}, local=True),
+    T("report", "", "tables and plots under runs/reports/", argv="--times"),
     T("verify", "", "check every artifact: corrupt, partial or stale?",
       ("(each problem with the command that repairs it)",)),
     T("sweep", "", "remove temporaries left by killed processes"),
@@ -281,44 +238,36 @@ TARGETS: tuple[Target, ...] = (
     T("help", "", "this list (the default goal)", goal=False),
 )
 del T
+
 TARGET_NAMES = {t.name: t for t in TARGETS}
-# The targets `python -m pipeline goal <name>` runs (the others are make's own recipes)
-GOALS = {t.name: t for t in TARGETS if t.goal}
+GOALS = {t.name: t for t in TARGETS if t.goal}  # those `python -m pipeline goal` runs
 HELP_WIDTH = 30  # the column the descriptions start at
 
 
 def check_goals(args: argparse.Namespace) -> None:
-    """What make's goals need, before anything runs: their variables (Target.needs), a pool of
-    CORPUS (Target.pools), this machine (Target.local); InputError otherwise. First, every
-    variable on make's command line must be a known one (check_command_line)."""
+    """What make's goals need, before anything runs: known variables on make's command line,
+    then each goal's needs, this machine (local) and a pool (pools); InputError otherwise."""
     check_command_line(args.COMMAND_LINE or "")
     given = set((args.GIVEN or "").split())
-    for goal in (args.GOALS or "").split():
-        target = TARGET_NAMES.get(goal)
-        if target is None:
-            continue  # make itself says that it has no such target
+    values = {k: v or "" for k, v in vars(args).items()}
+    for target in (TARGET_NAMES[g] for g in (args.GOALS or "").split() if g in TARGET_NAMES):
+        goal = target.name
         for name, what in target.needs.items():
-            value = getattr(args, name, None)
-            if not value or (BY_NAME[name].default and name not in given):
-                raise InputError(f"make {goal} needs {name}="
-                                 + what.format(**{k: v or "" for k, v in vars(args).items()}))
+            if not values.get(name) or (BY_NAME[name].default and name not in given):
+                raise InputError(f"make {goal} needs {name}=" + what.format(**values))
         if target.local and args.EXECUTOR == "slurm":
             raise InputError(f"make {goal} runs its stages on this machine: EXECUTOR=slurm is "
                              f"for make embed and make eval (run them first, then make {goal})")
-        if target.pools and args.CORPUS:
-            corpora = data_roots(args.DATA or ".", corpora=args.CORPORA_DIR)["corpora"]
-            corpus_dir = corpora / args.CORPUS
-            if not layout.pool_names(corpus_dir):
-                where = "".join(f" {n}={getattr(args, n)}" for n in WHERE
-                                if n in given and getattr(args, n))
-                raise InputError(f"no pools for CORPUS={args.CORPUS} under "
-                                 f"{layout.pools_dir(corpus_dir)}: build one first, e.g. make "
-                                 f"pool CORPUS={args.CORPUS} SIZE=10k{where}")
+        corpus_dir = roots_of(args)["corpora"] / args.CORPUS if args.CORPUS else None
+        if target.pools and corpus_dir and not layout.pool_names(corpus_dir):
+            where = "".join(f" {n}={values[n]}" for n in WHERE if n in given and values[n])
+            raise InputError(f"no pools for CORPUS={args.CORPUS} under "
+                             f"{layout.pools_dir(corpus_dir)}: build one first, e.g. make "
+                             f"pool CORPUS={args.CORPUS} SIZE=10k{where}")
 
 
 def help_text() -> str:
-    """`make help`: each target's usage and its one line (from TARGETS), then the variables
-    of each group with their defaults (from the declarations, VARIABLES)."""
+    """`make help`: each target's usage and line, then each group's variables and defaults."""
     lines = []
     for target in TARGETS:
         usage = " ".join(filter(None, (f"make {target.name}", target.usage)))
@@ -348,25 +297,20 @@ def shown(argv: list[str]) -> str:
 
 
 def chain(goal: str, goals: str = "") -> list[str]:
-    """The targets `goal` runs, in order: each target's `after` first (once). Of make's
-    `goals` (MAKECMDGOALS), those before `goal` have run theirs: not again."""
+    """The targets `goal` runs, in order, each `after` first (once); those that make's goals
+    before it ran already left out."""
     def targets(name: str) -> list[str]:
         return [*(t for first in TARGET_NAMES[name].after for t in targets(first)), name]
 
-    order = list(dict.fromkeys(targets(goal)))
     names = goals.split()
-    done = {t for before in names[:names.index(goal)] if before in GOALS
-            for t in targets(before)} if goal in names else set()
-    return [name for name in order if name not in done]
+    before = names[:names.index(goal)] if goal in names else []
+    done = {t for name in before if name in GOALS for t in targets(name)}
+    return [name for name in dict.fromkeys(targets(goal)) if name not in done]
 
 
 def run_goal(args: argparse.Namespace, variables: argparse.Namespace) -> None:
-    """Run the chain of the make target `args.goal` (`chain`), each stage's command printed
-    first as make prints a recipe (with make -n, DRY_RUN: printed only), in this process.
-    args: the `goal` command's, which take the data roots (so that an error's repair names
-    them)."""
-    from pipeline.cli.variables import derived
-
+    """Run the chain of the make target `args.goal` in this process, each stage's command
+    printed first as make prints a recipe (make -n, DRY_RUN: printed only)."""
     if args.goal not in GOALS:
         raise InputError(f"no make target {args.goal!r} runs in `python -m pipeline goal` "
                          f"(pipeline/cli/goals.py GOALS: {', '.join(GOALS)})")
@@ -374,11 +318,10 @@ def run_goal(args: argparse.Namespace, variables: argparse.Namespace) -> None:
         values = derived(variables)  # after the stages before it (a corpus written whole)
         args.corpora_root, args.index_root, args.runs_root = (
             values["CORPORA_ROOT"], values["INDEX_ROOT"], values["RUNS_ROOT"])
-        for stage in GOALS[name].commands(variables, values):
-            print(f"{shown([sys.executable])} -m pipeline {shown(roots(values))} {stage[0]} "
-                  f"{shown(stage[1:])}", flush=True)
-            if variables.DRY_RUN:
-                continue
-            command = stage_args(args, *stage)
-            check_writes(command)
-            command.func(command)
+        for command in GOALS[name].commands(variables, values):
+            print(f"{shown([sys.executable])} -m pipeline {shown(roots(values))} {command[0]} "
+                  f"{shown(command[1:])}", flush=True)
+            if not variables.DRY_RUN:
+                stage_run = stage_args(args, *command)
+                check_writes(stage_run)
+                stage_run.func(stage_run)

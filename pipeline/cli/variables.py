@@ -1,7 +1,7 @@
-"""make's variables: read from the environment (`read`), each checked by its declaration
-(pipeline/options/declared.py), and the names and paths the goals' commands use (`derived`:
-make never composes them). Standard library only: the Makefile runs the check with the system
-Python, before the environment exists."""
+"""make's variables: read from make's command line (MAKEFLAGS) and the environment, each
+checked by its declaration (pipeline/options/declared.py), and the names and paths the goals'
+commands use (`derived`: make never composes them). Standard library only: the Makefile runs
+the check with the system Python, before the environment exists."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pipeline.core.errors import InputError
 from pipeline.corpus.manifest import written_whole
 from pipeline.models import IMPORT_VECTORS, VECTORS_PREFIX, chosen_model
 from pipeline.options.declared import BY_NAME, VARIABLES, Variable
-from pipeline.roots import data_roots
+from pipeline.roots import ROOT_VARIABLES, data_roots
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -28,42 +28,25 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-# The names and paths the goals' commands use (pipeline/cli/goals.py)
-DERIVED = {
-    "CORPORA_ROOT": "CORPORA_DIR, or DATA's corpora/ folder (absolute): --corpora-root",
-    "INDEX_ROOT": "INDEX_DIR, or DATA's indexes/ folder (absolute): --index-root",
-    "RUNS_ROOT": "RUNS_DIR, or DATA's runs/ folder (absolute): --runs-root",
-    "RAW_DIR": "RAW, or the corpus's default raw folder",
-    "WRITTEN_WHOLE": "benchmark or collection when CORPUS was written whole by one command "
-                     "(make mdcr, the imports: nothing to ingest), else empty",
-    "MODEL_NAME": "the name MODEL's runs are written under (with QUERY_VARIANT)",
-    "MODEL_FILE": "MODEL's file-safe name (the stages' --model)",
-}
-
-
-# The data folders' variables: a command the check suggests names those given (they locate
-# the data it acts on).
-WHERE = ("DATA", "CORPORA_DIR", "INDEX_DIR", "RUNS_DIR")
-
-
+# The data folders' variables: a command the check suggests names those given
+WHERE = ("DATA", *ROOT_VARIABLES.values())
 # The Makefile's own interpreter and environment: plain paths only (make runs them, quoted)
 TOOL_VARS = ("PYTHON", "VENV", "PY", "STAMP")
 TOOL_PATH = re.compile(r"[A-Za-z0-9._/+-]+")
 # What make's command line may set besides VARIABLES (and their aliases)
 MAKE_OWN = frozenset({*TOOL_VARS, "SHELL", ".SHELLFLAGS", "MAKE", "MAKEFLAGS", "MFLAGS",
                       "MAKEFILES", "MAKEOVERRIDES", "GNUMAKEFLAGS", "MAKESHELL"})
-# What the Makefile exports to its recipes: make's goals (MAKECMDGOALS); make itself hands its
-# flags and its command line's variables to every recipe in MAKEFLAGS (make_command_line)
-GOALS_ENV = "MDCR_MAKE_GOALS"
-MAKEFLAGS = "MAKEFLAGS"
+GOALS_ENV = "MDCR_MAKE_GOALS"  # make's goals (MAKECMDGOALS), exported by the Makefile
 # make's flags that run no recipe but the `+` ones (-n, -t, -q): the goals print their stages
 DRY_RUN_FLAGS = frozenset("ntq")
 ALIAS = {v.alias: v.name for v in VARIABLES if v.alias}
+# Set in a command's environment: its errors name make's variables (a goal's always do)
+FROM_MAKE = "MDCR_PIPELINE_FROM_MAKE"
 
 
 def refuse_unsafe(environ: Mapping[str, str], names: list[str]) -> None:
-    """Refuse a value of the environment holding '$' (make would run it as make code) or a
-    line break (make refuses both on its command line), and a tool variable no plain path."""
+    """Refuse a value holding '$' (make would run it as make code) or a line break (make
+    refuses both on its command line), and a tool variable that is no plain path."""
     for name in names:
         if "$" in environ[name]:
             raise InputError(f"{name} holds a '$', which make would run as code: give a plain "
@@ -77,8 +60,7 @@ def refuse_unsafe(environ: Mapping[str, str], names: list[str]) -> None:
 
 
 def checked_value(var: Variable, name: str, text: str) -> object:
-    """`text` as `var`'s check reads it (`optional`: an empty value is no value, None);
-    InputError naming the variable (or its alias, `name`) otherwise."""
+    """`text` as `var`'s check reads it (optional: empty is None); InputError naming `name`."""
     if var.optional and text == "":
         return None
     if var.check is None:
@@ -90,42 +72,27 @@ def checked_value(var: Variable, name: str, text: str) -> object:
 
 
 def make_command_line(makeflags: str) -> tuple[str, dict[str, str]]:
-    """make's MAKEFLAGS split into its one-letter flags (its first word, unless that starts
-    with '-') and the variables of its command line (the words after ` -- `), each unescaped
-    as GNU make escapes it: a space or tab after a backslash is part of the value, a doubled
-    backslash is one, a doubled '$' is one. make lists the variables last given first: the
-    result is in the order given. InputError for a word that is no NAME=value."""
-    text = " " + makeflags
-    flags_part, _, rest = text.partition(" -- ")
-    first = flags_part.split()[0] if flags_part.split() else ""
-    flags = "" if first.startswith("-") else first
-    words: list[str] = []
-    word: list[str] = []
-    chars = iter(rest)
-    for char in chars:
-        if char == "\\":
-            char = next(chars, "\\")  # an escaped space, tab or backslash: itself
-        elif char == " ":
-            words.append("".join(word))
-            word = []
-            continue
-        word.append(char)
-    words.append("".join(word))
+    """MAKEFLAGS as GNU make writes it: its one-letter flags (its first word, unless that
+    starts with '-') and its command line's variables (after ` -- `, latest first, a character
+    after a backslash itself, '$$' one '$'), in the order given; InputError for no NAME=value."""
+    flags_part, _, rest = f" {makeflags}".partition(" -- ")
+    first = (flags_part.split() or [""])[0]
+    words = [re.sub(r"\\(.)", r"\1", word, flags=re.S).replace("$$", "$")
+             for word in re.findall(r"(?:\\.?|[^ \\])+", rest, re.S)]
     assignments: dict[str, str] = {}
-    for word in reversed([w.replace("$$", "$") for w in words if w]):
+    for word in reversed(words):
         name, equals, value = word.partition("=")
         if not equals or not re.fullmatch(r"[A-Za-z_.][A-Za-z0-9_.]*", name):
-            raise InputError(f"{word.split('=')[0]!r} on make's command line is no "
-                             "NAME=value: give each variable as NAME=value (make eval "
-                             "MODEL=bm25)")
+            raise InputError(f"{name!r} on make's command line is no NAME=value: give each "
+                             "variable as NAME=value (make eval MODEL=bm25)")
         assignments[name] = value
-    return flags, assignments
+    return "" if first.startswith("-") else first, assignments
 
 
 def read_make(environ: Mapping[str, str]) -> argparse.Namespace:
-    """The variables of a make recipe's process (`read`): those of make's command line from
-    MAKEFLAGS, the others from `environ`; DRY_RUN when make runs with -n, -t or -q."""
-    flags, command_line = make_command_line(environ.get(MAKEFLAGS, ""))
+    """The variables of a make recipe's process (`read`, make's command line from MAKEFLAGS);
+    DRY_RUN when make runs with -n, -t or -q."""
+    flags, command_line = make_command_line(environ.get("MAKEFLAGS", ""))
     args = read(environ, command_line)
     args.DRY_RUN = bool(DRY_RUN_FLAGS & set(flags))
     return args
@@ -133,9 +100,8 @@ def read_make(environ: Mapping[str, str]) -> argparse.Namespace:
 
 def read(environ: Mapping[str, str], command_line: Mapping[str, str] | None = None
          ) -> argparse.Namespace:
-    """Each variable from `environ` and make's `command_line` (make_command_line: its values
-    win), else its default, checked; TIME only from make's command line (the environment's is
-    GNU time's). With GOALS, GIVEN, COMMAND_LINE and DRY_RUN (False: read_make sets it)."""
+    """Each variable from make's `command_line`, else `environ`, else its default, checked;
+    an alias (TIME) only from make's command line. With GOALS, GIVEN, COMMAND_LINE, DRY_RUN."""
     command_line = command_line or {}
     environ, names = {**environ, **command_line}, list(command_line)
     given = [v.name for v in VARIABLES if v.name in environ]
@@ -160,26 +126,23 @@ def read(environ: Mapping[str, str], command_line: Mapping[str, str] | None = No
 
 
 def check_command_line(names: str) -> None:
-    """A variable of make's command line (never the environment's: PATH and the like) that
-    make does not know, misspelt (MODLE=bm25), would be ignored: InputError with the nearest
-    name."""
-    known = sorted({*BY_NAME, *(v.alias for v in VARIABLES if v.alias), *MAKE_OWN})
-    for name in sorted(set(names.split())):
-        if name not in known:
-            near = difflib.get_close_matches(name, known, n=1)
-            raise InputError(f"unknown variable {name} on make's command line"
-                             + (f": did you mean {near[0]}?" if near else "")
-                             + " (the variables: docs/variables.md, or python3 -m pipeline "
-                             "variables)")
+    """A variable of make's command line that make does not know (MODLE=bm25) would be
+    ignored: InputError with the nearest name."""
+    known = sorted({*BY_NAME, *ALIAS, *MAKE_OWN})
+    unknown = sorted(set(names.split()) - set(known))
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], known, n=1)
+        raise InputError(f"unknown variable {unknown[0]} on make's command line"
+                         + (f": did you mean {near[0]}?" if near else "")
+                         + " (the variables: docs/variables.md, or python3 -m pipeline "
+                         "variables)")
 
 
-def _roots(args: argparse.Namespace) -> dict[str, Path]:
-    return data_roots(args.DATA or ".", corpora=args.CORPORA_DIR,
-                      indexes=args.INDEX_DIR, runs=args.RUNS_DIR)
+def roots_of(args: argparse.Namespace) -> dict[str, Path]:
+    """The data roots make's variables name (WHERE)."""
+    return data_roots(args.DATA or ".", **{k: getattr(args, n) for k, n in ROOT_VARIABLES.items()})
 
 
-# Set by the Makefile for the commands it runs: their errors name make's variables
-FROM_MAKE = "MDCR_PIPELINE_FROM_MAKE"
 def run_without_model(args: argparse.Namespace) -> bool:
     """Whether MODEL names a run with no model behind it: make import-run's, or one imported
     into a pool of CORPUS already (make eval scores it, never searches with it)."""
@@ -189,7 +152,7 @@ def run_without_model(args: argparse.Namespace) -> bool:
         return False
     if layout.IMPORT_RUN in (args.GOALS or "").split():
         return True
-    return bool(imported_pools(_roots(args)["runs"], args.CORPUS, args.MODEL))
+    return bool(imported_pools(roots_of(args)["runs"], args.CORPUS, args.MODEL))
 
 
 def model_spec(args: argparse.Namespace) -> str:
@@ -201,22 +164,18 @@ def model_spec(args: argparse.Namespace) -> str:
 
 
 def derived(args: argparse.Namespace) -> dict[str, str]:
-    """The names and paths of DERIVED, from the checked values (empty where one is not given)."""
-    roots = _roots(args)
-    corpus = args.CORPUS
-    corpus_dir = roots["corpora"] / corpus if corpus else None
-    values = {"CORPORA_ROOT": roots["corpora"], "INDEX_ROOT": roots["indexes"],
-              "RUNS_ROOT": roots["runs"]}
-    values["RAW_DIR"] = args.RAW or (
-        layout.raw_dir(roots["corpora"], corpus, args.SOURCE) if corpus and args.SOURCE else "")
-    values["WRITTEN_WHOLE"] = written_whole(corpus_dir) if corpus_dir else ""
-    model = ""
-    if args.MODEL and run_without_model(args):
-        model = args.MODEL  # an imported run's name: checked by check_model_name
-    elif args.MODEL:
+    """What the goals' commands use, from the checked values (empty where not given): the data
+    roots (absolute), RAW_DIR (RAW or the corpus's raw folder), WRITTEN_WHOLE (the kind of a
+    corpus written whole: nothing to ingest), MODEL_FILE (the stages' --model) and MODEL_NAME
+    (its runs', with QUERY_VARIANT)."""
+    roots, corpus, model = roots_of(args), args.CORPUS, args.MODEL or ""
+    if model and not run_without_model(args):  # an imported run's name: check_model_name's
         model = chosen_model(model_spec(args), args.POOLING, args.PRECISION,
                              args.QUERY_PROMPT).name
-    values["MODEL_FILE"] = model
-    values["MODEL_NAME"] = layout.run_name(model, args.QUERY_VARIANT or "full") if model else ""
-    assert values.keys() == DERIVED.keys()
+    raw = layout.raw_dir(roots["corpora"], corpus, args.SOURCE) if corpus and args.SOURCE else ""
+    values = {"CORPORA_ROOT": roots["corpora"], "INDEX_ROOT": roots["indexes"],
+              "RUNS_ROOT": roots["runs"], "RAW_DIR": args.RAW or raw,
+              "WRITTEN_WHOLE": written_whole(roots["corpora"] / corpus) if corpus else "",
+              "MODEL_FILE": model,
+              "MODEL_NAME": layout.run_name(model, args.QUERY_VARIANT or "full") if model else ""}
     return {name: str(value) for name, value in values.items()}

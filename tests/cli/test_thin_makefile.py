@@ -5,6 +5,7 @@ help` is generated from the same declaration. Quick: refused goals, and make -n.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.goals import GOALS, TARGET_NAMES, TARGETS, help_text
+from pipeline.cli.goals import GOALS, TARGET_NAMES, TARGETS, help_text, words
 from tests.conftest import refusal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,3 +164,14 @@ def test_every_goal_runs_the_goal_runner_and_nothing_else(tmp_path):
     chain = make(tmp_path, "-n", "mdcr-scores", "CORPUS=new", "OUT=o.json").stdout
     assert [re.search(r"--runs-root '[^']*' (\S+)", line).group(1)
             for line in chain.splitlines()[1:]] == ["corpus", "search", "eval", "mdcr-scores"]
+
+
+def test_a_stage_template_takes_each_value_and_leaves_out_an_empty_one():
+    """A template's NAME is the derived value, else make's; an empty one goes with its option
+    (RAW not given: no --raw); DEMO_PAPERS and DEMO_SEED only when given (the corpus as made)."""
+    v = argparse.Namespace(MODELS="bm25,random", RAW=None, MODEL_FILE="make's",
+                           DEMO_PAPERS="40", DEMO_SEED="0", GIVEN="MODELS DEMO_SEED")
+    assert words(v, {"MODEL_FILE": "st--org--name"}, "--models MODELS --raw RAW --search "
+                 "--model MODEL_FILE") == ["--models", "bm25,random", "--search", "--model",
+                                           "st--org--name"]
+    assert words(v, {}, "DEMO_PAPERS --synth-seed DEMO_SEED") == ["--synth-seed", "0"]
