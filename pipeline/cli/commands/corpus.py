@@ -3,31 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
-from pipeline.cli.registry import command, ingest_args, place_of, prefilter_args, times_log
+from pipeline.cli.registry import INGEST, PREFILTER, arg, command, flag, like, place_of, times_log
 from pipeline.layout import parse_size, raw_dir
-from pipeline.options.checks import non_negative, sizes, synth_shard_count, worker_count
-from pipeline.options.declared import BY_NAME
+from pipeline.options.checks import non_negative, sizes, synth_shard_count
 
-log = logging.getLogger(__name__)
-
-
-def _synth_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--papers", type=sizes, help="papers (default: as the corpus was made; "
-                   "120k for a new one)")
-    p.add_argument("--shards", type=synth_shard_count, help="shards (default: as the corpus "
-                   "was made; 4 for a new one; at most 256)")
-    p.add_argument("--repair", action="store_true", help="write damaged or missing shards "
-                   "again, with the settings the corpus's s2orc/manifest.json records")
-    p.add_argument("--seed", type=non_negative, help="seed (default: as the corpus was made; "
-                   "0 for a new one)")
-    p.add_argument("--workers", type=worker_count, default=BY_NAME["THREADS"].default,
-                   help="processes rendering text")
+MADE = "as the corpus was made; {} for a new one"  # a synthetic setting not given
 
 
-@command("synth", "generate a synthetic corpus in S2ORC format", _synth_arguments,
+@command("synth", "generate a synthetic corpus in S2ORC format",
+         arg("--papers", type=sizes, help=f"papers (default: {MADE.format('120k')})"),
+         arg("--shards", type=synth_shard_count,
+             help=f"shards (default: {MADE.format(4)}; at most 256)"),
+         flag("--repair", "write damaged or missing shards again, with the settings the "
+              "corpus's s2orc/manifest.json records"),
+         arg("--seed", type=non_negative, help=f"seed (default: {MADE.format(0)})"),
+         like("THREADS", "--workers", help="processes rendering text"),
          writes=("corpora", "times"))
 def cmd_synth(args: argparse.Namespace) -> None:
     _synth(args, papers=args.papers, n_shards=args.shards, seed=args.seed, repair=args.repair)
@@ -45,7 +37,7 @@ def _synth(args: argparse.Namespace, papers: str | None, **settings: int | bool 
         info.update(generate(out_dir, cfg, workers=args.workers)["counts"])
 
 
-@command("ingest", "S2ORC / S2AG shards -> papers.parquet + citations.parquet", ingest_args,
+@command("ingest", "S2ORC / S2AG shards -> papers.parquet + citations.parquet", *INGEST,
          writes=("corpora", "times"))
 def cmd_ingest(args: argparse.Namespace) -> None:
     from pipeline.core.timing import timed
@@ -60,7 +52,7 @@ def cmd_ingest(args: argparse.Namespace) -> None:
         info.update({k: v for k, v in counts.items() if not k.endswith("quarantined")})
 
 
-@command("prefilter", "MDCR §3 prefilter with drop counts", prefilter_args,
+@command("prefilter", "MDCR §3 prefilter with drop counts", PREFILTER,
          writes=("corpora", "times"))
 def cmd_prefilter(args: argparse.Namespace) -> None:
     from pipeline.core.timing import timed
@@ -71,23 +63,13 @@ def cmd_prefilter(args: argparse.Namespace) -> None:
         info.update(prefiltered["counts"])
 
 
-def _synth_size(text: str) -> str:
-    """--synth's value: a size, or nothing (the bare option: the corpus as it was made)."""
-    return text and sizes(text)
-
-
-def _synth_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--synth", nargs="?", const="", type=_synth_size,
-                   help="first generate a synthetic corpus in corpora/<corpus>/s2orc (the "
-                   "demo) of this many papers; without a number: as the corpus was made "
-                   "(120k for a new one)")
-    p.add_argument("--synth-seed", type=non_negative,
-                   help="its seed (default: as the corpus was made; 0 for a new one)")
-
-
 @command("corpus", "synth (with --synth), ingest and prefilter in one process, each only "
-         "when its outputs are not current (make corpus)", ingest_args, prefilter_args,
-         _synth_option, writes=("corpora", "times"))
+         "when its outputs are not current (make corpus)", *INGEST, PREFILTER,
+         arg("--synth", nargs="?", const="", type=lambda text: text and sizes(text),
+             help="first generate a synthetic corpus in corpora/<corpus>/s2orc (the demo) of "
+             f"this many papers; without a number: {MADE.format('120k')}"),
+         arg("--synth-seed", type=non_negative, help=f"its seed (default: {MADE.format(0)})"),
+         writes=("corpora", "times"))
 def cmd_corpus(args: argparse.Namespace) -> None:
     """Each stage decides by content whether it has work to do."""
     if args.synth is not None:

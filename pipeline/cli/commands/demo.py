@@ -3,50 +3,43 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
+from pipeline.cli.commands.corpus import MADE
 from pipeline.cli.commands.search import search_and_eval
 from pipeline.cli.registry import (
+    INGEST,
+    PREFILTER,
+    arg,
     comma_list,
     command,
     declared_argv,
-    ingest_args,
+    like,
     of_args,
+    opt,
     place_of,
-    prefilter_args,
     run_stage,
     times_log,
 )
 from pipeline.layout import run_name
 from pipeline.models import get_model
-from pipeline.options.checks import non_negative, positive, sizes
-
-log = logging.getLogger(__name__)
-
-
-def _demo_arguments(p: argparse.ArgumentParser) -> None:
-    """Besides the declared ones (DEMO_SIZES, DEMO_FIELDS, DEMO_FIELD_SIZE, DEMO_FIELD_QUERIES,
-    DEMO_MODELS and the search's): those whose default differs from make's variable."""
-    p.add_argument("--papers", type=sizes, help="papers of the synthetic corpus (DEMO_PAPERS; "
-                   "default: as the corpus was made, 120k for a new one)")
-    p.add_argument("--synth-seed", type=non_negative, help="the synthetic corpus's seed "
-                   "(DEMO_SEED; default: as the corpus was made, 0 for a new one)")
-    p.add_argument("--queries", type=positive, default=50,
-                   help="queries per dataset-level pool (QUERIES)")
-    p.add_argument("--repeats", type=positive, default=1, help="samples per size (REPEATS)")
+from pipeline.options.checks import non_negative, sizes
 
 
 @command("demo", "the whole demo in one process: the synthetic corpus, its pools, the embed "
          "stage, each model searched and scored, with JUDGE a judged sample of their top "
          "ranks (JUDGE=standin:1: the stand-in), the report with the stage times (make demo)",
-         ingest_args, prefilter_args, _demo_arguments,
+         *INGEST, PREFILTER,
+         # besides the declared ones: those whose default differs from make's variable
+         arg("--papers", type=sizes, help="papers of the synthetic corpus (DEMO_PAPERS; "
+             f"default: {MADE.format('120k')})"),
+         arg("--synth-seed", type=non_negative, help="the synthetic corpus's seed (DEMO_SEED; "
+             f"default: {MADE.format(0)})"),
+         like("QUERIES"), like("REPEATS"),
          writes=("corpora", "indexes", "runs", "times"))
 def cmd_demo(args: argparse.Namespace) -> None:
-    """The demo's stages in the order make ran them (each deciding by content what is
-    current), with the stage-times log started afresh: the report's times are this run's.
-    With JUDGE (make demo JUDGE=standin:1), after every model is scored and before the
-    report, the judging stage samples the candidates the demo's models rank high and judges
-    them, so that the report has its "Beyond citations" section (a stand-in's labelled so)."""
+    """The demo's stages in make's order, each deciding by content what is current; the
+    stage-times log started afresh (the report's times are this run's); with JUDGE, the
+    judged sample before the report (its "Beyond citations" section)."""
     from pipeline.corpus.manifest import written_whole
 
     times_log(args).unlink(missing_ok=True)
@@ -56,9 +49,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
                   str(args.workers), *declared_argv("corpus", of_args(args)),
                   "--min-citations", str(args.min_citations),
                   "--synth", *([args.papers] if args.papers else []),
-                  *(["--synth-seed", str(args.synth_seed)] if args.synth_seed is not None
-                    else []),
-                  *(["--raw", args.raw] if args.raw else []))
+                  *opt("--synth-seed", args.synth_seed), *opt("--raw", args.raw))
     pools = (*corpus, "--repeats", str(args.repeats), "--seed", str(args.seed))
     run_stage(args, "pool", *pools, "--size", args.sizes, "--queries", str(args.queries))
     if args.fields.split():
@@ -69,8 +60,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
     for entry in models:  # each encoder asked for, as a stage of its own (its throughput)
         if entry.embedded:
             run_stage(args, "embed", *corpus, "--model", entry.name,
-                      "--num-shards", str(args.num_shards),
-                      *(["--model-path", args.model_path] if args.model_path else []))
+                      "--num-shards", str(args.num_shards), *opt("--model-path", args.model_path))
     for entry in models:
         search_and_eval(args, entry.name)
     if args.judge:  # optional: the judged sample of the runs' top ranks (make judge)

@@ -6,35 +6,33 @@ from __future__ import annotations
 import argparse
 
 from pipeline.cli.registry import (
+    MODEL,
+    POOLS,
+    SLURM,
+    STORE,
+    arg,
     command,
-    embed_args,
-    model_arg,
     place_of,
-    pool_arg,
     pools_of,
-    slurm_args,
     times_log,
 )
 from pipeline.models import IMPORT_VECTORS, get_model
 from pipeline.options.checks import non_negative
 
+STORE_OPTIONS = ("batch_size", "dtype", "model_path", "device", "part_size")  # embed's, index's
+
 
 def embed_options(args: argparse.Namespace) -> dict:
-    """The store options of embed and index; a part size only where given (each store has
-    its own default)."""
-    options = {"batch_size": args.batch_size, "dtype": args.dtype,
-               "model_path": args.model_path, "device": args.device,
-               "replace": bool(args.replace)}
-    return {**options, **({"part_size": args.part_size} if args.part_size else {})}
+    """The store options; a part size only where given (each store has its own default)."""
+    options = {name: getattr(args, name) for name in STORE_OPTIONS}
+    return {**{k: v for k, v in options.items() if k != "part_size" or v},
+            "replace": bool(args.replace)}
 
 
-def _embed_shard_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--shard", type=non_negative,
-                   help="embed only this shard (default: every shard in turn)")
-
-
-@command("embed", "embed the pools' papers missing from the store", model_arg, pool_arg,
-         embed_args, _embed_shard_arguments, writes=("indexes", "times"))
+@command("embed", "embed the pools' papers missing from the store", MODEL, POOLS, *STORE,
+         arg("--shard", type=non_negative,
+             help="embed only this shard (default: every shard in turn)"),
+         writes=("indexes", "times"))
 def cmd_embed(args: argparse.Namespace) -> None:
     from pipeline.encoding.embed import embed_shards
 
@@ -44,34 +42,30 @@ def cmd_embed(args: argparse.Namespace) -> None:
 
 
 def resources(args: argparse.Namespace):
+    """The SLURM resources of each job (its declared options and --cpus-per-task)."""
     from pipeline.slurm import Resources
 
     return Resources(args.partition, args.gpus_per_task, args.time, args.cpus_per_task)
 
 
 @command("submit-embed", "write <runs-root>/slurm/embed-<corpus>-<model>.sbatch, a SLURM job "
-         "array of one embed shard per task, and submit it; prints the job id", model_arg,
-         pool_arg, embed_args, slurm_args, writes=("runs",))
+         "array of one embed shard per task, and submit it; prints the job id", MODEL, POOLS,
+         *STORE, SLURM, writes=("runs",))
 def cmd_submit_embed(args: argparse.Namespace) -> None:
     from pipeline.slurm import submit_embed
 
-    entry = get_model(args.model)
-    options = {"--pool": args.pool, "--model-path": args.model_path, "--dtype": args.dtype,
-               "--batch-size": args.batch_size, "--device": args.device,
-               "--part-size": args.part_size}
-    print(submit_embed(place_of(args), entry.name, args.num_shards, resources(args), options,
-                       replace=bool(args.replace)))
-
-
-def _after_embed_command(p: argparse.ArgumentParser) -> None:
-    p.add_argument("command", nargs="+", metavar="COMMAND",
-                   help="after --, e.g. -- sh -c 'python -m pipeline search ... && "
-                   "python -m pipeline eval ...' (make eval EXECUTOR=slurm's)")
+    options = {"--" + name.replace("_", "-"): getattr(args, name)
+               for name in ("pool", *STORE_OPTIONS)}  # each task's embed options
+    print(submit_embed(place_of(args), get_model(args.model).name, args.num_shards,
+                       resources(args), options, replace=bool(args.replace)))
 
 
 @command("after-embed", "run COMMAND here when every embed shard is in, else submit it as a "
-         "SLURM job after the embed array (afterok)", model_arg, pool_arg, slurm_args,
-         _after_embed_command, writes=("runs",))
+         "SLURM job after the embed array (afterok)", MODEL, POOLS, SLURM,
+         arg("command", nargs="+", metavar="COMMAND", help="after --, e.g. -- sh -c 'python "
+             "-m pipeline search ... && python -m pipeline eval ...' (make eval "
+             "EXECUTOR=slurm's)"),
+         writes=("runs",))
 def cmd_after_embed(args: argparse.Namespace) -> None:
     from pipeline.slurm import run_here, submit_after_embed
 

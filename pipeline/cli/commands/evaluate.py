@@ -6,23 +6,17 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.registry import command, place_of, pool_arg, pools_of, times_log
+from pipeline.cli.registry import POOLS, command, flag, like, place_of, pools_of, times_log
 from pipeline.layout import RESULTS_FILE
 
 log = logging.getLogger(__name__)
 
 
-def _eval_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="minilm", help="a model, or <model>~<variant> for the "
-                   "runs of perturbed queries")
-    p.add_argument("--stale-only", action="store_true",
-                   help="keep evaluations made from the current pool and run")
-    p.add_argument("--collect", action="store_true",
-                   help="then gather every evaluation into runs/results.parquet (as collect)")
-
-
 @command("eval", "score runs with ranx's kernels, per query (default MAP, NDCG, R@30)",
-         _eval_arguments, pool_arg, writes=("runs", "times"))
+         like("MODEL", help="a model, or <model>~<variant> for the runs of perturbed queries"),
+         flag("--stale-only", "keep evaluations made from the current pool and run"),
+         flag("--collect", "then gather every evaluation into runs/results.parquet (as collect)"),
+         POOLS, writes=("runs", "times"))
 def cmd_eval(args: argparse.Namespace) -> None:
     from pipeline.evaluation.evaluate import eval_pools
 
@@ -42,11 +36,8 @@ def cmd_collect(args: argparse.Namespace) -> None:
     log.info(f"[collect] {results.height} rows in {Path(args.runs_root) / RESULTS_FILE}")
 
 
-def _report_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--times", action="store_true", help="also print per-stage times")
-
-
-@command("report", "tables (md, tex), plots and the HTML page", _report_arguments,
+@command("report", "tables (md, tex), plots and the HTML page",
+         flag("--times", "also print per-stage times"),
          writes=("runs", "times"))
 def cmd_report(args: argparse.Namespace) -> None:
     from pipeline.evaluation.evaluate import collect_results

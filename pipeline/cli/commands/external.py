@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline.cli.registry import command, place_of, run_arg
+from pipeline.cli.registry import RUN, command, place_of
 
 
 @command("import-beir", "read a test collection in BEIR's layout (corpus.jsonl, queries.jsonl, "
@@ -49,7 +49,7 @@ def cmd_export_beir(args: argparse.Namespace) -> None:
 
 
 @command("export-mteb", "write a model's run on each pool of the corpus as an MTEB TaskResult "
-         "JSON file: OUT/<model>/no_revision_available/<corpus>.<pool>.json", run_arg, writes=())
+         "JSON file: OUT/<model>/no_revision_available/<corpus>.<pool>.json", RUN, writes=())
 def cmd_export_mteb(args: argparse.Namespace) -> None:
     from pipeline.external.mteb_results import export_mteb
 

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from pipeline.cli.registry import command, where_of
+from pipeline.cli.registry import arg, command, flag, where_of
 from pipeline.core.errors import InputError
 from pipeline.models import REGISTRY
 from pipeline.options.checks import given_path
@@ -22,19 +22,17 @@ log = logging.getLogger(__name__)
 @command("check", "check the make variables given (make's command line, from MAKEFLAGS, and "
          "the environment): one line and exit status 2 if one is bad", corpus=False, writes=())
 def cmd_check(args: argparse.Namespace) -> None:
-    """`make check`, and make setup's first step (with the system Python, standard library
-    only, before the environment is built): what every goal checks first."""
-    from pipeline.cli.variables import read_make
-
-    check_variables(read_make(os.environ))
+    """`make check`, make setup's first step (the system Python, before the environment)."""
+    checked_make()
 
 
-def check_variables(args: argparse.Namespace) -> None:
-    """The make variables read, checked together (RULES) and against what make's goals need:
-    InputError on the first bad one."""
+def checked_make() -> argparse.Namespace:
+    """make's variables, each checked, then together (RULES) and against what make's goals
+    need: InputError on the first bad one."""
     from pipeline.cli.goals import check_goals
-    from pipeline.cli.variables import model_spec, run_without_model
+    from pipeline.cli.variables import model_spec, read_make, run_without_model
 
+    args = read_make(os.environ)
     if args.MODEL is not None and not args.MODEL.split():
         check_goals(args)  # a goal that needs MODEL (make import-run) says so first
     imported = run_without_model(args)
@@ -46,37 +44,28 @@ def check_variables(args: argparse.Namespace) -> None:
     for rule in RULES:
         rule(loaded)
     check_goals(args)  # what make's goals need: their variables, a pool, this machine
-
-
-def _goal_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("goal", help="the make target whose stages to run (pipeline/cli/goals.py)")
+    return args
 
 
 @command("goal", "run a make target's chain of stages with make's variables (MAKEFLAGS, the "
          "environment), checked once first; with make -n, print their commands only",
-         _goal_arguments, corpus=False, writes=())
+         arg("goal", help="the make target whose stages to run (pipeline/cli/goals.py)"),
+         corpus=False, writes=())
 def cmd_goal(args: argparse.Namespace) -> None:
-    """What the Makefile's recipes run: `make eval MODEL=bm25` is `python -m pipeline goal
-    eval`, MODEL=bm25 in make's MAKEFLAGS; the variables are read and checked once, then the
-    target's chain (corpus, search, eval) runs in this process, the first failing stage
-    stopping it."""
+    """What the Makefile's recipes run (`make eval` is `python -m pipeline goal eval`): the
+    variables checked once, then the target's chain of stages in this process."""
     from pipeline.cli.goals import run_goal
-    from pipeline.cli.variables import read_make
 
-    variables = read_make(os.environ)
-    check_variables(variables)
-    run_goal(args, variables)
-
-
-def _variables_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--write", action="store_true", help="write the generated files that differ "
-                   "from the declaration (pipeline/options/declared.py)")
-    p.add_argument("--value", metavar="NAME", help="print the value of the variable NAME: the "
-                   "environment's (make's command line), else its default, checked")
+    run_goal(args, checked_make())
 
 
 @command("variables", "the make variables: print their table, or write docs/variables.md "
-         "again", _variables_arguments, corpus=False, writes=())
+         "again",
+         flag("--write", "write the generated files that differ from the declaration "
+              "(pipeline/options/declared.py)"),
+         arg("--value", metavar="NAME", help="print the value of the variable NAME: the "
+             "environment's (make's command line), else its default, checked"),
+         corpus=False, writes=())
 def cmd_variables(args: argparse.Namespace) -> None:
     from pipeline.cli.variables import read_make
     from pipeline.options.declared import BY_NAME, markdown, write
@@ -94,12 +83,10 @@ def cmd_variables(args: argparse.Namespace) -> None:
 
 @command("targets", "the Makefile's targets, one line each (make help)", corpus=False, writes=())
 def cmd_targets(args: argparse.Namespace) -> None:
-    """`make help`: the variables given checked first, as by every goal (read_make)."""
+    """`make help`: the variables given checked first, as by every goal."""
     from pipeline.cli.goals import help_text
-    from pipeline.cli.variables import read_make
 
-    check_variables(read_make(os.environ))
-
+    checked_make()
     sys.stdout.write(help_text())
 
 
@@ -118,14 +105,12 @@ def cmd_warm(args: argparse.Namespace) -> None:
     metrics.warm_up()
 
 
-def _verify_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", nargs="*", type=given_path,
-                   help="folders to check (default: corpora, indexes, runs)")
-    p.add_argument("--quick", action="store_true", help="sizes only, no checksums")
-
-
 @command("verify", "check checksums and completeness of every artifact; exit 1 when something "
-         "is corrupt, partial or stale", _verify_arguments, corpus=False, writes=())
+         "is corrupt, partial or stale",
+         arg("path", nargs="*", type=given_path,
+             help="folders to check (default: corpora, indexes, runs)"),
+         flag("--quick", "sizes only, no checksums"),
+         corpus=False, writes=())
 def cmd_verify(args: argparse.Namespace) -> None:
     from pipeline.core.inputs import Roots
     from pipeline.verify import verify
@@ -141,7 +126,7 @@ def cmd_verify(args: argparse.Namespace) -> None:
 
 @command("sweep", "remove temporaries left by stopped processes", corpus=False, writes=())
 def cmd_sweep(args: argparse.Namespace) -> None:
-    """Remove the temporaries of stopped processes under the data roots (verify's DEBRIS)."""
+    """The temporaries of stopped processes under the data roots (verify's DEBRIS)."""
     from pipeline.core.atomic import sweep
 
     removed = 0

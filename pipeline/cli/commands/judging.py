@@ -1,7 +1,6 @@
 """The judging commands (docs/judging.md): judge each pool's sample of the unjudged
 candidates the models rank high, write its judging page, measure an assessor's agreement with
-CSFCube's experts. Their options are declared (JUDGE, JUDGE_URL, SAMPLE, SAMPLE_SEED,
-JUDGE_DEPTH, JUDGE_CONCURRENCY: pipeline/options/declared.py)."""
+CSFCube's experts."""
 
 from __future__ import annotations
 
@@ -9,34 +8,30 @@ import argparse
 import logging
 import os
 
-from pipeline.cli.registry import command, place_of
+from pipeline.cli.registry import arg, command, place_of
 
 log = logging.getLogger(__name__)
-
-
-def _models(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models", required=True, help="the models whose top ranks are sampled, "
-                   "separated by commas (MODELS=bm25,minilm)")
+MODELS = arg("--models", required=True, help="the models whose top ranks are sampled, "
+             "separated by commas (MODELS=bm25,minilm)")
 
 
 def _assessor(args: argparse.Namespace):
     """The assessor --judge names, --judge-url (JUDGE_URL) given or the environment's."""
     from pipeline.judging.assessor import assessor
 
-    environ = dict(os.environ)
-    if args.judge_url:
-        environ["JUDGE_URL"] = args.judge_url
-    return assessor(args.judge, environ)
+    given = {"JUDGE_URL": args.judge_url} if args.judge_url else {}
+    return assessor(args.judge, {**os.environ, **given})
 
 
 def _sampling(args: argparse.Namespace):
+    """The sample the models' top ranks give (--sample, --sample-seed, --judge-depth)."""
     from pipeline.judging.stage import sampling
 
     return sampling(args.models, args.sample, args.sample_seed, args.judge_depth)
 
 
 @command("judge", "draw each pool's sample of the unjudged candidates the models rank high, "
-         "judge it (JUDGE) and write the pool's judgments", _models, writes=("runs", "times"))
+         "judge it (JUDGE) and write the pool's judgments", MODELS, writes=("runs", "times"))
 def cmd_judge(args: argparse.Namespace) -> None:
     from pipeline.judging.stage import judge_corpus
 
@@ -49,7 +44,7 @@ def cmd_judge(args: argparse.Namespace) -> None:
 
 
 @command("judge-page", "write the judging page of each pool's sample, for a person to grade "
-         "(read back by JUDGE=file:<labels.tsv>)", _models, writes=("runs",))
+         "(read back by JUDGE=file:<labels.tsv>)", MODELS, writes=("runs",))
 def cmd_judge_page(args: argparse.Namespace) -> None:
     from pipeline.judging.stage import judging_page
 

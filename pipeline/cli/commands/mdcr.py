@@ -7,27 +7,33 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.commands.search import first_search_arguments, search_first
-from pipeline.cli.registry import comma_list, command, place_of, run_arg, times_log, where_of
+from pipeline.cli.commands.search import SEARCH_FIRST, search_first
+from pipeline.cli.registry import (
+    RUN,
+    arg,
+    comma_list,
+    command,
+    given,
+    place_of,
+    times_log,
+    where_of,
+)
 from pipeline.core.errors import InputError
 from pipeline.options.checks import corpus_name, given_path, positive
 
 log = logging.getLogger(__name__)
 
 
-def _mdcr_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models", required=True, help="models whose top-ranked papers give the "
-                   "model-based negatives, separated by commas (paper: bm25,specter,scincl)")
-    p.add_argument("--out", required=True, type=corpus_name, help="the benchmark's corpus name")
-    p.add_argument("--positives", type=positive, default=5)
-    p.add_argument("--per-type", type=positive, default=10, help="negatives of each type")
-    p.add_argument("--top", type=positive, default=200,
-                   help="model-based negatives from the top N; most cited: the field's top N")
-
-
 @command("mdcr", "build an MDCR-style benchmark (MDCR §4) from the corpus's field-level test "
-         "pools and the models' runs, as the corpus --out", _mdcr_arguments,
-         first_search_arguments, writes=("corpora", "runs", "times"))
+         "pools and the models' runs, as the corpus --out",
+         arg("--models", required=True, help="models whose top-ranked papers give the "
+             "model-based negatives, separated by commas (paper: bm25,specter,scincl)"),
+         arg("--out", required=True, type=corpus_name, help="the benchmark's corpus name"),
+         arg("--positives", type=positive, help="positives per query (default: build_mdcr's)"),
+         arg("--per-type", type=positive, help="negatives of each type"),
+         arg("--top", type=positive,
+             help="model-based negatives from the top N; most cited: the field's top N"),
+         SEARCH_FIRST, writes=("corpora", "runs", "times"))
 def cmd_mdcr(args: argparse.Namespace) -> None:
     from pipeline.core.timing import timed
     from pipeline.mdcr.build import build_mdcr, built_summary
@@ -39,20 +45,17 @@ def cmd_mdcr(args: argparse.Namespace) -> None:
                          "another corpus name (default <corpus>-mdcr)")
     search_first(args, comma_list(args.models))
     with timed("mdcr", times_log(args), out=args.out) as info:
-        built = build_mdcr(place, out, comma_list(args.models), args.seed, args.positives,
-                           args.per_type, args.top, replace=args.replace)
+        built = build_mdcr(place, out, comma_list(args.models), args.seed, replace=args.replace,
+                           **given(args, "positives", "per_type", "top"))
         info.update(built["benchmark"]["counts"])
     log.info(built_summary(out, built, where_of(args)))
 
 
-def _jaccard_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models", required=True, help="two or more models, separated by commas")
-    p.add_argument("--depth", type=positive, default=10, help="negatives compared per query")
-
-
 @command("mdcr-jaccard", "average Jaccard index between models' highest-ranked negatives on "
-         "the field-level pools (picks MDCR_MODELS)", _jaccard_arguments,
-         first_search_arguments, writes=("runs", "times"))
+         "the field-level pools (picks MDCR_MODELS)",
+         arg("--models", required=True, help="two or more models, separated by commas"),
+         arg("--depth", type=positive, default=10, help="negatives compared per query"),
+         SEARCH_FIRST, writes=("runs", "times"))
 def cmd_mdcr_jaccard(args: argparse.Namespace) -> None:
     from pipeline.mdcr.build import negative_jaccard
     from pipeline.report.build import jaccard_report
@@ -81,22 +84,19 @@ def cmd_import_mdcr(args: argparse.Namespace) -> None:
 
 
 @command("mdcr-scores", "write the official scores file {\"<query>_<candidate>\": score} of a "
-         "model's runs on a benchmark corpus", run_arg, writes=())
+         "model's runs on a benchmark corpus", RUN, writes=())
 def cmd_mdcr_scores(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import model_scores_file
 
     model_scores_file(place_of(args), args.model, args.split, Path(args.out))
 
 
-def _mdcr_evaluate_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--benchmark", required=True, type=given_path,
-                   help="mdcr_test.json or mdcr_val.json")
-    p.add_argument("--scores", required=True, type=given_path,
-                   help='{"<query>_<candidate>": score} JSON')
-
-
 @command("mdcr-evaluate", "the official evaluator's numbers for a scores file against an "
-         "mdcr_<split>.json (per field, x100, macro average)", _mdcr_evaluate_arguments,
+         "mdcr_<split>.json (per field, x100, macro average)",
+         arg("--benchmark", required=True, type=given_path,
+             help="mdcr_test.json or mdcr_val.json"),
+         arg("--scores", required=True, type=given_path,
+             help='{"<query>_<candidate>": score} JSON'),
          corpus=False, writes=())
 def cmd_mdcr_evaluate(args: argparse.Namespace) -> None:
     from pipeline.mdcr.official import evaluate_files, official_table

@@ -6,11 +6,11 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.registry import command, place_of, times_log, where_of
+from pipeline.cli.registry import arg, command, flag, like, place_of, times_log, where_of
 from pipeline.core.errors import OptionError
 from pipeline.fields import resolve_fields
-from pipeline.layout import parse_size, pool_split
-from pipeline.options.checks import checked, non_negative, pool_name
+from pipeline.layout import parse_size
+from pipeline.options.checks import non_negative, pool_name
 
 log = logging.getLogger(__name__)
 
@@ -22,19 +22,14 @@ def repair_pools(args: argparse.Namespace) -> None:
     repair(place_of(args).corpus_dir, times_log(args), where_of(args))
 
 
-def _pool_arguments(p: argparse.ArgumentParser) -> None:
-    """Besides the declared ones (SIZE, FIELD, REPEATS, QUERIES, SEED, EXCLUDE)."""
-    p.add_argument("--query-year", type=non_negative, default=2019)
-    p.add_argument("--split", default="test", type=checked(pool_split),
-                   help="validation: queries disjoint from the test pool's (BM25 tuning)")
-    p.add_argument("--rebuild", action="append", metavar="POOL", type=pool_name,
-                   help="rebuild an existing pool from its recorded parameters (if stale)")
-    p.add_argument("--repair", action="store_true",
-                   help="rebuild every pool of the corpus that is stale, damaged or "
-                   "half-written, from its recorded parameters (make pools)")
-
-
-@command("pool", "build dataset-level or field-level pools", _pool_arguments,
+@command("pool", "build dataset-level or field-level pools",
+         # besides the declared ones (SIZE, FIELD, REPEATS, QUERIES, SEED, EXCLUDE)
+         arg("--query-year", type=non_negative, help="the queries' year (default: PoolSpec's)"),
+         like("SPLIT", help="validation: queries disjoint from the test pool's (BM25 tuning)"),
+         arg("--rebuild", action="append", metavar="POOL", type=pool_name,
+             help="rebuild an existing pool from its recorded parameters (if stale)"),
+         flag("--repair", "rebuild every pool of the corpus that is stale, damaged or "
+              "half-written, from its recorded parameters (make pools)"),
          writes=("corpora", "times"))
 def cmd_pool(args: argparse.Namespace) -> None:
     from pipeline.pools.grid import build_grid, rebuild_pools
@@ -45,10 +40,11 @@ def cmd_pool(args: argparse.Namespace) -> None:
         return rebuild_pools(place_of(args).corpus_dir, args.rebuild, times_log(args))
     if not args.size:
         raise OptionError("pool: give {SIZE} (e.g. 20k) or --rebuild <pool>")
+    year = args.query_year
     build_grid(place_of(args).corpus_dir, resolve_fields(args.field) if args.field else [None],
                [parse_size(text) for text in args.size.split()], args.repeats, times_log(args),
-               n_queries=args.queries, query_year=args.query_year, max_year=args.query_year,
-               seed=args.seed, split=args.split, exclude=args.exclude)
+               n_queries=args.queries, seed=args.seed, split=args.split, exclude=args.exclude,
+               **({} if year is None else {"query_year": year, "max_year": year}))
 
 
 @command("pools-paper", "the paper's grid: dataset-level and field-level pools of the test "

@@ -8,22 +8,28 @@ import argparse
 from pipeline.cli.commands.embed import embed_options
 from pipeline.cli.commands.pools import repair_pools
 from pipeline.cli.registry import (
+    MODEL,
+    POOLS,
+    REPAIR_POOLS,
+    STORE,
+    arg,
     comma_list,
     command,
-    embed_args,
     eval_argv,
-    model_arg,
+    flag,
+    like,
     of_args,
     place_of,
-    pool_arg,
     pools_of,
-    repair_pools_arg,
     run_stage,
     search_argv,
     times_log,
 )
 from pipeline.models import fused_name, get_model
-from pipeline.options.declared import BY_NAME, kind_run_options
+from pipeline.options.declared import kind_run_options
+
+SEARCH_FIRST = flag("--search", "first search every pool with each model whose run is not "
+                    "current (make search MODEL=..; make mdcr does)")
 
 
 def search_and_eval(args: argparse.Namespace, model: str) -> None:
@@ -45,8 +51,7 @@ def _index_settings(args: argparse.Namespace, entry) -> dict:
 
 
 @command("index", "build what a model searches (embeddings, BM25's analysed-text store, a "
-         "Lucene index)", repair_pools_arg, model_arg, pool_arg,
-         embed_args, writes=("indexes", "times"))
+         "Lucene index)", REPAIR_POOLS, MODEL, POOLS, *STORE, writes=("indexes", "times"))
 def cmd_index(args: argparse.Namespace) -> None:
     from pipeline.retrieval.search import IndexSettings, index_pools
 
@@ -57,16 +62,11 @@ def cmd_index(args: argparse.Namespace) -> None:
                 IndexSettings(**_index_settings(args, entry)))
 
 
-def _search_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--stale-only", action="store_true",
-                   help="keep runs that are intact and made from their pool's current files")
-    p.add_argument("--index", action="store_true", help="index the pools it searches first")
-    repair_pools_arg(p)
-
-
 @command("search", "retrieve the top k per query, write TREC + parquet runs (several pools in "
-         "one process)", model_arg, _search_arguments, pool_arg, embed_args,
-         writes=("indexes", "runs", "times"))
+         "one process)", MODEL,
+         flag("--stale-only", "keep runs that are intact and made from their pool's current files"),
+         flag("--index", "index the pools it searches first"),
+         REPAIR_POOLS, POOLS, *STORE, writes=("indexes", "runs", "times"))
 def cmd_search(args: argparse.Namespace) -> None:
     from pipeline.retrieval.search import SearchSettings, model_to_search, search_model
 
@@ -91,24 +91,13 @@ def search_first(args: argparse.Namespace, models: list[str]) -> None:
                                                    of_args(args)))
 
 
-def _fuse_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models", required=True, help="the models fused, separated by commas "
-                   "(an hf: model's pooling as hf:<org>/<name>@cls)")
-    p.add_argument("--method", default=BY_NAME["METHOD"].default,
-                   help="ranx's fusion method (rrf, wsum, ...)")
-
-
 @command("fuse", "search and score each model of --models, then their fusion (make fuse): "
          "each only where its run or evaluation is not current, in this process",
-         _fuse_arguments, writes=("indexes", "runs", "times"))
+         arg("--models", required=True, help="the models fused, separated by commas (an hf: "
+             "model's pooling as hf:<org>/<name>@cls)"),
+         like("METHOD"), writes=("indexes", "runs", "times"))
 def cmd_fuse(args: argparse.Namespace) -> None:
     """Each component, then the fused model (made from their runs), as `make eval` does."""
     parts = comma_list(args.models)
-    fused = fused_name(args.method, parts)
-    for model in [get_model(m).name for m in parts] + [fused]:
+    for model in [get_model(m).name for m in parts] + [fused_name(args.method, parts)]:
         search_and_eval(args, model)
-
-
-def first_search_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--search", action="store_true", help="first search every pool with each "
-                   "model whose run is not current (make search MODEL=..; make mdcr does)")
