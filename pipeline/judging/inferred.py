@@ -8,6 +8,22 @@ pipeline/judging/sample.py), the citations counting as the qrels grade them and 
 outside the frame not relevant (the pooling assumption). A candidate's judgment counts
 relevant from grade 1 (trec_eval's level 1).
 
+- AP, the report's headline (`jkAP`): statAP (Aslam, Pavlu & Yilmaz 2006, "A statistical
+  method for system evaluation using incomplete judgments"; below) corrected for its ratio
+  bias by the stratified delete-one jackknife (Quenouille 1956, "Notes on bias in
+  estimation"; Jones 1974, "Jackknife estimation of functions of stratum means"; Cochran,
+  Sampling Techniques, 3rd ed. 1977, ch. 6 on the ratio estimator's bias), with the
+  finite-population factor: theta - sum_h (n_h - 1)(1 - n_h / N_h)(mean_j theta_(hj) -
+  theta), theta_(hj) statAP with the j-th judged candidate of stratum h left out (its weight
+  and the stratum's N_h / (n_h - 1), R re-estimated). AP is a ratio of two estimated totals,
+  whose bias falls as 1 / n_h; the correction takes that term away, so a stratum needs 2
+  judged pairs (one with fewer, or judged whole, is left as it is). A single query's value
+  may leave [0, 1] (a replicate that loses the one relevant drawn deep moves R by N_h / n_h);
+  the means are what it estimates (docs/evaluation.md, the simulation).
+- `statAP` itself: each judged relevant candidate weighted by 1 / its inclusion probability,
+  and at each the relevant above it, each weighted by 1 / its probability of being drawn given
+  that this one was ((n_h - 1) / (N_h - 1) in its own stratum, n_h / N_h in another): the
+  numerator is unbiased for any sample, the division by the estimated R not.
 - Inferred AP (`infAP`): xinfAP's estimator (Yilmaz, Kanoulas & Aslam 2008, "A simple and
   efficient sampling method for estimating AP and NDCG"; its reference code sample_eval.pl),
   the stratified form of infAP (Yilmaz & Aslam 2006): for a judged relevant candidate at
@@ -19,12 +35,27 @@ relevant from grade 1 (trec_eval's level 1).
   1952). eps = 1e-5 and its placement are trec_eval's (m_infAP.c), so with one stratum and
   no census the value is trec_eval's `infAP`; a census stratum (the citations, and a stratum
   drawn whole) counts exactly, r of its own, so with every candidate drawn the value is AP.
-- Inferred P@k (`infP@k`) and DCG: Horvitz-Thompson, each relevant candidate in the top k
-  weighted by 1 / its probability (the estimate of the count is unbiased for any design);
-  inferred nDCG (`infNDCG`, `infNDCG@k`): that DCG over the ideal DCG of the estimated counts
-  per grade, with trec_eval's gains (the grade itself, linear) and discount (1 / log2(rank +
-  1)), the ideal list filled with fractional counts (a count of 2.5 fills two places and half
-  the third); with integer counts exactly trec_eval's `ndcg` / `ndcg_cut_k`.
+  Kept for that parity: on thin samples it over-counts (its smoothed share is 1/2 where
+  nothing of a stratum above a rank is judged).
+- Inferred P@k (`infP@k`): the known (the citations, the judged) relevant in the list's top
+  k, plus for each stratum h the list's unjudged top-k candidates of h times the share of
+  relevant among the list's own judged top-k candidates of h (a ratio estimator within the
+  domain, conditionally unbiased given how many of it were drawn: Cochran ch. 2, estimates
+  over subpopulations); where none
+  of them was drawn, that cell's share over the group's lists (`Lists.group`: a pool's
+  queries), else the stratum's. A count of at most k: the estimate is never above 1, as the
+  truth is. (The Horvitz-Thompson count, each relevant drawn one weighted by 1 / its
+  probability, is unbiased but was seen at 103% as a mean: the strata are by the best rank
+  over several models, so 1 / probability counts candidates outside one model's top k. No
+  estimator bounded by k is unbiased for every population: one is chosen that is unbiased
+  within the simulation's Monte Carlo error.)
+- Inferred nDCG (`infNDCG`, `infNDCG@k`): the DCG with each unjudged frame candidate gaining
+  its stratum's mean judged grade, over the ideal DCG of the estimated counts per grade
+  (Horvitz-Thompson), with trec_eval's gains (the grade itself, linear) and discount (1 /
+  log2(rank + 1)), the ideal list filled with fractional counts (a count of 2.5 fills two
+  places and half the third); with integer counts exactly trec_eval's `ndcg` /
+  `ndcg_cut_k`. The list's expected count of each grade is at most the estimated total, so
+  the value is at most 1; it is a ratio, biased upwards on thin samples (the simulation).
 - The same metrics from the citations alone (`cited`: AP, P@k, nDCG as trec_eval and ranx
   compute them from the qrels) beside each inferred value.
 - The relevant candidates the citations miss per query (`missed`: the Horvitz-Thompson
@@ -77,7 +108,7 @@ OUTSIDE = -1  # the code of a candidate neither judged by the qrels nor in the f
 
 def metric_names(cutoffs: tuple[int, ...] = CUTOFFS) -> list[str]:
     """infAP, statAP, infNDCG, then infNDCG@k and infP@k for each cut-off."""
-    return ["infAP", "statAP", "infNDCG", *(f"infNDCG@{k}" for k in cutoffs),
+    return ["jkAP", "infAP", "statAP", "infNDCG", *(f"infNDCG@{k}" for k in cutoffs),
             *(f"infP@{k}" for k in cutoffs)]
 
 
@@ -90,24 +121,37 @@ class Lists:
     grade: (L, D) int, the known grade (the qrels', or the judged one of a drawn candidate),
       -1 where unknown (not drawn, outside, or past the list's end);
     sizes, judged: (L, H + 1) float, each stratum's candidates N_h in the list's query and
-      how many of them are judged, n_h (CITED: the qrels' judged candidates, all known); a
-      known candidate of stratum h weighs N_h / n_h (1 / its inclusion probability);
-    totals: (L, G) float, the estimated number of candidates of grade g = 1..G in the query's
-      qrels and frame (the ideal DCG's counts; their sum is R)."""
+      how many of them are judged, n_h (CITED: the qrels' judged candidates, all known, 1 of
+      1); a known candidate of stratum h weighs N_h / n_h (1 / its inclusion probability);
+    counts: (L, H + 1, G + 1) float, the judged candidates of each stratum in the query, by
+      grade 0..G, whether the list ranks them or not (CITED: the qrels' relevant ones by
+      grade); each stratum's row sums to n_h (the jackknife deletes from them)."""
 
     code: np.ndarray
     grade: np.ndarray
     sizes: np.ndarray
     judged: np.ndarray
-    totals: np.ndarray
+    counts: np.ndarray
+    group: np.ndarray | None = None
+
+    @property
+    def per(self) -> np.ndarray:
+        """(L, H + 1): N_h / n_h, 0 where nothing is judged."""
+        return np.divide(self.sizes, self.judged, out=np.zeros(self.sizes.shape),
+                         where=self.judged > 0)
 
     @property
     def weight(self) -> np.ndarray:
         """(L, D): 1 / the inclusion probability of each known candidate, 0 where unknown."""
-        per = np.divide(self.sizes, self.judged, out=np.zeros(self.sizes.shape),
-                        where=self.judged > 0)
-        at = np.take_along_axis(per, np.maximum(self.code, 0), axis=1)
+        at = np.take_along_axis(self.per, np.maximum(self.code, 0), axis=1)
         return np.where(self.grade >= 0, at, 0.0)
+
+    @property
+    def totals(self) -> np.ndarray:
+        """(L, G): the estimated number of candidates of grade g = 1..G in the query's qrels
+        and frame (Horvitz-Thompson: each stratum's judged count times N_h / n_h; the ideal
+        DCG's counts, their sum R)."""
+        return np.einsum("lh,lhg->lg", self.per, self.counts[:, :, 1:])
 
 
 def _above(flags: np.ndarray) -> np.ndarray:
@@ -166,31 +210,146 @@ def _relevant_above(lists: Lists, known: np.ndarray, relevant: np.ndarray
     return ratio, weighted
 
 
-def list_metrics(lists: Lists, cutoffs: tuple[int, ...] = CUTOFFS) -> dict[str, np.ndarray]:
-    """Each metric of `metric_names(cutoffs)` per list (module doc): infAP by xinfAP's
-    estimator, statAP, infP@k and DCG by Horvitz-Thompson, infNDCG over the ideal of the
-    totals."""
-    code, grade, weight = lists.code, lists.grade, lists.weight
+def _share(lists: Lists) -> np.ndarray:
+    """(L, H + 1): each stratum's share of relevant among its judged candidates (0 where
+    none is judged)."""
+    relevant = lists.counts[:, :, RELEVANT:].sum(axis=2)
+    return np.divide(relevant, lists.judged, out=np.zeros(lists.judged.shape),
+                     where=lists.judged > 0)
+
+
+def _point(lists: Lists, cutoffs: tuple[int, ...], names: tuple[str, ...]
+           ) -> dict[str, np.ndarray]:
+    """The point estimates per list (module doc), before the jackknife: those of the
+    families `names` asks for (AP, nDCG, P@k), the others left out."""
+    code, grade = lists.code, lists.grade
     length, depth = code.shape
     known = grade >= 0
     relevant = known & (grade >= RELEVANT)
     rank = np.arange(1, depth + 1, dtype=np.float64)
-    total = lists.totals.sum(axis=1)
-    hits = np.where(relevant, weight, 0.0)
+    totals = lists.totals
+    out: dict[str, np.ndarray] = {}
+    if any(name.endswith("AP") for name in names):
+        total = totals.sum(axis=1)
+        hits = np.where(relevant, lists.weight, 0.0)
+        for name, above in zip(("infAP", "statAP"), _relevant_above(lists, known, relevant),
+                               strict=True):
+            out[name] = np.divide((hits * (1.0 + above) / rank).sum(axis=1), total,
+                                  out=np.zeros(length), where=total > 0)
+        out["jkAP"] = out["statAP"]  # corrected by list_metrics' jackknife
+    if any("NDCG" in name for name in names):
+        judged = lists.judged
+        mean_gain = np.divide((lists.counts * np.arange(lists.counts.shape[2])).sum(axis=2),
+                              judged, out=np.zeros(judged.shape), where=judged > 0)
+        # an unjudged frame candidate gains its stratum's mean judged grade
+        unknown = (code >= 1) & ~known
+        gains = (np.where(known, np.maximum(grade, 0), 0.0) + np.where(
+            unknown, np.take_along_axis(mean_gain, np.maximum(code, 0), axis=1), 0.0)
+                 ) / np.log2(rank + 1)
+        for cut in (None, *cutoffs):
+            ideal = ideal_dcg(totals, cut)
+            out["infNDCG" if cut is None else f"infNDCG@{cut}"] = np.divide(
+                gains[:, :cut].sum(axis=1), ideal, out=np.zeros(length), where=ideal > 0)
+    if any(name.startswith("infP@") for name in names):
+        share = _share(lists)
+        group = np.zeros(length, dtype=np.int64) if lists.group is None else lists.group
+        for cut in cutoffs:
+            top = slice(0, cut)
+            count = relevant[:, top].sum(axis=1, dtype=np.float64)  # known: exact
+            for h in range(1, lists.sizes.shape[1]):
+                member = code[:, top] == h
+                m = member.sum(axis=1)
+                j = (member & known[:, top]).sum(axis=1).astype(np.float64)
+                r = (member & relevant[:, top]).sum(axis=1).astype(np.float64)
+                # none of the list's own top-k candidates of h judged: the same cell's share
+                # over the group's lists, else the stratum's
+                seen, found = np.bincount(group, j), np.bincount(group, r)
+                pooled = np.divide(found, seen, out=np.full(seen.shape, np.nan),
+                                   where=seen > 0)[group]
+                fallback = np.where(np.isnan(pooled), share[:, h], pooled)
+                count += (m - j) * np.divide(r, j, out=fallback, where=j > 0)
+            out[f"infP@{cut}"] = count / cut
+    return out
+
+
+JACKKNIFED = ("jkAP",)  # the metrics whose ratio bias the jackknife corrects
+
+
+def _deleted(lists: Lists, rows: np.ndarray, h: np.ndarray, g: np.ndarray,
+             place: np.ndarray | None) -> Lists:
+    """`lists` with one judged candidate of stratum h[row], grade g[row] deleted from the
+    sample in each row of `rows` (a mask): at `place` in the list, or (None) one the list does
+    not rank."""
+    index = np.flatnonzero(rows)
+    grade = lists.grade
+    if place is not None:
+        grade = grade.copy()
+        grade[index, place[index]] = -1
+    judged, counts = lists.judged.copy(), lists.counts.copy()
+    judged[index, h[index]] -= 1
+    counts[index, h[index], g[index]] -= 1
+    return Lists(lists.code, grade, lists.sizes, judged, counts)
+
+
+def _jackknife(lists: Lists, cutoffs: tuple[int, ...], point: dict[str, np.ndarray],
+               names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """`names` corrected for their bias by the stratified delete-one jackknife (Quenouille
+    1956; Jones 1974; module doc), with the finite-population factor: theta - sum_h (n_h -
+    1)(1 - n_h / N_h)(mean_j theta_(hj) - theta), theta_(hj) the estimate with the j-th
+    judged candidate of stratum h left out; a stratum with fewer than 2 judged, or judged
+    whole, is left as it is. The judged candidates the list does not rank differ only by
+    grade: one replicate per stratum and grade stands for all of them."""
+    code, grade = lists.code, lists.grade
+    length = code.shape[0]
+    sizes, judged = lists.sizes, lists.judged
+    strata, grades = sizes.shape[1], lists.counts.shape[2]
+    active = (judged >= 2) & (judged < sizes)
+    active[:, CITED] = False
+    sums = {name: np.zeros(sizes.shape) for name in names}
+    rows = np.arange(length)
+    deletable = (grade >= 0) & (code >= 1) & np.take_along_axis(active, np.maximum(code, 0),
+                                                                 axis=1)
+    present = np.zeros(lists.counts.shape)
+    where = np.nonzero(deletable)
+    np.add.at(present, (where[0], code[where], grade[where]), 1.0)
+    ordinal = np.cumsum(deletable, axis=1)
+    for m in range(1, int(ordinal[:, -1].max(initial=0)) + 1):
+        at = deletable & (ordinal == m)
+        has = at.any(axis=1)
+        place = at.argmax(axis=1)
+        h, g = code[rows, place], np.maximum(grade[rows, place], 0)
+        values = _point(_deleted(lists, has, h, g, place), cutoffs, names)
+        for name in names:
+            np.add.at(sums[name], (rows[has], h[has]), values[name][has])
+    for h in range(1, strata):
+        for g in range(grades):
+            left = lists.counts[:, h, g] - present[:, h, g]
+            has = active[:, h] & (left > 0)
+            if not has.any():
+                continue
+            values = _point(_deleted(lists, has, np.full(length, h), np.full(length, g), None),
+                            cutoffs, names)
+            for name in names:
+                sums[name][has, h] += left[has] * values[name][has]
+    factor = np.where(active, (judged - 1) * (1 - np.divide(judged, sizes, out=np.ones(
+        sizes.shape), where=sizes > 0)), 0.0)
     out = {}
-    for name, above in zip(("infAP", "statAP"), _relevant_above(lists, known, relevant),
-                           strict=True):
-        out[name] = np.divide((hits * (1.0 + above) / rank).sum(axis=1), total,
-                              out=np.zeros(length), where=total > 0)
-    gains = np.where(known, np.maximum(grade, 0), 0) * weight / np.log2(rank + 1)
-    for cut in (None, *cutoffs):
-        ideal = ideal_dcg(lists.totals, cut)
-        dcg = gains[:, :cut].sum(axis=1)
-        name = "infNDCG" if cut is None else f"infNDCG@{cut}"
-        out[name] = np.divide(dcg, ideal, out=np.zeros(length), where=ideal > 0)
-    for cut in cutoffs:
-        out[f"infP@{cut}"] = hits[:, :cut].sum(axis=1) / cut
-    return {name: out[name] for name in metric_names(cutoffs)}
+    for name in names:
+        mean = np.divide(sums[name], judged, out=np.zeros(sizes.shape), where=judged > 0)
+        out[name] = point[name] - (factor * (mean - point[name][:, None])).sum(axis=1)
+    return out
+
+
+def list_metrics(lists: Lists, cutoffs: tuple[int, ...] = CUTOFFS,
+                 names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """Each metric of `names` (default `metric_names(cutoffs)`) per list (module doc): the
+    point estimates, and the jackknife's correction for those of JACKKNIFED."""
+    names = tuple(metric_names(cutoffs)) if names is None else names
+    point = _point(lists, cutoffs, names)
+    for name in names:
+        if name in JACKKNIFED:
+            point |= _jackknife(lists, cutoffs, point, (name,))
+    return {name: point[name] for name in names}
 
 
 # ---- frames: a pool's qrels, runs, judgments and sample -> per-query values -----------------
@@ -291,30 +450,22 @@ def _lists(run: pl.DataFrame, queries: pl.Series, found: Design, cited_only: boo
     # a stratum no candidate of a query is in: 1 of 1 (never read); CITED: a census
     sizes = np.ones((len(queries), len(found.labels) + 1))
     judged = np.ones((len(queries), len(found.labels) + 1))
+    top = max(found.totals.width - 1, RELEVANT)
+    counts = np.zeros((len(queries), len(found.labels) + 1, top + 1))
+    relevant = (found.qrels.filter(pl.col("rel") >= RELEVANT)
+                .select("query", h=pl.lit(CITED, pl.Int64), grade=pl.col("rel").cast(pl.Int64)))
     if not cited_only:
         strata = found.strata.join(position, on="query")
         rows, h = strata["row"].to_numpy(), strata["h"].to_numpy()
         sizes[rows, h] = strata["size"].to_numpy()
         judged[rows, h] = strata["judged"].to_numpy()
-    return Lists(code, grade, sizes, judged, _totals(found, queries, cited_only))
-
-
-def _totals(found: Design, queries: pl.Series, cited_only: bool) -> np.ndarray:
-    """(len(queries), G): each query's estimated count per grade (the citations' alone with
-    `cited_only`)."""
-    if cited_only:
-        relevant = found.qrels.filter(pl.col("rel") >= RELEVANT)
-        top = max(found.totals.width - 1, int(relevant["rel"].max() or 0), RELEVANT)
-        table = (relevant.group_by("query", "rel").len()
-                 .with_columns(pl.col("len").cast(pl.Float64)))
-        counts = np.zeros((len(queries), top))
-        index = pl.DataFrame({"query": queries}).with_row_index("row")
-        table = table.join(index, on="query")
-        counts[table["row"].to_numpy(), table["rel"].to_numpy() - 1] = table["len"].to_numpy()
-        return counts
-    aligned = pl.DataFrame({"query": queries}).join(found.totals, on="query", how="left",
-                                                    maintain_order="left")
-    return aligned.drop("query").fill_null(0.0).to_numpy().astype(np.float64)
+        drawn = (found.frame.filter(pl.col("grade").is_not_null())
+                 .select("query", pl.col("h").cast(pl.Int64), pl.col("grade").cast(pl.Int64)))
+        relevant = pl.concat([relevant, drawn])
+    table = relevant.group_by("query", "h", "grade").len().join(position, on="query")
+    counts[table["row"].to_numpy(), table["h"].to_numpy(),
+           table["grade"].to_numpy()] = table["len"].to_numpy()
+    return Lists(code, grade, sizes, judged, counts)
 
 
 def evaluated_queries(found: Design) -> pl.Series:

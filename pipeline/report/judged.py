@@ -16,7 +16,10 @@ from pipeline.judging.inferred import differences, means, missed, pool_values
 from pipeline.judging.stage import JudgedPool, LeftOut, judged_pools
 from pipeline.layout import Place, format_size
 
-SHOWN = ("infAP", "infNDCG@10", "infP@10")  # the metrics the tables show (all are computed)
+# the metrics the tables show (all are computed): jkAP the headline AP, infAP beside it for
+# trec_eval's parity
+SHOWN = ("jkAP", "infAP", "infNDCG@10", "infP@10")
+PLOTTED = "infAP"  # the plot's metric (report/build.py titles it)
 STAND_IN = "a deterministic stand-in, NOT a judgment of relevance: it exercises the section only"
 
 
@@ -63,9 +66,15 @@ def assessor_tables(corpus: str, group: Sequence[JudgedPool], name: str | None =
     tables = [(f"judged-{stem}-means",
                f"{corpus}: beyond citations, judged by {who}: each model's mean x100 from the "
                "citations alone and with the judged sample of the candidates "
-               f"{', '.join(models)} rank high that the citations leave unjudged (inferred "
-               "AP: xinfAP, Yilmaz, Kanoulas & Aslam 2008; P@k and nDCG: Horvitz-Thompson), "
-               "95% intervals over queries and pool draws",
+               f"{', '.join(models)} rank high that the citations leave unjudged; jkAP, the "
+               "headline AP: statAP (Aslam, Pavlu & Yilmaz 2006) with the stratified "
+               "jackknife's bias correction (Quenouille 1956; Jones 1974), a stratum with "
+               "fewer than 2 judged pairs left uncorrected; infAP: xinfAP (Yilmaz, Kanoulas & "
+               "Aslam 2008, trec_eval's infAP), which over-counts on thin samples; P@k: the "
+               "known relevant in each model's top k and, per stratum, its unjudged ones at "
+               "the share judged relevant among its own judged ones (at most 1); nDCG: an "
+               "unjudged candidate at its stratum's mean grade (at most 1, biased up on thin "
+               "samples: docs/evaluation.md); 95% intervals over queries and pool draws",
                ["pools", "metric", "model", "queries", "draws", "citations", "with the sample"],
                rows)]
     lost = pl.concat([missed(p.pool, p.qrels, p.judgments, p.sample) for p in group])
@@ -137,7 +146,7 @@ def draw_judged(means_frame: pl.DataFrame, path: Path, title: str) -> None:
     judged sample (solid), the dataset-level pools (the first scope)."""
     from pipeline.report.plots import plot_lines
 
-    rows = means_frame.filter(pl.col("metric") == SHOWN[0])
+    rows = means_frame.filter(pl.col("metric") == PLOTTED)
     scope = sorted(rows["scope"].unique().to_list())[:1]
     rows = rows.filter(pl.col("scope").is_in(scope)).sort("model", "size")
     lines = []

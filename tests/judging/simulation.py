@@ -8,6 +8,10 @@ pipeline/judging/inferred.py (its `list_metrics`) on each model's ranked list.
 
 Each data set gives, per pool size, model and metric, three Q x R matrices: the truth (every
 frame candidate judged: what the estimators estimate), the citations alone, and the estimate.
+Two kinds of design: `budget` pairs per query spread by sample.py's `allocate` (SAMPLE), or
+`rate` of every stratum with at least 2 pairs per stratum (the stratified jackknife of jkAP
+needs 2; at 2% a stratum of 40 candidates still gets 2). The lists of one data set's pool draw
+form one group (`Lists.group`: what pool_values pools P@k's fallback share over).
 
 Planted relevance of an uncited candidate with topicality t ~ N(0, 1): 40% for t > 2.05 (the
 top 2%), 20% for 1.64 < t <= 2.05, 8% for 1.04 < t <= 1.64, 2% below, each times the query's
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.evaluation.variance import difference_interval
 from pipeline.judging.inferred import Lists, list_metrics
 from pipeline.judging.sample import allocate, strata_edges
 
@@ -30,13 +35,13 @@ EDGES = strata_edges(100)
 RUN_DEPTH = 120  # each model's ranked list
 SIZES = (150, 300)  # random candidates of the nested pools (the citations besides)
 GRADES = 3
-METRICS = ("infAP", "statAP", "infP@10")
+METRICS = ("jkAP", "infAP", "statAP", "infP@10", "infNDCG@10")
 
 
 @dataclass(frozen=True)
 class Design:
     """One simulated design: `queries` x `draws`, the budget per query (None: `rate` of
-    every stratum, at least one candidate)."""
+    every stratum, at least two candidates)."""
 
     queries: int = 30
     draws: int = 3
@@ -46,6 +51,19 @@ class Design:
 
 def _take(values: np.ndarray, order: np.ndarray) -> np.ndarray:
     return np.take_along_axis(values, order, axis=-1)
+
+
+def _counts(member: np.ndarray, stratum: np.ndarray, grade: np.ndarray,
+            cited_count: np.ndarray) -> np.ndarray:
+    """(B * R, H + 1, G + 1): the citations (stratum 0, grade 1) and the `member`s of each
+    frame stratum, by grade (Lists.counts)."""
+    b, r = member.shape[:2]
+    out = np.zeros((b, r, len(EDGES) + 1, GRADES + 1))
+    out[..., 0, 1] = cited_count[:, None]
+    for h in range(1, len(EDGES) + 1):
+        for g in range(GRADES + 1):
+            out[..., h, g] = (member & (stratum == h) & (grade == g)).sum(axis=2)
+    return out.reshape(b * r, len(EDGES) + 1, GRADES + 1)
 
 
 def simulate(rng: np.random.Generator, sets: int, design: Design
@@ -91,8 +109,8 @@ def simulate(rng: np.random.Generator, sets: int, design: Design
             drawn = allocate(sizes.reshape(-1, len(EDGES)), design.budget, EDGES
                              ).reshape(sizes.shape)
         else:
-            drawn = np.where(sizes > 0, np.maximum(np.round(sizes * design.rate), 1), 0
-                             ).astype(np.int64)
+            drawn = np.minimum(sizes, np.maximum(np.round(sizes * design.rate), 2)
+                               ).astype(np.int64)
         # a stratum's n_h candidates with the smallest uniform numbers: a simple random sample
         key = np.where(frame, stratum + rng.random(stratum.shape), np.inf)
         place = np.empty(key.shape, dtype=np.int64)
@@ -105,34 +123,71 @@ def simulate(rng: np.random.Generator, sets: int, design: Design
         n_cited = np.broadcast_to(cited_count[:, None, None], (b, r, 1)).astype(np.float64)
         all_sizes = np.concatenate([n_cited, sizes], axis=2).reshape(b * r, -1)
         all_drawn = np.concatenate([n_cited, drawn], axis=2).reshape(b * r, -1)
-        weight = np.where(sampled, _take(np.divide(sizes, drawn, out=np.zeros(sizes.shape),
-                                                   where=drawn > 0), h0), 0.0)
 
-        def totals(counted: np.ndarray, grade: np.ndarray = grade) -> np.ndarray:
-            return np.stack([np.where(grade == g, counted, 0.0).sum(axis=2)
-                             for g in range(1, GRADES + 1)], axis=2).reshape(b * r, GRADES)
-
-        kinds = {"truth": (cited | frame, all_sizes, totals((cited | frame) * 1.0)),
-                 "cited": (cited, None, totals(cited * 1.0)),
-                 "inferred": (cited | sampled, all_drawn, totals(cited + weight))}
+        cited_counts = np.zeros((b * r, len(EDGES) + 1, GRADES + 1))
+        cited_counts[:, 0, 1] = n_cited.reshape(-1)
+        kinds = {"truth": (cited | frame, all_sizes, _counts(frame, stratum, grade, cited_count)),
+                 "cited": (cited, None, cited_counts),
+                 "inferred": (cited | sampled, all_drawn,
+                              _counts(sampled, stratum, grade, cited_count))}
         code_all = np.where(cited, 0, stratum)
+        # the lists of one data set's draw share a pool: the estimators pool over them
+        group = ((np.arange(b * r) // (q * r)) * r + np.arange(b * r) % r).astype(np.int64)
         for model in range(2):
             def ranked(values: np.ndarray, by: np.ndarray = order[model]) -> np.ndarray:
                 return _take(values, by).reshape(b * r, RUN_DEPTH)
 
             code, grades = ranked(code_all), ranked(grade)
-            for kind, (known, judged, total) in kinds.items():
+            for kind, (known, judged, count) in kinds.items():
                 seen = ranked(known)
                 lists = Lists(code if judged is not None else np.where(seen, 0, -1),
                               np.where(seen, grades, -1),
                               all_sizes if judged is not None else np.ones_like(all_sizes),
                               judged if judged is not None else np.ones_like(all_sizes),
-                              total)
-                values = list_metrics(lists, (10,))
+                              count, group)
+                values = list_metrics(lists, (10,), METRICS)
                 for metric in METRICS:
                     out[size, model, kind, metric] = values[metric].reshape(sets, q, r)
         out[size, -1, "rates", ""] = (drawn / np.maximum(sizes, 1)).reshape(-1, len(EDGES))
     return out
+
+
+DESIGNS = {"rate 2%": Design(budget=None, rate=0.02), "rate 5%": Design(budget=None, rate=0.05),
+           "rate 10%": Design(budget=None, rate=0.10), "rate 20%": Design(budget=None, rate=0.20),
+           "SAMPLE 8": Design(budget=8), "SAMPLE 20": Design(budget=20)}
+
+
+def interval_covers(values: np.ndarray, target: float) -> bool:
+    """Whether the report's queries-and-draws interval of the mean of `values` (Q x R)
+    holds `target`."""
+    interval = difference_interval(values, np.zeros_like(values))
+    return bool(interval.low <= target <= interval.high)
+
+
+def summarise(result: dict[tuple[int, int, str, str], np.ndarray],
+              metrics: tuple[str, ...] = METRICS) -> list[dict[str, float | int | str]]:
+    """Per pool size, model and metric of `run`'s result: the truth's and the citations'
+    mean, the bias (mean over data sets of estimate - truth, each a Q x R mean) and its Monte
+    Carlo error, the share of data sets whose interval holds the population mean (the
+    truth's mean over every data set) with the estimate and with every candidate judged, and
+    the largest single-query estimate."""
+    rows: list[dict[str, float | int | str]] = []
+    for size in SIZES:
+        for model in (0, 1):
+            for metric in metrics:
+                truth, est = (result[size, model, kind, metric] for kind in ("truth", "inferred"))
+                error = (est - truth).mean(axis=(1, 2))
+                target = float(truth.mean())
+                rows.append({
+                    "size": size, "model": model + 1, "metric": metric, "sets": len(error),
+                    "truth": target, "cited": float(result[size, model, "cited", metric].mean()),
+                    "bias": float(error.mean()),
+                    "mc_error": float(error.std(ddof=1) / np.sqrt(len(error))),
+                    "coverage": float(np.mean([interval_covers(y, target) for y in est])),
+                    "truth_coverage": float(np.mean([interval_covers(y, target)
+                                                     for y in truth])),
+                    "largest": float(est.max()), "smallest": float(est.min())})
+    return rows
 
 
 def run(seed: int, sets: int, design: Design, chunk: int = 25
