@@ -1,5 +1,3 @@
 """The command line: `python -m pipeline <stage>` (what the Makefile runs)."""
 
-from pipeline.cli.main import main
-
-__all__ = ["main"]
+from pipeline.cli.main import main as main  # the console script (pyproject.toml)
