@@ -161,7 +161,7 @@ def declared_argv(stage: str, value: Callable[[Variable], object]) -> list[str]:
     """The declared options of the command `stage` with their values (of_make, of_args); a
     switch bare when on (make's 1, or given)."""
     return [word for var in VARIABLES if stage in var.stages
-            for word in ([var.option] if value(var) in ("1", True) else [] if var.switch
+            for word in (([var.option] if value(var) in ("1", True) else []) if var.switch
                          else opt(var.option, value(var)))]
 
 
