@@ -108,11 +108,11 @@ def read(environ: Mapping[str, str], command_line: Mapping[str, str] | None = No
     aliased = [a for a, name in ALIAS.items() if a in names and name not in names]
     refuse_unsafe(environ, [*given, *aliased, *(n for n in TOOL_VARS if n in environ)])
     texts: dict[str, str] = {}  # a default may follow the values before it (SOURCE: CORPUS)
+    args = argparse.Namespace()
     for var in VARIABLES:
         default = var.default(texts) if callable(var.default) else var.default
         texts[var.name] = environ[var.name] if var.name in given else default
-    args = argparse.Namespace(**{var.name: checked_value(var, var.name, texts[var.name])
-                                 for var in VARIABLES})
+        setattr(args, var.name, checked_value(var, var.name, texts[var.name]))
     for alias, name in ALIAS.items():
         value = checked_value(BY_NAME[name], alias, environ[alias]) if alias in aliased else None
         setattr(args, alias, value)
