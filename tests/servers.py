@@ -1,0 +1,210 @@
+"""A local OpenAI-compatible server on 127.0.0.1 with scripted faults, for the clients that
+share core/posting.bounded_post: /v1/embeddings (tests/encoding/test_served.py) and
+/v1/chat/completions (tests/judging/test_assessor.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+
+URL_SECRET = "pw-0123456789-never-shown"  # the password and token of the redirect's URL
+# what a faulty embeddings server puts in place of every number of the embeddings
+VALUES = {"true": True, "string": "0.5", "null": None, "nested": [0.5], "1e39": 1e39,
+          "nan": float("nan")}
+EMBEDDINGS, CHAT = "/v1/embeddings", "/v1/chat/completions"
+
+
+class LocalServer(ThreadingHTTPServer):
+    """/v1/embeddings (vectors by `encode`, then `transform`) and /v1/chat/completions (the
+    reply's content by `answer`), for the model `name` only (another is a 404, as vLLM answers).
+    Each request's body, path and Authorization are kept; the next of `faults` (or `always`)
+    is applied to it. On either path: hold (the request numbered `hold_at` too: unanswered
+    until `release` is set), drop (the connection closed unanswered), 400 (scripted), 401, 403,
+    404, 413 and echo503 (an error echoing the Authorization header, as a careless server),
+    429 (Retry-After: 2), long429 (Retry-After: 1000), 503, redirect (307 to a URL holding
+    URL_SECRET), notjson (a 200 that is not JSON, echoing the Authorization header).
+    Embeddings: short (the last embedding left out), dim (one value fewer), reverse (the data
+    in reverse order, indices kept), base64 (embeddings as strings), a VALUES name (every
+    number that value), huge (`huge_size` bytes of numbers, chunked, without Content-Length).
+    Chat: garbage (a reply that is no grade), echo (one that repeats the Authorization header),
+    nochoices. `url` is the server's address followed by `path`."""
+
+    daemon_threads = True
+
+    def __init__(self, name: str, encode: Callable[[list[str]], np.ndarray] | None = None,
+                 answer: Callable[[dict], str] | None = None, path: str = "") -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.name, self.encode, self.answer, self.path = name, encode, answer, path
+        self.lock = threading.Lock()
+        self.bodies: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        self.authorizations: list[str | None] = []
+        self.faults: list[str] = []
+        self.always = ""
+        self.hold_at: int | None = None  # the request (1-based) held unanswered
+        self.in_flight = self.most_in_flight = 0  # requests being answered at once
+        self.held, self.release = threading.Event(), threading.Event()
+        self.huge_size = 0
+        self.transform: Callable[[np.ndarray], np.ndarray] | None = None  # on every vector
+        self.waits: list[float] = []  # the tests' counted retry waits
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}{self.path}"
+
+    @property
+    def requests(self) -> list[list[str]]:
+        """The inputs of each embeddings request, in order."""
+        return [body["input"] for body, path in zip(self.bodies, self.paths, strict=True)
+                if path == EMBEDDINGS]
+
+    def texts(self) -> list[str]:
+        return [text for inputs in self.requests for text in inputs]
+
+
+@contextlib.contextmanager
+def running(server: LocalServer) -> Iterator[LocalServer]:
+    """`server` answering on a thread of its own until the block ends (a held request let go)."""
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.release.set()
+        server.shutdown()
+        server.server_close()
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: LocalServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        server = self.server
+        with server.lock:
+            server.in_flight += 1
+            server.most_in_flight = max(server.most_in_flight, server.in_flight)
+        try:
+            self._answer(body)
+        finally:
+            with server.lock:
+                server.in_flight -= 1
+
+    def _answer(self, body: dict) -> None:
+        server = self.server
+        with server.lock:
+            server.bodies.append(body)
+            server.paths.append(self.path)
+            server.authorizations.append(self.headers.get("Authorization"))
+            fault = server.faults.pop(0) if server.faults else server.always
+            if server.hold_at == len(server.bodies):
+                fault = "hold"
+        if fault == "hold":
+            server.held.set()
+            server.release.wait(60)
+            return self._drop()
+        if fault == "drop":
+            return self._drop()
+        said = "bad key: " + self.headers.get("Authorization", "")  # as a careless server
+        if fault in ("401", "403", "404", "413", "echo503"):
+            return self._send(int(fault[-3:]), {"error": {"message": said}})
+        if fault in ("400", "429", "long429", "503"):
+            wait = {"429": "2", "long429": "1000"}.get(fault)
+            return self._send(int(fault[-3:]), {"error": {"message": f"scripted {fault}"}},
+                              {"Retry-After": wait} if wait else {})
+        if fault == "redirect":
+            return self._send(307, {}, {"Location": f"http://user:{URL_SECRET}@elsewhere."
+                                                    f"invalid{self.path}?token={URL_SECRET}"})
+        if fault == "notjson":
+            return self._send(200, f"<html>not an API: {said}</html>")
+        if self.path not in (EMBEDDINGS, CHAT):
+            return self._send(404, {"error": {"message": f"no route {self.path}"}})
+        if body.get("model") != server.name:
+            return self._send(404, {"error": {"message": f"The model `{body.get('model')}` "
+                                                         "does not exist."}})
+        if self.path == EMBEDDINGS:
+            return self._embeddings(body, fault)
+        return self._chat(body, fault)
+
+    def _embeddings(self, body: dict, fault: str) -> None:
+        server = self.server
+        if body.get("encoding_format") != "float" or server.encode is None:
+            return self._send(400, {"error": {"message": "give encoding_format float"}})
+        if fault == "huge":
+            return self._huge()
+        with server.lock:  # one model, one request at a time
+            vectors = server.encode(body["input"])
+        if server.transform is not None:
+            vectors = server.transform(vectors)
+        data = [{"object": "embedding", "index": i, "embedding": v.tolist()}
+                for i, v in enumerate(vectors)]
+        if fault == "short":
+            data = data[:-1]
+        if fault == "dim":
+            for item in data:
+                item["embedding"] = item["embedding"][:-1]
+        if fault == "reverse":
+            data = data[::-1]
+        if fault == "base64":
+            for item in data:
+                item["embedding"] = "AAAAAA=="
+        if fault in VALUES:
+            for item in data:
+                item["embedding"] = [VALUES[fault]] * len(item["embedding"])
+        tokens = sum(len(text.split()) for text in body["input"])
+        self._send(200, {"object": "list", "data": data, "model": body["model"],
+                         "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+    def _chat(self, body: dict, fault: str) -> None:
+        if fault == "nochoices":
+            return self._send(200, {"object": "chat.completion", "choices": []})
+        said = "bad key: " + self.headers.get("Authorization", "")
+        content = {"garbage": "The candidate seems quite relevant to me.",
+                   "echo": f"I cannot grade this. {said}"}.get(fault)
+        if content is None:
+            if self.server.answer is None:
+                return self._send(400, {"error": {"message": "no chat model here"}})
+            content = self.server.answer(body)
+        self._send(200, {"object": "chat.completion", "model": body["model"],
+                         "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                             "role": "assistant", "content": content}}]})
+
+    def _send(self, status: int, reply: dict | str, headers: dict | None = None) -> None:
+        data = (reply if isinstance(reply, str) else json.dumps(reply)).encode()
+        self.send_response(status)
+        for key, value in {"Content-Type": "application/json", "Content-Length": str(len(data)),
+                           **(headers or {})}.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _huge(self) -> None:
+        """A 200 reply whose data[] never ends before `huge_size` bytes, sent in chunks of
+        1 MiB without a Content-Length (until the client hangs up)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk = b'{"object": "list", "data": [' + b'{"index": 0, "embedding": [' \
+            + b"0.0123456789012345, " * (1 << 16)
+        try:
+            for _ in range(self.server.huge_size // len(chunk)):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client hung up
+            pass
+        self._drop()
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        self.connection.close()
