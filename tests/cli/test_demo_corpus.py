@@ -74,24 +74,31 @@ def test_commands_without_the_demo_settings_keep_the_demo_as_it_is(tmp_path):
     assert (synth_settings(root)["n_papers"], synth_settings(root)["seed"]) == (400, 1)
 
 
-def test_the_demo_embeds_only_the_models_it_is_asked_for(tmp_path, monkeypatch):
-    """`make demo DEMO_MODELS="bm25 random"` embedded MiniLM anyway (273 of its 295 s; issue
-    46): the embed stage is each encoder of DEMO_MODELS, and none without one."""
+def demo_stages(monkeypatch, tmp_path: Path, *argv: str) -> list[tuple[str, ...]]:
+    """The stages `pipeline demo <argv>` runs, in order, recorded instead of run: each stage's
+    name and arguments, a model searched and scored as ("search-and-eval", model); the data
+    roots under `tmp_path`."""
     from pipeline.cli.commands import demo
     from pipeline.cli.main import build_parser
 
     stages: list[tuple[str, ...]] = []
-    monkeypatch.setattr(demo, "run_stage", lambda args, name, *argv: stages.append(
-        (name, *argv)))
+    monkeypatch.setattr(demo, "run_stage", lambda args, name, *rest: stages.append(
+        (name, *rest)))
     monkeypatch.setattr(demo, "search_and_eval", lambda args, model: stages.append(
         ("search-and-eval", model)))
-    roots = ["--corpora-root", str(tmp_path / "corpora"), "--index-root",
-             str(tmp_path / "indexes"), "--runs-root", str(tmp_path / "runs")]
+    args = build_parser().parse_args([
+        "--corpora-root", str(tmp_path / "corpora"), "--index-root", str(tmp_path / "indexes"),
+        "--runs-root", str(tmp_path / "runs"), "demo", *argv])
+    args.func(args)
+    return stages
+
+
+def test_the_demo_embeds_only_the_models_it_is_asked_for(tmp_path, monkeypatch):
+    """`make demo DEMO_MODELS="bm25 random"` embedded MiniLM anyway (273 of its 295 s; issue
+    46): the embed stage is each encoder of DEMO_MODELS, and none without one."""
     for models, embedded in (("bm25 random", []), ("bm25 minilm random", ["minilm"]),
                              ("scibert,bm25,minilm", ["scibert", "minilm"])):
-        stages.clear()
-        args = build_parser().parse_args([*roots, "demo", "--models", models])
-        args.func(args)
+        stages = demo_stages(monkeypatch, tmp_path, "--models", models)
         assert [s[s.index("--model") + 1] for s in stages if s[0] == "embed"] == embedded
         searched = [s[1] for s in stages if s[0] == "search-and-eval"]
         assert searched == models.replace(",", " ").split()
@@ -101,20 +108,8 @@ def test_the_demo_judges_a_sample_only_when_asked(tmp_path, monkeypatch):
     """`make demo JUDGE=standin:1` (issue 60): after every model is searched and scored and
     before the report, the judging stage samples the demo models' runs with the stand-in (the
     report's "Beyond citations" section then exists); without JUDGE, no judging stage."""
-    from pipeline.cli.commands import demo
-    from pipeline.cli.main import build_parser
-
-    stages: list[tuple[str, ...]] = []
-    monkeypatch.setattr(demo, "run_stage", lambda args, name, *argv: stages.append(
-        (name, *argv)))
-    monkeypatch.setattr(demo, "search_and_eval", lambda args, model: stages.append(
-        ("search-and-eval", model)))
-    roots = ["--corpora-root", str(tmp_path / "corpora"), "--index-root",
-             str(tmp_path / "indexes"), "--runs-root", str(tmp_path / "runs")]
     for judge in ([], ["--judge", "standin:1", "--sample", "4", "--query-variant", "title"]):
-        stages.clear()
-        args = build_parser().parse_args([*roots, "demo", "--models", "bm25 random", *judge])
-        args.func(args)
+        stages = demo_stages(monkeypatch, tmp_path, "--models", "bm25 random", *judge)
         names = [s[0] for s in stages]
         assert names[-1] == "report" and names[-2] == ("judge" if judge else "search-and-eval")
         assert names.count("judge") == (1 if judge else 0)
