@@ -107,7 +107,8 @@ OUTSIDE = -1  # the code of a candidate neither judged by the qrels nor in the f
 
 
 def metric_names(cutoffs: tuple[int, ...] = CUTOFFS) -> list[str]:
-    """infAP, statAP, infNDCG, then infNDCG@k and infP@k for each cut-off."""
+    """jkAP (the headline AP), infAP, statAP, infNDCG, then infNDCG@k and infP@k for each
+    cut-off."""
     return ["jkAP", "infAP", "statAP", "infNDCG", *(f"infNDCG@{k}" for k in cutoffs),
             *(f"infP@{k}" for k in cutoffs)]
 
@@ -736,8 +737,8 @@ def _as_sample(sample: Any) -> pl.DataFrame:
 def inferred(qrels: Any, run: Any, judgments: Any, sample: Any, *,
              per_query: bool = False) -> dict[str, float] | pl.DataFrame:
     """`run` scored against the citation `qrels` and a judged `sample` (ranx's order: the
-    qrels first), writing nothing: {metric: mean over the evaluated queries} of infAP,
-    infNDCG, infNDCG@k and infP@k at CUTOFFS (module doc), or with `per_query=True` a
+    qrels first), writing nothing: {metric: mean over the evaluated queries} of jkAP, infAP,
+    statAP, infNDCG, infNDCG@k and infP@k at CUTOFFS (module doc), or with `per_query=True` a
     DataFrame (query, one column per metric). `qrels` and `run` in any form `score` takes;
     `judgments`: a DataFrame (query, doc, grade: the judgments artifact) or any qrels form;
     `sample`: one pool's sample (sample.py), a DataFrame or its parquet file."""
