@@ -485,14 +485,36 @@ def assemble_mpnet(place: Path) -> Path:
     return place / "all-mpnet-base-v2"
 
 
+def run_folder(tmp_path_factory) -> Path:
+    """The test run's temporary folder, the one make test's workers share (each worker's own
+    folder is inside it): where what is built once for all the workers lives."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder `name` of the run's shared folder, filled by `build(folder)` once per test
+    run: the first worker to need it builds it under a lock, the others wait on the lock and
+    find it complete (a build that failed is tried again). Read it, never write to it: a
+    test copies what it changes."""
+    import shutil
+
+    place = run_folder(tmp_path_factory) / name
+    with file_lock(place):
+        if not (place / ".complete").exists():
+            shutil.rmtree(place, ignore_errors=True)
+            place.mkdir(parents=True)
+            build(place)
+            (place / ".complete").touch()
+    return place
+
+
 @pytest.fixture(scope="session")
 def mpnet_folder(tmp_path_factory) -> Path:
     """The real all-mpnet-base-v2 folder, assembled once per test run in its temporary
     folder, shared by make test's workers; a missing part fails (never skipped)."""
-    base = tmp_path_factory.getbasetemp()
     try:
-        return assemble_mpnet((base.parent if os.environ.get("PYTEST_XDIST_WORKER")
-                               else base) / "mpnet")
+        return assemble_mpnet(run_folder(tmp_path_factory) / "mpnet")
     except LookupError as exc:
         pytest.fail(str(exc), pytrace=False)
 

@@ -35,6 +35,7 @@ import pytest
 
 from pipeline.core.inputs import Roots
 from pipeline.verify import verify
+from tests.conftest import built_once
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL = "all-800-r0"
@@ -89,16 +90,11 @@ def write_beir(corpus: Path, out: Path) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def reference(raw_corpus, tiny_bert, tmp_path_factory) -> Path:
-    """A complete data root built through make: the corpus c from its raw shards, a test pool
-    and its validation pool (BM25 tunes k1 and b on it), BM25 on Lucene, the arrays engine's
-    analysed-text store, a dense encoder (the tiny BERT, as `scibert`) with runs of title-only
-    queries (their vectors kept beside the store), evaluations and results; and the BEIR-layout
-    collection b, imported and searched."""
-    global MODEL_PATH, BEIR_SRC
-    MODEL_PATH = tiny_bert
-    root = tmp_path_factory.mktemp("reference")
+def build_reference(place: Path, raw_corpus: Path, tiny_bert: Path) -> None:
+    """Fill `place` with the data root `data` that `reference` describes, the tiny BERT it
+    embeds with (`tiny-bert`, copied: the store records its path) and the BEIR-layout folder
+    the collection b is imported from (`beir/src`)."""
+    root, model = place / "data", Path(shutil.copytree(tiny_bert, place / "tiny-bert"))
     shutil.copytree(raw_corpus, root / "corpora" / "c" / "s2orc")
     (root / "installed").touch()
     ok(make(root, "pool", "CORPUS=c", "SIZE=800", "QUERIES=10"))
@@ -106,15 +102,29 @@ def reference(raw_corpus, tiny_bert, tmp_path_factory) -> Path:
            "validation"))
     ok(make(root, "eval", "CORPUS=c", "MODEL=bm25", "BM25_ENGINE=lucene"))
     ok(make(root, "index", "CORPUS=c", "MODEL=bm25"))  # the arrays engine's analysed-text store
-    ok(make(root, "eval", "CORPUS=c", "MODEL=scibert", f"MODEL_PATH={tiny_bert}"))
+    ok(make(root, "eval", "CORPUS=c", "MODEL=scibert", f"MODEL_PATH={model}"))
     ok(make(root, "eval", "CORPUS=c", "MODEL=scibert", "QUERY_VARIANT=title",
-            f"MODEL_PATH={tiny_bert}"))
-    BEIR_SRC = write_beir(root / "corpora" / "c", tmp_path_factory.mktemp("beir") / "src")
-    ok(make(root, "import-beir", "CORPUS=b", f"SRC={BEIR_SRC}"))
+            f"MODEL_PATH={model}"))
+    source = write_beir(root / "corpora" / "c", place / "beir" / "src")
+    ok(make(root, "import-beir", "CORPUS=b", f"SRC={source}"))
     ok(make(root, "eval", "CORPUS=b", "MODEL=random"))
     ok(make(root, "report", "CORPUS=c"))
     assert verify(Roots(root / "corpora", root / "indexes", root / "runs")) == []
-    return root
+
+
+@pytest.fixture(scope="module")
+def reference(request, tmp_path_factory) -> Path:
+    """A complete data root built through make: the corpus c from its raw shards, a test pool
+    and its validation pool (BM25 tunes k1 and b on it), BM25 on Lucene, the arrays engine's
+    analysed-text store, a dense encoder (the tiny BERT, as `scibert`) with runs of title-only
+    queries (their vectors kept beside the store), evaluations and results; and the BEIR-layout
+    collection b, imported and searched. Built once per test run, shared by make test's
+    workers (conftest's built_once: 44 s each before); each test damages its own copy."""
+    global MODEL_PATH, BEIR_SRC
+    place = built_once(tmp_path_factory, "damage-reference", lambda place: build_reference(
+        place, request.getfixturevalue("raw_corpus"), request.getfixturevalue("tiny_bert")))
+    MODEL_PATH, BEIR_SRC = place / "tiny-bert", place / "beir" / "src"
+    return place / "data"
 
 
 def data_files(root: Path) -> dict[str, bytes]:
@@ -316,6 +326,7 @@ def test_a_changed_corpus_makes_the_analysed_text_store_stale(reference, tmp_pat
 OWNED_POOLS = ("all-800-r0", "all-800-s2-r0")
 MINE: Path  # the user's folder of run and vector files (its name holds a space)
 LISTED: Path  # the list of papers the third pool's queries were drawn without
+LISTS = "never-queries.txt"  # its name
 
 
 def encoder(name: str = "good"):
@@ -325,43 +336,51 @@ def encoder(name: str = "good"):
     return pipeline.Encoder(Hashed(), name=name, similarity="ip", fingerprint="v1")
 
 
-@pytest.fixture(scope="module")
-def owned(corpus_dir, tmp_path_factory) -> Path:
-    """A data root of corpus c with two pools (and a third, drawn without a list of queries, to
-    retire): a pipeline.Encoder's store and runs (`good`), a run imported into each pool from a
-    file whose path holds spaces (`same`), vectors imported from such a file (`vec`), each
-    evaluated, with random's runs."""
+def build_owned(place: Path, corpus_dir: Path) -> None:
+    """Fill `place` with the data root `data` that `owned` describes and the user's files it
+    was made from (`user/`: the folder `my runs`, the list `never-queries.txt`)."""
     import numpy as np
 
     import pipeline
     from tests.conftest import copy_corpus
 
-    global MINE, LISTED
-    root = tmp_path_factory.mktemp("owned") / "data"
+    root, mine, listed = place / "data", place / "user" / "my runs", place / "user" / LISTS
     corpus = copy_corpus(corpus_dir, root / "corpora" / "c")
     (root / "installed").touch()
-    MINE = tmp_path_factory.mktemp("user") / "my runs"
-    MINE.mkdir()
+    mine.mkdir(parents=True)
     for seed in (0, 2):
         pipeline.build_pool(root, "c", size=800, n_queries=10, seed=seed)
-    LISTED = MINE.parent / "never-queries.txt"
-    LISTED.write_text(f"{pl.read_parquet(corpus / 'pools' / POOL / 'queries.parquet')[0, 0]}\n")
-    pipeline.build_pool(root, "c", size=800, n_queries=10, exclude=str(LISTED))
+    listed.write_text(f"{pl.read_parquet(corpus / 'pools' / POOL / 'queries.parquet')[0, 0]}\n")
+    pipeline.build_pool(root, "c", size=800, n_queries=10, exclude=str(listed))
     for pool in OWNED_POOLS:
         pipeline.search(root, "c", pool, encoder(), threads=1)
         pipeline.evaluate(root, "c", pool, encoder())
         pipeline.search(root, "c", pool, "random", threads=1)
-        shutil.copy(root / "runs" / "c" / pool / "random.trec", MINE / f"{pool} run.trec")
-        pipeline.import_run(root, "c", pool, MINE / f"{pool} run.trec", "same")
+        shutil.copy(root / "runs" / "c" / pool / "random.trec", mine / f"{pool} run.trec")
+        pipeline.import_run(root, "c", pool, mine / f"{pool} run.trec", "same")
     papers = pl.read_parquet(corpus / "prefiltered.parquet", columns=["corpusid"])
     vectors = np.random.default_rng(0).normal(size=(papers.height, 8)).astype(np.float32)
-    source = MINE / "my vectors.parquet"
+    source = mine / "my vectors.parquet"
     papers.with_columns(vector=pl.Series(vectors.tolist())).write_parquet(source)
     pipeline.import_vectors(root, "c", "vec", source)
     for model in ("same", "vectors:vec", "random"):
         ok(make(root, "eval", "CORPUS=c", f"MODEL={model}"))
     assert verify(Roots(root / "corpora", root / "indexes", root / "runs")) == []
-    return root
+
+
+
+@pytest.fixture(scope="module")
+def owned(request, tmp_path_factory) -> Path:
+    """A data root of corpus c with two pools (and a third, drawn without a list of queries, to
+    retire): a pipeline.Encoder's store and runs (`good`), a run imported into each pool from a
+    file whose path holds spaces (`same`), vectors imported from such a file (`vec`), each
+    evaluated, with random's runs. Built once per test run, shared by make test's workers
+    (as `reference`); each test damages its own copy."""
+    global MINE, LISTED
+    place = built_once(tmp_path_factory, "damage-owned", lambda place: build_owned(
+        place, request.getfixturevalue("corpus_dir")))
+    MINE, LISTED = place / "user" / "my runs", place / "user" / LISTS
+    return place / "data"
 
 
 def run_owned_repair(root: Path, command: str) -> None:
