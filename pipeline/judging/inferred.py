@@ -49,13 +49,14 @@ relevant from grade 1 (trec_eval's level 1).
   over several models, so 1 / probability counts candidates outside one model's top k. No
   estimator bounded by k is unbiased for every population: one is chosen that is unbiased
   within the simulation's Monte Carlo error.)
-- Inferred nDCG (`infNDCG`, `infNDCG@k`): the DCG with each unjudged frame candidate gaining
-  its stratum's mean judged grade, over the ideal DCG of the estimated counts per grade
-  (Horvitz-Thompson), with trec_eval's gains (the grade itself, linear) and discount (1 /
-  log2(rank + 1)), the ideal list filled with fractional counts (a count of 2.5 fills two
-  places and half the third); with integer counts exactly trec_eval's `ndcg` /
-  `ndcg_cut_k`. The list's expected count of each grade is at most the estimated total, so
-  the value is at most 1; it is a ratio, biased upwards on thin samples (the simulation).
+- Inferred nDCG (`infNDCG`, `infNDCG@k`): the Horvitz-Thompson DCG (each judged candidate's
+  gain weighted by 1 / its inclusion probability; unbiased for any design) over the ideal DCG
+  of the estimated counts per grade, with trec_eval's gains (the grade itself, linear) and
+  discount (1 / log2(rank + 1)), the ideal list filled with fractional counts (a count of 2.5
+  fills two places and half the third); with integer counts exactly trec_eval's `ndcg` /
+  `ndcg_cut_k`. Capped at 1, as the truth is. It is a ratio, biased upwards on thin samples
+  (the simulation); an unjudged candidate imputed at its stratum's mean grade was as biased
+  and let one model's judged candidates stand in for another's (the strata are shared).
 - The same metrics from the citations alone (`cited`: AP, P@k, nDCG as trec_eval and ranx
   compute them from the qrels) beside each inferred value.
 - The relevant candidates the citations miss per query (`missed`: the Horvitz-Thompson
@@ -126,7 +127,10 @@ class Lists:
       1); a known candidate of stratum h weighs N_h / n_h (1 / its inclusion probability);
     counts: (L, H + 1, G + 1) float, the judged candidates of each stratum in the query, by
       grade 0..G, whether the list ranks them or not (CITED: the qrels' relevant ones by
-      grade); each stratum's row sums to n_h (the jackknife deletes from them)."""
+      grade); each frame stratum's row sums to n_h (the jackknife deletes from them);
+    group: (L,) int, or None for one group: the lists over which infP@k's stand-in share
+      is pooled where a list has none of its own (pool_values: one model's queries of a
+      pool; the simulation: one data set's pool draw)."""
 
     code: np.ndarray
     grade: np.ndarray
@@ -238,22 +242,19 @@ def _point(lists: Lists, cutoffs: tuple[int, ...], names: tuple[str, ...]
             out[name] = np.divide((hits * (1.0 + above) / rank).sum(axis=1), total,
                                   out=np.zeros(length), where=total > 0)
         out["jkAP"] = out["statAP"]  # corrected by list_metrics' jackknife
+    group = np.zeros(length, dtype=np.int64) if lists.group is None else lists.group
     if any("NDCG" in name for name in names):
-        judged = lists.judged
-        mean_gain = np.divide((lists.counts * np.arange(lists.counts.shape[2])).sum(axis=2),
-                              judged, out=np.zeros(judged.shape), where=judged > 0)
-        # an unjudged frame candidate gains its stratum's mean judged grade
-        unknown = (code >= 1) & ~known
-        gains = (np.where(known, np.maximum(grade, 0), 0.0) + np.where(
-            unknown, np.take_along_axis(mean_gain, np.maximum(code, 0), axis=1), 0.0)
-                 ) / np.log2(rank + 1)
+        # Horvitz-Thompson: each judged candidate's gain weighted by 1 / its probability,
+        # the list's own judged ones only (no other model's judged share stands in)
+        gains = np.where(known, np.maximum(grade, 0), 0) * lists.weight / np.log2(rank + 1)
         for cut in (None, *cutoffs):
             ideal = ideal_dcg(totals, cut)
-            out["infNDCG" if cut is None else f"infNDCG@{cut}"] = np.divide(
-                gains[:, :cut].sum(axis=1), ideal, out=np.zeros(length), where=ideal > 0)
+            # capped at 1, as the truth is: a weight of N_h / n_h can count more than the
+            # list holds
+            out["infNDCG" if cut is None else f"infNDCG@{cut}"] = np.minimum(1.0, np.divide(
+                gains[:, :cut].sum(axis=1), ideal, out=np.zeros(length), where=ideal > 0))
     if any(name.startswith("infP@") for name in names):
         share = _share(lists)
-        group = np.zeros(length, dtype=np.int64) if lists.group is None else lists.group
         for cut in cutoffs:
             top = slice(0, cut)
             count = relevant[:, top].sum(axis=1, dtype=np.float64)  # known: exact

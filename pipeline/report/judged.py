@@ -72,9 +72,9 @@ def assessor_tables(corpus: str, group: Sequence[JudgedPool], name: str | None =
                "fewer than 2 judged pairs left uncorrected; infAP: xinfAP (Yilmaz, Kanoulas & "
                "Aslam 2008, trec_eval's infAP), which over-counts on thin samples; P@k: the "
                "known relevant in each model's top k and, per stratum, its unjudged ones at "
-               "the share judged relevant among its own judged ones (at most 1); nDCG: an "
-               "unjudged candidate at its stratum's mean grade (at most 1, biased up on thin "
-               "samples: docs/evaluation.md); 95% intervals over queries and pool draws",
+               "the share judged relevant among its own judged ones (at most 1); nDCG: "
+               "Horvitz-Thompson, capped at 1 (biased up on thin samples: "
+               "docs/evaluation.md); 95% intervals over queries and pool draws",
                ["pools", "metric", "model", "queries", "draws", "citations", "with the sample"],
                rows)]
     lost = pl.concat([missed(p.pool, p.qrels, p.judgments, p.sample) for p in group])
