@@ -164,6 +164,8 @@ def test_a_declaration_gives_each_stage_its_option_required_without_default_or_a
     assert registry.declared_argv("x", registry.of_args(parse("x", *argv))) == argv
     made.MADE_SWITCH = "0"
     assert registry.declared_argv("y", registry.of_make(made)) == ["--made-value", "fancy"]
+    made.MADE_VALUE = 1  # a value of 1 is a value, not a switch on (--num-shards 1)
+    assert registry.declared_argv("y", registry.of_make(made)) == ["--made-value", "1"]
 
 
 def test_a_refusal_carries_its_options_and_each_door_words_them(tmp_path, capsys, monkeypatch):

@@ -18,7 +18,6 @@ from pipeline.options.checks import (
     DTYPES,
     choice,
     cpus_per_task,
-    device,
     given_path,
     non_negative,
     pool_name,
@@ -195,7 +194,6 @@ REPAIR_POOLS = flag("--repair-pools", "first rebuild every pool that is stale, d
                     "half-written (as make pools)")
 STORE = (arg("--batch-size", type=positive),
          arg("--dtype", type=choice(DTYPES), default=DTYPES[0]),
-         arg("--device", type=device, help="cpu | cuda (default: cuda if available)"),
          arg("--part-size", type=positive, help="papers per store part, the work a kill can "
              "lose (default: 4,096 for embeddings, 50,000 for BM25's analysed-text store)"))
 SLURM = arg("--cpus-per-task", type=cpus_per_task, help="CPUs of each SLURM job")
@@ -204,7 +202,8 @@ INGEST = (arg("--raw", type=given_path, help="S2ORC folder holding metadata/, or
           like("SOURCE"),
           like("THREADS", "--workers", help="processes reading shards in parallel (the "
                "output does not change)"))
-PREFILTER = arg("--min-citations", type=non_negative, default=3)
+PREFILTER = arg("--min-citations", type=non_negative,
+                help="citations a paper needs to stay (default: the prefilter's, MDCR §3)")
 
 
 def where_of(args: argparse.Namespace) -> Where:

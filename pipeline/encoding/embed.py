@@ -31,7 +31,7 @@ import pyarrow.ipc as ipc
 from pipeline.core.atomic import atomic_path, is_temporary, remove
 from pipeline.core.checksums import file_problem, fingerprint
 from pipeline.core.current import MISSING, UNREADABLE, stale
-from pipeline.core.errors import InputError
+from pipeline.core.errors import InputError, OptionError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import record
 from pipeline.core.locks import file_lock
@@ -763,14 +763,15 @@ def _check_arguments(shard: int, num_shards: int, dtype: str, part_size: int,
                      batch_size: int | None, token_budget: int | None) -> None:
     """Refuse embed's arguments before anything is read or written. The command line checks
     most of them first (pipeline/cli: --part-size, --batch-size, --dtype, --num-shards), so
-    these lines name the keywords; a shard beyond --num-shards is checked here only, in the
-    command's words."""
+    these lines name the keywords; a shard beyond SHARDS is checked here only, a refusal each
+    door words (OptionError)."""
     sizes = {"part_size": part_size, "batch_size": batch_size, "token_budget": token_budget}
     small = [f"{name}={value}" for name, value in sizes.items() if value is not None and value < 1]
     if small:
         raise InputError(f"{', '.join(small)}: give a whole number >= 1")
     if not 0 <= shard < num_shards:
-        raise InputError(f"--shard {shard} --num-shards {num_shards}: need 0 <= shard < n")
+        raise OptionError("{SHARD=} {SHARDS=}: give a shard from 0 to " + str(num_shards - 1),
+                          {"SHARD": shard, "SHARDS": num_shards})
     if dtype not in DTYPES:
         raise InputError(f"dtype={dtype!r}: use {' or '.join(map(repr, DTYPES))}")
 

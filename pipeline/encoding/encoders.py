@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from safetensors import SafetensorError
 
-from pipeline.core.errors import InputError
+from pipeline.core.errors import InputError, OptionError
 from pipeline.core.logs import Progress
 from pipeline.encoding.identity import model_source
 from pipeline.glossary import split_prompt_tag
@@ -147,18 +147,19 @@ def pick_device(device: str | None = None) -> torch.device:
     """The requested device (an error if it is a GPU that is not there), else the best one."""
     if device:
         if device.startswith("cuda") and not torch.cuda.is_available():
-            raise InputError(f"--device {device}: no CUDA GPU is visible here "
-                             "(torch.cuda.is_available() is False); use --device cpu or run "
-                             "on a GPU node")
+            raise OptionError("{DEVICE=}: no CUDA GPU is visible here "
+                              "(torch.cuda.is_available() is False); use cpu or run on a GPU "
+                              "node", {"DEVICE": device})
         try:
             chosen = torch.device(device)
         except RuntimeError:
-            raise InputError(f"--device {device}: not a device; use cpu, cuda or "
-                             "cuda:<index>") from None
+            raise OptionError("{DEVICE=}: not a device; use cpu, cuda or cuda:<index>",
+                              {"DEVICE": device}) from None
         count = torch.cuda.device_count() if chosen.type == "cuda" else 0
         if chosen.type == "cuda" and chosen.index is not None and chosen.index >= count:
-            raise InputError(f"--device {device}: only {count} CUDA GPU(s) visible here "
-                             f"(cuda:0 to cuda:{count - 1}); use one of them, or --device cpu")
+            raise OptionError("{DEVICE=}: only " + f"{count} CUDA GPU(s) visible here (cuda:0 "
+                              f"to cuda:{count - 1}); use one of them, or cpu",
+                              {"DEVICE": device})
         return chosen
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 

@@ -56,6 +56,7 @@ from pipeline.options.checks import (
     choice,
     corpus_name,
     dataset_list,
+    device,
     given_path,
     imported_name,
     input_path,
@@ -284,6 +285,9 @@ DECLARED: tuple[Variable, ...] = (
     V("MODEL_PATH", "", given_path, "a local folder of the model's save_pretrained files, "
       "for nodes without hub access", "models", optional=True,
       stages=(*LOADING, "after-embed"), changes_run=MODEL_ID),  # after-embed: its identity
+    V("DEVICE", "", device, "the encoder's device: cpu, cuda or cuda:<index>", "models",
+      shown="cuda if available", optional=True, one_word=True,
+      stages=("embed", "submit-embed", "index", *SEARCHING), changes_run=False),
     # ---- search
     V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
       "compares the vectors: cosine, ip or l2", "models", one_word=True,
@@ -378,6 +382,8 @@ DECLARED: tuple[Variable, ...] = (
     V("SHARDS", "1", shard_count, "shards of the embed stage (array tasks with slurm), at "
       "most 1,000", "cluster", flag="--num-shards", stages=("embed", *SLURM_JOBS, "demo"),
       changes_run=False),
+    V("SHARD", "", non_negative, "make embed: only this shard of SHARDS", "cluster",
+      shown="each in turn", optional=True, one_word=True, stages=("embed",), changes_run=False),
     V("PARTITION", "", check_partition, "#SBATCH --partition: one name, or several separated "
       "by commas", "cluster", shown="the cluster's default", optional=True, one_word=True,
       stages=SLURM_JOBS),

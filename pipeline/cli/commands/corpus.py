@@ -5,7 +5,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline.cli.registry import INGEST, PREFILTER, arg, command, flag, like, place_of, times_log
+from pipeline.cli.registry import (
+    INGEST,
+    PREFILTER,
+    arg,
+    command,
+    flag,
+    given,
+    like,
+    place_of,
+    times_log,
+)
 from pipeline.layout import parse_size, raw_dir
 from pipeline.options.checks import non_negative, sizes, synth_shard_count
 
@@ -59,7 +69,8 @@ def cmd_prefilter(args: argparse.Namespace) -> None:
     from pipeline.ingest import prefilter
 
     with timed("prefilter", times_log(args)) as info:
-        prefiltered = prefilter(place_of(args).corpus_dir, args.citations, args.min_citations)
+        prefiltered = prefilter(place_of(args).corpus_dir, args.citations,
+                                **given(args, "min_citations"))
         info.update(prefiltered["counts"])
 
 

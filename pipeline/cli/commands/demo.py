@@ -47,7 +47,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
     if not written_whole(place_of(args).corpus_dir):
         run_stage(args, "corpus", *corpus, "--source", args.source, "--workers",
                   str(args.workers), *declared_argv("corpus", of_args(args)),
-                  "--min-citations", str(args.min_citations),
+                  *opt("--min-citations", args.min_citations),
                   "--synth", *([args.papers] if args.papers else []),
                   *opt("--synth-seed", args.synth_seed), *opt("--raw", args.raw))
     pools = (*corpus, "--repeats", str(args.repeats), "--seed", str(args.seed))
@@ -60,7 +60,8 @@ def cmd_demo(args: argparse.Namespace) -> None:
     for entry in models:  # each encoder asked for, as a stage of its own (its throughput)
         if entry.embedded:
             run_stage(args, "embed", *corpus, "--model", entry.name,
-                      "--num-shards", str(args.num_shards), *opt("--model-path", args.model_path))
+                      "--num-shards", str(args.num_shards), *opt("--model-path", args.model_path),
+                      *opt("--device", args.device))
     for entry in models:
         search_and_eval(args, entry.name)
     if args.judge:  # optional: the judged sample of the runs' top ranks (make judge)

@@ -17,7 +17,6 @@ from pipeline.cli.registry import (
     times_log,
 )
 from pipeline.models import IMPORT_VECTORS, get_model
-from pipeline.options.checks import non_negative
 
 STORE_OPTIONS = ("batch_size", "dtype", "model_path", "device", "part_size")  # embed's, index's
 
@@ -30,8 +29,6 @@ def embed_options(args: argparse.Namespace) -> dict:
 
 
 @command("embed", "embed the pools' papers missing from the store", MODEL, POOLS, *STORE,
-         arg("--shard", type=non_negative,
-             help="embed only this shard (default: every shard in turn)"),
          writes=("indexes", "times"))
 def cmd_embed(args: argparse.Namespace) -> None:
     from pipeline.encoding.embed import embed_shards
