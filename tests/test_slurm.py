@@ -464,12 +464,16 @@ def test_embed_array_on_a_one_node_cluster(cluster, data_root, tiny_bert, refere
 
 
 def _nudged(folder: Path) -> None:
-    """Other weights under the same files' names (every JSON file as it was): another model."""
+    """Other weights under the same files' names (every JSON file as it was): another model.
+    The word embeddings moved by seeded noise, not by a constant: a constant added to every
+    component is what the embeddings' LayerNorm subtracts again, leaving the vectors equal
+    up to rounding."""
     from safetensors.numpy import load_file, save_file
 
     tensors = load_file(folder / "model.safetensors")
     key = next(k for k in sorted(tensors) if "word_embeddings" in k)
-    tensors[key] = tensors[key] + np.float32(0.05)
+    noise = np.random.default_rng(59).normal(0, 0.05, tensors[key].shape).astype(np.float32)
+    tensors[key] = tensors[key] + noise
     save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
 
 
@@ -490,6 +494,7 @@ def test_replace_removes_a_stale_store_once_before_the_array(cluster, data_root,
     slurm, store = data / "runs" / "slurm", store_dir(data / "indexes", "small", "minilm")
     make(data, folder, "eval")  # here: the store and the runs of the first weights
     made = read_json(store / "manifest.json")["config"]["model_identity"]
+    first_store = store_of(data)
     runs = [p for size in POOL_SIZES for p in run_paths(data / "runs", "small", pool_of(size),
                                                          "minilm")]
     assert all(p.exists() for p in runs)
@@ -548,6 +553,9 @@ def test_replace_removes_a_stale_store_once_before_the_array(cluster, data_root,
     local = data_root()  # the same replacement made here, from scratch
     make(local, folder, "embed")
     assert_same_store(store_of(data), store_of(local))
+    # ... of other weights: the same papers, other vectors (far beyond rounding)
+    assert np.array_equal(store_of(data)[0], first_store[0])
+    assert not np.allclose(store_of(data)[1], first_store[1], atol=1e-3)
     # every shard in: make eval searches and scores here, from the new store
     again = make(data, folder, "eval", *args, env=cluster.env)
     assert "every embed shard of minilm is in" in again.stderr
