@@ -206,10 +206,14 @@ PREFILTER = arg("--min-citations", type=non_negative,
                 help="citations a paper needs to stay (default: the prefilter's, MDCR §3)")
 
 
+def roots(args: argparse.Namespace) -> tuple[Path, Path, Path]:
+    """The command's data roots: corpora, indexes, runs."""
+    return Path(args.corpora_root), Path(args.index_root), Path(args.runs_root)
+
+
 def where_of(args: argparse.Namespace) -> Where:
     """Where this command's data lies, as a repair command names it."""
-    return where(Path(args.corpora_root), Path(args.index_root), Path(args.runs_root),
-                 getattr(args, "program", PIPELINE_COMMAND))
+    return where(*roots(args), getattr(args, "program", PIPELINE_COMMAND))
 
 
 def error_line(exc: InputError, args: argparse.Namespace, from_make: bool = False) -> str:
@@ -220,10 +224,10 @@ def error_line(exc: InputError, args: argparse.Namespace, from_make: bool = Fals
     return message + (f"; repair: {exc.repair.command(where_of(args))}" if exc.repair else "")
 
 
-def place_of(args: argparse.Namespace, corpus: str | None = None) -> Place:
-    """Where the data of the command's corpus (or of `corpus`) lives."""
-    return Place(corpus_path(Path(args.corpora_root), corpus or args.corpus),
-                 Path(args.index_root), Path(args.runs_root))
+def place_of(args: argparse.Namespace) -> Place:
+    """Where the data of the command's corpus lives."""
+    corpora, indexes, runs = roots(args)
+    return Place(corpus_path(corpora, args.corpus), indexes, runs)
 
 
 def times_log(args: argparse.Namespace) -> Path:

@@ -23,9 +23,9 @@ STORE_OPTIONS = ("batch_size", "dtype", "model_path", "device", "part_size")  # 
 
 def embed_options(args: argparse.Namespace) -> dict:
     """The store options; a part size only where given (each store has its own default)."""
-    options = {name: getattr(args, name) for name in STORE_OPTIONS}
-    return {**{k: v for k, v in options.items() if k != "part_size" or v},
-            "replace": bool(args.replace)}
+    options = {name: getattr(args, name) for name in STORE_OPTIONS
+               if name != "part_size" or args.part_size}
+    return {**options, "replace": bool(args.replace)}
 
 
 @command("embed", "embed the pools' papers missing from the store", MODEL, POOLS, *STORE,

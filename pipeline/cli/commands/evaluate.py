@@ -6,7 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.registry import POOLS, command, flag, like, place_of, pools_of, times_log
+from pipeline.cli.registry import POOLS, command, flag, like, place_of, pools_of, roots, times_log
 from pipeline.layout import RESULTS_FILE
 
 log = logging.getLogger(__name__)
@@ -31,8 +31,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
 def cmd_collect(args: argparse.Namespace) -> None:
     from pipeline.evaluation.evaluate import collect_results
 
-    results = collect_results(Path(args.corpora_root), Path(args.index_root),
-                              Path(args.runs_root))
+    results = collect_results(*roots(args))
     log.info(f"[collect] {results.height} rows in {Path(args.runs_root) / RESULTS_FILE}")
 
 
@@ -43,7 +42,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     from pipeline.evaluation.evaluate import collect_results
     from pipeline.report.build import report, stage_times, training_lists
 
-    collect_results(Path(args.corpora_root), Path(args.index_root), Path(args.runs_root))
+    collect_results(*roots(args))
     print(report(Path(args.runs_root), args.corpus, args.seed, Path(args.corpora_root),
                  args.exclude, training_lists(args.training_sets)))
     print(f"Written to {args.runs_root}/reports/ ({args.corpus}.md, .html, .tex, .png)")

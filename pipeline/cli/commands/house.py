@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from pipeline.cli.registry import arg, command, flag, where_of
+from pipeline.cli.registry import arg, command, flag, roots, where_of
 from pipeline.core.errors import InputError
 from pipeline.models import REGISTRY
 from pipeline.options.checks import given_path
@@ -115,9 +115,8 @@ def cmd_verify(args: argparse.Namespace) -> None:
     from pipeline.core.inputs import Roots
     from pipeline.verify import verify
 
-    data = Roots(Path(args.corpora_root), Path(args.index_root), Path(args.runs_root))
-    problems = verify(data, [Path(p) for p in args.path] or None, deep=not args.quick,
-                      named=where_of(args))
+    problems = verify(Roots(*roots(args)), [Path(p) for p in args.path] or None,
+                      deep=not args.quick, named=where_of(args))
     for line in problems:
         print(line)
     if problems:
@@ -130,7 +129,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     from pipeline.core.atomic import sweep
 
     removed = 0
-    for root in (args.corpora_root, args.index_root, args.runs_root):
-        folders = {p.parent for p in Path(root).rglob(".*.tmp")} if Path(root).exists() else ()
+    for root in roots(args):
+        folders = {p.parent for p in root.rglob(".*.tmp")} if root.exists() else ()
         removed += sum(sweep(folder) for folder in folders)
     log.info(f"[sweep] {removed} temporaries of stopped processes removed")
