@@ -16,18 +16,16 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-import pipeline
 from pipeline.core.checksums import CHECKSUMS
 from pipeline.judging.assessor import StandinAssessor
 from pipeline.judging.stage import sampling
 from pipeline.layout import (
     judging_page_path,
-    judgments_path,
     pool_names,
-    run_paths,
     sample_path,
 )
 from tests.conftest import copy_corpus, refusal
+from tests.judging.test_wiring import assert_means_are_inferred
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ("bm25", "random")
@@ -76,10 +74,6 @@ def means_table(report: str, assessor: str) -> pl.DataFrame:
     return pl.DataFrame(body, schema=header, orient="row")
 
 
-def cell(text: str) -> float:
-    return float(text.split(" [")[0])
-
-
 @pytest.fixture(scope="module")
 def data(raw_corpus, corpus_dir, tmp_path_factory) -> Path:
     """A scratch DATA holding the small corpus (raw shards and the ingested copy), its two
@@ -106,29 +100,10 @@ def test_make_judge_page_and_report_through_make(data):
     assert len(headings) == 1 and "NOT a judgment of relevance" in headings[0], report.stdout
 
     # the section's infAP with the sample is pipeline.inferred on the same files
-    table = means_table(text, STANDIN.name)
     pools = pool_names(data / "corpora" / "small")
     assert len(pools) == len(SIZES)
-    moved = 0
-    for pool in pools:
-        size = pool.split("-")[1]
-        qrels = pl.read_parquet(data / "corpora" / "small" / "pools" / pool / "qrels.parquet")
-        judged = sampling(list(MODELS), 4).name  # the folder of MODELS=bm25,random SAMPLE=4
-        judgments = pl.read_parquet(judgments_path(data / "runs", "small", pool,
-                                                   STANDIN.file_name, judged))
-        sample = pl.read_parquet(sample_path(data / "runs", "small", pool, judged))
-        assert set(judgments["assessor"]) == {STANDIN.name} and judgments.height > 0
-        for model in MODELS:
-            run = pl.read_parquet(run_paths(data / "runs", "small", pool, model).parquet)
-            theirs = pipeline.inferred(qrels, run.select("query", "doc", "score"), judgments,
-                                       sample)
-            row = table.filter(pl.col("model") == model, pl.col("metric") == "infAP",
-                               pl.col("pools").str.ends_with(f" {size}"))
-            assert row.height == 1, (model, pool, table)
-            shown = cell(row["with the sample"][0])
-            assert shown == pytest.approx(100 * theirs["infAP"], abs=0.051)
-            moved += shown != cell(row["citations"][0])
-    assert moved > 0  # the judged sample changes what the citations alone say
+    assert_means_are_inferred(means_table(text, STANDIN.name), data / "corpora" / "small",
+                              data / "runs", pools, MODELS, STANDIN)
 
     # a rerun of the three changes no byte (the stage-times log aside, which logs each run,
     # and the hidden stat caches beside the checksums, which record the files' inodes)

@@ -20,13 +20,15 @@ from pipeline.judging.assessor import LABELS_HEADER, StandinAssessor
 from pipeline.judging.sample import pairs_to_judge
 from pipeline.judging.stage import sampling
 from pipeline.layout import (
+    JUDGING_SAMPLE,
     agreement_paths,
-    format_size,
+    judging_folders,
     judging_page_path,
     judgments_manifest,
     judgments_path,
     run_paths,
     sample_path,
+    table_file,
 )
 from tests.conftest import POOL_SEED, POOL_SIZES, pool_of
 from tests.judging.test_agreement import csf  # noqa: F401 (the CSFCube corpus fixture)
@@ -114,8 +116,37 @@ def test_the_judging_page_shows_every_drawn_pair_once(judged):
         for s in POOL_SIZES)
 
 
-def _cell(text: str) -> float:
+def cell(text: str) -> float:
+    """A table cell's number, without the interval after it (`12.3 [10.1, 14.0]`)."""
     return float(text.split(" [")[0])
+
+
+def assert_means_are_inferred(frame: pl.DataFrame, corpus: Path, runs: Path, pools: list[str],
+                              models: tuple[str, ...], assessor: StandinAssessor) -> None:
+    """The report's table of judged means (`frame`: pools, metric, model, citations, with the
+    sample) shows, for each pool and model, infAP with the sample as pipeline.inferred gives
+    it on the same files (the pool's qrels, the model's run, `assessor`'s judgments, the
+    sample), to the table's one decimal; and the sample moves at least one number away from
+    what the citations alone say (else the section shows nothing the citations do not)."""
+    moved = 0
+    for pool in pools:
+        qrels = pl.read_parquet(corpus / "pools" / pool / "qrels.parquet")
+        [folder] = judging_folders(runs, corpus.name, pool)  # one sampling setting judged
+        judgments = pl.read_parquet(folder / table_file(assessor.file_name))
+        sample = pl.read_parquet(folder / table_file(JUDGING_SAMPLE))
+        assert set(judgments["assessor"]) == {assessor.name} and judgments.height > 0, pool
+        size = pool.split("-")[1]  # as the table's pools column ends (format_size)
+        for model in models:
+            run = pl.read_parquet(run_paths(runs, corpus.name, pool, model).parquet)
+            theirs = pipeline.inferred(qrels, run.select("query", "doc", "score"), judgments,
+                                       sample)
+            row = frame.filter(pl.col("model") == model, pl.col("metric") == "infAP",
+                               pl.col("pools").str.ends_with(f" {size}"))
+            assert row.height == 1, (model, pool, frame)
+            shown = cell(row["with the sample"][0])
+            assert shown == pytest.approx(100 * theirs["infAP"], abs=0.051), (model, pool)
+            moved += shown != cell(row["citations"][0])
+    assert moved > 0  # the judged sample changes what the citations alone say
 
 
 def test_the_reports_section_is_the_estimators_on_the_same_files(judged):
@@ -127,25 +158,8 @@ def test_the_reports_section_is_the_estimators_on_the_same_files(judged):
     assert f"judged-{stem}-means" in names and f"judged-{stem}-pairs" in names
     means = report.tables[f"judged-{stem}-means"]
     assert "stand-in" in means.caption and "NOT a judgment" in means.caption
-    frame = means.frame()
-    moved = 0
-    for size in POOL_SIZES:
-        pool = pool_of(size)
-        sample = sample_path(data.runs, corpus, pool, SAMPLING)
-        judgments = pl.read_parquet(judgments_path(data.runs, corpus, pool, stem, SAMPLING))
-        qrels = data.corpus(corpus) / "pools" / pool / "qrels.parquet"
-        for model in MODELS:
-            run = pl.read_parquet(run_paths(data.runs, corpus, pool, model).parquet)
-            theirs = pipeline.inferred(pl.read_parquet(qrels), run.select("query", "doc",
-                                                                           "score"),
-                                       judgments, sample)
-            row = frame.filter(pl.col("model") == model, pl.col("metric") == "infAP",
-                               pl.col("pools").str.ends_with(f" {format_size(size)}"))
-            assert row.height == 1, (model, size, frame)
-            shown = _cell(row["with the sample"][0])
-            assert shown == pytest.approx(100 * theirs["infAP"], abs=0.051)
-            moved += shown != _cell(row["citations"][0])
-    assert moved > 0  # the sample changes what the citations alone say
+    assert_means_are_inferred(means.frame(), data.corpus(corpus), data.runs,
+                              [pool_of(s) for s in POOL_SIZES], MODELS, STANDIN)
     pairs = report.tables[f"judged-{stem}-pairs"].frame()
     assert set(pairs["pair"]) == {"bm25 - random"}
     assert pairs["order"].str.contains(r"^(kept|reversed)").all()
