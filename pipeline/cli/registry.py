@@ -156,6 +156,12 @@ def opt(option: str, value: object) -> list[str]:
     return [option, str(value)] if value not in (None, "") else []
 
 
+def argv_of(args: argparse.Namespace, *names: str) -> list[str]:
+    """The options `names` (as dests) with `args`' values: a command run by another."""
+    return [word for name in names for word in opt("--" + name.replace("_", "-"),
+                                                    getattr(args, name))]
+
+
 def declared_argv(stage: str, value: Callable[[Variable], object]) -> list[str]:
     """The declared options of the command `stage` with their values (of_make, of_args); a
     switch bare when on (make's 1, or given)."""

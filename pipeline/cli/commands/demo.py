@@ -10,12 +10,12 @@ from pipeline.cli.registry import (
     INGEST,
     PREFILTER,
     arg,
+    argv_of,
     comma_list,
     command,
     declared_argv,
     like,
     of_args,
-    opt,
     place_of,
     run_stage,
     times_log,
@@ -43,14 +43,13 @@ def cmd_demo(args: argparse.Namespace) -> None:
     from pipeline.corpus.manifest import written_whole
 
     times_log(args).unlink(missing_ok=True)
-    corpus = ("--corpus", args.corpus)
+    corpus = argv_of(args, "corpus")
     if not written_whole(place_of(args).corpus_dir):
-        run_stage(args, "corpus", *corpus, "--source", args.source, "--workers",
-                  str(args.workers), *declared_argv("corpus", of_args(args)),
-                  *opt("--min-citations", args.min_citations),
-                  "--synth", *([args.papers] if args.papers else []),
-                  *opt("--synth-seed", args.synth_seed), *opt("--raw", args.raw))
-    pools = (*corpus, "--repeats", str(args.repeats), "--seed", str(args.seed))
+        run_stage(args, "corpus", *corpus, *argv_of(args, "source", "workers", "min_citations",
+                                                    "synth_seed", "raw"),
+                  *declared_argv("corpus", of_args(args)),
+                  "--synth", *([args.papers] if args.papers else []))
+    pools = (*corpus, *argv_of(args, "repeats", "seed"))
     run_stage(args, "pool", *pools, "--size", args.sizes, "--queries", str(args.queries))
     if args.fields.split():
         run_stage(args, "pool", *pools, "--field", args.fields, "--size", args.field_size,
@@ -60,12 +59,11 @@ def cmd_demo(args: argparse.Namespace) -> None:
     for entry in models:  # each encoder asked for, as a stage of its own (its throughput)
         if entry.embedded:
             run_stage(args, "embed", *corpus, "--model", entry.name,
-                      "--num-shards", str(args.num_shards), *opt("--model-path", args.model_path),
-                      *opt("--device", args.device))
+                      *argv_of(args, "num_shards", "model_path", "device"))
     for entry in models:
         search_and_eval(args, entry.name)
     if args.judge:  # optional: the judged sample of the runs' top ranks (make judge)
         runs = [run_name(entry.name, args.query_variant) for entry in models]
         run_stage(args, "judge", *corpus, "--models", ",".join(runs),
                   *declared_argv("judge", of_args(args)))
-    run_stage(args, "report", *corpus, "--seed", str(args.seed), "--times")
+    run_stage(args, "report", *corpus, *argv_of(args, "seed"), "--times")
