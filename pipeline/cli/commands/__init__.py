@@ -1,8 +1,6 @@
-"""The commands of `python -m pipeline`, a module per stage. Each command registers itself in
-`pipeline.cli.registry.COMMANDS` (with its help and options) when its module is imported;
-importing this package imports them all, in the order of the data flow, which is the order
-`--help` lists them. Heavy modules are imported inside the command that needs them, so the
-Makefile's `check` (standard library only) and a no-op stage start fast."""
+"""The commands of `python -m pipeline`, a module per stage, each registered in
+`registry.COMMANDS` when imported: here in the data flow's order, `--help`'s. Heavy modules
+are imported inside the command that needs them, so `check` and a no-op stage start fast."""
 # ruff: noqa: I001  (the order of these imports is the order of the commands)
 
 from pipeline.cli.commands import house  # noqa: F401  check, variables, targets, models, ...
