@@ -25,10 +25,6 @@ DTYPES = ("float32", "float16")
 MAX_INT = 2**31 - 1  # every whole-number variable: seeds, counts, threads, shards
 
 
-def checked(check):  # alias: remove when unused (an InputError is argparse's type error)
-    return check
-
-
 def int_at_least(low: int, what: str, high: int = MAX_INT, why: str = ""):
     """A whole number from `low` to `high` (`why`: the reason for `high`, said when a value is
     above it)."""
