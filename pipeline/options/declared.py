@@ -287,7 +287,8 @@ DECLARED: tuple[Variable, ...] = (
       stages=(*LOADING, "after-embed"), changes_run=MODEL_ID),  # after-embed: its identity
     V("DEVICE", "", device, "the encoder's device: cpu, cuda or cuda:<index>", "models",
       shown="cuda if available", optional=True, one_word=True,
-      stages=("embed", "submit-embed", "index", *SEARCHING), changes_run=False),
+      stages=("embed", "submit-embed", "index", *SEARCHING),
+      changes_run=MODEL_ID),  # the store's parts record it; another device: other last bits
     # ---- search
     V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
       "compares the vectors: cosine, ip or l2", "models", one_word=True,

@@ -287,8 +287,9 @@ SAME = {
 # same vectors however many are asked at once: tests/encoding/test_served.py), and REPLACE=1,
 # which lets a command replace what it made (what the new one is: its store's identity)
 ELSEWHERE = ("EMBEDDINGS_BATCH", "EMBEDDINGS_CONCURRENCY", "REPLACE")
-# The model's files, endpoint and similarity: its store records them (changes_run=MODEL_ID)
-IN_STORE = ("MODEL_PATH", "EMBEDDINGS_URL", "SIMILARITY")
+# The model's files, endpoint and similarity, and the device that embedded each part: its
+# store records them (changes_run=MODEL_ID)
+IN_STORE = ("MODEL_PATH", "EMBEDDINGS_URL", "SIMILARITY", "DEVICE")
 
 
 def _run_options(model: str, **given) -> dict:
