@@ -285,8 +285,10 @@ SAME = {
 }
 # Options that change no run and are shown so elsewhere: served models' request settings (the
 # same vectors however many are asked at once: tests/encoding/test_served.py), and REPLACE=1,
-# which lets a command replace what it made (what the new one is: its store's identity)
-ELSEWHERE = ("EMBEDDINGS_BATCH", "EMBEDDINGS_CONCURRENCY", "REPLACE")
+# which lets a command replace what it made (what the new one is: its store's identity), and
+# SHARD, one shard of SHARDS embedded alone (together they cover the pool:
+# tests/encoding/test_embed.py; and SHARDS=1 and 2 give the same run: SAME above)
+ELSEWHERE = ("EMBEDDINGS_BATCH", "EMBEDDINGS_CONCURRENCY", "REPLACE", "SHARD")
 # The model's files, endpoint and similarity, and the device that embedded each part: its
 # store records them (changes_run=MODEL_ID)
 IN_STORE = ("MODEL_PATH", "EMBEDDINGS_URL", "SIMILARITY", "DEVICE")
