@@ -18,9 +18,12 @@ per query) is spread over a query's strata by this rule:
   of relevant candidates R, every AP's denominator, varied so much that the AP estimates'
   ratio bias was 2 to 4 times as large (the simulation in tests/judging/test_inferred.py);
 - the expected counts are rounded to whole numbers by largest remainder (ties: the shallower
-  stratum), with at least one draw from every stratum that has a candidate, so that no
-  candidate has an inclusion probability of 0 (an estimator can only weight what can be
-  drawn): `n` must be at least the number of strata.
+  stratum), with at least two draws from every stratum of two or more candidates (one from a
+  stratum of one), so that no candidate has an inclusion probability of 0 (an estimator can
+  only weight what can be drawn) and jkAP's stratified jackknife (inferred.py), which can
+  only correct a stratum with 2 judged pairs, reaches every stratum: the budget of a query is
+  then max(n, those minimums), at most 2 x the strata (SAMPLE 3: 6 pairs); `n` must be at
+  least the number of strata.
 
 Within a stratum the n_h drawn are a simple random sample without replacement of its N_h
 candidates: each candidate's inclusion probability is n_h / N_h, exactly, what the
@@ -78,11 +81,13 @@ def stratum_labels(edges: Sequence[int]) -> list[str]:
 def allocate(sizes: np.ndarray, n: int, edges: Sequence[int]) -> np.ndarray:
     """Draws per stratum (same shape as `sizes`: one row per query, one column per stratum,
     its N_h) by the module's rule: rates proportional to 1 / sqrt(edge), capped at 1,
-    summing to min(n, N); rounded by largest remainder, at least 1 where N_h > 0."""
+    summing to the budget max(min(n, N), the minimums); rounded by largest remainder, at
+    least min(N_h, 2) in each stratum (the jackknife's 2 judged pairs)."""
     sizes = np.asarray(sizes, dtype=np.int64)
     weight = 1.0 / np.sqrt(np.asarray(edges, dtype=np.float64))  # the rates' ratios
-    total = sizes.sum(axis=1)
-    budget = np.minimum(n, total).astype(np.float64)
+    least = np.minimum(sizes, 2)  # 2 from a stratum of 2 or more, 1 from a stratum of 1
+    target = np.maximum(np.minimum(n, sizes.sum(axis=1)), least.sum(axis=1))
+    budget = target.astype(np.float64)
     capped = np.zeros(sizes.shape, dtype=bool)
     for _ in range(sizes.shape[1] + 1):  # water-filling: cap a stratum whose rate passes 1
         free = np.where(capped, 0.0, sizes * weight)
@@ -94,19 +99,19 @@ def allocate(sizes: np.ndarray, n: int, edges: Sequence[int]) -> np.ndarray:
             break
         capped |= over
     expected = np.where(capped, sizes, np.minimum(sizes, scale[:, None] * weight * sizes))
-    drawn = np.where(sizes > 0, np.maximum(np.floor(expected + 1e-9), 1), 0).astype(np.int64)
-    drawn = np.minimum(drawn, sizes)
+    drawn = np.minimum(np.maximum(np.floor(expected + 1e-9), least), sizes).astype(np.int64)
     order = np.arange(sizes.shape[1])
-    for _ in range(int(sizes.shape[1]) * 2 + 1):  # at most one step per stratum each way
-        gap = np.minimum(n, total) - drawn.sum(axis=1)
+    # the floors leave at most one per stratum to add, the minimums at most two to take off
+    for _ in range(int(sizes.shape[1]) * 3 + 1):
+        gap = target - drawn.sum(axis=1)
         if not gap.any():
             break
         remainder = expected - drawn
         # a row short of its budget: +1 where the remainder is largest (shallower on ties)
         room = np.where(drawn < sizes, remainder - order * 1e-12, -np.inf)
         add = (gap > 0)[:, None] & (order == room.argmax(axis=1)[:, None])
-        # a row over it (the minimum of 1): -1 where the remainder is smallest (deeper on ties)
-        spare = np.where(drawn > 1, remainder - order * 1e-12, np.inf)
+        # a row over it (the minimums): -1 where the remainder is smallest (deeper on ties)
+        spare = np.where(drawn > least, remainder - order * 1e-12, np.inf)
         cut = (gap < 0)[:, None] & (order == spare.argmin(axis=1)[:, None])
         drawn = drawn + add - cut
     return drawn

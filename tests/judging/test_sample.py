@@ -40,7 +40,7 @@ def _qrels(queries: int = 6) -> pl.DataFrame:
 
 def test_allocation_spends_the_budget_by_the_rule():
     """Rates proportional to 1/sqrt(edge), capped at 1 with the rest passed on, rounded by
-    largest remainder with one draw at least per stratum."""
+    largest remainder with two draws at least per stratum (one where it holds one)."""
     edges = (10, 30, 100)
     drawn = allocate(np.array([[10, 40, 150], [5, 5, 5], [0, 30, 200], [1, 1, 300]]), 12,
                      edges)
@@ -56,6 +56,25 @@ def test_allocation_spends_the_budget_by_the_rule():
     assert rates[0] > rates[1] > rates[2]
     assert allocate(np.array([[3, 4, 5]]), 50, edges).tolist() == [[3, 4, 5]]  # all of it
     assert strata_edges(50) == (10, 30, 50) and strata_edges(20) == (10, 20)
+
+
+def test_every_stratum_of_two_or_more_gets_two_draws():
+    """The jackknife's 2 judged pairs: SAMPLE 8 over strata of 10, 40 and 150 would give the
+    top stratum 1 by the rates (expected 0.99, 2.29, 4.71); it gets 2, the deepest 4. A stratum
+    of one gets its one; a budget under the minimums is raised to them (2 x the strata)."""
+    edges = (10, 30, 100)
+    drawn = allocate(np.array([[10, 40, 150], [3, 12, 150], [1, 3, 60], [0, 2, 2],
+                               [8, 2, 1]]), 8, edges)
+    assert drawn.tolist() == [[2, 2, 4], [2, 2, 4], [1, 2, 5], [0, 2, 2], [5, 2, 1]]
+    assert allocate(np.array([[10, 40, 150], [1, 1, 1]]), 3, edges).tolist() == [[2, 2, 2],
+                                                                                [1, 1, 1]]
+    sizes = np.random.default_rng(4).integers(0, 60, (500, 3))
+    for n in (3, 8, 20):
+        drawn = allocate(sizes, n, edges)
+        least = np.minimum(sizes, 2)
+        assert (drawn >= least).all() and (drawn <= sizes).all()
+        assert (drawn.sum(axis=1) == np.maximum(np.minimum(n, sizes.sum(axis=1)),
+                                                least.sum(axis=1))).all()
 
 
 def test_the_sample_draws_from_the_unjudged_top_ranks_with_its_probabilities():
