@@ -56,6 +56,12 @@ def markdown(report: dict) -> list[str]:
              "with every candidate judged. Range: the smallest and largest single-query "
              "estimate. "
              "Made by `python -m benchmarks.judged_estimators`.", ""]
+    off = [f"{name}, pool {row['size']}, model {row['model']}, {row['metric']} "
+           f"{row['bias']:+.4f} ({row['bias'] / row['mc_error']:+.1f} MC)"
+           for name, design in report["designs"].items() for row in design["rows"]
+           if row["metric"] in HEADLINE and abs(row["bias"]) > 3 * row["mc_error"]]
+    lines += [f"Not met: {', '.join(HEADLINE)} off by more than 3 MC errors in "
+              f"{len(off)} cells: {'; '.join(off) if off else 'none'}.", ""]
     for name, design in report["designs"].items():
         rates = "; ".join(f"pool {size}: {', '.join(f'{100 * r:.1f}%' for r in values)}"
                           for size, values in design["rates"].items())

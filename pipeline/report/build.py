@@ -526,7 +526,7 @@ def judged_section(data: Results) -> Section:
     and whether each pair's order survives (pipeline/report/judged.py), with a plot."""
     from pipeline.judging.stage import LeftOut
     from pipeline.layout import Place
-    from pipeline.report.judged import draw_judged, judged_tables, left_out_table
+    from pipeline.report.judged import PLOTTED, draw_judged, judged_tables, left_out_table
 
     if data.corpus_dir is None or data.full_queries.is_empty():
         return Section("judged")
@@ -538,7 +538,7 @@ def judged_section(data: Results) -> Section:
     for found in judged_tables(place, data.full_queries["pool"].unique().to_list(), left):
         tables += [Table(*table) for table in found.tables]
         name = found.tables[0][0].removesuffix("-means")
-        title = (f"{data.corpus}: infAP, citations alone and judged by {found.assessor}"
+        title = (f"{data.corpus}: {PLOTTED}, citations alone and judged by {found.assessor}"
                  + (" (a stand-in)" if found.stand_in else ""))
         plots.append(Plot(name, partial(draw_judged, found.means, title=title)))
     if (table := left_out_table(place, left)) is not None:  # said in the report, not only logged

@@ -19,7 +19,7 @@ from pipeline.layout import Place, format_size
 # the metrics the tables show (all are computed): jkAP the headline AP, infAP beside it for
 # trec_eval's parity
 SHOWN = ("jkAP", "infAP", "infNDCG@10", "infP@10")
-PLOTTED = "infAP"  # the plot's metric (report/build.py titles it)
+PLOTTED = "jkAP"  # the plot's metric, the headline AP (report/build.py titles it)
 STAND_IN = "a deterministic stand-in, NOT a judgment of relevance: it exercises the section only"
 
 
@@ -68,7 +68,8 @@ def assessor_tables(corpus: str, group: Sequence[JudgedPool], name: str | None =
                "citations alone and with the judged sample of the candidates "
                f"{', '.join(models)} rank high that the citations leave unjudged; jkAP, the "
                "headline AP: statAP (Aslam, Pavlu & Yilmaz 2006) with the stratified "
-               "jackknife's bias correction (Quenouille 1956; Jones 1974), a stratum with "
+               "jackknife's bias correction (Quenouille 1956; Jones 1974; second order where a "
+               "stratum has 3 judged pairs or more: Schucany, Gray & Owen 1971), a stratum with "
                "fewer than 2 judged pairs left uncorrected; infAP: xinfAP (Yilmaz, Kanoulas & "
                "Aslam 2008, trec_eval's infAP), which over-counts on thin samples; P@k: the "
                "known relevant in each model's top k and, per stratum, its unjudged ones at "
@@ -142,8 +143,8 @@ def left_out_table(place: Place, left_out: Sequence[LeftOut]
 
 
 def draw_judged(means_frame: pl.DataFrame, path: Path, title: str) -> None:
-    """infAP x100 against pool size per model: from the citations alone (dashed) and with the
-    judged sample (solid), the dataset-level pools (the first scope)."""
+    """PLOTTED (jkAP) x100 against pool size per model: from the citations alone (dashed) and
+    with the judged sample (solid), the dataset-level pools (the first scope)."""
     from pipeline.report.plots import plot_lines
 
     rows = means_frame.filter(pl.col("metric") == PLOTTED)
@@ -156,4 +157,4 @@ def draw_judged(means_frame: pl.DataFrame, path: Path, title: str) -> None:
                       [100 * v for v in own["cited"].to_list()], "--"))
         lines.append((f"{model}, with the sample", own["size"].to_list(),
                       [100 * v for v in own["inferred"].to_list()], "-"))
-    plot_lines(lines, path, title, "infAP x100 (mean over queries and draws)")
+    plot_lines(lines, path, title, f"{PLOTTED} x100 (mean over queries and draws)")
