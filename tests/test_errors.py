@@ -272,7 +272,7 @@ CASES = [
          r"--batch-size: 0 is too small"),
     Case("make-repeats", _make("pool", "REPEATS=-1"), 2, r"REPEATS: -1 is too small"),
     Case("make-repeats-text", _make("pool", "REPEATS=abc"), 2, r"REPEATS: 'abc' is not a whole"),
-    Case("make-size-empty", _make("pool", "SIZE="), 2, r"SIZE is empty"),
+    Case("make-size-empty", _make("pool", "SIZE="), 2, r"SIZE: empty: give one or more sizes"),
     Case("make-queries", _make("pool", "QUERIES=0"), 2, r"QUERIES: 0 is too small"),
     Case("make-queries-negative", _make("pool", "QUERIES=-3"), 2, r"QUERIES: -3 is too small"),
     Case("make-threads", _make("eval", "THREADS=0"), 2, r"THREADS: 0 is too small"),

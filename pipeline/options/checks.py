@@ -139,7 +139,7 @@ def input_path(text: str) -> str:
 
 def sizes(text: str) -> str:
     if not text.split():
-        raise InputError("SIZE is empty: give one or more sizes, e.g. 20k or '200k 500k'")
+        raise InputError("empty: give one or more sizes, e.g. 20k or '200k 500k'")
     for size in text.split():
         parse_size(size)
     return text
@@ -185,7 +185,7 @@ def dataset_list(text: str) -> str:
     is hundreds of GB)."""
     names = text.replace(",", " ").split()
     if not names:
-        raise InputError("DATASETS is empty: name the datasets, separated by commas (leave "
+        raise InputError("empty: name the datasets, separated by commas (leave "
                          "DATASETS out for the default, papers,abstracts,citations)")
     for name in names:
         if not S2_DATASET.fullmatch(name):

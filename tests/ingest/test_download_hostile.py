@@ -256,7 +256,7 @@ def test_an_empty_list_of_datasets_is_refused(server, tmp_path):
     assert not (tmp_path / "raw").exists() and not server.log
     done = subprocess.run([sys.executable, "-m", "pipeline", "check"], cwd=ROOT,
                           env={**os.environ, "DATASETS": ""}, capture_output=True, text=True)
-    assert done.returncode == 2 and "DATASETS is empty" in done.stderr, done.stderr
+    assert done.returncode == 2 and "DATASETS: empty: name the datasets" in done.stderr, done.stderr
 
 
 # ---- case 12: two downloads into one folder --------------------------------------------------
