@@ -725,18 +725,21 @@ def paper_texts(corpus_dir: Path, ids: pl.Series) -> pl.DataFrame:
 
 
 def judge_pool(runs_root: Path, corpus_dir: Path, corpus: str, pool: str, pairs: pl.DataFrame,
-               assessor: Assessor, concurrency: int = 4, progress: bool = True) -> Judged:
-    """The stage: judge a pool's sampled `pairs` (query, doc) by `assessor` with the papers'
-    texts from the corpus, an api assessor's answers in its corpus's log, and write the
-    pool's judgments (layout.judgments_path) with their manifest."""
+               assessor: Assessor, concurrency: int = 4, progress: bool = True,
+               sampling: str | None = None, parameters: dict[str, Any] | None = None) -> Judged:
+    """Judge a pool's sampled `pairs` (query, doc) by `assessor` with the papers' texts from
+    the corpus, an api assessor's answers in its corpus's log, and write the pool's judgments
+    (layout.judgments_path: in the folder of the sampling `sampling`, whose settings,
+    `parameters`, its manifest records) with their manifest."""
     start = time.perf_counter()
     ids = pl.concat([pairs["query"], pairs["doc"].cast(pairs["query"].dtype)])
     texts = with_texts(pairs, paper_texts(corpus_dir, ids))
     log_path = judging_log_path(runs_root, corpus, assessor.file_name)
     judged = judge(texts, assessor, log_path if assessor.cached else None, concurrency,
                    progress)
-    path = judgments_path(runs_root, corpus, pool, assessor.file_name)
-    written = write_judgments(judged, path, assessor, pairs, corpus=corpus, pool=pool)
+    path = judgments_path(runs_root, corpus, pool, assessor.file_name, sampling)
+    written = write_judgments(judged, path, assessor, pairs, corpus=corpus, pool=pool,
+                              **({"sampling": parameters} if parameters is not None else {}))
     counts = judged.counts()
     log.info(f"[judge] {pool}: {counts['graded']} pairs graded by {assessor.name}"
              f"{' (a stand-in)' if assessor.stand_in else ''}, {judged.asked} asked now, "

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from io import BytesIO
@@ -43,12 +42,10 @@ from pipeline.core.repair import Placeholder, Repair
 from pipeline.judging.assessor import (
     Assessor,
     Judged,
-    judge,
+    judge_pool,
     pairs_digest,
     paper_texts,
     read_judgments,
-    with_texts,
-    write_judgments,
 )
 from pipeline.judging.page import write_page
 from pipeline.judging.sample import DEPTH, draw_sample, pairs_to_judge
@@ -59,11 +56,9 @@ from pipeline.layout import (
     Place,
     judging_folder,
     judging_folders,
-    judging_log_path,
     judging_page_path,
     judgments_files,
     judgments_manifest,
-    judgments_path,
     pool_names,
     run_paths,
     sample_path,
@@ -251,23 +246,8 @@ def _judge_sample(place: Place, pool: str, settings: Sampling, pairs: pl.DataFra
     """Judge a pool's drawn `pairs` by `assessor` (an api assessor's answers in its corpus's
     log) and write the judgments in the sampling's folder, the settings in their manifest
     (what `make verify` names the repair from)."""
-    start = time.perf_counter()
-    ids = pl.concat([pairs["query"], pairs["doc"].cast(pairs["query"].dtype)])
-    texts = with_texts(pairs, paper_texts(place.corpus_dir, ids))
-    log_path = judging_log_path(place.runs_root, place.corpus, assessor.file_name)
-    judged = judge(texts, assessor, log_path if assessor.cached else None, concurrency,
-                   progress)
-    path = judgments_path(place.runs_root, place.corpus, pool, assessor.file_name,
-                          settings.name)
-    written = write_judgments(judged, path, assessor, pairs, corpus=place.corpus, pool=pool,
-                              sampling=settings.parameters())
-    counts = judged.counts()
-    log.info(f"[judge] {pool}: {counts['graded']} pairs graded by {assessor.name}"
-             f"{' (a stand-in)' if assessor.stand_in else ''}, {judged.asked} asked now, "
-             f"{judged.recorded} from its log, {counts['ungraded']} ungraded, "
-             f"{counts['unjudged']} unjudged -> {path}{'' if written else ' (kept)'} "
-             f"in {time.perf_counter() - start:.1f} s")
-    return judged
+    return judge_pool(place.runs_root, place.corpus_dir, place.corpus, pool, pairs, assessor,
+                      concurrency, progress, settings.name, settings.parameters())
 
 
 def judging_page(place: Place, settings: Sampling, pools: Sequence[str] | None = None) -> Path:
