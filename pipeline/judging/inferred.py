@@ -23,6 +23,11 @@ relevant from grade 1 (trec_eval's level 1).
   candidates left out as well, and the three estimates (n_h, n_h - 1, n_h - 2 judged) read
   as a parabola in 1/m - 1/N_h at 0 (`_weights`); in the simulation it took the largest bias
   left at SAMPLE 8 from +0.012 to +0.009 and at 5% from +0.009 to +0.005 (docs/evaluation.md).
+  The replicates are not recomputed one by one: statAP's numerator and R are sums, and
+  leaving out candidates of one stratum changes them by each candidate's own terms (and, for
+  two, one term they share), so every delete-one and delete-two replicate of a stratum is a
+  few array sums (`replicate_means`; equal to recomputing statAP per replicate to float
+  rounding: tests/judging/test_inferred.py), and the cost no longer grows with the pairs.
   A sample's draws give every stratum of 2 or more candidates 2 (sample.py's `allocate`); at
   2 judged only the delete-one term is taken away. A single query's value
   may leave [0, 1] (a replicate that loses the one relevant drawn deep moves R by N_h / n_h);
@@ -284,75 +289,192 @@ def _point(lists: Lists, cutoffs: tuple[int, ...], names: tuple[str, ...]
 JACKKNIFED = ("jkAP",)  # the metrics whose ratio bias the jackknife corrects
 
 
-def _deleted(lists: Lists, rows: np.ndarray, h: np.ndarray, g: np.ndarray,
-             place: np.ndarray | None) -> Lists:
-    """`lists` with one judged candidate of stratum h[row], grade g[row] deleted from the
-    sample in each row of `rows` (a mask): at `place` in the list, or (None) one the list does
-    not rank."""
-    index = np.flatnonzero(rows)
-    grade = lists.grade
-    if place is not None:
-        grade = grade.copy()
-        grade[index, place[index]] = -1
-    judged, counts = lists.judged.copy(), lists.counts.copy()
-    judged[index, h[index]] -= 1
-    counts[index, h[index], g[index]] -= 1
-    return Lists(lists.code, grade, lists.sizes, judged, counts)
+@dataclass(frozen=True)
+class _Terms:
+    """statAP of each list split around one frame stratum h (`_terms`), so that the estimate
+    with any judged candidates of h left out is a few sums (`_left_out`).
+
+    With w = N_h / n_h the weight of a judged candidate of h and c = (N_h - 1) / (n_h - 1)
+    (0 where n_h = 1) the weight of a relevant one of h above another of h, statAP's numerator
+    is rest + w (outer + inner + c pairs): outer, over the relevant ranks k outside h, of
+    their weight / k times the judged relevant of h above k; inner, over the relevant judged
+    ranks k of h, of (1 + the estimated relevant of the other strata above k) / k; pairs, over
+    the same, of the judged relevant of h above k / k; rest the terms without h. Its
+    denominator is other + w R_h (R_h: the judged relevant of h, ranked or not). Leaving out
+    judged candidates a of h (m of n_h left) changes only w, c, R_h and, per candidate, these
+    sums by its own terms (`_Items`): below_out (its relevance times the outer weights / k
+    ranked below it), own (its inner term), pair (its pairs term plus its relevance times
+    the 1 / k of the relevant of h ranked below it); and, for two left out together, the pairs
+    term they share, both relevant: 1 / the lower one's rank."""
+
+    rest: np.ndarray  # (L,)
+    outer: np.ndarray
+    inner: np.ndarray
+    pairs: np.ndarray
+    other: np.ndarray  # the denominator less stratum h's part
+    relevant: np.ndarray  # R_h
+    size: np.ndarray  # N_h
+    judged: np.ndarray  # n_h
 
 
-def _jackknife(lists: Lists, cutoffs: tuple[int, ...], point: dict[str, np.ndarray],
-               names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """`names` corrected for their bias by the stratified jackknife (Quenouille 1956; Jones
-    1974; Schucany, Gray & Owen 1971; module doc): theta + sum_h w1_h (mean_j theta_(hj) -
-    theta) + w2_h (mean_jk theta_(hjk) - theta), theta_(hj) the estimate with the j-th judged
-    candidate of stratum h left out, theta_(hjk) with the j-th and k-th (`_delete_two`, where
-    n_h >= 3), the weights `_weights`' (with 2 judged: w1 = -(n_h - 1)(1 - n_h / N_h), the
-    delete-one jackknife with the finite-population factor); a stratum with fewer than 2
-    judged, or judged whole, is left as it is. For the delete-one replicates the judged
-    candidates the list does not rank differ only by grade: one replicate per stratum and
-    grade stands for all of them."""
+@dataclass(frozen=True)
+class _Items:
+    """(L, n_max) each: the judged candidates of one stratum per list, the ranked ones first
+    in rank order, then those the list does not rank (relevant first); `valid` marks the n_h
+    real ones of a row. `rank` is inf for one the list does not rank."""
+
+    valid: np.ndarray
+    relevant: np.ndarray
+    rank: np.ndarray
+    below_out: np.ndarray
+    own: np.ndarray
+    pair: np.ndarray
+
+
+def _suffix(values: np.ndarray) -> np.ndarray:
+    """sum of `values` strictly after each rank (an exclusive reversed cumulative sum)."""
+    return values.sum(axis=1, keepdims=True) - np.cumsum(values, axis=1)
+
+
+def _terms(lists: Lists, h: int, numerator: np.ndarray, above: np.ndarray
+           ) -> tuple[_Terms, _Items]:
+    """statAP of each list split around stratum h (`_Terms`), and its judged candidates'
+    own terms (`_Items`); `numerator` and `above` are statAP's (`_stat_parts`)."""
     code, grade = lists.code, lists.grade
-    length = code.shape[0]
+    depth = code.shape[1]
+    rank = np.arange(1, depth + 1, dtype=np.float64)
+    known = grade >= 0
+    relevant = known & (grade >= RELEVANT)
+    member = code == h
+    size, judged = lists.sizes[:, h], lists.judged[:, h]
+    weight = np.divide(size, judged, out=np.zeros(size.shape), where=judged > 0)
+    own_given = np.divide(judged - 1, size - 1, out=np.zeros(size.shape), where=size > 1)
+    c = np.divide(1.0, own_given, out=np.zeros(size.shape), where=own_given > 0)
+    mine = _above(member & relevant)  # judged relevant of h above each rank
+    hits = np.where(relevant, lists.weight, 0.0)
+    out_w = np.where(member, 0.0, hits / rank)  # outer weights: relevant ranks outside h
+    in_w = np.where(member & relevant, 1.0 / rank, 0.0)
+    others = above - c[:, None] * mine  # the other strata's estimated relevant above
+    outer = (out_w * mine).sum(axis=1)
+    inner = (in_w * (1.0 + others)).sum(axis=1)
+    pairs = (in_w * mine).sum(axis=1)
+    rest = numerator - weight * (outer + inner + c * pairs)
+    r_h = lists.counts[:, h, RELEVANT:].sum(axis=1)
+    total = lists.totals.sum(axis=1)
+    terms = _Terms(rest, outer, inner, pairs, total - weight * r_h, r_h, size, judged)
+
+    # the items: the ranked judged ones of h, in rank order, then the unranked
+    ranked = member & known
+    count = ranked.sum(axis=1)
+    width = max(int(judged.max(initial=0)), 1)
+    rows, cols = np.nonzero(ranked)
+    slot = (np.cumsum(ranked, axis=1) - 1)[rows, cols]
+    shape = (len(code), width)
+    rel = np.zeros(shape, dtype=bool)
+    at = np.full(shape, np.inf)
+    below_out, own, pair = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    is_rel = relevant[rows, cols]
+    rel[rows, slot] = is_rel
+    at[rows, slot] = rank[cols]
+    below_out[rows, slot] = np.where(is_rel, _suffix(out_w)[rows, cols], 0.0)
+    own[rows, slot] = (in_w * (1.0 + others))[rows, cols]
+    pair[rows, slot] = ((in_w * mine) + np.where(relevant, _suffix(in_w), 0.0))[rows, cols]
+    # the unranked: the relevant ones (R_h less the ranked relevant) first
+    unranked_rel = r_h - (ranked & relevant).sum(axis=1)
+    k = np.arange(width)[None, :] - count[:, None]
+    rel |= (k >= 0) & (k < unranked_rel[:, None])
+    valid = np.arange(width)[None, :] < judged[:, None]
+    return terms, _Items(valid, rel & valid, at, below_out, own, pair)
+
+
+def _left_out(terms: _Terms, m: np.ndarray, outer: np.ndarray, inner: np.ndarray,
+              pairs: np.ndarray, relevant: np.ndarray) -> np.ndarray:
+    """statAP with candidates of the stratum left out, m of its n_h judged kept: `outer`,
+    `inner`, `pairs` the sums less the left-out candidates' terms, `relevant` the judged
+    relevant kept (each broadcast against the lists' axis first)."""
+    size = terms.size.reshape((-1,) + (1,) * (m.ndim - 1))
+    w = np.divide(size, m, out=np.zeros(np.broadcast_shapes(size.shape, m.shape)), where=m > 0)
+    own_given = np.divide(m - 1, size - 1, out=np.zeros(w.shape), where=size > 1)
+    c = np.divide(1.0, own_given, out=np.zeros(w.shape), where=own_given > 0)
+    expand = (-1,) + (1,) * (m.ndim - 1)
+    numerator = terms.rest.reshape(expand) + w * (outer + inner + c * pairs)
+    total = terms.other.reshape(expand) + w * relevant
+    return np.divide(numerator, total, out=np.zeros(np.broadcast_shapes(numerator.shape,
+                                                                        total.shape)),
+                     where=total > 0)
+
+
+def _stat_parts(lists: Lists) -> tuple[np.ndarray, np.ndarray]:
+    """statAP's numerator per list and, per rank, its estimated relevant above (`_point`)."""
+    known = lists.grade >= 0
+    relevant = known & (lists.grade >= RELEVANT)
+    rank = np.arange(1, lists.code.shape[1] + 1, dtype=np.float64)
+    above = _relevant_above(lists, known, relevant)[1]
+    hits = np.where(relevant, lists.weight, 0.0)
+    return (hits * (1.0 + above) / rank).sum(axis=1), above
+
+
+def replicate_means(lists: Lists, active: np.ndarray, second: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(L, H + 1) each: the mean over the judged candidates a of each `active` stratum of
+    statAP with a left out, and the mean over the pairs of them of statAP with both left
+    out (in the strata of `second`; 0 elsewhere). Closed form (`_Terms`): every replicate is
+    the full sample's sums less its candidates' own terms, so all n_h and n_h (n_h - 1) / 2 of
+    them are computed at once, (L, n, n) arrays per stratum, without recomputing statAP; the
+    same values as recomputing it per replicate, to float rounding (tests/judging)."""
+    length, strata = lists.sizes.shape
+    ones, twos = np.zeros((length, strata)), np.zeros((length, strata))
+    numerator, above = _stat_parts(lists)
+    for h in range(1, strata):
+        if not active[:, h].any():
+            continue
+        terms, items = _terms(lists, h, numerator, above)
+        n = terms.judged[:, None]
+        r = items.relevant.astype(np.float64)
+        one = _left_out(terms, n - 1, terms.outer[:, None] - items.below_out,
+                        terms.inner[:, None] - items.own, terms.pairs[:, None] - items.pair,
+                        terms.relevant[:, None] - r)
+        ones[:, h] = np.where(active[:, h], np.where(items.valid, one, 0.0).sum(axis=1)
+                              / np.maximum(terms.judged, 1), 0.0)
+        if not second[:, h].any():
+            continue
+        keep = second[:, h]
+        sub = _Terms(*(getattr(terms, f)[keep] for f in _Terms.__dataclass_fields__))
+        pick = {f: getattr(items, f)[keep] for f in _Items.__dataclass_fields__}
+        a = {f: v[:, :, None] for f, v in pick.items()}
+        b = {f: v[:, None, :] for f, v in pick.items()}
+        shared = np.where(a["relevant"] & b["relevant"],
+                          1.0 / np.maximum(a["rank"], b["rank"]), 0.0)
+        two = _left_out(sub, sub.judged[:, None, None] - 2,
+                        sub.outer[:, None, None] - a["below_out"] - b["below_out"],
+                        sub.inner[:, None, None] - a["own"] - b["own"],
+                        sub.pairs[:, None, None] - a["pair"] - b["pair"] + shared,
+                        sub.relevant[:, None, None] - a["relevant"] - b["relevant"])
+        width = two.shape[1]
+        upper = np.triu(np.ones((width, width), dtype=bool), 1)[None]
+        counted = upper & a["valid"] & b["valid"]
+        total = np.where(counted, two, 0.0).sum(axis=(1, 2))
+        twos[keep, h] = total / (sub.judged * (sub.judged - 1) / 2)
+    return ones, twos
+
+
+def _jackknife(lists: Lists, point: np.ndarray) -> np.ndarray:
+    """jkAP: statAP (`point`) corrected for its bias by the stratified jackknife (Quenouille
+    1956; Jones 1974; Schucany, Gray & Owen 1971; module doc): theta + sum_h w1_h (mean_j
+    theta_(hj) - theta) + w2_h (mean_jk theta_(hjk) - theta), theta_(hj) statAP with the j-th
+    judged candidate of stratum h left out, theta_(hjk) with the j-th and k-th (where n_h >=
+    3), the weights `_weights`' (with 2 judged: w1 = -(n_h - 1)(1 - n_h / N_h), the delete-one
+    jackknife with the finite-population factor); a stratum with fewer than 2 judged, or
+    judged whole, is left as it is. The replicates' means in closed form
+    (`replicate_means`)."""
     sizes, judged = lists.sizes, lists.judged
-    strata, grades = sizes.shape[1], lists.counts.shape[2]
     active = (judged >= 2) & (judged < sizes)
     active[:, CITED] = False
-    sums = {name: np.zeros(sizes.shape) for name in names}
-    rows = np.arange(length)
-    deletable = (grade >= 0) & (code >= 1) & np.take_along_axis(active, np.maximum(code, 0),
-                                                                 axis=1)
-    present = np.zeros(lists.counts.shape)
-    where = np.nonzero(deletable)
-    np.add.at(present, (where[0], code[where], grade[where]), 1.0)
-    ordinal = np.cumsum(deletable, axis=1)
-    for m in range(1, int(ordinal[:, -1].max(initial=0)) + 1):
-        at = deletable & (ordinal == m)
-        has = at.any(axis=1)
-        place = at.argmax(axis=1)
-        h, g = code[rows, place], np.maximum(grade[rows, place], 0)
-        values = _point(_deleted(lists, has, h, g, place), cutoffs, names)
-        for name in names:
-            np.add.at(sums[name], (rows[has], h[has]), values[name][has])
-    for h in range(1, strata):
-        for g in range(grades):
-            left = lists.counts[:, h, g] - present[:, h, g]
-            has = active[:, h] & (left > 0)
-            if not has.any():
-                continue
-            values = _point(_deleted(lists, has, np.full(length, h), np.full(length, g), None),
-                            cutoffs, names)
-            for name in names:
-                sums[name][has, h] += left[has] * values[name][has]
+    second = active & (judged >= 3)
+    ones, twos = replicate_means(lists, active, second)
     one, two = _weights(sizes, judged, active)
-    pairs = _delete_two(lists, cutoffs, names, active & (judged >= 3))
-    out = {}
-    for name in names:
-        mean = np.divide(sums[name], judged, out=np.zeros(sizes.shape), where=judged > 0)
-        shift = one * (mean - point[name][:, None])
-        if name in pairs:
-            shift += two * (pairs[name] - point[name][:, None])
-        out[name] = point[name] + shift.sum(axis=1)
-    return out
+    shift = one * (ones - point[:, None]) + np.where(second, two * (twos - point[:, None]), 0.0)
+    return point + shift.sum(axis=1)
 
 
 def _weights(sizes: np.ndarray, judged: np.ndarray, active: np.ndarray
@@ -374,70 +496,14 @@ def _weights(sizes: np.ndarray, judged: np.ndarray, active: np.ndarray
     return np.where(active, w1, 0.0), np.where(active, w2, 0.0)
 
 
-def _items(lists: Lists, h: int) -> tuple[np.ndarray, np.ndarray]:
-    """(L, n_max) each: the place in the list (-1: one the list does not rank) and the grade
-    of each judged candidate of stratum h, the ranked ones first, in rank order."""
-    mask = (lists.code == h) & (lists.grade >= 0)
-    ranked = mask.sum(axis=1)
-    width = int(lists.judged[:, h].max(initial=0))
-    place = np.full((len(mask), width), -1)
-    grade = np.zeros((len(mask), width), dtype=np.int64)
-    ordinal = np.cumsum(mask, axis=1) - 1
-    rows, cols = np.nonzero(mask)
-    place[rows, ordinal[rows, cols]] = cols
-    grade[rows, ordinal[rows, cols]] = lists.grade[rows, cols]
-    # the unranked ones (counts less the ranked, by grade), in grade order after them
-    left = lists.counts[:, h, :] - np.stack(
-        [(mask & (lists.grade == g)).sum(axis=1) for g in range(lists.counts.shape[2])], 1)
-    bounds = np.cumsum(left, axis=1)
-    k = np.arange(width)[None, :] - ranked[:, None]  # the k-th unranked one
-    by = (k[:, :, None] >= bounds[:, None, :]).sum(axis=2)
-    grade = np.where(k >= 0, np.minimum(by, lists.counts.shape[2] - 1), grade)
-    return place, grade
-
-
-def _delete_two(lists: Lists, cutoffs: tuple[int, ...], names: tuple[str, ...],
-                active: np.ndarray) -> dict[str, np.ndarray]:
-    """(L, H + 1) per name: the mean over the pairs of judged candidates of a stratum of the
-    estimate with both left out, in each stratum of `active`."""
-    length, strata = lists.sizes.shape
-    means = {name: np.zeros((length, strata)) for name in names}
-    rows = np.arange(length)
-    for h in range(1, strata):
-        if not active[:, h].any():
-            continue
-        place, grade = _items(lists, h)
-        n = lists.judged[:, h]
-        for i, j in itertools.combinations(range(place.shape[1]), 2):
-            has = active[:, h] & (n > j)
-            if not has.any():
-                continue
-            index = rows[has]
-            less = lists.grade.copy()
-            for k in (i, j):
-                at = place[index, k]
-                less[index[at >= 0], at[at >= 0]] = -1
-            judged, counts = lists.judged.copy(), lists.counts.copy()
-            judged[index, h] -= 2
-            np.subtract.at(counts, (index, h, grade[index, i]), 1)
-            np.subtract.at(counts, (index, h, grade[index, j]), 1)
-            values = _point(Lists(lists.code, less, lists.sizes, judged, counts), cutoffs,
-                            names)
-            for name in names:
-                means[name][index, h] += values[name][index]
-    pairs = np.where(active, lists.judged * (lists.judged - 1) / 2, 1.0)
-    return {name: np.where(active, means[name] / pairs, 0.0) for name in names}
-
-
 def list_metrics(lists: Lists, cutoffs: tuple[int, ...] = CUTOFFS,
                  names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
     """Each metric of `names` (default `metric_names(cutoffs)`) per list (module doc): the
     point estimates, and the jackknife's correction for those of JACKKNIFED."""
     names = tuple(metric_names(cutoffs)) if names is None else names
     point = _point(lists, cutoffs, names)
-    for name in names:
-        if name in JACKKNIFED:
-            point |= _jackknife(lists, cutoffs, point, (name,))
+    if "jkAP" in names:
+        point["jkAP"] = _jackknife(lists, point["statAP"])
     return {name: point[name] for name in names}
 
 

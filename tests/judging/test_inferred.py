@@ -26,6 +26,7 @@ from pipeline.judging.inferred import (
     metric_names,
     missed,
     pool_values,
+    replicate_means,
 )
 from pipeline.judging.sample import draw_sample
 from tests.judging.simulation import DESIGNS, SIZES, Design, design_seed, run, summarise
@@ -166,6 +167,70 @@ def _replicate(lists, h, items):
         counts[0, h, g] -= 1
     return list_metrics(Lists(lists.code, grade, lists.sizes, judged, counts), (10,),
                         ("statAP",))["statAP"][0]
+
+
+def _random_lists(rng, lists=40, depth=60, strata=3):
+    """Random lists for the replicates' parity: per stratum 1-12 candidates, some ranked by
+    the list and some not, 0 to all of them judged (a census too), grades 0-3; citations
+    (stratum 0, a census) at some ranks."""
+    code = np.full((lists, depth), -1)
+    grade = np.full((lists, depth), -1)
+    sizes = np.ones((lists, strata + 1))
+    judged = np.ones((lists, strata + 1))
+    counts = np.zeros((lists, strata + 1, 4))
+    for row in range(lists):
+        places = list(rng.permutation(depth))
+        for _ in range(int(rng.integers(0, 4))):
+            place = places.pop()
+            code[row, place], grade[row, place] = 0, int(rng.integers(0, 2))
+            counts[row, 0, grade[row, place]] += 1
+        for h in range(1, strata + 1):
+            size = int(rng.integers(1, 13))
+            n = int(rng.choice([0, 1, 2, 3, size, *rng.integers(0, size + 1, 3)]))
+            sizes[row, h], judged[row, h] = size, min(n, size)
+            grades = np.where(rng.random(size) < 0.5, rng.integers(1, 4, size), 0)
+            drawn = rng.permutation(size) < judged[row, h]
+            for g in grades[drawn]:
+                counts[row, h, g] += 1
+            for member in rng.permutation(size)[:int(rng.integers(0, size + 1))]:  # ranked
+                place = places.pop()
+                code[row, place] = h
+                grade[row, place] = grades[member] if drawn[member] else -1
+    return Lists(code, grade, sizes, judged, counts)
+
+
+def test_the_replicates_closed_form_is_statap_recomputed_per_replicate():
+    """replicate_means (every delete-one and delete-two replicate from the full sample's sums
+    less the left-out candidates' terms) equals statAP recomputed with each judged candidate,
+    and each pair of them, left out, on random lists: ranked and unranked judged candidates,
+    strata of 2 and 3 judged (a replicate keeping one), citations above and below."""
+    lists = _random_lists(np.random.default_rng(1))
+    active = (lists.judged >= 2) & (lists.judged < lists.sizes)
+    active[:, 0] = False
+    second = active & (lists.judged >= 3)
+    ones, twos = replicate_means(lists, active, second)
+    checked = shared = 0
+    for row in range(len(lists.code)):
+        one = Lists(*(getattr(lists, f)[row:row + 1] for f in ("code", "grade", "sizes",
+                                                                 "judged", "counts")))
+        for h in np.flatnonzero(active[row]):
+            ranked = [(int(p), int(one.grade[0, p])) for p in
+                      np.flatnonzero((one.code[0] == h) & (one.grade[0] >= 0))]
+            left = one.counts[0, h].copy()
+            for _, g in ranked:
+                left[g] -= 1
+            items = ranked + [(None, g) for g in range(4) for _ in range(int(left[g]))]
+            assert len(items) == one.judged[0, h]
+            expected = np.mean([_replicate(one, h, [item]) for item in items])
+            assert ones[row, h] == pytest.approx(expected, rel=1e-10, abs=1e-12)
+            if second[row, h]:
+                expected = np.mean([_replicate(one, h, [a, b]) for i, a in enumerate(items)
+                                    for b in items[i + 1:]])
+                assert twos[row, h] == pytest.approx(expected, rel=1e-10, abs=1e-12)
+                checked += 1
+                # two relevant of the stratum ranked, one above the other, a replicate of 2+
+                shared += one.judged[0, h] >= 4 and sum(g >= 1 for _, g in ranked) >= 2
+    assert checked >= 10 and shared >= 5 and np.ptp(twos[second]) > 0.1
 
 
 # ---- equal to the ecosystem's numbers where they compute the same ----------------------------
