@@ -5,6 +5,7 @@ line made from a command's arguments."""
 from __future__ import annotations
 
 import argparse
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,20 +73,26 @@ def like(var: str | Variable, flag: str = "", **settings: Any) -> Option:
                                       "help": var.help.replace("%", "%%"), **settings})
 
 
-def add_declared(parser: argparse.ArgumentParser, var: Variable, stage: str) -> None:
-    """The option of the declared `var` in the command `stage`: a switch is a bare option;
-    required, or with no default, where the declaration says so."""
+def add_declared(parser: argparse.ArgumentParser, var: Variable, stage: str,
+                 dest: str = "") -> None:
+    """The option of the declared `var` in the command `stage` (its value at `dest`, an API
+    parameter's name, default the option's): a switch is a bare option; required, or with no
+    default, where the declaration says so."""
+    to = {"dest": dest} if dest and dest != var.dest else {}
     if var.switch:
-        return flag(var.option, var.help.replace("%", "%%"))(parser)
+        return arg(var.option, action="store_true", help=var.help.replace("%", "%%"),
+                   **to)(parser)
     bare = stage in var.required or stage in var.no_default or callable(var.default)
-    like(var, required=stage in var.required, **({"default": None} if bare else {}))(parser)
+    like(var, required=stage in var.required, **({"default": None} if bare else {}),
+         **({"metavar": var.dest.upper()} if to else {}), **to)(parser)  # --sample SAMPLE
 
 
 @dataclass(frozen=True)
 class Command:
     """A command of `python -m pipeline` (main.build_parser adds COMMANDS in order): --corpus
     unless corpus=False, its `arguments` and its declared options; `writes`, the folders
-    (WRITES) checked writable before any work, so a read-only one is one line."""
+    (WRITES) checked writable before any work, so a read-only one is one line. A command that
+    is an API function (`api`: command_of) takes the declared options of its parameters."""
 
     name: str
     help: str
@@ -93,14 +100,24 @@ class Command:
     arguments: tuple[Option, ...]
     writes: tuple[str, ...]
     corpus: bool = True
+    api: Callable[..., Any] | None = None
+    own: tuple[str, ...] = ()  # the API parameters its `arguments` give (not declared options)
+
+    def declared(self) -> dict[str, Variable]:
+        """dest -> the declared option: the API function's parameters' (parameters_of), else
+        those naming this command among their stages."""
+        if self.api:
+            found = parameters_of(self.api, self.name, self.own)
+            return {dest: var for var in VARIABLES for dest, of in found.items()
+                    if of is var and var.name != "CORPUS"}  # in the declarations' order
+        return {var.dest: var for var in VARIABLES if self.name in var.stages}
 
     def add_to(self, parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         parser.set_defaults(func=self.func, stage=self.name)
         for add in ((like("CORPUS"),) if self.corpus else ()) + self.arguments:
             add(parser)
-        for var in VARIABLES:
-            if self.name in var.stages:
-                add_declared(parser, var, self.name)
+        for dest, var in self.declared().items():
+            add_declared(parser, var, self.name, dest if self.api else "")
         return parser
 
 
@@ -112,13 +129,62 @@ def command(name: str, help_text: str, *arguments: Option, writes: tuple[str, ..
             corpus: bool = True):
     """Register the decorated function as the command `name`, with its options (`arguments`)
     and what it writes into (`writes`, () for nothing)."""
-    if set(writes) - set(WRITES):
-        raise ValueError(f"command {name}: writes {writes}, not among {WRITES}")
-
     def register(func):
-        COMMANDS[name] = Command(name, help_text, func, arguments, writes, corpus)
+        add_command(Command(name, help_text, func, arguments, writes, corpus))
         return func
     return register
+
+
+def add_command(entry: Command) -> None:
+    """`entry` in the registry, its `writes` among WRITES."""
+    if set(entry.writes) - set(WRITES):
+        raise ValueError(f"command {entry.name}: writes {entry.writes}, not among {WRITES}")
+    COMMANDS[entry.name] = entry
+
+
+# ---- one door: a command that IS an API function --------------------------------------------
+def parameters_of(function: Callable[..., Any], stage: str,
+                  own: tuple[str, ...] = ()) -> dict[str, Variable]:
+    """Each parameter of the API `function` (but `data`, the global root options, and `own`,
+    the registration's) -> the declared option whose `keywords` hold its name; ValueError for
+    one without, for a declaration of another command (`stages`: make passes it to those), and
+    for a declaration naming the command (`stage`) among its stages that no parameter takes."""
+    name, found = function.__name__, {}
+    for param in inspect.signature(function).parameters:
+        if param == "data" or param in own:
+            continue
+        var = next((v for v in VARIABLES if param in v.keywords
+                    and (not v.functions or name in v.functions)), None)
+        if var is None or var.name != "CORPUS" and stage not in var.stages:
+            raise ValueError(f"command {stage}: parameter {param} of api.{name} is no declared "
+                             f"option of {stage}: declare it (its keywords, its stages) in "
+                             "pipeline/options/declared.py, or give it in the registration")
+        found[param] = var
+    extra = [v.name for v in VARIABLES if stage in v.stages and v not in found.values()]
+    if extra:
+        raise ValueError(f"command {stage}: {', '.join(extra)} name it among their stages, but "
+                         f"api.{name} takes no such parameter")
+    return found
+
+
+def command_of(function: Callable[..., Any], name: str, help_text: str, *arguments: Option,
+               writes: tuple[str, ...], own: tuple[str, ...] = (),
+               show: Callable[[Any, argparse.Namespace], None] | None = None) -> None:
+    """Register the API `function` as the command `name`: its parser from its parameters (each
+    the declared option whose keywords name it: flag, check, default, help, required; `data`
+    from the global root options; `own`, given by `arguments`), its run the call of `function`
+    with them, `show` turning the value returned into the command's output."""
+    def call(args: argparse.Namespace) -> None:
+        from pipeline.api import Data
+
+        data = Data(corpora=args.corpora_root, indexes=args.index_root, runs=args.runs_root)
+        result = function(data, **{p: getattr(args, p) for p in params})
+        if show:
+            show(result, args)
+
+    params = [p for p in inspect.signature(function).parameters if p != "data"]
+    corpus = parameters_of(function, name, own).get("corpus") is BY_NAME["CORPUS"]
+    add_command(Command(name, help_text, call, arguments, writes, corpus, function, own))
 
 
 def check_writes(args: argparse.Namespace) -> None:

@@ -94,10 +94,11 @@ KINDS: dict[str, tuple[tuple, str]] = {
 
 def argument(function: str, name: str) -> declared.Variable | None:
     """The declaration of argument `name` of public function `function`: the one naming
-    `function`, else one naming no function (one added at run time included); None: unknown."""
+    `function`, else the API's own (a keyword: a run as a DataFrame, where the option is its
+    file), else an option's (one added at run time included); None: unknown."""
     found = [v for v in (*declared.VARIABLES, *declared.KEYWORD_ONLY) if name in v.keywords
              and (not v.functions or function in v.functions)]
-    return next((v for v in found if v.functions), found[0] if found else None)
+    return min(found, key=lambda v: (not v.functions, v.variable), default=None)
 
 
 def check_value(function: str, name: str, value: object) -> None:

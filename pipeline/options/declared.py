@@ -264,7 +264,7 @@ DECLARED: tuple[Variable, ...] = (
     V("MODEL", "minilm", None, "one model: a registered name (make models), hf:<org>/<name>, "
       "st:<org>/<name>, vectors:<name>, api:<model> or a fused model's name; make "
       "import-vectors: the vectors' name", "models", stages=("import-run", "import-vectors"),
-      required=("import-run", "import-vectors"), changes_run=MODEL_ID),
+      required=("import-run", "import-vectors"), keywords=("model",), changes_run=MODEL_ID),
     V("POOLING", "", None, "cls, mean or lasttoken, for MODEL=hf:<org>/<name>", "models",
       shown="mean", optional=True, one_word=True, changes_run=MODEL_ID),
     V("PRECISION", "fp32", choice(PRECISIONS), "the encoder's precision: fp32, bf16 or fp16 "
@@ -330,7 +330,7 @@ DECLARED: tuple[Variable, ...] = (
       "negatives, separated by commas (the paper's: bm25,specter,scincl)", "mdcr"),
     V("SRC", "", input_path, "the folder or file an import reads (make import-mdcr, "
       "import-beir, import-csfcube, import-vectors); spaces allowed", "mdcr", optional=True,
-      stages=SOURCES_READ, required=SOURCES_READ),
+      stages=SOURCES_READ, required=SOURCES_READ, keywords=("src",)),
     V("OUT", "", safe_path, "the folder or file an export writes (make export-mdcr, "
       "export-beir, export-mteb, mdcr-scores)", "mdcr", optional=True, one_word=True,
       stages=("training-ids", "export-mdcr", "export-beir", "mdcr-scores", "export-mteb"),
@@ -352,13 +352,13 @@ DECLARED: tuple[Variable, ...] = (
       keywords=("replace",), kind="bool", changes_run=False),
     V("JUDGED", "", choice(FLAG), "1: make import-beir and import-irds also write the "
       "judged-only pool judged-<n>-r0", "mdcr", one_word=True, switch=True,
-      stages=("import-beir", "import-irds")),
+      stages=("import-beir", "import-irds"), keywords=("judged",)),
     V("RUN", "", input_path, "make import-run: the TREC run file, imported as the run MODEL "
       "of POOL; spaces allowed", "eval", optional=True, stages=("import-run",),
-      required=("import-run",)),
+      required=("import-run",), keywords=("run",)),
     V("DROP_UNKNOWN", "", choice(FLAG), "1: make import-run drops (and counts) the lines "
       "naming a query or paper POOL lacks", "eval", one_word=True, switch=True,
-      stages=("import-run",)),
+      stages=("import-run",), keywords=("drop_unknown",)),
     # ---- judging (pipeline/judging; docs/judging.md)
     V("JUDGE", "", judge_spec, "who judges the sampled pairs: api:<model> (at JUDGE_URL), "
       "file:<labels.tsv> or standin:<seed>", "judging", shown="(empty: none)", optional=True,

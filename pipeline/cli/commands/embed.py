@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from pipeline import api
 from pipeline.cli.registry import (
     MODEL,
     POOLS,
@@ -12,6 +13,7 @@ from pipeline.cli.registry import (
     STORE,
     arg,
     command,
+    command_of,
     place_of,
     pools_of,
     times_log,
@@ -74,11 +76,7 @@ def cmd_after_embed(args: argparse.Namespace) -> None:
     print(job_id)
 
 
-@command(IMPORT_VECTORS, "fill the store of model vectors:<name> from vectors computed "
-         "elsewhere (parquet: corpusid, vector), every row checked (dimensions, NaN, ids "
-         "twice: refused; ids of no paper: dropped and counted); eval then searches it",
-         writes=("indexes", "times"))
-def cmd_import_vectors(args: argparse.Namespace) -> None:
-    from pipeline.encoding.vectors import import_vectors
-
-    import_vectors(place_of(args), args.model, args.src, args.similarity, args.replace)
+command_of(api.import_vectors, IMPORT_VECTORS, "fill the store of model vectors:<name> from "
+           "vectors computed elsewhere (parquet: corpusid, vector), every row checked "
+           "(dimensions, NaN, ids twice: refused; ids of no paper: dropped and counted); eval "
+           "then searches it", writes=("indexes", "times"))

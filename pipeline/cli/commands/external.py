@@ -1,12 +1,14 @@
 """The commands that read outside collections: BEIR's layout, ir_datasets' collections and
-the CSFCube release. Each import logs what it kept and left out."""
+the CSFCube release (each import logs what it kept and left out), and write a pool or runs for
+other tools: BEIR's layout, MTEB's results."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from pipeline.cli.registry import RUN, command, place_of
+from pipeline import api
+from pipeline.cli.registry import RUN, command, command_of, place_of
 
 
 @command("import-beir", "read a test collection in BEIR's layout (corpus.jsonl, queries.jsonl, "
@@ -29,23 +31,11 @@ def cmd_import_csfcube(args: argparse.Namespace) -> None:
     import_csfcube(Path(args.src), place.corpus_dir, args.replace, place.derived)
 
 
-@command("import-irds", "read a test collection of the ir_datasets package (documents, "
-         "queries, qrels) into a corpus and one pool, as import-beir does",
-         writes=("corpora", "times"))
-def cmd_import_irds(args: argparse.Namespace) -> None:
-    from pipeline.external.irds import import_irds
-
-    place = place_of(args)
-    import_irds(args.dataset, place.corpus_dir, args.split, args.replace, place.derived,
-                args.judged)
-
-
-@command("export-beir", "write a pool as a BEIR folder (corpus.jsonl, queries.jsonl, "
-         "qrels/<split>.tsv, datasheet.json)", writes=())
-def cmd_export_beir(args: argparse.Namespace) -> None:
-    from pipeline.external.export import export_beir
-
-    export_beir(place_of(args), args.pool, Path(args.out))
+command_of(api.import_collection, "import-irds", "read a test collection of the ir_datasets "
+           "package (documents, queries, qrels) into a corpus and one pool, as import-beir "
+           "does", writes=("corpora", "times"))
+command_of(api.export_beir, "export-beir", "write a pool as a BEIR folder (corpus.jsonl, "
+           "queries.jsonl, qrels/<split>.tsv, datasheet.json)", writes=())
 
 
 @command("export-mteb", "write a model's run on each pool of the corpus as an MTEB TaskResult "

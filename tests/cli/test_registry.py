@@ -1,0 +1,106 @@
+"""One door (issue 59): a command registered by `command_of` IS its API function, its parser
+built from the function's signature and the declarations (pipeline/cli/registry.py)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from pipeline import api
+from pipeline.cli import registry
+from pipeline.cli.main import main
+from pipeline.cli.variables import FROM_MAKE, OneLineParser
+from pipeline.core.errors import OptionError
+from pipeline.options import declared
+from pipeline.options.checks import choice
+
+MOVED = {"judge": api.judge, "judge-page": api.judge_page, "judge-agreement": api.judge_agreement,
+         "import-run": api.import_run, "import-vectors": api.import_vectors,
+         "export-beir": api.export_beir, "import-irds": api.import_collection}
+
+
+def test_a_command_of_an_api_function_has_exactly_the_declared_options_of_its_parameters():
+    """Each moved command runs its API function, and its options are its parameters (but
+    `data`: the global root options), each the declared option naming it among its keywords,
+    with that declaration's flag, help, default (its check's reading) and `required`."""
+    for name, function in MOVED.items():
+        entry = registry.COMMANDS[name]
+        assert entry.api is function, name
+        parser = entry.add_to(OneLineParser(prog=name))
+        actions = {a.dest: a for a in parser._actions if a.dest != "help"}
+        params = [p for p in inspect.signature(function).parameters if p != "data"]
+        assert sorted(actions) == sorted(params), name
+        for param in (p for p in params if p not in entry.own):
+            [var] = [v for v in declared.VARIABLES if param in v.keywords]
+            action = actions[param]
+            assert action.option_strings == [var.option], (name, param)
+            assert action.help == var.help.replace("%", "%%")
+            assert action.required == (name in var.required), (name, param)
+            if var.switch:
+                assert action.default is False
+            elif not action.required:
+                text = var.default
+                assert action.default == (var.check(text) if text else None), (name, param)
+
+
+@pytest.fixture
+def made_up(monkeypatch):
+    """A throwaway declaration of the command `toy`'s parameter `made_up`, and the registry
+    left as it was afterwards."""
+    var = declared.Variable("MADE_UP", "plain", choice(("plain", "fancy", "odd")),
+                            "a made-up option of toy", "search", stages=("toy",),
+                            keywords=("made_up",))
+    monkeypatch.setattr(registry, "VARIABLES", (*registry.VARIABLES, var))
+    monkeypatch.setitem(declared.BY_NAME, var.name, var)
+    monkeypatch.setitem(registry.COMMANDS, "toy", None)  # removed again afterwards
+    return var
+
+
+def toy(data: api.Data, corpus: str, made_up: str = "plain") -> str:
+    """A toy API function: its arguments back, or a refusal naming its option."""
+    if made_up == "odd":
+        raise OptionError("{MADE_UP=} is refused by the toy", {"MADE_UP": made_up})
+    return f"{corpus} {made_up} {data.runs.name}"
+
+
+def test_a_registered_function_is_called_by_the_command_line_and_refuses_in_its_words(
+        made_up, tmp_path, capsys, monkeypatch):
+    """The throwaway declaration is all `toy` needs: --help offers it, a value reaches the
+    function, the declaration's check refuses a bad one (exit 2), and a refusal from inside the
+    function names the option in the command line's words (make's when make ran it)."""
+    registry.command_of(toy, "toy", "a toy command", writes=(),
+                        show=lambda value, args: print(f"shown: {value}"))
+    roots = ["--corpora-root", str(tmp_path / "c"), "--index-root", str(tmp_path / "i"),
+             "--runs-root", str(tmp_path / "r")]
+    with pytest.raises(SystemExit):
+        main([*roots, "toy", "--help"])
+    assert "--made-up MADE_UP  a made-up option of toy" in capsys.readouterr().out
+    assert main([*roots, "toy", "--corpus", "x", "--made-up", "fancy"]) == 0
+    assert capsys.readouterr().out == "shown: x fancy r\n"
+    with pytest.raises(SystemExit) as refused:
+        main([*roots, "toy", "--made-up", "wild"])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.endswith("--made-up: 'wild': use one of plain, fancy, odd\n")
+    assert main([*roots, "toy", "--made-up", "odd"]) == 2
+    assert capsys.readouterr().err == "error: --made-up odd is refused by the toy\n"
+    monkeypatch.setenv(FROM_MAKE, "1")
+    assert main([*roots, "toy", "--made-up", "odd"]) == 2
+    assert capsys.readouterr().err == "error: MADE_UP=odd is refused by the toy\n"
+
+
+def test_a_parameter_or_a_declaration_without_its_counterpart_is_refused_at_registration(
+        made_up, monkeypatch):
+    """A parameter no declaration names, or a declaration naming the command whose function
+    takes no such parameter (make would pass it on), stops the registration."""
+    def bare(data: api.Data, corpus: str, unheard: int = 1) -> None:
+        """A parameter without a declaration."""
+
+    with pytest.raises(ValueError, match="parameter unheard of api.bare is no declared option"):
+        registry.command_of(bare, "toy", "a toy command", writes=())
+
+    def fewer(data: api.Data, corpus: str) -> None:
+        """No parameter for MADE_UP, which names toy among its stages."""
+
+    with pytest.raises(ValueError, match="MADE_UP name it among their stages"):
+        registry.command_of(fewer, "toy", "a toy command", writes=())
