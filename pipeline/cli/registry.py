@@ -75,24 +75,25 @@ def like(var: str | Variable, flag: str = "", **settings: Any) -> Option:
 
 def add_declared(parser: argparse.ArgumentParser, var: Variable, stage: str,
                  dest: str = "") -> None:
-    """The option of the declared `var` in the command `stage` (its value at `dest`, an API
-    parameter's name, default the option's): a switch is a bare option; required, or with no
-    default, where the declaration says so."""
+    """The option of the declared `var` in the command `stage`, its value at `dest` (an API
+    parameter's name) where given: a switch is a bare option; required, or with no default,
+    where the declaration says so."""
     to = {"dest": dest} if dest and dest != var.dest else {}
     if var.switch:
         return arg(var.option, action="store_true", help=var.help.replace("%", "%%"),
                    **to)(parser)
     bare = stage in var.required or stage in var.no_default or callable(var.default)
-    like(var, required=stage in var.required, **({"default": None} if bare else {}),
-         **({"metavar": var.dest.upper()} if to else {}), **to)(parser)  # --sample SAMPLE
+    like(var, required=stage in var.required, **({"default": None} if bare else {}), **to,
+         **({"metavar": var.dest.upper()} if to else {}))(parser)  # --sample SAMPLE, as ever
 
 
 @dataclass(frozen=True)
 class Command:
     """A command of `python -m pipeline` (main.build_parser adds COMMANDS in order): --corpus
-    unless corpus=False, its `arguments` and its declared options; `writes`, the folders
-    (WRITES) checked writable before any work, so a read-only one is one line. A command that
-    is an API function (`api`: command_of) takes the declared options of its parameters."""
+    unless corpus=False, its `arguments` and its declared options (those naming it among their
+    stages; an API function's, `api`: those of its parameters, but `own`, its `arguments`');
+    `writes`, the folders (WRITES) checked writable before any work: a read-only one is one
+    line."""
 
     name: str
     help: str
@@ -101,23 +102,17 @@ class Command:
     writes: tuple[str, ...]
     corpus: bool = True
     api: Callable[..., Any] | None = None
-    own: tuple[str, ...] = ()  # the API parameters its `arguments` give (not declared options)
-
-    def declared(self) -> dict[str, Variable]:
-        """dest -> the declared option: the API function's parameters' (parameters_of), else
-        those naming this command among their stages."""
-        if self.api:
-            found = parameters_of(self.api, self.name, self.own)
-            return {dest: var for var in VARIABLES for dest, of in found.items()
-                    if of is var and var.name != "CORPUS"}  # in the declarations' order
-        return {var.dest: var for var in VARIABLES if self.name in var.stages}
+    own: tuple[str, ...] = ()
 
     def add_to(self, parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         parser.set_defaults(func=self.func, stage=self.name)
         for add in ((like("CORPUS"),) if self.corpus else ()) + self.arguments:
             add(parser)
-        for dest, var in self.declared().items():
-            add_declared(parser, var, self.name, dest if self.api else "")
+        found = parameters_of(self.api, self.name, self.own) if self.api else {}
+        for var in VARIABLES:  # in the declarations' order
+            if self.name in var.stages:
+                add_declared(parser, var, self.name, next(
+                    (param for param, of in found.items() if of is var), ""))
         return parser
 
 
@@ -126,33 +121,27 @@ WRITES = ("corpora", "indexes", "runs", "times")  # the data roots; times: runs/
 
 
 def command(name: str, help_text: str, *arguments: Option, writes: tuple[str, ...],
-            corpus: bool = True):
+            corpus: bool = True, **api: Any):
     """Register the decorated function as the command `name`, with its options (`arguments`)
     and what it writes into (`writes`, () for nothing)."""
+    if set(writes) - set(WRITES):
+        raise ValueError(f"command {name}: writes {writes}, not among {WRITES}")
+
     def register(func):
-        add_command(Command(name, help_text, func, arguments, writes, corpus))
+        COMMANDS[name] = Command(name, help_text, func, arguments, writes, corpus, **api)
         return func
     return register
-
-
-def add_command(entry: Command) -> None:
-    """`entry` in the registry, its `writes` among WRITES."""
-    if set(entry.writes) - set(WRITES):
-        raise ValueError(f"command {entry.name}: writes {entry.writes}, not among {WRITES}")
-    COMMANDS[entry.name] = entry
 
 
 # ---- one door: a command that IS an API function --------------------------------------------
 def parameters_of(function: Callable[..., Any], stage: str,
                   own: tuple[str, ...] = ()) -> dict[str, Variable]:
-    """Each parameter of the API `function` (but `data`, the global root options, and `own`,
-    the registration's) -> the declared option whose `keywords` hold its name; ValueError for
-    one without, for a declaration of another command (`stages`: make passes it to those), and
-    for a declaration naming the command (`stage`) among its stages that no parameter takes."""
+    """Each parameter of the API `function` (but `data`, the root options, and `own`) -> the
+    declared option whose `keywords` hold its name; ValueError for one without, or of another
+    command (make passes it to its `stages` only), and for a declaration naming the command
+    (`stage`) among its stages that no parameter takes."""
     name, found = function.__name__, {}
-    for param in inspect.signature(function).parameters:
-        if param == "data" or param in own:
-            continue
+    for param in (p for p in inspect.signature(function).parameters if p not in ("data", *own)):
         var = next((v for v in VARIABLES if param in v.keywords
                     and (not v.functions or name in v.functions)), None)
         if var is None or var.name != "CORPUS" and stage not in var.stages:
@@ -170,10 +159,9 @@ def parameters_of(function: Callable[..., Any], stage: str,
 def command_of(function: Callable[..., Any], name: str, help_text: str, *arguments: Option,
                writes: tuple[str, ...], own: tuple[str, ...] = (),
                show: Callable[[Any, argparse.Namespace], None] | None = None) -> None:
-    """Register the API `function` as the command `name`: its parser from its parameters (each
-    the declared option whose keywords name it: flag, check, default, help, required; `data`
-    from the global root options; `own`, given by `arguments`), its run the call of `function`
-    with them, `show` turning the value returned into the command's output."""
+    """Register the API `function` as the command `name`: its options those of its parameters
+    (`data`: the root options; `own`: given by `arguments`), its run the call of `function`
+    with their values, `show` turning what it returns into the command's output."""
     def call(args: argparse.Namespace) -> None:
         from pipeline.api import Data
 
@@ -183,8 +171,9 @@ def command_of(function: Callable[..., Any], name: str, help_text: str, *argumen
             show(result, args)
 
     params = [p for p in inspect.signature(function).parameters if p != "data"]
-    corpus = parameters_of(function, name, own).get("corpus") is BY_NAME["CORPUS"]
-    add_command(Command(name, help_text, call, arguments, writes, corpus, function, own))
+    corpus = "CORPUS" in {v.name for v in parameters_of(function, name, own).values()}
+    command(name, help_text, *arguments, writes=writes, corpus=corpus, api=function,
+            own=own)(call)
 
 
 def check_writes(args: argparse.Namespace) -> None:
