@@ -166,6 +166,7 @@ def command_of(function: Callable[..., Any], name: str, help_text: str, *argumen
         from pipeline.api import Data
 
         data = Data(corpora=args.corpora_root, indexes=args.index_root, runs=args.runs_root)
+        data.corpora, data.indexes, data.runs = roots(args)  # as given: messages name them so
         result = function(data, **{p: getattr(args, p) for p in params})
         if show:
             show(result, args)
