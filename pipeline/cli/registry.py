@@ -91,9 +91,8 @@ def add_declared(parser: argparse.ArgumentParser, var: Variable, stage: str,
 class Command:
     """A command of `python -m pipeline` (main.build_parser adds COMMANDS in order): --corpus
     unless corpus=False, its `arguments` and its declared options (those naming it among their
-    stages; an API function's, `api`: those of its parameters, but `own`, its `arguments`');
-    `writes`, the folders (WRITES) checked writable before any work: a read-only one is one
-    line."""
+    stages: an API function's, `api`, are those of its parameters); `writes`, the folders
+    (WRITES) checked writable before any work, so a read-only one is one line."""
 
     name: str
     help: str
@@ -102,17 +101,16 @@ class Command:
     writes: tuple[str, ...]
     corpus: bool = True
     api: Callable[..., Any] | None = None
-    own: tuple[str, ...] = ()
 
     def add_to(self, parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         parser.set_defaults(func=self.func, stage=self.name)
         for add in ((like("CORPUS"),) if self.corpus else ()) + self.arguments:
             add(parser)
-        found = parameters_of(self.api, self.name, self.own) if self.api else {}
+        own = {action.dest for action in parser._actions}  # --corpus, the `arguments`
+        dests = parameters_of(self.api, self.name, own) if self.api else {}
         for var in VARIABLES:  # in the declarations' order
             if self.name in var.stages:
-                add_declared(parser, var, self.name, next(
-                    (param for param, of in found.items() if of is var), ""))
+                add_declared(parser, var, self.name, dests.get(var.name, ""))
         return parser
 
 
@@ -121,35 +119,35 @@ WRITES = ("corpora", "indexes", "runs", "times")  # the data roots; times: runs/
 
 
 def command(name: str, help_text: str, *arguments: Option, writes: tuple[str, ...],
-            corpus: bool = True, **api: Any):
+            corpus: bool = True, api: Callable[..., Any] | None = None):
     """Register the decorated function as the command `name`, with its options (`arguments`)
-    and what it writes into (`writes`, () for nothing)."""
+    and what it writes into (`writes`, () for nothing); `api`: command_of's."""
     if set(writes) - set(WRITES):
         raise ValueError(f"command {name}: writes {writes}, not among {WRITES}")
 
     def register(func):
-        COMMANDS[name] = Command(name, help_text, func, arguments, writes, corpus, **api)
+        COMMANDS[name] = Command(name, help_text, func, arguments, writes, corpus, api)
         return func
     return register
 
 
 # ---- one door: a command that IS an API function --------------------------------------------
-def parameters_of(function: Callable[..., Any], stage: str,
-                  own: tuple[str, ...] = ()) -> dict[str, Variable]:
-    """Each parameter of the API `function` (but `data`, the root options, and `own`) -> the
-    declared option whose `keywords` hold its name; ValueError for one without, or of another
-    command (make passes it to its `stages` only), and for a declaration naming the command
-    (`stage`) among its stages that no parameter takes."""
+def parameters_of(function: Callable[..., Any], stage: str, own: set[str]) -> dict[str, str]:
+    """The declared option (its make variable) -> the parameter of the API `function` it is,
+    for each parameter but `data` (the root options) and those the command's own options give
+    (`own`): the option whose `keywords` hold its name. ValueError for a parameter without one,
+    or with one of other commands (make passes it to its `stages` only), and for an option
+    naming the command (`stage`) among its stages that no parameter takes."""
     name, found = function.__name__, {}
-    for param in (p for p in inspect.signature(function).parameters if p not in ("data", *own)):
+    for param in (p for p in inspect.signature(function).parameters if p not in {"data", *own}):
         var = next((v for v in VARIABLES if param in v.keywords
                     and (not v.functions or name in v.functions)), None)
-        if var is None or var.name != "CORPUS" and stage not in var.stages:
+        if var is None or stage not in var.stages:
             raise ValueError(f"command {stage}: parameter {param} of api.{name} is no declared "
                              f"option of {stage}: declare it (its keywords, its stages) in "
                              "pipeline/options/declared.py, or give it in the registration")
-        found[param] = var
-    extra = [v.name for v in VARIABLES if stage in v.stages and v not in found.values()]
+        found[var.name] = param
+    extra = [v.name for v in VARIABLES if stage in v.stages and v.name not in found]
     if extra:
         raise ValueError(f"command {stage}: {', '.join(extra)} name it among their stages, but "
                          f"api.{name} takes no such parameter")
@@ -157,11 +155,12 @@ def parameters_of(function: Callable[..., Any], stage: str,
 
 
 def command_of(function: Callable[..., Any], name: str, help_text: str, *arguments: Option,
-               writes: tuple[str, ...], own: tuple[str, ...] = (),
-               show: Callable[[Any, argparse.Namespace], None] | None = None) -> None:
+               writes: tuple[str, ...], show: Callable[[Any, argparse.Namespace], None] | None
+               = None) -> None:
     """Register the API `function` as the command `name`: its options those of its parameters
-    (`data`: the root options; `own`: given by `arguments`), its run the call of `function`
-    with their values, `show` turning what it returns into the command's output."""
+    (`data`: the root options; --corpus; a parameter no option declares: given by `arguments`,
+    its dest the parameter's name), its run the call of `function` with their values, `show`
+    turning what it returns into the command's output."""
     def call(args: argparse.Namespace) -> None:
         from pipeline.api import Data
 
@@ -172,9 +171,9 @@ def command_of(function: Callable[..., Any], name: str, help_text: str, *argumen
             show(result, args)
 
     params = [p for p in inspect.signature(function).parameters if p != "data"]
-    corpus = "CORPUS" in {v.name for v in parameters_of(function, name, own).values()}
-    command(name, help_text, *arguments, writes=writes, corpus=corpus, api=function,
-            own=own)(call)
+    command(name, help_text, *arguments, writes=writes, corpus="corpus" in params,
+            api=function)(call)
+    COMMANDS[name].add_to(argparse.ArgumentParser())  # a parameter without its option: refused
 
 
 def check_writes(args: argparse.Namespace) -> None:

@@ -11,8 +11,7 @@ from pipeline.cli.commands import embed  # noqa: F401  embed, submit-embed, afte
 from pipeline.cli.commands import search  # noqa: F401  index, search, fuse
 from pipeline.cli.commands import evaluate  # noqa: F401  eval, collect, report
 from pipeline.cli.commands import mdcr  # noqa: F401  mdcr, mdcr-jaccard, the official files
-from pipeline.cli.commands import external  # noqa: F401  import-beir, import-csfcube
-from pipeline.cli.commands import imported  # noqa: F401  import-run
+from pipeline.cli.commands import external  # noqa: F401  import-*, export-*, import-run
 from pipeline.cli.commands import judging  # noqa: F401  judge, judge-page, judge-agreement
 from pipeline.cli.commands import demo  # noqa: F401  demo
 from pipeline.cli.registry import COMMANDS, error_line

@@ -1,6 +1,6 @@
 """The commands that read outside collections: BEIR's layout, ir_datasets' collections and
-the CSFCube release (each import logs what it kept and left out), and write a pool or runs for
-other tools: BEIR's layout, MTEB's results."""
+the CSFCube release (each import logs what it kept and left out); write a pool or runs for
+other tools: BEIR's layout, MTEB's results; and bring in a run made elsewhere (import-run)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pipeline import api
 from pipeline.cli.registry import RUN, command, command_of, place_of
+from pipeline.layout import IMPORT_RUN
 
 
 @command("import-beir", "read a test collection in BEIR's layout (corpus.jsonl, queries.jsonl, "
@@ -44,3 +45,8 @@ def cmd_export_mteb(args: argparse.Namespace) -> None:
     from pipeline.external.mteb_results import export_mteb
 
     export_mteb(place_of(args), args.model, Path(args.out))
+
+
+command_of(api.import_run, IMPORT_RUN, "import a TREC run made elsewhere as a run of one pool "
+           "(no POOL: of every pool), checked against it (unknown ids, duplicates, ties: "
+           "refused or counted)", writes=("runs", "times"))

@@ -33,10 +33,10 @@ def agreement(result, args: argparse.Namespace) -> None:
 
 command_of(api.judge, "judge", "draw each pool's sample of the unjudged candidates the models "
            "rank high, judge it (JUDGE) and write the pool's judgments", MODELS,
-           own=("models",), writes=("runs", "times"), show=judged)
+           writes=("runs", "times"), show=judged)
 command_of(api.judge_page, "judge-page", "write the judging page of each pool's sample, for a "
-           "person to grade (read back by JUDGE=file:<labels.tsv>)", MODELS, own=("models",),
-           writes=("runs",), show=lambda page, args: print(page))
+           "person to grade (read back by JUDGE=file:<labels.tsv>)", MODELS, writes=("runs",),
+           show=lambda page, args: print(page))
 command_of(api.judge_agreement, "judge-agreement", "judge CSFCube's expert-judged pairs (JUDGE) "
            "and write the assessor's agreement with the experts", writes=("runs",),
            show=agreement)
