@@ -7,7 +7,7 @@ the report's queries-and-draws interval holds the population mean, with the samp
 every candidate judged. Each design runs in a process of its own (numpy on one thread each).
 
 Writes benchmarks/results/judged_estimators.md and judged_estimators.json.
-Usage: .venv/bin/python -m benchmarks.judged_estimators [--sets 300] [--workers N]
+Usage: .venv/bin/python -m benchmarks.judged_estimators [--sets 400] [--workers N]
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def main() -> None:
     from tests.judging.simulation import DESIGNS, SEED
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sets", type=int, default=300)
+    parser.add_argument("--sets", type=int, default=400)
     parser.add_argument("--workers", type=int, default=min(len(DESIGNS), os.cpu_count() or 1))
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")

@@ -29,7 +29,13 @@ relevant from grade 1 (trec_eval's level 1).
   few array sums (`replicate_means`; equal to recomputing statAP per replicate to float
   rounding: tests/judging/test_inferred.py), and the cost no longer grows with the pairs.
   A sample's draws give every stratum of 2 or more candidates 2 (sample.py's `allocate`); at
-  2 judged only the delete-one term is taken away. A single query's value
+  2 judged only the delete-one term is taken away. Where a stratum has few judged pairs the
+  correction falls short (docs/evaluation.md, the simulation): statAP's same-stratum pairs
+  form a U-statistic of degree 2, whose jackknife needs 3 judged and its second order 4
+  (Arvesen 1969, "Jackknifing U-statistics"), so a top stratum of 2 or 3 is left low; and a
+  deep stratum of 2 whose relevant are rare is high, a bias no correction from the sample's
+  own spread removes (from n draws only polynomials of degree n in the stratum's relevant
+  count have unbiased estimators). A single query's value
   may leave [0, 1] (a replicate that loses the one relevant drawn deep moves R by N_h / n_h);
   the means are what it estimates (docs/evaluation.md, the simulation).
 - `statAP` itself: each judged relevant candidate weighted by 1 / its inclusion probability,
