@@ -293,6 +293,7 @@ def _point(lists: Lists, cutoffs: tuple[int, ...], names: tuple[str, ...]
 
 
 JACKKNIFED = ("jkAP",)  # the metrics whose ratio bias the jackknife corrects
+PAIR_CELLS = 2_000_000  # the delete-two replicates computed at once: bounded memory
 
 
 @dataclass(frozen=True)
@@ -420,6 +421,25 @@ def _stat_parts(lists: Lists) -> tuple[np.ndarray, np.ndarray]:
     return (hits * (1.0 + above) / rank).sum(axis=1), above
 
 
+def _pair_mean(terms: _Terms, items: dict[str, np.ndarray]) -> np.ndarray:
+    """Per list of `terms`: the mean over the pairs of its stratum's judged candidates
+    (`items`, _Items' fields) of statAP with both left out."""
+    a = {f: v[:, :, None] for f, v in items.items()}
+    b = {f: v[:, None, :] for f, v in items.items()}
+    shared = np.where(a["relevant"] & b["relevant"],
+                      1.0 / np.maximum(a["rank"], b["rank"]), 0.0)
+    two = _left_out(terms, terms.judged[:, None, None] - 2,
+                    terms.outer[:, None, None] - a["below_out"] - b["below_out"],
+                    terms.inner[:, None, None] - a["own"] - b["own"],
+                    terms.pairs[:, None, None] - a["pair"] - b["pair"] + shared,
+                    terms.relevant[:, None, None] - a["relevant"] - b["relevant"])
+    width = two.shape[1]
+    upper = np.triu(np.ones((width, width), dtype=bool), 1)[None]
+    counted = upper & a["valid"] & b["valid"]
+    total = np.where(counted, two, 0.0).sum(axis=(1, 2))
+    return total / (terms.judged * (terms.judged - 1) / 2)
+
+
 def replicate_means(lists: Lists, active: np.ndarray, second: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
     """(L, H + 1) each: the mean over the judged candidates a of each `active` stratum of
@@ -442,25 +462,14 @@ def replicate_means(lists: Lists, active: np.ndarray, second: np.ndarray
                         terms.relevant[:, None] - r)
         ones[:, h] = np.where(active[:, h], np.where(items.valid, one, 0.0).sum(axis=1)
                               / np.maximum(terms.judged, 1), 0.0)
-        if not second[:, h].any():
-            continue
-        keep = second[:, h]
-        sub = _Terms(*(getattr(terms, f)[keep] for f in _Terms.__dataclass_fields__))
-        pick = {f: getattr(items, f)[keep] for f in _Items.__dataclass_fields__}
-        a = {f: v[:, :, None] for f, v in pick.items()}
-        b = {f: v[:, None, :] for f, v in pick.items()}
-        shared = np.where(a["relevant"] & b["relevant"],
-                          1.0 / np.maximum(a["rank"], b["rank"]), 0.0)
-        two = _left_out(sub, sub.judged[:, None, None] - 2,
-                        sub.outer[:, None, None] - a["below_out"] - b["below_out"],
-                        sub.inner[:, None, None] - a["own"] - b["own"],
-                        sub.pairs[:, None, None] - a["pair"] - b["pair"] + shared,
-                        sub.relevant[:, None, None] - a["relevant"] - b["relevant"])
-        width = two.shape[1]
-        upper = np.triu(np.ones((width, width), dtype=bool), 1)[None]
-        counted = upper & a["valid"] & b["valid"]
-        total = np.where(counted, two, 0.0).sum(axis=(1, 2))
-        twos[keep, h] = total / (sub.judged * (sub.judged - 1) / 2)
+        rows = np.flatnonzero(second[:, h])
+        # the pairs of a few lists at a time: (lists, n, n) arrays of PAIR_CELLS at most
+        step = max(1, PAIR_CELLS // max(int(terms.judged.max(initial=1)) ** 2, 1))
+        for start in range(0, len(rows), step):
+            keep = rows[start:start + step]
+            twos[keep, h] = _pair_mean(
+                _Terms(*(getattr(terms, f)[keep] for f in _Terms.__dataclass_fields__)),
+                {f: getattr(items, f)[keep] for f in _Items.__dataclass_fields__})
     return ones, twos
 
 
@@ -508,8 +517,9 @@ def list_metrics(lists: Lists, cutoffs: tuple[int, ...] = CUTOFFS,
     point estimates, and the jackknife's correction for those of JACKKNIFED."""
     names = tuple(metric_names(cutoffs)) if names is None else names
     point = _point(lists, cutoffs, names)
-    if "jkAP" in names:
-        point["jkAP"] = _jackknife(lists, point["statAP"])
+    for name in JACKKNIFED:
+        if name in names:
+            point[name] = _jackknife(lists, point["statAP"])
     return {name: point[name] for name in names}
 
 

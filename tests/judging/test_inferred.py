@@ -201,7 +201,7 @@ def _random_lists(rng, lists=40, depth=60, strata=3):
     return Lists(code, grade, sizes, judged, counts)
 
 
-def test_the_replicates_closed_form_is_statap_recomputed_per_replicate():
+def test_the_replicates_closed_form_is_statap_recomputed_per_replicate(monkeypatch):
     """replicate_means (every delete-one and delete-two replicate from the full sample's sums
     less the left-out candidates' terms) equals statAP recomputed with each judged candidate,
     and each pair of them, left out, on random lists: ranked and unranked judged candidates,
@@ -233,6 +233,10 @@ def test_the_replicates_closed_form_is_statap_recomputed_per_replicate():
                 # two relevant of the stratum ranked, one above the other, a replicate of 2+
                 shared += one.judged[0, h] >= 4 and sum(g >= 1 for _, g in ranked) >= 2
     assert checked >= 10 and shared >= 5 and np.ptp(twos[second]) > 0.1
+    # the pairs of one list at a time (bounded memory): the same values
+    monkeypatch.setattr("pipeline.judging.inferred.PAIR_CELLS", 1)
+    chunked = replicate_means(lists, active, second)
+    assert np.array_equal(chunked[0], ones) and np.array_equal(chunked[1], twos)
 
 
 # ---- equal to the ecosystem's numbers where they compute the same ----------------------------
