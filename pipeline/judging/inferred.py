@@ -112,6 +112,7 @@ import polars as pl
 from pipeline.core.errors import InputError
 from pipeline.evaluation.variance import LEVEL, difference_interval
 from pipeline.glossary import METRIC_SETS
+from pipeline.judging.sample import allocate
 from pipeline.layout import parse_pool_name
 
 log = logging.getLogger(__name__)
@@ -726,6 +727,86 @@ def missed(pool: str, qrels: pl.DataFrame, judgments: pl.DataFrame, sample: pl.D
                                                 pl.col("frame") - pl.col("negative")))
            .with_columns(pl.lit(pool).alias("pool")))
     return out.select(*MISSED_SCHEMA).cast(MISSED_SCHEMA).sort("query")
+
+
+# ---- where jkAP is known to be biased: strata judged more thinly than the simulation needed ---
+# The judged pairs per query (the mean over a pool's queries) with which jkAP came within its
+# Monte Carlo error in the simulation (tests/judging/simulation.py; docs/evaluation.md,
+# benchmarks/results/judged_estimators.md): 4 in each stratum above the deepest (with 2 or 3
+# judged there it read low, by up to 0.010: statAP's same-stratum pairs need 4 for the
+# jackknife's second order), and 8 in the deepest (with 2 it read high by about +0.02 where
+# relevant papers are rare there, with 4 by +0.007 to +0.009; SAMPLE 20's and 10%'s about 8 to
+# 9 were within). A stratum of fewer candidates needs them all (judged whole it is exact).
+JK_NEEDED = 4
+JK_NEEDED_DEEPEST = 8
+
+
+@dataclass(frozen=True)
+class ThinStratum:
+    """A stratum judged more thinly than jkAP needed in the simulation: its label, the mean
+    judged pairs per query, and the mean needed (JK_NEEDED or JK_NEEDED_DEEPEST, at most
+    the stratum's candidates)."""
+
+    label: str
+    judged: float
+    needed: float
+
+
+def _strata_matrix(found: Design) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+    """(sizes, judged): queries x strata arrays of the design's strata (0 where a query has
+    none of a stratum), and the strata's upper edges (from their labels, '11-30': 30)."""
+    edges = tuple(int(label.split("-")[1]) for label in found.labels)
+    queries = found.strata["query"].unique().sort()
+    rows = found.strata.join(pl.DataFrame({"query": queries, "row": np.arange(len(queries))}),
+                             on="query")
+    sizes = np.zeros((len(queries), len(edges)), dtype=np.int64)
+    judged = np.zeros(sizes.shape, dtype=np.int64)
+    at = (rows["row"].to_numpy(), rows["h"].to_numpy() - 1)
+    sizes[at], judged[at] = rows["size"].to_numpy(), rows["judged"].to_numpy()
+    return sizes, judged, edges
+
+
+def _needed(sizes: np.ndarray) -> np.ndarray:
+    """Per query and stratum, the judged pairs jkAP needed (module constants, at most the
+    stratum's candidates)."""
+    need = np.full(sizes.shape[1], JK_NEEDED)
+    need[-1] = JK_NEEDED_DEEPEST
+    return np.minimum(sizes, need[None, :])
+
+
+def thin_strata(found: Design) -> list[ThinStratum]:
+    """The strata of a pool's judged sample whose judged pairs per query (the mean over its
+    queries) fall short of what jkAP needed in the simulation (JK_NEEDED above the deepest,
+    JK_NEEDED_DEEPEST in it): there the report flags jkAP (docs/evaluation.md)."""
+    sizes, judged, _ = _strata_matrix(found)
+    if not len(sizes):
+        return []
+    need = _needed(sizes)
+    return [ThinStratum(label, float(judged[:, h].mean()), float(need[:, h].mean()))
+            for h, label in enumerate(found.labels) if judged[:, h].sum() < need[:, h].sum()]
+
+
+def sample_for_jkap(found: Design) -> int:
+    """The smallest SAMPLE (pairs per query) whose draws, spread over this pool's strata as
+    sample.py's `allocate` spreads them, give every stratum the judged pairs per query jkAP
+    needed (`thin_strata` empty, every drawn pair judged)."""
+    sizes, _, edges = _strata_matrix(found)
+    if not len(sizes):
+        return len(edges)
+    need = _needed(sizes).sum(axis=0)
+    for n in range(len(edges), int(sizes.sum(axis=1).max()) + 1):
+        if (allocate(sizes, n, edges).sum(axis=0) >= need).all():
+            return n
+    return int(sizes.sum(axis=1).max())  # every candidate drawn: a census (never reached)
+
+
+def jkap_thin(pool: str, qrels: pl.DataFrame, judgments: pl.DataFrame, sample: pl.DataFrame
+              ) -> tuple[list[ThinStratum], int]:
+    """One pool's strata that jkAP finds too thin (`thin_strata`) and the SAMPLE that would
+    avoid them (`sample_for_jkap`), from the same design `pool_values` estimates with."""
+    found = design(qrels, judgments, sample.filter(pl.col("pool") == pool)
+                   if "pool" in sample.columns else sample)
+    return thin_strata(found), sample_for_jkap(found)
 
 
 # ---- the queries-and-draws design: means and pairs, with and without the sample --------------

@@ -6,15 +6,24 @@ per pair of models the difference with and without the sample, and whether the o
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
-from pipeline.judging.inferred import differences, means, missed, pool_values
+from pipeline.judging.inferred import (
+    differences,
+    jkap_thin,
+    means,
+    missed,
+    pool_values,
+)
 from pipeline.judging.stage import JudgedPool, LeftOut, judged_pools
 from pipeline.layout import Place, format_size
+
+log = logging.getLogger(__name__)
 
 # the metrics the tables show (all are computed): jkAP the headline AP, infAP beside it for
 # trec_eval's parity
@@ -50,6 +59,35 @@ def _who(group: Sequence[JudgedPool]) -> str:
     return f"{first.assessor} ({STAND_IN})" if first.stand_in else first.assessor
 
 
+def _number(value: float) -> str:
+    return f"{value:.1f}".removesuffix(".0")
+
+
+def jkap_flag(group: Sequence[JudgedPool]) -> str:
+    """The means caption's line next to jkAP where a pool's sample leaves some stratum with
+    fewer judged pairs per query than jkAP needed in the simulation (inferred.thin_strata),
+    naming the SAMPLE that would avoid it in every pool of `group`; "" where none does."""
+    thin: dict[str, tuple[float, float]] = {}  # label: the thinnest (judged, needed) seen
+    sample = 0
+    for p in group:
+        strata, needed = jkap_thin(p.pool, p.qrels, p.judgments, p.sample)
+        for stratum in strata:
+            if stratum.label not in thin or stratum.judged < thin[stratum.label][0]:
+                thin[stratum.label] = (stratum.judged, stratum.needed)
+        sample = max(sample, needed)  # every pool's: the SAMPLE keeps none of them thin
+    if not thin:
+        return ""
+    short = ", ".join(f"{_number(judged)} of {_number(needed)} in ranks {label}"
+                      for label, (judged, needed) in sorted(
+                          thin.items(), key=lambda item: int(item[0].split("-")[0])))
+    line = (f"jkAP may be biased here: the samples judge fewer pairs per query than jkAP "
+            f"needed to be unbiased in the simulation, {short} (with 2 in the deepest stratum "
+            "it read about +0.02 high, with 2 or 3 above it up to 0.01 low: docs/evaluation.md), "
+            f"and SAMPLE={sample} would avoid it (make judge, every drawn pair judged)")
+    log.warning(f"[report] {group[0].assessor}: {line}")
+    return line
+
+
 def assessor_tables(corpus: str, group: Sequence[JudgedPool], name: str | None = None
                     ) -> JudgedTables:
     """The tables of one assessor's judgments over the report's pools (`group`), named
@@ -60,6 +98,7 @@ def assessor_tables(corpus: str, group: Sequence[JudgedPool], name: str | None =
     stem, who = name or group[0].file_name, _who(group)
     models = sorted({m for p in group for m in p.models})
     mean = means(values).sort("size", "scope", "metric", "model")
+    flag = f"; {line}" if (line := jkap_flag(group)) else ""
     rows = [[_scope(r["scope"], r["size"]), r["metric"], r["model"], str(r["queries"]),
              str(r["draws"]), _interval(r["cited"], r["cited_low"], r["cited_high"]),
              _interval(r["inferred"], r["low"], r["high"])] for r in mean.iter_rows(named=True)]
@@ -70,10 +109,10 @@ def assessor_tables(corpus: str, group: Sequence[JudgedPool], name: str | None =
                "headline AP: statAP (Aslam, Pavlu & Yilmaz 2006) with the stratified "
                "jackknife's bias correction (Quenouille 1956; Jones 1974; second order where a "
                "stratum has 3 judged pairs or more: Schucany, Gray & Owen 1971), a stratum with "
-               "fewer than 2 judged pairs left uncorrected; infAP: xinfAP (Yilmaz, Kanoulas & "
-               "Aslam 2008, trec_eval's infAP), which over-counts on thin samples; P@k: the "
-               "known relevant in each model's top k and, per stratum, its unjudged ones at "
-               "the share judged relevant among its own judged ones (at most 1); nDCG: "
+               f"fewer than 2 judged pairs left uncorrected{flag}; infAP: xinfAP (Yilmaz, "
+               "Kanoulas & Aslam 2008, trec_eval's infAP), which over-counts on thin samples; "
+               "P@k: the known relevant in each model's top k and, per stratum, its unjudged "
+               "ones at the share judged relevant among its own judged ones (at most 1); nDCG: "
                "Horvitz-Thompson, capped at 1 (biased up on thin samples: "
                "docs/evaluation.md); 95% intervals over queries and pool draws",
                ["pools", "metric", "model", "queries", "draws", "citations", "with the sample"],

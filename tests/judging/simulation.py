@@ -26,8 +26,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import norm
 
-from pipeline.evaluation.variance import difference_interval
+from pipeline.evaluation.variance import (
+    difference_interval,
+    half_widths,
+    interval_power,
+    mean_squares,
+)
 from pipeline.judging.inferred import Lists, list_metrics
 from pipeline.judging.sample import allocate, strata_edges
 
@@ -173,13 +179,39 @@ def interval_covers(values: np.ndarray, target: float) -> bool:
     return bool(interval.low <= target <= interval.high)
 
 
+Z = float(norm.ppf(0.975))  # the known-spread interval's normal quantile
+
+
+def coverages(values: np.ndarray, target: float) -> dict[str, float]:
+    """Three coverages of `target` by the data sets' means of `values` (sets x Q x R):
+    `covered`, the share whose report interval (`half_widths`' queries and draws, as
+    `interval_covers`) holds it; `expected`, the level that interval has under the crossed
+    normal model at the components of the mean squares averaged over the data sets (1 -
+    `interval_power` at a difference of 0), what `covered` should be whatever the interval's
+    slack; `known`, the share within z x the SD of the means over the data sets, the
+    interval an oracle that knew the spread would give: 95% for an unbiased normal mean, less
+    where the estimate is biased, whatever the report's interval does."""
+    mean, ms_q, ms_r, ms_e = mean_squares(values)
+    q, r = values.shape[-2:]
+    half = half_widths(ms_q, ms_r, ms_e, q, r)[1]
+    avg_q, avg_r, avg_e = (float(ms.mean()) for ms in (ms_q, ms_r, ms_e))
+    level = 1 - interval_power(q, 0.0, max((avg_q - avg_e) / r, 0.0),
+                               max((avg_r - avg_e) / q, 0.0), avg_e, r)
+    spread = Z * float(mean.std(ddof=1))
+    return {"covered": float(np.mean((mean - half <= target) & (target <= mean + half))),
+            "expected": level, "known": float(np.mean(np.abs(mean - target) <= spread))}
+
+
 def summarise(result: dict[tuple[int, int, str, str], np.ndarray],
               metrics: tuple[str, ...] = METRICS) -> list[dict[str, float | int | str]]:
     """Per pool size, model and metric of `run`'s result: the truth's and the citations'
     mean, the bias (mean over data sets of estimate - truth, each a Q x R mean) and its Monte
-    Carlo error, the share of data sets whose interval holds the population mean (the
-    truth's mean over every data set) with the estimate and with every candidate judged, and
-    the largest single-query estimate."""
+    Carlo error, and the coverages of the population mean (the truth's mean over every data
+    set) by the estimate (`coverages`: the report interval's `coverage`, the level it should
+    have at the estimate's components `expected_coverage`, and `known_coverage` from the
+    spread over data sets, which bias lowers) and by the truth (every candidate judged:
+    `truth_coverage`, `truth_expected_coverage`); and the largest and smallest single-query
+    estimate."""
     rows: list[dict[str, float | int | str]] = []
     for size in SIZES:
         for model in (0, 1):
@@ -187,14 +219,15 @@ def summarise(result: dict[tuple[int, int, str, str], np.ndarray],
                 truth, est = (result[size, model, kind, metric] for kind in ("truth", "inferred"))
                 error = (est - truth).mean(axis=(1, 2))
                 target = float(truth.mean())
+                sampled, judged = coverages(est, target), coverages(truth, target)
                 rows.append({
                     "size": size, "model": model + 1, "metric": metric, "sets": len(error),
                     "truth": target, "cited": float(result[size, model, "cited", metric].mean()),
                     "bias": float(error.mean()),
                     "mc_error": float(error.std(ddof=1) / np.sqrt(len(error))),
-                    "coverage": float(np.mean([interval_covers(y, target) for y in est])),
-                    "truth_coverage": float(np.mean([interval_covers(y, target)
-                                                     for y in truth])),
+                    "coverage": sampled["covered"], "expected_coverage": sampled["expected"],
+                    "known_coverage": sampled["known"], "truth_coverage": judged["covered"],
+                    "truth_expected_coverage": judged["expected"],
                     "largest": float(est.max()), "smallest": float(est.min())})
     return rows
 

@@ -17,10 +17,12 @@ import pytrec_eval
 
 import pipeline
 from pipeline.core.errors import InputError
+from pipeline.evaluation.variance import interval_power
 from pipeline.judging.inferred import (
     CUTOFFS,
     Lists,
     differences,
+    jkap_thin,
     list_metrics,
     means,
     metric_names,
@@ -29,7 +31,17 @@ from pipeline.judging.inferred import (
     replicate_means,
 )
 from pipeline.judging.sample import draw_sample
-from tests.judging.simulation import DESIGNS, SIZES, Design, design_seed, run, summarise
+from pipeline.judging.stage import JudgedPool
+from pipeline.report.judged import assessor_tables
+from tests.judging.simulation import (
+    DESIGNS,
+    SIZES,
+    Design,
+    coverages,
+    design_seed,
+    run,
+    summarise,
+)
 
 TREC_NAMES = {"jkAP": "map", "infAP": "map", "statAP": "map", "infNDCG": "ndcg",
               **{f"infP@{k}": f"P_{k}" for k in CUTOFFS},
@@ -81,26 +93,63 @@ def test_precision_and_ndcg_estimates_are_bounded_as_the_truth_is(thin):
                 assert values.max() > 0.9
 
 
+def _crossed(rng, sets: int, s2_query: float, s2_draw: float, s2_resid: float,
+             queries: int = 30, draws: int = 3) -> np.ndarray:
+    """`sets` Q x R matrices of the crossed normal model with these components, mean 0."""
+    return (rng.normal(0, np.sqrt(s2_query), (sets, queries, 1))
+            + rng.normal(0, np.sqrt(s2_draw), (sets, 1, draws))
+            + rng.normal(0, np.sqrt(s2_resid), (sets, queries, draws)))
+
+
+@pytest.mark.parametrize("components", [(0.01, 0.0, 0.01), (0.01, 0.002, 0.002)])
+def test_the_coverage_columns_on_the_crossed_normal_model(components):
+    """summarise's coverages on 4,000 data sets of 30 x 3 with known components: the report's
+    interval covers a true 0 at its expected level (interval_power at the components; above
+    95% by construction where the draws share little: the simulation's design), and the
+    known-spread interval 95%, each within 3 MC errors; an estimate shifted by one SD of its
+    mean (bias) falls well below both, so the columns tell slack from bias."""
+    sets, (s2q, s2d, s2e) = 4000, components
+    values = _crossed(np.random.default_rng(5), sets, s2q, s2d, s2e)
+    got = coverages(values, 0.0)
+    level = 1 - interval_power(30, 0.0, s2q, s2d, s2e, 3)
+    assert got["expected"] == pytest.approx(level, abs=0.003)  # the components estimated
+    assert level > 0.965
+    error = np.sqrt(level * (1 - level) / sets)
+    assert abs(got["covered"] - got["expected"]) <= 3 * error, got
+    assert abs(got["known"] - 0.95) <= 3 * np.sqrt(0.95 * 0.05 / sets), got
+    biased = coverages(values + values.mean(axis=(1, 2)).std(ddof=1), 0.0)
+    assert biased["known"] < 0.88 and biased["covered"] < got["expected"] - 10 * error, biased
+
+
+# jkAP's known bias (docs/evaluation.md): at 2%, every stratum 2 judged, the model that
+# favours citations reads +0.015 to +0.019 high (10 to 15 MC errors, about 0.6 SD of a data
+# set's mean), so an interval from its known spread covers the population mean less than 93%
+# of the time. Exempt from the known-spread band, with that bias asserted instead.
+JK_BIASED = {("rate 2%", 150, 2), ("rate 2%", 300, 2)}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["rate 2%", "rate 20%", "SAMPLE 8"])
 def test_the_must_show_at_2_and_20_percent_and_the_budget_design(name):
     """400 data sets, the benchmark's seeds and sets (benchmarks/results/judged_estimators.md
     holds these numbers): infP@10 unbiased within 4 MC errors (48 comparisons in the
-    benchmark); the intervals of jkAP and infP@10 covering 93% or more, and no more than the
-    interval covers with every candidate judged (it over-covers there too: its draw part, t
-    with 2 degrees of freedom, is wide when the draws vary little). jkAP is not unbiased within
-    its MC error everywhere (docs/evaluation.md says where and why: strata with few judged
-    pairs): held to 0.021 at 2% (every stratum 2 judged: the delete-one jackknife alone), where
-    the model that favours citations is off by +0.015 and +0.019 (10.1 and 14.8 MC errors), to
-    0.009 at SAMPLE 8 (+0.005 and +0.008, 4.5 and 5.6), 0.006 at 20% (-0.003 and -0.004, up to
-    4.2); and nearer the truth than xinfAP or statAP, whose biases it replaces. The
-    replicates' closed form keeps this at about 40 s per design on 2 busy cores (41 s for 20%;
-    408 s at 200 sets when statAP was recomputed per replicate)."""
+    benchmark). Coverage of jkAP and infP@10: the report's interval within 3 MC errors of the
+    level it should have at the estimate's components (`expected_coverage`: above 95%, as the
+    interval is conservative where the draws share no effect; 8 comparisons a design, so 3
+    errors), and the known-spread interval (bias and spread, whatever the report's interval
+    does) within 93-97%, plus one MC error, for infP@10 everywhere and for jkAP but JK_BIASED.
+    jkAP is not unbiased within its MC error everywhere (docs/evaluation.md says where and why:
+    strata with few judged pairs): held to 0.021 at 2% (every stratum 2 judged: the delete-one
+    jackknife alone), where the model that favours citations is off by +0.015 and +0.019 (10.1
+    and 14.8 MC errors), to 0.009 at SAMPLE 8 (+0.005 and +0.008, 4.5 and 5.6), 0.006 at 20%
+    (-0.003 and -0.004, up to 4.2); and nearer the truth than xinfAP or statAP, whose biases it
+    replaces. The replicates' closed form keeps this at about 40 s per design on 2 busy cores
+    (41 s for 20%; 408 s at 200 sets when statAP was recomputed per replicate)."""
     rows = summarise(run(design_seed(name), SLOW_SETS, DESIGNS[name]),
                      ("jkAP", "infP@10", "infAP", "statAP"))
     bound = {"rate 2%": 0.021, "SAMPLE 8": 0.009, "rate 20%": 0.006}[name]
     for row in rows:
-        margin = 2 * np.sqrt(0.95 * 0.05 / row["sets"])
+        margin = np.sqrt(0.95 * 0.05 / row["sets"])
         if row["metric"] == "infP@10":
             assert abs(row["bias"]) <= 4 * row["mc_error"], row
         if row["metric"] == "jkAP":
@@ -109,8 +158,42 @@ def test_the_must_show_at_2_and_20_percent_and_the_budget_design(name):
                       and r["metric"] in ("infAP", "statAP")]
             assert abs(row["bias"]) < max(abs(r["bias"]) for r in others), (row, others)
         if row["metric"] in ("jkAP", "infP@10"):
-            assert 0.93 - margin <= row["coverage"], row
-            assert row["coverage"] <= max(0.97, row["truth_coverage"] + margin), row
+            level = row["expected_coverage"]
+            assert level > 0.95, row
+            assert abs(row["coverage"] - level) <= 3 * np.sqrt(level * (1 - level)
+                                                                / row["sets"]), row
+            if row["metric"] == "jkAP" and (name, row["size"], row["model"]) in JK_BIASED:
+                assert row["bias"] > 5 * row["mc_error"], row  # the exemption's reason holds
+                continue
+            assert 0.93 - margin <= row["known_coverage"] <= 0.97 + margin, row
+
+
+def test_jkap_is_flagged_where_a_stratum_is_judged_more_thinly_than_the_simulation_needed():
+    """A small judged pool (8 queries): at SAMPLE 8 every stratum has fewer judged pairs per
+    query than jkAP needed in the simulation (4 above the deepest, 8 in it), and the report's
+    means caption says so next to jkAP, naming the SAMPLE that avoids it; drawn with that
+    SAMPLE the pool is not flagged (and with one fewer it still is: the smallest), nor is the
+    caption; a pool judged whole (a census) is never flagged."""
+    truth, runs, _, qrels = _data()
+    pool = "all-1k-r0"
+
+    def judged(n: int) -> JudgedPool:
+        sample = draw_sample(pool, qrels, runs, n, seed=1)
+        return JudgedPool(pool, tuple(sorted(runs)), sample, _judge(sample, truth), "standin:1",
+                          "standin-1", True, qrels, runs)
+
+    thin = judged(8)
+    strata, needed = jkap_thin(pool, qrels, thin.judgments, thin.sample)
+    assert [s.label for s in strata] == ["1-10", "11-30", "31-100"]
+    assert all(s.judged < s.needed for s in strata) and strata[-1].needed == 8
+    assert needed > 8
+    caption = assessor_tables("c", [thin]).tables[0][1]
+    [line] = [part for part in caption.split("; ") if "jkAP may be biased" in part]
+    assert f"SAMPLE={needed} would avoid it" in caption and "4 of 8 in ranks 31-100" in line
+    for n, flagged in ((needed - 1, True), (needed, False), (10_000, False)):
+        enough = judged(n)
+        assert bool(jkap_thin(pool, qrels, enough.judgments, enough.sample)[0]) == flagged, n
+        assert ("jkAP may be biased" in assessor_tables("c", [enough]).tables[0][1]) == flagged
 
 
 def test_the_jackknife_is_its_delete_one_and_delete_two_replicates():
