@@ -744,12 +744,13 @@ JK_NEEDED_DEEPEST = 8
 @dataclass(frozen=True)
 class ThinStratum:
     """A stratum judged more thinly than jkAP needed in the simulation: its label, the mean
-    judged pairs per query, and the mean needed (JK_NEEDED or JK_NEEDED_DEEPEST, at most
-    the stratum's candidates)."""
+    judged pairs per query, the mean needed (JK_NEEDED or JK_NEEDED_DEEPEST, at most the
+    stratum's candidates), and whether it is the deepest (where jkAP reads high, not low)."""
 
     label: str
     judged: float
     needed: float
+    deepest: bool
 
 
 def _strata_matrix(found: Design) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
@@ -782,7 +783,9 @@ def thin_strata(found: Design) -> list[ThinStratum]:
     if not len(sizes):
         return []
     need = _needed(sizes)
-    return [ThinStratum(label, float(judged[:, h].mean()), float(need[:, h].mean()))
+    deepest = len(found.labels) - 1
+    return [ThinStratum(label, float(judged[:, h].mean()), float(need[:, h].mean()),
+                        h == deepest)
             for h, label in enumerate(found.labels) if judged[:, h].sum() < need[:, h].sum()]
 
 

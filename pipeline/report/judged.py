@@ -14,6 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.judging.inferred import (
+    ThinStratum,
     differences,
     jkap_thin,
     means,
@@ -67,23 +68,27 @@ def jkap_flag(group: Sequence[JudgedPool]) -> str:
     """The means caption's line next to jkAP where a pool's sample leaves some stratum with
     fewer judged pairs per query than jkAP needed in the simulation (inferred.thin_strata),
     naming the SAMPLE that would avoid it in every pool of `group`; "" where none does."""
-    thin: dict[str, tuple[float, float]] = {}  # label: the thinnest (judged, needed) seen
+    thin: dict[str, ThinStratum] = {}  # label: the thinnest seen over the pools
     sample = 0
     for p in group:
         strata, needed = jkap_thin(p.pool, p.qrels, p.judgments, p.sample)
         for stratum in strata:
-            if stratum.label not in thin or stratum.judged < thin[stratum.label][0]:
-                thin[stratum.label] = (stratum.judged, stratum.needed)
+            if stratum.label not in thin or stratum.judged < thin[stratum.label].judged:
+                thin[stratum.label] = stratum
         sample = max(sample, needed)  # every pool's: the SAMPLE keeps none of them thin
     if not thin:
         return ""
-    short = ", ".join(f"{_number(judged)} of {_number(needed)} in ranks {label}"
-                      for label, (judged, needed) in sorted(
-                          thin.items(), key=lambda item: int(item[0].split("-")[0])))
+    ordered = sorted(thin.values(), key=lambda stratum: int(stratum.label.split("-")[0]))
+    short = ", ".join(f"{_number(s.judged)} of {_number(s.needed)} in ranks {s.label}"
+                      for s in ordered)
+    seen = [text for deep, text in (
+        (False, "with 2 or 3 judged above the deepest stratum it read up to 0.01 low"),
+        (True, "with 2 in the deepest, where relevant papers are rare, about +0.02 high"))
+        if any(s.deepest == deep for s in ordered)]
     line = (f"jkAP may be biased here: the samples judge fewer pairs per query than jkAP "
-            f"needed to be unbiased in the simulation, {short} (with 2 in the deepest stratum "
-            "it read about +0.02 high, with 2 or 3 above it up to 0.01 low: docs/evaluation.md), "
-            f"and SAMPLE={sample} would avoid it (make judge, every drawn pair judged)")
+            f"needed to be unbiased in the simulation, {short} ({' and '.join(seen)}: "
+            f"docs/evaluation.md), and SAMPLE={sample} would avoid it (make judge, every drawn "
+            "pair judged)")
     log.warning(f"[report] {group[0].assessor}: {line}")
     return line
 

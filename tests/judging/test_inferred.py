@@ -190,6 +190,8 @@ def test_jkap_is_flagged_where_a_stratum_is_judged_more_thinly_than_the_simulati
     caption = assessor_tables("c", [thin]).tables[0][1]
     [line] = [part for part in caption.split("; ") if "jkAP may be biased" in part]
     assert f"SAMPLE={needed} would avoid it" in caption and "4 of 8 in ranks 31-100" in line
+    assert "+0.02 high" in line and "0.01 low" in line  # the deepest and the top ones thin
+    assert [s.deepest for s in strata] == [False, False, True]
     for n, flagged in ((needed - 1, True), (needed, False), (10_000, False)):
         enough = judged(n)
         assert bool(jkap_thin(pool, qrels, enough.judgments, enough.sample)[0]) == flagged, n
