@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import InputError
-from pipeline.core.repair import Repair
+from pipeline.core.repair import PIPELINE_COMMAND, Repair
 from pipeline.layout import (
     Place,
     check_name,
@@ -319,6 +319,59 @@ def import_collection(data: Data | str | os.PathLike, dataset: str, *, corpus: s
     return info["collection"]["pools"][0]
 
 
+def import_beir(data: Data | str | os.PathLike, src: str | os.PathLike, *, corpus: str,
+                split: str = default("SPLIT"), replace: bool = False,
+                judged: bool = False) -> str:
+    """Import the test collection in BEIR's layout at `src` (corpus.jsonl, queries.jsonl,
+    qrels/<split>.tsv) as the corpus `corpus` with one pool of `split`, as `make import-beir`
+    does; return the pool's name (with `judged`, the judged-only pool beside it, as JUDGED=1).
+    The same collection again changes nothing; another one in place of an imported collection
+    needs `replace` (pipeline/external/beir.py)."""
+    from pipeline.external.beir import import_beir as read_beir
+
+    place = Data.of(data).place(corpus)
+    info = read_beir(Path(src), place.corpus_dir, split, replace, place.derived, judged)
+    return info["collection"]["pools"][0]
+
+
+def import_csfcube(data: Data | str | os.PathLike, src: str | os.PathLike, *, corpus: str,
+                   replace: bool = False) -> list[str]:
+    """Import the CSFCube release at `src` (its annotations, abstracts, queries and folds) as
+    the corpus `corpus` with one pool per facet, as `make import-csfcube` does; return the
+    pools' names. Everything is checked before anything is written; the same release again
+    changes nothing; another one in its place needs `replace` (pipeline/external/csfcube.py)."""
+    from pipeline.external.csfcube import import_csfcube as read_csfcube
+
+    place = Data.of(data).place(corpus)
+    return read_csfcube(Path(src), place.corpus_dir, replace, place.derived)[
+        "collection"]["pools"]
+
+
+def import_mdcr(data: Data | str | os.PathLike, src: str | os.PathLike, *, corpus: str,
+                split: str = default("SPLIT"), replace: bool = False) -> list[str]:
+    """Import the official MDCR release's `split` at `src` (mdcr_<split>.json and
+    mdcr_<split>_data.jsonl) as the benchmark corpus `corpus`, a pool per field, as `make
+    import-mdcr` does; return the pools' names. A corpus holds one split (import val into a
+    corpus of its own); a benchmark with other contents is replaced only with `replace`
+    (pipeline/mdcr/official.py)."""
+    from pipeline.mdcr.official import import_benchmark
+
+    place = Data.of(data).place(corpus)
+    return import_benchmark(Path(src), place.corpus_dir, split, replace, place.derived)[
+        "benchmark"]["pools"]
+
+
+def export_mdcr(data: Data | str | os.PathLike, corpus: str, out: str | os.PathLike, *,
+                split: str = default("SPLIT")) -> dict:
+    """Write the benchmark corpus `corpus` in the official MDCR layout into the folder `out`
+    (mdcr_<split>.json, mdcr_<split>_data.jsonl), which the official evaluator reads, as `make
+    export-mdcr` does; return what was written (files, fields, queries, papers, and the
+    negative types the official evaluator ignores) (pipeline/mdcr/official.py)."""
+    from pipeline.mdcr.official import export_benchmark
+
+    return export_benchmark(Data.of(data).corpus(corpus), Path(out), split)
+
+
 def export_beir(data: Data | str | os.PathLike, corpus: str, pool: str,
                 out: str | os.PathLike) -> dict:
     """Write pool `pool` of `corpus` as a BEIR folder `out` (corpus.jsonl: its candidates,
@@ -339,6 +392,18 @@ def mteb_result(data: Data | str | os.PathLike, corpus: str, pool: str,
 
     place = Data.of(data).place(corpus)
     return result_of(place, check_name("pool", pool), _run(model, place, pool))
+
+
+def export_mteb(data: Data | str | os.PathLike, corpus: str, model: str,
+                out: str | os.PathLike) -> list[Path]:
+    """Write the run `model` (a run's name) of each pool of `corpus` that has one as an MTEB
+    TaskResult file (`mteb_result`'s dict), `<out>/<model>/no_revision_available/
+    <corpus>.<pool>.json`, MTEB's results tree that `mteb.TaskResult.from_disk` reads, as `make
+    export-mteb` does; return the files. Refused where no pool has a run of `model`, and for
+    files in `out` that an export did not write (pipeline/external/mteb_results.py)."""
+    from pipeline.external.mteb_results import export_mteb as write_mteb
+
+    return write_mteb(Data.of(data).place(corpus), model, Path(out))
 
 
 def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str,
@@ -417,15 +482,19 @@ def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = defaul
 
 
 def verify_data(data: Data | str | os.PathLike, *folders: str | os.PathLike,
-                deep: bool = True) -> list[str]:
+                deep: bool = True, program: str = PIPELINE_COMMAND) -> list[str]:
     """`make verify`: one line per problem of the data (or of `folders` under it), each with
-    the command that repairs it; [] when all is well. `deep=False` skips the checksums."""
+    the command that repairs it; [] when all is well. `deep=False` skips the checksums.
+    `program`: how a repair that is a pipeline command calls it ('mdcr-pipeline', the
+    console script, where the user ran that)."""
     from pipeline.core.inputs import Roots
+    from pipeline.roots import where
     from pipeline.verify import verify
 
     data = Data.of(data)
     return verify(Roots(data.corpora, data.indexes, data.runs),
-                  [Path(f) for f in folders] or None, deep=deep)
+                  [Path(f) for f in folders] or None, deep=deep,
+                  named=where(data.corpora, data.indexes, data.runs, program))
 
 
 def import_vectors(data: Data | str | os.PathLike, corpus: str, model: str,

@@ -30,7 +30,8 @@ NAMES = {"score", "compare", "Comparison",
          "Data", "Report", "build_corpus", "build_pool", "build_report", "evaluate", "search",
          "verify_data", "Encoder", "import_vectors", "import_run", "import_collection",
          "export_beir", "crossover", "variance", "topic_set_size", "mteb_result", "inferred",
-         "judge", "judge_page", "judge_agreement"}
+         "judge", "judge_page", "judge_agreement", "import_beir", "import_csfcube",
+         "import_mdcr", "export_mdcr", "export_mteb"}
 
 
 def _imported(code: str) -> set[str]:

@@ -430,6 +430,7 @@ DECLARED: tuple[Variable, ...] = (
     A("src", "path"),
     A("model", "model", model_run), A("model", "models", scored_run, functions=("evaluate",)),
     A("model", "model", scored_run, functions=("mteb_result",)),
+    A("model", "str", scored_run, functions=("export_mteb",)),  # a run's name, as written
     A("model", "str", imported_name, functions=("import_run",)),
     A("model", "str", vectors_name, functions=("import_vectors",)),
     A("models", "models", scored_runs, functions=("judge", "judge_page")),
@@ -448,6 +449,7 @@ DECLARED: tuple[Variable, ...] = (
     A("alpha", "number", probability), A("power", "number", power),
     *(A(name, "str", named) for name in ("a", "b", "metric")),
     A("resamples", "int", positive), A("deltas", "deltas"), A("draws", "counts"),
+    A("program", "str", named, functions=("verify_data",)),  # a repair's: mdcr-pipeline
 )
 del V, A
 VARIABLES = tuple(v for v in DECLARED if v.variable)  # make's, the stages' and the API's

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline import api
 from pipeline.cli import registry
-from pipeline.cli.main import main
+from pipeline.cli.main import build_parser, main
 from pipeline.cli.variables import FROM_MAKE, OneLineParser
 from pipeline.core.errors import OptionError
 from pipeline.options import declared
@@ -17,21 +17,31 @@ from pipeline.options.checks import choice
 
 MOVED = {"judge": api.judge, "judge-page": api.judge_page, "judge-agreement": api.judge_agreement,
          "import-run": api.import_run, "import-vectors": api.import_vectors,
-         "export-beir": api.export_beir, "import-irds": api.import_collection}
+         "export-beir": api.export_beir, "import-irds": api.import_collection,
+         "import-beir": api.import_beir, "import-csfcube": api.import_csfcube,
+         "import-mdcr": api.import_mdcr, "export-mdcr": api.export_mdcr,
+         "export-mteb": api.export_mteb, "verify": api.verify_data}
+# the parameters a registration gives its own option (not a declared one's)
+OWN = {"judge": {"models"}, "judge-page": {"models"}, "export-mteb": {"model"},
+       "verify": {"folders", "deep"}}
 
 
 def test_a_command_of_an_api_function_has_exactly_the_declared_options_of_its_parameters():
     """Each moved command runs its API function, and its options are its parameters (but
     `data`: the global root options), each the declared option naming it among its keywords,
-    with that declaration's flag, help, default (its check's reading) and `required`."""
+    with that declaration's flag, help, default (its check's reading) and `required`; the
+    command line's `context` (verify's program) the top parser's."""
+    top = build_parser()._defaults  # what the command line gives every command
     for name, function in MOVED.items():
         entry = registry.COMMANDS[name]
         assert entry.api is function, name
         parser = entry.add_to(OneLineParser(prog=name))
         actions = {a.dest: a for a in parser._actions if a.dest != "help"}
-        params = [p for p in inspect.signature(function).parameters if p != "data"]
+        params = [p for p in inspect.signature(function).parameters
+                  if p != "data" and p not in entry.context]
         assert sorted(actions) == sorted(params), name
-        for param in (p for p in params if p != "models"):  # judge's, judge-page's own
+        assert set(entry.context) <= set(top), name
+        for param in (p for p in params if p not in OWN.get(name, ())):
             [var] = [v for v in declared.VARIABLES if param in v.keywords]
             action = actions[param]
             assert action.option_strings == [var.option], (name, param)

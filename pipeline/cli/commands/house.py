@@ -7,9 +7,9 @@ import argparse
 import logging
 import os
 import sys
-from pathlib import Path
 
-from pipeline.cli.registry import arg, command, flag, roots, where_of
+from pipeline import api
+from pipeline.cli.registry import arg, command, command_of, flag, roots
 from pipeline.core.errors import InputError
 from pipeline.models import REGISTRY
 from pipeline.options.checks import given_path
@@ -105,22 +105,20 @@ def cmd_warm(args: argparse.Namespace) -> None:
     metrics.warm_up()
 
 
-@command("verify", "check checksums and completeness of every artifact; exit 1 when something "
-         "is corrupt, partial or stale",
-         arg("path", nargs="*", type=given_path,
-             help="folders to check (default: corpora, indexes, runs)"),
-         flag("--quick", "sizes only, no checksums"),
-         corpus=False, writes=())
-def cmd_verify(args: argparse.Namespace) -> None:
-    from pipeline.core.inputs import Roots
-    from pipeline.verify import verify
-
-    problems = verify(Roots(*roots(args)), [Path(p) for p in args.path] or None,
-                      deep=not args.quick, named=where_of(args))
-    for line in problems:
+def problems(lines: list[str], args: argparse.Namespace) -> None:
+    """verify's lines, one per problem; exit status 1 when there is one."""
+    for line in lines:
         print(line)
-    if problems:
+    if lines:
         raise SystemExit(1)
+
+
+command_of(api.verify_data, "verify", "check checksums and completeness of every artifact; exit 1 "
+           "when something is corrupt, partial or stale",
+           arg("folders", metavar="path", nargs="*", type=given_path,
+               help="folders to check (default: corpora, indexes, runs)"),
+           arg("--quick", dest="deep", action="store_false", help="sizes only, no checksums"),
+           writes=(), show=problems, context=("program",))
 
 
 @command("sweep", "remove temporaries left by stopped processes", corpus=False, writes=())

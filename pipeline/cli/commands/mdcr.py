@@ -7,12 +7,14 @@ import argparse
 import logging
 from pathlib import Path
 
+from pipeline import api
 from pipeline.cli.commands.search import SEARCH_FIRST, search_first
 from pipeline.cli.registry import (
     RUN,
     arg,
     comma_list,
     command,
+    command_of,
     given,
     place_of,
     times_log,
@@ -66,21 +68,10 @@ def cmd_mdcr_jaccard(args: argparse.Namespace) -> None:
     print(jaccard_report(table, place.runs_root, args.corpus, args.depth))
 
 
-@command("export-mdcr", "write a benchmark corpus in the official layout: mdcr_<split>.json "
-         "and mdcr_<split>_data.jsonl", writes=())
-def cmd_export_mdcr(args: argparse.Namespace) -> None:
-    from pipeline.mdcr.official import export_benchmark
-
-    export_benchmark(place_of(args).corpus_dir, Path(args.out), args.split)
-
-
-@command("import-mdcr", "read the official mdcr_<split>.json and mdcr_<split>_data.jsonl into "
-         "a benchmark corpus", writes=("corpora", "times"))
-def cmd_import_mdcr(args: argparse.Namespace) -> None:
-    from pipeline.mdcr.official import import_benchmark
-
-    place = place_of(args)
-    import_benchmark(Path(args.src), place.corpus_dir, args.split, args.replace, place.derived)
+command_of(api.export_mdcr, "export-mdcr", "write a benchmark corpus in the official layout: "
+           "mdcr_<split>.json and mdcr_<split>_data.jsonl", writes=())
+command_of(api.import_mdcr, "import-mdcr", "read the official mdcr_<split>.json and "
+           "mdcr_<split>_data.jsonl into a benchmark corpus", writes=("corpora", "times"))
 
 
 @command("mdcr-scores", "write the official scores file {\"<query>_<candidate>\": score} of a "
