@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ class Checked(argparse.Action):
         try:
             value = [self.check(t) for t in text] if isinstance(text, list) else self.check(text)
         except (InputError, ValueError) as exc:
-            parser.error(f"{option_string or self.metavar or self.dest}: {exc}")
+            parser.error(f"{option_string or self.dest}: {exc}")
         setattr(namespace, self.dest, value)
 
 
@@ -91,9 +91,9 @@ def add_declared(parser: argparse.ArgumentParser, var: Variable, stage: str,
 class Command:
     """A command of `python -m pipeline` (main.build_parser adds COMMANDS in order): --corpus
     unless corpus=False, its `arguments` and its declared options (those naming it among their
-    stages: an API function's, `api`, are those of its parameters, but `context`'s, which the
-    command line itself gives: `program`, how the user called it); `writes`, the folders
-    (WRITES) checked writable before any work, so a read-only one is one line."""
+    stages: an API function's, `api`, are those of its parameters, but those `from_args`
+    gives: parameter -> the argument holding its value); `writes`, the folders (WRITES)
+    checked writable before any work, so a read-only one is one line."""
 
     name: str
     help: str
@@ -102,13 +102,13 @@ class Command:
     writes: tuple[str, ...]
     corpus: bool = True
     api: Callable[..., Any] | None = None
-    context: tuple[str, ...] = ()
+    from_args: Mapping[str, str] = field(default_factory=dict)
 
     def add_to(self, parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         parser.set_defaults(func=self.func, stage=self.name)
         for add in ((like("CORPUS"),) if self.corpus else ()) + self.arguments:
             add(parser)
-        own = {action.dest for action in parser._actions} | set(self.context)  # --corpus, ...
+        own = {action.dest for action in parser._actions} | set(self.from_args)  # --corpus, ...
         dests = parameters_of(self.api, self.name, own) if self.api else {}
         for var in VARIABLES:  # in the declarations' order
             if self.name in var.stages:
@@ -122,14 +122,15 @@ WRITES = ("corpora", "indexes", "runs", "times")  # the data roots; times: runs/
 
 def command(name: str, help_text: str, *arguments: Option, writes: tuple[str, ...],
             corpus: bool = True, api: Callable[..., Any] | None = None,
-            context: tuple[str, ...] = ()):
+            from_args: Mapping[str, str] | None = None):
     """Register the decorated function as the command `name`, with its options (`arguments`)
-    and what it writes into (`writes`, () for nothing); `api`, `context`: command_of's."""
+    and what it writes into (`writes`, () for nothing); `api`, `from_args`: command_of's."""
     if set(writes) - set(WRITES):
         raise ValueError(f"command {name}: writes {writes}, not among {WRITES}")
 
     def register(func):
-        COMMANDS[name] = Command(name, help_text, func, arguments, writes, corpus, api, context)
+        COMMANDS[name] = Command(name, help_text, func, arguments, writes, corpus, api,
+                                 dict(from_args or {}))
         return func
     return register
 
@@ -159,29 +160,31 @@ def parameters_of(function: Callable[..., Any], stage: str, own: set[str]) -> di
 
 def command_of(function: Callable[..., Any], name: str, help_text: str, *arguments: Option,
                writes: tuple[str, ...], show: Callable[[Any, argparse.Namespace], None] | None
-               = None, context: tuple[str, ...] = ()) -> None:
+               = None, from_args: Mapping[str, str] | None = None) -> None:
     """Register the API `function` as the command `name`: its options those of its parameters
     (`data`: the root options; --corpus; a parameter no option declares: given by `arguments`,
-    its dest the parameter's name; `context`: those the command line's own arguments give,
-    `program` the name the user called it by), its run the call of `function` with their
-    values (a *parameter's: each value given), `show` turning what it returns into the
-    command's output."""
+    its dest the parameter's name, or another argument's as `from_args` maps it: verify's
+    folders by its `path`, its program by the command line's own `program`, the name the user
+    called it by), its run the call of `function` with their values (a *parameter's: each
+    value given), `show` turning what it returns into the command's output."""
     def call(args: argparse.Namespace) -> None:
         from pipeline.api import Data
 
         data = Data(corpora=args.corpora_root, indexes=args.index_root, runs=args.runs_root)
         data.corpora, data.indexes, data.runs = roots(args)  # as given: messages name them so
-        result = function(data, *(getattr(args, many) or () if many else ()),
-                          **{p: getattr(args, p) for p in params  # a context's: if given
-                             if p != many and hasattr(args, p)})
+        value = {p: getattr(args, dest) for p, dest in dests.items()
+                 if hasattr(args, dest)}  # program: where the command line gives it
+        many = value.pop(star, None) or ()
+        result = function(data, *many, **value)
         if show:
             show(result, args)
 
     signature = inspect.signature(function).parameters
     params = [p for p in signature if p != "data"]
-    many = next((p for p, v in signature.items() if v.kind is v.VAR_POSITIONAL), None)
+    dests = {p: (from_args or {}).get(p, p) for p in params}
+    star = next((p for p, v in signature.items() if v.kind is v.VAR_POSITIONAL), None)
     command(name, help_text, *arguments, writes=writes, corpus="corpus" in params,
-            api=function, context=context)(call)
+            api=function, from_args=from_args)(call)
     COMMANDS[name].add_to(argparse.ArgumentParser())  # a parameter without its option: refused
 
 

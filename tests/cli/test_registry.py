@@ -23,14 +23,14 @@ MOVED = {"judge": api.judge, "judge-page": api.judge_page, "judge-agreement": ap
          "export-mteb": api.export_mteb, "verify": api.verify_data}
 # the parameters a registration gives its own option (not a declared one's)
 OWN = {"judge": {"models"}, "judge-page": {"models"}, "export-mteb": {"model"},
-       "verify": {"folders", "deep"}}
+       "verify": {"deep"}}
 
 
 def test_a_command_of_an_api_function_has_exactly_the_declared_options_of_its_parameters():
     """Each moved command runs its API function, and its options are its parameters (but
     `data`: the global root options), each the declared option naming it among its keywords,
-    with that declaration's flag, help, default (its check's reading) and `required`; the
-    command line's `context` (verify's program) the top parser's."""
+    with that declaration's flag, help, default (its check's reading) and `required`; or the
+    argument `from_args` names (verify's path, the command line's own program)."""
     top = build_parser()._defaults  # what the command line gives every command
     for name, function in MOVED.items():
         entry = registry.COMMANDS[name]
@@ -38,9 +38,10 @@ def test_a_command_of_an_api_function_has_exactly_the_declared_options_of_its_pa
         parser = entry.add_to(OneLineParser(prog=name))
         actions = {a.dest: a for a in parser._actions if a.dest != "help"}
         params = [p for p in inspect.signature(function).parameters
-                  if p != "data" and p not in entry.context]
-        assert sorted(actions) == sorted(params), name
-        assert set(entry.context) <= set(top), name
+                  if p != "data" and p not in entry.from_args]
+        assert sorted(actions) == sorted(params + [
+            dest for dest in entry.from_args.values() if dest not in top]), name
+        assert set(entry.from_args.values()) <= set(actions) | set(top), name
         for param in (p for p in params if p not in OWN.get(name, ())):
             [var] = [v for v in declared.VARIABLES if param in v.keywords]
             action = actions[param]

@@ -115,10 +115,10 @@ def problems(lines: list[str], args: argparse.Namespace) -> None:
 
 command_of(api.verify_data, "verify", "check checksums and completeness of every artifact; exit 1 "
            "when something is corrupt, partial or stale",
-           arg("folders", metavar="path", nargs="*", type=given_path,
+           arg("path", nargs="*", type=given_path,
                help="folders to check (default: corpora, indexes, runs)"),
            arg("--quick", dest="deep", action="store_false", help="sizes only, no checksums"),
-           writes=(), show=problems, context=("program",))
+           writes=(), show=problems, from_args={"folders": "path", "program": "program"})
 
 
 @command("sweep", "remove temporaries left by stopped processes", corpus=False, writes=())
