@@ -1,6 +1,7 @@
 """SLURM job arrays for the embed stage: the sbatch scripts and bad values (CPU only), the local
 executor, and a real one-node cluster (Debian's munge, slurmctld and slurmd, started here) that
-embeds the fixture's pools as a 4-task array and evaluates them in a job after it."""
+embeds two pools of the fixture corpus as a 4-task array and evaluates them in a job
+after it."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from pipeline.core.errors import InputError
 from pipeline.encoding.store import load_vectors, stored_ids
 from pipeline.layout import Place, store_dir
 from pipeline.models import get_model
+from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.slurm import (
     Resources,
     check_count,
@@ -35,11 +37,15 @@ from pipeline.slurm import (
     submit_after_embed,
     submit_embed,
 )
-from tests.conftest import POOL_SIZES, apt_install, copy_corpus, pool_of
+from tests.conftest import N_QUERIES, POOL_SEED, apt_install, copy_corpus, pool_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SBIN = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol")
+# the data root's two nested pools (the session pools' queries, half their sizes): 817 papers
+# to embed, not 1,617, each time a test embeds them (locally, as a 4-task array, again after
+# the weights changed); still two pools to evaluate and about 200 papers a shard
+POOL_SIZES = (400, 800)
 
 
 # ---- the scripts, without a cluster ------------------------------------------------------------
@@ -134,13 +140,13 @@ def test_without_sbatch_the_error_is_one_line(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def data_root(corpus_dir, tiny_bert, tmp_path_factory):
-    """A fresh data root holding a copy of the fixture corpus with the fixture's own pools
-    (only those: whatever pools other tests added do not change the work)."""
+    """A fresh data root holding a copy of the fixture corpus with two pools of its own
+    (POOL_SIZES: whatever pools other tests added do not change the work)."""
     def make_root() -> Path:
         root = tmp_path_factory.mktemp("slurm-data")
         corpus = copy_corpus(corpus_dir, root / "corpora" / "small")
         for size in POOL_SIZES:
-            shutil.copytree(corpus_dir / "pools" / pool_of(size), corpus / "pools" / pool_of(size))
+            build_pool(corpus, PoolSpec(size=size, n_queries=N_QUERIES, seed=POOL_SEED))
         (root / "installed").touch()  # newer than pyproject.toml: make does not reinstall
         # the raw shards are not copied: ingest keeps the ingested corpus as it is
         return root
