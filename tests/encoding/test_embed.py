@@ -332,20 +332,22 @@ def test_make_eval_on_an_exported_pool_imported_back_embeds_nothing(corpus_dir, 
     """Issue 57, through make: `make eval` on a corpus, then `make export-beir` and `make
     import-beir` of its pool and `make eval` on the imported corpus: the second embeds 0
     papers and reuses every one, and each says so in the line ending its embedding."""
-    import shutil
-
-    from tests.conftest import copy_corpus, make_ok
+    from pipeline.pools.build import PoolSpec, build_pool
+    from tests.conftest import POOL_SEED, copy_corpus, make_ok
 
     root = tmp_path / "data"
     corpus = copy_corpus(corpus_dir, root / "corpora" / "small")
-    shutil.copytree(corpus_dir / "pools" / SMALL_POOL, corpus / "pools" / SMALL_POOL)
+    # a pool of 200 candidates and 5 queries (a quarter of the session's smaller pool to
+    # embed), still a whole pool embedded, exported and imported back
+    spec = PoolSpec(size=200, n_queries=5, seed=POOL_SEED)
+    build_pool(corpus, spec)
     (tmp_path / "installed").touch()
     model = ("MODEL=hf:test/tiny-bert", f"MODEL_PATH={tiny_bert}", "POOLING=cls")
     said = make_ok(root, tmp_path / "installed", "eval", *model)
-    needed = len(pool_ids(corpus, SMALL_POOL))
+    needed = len(pool_ids(corpus, spec.name))
     assert re.search(rf"\[embed\] \S+ on small: embedded={needed} reused=0 ", said), said
     out = tmp_path / "pool-beir"
-    make_ok(root, tmp_path / "installed", "export-beir", f"POOL={SMALL_POOL}", f"OUT={out}")
+    make_ok(root, tmp_path / "installed", "export-beir", f"POOL={spec.name}", f"OUT={out}")
     make_ok(root, tmp_path / "installed", "import-beir", f"SRC={out}", "CORPUS=again")
     said = make_ok(root, tmp_path / "installed", "eval", "CORPUS=again", *model)
     (pool,) = pool_names(root / "corpora" / "again")
