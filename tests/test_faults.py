@@ -22,16 +22,15 @@ from pipeline.core.inputs import Roots
 from pipeline.verify import verify
 
 SEED = 20261122
-# (label, stage arguments, kills). A pool of 800 candidates (817 papers to embed, not 1,617:
-# half the time of every stage after the pool), in parts of 100: as many parts as before
-# (9), so each kill of a resuming embed still finds parts left to write.
+POOL = "all-1600-s1-r0"
+# (label, stage arguments, kills)
 STAGES: list[tuple[str, list[str], int]] = [
     ("ingest", ["ingest", "--corpus", "c", "--raw", "{raw}", "--workers", "2"], 4),
     ("prefilter", ["prefilter", "--corpus", "c"], 3),
-    ("pool", ["pool", "--corpus", "c", "--size", "800", "--queries", "20", "--seed", "1"], 3),
+    ("pool", ["pool", "--corpus", "c", "--size", "1600", "--queries", "20", "--seed", "1"], 3),
     # on the CPU (--device cpu, --backend *-cpu): byte-identical stores are a CPU promise
     ("embed", ["embed", "--corpus", "c", "--model", "scibert", "--model-path", "{model}",
-               "--part-size", "100", "--batch-size", "32", "--device", "cpu"], 5),
+               "--part-size", "200", "--batch-size", "32", "--device", "cpu"], 5),
     ("index", ["index", "--corpus", "c", "--model", "bm25", "--threads", "1",
                "--bm25-engine", "lucene"], 3),
     ("search-bm25", ["search", "--corpus", "c", "--model", "bm25", "--threads", "1",
@@ -42,7 +41,7 @@ STAGES: list[tuple[str, list[str], int]] = [
     ("search-dense", ["search", "--corpus", "c", "--model", "scibert", "--backend",
                       "faiss-cpu"], 3),
     ("embed-multi-vector", ["embed", "--corpus", "c", "--model", "aspire-cs", "--model-path",
-                            "{model}", "--part-size", "100", "--device", "cpu"], 3),
+                            "{model}", "--part-size", "200", "--device", "cpu"], 3),
     ("search-multi-vector", ["search", "--corpus", "c", "--model", "aspire-cs", "--backend",
                              "torch-cpu"], 2),
     ("eval", ["eval", "--corpus", "c", "--model", "bm25"], 4),
