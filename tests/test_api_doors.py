@@ -5,6 +5,7 @@ and returns what it wrote."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import sys
@@ -20,11 +21,38 @@ from pipeline.layout import pool_names
 from tests.external.test_csfcube import release  # noqa: F401
 from tests.external.test_judged import bm25_means, imported, scidocs  # noqa: F401
 
+TIMES = ("created", "seconds", "self_sha256")  # a manifest's own time, and its digest of it
 
-def files(folder: Path) -> dict[str, bytes]:
-    """Every file under `folder` (its path relative to it) -> its bytes; not the hidden ones
-    (checksum caches: inodes and times; locks)."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes()
+
+@pytest.fixture(autouse=True)
+def every_manifest_a_new_time(monkeypatch) -> None:
+    """Each manifest written gets a time of its own, as two doors a second apart do: the
+    comparisons below must hold whatever the clock."""
+    from pipeline.core import manifests
+
+    counter = itertools.count()
+    monkeypatch.setattr(manifests.time, "strftime", lambda form, when: f"time {next(counter)}")
+
+
+def _timeless(value: object) -> object:
+    """`value` (a manifest's JSON) without its times, at any depth."""
+    if isinstance(value, dict):
+        return {key: _timeless(item) for key, item in value.items() if key not in TIMES}
+    return [_timeless(item) for item in value] if isinstance(value, list) else value
+
+
+def _content(path: Path) -> bytes | object:
+    """A file's bytes; a manifest's fields but its times (two doors a second apart differ in
+    `created` alone)."""
+    if path.name != "manifest.json":
+        return path.read_bytes()
+    return _timeless(json.loads(path.read_text()))
+
+
+def files(folder: Path) -> dict[str, bytes | object]:
+    """Every file under `folder` (its path relative to it) -> its content (`_content`); not the
+    hidden ones (checksum caches: inodes and times; locks)."""
+    return {p.relative_to(folder).as_posix(): _content(p)
             for p in sorted(folder.rglob("*")) if p.is_file()
             and not any(part.startswith(".") for part in p.relative_to(folder).parts)}
 
