@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.retrieval.dense.exact import exact_search, faiss_search, prepare, torch_search
+from pipeline.retrieval.dense.exact import (
+    device_chunks,
+    exact_search,
+    faiss_search,
+    prepare,
+    torch_search,
+)
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
 @pytest.fixture(scope="module")
@@ -58,22 +66,38 @@ def test_auto_backend_on_a_gpu_node_is_a_gpu_backend_with_the_cpu_lists(data):
     assert backend == "torch-cuda" and positions.shape == (20, GPU_MAX_K + 1)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_device_chunks_are_the_rows_in_order_as_stored(data, device):
+    """Each chunk on the device holds the next rows of the docs, in their dtype; on a GPU the
+    two pinned buffers are reused (31 chunks), and no chunk sees a later one's rows."""
+    _, docs = data
+    for stored in (docs, docs.astype(np.float16)):
+        chunks = [(lo, chunk.to(device).clone()) for lo, chunk in
+                  device_chunks(stored, 97, device)]
+        assert [lo for lo, _ in chunks] == list(range(0, len(stored), 97))
+        rows = np.concatenate([chunk.cpu().numpy() for _, chunk in chunks])
+        assert rows.dtype == stored.dtype
+        np.testing.assert_array_equal(rows, stored)
+
+
 def test_k_larger_than_the_pool(data):
     queries, docs = data
     scores, positions, _ = exact_search(queries, docs[:7], 500, "l2")
     assert positions.shape == (20, 7) and (positions >= 0).all()
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("similarity", ["ip", "l2", "cosine"])
-def test_chunked_search_of_raw_and_float16_docs(data, similarity):
-    """Faiss CPU and torch in small doc and query chunks, on raw (not yet normalized) docs
-    in float32 and float16: the brute-force list of the docs as float32."""
+def test_chunked_search_of_raw_and_float16_docs(data, similarity, device):
+    """Faiss CPU and torch in small doc and query chunks (on a GPU, more chunks than its two
+    pinned buffers), on raw (not yet normalized) docs in float32 and float16: the brute-force
+    list of the docs as float32."""
     queries, docs = data
     for stored in (docs, docs.astype(np.float16)):
         want_s, want_i = brute(queries, stored.astype(np.float32), 120, similarity)
         for scores, positions in (
             faiss_search(queries, stored, 120, similarity, doc_chunk=400),
-            torch_search(queries, stored, 120, similarity, device="cpu", doc_chunk=333,
+            torch_search(queries, stored, 120, similarity, device=device, doc_chunk=333,
                          query_chunk=7),
         ):
             np.testing.assert_array_equal(positions, want_i)

@@ -78,18 +78,53 @@ def faiss_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Simi
     return (-scores if similarity == "l2" else scores), positions
 
 
+def device_chunks(docs: np.ndarray, doc_chunk: int, device: str) -> Iterable[tuple[int, object]]:
+    """(first row, tensor on `device`) for each `doc_chunk` rows of `docs`, as stored, in order.
+
+    On a CPU a chunk is a view. On a GPU the host side is the bottleneck (a pageable copy
+    blocks the host and waits behind the last chunk's kernels), so each chunk is copied into
+    one of two pinned buffers (torch's copy, parallel over the host's threads) and moved by a
+    side stream: the next chunk travels while the kernels of this one run. The consumer's
+    stream waits for each chunk's copy; a buffer is refilled only after its copy is done."""
+    import torch
+
+    if not device.startswith("cuda"):
+        for lo in range(0, len(docs), doc_chunk):
+            yield lo, torch.from_numpy(np.ascontiguousarray(docs[lo : lo + doc_chunk]))
+        return
+    rows = min(doc_chunk, len(docs))
+    dtype = torch.from_numpy(docs[:1].copy()).dtype
+    pinned = [torch.empty((rows, docs.shape[1]), dtype=dtype, pin_memory=True)
+              for _ in range(2)]
+    copied: list = [None, None]
+    side = torch.cuda.Stream(device)
+    for step, lo in enumerate(range(0, len(docs), doc_chunk)):
+        slot = step % 2
+        if copied[slot] is not None:
+            copied[slot].synchronize()  # the copy out of this buffer is done: refill it
+        host = torch.from_numpy(np.ascontiguousarray(docs[lo : lo + doc_chunk]))
+        buffer = pinned[slot][: len(host)]
+        buffer.copy_(host)
+        with torch.cuda.stream(side):
+            chunk = buffer.to(device, non_blocking=True)
+            copied[slot] = side.record_event()
+        torch.cuda.current_stream(device).wait_event(copied[slot])
+        chunk.record_stream(torch.cuda.current_stream(device))
+        yield lo, chunk
+
+
 def torch_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Similarity,
                  device: str = "cuda", doc_chunk: int | None = None,
                  query_chunk: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The contract of faiss_search with torch: chunks of `doc_chunk` docs go to the device
-    as stored (float16 moves half the bytes), become float32 there (unit length for cosine),
-    and meet chunks of `query_chunk` queries in an fp32 matmul (TF32 off: exact scores); each
-    block's top k is merged into the running top k. Memory: the queries, one doc chunk and
-    one query_chunk x doc_chunk block of scores. Any k."""
+    as stored (float16 moves half the bytes; `device_chunks`), become float32 there (unit
+    length for cosine), and meet chunks of `query_chunk` queries in an fp32 matmul (TF32 off:
+    exact scores); each block's top k is merged into the running top k. Memory: the queries,
+    two doc chunks and one query_chunk x doc_chunk block of scores. Any k."""
     import torch
 
     cuda = device.startswith("cuda")
-    doc_chunk = doc_chunk or (1 << 18 if cuda else 1 << 14)
+    doc_chunk = doc_chunk or (1 << 16 if cuda else 1 << 14)
     query_chunk = query_chunk or (1 << 12 if cuda else 1 << 10)
     k = min(k, len(docs))
     q = torch.from_numpy(prepare(queries, similarity)).to(device)
@@ -100,9 +135,8 @@ def torch_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Simi
     torch.backends.cuda.matmul.allow_tf32 = False
     bar = progress(len(docs), "search", "candidates", show=bool(k) and len(docs) > doc_chunk)
     try:
-        for lo in range(0, len(docs), doc_chunk) if k else []:
-            x = torch.from_numpy(np.ascontiguousarray(docs[lo : lo + doc_chunk])).to(
-                device, non_blocking=True).float()
+        for lo, x in device_chunks(docs, doc_chunk, device) if k else []:
+            x = x.to(device).float()
             if similarity == "cosine":
                 x = torch.nn.functional.normalize(x, dim=1, eps=1e-12)
             x_norm = (x * x).sum(1)[None, :]
