@@ -40,7 +40,7 @@ import polars as pl
 
 from pipeline.core.atomic import atomic_path, disk_errors
 from pipeline.core.checksums import fingerprint, outputs_intact
-from pipeline.core.errors import InputError
+from pipeline.core.errors import InputError, OptionError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.locks import file_lock
 from pipeline.core.logs import Progress
@@ -219,12 +219,12 @@ class ApiAssessor(Assessor):
     @classmethod
     def from_value(cls, value: str, environ: Mapping[str, str]) -> ApiAssessor:
         if not value or len(value) > 200 or any(c.isspace() for c in value):
-            raise InputError(f"{JUDGE}=api:{value!r}: give the model's name as the endpoint "
-                             "serves it, without spaces (JUDGE=api:<model>)")
+            raise OptionError("{JUDGE=}: give the model's name as the endpoint serves it, "
+                              "without spaces (api:<model>)", {JUDGE: f"api:{value!r}"})
         url = environ.get(JUDGE_URL, "")
         if not url:
-            raise InputError(f"{JUDGE}=api:{value} needs {JUDGE_URL}, the chat endpoint's "
-                             "address (e.g. http://127.0.0.1:8000)")
+            raise OptionError("{JUDGE=} needs {JUDGE_URL}, the chat endpoint's address (e.g. "
+                              "http://127.0.0.1:8000)", {JUDGE: f"api:{value}"})
         return cls(value, url, api_key(environ))
 
     @property
@@ -277,8 +277,8 @@ class FileAssessor(Assessor):
     @classmethod
     def from_value(cls, value: str, environ: Mapping[str, str]) -> FileAssessor:
         if not value:
-            raise InputError(f"{JUDGE}=file: give the labels file the judging page wrote "
-                             "(JUDGE=file:<labels.tsv>)")
+            raise OptionError("{JUDGE=}: give the labels file the judging page wrote "
+                              "(file:<labels.tsv>)", {JUDGE: "file:"})
         return cls(Path(value))
 
     @property
@@ -311,15 +311,18 @@ def read_labels(path: Path) -> tuple[dict[tuple[str, str], tuple[int, str, str]]
         data = path.read_bytes()
         text = data.decode()
     except FileNotFoundError:
-        raise InputError(f"{JUDGE}=file:{path}: no such file: give the labels file the "
-                         "judging page wrote") from None
+        raise OptionError("{JUDGE=}: no such file: give the labels file the judging page "
+                          "wrote", {JUDGE: f"file:{path}"}) from None
     except IsADirectoryError:
-        raise InputError(f"{JUDGE}=file:{path} is a folder: give the labels file") from None
+        raise OptionError("{JUDGE=} is a folder: give the labels file",
+                          {JUDGE: f"file:{path}"}) from None
     except UnicodeDecodeError:
-        raise InputError(f"{JUDGE}=file:{path} is not UTF-8 text: {fix}") from None
+        raise OptionError(f"{{JUDGE=}} is not UTF-8 text: {fix}", {JUDGE: f"file:{path}"}) \
+            from None
     lines = text.splitlines()
     if not lines or tuple(lines[0].split("\t")) != LABELS_HEADER:
-        raise InputError(f"{JUDGE}=file:{path}: its first line is not the header: {fix}")
+        raise OptionError(f"{{JUDGE=}}: its first line is not the header: {fix}",
+                          {JUDGE: f"file:{path}"})
     labels: dict[tuple[str, str], tuple[int, str, str]] = {}
     for number, line in enumerate(lines[1:], 2):
         if not line.strip():
@@ -335,7 +338,7 @@ def read_labels(path: Path) -> tuple[dict[tuple[str, str], tuple[int, str, str]]
             query, doc, grade, person, when = (cell.strip() for cell in cells)
             labels[query, doc] = (int(grade), person, when)
             continue
-        raise InputError(f"{JUDGE}=file:{path}: line {number} {why}: {fix}")
+        raise OptionError(f"{{JUDGE=}}: line {number} {why}: {fix}", {JUDGE: f"file:{path}"})
     return labels, hashlib.sha256(data).hexdigest()
 
 
@@ -365,8 +368,8 @@ class StandinAssessor(Assessor):
     @classmethod
     def from_value(cls, value: str, environ: Mapping[str, str]) -> StandinAssessor:
         if not value.isdigit() or len(value) > 18:
-            raise InputError(f"{JUDGE}=standin:{value!r}: give the stand-in's seed, a whole "
-                             "number (JUDGE=standin:0)")
+            raise OptionError("{JUDGE=}: give the stand-in's seed, a whole number "
+                              "(standin:0)", {JUDGE: f"standin:{value!r}"})
         return cls(int(value))
 
     @property
@@ -408,9 +411,9 @@ def assessor(spec: str, environ: Mapping[str, str] | None = None) -> Assessor:
     environ = os.environ if environ is None else environ
     kind, colon, value = spec.partition(":")
     if not colon or kind not in ASSESSORS:
-        raise InputError(f"{JUDGE}={spec!r}: give api:<model> (with {JUDGE_URL}), "
-                         "file:<labels.tsv> (the judging page's labels) or standin:<seed> "
-                         "(a deterministic stand-in)")
+        raise OptionError("{JUDGE=}: give api:<model> (with {JUDGE_URL}), file:<labels.tsv> "
+                          "(the judging page's labels) or standin:<seed> (a deterministic "
+                          "stand-in)", {JUDGE: repr(spec)})
     return ASSESSORS[kind].from_value(value, environ)
 
 

@@ -124,3 +124,8 @@ def test_make_judge_page_and_report_through_make(data):
         assert pl.read_parquet(sample_path(data / "runs", "small", pool, one)).height > 0
     line = refusal(make(data, "fuse", "MODELS=bm25"))
     assert "MODELS needs two or more different models" in line
+    # the assessor's own refusal, in make's words (the command line's: --judge)
+    labels = data / "bad-labels.tsv"
+    labels.write_text("query\tdoc\tgrade\n")
+    line = refusal(make(data, "judge", "MODELS=bm25", f"JUDGE=file:{labels}"))
+    assert line.startswith(f"error: JUDGE=file:{labels}: its first line is not the header"), line

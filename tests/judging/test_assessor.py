@@ -345,7 +345,7 @@ def test_the_endpoint_and_key_are_checked_as_for_embeddings(server):
         assert KEY not in str(refused.value)
     with pytest.raises(InputError, match="OPENAI_API_KEY holds a space"):
         assessor(f"api:{MODEL}", {"JUDGE_URL": server.url, "OPENAI_API_KEY": "sk-a b"})
-    with pytest.raises(InputError, match="needs JUDGE_URL"):
+    with pytest.raises(InputError, match="needs --judge-url"):  # the command line's words
         assessor(f"api:{MODEL}", {})
     for given in ("http://h:1", "http://h:1/", "http://h:1/v1", "http://h:1/v1/chat/completions"):
         assert chat.chat_url(given) == "http://h:1/v1/chat/completions"

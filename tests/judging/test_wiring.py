@@ -8,6 +8,7 @@ the API equals scikit-learn's kappa; bad input is one line, before anything is w
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import polars as pl
@@ -201,7 +202,9 @@ def test_judge_agreement_through_the_api_is_sklearns_kappa(csf):  # noqa: F811
     (lambda d, c: pipeline.judge(d, c, ["bm25", "bm25"], "standin:1"), "each once"),
     (lambda d, c: pipeline.judge(d, c, ["bm25", "scincl"], "standin:1"),
      "no pool .* runs of every model"),
-    (lambda d, c: pipeline.judge(d, c, ["bm25"], "api:m"), "needs JUDGE_URL"),
+    (lambda d, c: pipeline.judge(d, c, ["bm25"], "api:m"), "judge='api:m' needs judge_url,"),
+    (lambda d, c: pipeline.judge(d, c, ["bm25"], "file:/nowhere/labels.tsv"),
+     "judge='file:/nowhere/labels.tsv': no such file"),
     (lambda d, c: pipeline.judge(d, c, ["bm25"], "api:m", judge_url="ftp://x"),
      "JUDGE_URL='ftp://x'"),
 ])
@@ -215,7 +218,7 @@ def test_bad_input_is_one_line_and_writes_nothing(judged, call, says, monkeypatc
     assert files(data.runs / corpus) == before
 
 
-def test_the_command_line_judges_as_the_api_did(judged):
+def test_the_command_line_judges_as_the_api_did(judged, tmp_path):
     """`python -m pipeline judge` (what make judge runs) with the API's settings rewrites
     nothing; a bad JUDGE is one line and exit status 2."""
     import subprocess
@@ -237,3 +240,12 @@ def test_the_command_line_judges_as_the_api_did(judged):
                          cwd=Path(__file__).resolve().parents[2], timeout=300)
     assert bad.returncode == 2 and "nobody:1" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    env = {k: v for k, v in os.environ.items() if k != "JUDGE_URL"}
+    labels = tmp_path / "labels.tsv"
+    labels.write_text("query\tdoc\tgrade\n")
+    for judge, says in (("api:m", "--judge api:m needs --judge-url,"),
+                        (f"file:{labels}", f"--judge file:{labels}: its first line is not")):
+        bad = subprocess.run([*argv, "--judge", judge], capture_output=True, text=True, env=env,
+                             cwd=Path(__file__).resolve().parents[2], timeout=300)
+        assert bad.returncode == 2 and says in bad.stderr, bad.stderr  # the command line's words
+        assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
