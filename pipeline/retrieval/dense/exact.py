@@ -10,8 +10,9 @@ searched by `maxsim_stream`: torch, on the GPU or the CPU, exact.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import cache
+from typing import TYPE_CHECKING
 
 import faiss
 import numpy as np
@@ -19,6 +20,9 @@ import numpy as np
 from pipeline.core.errors import OptionError
 from pipeline.core.logs import progress
 from pipeline.models import Similarity
+
+if TYPE_CHECKING:
+    import torch
 
 GPU_MAX_K = 2048  # Faiss GPU top-k limit
 log = logging.getLogger(__name__)
@@ -78,7 +82,8 @@ def faiss_search(queries: np.ndarray, docs: np.ndarray, k: int, similarity: Simi
     return (-scores if similarity == "l2" else scores), positions
 
 
-def device_chunks(docs: np.ndarray, doc_chunk: int, device: str) -> Iterable[tuple[int, object]]:
+def device_chunks(docs: np.ndarray, doc_chunk: int, device: str
+                  ) -> Iterator[tuple[int, torch.Tensor]]:
     """(first row, tensor on `device`) for each `doc_chunk` rows of `docs`, as stored, in order.
 
     On a CPU a chunk is a view. On a GPU the host side is the bottleneck (a pageable copy
@@ -96,7 +101,7 @@ def device_chunks(docs: np.ndarray, doc_chunk: int, device: str) -> Iterable[tup
     dtype = torch.from_numpy(docs[:1].copy()).dtype
     pinned = [torch.empty((rows, docs.shape[1]), dtype=dtype, pin_memory=True)
               for _ in range(2)]
-    copied: list = [None, None]
+    copied: list[torch.cuda.Event | None] = [None, None]
     side = torch.cuda.Stream(device)
     for step, lo in enumerate(range(0, len(docs), doc_chunk)):
         slot = step % 2
