@@ -24,7 +24,8 @@ from pipeline.layout import (
     run_name,
     split_run_name,
 )
-from pipeline.options.declared import default
+from pipeline.options.checks import DTYPES
+from pipeline.options.declared import default, kind_run_options
 from pipeline.roots import data_roots
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from pipeline.models import ModelEntry
     from pipeline.pools.build import PoolSpec
     from pipeline.report.build import Report
+    from pipeline.retrieval.search import SearchSettings
 
 __all__ = ["Data", "build_corpus", "build_pool", "build_report", "evaluate", "import_run",
            "search", "verify_data"]
@@ -195,65 +197,102 @@ def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | Non
     return build(Data.of(data).corpus(corpus), spec)["name"]
 
 
-def search(data: Data | str | os.PathLike, corpus: str, pool: str, model: str | ModelEntry,
-           *, k: int = default("K"), threads: int = default("THREADS"),
+def search(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str] | None,
+           model: str | ModelEntry, *, k: int = default("K"), threads: int = default("THREADS"),
            seed: int = default("SEED"), variant: str = default("QUERY_VARIANT"),
-           query_prompt: str | None = None, replace: bool = False, **options: Any) -> str:
-    """Retrieve the top `k` candidates of each query of `pool` with `model` (a registered
-    name such as 'bm25', an 'hf:' model, or a ModelEntry) and write the run; return the run's
-    name (the model's, plus '+q<tag>' with a `query_prompt` before each query's text, and
-    '~<variant>' for perturbed queries); each default is its option's declared one (K's
-    500, THREADS's 2, SEED's, QUERY_VARIANT's). `options`:
-    those of the search's declared options (pipeline/options/declared.py, as make search and
-    the search command take them) and the retriever's own (its kind's Retriever.OPTIONS:
-    BM25's engine, an encoder's backend and weights folder), others refused. A run
-    made with these arguments (the rule of `make search`: search.current_run; `seed` counts
-    where it changes the run) is kept as it is. The name of a run imported into the corpus is
-    refused (import_run). A store of the model's name embedded by another model (another
-    model identity: its weights or files, its endpoint) is refused, naming `replace=True`;
-    with `replace` (REPLACE=1) that store and the runs searched from it are removed, then
-    embedded and searched again."""
+           query_prompt: str | None = None, replace: bool = False, index: bool = True,
+           stale_only: bool = True, repair_pools: bool = False, batch_size: int | None = None,
+           dtype: str = DTYPES[0], part_size: int | None = None,
+           model_path: str | os.PathLike | None = None, device: str | None = None,
+           program: str | None = None, **options: Any) -> str:
+    """`make search` (the search command is this function): retrieve the top `k` candidates of
+    each query of `pool` (a name, a list of them, or None: every usable pool of the corpus)
+    with `model` (a registered name such as 'bm25', an 'hf:' model, or a ModelEntry), one
+    pool after another in this process, and write the runs; return the run's name (the
+    model's, plus '+q<tag>' with a `query_prompt` before each query's text, and '~<variant>'
+    for perturbed queries); each default is its option's declared one (K's 500, THREADS's 2,
+    SEED's, QUERY_VARIANT's). `options`: those of the search's declared options
+    (pipeline/options/declared.py, as make search and the search command take them) and the
+    retriever's own (its kind's Retriever.OPTIONS: BM25's engine, an encoder's backend), others
+    refused. As make search: what the model searches is built first (`index`; encoders embed
+    what is missing, with the store's `batch_size`, `dtype`, `part_size`, `model_path` and
+    `device`), a run made with these arguments is kept as it is (`stale_only`: the rule of
+    search.current_run; `seed` counts where it changes the run), and with `repair_pools` the
+    corpus's stale or damaged pools are built again first (make pools); the command line's
+    --index, --stale-only, --repair-pools, off unless given. A model named as a run imported
+    into the corpus (import_run) is that run: nothing to search; a ModelEntry of that name is
+    refused. A store of the model's name embedded by another model (another model identity:
+    its weights or files, its endpoint) is refused, naming `replace=True`, or with `program`
+    (how a repair calls the pipeline's commands: the command line's) make's REPLACE=1; with
+    `replace` that store and the runs searched from it are removed, then embedded and
+    searched again. Each pool's time goes to the corpus's stage-times log."""
+    from pipeline.layout import stage_times_path
     from pipeline.models import with_query_prompt
     from pipeline.options.arguments import check_options
-    from pipeline.options.declared import kind_run_options
+    from pipeline.pools.grid import repair_pools as repair
+    from pipeline.pools.grid import stage_pools
     from pipeline.retrieval.registry import retriever
-    from pipeline.retrieval.search import check_not_imported, current_run, index, search_pool
+    from pipeline.retrieval.search import (
+        SearchSettings,
+        check_not_imported,
+        model_to_search,
+        retriever_options,
+        search_model,
+    )
+    from pipeline.roots import where
 
-    data, entry = Data.of(data), with_query_prompt(_entry(model), query_prompt)
-    own = retriever(entry.kind).OPTIONS
-    check_options("search", entry.kind, options, list(own))
-    options = {name: value for name, value in options.items() if name in own}
-    place = data.place(corpus)
-    check_not_imported(place, entry.name)  # before anything is embedded under its name
-    check_name("pool", pool)
-    if entry.embedded:  # a store of another model: refused, or replaced, before any work
-        _check_store_model(place, entry, options.get("model_path"), replace,
+    data = Data.of(data)
+    place, times = data.place(corpus), stage_times_path(data.runs, corpus)
+    given = {**options, "query_prompt": query_prompt, "model_path": model_path}
+    if isinstance(model, str) and model_to_search(place, model, given) is None:
+        return model  # a run imported under this name (make import-run): nothing to search
+    entry = with_query_prompt(_entry(model), query_prompt)
+    check_options("search", entry.kind, options, list(retriever(entry.kind).OPTIONS))
+    check_not_imported(place, entry.name)  # a ModelEntry named as an imported run
+    named = where(data.corpora, data.indexes, data.runs, program or PIPELINE_COMMAND)
+    if repair_pools:
+        repair(place.corpus_dir, times, named)
+    pools = stage_pools(place.corpus_dir, [pool] if isinstance(pool, str) else pool, "search",
+                        named)
+    for each in pools:
+        check_name("pool", each)
+    given = retriever(entry.kind).options(retriever_options(entry, given))
+    store = {"batch_size": batch_size, "dtype": dtype, "model_path": model_path,
+             "device": device, **({"part_size": part_size} if part_size else {}),
+             "replace": replace}
+    settings = SearchSettings(threads=threads, options=given, store=store, times=times, k=k,
+                              seed=seed, variant=variant, run_options=kind_run_options(
+                                  entry, given), index=index, stale_only=stale_only)
+    if entry.embedded and program is None:  # in Python's words (the call is its repair)
+        _check_store_model(place, entry, pools, settings,
                            _call("search", corpus, pool, model, query_prompt=query_prompt,
-                                 model_path=options.get("model_path"), replace=True))
-    # as make search: what the model searches is built first (encoders embed what is
-    # missing; a store of another object of this name is refused before any run is kept)
-    index(place, pool, entry, threads, **options)
-    identity = kind_run_options(entry, options)  # the options that change the run, as make's
-    if not current_run(place, pool, entry, k, seed, variant, identity):
-        search_pool(place, pool, entry, k=k, threads=threads, seed=seed, variant=variant,
-                    run_options=identity, **options)
+                                 model_path=model_path, replace=True))
+    search_model(place, entry, pools, settings)
     return run_name(entry.name, variant)
 
 
-def _check_store_model(place: Place, entry: ModelEntry, model_path: str | os.PathLike | None,
-                       replace: bool, call: str) -> None:
+def _check_store_model(place: Place, entry: ModelEntry, pools: list[str],
+                       settings: SearchSettings, call: str) -> None:
     """The model's store, when another model embedded it (another model identity), refused in
     the API's words (`call`, the call again with replace=True), or with `replace` removed
     with the runs searched from it (embed.check_identity, as make search does first). A store
-    whose manifest is damaged is left to the embed stage, which rebuilds it (repair_store)."""
+    whose manifest is damaged is not read: it is built again (embed's repair_store; this call
+    is the repair of a model object's). Then, with `settings.index`, what the model searches
+    is built for every pool, the runs kept as current too: a model object's store refuses
+    one of other settings there (its task, say), which its runs do not record."""
+    from dataclasses import replace
+
     from pipeline.core.files import is_corrupt
     from pipeline.encoding.embed import check_identity
     from pipeline.layout import MANIFEST, store_dir
+    from pipeline.retrieval.search import index_pools
 
-    if is_corrupt(store_dir(place.index_root, place.corpus, entry.name) / MANIFEST):
-        return
-    check_identity(place, entry, model_path, replace, how="search again with replace=True",
-                   repair=Repair("", place.corpus, entry.name, note=f"in Python: {call}"))
+    if not is_corrupt(store_dir(place.index_root, place.corpus, entry.name) / MANIFEST):
+        check_identity(place, entry, settings.store["model_path"],
+                       bool(settings.store["replace"]), how="search again with replace=True",
+                       repair=Repair("", place.corpus, entry.name, note=f"in Python: {call}"))
+    if settings.index:  # untimed: mostly a check (search_model times what it builds)
+        index_pools(place, entry, pools, replace(settings, times=None))
 
 
 def _call(function: str, corpus: str, pool: str, model: str | ModelEntry,

@@ -21,7 +21,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.encoding.embed import pool_ids
 from pipeline.encoding.store import load_vectors, stored_ids
-from pipeline.layout import MANIFEST, run_paths, store_dir
+from pipeline.layout import MANIFEST, run_paths, stage_times_path, store_dir
 from pipeline.options.declared import BY_NAME
 from tests.conftest import POOL_SIZES, pool_of
 
@@ -115,8 +115,10 @@ def test_a_store_of_another_model_is_refused_then_replaced_from_python(corpus_di
     assert all(Path(p).is_relative_to(store) or Path(p) in ours for p in gone), gone
     assert {p for p in ours if p.exists()} == {made_again.trec, made_again.parquet,
                                                 made_again.manifest}
+    times = str(stage_times_path(data.runs, corpus))  # the stage-times log: appended to
+    assert after[times].startswith(everything[times]) and after[times] != everything[times]
     kept = {p: b for p, b in everything.items()
-            if not Path(p).is_relative_to(store) and Path(p) not in ours}
+            if not Path(p).is_relative_to(store) and Path(p) not in ours and p != times}
     assert {p: after.get(p) for p in kept} == kept  # BM25's runs, the planted files, the model
     assert all(path.read_bytes() == MINE + path.name.encode() for path in planted)
     # now current: searched again without replace, nothing is written

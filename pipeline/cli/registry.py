@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,12 +138,16 @@ def command(name: str, help_text: str, *arguments: Option, writes: tuple[str, ..
 # ---- one door: a command that IS an API function --------------------------------------------
 def parameters_of(function: Callable[..., Any], stage: str, own: set[str]) -> dict[str, str]:
     """The declared option (its make variable) -> the parameter of the API `function` it is,
-    for each parameter but `data` (the root options) and those the command's own options give
-    (`own`): the option whose `keywords` hold its name. ValueError for a parameter without one,
-    or with one of other commands (make passes it to its `stages` only), and for an option
-    naming the command (`stage`) among its stages that no parameter takes."""
+    for each parameter but `data` (the root options), its **keywords and those the command's
+    own options give (`own`): the option whose `keywords` hold its name (a **keywords takes
+    the command's other declared options: spread). ValueError
+    for a parameter without one, or with one of other commands (make passes it to its
+    `stages` only), and for an option naming the command (`stage`) among its stages that no
+    parameter takes."""
     name, found = function.__name__, {}
-    for param in (p for p in inspect.signature(function).parameters if p not in {"data", *own}):
+    signature = inspect.signature(function).parameters
+    for param in (p for p, v in signature.items() if p not in {"data", *own}
+                  and v.kind is not v.VAR_KEYWORD):
         var = next((v for v in VARIABLES if param in v.keywords
                     and (not v.functions or name in v.functions)), None)
         if var is None or stage not in var.stages:
@@ -152,10 +156,17 @@ def parameters_of(function: Callable[..., Any], stage: str, own: set[str]) -> di
                              "pipeline/options/declared.py, or give it in the registration")
         found[var.name] = param
     extra = [v.name for v in VARIABLES if stage in v.stages and v.name not in found]
-    if extra:
+    if extra and not any(v.kind is v.VAR_KEYWORD for v in signature.values()):
         raise ValueError(f"command {stage}: {', '.join(extra)} name it among their stages, but "
                          f"api.{name} takes no such parameter")
     return found
+
+
+def spread(stage: str, params: Collection[str]) -> dict[str, str]:
+    """The declared options of `stage` that none of `params` is, dest -> the keyword a
+    function's **keywords takes it by (its first)."""
+    return {v.dest: (v.keywords or (v.dest,))[0] for v in VARIABLES if stage in v.stages
+            and v.dest not in params and not set(v.keywords) & set(params)}
 
 
 def command_of(function: Callable[..., Any], name: str, help_text: str, *arguments: Option,
@@ -165,8 +176,9 @@ def command_of(function: Callable[..., Any], name: str, help_text: str, *argumen
     (`data`: the root options; --corpus; a parameter no option declares: given by `arguments`,
     its dest the parameter's name, or another argument's as `from_args` maps it: verify's
     folders by its `path`, its program by the command line's own `program`, the name the user
-    called it by), its run the call of `function` with their values (a *parameter's: each
-    value given), `show` turning what it returns into the command's output."""
+    called it by; a **keywords: the command's other declared options), its run the call of
+    `function` with their values (a *parameter's: each value given; a **keywords': those
+    given), `show` turning what it returns into the command's output."""
     def call(args: argparse.Namespace) -> None:
         from pipeline.api import Data
 
@@ -175,14 +187,18 @@ def command_of(function: Callable[..., Any], name: str, help_text: str, *argumen
         value = {p: getattr(args, dest) for p, dest in dests.items()
                  if hasattr(args, dest)}  # program: where the command line gives it
         many = value.pop(star, None) or ()
+        if keywords:  # the declared options no parameter is, those given
+            value.update({key: getattr(args, dest) for dest, key in spread(name, dests).items()
+                          if getattr(args, dest, None) is not None})
         result = function(data, *many, **value)
         if show:
             show(result, args)
 
     signature = inspect.signature(function).parameters
-    params = [p for p in signature if p != "data"]
+    params = [p for p, v in signature.items() if p != "data" and v.kind is not v.VAR_KEYWORD]
     dests = {p: (from_args or {}).get(p, p) for p in params}
     star = next((p for p, v in signature.items() if v.kind is v.VAR_POSITIONAL), None)
+    keywords = any(v.kind is v.VAR_KEYWORD for v in signature.values())
     command(name, help_text, *arguments, writes=writes, corpus="corpus" in params,
             api=function, from_args=from_args)(call)
     COMMANDS[name].add_to(argparse.ArgumentParser())  # a parameter without its option: refused

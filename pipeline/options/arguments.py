@@ -62,6 +62,7 @@ KINDS: dict[str, tuple[tuple, str]] = {
     "model": (MODEL, "a model's name (a str such as 'bm25') or a ModelEntry"),
     "models": ((*MODEL, _list_of(*MODEL)), "a model's name (a str such as 'bm25'), a "
                "ModelEntry, or a non-empty list of them"),
+    "pools": ((str, _list_of(str)), "a pool's name (a str) or a non-empty list of them"),
     "metrics": ((_text, _list_of(_text)), "'auto', a metric set's name, or metric names (a str "
                 "such as 'map ndcg@10', or a non-empty list of str)"),
     "size": ((int, str), "a size (an int, or a str such as '20k')"),
@@ -127,7 +128,8 @@ def check_value(function: str, name: str, value: object) -> None:
             "model", "models", "synthetic"):
         return
     try:
-        rule.check(_command_line(value))
+        for item in value if rule.kind == "pools" and not isinstance(value, str) else [value]:
+            rule.check(_command_line(item))
     except InputError as exc:
         raise InputError(f"{function}: {name}={value!r}: {exc.message}") from None
 

@@ -53,6 +53,7 @@ from pipeline.models import (
     request_setting,
 )
 from pipeline.options.checks import (
+    DTYPES,
     choice,
     corpus_name,
     dataset_list,
@@ -284,11 +285,12 @@ DECLARED: tuple[Variable, ...] = (
       keywords=("query_prompt",), none=True, changes_run=True),
     V("MODEL_PATH", "", given_path, "a local folder of the model's save_pretrained files, "
       "for nodes without hub access", "models", optional=True,
-      stages=(*LOADING, "after-embed"), changes_run=MODEL_ID),  # after-embed: its identity
+      stages=(*LOADING, "after-embed"), keywords=("model_path",), kind="path", none=True,
+      changes_run=MODEL_ID),  # after-embed: its identity
     V("DEVICE", "", device, "the encoder's device: cpu, cuda or cuda:<index>", "models",
       shown="cuda if available", optional=True, one_word=True,
-      stages=("embed", "submit-embed", "index", *SEARCHING),
-      changes_run=MODEL_ID),  # the store's parts record it; another device: other last bits
+      stages=("embed", "submit-embed", "index", *SEARCHING), keywords=("device",),
+      none=True, changes_run=MODEL_ID),  # the store's parts record it; another: other bits
     # ---- search
     V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
       "compares the vectors: cosine, ip or l2", "models", one_word=True,
@@ -426,7 +428,7 @@ DECLARED: tuple[Variable, ...] = (
     # ---- the API's own arguments, no make variable (docs/api.md, Validation)
     A("data", "data"), A("folder", "path", none=True), A("corpora", "path", none=True),
     A("indexes", "path", none=True), A("runs", "path", none=True), A("raw", "path", none=True),
-    A("exclude", "path", none=True), A("model_path", "path", none=True), A("folders", "path"),
+    A("exclude", "path", none=True), A("folders", "path"),
     A("src", "path"),
     A("model", "model", model_run), A("model", "models", scored_run, functions=("evaluate",)),
     A("model", "model", scored_run, functions=("mteb_result",)),
@@ -450,6 +452,13 @@ DECLARED: tuple[Variable, ...] = (
     *(A(name, "str", named) for name in ("a", "b", "metric")),
     A("resamples", "int", positive), A("deltas", "deltas"), A("draws", "counts"),
     A("program", "str", named, functions=("verify_data",)),  # a repair's: mdcr-pipeline
+    A("program", "str", named, none=True, functions=("search",)),  # None: Python's words
+    # search's as make search passes them (--index, --stale-only, --repair-pools) and the
+    # store's (--batch-size, --dtype, --part-size): the command's own options, cli/registry.py
+    A("pool", "pools", pool_name, none=True, functions=("search",)),  # None: every pool
+    *(A(flag, "bool") for flag in ("index", "stale_only", "repair_pools")),
+    A("batch_size", "int", positive, none=True), A("part_size", "int", positive, none=True),
+    A("dtype", "str", choice(DTYPES)),
 )
 del V, A
 VARIABLES = tuple(v for v in DECLARED if v.variable)  # make's, the stages' and the API's

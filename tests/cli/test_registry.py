@@ -20,10 +20,11 @@ MOVED = {"judge": api.judge, "judge-page": api.judge_page, "judge-agreement": ap
          "export-beir": api.export_beir, "import-irds": api.import_collection,
          "import-beir": api.import_beir, "import-csfcube": api.import_csfcube,
          "import-mdcr": api.import_mdcr, "export-mdcr": api.export_mdcr,
-         "export-mteb": api.export_mteb, "verify": api.verify_data}
+         "export-mteb": api.export_mteb, "verify": api.verify_data, "search": api.search}
 # the parameters a registration gives its own option (not a declared one's)
 OWN = {"judge": {"models"}, "judge-page": {"models"}, "export-mteb": {"model"},
-       "verify": {"deep"}}
+       "verify": {"deep"}, "search": {"model", "pool", "index", "stale_only", "repair_pools",
+                                       "batch_size", "dtype", "part_size"}}
 
 
 def test_a_command_of_an_api_function_has_exactly_the_declared_options_of_its_parameters():
@@ -37,9 +38,10 @@ def test_a_command_of_an_api_function_has_exactly_the_declared_options_of_its_pa
         assert entry.api is function, name
         parser = entry.add_to(OneLineParser(prog=name))
         actions = {a.dest: a for a in parser._actions if a.dest != "help"}
-        params = [p for p in inspect.signature(function).parameters
-                  if p != "data" and p not in entry.from_args]
-        assert sorted(actions) == sorted(params + [
+        params = [p for p, v in inspect.signature(function).parameters.items()
+                  if p != "data" and p not in entry.from_args and v.kind is not v.VAR_KEYWORD]
+        spread = registry.spread(name, params)  # a **keywords': the stage's other options
+        assert sorted(actions) == sorted(params + list(spread) + [
             dest for dest in entry.from_args.values() if dest not in top]), name
         assert set(entry.from_args.values()) <= set(actions) | set(top), name
         for param in (p for p in params if p not in OWN.get(name, ())):
@@ -115,3 +117,25 @@ def test_a_parameter_or_a_declaration_without_its_counterpart_is_refused_at_regi
 
     with pytest.raises(ValueError, match="MADE_UP name it among their stages"):
         registry.command_of(fewer, "toy", "a toy command", writes=())
+
+
+def test_a_functions_keywords_take_the_commands_other_declared_options(made_up, tmp_path,
+                                                                       capsys):
+    """A function with **keywords (api.search: the BM25 engine, the backend) takes the declared
+    options of its command that no parameter is, each by its keyword: offered by --help,
+    checked by its declaration, and handed over."""
+    def keywords(data: api.Data, corpus: str, **options: object) -> list:
+        """Its keywords back."""
+        return sorted(options.items())
+
+    registry.command_of(keywords, "toy", "a toy command", writes=(),
+                        show=lambda value, args: print(value))
+    roots = ["--corpora-root", str(tmp_path / "c"), "--index-root", str(tmp_path / "i"),
+             "--runs-root", str(tmp_path / "r")]
+    assert main([*roots, "toy", "--corpus", "x", "--made-up", "fancy"]) == 0
+    assert capsys.readouterr().out == "[('made_up', 'fancy')]\n"
+    assert main([*roots, "toy", "--corpus", "x"]) == 0  # the declared default, as make's
+    assert capsys.readouterr().out == "[('made_up', 'plain')]\n"
+    with pytest.raises(SystemExit) as refused:
+        main([*roots, "toy", "--made-up", "wild"])
+    assert refused.value.code == 2

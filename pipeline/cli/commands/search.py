@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from pipeline import api
 from pipeline.cli.commands.embed import embed_options
 from pipeline.cli.commands.pools import repair_pools
 from pipeline.cli.registry import (
@@ -15,6 +16,7 @@ from pipeline.cli.registry import (
     arg,
     comma_list,
     command,
+    command_of,
     eval_argv,
     flag,
     like,
@@ -26,7 +28,6 @@ from pipeline.cli.registry import (
     times_log,
 )
 from pipeline.models import fused_name, get_model
-from pipeline.options.declared import kind_run_options
 
 SEARCH_FIRST = flag("--search", "first search every pool with each model whose run is not "
                     "current (make search MODEL=..; make mdcr does)")
@@ -42,45 +43,24 @@ def search_and_eval(args: argparse.Namespace, model: str) -> None:
                                        of_args(args)))
 
 
-def _index_settings(args: argparse.Namespace, entry) -> dict:
-    """The settings of index and search (IndexSettings's fields) from the arguments."""
-    from pipeline.retrieval.search import retriever_options
-
-    return {"threads": args.threads, "options": retriever_options(entry, vars(args)),
-            "store": embed_options(args), "times": times_log(args)}
-
-
 @command("index", "build what a model searches (embeddings, BM25's analysed-text store, a "
          "Lucene index)", REPAIR_POOLS, MODEL, POOLS, *STORE, writes=("indexes", "times"))
 def cmd_index(args: argparse.Namespace) -> None:
-    from pipeline.retrieval.search import IndexSettings, index_pools
+    from pipeline.retrieval.search import IndexSettings, index_pools, retriever_options
 
     if args.repair_pools:
         repair_pools(args)
     entry = get_model(args.model)
-    index_pools(place_of(args), entry, pools_of(args),
-                IndexSettings(**_index_settings(args, entry)))
+    index_pools(place_of(args), entry, pools_of(args), IndexSettings(
+        args.threads, retriever_options(entry, vars(args)), embed_options(args), times_log(args)))
 
 
-@command("search", "retrieve the top k per query, write TREC + parquet runs (several pools in "
-         "one process)", MODEL,
-         flag("--stale-only", "keep runs that are intact and made from their pool's current files"),
-         flag("--index", "index the pools it searches first"),
-         REPAIR_POOLS, POOLS, *STORE, writes=("indexes", "runs", "times"))
-def cmd_search(args: argparse.Namespace) -> None:
-    from pipeline.retrieval.search import SearchSettings, model_to_search, search_model
-
-    place = place_of(args)
-    entry = model_to_search(place, args.model, vars(args))
-    if entry is None:
-        return
-    if args.repair_pools:
-        repair_pools(args)
-    settings = _index_settings(args, entry)
-    search_model(place, entry, pools_of(args), SearchSettings(
-        **settings, k=args.k, seed=args.seed, variant=args.query_variant,
-        run_options=kind_run_options(entry, settings["options"]),
-        index=args.index, stale_only=args.stale_only))
+command_of(api.search, "search", "retrieve the top k per query, write TREC + parquet runs "
+           "(several pools in one process)", MODEL,
+           flag("--stale-only", "keep runs that are intact and made from their pool's current "
+                "files"),
+           flag("--index", "index the pools it searches first"), REPAIR_POOLS, POOLS, *STORE,
+           writes=("indexes", "runs", "times"), from_args={"program": "program"})
 
 
 def search_first(args: argparse.Namespace, models: list[str]) -> None:
