@@ -21,7 +21,8 @@ from typing import Any
 # name -> the module that defines it (names that are not a submodule's: `pipeline.report` and
 # `pipeline.verify` are packages of their own)
 _API = {"Data": "pipeline.api", "build_corpus": "pipeline.api", "build_pool": "pipeline.api",
-        "search": "pipeline.api", "evaluate": "pipeline.api", "build_report": "pipeline.api",
+        "search": "pipeline.api", "embed": "pipeline.api", "evaluate": "pipeline.api",
+        "build_report": "pipeline.api",
         "verify_data": "pipeline.api", "import_run": "pipeline.api",
         "import_collection": "pipeline.api", "export_beir": "pipeline.api",
         "import_beir": "pipeline.api", "import_csfcube": "pipeline.api",

@@ -257,9 +257,7 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str
     for each in pools:
         check_name("pool", each)
     given = retriever(entry.kind).options(retriever_options(entry, given))
-    store = {"batch_size": batch_size, "dtype": dtype, "model_path": model_path,
-             "device": device, **({"part_size": part_size} if part_size else {}),
-             "replace": replace}
+    store = _store(batch_size, dtype, part_size, model_path, device, replace)
     settings = SearchSettings(threads=threads, options=given, store=store, times=times, k=k,
                               seed=seed, variant=variant, run_options=kind_run_options(
                                   entry, given), index=index, stale_only=stale_only)
@@ -269,6 +267,42 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str
                                  model_path=model_path, replace=True))
     search_model(place, entry, pools, settings)
     return run_name(entry.name, variant)
+
+
+def embed(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str] | None,
+          model: str, *, num_shards: int = default("SHARDS"), shard: int | None = None,
+          batch_size: int | None = None, dtype: str = DTYPES[0], part_size: int | None = None,
+          model_path: str | os.PathLike | None = None, device: str | None = None,
+          replace: bool = False, program: str | None = None) -> Path:
+    """`make embed` (the embed command is this function): embed the papers of `pool` (a name,
+    a list of them, or None: every usable pool of the corpus) missing from the store of `model`
+    (a registered name), shard `shard` of `num_shards` (None: each in turn, as a job array's
+    tasks would), each timed into the corpus's stage-times log; return the store's folder.
+    The store's options are search's. A store of another model under the name is refused,
+    or with `replace` (REPLACE=1) embedded again; `program`: as search's."""
+    from pipeline.encoding.embed import embed_shards
+    from pipeline.layout import stage_times_path, store_dir
+    from pipeline.models import get_model
+    from pipeline.pools.grid import stage_pools
+    from pipeline.roots import where
+
+    data = Data.of(data)
+    place = data.place(corpus)
+    pools = stage_pools(place.corpus_dir, [pool] if isinstance(pool, str) else pool, "embed",
+                        where(data.corpora, data.indexes, data.runs, program or PIPELINE_COMMAND))
+    embed_shards(place, model, pools, range(num_shards) if shard is None else [shard],
+                 num_shards, stage_times_path(data.runs, corpus),
+                 **_store(batch_size, dtype, part_size, model_path, device, replace))
+    return store_dir(data.indexes, corpus, get_model(model).name)
+
+
+def _store(batch_size: int | None, dtype: str, part_size: int | None,
+           model_path: str | os.PathLike | None, device: str | None, replace: bool) -> dict:
+    """The store's options as embed takes them: a part size only where given (each store has
+    its own default)."""
+    return {"batch_size": batch_size, "dtype": dtype, "model_path": model_path,
+            "device": device, **({"part_size": part_size} if part_size else {}),
+            "replace": replace}
 
 
 def _check_store_model(place: Place, entry: ModelEntry, pools: list[str],

@@ -31,7 +31,7 @@ NAMES = {"score", "compare", "Comparison",
          "verify_data", "Encoder", "import_vectors", "import_run", "import_collection",
          "export_beir", "crossover", "variance", "topic_set_size", "mteb_result", "inferred",
          "judge", "judge_page", "judge_agreement", "import_beir", "import_csfcube",
-         "import_mdcr", "export_mdcr", "export_mteb"}
+         "import_mdcr", "export_mdcr", "export_mteb", "embed"}
 
 
 def _imported(code: str) -> set[str]:
@@ -363,3 +363,23 @@ def test_api_refusals_name_the_keyword_arguments(corpus_dir, tmp_path):
     text = str(caught.value)
     assert "--" not in text and text.startswith("size=1000000000 exceeds the papers available")
     assert text.endswith("choose a smaller size")
+
+
+def test_embed_is_the_embed_command_each_refusing_in_its_words(corpus_dir, tmp_path, capsys):
+    """`pipeline.embed` is the embed command (issue 59): a shard beyond SHARDS, refused inside
+    the stage before any model loads, names the API's keywords in Python and the flags on the
+    command line, and neither door writes anything."""
+    from pipeline.cli.main import main
+
+    roots = {"corpora": corpus_dir.parent, "indexes": tmp_path / "i", "runs": tmp_path / "r"}
+    pool = pool_of(POOL_SIZES[0])
+    with pytest.raises(InputError) as refused:
+        pipeline.embed(pipeline.Data(**roots), corpus_dir.name, pool, "minilm", shard=3,
+                       num_shards=2)
+    assert str(refused.value) == "shard=3 num_shards=2: give a shard from 0 to 1"
+    assert main(["--corpora-root", str(roots["corpora"]), "--index-root", str(roots["indexes"]),
+                 "--runs-root", str(roots["runs"]), "embed", "--corpus", corpus_dir.name,
+                 "--pool", pool, "--shard", "3", "--num-shards", "2"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: --shard 3 --num-shards 2: give a shard from 0 to 1")
+    assert not roots["indexes"].exists() and not roots["runs"].exists()

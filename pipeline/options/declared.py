@@ -384,9 +384,10 @@ DECLARED: tuple[Variable, ...] = (
       "(an sbatch job array)", "cluster", one_word=True),
     V("SHARDS", "1", shard_count, "shards of the embed stage (array tasks with slurm), at "
       "most 1,000", "cluster", flag="--num-shards", stages=("embed", *SLURM_JOBS, "demo"),
-      changes_run=False),
+      keywords=("num_shards",), kind="int", changes_run=False),
     V("SHARD", "", non_negative, "make embed: only this shard of SHARDS", "cluster",
-      shown="each in turn", optional=True, one_word=True, stages=("embed",), changes_run=False),
+      shown="each in turn", optional=True, one_word=True, stages=("embed",),
+      keywords=("shard",), kind="int", none=True, changes_run=False),
     V("PARTITION", "", check_partition, "#SBATCH --partition: one name, or several separated "
       "by commas", "cluster", shown="the cluster's default", optional=True, one_word=True,
       stages=SLURM_JOBS),
@@ -452,10 +453,10 @@ DECLARED: tuple[Variable, ...] = (
     *(A(name, "str", named) for name in ("a", "b", "metric")),
     A("resamples", "int", positive), A("deltas", "deltas"), A("draws", "counts"),
     A("program", "str", named, functions=("verify_data",)),  # a repair's: mdcr-pipeline
-    A("program", "str", named, none=True, functions=("search",)),  # None: Python's words
+    A("program", "str", named, none=True, functions=("search", "embed")),  # None: Python's
     # search's as make search passes them (--index, --stale-only, --repair-pools) and the
     # store's (--batch-size, --dtype, --part-size): the command's own options, cli/registry.py
-    A("pool", "pools", pool_name, none=True, functions=("search",)),  # None: every pool
+    A("pool", "pools", pool_name, none=True, functions=("search", "embed")),  # None: all
     *(A(flag, "bool") for flag in ("index", "stale_only", "repair_pools")),
     A("batch_size", "int", positive, none=True), A("part_size", "int", positive, none=True),
     A("dtype", "str", choice(DTYPES)),

@@ -20,11 +20,13 @@ MOVED = {"judge": api.judge, "judge-page": api.judge_page, "judge-agreement": ap
          "export-beir": api.export_beir, "import-irds": api.import_collection,
          "import-beir": api.import_beir, "import-csfcube": api.import_csfcube,
          "import-mdcr": api.import_mdcr, "export-mdcr": api.export_mdcr,
-         "export-mteb": api.export_mteb, "verify": api.verify_data, "search": api.search}
+         "export-mteb": api.export_mteb, "verify": api.verify_data, "search": api.search,
+         "embed": api.embed}
 # the parameters a registration gives its own option (not a declared one's)
 OWN = {"judge": {"models"}, "judge-page": {"models"}, "export-mteb": {"model"},
        "verify": {"deep"}, "search": {"model", "pool", "index", "stale_only", "repair_pools",
-                                       "batch_size", "dtype", "part_size"}}
+                                       "batch_size", "dtype", "part_size"},
+       "embed": {"model", "pool", "batch_size", "dtype", "part_size"}}
 
 
 def test_a_command_of_an_api_function_has_exactly_the_declared_options_of_its_parameters():

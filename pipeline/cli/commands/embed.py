@@ -16,7 +16,6 @@ from pipeline.cli.registry import (
     command_of,
     place_of,
     pools_of,
-    times_log,
 )
 from pipeline.models import IMPORT_VECTORS, get_model
 
@@ -30,14 +29,8 @@ def embed_options(args: argparse.Namespace) -> dict:
     return {**options, "replace": bool(args.replace)}
 
 
-@command("embed", "embed the pools' papers missing from the store", MODEL, POOLS, *STORE,
-         writes=("indexes", "times"))
-def cmd_embed(args: argparse.Namespace) -> None:
-    from pipeline.encoding.embed import embed_shards
-
-    shards = range(args.num_shards) if args.shard is None else [args.shard]
-    embed_shards(place_of(args), args.model, pools_of(args), shards, args.num_shards,
-                 times_log(args), **embed_options(args))
+command_of(api.embed, "embed", "embed the pools' papers missing from the store", MODEL, POOLS,
+           *STORE, writes=("indexes", "times"), from_args={"program": "program"})
 
 
 def resources(args: argparse.Namespace):
