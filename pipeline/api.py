@@ -257,7 +257,7 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str
     for each in pools:
         check_name("pool", each)
     given = retriever(entry.kind).options(retriever_options(entry, given))
-    store = _store(batch_size, dtype, part_size, model_path, device, replace)
+    store = store_options(batch_size, dtype, part_size, model_path, device, replace)
     settings = SearchSettings(threads=threads, options=given, store=store, times=times, k=k,
                               seed=seed, variant=variant, run_options=kind_run_options(
                                   entry, given), index=index, stale_only=stale_only)
@@ -292,11 +292,11 @@ def embed(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str]
                         where(data.corpora, data.indexes, data.runs, program or PIPELINE_COMMAND))
     embed_shards(place, model, pools, range(num_shards) if shard is None else [shard],
                  num_shards, stage_times_path(data.runs, corpus),
-                 **_store(batch_size, dtype, part_size, model_path, device, replace))
+                 **store_options(batch_size, dtype, part_size, model_path, device, replace))
     return store_dir(data.indexes, corpus, get_model(model).name)
 
 
-def _store(batch_size: int | None, dtype: str, part_size: int | None,
+def store_options(batch_size: int | None, dtype: str, part_size: int | None,
            model_path: str | os.PathLike | None, device: str | None, replace: bool) -> dict:
     """The store's options as embed takes them: a part size only where given (each store has
     its own default)."""

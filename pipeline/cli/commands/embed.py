@@ -22,13 +22,6 @@ from pipeline.models import IMPORT_VECTORS, get_model
 STORE_OPTIONS = ("batch_size", "dtype", "model_path", "device", "part_size")  # embed's, index's
 
 
-def embed_options(args: argparse.Namespace) -> dict:
-    """The store options; a part size only where given (each store has its own default)."""
-    options = {name: getattr(args, name) for name in STORE_OPTIONS
-               if name != "part_size" or args.part_size}
-    return {**options, "replace": bool(args.replace)}
-
-
 command_of(api.embed, "embed", "embed the pools' papers missing from the store", MODEL, POOLS,
            *STORE, writes=("indexes", "times"), from_args={"program": "program"})
 

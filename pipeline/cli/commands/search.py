@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 
 from pipeline import api
-from pipeline.cli.commands.embed import embed_options
 from pipeline.cli.commands.pools import repair_pools
 from pipeline.cli.registry import (
     MODEL,
@@ -52,7 +51,9 @@ def cmd_index(args: argparse.Namespace) -> None:
         repair_pools(args)
     entry = get_model(args.model)
     index_pools(place_of(args), entry, pools_of(args), IndexSettings(
-        args.threads, retriever_options(entry, vars(args)), embed_options(args), times_log(args)))
+        args.threads, retriever_options(entry, vars(args)), api.store_options(
+            args.batch_size, args.dtype, args.part_size, args.model_path, args.device,
+            bool(args.replace)), times_log(args)))
 
 
 command_of(api.search, "search", "retrieve the top k per query, write TREC + parquet runs "
