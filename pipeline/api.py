@@ -297,7 +297,7 @@ def embed(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str]
 
 
 def store_options(batch_size: int | None, dtype: str, part_size: int | None,
-           model_path: str | os.PathLike | None, device: str | None, replace: bool) -> dict:
+                  model_path: str | os.PathLike | None, device: str | None, replace: bool) -> dict:
     """The store's options as embed takes them: a part size only where given (each store has
     its own default)."""
     return {"batch_size": batch_size, "dtype": dtype, "model_path": model_path,
