@@ -484,11 +484,11 @@ def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str,
              metrics: str | Sequence[str] = default("METRICS"), means: bool = False,
              save: bool | None = None) -> pl.DataFrame:
     """Score the runs of `model` (a name, a run name 'bm25~title', a ModelEntry, or a list of
-    them) on `pool`. With the pool's own metrics (`metrics='auto'`) the evaluations are saved,
-    as `make eval` saves them, and a current one is kept as it is (eval_is_current); other
-    metrics are scored without writing anything, so an exploratory call never changes what
-    the report shows (`save=True` with them is refused; `save=False`: never write).
-    Returns a polars DataFrame: with
+    them) on `pool`. Saved as `make eval` saves them, a current evaluation kept as it is
+    (eval_is_current): by default with the pool's own metrics (`metrics='auto'`) only, so an
+    exploratory call with others writes nothing; `save=True` adds the metrics asked to the
+    saved evaluation, as make eval METRICS=... does; `save=False` never writes.
+    Returns a polars DataFrame of the metrics asked: with
     `means=False`, one row per model, query and candidate set (`negatives`: 'all', and per
     negative type on MDCR-style pools) with a column per metric; with `means=True`, one row per
     model with each metric's mean over the pool's queries (over CSFCube's folds: the mean of
@@ -506,26 +506,25 @@ def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str,
     names = [_run(m, place, pool) for m in models]  # each checked before anything is written
     wanted = pool_metrics(place.corpus_dir, pool, metrics if isinstance(metrics, str)
                           else " ".join(metrics))
-    own = pool_metrics(place.corpus_dir, pool)
-    if save and wanted != own:
-        raise InputError(f"evaluate: save=True saves the pool's own metrics ({' '.join(own)}), "
-                         "which the report shows: leave metrics='auto' to save, or save=False "
-                         f"to score {' '.join(wanted)} without writing")
+    if save is None:
+        save = wanted == pool_metrics(place.corpus_dir, pool)
     frames = []
     for name in names:
         paths = run_paths(place.runs_root, corpus, pool, name)
-        if wanted != own or save is False:
+        if not save:
             values, info = score_run(place, pool, name, wanted)
         else:
             if not eval_is_current(place, pool, name, wanted):
                 eval_run(place, pool, name, wanted)
             values, info = pl.read_parquet(paths.metrics), read_json(paths.evaluation)
         if means:
-            frames.append(pl.DataFrame([{"model": name, **info["means"]}],
+            frames.append(pl.DataFrame([{"model": name, **{m: info["means"][m] for m in wanted}}],
                                        schema={"model": pl.String,
                                                **dict.fromkeys(wanted, pl.Float64)}))
-        else:
-            frames.append(values.select(pl.lit(name).alias("model"), pl.all()))
+        else:  # the metrics asked, of those saved
+            frames.append(values.select(pl.lit(name).alias("model"),
+                                        pl.exclude(set(values.columns) - {"query", "negatives",
+                                                                          *wanted})))
     return pl.concat(frames, how="vertical_relaxed")
 
 

@@ -179,6 +179,37 @@ def test_evaluate_gives_what_eval_gives(api_data, corpus_dir):
     assert one.columns == ["model", "map"]
 
 
+def test_evaluate_saves_other_metrics_only_when_asked_as_make_eval_metrics_does(
+        api_data, corpus_dir, tmp_path):
+    """Issue 59, one policy for both doors: other metrics than the pool's own are scored
+    without writing by default, and save=True adds them to the saved evaluation byte for byte
+    as `eval --metrics` (make eval METRICS=...) does; the frame holds the metrics asked."""
+    from pipeline.cli.main import main
+
+    pool, name = pool_of(POOL_SIZES[0]), corpus_dir.name
+    pipeline.evaluate(api_data, name, pool, "random")  # the pool's own set, saved
+    doors = {door: tmp_path / door for door in ("api", "command")}
+    for root in doors.values():
+        shutil.copytree(api_data.runs, root / "runs")
+    paths = {door: run_paths(root / "runs", name, pool, "random") for door, root in doors.items()}
+    before = paths["api"].metrics.read_bytes()
+    data = pipeline.Data(corpora=corpus_dir.parent, indexes=api_data.indexes,
+                         runs=doors["api"] / "runs")
+    asked = pipeline.evaluate(data, name, pool, "random", metrics="map ndcg@5")
+    assert asked.columns == ["model", "query", "negatives", "map", "ndcg@5"]
+    assert paths["api"].metrics.read_bytes() == before  # scored, not written
+    saved = pipeline.evaluate(data, name, pool, "random", metrics="map ndcg@5", save=True)
+    assert saved.equals(asked)
+    assert main(["--corpora-root", str(corpus_dir.parent), "--index-root", str(api_data.indexes),
+                 "--runs-root", str(doors["command"] / "runs"), "eval", "--corpus", name,
+                 "--model", "random", "--pool", pool, "--metrics", "map ndcg@5"]) == 0
+    api, command = (json.loads(p.evaluation.read_text()) for p in paths.values())
+    for made in (api, command):  # when and how long: the rest is the evaluation
+        made.pop("seconds"), made.pop("created"), made.pop("self_sha256")
+    assert api == command and api["parameters"]["metrics"][-1] == "ndcg@5"
+    assert paths["api"].metrics.read_bytes() == paths["command"].metrics.read_bytes() != before
+
+
 def report_files(folder):
     """The report's files and bytes (not the hidden stat cache beside their checksums, which
     holds inode numbers and times)."""
@@ -332,8 +363,6 @@ def test_a_refused_call_writes_nothing(api_data, corpus_dir, tmp_path):
         lambda: pipeline.build_report(api_data, name, exclude=tmp_path / "missing.txt"),
         lambda: pipeline.build_report(api_data, name,
                                       training_sets={"bm25": tmp_path / "missing.txt"}),
-        lambda: pipeline.evaluate(api_data, name, pool_of(POOL_SIZES[0]), "bm25",
-                                  metrics="map", save=True),
         lambda: pipeline.evaluate(api_data, name, "nopool", "bm25"),
         lambda: pipeline.search(api_data, name, pool_of(POOL_SIZES[0]), "bm25", k=0),
         lambda: pipeline.import_run(api_data, name, pool_of(POOL_SIZES[0]),

@@ -107,9 +107,6 @@ def wrong_calls(data: pipeline.Data, corpus: str) -> dict[str, tuple]:
                                      "metrics='mapp'"),
         "evaluate means='yes'": (lambda: pipeline.evaluate(d, c, p, "bm25", means="yes"),
                                  "means='yes': give True or False"),
-        "evaluate save with other metrics": (
-            lambda: pipeline.evaluate(d, c, p, "bm25", metrics="map", save=True),
-            "save=True saves the pool's own metrics"),
         "build_report seed='0'": (lambda: pipeline.build_report(d, c, seed="0"),
                                   "seed='0': give a whole number"),
         "build_report collect=None": (lambda: pipeline.build_report(d, c, collect=None),

@@ -157,3 +157,21 @@ def test_verify_names_the_program_that_repairs_as_the_user_ran_it(mdcr_source, t
     assert capsys.readouterr().out == named[0] + "\n"
     with pytest.raises(InputError, match="verify_data: program=''"):
         pipeline.verify_data(data, program="")
+
+
+@pytest.mark.parametrize("roots", ["data", "runs apart"])
+def test_a_repair_from_python_names_the_data_it_was_called_with(tmp_path, roots):
+    """A refusal's repair from the API is the command for the data of the call: make's DATA,
+    or each root where they are not one folder's (it used to name the checkout's data)."""
+    (tmp_path / "d" / "corpora" / "c").mkdir(parents=True)
+    data = pipeline.Data(tmp_path / "d") if roots == "data" else pipeline.Data(
+        tmp_path / "d", runs=tmp_path / "elsewhere")
+    where = (f"DATA={tmp_path / 'd'}" if roots == "data" else
+             f"CORPORA_DIR={tmp_path / 'd' / 'corpora'} INDEX_DIR={tmp_path / 'd' / 'indexes'} "
+             f"RUNS_DIR={tmp_path / 'elsewhere'}")
+    for call in (lambda: pipeline.search(data, "c", None, "bm25"),
+                 lambda: pipeline.embed(str(tmp_path / "d") if roots == "data" else data, "c",
+                                        None, "minilm")):
+        with pytest.raises(InputError) as caught:
+            call()
+        assert str(caught.value).endswith(f"; repair: make pool CORPUS=c {where}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.core.repair import Repair
+from pipeline.core.repair import HERE, Repair, Where
 
 
 class InputError(argparse.ArgumentTypeError):
@@ -25,9 +25,12 @@ class InputError(argparse.ArgumentTypeError):
         super().__init__(message)
         self.message = message
         self.repair = repair
+        self.where: Where = HERE  # the data its repair names: the API's call sets it
 
     def __str__(self) -> str:
-        return self.message if self.repair is None else f"{self.message}; repair: {self.repair}"
+        if self.repair is None:
+            return self.message
+        return f"{self.message}; repair: {self.repair.command(self.where)}"
 
     def __reduce__(self):  # across processes (ingest's workers), with its repair
         return type(self), (self.message, self.repair)

@@ -12,8 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pipeline.core.errors import InputError, OptionError
+from pipeline.core.repair import Where
 from pipeline.layout import check_path_length
 from pipeline.options import declared
+from pipeline.roots import data_roots, where
 
 
 def _accepts(value: object, forms: Sequence[Any]) -> bool:
@@ -195,7 +197,17 @@ def validated(function: Callable) -> Callable:
                     check_value(name, key, item)
         try:
             return function(*args, **kwargs)
-        except OptionError as exc:  # a refusal naming declared options: the API's keywords
-            exc.message = declared.worded(exc, "api")
+        except InputError as exc:
+            if isinstance(exc, OptionError):  # a refusal naming declared options: the API's
+                exc.message = declared.worded(exc, "api")  # keywords
+            if exc.repair and "data" in bound:  # the repair names the data called with
+                exc.where = _where(bound["data"])
             raise
     return wrapper
+
+
+def _where(data: object) -> Where:
+    """The data folders of an API call (a Data or its folder), as a repair command names them."""
+    if isinstance(data, str | os.PathLike):
+        return where(*data_roots(data).values())
+    return where(data.corpora, data.indexes, data.runs)  # type: ignore[attr-defined]
