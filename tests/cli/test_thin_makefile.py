@@ -68,6 +68,7 @@ def test_the_goals_that_need_a_variable():
                           ("judge-agreement", "CORPUS"), ("judge-agreement", "JUDGE")}
 
 
+@pytest.mark.slow  # ~100 make runs (47 s of make test-fast); the declaration: the test above
 @pytest.mark.parametrize("goal, missing", NEEDS)
 def test_a_goal_without_what_it_needs_is_one_line_before_anything_runs(goal, missing,
                                                                        tmp_path):
