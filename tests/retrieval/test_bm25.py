@@ -17,16 +17,27 @@ from pipeline.retrieval.bm25 import analysis as bm25_analysis
 from pipeline.retrieval.bm25 import jvm
 from pipeline.retrieval.bm25 import lucene as bm25_lucene
 from pipeline.retrieval.runs import finalize_run
-from tests.conftest import PYSERINI_IMPORT, PYSERINI_SIDE, pool_of, side_packages
+from tests.conftest import (
+    PYSERINI_IMPORT,
+    PYSERINI_SIDE,
+    built_once,
+    pool_of,
+    side_packages,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
+# One process for every job (file) given: pyserini's import (torch and its dense encoders
+# with it) is most of a parity test's time, paid once for both kinds of ids.
 PYSERINI_SCRIPT = PYSERINI_IMPORT + """
 import json, sys
-job = json.load(open(sys.argv[1]))
-searcher = LuceneSearcher(job["index"])
-searcher.set_bm25(job["k1"], job["b"])
-hits = searcher.batch_search(job["texts"], job["qids"], k=job["k"], threads=2)
-json.dump({q: [[h.docid, h.score] for h in hits[q]] for q in job["qids"]}, sys.stdout)
+lists = {}
+for path in sys.argv[1:]:
+    job = json.load(open(path))
+    searcher = LuceneSearcher(job["index"])
+    searcher.set_bm25(job["k1"], job["b"])
+    hits = searcher.batch_search(job["texts"], job["qids"], k=job["k"], threads=2)
+    lists[path] = {q: [[h.docid, h.score] for h in hits[q]] for q in job["qids"]}
+json.dump(lists, sys.stdout)
 """
 
 
@@ -150,12 +161,12 @@ def pyserini_env() -> Path:
     return side_packages("pyserini-env", PYSERINI_SIDE)
 
 
-@pytest.mark.parametrize("ids", ["int", "string"])
-def test_lists_equal_pyserini_lucene_searcher(pyserini_env, corpus_dir, tmp_path, ids):
-    """Issue 7: pyserini's own `LuceneSearcher.batch_search` on the index the pipeline built
-    returns the pipeline's lists, order and ties included, for whole title+abstract queries.
-    Every 7th candidate is indexed twice (a copy under another id), so every query meets
-    exact ties; the second run uses string ids of the kind BEIR collections have."""
+K, K1, B = 200, 1.2, 0.75
+
+
+def parity_papers(corpus_dir: Path, ids: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The 1,600-candidate pool's papers, every 7th twice (a copy under another id: exact
+    ties), and its query papers; with ids as given or as strings of BEIR's kind."""
     from pipeline.corpus.files import paper_texts
     from pipeline.pools.build import load_pool
 
@@ -168,21 +179,48 @@ def test_lists_equal_pyserini_lucene_searcher(pyserini_env, corpus_dir, tmp_path
         papers = papers.with_columns(pl.format("W{}-x", "corpusid").alias("corpusid"))
         query_papers = query_papers.with_columns(pl.format("W{}-x", "corpusid")
                                                  .alias("corpusid"))
-    index_dir = tmp_path / "bm25"
-    bm25_lucene.build_index(papers, index_dir, threads=2)
-    k, k1, b = 200, 1.2, 0.75
-    ours, capped = bm25_lucene.search(query_papers, index_dir, k, k1, b, threads=2)
+    return papers, query_papers
+
+
+@pytest.fixture(scope="module")
+def pyserini_lists(pyserini_env, corpus_dir, tmp_path_factory) -> Path:
+    """The pipeline's index of `parity_papers` for int and for string ids (<ids>/bm25) and
+    pyserini's `LuceneSearcher.batch_search` lists on each (lists.json, by ids): built once
+    per test run, pyserini in one process for both (its import, torch and its dense encoders
+    with it, is most of the parity's time)."""
+    def build(out: Path) -> None:
+        jobs = []
+        for ids in ("int", "string"):
+            papers, query_papers = parity_papers(corpus_dir, ids)
+            bm25_lucene.build_index(papers, out / ids / "bm25", threads=2)
+            job = {"index": str(bm25_lucene.lucene_dir(out / ids / "bm25")), "k1": K1, "b": B,
+                   "k": K, "texts": bm25_analysis.paper_text(query_papers).to_list(),
+                   "qids": [str(q) for q in query_papers["corpusid"]]}
+            (out / f"{ids}.json").write_text(json.dumps(job))
+            jobs.append(str(out / f"{ids}.json"))
+        env = {**os.environ, "PYTHONPATH": f"{pyserini_env}{os.pathsep}{ROOT}"}
+        done = subprocess.run([sys.executable, "-c", PYSERINI_SCRIPT, *jobs], env=env,
+                              capture_output=True, text=True, cwd=out)
+        assert done.returncode == 0, done.stderr[-3000:]
+        lists = json.loads(done.stdout)
+        (out / "lists.json").write_text(json.dumps({ids: lists[job] for ids, job in
+                                                    zip(("int", "string"), jobs, strict=True)}))
+
+    return built_once(tmp_path_factory, "pyserini-lists", build)
+
+
+@pytest.mark.parametrize("ids", ["int", "string"])
+def test_lists_equal_pyserini_lucene_searcher(pyserini_lists, corpus_dir, ids):
+    """Issue 7: pyserini's own `LuceneSearcher.batch_search` on the index the pipeline built
+    returns the pipeline's lists, order and ties included, for whole title+abstract queries.
+    Every 7th candidate is indexed twice (a copy under another id), so every query meets
+    exact ties; the second run uses string ids of the kind BEIR collections have."""
+    papers, query_papers = parity_papers(corpus_dir, ids)
+    ours, capped = bm25_lucene.search(query_papers, pyserini_lists / ids / "bm25", K, K1, B,
+                                      threads=2)
+    theirs = json.loads((pyserini_lists / "lists.json").read_text())[ids]
     assert capped == []
     assert ours["doc"].dtype == papers["corpusid"].dtype
-    job = {"index": str(bm25_lucene.lucene_dir(index_dir)), "k1": k1, "b": b, "k": k,
-           "texts": bm25_analysis.paper_text(query_papers).to_list(),
-           "qids": [str(q) for q in query_papers["corpusid"]]}
-    (tmp_path / "job.json").write_text(json.dumps(job))
-    env = {**os.environ, "PYTHONPATH": f"{pyserini_env}{os.pathsep}{ROOT}"}
-    done = subprocess.run([sys.executable, "-c", PYSERINI_SCRIPT, str(tmp_path / "job.json")],
-                          env=env, capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    theirs = json.loads(done.stdout)
     ties = 0
     for query, group in ours.group_by("query", maintain_order=True):
         docs = [str(d) for d in group["doc"]]
@@ -190,14 +228,14 @@ def test_lists_equal_pyserini_lucene_searcher(pyserini_env, corpus_dir, tmp_path
         scores = [s for _, s in theirs[str(query[0])]]
         assert group["score"].to_list() == pytest.approx(scores, abs=1e-4)
         ties += len(scores) - len(set(scores))
-    assert ours["query"].n_unique() == len(job["qids"])
+    assert ours["query"].n_unique() == query_papers.height
     assert ties > 50  # the copies did make ties to break
     # the run file (docs/retrieval.md#what-is-identical-to-what): pyserini's documents and
     # scores (rounded to 6 decimals; the query itself left out), in trec_eval's order: where
     # scores are exactly equal
     # (Anserini's 1e-6 tie adjustment is below float32's resolution at these scores), docid
     # descending, the reverse of pyserini's order
-    run, _ = finalize_run(ours, k)
+    run, _ = finalize_run(ours, K)
     reversed_ties = 0
     for query, group in run.group_by("query", maintain_order=True):
         hits = [(d, round_half_up(s)) for d, s in theirs[str(query[0])] if d != str(query[0])]
