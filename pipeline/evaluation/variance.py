@@ -158,6 +158,16 @@ class Interval:
     high: float
 
 
+@functools.lru_cache(maxsize=1024)
+def _t_squared(quantile: float, df: float) -> float:
+    """Student's t `quantile` on `df` degrees of freedom, squared: cached, as scipy's ppf
+    costs a millisecond and the power's search (`interval_power`, thousands of calls in a
+    report) asks for the same few again and again."""
+    from scipy.stats import t
+
+    return float(t.ppf(quantile, df)) ** 2
+
+
 def half_widths(ms_query: np.ndarray | float, ms_draw: np.ndarray | float,
                 ms_resid: np.ndarray | float, queries: int, draws: int,
                 level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
@@ -171,17 +181,15 @@ def half_widths(ms_query: np.ndarray | float, ms_draw: np.ndarray | float,
     from MS_R (R-1 degrees of freedom) the interval rejected a true 0 in up to 8.6% of data
     sets when the interaction was large (docs/evaluation.md). One draw: both are the
     queries'."""
-    from scipy.stats import t
-
     q, r = queries, draws
     half = (1 + level) / 2
-    t_q = float(t.ppf(half, q - 1)) ** 2 if q > 1 else math.nan
+    t_q = _t_squared(half, q - 1) if q > 1 else math.nan
     ms_q = np.asarray(ms_query, dtype=np.float64)
     queries_part = t_q * ms_q / (q * r)
     if r < 2:
         return np.sqrt(queries_part), np.sqrt(queries_part)
     both = (t_q * np.maximum(ms_q - np.asarray(ms_resid), 0.0)
-            + float(t.ppf(half, r - 1)) ** 2 * np.asarray(ms_draw)) / (q * r)
+            + _t_squared(half, r - 1) * np.asarray(ms_draw)) / (q * r)
     return np.sqrt(queries_part), np.sqrt(both)
 
 
@@ -322,6 +330,7 @@ def draw_upper(ms_draw: np.ndarray | float, ms_resid: np.ndarray | float, querie
     return np.maximum(expected - np.asarray(ms_resid, dtype=np.float64), 0.0) / queries
 
 
+@functools.lru_cache(maxsize=4096)
 def topic_set_size(delta: float, s2_query: float, s2_draw: float = math.nan,
                    s2_resid: float = 0.0, draws: int = 1, alpha: float = 0.05,
                    power: float = 0.8) -> Needed:
@@ -332,7 +341,8 @@ def topic_set_size(delta: float, s2_query: float, s2_draw: float = math.nan,
     variance unknown). s2_draw measured (0 included: an estimate of 0 from few draws is no
     proof of none): the queries-and-draws interval (`interval_power`) for 2 or more draws;
     None when its draw part alone keeps it below `power` (`limit_power`: not reachable with
-    R draws), and for one draw, whose variance no test on one draw can separate."""
+    R draws), and for one draw, whose variance no test on one draw can separate. Cached (a
+    pure function of its arguments): a report asks again for the same pairs' numbers."""
     if math.isnan(s2_draw):
         if draws > 1:
             return Needed(None, INTERVAL_TEST, UNKNOWN_DRAW)

@@ -559,3 +559,28 @@ def test_a_constant_model_has_no_variance_and_no_shares(caplog):
     assert "flat at size 1000, scope dataset, map: every value is 0.3" in caplog.text
     # a real spread well above the rounding keeps its components
     assert decompose(base + rng.normal(0, 1e-6, (10, 3))).variance > 0
+
+
+def test_the_cached_quantiles_and_sizes_are_the_computed_ones():
+    """half_widths takes t's quantiles from a cache and topic_set_size is cached (a report's
+    search for the queries needed asks for the same ones again and again): the same numbers,
+    bit for bit, as scipy's quantiles put in the formula afresh and the uncached function."""
+    rng = np.random.default_rng(5)
+    ms_q, ms_r, ms_e = rng.gamma(2.0, 0.001, size=(3, 40))
+    for q, r, level in ((30, 3, 0.95), (100, 1, 0.95), (7, 10, 0.9)):
+        half = (1 + level) / 2
+        t_q = float(t.ppf(half, q - 1)) ** 2
+        queries_only = np.sqrt(t_q * ms_q / (q * r))
+        both = queries_only if r < 2 else np.sqrt(
+            (t_q * np.maximum(ms_q - ms_e, 0.0) + float(t.ppf(half, r - 1)) ** 2 * ms_r)
+            / (q * r))
+        for _ in range(2):  # computed, then from the cache
+            got = half_widths(ms_q, ms_r, ms_e, q, r, level)
+            assert np.array_equal(got[0], queries_only) and np.array_equal(got[1], both)
+    found = []
+    for args in ((0.02, 0.004, 0.00002, 0.002, 3), (0.05, 0.01, math.nan, 0.0, 1),
+                 (0.01, 0.003, 0.0, 0.001, 5), (0.01, 0.003, 0.01, 0.001, 3)):
+        first = topic_set_size(*args)
+        assert topic_set_size(*args) == first == topic_set_size.__wrapped__(*args), args
+        found.append(first.queries)
+    assert None in found and len({n for n in found if n}) == 3  # numbers and a None
