@@ -5,18 +5,28 @@ ingest workers).
 The reference and the faulted data roots run the same commands (`python -m pipeline ...`) on
 the same small synthetic corpus; only the kills differ. Lucene's own index files carry a
 random segment id, so for BM25 the index is checked by `verify` and by its search results.
+
+Each command runs as its own process, forked from one that imported torch, transformers and
+the other heavy libraries once (`Forks`): what the kills hit is the same code at the same
+moments of writing, without the 3 to 10 s each of the 56 runs spent importing before it wrote
+anything (the test took 184 s alone, 352 s under make test's load).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from pipeline.core.inputs import Roots
 from pipeline.verify import verify
@@ -62,6 +72,111 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THR
        "TOKENIZERS_PARALLELISM": "false"}
 
 
+# The process the stages are forked from: it imports PRELOAD and says ready (no stage's time
+# includes the imports); then, for each command read from stdin (JSON: argv, stderr), it forks
+# a child that runs `python -m pipeline <argv>` as the interpreter would (runpy; the exit
+# status that of SystemExit; atexit handlers run), writes the child's pid, waits for it and
+# writes its exit status (negative: the signal). Only libraries that start no thread at import
+# are preloaded (polars and pyarrow start allocator threads, whose locks a fork could copy
+# held): a zygote with a second thread refuses to fork.
+PRELOAD = ("numpy", "scipy", "numba", "torch", "transformers",
+           "transformers.models.bert.modeling_bert", "faiss", "tokenizers", "safetensors",
+           "pipeline.cli.main")
+ZYGOTE = """
+import json, os, runpy, sys
+for name in sys.argv[1:]:
+    __import__(name)
+print("ready", flush=True)
+for line in sys.stdin:
+    request = json.loads(line)
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1:
+        print(f"error: the zygote runs {threads} threads after its imports: forking is unsafe",
+              flush=True)
+        break
+    pid = os.fork()
+    if pid == 0:
+        null = os.open(os.devnull, os.O_RDWR)
+        err = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        for fd, to in ((0, null), (1, null), (2, err)):
+            os.dup2(to, fd)
+        sys.argv = ["-m", *request["argv"]]
+        runpy.run_module("pipeline", run_name="__main__", alter_sys=True)
+        raise SystemExit(0)
+    print(pid, flush=True)
+    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+"""
+
+
+class Forks:
+    """The zygote process (ZYGOTE), started with ENV; `start` runs one command in it."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE, *PRELOAD], env=ENV,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        assert self.line(STAGE_TIMEOUT) == "ready", "the zygote's imports hang"
+
+    def line(self, timeout: float | None) -> str | None:
+        """The zygote's next line, or None when none came within `timeout` seconds."""
+        if not select.select([self.proc.stdout], [], [], timeout)[0]:
+            return None
+        line = self.proc.stdout.readline().decode()
+        assert line and not line.startswith("error"), line or "the zygote died"
+        return line.strip()
+
+    def start(self, cmd: list[str], stderr: Path) -> Forked:
+        """`cmd` (`python -m pipeline ...`) as a process forked from the zygote."""
+        assert cmd[1:3] == ["-m", "pipeline"], cmd
+        self.proc.stdin.write((json.dumps({"argv": cmd[3:], "stderr": str(stderr)}) + "\n")
+                              .encode())
+        return Forked(self, cmd, int(self.line(STAGE_TIMEOUT)))
+
+    def close(self) -> None:
+        """End the zygote: it leaves its loop at the end of its input."""
+        self.proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(10)
+        _stop(self.proc)
+
+
+class Forked:
+    """A stage forked from the zygote, with subprocess.Popen's poll, wait, kill, send_signal
+    and returncode (the zygote, its parent, reports its exit status)."""
+
+    def __init__(self, forks: Forks, args: list[str], pid: int) -> None:
+        self.forks, self.args, self.pid = forks, args, pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.wait(0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            line = self.forks.line(timeout)
+            if line is None:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            self.returncode = int(line)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+@pytest.fixture
+def forks() -> Iterator[Forks]:
+    zygote = Forks()
+    try:
+        yield zygote
+    finally:
+        zygote.close()
+
+
 def _files(root: Path) -> dict[str, tuple[int, int]]:
     """(mtime, size) of every file under `root` but locks and hash caches (touched at start)."""
     out = {}
@@ -82,7 +197,7 @@ def _writing(root: Path, before: dict[str, tuple[int, int]]) -> bool:
     return any(root.rglob("*.tmp")) or _files(root) != before
 
 
-def _wait(proc: subprocess.Popen, seconds: float) -> bool:
+def _wait(proc: Forked, seconds: float) -> bool:
     """Wait up to `seconds` for `proc` to end; whether it has."""
     try:
         proc.wait(timeout=seconds)
@@ -91,19 +206,18 @@ def _wait(proc: subprocess.Popen, seconds: float) -> bool:
         return False
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def _stop(proc: subprocess.Popen | Forked) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait()
 
 
-def _run(cmd: list[str], root: Path, log: Path) -> tuple[float, float]:
+def _run(forks: Forks, cmd: list[str], root: Path, log: Path) -> tuple[float, float]:
     """Run `cmd` to the end (its stderr into `log`, a file: a pipe nobody reads fills and
     stops the stage); return (seconds until it first wrote a temporary, seconds)."""
     before = _files(root)
     start = time.perf_counter()
-    with log.open("w") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=ENV)
+    proc = forks.start(cmd, log)
     first = None
     try:
         while not _wait(proc, POLL):
@@ -149,12 +263,13 @@ def _alive(pids: list[int]) -> list[str]:
     return alive
 
 
-def _kill_while_writing(cmd: list[str], root: Path, delay: float) -> list[int] | None:
+def _kill_while_writing(forks: Forks, cmd: list[str], root: Path,
+                        delay: float) -> list[int] | None:
     """Start `cmd`; once it has a temporary under `root` (it is writing), wait `delay` more
     seconds and SIGKILL it. Returns the pids of its children at the kill, or None if it
     ended first."""
     before = _files(root)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    proc = forks.start(cmd, Path(os.devnull))
     deadline = time.perf_counter() + STAGE_TIMEOUT
     try:
         while not _wait(proc, POLL) and not _writing(root, before):
@@ -194,14 +309,15 @@ def _data_files(root: Path) -> dict[str, bytes]:
     return files
 
 
-def test_stages_survive_kills_byte_identical(raw_corpus, tiny_bert, tmp_path):
+def test_stages_survive_kills_byte_identical(raw_corpus, tiny_bert, tmp_path, forks):
     rng = random.Random(SEED)
     ref, faulted = tmp_path / "reference", tmp_path / "faulted"
     kills = orphans = 0  # orphans: children the kills could have left behind
     report = []
     log = tmp_path / "stage.log"
     for label, args, n_kills in STAGES:
-        first_write, seconds = _run(_command(ref, args, raw_corpus, tiny_bert), ref, log)
+        first_write, seconds = _run(forks, _command(ref, args, raw_corpus, tiny_bert), ref,
+                                    log)
         survived = 0
         for _ in range(2 * n_kills):  # a run that ended before its kill is tried again
             if survived == n_kills:
@@ -209,14 +325,15 @@ def test_stages_survive_kills_byte_identical(raw_corpus, tiny_bert, tmp_path):
             # a random moment after its first write, early enough that a stage which resumes
             # (embed) still has work left for the next kill, as the reference timed it
             window = (seconds - first_write) / n_kills
-            children = _kill_while_writing(_command(faulted, args, raw_corpus, tiny_bert),
+            children = _kill_while_writing(forks, _command(faulted, args, raw_corpus,
+                                                           tiny_bert),
                                            faulted, rng.uniform(0.0, 0.9) * window)
             if children is not None:
                 survived += 1
                 left = _gone(children)
                 assert not left, f"{label}: {left} outlived the stage"
                 orphans += len(children)
-        _run(_command(faulted, args, raw_corpus, tiny_bert), faulted, log)
+        _run(forks, _command(faulted, args, raw_corpus, tiny_bert), faulted, log)
         kills += survived
         report.append(f"{label}: {survived} kills, reference {seconds:.1f}s")
     print("\n".join(report))
