@@ -300,6 +300,27 @@ def test_the_query_jackknife_interval_covers_the_true_kappa_at_its_level():
     assert got["pairs"][HEADLINE] < got["jackknife"][HEADLINE] - 0.05, got
 
 
+
+def test_the_jackknife_interval_is_its_formula_bit_for_bit():
+    """jackknife_interval takes t's quantile once for every kappa: each bound is still kappa
+    -+ t(c - 1) x the jackknife error, clipped to [-1, 1], bit for bit, on samples whose
+    intervals differ from kappa to kappa (the quantile asked per kappa, as it once was)."""
+    from scipy.stats import t as student
+
+    rng = np.random.default_rng(7)
+    for queries in (5, 16):
+        sample = simulated_queries(rng, queries)
+        got = jackknife_interval(sample)
+        points, left_out = kappas(sample.sum(0)), kappas(sample.sum(0)[None] - sample)
+        for kind in KAPPAS:
+            values = left_out[kind]
+            error = np.sqrt((queries - 1) / queries * float(((values - values.mean()) ** 2)
+                                                            .sum()))
+            half = float(student.ppf(0.5 + 0.95 / 2, queries - 1)) * float(error)
+            assert got[kind] == (max(-1.0, float(points[kind]) - half),
+                                 min(1.0, float(points[kind]) + half)), kind
+        assert len({got[kind] for kind in KAPPAS}) == len(KAPPAS)
+
 # ---- bad input ----------------------------------------------------------------------------
 @pytest.mark.parametrize(("change", "message"), [
     (lambda f: f.with_columns(grade=pl.when(pl.int_range(pl.len()) == 0).then(4)
