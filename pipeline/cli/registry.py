@@ -16,15 +16,11 @@ from pipeline.core.errors import InputError, OptionError
 from pipeline.core.repair import PIPELINE_COMMAND, Where
 from pipeline.layout import Place, corpus_path, stage_times_path
 from pipeline.options.checks import (
-    DTYPES,
-    choice,
     cpus_per_task,
     given_path,
     non_negative,
-    pool_name,
-    positive,
 )
-from pipeline.options.declared import BY_NAME, VARIABLES, Variable, worded
+from pipeline.options.declared import BY_NAME, KEYWORD_ONLY, VARIABLES, Variable, worded
 from pipeline.roots import where
 
 Option = Callable[[argparse.ArgumentParser], object]  # adds one option to a command's parser
@@ -79,6 +75,8 @@ def add_declared(parser: argparse.ArgumentParser, var: Variable, stage: str,
     parameter's name) where given: a switch is a bare option; required, or with no default,
     where the declaration says so."""
     to = {"dest": dest} if dest and dest != var.dest else {}
+    if var.kind == "pools":  # repeatable
+        return like(var, action="append", **to)(parser)
     if var.switch:
         return arg(var.option, action="store_true", help=var.help.replace("%", "%%"),
                    **to)(parser)
@@ -110,10 +108,14 @@ class Command:
             add(parser)
         own = {action.dest for action in parser._actions} | set(self.from_args)  # --corpus, ...
         dests = parameters_of(self.api, self.name, own) if self.api else {}
-        for var in VARIABLES:  # in the declarations' order
-            if self.name in var.stages:
-                add_declared(parser, var, self.name, dests.get(var.name, ""))
+        for var in staged(self.name):  # in the declarations' order
+            add_declared(parser, var, self.name, dests.get(var.name, ""))
         return parser
+
+
+def staged(stage: str) -> list[Variable]:
+    """The declared options of the command `stage`: make's variables, then its own (keyword())."""
+    return [var for var in (*VARIABLES, *KEYWORD_ONLY) if stage in var.stages]
 
 
 COMMANDS: dict[str, Command] = {}
@@ -148,14 +150,14 @@ def parameters_of(function: Callable[..., Any], stage: str, own: set[str]) -> di
     signature = inspect.signature(function).parameters
     for param in (p for p, v in signature.items() if p not in {"data", *own}
                   and v.kind is not v.VAR_KEYWORD):
-        var = next((v for v in VARIABLES if param in v.keywords
+        var = next((v for v in staged(stage) if param in v.keywords
                     and (not v.functions or name in v.functions)), None)
-        if var is None or stage not in var.stages:
+        if var is None:
             raise ValueError(f"command {stage}: parameter {param} of api.{name} is no declared "
                              f"option of {stage}: declare it (its keywords, its stages) in "
                              "pipeline/options/declared.py, or give it in the registration")
         found[var.name] = param
-    extra = [v.name for v in VARIABLES if stage in v.stages and v.name not in found]
+    extra = [v.name for v in staged(stage) if v.name not in found]
     if extra and not any(v.kind is v.VAR_KEYWORD for v in signature.values()):
         raise ValueError(f"command {stage}: {', '.join(extra)} name it among their stages, but "
                          f"api.{name} takes no such parameter")
@@ -165,8 +167,8 @@ def parameters_of(function: Callable[..., Any], stage: str, own: set[str]) -> di
 def spread(stage: str, params: Collection[str]) -> dict[str, str]:
     """The declared options of `stage` that none of `params` is, dest -> the keyword a
     function's **keywords takes it by (its first)."""
-    return {v.dest: (v.keywords or (v.dest,))[0] for v in VARIABLES if stage in v.stages
-            and v.dest not in params and not set(v.keywords) & set(params)}
+    return {v.dest: (v.keywords or (v.dest,))[0] for v in staged(stage)
+            if v.dest not in params and not set(v.keywords) & set(params)}
 
 
 def command_of(function: Callable[..., Any], name: str, help_text: str, *arguments: Option,
@@ -276,15 +278,8 @@ def eval_argv(corpus: str, run: str, value: Callable[[Variable], object]) -> lis
 
 
 # ---- the options several commands take -----------------------------------------------------
-POOLS = arg("--pool", action="append", type=pool_name, help="pool name (repeatable; default all)")
 MODEL = like("MODEL", help="the model (make models lists them)")
 RUN = like("MODEL", required=True, default=None, help="the model whose runs it reads")
-REPAIR_POOLS = flag("--repair-pools", "first rebuild every pool that is stale, damaged or "
-                    "half-written (as make pools)")
-STORE = (arg("--batch-size", type=positive),
-         arg("--dtype", type=choice(DTYPES), default=DTYPES[0]),
-         arg("--part-size", type=positive, help="papers per store part, the work a kill can "
-             "lose (default: 4,096 for embeddings, 50,000 for BM25's analysed-text store)"))
 SLURM = arg("--cpus-per-task", type=cpus_per_task, help="CPUs of each SLURM job")
 INGEST = (arg("--raw", type=given_path, help="S2ORC folder holding metadata/, or S2AG folder "
               "holding papers/, abstracts/, citations/ (default corpora/<corpus>/<source>)"),

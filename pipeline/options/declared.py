@@ -177,6 +177,8 @@ SLURM_JOBS = ("submit-embed", "after-embed")
 # those that judge; make demo JUDGE=standin:1 does both after its models are scored
 SAMPLING = ("judge", "judge-page", "demo")
 JUDGING = ("judge", "judge-agreement", "demo")
+# The commands that fill a model's store (its --batch-size, --dtype, --part-size)
+STORING = ("index", "search", "embed", "submit-embed")
 
 
 def judge_spec(text: str) -> str:
@@ -194,11 +196,16 @@ def judge_spec(text: str) -> str:
 
 
 def keyword(name: str, kind: str, check: Callable[[str], object] | None = None, *,
-            none: bool = False, functions: tuple[str, ...] = ()) -> Variable:
+            none: bool = False, functions: tuple[str, ...] = (), help: str = "",
+            stages: tuple[str, ...] = (), default: str = "", changes_run: bool | None = None
+            ) -> Variable:
     """An argument of the Python API with no make variable (a run given as a DataFrame, a
-    test's name): its kind, its value's check, whether None is accepted there."""
-    return Variable(name, "", check, "", "api", keywords=(name,), kind=kind, none=none,
-                    functions=functions, variable=False)
+    test's name): its kind, its value's check, whether None is accepted there; with `stages`,
+    also an option of those commands (--stale-only) that make passes itself (cli/registry.py
+    search_argv): its `help`, its `default` there."""
+    return Variable(name, default, check, help, "api", keywords=(name,), kind=kind, none=none,
+                    functions=functions, variable=False, stages=stages,
+                    switch=kind == "bool", changes_run=changes_run)
 
 
 V, A = Variable, keyword
@@ -444,8 +451,8 @@ DECLARED: tuple[Variable, ...] = (
     A("size", "size", parse_size), A("field", "str", none=True),
     A("repeat", "int", non_negative), A("query_year", "int", non_negative),
     A("max_year", "int", non_negative), A("min_positives", "int", positive),
-    *(A(flag, "bool") for flag in ("strict", "means", "save", "collect", "deep",
-                                   "drop_unknown", "judged", "per_query")),
+    *(A(flag, "bool") for flag in ("strict", "means", "save", "deep", "drop_unknown",
+                                   "judged", "per_query")),
     A("run", "run"), A("qrels", "qrels"), A("runs", "named_runs", functions=("compare",)),
     A("results", "results"), A("judgments", "judgments"), A("sample", "sample"),
     A("test", "str"), A("correction", "str"),  # compare checks both (report/compare.py)
@@ -454,12 +461,26 @@ DECLARED: tuple[Variable, ...] = (
     A("resamples", "int", positive), A("deltas", "deltas"), A("draws", "counts"),
     A("program", "str", named, functions=("verify_data",)),  # a repair's: mdcr-pipeline
     A("program", "str", named, none=True, functions=("search", "embed")),  # None: Python's
-    # search's as make search passes them (--index, --stale-only, --repair-pools) and the
-    # store's (--batch-size, --dtype, --part-size): the command's own options, cli/registry.py
-    A("pool", "pools", pool_name, none=True, functions=("search", "embed")),  # None: all
-    *(A(flag, "bool") for flag in ("index", "stale_only", "repair_pools")),
-    A("batch_size", "int", positive, none=True), A("part_size", "int", positive, none=True),
-    A("dtype", "str", choice(DTYPES)),
+    # the commands' own options, which make passes itself (cli/registry.py search_argv)
+    A("pool", "pools", pool_name, none=True, functions=("search", "embed"),  # None: all
+      stages=("index", "search", "embed", "submit-embed", "after-embed", "eval"),
+      help="pool name (repeatable; default all)", changes_run=False),
+    A("index", "bool", stages=("search",), help="index the pools it searches first",
+      changes_run=False),
+    A("stale_only", "bool", stages=("search", "eval"), help="keep what is current: runs "
+      "intact and made from their pool's current files, evaluations made from the current "
+      "pool and run", changes_run=False),
+    A("repair_pools", "bool", stages=("index", "search"), help="first rebuild every pool that "
+      "is stale, damaged or half-written (as make pools)", changes_run=False),
+    A("collect", "bool", stages=("eval",), help="then gather every evaluation into "
+      "runs/results.parquet (as collect)"),
+    *(A(name, "int", positive, none=True, stages=STORING, help=what, changes_run=False)
+      for name, what in (("batch_size", "papers per batch (default: the encoder's)"),
+                         ("part_size", "papers per store part, the work a kill can lose "
+                          "(default: 4,096 for embeddings, 50,000 for BM25's analysed-text "
+                          "store)"))),
+    A("dtype", "str", choice(DTYPES), stages=STORING, default=DTYPES[0], changes_run=MODEL_ID,
+      help="the store's vectors: float32, or float16 (half the disk)"),
 )
 del V, A
 VARIABLES = tuple(v for v in DECLARED if v.variable)  # make's, the stages' and the API's

@@ -24,9 +24,7 @@ MOVED = {"judge": api.judge, "judge-page": api.judge_page, "judge-agreement": ap
          "embed": api.embed}
 # the parameters a registration gives its own option (not a declared one's)
 OWN = {"judge": {"models"}, "judge-page": {"models"}, "export-mteb": {"model"},
-       "verify": {"deep"}, "search": {"model", "pool", "index", "stale_only", "repair_pools",
-                                       "batch_size", "dtype", "part_size"},
-       "embed": {"model", "pool", "batch_size", "dtype", "part_size"}}
+       "verify": {"deep"}, "search": {"model"}, "embed": {"model"}}
 
 
 def test_a_command_of_an_api_function_has_exactly_the_declared_options_of_its_parameters():
@@ -47,7 +45,8 @@ def test_a_command_of_an_api_function_has_exactly_the_declared_options_of_its_pa
             dest for dest in entry.from_args.values() if dest not in top]), name
         assert set(entry.from_args.values()) <= set(actions) | set(top), name
         for param in (p for p in params if p not in OWN.get(name, ())):
-            [var] = [v for v in declared.VARIABLES if param in v.keywords]
+            [var] = [v for v in registry.staged(name) if param in v.keywords] or [
+                v for v in declared.VARIABLES if param in v.keywords]  # --corpus
             action = actions[param]
             assert action.option_strings == [var.option], (name, param)
             assert action.help == var.help.replace("%", "%%")
@@ -141,3 +140,25 @@ def test_a_functions_keywords_take_the_commands_other_declared_options(made_up, 
     with pytest.raises(SystemExit) as refused:
         main([*roots, "toy", "--made-up", "wild"])
     assert refused.value.code == 2
+
+
+def test_a_commands_own_declared_option_is_in_every_stage_it_names():
+    """The options make passes itself (keyword() with stages: --pool, --stale-only, the
+    store's) are declared once and offered, with their help and check, by each command their
+    declaration names, whether or not it is an API function's; a bad value is refused by
+    the declaration's check, naming the flag."""
+    parsers = {name: entry.add_to(OneLineParser(prog=name))
+               for name, entry in registry.COMMANDS.items()}
+    own = [v for v in declared.KEYWORD_ONLY if v.stages]
+    assert {v.name for v in own} >= {"pool", "stale_only", "batch_size", "dtype", "part_size"}
+    for var in own:
+        for stage in var.stages:
+            [action] = [a for a in parsers[stage]._actions if var.option in a.option_strings]
+            assert (action.dest, action.help) == (var.dest, var.help), (stage, var.name)
+    assert parsers["index"].parse_args(["--pool", "a-1", "--pool", "b-2"]).pool == ["a-1", "b-2"]
+    assert parsers["eval"].parse_args(["--stale-only"]).stale_only is True
+    assert parsers["submit-embed"].parse_args([]).dtype == "float32"
+    with pytest.raises(SystemExit):
+        parsers["index"].parse_args(["--dtype", "float8"])
+    with pytest.raises(SystemExit):
+        parsers["eval"].parse_args(["--pool", "../x"])

@@ -8,9 +8,7 @@ import argparse
 from pipeline import api
 from pipeline.cli.registry import (
     MODEL,
-    POOLS,
     SLURM,
-    STORE,
     arg,
     command,
     command_of,
@@ -22,8 +20,8 @@ from pipeline.models import IMPORT_VECTORS, get_model
 STORE_OPTIONS = ("batch_size", "dtype", "model_path", "device", "part_size")  # embed's, index's
 
 
-command_of(api.embed, "embed", "embed the pools' papers missing from the store", MODEL, POOLS,
-           *STORE, writes=("indexes", "times"), from_args={"program": "program"})
+command_of(api.embed, "embed", "embed the pools' papers missing from the store", MODEL,
+           writes=("indexes", "times"), from_args={"program": "program"})
 
 
 def resources(args: argparse.Namespace):
@@ -34,8 +32,8 @@ def resources(args: argparse.Namespace):
 
 
 @command("submit-embed", "write <runs-root>/slurm/embed-<corpus>-<model>.sbatch, a SLURM job "
-         "array of one embed shard per task, and submit it; prints the job id", MODEL, POOLS,
-         *STORE, SLURM, writes=("runs",))
+         "array of one embed shard per task, and submit it; prints the job id", MODEL, SLURM,
+         writes=("runs",))
 def cmd_submit_embed(args: argparse.Namespace) -> None:
     from pipeline.slurm import submit_embed
 
@@ -46,7 +44,7 @@ def cmd_submit_embed(args: argparse.Namespace) -> None:
 
 
 @command("after-embed", "run COMMAND here when every embed shard is in, else submit it as a "
-         "SLURM job after the embed array (afterok)", MODEL, POOLS, SLURM,
+         "SLURM job after the embed array (afterok)", MODEL, SLURM,
          arg("command", nargs="+", metavar="COMMAND", help="after --, e.g. -- sh -c 'python "
              "-m pipeline search ... && python -m pipeline eval ...' (make eval "
              "EXECUTOR=slurm's)"),

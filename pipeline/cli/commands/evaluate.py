@@ -6,7 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.cli.registry import POOLS, command, flag, like, place_of, pools_of, roots, times_log
+from pipeline.cli.registry import command, flag, like, place_of, pools_of, roots, times_log
 from pipeline.layout import RESULTS_FILE
 
 log = logging.getLogger(__name__)
@@ -14,9 +14,7 @@ log = logging.getLogger(__name__)
 
 @command("eval", "score runs with ranx's kernels, per query (default MAP, NDCG, R@30)",
          like("MODEL", help="a model, or <model>~<variant> for the runs of perturbed queries"),
-         flag("--stale-only", "keep evaluations made from the current pool and run"),
-         flag("--collect", "then gather every evaluation into runs/results.parquet (as collect)"),
-         POOLS, writes=("runs", "times"))
+         writes=("runs", "times"))
 def cmd_eval(args: argparse.Namespace) -> None:
     from pipeline.evaluation.evaluate import eval_pools
 

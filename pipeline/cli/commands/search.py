@@ -9,9 +9,6 @@ from pipeline import api
 from pipeline.cli.commands.pools import repair_pools
 from pipeline.cli.registry import (
     MODEL,
-    POOLS,
-    REPAIR_POOLS,
-    STORE,
     arg,
     comma_list,
     command,
@@ -43,7 +40,7 @@ def search_and_eval(args: argparse.Namespace, model: str) -> None:
 
 
 @command("index", "build what a model searches (embeddings, BM25's analysed-text store, a "
-         "Lucene index)", REPAIR_POOLS, MODEL, POOLS, *STORE, writes=("indexes", "times"))
+         "Lucene index)", MODEL, writes=("indexes", "times"))
 def cmd_index(args: argparse.Namespace) -> None:
     from pipeline.retrieval.search import IndexSettings, index_pools, retriever_options
 
@@ -57,11 +54,8 @@ def cmd_index(args: argparse.Namespace) -> None:
 
 
 command_of(api.search, "search", "retrieve the top k per query, write TREC + parquet runs "
-           "(several pools in one process)", MODEL,
-           flag("--stale-only", "keep runs that are intact and made from their pool's current "
-                "files"),
-           flag("--index", "index the pools it searches first"), REPAIR_POOLS, POOLS, *STORE,
-           writes=("indexes", "runs", "times"), from_args={"program": "program"})
+           "(several pools in one process)", MODEL, writes=("indexes", "runs", "times"),
+           from_args={"program": "program"})
 
 
 def search_first(args: argparse.Namespace, models: list[str]) -> None:
