@@ -14,7 +14,7 @@ from pipeline.core.inputs import Roots
 from pipeline.ingest import prefilter
 from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.verify import verify
-from tests.conftest import copy_corpus
+from tests.conftest import built_once, copy_corpus
 
 POOL = "all-800-r0"
 
@@ -22,14 +22,17 @@ POOL = "all-800-r0"
 @pytest.fixture(scope="module")
 def clean_root(corpus_dir, tmp_path_factory):
     """A data root with the corpus, one pool and its random run made by the command line,
-    built once per test process (a search in a subprocess, about 2 s); tests get copies."""
-    made = tmp_path_factory.mktemp("verify-root")
-    copy = copy_corpus(corpus_dir, made / "corpora" / "small")
-    build_pool(copy, PoolSpec(size=800, n_queries=10))
-    subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root", str(made / "corpora"),
-                    "--runs-root", str(made / "runs"), "search", "--corpus", "small",
-                    "--model", "random"], check=True, capture_output=True)
-    return made
+    built once per test run for make test's workers (a search in a subprocess, about 2 s);
+    tests get copies."""
+    def build(made):
+        copy = copy_corpus(corpus_dir, made / "corpora" / "small")
+        build_pool(copy, PoolSpec(size=800, n_queries=10))
+        subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root",
+                        str(made / "corpora"), "--runs-root", str(made / "runs"), "search",
+                        "--corpus", "small", "--model", "random"], check=True,
+                       capture_output=True)
+
+    return built_once(tmp_path_factory, "verify-root", build)
 
 
 @pytest.fixture()
