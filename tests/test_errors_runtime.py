@@ -299,3 +299,60 @@ def test_the_console_script_names_itself(tmp_path):
     assert done.returncode == 2
     assert done.stderr.startswith("error: mdcr-pipeline search: ") and \
         "python -m pipeline" not in done.stderr
+
+
+# ---- 4. a dense model's current store, checked without loading the model ---------------------
+
+def _imported(done: subprocess.CompletedProcess) -> set[str]:
+    """The top-level packages a process run with PYTHONPROFILEIMPORTTIME=1 imported."""
+    return {line.rsplit("|", 1)[1].strip().split(".")[0] for line in done.stderr.splitlines()
+            if line.startswith("import time:") and "|" in line}
+
+
+@pytest.mark.slow
+def test_a_current_store_and_another_models_store_are_told_without_torch(corpus_dir, tiny_bert,
+                                                                        tmp_path):
+    """A no-op `make eval` of a dense model used to import torch and transformers (seconds per
+    process) only to look for an encoder hook that served models alone have: the store's
+    identity is its weights' digests. Now a current store is kept, and a store of other
+    weights refused in one line, by a process that never imports torch."""
+    import shutil
+
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    root = tmp_path / "data"
+    with_pool(root, corpus_dir)
+    search = ["search", "--corpus", "c", "--model", "scibert", "--index", "--stale-only",
+              "--repair-pools"]  # as make eval runs it
+    first = _run(cli(root, *search, "--model-path", str(tiny_bert)))
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = _run(cli(root, *search, "--model-path", str(tiny_bert)),
+                 env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "1 current runs kept, 0 to search" in again.stderr
+    assert "numpy" in _imported(again) and "torch" not in _imported(again)
+    other = Path(shutil.copytree(tiny_bert, tmp_path / "other"))
+    tensors = load_file(other / "model.safetensors")
+    key = next(k for k in sorted(tensors) if "word_embeddings" in k)
+    tensors[key] = tensors[key] + np.float32(0.5)
+    save_file(tensors, other / "model.safetensors", metadata={"format": "pt"})
+    refused = _run(cli(root, *search, "--model-path", str(other)),
+                   env={"PYTHONPROFILEIMPORTTIME": "1"})
+    lines = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+    assert refused.returncode == 2 and len(lines) == 1, refused.stderr[-3000:]
+    assert "was embedded by another model named scibert" in lines[0], lines[0]
+    assert "files changed: model.safetensors" in lines[0], lines[0]
+    assert "torch" not in _imported(refused)
+
+
+@pytest.mark.slow
+def test_the_identity_hooks_named_are_the_encoder_classes_that_have_one():
+    """embed.IDENTITY_HOOKS names the kinds whose encoder class has `identity_change`, so that
+    the others' modules are not imported to look: exactly those (a hook added to a class and
+    not named there would be skipped)."""
+    from pipeline.encoding.embed import IDENTITY_HOOKS, encoder_class
+    from pipeline.models import ENCODERS
+
+    hooked = {kind for kind in ENCODERS if hasattr(encoder_class(kind), "identity_change")}
+    assert hooked == set(IDENTITY_HOOKS)

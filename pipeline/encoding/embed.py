@@ -76,6 +76,14 @@ from pipeline.pools.queries import own_text
 log = logging.getLogger(__name__)
 
 
+# The kinds whose encoder class says itself what makes a store another model's (its
+# `identity_change`, known without loading the model: a served model's endpoint); the others'
+# is their weights' identity. Named here, so that checking a dense model's current store does
+# not import its class's module (torch and transformers: seconds per process);
+# tests/test_errors_runtime.py checks that these are exactly the classes with the hook.
+IDENTITY_HOOKS = ("api",)
+
+
 def encoder_class(kind: str):
     """The class that embeds models of `kind` (imported now)."""
     if kind not in ENCODERS:
@@ -213,7 +221,8 @@ def changed_identity(place: Place, store: Path, entry: ModelEntry,
     if not path.exists() or not entry.embedded:
         return None
     config = read_json(path, store_repair(store)).get("config", {})
-    own = getattr(encoder_class(entry.kind), "identity_change", None)
+    own = (getattr(encoder_class(entry.kind), "identity_change", None)
+           if entry.kind in IDENTITY_HOOKS else None)
     if own is not None:  # a served model: its endpoint's URL, without a request (served.py)
         return own(config, entry)
     made = config.get(MODEL_IDENTITY)
