@@ -76,6 +76,7 @@ def test_corrupt_partial_stale_and_debris_are_named(root):
     assert any(line.startswith("STALE") and POOL in line for line in run_verify(root))
 
 
+@pytest.mark.slow  # two command-line runs (3 s of make test-fast)
 def test_cli_exit_status(root):
     cmd = [sys.executable, "-m", "pipeline", "--corpora-root", str(root / "corpora"), "verify",
            str(root / "corpora"), str(root / "runs")]
@@ -172,6 +173,7 @@ def evaluated_and_reported(root, tmp_path):
     return root / "runs" / "reports", listed
 
 
+@pytest.mark.slow  # a whole report, then one by the command line (6 s of make test-fast)
 def test_a_report_edited_at_the_same_size_is_named_with_the_command_that_made_it(root,
                                                                                 tmp_path):
     """Issue 39, case 16: a report's numbers edited at the same size (mtime put back) passed

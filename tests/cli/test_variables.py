@@ -280,6 +280,7 @@ def test_precision_names_the_runs_and_is_refused_for_bm25(tmp_path):
     assert done.returncode == 2 and "PRECISION" in done.stderr
 
 
+@pytest.mark.slow  # 18 make runs (6 s of make test-fast)
 @pytest.mark.parametrize("assignment, message", [
     ("METRICS=ndcg@99999999999999999999", "cutoffs 1 to 100,000"),
     ("METRICS=map-l1000", "levels 1 to 100"),
@@ -321,6 +322,7 @@ LONG_PATH = "/tmp/" + "p/" * 1600  # 3,204 bytes made absolute, of short folder 
 PATH_VARIABLES = [v.name for v in VARIABLES if v.check in (safe_path, input_path)]
 
 
+@pytest.mark.slow  # 12 make runs (4 s of make test-fast)
 @pytest.mark.parametrize("name", [*PATH_VARIABLES, "TRAINING_SETS"])
 def test_a_path_too_long_for_the_file_system_is_refused_up_front(name, tmp_path):
     """Issue 46: a path of over ~4,096 bytes (DATA, RAW, SRC, OUT, RUN, ...) gave a traceback
