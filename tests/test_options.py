@@ -132,8 +132,8 @@ def test_a_declaration_gives_each_stage_its_option_required_without_default_or_a
     """Where a stage's option differs from make's variable, the declaration says so: a switch
     (REPLACE=1) is a bare option the goals pass on only when 1; `required` stages refuse to run
     without the option, `no_default` ones get None (make keeps its default), the others the
-    declared default. The goals' argv and a command's own (of_make, of_args) agree."""
-    from pipeline.cli import registry
+    declared default. The goals' argv parses back to make's values."""
+    from pipeline.cli import goals, registry
     from pipeline.cli.variables import OneLineParser
 
     switch = declared.Variable("MADE_SWITCH", "", choice(declared.FLAG), "a made-up switch",
@@ -142,6 +142,7 @@ def test_a_declaration_gives_each_stage_its_option_required_without_default_or_a
                               "a made-up value", "search", stages=("x", "y", "z"),
                               required=("x",), no_default=("y",))
     monkeypatch.setattr(registry, "VARIABLES", (switch, value))
+    monkeypatch.setattr(goals, "VARIABLES", (switch, value))
 
     def parse(stage: str, *argv: str) -> argparse.Namespace:
         parser = OneLineParser(prog=f"python -m pipeline {stage}")
@@ -159,13 +160,13 @@ def test_a_declaration_gives_each_stage_its_option_required_without_default_or_a
     with pytest.raises(SystemExit):
         parse("z", "--made-value", "odd")
     made = argparse.Namespace(MADE_SWITCH="1", MADE_VALUE="fancy")
-    argv = registry.declared_argv("x", registry.of_make(made))
+    argv = goals.declared_argv("x", made)
     assert argv == ["--made-switch", "--made-value", "fancy"]
-    assert registry.declared_argv("x", registry.of_args(parse("x", *argv))) == argv
+    assert vars(parse("x", *argv)) == {"made_switch": True, "made_value": "fancy"}
     made.MADE_SWITCH = "0"
-    assert registry.declared_argv("y", registry.of_make(made)) == ["--made-value", "fancy"]
+    assert goals.declared_argv("y", made) == ["--made-value", "fancy"]
     made.MADE_VALUE = 1  # a value of 1 is a value, not a switch on (--num-shards 1)
-    assert registry.declared_argv("y", registry.of_make(made)) == ["--made-value", "1"]
+    assert goals.declared_argv("y", made) == ["--made-value", "1"]
 
 
 def test_a_refusal_carries_its_options_and_each_door_words_them(tmp_path, capsys, monkeypatch):
@@ -247,7 +248,7 @@ from pipeline.retrieval.bm25.retriever import RETRIEVER
 
 k1 = declared.Variable(
     "BM25_K1", "0.9", choice(("0.9", "1.2")), "a fixed BM25 k1", "search",
-    stages=("index", *declared.SEARCHING), keywords=("bm25_k1",), changes_run=True)
+    stages=("index", "search"), keywords=("bm25_k1",), changes_run=True)
 declared.VARIABLES = (*declared.VARIABLES, k1)
 declared.BY_NAME[k1.name] = k1
 type(RETRIEVER).OPTIONS = {**RETRIEVER.OPTIONS, "bm25_k1": "0.9"}

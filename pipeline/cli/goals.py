@@ -15,17 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import layout
-from pipeline.cli.registry import (
-    COMMANDS,
-    check_writes,
-    declared_argv,
-    eval_argv,
-    of_make,
-    search_argv,
-    stage_args,
-)
-from pipeline.cli.variables import WHERE, check_command_line, derived, roots_of
+from pipeline.cli.registry import COMMANDS, check_writes, comma_list
+from pipeline.cli.variables import WHERE, OneLineParser, check_command_line, derived, roots_of
 from pipeline.core.errors import InputError
+from pipeline.models import fused_name, get_model
 from pipeline.options.declared import BY_NAME, GROUPS, VARIABLES
 
 log = logging.getLogger(__name__)
@@ -54,12 +47,39 @@ def words(v: argparse.Namespace, d: dict[str, str], template: str) -> list[str]:
     return argv
 
 
+def declared_argv(stage: str, v: argparse.Namespace) -> list[str]:
+    """The declared options of the command `stage` with make's values `v`: none where empty
+    (an optional variable not given), a switch bare where 1."""
+    argv: list[str] = []
+    for var in (var for var in VARIABLES if stage in var.stages):
+        value = getattr(v, var.name)
+        if var.switch:
+            argv += [var.option] if value in ("1", True) else []
+        elif value not in (None, ""):
+            argv += [var.option, str(value)]
+    return argv
+
+
 def stage(name: str, v: argparse.Namespace, d: dict[str, str], template: str = "",
-          then: str = "", corpus: bool = True) -> list[str]:
-    """The command `name`: --corpus where it takes one (and `corpus`), `template`'s words,
-    its declared options (pipeline/options/declared.py), `then`'s words."""
-    return [name, *(["--corpus", v.CORPUS] if corpus and COMMANDS[name].corpus else []),
-            *words(v, d, template), *declared_argv(name, of_make(v)), *words(v, d, then)]
+          then: str = "") -> list[str]:
+    """The command `name`: --corpus where it takes one, `template`'s words, its declared
+    options (pipeline/options/declared.py), `then`'s words."""
+    return [name, *(["--corpus", v.CORPUS] if COMMANDS[name].corpus else []),
+            *words(v, d, template), *declared_argv(name, v), *words(v, d, then)]
+
+
+def search(v: argparse.Namespace, model: str) -> list[str]:
+    """make search's command for `model`: its pools repaired and indexed first, current runs
+    kept."""
+    return ["search", "--corpus", v.CORPUS, "--model", model, *declared_argv("search", v),
+            "--index", "--stale-only", "--repair-pools"]
+
+
+def score(v: argparse.Namespace, run: str) -> list[str]:
+    """make eval's command for the runs `run`: those not scored from the current pool and
+    run scored, then runs/results.parquet gathered."""
+    return ["eval", "--corpus", v.CORPUS, "--model", run, "--stale-only",
+            *declared_argv("eval", v), "--collect"]
 
 
 def in_eval_job(v: argparse.Namespace, name: str) -> bool:
@@ -86,19 +106,57 @@ def embed(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     return [stage("embed", v, d, "--model MODEL_FILE")]
 
 
-def searching(v: argparse.Namespace, d: dict[str, str]) -> list[str]:
-    """One process searches every pool whose run is not current, its pools repaired first."""
-    return ["search", *search_argv(v.CORPUS, d["MODEL_FILE"], of_make(v))]
+def search_and_eval(v: argparse.Namespace, model: str) -> Commands:
+    """What `make eval MODEL=model` does after the corpus stage (make fuse and make demo for
+    each of their models): search, then score, what is not current."""
+    return [search(v, model), score(v, layout.run_name(model, v.QUERY_VARIANT or "full"))]
+
+
+def fuse(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    """Each model of MODELS searched and scored, then their fusion, made from their runs."""
+    parts = comma_list(v.MODELS)
+    models = [get_model(name).name for name in parts] + [fused_name(v.METHOD, parts)]
+    return [command for model in models for command in search_and_eval(v, model)]
+
+
+def search_first(models: str, name: str, template: str) -> Stages:
+    """The stages of a goal that reads the runs of `models` (make's variable): each model's
+    search, then the command `name` with `template`'s words."""
+    return lambda v, d: [*(search(v, get_model(model).name)
+                           for model in comma_list(getattr(v, models))),
+                         stage(name, v, d, template)]
+
+
+def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+    """The demo's stages on the synthetic corpus, in make's order: the corpus, its pools, each
+    encoder of DEMO_MODELS embedded, each model searched and scored, with JUDGE a judged sample
+    of their top ranks, the report with this run's stage times (its log started afresh)."""
+    v = argparse.Namespace(**{**vars(v), "CORPUS": layout.DEMO_CORPUS})  # whatever CORPUS
+    d = derived(v)
+    if not v.DRY_RUN:
+        layout.stage_times_path(Path(d["RUNS_ROOT"]), v.CORPUS).unlink(missing_ok=True)
+    pool = ["pool", "--corpus", v.CORPUS, *words(v, d, "--repeats DEMO_REPEATS --seed SEED")]
+    fields = words(v, d, "--field DEMO_FIELDS --size DEMO_FIELD_SIZE --queries "
+                   "DEMO_FIELD_QUERIES") if v.DEMO_FIELDS.split() else []
+    models = [get_model(name) for name in comma_list(v.DEMO_MODELS)]
+    runs = ",".join(layout.run_name(entry.name, v.QUERY_VARIANT) for entry in models)
+    return [*corpus_stages(v, d), [*pool, *words(v, d, "--size DEMO_SIZES --queries QUERIES")],
+            *([[*pool, *fields]] if fields else []), ["pool", "--corpus", v.CORPUS, "--repair"],
+            *([*stage("embed", v, d), "--model", e.name] for e in models if e.embedded),
+            *(command for entry in models for command in search_and_eval(v, entry.name)),
+            *([[*stage("judge", v, d), "--models", runs]] if v.JUDGE else []),
+            stage("report", v, d, "--times")]
 
 
 def evaluate(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """Score every run whose evaluation is not current; EXECUTOR=slurm: a job after the embed
     array does, searching first."""
-    scores = ["eval", *eval_argv(v.CORPUS, d["MODEL_NAME"], of_make(v))]
+    scores = score(v, d["MODEL_NAME"])
     if v.EXECUTOR != "slurm":
         return [scores]
     python = [sys.executable, "-m", "pipeline", *roots(d)]
-    job = " && ".join(shlex.join(python + command) for command in (searching(v, d), scores))
+    job = " && ".join(shlex.join(python + command)
+                      for command in (search(v, d["MODEL_FILE"]), scores))
     return [[*stage("after-embed", v, d, "--model MODEL_NAME", "--cpus-per-task THREADS"),
              "--", "/bin/sh", "-c", job]]
 
@@ -145,12 +203,10 @@ ON_CORPUS = ("corpus",)  # the targets on CORPUS's pools: its corpus stage first
 SAMPLED = "<the models whose top ranks are sampled: one, or several separated by commas> " \
     "(e.g. MODELS=bm25,minilm)"
 JUDGES = "api:<model>, file:<labels.tsv> or standin:<seed>"
-DEMO = ("--papers DEMO_PAPERS --synth-seed DEMO_SEED --source SOURCE --workers THREADS --raw RAW "
-        "--queries QUERIES --repeats DEMO_REPEATS")
 T = Target
 TARGETS: tuple[Target, ...] = (
     T("demo", "", "set up, generate the demo corpus, run every stage, report", local=True,
-      stages=lambda v, d: [stage("demo", v, d, DEMO, corpus=False)]),  # whatever CORPUS
+      stages=demo),
     T("test", "", "set up and run the test suite (and ruff)", goal=False),
     T("test-fast", "", "the test suite without the slow tests", goal=False),
     T("lint", "", "ruff and the import contracts (lint-imports)", goal=False),
@@ -181,18 +237,19 @@ TARGETS: tuple[Target, ...] = (
       stages=lambda v, d: [stage("index", v, d, "--model MODEL_FILE", "--repair-pools")]),
     T("search", "MODEL=..", "only index and search: the runs, unscored", pools=True,
       after=ON_CORPUS,
-      stages=lambda v, d: [] if in_eval_job(v, "search") else [searching(v, d)]),
+      stages=lambda v, d: [] if in_eval_job(v, "search") else [search(v, d["MODEL_FILE"])]),
     T("embed", "[EXECUTOR=slurm SHARDS=16 SLURM_TIME=4:00:00]", "embed the pools' papers",
       ("(EXECUTOR=slurm: a SLURM job array, SLURM_TIME per job)",), stages=embed,
       after=("pools",)),
     T("fuse", "MODELS=bm25,minilm [METHOD=rrf]", "fuse the models' runs (ranx), evaluate",
       needs={"MODELS": "a,b (e.g. MODELS=bm25,minilm)"}, local=True, after=ON_CORPUS,
-      argv="--models MODELS --method METHOD"),
+      stages=fuse),
     T("mdcr", "[MDCR_MODELS=bm25,minilm]", "an MDCR-style benchmark (corpus CORPUS-mdcr)",
-      after=ON_CORPUS, argv="--models MDCR_MODELS --out MDCR --search"),
+      after=ON_CORPUS,
+      stages=search_first("MDCR_MODELS", "mdcr", "--models MDCR_MODELS --out MDCR")),
     T("mdcr-jaccard", "MODELS=a,b,c", "overlap of models' top negatives (choose MDCR_MODELS)",
       needs={"MODELS": "a,b,.. (e.g. MODELS=bm25,minilm,random)"}, after=ON_CORPUS,
-      argv="--models MODELS --search"),
+      stages=search_first("MODELS", "mdcr-jaccard", "--models MODELS")),
     T("import-mdcr", "SRC=dir CORPUS=mdcr", "the official MDCR files as a corpus",
       needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding mdcr_{SPLIT}.json>"}),
     T("export-mdcr", "OUT=dir CORPUS=..", "a benchmark corpus in the official layout",
@@ -306,6 +363,17 @@ def chain(goal: str, goals: str = "") -> list[str]:
     before = names[:names.index(goal)] if goal in names else []
     done = {t for name in before if name in GOALS for t in targets(name)}
     return [name for name in dict.fromkeys(targets(goal)) if name not in done]
+
+
+def stage_args(args: argparse.Namespace, name: str, *argv: str) -> argparse.Namespace:
+    """The arguments of the command `name` given `argv`, with the data roots and manner of
+    the goal's `args`: a stage run in the goal's process."""
+    parser = COMMANDS[name].add_to(OneLineParser(prog=f"{getattr(args, 'program', '')} {name}"))
+    stage = parser.parse_args(list(argv))
+    for key in ("corpora_root", "index_root", "runs_root", "program", "verbosity"):
+        if hasattr(args, key):
+            setattr(stage, key, getattr(args, key))
+    return stage
 
 
 def run_goal(args: argparse.Namespace, variables: argparse.Namespace) -> None:

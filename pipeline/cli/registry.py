@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.cli.variables import OneLineParser
 from pipeline.core.errors import InputError, OptionError
 from pipeline.core.repair import PIPELINE_COMMAND, Where
 from pipeline.layout import Place, corpus_path, stage_times_path
@@ -216,65 +215,6 @@ def check_writes(args: argparse.Namespace) -> None:
     for kind in COMMANDS[args.stage].writes:
         if kind in roots:
             check_writable(Path(roots[kind]))
-
-
-def stage_args(args: argparse.Namespace, name: str, *argv: str) -> argparse.Namespace:
-    """The arguments of the command `name` given `argv`, with the data roots and manner of
-    `args`: one command running another in this process."""
-    parser = COMMANDS[name].add_to(OneLineParser(prog=f"{getattr(args, 'program', '')} {name}"))
-    stage = parser.parse_args(list(argv))
-    for key in ("corpora_root", "index_root", "runs_root", "program", "verbosity"):
-        if hasattr(args, key):
-            setattr(stage, key, getattr(args, key))
-    return stage
-
-
-def run_stage(args: argparse.Namespace, name: str, *argv: str) -> None:
-    """Run the command `name` in this process, as `python -m pipeline name argv...` would."""
-    stage = stage_args(args, name, *argv)
-    stage.func(stage)
-
-
-# ---- the declared options as argv, from make's values or from a command's arguments --------
-def opt(option: str, value: object) -> list[str]:
-    """`option value`, or nothing when the value is empty (an optional variable not given)."""
-    return [option, str(value)] if value not in (None, "") else []
-
-
-def argv_of(args: argparse.Namespace, *names: str) -> list[str]:
-    """The options `names` (as dests) with `args`' values: a command run by another."""
-    return [word for name in names for word in opt("--" + name.replace("_", "-"),
-                                                    getattr(args, name))]
-
-
-def declared_argv(stage: str, value: Callable[[Variable], object]) -> list[str]:
-    """The declared options of the command `stage` with their values (of_make, of_args); a
-    switch bare when on (make's 1, or given)."""
-    return [word for var in VARIABLES if stage in var.stages
-            for word in (([var.option] if value(var) in ("1", True) else []) if var.switch
-                         else opt(var.option, value(var)))]
-
-
-def of_make(variables: argparse.Namespace) -> Callable[[Variable], object]:
-    """A declared option's value among make's checked variables."""
-    return lambda var: getattr(variables, var.name)
-
-
-def of_args(args: argparse.Namespace) -> Callable[[Variable], object]:
-    """A declared option's value among a command's arguments."""
-    return lambda var: getattr(args, var.dest)
-
-
-def search_argv(corpus: str, model: str, value: Callable[[Variable], object]) -> list[str]:
-    """make search's options for `model`: index first, keep current runs, repair pools."""
-    return ["--corpus", corpus, "--model", model, *declared_argv("search", value), "--index",
-            "--stale-only", "--repair-pools"]
-
-
-def eval_argv(corpus: str, run: str, value: Callable[[Variable], object]) -> list[str]:
-    """make eval's options for the runs `run`: score those not current, then collect."""
-    return ["--corpus", corpus, "--model", run, "--stale-only", *declared_argv("eval", value),
-            "--collect"]
 
 
 # ---- the options several commands take -----------------------------------------------------

@@ -148,6 +148,9 @@ def build_mdcr(place: Place, out_dir: Path, models: list[str], seed: int = 0, po
                per_type: int = 10, top: int = 200, replace: bool = False) -> dict:
     """Write the benchmark of the corpus at `place` as the corpus `out_dir` (see the module
     doc): a new corpus, or in place of a benchmark with other contents only with `replace`."""
+    if out_dir.resolve() == place.corpus_dir.resolve():
+        raise InputError(f"MDCR={out_dir.name} names the source corpus itself: give the "
+                         "benchmark another corpus name (default <corpus>-mdcr)")
     claim_corpus(out_dir, "make mdcr")
     if not models:
         raise InputError("MDCR_MODELS is empty: name the models whose top-ranked papers give "

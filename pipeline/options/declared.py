@@ -159,24 +159,23 @@ GROUPS = {
     "tests": "The test suite (make test, make test-fast)",
 }
 FLAG = ("", "0", "1")
-# The commands that search with make search's settings (search, and those that search their
-# models first): an option of the search takes all of them as its `stages`
-SEARCHING = ("search", "fuse", "mdcr", "mdcr-jaccard", "demo")
+# The make goals that search several models (each with make search's settings)
+SEARCHING_SEVERAL = ("fuse", "mdcr", "mdcr-jaccard", "demo")
 # The commands that ingest a corpus's raw files
-INGESTING = ("ingest", "corpus", "demo")
+INGESTING = ("ingest", "corpus")
 # The commands that may replace what they imported or wrote before (REPLACE=1: --replace)
 REPLACING = ("import-run", "import-vectors", "import-beir", "import-irds", "import-csfcube",
              "import-mdcr", "mdcr")
 # The commands that read a user's files (SRC)
 SOURCES_READ = ("import-vectors", "import-beir", "import-csfcube", "import-mdcr", "training-ids")
 # The commands that load a model's weights (MODEL_PATH)
-LOADING = ("embed", "index", "search", "submit-embed", "fuse", "mdcr", "mdcr-jaccard", "demo")
+LOADING = ("embed", "index", "search", "submit-embed")
 # The commands that submit SLURM jobs: an option of the jobs takes both as its `stages`
 SLURM_JOBS = ("submit-embed", "after-embed")
 # The commands that sample the models' top ranks (MODELS: one model or more, never fused) and
-# those that judge; make demo JUDGE=standin:1 does both after its models are scored
-SAMPLING = ("judge", "judge-page", "demo")
-JUDGING = ("judge", "judge-agreement", "demo")
+# those that judge (make demo JUDGE=standin:1 runs judge after its models are scored)
+SAMPLING = ("judge", "judge-page")
+JUDGING = ("judge", "judge-agreement")
 # The commands that fill a model's store (its --batch-size, --dtype, --part-size)
 STORING = ("index", "search", "embed", "submit-embed")
 
@@ -242,7 +241,7 @@ DECLARED: tuple[Variable, ...] = (
       "32)", "data", one_word=True, stages=("download",)),
     V("CITATIONS", "inbound", choice(CITATION_MODES), "what the prefilter counts as a "
       "paper's citations: inbound, outbound or either", "data", one_word=True,
-      stages=("prefilter", "corpus", "demo"), keywords=("citations",)),
+      stages=("prefilter", "corpus"), keywords=("citations",)),
     V("STRICT", "", choice(FLAG), "1: stop ingest at the first bad line instead of "
       "quarantining it", "data", one_word=True, switch=True, stages=INGESTING),
     # ---- pools
@@ -254,7 +253,8 @@ DECLARED: tuple[Variable, ...] = (
     V("REPEATS", "1", positive, "samples per size (the paper: 3)", "pools", stages=("pool",)),
     V("SEED", "0", non_negative, "the pools' seed (in a pool's name unless 0); also the "
       "random model's and make mdcr's", "pools",
-      stages=("pool", "pools-paper", "report", *SEARCHING), keywords=("seed",), kind="int",
+      stages=("pool", "pools-paper", "report", "search", "mdcr", "mdcr-jaccard"),
+      keywords=("seed",), kind="int",
       changes_run=True),
     V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", positive,
       "query papers per pool", "pools",
@@ -288,7 +288,7 @@ DECLARED: tuple[Variable, ...] = (
       "models", one_word=True, changes_run=False),
     V("QUERY_PROMPT", "", prompt_text, "a prompt before each query's text (\\n for a line "
       "break), or an st: model's prompt name; its runs are the model <name>+q<tag>",
-      "models", shown="(empty: the model's own query form)", optional=True, stages=SEARCHING,
+      "models", shown="(empty: the model's own query form)", optional=True, stages=("search",),
       keywords=("query_prompt",), none=True, changes_run=True),
     V("MODEL_PATH", "", given_path, "a local folder of the model's save_pretrained files, "
       "for nodes without hub access", "models", optional=True,
@@ -296,7 +296,7 @@ DECLARED: tuple[Variable, ...] = (
       changes_run=MODEL_ID),  # after-embed: its identity
     V("DEVICE", "", device, "the encoder's device: cpu, cuda or cuda:<index>", "models",
       shown="cuda if available", optional=True, one_word=True,
-      stages=("embed", "submit-embed", "index", *SEARCHING), keywords=("device",),
+      stages=("embed", "submit-embed", "index", "search"), keywords=("device",),
       none=True, changes_run=MODEL_ID),  # the store's parts record it; another: other bits
     # ---- search
     V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
@@ -304,19 +304,19 @@ DECLARED: tuple[Variable, ...] = (
       stages=("import-vectors",), keywords=("similarity",), changes_run=MODEL_ID),
     V("THREADS", "2", worker_count, "worker processes and threads (ingest, Lucene, search), "
       "at most 4 per CPU core; with EXECUTOR=slurm each job's CPUs", "search",
-      stages=("index", *SEARCHING), keywords=("threads", "workers"), kind="int",
+      stages=("index", "search"), keywords=("threads", "workers"), kind="int",
       changes_run=False),
     V("BM25_ENGINE", BM25_ENGINE, choice(BM25_ENGINES), "BM25 on arrays (numba) or lucene "
-      "(Anserini): the same runs", "search", one_word=True, stages=("index", *SEARCHING),
+      "(Anserini): the same runs", "search", one_word=True, stages=("index", "search"),
       keywords=("bm25_engine",), changes_run=False),
     V("BACKEND", BACKEND, choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "
-      "faiss-gpu, torch-cuda or torch-cpu", "search", one_word=True, stages=SEARCHING,
+      "faiss-gpu, torch-cuda or torch-cpu", "search", one_word=True, stages=("search",),
       keywords=("backend",), changes_run=True),  # faiss's and torch's sums differ a bit
     V("QUERY_VARIANT", "full", choice(VARIANTS), "perturbed queries: full, title, abstract, "
       "shuffled, deleted30 or typos; runs named after the model and the variant", "search",
-      one_word=True, stages=SEARCHING, keywords=("variant",), changes_run=True),
+      one_word=True, stages=("search",), keywords=("variant",), changes_run=True),
     V("K", "500", positive, "candidates retrieved per query (the paper's: 500)", "search",
-      one_word=True, stages=SEARCHING, keywords=("k",), kind="int", changes_run=True),
+      one_word=True, stages=("search",), keywords=("k",), kind="int", changes_run=True),
     # ---- eval
     V("PAPER_IDS", "", safe_path, "make training-ids: the folder of S2AG's paper-ids "
       "dataset", "pools", optional=True, one_word=True, stages=("training-ids",),
@@ -327,7 +327,7 @@ DECLARED: tuple[Variable, ...] = (
       none=True),
     V("METRICS", "auto", metric_list, "what eval scores: auto (each pool's own set), a set "
       "(large-scale, mdcr, beir, csfcube) or metric names ('map ndcg@10 recall@30')", "eval",
-      stages=("eval", "fuse", "demo"), keywords=("metrics",), kind="metrics"),
+      stages=("eval",), keywords=("metrics",), kind="metrics"),
     V("MODELS", "", None, "make fuse, mdcr-jaccard, judge, judge-page: the models, "
       "separated by commas (an hf: model's pooling: hf:<org>/<name>@cls)", "eval"),
     V("METHOD", "rrf", None, "make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)",
@@ -357,7 +357,7 @@ DECLARED: tuple[Variable, ...] = (
     V("REPLACE", "", choice(FLAG), "1: an import, make mdcr or a search may replace what was "
       "written before under the same name (docs/errors.md)", "mdcr", one_word=True,
       switch=True,
-      stages=tuple(dict.fromkeys((*REPLACING, "embed", "index", *SEARCHING, "submit-embed"))),
+      stages=tuple(dict.fromkeys((*REPLACING, "embed", "index", "search", "submit-embed"))),
       keywords=("replace",), kind="bool", changes_run=False),
     V("JUDGED", "", choice(FLAG), "1: make import-beir and import-irds also write the "
       "judged-only pool judged-<n>-r0", "mdcr", one_word=True, switch=True,
@@ -390,7 +390,7 @@ DECLARED: tuple[Variable, ...] = (
     V("EXECUTOR", "local", check_executor, "where embed runs: local (this machine) or slurm "
       "(an sbatch job array)", "cluster", one_word=True),
     V("SHARDS", "1", shard_count, "shards of the embed stage (array tasks with slurm), at "
-      "most 1,000", "cluster", flag="--num-shards", stages=("embed", *SLURM_JOBS, "demo"),
+      "most 1,000", "cluster", flag="--num-shards", stages=("embed", *SLURM_JOBS),
       keywords=("num_shards",), kind="int", changes_run=False),
     V("SHARD", "", non_negative, "make embed: only this shard of SHARDS", "cluster",
       shown="each in turn", optional=True, one_word=True, stages=("embed",),
@@ -406,18 +406,15 @@ DECLARED: tuple[Variable, ...] = (
     # ---- demo
     V("DEMO_PAPERS", "120k", sizes, "papers of the synthetic demo corpus (given: the corpus "
       "is made again with it)", "demo"),
-    V("DEMO_SIZES", "2k 5k 10k", sizes, "the demo's dataset-level pool sizes", "demo",
-      flag="--sizes", stages=("demo",)),
+    V("DEMO_SIZES", "2k 5k 10k", sizes, "the demo's dataset-level pool sizes", "demo"),
     V("DEMO_MODELS", "bm25 minilm random", None, "the models make demo evaluates, separated "
-      "by spaces", "demo", flag="--models", stages=("demo",)),
+      "by spaces", "demo"),
     V("DEMO_SEED", "0", non_negative, "the synthetic demo corpus's seed (given: the corpus "
       "is made again with it)", "demo"),
     V("DEMO_FIELDS", "medicine biology computer-science", None, "the fields of the demo's "
-      "field-level pools (empty: none)", "demo", flag="--fields", stages=("demo",)),
-    V("DEMO_FIELD_SIZE", "1k", sizes, "the size of the demo's field-level pools", "demo",
-      flag="--field-size", stages=("demo",)),
-    V("DEMO_FIELD_QUERIES", "25", positive, "queries per demo field-level pool", "demo",
-      flag="--field-queries", stages=("demo",)),
+      "field-level pools (empty: none)", "demo"),
+    V("DEMO_FIELD_SIZE", "1k", sizes, "the size of the demo's field-level pools", "demo"),
+    V("DEMO_FIELD_QUERIES", "25", positive, "queries per demo field-level pool", "demo"),
     V("DEMO_REPEATS", "3", positive, "pool draws per demo pool size", "demo"),
     # ---- paper grid
     V("PAPER_SIZES", "200k 500k 1M 2M", sizes, "dataset-level pool sizes (MDCR section 3)",
@@ -576,7 +573,7 @@ def query_prompt_has_an_encoder(v: Any) -> None:
     if not v.QUERY_PROMPT:
         return
     several = [goal for goal in (getattr(v, "GOALS", "") or "").split()
-               if goal in SEARCHING and goal != "search"]
+               if goal in SEARCHING_SEVERAL]
     if several or v.MODELS:
         raise InputError(f"QUERY_PROMPT goes with one MODEL (make search, make eval), not "
                          f"with make {(several or ['fuse'])[0]}: fuse the runs it made by "
@@ -598,6 +595,10 @@ def models_fuse(v: Any) -> None:
 
 
 def mdcr_models_are_known(v: Any) -> None:
+    """MDCR_MODELS registered, and make mdcr's benchmark not its source (before its searches)."""
+    if v.MDCR == v.CORPUS and "mdcr" in (getattr(v, "GOALS", "") or "").split():
+        raise InputError(f"MDCR={v.MDCR} names the source corpus itself: give the benchmark "
+                         "another corpus name (default <corpus>-mdcr)")
     for name in (v.MDCR_MODELS or "").replace(",", " ").split():
         if name not in REGISTRY and not name.startswith((HF_FILE_PREFIX, FUSION_PREFIX)):
             raise InputError(f"MDCR_MODELS: {name!r} is not a registered model (make models "

@@ -39,6 +39,7 @@ def run(cmd: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess:
     (["eval", "PARTITION=gpu a100"], "PARTITION: 'gpu a100'"),
     (["eval", "MODEL=bm25", "BM25_ENGINE=solr"], "BM25_ENGINE: 'solr': use one of lucene"),
     (["search", "BACKEND=cuda"], "BACKEND: 'cuda': use one of auto"),
+    (["mdcr", "CORPUS=demo", "MDCR=demo"], "MDCR=demo names the source corpus itself"),
 ])
 def test_make_rejects_bad_variables(args, message):
     done = run(["make", "--no-print-directory", *args])

@@ -69,7 +69,7 @@ def test_every_path_option_of_every_command_refuses_a_path_too_long():
 def test_every_count_option_of_every_command_is_bounded():
     found = count_options()
     commands = {name for name, _, _ in found}
-    assert {"synth", "ingest", "corpus", "demo", "index", "search", "embed", "submit-embed",
+    assert {"synth", "ingest", "corpus", "index", "search", "embed", "submit-embed",
             "download"} <= commands, commands
     for name, option, action in found:
         with pytest.raises(argparse.ArgumentTypeError, match="use at most"):

@@ -74,44 +74,40 @@ def test_commands_without_the_demo_settings_keep_the_demo_as_it_is(tmp_path):
     assert (synth_settings(root)["n_papers"], synth_settings(root)["seed"]) == (400, 1)
 
 
-def demo_stages(monkeypatch, tmp_path: Path, *argv: str) -> list[tuple[str, ...]]:
-    """The stages `pipeline demo <argv>` runs, in order, recorded instead of run: each stage's
-    name and arguments, a model searched and scored as ("search-and-eval", model); the data
-    roots under `tmp_path`."""
-    from pipeline.cli.commands import demo
-    from pipeline.cli.main import build_parser
+def demo_stages(tmp_path: Path, **variables: str) -> list[list[str]]:
+    """The commands `make demo` runs, in order, as its goal makes them (make -n prints them):
+    make's `variables` given, the data under `tmp_path`, nothing run."""
+    from pipeline.cli.goals import GOALS
+    from pipeline.cli.variables import GOALS_ENV, derived, read
 
-    stages: list[tuple[str, ...]] = []
-    monkeypatch.setattr(demo, "run_stage", lambda args, name, *rest: stages.append(
-        (name, *rest)))
-    monkeypatch.setattr(demo, "search_and_eval", lambda args, model: stages.append(
-        ("search-and-eval", model)))
-    args = build_parser().parse_args([
-        "--corpora-root", str(tmp_path / "corpora"), "--index-root", str(tmp_path / "indexes"),
-        "--runs-root", str(tmp_path / "runs"), "demo", *argv])
-    args.func(args)
-    return stages
+    v = read({"DATA": str(tmp_path), GOALS_ENV: "demo", **variables})
+    v.DRY_RUN = True
+    return GOALS["demo"].commands(v, derived(v))
 
 
-def test_the_demo_embeds_only_the_models_it_is_asked_for(tmp_path, monkeypatch):
+def models_of(stages: list[list[str]], name: str) -> list[str]:
+    return [s[s.index("--model") + 1] for s in stages if s[0] == name]
+
+
+def test_the_demo_embeds_only_the_models_it_is_asked_for(tmp_path):
     """`make demo DEMO_MODELS="bm25 random"` embedded MiniLM anyway (273 of its 295 s; issue
     46): the embed stage is each encoder of DEMO_MODELS, and none without one."""
     for models, embedded in (("bm25 random", []), ("bm25 minilm random", ["minilm"]),
                              ("scibert,bm25,minilm", ["scibert", "minilm"])):
-        stages = demo_stages(monkeypatch, tmp_path, "--models", models)
-        assert [s[s.index("--model") + 1] for s in stages if s[0] == "embed"] == embedded
-        searched = [s[1] for s in stages if s[0] == "search-and-eval"]
-        assert searched == models.replace(",", " ").split()
+        stages = demo_stages(tmp_path, DEMO_MODELS=models)
+        assert models_of(stages, "embed") == embedded
+        assert models_of(stages, "search") == models.replace(",", " ").split()
+        assert models_of(stages, "eval") == models.replace(",", " ").split()
 
 
-def test_the_demo_judges_a_sample_only_when_asked(tmp_path, monkeypatch):
+def test_the_demo_judges_a_sample_only_when_asked(tmp_path):
     """`make demo JUDGE=standin:1` (issue 60): after every model is searched and scored and
     before the report, the judging stage samples the demo models' runs with the stand-in (the
     report's "Beyond citations" section then exists); without JUDGE, no judging stage."""
-    for judge in ([], ["--judge", "standin:1", "--sample", "4", "--query-variant", "title"]):
-        stages = demo_stages(monkeypatch, tmp_path, "--models", "bm25 random", *judge)
+    for judge in ({}, {"JUDGE": "standin:1", "SAMPLE": "4", "QUERY_VARIANT": "title"}):
+        stages = demo_stages(tmp_path, DEMO_MODELS="bm25 random", **judge)
         names = [s[0] for s in stages]
-        assert names[-1] == "report" and names[-2] == ("judge" if judge else "search-and-eval")
+        assert names[-1] == "report" and names[-2] == ("judge" if judge else "eval")
         assert names.count("judge") == (1 if judge else 0)
     judged = stages[-2]
     assert judged[judged.index("--models") + 1] == "bm25~title,random~title"  # the runs'

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.main import build_parser
 from pipeline.cli.variables import GOALS_ENV, derived, make_command_line, read, read_make
 from pipeline.core.errors import InputError
 from pipeline.layout import raw_dir, run_name
@@ -199,31 +198,21 @@ def test_the_command_line_is_the_one_make_names():
                                                                  "corpus")
 
 
-def test_fused_model_with_an_hf_component_is_the_one_python_names(tmp_path, monkeypatch):
+def test_fused_model_with_an_hf_component_is_the_one_python_names(tmp_path):
     """The drift the issue names: make built fuse--rrf--bm25--hf:org/name (and split a fused
-    name on every `--`); now make passes MODELS and METHOD as given, and the fuse command
-    evaluates each component under the name its runs have, then fused_name's model."""
+    name on every `--`); now the goal searches and scores each component under the name its
+    runs have, then fused_name's model, each named by Python, none composed by make."""
     root = with_pool(tmp_path / "data")
-    done = make(root, "-n", "fuse", "CORPUS=c", "MODELS=bm25,hf:org/name")
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "fuse --corpus 'c' --models 'bm25,hf:org/name'" in done.stdout
-    assert "--method 'rrf'" in done.stdout
-    assert "fuse--" not in done.stdout  # no name composed by make
     fused = fused_name("rrf", ["bm25", "hf:org/name"])
     assert fused == "fuse--rrf--bm25--hf--org--name--mean"
-    from pipeline.cli.commands import search
-
-    seen: list[str] = []
-    monkeypatch.setattr(search, "search_and_eval", lambda args, model: seen.append(model))
     for models, method, names in (
             ("bm25,hf:org/name", "rrf", ["bm25", "hf--org--name--mean", fused]),
             ("hf:org/name@cls,bm25", "wsum",
              ["hf--org--name--cls", "bm25", fused_name("wsum", ["hf:org/name@cls", "bm25"])])):
-        seen.clear()
-        args = build_parser().parse_args(["fuse", "--corpus", "c", "--models", models,
-                                          "--method", method])
-        args.func(args)
-        assert seen == names
+        done = make(root, "-n", "fuse", "CORPUS=c", f"MODELS={models}", f"METHOD={method}")
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert re.findall(r" search --corpus 'c' --model '([^']+)'", done.stdout) == names
+        assert re.findall(r" eval --corpus 'c' --model '([^']+)'", done.stdout) == names
 
 
 def test_seed_reaches_every_search(tmp_path):

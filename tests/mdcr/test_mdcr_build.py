@@ -127,6 +127,10 @@ def test_bad_model_lists_are_refused(mdcr_source, tmp_path):
     with pytest.raises(InputError, match="no field-level test pools of seed 5"):
         build_mdcr(place, tmp_path / "x", MODELS, seed=5)
     assert not (tmp_path / "x").exists()
+    before = sorted(p.name for p in corpus.iterdir())
+    with pytest.raises(InputError, match="names the source corpus itself"):
+        build_mdcr(place, corpus.parent / corpus.name, MODELS, seed=0)
+    assert sorted(p.name for p in corpus.iterdir()) == before
 
 
 def test_jaccard_of_a_model_with_itself_is_one(mdcr_source):

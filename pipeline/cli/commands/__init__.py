@@ -8,12 +8,11 @@ from pipeline.cli.commands import corpus  # noqa: F401  synth, ingest, prefilter
 from pipeline.cli.commands import download  # noqa: F401  download (S2AG)
 from pipeline.cli.commands import pools  # noqa: F401  pool, pools-paper
 from pipeline.cli.commands import embed  # noqa: F401  embed, submit-embed, after-embed
-from pipeline.cli.commands import search  # noqa: F401  index, search, fuse
+from pipeline.cli.commands import search  # noqa: F401  index, search
 from pipeline.cli.commands import evaluate  # noqa: F401  eval, collect, report
 from pipeline.cli.commands import mdcr  # noqa: F401  mdcr, mdcr-jaccard, the official files
 from pipeline.cli.commands import external  # noqa: F401  import-*, export-*, import-run
 from pipeline.cli.commands import judging  # noqa: F401  judge, judge-page, judge-agreement
-from pipeline.cli.commands import demo  # noqa: F401  demo
 from pipeline.cli.registry import COMMANDS, error_line
 
 __all__ = ["COMMANDS", "error_line"]

@@ -8,7 +8,6 @@ import logging
 from pathlib import Path
 
 from pipeline import api
-from pipeline.cli.commands.search import SEARCH_FIRST, search_first
 from pipeline.cli.registry import (
     RUN,
     arg,
@@ -20,7 +19,6 @@ from pipeline.cli.registry import (
     times_log,
     where_of,
 )
-from pipeline.core.errors import InputError
 from pipeline.options.checks import corpus_name, given_path, positive
 
 log = logging.getLogger(__name__)
@@ -35,17 +33,12 @@ log = logging.getLogger(__name__)
          arg("--per-type", type=positive, help="negatives of each type"),
          arg("--top", type=positive,
              help="model-based negatives from the top N; most cited: the field's top N"),
-         SEARCH_FIRST, writes=("corpora", "runs", "times"))
+         writes=("corpora", "runs", "times"))
 def cmd_mdcr(args: argparse.Namespace) -> None:
     from pipeline.core.timing import timed
     from pipeline.mdcr.build import build_mdcr, built_summary
 
-    place = place_of(args)
-    out = Path(args.corpora_root) / args.out
-    if out == place.corpus_dir:
-        raise InputError(f"MDCR={args.out} names the source corpus itself: give the benchmark "
-                         "another corpus name (default <corpus>-mdcr)")
-    search_first(args, comma_list(args.models))
+    place, out = place_of(args), Path(args.corpora_root) / args.out
     with timed("mdcr", times_log(args), out=args.out) as info:
         built = build_mdcr(place, out, comma_list(args.models), args.seed, replace=args.replace,
                            **given(args, "positives", "per_type", "top"))
@@ -57,12 +50,11 @@ def cmd_mdcr(args: argparse.Namespace) -> None:
          "the field-level pools (picks MDCR_MODELS)",
          arg("--models", required=True, help="two or more models, separated by commas"),
          arg("--depth", type=positive, default=10, help="negatives compared per query"),
-         SEARCH_FIRST, writes=("runs", "times"))
+         writes=("runs", "times"))
 def cmd_mdcr_jaccard(args: argparse.Namespace) -> None:
     from pipeline.mdcr.build import negative_jaccard
     from pipeline.report.build import jaccard_report
 
-    search_first(args, comma_list(args.models))
     place = place_of(args)
     table = negative_jaccard(place, comma_list(args.models), args.seed, args.depth)
     print(jaccard_report(table, place.runs_root, args.corpus, args.depth))
