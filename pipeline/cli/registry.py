@@ -40,15 +40,27 @@ class Checked(argparse.Action):
             value = [self.check(t) for t in text] if isinstance(text, list) else self.check(text)
         except (InputError, ValueError) as exc:
             parser.error(f"{option_string or self.dest}: {exc}")
-        setattr(namespace, self.dest, value)
+        setattr(namespace, self.dest, self.kept(namespace, value))
+
+    def kept(self, namespace: argparse.Namespace, value: object) -> object:
+        return value
+
+
+class Repeated(Checked):
+    """A repeatable Checked option (--pool a --pool b): the list of its values, each checked."""
+
+    def kept(self, namespace: argparse.Namespace, value: object) -> object:
+        return [*(getattr(namespace, self.dest) or []), value]
 
 
 def arg(*flags: str, **settings: Any) -> Option:
-    """An option of a command, as argparse's add_argument; a `type` is its check (Checked)."""
+    """An option of a command, as argparse's add_argument; a `type` is its check (Checked;
+    with action="append", Repeated)."""
     check = settings.pop("type", None)
-    if check:
-        settings.update({"type": check} if "action" in settings else
-                        {"action": Checked, "check": check})
+    if check and settings.get("action") not in (None, "append"):
+        settings["type"] = check
+    elif check:
+        settings.update(action=Repeated if settings.get("action") else Checked, check=check)
     return lambda parser: parser.add_argument(*flags, **settings)
 
 

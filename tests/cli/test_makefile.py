@@ -171,7 +171,7 @@ def test_mdcr_benchmark_chain(raw_corpus, corpus_dir, tmp_path_factory):
     make(root, "pool", "FIELD=medicine biology", "SIZE=600", "QUERIES=8")
     built = make(root, "mdcr", "MDCR_MODELS=bm25")
     # one process: the models' searches, then the benchmark
-    assert [line.split(" --runs-root ")[1].split()[1] for line in built.stdout.splitlines()[1:]
+    assert [line.split(" --runs-root ")[1].split()[1] for line in built.stdout.splitlines()
             ] == ["corpus", "search", "mdcr"], built.stdout
     assert "[search] bm25:" in built.stderr and (root / "corpora" / "small-mdcr" / "pools" /
                                             "medicine-65-r0" / "candidates.parquet").exists()

@@ -142,7 +142,7 @@ def test_a_functions_keywords_take_the_commands_other_declared_options(made_up, 
     assert refused.value.code == 2
 
 
-def test_a_commands_own_declared_option_is_in_every_stage_it_names():
+def test_a_commands_own_declared_option_is_in_every_stage_it_names(capsys):
     """The options make passes itself (keyword() with stages: --pool, --stale-only, the
     store's) are declared once and offered, with their help and check, by each command their
     declaration names, whether or not it is an API function's; a bad value is refused by
@@ -158,7 +158,9 @@ def test_a_commands_own_declared_option_is_in_every_stage_it_names():
     assert parsers["index"].parse_args(["--pool", "a-1", "--pool", "b-2"]).pool == ["a-1", "b-2"]
     assert parsers["eval"].parse_args(["--stale-only"]).stale_only is True
     assert parsers["submit-embed"].parse_args([]).dtype == "float32"
-    with pytest.raises(SystemExit):
-        parsers["index"].parse_args(["--dtype", "float8"])
-    with pytest.raises(SystemExit):
-        parsers["eval"].parse_args(["--pool", "../x"])
+    for stage, argv in (("index", ["--dtype", "float8"]), ("eval", ["--pool", "a-1", "--pool",
+                                                                  "../x"])):
+        with pytest.raises(SystemExit):
+            parsers[stage].parse_args(argv)
+        [line] = capsys.readouterr().err.splitlines()  # the check's line, in the flag's words
+        assert line.startswith(f"error: {stage}: {argv[-2]}: '{argv[-1]}': "), line
