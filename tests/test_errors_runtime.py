@@ -315,7 +315,8 @@ def test_a_current_store_and_another_models_store_are_told_without_torch(corpus_
     """A no-op `make eval` of a dense model used to import torch and transformers (seconds per
     process) only to look for an encoder hook that served models alone have: the store's
     identity is its weights' digests. Now a current store is kept, and a store of other
-    weights refused in one line, by a process that never imports torch."""
+    weights refused in one line, by a process that never imports torch; a no-op make embed
+    too (it imported the encoder's module for settings a dense model's store never has)."""
     import shutil
 
     import numpy as np
@@ -332,6 +333,10 @@ def test_a_current_store_and_another_models_store_are_told_without_torch(corpus_
     assert again.returncode == 0, again.stderr[-3000:]
     assert "1 current runs kept, 0 to search" in again.stderr
     assert "numpy" in _imported(again) and "torch" not in _imported(again)
+    embedded = _run(cli(root, "embed", "--corpus", "c", "--model", "scibert", "--model-path",
+                        str(tiny_bert)), env={"PYTHONPROFILEIMPORTTIME": "1"})  # make embed's
+    assert embedded.returncode == 0, embedded.stderr[-3000:]
+    assert "embedded=0 reused=0" in embedded.stderr and "torch" not in _imported(embedded)
     other = Path(shutil.copytree(tiny_bert, tmp_path / "other"))
     tensors = load_file(other / "model.safetensors")
     key = next(k for k in sorted(tensors) if "word_embeddings" in k)
@@ -356,3 +361,25 @@ def test_the_identity_hooks_named_are_the_encoder_classes_that_have_one():
 
     hooked = {kind for kind in ENCODERS if hasattr(encoder_class(kind), "identity_change")}
     assert hooked == set(IDENTITY_HOOKS)
+
+
+@pytest.mark.slow
+def test_the_settings_hooks_named_are_the_encoder_classes_that_add_settings():
+    """embed.SETTINGS_HOOKS names the kinds whose encoder class adds to a store's settings (its
+    optional columns, its own `config_for`), so that a current store's settings are checked
+    without importing the others' modules (a no-op make embed imports no torch): every other
+    class says nothing beyond the entry, as PlainSettings does."""
+    from pipeline.encoding.embed import SETTINGS_HOOKS, PlainSettings, encoder_class, settings_class
+    from pipeline.encoding.encoders import Encoder
+    from pipeline.encoding.objects import ObjectEncoder
+    from pipeline.models import ENCODERS, get_model
+
+    plain = {Encoder.config_for.__func__, ObjectEncoder.config_for.__func__}
+    for kind in ENCODERS:
+        cls = encoder_class(kind)
+        adds = bool(cls.columns) or cls.config_for.__func__ not in plain
+        assert adds == (kind in SETTINGS_HOOKS), kind
+        assert (settings_class(kind) is cls) == adds, kind
+        if not adds:
+            assert cls.config_for(get_model("minilm"), ["abstract_sentences"]) == {}, kind
+    assert PlainSettings.columns == () and PlainSettings.config_for(get_model("minilm"), []) == {}

@@ -82,6 +82,11 @@ log = logging.getLogger(__name__)
 # not import its class's module (torch and transformers: seconds per process);
 # tests/test_errors_runtime.py checks that these are exactly the classes with the hook.
 IDENTITY_HOOKS = ("api",)
+# The kinds whose encoder class adds to a store's settings (`config_for`: a multi-vector
+# store's splitter and pooling, a served entry's endpoint check; optional `columns`); the
+# others' add nothing, so that a current store's settings are checked without torch (a no-op
+# make embed); tests/test_errors_runtime.py checks these too.
+SETTINGS_HOOKS = ("multi-vector", "api")
 
 
 def encoder_class(kind: str):
@@ -91,6 +96,22 @@ def encoder_class(kind: str):
                          "for it in pipeline/models.py (ENCODERS)")
     module, _, name = ENCODERS[kind].partition(":")
     return getattr(import_module(module), name)
+
+
+class PlainSettings:
+    """What the encoder class of a kind outside SETTINGS_HOOKS says of a store's settings:
+    nothing beyond the entry (the base Encoder's), known without importing it."""
+
+    columns: tuple[str, ...] = ()
+
+    @classmethod
+    def config_for(cls, entry: ModelEntry, columns: list[str]) -> dict:
+        return {}
+
+
+def settings_class(kind: str):
+    """The class whose `config_for` and `columns` give a store's settings for `kind`."""
+    return encoder_class(kind) if kind in SETTINGS_HOOKS else PlainSettings
 
 
 def pool_ids(corpus_dir: Path, pool: str) -> np.ndarray:
@@ -479,7 +500,7 @@ def check_settings(place: Place, store: Path, entry: ModelEntry,
     older splitter), or whose model identity differs from the model's loaded from
     `model_path` (its files' digest, known from the stat cache: `changed_identity`). The
     embed stage and every search apply it."""
-    encoder = encoder_class(entry.kind)
+    encoder = settings_class(entry.kind)
     expected = {"model": entry.describe(), "text_format": text_format(entry),
                 **encoder.config_for(entry, _optional_columns(place.corpus_dir, encoder))}
     if change := changed_identity(place, store, entry, model_path):  # first: it names it
@@ -815,7 +836,7 @@ def _check_store(place: Place, store: Path, entry: ModelEntry, inputs: dict[str,
                 _adopt_identity(place, store, entry, model_path)
                 check_settings(place, store, entry, model_path)
             texts = reconcile(place, store,
-                              digest_columns(place.corpus_dir, encoder_class(entry.kind)),
+                              digest_columns(place.corpus_dir, settings_class(entry.kind)),
                               inputs)
     return {**repaired, **texts}
 
