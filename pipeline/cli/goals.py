@@ -136,16 +136,19 @@ def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     if not v.DRY_RUN:
         layout.stage_times_path(Path(d["RUNS_ROOT"]), v.CORPUS).unlink(missing_ok=True)
     pool = ["pool", "--corpus", v.CORPUS, *words(v, d, "--repeats DEMO_REPEATS --seed SEED")]
-    fields = words(v, d, "--field DEMO_FIELDS --size DEMO_FIELD_SIZE --queries "
-                   "DEMO_FIELD_QUERIES") if v.DEMO_FIELDS.split() else []
+    commands = [*corpus_stages(v, d), [*pool, *words(v, d, "--size DEMO_SIZES --queries QUERIES")]]
+    if v.DEMO_FIELDS.split():
+        commands.append([*pool, *words(v, d, "--field DEMO_FIELDS --size DEMO_FIELD_SIZE "
+                                             "--queries DEMO_FIELD_QUERIES")])
+    commands.append(["pool", "--corpus", v.CORPUS, "--repair"])  # make pools, before embed
     models = [get_model(name) for name in comma_list(v.DEMO_MODELS)]
-    runs = ",".join(layout.run_name(entry.name, v.QUERY_VARIANT) for entry in models)
-    return [*corpus_stages(v, d), [*pool, *words(v, d, "--size DEMO_SIZES --queries QUERIES")],
-            *([[*pool, *fields]] if fields else []), ["pool", "--corpus", v.CORPUS, "--repair"],
-            *([*stage("embed", v, d), "--model", e.name] for e in models if e.embedded),
-            *(command for entry in models for command in search_and_eval(v, entry.name)),
-            *([[*stage("judge", v, d), "--models", runs]] if v.JUDGE else []),
-            stage("report", v, d, "--times")]
+    commands += [[*stage("embed", v, d), "--model", e.name] for e in models if e.embedded]
+    for entry in models:
+        commands += search_and_eval(v, entry.name)
+    if v.JUDGE:  # the judged sample of the runs' top ranks (make judge)
+        runs = [layout.run_name(entry.name, v.QUERY_VARIANT) for entry in models]
+        commands.append([*stage("judge", v, d), "--models", ",".join(runs)])
+    return [*commands, stage("report", v, d, "--times")]
 
 
 def evaluate(v: argparse.Namespace, d: dict[str, str]) -> Commands:
