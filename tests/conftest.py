@@ -112,23 +112,81 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-# tests that use what pytest_sessionstart installs in the background (infinity-emb's
-# environment: 83 s here, more where pip downloads torch): moved two thirds of the way down
-# the run, so the install is done when they come instead of holding a worker on its lock (not
-# last: the test takes half a minute, which as the last one would leave the other worker idle)
-LATE_TESTS = ("test_served.py::test_infinity_emb_serves_its_embeddings_at_its_own_path",)
+# ---- make test's schedule (pyproject's addopts: --dist loadgroup) ----------------------------
+# xdist hands a worker one unit of work at a time, in the order of the collection, and another
+# when it has fewer than three tests left: the costliest units go first, so none starts late
+# and leaves one worker running alone at the end (test_faults and the SLURM tests, last in the
+# files' order, made such a tail). A unit is one test, or every test of a module that shares a
+# module-scoped fixture with another of its tests (built once, on one worker, not on both).
+# Fixtures that conftest's built_once makes once per run for both workers keep their tests
+# apart: (module, fixture)
+BUILT_ONCE = {("test_damage.py", "reference"), ("test_damage.py", "owned"),
+              ("test_verify.py", "clean_root"), ("test_bm25.py", "pyserini_lists")}
+# the costliest units, costliest first (a module: the unit of its tests that share a fixture,
+# or each of its tests; module::test: that test, any parameters), from `pytest -n 2
+# --durations` of the whole suite: a test's place here decides its unit's place. The first
+# damage case builds the damage data root while the other worker takes the long chains; the
+# embedding server's module comes once pytest_sessionstart's background install of
+# infinity-emb (83 s, more where pip downloads torch) is done, instead of a worker waiting on
+# its lock.
+LONG_FIRST = (
+    "test_damage.py::test_damage_is_refused_named_and_repaired_by_the_named_command[raw-shard]",
+    "test_makefile.py", "test_faults.py", "test_stmodels.py", "test_served.py",
+    "test_damage.py::test_damage_to_what_only_its_user_can_make_is_repaired_as_printed"
+    "[encoder-part]",
+    "test_slurm.py", "test_end_to_end.py", "test_objects.py", "test_vectors.py",
+    "test_inferred.py", "test_score.py", "test_damage.py", "test_embed.py",
+    "test_pools_properties.py", "test_make_judge.py", "test_fusion.py", "test_data_safety.py",
+    "test_csfcube.py", "test_make_hygiene.py", "test_download.py", "test_errors_runtime.py",
+    "test_bm25.py", "test_beir.py", "test_identity.py", "test_imported.py", "test_one_process.py",
+    "test_report_determinism.py", "test_registry.py", "test_thin_makefile.py",
+    "test_dependencies.py", "test_ingest_s2ag.py", "test_api_replace.py", "test_specter2.py",
+    "test_store_texts.py", "test_published.py", "test_demo_corpus.py", "test_architecture.py",
+    "test_mteb_objects.py", "test_options.py", "test_errors.py", "test_readme.py",
+)
 
 
+def shared_fixture_groups(items: list[pytest.Item]) -> dict[pytest.Item, str]:
+    """item -> its module's group name, for the tests that share a module- or class-scoped
+    fixture (not one of BUILT_ONCE) with another test of their module."""
+    users: dict[tuple[str, str], list[pytest.Item]] = {}
+    for item in items:
+        defs = getattr(item, "_fixtureinfo", None)
+        for name in getattr(item, "fixturenames", ()):
+            found = defs.name2fixturedefs.get(name) if defs else None
+            if (found and found[-1].scope in ("module", "class")
+                    and (item.path.name, name) not in BUILT_ONCE):
+                users.setdefault((item.nodeid.split("::", 1)[0], name), []).append(item)
+    return {item: module for (module, _), shared in users.items() if len(shared) > 1
+            for item in shared}
+
+
+def rank(item: pytest.Item) -> int:
+    """The place of `item`'s first entry in LONG_FIRST (len(LONG_FIRST): none)."""
+    name = f"{item.path.name}::{item.name}"
+    keys = (name, f"{item.path.name}::{item.originalname}", item.path.name)
+    return min((LONG_FIRST.index(key) for key in keys if key in LONG_FIRST),
+               default=len(LONG_FIRST))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if (item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES
                 or f"{item.path.name}::{item.originalname}" in SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
-    # every other test keeps its place (make test's workers take them in order)
-    late = [item for item in items if f"{item.path.name}::{item.originalname}" in LATE_TESTS]
-    rest = [item for item in items if item not in late]
-    at = len(rest) * 2 // 3
-    items[:] = [*rest[:at], *late, *rest[at:]]
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # one process: every test keeps its place
+    groups = shared_fixture_groups(items)
+    for item in groups:
+        item.add_marker(pytest.mark.xdist_group(groups[item]))
+    first: dict[str, tuple[int, int]] = {}  # unit -> (its rank, its first test's place)
+    for at, item in enumerate(items):
+        unit = groups.get(item, item.nodeid)
+        place = first.get(unit, (len(LONG_FIRST), at))
+        first[unit] = (min(place[0], rank(item)), place[1])
+    order = {item: (*first[groups.get(item, item.nodeid)], at) for at, item in enumerate(items)}
+    items.sort(key=order.__getitem__)
 
 
 def pytest_runtest_setup(item):

@@ -222,3 +222,24 @@ def test_imports_name_the_corpus_they_write(tmp_path):
         done = subprocess.run([sys.executable, "-m", "pipeline", stage, "--help"], cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0 and "--replace" in done.stdout, stage
+
+
+def test_the_schedule_names_tests_that_exist():
+    """make test's schedule (tests/conftest.py) names test modules, tests and fixtures: one
+    renamed since would silently lose its place (a long test started late again) or its
+    grouping (a fixture built once per run built on both workers, or not shared)."""
+    from tests.conftest import BUILT_ONCE, LONG_FIRST
+
+    files = {path.name: path.read_text() for path in (ROOT / "tests").rglob("test_*.py")}
+    for entry in LONG_FIRST:
+        module, _, test = entry.partition("::")
+        assert module in files, f"LONG_FIRST: no test module {module}"
+        name, _, param = test.partition("[")
+        assert f"def {name}(" in files[module] or not name, f"LONG_FIRST: no {test}"
+        assert f'"{param[:-1]}"' in files[module] or not param, f"LONG_FIRST: no id {param[:-1]}"
+    assert len(set(LONG_FIRST)) == len(LONG_FIRST)
+    for module, fixture in BUILT_ONCE:
+        text = files[module]
+        assert f"def {fixture}(" in text, f"BUILT_ONCE: no fixture {fixture} in {module}"
+        body = text.split(f"def {fixture}(", 1)[1].split("\ndef ", 1)[0]
+        assert "built_once(" in body, f"BUILT_ONCE: {module}'s {fixture} is built per worker"
