@@ -84,13 +84,13 @@ setup-gpu: check $(STAMP)
 # ---- the environment and the tests -----------------------------------------------------------
 # ruff, then the import contracts (.importlinter: which layer of the package may import which).
 lint: check $(STAMP)
-	$(call q,$(VENV)/bin/ruff) check pipeline tests benchmarks
+	$(call q,$(VENV)/bin/ruff) check pipeline tests benchmarks notebooks
 	$(call q,$(VENV)/bin/lint-imports)
 
 # The suite in TEST_WORKERS processes (pytest-xdist), its value (given, or its default) checked.
 WORKERS = w="$$($(call q,$(PY)) -m pipeline variables --value TEST_WORKERS)"
 test: check $(STAMP)
-	$(WORKERS) && $(call q,$(VENV)/bin/ruff) check pipeline tests benchmarks && \
+	$(WORKERS) && $(call q,$(VENV)/bin/ruff) check pipeline tests benchmarks notebooks && \
 	$(call q,$(PY)) -m pytest -q -n "$$w"
 
 # The suite without the tests marked slow (the whole pipeline through make, a SLURM cluster).
