@@ -408,7 +408,7 @@ DECLARED: tuple[Variable, ...] = (
       "is made again with it)", "demo"),
     V("DEMO_SIZES", "2k 5k 10k", sizes, "the demo's dataset-level pool sizes", "demo"),
     V("DEMO_MODELS", "bm25 minilm random", None, "the models make demo evaluates, separated "
-      "by spaces", "demo"),
+      "by commas or spaces", "demo"),
     V("DEMO_SEED", "0", non_negative, "the synthetic demo corpus's seed (given: the corpus "
       "is made again with it)", "demo"),
     V("DEMO_FIELDS", "medicine biology computer-science", None, "the fields of the demo's "
@@ -548,14 +548,22 @@ def values_are_one_word(v: Any) -> None:
 
 
 def models_are_registered(v: Any) -> None:
-    """MODEL and DEMO_MODELS, each checked by the registry, written as registered."""
-    for name in f"{v.MODEL or ''} {v.DEMO_MODELS or ''}".split():
-        if name.startswith(HF_PREFIX):  # validates the id and the pooling
-            get_model(f"{name}@{v.POOLING or 'mean'}")
-        elif name.startswith((VECTORS_PREFIX, ST_PREFIX, API_PREFIX)):
-            get_model(name)
-        elif (entry := get_model(name)).name != name:
-            raise InputError(f"MODEL {name!r}: write it as registered, {entry.name!r}")
+    """MODEL and DEMO_MODELS (commas or spaces between), each checked by the registry,
+    written as registered."""
+    for variable in ("MODEL", "DEMO_MODELS"):
+        for name in (getattr(v, variable) or "").replace(",", " ").split():
+            try:
+                if name.startswith(HF_PREFIX):  # validates the id and the pooling
+                    get_model(f"{name}@{v.POOLING or 'mean'}")
+                elif name.startswith((VECTORS_PREFIX, ST_PREFIX, API_PREFIX)):
+                    get_model(name)
+                elif (entry := get_model(name)).name != name:
+                    raise InputError(f"MODEL {name!r}: write it as registered, "
+                                     f"{entry.name!r}")
+            except InputError as exc:
+                if variable == "MODEL":
+                    raise
+                raise InputError(f"{variable}: {exc}") from None
 
 
 def served_model_has_endpoint(v: Any) -> None:

@@ -40,10 +40,22 @@ def run(cmd: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess:
     (["eval", "MODEL=bm25", "BM25_ENGINE=solr"], "BM25_ENGINE: 'solr': use one of lucene"),
     (["search", "BACKEND=cuda"], "BACKEND: 'cuda': use one of auto"),
     (["mdcr", "CORPUS=demo", "MDCR=demo"], "MDCR=demo names the source corpus itself"),
+    (["demo", "DEMO_MODELS=bm25,nope"], "DEMO_MODELS: unknown MODEL 'nope'"),
+    (["demo", "DEMO_MODELS=bm25 Random"], "DEMO_MODELS: MODEL 'Random': write it as registered"),
 ])
 def test_make_rejects_bad_variables(args, message):
     done = run(["make", "--no-print-directory", *args])
     assert message in refusal(done) and not done.stdout
+
+
+def test_demo_models_are_separated_by_commas_or_spaces(tmp_path):
+    """DEMO_MODELS as the demo reads it (commas or spaces): the check reads it so too."""
+    for models in ("bm25,random", "bm25 random", "bm25, random"):
+        done = run(["make", "--no-print-directory", "-n", "demo", f"DEMO_MODELS={models}",
+                    f"DATA={tmp_path}"])
+        assert done.returncode == 0, done.stderr
+        assert [line.split(" --model ")[1].split()[0] for line in done.stdout.splitlines()
+                if " search " in line] == ["'bm25'", "'random'"], done.stdout
 
 
 def test_make_eval_without_pools_says_what_to_do(tmp_path):
