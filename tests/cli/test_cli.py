@@ -58,6 +58,21 @@ def test_demo_models_are_separated_by_commas_or_spaces(tmp_path):
                 if " search " in line] == ["'bm25'", "'random'"], done.stdout
 
 
+def test_make_n_demo_prints_its_stages_and_changes_nothing(tmp_path):
+    """make demo starts the demo's stage-times log afresh (the report's times are this run's);
+    make -n demo only prints the stages: the log is left as it is."""
+    log = tmp_path / "runs" / "demo" / "stage-times.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text('{"stage": "embed"}\n')
+    done = run(["make", "--no-print-directory", "-n", "demo", f"DATA={tmp_path}"])
+    assert done.returncode == 0, done.stderr
+    assert [line.split(" --runs-root ")[1].split()[1] for line in done.stdout.splitlines()
+            if " --runs-root " in line][-1] == "report"
+    assert log.read_text() == '{"stage": "embed"}\n'
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "runs", "runs/demo", "runs/demo/stage-times.jsonl"]
+
+
 def test_make_eval_without_pools_says_what_to_do(tmp_path):
     done = run(["make", "--no-print-directory", "eval", "CORPUS=no-such-corpus"])
     assert "make pool" in refusal(done) and not done.stdout
