@@ -45,13 +45,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from pipeline.core.errors import InputError
-from pipeline.core.files import write_parquet
 from pipeline.glossary import id_key
 
 log = logging.getLogger(__name__)
@@ -201,10 +199,3 @@ def draw_sample(pool: str, qrels: pl.DataFrame, runs: Mapping[str, pl.DataFrame]
 def pairs_to_judge(sample: pl.DataFrame) -> pl.DataFrame:
     """The drawn pairs of a sample (query, doc), sorted: what an assessor judges."""
     return sample.filter(pl.col("sampled")).select("query", "doc").sort("query", "doc")
-
-
-def write_sample(sample: pl.DataFrame, path: Path) -> None:
-    """The sample as parquet at `path` (layout.sample_path), atomically; the same frame gives
-    the same bytes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_parquet(sample.to_arrow(), path)
