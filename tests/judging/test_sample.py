@@ -18,8 +18,8 @@ from pipeline.judging.sample import (
     draw_sample,
     pairs_to_judge,
     strata_edges,
-    write_sample,
 )
+from pipeline.judging.stage import _bytes
 from pipeline.layout import sample_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,9 +127,10 @@ SCRIPT = """
 import sys, numpy as np, polars as pl
 sys.path.insert(0, {root!r})
 from tests.judging.test_sample import _runs, _qrels
-from pipeline.judging.sample import draw_sample, write_sample
+from pipeline.judging.sample import draw_sample
+from pipeline.judging.stage import _bytes
 from pathlib import Path
-write_sample(draw_sample("all-2k-r0", _qrels(), _runs(), 20, seed=7), Path(sys.argv[1]))
+Path(sys.argv[1]).write_bytes(_bytes(draw_sample("all-2k-r0", _qrels(), _runs(), 20, seed=7)))
 """
 
 
@@ -137,7 +138,8 @@ write_sample(draw_sample("all-2k-r0", _qrels(), _runs(), 20, seed=7), Path(sys.a
 def test_the_file_is_byte_identical_whatever_the_threads(tmp_path, threads):
     path = sample_path(tmp_path / "runs", "demo", "all-2k-r0")
     assert path == tmp_path / "runs" / "demo" / "all-2k-r0" / "judgments" / "sample.parquet"
-    write_sample(draw_sample("all-2k-r0", _qrels(), _runs(), 20, seed=7), path)
+    path.parent.mkdir(parents=True)  # the bytes the judging stage writes there
+    path.write_bytes(_bytes(draw_sample("all-2k-r0", _qrels(), _runs(), 20, seed=7)))
     other = tmp_path / "other.parquet"
     done = subprocess.run([sys.executable, "-c", SCRIPT.format(root=str(ROOT)), str(other)],
                           env={**os.environ, "POLARS_MAX_THREADS": threads}, cwd=ROOT,
