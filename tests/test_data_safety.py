@@ -32,7 +32,7 @@ from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.retrieval.runs import run_problem
 from pipeline.retrieval.search import search_pool
 from pipeline.verify import find_problems, verify
-from tests.conftest import copy_corpus
+from tests.conftest import built_once, copy_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL = "all-800-r0"
@@ -124,19 +124,32 @@ def test_make_mdcr_refuses_an_ingested_corpus_as_its_output(mdcr_source, tmp_pat
 
 # ---- case 2: a run records what it read, and goes stale when that changes -----------------
 
-@pytest.fixture()
-def dense(corpus_dir, tiny_bert, tmp_path):
-    """A private corpus with one pool, its papers embedded by the tiny BERT, searched and
-    evaluated."""
-    root = tmp_path / "data"
+DENSE_MODEL: Path  # the tiny BERT the `dense` data root was embedded with (its store's path)
+
+
+def build_dense(place: Path, corpus_dir: Path, tiny_bert: Path) -> None:
+    """Fill `place` with the data root `data` that `dense` describes and the tiny BERT it
+    embeds with (`tiny-bert`, copied: the store records its path)."""
+    root, model = place / "data", Path(shutil.copytree(tiny_bert, place / "tiny-bert"))
     corpus = copy_corpus(corpus_dir, root / "corpora" / "c")
     build_pool(corpus, PoolSpec(size=800, n_queries=10))
-    entry = get_model("scibert")  # its weights: the tiny BERT (MODEL_PATH)
-    place = Place(corpus, root / "indexes", root / "runs")
-    embed(place, entry, model_path=str(tiny_bert))
-    search_pool(place, POOL, entry)
-    eval_run(place, POOL, "scibert")
-    return corpus, root, entry
+    place_ = Place(corpus, root / "indexes", root / "runs")
+    embed(place_, get_model("scibert"), model_path=str(model))
+    search_pool(place_, POOL, get_model("scibert"))
+    eval_run(place_, POOL, "scibert")
+
+
+@pytest.fixture()
+def dense(request, tmp_path_factory, tmp_path):
+    """A private corpus with one pool, its papers embedded by the tiny BERT (as scibert),
+    searched and evaluated: a copy of a data root built once per test run, shared by make
+    test's workers (conftest's built_once; each of the five tests built its own before)."""
+    global DENSE_MODEL
+    place = built_once(tmp_path_factory, "safety-dense", lambda place: build_dense(
+        place, request.getfixturevalue("corpus_dir"), request.getfixturevalue("tiny_bert")))
+    DENSE_MODEL = place / "tiny-bert"
+    root = Path(shutil.copytree(place / "data", tmp_path / "data", symlinks=True))
+    return root / "corpora" / "c", root, get_model("scibert")
 
 
 def test_a_run_made_from_changed_embeddings_is_stale(dense):
@@ -202,7 +215,7 @@ def test_verify_lists_every_problem_past_corrupt_manifests(dense):
 ORDER = ("make corpus", "make pools", "make embed", "make index", "make eval", "make sweep")
 
 
-def test_each_repair_command_makes_verify_clean(dense, raw_corpus, tiny_bert):
+def test_each_repair_command_makes_verify_clean(dense, raw_corpus):
     """A deleted corpus manifest, a pool whose manifest is gone, a run without its manifest,
     an orphan embedding part: verify names a command for each; running them (as printed,
     through make) leaves verify clean, with every data file as it was."""
@@ -227,7 +240,7 @@ def test_each_repair_command_makes_verify_clean(dense, raw_corpus, tiny_bert):
     for command in sorted(commands, key=lambda c: ORDER.index(" ".join(c.split()[:2]))):
         done = subprocess.run(["make", "--no-print-directory", f"PY={sys.executable}",
                                f"STAMP={root / 'installed'}", "THREADS=1",
-                               *shlex.split(command)[1:], f"MODEL_PATH={tiny_bert}"],
+                               *shlex.split(command)[1:], f"MODEL_PATH={DENSE_MODEL}"],
                               cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
         assert done.returncode == 0, (command, done.stderr[-2000:])
     assert not orphan.exists()
