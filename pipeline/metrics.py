@@ -31,10 +31,18 @@ list: the grades of the candidates the run ranked, in rank order (an unjudged on
 
 When a set holds one of these metrics, every judged query is evaluated (CSFCube averages every
 query of its folds), also one without a relevant candidate: it scores 0 on every metric.
+
+ranx's typed containers (`cache_typed_containers`): numba compiles the Python-side methods of
+its typed Dict and List (make, append, get, iterate) for each key and value type in every
+process; ranx builds every Run and Qrels, normalises and fuses through them, so each process
+that touched ranx paid seconds of compiling (10 to 30 s on a busy machine) before any work.
+Importing this module has numba cache those methods on disk as ranx's own kernels are, so only
+the first process of an install compiles them.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Sequence
 
@@ -45,6 +53,31 @@ from numba.core.errors import NumbaTypeSafetyWarning
 from numba.typed import List
 
 from pipeline.glossary import DEFAULT_METRICS, METRIC_SETS, RANKED_MAP, metric_percent
+
+
+@functools.cache
+def cache_typed_containers() -> int:
+    """Have numba cache on disk the methods its typed Dict and List compile when used from
+    Python (module doc: ranx's Run, Qrels, fusion), as `njit(cache=True)` caches a kernel:
+    beside numba's own source where that is writable, else in numba's user-wide cache. A
+    method numba finds no writable place for compiles per process, as before. Returns how
+    many methods are cached (once per process; later calls return the same)."""
+    from numba.core.registry import CPUDispatcher
+    from numba.typed import typeddict, typedlist
+
+    cached = 0
+    for module in (typeddict, typedlist):
+        for method in vars(module).values():
+            if isinstance(method, CPUDispatcher):
+                try:
+                    method.enable_caching()
+                except RuntimeError:  # numba: "no locator available": nowhere to write
+                    continue
+                cached += 1
+    return cached
+
+
+cache_typed_containers()
 
 
 @numba.njit(cache=True)

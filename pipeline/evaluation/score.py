@@ -182,6 +182,9 @@ def _is_ranx(value: Any, kind: str) -> bool:
 
 def _from_ranx(value: Any, value_column: str) -> pl.DataFrame:
     """A ranx Run's or Qrels' {query: {doc: value}} as query, doc, `value_column`, line."""
+    from pipeline.metrics import cache_typed_containers  # numba: loaded only for ranx's
+
+    cache_typed_containers()  # its typed dicts' methods, compiled per process otherwise
     rows = [(str(q), str(d), v) for q, docs in value.to_dict().items() for d, v in docs.items()]
     return pl.DataFrame(rows, schema=["query", "doc", value_column], orient="row").with_row_index(
         "line", offset=1)

@@ -22,8 +22,19 @@ from pipeline.retrieval.base import Query, Retriever
 from pipeline.retrieval.runs import load_run, run_shas
 
 
+def _ranx():
+    """ranx, its typed containers' methods cached (pipeline.metrics.cache_typed_containers:
+    without it every process compiles them, seconds before any fusing)."""
+    from pipeline.metrics import cache_typed_containers
+
+    cache_typed_containers()
+    import ranx
+
+    return ranx
+
+
 def _ranx_run(run: pl.DataFrame):
-    from ranx import Run
+    Run = _ranx().Run
 
     frame = run.select(q_id=pl.col("query").cast(pl.String),
                        doc_id=pl.col("doc").cast(pl.String), score=pl.col("score"))
@@ -57,8 +68,7 @@ def tuned_params(place: Place, pool: str, method: str, models: list[str]) -> dic
 @functools.lru_cache(maxsize=64)
 def _tune(place: Place, method: str, models: tuple[str, ...], pools: tuple[str, ...],
           shas: tuple) -> dict:
-    from ranx import Qrels, optimize_fusion
-
+    ranx = _ranx()
     runs: list[list[pl.DataFrame]] = [[] for _ in models]
     qrels = []
     for val in pools:
@@ -71,8 +81,9 @@ def _tune(place: Place, method: str, models: tuple[str, ...], pools: tuple[str, 
                 query=pl.lit(f"{val}:") + pl.col("query").cast(pl.String)))
     judged = pl.concat(qrels).select(q_id="query", doc_id=pl.col("doc").cast(pl.String),
                                      score=pl.col("rel").cast(pl.Int64))
-    best = optimize_fusion(
-        Qrels.from_df(_pandas(judged), q_id_col="q_id", doc_id_col="doc_id", score_col="score"),
+    best = ranx.optimize_fusion(
+        ranx.Qrels.from_df(_pandas(judged), q_id_col="q_id", doc_id_col="doc_id",
+                           score_col="score"),
         [_ranx_run(pl.concat(parts)) for parts in runs], norm=_norm(method), method=method,
         metric="map")
     return {"params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in best.items()},
@@ -81,8 +92,7 @@ def _tune(place: Place, method: str, models: tuple[str, ...], pools: tuple[str, 
 
 def fused_hits(place: Place, pool: str, name: str, k: int) -> tuple[pl.DataFrame, dict]:
     """(query, doc, score) of the fused run, its top k per query; and what was used."""
-    from ranx import fuse
-
+    fuse = _ranx().fuse
     method, models = fusion_parts(name)
     runs = [load_run(place, pool, m) for m in models]
     chosen = tuned_params(place, pool, method, models)

@@ -3,6 +3,11 @@ tuned on validation pools where the method has parameters, evaluated like any ru
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import polars as pl
 import pytest
 
@@ -14,6 +19,8 @@ from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.retrieval.runs import load_run, run_is_current
 from pipeline.retrieval.search import search_pool
 from tests.conftest import copy_corpus
+
+ROOT = Path(__file__).resolve().parents[2]
 
 POOL = "all-900-s3-r0"
 
@@ -116,3 +123,77 @@ def test_a_group_is_tuned_once_per_process(searched):
            threads=1, seed=9)  # another seed: another validation run
     tuned_params(*args)
     assert _tune.cache_info().misses == misses + 1
+
+
+
+def fused_ties() -> dict:
+    """Two runs with ties and ids of several lengths fused three ways, a ranx Run of one
+    scored (pipeline.score), and how many of numba's typed Dict and List methods this process
+    has compiled so far."""
+    import numpy as np
+    from numba.core.registry import CPUDispatcher
+    from numba.typed import typeddict, typedlist
+
+    import pipeline
+    from pipeline.retrieval.fusion import _ranx, _ranx_run
+
+    rng = np.random.default_rng(4)
+    runs = [pl.DataFrame({"query": np.repeat(np.arange(30), 40),
+                          "doc": rng.choice(10 ** np.arange(1, 7), 1200)
+                          + rng.integers(0, 9, 1200),
+                          "score": rng.integers(0, 6, 1200) / 2.0})
+            .unique(["query", "doc"], keep="first", maintain_order=True) for _ in range(2)]
+    ranx = _ranx()
+    out: dict = {}
+    for method, norm in (("sum", "min-max"), ("rrf", None), ("mnz", "min-max")):
+        fused = ranx.fuse([_ranx_run(r) for r in runs], norm=norm, method=method)
+        out[method] = sorted(map(list, fused.to_dataframe().itertuples(index=False)))
+    qrels = ranx.Qrels({str(q): {str(d): 1 for d in runs[1].filter(pl.col("query") == q)["doc"][:3]}
+                        for q in range(30)})
+    out["scores"] = pipeline.score(qrels, ranx.Run(fused.to_dict()), ["map", "ndcg@10"])
+    out["compiled"] = sum(sum(method.stats.cache_misses.values())
+                          for module in (typeddict, typedlist) for method in vars(module).values()
+                          if isinstance(method, CPUDispatcher))
+    return out
+
+
+# fused_ties in a fresh process; argv[1] "off": numba's typed-container methods compiled in
+# the process, as before pipeline.metrics cached them
+FUSED_TIES = """
+import json, sys
+from numba.core.caching import NullCache
+from numba.core.registry import CPUDispatcher
+from numba.typed import typeddict, typedlist
+from pipeline.metrics import cache_typed_containers
+from tests.retrieval.test_fusion import fused_ties
+cache_typed_containers()  # on import of pipeline.metrics: undone below for "off"
+if sys.argv[1] == "off":
+    for module in (typeddict, typedlist):
+        for method in vars(module).values():
+            if isinstance(method, CPUDispatcher):
+                method._cache = NullCache()
+print(json.dumps(fused_ties()))
+"""
+
+
+@pytest.mark.slow
+def test_ranxs_typed_containers_load_from_cache_and_fuse_the_same():
+    """pipeline.metrics.cache_typed_containers: a process that fuses with ranx and scores a
+    ranx Run compiles none of numba's typed Dict and List methods once an earlier process
+    has (they load from numba's cache; compiling them took seconds per process), and gets
+    what a process compiling them itself gets, value for value (ties, ids of several
+    lengths, three methods, pipeline.score of a ranx Run)."""
+    from pipeline.metrics import cache_typed_containers
+
+    def fresh(mode: str) -> dict:
+        done = subprocess.run([sys.executable, "-c", FUSED_TIES, mode], capture_output=True,
+                              text=True, check=True, cwd=ROOT)
+        return json.loads(done.stdout)
+
+    assert cache_typed_containers() > 20
+    here = fused_ties()  # compiled here, or loaded: numba's cache filled either way
+    del here["compiled"]
+    cached, compiled = fresh("on"), fresh("off")
+    assert cached.pop("compiled") == 0
+    assert compiled.pop("compiled") > 0  # the check above could fail: compiling counts
+    assert cached == here and compiled == here
