@@ -37,6 +37,7 @@ TARGETS = [
     ("make eval MODEL=bm25", ["eval", "MODEL=bm25"]),
     ("make eval MODEL=random", ["eval", "MODEL=random"]),
     ("make eval", ["eval"]),  # MODEL's default, minilm: an encoder and its store
+    ("make embed", ["embed"]),  # minilm's store: every pool's papers in it
 ]
 
 
