@@ -16,7 +16,14 @@ from pathlib import Path
 
 from pipeline import layout
 from pipeline.cli.registry import COMMANDS, check_writes, comma_list
-from pipeline.cli.variables import WHERE, OneLineParser, check_command_line, derived, roots_of
+from pipeline.cli.variables import (
+    WHERE,
+    OneLineParser,
+    as_corpus,
+    check_command_line,
+    derived,
+    roots_of,
+)
 from pipeline.core.errors import InputError
 from pipeline.models import fused_name, get_model
 from pipeline.options.declared import BY_NAME, GROUPS, VARIABLES
@@ -131,7 +138,7 @@ def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     """The demo's stages on the synthetic corpus, in make's order: the corpus, its pools, each
     encoder of DEMO_MODELS embedded, each model searched and scored, with JUDGE a judged sample
     of their top ranks, the report with this run's stage times (its log started afresh)."""
-    v = argparse.Namespace(**{**vars(v), "CORPUS": layout.DEMO_CORPUS})  # whatever CORPUS
+    v = as_corpus(v, layout.DEMO_CORPUS)
     d = derived(v)
     if not v.DRY_RUN:
         layout.stage_times_path(Path(d["RUNS_ROOT"]), v.CORPUS).unlink(missing_ok=True)

@@ -125,6 +125,17 @@ def read(environ: Mapping[str, str], command_line: Mapping[str, str] | None = No
     return args
 
 
+def as_corpus(args: argparse.Namespace, corpus: str) -> argparse.Namespace:
+    """make's variables with CORPUS=`corpus`, and the defaults that follow CORPUS (SOURCE,
+    QUERIES, MDCR) taken again where not given: make demo's, whatever CORPUS says."""
+    values = {**vars(args), "CORPUS": corpus}
+    texts = {name: value for name, value in values.items() if isinstance(value, str)}
+    for var in VARIABLES:
+        if callable(var.default) and var.name not in args.GIVEN.split():
+            values[var.name] = checked_value(var, var.name, var.default(texts))
+    return argparse.Namespace(**values)
+
+
 def check_command_line(names: str) -> None:
     """A variable of make's command line that make does not know (MODLE=bm25) would be
     ignored: InputError with the nearest name."""

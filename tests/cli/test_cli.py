@@ -73,6 +73,24 @@ def test_make_n_demo_prints_its_stages_and_changes_nothing(tmp_path):
         "runs", "runs/demo", "runs/demo/stage-times.jsonl"]
 
 
+def test_make_demo_is_the_demo_corpus_whatever_corpus_says(tmp_path):
+    """make demo makes and scores the demo corpus: CORPUS on make's command line or in the
+    environment changes neither its corpus nor the defaults that follow CORPUS (SOURCE s2ag
+    for s2ag, QUERIES 50 on the demo); a value given is kept."""
+    for given, env in ((["CORPUS=other"], {}), ([], {"CORPUS": "s2ag"}),
+                       (["QUERIES=7"], {"CORPUS": "s2ag"})):
+        done = subprocess.run(["make", "--no-print-directory", "-n", "demo", f"DATA={tmp_path}",
+                               *given], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "MAKEFLAGS": "", **env})
+        assert done.returncode == 0, done.stderr
+        stages = [line.split(" --runs-root ")[1].split(" ", 1)[1]
+                  for line in done.stdout.splitlines() if " --runs-root " in line]
+        assert all(" --corpus 'demo'" in stage for stage in stages), stages
+        assert "--source 's2orc'" in stages[0], stages[0]
+        queries = "7" if given == ["QUERIES=7"] else "50"
+        assert stages[1].startswith("pool ") and f"--queries '{queries}'" in stages[1], stages
+
+
 def test_make_eval_without_pools_says_what_to_do(tmp_path):
     done = run(["make", "--no-print-directory", "eval", "CORPUS=no-such-corpus"])
     assert "make pool" in refusal(done) and not done.stdout
