@@ -98,6 +98,7 @@ the same whatever the threads.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
@@ -158,30 +159,42 @@ class Lists:
     counts: np.ndarray
     group: np.ndarray | None = None
 
-    @property
+    # computed once per Lists (the arrays are not changed after it is made): the estimators
+    # and the jackknife's replicates read each several times
+    @functools.cached_property
     def per(self) -> np.ndarray:
         """(L, H + 1): N_h / n_h, 0 where nothing is judged."""
         return np.divide(self.sizes, self.judged, out=np.zeros(self.sizes.shape),
                          where=self.judged > 0)
 
-    @property
+    @functools.cached_property
     def weight(self) -> np.ndarray:
         """(L, D): 1 / the inclusion probability of each known candidate, 0 where unknown."""
         at = np.take_along_axis(self.per, np.maximum(self.code, 0), axis=1)
         return np.where(self.grade >= 0, at, 0.0)
 
-    @property
+    @functools.cached_property
     def totals(self) -> np.ndarray:
         """(L, G): the estimated number of candidates of grade g = 1..G in the query's qrels
         and frame (Horvitz-Thompson: each stratum's judged count times N_h / n_h; the ideal
         DCG's counts, their sum R)."""
         return np.einsum("lh,lhg->lg", self.per, self.counts[:, :, 1:])
 
+    @functools.cached_property
+    def relevant_above(self) -> tuple[np.ndarray, np.ndarray]:
+        """(L, D) each, per rank: xinfAP's and statAP's estimated relevant candidates ranked
+        above it (`_relevant_above`)."""
+        known = self.grade >= 0
+        return _relevant_above(self, known, known & (self.grade >= RELEVANT))
+
 
 def _above(flags: np.ndarray) -> np.ndarray:
-    """How many of `flags` lie strictly above each rank (an exclusive cumulative sum)."""
-    counts = np.cumsum(flags, axis=1, dtype=np.float64)
-    return counts - flags
+    """How many of `flags` (booleans) lie strictly above each rank (an exclusive cumulative
+    sum), as float64. Counted in int32 (exact, as float64's), then converted: numpy's
+    cumulative sum casting booleans to float64 takes about three times as long."""
+    counts = np.cumsum(flags, axis=1, dtype=np.int32)
+    counts -= flags
+    return counts.astype(np.float64)
 
 
 def _cumulative_discount(top: int) -> np.ndarray:
@@ -256,7 +269,7 @@ def _point(lists: Lists, cutoffs: tuple[int, ...], names: tuple[str, ...]
     if any(name.endswith("AP") for name in names):
         total = totals.sum(axis=1)
         hits = np.where(relevant, lists.weight, 0.0)
-        for name, above in zip(("infAP", "statAP"), _relevant_above(lists, known, relevant),
+        for name, above in zip(("infAP", "statAP"), lists.relevant_above,
                                strict=True):
             out[name] = np.divide((hits * (1.0 + above) / rank).sum(axis=1), total,
                                   out=np.zeros(length), where=total > 0)
@@ -417,7 +430,7 @@ def _stat_parts(lists: Lists) -> tuple[np.ndarray, np.ndarray]:
     known = lists.grade >= 0
     relevant = known & (lists.grade >= RELEVANT)
     rank = np.arange(1, lists.code.shape[1] + 1, dtype=np.float64)
-    above = _relevant_above(lists, known, relevant)[1]
+    above = lists.relevant_above[1]
     hits = np.where(relevant, lists.weight, 0.0)
     return (hits * (1.0 + above) / rank).sum(axis=1), above
 
