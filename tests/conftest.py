@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -112,7 +113,7 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-# ---- make test's schedule (pyproject's addopts: --dist loadgroup) ----------------------------
+# ---- make test's schedule (pyproject's addopts: --dist loadscope; Units below) ----------------
 # xdist hands a worker one unit of work at a time, in the order of the collection, and another
 # when it has fewer than three tests left: the costliest units go first, so none starts late
 # and leaves one worker running alone at the end (test_faults and the SLURM tests, last in the
@@ -169,7 +170,9 @@ def rank(item: pytest.Item) -> int:
                default=len(LONG_FIRST))
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (--dist loadgroup)
+UNITS = "schedule-units.json"  # nodeid -> its unit, in the run's folder, for the controller
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if (item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES
@@ -178,8 +181,6 @@ def pytest_collection_modifyitems(config, items):
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return  # one process: every test keeps its place
     groups = shared_fixture_groups(items)
-    for item in groups:
-        item.add_marker(pytest.mark.xdist_group(groups[item]))
     first: dict[str, tuple[int, int]] = {}  # unit -> (its rank, its first test's place)
     for at, item in enumerate(items):
         unit = groups.get(item, item.nodeid)
@@ -187,6 +188,35 @@ def pytest_collection_modifyitems(config, items):
         first[unit] = (min(place[0], rank(item)), place[1])
     order = {item: (*first[groups.get(item, item.nodeid)], at) for at, item in enumerate(items)}
     items.sort(key=order.__getitem__)
+    # for the controller's Units (each worker writes the same, whole, by a rename)
+    out = run_folder(config._tmp_path_factory) / UNITS
+    temporary = out.with_name(f"{UNITS}.{os.environ['PYTEST_XDIST_WORKER']}")
+    temporary.write_text(json.dumps({item.nodeid: groups.get(item, item.nodeid)
+                                     for item in items}))
+    os.replace(temporary, out)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadscope (pyproject's addopts) as Units: xdist's scheduler of whole units, the
+    units those the workers' collection wrote (UNITS), in their order (no reordering)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Units(LoadScopeScheduling):
+        """A test's unit is the one UNITS names (itself where none is named)."""
+
+        units: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.units is None:
+                path = config._tmp_path_factory.getbasetemp() / UNITS
+                self.units = json.loads(path.read_text()) if path.exists() else {}
+            return self.units.get(nodeid, nodeid)
+
+    config.option.loadscopereorder = False  # the collection's order is the schedule
+    return Units(config, log)
 
 
 def pytest_runtest_setup(item):
