@@ -134,7 +134,7 @@ def build_corpus(data: Data | str | os.PathLike, name: str, *,
                  shards: int | None = None, seed: int | None = None,
                  raw: str | os.PathLike | None = None, source: str | None = None,
                  fos_source: str = default("FOS_SOURCE"), strict: bool = False,
-                 citations: str = default("CITATIONS"), min_citations: int = 3,
+                 citations: str = default("CITATIONS"), min_citations: int | None = None,
                  workers: int = default("THREADS")) -> Path:
     """Make corpus `name`: ingest its raw shards and prefilter them; return its folder.
 
@@ -143,7 +143,8 @@ def build_corpus(data: Data | str | os.PathLike, name: str, *,
     papers, or a SyntheticConfig), synthetic S2ORC shards are written into
     corpora/<name>/s2orc first (`shards` of them, from `seed`: SyntheticConfig's defaults when
     not given; never into a `raw` folder of the user's). Each stage is a no-op when its
-    outputs are current. `workers`: THREADS's default."""
+    outputs are current. `workers`: THREADS's default; `min_citations`: None, the
+    prefilter's (3, MDCR §3)."""
     from pipeline.ingest import ingest, prefilter
     from pipeline.options.declared import BY_NAME
     from pipeline.readers import reader
@@ -170,7 +171,8 @@ def build_corpus(data: Data | str | os.PathLike, name: str, *,
         generate(raw_folder, cfg, workers=workers)
     ingest(raw_folder, corpus_dir, strict=strict, workers=workers, source=source,
            fos_source=fos_source)
-    prefilter(corpus_dir, citations, min_citations)  # type: ignore[arg-type]
+    prefilter(corpus_dir, citations,  # type: ignore[arg-type]
+              **({} if min_citations is None else {"min_citations": min_citations}))
     return corpus_dir
 
 

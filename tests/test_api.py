@@ -274,6 +274,13 @@ def test_build_corpus_from_synthetic_shards(tmp_path):
     assert pipeline.build_corpus(data, "mini", synthetic=1500, shards=1, seed=3) == corpus
     # current outputs are kept, not made again
     assert {p: p.stat().st_mtime_ns for p in sorted(corpus.rglob("*")) if p.is_file()} == made
+    # min_citations: the prefilter's own default (3, MDCR's), unless given
+    def recorded() -> list[str]:
+        return re.findall(r'"min_citations": (\d+)', (corpus / "manifest.json").read_text())
+
+    assert recorded() == ["3"]
+    pipeline.build_corpus(data, "mini", synthetic=1500, shards=1, seed=3, min_citations=5)
+    assert recorded() == ["5"]
 
 
 BAD_NAMES = ("", "../corpora/x", "a/b", "..", ".hidden", "x\n")

@@ -444,7 +444,7 @@ DECLARED: tuple[Variable, ...] = (
     A("pool", "str", pool_name, none=True, functions=("import_run",)),  # None: the whole run
     A("corpus", "str", corpus_name, none=True, functions=("variance", "topic_set_size")),
     A("synthetic", "synthetic", parse_size, none=True), A("shards", "int", synth_shard_count),
-    A("min_citations", "int", non_negative), A("spec", "pool_spec", none=True),
+    A("min_citations", "int", non_negative, none=True), A("spec", "pool_spec", none=True),
     A("size", "size", parse_size), A("field", "str", none=True),
     A("repeat", "int", non_negative), A("query_year", "int", non_negative),
     A("max_year", "int", non_negative), A("min_positives", "int", positive),
