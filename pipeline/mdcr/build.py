@@ -225,8 +225,11 @@ def _shortfalls(parts: dict[str, pl.DataFrame], queries: pl.DataFrame, positives
     return out
 
 
+JACCARD_DEPTH = 10  # the highest-ranked negatives negative_jaccard compares by default
+
+
 def negative_jaccard(place: Place, models: list[str], seed: int = 0,
-                     depth: int = 10) -> pl.DataFrame:
+                     depth: int = JACCARD_DEPTH) -> pl.DataFrame:
     """MDCR §4's choice of model-based types: for each pair of models, the Jaccard index between
     their `depth` highest-ranked negatives (papers the query does not cite), averaged over the
     queries of each field-level test pool, then over fields. Low: the models err differently."""

@@ -197,7 +197,7 @@ def test_mdcr_benchmark_chain(raw_corpus, corpus_dir, tmp_path_factory):
     report = make(root, "report", "CORPUS=mdcr").stdout
     assert "MDCR Table 3" in report and "| bm25 |" in report
     jaccard = make(root, "mdcr-jaccard", "MODELS=bm25,random").stdout
-    assert "| bm25 | random |" in jaccard
+    assert "| bm25 | random |" in jaccard and "the 10 highest-ranked negatives" in jaccard
     for args, message in ((("mdcr", "MDCR_MODELS=nope"), "MDCR_MODELS: 'nope'"),
                           (("import-mdcr", "CORPUS=x"), "needs SRC="),
                           (("mdcr-jaccard",), "needs MODELS="),

@@ -49,15 +49,16 @@ def cmd_mdcr(args: argparse.Namespace) -> None:
 @command("mdcr-jaccard", "average Jaccard index between models' highest-ranked negatives on "
          "the field-level pools (picks MDCR_MODELS)",
          arg("--models", required=True, help="two or more models, separated by commas"),
-         arg("--depth", type=positive, default=10, help="negatives compared per query"),
+         arg("--depth", type=positive, help="negatives compared per query (default: "
+             "pipeline/mdcr/build.py's JACCARD_DEPTH)"),
          writes=("runs", "times"))
 def cmd_mdcr_jaccard(args: argparse.Namespace) -> None:
-    from pipeline.mdcr.build import negative_jaccard
+    from pipeline.mdcr.build import JACCARD_DEPTH, negative_jaccard
     from pipeline.report.build import jaccard_report
 
-    place = place_of(args)
-    table = negative_jaccard(place, comma_list(args.models), args.seed, args.depth)
-    print(jaccard_report(table, place.runs_root, args.corpus, args.depth))
+    place, depth = place_of(args), args.depth or JACCARD_DEPTH
+    table = negative_jaccard(place, comma_list(args.models), args.seed, depth)
+    print(jaccard_report(table, place.runs_root, args.corpus, depth))
 
 
 command_of(api.export_mdcr, "export-mdcr", "write a benchmark corpus in the official layout: "
