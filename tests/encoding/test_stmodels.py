@@ -36,7 +36,6 @@ from tests.conftest import (
 )
 
 pytestmark = pytest.mark.slow  # encodes with a model
-st = pytest.importorskip("sentence_transformers")
 
 POOL = pool_of(POOL_SIZES[0])
 PROMPTS = {"query": "Instruct: find papers this paper cites\nQuery: ", "document": "passage: "}
@@ -96,7 +95,9 @@ def backbones(corpus_dir, tmp_path_factory) -> dict[str, Path]:
 def references(folder: Path, papers) -> tuple[np.ndarray, np.ndarray]:
     """sentence-transformers' own document and query vectors of the papers, in batches of
     mixed lengths (padded on the tokenizer's side)."""
-    model = st.SentenceTransformer(str(folder), device="cpu")
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(folder), device="cpu")
     texts = texts_of(papers)
     return (model.encode_document(texts, batch_size=4, convert_to_numpy=True),
             model.encode_query(texts, batch_size=4, convert_to_numpy=True))
@@ -174,7 +175,9 @@ def real(request) -> RealWeights:
     folder = Path(request.getfixturevalue("mpnet_folder") if name == "mpnet"
                   else model_source(get_model(name)))
     st_name, dim, max_seq_length, attention, pool, papers = REAL[name]
-    return RealWeights(name, st_name, folder, st.SentenceTransformer(str(folder), device="cpu"),
+    from sentence_transformers import SentenceTransformer
+
+    return RealWeights(name, st_name, folder, SentenceTransformer(str(folder), device="cpu"),
                        dim, max_seq_length, attention, pool, papers)
 
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 
-import mteb
 import pytest
-from mteb._evaluators.retrieval_metrics import calculate_retrieval_scores
 
 import pipeline
 from pipeline.core.errors import InputError
@@ -28,6 +26,9 @@ from tests.external.test_judged import (  # noqa: F401
 
 
 def test_mteb_results_read_back_by_mteb_equal_mtebs_own_scores(imported, tmp_path):  # noqa: F811
+    import mteb  # here, not at the top: collecting the module loads no mteb
+    from mteb._evaluators.retrieval_metrics import calculate_retrieval_scores
+
     corpus, root, _ = imported
     runs = tmp_path / "runs"
     place, means = bm25_means(corpus, root, runs)
@@ -128,6 +129,8 @@ def test_export_mteb_replaces_only_its_own_results_of_the_same_pool(
 def test_make_export_mteb(scidocs, tmp_path):  # noqa: F811
     """make export-mteb CORPUS= MODEL= OUT=: searches and scores first (make eval), then
     writes a TaskResult per pool."""
+    import mteb
+
     stamp = tmp_path / "stamp"
     stamp.touch()
     data = tmp_path / "data"

@@ -14,9 +14,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-# scikit-learn comes with mteb (the test extra): the independent weighted kappa
-from sklearn.metrics import cohen_kappa_score
-
 import pipeline
 from pipeline.core.errors import InputError
 from pipeline.judging.agreement import (
@@ -80,7 +77,10 @@ def stand_in(grades: dict):
 
 
 def sklearn_row(expert: dict, assessor: dict, keys: list) -> dict[str, float]:
-    """The kappas and exact agreement of `keys`' pairs, computed by scikit-learn."""
+    """The kappas and exact agreement of `keys`' pairs, computed by scikit-learn (it comes
+    with mteb, the test extra): the independent weighted kappa."""
+    from sklearn.metrics import cohen_kappa_score
+
     a = [expert[k] for k in keys]
     b = [assessor[k] for k in keys]
     return {"kappa_linear": cohen_kappa_score(a, b, labels=GRADES, weights="linear"),
@@ -160,6 +160,8 @@ def test_a_perturbed_expert_has_sklearns_kappas_and_polars_confusion_per_facet(c
 
 
 def test_the_expert_agrees_with_itself_and_a_reversed_scale_disagrees(csf):
+    from sklearn.metrics import cohen_kappa_score
+
     data, _, grades = csf
     expert = expert_pairs(data.corpus("csf"))
     same = agreement(expert, frame_of(grades))

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from sklearn.metrics import cohen_kappa_score
 
 import pipeline
 from pipeline.core.errors import InputError
@@ -173,6 +172,8 @@ def test_the_reports_section_is_the_estimators_on_the_same_files(judged):
 
 
 def test_judge_agreement_through_the_api_is_sklearns_kappa(csf):  # noqa: F811
+    from sklearn.metrics import cohen_kappa_score
+
     data, _, grades = csf
     result = pipeline.judge_agreement(data, "csf", "standin:0")
     table = pl.read_parquet(agreement_paths(data.runs, "csf", "standin-0")[0])
