@@ -15,14 +15,19 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import polars as pl
 import pytest
 
+from pipeline.layout import Place
+from pipeline.models import get_model
 from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.report.build import report
+from pipeline.slurm import missing_per_shard
+from tests.conftest import built_once
 from tests.test_errors import POOL, ROOT, _snapshot, cli, with_pool
 
 
@@ -229,18 +234,33 @@ def _embed(root: Path, tiny_bert: Path, device: str) -> list[str]:
                str(tiny_bert), "--pool", POOL, "--device", device)
 
 
+def _embedded(place: Path, corpus_dir: Path, tiny_bert: Path) -> None:
+    """Fill `place` with a data root `data` whose pool's papers the tiny BERT (`tiny-bert`,
+    copied: the store records its path) embedded on the CPU, then embedded again with nothing
+    left to embed (still fine)."""
+    root, model = place / "data", Path(shutil.copytree(tiny_bert, place / "tiny-bert"))
+    with_pool(root, corpus_dir)
+    first = _run(_embed(root, model, "cpu"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert _run(_embed(root, model, "cpu")).returncode == 0  # nothing left: still fine
+
+
 @pytest.mark.slow
 @pytest.mark.cpu_only  # a GPU node has --device cuda
 @pytest.mark.parametrize("device", ["cuda", "cuda:1"])
-def test_absent_gpu_is_refused_when_nothing_is_left_to_embed(device, corpus_dir, tiny_bert,
+def test_absent_gpu_is_refused_when_nothing_is_left_to_embed(device, request, tmp_path_factory,
                                                              tmp_path):
-    root = tmp_path / "data"
-    with_pool(root, corpus_dir)
-    first = _run(_embed(root, tiny_bert, "cpu"))
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert _run(_embed(root, tiny_bert, "cpu")).returncode == 0  # nothing left: still fine
+    """The embedded data root is built once per test run, for both devices and both of make
+    test's workers (conftest's built_once); each device is refused on a copy of it, whose
+    store is checked to hold every paper of the pool first."""
+    place = built_once(tmp_path_factory, "gpu-refusal", lambda place: _embedded(
+        place, request.getfixturevalue("corpus_dir"), request.getfixturevalue("tiny_bert")))
+    root = Path(shutil.copytree(place / "data", tmp_path / "data", symlinks=True))
+    corpus = root / "corpora" / "c"
+    assert missing_per_shard(Place(corpus, root / "indexes", root / "runs"),
+                             get_model("scibert"), [POOL], 1) == [0]  # nothing left
     before = _snapshot(root)
-    line = _one_line(_run(_embed(root, tiny_bert, device)))
+    line = _one_line(_run(_embed(root, place / "tiny-bert", device)))
     assert re.search(rf"--device {device}: no CUDA GPU", line), line
     assert _snapshot(root) == before  # no stage time, no store change
 
