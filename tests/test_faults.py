@@ -78,12 +78,10 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THR
 # status that of SystemExit; atexit handlers run), writes the child's pid, waits for it and
 # writes its exit status (negative: the signal). Only libraries that start no thread at import
 # are preloaded (polars and pyarrow start allocator threads, whose locks a fork could copy
-# held): a zygote with a second thread refuses to fork. The eval stage's ranx imports
-# scipy.stats, matplotlib and ir_datasets (most of its 3 to 8 s of imports, in each of the six
-# eval runs); pandas, which starts a thread, it imports after the fork.
+# held): a zygote with a second thread refuses to fork.
 PRELOAD = ("numpy", "scipy", "numba", "torch", "transformers",
            "transformers.models.bert.modeling_bert", "faiss", "tokenizers", "safetensors",
-           "pipeline.cli.main", "scipy.stats", "matplotlib.pyplot", "ir_datasets")
+           "pipeline.cli.main")
 ZYGOTE = """
 import json, os, runpy, sys
 for name in sys.argv[1:]:
