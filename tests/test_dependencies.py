@@ -87,7 +87,9 @@ def setup_installs(tmp_path: Path) -> list[list[str]]:
     done = subprocess.run(["make", "--no-print-directory", "-n", "setup", "setup-gpu",
                            f"PYTHON={sys.executable}", f"VENV={tmp_path / 'venv'}"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "MAKEFLAGS": ""})
+                          env={**{k: v for k, v in os.environ.items()  # make test STAMP=..
+                                  if k not in ("STAMP", "PY", "VENV", "PYTHON")},
+                               "MAKEFLAGS": ""})
     assert done.returncode == 0, done.stderr[-2000:]
     commands = [shlex.split(line) for line in done.stdout.splitlines()
                 if line.strip() and not line.lstrip().startswith("#")]
