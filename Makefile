@@ -93,6 +93,6 @@ test: check $(STAMP)
 	$(WORKERS) && $(call q,$(VENV)/bin/ruff) check pipeline tests benchmarks notebooks && \
 	$(call q,$(PY)) -m pytest -q -n "$$w"
 
-# The suite without the tests marked slow (the whole pipeline through make, a SLURM cluster).
+# The suite without the tests marked slow (make chains, SLURM), on xdist's plain schedule.
 test-fast: check $(STAMP)
-	$(WORKERS) && $(call q,$(PY)) -m pytest -q -m "not slow" -n "$$w"
+	$(WORKERS) && $(call q,$(PY)) -m pytest -q -m "not slow" -n "$$w" --dist load
