@@ -200,8 +200,8 @@ def keyword(name: str, kind: str, check: Callable[[str], object] | None = None, 
             ) -> Variable:
     """An argument of the Python API with no make variable (a run given as a DataFrame, a
     test's name): its kind, its value's check, whether None is accepted there; with `stages`,
-    also an option of those commands (--stale-only) that make passes itself (cli/registry.py
-    search_argv): its `help`, its `default` there."""
+    also an option of those commands (--stale-only) that make passes itself (cli/goals.py
+    search): its `help`, its `default` there."""
     return Variable(name, default, check, help, "api", keywords=(name,), kind=kind, none=none,
                     functions=functions, variable=False, stages=stages,
                     switch=kind == "bool", changes_run=changes_run)
@@ -458,7 +458,7 @@ DECLARED: tuple[Variable, ...] = (
     A("resamples", "int", positive), A("deltas", "deltas"), A("draws", "counts"),
     A("program", "str", named, functions=("verify_data",)),  # a repair's: mdcr-pipeline
     A("program", "str", named, none=True, functions=("search", "embed")),  # None: Python's
-    # the commands' own options, which make passes itself (cli/registry.py search_argv)
+    # the commands' own options, which make passes itself (cli/goals.py search, score)
     A("pool", "pools", pool_name, none=True, functions=("search", "embed"),  # None: all
       stages=("index", "search", "embed", "submit-embed", "after-embed", "eval"),
       help="pool name (repeatable; default all)", changes_run=False),
