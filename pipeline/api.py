@@ -552,7 +552,7 @@ def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = defaul
                              f"evaluate its runs first (pipeline.evaluate, or make eval "
                              f"CORPUS={corpus})")
         data.results()
-    return build(data.runs, corpus, seed, data.corpora, *lists)
+    return build(data.runs, corpus, seed, data.corpora, *lists, index_root=data.indexes)
 
 
 def verify_data(data: Data | str | os.PathLike, *folders: str | os.PathLike,

@@ -272,7 +272,7 @@ def replace_before_array(place: Place, entry: ModelEntry, model_path: str | None
     refused until it has ended."""
     if not entry.embedded:
         return
-    from pipeline.encoding.embed import changed_identity, check_identity
+    from pipeline.encoding.embed import changed_identity, check_identity, model_variables
     from pipeline.layout import store_dir
 
     store = store_dir(place.index_root, place.corpus, entry.name)
@@ -282,10 +282,9 @@ def replace_before_array(place: Place, entry: ModelEntry, model_path: str | None
             raise InputError(f"REPLACE=1 would remove {store}, which embed array {job} "
                              f"(still queued or running) writes into: wait for it to end, "
                              f"or cancel it (scancel {job}), then submit again")
-    given = () if model_path is None else (("MODEL_PATH", str(model_path)),)
     check_identity(place, entry, model_path, replace, repair=Repair(
         "embed", place.corpus, entry.name,
-        (*given, ("EXECUTOR", "slurm"), ("REPLACE", "1"))))
+        (*model_variables(entry, model_path), ("EXECUTOR", "slurm"), ("REPLACE", "1"))))
 
 
 def submit_embed(place: Place, model: str, num_shards: int, resources: Resources,

@@ -31,7 +31,6 @@ running it, once, repairs the data verify read and not the checkout's own.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,12 +42,18 @@ from pipeline.core.files import read_json
 from pipeline.core.inputs import KINDS, Roots, changed
 from pipeline.core.repair import PIPELINE, Placeholder, Repair, Where
 from pipeline.corpus.manifest import VOUCHED_BY, corpus_repair, download_repair, raw_repair
-from pipeline.encoding.embed import MODEL_IDENTITY, MODEL_PATH_KEY
-from pipeline.encoding.identity import identity_change, model_identity
-from pipeline.encoding.objects import known_model
 from pipeline.encoding.store import store_repair
-from pipeline.judging.assessor import GRADES, LOG_VERSION
-from pipeline.judging.stage import SAMPLE_STAGE, folder_repair, sampling_repair
+from pipeline.judging.assessor import LOG_VERSION
+from pipeline.judging.files import (
+    MOVE_LOG,
+    SpecialFile,
+    described_assessor,
+    line_repair,
+    log_lines,
+    open_regular,
+    parse_record,
+)
+from pipeline.judging.stage import SAMPLE_STAGE, changed_runs, folder_repair, sampling_repair
 from pipeline.layout import (
     ANALYSED,
     BM25_INDEX,
@@ -68,7 +73,6 @@ from pipeline.layout import (
     judging_page_path,
     judgments_manifest,
     manifest_globs,
-    model_digests_path,
     parse_pool_name,
     pool_names,
     pools_dir,
@@ -78,18 +82,16 @@ from pipeline.layout import (
     run_file_parts,
     run_files,
     run_paths,
-    store_dir,
     store_parts_glob,
     table_file,
 )
-from pipeline.models import get_model
 from pipeline.pools.build import list_problem, pool_repair, retire_repair, validation_pools
 from pipeline.pools.exclusions import NO_LIST, read_list
 from pipeline.readers import SOURCES
 from pipeline.report.provenance import recorded_repair
 from pipeline.retrieval.bm25.lucene import index_repair
 from pipeline.retrieval.bm25.store import store_repair as analysed_repair
-from pipeline.retrieval.runs import recorded_run_repair, run_repair
+from pipeline.retrieval.runs import model_problem, recorded_run_repair, run_repair
 from pipeline.roots import where
 
 log = logging.getLogger(__name__)
@@ -274,59 +276,22 @@ def check_manifest(path: Path, data: Roots, deep: bool) -> list[Problem]:
 
 
 def _changed_runs(path: Path, info: dict, data: Roots, deep: bool) -> list[str]:
-    """Why a pool's sample is stale: a run it was drawn from (its manifest's `inputs`, model
-    -> fingerprint) is gone or changed since (make judge draws it again)."""
+    """Why a pool's sample is stale (judging.stage.changed_runs, as the report asks)."""
     if info.get("stage") != SAMPLE_STAGE or data.runs is None:
         return []
     parts = path.relative_to(data.runs).parts  # <corpus>/<pool>/judgments/[<sampling>/]...
-    reasons = []
-    for model, recorded in sorted((info.get("inputs") or {}).items()):
-        run = run_paths(data.runs, parts[0], parts[1], model).parquet
-        if isinstance(recorded, dict) and file_problem(run, recorded, deep):
-            reasons.append(f"the run of {model} it was drawn from is gone or changed since")
-    return reasons
-
-
-def _model_change(store: Path, data: Roots) -> str | None:
-    """What changed in the model a store was embedded by, since (its model identity now,
-    from the MODEL_PATH its manifest records, else the model's package or hub cache: the
-    stat cache, nothing loaded); None when nothing did, or it cannot be said (a model of the
-    user's, a folder gone: said in the log)."""
-    try:
-        info = read_json(store / MANIFEST)
-        made = info.get("config", {}).get(MODEL_IDENTITY)
-        if not made or not known_model(store.name):
-            return None
-        now = model_identity(get_model(store.name), info.get(MODEL_PATH_KEY),
-                             cache=model_digests_path(data.indexes), save=False)
-    except (InputError, OSError) as exc:
-        log.info(f"[verify] {store}: its model cannot be checked now ({exc}); not a problem")
-        return None
-    return identity_change(made, now)
+    return changed_runs(data.runs, parts[0], parts[1], info, deep)
 
 
 def _changed_model(path: Path, info: dict, kind: str, data: Roots) -> list[Problem]:
-    """A store whose model identity changed since it was embedded (weights swapped, another
-    checkpoint behind MODEL_PATH), and each run searched from such a store: STALE, repaired
-    by embedding again with REPLACE=1 (which removes the store and its runs)."""
-    if data.indexes is None:
+    """A store whose model identity changed since it was embedded, and each run searched from
+    such a store: STALE (runs.model_problem, which collect and the report ask too)."""
+    corpus = _corpus_of(path, data)
+    if data.indexes is None or corpus is None:
         return []
-    if kind == "store":
-        stores = [path.parent]
-    else:
-        corpus = _corpus_of(path, data)
-        stores = sorted({store_dir(data.indexes, corpus, label.split("/")[3])
-                         for label in info.get("inputs", {})
-                         if label.startswith(f"indexes/@/{EMBEDDINGS}/")} if corpus else set())
-    for store in stores:
-        if change := _model_change(store, data):
-            source = read_json(store / MANIFEST).get(MODEL_PATH_KEY)
-            fix = Repair("eval", store.parent.parent.name, store.name, (
-                *((("MODEL_PATH", source),) if source else ()), ("REPLACE", "1")))
-            what = "its model" if kind == "store" else f"the model of {store}"
-            return [Problem("STALE", path, f"{what} changed since it was embedded ({change})",
-                            fix)]
-    return []
+    found = model_problem({**info, "parameters": {"model": path.parent.name}}
+                          if kind == "store" else info, data.indexes, corpus, kind)
+    return [Problem("STALE", path, *found)] if found else []
 
 
 def _in_temporary(path: Path, data: Roots) -> bool:
@@ -459,43 +424,32 @@ def _log_problems(path: Path, corpus: str) -> list[Problem]:
     """An assessor's log (append-only, resumable: docs/judging.md): its first line describes
     an assessor, every other line is a judgment (CORRUPT otherwise: moved away, its pairs are
     asked again), its last line is whole (PARTIAL otherwise: the next make judge drops it and
-    asks that pair again). A grade changed into another grade is a judgment still: no
+    asks that pair again). Every line is checked by the rules the log's reader applies
+    (judging/files.py: a grade an integer 0-3 or null, each field of its type), and named
+    with the same repair. A grade changed into another grade is a judgment still: no
     checksum can vouch for a file that grows by a line per pair."""
     try:
-        data = path.read_bytes()
+        with open_regular(path) as handle:
+            data = handle.read()
+    except SpecialFile:
+        return [Problem("CORRUPT", path, "is not a regular file (a device, a pipe or a socket)",
+                        MOVE_LOG)]
     except OSError as exc:
         return [Problem("CORRUPT", path, f"cannot be read ({exc})", MOVE_LOG)]
-    whole, _, cut = data.rpartition(b"\n")
-    lines = whole.decode(errors="replace").split("\n") if whole else []
-    head = _json_line(lines[0]) if lines else None
-    assessor = head.get("assessor") if isinstance(head, dict) else None
-    if lines and not (isinstance(assessor, dict) and head.get("judging_log") == LOG_VERSION):
+    lines, cut = log_lines(data)
+    assessor = described_assessor(lines[0], LOG_VERSION) if lines else None
+    if lines and assessor is None:
         return [Problem("CORRUPT", path, "its first line does not describe an assessor",
                         MOVE_LOG)]
     for number, line in enumerate(lines[1:], 2):
-        if not _is_judgment(_json_line(line)):
-            return [Problem("CORRUPT", path, f"line {number} is not a judgment", MOVE_LOG)]
+        _, why = parse_record(line)
+        if why is not None:
+            return [Problem("CORRUPT", path, f"line {number} is not a judgment: {why}",
+                            line_repair(number))]
     if cut:
         return [Problem("PARTIAL", path, "its last line was cut short (a run stopped while "
                         "writing it)", sampling_repair(corpus, None, assessor))]
     return []
-
-
-MOVE_LOG = Repair("", note="move it away and judge again: its pairs are asked again")
-
-
-def _json_line(line: str) -> object:
-    try:
-        return json.loads(line)
-    except ValueError:
-        return None
-
-
-def _is_judgment(record: object) -> bool:
-    """Whether a log line's record is a judgment (as the log's reader takes it)."""
-    return (isinstance(record, dict) and isinstance(record.get("query"), str)
-            and isinstance(record.get("doc"), str) and isinstance(record.get("replies"), list)
-            and (record.get("grade") is None or record.get("grade") in GRADES))
 
 
 def _debris(data: Roots) -> list[Problem]:

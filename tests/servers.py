@@ -28,7 +28,10 @@ class LocalServer(ThreadingHTTPServer):
     until `release` is set), drop (the connection closed unanswered), 400 (scripted), 401, 403,
     404, 413 and echo503 (an error echoing the Authorization header, as a careless server),
     429 (Retry-After: 2), long429 (Retry-After: 1000), 503, redirect (307 to a URL holding
-    URL_SECRET), notjson (a 200 that is not JSON, echoing the Authorization header).
+    URL_SECRET), notjson (a 200 that is not JSON, echoing the Authorization header);
+    echo400 and echo400text (a 400 echoing the Authorization header after `pad` characters:
+    a JSON error, plain text); trickle (a 200 of Content-Length 100,000 sent a byte every
+    `trickle_every` seconds) and trickleheaders (its headers sent so).
     Embeddings: short (the last embedding left out), dim (one value fewer), reverse (the data
     in reverse order, indices kept), base64 (embeddings as strings), a VALUES name (every
     number that value), huge (`huge_size` bytes of numbers, chunked, without Content-Length).
@@ -51,6 +54,8 @@ class LocalServer(ThreadingHTTPServer):
         self.in_flight = self.most_in_flight = 0  # requests being answered at once
         self.held, self.release = threading.Event(), threading.Event()
         self.huge_size = 0
+        self.pad = 0  # characters before the Authorization header an echo repeats
+        self.trickle_every = 0.2  # seconds between the bytes of a trickled reply
         self.transform: Callable[[np.ndarray], np.ndarray] | None = None  # on every vector
         self.waits: list[float] = []  # the tests' counted retry waits
 
@@ -125,8 +130,15 @@ class Handler(BaseHTTPRequestHandler):
         if fault == "redirect":
             return self._send(307, {}, {"Location": f"http://user:{URL_SECRET}@elsewhere."
                                                     f"invalid{self.path}?token={URL_SECRET}"})
+        echoed = "x" * server.pad + "Authorization: " + self.headers.get("Authorization", "")
+        if fault == "echo400":
+            return self._send(400, {"error": {"message": echoed, "code": 400}})
+        if fault == "echo400text":
+            return self._send(400, echoed, {"Content-Type": "text/plain"})
         if fault == "notjson":
-            return self._send(200, f"<html>not an API: {said}</html>")
+            return self._send(200, f"<html>not an API: {'x' * server.pad}{said}</html>")
+        if fault in ("trickle", "trickleheaders"):
+            return self._trickle(fault == "trickleheaders")
         if self.path not in (EMBEDDINGS, CHAT):
             return self._send(404, {"error": {"message": f"no route {self.path}"}})
         if body.get("model") != server.name:
@@ -201,6 +213,24 @@ class Handler(BaseHTTPRequestHandler):
             for _ in range(self.server.huge_size // len(chunk)):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
             self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client hung up
+            pass
+        self._drop()
+
+    def _trickle(self, headers: bool) -> None:
+        """A 200 reply of Content-Length 100,000 sent a byte every `trickle_every` seconds
+        (its headers too: `headers`), until the client hangs up or `release` is set."""
+        server = self.server
+        self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        if not headers:
+            self.wfile.write(b"Content-Type: application/json\r\n"
+                             b"Content-Length: 100000\r\n\r\n")
+        try:
+            for _ in range(100_000):
+                self.wfile.write(b"X" if headers else b" ")
+                self.wfile.flush()
+                if server.release.wait(server.trickle_every):
+                    break
         except OSError:  # the client hung up
             pass
         self._drop()

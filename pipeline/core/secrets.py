@@ -5,7 +5,11 @@ message, log line, manifest or report ever holds a secret (docs/errors.md, "Secr
 
 from __future__ import annotations
 
+import html
+import json
+import re
 import unicodedata
+from urllib.parse import quote, quote_plus
 
 from pipeline.core.errors import InputError
 
@@ -44,3 +48,72 @@ def header_secret(variable: str, value: str | None) -> str | None:
         raise InputError(f"{variable} holds {kind} (character {place}; the key is not shown): "
                          "set it to the key alone, as its provider gave it")
     return key or None
+
+
+# ---- a server's text: what it echoes of a request's secrets, replaced before it is shown
+HIDDEN = "<key>"  # what stands for the key, or for any part of it, in what is shown
+FRAGMENT = 4  # characters of the key in a row that a text shown never holds
+URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s\"'<>]+", re.IGNORECASE)  # shown as shown_url's
+# the characters nothing shows (controls but whitespace, Unicode's format characters): dropped,
+# so that no key is echoed unseen between them (UTF-16's NULs, zero-width spaces)
+UNSEEN = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f"
+                    "\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
+                    "\ufff9-\ufffb\U000e0001-\U000e007f]")
+
+
+def key_forms(key: str) -> list[str]:
+    """The forms a server may echo `key` in: as sent, JSON-escaped (with '/' as '\\/' too),
+    percent-encoded and HTML-escaped; the longest first."""
+    escaped = json.dumps(key)[1:-1]
+    forms = {key, escaped, escaped.replace("/", "\\/"), quote(key, safe=""),
+             quote_plus(key, safe=""), html.escape(key)}
+    return sorted(forms, key=len, reverse=True)
+
+
+def redacted(text: str, key: str | None, most: int | None = None) -> str:
+    """`text`, a server's (an error, a reply), as a message, log line or file may hold it:
+    invisible characters dropped (UNSEEN), each URL's credentials and query replaced
+    (shown_url), and the key, in each of its forms (key_forms) and any case, replaced by
+    HIDDEN in the whole text; with `most`, its whitespace is then collapsed and the line cut
+    to `most` characters; last, every run of FRAGMENT or more characters of the key (a server
+    that cut or masked it, a key across a line break) is replaced by HIDDEN too. A key is
+    thus never half shown, wherever a cut falls."""
+    text = URL.sub(lambda url: shown_url(url.group()), UNSEEN.sub("", text))
+    if key:
+        for form in key_forms(key):
+            text = re.sub(re.escape(form), HIDDEN, text, flags=re.IGNORECASE)
+    if most is not None:
+        text = one_line(text, most)
+    return _fragments_hidden(text, key) if key else text
+
+
+def one_line(text: str, most: int) -> str:
+    """`text`'s first `most` characters once its whitespace is collapsed, read no further
+    into it than those (a long reply costs no more than its line)."""
+    words: list[str] = []
+    size = 0
+    for word in re.finditer(r"\S+", text):
+        words.append(word.group())
+        size += len(words[-1]) + 1
+        if size > most:
+            break
+    return " ".join(words)[:most]
+
+
+def _fragments_hidden(text: str, key: str) -> str:
+    """`text` with each run of characters that FRAGMENT-character pieces of the key (of any of
+    its forms) cover replaced by HIDDEN."""
+    pieces = {form[i:i + FRAGMENT] for form in key_forms(key)
+              for i in range(len(form) - FRAGMENT + 1)}
+    runs: list[list[int]] = []  # [start, end) of each covered run
+    for i in range(len(text) - FRAGMENT + 1) if pieces else ():
+        if text[i:i + FRAGMENT] in pieces:
+            if runs and runs[-1][1] >= i:
+                runs[-1][1] = i + FRAGMENT
+            else:
+                runs.append([i, i + FRAGMENT])
+    out, shown = [], 0
+    for start, end in runs:
+        out += [text[shown:start], HIDDEN]
+        shown = end
+    return "".join(out) + text[shown:]

@@ -40,6 +40,7 @@ from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
 from pipeline.corpus.files import TEXT_DIGEST, corpus_file, text_digests
 from pipeline.encoding.identity import FOLDER_KINDS, identity_change, model_identity
+from pipeline.encoding.objects import known_model
 from pipeline.encoding.store import (
     DIGEST,
     DTYPES,
@@ -69,7 +70,16 @@ from pipeline.layout import (
     store_dir,
     store_dirs,
 )
-from pipeline.models import ENCODERS, ModelEntry
+from pipeline.models import (
+    API_BATCH,
+    API_CONCURRENCY,
+    API_DEFAULTS,
+    API_URL,
+    ENCODERS,
+    ModelEntry,
+    ServedModel,
+    get_model,
+)
 from pipeline.pools.build import load_pool
 from pipeline.pools.queries import own_text
 
@@ -156,7 +166,7 @@ def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
             pass
         log.warning(f"[embed] {cache} is damaged: the queries are encoded again")
     encoder = encoder_class(entry.kind)(entry, model_path=model_path)
-    _check_loaded(store, encoder)
+    _check_loaded(store, encoder, model_path)
     # an encoder told queries apart (an MTEB object: the query prompt type) has its own call
     encode = getattr(encoder, "encode_queries", encoder.encode)
     vectors, _ = encode([encoder.format(t, a, query=True) for t, a in
@@ -176,7 +186,7 @@ def loaded_settings(encoder) -> dict:
     return getattr(encoder, "settings", dict)()
 
 
-def _check_loaded(store: Path, encoder) -> None:
+def _check_loaded(store: Path, encoder, model_path: str | Path | None = None) -> None:
     """Refuse to encode queries with a model whose settings known once loaded (an st:
     folder's configuration and prompts: Encoder.settings) differ from those the store's
     papers were embedded with: the queries would be another model's vectors."""
@@ -185,7 +195,9 @@ def _check_loaded(store: Path, encoder) -> None:
     if change := probe_change(store, encoder):  # another model behind an endpoint
         raise InputError(f"{store} was embedded by another model named {encoder.entry.name} "
                          f"({change}): the queries would be its vectors; give this model "
-                         "another name, or embed again with REPLACE=1")
+                         "another name, or embed again with REPLACE=1 (removes that store "
+                         "and the runs made from it)",
+                         replace_repair(store.parent.parent.name, encoder.entry, model_path))
     made = read_json(store / MANIFEST, store_repair(store)).get("config", {})
     changed = sorted(key for key, value in loaded_settings(encoder).items()
                      if made.get(key) != value)
@@ -252,6 +264,25 @@ def changed_identity(place: Place, store: Path, entry: ModelEntry,
     return identity_change(made, identity_of(place, entry, model_path))
 
 
+def recorded_model_change(store: Path, index_root: Path) -> str | None:
+    """What changed in the model a store was embedded by, since, as its manifest alone tells:
+    its model identity now, from the MODEL_PATH the manifest records, else the model's package
+    or hub cache (the stat cache, nothing loaded). None when nothing did, or it cannot be said
+    (no identity recorded, a model of the user's, a folder gone: said in the log). What verify
+    calls STALE and what collect and the report leave out."""
+    try:
+        info = read_json(store / MANIFEST)
+        made = info.get("config", {}).get(MODEL_IDENTITY)
+        if not made or not known_model(store.name):
+            return None
+        now = model_identity(get_model(store.name), info.get(MODEL_PATH_KEY),
+                             cache=model_digests_path(index_root), save=False)
+    except (InputError, OSError) as exc:
+        log.info(f"[check] {store}: its model cannot be checked now ({exc}); not a problem")
+        return None
+    return identity_change(made, now)
+
+
 def probe_change(store: Path, encoder) -> str | None:
     """What differs between the model that embedded a store and the loaded one as only its
     answers tell (a served model's probe vectors: served.py), in words; None for a new store
@@ -262,18 +293,42 @@ def probe_change(store: Path, encoder) -> str | None:
     return check(read_json(store / MANIFEST, store_repair(store)).get("config", {}))
 
 
+def model_variables(entry: ModelEntry,
+                    model_path: str | Path | None) -> tuple[tuple[str, str], ...]:
+    """The make variables, beyond MODEL, that load `entry` as this run did, for a repair's
+    command to run as printed: MODEL_PATH where given; a served model's EMBEDDINGS_URL (as
+    recorded: models.endpoint_url refuses one holding a secret) and its request settings
+    given otherwise than their defaults (never the key: OPENAI_API_KEY stays in the
+    environment); a query prompt's QUERY_PROMPT (a line break written \\n, as make takes it)."""
+    found = [] if model_path is None else [("MODEL_PATH", str(model_path))]
+    if isinstance(entry, ServedModel) and entry.endpoint:
+        sizes = {API_BATCH: entry.batch_size, API_CONCURRENCY: entry.concurrency}
+        found += [(API_URL, entry.endpoint), *((name, str(size)) for name, size in sizes.items()
+                                              if size != API_DEFAULTS[name])]
+    if entry.query_prompt:
+        found.append(("QUERY_PROMPT", entry.query_prompt.replace("\n", "\\n")))
+    return tuple(found)
+
+
+def replace_repair(corpus: str, entry: ModelEntry,
+                   model_path: str | Path | None) -> Repair:
+    """`make eval ... REPLACE=1` for `entry` loaded as this run did (`model_variables`)."""
+    return Repair("eval", corpus, entry.name, (*model_variables(entry, model_path),
+                                               ("REPLACE", "1")))
+
+
 def identity_refusal(place: Place, store: Path, entry: ModelEntry, change: str,
                      model_path: str | Path | None, how: str = "embed again with REPLACE=1",
                      repair: Repair | None = None) -> InputError:
     """The one line refusing a store embedded from another model under the same name; `how`
     and `repair` say the repair in the caller's words (default make's: `make eval ...
-    REPLACE=1`; the Python API's replace=True, a SLURM array's EXECUTOR=slurm)."""
-    given = () if model_path is None else (("MODEL_PATH", str(model_path)),)
+    REPLACE=1` with the variables the model needs, `replace_repair`; the Python API's
+    replace=True, a SLURM array's EXECUTOR=slurm)."""
     return InputError(
         f"{store} was embedded by another model named {entry.name} ({change}): its vectors "
         f"are not this model's; give this model another name, or {how} "
         "(removes that store and the runs made from it)",
-        repair or Repair("eval", place.corpus, entry.name, (*given, ("REPLACE", "1"))))
+        repair or replace_repair(place.corpus, entry, model_path))
 
 
 def check_identity(place: Place, entry: ModelEntry, model_path: str | Path | None = None,
@@ -425,7 +480,7 @@ def add_part(store: Path, config: dict, ids: np.ndarray, vectors: np.ndarray, de
 def _write_manifest(store: Path, config: dict, inputs: dict[str, str] | None, parts: list[dict],
                     device: str) -> None:
     versions = {lib: version(lib) for lib in ("torch", "transformers", "pyarrow")}
-    source = _model_path_of(store)  # kept: where the model identity is checked from
+    source = model_path_of(store)  # kept: where the model identity is checked from
     write_json(manifest("embed", {"model": config["model"]["name"]}, config=config,
                         **({} if inputs is None else {"inputs": inputs}),
                         text_digest=TEXT_DIGEST, parts=parts,
@@ -437,7 +492,7 @@ def _write_manifest(store: Path, config: dict, inputs: dict[str, str] | None, pa
 MODEL_PATH_KEY = "model_path"  # a store manifest's MODEL_PATH, as given: verify's folder
 
 
-def _model_path_of(store: Path) -> str | None:
+def model_path_of(store: Path) -> str | None:
     """The MODEL_PATH a store's manifest records (None: none, or no manifest)."""
     try:
         return read_json(store / MANIFEST).get(MODEL_PATH_KEY)
@@ -726,7 +781,8 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
     of missing ids, so a resumed run encodes the same batches as an uninterrupted one. Batches
     hold up to `token_budget` padded tokens (default per device) and `batch_size` papers.
     A store embedded by another model of the same name is refused, or with `replace`
-    (REPLACE=1) removed with the runs made from it and embedded again (`check_identity`).
+    (REPLACE=1) removed with the runs made from it and embedded again (`check_identity`; a
+    served model's endpoint is then asked its probes even when no paper is missing).
     """
     _check_arguments(shard, num_shards, dtype, part_size, batch_size, token_budget)
     pools = _pools(place, pools)
@@ -739,10 +795,11 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
     info = {"model": entry.name, "pools": pools, "needed": len(needed), "shard": shard,
             "num_shards": num_shards, **checked}
     reused = 0
-    if len(missing):
-        # the kind's encoder (multi-vector, ASPIRE: one vector per sentence, the same loop);
-        # the store's config, which vectors of other stores must match to be reused, and a
-        # store made with another refused before anything is added
+    # REPLACE=1 asks a served model's endpoint (its probes) even with nothing missing: only
+    # its answers tell another model behind the same URL and name
+    asked = replace and entry.kind in IDENTITY_HOOKS and (store / MANIFEST).exists()
+    if len(missing) or asked:
+        # the kind's encoder (multi-vector, ASPIRE: one vector per sentence, the same loop)
         encoder = encoder_class(entry.kind)(entry, model_path=model_path, device=device)
         if change := probe_change(store, encoder):  # another model behind an endpoint
             if not replace:
@@ -751,6 +808,9 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
                 info.update(_replace_store(place, store, entry, change))
             missing = missing_ids(place.corpus_dir, store, pools)[1]
             missing = missing[shard_of(missing, num_shards) == shard]
+    if len(missing):
+        # the store's config, which vectors of other stores must match to be reused, and a
+        # store made with another refused before anything is added
         columns = _optional_columns(place.corpus_dir, encoder)
         config = _store_config(entry, encoder, dtype, columns,
                                identity_of(place, entry, model_path))
@@ -777,7 +837,6 @@ def embed_shards(place: Place, model: str, pools: list[str], shards: list[int] |
     """`embed` each of `shards` in turn (what a job array's tasks do), each timed into `times`.
     A device asked for and absent is refused up front, even when every paper is stored."""
     from pipeline.core.timing import timed
-    from pipeline.models import get_model
 
     if store.get("device"):  # torch is imported only where a device is asked for
         from pipeline.encoding.encoders import check_device

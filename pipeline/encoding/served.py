@@ -8,11 +8,15 @@ Each part's texts go out `batch_size` per request, `concurrency` requests at onc
 answered 429 or 5xx, or whose connection dropped, is sent again up to RETRIES times, after the
 reply's Retry-After or an exponential backoff, all within a batch's DEADLINE; a request not
 answered after NOTICE seconds is said at once (core/posting.bounded_post, the loop the judging
-chat client shares). A reply is read in chunks up to the size its inputs' embeddings can take.
-A reply that cannot be the inputs' embeddings (another count, indices, dimension, a value that
-is not a JSON number or beyond float32) is refused in one line, nothing of its part stored.
-The key is read from OPENAI_API_KEY at each run (checked: models.api_key) and sent only in the
-Authorization header: it is never logged, never written, and no part of the store's identity.
+chat client shares). DEADLINE holds by the wall clock while a reply is read (a server sending
+it a byte at a time is given up on then), and a Ctrl-C ends the stage at once (the requests
+in flight are left behind: core/posting.each_at_once). A reply is read as it arrives up to the
+size its inputs' embeddings can take. A reply that cannot be the inputs' embeddings (another
+count, indices, dimension, a value that is not a JSON number or beyond float32) is refused in
+one line, nothing of its part stored. The key is read from OPENAI_API_KEY at each run
+(checked: models.api_key) and sent only in the Authorization header: it is never logged,
+never written, and no part of the store's identity; what a server says that a line shows
+passes core/secrets.redacted first (core/posting.said).
 
 An endpoint's identity is its URL (recorded as given: models.endpoint_url refuses one that
 holds a secret), the served model's name and its fingerprint, the vectors of PROBES: each run
@@ -24,19 +28,17 @@ MIN_COSINE: servers are not bit-exact across batch shapes and hardware).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 
 import numpy as np
-import urllib3
 
 from pipeline.core.errors import InputError
 from pipeline.core.logs import Progress
-from pipeline.core.posting import Bounds, Words, bounded_post
+from pipeline.core.posting import Bounds, Words, bounded_post, connection_pool, each_at_once, said
 from pipeline.core.secrets import shown_url
 from pipeline.encoding.objects import ObjectEncoder
 from pipeline.models import API_KEY, API_KIND, API_URL, ModelEntry, ServedModel, api_key
@@ -53,7 +55,6 @@ NOTICE = 30.0  # seconds after which a request not yet answered is said, once
 # pretty-printed one 30), ITEM_BYTES per input (index, object), REPLY_SLACK for the rest;
 # until the first reply gives the dimension, MAX_DIM numbers per input
 MAX_DIM, VALUE_BYTES, ITEM_BYTES, REPLY_SLACK = 16_384, 64, 1_024, 1 << 20
-CHUNK = 1 << 20  # bytes read at a time
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 JSON_NAMES = {bool: "true or false", str: "a string", type(None): "null", list: "a list",
               dict: "an object"}  # what a value that is not a number is, in the reply's words
@@ -95,7 +96,7 @@ class EmbeddingsClient:
 
     def __init__(self, entry: ServedModel, key: str | None) -> None:
         self.entry = entry
-        self.pool = urllib3.PoolManager(maxsize=entry.concurrency, retries=False)
+        self.pool = connection_pool(entry.concurrency)
         self.headers = {"Content-Type": "application/json"}
         self.key = key  # kept to blank it out of an error the server echoes it in
         if key:
@@ -115,46 +116,34 @@ class EmbeddingsClient:
 
     def _reply(self, body: bytes, n: int) -> dict:
         """The JSON reply to one request of `n` inputs (core/posting.bounded_post: RETRIES
-        retries, all within DEADLINE seconds), its body read by `_body`."""
+        retries, all within DEADLINE seconds), read up to the size of `n` inputs' embeddings
+        (`n` x the dimension, or MAX_DIM before it is known, x VALUE_BYTES, plus ITEM_BYTES
+        each and REPLY_SLACK): a larger reply is refused in one line, read no further."""
         bounds = Bounds(RETRIES, BACKOFF, MAX_WAIT, CONNECT, READ, DEADLINE, NOTICE, pause, clock)
         words = Words("embed", self.where(), API_URL, "batch",
                       f"the reply to a request of {n} inputs",
                       "embed again (the papers stored so far are kept)", HINTS, HINT)
-        return self._json(bounded_post(self.pool, self.entry.endpoint, body, self.headers,
-                                       self.key, bounds, words, partial(self._body, n=n)))
-
-    def _body(self, response: urllib3.BaseHTTPResponse, deadline: float, n: int) -> bytes:
-        """A 200 reply's body, read CHUNK bytes at a time up to the bound of `n` inputs'
-        embeddings (`n` x the dimension, or MAX_DIM before it is known, x VALUE_BYTES, plus
-        ITEM_BYTES each and REPLY_SLACK): a larger body is refused in one line, unread."""
         bound = n * ((self.dim or MAX_DIM) * VALUE_BYTES + ITEM_BYTES) + REPLY_SLACK
-        length = response.headers.get("Content-Length", "")
-        data = bytearray()
-        if not (length.isdigit() and int(length) > bound):
-            for chunk in response.stream(CHUNK):
-                data += chunk
-                if len(data) > bound:
-                    break
-                if clock() > deadline:
-                    raise InputError(f"{self.where()}: its reply to {n} inputs took more than "
-                                     f"the {DEADLINE:g} s a batch may take: check the server, "
-                                     "or lower EMBEDDINGS_BATCH")
-            else:
-                return bytes(data)
-        raise InputError(f"{self.where()}: its reply to {n} inputs is larger than "
-                         f"{bound:,} bytes, more than {n} embeddings of "
-                         f"{self.dim or f'up to {MAX_DIM:,}'} dimensions can be: embed with a "
-                         "server that speaks OpenAI's embeddings protocol")
+        data = bounded_post(self.pool, self.entry.endpoint, body, self.headers, self.key,
+                            bounds, words, bound)
+        if data is None:
+            raise InputError(f"{self.where()}: its reply to {n} inputs is larger than "
+                             f"{bound:,} bytes, more than {n} embeddings of "
+                             f"{self.dim or f'up to {MAX_DIM:,}'} dimensions can be: embed "
+                             "with a server that speaks OpenAI's embeddings protocol")
+        return self._json(data)
 
     def _json(self, data: bytes) -> dict:
+        """The reply as JSON with data[]; anything else one line showing how it begins
+        (core/posting.said: the key hidden)."""
         try:
             reply = json.loads(data)
         except ValueError:
             reply = None
         if not isinstance(reply, dict) or not isinstance(reply.get("data"), list):
             raise InputError(f"{self.where()}: its reply is not an embeddings list (JSON with "
-                             f"data[]): give {API_URL} the embeddings URL of an "
-                             "OpenAI-compatible server")
+                             f"data[]; it says: {said(data, self.key)}): give {API_URL} the "
+                             "embeddings URL of an OpenAI-compatible server")
         return reply
 
     def _vectors(self, reply: dict, n: int) -> np.ndarray:
@@ -296,25 +285,14 @@ class ServedEncoder(ObjectEncoder):
             len(texts), "embed", "papers", show=progress)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         starts = range(0, len(texts), size)
-        failed = threading.Event()
-
-        def batch(lo: int) -> np.ndarray | None:
-            """One batch's vectors; None (not sent) once another batch has failed."""
-            if failed.is_set():
-                return None
-            try:
-                return self._vectors(texts[lo:lo + size])
-            except BaseException:
-                failed.set()
-                raise
-
-        pool = ThreadPoolExecutor(entry.concurrency)
-        try:  # map yields in order; a failed batch raises here, its part never written
-            for lo, vectors in zip(starts, pool.map(batch, starts), strict=True):
+        # in order: a failed batch raises here (its part never written; the batches not yet
+        # sent are never sent), and a Ctrl-C leaves the requests in flight behind
+        batches = each_at_once(lambda lo: self._vectors(texts[lo:lo + size]), starts,
+                               entry.concurrency)
+        with contextlib.closing(batches):
+            for lo, vectors in zip(starts, batches, strict=True):
                 out[lo:lo + size] = vectors
                 bar.update(len(vectors))
-        finally:  # after a failed batch, the batches not yet sent are never sent
-            pool.shutdown(cancel_futures=True)
         if bar is not progress:
             bar.close()
         return out, self.obj.tokens - before

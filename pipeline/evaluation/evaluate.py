@@ -43,7 +43,8 @@ from pipeline.layout import (
 from pipeline.models import get_model
 from pipeline.pools.build import load_pool, pool_files, pool_manifest
 from pipeline.retrieval.imported import imported_pools
-from pipeline.retrieval.runs import load_run, recorded_run_repair, run_repair
+from pipeline.retrieval.runs import load_run, recorded_run_problem, recorded_run_repair, run_repair
+from pipeline.roots import where
 
 log = logging.getLogger(__name__)
 POSITIVE_TYPE = "cited"  # the candidate type of a pool's positives (MDCR's "true")
@@ -304,34 +305,36 @@ def per_negative_type(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series
 def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl.DataFrame:
     """Gather every evaluated run into `runs/results.parquet`: one tidy row per run, query and
     metric (corpus, pool, level, scope, field, size, repeat, seed, split, candidates, model,
-    query, negatives, metric, value), query ids as strings so that every corpus fits one column,
-    rows sorted by RESULTS_ORDER.
+    depth, query, negatives, metric, value), query ids as strings so that every corpus fits one
+    column, rows sorted by RESULTS_ORDER. `depth` is the run's k (the top k it ranks; an
+    imported run's deepest list), so that no table puts runs of two depths under one label.
     `negatives` is "all"; for MDCR-style pools also "official" (the lists the official
     evaluator reads) and each negative type (MDCR Table 4).
 
-    Evaluations made from inputs that changed since (stale: their pool, run, embeddings...) are
-    left out, counted and named, never mixed in; a damaged evaluation is an error naming it.
+    An evaluation that is not current (`not_current`: what verify calls STALE of it, of its
+    pool or of the run it scored, the model's weights included) is left out, never mixed in:
+    each is logged and recorded in the manifest with why and the command that makes it
+    current (`left_out`), which the report shows. A damaged evaluation is an error naming it.
     """
     frames, left_out, used = [], [], []
+    shown = where(corpora_root, index_root, runs_root)
     for path in run_files(runs_root, RUN_EVALUATION):
         corpus, pool, model, _ = run_file_parts(path)
-        roots = Roots(corpora_root, index_root, runs_root, corpus)
         pool_manifest = pool_dir(corpora_root / corpus, pool) / MANIFEST
         if not pool_manifest.exists():
             continue  # the pool was deleted; its old runs are not results any more
-        repair = run_repair(corpus, model, runs_root, pool)
-        problem = stale(path, None, files=path.parent, roots=roots)
-        if problem is not None and problem.check != INPUTS:
-            raise InputError(problem.reason, repair)  # a damaged score is never reported
-        pool_info = read_json(pool_manifest)
-        reasons = [problem.reason] if problem else changed(roots, pool_info.get("inputs", {}))
-        if reasons:
-            left_out.append(f"{corpus}/{pool}/{model} ({reasons[0]})")
+        place = Place(corpora_root / corpus, index_root, runs_root)
+        found = not_current(place, pool, model)
+        if found is not None:
+            why, repair = found
+            left_out.append({"run": f"{corpus}/{pool}/{model}", "why": why,
+                             "repair": repair.command(shown)})
             continue
+        pool_info = read_json(pool_manifest)
         scope, size, repeat, seed, split, exclusion = parse_pool_name(pool)
-        metrics = run_paths(runs_root, corpus, pool, model).metrics
-        values = read_parquet(metrics)
-        used += [path, metrics, pool_manifest]
+        paths = run_paths(runs_root, corpus, pool, model)
+        values = read_parquet(paths.metrics)
+        used += [path, paths.metrics, pool_manifest, paths.manifest]
         if "negatives" not in values.columns:  # written before per-type scores existed
             values = values.with_columns(negatives=pl.lit("all"))
         frames.append(
@@ -343,26 +346,57 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
                     size=pl.lit(size, pl.Int64), repeat=pl.lit(repeat, pl.Int64),
                     seed=pl.lit(seed, pl.Int64), exclusion=pl.lit(exclusion), split=pl.lit(split),
                     candidates=pl.lit(pool_info["counts"]["candidates"], pl.Int64),
-                    model=pl.lit(model), query="query", negatives="negatives",
-                    metric="metric",
+                    model=pl.lit(model), depth=pl.lit(run_depth(paths.manifest), pl.Int64),
+                    query="query", negatives="negatives", metric="metric",
                     value=pl.col("value").cast(pl.Float64)))
     # one row order whatever the order of the evaluations' files and of their rows
     results = pl.concat([pl.DataFrame(schema=RESULTS_SCHEMA), *frames]).sort(RESULTS_ORDER)
-    if left_out:
-        log.warning(f"[collect] left out {len(left_out)} stale evaluations (make eval redoes "
-                    f"them; make verify lists them): {', '.join(left_out[:5])}")
+    for item in left_out:
+        log.warning(f"[collect] left out {item['run']}: not current ({item['why']}); "
+                    f"repair: {item['repair']}")
     # the same evaluations as last time, and an intact file: nothing to write
     collected = Roots(corpora_root, index_root, runs_root).label
     inputs = {collected(p): file_sha256(p) for p in sorted(used)}
     record_path = runs_root / RESULTS_MANIFEST
-    if stale(record_path, None, files=runs_root, inputs=inputs) is None:
+    parameters = {"missing_queries": MISSING_QUERIES, "columns": list(RESULTS_SCHEMA)}
+    if stale(record_path, parameters, files=runs_root, inputs=inputs,
+             own=lambda info: None if info.get("left_out") == left_out else "left out others"
+             ) is None:
         return results
     write_parquet(results.to_arrow(), runs_root / RESULTS_FILE)
-    write_json(manifest("collect", {"missing_queries": MISSING_QUERIES},
+    write_json(manifest("collect", parameters,
                         counts={"rows": results.height, "runs": len(frames),
-                                "stale_left_out": len(left_out)}, stale=left_out, inputs=inputs,
-                        outputs=fingerprints(runs_root, [RESULTS_FILE])), record_path)
+                                "stale_left_out": len(left_out)}, left_out=left_out,
+                        inputs=inputs, outputs=fingerprints(runs_root, [RESULTS_FILE])),
+               record_path)
     return results
+
+
+def not_current(place: Place, pool: str, model: str) -> tuple[str, Repair] | None:
+    """Why the evaluation of `model`'s run in `pool` is not current, and the command that makes
+    it current (None when it is): what verify calls it, in the order a user repairs it: the
+    evaluation damaged or made from other inputs, the pool's own inputs changed since, then the
+    run it scored (runs.recorded_run_problem: its files, its inputs, BM25's validation pools,
+    the model of the store it searched). Only the damaged evaluation is an error."""
+    paths = run_paths(place.runs_root, place.corpus, pool, model)
+    repair = run_repair(place.corpus, model, place.runs_root, pool)
+    problem = stale(paths.evaluation, None, files=paths.evaluation.parent, roots=place.roots)
+    if problem is not None and problem.check != INPUTS:
+        raise InputError(problem.reason, repair)  # a damaged score is never reported
+    if problem is not None:
+        return problem.reason, repair
+    pool_info = read_json(pool_dir(place.corpus_dir, pool) / MANIFEST)
+    if reasons := changed(place.roots, pool_info.get("inputs", {})):
+        return reasons[0], repair
+    return recorded_run_problem(place, pool, model)
+
+
+def run_depth(manifest_path: Path) -> int | None:
+    """A run's depth as its manifest records it: the k it was searched (or fused) with, an
+    imported run's deepest list; None when it records neither."""
+    info = read_json(manifest_path)
+    depth = info.get("parameters", {}).get("k", info.get("details", {}).get("depth"))
+    return depth if isinstance(depth, int) and not isinstance(depth, bool) else None
 
 
 def results_repair(runs_root: Path, corpus: str | None = None) -> Repair:
@@ -395,12 +429,34 @@ def read_results(path: Path, roots: Roots | None = None, corpus: str | None = No
                if problem.check == INPUTS else
                f"it does not match its manifest ({problem.reason})")
         raise InputError(f"results {path}: {why}", results_repair(path.parent, corpus))
+    known = roots is not None and roots.indexes is not None and roots.corpora is not None
+    if known and (why := _collected_not_current(read_json(record), roots)):
+        raise InputError(f"results {path}: collected from an evaluation not current now "
+                         f"({why})", results_repair(path.parent, corpus))
     return read_parquet(path)
+
+
+def _collected_not_current(info: dict, roots: Roots) -> str | None:
+    """Why a run whose evaluation a results table was collected from is not current now,
+    though none of the files collect recorded changed (runs.recorded_run_problem: an input of
+    the run, BM25's validation pools, the model of the store it searched), in words; None when
+    every one is current."""
+    suffix = f".{MANIFEST}"
+    for label in sorted(info.get("inputs", {})):
+        kind, corpus, pool, name = (label.split("/") + ["", "", ""])[:4]
+        if kind != "runs" or not name.endswith(suffix):
+            continue
+        model = name.removesuffix(suffix)
+        place = Place(roots.corpora / corpus, roots.indexes, roots.runs)
+        if found := recorded_run_problem(place, pool, model):
+            return f"{corpus}/{pool}/{model}: {found[0]}"
+    return None
 
 
 RESULTS_SCHEMA = {
     "corpus": pl.String, "pool": pl.String, "level": pl.String, "scope": pl.String,
     "field": pl.String, "size": pl.Int64, "repeat": pl.Int64, "seed": pl.Int64,
     "exclusion": pl.String, "split": pl.String, "candidates": pl.Int64, "model": pl.String,
-    "query": pl.String, "negatives": pl.String, "metric": pl.String, "value": pl.Float64}
+    "depth": pl.Int64, "query": pl.String, "negatives": pl.String, "metric": pl.String,
+    "value": pl.Float64}
 RESULTS_ORDER = ["corpus", "pool", "model", "negatives", "metric", "query"]  # a row's key

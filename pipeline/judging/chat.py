@@ -6,13 +6,15 @@ It follows the served embeddings' client (pipeline/encoding/served.py) and share
 the key is read from OPENAI_API_KEY (models.api_key: checked, never shown) and sent only in the
 Authorization header; JUDGE_URL is checked as EMBEDDINGS_URL is (models.endpoint_url: no user,
 password, query or fragment, so that the URL recorded with the judgments holds no secret) and
-shown with core/secrets.shown_url; a reply or error that echoes the key has it replaced by
-`<key>` before anything keeps or shows it. Its request loop is the embeddings client's
-(core/posting.bounded_post): a request answered 429 or 5xx, or whose connection dropped, is
-sent again up to RETRIES times, after the reply's Retry-After or an exponential backoff capped
-at MAX_WAIT, all within DEADLINE seconds; any other refusal, a redirect (not followed: the key
-would go where it points) or a reply that is not a chat completion is one line naming
-JUDGE_URL and what to change.
+shown with core/secrets.shown_url; whatever a server says (a reply's content, an error, the
+start of a reply that is not a chat completion) passes core/secrets.redacted, the key in any
+form and any 4 of its characters in a row replaced by `<key>`, before anything keeps or shows
+it. Its request loop is the embeddings client's (core/posting.bounded_post): a request
+answered 429 or 5xx, or whose connection dropped, is sent again up to RETRIES times, after
+the reply's Retry-After or an exponential backoff capped at MAX_WAIT, all within DEADLINE
+seconds by the wall clock, a reply still arriving then included; any other refusal, a
+redirect (not followed: the key would go where it points) or a reply that is not a chat
+completion is one line naming JUDGE_URL and what to change.
 """
 
 from __future__ import annotations
@@ -20,14 +22,13 @@ from __future__ import annotations
 import json
 import logging
 import time
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
-import urllib3
-
 from pipeline.core.errors import InputError
-from pipeline.core.posting import Bounds, Words, bounded_post, hidden
-from pipeline.core.secrets import shown_url
-from pipeline.models import API_KEY, endpoint_url
+from pipeline.core.posting import Bounds, Words, bounded_post, connection_pool, said
+from pipeline.core.secrets import redacted, shown_url
+from pipeline.models import API_CONCURRENCY, API_KEY, API_LIMITS, endpoint_url
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +65,21 @@ def chat_url(url: str) -> str:
     return base + CHAT_PATH
 
 
+class Completion(NamedTuple):
+    """A chat completion as the assessor reads it: the first choice's content and the model
+    the reply names (None when it names none)."""
+
+    content: str
+    model: str | None
+
+
 class ChatClient:
     """Chat completions of one `model` at `url` (chat_url's), the Authorization header
     carrying `key` (checked: models.api_key)."""
 
     def __init__(self, url: str, model: str, key: str | None) -> None:
         self.url, self.model, self.key = url, model, key
-        self.pool = urllib3.PoolManager(maxsize=8, retries=False)
+        self.pool = connection_pool(API_LIMITS[API_CONCURRENCY])  # JUDGE_CONCURRENCY's bound
         self.headers = {"Content-Type": "application/json"}
         if key:
             self.headers["Authorization"] = f"Bearer {key}"
@@ -79,51 +88,54 @@ class ChatClient:
         return f"JUDGE api:{self.model} at {shown_url(self.url)}"
 
     def hide(self, text: str) -> str:
-        """`text` with the key, where a careless server echoed it, replaced by `<key>`."""
-        return hidden(text, self.key)
+        """`text`, a server's, with the key (any part of it) and URL secrets replaced."""
+        return redacted(text, self.key)
 
     def complete(self, messages: list[dict[str, str]], temperature: float,
-                 max_tokens: int) -> str:
+                 max_tokens: int) -> Completion:
         """The first choice's message content, raw (the key replaced; '' when the reply has
-        none, as for a refusal or a tool call): one request, retried."""
+        none, as for a refusal or a tool call), and the model the reply names, as it names it
+        (compared with JUDGE's before anything keeps it; shown through `hide`): one request,
+        retried."""
         body = json.dumps({"model": self.model, "messages": messages,
                            "temperature": temperature, "max_tokens": max_tokens}).encode()
-        reply = self._reply(body)
+        data = self._reply(body)
+        reply = self._json(data)
         choices = reply.get("choices")
         first = choices[0] if isinstance(choices, list) and choices else None
         message = first.get("message") if isinstance(first, dict) else None
         if not isinstance(message, dict):
-            raise InputError(f"{self.where()}: its reply holds no choices[0].message: give "
-                             f"{JUDGE_URL} the address of a server that speaks OpenAI's chat "
-                             "completions protocol")
-        content = message.get("content")
-        return self.hide(content) if isinstance(content, str) else ""
+            raise InputError(f"{self.where()}: its reply holds no choices[0].message (it "
+                             f"says: {said(data, self.key)}): give {JUDGE_URL} the address of "
+                             "a server that speaks OpenAI's chat completions protocol")
+        content, model = message.get("content"), reply.get("model")
+        return Completion(self.hide(content) if isinstance(content, str) else "",
+                          model if isinstance(model, str) else None)
 
-    def _reply(self, body: bytes) -> dict:
-        """The JSON reply to one request (core/posting.bounded_post: RETRIES retries, all
-        within DEADLINE seconds), read up to MAX_REPLY bytes."""
+    def _reply(self, body: bytes) -> bytes:
+        """The body of the reply to one request (core/posting.bounded_post: RETRIES retries,
+        all within DEADLINE seconds), MAX_REPLY bytes at most: a larger one is refused in one
+        line, read no further."""
         bounds = Bounds(RETRIES, BACKOFF, MAX_WAIT, CONNECT, READ, DEADLINE, NOTICE, pause, clock)
         words = Words("judge", self.where(), JUDGE_URL, "request", "a reply",
                       "judge again (the pairs judged so far are kept)", HINTS, HINT)
-        return self._json(bounded_post(self.pool, self.url, body, self.headers, self.key,
-                                       bounds, words, self._body))
-
-    def _body(self, response: urllib3.BaseHTTPResponse, deadline: float) -> bytes:
-        """A 200 reply's body, MAX_REPLY bytes at most: a larger one is refused in one line."""
-        data = response.read(MAX_REPLY + 1)
-        if len(data) > MAX_REPLY:
+        data = bounded_post(self.pool, self.url, body, self.headers, self.key, bounds, words,
+                            MAX_REPLY)
+        if data is None:
             raise InputError(f"{self.where()}: its reply is larger than {MAX_REPLY:,} bytes, "
                              f"more than a grade takes: give {JUDGE_URL} a chat completions "
                              "endpoint")
         return data
 
     def _json(self, data: bytes) -> dict:
+        """The reply as a JSON object; anything else one line showing how it begins
+        (core/posting.said: the key hidden)."""
         try:
             reply = json.loads(data)
         except ValueError:
             reply = None
         if not isinstance(reply, dict):
-            raise InputError(f"{self.where()}: its reply is not JSON: give {JUDGE_URL} the "
-                             "address of a server that speaks OpenAI's chat completions "
-                             "protocol")
+            raise InputError(f"{self.where()}: its reply is not JSON (it says: "
+                             f"{said(data, self.key)}): give {JUDGE_URL} the address of a "
+                             "server that speaks OpenAI's chat completions protocol")
         return reply

@@ -557,6 +557,16 @@ class Design:
     qrels: pl.DataFrame
 
 
+def _stratum_numbers(labels: list[str]) -> pl.Expr:
+    """Each sample row's stratum as its number from 1 (Int32). A sample of no stratum (a
+    judged-only pool's: every candidate judged, nothing drawn) maps nothing: polars would type
+    an empty mapping's result as the labels' text, and the lists' arrays index by it."""
+    if not labels:
+        return pl.lit(None, dtype=pl.Int32)
+    return pl.col("stratum").replace_strict(labels, list(range(1, len(labels) + 1)),
+                                            return_dtype=pl.Int32)
+
+
 def design(qrels: pl.DataFrame, judgments: pl.DataFrame, sample: pl.DataFrame) -> Design:
     """The judged sample of one pool: `sample` (sample.py's frame) with the grades of
     `judgments` (query, doc, grade) for its drawn pairs, each stratum's probability
@@ -568,8 +578,7 @@ def design(qrels: pl.DataFrame, judgments: pl.DataFrame, sample: pl.DataFrame) -
                     key=lambda label: int(label.split("-")[0]))
     grades = judgments.select("query", "doc", given=pl.col("grade").cast(pl.Int64))
     frame = (sample.select("query", "doc", "sampled",
-                           h=pl.col("stratum").replace_strict(
-                               labels, list(range(1, len(labels) + 1)), return_dtype=pl.Int32))
+                           h=_stratum_numbers(labels))
              .join(grades, on=["query", "doc"], how="left")
              .with_columns(grade=pl.when(pl.col("sampled")).then(pl.col("given"))))
     lacking = frame.filter(pl.col("sampled") & pl.col("grade").is_null()).height

@@ -34,7 +34,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.core.atomic import atomic_path
-from pipeline.core.checksums import fingerprint
+from pipeline.core.checksums import file_problem, fingerprint
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.manifests import manifest
@@ -307,7 +307,7 @@ class LeftOut:
 
     path: Path
     why: str
-    repair: str
+    repair: Repair
 
 
 def sampling_repair(corpus: str, parameters: Any, judge: Any = None,
@@ -370,20 +370,37 @@ def _sample_of(place: Place, pool: str, folder: Path, left: list[LeftOut]
     if not (path.exists() and record.exists()):
         if any(judgments_files(place.runs_root, place.corpus, pool, _sampling_of(folder))):
             left.append(LeftOut(path, "judgments without their sample (or its manifest)",
-                                folder_repair(folder, place.corpus).command()))
+                                folder_repair(folder, place.corpus)))
         return None
     try:
         made = read_json(record)
     except InputError as exc:
         left.append(LeftOut(path, f"its manifest cannot be read ({exc})",
-                            folder_repair(folder, place.corpus).command()))
+                            folder_repair(folder, place.corpus)))
         return None
     if made.get("outputs", {}).get(path.name, {}).get("sha256") != \
             hashlib.sha256(path.read_bytes()).hexdigest():
         left.append(LeftOut(path, "its bytes differ from its manifest's (changed or damaged)",
-                            folder_repair(folder, place.corpus).command()))
+                            folder_repair(folder, place.corpus)))
+        return None
+    if reasons := changed_runs(place.runs_root, place.corpus, pool, made):
+        left.append(LeftOut(path, f"stale: {reasons[0]}",
+                            folder_repair(folder, place.corpus)))
         return None
     return pl.read_parquet(path), made
+
+
+def changed_runs(runs_root: Path, corpus: str, pool: str, made: dict[str, Any],
+                 deep: bool = False) -> list[str]:
+    """Why a pool's sample (its manifest `made`) is stale: a run it was drawn from (its
+    `inputs`, model -> fingerprint) is gone or changed since; make judge draws it again. What
+    verify calls STALE and what the report leaves out."""
+    reasons = []
+    for model, recorded in sorted((made.get("inputs") or {}).items()):
+        run = run_paths(runs_root, corpus, pool, model).parquet
+        if isinstance(recorded, dict) and file_problem(run, recorded, deep):
+            reasons.append(f"the run of {model} it was drawn from is gone or changed since")
+    return reasons
 
 
 def _sampling_of(folder: Path) -> str | None:
@@ -420,7 +437,8 @@ def judged_pools(place: Place, pools: Sequence[str], left_out: list[LeftOut] | N
                          for judged in judgments_files(place.runs_root, place.corpus, pool,
                                                        sampling_folder)]
             for item in left[kept:]:
-                log.warning(f"[report] {item.path}: left out: {item.why} ({item.repair})")
+                log.warning(f"[report] {item.path}: left out: {item.why} "
+                            f"({item.repair.command()})")
     return found
 
 
@@ -437,13 +455,13 @@ def _judged_of(place: Place, pool: str, folder: str | None, sample: pl.DataFrame
             described = read_json(judgments_manifest(judged))
         except InputError as exc:
             left.append(LeftOut(judged, str(exc).removeprefix(f"{judged}: "),
-                                folder_repair(judged.parent, place.corpus, judged).command()))
+                                folder_repair(judged.parent, place.corpus, judged)))
             continue
         name = described.get("assessor", stem)
         if described.get("parameters", {}).get("pairs") != digest:
             left.append(LeftOut(judged, "judgments of another sample of the pool (drawn with "
                                 "other settings, or from runs that changed since)",
-                                folder_repair(judged.parent, place.corpus, judged).command()))
+                                folder_repair(judged.parent, place.corpus, judged)))
             continue
         found.append(JudgedPool(pool, models, sample, frame.select("query", "doc", "grade"),
                                 name, stem, bool(described.get("stand_in")),

@@ -35,6 +35,7 @@ from pipeline.models import (
     API_CONCURRENCY,
     API_DEFAULTS,
     API_KEY,
+    API_LIMITS,
     API_PREFIX,
     API_URL,
     FUSION_PREFIX,
@@ -61,6 +62,7 @@ from pipeline.options.checks import (
     given_path,
     imported_name,
     input_path,
+    int_at_least,
     metric_list,
     model_run,
     named,
@@ -384,7 +386,9 @@ DECLARED: tuple[Variable, ...] = (
     V("JUDGE_DEPTH", "100", positive, "the ranks of each of MODELS whose unjudged candidates "
       "are sampled", "judging", one_word=True, stages=SAMPLING, keywords=("depth",),
       kind="int"),
-    V("JUDGE_CONCURRENCY", "4", positive, "JUDGE=api:<model>: requests sent at once",
+    V("JUDGE_CONCURRENCY", "4", int_at_least(1, "use 1 or more", API_LIMITS[API_CONCURRENCY],
+                                             f" (requests at once, as {API_CONCURRENCY})"),
+      "JUDGE=api:<model>: requests sent at once",
       "judging", one_word=True, stages=JUDGING, keywords=("concurrency",), kind="int"),
     # ---- cluster
     V("EXECUTOR", "local", check_executor, "where embed runs: local (this machine) or slurm "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import tempfile
 from collections.abc import Callable
@@ -15,7 +16,7 @@ import polars as pl
 from pipeline.core.atomic import atomic_path
 from pipeline.core.checksums import fingerprints
 from pipeline.core.errors import InputError
-from pipeline.core.files import write_json
+from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import Roots
 from pipeline.core.manifests import manifest
 from pipeline.evaluation.crossover import HEADER as CROSSOVER_HEADER
@@ -28,6 +29,7 @@ from pipeline.layout import (
     REPORT_PLOT_SUFFIX,
     REPORT_TABLE_SUFFIX,
     RESULTS_FILE,
+    RESULTS_MANIFEST,
     VARIANT_SEP,
     format_size,
     report_file,
@@ -65,6 +67,8 @@ from pipeline.report.tables import (
     variant_table,
 )
 from pipeline.report.variance import variance_tables
+
+log = logging.getLogger(__name__)
 
 
 def stage_times(runs_root: Path, corpus: str) -> str:
@@ -114,8 +118,8 @@ class Plot:
 
 @dataclass(frozen=True)
 class Section:
-    """One part of the report (mdcr, csfcube, collection, query-variants, dataset, fields,
-    significance, published): its tables and plots, or Markdown text of its own."""
+    """One part of the report (not-shown, mdcr, csfcube, collection, query-variants, dataset,
+    fields, significance, published): its tables and plots, or Markdown text of its own."""
 
     name: str
     tables: tuple[Table, ...] = ()
@@ -251,6 +255,8 @@ class Results:
     origin: Origin | None = None
     corpus_dir: Path | None = None  # where the pools are (the leakage table reads them)
     training: dict[str, PaperList] = field(default_factory=dict)  # model -> training papers
+    stale: list[dict[str, str]] = field(default_factory=list)  # left out by collect: left_out
+    index_root: Path | None = None  # where the stores are (the judged section reads runs)
 
     @cached_property
     def lists_all(self) -> pl.DataFrame:
@@ -263,6 +269,27 @@ class Results:
         return self.lists_all.filter(~PERTURBED)
 
     @cached_property
+    def depth(self) -> int | None:
+        """The depth (top k) of most of the rows: the one the captions name; runs of another
+        depth are labelled with theirs (`load_results`) and tested against no other."""
+        depths = self.rows.filter(pl.col("depth").is_not_null())["depth"]
+        if depths.is_empty():
+            return None
+        counts = depths.value_counts().sort(["count", "depth"], descending=True)
+        return int(counts["depth"][0])
+
+    @property
+    def top(self) -> str:
+        """The captions' words for the lists' depth: "top 500"."""
+        return f"top {self.depth}" if self.depth is not None else "depth not recorded"
+
+    @cached_property
+    def compared(self) -> pl.DataFrame:
+        """`full_queries` of the report's depth only: what the paired tests, intervals of
+        differences, variance split and crossovers compare (runs of two depths never)."""
+        return self.full_queries.filter(pl.col("depth").eq_missing(self.depth))
+
+    @cached_property
     def means(self) -> pl.DataFrame:
         results = self.full_queries
         return mean_results(results) if results.height else pl.DataFrame(
@@ -271,20 +298,26 @@ class Results:
 
 def load_results(runs_root: Path, corpus: str, seed: int = 0,
                  corpora_root: Path | None = None, exclusion: str | None = None,
-                 training: dict[str, PaperList] | None = None) -> Results:
+                 training: dict[str, PaperList] | None = None,
+                 index_root: Path | None = None) -> Results:
     """The test pools' rows of one corpus and pool seed in runs/results.parquet (validation
     pools tune models, MDCR §3; a corpus of validation pools only, an imported mdcr_val,
     reports those). Pools of other seeds have other queries: never averaged into one cell.
     Nor are pools drawn without different exclusion lists (EXCLUDE): `exclusion` is the tag
     of the list (`layout.exclusion_tag`; "" for pools without one), None for the one list
     the seed's pools share (several: an error asking for EXCLUDE). Collect's file is checked
-    against its manifest first, and its evaluations against theirs (`read_results`)."""
+    against its manifest first, and its evaluations against theirs, with `index_root` (default:
+    the `indexes/` beside `runs_root`) the models of the stores their runs searched too
+    (`read_results`). Runs of another depth than most are labelled with theirs
+    (`labelled_depths`); the evaluations collect left out as not current come with them."""
     path = runs_root / RESULTS_FILE
     if not path.exists():
         raise InputError(f"{path} is missing: run `make eval` first")
     corpora = corpora_root if corpora_root is not None else (
         runs_root.parent / DATA_FOLDERS["corpora"])
-    results = read_results(path, Roots(corpora, None, runs_root), corpus).filter(
+    indexes = index_root if index_root is not None else (
+        runs_root.parent / DATA_FOLDERS["indexes"])
+    results = read_results(path, Roots(corpora, indexes, runs_root), corpus).filter(
         pl.col("corpus") == corpus)
     results = results.filter(pl.col("split") == ("test" if (results["split"] == "test").any()
                                                  else "validation"))
@@ -292,6 +325,8 @@ def load_results(runs_root: Path, corpus: str, seed: int = 0,
         results = results.with_columns(negatives=pl.lit("all"))
     if "exclusion" not in results.columns:  # collected before exclusion lists named pools
         results = results.with_columns(exclusion=pl.lit(""))
+    if "depth" not in results.columns:  # a table of the user's own, without runs' depths
+        results = results.with_columns(depth=pl.lit(None, pl.Int64))
     seeds = sorted(results["seed"].unique().to_list())
     results = results.filter(pl.col("seed") == seed)
     if results.is_empty():
@@ -311,8 +346,31 @@ def load_results(runs_root: Path, corpus: str, seed: int = 0,
             raise InputError(f"no evaluated runs for CORPUS={corpus} SEED={seed} drawn without "
                              f"EXCLUDE's list (-x{exclusion}) in {path} (lists present: "
                              f"{shown}): build and evaluate its pools, or pass another EXCLUDE")
-    return Results(corpus, runs_root, results, corpus_origin(corpora, corpus),
-                   corpora / corpus, dict(training or {}))
+    return Results(corpus, runs_root, labelled_depths(results), corpus_origin(corpora, corpus),
+                   corpora / corpus, dict(training or {}), left_out(runs_root, corpus),
+                   indexes)
+
+
+def labelled_depths(results: pl.DataFrame) -> pl.DataFrame:
+    """`results` with each run of another depth than most rows' labelled with its own
+    ("bm25 (top 100)"), so that no table shows two depths under one model's name."""
+    depths = results.filter(pl.col("depth").is_not_null())["depth"]
+    if depths.n_unique() + int(results["depth"].is_null().any()) < 2:
+        return results
+    main = depths.value_counts().sort(["count", "depth"], descending=True)["depth"][0]
+    other = pl.when(pl.col("depth").is_null()).then(pl.lit(" (depth not recorded)")).otherwise(
+        pl.format(" (top {})", pl.col("depth")))
+    return results.with_columns(model=pl.when(pl.col("depth").eq_missing(main))
+                                .then(pl.col("model")).otherwise(pl.col("model") + other))
+
+
+def left_out(runs_root: Path, corpus: str) -> list[dict[str, str]]:
+    """The evaluations of `corpus` that collect left out as not current (run, why, the
+    command that makes it current), as its manifest records them."""
+    record = runs_root / RESULTS_MANIFEST
+    found = read_json(record).get("left_out", []) if record.exists() else []
+    return [item for item in found if isinstance(item, dict)
+            and str(item.get("run", "")).startswith(f"{corpus}/")]
 
 
 MDCR_TABLES = (
@@ -361,13 +419,13 @@ def collection_section(data: Results) -> Section:
     metrics = collection_metrics(collections)
     if not metrics:
         return Section("collection")
-    header, rows = collection_table(collections,
-                                    significance_marks(collections, "size", metrics[0]))
+    header, rows = collection_table(collections, significance_marks(
+        data.compared.filter(pl.col("level") == COLLECTION), "size", metrics[0]))
     names, main = " / ".join(metric_name(m) for m in metrics), metric_name(metrics[0])
     pools = ", ".join(sorted(collections["pool"].unique().to_list()))
     missing = (f"; {MISSING}: not computed"
                if any(cell == MISSING for row in rows for cell in row[1:]) else "")
-    caption = (f"{data.corpus}: BEIR-layout collection ({pools}), {names} (top 500), the mean "
+    caption = (f"{data.corpus}: BEIR-layout collection ({pools}), {names} ({data.top}), the mean "
                "over queries, 0-1 with 4 decimals (the BEIR paper prints 0.665, MTEB "
                f"0.6451){missing}; bold: best {main}; †: {main} {SIGNIFICANT}")
     return Section("collection", (Table("collection", caption, header, rows),))
@@ -393,13 +451,13 @@ def dataset_section(data: Results) -> Section:
     metrics = dataset_metrics(means)
     if not metrics:
         return Section("dataset")
-    dataset = data.full_queries.filter(pl.col("level") == "dataset")
+    dataset = data.compared.filter(pl.col("level") == "dataset")
     header, rows = dataset_table(means, significance_marks(dataset, "size", metrics[0]))
     names, main = " / ".join(metric_name(m) for m in metrics), metric_name(metrics[0])
     missing = (f"; {MISSING}: not computed"
                if any(MISSING in cell.split(" / ") for row in rows for cell in row[1:])
                else "")
-    caption = (f"{data.corpus}: dataset-level pools, {names} x100 (top 500), mean ± std over "
+    caption = (f"{data.corpus}: dataset-level pools, {names} x100 ({data.top}), mean ± std over "
                f"repeats{missing}; bold: best {main}; †: {main} {SIGNIFICANT}")
     slug = re.sub(r"[^a-z0-9]+", "", metrics[0].lower())  # map, ndcg10, recall100, ...
     plot = partial(plot_map_vs_size, means.filter(pl.col("level") == "dataset"),
@@ -416,7 +474,7 @@ def field_section(data: Results) -> Section:
         metric = field_metric(means, size)
         if metric is None:  # no value was computed on these pools
             continue
-        fields = data.full_queries.filter(pl.col("level") == "field", pl.col("size") == size)
+        fields = data.compared.filter(pl.col("level") == "field", pl.col("size") == size)
         header, rows = field_table(means, size, significance_marks(fields, "field", metric),
                                    metric)
         name = metric_name(metric)
@@ -452,7 +510,7 @@ def significance(data: Results) -> Section:
 
         folds = csfcube_folds(data.runs_root, data.corpus,
                               data.full_queries.filter(pl.col("level") == "csfcube"))
-    return Section("significance", text=significance_section(data.full_queries, folds or None))
+    return Section("significance", text=significance_section(data.compared, folds or None))
 
 
 def variance_section(data: Results) -> Section:
@@ -460,7 +518,7 @@ def variance_section(data: Results) -> Section:
     with an interval over both, and the queries needed (pipeline/report/variance.py)."""
     return Section("variance", tuple(
         Table(name, caption, header, rows)
-        for name, caption, header, rows in variance_tables(data.full_queries, data.corpus)))
+        for name, caption, header, rows in variance_tables(data.compared, data.corpus)))
 
 
 def published_section(data: Results) -> Section:
@@ -486,7 +544,7 @@ def crossover_section(data: Results) -> Section:
     """Where two models' curves of the main metric against pool size cross
     (pipeline/evaluation/crossover.py): per scope measured at two or more pool sizes, each
     pair with BM25 (every pair without it)."""
-    results = data.full_queries.filter(pl.col("value").is_not_null())
+    results = data.compared.filter(pl.col("value").is_not_null())
     if results.is_empty():
         return Section("crossover")
     metric = main_metric(sorted(results["metric"].unique().to_list(), key=metric_key)) or "map"
@@ -530,8 +588,7 @@ def judged_section(data: Results) -> Section:
 
     if data.corpus_dir is None or data.full_queries.is_empty():
         return Section("judged")
-    place = Place(data.corpus_dir, data.runs_root.parent / DATA_FOLDERS["indexes"],
-                  data.runs_root)
+    place = Place(data.corpus_dir, data.index_root, data.runs_root)
     tables: list[Table] = []
     plots: list[Plot] = []
     left: list[LeftOut] = []
@@ -546,22 +603,56 @@ def judged_section(data: Results) -> Section:
     return Section("judged", tuple(tables), tuple(plots))
 
 
-SECTIONS = (mdcr_section, csfcube_section, collection_section, query_variants_section,
-            dataset_section, field_section, significance, variance_section, crossover_section,
-            judged_section, published_section, leakage_section)
+def not_shown_section(data: Results) -> Section:
+    """What the numbers below are not made of, first: the evaluations collect left out as not
+    current (what verify calls stale: other weights, inputs or options than those now), each
+    with the command that makes it current; and the runs of another depth than the report's,
+    shown under their own label but compared with no other model."""
+    tables = []
+    if data.stale:
+        tables.append(Table("left-out", (
+            f"{data.corpus}: {len(data.stale)} evaluations left out, not current (made from "
+            "weights, inputs or options other than those now, as make verify says): no number "
+            "of this report comes from them; run each command to score them again"),
+            ["run", "why", "the command that makes it current"],
+            [[item["run"], item["why"], item["repair"]] for item in data.stale]))
+    other = data.full_queries.filter(~pl.col("depth").eq_missing(data.depth))
+    if other.height:
+        depths = (other.group_by("model", "depth").agg(pools=pl.col("pool").n_unique())
+                  .sort("model"))
+        tables.append(Table("other-depths", (
+            f"{data.corpus}: runs of another depth than the report's {data.top}, each shown "
+            "under a label with its depth, and compared with no other model (no test, "
+            "interval of a difference, variance split or crossover between runs of two "
+            "depths); search them again at one depth (K) to compare them"),
+            ["run", "depth", "pools"],
+            [[row["model"], MISSING if row["depth"] is None else str(row["depth"]),
+              str(row["pools"])] for row in depths.iter_rows(named=True)]))
+    return Section("not-shown", tuple(tables))
+
+
+SECTIONS = (not_shown_section, mdcr_section, csfcube_section, collection_section,
+            query_variants_section, dataset_section, field_section, significance,
+            variance_section, crossover_section, judged_section, published_section,
+            leakage_section)
 
 
 def build_report(runs_root: Path, corpus: str, seed: int = 0,
                  corpora_root: Path | None = None, exclude: str | None = None,
-                 training_sets: dict[str, str] | None = None) -> Report:
+                 training_sets: dict[str, str] | None = None,
+                 index_root: Path | None = None) -> Report:
     """The report of one corpus and pool seed, in memory (`Report.save()` writes it).
     `corpora_root` (default: the `corpora/` beside `runs_root`, as in a DATA folder) holds the
     corpus manifest that says what the corpus is: the published numbers get a difference only
     on the paper's setup (docs/published.md). `exclude`: the exclusion list whose pools are
     reported (a file, or 'none'; default: the one list the pools share); `training_sets`:
-    model -> file of its training papers, for the leakage table."""
+    model -> file of its training papers, for the leakage table; `index_root` (default: the
+    `indexes/` beside `runs_root`): where the stores of the runs' models are checked."""
     exclusion, training = report_lists(exclude, training_sets)
-    data = load_results(runs_root, corpus, seed, corpora_root, exclusion, training)
+    data = load_results(runs_root, corpus, seed, corpora_root, exclusion, training, index_root)
+    for item in data.stale:
+        log.warning(f"[report] {item['run']}: left out, not current ({item['why']}); repair: "
+                    f"{item['repair']}")
     corpora = corpora_root if corpora_root is not None else (
         runs_root.parent / DATA_FOLDERS["corpora"])
     return Report(corpus, seed, runs_root, tuple(section(data) for section in SECTIONS),
@@ -588,10 +679,12 @@ def training_lists(text: str | None) -> dict[str, str]:
 
 
 def report(runs_root: Path, corpus: str, seed: int = 0, corpora_root: Path | None = None,
-           exclude: str | None = None, training_sets: dict[str, str] | None = None) -> str:
+           exclude: str | None = None, training_sets: dict[str, str] | None = None,
+           index_root: Path | None = None) -> str:
     """Write the tables and plots of one corpus and pool seed; return the markdown written
     (`build_report`, then `Report.save`)."""
-    built = build_report(runs_root, corpus, seed, corpora_root, exclude, training_sets)
+    built = build_report(runs_root, corpus, seed, corpora_root, exclude, training_sets,
+                         index_root)
     built.save()
     return built.markdown
 

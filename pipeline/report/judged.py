@@ -23,6 +23,7 @@ from pipeline.judging.inferred import (
 )
 from pipeline.judging.stage import JudgedPool, LeftOut, judged_pools
 from pipeline.layout import Place, format_size
+from pipeline.roots import where
 
 log = logging.getLogger(__name__)
 
@@ -182,8 +183,9 @@ def left_out_table(place: Place, left_out: Sequence[LeftOut]
             f"{place.corpus}: judging files the section above does not count, why, and the command "
             "that judges them again",
             ["file", "why", "repair"],
-            [[str(item.path.relative_to(place.runs_root.parent)), item.why, item.repair]
-             for item in left_out])
+            [[str(item.path.relative_to(place.runs_root.parent)), item.why,
+              item.repair.command(where(place.corpus_dir.parent, place.index_root,
+                                        place.runs_root))] for item in left_out])
 
 
 def draw_judged(means_frame: pl.DataFrame, path: Path, title: str) -> None:

@@ -16,11 +16,23 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, read_parquet, write_parquet
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Placeholder, Repair
+from pipeline.core.secrets import shown_url
+from pipeline.encoding.embed import model_path_of, recorded_model_change
 from pipeline.encoding.objects import known_model, object_repair
-from pipeline.layout import IMPORT_RUN, VARIANT_SEP, Place, run_paths, runs_dir, store_dir
+from pipeline.layout import (
+    EMBEDDINGS,
+    IMPORT_RUN,
+    VARIANT_SEP,
+    Place,
+    run_paths,
+    runs_dir,
+    store_dir,
+)
+from pipeline.models import API_FILE_PREFIX, API_URL
 from pipeline.pools.build import validation_pools
 
 TOP_K = 500
+ENDPOINT = "endpoint"  # a served model's run's details: the URL it was searched at (no secret)
 ROW_GROUP = 1 << 20  # rows per parquet row group: pyarrow's write_table default (RunWriter)
 
 
@@ -34,7 +46,9 @@ def run_repair(corpus: str, run: str, runs_root: Path | None = None, pool: str |
     """The command that searches (and scores) a run of a corpus again: `<model>~<variant>`
     runs are made with QUERY_VARIANT, `<model>+q<tag>` runs with the QUERY_PROMPT their
     manifest records, every run with the values of the options that changed it that its
-    manifest records (run_parameters' `options`). A run of a model make cannot search (a
+    manifest records (run_parameters' `options`), a served model's with the EMBEDDINGS_URL
+    it was searched at (ENDPOINT; `<its endpoint's URL>` for a run that records none). A
+    run of a model make cannot search (a
     name no model has) is an imported run, which make eval scores, or (its manifest in
     `pool` does not say it was imported) a pipeline.Encoder's or a ModelEntry's of the
     user's, made again only in Python with that model (object_repair)."""
@@ -48,6 +62,10 @@ def run_repair(corpus: str, run: str, runs_root: Path | None = None, pool: str |
     prompt = details.get("query_prompt") if isinstance(details, dict) else None
     if isinstance(prompt, str):
         variables += (("QUERY_PROMPT", prompt.replace("\n", "\\n")),)  # as make holds it
+    if model.startswith(API_FILE_PREFIX):  # a served model's: searched at its endpoint again
+        url = details.get(ENDPOINT) if isinstance(details, dict) else None
+        variables += ((API_URL, shown_url(url) if isinstance(url, str)
+                       else Placeholder("its endpoint's URL")),)
     options = info.get("parameters", {}).get("options")  # the options that made it, as made
     if isinstance(options, dict):
         variables += tuple((name, str(value)) for name, value in options.items())
@@ -167,6 +185,44 @@ def _tuning_problem(place: Place, pool: str, info: dict,
         return (f"made with BM25 k1 {made['k1']} and b {made['b']}, the model's are k1 "
                 f"{defaults.get('k1')} and b {defaults.get('b')}")
     return None
+
+
+def model_problem(info: dict, index_root: Path, corpus: str, kind: str = "run"
+                  ) -> tuple[str, Repair] | None:
+    """Why an artifact whose manifest is `info` is stale because a model changed since it was
+    embedded (`embed.recorded_model_change`: weights swapped, another checkpoint behind
+    MODEL_PATH), and the repair: embed again with REPLACE=1 (which removes the store and the
+    runs searched from it). For a store (`kind` "store") its own model; for a run, the model
+    of each store it searched (its recorded inputs); None when none changed."""
+    stores = sorted({store_dir(index_root, corpus, label.split("/")[3])
+                     for label in info.get("inputs", {})
+                     if label.startswith(f"indexes/@/{EMBEDDINGS}/")})
+    if kind == "store":
+        stores = [store_dir(index_root, corpus, str(info.get("parameters", {}).get("model")))]
+    for store in stores:
+        if change := recorded_model_change(store, index_root):
+            source = model_path_of(store)
+            what = "its model" if kind == "store" else f"the model of {store}"
+            return (f"{what} changed since it was embedded ({change})",
+                    Repair("eval", corpus, store.name, (
+                        *((("MODEL_PATH", source),) if source else ()), ("REPLACE", "1"))))
+    return None
+
+
+def recorded_run_problem(place: Place, pool: str, model: str) -> tuple[str, Repair] | None:
+    """Why the run of `model` in `pool`, as its manifest records it, is not current, and the
+    command that makes it current: what verify calls STALE or CORRUPT of a run (a file that
+    differs from its manifest, an input changed since, BM25 tuned on other validation pools,
+    the model of a store it searched changed since); None when it is current. A reader of
+    runs made earlier (collect, the report) asks this, not `run_problem`, which asks whether a
+    run is the one the user asks for now."""
+    paths = run_paths(place.runs_root, place.corpus, pool, model)
+    problem = stale(paths.manifest, None, files=paths.trec.parent,
+                    own=lambda info: _tuning_problem(place, pool, info), roots=place.roots)
+    if problem is not None:
+        return problem.reason, recorded_run_repair(place.runs_root, place.corpus, pool, model,
+                                                   place.index_root)
+    return model_problem(read_json(paths.manifest), place.index_root, place.corpus)
 
 
 def run_is_current(place: Place, pool: str, model: str, k: int = TOP_K, seed: int | None = None,

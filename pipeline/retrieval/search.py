@@ -22,13 +22,14 @@ from pipeline.core.inputs import record
 from pipeline.core.locks import file_lock
 from pipeline.core.timing import timed
 from pipeline.layout import PREFILTERED, Place, run_name, run_paths
-from pipeline.models import ModelEntry, get_model, with_query_prompt
+from pipeline.models import ModelEntry, ServedModel, get_model, with_query_prompt
 from pipeline.pools.build import load_pool, pool_files
 from pipeline.pools.queries import SEEDED_VARIANTS, own_text, query_texts
 from pipeline.retrieval.base import Query
 from pipeline.retrieval.imported import imported_pools
 from pipeline.retrieval.registry import retriever
 from pipeline.retrieval.runs import (
+    ENDPOINT,
     TOP_K,
     finalize_run,
     identity_problem,
@@ -138,6 +139,8 @@ def search_pool(place: Place, pool: str, entry: ModelEntry, k: int = TOP_K, thre
     details = {"query_variant": variant, **found}
     if entry.query_prompt is not None:  # QUERY_PROMPT: the text its tag was made from
         details["query_prompt"] = entry.query_prompt
+    if isinstance(entry, ServedModel):  # where a repair searches it again (runs.run_repair)
+        details[ENDPOINT] = entry.endpoint
     counts, keep = {}, k
     if pairs is not None:
         hits, counts["pairs_unmatched_scored_0"], keep = keep_own_lists(hits, pairs, k)
@@ -226,24 +229,31 @@ def index_pools(place: Place, entry: ModelEntry, pools: list[str],
 def search_model(place: Place, entry: ModelEntry, pools: list[str],
                  settings: SearchSettings) -> None:
     """Search `pools` one after another in this process (one JVM, or one model and device
-    set-up, for all of them), each timed with its queries per second."""
+    set-up, for all of them), each timed with its queries per second. With REPLACE=1 (the
+    store options' `replace`), an embedded model's every pool is embedded before any run is
+    kept as current, so that the runs a replaced store takes with it are searched again."""
     name = run_name(entry.name, settings.variant)
     # a Lucene index is checked for every pool first (a no-op when intact): a damaged one is
     # built again (verify's repair for it), and the runs made from the old one are then stale
     lucene = entry.kind == "bm25" and settings.options.get("bm25_engine") == "lucene"
     if settings.index and lucene:
         index_pools(place, entry, pools, settings)
+    replace = bool(settings.store.get("replace")) and entry.embedded
     if settings.stale_only and entry.embedded:  # a store of another model: no run is current
         from pipeline.encoding.embed import check_identity
 
-        check_identity(place, entry, settings.store.get("model_path"),
-                       bool(settings.store.get("replace")))
+        check_identity(place, entry, settings.store.get("model_path"), replace)
+    # REPLACE=1 embeds every pool before any run is kept: a served model's store found
+    # another model's by its probes (embed) goes with every run made from it, current or not
+    indexed_all = settings.index and replace and settings.stale_only
+    if indexed_all:
+        index_pools(place, entry, pools, settings)
     if settings.stale_only:
         kept = [p for p in pools if current_run(place, p, entry, settings.k, settings.seed,
                                                 settings.variant, settings.run_options)]
         pools = [p for p in pools if p not in kept]
         log.info(f"[search] {name}: {len(kept)} current runs kept, {len(pools)} to search")
-    if settings.index and pools and not lucene:
+    if settings.index and pools and not lucene and not indexed_all:
         index_pools(place, entry, pools, settings)
     for pool in pools:
         with timed("search", settings.times, model=name, pool=pool) as info:

@@ -193,7 +193,7 @@ def test_a_persons_labels_are_compared_on_the_pairs_they_label(csf, tmp_path):
     for row in result.summary.iter_rows(named=True):
         for name, value in expected.items():
             assert row[name] == pytest.approx(value, abs=1e-12)
-    table, _, markdown, _ = agreement_paths(data.runs, "csf", "file--labels")
+    table, _, markdown, _ = agreement_paths(data.runs, "csf", FileAssessor(path).file_name)
     assert table.exists() and "labels.tsv" in markdown.read_text()
 
 

@@ -133,7 +133,8 @@ def log_head(model: str = "m") -> dict:
 
 def test_an_assessors_log_is_checked_for_its_form(root):
     log_path = root / "runs" / "small" / "judgments" / "api--m-0123abcd.jsonl"
-    record = {"query": "1", "doc": "2", "grade": 2, "replies": ["2"]}
+    record = {"query": "1", "doc": "2", "grade": 2, "replies": ["2"], "asked": 1,
+              "not_grades": 0, "time": "2026-01-01T10:00:00Z", "assessor": "api:m"}
     log_path.write_text(json.dumps(log_head()) + "\n" + json.dumps(record) + "\n")
     assert verify(roots(root)) == []
     with log_path.open("a") as out:
@@ -189,7 +190,7 @@ def test_the_reports_text_names_the_judgments_it_leaves_out(root):
     [row] = table.frame().iter_rows(named=True)
     assert row["file"] == str(judged.relative_to(root))
     assert "differ from its manifest" in row["why"]
-    assert row["repair"] == f"{REPAIR} JUDGE=standin:1"
+    assert row["repair"] == f"{REPAIR} JUDGE=standin:1 DATA={root}"  # the data it read
     assert row["file"] in report.markdown
     # a damaged sample leaves out its judgments with it, each said
     damage(sample_path(root / "runs", "small", POOL, SETTINGS.name))
@@ -222,3 +223,25 @@ def test_the_layout_before_one_sample_per_setting_is_read(root):
     counted = judged_pools(place(root), [POOL])
     assert [(p.sampling, p.file_name) for p in counted] == [(SETTINGS.name, STANDIN.file_name)]
     assert verify(roots(root)) == []
+
+
+def test_samples_of_runs_changed_since_are_left_out_as_verify_calls_them_stale(root):
+    """Issue 69: bm25 searched again at another depth (K=100) after judging: verify calls
+    every sample drawn from its runs STALE; the report counted them all, with no word. It
+    leaves out each sample verify names, and the judgments of it, each with the command that
+    draws and judges again; what verify does not name stays counted."""
+    data = pipeline.Data(root)
+    pipeline.search(data, "small", POOL, "bm25", k=100, threads=1)
+    pipeline.evaluate(data, "small", POOL, "bm25")
+    stale = {line.split(" ")[1].split(":")[0] for line in verify(roots(root))
+             if line.startswith("STALE")}
+    sample = sample_path(root / "runs", "small", POOL, SETTINGS.name)
+    assert stale == {str(judgments_manifest(sample))}
+    report = pipeline.build_report(data, "small", seed=POOL_SEED)
+    rows = report.tables["judged-left-out"].frame().rows(named=True)
+    assert [(Path(r["file"]).name, r["why"]) for r in rows] == [
+        ("sample.parquet", "stale: the run of bm25 it was drawn from is gone or changed since"),
+        (f"{STANDIN.file_name}.parquet", "its sample is left out")]
+    assert all(r["repair"] == f"{REPAIR} JUDGE=standin:1 DATA={root}" for r in rows)
+    counted = {p.pool for p in judged_pools(place(root), [pool_of(s) for s in POOL_SIZES])}
+    assert counted == {pool_of(s) for s in POOL_SIZES} - {POOL}

@@ -16,7 +16,7 @@ import pytest
 
 import pipeline
 from pipeline.core.errors import InputError
-from pipeline.judging.assessor import LABELS_HEADER, StandinAssessor
+from pipeline.judging.assessor import LABELS_HEADER, FileAssessor, StandinAssessor
 from pipeline.judging.sample import pairs_to_judge
 from pipeline.judging.stage import sampling
 from pipeline.layout import (
@@ -96,7 +96,7 @@ def test_a_persons_labels_give_the_judgments_they_carry(judged, tmp_path):
         f"{q}\t{d}\t{g}\tann\t2026-11-26T10:00:00Z\n" for q, d, g in
         theirs.select("query", "doc", "grade").iter_rows()))
     pipeline.judge(data, corpus, list(MODELS), f"file:{labels}", sample_size=N)
-    mine = pl.read_parquet(judgments_path(data.runs, corpus, pool, "file--labels-mine",
+    mine = pl.read_parquet(judgments_path(data.runs, corpus, pool, FileAssessor(labels).file_name,
                                               SAMPLING))
     assert mine.select("query", "doc", "grade").equals(theirs.select("query", "doc", "grade"))
     assert set(mine["assessor"]) == {"ann"}

@@ -42,7 +42,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 
     collect_results(*roots(args))
     print(report(Path(args.runs_root), args.corpus, args.seed, Path(args.corpora_root),
-                 args.exclude, training_lists(args.training_sets)))
+                 args.exclude, training_lists(args.training_sets), Path(args.index_root)))
     print(f"Written to {args.runs_root}/reports/ ({args.corpus}.md, .html, .tex, .png)")
     if args.times:
         print("\n## Stage times (seconds, this corpus)\n\n" +

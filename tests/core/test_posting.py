@@ -1,0 +1,296 @@
+"""The request loop the served embeddings' client and the judging chat client share
+(pipeline/core/posting.py) against the local server of tests/servers.py: no piece of the key
+in any line or log line, whatever the padding before the key a server echoes; a deadline
+that holds while a reply trickles in; Ctrl-C ending a stage whose requests are unanswered;
+JUDGE_CONCURRENCY bounded as EMBEDDINGS_CONCURRENCY is."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pipeline
+from pipeline.core.errors import InputError
+from pipeline.core.posting import SAID, Words, each_at_once, refusal, said
+from pipeline.core.secrets import redacted
+from pipeline.encoding import served
+from pipeline.encoding.served import EmbeddingsClient
+from pipeline.judging import chat
+from pipeline.judging.chat import ChatClient, chat_url
+from pipeline.models import served_model
+from tests.servers import CHAT, EMBEDDINGS, URL_SECRET, LocalServer, running
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "sk-HOSTILE-QZ7-K3Y-9"  # none of its pieces of 4 characters is in the clients' words
+PIECES = {KEY[i:i + 4] for i in range(len(KEY) - 3)}
+MODEL = "org/model-7b"
+WORDS = Words("judge", "JUDGE api:org/model-7b at http://127.0.0.1:1/v1/chat/completions",
+              "JUDGE_URL", "request", "a reply", "judge again", {}, "check the model")
+OFFSETS = range(401)  # the characters before the key, each
+
+
+def pieces_in(text: str) -> list[str]:
+    """The pieces of 4 or more characters of the key that `text` holds (those of 4 cover all)."""
+    return sorted(piece for piece in PIECES if piece in text)
+
+
+def embeddings(texts: list[str]) -> np.ndarray:
+    """The stand-in model's vectors: a constant direction per text's length."""
+    return np.array([[1.0, len(text) % 7, 0.5, 0.25] for text in texts], dtype=np.float32)
+
+
+def chat_client(server: LocalServer) -> ChatClient:
+    return ChatClient(chat_url(server.url), MODEL, KEY)
+
+
+def embeddings_client(server: LocalServer) -> EmbeddingsClient:
+    return EmbeddingsClient(served_model(f"api:{MODEL}", {"EMBEDDINGS_URL": server.url}), KEY)
+
+
+def echoed(offset: int) -> str:
+    return "x" * offset + f"Authorization: Bearer {KEY}"
+
+
+# ---- no piece of the key in a line, wherever it falls -------------------------------------
+def test_no_piece_of_the_key_is_shown_whatever_the_padding_before_it():
+    """A 400 reply echoing the Authorization header after 0 to 400 characters, as text and as
+    a JSON error, and a 200 reply that is neither an embeddings list nor a chat completion
+    echoing it so: the line of each client names the status or the reply, never 4 characters
+    of the key in a row (the body was once cut to 200 characters before the key was
+    hidden: 'Bearer sk-HOSTILE-JU' after 180 characters)."""
+    with running(LocalServer(MODEL, path=EMBEDDINGS)) as server:
+        clients = (embeddings_client(server), chat_client(server))
+    leaks = {}
+    for offset in OFFSETS:
+        text = echoed(offset)
+        error = json.dumps({"error": {"message": text, "type": "BadRequestError"}})
+        lines = [refusal(400, text.encode(), KEY, WORDS),
+                 refusal(400, error.encode(), KEY, WORDS)]
+        for client in clients:
+            with pytest.raises(InputError) as raised:
+                client._json(f"<html>not an API: {text}</html>".encode())
+            lines.append(str(raised.value))
+        for line in lines:
+            assert "\n" not in line and len(line) < 600, line
+            if pieces_in(line):
+                leaks[offset] = line
+    assert not leaks, list(leaks.items())[:3]
+    assert refusal(400, echoed(5).encode(), KEY, WORDS).endswith(
+        "it answered 400 (xxxxxAuthorization: Bearer <key>): check the model")
+
+
+@pytest.mark.parametrize("path, call", [
+    (EMBEDDINGS, lambda server: embeddings_client(server).encode(["a paper"])),
+    (CHAT, lambda server: chat_client(server).complete(
+        [{"role": "user", "content": "grade"}], 0.0, 10)),
+])
+def test_each_client_shows_no_piece_of_the_key_end_to_end(path, call, caplog):
+    """The same through the local server, at offsets around the 200-character cut, for the
+    embeddings and the chat client: the one line raised and the log hold no piece of it."""
+    said_lines = []
+    with running(LocalServer(MODEL, path=path)) as server, caplog.at_level(logging.DEBUG):
+        for offset in (0, 1, 150, 170, 179, 180, 181, 185, 190, 199, 200, 201, 250, 400):
+            for fault in ("echo400", "echo400text", "notjson"):
+                server.faults, server.pad = [fault], offset
+                with pytest.raises(InputError) as raised:
+                    call(server)
+                said_lines.append(str(raised.value))
+    assert server.authorizations[-1] == f"Bearer {KEY}"  # the key was sent, and echoed
+    assert all("<key>" in line or "x" * 150 in line for line in said_lines)
+    for text in (*said_lines, caplog.text):
+        assert not pieces_in(text), text
+
+
+@pytest.mark.parametrize("echo", [
+    f"Bearer {KEY}", f"Bearer {KEY[:13]}", f"key {KEY[:6]}...{KEY[-4:]}",  # cut, masked
+    f"Bearer {KEY[:9]}\n{KEY[9:]}", f"{KEY[:9]}\u200b{KEY[9:]}",  # a line break, unseen
+    "\x00".join(KEY), KEY.lower(), KEY.upper(), f"token%3D{KEY}", f"{KEY}&amp;",
+    f"http://user:{URL_SECRET}@host/v1?token={URL_SECRET}",
+])
+def test_every_form_of_the_key_a_server_may_echo_is_replaced(echo):
+    """The key cut, masked, across a line break or an invisible character, in UTF-16's NULs,
+    in another case, percent- or HTML-escaped; a URL's password and token: replaced, in an
+    error's JSON message, in a text, and in a reply's content kept whole."""
+    for data in (json.dumps({"error": {"message": echo}}).encode(), echo.encode(),
+                 json.dumps({"detail": [{"msg": echo}]}).encode()):
+        line = said(data, KEY)
+        assert not pieces_in(line) and URL_SECRET not in line, line
+    content = redacted(f"The grade is 2. {echo} Thanks.", KEY)
+    assert not pieces_in(content) and URL_SECRET not in content, content
+    assert content.startswith("The grade is 2. ") and content.endswith(" Thanks.")
+
+
+def test_a_long_message_is_cut_after_its_key_is_replaced():
+    """A key straddling the cut of a long message, and a 20 MB reply: one line of SAID
+    characters at most, the key's first characters never left at its end."""
+    for offset in range(SAID - 30, SAID + 5):
+        line = said((" " * 5000 + "y" * offset + KEY + " tail").encode(), KEY)
+        assert len(line) <= SAID and not pieces_in(line), line
+    big = ("[" + "0.5, " * 4_000_000 + KEY).encode()
+    assert said(big, KEY).startswith("[0.5, 0.5,")
+
+
+# ---- the deadline holds while a reply arrives ---------------------------------------------
+def gives_up(call: Callable[[], object]) -> str:
+    """The one line `call` raises; the test fails, rather than hangs, if it never returns."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 (checked below)
+            raised.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(120)  # the test's own bound: a deadline of 2 s ends it long before
+    assert not thread.is_alive(), "the request never gave up"
+    assert len(raised) == 1 and isinstance(raised[0], InputError), raised
+    return str(raised[0])
+
+
+@pytest.mark.parametrize("fault", ["trickle", "trickleheaders"])
+def test_a_reply_sent_a_byte_at_a_time_is_given_up_at_the_deadline(monkeypatch, fault):
+    """A 200 of Content-Length 100,000 sent a byte every 0.2 s (each byte restarts the
+    socket's read timeout, so it once never ended: still running at 700 s), and one whose
+    headers come so: with a deadline of 2 s, each client gives up in one line naming it."""
+    monkeypatch.setattr(served, "DEADLINE", 2.0)
+    monkeypatch.setattr(chat, "DEADLINE", 2.0)
+    with running(LocalServer(MODEL, path=EMBEDDINGS)) as server:
+        server.always = fault
+        line = gives_up(lambda: embeddings_client(server).encode(["a paper"]))
+        assert line.startswith(f"MODEL api--org--model-7b at {server.url}: gave up after the "
+                               "2 s a batch may take, "), line
+        assert line.endswith("(1 attempt): check the server, then embed again (the papers "
+                             "stored so far are kept)"), line
+    with running(LocalServer(MODEL, path=CHAT)) as server:
+        server.always = fault
+        line = gives_up(lambda: chat_client(server).complete([], 0.0, 10))
+        assert line.startswith(f"JUDGE api:{MODEL} at {server.url}: gave up after the 2 s "
+                               "a request may take, "), line
+    late = "its reply still arriving" if fault == "trickle" else "no reply yet"
+    assert late in line and len(server.bodies) == 1
+
+
+# ---- Ctrl-C ends a stage whose requests are unanswered --------------------------------------
+INTERRUPTED = """
+import logging, sys
+from pathlib import Path
+from pipeline.encoding import served
+from pipeline.judging import assessor as judging, chat
+from pipeline.judging.assessor import Pair, assessor
+
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+kind, url, log_path = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+chat.NOTICE = served.NOTICE = 0.2
+if kind == "judge":
+    pairs = [Pair(str(q), str(100 + q), f"Paper {q}", "A.", f"Paper {100 + q}", "B.")
+             for q in range(8)]
+    import polars as pl
+    from pipeline.judging.assessor import PAIR_TEXTS
+    frame = pl.DataFrame({"query": [p.query for p in pairs], "doc": [p.doc for p in pairs],
+                          **{c: [getattr(p, c) for p in pairs] for c in PAIR_TEXTS}})
+    judging.judge(frame, assessor("api:org/model-7b", {"JUDGE_URL": url}), log_path,
+                  concurrency=4, progress=False)
+else:
+    from pipeline.models import served_model
+    encoder = served.ServedEncoder(served_model("api:org/model-7b", {
+        "EMBEDDINGS_URL": url, "EMBEDDINGS_BATCH": "2", "EMBEDDINGS_CONCURRENCY": "4"}))
+    encoder.encode_ids([f"paper {i}" for i in range(16)], progress=False)
+"""
+
+
+@pytest.mark.parametrize("kind, path", [("judge", CHAT), ("embed", EMBEDDINGS)])
+def test_ctrl_c_ends_a_stage_whose_requests_are_never_answered(tmp_path, kind, path):
+    """Requests sent 4 at once to a server that never answers (`make judge` once ran 200 s
+    after Ctrl-C, its threads waiting for their requests): SIGINT once the waiting line is
+    logged, and the process ends (KeyboardInterrupt), its requests left behind. The test's
+    own bound on that is 60 s; the requests would take 300 s."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED)
+    with running(LocalServer(MODEL, encode=embeddings, path=path)) as server:
+        server.faults, server.always = ([""] if kind == "embed" else []), "hold"
+        process = subprocess.Popen(
+            [sys.executable, str(script), kind, server.url, str(tmp_path / "log.jsonl")],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": KEY})
+        try:
+            assert process.stderr is not None
+            said = []
+            for line in process.stderr:
+                said.append(line)
+                if "waiting for" in line:
+                    break
+            for _ in range(600):  # every thread's request sent and held
+                if server.in_flight >= 4 or process.poll() is not None:
+                    break
+                time.sleep(0.05)
+            assert server.in_flight == 4 and process.poll() is None, "".join(said)[-2000:]
+            process.send_signal(signal.SIGINT)
+            err = process.stderr.read()  # to its end: the process has exited
+            process.wait(60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode not in (0, None) and "KeyboardInterrupt" in err, err[-2000:]
+    assert not pieces_in(err)
+
+
+def test_each_at_once_keeps_order_and_stops_at_a_failure():
+    """Items in their order whatever order they end in; after a failure no further item
+    starts, the running ones end (their work kept), and the failure is raised in its place."""
+    ended: list[int] = []
+
+    def work(i: int) -> int:
+        time.sleep(0.01 * (5 - i % 5))
+        if i == 6:
+            raise InputError("item 6")
+        ended.append(i)
+        return i * i
+
+    assert list(each_at_once(work, range(6), 3)) == [i * i for i in range(6)]
+    ended.clear()
+    got = []
+    with pytest.raises(InputError, match="item 6"):
+        for value in each_at_once(work, range(40), 3):
+            got.append(value)
+    assert got == [i * i for i in range(6)]
+    assert max(ended) < 6 + 3 and len(ended) < 40 - 1
+
+
+# ---- JUDGE_CONCURRENCY's bound --------------------------------------------------------------
+def test_judge_concurrency_is_bounded_as_embeddings_concurrency_is(tmp_path):
+    """JUDGE_CONCURRENCY=1000000000 (once accepted: a thread per request) is refused in one
+    line, by the API and by make, before anything runs; 64, EMBEDDINGS_CONCURRENCY's bound,
+    is the most."""
+    data = pipeline.Data(tmp_path / "data")
+    for value in (10**9, 65, 0):
+        with pytest.raises(InputError, match=rf"concurrency={value}") as refused:
+            pipeline.judge(data, "c", "bm25", "standin:0", concurrency=value)
+        assert "\n" not in str(refused.value)
+    assert "use at most 64 (requests at once, as EMBEDDINGS_CONCURRENCY)" in str(
+        pytest.raises(InputError, pipeline.judge, data, "c", "bm25", "standin:0",
+                      concurrency=10**9).value)
+    (tmp_path / "stamp").touch()
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-n", f"DATA={tmp_path / 'data'}", "CORPUS=c",
+         f"PY={sys.executable}", f"STAMP={tmp_path / 'stamp'}", "judge", "MODELS=bm25",
+         "JUDGE=standin:0", "JUDGE_CONCURRENCY=1000000000"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL")})
+    from tests.conftest import refusal as make_refusal
+
+    line = make_refusal(done)
+    assert "JUDGE_CONCURRENCY" in line and "at most 64" in line, line

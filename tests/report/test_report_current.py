@@ -1,0 +1,97 @@
+"""The report checks what verify checks (issue 69): an evaluation made from weights, inputs or
+options other than those now is left out of every table, said first with the command that
+makes it current, in the report and its log; runs of another depth than the report's are
+labelled with theirs and tested against no other model."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import pipeline
+from pipeline.core.errors import InputError
+from pipeline.layout import pool_names
+from tests.report.conftest import REPORT_CORPUS
+from tests.test_api_replace import nudge
+
+
+def data_copy(report_data: Path, tmp_path: Path) -> pipeline.Data:
+    root = Path(shutil.copytree(report_data, tmp_path / "data", symlinks=True))
+    return pipeline.Data(root)
+
+
+def dataset_pools(data: pipeline.Data) -> list[str]:
+    return [p for p in pool_names(data.corpora / REPORT_CORPUS) if p.startswith("all-")]
+
+
+def stale_evaluations(data: pipeline.Data) -> set[str]:
+    """corpus/pool/model of each evaluation verify calls STALE."""
+    found = set()
+    for line in pipeline.verify_data(data, deep=False):
+        kind, path = line.split(" ", 1)[0], Path(line.split(" ", 1)[1].split(":", 1)[0])
+        if kind == "STALE" and path.name.endswith(".eval.json"):
+            found.add(f"{path.parts[-3]}/{path.parts[-2]}/{path.name.split('.')[0]}")
+    return found
+
+
+def models_shown(report: pipeline.Report) -> set[str]:
+    """Every model named in a row of the report's tables of numbers."""
+    return {row[0] for name, table in report.tables.items()
+            if name not in ("left-out", "other-depths") for row in table.rows}
+
+
+@pytest.mark.slow  # embeds the dataset pools with the tiny BERT
+def test_swapped_weights_are_left_out_with_verify_s_stale_runs(report_data, tiny_bert,
+                                                               tmp_path, caplog):
+    data = data_copy(report_data, tmp_path)
+    folder = Path(shutil.copytree(tiny_bert, tmp_path / "model"))
+    for pool in dataset_pools(data):
+        pipeline.search(data, REPORT_CORPUS, pool, "minilm", threads=1, model_path=folder)
+        pipeline.evaluate(data, REPORT_CORPUS, pool, "minilm")
+    before = pipeline.build_report(data, REPORT_CORPUS)
+    assert "minilm" in models_shown(before) and "left-out" not in before.tables
+    nudge(folder)  # other weights under the same names: verify calls minilm's runs STALE
+    with pytest.raises(InputError, match="collected from an evaluation not current now"):
+        pipeline.build_report(data, REPORT_CORPUS, collect=False)  # as collected last: refused
+    stale = stale_evaluations(data)
+    assert stale == {f"{REPORT_CORPUS}/{pool}/minilm" for pool in dataset_pools(data)}
+    with caplog.at_level(logging.WARNING):
+        after = pipeline.build_report(data, REPORT_CORPUS)
+    assert "minilm" not in models_shown(after)
+    assert "minilm" not in after.section("significance").markdown
+    left = after.tables["left-out"]
+    assert {row[0] for row in left.rows} == stale  # what verify says, no more, no less
+    for run, why, command in left.rows:
+        assert "changed since it was embedded" in why
+        assert command.startswith(f"make eval CORPUS={REPORT_CORPUS} MODEL=minilm ")
+        assert f"MODEL_PATH={folder}" in command and "REPLACE=1" in command
+        assert f"DATA={data.runs.parent}" in command  # the data the report read, not the checkout's
+        assert f"{run}: left out" in caplog.text
+    assert after.markdown.index("evaluations left out") < after.markdown.index("dataset-level")
+    path = after.save()
+    assert "REPLACE=1" in path.read_text()
+
+
+def test_runs_of_another_depth_are_labelled_and_never_tested(report_data, tmp_path):
+    data = data_copy(report_data, tmp_path)
+    for pool in dataset_pools(data):  # bm25 at depth 100 where random ranks 500
+        pipeline.search(data, REPORT_CORPUS, pool, "bm25", k=100, threads=1)
+        pipeline.evaluate(data, REPORT_CORPUS, pool, "bm25")
+    report = pipeline.build_report(data, REPORT_CORPUS)
+    dataset = report.tables["dataset"]
+    assert {row[0] for row in dataset.rows} == {"bm25 (top 100)", "random"}
+    assert "(top 500)" in dataset.caption
+    assert not any("**" in cell or "†" in cell for row in dataset.rows for cell in row)
+    other = report.tables["other-depths"].frame()
+    assert other.rows() == [("bm25 (top 100)", "100", str(len(dataset_pools(data))))]
+    tests = report.section("significance").markdown
+    assert "bm25 (top 100)" not in tests  # no test across depths
+    fields = report.tables[next(n for n in report.tables if n.startswith("field-"))]
+    assert {row[0] for row in fields.rows} == {"bm25", "random"}  # at 500 there: compared
+    assert any("**" in cell for row in fields.rows for cell in row)
+    results = data.results(collect=False)
+    assert set(results.filter(pl.col("model") == "bm25")["depth"].unique()) == {100, 500}
