@@ -19,12 +19,14 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import Roots
 from pipeline.core.manifests import manifest
+from pipeline.core.secrets import shown_url
 from pipeline.evaluation.crossover import HEADER as CROSSOVER_HEADER
 from pipeline.evaluation.crossover import crossover_rows, no_rows_reason
 from pipeline.evaluation.evaluate import read_results
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import (
     DATA_FOLDERS,
+    MANIFEST,
     REPORT_PAGE_SUFFIX,
     REPORT_PLOT_SUFFIX,
     REPORT_TABLE_SUFFIX,
@@ -36,6 +38,7 @@ from pipeline.layout import (
     report_manifest,
     reports_dir,
     stage_times_path,
+    store_dir,
 )
 from pipeline.pools.exclusions import NO_LIST, PaperList, read_list
 from pipeline.report.html import page
@@ -628,7 +631,34 @@ def not_shown_section(data: Results) -> Section:
             ["run", "depth", "pools"],
             [[row["model"], MISSING if row["depth"] is None else str(row["depth"]),
               str(row["pools"])] for row in depths.iter_rows(named=True)]))
+    if served := served_rows(data):
+        tables.append(Table("served", (
+            f"{data.corpus}: models served by an endpoint, whose identity is its URL and the "
+            "vectors of the probe texts, checked by each run that sends requests; a run that "
+            "sends none (every paper stored) checks the URL only, so a model swapped behind "
+            "the same URL since its store was written is not seen here: `make eval MODEL=<m> "
+            "EMBEDDINGS_URL=<url> REPLACE=1` embeds with the model answering now"),
+            ["model", "endpoint", "its store written"], served))
     return Section("not-shown", tuple(tables))
+
+
+def served_rows(data: Results) -> list[list[str]]:
+    """model, endpoint (shown without secrets), when its store was written: each model of
+    the rows whose store a served endpoint filled."""
+    if data.index_root is None:
+        return []
+    rows = []
+    labels = data.rows["model"].unique()
+    for model in sorted({label.split(" (")[0].split(VARIANT_SEP)[0] for label in labels}):
+        record = store_dir(data.index_root, data.corpus, model) / MANIFEST
+        try:
+            info = read_json(record) if record.is_file() else {}
+        except InputError:
+            continue  # a damaged store: its runs were left out as not current
+        endpoint = (info.get("config", {}).get("model") or {}).get("endpoint")
+        if isinstance(endpoint, str):
+            rows.append([model, shown_url(endpoint), str(info.get("created", MISSING))])
+    return rows
 
 
 SECTIONS = (not_shown_section, mdcr_section, csfcube_section, collection_section,

@@ -95,3 +95,25 @@ def test_runs_of_another_depth_are_labelled_and_never_tested(report_data, tmp_pa
     assert any("**" in cell for row in fields.rows for cell in row)
     results = data.results(collect=False)
     assert set(results.filter(pl.col("model") == "bm25")["depth"].unique()) == {100, 500}
+
+
+def test_a_served_models_rows_say_what_a_rerun_cannot_see(report_data, tmp_path, monkeypatch):
+    """Issue 69: a model swapped behind the same URL is not seen by a run that sends no
+    request (every paper stored); the report said nothing of it. It names each served
+    model, its endpoint (no secret) and when its store was written, and what embeds again."""
+    from tests.encoding.test_served_replace import KEY, MODEL, NAME, SERVED, vectors
+    from tests.servers import EMBEDDINGS, LocalServer, running
+
+    data = data_copy(report_data, tmp_path)
+    assert "served" not in pipeline.build_report(data, REPORT_CORPUS).tables
+    with running(LocalServer(SERVED, encode=vectors, path=EMBEDDINGS)) as server:
+        monkeypatch.setenv("EMBEDDINGS_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        for pool in dataset_pools(data):
+            pipeline.search(data, REPORT_CORPUS, pool, MODEL, threads=1)
+            pipeline.evaluate(data, REPORT_CORPUS, pool, NAME)
+        report = pipeline.build_report(data, REPORT_CORPUS)
+    [(model, endpoint, written)] = report.tables["served"].rows
+    assert (model, endpoint) == (NAME, server.url) and written.startswith("20")
+    assert "REPLACE=1" in report.tables["served"].caption
+    assert NAME in models_shown(report) and KEY not in report.markdown
