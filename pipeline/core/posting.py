@@ -22,14 +22,16 @@ asked) passes core/secrets.redacted: the key, in any of its forms, replaced in t
 before it is cut or collapsed, then any 4 of its characters in a row; a URL is shown with
 core/secrets.shown_url.
 
-Ctrl-C: the requests sent at once (`each_at_once`) run on daemon threads, which a
-KeyboardInterrupt leaves behind: the stage ends then, not when its requests in flight end
-(each within its deadline, or with the process).
+Ctrl-C: requests run on daemon threads (`each_at_once`; bounded_post called from the main
+thread sends its request from one too), which a KeyboardInterrupt leaves behind, and the main
+thread waits for them looking at a Ctrl-C every POLL seconds: the stage ends within a second,
+not when its requests in flight end (each within its deadline, or with the process).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import socket
@@ -53,7 +55,11 @@ ERROR_BYTES = 1 << 16  # what an error reply's message is read from
 SAID = 200  # characters of a server's message shown
 MIN_LEFT = 0.001  # seconds an attempt's timeouts get at least (urllib3 refuses 0 and less)
 CHUNK = 1 << 20  # bytes of a reply read at most at a time (what has arrived, up to this)
-T, R = TypeVar("T"), TypeVar("R")
+# seconds between a waiting thread's looks at a Ctrl-C: a signal that the system gives another
+# thread (one blocked in a read) does not wake a wait without a timeout
+POLL = 0.2
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class Refusal(InputError):
@@ -205,16 +211,30 @@ def bounded_post(pool: urllib3.PoolManager, url: str, body: bytes, headers: Mapp
                  key: str | None, bounds: Bounds, words: Words, most: int) -> bytes | None:
     """The body of the 200 reply to POSTing `body` to `url` (None: larger than `most` bytes,
     read no further), after at most `bounds.retries` retries, all within `bounds.deadline`
-    seconds; anything else is one line (InputError, Refusal) in `words`."""
+    seconds; anything else is one line (InputError, Refusal) in `words`. Called from the
+    main thread, the request goes from a thread of its own (each_at_once), so that a Ctrl-C
+    is seen at once, not when a read the system gave no signal to ends."""
+    post = functools.partial(_post, pool, url, body, headers, key, bounds, words, most)
+    if threading.current_thread() is not threading.main_thread():
+        return post()
+    (data,) = each_at_once(lambda _: post(), [None], 1)
+    return data
+
+
+def _post(pool: urllib3.PoolManager, url: str, body: bytes, headers: Mapping[str, str],
+          key: str | None, bounds: Bounds, words: Words, most: int) -> bytes | None:
+    """bounded_post's request, in the thread it is called from."""
     clock = bounds.clock
     deadline = clock() + bounds.deadline
-    why = "no attempt"
+    why, made = "no attempt", 0
     for attempt in range(bounds.retries + 1):
-        left = max(deadline - clock(), MIN_LEFT)  # a wait's pause may overshoot the deadline
-        notice = threading.Timer(min(bounds.notice, left), _waiting,
-                                 (bounds, words, min(bounds.notice, left), deadline))
+        if attempt and clock() >= deadline:  # a wait's pause overshot it: no attempt left
+            break
+        made, left = attempt + 1, max(deadline - clock(), MIN_LEFT)
+        notice = threading.Timer(bounds.notice, _waiting, (bounds, words, deadline))
         notice.daemon = True
-        notice.start()
+        if bounds.notice < left:  # else the deadline's line comes first
+            notice.start()
         late = "no reply yet"  # what the deadline's line says, if it passes now
         try:
             with Watch(left) as watch:
@@ -239,10 +259,10 @@ def bounded_post(pool: urllib3.PoolManager, url: str, body: bytes, headers: Mapp
                     response.close()
         except urllib3.exceptions.HTTPError as exc:  # refused, dropped, timed out, shut
             if watch.expired:
-                raise InputError(_gave_up(bounds, words, late, attempt)) from None
+                raise InputError(_gave_up(bounds, words, late, made)) from None
             wait, why = None, f"the connection failed ({type(exc).__name__})"
         except _Late:
-            raise InputError(_gave_up(bounds, words, late, attempt)) from None
+            raise InputError(_gave_up(bounds, words, late, made)) from None
         finally:
             notice.cancel()
         if attempt == bounds.retries:
@@ -255,7 +275,7 @@ def bounded_post(pool: urllib3.PoolManager, url: str, body: bytes, headers: Mapp
                     f"({attempt + 1} of {bounds.retries} retries)")
         bounds.pause(wait)
     raise InputError(f"{words.where}: {why}, and no reply within the {bounds.deadline:g} s a "
-                     f"{words.span} may take ({_attempts(attempt)}): check the server, then "
+                     f"{words.span} may take ({_attempts(made)}): check the server, then "
                      f"{words.again}")
 
 
@@ -289,22 +309,21 @@ def _refuse(response: urllib3.BaseHTTPResponse, key: str | None, words: Words) -
         raise Refusal(refusal(status, response.read(ERROR_BYTES), key, words), status)
 
 
-def _gave_up(bounds: Bounds, words: Words, late: str, attempt: int) -> str:
-    """The line of a request whose deadline passed during an attempt (`late`: what it
-    waited for)."""
+def _gave_up(bounds: Bounds, words: Words, late: str, made: int) -> str:
+    """The line of a request whose deadline passed during its attempt number `made` (`late`:
+    what it waited for)."""
     return (f"{words.where}: gave up after the {bounds.deadline:g} s a {words.span} may take, "
-            f"{late} ({_attempts(attempt)}): check the server, then {words.again}")
+            f"{late} ({_attempts(made)}): check the server, then {words.again}")
 
 
-def _attempts(attempt: int) -> str:
-    return f"{attempt + 1} attempt{'s' if attempt else ''}"
+def _attempts(made: int) -> str:
+    return f"{made} attempt{'s' if made != 1 else ''}"
 
 
-def _waiting(bounds: Bounds, words: Words, waited: float, deadline: float) -> None:
-    """The one line said when a request is not answered after `waited` seconds (NOTICE, or
-    less where the deadline comes first)."""
+def _waiting(bounds: Bounds, words: Words, deadline: float) -> None:
+    """The one line said when a request is not answered after `bounds.notice` seconds."""
     log.warning(f"[{words.stage}] {words.where}: waiting for {words.waiting} "
-                f"({waited:g} s so far; the {words.span} gives up in "
+                f"({bounds.notice:g} s so far; the {words.span} gives up in "
                 f"{max(0.0, deadline - bounds.clock()):.0f} s)")
 
 
@@ -376,7 +395,7 @@ def each_at_once(work: Callable[[T], R], items: Iterable[T], at_once: int) -> It
         for i in range(len(items)):
             with ready:
                 while i not in done:
-                    ready.wait()
+                    ready.wait(POLL)
                 value, error = done.pop(i)
             if error is not None:
                 raise error
@@ -385,7 +404,8 @@ def each_at_once(work: Callable[[T], R], items: Iterable[T], at_once: int) -> It
         with ready:
             state["stop"] = True
         for thread in threads:
-            thread.join()
+            while thread.is_alive():
+                thread.join(POLL)
         raise
     finally:
         with ready:

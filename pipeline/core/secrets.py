@@ -54,9 +54,10 @@ def header_secret(variable: str, value: str | None) -> str | None:
 HIDDEN = "<key>"  # what stands for the key, or for any part of it, in what is shown
 FRAGMENT = 4  # characters of the key in a row that a text shown never holds
 URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s\"'<>]+", re.IGNORECASE)  # shown as shown_url's
-# the characters nothing shows (controls but whitespace, Unicode's format characters): dropped,
-# so that no key is echoed unseen between them (UTF-16's NULs, zero-width spaces)
-UNSEEN = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f"
+# the characters nothing shows (controls but whitespace, the format characters texts carry:
+# zero-width spaces and joiners, direction marks, the byte-order mark, tags): dropped, so that
+# no key is echoed hidden between them (a UTF-16 text's NULs)
+UNSEEN = re.compile("[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f"
                     "\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
                     "\ufff9-\ufffb\U000e0001-\U000e007f]")
 

@@ -334,7 +334,7 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
         scope, size, repeat, seed, split, exclusion = parse_pool_name(pool)
         paths = run_paths(runs_root, corpus, pool, model)
         values = read_parquet(paths.metrics)
-        used += [path, paths.metrics, pool_manifest, paths.manifest]
+        used += [path, paths.metrics, pool_manifest]  # the run: among the evaluation's inputs
         if "negatives" not in values.columns:  # written before per-type scores existed
             values = values.with_columns(negatives=pl.lit("all"))
         frames.append(
@@ -440,14 +440,16 @@ def _collected_not_current(info: dict, roots: Roots) -> str | None:
     """Why a run whose evaluation a results table was collected from is not current now,
     though none of the files collect recorded changed (runs.recorded_run_problem: an input of
     the run, BM25's validation pools, the model of the store it searched), in words; None when
-    every one is current."""
-    suffix = f".{MANIFEST}"
+    every one is current (a run without a manifest: its evaluation's own inputs vouch)."""
+    suffix = f".{RUN_EVALUATION}"
     for label in sorted(info.get("inputs", {})):
         kind, corpus, pool, name = (label.split("/") + ["", "", ""])[:4]
         if kind != "runs" or not name.endswith(suffix):
             continue
         model = name.removesuffix(suffix)
         place = Place(roots.corpora / corpus, roots.indexes, roots.runs)
+        if not run_paths(roots.runs, corpus, pool, model).manifest.exists():
+            continue
         if found := recorded_run_problem(place, pool, model):
             return f"{corpus}/{pool}/{model}: {found[0]}"
     return None

@@ -622,7 +622,7 @@ def not_shown_section(data: Results) -> Section:
     other = data.full_queries.filter(~pl.col("depth").eq_missing(data.depth))
     if other.height:
         depths = (other.group_by("model", "depth").agg(pools=pl.col("pool").n_unique())
-                  .sort("model"))
+                  .sort("model", "depth"))
         tables.append(Table("other-depths", (
             f"{data.corpus}: runs of another depth than the report's {data.top}, each shown "
             "under a label with its depth, and compared with no other model (no test, "

@@ -6,6 +6,7 @@ JUDGE_CONCURRENCY bounded as EMBEDDINGS_CONCURRENCY is."""
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import pytest
@@ -32,17 +34,20 @@ from pipeline.models import served_model
 from tests.servers import CHAT, EMBEDDINGS, URL_SECRET, LocalServer, running
 
 ROOT = Path(__file__).resolve().parents[2]
-KEY = "sk-HOSTILE-QZ7-K3Y-9"  # none of its pieces of 4 characters is in the clients' words
-PIECES = {KEY[i:i + 4] for i in range(len(KEY) - 3)}
+KEY = "sk-QZ7HXW-K3Y9-VJ8Q"  # none of its pieces of 4 characters, in any case, is in other text
+ESCAPED = "sk-QZ7HXW/K3Y9+VJ8Q=&x"  # a key that JSON, URLs and HTML escape
 MODEL = "org/model-7b"
 WORDS = Words("judge", "JUDGE api:org/model-7b at http://127.0.0.1:1/v1/chat/completions",
               "JUDGE_URL", "request", "a reply", "judge again", {}, "check the model")
 OFFSETS = range(401)  # the characters before the key, each
 
 
-def pieces_in(text: str) -> list[str]:
-    """The pieces of 4 or more characters of the key that `text` holds (those of 4 cover all)."""
-    return sorted(piece for piece in PIECES if piece in text)
+def pieces_in(text: str, key: str = KEY) -> list[str]:
+    """The pieces of 4 or more characters of `key` that `text` holds, in any case, once what
+    no terminal shows is left out (the pieces of 4 cover all)."""
+    seen = "".join(char for char in text if char.isprintable() or char.isspace()).lower()
+    return sorted({key[i:i + 4] for i in range(len(key) - 3)
+                   if key[i:i + 4].lower() in seen})
 
 
 def embeddings(texts: list[str]) -> np.ndarray:
@@ -112,22 +117,30 @@ def test_each_client_shows_no_piece_of_the_key_end_to_end(path, call, caplog):
         assert not pieces_in(text), text
 
 
+@pytest.mark.parametrize("key", [KEY, ESCAPED])
 @pytest.mark.parametrize("echo", [
-    f"Bearer {KEY}", f"Bearer {KEY[:13]}", f"key {KEY[:6]}...{KEY[-4:]}",  # cut, masked
-    f"Bearer {KEY[:9]}\n{KEY[9:]}", f"{KEY[:9]}\u200b{KEY[9:]}",  # a line break, unseen
-    "\x00".join(KEY), KEY.lower(), KEY.upper(), f"token%3D{KEY}", f"{KEY}&amp;",
-    f"http://user:{URL_SECRET}@host/v1?token={URL_SECRET}",
+    "Bearer {key}", "Bearer {cut}", "key {masked}",  # whole, cut short, masked
+    "Bearer {broken}", "{unseen}", "{utf16}",  # across a line break, a zero-width space, NULs
+    "{lower}", "{upper}", "Bearer%20{percent}", "{html}", "{json}",  # in another case, escaped
+    "http://user:" + URL_SECRET + "@elsewhere.invalid/v1?token=" + URL_SECRET,
 ])
-def test_every_form_of_the_key_a_server_may_echo_is_replaced(echo):
-    """The key cut, masked, across a line break or an invisible character, in UTF-16's NULs,
-    in another case, percent- or HTML-escaped; a URL's password and token: replaced, in an
-    error's JSON message, in a text, and in a reply's content kept whole."""
+def test_every_form_of_the_key_a_server_may_echo_is_replaced(echo, key):
+    """The key whole, cut, masked, across a line break or an invisible character, in UTF-16's
+    NULs, in another case, percent-, HTML- or JSON-escaped (a key with '/', '+', '=', '&'); a
+    URL's password and token: replaced in an error's JSON message, in a text and in a
+    reply's content kept whole."""
+    echo = echo.format(key=key, cut=key[:13], masked=f"{key[:6]}...{key[-4:]}",
+                       broken=f"{key[:9]}\n{key[9:]}", unseen=f"{key[:9]}\u200b{key[9:]}",
+                       utf16=key.encode("utf-16-le").decode(), lower=key.lower(),
+                       upper=key.upper(), percent=quote(key, safe=""), html=html.escape(key),
+                       json=json.dumps(key)[1:-1].replace("/", "\\/"))
     for data in (json.dumps({"error": {"message": echo}}).encode(), echo.encode(),
-                 json.dumps({"detail": [{"msg": echo}]}).encode()):
-        line = said(data, KEY)
-        assert not pieces_in(line) and URL_SECRET not in line, line
-    content = redacted(f"The grade is 2. {echo} Thanks.", KEY)
-    assert not pieces_in(content) and URL_SECRET not in content, content
+                 json.dumps({"detail": [{"msg": echo}]}).encode(),
+                 ("<html>" + echo + "</html>").encode("utf-16")):
+        line = said(data, key)
+        assert not pieces_in(line, key) and URL_SECRET not in line, line
+    content = redacted(f"The grade is 2. {echo} Thanks.", key)
+    assert not pieces_in(content, key) and URL_SECRET not in content, content
     assert content.startswith("The grade is 2. ") and content.endswith(" Thanks.")
 
 
@@ -185,65 +198,63 @@ def test_a_reply_sent_a_byte_at_a_time_is_given_up_at_the_deadline(monkeypatch, 
 
 # ---- Ctrl-C ends a stage whose requests are unanswered --------------------------------------
 INTERRUPTED = """
-import logging, sys
+import sys
 from pathlib import Path
-from pipeline.encoding import served
-from pipeline.judging import assessor as judging, chat
-from pipeline.judging.assessor import Pair, assessor
 
-logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+import polars as pl
+
+from pipeline.encoding import served
+from pipeline.judging import assessor as judging
+from pipeline.judging.assessor import PAIR_TEXTS, assessor
+from pipeline.models import served_model
+
 kind, url, log_path = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-chat.NOTICE = served.NOTICE = 0.2
 if kind == "judge":
-    pairs = [Pair(str(q), str(100 + q), f"Paper {q}", "A.", f"Paper {100 + q}", "B.")
-             for q in range(8)]
-    import polars as pl
-    from pipeline.judging.assessor import PAIR_TEXTS
-    frame = pl.DataFrame({"query": [p.query for p in pairs], "doc": [p.doc for p in pairs],
-                          **{c: [getattr(p, c) for p in pairs] for c in PAIR_TEXTS}})
+    frame = pl.DataFrame({"query": [str(q) for q in range(8)],
+                          "doc": [str(100 + q) for q in range(8)],
+                          **{column: [f"{column} {q}" for q in range(8)]
+                             for column in PAIR_TEXTS}})
     judging.judge(frame, assessor("api:org/model-7b", {"JUDGE_URL": url}), log_path,
                   concurrency=4, progress=False)
 else:
-    from pipeline.models import served_model
     encoder = served.ServedEncoder(served_model("api:org/model-7b", {
         "EMBEDDINGS_URL": url, "EMBEDDINGS_BATCH": "2", "EMBEDDINGS_CONCURRENCY": "4"}))
     encoder.encode_ids([f"paper {i}" for i in range(16)], progress=False)
 """
 
 
-@pytest.mark.parametrize("kind, path", [("judge", CHAT), ("embed", EMBEDDINGS)])
-def test_ctrl_c_ends_a_stage_whose_requests_are_never_answered(tmp_path, kind, path):
-    """Requests sent 4 at once to a server that never answers (`make judge` once ran 200 s
-    after Ctrl-C, its threads waiting for their requests): SIGINT once the waiting line is
-    logged, and the process ends (KeyboardInterrupt), its requests left behind. The test's
-    own bound on that is 60 s; the requests would take 300 s."""
+@pytest.mark.parametrize("kind, path, answered, held", [
+    ("judge", CHAT, 0, 4),  # 4 pairs asked at once
+    ("embed", EMBEDDINGS, 2, 4),  # the probes answered, then 4 batches at once
+    ("embed", EMBEDDINGS, 0, 1),  # the first probe: one request, from the main thread
+])
+def test_ctrl_c_ends_a_stage_whose_requests_are_never_answered(
+        tmp_path, kind, path, answered, held):
+    """Requests to a server that never answers (`make judge` once ran on 200 s after Ctrl-C,
+    its threads waiting for their requests, the main thread for them): SIGINT once they are
+    held, and the process ends (KeyboardInterrupt), the requests left behind. The test's own
+    bound is 60 s; each request would wait 300 s (600 s a batch)."""
     script = tmp_path / "interrupted.py"
     script.write_text(INTERRUPTED)
     with running(LocalServer(MODEL, encode=embeddings, path=path)) as server:
-        server.faults, server.always = ([""] if kind == "embed" else []), "hold"
+        server.faults, server.always = [""] * answered, "hold"
         process = subprocess.Popen(
             [sys.executable, str(script), kind, server.url, str(tmp_path / "log.jsonl")],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": KEY})
         try:
-            assert process.stderr is not None
-            said = []
-            for line in process.stderr:
-                said.append(line)
-                if "waiting for" in line:
-                    break
-            for _ in range(600):  # every thread's request sent and held
-                if server.in_flight >= 4 or process.poll() is not None:
+            for _ in range(1200):  # every request sent and held
+                if server.in_flight >= held or process.poll() is not None:
                     break
                 time.sleep(0.05)
-            assert server.in_flight == 4 and process.poll() is None, "".join(said)[-2000:]
+            time.sleep(0.3)  # more would be sent now, if they were to be
+            assert server.in_flight == held and process.poll() is None
             process.send_signal(signal.SIGINT)
-            err = process.stderr.read()  # to its end: the process has exited
-            process.wait(60)
+            _, err = process.communicate(timeout=60)
         finally:
             if process.poll() is None:
                 process.kill()
-                process.wait()
+                process.communicate()
     assert process.returncode not in (0, None) and "KeyboardInterrupt" in err, err[-2000:]
     assert not pieces_in(err)
 

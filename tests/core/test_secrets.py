@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.core.errors import InputError
-from pipeline.core.secrets import header_secret, shown_url
+from pipeline.core.secrets import header_secret, redacted, shown_url
 from pipeline.ingest.s2client import Settings
 
 SECRET = "sk-0123456789-never-shown"
@@ -49,3 +49,15 @@ def test_the_s2_key_is_checked_the_same_way(monkeypatch):
     with pytest.raises(InputError, match="S2_API_KEY holds a control character") as raised:
         Settings.from_environment()
     assert SECRET not in str(raised.value)
+
+
+def test_a_servers_text_keeps_all_but_the_key():
+    """redacted: a text without the key is left as it was (its line ends, its words); the key
+    whole, a piece of 4 of its characters and a URL's password are replaced; a key of fewer
+    than 4 characters only whole; with `most`, one line of at most that many characters."""
+    text = "Grade: 2\n{\"O\": 2}\tsee https://docs.example/errors for more"
+    assert redacted(text, SECRET) == text and redacted(text, None) == text
+    assert redacted(f"a {SECRET} b {SECRET[5:9]} c", SECRET) == "a <key> b <key> c"
+    assert redacted(f"http://u:{SECRET}@h/x", None) == "http://<user:password>@h/x"
+    assert redacted("abc ab abcd", "abc") == "<key> ab <key>d"
+    assert redacted("  a\n\n b  " + "c" * 300, None, 10) == "a b cccccc"
