@@ -289,8 +289,7 @@ def _changed_model(path: Path, info: dict, kind: str, data: Roots) -> list[Probl
     corpus = _corpus_of(path, data)
     if data.indexes is None or corpus is None:
         return []
-    found = model_problem({**info, "parameters": {"model": path.parent.name}}
-                          if kind == "store" else info, data.indexes, corpus, kind)
+    found = model_problem(info, data.indexes, corpus, path.parent if kind == "store" else None)
     return [Problem("STALE", path, *found)] if found else []
 
 

@@ -28,7 +28,8 @@ class LocalServer(ThreadingHTTPServer):
     until `release` is set), drop (the connection closed unanswered), 400 (scripted), 401, 403,
     404, 413 and echo503 (an error echoing the Authorization header, as a careless server),
     429 (Retry-After: 2), long429 (Retry-After: 1000), 503, redirect (307 to a URL holding
-    URL_SECRET), notjson (a 200 that is not JSON, echoing the Authorization header);
+    URL_SECRET), redirectkey (307 to a URL holding the key in its path), notjson (a 200 that
+    is not JSON, echoing the Authorization header);
     echo400 and echo400text (a 400 echoing the Authorization header after `pad` characters:
     a JSON error, plain text); trickle (a 200 of Content-Length 100,000 sent a byte every
     `trickle_every` seconds) and trickleheaders (its headers sent so).
@@ -127,6 +128,9 @@ class Handler(BaseHTTPRequestHandler):
             wait = {"429": "2", "long429": "1000"}.get(fault)
             return self._send(int(fault[-3:]), {"error": {"message": f"scripted {fault}"}},
                               {"Retry-After": wait} if wait else {})
+        if fault == "redirectkey":  # the key in the path of where it redirects
+            key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            return self._send(307, {}, {"Location": f"http://elsewhere.invalid/steal/{key}/v1"})
         if fault == "redirect":
             return self._send(307, {}, {"Location": f"http://user:{URL_SECRET}@elsewhere."
                                                     f"invalid{self.path}?token={URL_SECRET}"})

@@ -48,6 +48,9 @@ def build_parser(prog: str = PIPELINE_COMMAND) -> argparse.ArgumentParser:
     return parser
 
 
+INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C, as a shell's
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; an error is one line in the caller's words: make's variables when
     make ran it (BACKEND=..., not --backend ...), a repair as the command to type."""
@@ -63,4 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     except ToolError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: one line, not the traceback of wherever it fell
+        print("error: stopped by Ctrl-C: what the stage finished is kept, nothing half-written "
+              "counts as made; run the same command again to go on", file=sys.stderr)
+        return INTERRUPTED
     return 0

@@ -46,7 +46,7 @@ import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
 from pipeline.core.errors import InputError
-from pipeline.core.secrets import redacted, shown_url
+from pipeline.core.secrets import redacted
 
 log = logging.getLogger(__name__)
 
@@ -301,7 +301,7 @@ def _refuse(response: urllib3.BaseHTTPResponse, key: str | None, words: Words) -
     """One line for a redirect (not followed) or a status no retry changes (a Refusal)."""
     status = response.status
     if 300 <= status < 400:
-        target = shown_url(response.headers.get("Location", "")) or "nowhere said"
+        target = redacted(response.headers.get("Location", ""), key, SAID) or "nowhere said"
         raise InputError(f"{words.where}: it answered {status}, a redirect to {target} (not "
                          f"followed): give {words.variable} the URL it redirects to, if it is "
                          "the endpoint")

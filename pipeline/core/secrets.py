@@ -103,12 +103,15 @@ def one_line(text: str, most: int) -> str:
 
 def _fragments_hidden(text: str, key: str) -> str:
     """`text` with each run of characters that FRAGMENT-character pieces of the key (of any of
-    its forms) cover replaced by HIDDEN."""
-    pieces = {form[i:i + FRAGMENT] for form in key_forms(key)
+    its forms, in any case) cover replaced by HIDDEN."""
+    pieces = {form[i:i + FRAGMENT].casefold() for form in key_forms(key)
               for i in range(len(form) - FRAGMENT + 1)}
+    folded = text.casefold() if len(text.casefold()) == len(text) else None
     runs: list[list[int]] = []  # [start, end) of each covered run
     for i in range(len(text) - FRAGMENT + 1) if pieces else ():
-        if text[i:i + FRAGMENT] in pieces:
+        window = folded[i:i + FRAGMENT] if folded is not None else \
+            text[i:i + FRAGMENT].casefold()
+        if window in pieces:
             if runs and runs[-1][1] >= i:
                 runs[-1][1] = i + FRAGMENT
             else:

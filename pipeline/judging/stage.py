@@ -39,6 +39,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Placeholder, Repair
+from pipeline.evaluation.evaluate import run_depth
 from pipeline.judging.assessor import (
     Assessor,
     Judged,
@@ -65,6 +66,7 @@ from pipeline.layout import (
     sampling_name,
     table_file,
 )
+from pipeline.roots import where
 
 log = logging.getLogger(__name__)
 
@@ -387,6 +389,12 @@ def _sample_of(place: Place, pool: str, folder: Path, left: list[LeftOut]
         left.append(LeftOut(path, f"stale: {reasons[0]}",
                             folder_repair(folder, place.corpus)))
         return None
+    if mixed := mixed_depths(place, pool, made):
+        left.append(LeftOut(path, f"its runs are of different depths ({mixed}): no model is "
+                            "compared with one of another depth", Repair(
+                                "", note="search the sampled models again at one depth (K), "
+                                "then make judge")))
+        return None
     return pl.read_parquet(path), made
 
 
@@ -401,6 +409,18 @@ def changed_runs(runs_root: Path, corpus: str, pool: str, made: dict[str, Any],
         if isinstance(recorded, dict) and file_problem(run, recorded, deep):
             reasons.append(f"the run of {model} it was drawn from is gone or changed since")
     return reasons
+
+
+def mixed_depths(place: Place, pool: str, made: dict[str, Any]) -> str | None:
+    """The sampled models' depths in words ("bm25 100, random 500") when their runs in `pool`
+    are not all of one depth (evaluate.run_depth); None when they are."""
+    depths = {}
+    for model in sorted(made.get("inputs") or {}):
+        manifest_path = run_paths(place.runs_root, place.corpus, pool, model).manifest
+        depths[model] = run_depth(manifest_path) if manifest_path.is_file() else None
+    if len(set(depths.values())) < 2:
+        return None
+    return ", ".join(f"{model} {depth}" for model, depth in depths.items())
 
 
 def _sampling_of(folder: Path) -> str | None:
@@ -419,6 +439,7 @@ def judged_pools(place: Place, pools: Sequence[str], left_out: list[LeftOut] | N
     them)."""
     found: list[JudgedPool] = []
     left = left_out if left_out is not None else []
+    shown = where(place.corpus_dir.parent, place.index_root, place.runs_root)
     for pool in pools:
         folders = judging_folders(place.runs_root, place.corpus, pool)
         names = {folder.name for folder in folders}
@@ -438,7 +459,7 @@ def judged_pools(place: Place, pools: Sequence[str], left_out: list[LeftOut] | N
                                                        sampling_folder)]
             for item in left[kept:]:
                 log.warning(f"[report] {item.path}: left out: {item.why} "
-                            f"({item.repair.command()})")
+                            f"({item.repair.command(shown)})")
     return found
 
 

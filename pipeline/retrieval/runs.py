@@ -187,24 +187,22 @@ def _tuning_problem(place: Place, pool: str, info: dict,
     return None
 
 
-def model_problem(info: dict, index_root: Path, corpus: str, kind: str = "run"
+def model_problem(info: dict, index_root: Path, corpus: str, store: Path | None = None
                   ) -> tuple[str, Repair] | None:
     """Why an artifact whose manifest is `info` is stale because a model changed since it was
     embedded (`embed.recorded_model_change`: weights swapped, another checkpoint behind
     MODEL_PATH), and the repair: embed again with REPLACE=1 (which removes the store and the
-    runs searched from it). For a store (`kind` "store") its own model; for a run, the model
-    of each store it searched (its recorded inputs); None when none changed."""
-    stores = sorted({store_dir(index_root, corpus, label.split("/")[3])
-                     for label in info.get("inputs", {})
-                     if label.startswith(f"indexes/@/{EMBEDDINGS}/")})
-    if kind == "store":
-        stores = [store_dir(index_root, corpus, str(info.get("parameters", {}).get("model")))]
-    for store in stores:
-        if change := recorded_model_change(store, index_root):
-            source = model_path_of(store)
-            what = "its model" if kind == "store" else f"the model of {store}"
+    runs searched from it). For a store (`store`, its folder) its own model; for a run, the
+    model of each store it searched (its recorded inputs); None when none changed."""
+    stores = [store] if store is not None else sorted(
+        {store_dir(index_root, corpus, label.split("/")[3]) for label in info.get("inputs", {})
+         if label.startswith(f"indexes/@/{EMBEDDINGS}/")})
+    for searched in stores:
+        if change := recorded_model_change(searched, index_root):
+            source = model_path_of(searched)
+            what = "its model" if store is not None else f"the model of {searched}"
             return (f"{what} changed since it was embedded ({change})",
-                    Repair("eval", corpus, store.name, (
+                    Repair("eval", corpus, searched.name, (
                         *((("MODEL_PATH", source),) if source else ()), ("REPLACE", "1"))))
     return None
 

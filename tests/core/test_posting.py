@@ -122,6 +122,7 @@ def test_each_client_shows_no_piece_of_the_key_end_to_end(path, call, caplog):
     "Bearer {key}", "Bearer {cut}", "key {masked}",  # whole, cut short, masked
     "Bearer {broken}", "{unseen}", "{utf16}",  # across a line break, a zero-width space, NULs
     "{lower}", "{upper}", "Bearer%20{percent}", "{html}", "{json}",  # in another case, escaped
+    "bad key: {pieces}",  # cut pieces in two cases (the hostile trial's S6)
     "http://user:" + URL_SECRET + "@elsewhere.invalid/v1?token=" + URL_SECRET,
 ])
 def test_every_form_of_the_key_a_server_may_echo_is_replaced(echo, key):
@@ -133,7 +134,8 @@ def test_every_form_of_the_key_a_server_may_echo_is_replaced(echo, key):
                        broken=f"{key[:9]}\n{key[9:]}", unseen=f"{key[:9]}\u200b{key[9:]}",
                        utf16=key.encode("utf-16-le").decode(), lower=key.lower(),
                        upper=key.upper(), percent=quote(key, safe=""), html=html.escape(key),
-                       json=json.dumps(key)[1:-1].replace("/", "\\/"))
+                       json=json.dumps(key)[1:-1].replace("/", "\\/"),
+                       pieces=f"{key[:11].upper()}... and {key[5:16].lower()}")
     for data in (json.dumps({"error": {"message": echo}}).encode(), echo.encode(),
                  json.dumps({"detail": [{"msg": echo}]}).encode(),
                  ("<html>" + echo + "</html>").encode("utf-16")):
@@ -152,6 +154,24 @@ def test_a_long_message_is_cut_after_its_key_is_replaced():
         assert len(line) <= SAID and not pieces_in(line), line
     big = ("[" + "0.5, " * 4_000_000 + KEY).encode()
     assert said(big, KEY).startswith("[0.5, 0.5,")
+
+
+@pytest.mark.parametrize("path, call", [
+    (EMBEDDINGS, lambda server: embeddings_client(server).encode(["a paper"])),
+    (CHAT, lambda server: chat_client(server).complete(
+        [{"role": "user", "content": "grade"}], 0.0, 10)),
+])
+def test_a_redirect_to_a_url_holding_the_key_shows_none_of_it(path, call):
+    """A redirect whose Location holds the key in its path (the hostile trial's S5: the whole
+    key was shown, the target passing shown_url only): the line names the redirect, the key
+    replaced."""
+    with running(LocalServer(MODEL, path=path)) as server:
+        server.faults = ["redirectkey"]
+        with pytest.raises(InputError) as raised:
+            call(server)
+    line = str(raised.value)
+    assert "a redirect to http://elsewhere.invalid/steal/<key>" in line, line
+    assert not pieces_in(line), line
 
 
 # ---- the deadline holds while a reply arrives ---------------------------------------------

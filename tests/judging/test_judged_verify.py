@@ -245,3 +245,22 @@ def test_samples_of_runs_changed_since_are_left_out_as_verify_calls_them_stale(r
     assert all(r["repair"] == f"{REPAIR} JUDGE=standin:1 DATA={root}" for r in rows)
     counted = {p.pool for p in judged_pools(place(root), [pool_of(s) for s in POOL_SIZES])}
     assert counted == {pool_of(s) for s in POOL_SIZES} - {POOL}
+
+
+def test_a_sample_of_runs_of_two_depths_is_compared_nowhere(root):
+    """The hostile trial's R12: bm25 searched at K=100, judged again (a current sample), then
+    reported: the judged tables compared bm25 at depth 100 with random at 500 under their
+    plain names. A sample whose runs are of different depths is left out, said why."""
+    data = pipeline.Data(root)
+    pipeline.search(data, "small", POOL, "bm25", k=100, threads=1)
+    pipeline.evaluate(data, "small", POOL, "bm25")
+    judge_corpus(place(root), SETTINGS, STANDIN, progress=False)
+    assert verify(roots(root)) == []  # current: nothing for verify to say
+    left: list = []
+    counted = {p.pool for p in judged_pools(place(root), [pool_of(s) for s in POOL_SIZES], left)}
+    assert POOL not in counted and counted
+    assert [(item.path.name, item.why) for item in left][0] == (
+        "sample.parquet", "its runs are of different depths (bm25 100, random 500): no model "
+        "is compared with one of another depth")
+    report = pipeline.build_report(data, "small", seed=POOL_SEED)
+    assert POOL in report.tables["judged-left-out"].frame()["file"][0]

@@ -117,3 +117,13 @@ def test_a_served_models_rows_say_what_a_rerun_cannot_see(report_data, tmp_path,
     assert (model, endpoint) == (NAME, server.url) and written.startswith("20")
     assert "REPLACE=1" in report.tables["served"].caption
     assert NAME in models_shown(report) and KEY not in report.markdown
+
+
+def test_verify_checks_an_analysed_text_store_as_itself(report_data, caplog):
+    """The hostile trial's R13: verify looked for a model's store under the analysed-text
+    store's name (`embeddings/anserini-english`, which does not exist) and logged it as
+    "cannot be checked now", naming make verify as its own repair."""
+    with caplog.at_level(logging.INFO):
+        assert pipeline.verify_data(pipeline.Data(report_data), deep=False) == []
+    assert "cannot be checked now" not in caplog.text
+    assert list((report_data / "indexes").glob("*/bm25-analysed/*/manifest.json"))  # checked
