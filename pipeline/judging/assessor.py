@@ -279,6 +279,9 @@ class Assessor(ABC):
 # unjudged and counted; the REFUSED_IN_A_ROW-th refusal in a row stops the run.
 PAIR_REFUSALS = (400, 413, 422)
 REFUSED_IN_A_ROW = 5
+# Pairs in a row left without a grade after MAX_ASKS replies each: then the model does not
+# answer as the prompt asks, and the run stops rather than ask every pair MAX_ASKS times
+UNGRADED_IN_A_ROW = 10
 # What may follow the model asked in the model a reply names: a snapshot's date or number, as
 # OpenAI answers gpt-4o-2024-08-06 to gpt-4o and gpt-3.5-turbo-0125 to gpt-3.5-turbo
 _SNAPSHOT = re.compile(r"-(?:\d{4}|\d{8}|\d{4}-\d{2}-\d{2})")
@@ -315,6 +318,7 @@ class ApiAssessor(Assessor):
         self.lock = threading.Lock()
         self.refused: dict[tuple[str, str], str] = {}  # (query, doc) -> the server's refusal
         self.in_a_row = 0  # pairs refused since the last answered
+        self.ungraded_in_a_row = 0  # pairs left without a grade since the last graded
 
     @classmethod
     def from_value(cls, value: str, environ: Mapping[str, str]) -> ApiAssessor:
@@ -378,6 +382,14 @@ class ApiAssessor(Assessor):
         with self.lock:
             self.in_a_row = 0
             self.refused.pop((pair.query, pair.doc), None)
+            self.ungraded_in_a_row = 0 if grade is not None else self.ungraded_in_a_row + 1
+            stop = self.ungraded_in_a_row >= UNGRADED_IN_A_ROW
+        if stop:
+            raise InputError(f"{self.client.where()}: {UNGRADED_IN_A_ROW} pairs in a row got "
+                             f"no grade in {MAX_ASKS} replies each (the last: "
+                             f"{self.client.hide(replies[-1])[:60]!r}): the model does not "
+                             f"answer as the prompt asks; give {JUDGE} a model that does (the "
+                             "log keeps the replies; the pairs are asked again at the next run)")
         return judgment(grade, now(), self.name, replies, served, shown_url(self.url))
 
     def refusal(self, query: str, doc: str) -> str | None:

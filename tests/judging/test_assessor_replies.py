@@ -23,8 +23,10 @@ from pipeline.external.beir import import_beir
 from pipeline.judging.assessor import (
     CUT,
     MAX_ABSTRACT,
+    MAX_ASKS,
     MAX_TITLE,
     REFUSED_IN_A_ROW,
+    UNGRADED_IN_A_ROW,
     fenced_text,
     judge,
     judge_pool,
@@ -259,6 +261,20 @@ def test_a_server_refusing_every_request_stops_the_run(tmp_path):
         assert len(server.bodies) == REFUSED_IN_A_ROW
     assert f"{REFUSED_IN_A_ROW} pairs refused in a row" in str(refused.value)
     assert "answered 400" in str(refused.value)
+
+
+def test_a_server_whose_replies_are_never_grades_stops_the_run(tmp_path):
+    """The hostile trial's A2: every reply `{"O": 2, "O": 3}` (no grade) was asked MAX_ASKS
+    times for every pair, thousands of requests with nothing stopping them. The
+    UNGRADED_IN_A_ROW-th pair in a row without a grade stops the run in one line."""
+    corpus_dir, pairs = make_corpus(tmp_path)
+    assert pairs.height > UNGRADED_IN_A_ROW
+    with running(ChatServer(MODEL, lambda body: '{"O": 2, "O": 3}')) as server:
+        with pytest.raises(InputError) as stopped:
+            judge_pool(tmp_path / "runs", corpus_dir, CORPUS, POOL, pairs, api(server),
+                       concurrency=1)
+        assert len(server.bodies) == UNGRADED_IN_A_ROW * MAX_ASKS
+    assert f"{UNGRADED_IN_A_ROW} pairs in a row got no grade" in str(stopped.value)
 
 
 # ---- the texts fenced as data -----------------------------------------------------------------
