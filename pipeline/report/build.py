@@ -292,6 +292,15 @@ class Results:
         differences, variance split and crossovers compare (runs of two depths never)."""
         return self.full_queries.filter(pl.col("depth").eq_missing(self.depth))
 
+    @property
+    def other_depths_note(self) -> str:
+        """A line under a comparison's text where runs of another depth were left out of it
+        (else ""): a reader of "only one model" learns why."""
+        if self.compared.height == self.full_queries.height:
+            return ""
+        return (f"\nRuns of another depth than the report's {self.top} are in no comparison "
+                "here: see the table of runs of another depth.\n")
+
     @cached_property
     def means(self) -> pl.DataFrame:
         results = self.full_queries
@@ -513,7 +522,8 @@ def significance(data: Results) -> Section:
 
         folds = csfcube_folds(data.runs_root, data.corpus,
                               data.full_queries.filter(pl.col("level") == "csfcube"))
-    return Section("significance", text=significance_section(data.compared, folds or None))
+    return Section("significance", text=significance_section(data.compared, folds or None)
+                   + data.other_depths_note)
 
 
 def variance_section(data: Results) -> Section:
@@ -555,7 +565,7 @@ def crossover_section(data: Results) -> Section:
     if not rows:
         return Section("crossover", text=(
             f"## {data.corpus}: where the curves cross\n\nNo crossing estimated: "
-            f"{no_rows_reason(results, metric)}.\n"))
+            f"{no_rows_reason(results, metric)}.\n{data.other_depths_note}"))
     caption = (f"{data.corpus}: where the curves cross, {metric_name(metric)} against pool size "
                "per pair a - b; gaps: the fitted a - b x100 at the smallest and the largest "
                "measured size; the gap fitted as a line in log pool size over the measured "

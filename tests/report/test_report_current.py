@@ -90,6 +90,7 @@ def test_runs_of_another_depth_are_labelled_and_never_tested(report_data, tmp_pa
     assert other.rows() == [("bm25 (top 100)", "100", str(len(dataset_pools(data))))]
     tests = report.section("significance").markdown
     assert "bm25 (top 100)" not in tests  # no test across depths
+    assert "Runs of another depth than the report's top 500 are in no comparison" in tests
     fields = report.tables[next(n for n in report.tables if n.startswith("field-"))]
     assert {row[0] for row in fields.rows} == {"bm25", "random"}  # at 500 there: compared
     assert any("**" in cell for row in fields.rows for cell in row)
