@@ -48,6 +48,7 @@ from pipeline.judging.files import (
     MOVE_LOG,
     SpecialFile,
     described_assessor,
+    head_problem,
     line_repair,
     log_lines,
     open_regular,
@@ -438,8 +439,7 @@ def _log_problems(path: Path, corpus: str) -> list[Problem]:
     lines, cut = log_lines(data)
     assessor = described_assessor(lines[0], LOG_VERSION) if lines else None
     if lines and assessor is None:
-        return [Problem("CORRUPT", path, "its first line does not describe an assessor",
-                        MOVE_LOG)]
+        return [Problem("CORRUPT", path, head_problem(lines[0]), MOVE_LOG)]
     for number, line in enumerate(lines[1:], 2):
         _, why = parse_record(line)
         if why is not None:

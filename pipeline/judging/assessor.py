@@ -57,6 +57,7 @@ from pipeline.judging.files import (
     bounded_lines,
     described_assessor,
     frame_grade_problem,
+    head_problem,
     line_repair,
     log_lines,
     open_regular,
@@ -659,8 +660,8 @@ class JudgingLog:
     def _check_head(self, line: bytes, assessor: Assessor) -> None:
         made = described_assessor(line, LOG_VERSION)
         if made is None:
-            raise InputError(f"{self.path}: its first line does not describe an assessor (the "
-                             "file is not a judging log, or was damaged)", MOVE_LOG)
+            raise InputError(f"{self.path}: {head_problem(line)} (the file is not a judging "
+                             "log, or was changed or damaged)", MOVE_LOG)
         wanted = assessor.identity()
         differs = sorted(k for k in {*wanted, *made} if k != "endpoint"
                          and made.get(k) != wanted.get(k))

@@ -117,6 +117,16 @@ def line_repair(number: int) -> Repair:
                   "pair again; or move it away, and every pair is asked again")
 
 
+def head_problem(line: bytes) -> str:
+    """Why a log's first line (`line`, which described_assessor refused) describes no assessor,
+    in words: a byte-order mark before it (an editor saved the log) named, with its repair."""
+    why = "its first line does not describe an assessor"
+    if line.startswith(BOM):
+        return (f"{why}: it starts with a UTF-8 byte-order mark (an editor saved the log so); "
+                "remove those 3 bytes, and every judgment of it counts again")
+    return why
+
+
 def log_lines(data: bytes) -> tuple[list[bytes], bytes]:
     """A log's whole lines (each without its `\\n`) and what follows the last `\\n` (a line
     cut short by a kill while it was written; b"" when none)."""

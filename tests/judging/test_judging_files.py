@@ -381,3 +381,21 @@ def test_two_labels_files_of_one_name_keep_their_judgments_apart(tmp_path):
         assert judge_.file_name.startswith(f"file--{who}-") and who in judge_.name
         frame = read_judgments(judgments_path(runs, CORPUS, POOL, judge_.file_name))
         assert set(frame["grade"]) == {grade} and set(frame["assessor"]) == {who}
+
+
+def test_a_byte_order_mark_before_a_logs_first_line_is_named(server, tmp_path):
+    """The hostile trial's J4: a log an editor saved with a byte-order mark was "first line
+    does not describe an assessor", the mark unnamed (and its repair asks every pair again).
+    make judge and verify name the mark and its repair, in the same words."""
+    corpus_dir, pairs, log_path = judged_log(tmp_path, server)
+    log_path.write_bytes(b"\xef\xbb\xbf" + log_path.read_bytes())
+    with pytest.raises(InputError) as refused:
+        judge_pool(tmp_path / "runs", corpus_dir, CORPUS, POOL, pairs, api(server.url))
+    said = "starts with a UTF-8 byte-order mark (an editor saved the log so); remove those 3 bytes"
+    assert said in str(refused.value)
+    [line] = verify_runs(tmp_path)
+    assert line.startswith(f"CORRUPT {log_path}: its first line") and said in line
+    log_path.write_bytes(log_path.read_bytes()[3:])  # the repair: every judgment counts again
+    asked = len(server.bodies)
+    judged = judge_pool(tmp_path / "runs", corpus_dir, CORPUS, POOL, pairs, api(server.url))
+    assert len(server.bodies) == asked and judged.frame.height == len(pairs)
