@@ -9,7 +9,7 @@ import html
 import json
 import re
 import unicodedata
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote
 
 from pipeline.core.errors import InputError
 
@@ -79,13 +79,38 @@ def redacted(text: str, key: str | None, most: int | None = None) -> str:
     to `most` characters; last, every run of FRAGMENT or more characters of the key (a server
     that cut or masked it, a key across a line break) is replaced by HIDDEN too. A key is
     thus never half shown, wherever a cut falls."""
-    text = URL.sub(lambda url: shown_url(url.group()), UNSEEN.sub("", text))
+    text = UNSEEN.sub("", text)
+    if key:
+        text = _unescaped_if_holding(text, key)
+    text = URL.sub(lambda url: shown_url(url.group()), text)
     if key:
         for form in key_forms(key):
             text = re.sub(re.escape(form), HIDDEN, text, flags=re.IGNORECASE)
     if most is not None:
         text = one_line(text, most)
     return _fragments_hidden(text, key) if key else text
+
+
+ESCAPES = re.compile(r"%[0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}")  # percent and JSON's \uXXXX
+UNESCAPE_ROUNDS = 3  # escapes of escapes (%2573) undone this many times at most
+
+
+def _unescaped_if_holding(text: str, key: str) -> str:
+    """`text` with its percent and `\\uXXXX` escapes undone (up to UNESCAPE_ROUNDS times, what
+    nothing shows dropped: UNSEEN) when that shows FRAGMENT characters of the key in a row (a
+    key escaped byte by byte, as a redirect's Location or a JSON encoder may write it), so
+    that it is replaced as written plainly; `text` itself otherwise."""
+    pieces = {key[i:i + FRAGMENT].casefold() for i in range(len(key) - FRAGMENT + 1)}
+    plain = text
+    for _ in range(UNESCAPE_ROUNDS):
+        if not ESCAPES.search(plain):
+            break
+        plain = UNSEEN.sub("", unquote(re.sub(r"\\u([0-9a-fA-F]{4})",
+                                              lambda code: chr(int(code.group(1), 16)), plain)))
+        folded = plain.casefold()
+        if any(piece in folded for piece in pieces):
+            return plain
+    return text
 
 
 def one_line(text: str, most: int) -> str:

@@ -230,7 +230,14 @@ def judge_corpus(place: Place, settings: Sampling, judge: Assessor,
     once) and the pool's judgments of the sample written beside it. One row per pool
     (JUDGED_SCHEMA)."""
     rows = []
-    for pool in sampled_pools(place, settings, pools):
+    chosen = sampled_pools(place, settings, pools)
+    for pool in chosen:  # before any pair is asked: judgments compared nowhere cost nothing
+        if mixed := mixed_depths(place, pool, settings.models):
+            raise InputError(f"{place.corpus}/{pool}: the runs of MODELS are of different "
+                             f"depths ({mixed}): a sample of them would be compared nowhere "
+                             "(the report compares no runs of two depths); search them again "
+                             "at one depth (K), then make judge")
+    for pool in chosen:
         sample = sample_pool(place, pool, settings)
         pairs = pairs_to_judge(sample)
         judged = _judge_sample(place, pool, settings, pairs, judge, concurrency, progress)
@@ -389,7 +396,7 @@ def _sample_of(place: Place, pool: str, folder: Path, left: list[LeftOut]
         left.append(LeftOut(path, f"stale: {reasons[0]}",
                             folder_repair(folder, place.corpus)))
         return None
-    if mixed := mixed_depths(place, pool, made):
+    if mixed := mixed_depths(place, pool, list(made.get("inputs") or {})):
         left.append(LeftOut(path, f"its runs are of different depths ({mixed}): no model is "
                             "compared with one of another depth", Repair(
                                 "", note="search the sampled models again at one depth (K), "
@@ -411,13 +418,16 @@ def changed_runs(runs_root: Path, corpus: str, pool: str, made: dict[str, Any],
     return reasons
 
 
-def mixed_depths(place: Place, pool: str, made: dict[str, Any]) -> str | None:
-    """The sampled models' depths in words ("bm25 100, random 500") when their runs in `pool`
-    are not all of one depth (evaluate.run_depth); None when they are."""
+def mixed_depths(place: Place, pool: str, models: Sequence[str]) -> str | None:
+    """The models' depths in `pool` in words ("bm25 100, random 500") when their runs are of
+    more than one depth (evaluate.run_depth; a run whose manifest is missing or records none
+    is not counted: verify names it); None when they are of one."""
     depths = {}
-    for model in sorted(made.get("inputs") or {}):
+    for model in sorted(models):
         manifest_path = run_paths(place.runs_root, place.corpus, pool, model).manifest
-        depths[model] = run_depth(manifest_path) if manifest_path.is_file() else None
+        depth = run_depth(manifest_path) if manifest_path.is_file() else None
+        if depth is not None:
+            depths[model] = depth
     if len(set(depths.values())) < 2:
         return None
     return ", ".join(f"{model} {depth}" for model, depth in depths.items())

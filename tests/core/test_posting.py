@@ -10,6 +10,7 @@ import html
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import numpy as np
 import pytest
@@ -44,7 +45,10 @@ OFFSETS = range(401)  # the characters before the key, each
 
 def pieces_in(text: str, key: str = KEY) -> list[str]:
     """The pieces of 4 or more characters of `key` that `text` holds, in any case, once what
-    no terminal shows is left out (the pieces of 4 cover all)."""
+    no terminal shows is left out and its percent and \\uXXXX escapes are undone (twice: an
+    escape's escape; the pieces of 4 cover all)."""
+    for _ in range(2):
+        text = unquote(re.sub(r"\\u([0-9a-fA-F]{4})", lambda c: chr(int(c.group(1), 16)), text))
     seen = "".join(char for char in text if char.isprintable() or char.isspace()).lower()
     return sorted({key[i:i + 4] for i in range(len(key) - 3)
                    if key[i:i + 4].lower() in seen})
@@ -123,6 +127,7 @@ def test_each_client_shows_no_piece_of_the_key_end_to_end(path, call, caplog):
     "Bearer {broken}", "{unseen}", "{utf16}",  # across a line break, a zero-width space, NULs
     "{lower}", "{upper}", "Bearer%20{percent}", "{html}", "{json}",  # in another case, escaped
     "bad key: {pieces}",  # cut pieces in two cases (the hostile trial's S6)
+    "http://elsewhere.invalid/steal/{bytewise}/v1", "{unicode}",  # every character escaped
     "http://user:" + URL_SECRET + "@elsewhere.invalid/v1?token=" + URL_SECRET,
 ])
 def test_every_form_of_the_key_a_server_may_echo_is_replaced(echo, key):
@@ -135,7 +140,9 @@ def test_every_form_of_the_key_a_server_may_echo_is_replaced(echo, key):
                        utf16=key.encode("utf-16-le").decode(), lower=key.lower(),
                        upper=key.upper(), percent=quote(key, safe=""), html=html.escape(key),
                        json=json.dumps(key)[1:-1].replace("/", "\\/"),
-                       pieces=f"{key[:11].upper()}... and {key[5:16].lower()}")
+                       pieces=f"{key[:11].upper()}... and {key[5:16].lower()}",
+                       bytewise="".join(f"%{byte:02x}" for byte in key.encode()),
+                       unicode="".join(f"\\u{ord(char):04X}" for char in key))
     for data in (json.dumps({"error": {"message": echo}}).encode(), echo.encode(),
                  json.dumps({"detail": [{"msg": echo}]}).encode(),
                  ("<html>" + echo + "</html>").encode("utf-16")):

@@ -17,14 +17,22 @@ import pytest
 import pipeline
 from pipeline.core.errors import InputError
 from pipeline.core.inputs import Roots
-from pipeline.judging.assessor import Pair, StandinAssessor
-from pipeline.judging.stage import judge_corpus, judged_pools, sampling
+from pipeline.judging.assessor import Pair, StandinAssessor, judge_pool
+from pipeline.judging.sample import pairs_to_judge
+from pipeline.judging.stage import (
+    judge_corpus,
+    judged_pools,
+    mixed_depths,
+    sample_pool,
+    sampling,
+)
 from pipeline.layout import (
     Place,
     judging_folder,
     judging_page_path,
     judgments_manifest,
     judgments_path,
+    run_paths,
     sample_path,
 )
 from pipeline.report.judged import judged_tables
@@ -248,13 +256,21 @@ def test_samples_of_runs_changed_since_are_left_out_as_verify_calls_them_stale(r
 
 
 def test_a_sample_of_runs_of_two_depths_is_compared_nowhere(root):
-    """The hostile trial's R12: bm25 searched at K=100, judged again (a current sample), then
-    reported: the judged tables compared bm25 at depth 100 with random at 500 under their
-    plain names. A sample whose runs are of different depths is left out, said why."""
+    """The hostile trial's R12 and N11: bm25 searched at K=100, judged again, then reported:
+    the judged tables compared bm25 at depth 100 with random at 500 under their plain names.
+    make judge now refuses such a sample before any pair is asked (its grades would be paid
+    for and compared nowhere); one drawn and judged so (as before) is left out of the
+    report, said why."""
     data = pipeline.Data(root)
     pipeline.search(data, "small", POOL, "bm25", k=100, threads=1)
     pipeline.evaluate(data, "small", POOL, "bm25")
-    judge_corpus(place(root), SETTINGS, STANDIN, progress=False)
+    with pytest.raises(InputError, match=r"small/.*: the runs of MODELS are of different "
+                                         r"depths \(bm25 100, random 500\)"):
+        judge_corpus(place(root), SETTINGS, FailingAssessor(2), progress=False)
+    sample = sample_pool(place(root), POOL, SETTINGS)  # as make judge drew it before
+    judge_pool(root / "runs", root / "corpora" / "small", "small", POOL, pairs_to_judge(sample),
+               STANDIN, progress=False, sampling=SETTINGS.name,
+               parameters=SETTINGS.parameters())
     assert verify(roots(root)) == []  # current: nothing for verify to say
     left: list = []
     counted = {p.pool for p in judged_pools(place(root), [pool_of(s) for s in POOL_SIZES], left)}
@@ -264,3 +280,7 @@ def test_a_sample_of_runs_of_two_depths_is_compared_nowhere(root):
         "is compared with one of another depth")
     report = pipeline.build_report(data, "small", seed=POOL_SEED)
     assert POOL in report.tables["judged-left-out"].frame()["file"][0]
+    # a run whose manifest is gone has no depth to tell (verify names it): not "different"
+    # (the trial's N9: "bm25 100, random None", and a repair that repaired nothing)
+    run_paths(root / "runs", "small", POOL, "random").manifest.unlink()
+    assert mixed_depths(place(root), POOL, MODELS) is None
