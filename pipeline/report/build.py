@@ -275,11 +275,7 @@ class Results:
     def depth(self) -> int | None:
         """The depth (top k) of most of the rows: the one the captions name; runs of another
         depth are labelled with theirs (`load_results`) and tested against no other."""
-        depths = self.rows.filter(pl.col("depth").is_not_null())["depth"]
-        if depths.is_empty():
-            return None
-        counts = depths.value_counts().sort(["count", "depth"], descending=True)
-        return int(counts["depth"][0])
+        return main_depth(self.rows)
 
     @property
     def top(self) -> str:
@@ -363,13 +359,21 @@ def load_results(runs_root: Path, corpus: str, seed: int = 0,
                    indexes)
 
 
-def labelled_depths(results: pl.DataFrame) -> pl.DataFrame:
-    """`results` with each run of another depth than most rows' labelled with its own
-    ("bm25 (top 100)"), so that no table shows two depths under one model's name."""
+def main_depth(results: pl.DataFrame) -> int | None:
+    """The depth of most rows of `results` (the deeper one on a tie); None when no row
+    records one."""
     depths = results.filter(pl.col("depth").is_not_null())["depth"]
-    if depths.n_unique() + int(results["depth"].is_null().any()) < 2:
+    if depths.is_empty():
+        return None
+    return int(depths.value_counts().sort(["count", "depth"], descending=True)["depth"][0])
+
+
+def labelled_depths(results: pl.DataFrame) -> pl.DataFrame:
+    """`results` with each run of another depth than most rows' (`main_depth`) labelled with
+    its own ("bm25 (top 100)"), so that no table shows two depths under one model's name."""
+    if results["depth"].n_unique() < 2:  # one depth, or none recorded
         return results
-    main = depths.value_counts().sort(["count", "depth"], descending=True)["depth"][0]
+    main = main_depth(results)
     other = pl.when(pl.col("depth").is_null()).then(pl.lit(" (depth not recorded)")).otherwise(
         pl.format(" (top {})", pl.col("depth")))
     return results.with_columns(model=pl.when(pl.col("depth").eq_missing(main))
