@@ -66,3 +66,9 @@ class OptionError(InputError):
 
 class ToolError(Exception):
     """An external program failed; the message names its log file, which is kept."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's message in one line (its first), or its type's name when it has none:
+    what a one-line refusal quotes of a library's error."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

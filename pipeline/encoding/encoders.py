@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from safetensors import SafetensorError
 
-from pipeline.core.errors import InputError, OptionError
+from pipeline.core.errors import InputError, OptionError, first_line
 from pipeline.core.logs import Progress
 from pipeline.encoding.identity import model_source
 from pipeline.glossary import split_prompt_tag
@@ -201,10 +201,6 @@ def load_model(entry: ModelEntry, source: str, offline: bool, dtype: torch.dtype
             log.info(f"[embed] MODEL {entry.name}: no {attention} attention "
                      f"({first_line(exc)[:100]}...)")
     return load(last)
-
-
-def first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _unreadable() -> str:

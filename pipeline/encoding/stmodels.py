@@ -19,13 +19,12 @@ from pathlib import Path
 
 import torch
 
-from pipeline.core.errors import InputError
+from pipeline.core.errors import InputError, first_line
 from pipeline.encoding.encoders import (
     LOAD_ERRORS,
     Encoder,
     check_prompt_room,
     cpu_pad_step,
-    first_line,
     hub_offline,
     join_text,
     load_advice,

@@ -39,7 +39,7 @@ import polars as pl
 
 from pipeline.core.atomic import atomic_path, disk_errors
 from pipeline.core.checksums import fingerprint, outputs_intact
-from pipeline.core.errors import InputError, OptionError
+from pipeline.core.errors import InputError, OptionError, first_line
 from pipeline.core.files import read_json, read_parquet, write_json
 from pipeline.core.locks import file_lock
 from pipeline.core.logs import Progress
@@ -924,7 +924,7 @@ def read_judgments(path: Path) -> pl.DataFrame:
     try:
         frame = pl.read_parquet(path)
     except (OSError, pl.exceptions.PolarsError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = first_line(exc)
         raise InputError(f"{path}: cannot be read ({first}): judge again (the log's pairs are "
                          "not asked again)") from None
     if problem := frame_grade_problem(frame):
@@ -943,7 +943,7 @@ def paper_texts(corpus_dir: Path, ids: pl.Series) -> pl.DataFrame:
     except FileNotFoundError:
         raise InputError(f"{source} is missing: build the corpus first (make corpus)") from None
     except (OSError, pl.exceptions.PolarsError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = first_line(exc)
         raise InputError(f"{source} cannot be read ({first}): make verify names the repair"
                          ) from None
 

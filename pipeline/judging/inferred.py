@@ -110,7 +110,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from pipeline.core.errors import InputError
+from pipeline.core.errors import InputError, first_line
 from pipeline.evaluation.variance import LEVEL, difference_interval
 from pipeline.glossary import METRIC_SETS
 from pipeline.judging.sample import allocate
@@ -993,7 +993,7 @@ def _as_sample(sample: Any) -> pl.DataFrame:
         try:
             sample = pl.read_parquet(path)
         except (OSError, pl.exceptions.PolarsError) as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            first = first_line(exc)
             raise InputError(f"sample {path}: not a parquet file ({first}): give the file "
                              "draw_sample's frame was written to") from None
     if not isinstance(sample, pl.DataFrame):
