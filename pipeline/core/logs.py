@@ -10,6 +10,9 @@ SLURM log, a pipe) an INFO line every `interval` seconds (PIPELINE_PROGRESS_INTE
 30), e.g. "[embed] 120000/2000000 papers (6.0%), 850 papers/s, ETA 36m51s", and a last one at
 the end when any was logged. Lines are written when the work advances (`update`), so a stage
 that never advances between two lines logs none. Neither bar nor lines below INFO (-q).
+A `Sampler` reads a figure every half second on a daemon thread while the work runs (the
+embed stage's GPU busy share); `Progress.follow(sampler)` shows its mean so far after the rate
+(`..., gpu_busy=87%`) and stops it when the progress closes.
 A Python session that configured no logging (`pipeline.search(...)` in a script or a
 notebook) gets the command line's lines at its first progress (`setup()`): otherwise its
 INFO lines, progress among them, would be dropped by logging's defaults.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
@@ -119,6 +123,7 @@ class Progress:
         self.start = self.last = clock()
         self.logged: int | None = None  # units done at the last line logged
         self.postfix: dict[str, Any] = {}
+        self.samplers: dict[str, Sampler] = {}
         self.closed = False
         if show and unconfigured():  # a Python session's: the command line's lines
             setup()
@@ -140,11 +145,31 @@ class Progress:
     def update(self, n: int = 1) -> None:
         self.done += n
         if self.bar is not None:
+            self._sampled()
             self.bar.update(n)
         elif self.enabled:
             now = self.clock()
             if now - self.last >= self.interval:
+                self._sampled()
                 self._line(now)
+
+    def follow(self, sampler: Sampler) -> Sampler:
+        """Show `sampler`'s mean so far after the rate (started here if it is not yet), and
+        stop it when this progress closes; the sampler already followed under its name is
+        kept and returned instead. A closed progress starts none."""
+        if sampler.name in self.samplers:
+            return self.samplers[sampler.name]
+        if self.closed:
+            return sampler
+        self.samplers[sampler.name] = sampler
+        sampler.start()
+        return sampler
+
+    def _sampled(self) -> None:
+        """The followed samplers' means into the postfix (none shown before a first sample)."""
+        for name, sampler in self.samplers.items():
+            if (text := sampler.text()) is not None:
+                self.set_postfix(**{name: text})
 
     def set_postfix(self, **values: Any) -> None:
         """Figures shown after the rate (on a bar, and in the next line logged)."""
@@ -156,6 +181,9 @@ class Progress:
         if self.closed:
             return
         self.closed = True
+        for sampler in self.samplers.values():
+            sampler.stop()
+        self._sampled()
         if self.bar is not None:
             self.bar.close()
         elif self.enabled and self.logged is not None and self.logged != self.done:
@@ -179,6 +207,64 @@ class Progress:
     def _line(self, now: float) -> None:
         self.log.info(self.line(now))
         self.last, self.logged = now, self.done
+
+
+class Sampler:
+    """A figure (a share, 0 to 1) read every `period` seconds on a daemon thread from `start`
+    to `stop`: `mean()` of what was read (None before a first reading). A reading that raises
+    or gives None is skipped; `misses` of them in a row end the sampling (a GPU monitor that
+    went away is not asked twice a second for the rest of the job)."""
+
+    def __init__(self, name: str, read: Callable[[], float | None], period: float = 0.5,
+                 misses: int = 3):
+        self.name, self.read, self.period, self.misses = name, read, period, misses
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._on_stop: list[Callable[[Sampler], None]] = []
+
+    def start(self) -> None:
+        if self._thread is None and not self._stop.is_set():
+            self._thread = threading.Thread(target=self._run, name=f"sampler-{self.name}",
+                                            daemon=True)
+            self._thread.start()
+
+    def on_stop(self, callback: Callable[[Sampler], None]) -> None:
+        """Call `callback(self)` once the sampling has stopped (its mean is final)."""
+        self._on_stop.append(callback)
+
+    def stop(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        if self._thread is not None:  # a reading in flight is bounded by its reader
+            self._thread.join(timeout=self.period + 5)
+        for callback in self._on_stop:
+            callback(self)
+
+    def _run(self) -> None:
+        missed = 0
+        while not self._stop.wait(self.period):
+            try:
+                value = self.read()
+            except Exception:  # a monitor's failure never fails the work
+                value = None
+            if value is None:
+                missed += 1
+                if missed >= self.misses:
+                    return
+                continue
+            missed = 0
+            self.samples.append(float(value))
+
+    def mean(self) -> float | None:
+        samples = list(self.samples)
+        return sum(samples) / len(samples) if samples else None
+
+    def text(self) -> str | None:
+        """The mean as a percentage ('87%'), None before a first reading."""
+        mean = self.mean()
+        return None if mean is None else f"{100 * mean:.0f}%"
 
 
 def _isatty() -> bool:

@@ -56,6 +56,16 @@ from pipeline.encoding.store import (
     stored_ids,
     vectors_of_texts,
 )
+from pipeline.encoding.workers import (
+    POOLED_KINDS,
+    Work,
+    check_devices,
+    device_label,
+    encode_parts,
+    release,
+    threads_each,
+    worker_devices,
+)
 from pipeline.glossary import split_prompt_tag
 from pipeline.layout import (
     MANIFEST,
@@ -798,9 +808,14 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
     # REPLACE=1 asks a served model's endpoint (its probes) even with nothing missing: only
     # its answers tell another model behind the same URL and name
     asked = replace and entry.kind in IDENTITY_HOOKS and (store / MANIFEST).exists()
+    devices: list[str] = []  # several: a worker process each (workers.py); none: this one
     if len(missing) or asked:
-        # the kind's encoder (multi-vector, ASPIRE: one vector per sentence, the same loop)
-        encoder = encoder_class(entry.kind)(entry, model_path=model_path, device=device)
+        if entry.kind in POOLED_KINDS:  # a local model: DEVICE=cuda on every visible GPU
+            devices = worker_devices(device)
+        # the kind's encoder (multi-vector, ASPIRE: one vector per sentence, the same loop);
+        # with workers, this process's copy gives the store's settings (on the first device)
+        encoder = encoder_class(entry.kind)(entry, model_path=model_path,
+                                            device=devices[0] if devices else device)
         if change := probe_change(store, encoder):  # another model behind an endpoint
             if not replace:
                 raise identity_refusal(place, store, entry, change, model_path)
@@ -820,7 +835,8 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
         if len(missing):
             info.update(_encode_missing(place, store, encoder, missing, columns, config, inputs,
                                         part_size=part_size, batch_size=batch_size,
-                                        token_budget=token_budget))
+                                        token_budget=token_budget, devices=devices,
+                                        model_path=model_path))
     info.update(embedded=len(missing), reused=reused)
     with file_lock(store):
         info["covered_pools"] = mark_covered(place.corpus_dir, store, pools)
@@ -839,9 +855,7 @@ def embed_shards(place: Place, model: str, pools: list[str], shards: list[int] |
     from pipeline.core.timing import timed
 
     if store.get("device"):  # torch is imported only where a device is asked for
-        from pipeline.encoding.encoders import check_device
-
-        check_device(store["device"])
+        check_devices(store["device"])
     for shard in shards:
         with timed("embed", times, model=model, shard=shard) as info:
             out = embed(place, get_model(model), pools, shard, num_shards, **store)
@@ -902,19 +916,46 @@ def _check_store(place: Place, store: Path, entry: ModelEntry, inputs: dict[str,
 
 def _encode_missing(place: Place, store: Path, encoder, missing: np.ndarray, columns: list[str],
                     config: dict, inputs: dict[str, str], *, part_size: int,
-                    batch_size: int | None, token_budget: int | None) -> dict:
-    """Encode the papers `missing` (sorted ids) into parts of `part_size` papers; the
-    throughput and the encoder's counts."""
+                    batch_size: int | None, token_budget: int | None,
+                    devices: list[str] | None = None, model_path: str | None = None) -> dict:
+    """Encode the papers `missing` (sorted ids) into parts of `part_size` papers, in this
+    process, or with several `devices` on a worker process each (workers.py: the same parts,
+    written in the same order); the throughput and the encoder's counts."""
     from pipeline.encoding.encoders import MAX_BATCH, default_budget
 
-    parts = _Parts(place.corpus_dir, store, encoder, columns, config, inputs)
     budget = token_budget or default_budget(encoder.device)
     chunks = [missing[lo : lo + part_size] for lo in range(0, len(missing), part_size)]
-    tokens, seconds = parts.encode(chunks, budget, batch_size or MAX_BATCH)
+    devices = list(devices or [])[: len(chunks)]  # a worker per part at most
+    label = device_label(devices) if devices else str(encoder.device)
+    parts = _Parts(place.corpus_dir, store, encoder, columns, config, inputs, label)
+    if len(devices) > 1:
+        tokens, seconds, counts, started = _on_workers(parts, devices, chunks, budget,
+                                                       batch_size or MAX_BATCH, model_path)
+        more = {"devices": devices, "workers_start_s": started}
+    else:  # one part: this process's copy encodes it, on the first device, as one worker would
+        tokens, seconds = parts.encode(chunks, budget, batch_size or MAX_BATCH)
+        counts = dict(getattr(encoder, "counts", {}))  # multi-vector: sentences, truncated
+        more = {"devices": [str(encoder.device)]}
     return {"papers_per_s": round(len(missing) / seconds, 2),
-            "tokens_per_s": round(tokens / seconds, 1), "device": str(encoder.device),
-            "token_budget": budget, "dtype_compute": encoder.compute_dtype,
-            **getattr(encoder, "counts", {})}  # multi-vector: sentences, truncated
+            "tokens_per_s": round(tokens / seconds, 1), "device": label, **more,
+            "token_budget": budget, "dtype_compute": encoder.compute_dtype, **counts}
+
+
+def _on_workers(parts: _Parts, devices: list[str], chunks: list[np.ndarray], budget: int,
+                max_batch: int, model_path: str | None) -> tuple[int, float, dict, float]:
+    """`chunks` encoded by a worker process per device (workers.encode_parts), each part
+    written here in order (`_Parts.write`), with a progress line across the workers: the
+    tokens, the seconds from the first worker ready to the last part, the encoder's counts
+    summed, the seconds the workers took to start."""
+    encoder = parts.encoder
+    work = Work(type(encoder), encoder.entry, model_path, _tokenized, parts.corpus_dir,
+                parts.columns, budget, max_batch, threads_each(len(devices)))
+    release(encoder)  # its GPU memory: the workers encode
+    with progress(sum(map(len, chunks)), "embed") as bar:
+        done = encode_parts(work, devices, chunks,
+                            lambda k, vectors, digests: parts.write(chunks[k], vectors, digests),
+                            bar)
+    return done.tokens, done.seconds, done.counts, done.start_seconds
 
 
 @dataclass(frozen=True)
@@ -929,12 +970,13 @@ class _Parts:
     columns: list[str]  # the encoder's optional columns the corpus has
     config: dict  # the store's settings (_store_config)
     inputs: dict[str, str]  # what the rows are checked against (store_inputs)
+    device: str | None = None  # what the manifest records (workers: their kind), else the encoder's
 
     def read(self, chunk: np.ndarray) -> tuple[list[list[int]], np.ndarray]:
         return _tokenized(self.corpus_dir, self.encoder, chunk, self.columns)
 
     def write(self, chunk: np.ndarray, vectors: np.ndarray, digests: np.ndarray) -> None:
-        add_part(self.store, self.config, chunk, vectors, str(self.encoder.device),
+        add_part(self.store, self.config, chunk, vectors, self.device or str(self.encoder.device),
                  inputs=self.inputs, digests=digests)
 
     def encode(self, chunks: list[np.ndarray], budget: int, batch_size: int

@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
+import subprocess
+import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,7 +30,7 @@ import torch
 from safetensors import SafetensorError
 
 from pipeline.core.errors import InputError, OptionError, first_line
-from pipeline.core.logs import Progress
+from pipeline.core.logs import Progress, Sampler
 from pipeline.encoding.identity import model_source
 from pipeline.glossary import split_prompt_tag
 from pipeline.layout import HF_CONFIG
@@ -42,6 +46,14 @@ PAD_STEP = 32
 # padded tokens per batch (ids x longest); a CPU runs several small batches side by side
 # (Encoder._side_by_side), fastest at 2,048 on this project's machine (docs/encoders.md)
 TOKEN_BUDGET = {"cuda": 65536, "cpu": 2048}
+# GPU: batches queued on the device whose vectors are not read back yet (Encoder._one_by_one):
+# batch k's vectors are read once batch k + IN_FLIGHT is queued, so the host never waits for
+# the GPU to finish the batch it has just queued
+IN_FLIGHT = 2
+# the GPU's busy share in the embed stage's progress: sampled every BUSY_PERIOD seconds (NVML
+# through torch, else nvidia-smi, each reading bounded by SMI_TIMEOUT seconds)
+BUSY_PERIOD = 0.5
+SMI_TIMEOUT = 2.0
 log = logging.getLogger(__name__)
 
 
@@ -108,6 +120,95 @@ def cpu_pad_step(device: torch.device) -> int | None:
     return PAD_STEP if device.type == "cpu" else None
 
 
+def host_array(vectors: torch.Tensor | np.ndarray) -> np.ndarray:
+    """Vectors as a numpy array on the host: a CPU tensor's own memory, a device tensor copied
+    back (this waits for the device), an array (an encoder whose `_forward` gives one) as is."""
+    if not isinstance(vectors, torch.Tensor):
+        return vectors
+    return (vectors if vectors.device.type == "cpu" else vectors.cpu()).numpy()
+
+
+class HostCopy:
+    """One batch's pooled vectors on their way back to the host. From a GPU: copied
+    asynchronously into pinned host memory (non_blocking), an event recorded after the copy on
+    the device's stream, so queuing the copy does not wait for the batch; `result()` waits for
+    that event alone. From a CPU (the GPU loop run on one, as the tests do): the vectors as
+    they are."""
+
+    __slots__ = ("device_vectors", "event", "host")
+
+    def __init__(self, vectors: torch.Tensor | np.ndarray):
+        self.event = None
+        if isinstance(vectors, torch.Tensor) and vectors.device.type == "cuda":
+            self.host = torch.empty(vectors.shape, dtype=vectors.dtype, pin_memory=True)
+            self.host.copy_(vectors, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record(torch.cuda.current_stream(vectors.device))
+            self.device_vectors = vectors  # alive until the copy is done
+        else:
+            self.host, self.device_vectors = vectors, None
+
+    def result(self) -> np.ndarray:
+        if self.event is not None:
+            self.event.synchronize()
+            self.device_vectors = None
+        return host_array(self.host)
+
+
+def smi_reader(gpu: str, smi: str | None = None) -> Callable[[], float | None] | None:
+    """A reading of GPU `gpu`'s busy share (0-1) by nvidia-smi (`-i`: an index or a UUID),
+    bounded by SMI_TIMEOUT seconds; None where there is no nvidia-smi."""
+    smi = smi or shutil.which("nvidia-smi")
+    if not smi:
+        return None
+
+    def read() -> float | None:
+        done = subprocess.run([smi, "--query-gpu=utilization.gpu", "--format=csv,noheader,"
+                               "nounits", "-i", gpu], capture_output=True, text=True,
+                              timeout=SMI_TIMEOUT, check=False)
+        words = done.stdout.split()
+        if done.returncode != 0 or not words:
+            return None
+        try:
+            return float(words[0]) / 100
+        except ValueError:  # "[N/A]", "[Not Supported]"
+            return None
+
+    return read
+
+
+def _reads(read: Callable[[], float | None] | None) -> bool:
+    """Whether `read` gives a share now (a first reading, as a probe)."""
+    if read is None:
+        return False
+    try:
+        return read() is not None
+    except Exception:  # no NVML bindings, no driver, a timeout: this reader does not serve
+        return False
+
+
+def busy_reader(device: torch.device) -> Callable[[], float | None] | None:
+    """How to read the GPU's busy share (0-1: the share of the last sample period, 1/6 s to 1 s,
+    in which a kernel ran) for the embed stage's progress: NVML through torch
+    (`torch.cuda.utilization`, where nvidia-ml-py is installed), else nvidia-smi for this GPU
+    (by UUID, so CUDA_VISIBLE_DEVICES cannot point it at another; by index where that is
+    unset), else None; None on a CPU."""
+    if device.type != "cuda":
+        return None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+
+    def nvml() -> float:
+        return torch.cuda.utilization(index) / 100
+
+    names = []
+    uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", "") or "")
+    if uuid:
+        names.append(uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
+    if "CUDA_VISIBLE_DEVICES" not in os.environ:
+        names.append(str(index))
+    return next((read for read in (nvml, *map(smi_reader, names)) if _reads(read)), None)
+
+
 def _where_from() -> str:
     return ("download it where the hub is reachable and pass MODEL_PATH=<folder>, or fill the "
             f"hub cache (HF_HOME={os.environ.get('HF_HOME', '~/.cache/huggingface')})")
@@ -171,6 +272,23 @@ def check_device(device: str | None) -> None:
     which checks it too, is only loaded when papers are missing). None: nothing asked."""
     if device:
         pick_device(device)
+
+
+def broadcast_mask(model: torch.nn.Module, attention: str, device: torch.device) -> bool:
+    """Whether the model gets its padding mask as a 4-D boolean mask (batch, 1, 1, length):
+    BERT with SDPA attention on a GPU. Given the usual 2-D mask, transformers asks whether any
+    token is padded (`padding_mask.all()`, a wait for the GPU in every batch) and then writes a
+    (batch, 1, length, length) mask; a 4-D mask is used as it is, SDPA broadcasting it: the
+    same attention (bit for bit on a CPU, tested), no wait, no square mask. Only where the
+    model's code builds its mask with transformers' masking_utils (which takes a 4-D mask as
+    it is: BERT in transformers 5); decoders keep the 2-D mask (their causal mask is built from
+    it), and so do other architectures."""
+    config = model.config
+    code = sys.modules.get(type(model).__module__)
+    return (device.type == "cuda" and attention == "sdpa"
+            and getattr(config, "model_type", "") == "bert"
+            and not getattr(config, "is_decoder", False)
+            and hasattr(code, "create_bidirectional_mask"))
 
 
 # Attention kernels in order of preference: PyTorch's fused SDPA, where transformers has it
@@ -286,6 +404,7 @@ class Encoder:
                              f"({first_line(exc)}): {load_advice(exc, source)}") from None
         self.model.to(self.device).eval()
         self.dim = int(self.model.config.hidden_size)
+        self.mask_4d = broadcast_mask(self.model, self.attention, self.device)
         self.max_length = min(entry.max_length, self.tokenizer.model_max_length)
         self.append_eos = self._eos_to_append() if entry.pooling == "lasttoken" else None
         if entry.query_prompt is not None:
@@ -357,17 +476,17 @@ class Encoder:
             return {}
         longest = int(widths[idx].max())
         pad = self.tokenizer.pad_token_id or 0
-        input_ids = np.full((len(idx), longest), pad, dtype=np.int64)
-        mask = np.zeros((len(idx), longest), dtype=np.int64)
+        cuda = self.device.type == "cuda"
+        # on a GPU written straight into pinned memory, whence the copy needs no staging
+        batch = {name: torch.full((len(idx), longest), fill, dtype=torch.int64, pin_memory=cuda)
+                 for name, fill in (("input_ids", pad), ("attention_mask", 0))}
+        input_ids, mask = batch["input_ids"].numpy(), batch["attention_mask"].numpy()
         left = self.tokenizer.padding_side == "left"  # decoders' last-token pooling
         for row, i in enumerate(idx):
             at = slice(longest - len(ids[i]), longest) if left else slice(0, len(ids[i]))
             input_ids[row, at] = ids[i]
             mask[row, at] = 1
-        cuda = self.device.type == "cuda"
-        batch = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(mask)}
-        return {k: (v.pin_memory() if cuda else v).to(self.device, non_blocking=cuda)
-                for k, v in batch.items()}
+        return {k: v.to(self.device, non_blocking=cuda) for k, v in batch.items()}
 
     @torch.inference_mode()
     def encode(self, texts: list[str], token_budget: int | None = None,
@@ -382,13 +501,15 @@ class Encoder:
         """Vectors of tokenized texts: batches packed by a token budget after sorting by
         token length. On a CPU each batch is of one padded width (pad_widths) and the batches
         run side by side, one per torch thread (`_side_by_side`); on a GPU one after another,
-        the next built while the model runs this one (`_one_by_one`). `progress`: a bar to
-        advance, or whether to show one (on a terminal)."""
+        queued without waiting for the GPU, their vectors read back IN_FLIGHT batches later
+        (`_one_by_one`). `progress`: a bar to advance, or whether to show one (on a
+        terminal); on a GPU it also shows the GPU's busy share (`follow_busy`)."""
         budget = token_budget or default_budget(self.device)
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         widths = pad_widths(lengths, self.pad_step, self.max_length)
         bar = progress if isinstance(progress, Progress) else self.progress_bar(
             len(ids), progress)
+        self.follow_busy(bar)
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
         run = self._one_by_one if self.pad_step is None else self._side_by_side
         start, done = time.perf_counter(), 0
@@ -400,6 +521,27 @@ class Encoder:
         if bar is not progress:
             bar.close()
         return out, int(lengths.sum())
+
+    def follow_busy(self, bar: Progress) -> None:
+        """On a GPU whose busy share can be read (busy_reader): a sampler of it, every
+        BUSY_PERIOD seconds while `bar` is open, shown after the rate (`gpu_busy=87%`) and,
+        once the bar closes, in the embed stage's summary (`counts["gpu_busy"]`, 0-1). The
+        sampler a bar follows already is kept (a stage encodes its parts under one bar)."""
+        if "gpu_busy" in bar.samplers:
+            return
+        if not hasattr(self, "_busy_read"):  # probed once per encoder
+            self._busy_read = busy_reader(self.device)
+        read = self._busy_read
+        if read is None:
+            return
+        sampler = bar.follow(Sampler("gpu_busy", read, BUSY_PERIOD))
+        sampler.on_stop(self._record_busy)
+
+    def _record_busy(self, sampler: Sampler) -> None:
+        if (mean := sampler.mean()) is not None:
+            if not hasattr(self, "counts"):
+                self.counts: dict = {}
+            self.counts["gpu_busy"] = round(mean, 3)
 
     def _side_by_side(self, ids: list[list[int]], widths: np.ndarray, budget: int,
                       max_batch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -415,7 +557,7 @@ class Encoder:
 
         def run(idx: np.ndarray) -> np.ndarray:
             with torch.inference_mode():
-                return self._forward(self._tensors(ids, idx, widths))
+                return host_array(self._forward(self._tensors(ids, idx, widths)))
 
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
@@ -428,9 +570,14 @@ class Encoder:
     def _one_by_one(self, ids: list[list[int]], widths: np.ndarray, budget: int,
                     max_batch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """GPU: batches of mixed lengths one after another, longest first (an out-of-memory
-        error shows up at once), the next one's tensors built while the model runs this one;
-        on CUDA out-of-memory the budget halves and the batch is tried again."""
+        error shows up at once), the next one's tensors built in pinned memory while the model
+        runs this one. Nothing in the loop waits for the GPU: a batch's pooled vectors are
+        copied back asynchronously (HostCopy) and read IN_FLIGHT batches later, so the host
+        queues the next batches while the GPU works. On CUDA out-of-memory the budget halves
+        and the batch is tried again (the batches queued before it are kept). The same loop
+        runs on a CPU (the tests force it there), where a copy is the vectors themselves."""
         todo = np.argsort(-widths, kind="stable")
+        queued: deque[tuple[np.ndarray, HostCopy]] = deque()
 
         def cut(rest: np.ndarray) -> np.ndarray:
             return batch_of(rest, widths, budget, max_batch)
@@ -443,7 +590,7 @@ class Encoder:
                 following = cut(rest) if len(rest) else rest
                 pending = prefetch.submit(self._tensors, ids, following, widths)  # while this runs
                 try:
-                    vectors = self._forward(batch)
+                    copy = HostCopy(self._forward(batch))
                 except torch.OutOfMemoryError:
                     if len(idx) == 1:
                         raise
@@ -454,25 +601,42 @@ class Encoder:
                     idx = cut(todo)
                     pending = prefetch.submit(self._tensors, ids, idx, widths)
                     continue
-                yield idx, vectors
+                del batch
+                queued.append((idx, copy))
+                while len(queued) > IN_FLIGHT:
+                    done, copy = queued.popleft()
+                    yield done, copy.result()
                 todo, idx = rest, following
+        while queued:
+            done, copy = queued.popleft()
+            yield done, copy.result()
 
     def progress_bar(self, total: int, show: bool = True) -> Progress:
         """Papers/s and tokens/s: a bar on a terminal, a line every interval in a batch log
         (pipeline.core.logs)."""
         return Progress(total, "embed", "papers", show=show)
 
-    def _forward(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
-        hidden = self.model(**batch).last_hidden_state.float()
-        return self.pool(hidden, batch["attention_mask"]).cpu().numpy()
+    def _forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor | np.ndarray:
+        """One batch's pooled vectors, float32, where the model ran (host_array brings them
+        to the host; a subclass may give a numpy array already). With `mask_4d` the padding
+        mask goes to the model as a 4-D boolean mask (broadcast_mask)."""
+        mask = batch["attention_mask"]
+        if getattr(self, "mask_4d", False):
+            batch = {**batch, "attention_mask": mask[:, None, None, :].bool()}
+        return self.pool(self.model(**batch).last_hidden_state, mask)
 
     def pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """float32 vectors of the model's last states (in its dtype). CLS and last-token
+        pooling select a row, then convert it: the same bits as converting every state first,
+        at a fraction of the memory traffic in bf16; mean pooling sums in float32."""
         if self.entry.pooling == "cls":
-            vectors = hidden[:, 0]
+            vectors = hidden[:, 0].float()
         elif self.entry.pooling == "lasttoken":  # the last real token, padded on either side
             positions = torch.arange(mask.shape[1], device=mask.device)
-            vectors = hidden[torch.arange(len(hidden)), (mask * positions).argmax(1)]
+            vectors = hidden[torch.arange(len(hidden), device=hidden.device),
+                             (mask * positions).argmax(1)].float()
         else:
+            hidden = hidden.float()
             weights = mask.unsqueeze(-1).to(hidden.dtype)
             vectors = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
         if self.entry.normalize:

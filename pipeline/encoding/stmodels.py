@@ -182,4 +182,4 @@ class STEncoder(Encoder):
         features = dict(batch)
         if (length := self._prompt_length(self._prompt)) is not None:
             features["prompt_length"] = length
-        return self.model(features)["sentence_embedding"].float().cpu().numpy()
+        return self.model(features)["sentence_embedding"].float()  # read back: HostCopy

@@ -175,8 +175,22 @@ def training_sets(text: str) -> str:
 
 
 def device(text: str) -> str:
-    if not re.fullmatch(r"cpu|cuda(:\d+)?", text):
-        raise InputError(f"{text!r}: use cpu, cuda or cuda:<index>")
+    """One device (cpu, cuda, cuda:<index>), or several separated by commas, of one kind,
+    each GPU by its index: a worker process each (cuda:0,cuda:1; cpu,cpu: CPU workers).
+    Whether the GPUs are there is the embed stage's check (pipeline/encoding/workers.py)."""
+    if "," not in text:
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", text):
+            raise InputError(f"{text!r}: use cpu, cuda, cuda:<index> or a list such as "
+                             "cuda:0,cuda:1")
+        return text
+    words = text.split(",")
+    bad = next((word for word in words if not re.fullmatch(r"cpu|cuda:\d+", word)), None)
+    if bad is not None:
+        raise InputError(f"{text!r}: {bad!r} in a list; name each device as cpu or "
+                         "cuda:<index>, e.g. cuda:0,cuda:1")
+    if len({word.partition(":")[0] for word in words}) > 1:
+        raise InputError(f"{text!r}: one kind of device, GPUs (cuda:0,cuda:1) or CPU workers "
+                         "(cpu,cpu), not both")
     return text
 
 

@@ -296,7 +296,9 @@ DECLARED: tuple[Variable, ...] = (
       "for nodes without hub access", "models", optional=True,
       stages=(*LOADING, "after-embed"), keywords=("model_path",), kind="path", none=True,
       changes_run=MODEL_ID),  # after-embed: its identity
-    V("DEVICE", "", device, "the encoder's device: cpu, cuda or cuda:<index>", "models",
+    V("DEVICE", "", device, "the encoder's device: cpu, cuda or cuda:<index>; cuda with "
+      "several GPUs visible, or a list (cuda:0,cuda:1), embeds on a worker process each",
+      "models",
       shown="cuda if available", optional=True, one_word=True,
       stages=("embed", "submit-embed", "index", "search"), keywords=("device",),
       none=True, changes_run=MODEL_ID),  # the store's parts record it; another: other bits

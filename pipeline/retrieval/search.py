@@ -211,9 +211,9 @@ def index_pools(place: Place, entry: ModelEntry, pools: list[str],
     """Build what `entry` searches for each pool, each timed; an encoder is loaded once for all
     of them. A device asked for and absent is refused even with nothing to build."""
     if settings.store.get("device"):
-        from pipeline.encoding.encoders import check_device
+        from pipeline.encoding.workers import check_devices
 
-        check_device(settings.store["device"])
+        check_devices(settings.store["device"])
     if entry.embedded:
         from pipeline.encoding.embed import embed
 

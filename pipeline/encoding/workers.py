@@ -1,0 +1,401 @@
+"""Several devices for one embed: a worker process per device, the parts split among them.
+
+`DEVICE=cuda` on a node with two GPUs or more (or nothing asked there: "cuda if available")
+embeds on every visible one, cuda:0 to cuda:N-1; a list such as `cuda:0,cuda:2` names them,
+and `cpu,cpu` runs the same mechanics on a CPU (the tests', docs/encoders.md). As
+sentence-transformers' multi-process pool does: one process per device, started with
+multiprocessing's "spawn" (CUDA cannot be used in a forked child), each loading the model once,
+then taking parts (index k, the part's ids) and sending back (k, vectors, text digests, tokens).
+Each worker reads and tokenizes its own parts (a thread beside its model, as the in-process
+loop does). This process writes the parts strictly in the order k = 0, 1, 2, ... (holding those
+that come back early), so the store's parts and manifest are those one device writes, and a
+kill leaves a prefix of them: a rerun resumes at the same part boundaries.
+
+Bounded and safe: each worker has a pipe of its own each way (one that dies mid-message ends
+its pipe, it cannot leave another's half-read), this process waits on the pipes and the
+processes' sentinels with a timeout, at most two parts per worker are out at once (memory:
+those parts' vectors), and a worker that dies (killed, out of memory, an exception) ends the
+stage with one line naming its device and what happened; the workers are stopped and joined on
+every way out, Ctrl-C included (they ignore SIGINT: this process stops them).
+
+Standard library only at import; torch where devices are counted or a worker runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import re
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing import connection, get_context
+from pathlib import Path
+from typing import Any
+
+from pipeline.core.errors import InputError, OptionError, first_line
+
+log = logging.getLogger(__name__)
+
+# The kinds whose encoder runs on a device of this machine (`encoder.device` means something):
+# local models, dense, st: and multi-vector; served models and objects run in this process
+POOLED_KINDS = ("dense", "st", "multi-vector")
+PER_WORKER = 2  # parts out at once per worker: one encoded, one read and tokenized beside it
+POLL_S = 1.0  # how often this process looks at the workers while none has sent anything
+STOP_S = 10.0  # how long a worker is given to end after it is told to (then terminated)
+LISTED_DEVICE = re.compile(r"cpu|cuda:\d+")
+
+
+def _visible_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def worker_devices(device: str | None) -> list[str]:
+    """The devices of the workers one embed starts; [] where it runs in this process (one
+    device: `device` as given). `cuda` (or None: cuda if available) with N >= 2 visible GPUs:
+    cuda:0 .. cuda:N-1; a comma-separated list: its devices, one kind (GPUs by index, or CPU
+    workers: cpu,cpu), each GPU visible here. A bad value is one line (OptionError: each door
+    words DEVICE its own way)."""
+    if device is not None and "," in device:
+        return _listed(device)
+    if device in (None, "", "cuda") and (count := _visible_gpus()) >= 2:
+        return [f"cuda:{i}" for i in range(count)]
+    return []  # one device: the encoder checks it (encoders.pick_device)
+
+
+def _listed(device: str) -> list[str]:
+    words = device.split(",")
+    bad = next((w for w in words if not LISTED_DEVICE.fullmatch(w)), None)
+    if bad is not None:
+        raise OptionError("{DEVICE=}: " + f"{bad!r} in a list; name each device as cpu or "
+                          "cuda:<index>, e.g. cuda:0,cuda:1", {"DEVICE": device})
+    if len({w.partition(":")[0] for w in words}) > 1:
+        raise OptionError("{DEVICE=}: one kind of device, GPUs (cuda:0,cuda:1) or CPU workers "
+                          "(cpu,cpu), not both: their vectors differ in the last bits",
+                          {"DEVICE": device})
+    if words[0].startswith("cuda"):
+        count = _visible_gpus()
+        if not count:
+            raise OptionError("{DEVICE=}: no CUDA GPU is visible here (torch.cuda.is_available()"
+                              " is False); use cpu or run on a GPU node", {"DEVICE": device})
+        absent = next((w for w in words if int(w.partition(":")[2]) >= count), None)
+        if absent is not None:
+            raise OptionError("{DEVICE=}: " + f"{absent} is not visible here: {count} CUDA "
+                              f"GPU(s), cuda:0 to cuda:{count - 1}", {"DEVICE": device})
+    return words
+
+
+def check_devices(device: str | None) -> None:
+    """Refuse up front a DEVICE that is not here (encoders.check_device for one device; each
+    of a list's), whatever is left to embed."""
+    if device and "," in device:
+        worker_devices(device)
+    elif device:
+        from pipeline.encoding.encoders import check_device
+
+        check_device(device)
+
+
+def device_label(devices: Sequence[str]) -> str:
+    """What a store's manifest records as the device of parts made by several workers: their
+    kind (cpu, cuda), as one process given DEVICE=cpu or DEVICE=cuda records it."""
+    return devices[0].partition(":")[0]
+
+
+def threads_each(workers: int, total: int | None = None) -> int:
+    """Torch threads per worker: this process's (OMP_NUM_THREADS, else the cores) split among
+    the workers, at least 1."""
+    if total is None:
+        import torch
+
+        total = torch.get_num_threads()
+    return max(1, total // max(workers, 1))
+
+
+def release(encoder) -> None:
+    """Free the GPU memory of this process's copy of the model (loaded for the store's
+    settings), the workers' devices being the ones that encode."""
+    if getattr(encoder, "device", None) is not None and encoder.device.type == "cuda":
+        import torch
+
+        encoder.model.to("cpu")
+        torch.cuda.empty_cache()
+
+
+@dataclass(frozen=True)
+class Work:
+    """What every worker needs, sent to it once (picklable: classes and functions by name)."""
+
+    encoder_class: Any  # the entry's encoder class (embed.encoder_class)
+    entry: Any  # the ModelEntry
+    model_path: str | None
+    read: Callable  # read(corpus_dir, encoder, chunk, columns) -> (token ids, digests)
+    corpus_dir: Path
+    columns: list[str]
+    budget: int  # padded tokens per batch
+    max_batch: int
+    threads: int  # torch threads of each worker
+
+
+@dataclass
+class Outcome:
+    """What the workers did: tokens encoded, seconds from the first worker ready to the last
+    part written, the encoders' counts (whole numbers summed: multi-vector's sentences; shares
+    averaged over the parts' papers: a GPU's busy share), the order the parts came back in,
+    and the seconds the workers took to start (spawn, imports, the model)."""
+
+    tokens: int = 0
+    seconds: float = 0.0
+    counts: dict[str, int | float] = field(default_factory=dict)
+    arrived: list[int] = field(default_factory=list)
+    start_seconds: float = 0.0
+    _shares: dict[str, tuple[float, int]] = field(default_factory=dict)
+
+    def add(self, counts: dict[str, int | float], papers: int) -> None:
+        """A part's counts (`_part_counts`) into the whole's."""
+        for key, value in counts.items():
+            if isinstance(value, float):
+                total, weight = self._shares.get(key, (0.0, 0))
+                self._shares[key] = (total + value * papers, weight + papers)
+                self.counts[key] = round(self._shares[key][0] / max(self._shares[key][1], 1), 3)
+            else:
+                self.counts[key] = self.counts.get(key, 0) + value
+
+
+def _part_counts(before: dict, after: dict) -> dict[str, int | float]:
+    """What one part added to an encoder's counts: a whole number's increase (multi-vector's
+    sentences), a share as it is after the part (the GPU's busy share over its encoding)."""
+    return {key: value if isinstance(value, float) else value - before.get(key, 0)
+            for key, value in after.items()}
+
+
+def _serve(device: str, work: Work, tasks, results) -> None:
+    """A worker: the model loaded on `device`, then each part received from `tasks` read and
+    tokenized (a thread beside the model, one part ahead) and encoded, sent back on `results`;
+    None ends it. A thread of its own takes the parts off the pipe as they come, so that the
+    main process never waits to send one. An error is sent back as ("error", (the InputError,
+    or "Type: first line"; the traceback))."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the main process stops the workers
+    try:
+        import torch
+
+        torch.set_num_threads(work.threads)
+        encoder = work.encoder_class(work.entry, model_path=work.model_path, device=device)
+        results.send(("ready", None))
+        received: queue.Queue = queue.Queue()
+        ready: queue.Queue = queue.Queue(maxsize=1)
+
+        def receive() -> None:
+            while True:
+                try:
+                    task = tasks.recv()
+                except (EOFError, OSError):  # the main process is gone
+                    task = None
+                received.put(task)
+                if task is None:
+                    return
+
+        def read() -> None:
+            while (task := received.get()) is not None:
+                k, chunk = task
+                try:
+                    ready.put((k, chunk, work.read(work.corpus_dir, encoder, chunk,
+                                                   work.columns)))
+                except BaseException as exc:  # noqa: BLE001 - raised by the model's loop
+                    ready.put(exc)
+                    return
+            ready.put(None)
+
+        for target in (receive, read):
+            threading.Thread(target=target, daemon=True, name=target.__name__).start()
+        while (item := ready.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            k, chunk, (ids, digests) = item
+            before = dict(getattr(encoder, "counts", {}))
+            vectors, tokens = encoder.encode_ids(ids, work.budget, work.max_batch, False)
+            counts = _part_counts(before, dict(getattr(encoder, "counts", {})))
+            results.send(("part", (k, vectors, digests, tokens, counts)))
+    except BaseException as exc:  # noqa: BLE001 - every failure goes back as one line
+        told = exc if isinstance(exc, InputError) else \
+            f"{type(exc).__name__}: {first_line(exc)}"
+        with contextlib.suppress(OSError, ValueError):  # the main process is gone
+            results.send(("error", (told, traceback.format_exc())))
+
+
+@dataclass
+class _Worker:
+    device: str
+    process: Any
+    tasks: Any  # this process's end of the pipe of parts to encode
+    results: Any  # ... and of the pipe of what comes back
+    out: int = 0  # parts sent and not yet back
+
+
+def encode_parts(work: Work, devices: Sequence[str], chunks: Sequence[Any],
+                 write: Callable[[int, Any, Any], None], bar: Any = None) -> Outcome:
+    """Encode `chunks` (one part each) on a worker per device and `write(k, vectors,
+    digests)` each, in the order of k; `bar` (a Progress) advances as parts come back. A
+    worker's failure is an InputError of one line naming its device, the parts written kept
+    (an InputError raised in a worker, such as a model that does not load, is its own line)."""
+    ctx = get_context("spawn")
+    workers: list[_Worker] = []
+    outcome, held, started = Outcome(), {}, time.perf_counter()
+    first_ready: float | None = None
+    sent = written = 0
+    done = False
+    try:
+        for device in devices:
+            tasks_read, tasks_write = ctx.Pipe(duplex=False)
+            results_read, results_write = ctx.Pipe(duplex=False)
+            process = ctx.Process(target=_serve, args=(device, work, tasks_read, results_write),
+                                  name=f"embed-{device}", daemon=True)
+            workers.append(_Worker(device, process, tasks_write, results_read))
+            _start(process)
+            tasks_read.close()  # the worker's ends: this process keeps its own only, so that
+            results_write.close()  # a worker's death ends its pipes (EOF, a broken pipe)
+        log.info(f"[embed] {len(chunks)} parts on {len(workers)} workers "
+                 f"({', '.join(devices)}), {work.threads} torch thread(s) each")
+        while written < len(chunks):
+            fed = True
+            while fed:  # a part to each worker in turn, at most PER_WORKER out each, and as
+                fed = False  # many held or out in all: what is held waits for an earlier one
+                for worker in workers:
+                    if (sent < len(chunks) and worker.out < PER_WORKER
+                            and sent < written + PER_WORKER * len(workers)):
+                        _send(worker, (sent, chunks[sent]), written, len(chunks))
+                        worker.out, sent, fed = worker.out + 1, sent + 1, True
+            waited = {w.results: w for w in workers} | {w.process.sentinel: w for w in workers}
+            for ready in connection.wait(list(waited), timeout=POLL_S):
+                worker = waited[ready]
+                kind, body = _receive(worker, written, len(chunks))
+                if kind == "ready":
+                    if first_ready is None:
+                        first_ready = time.perf_counter()
+                        outcome.start_seconds = round(first_ready - started, 2)
+                    continue
+                k, vectors, digests, tokens, counts = body
+                worker.out -= 1
+                held[k] = (vectors, digests)
+                outcome.arrived.append(k)
+                outcome.tokens += tokens
+                outcome.add(counts, len(chunks[k]))
+                if bar is not None:
+                    bar.update(len(chunks[k]))
+                    elapsed = time.perf_counter() - (first_ready or started)
+                    bar.set_postfix(workers=len(workers),
+                                    tokens_per_s=f"{outcome.tokens / max(elapsed, 1e-9):.0f}")
+            while written in held:  # strictly in order: the store one device writes
+                write(written, *held.pop(written))
+                written += 1
+            for worker in workers:  # one killed may not have been seen ending yet
+                if written < len(chunks) and not worker.process.is_alive():
+                    raise _died(worker, written, len(chunks))
+        for worker in workers:
+            _send(worker, None, written, len(chunks))
+        outcome.seconds = time.perf_counter() - (first_ready or started)
+        done = True
+        return outcome
+    finally:
+        _stop(workers, done)
+
+
+def _start(process) -> None:
+    """Start a worker with SIGINT ignored from its first instruction (a disposition kept
+    across exec): Ctrl-C reaches the whole process group, and this process, not a worker
+    half-way through importing torch, answers it (stopping them all)."""
+    handler = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or handler is None:
+        process.start()  # a handler only the main thread may set, or one not set from Python
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        process.start()
+    finally:
+        signal.signal(signal.SIGINT, handler)
+
+
+def _send(worker: _Worker, task: Any, written: int, total: int) -> None:
+    try:
+        worker.tasks.send(task)
+    except OSError:  # a broken pipe: the worker is gone
+        if task is None:  # the stage is done: its end changes nothing
+            return
+        raise _died(worker, written, total) from None
+
+
+def _receive(worker: _Worker, written: int, total: int) -> tuple[str, Any]:
+    """The worker's next message; its error, or its end (the pipe closed), as one line."""
+    try:
+        kind, body = worker.results.recv()
+    except (EOFError, OSError):
+        raise _died(worker, written, total) from None
+    if kind == "error":
+        raise _failure(worker, body, written, total)
+    return kind, body
+
+
+def _failure(worker: _Worker, body: tuple[Any, str], written: int, total: int
+             ) -> InputError:
+    """The line of an error a worker sent: an InputError as it is (the line this process
+    would give: a model that does not load), any other its type and first line."""
+    told, trace = body
+    log.debug(f"[embed] the worker on {worker.device} failed:\n{trace}")
+    if isinstance(told, InputError):
+        return told
+    return InputError(f"the embed worker on {worker.device} failed ({told}): "
+                      + _kept(written, total))
+
+
+def _died(worker: _Worker, written: int, total: int) -> InputError:
+    """The line of a worker that ended: the error it sent before it did, if any, else its exit
+    status or the signal that killed it."""
+    try:
+        while worker.results.poll(0.2):
+            kind, body = worker.results.recv()
+            if kind == "error":
+                return _failure(worker, body, written, total)
+    except (EOFError, OSError):
+        pass
+    worker.process.join(STOP_S)
+    code = worker.process.exitcode
+    if code is not None and code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+        why = f"was killed by {name}" + (" (as the kernel's out-of-memory killer does)"
+                                         if -code == signal.SIGKILL else "")
+    else:
+        why = "stopped answering" if code is None else f"exited with status {code}"
+    return InputError(f"the embed worker on {worker.device} {why} before the stage was done: "
+                      + _kept(written, total))
+
+
+def _kept(written: int, total: int) -> str:
+    return (f"{written} of {total} parts were written and are kept; run the same command "
+            "again to embed the rest")
+
+
+def _stop(workers: list[_Worker], done: bool) -> None:
+    """Every worker ended and joined, whatever happened: where the stage is `done` (each told
+    to end) given STOP_S to, else at once terminated (SIGTERM); killed where that does not end
+    it in STOP_S. Their pipes closed."""
+    if done:
+        deadline = time.monotonic() + STOP_S
+        for worker in workers:
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+    for worker in workers:
+        if worker.process.pid is not None and worker.process.is_alive():
+            worker.process.terminate()
+    for worker in workers:
+        if worker.process.pid is not None:
+            worker.process.join(STOP_S)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
+        for end in (worker.tasks, worker.results):
+            end.close()

@@ -1,0 +1,46 @@
+"""benchmarks/gpu_stage.py, the one script a GPU session runs (issue 70), end to end on a CPU
+at its tiny size: every step runs and its rows, json and md are written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ROW_FIELDS = {"device", "papers", "engine_papers_per_s", "stage_papers_per_s", "gpu_busy"}
+
+
+@pytest.mark.slow
+def test_the_gpu_stage_script_runs_end_to_end_on_a_cpu(tmp_path):
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu_stage.py", "--papers", "300", "--pool", "1k",
+         "--device", "cpu", "--repeats", "1", "--out", str(out), "--work", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "MAKEFLAGS": ""})
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads((out / "gpu_stage.json").read_text())
+    assert figures["complete"] and not figures["skipped"]
+    assert set(figures["steps"]) >= {"corpus", "pool", "search", "eval", "engine_on_pool",
+                                     "profile", "engine_vs_peer"}
+    rows = figures["rows"]
+    assert set(rows) == {"engine", "stage", "fresh"}
+    assert all(set(row) >= ROW_FIELDS for row in rows.values())
+    assert all(row["device"].startswith("cpu (") for row in rows.values())
+    stage = rows["stage"]
+    assert stage["papers"] > 1000 and stage["stage_papers_per_s"] > 0  # the pool's papers
+    assert stage["engine_papers_per_s"] > 0 and stage["gpu_busy"] is None  # none on a CPU
+    assert figures["steps"]["engine_on_pool"]["stored_vs_engine_cosine_min"] > 0.9999
+    assert rows["engine"]["papers"] == 300 and rows["engine"]["speedup"] > 0
+    assert rows["engine"]["cosine_bf16_vs_fp32_min"] > 0.9999  # fp32 on both sides here
+    assert rows["fresh"]["noop_make_eval_s"] > 0 and rows["fresh"]["eval_stage_s"] is not None
+    assert figures["steps"]["profile"]["batches"] > 0 and figures["steps"]["profile"]["top"]
+    md = (out / "gpu_stage.md").read_text()
+    assert "A CPU run at a tiny size" in md and figures["machine"] in md
+    assert (out / "gpu_stage_profile.txt").exists() and (out / "gpu_stage_log.txt").exists()
+    assert not list(tmp_path.glob("gpu_stage-*"))  # the scratch folder removed

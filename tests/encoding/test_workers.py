@@ -1,0 +1,289 @@
+"""Several devices for one embed (pipeline/encoding/workers.py), its mechanics on a CPU: two
+CPU workers (DEVICE=cpu,cpu) write the store one process writes, byte for byte; parts are
+written in order however they come back; a worker killed or failing ends the stage with one
+line, the parts written kept, and a rerun completes the same store; the device lists.
+
+Each worker is a spawned process importing torch (about 2 s here): the stores are made once
+for the module (`stores`), the failures on one worker each."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.core.errors import InputError, OptionError
+from pipeline.encoding import embed as embed_module
+from pipeline.encoding import workers
+from pipeline.encoding.embed import embed, missing_ids
+from pipeline.encoding.encoders import Encoder
+from pipeline.encoding.workers import Work, encode_parts, worker_devices
+from pipeline.layout import Place, store_dir
+from pipeline.models import REGISTRY, ModelEntry
+from pipeline.options.checks import device as device_check
+from tests.conftest import POOL_SIZES, pool_of
+
+POOL = pool_of(POOL_SIZES[0])
+PART = 100  # papers per part: 9 parts of the pool's papers
+REAL_TOKENIZED = embed_module._tokenized  # as imported, before a test replaces it
+SLOW = "PIPELINE_TEST_SLOW_PART"  # the first id of the part a worker reads late
+BACK = "PIPELINE_TEST_PART_BACK"  # a file the main process makes when a part is back
+
+
+def late_first_part(corpus_dir, encoder, chunk, columns):
+    """embed._tokenized (in a worker: this function is sent by name), the part that starts
+    at $PIPELINE_TEST_SLOW_PART read only once another part is back in the main process
+    ($PIPELINE_TEST_PART_BACK exists; a minute at most): a later part always comes first."""
+    if str(chunk[0]) == os.environ.get(SLOW):
+        deadline = time.monotonic() + 60
+        while not Path(os.environ[BACK]).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return REAL_TOKENIZED(corpus_dir, encoder, chunk, columns)
+
+
+class MarkingBar:
+    """The progress bar of a stage, making the file $PIPELINE_TEST_PART_BACK as a part comes
+    back."""
+
+    def __init__(self, bar):
+        self.bar = bar
+
+    def update(self, n: int) -> None:
+        Path(os.environ[BACK]).touch()
+        self.bar.update(n)
+
+    def set_postfix(self, **values) -> None:
+        self.bar.set_postfix(**values)
+
+
+def fails_on_second_part(corpus_dir, encoder, chunk, columns):
+    """embed._tokenized, but a library's error of two lines on the part starting at $SLOW."""
+    if str(chunk[0]) == os.environ.get(SLOW):
+        raise RuntimeError("the disk went away\nsecond line of its message")
+    return REAL_TOKENIZED(corpus_dir, encoder, chunk, columns)
+
+
+def store_files(store: Path) -> dict[str, bytes]:
+    """Every file of a store (parts, manifest, pool markers; not the hidden stat cache and
+    locks) by its path in the store, the manifest's time of writing and its digest of itself
+    blanked (what two runs cannot share)."""
+    files = {}
+    for path in sorted(p for p in store.rglob("*") if p.is_file()
+                       and not p.name.startswith(".")):
+        data = path.read_bytes()
+        if path.name == "manifest.json":
+            data = re.sub(rb'"(created|self_sha256)": "[^"]*"', rb'"\1": ""', data)
+        files[path.relative_to(store).as_posix()] = data
+    return files
+
+
+def differing(store: Path, expected: Path) -> list[str]:
+    """The files of `store` that are not those of `expected` (store_files), by name."""
+    have, want = store_files(store), store_files(expected)
+    return sorted(name for name in have.keys() | want.keys() if have.get(name) != want.get(name))
+
+
+@pytest.fixture(scope="module")
+def entry(tiny_bert):
+    made = ModelEntry("tiny-bert", "dense", str(tiny_bert), "cls", "l2", max_length=128)
+    REGISTRY[made.name] = made
+    yield made
+    del REGISTRY[made.name]
+
+
+@pytest.fixture(scope="module")
+def data(corpus_dir, tmp_path_factory) -> Path:
+    """A DATA folder whose corpora/ holds the session's corpus (a link)."""
+    root = tmp_path_factory.mktemp("workers")
+    (root / "corpora").mkdir()
+    (root / "corpora" / corpus_dir.name).symlink_to(corpus_dir)
+    return root
+
+
+def place_of(data: Path, name: str) -> Place:
+    return Place(data / "corpora" / "small", data / name, data / "runs")
+
+
+@pytest.fixture(scope="module")
+def stores(data, entry):
+    """The pool embedded by one process (`one`) and by two CPU workers (`two`), the first
+    part read by its worker once another is back: their stores and summaries, the order the
+    parts came back in (`arrived`), the first id of each part in the order written, the
+    number of parts."""
+    one = embed(place_of(data, "one"), entry, [POOL], device="cpu", part_size=PART)
+    assert one["devices"] == ["cpu"]
+    outcomes, written = [], []
+    real_encode, real_add = embed_module.encode_parts, embed_module.add_part
+
+    def recorded(work, devices, chunks, write, bar):
+        outcomes.append(real_encode(work, devices, chunks, write, MarkingBar(bar)))
+        return outcomes[-1]
+
+    def add_part(store, config, ids, *args, **kwargs):
+        written.append(int(ids[0]))
+        return real_add(store, config, ids, *args, **kwargs)
+
+    place = place_of(data, "two")
+    first = missing_ids(place.corpus_dir, store_dir(place.index_root, "small", entry.name),
+                        [POOL])[1][0]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(SLOW, str(first))
+        patch.setenv(BACK, str(data / "a-part-is-back"))
+        patch.setattr(embed_module, "_tokenized", late_first_part)
+        patch.setattr(embed_module, "encode_parts", recorded)
+        patch.setattr(embed_module, "add_part", add_part)
+        two = embed(place, entry, [POOL], device="cpu,cpu", part_size=PART)
+    return {"one": store_dir(data / "one", "small", entry.name), "one_summary": one,
+            "two": store_dir(data / "two", "small", entry.name), "two_summary": two,
+            "arrived": outcomes[0].arrived, "written": written,
+            "parts": -(-one["embedded"] // PART)}
+
+
+@pytest.mark.slow
+def test_two_cpu_workers_write_the_store_of_one_process_byte_for_byte(stores):
+    summary = stores["two_summary"]
+    assert summary["devices"] == ["cpu", "cpu"] and summary["device"] == "cpu"
+    assert summary["embedded"] == stores["one_summary"]["embedded"] > 4 * PART
+    assert summary["covered_pools"] == [POOL]
+    names = store_files(stores["one"])
+    assert len([name for name in names if name.startswith("part-")]) == stores["parts"]
+    assert {"manifest.json", f"pools/{POOL}.json"} <= names.keys()
+    assert differing(stores["two"], stores["one"]) == []
+    assert not multiprocessing.active_children()  # every worker ended and joined
+
+
+@pytest.mark.slow
+def test_parts_are_written_in_order_when_a_later_part_comes_back_first(stores):
+    arrived, written = stores["arrived"], stores["written"]
+    assert sorted(arrived) == list(range(stores["parts"]))
+    assert arrived[0] != 0  # the first part came back late, after others ...
+    assert written == sorted(written) and len(written) == stores["parts"]  # ... written first
+
+
+@pytest.mark.slow
+def test_a_killed_worker_ends_the_stage_in_one_line_and_a_rerun_resumes(
+        data, entry, stores, monkeypatch, capsys):
+    """SIGKILL to a worker while the first part is written: exit status 2, one line naming the
+    device and the signal, within seconds; the parts written are kept, and the same command
+    again completes the store of one process."""
+    from pipeline.cli.main import main
+
+    real_add, killed = embed_module.add_part, []
+
+    def add_then_kill(*args, **kwargs):
+        real_add(*args, **kwargs)
+        if not killed:
+            victim = next(p for p in multiprocessing.active_children()
+                          if p.name.startswith("embed-"))
+            os.kill(victim.pid, signal.SIGKILL)
+            killed.append(time.perf_counter())
+
+    monkeypatch.setattr(embed_module, "add_part", add_then_kill)
+    command = ["-q", "--corpora-root", str(data / "corpora"), "--index-root",
+               str(data / "killed"), "embed", "--corpus", "small", "--model", entry.name,
+               "--pool", POOL, "--part-size", str(PART), "--device", "cpu,cpu"]
+    assert main(command) == 2
+    assert time.perf_counter() - killed[0] < 20  # seen within a poll or two, workers joined
+    store = store_dir(data / "killed", "small", entry.name)
+    kept = len(list(store.glob("part-*.arrow")))  # the first, and those already back after it
+    assert 1 <= kept < stores["parts"]
+    lines = capsys.readouterr().err.strip().splitlines()  # and transformers' loading bar
+    assert [line for line in lines if "error" in line] == lines[-1:] == [
+        "error: the embed worker on cpu was killed by SIGKILL (as the kernel's out-of-memory "
+        f"killer does) before the stage was done: {kept} of {stores['parts']} parts were "
+        "written and are kept; run the same command again to embed the rest"]
+    assert not multiprocessing.active_children()
+    monkeypatch.setattr(embed_module, "add_part", real_add)
+    assert main(command) == 0
+    assert differing(store, stores["one"]) == []
+
+
+@pytest.mark.slow
+def test_an_error_in_a_worker_is_one_line_naming_its_device(corpus_dir, entry, monkeypatch):
+    """An exception of a library (not an InputError) in a worker: its device, its type and
+    first line; the part before it written, the worker ended."""
+    ids = embed_module.pool_ids(corpus_dir, POOL)[:60]
+    chunks = [ids[:30], ids[30:]]
+    monkeypatch.setenv(SLOW, str(chunks[1][0]))
+    work = Work(Encoder, entry, None, fails_on_second_part, corpus_dir, [], 2048, 512, 1)
+    written = []
+    with pytest.raises(InputError) as caught:
+        encode_parts(work, ["cpu"], chunks, lambda k, vectors, digests: written.append(k))
+    assert str(caught.value) == (
+        "the embed worker on cpu failed (RuntimeError: the disk went away): 1 of 2 parts "
+        "were written and are kept; run the same command again to embed the rest")
+    assert written == [0]
+    assert not multiprocessing.active_children()
+
+
+@pytest.mark.slow
+def test_a_model_that_does_not_load_in_a_worker_is_the_line_of_this_process(
+        corpus_dir, tmp_path):
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "config.json").write_text("{not json")
+    broken = ModelEntry("broken", "dense", str(folder), "cls", "l2")
+    with pytest.raises(InputError) as here:
+        Encoder(broken, device="cpu")
+    work = Work(Encoder, broken, None, REAL_TOKENIZED, corpus_dir, [], 2048, 512, 1)
+    with pytest.raises(InputError) as there:
+        encode_parts(work, ["cpu"], [np.arange(3)], lambda *_: None)
+    assert str(there.value) == str(here.value)
+    assert "\n" not in str(there.value) and "cannot load MODEL broken" in str(there.value)
+
+
+def test_device_lists(monkeypatch):
+    """cuda on two visible GPUs: a worker each; lists as given; one device: this process;
+    bad lists refused in one line, by the make check and by the stage."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert worker_devices("cuda") == ["cuda:0", "cuda:1"]
+    assert worker_devices(None) == ["cuda:0", "cuda:1"]  # unset: cuda if available, all of it
+    assert worker_devices("cuda:1,cuda:0") == ["cuda:1", "cuda:0"]
+    assert worker_devices("cpu,cpu") == ["cpu", "cpu"]
+    for one in ("cpu", "cuda:1"):
+        assert worker_devices(one) == []
+    refused = {"cuda:0,cuda:2": "--device cuda:0,cuda:2: cuda:2 is not visible here: 2 CUDA "
+                                "GPU(s), cuda:0 to cuda:1",
+               "cpu,cuda:0": "--device cpu,cuda:0: one kind of device, GPUs (cuda:0,cuda:1) "
+                             "or CPU workers (cpu,cpu), not both",
+               "cuda,cuda": "--device cuda,cuda: 'cuda' in a list; name each device as cpu or "
+                            "cuda:<index>, e.g. cuda:0,cuda:1",
+               "cpu,": "--device cpu,: '' in a list"}
+    for value, line in refused.items():
+        with pytest.raises(OptionError) as caught:
+            worker_devices(value)
+        assert str(caught.value).startswith(line) and "\n" not in str(caught.value)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert worker_devices("cuda") == []  # one GPU: in this process, as before
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(OptionError, match="no CUDA GPU is visible here"):
+        worker_devices("cuda:0,cuda:1")
+    # the make check (standard library only): the same forms
+    for good in ("cpu", "cuda", "cuda:3", "cpu,cpu", "cuda:0,cuda:1"):
+        assert device_check(good) == good
+    for bad in ("gpu", "cuda,cuda", "cpu,cuda:0", "cpu,", "cuda:0;cuda:1"):
+        with pytest.raises(InputError):
+            device_check(bad)
+    assert workers.threads_each(2, 8) == 4 and workers.threads_each(3, 2) == 1
+    assert workers.device_label(["cuda:0", "cuda:1"]) == "cuda"
+
+
+def test_the_parts_counts_add_up_across_workers():
+    """Whole numbers (multi-vector's sentences) are summed over the parts; a share (a GPU's
+    busy share, each part's own) is averaged over the parts' papers."""
+    from pipeline.encoding.workers import Outcome, _part_counts
+
+    outcome = Outcome()
+    outcome.add(_part_counts({"sentences": 5}, {"sentences": 9, "gpu_busy": 0.5}), 100)
+    outcome.add(_part_counts({"sentences": 9, "gpu_busy": 0.5},
+                             {"sentences": 12, "gpu_busy": 0.8}), 300)
+    assert outcome.counts == {"sentences": 7, "gpu_busy": 0.725}
