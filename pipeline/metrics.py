@@ -38,21 +38,51 @@ process; ranx builds every Run and Qrels, normalises and fuses through them, so 
 that touched ranx paid seconds of compiling (10 to 30 s on a busy machine) before any work.
 Importing this module has numba cache those methods on disk as ranx's own kernels are, so only
 the first process of an install compiles them.
+
+ranx's kernels without ranx's package (`ranx_kernels`): `import ranx` runs its `__init__`,
+which imports its Run and Qrels (pandas, ir_datasets), its comparison tables and statistical
+tests (scipy.stats, tabulate), its plots (matplotlib, seaborn) and its fusion tuning (rich):
+1.2 s of a fresh process on 2 cores (3 s on a loaded machine), for none of which scoring
+asks (benchmarks/results/fresh_start.md). `ranx.evaluate` on typed lists is one call per metric,
+`ranx.metrics.metric_switch(name)(qrels, run, k, level)`, the metric's name read by
+`extract_metric_and_params`; this module makes those calls itself on ranx's own `ranx.metrics`
+package, loaded under its own name without its parent's `__init__` (the only place the
+pipeline reaches past ranx's public API: docs/install.md). The kernels, their numba cache and
+their values are ranx's; a release that lays them out otherwise falls back to
+`ranx.evaluate`, and tests/evaluation/test_kernels.py checks the two equal on every metric.
+
+`warm_up` (`python -m pipeline warm`, which `make setup` runs) compiles every kernel an eval
+stage uses, with the argument types it gives them (`_cut` takes read-only arrays whatever
+polars hands over, so one compiled signature serves every run), so that an eval stage after it
+loads them from numba's cache and compiles nothing (tests/evaluation/test_kernels.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib
+import importlib.util
+import sys
+import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 import numba
 import numpy as np
 import polars as pl
+from numba.core import event as numba_event
 from numba.core.errors import NumbaTypeSafetyWarning
 from numba.typed import List
 
+from pipeline.core.numba_cache import numba_cache
 from pipeline.glossary import DEFAULT_METRICS, METRIC_SETS, RANKED_MAP, metric_percent
+
+# numba defines no cached kernel where it has nowhere to write one (pipeline.core.numba_cache):
+# a private folder then, before this module's kernels and ranx's are defined
+if not numba.config.CACHE_DIR and (_FALLBACK := numba_cache()) is not None:
+    numba.config.CACHE_DIR = str(_FALLBACK)
 
 
 @functools.cache
@@ -104,6 +134,23 @@ def _doc_codes(*columns: pl.Series) -> list[np.ndarray]:
             for c in columns]
 
 
+def _read_only(values: np.ndarray, dtype: type) -> np.ndarray:
+    """`values` as a C-contiguous array of `dtype`, read-only (a view: nothing copied unless
+    the type or layout differs)."""
+    view = np.ascontiguousarray(values, dtype=dtype).view()
+    view.flags.writeable = False
+    return view
+
+
+def cut(ids: np.ndarray, values: np.ndarray, offsets: np.ndarray) -> List:
+    """ranx's input (`_cut`), its arguments always of one numba type: polars hands over
+    read-only arrays or writable ones depending on how a column is held (zero-copy or not),
+    and each combination would be a signature of its own, compiled on first sight (seconds),
+    one that `warm_up` may not have met."""
+    return _cut(_read_only(ids, np.float64), _read_only(values, np.float64),
+                _read_only(offsets, np.int64))
+
+
 def _offsets(positions: np.ndarray, n: int) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(np.bincount(positions, minlength=n))]).astype(np.int64)
 
@@ -129,10 +176,10 @@ def per_query(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series,
     relevant = judged.join(position, on="query").sort(["qpos", "rel", "doc"],
                                                       descending=[False, True, False])
     run_docs, qrel_docs = _doc_codes(ranked["doc"], relevant["doc"])
-    run_list = _cut(run_docs, -ranked["rank"].cast(pl.Float64).to_numpy(),
-                    _offsets(ranked["qpos"].to_numpy(), len(evaluated)))
-    qrels_list = _cut(qrel_docs, relevant["rel"].cast(pl.Float64).to_numpy(),
-                      _offsets(relevant["qpos"].to_numpy(), len(evaluated)))
+    run_list = cut(run_docs, -ranked["rank"].cast(pl.Float64).to_numpy(),
+                   _offsets(ranked["qpos"].to_numpy(), len(evaluated)))
+    qrels_list = cut(qrel_docs, relevant["rel"].cast(pl.Float64).to_numpy(),
+                     _offsets(relevant["qpos"].to_numpy(), len(evaluated)))
     # a query without a relevant candidate (evaluated only beside CSFCube's metrics) scores 0
     has_relevant = np.isin(np.arange(len(evaluated)), relevant["qpos"].to_numpy())
     scores = {}
@@ -150,25 +197,106 @@ def per_query(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series,
 
 def ranx_per_query(qrels_list: List, run_list: List, metrics: list[str]
                    ) -> dict[str, np.ndarray]:
-    """Each metric's per-query values from `ranx.evaluate`, given ranx's typed lists (which it
-    passes to its kernels as they are). A lone metric is asked twice: ranx 0.3's evaluate with
-    return_mean=False returns one metric's array by its name less the cutoff (a KeyError for
-    `recall@30`), two or more as a dict. ranx sets numba's threads to 1 below 10 queries, for
-    the whole process: they are set back."""
-    # here, not at the top: importing ranx costs seconds, paid once per process
-    from ranx import evaluate
-
+    """Each metric's per-query values as `ranx.evaluate(qrels, run, metrics,
+    return_mean=False)` gives them for ranx's typed lists: its kernels called as it calls them
+    (module doc: `ranx_kernels`). ranx sets numba's threads to 1 below 10 queries (for the
+    whole process): they are set back."""
     if not metrics:
         return {}
+    kernels = ranx_kernels()
+    if kernels is None:
+        return _ranx_evaluate(qrels_list, run_list, metrics)
     threads = numba.get_num_threads()
     try:
+        if len(qrels_list) < 10:  # as ranx.evaluate: a tiny input is not worth the threads
+            numba.set_num_threads(1)
         with warnings.catch_warnings():  # ranx's kernels index with prange's unsigned counter
+            warnings.simplefilter("ignore", NumbaTypeSafetyWarning)
+            values = {}
+            for metric in metrics:
+                name, k, level = ranx_metric(metric)
+                values[metric] = kernels(name)(qrels_list, run_list, k, level)
+    finally:
+        numba.set_num_threads(threads)
+    return {m: np.asarray(values[m], dtype=np.float64) for m in metrics}
+
+
+def _ranx_evaluate(qrels_list: List, run_list: List, metrics: list[str]
+                   ) -> dict[str, np.ndarray]:
+    """`ranx_per_query` through `ranx.evaluate` (a ranx whose kernels are laid out otherwise).
+    A lone metric is asked twice: ranx 0.3's evaluate with return_mean=False returns one
+    metric's array by its name less the cutoff (a KeyError for `recall@30`), two or more as a
+    dict."""
+    from ranx import evaluate  # here, not at the top: importing ranx costs seconds
+
+    threads = numba.get_num_threads()
+    try:
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore", NumbaTypeSafetyWarning)
             values = evaluate(qrels_list, run_list, metrics * 2 if len(metrics) == 1 else metrics,
                               return_mean=False)
     finally:
         numba.set_num_threads(threads)
     return {m: np.asarray(values[m], dtype=np.float64) for m in metrics}
+
+
+def ranx_metric(name: str) -> tuple[str, int | float, int]:
+    """A metric's name as `ranx.evaluate` reads it (its `extract_metric_and_params`): the
+    kernel's name, the cutoff k (0: the whole list; RBP's persistence, a fraction) and the
+    relevance level (`-l<n>`: grades >= n are relevant; 1 without)."""
+    level = 1
+    if "-l" in name:
+        name, given = name.split("-l")
+        level = int(given)
+    if "rbp" in name:
+        parts = name.split(".") if "." in name else name.split("@")
+        if len(parts) == 1:
+            raise ValueError("RBP requires persistence value. Example: `rpb.95`")
+        return parts[0], float(f"0.{parts[1]}"), level
+    parts = name.split("@")
+    return parts[0], int(parts[1]) if len(parts) > 1 else 0, level
+
+
+_LOADING = threading.Lock()
+KERNELS = "ranx.metrics"  # ranx's package of metric kernels, `metric_switch` its dispatch
+
+
+def ranx_kernels() -> Callable | None:
+    """ranx's `metric_switch` (a metric's name -> its numba kernel), from ranx's own
+    `ranx.metrics` package loaded under its own name without running ranx's `__init__`
+    (module doc). Where ranx is imported already, its own. None when this ranx has no such
+    package or function (then `ranx.evaluate`). As importing ranx does, numba's threading
+    layer is set to ranx's, "workqueue" (for the parallel kernels not launched yet)."""
+    with _LOADING:
+        module = sys.modules.get(KERNELS)
+        if module is None and "ranx" in sys.modules:
+            module = importlib.import_module(KERNELS)
+        if module is None:
+            module = _load_kernels()
+        return getattr(module, "metric_switch", None)
+
+
+def _load_kernels():
+    """`ranx.metrics` imported as a package of its own: its modules import one another
+    (relatively, or as `ranx.metrics.common`), numba and numpy only. Undone (None) if it
+    fails: nothing half-loaded stays in sys.modules."""
+    spec = importlib.util.find_spec("ranx")
+    folder = (Path(next(iter(spec.submodule_search_locations))) / "metrics"
+              if spec is not None and spec.submodule_search_locations else None)
+    if folder is None or not (folder / "__init__.py").is_file():
+        return None
+    kernels = importlib.util.spec_from_file_location(
+        KERNELS, folder / "__init__.py", submodule_search_locations=[str(folder)])
+    module = importlib.util.module_from_spec(kernels)
+    sys.modules[KERNELS] = module
+    try:
+        kernels.loader.exec_module(module)
+    except Exception:
+        for name in [n for n in sys.modules if n == KERNELS or n.startswith(KERNELS + ".")]:
+            del sys.modules[name]
+        return None
+    numba.config.THREADING_LAYER = "workqueue"  # ranx's __init__ sets it so
+    return module
 
 
 def csfcube_metric(name: str) -> bool:
@@ -251,8 +379,46 @@ def ranked_ap(lists: pl.DataFrame, n_queries: int, level: int) -> np.ndarray:
 
 def warm_up() -> None:
     """Compile (or load from numba's cache) the kernels of every metric set once, so that the
-    first `make eval` after an install does not pay the JIT (`make setup` calls this)."""
+    first `make eval` after an install does not pay the JIT (`make setup` calls this): the
+    same calls an eval stage makes, with the same argument types (`cut`)."""
     run = pl.DataFrame({"query": [1, 1, 2], "doc": [1, 2, 3], "rank": [1, 2, 1]})
     qrels = pl.DataFrame({"query": [1, 2], "doc": [2, 4], "rel": [1, 2]})
     names = sorted({m for metrics in METRIC_SETS.values() for m in metrics})
     per_query(run, qrels, pl.Series([1, 2]), names)
+
+
+KERNEL_MODULES = ("pipeline.", "ranx.", "numba.typed.")  # whose kernels the stages use
+
+
+def kernel_caches() -> dict[str, int]:
+    """Where the kernels this process has used so far (of `KERNEL_MODULES`) are cached: each
+    folder (numba's cache path, or NUMBA_CACHE_DIR for those under it; "" for none, a kernel
+    each process compiles) -> how many."""
+    from numba.core.registry import CPUDispatcher
+
+    chosen = numba.config.CACHE_DIR
+    found: dict[str, int] = {}
+    for name, module in list(sys.modules.items()):
+        if not name.startswith(KERNEL_MODULES):
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, CPUDispatcher) and value.overloads:
+                where = value.stats.cache_path or ""
+                if chosen and where.startswith(chosen):
+                    where = chosen
+                found[where] = found.get(where, 0) + 1
+    return found
+
+
+@contextlib.contextmanager
+def compilations() -> Iterator[list[str]]:
+    """The functions numba compiles inside the block (`module.qualname`, as each finished
+    compiling: a nested kernel before the one that calls it); loading one from numba's cache
+    is no compile."""
+    compiled: list[str] = []
+    with numba_event.install_recorder("numba:compile") as recorder:
+        yield compiled
+    for _, event in recorder.buffer:
+        if event.is_end:
+            function = event.data["dispatcher"].py_func
+            compiled.append(f"{function.__module__}.{function.__qualname__}")

@@ -14,6 +14,7 @@ from pipeline.cli.registry import check_writes
 from pipeline.cli.variables import FROM_MAKE, OneLineParser
 from pipeline.core import logs
 from pipeline.core.errors import InputError, ToolError
+from pipeline.core.numba_cache import numba_cache
 from pipeline.core.repair import PIPELINE_COMMAND
 from pipeline.layout import DATA_FOLDERS
 from pipeline.options.checks import safe_path
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     make ran it (BACKEND=..., not --backend ...), a repair as the command to type."""
     args = build_parser(program()).parse_args(argv)
     logs.setup(args.verbosity)
+    numba_cache()  # before numba is imported: a private cache where numba would keep none
     from_make = args.command == "goal" or bool(os.environ.get(FROM_MAKE))
     try:
         check_writes(args)

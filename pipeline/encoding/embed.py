@@ -843,8 +843,9 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
         if entry.embedded and entry.kind in FOLDER_KINDS:
             _record_model_path(store, model_path)
     info["seconds"] = round(time.perf_counter() - start, 2)
-    log.info(f"[embed] {entry.name} on {place.corpus}: embedded={len(missing)} reused={reused} "
-             f"({len(needed)} papers in the pools)")
+    rates = "".join(f" {k}={info[k]}" for k in ("papers_per_s", "gpu_busy") if k in info)
+    log.info(f"[embed] {entry.name} on {place.corpus}: embedded={len(missing)} reused={reused}"
+             f"{rates} ({len(needed)} papers in the pools)")
     return info
 
 
@@ -859,7 +860,8 @@ def embed_shards(place: Place, model: str, pools: list[str], shards: list[int] |
     for shard in shards:
         with timed("embed", times, model=model, shard=shard) as info:
             out = embed(place, get_model(model), pools, shard, num_shards, **store)
-            info.update({k: out[k] for k in ("embedded", "reused", "papers_per_s") if k in out})
+            info.update({k: out[k] for k in ("embedded", "reused", "papers_per_s", "gpu_busy")
+                         if k in out})
 
 
 def _check_arguments(shard: int, num_shards: int, dtype: str, part_size: int,
