@@ -677,9 +677,12 @@ def topic_set_size(results: str | os.PathLike | pl.DataFrame,
     x100) with each number of pool `draws`, from that pair's difference's variance components
     per pool size, scope and metric (as `variance` selects the rows): the queries-and-draws
     interval excluding 0 wherever several draws were measured (an estimate of 0 included), the
-    paired t over queries only for one draw measured with one. Returns size, scope, metric, a,
-    b, delta, draws, queries (null: see reason), test, reason, s2_draw, s2_draw_upper (its
-    one-sided 90% upper bound), queries_upper and reason_upper (at that bound),
+    paired t over queries only for one draw measured with one. `queries` allows for what the
+    measured draws can know of the components (the expected power over their posterior:
+    `variance.assured_size`); `queries_point` and `reason_point` are the number at the
+    estimates. Returns size, scope, metric, a, b, delta, draws, queries (null: see reason),
+    test, reason, queries_point, reason_point, s2_draw, s2_draw_upper (its one-sided 90%
+    upper bound), queries_upper and reason_upper (at that bound),
     measured_draws, draw_df, identical; pools measured with one draw give draws = 1 only (the
     draw's variance is unknown). Writes nothing."""
     from pipeline.evaluation.variance import pair_components, queries_needed

@@ -35,6 +35,21 @@ a percentile bootstrap.
   fitted over 2k-10k, a factor of 5, is followed down to 400 candidates, not to the demo's
   71.4). The floor is the line of a model at its floor measured at the pair's sizes (random's),
   else the metric's minimum; the outcome says which limit stopped it.
+- Nor where the lines meet within their noise of a limit (issue 71): at the crossing, each
+  model's line gets the gap's kind of interval (each (query, repeat)'s line there, over
+  queries and draws); where one's holds the floor (the greater of the metric's minimum and
+  the floors' fitted lines there) or the metric's maximum, that model cannot be told from
+  chance (or from perfect) where they meet, and their meeting says nothing. The demo's bm25
+  against RRF(bm25, random) passes every limit and is given ("extrapolated: 36.1k"): the
+  lines meet 3.6 times past its 10k pools (a factor of 5 allowed) at MAP 0.0354, random's line
+  there at -0.0034 (below 0: the floor is 0), bm25's interval [0.0119, 0.0589] and the
+  fusion's [0.0064, 0.0644] clear of it.
+- Pool sizes are counts of candidates: a size under 1 (or not a whole number, or missing) is
+  refused, in one line. No crossing is given under LEAST candidates, the smallest pool there
+  can be: a pool holds at least one candidate and every query's cited papers, but
+  runs/results.parquet does not carry how many those are (a pool's manifest does, as
+  `positives`), so LEAST is 1. Issue 71: sizes 10 to 100k, a factor of 10^4, were followed
+  down to 0.001 candidates: lines meeting at 0.5 gave "extrapolated: 0.485 candidates".
 - Draws for a 4x interval (issue 58): with 3 draws the interval is rarely closed (the draw part
   carries t(2) = 4.3), and more sizes do not narrow it. From the gap's mean squares at the
   crossing (MS_Q, MS_R, MS_E): the fewest draws R whose interval would span a factor of FACTOR
@@ -57,7 +72,13 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.errors import InputError
-from pipeline.evaluation.significance import MIN_QUERIES, measured, ordered, too_few
+from pipeline.evaluation.significance import (
+    MIN_QUERIES,
+    WHERE_COLUMNS,
+    measured,
+    ordered,
+    too_few,
+)
 from pipeline.evaluation.variance import half_widths
 from pipeline.glossary import canonical_metric, metric_range
 from pipeline.layout import format_size
@@ -68,6 +89,9 @@ LACK_OF_FIT = 0.05  # the line's test: its level over all the departures (Bonfer
 GRID = 4001  # points of the measured log-size range where the gap's interval is checked
 FAR = 1000  # a crossing more than this many times outside the measured sizes: shown as such
 FLAT = 1e-12  # a slope (gap per unit of log size) at or below this: parallel lines
+# the smallest pool there can be, in candidates: one candidate (a pool holds every query's
+# cited papers too, but the results do not carry how many: no crossing is given below this)
+LEAST = 1
 UNIT = "candidates"  # what a pool size counts
 FLOOR_KINDS = ("random",)  # model kinds whose curve is chance: never a crossing toward them
 FACTOR = 4.0  # the span in pool size (high / low) that `draws_for` aims the interval at
@@ -110,10 +134,11 @@ class Crossover:
 @dataclass(frozen=True)
 class Limits:
     """What an extrapolated crossing must stay inside (issue 58): each model of the pair's own
-    line, given as its mean per measured size over the rows the gap is fitted on; the metric's
-    range; the lines of models at their floor measured at those sizes (none: the minimum)."""
+    line, fitted to its mean per measured size over the rows the gap is fitted on (and, at the
+    crossing, its interval from those rows: issue 71); the metric's range; the lines of models
+    at their floor measured at those sizes (none: the minimum)."""
 
-    models: tuple[tuple[str, np.ndarray], ...]  # (model, mean per size) for a and b
+    models: tuple[tuple[str, np.ndarray], ...]  # (model, its query x size x repeat values)
     low: float = 0.0  # the metric's least value
     high: float = 1.0  # its greatest (inf: none)
     floors: tuple[tuple[str, np.ndarray], ...] = ()  # (floor model, mean per size)
@@ -224,9 +249,7 @@ def _limits(values: pl.DataFrame, table: _Table, pair: tuple[str, str]) -> Limit
     metrics = (values["metric"].drop_nulls().unique().to_list() if "metric" in values.columns
                else [])
     low, high = metric_range(metrics[0]) if len(metrics) == 1 else (0.0, 1.0)
-    means = (table.values.mean(axis=(1, 3)) if table.values.size
-             else np.zeros((2, len(table.sizes))))
-    return Limits(((pair[0], means[0]), (pair[1], means[1])), low, high,
+    return Limits(((pair[0], table.values[0]), (pair[1], table.values[1])), low, high,
                   _floor_lines(values, table, pair))
 
 
@@ -291,20 +314,55 @@ def _crossing_interval(accepted: np.ndarray, u: np.ndarray, centre: float
 
 def crossover(values: pl.DataFrame, a: str, b: str) -> Crossover:
     """The crossing of A's and B's curves from `values` (size, repeat, model, query, value: one
-    scope and metric; a NaN or inf refused, nulls left out and counted: `measured`)."""
+    scope and metric; a NaN or inf refused, nulls left out and counted: `measured`; a size
+    under one candidate refused: `_check_sizes`)."""
     _check_pair(a, b)
     values = measured(values, "crossover")
+    _check_sizes(values)
     table = _matrix(values, a, b)
     floor = next((m for m in (b, a) if at_floor(m)), None)
     return from_table(table.values[0] - table.values[1], table.sizes, floor, table.note,
                       _limits(values, table, (a, b)))
 
 
+def _check_sizes(values: pl.DataFrame | list[int]) -> None:
+    """Refuse a pool size that no pool can have, in one line: missing, under one candidate,
+    or not a whole number (a size counts candidates; its log is the fit's variable). `values`:
+    rows with a `size` column (the first bad row named), or the sizes."""
+    if isinstance(values, pl.DataFrame):
+        size = pl.col("size").cast(pl.Float64)
+        bad = values.filter(size.is_null() | ~size.is_finite() | (size < LEAST)
+                            | (size != size.floor()))
+        if not bad.height:
+            return
+        keys = [k for k in WHERE_COLUMNS if k in bad.columns]
+        first = bad.sort(keys, nulls_last=False).row(0, named=True)
+        said = (f"{bad.height} row{'s' if bad.height != 1 else ''} with {_said(first['size'])} "
+                "(the first: " + ", ".join(f"{k} {first[k]}" for k in keys if k != "size")
+                + ")")
+        fix = "correct the size column or leave those rows out"
+    else:
+        wrong = [v for v in values if v is None or not math.isfinite(v) or v < LEAST
+                 or v != math.floor(v)]
+        if not wrong:
+            return
+        said, fix = _said(wrong[0]), "give the sizes in candidates"
+    raise InputError(f"crossover: {said}: a pool size is a count of candidates, a whole "
+                     f"number of {LEAST} or more; {fix}")
+
+
+def _said(size: float | None) -> str:
+    """A refused pool size in words: "pool size 0.5", "no pool size"."""
+    return "no pool size" if size is None else f"pool size {size:g}"
+
+
 def from_table(diff: np.ndarray, sizes: list[int], floor: str | None = None, note: str = "",
                limits: Limits | None = None) -> Crossover:
-    """`crossover` of a (query x size x repeat) array of A - B at `sizes` (sorted); `floor`:
-    the pair's model at its floor, if any (`at_floor`); `limits`: what an extrapolated
-    crossing must stay inside (None: the gap alone, every extrapolation given)."""
+    """`crossover` of a (query x size x repeat) array of A - B at `sizes` (sorted, each a
+    whole number of LEAST or more candidates: others refused); `floor`: the pair's model at
+    its floor, if any (`at_floor`); `limits`: what an extrapolated crossing must stay inside
+    (None: the gap alone, every extrapolation to LEAST candidates or more given)."""
+    _check_sizes(list(sizes))
     queries, _, repeats = diff.shape if diff.ndim == 3 else (0, 0, 0)
     suffix = f" ({note})" if note else ""
     if len(sizes) < 2 or queries == 0 or repeats == 0:
@@ -381,13 +439,13 @@ def from_table(diff: np.ndarray, sizes: list[int], floor: str | None = None, not
         outcome = "beyond" if log_cross > x[-1] else "below"
         trend = _trend(abs(hi_gap) < abs(lo_gap), slope_low, slope_high)
         text = f"no crossing in the measured range {measured}{trend}"
-        stop = _stop(limits, x, log_cross, sizes) if limits is not None else None
+        stop = _stop(limits, x, log_cross, sizes)
         if floor is not None:
             text += (f"; none extrapolated: {floor} is at its floor (chance at every size: "
                      "its line is no trend to meet)")
             crossing = None
         elif stop is not None:
-            text += f"; none extrapolated: {stop}, before the lines meet"
+            text += f"; none extrapolated: {stop}"
             crossing = None
         else:
             place = ("beyond the largest measured pool" if outcome == "beyond"
@@ -402,22 +460,31 @@ def from_table(diff: np.ndarray, sizes: list[int], floor: str | None = None, not
                      "; ".join([text, *caveats]) + suffix, draws)
 
 
-def _stop(limits: Limits, x: np.ndarray, log_cross: float, sizes: list[int]) -> str | None:
-    """Why no crossing is extrapolated to log size `log_cross`, in words, or None: the first
-    place, going out from the measured end toward it, where a model's line (fitted in log size
-    `x` to its means) leaves the metric's range or falls below a floor's line. A line already
-    outside at the measured end stops it there."""
+def _stop(limits: Limits | None, x: np.ndarray, log_cross: float, sizes: list[int]
+          ) -> str | None:
+    """Why no crossing is extrapolated to log size `log_cross`, in words, or None. Going out
+    from the measured end toward it, the first place where a model's line (fitted in log size
+    `x` to its means) leaves the metric's range or falls below a floor's line (a line already
+    outside at the measured end stops it there), where it is followed further than the sizes
+    span, or where the pool size falls under LEAST candidates; past all of those, at the
+    crossing itself, a model's line whose interval there holds the floor or the maximum
+    (`_within_noise`). `limits` None: the gap alone, only LEAST stops it."""
     beyond = log_cross > x[-1]
     edge = float(x[-1] if beyond else x[0])
+    found: tuple[float, str] | None = None
+    if not beyond and log_cross < math.log(LEAST):
+        found = (edge - math.log(LEAST), f"the pool size falls under {LEAST} candidate (the "
+                 "least a pool holds), before the lines meet")
+    if limits is None:
+        return None if found is None else found[1]
     bounds = [(limits.low, 0.0, 1.0, f"below {limits.low:g} (the metric's minimum)")]
     if math.isfinite(limits.high):
         bounds.append((limits.high, 0.0, -1.0, f"above {limits.high:g} (the metric's maximum)"))
     for name, means in limits.floors:
         slope, level = np.polyfit(x - edge, means, 1)
         bounds.append((float(level), float(slope), 1.0, f"below the floor ({name})"))
-    found: tuple[float, str] | None = None
-    for model, means in limits.models:
-        slope, level = np.polyfit(x - edge, means, 1)
+    for model, values in limits.models:
+        slope, level = np.polyfit(x - edge, values.mean(axis=(0, 2)), 1)
         for bound_level, bound_slope, sign, words in bounds:
             # inside while sign * (line - bound) >= 0; both lines, so it leaves at most once
             start = sign * (float(level) - bound_level)
@@ -436,15 +503,54 @@ def _stop(limits: Limits, x: np.ndarray, log_cross: float, sizes: list[int]) -> 
             else:
                 continue
             if found is None or abs(at) < found[0]:
-                found = (abs(at), said)
+                found = (abs(at), f"{said}, before the lines meet")
     span = float(x[-1] - x[0])  # how far the measured sizes reach, in log size
     if abs(log_cross - edge) > span and (found is None or span < found[0]):
         factor = math.exp(span)
         with np.errstate(over="ignore"):
             reach = _size(float(np.exp(edge + span if beyond else edge - span)), sizes)
         found = (span, f"a line fitted over a factor of {factor:.3g} in pool size is followed no "
-                       f"further than another factor of {factor:.3g} ({reach} {UNIT})")
-    return None if found is None else found[1]
+                       f"further than another factor of {factor:.3g} ({reach} {UNIT}), before "
+                       "the lines meet")
+    return found[1] if found is not None else _within_noise(limits, x, log_cross, sizes)
+
+
+def _within_noise(limits: Limits, x: np.ndarray, log_cross: float, sizes: list[int]
+                  ) -> str | None:
+    """Where the lines meet (log size `log_cross`), the first model (a, then b) whose line's
+    LEVEL interval there holds the floor (the greatest of the metric's minimum and the floors'
+    fitted lines there) or the metric's maximum, in words; None when both are clear of them or
+    there are too few queries for an interval. A model's line there is each (query, repeat)'s
+    line at that log size, a queries x repeats table, with the gap's interval
+    (`_half_squared`: the variance section's)."""
+    floor, words = limits.low, f"{limits.low:g} (the metric's minimum)"
+    for name, means in limits.floors:
+        slope, level = np.polyfit(x, means, 1)
+        if level + slope * log_cross > floor:
+            floor = float(level + slope * log_cross)
+            words = f"{floor:.3g} ({name}'s line there)"
+    u = (x - x.mean())[None, :, None]
+    where = _size(math.exp(log_cross), sizes)
+    for model, values in limits.models:
+        queries, _, repeats = values.shape
+        if queries < MIN_QUERIES:
+            return None
+        level = values.mean(axis=1)  # each (query, repeat)'s line: at the mean log size
+        slope = (values * u).sum(axis=1) / (u**2).sum()
+        at = level + (log_cross - x.mean()) * slope
+        mean = float(at.mean())
+        half = math.sqrt(float(_half_squared(_mean_squares(at, at), queries, repeats, LEVEL)))
+        low, high = mean - half, mean + half
+        if low <= floor:
+            limit = f"the floor, {words}"
+        elif high >= limits.high:
+            limit = f"the metric's maximum, {limits.high:g}"
+        else:
+            continue
+        return (f"where the lines meet ({where} {UNIT}) {model}'s line is {mean:.3g}, its "
+                f"{LEVEL:.0%} interval [{low:.3g}, {high:.3g}] holding {limit}: a meeting "
+                "within the noise of a limit")
+    return None
 
 
 def draws_for(ms: np.ndarray, queries: int, repeats: int, slope: float,
@@ -500,7 +606,7 @@ def crossovers(results: pl.DataFrame, a: str, b: str, metric: str = "map") -> pl
     then SCHEMA's columns. `metric` in any tool's words (`MAP`, `AP`, `ndcg_cut_10`: read as
     the results write it, ranx's name). A metric or model that `results` does not hold is
     refused, listing those it holds; so is one model given as both a and b (a curve against
-    itself has no crossing)."""
+    itself has no crossing), and a pool size under one candidate (`_check_sizes`)."""
     _check_pair(a, b)
     metric = _as_written(metric)
     _check_name("metric", metric, results)
@@ -510,6 +616,7 @@ def crossovers(results: pl.DataFrame, a: str, b: str, metric: str = "map") -> pl
     floors = [m for m in results["model"].drop_nulls().unique().to_list() if at_floor(m)]
     data = measured(results.filter(pl.col("metric") == metric,
                                    pl.col("model").is_in([a, b, *floors])), "crossover")
+    _check_sizes(data)
     rows = []
     parts = data.partition_by(keys, as_dict=True) if keys else {(): data}
     for key in sorted(parts, key=lambda k: tuple((v is None, "" if v is None else v)
@@ -604,8 +711,9 @@ def crossover_rows(results: pl.DataFrame, metric: str) -> list[list[str]]:
     """The report's rows (HEADER): per scope measured at two or more pool sizes (levels and
     scopes sorted), each pair (`pairs` of the corpus's models) on `metric`; [] when every
     scope has one pool size or there is one model (`no_rows_reason`); values checked by
-    `measured`."""
+    `measured`, sizes by `_check_sizes` (under one candidate: refused)."""
     data = measured(results.filter(pl.col("metric") == metric), "crossover")
+    _check_sizes(data)
     models = data["model"].unique().to_list()
     rows = []
     parts = data.partition_by("level", "scope", as_dict=True)

@@ -9,7 +9,18 @@ models are compared query by query:
   permutations, seeded, so a report is reproducible), two-sided, p = (hits + 1) / (n + 1);
 - Holm-Bonferroni over all pairs of a comparison (one table cell: a pool size or field);
 - a 95% percentile bootstrap interval of each model's mean over queries (scipy's `bootstrap`,
-  1,000 resamples, seeded).
+  1,000 resamples, seeded), inside the metric's range [0, 1] as every resample's mean is;
+  where every query's value is the same (all 1, say) the bootstrap is a point, and the
+  interval is instead what `agreeing_interval` bounds (issue 71).
+
+The report's metrics all lie in [0, 1]. Its intervals of a mean stay there by construction: a
+percentile bootstrap does; a t interval (the judged means' queries-and-draws interval,
+pipeline/judging/inferred.py) is taken to the logit scale and back (`logit_interval`); and no
+interval from a sample is a point: where every sampled value agrees, the share of the
+population that differs is bounded by Clopper-Pearson's one-sided bound for 0 of n
+(`agreeing_interval`). The levels of all three under the pipeline's design, 10 to 1,000
+queries and 1 or 3 draws with means from 0.013 to 0.99: benchmarks/bounded_intervals.py (the
+bootstrap's, 81.7-96.6% at 25 to 1,000 queries, is lowest for skewed values near a bound).
 
 Seeded is not enough for a reproducible number: a sign flip or a resample is drawn per
 position, so the values must reach the generator in one order. Here they always come sorted by
@@ -32,6 +43,8 @@ from pipeline.core.errors import InputError
 log = logging.getLogger(__name__)
 
 MIN_QUERIES = 2  # a paired test or an interval over queries needs two: one has no spread
+LEVEL = 0.95  # the intervals' confidence level (evaluation/variance.py's LEVEL too)
+BOUNDS = (0.0, 1.0)  # the range of every metric the report shows (x100: 0 to 100)
 TESTS = ("t-test", "fisher")  # compare's tests: Student's paired t-test, Fisher's randomization
 # the names each test goes by elsewhere (ranx's `stat_test`: student, fisher) -> ours
 TEST_NAMES = {"t-test": "t-test", "t": "t-test", "student": "t-test", "fisher": "fisher",
@@ -118,17 +131,79 @@ def holm(p_values: np.ndarray) -> np.ndarray:
     return out
 
 
-def bootstrap_ci(values: np.ndarray, resamples: int = 1000, seed: int = 0
-                 ) -> tuple[float, float]:
+def agreeing_share(n: int | np.ndarray, level: float = LEVEL) -> float | np.ndarray:
+    """The one-sided `level` upper confidence bound on the share of a population that differs
+    from a value, where all of `n` independent draws equal it: Clopper-Pearson's bound for 0
+    successes in n, 1 - (1 - level)^(1/n) (Clopper & Pearson 1934; 3/n is its rule-of-three
+    approximation, Hanley & Lippman-Hand 1983): 0.113 for 25 queries, 0.058 for 50."""
+    return 1 - (1 - level) ** (1 / np.asarray(n, dtype=np.float64))
+
+
+def agreeing_interval(value: float | np.ndarray, n: int | np.ndarray, level: float = LEVEL,
+                      bounds: tuple[float, float] = BOUNDS) -> tuple:
+    """The `level` interval of a mean where every one of `n` sampled values (queries) equals
+    `value` (a percentile bootstrap or a t interval would be that point): at most the share
+    `agreeing_share` of the population differs, by at most the distance to the metric's
+    bound (`bounds`), so the mean lies in [value - p (value - low), value + p (high - value)];
+    all 1: [0.05^(1/n), 1], a one-sided bound (88.7 of 100 for 25 queries); all 0: [0, 1 -
+    0.05^(1/n)]. Arrays broadcast; NaN where `value` lies outside `bounds` or n < 1."""
+    value = np.asarray(value, dtype=np.float64)
+    low, high = bounds
+    share = agreeing_share(np.maximum(n, 1), level)
+    inside = (value >= low) & (value <= high) & (np.asarray(n) >= 1)
+    out = (np.where(inside, value - share * (value - low), np.nan),
+           np.where(inside, value + share * (high - value), np.nan))
+    return tuple(map(float, out)) if not out[0].ndim else out
+
+
+def logit_interval(mean: float | np.ndarray, half: float | np.ndarray,
+                   bounds: tuple[float, float] = BOUNDS) -> tuple:
+    """A symmetric interval mean ± half of a mean inside `bounds`, taken to the logit scale
+    and back (the delta method: logit(mean) ± half / ((mean - low)(high - mean)) x (high -
+    low), then the inverse logit), so that it stays strictly inside the metric's range while
+    its level is the symmetric one's to first order (Agresti, Categorical Data Analysis, 3rd
+    ed. 2013, §1.4 and §16.1 on intervals on the logit scale); near a bound it is skewed
+    away from it, where a mean of skewed values is itself skewed. Where `mean` is not
+    strictly inside `bounds` (a mean of 0 or 1: every value is at the bound, see
+    `agreeing_interval`; an estimator whose mean leaves the range) it is mean ± half
+    clipped to `bounds`. Arrays broadcast."""
+    low, high = bounds
+    mean = np.asarray(mean, dtype=np.float64)
+    half = np.asarray(half, dtype=np.float64)
+    width = high - low
+    inside = (mean > low) & (mean < high)
+    share = np.where(inside, (mean - low) / width, 0.5)
+    centre = np.log(share) - np.log1p(-share)
+    spread = np.where(inside, half / (width * share * (1 - share)), 0.0)
+    lower = low + width * _expit(centre - spread)
+    upper = low + width * _expit(centre + spread)
+    out = (np.where(inside, lower, np.clip(mean - half, low, high)),
+           np.where(inside, upper, np.clip(mean + half, low, high)))
+    return tuple(map(float, out)) if not out[0].ndim else out
+
+
+def _expit(x: np.ndarray) -> np.ndarray:
+    """The inverse logit without overflow for large |x|."""
+    return np.where(x >= 0, 1 / (1 + np.exp(-np.abs(x))), np.exp(-np.abs(x))
+                    / (1 + np.exp(-np.abs(x))))
+
+
+def bootstrap_ci(values: np.ndarray, resamples: int = 1000, seed: int = 0,
+                 bounds: tuple[float, float] = BOUNDS) -> tuple[float, float]:
     """95% percentile interval of the mean over queries: scipy's bootstrap, `resamples`
     resamples drawn by numpy's generator seeded with `seed` (resamples are drawn by position:
-    give `values` in an order fixed by the query ids, as `intervals` does). Fewer than
-    MIN_QUERIES: NaN (every resample of one query is that query: a point, no interval)."""
+    give `values` in an order fixed by the query ids, as `intervals` does); inside the
+    values' range, as every resample's mean is. Fewer than MIN_QUERIES: NaN (every resample
+    of one query is that query: a point, no interval). Every value the same: the bootstrap
+    would be that point; the interval is `agreeing_interval`'s instead (a one-sided bound at
+    0 or 1; NaN for a value outside `bounds`)."""
     from scipy.stats import bootstrap
 
     values = np.asarray(values, dtype=np.float64)
     if len(values) < MIN_QUERIES:
         return float("nan"), float("nan")
+    if np.ptp(values) == 0:
+        return agreeing_interval(float(values[0]), len(values), bounds=bounds)
     interval = bootstrap((values,), np.mean, n_resamples=resamples, confidence_level=0.95,
                          method="percentile", rng=np.random.default_rng(seed)
                          ).confidence_interval

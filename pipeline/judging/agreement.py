@@ -13,18 +13,24 @@ the same (query, candidate) pairs, and `agreement` compares the two, per facet a
   misses are of one grade); and unweighted kappa of the binary judgment relevant or not at
   grade >= 1 (trec_eval's relevance level, as the pools' estimates count) and at grade >= 2
   (CSFCube's threshold, as its MAP counts): THRESHOLDS;
-- each with a 95% interval from the delete-one-query-paper jackknife (Quenouille 1956, Tukey
-  1958; for kappa: Fleiss & Davies 1982, "Jackknifing functions of multinomial frequencies,
-  with an application to a measure of concordance", Am. J. Epidemiol. 115(6)): kappa +- t(C-1)
-  x the jackknife's standard error over the C query papers. Query papers, not pairs, are left
-  out in turn, since the candidates of one query share its difficulty; the analytic
-  large-sample variance (Fleiss, Cohen & Everitt 1969) assumes independent pairs and is too
-  narrow. Chosen by simulation (tests/judging/test_agreement.py's `coverage`: queries with
-  their own grade mix and error rate): with 16 queries (a CSFCube facet's count) it covered the
-  true kappas 94.1-94.5% of the time (2,000 samples), a percentile bootstrap over the same
-  queries 91.3-92.2%, the jackknife over pairs 79%; with 50 queries 93.5-94.9% (1,000
-  samples), the bootstrap 92.7-94.3%. It draws nothing at random, so the same inputs give the
-  same interval;
+- each with a 95% interval from the cluster bootstrap-t over query papers (Efron &
+  Tibshirani 1993, An Introduction to the Bootstrap, ch. 12; Field & Welsh 2007,
+  "Bootstrapping clustered data", JRSS B 69(3)): the C query papers drawn with replacement
+  RESAMPLES times, each resample's kappa studentized by its own delete-one-paper jackknife
+  standard error (Quenouille 1956, Tukey 1958; for kappa: Fleiss & Davies 1982, "Jackknifing
+  functions of multinomial frequencies, with an application to a measure of concordance", Am.
+  J. Epidemiol. 115(6)), the interval kappa - q_hi x se to kappa - q_lo x se
+  (`bootstrap_t_interval`). Query papers, not pairs, are resampled, since the candidates of one
+  query share its difficulty; the analytic large-sample variance (Fleiss, Cohen & Everitt
+  1969) assumes independent pairs and is too narrow. Chosen by simulation
+  (benchmarks/agreement_coverage.py, tests/judging/kappa_simulation.py: four CSFCube-like
+  worlds, 4,000 samples each): with 16 query papers (a CSFCube facet's count) it covered the
+  true kappas 93.6-95.5% of the time, 14 of the 16 (world, kappa) cells within 94-96%, the
+  two below where short and long candidate lists mix with error rates of 5-70% (93.6% and
+  93.8%); the delete-one-paper jackknife-t it replaced (kappa +- t(C-1) x that error,
+  `jackknife_interval`) 92.2-95.0%, the jackknife over pairs 77-79%; with 34 papers 94.3-95.9%
+  (the jackknife-t 93.3-95.4%). Its draws are seeded (SEED) and the papers put in an order of
+  their own first, so the same inputs give the same interval;
 - the exact agreement and the confusion matrix (rows: the expert's grade, columns: the
   assessor's), 4 x 4 with its empty cells.
 
@@ -68,7 +74,9 @@ THRESHOLDS = (1, 2)
 WEIGHTS = ("linear", "quadratic")
 HEADLINE = "linear"
 KAPPAS = (*WEIGHTS, *(f"ge{t}" for t in THRESHOLDS))  # ge<t>: unweighted, relevant at >= t
-LEVEL = 0.95  # of the jackknife interval
+LEVEL = 0.95  # of the kappas' intervals
+RESAMPLES = 2000  # the cluster bootstrap-t's resamples of the query papers
+SEED = 20270113  # its draws': the same clusters give the same interval
 ALL = "all"  # the row over every facet's pairs
 
 # what the stage accepts as an assessor: an Assessor (judging/assessor.py), a judgments frame
@@ -105,18 +113,32 @@ def kappa(confusion: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Weighted kappa of confusion matrices (..., k, k): 1 - sum(w O) / sum(w E), E the
     product of the margins over n; NaN where chance predicts no disagreement (one grade only)."""
     m = np.asarray(confusion, dtype=float)
-    n = m.sum(axis=(-2, -1))
-    expected = m.sum(-1)[..., :, None] * m.sum(-2)[..., None, :]
+    k = m.shape[-1]
+    # on the matrices flattened to rows of k x k cells, every sum is one product (n, sum(w O),
+    # the margins; sum(w E) x n = the rows' margins . w . the columns'): numpy's sums over
+    # small trailing axes are slow, and the bootstrap asks this of tens of thousands of
+    # matrices at once. einsum, not `@`: a threaded BLAS took 5 to 50 times as long on these
+    # thin products on 2 cores as one thread, and einsum's loops use none
+    flat = m.reshape(-1, k * k)
+    rows = np.einsum("ni,ij->nj", flat, np.kron(np.eye(k), np.ones((k, 1))))  # (i, j) -> i
+    columns = np.einsum("ni,ij->nj", flat, np.kron(np.ones((k, 1)), np.eye(k)))  # -> j
+    n = flat.sum(axis=1)
+    observed = np.einsum("ni,i->n", flat, np.asarray(weights, dtype=float).reshape(-1))
+    chance = np.einsum("ni,ij,nj->n", rows, np.asarray(weights, dtype=float), columns)
     with np.errstate(invalid="ignore", divide="ignore"):
-        expected = expected / n[..., None, None]
-        return 1 - (weights * m).sum(axis=(-2, -1)) / (weights * expected).sum(axis=(-2, -1))
+        return (1 - observed * n / chance).reshape(m.shape[:-2])
 
 
 def binary(confusion: np.ndarray, threshold: int) -> np.ndarray:
     """The 2 x 2 matrices (not relevant, relevant: grade >= `threshold`) of (..., 4, 4) ones."""
     m = np.asarray(confusion)
-    rows = np.stack([m[..., :threshold, :].sum(-2), m[..., threshold:, :].sum(-2)], axis=-2)
-    return np.stack([rows[..., :threshold].sum(-1), rows[..., threshold:].sum(-1)], axis=-1)
+    k = m.shape[-1]
+    # each cell (i, j) to (i >= threshold, j >= threshold): one product over the flattened
+    # matrices (fast on many, as `kappa`'s)
+    side = (np.arange(k) >= threshold).astype(int)
+    to = np.zeros((k * k, 4), dtype=m.dtype)
+    to[np.arange(k * k), (2 * side[:, None] + side[None, :]).reshape(-1)] = 1
+    return np.einsum("ni,ij->nj", m.reshape(-1, k * k), to).reshape(*m.shape[:-2], 2, 2)
 
 
 def kappas(confusion: np.ndarray) -> dict[str, np.ndarray]:
@@ -150,6 +172,65 @@ def jackknife_interval(per_cluster: np.ndarray, level: float = LEVEL
         error = math.sqrt((count - 1) / count * float(((values - values.mean()) ** 2).sum()))
         half = factor * error
         out[kind] = (max(-1.0, float(points[kind]) - half), min(1.0, float(points[kind]) + half))
+    return out
+
+
+def _jackknife_errors(per_cluster: np.ndarray) -> dict[str, np.ndarray]:
+    """Each of KAPPAS' delete-one-cluster jackknife standard error, sqrt((c - 1) / c x
+    sum (kappa_-i - mean)^2), of per-cluster confusion matrices (..., c, 4, 4): (...) each,
+    NaN where a left-out kappa is."""
+    count = per_cluster.shape[-3]
+    total = per_cluster.sum(axis=-3)
+    left_out = kappas(total[..., None, :, :] - per_cluster)
+    return {kind: np.sqrt((count - 1) / count * ((values - values.mean(axis=-1, keepdims=True))
+                                                 ** 2).sum(axis=-1))
+            for kind, values in left_out.items()}
+
+
+def _canonical(per_cluster: np.ndarray) -> np.ndarray:
+    """The clusters in an order of their own counts (lexicographic over the 16 cells), so
+    that the bootstrap's resamples, drawn by position, do not depend on the order given."""
+    flat = per_cluster.reshape(len(per_cluster), -1)
+    return per_cluster[np.lexsort(flat.T[::-1])]
+
+
+def bootstrap_t_interval(per_cluster: np.ndarray, level: float = LEVEL,
+                         resamples: int = RESAMPLES, seed: int = SEED
+                         ) -> dict[str, tuple[float, float]]:
+    """Intervals of KAPPAS from per-cluster confusion matrices (c, 4, 4), the clusters (query
+    papers) resampled with replacement (the cluster bootstrap-t: Efron & Tibshirani 1993, An
+    Introduction to the Bootstrap, ch. 12; Field & Welsh 2007, "Bootstrapping clustered
+    data"): with kappa the estimate of all of them and se its delete-one-cluster jackknife
+    standard error, [kappa - q_hi se, kappa - q_lo se], q_lo and q_hi the (1 -+ level) / 2
+    quantiles over `resamples` resamples of t* = (kappa* - kappa) / se*, each resample's own
+    kappa and jackknife error (its c drawn clusters left out in turn); kept within [-1, 1];
+    where that error is 0 (every paper's pairs alike: all in agreement, say), the point.
+    The clusters are put in an order of their own first (`_canonical`) and the draws seeded
+    by `seed`, so the same clusters give the same interval. NaN bounds with fewer than 2
+    clusters, where a left-out kappa is undefined, or where fewer than half the resamples give
+    a t*."""
+    count = per_cluster.shape[0]
+    nan = dict.fromkeys(KAPPAS, (math.nan, math.nan))
+    if count < 2:
+        return nan
+    clusters = _canonical(np.asarray(per_cluster, dtype=float))
+    points, errors = kappas(clusters.sum(axis=0)), _jackknife_errors(clusters)
+    drawn = clusters[np.random.default_rng(seed).integers(0, count, size=(resamples, count))]
+    again, again_errors = kappas(drawn.sum(axis=1)), _jackknife_errors(drawn)
+    out = {}
+    for kind in KAPPAS:
+        point, error = float(points[kind]), float(errors[kind])
+        if error == 0.0 and math.isfinite(point):  # every paper alike (all agree): no spread
+            out[kind] = (point, point)
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = (again[kind] - point) / again_errors[kind]
+        ratio = ratio[np.isfinite(ratio)]
+        if not (math.isfinite(point) and math.isfinite(error)) or 2 * ratio.size < resamples:
+            out[kind] = (math.nan, math.nan)
+            continue
+        low, high = np.quantile(ratio, [(1 - level) / 2, (1 + level) / 2])
+        out[kind] = (max(-1.0, point - float(high) * error), min(1.0, point - float(low) * error))
     return out
 
 
@@ -242,8 +323,8 @@ class Agreement:
 
 def agreement(expert: pl.DataFrame, graded: pl.DataFrame, level: float = LEVEL) -> Agreement:
     """The agreement of `graded` (a judgments frame: judgments_frame) with `expert` (query,
-    doc, expert grade; optional facet, else one group, and paper, the cluster the jackknife
-    leaves out, else the query), over the pairs both graded: per facet, then ALL."""
+    doc, expert grade; optional facet, else one group, and paper, the cluster the interval
+    resamples, else the query), over the pairs both graded: per facet, then ALL."""
     grades = judgments_frame(graded)
     if "paper" not in expert.columns:
         expert = expert.with_columns(paper=pl.col("query"))
@@ -269,7 +350,7 @@ def agreement(expert: pl.DataFrame, graded: pl.DataFrame, level: float = LEVEL) 
         per_paper = np.stack([_confusion(p) for _, p in part.group_by(
             "paper", maintain_order=True)]) if part.height else matrix[None]
         point = kappas(matrix)
-        bounds = jackknife_interval(per_paper, level)
+        bounds = bootstrap_t_interval(per_paper, level)
         row: dict[str, Any] = {"facet": group, "queries": part["query"].n_unique(),
                                "papers": part["paper"].n_unique(), "pairs": part.height,
                                "exact": float(np.trace(matrix) / matrix.sum())}
@@ -343,7 +424,8 @@ def judge_agreement(runs_root: Path, corpus_dir: Path, source: Grades, name: str
     table, confusion, markdown, record = agreement_paths(runs_root, corpus, name)
     outputs = {table: _parquet_bytes(result.summary), confusion: _parquet_bytes(result.confusion),
                markdown: to_markdown(result, label, stand_in, corpus).encode()}
-    parameters = {"assessor": described, "level": LEVEL, "interval": "jackknife-t",
+    parameters = {"assessor": described, "level": LEVEL,
+                  "interval": f"cluster-bootstrap-t:{RESAMPLES}:{SEED}",
                   "headline": HEADLINE, "judgments": _digest(graded),
                   "expert": _digest(pairs.select("query", "doc", grade="expert"))}
     if not _current(record, parameters, outputs):
@@ -409,8 +491,9 @@ def to_markdown(result: Agreement, label: str, stand_in: bool, corpus: str) -> s
                   "exercises the report only.**", ""]
     lines += [f"Weighted Cohen's kappa over the pairs both graded; headline: {HEADLINE} "
               "weights. >= t: unweighted kappa of relevant (grade >= t) or not. Intervals: "
-              f"{LEVEL:.0%}, the jackknife leaving out one query paper at a time (t, papers - 1 "
-              "df). Pairs of the expert the assessor did not grade: "
+              f"{LEVEL:.0%}, the cluster bootstrap-t over query papers ({RESAMPLES:,} "
+              "resamples of the papers, each kappa studentized by the jackknife error leaving "
+              "out one paper at a time). Pairs of the expert the assessor did not grade: "
               f"{result.counts['not_graded']}.", "",
               "| facet | queries | papers | pairs | exact | "
               + " | ".join(f"kappa {HEADINGS[k]}" for k in KAPPAS) + " |",

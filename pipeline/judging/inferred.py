@@ -50,11 +50,19 @@ relevant from grade 1 (trec_eval's level 1).
   (r + eps) / (n + 2 eps), over k; summed over the judged relevant candidates, each weighted
   by 1 / its inclusion probability, over the estimated number of relevant R = the relevant
   citations + sum of 1 / probability over the relevant drawn candidates (Horvitz & Thompson
-  1952). eps = 1e-5 and its placement are trec_eval's (m_infAP.c), so with one stratum and
-  no census the value is trec_eval's `infAP`; a census stratum (the citations, and a stratum
-  drawn whole) counts exactly, r of its own, so with every candidate drawn the value is AP.
-  Kept for that parity: on thin samples it over-counts (its smoothed share is 1/2 where
-  nothing of a stratum above a rank is judged).
+  1952). eps = 1e-5 and its placement are trec_eval's (m_infAP.c). A census stratum (the
+  citations, a stratum drawn whole) counts exactly, r of its own, as xinfAP counts a stratum
+  judged whole, so with every candidate drawn the value is AP. It equals trec_eval's `infAP`
+  only where the qrels judge nothing but one uniformly sampled stratum (no citations, no
+  stratum drawn whole; a query with no relevant judged is left out here, 0 there). With the
+  citations in the qrels it does not: trec_eval takes every judged document for part of one
+  uniform sample, so the citations' relevance enters the share of relevant above each rank
+  that stands in for the unjudged ones, and its R is the count of judged relevant (citations
+  + relevant drawn, unweighted); its value is this estimator's with the citations drawn into
+  the sampled stratum (tests/judging/test_infap_citations.py: equal to 1e-12, and differing
+  from the pipeline's in every query, by -0.09 to +0.12). Kept for the parity without
+  citations: on thin samples it over-counts (its smoothed share is 1/2 where nothing of a
+  stratum above a rank is judged).
 - Inferred P@k (`infP@k`): the known (the citations, the judged) relevant in the list's top
   k, plus for each stratum h the list's unjudged top-k candidates of h times the share of
   relevant among the list's own judged top-k candidates of h (a ratio estimator within the
@@ -81,8 +89,12 @@ relevant from grade 1 (trec_eval's level 1).
   total over the frame) with the stratified sample's variance and a normal interval.
 - For each pair of models, the mean difference with the citations alone and with the sample,
   each with the queries-and-draws interval of the report (evaluation/variance.py:
-  difference_interval over the Q x R matrix of per-query values), and the shift between the
-  two (`differences`); each model's mean likewise (`means`).
+  half_widths over the Q x R matrix of per-query values), and the shift between the two
+  (`differences`); each model's mean likewise (`means`). Each interval stays inside its
+  range (`bounded_interval`: a mean's on the logit scale, a difference's clipped) and is
+  never a point (every value the same: Clopper-Pearson's bound on the share that differs);
+  a pair is "reversed" only where the interval with the sample excludes 0 on the other side
+  (`verdict`).
 
 The cut-offs are those of the report's metric sets (glossary.METRIC_SETS: large-scale's R@30,
 MDCR's R@5, BEIR's nDCG@10 and R@100): CUTOFFS. A drawn pair the judgments lack (an assessor
@@ -111,7 +123,8 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.errors import InputError, first_line
-from pipeline.evaluation.variance import LEVEL, difference_interval
+from pipeline.evaluation.significance import agreeing_interval, logit_interval
+from pipeline.evaluation.variance import LEVEL, Interval, decompose, half_widths
 from pipeline.glossary import METRIC_SETS
 from pipeline.judging.sample import allocate
 from pipeline.layout import parse_pool_name
@@ -752,15 +765,23 @@ def missed(pool: str, qrels: pl.DataFrame, judgments: pl.DataFrame, sample: pl.D
 
 
 # ---- where jkAP is known to be biased: strata judged more thinly than the simulation needed ---
-# The judged pairs per query (the mean over a pool's queries) with which jkAP came within its
-# Monte Carlo error in the simulation (tests/judging/simulation.py; docs/evaluation.md,
-# benchmarks/results/judged_estimators.md): 4 in each stratum above the deepest (with 2 or 3
-# judged there it read low, by up to 0.010: statAP's same-stratum pairs need 4 for the
-# jackknife's second order), and 8 in the deepest (with 2 it read high by about +0.02 where
-# relevant papers are rare there, with 4 by +0.007 to +0.009; SAMPLE 20's and 10%'s about 8 to
-# 9 were within). A stratum of fewer candidates needs them all (judged whole it is exact).
+# Measured by simulation in three worlds (tests/judging/simulation.py's WORLDS: dense; sparse;
+# flat, relevance as rare and no likelier high in the models' ranks than low) at 2-20% of every
+# stratum and SAMPLE 4 to 40 (benchmarks/jkap_flag.py, benchmarks/results/jkap_flag.md;
+# docs/evaluation.md). The judged pairs per query (the mean over a pool's queries) a stratum
+# needs: 4 in each above the deepest (with 2 or 3 judged there jkAP read low: statAP's
+# same-stratum pairs need 4 for the jackknife's second order), and 12 in the deepest (where the
+# relevant are rare, R is mostly the few drawn ones weighted N / n and jkAP reads high: in the
+# flat world +0.010 with SAMPLE 24's 11 there, within 0.01 with SAMPLE 30's 13 to 14). A
+# stratum of fewer candidates needs them all (judged whole it is exact). JK_BIAS: the bias
+# -+ 2 Monte Carlo errors of every flagged design in every world lies within it (rounded out to
+# 0.005), what the report's flag states; JK_WITHIN_SAMPLE: the smallest SAMPLE from which every
+# simulated SAMPLE kept jkAP within 0.01 (|bias| + 2 MC errors) in every world. A test holds
+# these to the committed figures (tests/judging/test_jkap_flag.py).
 JK_NEEDED = 4
-JK_NEEDED_DEEPEST = 8
+JK_NEEDED_DEEPEST = 12
+JK_BIAS = (-0.015, 0.045)
+JK_WITHIN_SAMPLE = 30
 
 
 @dataclass(frozen=True)
@@ -790,11 +811,18 @@ def _strata_matrix(found: Design) -> tuple[np.ndarray, np.ndarray, tuple[int, ..
 
 
 def _needed(sizes: np.ndarray) -> np.ndarray:
-    """Per query and stratum, the judged pairs jkAP needed (module constants, at most the
-    stratum's candidates)."""
-    need = np.full(sizes.shape[1], JK_NEEDED)
+    """Per query and stratum (the last axis), the judged pairs jkAP needed (module
+    constants, at most the stratum's candidates)."""
+    need = np.full(sizes.shape[-1], JK_NEEDED)
     need[-1] = JK_NEEDED_DEEPEST
-    return np.minimum(sizes, need[None, :])
+    return np.minimum(sizes, need)
+
+
+def thin_mask(sizes: np.ndarray, judged: np.ndarray) -> np.ndarray:
+    """Per stratum, whether a pool's judged pairs fall short of what jkAP needs (the mean
+    over its queries: `thin_strata`'s rule): `sizes` and `judged` (..., queries, strata),
+    the result (..., strata); the simulation asks it of every simulated pool at once."""
+    return judged.sum(axis=-2) < _needed(sizes).sum(axis=-2)
 
 
 def thin_strata(found: Design) -> list[ThinStratum]:
@@ -804,11 +832,11 @@ def thin_strata(found: Design) -> list[ThinStratum]:
     sizes, judged, _ = _strata_matrix(found)
     if not len(sizes):
         return []
-    need = _needed(sizes)
+    need, short = _needed(sizes), thin_mask(sizes, judged)
     deepest = len(found.labels) - 1
     return [ThinStratum(label, float(judged[:, h].mean()), float(need[:, h].mean()),
                         h == deepest)
-            for h, label in enumerate(found.labels) if judged[:, h].sum() < need[:, h].sum()]
+            for h, label in enumerate(found.labels) if short[h]]
 
 
 def sample_for_jkap(found: Design) -> int:
@@ -838,13 +866,21 @@ def jkap_thin(pool: str, qrels: pl.DataFrame, judgments: pl.DataFrame, sample: p
 MEAN_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String, "model": pl.String,
                "queries": pl.Int64, "draws": pl.Int64, "cited": pl.Float64,
                "cited_low": pl.Float64, "cited_high": pl.Float64, "inferred": pl.Float64,
-               "low": pl.Float64, "high": pl.Float64}
+               "low": pl.Float64, "high": pl.Float64, "cited_agree": pl.Boolean,
+               "agree": pl.Boolean}
 PAIR_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String, "a": pl.String,
                "b": pl.String, "queries": pl.Int64, "draws": pl.Int64, "cited": pl.Float64,
                "cited_low": pl.Float64, "cited_high": pl.Float64, "inferred": pl.Float64,
                "low": pl.Float64, "high": pl.Float64, "shift": pl.Float64,
                "shift_low": pl.Float64, "shift_high": pl.Float64, "reversed": pl.Boolean,
-               "verdict": pl.String}
+               "verdict": pl.String, "cited_agree": pl.Boolean, "agree": pl.Boolean,
+               "shift_agree": pl.Boolean}
+# the range of a metric (every one estimated here lies in [0, 1]), of a difference of two, and
+# of a difference of two differences (the shift)
+METRIC_RANGE, DIFFERENCE_RANGE, SHIFT_RANGE = (0.0, 1.0), (-1.0, 1.0), (-2.0, 2.0)
+# the queries at which benchmarks/bounded_intervals.py simulated the means' interval (the
+# captions say where a row lies outside): 25 to 1,000, with 1 and 3 draws
+SIMULATED_QUERIES = (25, 1000)
 
 
 def _cells(values: pl.DataFrame) -> list[tuple[tuple[int, str, str], pl.DataFrame]]:
@@ -882,10 +918,57 @@ def _bounds(low: float, high: float) -> tuple[float | None, float | None]:
     return (None if math.isnan(low) else low), (None if math.isnan(high) else high)
 
 
+def _agree(y: np.ndarray) -> bool:
+    """Whether every value of `y` is the same (up to float rounding)."""
+    return bool(y.size) and float(np.ptp(y)) <= 1e-12 * max(1.0, float(np.abs(y).max()))
+
+
+def bounded_interval(y: np.ndarray, level: float = LEVEL,
+                     bounds: tuple[float, float] = METRIC_RANGE, logit: bool = True
+                     ) -> tuple[Interval, bool]:
+    """The mean of a Q x R matrix (rows queries, columns draws) with the report's
+    queries-and-draws interval (`variance.half_widths`; the queries' t with one draw) kept
+    inside `bounds`, the range the mean's truth lies in, and never a point; and whether
+    every value agreed:
+
+    - every value the same (all 1, all 0): `agreeing_interval`, the share of queries that
+      differ bounded by Clopper-Pearson's one-sided `level` bound for 0 of Q (a one-sided
+      bound at 0 or 1: [0.887, 1] for 25 queries all at 1);
+    - else mean ± half on the logit scale of `bounds` (`logit_interval`: the means, level
+      simulated in benchmarks/bounded_intervals.py), or (logit False: differences, whose
+      sign the verdicts read) mean ± half clipped to `bounds`, which keeps its level and
+      whether it holds 0;
+    - half 0 while the values differ (the draws' mean square 0 and the queries' at most the
+      interaction's): the half-width again with MS_R raised to MS_E, which it exceeds in
+      expectation (E MS_R = sigma_e^2 + Q sigma_draw^2), and MS_Q untruncated.
+
+    Fewer than 2 queries: NaN (no spread over queries to read)."""
+    y = np.asarray(y, dtype=np.float64)
+    c = decompose(y)
+    if c.queries < 2:
+        return Interval(c.mean, math.nan, math.nan, math.nan, math.nan), False
+    if _agree(y):
+        low, high = agreeing_interval(c.mean, c.queries, level, bounds)
+        return Interval(c.mean, low, high, low, high), True
+    halves = [float(h) for h in half_widths(c.ms_query, c.ms_draw, c.ms_resid, c.queries,
+                                            c.draws, level)]
+    if not halves[1] > 0:
+        halves[1] = float(half_widths(c.ms_query, max(c.ms_draw, c.ms_resid), 0.0, c.queries,
+                                      c.draws, level)[1])
+    if not halves[0] > 0:
+        halves[0] = halves[1]
+    low, high = bounds
+    found = [logit_interval(c.mean, half, bounds) if logit else
+             (max(c.mean - half, low), min(c.mean + half, high)) for half in halves]
+    return Interval(c.mean, *found[0], *found[1]), False
+
+
 def means(values: pl.DataFrame, level: float = LEVEL) -> pl.DataFrame:
     """Each model's mean per pool size, scope and metric (MEAN_SCHEMA), from the citations
-    alone and inferred, each with the queries-and-draws interval (difference_interval
-    against 0); a model's queries: those it has in every repeat."""
+    alone and inferred, each with its queries-and-draws interval inside [0, 1]
+    (`bounded_interval`: on the logit scale; where every value agrees, the one-sided bound of
+    `agreeing_interval`, `cited_agree` and `agree` true); a model's queries: those it has in
+    every repeat."""
     out = []
     for (size, scope, metric), cell in _cells(values):
         for model in sorted(cell["model"].unique().to_list()):
@@ -896,10 +979,11 @@ def means(values: pl.DataFrame, level: float = LEVEL) -> pl.DataFrame:
                                    "model": model, "queries": cited.shape[0],
                                    "draws": cited.shape[1]}
             for kind, y in (("cited", cited), ("inferred", inferred)):
-                interval = difference_interval(y, np.zeros_like(y), level)
+                interval, agree = bounded_interval(y, level, METRIC_RANGE)
                 low, high = _bounds(interval.low, interval.high)
                 prefix = "cited_" if kind == "cited" else ""
-                row |= {kind: interval.difference, f"{prefix}low": low, f"{prefix}high": high}
+                row |= {kind: interval.difference, f"{prefix}low": low, f"{prefix}high": high,
+                        f"{prefix}agree": agree}
             out.append(row)
     return pl.DataFrame(out, schema=MEAN_SCHEMA)
 
@@ -908,9 +992,11 @@ def differences(values: pl.DataFrame, level: float = LEVEL) -> pl.DataFrame:
     """Every pair of models (by name, a before b) per pool size, scope and metric
     (PAIR_SCHEMA): the mean difference a - b from the citations alone (`cited`) and with the
     judged sample (`inferred`), each with the queries-and-draws interval of the report, the
-    shift between them (inferred - cited, paired on query and draw) with its interval;
-    `reversed` where the two differences have opposite signs, and `verdict` in words: the
-    order kept or reversed, and which intervals exclude 0."""
+    shift between them (inferred - cited, paired on query and draw) with its interval, each
+    inside its range (a difference in [-1, 1], the shift in [-2, 2]: `bounded_interval`,
+    clipped; where every difference agrees, `agreeing_interval`, `*_agree` true);
+    `reversed` where the interval with the sample excludes 0 on the other side of the
+    citations' order, and `verdict` in words (`verdict`)."""
     out = []
     for (size, scope, metric), cell in _cells(values):
         models = sorted(cell["model"].unique().to_list())
@@ -918,10 +1004,11 @@ def differences(values: pl.DataFrame, level: float = LEVEL) -> pl.DataFrame:
             cited, inferred = _matrices(cell, [a, b])
             if cited[a].size == 0:
                 continue
-            before = difference_interval(cited[a], cited[b], level)
-            after = difference_interval(inferred[a], inferred[b], level)
-            shift = difference_interval(inferred[a] - inferred[b], cited[a] - cited[b], level)
-            reversed_ = before.difference * after.difference < 0
+            gap_before, gap_after = cited[a] - cited[b], inferred[a] - inferred[b]
+            (before, was_agree), (after, agree), (shift, shift_agree) = (
+                bounded_interval(y, level, bounds, logit=False) for y, bounds in (
+                    (gap_before, DIFFERENCE_RANGE), (gap_after, DIFFERENCE_RANGE),
+                    (gap_after - gap_before, SHIFT_RANGE)))
             out.append({"size": size, "scope": scope, "metric": metric, "a": a, "b": b,
                         "queries": cited[a].shape[0], "draws": cited[a].shape[1],
                         "cited": before.difference,
@@ -933,7 +1020,9 @@ def differences(values: pl.DataFrame, level: float = LEVEL) -> pl.DataFrame:
                         "shift": shift.difference,
                         **dict(zip(("shift_low", "shift_high"),
                                    _bounds(shift.low, shift.high), strict=True)),
-                        "reversed": reversed_, "verdict": verdict(before, after, a, b)})
+                        "reversed": reversed_order(before, after),
+                        "verdict": verdict(before, after, a, b), "cited_agree": was_agree,
+                        "agree": agree, "shift_agree": shift_agree})
     return pl.DataFrame(out, schema=PAIR_SCHEMA)
 
 
@@ -946,19 +1035,40 @@ def _sign(difference: float) -> str:
     return ">" if difference > 0 else "<" if difference < 0 else "="
 
 
+def _direction(difference: float) -> int:
+    return 1 if difference > 0 else -1 if difference < 0 else 0
+
+
+def reversed_order(before: Any, after: Any) -> bool:
+    """Whether the judged sample reverses a pair's order: the interval with the sample
+    excludes 0 on the other side of the citations' difference (a point estimate that only
+    changes sign, its interval holding 0, is not a reversal: `verdict` says not
+    determined)."""
+    was = _direction(before.difference)
+    return was != 0 and _side(after.low, after.high) == -was
+
+
 def verdict(before: Any, after: Any, a: str, b: str) -> str:
-    """Whether the judged sample changes a pair's order, in words."""
+    """What the intervals support about a pair's order with the judged sample, in words:
+    "reversed" only where the interval with the sample excludes 0 on the other side of the
+    citations' order (`reversed_order`), "kept" only where it excludes 0 on the same side,
+    "ordered" where the citations tie the pair and it excludes 0, else "not determined" (the
+    interval with the sample holds 0, whatever the point estimates do); then whether the
+    citations' own interval excluded 0, and the point estimates' order."""
     was, now = _side(before.low, before.high), _side(after.low, after.high)
     order = (f"{a} {_sign(before.difference)} {b} -> {a} {_sign(after.difference)} {b}")
-    if before.difference * after.difference < 0:
-        what = "reversed" + (", significantly" if now != 0 and was != 0 else
-                             ", the new order significant" if now != 0 else
-                             ", neither order significant" if was == 0 else
-                             ", the old order no longer significant")
-    elif was != now:
-        what = "kept, now significant" if now != 0 else "kept, no longer significant"
+    old = _direction(before.difference)
+    if now != 0 and old == -now:
+        what = ("reversed, significantly" if was != 0 else
+                "reversed, the new order significant (the citations' was not)")
+    elif now != 0 and old == now:
+        what = "kept, significant both ways" if was != 0 else "kept, now significant"
+    elif now != 0:
+        what = "ordered by the sample, significant (the citations tie the pair)"
     else:
-        what = "kept"
+        what = ("not determined: the interval with the sample holds 0"
+                + (" (the citations' excludes it)" if was != 0 else
+                   ", as the citations' does"))
     return f"{what} ({order})"
 
 

@@ -86,7 +86,7 @@ class Comparison:
                   p_cell(r["p"], r["p_adjusted"] if self.correction == "holm" else None,
                          r["queries"])] for r in self.pairs.iter_rows(named=True)]
         bounds = [[metric_name(r["metric"]), r["model"], f"{r['mean'] * 100:.1f}",
-                   interval_cell(r["low"], r["high"], r["queries"])]
+                   interval_cell(r["low"], r["high"], r["queries"], r["mean"])]
                   for r in self.means.sort(pl.col("metric").replace_strict(
                       {m: i for i, m in enumerate(self.metrics)}), maintain_order=True)
                   .iter_rows(named=True)]

@@ -13,7 +13,14 @@ from pathlib import Path
 
 import polars as pl
 
+from pipeline.evaluation.significance import too_few
 from pipeline.judging.inferred import (
+    DIFFERENCE_RANGE,
+    JK_BIAS,
+    JK_WITHIN_SAMPLE,
+    METRIC_RANGE,
+    SHIFT_RANGE,
+    SIMULATED_QUERIES,
     ThinStratum,
     differences,
     jkap_thin,
@@ -23,6 +30,7 @@ from pipeline.judging.inferred import (
 )
 from pipeline.judging.stage import JudgedPool, LeftOut, judged_pools
 from pipeline.layout import Place, format_size
+from pipeline.report.tables import at_bound, interval_cell, span
 from pipeline.roots import where
 
 log = logging.getLogger(__name__)
@@ -32,6 +40,109 @@ log = logging.getLogger(__name__)
 SHOWN = ("jkAP", "infAP", "infNDCG@10", "infP@10")
 PLOTTED = "jkAP"  # the plot's metric, the headline AP (report/build.py titles it)
 STAND_IN = "a deterministic stand-in, NOT a judgment of relevance: it exercises the section only"
+ALL_EQUAL = "(all equal)"  # an interval from agreeing values away from the range's bounds
+NO_SPREAD = "(no spread)"  # the missed count whose stratified variance is 0: no interval
+CENSUS = "(every frame candidate judged)"  # the missed count known exactly: no interval
+# The means' interval (inferred.bounded_interval) in benchmarks/bounded_intervals.py, at
+# SIMULATED_QUERIES queries (values in [0, 1] of three kinds, means 0.013 to 0.99): its
+# coverage, lowest and highest, by the draws simulated
+MEANS_COVERAGE = {3: (0.944, 0.990), 1: (0.873, 0.973)}
+# ... and on its simulated judged samples (25 and 50 queries, 3 draws): jkAP's and infP@10's
+# coverage of their truth (every frame candidate judged)
+JUDGED_COVERAGE = (0.940, 0.978)
+# The differences' interval (variance.half_widths): its false positives at a difference of 0
+# were at most 5% at 20 to 1,000 queries and 2 to 10 draws (benchmarks/results/interval_level.md
+# from 30, bounded_intervals.md below); with one draw it is the paired t over queries
+PAIRS_QUERIES, PAIRS_DRAWS = (20, 1000), (2, 10)
+
+
+def _counts(values: list[int], unit: str) -> str:
+    """The distinct `values` with their unit: "8 or 20 queries", "1 draw"."""
+    shown = [str(v) for v in sorted(set(values))]
+    said = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+    return f"{said} {({'queries': 'query', 'draws': 'draw'}[unit] if shown == ['1'] else unit)}"
+
+
+def _outside(queries: list[int], draws: list[int]) -> str:
+    """The caption's note on rows outside the simulated range (their queries, their draws)."""
+    if not queries and not draws:
+        return ""
+    parts = ([_counts(queries, "queries")] if queries else []) + (
+        [_counts(draws, "draws")] if draws else [])
+    return f"; rows of {' or '.join(parts)} lie outside the simulated range"
+
+
+def _one_sided(frame: pl.DataFrame, pairs: tuple[tuple[str, str], ...],
+               bounds: tuple[float, float]) -> bool:
+    """Whether some row shows a one-sided bound: its values agreed, at the range's bound."""
+    return any(row[agree] and (at_bound(row[value], bounds[0])
+                               or at_bound(row[value], bounds[1]))
+               for row in frame.iter_rows(named=True) for value, agree in pairs)
+
+
+ONE_SIDED = ("[≥ x] ([≤ x]): every query's value was {high} ({low}) in every draw, no spread to "
+             "read: the one-sided 95% bound from Clopper-Pearson's bound on the share of "
+             "queries that differ, 0 of Q (1 - 0.05^(1/Q))")
+
+
+def means_interval_note(frame: pl.DataFrame) -> str:
+    """The means caption's words on its intervals: what they are, their simulated level at
+    the queries and draws it was simulated at, the rows outside that range, and the
+    one-sided cells where there are some."""
+    low, high = SIMULATED_QUERIES
+    levels = " and ".join(f"{MEANS_COVERAGE[r][0] * 100:.1f}-{MEANS_COVERAGE[r][1] * 100:.1f}% "
+                          f"with {r} draw{'s' if r > 1 else ''}" for r in sorted(MEANS_COVERAGE,
+                                                                                reverse=True))
+    note = ("95% intervals over queries and pool draws (the variance section's construction; "
+            "with one draw the queries' t) on the logit scale, so inside [0, 100]: in "
+            "simulations of values in [0, 1] with means from 1.3 to 99 "
+            f"(benchmarks/results/bounded_intervals.md) at {low} to {high:,} queries they "
+            f"covered {levels}, and on simulated judged samples jkAP's and infP@10's truth "
+            f"{JUDGED_COVERAGE[0] * 100:.1f}-{JUDGED_COVERAGE[1] * 100:.1f}% (infAP's and "
+            "infNDCG@10's less, where they are biased)")
+    note += _outside([q for q in frame["queries"].to_list() if not low <= q <= high],
+                     [d for d in frame["draws"].to_list() if d not in MEANS_COVERAGE])
+    if _one_sided(frame, (("cited", "cited_agree"), ("inferred", "agree")), METRIC_RANGE):
+        note += "; " + ONE_SIDED.format(high=100, low=0)
+    if any(row[agree] and not (at_bound(row[value], 0.0) or at_bound(row[value], 1.0))
+           for row in frame.iter_rows(named=True)
+           for value, agree in (("cited", "cited_agree"), ("inferred", "agree"))):
+        note += (f"; {ALL_EQUAL}: every query's value was the same in every draw: the mean is "
+                 "within the share of queries that may differ (Clopper-Pearson, 0 of Q) times "
+                 "the distance to 0 and to 100")
+    beyond = frame.filter((pl.col("inferred") > 1) | (pl.col("inferred") < 0))
+    if beyond.height:
+        note += (f"; {', '.join(sorted(set(beyond['metric'].to_list())))} outside [0, 100] "
+                 "(single-query estimates may leave [0, 1]): the mean as estimated, its "
+                 "interval the symmetric one clipped to [0, 100], where the truth lies")
+    return note
+
+
+def pairs_interval_note(frame: pl.DataFrame) -> str:
+    """The pairs caption's words on its intervals and verdicts."""
+    low, high = PAIRS_QUERIES
+    note = ("each with its 95% interval over queries and pool draws (the variance section's "
+            "construction, clipped to [-100, 100] for a difference, [-200, 200] for the shift; "
+            f"at most 5% false positives at {low} to {high:,} queries and "
+            f"{PAIRS_DRAWS[0]} to {PAIRS_DRAWS[1]} draws in simulations: "
+            "benchmarks/results/interval_level.md, bounded_intervals.md; with one draw the "
+            "paired t over queries)")
+    several = frame.filter(pl.col("draws") > 1)
+    note += _outside(
+        [q for q in frame["queries"].to_list() if not low <= q <= high],
+        [d for d in several["draws"].to_list() if not PAIRS_DRAWS[0] <= d <= PAIRS_DRAWS[1]])
+    if any(frame[c].any() for c in ("cited_agree", "agree", "shift_agree")):
+        note += (f"; {ALL_EQUAL}: every query's difference was the same in every draw, no "
+                 "spread to read: the mean is within the share of queries that may differ "
+                 "(Clopper-Pearson's one-sided 95% bound for 0 of Q, 1 - 0.05^(1/Q)) times the "
+                 "distance to the range's ends")
+    if _one_sided(frame, (("cited", "cited_agree"), ("inferred", "agree")), DIFFERENCE_RANGE):
+        note += "; " + ONE_SIDED.format(high=100, low=-100)
+    return note + ("; order: reversed only where the interval with the sample excludes 0 on "
+                   "the other side of the citations' difference, kept where it excludes 0 on "
+                   "the same side, not determined where it holds 0 (whatever the points do), "
+                   "then whether the citations' interval excludes 0, and the points' order "
+                   "(citations -> with the sample)")
 
 
 @dataclass(frozen=True)
@@ -48,8 +159,19 @@ def _x100(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}"
 
 
-def _interval(value: float | None, low: float | None, high: float | None) -> str:
-    return f"{_x100(value)} [{_x100(low)}, {_x100(high)}]"
+def _interval(value: float | None, low: float | None, high: float | None, agree: bool = False,
+              queries: int = 2, bounds: tuple[float, float] = METRIC_RANGE) -> str:
+    """A value x100 and its 95% interval (inferred.bounded_interval: inside `bounds`, never a
+    point): where every value agreed (`agree`), at a bound the one-sided bound it is, "100.0
+    [≥ 88.7]" or "0.0 [≤ 11.3]", elsewhere the interval marked "(all equal)"; n/a where there
+    is none (fewer than 2 queries)."""
+    if low is None or high is None:
+        return f"{_x100(value)} [{too_few(queries)}]"
+    if agree and at_bound(value, bounds[1]):
+        return f"{_x100(value)} {interval_cell(low, high, queries, value, bounds)}"
+    if agree and at_bound(value, bounds[0]):
+        return f"{_x100(value)} {interval_cell(low, high, queries, value, bounds)}"
+    return f"{_x100(value)} {span(low, high)}" + (f" {ALL_EQUAL}" if agree else "")
 
 
 def _scope(scope: str, size: int) -> str:
@@ -67,8 +189,11 @@ def _number(value: float) -> str:
 
 def jkap_flag(group: Sequence[JudgedPool]) -> str:
     """The means caption's line next to jkAP where a pool's sample leaves some stratum with
-    fewer judged pairs per query than jkAP needed in the simulation (inferred.thin_strata),
-    naming the SAMPLE that would avoid it in every pool of `group`; "" where none does."""
+    fewer judged pairs per query than jkAP needs (inferred.thin_strata): the bias range such
+    samples had in the simulation's worlds (inferred.JK_BIAS, measured by
+    benchmarks/jkap_flag.py), the SAMPLE that kept it within 0.01 there
+    (inferred.JK_WITHIN_SAMPLE), and the SAMPLE that would avoid the flag in every pool of
+    `group`; "" where none is thin."""
     thin: dict[str, ThinStratum] = {}  # label: the thinnest seen over the pools
     sample = 0
     for p in group:
@@ -83,13 +208,16 @@ def jkap_flag(group: Sequence[JudgedPool]) -> str:
     short = ", ".join(f"{_number(s.judged)} of {_number(s.needed)} in ranks {s.label}"
                       for s in ordered)
     seen = [text for deep, text in (
-        (False, "with 2 or 3 judged above the deepest stratum it read up to 0.01 low"),
-        (True, "with 2 in the deepest, where relevant papers are rare, about +0.02 high"))
+        (False, "low where a stratum above the deepest is thin"),
+        (True, "high where the deepest is, the more so the rarer relevant papers are"))
         if any(s.deepest == deep for s in ordered)]
+    low, high = JK_BIAS
     line = (f"jkAP may be biased here: the samples judge fewer pairs per query than jkAP "
-            f"needed to be unbiased in the simulation, {short} ({' and '.join(seen)}: "
-            f"docs/evaluation.md), and SAMPLE={sample} would avoid it (make judge, every drawn "
-            "pair judged)")
+            f"needs ({short}), and samples so thin read jkAP from {low:+.3f} to {high:+.3f} "
+            "off the truth in the simulation's three worlds, one dense and two sparse "
+            f"({' and '.join(seen)}), within 0.01 from SAMPLE {JK_WITHIN_SAMPLE} there "
+            f"(benchmarks/results/jkap_flag.md): SAMPLE={sample} would avoid it here (make "
+            "judge, every drawn pair judged)")
     log.warning(f"[report] {group[0].assessor}: {line}")
     return line
 
@@ -106,8 +234,10 @@ def assessor_tables(corpus: str, group: Sequence[JudgedPool], name: str | None =
     mean = means(values).sort("size", "scope", "metric", "model")
     flag = f"; {line}" if (line := jkap_flag(group)) else ""
     rows = [[_scope(r["scope"], r["size"]), r["metric"], r["model"], str(r["queries"]),
-             str(r["draws"]), _interval(r["cited"], r["cited_low"], r["cited_high"]),
-             _interval(r["inferred"], r["low"], r["high"])] for r in mean.iter_rows(named=True)]
+             str(r["draws"]), _interval(r["cited"], r["cited_low"], r["cited_high"],
+                                        r["cited_agree"], r["queries"]),
+             _interval(r["inferred"], r["low"], r["high"], r["agree"], r["queries"])]
+            for r in mean.iter_rows(named=True)]
     tables = [(f"judged-{stem}-means",
                f"{corpus}: beyond citations, judged by {who}: each model's mean x100 from the "
                "citations alone and with the judged sample of the candidates "
@@ -116,11 +246,12 @@ def assessor_tables(corpus: str, group: Sequence[JudgedPool], name: str | None =
                "jackknife's bias correction (Quenouille 1956; Jones 1974; second order where a "
                "stratum has 3 judged pairs or more: Schucany, Gray & Owen 1971), a stratum with "
                f"fewer than 2 judged pairs left uncorrected{flag}; infAP: xinfAP (Yilmaz, "
-               "Kanoulas & Aslam 2008, trec_eval's infAP), which over-counts on thin samples; "
+               "Kanoulas & Aslam 2008; trec_eval's infAP only where the qrels hold no "
+               "citations: docs/evaluation.md), which over-counts on thin samples; "
                "P@k: the known relevant in each model's top k and, per stratum, its unjudged "
                "ones at the share judged relevant among its own judged ones (at most 1); nDCG: "
                "Horvitz-Thompson, capped at 1 (biased up on thin samples: "
-               "docs/evaluation.md); 95% intervals over queries and pool draws",
+               f"docs/evaluation.md); {means_interval_note(mean)}",
                ["pools", "metric", "model", "queries", "draws", "citations", "with the sample"],
                rows)]
     lost = pl.concat([missed(p.pool, p.qrels, p.judgments, p.sample) for p in group])
@@ -129,32 +260,43 @@ def assessor_tables(corpus: str, group: Sequence[JudgedPool], name: str | None =
         part = lost.filter(pl.col("pool") == pool)
         count = part.height
         total, se = float(part["missed"].sum()), float((part["se"] ** 2).sum() ** 0.5)
+        census = int(part["judged"].sum()) == int(part["frame"].sum())  # nothing unjudged
+        interval = (span(max(0.0, (total - 1.96 * se) / count), (total + 1.96 * se) / count,
+                         scale=1) if se > 0 else CENSUS if census else NO_SPREAD)
         rows.append([pool, str(count), f"{part['cited'].mean():.1f}",
                      str(int(part["judged"].sum())), str(int(part["found"].sum())),
-                     f"{total / count:.1f} [{max(0.0, (total - 1.96 * se) / count):.1f}, "
-                     f"{(total + 1.96 * se) / count:.1f}]",
+                     f"{total / count:.1f} {interval}",
                      f"{part['missed'].min():.1f}-{part['missed'].max():.1f}"])
+    no_spread = any(row[5].endswith(NO_SPREAD) for row in rows)
+    census = any(row[5].endswith(CENSUS) for row in rows)
     tables.append((f"judged-{stem}-missed",
                    f"{corpus}: relevant papers the citations miss, judged by {who}: per pool, "
                    "the mean relevant citations per query, the drawn pairs judged and the "
                    "relevant among them, and the estimated relevant candidates per query the "
                    "citations miss (Horvitz-Thompson over the sampling frame, 95% normal "
-                   "interval from the stratified variance), with its range over the queries",
+                   "interval from the stratified variance, at least 0), with its range over "
+                   "the queries" + (f"; {NO_SPREAD}: the stratified variance is 0 (the judged "
+                                    "pairs of every stratum agreed), and a sample that agrees "
+                                    "gives no interval here" if no_spread else "")
+                   + (f"; {CENSUS}: the count is known, no interval" if census else ""),
                    ["pool", "queries", "cited per query", "judged", "relevant found",
                     "missed per query", "range"], rows))
     pairs = differences(values).sort("size", "scope", "metric", "a", "b")
     rows = [[_scope(r["scope"], r["size"]), r["metric"], f"{r['a']} - {r['b']}",
-             _interval(r["cited"], r["cited_low"], r["cited_high"]),
-             _interval(r["inferred"], r["low"], r["high"]),
-             _interval(r["shift"], r["shift_low"], r["shift_high"]), r["verdict"]]
+             str(r["queries"]), str(r["draws"]),
+             _interval(r["cited"], r["cited_low"], r["cited_high"], r["cited_agree"],
+                       r["queries"], DIFFERENCE_RANGE),
+             _interval(r["inferred"], r["low"], r["high"], r["agree"], r["queries"],
+                       DIFFERENCE_RANGE),
+             _interval(r["shift"], r["shift_low"], r["shift_high"], r["shift_agree"],
+                       r["queries"], SHIFT_RANGE), r["verdict"]]
             for r in pairs.iter_rows(named=True)]
     tables.append((f"judged-{stem}-pairs",
                    f"{corpus}: does the ranking survive, judged by {who}: each pair's mean "
                    "difference x100 from the citations alone and with the judged sample, and "
-                   "the shift between them, each with its 95% interval over queries and pool "
-                   "draws; the order kept or reversed, and which intervals exclude 0",
-                   ["pools", "metric", "pair", "citations", "with the sample", "shift",
-                    "order"], rows))
+                   f"the shift between them; {pairs_interval_note(pairs)}",
+                   ["pools", "metric", "pair", "queries", "draws", "citations",
+                    "with the sample", "shift", "order"], rows))
     return JudgedTables(group[0].assessor, group[0].stand_in, tables, mean)
 
 

@@ -25,7 +25,9 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.evaluation.significance import (
+    BOUNDS,
     MIN_QUERIES,
+    agreeing_interval,
     compare,
     intervals,
     ordered,
@@ -199,10 +201,10 @@ def markdown_cell(text: str) -> str:
 
 def latex_text(text: str) -> str:
     """A cell or caption as LaTeX: every special character as text (a name such as `x%y&z_1#`
-    compiles and prints as itself), then the report's marks: `**x**` bold, ± and †."""
+    compiles and prints as itself), then the report's marks: `**x**` bold, ±, †, ≥ and ≤."""
     text = _LATEX_SPECIAL.sub(lambda m: LATEX_TEXT[m.group(0)], one_line(text))
     text = re.sub(r"\*\*(.+?)\*\*", r"\\textbf{\1}", text).replace("±", r"$\pm$")
-    return text.replace("†", r"$^\dagger$")
+    return text.replace("†", r"$^\dagger$").replace("≥", r"$\geq$").replace("≤", r"$\leq$")
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
@@ -468,11 +470,36 @@ def p_cell(p: float, adjusted: float | None, queries: int) -> str:
     return f"{p:.3g}" if adjusted is None else f"{p:.3g} ({adjusted:.3g})"
 
 
-def interval_cell(low: float, high: float, queries: int) -> str:
-    """A 95% interval x100, or `too_few`'s n/a where there is none (too few queries)."""
+def span(low: float, high: float, scale: float = 100) -> str:
+    """An interval's two ends x`scale`, "[low, high]", with one decimal, or as many more (up
+    to 4) as keep the two apart: an interval from a sample is never printed as a point."""
+    for digits in range(1, 5):
+        ends = [f"{v * scale:.{digits}f}" for v in (low, high)]
+        if ends[0] != ends[1]:
+            break
+    return f"[{ends[0]}, {ends[1]}]"
+
+
+def at_bound(value: float | None, bound: float) -> bool:
+    """Whether `value` is the metric's bound `bound` (up to float rounding)."""
+    return value is not None and abs(value - bound) <= 1e-12
+
+
+def interval_cell(low: float, high: float, queries: int, mean: float | None = None,
+                  bounds: tuple[float, float] = BOUNDS) -> str:
+    """A 95% interval x100 (`span`), or `too_few`'s n/a where there is none (too few
+    queries). Given the `mean`: where it and the interval's end are the metric's bound (every
+    query's value 1, or 0: significance.agreeing_interval), the one-sided bound that the
+    interval is, "[≥ 88.7]" or "[≤ 11.3]"."""
     if math.isnan(low) or math.isnan(high):
-        return too_few(queries)
-    return f"[{low * 100:.1f}, {high * 100:.1f}]"
+        if queries < MIN_QUERIES:
+            return too_few(queries)
+        return "n/a (every query's value the same, outside the metric's range)"
+    if at_bound(mean, bounds[1]) and at_bound(high, bounds[1]):
+        return f"[≥ {span(low, high)[1:-1].split(', ')[0]}]"
+    if at_bound(mean, bounds[0]) and at_bound(low, bounds[0]):
+        return f"[≤ {span(low, high)[1:-1].split(', ')[1]}]"
+    return span(low, high)
 
 
 def fold_mean(per_query: pl.DataFrame, folds: Mapping[str, str]) -> float:
@@ -493,12 +520,15 @@ def fold_interval(per_query: pl.DataFrame, folds: Mapping[str, str], resamples: 
     """95% percentile interval of `fold_mean`: each fold's queries resampled apart (a
     stratified bootstrap: a fold keeps its size in every resample, as the estimate weighs it),
     `resamples` resamples from numpy's generator seeded with `seed`, folds in sorted order and
-    queries by id. NaN with fewer than MIN_QUERIES queries (as `bootstrap_ci`)."""
+    queries by id. NaN with fewer than MIN_QUERIES queries (as `bootstrap_ci`); every value
+    the same: `agreeing_interval`, as `bootstrap_ci` gives it (never a point)."""
     import numpy as np
 
     values = per_query.select("query", "value").sort("query")
     if values.height < MIN_QUERIES:
         return float("nan"), float("nan")
+    if values["value"].n_unique() == 1:
+        return agreeing_interval(float(values["value"][0]), values.height)
     by_fold: dict[str, list[float]] = {}
     for query, value in values.rows():
         by_fold.setdefault(folds.get(query, "all queries"), []).append(value)
@@ -531,8 +561,8 @@ def significance_section(results: pl.DataFrame, folds: Mapping[str, str] | None 
             if facet:
                 mine = per_query.filter(pl.col("model") == model, pl.col("value").is_not_null())
                 mean, (lo, hi) = fold_mean(mine, folds), fold_interval(mine, folds)
-            bounds.append([where, metric, model, f"{mean * 100:.1f}",
-                           interval_cell(lo, hi, queries)])
+            bounds.append([where, metric, model, str(queries), f"{mean * 100:.1f}",
+                           interval_cell(lo, hi, queries, mean)])
         if per_query["model"].n_unique() < 2:
             continue
         t, fisher = compare(per_query, "t-test"), compare(per_query, "fisher")
@@ -555,8 +585,45 @@ def significance_section(results: pl.DataFrame, folds: Mapping[str, str] | None 
                  "fold was found; its table prints the mean of the two test folds' "
                  "means).\n\n")
     text += markdown_table(header, rows) if rows else "Only one model: nothing to compare.\n"
-    text += "\n## 95% bootstrap intervals of the mean over queries (x100)\n\n"
-    return text + markdown_table(["pools", "metric", "model", "mean", "95% interval"], bounds)
+    text += f"\n## {markdown_text(bootstrap_caption(bounds))}\n\n"
+    return text + markdown_table(["pools", "metric", "model", "queries", "mean", "95% interval"],
+                                 bounds)
+
+
+# The percentile bootstrap's coverage of the mean over queries in benchmarks/bounded_intervals.py
+# (values in [0, 1] of three kinds, means 0.013 to 0.99, each query's value averaged over 1 or
+# 3 pool draws, 2,000 data sets a cell), at BOOTSTRAP_QUERIES queries: its lowest and highest,
+# and its lowest at means 0.05 to 0.935 with 50 queries or more
+BOOTSTRAP_QUERIES = (25, 1000)
+BOOTSTRAP_COVERAGE = (0.817, 0.966)
+BOOTSTRAP_INNER = 0.890
+
+
+def bootstrap_caption(bounds: list[list[str]]) -> str:
+    """The heading of the significance section's intervals: what they are, their simulated
+    level and the queries it was simulated at, the rows (pools, metric, model, queries, ...)
+    whose queries lie outside that range, and what a one-sided cell is, where one is."""
+    low, high = BOOTSTRAP_QUERIES
+    caption = ("95% bootstrap intervals of the mean over queries (x100): percentile, 1,000 "
+               "resamples, inside [0, 100] as every resample's mean is; in simulations of "
+               f"values in [0, 1] (benchmarks/results/bounded_intervals.md) at {low} to "
+               f"{high:,} queries they covered {BOOTSTRAP_COVERAGE[0] * 100:.1f}-"
+               f"{BOOTSTRAP_COVERAGE[1] * 100:.1f}% of the means (at least "
+               f"{BOOTSTRAP_INNER * 100:.1f}% with 50 queries or more and means from 5 to "
+               "93.5; the lowest with 25 queries and skewed values near 0 or 100: read such "
+               "an interval as narrower than 95%)")
+    outside = sorted({int(r[3]) for r in bounds
+                      if r[3].isdigit() and not low <= int(r[3]) <= high})
+    if outside:
+        counts = " or ".join([", ".join(map(str, outside[:-1])), str(outside[-1])]
+                             if len(outside) > 1 else [str(outside[0])])
+        caption += (f"; rows of {counts} {'query' if outside == [1] else 'queries'} lie "
+                    "outside that range")
+    if any(r[-1].startswith(("[≥", "[≤")) for r in bounds):
+        caption += ("; [≥ x] ([≤ x]): every query's value was 100 (0), nothing to resample: "
+                    "the one-sided 95% bound on the mean from Clopper-Pearson's bound on the "
+                    "share of queries that differ (0 of n)")
+    return caption
 
 
 

@@ -8,10 +8,12 @@ import polars as pl
 
 from pipeline.evaluation.significance import MIN_QUERIES, too_few
 from pipeline.evaluation.variance import (
+    MAX_QUERIES,
     PAIRED_T,
     UPPER_LEVEL,
     components,
     differences,
+    level_range,
     pair_components,
     queries_needed,
 )
@@ -24,6 +26,10 @@ ALPHA, POWER = 0.05, 0.8
 UNREACHABLE = "not reachable"
 NO_TEST = "no test (1 draw)"  # one planned draw when the measured draws vary
 FLOORS = ("random",)  # models at a floor: no one plans queries to tell a model from them
+# benchmarks/results/queries_needed.md: the median true power of the report's test at the
+# number (assured_size) and at the estimates' (topic_set_size), lowest and highest over its
+# settings with a draw sd of 0.3 MAP points and a difference of 0.02 (3-draw pilots)
+SIMULATED = {"assured": (0.84, 0.90), "point": (0.70, 0.80)}
 
 
 def _pools(size: int, scope: str) -> str:
@@ -72,20 +78,39 @@ def _price(draws: int) -> float:
                  / norm.ppf(0.975))
 
 
+def _designs(pairs: pl.DataFrame) -> list[tuple[int, int]]:
+    """The queries x draws of the table's rows with an interval over queries and draws."""
+    several = pairs.filter(pl.col("draws") > 1, pl.col("queries") >= MIN_QUERIES)
+    return sorted(set(several.select("queries", "draws").rows()))
+
+
+def _level(pairs: pl.DataFrame) -> str:
+    """The interval's false-positive rate at a difference of 0 for the table's own designs
+    (`level_range`: integrated over where the variance comes from), in words."""
+    found = {design: level_range(*design) for design in _designs(pairs)}
+    low = min(rates[0] for rates in found.values())
+    high = max(rates[1] for rates in found.values())
+    shown = ", ".join(f"{q} x {r}" for q, r in found)
+    above = [f"{q} x {r}" for (q, r), rates in found.items() if rates[1] > 0.0505]
+    return (f"{low * 100:.1f}-{high * 100:.1f}% false positives at a difference of 0 for "
+            f"this table's queries x draws ({shown}), integrated over the draw effect's share "
+            "of the variance (0 to 0.99) and the interaction's share of the rest (0 to 0.9)"
+            + (f", above 5% at {', '.join(above)}" if above else ", at most 5% everywhere")
+            + " (benchmarks/results/interval_level.md maps it)")
+
+
 def _interval_note(pairs: pl.DataFrame) -> str:
     """What the queries-and-draws interval is and what its level rests on: Banerjee's
-    construction, with the subtracted MS_E his theorem does not cover, its level simulated;
-    and its price in width for the draws of the table's rows."""
+    construction, with the subtracted MS_E his theorem does not cover, its level integrated
+    for the table's own queries and draws; and its price in width for their draws."""
     draws = sorted(d for d in pairs["draws"].unique().to_list() if d > 1)
-    if not draws:
+    if not draws or not _designs(pairs):
         return ""
     price = " and ".join(f"{_price(r):.1f} with {r} draws" for r in draws)
     return ("; queries and draws: each part with its own t quantile, in quadrature, "
             "max(MS_Q - MS_E, 0) on Q-1 degrees of freedom and MS_R (the draw effect and the "
             "interaction) on R-1 (Banerjee's 1960 construction; his theorem does not cover the "
-            "subtracted MS_E, so its level is simulated: at most 5% false positives at 30 to "
-            "1,000 queries and 2 to 10 draws, 5% only where the queries alone or the draw "
-            "effect nearly alone carry the variance, fewer with an interaction); its price "
+            f"subtracted MS_E, so its level is computed: {_level(pairs)}); its price "
             "where the interaction or the draws dominate: the median width of an interval "
             f"that knew the components times {price} (times 1.0 where the queries dominate)")
 
@@ -128,16 +153,18 @@ def _count(queries: int | None, reason: str | None) -> str:
     """A number of queries, or why there is none (`topic_set_size`'s reason, in words)."""
     if queries is not None:
         return str(queries)
+    if reason.startswith("more than"):
+        return f"> {MAX_QUERIES:,}"
     return NO_TEST if reason.startswith("one draw") else UNREACHABLE
 
 
 def _needed(row: dict) -> str:
-    """A queries-needed cell: the number for the draw estimate and, measured and planned
-    with several draws, in parentheses the number at the draw variance's upper bound."""
+    """A queries-needed cell: the report's number (`assured_size`) and, measured and planned
+    with several draws, in parentheses the number at the estimates (`topic_set_size`)."""
     found = _count(row["queries"], row["reason"])
-    if row["measured_draws"] < 2 or row["draws"] < 2 or row["queries"] is None:
-        return found  # no bound (one draw), or not reachable already at the estimate
-    return f"{found} ({_count(row['queries_upper'], row['reason_upper'])})"
+    if row["measured_draws"] < 2 or row["draws"] < 2 or row["queries_point"] is None:
+        return found  # one draw (the estimate's number), or not reachable at the estimates
+    return f"{found} ({_count(row['queries_point'], row['reason_point'])})"
 
 
 def _draw_sd(row: dict) -> str:
@@ -155,14 +182,16 @@ def _plan_notes(table: pl.DataFrame) -> str:
     notes = ""
     if (table["measured_draws"] < 2).any():
         notes += ("; paired t: the paired t-test over queries (Sakai 2016's topic set size), "
-                  "where no draw variance was measured (one draw): the draws not separated")
+                  "where no draw variance was measured (one draw): the draws not separated, "
+                  "the number at the estimate")
     zero = table.filter(pl.col("measured_draws") > 1, pl.col("s2_draw") == 0)
     if zero.height:
         dfs = "/".join(map(str, sorted(zero["draw_df"].unique().to_list())))
         notes += (f"; draw sd 0: the draw variance's estimate is 0 from {dfs} degrees of "
                   "freedom (the draws' mean square at most the interaction's, truncated), not a "
                   "measurement of none: the interval's draw part, t(R-1)^2 MS_R, stays, and the "
-                  "number in parentheses says what the draws can still hide")
+                  "number (not the one in parentheses) allows for the draw variance the draws "
+                  "cannot rule out")
     return notes
 
 
@@ -177,7 +206,9 @@ def _csfcube(rows: pl.DataFrame) -> str:
 def queries_needed_table(rows: pl.DataFrame, corpus: str, name: str
                          ) -> tuple[str, str, list[str], list[list[str]]] | None:
     """The queries-needed table: per pair of models (none with a floor model, FLOORS) of each
-    scope's largest pool, the fewest queries at which the report's own test reaches POWER."""
+    scope's largest pool, the fewest queries at which the report's own test reaches POWER in
+    expectation over what the measurement allows (`assured_size`), the number at the
+    estimates beside it."""
     pairs = pair_components(rows)
     pairs = pairs.filter(pl.col("size") == pl.col("size").max().over("scope"),
                          ~pl.col("a").is_in(list(FLOORS)), ~pl.col("b").is_in(list(FLOORS)))
@@ -198,23 +229,30 @@ def queries_needed_table(rows: pl.DataFrame, corpus: str, name: str
     level = f"{UPPER_LEVEL * 100:g}%"
     caption = (
         f"{corpus}: queries needed to detect a {name} difference of delta x100 (alpha {ALPHA}, "
-        f"power {POWER}) with R pool draws, per pair of models, from the variance components "
-        "of that pair's difference on each scope's largest pool; test interval: the 95% "
+        f"power {POWER}) with R pool draws, per pair of models, from the mean squares of that "
+        "pair's difference on each scope's largest pool; test interval: the 95% "
         "queries-and-draws interval of the differences table excludes 0 (each part's own t, "
-        "Q-1 and R-1 degrees of freedom, in quadrature: Banerjee's 1960 construction, its "
-        "level simulated), its power integrated over the mean squares' chi-squares, with the "
-        "draw estimate as "
-        f"measured, 0 included; in parentheses: the queries needed if the draw variance is as "
-        f"large as its one-sided {level} upper confidence bound (from the draws' mean square "
-        "on its R-1 degrees of freedom, as measured), how much the number rests on the draw "
-        f"estimate; draw sd: the draw component's standard deviation x100, estimated ({level} "
-        f"upper bound)" + _plan_notes(table)
-        + f"; {UNREACHABLE}: the interval's draw part (R-1 degrees of freedom) keeps its power "
-        f"below {POWER} however many queries; {NO_TEST}: measured with several draws, one "
-        f"draw cannot separate the draw variance (no test on one draw holds its level); "
-        f"{MISSING}: measured with one draw, the draw's variance unknown; draw df: the degrees "
-        "of freedom of the draw estimate every number of the row rests on (2 with 3 draws: "
-        "its 95% interval spans 0.27 to 39.5 times the estimate; 0: none)"
+        "Q-1 and R-1 degrees of freedom, in quadrature: Banerjee's 1960 construction), its "
+        "power integrated over the mean squares' chi-squares; the number allows for what the "
+        "measured draws cannot know: the fewest queries at which that power, averaged over the "
+        "variance components the measurement allows (their posterior under Jeffreys' prior, "
+        "no component below 0: Box & Tiao 1973) among those with which R draws can reach "
+        f"{POWER} at all, is {POWER} (an expected power, O'Hagan, Stevens & Campbell 2005's "
+        "assurance), and never fewer than in parentheses: the queries needed were the "
+        "estimates the truth (the draw estimate as measured, 0 included); from simulated "
+        "3-draw pilots with a draw sd of 0.3 points and a difference of 2 points "
+        "(benchmarks/results/queries_needed.md) the median true power was "
+        f"{SIMULATED['assured'][0]:.2f}-{SIMULATED['assured'][1]:.2f} at the number, "
+        f"{SIMULATED['point'][0]:.2f}-{SIMULATED['point'][1]:.2f} at the one in parentheses"
+        f"; draw sd: the draw component's standard deviation x100, estimated ({level} "
+        "one-sided upper confidence bound, from the draws' mean square on its R-1 degrees of "
+        "freedom)" + _plan_notes(table)
+        + f"; {UNREACHABLE}: at the estimates the interval's draw part (R-1 degrees of "
+        f"freedom) keeps its power below {POWER} however many queries; {NO_TEST}: measured "
+        "with several draws, one draw cannot separate the draw variance (no test on one draw "
+        f"holds its level); {MISSING}: measured with one draw, the draw's variance unknown; "
+        "draw df: the degrees of freedom of the draw estimate every number of the row rests "
+        "on (2 with 3 draws: its 95% interval spans 0.27 to 39.5 times the estimate; 0: none)"
         + (f"; pairs with {', '.join(floors)} left out (a floor)" if floors else "")
         + _identical(pairs))
     header = ["pools", "a", "b", "delta", "test", "draw df", f"draw sd ({level} upper)",

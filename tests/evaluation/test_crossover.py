@@ -243,7 +243,8 @@ def meeting(data: pl.DataFrame, a: str, b: str) -> float:
 
 def gap_alone(data: pl.DataFrame, a: str, b: str) -> Crossover:
     """The crossing from the gap's table alone, as crossover gave it before issue 58 (its
-    arithmetic: no model's line is checked)."""
+    arithmetic: no model's line is checked; only a crossing under one candidate is not
+    given, issue 71)."""
     wide = (data.pivot("model", index=["query", "size", "repeat"], values="value")
             .sort("query", "size", "repeat"))
     sizes = sorted(data["size"].unique().to_list())
@@ -252,8 +253,9 @@ def gap_alone(data: pl.DataFrame, a: str, b: str) -> Crossover:
 
 
 def test_no_crossing_is_extrapolated_past_the_floor_for_a_fusion_with_random():
-    """Issue 58: bm25 against an RRF fusion with random candidates was "36.1k": the lines meet
-    where the fusion's has fallen below random's. Any model's line (not only kind random)
+    """Issue 58: a fusion with random whose line falls below random's before it meets bm25's
+    (synthetic lines: not the demo's, whose fusion stays above random's and is still given as
+    "extrapolated: 36.1k", test_crossover_sizes.py). Any model's line (not only kind random)
     passing the floor, random's line where the results hold it, stops the extrapolation.
     Before, on these data, crossover (the commit before issue 58's) said "extrapolated: 186k
     candidates"; the gap's arithmetic alone (`gap_alone`) still does."""

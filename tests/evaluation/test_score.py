@@ -17,6 +17,7 @@ import pipeline
 from pipeline.core.errors import InputError
 from pipeline.layout import run_paths
 from pipeline.pools.build import load_pool
+from pipeline.report.tables import interval_cell
 from tests.conftest import POOL_SEED, pool_of
 
 # ours -> trec_eval's name of the same metric
@@ -241,12 +242,13 @@ def test_compare_shows_what_make_report_shows(reported, corpus_dir):
         assert (f"{pair['mean_a'] * 100:.1f}", f"{pair['mean_b'] * 100:.1f}") == (mean_a, mean_b)
         assert f"{pair['p']:.3g} ({pair['p_adjusted']:.3g})" == t_p
         assert f"{other['p']:.3g} ({other['p_adjusted']:.3g})" == fisher_p
-    # the report's bootstrap intervals: pools, metric, model, mean, interval
+    # the report's bootstrap intervals: pools, metric, model, queries, mean, interval
     intervals = {(row[1], row[2]): row[3:] for row in _markdown_rows(
-        report.section("significance").text) if len(row) == 5 and row[0] != "pools"}
+        report.section("significance").text) if len(row) == 6 and row[0] != "pools"}
     for row in t.frame().iter_rows(named=True):
         assert intervals[(row["metric"], row["model"])] == [
-            f"{row['mean'] * 100:.1f}", f"[{row['low'] * 100:.1f}, {row['high'] * 100:.1f}]"]
+            str(row["queries"]), f"{row['mean'] * 100:.1f}",
+            interval_cell(row["low"], row["high"], row["queries"], row["mean"])]
     # the report's marks on MAP (bold the best, † significantly below it) are compare's
     dataset = {r[0]: r[1] for r in report.tables["dataset"].rows}
     for row in t.frame().filter(pl.col("metric") == "map").iter_rows(named=True):

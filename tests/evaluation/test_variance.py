@@ -241,12 +241,14 @@ def test_queries_needed_are_the_reports_test_whatever_the_draw_estimate(queries,
     30-64% of them, where the paired t's n was given, at which the report's interval has
     power 0.44-0.79 (integrated). Through the report's frames (delta 0.05), for the first
     data set with an estimate of 0 and the one with the smallest positive estimate (the
-    other side of the old switch): no paired t for R > 1, no test for R = 1; the n for 3
-    draws the smallest whose integrated power reaches 0.8, and at it 10,000 simulated data
-    sets with the estimated components as the truth give the queries-and-draws interval
-    excluding 0 at least 0.78 of the time (Monte Carlo standard error 0.004: 0.78 is 5 of
-    them below 0.8); with the estimate 0, the number at the draw variance's 90% upper bound
-    is not reachable or at least the estimate's, and the paired t's n falls short."""
+    other side of the old switch): no paired t for R > 1, no test for R = 1; the n at the
+    estimates for 3 draws (`queries_point`) the smallest whose integrated power reaches 0.8
+    there, and at it 10,000 simulated data sets with the estimated components as the truth
+    give the queries-and-draws interval excluding 0 at least 0.78 of the time (Monte Carlo
+    standard error 0.004: 0.78 is 5 of them below 0.8); the report's number (issue 71: the
+    expected power's, `assured_size`) never below it, above it where the estimate is 0;
+    with the estimate 0, the number at the draw variance's 90% upper bound is not reachable
+    or at least the estimate's, and the paired t's n falls short."""
     rng = np.random.default_rng(58)
     d = (rng.normal(0, 0.1, (400, queries, 1)) + rng.normal(0, 0.003, (400, 1, 3))
          + rng.normal(0, math.sqrt(s2_resid), (400, queries, 3)))
@@ -263,17 +265,20 @@ def test_queries_needed_are_the_reports_test_whatever_the_draw_estimate(queries,
         by = {r["draws"]: r for r in table.iter_rows(named=True)}
         assert by[1]["queries"] is None and by[1]["reason"].startswith("one draw"), by[1]
         truth = (c["s2_query"], c["s2_draw"], c["s2_resid"])
-        n = by[3]["queries"]
+        n = by[3]["queries_point"]
         assert interval_power(n - 1, 0.05, *truth, 3) < 0.8 <= interval_power(n, 0.05, *truth, 3)
         rate = interval_rejections(n, 0.05, *truth, datasets=10_000, seed=i + 1)
         assert rate >= 0.78, (i, truth, n, rate)
+        for r in (3, 10):
+            assert by[r]["queries"] >= by[r]["queries_point"], by[r]
         if c["s2_draw"] > 0:
             continue
+        assert by[3]["queries"] > n, by[3]
         for r in (3, 10):
             row = by[r]
             assert (row["queries_upper"] is None
                     and row["reason_upper"] == f"not reachable with {r} draws"
-                    or row["queries_upper"] >= row["queries"]), row
+                    or row["queries_upper"] >= row["queries_point"]), row
         paired = topic_set_size(0.05, c["s2_query"] + c["s2_resid"] / 3).queries  # the old n
         assert paired < n and interval_power(paired, 0.05, *truth, 3) < 0.8, (paired, n)
 
@@ -454,9 +459,10 @@ def test_one_draw_says_the_interval_is_the_queries_alone():
 def test_a_draw_estimate_of_0_is_called_that_and_keeps_the_interval():
     """Issue 58: a pair whose draws' mean square is half the interaction's (estimate 0 from 2
     degrees of freedom) was planned with the paired t under "no draw variance was measured".
-    The table keeps the interval, gives the estimate as 0 beside its 90% upper bound, each
-    cell's number at that bound in parentheses (not reachable or at least the estimate's),
-    and the caption names the estimate for what it is."""
+    The table keeps the interval, gives the estimate as 0 beside its 90% upper bound, and
+    the caption names the estimate for what it is. Issue 71: each cell's number allows for
+    the draw variance the estimate cannot rule out (`assured_size`), the number at the
+    estimates in parentheses, never more, and fewer with 3 draws."""
     import re
 
     from pipeline.report.tables import latex_text, markdown_table
@@ -480,11 +486,13 @@ def test_a_draw_estimate_of_0_is_called_that_and_keeps_the_interval():
     for row in body:
         assert row[7] == "no test (1 draw)", row
         for cell in row[8:]:
-            n, upper = re.fullmatch(r"(\d+) \((\d+|not reachable)\)", cell).groups()
-            assert upper == "not reachable" or int(upper) >= int(n), cell
-    assert any("(not reachable)" in c for r in body for c in r[8:])  # the bound matters here
+            n, point = map(int, re.fullmatch(r"(\d+) \((\d+)\)", cell).groups())
+            assert n >= point, cell
+        n, point = map(int, re.fullmatch(r"(\d+) \((\d+)\)", row[8]).groups())
+        assert n > point, row  # R=3: the draws' 2 degrees of freedom cost queries
     assert ("the draw variance's estimate is 0 from 2 degrees of freedom" in caption
-            and "90% upper confidence bound" in caption), caption
+            and "90% one-sided upper confidence bound" in caption
+            and "allows for the draw variance the draws cannot rule out" in caption), caption
     assert "no draw variance was measured" not in caption and "paired t:" not in caption
     rendered = markdown_table(header, body)
     assert body[0][8] in rendered and "draw sd (90% upper)" in rendered

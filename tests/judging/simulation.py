@@ -13,17 +13,20 @@ Two kinds of design: `budget` pairs per query spread by sample.py's `allocate` (
 needs 2; at 2% a stratum of 40 candidates still gets 2). The lists of one data set's pool draw
 form one group (`Lists.group`: what pool_values pools P@k's fallback share over).
 
-Planted relevance of an uncited candidate with topicality t ~ N(0, 1): 40% for t > 2.05 (the
-top 2%), 20% for 1.64 < t <= 2.05, 8% for 1.04 < t <= 1.64, 2% below, each times the query's
-own factor exp(N(0, 0.5^2)) (capped at 90%); grades 1-3, higher for higher t. Citations: 2 +
-Poisson(4) per query, topicality N(1.5, 1), grade 1, in every pool and draw of the query. A
-model scores t + its noise (scale 1.0 or 1.3, times the query's difficulty U(0.6, 1.4)); the
-second also favours cited papers (+0.6), as a model trained on citations might.
+Planted relevance of an uncited candidate with topicality t ~ N(0, 1) (the default world;
+`Design.relevance` and `cited_*` set others): 40% for t > 2.05 (the top 2%), 20% for 1.64 < t
+<= 2.05, 8% for 1.04 < t <= 1.64, 2% below, each times the query's own factor exp(N(0,
+0.5^2)) (capped at 90%); grades 1-3, higher for higher t. Citations: 2 + Poisson(4) per
+query, topicality N(1.5, 1), grade 1, in every pool and draw of the query. A model scores t +
+its noise (scale 1.0 or 1.3, times the query's difficulty U(0.6, 1.4)); the second also
+favours cited papers (+0.6), as a model trained on citations might. WORLDS: the worlds jkAP's
+thin-sample flag is measured in (benchmarks/jkap_flag.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from scipy.stats import norm
@@ -34,7 +37,7 @@ from pipeline.evaluation.variance import (
     interval_power,
     mean_squares,
 )
-from pipeline.judging.inferred import Lists, list_metrics
+from pipeline.judging.inferred import Lists, list_metrics, thin_mask
 from pipeline.judging.sample import allocate, strata_edges
 
 EDGES = strata_edges(100)
@@ -47,12 +50,18 @@ METRICS = ("jkAP", "infAP", "statAP", "infP@10", "infNDCG@10")
 @dataclass(frozen=True)
 class Design:
     """One simulated design: `queries` x `draws`, the budget per query (None: `rate` of
-    every stratum, at least two candidates)."""
+    every stratum, at least two candidates); and the world it samples: `relevance`, the
+    planted rates of an uncited candidate by topicality band (t > 2.05, > 1.64, > 1.04,
+    below: the module doc's 40/20/8/2%), and the citations per query, `cited_min` +
+    Poisson(`cited_mean`)."""
 
     queries: int = 30
     draws: int = 3
     budget: int | None = 12
     rate: float | None = None
+    relevance: tuple[float, float, float, float] = (0.4, 0.2, 0.08, 0.02)
+    cited_min: int = 2
+    cited_mean: float = 4.0
 
 
 def _take(values: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -72,21 +81,26 @@ def _counts(member: np.ndarray, stratum: np.ndarray, grade: np.ndarray,
     return out.reshape(b * r, len(EDGES) + 1, GRADES + 1)
 
 
-def simulate(rng: np.random.Generator, sets: int, design: Design
+def simulate(rng: np.random.Generator, sets: int, design: Design,
+             metrics: tuple[str, ...] = METRICS
              ) -> dict[tuple[int, int, str, str], np.ndarray]:
     """`sets` data sets at once: {(size, model, kind, metric): array (sets, Q, R)} with kind
-    truth, cited, inferred; and {(size, -1, "rates", "")}: each stratum's sampling rate
-    (sets * Q * R, strata)."""
+    truth, cited, inferred, for each of `metrics`; {(size, -1, "rates", "")} and {(size, -1,
+    "drawn", "")}: each stratum's sampling rate and judged pairs (sets * Q * R, strata); and
+    {(size, -1, "thin", "")}: (sets, R, strata), whether each pool draw's sample leaves the
+    stratum thinner than jkAP needs (inferred.thin_mask: the report's flag, the draw's queries
+    as one pool's)."""
     b, q, r = sets * design.queries, design.queries, design.draws
     size_max = max(SIZES)
-    cited_count = 2 + rng.poisson(4, b)
+    cited_count = design.cited_min + rng.poisson(design.cited_mean, b)
     c_max = int(cited_count.max())
     factor = np.exp(rng.normal(0, 0.5, b))
     difficulty = rng.uniform(0.6, 1.4, b)
     cited_t = np.broadcast_to(rng.normal(1.5, 1.0, (b, 1, c_max)), (b, r, c_max))
     present_c = np.broadcast_to((np.arange(c_max) < cited_count[:, None])[:, None], (b, r, c_max))
     t = rng.normal(0, 1, (b, r, size_max))
-    rate = np.select([t > 2.05, t > 1.64, t > 1.04], [0.4, 0.2, 0.08], 0.02)
+    rate = np.select([t > 2.05, t > 1.64, t > 1.04], list(design.relevance[:3]),
+                     design.relevance[3])
     planted = rng.random(t.shape) < np.minimum(0.9, rate * factor[:, None, None])
     grade_u = np.where(planted, 1 + (rng.random(t.shape) < 0.4)
                        + (t > 2.0) * (rng.random(t.shape) < 0.5), 0)
@@ -151,10 +165,15 @@ def simulate(rng: np.random.Generator, sets: int, design: Design
                               all_sizes if judged is not None else np.ones_like(all_sizes),
                               judged if judged is not None else np.ones_like(all_sizes),
                               count, group)
-                values = list_metrics(lists, (10,), METRICS)
-                for metric in METRICS:
+                values = list_metrics(lists, (10,), metrics)
+                for metric in metrics:
                     out[size, model, kind, metric] = values[metric].reshape(sets, q, r)
         out[size, -1, "rates", ""] = (drawn / np.maximum(sizes, 1)).reshape(-1, len(EDGES))
+        out[size, -1, "drawn", ""] = drawn.reshape(-1, len(EDGES)).astype(np.float64)
+        # per data set and draw (its queries one pool): queries on the second-to-last axis
+        out[size, -1, "thin", ""] = thin_mask(
+            sizes.reshape(sets, q, r, -1).swapaxes(1, 2),
+            drawn.reshape(sets, q, r, -1).swapaxes(1, 2))
     return out
 
 
@@ -164,6 +183,28 @@ DESIGNS = {"rate 2%": Design(budget=None, rate=0.02), "rate 5%": Design(budget=N
 
 
 SEED = 20261126
+
+# jkAP's thin-sample flag (issue 71; benchmarks/jkap_flag.py): the worlds it is measured in,
+# Design's world fields. dense: the module doc's planted rates and citations; sparse: a quarter
+# of those rates and 1 + Poisson(1) citations a query, so that the drawn relevant make much of
+# R; flat: 1% at every topicality (the models' ranks say nothing of the uncited relevant, which
+# lie mostly in the deepest stratum) and 1 + Poisson(1) citations.
+WORLDS: dict[str, dict[str, Any]] = {
+    "dense": {},
+    "sparse": {"relevance": (0.1, 0.05, 0.02, 0.005), "cited_min": 1, "cited_mean": 1.0},
+    "flat": {"relevance": (0.01, 0.01, 0.01, 0.01), "cited_min": 1, "cited_mean": 1.0},
+}
+# the designs: the rates of DESIGNS, and SAMPLE (the pipeline's setting) from 4 to 40
+FLAG_DESIGNS = {**{name: design for name, design in DESIGNS.items() if name.startswith("rate")},
+                **{f"SAMPLE {n}": Design(budget=n) for n in (4, 8, 12, 16, 20, 24, 30, 40)}}
+FLAG_SEED = 20270113
+
+
+def flag_design(world: str, name: str) -> tuple[Design, int]:
+    """The design `name` of FLAG_DESIGNS in the world `world` of WORLDS, and its seed (the
+    benchmark's and the tests')."""
+    seed = FLAG_SEED + 100 * list(WORLDS).index(world) + list(FLAG_DESIGNS).index(name)
+    return replace(FLAG_DESIGNS[name], **WORLDS[world]), seed
 
 
 def design_seed(name: str) -> int:
@@ -232,9 +273,10 @@ def summarise(result: dict[tuple[int, int, str, str], np.ndarray],
     return rows
 
 
-def run(seed: int, sets: int, design: Design, chunk: int = 25
-        ) -> dict[tuple[int, int, str, str], np.ndarray]:
+def run(seed: int, sets: int, design: Design, chunk: int = 25,
+        metrics: tuple[str, ...] = METRICS) -> dict[tuple[int, int, str, str], np.ndarray]:
     """`simulate` in chunks of `chunk` data sets (bounded memory), concatenated."""
     rng = np.random.default_rng(seed)
-    parts = [simulate(rng, min(chunk, sets - done), design) for done in range(0, sets, chunk)]
+    parts = [simulate(rng, min(chunk, sets - done), design, metrics)
+             for done in range(0, sets, chunk)]
     return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}

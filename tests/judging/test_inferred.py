@@ -20,6 +20,8 @@ from pipeline.core.errors import InputError
 from pipeline.evaluation.variance import interval_power
 from pipeline.judging.inferred import (
     CUTOFFS,
+    JK_BIAS,
+    JK_WITHIN_SAMPLE,
     Lists,
     differences,
     jkap_thin,
@@ -195,8 +197,10 @@ def test_the_must_show_at_2_and_20_percent_and_the_budget_design(name):
 
 def test_jkap_is_flagged_where_a_stratum_is_judged_more_thinly_than_the_simulation_needed():
     """A small judged pool (8 queries): at SAMPLE 8 every stratum has fewer judged pairs per
-    query than jkAP needed in the simulation (4 above the deepest, 8 in it), and the report's
-    means caption says so next to jkAP, naming the SAMPLE that avoids it; drawn with that
+    query than jkAP needs (4 above the deepest, 12 in it), and the report's means caption says
+    so next to jkAP, with the bias range such samples had in the simulation's worlds and the
+    SAMPLE that kept it within 0.01 there (inferred.JK_BIAS, JK_WITHIN_SAMPLE:
+    tests/judging/test_jkap_flag.py), naming the SAMPLE that avoids it; drawn with that
     SAMPLE the pool is not flagged (and with one fewer it still is: the smallest), nor is the
     caption; a pool judged whole (a census) is never flagged."""
     truth, runs, _, qrels = _data()
@@ -210,12 +214,17 @@ def test_jkap_is_flagged_where_a_stratum_is_judged_more_thinly_than_the_simulati
     thin = judged(8)
     strata, needed = jkap_thin(pool, qrels, thin.judgments, thin.sample)
     assert [s.label for s in strata] == ["1-10", "11-30", "31-100"]
-    assert all(s.judged < s.needed for s in strata) and strata[-1].needed == 8
+    assert all(s.judged < s.needed for s in strata) and strata[-1].needed == 12
     assert needed > 8
     caption = assessor_tables("c", [thin]).tables[0][1]
     [line] = [part for part in caption.split("; ") if "jkAP may be biased" in part]
-    assert f"SAMPLE={needed} would avoid it" in caption and "4 of 8 in ranks 31-100" in line
-    assert "+0.02 high" in line and "0.01 low" in line  # the deepest and the top ones thin
+    assert f"SAMPLE={needed} would avoid it" in caption and "4 of 12 in ranks 31-100" in line
+    low, high = JK_BIAS
+    assert f"from {low:+.3f} to {high:+.3f} off the truth" in line
+    assert f"within 0.01 from SAMPLE {JK_WITHIN_SAMPLE} there" in line
+    # the deepest and the top ones thin: both directions named
+    assert "low where a stratum above the deepest is thin" in line
+    assert "high where the deepest is" in line
     assert [s.deepest for s in strata] == [False, False, True]
     for n, flagged in ((needed - 1, True), (needed, False), (10_000, False)):
         enough = judged(n)

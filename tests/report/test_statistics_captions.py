@@ -5,8 +5,10 @@ significance section's CSFCube means the CSFCube table's fold means."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -150,9 +152,9 @@ def test_csfcube_significance_prints_the_tables_fold_means():
         assert cells[2].replace("**", "") == (f"{fold['ndcg%20'] * 100:.2f} / "
                                               f"{fold['map_ranked-l2'] * 100:.2f}")
         assert abs(fold["ndcg%20"] - plain) > 0.1  # the folds weigh the queries unequally
-        _, _, _, mean, interval = next(c for c in cells_of(text)
-                                       if len(c) == 5 and c[:3] == ["method-900", "ndcg%20",
-                                                                    model])
+        _, _, _, _, mean, interval = next(c for c in cells_of(text)
+                                          if len(c) == 6 and c[:3] == ["method-900", "ndcg%20",
+                                                                       model])
         assert mean == f"{fold['ndcg%20'] * 100:.1f}" != f"{plain * 100:.1f}"
         low, high = bounds(interval)
         assert low < fold["ndcg%20"] * 100 < high
@@ -166,3 +168,52 @@ def test_csfcube_significance_prints_the_tables_fold_means():
     plain_text = significance_section(rows)
     assert "plain means over the queries here (no query's test fold was found" in plain_text
     assert "every mean here" not in plain_text
+
+
+def test_the_differences_caption_states_the_level_of_its_own_queries_and_draws():
+    """Issue 71: the caption said "at most 5% false positives at 30 to 1,000 queries" above
+    pools of 25. Its level is now integrated for the table's own queries x draws (over where
+    the variance comes from): 2.2-5.0% at 25 x 3, the design named; a pool of 2 queries (the
+    fewest with an interval) is above 5% there, and the caption says where."""
+    from pipeline.evaluation.variance import level_range
+
+    rng = np.random.default_rng(71)
+    caption = tables(frame({(2000, m): y for m, y in pair(rng, queries=25).items()})
+                     )["variance-differences"][0]
+    assert "30 to 1,000" not in caption
+    low, high = level_range(25, 3)
+    assert f"{low * 100:.1f}-{high * 100:.1f}% false positives" in caption
+    assert "this table's queries x draws (25 x 3)" in caption and "at most 5% everywhere" in caption
+    mixed = tables(frame({**{(2000, m): y for m, y in pair(rng, queries=25).items()},
+                          **{(1000, m): y for m, y in pair(rng, queries=2).items()}})
+                   )["variance-differences"][0]
+    assert "(2 x 3, 25 x 3)" in mixed and "above 5% at 2 x 3" in mixed, mixed
+
+
+def test_the_queries_needed_caption_names_its_number_and_the_one_beside_it():
+    """Issue 71: the table's number is the expected power's over what the measurement allows
+    (assurance, with its references), the number at the estimates in parentheses, the
+    simulated powers of both quoted from benchmarks/results/queries_needed.md (its .json, as
+    committed); no cell gives a number below the one beside it."""
+    from pipeline.report.variance import SIMULATED
+
+    rng = np.random.default_rng(72)
+    caption, body = tables(frame({(2000, m): y for m, y in pair(rng, draw_sd=0.005).items()})
+                           )["queries-needed"]
+    for words in ("expected power", "O'Hagan, Stevens & Campbell 2005", "Box & Tiao 1973",
+                  "Jeffreys' prior", "in parentheses: the queries needed were the estimates",
+                  "benchmarks/results/queries_needed.md",
+                  f"{SIMULATED['assured'][0]:.2f}-{SIMULATED['assured'][1]:.2f} at the number",
+                  "not reachable: at the estimates"):
+        assert words in caption, words
+    assert SIMULATED["assured"][0] >= 0.78 > SIMULATED["point"][0]
+    results = json.loads((Path(__file__).parents[2] / "benchmarks" / "results"
+                          / "queries_needed.json").read_text())
+    for which, (low, high) in SIMULATED.items():  # the committed figures, as rounded
+        found = [r[which]["median_power"] for r in results["rows"]
+                 if r["draw_sd"] == 0.003 and r["delta"] == 0.02]
+        assert (round(min(found), 2), round(max(found), 2)) == (low, high), (which, found)
+    for row in body:
+        for cell in row[8:]:
+            found = re.fullmatch(r"(\d+) \((\d+)\)", cell)
+            assert found is None or int(found[1]) >= int(found[2]), cell
