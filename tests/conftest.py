@@ -381,6 +381,20 @@ def copy_corpus(corpus_dir: Path, dest: Path) -> Path:
     return dest
 
 
+@pytest.fixture(autouse=True)
+def _pipeline_logger_as_it_was():
+    """The "pipeline" logger's level and handlers as before the test: a test that runs the
+    command line in this process (`main(["-q", ...])`) sets them (logs.setup), and a later
+    test on the same worker would otherwise miss its INFO lines (caplog)."""
+    import logging
+
+    logger = logging.getLogger("pipeline")
+    level, handlers = logger.level, list(logger.handlers)
+    yield
+    logger.setLevel(level)
+    logger.handlers[:] = handlers
+
+
 @pytest.fixture(scope="session")
 def raw_corpus(tmp_path_factory) -> Path:
     """An S2ORC-format corpus of 8,000 papers in 3 shards."""
