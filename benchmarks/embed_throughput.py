@@ -130,25 +130,31 @@ def speed(seconds: list[float], papers: int, tokens: int, flops: float,
     return row
 
 
-def compare(name: str, papers: list[tuple[str, str]], work: Path, repeats: int,
-            precision: str = "fp32") -> dict:
+def st_peer(source: str | Path, ours: Encoder):
+    """sentence-transformers on the same weights, precision, max length, pooling and
+    attention as the engine `ours`."""
     from sentence_transformers import SentenceTransformer, models
 
-    entry, source = model_entry(name, work)
-    entry = with_precision(entry, precision)
-    ours = Encoder(entry, model_path=source)
-    texts = [ours.format(t, a) for t, a in papers]
-    lengths = np.array([len(x) for x in ours.tokenize(texts)])
-    dtype = model_dtype(entry, ours.device)
-    # sentence-transformers on the same weights, precision, max length, pooling and attention
-    transformer = models.Transformer(source, max_seq_length=ours.max_length,
-                                     model_kwargs={"dtype": dtype,
+    entry = ours.entry
+    transformer = models.Transformer(str(source), max_seq_length=ours.max_length,
+                                     model_kwargs={"dtype": model_dtype(entry, ours.device),
                                                    "attn_implementation": ours.attention})
     pooling = models.Pooling(transformer.get_embedding_dimension(),
                              pooling_mode="cls" if entry.pooling == "cls" else "mean")
     modules = [transformer, pooling] + ([models.Normalize()] if entry.normalize else [])
     peer = SentenceTransformer(modules=modules, device=str(ours.device))
     peer.eval()
+    return peer
+
+
+def compare(name: str, papers: list[tuple[str, str]], work: Path, repeats: int,
+            precision: str = "fp32") -> dict:
+    entry, source = model_entry(name, work)
+    entry = with_precision(entry, precision)
+    ours = Encoder(entry, model_path=source)
+    texts = [ours.format(t, a) for t, a in papers]
+    lengths = np.array([len(x) for x in ours.tokenize(texts)])
+    peer = st_peer(source, ours)
 
     def run_ours():
         return ours.encode(texts, progress=False)[0]
@@ -165,7 +171,7 @@ def compare(name: str, papers: list[tuple[str, str]], work: Path, repeats: int,
                          "sentence-transformers": lambda: run_peer(batch)}, repeats)
     flops = useful_flops(ours.model, lengths)
     peak = peak_tflops(ours.device)
-    result = {"model": name, "max_length": ours.max_length, "dtype": str(dtype),
+    result = {"model": name, "max_length": ours.max_length, "dtype": str(ours.model.dtype),
               "papers": len(texts), "tokens": int(lengths.sum()),
               "mean_tokens_per_paper": round(float(lengths.mean()), 1),
               "cosine_pipeline_vs_peer": round(agreement, 5), "peer_batch_size": batch,

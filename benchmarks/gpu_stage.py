@@ -460,9 +460,8 @@ def engine_vs_peer(run: Run, corpus_dir: Path | None, settings: dict, model_dir:
     """Step 5 (a): embed_throughput.py's comparison (its functions) on the same model in
     bf16, with each paper's cosine to the fp32 engine's vectors; on the corpus's papers, or
     embed_throughput.py's own where the corpus was not built."""
-    from sentence_transformers import SentenceTransformer, models
 
-    from benchmarks.embed_throughput import synthetic_papers
+    from benchmarks.embed_throughput import st_peer, synthetic_papers
 
     if not run.step("the engine against sentence-transformers", 90):
         return None
@@ -478,12 +477,7 @@ def engine_vs_peer(run: Run, corpus_dir: Path | None, settings: dict, model_dir:
     ours = Encoder(with_precision(entry, precision), model_path=model_dir,
                    device=settings["device"])
     lengths = np.array([len(x) for x in ours.tokenize(texts)])
-    transformer = models.Transformer(str(model_dir), max_seq_length=ours.max_length,
-                                     model_kwargs={"dtype": ours.model.dtype,
-                                                   "attn_implementation": ours.attention})
-    pooling = models.Pooling(transformer.get_embedding_dimension(), pooling_mode="cls")
-    peer = SentenceTransformer(modules=[transformer, pooling], device=str(ours.device))
-    peer.eval()
+    peer = st_peer(model_dir, ours)
 
     def run_ours():
         return ours.encode(texts, progress=False)[0]
