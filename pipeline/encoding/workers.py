@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import re
 import signal
@@ -79,6 +80,10 @@ def _listed(device: str) -> list[str]:
         raise OptionError("{DEVICE=}: one kind of device, GPUs (cuda:0,cuda:1) or CPU workers "
                           "(cpu,cpu), not both: their vectors differ in the last bits",
                           {"DEVICE": device})
+    cores = os.cpu_count() or 1
+    if words[0] == "cpu" and len(words) > cores:  # refused before any process is started
+        raise OptionError("{DEVICE=}: " + f"{len(words)} CPU workers on {cores} cores; give at "
+                          f"most {cores} (each worker runs the whole model)", {"DEVICE": device})
     if words[0].startswith("cuda"):
         count = _visible_gpus()
         if not count:

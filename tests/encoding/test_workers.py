@@ -287,3 +287,11 @@ def test_the_parts_counts_add_up_across_workers():
     outcome.add(_part_counts({"sentences": 9, "gpu_busy": 0.5},
                              {"sentences": 12, "gpu_busy": 0.8}), 300)
     assert outcome.counts == {"sentences": 7, "gpu_busy": 0.725}
+
+
+def test_more_cpu_workers_than_cores_are_refused_before_any_starts(monkeypatch):
+    """An absurd count of CPU workers is one line, before any process is started."""
+    monkeypatch.setattr(workers.os, "cpu_count", lambda: 2)
+    assert worker_devices("cpu,cpu") == ["cpu", "cpu"]
+    with pytest.raises(OptionError, match="3 CPU workers on 2 cores; give at most 2"):
+        worker_devices("cpu,cpu,cpu")
