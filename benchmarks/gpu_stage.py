@@ -318,7 +318,26 @@ def fresh(run: Run, data: Path, settings: dict, model_dir: Path) -> None:
     scored = next((t for t in reversed(stage_times(data)) if t["stage"] == "eval"), {})
     run.record("steps", "eval", {"how": how, "eval_stage_process_s": times[0],
                                  "noop_make_eval_s": times[1],
-                                 "eval_stage_s": scored.get("seconds")})
+                                 "eval_stage_s": scored.get("seconds"),
+                                 "noop_imports": noop_imports(run, env)})
+
+
+def noop_imports(run: Run, env: dict[str, str]) -> dict[str, float]:
+    """The no-op goal's slowest top-level imports (`python -X importtime`, cumulative
+    seconds): where its fixed cost goes."""
+    done, _ = command(run, "eval (no-op, import times)",
+                      [sys.executable, "-X", "importtime", "-m", "pipeline", "goal", "eval"],
+                      env, run.left())
+    if done is None:
+        return {}
+    tops: dict[str, float] = {}
+    for line in done.stderr.splitlines():
+        parts = line.split("|")
+        if line.startswith("import time:") and len(parts) == 3 and \
+                parts[1].strip().isdigit() and not parts[2].startswith("  "):
+            name = parts[2].strip()
+            tops[name] = max(tops.get(name, 0.0), int(parts[1]) / 1e6)
+    return dict(sorted(tops.items(), key=lambda kv: -kv[1])[:12])
 
 
 def pool_texts(corpus_dir: Path, pool: str, encoder: Encoder) -> tuple[np.ndarray, list[str]]:

@@ -51,7 +51,54 @@ STOP_S = 10.0  # how long a worker is given to end after it is told to (then ter
 LISTED_DEVICE = re.compile(r"cpu|cuda:\d+")
 
 
+SINGLE_DEVICE = re.compile(r"cpu|cuda(?::(\d+))?")
+
+
+def _nvml_count() -> int | None:
+    """The GPUs the NVIDIA driver counts (NVML, by ctypes: no torch, a few milliseconds);
+    None where there is no driver library or it does not answer."""
+    import ctypes
+
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+        if nvml.nvmlInit_v2() != 0:
+            return None
+        try:
+            count = ctypes.c_uint(0)
+            return int(count.value) if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0 \
+                else None
+        finally:
+            nvml.nvmlShutdown()
+    except (OSError, AttributeError):
+        return None
+
+
+def visible_of(count: int | None, visible: str | None) -> int | None:
+    """The GPUs CUDA shows this process, from the driver's `count` and CUDA_VISIBLE_DEVICES
+    (`visible`), as CUDA reads it: indices up to the first one absent or repeated. None
+    where the driver did not answer or the variable names GPUs otherwise (UUIDs, MIG): then
+    torch counts them."""
+    if count is None or visible is None:
+        return count
+    shown: list[int] = []
+    for word in visible.split(","):
+        if not word.strip():
+            break
+        if not word.strip().isdigit():
+            return None
+        index = int(word)
+        if index >= count or index in shown:
+            break
+        shown.append(index)
+    return len(shown)
+
+
 def _visible_gpus() -> int:
+    """The GPUs this process sees: by NVML where it answers (no torch: a no-op stage on a GPU
+    node stays fast), else torch's count."""
+    count = visible_of(_nvml_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if count is not None:
+        return count
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -101,10 +148,23 @@ def check_devices(device: str | None) -> None:
     of a list's), whatever is left to embed."""
     if device and "," in device:
         worker_devices(device)
-    elif device:
+    elif device and not _plainly_here(device):
         from pipeline.encoding.encoders import check_device
 
         check_device(device)
+
+
+def _plainly_here(device: str) -> bool:
+    """`cpu`, or `cuda` / `cuda:<i>` with a GPU i the driver shows this process (NVML): here,
+    known without importing torch (a second). Anything else is left to torch's check, which
+    words the refusal."""
+    match = SINGLE_DEVICE.fullmatch(device)
+    if match is None:
+        return False
+    if device == "cpu":
+        return True
+    count = visible_of(_nvml_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return bool(count) and int(match.group(1) or 0) < count
 
 
 def device_label(devices: Sequence[str]) -> str:

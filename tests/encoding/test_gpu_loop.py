@@ -12,11 +12,14 @@ import polars as pl
 import pytest
 import torch
 
+from pipeline.core.logs import Progress
+from pipeline.encoding import encoders
 from pipeline.encoding.encoders import (
     IN_FLIGHT,
     MAX_BATCH,
     Encoder,
     HostCopy,
+    gpu_attention,
     host_array,
     pad_widths,
 )
@@ -271,3 +274,40 @@ def test_only_bert_with_sdpa_on_a_gpu_gets_a_broadcast_mask(encoder, tiny_mpnet)
     assert not broadcast_mask(encoder.model, "eager", cuda)
     mpnet = AutoModel.from_pretrained(tiny_mpnet)
     assert not broadcast_mask(mpnet, "eager", cuda)
+
+
+def test_on_a_gpu_encode_tokenizes_in_chunks_and_gives_every_text_its_vector(
+        encoder, corpus_dir, monkeypatch):
+    """encode on the GPU's path tokenizes chunk by chunk (the next on a thread): every text
+    tokenized once, in order, each vector the one the whole list gives up to rounding (batches
+    are cut per chunk), the tokens counted once, one bar over all the texts."""
+    papers = pl.read_parquet(corpus_dir / "prefiltered.parquet").head(50)
+    texts = [encoder.format(t, a) for t, a in zip(papers["title"], papers["abstract"],
+                                                  strict=True)]
+    whole, whole_tokens = encoder.encode_ids(encoder.tokenize(texts), progress=False)
+    monkeypatch.setattr(encoders, "TOKENIZE_CHUNK", 16)
+    seen: list[int] = []
+    tokenize = encoder.tokenize
+    monkeypatch.setattr(encoder, "tokenize", lambda some: seen.append(len(some)) or
+                        tokenize(some))
+    bar = Progress(len(texts), "embed", show=False)
+    vectors, tokens = encoder.encode(texts, progress=bar)
+    assert seen == [16, 16, 16, 2] and tokens == whole_tokens and bar.done == len(texts)
+    np.testing.assert_allclose(vectors, whole, atol=2e-6)
+
+
+def test_a_gpu_batch_runs_without_cudnn_attention_and_a_cpu_one_as_it_is():
+    """cuDNN's SDPA builds a plan per new shape: off inside a GPU batch (the flags restored
+    after it), a CPU's SDPA left as it is."""
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    with gpu_attention(torch.device("cuda")):
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.mem_efficient_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled()
+    assert torch.backends.cuda.cudnn_sdp_enabled() == before
+    torch.backends.cuda.enable_cudnn_sdp(True)
+    try:
+        with gpu_attention(torch.device("cpu")):
+            assert torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)

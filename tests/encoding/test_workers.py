@@ -295,3 +295,32 @@ def test_more_cpu_workers_than_cores_are_refused_before_any_starts(monkeypatch):
     assert worker_devices("cpu,cpu") == ["cpu", "cpu"]
     with pytest.raises(OptionError, match="3 CPU workers on 2 cores; give at most 2"):
         worker_devices("cpu,cpu,cpu")
+
+
+def test_gpus_are_counted_by_the_driver_as_cuda_shows_them_and_torch_where_it_cannot(
+        monkeypatch):
+    """The driver's count (NVML, no torch) cut by CUDA_VISIBLE_DEVICES as CUDA reads it; a
+    device the driver shows passes the stages' check without torch's, anything else goes to
+    torch's check (which words the refusal)."""
+    assert workers.visible_of(4, None) == 4 and workers.visible_of(None, "0") is None
+    assert workers.visible_of(4, "2,0") == 2 and workers.visible_of(4, "") == 0
+    assert workers.visible_of(4, "1,7,2") == 1  # CUDA stops at the first absent index
+    assert workers.visible_of(4, "1,1") == 1 and workers.visible_of(4, "0,,1") == 1
+    assert workers.visible_of(2, "GPU-8f3a,0") is None  # UUIDs: torch counts them
+    from pipeline.encoding import encoders
+
+    asked: list[str] = []
+    monkeypatch.setattr(encoders, "check_device", asked.append)
+    monkeypatch.setattr(workers, "_nvml_count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    for here in ("cpu", "cuda", "cuda:0"):
+        workers.check_devices(here)
+    assert asked == []
+    for elsewhere in ("cuda:1", "gpu", "cpu:0"):
+        workers.check_devices(elsewhere)
+    assert asked == ["cuda:1", "gpu", "cpu:0"]
+    monkeypatch.setattr(workers, "_nvml_count", lambda: None)  # no driver: torch decides
+    workers.check_devices("cuda")
+    assert asked[-1] == "cuda"
+    workers.check_devices("cpu")
+    assert asked[-1] == "cuda"
