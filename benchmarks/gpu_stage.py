@@ -152,7 +152,9 @@ def write(path: Path, text: str) -> None:
 
 
 def commit() -> str | None:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+    """The checkout's commit, `-dirty` where its files differ from it (a device machine may
+    get a working tree newer than its git metadata)."""
+    done = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT,
                           capture_output=True, text=True, check=False)
     return (done.stdout.strip() or None) if done.returncode == 0 else None
 

@@ -28,6 +28,7 @@ CITATION_MODES = ("inbound", "outbound", "either")  # what "citations" means in 
 # (pipeline/retrieval/bm25/engines.py) and the dense search's backend (dense/exact.py)
 BM25_ENGINES, BM25_ENGINE = ("lucene", "arrays"), "arrays"
 BACKENDS, BACKEND = ("auto", "faiss-cpu", "faiss-gpu", "torch-cuda", "torch-cpu"), "auto"
+GPU_BACKENDS = ("faiss-gpu", "torch-cuda")  # those checked before a search (exact.check_backend)
 FOS_SOURCES = ("external", "s2-fos-model")  # which S2AG field labels count
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from pipeline.core.errors import OptionError
 from pipeline.core.logs import progress
+from pipeline.glossary import GPU_BACKENDS
 from pipeline.models import Similarity
 
 if TYPE_CHECKING:
@@ -272,7 +273,7 @@ def faiss_gpu_works() -> bool:
 
 def check_backend(backend: str) -> None:
     """A forced GPU backend that cannot run is an error, never a silent fallback."""
-    if backend not in ("faiss-gpu", "torch-cuda"):
+    if backend not in GPU_BACKENDS:
         return
     import torch
 

@@ -22,7 +22,7 @@ from pipeline.encoding.store import (
     load_vectors,
     store_parts,
 )
-from pipeline.glossary import BACKEND
+from pipeline.glossary import BACKEND, GPU_BACKENDS
 from pipeline.layout import MANIFEST, PREFILTERED, Place, imported_queries_path, store_dir
 from pipeline.models import ModelEntry
 from pipeline.pools.queries import query_texts
@@ -121,9 +121,12 @@ class Dense(Retriever):
     OPTIONS = {"backend": BACKEND, "model_path": None}
 
     def check(self, options: dict) -> None:
-        from pipeline.retrieval.dense.exact import check_backend
+        """A GPU backend forced where there is none is refused (exact.check_backend); other
+        backends need no check, nor Faiss imported (a quarter second of a no-op goal)."""
+        if options["backend"] in GPU_BACKENDS:
+            from pipeline.retrieval.dense.exact import check_backend
 
-        check_backend(options["backend"])  # a GPU backend forced where there is none
+            check_backend(options["backend"])
 
     def index(self, place: Place, pool: str, entry: ModelEntry, threads: int = 2,
               options: dict | None = None, part_size: int | None = None) -> dict:
