@@ -160,13 +160,16 @@ def test_a_declaration_gives_each_stage_its_option_required_without_default_or_a
     with pytest.raises(SystemExit):
         parse("z", "--made-value", "odd")
     made = argparse.Namespace(MADE_SWITCH="1", MADE_VALUE="fancy")
-    argv = goals.declared_argv("x", made)
+    def declared_argv(stage: str) -> list[str]:
+        return goals.Step(stage, tuple(goals.declared_options(stage, made))).argv()[1:]
+
+    argv = declared_argv("x")
     assert argv == ["--made-switch", "--made-value", "fancy"]
     assert vars(parse("x", *argv)) == {"made_switch": True, "made_value": "fancy"}
     made.MADE_SWITCH = "0"
-    assert goals.declared_argv("y", made) == ["--made-value", "fancy"]
+    assert declared_argv("y") == ["--made-value", "fancy"]
     made.MADE_VALUE = 1  # a value of 1 is a value, not a switch on (--num-shards 1)
-    assert goals.declared_argv("y", made) == ["--made-value", "1"]
+    assert declared_argv("y") == ["--made-value", "1"]
 
 
 def test_a_refusal_carries_its_options_and_each_door_words_them(tmp_path, capsys, monkeypatch):

@@ -6,16 +6,17 @@ command as make prints a recipe and runs it in this process (run_goal)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import shlex
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import layout
-from pipeline.cli.registry import COMMANDS, check_writes, comma_list
+from pipeline.cli.registry import COMMANDS, Repeated, check_writes, comma_list
 from pipeline.cli.variables import (
     WHERE,
     OneLineParser,
@@ -30,63 +31,82 @@ from pipeline.options.declared import BY_NAME, GROUPS, VARIABLES
 
 log = logging.getLogger(__name__)
 
-Commands = list[list[str]]
-Stages = Callable[[argparse.Namespace, dict[str, str]], Commands]
+Value = object  # a value as `read` checked it (or a goal's own: a model's name, True)
+Option = tuple[str, Value]  # (an option of the command, its value); True: a bare option
 # Passed on only when given: a command that does not name them uses the demo corpus as it is
 WHEN_GIVEN = ("DEMO_PAPERS", "DEMO_SEED")
 
 
-def words(v: argparse.Namespace, d: dict[str, str], template: str) -> list[str]:
-    """`template`'s words, each NAME replaced by its value (derived `d`, else make's `v`); a
-    NAME without a value is left out, with its option."""
-    argv: list[str] = []
-    for word in template.split():
-        if not word.isupper():
-            argv.append(word)
-            continue
-        value = d[word] if word in d else getattr(v, word)
-        if word in WHEN_GIVEN and word not in v.GIVEN.split():
+@dataclass(frozen=True)
+class Step:
+    """One stage of a goal: the command `name` with the values of its options, in the order
+    its equivalent command line gives them (a value None or '' is left out with its option),
+    and `rest`, the words after `--` (after-embed's command). run_goal gives the values to the
+    command as they are: nothing is written out as text and parsed again."""
+
+    name: str
+    options: tuple[Option, ...] = ()
+    rest: tuple[str, ...] = ()
+
+    def argv(self) -> list[str]:
+        """The equivalent command line (make -n prints it)."""
+        words = [self.name]
+        for option, value in self.options:
+            if value is True:
+                words.append(option)
+            elif given(value):
+                words += [option, str(value)]
+        return words + (["--", *self.rest] if self.rest else [])
+
+
+Stages = Callable[[argparse.Namespace, dict[str, str]], list[Step]]
+
+
+def given(value: Value) -> bool:
+    """Whether an option's value is given: not None, '' or False (0 is a value)."""
+    return not (value is None or value is False or (isinstance(value, str) and value == ""))
+
+
+def valued(v: argparse.Namespace, d: dict[str, str], *pairs: tuple[str, str]) -> list[Option]:
+    """Each (option, NAME) with NAME's value: the derived `d`'s, else make's `v`'s; DEMO_PAPERS
+    and DEMO_SEED only when given (WHEN_GIVEN)."""
+    options: list[Option] = []
+    for option, name in pairs:
+        value = d[name] if name in d else getattr(v, name)
+        if name in WHEN_GIVEN and name not in v.GIVEN.split():
             value = None
-        if value not in (None, ""):
-            argv.append(str(value))
-        elif argv and argv[-1].startswith("--"):
-            argv.pop()
-    return argv
+        options.append((option, value))
+    return options
 
 
-def declared_argv(stage: str, v: argparse.Namespace) -> list[str]:
-    """The declared options of the command `stage` with make's values `v`: none where empty
-    (an optional variable not given), a switch bare where 1."""
-    argv: list[str] = []
-    for var in (var for var in VARIABLES if stage in var.stages):
-        value = getattr(v, var.name)
-        if var.switch:
-            argv += [var.option] if value in ("1", True) else []
-        elif value not in (None, ""):
-            argv += [var.option, str(value)]
-    return argv
+def declared_options(stage: str, v: argparse.Namespace) -> list[Option]:
+    """The declared options of the command `stage` with make's values `v` (an optional
+    variable not given: left out), a switch on where 1."""
+    return [(var.option, getattr(v, var.name) in ("1", True) if var.switch
+             else getattr(v, var.name)) for var in VARIABLES if stage in var.stages]
 
 
-def stage(name: str, v: argparse.Namespace, d: dict[str, str], template: str = "",
-          then: str = "") -> list[str]:
-    """The command `name`: --corpus where it takes one, `template`'s words, its declared
-    options (pipeline/options/declared.py), `then`'s words."""
-    return [name, *(["--corpus", v.CORPUS] if COMMANDS[name].corpus else []),
-            *words(v, d, template), *declared_argv(name, v), *words(v, d, then)]
+def stage(name: str, v: argparse.Namespace, first: Sequence[Option] = (),
+          then: Sequence[Option] = ()) -> Step:
+    """The command `name`: --corpus where it takes one, the options `first`, its declared
+    options (pipeline/options/declared.py), the options `then`."""
+    corpus = [("--corpus", v.CORPUS)] if COMMANDS[name].corpus else []
+    return Step(name, (*corpus, *first, *declared_options(name, v), *then))
 
 
-def search(v: argparse.Namespace, model: str) -> list[str]:
-    """make search's command for `model`: its pools repaired and indexed first, current runs
+def search(v: argparse.Namespace, model: str) -> Step:
+    """make search's stage for `model`: its pools repaired and indexed first, current runs
     kept."""
-    return ["search", "--corpus", v.CORPUS, "--model", model, *declared_argv("search", v),
-            "--index", "--stale-only", "--repair-pools"]
+    return Step("search", (("--corpus", v.CORPUS), ("--model", model),
+                           *declared_options("search", v), ("--index", True),
+                           ("--stale-only", True), ("--repair-pools", True)))
 
 
-def score(v: argparse.Namespace, run: str) -> list[str]:
-    """make eval's command for the runs `run`: those not scored from the current pool and
-    run scored, then runs/results.parquet gathered."""
-    return ["eval", "--corpus", v.CORPUS, "--model", run, "--stale-only",
-            *declared_argv("eval", v), "--collect"]
+def score(v: argparse.Namespace, run: str) -> Step:
+    """make eval's stage for the runs `run`: those not scored from the current pool and run
+    scored, then runs/results.parquet gathered."""
+    return Step("eval", (("--corpus", v.CORPUS), ("--model", run), ("--stale-only", True),
+                         *declared_options("eval", v), ("--collect", True)))
 
 
 def in_eval_job(v: argparse.Namespace, name: str) -> bool:
@@ -96,45 +116,49 @@ def in_eval_job(v: argparse.Namespace, name: str) -> bool:
     return v.EXECUTOR == "slurm" and "eval" in goals and name not in goals
 
 
-def corpus_stages(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+def corpus_stages(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
     """Ingest and prefilter, the demo's synthetic corpus first; nothing for a corpus written
     whole (a benchmark, an imported collection)."""
     if d["WRITTEN_WHOLE"] or in_eval_job(v, "corpus"):
         return []
-    synth = ["--synth", *words(v, d, "DEMO_PAPERS --synth-seed DEMO_SEED")]
-    return [stage("corpus", v, d, "--raw RAW_DIR --source SOURCE --workers THREADS")
-            + (synth if v.CORPUS == "demo" else [])]
+    synth = valued(v, d, ("--synth", "DEMO_PAPERS"), ("--synth-seed", "DEMO_SEED"))
+    if v.CORPUS == "demo" and synth[0][1] in (None, ""):
+        synth[0] = ("--synth", True)  # the corpus as it was made
+    return [stage("corpus", v, valued(v, d, ("--raw", "RAW_DIR"), ("--source", "SOURCE"),
+                                      ("--workers", "THREADS")),
+                  synth if v.CORPUS == "demo" else ())]
 
 
-def embed(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+def embed(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
     """Here (the SHARDS one after another), or as a SLURM job array (EXECUTOR=slurm)."""
     if v.EXECUTOR == "slurm":
-        return [stage("submit-embed", v, d, "--model MODEL_FILE", "--cpus-per-task THREADS")]
-    return [stage("embed", v, d, "--model MODEL_FILE")]
+        return [stage("submit-embed", v, valued(v, d, ("--model", "MODEL_FILE")),
+                      valued(v, d, ("--cpus-per-task", "THREADS")))]
+    return [stage("embed", v, valued(v, d, ("--model", "MODEL_FILE")))]
 
 
-def search_and_eval(v: argparse.Namespace, model: str) -> Commands:
+def search_and_eval(v: argparse.Namespace, model: str) -> list[Step]:
     """What `make eval MODEL=model` does after the corpus stage (make fuse and make demo for
     each of their models): search, then score, what is not current."""
     return [search(v, model), score(v, layout.run_name(model, v.QUERY_VARIANT or "full"))]
 
 
-def fuse(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+def fuse(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
     """Each model of MODELS searched and scored, then their fusion, made from their runs."""
     parts = comma_list(v.MODELS)
     models = [get_model(name).name for name in parts] + [fused_name(v.METHOD, parts)]
-    return [command for model in models for command in search_and_eval(v, model)]
+    return [step for model in models for step in search_and_eval(v, model)]
 
 
-def search_first(models: str, name: str, template: str) -> Stages:
+def search_first(models: str, name: str, *first: tuple[str, str]) -> Stages:
     """The stages of a goal that reads the runs of `models` (make's variable): each model's
-    search, then the command `name` with `template`'s words."""
+    search, then the command `name` with the options `first`."""
     return lambda v, d: [*(search(v, get_model(model).name)
                            for model in comma_list(getattr(v, models))),
-                         stage(name, v, d, template)]
+                         stage(name, v, valued(v, d, *first))]
 
 
-def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+def demo(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
     """The demo's stages on the synthetic corpus, in make's order: the corpus, its pools, each
     encoder of DEMO_MODELS embedded, each model searched and scored, with JUDGE a judged sample
     of their top ranks, the report with this run's stage times (its log started afresh)."""
@@ -142,36 +166,41 @@ def demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
     d = derived(v)
     if not v.DRY_RUN:
         layout.stage_times_path(Path(d["RUNS_ROOT"]), v.CORPUS).unlink(missing_ok=True)
-    pool = ["pool", "--corpus", v.CORPUS, *words(v, d, "--repeats DEMO_REPEATS --seed SEED")]
-    commands = [*corpus_stages(v, d), [*pool, *words(v, d, "--size DEMO_SIZES --queries QUERIES")]]
+    pool = [("--corpus", v.CORPUS),
+            *valued(v, d, ("--repeats", "DEMO_REPEATS"), ("--seed", "SEED"))]
+    steps = [*corpus_stages(v, d),
+             Step("pool", (*pool, *valued(v, d, ("--size", "DEMO_SIZES"),
+                                          ("--queries", "QUERIES"))))]
     if v.DEMO_FIELDS.split():
-        commands.append([*pool, *words(v, d, "--field DEMO_FIELDS --size DEMO_FIELD_SIZE "
-                                             "--queries DEMO_FIELD_QUERIES")])
-    commands.append(["pool", "--corpus", v.CORPUS, "--repair"])  # make pools, before embed
+        steps.append(Step("pool", (*pool, *valued(v, d, ("--field", "DEMO_FIELDS"),
+                                                  ("--size", "DEMO_FIELD_SIZE"),
+                                                  ("--queries", "DEMO_FIELD_QUERIES")))))
+    steps.append(Step("pool", (("--corpus", v.CORPUS), ("--repair", True))))  # make pools
     models = [get_model(name) for name in comma_list(v.DEMO_MODELS)]
-    commands += [[*stage("embed", v, d), "--model", e.name] for e in models if e.embedded]
+    steps += [stage("embed", v, (), [("--model", e.name)]) for e in models if e.embedded]
     for entry in models:
-        commands += search_and_eval(v, entry.name)
+        steps += search_and_eval(v, entry.name)
     if v.JUDGE:  # the judged sample of the runs' top ranks (make judge)
         runs = [layout.run_name(entry.name, v.QUERY_VARIANT) for entry in models]
-        commands.append([*stage("judge", v, d), "--models", ",".join(runs)])
-    return [*commands, stage("report", v, d, "--times")]
+        steps.append(stage("judge", v, (), [("--models", ",".join(runs))]))
+    return [*steps, stage("report", v, [("--times", True)])]
 
 
-def evaluate(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+def evaluate(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
     """Score every run whose evaluation is not current; EXECUTOR=slurm: a job after the embed
-    array does, searching first."""
+    array does, searching first (its command line: the job runs later, elsewhere)."""
     scores = score(v, d["MODEL_NAME"])
     if v.EXECUTOR != "slurm":
         return [scores]
     python = [sys.executable, "-m", "pipeline", *roots(d)]
-    job = " && ".join(shlex.join(python + command)
-                      for command in (search(v, d["MODEL_FILE"]), scores))
-    return [[*stage("after-embed", v, d, "--model MODEL_NAME", "--cpus-per-task THREADS"),
-             "--", "/bin/sh", "-c", job]]
+    job = " && ".join(shlex.join(python + step.argv())
+                      for step in (search(v, d["MODEL_FILE"]), scores))
+    after = stage("after-embed", v, valued(v, d, ("--model", "MODEL_NAME")),
+                  valued(v, d, ("--cpus-per-task", "THREADS")))
+    return [Step(after.name, after.options, ("/bin/sh", "-c", job))]
 
 
-def clean_demo(v: argparse.Namespace, d: dict[str, str]) -> Commands:
+def clean_demo(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
     """Remove the demo's corpus, indexes, runs and report files; make -n: say which."""
     from pipeline.ingest.demo import demo_files, remove
 
@@ -190,7 +219,8 @@ class Target:
     """A target of the Makefile: `make <name> <usage>`, its `help` line (and `more`); what it
     needs before anything runs (needs: variables given, not defaulted, each with what to give;
     pools: a pool of CORPUS; local: not EXECUTOR=slurm); its stages (its own command with the
-    words of `argv`, or `stages`; goal False: make's own recipe); `after`: the targets run first."""
+    options `first`, (option, NAME), and the bare options `bare`, or `stages`; goal False:
+    make's own recipe); `after`: the targets run first."""
 
     name: str
     usage: str
@@ -199,13 +229,15 @@ class Target:
     needs: dict[str, str] = field(default_factory=dict)
     pools: bool = False
     local: bool = False
-    argv: str = ""
+    first: tuple[tuple[str, str], ...] = ()
+    bare: tuple[str, ...] = ()
     stages: Stages | None = None
     goal: bool = True
     after: tuple[str, ...] = ()
 
-    def commands(self, v: argparse.Namespace, d: dict[str, str]) -> Commands:
-        return self.stages(v, d) if self.stages else [stage(self.name, v, d, self.argv)]
+    def steps(self, v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
+        return self.stages(v, d) if self.stages else [stage(self.name, v, [
+            *valued(v, d, *self.first), *((option, True) for option in self.bare)])]
 
 
 NEW_CORPUS = "<name of a new corpus> (the corpus it writes)"
@@ -224,7 +256,7 @@ TARGETS: tuple[Target, ...] = (
     T("setup-gpu", "", "on a GPU node: Faiss GPU in place of faiss-cpu", goal=False),
     T("download", "CORPUS=s2ag [RELEASE=latest FIRST=2]", "the S2AG datasets (key: "
       "S2_API_KEY)", ("(FIRST=2: a trial; UPDATE=1: apply the diffs to a newer release)",),
-      needs={"CORPUS": "<the corpus to download into, e.g. s2ag>"}, argv="--raw RAW"),
+      needs={"CORPUS": "<the corpus to download into, e.g. s2ag>"}, first=(("--raw", "RAW"),)),
     T("corpus", "[RAW=dir]", "ingest and prefilter CORPUS (the demo's: generate it first)",
       stages=corpus_stages),
     T("pool", "[FIELD=f] SIZE=20k", "build a dataset-level (or field-level) pool",
@@ -232,7 +264,7 @@ TARGETS: tuple[Target, ...] = (
       after=ON_CORPUS),
     T("pools-paper", "", "the paper's grid: test and validation pools", after=ON_CORPUS),
     T("pools", "", "rebuild the stale, damaged or half-written pools", after=ON_CORPUS,
-      stages=lambda v, d: [["pool", "--corpus", v.CORPUS, "--repair"]]),
+      stages=lambda v, d: [Step("pool", (("--corpus", v.CORPUS), ("--repair", True)))]),
     T("retire-pool", "POOL=all-10k-r0", "move a pool, its index and runs into retired/",
       ("(a pool whose EXCLUDE list changed: make verify names it)",),
       needs={"CORPUS": "<the corpus of the pool>", "POOL": "<the pool to retire>"}),
@@ -244,7 +276,8 @@ TARGETS: tuple[Target, ...] = (
       stages=evaluate, after=("search",)),
     T("index", "MODEL=..", "only index (Lucene / embeddings) every pool of CORPUS", pools=True,
       after=ON_CORPUS,
-      stages=lambda v, d: [stage("index", v, d, "--model MODEL_FILE", "--repair-pools")]),
+      stages=lambda v, d: [stage("index", v, valued(v, d, ("--model", "MODEL_FILE")),
+                                 [("--repair-pools", True)])]),
     T("search", "MODEL=..", "only index and search: the runs, unscored", pools=True,
       after=ON_CORPUS,
       stages=lambda v, d: [] if in_eval_job(v, "search") else [search(v, d["MODEL_FILE"])]),
@@ -256,20 +289,20 @@ TARGETS: tuple[Target, ...] = (
       stages=fuse),
     T("mdcr", "[MDCR_MODELS=bm25,minilm]", "an MDCR-style benchmark (corpus CORPUS-mdcr)",
       after=ON_CORPUS,
-      stages=search_first("MDCR_MODELS", "mdcr", "--models MDCR_MODELS --out MDCR")),
+      stages=search_first("MDCR_MODELS", "mdcr", ("--models", "MDCR_MODELS"), ("--out", "MDCR"))),
     T("mdcr-jaccard", "MODELS=a,b,c", "overlap of models' top negatives (choose MDCR_MODELS)",
       needs={"MODELS": "a,b,.. (e.g. MODELS=bm25,minilm,random)"}, after=ON_CORPUS,
-      stages=search_first("MODELS", "mdcr-jaccard", "--models MODELS")),
+      stages=search_first("MODELS", "mdcr-jaccard", ("--models", "MODELS"))),
     T("import-mdcr", "SRC=dir CORPUS=mdcr", "the official MDCR files as a corpus",
       needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding mdcr_{SPLIT}.json>"}),
     T("export-mdcr", "OUT=dir CORPUS=..", "a benchmark corpus in the official layout",
       needs={"OUT": "<folder>"}),
     T("mdcr-scores", "MODEL=.. OUT=f.json", "the official scores file of a model's runs",
-      needs={"OUT": "<scores file>"}, argv="--model MODEL_NAME", after=("eval",)),
+      needs={"OUT": "<scores file>"}, first=(("--model", "MODEL_NAME"),), after=("eval",)),
     T("export-beir", "CORPUS=.. POOL=.. OUT=dir", "a pool as a BEIR folder", needs={
       "CORPUS": "<the corpus of the pool>", "POOL": "<the pool>", "OUT": "<folder>"}),
     T("export-mteb", "MODEL=.. OUT=dir", "a model's scores per pool as MTEB results (JSON)",
-      needs={"OUT": "<folder>"}, argv="--model MODEL_NAME", after=("eval",)),
+      needs={"OUT": "<folder>"}, first=(("--model", "MODEL_NAME"),), after=("eval",)),
     T("import-beir", "SRC=dir CORPUS=scidocs", "a BEIR-layout collection as a corpus",
       needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding corpus.jsonl>"}),
     T("import-irds", "DATASET=beir/scidocs CORPUS=scidocs", "an ir_datasets collection as a "
@@ -289,12 +322,12 @@ TARGETS: tuple[Target, ...] = (
     T("judge", "MODELS=bm25,minilm JUDGE=api:<model>|file:<labels>|standin:<seed> [SAMPLE=20]",
       "judge a sample of the unjudged papers the models rank high",
       ("(JUDGE=api:<model> with JUDGE_URL; the report counts the judgments: docs/judging.md)",),
-      needs={"MODELS": SAMPLED, "JUDGE": JUDGES}, local=True, argv="--models MODELS"),
+      needs={"MODELS": SAMPLED, "JUDGE": JUDGES}, local=True, first=(("--models", "MODELS"),)),
     T("judge-page", "MODELS=bm25,minilm [SAMPLE=20]", "the judging page of the samples, for a "
-      "person", needs={"MODELS": SAMPLED}, local=True, argv="--models MODELS"),
+      "person", needs={"MODELS": SAMPLED}, local=True, first=(("--models", "MODELS"),)),
     T("judge-agreement", "CORPUS=csfcube JUDGE=..", "an assessor's agreement with CSFCube's "
       "experts", needs={"CORPUS": "<the CSFCube corpus>", "JUDGE": JUDGES}, local=True),
-    T("report", "", "tables and plots under runs/reports/", argv="--times"),
+    T("report", "", "tables and plots under runs/reports/", bare=("--times",)),
     T("verify", "", "check every artifact: corrupt, partial or stale?",
       ("(each problem with the command that repairs it)",)),
     T("sweep", "", "remove temporaries left by killed processes"),
@@ -375,11 +408,35 @@ def chain(goal: str, goals: str = "") -> list[str]:
     return [name for name in dict.fromkeys(targets(goal)) if name not in done]
 
 
-def stage_args(args: argparse.Namespace, name: str, *argv: str) -> argparse.Namespace:
-    """The arguments of the command `name` given `argv`, with the data roots and manner of
-    the goal's `args`: a stage run in the goal's process."""
-    parser = COMMANDS[name].add_to(OneLineParser(prog=f"{getattr(args, 'program', '')} {name}"))
-    stage = parser.parse_args(list(argv))
+@functools.cache
+def _parser(name: str) -> argparse.ArgumentParser:
+    """The command `name`'s parser, built once per process: what its options are and their
+    defaults (never asked to parse a goal's stage)."""
+    return COMMANDS[name].add_to(OneLineParser(prog=name))
+
+
+def stage_args(args: argparse.Namespace, step: Step) -> argparse.Namespace:
+    """The arguments of `step`'s command as its parser would give them for the equivalent
+    command line, made from the step's values without parsing it: each option's default,
+    then the step's values (a repeatable option's as a list, a bare one's as it stores it),
+    with the data roots and manner of the goal's `args`."""
+    parser = _parser(step.name)
+    stage = argparse.Namespace(**parser._defaults)
+    for action in parser._actions:
+        if action.dest != argparse.SUPPRESS and action.default != argparse.SUPPRESS:
+            setattr(stage, action.dest, action.default)
+    for option, value in step.options:
+        action = parser._option_string_actions[option]
+        if not given(value):
+            continue
+        if value is True and action.nargs == "?":
+            value = action.const
+        elif isinstance(action, Repeated | argparse._AppendAction):
+            value = [*(getattr(stage, action.dest) or []), value]
+        setattr(stage, action.dest, value)
+    if step.rest:
+        positional = next(a for a in parser._actions if not a.option_strings and a.nargs == "+")
+        setattr(stage, positional.dest, list(step.rest))
     for key in ("corpora_root", "index_root", "runs_root", "program", "verbosity"):
         if hasattr(args, key):
             setattr(stage, key, getattr(args, key))
@@ -387,8 +444,9 @@ def stage_args(args: argparse.Namespace, name: str, *argv: str) -> argparse.Name
 
 
 def run_goal(args: argparse.Namespace, variables: argparse.Namespace) -> None:
-    """Run the chain of the make target `args.goal` in this process, each stage's command
-    printed first as make prints a recipe (make -n, DRY_RUN: printed only)."""
+    """Run the chain of the make target `args.goal` in this process, each stage's equivalent
+    command printed first as make prints a recipe (make -n, DRY_RUN: printed only), then the
+    stage run with the values `read` checked (stage_args)."""
     if args.goal not in GOALS:
         raise InputError(f"no make target {args.goal!r} runs in `python -m pipeline goal` "
                          f"(pipeline/cli/goals.py GOALS: {', '.join(GOALS)})")
@@ -396,10 +454,11 @@ def run_goal(args: argparse.Namespace, variables: argparse.Namespace) -> None:
         values = derived(variables)  # after the stages before it (a corpus written whole)
         args.corpora_root, args.index_root, args.runs_root = (
             values["CORPORA_ROOT"], values["INDEX_ROOT"], values["RUNS_ROOT"])
-        for command in GOALS[name].commands(variables, values):
+        for step in GOALS[name].steps(variables, values):
+            command = step.argv()
             print(f"{shown([sys.executable])} -m pipeline {shown(roots(values))} {command[0]} "
                   f"{shown(command[1:])}", flush=True)
             if not variables.DRY_RUN:
-                stage_run = stage_args(args, *command)
+                stage_run = stage_args(args, step)
                 check_writes(stage_run)
                 stage_run.func(stage_run)

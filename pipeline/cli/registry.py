@@ -18,6 +18,7 @@ from pipeline.options.checks import (
     cpus_per_task,
     given_path,
     non_negative,
+    run_check,
 )
 from pipeline.options.declared import BY_NAME, KEYWORD_ONLY, VARIABLES, Variable, worded
 from pipeline.roots import where
@@ -31,13 +32,14 @@ class Checked(argparse.Action):
 
     def __init__(self, *args: Any, check: Callable[[str], object], **kwargs: Any) -> None:
         if isinstance(kwargs.get("default"), str):  # a default as text reads as a given value
-            kwargs["default"] = check(kwargs["default"])
+            kwargs["default"] = run_check(check, kwargs["default"])
         super().__init__(*args, **kwargs)
         self.check = check
 
     def __call__(self, parser, namespace, text, option_string=None) -> None:
         try:
-            value = [self.check(t) for t in text] if isinstance(text, list) else self.check(text)
+            value = [run_check(self.check, t) for t in text] if isinstance(text, list) \
+                else run_check(self.check, text)
         except (InputError, ValueError) as exc:
             parser.error(f"{option_string or self.dest}: {exc}")
         setattr(namespace, self.dest, self.kept(namespace, value))

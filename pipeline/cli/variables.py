@@ -16,6 +16,7 @@ from pipeline import layout
 from pipeline.core.errors import InputError
 from pipeline.corpus.manifest import written_whole
 from pipeline.models import IMPORT_VECTORS, VECTORS_PREFIX, chosen_model
+from pipeline.options.checks import run_check
 from pipeline.options.declared import BY_NAME, VARIABLES, Variable
 from pipeline.roots import ROOT_VARIABLES, data_roots
 
@@ -66,7 +67,7 @@ def checked_value(var: Variable, name: str, text: str) -> object:
     if var.check is None:
         return text
     try:
-        return var.check(text)
+        return run_check(var.check, text)
     except InputError as exc:
         raise InputError(f"{name}: {exc}") from None
 

@@ -15,6 +15,7 @@ from pipeline.core.errors import InputError, OptionError
 from pipeline.core.repair import Where
 from pipeline.layout import check_path_length
 from pipeline.options import declared
+from pipeline.options.checks import run_check
 from pipeline.roots import data_roots, where
 
 
@@ -131,7 +132,7 @@ def check_value(function: str, name: str, value: object) -> None:
         return
     try:
         for item in value if rule.kind == "pools" and not isinstance(value, str) else [value]:
-            rule.check(_command_line(item))
+            run_check(rule.check, _command_line(item))
     except InputError as exc:
         raise InputError(f"{function}: {name}={value!r}: {exc.message}") from None
 

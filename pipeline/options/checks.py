@@ -6,9 +6,11 @@ environment exists."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import unicodedata
+from collections.abc import Callable
 
 from pipeline.core.errors import InputError
 from pipeline.glossary import parse_metrics
@@ -22,6 +24,17 @@ from pipeline.layout import (
 )
 
 DTYPES = ("float32", "float16")
+
+
+@functools.cache
+def run_check(check: Callable[[str], object], text: str) -> object:
+    """`check(text)`, once per process: make's reading of a variable, a command's option and
+    an API argument's check all come here, so a value (a default above all, which every
+    command taking the option has) is checked once however many stages a goal runs. A
+    refusal is not kept: asked again, the check runs again and refuses again."""
+    return check(text)
+
+
 MAX_INT = 2**31 - 1  # every whole-number variable: seeds, counts, threads, shards
 
 

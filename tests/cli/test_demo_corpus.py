@@ -82,7 +82,7 @@ def demo_stages(tmp_path: Path, **variables: str) -> list[list[str]]:
 
     v = read({"DATA": str(tmp_path), GOALS_ENV: "demo", **variables})
     v.DRY_RUN = True
-    return GOALS["demo"].commands(v, derived(v))
+    return [step.argv() for step in GOALS["demo"].steps(v, derived(v))]
 
 
 def models_of(stages: list[list[str]], name: str) -> list[str]:

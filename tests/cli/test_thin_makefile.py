@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.goals import GOALS, TARGET_NAMES, TARGETS, help_text, words
+from pipeline.cli.goals import GOALS, TARGET_NAMES, TARGETS, Step, help_text, valued
 from tests.conftest import refusal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,12 +167,14 @@ def test_every_goal_runs_the_goal_runner_and_nothing_else(tmp_path):
             for line in chain.splitlines()[1:]] == ["corpus", "search", "eval", "mdcr-scores"]
 
 
-def test_a_stage_template_takes_each_value_and_leaves_out_an_empty_one():
+def test_a_stage_takes_each_value_and_leaves_out_an_empty_one():
     """A template's NAME is the derived value, else make's; an empty one goes with its option
     (RAW not given: no --raw); DEMO_PAPERS and DEMO_SEED only when given (the corpus as made)."""
     v = argparse.Namespace(MODELS="bm25,random", RAW=None, MODEL_FILE="make's",
                            DEMO_PAPERS="40", DEMO_SEED="0", GIVEN="MODELS DEMO_SEED")
-    assert words(v, {"MODEL_FILE": "st--org--name"}, "--models MODELS --raw RAW --search "
-                 "--model MODEL_FILE") == ["--models", "bm25,random", "--search", "--model",
-                                           "st--org--name"]
-    assert words(v, {}, "DEMO_PAPERS --synth-seed DEMO_SEED") == ["--synth-seed", "0"]
+    options = valued(v, {"MODEL_FILE": "st--org--name"}, ("--models", "MODELS"),
+                     ("--raw", "RAW"), ("--model", "MODEL_FILE"))
+    assert Step("x", (*options, ("--search", True))).argv() == [
+        "x", "--models", "bm25,random", "--model", "st--org--name", "--search"]
+    options = valued(v, {}, ("--synth", "DEMO_PAPERS"), ("--synth-seed", "DEMO_SEED"))
+    assert Step("x", tuple(options)).argv() == ["x", "--synth-seed", "0"]
