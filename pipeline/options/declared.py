@@ -57,6 +57,7 @@ from pipeline.options.checks import (
     DTYPES,
     choice,
     corpus_name,
+    cpus_per_task,
     dataset_list,
     device,
     given_path,
@@ -73,6 +74,7 @@ from pipeline.options.checks import (
     power,
     probability,
     prompt_text,
+    run_check,
     safe_path,
     scored_run,
     scored_runs,
@@ -265,7 +267,7 @@ DECLARED: tuple[Variable, ...] = (
     V("EXCLUDE", "", safe_path, "a file of CorpusIDs never used as queries (the paper: "
       "SPECTER's and SciNCL's training papers); they name the pools (-x<tag>)", "pools",
       shown="(empty: no paper left out)", optional=True, one_word=True,
-      stages=("pool", "pools-paper", "report")),
+      stages=("pool", "pools-paper", "report"), keywords=("exclude",)),
     V("POOL", "", pool_name, "the pool make retire-pool retires, make import-run's run ranks "
       "(empty: the whole collection) or make export-beir writes", "pools", optional=True,
       one_word=True, stages=("retire-pool", "import-run", "export-beir"),
@@ -403,12 +405,13 @@ DECLARED: tuple[Variable, ...] = (
       keywords=("shard",), kind="int", none=True, changes_run=False),
     V("PARTITION", "", check_partition, "#SBATCH --partition: one name, or several separated "
       "by commas", "cluster", shown="the cluster's default", optional=True, one_word=True,
-      stages=SLURM_JOBS),
+      stages=SLURM_JOBS, keywords=("partition",), none=True),
     V("GPUS_PER_TASK", "1", non_negative, "#SBATCH --gres=gpu:K of each task; 0 asks for "
-      "none", "cluster", stages=SLURM_JOBS),
+      "none", "cluster", stages=SLURM_JOBS, keywords=("gpus_per_task",), kind="int"),
     V("SLURM_TIME", "", check_time, "#SBATCH --time of each job: 90 (minutes), 4:00:00, "
       "1-12:00:00; TIME on make's command line", "cluster", shown="the cluster's default",
-      optional=True, one_word=True, alias="TIME", flag="--time", stages=SLURM_JOBS),
+      optional=True, one_word=True, alias="TIME", flag="--time", stages=SLURM_JOBS,
+      keywords=("time",), none=True),
     # ---- demo
     V("DEMO_PAPERS", "120k", sizes, "papers of the synthetic demo corpus (given: the corpus "
       "is made again with it)", "demo"),
@@ -443,10 +446,11 @@ DECLARED: tuple[Variable, ...] = (
     A("src", "path"),
     A("model", "model", model_run), A("model", "models", scored_run, functions=("evaluate",)),
     A("model", "model", scored_run, functions=("mteb_result",)),
-    A("model", "str", scored_run, functions=("export_mteb",)),  # a run's name, as written
+    A("model", "str", scored_run, functions=("export_mteb", "mdcr_scores")),  # a run's name
     A("model", "str", imported_name, functions=("import_run",)),
     A("model", "str", vectors_name, functions=("import_vectors",)),
-    A("models", "models", scored_runs, functions=("judge", "judge_page")),
+    A("models", "models", scored_runs, functions=("judge", "judge_page", "mdcr",
+                                                  "mdcr_jaccard")),
     A("pool", "str", pool_name, none=True, functions=("import_run",)),  # None: the whole run
     A("corpus", "str", corpus_name, none=True, functions=("variance", "topic_set_size")),
     A("synthetic", "synthetic", parse_size, none=True), A("shards", "int", synth_shard_count),
@@ -463,9 +467,18 @@ DECLARED: tuple[Variable, ...] = (
     *(A(name, "str", named) for name in ("a", "b", "metric")),
     A("resamples", "int", positive), A("deltas", "deltas"), A("draws", "counts"),
     A("program", "str", named, functions=("verify_data",)),  # a repair's: mdcr-pipeline
-    A("program", "str", named, none=True, functions=("search", "embed")),  # None: Python's
+    A("program", "str", named, none=True, functions=("search", "embed", "evaluate", "index",
+                                                     "after_embed", "mdcr")),  # None: Python's
+    # mdcr, mdcr-jaccard, mdcr-evaluate and the SLURM jobs: their commands' own options
+    *(A(name, "int", positive, none=True, functions=("mdcr",))
+      for name in ("positives", "per_type", "top")),
+    A("depth", "int", positive, none=True, functions=("mdcr_jaccard",)),
+    *(A(name, "path", functions=("mdcr_evaluate",)) for name in ("benchmark", "scores")),
+    A("cpus_per_task", "int", cpus_per_task, none=True, functions=("submit_embed",
+                                                                   "after_embed")),
     # the commands' own options, which make passes itself (cli/goals.py search, score)
-    A("pool", "pools", pool_name, none=True, functions=("search", "embed"),  # None: all
+    A("pool", "pools", pool_name, none=True,  # None: all
+      functions=("search", "embed", "evaluate", "index", "submit_embed", "after_embed"),
       stages=("index", "search", "embed", "submit-embed", "after-embed", "eval"),
       help="pool name (repeatable; default all)", changes_run=False),
     A("index", "bool", stages=("search",), help="index the pools it searches first",
@@ -494,7 +507,7 @@ BY_NAME = {v.name: v for v in VARIABLES}
 def default(name: str) -> object:
     """`name`'s declared default as its check reads it (K: 500): the API's keyword defaults."""
     var = BY_NAME[name]
-    return var.check(var.default) if var.check and var.default else var.default
+    return run_check(var.check, var.default) if var.check and var.default else var.default
 
 
 def worded(exc: OptionError, door: str) -> str:
@@ -519,11 +532,27 @@ def kind_run_options(entry: Any, given: Mapping[str, object]) -> dict[str, objec
 
 def run_options(options: Mapping[str, object]) -> dict[str, object]:
     """A run's identity among a retriever's options, by make variable: those declared
-    changes_run=True, and any no declaration names (retrieval.search.run_identity)."""
+    changes_run=True, and any no declaration names (retrieval.search.run_identity). A
+    retrieval.runs.RunOptions: with the default of each declared one (identity_default), which
+    a run recorded before the option existed is read at (runs.unrecorded_at_default)."""
+    from pipeline.retrieval.runs import RunOptions
+
     declared = {name: var for var in VARIABLES for name in (var.dest, *var.keywords)}
-    return {(var.name if var else name.upper()): value
-            for name, value in sorted(options.items())
-            if (var := declared.get(name)) is None or var.changes_run is True}
+    values, defaults = {}, {}
+    for name, value in sorted(options.items()):
+        if (var := declared.get(name)) is None:
+            values[name.upper()] = value  # no declaration: no default, a missing key differs
+        elif var.changes_run is True:
+            values[var.name] = value
+            if not callable(var.default):  # one derived from other values: none to read at
+                defaults[var.name] = identity_default(var)
+    return RunOptions(values, defaults)
+
+
+def identity_default(var: Variable) -> object:
+    """`var`'s default as a run's identity holds it: as its check reads it (`default`); None
+    for an empty one (the option not given: the API's None, the retriever's default)."""
+    return default(var.name) if var.default else None
 
 
 # ---- the rules relating several values, applied in order after each value's own check to the

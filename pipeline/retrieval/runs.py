@@ -110,6 +110,18 @@ def recorded_run_repair(runs_root: Path, corpus: str, pool: str, model: str,
                   variables=(*(() if whole else (("POOL", pool),)), ("RUN", source)))
 
 
+class RunOptions(dict):
+    """A run's options that change its results, by make variable
+    (pipeline.options.declared.run_options), with `defaults`: the default of each declared
+    one, as the identity holds it. A run recorded before an option existed lacks its key,
+    which `identity_problem` reads at this default. The manifest records the plain dict."""
+
+    def __init__(self, values: Mapping[str, object] | None = None,
+                 defaults: Mapping[str, object] | None = None) -> None:
+        super().__init__(values or {})
+        self.defaults = dict(defaults or {})
+
+
 def run_parameters(pool: str, model: str, k: int = TOP_K, seed: int | None = None, *,
                    variant: str = "full", prompt: str | None = None, precision: str = "fp32",
                    options: Mapping[str, object] | None = None) -> dict:
@@ -122,7 +134,8 @@ def run_parameters(pool: str, model: str, k: int = TOP_K, seed: int | None = Non
     run records its store's files among its inputs."""
     return {"pool": pool, "model": model, "k": k, **({} if seed is None else {"seed": seed}),
             "variant": variant, "prompt": prompt, "precision": precision,
-            "options": dict(sorted((options or {}).items()))}
+            "options": RunOptions(dict(sorted((options or {}).items())),
+                                  getattr(options, "defaults", None))}
 
 
 def searched_pools(runs_root: Path, corpus: str, model: str) -> list[str]:
@@ -157,14 +170,40 @@ def identity_problem(place: Place, pool: str, parameters: dict,
     """Why `search` would write the run of this identity again (None when it is current): no
     complete run, a damaged file, another identity (`parameters`, as `run_parameters` makes
     them: k, the seed where it changes the run, the variant, the prompt, the precision, an
-    option that changes runs), BM25 defaults other than the model's (`defaults`, where no
+    option that changes runs; one the run's record lacks reads as its default:
+    `unrecorded_at_default`), BM25 defaults other than the model's (`defaults`, where no
     validation pool tuned them), or an input that changed since (the pool's files, the texts,
     embedding parts or index it read, component runs, validation pools)."""
     paths = run_paths(place.runs_root, place.corpus, pool, parameters["model"])
+    parameters = unrecorded_at_default(paths.manifest, parameters)
     problem = stale(paths.manifest, parameters, files=paths.trec.parent,
                     own=lambda info: _tuning_problem(place, pool, info, defaults),
                     roots=place.roots)
     return problem.reason if problem else None
+
+
+def unrecorded_at_default(manifest: Path, parameters: dict) -> dict:
+    """`parameters` (run_parameters) to compare with the run that `manifest` records: a
+    declared option its recorded `options` lack (the run was made before the option existed)
+    reads as the option's default (RunOptions.defaults), so a wanted value at that default is
+    left out of the comparison. Another value stays a difference, and so does a key with no
+    declared default (a retriever's undeclared option): the run is searched again. The rule
+    keeps runs current when an option is added; new runs record every key."""
+    options = parameters.get("options")
+    defaults = getattr(options, "defaults", None)
+    if not defaults or not manifest.is_file():
+        return parameters
+    try:
+        info = read_json(manifest)
+    except InputError:
+        return parameters  # unreadable: `stale` says so
+    made = info.get("parameters") if isinstance(info, dict) else None
+    recorded = made.get("options") if isinstance(made, dict) else None
+    if not isinstance(recorded, dict):
+        return parameters
+    kept = {name: value for name, value in options.items()
+            if name in recorded or name not in defaults or value != defaults[name]}
+    return {**parameters, "options": kept}
 
 
 def _tuning_problem(place: Place, pool: str, info: dict,

@@ -1,0 +1,80 @@
+"""Each value is checked once (issue 72): a goal reads make's variables, checks each, and
+gives the checked values to its stages; no stage parses them again, and a default every
+command shares (CORPUS's, SEED's) is checked once however many stages take it. Counted by
+wrapping every declared check before the pipeline is imported (sitecustomize), over real runs
+of `make search` with Lucene and of `make eval` with MiniLM: the goals and every stage they
+run, the API functions they call and the checks those make."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from pipeline.pools.build import PoolSpec, build_pool
+from tests.conftest import copy_corpus
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+COUNTER = """
+import os
+from pipeline.options import declared
+
+
+def counted(var):
+    check = var.check
+
+    def logged(text):
+        with open(os.environ["CHECKS_LOG"], "a") as log:
+            log.write(f"{var.name}\\t{text}\\n")
+        return check(text)
+    return logged
+
+
+for var in (*declared.VARIABLES, *declared.KEYWORD_ONLY):
+    if var.check is not None:
+        object.__setattr__(var, "check", counted(var))
+"""
+
+
+def checks_in(root: Path, tmp_path: Path, *assignments: str) -> Counter:
+    """(variable, text) -> how many times its check ran in `make <assignments>` (a real run)."""
+    site, log = tmp_path / "site", tmp_path / "checks.log"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(COUNTER)
+    log.unlink(missing_ok=True)
+    (root / "installed").touch()
+    environ = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MODEL", "CORPUS")}
+    environ.update(PYTHONPATH=os.pathsep.join((str(site), str(ROOT))), CHECKS_LOG=str(log))
+    done = subprocess.run(["make", "--no-print-directory", f"DATA={root}", f"PY={sys.executable}",
+                           f"STAMP={root / 'installed'}", "CORPUS=c", *assignments], cwd=ROOT,
+                          env=environ, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return Counter(tuple(line.split("\t", 1)) for line in log.read_text().splitlines())
+
+
+@pytest.fixture(scope="module")
+def data(corpus_dir, tmp_path_factory) -> Path:
+    """A data root whose corpus c has one small pool (150 candidates, 4 queries)."""
+    root = tmp_path_factory.mktemp("once")
+    corpus = copy_corpus(corpus_dir, root / "corpora" / "c")
+    build_pool(corpus, PoolSpec(size=150, n_queries=4, seed=0))
+    return root
+
+
+@pytest.mark.parametrize("assignments", [
+    ("search", "MODEL=bm25", "BM25_ENGINE=lucene", "K=100"),
+    ("eval", "MODEL=minilm", "SIZE=1k"),
+])
+def test_each_given_value_is_checked_once_and_no_default_twice(data, tmp_path, assignments):
+    counts = checks_in(data, tmp_path, *assignments)
+    given = [tuple(a.split("=", 1)) for a in (*assignments[1:], "CORPUS=c")]
+    assert all(counts[pair] == 1 for pair in given if pair[0] != "MODEL"), (given, counts)
+    twice = {pair: n for pair, n in counts.items() if n > 1}
+    assert not twice, twice
