@@ -75,11 +75,17 @@ def stale(manifest: Path, parameters: dict[str, Any] | None, *, key: str = "para
 
 
 def _differ(made: Any, wanted: dict[str, Any]) -> str:
-    """Which of the wanted parameters the manifest records otherwise."""
+    """Which of the wanted parameters the manifest records otherwise; of a parameter that
+    holds several (a run's `options`), which of them (`options: BM25_K1`)."""
     if not isinstance(made, dict):
         return "none recorded"
-    return ", ".join(sorted(name for name in {*made, *wanted}
-                            if made.get(name) != wanted.get(name)))
+    names = []
+    for name in sorted(name for name in {*made, *wanted} if made.get(name) != wanted.get(name)):
+        old, new = made.get(name), wanted.get(name)
+        inner = sorted(key for key in {*old, *new} if old.get(key) != new.get(key)) \
+            if isinstance(old, dict) and isinstance(new, dict) else []
+        names.append(f"{name}: {', '.join(inner)}" if inner else name)
+    return "; ".join(names) if any(":" in n for n in names) else ", ".join(names)
 
 
 def _other_inputs(made: Any, wanted: dict[str, str]) -> str | None:

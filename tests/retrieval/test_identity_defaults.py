@@ -74,7 +74,7 @@ def test_a_run_made_before_an_option_existed_is_current_at_its_default_only(
     other = kind_run_options(entry, {"bm25_k1": OTHER})
     assert not current_run(made, POOL, entry, K, run_options=other)
     assert identity_problem(made, POOL, run_identity(entry, POOL, K, run_options=other)) == \
-        "made with other parameters (options)"
+        "made with other parameters (options: BM25_K1)"
     search_pool(made, POOL, entry, k=K, threads=1, run_options=at_default)
     assert recorded_options(made) == {"BM25_K1": default}  # every key recorded
     add_option(monkeypatch, "BM25_K1", "1.5", 1.5)  # the default changed later

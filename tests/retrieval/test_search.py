@@ -363,8 +363,9 @@ def test_an_option_that_changes_a_run_is_in_its_identity_and_its_old_run_is_stal
             old, new = (run_identity(entry, POOL, 20, run_options=kind_run_options(entry, v))
                         for v in values)
         assert old[key] != new[key], var.name
+        differs = key if key != "options" else f"options: {var.name}"
         assert identity_problem(place, POOL, {**made, key: new[key]}) == \
-            f"made with other parameters ({key})", var.name
+            f"made with other parameters ({differs})", var.name
     for var in _reaching(MODEL_ID):
         if var.name in MODEL_NAMES:
             old, new = (MODEL_NAMES[var.name](v).name for v in MODEL_VALUES[var.name])
