@@ -90,15 +90,37 @@ class ModelEntry:
         return self.kind in ENCODERS
 
 
-# The encoder of each embedded kind: a new kind is its class plus one line here (its retriever
-# is registered in pipeline/retrieval/registry.py). Imported only when a model is embedded
-# (pipeline/encoding/embed.py, encoder_class), so this module stays standard library only.
-ENCODERS: dict[str, str] = {
-    "dense": "pipeline.encoding.encoders:Encoder",
-    "multi-vector": "pipeline.encoding.multivector:SentenceEncoder",
-    "object": "pipeline.encoding.objects:ObjectEncoder",  # pipeline.Encoder(obj, name=...)
-    "api": "pipeline.encoding.served:ServedEncoder",  # MODEL=api:<model> (served_model)
-    "st": "pipeline.encoding.stmodels:STEncoder",  # MODEL=st:<org>/<name>
+@dataclass(frozen=True)
+class EncoderKind:
+    """An embedded kind's encoder: its class, and which of the class's hooks the embed stage
+    asks it (pipeline/encoding/embed.py). Said here, so that checking a current store of a
+    kind without them does not import its class's module (torch and transformers: seconds
+    per process); `embed.encoder_class` refuses a class that disagrees once imported."""
+
+    encoder: str  # "module:Class", imported only when a model of the kind is embedded
+    # its class has `identity_change(config, entry)`: what makes a store another model's, known
+    # without loading the model (a served model's endpoint); else its weights' identity
+    own_identity: bool = False
+    # its class adds to a store's settings (`config_for`, optional `columns`: a multi-vector
+    # store's splitter and pooling, a served entry's endpoint check); else nothing beyond the
+    # entry (embed.PlainSettings)
+    adds_settings: bool = False
+
+
+# The encoder of each embedded kind: a new kind is its class plus one entry here (its
+# retriever is registered in pipeline/retrieval/registry.py). Classes are imported only when a
+# model is embedded (pipeline/encoding/embed.py, encoder_class), so this module stays standard
+# library only.
+ENCODERS: dict[str, EncoderKind] = {
+    "dense": EncoderKind("pipeline.encoding.encoders:Encoder"),
+    "multi-vector": EncoderKind("pipeline.encoding.multivector:SentenceEncoder",
+                                adds_settings=True),
+    # pipeline.Encoder(obj, name=...)
+    "object": EncoderKind("pipeline.encoding.objects:ObjectEncoder"),
+    # MODEL=api:<model> (served_model)
+    "api": EncoderKind("pipeline.encoding.served:ServedEncoder", own_identity=True,
+                       adds_settings=True),
+    "st": EncoderKind("pipeline.encoding.stmodels:STEncoder"),  # MODEL=st:<org>/<name>
 }
 
 

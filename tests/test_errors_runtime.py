@@ -369,37 +369,3 @@ def test_a_current_store_and_another_models_store_are_told_without_torch(corpus_
     assert "was embedded by another model named scibert" in lines[0], lines[0]
     assert "files changed: model.safetensors" in lines[0], lines[0]
     assert "torch" not in _imported(refused)
-
-
-@pytest.mark.slow
-def test_the_identity_hooks_named_are_the_encoder_classes_that_have_one():
-    """embed.IDENTITY_HOOKS names the kinds whose encoder class has `identity_change`, so that
-    the others' modules are not imported to look: exactly those (a hook added to a class and
-    not named there would be skipped)."""
-    from pipeline.encoding.embed import IDENTITY_HOOKS, encoder_class
-    from pipeline.models import ENCODERS
-
-    hooked = {kind for kind in ENCODERS if hasattr(encoder_class(kind), "identity_change")}
-    assert hooked == set(IDENTITY_HOOKS)
-
-
-@pytest.mark.slow
-def test_the_settings_hooks_named_are_the_encoder_classes_that_add_settings():
-    """embed.SETTINGS_HOOKS names the kinds whose encoder class adds to a store's settings (its
-    optional columns, its own `config_for`), so that a current store's settings are checked
-    without importing the others' modules (a no-op make embed imports no torch): every other
-    class says nothing beyond the entry, as PlainSettings does."""
-    from pipeline.encoding.embed import SETTINGS_HOOKS, PlainSettings, encoder_class, settings_class
-    from pipeline.encoding.encoders import Encoder
-    from pipeline.encoding.objects import ObjectEncoder
-    from pipeline.models import ENCODERS, get_model
-
-    plain = {Encoder.config_for.__func__, ObjectEncoder.config_for.__func__}
-    for kind in ENCODERS:
-        cls = encoder_class(kind)
-        adds = bool(cls.columns) or cls.config_for.__func__ not in plain
-        assert adds == (kind in SETTINGS_HOOKS), kind
-        assert (settings_class(kind) is cls) == adds, kind
-        if not adds:
-            assert cls.config_for(get_model("minilm"), ["abstract_sentences"]) == {}, kind
-    assert PlainSettings.columns == () and PlainSettings.config_for(get_model("minilm"), []) == {}

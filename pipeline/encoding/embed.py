@@ -86,6 +86,7 @@ from pipeline.models import (
     API_DEFAULTS,
     API_URL,
     ENCODERS,
+    EncoderKind,
     ModelEntry,
     ServedModel,
     get_model,
@@ -96,30 +97,44 @@ from pipeline.pools.queries import own_text
 log = logging.getLogger(__name__)
 
 
-# The kinds whose encoder class says itself what makes a store another model's (its
-# `identity_change`, known without loading the model: a served model's endpoint); the others'
-# is their weights' identity. Named here, so that checking a dense model's current store does
-# not import its class's module (torch and transformers: seconds per process);
-# tests/test_errors_runtime.py checks that these are exactly the classes with the hook.
-IDENTITY_HOOKS = ("api",)
-# The kinds whose encoder class adds to a store's settings (`config_for`: a multi-vector
-# store's splitter and pooling, a served entry's endpoint check; optional `columns`); the
-# others' add nothing, so that a current store's settings are checked without torch (a no-op
-# make embed); tests/test_errors_runtime.py checks these too.
-SETTINGS_HOOKS = ("multi-vector", "api")
+# What a kind outside ENCODERS (an imported store's: pipeline/encoding/vectors.py) is asked:
+# no hook of an encoder class
+_NO_HOOKS = EncoderKind("")
+
+
+def encoder_kind(kind: str) -> EncoderKind:
+    """The registry entry of `kind`'s encoder (pipeline/models.py, ENCODERS), whose fields say
+    which hooks of its class the embed stage asks without importing it."""
+    return ENCODERS.get(kind, _NO_HOOKS)
 
 
 def encoder_class(kind: str):
-    """The class that embeds models of `kind` (imported now)."""
+    """The class that embeds models of `kind` (imported now), checked against its entry."""
     if kind not in ENCODERS:
         raise InputError(f"models of kind {kind!r} are not embedded: no encoder is registered "
                          "for it in pipeline/models.py (ENCODERS)")
-    module, _, name = ENCODERS[kind].partition(":")
-    return getattr(import_module(module), name)
+    module, _, name = ENCODERS[kind].encoder.partition(":")
+    cls = getattr(import_module(module), name)
+    _check_hooks(kind, cls)
+    return cls
+
+
+def _check_hooks(kind: str, cls: type) -> None:
+    """Refuse an encoder class whose hooks its ENCODERS entry does not say (or says and it
+    lacks): they are asked by the entry alone, so an unsaid one would be skipped in silence
+    (a served store's endpoint unchecked, a sentence column not in the store's settings)."""
+    said, wrong = ENCODERS[kind], []
+    if hasattr(cls, "identity_change") != said.own_identity:
+        wrong.append(f"own_identity={not said.own_identity}")
+    if getattr(cls, "columns", ()) and not said.adds_settings:
+        wrong.append("adds_settings=True")
+    if wrong:
+        raise TypeError(f"the encoder of kind {kind!r} ({said.encoder}) needs "
+                        f"{', '.join(wrong)} in its ENCODERS entry (pipeline/models.py)")
 
 
 class PlainSettings:
-    """What the encoder class of a kind outside SETTINGS_HOOKS says of a store's settings:
+    """What the encoder class of a kind without `adds_settings` says of a store's settings:
     nothing beyond the entry (the base Encoder's), known without importing it."""
 
     columns: tuple[str, ...] = ()
@@ -131,7 +146,7 @@ class PlainSettings:
 
 def settings_class(kind: str):
     """The class whose `config_for` and `columns` give a store's settings for `kind`."""
-    return encoder_class(kind) if kind in SETTINGS_HOOKS else PlainSettings
+    return encoder_class(kind) if encoder_kind(kind).adds_settings else PlainSettings
 
 
 def pool_ids(corpus_dir: Path, pool: str) -> np.ndarray:
@@ -241,8 +256,12 @@ def _store_config(entry: ModelEntry, encoder, dtype: str, columns: list[str] = (
     config = {"model": entry.describe(), "max_length": encoder.max_length, "dtype": dtype,
               "dim": encoder.dim,
               "text_format": text_format(entry)}
-    return {**config, **encoder.config_for(entry, list(columns)),  # multi-vector: a row
-            **loaded_settings(encoder), **({MODEL_IDENTITY: identity} if identity else {})}
+    added = encoder.config_for(entry, list(columns))  # multi-vector: what a row is
+    if added and not encoder_kind(entry.kind).adds_settings:  # check_settings would not ask
+        raise TypeError(f"the encoder of kind {entry.kind!r} adds to a store's settings: it "
+                        "needs adds_settings=True in its ENCODERS entry (pipeline/models.py)")
+    return {**config, **added, **loaded_settings(encoder),
+            **({MODEL_IDENTITY: identity} if identity else {})}
 
 
 MODEL_IDENTITY = "model_identity"  # the store config's key of the model's identity
@@ -264,10 +283,8 @@ def changed_identity(place: Place, store: Path, entry: ModelEntry,
     if not path.exists() or not entry.embedded:
         return None
     config = read_json(path, store_repair(store)).get("config", {})
-    own = (getattr(encoder_class(entry.kind), "identity_change", None)
-           if entry.kind in IDENTITY_HOOKS else None)
-    if own is not None:  # a served model: its endpoint's URL, without a request (served.py)
-        return own(config, entry)
+    if encoder_kind(entry.kind).own_identity:  # a served model: its endpoint's URL (served.py)
+        return encoder_class(entry.kind).identity_change(config, entry)
     made = config.get(MODEL_IDENTITY)
     if not made:
         return None
@@ -807,7 +824,7 @@ def embed(place: Place, entry: ModelEntry, pools: list[str] | None = None, shard
     reused = 0
     # REPLACE=1 asks a served model's endpoint (its probes) even with nothing missing: only
     # its answers tell another model behind the same URL and name
-    asked = replace and entry.kind in IDENTITY_HOOKS and (store / MANIFEST).exists()
+    asked = replace and encoder_kind(entry.kind).own_identity and (store / MANIFEST).exists()
     devices: list[str] = []  # several: a worker process each (workers.py); none: this one
     if len(missing) or asked:
         if entry.kind in POOLED_KINDS:  # a local model: DEVICE=cuda on every visible GPU
