@@ -9,12 +9,13 @@ this module loads the standard library only.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core.errors import InputError
+from pipeline.core.errors import InputError, OptionError
 from pipeline.core.repair import PIPELINE_COMMAND, Repair
 from pipeline.layout import (
     Place,
@@ -28,6 +29,8 @@ from pipeline.options.checks import DTYPES
 from pipeline.options.declared import default, kind_run_options
 from pipeline.roots import data_roots
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     import polars as pl
 
@@ -38,7 +41,7 @@ if TYPE_CHECKING:
     from pipeline.retrieval.search import SearchSettings
 
 __all__ = ["Data", "build_corpus", "build_pool", "build_report", "evaluate", "import_run",
-           "search", "verify_data"]
+           "list_models", "search", "sweep", "verify_data", "warm"]
 
 class Data:
     """Where the data lives: a folder holding corpora/, indexes/ and runs/ (as DATA does for
@@ -129,6 +132,82 @@ def _entry(model: str | ModelEntry) -> ModelEntry:
     return entry
 
 
+def generate_corpus(data: Data | str | os.PathLike, corpus: str, *,
+                    papers: int | str | SyntheticConfig | None = None,
+                    shards: int | None = None, seed: int | None = None, repair: bool = False,
+                    workers: int = default("THREADS")) -> dict:
+    """`make corpus`'s synthetic shards (the synth command is this function): S2ORC-format
+    shards of `corpus` written into corpora/<corpus>/s2orc. Each setting not given (`papers`:
+    a number or '120k', None or ''; `shards`; `seed`) is as the shards there were made, or
+    SyntheticConfig's for a new corpus; a SyntheticConfig as `papers` gives them all. With
+    `repair`, the damaged or missing shards are written again with the recorded settings.
+    A no-op when the shards are current; timed into the corpus's stage-times log. Returns
+    the generator's manifest (its parameters and counts)."""
+    from pipeline.core.timing import timed
+    from pipeline.ingest.synthetic import SyntheticConfig, chosen_config, generate
+    from pipeline.layout import stage_times_path
+
+    data = Data.of(data)
+    out_dir = raw_dir(data.corpora, check_name("corpus", corpus), "s2orc")
+    cfg = papers if isinstance(papers, SyntheticConfig) else chosen_config(
+        out_dir, n_papers=parse_size(str(papers)) if papers else None, n_shards=shards,
+        seed=seed, repair=repair)
+    with timed("synth", stage_times_path(data.runs, corpus), papers=cfg.n_papers) as info:
+        made = generate(out_dir, cfg, workers=workers)
+        info.update(made["counts"])
+    return made
+
+
+def ingest_corpus(data: Data | str | os.PathLike, corpus: str, *,
+                  raw: str | os.PathLike | None = None, source: str | None = None,
+                  strict: bool = False, fos_source: str = default("FOS_SOURCE"),
+                  workers: int = default("THREADS")) -> dict:
+    """`make corpus`'s ingest (the ingest command is this function): the raw shards of
+    `corpus` read from `raw` (default corpora/<corpus>/<source>; `source` s2orc or s2ag,
+    SOURCE's default: s2ag for a corpus named s2ag) into papers.parquet and
+    citations.parquet, `workers` processes reading them; `strict`: the first bad line stops
+    it. A no-op when current; timed into the corpus's stage-times log. Returns the corpus
+    manifest's ingest section (its parameters and counts)."""
+    from pipeline.core.timing import timed
+    from pipeline.ingest import ingest
+    from pipeline.layout import stage_times_path
+    from pipeline.options.declared import BY_NAME
+    from pipeline.readers import reader
+
+    data = Data.of(data)
+    corpus_dir = data.corpus(corpus)
+    source = source or BY_NAME["SOURCE"].default({"CORPUS": corpus})  # type: ignore[operator]
+    reader(source)  # a known source: it names the raw folder
+    folder = Path(raw) if raw else raw_dir(data.corpora, corpus, source)
+    with timed("ingest", stage_times_path(data.runs, corpus)) as info:
+        made = ingest(folder, corpus_dir, strict=strict, workers=workers, source=source,
+                      fos_source=fos_source)
+        # the quarantined lines have lines of their own (ingest's), naming their dataset
+        info.update({k: v for k, v in made["counts"].items() if not k.endswith("quarantined")})
+    return made
+
+
+def prefilter_corpus(data: Data | str | os.PathLike, corpus: str, *,
+                     citations: str = default("CITATIONS"), min_citations: int | None = None
+                     ) -> dict:
+    """`make corpus`'s prefilter (the prefilter command is this function): prefiltered.parquet
+    of `corpus`, the papers with `min_citations` citations (None: the prefilter's own, 3, MDCR
+    §3) counted as `citations` says, and an abstract; the dropped ones counted by reason. A
+    no-op when current; timed into the corpus's stage-times log. Returns the corpus
+    manifest's prefilter section (its parameters and counts)."""
+    from pipeline.core.timing import timed
+    from pipeline.ingest import prefilter
+    from pipeline.layout import stage_times_path
+
+    data = Data.of(data)
+    corpus_dir = data.corpus(corpus)
+    with timed("prefilter", stage_times_path(data.runs, corpus)) as info:
+        made = prefilter(corpus_dir, citations,  # type: ignore[arg-type]
+                         **({} if min_citations is None else {"min_citations": min_citations}))
+        info.update(made["counts"])
+    return made
+
+
 def build_corpus(data: Data | str | os.PathLike, name: str, *,
                  synthetic: int | str | SyntheticConfig | None = None,
                  shards: int | None = None, seed: int | None = None,
@@ -136,16 +215,12 @@ def build_corpus(data: Data | str | os.PathLike, name: str, *,
                  fos_source: str = default("FOS_SOURCE"), strict: bool = False,
                  citations: str = default("CITATIONS"), min_citations: int | None = None,
                  workers: int = default("THREADS")) -> Path:
-    """Make corpus `name`: ingest its raw shards and prefilter them; return its folder.
-
-    The raw shards are read from `raw` (default: corpora/<name>/<source>, source s2orc or
-    s2ag: SOURCE's default, s2ag for a corpus named s2ag). With `synthetic` (a number of
-    papers, or a SyntheticConfig), synthetic S2ORC shards are written into
-    corpora/<name>/s2orc first (`shards` of them, from `seed`: SyntheticConfig's defaults when
-    not given; never into a `raw` folder of the user's). Each stage is a no-op when its
-    outputs are current. `workers`: THREADS's default; `min_citations`: None, the
-    prefilter's (3, MDCR §3)."""
-    from pipeline.ingest import ingest, prefilter
+    """`make corpus` (the corpus command is this function): make corpus `name`, its synthetic
+    shards first with `synthetic` (generate_corpus: `synthetic` its papers, '' as made, with
+    `shards` and `seed`), then ingest_corpus and prefilter_corpus, each a no-op when its
+    outputs are current; return its folder. Synthetic shards go into corpora/<name>/s2orc
+    only (the raw folder of source s2orc): a `raw` elsewhere, or another `source`, is
+    refused with `synthetic`."""
     from pipeline.options.declared import BY_NAME
     from pipeline.readers import reader
 
@@ -153,26 +228,19 @@ def build_corpus(data: Data | str | os.PathLike, name: str, *,
     source = source or BY_NAME["SOURCE"].default({"CORPUS": name})  # type: ignore[operator]
     corpus_dir = data.corpus(name)
     reader(source)  # a known source: it names the raw folder
-    if synthetic is not None and raw is not None:
-        raise InputError(f"build_corpus: raw={str(raw)!r} is a release to read, and synthetic= "
-                         f"writes its shards into {raw_dir(data.corpora, name, 's2orc')}: give "
-                         "one of them")
+    shards_dir = raw_dir(data.corpora, name, "s2orc")
+    if synthetic is not None and raw and os.path.abspath(raw) != os.path.abspath(shards_dir):
+        into = str(shards_dir).replace("{", "{{").replace("}", "}}")
+        raise OptionError("{RAW=} is a release to read, and the synthetic shards are written "
+                          f"into {into}: give one of them", {"RAW": str(raw)})
     if synthetic is not None and source != "s2orc":
         raise InputError(f"build_corpus: synthetic shards are in S2ORC's format: give "
                          f"source='s2orc', not {source!r}")
-    raw_folder = Path(raw) if raw is not None else raw_dir(data.corpora, name, source)
     if synthetic is not None:
-        from pipeline.ingest.synthetic import SyntheticConfig, generate
-
-        given = {key: value for key, value in (("n_shards", shards), ("seed", seed))
-                 if value is not None}
-        cfg = synthetic if isinstance(synthetic, SyntheticConfig) else SyntheticConfig(
-            n_papers=parse_size(str(synthetic)), **given)
-        generate(raw_folder, cfg, workers=workers)
-    ingest(raw_folder, corpus_dir, strict=strict, workers=workers, source=source,
-           fos_source=fos_source)
-    prefilter(corpus_dir, citations,  # type: ignore[arg-type]
-              **({} if min_citations is None else {"min_citations": min_citations}))
+        generate_corpus(data, name, papers=synthetic, shards=shards, seed=seed, workers=workers)
+    ingest_corpus(data, name, raw=raw, source=source, strict=strict, fos_source=fos_source,
+                  workers=workers)
+    prefilter_corpus(data, name, citations=citations, min_citations=min_citations)
     return corpus_dir
 
 
@@ -197,6 +265,158 @@ def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | Non
         spec = PoolSpec(**fields)
     # its refusals name SIZE and QUERIES, worded as the API's keywords (size, n_queries)
     return build(Data.of(data).corpus(corpus), spec)["name"]
+
+
+def build_pools(data: Data | str | os.PathLike, corpus: str, *,
+                size: int | str | None = None, field: str | None = None,
+                repeats: int = default("REPEATS"), n_queries: int | None = None,
+                seed: int = default("SEED"), split: str = default("SPLIT"),
+                exclude: str | os.PathLike | None = None, query_year: int | None = None,
+                rebuild: str | Sequence[str] | None = None, repair: bool = False) -> list[str]:
+    """`make pool` and `make pools` (the pool command is this function): a pool of `corpus`
+    for each field x size x repeat (pipeline.pools.grid) and return their names. `size`: one
+    or several sizes separated by spaces ('2k 5k'), as SIZE; `field`: None (dataset-level),
+    one of the 19 MAG fields, several separated by spaces or 'all', as FIELD; `repeats` draws
+    of each; `n_queries` (None: 3,800 dataset-level, 200 per field), `seed`, `split`,
+    `exclude` and `query_year` (None: PoolSpec's; also the newest year a candidate may have)
+    as build_pool's. Or, given instead: `rebuild`, pools (a name or a list) built again from
+    their recorded parameters; `repair`, every pool of the corpus that is stale, damaged or
+    half-written (one whose EXCLUDE list changed is named and skipped). A current pool is
+    kept; each pool is timed into the corpus's stage-times log."""
+    from pipeline.fields import resolve_fields
+    from pipeline.layout import stage_times_path
+    from pipeline.pools.build import pool_folders
+    from pipeline.pools.grid import build_grid, rebuild_pools, usable_pools
+    from pipeline.roots import where
+
+    data = Data.of(data)
+    corpus_dir, times = data.corpus(corpus), stage_times_path(data.runs, corpus)
+    if repair or rebuild:  # make pools: each pool whose list changed is named and skipped
+        names = usable_pools(corpus_dir, pool_folders(corpus_dir), "pool", where(
+            data.corpora, data.indexes, data.runs)) if repair else [rebuild] if isinstance(
+            rebuild, str) else list(rebuild or ())
+        rebuild_pools(corpus_dir, names, times)
+        return names
+    if not size:
+        raise OptionError("pool: give {SIZE} (e.g. 20k) or --rebuild <pool>")
+    fields = resolve_fields(field) if field else [None]
+    sizes = [parse_size(text) for text in str(size).split()]
+    settings = {"n_queries": n_queries, "seed": seed, "split": split,
+                "exclude": None if exclude is None else str(exclude),
+                **({} if query_year is None else {"query_year": query_year,
+                                                  "max_year": query_year})}
+    build_grid(corpus_dir, fields, sizes, repeats, times, **settings)
+    return _grid_pools(corpus_dir, fields, sizes, repeats, settings)
+
+
+def build_paper_pools(data: Data | str | os.PathLike, corpus: str, *,
+                      seed: int = default("SEED"), exclude: str | os.PathLike | None = None,
+                      paper_sizes: int | str = default("PAPER_SIZES"),
+                      paper_queries: int = default("PAPER_QUERIES"),
+                      paper_field_size: int | str = default("PAPER_FIELD_SIZE"),
+                      paper_field_queries: int = default("PAPER_FIELD_QUERIES"),
+                      paper_repeats: int = default("PAPER_REPEATS")) -> list[str]:
+    """`make pools-paper` (the pools-paper command is this function): the paper's grid of
+    `corpus`, for the test and then the validation split: dataset-level pools of
+    `paper_sizes` (sizes separated by spaces) with `paper_queries` queries, and field-level
+    pools of the 19 fields of `paper_field_size` with `paper_field_queries`, `paper_repeats`
+    draws of each, drawn from `seed` without the papers of `exclude`; each default its make
+    variable's (PAPER_SIZES, ...: MDCR §3). Returns the pools' names; its refusals name its
+    own arguments (paper_queries, not n_queries)."""
+    from pipeline.fields import resolve_fields
+    from pipeline.layout import stage_times_path
+    from pipeline.pools.build import Named
+    from pipeline.pools.grid import build_grid
+
+    data = Data.of(data)
+    corpus_dir, times = data.corpus(corpus), stage_times_path(data.runs, corpus)
+    names = []
+    for split in ("test", "validation"):
+        common = {"seed": seed, "split": split, "exclude": str(exclude) if exclude else None}
+        for fields, sizes, queries, named in (
+                ([None], paper_sizes, paper_queries, Named("PAPER_SIZES", "PAPER_QUERIES")),
+                (resolve_fields("all"), paper_field_size, paper_field_queries,
+                 Named("PAPER_FIELD_SIZE", "PAPER_FIELD_QUERIES"))):
+            parsed = [parse_size(text) for text in str(sizes).split()]
+            settings = {"n_queries": queries, **common}
+            build_grid(corpus_dir, fields, parsed, paper_repeats, times, named, **settings)
+            names += _grid_pools(corpus_dir, fields, parsed, paper_repeats, settings)
+    return names
+
+
+def _grid_pools(corpus_dir: Path, fields: list[str | None], sizes: list[int], repeats: int,
+                settings: dict) -> list[str]:
+    """The names of a grid's pools (fields x sizes x repeats, PoolSpec's other `settings`)
+    that the corpus holds: a field whose field-cited set a size exhausts has one draw."""
+    import itertools
+    from dataclasses import replace
+
+    from pipeline.pools.build import PoolSpec, pool_folders, with_exclusion
+
+    base, _ = with_exclusion(PoolSpec(size=0, **settings))  # its ids' digest names the pools
+    held = set(pool_folders(corpus_dir))
+    names = (replace(base, size=size, field=field, repeat=repeat).name for field, size, repeat
+             in itertools.product(fields, sizes, range(repeats)))
+    return [name for name in names if name in held]
+
+
+def retire_pool(data: Data | str | os.PathLike, corpus: str, pool: str
+                ) -> list[tuple[Path, Path]]:
+    """`make retire-pool` (the retire-pool command is this function): move pool `pool` of
+    `corpus`, its Lucene index and its runs into the corpus's retired/ folders, where no
+    stage reads them again (pipeline/pools/retire.py); return the (from, to) moves. Only a
+    pool make pool built; a pool retired before is never replaced."""
+    from pipeline.pools.retire import retire_pool as retire
+
+    moves = retire(Data.of(data).place(corpus), pool)
+    log.info(f"[retire-pool] {pool}: {len(moves)} folders moved into retired/ (its files, its "
+             "Lucene index and its runs, where it had them)")
+    return moves
+
+
+def training_ids(src: str | os.PathLike, paper_ids: str | os.PathLike,
+                 out: str | os.PathLike) -> dict:
+    """`make training-ids` (the training-ids command is this function): the papers of a list
+    named by S2 SHA (`src`: SPECTER's data.json or train.txt) as CorpusIDs, one per line, in
+    the new file `out` (for EXCLUDE and TRAINING_SETS), looked up in S2AG's paper-ids dataset
+    (the folder `paper_ids`). Returns the counts: shas, corpus_ids, shas_not_found."""
+    from pipeline.ingest.training_ids import convert
+
+    counts = convert(Path(src), Path(paper_ids), Path(out))
+    log.info(f"[training-ids] {out}: {counts['corpus_ids']} CorpusIDs of {counts['shas']} "
+             f"SHAs ({counts['shas_not_found']} not found)")
+    return counts
+
+
+def download(data: Data | str | os.PathLike, corpus: str, *,
+             raw: str | os.PathLike | None = None, release: str = default("RELEASE"),
+             datasets: str = default("DATASETS"), first: int | None = None,
+             update: bool = False, parallel: int = default("PARALLEL"),
+             retries: int | None = None, backoff: float | None = None) -> dict:
+    """`make download` (the download command is this function): the S2AG `datasets`
+    (separated by commas) of `release` (a date, or latest) from the Semantic Scholar Datasets
+    API (its key: S2_API_KEY in the environment) into `raw` (default corpora/<corpus>/s2ag),
+    where make corpus SOURCE=s2ag reads them; a download stopped before is finished.
+    `first`: only each dataset's first files (a trial); `update`: an older release there is
+    brought to this one with the API's diffs; `parallel` files at once; `retries` and
+    `backoff` (the first pause, in seconds): s2client.Settings' unless given
+    (pipeline/ingest/download.py). Returns the summary: release, files and bytes per
+    dataset; logs the make corpus command that ingests them."""
+    from pipeline.ingest.download import download as fetch
+    from pipeline.ingest.s2client import Settings
+    from pipeline.roots import where
+
+    data = Data.of(data)
+    settings = Settings.from_environment(**{key: value for key, value in (
+        ("parallel", parallel), ("retries", retries), ("backoff", backoff)) if value is not None})
+    folder = Path(raw) if raw else raw_dir(data.corpora, check_name("corpus", corpus), "s2ag")
+    summary = fetch(folder, settings, release=release, datasets=datasets.replace(
+        ",", " ").split(), first=first, update=update)
+    following = Repair("corpus", corpus, variables=(("SOURCE", "s2ag"), *(
+        (("RAW", str(folder)),) if raw else ())))
+    log.info("release %s in %s; next: %s", summary["release"], folder,
+             following.command(where(data.corpora, data.indexes, data.runs)))
+    return summary
 
 
 def search(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str] | None,
@@ -296,6 +516,109 @@ def embed(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str]
                  num_shards, stage_times_path(data.runs, corpus),
                  **store_options(batch_size, dtype, part_size, model_path, device, replace))
     return store_dir(data.indexes, corpus, get_model(model).name)
+
+
+def index(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str] | None,
+          model: str | ModelEntry, *, threads: int = default("THREADS"),
+          repair_pools: bool = False, batch_size: int | None = None, dtype: str = DTYPES[0],
+          part_size: int | None = None, model_path: str | os.PathLike | None = None,
+          device: str | None = None, replace: bool = False, program: str | None = None,
+          **options: Any) -> list[str]:
+    """`make index` (the index command is this function): build what `model` searches for
+    `pool` (a name, a list of them, or None: every usable pool of the corpus), each timed into
+    the corpus's stage-times log, and return the pools: an encoder's store filled with what it
+    lacks (the store's options and `replace` as embed's), BM25's analysed-text store
+    (bm25_engine='lucene': a Lucene index per pool); what is current is kept. `options`: the
+    retriever's own (its kind's Retriever.OPTIONS: BM25's engine) and the index command's
+    other declared options, others refused. With `repair_pools` the corpus's stale or damaged
+    pools are built again first (make pools). `search` builds what it needs itself;
+    `program`: as search's."""
+    from pipeline.layout import stage_times_path
+    from pipeline.options.arguments import check_options
+    from pipeline.pools.grid import repair_pools as repair
+    from pipeline.pools.grid import stage_pools
+    from pipeline.retrieval.registry import retriever
+    from pipeline.retrieval.search import IndexSettings, index_pools, retriever_options
+    from pipeline.roots import where
+
+    data = Data.of(data)
+    place, times = data.place(corpus), stage_times_path(data.runs, corpus)
+    entry = _entry(model)
+    check_options("index", entry.kind, options, list(retriever(entry.kind).OPTIONS))
+    named = where(data.corpora, data.indexes, data.runs, program or PIPELINE_COMMAND)
+    if repair_pools:
+        repair(place.corpus_dir, times, named)
+    pools = stage_pools(place.corpus_dir, [pool] if isinstance(pool, str) else pool, "index",
+                        named)
+    options = retriever_options(entry, {**options, "model_path": model_path})
+    index_pools(place, entry, pools, IndexSettings(threads, options, store_options(
+        batch_size, dtype, part_size, model_path, device, replace), times))
+    return pools
+
+
+def _resources(partition: str | None, gpus_per_task: int, time: str | None,
+               cpus_per_task: int | None) -> Any:
+    """What each SLURM job asks for (pipeline.slurm.Resources)."""
+    from pipeline.slurm import Resources
+
+    return Resources(partition, gpus_per_task, time, cpus_per_task)
+
+
+def submit_embed(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str] | None,
+                 model: str, *, num_shards: int = default("SHARDS"),
+                 partition: str | None = None, gpus_per_task: int = default("GPUS_PER_TASK"),
+                 time: str | None = None, cpus_per_task: int | None = None,
+                 batch_size: int | None = None, dtype: str = DTYPES[0],
+                 part_size: int | None = None, model_path: str | os.PathLike | None = None,
+                 device: str | None = None, replace: bool = False) -> str:
+    """`make embed EXECUTOR=slurm` (the submit-embed command is this function): write
+    <runs>/slurm/embed-<corpus>-<model>.sbatch, a SLURM job array of `num_shards` tasks, each
+    embedding its shard of `pool` (a name, a list of them, or None: every usable pool, as
+    embed takes them) with the store's options, submit it and return its job id. Each job
+    asks for `partition`, `gpus_per_task`, `time` and `cpus_per_task` (None: the cluster's
+    default). A store of another model under the name is refused, or with `replace`
+    (REPLACE=1) removed here, once, before anything is submitted (docs/cluster.md)."""
+    from pipeline.models import get_model
+    from pipeline.slurm import submit_embed as submit
+
+    place = Data.of(data).place(corpus)
+    pools = [pool] if isinstance(pool, str) else pool
+    options = {"--pool": None if pools is None else list(pools), "--batch-size": batch_size,
+               "--dtype": dtype, "--model-path": model_path, "--device": device,
+               "--part-size": part_size}  # each task's embed options
+    return submit(place, get_model(model).name, num_shards,
+                  _resources(partition, gpus_per_task, time, cpus_per_task), options,
+                  replace=replace)
+
+
+def after_embed(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str] | None,
+                model: str, command: Sequence[str], *, num_shards: int = default("SHARDS"),
+                partition: str | None = None, gpus_per_task: int = default("GPUS_PER_TASK"),
+                time: str | None = None, cpus_per_task: int | None = None,
+                model_path: str | os.PathLike | None = None, program: str | None = None
+                ) -> str | int:
+    """`make eval EXECUTOR=slurm`'s step (the after-embed command is this function): when a
+    paper of `pool` (None: every usable pool) is not in the store of `model` yet, `command`
+    (an argv: make's search and eval, in one shell) submitted as a SLURM job after the embed
+    array `submit_embed` recorded (afterok), its job id returned; when every shard is in, run
+    here, its exit status returned. Refused where papers are missing and no array is queued
+    or running, and where the store is another model's (docs/cluster.md). Not exported:
+    `command` is the command line make writes."""
+    from pipeline.models import get_model
+    from pipeline.pools.grid import stage_pools
+    from pipeline.roots import where
+    from pipeline.slurm import run_here, submit_after_embed
+
+    data = Data.of(data)
+    place = data.place(corpus)
+    pools = stage_pools(place.corpus_dir, [pool] if isinstance(pool, str) else pool,
+                        "after-embed", where(data.corpora, data.indexes, data.runs,
+                                             program or PIPELINE_COMMAND))
+    job_id = submit_after_embed(place, get_model(model), num_shards,
+                                _resources(partition, gpus_per_task, time, cpus_per_task),
+                                list(command), pools,
+                                model_path=None if model_path is None else str(model_path))
+    return run_here(list(command)) if job_id is None else job_id
 
 
 def store_options(batch_size: int | None, dtype: str, part_size: int | None,
@@ -447,6 +770,84 @@ def export_mdcr(data: Data | str | os.PathLike, corpus: str, out: str | os.PathL
     return export_benchmark(Data.of(data).corpus(corpus), Path(out), split)
 
 
+def _model_names(models: str | Sequence[str | ModelEntry]) -> list[str]:
+    """Models given as one string (separated by commas or spaces) or a list, by name."""
+    if isinstance(models, str):
+        return models.replace(",", " ").split()
+    return [m if isinstance(m, str) else _entry(m).name for m in models]
+
+
+def build_mdcr(data: Data | str | os.PathLike, corpus: str, models: str | Sequence[str],
+               out: str, *, seed: int = default("SEED"), positives: int | None = None,
+               per_type: int | None = None, top: int | None = None, replace: bool = False,
+               program: str | None = None) -> dict:
+    """`make mdcr` (the mdcr command is this function): an MDCR-style benchmark (MDCR §4) of
+    `corpus`'s field-level test pools of seed `seed`, the runs of `models` (names, or one
+    string separated by commas) giving the model-based negatives, written as the corpus `out`
+    and timed into `corpus`'s stage-times log; return its manifest (`benchmark`: its pools
+    and counts). `positives` per query, `per_type` negatives of each type, model-based ones
+    from the `top` ranks (None: 5, 10, 200, pipeline/mdcr/build.py's). A benchmark with
+    other contents is replaced only with `replace`; the log line names the command that
+    evaluates a model on it (`program`: as search's)."""
+    from pipeline.core.timing import timed
+    from pipeline.layout import stage_times_path
+    from pipeline.mdcr.build import build_mdcr as build
+    from pipeline.mdcr.build import built_summary
+    from pipeline.roots import where
+
+    data = Data.of(data)
+    place, out_dir = data.place(corpus), data.corpus(out)
+    given = {key: value for key, value in (("positives", positives), ("per_type", per_type),
+                                           ("top", top)) if value is not None}
+    with timed("mdcr", stage_times_path(data.runs, corpus), out=out) as info:
+        built = build(place, out_dir, _model_names(models), seed, replace=replace, **given)
+        info.update(built["benchmark"]["counts"])
+    log.info(built_summary(out_dir, built, where(data.corpora, data.indexes, data.runs,
+                                                 program or PIPELINE_COMMAND)))
+    return built
+
+
+def mdcr_jaccard(data: Data | str | os.PathLike, corpus: str, models: str | Sequence[str], *,
+                 seed: int = default("SEED"), depth: int | None = None) -> pl.DataFrame:
+    """`make mdcr-jaccard` (the mdcr-jaccard command is this function, printing the table):
+    for each pair of `models` (two or more), the Jaccard index between their `depth` (None:
+    10) highest-ranked negatives, averaged over the queries of each field-level test pool of
+    seed `seed`, then over fields (MDCR §4: pick the models whose negatives overlap least);
+    written as a Markdown table to runs/reports/<corpus>-mdcr-jaccard.md and returned: a, b,
+    jaccard, fields, queries."""
+    from pipeline.mdcr.build import JACCARD_DEPTH, negative_jaccard
+    from pipeline.report.build import jaccard_report
+
+    place = Data.of(data).place(corpus)
+    depth = depth or JACCARD_DEPTH
+    table = negative_jaccard(place, _model_names(models), seed, depth)
+    jaccard_report(table, place.runs_root, corpus, depth)
+    return table
+
+
+def mdcr_scores(data: Data | str | os.PathLike, corpus: str, model: str,
+                out: str | os.PathLike, *, split: str = default("SPLIT")) -> int:
+    """`make mdcr-scores` (the mdcr-scores command is this function): the official scores
+    file {"<query>_<candidate>": score} of the runs `model` (a run's name) on the pools of the
+    benchmark corpus's `split`, written to the file `out` (what `mdcr_evaluate` and the
+    official evaluator read); returns the number of scores written."""
+    from pipeline.mdcr.official import model_scores_file
+
+    return model_scores_file(Data.of(data).place(corpus), model, split, Path(out))
+
+
+def mdcr_evaluate(benchmark: str | os.PathLike, scores: str | os.PathLike
+                  ) -> tuple[pl.DataFrame, dict[str, float]]:
+    """The mdcr-evaluate command (which prints them as the official script does): the
+    official evaluator's numbers for the scores file `scores` against the official
+    `benchmark` file (mdcr_test.json or mdcr_val.json), computed by the pipeline's metric
+    kernels on the lists the official evaluator reads: a row per field (x100) and the macro
+    average of each metric. Writes nothing."""
+    from pipeline.mdcr.official import evaluate_files
+
+    return evaluate_files(Path(benchmark), Path(scores))
+
+
 def export_beir(data: Data | str | os.PathLike, corpus: str, pool: str,
                 out: str | os.PathLike) -> dict:
     """Write pool `pool` of `corpus` as a BEIR folder `out` (corpus.jsonl: its candidates,
@@ -481,76 +882,139 @@ def export_mteb(data: Data | str | os.PathLike, corpus: str, model: str,
     return write_mteb(Data.of(data).place(corpus), model, Path(out))
 
 
-def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str,
+def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str] | None,
              model: str | ModelEntry | Sequence[str | ModelEntry], *,
              metrics: str | Sequence[str] = default("METRICS"), means: bool = False,
-             save: bool | None = None) -> pl.DataFrame:
-    """Score the runs of `model` (a name, a run name 'bm25~title', a ModelEntry, or a list of
-    them) on `pool`. Saved as `make eval` saves them, a current evaluation kept as it is
-    (eval_is_current): by default with the pool's own metrics (`metrics='auto'`) only, so an
-    exploratory call with others writes nothing; `save=True` adds the metrics asked to the
-    saved evaluation, as make eval METRICS=... does; `save=False` never writes.
-    Returns a polars DataFrame of the metrics asked: with
-    `means=False`, one row per model, query and candidate set (`negatives`: 'all', and per
-    negative type on MDCR-style pools) with a column per metric; with `means=True`, one row per
-    model with each metric's mean over the pool's queries (over CSFCube's folds: the mean of
-    the folds' means). `metrics`: 'auto' (the pool's own set), a set's name or metric names
-    (ranx's, ir_measures' or trec_eval's; the columns carry ranx's)."""
+             save: bool = True, stale_only: bool = True, collect: bool = False,
+             program: str | None = None) -> pl.DataFrame:
+    """`make eval` (the eval command is this function): score the runs of `model` (a name, a
+    run name 'bm25~title', a run imported under its own name, a ModelEntry, or a list of them)
+    on `pool` (a name, a list of them, or None: every usable pool of the corpus). Saved as
+    make eval saves them (.metrics.parquet, .eval.json; each pool's time in the corpus's
+    stage-times log), an evaluation current for its pool, run and metrics kept as it is
+    (`stale_only`; the command line's --stale-only, off unless given, scores every pool
+    again); `save=False` scores without writing anything (an exploratory call). `metrics`:
+    'auto' (each pool's own set), a set's name or metric names (ranx's, ir_measures' or
+    trec_eval's; the columns carry ranx's); others than the pool's own are added to its saved
+    evaluation, as make eval METRICS=... does. With `collect`, every current evaluation is
+    then gathered into runs/results.parquet (`collect`). Returns a polars DataFrame of the
+    metrics asked: with `means=False`, one row per model, query and candidate set
+    (`negatives`: 'all', and per negative type on MDCR-style pools) with a column per metric;
+    with `means=True`, one row per model with each metric's mean over the pool's queries (over
+    CSFCube's folds: the mean of the folds' means). Several pools (a list, or None) add a
+    `pool` column after `model`, and a run imported under its own name is scored on those it
+    was imported into (one pool named alone without it: refused). `program`: as search's."""
     import polars as pl
 
     from pipeline.core.files import read_json
-    from pipeline.evaluation.evaluate import eval_is_current, eval_run, pool_metrics, score_run
-    from pipeline.layout import run_paths
+    from pipeline.evaluation.evaluate import (
+        eval_is_current,
+        eval_pools,
+        eval_run,
+        pool_metrics,
+        score_run,
+    )
+    from pipeline.layout import run_paths, stage_times_path
+    from pipeline.pools.grid import stage_pools
+    from pipeline.roots import where
 
-    place = Data.of(data).place(corpus)
-    check_name("pool", pool)
+    data = Data.of(data)
+    place, one = data.place(corpus), isinstance(pool, str)
+    pools = list(stage_pools(place.corpus_dir, [pool] if one else pool, "eval", where(
+        data.corpora, data.indexes, data.runs, program or PIPELINE_COMMAND)))
+    for each in pools:
+        check_name("pool", each)
     models = [model] if isinstance(model, str) or not isinstance(model, Sequence) else model
-    names = [_run(m, place, pool) for m in models]  # each checked before anything is written
-    wanted = pool_metrics(place.corpus_dir, pool, metrics if isinstance(metrics, str)
-                          else " ".join(metrics))
-    if save is None:
-        save = wanted == pool_metrics(place.corpus_dir, pool)
+    runs = [_scored(m, place, pools, one) for m in models]  # checked before anything is written
+    text = metrics if isinstance(metrics, str) else " ".join(metrics)
+    wanted = {each: pool_metrics(place.corpus_dir, each, text) for each in pools}
+    if save:
+        for m, names in zip(models, runs, strict=True):
+            if isinstance(m, str):  # make eval's stage: what it scores, logs and times
+                eval_pools(place, m, pools, text, stale_only, stage_times_path(data.runs, corpus))
+                continue
+            for each, name in names.items():  # an entry, which no registry name looks up
+                if not (stale_only and eval_is_current(place, each, name, wanted[each])):
+                    eval_run(place, each, name, wanted[each])
+    if collect:
+        _collect(data)
     frames = []
-    for name in names:
-        paths = run_paths(place.runs_root, corpus, pool, name)
-        if not save:
-            values, info = score_run(place, pool, name, wanted)
-        else:
-            if not eval_is_current(place, pool, name, wanted):
-                eval_run(place, pool, name, wanted)
-            values, info = pl.read_parquet(paths.metrics), read_json(paths.evaluation)
-        if means:
-            frames.append(pl.DataFrame([{"model": name, **{m: info["means"][m] for m in wanted}}],
-                                       schema={"model": pl.String,
-                                               **dict.fromkeys(wanted, pl.Float64)}))
-        else:  # the metrics asked, of those saved
-            frames.append(values.select(pl.lit(name).alias("model"),
-                                        pl.exclude(set(values.columns) - {"query", "negatives",
-                                                                          *wanted})))
-    return pl.concat(frames, how="vertical_relaxed")
+    for names in runs:
+        for each, name in names.items():
+            paths = run_paths(place.runs_root, corpus, each, name)
+            values, info = (pl.read_parquet(paths.metrics), read_json(paths.evaluation)) \
+                if save else score_run(place, each, name, wanted[each])
+            keys = {"model": name} if one else {"model": name, "pool": each}
+            if means:
+                frames.append(pl.DataFrame(
+                    [{**keys, **{m: info["means"][m] for m in wanted[each]}}],
+                    schema={**dict.fromkeys(keys, pl.String),
+                            **dict.fromkeys(wanted[each], pl.Float64)}))
+            else:  # the metrics asked, of those saved
+                frames.append(values.select(
+                    *(pl.lit(value).alias(key) for key, value in keys.items()),
+                    pl.exclude(set(values.columns) - {"query", "negatives", *wanted[each]})))
+    if not frames:  # an imported run in none of the pools
+        return pl.DataFrame(schema={"model": pl.String, "pool": pl.String})
+    return pl.concat(frames, how="vertical_relaxed" if one else "diagonal_relaxed")
+
+
+def _scored(model: str | ModelEntry, place: Place, pools: list[str], one: bool
+            ) -> dict[str, str]:
+    """The pools `model`'s runs are scored on, each with the run's name: a run imported under
+    its own name on the pools it was imported into (as eval_pools scores it; one pool named
+    alone without it is refused, as `_run` refuses it), a model's on every pool."""
+    if one:
+        return {pools[0]: _run(model, place, pools[0])}
+    if isinstance(model, str):
+        from pipeline.retrieval.imported import imported_pools
+
+        if imported := imported_pools(place.runs_root, place.corpus, model):
+            return {each: model for each in pools if each in imported}
+    return dict.fromkeys(pools, _run(model, None if isinstance(model, str) else place))
+
+
+def collect(data: Data | str | os.PathLike) -> pl.DataFrame:
+    """The collect command (make eval runs it last): every current evaluation of the data
+    gathered into runs/results.parquet (written; one not current left out, logged with the
+    command that makes it current) and returned, one row per run, query and metric, as
+    `Data.results()` gives it; its count and file logged."""
+    return _collect(Data.of(data))
+
+
+def _collect(data: Data) -> pl.DataFrame:
+    from pipeline.layout import RESULTS_FILE
+
+    results = data.results()
+    log.info(f"[collect] {results.height} rows in {data.runs / RESULTS_FILE}")
+    return results
 
 
 def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = default("SEED"), *,
                  collect: bool = True, exclude: str | os.PathLike | None = None,
-                 training_sets: dict[str, str | os.PathLike] | None = None) -> Report:
-    """Gather every evaluation (runs/results.parquet; `collect=False`: as written last) and
-    make the report of `corpus` and pool seed `seed`: a Report, whose `save()` writes it under
-    runs/reports/ as `make report` does. `exclude`: the exclusion list whose pools are reported
-    (as EXCLUDE; 'none' for the pools without one); `training_sets`: model -> file of its
-    training papers, for the leakage table (as TRAINING_SETS)."""
+                 training_sets: dict[str, str | os.PathLike] | str | None = None) -> Report:
+    """`make report` (the report command is this function, then `Report.save()` and the
+    Markdown printed): gather every evaluation (runs/results.parquet; `collect=False`: as
+    written last) and make the report of `corpus` and pool seed `seed`: a Report, whose
+    `save()` writes it under runs/reports/ as `make report` does. `exclude`: the exclusion
+    list whose pools are reported (as EXCLUDE; 'none' for the pools without one);
+    `training_sets`: model -> file of its training papers, for the leakage table (as
+    TRAINING_SETS, whose text the command line gives)."""
+    from pipeline.layout import RESULTS_FILE
     from pipeline.report.build import build_report as build
-    from pipeline.report.build import report_lists
+    from pipeline.report.build import report_lists, training_lists
 
     data = Data.of(data)
     check_name("corpus", corpus)
+    if isinstance(training_sets, str):
+        training_sets = training_lists(training_sets)
     lists = (None if exclude is None else str(exclude),
              {model: str(path) for model, path in (training_sets or {}).items()})
     report_lists(*lists)  # a refusal before results are collected: it writes nothing
     if collect:
-        if not (data.runs / corpus).is_dir():
-            raise InputError(f"build_report: corpus={corpus!r} has no runs in {data.runs}: "
-                             f"evaluate its runs first (pipeline.evaluate, or make eval "
-                             f"CORPUS={corpus})")
+        if not (data.runs / corpus).is_dir():  # load_results's refusal, before collecting
+            raise InputError(f"no evaluated runs for CORPUS={corpus} and SEED={seed} in "
+                             f"{data.runs / RESULTS_FILE}: run `make eval`")
         data.results()
     return build(data.runs, corpus, seed, data.corpora, *lists, index_root=data.indexes)
 
@@ -569,6 +1033,89 @@ def verify_data(data: Data | str | os.PathLike, *folders: str | os.PathLike,
     return verify(Roots(data.corpora, data.indexes, data.runs),
                   [Path(f) for f in folders] or None, deep=deep,
                   named=where(data.corpora, data.indexes, data.runs, program))
+
+
+def sweep(data: Data | str | os.PathLike) -> list[Path]:
+    """`make sweep` (the sweep command is this function): the temporaries that stopped
+    processes of this host left under the data roots (what `verify_data` names DEBRIS)
+    removed, one line logged; returns the paths removed, sorted (one inside another removed
+    not named)."""
+    from pipeline.core.atomic import remove, stale_temporaries
+
+    data = Data.of(data)
+    removed: list[Path] = []
+    for root in (data.corpora, data.indexes, data.runs):
+        folders = {p.parent for p in root.rglob(".*.tmp")} if root.exists() else set()
+        for folder in sorted(folders):  # a folder before those below it
+            for path in stale_temporaries(folder):
+                remove(path)
+                removed.append(path)
+    log.info(f"[sweep] {len(removed)} temporaries of stopped processes removed")
+    return sorted(removed)
+
+
+def list_models() -> list[ModelEntry]:
+    """`make models` (the models command is this function): the model registry's entries in
+    its order (pipeline/models.py), each a ModelEntry: name, kind, weights (`hf_id`),
+    pooling, similarity, ... Not `models`: that is the registry's module, pipeline.models."""
+    from pipeline.models import REGISTRY
+
+    return list(REGISTRY.values())
+
+
+def warm() -> dict[str, Any]:
+    """`make setup`'s last step (the warm command is this function; docs/cluster.md: on a new
+    node): every numba kernel a BM25 search and an eval stage use, compiled or loaded from
+    numba's cache (an eval stage after it compiles none), then the bytecode of the pipeline's
+    modules where Python looks for it (`compileall`: a process that may not write it,
+    PYTHONDONTWRITEBYTECODE or a read-only checkout, compiles every module it imports
+    otherwise). One line logged for each, a warning for kernels cached nowhere. Returns what
+    it did: `kernels` (how many are ready), `compiled` (the functions numba compiled,
+    `module.qualname`; the others were loaded), `caches` (folder -> kernels kept there; ""
+    for those kept nowhere, which each process compiles again), `seconds` (the kernels'),
+    `modules` (modules compiled to bytecode; None when not every one could be written)."""
+    import time
+
+    from pipeline import metrics
+    from pipeline.retrieval.bm25 import store as bm25_store
+
+    start = time.perf_counter()
+    with metrics.compilations() as compiled:
+        bm25_store.warm_up()
+        metrics.warm_up()
+    seconds = time.perf_counter() - start
+    caches = metrics.kernel_caches()
+    kept = {folder: n for folder, n in caches.items() if folder}
+    nowhere = caches.get("", 0)
+    said = ", ".join(f"{folder} ({n})" for folder, n in sorted(kept.items()))
+    log.info(f"[warm] numba: {sum(caches.values())} kernels ready in {seconds:.1f}s "
+             f"({len(compiled)} functions compiled, the others loaded from its cache); cached "
+             f"in {said or 'no folder'}")
+    if nowhere:
+        log.warning(f"[warm] numba: {nowhere} kernels cached nowhere (no writable folder): "
+                    "each process compiles them again; set NUMBA_CACHE_DIR to a folder you "
+                    "can write (docs/cluster.md)")
+    package, modules = _bytecode()
+    log.info("[warm] bytecode: " + (
+        f"{modules} module{'' if modules == 1 else 's'} of {package} compiled, the others "
+        "current" if modules is not None else f"not every module of {package} could be "
+        "written (a read-only checkout? PYTHONPYCACHEPREFIX names a folder to write it in)"))
+    return {"kernels": sum(caches.values()), "compiled": list(compiled), "caches": caches,
+            "seconds": seconds, "modules": modules}
+
+
+def _bytecode() -> tuple[Path, int | None]:
+    """The pipeline's modules compiled to bytecode where Python looks for it (`__pycache__`
+    beside each, or under PYTHONPYCACHEPREFIX), those current skipped: the package's folder
+    and how many were compiled (None: not every one could be written)."""
+    import compileall
+    import io
+    from contextlib import redirect_stdout
+
+    package = Path(__file__).parent
+    with redirect_stdout(io.StringIO()) as said:
+        done = compileall.compile_dir(package, quiet=0, workers=1)
+    return package, said.getvalue().count("Compiling ") if done else None
 
 
 def import_vectors(data: Data | str | os.PathLike, corpus: str, model: str,

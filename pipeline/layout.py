@@ -641,6 +641,7 @@ DIFF_KEYS = "keys.npy"  # a step's keys, beside its files, memory-mapped by the 
 SYNTHETIC_WORDS = "data/synthetic_words.json"  # the synthetic generator's words (package data)
 # The checkout's table of make variables, written from pipeline/cli/variables.py
 VARIABLES_DOC = "docs/variables.md"
+API_DOC = "docs/api.md"  # its table of the Python API's arguments is generated too
 PUBLISHED_CSV = "published.csv"  # the papers' published numbers (package data of pipeline.report)
 HF_CONFIG = "config.json"  # a Hugging Face model's config: its presence in the hub cache
 ADAPTER_CONFIG = "adapter_config.json"  # an `adapters` adapter's config, likewise

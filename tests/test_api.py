@@ -31,7 +31,12 @@ NAMES = {"score", "compare", "Comparison",
          "verify_data", "Encoder", "import_vectors", "import_run", "import_collection",
          "export_beir", "crossover", "variance", "topic_set_size", "mteb_result", "inferred",
          "judge", "judge_page", "judge_agreement", "import_beir", "import_csfcube",
-         "import_mdcr", "export_mdcr", "export_mteb", "embed"}
+         "import_mdcr", "export_mdcr", "export_mteb", "embed", "generate_corpus",
+         "ingest_corpus", "prefilter_corpus", "build_pools", "build_paper_pools",
+         "retire_pool", "training_ids", "download"}
+NAMES |= {"collect", "index", "submit_embed", "build_mdcr", "mdcr_jaccard", "mdcr_scores",
+          "mdcr_evaluate"}  # issue 72
+NAMES |= {"list_models", "warm", "sweep"}  # issue 72: make models, warm, sweep
 
 
 def _imported(code: str) -> set[str]:
@@ -179,11 +184,11 @@ def test_evaluate_gives_what_eval_gives(api_data, corpus_dir):
     assert one.columns == ["model", "map"]
 
 
-def test_evaluate_saves_other_metrics_only_when_asked_as_make_eval_metrics_does(
-        api_data, corpus_dir, tmp_path):
-    """Issue 59, one policy for both doors: other metrics than the pool's own are scored
-    without writing by default, and save=True adds them to the saved evaluation byte for byte
-    as `eval --metrics` (make eval METRICS=...) does; the frame holds the metrics asked."""
+def test_evaluate_saves_as_make_eval_saves_unless_save_is_false(api_data, corpus_dir, tmp_path):
+    """Issue 72, one saving policy for every door: evaluate saves what it scores as `eval
+    --metrics` (make eval METRICS=...) does, other metrics than the pool's own added to its
+    saved evaluation byte for byte, a current evaluation kept; save=False scores without
+    writing anything; the frame holds the metrics asked, the same either way."""
     from pipeline.cli.main import main
 
     pool, name = pool_of(POOL_SIZES[0]), corpus_dir.name
@@ -195,10 +200,10 @@ def test_evaluate_saves_other_metrics_only_when_asked_as_make_eval_metrics_does(
     before = paths["api"].metrics.read_bytes()
     data = pipeline.Data(corpora=corpus_dir.parent, indexes=api_data.indexes,
                          runs=doors["api"] / "runs")
-    asked = pipeline.evaluate(data, name, pool, "random", metrics="map ndcg@5")
+    asked = pipeline.evaluate(data, name, pool, "random", metrics="map ndcg@5", save=False)
     assert asked.columns == ["model", "query", "negatives", "map", "ndcg@5"]
     assert paths["api"].metrics.read_bytes() == before  # scored, not written
-    saved = pipeline.evaluate(data, name, pool, "random", metrics="map ndcg@5", save=True)
+    saved = pipeline.evaluate(data, name, pool, "random", metrics="map ndcg@5")
     assert saved.equals(asked)
     assert main(["--corpora-root", str(corpus_dir.parent), "--index-root", str(api_data.indexes),
                  "--runs-root", str(doors["command"] / "runs"), "eval", "--corpus", name,
@@ -208,6 +213,10 @@ def test_evaluate_saves_other_metrics_only_when_asked_as_make_eval_metrics_does(
         made.pop("seconds"), made.pop("created"), made.pop("self_sha256")
     assert api == command and api["parameters"]["metrics"][-1] == "ndcg@5"
     assert paths["api"].metrics.read_bytes() == paths["command"].metrics.read_bytes() != before
+    kept = paths["api"].evaluation.stat().st_mtime_ns
+    assert pipeline.evaluate(data, name, pool, "random", metrics="map").equals(
+        asked.drop("ndcg@5"))  # current: kept as it is
+    assert paths["api"].evaluation.stat().st_mtime_ns == kept
 
 
 def report_files(folder):

@@ -132,6 +132,11 @@ def staged(stage: str) -> list[Variable]:
 
 
 COMMANDS: dict[str, Command] = {}
+# The commands of make itself, the only ones that are no API function's (`command_of`): they
+# read make's variables (MAKEFLAGS, the environment) and its goals (pipeline/cli/variables.py,
+# goals.py), which are the command line's alone: the library never imports it. Every other
+# command is an API function (one door, tests/cli/test_registry.py walks them).
+MAKE_OWN_COMMANDS = ("check", "goal", "variables", "targets")
 WRITES = ("corpora", "indexes", "runs", "times")  # the data roots; times: runs/<corpus>/'s log
 
 
@@ -191,9 +196,11 @@ def command_of(function: Callable[..., Any], name: str, help_text: str, *argumen
     (`data`: the root options; --corpus; a parameter no option declares: given by `arguments`,
     its dest the parameter's name, or another argument's as `from_args` maps it: verify's
     folders by its `path`, its program by the command line's own `program`, the name the user
-    called it by; a **keywords: the command's other declared options), its run the call of
-    `function` with their values (a *parameter's: each value given; a **keywords': those
-    given), `show` turning what it returns into the command's output."""
+    called it by, build_corpus's name by --corpus; '' for none, the function's default: a
+    parameter Python alone gives; a **keywords: the command's other declared options), its run
+    the call of `function` with their values (a *parameter's: each value given; a
+    **keywords': those given; `data` where it takes one), `show` turning what it returns into
+    the command's output."""
     def call(args: argparse.Namespace) -> None:
         from pipeline.api import Data
 
@@ -205,7 +212,7 @@ def command_of(function: Callable[..., Any], name: str, help_text: str, *argumen
         if keywords:  # the declared options no parameter is, those given
             value.update({key: getattr(args, dest) for dest, key in spread(name, dests).items()
                           if getattr(args, dest, None) is not None})
-        result = function(data, *many, **value)
+        result = function(*([data] if "data" in signature else []), *many, **value)
         if show:
             show(result, args)
 
@@ -214,7 +221,7 @@ def command_of(function: Callable[..., Any], name: str, help_text: str, *argumen
     dests = {p: (from_args or {}).get(p, p) for p in params}
     star = next((p for p, v in signature.items() if v.kind is v.VAR_POSITIONAL), None)
     keywords = any(v.kind is v.VAR_KEYWORD for v in signature.values())
-    command(name, help_text, *arguments, writes=writes, corpus="corpus" in params,
+    command(name, help_text, *arguments, writes=writes, corpus="corpus" in dests.values(),
             api=function, from_args=from_args)(call)
     COMMANDS[name].add_to(argparse.ArgumentParser())  # a parameter without its option: refused
 

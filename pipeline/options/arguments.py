@@ -54,55 +54,44 @@ RUN = (*PATH, "DataFrame", "Run", *NESTED)
 QRELS = (*PATH, "DataFrame", "Qrels", *NESTED)
 # a model's name, or an entry (a ModelEntry, or any object naming its model and kind)
 MODEL = (_text, lambda v: isinstance(getattr(v, "name", None), str) and hasattr(v, "kind"))
-# kind (declared.py's `kind`) -> (the forms a value may take, what to give in words)
-KINDS: dict[str, tuple[tuple, str]] = {
-    "int": ((int,), "a whole number (an int)"),
-    "bool": ((bool,), "True or False"),
-    "str": ((str,), "a str"),
-    "number": ((int, float), "a number (an int or a float)"),
-    "path": (PATH, "a path (a str or os.PathLike)"),
-    "data": ((*PATH, "pipeline.api.Data"), "a pipeline.Data or the data folder's path"),
-    "model": (MODEL, "a model's name (a str such as 'bm25') or a ModelEntry"),
-    "models": ((*MODEL, _list_of(*MODEL)), "a model's name (a str such as 'bm25'), a "
-               "ModelEntry, or a non-empty list of them"),
-    "pools": ((str, _list_of(str)), "a pool's name (a str) or a non-empty list of them"),
-    "metrics": ((_text, _list_of(_text)), "'auto', a metric set's name, or metric names (a str "
-                "such as 'map ndcg@10', or a non-empty list of str)"),
-    "size": ((int, str), "a size (an int, or a str such as '20k')"),
-    "synthetic": ((int, str, "pipeline.ingest.synthetic.SyntheticConfig"), "a number of "
-                  "papers (an int, or a str such as '120k') or a SyntheticConfig"),
-    "pool_spec": (("pipeline.pools.build.PoolSpec",), "a pipeline.pools.build.PoolSpec"),
-    "training_sets": ((lambda v: isinstance(v, Mapping) and all(
+# kind (declared.py's `kind`) -> the forms a value may take (a type, a test, a class's name)
+FORMS: dict[str, tuple] = {
+    "int": (int,),
+    "bool": (bool,),
+    "str": (str,),
+    "number": (int, float),
+    "path": PATH,
+    "data": (*PATH, "pipeline.api.Data"),
+    "model": MODEL,
+    "models": (*MODEL, _list_of(*MODEL)),
+    "pools": (str, _list_of(str)),
+    "metrics": (_text, _list_of(_text)),
+    "size": (int, str),
+    "synthetic": (int, str, "pipeline.ingest.synthetic.SyntheticConfig"),
+    "pool_spec": ("pipeline.pools.build.PoolSpec",),
+    "training_sets": (lambda v: isinstance(v, Mapping) and all(
         isinstance(model, str) and _accepts(path, PATH) for model, path in v.items()),),
-        "a dict of model name -> file of its training papers"),
-    "run": (RUN, "a TREC run file's path, a DataFrame (query, doc, score), a dict {query: "
-            "{doc: score}}, a list of ir_measures' ScoredDoc or a ranx Run"),
-    "qrels": (QRELS, "a TREC qrels file's path, a DataFrame (query, doc, relevance), a dict "
-              "{query: {doc: grade}}, a list of ir_measures' Qrel or a ranx Qrels"),
-    "named_runs": ((lambda v: isinstance(v, Mapping) and len(v) >= 2 and all(
+    "run": RUN,
+    "qrels": QRELS,
+    "named_runs": (lambda v: isinstance(v, Mapping) and len(v) >= 2 and all(
         _text(name) and _accepts(run, RUN) for name, run in v.items()),),
-        "a dict of two or more runs, name (a str) -> run (a TREC run file's path, a DataFrame "
-        "or a ranx Run)"),
-    "results": ((*PATH, "DataFrame"), "runs/results.parquet's path or a polars DataFrame of "
-                "its columns"),
-    "judgments": (QRELS, "a DataFrame (query, doc, grade), a TREC qrels file's path, a dict "
-                  "{query: {doc: grade}} or a ranx Qrels"),
-    "sample": ((*PATH, "DataFrame"), "a sample's parquet file or a polars DataFrame "
-               "(pipeline.judging.sample)"),
-    "deltas": ((_list_of(lambda x: _accepts(x, (int, float)) and 0 < x <= 1),), "a non-empty "
-               "list of differences in metric units, each in (0, 1], such as (0.01, 0.02)"),
-    "counts": ((_list_of(lambda x: _accepts(x, (int,)) and x > 0),), "a non-empty list of "
-               "positive whole numbers, such as (1, 3, 5)"),
+    "results": (*PATH, "DataFrame"),
+    "judgments": QRELS,
+    "sample": (*PATH, "DataFrame"),
+    "deltas": (_list_of(lambda x: _accepts(x, (int, float)) and 0 < x <= 1),),
+    "counts": (_list_of(lambda x: _accepts(x, (int,)) and x > 0),),
 }
+# kind -> (its forms, what to give in words: declared.KIND_WORDS, which docs/api.md's table of
+# the arguments says too)
+KINDS: dict[str, tuple[tuple, str]] = {kind: (forms, declared.KIND_WORDS[kind])
+                                       for kind, forms in FORMS.items()}
 
 
 def argument(function: str, name: str) -> declared.Variable | None:
     """The declaration of argument `name` of public function `function`: the one naming
     `function`, else the API's own (a keyword: a run as a DataFrame, where the option is its
     file), else an option's (one added at run time included); None: unknown."""
-    found = [v for v in (*declared.VARIABLES, *declared.KEYWORD_ONLY) if name in v.keywords
-             and (not v.functions or function in v.functions)]
-    return min(found, key=lambda v: (not v.functions, v.variable), default=None)
+    return declared.declaration(function, name)
 
 
 def check_value(function: str, name: str, value: object) -> None:
@@ -158,8 +147,7 @@ def check_options(function: str, owner: str, options: Mapping[str, Any],
                   own: Sequence[str]) -> None:
     """The **keywords of `function`: `own` (build_pool's PoolSpec fields, a retriever kind's
     options: `owner`'s) and the declared options of its command (search's), each checked."""
-    known = list(dict.fromkeys([*own, *(keyword for v in declared.VARIABLES
-                                        if function in v.stages for keyword in v.keywords)]))
+    known = list(dict.fromkeys([*own, *declared.command_keywords(function)]))
     for name, value in options.items():
         if name not in known:
             raise unknown(function, name, known, owner)

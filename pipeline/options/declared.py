@@ -198,6 +198,12 @@ def judge_spec(text: str) -> str:
     return text
 
 
+def synthetic_papers(text: str) -> int | str:
+    """A synthetic corpus's papers: a size, or '' for those it was made with (the corpus
+    command's --synth without a number)."""
+    return parse_size(text) if text else text
+
+
 def keyword(name: str, kind: str, check: Callable[[str], object] | None = None, *,
             none: bool = False, functions: tuple[str, ...] = (), help: str = "",
             stages: tuple[str, ...] = (), default: str = "", changes_run: bool | None = None
@@ -233,28 +239,35 @@ DECLARED: tuple[Variable, ...] = (
       "external (MAG-like) or s2-fos-model", "data", one_word=True, stages=INGESTING,
       keywords=("fos_source",)),
     V("RELEASE", "latest", None, "make download: the S2AG release, a date (2026-11-18) or "
-      "latest", "data", one_word=True, stages=("download",)),
+      "latest", "data", one_word=True, stages=("download",), keywords=("release",)),
     V("DATASETS", "papers,abstracts,citations", dataset_list, "make download: the S2AG "
-      "datasets, separated by commas", "data", one_word=True, stages=("download",)),
+      "datasets, separated by commas", "data", one_word=True, stages=("download",),
+      keywords=("datasets",)),
     V("FIRST", "", positive, "make download: a trial, only the first FIRST files of each "
       "dataset", "data", shown="every file", optional=True, one_word=True,
-      stages=("download",)),
+      stages=("download",), keywords=("first",), kind="int", none=True),
     V("UPDATE", "", choice(FLAG), "1: make download brings an older release to RELEASE with "
-      "the API's diffs", "data", one_word=True, switch=True, stages=("download",)),
+      "the API's diffs", "data", one_word=True, switch=True, stages=("download",),
+      keywords=("update",), kind="bool"),
     V("PARALLEL", "4", parallel_downloads, "make download: files downloaded at once (at most "
-      "32)", "data", one_word=True, stages=("download",)),
+      "32)", "data", one_word=True, stages=("download",), keywords=("parallel",),
+      kind="int"),
     V("CITATIONS", "inbound", choice(CITATION_MODES), "what the prefilter counts as a "
       "paper's citations: inbound, outbound or either", "data", one_word=True,
       stages=("prefilter", "corpus"), keywords=("citations",)),
     V("STRICT", "", choice(FLAG), "1: stop ingest at the first bad line instead of "
-      "quarantining it", "data", one_word=True, switch=True, stages=INGESTING),
+      "quarantining it", "data", one_word=True, switch=True, stages=INGESTING,
+      keywords=("strict",)),
     # ---- pools
     V("SIZE", "10k", sizes, "the pool size: 20000, 20k, 2M; several separated by spaces",
-      "pools", stages=("pool",), no_default=("pool",)),
+      "pools", stages=("pool",), no_default=("pool",), keywords=("size",), kind="size",
+      functions=("build_pools",)),  # build_pool's: one size (its keyword() below)
     V("FIELD", "", None, "a field-level pool: one of the 19 MAG fields, all, or several "
       "separated by spaces, '-' for a name's space (computer-science)", "pools",
-      shown="(empty: a dataset-level pool)", optional=True, stages=("pool",)),
-    V("REPEATS", "1", positive, "samples per size (the paper: 3)", "pools", stages=("pool",)),
+      shown="(empty: a dataset-level pool)", optional=True, stages=("pool",),
+      keywords=("field",)),
+    V("REPEATS", "1", positive, "samples per size (the paper: 3)", "pools", stages=("pool",),
+      keywords=("repeats",), kind="int"),
     V("SEED", "0", non_negative, "the pools' seed (in a pool's name unless 0); also the "
       "random model's and make mdcr's", "pools",
       stages=("pool", "pools-paper", "report", "search", "mdcr", "mdcr-jaccard"),
@@ -326,7 +339,7 @@ DECLARED: tuple[Variable, ...] = (
     # ---- eval
     V("PAPER_IDS", "", safe_path, "make training-ids: the folder of S2AG's paper-ids "
       "dataset", "pools", optional=True, one_word=True, stages=("training-ids",),
-      required=("training-ids",)),
+      required=("training-ids",), keywords=("paper_ids",), kind="path"),
     V("TRAINING_SETS", "", training_sets, "make report: <model>=<file of its training "
       "papers> pairs, for the leakage table", "eval", shown="(empty: no leakage table)",
       optional=True, stages=("report",), keywords=("training_sets",), kind="training_sets",
@@ -427,14 +440,15 @@ DECLARED: tuple[Variable, ...] = (
     V("DEMO_REPEATS", "3", positive, "pool draws per demo pool size", "demo"),
     # ---- paper grid
     V("PAPER_SIZES", "200k 500k 1M 2M", sizes, "dataset-level pool sizes (MDCR section 3)",
-      "paper grid", stages=("pools-paper",)),
+      "paper grid", stages=("pools-paper",), keywords=("paper_sizes",), kind="size"),
     V("PAPER_QUERIES", "3800", positive, "queries per dataset-level pool", "paper grid",
-      stages=("pools-paper",)),
+      stages=("pools-paper",), keywords=("paper_queries",), kind="int"),
     V("PAPER_FIELD_SIZE", "100k", sizes, "the size of the field-level pools (all 19 fields)",
-      "paper grid", stages=("pools-paper",)),
+      "paper grid", stages=("pools-paper",), keywords=("paper_field_size",), kind="size"),
     V("PAPER_FIELD_QUERIES", "200", positive, "queries per field-level pool", "paper grid",
-      stages=("pools-paper",)),
-    V("PAPER_REPEATS", "3", positive, "samples per size", "paper grid", stages=("pools-paper",)),
+      stages=("pools-paper",), keywords=("paper_field_queries",), kind="int"),
+    V("PAPER_REPEATS", "3", positive, "samples per size", "paper grid", stages=("pools-paper",),
+      keywords=("paper_repeats",), kind="int"),
     # ---- tests
     V("TEST_WORKERS", "2", xdist_workers, "test processes (pytest-xdist), 1 to 4 per CPU "
       "core, each up to 1.3 GiB; pytest's own options go in PYTEST_ADDOPTS", "tests",
@@ -449,11 +463,14 @@ DECLARED: tuple[Variable, ...] = (
     A("model", "str", scored_run, functions=("export_mteb", "mdcr_scores")),  # a run's name
     A("model", "str", imported_name, functions=("import_run",)),
     A("model", "str", vectors_name, functions=("import_vectors",)),
-    A("models", "models", scored_runs, functions=("judge", "judge_page", "mdcr",
+    A("models", "models", scored_runs, functions=("judge", "judge_page", "build_mdcr",
                                                   "mdcr_jaccard")),
     A("pool", "str", pool_name, none=True, functions=("import_run",)),  # None: the whole run
     A("corpus", "str", corpus_name, none=True, functions=("variance", "topic_set_size")),
-    A("synthetic", "synthetic", parse_size, none=True), A("shards", "int", synth_shard_count),
+    *(A(name, "synthetic", synthetic_papers, none=True) for name in ("synthetic", "papers")),
+    A("shards", "int", synth_shard_count), A("repair", "bool"),
+    A("rebuild", "pools", pool_name, none=True),  # build_pools': pools built again
+    A("retries", "int", non_negative, none=True), A("backoff", "number", none=True),
     A("min_citations", "int", non_negative, none=True), A("spec", "pool_spec", none=True),
     A("size", "size", parse_size), A("field", "str", none=True),
     A("repeat", "int", non_negative), A("query_year", "int", non_negative),
@@ -468,10 +485,11 @@ DECLARED: tuple[Variable, ...] = (
     A("resamples", "int", positive), A("deltas", "deltas"), A("draws", "counts"),
     A("program", "str", named, functions=("verify_data",)),  # a repair's: mdcr-pipeline
     A("program", "str", named, none=True, functions=("search", "embed", "evaluate", "index",
-                                                     "after_embed", "mdcr")),  # None: Python's
+                                                     "after_embed", "build_mdcr")),  # Python's
     # mdcr, mdcr-jaccard, mdcr-evaluate and the SLURM jobs: their commands' own options
-    *(A(name, "int", positive, none=True, functions=("mdcr",))
+    *(A(name, "int", positive, none=True, functions=("build_mdcr",))
       for name in ("positives", "per_type", "top")),
+    A("out", "str", corpus_name, functions=("build_mdcr",)),  # the benchmark's corpus name
     A("depth", "int", positive, none=True, functions=("mdcr_jaccard",)),
     *(A(name, "path", functions=("mdcr_evaluate",)) for name in ("benchmark", "scores")),
     A("cpus_per_task", "int", cpus_per_task, none=True, functions=("submit_embed",
@@ -718,20 +736,208 @@ def markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def generated() -> dict[Path, str]:
-    return {Path(layout.VARIABLES_DOC): markdown()}
+# ---- the Python API's arguments: what each kind takes, which declaration an argument has, and
+# the public functions' arguments (pipeline/options/arguments.py applies them)
+# kind (Variable.kind) -> what to give, in words: a refusal says it (arguments.KINDS pairs it with
+# the forms a value may take), and so does docs/api.md's table of the arguments
+KIND_WORDS: dict[str, str] = {
+    "int": "a whole number (an int)",
+    "bool": "True or False",
+    "str": "a str",
+    "number": "a number (an int or a float)",
+    "path": "a path (a str or os.PathLike)",
+    "data": "a pipeline.Data or the data folder's path",
+    "model": "a model's name (a str such as 'bm25') or a ModelEntry",
+    "models": "a model's name (a str such as 'bm25'), a ModelEntry, or a non-empty list of them",
+    "pools": "a pool's name (a str) or a non-empty list of them",
+    "metrics": "'auto', a metric set's name, or metric names (a str such as 'map ndcg@10', or a "
+               "non-empty list of str)",
+    "size": "a size (an int, or a str such as '20k')",
+    "synthetic": "a number of papers (an int, or a str such as '120k') or a SyntheticConfig",
+    "pool_spec": "a pipeline.pools.build.PoolSpec",
+    "training_sets": "a dict of model name -> file of its training papers",
+    "run": "a TREC run file's path, a DataFrame (query, doc, score), a dict {query: {doc: "
+           "score}}, a list of ir_measures' ScoredDoc or a ranx Run",
+    "qrels": "a TREC qrels file's path, a DataFrame (query, doc, relevance), a dict {query: "
+             "{doc: grade}}, a list of ir_measures' Qrel or a ranx Qrels",
+    "named_runs": "a dict of two or more runs, name (a str) -> run (a TREC run file's path, a "
+                  "DataFrame or a ranx Run)",
+    "results": "runs/results.parquet's path or a polars DataFrame of its columns",
+    "judgments": "a DataFrame (query, doc, grade), a TREC qrels file's path, a dict {query: "
+                 "{doc: grade}} or a ranx Qrels",
+    "sample": "a sample's parquet file or a polars DataFrame (pipeline.judging.sample)",
+    "deltas": "a non-empty list of differences in metric units, each in (0, 1], such as "
+              "(0.01, 0.02)",
+    "counts": "a non-empty list of positive whole numbers, such as (1, 3, 5)",
+}
+# the public classes whose constructor checks its arguments as a function's (api.Data:
+# check_value("Data", ...))
+CHECKED_CLASSES = ("Data",)
 
 
-def stale(root: Path = ROOT) -> list[Path]:
-    """The generated files that differ from what the declaration gives."""
-    return [path for path, text in generated().items()
+def declaration(function: str, name: str) -> Variable | None:
+    """The declaration of argument `name` of public function `function`: the one naming
+    `function`, else the API's own (a keyword: a run as a DataFrame, where the option is its
+    file), else an option's (one added at run time included); None: unknown."""
+    found = [v for v in (*VARIABLES, *KEYWORD_ONLY) if name in v.keywords
+             and (not v.functions or function in v.functions)]
+    return min(found, key=lambda v: (not v.functions, v.variable), default=None)
+
+
+def command_keywords(function: str) -> list[str]:
+    """The keywords of the declared options of `function`'s command (search's: its stages name
+    it), which its **keywords take (arguments.check_options)."""
+    return [keyword for v in VARIABLES if function in v.stages for keyword in v.keywords]
+
+
+def _pool_spec_fields() -> list[str]:
+    """build_pool's **fields: PoolSpec's fields that a declaration checks (as api.build_pool)."""
+    from dataclasses import fields
+
+    from pipeline.pools.build import PoolSpec
+
+    return [f.name for f in fields(PoolSpec) if declaration("build_pool", f.name)]
+
+
+# the public functions' own **keywords, beside the declared options of their command
+OWN_KEYWORDS: dict[str, Callable[[], list[str]]] = {"build_pool": _pool_spec_fields}
+
+
+def public_arguments() -> dict[str, list[str]]:
+    """Each public function (pipeline.__all__'s functions, each checked by
+    arguments.validated, and the constructors of CHECKED_CLASSES) -> its arguments: its
+    parameters (a *parameter by its name) and, for a **parameter, the keywords it takes (its
+    own, OWN_KEYWORDS, then its command's declared options)."""
+    import inspect
+
+    import pipeline
+
+    found = {}
+    for name in pipeline.__all__:
+        value = getattr(pipeline, name)
+        if not (inspect.isfunction(value) or name in CHECKED_CLASSES):
+            continue
+        params = inspect.signature(value).parameters.values()
+        names = [p.name for p in params if p.kind is not p.VAR_KEYWORD]
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            own = OWN_KEYWORDS[name]() if name in OWN_KEYWORDS else []
+            names += [key for key in (*own, *command_keywords(name)) if key not in names]
+        found[name] = list(dict.fromkeys(names))
+    return found
+
+
+# ---- the generated block of docs/api.md: the Python API's arguments, between its markers ------
+API_TABLE_START = "<!-- generated: the arguments (python -m pipeline variables --write) -->"
+API_TABLE_END = "<!-- end of the generated arguments -->"
+
+
+def check_words(check: Callable[[str], object] | None) -> str:
+    """The values `check` takes, in words: where checks.py's factory that made it holds them
+    (int_at_least's bounds, per_core's, choice's options), or for a few checks of their own;
+    '' for any other (its kind's words say what to give)."""
+    from pipeline.options import checks
+
+    code, cells = getattr(check, "__code__", None), getattr(check, "__closure__", None) or ()
+    made = dict(zip(code.co_freevars, (c.cell_contents for c in cells), strict=True)
+                ) if code else {}
+    qualname = getattr(check, "__qualname__", "")
+    if qualname.startswith("int_at_least.") and {"low", "high"} <= set(made):
+        low, high = made["low"], made["high"]
+        return f"{low} or more" if high == checks.MAX_INT else f"{low} to {high:,}"
+    if qualname.startswith("per_core."):
+        return f"1 to {checks.PER_CORE} per CPU core of this machine"
+    if qualname.startswith("choice.") and "options" in made:
+        shown = [f"`{option}`" for option in made["options"] if option]
+        return " or ".join([", ".join(shown[:-1]), shown[-1]] if len(shown) > 1 else shown)
+    return {checks.probability: "between 0 and 1", checks.power: "between 0 and 1",
+            checks.named: "not empty", checks.sizes: "several in one str too, separated by "
+            "spaces ('200k 500k')"}.get(check, "")  # type: ignore[call-overload]
+
+
+def argument_words(var: Variable) -> str:
+    """What an argument of declaration `var` takes: its kind's words (KIND_WORDS), its
+    check's (check_words), the make variable it is checked as, and None where it is taken."""
+    words = md_text(KIND_WORDS[var.kind]).replace("|", "\\|")
+    values = "" if var.kind == "bool" else check_words(var.check)
+    if var.check is None and var.kind == "str" and not var.variable:
+        words += ", checked by the function (see its section)"
+    return (words + (f": {values}" if values else "") + (f", as `{var.name}`" if var.variable
+                                                         else "") + (", or None" if var.none
+                                                                     else ""))
+
+
+def api_table() -> str:
+    """docs/api.md's table of the arguments (its block between API_TABLE_START and
+    API_TABLE_END): a row per argument of the public functions (public_arguments),
+    or per group of arguments that read the same, saying what to give (argument_words); a
+    declaration for some functions only (`functions`) names those that take it."""
+    import textwrap
+
+    # (argument, its words) -> the functions taking it so, None where a declaration for every
+    # function (no `functions`) reads so
+    taking: dict[tuple[str, str], set[str] | None] = {}
+    for function, names in public_arguments().items():
+        for name in names:
+            if (var := declaration(function, name)) is None:
+                raise InputError(f"{layout.API_DOC}: argument {name} of {function} has no "
+                                 "declaration: declare it in pipeline/options/declared.py "
+                                 "(a variable's keywords, or keyword(...))")
+            key = (name, argument_words(var))
+            functions = taking.get(key, set())
+            taking[key] = None if functions is None or not var.functions else {
+                *functions, function}
+    groups: dict[tuple[str, str], list[str]] = {}  # (words, functions named) -> arguments
+    for (name, words), functions in taking.items():
+        where = f" ({', '.join(f'`{f}`' for f in sorted(functions))})" if functions else ""
+        groups.setdefault((words, where), []).append(name)
+    lines = ["| argument | what to give |", "|---|---|"]
+    for (words, where), names in sorted(groups.items(), key=lambda g: (min(g[1]), g[0][1])):
+        lines.append(f"| {', '.join(f'`{n}`' for n in sorted(names))}{where} | {words} |")
+    notes = textwrap.fill(
+        "An argument with functions named beside it reads so in those, its row without them in "
+        "every other. `as NAME`: the value is checked by make's variable NAME's check "
+        "([variables](variables.md)), refused in the same words. A path is never empty, and "
+        "every path given (a `data` folder, a `run`, `qrels`, `results` or `sample` file too) "
+        f"is at most {layout.MAX_GIVEN_PATH:,} bytes once made absolute; a corpus, pool or "
+        "model name is checked as [names](#names) says; None, where taken, means what the "
+        "function's section says (most often its default). This table is generated from the "
+        "declarations and the public functions' signatures (`python -m pipeline variables "
+        "--write`): `tests/cli/test_variables.py` fails while it differs from them.",
+        width=96, break_long_words=False, break_on_hyphens=False)
+    return "\n".join([*lines, "", notes])
+
+
+def spliced(text: str, block: str, where: str = layout.API_DOC) -> str:
+    """`text` with what lies between its lines API_TABLE_START and API_TABLE_END replaced by
+    `block`: the rest of the file stays as written."""
+    start, end = (text.find(f"\n{marker}\n") for marker in (API_TABLE_START, API_TABLE_END))
+    if min(start, end) < 0 or start > end or any(
+            text.count(marker) != 1 for marker in (API_TABLE_START, API_TABLE_END)):
+        raise InputError(f"{where}: give it one line {API_TABLE_START} and, after it, one line "
+                         f"{API_TABLE_END}: the generated table of the arguments goes between")
+    return f"{text[:start]}\n{API_TABLE_START}\n\n{block}\n\n{text[end + 1:]}"
+
+
+def generated(root: Path = ROOT) -> dict[Path, str]:
+    """Each generated file (under `root`) -> its text: docs/variables.md whole, docs/api.md
+    as written with its table of the arguments generated (api_table)."""
+    api = root / layout.API_DOC
+    return {Path(layout.VARIABLES_DOC): markdown(),
+            Path(layout.API_DOC): spliced(api.read_text() if api.is_file() else "", api_table())}
+
+
+def stale(root: Path = ROOT, texts: dict[Path, str] | None = None) -> list[Path]:
+    """The generated files that differ from what the declaration gives (`texts`: generated)."""
+    return [path for path, text in (texts or generated(root)).items()
             if not (root / path).is_file() or (root / path).read_text() != text]
 
 
 def write(root: Path = ROOT) -> list[Path]:
-    """Write the stale generated files again, each replaced whole; returns them."""
-    written = stale(root)
+    """Write the stale generated files again, each replaced whole (docs/api.md: as it is, its
+    block of the arguments generated); returns them."""
+    texts = generated(root)
+    written = stale(root, texts)
     for path in written:
         with atomic_path(root / path) as tmp:
-            tmp.write_text(generated()[path])
+            tmp.write_text(texts[path])
     return written

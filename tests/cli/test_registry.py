@@ -21,17 +21,38 @@ MOVED = {"judge": api.judge, "judge-page": api.judge_page, "judge-agreement": ap
          "import-beir": api.import_beir, "import-csfcube": api.import_csfcube,
          "import-mdcr": api.import_mdcr, "export-mdcr": api.export_mdcr,
          "export-mteb": api.export_mteb, "verify": api.verify_data, "search": api.search,
-         "embed": api.embed}
+         "embed": api.embed, "synth": api.generate_corpus, "ingest": api.ingest_corpus,
+         "prefilter": api.prefilter_corpus, "corpus": api.build_corpus,
+         "download": api.download, "pool": api.build_pools,
+         "pools-paper": api.build_paper_pools, "retire-pool": api.retire_pool,
+         "training-ids": api.training_ids}
 # the parameters a registration gives its own option (not a declared one's)
 OWN = {"judge": {"models"}, "judge-page": {"models"}, "export-mteb": {"model"},
-       "verify": {"deep"}, "search": {"model"}, "embed": {"model"}}
+       "verify": {"deep"}, "search": {"model"}, "embed": {"model"},
+       "synth": {"papers", "shards", "repair", "seed", "workers"},
+       "ingest": {"raw", "source", "workers"}, "prefilter": {"min_citations"},
+       "corpus": {"raw", "source", "workers", "min_citations"},
+       "download": {"raw", "retries", "backoff"},
+       "pool": {"query_year", "split", "rebuild", "repair"}}
+# issue 72: the scoring, index, SLURM and MDCR stages
+MOVED |= {"eval": api.evaluate, "collect": api.collect, "report": api.build_report,
+          "index": api.index, "submit-embed": api.submit_embed, "after-embed": api.after_embed,
+          "mdcr": api.build_mdcr, "mdcr-jaccard": api.mdcr_jaccard,
+          "mdcr-scores": api.mdcr_scores, "mdcr-evaluate": api.mdcr_evaluate}
+OWN |= {"eval": {"model"}, "index": {"model"}, "submit-embed": {"model", "cpus_per_task"},
+        "after-embed": {"model", "cpus_per_task", "command"},
+        "mdcr": {"models", "out", "positives", "per_type", "top"},
+        "mdcr-jaccard": {"models", "depth"}, "mdcr-scores": {"model"},
+        "mdcr-evaluate": {"benchmark", "scores"}}
+SHOWN = {"report": {"times"}}  # options of the registration's `show` alone (what it prints)
 
 
 def test_a_command_of_an_api_function_has_exactly_the_declared_options_of_its_parameters():
     """Each moved command runs its API function, and its options are its parameters (but
     `data`: the global root options), each the declared option naming it among its keywords,
     with that declaration's flag, help, default (its check's reading) and `required`; or the
-    argument `from_args` names (verify's path, the command line's own program)."""
+    argument `from_args` names (verify's path, the command line's own program; '' none: a
+    parameter Python alone gives, build_corpus's shards)."""
     top = build_parser()._defaults  # what the command line gives every command
     for name, function in MOVED.items():
         entry = registry.COMMANDS[name]
@@ -41,9 +62,10 @@ def test_a_command_of_an_api_function_has_exactly_the_declared_options_of_its_pa
         params = [p for p, v in inspect.signature(function).parameters.items()
                   if p != "data" and p not in entry.from_args and v.kind is not v.VAR_KEYWORD]
         spread = registry.spread(name, params)  # a **keywords': the stage's other options
-        assert sorted(actions) == sorted(params + list(spread) + [
-            dest for dest in entry.from_args.values() if dest not in top]), name
-        assert set(entry.from_args.values()) <= set(actions) | set(top), name
+        given = set(entry.from_args.values()) - {""}
+        assert sorted(actions) == sorted(params + list(spread) + [*SHOWN.get(name, ())] + [
+            dest for dest in given if dest not in top]), name
+        assert given <= set(actions) | set(top), name
         for param in (p for p in params if p not in OWN.get(name, ())):
             [var] = [v for v in registry.staged(name) if param in v.keywords] or [
                 v for v in declared.VARIABLES if param in v.keywords]  # --corpus
@@ -53,9 +75,10 @@ def test_a_command_of_an_api_function_has_exactly_the_declared_options_of_its_pa
             assert action.required == (name in var.required), (name, param)
             if var.switch:
                 assert action.default is False
-            elif not action.required:
-                text = var.default
-                assert action.default == (var.check(text) if text else None), (name, param)
+            elif not action.required:  # none where make passes its own (pool --size)
+                text = "" if name in var.no_default or callable(var.default) else var.default
+                assert action.default == (var.check(text) if text and var.check
+                                          else text or None), (name, param)
 
 
 @pytest.fixture
@@ -164,3 +187,28 @@ def test_a_commands_own_declared_option_is_in_every_stage_it_names(capsys):
             parsers[stage].parse_args(argv)
         [line] = capsys.readouterr().err.splitlines()  # the check's line, in the flag's words
         assert line.startswith(f"error: {stage}: {argv[-2]}: '{argv[-1]}': "), line
+
+
+def test_every_command_but_makes_own_is_a_command_of_a_public_api_function():
+    """One door finished (issue 72): every registered command of `python -m pipeline` but
+    make's own (registry.MAKE_OWN_COMMANDS: they read make's variables, which the library never
+    sees) is a `command_of` registration of a public function of pipeline.api (its
+    Command.api, a name of that module without a leading underscore), its run that function's
+    call; make's own are registered, and are no API function's."""
+    call = f"{registry.command_of.__qualname__}.<locals>.call"  # command_of's run of the call
+    assert set(registry.MAKE_OWN_COMMANDS) <= set(registry.COMMANDS)
+    others = {}
+    for name, entry in registry.COMMANDS.items():
+        if name in registry.MAKE_OWN_COMMANDS:
+            assert entry.api is None, name
+            continue
+        function = entry.api
+        if function is None:
+            others[name] = "a hand-written command, no API function's"
+        elif (function.__module__, getattr(api, function.__name__, None)) != (
+                api.__name__, function) or function.__name__.startswith("_"):
+            others[name] = f"{function.__module__}.{function.__name__}: no public name of " \
+                           "pipeline.api"
+        elif (entry.func.__module__, entry.func.__qualname__) != (registry.__name__, call):
+            others[name] = f"api.{function.__name__} given, but a hand-written run"
+    assert not others, others

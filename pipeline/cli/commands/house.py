@@ -9,9 +9,9 @@ import os
 import sys
 
 from pipeline import api
-from pipeline.cli.registry import arg, command, command_of, flag, roots
+from pipeline.cli.registry import arg, command, command_of, flag
 from pipeline.core.errors import InputError
-from pipeline.models import REGISTRY
+from pipeline.models import ModelEntry
 from pipeline.options.checks import given_path
 from pipeline.options.declared import RULES
 from pipeline.retrieval.imported import check_model_name
@@ -90,64 +90,16 @@ def cmd_targets(args: argparse.Namespace) -> None:
     sys.stdout.write(help_text())
 
 
-@command("models", "list the model registry", corpus=False, writes=())
-def cmd_models(args: argparse.Namespace) -> None:
-    for entry in REGISTRY.values():
+def listed(entries: list[ModelEntry], args: argparse.Namespace) -> None:
+    """The model registry, one line per model: name, kind, weights, similarity."""
+    for entry in entries:
         print(f"{entry.name:14} {entry.kind:12} {entry.hf_id or '-':52} {entry.similarity}")
 
 
-@command("warm", "compile the numba kernels and the pipeline's bytecode once, where later "
-         "processes load them (make setup runs it; docs/cluster.md: on a new node)",
-         corpus=False, writes=())
-def cmd_warm(args: argparse.Namespace) -> None:
-    """Every kernel a BM25 search and an eval stage use, compiled or loaded from numba's cache
-    (tests/evaluation/test_kernels.py: an eval stage after it compiles none), then the
-    bytecode of the pipeline's modules (`compileall`: a process that may not write it,
-    PYTHONDONTWRITEBYTECODE or a read-only checkout, compiles every module it imports
-    otherwise). One line each: what was compiled, and where it is kept."""
-    import time
-
-    from pipeline import metrics
-    from pipeline.retrieval.bm25 import store as bm25_store
-
-    start = time.perf_counter()
-    with metrics.compilations() as compiled:
-        bm25_store.warm_up()
-        metrics.warm_up()
-    caches = metrics.kernel_caches()
-    nowhere = caches.pop("", 0)
-    kept = ", ".join(f"{folder} ({n})" for folder, n in sorted(caches.items()))
-    log.info(f"[warm] numba: {sum(caches.values()) + nowhere} kernels ready in "
-             f"{time.perf_counter() - start:.1f}s ({len(compiled)} functions compiled, the "
-             f"others loaded from its cache); cached in {kept or 'no folder'}")
-    if nowhere:
-        log.warning(f"[warm] numba: {nowhere} kernels cached nowhere (no writable folder): "
-                    "each process compiles them again; set NUMBA_CACHE_DIR to a folder you "
-                    "can write (docs/cluster.md)")
-    written = bytecode()
-    log.info(f"[warm] bytecode: {written}")
-
-
-def bytecode() -> str:
-    """The pipeline's modules compiled to bytecode where Python looks for it (`__pycache__`
-    beside each, or under PYTHONPYCACHEPREFIX), those current skipped; what was done, one
-    phrase."""
-    import compileall
-    import io
-    from contextlib import redirect_stdout
-    from pathlib import Path
-
-    import pipeline
-
-    package = Path(pipeline.__file__).parent
-    with redirect_stdout(io.StringIO()) as said:
-        done = compileall.compile_dir(package, quiet=0, workers=1)
-    compiled = said.getvalue().count("Compiling ")
-    if not done:
-        return (f"not every module of {package} could be written (a read-only checkout? "
-                "PYTHONPYCACHEPREFIX names a folder to write it in)")
-    return (f"{compiled} module{'' if compiled == 1 else 's'} of {package} compiled, the "
-            "others current")
+command_of(api.list_models, "models", "list the model registry", writes=(), show=listed)
+command_of(api.warm, "warm", "compile the numba kernels and the pipeline's bytecode once, where "
+           "later processes load them (make setup runs it; docs/cluster.md: on a new node)",
+           writes=())  # its lines are api.warm's own log
 
 
 def problems(lines: list[str], args: argparse.Namespace) -> None:
@@ -166,13 +118,5 @@ command_of(api.verify_data, "verify", "check checksums and completeness of every
            writes=(), show=problems, from_args={"folders": "path", "program": "program"})
 
 
-@command("sweep", "remove temporaries left by stopped processes", corpus=False, writes=())
-def cmd_sweep(args: argparse.Namespace) -> None:
-    """The temporaries of stopped processes under the data roots (verify's DEBRIS)."""
-    from pipeline.core.atomic import sweep
-
-    removed = 0
-    for root in roots(args):
-        folders = {p.parent for p in root.rglob(".*.tmp")} if root.exists() else ()
-        removed += sum(sweep(folder) for folder in folders)
-    log.info(f"[sweep] {removed} temporaries of stopped processes removed")
+command_of(api.sweep, "sweep", "remove temporaries left by stopped processes",
+           writes=())  # its line is api.sweep's own log
