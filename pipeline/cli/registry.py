@@ -13,7 +13,6 @@ from typing import Any
 
 from pipeline.core.errors import InputError, OptionError
 from pipeline.core.repair import PIPELINE_COMMAND, Where
-from pipeline.layout import Place, corpus_path, stage_times_path
 from pipeline.options.checks import (
     cpus_per_task,
     given_path,
@@ -267,29 +266,6 @@ def error_line(exc: InputError, args: argparse.Namespace, from_make: bool = Fals
     message = worded(exc, "make" if from_make else "command") if isinstance(
         exc, OptionError) else exc.message
     return message + (f"; repair: {exc.repair.command(where_of(args))}" if exc.repair else "")
-
-
-def place_of(args: argparse.Namespace) -> Place:
-    """Where the data of the command's corpus lives."""
-    corpora, indexes, runs = roots(args)
-    return Place(corpus_path(corpora, args.corpus), indexes, runs)
-
-
-def times_log(args: argparse.Namespace) -> Path:
-    """The corpus's stage-times log."""
-    return stage_times_path(Path(args.runs_root), args.corpus)
-
-
-def pools_of(args: argparse.Namespace) -> list[str]:
-    """The pools named (--pool), else every usable pool of the corpus."""
-    from pipeline.pools.grid import stage_pools
-
-    return stage_pools(place_of(args).corpus_dir, args.pool, args.stage, where_of(args))
-
-
-def given(args: argparse.Namespace, *names: str) -> dict[str, object]:
-    """The options `names` given (not None): the function called keeps its own defaults."""
-    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
 def comma_list(text: str) -> list[str]:
