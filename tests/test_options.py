@@ -303,3 +303,19 @@ def test_an_option_added_by_the_recipe_makes_the_runs_of_its_other_values_stale(
     assert kept == before and redone != kept
     assert read_json(manifest)["parameters"]["options"] == {"BM25_K1": "0.9"}
     assert "BM25_K1=0.9" in recorded_run_repair(runs, corpus_dir.name, pool, "bm25").command()
+
+
+def test_a_real_valued_setting_is_a_finite_number_above_its_bound():
+    """number_above: a decimal or whole number above the bound, anything else one line; the
+    generated docs say the range."""
+    from pipeline.core.errors import InputError
+    from pipeline.options.checks import number_above
+    from pipeline.options.declared import check_words
+
+    k1 = number_above(0, "BM25's k1, more than 0")
+    assert k1("0.9") == 0.9 and k1("2") == 2.0
+    for bad in ("0", "-1", "nan", "inf", "abc", ""):
+        with pytest.raises(InputError) as refused:
+            k1(bad)
+        assert "\n" not in str(refused.value) and "k1" in str(refused.value)
+    assert check_words(k1) == "more than 0"

@@ -7,6 +7,7 @@ environment exists."""
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 import unicodedata
@@ -261,6 +262,20 @@ def named(text: str) -> str:
     if not text.strip():
         raise InputError("give a non-empty name")
     return text
+
+
+def number_above(low: float, what: str):
+    """A finite number (a whole or decimal one) greater than `low`: a real-valued setting,
+    such as BM25's k1 (more than 0)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(f"{text!r} is not a number ({what})") from None
+        if not math.isfinite(value) or value <= low:
+            raise InputError(f"{text} is out of range: {what}")
+        return value
+    return parse
 
 
 def power(text: str) -> float:

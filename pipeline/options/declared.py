@@ -844,6 +844,8 @@ def check_words(check: Callable[[str], object] | None) -> str:
     if qualname.startswith("int_at_least.") and {"low", "high"} <= set(made):
         low, high = made["low"], made["high"]
         return f"{low} or more" if high == checks.MAX_INT else f"{low} to {high:,}"
+    if qualname.startswith("number_above.") and "low" in made:
+        return f"more than {made['low']}"
     if qualname.startswith("per_core."):
         return f"1 to {checks.PER_CORE} per CPU core of this machine"
     if qualname.startswith("choice.") and "options" in made:
