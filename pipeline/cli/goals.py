@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import re
 import shlex
 import sys
 import textwrap
@@ -54,6 +55,8 @@ class Step:
         for option, value in self.options:
             if value is True:
                 words.append(option)
+            elif given(value) and str(value).startswith("-"):
+                words.append(f"{option}={value}")  # else read as an option of its own
             elif given(value):
                 words += [option, str(value)]
         return words + (["--", *self.rest] if self.rest else [])
@@ -122,7 +125,7 @@ def corpus_stages(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
     if d["WRITTEN_WHOLE"] or in_eval_job(v, "corpus"):
         return []
     synth = valued(v, d, ("--synth", "DEMO_PAPERS"), ("--synth-seed", "DEMO_SEED"))
-    if v.CORPUS == "demo" and synth[0][1] in (None, ""):
+    if v.CORPUS == "demo" and not given(synth[0][1]):
         synth[0] = ("--synth", True)  # the corpus as it was made
     return [stage("corpus", v, valued(v, d, ("--raw", "RAW_DIR"), ("--source", "SOURCE"),
                                       ("--workers", "THREADS")),
@@ -390,9 +393,13 @@ def roots(d: dict[str, str]) -> list[str]:
             "--runs-root", d["RUNS_ROOT"]]
 
 
+FLAG = re.compile(r"--([A-Za-z0-9][A-Za-z0-9-]*)?")  # an option's name, or `--`, printed bare
+
+
 def shown(argv: list[str]) -> str:
-    """A command as make -n prints it: each value single-quoted, the options bare."""
-    return " ".join(word if word.startswith("--") else "'" + word.replace("'", "'\\''") + "'"
+    """A command as make -n prints it: the options bare, every other word single-quoted (a
+    value that starts with '--' too: a shell gives it back as one word)."""
+    return " ".join(word if FLAG.fullmatch(word) else "'" + word.replace("'", "'\\''") + "'"
                     for word in argv)
 
 

@@ -1,7 +1,9 @@
 """Every option of the pipeline, declared once (DECLARED): make's variables, the stages'
-command-line options, the Python API's keywords, their defaults, `make help` and
-docs/variables.md all derive from it, so an option is added by one line here. Standard
-library only (as checks.py is): make check runs it before the environment exists."""
+command-line options, the Python API's keywords, their defaults, `make help`,
+docs/variables.md and docs/api.md's table of the arguments all derive from it, so an option
+is its declaration here plus the code that uses it (docs/extending.md; BM25_K1 took four files
+by hand: benchmarks/results/option_bm25_k1.md). Standard library only (as checks.py is): make
+check runs it before the environment exists."""
 
 from __future__ import annotations
 

@@ -6,10 +6,11 @@ the one that ran."""
 from __future__ import annotations
 
 import argparse
+import shlex
 
 import pytest
 
-from pipeline.cli.goals import GOALS, _parser, chain, stage_args
+from pipeline.cli.goals import GOALS, _parser, chain, shown, stage_args
 from pipeline.cli.variables import GOALS_ENV, derived, read
 
 # goal -> make's variables given (those the goal needs, and some that change its stages)
@@ -20,6 +21,9 @@ CASES = {
     "eval~slurm": {"MODEL": "hf:org/name", "POOLING": "cls", "EXECUTOR": "slurm",
                    "SHARDS": "4", "SLURM_TIME": "1:00:00"},
     "search": {"MODEL": "bm25", "BM25_ENGINE": "lucene", "K": "100", "SEED": "3"},
+    "search~hostile": {"MODEL": "minilm", "QUERY_PROMPT": "it's \"a\" test; rm -rf / `id` *",
+                       "MODEL_PATH": "/tmp/a folder/it's"},
+    "search~dashes": {"MODEL": "minilm", "QUERY_PROMPT": "--index now", "MODEL_PATH": "-x"},
     "fuse": {"MODELS": "bm25,random", "METHOD": "rrf"},
     "mdcr": {"MDCR_MODELS": "bm25,random", "SEED": "2"},
     "mdcr-jaccard": {"MODELS": "bm25,random"},
@@ -48,6 +52,7 @@ def test_each_stage_gets_what_its_printed_command_gives(goal, tmp_path):
     assert steps
     for step in steps:
         argv = step.argv()
+        assert shlex.split(shown(argv)) == argv  # what make -n prints, as a shell reads it
         parsed = _parser(step.name).parse_args(argv[1:])
         made = stage_args(argparse.Namespace(), step)
         assert vars(made) == vars(parsed), argv
