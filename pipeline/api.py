@@ -36,6 +36,16 @@ if TYPE_CHECKING:
 
     from pipeline.ingest.synthetic import SyntheticConfig
     from pipeline.models import ModelEntry
+    from pipeline.options.kinds import (
+        Counts,
+        Deltas,
+        Metrics,
+        Models,
+        Pools,
+        Results,
+        Run,
+        TrainingSets,
+    )
     from pipeline.pools.build import PoolSpec
     from pipeline.report.build import Report
     from pipeline.retrieval.search import SearchSettings
@@ -272,7 +282,7 @@ def build_pools(data: Data | str | os.PathLike, corpus: str, *,
                 repeats: int = default("REPEATS"), n_queries: int | None = None,
                 seed: int = default("SEED"), split: str = default("SPLIT"),
                 exclude: str | os.PathLike | None = None, query_year: int | None = None,
-                rebuild: str | Sequence[str] | None = None, repair: bool = False) -> list[str]:
+                rebuild: Pools | None = None, repair: bool = False) -> list[str]:
     """`make pool` and `make pools` (the pool command is this function): a pool of `corpus`
     for each field x size x repeat (pipeline.pools.grid) and return their names. `size`: one
     or several sizes separated by spaces ('2k 5k'), as SIZE; `field`: None (dataset-level),
@@ -419,7 +429,7 @@ def download(data: Data | str | os.PathLike, corpus: str, *,
     return summary
 
 
-def search(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str] | None,
+def search(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
            model: str | ModelEntry, *, k: int = default("K"), threads: int = default("THREADS"),
            seed: int = default("SEED"), variant: str = default("QUERY_VARIANT"),
            query_prompt: str | None = None, replace: bool = False, index: bool = True,
@@ -491,7 +501,7 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str
     return run_name(entry.name, variant)
 
 
-def embed(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str] | None,
+def embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
           model: str, *, num_shards: int = default("SHARDS"), shard: int | None = None,
           batch_size: int | None = None, dtype: str = DTYPES[0], part_size: int | None = None,
           model_path: str | os.PathLike | None = None, device: str | None = None,
@@ -518,7 +528,7 @@ def embed(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str]
     return store_dir(data.indexes, corpus, get_model(model).name)
 
 
-def index(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str] | None,
+def index(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
           model: str | ModelEntry, *, threads: int = default("THREADS"),
           repair_pools: bool = False, batch_size: int | None = None, dtype: str = DTYPES[0],
           part_size: int | None = None, model_path: str | os.PathLike | None = None,
@@ -564,7 +574,7 @@ def _resources(partition: str | None, gpus_per_task: int, time: str | None,
     return Resources(partition, gpus_per_task, time, cpus_per_task)
 
 
-def submit_embed(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str] | None,
+def submit_embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
                  model: str, *, num_shards: int = default("SHARDS"),
                  partition: str | None = None, gpus_per_task: int = default("GPUS_PER_TASK"),
                  time: str | None = None, cpus_per_task: int | None = None,
@@ -591,7 +601,7 @@ def submit_embed(data: Data | str | os.PathLike, corpus: str, pool: str | Sequen
                   replace=replace)
 
 
-def after_embed(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str] | None,
+def after_embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
                 model: str, command: Sequence[str], *, num_shards: int = default("SHARDS"),
                 partition: str | None = None, gpus_per_task: int = default("GPUS_PER_TASK"),
                 time: str | None = None, cpus_per_task: int | None = None,
@@ -684,7 +694,7 @@ def _run(model: str | ModelEntry, place: Place | None = None, pool: str = "") ->
     return run_name(_entry(name).name, variant)
 
 
-def import_run(data: Data | str | os.PathLike, corpus: str, pool: str | None, run: Any,
+def import_run(data: Data | str | os.PathLike, corpus: str, pool: str | None, run: Run,
                model: str, *, drop_unknown: bool = False, replace: bool = False) -> dict:
     """Import a run made elsewhere (`run`: a TREC file's path, a DataFrame with query, doc,
     score, or a ranx Run) as the run `model` of `pool`, checked against the pool (unknown ids
@@ -777,7 +787,7 @@ def _model_names(models: str | Sequence[str | ModelEntry]) -> list[str]:
     return [m if isinstance(m, str) else _entry(m).name for m in models]
 
 
-def build_mdcr(data: Data | str | os.PathLike, corpus: str, models: str | Sequence[str],
+def build_mdcr(data: Data | str | os.PathLike, corpus: str, models: Models,
                out: str, *, seed: int = default("SEED"), positives: int | None = None,
                per_type: int | None = None, top: int | None = None, replace: bool = False,
                program: str | None = None) -> dict:
@@ -807,7 +817,7 @@ def build_mdcr(data: Data | str | os.PathLike, corpus: str, models: str | Sequen
     return built
 
 
-def mdcr_jaccard(data: Data | str | os.PathLike, corpus: str, models: str | Sequence[str], *,
+def mdcr_jaccard(data: Data | str | os.PathLike, corpus: str, models: Models, *,
                  seed: int = default("SEED"), depth: int | None = None) -> pl.DataFrame:
     """`make mdcr-jaccard` (the mdcr-jaccard command is this function, printing the table):
     for each pair of `models` (two or more), the Jaccard index between their `depth` (None:
@@ -882,11 +892,10 @@ def export_mteb(data: Data | str | os.PathLike, corpus: str, model: str,
     return write_mteb(Data.of(data).place(corpus), model, Path(out))
 
 
-def evaluate(data: Data | str | os.PathLike, corpus: str, pool: str | Sequence[str] | None,
-             model: str | ModelEntry | Sequence[str | ModelEntry], *,
-             metrics: str | Sequence[str] = default("METRICS"), means: bool = False,
-             save: bool = True, stale_only: bool = True, collect: bool = False,
-             program: str | None = None) -> pl.DataFrame:
+def evaluate(data: Data | str | os.PathLike, corpus: str, pool: Pools | None, model: Models, *,
+             metrics: Metrics = default("METRICS"),  # noqa: B008 (a str: immutable)
+             means: bool = False, save: bool = True, stale_only: bool = True,
+             collect: bool = False, program: str | None = None) -> pl.DataFrame:
     """`make eval` (the eval command is this function): score the runs of `model` (a name, a
     run name 'bm25~title', a run imported under its own name, a ModelEntry, or a list of them)
     on `pool` (a name, a list of them, or None: every usable pool of the corpus). Saved as
@@ -992,7 +1001,7 @@ def _collect(data: Data) -> pl.DataFrame:
 
 def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = default("SEED"), *,
                  collect: bool = True, exclude: str | os.PathLike | None = None,
-                 training_sets: dict[str, str | os.PathLike] | str | None = None) -> Report:
+                 training_sets: TrainingSets | None = None) -> Report:
     """`make report` (the report command is this function, then `Report.save()` and the
     Markdown printed): gather every evaluation (runs/results.parquet; `collect=False`: as
     written last) and make the report of `corpus` and pool seed `seed`: a Report, whose
@@ -1144,7 +1153,7 @@ def _results_table(results: str | os.PathLike | pl.DataFrame) -> pl.DataFrame:
     return results if isinstance(results, pl.DataFrame) else read_results(Path(results))
 
 
-def crossover(results: str | os.PathLike | pl.DataFrame, a: str, b: str, *, metric: str = "map"
+def crossover(results: Results, a: str, b: str, *, metric: str = "map"
               ) -> pl.DataFrame:
     """Where the curves of models `a` and `b` against pool size cross, per scope (the
     dataset-level pools, each field's) measured at two or more sizes: `a` - `b` on `metric`
@@ -1200,7 +1209,7 @@ def _report_rows(results: str | os.PathLike | pl.DataFrame, corpus: str | None, 
     return table
 
 
-def variance(results: str | os.PathLike | pl.DataFrame, corpus: str | None = None,
+def variance(results: Results, corpus: str | None = None,
              seed: int = default("SEED")) -> pl.DataFrame:
     """Where each model's mean comes from, per pool size, scope and metric: the two-way
     random-effects decomposition over queries x pool draws (repeats) of the rows a report reads
@@ -1214,9 +1223,9 @@ def variance(results: str | os.PathLike | pl.DataFrame, corpus: str | None = Non
     return components(_report_rows(results, corpus, seed, "variance"))
 
 
-def topic_set_size(results: str | os.PathLike | pl.DataFrame,
-                   deltas: Sequence[float] = (0.01, 0.02, 0.05),
-                   draws: Sequence[int] = (1, 3, 5, 10), corpus: str | None = None,
+def topic_set_size(results: Results,
+                   deltas: Deltas = (0.01, 0.02, 0.05),
+                   draws: Counts = (1, 3, 5, 10), corpus: str | None = None,
                    seed: int = default("SEED"), alpha: float = 0.05, power: float = 0.8
                    ) -> pl.DataFrame:
     """How many queries each pair of models needs for a test the report runs, at level
@@ -1265,7 +1274,7 @@ def _sampling(models: str | Sequence[str], sample_size: int, sample_seed: int,
     return sampling(runs, sample_size, sample_seed, depth)
 
 
-def judge(data: Data | str | os.PathLike, corpus: str, models: str | Sequence[str],
+def judge(data: Data | str | os.PathLike, corpus: str, models: Models,
           judge: str, *, sample_size: int = default("SAMPLE"),
           sample_seed: int = default("SAMPLE_SEED"), depth: int = default("JUDGE_DEPTH"),
           concurrency: int = default("JUDGE_CONCURRENCY"),
@@ -1285,7 +1294,7 @@ def judge(data: Data | str | os.PathLike, corpus: str, models: str | Sequence[st
                         concurrency=concurrency)
 
 
-def judge_page(data: Data | str | os.PathLike, corpus: str, models: str | Sequence[str], *,
+def judge_page(data: Data | str | os.PathLike, corpus: str, models: Models, *,
                sample_size: int = default("SAMPLE"), sample_seed: int = default("SAMPLE_SEED"),
                depth: int = default("JUDGE_DEPTH")) -> Path:
     """`make judge-page`: the samples `judge` draws with these settings, written (each

@@ -7,6 +7,7 @@ row, leaving the rest of docs/api.md as written."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -64,7 +65,8 @@ def root(tmp_path) -> Path:
     return tmp_path
 
 
-def made_up(data: object, corpus: str, *, made_up_depth: int = 1) -> None:
+def made_up(data: pipeline.Data | str | os.PathLike, corpus: str, *, made_up_depth: int = 1
+            ) -> None:
     """A public function added at run time, with an argument of its own."""
 
 
@@ -85,7 +87,7 @@ def test_every_public_argument_has_its_row():
                    if key.split()[0] == name]
             naming = [words for named, words in its if function in named]
             assert (naming or [words for named, words in its if not named]) == [
-                argument_words(var)], f"docs/api.md: no row for {name} of {function}"
+                argument_words(function, name)], f"docs/api.md: no row for {name} of {function}"
 
 
 def test_an_argument_of_a_public_function_without_its_row_makes_the_docs_stale(
@@ -95,7 +97,7 @@ def test_an_argument_of_a_public_function_without_its_row_makes_the_docs_stale(
     names the function; the rest of docs/api.md is as it was."""
     before = (root / API_DOC).read_text()
     monkeypatch.setattr(declared, "KEYWORD_ONLY", (*declared.KEYWORD_ONLY, declared.keyword(
-        "made_up_depth", "int", positive, functions=("made_up",))))
+        "made_up_depth", positive, functions=("made_up",))))
     monkeypatch.setattr(pipeline, "__all__", [*pipeline.__all__, "made_up"])
     monkeypatch.setattr(pipeline, "made_up", made_up, raising=False)
     assert stale(root) == [Path(API_DOC)]

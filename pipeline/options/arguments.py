@@ -1,6 +1,7 @@
 """The declarations applied to the Python API: each argument of a public function is checked
-before it runs, its type by its declared `kind` (KINDS), its value by its option's check, so
-the API, the command line and make refuse a bad value in the same words, on one line."""
+before it runs, its type by its kind (KINDS: read from its function's annotation,
+declared.argument_kind), its value by its option's check, so the API, the command line and
+make refuse a bad value in the same words, on one line."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ RUN = (*PATH, "DataFrame", "Run", *NESTED)
 QRELS = (*PATH, "DataFrame", "Qrels", *NESTED)
 # a model's name, or an entry (a ModelEntry, or any object naming its model and kind)
 MODEL = (_text, lambda v: isinstance(getattr(v, "name", None), str) and hasattr(v, "kind"))
-# kind (declared.py's `kind`) -> the forms a value may take (a type, a test, a class's name)
+# kind (declared.argument_kind's: an annotation's, kinds.ANNOTATED) -> the forms a value may
+# take (a type, a test, a class's name)
 FORMS: dict[str, tuple] = {
     "int": (int,),
     "bool": (bool,),
@@ -94,21 +96,23 @@ def argument(function: str, name: str) -> declared.Variable | None:
     return declared.declaration(function, name)
 
 
-def check_value(function: str, name: str, value: object) -> None:
-    """One argument's type, then its value by its option's check (on the command line's text
-    of it): a one-line InputError naming the function, the argument and what to give."""
+def check_value(function: str, name: str, value: object, annotated: object = None) -> None:
+    """One argument's type, by its kind (its annotation's: `annotated`, else the public
+    function's), then its value by its option's check (on the command line's text of it): a
+    one-line InputError naming the function, the argument and what to give."""
     rule = argument(function, name)
     if rule is None:
         raise unknown(function, name, [])
-    if value is None and rule.none:
+    kind, none = declared.argument_kind(function, name, annotated)
+    if value is None and none:
         return
-    forms, what = KINDS[rule.kind]
+    forms, what = KINDS[kind]
     if not _accepts(value, forms):
         shown = type(value).__name__  # not said for the right type of the wrong content
         said = f", not {'an' if shown[0] in 'aeiou' else 'a'} {shown}" if (
             value is not None and shown not in what) else ""
         raise InputError(f"{function}: {name}={value!r}: give {what}{said}")
-    if rule.kind == "path" and str(value) == "":
+    if kind == "path" and str(value) == "":
         raise InputError(f"{function}: {name}='': an empty path: give a file or folder")
     if os.PathLike in forms and _accepts(value, PATH):
         try:
@@ -116,11 +120,11 @@ def check_value(function: str, name: str, value: object) -> None:
         except InputError as exc:
             raise InputError(f"{function}: {name}: {exc.message}") from None
     # an object (a ModelEntry, a list of them, a SyntheticConfig) is checked by its own fields
-    if rule.check is None or not isinstance(value, str | int) and rule.kind in (
+    if rule.check is None or not isinstance(value, str | int) and kind in (
             "model", "models", "synthetic"):
         return
     try:
-        for item in value if rule.kind == "pools" and not isinstance(value, str) else [value]:
+        for item in value if kind == "pools" and not isinstance(value, str) else [value]:
             run_check(rule.check, _command_line(item))
     except InputError as exc:
         raise InputError(f"{function}: {name}={value!r}: {exc.message}") from None
@@ -161,8 +165,9 @@ def validated(function: Callable) -> Callable:
     params = signature.parameters
     named = [p for p, v in params.items() if v.kind not in (v.VAR_POSITIONAL, v.VAR_KEYWORD)]
     # ranx's order, (qrels, run): a call in the old order is refused saying so, before the kinds
-    run = next((p for p in named[1:] if getattr(argument(name, p), "kind", "") in (
-        "run", "named_runs")), None) if named[:1] == ["qrels"] else None
+    run = next((p for p in named[1:] if declared.argument_kind(
+        name, p, params[p].annotation)[0] in ("run", "named_runs")), None) if named[:1] == [
+        "qrels"] else None
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -173,7 +178,7 @@ def validated(function: Callable) -> Callable:
             raise unknown(name, key, named) if key else InputError(f"{name}: {exc}") from None
         for key in (p for p in named if params[p].default is params[p].empty):
             if key not in bound:
-                what = KINDS[argument(name, key).kind][1]  # type: ignore[union-attr]
+                what = KINDS[declared.argument_kind(name, key, params[key].annotation)[0]][1]
                 raise InputError(f"{name}: missing {key}: give {what}")
         if run:
             from pipeline.evaluation.score import check_order
@@ -183,7 +188,7 @@ def validated(function: Callable) -> Callable:
             kind = params[key].kind
             if kind is not kind.VAR_KEYWORD:  # those: the function's own (check_options)
                 for item in value if kind is kind.VAR_POSITIONAL else [value]:
-                    check_value(name, key, item)
+                    check_value(name, key, item, params[key].annotation)
         try:
             return function(*args, **kwargs)
         except InputError as exc:

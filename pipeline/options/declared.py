@@ -88,6 +88,7 @@ from pipeline.options.checks import (
     worker_count,
     xdist_workers,
 )
+from pipeline.options.kinds import annotated_kind
 from pipeline.readers import SOURCES
 from pipeline.slurm import check_executor, check_partition, check_time
 
@@ -113,9 +114,12 @@ class Variable:
     alias: str = ""  # a second name on make's command line (TIME for SLURM_TIME)
     flag: str = ""  # the stages' option, where not --<name in lowercase, '-' for '_'>
     stages: tuple[str, ...] = ()  # the commands of `python -m pipeline` that take it
-    keywords: tuple[str, ...] = ()  # the API's arguments that take it, each of `kind`
-    kind: str = "str"  # pipeline/options/arguments.py KINDS
-    none: bool = False  # the API accepts None (the function's default)
+    keywords: tuple[str, ...] = ()  # the API's arguments that take it
+    # an argument's kind (arguments.FORMS) and whether it takes None are its function's
+    # annotation's (argument_kind); these, where no annotation says them: a **keyword's
+    # (search's options, build_pool's fields), an `Any`'s; kind: str where none says it
+    kind: str = ""
+    none: bool = False
     switch: bool = False  # 0/1 on make's command line, a bare option on the stages'
     required: tuple[str, ...] = ()  # the stages that need it given
     no_default: tuple[str, ...] = ()  # the stages that take no default (pool --size)
@@ -206,17 +210,18 @@ def synthetic_papers(text: str) -> int | str:
     return parse_size(text) if text else text
 
 
-def keyword(name: str, kind: str, check: Callable[[str], object] | None = None, *,
+def keyword(name: str, check: Callable[[str], object] | None = None, *, kind: str = "",
             none: bool = False, functions: tuple[str, ...] = (), help: str = "",
-            stages: tuple[str, ...] = (), default: str = "", changes_run: bool | None = None
-            ) -> Variable:
+            stages: tuple[str, ...] = (), default: str = "", switch: bool = False,
+            changes_run: bool | None = None) -> Variable:
     """An argument of the Python API with no make variable (a run given as a DataFrame, a
-    test's name): its kind, its value's check, whether None is accepted there; with `stages`,
-    also an option of those commands (--stale-only) that make passes itself (cli/goals.py
-    search): its `help`, its `default` there."""
+    test's name): its value's check (its kind and None: its function's annotation's, or
+    `kind` and `none` where none says them); with `stages`, also an option of those commands
+    (--stale-only) that make passes itself (cli/goals.py search): its `help`, its `default`
+    there, a bare option if a `switch`."""
     return Variable(name, default, check, help, "api", keywords=(name,), kind=kind, none=none,
-                    functions=functions, variable=False, stages=stages,
-                    switch=kind == "bool", changes_run=changes_run)
+                    functions=functions, variable=False, stages=stages, switch=switch,
+                    changes_run=changes_run)
 
 
 V, A = Variable, keyword
@@ -247,13 +252,12 @@ DECLARED: tuple[Variable, ...] = (
       keywords=("datasets",)),
     V("FIRST", "", positive, "make download: a trial, only the first FIRST files of each "
       "dataset", "data", shown="every file", optional=True, one_word=True,
-      stages=("download",), keywords=("first",), kind="int", none=True),
+      stages=("download",), keywords=("first",)),
     V("UPDATE", "", choice(FLAG), "1: make download brings an older release to RELEASE with "
       "the API's diffs", "data", one_word=True, switch=True, stages=("download",),
-      keywords=("update",), kind="bool"),
+      keywords=("update",)),
     V("PARALLEL", "4", parallel_downloads, "make download: files downloaded at once (at most "
-      "32)", "data", one_word=True, stages=("download",), keywords=("parallel",),
-      kind="int"),
+      "32)", "data", one_word=True, stages=("download",), keywords=("parallel",)),
     V("CITATIONS", "inbound", choice(CITATION_MODES), "what the prefilter counts as a "
       "paper's citations: inbound, outbound or either", "data", one_word=True,
       stages=("prefilter", "corpus"), keywords=("citations",)),
@@ -262,23 +266,22 @@ DECLARED: tuple[Variable, ...] = (
       keywords=("strict",)),
     # ---- pools
     V("SIZE", "10k", sizes, "the pool size: 20000, 20k, 2M; several separated by spaces",
-      "pools", stages=("pool",), no_default=("pool",), keywords=("size",), kind="size",
+      "pools", stages=("pool",), no_default=("pool",), keywords=("size",),
       functions=("build_pools",)),  # build_pool's: one size (its keyword() below)
     V("FIELD", "", None, "a field-level pool: one of the 19 MAG fields, all, or several "
       "separated by spaces, '-' for a name's space (computer-science)", "pools",
       shown="(empty: a dataset-level pool)", optional=True, stages=("pool",),
       keywords=("field",)),
     V("REPEATS", "1", positive, "samples per size (the paper: 3)", "pools", stages=("pool",),
-      keywords=("repeats",), kind="int"),
+      keywords=("repeats",)),
     V("SEED", "0", non_negative, "the pools' seed (in a pool's name unless 0); also the "
       "random model's and make mdcr's", "pools",
       stages=("pool", "pools-paper", "report", "search", "mdcr", "mdcr-jaccard"),
-      keywords=("seed",), kind="int",
-      changes_run=True),
+      keywords=("seed",), kind="int", changes_run=True),  # kind: build_pool's **fields
     V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", positive,
       "query papers per pool", "pools",
       shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
-      optional=True, stages=("pool",), keywords=("n_queries",), kind="int", none=True),
+      optional=True, stages=("pool",), keywords=("n_queries",), kind="int", none=True),  # ditto
     V("EXCLUDE", "", safe_path, "a file of CorpusIDs never used as queries (the paper: "
       "SPECTER's and SciNCL's training papers); they name the pools (-x<tag>)", "pools",
       shown="(empty: no paper left out)", optional=True, one_word=True,
@@ -308,17 +311,17 @@ DECLARED: tuple[Variable, ...] = (
     V("QUERY_PROMPT", "", prompt_text, "a prompt before each query's text (\\n for a line "
       "break), or an st: model's prompt name; its runs are the model <name>+q<tag>",
       "models", shown="(empty: the model's own query form)", optional=True, stages=("search",),
-      keywords=("query_prompt",), none=True, changes_run=True),
+      keywords=("query_prompt",), changes_run=True),
     V("MODEL_PATH", "", given_path, "a local folder of the model's save_pretrained files, "
       "for nodes without hub access", "models", optional=True,
-      stages=(*LOADING, "after-embed"), keywords=("model_path",), kind="path", none=True,
+      stages=(*LOADING, "after-embed"), keywords=("model_path",),
       changes_run=MODEL_ID),  # after-embed: its identity
     V("DEVICE", "", device, "the encoder's device: cpu, cuda or cuda:<index>; cuda with "
       "several GPUs visible, or a list (cuda:0,cuda:1), embeds on a worker process each",
       "models",
       shown="cuda if available", optional=True, one_word=True,
       stages=("embed", "submit-embed", "index", "search"), keywords=("device",),
-      none=True, changes_run=MODEL_ID),  # the store's parts record it; another: other bits
+      changes_run=MODEL_ID),  # the store's parts record it; another: other bits
     # ---- search
     V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
       "compares the vectors: cosine, ip or l2", "models", one_word=True,
@@ -326,7 +329,7 @@ DECLARED: tuple[Variable, ...] = (
     V("THREADS", "2", worker_count, "worker processes and threads (ingest, Lucene, search), "
       "at most 4 per CPU core; with EXECUTOR=slurm each job's CPUs", "search",
       stages=("index", "search"), keywords=("threads", "workers"), kind="int",
-      changes_run=False),
+      changes_run=False),  # kind: index's and search's **options (workers)
     V("BM25_ENGINE", BM25_ENGINE, choice(BM25_ENGINES), "BM25 on arrays (numba) or lucene "
       "(Anserini): the same runs", "search", one_word=True, stages=("index", "search"),
       keywords=("bm25_engine",), changes_run=False),
@@ -337,18 +340,17 @@ DECLARED: tuple[Variable, ...] = (
       "shuffled, deleted30 or typos; runs named after the model and the variant", "search",
       one_word=True, stages=("search",), keywords=("variant",), changes_run=True),
     V("K", "500", positive, "candidates retrieved per query (the paper's: 500)", "search",
-      one_word=True, stages=("search",), keywords=("k",), kind="int", changes_run=True),
+      one_word=True, stages=("search",), keywords=("k",), changes_run=True),
     # ---- eval
     V("PAPER_IDS", "", safe_path, "make training-ids: the folder of S2AG's paper-ids "
       "dataset", "pools", optional=True, one_word=True, stages=("training-ids",),
-      required=("training-ids",), keywords=("paper_ids",), kind="path"),
+      required=("training-ids",), keywords=("paper_ids",)),
     V("TRAINING_SETS", "", training_sets, "make report: <model>=<file of its training "
       "papers> pairs, for the leakage table", "eval", shown="(empty: no leakage table)",
-      optional=True, stages=("report",), keywords=("training_sets",), kind="training_sets",
-      none=True),
+      optional=True, stages=("report",), keywords=("training_sets",)),
     V("METRICS", "auto", metric_list, "what eval scores: auto (each pool's own set), a set "
       "(large-scale, mdcr, beir, csfcube) or metric names ('map ndcg@10 recall@30')", "eval",
-      stages=("eval",), keywords=("metrics",), kind="metrics"),
+      stages=("eval",), keywords=("metrics",), kind="metrics"),  # score's, compare's
     V("MODELS", "", None, "make fuse, mdcr-jaccard, judge, judge-page: the models, "
       "separated by commas (an hf: model's pooling: hf:<org>/<name>@cls)", "eval"),
     V("METHOD", "rrf", None, "make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)",
@@ -365,7 +367,7 @@ DECLARED: tuple[Variable, ...] = (
       "export-beir, export-mteb, mdcr-scores)", "mdcr", optional=True, one_word=True,
       stages=("training-ids", "export-mdcr", "export-beir", "mdcr-scores", "export-mteb"),
       required=("training-ids", "export-mdcr", "export-beir", "mdcr-scores", "export-mteb"),
-      keywords=("out",), kind="path"),
+      keywords=("out",)),
     V("DATASET", "", dataset_id, "make import-irds: the ir_datasets id (beir/scidocs)",
       "mdcr", optional=True, one_word=True, stages=("import-irds",), required=("import-irds",),
       keywords=("dataset",)),
@@ -379,7 +381,7 @@ DECLARED: tuple[Variable, ...] = (
       "written before under the same name (docs/errors.md)", "mdcr", one_word=True,
       switch=True,
       stages=tuple(dict.fromkeys((*REPLACING, "embed", "index", "search", "submit-embed"))),
-      keywords=("replace",), kind="bool", changes_run=False),
+      keywords=("replace",), changes_run=False),
     V("JUDGED", "", choice(FLAG), "1: make import-beir and import-irds also write the "
       "judged-only pool judged-<n>-r0", "mdcr", one_word=True, switch=True,
       stages=("import-beir", "import-irds"), keywords=("judged",)),
@@ -397,36 +399,35 @@ DECLARED: tuple[Variable, ...] = (
                                             example="http://127.0.0.1:8000"),
       "JUDGE=api:<model>: the OpenAI-compatible chat endpoint; its key from the "
       f"environment's {API_KEY}", "judging", optional=True, one_word=True, stages=JUDGING,
-      keywords=("judge_url",), none=True),
+      keywords=("judge_url",)),
     V("SAMPLE", "20", positive, "make judge, judge-page: unjudged pairs drawn per query",
-      "judging", one_word=True, stages=SAMPLING, keywords=("sample_size",), kind="int"),
+      "judging", one_word=True, stages=SAMPLING, keywords=("sample_size",)),
     V("SAMPLE_SEED", "0", non_negative, "the judging sample's seed", "judging",
-      one_word=True, stages=SAMPLING, keywords=("sample_seed",), kind="int"),
+      one_word=True, stages=SAMPLING, keywords=("sample_seed",)),
     V("JUDGE_DEPTH", "100", positive, "the ranks of each of MODELS whose unjudged candidates "
-      "are sampled", "judging", one_word=True, stages=SAMPLING, keywords=("depth",),
-      kind="int"),
+      "are sampled", "judging", one_word=True, stages=SAMPLING, keywords=("depth",)),
     V("JUDGE_CONCURRENCY", "4", int_at_least(1, "use 1 or more", API_LIMITS[API_CONCURRENCY],
                                              f" (requests at once, as {API_CONCURRENCY})"),
       "JUDGE=api:<model>: requests sent at once",
-      "judging", one_word=True, stages=JUDGING, keywords=("concurrency",), kind="int"),
+      "judging", one_word=True, stages=JUDGING, keywords=("concurrency",)),
     # ---- cluster
     V("EXECUTOR", "local", check_executor, "where embed runs: local (this machine) or slurm "
       "(an sbatch job array)", "cluster", one_word=True),
     V("SHARDS", "1", shard_count, "shards of the embed stage (array tasks with slurm), at "
       "most 1,000", "cluster", flag="--num-shards", stages=("embed", *SLURM_JOBS),
-      keywords=("num_shards",), kind="int", changes_run=False),
+      keywords=("num_shards",), changes_run=False),
     V("SHARD", "", non_negative, "make embed: only this shard of SHARDS", "cluster",
       shown="each in turn", optional=True, one_word=True, stages=("embed",),
-      keywords=("shard",), kind="int", none=True, changes_run=False),
+      keywords=("shard",), changes_run=False),
     V("PARTITION", "", check_partition, "#SBATCH --partition: one name, or several separated "
       "by commas", "cluster", shown="the cluster's default", optional=True, one_word=True,
-      stages=SLURM_JOBS, keywords=("partition",), none=True),
+      stages=SLURM_JOBS, keywords=("partition",)),
     V("GPUS_PER_TASK", "1", non_negative, "#SBATCH --gres=gpu:K of each task; 0 asks for "
-      "none", "cluster", stages=SLURM_JOBS, keywords=("gpus_per_task",), kind="int"),
+      "none", "cluster", stages=SLURM_JOBS, keywords=("gpus_per_task",)),
     V("SLURM_TIME", "", check_time, "#SBATCH --time of each job: 90 (minutes), 4:00:00, "
       "1-12:00:00; TIME on make's command line", "cluster", shown="the cluster's default",
       optional=True, one_word=True, alias="TIME", flag="--time", stages=SLURM_JOBS,
-      keywords=("time",), none=True),
+      keywords=("time",)),
     # ---- demo
     V("DEMO_PAPERS", "120k", sizes, "papers of the synthetic demo corpus (given: the corpus "
       "is made again with it)", "demo"),
@@ -442,80 +443,76 @@ DECLARED: tuple[Variable, ...] = (
     V("DEMO_REPEATS", "3", positive, "pool draws per demo pool size", "demo"),
     # ---- paper grid
     V("PAPER_SIZES", "200k 500k 1M 2M", sizes, "dataset-level pool sizes (MDCR section 3)",
-      "paper grid", stages=("pools-paper",), keywords=("paper_sizes",), kind="size"),
+      "paper grid", stages=("pools-paper",), keywords=("paper_sizes",)),
     V("PAPER_QUERIES", "3800", positive, "queries per dataset-level pool", "paper grid",
-      stages=("pools-paper",), keywords=("paper_queries",), kind="int"),
+      stages=("pools-paper",), keywords=("paper_queries",)),
     V("PAPER_FIELD_SIZE", "100k", sizes, "the size of the field-level pools (all 19 fields)",
-      "paper grid", stages=("pools-paper",), keywords=("paper_field_size",), kind="size"),
+      "paper grid", stages=("pools-paper",), keywords=("paper_field_size",)),
     V("PAPER_FIELD_QUERIES", "200", positive, "queries per field-level pool", "paper grid",
-      stages=("pools-paper",), keywords=("paper_field_queries",), kind="int"),
+      stages=("pools-paper",), keywords=("paper_field_queries",)),
     V("PAPER_REPEATS", "3", positive, "samples per size", "paper grid", stages=("pools-paper",),
-      keywords=("paper_repeats",), kind="int"),
+      keywords=("paper_repeats",)),
     # ---- tests
     V("TEST_WORKERS", "2", xdist_workers, "test processes (pytest-xdist), 1 to 4 per CPU "
       "core, each up to 1.3 GiB; pytest's own options go in PYTEST_ADDOPTS", "tests",
       one_word=True),
-    # ---- the API's own arguments, no make variable (docs/api.md, Validation)
-    A("data", "data"), A("folder", "path", none=True), A("corpora", "path", none=True),
-    A("indexes", "path", none=True), A("runs", "path", none=True), A("raw", "path", none=True),
-    A("exclude", "path", none=True), A("folders", "path"),
-    A("src", "path"),
-    A("model", "model", model_run), A("model", "models", scored_run, functions=("evaluate",)),
-    A("model", "model", scored_run, functions=("mteb_result",)),
-    A("model", "str", scored_run, functions=("export_mteb", "mdcr_scores")),  # a run's name
-    A("model", "str", imported_name, functions=("import_run",)),
-    A("model", "str", vectors_name, functions=("import_vectors",)),
-    A("models", "models", scored_runs, functions=("judge", "judge_page", "build_mdcr",
-                                                  "mdcr_jaccard")),
-    A("pool", "str", pool_name, none=True, functions=("import_run",)),  # None: the whole run
-    A("corpus", "str", corpus_name, none=True, functions=("variance", "topic_set_size")),
-    *(A(name, "synthetic", synthetic_papers, none=True) for name in ("synthetic", "papers")),
-    A("shards", "int", synth_shard_count), A("repair", "bool"),
-    A("rebuild", "pools", pool_name, none=True),  # build_pools': pools built again
-    A("retries", "int", non_negative, none=True), A("backoff", "number", none=True),
-    A("min_citations", "int", non_negative, none=True), A("spec", "pool_spec", none=True),
-    A("size", "size", parse_size), A("field", "str", none=True),
-    A("repeat", "int", non_negative), A("query_year", "int", non_negative),
-    A("max_year", "int", non_negative), A("min_positives", "int", positive),
-    *(A(flag, "bool") for flag in ("strict", "means", "save", "deep", "drop_unknown",
-                                   "judged", "per_query")),
-    A("run", "run"), A("qrels", "qrels"), A("runs", "named_runs", functions=("compare",)),
-    A("results", "results"), A("judgments", "judgments"), A("sample", "sample"),
-    A("test", "str"), A("correction", "str"),  # compare checks both (report/compare.py)
-    A("alpha", "number", probability), A("power", "number", power),
-    *(A(name, "str", named) for name in ("a", "b", "metric")),
-    A("resamples", "int", positive), A("deltas", "deltas"), A("draws", "counts"),
-    A("program", "str", named, functions=("verify_data",)),  # a repair's: mdcr-pipeline
-    A("program", "str", named, none=True, functions=("search", "embed", "evaluate", "index",
-                                                     "after_embed", "build_mdcr")),  # Python's
+    # ---- the API's own arguments, no make variable (docs/api.md, Validation); each of their
+    # kinds its function's annotation's (argument_kind), a `kind` where none says it
+    A("data"), *(A(name) for name in ("folder", "corpora", "indexes", "runs", "raw")),
+    A("exclude", kind="path", none=True),  # kind: build_pool's **fields
+    A("folders"), A("src"),
+    A("model", model_run),
+    A("model", scored_run, functions=("evaluate", "mteb_result", "export_mteb", "mdcr_scores")),
+    A("model", imported_name, functions=("import_run",)),
+    A("model", vectors_name, functions=("import_vectors",)),
+    A("models", scored_runs, functions=("judge", "judge_page", "build_mdcr", "mdcr_jaccard")),
+    A("pool", pool_name, functions=("import_run",)),  # None: the whole run
+    *(A(name, synthetic_papers) for name in ("synthetic", "papers")),
+    A("shards", synth_shard_count), A("repair"),
+    A("rebuild", pool_name),  # build_pools': pools built again
+    A("retries", non_negative), A("backoff"), A("min_citations", non_negative), A("spec"),
+    # build_pool's **fields (PoolSpec's): no annotation says their kinds
+    A("size", parse_size, kind="size"), A("field", none=True),
+    *(A(name, non_negative, kind="int") for name in ("repeat", "query_year", "max_year")),
+    A("min_positives", positive, kind="int"),
+    *(A(flag) for flag in ("strict", "means", "save", "deep", "drop_unknown", "judged",
+                           "per_query")),
+    # score's, inferred's and compare's: annotated Any (or a Mapping of Any)
+    A("run", kind="run"), A("qrels", kind="qrels"), A("runs", kind="named_runs",
+                                                      functions=("compare",)),
+    A("results"), A("judgments", kind="judgments"), A("sample", kind="sample"),
+    A("test"), A("correction"),  # compare checks both (report/compare.py)
+    A("alpha", probability), A("power", power),
+    *(A(name, named) for name in ("a", "b", "metric")),
+    A("resamples", positive, kind="int"),  # no public function's
+    A("deltas"), A("draws"),
+    A("program", named),  # verify_data's: a repair's (mdcr-pipeline); the others': Python's
     # mdcr, mdcr-jaccard, mdcr-evaluate and the SLURM jobs: their commands' own options
-    *(A(name, "int", positive, none=True, functions=("build_mdcr",))
-      for name in ("positives", "per_type", "top")),
-    A("out", "str", corpus_name, functions=("build_mdcr",)),  # the benchmark's corpus name
-    A("depth", "int", positive, none=True, functions=("mdcr_jaccard",)),
-    *(A(name, "path", functions=("mdcr_evaluate",)) for name in ("benchmark", "scores")),
-    A("cpus_per_task", "int", cpus_per_task, none=True, functions=("submit_embed",
-                                                                   "after_embed")),
+    *(A(name, positive, functions=("build_mdcr",)) for name in ("positives", "per_type", "top")),
+    A("out", corpus_name, functions=("build_mdcr",)),  # the benchmark's corpus name
+    A("depth", positive, functions=("mdcr_jaccard",)),
+    *(A(name, functions=("mdcr_evaluate",)) for name in ("benchmark", "scores")),
+    A("cpus_per_task", cpus_per_task, functions=("submit_embed", "after_embed")),
     # the commands' own options, which make passes itself (cli/goals.py search, score)
-    A("pool", "pools", pool_name, none=True,  # None: all
+    A("pool", pool_name, kind="pools",  # kind: the command line's --pool repeats (registry)
       functions=("search", "embed", "evaluate", "index", "submit_embed", "after_embed"),
       stages=("index", "search", "embed", "submit-embed", "after-embed", "eval"),
       help="pool name (repeatable; default all)", changes_run=False),
-    A("index", "bool", stages=("search",), help="index the pools it searches first",
+    A("index", stages=("search",), switch=True, help="index the pools it searches first",
       changes_run=False),
-    A("stale_only", "bool", stages=("search", "eval"), help="keep what is current: runs "
+    A("stale_only", stages=("search", "eval"), switch=True, help="keep what is current: runs "
       "intact and made from their pool's current files, evaluations made from the current "
       "pool and run", changes_run=False),
-    A("repair_pools", "bool", stages=("index", "search"), help="first rebuild every pool that "
-      "is stale, damaged or half-written (as make pools)", changes_run=False),
-    A("collect", "bool", stages=("eval",), help="then gather every evaluation into "
+    A("repair_pools", stages=("index", "search"), switch=True, help="first rebuild every pool "
+      "that is stale, damaged or half-written (as make pools)", changes_run=False),
+    A("collect", stages=("eval",), switch=True, help="then gather every evaluation into "
       "runs/results.parquet (as collect)"),
-    *(A(name, "int", positive, none=True, stages=STORING, help=what, changes_run=False)
+    *(A(name, positive, stages=STORING, help=what, changes_run=False)
       for name, what in (("batch_size", "papers per batch (default: the encoder's)"),
                          ("part_size", "papers per store part, the work a kill can lose "
                           "(default: 4,096 for embeddings, 50,000 for BM25's analysed-text "
                           "store)"))),
-    A("dtype", "str", choice(DTYPES), stages=STORING, default=DTYPES[0], changes_run=MODEL_ID,
+    A("dtype", choice(DTYPES), stages=STORING, default=DTYPES[0], changes_run=MODEL_ID,
       help="the store's vectors: float32, or float16 (half the disk)"),
 )
 del V, A
@@ -786,6 +783,36 @@ def declaration(function: str, name: str) -> Variable | None:
     return min(found, key=lambda v: (not v.functions, v.variable), default=None)
 
 
+def annotation(function: str, name: str) -> object:
+    """The annotation of parameter `name` of public function `function` (pipeline's: its
+    text, `from __future__ import annotations`; a CHECKED_CLASSES constructor's too); '' for a
+    **keyword's, or where `function` is none of pipeline's."""
+    import inspect
+
+    import pipeline
+
+    value = getattr(pipeline, function, None)
+    try:
+        param = inspect.signature(value).parameters.get(name) if callable(value) else None
+    except (TypeError, ValueError):
+        return ""
+    if param is None or param.kind is param.VAR_KEYWORD or param.annotation is param.empty:
+        return ""
+    return param.annotation
+
+
+def argument_kind(function: str, name: str, annotated: object = None) -> tuple[str, bool]:
+    """The kind of argument `name` of public function `function` (arguments.FORMS,
+    KIND_WORDS) and whether it takes None: its annotation's (`annotated`, else the function's:
+    kinds.ANNOTATED), else its declaration's `kind` and `none` (a **keyword's, an `Any`'s:
+    no annotation says them), else a str."""
+    said = annotated_kind(annotation(function, name) if annotated is None else annotated)
+    if said is not None:
+        return said
+    var = declaration(function, name)
+    return (var.kind or "str", var.none) if var is not None else ("str", False)
+
+
 def command_keywords(function: str) -> list[str]:
     """The keywords of the declared options of `function`'s command (search's: its stages name
     it), which its **keywords take (arguments.check_options)."""
@@ -858,41 +885,48 @@ def check_words(check: Callable[[str], object] | None) -> str:
             "spaces ('200k 500k')"}.get(check, "")  # type: ignore[call-overload]
 
 
-def argument_words(var: Variable) -> str:
-    """What an argument of declaration `var` takes: its kind's words (KIND_WORDS), its
-    check's (check_words), the make variable it is checked as, and None where it is taken."""
-    words = md_text(KIND_WORDS[var.kind]).replace("|", "\\|")
-    values = "" if var.kind == "bool" else check_words(var.check)
-    if var.check is None and var.kind == "str" and not var.variable:
+def argument_words(function: str, name: str) -> str:
+    """What argument `name` of public function `function` takes: its kind's words
+    (argument_kind, KIND_WORDS), its declaration's check's (check_words), the make variable it
+    is checked as, and None where it is taken."""
+    var = declaration(function, name)
+    if var is None:
+        raise InputError(f"{layout.API_DOC}: argument {name} of {function} has no "
+                         "declaration: declare it in pipeline/options/declared.py "
+                         "(a variable's keywords, or keyword(...))")
+    kind, none = argument_kind(function, name)
+    words = md_text(KIND_WORDS[kind]).replace("|", "\\|")
+    values = "" if kind == "bool" else check_words(var.check)
+    if var.check is None and kind == "str" and not var.variable:
         words += ", checked by the function (see its section)"
     return (words + (f": {values}" if values else "") + (f", as `{var.name}`" if var.variable
-                                                         else "") + (", or None" if var.none
+                                                         else "") + (", or None" if none
                                                                      else ""))
 
 
 def api_table() -> str:
     """docs/api.md's table of the arguments (its block between API_TABLE_START and
     API_TABLE_END): a row per argument of the public functions (public_arguments),
-    or per group of arguments that read the same, saying what to give (argument_words); a
-    declaration for some functions only (`functions`) names those that take it."""
+    or per group of arguments that read the same, saying what to give (argument_words). An
+    argument's row names the functions taking it so, but for one: the row of a declaration for
+    every function (no `functions`) that the most functions take by it."""
     import textwrap
 
-    # (argument, its words) -> the functions taking it so, None where a declaration for every
-    # function (no `functions`) reads so
-    taking: dict[tuple[str, str], set[str] | None] = {}
+    taking: dict[tuple[str, str], set[str]] = {}  # (argument, its words) -> the functions
+    general: dict[tuple[str, str], int] = {}  # -> how many by a declaration for every function
     for function, names in public_arguments().items():
         for name in names:
-            if (var := declaration(function, name)) is None:
-                raise InputError(f"{layout.API_DOC}: argument {name} of {function} has no "
-                                 "declaration: declare it in pipeline/options/declared.py "
-                                 "(a variable's keywords, or keyword(...))")
-            key = (name, argument_words(var))
-            functions = taking.get(key, set())
-            taking[key] = None if functions is None or not var.functions else {
-                *functions, function}
+            key = (name, argument_words(function, name))
+            taking.setdefault(key, set()).add(function)
+            if not declaration(function, name).functions:  # type: ignore[union-attr]
+                general[key] = general.get(key, 0) + 1
+    bare: dict[str, tuple[str, str]] = {}  # argument -> its row naming no function
+    for key in sorted(general, key=lambda key: (-general[key], key)):
+        bare.setdefault(key[0], key)
     groups: dict[tuple[str, str], list[str]] = {}  # (words, functions named) -> arguments
     for (name, words), functions in taking.items():
-        where = f" ({', '.join(f'`{f}`' for f in sorted(functions))})" if functions else ""
+        where = "" if bare.get(name) == (name, words) else (
+            f" ({', '.join(f'`{f}`' for f in sorted(functions))})")
         groups.setdefault((words, where), []).append(name)
     lines = ["| argument | what to give |", "|---|---|"]
     for (words, where), names in sorted(groups.items(), key=lambda g: (min(g[1]), g[0][1])):
