@@ -136,7 +136,7 @@ LONG_FIRST = (
     "test_damage.py::test_damage_to_what_only_its_user_can_make_is_repaired_as_printed"
     "[encoder-part]",
     "test_slurm.py", "test_end_to_end.py", "test_objects.py", "test_vectors.py",
-    "test_inferred.py", "test_score.py", "test_damage.py", "test_embed.py",
+    "test_inferred.py", "test_score.py", "test_damage.py", "test_embed.py", "test_checks_once.py",
     "test_pools_properties.py", "test_make_judge.py", "test_fusion.py", "test_data_safety.py",
     "test_csfcube.py", "test_make_hygiene.py", "test_download.py", "test_errors_runtime.py",
     "test_bm25.py", "test_beir.py", "test_identity.py", "test_imported.py", "test_one_process.py",
