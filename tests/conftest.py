@@ -75,7 +75,8 @@ def pool_of(size: int) -> str:
 SLOW_MODULES = (
     "test_bm25", "test_damage", "test_data_safety", "test_end_to_end", "test_errors",
     "test_errors_inputs", "test_faults", "test_make_hygiene", "test_makefile", "test_notebook",
-    "test_specter2", "test_tuning", "test_bm25_store", "test_deletes",
+    "test_specter2", "test_tuning", "test_bm25_store", "test_deletes", "test_api_stages",
+    "test_api_corpus_pools",
 )
 # single slow tests (function names, without parameters) of modules that mark nothing
 # themselves: make, and the CLI run as subprocesses
