@@ -18,11 +18,10 @@ import json
 import logging
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from benchmarks.demo import OUT
-from benchmarks.machine import machine
+from benchmarks.machine import in_parallel, machine
 
 log = logging.getLogger(__name__)
 
@@ -89,16 +88,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[variable] = "1"
-    jobs = [(world, papers) for papers in PAPERS for world in WORLDS]
-    before = [round(v, 2) for v in os.getloadavg()]
-    start = time.perf_counter()
-    with ProcessPoolExecutor(args.workers) as pool:
-        runs = list(pool.map(one, *zip(*jobs, strict=True), [args.samples] * len(jobs)))
-    report = {"machine": machine(), "load_before": before,
-              "load_after": [round(v, 2) for v in os.getloadavg()], "workers": args.workers,
-              "samples": args.samples, "seconds": time.perf_counter() - start, "seed": SEED,
+    runs, timing = in_parallel(one, [(world, papers, args.samples) for papers in PAPERS
+                                     for world in WORLDS], args.workers)
+    report = {"machine": machine(), **timing, "samples": args.samples, "seed": SEED,
               "runs": runs}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "agreement_coverage.json").write_text(json.dumps(report, indent=1) + "\n")

@@ -25,11 +25,10 @@ import json
 import logging
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from benchmarks.demo import OUT
-from benchmarks.machine import machine
+from benchmarks.machine import in_parallel, machine
 
 log = logging.getLogger(__name__)
 
@@ -207,17 +206,10 @@ def main() -> None:
         report = json.loads((OUT / "jkap_flag.json").read_text())
         (OUT / "jkap_flag.md").write_text("\n".join(markdown(report)))
         return
-    for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[variable] = "1"
-    jobs = [(world, name) for world in WORLDS for name in FLAG_DESIGNS]
-    before = [round(v, 2) for v in os.getloadavg()]
-    start = time.perf_counter()
-    with ProcessPoolExecutor(args.workers) as pool:
-        runs = list(pool.map(one, *zip(*jobs, strict=True), [args.sets] * len(jobs)))
-    seconds = time.perf_counter() - start
-    report = {"machine": machine(), "load_before": before,
-              "load_after": [round(v, 2) for v in os.getloadavg()], "workers": args.workers,
-              "sets": args.sets, "seconds": seconds, "seed": FLAG_SEED, "within": WITHIN,
+    runs, timing = in_parallel(one, [(world, name, args.sets) for world in WORLDS
+                                     for name in FLAG_DESIGNS], args.workers)
+    report = {"machine": machine(), **timing, "sets": args.sets, "seed": FLAG_SEED,
+              "within": WITHIN,
               "flagged_from": FLAGGED, "worlds": WORLDS, "runs": runs,
               "findings": findings(runs)}
     OUT.mkdir(parents=True, exist_ok=True)

@@ -20,10 +20,9 @@ import json
 import logging
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 from benchmarks.demo import OUT
-from benchmarks.machine import machine
+from benchmarks.machine import in_parallel, machine
 
 log = logging.getLogger(__name__)
 
@@ -114,18 +113,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=min(len(DESIGNS), os.cpu_count() or 1))
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[variable] = "1"
-    before = [round(v, 2) for v in os.getloadavg()]
-    start = time.perf_counter()
-    with ProcessPoolExecutor(args.workers) as pool:
-        done = list(pool.map(one, sorted(DESIGNS), [args.sets] * len(DESIGNS)))
-    seconds = time.perf_counter() - start
+    done, timing = in_parallel(one, [(name, args.sets) for name in sorted(DESIGNS)],
+                               args.workers)
     found = {name: {"rows": rows, "seconds": took, "rates": rates}
              for name, rows, took, rates in done}
-    report = {"machine": machine(), "load_before": before,
-              "load_after": [round(v, 2) for v in os.getloadavg()], "workers": args.workers,
-              "sets": args.sets, "seconds": seconds, "seed": SEED,
+    report = {"machine": machine(), **timing, "sets": args.sets, "seed": SEED,
               "designs": {name: found[name] for name in DESIGNS}}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "judged_estimators.json").write_text(json.dumps(report, indent=1) + "\n")

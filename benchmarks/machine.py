@@ -7,6 +7,9 @@ import os
 import platform
 import shutil
 import subprocess
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 
@@ -30,3 +33,17 @@ def machine() -> str:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return (f"{os.cpu_count()} cores ({cpu}), {memory:.0f} GiB, {gpus()}, "
             f"Python {platform.python_version()}")
+
+
+def in_parallel(one: Callable, jobs: Sequence[tuple], workers: int) -> tuple[list, dict]:
+    """`one(*job)` of each job on `workers` processes, each with one BLAS thread (a
+    simulation's processes are its parallelism), in the jobs' order; and how it ran: the
+    machine's load before and after, the workers, the seconds."""
+    for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[variable] = "1"
+    before = [round(v, 2) for v in os.getloadavg()]
+    start = time.perf_counter()
+    with ProcessPoolExecutor(workers) as pool:
+        runs = list(pool.map(one, *zip(*jobs, strict=True)))
+    return runs, {"load_before": before, "load_after": [round(v, 2) for v in os.getloadavg()],
+                  "workers": workers, "seconds": time.perf_counter() - start}
