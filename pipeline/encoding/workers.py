@@ -93,10 +93,16 @@ def visible_of(count: int | None, visible: str | None) -> int | None:
     return len(shown)
 
 
+def _driver_gpus() -> int | None:
+    """The GPUs this process sees by the driver's count (NVML) and CUDA_VISIBLE_DEVICES; None
+    where that cannot be told without torch."""
+    return visible_of(_nvml_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
 def _visible_gpus() -> int:
     """The GPUs this process sees: by NVML where it answers (no torch: a no-op stage on a GPU
     node stays fast), else torch's count."""
-    count = visible_of(_nvml_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    count = _driver_gpus()
     if count is not None:
         return count
     import torch
@@ -163,7 +169,7 @@ def _plainly_here(device: str) -> bool:
         return False
     if device == "cpu":
         return True
-    count = visible_of(_nvml_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    count = _driver_gpus()
     return bool(count) and int(match.group(1) or 0) < count
 
 
