@@ -34,9 +34,7 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     import polars as pl
 
-    from pipeline.ingest.synthetic import SyntheticConfig
-    from pipeline.models import ModelEntry
-    from pipeline.options.kinds import (
+    from pipeline.core.kinds import (
         Counts,
         Deltas,
         Metrics,
@@ -46,6 +44,8 @@ if TYPE_CHECKING:
         Run,
         TrainingSets,
     )
+    from pipeline.ingest.synthetic import SyntheticConfig
+    from pipeline.models import ModelEntry
     from pipeline.pools.build import PoolSpec
     from pipeline.report.build import Report
     from pipeline.retrieval.search import SearchSettings
@@ -261,12 +261,13 @@ def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | Non
     declaration (`exclusion` has none: the pool's list fills it)."""
     from dataclasses import fields as spec_fields
 
-    from pipeline.options.arguments import argument, check_options
+    from pipeline.options.arguments import check_options
+    from pipeline.options.declared import declaration
     from pipeline.pools.build import PoolSpec
     from pipeline.pools.build import build_pool as build
 
     check_options("build_pool", "", fields, [f.name for f in spec_fields(PoolSpec)
-                                             if argument("build_pool", f.name)])
+                                             if declaration("build_pool", f.name)])
     if spec is not None and fields:
         raise InputError("build_pool: give a PoolSpec or its fields as keywords, not both")
     if spec is None:

@@ -14,7 +14,7 @@ import pytest
 
 import pipeline
 from pipeline.core.errors import InputError
-from pipeline.options.arguments import argument
+from pipeline.options.declared import declaration
 from pipeline.pools.build import PoolSpec
 from tests.conftest import POOL_SEED, pool_of
 
@@ -160,8 +160,8 @@ def test_every_public_argument_has_its_rule():
             continue
         for param in inspect.signature(value).parameters.values():
             if param.kind is not param.VAR_KEYWORD:
-                assert argument(name, param.name) is not None, (name, param.name)
-    assert argument("search", "made_up_argument") is None
+                assert declaration(name, param.name) is not None, (name, param.name)
+    assert declaration("search", "made_up_argument") is None
 
 
 def test_build_pool_takes_each_pool_spec_field_checked(data, corpus_dir):

@@ -1,6 +1,6 @@
 """An argument's kind is read from its function's annotation (issue 72): the type a value of
 it must have, and whether it takes None, are what the public function's signature says
-(pipeline/options/kinds.py maps an annotation to its kind), not repeated in its declaration;
+(pipeline/core/kinds.py maps an annotation to its kind), not repeated in its declaration;
 a declaration names a kind only where no annotation says one (a **keyword, an `Any`)."""
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ import os
 import pytest
 
 import pipeline
+from pipeline.core import kinds
 from pipeline.core.errors import InputError
-from pipeline.options import declared, kinds
-from pipeline.options.arguments import KINDS, check_value, validated
+from pipeline.core.kinds import KINDS, annotated_kind
+from pipeline.options import declared
+from pipeline.options.arguments import check_value, validated
 from pipeline.options.declared import (
     annotation,
     argument_kind,
@@ -20,7 +22,6 @@ from pipeline.options.declared import (
     declaration,
     public_arguments,
 )
-from pipeline.options.kinds import annotated_kind
 
 
 def test_an_annotation_says_its_kind_whatever_its_order_and_qualifiers():
@@ -36,7 +37,7 @@ def test_an_annotation_says_its_kind_whatever_its_order_and_qualifiers():
 
 
 def test_each_kind_an_annotation_says_is_checked():
-    assert set(kinds.ANNOTATED.values()) <= set(KINDS)
+    assert set(kinds.BY_MEMBERS.values()) == set(KINDS)
     for alias in ("Pools", "Metrics", "Models", "TrainingSets", "Results", "Sample", "Deltas",
                   "Counts", "Run", "Qrels", "Judgments", "NamedRuns"):
         assert hasattr(kinds, alias) and annotated_kind(alias) is not None, alias

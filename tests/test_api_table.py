@@ -20,8 +20,8 @@ from pipeline.layout import API_DOC
 from pipeline.options import declared
 from pipeline.options.checks import choice, int_at_least, positive, worker_count
 from pipeline.options.declared import (
-    API_TABLE_END,
-    API_TABLE_START,
+    BLOCK_END,
+    BLOCK_START,
     argument_words,
     check_words,
     declaration,
@@ -36,7 +36,7 @@ DOCS = (Path("docs/variables.md"), Path(API_DOC))
 
 def block(text: str) -> str:
     """The generated block of docs/api.md's text: what lies between its markers."""
-    return text.split(f"\n{API_TABLE_START}\n", 1)[1].split(f"\n{API_TABLE_END}\n", 1)[0]
+    return text.split(f"\n{BLOCK_START}\n", 1)[1].split(f"\n{BLOCK_END}\n", 1)[0]
 
 
 def rows(text: str) -> dict[str, tuple[set[str], str]]:
@@ -146,8 +146,8 @@ def test_the_block_is_the_only_generated_part_of_api_md(root):
     write(root)
     written = (root / API_DOC).read_text()
     assert row in written and "## Names (edited)\n" in written
-    (root / API_DOC).write_text(written.replace(API_TABLE_END, ""))
-    with pytest.raises(InputError, match="one line <!-- generated: the arguments"):
+    (root / API_DOC).write_text(written.replace(BLOCK_END, ""))
+    with pytest.raises(InputError, match="one line <!-- generated from the declarations"):
         stale(root)
 
 

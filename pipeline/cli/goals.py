@@ -100,16 +100,14 @@ def stage(name: str, v: argparse.Namespace, first: Sequence[Option] = (),
 def search(v: argparse.Namespace, model: str) -> Step:
     """make search's stage for `model`: its pools repaired and indexed first, current runs
     kept."""
-    return Step("search", (("--corpus", v.CORPUS), ("--model", model),
-                           *declared_options("search", v), ("--index", True),
-                           ("--stale-only", True), ("--repair-pools", True)))
+    return stage("search", v, [("--model", model)],
+                 [("--index", True), ("--stale-only", True), ("--repair-pools", True)])
 
 
 def score(v: argparse.Namespace, run: str) -> Step:
     """make eval's stage for the runs `run`: those not scored from the current pool and run
     scored, then runs/results.parquet gathered."""
-    return Step("eval", (("--corpus", v.CORPUS), ("--model", run), ("--stale-only", True),
-                         *declared_options("eval", v), ("--collect", True)))
+    return stage("eval", v, [("--model", run), ("--stale-only", True)], [("--collect", True)])
 
 
 def in_eval_job(v: argparse.Namespace, name: str) -> bool:

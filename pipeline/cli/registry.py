@@ -13,12 +13,7 @@ from typing import Any
 
 from pipeline.core.errors import InputError, OptionError
 from pipeline.core.repair import PIPELINE_COMMAND, Where
-from pipeline.options.checks import (
-    cpus_per_task,
-    given_path,
-    non_negative,
-    run_check,
-)
+from pipeline.options.checks import given_path, run_check
 from pipeline.options.declared import BY_NAME, KEYWORD_ONLY, VARIABLES, Variable, worded
 from pipeline.roots import where
 
@@ -238,16 +233,11 @@ def check_writes(args: argparse.Namespace) -> None:
 
 
 # ---- the options several commands take -----------------------------------------------------
-MODEL = like("MODEL", help="the model (make models lists them)")
-RUN = like("MODEL", required=True, default=None, help="the model whose runs it reads")
-SLURM = arg("--cpus-per-task", type=cpus_per_task, help="CPUs of each SLURM job")
 INGEST = (arg("--raw", type=given_path, help="S2ORC folder holding metadata/, or S2AG folder "
               "holding papers/, abstracts/, citations/ (default corpora/<corpus>/<source>)"),
           like("SOURCE"),
           like("THREADS", "--workers", help="processes reading shards in parallel (the "
                "output does not change)"))
-PREFILTER = arg("--min-citations", type=non_negative,
-                help="citations a paper needs to stay (default: the prefilter's, MDCR §3)")
 
 
 def roots(args: argparse.Namespace) -> tuple[Path, Path, Path]:

@@ -37,6 +37,7 @@ import polars as pl
 
 from pipeline.core.current import stale
 from pipeline.core.errors import InputError
+from pipeline.core.kinds import Metrics, Qrels, Run
 from pipeline.core.textfiles import read_text
 from pipeline.glossary import METRIC_SETS, metric_names, parse_metrics
 from pipeline.layout import BEIR_QRELS_HEADER, RUN_SUFFIXES, run_file_parts, run_paths
@@ -386,7 +387,7 @@ def check_order(function: str, qrels: Any, run: Any) -> None:
                          f"and ir_measures, but {' and '.join(found)}: put the qrels first")
 
 
-def score(qrels: Any, run: Any, metrics: str | Sequence[str], *,
+def score(qrels: Qrels, run: Run, metrics: Metrics, *,
           per_query: bool = False) -> dict[str, float] | pl.DataFrame:
     """`run` scored against `qrels` with `metrics` (ranx's order: the qrels first), writing
     nothing: {metric: mean over the evaluated queries}, or with `per_query=True` a polars

@@ -123,6 +123,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.errors import InputError, first_line
+from pipeline.core.kinds import Judgments, Qrels, Run, Sample
 from pipeline.evaluation.significance import agreeing_interval, logit_interval
 from pipeline.evaluation.variance import LEVEL, Interval, decompose, half_widths
 from pipeline.glossary import METRIC_SETS
@@ -1120,7 +1121,7 @@ def _as_sample(sample: Any) -> pl.DataFrame:
     return sample
 
 
-def inferred(qrels: Any, run: Any, judgments: Any, sample: Any, *,
+def inferred(qrels: Qrels, run: Run, judgments: Judgments, sample: Sample, *,
              per_query: bool = False) -> dict[str, float] | pl.DataFrame:
     """`run` scored against the citation `qrels` and a judged `sample` (ranx's order: the
     qrels first), writing nothing: {metric: mean over the evaluated queries} of jkAP, infAP,

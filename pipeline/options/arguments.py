@@ -1,5 +1,5 @@
 """The declarations applied to the Python API: each argument of a public function is checked
-before it runs, its type by its kind (KINDS: read from its function's annotation,
+before it runs, its type by its kind (core.kinds.KINDS: read from its function's annotation,
 declared.argument_kind), its value by its option's check, so the API, the command line and
 make refuse a bad value in the same words, on one line."""
 
@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pipeline.core.errors import InputError, OptionError
+from pipeline.core.kinds import KINDS, PATH, accepts
 from pipeline.core.repair import Where
 from pipeline.layout import check_path_length
 from pipeline.options import declared
@@ -20,101 +21,25 @@ from pipeline.options.checks import run_check
 from pipeline.roots import data_roots, where
 
 
-def _accepts(value: object, forms: Sequence[Any]) -> bool:
-    """Whether `value` takes one of `forms`: a type (a bool is no number), a test, or a class
-    by its name (polars' DataFrame, ranx's Run: not loaded here) or its module's and name."""
-    for form in forms:
-        if isinstance(form, type):
-            taken = isinstance(value, form) and (form is bool or not isinstance(value, bool))
-        elif isinstance(form, str):
-            kind = type(value)
-            taken = form in (kind.__name__, f"{kind.__module__}.{kind.__name__}")
-        else:
-            taken = form(value)
-        if taken:
-            return True
-    return False
-
-
-def _list_of(*forms: Any) -> Callable[[object], bool]:
-    """A non-empty list (or tuple; never a str) of values of `forms`."""
-    return lambda v: (isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 0
-                      and all(_accepts(x, forms) for x in v))
-
-
-def _text(value: object) -> bool:
-    return isinstance(value, str) and value.strip() != ""
-
-
-PATH = (str, os.PathLike)  # a kind taking os.PathLike takes a path: its length is checked
-# a dict of dicts, {query: {doc: value}}, or a list of ir_measures' named tuples: the forms
-# pytrec_eval, BEIR and ir_measures hold
-NESTED = (lambda v: isinstance(v, Mapping) and all(isinstance(x, Mapping) for x in v.values()),
-          lambda v: isinstance(v, list | tuple) and len(v) > 0 and hasattr(v[0], "_fields"))
-RUN = (*PATH, "DataFrame", "Run", *NESTED)
-QRELS = (*PATH, "DataFrame", "Qrels", *NESTED)
-# a model's name, or an entry (a ModelEntry, or any object naming its model and kind)
-MODEL = (_text, lambda v: isinstance(getattr(v, "name", None), str) and hasattr(v, "kind"))
-# kind (declared.argument_kind's: an annotation's, kinds.ANNOTATED) -> the forms a value may
-# take (a type, a test, a class's name)
-FORMS: dict[str, tuple] = {
-    "int": (int,),
-    "bool": (bool,),
-    "str": (str,),
-    "number": (int, float),
-    "path": PATH,
-    "data": (*PATH, "pipeline.api.Data"),
-    "model": MODEL,
-    "models": (*MODEL, _list_of(*MODEL)),
-    "pools": (str, _list_of(str)),
-    "metrics": (_text, _list_of(_text)),
-    "size": (int, str),
-    "synthetic": (int, str, "pipeline.ingest.synthetic.SyntheticConfig"),
-    "pool_spec": ("pipeline.pools.build.PoolSpec",),
-    "training_sets": (lambda v: isinstance(v, Mapping) and all(
-        isinstance(model, str) and _accepts(path, PATH) for model, path in v.items()),),
-    "run": RUN,
-    "qrels": QRELS,
-    "named_runs": (lambda v: isinstance(v, Mapping) and len(v) >= 2 and all(
-        _text(name) and _accepts(run, RUN) for name, run in v.items()),),
-    "results": (*PATH, "DataFrame"),
-    "judgments": QRELS,
-    "sample": (*PATH, "DataFrame"),
-    "deltas": (_list_of(lambda x: _accepts(x, (int, float)) and 0 < x <= 1),),
-    "counts": (_list_of(lambda x: _accepts(x, (int,)) and x > 0),),
-}
-# kind -> (its forms, what to give in words: declared.KIND_WORDS, which docs/api.md's table of
-# the arguments says too)
-KINDS: dict[str, tuple[tuple, str]] = {kind: (forms, declared.KIND_WORDS[kind])
-                                       for kind, forms in FORMS.items()}
-
-
-def argument(function: str, name: str) -> declared.Variable | None:
-    """The declaration of argument `name` of public function `function`: the one naming
-    `function`, else the API's own (a keyword: a run as a DataFrame, where the option is its
-    file), else an option's (one added at run time included); None: unknown."""
-    return declared.declaration(function, name)
-
-
 def check_value(function: str, name: str, value: object, annotated: object = None) -> None:
     """One argument's type, by its kind (its annotation's: `annotated`, else the public
     function's), then its value by its option's check (on the command line's text of it): a
     one-line InputError naming the function, the argument and what to give."""
-    rule = argument(function, name)
+    rule = declared.declaration(function, name)
     if rule is None:
         raise unknown(function, name, [])
     kind, none = declared.argument_kind(function, name, annotated)
     if value is None and none:
         return
-    forms, what = KINDS[kind]
-    if not _accepts(value, forms):
+    forms, what = KINDS[kind].forms, KINDS[kind].words
+    if not accepts(value, forms):
         shown = type(value).__name__  # not said for the right type of the wrong content
         said = f", not {'an' if shown[0] in 'aeiou' else 'a'} {shown}" if (
             value is not None and shown not in what) else ""
         raise InputError(f"{function}: {name}={value!r}: give {what}{said}")
     if kind == "path" and str(value) == "":
         raise InputError(f"{function}: {name}='': an empty path: give a file or folder")
-    if os.PathLike in forms and _accepts(value, PATH):
+    if os.PathLike in forms and accepts(value, PATH):
         try:
             check_path_length(value)  # type: ignore[arg-type]
         except InputError as exc:
@@ -178,7 +103,7 @@ def validated(function: Callable) -> Callable:
             raise unknown(name, key, named) if key else InputError(f"{name}: {exc}") from None
         for key in (p for p in named if params[p].default is params[p].empty):
             if key not in bound:
-                what = KINDS[declared.argument_kind(name, key, params[key].annotation)[0]][1]
+                what = KINDS[declared.argument_kind(name, key, params[key].annotation)[0]].words
                 raise InputError(f"{name}: missing {key}: give {what}")
         if run:
             from pipeline.evaluation.score import check_order

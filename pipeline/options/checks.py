@@ -53,6 +53,8 @@ def int_at_least(low: int, what: str, high: int = MAX_INT, why: str = ""):
             raise InputError(f"{value} is too large: use at most {high:,}{why}")
         return value
     parse.__name__ = "int"
+    words = f"{low} or more" if high == MAX_INT else f"{low} to {high:,}"
+    parse.words = words  # type: ignore[attr-defined]
     return parse
 
 
@@ -79,6 +81,7 @@ def per_core(what: str):
                              f"{PER_CORE * cores()} ({PER_CORE} per core)")
         return value
     parse.__name__ = "int"
+    parse.words = f"1 to {PER_CORE} per CPU core of this machine"  # type: ignore[attr-defined]
     return parse
 
 
@@ -103,6 +106,9 @@ def choice(options: tuple[str, ...]):
             raise InputError(f"{text!r}: use one of {shown}")
         return text
     parse.__name__ = "value"
+    shown = [f"`{option}`" for option in options if option]
+    said = [", ".join(shown[:-1]), shown[-1]] if len(shown) > 1 else shown
+    parse.words = " or ".join(said)  # type: ignore[attr-defined]
     return parse
 
 
@@ -156,6 +162,15 @@ def sizes(text: str) -> str:
         raise InputError("empty: give one or more sizes, e.g. 20k or '200k 500k'")
     for size in text.split():
         parse_size(size)
+    return text
+
+
+def field_names(text: str) -> str:
+    """Fields as FIELD names them (pipeline.fields.resolve_fields), or none (empty)."""
+    from pipeline.fields import resolve_fields
+
+    if text.strip():
+        resolve_fields(text)
     return text
 
 
@@ -241,8 +256,12 @@ def scored_run(text: str) -> str:
         return check_name("model", text)
 
 
-def scored_runs(text: str) -> list[str]:
-    return [scored_run(name) for name in text.replace(",", " ").split()]
+def scored_runs(text: str) -> str:
+    """Runs' names separated by commas or spaces, each a scored_run (the text as given: the
+    function splits it)."""
+    for name in text.replace(",", " ").split():
+        scored_run(name)
+    return text
 
 
 def imported_name(text: str) -> str:
@@ -275,6 +294,7 @@ def number_above(low: float, what: str):
         if not math.isfinite(value) or value <= low:
             raise InputError(f"{text} is out of range: {what}")
         return value
+    parse.words = f"more than {low}"  # type: ignore[attr-defined]
     return parse
 
 
@@ -288,3 +308,10 @@ def probability(text: str) -> float:
     if not 0 < float(text) < 1:
         raise InputError("give a significance level between 0 and 1, such as 0.05")
     return float(text)
+
+
+# what the values of the checks above take, in words, where their kind's words do not say it
+# (docs/api.md's table of the arguments; a factory's checks say theirs)
+probability.words = power.words = "between 0 and 1"  # type: ignore[attr-defined]
+named.words = "not empty"  # type: ignore[attr-defined]
+sizes.words = "several in one str too, separated by spaces ('200k 500k')"  # type: ignore

@@ -19,9 +19,9 @@ from typing import Any
 from pipeline import layout
 from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError, OptionError
+from pipeline.core.kinds import KINDS, annotated_kind
 from pipeline.core.secrets import shown_url
 from pipeline.external.irds import dataset_id
-from pipeline.fields import resolve_fields
 from pipeline.glossary import (
     BACKEND,
     BACKENDS,
@@ -62,6 +62,7 @@ from pipeline.options.checks import (
     cpus_per_task,
     dataset_list,
     device,
+    field_names,
     given_path,
     imported_name,
     input_path,
@@ -88,7 +89,6 @@ from pipeline.options.checks import (
     worker_count,
     xdist_workers,
 )
-from pipeline.options.kinds import annotated_kind
 from pipeline.readers import SOURCES
 from pipeline.slurm import check_executor, check_partition, check_time
 
@@ -96,6 +96,7 @@ from pipeline.slurm import check_executor, check_partition, check_time
 # changes a run (Variable.changes_run); MODEL_ID: through the model's identity, its store's
 RUN_STAGES = ("index", "embed", "search")
 MODEL_ID = "model"
+DEFAULT_MODEL = "minilm"  # MODEL's, and the commands' --model
 
 
 @dataclass(frozen=True)
@@ -115,9 +116,9 @@ class Variable:
     flag: str = ""  # the stages' option, where not --<name in lowercase, '-' for '_'>
     stages: tuple[str, ...] = ()  # the commands of `python -m pipeline` that take it
     keywords: tuple[str, ...] = ()  # the API's arguments that take it
-    # an argument's kind (arguments.FORMS) and whether it takes None are its function's
-    # annotation's (argument_kind); these, where no annotation says them: a **keyword's
-    # (search's options, build_pool's fields), an `Any`'s; kind: str where none says it
+    # an argument's kind (core.kinds.KINDS) and whether it takes None are its function's
+    # annotation's (argument_kind); these, where no annotation says them (a **keyword's:
+    # search's options, build_pool's fields); kind: str where none says it
     kind: str = ""
     none: bool = False
     switch: bool = False  # 0/1 on make's command line, a bare option on the stages'
@@ -186,6 +187,8 @@ SLURM_JOBS = ("submit-embed", "after-embed")
 # those that judge (make demo JUDGE=standin:1 runs judge after its models are scored)
 SAMPLING = ("judge", "judge-page")
 JUDGING = ("judge", "judge-agreement")
+# The commands that read the runs of several models (--models: MODELS, MDCR_MODELS)
+MODELS_READ = ("judge", "judge-page", "mdcr", "mdcr-jaccard")
 # The commands that fill a model's store (its --batch-size, --dtype, --part-size)
 STORING = ("index", "search", "embed", "submit-embed")
 
@@ -213,7 +216,7 @@ def synthetic_papers(text: str) -> int | str:
 def keyword(name: str, check: Callable[[str], object] | None = None, *, kind: str = "",
             none: bool = False, functions: tuple[str, ...] = (), help: str = "",
             stages: tuple[str, ...] = (), default: str = "", switch: bool = False,
-            changes_run: bool | None = None) -> Variable:
+            required: tuple[str, ...] = (), changes_run: bool | str | None = None) -> Variable:
     """An argument of the Python API with no make variable (a run given as a DataFrame, a
     test's name): its value's check (its kind and None: its function's annotation's, or
     `kind` and `none` where none says them); with `stages`, also an option of those commands
@@ -221,7 +224,7 @@ def keyword(name: str, check: Callable[[str], object] | None = None, *, kind: st
     there, a bare option if a `switch`."""
     return Variable(name, default, check, help, "api", keywords=(name,), kind=kind, none=none,
                     functions=functions, variable=False, stages=stages, switch=switch,
-                    changes_run=changes_run)
+                    required=required, changes_run=changes_run)
 
 
 V, A = Variable, keyword
@@ -268,7 +271,7 @@ DECLARED: tuple[Variable, ...] = (
     V("SIZE", "10k", sizes, "the pool size: 20000, 20k, 2M; several separated by spaces",
       "pools", stages=("pool",), no_default=("pool",), keywords=("size",),
       functions=("build_pools",)),  # build_pool's: one size (its keyword() below)
-    V("FIELD", "", None, "a field-level pool: one of the 19 MAG fields, all, or several "
+    V("FIELD", "", field_names, "a field-level pool: one of the 19 MAG fields, all, or several "
       "separated by spaces, '-' for a name's space (computer-science)", "pools",
       shown="(empty: a dataset-level pool)", optional=True, stages=("pool",),
       keywords=("field",)),
@@ -291,7 +294,7 @@ DECLARED: tuple[Variable, ...] = (
       one_word=True, stages=("retire-pool", "import-run", "export-beir"),
       required=("retire-pool", "export-beir"), keywords=("pool",)),
     # ---- models
-    V("MODEL", "minilm", None, "one model: a registered name (make models), hf:<org>/<name>, "
+    V("MODEL", DEFAULT_MODEL, None, "one model: a registered name (make models), hf:<org>/<name>, "
       "st:<org>/<name>, vectors:<name>, api:<model> or a fused model's name; make "
       "import-vectors: the vectors' name", "models", stages=("import-run", "import-vectors"),
       required=("import-run", "import-vectors"), keywords=("model",), changes_run=MODEL_ID),
@@ -350,7 +353,7 @@ DECLARED: tuple[Variable, ...] = (
       optional=True, stages=("report",), keywords=("training_sets",)),
     V("METRICS", "auto", metric_list, "what eval scores: auto (each pool's own set), a set "
       "(large-scale, mdcr, beir, csfcube) or metric names ('map ndcg@10 recall@30')", "eval",
-      stages=("eval",), keywords=("metrics",), kind="metrics"),  # score's, compare's
+      stages=("eval",), keywords=("metrics",)),
     V("MODELS", "", None, "make fuse, mdcr-jaccard, judge, judge-page: the models, "
       "separated by commas (an hf: model's pooling: hf:<org>/<name>@cls)", "eval"),
     V("METHOD", "rrf", None, "make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)",
@@ -436,7 +439,7 @@ DECLARED: tuple[Variable, ...] = (
       "by commas or spaces", "demo"),
     V("DEMO_SEED", "0", non_negative, "the synthetic demo corpus's seed (given: the corpus "
       "is made again with it)", "demo"),
-    V("DEMO_FIELDS", "medicine biology computer-science", None, "the fields of the demo's "
+    V("DEMO_FIELDS", "medicine biology computer-science", field_names, "the fields of the demo's "
       "field-level pools (empty: none)", "demo"),
     V("DEMO_FIELD_SIZE", "1k", sizes, "the size of the demo's field-level pools", "demo"),
     V("DEMO_FIELD_QUERIES", "25", positive, "queries per demo field-level pool", "demo"),
@@ -461,38 +464,60 @@ DECLARED: tuple[Variable, ...] = (
     A("data"), *(A(name) for name in ("folder", "corpora", "indexes", "runs", "raw")),
     A("exclude", kind="path", none=True),  # kind: build_pool's **fields
     A("folders"), A("src"),
-    A("model", model_run),
-    A("model", scored_run, functions=("evaluate", "mteb_result", "export_mteb", "mdcr_scores")),
+    A("model", model_run, stages=("index", "search", "embed", "submit-embed", "after-embed"),
+      default=DEFAULT_MODEL, help="the model (make models lists them)", changes_run=MODEL_ID),
+    A("model", scored_run, functions=("evaluate", "mteb_result", "export_mteb", "mdcr_scores"),
+      stages=("eval", "export-mteb", "mdcr-scores"), default=DEFAULT_MODEL,
+      required=("export-mteb", "mdcr-scores"), help="the model whose runs it scores or reads: "
+      "a model, or <model>~<variant> for the runs of perturbed queries"),
     A("model", imported_name, functions=("import_run",)),
     A("model", vectors_name, functions=("import_vectors",)),
-    A("models", scored_runs, functions=("judge", "judge_page", "build_mdcr", "mdcr_jaccard")),
+    A("models", scored_runs, functions=("judge", "judge_page", "build_mdcr", "mdcr_jaccard"),
+      stages=MODELS_READ, required=MODELS_READ, help="the models whose runs it reads, separated "
+      "by commas (mdcr: those whose top ranks give the negatives, the paper's "
+      "bm25,specter,scincl; judge, judge-page: those whose top ranks are sampled)"),
     A("pool", pool_name, functions=("import_run",)),  # None: the whole run
     *(A(name, synthetic_papers) for name in ("synthetic", "papers")),
     A("shards", synth_shard_count), A("repair"),
-    A("rebuild", pool_name),  # build_pools': pools built again
-    A("retries", non_negative), A("backoff"), A("min_citations", non_negative), A("spec"),
+    A("rebuild", pool_name, kind="pools", stages=("pool",),  # kind: --rebuild repeats
+      help="rebuild an existing pool from its recorded parameters (if stale)"),
+    A("retries", non_negative, stages=("download",), help="retries without progress before a "
+      "file (or API call) is an error (default: s2client.Settings')"),
+    A("backoff"), A("spec"),
+    A("min_citations", non_negative, stages=("prefilter", "corpus"), help="citations a paper "
+      "needs to stay (default: the prefilter's, MDCR §3)"),
     # build_pool's **fields (PoolSpec's): no annotation says their kinds
     A("size", parse_size, kind="size"), A("field", none=True),
-    *(A(name, non_negative, kind="int") for name in ("repeat", "query_year", "max_year")),
+    *(A(name, non_negative, kind="int") for name in ("repeat", "max_year")),
+    A("query_year", non_negative, kind="int", stages=("pool",),
+      help="the queries' year (default: PoolSpec's)"),
     A("min_positives", positive, kind="int"),
     *(A(flag) for flag in ("strict", "means", "save", "deep", "drop_unknown", "judged",
                            "per_query")),
-    # score's, inferred's and compare's: annotated Any (or a Mapping of Any)
-    A("run", kind="run"), A("qrels", kind="qrels"), A("runs", kind="named_runs",
-                                                      functions=("compare",)),
-    A("results"), A("judgments", kind="judgments"), A("sample", kind="sample"),
+    # score's, inferred's and compare's
+    A("run"), A("qrels"), A("runs", functions=("compare",)), A("results"), A("judgments"),
+    A("sample"),
     A("test"), A("correction"),  # compare checks both (report/compare.py)
     A("alpha", probability), A("power", power),
     *(A(name, named) for name in ("a", "b", "metric")),
-    A("resamples", positive, kind="int"),  # no public function's
     A("deltas"), A("draws"),
     A("program", named),  # verify_data's: a repair's (mdcr-pipeline); the others': Python's
     # mdcr, mdcr-jaccard, mdcr-evaluate and the SLURM jobs: their commands' own options
-    *(A(name, positive, functions=("build_mdcr",)) for name in ("positives", "per_type", "top")),
-    A("out", corpus_name, functions=("build_mdcr",)),  # the benchmark's corpus name
-    A("depth", positive, functions=("mdcr_jaccard",)),
-    *(A(name, functions=("mdcr_evaluate",)) for name in ("benchmark", "scores")),
-    A("cpus_per_task", cpus_per_task, functions=("submit_embed", "after_embed")),
+    *(A(name, positive, functions=("build_mdcr",), stages=("mdcr",), help=what)
+      for name, what in (("positives", "positives per query (default: build_mdcr's)"),
+                         ("per_type", "negatives of each type"),
+                         ("top", "model-based negatives from the top N; most cited: the "
+                          "field's top N"))),
+    A("out", corpus_name, functions=("build_mdcr",), stages=("mdcr",), required=("mdcr",),
+      help="the benchmark's corpus name"),
+    A("depth", positive, functions=("mdcr_jaccard",), stages=("mdcr-jaccard",),
+      help="negatives compared per query (default: pipeline/mdcr/build.py's JACCARD_DEPTH)"),
+    *(A(name, given_path, functions=("mdcr_evaluate",), stages=("mdcr-evaluate",),
+        required=("mdcr-evaluate",), help=what)
+      for name, what in (("benchmark", "mdcr_test.json or mdcr_val.json"),
+                         ("scores", '{"<query>_<candidate>": score} JSON'))),
+    A("cpus_per_task", cpus_per_task, functions=("submit_embed", "after_embed"),
+      stages=SLURM_JOBS, help="CPUs of each SLURM job"),
     # the commands' own options, which make passes itself (cli/goals.py search, score)
     A("pool", pool_name, kind="pools",  # kind: the command line's --pool repeats (registry)
       functions=("search", "embed", "evaluate", "index", "submit_embed", "after_embed"),
@@ -638,7 +663,7 @@ def query_prompt_has_an_encoder(v: Any) -> None:
         raise InputError(f"QUERY_PROMPT goes with one MODEL (make search, make eval), not "
                          f"with make {(several or ['fuse'])[0]}: fuse the runs it made by "
                          "their name, MODELS=bm25,<model>+q<tag>")
-    chosen_model(v.MODEL or "minilm", v.POOLING, query_prompt=v.QUERY_PROMPT)
+    chosen_model(v.MODEL or DEFAULT_MODEL, v.POOLING, query_prompt=v.QUERY_PROMPT)
 
 
 def pooling_is_for_hf(v: Any) -> None:
@@ -674,12 +699,6 @@ def judge_has_endpoint(v: Any) -> None:
         api_key()
 
 
-def fields_are_known(v: Any) -> None:
-    for fields in (v.FIELD, v.DEMO_FIELDS):
-        if fields:
-            resolve_fields(fields)
-
-
 def slurm_is_here(v: Any) -> None:
     if v.EXECUTOR == "slurm" and not shutil.which("sbatch"):
         raise InputError("EXECUTOR=slurm needs `sbatch`, which is not on PATH: run make on a "
@@ -695,13 +714,13 @@ def model_path_is_a_folder(v: Any) -> None:
 RULES: tuple[Callable[[Any], None], ...] = (
     model_is_one_name, values_are_one_word, models_are_registered, served_model_has_endpoint,
     query_prompt_has_an_encoder, pooling_is_for_hf,
-    models_fuse, mdcr_models_are_known, fields_are_known, slurm_is_here, model_path_is_a_folder,
+    models_fuse, mdcr_models_are_known, slurm_is_here, model_path_is_a_folder,
     judge_has_endpoint)
 
 
-# ---- the generated file: docs/variables.md -----------------------------------------------------
-GENERATED_BY = ("Generated from pipeline/options/declared.py by `python -m pipeline variables "
-                "--write`: do not edit.")
+# ---- the generated parts of docs/variables.md and docs/api.md: the tables between the markers
+BLOCK_START = "<!-- generated from the declarations (python -m pipeline variables --write) -->"
+BLOCK_END = "<!-- end of the generated part -->"
 ROOT = Path(__file__).resolve().parents[2]  # the checkout
 
 
@@ -717,58 +736,17 @@ def _shown(var: Variable) -> str:
 
 
 def markdown() -> str:
-    """docs/variables.md: a table per group (variable, default, meaning)."""
-    lines = ["# Make variables", "", f"<!-- {GENERATED_BY} -->", "",
-             "Every variable is set on make's command line (`make eval MODEL=bm25`) or in the "
-             "environment; make defines none of them and passes them on in its recipes' "
-             "environment, where `python -m pipeline` reads them. Each one is checked before "
-             "anything runs (`make check`, which every target does first, even before make "
-             "setup builds the environment): a bad value stops make with one line and exit "
-             "status 2, and no value ever reaches a shell (a value holding `$` is refused: make "
-             "would run it as make code; so is one holding a line break). The interpreter and "
-             "environment (`PYTHON`, `VENV`, `PY`, `STAMP`) are the Makefile's own: plain "
-             "paths; the versions make setup installs are constraints.txt's."]
+    """docs/variables.md's tables: one per group (variable, default, meaning)."""
+    lines = []
     for group, title in GROUPS.items():
         lines += ["", f"## {title}", "", "| variable | default | meaning |", "|---|---|---|"]
         lines += [f"| `{v.name}` | {_shown(v)} | {md_text(v.help)} |"
                   for v in VARIABLES if v.group == group]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines[1:])
 
 
-# ---- the Python API's arguments: what each kind takes, which declaration an argument has, and
-# the public functions' arguments (pipeline/options/arguments.py applies them)
-# kind (Variable.kind) -> what to give, in words: a refusal says it (arguments.KINDS pairs it with
-# the forms a value may take), and so does docs/api.md's table of the arguments
-KIND_WORDS: dict[str, str] = {
-    "int": "a whole number (an int)",
-    "bool": "True or False",
-    "str": "a str",
-    "number": "a number (an int or a float)",
-    "path": "a path (a str or os.PathLike)",
-    "data": "a pipeline.Data or the data folder's path",
-    "model": "a model's name (a str such as 'bm25') or a ModelEntry",
-    "models": "a model's name (a str such as 'bm25'), a ModelEntry, or a non-empty list of them",
-    "pools": "a pool's name (a str) or a non-empty list of them",
-    "metrics": "'auto', a metric set's name, or metric names (a str such as 'map ndcg@10', or a "
-               "non-empty list of str)",
-    "size": "a size (an int, or a str such as '20k')",
-    "synthetic": "a number of papers (an int, or a str such as '120k') or a SyntheticConfig",
-    "pool_spec": "a pipeline.pools.build.PoolSpec",
-    "training_sets": "a dict of model name -> file of its training papers",
-    "run": "a TREC run file's path, a DataFrame (query, doc, score), a dict {query: {doc: "
-           "score}}, a list of ir_measures' ScoredDoc or a ranx Run",
-    "qrels": "a TREC qrels file's path, a DataFrame (query, doc, relevance), a dict {query: "
-             "{doc: grade}}, a list of ir_measures' Qrel or a ranx Qrels",
-    "named_runs": "a dict of two or more runs, name (a str) -> run (a TREC run file's path, a "
-                  "DataFrame or a ranx Run)",
-    "results": "runs/results.parquet's path or a polars DataFrame of its columns",
-    "judgments": "a DataFrame (query, doc, grade), a TREC qrels file's path, a dict {query: "
-                 "{doc: grade}} or a ranx Qrels",
-    "sample": "a sample's parquet file or a polars DataFrame (pipeline.judging.sample)",
-    "deltas": "a non-empty list of differences in metric units, each in (0, 1], such as "
-              "(0.01, 0.02)",
-    "counts": "a non-empty list of positive whole numbers, such as (1, 3, 5)",
-}
+# ---- the Python API's arguments: which declaration an argument has, its kind (core/kinds.py)
+# and the public functions' arguments (pipeline/options/arguments.py applies them)
 # the public classes whose constructor checks its arguments as a function's (api.Data:
 # check_value("Data", ...))
 CHECKED_CLASSES = ("Data",)
@@ -802,10 +780,9 @@ def annotation(function: str, name: str) -> object:
 
 
 def argument_kind(function: str, name: str, annotated: object = None) -> tuple[str, bool]:
-    """The kind of argument `name` of public function `function` (arguments.FORMS,
-    KIND_WORDS) and whether it takes None: its annotation's (`annotated`, else the function's:
-    kinds.ANNOTATED), else its declaration's `kind` and `none` (a **keyword's, an `Any`'s:
-    no annotation says them), else a str."""
+    """The kind of argument `name` of public function `function` (core.kinds.KINDS) and
+    whether it takes None: its annotation's (`annotated`, else the function's), else its
+    declaration's `kind` and `none` (a **keyword's: no annotation says them), else a str."""
     said = annotated_kind(annotation(function, name) if annotated is None else annotated)
     if said is not None:
         return said
@@ -855,39 +832,15 @@ def public_arguments() -> dict[str, list[str]]:
     return found
 
 
-# ---- the generated block of docs/api.md: the Python API's arguments, between its markers ------
-API_TABLE_START = "<!-- generated: the arguments (python -m pipeline variables --write) -->"
-API_TABLE_END = "<!-- end of the generated arguments -->"
-
-
 def check_words(check: Callable[[str], object] | None) -> str:
-    """The values `check` takes, in words: where checks.py's factory that made it holds them
-    (int_at_least's bounds, per_core's, choice's options), or for a few checks of their own;
-    '' for any other (its kind's words say what to give)."""
-    from pipeline.options import checks
-
-    code, cells = getattr(check, "__code__", None), getattr(check, "__closure__", None) or ()
-    made = dict(zip(code.co_freevars, (c.cell_contents for c in cells), strict=True)
-                ) if code else {}
-    qualname = getattr(check, "__qualname__", "")
-    if qualname.startswith("int_at_least.") and {"low", "high"} <= set(made):
-        low, high = made["low"], made["high"]
-        return f"{low} or more" if high == checks.MAX_INT else f"{low} to {high:,}"
-    if qualname.startswith("number_above.") and "low" in made:
-        return f"more than {made['low']}"
-    if qualname.startswith("per_core."):
-        return f"1 to {checks.PER_CORE} per CPU core of this machine"
-    if qualname.startswith("choice.") and "options" in made:
-        shown = [f"`{option}`" for option in made["options"] if option]
-        return " or ".join([", ".join(shown[:-1]), shown[-1]] if len(shown) > 1 else shown)
-    return {checks.probability: "between 0 and 1", checks.power: "between 0 and 1",
-            checks.named: "not empty", checks.sizes: "several in one str too, separated by "
-            "spaces ('200k 500k')"}.get(check, "")  # type: ignore[call-overload]
+    """The values `check` takes, in words (its `words`: checks.py says them for its checks
+    whose values a kind's words do not say); '' for any other."""
+    return getattr(check, "words", "")
 
 
 def argument_words(function: str, name: str) -> str:
     """What argument `name` of public function `function` takes: its kind's words
-    (argument_kind, KIND_WORDS), its declaration's check's (check_words), the make variable it
+    (argument_kind, KINDS), its declaration's check's (check_words), the make variable it
     is checked as, and None where it is taken."""
     var = declaration(function, name)
     if var is None:
@@ -895,7 +848,7 @@ def argument_words(function: str, name: str) -> str:
                          "declaration: declare it in pipeline/options/declared.py "
                          "(a variable's keywords, or keyword(...))")
     kind, none = argument_kind(function, name)
-    words = md_text(KIND_WORDS[kind]).replace("|", "\\|")
+    words = md_text(KINDS[kind].words).replace("|", "\\|")
     values = "" if kind == "bool" else check_words(var.check)
     if var.check is None and kind == "str" and not var.variable:
         words += ", checked by the function (see its section)"
@@ -905,13 +858,11 @@ def argument_words(function: str, name: str) -> str:
 
 
 def api_table() -> str:
-    """docs/api.md's table of the arguments (its block between API_TABLE_START and
-    API_TABLE_END): a row per argument of the public functions (public_arguments),
-    or per group of arguments that read the same, saying what to give (argument_words). An
-    argument's row names the functions taking it so, but for one: the row of a declaration for
-    every function (no `functions`) that the most functions take by it."""
-    import textwrap
-
+    """docs/api.md's table of the arguments (its generated part): a row per argument of the
+    public functions (public_arguments), or per group of arguments that read the same, saying
+    what to give (argument_words). An argument's row names the functions taking it so, but for
+    one: the row of a declaration for every function (no `functions`) that the most functions
+    take by it."""
     taking: dict[tuple[str, str], set[str]] = {}  # (argument, its words) -> the functions
     general: dict[tuple[str, str], int] = {}  # -> how many by a declaration for every function
     for function, names in public_arguments().items():
@@ -931,37 +882,30 @@ def api_table() -> str:
     lines = ["| argument | what to give |", "|---|---|"]
     for (words, where), names in sorted(groups.items(), key=lambda g: (min(g[1]), g[0][1])):
         lines.append(f"| {', '.join(f'`{n}`' for n in sorted(names))}{where} | {words} |")
-    notes = textwrap.fill(
-        "An argument with functions named beside it reads so in those, its row without them in "
-        "every other. `as NAME`: the value is checked by make's variable NAME's check "
-        "([variables](variables.md)), refused in the same words. A path is never empty, and "
-        "every path given (a `data` folder, a `run`, `qrels`, `results` or `sample` file too) "
-        f"is at most {layout.MAX_GIVEN_PATH:,} bytes once made absolute; a corpus, pool or "
-        "model name is checked as [names](#names) says; None, where taken, means what the "
-        "function's section says (most often its default). This table is generated from the "
-        "declarations and the public functions' signatures (`python -m pipeline variables "
-        "--write`): `tests/cli/test_variables.py` fails while it differs from them.",
-        width=96, break_long_words=False, break_on_hyphens=False)
-    return "\n".join([*lines, "", notes])
+    return "\n".join(lines)
 
 
-def spliced(text: str, block: str, where: str = layout.API_DOC) -> str:
-    """`text` with what lies between its lines API_TABLE_START and API_TABLE_END replaced by
-    `block`: the rest of the file stays as written."""
-    start, end = (text.find(f"\n{marker}\n") for marker in (API_TABLE_START, API_TABLE_END))
+def spliced(text: str, block: str, where: str) -> str:
+    """`text` (the file `where`) with what lies between its lines BLOCK_START and BLOCK_END
+    replaced by `block`: the rest of the file stays as written."""
+    start, end = (text.find(f"\n{marker}\n") for marker in (BLOCK_START, BLOCK_END))
     if min(start, end) < 0 or start > end or any(
-            text.count(marker) != 1 for marker in (API_TABLE_START, API_TABLE_END)):
-        raise InputError(f"{where}: give it one line {API_TABLE_START} and, after it, one line "
-                         f"{API_TABLE_END}: the generated table of the arguments goes between")
-    return f"{text[:start]}\n{API_TABLE_START}\n\n{block}\n\n{text[end + 1:]}"
+            text.count(marker) != 1 for marker in (BLOCK_START, BLOCK_END)):
+        raise InputError(f"{where}: give it one line {BLOCK_START} and, after it, one line "
+                         f"{BLOCK_END}: the generated tables go between")
+    return f"{text[:start]}\n{BLOCK_START}\n\n{block}\n\n{text[end + 1:]}"
+
+
+# each file with a generated part -> what goes between its markers
+GENERATED: dict[str, Callable[[], str]] = {layout.VARIABLES_DOC: markdown,
+                                           layout.API_DOC: lambda: api_table()}
 
 
 def generated(root: Path = ROOT) -> dict[Path, str]:
-    """Each generated file (under `root`) -> its text: docs/variables.md whole, docs/api.md
-    as written with its table of the arguments generated (api_table)."""
-    api = root / layout.API_DOC
-    return {Path(layout.VARIABLES_DOC): markdown(),
-            Path(layout.API_DOC): spliced(api.read_text() if api.is_file() else "", api_table())}
+    """Each file with a generated part (under `root`) -> its text: as written, its part
+    between the markers generated."""
+    return {Path(path): spliced((root / path).read_text() if (root / path).is_file() else "",
+                                block(), path) for path, block in GENERATED.items()}
 
 
 def stale(root: Path = ROOT, texts: dict[Path, str] | None = None) -> list[Path]:
@@ -971,8 +915,8 @@ def stale(root: Path = ROOT, texts: dict[Path, str] | None = None) -> list[Path]
 
 
 def write(root: Path = ROOT) -> list[Path]:
-    """Write the stale generated files again, each replaced whole (docs/api.md: as it is, its
-    block of the arguments generated); returns them."""
+    """Write the stale generated files again, each as written but for its generated part;
+    returns them."""
     texts = generated(root)
     written = stale(root, texts)
     for path in written:

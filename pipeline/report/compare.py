@@ -8,12 +8,13 @@ bold, a run significantly below it with †: tables.column_marks).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
 
 from pipeline.core.errors import InputError
+from pipeline.core.kinds import Metrics, NamedRuns, Qrels
 from pipeline.evaluation.score import (
     as_qrels,
     as_run,
@@ -126,7 +127,7 @@ def _checked(runs: Any, correction: Any, alpha: Any) -> None:
                          "as 0.05")
 
 
-def compare(qrels: Any, runs: Mapping[str, Any], metrics: str | Sequence[str], *,
+def compare(qrels: Qrels, runs: NamedRuns, metrics: Metrics, *,
             test: str = "t-test", correction: str = "holm", alpha: float = 0.05
             ) -> Comparison:
     """Every pair of `runs` (name -> run, each in a form `pipeline.score` takes; ranx's order,

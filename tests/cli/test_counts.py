@@ -17,8 +17,8 @@ import pytest
 import pipeline
 from pipeline.cli.main import build_parser
 from pipeline.core.errors import InputError
-from pipeline.options.arguments import argument
 from pipeline.options.checks import PER_CORE, cores, corpus_name
+from pipeline.options.declared import declaration
 
 ROOT = Path(__file__).resolve().parents[2]
 # the options and API arguments that set how many processes, threads, shards or array tasks run
@@ -91,7 +91,7 @@ def test_a_count_above_its_bound_on_the_command_line_is_one_line(tmp_path):
 
 def test_every_count_argument_of_the_api_is_bounded():
     for name in COUNT_ARGUMENTS:
-        check = argument("build_corpus", name).check
+        check = declaration("build_corpus", name).check
         with pytest.raises((argparse.ArgumentTypeError, InputError), match="use at most"):
             check(HUGE)
 

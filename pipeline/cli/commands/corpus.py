@@ -4,7 +4,7 @@ the API function of its stage (command_of)."""
 from __future__ import annotations
 
 from pipeline import api
-from pipeline.cli.registry import INGEST, PREFILTER, arg, command_of, flag, like
+from pipeline.cli.registry import INGEST, arg, command_of, flag, like
 from pipeline.layout import MAX_SYNTHETIC_SHARDS, format_size
 from pipeline.options.checks import non_negative, sizes, synth_shard_count
 
@@ -39,11 +39,10 @@ command_of(api.generate_corpus, "synth", "generate a synthetic corpus in S2ORC f
            writes=("corpora", "times"))
 command_of(api.ingest_corpus, "ingest", "S2ORC / S2AG shards -> papers.parquet + "
            "citations.parquet", *INGEST, writes=("corpora", "times"))
-command_of(api.prefilter_corpus, "prefilter", "MDCR §3 prefilter with drop counts", PREFILTER,
+command_of(api.prefilter_corpus, "prefilter", "MDCR §3 prefilter with drop counts",
            writes=("corpora", "times"))
 command_of(api.build_corpus, "corpus", "synth (with --synth), ingest and prefilter in one "
            "process, each only when its outputs are not current (make corpus)", *INGEST,
-           PREFILTER,
            arg("--synth", nargs="?", const="", type=lambda text: text and sizes(text),
                help=NewCorpus("first generate a synthetic corpus in corpora/<corpus>/s2orc "
                               "(the demo) of this many papers; without a number: as the corpus "

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from pipeline import api
 from pipeline.cli.registry import arg, command_of
-from pipeline.options.checks import given_path, non_negative
+from pipeline.options.checks import given_path
 
 command_of(api.download, "download", "the S2AG datasets from the Semantic Scholar Datasets API "
            "(key: S2_API_KEY) into corpora/<corpus>/s2ag (make download)",
            arg("--raw", type=given_path, help="the folder it writes papers/, abstracts/, "
                "citations/ and download.json into (default corpora/<corpus>/s2ag)"),
-           arg("--retries", type=non_negative, help="retries without progress before a file "
-               "(or API call) is an error (default: s2client.Settings')"),
            arg("--backoff", type=float, help="seconds of the first pause between tries "
                "(doubling each time; default: s2client.Settings')"),
            writes=("corpora",))

@@ -6,14 +6,14 @@ from __future__ import annotations
 import argparse
 
 from pipeline import api
-from pipeline.cli.registry import MODEL, SLURM, arg, command_of
+from pipeline.cli.registry import arg, command_of
 from pipeline.models import IMPORT_VECTORS
 
-command_of(api.embed, "embed", "embed the pools' papers missing from the store", MODEL,
+command_of(api.embed, "embed", "embed the pools' papers missing from the store",
            writes=("indexes", "times"), from_args={"program": "program"})
 command_of(api.submit_embed, "submit-embed", "write <runs-root>/slurm/embed-<corpus>-<model>"
            ".sbatch, a SLURM job array of one embed shard per task, and submit it; prints the "
-           "job id", MODEL, SLURM, writes=("runs",), show=lambda job_id, args: print(job_id))
+           "job id", writes=("runs",), show=lambda job_id, args: print(job_id))
 
 
 def ran_or_submitted(result: str | int, args: argparse.Namespace) -> None:
@@ -24,7 +24,7 @@ def ran_or_submitted(result: str | int, args: argparse.Namespace) -> None:
 
 
 command_of(api.after_embed, "after-embed", "run COMMAND here when every embed shard is in, else "
-           "submit it as a SLURM job after the embed array (afterok)", MODEL, SLURM,
+           "submit it as a SLURM job after the embed array (afterok)",
            arg("command", nargs="+", metavar="COMMAND", help="after --, e.g. -- sh -c 'python "
                "-m pipeline search ... && python -m pipeline eval ...' (make eval "
                "EXECUTOR=slurm's)"),

@@ -7,11 +7,10 @@ import argparse
 from pathlib import Path
 
 from pipeline import api
-from pipeline.cli.registry import command_of, flag, like
+from pipeline.cli.registry import command_of, flag
 
 command_of(api.evaluate, "eval", "score runs with ranx's kernels, per query (default MAP, "
            "NDCG, R@30)",
-           like("MODEL", help="a model, or <model>~<variant> for the runs of perturbed queries"),
            writes=("runs", "times"),  # saved, as a Python call saves by default; no frame shown
            from_args={"means": "", "save": "", "program": "program"})
 command_of(api.collect, "collect", "gather evaluated runs into runs/results.parquet",

@@ -6,7 +6,7 @@ Each is the API function of its stage (command_of)."""
 from __future__ import annotations
 
 from pipeline import api
-from pipeline.cli.registry import RUN, command_of
+from pipeline.cli.registry import command_of
 from pipeline.layout import IMPORT_RUN
 
 command_of(api.import_beir, "import-beir", "read a test collection in BEIR's layout "
@@ -23,7 +23,7 @@ command_of(api.export_beir, "export-beir", "write a pool as a BEIR folder (corpu
            "queries.jsonl, qrels/<split>.tsv, datasheet.json)", writes=())
 command_of(api.export_mteb, "export-mteb", "write a model's run on each pool of the corpus as "
            "an MTEB TaskResult JSON file: OUT/<model>/no_revision_available/<corpus>.<pool>.json",
-           RUN, writes=())
+           writes=())
 command_of(api.import_run, IMPORT_RUN, "import a TREC run made elsewhere as a run of one pool "
            "(no POOL: of every pool), checked against it (unknown ids, duplicates, ties: "
            "refused or counted)", writes=("runs", "times"))

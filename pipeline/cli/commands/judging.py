@@ -8,11 +8,9 @@ import argparse
 import logging
 
 from pipeline import api
-from pipeline.cli.registry import arg, command_of
+from pipeline.cli.registry import command_of
 
 log = logging.getLogger(__name__)
-MODELS = arg("--models", required=True, help="the models whose top ranks are sampled, "
-             "separated by commas (MODELS=bm25,minilm)")
 
 
 def judged(counts, args: argparse.Namespace) -> None:
@@ -32,10 +30,10 @@ def agreement(result, args: argparse.Namespace) -> None:
 
 
 command_of(api.judge, "judge", "draw each pool's sample of the unjudged candidates the models "
-           "rank high, judge it (JUDGE) and write the pool's judgments", MODELS,
+           "rank high, judge it (JUDGE) and write the pool's judgments",
            writes=("runs", "times"), show=judged)
 command_of(api.judge_page, "judge-page", "write the judging page of each pool's sample, for a "
-           "person to grade (read back by JUDGE=file:<labels.tsv>)", MODELS, writes=("runs",),
+           "person to grade (read back by JUDGE=file:<labels.tsv>)", writes=("runs",),
            show=lambda page, args: print(page))
 command_of(api.judge_agreement, "judge-agreement", "judge CSFCube's expert-judged pairs (JUDGE) "
            "and write the assessor's agreement with the experts", writes=("runs",),

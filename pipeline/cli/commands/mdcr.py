@@ -7,18 +7,10 @@ import argparse
 from pathlib import Path
 
 from pipeline import api
-from pipeline.cli.registry import RUN, arg, command_of
-from pipeline.options.checks import corpus_name, given_path, positive
+from pipeline.cli.registry import command_of
 
 command_of(api.build_mdcr, "mdcr", "build an MDCR-style benchmark (MDCR §4) from the corpus's "
            "field-level test pools and the models' runs, as the corpus --out",
-           arg("--models", required=True, help="models whose top-ranked papers give the "
-               "model-based negatives, separated by commas (paper: bm25,specter,scincl)"),
-           arg("--out", required=True, type=corpus_name, help="the benchmark's corpus name"),
-           arg("--positives", type=positive, help="positives per query (default: build_mdcr's)"),
-           arg("--per-type", type=positive, help="negatives of each type"),
-           arg("--top", type=positive,
-               help="model-based negatives from the top N; most cited: the field's top N"),
            writes=("corpora", "runs", "times"), from_args={"program": "program"})
 
 
@@ -32,16 +24,13 @@ def jaccard_table(table, args: argparse.Namespace) -> None:
 
 command_of(api.mdcr_jaccard, "mdcr-jaccard", "average Jaccard index between models' "
            "highest-ranked negatives on the field-level pools (picks MDCR_MODELS)",
-           arg("--models", required=True, help="two or more models, separated by commas"),
-           arg("--depth", type=positive, help="negatives compared per query (default: "
-               "pipeline/mdcr/build.py's JACCARD_DEPTH)"),
            writes=("runs", "times"), show=jaccard_table)
 command_of(api.export_mdcr, "export-mdcr", "write a benchmark corpus in the official layout: "
            "mdcr_<split>.json and mdcr_<split>_data.jsonl", writes=())
 command_of(api.import_mdcr, "import-mdcr", "read the official mdcr_<split>.json and "
            "mdcr_<split>_data.jsonl into a benchmark corpus", writes=("corpora", "times"))
 command_of(api.mdcr_scores, "mdcr-scores", "write the official scores file {\"<query>_<candidate>"
-           "\": score} of a model's runs on a benchmark corpus", RUN, writes=())
+           "\": score} of a model's runs on a benchmark corpus", writes=())
 
 
 def official_lines(numbers, args: argparse.Namespace) -> None:
@@ -53,8 +42,4 @@ def official_lines(numbers, args: argparse.Namespace) -> None:
 
 command_of(api.mdcr_evaluate, "mdcr-evaluate", "the official evaluator's numbers for a scores "
            "file against an mdcr_<split>.json (per field, x100, macro average)",
-           arg("--benchmark", required=True, type=given_path,
-               help="mdcr_test.json or mdcr_val.json"),
-           arg("--scores", required=True, type=given_path,
-               help='{"<query>_<candidate>": score} JSON'),
            writes=(), show=official_lines)

@@ -4,15 +4,11 @@ a training list as CorpusIDs, each the API function of its stage (command_of).""
 from __future__ import annotations
 
 from pipeline import api
-from pipeline.cli.registry import arg, command_of, flag, like
-from pipeline.options.checks import non_negative, pool_name
+from pipeline.cli.registry import command_of, flag, like
 
 command_of(api.build_pools, "pool", "build dataset-level or field-level pools",
            # besides the declared ones (SIZE, FIELD, REPEATS, QUERIES, SEED, EXCLUDE)
-           arg("--query-year", type=non_negative, help="the queries' year (default: PoolSpec's)"),
            like("SPLIT", help="validation: queries disjoint from the test pool's (BM25 tuning)"),
-           arg("--rebuild", action="append", metavar="POOL", type=pool_name,
-               help="rebuild an existing pool from its recorded parameters (if stale)"),
            flag("--repair", "rebuild every pool of the corpus that is stale, damaged or "
                 "half-written, from its recorded parameters (make pools)"),
            writes=("corpora", "times"))
