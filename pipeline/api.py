@@ -1,11 +1,6 @@
-"""The Python API: `import pipeline` (docs/api.md).
-
-A thin layer over the stage functions (pipeline.ingest, pipeline.pools.build,
-pipeline.retrieval.search, pipeline.evaluation.evaluate, pipeline.report.build,
-pipeline.verify): the same code the commands and the Makefile run, given a data folder once
-(`Data`) and models by name. The stages are imported when a function is called, so importing
-this module loads the standard library only.
-"""
+"""The Python API, `import pipeline` (docs/api.md): the code the commands and the Makefile run,
+given a data folder once (`Data`). Stages are imported when a function is called, so importing this
+module loads the standard library only."""
 
 from __future__ import annotations
 
@@ -16,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import InputError, OptionError
-from pipeline.core.repair import PIPELINE_COMMAND, Repair
+from pipeline.core.repair import PIPELINE_COMMAND, Repair, Where
 from pipeline.layout import (
     Place,
     check_name,
@@ -24,10 +19,11 @@ from pipeline.layout import (
     raw_dir,
     run_name,
     split_run_name,
+    stage_times_path,
 )
 from pipeline.options.checks import DTYPES
 from pipeline.options.declared import default, kind_run_options
-from pipeline.roots import data_roots
+from pipeline.roots import data_roots, where
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +50,8 @@ __all__ = ["Data", "build_corpus", "build_pool", "build_report", "evaluate", "im
            "list_models", "search", "sweep", "verify_data", "warm"]
 
 class Data:
-    """Where the data lives: a folder holding corpora/, indexes/ and runs/ (as DATA does for
-    make), or any root given apart (as CORPORA_DIR, INDEX_DIR, RUNS_DIR do)."""
+    """Where the data lives: a folder holding corpora/, indexes/ and runs/ (make's DATA), or each
+    root given apart (CORPORA_DIR, INDEX_DIR, RUNS_DIR)."""
 
     def __init__(self, folder: str | os.PathLike | None = None, *,
                  corpora: str | os.PathLike | None = None,
@@ -91,9 +87,8 @@ class Data:
         return hash((self.corpora, self.indexes, self.runs))
 
     def corpus(self, name: str) -> Path:
-        """The folder of corpus `name` (corpora/<name>). The name is checked as the command
-        line checks CORPUS (layout.check_name): never a path, so nothing is written outside
-        the corpora folder."""
+        """The folder of corpus `name`, the name checked as CORPUS is: never a path, so nothing is
+        written outside the corpora folder."""
         return self.corpora / check_name("corpus", name)
 
     def place(self, corpus: str) -> Place:
@@ -106,11 +101,18 @@ class Data:
 
         return pool_folders(self.corpus(corpus))
 
+    def _named(self, program: str | None = None) -> Where:
+        """How a repair command names these roots (`program`: how it calls the pipeline)."""
+        return where(self.corpora, self.indexes, self.runs, program or PIPELINE_COMMAND)
+
+    def _times(self, corpus: str) -> Path:
+        """The log of corpus `corpus`'s stage times (the report's stage-times table)."""
+        return stage_times_path(self.runs, corpus)
+
     def results(self, collect: bool = True) -> pl.DataFrame:
-        """Every current evaluation gathered into runs/results.parquet (written) and returned:
-        one row per run, query and metric (`collect_results`). `collect=False` reads the
-        results.parquet written last instead (`make eval` writes it), refused when it differs
-        from its manifest or its evaluations changed since (`read_results`)."""
+        """Every current evaluation gathered into runs/results.parquet (written) and returned;
+        `collect=False` reads the file written last, refused when it differs from its manifest or
+        its evaluations changed since."""
         if not collect:
             from pipeline.core.inputs import Roots
             from pipeline.evaluation.evaluate import read_results
@@ -124,8 +126,8 @@ class Data:
 
 
 def _entry(model: str | ModelEntry) -> ModelEntry:
-    """The registry's entry of a model name, or a ModelEntry given, whose name (the file name
-    of its runs and store) is checked."""
+    """The registry's entry of `model`, or the ModelEntry given, refused where its name is a
+    registered or derived model's with other settings."""
     from pipeline.models import get_model
 
     entry = get_model(model) if isinstance(model, str) else model
@@ -146,23 +148,19 @@ def generate_corpus(data: Data | str | os.PathLike, corpus: str, *,
                     papers: int | str | SyntheticConfig | None = None,
                     shards: int | None = None, seed: int | None = None, repair: bool = False,
                     workers: int = default("THREADS")) -> dict:
-    """`make corpus`'s synthetic shards (the synth command is this function): S2ORC-format
-    shards of `corpus` written into corpora/<corpus>/s2orc. Each setting not given (`papers`:
-    a number or '120k', None or ''; `shards`; `seed`) is as the shards there were made, or
-    SyntheticConfig's for a new corpus; a SyntheticConfig as `papers` gives them all. With
-    `repair`, the damaged or missing shards are written again with the recorded settings.
-    A no-op when the shards are current; timed into the corpus's stage-times log. Returns
-    the generator's manifest (its parameters and counts)."""
+    """`make corpus`'s synthetic shards (the synth command), written into corpora/<corpus>/s2orc,
+    each setting not given as the shards there were made; with `repair`, the damaged or missing ones
+    written again. A no-op when current; timed into the corpus's stage-times log. Returns the
+    generator's manifest."""
     from pipeline.core.timing import timed
     from pipeline.ingest.synthetic import SyntheticConfig, chosen_config, generate
-    from pipeline.layout import stage_times_path
 
     data = Data.of(data)
     out_dir = raw_dir(data.corpora, check_name("corpus", corpus), "s2orc")
     cfg = papers if isinstance(papers, SyntheticConfig) else chosen_config(
         out_dir, n_papers=parse_size(str(papers)) if papers else None, n_shards=shards,
         seed=seed, repair=repair)
-    with timed("synth", stage_times_path(data.runs, corpus), papers=cfg.n_papers) as info:
+    with timed("synth", data._times(corpus), papers=cfg.n_papers) as info:
         made = generate(out_dir, cfg, workers=workers)
         info.update(made["counts"])
     return made
@@ -172,24 +170,17 @@ def ingest_corpus(data: Data | str | os.PathLike, corpus: str, *,
                   raw: str | os.PathLike | None = None, source: str | None = None,
                   strict: bool = False, fos_source: str = default("FOS_SOURCE"),
                   workers: int = default("THREADS")) -> dict:
-    """`make corpus`'s ingest (the ingest command is this function): the raw shards of
-    `corpus` read from `raw` (default corpora/<corpus>/<source>; `source` s2orc or s2ag,
-    SOURCE's default: s2ag for a corpus named s2ag) into papers.parquet and
-    citations.parquet, `workers` processes reading them; `strict`: the first bad line stops
-    it. A no-op when current; timed into the corpus's stage-times log. Returns the corpus
-    manifest's ingest section (its parameters and counts)."""
+    """`make corpus`'s ingest (the ingest command): the raw shards of `corpus` (from `raw`, default
+    corpora/<corpus>/<source>) into papers.parquet and citations.parquet. A no-op when current;
+    timed into the corpus's stage-times log. Returns the manifest's ingest section."""
     from pipeline.core.timing import timed
     from pipeline.ingest import ingest
-    from pipeline.layout import stage_times_path
-    from pipeline.options.declared import BY_NAME
-    from pipeline.readers import reader
 
     data = Data.of(data)
     corpus_dir = data.corpus(corpus)
-    source = source or BY_NAME["SOURCE"].default({"CORPUS": corpus})  # type: ignore[operator]
-    reader(source)  # a known source: it names the raw folder
+    source = _source(source, corpus)
     folder = Path(raw) if raw else raw_dir(data.corpora, corpus, source)
-    with timed("ingest", stage_times_path(data.runs, corpus)) as info:
+    with timed("ingest", data._times(corpus)) as info:
         made = ingest(folder, corpus_dir, strict=strict, workers=workers, source=source,
                       fos_source=fos_source)
         # the quarantined lines have lines of their own (ingest's), naming their dataset
@@ -197,21 +188,28 @@ def ingest_corpus(data: Data | str | os.PathLike, corpus: str, *,
     return made
 
 
+def _source(source: str | None, corpus: str) -> str:
+    """`source`, else SOURCE's default for `corpus`; a known one (it names the raw folder)."""
+    from pipeline.options.declared import BY_NAME
+    from pipeline.readers import reader
+
+    source = source or BY_NAME["SOURCE"].default({"CORPUS": corpus})  # type: ignore[operator]
+    reader(source)
+    return source
+
+
 def prefilter_corpus(data: Data | str | os.PathLike, corpus: str, *,
                      citations: str = default("CITATIONS"), min_citations: int | None = None
                      ) -> dict:
-    """`make corpus`'s prefilter (the prefilter command is this function): prefiltered.parquet
-    of `corpus`, the papers with `min_citations` citations (None: the prefilter's own, 3, MDCR
-    §3) counted as `citations` says, and an abstract; the dropped ones counted by reason. A
-    no-op when current; timed into the corpus's stage-times log. Returns the corpus
-    manifest's prefilter section (its parameters and counts)."""
+    """`make corpus`'s prefilter (the prefilter command): prefiltered.parquet of `corpus`, the
+    dropped papers counted by reason. A no-op when current; timed into the corpus's stage-times log.
+    Returns the manifest's prefilter section."""
     from pipeline.core.timing import timed
     from pipeline.ingest import prefilter
-    from pipeline.layout import stage_times_path
 
     data = Data.of(data)
     corpus_dir = data.corpus(corpus)
-    with timed("prefilter", stage_times_path(data.runs, corpus)) as info:
+    with timed("prefilter", data._times(corpus)) as info:
         made = prefilter(corpus_dir, citations,  # type: ignore[arg-type]
                          **({} if min_citations is None else {"min_citations": min_citations}))
         info.update(made["counts"])
@@ -225,19 +223,13 @@ def build_corpus(data: Data | str | os.PathLike, name: str, *,
                  fos_source: str = default("FOS_SOURCE"), strict: bool = False,
                  citations: str = default("CITATIONS"), min_citations: int | None = None,
                  workers: int = default("THREADS")) -> Path:
-    """`make corpus` (the corpus command is this function): make corpus `name`, its synthetic
-    shards first with `synthetic` (generate_corpus: `synthetic` its papers, '' as made, with
-    `shards` and `seed`), then ingest_corpus and prefilter_corpus, each a no-op when its
-    outputs are current; return its folder. Synthetic shards go into corpora/<name>/s2orc
-    only (the raw folder of source s2orc): a `raw` elsewhere, or another `source`, is
-    refused with `synthetic`."""
-    from pipeline.options.declared import BY_NAME
-    from pipeline.readers import reader
-
+    """`make corpus` (the corpus command): synthetic shards first with `synthetic`, then
+    ingest_corpus and prefilter_corpus, each a no-op when current; returns the corpus folder. With
+    `synthetic`, a `raw` other than corpora/<name>/s2orc or a `source` other than s2orc is
+    refused."""
     data = Data.of(data)
-    source = source or BY_NAME["SOURCE"].default({"CORPUS": name})  # type: ignore[operator]
     corpus_dir = data.corpus(name)
-    reader(source)  # a known source: it names the raw folder
+    source = _source(source, name)
     shards_dir = raw_dir(data.corpora, name, "s2orc")
     if synthetic is not None and raw and os.path.abspath(raw) != os.path.abspath(shards_dir):
         into = str(shards_dir).replace("{", "{{").replace("}", "}}")
@@ -256,9 +248,8 @@ def build_corpus(data: Data | str | os.PathLike, name: str, *,
 
 def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | None = None,
                **fields: Any) -> str:
-    """Build one pool of `corpus` (queries, candidates, qrels) and return its name. Give a
-    PoolSpec, or its fields as keywords (size: a number or '20k'), each checked by its
-    declaration (`exclusion` has none: the pool's list fills it)."""
+    """Build one pool of `corpus` and return its name: from a PoolSpec, or its fields as keywords
+    (not both), each checked by its declaration."""
     from dataclasses import fields as spec_fields
 
     from pipeline.options.arguments import check_options
@@ -284,28 +275,20 @@ def build_pools(data: Data | str | os.PathLike, corpus: str, *,
                 seed: int = default("SEED"), split: str = default("SPLIT"),
                 exclude: str | os.PathLike | None = None, query_year: int | None = None,
                 rebuild: Pools | None = None, repair: bool = False) -> list[str]:
-    """`make pool` and `make pools` (the pool command is this function): a pool of `corpus`
-    for each field x size x repeat (pipeline.pools.grid) and return their names. `size`: one
-    or several sizes separated by spaces ('2k 5k'), as SIZE; `field`: None (dataset-level),
-    one of the 19 MAG fields, several separated by spaces or 'all', as FIELD; `repeats` draws
-    of each; `n_queries` (None: 3,800 dataset-level, 200 per field), `seed`, `split`,
-    `exclude` and `query_year` (None: PoolSpec's; also the newest year a candidate may have)
-    as build_pool's. Or, given instead: `rebuild`, pools (a name or a list) built again from
-    their recorded parameters; `repair`, every pool of the corpus that is stale, damaged or
-    half-written (one whose EXCLUDE list changed is named and skipped). A current pool is
-    kept; each pool is timed into the corpus's stage-times log."""
+    """`make pool` and `make pools` (the pool command): a pool of `corpus` for each field x size x
+    repeat, their names returned; or instead `rebuild`'s pools built again from their recorded
+    parameters, or with `repair` every stale, damaged or half-written pool (one whose EXCLUDE list
+    changed is named and skipped). A current pool is kept; each is timed into the corpus's
+    stage-times log."""
     from pipeline.fields import resolve_fields
-    from pipeline.layout import stage_times_path
     from pipeline.pools.build import pool_folders
     from pipeline.pools.grid import build_grid, rebuild_pools, usable_pools
-    from pipeline.roots import where
 
     data = Data.of(data)
-    corpus_dir, times = data.corpus(corpus), stage_times_path(data.runs, corpus)
+    corpus_dir, times = data.corpus(corpus), data._times(corpus)
     if repair or rebuild:  # make pools: each pool whose list changed is named and skipped
-        names = usable_pools(corpus_dir, pool_folders(corpus_dir), "pool", where(
-            data.corpora, data.indexes, data.runs)) if repair else [rebuild] if isinstance(
-            rebuild, str) else list(rebuild or ())
+        names = (usable_pools(corpus_dir, pool_folders(corpus_dir), "pool", data._named())
+                 if repair else [rebuild] if isinstance(rebuild, str) else list(rebuild or ()))
         rebuild_pools(corpus_dir, names, times)
         return names
     if not size:
@@ -327,20 +310,15 @@ def build_paper_pools(data: Data | str | os.PathLike, corpus: str, *,
                       paper_field_size: int | str = default("PAPER_FIELD_SIZE"),
                       paper_field_queries: int = default("PAPER_FIELD_QUERIES"),
                       paper_repeats: int = default("PAPER_REPEATS")) -> list[str]:
-    """`make pools-paper` (the pools-paper command is this function): the paper's grid of
-    `corpus`, for the test and then the validation split: dataset-level pools of
-    `paper_sizes` (sizes separated by spaces) with `paper_queries` queries, and field-level
-    pools of the 19 fields of `paper_field_size` with `paper_field_queries`, `paper_repeats`
-    draws of each, drawn from `seed` without the papers of `exclude`; each default its make
-    variable's (PAPER_SIZES, ...: MDCR §3). Returns the pools' names; its refusals name its
-    own arguments (paper_queries, not n_queries)."""
+    """`make pools-paper` (the pools-paper command): the paper's grid of `corpus`'s pools (MDCR §3),
+    dataset-level and of the 19 fields, for the test then the validation split. Returns the pools'
+    names; its refusals name its own arguments."""
     from pipeline.fields import resolve_fields
-    from pipeline.layout import stage_times_path
     from pipeline.pools.build import Named
     from pipeline.pools.grid import build_grid
 
     data = Data.of(data)
-    corpus_dir, times = data.corpus(corpus), stage_times_path(data.runs, corpus)
+    corpus_dir, times = data.corpus(corpus), data._times(corpus)
     names = []
     for split in ("test", "validation"):
         common = {"seed": seed, "split": split, "exclude": str(exclude) if exclude else None}
@@ -357,8 +335,8 @@ def build_paper_pools(data: Data | str | os.PathLike, corpus: str, *,
 
 def _grid_pools(corpus_dir: Path, fields: list[str | None], sizes: list[int], repeats: int,
                 settings: dict) -> list[str]:
-    """The names of a grid's pools (fields x sizes x repeats, PoolSpec's other `settings`)
-    that the corpus holds: a field whose field-cited set a size exhausts has one draw."""
+    """The names of a grid's pools that the corpus holds (a field whose field-cited set a size
+    exhausts has one draw)."""
     import itertools
     from dataclasses import replace
 
@@ -373,10 +351,9 @@ def _grid_pools(corpus_dir: Path, fields: list[str | None], sizes: list[int], re
 
 def retire_pool(data: Data | str | os.PathLike, corpus: str, pool: str
                 ) -> list[tuple[Path, Path]]:
-    """`make retire-pool` (the retire-pool command is this function): move pool `pool` of
-    `corpus`, its Lucene index and its runs into the corpus's retired/ folders, where no
-    stage reads them again (pipeline/pools/retire.py); return the (from, to) moves. Only a
-    pool make pool built; a pool retired before is never replaced."""
+    """`make retire-pool` (the retire-pool command): pool `pool`, its Lucene index and its runs
+    moved into the corpus's retired/ folders, where no stage reads them; returns the (from, to)
+    moves. Only a pool make pool built; one retired before is never replaced."""
     from pipeline.pools.retire import retire_pool as retire
 
     moves = retire(Data.of(data).place(corpus), pool)
@@ -387,10 +364,9 @@ def retire_pool(data: Data | str | os.PathLike, corpus: str, pool: str
 
 def training_ids(src: str | os.PathLike, paper_ids: str | os.PathLike,
                  out: str | os.PathLike) -> dict:
-    """`make training-ids` (the training-ids command is this function): the papers of a list
-    named by S2 SHA (`src`: SPECTER's data.json or train.txt) as CorpusIDs, one per line, in
-    the new file `out` (for EXCLUDE and TRAINING_SETS), looked up in S2AG's paper-ids dataset
-    (the folder `paper_ids`). Returns the counts: shas, corpus_ids, shas_not_found."""
+    """`make training-ids` (the training-ids command): the papers of a list named by S2 SHA written
+    to the new file `out` as CorpusIDs, one per line, looked up in S2AG's paper-ids dataset. Returns
+    the counts: shas, corpus_ids, shas_not_found."""
     from pipeline.ingest.training_ids import convert
 
     counts = convert(Path(src), Path(paper_ids), Path(out))
@@ -404,18 +380,12 @@ def download(data: Data | str | os.PathLike, corpus: str, *,
              datasets: str = default("DATASETS"), first: int | None = None,
              update: bool = False, parallel: int = default("PARALLEL"),
              retries: int | None = None, backoff: float | None = None) -> dict:
-    """`make download` (the download command is this function): the S2AG `datasets`
-    (separated by commas) of `release` (a date, or latest) from the Semantic Scholar Datasets
-    API (its key: S2_API_KEY in the environment) into `raw` (default corpora/<corpus>/s2ag),
-    where make corpus SOURCE=s2ag reads them; a download stopped before is finished.
-    `first`: only each dataset's first files (a trial); `update`: an older release there is
-    brought to this one with the API's diffs; `parallel` files at once; `retries` and
-    `backoff` (the first pause, in seconds): s2client.Settings' unless given
-    (pipeline/ingest/download.py). Returns the summary: release, files and bytes per
-    dataset; logs the make corpus command that ingests them."""
+    """`make download` (the download command): the S2AG `datasets` of `release` from the Semantic
+    Scholar Datasets API (its key: S2_API_KEY) into `raw` (default corpora/<corpus>/s2ag), a
+    download stopped before finished. Returns the summary (release, files and bytes per dataset);
+    logs the make corpus command that ingests it."""
     from pipeline.ingest.download import download as fetch
     from pipeline.ingest.s2client import Settings
-    from pipeline.roots import where
 
     data = Data.of(data)
     settings = Settings.from_environment(**{key: value for key, value in (
@@ -426,7 +396,7 @@ def download(data: Data | str | os.PathLike, corpus: str, *,
     following = Repair("corpus", corpus, variables=(("SOURCE", "s2ag"), *(
         (("RAW", str(folder)),) if raw else ())))
     log.info("release %s in %s; next: %s", summary["release"], folder,
-             following.command(where(data.corpora, data.indexes, data.runs)))
+             following.command(data._named()))
     return summary
 
 
@@ -438,32 +408,15 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
            dtype: str = DTYPES[0], part_size: int | None = None,
            model_path: str | os.PathLike | None = None, device: str | None = None,
            program: str | None = None, **options: Any) -> str:
-    """`make search` (the search command is this function): retrieve the top `k` candidates of
-    each query of `pool` (a name, a list of them, or None: every usable pool of the corpus)
-    with `model` (a registered name such as 'bm25', an 'hf:' model, or a ModelEntry), one
-    pool after another in this process, and write the runs; return the run's name (the
-    model's, plus '+q<tag>' with a `query_prompt` before each query's text, and '~<variant>'
-    for perturbed queries); each default is its option's declared one (K's 500, THREADS's 2,
-    SEED's, QUERY_VARIANT's). `options`: those of the search's declared options
-    (pipeline/options/declared.py, as make search and the search command take them) and the
-    retriever's own (its kind's Retriever.OPTIONS: BM25's engine, an encoder's backend), others
-    refused. As make search: what the model searches is built first (`index`; encoders embed
-    what is missing, with the store's `batch_size`, `dtype`, `part_size`, `model_path` and
-    `device`), a run made with these arguments is kept as it is (`stale_only`: the rule of
-    search.current_run; `seed` counts where it changes the run), and with `repair_pools` the
-    corpus's stale or damaged pools are built again first (make pools); the command line's
-    --index, --stale-only, --repair-pools, off unless given. A model named as a run imported
-    into the corpus (import_run) is that run: nothing to search; a ModelEntry of that name is
-    refused. A store of the model's name embedded by another model (another model identity:
-    its weights or files, its endpoint) is refused, naming `replace=True`, or with `program`
-    (how a repair calls the pipeline's commands: the command line's) make's REPLACE=1; with
-    `replace` that store and the runs searched from it are removed, then embedded and
-    searched again. Each pool's time goes to the corpus's stage-times log."""
-    from pipeline.layout import stage_times_path
+    """`make search` (the search command): the top `k` candidates of each query of `pool` (None:
+    every usable pool) retrieved by `model` and written as runs, each pool timed; returns the run's
+    name. `options`: search's declared options and the retriever's own, others refused. What the
+    model searches is built first (`index`), a current run is kept (`stale_only`), `repair_pools`
+    first builds stale pools again. A model named as an imported run is that run: nothing searched.
+    A store of the name that another model embedded is refused (worded as make's with `program`), or
+    with `replace` removed with its runs and made again."""
     from pipeline.models import with_query_prompt
     from pipeline.options.arguments import check_options
-    from pipeline.pools.grid import repair_pools as repair
-    from pipeline.pools.grid import stage_pools
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.search import (
         SearchSettings,
@@ -472,21 +425,16 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
         retriever_options,
         search_model,
     )
-    from pipeline.roots import where
 
     data = Data.of(data)
-    place, times = data.place(corpus), stage_times_path(data.runs, corpus)
+    place, times = data.place(corpus), data._times(corpus)
     given = {**options, "query_prompt": query_prompt, "model_path": model_path}
     if isinstance(model, str) and model_to_search(place, model, given) is None:
         return model  # a run imported under this name (make import-run): nothing to search
     entry = with_query_prompt(_entry(model), query_prompt)
     check_options("search", entry.kind, options, list(retriever(entry.kind).OPTIONS))
     check_not_imported(place, entry.name)  # a ModelEntry named as an imported run
-    named = where(data.corpora, data.indexes, data.runs, program or PIPELINE_COMMAND)
-    if repair_pools:
-        repair(place.corpus_dir, times, named)
-    pools = stage_pools(place.corpus_dir, [pool] if isinstance(pool, str) else pool, "search",
-                        named)
+    pools = _stage_pools(data, corpus, pool, "search", program, repair_pools)
     for each in pools:
         check_name("pool", each)
     given = retriever(entry.kind).options(retriever_options(entry, given))
@@ -507,24 +455,18 @@ def embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
           batch_size: int | None = None, dtype: str = DTYPES[0], part_size: int | None = None,
           model_path: str | os.PathLike | None = None, device: str | None = None,
           replace: bool = False, program: str | None = None) -> Path:
-    """`make embed` (the embed command is this function): embed the papers of `pool` (a name,
-    a list of them, or None: every usable pool of the corpus) missing from the store of `model`
-    (a registered name), shard `shard` of `num_shards` (None: each in turn, as a job array's
-    tasks would), each timed into the corpus's stage-times log; return the store's folder.
-    The store's options are search's. A store of another model under the name is refused,
-    or with `replace` (REPLACE=1) embedded again; `program`: as search's."""
+    """`make embed` (the embed command): the papers of `pool` (None: every usable pool) missing from
+    `model`'s store embedded, shard `shard` (None: each in turn), each timed; returns the store's
+    folder. A store of another model under the name is refused, or with `replace` embedded again."""
     from pipeline.encoding.embed import embed_shards
-    from pipeline.layout import stage_times_path, store_dir
+    from pipeline.layout import store_dir
     from pipeline.models import get_model
-    from pipeline.pools.grid import stage_pools
-    from pipeline.roots import where
 
     data = Data.of(data)
     place = data.place(corpus)
-    pools = stage_pools(place.corpus_dir, [pool] if isinstance(pool, str) else pool, "embed",
-                        where(data.corpora, data.indexes, data.runs, program or PIPELINE_COMMAND))
+    pools = _stage_pools(data, corpus, pool, "embed", program)
     embed_shards(place, model, pools, range(num_shards) if shard is None else [shard],
-                 num_shards, stage_times_path(data.runs, corpus),
+                 num_shards, data._times(corpus),
                  **store_options(batch_size, dtype, part_size, model_path, device, replace))
     return store_dir(data.indexes, corpus, get_model(model).name)
 
@@ -535,44 +477,34 @@ def index(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
           part_size: int | None = None, model_path: str | os.PathLike | None = None,
           device: str | None = None, replace: bool = False, program: str | None = None,
           **options: Any) -> list[str]:
-    """`make index` (the index command is this function): build what `model` searches for
-    `pool` (a name, a list of them, or None: every usable pool of the corpus), each timed into
-    the corpus's stage-times log, and return the pools: an encoder's store filled with what it
-    lacks (the store's options and `replace` as embed's), BM25's analysed-text store
-    (bm25_engine='lucene': a Lucene index per pool); what is current is kept. `options`: the
-    retriever's own (its kind's Retriever.OPTIONS: BM25's engine) and the index command's
-    other declared options, others refused. With `repair_pools` the corpus's stale or damaged
-    pools are built again first (make pools). `search` builds what it needs itself;
-    `program`: as search's."""
-    from pipeline.layout import stage_times_path
+    """`make index` (the index command): what `model` searches built for `pool` (None: every usable
+    pool), what is current kept, each pool timed; returns the pools. `options`: the retriever's own
+    and the index command's declared ones, others refused."""
     from pipeline.options.arguments import check_options
-    from pipeline.pools.grid import repair_pools as repair
-    from pipeline.pools.grid import stage_pools
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.search import IndexSettings, index_pools, retriever_options
-    from pipeline.roots import where
 
     data = Data.of(data)
-    place, times = data.place(corpus), stage_times_path(data.runs, corpus)
+    place, times = data.place(corpus), data._times(corpus)
     entry = _entry(model)
     check_options("index", entry.kind, options, list(retriever(entry.kind).OPTIONS))
-    named = where(data.corpora, data.indexes, data.runs, program or PIPELINE_COMMAND)
-    if repair_pools:
-        repair(place.corpus_dir, times, named)
-    pools = stage_pools(place.corpus_dir, [pool] if isinstance(pool, str) else pool, "index",
-                        named)
+    pools = _stage_pools(data, corpus, pool, "index", program, repair_pools)
     options = retriever_options(entry, {**options, "model_path": model_path})
     index_pools(place, entry, pools, IndexSettings(threads, options, store_options(
         batch_size, dtype, part_size, model_path, device, replace), times))
     return pools
 
 
-def _resources(partition: str | None, gpus_per_task: int, time: str | None,
-               cpus_per_task: int | None) -> Any:
-    """What each SLURM job asks for (pipeline.slurm.Resources)."""
-    from pipeline.slurm import Resources
+def _stage_pools(data: Data, corpus: str, pool: Pools | None, stage: str,
+                 program: str | None, repair: bool = False) -> list[str]:
+    """The pools `stage` works on: `pool`, else every usable one; with `repair`, the corpus's stale
+    or damaged pools built again first."""
+    from pipeline.pools.grid import repair_pools, stage_pools
 
-    return Resources(partition, gpus_per_task, time, cpus_per_task)
+    corpus_dir, named = data.corpus(corpus), data._named(program)
+    if repair:
+        repair_pools(corpus_dir, data._times(corpus), named)
+    return stage_pools(corpus_dir, [pool] if isinstance(pool, str) else pool, stage, named)
 
 
 def submit_embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
@@ -582,14 +514,12 @@ def submit_embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None
                  batch_size: int | None = None, dtype: str = DTYPES[0],
                  part_size: int | None = None, model_path: str | os.PathLike | None = None,
                  device: str | None = None, replace: bool = False) -> str:
-    """`make embed EXECUTOR=slurm` (the submit-embed command is this function): write
-    <runs>/slurm/embed-<corpus>-<model>.sbatch, a SLURM job array of `num_shards` tasks, each
-    embedding its shard of `pool` (a name, a list of them, or None: every usable pool, as
-    embed takes them) with the store's options, submit it and return its job id. Each job
-    asks for `partition`, `gpus_per_task`, `time` and `cpus_per_task` (None: the cluster's
-    default). A store of another model under the name is refused, or with `replace`
-    (REPLACE=1) removed here, once, before anything is submitted (docs/cluster.md)."""
+    """`make embed EXECUTOR=slurm` (the submit-embed command): a SLURM array of `num_shards` tasks
+    embedding `pool`, written under <runs>/slurm/ and submitted; returns its job id. A store of
+    another model under the name is refused, or with `replace` removed here, once, before anything
+    is submitted."""
     from pipeline.models import get_model
+    from pipeline.slurm import Resources
     from pipeline.slurm import submit_embed as submit
 
     place = Data.of(data).place(corpus)
@@ -598,7 +528,7 @@ def submit_embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None
                "--dtype": dtype, "--model-path": model_path, "--device": device,
                "--part-size": part_size}  # each task's embed options
     return submit(place, get_model(model).name, num_shards,
-                  _resources(partition, gpus_per_task, time, cpus_per_task), options,
+                  Resources(partition, gpus_per_task, time, cpus_per_task), options,
                   replace=replace)
 
 
@@ -608,25 +538,18 @@ def after_embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
                 time: str | None = None, cpus_per_task: int | None = None,
                 model_path: str | os.PathLike | None = None, program: str | None = None
                 ) -> str | int:
-    """`make eval EXECUTOR=slurm`'s step (the after-embed command is this function): when a
-    paper of `pool` (None: every usable pool) is not in the store of `model` yet, `command`
-    (an argv: make's search and eval, in one shell) submitted as a SLURM job after the embed
-    array `submit_embed` recorded (afterok), its job id returned; when every shard is in, run
-    here, its exit status returned. Refused where papers are missing and no array is queued
-    or running, and where the store is another model's (docs/cluster.md). Not exported:
-    `command` is the command line make writes."""
+    """`make eval EXECUTOR=slurm`'s step (the after-embed command): while papers of `pool` are
+    missing from `model`'s store, `command` submitted after the recorded embed array, its job id
+    returned; once every shard is in, run here, its exit status returned. Refused where papers are
+    missing and no array is queued or running, and where the store is another model's."""
     from pipeline.models import get_model
-    from pipeline.pools.grid import stage_pools
-    from pipeline.roots import where
-    from pipeline.slurm import run_here, submit_after_embed
+    from pipeline.slurm import Resources, run_here, submit_after_embed
 
     data = Data.of(data)
     place = data.place(corpus)
-    pools = stage_pools(place.corpus_dir, [pool] if isinstance(pool, str) else pool,
-                        "after-embed", where(data.corpora, data.indexes, data.runs,
-                                             program or PIPELINE_COMMAND))
+    pools = _stage_pools(data, corpus, pool, "after-embed", program)
     job_id = submit_after_embed(place, get_model(model), num_shards,
-                                _resources(partition, gpus_per_task, time, cpus_per_task),
+                                Resources(partition, gpus_per_task, time, cpus_per_task),
                                 list(command), pools,
                                 model_path=None if model_path is None else str(model_path))
     return run_here(list(command)) if job_id is None else job_id
@@ -634,8 +557,8 @@ def after_embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
 
 def store_options(batch_size: int | None, dtype: str, part_size: int | None,
                   model_path: str | os.PathLike | None, device: str | None, replace: bool) -> dict:
-    """The store's options as embed takes them: a part size only where given (each store has
-    its own default)."""
+    """The store's options as embed takes them, a part size only where given (each store has its own
+    default)."""
     return {"batch_size": batch_size, "dtype": dtype, "model_path": model_path,
             "device": device, **({"part_size": part_size} if part_size else {}),
             "replace": replace}
@@ -643,13 +566,10 @@ def store_options(batch_size: int | None, dtype: str, part_size: int | None,
 
 def _check_store_model(place: Place, entry: ModelEntry, pools: list[str],
                        settings: SearchSettings, call: str) -> None:
-    """The model's store, when another model embedded it (another model identity), refused in
-    the API's words (`call`, the call again with replace=True), or with `replace` removed
-    with the runs searched from it (embed.check_identity, as make search does first). A store
-    whose manifest is damaged is not read: it is built again (embed's repair_store; this call
-    is the repair of a model object's). Then, with `settings.index`, what the model searches
-    is built for every pool, the runs kept as current too: a model object's store refuses
-    one of other settings there (its task, say), which its runs do not record."""
+    """A store another model embedded refused in the API's words (`call`), or with `replace` removed
+    with its runs (a damaged one is built again); then, with `settings.index`, what the model
+    searches built for every pool, as a model object's store refuses settings its runs do not
+    record."""
     from dataclasses import replace
 
     from pipeline.core.files import is_corrupt
@@ -667,8 +587,8 @@ def _check_store_model(place: Place, entry: ModelEntry, pools: list[str],
 
 def _call(function: str, corpus: str, pool: str, model: str | ModelEntry,
           **keywords: object) -> str:
-    """A call of the API as a repair shows it (Repair's note): its values as Python literals
-    (a path as a str), a model object by its name, the keywords given (not None)."""
+    """A call of the API as a repair shows it: values as Python literals, a model object by its
+    name, the keywords not None."""
     shown = repr(model) if isinstance(model, str) else \
         f"<the {type(model).__name__} named {model.name!r}>"
     given = "".join(f", {key}={str(value) if isinstance(value, os.PathLike) else value!r}"
@@ -697,14 +617,10 @@ def _run(model: str | ModelEntry, place: Place | None = None, pool: str = "") ->
 
 def import_run(data: Data | str | os.PathLike, corpus: str, pool: str | None, run: Run,
                model: str, *, drop_unknown: bool = False, replace: bool = False) -> dict:
-    """Import a run made elsewhere (`run`: a TREC file's path, a DataFrame with query, doc,
-    score, or a ranx Run) as the run `model` of `pool`, checked against the pool (unknown ids
-    refused unless `drop_unknown`, duplicates refused, ties kept and broken as trec_eval does);
-    then `evaluate` and `build_report` score it like any model's. Returns the run's manifest
-    (its counts, the source's sha256); the same source again changes nothing, another under
-    the same name needs `replace` (`make import-run`; pipeline/retrieval/imported.py).
-    `pool` None: a run of the whole collection, each pool getting the lines of its queries
-    (CSFCube's facet pools); returns {pool: its manifest}."""
+    """`make import-run`: a run made elsewhere imported as the run `model` of `pool` (None: of every
+    pool, by its queries; then {pool: manifest} is returned), unknown ids refused unless
+    `drop_unknown`, duplicates refused. Returns the run's manifest; the same source again changes
+    nothing, another under the name needs `replace`."""
     from pipeline.retrieval.imported import import_run as run_import
 
     place = Data.of(data).place(corpus)
@@ -715,12 +631,9 @@ def import_run(data: Data | str | os.PathLike, corpus: str, pool: str | None, ru
 def import_collection(data: Data | str | os.PathLike, dataset: str, *, corpus: str,
                       split: str = default("SPLIT"), replace: bool = False,
                       judged: bool = False) -> str:
-    """Import the ir_datasets collection `dataset` ('beir/scidocs': documents, queries and
-    qrels) as the corpus `corpus` with one pool of `split` (test, or dev: a validation pool),
-    as `make import-irds` does; return the pool's name (with `judged`, the judged-only pool
-    beside it, as JUDGED=1: docs/collections.md). The same collection again changes
-    nothing; another one in place of an imported collection needs `replace`
-    (pipeline/external/irds.py)."""
+    """`make import-irds`: the ir_datasets collection `dataset` imported as corpus `corpus` with one
+    pool of `split`; returns the pool's name. The same collection again changes nothing; another in
+    its place needs `replace`."""
     from pipeline.external.irds import import_irds
 
     place = Data.of(data).place(corpus)
@@ -731,11 +644,9 @@ def import_collection(data: Data | str | os.PathLike, dataset: str, *, corpus: s
 def import_beir(data: Data | str | os.PathLike, src: str | os.PathLike, *, corpus: str,
                 split: str = default("SPLIT"), replace: bool = False,
                 judged: bool = False) -> str:
-    """Import the test collection in BEIR's layout at `src` (corpus.jsonl, queries.jsonl,
-    qrels/<split>.tsv) as the corpus `corpus` with one pool of `split`, as `make import-beir`
-    does; return the pool's name (with `judged`, the judged-only pool beside it, as JUDGED=1).
-    The same collection again changes nothing; another one in place of an imported collection
-    needs `replace` (pipeline/external/beir.py)."""
+    """`make import-beir`: the test collection in BEIR's layout at `src` imported as corpus `corpus`
+    with one pool of `split`; returns the pool's name. The same collection again changes nothing;
+    another in its place needs `replace`."""
     from pipeline.external.beir import import_beir as read_beir
 
     place = Data.of(data).place(corpus)
@@ -745,10 +656,9 @@ def import_beir(data: Data | str | os.PathLike, src: str | os.PathLike, *, corpu
 
 def import_csfcube(data: Data | str | os.PathLike, src: str | os.PathLike, *, corpus: str,
                    replace: bool = False) -> list[str]:
-    """Import the CSFCube release at `src` (its annotations, abstracts, queries and folds) as
-    the corpus `corpus` with one pool per facet, as `make import-csfcube` does; return the
-    pools' names. Everything is checked before anything is written; the same release again
-    changes nothing; another one in its place needs `replace` (pipeline/external/csfcube.py)."""
+    """`make import-csfcube`: the CSFCube release at `src` imported as corpus `corpus`, a pool per
+    facet, all checked before anything is written; returns the pools' names. The same release again
+    changes nothing; another in its place needs `replace`."""
     from pipeline.external.csfcube import import_csfcube as read_csfcube
 
     place = Data.of(data).place(corpus)
@@ -758,11 +668,9 @@ def import_csfcube(data: Data | str | os.PathLike, src: str | os.PathLike, *, co
 
 def import_mdcr(data: Data | str | os.PathLike, src: str | os.PathLike, *, corpus: str,
                 split: str = default("SPLIT"), replace: bool = False) -> list[str]:
-    """Import the official MDCR release's `split` at `src` (mdcr_<split>.json and
-    mdcr_<split>_data.jsonl) as the benchmark corpus `corpus`, a pool per field, as `make
-    import-mdcr` does; return the pools' names. A corpus holds one split (import val into a
-    corpus of its own); a benchmark with other contents is replaced only with `replace`
-    (pipeline/mdcr/official.py)."""
+    """`make import-mdcr`: the official MDCR release's `split` at `src` imported as the benchmark
+    corpus `corpus`, a pool per field; returns the pools' names. A benchmark of other contents is
+    replaced only with `replace`."""
     from pipeline.mdcr.official import import_benchmark
 
     place = Data.of(data).place(corpus)
@@ -772,10 +680,8 @@ def import_mdcr(data: Data | str | os.PathLike, src: str | os.PathLike, *, corpu
 
 def export_mdcr(data: Data | str | os.PathLike, corpus: str, out: str | os.PathLike, *,
                 split: str = default("SPLIT")) -> dict:
-    """Write the benchmark corpus `corpus` in the official MDCR layout into the folder `out`
-    (mdcr_<split>.json, mdcr_<split>_data.jsonl), which the official evaluator reads, as `make
-    export-mdcr` does; return what was written (files, fields, queries, papers, and the
-    negative types the official evaluator ignores) (pipeline/mdcr/official.py)."""
+    """`make export-mdcr`: the benchmark corpus `corpus` written in the official MDCR layout into
+    the folder `out`; returns what was written."""
     from pipeline.mdcr.official import export_benchmark
 
     return export_benchmark(Data.of(data).corpus(corpus), Path(out), split)
@@ -792,40 +698,30 @@ def build_mdcr(data: Data | str | os.PathLike, corpus: str, models: Models,
                out: str, *, seed: int = default("SEED"), positives: int | None = None,
                per_type: int | None = None, top: int | None = None, replace: bool = False,
                program: str | None = None) -> dict:
-    """`make mdcr` (the mdcr command is this function): an MDCR-style benchmark (MDCR §4) of
-    `corpus`'s field-level test pools of seed `seed`, the runs of `models` (names, or one
-    string separated by commas) giving the model-based negatives, written as the corpus `out`
-    and timed into `corpus`'s stage-times log; return its manifest (`benchmark`: its pools
-    and counts). `positives` per query, `per_type` negatives of each type, model-based ones
-    from the `top` ranks (None: 5, 10, 200, pipeline/mdcr/build.py's). A benchmark with
-    other contents is replaced only with `replace`; the log line names the command that
-    evaluates a model on it (`program`: as search's)."""
+    """`make mdcr` (the mdcr command): an MDCR-style benchmark (MDCR §4) of `corpus`'s field-level
+    test pools, the runs of `models` giving its model-based negatives, written as corpus `out` and
+    timed; returns its manifest. A benchmark of other contents is replaced only with `replace`; the
+    log line names the command that evaluates a model on it."""
     from pipeline.core.timing import timed
-    from pipeline.layout import stage_times_path
     from pipeline.mdcr.build import build_mdcr as build
     from pipeline.mdcr.build import built_summary
-    from pipeline.roots import where
 
     data = Data.of(data)
     place, out_dir = data.place(corpus), data.corpus(out)
     given = {key: value for key, value in (("positives", positives), ("per_type", per_type),
                                            ("top", top)) if value is not None}
-    with timed("mdcr", stage_times_path(data.runs, corpus), out=out) as info:
+    with timed("mdcr", data._times(corpus), out=out) as info:
         built = build(place, out_dir, _model_names(models), seed, replace=replace, **given)
         info.update(built["benchmark"]["counts"])
-    log.info(built_summary(out_dir, built, where(data.corpora, data.indexes, data.runs,
-                                                 program or PIPELINE_COMMAND)))
+    log.info(built_summary(out_dir, built, data._named(program)))
     return built
 
 
 def mdcr_jaccard(data: Data | str | os.PathLike, corpus: str, models: Models, *,
                  seed: int = default("SEED"), depth: int | None = None) -> pl.DataFrame:
-    """`make mdcr-jaccard` (the mdcr-jaccard command is this function, printing the table):
-    for each pair of `models` (two or more), the Jaccard index between their `depth` (None:
-    10) highest-ranked negatives, averaged over the queries of each field-level test pool of
-    seed `seed`, then over fields (MDCR §4: pick the models whose negatives overlap least);
-    written as a Markdown table to runs/reports/<corpus>-mdcr-jaccard.md and returned: a, b,
-    jaccard, fields, queries."""
+    """`make mdcr-jaccard` (the mdcr-jaccard command): the Jaccard index of the highest-ranked
+    negatives of each pair of `models`, averaged over queries and fields (MDCR §4: pick the models
+    whose negatives overlap least), written to runs/reports/ and returned."""
     from pipeline.mdcr.build import JACCARD_DEPTH, negative_jaccard
     from pipeline.report.build import jaccard_report
 
@@ -838,10 +734,8 @@ def mdcr_jaccard(data: Data | str | os.PathLike, corpus: str, models: Models, *,
 
 def mdcr_scores(data: Data | str | os.PathLike, corpus: str, model: str,
                 out: str | os.PathLike, *, split: str = default("SPLIT")) -> int:
-    """`make mdcr-scores` (the mdcr-scores command is this function): the official scores
-    file {"<query>_<candidate>": score} of the runs `model` (a run's name) on the pools of the
-    benchmark corpus's `split`, written to the file `out` (what `mdcr_evaluate` and the
-    official evaluator read); returns the number of scores written."""
+    """`make mdcr-scores` (the mdcr-scores command): the official scores file of the runs `model` on
+    the benchmark's `split`, written to `out`; returns how many scores were written."""
     from pipeline.mdcr.official import model_scores_file
 
     return model_scores_file(Data.of(data).place(corpus), model, split, Path(out))
@@ -849,11 +743,8 @@ def mdcr_scores(data: Data | str | os.PathLike, corpus: str, model: str,
 
 def mdcr_evaluate(benchmark: str | os.PathLike, scores: str | os.PathLike
                   ) -> tuple[pl.DataFrame, dict[str, float]]:
-    """The mdcr-evaluate command (which prints them as the official script does): the
-    official evaluator's numbers for the scores file `scores` against the official
-    `benchmark` file (mdcr_test.json or mdcr_val.json), computed by the pipeline's metric
-    kernels on the lists the official evaluator reads: a row per field (x100) and the macro
-    average of each metric. Writes nothing."""
+    """The mdcr-evaluate command's numbers: the official evaluator's for `scores` against
+    `benchmark`, a row per field (x100) and each metric's macro average. Writes nothing."""
     from pipeline.mdcr.official import evaluate_files
 
     return evaluate_files(Path(benchmark), Path(scores))
@@ -861,10 +752,8 @@ def mdcr_evaluate(benchmark: str | os.PathLike, scores: str | os.PathLike
 
 def export_beir(data: Data | str | os.PathLike, corpus: str, pool: str,
                 out: str | os.PathLike) -> dict:
-    """Write pool `pool` of `corpus` as a BEIR folder `out` (corpus.jsonl: its candidates,
-    queries.jsonl: its queries as BM25 reads them, qrels/<split>.tsv, datasheet.json), as
-    `make export-beir` does; return the datasheet. `out` is new, empty or an earlier export;
-    an MDCR-style pool is refused (pipeline/external/export.py)."""
+    """`make export-beir`: pool `pool` of `corpus` written as the BEIR folder `out`; returns the
+    datasheet. `out` is new, empty or an earlier export; an MDCR-style pool is refused."""
     from pipeline.external.export import export_beir as write_beir
 
     return write_beir(Data.of(data).place(corpus), pool, Path(out))
@@ -872,9 +761,8 @@ def export_beir(data: Data | str | os.PathLike, corpus: str, pool: str,
 
 def mteb_result(data: Data | str | os.PathLike, corpus: str, pool: str,
                 model: str | ModelEntry) -> dict:
-    """The run of `model` on `pool` as an MTEB TaskResult (the dict its JSON file holds:
-    `mteb.TaskResult.from_dict` takes it), scored from the saved run, nothing written; `make
-    export-mteb` writes one per pool (pipeline/external/mteb_results.py)."""
+    """The run of `model` on `pool` as an MTEB TaskResult's dict, scored from the saved run; writes
+    nothing."""
     from pipeline.external.mteb_results import mteb_result as result_of
 
     place = Data.of(data).place(corpus)
@@ -883,11 +771,9 @@ def mteb_result(data: Data | str | os.PathLike, corpus: str, pool: str,
 
 def export_mteb(data: Data | str | os.PathLike, corpus: str, model: str,
                 out: str | os.PathLike) -> list[Path]:
-    """Write the run `model` (a run's name) of each pool of `corpus` that has one as an MTEB
-    TaskResult file (`mteb_result`'s dict), `<out>/<model>/no_revision_available/
-    <corpus>.<pool>.json`, MTEB's results tree that `mteb.TaskResult.from_disk` reads, as `make
-    export-mteb` does; return the files. Refused where no pool has a run of `model`, and for
-    files in `out` that an export did not write (pipeline/external/mteb_results.py)."""
+    """`make export-mteb`: the run `model` of each pool of `corpus` that has one written into `out`
+    as an MTEB TaskResult file; returns the files. Refused where no pool has a run of `model`, and
+    for files in `out` that an export did not write."""
     from pipeline.external.mteb_results import export_mteb as write_mteb
 
     return write_mteb(Data.of(data).place(corpus), model, Path(out))
@@ -897,23 +783,13 @@ def evaluate(data: Data | str | os.PathLike, corpus: str, pool: Pools | None, mo
              metrics: Metrics = default("METRICS"),  # noqa: B008 (a str: immutable)
              means: bool = False, save: bool = True, stale_only: bool = True,
              collect: bool = False, program: str | None = None) -> pl.DataFrame:
-    """`make eval` (the eval command is this function): score the runs of `model` (a name, a
-    run name 'bm25~title', a run imported under its own name, a ModelEntry, or a list of them)
-    on `pool` (a name, a list of them, or None: every usable pool of the corpus). Saved as
-    make eval saves them (.metrics.parquet, .eval.json; each pool's time in the corpus's
-    stage-times log), an evaluation current for its pool, run and metrics kept as it is
-    (`stale_only`; the command line's --stale-only, off unless given, scores every pool
-    again); `save=False` scores without writing anything (an exploratory call). `metrics`:
-    'auto' (each pool's own set), a set's name or metric names (ranx's, ir_measures' or
-    trec_eval's; the columns carry ranx's); others than the pool's own are added to its saved
-    evaluation, as make eval METRICS=... does. With `collect`, every current evaluation is
-    then gathered into runs/results.parquet (`collect`). Returns a polars DataFrame of the
-    metrics asked: with `means=False`, one row per model, query and candidate set
-    (`negatives`: 'all', and per negative type on MDCR-style pools) with a column per metric;
-    with `means=True`, one row per model with each metric's mean over the pool's queries (over
-    CSFCube's folds: the mean of the folds' means). Several pools (a list, or None) add a
-    `pool` column after `model`, and a run imported under its own name is scored on those it
-    was imported into (one pool named alone without it: refused). `program`: as search's."""
+    """`make eval` (the eval command): the runs of `model` scored on `pool` (None: every usable
+    pool), saved and timed as make eval saves them, a current evaluation kept (`stale_only`),
+    metrics beyond a pool's own added to its saved evaluation; `save=False` writes nothing,
+    `collect` then gathers runs/results.parquet. Returns the metrics asked, a row per model, query
+    and candidate set (with `means`: per model); several pools add a `pool` column. A run imported
+    under its own name is scored on the pools it was imported into; one pool named alone without it
+    is refused."""
     import polars as pl
 
     from pipeline.core.files import read_json
@@ -924,14 +800,11 @@ def evaluate(data: Data | str | os.PathLike, corpus: str, pool: Pools | None, mo
         pool_metrics,
         score_run,
     )
-    from pipeline.layout import run_paths, stage_times_path
-    from pipeline.pools.grid import stage_pools
-    from pipeline.roots import where
+    from pipeline.layout import run_paths
 
     data = Data.of(data)
     place, one = data.place(corpus), isinstance(pool, str)
-    pools = list(stage_pools(place.corpus_dir, [pool] if one else pool, "eval", where(
-        data.corpora, data.indexes, data.runs, program or PIPELINE_COMMAND)))
+    pools = list(_stage_pools(data, corpus, pool, "eval", program))
     for each in pools:
         check_name("pool", each)
     models = [model] if isinstance(model, str) or not isinstance(model, Sequence) else model
@@ -941,7 +814,7 @@ def evaluate(data: Data | str | os.PathLike, corpus: str, pool: Pools | None, mo
     if save:
         for m, names in zip(models, runs, strict=True):
             if isinstance(m, str):  # make eval's stage: what it scores, logs and times
-                eval_pools(place, m, pools, text, stale_only, stage_times_path(data.runs, corpus))
+                eval_pools(place, m, pools, text, stale_only, data._times(corpus))
                 continue
             for each, name in names.items():  # an entry, which no registry name looks up
                 if not (stale_only and eval_is_current(place, each, name, wanted[each])):
@@ -971,9 +844,8 @@ def evaluate(data: Data | str | os.PathLike, corpus: str, pool: Pools | None, mo
 
 def _scored(model: str | ModelEntry, place: Place, pools: list[str], one: bool
             ) -> dict[str, str]:
-    """The pools `model`'s runs are scored on, each with the run's name: a run imported under
-    its own name on the pools it was imported into (as eval_pools scores it; one pool named
-    alone without it is refused, as `_run` refuses it), a model's on every pool."""
+    """The pools `model`'s runs are scored on, each with the run's name: an imported run's, those it
+    was imported into (one pool named alone refused, as `_run` does); a model's, all."""
     if one:
         return {pools[0]: _run(model, place, pools[0])}
     if isinstance(model, str):
@@ -985,10 +857,9 @@ def _scored(model: str | ModelEntry, place: Place, pools: list[str], one: bool
 
 
 def collect(data: Data | str | os.PathLike) -> pl.DataFrame:
-    """The collect command (make eval runs it last): every current evaluation of the data
-    gathered into runs/results.parquet (written; one not current left out, logged with the
-    command that makes it current) and returned, one row per run, query and metric, as
-    `Data.results()` gives it; its count and file logged."""
+    """The collect command (make eval's last step): every current evaluation gathered into
+    runs/results.parquet (written; one not current left out, logged with the command that makes it
+    current) and returned."""
     return _collect(Data.of(data))
 
 
@@ -1003,13 +874,9 @@ def _collect(data: Data) -> pl.DataFrame:
 def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = default("SEED"), *,
                  collect: bool = True, exclude: str | os.PathLike | None = None,
                  training_sets: TrainingSets | None = None) -> Report:
-    """`make report` (the report command is this function, then `Report.save()` and the
-    Markdown printed): gather every evaluation (runs/results.parquet; `collect=False`: as
-    written last) and make the report of `corpus` and pool seed `seed`: a Report, whose
-    `save()` writes it under runs/reports/ as `make report` does. `exclude`: the exclusion
-    list whose pools are reported (as EXCLUDE; 'none' for the pools without one);
-    `training_sets`: model -> file of its training papers, for the leakage table (as
-    TRAINING_SETS, whose text the command line gives)."""
+    """`make report` (the report command, then `Report.save()`): the Report of `corpus` and pool
+    seed `seed` from every evaluation (`collect=False`: runs/results.parquet as written last); its
+    `save()` writes it under runs/reports/."""
     from pipeline.layout import RESULTS_FILE
     from pipeline.report.build import build_report as build
     from pipeline.report.build import report_lists, training_lists
@@ -1031,25 +898,19 @@ def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = defaul
 
 def verify_data(data: Data | str | os.PathLike, *folders: str | os.PathLike,
                 deep: bool = True, program: str = PIPELINE_COMMAND) -> list[str]:
-    """`make verify`: one line per problem of the data (or of `folders` under it), each with
-    the command that repairs it; [] when all is well. `deep=False` skips the checksums.
-    `program`: how a repair that is a pipeline command calls it ('mdcr-pipeline', the
-    console script, where the user ran that)."""
+    """`make verify`: one line per problem of the data (or of `folders` in it), each with the
+    command that repairs it; [] when all is well."""
     from pipeline.core.inputs import Roots
-    from pipeline.roots import where
     from pipeline.verify import verify
 
     data = Data.of(data)
     return verify(Roots(data.corpora, data.indexes, data.runs),
-                  [Path(f) for f in folders] or None, deep=deep,
-                  named=where(data.corpora, data.indexes, data.runs, program))
+                  [Path(f) for f in folders] or None, deep=deep, named=data._named(program))
 
 
 def sweep(data: Data | str | os.PathLike) -> list[Path]:
-    """`make sweep` (the sweep command is this function): the temporaries that stopped
-    processes of this host left under the data roots (what `verify_data` names DEBRIS)
-    removed, one line logged; returns the paths removed, sorted (one inside another removed
-    not named)."""
+    """`make sweep` (the sweep command): the temporaries that stopped processes of this host left
+    under the data roots removed; returns the paths removed, sorted."""
     from pipeline.core.atomic import remove, stale_temporaries
 
     data = Data.of(data)
@@ -1065,25 +926,18 @@ def sweep(data: Data | str | os.PathLike) -> list[Path]:
 
 
 def list_models() -> list[ModelEntry]:
-    """`make models` (the models command is this function): the model registry's entries in
-    its order (pipeline/models.py), each a ModelEntry: name, kind, weights (`hf_id`),
-    pooling, similarity, ... Not `models`: that is the registry's module, pipeline.models."""
+    """`make models` (the models command): the model registry's entries, in its order. Not `models`:
+    that name is the registry's module."""
     from pipeline.models import REGISTRY
 
     return list(REGISTRY.values())
 
 
 def warm() -> dict[str, Any]:
-    """`make setup`'s last step (the warm command is this function; docs/cluster.md: on a new
-    node): every numba kernel a BM25 search and an eval stage use, compiled or loaded from
-    numba's cache (an eval stage after it compiles none), then the bytecode of the pipeline's
-    modules where Python looks for it (`compileall`: a process that may not write it,
-    PYTHONDONTWRITEBYTECODE or a read-only checkout, compiles every module it imports
-    otherwise). One line logged for each, a warning for kernels cached nowhere. Returns what
-    it did: `kernels` (how many are ready), `compiled` (the functions numba compiled,
-    `module.qualname`; the others were loaded), `caches` (folder -> kernels kept there; ""
-    for those kept nowhere, which each process compiles again), `seconds` (the kernels'),
-    `modules` (modules compiled to bytecode; None when not every one could be written)."""
+    """`make setup`'s last step (the warm command): every numba kernel a BM25 search and an eval use
+    compiled or loaded from its cache, then the pipeline's modules compiled to bytecode, a line
+    logged for each (a warning for kernels cached nowhere). Returns kernels, compiled, caches,
+    seconds and modules (None: not every module's bytecode could be written)."""
     import time
 
     from pipeline import metrics
@@ -1115,8 +969,7 @@ def warm() -> dict[str, Any]:
 
 
 def _bytecode() -> tuple[Path, int | None]:
-    """The pipeline's modules compiled to bytecode where Python looks for it (`__pycache__`
-    beside each, or under PYTHONPYCACHEPREFIX), those current skipped: the package's folder
+    """The pipeline's modules compiled to bytecode, the current ones skipped: the package's folder
     and how many were compiled (None: not every one could be written)."""
     import compileall
     import io
@@ -1131,65 +984,51 @@ def _bytecode() -> tuple[Path, int | None]:
 def import_vectors(data: Data | str | os.PathLike, corpus: str, model: str,
                    src: str | os.PathLike, similarity: str = default("SIMILARITY"), *,
                    replace: bool = False) -> str:
-    """Fill the store of model `vectors:<model>` of `corpus` from vectors computed elsewhere
-    (`src`: parquet, columns corpusid and vector), as `make import-vectors` does: one
-    dimension, no NaN or value beyond float32, no id twice (else an InputError), ids that are
-    no paper of the corpus dropped and counted. The same file again changes nothing; another
-    file or similarity under the same name needs `replace`. Returns the model's name, which
-    `search` and `evaluate` take."""
+    """`make import-vectors`: the store of `vectors:<model>` of `corpus` filled from `src`'s vectors
+    (bad ones refused; ids of no paper of the corpus dropped and counted). The same file again
+    changes nothing; another file or similarity needs `replace`. Returns the model's name, as search
+    and evaluate take it."""
     from pipeline.encoding.vectors import import_vectors as fill
 
     return fill(Data.of(data).place(corpus), model, src, similarity, replace)["model"]
 
 
-def _results_table(results: str | os.PathLike | pl.DataFrame) -> pl.DataFrame:
-    """A DataFrame as it is; a path read by `read_results`: a results.parquet beside its
-    manifest checked against it (a damaged one refused, with the command that collects it
-    again), a file without one read as the user's own table, with a warning that it is
-    unverified."""
+def _results_table(results: str | os.PathLike | pl.DataFrame, function: str,
+                   columns: set[str]) -> pl.DataFrame:
+    """`results` as a DataFrame (a path read by `read_results`), refused without `columns`."""
     import polars as pl
 
     from pipeline.evaluation.evaluate import read_results
 
-    return results if isinstance(results, pl.DataFrame) else read_results(Path(results))
+    table = results if isinstance(results, pl.DataFrame) else read_results(Path(results))
+    if missing := sorted(columns - set(table.columns)):
+        raise InputError(f"{function}: results lack the column(s) {', '.join(missing)} of "
+                         "runs/results.parquet")
+    return table
 
 
 def crossover(results: Results, a: str, b: str, *, metric: str = "map"
               ) -> pl.DataFrame:
-    """Where the curves of models `a` and `b` against pool size cross, per scope (the
-    dataset-level pools, each field's) measured at two or more sizes: `a` - `b` on `metric`
-    fitted as a line in log pool size (checked with 3+ sizes), the size where it is 0, and its
-    95% interval over queries and pool draws within the measured sizes (none for an
-    extrapolated crossing), as the report's crossover section
-    (pipeline/evaluation/crossover.py). `results`: runs/results.parquet's path, or a DataFrame
-    of its columns. Writes nothing; nothing random."""
+    """Where the curves of models `a` and `b` against pool size cross, per scope, as the report's
+    crossover section: the crossing size and its 95% interval (none for an extrapolated crossing).
+    Writes nothing; nothing random."""
     from pipeline.evaluation.crossover import crossovers
 
-    table = _results_table(results)
-    missing = sorted({"size", "repeat", "model", "query", "metric", "value"}
-                     - set(table.columns))
-    if missing:
-        raise InputError(f"crossover: results lack the column(s) {', '.join(missing)} of "
-                         "runs/results.parquet")
+    table = _results_table(results, "crossover", {"size", "repeat", "model", "query",
+                                                  "metric", "value"})
     return crossovers(table, a, b, metric)
 
 
 def _report_rows(results: str | os.PathLike | pl.DataFrame, corpus: str | None, seed: int,
                  function: str) -> pl.DataFrame:
-    """The rows a report reads from runs/results.parquet (its path or a DataFrame of its
-    columns): one corpus (`corpus`, needed when there are several), pool seed `seed`, the test
-    split (the validation split when there is none), every candidate (`negatives` "all"), the
-    full queries (no QUERY_VARIANT run); one exclusion list."""
+    """The rows a report reads: one corpus (`corpus`, needed with several), pool seed `seed`, the
+    test split (else validation), every candidate, the full queries, one exclusion list."""
     import polars as pl
 
     from pipeline.layout import VARIANT_SEP
 
-    table = _results_table(results)
-    missing = sorted({"scope", "size", "seed", "repeat", "model", "query", "metric", "value"}
-                     - set(table.columns))
-    if missing:
-        raise InputError(f"{function}: results lack the column(s) {', '.join(missing)} of "
-                         "runs/results.parquet")
+    table = _results_table(results, function, {"scope", "size", "seed", "repeat", "model",
+                                               "query", "metric", "value"})
     if corpus is not None and "corpus" in table.columns:
         table = table.filter(pl.col("corpus") == corpus)
     table = table.filter(pl.col("seed") == seed,
@@ -1213,12 +1052,8 @@ def _report_rows(results: str | os.PathLike | pl.DataFrame, corpus: str | None, 
 def variance(results: Results, corpus: str | None = None,
              seed: int = default("SEED")) -> pl.DataFrame:
     """Where each model's mean comes from, per pool size, scope and metric: the two-way
-    random-effects decomposition over queries x pool draws (repeats) of the rows a report reads
-    (`_report_rows`: `results` runs/results.parquet's path or a DataFrame of its columns;
-    `corpus` needed when it holds several; `seed` the pools' seed). Returns size, scope,
-    metric, model, queries, draws, mean, se, s2_query, s2_draw, s2_resid, share_query,
-    share_draw, share_interaction (null with one draw), as the report's variance section
-    (pipeline/evaluation/variance.py; docs/evaluation.md). Writes nothing."""
+    random-effects decomposition over queries x pool draws of the rows a report reads, as the
+    report's variance section. Writes nothing."""
     from pipeline.evaluation.variance import components
 
     return components(_report_rows(results, corpus, seed, "variance"))
@@ -1229,19 +1064,9 @@ def topic_set_size(results: Results,
                    draws: Counts = (1, 3, 5, 10), corpus: str | None = None,
                    seed: int = default("SEED"), alpha: float = 0.05, power: float = 0.8
                    ) -> pl.DataFrame:
-    """How many queries each pair of models needs for a test the report runs, at level
-    `alpha`, to reach `power` against each difference in `deltas` (metric units, 0.01 = 1 point
-    x100) with each number of pool `draws`, from that pair's difference's variance components
-    per pool size, scope and metric (as `variance` selects the rows): the queries-and-draws
-    interval excluding 0 wherever several draws were measured (an estimate of 0 included), the
-    paired t over queries only for one draw measured with one. `queries` allows for what the
-    measured draws can know of the components (the expected power over their posterior:
-    `variance.assured_size`); `queries_point` and `reason_point` are the number at the
-    estimates. Returns size, scope, metric, a, b, delta, draws, queries (null: see reason),
-    test, reason, queries_point, reason_point, s2_draw, s2_draw_upper (its one-sided 90%
-    upper bound), queries_upper and reason_upper (at that bound),
-    measured_draws, draw_df, identical; pools measured with one draw give draws = 1 only (the
-    draw's variance is unknown). Writes nothing."""
+    """How many queries each pair of models needs for the report's test, at level `alpha`, to reach
+    `power` against each of `deltas` with each number of pool `draws`, from the variance components
+    of the pair's difference on the rows `variance` reads. Writes nothing."""
     from pipeline.evaluation.variance import pair_components, queries_needed
 
     rows = _report_rows(results, corpus, seed, "topic_set_size")
@@ -1261,8 +1086,8 @@ def _assessor(judge: str, judge_url: str | None) -> Any:
 
 def _sampling(models: str | Sequence[str], sample_size: int, sample_seed: int,
               depth: int) -> Any:
-    """The judging sample's settings, each model by its runs' name (a registered model's, or
-    a run imported under its own name)."""
+    """The judging sample's settings, each model by its runs' name (a registered model's, or a run
+    imported under its own name)."""
     from pipeline.judging.stage import sampling
 
     names = models.replace(",", " ").split() if isinstance(models, str) else list(models)
@@ -1280,13 +1105,10 @@ def judge(data: Data | str | os.PathLike, corpus: str, models: Models,
           sample_seed: int = default("SAMPLE_SEED"), depth: int = default("JUDGE_DEPTH"),
           concurrency: int = default("JUDGE_CONCURRENCY"),
           judge_url: str | None = None) -> pl.DataFrame:
-    """`make judge`: in every pool of `corpus` with runs of all `models`, draw a sample of the
-    candidates they rank in their top `depth` that the citations leave unjudged
-    (`sample_size` pairs per query, stratified by rank, seeded by `sample_seed`), judge it by
-    `judge` (api:<model> at `judge_url` or JUDGE_URL, file:<labels.tsv>, standin:<seed>) and
-    write the pool's judgments (docs/judging.md). A pair judged before, in its assessor's
-    log, is not asked again; the same inputs rewrite nothing. Returns one row per pool:
-    pool, queries, frame, drawn, graded, ungraded, unjudged, asked, recorded, judgments."""
+    """`make judge`: in every pool of `corpus` with runs of all `models`, a sample of the unjudged
+    candidates they rank in their top `depth` judged by `judge`, and the pool's judgments written. A
+    pair in its assessor's log is not asked again; the same inputs rewrite nothing. Returns a row
+    per pool."""
     from pipeline.judging.stage import judge_corpus
 
     place = Data.of(data).place(corpus)
@@ -1298,10 +1120,9 @@ def judge(data: Data | str | os.PathLike, corpus: str, models: Models,
 def judge_page(data: Data | str | os.PathLike, corpus: str, models: Models, *,
                sample_size: int = default("SAMPLE"), sample_seed: int = default("SAMPLE_SEED"),
                depth: int = default("JUDGE_DEPTH")) -> Path:
-    """`make judge-page`: the samples `judge` draws with these settings, written (each
-    pool's) and shown on one judging page for a person (runs/<corpus>/judgments/
-    judging-page.html, returned); its labels file is read back by
-    judge(..., judge='file:<labels.tsv>') with the same settings."""
+    """`make judge-page`: the samples `judge` draws with these settings, written and shown on one
+    judging page for a person (returned), whose labels judge(..., judge='file:<labels.tsv>') reads
+    back."""
     from pipeline.judging.stage import judging_page
 
     place = Data.of(data).place(corpus)
@@ -1311,11 +1132,8 @@ def judge_page(data: Data | str | os.PathLike, corpus: str, models: Models, *,
 def judge_agreement(data: Data | str | os.PathLike, corpus: str, judge: str, *,
                     judge_url: str | None = None,
                     concurrency: int = default("JUDGE_CONCURRENCY")) -> Any:
-    """`make judge-agreement`: CSFCube's expert-judged pairs (a corpus `make import-csfcube`
-    made) graded by `judge`, and the assessor's agreement with the experts (weighted kappa
-    per facet, with jackknife intervals, and the confusion matrices) written under
-    runs/<corpus>/judgments/agreement/ (pipeline/judging/agreement.py). Returns the
-    Agreement: `summary` (a row per facet and one for all), `confusion`, `counts`."""
+    """`make judge-agreement`: CSFCube's expert-judged pairs graded by `judge`, and its agreement
+    with the experts written under runs/<corpus>/judgments/agreement/. Returns the Agreement."""
     from pipeline.judging.agreement import judge_agreement as agree
 
     place = Data.of(data).place(corpus)
