@@ -140,7 +140,9 @@ def safe_path(text: str) -> str:
 
 def given_path(text: str) -> str:
     """Any path: no folder or file name longer than the file system allows, and short enough
-    for what the pipeline writes under it (layout.MAX_GIVEN_PATH)."""
+    for what the pipeline writes under it (layout.MAX_GIVEN_PATH); never empty."""
+    if not text:
+        raise InputError("an empty path: give a file or folder")
     if long := [part for part in text.split("/") if len(part.encode()) > MAX_COMPONENT]:
         raise InputError(f"a folder name of {len(long[0])} characters ({long[0][:20]}...): "
                          f"file systems allow at most {MAX_COMPONENT}")

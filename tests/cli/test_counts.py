@@ -50,7 +50,7 @@ def count_options() -> list[tuple[str, str, argparse.Action]]:
     return [found for found in every_option() if found[1] in COUNT_OPTIONS]
 
 
-def test_every_path_option_of_every_command_refuses_a_path_too_long():
+def test_every_path_option_of_every_command_refuses_a_path_too_long_or_empty():
     """A path option is one the pipeline reads or writes under: each one's type measures it
     (safe_path, given_path); --out of make mdcr is a corpus name, checked as one."""
     paths = {"--raw", "--model-path", "--src", "--out", "--run", "--exclude", "--benchmark",
@@ -64,6 +64,9 @@ def test_every_path_option_of_every_command_refuses_a_path_too_long():
         said = "a corpus name" if check(action) is corpus_name else "a path of 3,204 bytes"
         with pytest.raises(argparse.ArgumentTypeError, match=said):
             check(action)(text)
+        if option != "--training-sets":  # empty: no leakage table
+            with pytest.raises(argparse.ArgumentTypeError):  # never read as the folder '.'
+                check(action)("")
 
 
 def test_every_count_option_of_every_command_is_bounded():
