@@ -13,7 +13,7 @@ from typing import Any
 
 from pipeline.core.errors import InputError, OptionError
 from pipeline.core.repair import PIPELINE_COMMAND, Where
-from pipeline.options.checks import given_path, run_check
+from pipeline.options.checks import run_check
 from pipeline.options.declared import BY_NAME, KEYWORD_ONLY, VARIABLES, Variable, worded
 from pipeline.roots import where
 
@@ -230,14 +230,6 @@ def check_writes(args: argparse.Namespace) -> None:
     for kind in COMMANDS[args.stage].writes:
         if kind in roots:
             check_writable(Path(roots[kind]))
-
-
-# ---- the options several commands take -----------------------------------------------------
-INGEST = (arg("--raw", type=given_path, help="S2ORC folder holding metadata/, or S2AG folder "
-              "holding papers/, abstracts/, citations/ (default corpora/<corpus>/<source>)"),
-          like("SOURCE"),
-          like("THREADS", "--workers", help="processes reading shards in parallel (the "
-               "output does not change)"))
 
 
 def roots(args: argparse.Namespace) -> tuple[Path, Path, Path]:

@@ -4,9 +4,16 @@ the API function of its stage (command_of)."""
 from __future__ import annotations
 
 from pipeline import api
-from pipeline.cli.registry import INGEST, arg, command_of, flag, like
+from pipeline.cli.registry import arg, command_of, flag, like
 from pipeline.layout import MAX_SYNTHETIC_SHARDS, format_size
-from pipeline.options.checks import non_negative, sizes, synth_shard_count
+from pipeline.options.checks import given_path, non_negative, sizes, synth_shard_count
+
+# the options of ingest, and of corpus, which ingests
+INGEST = (arg("--raw", type=given_path, help="S2ORC folder holding metadata/, or S2AG folder "
+              "holding papers/, abstracts/, citations/ (default corpora/<corpus>/<source>)"),
+          like("SOURCE"),
+          like("THREADS", "--workers", help="processes reading shards in parallel (the "
+               "output does not change)"))
 
 
 class NewCorpus(str):
