@@ -105,6 +105,9 @@ class EncoderKind:
     # store's splitter and pooling, a served entry's endpoint check); else nothing beyond the
     # entry (embed.PlainSettings)
     adds_settings: bool = False
+    # its weights are files of its own (a folder, a hub snapshot), whose identity a store
+    # records; not an object's (the caller's) or a served model's (its endpoint's)
+    files: bool = True
 
 
 # The encoder of each embedded kind: a new kind is its class plus one entry here (its
@@ -116,10 +119,10 @@ ENCODERS: dict[str, EncoderKind] = {
     "multi-vector": EncoderKind("pipeline.encoding.multivector:SentenceEncoder",
                                 adds_settings=True),
     # pipeline.Encoder(obj, name=...)
-    "object": EncoderKind("pipeline.encoding.objects:ObjectEncoder"),
+    "object": EncoderKind("pipeline.encoding.objects:ObjectEncoder", files=False),
     # MODEL=api:<model> (served_model)
     "api": EncoderKind("pipeline.encoding.served:ServedEncoder", own_identity=True,
-                       adds_settings=True),
+                       adds_settings=True, files=False),
     "st": EncoderKind("pipeline.encoding.stmodels:STEncoder"),  # MODEL=st:<org>/<name>
 }
 

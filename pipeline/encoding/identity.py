@@ -42,8 +42,8 @@ from pipeline.core.locks import file_lock
 from pipeline.layout import ADAPTER_CONFIG, HF_CONFIG, MODEL_DOCUMENTATION
 from pipeline.models import ENCODERS, ModelEntry
 
-# The kinds whose weights are files: an object, a served model have none of their own here
-FOLDER_KINDS = tuple(kind for kind in ENCODERS if kind not in ("object", "api"))
+# The kinds whose weights are files (models.EncoderKind.files)
+FOLDER_KINDS = tuple(kind for kind, encoder in ENCODERS.items() if encoder.files)
 CACHE_VERSION = 1
 
 
