@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import layout
-from pipeline.cli.registry import COMMANDS, Repeated, check_writes, comma_list
+from pipeline.cli.registry import COMMANDS, check_writes, comma_list
 from pipeline.cli.variables import (
     WHERE,
     OneLineParser,
@@ -436,7 +436,7 @@ def stage_args(args: argparse.Namespace, step: Step) -> argparse.Namespace:
             continue
         if value is True and action.nargs == "?":
             value = action.const
-        elif isinstance(action, Repeated | argparse._AppendAction):
+        elif isinstance(action, argparse._AppendAction):
             value = [*(getattr(stage, action.dest) or []), value]
         setattr(stage, action.dest, value)
     if step.rest:

@@ -20,44 +20,16 @@ from pipeline.roots import where
 Option = Callable[[argparse.ArgumentParser], object]  # adds one option to a command's parser
 
 
-class Checked(argparse.Action):
-    """An option whose value its `check` reads: a bad value is the check's one line naming
-    the flag (--k: ...), as make's (K: ...) and the API's refusals are, not argparse's."""
-
-    def __init__(self, *args: Any, check: Callable[[str], object], **kwargs: Any) -> None:
-        if isinstance(kwargs.get("default"), str):  # a default as text reads as a given value
-            kwargs["default"] = run_check(check, kwargs["default"])
-        super().__init__(*args, **kwargs)
-        self.check = check
-
-    def __call__(self, parser, namespace, text, option_string=None) -> None:
-        try:
-            value = [run_check(self.check, t) for t in text] if isinstance(text, list) \
-                else run_check(self.check, text)
-        except (InputError, ValueError) as exc:
-            parser.error(f"{option_string or self.dest}: {exc}")
-        setattr(namespace, self.dest, self.kept(namespace, value))
-
-    def kept(self, namespace: argparse.Namespace, value: object) -> object:
-        return value
-
-
-class Repeated(Checked):
-    """A repeatable Checked option (--pool a --pool b): the list of its values, each checked."""
-
-    def kept(self, namespace: argparse.Namespace, value: object) -> object:
-        return [*(getattr(namespace, self.dest) or []), value]
-
-
 def arg(*flags: str, **settings: Any) -> Option:
-    """An option of a command, as argparse's add_argument; a `type` is its check (Checked;
-    with action="append", Repeated)."""
-    check = settings.pop("type", None)
-    if check and settings.get("action") not in (None, "append"):
-        settings["type"] = check
-    elif check:
-        settings.update(action=Repeated if settings.get("action") else Checked, check=check)
-    return lambda parser: parser.add_argument(*flags, **settings)
+    """An option of a command, as argparse's add_argument; its `type` is its check, whose one
+    line argparse reports naming the option (`--k: ...`, as make's `K: ...`), and which reads
+    a default given as text once, as a value given (run_check)."""
+    def add(parser: argparse.ArgumentParser) -> object:
+        default, check = settings.get("default"), settings.get("type")
+        read = {"default": run_check(check, default)} if check and isinstance(default, str) \
+            else {}
+        return parser.add_argument(*flags, **{**settings, **read})
+    return add
 
 
 def flag(option: str, help_text: str) -> Option:

@@ -22,10 +22,11 @@ from pipeline.roots import ROOT_VARIABLES, data_roots
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad option is one line (`error: ...`) and exit status 2, not usage text."""
+    """argparse, but a bad option is one line (`error: ...`) and exit status 2, not usage text;
+    an option's refusal names it as make's names a variable (`--k: ...`, `K: ...`)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"error: {self.prog}: {message}", file=sys.stderr)
+        print(f"error: {self.prog}: {message.removeprefix('argument ')}", file=sys.stderr)
         raise SystemExit(2)
 
 

@@ -41,8 +41,8 @@ def every_option() -> list[tuple[str, str, argparse.Action]]:
 
 
 def check(action: argparse.Action):
-    """The option's check: its Checked action's (pipeline/cli/registry.py), else its type."""
-    return getattr(action, "check", None) or action.type
+    """The option's check: its type (pipeline/cli/registry.py arg)."""
+    return action.type
 
 
 def count_options() -> list[tuple[str, str, argparse.Action]]:
