@@ -135,6 +135,14 @@ def test_an_undeclared_public_argument_is_refused_by_the_generator(root, monkeyp
     assert (root / API_DOC).read_text() == before
 
 
+def test_the_notes_under_the_table_say_the_limit_the_code_applies():
+    """The prose after the table, written by hand, states the path limit the API checks."""
+    from pipeline.layout import MAX_GIVEN_PATH
+
+    notes = (ROOT / API_DOC).read_text().split(f"\n{BLOCK_END}\n", 1)[1]
+    assert f"at most {MAX_GIVEN_PATH:,} bytes" in " ".join(notes.split())
+
+
 def test_the_block_is_the_only_generated_part_of_api_md(root):
     """A hand edit inside the block is stale and written over; one outside it is kept; a file
     without its markers is refused, saying where the table goes."""
