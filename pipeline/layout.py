@@ -666,10 +666,6 @@ CSFCUBE_QUERIES = "queries-release.csv"
 CSFCUBE_SPLITS = "evaluation_splits.json"
 
 
-def corpus_path(corpora_root: Path, corpus: str) -> Path:
-    return corpora_root / corpus
-
-
 @dataclass(frozen=True)
 class Place:
     """Where one corpus's data lives: its folder (`<corpora>/<corpus>`) and the roots of what
