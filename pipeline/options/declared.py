@@ -487,7 +487,7 @@ DECLARED: tuple[Variable, ...] = (
     A("min_citations", non_negative, stages=("prefilter", "corpus"), help="citations a paper "
       "needs to stay (default: the prefilter's, MDCR §3)"),
     # build_pool's **fields (PoolSpec's): no annotation says their kinds
-    A("size", parse_size, kind="size"), A("field", none=True),
+    A("size", parse_size, kind="size"), A("field", none=True, functions=("build_pool",)),
     *(A(name, non_negative, kind="int") for name in ("repeat", "max_year")),
     A("query_year", non_negative, kind="int", stages=("pool",),
       help="the queries' year (default: PoolSpec's)"),
