@@ -9,6 +9,7 @@
   const pairs = data.pairs;  // [query id, candidate id], in the page's order
   const key = "mdcr-judging:" + data.digest;
   const $ = (id) => document.getElementById(id);
+  const querying = data.query_texts ? "query" : "query paper";
   let stored = true;  // whether localStorage keeps the labels
   let state = load();
 
@@ -69,12 +70,13 @@
     $("done").hidden = !done;
     $("candidate").hidden = done;
     const pair = pairs[Math.min(n, pairs.length - 1)];
-    const query = data.papers[pair[0]];
+    // a collection's queries carry their own text (no papers of the corpus): kept apart
+    const query = (data.query_texts || data.papers)[pair[0]];
     const doc = data.papers[pair[1]];
     const place = data.places[Math.min(n, pairs.length - 1)];
     $("query-place").textContent = "(" + place[0] + " of " + data.queries + ")";
     $("candidate-place").textContent = "(" + place[1] + " of " + place[2]
-      + " for this query paper)";
+      + " for this " + querying + ")";
     text("query-id", pair[0]);
     text("query-title", query[0]);
     text("query-abstract", query[1]);
@@ -91,7 +93,8 @@
     const pair = pairs[state.labels.length];
     state.labels.push({q: pair[0], d: pair[1], grade: value, time: now()});
     save();
-    say("Graded " + value + ": candidate " + pair[1] + " for query paper " + pair[0] + ".");
+    say("Graded " + value + ": candidate " + pair[1] + " for " + querying + " " + pair[0]
+        + ".");
     render();
   }
 
@@ -102,7 +105,7 @@
       return;
     }
     save();
-    say("Undone: grade " + label.grade + " of candidate " + label.d + " for query paper "
+    say("Undone: grade " + label.grade + " of candidate " + label.d + " for " + querying + " "
         + label.q + ".");
     render();
   }
@@ -193,6 +196,7 @@
   $("undo").addEventListener("click", undo);
   $("download").addEventListener("click", download);
   $("digest").textContent = data.digest.slice(0, 12);
+  $("query-kind").textContent = data.query_texts ? "Query" : "Query paper";
   save();
   render();
 }());

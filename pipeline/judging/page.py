@@ -25,6 +25,7 @@ import json
 import logging
 import re
 from collections import Counter
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -34,7 +35,15 @@ import polars as pl
 
 from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError
-from pipeline.judging.assessor import GRADES, LABELS_HEADER, MISSING_TEXT, TEMPLATE, with_texts
+from pipeline.judging.assessor import (
+    GRADES,
+    LABELS_HEADER,
+    MISSING_TEXT,
+    TEMPLATE,
+    own_queries,
+    paper_texts,
+    with_texts,
+)
 from pipeline.layout import JUDGING_PAGE_SCRIPT, JUDGING_PAGE_STYLE, JUDGING_PAGE_TEMPLATE
 
 log = logging.getLogger(__name__)
@@ -100,26 +109,38 @@ def _checked_id(value: object) -> str:
     return text
 
 
-def page_data(pairs: pl.DataFrame, papers: pl.DataFrame) -> dict[str, Any]:
+def _as_ids(wanted: pl.DataFrame, column: str, texts: pl.DataFrame) -> pl.DataFrame:
+    """`wanted`'s `column` cast to the type of `texts`' corpusid (ids given as text); one line
+    when they are not such ids."""
+    kind = texts.schema.get("corpusid")
+    if kind is None or wanted.schema[column] == kind:
+        return wanted
+    cast = wanted.with_columns(pl.col(column).cast(kind, strict=False))
+    if cast[column].null_count():
+        raise InputError(f"the pairs' {column} ids ({wanted.schema[column]}) are not the "
+                         f"papers' corpus ids ({kind}): give pairs of the corpus's papers")
+    return cast
+
+
+def page_data(pairs: pl.DataFrame, papers: pl.DataFrame,
+              queries: pl.DataFrame | None = None) -> dict[str, Any]:
     """What the page shows and writes, as its script reads it: the pairs in order (query,
     then candidate), each paper's (title, abstract) once, each pair's place (query n of Q,
-    candidate m of M), the grades' meanings, the TSV's header and file name, the digest."""
-    wanted = _pairs(pairs)
-    kind = papers.schema.get("corpusid")
-    if kind is not None and any(t != kind for t in wanted.schema.values()):  # ids as text
-        cast = wanted.select(pl.all().cast(kind, strict=False))
-        if cast.select(pl.any_horizontal(pl.all().is_null()).any()).item():
-            raise InputError(f"the pairs' ids ({wanted.schema['query']}) are not the papers' "
-                             f"corpus ids ({kind}): give pairs of the corpus's papers")
-        wanted = cast
-    texts = with_texts(wanted, papers)  # unique, sorted by (query, doc)
+    candidate m of M), the grades' meanings, the TSV's header and file name, the digest.
+    `queries` (corpusid, title, abstract): the queries' own texts where they are no papers of
+    the corpus (a collection's, as make judge sends them: assessor.own_queries), kept apart
+    from the papers' (`query_texts`: a claim's id may be a document's too)."""
+    wanted = _as_ids(_pairs(pairs), "doc", papers)
+    wanted = _as_ids(wanted, "query", papers if queries is None else queries)
+    texts = with_texts(wanted, papers, queries)  # unique, sorted by (query, doc)
     order: list[list[str]] = []
     shown: dict[str, list[str | None]] = {}
+    asked: dict[str, list[str | None]] = shown if queries is None else {}
     for query, doc, q_title, q_abstract, d_title, d_abstract in texts.select(
             "query", "doc", "query_title", "query_abstract", "doc_title",
             "doc_abstract").iter_rows():
         q, d = _checked_id(query), _checked_id(doc)
-        shown[q], shown[d] = [q_title, q_abstract], [d_title, d_abstract]
+        asked[q], shown[d] = [q_title, q_abstract], [d_title, d_abstract]
         order.append([q, d])
     number = {q: n for n, q in enumerate(dict.fromkeys(q for q, _ in order), 1)}
     per_query, seen = Counter(q for q, _ in order), Counter[str]()
@@ -131,8 +152,28 @@ def page_data(pairs: pl.DataFrame, papers: pl.DataFrame) -> dict[str, Any]:
         "pairs": order, "papers": shown, "places": places, "queries": len(number),
         "grades": [[grade, words] for grade, words in grade_meanings().items()],
         "header": list(LABELS_HEADER), "missing": MISSING_TEXT}
+    if queries is not None:  # only then: a page of paper queries keeps its digest
+        data["query_texts"] = asked
     digest = hashlib.sha256(_script_json(data).encode()).hexdigest()
     return {**data, "digest": digest, "file": f"labels-{digest[:12]}.tsv"}
+
+
+def query_texts(corpus_dir: Path, pairs: Mapping[str, pl.DataFrame]) -> pl.DataFrame | None:
+    """The queries' texts of `pairs` (pool -> its drawn pairs) as make judge sends them to the
+    assessor: a pool's own query texts where its queries carry them (assessor.own_queries: a
+    collection's, make import-beir), else its query papers' (the corpus's); None where every
+    pool's queries are papers of the corpus (page_data then reads them from the papers)."""
+    own = {pool: own_queries(corpus_dir, pool) for pool in pairs}
+    if all(texts is None for texts in own.values()):
+        return None
+    parts = []
+    for pool, texts in own.items():
+        ids = pairs[pool]["query"].unique()
+        parts.append(paper_texts(corpus_dir, ids) if texts is None
+                     else texts.filter(pl.col("corpusid").is_in(ids.implode())))
+    kind = next(t for t in own.values() if t is not None).schema["corpusid"]
+    return (pl.concat([part.with_columns(pl.col("corpusid").cast(kind)) for part in parts])
+            .unique("corpusid", keep="first", maintain_order=True))
 
 
 def render_page(data: dict[str, Any], title: str = TITLE) -> str:
@@ -143,12 +184,13 @@ def render_page(data: dict[str, Any], title: str = TITLE) -> str:
 
 
 def write_page(pairs: pl.DataFrame, papers: pl.DataFrame, out: Path,
-               title: str = TITLE) -> str:
+               title: str = TITLE, queries: pl.DataFrame | None = None) -> str:
     """Write the judging page of `pairs` (query, doc or docid: the pool's sample, its drawn
-    rows) with the papers' texts from `papers` (corpusid, title, abstract) to `out`,
-    atomically; returns its digest (the key its labels are kept under; the download is
-    `labels-<its first 12 characters>.tsv`). A pair whose paper `papers` lacks is one line."""
-    data = page_data(pairs, papers)
+    rows) with the papers' texts from `papers` (corpusid, title, abstract), the queries' from
+    `queries` where they carry their own (query_texts), to `out`, atomically; returns its
+    digest (the key its labels are kept under; the download is `labels-<its first 12
+    characters>.tsv`). A pair whose paper or query the texts lack is one line."""
+    data = page_data(pairs, papers, queries)
     with atomic_path(out) as tmp:
         tmp.write_text(render_page(data, title), encoding="utf-8")
     digest = data["digest"]

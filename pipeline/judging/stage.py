@@ -48,7 +48,7 @@ from pipeline.judging.assessor import (
     paper_texts,
     read_judgments,
 )
-from pipeline.judging.page import write_page
+from pipeline.judging.page import query_texts, write_page
 from pipeline.judging.sample import DEPTH, draw_sample, pairs_to_judge
 from pipeline.layout import (
     JUDGING_SAMPLE,
@@ -265,12 +265,16 @@ def judging_page(place: Place, settings: Sampling, pools: Sequence[str] | None =
     back by JUDGE=file:<labels.tsv> with the same settings."""
     samples = [sample_pool(place, pool, settings)
                for pool in sampled_pools(place, settings, pools)]
+    drawn = {s["pool"][0]: pairs_to_judge(s) for s in samples if s.height}
     pairs = pl.concat([pairs_to_judge(s) for s in samples]).unique().sort("query", "doc")
     if not pairs.height:
         raise InputError(f"corpus {place.corpus}: the samples hold no pair to judge (every "
                          "candidate the models rank high is cited or judged): nothing to "
                          "write")
-    ids = pl.concat([pairs["query"], pairs["doc"].cast(pairs["query"].dtype)])
+    queries = query_texts(place.corpus_dir, drawn)  # a collection's: their own text
+    ids = pairs["doc"].cast(pairs["query"].dtype)
+    if queries is None:  # the queries are papers of the corpus
+        ids = pl.concat([pairs["query"], ids])
     out = judging_page_path(place.runs_root, place.corpus)
     record = judgments_manifest(out)
     parameters = settings.parameters()
@@ -282,7 +286,7 @@ def judging_page(place: Place, settings: Sampling, pools: Sequence[str] | None =
     if made.get("parameters") != parameters or before is None:
         record.unlink(missing_ok=True)  # the page is replaced: its manifest first
     digest = write_page(pairs, paper_texts(place.corpus_dir, ids), out,
-                        title=f"Judging {place.corpus}: {pairs.height} pairs")
+                        title=f"Judging {place.corpus}: {pairs.height} pairs", queries=queries)
     if (record.exists() and out.read_bytes() == before
             and made.get("outputs", {}).get(out.name) == fingerprint(out)):
         return out  # the same page of the same settings: its manifest kept, byte for byte

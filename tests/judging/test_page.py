@@ -9,6 +9,8 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import subprocess
+import sys
 import time
 import tomllib
 from pathlib import Path
@@ -16,6 +18,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+import pipeline
 from pipeline.core.errors import InputError
 from pipeline.judging.assessor import GRADES, LABELS_HEADER, MISSING_TEXT, PROMPT, read_labels
 from pipeline.judging.page import (
@@ -26,6 +29,9 @@ from pipeline.judging.page import (
     page_data,
     write_page,
 )
+from pipeline.judging.sample import pairs_to_judge
+from pipeline.judging.stage import sampling
+from pipeline.layout import judging_page_path, pool_names, sample_path
 
 ROOT = Path(__file__).resolve().parents[2]
 # a title that would run script or add elements if the page wrote it as HTML, and text that
@@ -267,6 +273,100 @@ def test_keyboard_labels_are_kept_undone_and_downloaded(tmp_path):
         second = downloaded(folder)
         again, _ = read_labels(second)
         assert again == {pair: labels[pair] for pair in ORDER[:5]}
+        errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+        assert not errors
+    finally:
+        driver.quit()
+
+
+# ---- a collection's queries: their own text ---------------------------------------------------
+@pytest.fixture(scope="module")
+def claims(tmp_path_factory) -> pipeline.Data:
+    """A BEIR-layout collection as SciFact's (claims as queries, one claim's id "1" also a
+    document's), imported and searched by BM25 through the API: its queries are no papers of
+    the corpus."""
+    src = tmp_path_factory.mktemp("claims") / "scifact"
+    (src / "qrels").mkdir(parents=True)
+    topics = ["statins stroke risk", "aspirin migraine prevention"]
+    docs = [{"_id": str(i), "title": f"Document {i} on {topics[i % 2]}",
+             "text": f"Abstract {i}: {topics[i % 2]} in cohort {i}."} for i in range(1, 13)]
+    queries = [{"_id": "1", "text": "Statins lower the risk of stroke."},
+               {"_id": "100", "text": "Aspirin prevents migraines."}]
+    for name, records in (("corpus.jsonl", docs), ("queries.jsonl", queries)):
+        (src / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+    (src / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n1\t2\t1\n1\t3\t0\n100\t1\t1\n100\t4\t0\n")
+    root = tmp_path_factory.mktemp("claims-data")
+    data = pipeline.Data(root)
+    pipeline.import_beir(data, src, corpus="scifact")
+    for pool in pool_names(data.corpus("scifact")):
+        pipeline.search(data, "scifact", pool, "bm25", threads=1)
+    return data
+
+
+CLAIMS = {"1": ["Statins lower the risk of stroke.", ""],
+          "100": ["Aspirin prevents migraines.", ""]}  # shown as MISSING_TEXT
+
+
+def test_a_collections_queries_are_shown_by_their_own_text(claims):
+    """make judge-page on a BEIR collection: once "2 pairs name a query paper the corpus
+    lacks" (or, where a claim's id is a document's, that document's text as the query); now
+    the page shows each query by its own text, as make judge sends it to the assessor, and
+    each candidate by its document's."""
+    out = pipeline.judge_page(claims, "scifact", ["bm25"], sample_size=3)
+    data = data_block(out.read_text(encoding="utf-8"))
+    queries = {q for q, _ in data["pairs"]}
+    assert queries == set(CLAIMS) and data["queries"] == 2
+    assert data["query_texts"] == CLAIMS
+    # the candidates: the documents' texts, document 1's its own (not the claim of query 1)
+    docs = {d for _, d in data["pairs"]}
+    assert set(data["papers"]) == docs
+    for doc in docs:
+        title, abstract = data["papers"][doc]
+        assert title.startswith(f"Document {doc} on ") and abstract.startswith(f"Abstract {doc}:")
+    # the pairs are those make judge draws and judges (the same sample)
+    drawn = pl.concat([pairs_to_judge(pl.read_parquet(sample_path(
+        claims.runs, "scifact", pool, sampling(["bm25"], 3).name)))
+        for pool in pool_names(claims.corpus("scifact"))]).unique().sort("query", "doc")
+    assert [tuple(p) for p in data["pairs"]] == [(str(q), str(d)) for q, d in drawn.iter_rows()]
+
+
+def test_the_cli_writes_a_collections_page(claims):
+    """`python -m pipeline judge-page` on the collection: exit 0, the page written (once
+    exit 2: "pairs name a query paper the corpus lacks")."""
+    page = judging_page_path(claims.runs, "scifact")
+    page.unlink(missing_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "--corpora-root", str(claims.corpora),
+         "--index-root", str(claims.indexes), "--runs-root", str(claims.runs), "judge-page",
+         "--corpus", "scifact", "--models", "bm25", "--sample", "3"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert data_block(page.read_text(encoding="utf-8"))["query_texts"] == CLAIMS
+
+
+@pytest.mark.slow  # a browser
+def test_a_collections_query_is_shown_by_its_own_text_in_the_browser(claims):
+    """Query "1" is a claim whose id is also a document's: the page shows the claim (never
+    document 1's title) under the heading "Query", and a grade is kept for the pair."""
+    from tests.report.test_report_browser import headless_chromium, install_chromium
+
+    page = pipeline.judge_page(claims, "scifact", ["bm25"], sample_size=3)
+    data = data_block(page.read_text(encoding="utf-8"))
+    driver = headless_chromium(*install_chromium())
+    try:
+        driver.get(page.as_uri())
+        now = shown(driver)
+        query, doc = data["pairs"][0]
+        assert (now["query"], now["doc"]) == (query, doc)
+        assert now["query_title"] == CLAIMS[query][0]
+        assert now["query_abstract"] == MISSING_TEXT
+        assert now["title"] == data["papers"][doc][0]
+        assert driver.execute_script(
+            "return document.getElementById('query-kind').textContent") == "Query"
+        press(driver, "2")
+        assert stored(driver, data["digest"]) == [2]
+        assert f"candidate {doc} for query {query}." in shown(driver)["status"]
         errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
         assert not errors
     finally:
