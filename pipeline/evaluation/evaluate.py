@@ -43,7 +43,13 @@ from pipeline.layout import (
 from pipeline.models import get_model
 from pipeline.pools.build import load_pool, pool_files, pool_manifest
 from pipeline.retrieval.imported import imported_pools
-from pipeline.retrieval.runs import load_run, recorded_run_problem, recorded_run_repair, run_repair
+from pipeline.retrieval.runs import (
+    load_run,
+    recorded_run_problem,
+    recorded_run_repair,
+    run_cut,
+    run_repair,
+)
 from pipeline.roots import where
 
 log = logging.getLogger(__name__)
@@ -306,8 +312,8 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
     """Gather every evaluated run into `runs/results.parquet`: one tidy row per run, query and
     metric (corpus, pool, level, scope, field, size, repeat, seed, split, candidates, model,
     depth, query, negatives, metric, value), query ids as strings so that every corpus fits one
-    column, rows sorted by RESULTS_ORDER. `depth` is the run's k (the top k it ranks; an
-    imported run's deepest list), so that no table puts runs of two depths under one label.
+    column, rows sorted by RESULTS_ORDER. `depth`, `shortest` and `complete` are where the run
+    cut its lists (cut_columns), so that no table puts runs of two depths under one label.
     `negatives` is "all"; for MDCR-style pools also "official" (the lists the official
     evaluator reads) and each negative type (MDCR Table 4).
 
@@ -335,6 +341,8 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
         paths = run_paths(runs_root, corpus, pool, model)
         values = read_parquet(paths.metrics)
         used += [path, paths.metrics, pool_manifest]  # the run: among the evaluation's inputs
+        if paths.manifest.is_file():  # where the run cut its lists (cut_columns)
+            used.append(paths.manifest)
         if "negatives" not in values.columns:  # written before per-type scores existed
             values = values.with_columns(negatives=pl.lit("all"))
         frames.append(
@@ -346,7 +354,7 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
                     size=pl.lit(size, pl.Int64), repeat=pl.lit(repeat, pl.Int64),
                     seed=pl.lit(seed, pl.Int64), exclusion=pl.lit(exclusion), split=pl.lit(split),
                     candidates=pl.lit(pool_info["counts"]["candidates"], pl.Int64),
-                    model=pl.lit(model), depth=pl.lit(run_depth(paths.manifest), pl.Int64),
+                    model=pl.lit(model), **cut_columns(paths.manifest),
                     query="query", negatives="negatives", metric="metric",
                     value=pl.col("value").cast(pl.Float64)))
     # one row order whatever the order of the evaluations' files and of their rows
@@ -389,6 +397,17 @@ def not_current(place: Place, pool: str, model: str) -> tuple[str, Repair] | Non
     if reasons := changed(place.roots, pool_info.get("inputs", {})):
         return reasons[0], repair
     return recorded_run_problem(place, pool, model)
+
+
+def cut_columns(manifest_path: Path) -> dict[str, pl.Expr]:
+    """The results' columns of a run's cut (runs.RunCut, from its manifest): `depth` (its K,
+    an imported run's longest list), `shortest` (an imported run's shortest list; null for a
+    searched run) and `complete` (it ranks every candidate of its pool: comparable with any
+    depth at or above the pool's size)."""
+    cut = run_cut(read_json(manifest_path)) if manifest_path.is_file() else None
+    return {"depth": pl.lit(cut and cut.depth, pl.Int64),
+            "shortest": pl.lit(cut and cut.shortest, pl.Int64),
+            "complete": pl.lit(bool(cut and cut.complete), pl.Boolean)}
 
 
 def run_depth(manifest_path: Path) -> int | None:
@@ -459,6 +478,6 @@ RESULTS_SCHEMA = {
     "corpus": pl.String, "pool": pl.String, "level": pl.String, "scope": pl.String,
     "field": pl.String, "size": pl.Int64, "repeat": pl.Int64, "seed": pl.Int64,
     "exclusion": pl.String, "split": pl.String, "candidates": pl.Int64, "model": pl.String,
-    "depth": pl.Int64, "query": pl.String, "negatives": pl.String, "metric": pl.String,
-    "value": pl.Float64}
+    "depth": pl.Int64, "shortest": pl.Int64, "complete": pl.Boolean, "query": pl.String,
+    "negatives": pl.String, "metric": pl.String, "value": pl.Float64}
 RESULTS_ORDER = ["corpus", "pool", "model", "negatives", "metric", "query"]  # a row's key

@@ -4,6 +4,7 @@ hits), its manifest, and the checks that a run is complete, intact and current."
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -407,6 +408,42 @@ class RunWriter:
         elif self._parquet is not None:
             self._parquet.close()
         return self._stack.__exit__(kind, value, traceback)
+
+
+@dataclass(frozen=True)
+class RunCut:
+    """Where a run cut its lists, as its manifest records it (docs/retrieval.md, "Depth"):
+    `depth`, the most candidates a query may keep (the K it was searched or fused with; an
+    imported run's longest list; None when not recorded); `shortest`, an imported run's
+    shortest list (None for a searched run, whose lists are cut at `depth`); `complete`, the
+    run cut nothing: each query it answers ranks every candidate it may rank (its pool's, or
+    its own list on an MDCR-style or CSFCube pool; its own paper never), so it compares with
+    any depth at or above its pool's size."""
+
+    depth: int | None
+    shortest: int | None = None
+    complete: bool = False
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def run_cut(info: dict) -> RunCut:
+    """A run's cut (RunCut) from its manifest `info`. A searched (or fused) run is complete
+    where it kept each query's own list whole (an MDCR-style pool: `pairs_unmatched_scored_0`
+    counted) or its K reaches the pool's candidates; an imported run where its import found
+    every answered query's list whole (`details.complete`; an import recorded before that
+    was counted is not complete: `make import-run` again counts it)."""
+    parameters, details = info.get("parameters", {}), info.get("details", {})
+    counts = info.get("counts", {})
+    if info.get("stage") == IMPORT_RUN:
+        depth = _count(details.get("depth"))
+        return RunCut(depth, _count(details.get("shortest")), details.get("complete") is True)
+    k, candidates = _count(parameters.get("k")), _count(counts.get("candidates"))
+    whole = "pairs_unmatched_scored_0" in counts or (
+        k is not None and candidates is not None and k >= candidates)
+    return RunCut(k, None, whole)
 
 
 def run_manifest(parameters: dict, details: dict, paths: dict[str, Path], seconds: float,
