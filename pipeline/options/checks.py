@@ -39,6 +39,14 @@ def run_check(check: Callable[[str], object], text: str) -> object:
 MAX_INT = 2**31 - 1  # every whole-number variable: seeds, counts, threads, shards
 
 
+def maximum(check: Callable[[str], object] | None) -> int | float | None:
+    """The largest value `check` takes (its `most`, on this machine: per_core's follows the
+    cores), None for a check without one: every count and every number has one (the docs'
+    tables say it; tests/cli/test_counts.py tries one above it from every door)."""
+    most = getattr(check, "most", None)
+    return most() if callable(most) else None
+
+
 def int_at_least(low: int, what: str, high: int = MAX_INT, why: str = ""):
     """A whole number from `low` to `high` (`why`: the reason for `high`, said when a value is
     above it)."""
@@ -55,11 +63,45 @@ def int_at_least(low: int, what: str, high: int = MAX_INT, why: str = ""):
     parse.__name__ = "int"
     words = f"{low} or more" if high == MAX_INT else f"{low} to {high:,}"
     parse.words = words  # type: ignore[attr-defined]
+    if high < MAX_INT:  # a maximum (count's); MAX_INT only keeps a seed or a year an int32
+        parse.most = lambda: high  # type: ignore[attr-defined]
     return parse
 
 
-positive = int_at_least(1, "use 1 or more")
-non_negative = int_at_least(0, "use 0 or more")
+def count(low: int, high: int, why: str):
+    """A count of things the pipeline makes, holds or starts (pools, queries, candidates,
+    retries, files), from `low` to `high`: the most a 24 GiB machine (or the disk, or the
+    time) survives, `why` saying what bounds it. MAX_INT is no bound for a count: a value of
+    10**9 ran out of memory or wrote without end (issue 78)."""
+    if high >= MAX_INT:
+        raise ValueError(f"a count needs a maximum below {MAX_INT:,}: {why}")
+    return int_at_least(low, f"use {low} or more", high, f" ({why})")
+
+
+def number_in(low: float, high: float, noun: str, example: str = "", *,
+              open_ends: bool = False):
+    """A finite number (a whole or decimal one) from `low` to `high` (strictly between them:
+    `open_ends`): a real-valued setting such as the download's first pause; nan, inf and text
+    refused in one line saying `noun` and its range."""
+    words = f"between {low:g} and {high:g}" if open_ends else f"from {low:g} to {high:g}"
+    said = f"give {noun} {words}" + (f", such as {example}" if example else "")
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(f"{text!r} is not a number: {said}") from None
+        inside = low < value < high if open_ends else low <= value <= high
+        if not (math.isfinite(value) and inside):
+            raise InputError(said)
+        return value
+    parse.words = words  # type: ignore[attr-defined]
+    parse.most = lambda: high  # type: ignore[attr-defined]
+    return parse
+
+
+positive = int_at_least(1, "use 1 or more")  # not a count: a threshold, a year
+non_negative = int_at_least(0, "use 0 or more")  # not a count: a seed, a year
 # processes or threads per CPU core: more only wait on one another, each holding its memory
 PER_CORE = 4
 
@@ -82,6 +124,7 @@ def per_core(what: str):
         return value
     parse.__name__ = "int"
     parse.words = f"1 to {PER_CORE} per CPU core of this machine"  # type: ignore[attr-defined]
+    parse.most = lambda: PER_CORE * cores()  # type: ignore[attr-defined]
     return parse
 
 
@@ -90,13 +133,36 @@ worker_count = per_core("worker processes or threads")
 # TEST_WORKERS: each builds the session's fixture corpora (up to 1.3 GiB each)
 xdist_workers = per_core("test processes")
 # SHARDS: a SLURM array's tasks (the default MaxArraySize, 1001, allows indices 0 to 1000)
-shard_count = int_at_least(1, "use 1 or more", 1000,
-                           " (a SLURM job array's tasks: the default MaxArraySize allows 1,001)")
-synth_shard_count = int_at_least(1, "use 1 or more", MAX_SYNTHETIC_SHARDS,
-                                 " (shard files written at once; the S2ORC release has 100)")
-parallel_downloads = int_at_least(1, "use 1 or more", 32, " (files fetched at once share one "
-                                  "network link and the API's rate limit)")
-cpus_per_task = int_at_least(1, "use 1 or more", 1024, " (CPUs of one SLURM task)")
+MAX_SHARDS = 1000
+shard_count = count(1, MAX_SHARDS, "a SLURM job array's tasks: the default MaxArraySize allows "
+                    "1,001")
+shard_index = count(0, MAX_SHARDS - 1, "a shard of SHARDS, at most 1,000 of them")
+synth_shard_count = count(1, MAX_SYNTHETIC_SHARDS, "shard files written at once; the S2ORC "
+                          "release has 100")
+parallel_downloads = count(1, 32, "files fetched at once share one network link and the API's "
+                           "rate limit")
+cpus_per_task = count(1, 1024, "CPUs of one SLURM task")
+gpus_per_task = count(0, 64, "GPUs of one SLURM task; a node holds 16 at most")
+# pools: REPEATS x sizes x fields pools on disk (each a folder of parquet files); 1e9 ran out
+# of memory listing them, 1e5 wrote 1,226 pools a minute until killed
+MAX_REPEATS = 100
+repeat_count = count(1, MAX_REPEATS, "pool draws per size; the paper draws 3")
+repeat_index = count(0, MAX_REPEATS - 1, "a pool draw of at most 100")
+# query papers per pool: each query's top K are held at once (100k x 10k x 12 bytes: 12 GB)
+query_count = count(1, 100_000, "query papers per pool; the paper's largest is 3,800")
+# ranks per query (K, the judged depth, mdcr's top): the runs of a pool are queries x K rows
+MAX_DEPTH = 10_000
+depth = count(1, MAX_DEPTH, "ranks per query: a run holds queries x K rows; trec_eval's "
+              "default depth is 1,000")
+sample_count = count(1, 1_000, "pairs drawn per query, each judged by hand or by a model")
+mdcr_count = count(1, 1_000, "papers per query of a benchmark; MDCR's: 5 positives, 10 per "
+                   "type")
+file_count = count(1, 100_000, "files per dataset; an S2AG dataset has about 30")
+retry_count = count(0, 100, "tries again without progress; each pause up to 120 s")
+MAX_BACKOFF = 120.0  # seconds: the longest pause between tries (s2client.MAX_PAUSE)
+backoff = number_in(0.0, MAX_BACKOFF, "a first pause (seconds, doubling at each try)")
+batch_count = count(1, 65_536, "papers per batch; the token budget bounds a batch's memory")
+part_count = count(1, 1_000_000, "papers per store part, held in memory while it is written")
 
 
 def choice(options: tuple[str, ...]):
@@ -287,7 +353,7 @@ def named(text: str) -> str:
 
 def number_above(low: float, what: str):
     """A finite number (a whole or decimal one) greater than `low`: a real-valued setting,
-    such as BM25's k1 (more than 0)."""
+    such as BM25's k1 (more than 0); nan and inf refused. No count: a count is `count`'s."""
     def parse(text: str) -> float:
         try:
             value = float(text)
@@ -300,20 +366,11 @@ def number_above(low: float, what: str):
     return parse
 
 
-def power(text: str) -> float:
-    if not 0 < float(text) < 1:
-        raise InputError("give a power between 0 and 1, such as 0.8")
-    return float(text)
-
-
-def probability(text: str) -> float:
-    if not 0 < float(text) < 1:
-        raise InputError("give a significance level between 0 and 1, such as 0.05")
-    return float(text)
+probability = number_in(0.0, 1.0, "a significance level", "0.05", open_ends=True)
+power = number_in(0.0, 1.0, "a power", "0.8", open_ends=True)
 
 
 # what the values of the checks above take, in words, where their kind's words do not say it
 # (docs/api.md's table of the arguments; a factory's checks say theirs)
-probability.words = power.words = "between 0 and 1"  # type: ignore[attr-defined]
 named.words = "not empty"  # type: ignore[attr-defined]
 sizes.words = "several in one str too, separated by spaces ('200k 500k')"  # type: ignore

@@ -57,31 +57,45 @@ from pipeline.models import (
 )
 from pipeline.options.checks import (
     DTYPES,
+    backoff,
+    batch_count,
     choice,
     corpus_name,
     cpus_per_task,
     dataset_list,
+    depth,
     device,
     field_names,
+    file_count,
     given_path,
+    gpus_per_task,
     imported_name,
     input_path,
     int_at_least,
+    maximum,
+    mdcr_count,
     metric_list,
     model_run,
     named,
     non_negative,
     parallel_downloads,
+    part_count,
     pool_name,
     positive,
     power,
     probability,
     prompt_text,
+    query_count,
+    repeat_count,
+    repeat_index,
+    retry_count,
     run_check,
     safe_path,
+    sample_count,
     scored_run,
     scored_runs,
     shard_count,
+    shard_index,
     sizes,
     synth_shard_count,
     training_sets,
@@ -213,6 +227,15 @@ def synthetic_papers(text: str) -> int | str:
     return parse_size(text) if text else text
 
 
+def api_setting(variable: str) -> Callable[[str], int]:
+    """EMBEDDINGS_BATCH's or EMBEDDINGS_CONCURRENCY's check (models.request_setting), with its
+    maximum (API_LIMITS) said as every count's is."""
+    check = partial(request_setting, variable)
+    check.words = f"1 to {API_LIMITS[variable]:,}"  # type: ignore[attr-defined]
+    check.most = lambda: API_LIMITS[variable]  # type: ignore[attr-defined]
+    return check
+
+
 def keyword(name: str, check: Callable[[str], object] | None = None, *, kind: str = "",
             none: bool = False, functions: tuple[str, ...] = (), help: str = "",
             stages: tuple[str, ...] = (), default: str = "", switch: bool = False,
@@ -253,14 +276,14 @@ DECLARED: tuple[Variable, ...] = (
     V("DATASETS", "papers,abstracts,citations", dataset_list, "make download: the S2AG "
       "datasets, separated by commas", "data", one_word=True, stages=("download",),
       keywords=("datasets",)),
-    V("FIRST", "", positive, "make download: a trial, only the first FIRST files of each "
+    V("FIRST", "", file_count, "make download: a trial, only the first FIRST files of each "
       "dataset", "data", shown="every file", optional=True, one_word=True,
       stages=("download",), keywords=("first",)),
     V("UPDATE", "", choice(FLAG), "1: make download brings an older release to RELEASE with "
       "the API's diffs", "data", one_word=True, switch=True, stages=("download",),
       keywords=("update",)),
-    V("PARALLEL", "4", parallel_downloads, "make download: files downloaded at once (at most "
-      "32)", "data", one_word=True, stages=("download",), keywords=("parallel",)),
+    V("PARALLEL", "4", parallel_downloads, "make download: files downloaded at once", "data",
+      one_word=True, stages=("download",), keywords=("parallel",)),
     V("CITATIONS", "inbound", choice(CITATION_MODES), "what the prefilter counts as a "
       "paper's citations: inbound, outbound or either", "data", one_word=True,
       stages=("prefilter", "corpus"), keywords=("citations",)),
@@ -275,13 +298,13 @@ DECLARED: tuple[Variable, ...] = (
       "separated by spaces, '-' for a name's space (computer-science)", "pools",
       shown="(empty: a dataset-level pool)", optional=True, stages=("pool",),
       keywords=("field",)),
-    V("REPEATS", "1", positive, "samples per size (the paper: 3)", "pools", stages=("pool",),
+    V("REPEATS", "1", repeat_count, "samples per size (the paper: 3)", "pools", stages=("pool",),
       keywords=("repeats",)),
     V("SEED", "0", non_negative, "the pools' seed (in a pool's name unless 0); also the "
       "random model's and make mdcr's", "pools",
       stages=("pool", "pools-paper", "report", "search", "mdcr", "mdcr-jaccard"),
       keywords=("seed",), kind="int", changes_run=True),  # kind: build_pool's **fields
-    V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", positive,
+    V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", query_count,
       "query papers per pool", "pools",
       shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
       optional=True, stages=("pool",), keywords=("n_queries",), kind="int", none=True),  # ditto
@@ -306,10 +329,10 @@ DECLARED: tuple[Variable, ...] = (
     V(API_URL, "", endpoint_url, "MODEL=api:<model>: the URL of the OpenAI-compatible "
       f"embeddings endpoint; its key from the environment's {API_KEY}", "models",
       optional=True, one_word=True, changes_run=MODEL_ID),
-    V(API_BATCH, str(API_DEFAULTS[API_BATCH]), partial(request_setting, API_BATCH),
+    V(API_BATCH, str(API_DEFAULTS[API_BATCH]), api_setting(API_BATCH),
       "MODEL=api:<model>: inputs per request", "models", one_word=True, changes_run=False),
     V(API_CONCURRENCY, str(API_DEFAULTS[API_CONCURRENCY]),
-      partial(request_setting, API_CONCURRENCY), "MODEL=api:<model>: requests sent at once",
+      api_setting(API_CONCURRENCY), "MODEL=api:<model>: requests sent at once",
       "models", one_word=True, changes_run=False),
     V("QUERY_PROMPT", "", prompt_text, "a prompt before each query's text (\\n for a line "
       "break), or an st: model's prompt name; its runs are the model <name>+q<tag>",
@@ -329,8 +352,8 @@ DECLARED: tuple[Variable, ...] = (
     V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
       "compares the vectors: cosine, ip or l2", "models", one_word=True,
       stages=("import-vectors",), keywords=("similarity",), changes_run=MODEL_ID),
-    V("THREADS", "2", worker_count, "worker processes and threads (ingest, Lucene, search), "
-      "at most 4 per CPU core; with EXECUTOR=slurm each job's CPUs", "search",
+    V("THREADS", "2", worker_count, "worker processes and threads (ingest, Lucene, search); "
+      "with EXECUTOR=slurm each job's CPUs", "search",
       stages=("index", "search"), keywords=("threads", "workers"), kind="int",
       changes_run=False),  # kind: index's and search's **options (workers)
     V("BM25_ENGINE", BM25_ENGINE, choice(BM25_ENGINES), "BM25 on arrays (numba) or lucene "
@@ -342,7 +365,7 @@ DECLARED: tuple[Variable, ...] = (
     V("QUERY_VARIANT", "full", choice(VARIANTS), "perturbed queries: full, title, abstract, "
       "shuffled, deleted30 or typos; runs named after the model and the variant", "search",
       one_word=True, stages=("search",), keywords=("variant",), changes_run=True),
-    V("K", "500", positive, "candidates retrieved per query (the paper's: 500)", "search",
+    V("K", "500", depth, "candidates retrieved per query (the paper's: 500)", "search",
       one_word=True, stages=("search",), keywords=("k",), changes_run=True),
     # ---- eval
     V("PAPER_IDS", "", safe_path, "make training-ids: the folder of S2AG's paper-ids "
@@ -403,11 +426,11 @@ DECLARED: tuple[Variable, ...] = (
       "JUDGE=api:<model>: the OpenAI-compatible chat endpoint; its key from the "
       f"environment's {API_KEY}", "judging", optional=True, one_word=True, stages=JUDGING,
       keywords=("judge_url",)),
-    V("SAMPLE", "20", positive, "make judge, judge-page: unjudged pairs drawn per query",
+    V("SAMPLE", "20", sample_count, "make judge, judge-page: unjudged pairs drawn per query",
       "judging", one_word=True, stages=SAMPLING, keywords=("sample_size",)),
     V("SAMPLE_SEED", "0", non_negative, "the judging sample's seed", "judging",
       one_word=True, stages=SAMPLING, keywords=("sample_seed",)),
-    V("JUDGE_DEPTH", "100", positive, "the ranks of each of MODELS whose unjudged candidates "
+    V("JUDGE_DEPTH", "100", depth, "the ranks of each of MODELS whose unjudged candidates "
       "are sampled", "judging", one_word=True, stages=SAMPLING, keywords=("depth",)),
     V("JUDGE_CONCURRENCY", "4", int_at_least(1, "use 1 or more", API_LIMITS[API_CONCURRENCY],
                                              f" (requests at once, as {API_CONCURRENCY})"),
@@ -416,16 +439,16 @@ DECLARED: tuple[Variable, ...] = (
     # ---- cluster
     V("EXECUTOR", "local", check_executor, "where embed runs: local (this machine) or slurm "
       "(an sbatch job array)", "cluster", one_word=True),
-    V("SHARDS", "1", shard_count, "shards of the embed stage (array tasks with slurm), at "
-      "most 1,000", "cluster", flag="--num-shards", stages=("embed", *SLURM_JOBS),
+    V("SHARDS", "1", shard_count, "shards of the embed stage (array tasks with slurm)",
+      "cluster", flag="--num-shards", stages=("embed", *SLURM_JOBS),
       keywords=("num_shards",), changes_run=False),
-    V("SHARD", "", non_negative, "make embed: only this shard of SHARDS", "cluster",
+    V("SHARD", "", shard_index, "make embed: only this shard of SHARDS", "cluster",
       shown="each in turn", optional=True, one_word=True, stages=("embed",),
       keywords=("shard",), changes_run=False),
     V("PARTITION", "", check_partition, "#SBATCH --partition: one name, or several separated "
       "by commas", "cluster", shown="the cluster's default", optional=True, one_word=True,
       stages=SLURM_JOBS, keywords=("partition",)),
-    V("GPUS_PER_TASK", "1", non_negative, "#SBATCH --gres=gpu:K of each task; 0 asks for "
+    V("GPUS_PER_TASK", "1", gpus_per_task, "#SBATCH --gres=gpu:K of each task; 0 asks for "
       "none", "cluster", stages=SLURM_JOBS, keywords=("gpus_per_task",)),
     V("SLURM_TIME", "", check_time, "#SBATCH --time of each job: 90 (minutes), 4:00:00, "
       "1-12:00:00; TIME on make's command line", "cluster", shown="the cluster's default",
@@ -442,22 +465,22 @@ DECLARED: tuple[Variable, ...] = (
     V("DEMO_FIELDS", "medicine biology computer-science", field_names, "the fields of the demo's "
       "field-level pools (empty: none)", "demo"),
     V("DEMO_FIELD_SIZE", "1k", sizes, "the size of the demo's field-level pools", "demo"),
-    V("DEMO_FIELD_QUERIES", "25", positive, "queries per demo field-level pool", "demo"),
-    V("DEMO_REPEATS", "3", positive, "pool draws per demo pool size", "demo"),
+    V("DEMO_FIELD_QUERIES", "25", query_count, "queries per demo field-level pool", "demo"),
+    V("DEMO_REPEATS", "3", repeat_count, "pool draws per demo pool size", "demo"),
     # ---- paper grid
     V("PAPER_SIZES", "200k 500k 1M 2M", sizes, "dataset-level pool sizes (MDCR section 3)",
       "paper grid", stages=("pools-paper",), keywords=("paper_sizes",)),
-    V("PAPER_QUERIES", "3800", positive, "queries per dataset-level pool", "paper grid",
+    V("PAPER_QUERIES", "3800", query_count, "queries per dataset-level pool", "paper grid",
       stages=("pools-paper",), keywords=("paper_queries",)),
     V("PAPER_FIELD_SIZE", "100k", sizes, "the size of the field-level pools (all 19 fields)",
       "paper grid", stages=("pools-paper",), keywords=("paper_field_size",)),
-    V("PAPER_FIELD_QUERIES", "200", positive, "queries per field-level pool", "paper grid",
+    V("PAPER_FIELD_QUERIES", "200", query_count, "queries per field-level pool", "paper grid",
       stages=("pools-paper",), keywords=("paper_field_queries",)),
-    V("PAPER_REPEATS", "3", positive, "samples per size", "paper grid", stages=("pools-paper",),
+    V("PAPER_REPEATS", "3", repeat_count, "samples per size", "paper grid", stages=("pools-paper",),
       keywords=("paper_repeats",)),
     # ---- tests
-    V("TEST_WORKERS", "2", xdist_workers, "test processes (pytest-xdist), 1 to 4 per CPU "
-      "core, each up to 1.3 GiB; pytest's own options go in PYTEST_ADDOPTS", "tests",
+    V("TEST_WORKERS", "2", xdist_workers, "test processes (pytest-xdist), each up to 1.3 "
+      "GiB; pytest's own options go in PYTEST_ADDOPTS", "tests",
       one_word=True),
     # ---- the API's own arguments, no make variable (docs/api.md, Validation); each of their
     # kinds its function's annotation's (argument_kind), a `kind` where none says it
@@ -481,14 +504,15 @@ DECLARED: tuple[Variable, ...] = (
     A("shards", synth_shard_count), A("repair"),
     A("rebuild", pool_name, kind="pools", stages=("pool",),  # kind: --rebuild repeats
       help="rebuild an existing pool from its recorded parameters (if stale)"),
-    A("retries", non_negative, stages=("download",), help="retries without progress before a "
+    A("retries", retry_count, stages=("download",), help="retries without progress before a "
       "file (or API call) is an error (default: s2client.Settings')"),
-    A("backoff"), A("spec"),
+    A("backoff", backoff, stages=("download",), help="seconds of the first pause between "
+      "tries, doubling each time (default: s2client.Settings')"), A("spec"),
     A("min_citations", non_negative, stages=("prefilter", "corpus"), help="citations a paper "
       "needs to stay (default: the prefilter's, MDCR §3)"),
     # build_pool's **fields (PoolSpec's): no annotation says their kinds
     A("size", parse_size, kind="size"), A("field", none=True, functions=("build_pool",)),
-    *(A(name, non_negative, kind="int") for name in ("repeat", "max_year")),
+    A("repeat", repeat_index, kind="int"), A("max_year", non_negative, kind="int"),
     A("query_year", non_negative, kind="int", stages=("pool",),
       help="the queries' year (default: PoolSpec's)"),
     A("min_positives", positive, kind="int"),
@@ -503,14 +527,15 @@ DECLARED: tuple[Variable, ...] = (
     A("deltas"), A("draws"),
     A("program", named),  # verify_data's: a repair's (mdcr-pipeline); the others': Python's
     # mdcr, mdcr-jaccard, mdcr-evaluate and the SLURM jobs: their commands' own options
-    *(A(name, positive, functions=("build_mdcr",), stages=("mdcr",), help=what)
-      for name, what in (("positives", "positives per query (default: build_mdcr's)"),
-                         ("per_type", "negatives of each type"),
-                         ("top", "model-based negatives from the top N; most cited: the "
-                          "field's top N"))),
+    *(A(name, check, functions=("build_mdcr",), stages=("mdcr",), help=what)
+      for name, check, what in (
+          ("positives", mdcr_count, "positives per query (default: build_mdcr's)"),
+          ("per_type", mdcr_count, "negatives of each type"),
+          ("top", depth, "model-based negatives from the top N; most cited: the field's "
+           "top N"))),
     A("out", corpus_name, functions=("build_mdcr",), stages=("mdcr",), required=("mdcr",),
       help="the benchmark's corpus name"),
-    A("depth", positive, functions=("mdcr_jaccard",), stages=("mdcr-jaccard",),
+    A("depth", depth, functions=("mdcr_jaccard",), stages=("mdcr-jaccard",),
       help="negatives compared per query (default: pipeline/mdcr/build.py's JACCARD_DEPTH)"),
     *(A(name, given_path, functions=("mdcr_evaluate",), stages=("mdcr-evaluate",),
         required=("mdcr-evaluate",), help=what)
@@ -532,11 +557,11 @@ DECLARED: tuple[Variable, ...] = (
       "that is stale, damaged or half-written (as make pools)", changes_run=False),
     A("collect", stages=("eval",), switch=True, help="then gather every evaluation into "
       "runs/results.parquet (as collect)"),
-    *(A(name, positive, stages=STORING, help=what, changes_run=False)
-      for name, what in (("batch_size", "papers per batch (default: the encoder's)"),
-                         ("part_size", "papers per store part, the work a kill can lose "
-                          "(default: 4,096 for embeddings, 50,000 for BM25's analysed-text "
-                          "store)"))),
+    *(A(name, check, stages=STORING, help=what, changes_run=False)
+      for name, check, what in (
+          ("batch_size", batch_count, "papers per batch (default: the encoder's)"),
+          ("part_size", part_count, "papers per store part, the work a kill can lose "
+           "(default: 4,096 for embeddings, 50,000 for BM25's analysed-text store)"))),
     A("dtype", choice(DTYPES), stages=STORING, default=DTYPES[0], changes_run=MODEL_ID,
       help="the store's vectors: float32, or float16 (half the disk)"),
 )
@@ -735,12 +760,19 @@ def _shown(var: Variable) -> str:
     return f"`{var.default}`" if var.default else "(empty)"
 
 
+def _bounds(var: Variable) -> str:
+    """A count's or a number's range, as its meaning ends in docs/variables.md: `; 1 to 100`
+    (checks.maximum: every count has one)."""
+    return f"; {check_words(var.check)}" if maximum(var.check) is not None else ""
+
+
 def markdown() -> str:
-    """docs/variables.md's tables: one per group (variable, default, meaning)."""
+    """docs/variables.md's tables: one per group (variable, default, meaning and, for a count
+    or a number, its range)."""
     lines = []
     for group, title in GROUPS.items():
         lines += ["", f"## {title}", "", "| variable | default | meaning |", "|---|---|---|"]
-        lines += [f"| `{v.name}` | {_shown(v)} | {md_text(v.help)} |"
+        lines += [f"| `{v.name}` | {_shown(v)} | {md_text(v.help + _bounds(v))} |"
                   for v in VARIABLES if v.group == group]
     return "\n".join(lines[1:])
 

@@ -4,7 +4,6 @@ Each pool built is timed into the corpus's stage-times log."""
 
 from __future__ import annotations
 
-import itertools
 import logging
 from dataclasses import replace
 from pathlib import Path
@@ -85,7 +84,10 @@ def build_grid(corpus_dir: Path, fields: list[str | None], sizes: list[int], rep
     no query candidates is skipped when there are several (FIELD=all on a small corpus)."""
     base, _ = with_exclusion(PoolSpec(size=0, **settings))  # its ids' digest names the pools
     exhausted: set[tuple[str | None, int]] = set()
-    for field, size, repeat in itertools.product(fields, sizes, range(repeats)):
+    # lazily, one pool at a time (itertools.product would list range(repeats) first)
+    grid = ((field, size, repeat) for field in fields for size in sizes
+            for repeat in range(repeats))
+    for field, size, repeat in grid:
         if (field, size) in exhausted:
             log.info(f"[pool] {field}: field-cited set < {size}, so no repeat {repeat}")
             continue

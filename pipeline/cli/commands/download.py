@@ -12,6 +12,4 @@ command_of(api.download, "download", "the S2AG datasets from the Semantic Schola
            "(key: S2_API_KEY) into corpora/<corpus>/s2ag (make download)",
            arg("--raw", type=given_path, help="the folder it writes papers/, abstracts/, "
                "citations/ and download.json into (default corpora/<corpus>/s2ag)"),
-           arg("--backoff", type=float, help="seconds of the first pause between tries "
-               "(doubling each time; default: s2client.Settings')"),
            writes=("corpora",))
