@@ -97,6 +97,7 @@ def number_in(low: float, high: float, noun: str, example: str = "", *,
         return value
     parse.words = words  # type: ignore[attr-defined]
     parse.most = lambda: high  # type: ignore[attr-defined]
+    parse.open_ends = open_ends  # type: ignore[attr-defined]
     return parse
 
 

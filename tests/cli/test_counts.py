@@ -7,7 +7,10 @@ Python API's arguments refuse a value above the bound with one line, as make's v
 from __future__ import annotations
 
 import argparse
+import functools
+import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,9 +19,20 @@ import pytest
 
 import pipeline
 from pipeline.cli.main import build_parser
+from pipeline.cli.variables import read
 from pipeline.core.errors import InputError
-from pipeline.options.checks import PER_CORE, cores, corpus_name
-from pipeline.options.declared import declaration
+from pipeline.options.arguments import check_value
+from pipeline.options.checks import (
+    PER_CORE,
+    cores,
+    corpus_name,
+    maximum,
+    run_check,
+    worker_count,
+    xdist_workers,
+)
+from pipeline.options.declared import DECLARED, Variable, declaration, public_arguments
+from tests.conftest import refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 # the options and API arguments that set how many processes, threads, shards or array tasks run
@@ -120,3 +134,163 @@ def test_an_api_count_or_path_out_of_bounds_is_one_error_and_starts_nothing(call
         call(tmp_path)
     assert "\n" not in str(raised.value)
     assert list(tmp_path.iterdir()) == []  # nothing written, no process started
+
+
+# ---- issue 78: every count has a declared maximum, every number a finite range, from every door
+# The declared whole numbers that count nothing the pipeline makes, holds or starts: seeds,
+# years and thresholds (int_at_least's MAX_INT keeps them an int32, no maximum is said)
+NOT_COUNTS = {"SEED", "SAMPLE_SEED", "DEMO_SEED", "max_year", "query_year", "min_citations",
+              "min_positives"}
+# the command line's own whole-number options (no declaration's) that count nothing: a seed
+NOT_COUNT_OPTIONS = {"--synth-seed"}
+
+
+def takes_a_number(var: Variable) -> bool:
+    """Whether `var`'s values are numbers: its check reads a whole number (`int`: int_at_least,
+    per_core) or a range (checks.maximum), or the API takes it as an int or a float."""
+    return getattr(var.check, "__name__", "") == "int" or maximum(var.check) is not None or (
+        var.kind in ("int", "number"))
+
+
+def bounded() -> list[Variable]:
+    """Every declaration with a maximum (checks.maximum)."""
+    return [var for var in DECLARED if maximum(var.check) is not None]
+
+
+def test_every_count_and_number_has_a_maximum_said_in_the_docs():
+    """Every declared number is a count with a maximum (or a seed, a year, a threshold:
+    NOT_COUNTS), and so is every whole-number option of every command; the maximum is in the
+    generated tables (docs/variables.md, docs/api.md)."""
+    unbounded = {var.name for var in DECLARED if takes_a_number(var)
+                 and maximum(var.check) is None}
+    assert unbounded == NOT_COUNTS
+    counted = {var.name for var in bounded()}
+    assert {"REPEATS", "SHARDS", "SHARD", "QUERIES", "DEMO_REPEATS", "DEMO_FIELD_QUERIES",
+            "PAPER_REPEATS", "PAPER_QUERIES", "PAPER_FIELD_QUERIES", "K", "SAMPLE",
+            "JUDGE_DEPTH", "JUDGE_CONCURRENCY", "THREADS", "TEST_WORKERS", "PARALLEL", "FIRST",
+            "GPUS_PER_TASK", "EMBEDDINGS_BATCH", "EMBEDDINGS_CONCURRENCY", "retries",
+            "backoff", "repeat", "batch_size", "part_size", "positives", "per_type", "top",
+            "depth", "shards", "cpus_per_task", "alpha", "power"} <= counted, counted
+    declared = {var.option for var in DECLARED}
+    options = {option for _, option, action in every_option()
+               if getattr(action.type, "__name__", "") == "int"
+               and maximum(action.type) is None and option not in declared}
+    assert options == NOT_COUNT_OPTIONS
+    variables = (ROOT / "docs" / "variables.md").read_text()
+    api = (ROOT / "docs" / "api.md").read_text()
+    for var in bounded():
+        most = maximum(var.check)
+        said = f"{most:,}" if isinstance(most, int) else f"{most:g}"
+        if var.variable and var.check is not worker_count and var.check is not xdist_workers:
+            assert re.search(rf"\| `{var.name}` \|.*; \d+ to {said} \|", variables), var.name
+        elif var.variable:  # per core: the machine's count
+            assert re.search(rf"\| `{var.name}` \|.*; 1 to {PER_CORE} per CPU core", variables)
+        else:
+            assert re.search(rf"\| [^|]*`{var.name}`[^|]* \| [^|]*(to|and) {said}\b", api), \
+                var.name
+
+
+def beyond(var: Variable) -> list[str]:
+    """What `var` refuses, as text: one above its maximum, nan, inf and -1."""
+    most = maximum(var.check)
+    return [str(most + 1), "nan", "inf", "-1"]
+
+
+def typed(text: str) -> int | float:
+    """A refused value as the API is given it: an int, else a float."""
+    return int(text) if text.lstrip("-").isdigit() else float(text)
+
+
+@functools.cache
+def parser() -> argparse.ArgumentParser:
+    return build_parser()
+
+
+@pytest.mark.parametrize("var", bounded(), ids=lambda var: var.name)
+def test_above_the_maximum_nan_inf_and_minus_one_are_refused_from_every_door(var, capsys):
+    """make's variable (the goal's reading of it), each command's option and each API
+    function's keyword that takes it: one line each, exit status 2 on the command line."""
+    doors = 0
+    for text in beyond(var):
+        if var.variable:  # make: the value as the goal process reads it from make
+            with pytest.raises(InputError) as refused:
+                read({var.name: text})
+            line = str(refused.value)
+            assert line.startswith(f"{var.name}: ") and "\n" not in line, line
+            doors += 1
+        for stage in var.stages:
+            with pytest.raises(SystemExit) as stopped:
+                parser().parse_args([stage, f"{var.option}={text}"])
+            assert stopped.value.code == 2
+            [line] = capsys.readouterr().err.splitlines()
+            assert line.startswith("error: ") and f" {stage}: {var.option}: " in line, line
+            doors += 1
+        for function, names in public_arguments().items():
+            for name in (n for n in names if declaration(function, n) is var):
+                with pytest.raises(InputError) as refused:
+                    check_value(function, name, typed(text))
+                line = str(refused.value)
+                assert line.startswith(f"{function}: {name}=") and "\n" not in line, line
+                doors += 1
+    assert doors >= len(beyond(var))
+
+
+@pytest.mark.parametrize("var", bounded(), ids=lambda var: var.name)
+def test_the_maximum_itself_is_taken(var):
+    """The bound refuses only what is beyond it (a probability's: strictly below 1)."""
+    most = maximum(var.check)
+    if getattr(var.check, "open_ends", False):
+        with pytest.raises(InputError):
+            run_check(var.check, str(most))
+        most = most / 2
+    assert run_check(var.check, str(most)) == most
+
+
+@pytest.mark.parametrize("assignment, said", [
+    ("REPEATS=1000000000", "error: REPEATS: 1000000000 is too large: use at most 100 (pool "
+                           "draws per size; the paper draws 3)"),
+    ("REPEATS=100000", "error: REPEATS: 100000 is too large: use at most 100"),
+    ("K=nan", "error: K: 'nan' is not a whole number"),
+])
+def test_make_refuses_a_count_beyond_its_maximum_in_one_line(assignment, said, tmp_path):
+    """`make pool SIZE=1k REPEATS=1000000000` ended in a MemoryError traceback (the grid's
+    list of repeats), REPEATS=100000 wrote pool after pool until killed."""
+    from tests.cli.test_variables import make, with_pool
+
+    root = with_pool(tmp_path / "data")
+    done = make(root, "pool", "SIZE=1k", assignment)
+    assert refusal(done).startswith(said) and "Traceback" not in done.stderr
+    assert sorted(p.name for p in (root / "corpora" / "c" / "pools").iterdir()) == ["all-1k-r0"]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda d: pipeline.build_pools(d, "c", size="1k", repeats=10**9),
+     "^build_pools: repeats=1000000000: 1000000000 is too large: use at most 100 "),
+    (lambda d: pipeline.download(d, "c", backoff=-1.0),
+     r"^download: backoff=-1.0: give a first pause \(seconds, doubling at each try\) from 0 "
+     "to 120$"),
+    (lambda d: pipeline.download(d, "c", backoff=math.nan), "^download: backoff=nan: give "),
+    (lambda d: pipeline.download(d, "c", retries=10**6), "^download: retries=1000000: "),
+])
+def test_the_api_refuses_a_count_or_number_out_of_range_and_writes_nothing(call, message,
+                                                                           tmp_path):
+    with pytest.raises(InputError, match=message) as raised:
+        call(tmp_path)
+    assert "\n" not in str(raised.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "121"])
+def test_the_downloads_backoff_on_the_command_line_is_one_line(value, tmp_path):
+    """`download --backoff=-1` or nan was a ValueError traceback (sleep length must be
+    non-negative), after the first failed try."""
+    done = subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root",
+                           str(tmp_path / "corpora"), "download", "--corpus", "c",
+                           f"--backoff={value}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT),
+                                            "S2_API_KEY": "k" * 40})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "error: python -m pipeline download: --backoff: give a first pause (seconds, doubling "
+        "at each try) from 0 to 120"]
+    assert not (tmp_path / "corpora").exists()
