@@ -18,6 +18,7 @@ from pipeline.core.checksums import fingerprints
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import Roots
+from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
 from pipeline.core.secrets import shown_url
 from pipeline.evaluation.crossover import HEADER as CROSSOVER_HEADER
@@ -33,6 +34,7 @@ from pipeline.layout import (
     RESULTS_FILE,
     RESULTS_MANIFEST,
     VARIANT_SEP,
+    Place,
     format_size,
     report_file,
     report_manifest,
@@ -44,7 +46,15 @@ from pipeline.pools.exclusions import NO_LIST, PaperList, read_list
 from pipeline.report.html import page
 from pipeline.report.leakage import leakage_rows, list_summary, reported_pools
 from pipeline.report.plots import plot_field_heatmap, plot_map_vs_size
-from pipeline.report.provenance import Provenance, provenance, report_parameters
+from pipeline.report.provenance import (
+    Provenance,
+    provenance,
+    report_inputs,
+    report_parameters,
+    report_repair,
+    state,
+    unchanged,
+)
 from pipeline.report.published import Origin, comparison_tables, corpus_origin
 from pipeline.report.tables import (
     COLLECTION,
@@ -160,6 +170,8 @@ class Report:
     provenance: Provenance | None = None  # what made the numbers (the HTML page shows it)
     exclude: str | None = None  # EXCLUDE and TRAINING_SETS as asked for (its manifest's)
     training_sets: dict[str, str] | None = None
+    # label -> sha256 of each file it was made from (provenance.made_from), as read
+    inputs: dict[str, str] = field(default_factory=dict)
 
     @property
     def markdown(self) -> str:
@@ -215,10 +227,17 @@ class Report:
 
     def save(self) -> Path:
         """Write the LaTeX tables, the plots, the HTML page and the Markdown file under
-        runs/reports/, then the manifest that vouches for them (`layout.report_manifest`:
-        verify finds a number edited in any of them); return the Markdown file's path."""
+        runs/reports/, each replaced whole (core/atomic.py), then the manifest that vouches
+        for them (`layout.report_manifest`: verify finds a number edited in any of them) and
+        records what they were made from (`inputs`: verify calls the report STALE once one
+        changes); under the report's lock, so two saves of one corpus's report never mix
+        their files; return the Markdown file's path."""
         out_dir = reports_dir(self.runs_root)
         record = report_manifest(out_dir, self.corpus)
+        with file_lock(record):
+            return self._save(out_dir, record)
+
+    def _save(self, out_dir: Path, record: Path) -> Path:
         record.unlink(missing_ok=True)  # removed first: files without it are not vouched for
         for section in self.sections:
             section.save(out_dir, self.corpus)
@@ -232,6 +251,7 @@ class Report:
             tmp.write_text(self.document)
         head = manifest("report", report_parameters(self.corpus, self.seed, self.exclude,
                                                     self.training_sets),
+                        inputs=self.inputs,
                         outputs=fingerprints(out_dir, sorted(map(str, self.files))))
         del head["created"]  # the reports folder is the same bytes for the same results
         write_json(head, record)
@@ -272,21 +292,23 @@ class Results:
         return self.lists_all.filter(~PERTURBED)
 
     @cached_property
-    def depth(self) -> int | None:
-        """The depth (top k) of most of the rows: the one the captions name; runs of another
-        depth are labelled with theirs (`load_results`) and tested against no other."""
+    def depth(self) -> str | None:
+        """The cut (`cuts`: "500", ALL, "238-253") of most of the rows: the one the captions
+        name; runs of another are labelled with theirs (`load_results`) and tested against no
+        other."""
         return main_depth(self.rows)
 
     @property
     def top(self) -> str:
         """The captions' words for the lists' depth: "top 500"."""
-        return f"top {self.depth}" if self.depth is not None else "depth not recorded"
+        return cut_words(self.depth)
 
     @cached_property
     def compared(self) -> pl.DataFrame:
         """`full_queries` of the report's depth only: what the paired tests, intervals of
         differences, variance split and crossovers compare (runs of two depths never)."""
-        return self.full_queries.filter(pl.col("depth").eq_missing(self.depth))
+        return self.full_queries.filter(pl.col(CUT).eq_missing(self.depth)) \
+            if CUT in self.full_queries.columns else self.full_queries
 
     @property
     def other_depths_note(self) -> str:
@@ -335,6 +357,9 @@ def load_results(runs_root: Path, corpus: str, seed: int = 0,
         results = results.with_columns(exclusion=pl.lit(""))
     if "depth" not in results.columns:  # a table of the user's own, without runs' depths
         results = results.with_columns(depth=pl.lit(None, pl.Int64))
+    if "complete" not in results.columns:  # a table of the user's own: no run known whole
+        results = results.with_columns(shortest=pl.lit(None, pl.Int64),
+                                       complete=pl.lit(False))
     seeds = sorted(results["seed"].unique().to_list())
     results = results.filter(pl.col("seed") == seed)
     if results.is_empty():
@@ -359,24 +384,77 @@ def load_results(runs_root: Path, corpus: str, seed: int = 0,
                    indexes)
 
 
-def main_depth(results: pl.DataFrame) -> int | None:
-    """The depth of most rows of `results` (the deeper one on a tie); None when no row
-    records one."""
-    depths = results.filter(pl.col("depth").is_not_null())["depth"]
-    if depths.is_empty():
+CUT = "cut"  # the column of each row's cut (`cuts`)
+ALL = "all"  # the cut of a complete run: it ranks every candidate of its pool
+
+
+def cuts(results: pl.DataFrame) -> pl.DataFrame:
+    """`results` with the column CUT: where each row's run cut its lists (the results'
+    `depth`, `shortest`, `complete`: runs.RunCut): ALL for a complete run, "<shortest>-<depth>"
+    for an imported run whose lists are of several lengths without being whole, else its
+    depth ("500"); null where no depth is recorded."""
+    if CUT in results.columns:
+        return results
+    for name, dtype, value in (("depth", pl.Int64, None), ("shortest", pl.Int64, None),
+                               ("complete", pl.Boolean, False)):
+        if name not in results.columns:
+            results = results.with_columns(pl.lit(value, dtype).alias(name))
+    depth, shortest = pl.col("depth"), pl.col("shortest")
+    return results.with_columns(pl.when(pl.col("complete").fill_null(False)).then(pl.lit(ALL))
+                                .when(depth.is_null()).then(pl.lit(None, pl.String))
+                                .when(shortest.is_not_null() & (shortest != depth))
+                                .then(pl.format("{}-{}", shortest, depth))
+                                .otherwise(depth.cast(pl.String)).alias(CUT))
+
+
+def cut_words(cut: str | None) -> str:
+    """A cut (`cuts`) in a caption's or a label's words: "top 500", "every candidate ranked",
+    "imported, lists of 238-253", "depth not recorded"."""
+    if cut is None:
+        return "depth not recorded"
+    if cut == ALL:
+        return "every candidate ranked"
+    return f"imported, lists of {cut}" if "-" in cut else f"top {cut}"
+
+
+def _reaches(cut: str) -> pl.Expr:
+    """The rows of complete runs that compare with runs cut at `cut`: where it is a depth at
+    or above their pool's size (nothing ranked below it is missing from theirs)."""
+    if not cut.isdigit():
+        return pl.lit(False)
+    return pl.col("complete").fill_null(False) & (pl.col("candidates") <= int(cut))
+
+
+def main_depth(results: pl.DataFrame) -> str | None:
+    """The cut (`cuts`) most rows of `results` compare at: each depth counts its rows and
+    those of complete runs whose pools it reaches (`_reaches`); on a tie ALL, then the deeper
+    depth. None when no row records one."""
+    keyed = cuts(results).filter(pl.col(CUT).is_not_null())
+    if keyed.is_empty():
         return None
-    return int(depths.value_counts().sort(["count", "depth"], descending=True)["depth"][0])
+    tally = []
+    for (cut,), rows in keyed.group_by(CUT):
+        reached = keyed.filter(_reaches(cut), pl.col(CUT) == ALL).height
+        depth = int(cut) if cut.isdigit() else int(cut.rsplit("-", 1)[-1]) if "-" in cut else 0
+        tally.append((rows.height + reached, cut == ALL, cut.isdigit(), depth, cut))
+    return max(tally)[-1]
 
 
 def labelled_depths(results: pl.DataFrame) -> pl.DataFrame:
-    """`results` with each run of another depth than most rows' (`main_depth`) labelled with
-    its own ("bm25 (top 100)"), so that no table shows two depths under one model's name."""
-    if results["depth"].n_unique() < 2:  # one depth, or none recorded
-        return results
+    """`results` with each row's cut (`cuts`; a complete run's is the report's depth where
+    that depth reaches its pool's size: `main_depth`) and each run of another cut than the
+    report's labelled with its own ("bm25 (top 100)", "specter (imported, lists of
+    238-253)"), so that no table shows two depths under one model's name."""
+    results = cuts(results)
     main = main_depth(results)
-    other = pl.when(pl.col("depth").is_null()).then(pl.lit(" (depth not recorded)")).otherwise(
-        pl.format(" (top {})", pl.col("depth")))
-    return results.with_columns(model=pl.when(pl.col("depth").eq_missing(main))
+    if main is not None:
+        results = results.with_columns(pl.when(_reaches(main)).then(pl.lit(main))
+                                       .otherwise(pl.col(CUT)).alias(CUT))
+    if results[CUT].n_unique() < 2:  # one depth, or none recorded
+        return results
+    other = pl.col(CUT).map_elements(lambda cut: f" ({cut_words(cut)})",
+                                     return_dtype=pl.String, skip_nulls=False)
+    return results.with_columns(model=pl.when(pl.col(CUT).eq_missing(main))
                                 .then(pl.col("model")).otherwise(pl.col("model") + other))
 
 
@@ -635,18 +713,22 @@ def not_shown_section(data: Results) -> Section:
             "of this report comes from them; run each command to score them again"),
             ["run", "why", "the command that makes it current"],
             [[item["run"], item["why"], item["repair"]] for item in data.stale]))
-    other = data.full_queries.filter(~pl.col("depth").eq_missing(data.depth))
+    other = data.full_queries.filter(~pl.col(CUT).eq_missing(data.depth)) \
+        if CUT in data.full_queries.columns else data.full_queries.clear()
     if other.height:
-        depths = (other.group_by("model", "depth").agg(pools=pl.col("pool").n_unique())
-                  .sort("model", "depth"))
+        depths = (other.group_by("model", CUT).agg(pools=pl.col("pool").n_unique(),
+                                                   imported=pl.col("shortest").is_not_null()
+                                                   .any())
+                  .sort("model", CUT))
         tables.append(Table("other-depths", (
             f"{data.corpus}: runs of another depth than the report's {data.top}, each shown "
             "under a label with its depth, and compared with no other model (no test, "
             "interval of a difference, variance split or crossover between runs of two "
-            "depths); search them again at one depth (K) to compare them"),
+            f"depths); {other_depths_fix(depths)}"),
             ["run", "depth", "pools"],
-            [[row["model"], MISSING if row["depth"] is None else str(row["depth"]),
-              str(row["pools"])] for row in depths.iter_rows(named=True)]))
+            [[row["model"], MISSING if row[CUT] is None else
+              "all" if row[CUT] == ALL else row[CUT], str(row["pools"])]
+             for row in depths.iter_rows(named=True)]))
     if served := served_rows(data):
         tables.append(Table("served", (
             f"{data.corpus}: models served by an endpoint, whose identity is its URL and the "
@@ -656,6 +738,19 @@ def not_shown_section(data: Results) -> Section:
             "EMBEDDINGS_URL=<url> REPLACE=1` embeds with the model answering now"),
             ["model", "endpoint", "its store written"], served))
     return Section("not-shown", tuple(tables))
+
+
+def other_depths_fix(depths: pl.DataFrame) -> str:
+    """What compares the runs of another depth (`depths`: model, CUT, imported): searched ones
+    are searched again at one depth (K); an imported run cannot be, and is compared where a
+    run of its depth, or a complete one, stands beside it."""
+    imported = depths.filter(pl.col("imported"))
+    searched = "search them again at one depth (K) to compare them" \
+        if imported.height < depths.height else ""
+    made = ("an imported run is compared with runs of its own depth, or with every model "
+            "where both rank each candidate of their pools: import one cut at the report's "
+            "depth, or search the others at it") if imported.height else ""
+    return "; ".join(part for part in (searched, made) if part)
 
 
 def served_rows(data: Results) -> list[list[str]]:
@@ -686,24 +781,51 @@ SECTIONS = (not_shown_section, mdcr_section, csfcube_section, collection_section
 def build_report(runs_root: Path, corpus: str, seed: int = 0,
                  corpora_root: Path | None = None, exclude: str | None = None,
                  training_sets: dict[str, str] | None = None,
-                 index_root: Path | None = None) -> Report:
+                 index_root: Path | None = None,
+                 before: dict[str, tuple[int, int, int]] | None = None) -> Report:
     """The report of one corpus and pool seed, in memory (`Report.save()` writes it).
     `corpora_root` (default: the `corpora/` beside `runs_root`, as in a DATA folder) holds the
     corpus manifest that says what the corpus is: the published numbers get a difference only
     on the paper's setup (docs/published.md). `exclude`: the exclusion list whose pools are
     reported (a file, or 'none'; default: the one list the pools share); `training_sets`:
     model -> file of its training papers, for the leakage table; `index_root` (default: the
-    `indexes/` beside `runs_root`): where the stores of the runs' models are checked."""
+    `indexes/` beside `runs_root`): where the stores of the runs' models are checked.
+    `before`: the state of the files it may read (provenance.state) when the caller began (a
+    collect before it); by default when this call begins. A file changed since, at its end,
+    is provenance.ReportInputsChanged: a report records the digests of what it read and
+    shows nothing else."""
     exclusion, training = report_lists(exclude, training_sets)
-    data = load_results(runs_root, corpus, seed, corpora_root, exclusion, training, index_root)
+    corpora = corpora_root if corpora_root is not None else (
+        runs_root.parent / DATA_FOLDERS["corpora"])
+    indexes = index_root if index_root is not None else (
+        runs_root.parent / DATA_FOLDERS["indexes"])
+    place = Place(corpora / corpus, indexes, runs_root)
+    before = state(place) if before is None else before
+    repair = report_repair(corpus, seed, exclude, training_sets)
+    try:
+        data = load_results(runs_root, corpus, seed, corpora_root, exclusion, training,
+                            index_root)
+        sections = tuple(section(data) for section in SECTIONS)
+        made = provenance(data.rows, runs_root, corpora, corpus, seed, exclude, training_sets)
+        inputs = report_inputs(place, reported_runs(data), data.rows["pool"].unique())
+    except InputError:
+        unchanged(before, place, repair)  # refused for a change made meanwhile: said so
+        raise
+    unchanged(before, place, repair)
     for item in data.stale:
         log.warning(f"[report] {item['run']}: left out, not current ({item['why']}); repair: "
                     f"{item['repair']}")
-    corpora = corpora_root if corpora_root is not None else (
-        runs_root.parent / DATA_FOLDERS["corpora"])
-    return Report(corpus, seed, runs_root, tuple(section(data) for section in SECTIONS),
-                  provenance(data.rows, runs_root, corpora, corpus, seed, exclude,
-                             training_sets), exclude, training_sets)
+    return Report(corpus, seed, runs_root, sections, made, exclude, training_sets, inputs)
+
+
+def reported_runs(data: Results) -> list[tuple[str, str]]:
+    """(pool, run name) of every run the report shows, its rows' and those collect left out
+    as not current (their rows' labels without the depth that labelling adds: `bm25 (top
+    100)` is run bm25)."""
+    shown = data.rows.select("pool", "model").unique().rows()
+    left = [tuple(item["run"].split("/")[1:3]) for item in data.stale
+            if item["run"].count("/") == 2]
+    return sorted({*((pool, label.split(" (")[0]) for pool, label in shown), *left})
 
 
 def report_lists(exclude: str | None, training_sets: dict[str, str] | None

@@ -237,7 +237,7 @@ def _import(place: Place, pool: str, run: Any, model: str, drop_unknown: bool, r
         intact = not any(file_problem(paths.trec.parent / name, expected, deep=True)
                          for name, expected in old.get("outputs", {}).items())
         if same and intact and old.get("parameters") == parameters and not changed(
-                place.roots, old.get("inputs", {})):
+                place.roots, old.get("inputs", {})) and "complete" in old.get("details", {}):
             return _logged(old, place, pool, model) if write else old  # nothing to do
     target = PoolView.of(queries, candidates, pool, drop_unknown, whole)
     # a check alone (write=False) locks nothing and leaves nothing in the pool's run folder
@@ -245,11 +245,14 @@ def _import(place: Place, pool: str, run: Any, model: str, drop_unknown: bool, r
     with lock, scratch_dir(paths.trec.parent if write else paths.trec.parent.parent,
                            model) as scratch:
         spilled = spill(blocks, target, scratch)
-        counts, depth = write_checked(spilled, target, paths, model, write)
+        counts, (depth, shortest) = write_checked(spilled, target, paths, model, write)
         info = manifest(STAGE, parameters,
                         details={"retriever": IMPORTED, "source": source["name"],
                                  "source_path": source["path"],
-                                 "source_sha256": source["sha256"], "depth": depth},
+                                 "source_sha256": source["sha256"], "depth": depth,
+                                 "shortest": shortest,
+                                 "complete": bool(counts["rows"])
+                                 and not counts["queries_cut"]},
                         inputs=inputs,
                         outputs=fingerprints(paths.trec.parent,
                                              [paths.trec.name, paths.parquet.name])
@@ -460,6 +463,7 @@ class PoolView:
     pairs: pl.DataFrame | None
     drop_unknown: bool
     whole: Whole | None = None
+    sizes: pl.DataFrame | None = None  # query, size: the candidates it may rank (`list_sizes`)
 
     @classmethod
     def of(cls, queries: pl.DataFrame, candidates: pl.DataFrame, pool: str,
@@ -471,9 +475,9 @@ class PoolView:
         paper = pl.col("paper") if "paper" in queries.columns else pl.lit(None, pl.String)
         order = queries.select(query="corpusid", paper=paper).unique("query").sort(
             "query").with_row_index("pos")
-        return cls(pool, order.with_columns(pl.col("pos").cast(pl.Int64)),
-                   candidates["corpusid"].unique(), own_lists(candidates)[0], drop_unknown,
-                   whole)
+        docs, pairs = candidates["corpusid"].unique(), own_lists(candidates)[0]
+        return cls(pool, order.with_columns(pl.col("pos").cast(pl.Int64)), docs, pairs,
+                   drop_unknown, whole, list_sizes(order, docs, pairs))
 
     def classify(self, block: pl.DataFrame) -> pl.DataFrame:
         """The block's lines with the pool's types (`tq`, `td`: null for an id not spelt as
@@ -613,6 +617,25 @@ class Problems:
                              "; DROP_UNKNOWN=1 (drop_unknown=True) drops and counts them")
 
 
+def list_sizes(order: pl.DataFrame, docs: pl.Series, pairs: pl.DataFrame | None
+               ) -> pl.DataFrame:
+    """Each query's (`order`: query, paper) number of candidates it may rank: the pool's
+    (`docs`), or its own list (`pairs`, an MDCR-style or CSFCube pool), less its own paper.
+    A run whose answered queries rank that many each cut nothing (runs.RunCut.complete)."""
+    import polars as pl
+
+    paper = pl.coalesce("paper", pl.col("query").cast(pl.String))
+    if pairs is None:
+        own = paper.is_in(docs.cast(pl.String).implode()) | pl.col("query").is_in(
+            docs.implode())
+        return order.select("query", size=pl.lit(docs.len(), pl.Int64) - own.cast(pl.Int64))
+    listed = pairs.join(order.select("query", "paper"), on="query", how="inner").filter(
+        pl.col("doc") != pl.col("query"),
+        (pl.col("doc").cast(pl.String) != pl.col("paper")).fill_null(True))
+    return order.select("query").join(listed.group_by("query").agg(size=pl.len().cast(
+        pl.Int64)), on="query", how="left").with_columns(pl.col("size").fill_null(0))
+
+
 def check_group(frame: pl.DataFrame, target: PoolView, problems: Problems
                 ) -> tuple[pl.DataFrame, dict]:
     """One group of whole queries checked (module docstring): its lines to import in
@@ -637,7 +660,9 @@ def check_group(frame: pl.DataFrame, target: PoolView, problems: Problems
         "line", query="tq", doc="td", score="score")
     ties = kept.filter(pl.len().over("query", "score") > 1)
     ranked = trec_eval_order(kept).select("query", "doc", "rank", "score")
+    lengths = ranked.group_by("query").len().join(target.sizes, on="query", how="left")
     counts = {"lines": frame.height, "rows": ranked.height, "queries": ranked["query"].n_unique(),
+              "queries_cut": lengths.filter(pl.col("len") < pl.col("size")).height,
               "unknown_query_lines_dropped": unknown["query"].height,
               "unknown_doc_lines_dropped": unknown["doc"].height,
               "self_hits_removed": frame.filter(own).height,
@@ -646,15 +671,18 @@ def check_group(frame: pl.DataFrame, target: PoolView, problems: Problems
 
 
 def write_checked(spilled: Spilled, target: PoolView, paths: Any, model: str,
-                  write: bool = True) -> tuple[dict, int]:
+                  write: bool = True) -> tuple[dict, tuple[int, int]]:
     """Check the spilled run a group at a time and (with `write`) write it as the run
     (runs.RunWriter); on a problem nothing is written (the old run and its manifest stay).
-    Returns its counts and depth (the most lines of one query). A pool of a whole
-    collection's run may be left with no line (the caller leaves it out)."""
+    Returns its counts (`queries_cut`: answered queries ranking fewer candidates than they
+    may, list_sizes) and its depth and shortest list (the most and the fewest lines of an
+    answered query). A pool of a whole collection's run may be left with no line (the caller
+    leaves it out)."""
     from pipeline.retrieval.runs import RunWriter
 
-    problems, depth = Problems(), 0
-    counts = dict.fromkeys(("lines", "rows", "queries", "unknown_query_lines_dropped",
+    problems, depth, shortest = Problems(), 0, None
+    counts = dict.fromkeys(("lines", "rows", "queries", "queries_cut",
+                            "unknown_query_lines_dropped",
                             "unknown_doc_lines_dropped", "self_hits_removed", "tied_lines",
                             "queries_with_ties"), 0)
     with RunWriter(paths, tag=model, decimals=None) if write else nullcontext() as writer:
@@ -664,6 +692,9 @@ def write_checked(spilled: Spilled, target: PoolView, paths: Any, model: str,
             if writer and not problems.twice and not any(problems.unknown.values()):
                 writer.write(ranked)
             depth = max(depth, ranked["rank"].max() or 0)
+            if ranked.height:
+                fewest = int(ranked.group_by("query").len()["len"].min())
+                shortest = fewest if shortest is None else min(shortest, fewest)
         where = f"the run for pool {target.name}"
         problems.raise_first(counts, where, target)
         if not counts["rows"] and not target.whole:
@@ -672,7 +703,7 @@ def write_checked(spilled: Spilled, target: PoolView, paths: Any, model: str,
     counts["pool_queries_not_in_run_scored_0"] = target.order.height - counts["queries"]
     if target.whole:
         counts["other_pools_lines"] = spilled.elsewhere
-    return counts, int(depth)
+    return counts, (int(depth), int(shortest or 0))
 
 
 def _as(ids: pl.Series, dtype: pl.DataType) -> pl.Series:

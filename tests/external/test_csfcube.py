@@ -919,3 +919,94 @@ def test_dense_queries_are_the_facet_texts(made):
                  and f"{q.rsplit('_', 1)[0]}_result" in texts)
     assert texts[f"{paper}_method"] != texts[f"{paper}_result"]
     assert pool_dir(corpus, pool_names(corpus)[0]).is_dir()
+
+
+# ---- depth is what a run cut (issue 78) -------------------------------------------------------
+
+def _outside_run(corpus: Path, path: Path, cut: int | None = None, seed: int = 3) -> Path:
+    """A run made elsewhere of the whole collection, as SPECTER's released rankings are: each
+    facet query ranking every candidate of its own list (lists of several lengths), or with
+    `cut` its first `cut` only."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for name in pool_names(corpus):
+        _, candidates, _ = load_pool(corpus, name)
+        for (query,), rows in candidates.sort("query", "corpusid").group_by(
+                "query", maintain_order=True):
+            docs = rows["corpusid"].to_list()[:cut]
+            lines += [f"{query} Q0 {doc} {rank} {score!r} outside" for rank, (doc, score) in
+                      enumerate(zip(docs, rng.random(len(docs)).tolist(), strict=True), 1)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def with_bm25(imported, tmp_path_factory) -> Path:
+    """The imported corpus's data folder with BM25 searched and scored on every facet."""
+    import shutil
+
+    import pipeline
+
+    data = Path(shutil.copytree(imported[0].parents[1], tmp_path_factory.mktemp("csf") / "d"))
+    pipeline.search(pipeline.Data(data), "csf", None, "bm25", threads=1)
+    pipeline.evaluate(pipeline.Data(data), "csf", None, "bm25")
+    return data
+
+
+def test_a_run_ranking_every_candidate_is_compared_with_bm25(with_bm25, tmp_path):
+    """Issue 78: a run imported whole (every facet query ranking its own list, lists of 20 to
+    45, so its longest list differs per facet) was labelled "(top 44)", "(top 45)", ...
+    beside BM25's top 500, with no test against BM25 and the advice to search it again. It
+    is complete, as BM25's runs of these pools are: one depth, one row, tested."""
+    import shutil
+
+    import pipeline
+
+    data = pipeline.Data(shutil.copytree(with_bm25, tmp_path / "d"))
+    corpus = data.corpora / "csf"
+    written = pipeline.import_run(data, "csf", None, _outside_run(corpus, tmp_path / "o.trec"),
+                                  "outside")
+    depths = {info["details"]["depth"] for info in written.values()}
+    assert len(depths) > 1  # the longest list differs per facet
+    for info in written.values():
+        assert info["details"]["complete"] is True and info["counts"]["queries_cut"] == 0
+        assert info["details"]["shortest"] < info["details"]["depth"]
+    pipeline.evaluate(data, "csf", None, "outside")
+    report = pipeline.build_report(data, "csf")
+    assert "other-depths" not in report.tables
+    assert {row[0] for row in report.tables["csfcube"].rows} == {"bm25", "outside"}
+    tests = report.section("significance").markdown
+    assert "outside" in tests and "bm25" in tests and "another depth" not in tests
+    results = data.results(collect=False)
+    assert results["complete"].all()
+
+
+def test_an_imported_run_cut_is_labelled_by_what_it_is(with_bm25, tmp_path):
+    """An imported run whose lists were cut (the first 25 of each list: lists of 20 to 25) is
+    no top 25 nor complete: it is labelled as an imported run of lists of several lengths,
+    compared with no other model, and the table of other depths does not tell the user to
+    search it (an imported run cannot be searched)."""
+    import shutil
+
+    import pipeline
+
+    data = pipeline.Data(shutil.copytree(with_bm25, tmp_path / "d"))
+    corpus = data.corpora / "csf"
+    written = pipeline.import_run(data, "csf", None,
+                                  _outside_run(corpus, tmp_path / "o.trec", cut=25), "outside")
+    assert not any(info["details"]["complete"] for info in written.values())
+    assert sum(info["counts"]["queries_cut"] for info in written.values()) > 0
+    pipeline.evaluate(data, "csf", None, "outside")
+    report = pipeline.build_report(data, "csf")
+    labels = {row[0] for row in report.tables["csfcube"].rows}
+    assert "bm25" in labels
+    outside = labels - {"bm25"}
+    # a facet whose lists all reach 25 is cut at 25 everywhere: its top 25
+    assert all(re.fullmatch(r"outside \((imported, lists of \d+-25|top 25)\)", label)
+               for label in outside)
+    assert any("imported, lists of" in label for label in outside)
+    other = report.tables["other-depths"]
+    assert {row[0] for row in other.rows} == outside
+    assert "search them again" not in other.caption and "imported run" in other.caption
+    tests = report.section("significance").markdown
+    assert not any(label in tests for label in outside)
