@@ -1,5 +1,5 @@
 """A local OpenAI-compatible server on 127.0.0.1 with scripted faults, for the clients that
-share core/posting.bounded_post: /v1/embeddings (tests/encoding/test_served.py) and
+share core/http.bounded_request: /v1/embeddings (tests/encoding/test_served.py) and
 /v1/chat/completions (tests/judging/test_assessor.py)."""
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ message, log line, manifest or report ever holds a secret (docs/errors.md, "Secr
 
 from __future__ import annotations
 
+import codecs
 import html
 import json
 import re
@@ -60,6 +61,30 @@ URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s\"'<>]+", re.IGNORECASE)  # shown a
 UNSEEN = re.compile("[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f"
                     "\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
                     "\ufff9-\ufffb\U000e0001-\U000e007f]")
+Secrets = str | tuple[str, ...] | None  # the key, or every secret a request carried
+
+
+def _each(key: Secrets) -> list[str]:
+    """The secrets of `key`, one or several, the empty ones left out."""
+    return [k for k in ((key,) if isinstance(key, str) else key or ()) if k]
+
+
+def decoded(data: bytes) -> str:
+    """A server's bytes as text: by their byte-order mark (UTF-8, UTF-16, UTF-32), else as
+    UTF-16 when every other byte is NUL (a body without a mark), else UTF-8; what does not
+    decode is replaced, never dropped silently."""
+    for mark, codec in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                        (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
+                        (codecs.BOM_UTF16_BE, "utf-16")):
+        if data.startswith(mark):
+            return data.decode(codec, errors="replace")
+    head = data[:512]
+    if len(head) >= 4 and len(head) % 2 == 0:
+        if head[1::2].count(0) == len(head) // 2 and head[0::2].count(0) < len(head) // 4:
+            return data.decode("utf-16-le", errors="replace")
+        if head[0::2].count(0) == len(head) // 2 and head[1::2].count(0) < len(head) // 4:
+            return data.decode("utf-16-be", errors="replace")
+    return data.decode(errors="replace")
 
 
 def key_forms(key: str) -> list[str]:
@@ -71,42 +96,65 @@ def key_forms(key: str) -> list[str]:
     return sorted(forms, key=len, reverse=True)
 
 
-def redacted(text: str, key: str | None, most: int | None = None) -> str:
+def redacted(text: str, key: Secrets, most: int | None = None) -> str:
     """`text`, a server's (an error, a reply), as a message, log line or file may hold it:
-    invisible characters dropped (UNSEEN), each URL's credentials and query replaced
-    (shown_url), and the key, in each of its forms (key_forms) and any case, replaced by
-    HIDDEN in the whole text; with `most`, its whitespace is then collapsed and the line cut
-    to `most` characters; last, every run of FRAGMENT or more characters of the key (a server
-    that cut or masked it, a key across a line break) is replaced by HIDDEN too. A key is
-    thus never half shown, wherever a cut falls."""
+    invisible characters dropped (UNSEEN), every layer a server can wrap a key in undone where
+    that shows a piece of it (`_unwrapped`: percent-encoding, HTML references named and
+    numeric, JSON and Python escapes), each URL's credentials and query replaced (shown_url),
+    and the key (or each of several secrets), in each of its forms (key_forms) and any case,
+    replaced by HIDDEN in the whole text; with `most`, its whitespace is then collapsed and the
+    line cut to `most` characters; last, every run of FRAGMENT or more characters of a key (a
+    server that cut or masked it, a key across a line break) is replaced by HIDDEN too. A key
+    is thus never half shown, wherever a cut falls."""
+    keys = _each(key)
     text = UNSEEN.sub("", text)
-    if key:
-        text = _unescaped_if_holding(text, key)
+    if keys:
+        text = _unwrapped(text, keys)
     text = URL.sub(lambda url: shown_url(url.group()), text)
-    if key:
-        for form in key_forms(key):
+    for one in keys:
+        for form in key_forms(one):
             text = re.sub(re.escape(form), HIDDEN, text, flags=re.IGNORECASE)
     if most is not None:
         text = one_line(text, most)
-    return _fragments_hidden(text, key) if key else text
+    for one in keys:
+        text = _fragments_hidden(text, one)
+    return text
 
 
-ESCAPES = re.compile(r"%[0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}")  # percent and JSON's \uXXXX
-UNESCAPE_ROUNDS = 3  # escapes of escapes (%2573) undone this many times at most
+# what a server may wrap a key's characters in: percent-encoding (%73), HTML references
+# (&amp; &#115; &#x73;, the ';' optional as browsers read them), JSON's and Python's escapes
+# (\u0073, \x73, \U00000073)
+ESCAPES = re.compile(r"%[0-9a-fA-F]{2}"
+                     r"|&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});?"
+                     r"|\\(?:u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|U[0-9a-fA-F]{8})")
+BACKSLASHED = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|U([0-9a-fA-F]{8}))")
+UNESCAPE_ROUNDS = 4  # escapes of escapes (%2573, &amp;#115;) undone this many times at most
 
 
-def _unescaped_if_holding(text: str, key: str) -> str:
-    """`text` with its percent and `\\uXXXX` escapes undone (up to UNESCAPE_ROUNDS times, what
-    nothing shows dropped: UNSEEN) when that shows FRAGMENT characters of the key in a row (a
-    key escaped byte by byte, as a redirect's Location or a JSON encoder may write it), so
-    that it is replaced as written plainly; `text` itself otherwise."""
-    pieces = {key[i:i + FRAGMENT].casefold() for i in range(len(key) - FRAGMENT + 1)}
+def _unbackslashed(text: str) -> str:
+    """`text` with its \\uXXXX, \\xXX and \\UXXXXXXXX escapes undone (a surrogate pair joined;
+    a code no character has left as written)."""
+    def one(code: re.Match) -> str:
+        value = int(next(group for group in code.groups() if group), 16)
+        return chr(value) if value <= 0x10FFFF else code.group()
+
+    plain = BACKSLASHED.sub(one, text)
+    return plain.encode("utf-16", "surrogatepass").decode("utf-16", "replace") \
+        if re.search("[\ud800-\udfff]", plain) else plain
+
+
+def _unwrapped(text: str, keys: list[str]) -> str:
+    """`text` with every escape layer undone (ESCAPES, up to UNESCAPE_ROUNDS times, what nothing
+    shows dropped: UNSEEN) when that shows FRAGMENT characters of a key in a row (a key escaped
+    character by character, as a redirect's Location, an HTML page or a JSON encoder may write
+    it), so that it is replaced as written plainly; `text` itself otherwise."""
+    pieces = {key[i:i + FRAGMENT].casefold() for key in keys
+              for i in range(len(key) - FRAGMENT + 1)}
     plain = text
     for _ in range(UNESCAPE_ROUNDS):
         if not ESCAPES.search(plain):
             break
-        plain = UNSEEN.sub("", unquote(re.sub(r"\\u([0-9a-fA-F]{4})",
-                                              lambda code: chr(int(code.group(1), 16)), plain)))
+        plain = UNSEEN.sub("", unquote(html.unescape(_unbackslashed(plain))))
         folded = plain.casefold()
         if any(piece in folded for piece in pieces):
             return plain

@@ -7,16 +7,16 @@ again only for the papers of the part it was writing) and SLURM shards are the e
 Each part's texts go out `batch_size` per request, `concurrency` requests at once; a request
 answered 429 or 5xx, or whose connection dropped, is sent again up to RETRIES times, after the
 reply's Retry-After or an exponential backoff, all within a batch's DEADLINE; a request not
-answered after NOTICE seconds is said at once (core/posting.bounded_post, the loop the judging
+answered after NOTICE seconds is said at once (core/http.bounded_request, the loop the judging
 chat client shares). DEADLINE holds by the wall clock while a reply is read (a server sending
 it a byte at a time is given up on then), and a Ctrl-C ends the stage at once (the requests
-in flight are left behind: core/posting.each_at_once). A reply is read as it arrives up to the
+in flight are left behind: core/http.each_at_once). A reply is read as it arrives up to the
 size its inputs' embeddings can take. A reply that cannot be the inputs' embeddings (another
 count, indices, dimension, a value that is not a JSON number or beyond float32) is refused in
 one line, nothing of its part stored. The key is read from OPENAI_API_KEY at each run
 (checked: models.api_key) and sent only in the Authorization header: it is never logged,
 never written, and no part of the store's identity; what a server says that a line shows
-passes core/secrets.redacted first (core/posting.said).
+passes core/secrets.redacted first (core/http.said).
 
 An endpoint's identity is its URL (recorded as given: models.endpoint_url refuses one that
 holds a secret), the served model's name and its fingerprint, the vectors of PROBES: each run
@@ -37,8 +37,16 @@ import time
 import numpy as np
 
 from pipeline.core.errors import InputError
+from pipeline.core.http import (
+    Bounds,
+    Words,
+    bounded_request,
+    connection_pool,
+    each_at_once,
+    endpoint_identity,
+    said,
+)
 from pipeline.core.logs import Progress
-from pipeline.core.posting import Bounds, Words, bounded_post, connection_pool, each_at_once, said
 from pipeline.core.secrets import shown_url
 from pipeline.encoding.objects import ObjectEncoder
 from pipeline.models import API_KEY, API_KIND, API_URL, ModelEntry, ServedModel, api_key
@@ -115,7 +123,7 @@ class EmbeddingsClient:
         return self._vectors(self._reply(body, len(texts)), len(texts))
 
     def _reply(self, body: bytes, n: int) -> dict:
-        """The JSON reply to one request of `n` inputs (core/posting.bounded_post: RETRIES
+        """The JSON reply to one request of `n` inputs (core/http.bounded_request: RETRIES
         retries, all within DEADLINE seconds), read up to the size of `n` inputs' embeddings
         (`n` x the dimension, or MAX_DIM before it is known, x VALUE_BYTES, plus ITEM_BYTES
         each and REPLY_SLACK): a larger reply is refused in one line, read no further."""
@@ -124,8 +132,8 @@ class EmbeddingsClient:
                       f"the reply to a request of {n} inputs",
                       "embed again (the papers stored so far are kept)", HINTS, HINT)
         bound = n * ((self.dim or MAX_DIM) * VALUE_BYTES + ITEM_BYTES) + REPLY_SLACK
-        data = bounded_post(self.pool, self.entry.endpoint, body, self.headers, self.key,
-                            bounds, words, bound)
+        data = bounded_request(self.pool, "POST", self.entry.endpoint, body, self.headers,
+                               self.key, bounds, words, bound)
         if data is None:
             raise InputError(f"{self.where()}: its reply to {n} inputs is larger than "
                              f"{bound:,} bytes, more than {n} embeddings of "
@@ -135,7 +143,7 @@ class EmbeddingsClient:
 
     def _json(self, data: bytes) -> dict:
         """The reply as JSON with data[]; anything else one line showing how it begins
-        (core/posting.said: the key hidden)."""
+        (core/http.said: the key hidden)."""
         try:
             reply = json.loads(data)
         except ValueError:
@@ -239,10 +247,11 @@ class ServedEncoder(ObjectEncoder):
     @classmethod
     def identity_change(cls, config: dict, entry: ModelEntry) -> str | None:
         """What differs between the endpoint a store's `config` was embedded at and the one
-        `entry` names now, in words (None when the same), known without a request."""
+        `entry` names now, in words (None when the same: core/http.endpoint_identity, the
+        scheme and host in any case), known without a request."""
         was = (config.get("model") or {}).get("endpoint")
         now = served_entry(entry).endpoint
-        if was is None or was == now:
+        if was is None or endpoint_identity(str(was)) == endpoint_identity(now):
             return None
         return f"embedded at {shown_url(str(was))}, not at {shown_url(now)}"
 

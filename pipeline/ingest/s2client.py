@@ -17,25 +17,27 @@ S2_DATASET, released_shard), so nothing is written or removed outside the raw fo
 Credentials in S2_API_URL (http://user:password@host) are sent as HTTP basic auth to the API
 only and shown nowhere, like the key.
 
-HTTP client: urllib3 (a direct dependency in pyproject.toml; the one under requests). It gives
-a thread-safe connection pool, connect and read timeouts, redirects (the key and credentials
-dropped on the way to another host), and raw streaming with a Content-Length check (a
-truncated body raises instead of passing as a short file). Ranges are a header. Retries are
-this module's own loops (urllib3's retry the same request silently): an API call's, which
-logs each retry and bounds the total wait, and a file's, which resumes from the bytes on disk
-and never logs a presigned link. requests adds nothing to that; httpx's retries cover
-connection errors only.
+HTTP: every request goes through pipeline/core/http.py, the package's one client. An API call
+is `bounded_request`: its retries (429, 5xx, no answer) each logged, all within `api_wait`
+seconds by the wall clock, headers and body, whatever the server trickles; a redirect is not
+followed (the key would go where it points); its answer read up to MAX_ANSWER bytes. A file
+is one `opened` attempt at a time, from the bytes its partial file holds: redirects followed
+(a presigned link carries no key), its pace bounded (`Stall`: headers within the connect and
+read timeouts, then at least `stall_bytes` in every `stall_window` seconds); `Retries` decides
+what comes next: resumed, the link asked for again, or one line. A stalled attempt that brought
+fewer than `stall_bytes` is a try without progress, so a host trickling a byte a second is
+given up on after `retries` tries (docs/ingest.md, "Bounded waits").
 """
 
 from __future__ import annotations
 
-import email.utils
+import base64
+import contextlib
 import functools
 import hashlib
 import io
 import logging
 import os
-import random
 import re
 import threading
 import time
@@ -46,14 +48,28 @@ from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
 import orjson
-import urllib3
 from isal import igzip
-from urllib3.util import Retry, Timeout
 
 from pipeline.core.atomic import disk_errors
 from pipeline.core.checksums import remember
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
+from pipeline.core.http import (
+    RETRIED,
+    STALL_BYTES,
+    STALL_WINDOW,
+    Bounds,
+    NoAnswer,
+    Stall,
+    Stream,
+    Words,
+    basic_auth,
+    bounded_request,
+    connection_pool,
+    opened,
+    retry_note,
+    said,
+)
 from pipeline.core.secrets import header_secret
 from pipeline.ingest.shards import READ_ERRORS, S2AG_DATASETS
 from pipeline.layout import (
@@ -74,11 +90,17 @@ API_PATH = "/datasets/v1"
 KEY_HEADER = "x-api-key"
 LATEST = "latest"
 MANIFEST_VERSION = 1
-CHUNK = 1 << 20  # bytes read from a response at a time
-RETRY_STATUS = (429, 500, 502, 503, 504)  # answers worth asking again, after a pause
+CHUNK = 1 << 20  # bytes read from a file at a time (checking it)
 EXPIRED_STATUS = (400, 401, 403)  # what a file host answers to an expired presigned link
 MAX_PAUSE = 120.0  # seconds: the longest pause between tries (a Retry-After included)
-MAX_REDIRECTS = 5  # redirects followed per request (a file link to its region's host)
+MAX_ANSWER = 64 << 20  # bytes of an API answer read at most (a listing of links: some MB)
+NOTICE = 30.0  # seconds after which an API call not yet answered is said, once
+# A refusal's repair by status (any other: API_HINT)
+KEY_HINT = (f"check the key in {API_KEY_ENV} (or ask for one at "
+            "https://www.semanticscholar.org/product/api)")
+API_HINTS = {401: KEY_HINT, 403: KEY_HINT,
+             404: "check RELEASE (a date such as 2026-11-18, or latest) and DATASETS"}
+API_HINT = f"check {API_URL_ENV}, or run again later"
 BAD_DOWNLOADS = 3  # a file whose whole bytes fail verification this many times is an error
 
 
@@ -86,7 +108,8 @@ BAD_DOWNLOADS = 3  # a file whose whole bytes fail verification this many times 
 class Settings:
     """How to reach the API and how hard to try: base URL and key (from the environment),
     files at once, retries without progress per file or API call, the first pause
-    (doubling), timeouts, the longest an API call may take, its tries and pauses together.
+    (doubling), timeouts, the longest an API call may take, its tries and pauses together,
+    and a file's least pace (`stall_bytes` in every `stall_window` seconds).
     Credentials in the base URL are taken out of it (`auth`), so that the URL can be shown."""
 
     base_url: str
@@ -97,6 +120,8 @@ class Settings:
     connect_timeout: float = 30.0
     read_timeout: float = 120.0
     api_wait: float = 600.0
+    stall_window: float = STALL_WINDOW  # a file's body: at least stall_bytes in each window
+    stall_bytes: int = STALL_BYTES
     auth: str = field(default="", repr=False)  # user:password of the base URL, never shown
 
     def __post_init__(self) -> None:
@@ -105,6 +130,13 @@ class Settings:
             object.__setattr__(self, "auth", f"{unquote(parts.username or '')}:"
                                              f"{unquote(parts.password or '')}")
             object.__setattr__(self, "base_url", public(self.base_url))
+
+    def bounds(self) -> Bounds:
+        """An API call's retries, backoff (with jitter), timeouts and deadline, and a file's
+        backoff: core/http.Bounds, checked sane there (the options refuse nonsense first)."""
+        return Bounds(self.retries, self.backoff, MAX_PAUSE, self.connect_timeout,
+                      self.read_timeout, self.api_wait, NOTICE, time.sleep, time.monotonic,
+                      jitter=True)
 
     @classmethod
     def from_environment(cls, **options: Any) -> Settings:
@@ -160,66 +192,6 @@ def checked_datasets(datasets: list[str]) -> list[str]:
     return list(dict.fromkeys(datasets))
 
 
-def retry_after(value: str | None) -> float | None:
-    """The seconds a Retry-After header asks for (a number of seconds or an HTTP date), at
-    most MAX_PAUSE; None when there is none or it is neither."""
-    text = (value or "").strip()
-    if re.fullmatch(r"\d{1,9}", text, re.ASCII):
-        return min(float(text), MAX_PAUSE)
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return min(max(when.timestamp() - time.time(), 0.0), MAX_PAUSE)
-
-
-def _retry_note(headers: Any) -> tuple[float | None, str]:
-    """(seconds the server asks for, words for the log) from an answer's Retry-After."""
-    header = headers.get("Retry-After")
-    seconds = retry_after(header)
-    if header and seconds is None:
-        return None, f" with an invalid Retry-After ({header[:40]!r}, ignored)"
-    return seconds, ""
-
-
-def _failure(exc: Exception, connect: float, read: float) -> str:
-    """What went wrong with a request that got no answer, in words (never the URL)."""
-    errors = urllib3.exceptions
-    reason = getattr(exc, "reason", None) or exc  # MaxRetryError (a redirect) wraps it
-    if isinstance(reason, errors.NameResolutionError):
-        return "could not be found (its host name does not resolve)"
-    if isinstance(reason, errors.NewConnectionError):
-        refused = "refused" in str(reason).lower()
-        return "could not be reached (connection refused)" if refused else \
-            "could not be reached (no connection)"
-    if isinstance(reason, errors.ConnectTimeoutError):
-        return f"could not be reached within {connect:g} s"
-    if isinstance(reason, errors.ReadTimeoutError):
-        return f"did not answer within {read:g} s"
-    if isinstance(reason, errors.ResponseError):
-        return "redirected too many times"
-    if isinstance(reason, errors.ProtocolError):
-        return "broke the connection"
-    return f"did not answer ({type(reason).__name__})"
-
-
-class _NoSignatures(logging.Filter):
-    """urllib3 logs each request's URL at DEBUG (and a retried one at WARNING): a presigned
-    link's query, its signature, is cut from such lines before any handler sees them."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if "?" in message:
-            record.msg, record.args = re.sub(r"\?[^\s\"']*", "?<query>", message), ()
-        return True
-
-
-for _name in ("urllib3.connectionpool", "urllib3.poolmanager", "urllib3.response"):
-    logging.getLogger(_name).addFilter(_NoSignatures())
-
-
 def link_name(url: str) -> str:
     """The file's name in a link: the last part of its path."""
     return urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]
@@ -234,74 +206,38 @@ class Client:
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        timeout = Timeout(connect=settings.connect_timeout, read=settings.read_timeout)
-        # redirects only (retries are the loops below): the key and credentials (Authorization,
-        # a default of urllib3's) never go to another host
-        redirects = Retry(total=None, connect=0, read=0, status=0, other=0,
-                          redirect=MAX_REDIRECTS, raise_on_redirect=True,
-                          respect_retry_after_header=False,
-                          remove_headers_on_redirect=[*Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT,
-                                                      KEY_HEADER])
-        self.http = urllib3.PoolManager(num_pools=8, maxsize=settings.parallel + 2,
-                                        timeout=timeout, retries=redirects)
+        self.http = connection_pool(settings.parallel + 2)
         self.api_headers = {KEY_HEADER: settings.key}
+        secrets = [settings.key]
         if settings.auth:
-            self.api_headers |= urllib3.make_headers(basic_auth=settings.auth)
+            auth = basic_auth(settings.auth)
+            self.api_headers |= auth
+            secrets += [settings.auth, settings.auth.partition(":")[2],
+                        base64.b64encode(settings.auth.encode()).decode()]
+        self.secrets = tuple(secrets)  # what a server's text shown never holds
+        self.bounds = settings.bounds()
+        self.stall = Stall(settings.connect_timeout + settings.read_timeout,
+                           settings.stall_window, settings.stall_bytes)
 
     def get_json(self, path: str, what: str) -> Any:
         """GET base + /datasets/v1 + path with the key; the parsed JSON or one clear line.
-        429, 5xx and no answer are tried again (each retry logged) at most `retries` times
-        and `api_wait` seconds in all."""
+        429, 5xx and no answer are tried again (each retry logged) at most `retries` times,
+        all within `api_wait` seconds (core/http.bounded_request)."""
         settings = self.settings
-        url = f"{settings.base_url}{API_PATH}{path}"
-        deadline = time.monotonic() + settings.api_wait
-        tries = 0
-        while True:
-            tries += 1
-            left = max(deadline - time.monotonic(), 0.01)
-            connect, read = min(settings.connect_timeout, left), min(settings.read_timeout, left)
-            asks: float | None = None
-            try:
-                resp = self.http.request("GET", url, headers=self.api_headers,
-                                         timeout=Timeout(connect=connect, read=read))
-            except urllib3.exceptions.HTTPError as exc:
-                status, note = None, _failure(exc, connect, read)
-            else:
-                if resp.status not in RETRY_STATUS:
-                    return self._answer(resp, what)
-                asks, invalid = _retry_note(resp.headers)
-                status, note = resp.status, f"answered HTTP {resp.status}{invalid}"
-            pause = _pause(tries, settings, asks)
-            out_of_time = time.monotonic() + pause > deadline
-            if tries > settings.retries or out_of_time:
-                given_up = (f"; gave up after {settings.api_wait:g} s ({tries} tries)"
-                            if out_of_time else f" after {tries} tries")
-                advice = "run again later" if status else \
-                    f"check the network and {API_URL_ENV}, then run again"
-                raise InputError(f"the Semantic Scholar Datasets API at {settings.base_url} "
-                                 f"{note} for {what}{given_up}; {advice}")
-            log.warning("the Semantic Scholar Datasets API at %s %s for %s; trying again in "
-                        "%.1f s (try %d of at most %d)", settings.base_url, note, what, pause,
-                        tries + 1, settings.retries + 1)
-            time.sleep(pause)
-
-    def _answer(self, resp: urllib3.BaseHTTPResponse, what: str) -> Any:
-        """An answer that is not worth asking again for: its JSON, or one line saying why not."""
-        if resp.status in (401, 403):
-            raise InputError(f"the Semantic Scholar Datasets API refused the key in "
-                             f"{API_KEY_ENV} (HTTP {resp.status}) for {what}: check the key "
-                             "(or ask for one at https://www.semanticscholar.org/product/api)")
-        if resp.status == 404:
-            raise InputError(f"the Semantic Scholar Datasets API has no {what} (HTTP 404): "
-                             "check RELEASE (a date such as 2026-11-18, or latest) and DATASETS")
-        if resp.status != 200:
-            raise InputError(f"the Semantic Scholar Datasets API answered HTTP {resp.status} "
-                             f"for {what}; check {API_URL_ENV}, or run again later")
+        where = f"the Semantic Scholar Datasets API at {settings.base_url} ({what})"
+        words = Words("download", where, API_URL_ENV, "API call", f"its answer ({what})",
+                      "run the download again (the files downloaded so far are kept)",
+                      API_HINTS, API_HINT)
+        data = bounded_request(self.http, "GET", f"{settings.base_url}{API_PATH}{path}", None,
+                               self.api_headers, self.secrets, self.bounds, words, MAX_ANSWER)
+        if data is None:
+            raise InputError(f"{where}: its answer is larger than {MAX_ANSWER:,} bytes; check "
+                             f"{API_URL_ENV}")
         try:
-            return orjson.loads(resp.data)
+            return orjson.loads(data)
         except orjson.JSONDecodeError:
-            raise InputError(f"the Semantic Scholar Datasets API sent no JSON for {what}; "
-                             f"check {API_URL_ENV}") from None
+            raise InputError(f"{where}: its answer is not JSON (it says: "
+                             f"{said(data, self.secrets)}); check {API_URL_ENV}") from None
 
     def releases(self) -> list[str]:
         listed = self.get_json("/release/", "list of releases")
@@ -332,13 +268,15 @@ class Client:
                              "lists no diffs")
         return steps
 
-    def open(self, url: str, offset: int) -> urllib3.BaseHTTPResponse:
+    def open(self, url: str, offset: int) -> contextlib.AbstractContextManager[Stream]:
         """A file link's bytes from `offset` on (a Range request), streamed, redirects followed
-        (S3 answers 307 for another region), not retried. Neither the key nor credentials are
-        sent: a presigned link needs none, and the file host is not the API's."""
+        (S3 answers 307 for another region), its pace bounded (`stall`), not retried
+        (core/http.opened). Neither the key nor credentials are sent: a presigned link needs
+        none, and the file host is not the API's."""
         headers = {"Range": f"bytes={offset}-"} if offset else {}
-        return self.http.request("GET", url, headers=headers, preload_content=False,
-                                 decode_content=False)
+        settings = self.settings
+        return opened(self.http, url, headers, self.stall, settings.connect_timeout,
+                      settings.read_timeout)
 
 
 # ---- the links of a dataset's files, asked for again when they expire --------------------------
@@ -445,14 +383,6 @@ def _content_range(value: str | None) -> tuple[int, int | None] | None:
     return int(match[1]), (None if match[2] == "*" else int(match[2]))
 
 
-def _pause(tries: int, settings: Settings, asked: float | None = None) -> float:
-    """Seconds before the next try: what the server asked for (Retry-After), else exponential
-    backoff with jitter; at most MAX_PAUSE."""
-    if asked is not None:
-        return min(asked, MAX_PAUSE)
-    return min(settings.backoff * 2 ** (tries - 1) * (0.5 + random.random() / 2), MAX_PAUSE)
-
-
 def _size(path: Path) -> int:
     """Bytes of `path`; 0 when there is no such file (no partial yet)."""
     return path.stat().st_size if path.exists() else 0
@@ -462,12 +392,14 @@ def _size(path: Path) -> int:
 class Attempt:
     """What one request for a file's bytes came to: the answer's status (None: no answer, or
     not the range asked for), the whole file's bytes when the answer says, what went wrong
-    in words for the log ('': nothing) and the seconds the host asked to wait (Retry-After)."""
+    in words for the log ('': nothing), the seconds the host asked to wait (Retry-After) and
+    whether it ended below the least pace (`stalled`: core/http.Stall)."""
 
     status: int | None = None
     total: int | None = None
     note: str = ""
     asked: float | None = None
+    stalled: bool = False
 
     @property
     def body(self) -> bool:
@@ -484,7 +416,7 @@ class Attempt:
         return self.note or f"HTTP {self.status}"
 
 
-def _answer_range(resp: urllib3.BaseHTTPResponse, offset: int) -> tuple[int | None, int | None]:
+def _answer_range(resp: Stream, offset: int) -> tuple[int | None, int | None]:
     """(status, the file's whole size or None) of an answer to a request from byte `offset`:
     a 206 for another range than the one asked for counts as no answer (status None), so the
     partial is read again from 0; a 200 is the whole file (the host ignored the range)."""
@@ -498,24 +430,16 @@ def _answer_range(resp: urllib3.BaseHTTPResponse, offset: int) -> tuple[int | No
     return 200, int(length) if length and length.isascii() and length.isdigit() else None
 
 
-def _save_body(resp: urllib3.BaseHTTPResponse, part: Path, append: bool, meter: Meter,
+def _save_body(answer: Stream, part: Path, append: bool, meter: Meter,
                stop: threading.Event | None) -> None:
     """Write the answer's body to the partial file as it comes, after its bytes (`append`)
     or in their place; `stop` set: Stopped, the bytes written so far kept."""
     with disk_errors(part.parent), part.open("ab" if append else "wb") as out:
-        while block := resp.read1(CHUNK, decode_content=False):
+        for block in answer.chunks():
             out.write(block)
             meter.add(len(block))
             if stop is not None and stop.is_set():
-                resp.close()
                 raise Stopped(part.name)
-    resp.release_conn()
-
-
-def _discard(resp: urllib3.BaseHTTPResponse) -> None:
-    """Read an unwanted body to its end so that the connection serves the next request."""
-    resp.drain_conn()
-    resp.release_conn()
 
 
 def attempt(client: Client, url: str, part: Path, meter: Meter,
@@ -524,26 +448,26 @@ def attempt(client: Client, url: str, part: Path, meter: Meter,
     Range request), written there: appended, or from byte 0 when the host sends the whole
     file. A range the host cannot give (416 past a partial that holds more than the file,
     another range than asked for) removes the partial, so that the next try starts from
-    byte 0. Faults are the attempt's note, never raised; `stop` set raises Stopped."""
+    byte 0. Faults are the attempt's note (an attempt below the least pace: `stalled`), never
+    raised; `stop` set raises Stopped."""
     offset = _size(part)
     got = Attempt()
     try:
-        resp = client.open(url, offset)
-        got.status, got.total = _answer_range(resp, offset)
-        if got.body:
-            _save_body(resp, part, got.status == 206, meter, stop)
-        elif got.status is None or (got.status == 416 and offset):
-            _discard(resp)
-            part.unlink(missing_ok=True)
-            got.note = f"HTTP {resp.status} to the range from byte {offset}; from byte 0 again"
-        else:
-            got.asked, invalid = _retry_note(resp.headers)
-            got.note = f"HTTP {got.status}{invalid}" if invalid else ""
-            _discard(resp)
-    except urllib3.exceptions.HTTPError as exc:
-        settings = client.settings
-        got.note = _failure(exc, settings.connect_timeout, settings.read_timeout) \
-            if got.status is None else type(exc).__name__  # a dropped connection, a timeout
+        with client.open(url, offset) as answer:
+            got.status, got.total = _answer_range(answer, offset)
+            if got.body:
+                _save_body(answer, part, got.status == 206, meter, stop)
+            elif got.status is None or (got.status == 416 and offset):
+                answer.discard()
+                part.unlink(missing_ok=True)
+                got.note = (f"HTTP {answer.status} to the range from byte {offset}; from byte 0 "
+                            "again")
+            else:
+                got.asked, invalid = retry_note(answer.headers)
+                got.note = f"HTTP {got.status}{invalid}" if invalid else ""
+                answer.discard()
+    except NoAnswer as exc:
+        got.note, got.stalled = exc.note, exc.stalled
     except OSError as exc:
         got.note = type(exc).__name__
     return got
@@ -568,18 +492,21 @@ class Retries:
     progress (bytes on disk beyond the most the file ever had: a restart from byte 0 is
     none), then one line; BAD_DOWNLOADS whole downloads that fail verification, then one
     line; a link the host refuses as expired (EXPIRED_STATUS) asked for again; a 404 one line
-    at once; between tries the pause of `_pause`, cut short by `stop` (then Stopped)."""
+    at once; between tries the backoff of the client's `bounds` (core/http.Bounds.wait), cut
+    short by `stop` (then Stopped)."""
 
     def __init__(self, settings: Settings, name: str, what: str, most: int = 0,
                  stop: threading.Event | None = None):
         self.settings, self.name, self.what, self.stop = settings, name, what, stop
+        self.bounds = settings.bounds()
         self.tries = 0  # tries without progress
         self.bad = 0  # whole downloads that failed verification
         self.most = most  # the furthest the bytes have come
 
-    def progressed(self, size: int) -> bool:
-        """True, the tries counted again from 0, when `size` bytes are more than ever."""
-        if size <= self.most:
+    def progressed(self, size: int, least: int = 1) -> bool:
+        """True, the tries counted again from 0, when `size` bytes are at least `least` more
+        than ever (a stalled attempt: a window's bytes, core/http.Stall)."""
+        if size - self.most < max(1, least):
             return False
         self.tries, self.most = 0, size
         return True
@@ -608,8 +535,7 @@ class Retries:
             raise InputError(f"{self.what} file {self.name}: no progress after {self.tries} "
                              f"tries (last: {got.shown()}); run again later (the bytes "
                              "downloaded so far are kept)")
-        wait = _pause(self.tries, self.settings,
-                      got.asked if got.status in RETRY_STATUS else None)
+        wait = self.bounds.wait(self.tries - 1, got.asked if got.status in RETRIED else None)
         log.warning("%s %s: %s; trying again in %.1f s", self.what, self.name, got.shown(),
                     wait)
         self._wait(wait)
@@ -640,7 +566,8 @@ def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Met
                 return verified(part, final)
             except ValueError as exc:
                 retries.damaged(exc, url)
-        elif got.body and retries.progressed(size):
+        elif got.body and retries.progressed(
+                size, client.settings.stall_bytes if got.stalled else 1):
             # a break in a long file is not its failure
             log.warning("%s %s: broken off at byte %d%s (%s); resuming", what, name, size,
                         f" of {got.total}" if got.total else "", got.note or "short body")

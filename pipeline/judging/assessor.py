@@ -41,10 +41,10 @@ from pipeline.core.atomic import atomic_path, disk_errors
 from pipeline.core.checksums import fingerprint, outputs_intact
 from pipeline.core.errors import InputError, OptionError, first_line
 from pipeline.core.files import read_json, read_parquet, write_json
+from pipeline.core.http import Refusal, each_at_once
 from pipeline.core.locks import file_lock
 from pipeline.core.logs import Progress
 from pipeline.core.manifests import manifest
-from pipeline.core.posting import Refusal, each_at_once
 from pipeline.core.secrets import shown_url
 from pipeline.judging.chat import JUDGE_URL, ChatClient, chat_url
 from pipeline.judging.files import (
@@ -808,7 +808,7 @@ def _same_endpoint(book: JudgingLog, assessor: Assessor) -> None:
 
 def _ask(todo: list[Pair], assessor: Assessor, book: JudgingLog, concurrency: int,
          progress: bool) -> list[dict[str, Any]]:
-    """Asks `todo`, `concurrency` at once (core/posting.each_at_once: after a failed request
+    """Asks `todo`, `concurrency` at once (core/http.each_at_once: after a failed request
     no further pair is sent; a Ctrl-C leaves the requests in flight behind), each answer
     appended to `book` as it comes; an answer arriving once this has returned (the book
     closed) is dropped, never written."""

@@ -9,7 +9,7 @@ password, query or fragment, so that the URL recorded with the judgments holds n
 shown with core/secrets.shown_url; whatever a server says (a reply's content, an error, the
 start of a reply that is not a chat completion) passes core/secrets.redacted, the key in any
 form and any 4 of its characters in a row replaced by `<key>`, before anything keeps or shows
-it. Its request loop is the embeddings client's (core/posting.bounded_post): a request
+it. Its request loop is the embeddings client's (core/http.bounded_request): a request
 answered 429 or 5xx, or whose connection dropped, is sent again up to RETRIES times, after
 the reply's Retry-After or an exponential backoff capped at MAX_WAIT, all within DEADLINE
 seconds by the wall clock, a reply still arriving then included; any other refusal, a
@@ -26,7 +26,14 @@ from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from pipeline.core.errors import InputError
-from pipeline.core.posting import Bounds, Words, bounded_post, connection_pool, said
+from pipeline.core.http import (
+    Bounds,
+    Words,
+    bounded_request,
+    connection_pool,
+    endpoint_identity,
+    said,
+)
 from pipeline.core.secrets import redacted, shown_url
 from pipeline.models import API_CONCURRENCY, API_KEY, API_LIMITS, endpoint_url
 
@@ -54,8 +61,10 @@ clock = time.monotonic  # how the deadline is kept (the tests move it with their
 def chat_url(url: str) -> str:
     """The chat completions URL that JUDGE_URL names: a server's address
     (http://host:port), its OpenAI base (…/v1) or the whole URL (…/chat/completions), checked
-    as EMBEDDINGS_URL is (models.endpoint_url)."""
-    endpoint_url(url, JUDGE_URL, "http://127.0.0.1:8000")
+    as EMBEDDINGS_URL is (models.endpoint_url), its scheme and host lower-cased: the endpoint's
+    identity (core/http.endpoint_identity), which the judgments record and compare, so that
+    HTTP://Host is the endpoint http://host was."""
+    url = endpoint_identity(endpoint_url(url, JUDGE_URL, "http://127.0.0.1:8000"))
     path = urlsplit(url).path.rstrip("/")
     base = url.rstrip("/")
     if path.endswith("/chat/completions"):
@@ -113,14 +122,14 @@ class ChatClient:
                           model if isinstance(model, str) else None)
 
     def _reply(self, body: bytes) -> bytes:
-        """The body of the reply to one request (core/posting.bounded_post: RETRIES retries,
+        """The body of the reply to one request (core/http.bounded_request: RETRIES retries,
         all within DEADLINE seconds), MAX_REPLY bytes at most: a larger one is refused in one
         line, read no further."""
         bounds = Bounds(RETRIES, BACKOFF, MAX_WAIT, CONNECT, READ, DEADLINE, NOTICE, pause, clock)
         words = Words("judge", self.where(), JUDGE_URL, "request", "a reply",
                       "judge again (the pairs judged so far are kept)", HINTS, HINT)
-        data = bounded_post(self.pool, self.url, body, self.headers, self.key, bounds, words,
-                            MAX_REPLY)
+        data = bounded_request(self.pool, "POST", self.url, body, self.headers, self.key,
+                               bounds, words, MAX_REPLY)
         if data is None:
             raise InputError(f"{self.where()}: its reply is larger than {MAX_REPLY:,} bytes, "
                              f"more than a grade takes: give {JUDGE_URL} a chat completions "
@@ -129,7 +138,7 @@ class ChatClient:
 
     def _json(self, data: bytes) -> dict:
         """The reply as a JSON object; anything else one line showing how it begins
-        (core/posting.said: the key hidden)."""
+        (core/http.said: the key hidden)."""
         try:
             reply = json.loads(data)
         except ValueError:

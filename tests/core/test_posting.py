@@ -1,5 +1,5 @@
 """The request loop the served embeddings' client and the judging chat client share
-(pipeline/core/posting.py) against the local server of tests/servers.py: no piece of the key
+(pipeline/core/http.py) against the local server of tests/servers.py: no piece of the key
 in any line or log line, whatever the padding before the key a server echoes; a deadline
 that holds while a reply trickles in; Ctrl-C ending a stage whose requests are unanswered;
 JUDGE_CONCURRENCY bounded as EMBEDDINGS_CONCURRENCY is."""
@@ -25,7 +25,7 @@ import pytest
 
 import pipeline
 from pipeline.core.errors import InputError
-from pipeline.core.posting import SAID, Words, each_at_once, refusal, said
+from pipeline.core.http import SAID, Words, each_at_once, refusal, said
 from pipeline.core.secrets import redacted
 from pipeline.encoding import served
 from pipeline.encoding.served import EmbeddingsClient

@@ -159,7 +159,8 @@ def test_a_refused_key_is_one_line_that_never_shows_the_key(server, tmp_path):
     with pytest.raises(InputError) as caught:
         download(tmp_path / "raw", settings(server, key=wrong), release=LAST)
     message = str(caught.value)
-    assert "refused the key in S2_API_KEY (HTTP 403)" in message and wrong not in message
+    assert "it answered 403 (Forbidden): check the key in S2_API_KEY" in message
+    assert wrong not in message
     assert "\n" not in message
     assert not list((tmp_path / "raw").rglob("*.gz"))
 
@@ -188,7 +189,8 @@ def test_server_errors_are_retried_then_reported(server, tmp_path):
     download(tmp_path / "raw", settings(server), release=LAST, datasets=["papers"])
     assert [r["status"] for r in server.log[:3]] == [503, 503, 200]
     server.faults.server_errors = 100
-    with pytest.raises(InputError, match="answered HTTP 503 .* after 5 tries; run again later"):
+    with pytest.raises(InputError, match=r"it answered 503 after 4 retries \(5 attempts\): "
+                       "check the server, then run the download again"):
         download(tmp_path / "raw2", settings(server), release=LAST, datasets=["papers"])
 
 
