@@ -44,6 +44,16 @@ def _stat_key(stat: os.stat_result) -> list[int]:
     return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
 
 
+def stat_key(path: str | os.PathLike) -> list[int] | None:
+    """The (size, mtime_ns, ctime_ns, inode) of a file as this cache keys a kept hash (None
+    when it is gone): a reader that kept what it made of the file trusts it while this holds,
+    as the cache trusts a kept sha256 (collect's record of what it gathered)."""
+    try:
+        return _stat_key(os.stat(path))
+    except OSError:
+        return None
+
+
 _folders: dict[str, tuple[tuple, dict[str, list]]] = {}  # file -> ((mtime, inode), entries)
 
 

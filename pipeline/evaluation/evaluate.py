@@ -9,24 +9,29 @@ dropped and counted; a query the run does not answer scores 0 (trec_eval -c) and
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
 
-from pipeline.core.checksums import file_sha256, fingerprints
+from pipeline.core.atomic import atomic_path
+from pipeline.core.checksums import file_problem, file_sha256, fingerprints, stat_key
 from pipeline.core.current import INPUTS, stale
 from pipeline.core.errors import InputError
-from pipeline.core.files import read_json, read_parquet, write_json, write_parquet
-from pipeline.core.inputs import Roots, changed, record
+from pipeline.core.files import SELF_SHA, read_json, read_parquet, write_json, write_parquet
+from pipeline.core.inputs import KINDS, Roots, changed, record
 from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Placeholder, Repair
 from pipeline.core.timing import timed
 from pipeline.glossary import DEFAULT_METRICS, parse_metrics
 from pipeline.layout import (
+    EMBEDDINGS,
     MANIFEST,
     RESULTS_FILE,
     RESULTS_MANIFEST,
@@ -41,10 +46,11 @@ from pipeline.layout import (
     split_run_name,
 )
 from pipeline.models import get_model
-from pipeline.pools.build import load_pool, pool_files, pool_manifest
+from pipeline.pools.build import load_pool, pool_files, pool_manifest, validation_pools
 from pipeline.retrieval.imported import imported_pools
 from pipeline.retrieval.runs import (
     load_run,
+    model_problem,
     recorded_run_problem,
     recorded_run_repair,
     run_cut,
@@ -321,28 +327,47 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
     pool or of the run it scored, the model's weights included) is left out, never mixed in:
     each is logged and recorded in the manifest with why and the command that makes it
     current (`left_out`), which the report shows. A damaged evaluation is an error naming it.
+
+    Gathered from what changed (`Collected`): an evaluation gathered last time whose files
+    (`decided_by`) all have the stat key they had then, whose BM25 validation pools are the
+    same and whose stores' models did not change keeps its rows of the table written last,
+    unread and unchecked; every other one is checked and read whole. The table is the one a
+    collect of everything gives, byte for byte (tests/evaluation/test_collect.py).
     """
-    frames, left_out, used = [], [], []
+    frames, left_out, inputs, kept = [], [], {}, []
+    roots = Roots(corpora_root, index_root, runs_root)
     shown = where(corpora_root, index_root, runs_root)
-    for path in run_files(runs_root, RUN_EVALUATION):
-        corpus, pool, model, _ = run_file_parts(path)
-        pool_manifest = pool_dir(corpora_root / corpus, pool) / MANIFEST
+    record_path = runs_root / RESULTS_MANIFEST
+    parameters = {"missing_queries": MISSING_QUERIES, "columns": list(RESULTS_SCHEMA)}
+    before = Collected.load(roots, parameters)
+    after = Collected(roots, parameters)
+    for corpus, pool, model in evaluations(runs_root):
+        key = f"{corpus}/{pool}/{model}"
+        place = Place(corpora_root / corpus, index_root, runs_root)
+        if before is not None and (same := before.unchanged(key, place, pool)) is not None:
+            kept.append(key)
+            inputs.update(same)
+            after.keep(before, key)
+            continue
+        pool_manifest = pool_dir(place.corpus_dir, pool) / MANIFEST
         if not pool_manifest.exists():
             continue  # the pool was deleted; its old runs are not results any more
-        place = Place(corpora_root / corpus, index_root, runs_root)
+        watched = decided_by(place, pool, model)  # their stat keys taken before the check
         found = not_current(place, pool, model)
         if found is not None:
             why, repair = found
-            left_out.append({"run": f"{corpus}/{pool}/{model}", "why": why,
-                             "repair": repair.command(shown)})
+            left_out.append({"run": key, "why": why, "repair": repair.command(shown)})
             continue
         pool_info = read_json(pool_manifest)
         scope, size, repeat, seed, split, exclusion = parse_pool_name(pool)
         paths = run_paths(runs_root, corpus, pool, model)
         values = read_parquet(paths.metrics)
-        used += [path, paths.metrics, pool_manifest]  # the run: among the evaluation's inputs
-        if paths.manifest.is_file():  # where the run cut its lists (cut_columns)
-            used.append(paths.manifest)
+        # the run: among the evaluation's inputs; its manifest: where it cut its lists
+        used = [paths.evaluation, paths.metrics, pool_manifest,
+                *([paths.manifest] if paths.manifest.is_file() else [])]
+        inputs.update({roots.label(p): file_sha256(p) for p in used})
+        if watched is not None:
+            after.add(key, watched, [roots.label(p) for p in used])
         if "negatives" not in values.columns:  # written before per-type scores existed
             values = values.with_columns(negatives=pl.lit("all"))
         frames.append(
@@ -357,27 +382,238 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
                     model=pl.lit(model), **cut_columns(paths.manifest),
                     query="query", negatives="negatives", metric="metric",
                     value=pl.col("value").cast(pl.Float64)))
-    # one row order whatever the order of the evaluations' files and of their rows
-    results = pl.concat([pl.DataFrame(schema=RESULTS_SCHEMA), *frames]).sort(RESULTS_ORDER)
     for item in left_out:
         log.warning(f"[collect] left out {item['run']}: not current ({item['why']}); "
                     f"repair: {item['repair']}")
-    # the same evaluations as last time, and an intact file: nothing to write
-    collected = Roots(corpora_root, index_root, runs_root).label
-    inputs = {collected(p): file_sha256(p) for p in sorted(used)}
-    record_path = runs_root / RESULTS_MANIFEST
-    parameters = {"missing_queries": MISSING_QUERIES, "columns": list(RESULTS_SCHEMA)}
+    written = runs_root / RESULTS_FILE
+    if before is not None and not frames and set(kept) == set(before.entries):
+        results = read_parquet(written)  # every row as gathered last time (intact: load)
+    else:
+        # one row order whatever the order of the evaluations' files and of their rows
+        old = before.rows(written, kept) if before is not None and kept else None
+        results = pl.concat([pl.DataFrame(schema=RESULTS_SCHEMA),
+                             *([old] if old is not None else []), *frames]
+                            ).sort(RESULTS_ORDER).rechunk()
+    # the same evaluations as last time, the same rows and an intact file: nothing to write
     if stale(record_path, parameters, files=runs_root, inputs=inputs,
              own=lambda info: None if info.get("left_out") == left_out else "left out others"
-             ) is None:
+             ) is None and (not frames or results.equals(read_parquet(written))):
+        if before is None or after.differs(before):
+            after.save(read_json(record_path))
         return results
-    write_parquet(results.to_arrow(), runs_root / RESULTS_FILE)
+    write_parquet(results.to_arrow(), written)
     write_json(manifest("collect", parameters,
-                        counts={"rows": results.height, "runs": len(frames),
+                        counts={"rows": results.height, "runs": len(kept) + len(frames),
                                 "stale_left_out": len(left_out)}, left_out=left_out,
-                        inputs=inputs, outputs=fingerprints(runs_root, [RESULTS_FILE])),
+                        inputs=dict(sorted(inputs.items())),
+                        outputs=fingerprints(runs_root, [RESULTS_FILE])),
                record_path)
+    after.save(read_json(record_path))
     return results
+
+
+def evaluations(runs_root: Path) -> list[tuple[str, str, str]]:
+    """(corpus, pool, model) of every evaluation under the runs root
+    (`<corpus>/<pool>/<model>.eval.json`), in the order of their paths (run_files')."""
+    suffix, found = f".{RUN_EVALUATION}", []
+    for corpus, top in _folders(str(runs_root)):
+        for pool, middle in _folders(top):
+            with os.scandir(middle) as entries:
+                found += [run_file_parts(Path(corpus, pool, entry.name)) for entry in entries
+                          if entry.name.endswith(suffix)]
+    return [(corpus, pool, model) for corpus, pool, model, kind in sorted(
+        found, key=lambda parts: (parts[0], parts[1], f"{parts[2]}.{parts[3]}"))
+        if kind == RUN_EVALUATION]
+
+
+def _folders(path: str) -> list[tuple[str, str]]:
+    """(name, path) of the folders in `path` (links to folders too, as glob follows them);
+    none when it is not a folder."""
+    try:
+        with os.scandir(path) as entries:
+            return [(entry.name, entry.path) for entry in entries if entry.is_dir()]
+    except (NotADirectoryError, FileNotFoundError):
+        return []
+
+
+def decided_by(place: Place, pool: str, model: str) -> tuple[list[str], list[str] | None,
+                                                           list[str]] | None:
+    """What decides whether the evaluation of `model`'s run in `pool` is current (not_current)
+    and what its rows are, as its manifests record it now: (the labels of the files read:
+    the evaluation, its outputs and inputs, the pool's manifest and inputs, the run's manifest,
+    outputs and inputs; the run's BM25 validation pools when its k1 and b depend on them, else
+    None; one input label of each store it searched, whose model is checked apart). None when
+    a manifest cannot be read (then the evaluation is never kept unchecked)."""
+    paths = run_paths(place.runs_root, place.corpus, pool, model)
+    roots, own = place.roots, Roots(place.corpus_dir.parent, place.index_root, place.runs_root)
+    pool_manifest = pool_dir(place.corpus_dir, pool) / MANIFEST
+    try:
+        evaluation, run = read_json(paths.evaluation), read_json(paths.manifest)
+        pool_info = read_json(pool_manifest)
+        files = [paths.evaluation, pool_manifest, paths.manifest,
+                 *(paths.evaluation.parent / name for name in evaluation.get("outputs", {})),
+                 *(paths.manifest.parent / name for name in run.get("outputs", {}))]
+        for info in (evaluation, pool_info, run):
+            files += [roots.path(label) for label in info.get("inputs", {})]
+        if any(path is None for path in files):
+            return None
+        labels = sorted({own.label(path) for path in files})
+    except (InputError, ValueError, AttributeError, TypeError):
+        return None
+    details = run.get("details", {})
+    tuned = validation_pools(place.corpus_dir, pool) if "k1" in details else None
+    stores = {label.split("/")[3]: label for label in run.get("inputs", {})
+              if label.startswith(f"indexes/@/{EMBEDDINGS}/")}
+    return labels, tuned, sorted(stores.values())
+
+
+COLLECTED = ".results.collected.json"  # runs/: collect's record of what it gathered (Collected)
+
+
+class Collected:
+    """collect's record of the current evaluations it gathered (runs/.results.collected.json):
+    for each, the files that decided it (`decided_by`) with their stat keys
+    (checksums.stat_key: size, mtime, ctime, inode, the rule the sha256 cache trusts), its
+    validation pools, its stores and the labels of its files among the manifest's inputs. It
+    is trusted only beside the results table and manifest it was written with (their
+    checksums), for the same data roots and parameters, and whole (its first line is the
+    sha256 of the rest): else everything is checked. A cache: removing it costs one full
+    collect."""
+
+    def __init__(self, roots: Roots, parameters: dict) -> None:
+        self.roots = {kind: os.path.abspath(path) for kind in KINDS
+                      if (path := getattr(roots, kind)) is not None}
+        self.parameters = parameters
+        self.labels: list[str] = []
+        self.stats: list[list[int] | None] = []
+        self.index: dict[str, int] = {}
+        self.entries: dict[str, list] = {}  # key -> [file indexes, tuned, stores, used indexes]
+        self.inputs: dict[str, str] = {}  # the manifest's inputs, as last written
+        self._now: dict[int, list[int] | None] = {}
+        self._tuned: dict[tuple[str, str], list[str]] = {}
+        self._models: dict[tuple[str, tuple[str, ...]], bool] = {}
+
+    def _file(self, label: str, stat: list[int] | None) -> int:
+        if label not in self.index:
+            self.index[label] = len(self.labels)
+            self.labels.append(label)
+            self.stats.append(stat)
+        return self.index[label]
+
+    def _path(self, label: str) -> str:
+        kind, _, rest = label.partition("/")
+        return f"{self.roots[kind]}/{rest}"
+
+    def add(self, key: str, watched: tuple[list[str], list[str] | None, list[str]],
+            used: list[str]) -> None:
+        """Record a current evaluation just checked: the stat keys of the files that decided it,
+        as `decided_by` took them before the check."""
+        labels, tuned, stores = watched
+        files = [self._file(label, stat_key(self._path(label))) for label in labels]
+        if any(self.stats[i] is None for i in files):
+            return  # a file gone while it was checked: checked again next time
+        self.entries[key] = [files, tuned, stores,
+                             [self._file(label, stat_key(self._path(label))) for label in used]]
+
+    def keep(self, before: Collected, key: str) -> None:
+        """Carry `before`'s record of an evaluation kept unchanged."""
+        files, tuned, stores, used = before.entries[key]
+        self.entries[key] = [[self._file(before.labels[i], before.stats[i]) for i in files],
+                             tuned, stores,
+                             [self._file(before.labels[i], before.stats[i]) for i in used]]
+
+    def differs(self, other: Collected) -> bool:
+        return self._content() != other._content()
+
+    def _content(self) -> dict:
+        return {"entries": {key: [[self.labels[i] for i in files], tuned, stores,
+                                  [self.labels[i] for i in used]]
+                            for key, (files, tuned, stores, used) in self.entries.items()},
+                "stats": {label: self.stats[i] for label, i in self.index.items()}}
+
+    def unchanged(self, key: str, place: Place, pool: str) -> dict[str, str] | None:
+        """The manifest's inputs of evaluation `key` when it is kept unchecked (gathered last
+        time, every file that decided it as it was then, the same validation pools, no store
+        whose model changed); None when it must be checked (and read) again."""
+        entry = self.entries.get(key)
+        if entry is None:
+            return None
+        files, tuned, stores, used = entry
+        for i in files:
+            if i not in self._now:
+                self._now[i] = stat_key(self._path(self.labels[i]))
+            if self._now[i] != self.stats[i]:
+                return None
+        if tuned is not None:
+            if (place.corpus, pool) not in self._tuned:
+                self._tuned[place.corpus, pool] = validation_pools(place.corpus_dir, pool)
+            if self._tuned[place.corpus, pool] != tuned:
+                return None
+        if stores and not self._models_same(place, stores):
+            return None
+        found = {self.labels[i]: self.inputs.get(self.labels[i]) for i in used}
+        return None if None in found.values() else found
+
+    def _models_same(self, place: Place, stores: list[str]) -> bool:
+        """Whether no store these labels name was embedded by a model that changed since
+        (runs.model_problem, once per corpus and stores in a collect)."""
+        memo = (place.corpus, tuple(stores))
+        if memo not in self._models:
+            self._models[memo] = model_problem({"inputs": dict.fromkeys(stores, "")},
+                                               place.index_root, place.corpus) is None
+        return self._models[memo]
+
+    def rows(self, written: Path, kept: list[str]) -> pl.DataFrame:
+        """The rows of the kept evaluations in the table written last."""
+        keys = pl.DataFrame([key.split("/", 2) for key in kept], orient="row",
+                            schema={"corpus": pl.String, "pool": pl.String, "model": pl.String})
+        return read_parquet(written).join(keys, on=["corpus", "pool", "model"], how="semi")
+
+    @classmethod
+    def load(cls, roots: Roots, parameters: dict) -> Collected | None:
+        """The record written with the results table and manifest that are there now, whole,
+        for these roots and parameters; None when there is none such."""
+        runs = roots.runs
+        try:
+            text = (runs / COLLECTED).read_text()
+            head, _, body = text.partition("\n")
+            if hashlib.sha256(body.encode()).hexdigest() != head:
+                return None
+            found = json.loads(body)
+            info = read_json(runs / RESULTS_MANIFEST)
+            record = cls(roots, parameters)
+            if (found["roots"] != record.roots or found["parameters"] != parameters
+                    or found["manifest"] != info.get(SELF_SHA)
+                    or found["results"] != info["outputs"][RESULTS_FILE]["sha256"]
+                    or file_problem(runs / RESULTS_FILE, info["outputs"][RESULTS_FILE],
+                                    deep=False)):
+                return None
+            record.labels, record.stats = found["labels"], found["stats"]
+            record.index = {label: i for i, label in enumerate(record.labels)}
+            record.entries = found["entries"]
+            record.inputs = info["inputs"]
+            return record
+        except (OSError, ValueError, KeyError, TypeError, InputError):
+            return None
+
+    def save(self, info: dict) -> None:
+        """Write the record beside the results manifest `info` (as written), atomically."""
+        used = sorted({i for files, _, _, own in self.entries.values() for i in (*files, *own)})
+        renumber = {old: new for new, old in enumerate(used)}
+        body = json.dumps({
+            "roots": self.roots, "parameters": self.parameters,
+            "manifest": info.get(SELF_SHA),
+            "results": info.get("outputs", {}).get(RESULTS_FILE, {}).get("sha256"),
+            "labels": [self.labels[i] for i in used], "stats": [self.stats[i] for i in used],
+            "entries": {key: [[renumber[i] for i in files], tuned, stores,
+                              [renumber[i] for i in own]]
+                        for key, (files, tuned, stores, own) in self.entries.items()}},
+            separators=(",", ":"))
+        try:
+            with atomic_path(Path(self.roots["runs"]) / COLLECTED) as tmp:
+                tmp.write_text(f"{hashlib.sha256(body.encode()).hexdigest()}\n{body}")
+        except (OSError, InputError) as exc:  # a cache: the next collect checks everything
+            log.info(f"[collect] its record of what it gathered was not written ({exc})")
 
 
 def not_current(place: Place, pool: str, model: str) -> tuple[str, Repair] | None:
@@ -385,7 +621,9 @@ def not_current(place: Place, pool: str, model: str) -> tuple[str, Repair] | Non
     it current (None when it is): what verify calls it, in the order a user repairs it: the
     evaluation damaged or made from other inputs, the pool's own inputs changed since, then the
     run it scored (runs.recorded_run_problem: its files, its inputs, BM25's validation pools,
-    the model of the store it searched). Only the damaged evaluation is an error."""
+    the model of the store it searched). Only the damaged evaluation is an error. collect
+    keeps an evaluation unchecked while what decided it is unchanged: a check added here reads
+    only files `decided_by` names (or is added to `Collected.unchanged`)."""
     paths = run_paths(place.runs_root, place.corpus, pool, model)
     repair = run_repair(place.corpus, model, place.runs_root, pool)
     problem = stale(paths.evaluation, None, files=paths.evaluation.parent, roots=place.roots)
