@@ -120,9 +120,12 @@ class Data:
 
             return read_results(self.runs / RESULTS_FILE,
                                 Roots(self.corpora, self.indexes, self.runs))
+        from pipeline.core.locks import file_lock
         from pipeline.evaluation.evaluate import collect_results
+        from pipeline.layout import RESULTS_FILE
 
-        return collect_results(self.corpora, self.indexes, self.runs)
+        with file_lock(self.runs / RESULTS_FILE):  # a report reading them waits (build_report)
+            return collect_results(self.corpora, self.indexes, self.runs)
 
 
 def _entry(model: str | ModelEntry) -> ModelEntry:
@@ -178,7 +181,7 @@ def ingest_corpus(data: Data | str | os.PathLike, corpus: str, *,
 
     data = Data.of(data)
     corpus_dir = data.corpus(corpus)
-    source = _source(source, corpus)
+    source = _source(source, corpus_dir)
     folder = Path(raw) if raw else raw_dir(data.corpora, corpus, source)
     with timed("ingest", data._times(corpus)) as info:
         made = ingest(folder, corpus_dir, strict=strict, workers=workers, source=source,
@@ -188,12 +191,21 @@ def ingest_corpus(data: Data | str | os.PathLike, corpus: str, *,
     return made
 
 
-def _source(source: str | None, corpus: str) -> str:
-    """`source`, else SOURCE's default for `corpus`; a known one (it names the raw folder)."""
+def _source(source: str | None, corpus_dir: Path) -> str:
+    """`source`, else the one the corpus's manifest records it was ingested with, else
+    SOURCE's default for its name; a known one (it names the raw folder). A source given that
+    contradicts the recorded one is refused, naming both: a corpus is read by one reader."""
+    from pipeline.corpus.manifest import recorded_source
     from pipeline.options.declared import BY_NAME
     from pipeline.readers import reader
 
-    source = source or BY_NAME["SOURCE"].default({"CORPUS": corpus})  # type: ignore[operator]
+    recorded, corpus = recorded_source(corpus_dir), corpus_dir.name
+    if source and recorded and source != recorded:
+        raise OptionError(f"{{SOURCE=}}: corpus {corpus} was ingested from {recorded} (its "
+                          f"manifest.json): leave {{SOURCE}} out, or read {source} into "
+                          "another {CORPUS}", {"SOURCE": source})
+    source = source or recorded or BY_NAME["SOURCE"].default(  # type: ignore[operator]
+        {"CORPUS": corpus})
     reader(source)
     return source
 
@@ -229,7 +241,7 @@ def build_corpus(data: Data | str | os.PathLike, name: str, *,
     refused."""
     data = Data.of(data)
     corpus_dir = data.corpus(name)
-    source = _source(source, name)
+    source = _source(source, corpus_dir)
     shards_dir = raw_dir(data.corpora, name, "s2orc")
     if synthetic is not None and raw and os.path.abspath(raw) != os.path.abspath(shards_dir):
         into = str(shards_dir).replace("{", "{{").replace("}", "}}")
@@ -733,12 +745,15 @@ def mdcr_jaccard(data: Data | str | os.PathLike, corpus: str, models: Models, *,
 
 
 def mdcr_scores(data: Data | str | os.PathLike, corpus: str, model: str,
-                out: str | os.PathLike, *, split: str = default("SPLIT")) -> int:
+                out: str | os.PathLike, *, split: str = default("SPLIT"),
+                shared_pairs: str = default("SHARED_PAIRS")) -> int:
     """`make mdcr-scores` (the mdcr-scores command): the official scores file of the runs `model` on
-    the benchmark's `split`, written to `out`; returns how many scores were written."""
+    the benchmark's `split`, written to `out`, one score per pair (`shared_pairs`: which, for a
+    pair in two fields' pools); returns how many scores the file holds."""
     from pipeline.mdcr.official import model_scores_file
 
-    return model_scores_file(Data.of(data).place(corpus), model, split, Path(out))
+    return model_scores_file(Data.of(data).place(corpus), model, split, Path(out),
+                             shared_pairs)
 
 
 def mdcr_evaluate(benchmark: str | os.PathLike, scores: str | os.PathLike
@@ -871,15 +886,24 @@ def _collect(data: Data) -> pl.DataFrame:
     return results
 
 
+REPORT_ATTEMPTS = 3  # builds of a report whose inputs changed meanwhile, before it refuses
+
+
 def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = default("SEED"), *,
                  collect: bool = True, exclude: str | os.PathLike | None = None,
                  training_sets: TrainingSets | None = None) -> Report:
     """`make report` (the report command, then `Report.save()`): the Report of `corpus` and pool
     seed `seed` from every evaluation (`collect=False`: runs/results.parquet as written last); its
-    `save()` writes it under runs/reports/."""
+    `save()` writes it under runs/reports/ with the digests of what it was made from. Collected
+    and read under the results' lock; built again (REPORT_ATTEMPTS in all) when a file it reads
+    changed meanwhile, so that it never mixes evaluations from before and after a `make eval`
+    beside it."""
+    from pipeline.core.locks import file_lock
+    from pipeline.evaluation.evaluate import collect_results
     from pipeline.layout import RESULTS_FILE
     from pipeline.report.build import build_report as build
     from pipeline.report.build import report_lists, training_lists
+    from pipeline.report.provenance import ReportInputsChanged, results_state, state
 
     data = Data.of(data)
     check_name("corpus", corpus)
@@ -888,12 +912,27 @@ def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = defaul
     lists = (None if exclude is None else str(exclude),
              {model: str(path) for model, path in (training_sets or {}).items()})
     report_lists(*lists)  # a refusal before results are collected: it writes nothing
-    if collect:
-        if not (data.runs / corpus).is_dir():  # load_results's refusal, before collecting
-            raise InputError(f"no evaluated runs for CORPUS={corpus} and SEED={seed} in "
-                             f"{data.runs / RESULTS_FILE}: run `make eval`")
-        data.results()
-    return build(data.runs, corpus, seed, data.corpora, *lists, index_root=data.indexes)
+    if collect and not (data.runs / corpus).is_dir():  # load_results's refusal, first
+        raise InputError(f"no evaluated runs for CORPUS={corpus} and SEED={seed} in "
+                         f"{data.runs / RESULTS_FILE}: run `make eval`")
+    attempt = 1
+    while True:
+        # collected and read under collect's lock; a file changed meanwhile (an evaluation
+        # written beside it) is built again from the start: one state of the data, recorded
+        with file_lock(data.runs / RESULTS_FILE):
+            before = state(data.place(corpus), results=not collect)
+            if collect:  # what it writes, taken after it
+                collect_results(data.corpora, data.indexes, data.runs)
+                before |= results_state(data.runs)
+            try:
+                return build(data.runs, corpus, seed, data.corpora, *lists,
+                             index_root=data.indexes, before=before)
+            except ReportInputsChanged as exc:
+                if not collect or attempt == REPORT_ATTEMPTS:
+                    raise
+                log.warning(f"[report] {exc.message}: built again ({attempt + 1} of "
+                            f"{REPORT_ATTEMPTS})")
+        attempt += 1
 
 
 def verify_data(data: Data | str | os.PathLike, *folders: str | os.PathLike,

@@ -4,7 +4,8 @@ inputs? One line per problem, each naming the command that repairs it:
 - CORRUPT: a file whose size or sha256 differs from its manifest, or a damaged manifest;
 - PARTIAL: files without the manifest that is written last (a stage stopped half-way);
 - STALE:   an artifact made from an input that has changed since (`pipeline.core.inputs.changed`:
-           a pool from an older prefiltered.parquet, a run from older embeddings, ...; a
+           a pool from an older prefiltered.parquet, a run from older embeddings, a report
+           from runs, evaluations or judged samples searched, scored or drawn again, ...; a
            pool whose EXCLUDE list changed, by the rule the stages apply: `list_problem`;
            a run or vectors imported from a file whose bytes changed since: `_changed_source`);
 - ORPHAN:  an embedding part that no store manifest lists (a kill between its rename and the
@@ -250,7 +251,10 @@ def check_manifest(path: Path, data: Roots, deep: bool) -> list[Problem]:
         if problem:
             problems.append(Problem("PARTIAL" if problem == "missing" else "CORRUPT",
                                     path.parent / name, problem, repair))
-    stale = changed(replace(data, corpus=_corpus_of(path, data)), _inputs(info, kind))
+    corpus = report_corpus(path) if kind == "report" else _corpus_of(path, data)
+    stale = changed(replace(data, corpus=corpus), _inputs(info, kind))
+    if kind == "report" and not isinstance(info.get("inputs"), dict):
+        stale.append("made before reports recorded what they were made from")
     if kind == "run" and "k1" in info.get("details", {}):
         corpus_dir = data.corpora / path.parent.parent.name
         if info["details"].get("tuned_on") != validation_pools(corpus_dir, path.parent.name):

@@ -6,10 +6,20 @@ Everything is read from the manifests the stages wrote (a pool's `manifest.json`
 hashed again, and the manifests' creation times are left out, so the page is the same bytes
 for the same data. A manifest that is missing or unreadable is named and counted, never
 skipped in silence.
+
+A saved report is an artifact like every other: its manifest records, by the one staleness
+rule (`core.inputs`), the sha256 of each file it was made from (`made_from`: the corpus
+manifest, each reported pool's manifest, each run's manifest, evaluation and per-query values,
+those collect left out, the judging files of its pools), so verify calls it STALE once one
+changes. Those digests are the bytes the report read: nothing the report may read changed
+between the start and the end of its building (`state`, compared by `unchanged`), else it is
+built again (`ReportInputsChanged`).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,9 +28,20 @@ import polars as pl
 
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
+from pipeline.core.inputs import record
 from pipeline.core.manifests import DISTRIBUTION, code_version, package_version
 from pipeline.core.repair import Repair
-from pipeline.layout import MANIFEST, RESULTS_FILE, RESULTS_MANIFEST, pool_dir, run_paths
+from pipeline.layout import (
+    JUDGMENTS,
+    MANIFEST,
+    RESULTS_FILE,
+    RESULTS_MANIFEST,
+    Place,
+    judging_folders,
+    pool_dir,
+    pools_dir,
+    run_paths,
+)
 from pipeline.pools.build import pool_repair
 from pipeline.retrieval.runs import run_repair
 
@@ -173,3 +194,92 @@ def provenance(rows: pl.DataFrame, runs_root: Path, corpora_root: Path, corpus: 
         (["pool", "run", "search parameters", "evaluation parameters", "made by",
           "files (sha256)", "rebuild"], run_rows),
         commands, tuple(missing))
+
+
+# ---- what a report is made from ---------------------------------------------------------------
+class ReportInputsChanged(InputError):
+    """A file a report may read changed while it was being built (a `make eval` beside it):
+    what it read is not one state of the data, so it is built again, never saved so."""
+
+
+def _files(folder: Path) -> list[Path]:
+    """The files of a folder that a stage writes (no temporaries, locks or checksum caches:
+    their names start with a dot), sorted."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.is_file())
+
+
+def made_from(place: Place, runs: Iterable[tuple[str, str]], pools: Iterable[str]
+              ) -> list[Path]:
+    """The files a report of `runs` ((pool, run name) pairs: its rows and the evaluations
+    collect left out) over `pools` is made from, those that exist: the corpus manifest (what
+    the corpus is: the published tables), each pool's manifest (its parameters, its files'
+    digests), each run's manifest (how it was searched: its depth, options, inputs), its
+    evaluation and per-query values (the numbers), and the samples and judgments of the pools
+    (the judged section)."""
+    files = [place.corpus_dir / MANIFEST]
+    for pool in sorted(set(pools)):
+        files.append(pool_dir(place.corpus_dir, pool) / MANIFEST)
+        for folder in judging_folders(place.runs_root, place.corpus, pool):
+            files += _files(folder)
+    for pool, run in sorted(set(runs)):
+        paths = run_paths(place.runs_root, place.corpus, pool, run)
+        files += [paths.manifest, paths.evaluation, paths.metrics]
+    return [f for f in dict.fromkeys(files) if f.is_file()]
+
+
+def report_inputs(place: Place, runs: Iterable[tuple[str, str]], pools: Iterable[str]
+                  ) -> dict[str, str]:
+    """label -> sha256 of each file of `made_from`, labelled as every artifact labels its
+    inputs (`core.inputs`: `runs/@/<pool>/<run>.eval.json`, `@` the report's corpus)."""
+    return record(place.roots, made_from(place, runs, pools))
+
+
+def state(place: Place, results: bool = True) -> dict[str, tuple[int, int, int]]:
+    """(size, mtime_ns, inode) of every file a report of the corpus may read: the collected
+    results and their manifest (`results`; False: a caller that collects them next takes
+    them after, `results_state`), the corpus and pool manifests, every file of its pools' run
+    folders and judging folders (not the corpus's assessor logs or stage times, which other
+    stages append to). Two equal states bracket a build that read one state of the data: a
+    stage replaces a file by renaming a new one over it (another inode), as the stat cache
+    of sha256 trusts (`file_sha256`)."""
+    found = [place.corpus_dir / MANIFEST,
+             *sorted(pools_dir(place.corpus_dir).glob(f"*/{MANIFEST}"))]
+    corpus_runs = place.runs_root / place.corpus
+    folders = sorted(p for p in corpus_runs.glob("*/") if p.is_dir() and p.name != JUDGMENTS
+                     and not p.name.startswith(".")) if corpus_runs.is_dir() else []
+    for folder in folders:
+        found += _files(folder)
+        judged = folder / JUDGMENTS
+        found += _files(judged) + [f for sub in sorted(judged.glob("*/")) for f in _files(sub)]
+    return {**_stats(found), **(results_state(place.runs_root) if results else {})}
+
+
+def results_state(runs_root: Path) -> dict[str, tuple[int, int, int]]:
+    """`state` of the collected results and their manifest."""
+    return _stats([runs_root / RESULTS_FILE, runs_root / RESULTS_MANIFEST])
+
+
+def _stats(paths: list[Path]) -> dict[str, tuple[int, int, int]]:
+    shown = {}
+    for path in paths:
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            continue
+        shown[os.fspath(path)] = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    return shown
+
+
+def unchanged(before: dict[str, tuple[int, int, int]], place: Place, repair: Repair) -> None:
+    """ReportInputsChanged (with `repair`, the report's command) when a file the report may
+    read changed since `before` (`state`): it read a mix of two states of the data."""
+    after = state(place)
+    if after == before:
+        return
+    differ = sorted({*before.items()} ^ {*after.items()})
+    raise ReportInputsChanged(
+        f"the report of {place.corpus}: {differ[0][0]} changed while it was being built (a "
+        "stage writing this corpus's runs beside it?); build it again once that stage ends",
+        repair)

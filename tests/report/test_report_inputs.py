@@ -1,0 +1,219 @@
+"""A report is an artifact like every other (issue 78): its manifest records the sha256 of each
+file it was made from, by the one staleness rule (core/inputs.py), so `make verify` calls it
+STALE once a run, an evaluation or a judged sample behind it changes, with the `make report`
+command it was made with, which makes verify clean again; and what it records is what it
+read and shows: a file changed while it is built (a `make eval` beside it) makes it build
+again, never save a mix of two states of the data."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import pipeline
+from pipeline.core.checksums import fingerprint
+from pipeline.core.files import read_json, write_json
+from pipeline.judging.assessor import StandinAssessor
+from pipeline.layout import (
+    judgments_manifest,
+    judgments_path,
+    pool_names,
+    report_manifest,
+    reports_dir,
+    run_paths,
+)
+from pipeline.report import build
+from pipeline.report.provenance import ReportInputsChanged, report_inputs, state
+from tests.conftest import make_ok
+from tests.report.conftest import REPORT_CORPUS
+
+CORPUS = REPORT_CORPUS
+
+
+def data_copy(report_data: Path, tmp_path: Path) -> pipeline.Data:
+    root = Path(shutil.copytree(report_data, tmp_path / "data", symlinks=True))
+    return pipeline.Data(root)
+
+
+def report_lines(data: pipeline.Data, program: str = "make") -> list[str]:
+    """verify's lines about the corpus's report (its files and its manifest)."""
+    reports = reports_dir(data.runs)
+    return [line for line in pipeline.verify_data(data, deep=False, program=program)
+            if line.split(" ", 2)[1].startswith(str(reports))]
+
+
+def stale_report(data: pipeline.Data) -> str:
+    """verify's one line about the report, which must call it STALE; its repair's words."""
+    lines = report_lines(data)
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"STALE {report_manifest(reports_dir(data.runs), CORPUS)}: ")
+    return lines[0]
+
+
+def repair_words(line: str) -> list[str]:
+    return shlex.split(line.split("; repair: ", 1)[1])
+
+
+def saved(data: pipeline.Data, **options) -> pipeline.Report:
+    report = pipeline.build_report(data, CORPUS, **options)
+    report.save()
+    return report
+
+
+def first_pool(data: pipeline.Data) -> str:
+    return [p for p in pool_names(data.corpora / CORPUS) if p.startswith("all-")][0]
+
+
+def test_verify_calls_a_report_stale_when_an_evaluation_behind_it_changes(report_data,
+                                                                           tmp_path):
+    data = data_copy(report_data, tmp_path)
+    report = saved(data)
+    assert report_lines(data) == []
+    pool = first_pool(data)
+    recorded = read_json(report_manifest(reports_dir(data.runs), CORPUS))["inputs"]
+    label = f"runs/@/{pool}/bm25.eval.json"
+    assert label in recorded and f"runs/@/{pool}/bm25.manifest.json" in recorded
+    assert recorded == report.inputs
+    # a metric added to bm25's evaluation of one pool (make eval METRICS=...)
+    pipeline.evaluate(data, CORPUS, pool, "bm25", metrics=["map", "precision@7"],
+                      collect=True)
+    line = stale_report(data)
+    assert f"its input runs/@/{pool}/bm25." in line  # the metrics' file or the manifest
+    assert repair_words(line) == ["make", "report", f"CORPUS={CORPUS}", "SEED=0",
+                                  f"DATA={data.runs.parent}"]
+    saved(data)  # the repair, through the API
+    assert report_lines(data) == []
+
+
+def test_a_report_goes_stale_when_a_run_behind_it_is_searched_at_another_depth(report_data,
+                                                                               tmp_path):
+    """The issue's case: make report, then make eval MODEL=bm25 K=100 (one pool here):
+    verify said no problems while the report showed the old runs' numbers."""
+    data = data_copy(report_data, tmp_path)
+    saved(data)
+    pool = first_pool(data)
+    pipeline.search(data, CORPUS, pool, "bm25", k=100, threads=1)
+    assert f"its input runs/@/{pool}/bm25.manifest.json changed since" in stale_report(data)
+    pipeline.evaluate(data, CORPUS, pool, "bm25", collect=True)
+    stale_report(data)
+    saved(data)
+    assert report_lines(data) == []
+
+
+def test_a_report_goes_stale_when_a_judged_sample_behind_it_changes(report_data, tmp_path):
+    data = data_copy(report_data, tmp_path)
+    pools = [p for p in pool_names(data.corpora / CORPUS) if p.startswith("all-")]
+    pipeline.judge(data, CORPUS, ["bm25", "random"], StandinAssessor(1).name, sample_size=4)
+    report = saved(data)
+    assert any(name.startswith("judged-") for name in report.tables)
+    judged = judgments_path(data.runs, CORPUS, pools[0], StandinAssessor(1).file_name,
+                            next(p.parent.name for p in (data.runs / CORPUS / pools[0])
+                                 .rglob("sample.parquet")))
+    assert any(label.endswith(judged.name) for label in report.inputs)
+    # the judgments of the sample graded again (one grade changed, the manifest made anew,
+    # as make judge writes it): whole and current, but not what the report counted
+    frame = pl.read_parquet(judged)
+    frame = frame.with_columns(grade=pl.when(pl.int_range(pl.len()) == 0)
+                               .then(3 - pl.col("grade").fill_null(0))
+                               .otherwise(pl.col("grade")))
+    frame.write_parquet(judged)
+    record = judgments_manifest(judged)
+    info = read_json(record)
+    info["outputs"][judged.name] = fingerprint(judged)
+    write_json(info, record)
+    line = stale_report(data)
+    assert f"{judged.parent.name}/{judged.stem}." in line and "changed since" in line
+    saved(data)
+    assert report_lines(data) == []
+
+
+def test_a_report_that_records_no_inputs_is_stale(report_data, tmp_path):
+    """A report saved before reports recorded their inputs cannot be known current."""
+    data = data_copy(report_data, tmp_path)
+    saved(data)
+    record = report_manifest(reports_dir(data.runs), CORPUS)
+    info = read_json(record)
+    del info["inputs"]
+    write_json(info, record)
+    assert "made before reports recorded what they were made from" in stale_report(data)
+
+
+def test_a_report_never_records_digests_other_than_what_it_shows(report_data, tmp_path,
+                                                                 monkeypatch, caplog):
+    """An evaluation written while the report is being built (after its results are read,
+    before it is saved): built again from the start, so the numbers it shows and the digests
+    it records are of one state of the data; without collecting again, refused in one line,
+    nothing written."""
+    data = data_copy(report_data, tmp_path)
+    pool = first_pool(data)
+    calls = []
+
+    def meanwhile(results):
+        """The dataset section, with bm25's evaluation of one pool changed under it the first
+        time (a `make eval METRICS=...` beside the report)."""
+        if not calls:
+            pipeline.evaluate(data, CORPUS, pool, "bm25", metrics=["map", "precision@7"])
+        calls.append(results.rows["metric"].unique().sort().to_list())
+        return build.dataset_section(results)
+
+    monkeypatch.setattr(build, "SECTIONS", tuple(meanwhile if s is build.dataset_section
+                                                 else s for s in build.SECTIONS))
+    with caplog.at_level(logging.WARNING):
+        report = pipeline.build_report(data, CORPUS)
+    assert len(calls) == 2 and "built again" in caplog.text
+    assert "P@7" not in " ".join(calls[0]) and "precision@7" not in calls[0]
+    assert any("7" in metric for metric in calls[1])  # the second build read the new rows
+    runs = build.reported_runs(build.load_results(data.runs, CORPUS))
+    place = data.place(CORPUS)
+    assert report.inputs == report_inputs(place, runs, [p for p, _ in runs])
+    report.save()
+    assert report_lines(data) == []
+    # collect=False: nothing collects the change, so the report refuses, writing nothing
+    calls.clear()
+    monkeypatch.setattr(pipeline.api, "REPORT_ATTEMPTS", 1)
+    before = {p.name: p.read_bytes() for p in reports_dir(data.runs).iterdir()}
+    pipeline.evaluate(data, CORPUS, pool, "bm25", metrics=["map", "precision@7", "ndcg@5"],
+                      collect=True)
+    calls.clear()
+    assert state(place)  # the data's files are there to compare
+
+    def rewrite(results):
+        if not calls:
+            info = read_json(run_paths(data.runs, CORPUS, pool, "bm25").evaluation)
+            write_json(info, run_paths(data.runs, CORPUS, pool, "bm25").evaluation)
+        calls.append(1)
+        return build.dataset_section(results)
+
+    monkeypatch.setattr(build, "SECTIONS", tuple(rewrite if s is meanwhile else s
+                                                 for s in build.SECTIONS))
+    with pytest.raises(ReportInputsChanged, match=r"bm25\.eval\.json changed while it was "
+                                                  "being built"):
+        pipeline.build_report(data, CORPUS, collect=False)
+    assert {p.name: p.read_bytes() for p in reports_dir(data.runs).iterdir()} == before
+
+
+@pytest.mark.slow  # make report, make eval and the repair by make (about a minute)
+def test_make_verify_names_a_stale_report_and_its_repair_makes_it_clean(report_data,
+                                                                        tmp_path):
+    """The issue's trial, by make: make report, make eval MODEL=bm25 K=100, make verify: the
+    report is STALE, and the command verify prints, run as printed, makes verify clean."""
+    data = data_copy(report_data, tmp_path)
+    stamp = tmp_path / "installed"
+    stamp.touch()
+    make_ok(data.runs.parent, stamp, "report")
+    assert report_lines(data) == []
+    make_ok(data.runs.parent, stamp, "eval", "MODEL=bm25", "K=100")
+    line = stale_report(data)
+    words = repair_words(line)
+    assert words[:3] == ["make", "report", f"CORPUS={CORPUS}"], words
+    make_ok(data.runs.parent, stamp, *words[1:])
+    assert report_lines(data) == []
+    shown = (reports_dir(data.runs) / f"{CORPUS}.md").read_text()
+    assert "top 100" in shown  # the report shows the runs searched now
+    assert json.loads(report_manifest(reports_dir(data.runs), CORPUS).read_text())["inputs"]
