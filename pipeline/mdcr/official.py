@@ -17,6 +17,7 @@ import logging
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -237,22 +238,86 @@ def leave_out_query_itself(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFr
     return table.filter(~own), itself
 
 
-def scores_file(runs: pl.DataFrame, pairs: pl.DataFrame, out: Path) -> int:
+SHARED_PAIRS = ("first", "max", "refuse")  # what mdcr-scores does with a pair scored twice
+
+
+@dataclass(frozen=True)
+class Shared:
+    """The listed pairs a run scored more than once (a query listed under two fields has its
+    pairs in two fields' pools, each searched apart) and what `scores_file` kept: `pairs`, how
+    many; `example`, one of them ("<query>_<doc>") with its pools; `kept`, SHARED_PAIRS's
+    choice."""
+
+    pairs: int = 0
+    example: str = ""
+    kept: str = "first"
+
+    def words(self) -> str:
+        """The log's words for them ("" when no pair was scored twice)."""
+        if not self.pairs:
+            return ""
+        kept = ("the score of the pool first in the benchmark's order of fields (pool names "
+                "sorted)" if self.kept == "first" else "the higher score")
+        return (f"; {self.pairs:,} pairs sit in two fields' pools (a query listed under two "
+                f"fields, e.g. {self.example}) and were scored in each: kept {kept} "
+                "(SHARED_PAIRS)")
+
+
+def one_score_per_pair(runs: pl.DataFrame, shared: str = "first") -> tuple[pl.DataFrame,
+                                                                          Shared]:
+    """`runs` (query, doc, score; `pool`, in the benchmark's order, where several pools' runs
+    are together) with one score per (query, doc) pair, as the official scores file holds
+    one: "first" keeps the first pool's, "max" the higher one, "refuse" refuses the run
+    naming the pairs scored twice. What was found is returned (Shared)."""
+    if shared not in SHARED_PAIRS:
+        raise InputError(f"SHARED_PAIRS={shared!r}: give one of {', '.join(SHARED_PAIRS)}")
+    if "pool" not in runs.columns:
+        runs = runs.with_columns(pool=pl.lit(""))
+    runs = runs.with_row_index("order")
+    twice = runs.filter(pl.len().over("query", "doc") > 1)
+    if twice.is_empty():
+        return runs.select("query", "doc", "score"), Shared(kept=shared)
+    first = twice.sort("query", "doc", "order").row(0, named=True)
+    pools = twice.filter(pl.col("query") == first["query"], pl.col("doc") == first["doc"])[
+        "pool"].to_list()
+    found = Shared(twice.select("query", "doc").unique().height,
+                   f"{first['query']}_{first['doc']} in {' and '.join(pools)}", shared)
+    if shared == "refuse":
+        raise InputError(f"{found.pairs:,} listed pairs are in two fields' pools (a query "
+                         f"listed under two fields) and have a score in each (e.g. "
+                         f"{found.example}), and the official scores file holds one: give "
+                         "SHARED_PAIRS=first (the first field's, in the benchmark's order) or "
+                         "SHARED_PAIRS=max (the higher)")
+    if shared == "max":
+        runs = runs.sort("order").group_by("query", "doc", maintain_order=True).agg(
+            pl.col("score").max())
+    else:
+        runs = runs.sort("order").unique(["query", "doc"], keep="first", maintain_order=True)
+    return runs.select("query", "doc", "score"), found
+
+
+def scores_file(runs: pl.DataFrame, pairs: pl.DataFrame, out: Path, shared: str = "first"
+                ) -> tuple[int, Shared]:
     """Write the official scores file for a run of every pool of a benchmark: one key per
-    listed (query, candidate) pair; a pair the run lacks is an error (the official evaluator
-    would fail on it). Returns the number of keys."""
+    listed (query, candidate) pair, a pair scored in two pools given one score as `shared`
+    says (one_score_per_pair); a pair the run lacks is an error (the official evaluator
+    would fail on it). Returns the number of keys the file holds, and the pairs scored
+    twice."""
     check_out(out, folder=False)
     pairs = pairs.select(pl.col("query", "doc").cast(pl.String)).unique().sort("query", "doc")
-    scored = pairs.join(runs.select(pl.col("query", "doc").cast(pl.String), "score"),
-                        on=["query", "doc"], how="left", maintain_order="left")
+    runs = runs.with_columns(pl.col("query", "doc").cast(pl.String)).join(
+        pairs, on=["query", "doc"], how="semi", maintain_order="left")
+    runs, found = one_score_per_pair(runs, shared)
+    scored = pairs.join(runs, on=["query", "doc"], how="left", maintain_order="left")
     missing = scored.filter(pl.col("score").is_null())
     if missing.height:
         raise InputError(f"{missing.height} listed pairs have no score in the run (e.g. "
                          f"{missing['query'][0]}_{missing['doc'][0]}): search the benchmark again")
-    keys = scored.select(key=pl.format("{}_{}", "query", "doc"), score="score")
+    keys = dict(scored.select(key=pl.format("{}_{}", "query", "doc"), score="score")
+                .iter_rows())
     with atomic_path(out) as tmp:
-        tmp.write_bytes(orjson.dumps(dict(keys.iter_rows())))
-    return keys.height
+        tmp.write_bytes(orjson.dumps(keys))
+    return len(keys), found
 
 
 def official_numbers(per_query: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, float]]:
@@ -338,23 +403,29 @@ def evaluate_files(benchmark_file: Path, scores_path: Path) -> tuple[pl.DataFram
     return official_numbers(pl.concat(frames))
 
 
-def model_scores_file(place: Place, model: str, split: str, out: Path) -> int:
+def model_scores_file(place: Place, model: str, split: str, out: Path,
+                      shared: str = "first") -> int:
     """The official scores file of `model`'s runs of every pool of a benchmark's `split`
-    (`make mdcr-scores`). Logs and returns the number of keys written."""
+    (`make mdcr-scores`); a pair in two fields' pools (a query listed under two fields) gets
+    the score `shared` says (SHARED_PAIRS: the first field's pool, in pool-name order, the
+    higher one, or a refusal naming them). Logs the file's keys and what was kept; returns
+    the number of keys written."""
     from pipeline.layout import pool_names
     from pipeline.mdcr.benchmark import read_benchmark
     from pipeline.pools.build import pool_manifest
     from pipeline.retrieval.runs import load_run
 
     check_out(out, folder=False)  # before reading the runs
+    if shared not in SHARED_PAIRS:
+        raise InputError(f"SHARED_PAIRS={shared!r}: give one of {', '.join(SHARED_PAIRS)}")
     split = pool_split(split)
     table, _ = read_benchmark(place.corpus_dir, split)
     runs = pl.concat([load_run(place, p, model)
-                      .select(pl.col("query", "doc").cast(pl.String), "score")
-                      for p in pool_names(place.corpus_dir)
+                      .select(pl.col("query", "doc").cast(pl.String), "score", pool=pl.lit(p))
+                      for p in pool_names(place.corpus_dir)  # sorted: the benchmark's order
                       if pool_manifest(place.corpus_dir, p).get("split") == split])
-    n = scores_file(runs, table, out)
-    log.info(f"[mdcr-scores] {out}: {n} query-candidate scores of {model}")
+    n, found = scores_file(runs, table, out, shared)
+    log.info(f"[mdcr-scores] {out}: {n:,} query-candidate scores of {model}{found.words()}")
     return n
 
 

@@ -265,7 +265,8 @@ DECLARED: tuple[Variable, ...] = (
       shown="DATA/runs", optional=True, one_word=True),
     V("SOURCE", lambda v: "s2ag" if v["CORPUS"] == "s2ag" else "s2orc", choice(SOURCES),
       "the reader: the S2ORC 2020 release (s2orc) or the S2AG datasets (s2ag)", "data",
-      shown="s2orc; s2ag when CORPUS=s2ag", one_word=True, keywords=("source",)),
+      shown="the one the corpus's manifest records; else s2orc, s2ag when CORPUS=s2ag",
+      one_word=True, keywords=("source",)),
     V("RAW", "", safe_path, "the folder of the raw release (S2ORC's metadata/, S2AG's "
       "datasets)", "data", shown="DATA/corpora/CORPUS/SOURCE", optional=True, one_word=True),
     V("FOS_SOURCE", "external", choice(FOS_SOURCES), "S2AG: which field labels count: "
@@ -403,6 +404,10 @@ DECLARED: tuple[Variable, ...] = (
       "or dev (BEIR)", "mdcr", one_word=True,
       stages=("import-beir", "import-irds", "import-mdcr", "export-mdcr", "mdcr-scores"),
       keywords=("split",)),
+    V("SHARED_PAIRS", "first", choice(("first", "max", "refuse")), "make mdcr-scores: the "
+      "score kept for a pair in two fields' pools (a query listed under two fields): first "
+      "(the first field's pool, in pool-name order), max, or refuse (naming them)", "mdcr",
+      one_word=True, stages=("mdcr-scores",), keywords=("shared_pairs",)),
     V("REPLACE", "", choice(FLAG), "1: an import, make mdcr or a search may replace what was "
       "written before under the same name (docs/errors.md)", "mdcr", one_word=True,
       switch=True,

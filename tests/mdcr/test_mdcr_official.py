@@ -144,7 +144,7 @@ def test_string_ids_through_search_eval_and_the_scores_file(round_trip, mdcr_sou
                                                      "score").sort("query", "doc")
     assert runs[out.name].equals(runs[imported.name])
     table, _ = read_benchmark(imported)
-    n = scores_file(runs[imported.name], table, tmp_path / "scores.json")
+    n, _ = scores_file(runs[imported.name], table, tmp_path / "scores.json")
     assert n == table.select("query", "doc").unique().height
     _, from_files = evaluate_files(first / "mdcr_test.json", tmp_path / "scores.json")
     results = collect_results(root / "corpora", root / "indexes", root / "runs").filter(
@@ -446,3 +446,84 @@ def test_a_19_field_export_runs_on_the_official_script_unchanged(corpus_dir, tmp
     assert from_files == averages and averages["map"] > 0
     tables, _ = _table3_averages(root, out.name, "bm25")
     assert tables["official"]["avg MAP"] == f"{averages['map']:.2f}"
+
+
+# ---- a pair in two fields' pools (issue 78) ---------------------------------------------------
+
+def _shared_benchmark(tmp_path: Path) -> Place:
+    """A benchmark whose query q1 is listed under Art and Physics (its pairs with a and c sit
+    in both fields' pools), and a run `mine` imported into each pool, scoring them otherwise
+    in each (Art: a 0.9, c 0.3; Physics: a 0.2, c 0.8)."""
+    from pipeline.mdcr.benchmark import write_benchmark
+    from pipeline.retrieval.imported import import_run
+
+    rows = [("Art", "q1", "a", "cited"), ("Art", "q1", "c", "bm25"), ("Art", "q1", "d", "random"),
+            ("Art", "q2", "e", "cited"), ("Art", "q2", "f", "random"),
+            ("Physics", "q1", "a", "cited"), ("Physics", "q1", "c", "bm25"),
+            ("Physics", "q3", "g", "cited"), ("Physics", "q3", "h", "random")]
+    table = pl.DataFrame(rows, schema=["field", "query", "doc", "type"], orient="row")
+    ids = sorted({*table["query"], *table["doc"]})
+    papers = pl.DataFrame({"corpusid": ids, "title": [f"t {i}" for i in ids],
+                           "abstract": [f"a {i}" for i in ids]})
+    corpus = tmp_path / "corpora" / "bench"
+    write_benchmark(corpus, papers, table, "import-mdcr", {"source": "test"})
+    place = Place(corpus, tmp_path / "indexes", tmp_path / "runs")
+    scores = {"Art": {("q1", "a"): 0.9, ("q1", "c"): 0.3, ("q1", "d"): 0.1, ("q2", "e"): 0.4,
+                      ("q2", "f"): 0.6},
+              "Physics": {("q1", "a"): 0.2, ("q1", "c"): 0.8, ("q3", "g"): 0.5,
+                          ("q3", "h"): 0.7}}
+    for pool in pool_names(corpus):
+        field = pool_manifest(corpus, pool)["parameters"]["field"]
+        run = pl.DataFrame([(q, d, s) for (q, d), s in scores[field].items()],
+                           schema=["query", "doc", "score"], orient="row")
+        import_run(place, pool, run, "mine")
+    return place
+
+
+@pytest.mark.parametrize("shared, kept", [("first", {"q1_a": 0.9, "q1_c": 0.3}),
+                                          ("max", {"q1_a": 0.9, "q1_c": 0.8})])
+def test_a_pair_in_two_fields_pools_gets_one_score_said(tmp_path, caplog, shared, kept):
+    """Issue 78: q1 listed under two fields has its pairs in both pools, each scored; the
+    scores file kept one silently (the later pool's) and logged a count of 9 for a file of
+    7 keys. Now: the file's count, which pool's score was kept, how many pairs had two."""
+    import logging
+
+    from pipeline.mdcr.official import model_scores_file
+
+    place = _shared_benchmark(tmp_path)
+    out = tmp_path / "scores.json"
+    with caplog.at_level(logging.INFO, logger="pipeline.mdcr.official"):
+        n = model_scores_file(place, "mine", "test", out, shared)
+    written = json.loads(out.read_text())
+    assert n == len(written) == 7
+    assert {key: written[key] for key in kept} == kept
+    line = next(r.getMessage() for r in caplog.records if "[mdcr-scores]" in r.getMessage())
+    assert ": 7 query-candidate scores of mine; 2 pairs sit in two fields' pools" in line
+    assert "art-65-r0 and physics-65-r0" in line
+    assert ("first in the benchmark's order" if shared == "first" else "the higher") in line
+
+
+def test_a_pair_in_two_fields_pools_refused_when_asked(tmp_path):
+    """SHARED_PAIRS=refuse: one line naming how many pairs and one of them with its pools,
+    and the two choices; no file written. From the command line: exit status 2."""
+    import os
+    import subprocess
+    import sys
+
+    from pipeline.mdcr.official import model_scores_file
+
+    place = _shared_benchmark(tmp_path)
+    out = tmp_path / "scores.json"
+    with pytest.raises(InputError, match=r"2 listed pairs are in two fields' pools .* \(e\.g\. "
+                       r"q1_a in art-65-r0 and physics-65-r0\).*SHARED_PAIRS=first"):
+        model_scores_file(place, "mine", "test", out, "refuse")
+    assert not out.exists()
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "--corpora-root", str(tmp_path / "corpora"),
+         "--index-root", str(tmp_path / "indexes"), "--runs-root", str(tmp_path / "runs"),
+         "mdcr-scores", "--corpus", "bench", "--model", "mine", "--out", str(out),
+         "--shared-pairs", "refuse"], capture_output=True, text=True, cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 2 and "SHARED_PAIRS=max" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not out.exists()
