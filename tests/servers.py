@@ -28,8 +28,10 @@ class LocalServer(ThreadingHTTPServer):
     until `release` is set), drop (the connection closed unanswered), 400 (scripted), 401, 403,
     404, 413 and echo503 (an error echoing the Authorization header, as a careless server),
     429 (Retry-After: 2), long429 (Retry-After: 1000), 503, redirect (307 to a URL holding
-    URL_SECRET), redirectkey (307 to a URL holding the key in its path), notjson (a 200 that
-    is not JSON, echoing the Authorization header);
+    URL_SECRET), redirectkey (307 to a URL holding the key in its path), redirectrelative (307
+    to a relative URL whose query holds URL_SECRET), notjson (a 200 that is not JSON, echoing
+    the Authorization header), echoform (a 401 echoing it after `pad` characters, written
+    by `form`: percent-encoded, HTML references, JSON escapes, UTF-16, ...);
     echo400 and echo400text (a 400 echoing the Authorization header after `pad` characters:
     a JSON error, plain text); trickle (a 200 of Content-Length 100,000 sent a byte every
     `trickle_every` seconds) and trickleheaders (its headers sent so).
@@ -56,6 +58,7 @@ class LocalServer(ThreadingHTTPServer):
         self.held, self.release = threading.Event(), threading.Event()
         self.huge_size = 0
         self.pad = 0  # characters before the Authorization header an echo repeats
+        self.form: Callable[[str], bytes] = str.encode  # how echoform writes what it echoes
         self.trickle_every = 0.2  # seconds between the bytes of a trickled reply
         self.transform: Callable[[np.ndarray], np.ndarray] | None = None  # on every vector
         self.waits: list[float] = []  # the tests' counted retry waits
@@ -131,6 +134,13 @@ class Handler(BaseHTTPRequestHandler):
         if fault == "redirectkey":  # the key in the path of where it redirects
             key = self.headers.get("Authorization", "").removeprefix("Bearer ")
             return self._send(307, {}, {"Location": f"http://elsewhere.invalid/steal/{key}/v1"})
+        if fault == "redirectrelative":  # a signed link on the same host, relative
+            return self._send(307, {}, {"Location": f"/v1/moved?X-Signature={URL_SECRET}"
+                                                    f"#{URL_SECRET}"})
+        if fault == "echoform":
+            data = server.form("x" * server.pad + "Authorization: "
+                               + self.headers.get("Authorization", ""))
+            return self._send(401, data, {"Content-Type": "text/html"})
         if fault == "redirect":
             return self._send(307, {}, {"Location": f"http://user:{URL_SECRET}@elsewhere."
                                                     f"invalid{self.path}?token={URL_SECRET}"})
@@ -195,8 +205,9 @@ class Handler(BaseHTTPRequestHandler):
                          "choices": [{"index": 0, "finish_reason": "stop", "message": {
                              "role": "assistant", "content": content}}]})
 
-    def _send(self, status: int, reply: dict | str, headers: dict | None = None) -> None:
-        data = (reply if isinstance(reply, str) else json.dumps(reply)).encode()
+    def _send(self, status: int, reply: dict | str | bytes, headers: dict | None = None) -> None:
+        data = reply if isinstance(reply, bytes) else \
+            (reply if isinstance(reply, str) else json.dumps(reply)).encode()
         self.send_response(status)
         for key, value in {"Content-Type": "application/json", "Content-Length": str(len(data)),
                            **(headers or {})}.items():

@@ -63,7 +63,7 @@ import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
 from pipeline.core.errors import InputError
-from pipeline.core.secrets import Secrets, decoded, redacted, shown_url
+from pipeline.core.secrets import Secrets, decoded, one_line, redacted, shown_url
 
 log = logging.getLogger(__name__)
 
@@ -289,11 +289,12 @@ class _NoSignatures(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         if "?" in message:
-            record.msg, record.args = re.sub(r"\?[^\s\"']*", "?<query>", message), ()
+            record.msg, record.args = re.sub(r"\?[^\s\"')]*", "?<query>", message), ()
         return True
 
 
-for _name in ("urllib3.connectionpool", "urllib3.poolmanager", "urllib3.response"):
+for _name in ("urllib3", "urllib3.connection", "urllib3.connectionpool", "urllib3.poolmanager",
+              "urllib3.response", "urllib3.util.retry"):
     logging.getLogger(_name).addFilter(_NoSignatures())
 
 
@@ -431,8 +432,8 @@ def _refuse(response: urllib3.BaseHTTPResponse, url: str, key: Secrets, words: W
     status = response.status
     if 300 <= status < 400:
         location = response.headers.get("Location", "")
-        target = redacted(shown_location(location, url), key, SAID) if location.strip() \
-            else "nowhere said"
+        target = one_line(shown_location(redacted(location, key), url), SAID) \
+            if location.strip() else "nowhere said"
         raise InputError(f"{words.where}: it answered {status}, a redirect to {target} (not "
                          f"followed): give {words.variable} the URL it redirects to, if it is "
                          "the endpoint")
@@ -678,6 +679,9 @@ def opened(pool: Pool, url: str, headers: Mapping[str, str], stall: Stall, conne
                 if watch.expired:
                     raise NoAnswer(f"no answer within {stall.first:g} s") from None
                 raise NoAnswer(failure(exc, connect, read)) from None
+            if watch.expired:  # its headers cut short by the watchdog
+                response.close()
+                raise NoAnswer(f"no answer within {stall.first:g} s")
             location = response.headers.get("Location", "")
             if response.status in (301, 302, 303, 307, 308) and location and \
                     hops < MAX_REDIRECTS:

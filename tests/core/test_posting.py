@@ -1,12 +1,14 @@
 """The request loop the served embeddings' client and the judging chat client share
 (pipeline/core/http.py) against the local server of tests/servers.py: no piece of the key
-in any line or log line, whatever the padding before the key a server echoes; a deadline
+in any line or log line, whatever the padding before the key a server echoes and whatever
+layer it wraps it in (FORMS); a redirect's Location shown without its query; a deadline
 that holds while a reply trickles in; Ctrl-C ending a stage whose requests are unanswered;
 JUDGE_CONCURRENCY bounded as EMBEDDINGS_CONCURRENCY is."""
 
 from __future__ import annotations
 
 import html
+import html.entities
 import json
 import logging
 import os
@@ -41,14 +43,30 @@ MODEL = "org/model-7b"
 WORDS = Words("judge", "JUDGE api:org/model-7b at http://127.0.0.1:1/v1/chat/completions",
               "JUDGE_URL", "request", "a reply", "judge again", {}, "check the model")
 OFFSETS = range(401)  # the characters before the key, each
+NAMES = {char: name for name, char in sorted(html.entities.html5.items(), reverse=True)
+         if len(char) == 1 and name.endswith(";")}  # a character's HTML named reference
+# Each layer a server may wrap what it echoes in, every character of it (the 7th trial: a
+# 401 echoing the key as &#115;&#107;&#45;... showed it whole, only &amp; was decoded)
+FORMS = {
+    "plain": str.encode,
+    "percent": lambda text: "".join(f"%{byte:02X}" for byte in text.encode()).encode(),
+    "html named": lambda text: "".join(f"&{NAMES[c]}" if c in NAMES else c
+                                       for c in html.escape(text)).encode(),
+    "html decimal": lambda text: "".join(f"&#{ord(c)};" for c in text).encode(),
+    "html hex": lambda text: "".join(f"&#x{ord(c):x};" for c in text).encode(),
+    "json": lambda text: "".join(f"\\u{ord(c):04x}" for c in text).encode(),
+    "utf-16": lambda text: text.encode("utf-16"),
+    "utf-16-be": lambda text: text.encode("utf-16-be"),
+}
 
 
 def pieces_in(text: str, key: str = KEY) -> list[str]:
     """The pieces of 4 or more characters of `key` that `text` holds, in any case, once what
-    no terminal shows is left out and its percent and \\uXXXX escapes are undone (twice: an
-    escape's escape; the pieces of 4 cover all)."""
+    no terminal shows is left out and its percent, HTML and \\uXXXX escapes are undone (twice:
+    an escape's escape; the pieces of 4 cover all)."""
     for _ in range(2):
-        text = unquote(re.sub(r"\\u([0-9a-fA-F]{4})", lambda c: chr(int(c.group(1), 16)), text))
+        text = unquote(html.unescape(re.sub(r"\\u([0-9a-fA-F]{4})",
+                                            lambda c: chr(int(c.group(1), 16)), text)))
     seen = "".join(char for char in text if char.isprintable() or char.isspace()).lower()
     return sorted({key[i:i + 4] for i in range(len(key) - 3)
                    if key[i:i + 4].lower() in seen})
@@ -72,23 +90,26 @@ def echoed(offset: int) -> str:
 
 
 # ---- no piece of the key in a line, wherever it falls -------------------------------------
-def test_no_piece_of_the_key_is_shown_whatever_the_padding_before_it():
+@pytest.mark.parametrize("form", FORMS)
+def test_no_piece_of_the_key_is_shown_whatever_the_padding_before_it(form):
     """A 400 reply echoing the Authorization header after 0 to 400 characters, as text and as
     a JSON error, and a 200 reply that is neither an embeddings list nor a chat completion
-    echoing it so: the line of each client names the status or the reply, never 4 characters
-    of the key in a row (the body was once cut to 200 characters before the key was
-    hidden: 'Bearer sk-HOSTILE-JU' after 180 characters)."""
+    echoing it so, each written in `form` (every character percent-encoded, an HTML named,
+    decimal or hex reference, a JSON escape; UTF-16): the line of each client names the status
+    or the reply, never 4 characters of the key in a row (the body was once cut to 200
+    characters before the key was hidden: 'Bearer sk-HOSTILE-JU' after 180 characters)."""
+    write = FORMS[form]
     with running(LocalServer(MODEL, path=EMBEDDINGS)) as server:
         clients = (embeddings_client(server), chat_client(server))
     leaks = {}
     for offset in OFFSETS:
         text = echoed(offset)
         error = json.dumps({"error": {"message": text, "type": "BadRequestError"}})
-        lines = [refusal(400, text.encode(), KEY, WORDS),
-                 refusal(400, error.encode(), KEY, WORDS)]
+        lines = [refusal(400, write(text), KEY, WORDS),
+                 refusal(400, write(error), KEY, WORDS)]
         for client in clients:
             with pytest.raises(InputError) as raised:
-                client._json(f"<html>not an API: {text}</html>".encode())
+                client._json(write(f"<html>not an API: {text}</html>"))
             lines.append(str(raised.value))
         for line in lines:
             assert "\n" not in line and len(line) < 600, line
@@ -119,6 +140,48 @@ def test_each_client_shows_no_piece_of_the_key_end_to_end(path, call, caplog):
     assert all("<key>" in line or "x" * 150 in line for line in said_lines)
     for text in (*said_lines, caplog.text):
         assert not pieces_in(text), text
+
+
+@pytest.mark.parametrize("path, call", [
+    (EMBEDDINGS, lambda server: embeddings_client(server).encode(["a paper"])),
+    (CHAT, lambda server: chat_client(server).complete(
+        [{"role": "user", "content": "grade"}], 0.0, 10)),
+])
+def test_each_client_shows_no_piece_of_a_key_echoed_in_any_form_end_to_end(path, call, caplog):
+    """A 401 echoing the Authorization header in each of FORMS (its whole text so written),
+    through the local server, at offsets around the 200-character cut: the one line raised
+    (it answered 401, the hint) and the log hold no piece of the key."""
+    lines = []
+    with running(LocalServer(MODEL, path=path)) as server, caplog.at_level(logging.DEBUG):
+        for form, write in FORMS.items():
+            for offset in (0, 1, 170, 179, 180, 181, 199, 200, 201):
+                server.faults, server.pad, server.form = ["echoform"], offset, write
+                with pytest.raises(InputError, match="it answered 401 ") as raised:
+                    call(server)
+                lines.append((form, str(raised.value)))
+    assert server.authorizations[-1] == f"Bearer {KEY}"
+    leaks = [(form, line) for form, line in lines if pieces_in(line)]
+    assert not leaks, leaks[:3]
+    assert not pieces_in(caplog.text)
+
+
+@pytest.mark.parametrize("path, call", [
+    (EMBEDDINGS, lambda server: embeddings_client(server).encode(["a paper"])),
+    (CHAT, lambda server: chat_client(server).complete(
+        [{"role": "user", "content": "grade"}], 0.0, 10)),
+])
+def test_a_relative_redirect_is_shown_without_its_query(path, call):
+    """A 307 to a relative Location whose query and fragment hold a signature (once shown
+    whole: only absolute URLs passed shown_url): the line names where it points, resolved
+    against the endpoint, as an absolute one is shown (?<query>, #<fragment>)."""
+    with running(LocalServer(MODEL, path=path)) as server:
+        server.faults = ["redirectrelative"]
+        with pytest.raises(InputError) as raised:
+            call(server)
+        host = server.url.removesuffix(path)
+    line = str(raised.value)
+    assert f"a redirect to {host}/v1/moved?<query>#<fragment> (not followed)" in line, line
+    assert URL_SECRET not in line and "X-Signature" not in line
 
 
 @pytest.mark.parametrize("key", [KEY, ESCAPED])

@@ -4,7 +4,8 @@ It speaks the documented protocol (GET /datasets/v1/release/, /release/{id} with
 /release/{id}/dataset/{name} with presigned file links for the x-api-key, /diffs/{start}/to/
 {end}/{name}) and serves the files with HTTP ranges, the way the file host does. The faults a
 real download meets can be switched on: 429 with Retry-After, a body broken off before its
-Content-Length, a file whose bytes are damaged once, links that expire, a slow host.
+Content-Length, a file whose bytes are damaged once, links that expire, a slow host, a host
+trickling its answers a byte at a time, a refusal echoing the key.
 
 The releases hold small S2AG records (papers, abstracts, citations), made from a seed; each
 release after the first changes some records, deletes some and adds some, and the diffs
@@ -19,6 +20,7 @@ import random
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -125,6 +127,12 @@ class Faults:
     step_release: str | None = None  # the release between the diffs' first two steps
     file_name: str | None = None  # the last part of the first file link of each listing
     dataset: str | None = None  # a further dataset the release offers (papers' files)
+    # A host trickling: the next N API answers, or every file's ("body" or "headers"), a 200
+    # of Content-Length 100,000 sent a byte every `trickle_every` seconds (its headers too)
+    trickle_api: int = 0
+    trickle_files: str = ""
+    trickle_every: float = 0.2
+    echo: Callable[[str], bytes] | None = None  # keyed calls refused 401, the body echo(key)
 
 
 class S2Server:
@@ -253,6 +261,11 @@ class S2Server:
                         pass
                     self.close_connection = True
                     return None
+                if kind == "api" and server.faults.trickle_api > 0:
+                    server.faults.trickle_api -= 1
+                    return self.trickle(False)
+                if kind == "file" and server.faults.trickle_files:
+                    return self.trickle(server.faults.trickle_files == "headers")
                 if status == 429:
                     return self.reply(429, b'{"message": "Too Many Requests"}', kind,
                                       {"Retry-After": server.faults.retry_after})
@@ -324,8 +337,32 @@ class S2Server:
                 readable, _, _ = select.select([self.connection], [], [], 0)
                 return bool(readable) and not self.connection.recv(1, 0x2)  # MSG_PEEK
 
+            def trickle(self, headers: bool) -> None:
+                """A 200 of Content-Length 100,000 sent a byte every `trickle_every` seconds
+                (its headers too: `headers`) until the client hangs up or the server stops."""
+                with server.lock:
+                    server.log.append({"kind": "trickle", "path": urlsplit(self.path).path,
+                                       "status": 200, "range": self.headers.get("Range"),
+                                       "key": self.headers.get("x-api-key"), "auth": None})
+                self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                if not headers:
+                    self.wfile.write(b"Content-Length: 100000\r\n\r\n")
+                try:
+                    for _ in range(100_000):
+                        self.wfile.write(b"X" if headers else b" ")
+                        self.wfile.flush()
+                        if server.stopping.wait(server.faults.trickle_every):
+                            break
+                except OSError:  # the client hung up
+                    pass
+                self.close_connection = True
+
             def keyed(self) -> bool:
                 key = self.headers.get("x-api-key")
+                if server.faults.echo is not None:  # a careless server: the key echoed
+                    self.reply(401, server.faults.echo(key or ""), "api",
+                               {"Content-Type": "text/html"})
+                    return False
                 if key == KEY:
                     return True
                 self.api(401 if not key else 403, {"message": "Forbidden"})

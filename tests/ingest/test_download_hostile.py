@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import html
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from hypothesis import HealthCheck, given
@@ -357,3 +359,93 @@ def test_make_corpus_on_a_damaged_downloaded_shard_names_make_download(server, t
         ingest(raw, tmp_path / "corpora" / "s2ag", source="s2ag")
     assert caught.value.repair.command() == (f"make download CORPUS=s2ag RELEASE={LAST} "
                                              "DATASETS=abstracts,citations,papers")
+
+
+# ---- issue 78: every wait bounded by the one client; no key in any form ---------------------
+def ends(call) -> InputError:
+    """The one-line error `call` raises; the test fails, rather than hangs, if it never ends
+    (its own generous bound: the short deadlines below end it long before)."""
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 (checked below)
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(120)
+    assert not thread.is_alive(), "the download never gave up"
+    assert len(outcome) == 1 and isinstance(outcome[0], InputError), outcome
+    assert "\n" not in str(outcome[0])
+    return outcome[0]
+
+
+def test_an_api_answer_trickled_a_byte_a_second_ends_at_the_calls_deadline(server, tmp_path):
+    """A 200 of Content-Length 100,000 sent a byte at a time (each byte restarted the read
+    timeout, and the 600 s bound was checked only between tries: still running at 1,000 s):
+    with api_wait=2, the call gives up in one line naming the deadline, after one attempt."""
+    server.faults.trickle_api = 100
+    caught = ends(lambda: download(tmp_path / "raw", settings(server, api_wait=2.0),
+                                   release=LAST))
+    assert str(caught) == (f"the Semantic Scholar Datasets API at {server.url} (list of "
+                           "releases): gave up after the 2 s an API call may take, its reply "
+                           "still arriving (1 attempt): check the server, then run the "
+                           "download again (the files downloaded so far are kept)")
+    assert len(server.requests("trickle")) == 1
+
+
+@pytest.mark.parametrize("how, last", [
+    ("body", "stalled: fewer than 1,000 bytes in 1 s"),
+    ("headers", "no answer within 2 s"),
+])
+def test_a_file_trickled_a_byte_a_second_ends_after_its_tries(server, tmp_path, how, last):
+    """A file host trickling a file's body (or its headers) a byte at a time (it once showed
+    '0/1 files ... MBps=0.0' forever): each attempt ends at the pace bound (fewer than
+    stall_bytes in a stall_window; headers within the connect and read timeouts), counts as a
+    try without progress, and the file is one line after its tries, its bytes kept."""
+    server.faults.trickle_files = how
+    caught = ends(lambda: download(
+        tmp_path / "raw", settings(server, parallel=1, retries=1, stall_window=1.0,
+                                   stall_bytes=1000, connect_timeout=1.0, read_timeout=1.0),
+        release=LAST, datasets=["papers"]))
+    path = server.listing[(LAST, "papers")][0]
+    name = released_shard(path.rsplit("/", 1)[-1])
+    assert str(caught) == (f"papers file {name}: no progress after 2 tries (last: {last}); run "
+                           "again later (the bytes downloaded so far are kept)")
+    assert len([r for r in server.requests("trickle") if r["path"].endswith(path)]) == 2
+
+
+KEY_FORMS = {
+    "percent": lambda text: "".join(f"%{byte:02X}" for byte in text.encode()).encode(),
+    "html named": lambda text: text.replace("-", "&hyphen;").replace(":", "&colon;").encode(),
+    "html decimal": lambda text: "".join(f"&#{ord(c)};" for c in text).encode(),
+    "html hex": lambda text: "".join(f"&#X{ord(c):X}" for c in text).encode(),
+    "json": lambda text: json.dumps({"message": "".join(f"\\u{ord(c):04x}" for c in text)})
+    .encode(),
+    "utf-16": lambda text: f"<html>{text}</html>".encode("utf-16"),
+}
+
+
+@pytest.mark.parametrize("form", KEY_FORMS)
+def test_a_key_echoed_in_any_form_is_in_no_output_log_or_file(server, tmp_path, caplog, form):
+    """The Datasets API refusing the key with a 401 that echoes it (`x-api-key: <key>`) in each
+    form a server may write it in: the one line names the refusal and its repair; it, the log
+    and every file written hold no 4 characters of the key in a row, whatever the escapes."""
+    caplog.set_level(logging.DEBUG)
+    write = KEY_FORMS[form]
+    server.faults.echo = lambda key: write(f"bad key: x-api-key: {key}")
+    caught = ends(lambda: download(tmp_path / "raw", settings(server), release=LAST,
+                                   datasets=["papers"]))
+    assert f"(dataset papers of release {LAST}): it answered 401 (" in str(caught)
+    assert str(caught).endswith("): check the key in S2_API_KEY (or ask for one at "
+                                "https://www.semanticscholar.org/product/api)")
+    texts = [str(caught), caplog.text, *(p.read_bytes().decode(errors="replace")
+                                         for p in tmp_path.rglob("*") if p.is_file())]
+    pieces = {KEY[i:i + 4].lower() for i in range(len(KEY) - 3)}
+    for text in texts:
+        for _ in range(2):
+            text = unquote(html.unescape(text.encode().decode("unicode_escape", "replace")))
+        seen = "".join(c for c in text if c.isprintable() or c.isspace()).lower()
+        assert not [piece for piece in pieces if piece in seen], text
