@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pipeline import layout
 from pipeline.core.errors import InputError
-from pipeline.corpus.manifest import written_whole
+from pipeline.corpus.manifest import recorded_source, written_whole
 from pipeline.models import IMPORT_VECTORS, VECTORS_PREFIX, chosen_model
 from pipeline.options.checks import run_check
 from pipeline.options.declared import BY_NAME, VARIABLES, Variable
@@ -178,15 +178,19 @@ def model_spec(args: argparse.Namespace) -> str:
 
 def derived(args: argparse.Namespace) -> dict[str, str]:
     """What the goals' commands use, from the checked values (empty where not given): the data
-    roots (absolute), RAW_DIR (RAW or the corpus's raw folder), WRITTEN_WHOLE (the kind of a
+    roots (absolute), SOURCE (where not given, the one the corpus's manifest records), RAW_DIR
+    (RAW or the corpus's raw folder of that source), WRITTEN_WHOLE (the kind of a
     corpus written whole: nothing to ingest), MODEL_FILE (the stages' --model) and MODEL_NAME
     (its runs', with QUERY_VARIANT)."""
     roots, corpus, model = roots_of(args), args.CORPUS, args.MODEL or ""
     if model and not run_without_model(args):  # an imported run's name: check_model_name's
         model = chosen_model(model_spec(args), args.POOLING, args.PRECISION,
                              args.QUERY_PROMPT).name
-    raw = layout.raw_dir(roots["corpora"], corpus, args.SOURCE) if corpus and args.SOURCE else ""
-    values = {"CORPORA_ROOT": roots["corpora"], "INDEX_ROOT": roots["indexes"],
+    source = args.SOURCE  # not given: the one the corpus's manifest records, where it does
+    if corpus and "SOURCE" not in args.GIVEN.split():
+        source = recorded_source(roots["corpora"] / corpus) or source
+    raw = layout.raw_dir(roots["corpora"], corpus, source) if corpus and source else ""
+    values = {"CORPORA_ROOT": roots["corpora"], "INDEX_ROOT": roots["indexes"], "SOURCE": source,
               "RUNS_ROOT": roots["runs"], "RAW_DIR": args.RAW or raw,
               "WRITTEN_WHOLE": written_whole(roots["corpora"] / corpus) if corpus else "",
               "MODEL_FILE": model,

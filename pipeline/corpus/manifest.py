@@ -59,6 +59,14 @@ def corpus_section(corpus_dir: Path, section: str) -> dict:
         return {}
 
 
+def recorded_source(corpus_dir: Path) -> str | None:
+    """The source (reader) the corpus's ingest section records it was read with, or None
+    where none is recorded (a new corpus, one written whole, a damaged manifest): what a
+    command that does not name SOURCE reads the corpus's raw folder with."""
+    source = corpus_section(corpus_dir, "ingest").get("parameters", {}).get("source")
+    return source if isinstance(source, str) else None
+
+
 def written_whole(corpus_dir: Path) -> str:
     """`benchmark` or `collection` for a corpus that one command wrote whole (make mdcr,
     make import-mdcr, make import-beir: it has no raw input to ingest), else ''. A manifest

@@ -17,7 +17,7 @@ import polars as pl
 
 from pipeline.core.atomic import atomic_path
 from pipeline.core.checksums import fingerprints, outputs_intact
-from pipeline.core.errors import InputError
+from pipeline.core.errors import InputError, OptionError
 from pipeline.core.inputs import Roots, record
 from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
@@ -71,6 +71,50 @@ def reconcile(corpus_dir: Path, counts: dict[str, int]) -> dict[str, Any]:
     return result
 
 
+# what to do when the rule that dropped most is this one (the prefilter kept no paper)
+_ADVICE = {
+    "no_year": "the papers carry no year: check that the raw folder is the release, whole",
+    "no_title": "the papers carry no title: check that the raw folder is the release, whole",
+    "short_abstract": "no paper has an abstract of {min_abstract} characters or more: S2AG's "
+                      "papers take theirs from the abstracts dataset of the same release, "
+                      "which must be downloaded whole (its first files, FIRST=, match few "
+                      "papers); S2ORC's metadata must carry them",
+    "few_citations": "no paper has {min_citations} citations or more, counted as "
+                     "{citations}: count {{CITATIONS=}}, or give a smaller minimum of "
+                     "citations",
+}
+
+
+def kept_none(corpus_dir: Path, counts: dict[str, int], parameters: dict[str, Any]
+              ) -> OptionError:
+    """The one line that refuses a prefilter keeping no paper: every raw line read accounted
+    for by its fate (the ingest's counts, then the prefilter's by rule) and what to do about
+    the rule that dropped most. A corpus of no paper would only fail later, at make pool,
+    blaming the query year."""
+    ingested = corpus_section(corpus_dir, "ingest").get("counts", {})
+    fates = []
+    if (read := ingested.get("lines_read")) is not None:  # S2AG's: its papers dataset's
+        fates.append(f"of {read} {'papers ' if 'abstract_lines_read' in ingested else ''}"
+                     "lines read")
+    if (bad := ingested.get("quarantined")) is not None:
+        fates.append(f"{bad} quarantined")
+    if (copies := ingested.get("duplicate_records")) is not None:
+        fates.append(f"{copies} duplicate record{'' if copies == 1 else 's'}")
+    dropped = {reason: counts[reason] for reason in DROP_REASONS if counts[reason]}
+    fates.append(f"{sum(dropped.values())} papers dropped" + (
+        f" ({', '.join(f'{n} {reason}' for reason, n in dropped.items())})" if dropped else ""))
+    worst = max(dropped, key=dropped.__getitem__) if dropped else None
+    advice = (_ADVICE[worst].format(min_abstract=parameters["min_abstract_chars"],
+                                    min_citations=parameters["min_citations"],
+                                    citations=parameters["citations"])
+              if worst else "the ingest kept no paper: ingest the release again")
+    other = next(mode for mode in ("either", "inbound") if mode != parameters["citations"])
+    name = corpus_dir.name.replace("{", "{{").replace("}", "}}")  # a template
+    return OptionError(f"no paper of corpus {name} passes the prefilter: "
+                       f"{', '.join(fates)}: {advice}; nothing was written",
+                       {"CITATIONS": other})
+
+
 def prefilter(corpus_dir: Path, mode: CitationMode = "inbound", min_citations: int = 3,
               min_abstract: int = 30) -> dict:
     """Prefilter under the corpus's lock (so a manifest never describes another run's file)."""
@@ -105,6 +149,8 @@ def _prefilter(corpus_dir: Path, mode: CitationMode, min_citations: int,
             for row in tagged.group_by("reason").len().iter_rows(named=True):
                 counts[row["reason"] or "kept"] += row["len"]
             writer.write(tagged.filter(pl.col("reason").is_null()).drop("reason").to_arrow())
+        if not counts["kept"]:  # refused before the file is replaced: the corpus as it was
+            raise kept_none(corpus_dir, counts, parameters)
         update_corpus_manifest(corpus_dir, "prefilter", None)  # the file is being replaced
     counts.setdefault("kept", 0)
     counts["total"] = sum(counts[r] for r in DROP_REASONS) + counts["kept"]

@@ -327,8 +327,9 @@ def test_a_path_too_long_for_the_file_system_is_refused_up_front(name, tmp_path)
 def test_every_derived_value_is_pythons():
     values = derived(read({"CORPUS": "c", "MODEL": "hf:org/name", "MODELS": "bm25,random",
                            "DATA": "/d"}))
-    assert set(values) == {"CORPORA_ROOT", "INDEX_ROOT", "RUNS_ROOT", "RAW_DIR", "WRITTEN_WHOLE",
-                           "MODEL_FILE", "MODEL_NAME"}
+    assert set(values) == {"CORPORA_ROOT", "INDEX_ROOT", "RUNS_ROOT", "SOURCE", "RAW_DIR",
+                           "WRITTEN_WHOLE", "MODEL_FILE", "MODEL_NAME"}
+    assert values["SOURCE"] == "s2orc"  # a corpus that records none: the name's default
     assert values["MODEL_FILE"] == "hf--org--name--mean"
     assert values["CORPORA_ROOT"] == "/d/corpora" and values["WRITTEN_WHOLE"] == ""
     st = derived(read({"CORPUS": "c", "MODEL": "st:org/name", "PRECISION": "bf16"}))

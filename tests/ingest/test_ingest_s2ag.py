@@ -347,3 +347,131 @@ def test_cli_stops_on_a_wholly_quarantined_dataset_in_one_line(tmp_path):
                      r"ingest accepts \(the first: .*citations/part-0\.jsonl\.gz:1: "
                      r"citingcorpusid 'x' is not an integer id\)", lines[0]), lines[0]
     assert not (tmp_path / "corpora" / "s2ag" / "papers.parquet").exists()
+
+
+def trial_release(root: Path) -> Path:
+    """An S2AG trial download (make download FIRST=1): the first papers file and the first
+    abstracts file hold other papers, so no paper has its abstract; one bad papers line, one
+    paper repeated, one without a year."""
+    raw = root / "s2ag"
+    write(raw / "papers" / "part-0.jsonl.gz", [
+        paper(1), paper(2), paper(3, year=None), paper(4), paper(1, title="again"),
+        b'{"corpusid": "x1"}'])
+    write(raw / "abstracts" / "part-0.jsonl.gz", [
+        {"corpusid": 100 + i, "abstract": ABSTRACT} for i in range(4)])
+    write(raw / "citations" / "part-0.jsonl.gz", [cite(2, 1, 1), cite(4, 1, 2)])
+    return raw
+
+
+# what the refusal says of the trial release: the lines read and each one's fate
+KEPT_NONE = ("no paper of corpus s2 passes the prefilter: of 6 papers lines read, 1 "
+             "quarantined, 1 duplicate record, 4 papers dropped (1 no_year, 3 short_abstract)")
+
+
+def test_s2ag_a_corpus_that_keeps_no_paper_is_refused_in_one_line(tmp_path):
+    """A trial S2AG download whose papers have no abstract: once ingested and prefiltered to 0
+    papers, "done", and make pool then said "no prefiltered 2019 paper cites a paper of year
+    <= 2018". Now build_corpus is refused in one line counting every line read by its fate,
+    and no prefiltered file or prefilter section is written."""
+    from pipeline import Data, build_corpus
+
+    raw = trial_release(tmp_path)
+    with pytest.raises(InputError) as caught:
+        build_corpus(Data(tmp_path / "data"), "s2", raw=raw, source="s2ag")
+    message = str(caught.value)
+    assert message.startswith(KEPT_NONE) and "\n" not in message
+    assert "abstracts dataset" in message  # what to do: the abstracts that go with the papers
+    corpus = tmp_path / "data" / "corpora" / "s2"
+    assert not (corpus / "prefiltered.parquet").exists()
+    assert "prefilter" not in json.loads((corpus / "manifest.json").read_text())
+    assert not list(corpus.rglob("*.tmp"))
+    # too few citations: the refusal names the other citation mode in the API's words
+    write(raw / "abstracts" / "part-0.jsonl.gz", [
+        {"corpusid": i, "abstract": ABSTRACT} for i in range(1, 5)])
+    with pytest.raises(InputError, match=r"\(1 no_year, 3 few_citations\): no paper has 100 "
+                                         r"citations or more, counted as inbound: count "
+                                         r"citations='either'"):
+        build_corpus(Data(tmp_path / "data"), "s3", raw=raw, source="s2ag", min_citations=100)
+
+
+def test_cli_refuses_a_corpus_that_keeps_no_paper_in_one_line(tmp_path):
+    raw = trial_release(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "--corpora-root", str(tmp_path / "corpora"),
+         "--runs-root", str(tmp_path / "runs"), "corpus", "--corpus", "s2", "--raw", str(raw),
+         "--source", "s2ag"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "MAKEFLAGS": ""})
+    assert done.returncode == 2, done.stderr[-2000:]
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert KEPT_NONE in line
+    assert not (tmp_path / "corpora" / "s2" / "prefiltered.parquet").exists()
+
+
+# ---- the corpus's recorded source -------------------------------------------------------------
+@pytest.fixture
+def ingested_s2ag(tmp_path) -> Path:
+    """DATA with corpus `mine` (not named s2ag) ingested from S2AG's datasets in its raw
+    folder corpora/mine/s2ag, through the API with source='s2ag'."""
+    from pipeline import Data, build_corpus
+
+    data = tmp_path / "data"
+    s2ag_release(data / "corpora" / "mine")  # corpora/mine/s2ag
+    build_corpus(Data(data), "mine", source="s2ag")
+    return data
+
+
+def test_the_source_the_corpus_records_is_used_when_none_is_given(ingested_s2ag, caplog):
+    """Once: without SOURCE, "no S2ORC metadata shards" (the default for a corpus not named
+    s2ag), though the corpus's manifest says it was read from S2AG. Now its recorded source:
+    the corpus is current, nothing read again; a source given that contradicts it is one line
+    naming both, and nothing is written."""
+    from pipeline import Data, build_corpus, ingest_corpus
+
+    corpus = ingested_s2ag / "corpora" / "mine"
+    before = {p.name: p.read_bytes() for p in corpus.iterdir() if p.is_file()}
+    with caplog.at_level("INFO", logger="pipeline"):
+        build_corpus(Data(ingested_s2ag), "mine")
+        assert ingest_corpus(Data(ingested_s2ag), "mine")["parameters"]["source"] == "s2ag"
+    assert "[ingest] up to date (same raw shards, settings and outputs)" in caplog.messages
+    for call in (build_corpus, ingest_corpus):
+        with pytest.raises(InputError) as caught:
+            call(Data(ingested_s2ag), "mine", source="s2orc")
+        message = str(caught.value)
+        assert "\n" not in message and "source='s2orc'" in message
+        assert "corpus mine was ingested from s2ag" in message
+    assert {p.name: p.read_bytes() for p in corpus.iterdir() if p.is_file()} == before
+
+
+def test_the_doors_use_the_recorded_source(ingested_s2ag):
+    """`python -m pipeline corpus` without --source: the corpus current (exit 0); with a
+    contradicting --source, exit 2 in one line; make -n pool without SOURCE: the corpus stage
+    reads corpora/mine/s2ag as S2AG; with SOURCE=s2orc, make corpus refuses in one line."""
+    env = {k: v for k, v in os.environ.items() if k not in ("SOURCE", "RAW", "CORPUS", "DATA")}
+    env["MAKEFLAGS"] = ""
+    cli = [sys.executable, "-m", "pipeline", "--corpora-root", str(ingested_s2ag / "corpora"),
+           "--runs-root", str(ingested_s2ag / "runs"), "corpus", "--corpus", "mine"]
+    done = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "[ingest] up to date" in done.stderr
+    bad = subprocess.run([*cli, "--source", "s2orc"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, env=env)
+    assert bad.returncode == 2 and "--source s2orc" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    installed = ingested_s2ag.parent / "installed"
+    installed.touch()
+    make = ["make", "--no-print-directory", f"DATA={ingested_s2ag}", f"PY={sys.executable}",
+            f"STAMP={installed}", "CORPUS=mine"]
+    shown = subprocess.run([*make, "-n", "pool", "SIZE=1k"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=300, env=env)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    [corpus_line] = [line for line in shown.stdout.splitlines() if " corpus " in line]
+    assert "--source 's2ag'" in corpus_line
+    assert f"--raw '{ingested_s2ag / 'corpora' / 'mine' / 's2ag'}'" in corpus_line
+    bad = subprocess.run([*make, "corpus", "SOURCE=s2orc"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, env=env)
+    assert bad.returncode == 2 and "SOURCE=s2orc" in bad.stderr and "s2ag" in bad.stderr
+    ours = [line for line in bad.stderr.splitlines() if line.strip() and
+            not line.startswith("make: ")]  # make's own "*** [corpus] Error 2" follows
+    assert ours == ["error: SOURCE=s2orc: corpus mine was ingested from s2ag (its manifest."
+                    "json): leave SOURCE out, or read s2orc into another CORPUS"], bad.stderr

@@ -11,7 +11,7 @@ from pipeline.options.checks import given_path, non_negative, sizes, synth_shard
 # the options of ingest, and of corpus, which ingests
 INGEST = (arg("--raw", type=given_path, help="S2ORC folder holding metadata/, or S2AG folder "
               "holding papers/, abstracts/, citations/ (default corpora/<corpus>/<source>)"),
-          like("SOURCE"),
+          like("SOURCE", default=None),  # not given: the corpus's recorded one (api._source)
           like("THREADS", "--workers", help="processes reading shards in parallel (the "
                "output does not change)"))
 
