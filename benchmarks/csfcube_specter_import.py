@@ -6,7 +6,8 @@ with `git show`). Its files are extracted into a temporary folder, never into th
 (the release is CC BY-NC). A release without `abstracts-csfcube-preds.jsonl` (the papers file,
 which some copies lack) gets placeholder texts for every paper the annotations name: scoring
 reads only the pools' candidates, qrels and folds, never a paper's text, so the figures do not
-depend on them (a model searching these placeholders would score nonsense; none does here).
+depend on them; BM25 (step 4) then searches the placeholders, so its figures are no measure
+of BM25 on CSFCube: it stands beside the imported run to check the report's depth and tests.
 
 Steps, each a public command or API call:
 1. `python -m pipeline import-csfcube` (make import-csfcube): the corpus, one pool per facet;
@@ -18,7 +19,13 @@ Steps, each a public command or API call:
    pools' own `csfcube` metrics), and `pipeline.evaluate(..., means=False)`: the per-query
    values from which "all" is made as the official script makes it (the three facets'
    queries, the "all" folds of evaluation_splits.json, the mean of each fold's mean, then the
-   mean of the two).
+   mean of the two);
+4. `pipeline.search` and `pipeline.evaluate` with BM25 on every facet pool (make eval
+   MODEL=bm25), then `pipeline.build_report` (make report CORPUS=csfcube): the report's CSFCube
+   row of the imported run, which ranks every candidate of each query's list (lists of
+   several lengths), must equal the figures above and stand at one depth with BM25's, with
+   its paired tests against BM25 (issue 78: it was split by its longest list per facet,
+   "top 238", "top 253", "top 252", without an "all" column or a test).
 
 Writes benchmarks/results/csfcube_specter_import.{md,json}.
 
@@ -138,9 +145,33 @@ def main(checkout: Path) -> dict:
                           for fold in ("fold1_test", "fold2_test")]
             everything[metric] = round(100 * sum(fold_means) / 2, 2)
         facets["all"] = everything
+        report = report_row(pipeline.Data(data))
     return {"release_commit": commit, "papers_file_present": papers_present,
             "published": PUBLISHED, "scores": facets, "imported": imports,
-            "equal_to_published": all(everything[m] == PUBLISHED[m] for m in PUBLISHED)}
+            "equal_to_published": all(everything[m] == PUBLISHED[m] for m in PUBLISHED),
+            "report": report}
+
+
+def report_row(data: pipeline.Data) -> dict:
+    """BM25 searched and scored on every facet pool, then the report: its CSFCube rows (model
+    -> the cells as shown), the labels of runs of another depth, and the paired tests between
+    the imported run and BM25 (pools, metric, the two p cells)."""
+    pipeline.search(data, "csfcube", None, "bm25", threads=2)
+    pipeline.evaluate(data, "csfcube", None, "bm25")
+    report = pipeline.build_report(data, "csfcube")
+    table = report.tables["csfcube"]
+    rows = {row[0]: [cell.replace("**", "") for cell in row[1:]] for row in table.rows}
+    other = report.tables.get("other-depths")
+    tests = [line.strip("| ").split(" | ") for line in
+             report.section("significance").markdown.splitlines() if line.startswith("| ")]
+    pairs = [cells for cells in tests if len(cells) == 8 and {cells[2], cells[3]} == {
+        MODEL, "bm25"}]
+    shown = rows.get(MODEL, [])
+    expected = [f"{a:.2f} / {b:.2f}" for a, b in [tuple(PUBLISHED.values())]]
+    return {"header": table.header[1:], "rows": rows,
+            "other_depths": [row[0] for row in other.rows] if other else [],
+            "tests_against_bm25": [[c[0], c[1], c[6], c[7]] for c in pairs],
+            "all_equal_to_published": shown[-1:] == expected}
 
 
 def write(result: dict) -> None:
@@ -158,6 +189,15 @@ def write(result: dict) -> None:
     papers = ("present" if result["papers_file_present"] else
               "absent from this copy: placeholder texts written for every paper the "
               "annotations name (scoring reads none)")
+    row = result["report"]
+    shown = ["| model | " + " | ".join(row["header"]) + " |",
+             "|---|" + "---|" * len(row["header"])]
+    shown += [f"| {model} | " + " | ".join(cells) + " |" for model, cells in row["rows"].items()]
+    tests = ["| pools | metric | t-test p (Holm) | randomization p (Holm) |", "|---|---|---|---|"]
+    tests += ["| " + " | ".join(cells) + " |" for cells in row["tests_against_bm25"]]
+    bm25_texts = ("" if result["papers_file_present"] else
+                  "; here on the placeholder texts, so BM25's figures are no measure of BM25 "
+                  "on CSFCube")
     text = f"""# CSFCube: SPECTER's bundled rankings imported as a run and scored
 
 Written by `benchmarks/csfcube_specter_import.py` from the CSFCube release
@@ -179,6 +219,21 @@ Equal to the published figures: {'yes' if result['equal_to_published'] else 'NO'
 What the import counted, per facet (the run's manifest):
 
 {chr(10).join(counts)}
+
+The report (`pipeline.build_report`, make report CORPUS=csfcube) beside BM25 searched on the
+same pools (`pipeline.search`; make eval MODEL=bm25{bm25_texts}): both runs rank every
+candidate of each query's list (complete: one depth, whatever each facet's longest list), so
+the imported run has its own row, its "all" column and its paired tests against BM25. Runs of
+another depth:
+{', '.join(row['other_depths']) or 'none'}. The row's "all" equals the published figures:
+{'yes' if row['all_equal_to_published'] else 'NO'}.
+
+{chr(10).join(shown)}
+
+Its paired tests against BM25 (the significance section, {MODEL} against bm25, per facet
+pool and metric):
+
+{chr(10).join(tests)}
 """
     OUT.with_suffix(".md").write_text(text)
 
@@ -189,4 +244,4 @@ if __name__ == "__main__":
         sys.exit(__doc__.rsplit("Usage: ", 1)[1])
     outcome = main(Path(sys.argv[1]))
     write(outcome)
-    print(json.dumps(outcome["scores"], sort_keys=True))
+    print(json.dumps({"scores": outcome["scores"], "report": outcome["report"]}, sort_keys=True))

@@ -250,7 +250,16 @@ def eval_pools(place: Place, model: str, pools: list[str], metrics: str = "auto"
     for pool in pools:
         with timed("eval", times, model=name, pool=pool) as info:
             out = eval_run(place, pool, name, wanted[pool])
-            info.update({k: round(v, 4) for k, v in out["means"].items() if v is not None})
+            info.update(done_means(out))
+
+
+def done_means(evaluation: dict) -> dict[str, float]:
+    """An evaluation's means as its done line and the stage-times log show them, named as what
+    they are: on a pool of test folds (CSFCube) each is the mean of the folds' means, not the
+    mean over queries that trec_eval's name would say (`2-fold-mean:map=0.4456`)."""
+    folds = evaluation.get("folds")
+    prefix = f"{len(folds)}-fold-mean:" if folds else ""
+    return {f"{prefix}{k}": round(v, 4) for k, v in evaluation["means"].items() if v is not None}
 
 
 def refuse_damaged_runs(place: Place, pools: list[str], name: str) -> None:

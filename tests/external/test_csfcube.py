@@ -1010,3 +1010,27 @@ def test_an_imported_run_cut_is_labelled_by_what_it_is(with_bm25, tmp_path):
     assert "search them again" not in other.caption and "imported run" in other.caption
     tests = report.section("significance").markdown
     assert not any(label in tests for label in outside)
+
+
+def test_the_eval_done_line_names_the_fold_means(with_bm25, tmp_path, caplog):
+    """Issue 78: on CSFCube's pools the done line printed the two test folds' mean under
+    trec_eval's name (`map=0.4456`, where trec_eval's mean over the queries is 0.4468). It
+    names what it prints: `2-fold-mean:map=`, the value the evaluation records as its mean."""
+    import logging
+    import shutil
+
+    import pipeline
+
+    data = pipeline.Data(shutil.copytree(with_bm25, tmp_path / "d"))
+    with caplog.at_level(logging.INFO, logger="pipeline"):
+        pipeline.evaluate(data, "csf", None, "bm25", metrics="map")
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("[eval] done")]
+    assert len(lines) == len(FACETS)
+    differ = 0
+    for line in lines:
+        pool = re.search(r"pool=(\S+)", line)[1]
+        info = json.loads(run_paths(data.runs, "csf", pool, "bm25").evaluation.read_text())
+        assert f"2-fold-mean:map={round(info['means']['map'], 4)}" in line
+        assert not re.search(r"(^| )map=", line)
+        differ += info["means"]["map"] != info["means_over_queries"]["map"]
+    assert differ  # the two means are not the same number here
