@@ -52,6 +52,7 @@ from pipeline.judging.page import query_texts, write_page
 from pipeline.judging.sample import DEPTH, draw_sample, pairs_to_judge
 from pipeline.layout import (
     JUDGING_SAMPLE,
+    JUDGMENTS,
     MANIFEST,
     TABLE_SUFFIX,
     Place,
@@ -357,7 +358,9 @@ def folder_repair(folder: Path, corpus: str, judgments: Path | None = None) -> R
     """The repair of a sample or judgments file in a judging `folder` (either layout): make
     judge with the sampling its sample's manifest records (else one of its judgments'
     manifests: `sampling`), and JUDGE as `judgments`' manifest records it (else the first
-    judgments' of the folder: judging again judges the sample again)."""
+    judgments' of the folder: judging again judges the sample again); first, where the runs
+    the sample was drawn from are of different depths now (which make judge refuses), the
+    search that brings them to one (`depth_repair`)."""
     def read(path: Path) -> dict[str, Any]:
         try:
             return read_json(path) if path.is_file() else {}
@@ -371,7 +374,9 @@ def folder_repair(folder: Path, corpus: str, judgments: Path | None = None) -> R
         (m["sampling"] for m in others if m.get("sampling")), None)
     judged = read(judgments_manifest(judgments)) if judgments else {}
     assessors = [m.get("parameters", {}).get("assessor") for m in (judged, *others)]
-    return sampling_repair(corpus, parameters, next(filter(None, assessors), None))
+    pool_folder = (folder if folder.name == JUDGMENTS else folder.parent).parent
+    return depth_repair(pool_folder.parent.parent, corpus, pool_folder.name, sample) or \
+        sampling_repair(corpus, parameters, next(filter(None, assessors), None))
 
 
 def _sample_of(place: Place, pool: str, folder: Path, left: list[LeftOut]
@@ -402,7 +407,8 @@ def _sample_of(place: Place, pool: str, folder: Path, left: list[LeftOut]
         return None
     if mixed := mixed_depths(place, pool, list(made.get("inputs") or {})):
         left.append(LeftOut(path, f"its runs are of different depths ({mixed}): no model is "
-                            "compared with one of another depth", Repair(
+                            "compared with one of another depth",
+                            depth_repair(place.runs_root, place.corpus, pool, made) or Repair(
                                 "", note="search the sampled models again at one depth (K), "
                                 "then make judge")))
         return None
@@ -419,6 +425,10 @@ def changed_runs(runs_root: Path, corpus: str, pool: str, made: dict[str, Any],
         run = run_paths(runs_root, corpus, pool, model).parquet
         if isinstance(recorded, dict) and file_problem(run, recorded, deep):
             reasons.append(f"the run of {model} it was drawn from is gone or changed since")
+    depths = run_depths(runs_root, corpus, pool, sorted(made.get("inputs") or {}))
+    if reasons and len(set(depths.values())) > 1:  # what make judge would refuse: said
+        reasons = [f"{reason} (its runs are of different depths now: "
+                   f"{', '.join(f'{m} {d}' for m, d in depths.items())})" for reason in reasons]
     return reasons
 
 
@@ -426,15 +436,55 @@ def mixed_depths(place: Place, pool: str, models: Sequence[str]) -> str | None:
     """The models' depths in `pool` in words ("bm25 100, random 500") when their runs are of
     more than one depth (evaluate.run_depth; a run whose manifest is missing or records none
     is not counted: verify names it); None when they are of one."""
-    depths = {}
-    for model in sorted(models):
-        manifest_path = run_paths(place.runs_root, place.corpus, pool, model).manifest
-        depth = run_depth(manifest_path) if manifest_path.is_file() else None
-        if depth is not None:
-            depths[model] = depth
+    depths = run_depths(place.runs_root, place.corpus, pool, models)
     if len(set(depths.values())) < 2:
         return None
     return ", ".join(f"{model} {depth}" for model, depth in depths.items())
+
+
+def run_depths(runs_root: Path, corpus: str, pool: str, models: Sequence[str]
+               ) -> dict[str, int]:
+    """model -> the depth of its run in `pool`, for the runs whose manifest records one."""
+    depths = {}
+    for model in sorted(models):
+        manifest_path = run_paths(runs_root, corpus, pool, model).manifest
+        try:
+            depth = run_depth(manifest_path) if manifest_path.is_file() else None
+        except InputError:
+            depth = None  # an unreadable manifest: verify names it
+        if depth is not None:
+            depths[model] = depth
+    return depths
+
+
+def depth_repair(runs_root: Path, corpus: str, pool: str, made: dict[str, Any]
+                 ) -> Repair | None:
+    """Where the runs a sample was drawn from (its manifest `made`) are of different depths
+    now, `make judge` refuses them: the repair is the search of one model again at the depth
+    of the runs the sample was drawn from (those that kept their bytes; else the depth most
+    runs have, the deeper on a tie), which make eval takes as K. A run searched again at its
+    old depth ranks as before, so the sample counts again; else make judge, which then
+    accepts the runs, draws it again. None where the runs are of one depth (make judge
+    repairs it)."""
+    from pipeline.retrieval.runs import run_repair, searched_pools
+
+    recorded = made.get("inputs") or {}
+    depths = run_depths(runs_root, corpus, pool, sorted(recorded))
+    if len(set(depths.values())) < 2:
+        return None
+    kept = {depths[model] for model, fp in recorded.items() if model in depths
+            and isinstance(fp, dict)
+            and not file_problem(run_paths(runs_root, corpus, pool, model).parquet, fp)}
+    counts = {d: list(depths.values()).count(d) for d in depths.values()}
+    target = kept.pop() if len(kept) == 1 else max(counts, key=lambda d: (counts[d], d))
+    searched = [m for m in depths if depths[m] != target
+                and pool in searched_pools(runs_root, corpus, m)]
+    if not searched:
+        return None  # an imported run: no K searches it again
+    repair = run_repair(corpus, searched[0], runs_root, pool)
+    return Repair(repair.target, corpus, repair.model, variables=(
+        *(item for item in repair.variables if item[0] != "K"), ("K", str(target))),
+)
 
 
 def _sampling_of(folder: Path) -> str | None:

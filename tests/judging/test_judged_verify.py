@@ -248,11 +248,18 @@ def test_samples_of_runs_changed_since_are_left_out_as_verify_calls_them_stale(r
     report = pipeline.build_report(data, "small", seed=POOL_SEED)
     rows = report.tables["judged-left-out"].frame().rows(named=True)
     assert [(Path(r["file"]).name, r["why"]) for r in rows] == [
-        ("sample.parquet", "stale: the run of bm25 it was drawn from is gone or changed since"),
+        ("sample.parquet", "stale: the run of bm25 it was drawn from is gone or changed since "
+         "(its runs are of different depths now: bm25 100, random 500)"),
         (f"{STANDIN.file_name}.parquet", "its sample is left out")]
-    assert all(r["repair"] == f"{REPAIR} JUDGE=standin:1 DATA={root}" for r in rows)
+    # issue 78: the repair was make judge, which refuses runs of two depths; it is the search
+    # of bm25 at the depth the sample was drawn at, and it works when run
+    repair = f"make eval CORPUS=small MODEL=bm25 K=500 DATA={root}"
+    assert all(r["repair"] == repair for r in rows)
     counted = {p.pool for p in judged_pools(place(root), [pool_of(s) for s in POOL_SIZES])}
     assert counted == {pool_of(s) for s in POOL_SIZES} - {POOL}
+    pipeline.search(data, "small", None, "bm25", k=500, threads=1)  # make eval, as printed
+    pipeline.evaluate(data, "small", None, "bm25", collect=True)
+    assert verify(roots(root)) == []  # the sample counts again: bm25 ranks as it did
 
 
 def test_a_sample_of_runs_of_two_depths_is_compared_nowhere(root):

@@ -217,3 +217,26 @@ def test_make_verify_names_a_stale_report_and_its_repair_makes_it_clean(report_d
     shown = (reports_dir(data.runs) / f"{CORPUS}.md").read_text()
     assert "top 100" in shown  # the report shows the runs searched now
     assert json.loads(report_manifest(reports_dir(data.runs), CORPUS).read_text())["inputs"]
+
+
+@pytest.mark.slow  # make eval twice (all pools of the fixture), about a minute
+def test_the_judged_left_out_tables_repair_works_when_typed(report_data, tmp_path):
+    """Issue 78's poor case: after make eval MODEL=bm25 K=100, the report's table of left-out
+    judging files printed `make judge ...`, which make refuses (the sampled runs are of two
+    depths now) without saying so. The why says the depths; the repair, typed as printed,
+    brings the runs back to one depth, and verify is clean after it."""
+    data = data_copy(report_data, tmp_path)
+    stamp = tmp_path / "installed"
+    stamp.touch()
+    pipeline.judge(data, CORPUS, ["bm25", "random"], StandinAssessor(1).name, sample_size=4)
+    make_ok(data.runs.parent, stamp, "eval", "MODEL=bm25", "K=100")
+    table = pipeline.build_report(data, CORPUS).tables["judged-left-out"]
+    rows = table.frame().rows(named=True)
+    assert rows and all("different depths now: bm25 100, random 500" in row["why"]
+                        for row in rows if "stale" in row["why"])
+    [repair] = {row["repair"] for row in rows}
+    words = shlex.split(repair)
+    assert words[:2] == ["make", "eval"] and "K=500" in words, words
+    make_ok(data.runs.parent, stamp, *words[1:])
+    assert pipeline.verify_data(data, deep=False) == []
+    assert "judged-left-out" not in pipeline.build_report(data, CORPUS).tables
