@@ -234,11 +234,13 @@ MTEB_REVISION = "no_revision_available"
 
 
 def mteb_task_name(corpus: str, pool: str) -> str:
+    """A pool's task name where MTEB has no task of it (external/mteb_results.task_name)."""
     return f"{corpus}.{pool}"
 
 
-def mteb_result_path(out: Path, model: str, corpus: str, pool: str) -> Path:
-    return out / model / MTEB_REVISION / f"{mteb_task_name(corpus, pool)}{JSON_SUFFIX}"
+def mteb_result_path(out: Path, model: str, task: str) -> Path:
+    """A TaskResult file in MTEB's results tree: model, revision, `<task name>.json`."""
+    return out / model / MTEB_REVISION / f"{task}{JSON_SUFFIX}"
 
 
 def mteb_model_meta_path(out: Path, model: str) -> Path:

@@ -2,8 +2,11 @@
 TaskResult in MTEB 2's JSON format, which `mteb.TaskResult.from_disk` reads, so a pool's
 numbers sit beside MTEB's leaderboard files.
 
-The pool is a custom retrieval task named `<corpus>.<pool>` (layout.mteb_task_name), its
-`dataset_revision` the sha256 of the pool's files as its manifest records them, its split
+A pool that is one of MTEB's retrieval tasks (a whole BEIR collection MTEB evaluates, of the
+split it scores, with as many documents as MTEB's copy: `task_name`, MTEB_TASKS) is named as
+MTEB names it, its file `SciFact.json` as MTEB's own; any other pool is a custom retrieval task
+named `<corpus>.<pool>` (layout.mteb_task_name). Its
+`dataset_revision` is the sha256 of the pool's files as its manifest records them, its split
 BEIR's name (test, dev), one subset `default`, English (`eng-Latn`). The scores carry MTEB's
 retrieval metric names (ndcg_at_10, map_at_100, recall_at_100, precision_at_k, mrr_at_k,
 hit_rate_at_k, for MTEB's k of 1, 3, 5, 10, 20 and 100), computed from the saved run by the
@@ -52,6 +55,19 @@ MTEB_CUTOFFS = (1, 3, 5, 10, 20, 100)
 MAIN_SCORE = "ndcg_at_10"
 LANGUAGES = ["eng-Latn"]
 REFUSED = "give a new or empty folder, or move them away first"  # as export-beir's refusal
+# BEIR's collections that MTEB evaluates as retrieval tasks of its own: BEIR's name (its
+# folder's, ir_datasets' beir/<name>) -> MTEB's task name, the split MTEB scores and the
+# documents of its copy (mteb 2.26's task metadata: descriptive_stats' num_documents)
+MTEB_TASKS = {
+    "arguana": ("ArguAna", "test", 8_674), "climate-fever": ("ClimateFEVER", "test", 5_416_593),
+    "dbpedia-entity": ("DBPedia", "test", 4_635_922), "fever": ("FEVER", "test", 5_416_568),
+    "fiqa": ("FiQA2018", "test", 57_638), "hotpotqa": ("HotpotQA", "test", 5_233_329),
+    "msmarco": ("MSMARCO", "dev", 8_841_823), "nfcorpus": ("NFCorpus", "test", 3_633),
+    "nq": ("NQ", "test", 2_681_468), "quora": ("QuoraRetrieval", "test", 522_931),
+    "scidocs": ("SCIDOCS", "test", 25_657), "scifact": ("SciFact", "test", 5_183),
+    "trec-covid": ("TRECCOVID", "test", 171_332),
+    "webis-touche2020": ("Touche2020", "test", 382_545)}
+WHOLE_COLLECTION = "beir"  # the scope of an imported collection's pool of every document
 
 
 def model_meta(model: str) -> dict:
@@ -80,6 +96,41 @@ def pool_revision(corpus_dir: Path, pool: str) -> str:
     return hashlib.sha256(lines.encode()).hexdigest()
 
 
+def collection_names(corpus: str, info: dict) -> list[str]:
+    """The names a pool's collection goes by, lowercase, first the surest: the ir_datasets id's
+    (`beir/scifact/test` -> scifact), the SRC folder's, the corpus's."""
+    parameters = info.get("parameters") or {}
+    dataset, source = parameters.get("dataset"), parameters.get("source")
+    names = []
+    if isinstance(dataset, str) and dataset.startswith("beir/"):
+        names.append(dataset.split("/")[1])
+    if isinstance(source, str) and not source.startswith("ir_datasets:"):
+        names.append(Path(source).name)
+    return [name.lower() for name in (*names, corpus)]
+
+
+def task_name(corpus: str, pool: str, info: dict) -> str:
+    """The task name of `pool` (its manifest `info`) in MTEB's results: MTEB's own where the
+    pool is one of its tasks (MTEB_TASKS: a whole collection's pool, of the split MTEB scores,
+    whose collection goes by a BEIR name MTEB evaluates and has as many documents as MTEB's
+    copy), else `<corpus>.<pool>`. A collection of that name but other documents (a sample, a
+    synthetic copy) keeps the pool's name, and the log says why."""
+    fallback = mteb_task_name(corpus, pool)
+    if info.get("scope") != WHOLE_COLLECTION:
+        return fallback
+    known = next((n for n in collection_names(corpus, info) if n in MTEB_TASKS), None)
+    if known is None:
+        return fallback
+    name, split, documents = MTEB_TASKS[known]
+    has = (info.get("counts") or {}).get("candidates")
+    if BEIR_SPLITS.get(info.get("split"), info.get("split")) != split or has != documents:
+        log.info(f"[export-mteb] pool {pool} of corpus {corpus} is named {fallback}, not "
+                 f"MTEB's {name}: MTEB's {name} is the {split} split of {documents:,} "
+                 f"documents (this pool: the {info.get('split')} split, {has} documents)")
+        return fallback
+    return name
+
+
 def mteb_result(place: Place, pool: str, model: str) -> dict:
     """The TaskResult (as MTEB's JSON holds it) of the run `model` of `pool`, scored from the
     saved run, nothing written (module docstring)."""
@@ -89,9 +140,10 @@ def mteb_result(place: Place, pool: str, model: str) -> dict:
     metrics = tuple(f"{name}@{k}" for name in MTEB_METRICS for k in MTEB_CUTOFFS)
     _, scored = score_run(place, pool, model, metrics)
     scores = {metric.replace("@", "_at_"): value for metric, value in scored["means"].items()}
-    split = BEIR_SPLITS[pool_manifest(place.corpus_dir, pool)["split"]]
+    info = pool_manifest(place.corpus_dir, pool)
+    split = BEIR_SPLITS[info["split"]]
     return {"dataset_revision": pool_revision(place.corpus_dir, pool),
-            "task_name": mteb_task_name(place.corpus, pool), "mteb_version": None,
+            "task_name": task_name(place.corpus, pool, info), "mteb_version": None,
             "scores": {split: [{**scores, "main_score": scores[MAIN_SCORE],
                                 "hf_subset": "default", "languages": LANGUAGES}]},
             "evaluation_time": None, "kg_co2_emissions": None, "date": None,
@@ -100,8 +152,9 @@ def mteb_result(place: Place, pool: str, model: str) -> dict:
 
 def export_mteb(place: Place, model: str, out: Path) -> list[Path]:
     """Write the TaskResult of `model`'s run on each pool of the corpus that has one, as
-    `<out>/<model>/no_revision_available/<corpus>.<pool>.json` (MTEB's results tree); return
-    the files. Refused when no pool has a run of `model`."""
+    `<out>/<model>/no_revision_available/<task name>.json` (MTEB's results tree; `task_name`:
+    `SciFact.json`, `<corpus>.<pool>.json`); return the files. Refused when no pool has a run
+    of `model`."""
     check_name("model", model)  # a folder of OUT
     check_outside_data(out, place)
     if out.exists() and not out.is_dir():
@@ -115,15 +168,15 @@ def export_mteb(place: Place, model: str, out: Path) -> list[Path]:
     results = {p: mteb_result(place, p, model) for p in pools}  # every run read first
     meta_path = mteb_model_meta_path(out, model)
     for pool, result in results.items():  # every file there checked before any is written
-        _check_replaceable(out, mteb_result_path(out, model, place.corpus, pool), result,
+        _check_replaceable(out, mteb_result_path(out, model, result["task_name"]), result,
                            f"pool {pool} of corpus {place.corpus}")
     if meta_path.exists() and _read(meta_path) != model_meta(model):
         raise InputError(f"OUT {out} holds files that export-mteb did not write "
                          f"({meta_path.relative_to(out)}: another model's metadata): "
                          f"{REFUSED}")
     written = []
-    for pool, result in results.items():
-        path = mteb_result_path(out, model, place.corpus, pool)
+    for result in results.values():
+        path = mteb_result_path(out, model, result["task_name"])
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(result, path)
         written.append(path)

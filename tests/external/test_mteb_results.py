@@ -140,3 +140,71 @@ def test_make_export_mteb(scidocs, tmp_path):  # noqa: F811
     for pool in ("beir-600-r0", "judged-30-r0"):
         path = tmp_path / "m" / "bm25" / "no_revision_available" / f"s.{pool}.json"
         assert mteb.TaskResult.from_disk(path).main_score > 0
+
+
+# ---- MTEB's own names for its tasks (issue 78) ---------------------------------------------------
+
+def _pool_info(split: str = "test", candidates: int = 5_183, scope: str = "beir",
+               **parameters: str) -> dict:
+    return {"scope": scope, "split": split, "counts": {"candidates": candidates},
+            "parameters": parameters}
+
+
+@pytest.mark.parametrize("corpus, info, name", [
+    # a BEIR folder named scifact, SciFact's 5,183 documents: MTEB's SciFact (issue 78 gave
+    # scifact.beir-5183-r0)
+    ("scifact", _pool_info(source="/data/beir/scifact"), "SciFact"),
+    ("mine", _pool_info(source="/data/beir/scifact"), "SciFact"),
+    ("mine", _pool_info(source="ir_datasets:beir/scifact/test", dataset="beir/scifact/test"),
+     "SciFact"),
+    ("ms", _pool_info("validation", 8_841_823, dataset="beir/msmarco/dev",
+                      source="ir_datasets:beir/msmarco/dev"), "MSMARCO"),
+    # what MTEB does not know keeps a name of its own
+    ("scifact", _pool_info(candidates=600, source="/x/scifact"), "scifact.beir-600-r0"),
+    ("scifact", _pool_info("validation", source="/x/scifact"), "scifact.beir-5183-r0"),
+    ("scifact", _pool_info(scope="judged", source="/x/scifact"), "scifact.beir-5183-r0"),
+    ("mine", _pool_info(source="/data/my-collection"), "mine.beir-5183-r0"),
+])
+def test_a_pool_mteb_knows_is_named_as_mteb_names_it(corpus, info, name):
+    from pipeline.external.mteb_results import task_name
+
+    pool = "beir-600-r0" if info["counts"]["candidates"] == 600 else "beir-5183-r0"
+    assert task_name(corpus, pool, info) == name
+
+
+def test_the_table_of_mteb_tasks_is_mtebs():
+    """Each task of MTEB_TASKS is MTEB's: its name, the split it scores, its documents."""
+    import mteb
+
+    from pipeline.external.mteb_results import MTEB_TASKS
+
+    for name, split, documents in MTEB_TASKS.values():
+        task = mteb.get_task(name)
+        assert task.metadata.eval_splits == [split], name
+        stats = task.metadata.descriptive_stats[split]
+        if "num_documents" in stats:
+            assert stats["num_documents"] == documents, name
+        else:  # Touche2020's statistics count documents and its 49 queries together
+            assert 0 < stats["num_samples"] - documents < 100, name
+
+
+def test_an_export_of_a_task_mteb_knows_is_its_file(imported, tmp_path, monkeypatch):  # noqa: F811
+    """The export of a pool MTEB knows is `<Task>.json` with MTEB's task name, which MTEB's
+    loader reads as that task; the judged-only pool keeps `<corpus>.<pool>`. (The synthetic
+    collection stands for SCIDOCS: MTEB_TASKS is given its 600 documents.)"""
+    import mteb
+
+    from pipeline.external import mteb_results
+
+    monkeypatch.setitem(mteb_results.MTEB_TASKS, "scidocs", ("SCIDOCS", "test", 600))
+    corpus, root, _ = imported
+    place, _ = bm25_means(corpus, root, tmp_path / "runs")
+    out = tmp_path / "cache" / "results"
+    files = export_mteb(place, "bm25", out)
+    assert [f.relative_to(out).as_posix() for f in files] == [
+        "bm25/no_revision_available/SCIDOCS.json",
+        "bm25/no_revision_available/scidocs.judged-30-r0.json"]
+    assert mteb.TaskResult.from_disk(files[0]).task_name == "SCIDOCS"
+    loaded = mteb.ResultCache(cache_path=tmp_path / "cache").load_results()
+    assert sorted(t.task_name for t in loaded.model_results[0].task_results) == [
+        "SCIDOCS", "scidocs.judged-30-r0"]
