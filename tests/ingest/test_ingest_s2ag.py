@@ -443,6 +443,7 @@ def test_the_source_the_corpus_records_is_used_when_none_is_given(ingested_s2ag,
     assert {p.name: p.read_bytes() for p in corpus.iterdir() if p.is_file()} == before
 
 
+@pytest.mark.slow  # make, twice, and the command line, twice
 def test_the_doors_use_the_recorded_source(ingested_s2ag):
     """`python -m pipeline corpus` without --source: the corpus current (exit 0); with a
     contradicting --source, exit 2 in one line; make -n pool without SOURCE: the corpus stage

@@ -288,3 +288,49 @@ def test_ctrl_c_stops_a_java_call_at_once(tmp_path):
     # KeyboardInterrupt and removed the temporary folder on its way out)
     assert list(tmp_path.glob(".bm25.*.tmp/lucene"))
     assert not list(tmp_path.glob(".bm25.*.tmp/lucene/segments_*")) and not out.exists()
+
+
+QUIET_SCRIPT = """
+import sys
+from pathlib import Path
+import polars as pl
+from pipeline.retrieval.bm25 import lucene as bm25_lucene
+papers = pl.DataFrame({"corpusid": range(1, 41), "title": [f"paper {i} on graphs" for i in
+                       range(1, 41)], "abstract": [f"abstract {i} of retrieval" for i in
+                       range(1, 41)]})
+bm25_lucene.build_index(papers, Path(sys.argv[1]), threads=2)
+queries = pl.DataFrame({"corpusid": [100], "title": ["graphs"], "abstract": ["retrieval"]})
+hits, _ = bm25_lucene.search(queries, Path(sys.argv[1]), k=5, threads=2)
+print(hits.height)
+"""
+
+
+def test_lucene_prints_no_java_warning(tmp_path):
+    """Indexing and searching in a fresh process (a fresh JVM): once six lines on stderr that
+    a user can do nothing about, Lucene's "You are running with Java 22 or later ... update
+    Apache Lucene" (java.util.logging, with its dated header line) and four lines of "A
+    terminally deprecated method in sun.misc.Unsafe has been called". Now none: the JVM
+    options that turn them off at start (jvm.quiet_options), and the search as before."""
+    done = subprocess.run([sys.executable, "-c", QUIET_SCRIPT, str(tmp_path / "bm25")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["5"]
+    noise = [line for line in done.stderr.splitlines()
+             if "WARNING" in line or "MMapDirectory" in line or "StatusLogger" in line]
+    assert not noise, done.stderr
+
+
+def test_quiet_options_follow_the_java_version(tmp_path):
+    """Each option only where the runtime knows it (an unknown option stops the JVM from
+    starting: --sun-misc-unsafe-memory-access is Java 23's), read from its `release` file;
+    none where the file says nothing."""
+    home = tmp_path / "java"
+    home.mkdir()
+    assert jvm.quiet_options(home) == []  # no release file: no option risked
+    found = {}
+    for version in ("21.0.5", "22", "25.0.2", "1.8.0_392"):
+        (home / "release").write_text(f'IMPLEMENTOR="x"\nJAVA_VERSION="{version}"\n')
+        found[version] = jvm.quiet_options(home)
+    segments = "-Dorg.apache.lucene.store.MMapDirectory.enableMemorySegments=false"
+    assert found == {"21.0.5": [], "1.8.0_392": [], "22": [segments],
+                     "25.0.2": [segments, "--sun-misc-unsafe-memory-access=allow"]}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import threading
@@ -61,19 +62,54 @@ def java_binary() -> str:
     return str(java)
 
 
+_VERSION = re.compile(r'^JAVA_VERSION="(?:1\.)?(\d+)', re.MULTILINE)
+
+
+def java_feature(java_home: Path) -> int | None:
+    """The feature version of the Java runtime at `java_home` (25 for 25.0.2), read from its
+    `release` file; None where that file is missing or says none."""
+    try:
+        found = _VERSION.search((java_home / "release").read_text(errors="replace"))
+    except OSError:
+        return None
+    return int(found.group(1)) if found else None
+
+
+def quiet_options(java_home: Path) -> list[str]:
+    """JVM options that turn off, at start, the warnings a user can do nothing about, each only
+    where the runtime at `java_home` has it (an option the JVM does not know stops it from
+    starting; none where its version cannot be read):
+
+    - Java 22+: Lucene 9.9 (Anserini's) logs "You are running with Java 22 or later ... update
+      Apache Lucene" once, then maps files with ByteBuffers, the one way it has there;
+      `enableMemorySegments=false` chooses that way at once, without the line;
+    - Java 23+: unmapping a file calls sun.misc.Unsafe::invokeCleaner, which Java 24+ warns
+      of in four lines ("terminally deprecated"); `--sun-misc-unsafe-memory-access=allow`
+      says it is allowed (until a Lucene without it)."""
+    feature = java_feature(java_home)
+    if feature is None:
+        return []
+    return [option for since, option in (
+        (22, "-Dorg.apache.lucene.store.MMapDirectory.enableMemorySegments=false"),
+        (23, "--sun-misc-unsafe-memory-access=allow")) if feature >= since]
+
+
 def _jnius():
     """pyjnius, its JVM started once in this process on the Anserini jar (importing jnius
     starts the JVM, so the classpath and options are set first).
 
     -Xrs leaves SIGINT and SIGTERM to Python (a kill or Ctrl-C stops the stage as before);
-    Anserini's log goes to stderr at WARN (pipeline/data/log4j2.xml), not into stdout.
+    Anserini's log goes to stderr at WARN (pipeline/data/log4j2.xml), not into stdout; the
+    JVM's and Lucene's own warnings about the Java version are off (quiet_options).
     """
     import jnius_config
 
     if not jnius_config.vm_running:
-        os.environ["JAVA_HOME"] = str(Path(java_binary()).resolve().parents[1])
+        home = Path(java_binary()).resolve().parents[1]
+        os.environ["JAVA_HOME"] = str(home)
         jnius_config.set_classpath(str(anserini_jar()))
-        jnius_config.add_options("-Xrs", f"-Dlog4j2.configurationFile={LOG_CONFIG}")
+        jnius_config.add_options("-Xrs", f"-Dlog4j2.configurationFile={LOG_CONFIG}",
+                                 *quiet_options(home))
     try:
         import jnius
     except ImportError as err:  # no libjvm.so under JAVA_HOME
