@@ -16,7 +16,10 @@ its pipe, it cannot leave another's half-read), this process waits on the pipes 
 processes' sentinels with a timeout, at most two parts per worker are out at once (memory:
 those parts' vectors), and a worker that dies (killed, out of memory, an exception) ends the
 stage with one line naming its device and what happened; the workers are stopped and joined on
-every way out, Ctrl-C included (they ignore SIGINT: this process stops them).
+every way out, Ctrl-C included (they ignore SIGINT: this process stops them). Every wait is
+bounded: a worker alive but silent (stopped, deadlocked in a driver) longer than its stall
+bound (`Stall`: a first-part allowance for spawning and loading the model, then
+max(a floor, 10 x the slowest part seen)) ends the stage the same way, and is killed.
 
 Standard library only at import; torch where devices are counted or a worker runs.
 """
@@ -49,6 +52,11 @@ PER_WORKER = 2  # parts out at once per worker: one encoded, one read and tokeni
 POLL_S = 1.0  # how often this process looks at the workers while none has sent anything
 STOP_S = 10.0  # how long a worker is given to end after it is told to (then terminated)
 LISTED_DEVICE = re.compile(r"cpu|cuda:\d+")
+# A worker with parts out that sends nothing for its stall bound is taken as hung (Stall)
+STALL_ENV = "PIPELINE_WORKER_STALL"  # seconds: the floor of the bound (tests set a short one)
+STALL_FLOOR_S = 300.0  # the least any part is given, however fast the parts before it were
+FIRST_PART_TIMES = 3  # a worker's first part: 3 x the floor (900 s: spawn, imports, weights)
+SLOWEST_TIMES = 10  # a later part: 10 x the slowest part any worker took so far
 
 
 SINGLE_DEVICE = re.compile(r"cpu|cuda(?::(\d+))?")
@@ -200,6 +208,41 @@ def release(encoder) -> None:
 
 
 @dataclass(frozen=True)
+class Stall:
+    """How long a worker with parts out may send nothing before it is taken as hung: until
+    its first message and its first part, FIRST_PART_TIMES x `floor` (the allowance that
+    covers spawning it, importing torch and loading the weights); after, the longer of
+    `floor` and SLOWEST_TIMES x the slowest part seen so far (a pace, not a guess: a part 10
+    times slower than any before is no slow part)."""
+
+    floor: float = STALL_FLOOR_S
+
+    @classmethod
+    def from_environment(cls) -> Stall:
+        """The floor from PIPELINE_WORKER_STALL (seconds, more than 0), else STALL_FLOOR_S; a
+        bad value is one line naming the variable."""
+        text = os.environ.get(STALL_ENV, "").strip()
+        if not text:
+            return cls()
+        try:
+            floor = float(text)
+        except ValueError:
+            floor = float("nan")
+        if not 0 < floor <= 7 * 86_400:  # nan, inf and text too
+            raise InputError(f"{STALL_ENV}={text!r}: give the seconds a worker may send "
+                             "nothing before it is taken as hung, more than 0 (default "
+                             f"{STALL_FLOOR_S:g}), or leave it unset")
+        return cls(floor)
+
+    def bound(self, slowest: float | None, first: bool) -> float:
+        """The seconds a worker may be silent: its `first` part's allowance, else the floor or
+        SLOWEST_TIMES x the `slowest` part seen (None: none seen yet, the allowance)."""
+        if first or slowest is None:
+            return FIRST_PART_TIMES * self.floor
+        return max(self.floor, SLOWEST_TIMES * slowest)
+
+
+@dataclass(frozen=True)
 class Work:
     """What every worker needs, sent to it once (picklable: classes and functions by name)."""
 
@@ -307,18 +350,26 @@ class _Worker:
     tasks: Any  # this process's end of the pipe of parts to encode
     results: Any  # ... and of the pipe of what comes back
     out: int = 0  # parts sent and not yet back
+    since: float = field(default_factory=time.monotonic)  # its last message, or work given
+    back: int = 0  # parts it sent back
+    hung: bool = False  # taken as hung: killed at once (a stopped one ignores SIGTERM)
 
 
 def encode_parts(work: Work, devices: Sequence[str], chunks: Sequence[Any],
-                 write: Callable[[int, Any, Any], None], bar: Any = None) -> Outcome:
+                 write: Callable[[int, Any, Any], None], bar: Any = None,
+                 stall: Stall | None = None) -> Outcome:
     """Encode `chunks` (one part each) on a worker per device and `write(k, vectors,
-    digests)` each, in the order of k; `bar` (a Progress) advances as parts come back. A
-    worker's failure is an InputError of one line naming its device, the parts written kept
-    (an InputError raised in a worker, such as a model that does not load, is its own line)."""
+    digests)` each, in the order of k; `bar` (a Progress) advances as parts come back, and
+    is given a chance to log a line at each poll while none does. A worker's failure is an
+    InputError of one line naming its device, the parts written kept (an InputError raised
+    in a worker, such as a model that does not load, is its own line); so is a worker silent
+    beyond `stall`'s bound (default: Stall.from_environment), which is killed."""
+    stall = stall or Stall.from_environment()
     ctx = get_context("spawn")
     workers: list[_Worker] = []
     outcome, held, started = Outcome(), {}, time.perf_counter()
     first_ready: float | None = None
+    slowest: float | None = None  # seconds of the slowest part so far, any worker's
     sent = written = 0
     done = False
     try:
@@ -341,11 +392,19 @@ def encode_parts(work: Work, devices: Sequence[str], chunks: Sequence[Any],
                     if (sent < len(chunks) and worker.out < PER_WORKER
                             and sent < written + PER_WORKER * len(workers)):
                         _send(worker, (sent, chunks[sent]), written, len(chunks))
+                        if worker.out == 0 and worker.back:  # idle until now: its clock
+                            worker.since = time.monotonic()  # starts with this part
                         worker.out, sent, fed = worker.out + 1, sent + 1, True
             waited = {w.results: w for w in workers} | {w.process.sentinel: w for w in workers}
             for ready in connection.wait(list(waited), timeout=POLL_S):
                 worker = waited[ready]
                 kind, body = _receive(worker, written, len(chunks))
+                now = time.monotonic()
+                if kind == "part":  # a part's seconds: since its worker's last message or
+                    took = now - worker.since  # since it was given work while idle
+                    slowest = took if slowest is None else max(slowest, took)
+                    worker.back += 1
+                worker.since = now
                 if kind == "ready":
                     if first_ready is None:
                         first_ready = time.perf_counter()
@@ -368,6 +427,9 @@ def encode_parts(work: Work, devices: Sequence[str], chunks: Sequence[Any],
             for worker in workers:  # one killed may not have been seen ending yet
                 if written < len(chunks) and not worker.process.is_alive():
                     raise _died(worker, written, len(chunks))
+            _check_stalls(workers, stall, slowest, written, len(chunks))
+            if bar is not None:
+                bar.update(0)  # a progress line every interval, also while none comes back
         for worker in workers:
             _send(worker, None, written, len(chunks))
         outcome.seconds = time.perf_counter() - (first_ready or started)
@@ -375,6 +437,30 @@ def encode_parts(work: Work, devices: Sequence[str], chunks: Sequence[Any],
         return outcome
     finally:
         _stop(workers, done)
+
+
+def _check_stalls(workers: list[_Worker], stall: Stall, slowest: float | None,
+                  written: int, total: int) -> None:
+    """Refuse to wait on past its bound a worker that has parts out and has sent nothing (a
+    stopped process, a deadlocked driver: alive, so its pipe and sentinel never wake this
+    process): one line naming its device and the bound, the worker marked to be killed."""
+    now = time.monotonic()
+    for worker in workers:
+        if worker.out == 0:
+            continue
+        bound = stall.bound(slowest, first=worker.back == 0)
+        silent = now - worker.since
+        if silent > bound:
+            worker.hung = True
+            why = (f"its first part's allowance, {FIRST_PART_TIMES} x {STALL_ENV}="
+                   f"{stall.floor:g} s, for starting and loading the model"
+                   if worker.back == 0 or slowest is None else
+                   f"the longer of {STALL_ENV}={stall.floor:g} s and {SLOWEST_TIMES} x the "
+                   f"slowest part so far, {slowest:.1f} s")
+            raise InputError(f"the embed worker on {worker.device} sent nothing for "
+                             f"{silent:.0f} s, longer than its bound of {bound:.0f} s ({why}), "
+                             "and was killed as hung (stopped, or stuck in its device's "
+                             f"driver): {_kept(written, total)}")
 
 
 def _start(process) -> None:
@@ -453,15 +539,21 @@ def _kept(written: int, total: int) -> str:
 
 def _stop(workers: list[_Worker], done: bool) -> None:
     """Every worker ended and joined, whatever happened: where the stage is `done` (each told
-    to end) given STOP_S to, else at once terminated (SIGTERM); killed where that does not end
-    it in STOP_S. Their pipes closed."""
+    to end) given STOP_S to, else at once terminated (SIGTERM, and SIGCONT: a stopped worker
+    acts on it then); one taken as hung killed (SIGKILL) at once; killed where SIGTERM does
+    not end it in STOP_S. Their pipes closed."""
     if done:
         deadline = time.monotonic() + STOP_S
         for worker in workers:
             worker.process.join(max(0.0, deadline - time.monotonic()))
     for worker in workers:
         if worker.process.pid is not None and worker.process.is_alive():
+            if worker.hung:  # SIGKILL: a stopped process acts on nothing else
+                worker.process.kill()
+                continue
             worker.process.terminate()
+            with contextlib.suppress(OSError):  # a stopped one acts on SIGTERM once continued
+                os.kill(worker.process.pid, signal.SIGCONT)
     for worker in workers:
         if worker.process.pid is not None:
             worker.process.join(STOP_S)

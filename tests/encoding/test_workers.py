@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import re
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -55,7 +56,8 @@ class MarkingBar:
         self.bar = bar
 
     def update(self, n: int) -> None:
-        Path(os.environ[BACK]).touch()
+        if n:  # update(0): a poll with nothing back (a progress line's chance)
+            Path(os.environ[BACK]).touch()
         self.bar.update(n)
 
     def set_postfix(self, **values) -> None:
@@ -66,6 +68,14 @@ def fails_on_second_part(corpus_dir, encoder, chunk, columns):
     """embed._tokenized, but a library's error of two lines on the part starting at $SLOW."""
     if str(chunk[0]) == os.environ.get(SLOW):
         raise RuntimeError("the disk went away\nsecond line of its message")
+    return REAL_TOKENIZED(corpus_dir, encoder, chunk, columns)
+
+
+def stops_on_a_part(corpus_dir, encoder, chunk, columns):
+    """embed._tokenized, but the worker that reads the part starting at $SLOW stops itself
+    (SIGSTOP, as `kill -STOP` does): alive, silent, its parts never back."""
+    if str(chunk[0]) == os.environ.get(SLOW):
+        os.kill(os.getpid(), signal.SIGSTOP)
     return REAL_TOKENIZED(corpus_dir, encoder, chunk, columns)
 
 
@@ -324,3 +334,69 @@ def test_gpus_are_counted_by_the_driver_as_cuda_shows_them_and_torch_where_it_ca
     assert asked[-1] == "cuda"
     workers.check_devices("cpu")
     assert asked[-1] == "cuda"
+
+
+@pytest.mark.slow
+def test_a_stopped_worker_ends_the_stage_in_one_line_and_a_rerun_completes(
+        corpus_dir, data, entry, stores, monkeypatch, capsys):
+    """Issue 78: a worker stopped (`kill -STOP`) with parts out kept the stage waiting without
+    end, no line. Now, with a floor of 20 s (PIPELINE_WORKER_STALL), it is taken as hung once
+    silent past max(20 s, 10 x the slowest part): exit status 2, one error line naming the
+    device and the bound, progress lines while it waited, the worker killed, the parts
+    written kept; the same command again completes the store of one process."""
+    from pipeline.cli.main import main
+
+    store = store_dir(data / "stopped", "small", entry.name)
+    ids = missing_ids(corpus_dir, store, [POOL])[1]  # the parts: PART of these ids each
+    monkeypatch.setenv(SLOW, str(ids[4 * PART]))  # read only once one of its parts is back
+    monkeypatch.setenv(workers.STALL_ENV, "20")
+    monkeypatch.setenv("PIPELINE_PROGRESS_INTERVAL", "1")
+    monkeypatch.setattr(embed_module, "_tokenized", stops_on_a_part)
+    # never a wait without end, were the bound absent: the stopped worker killed after 5 min
+    safety = threading.Timer(300, lambda: [os.kill(p.pid, signal.SIGKILL) for p in
+                                           multiprocessing.active_children()])
+    safety.start()
+    command = ["--corpora-root", str(data / "corpora"), "--index-root", str(data / "stopped"),
+               "embed", "--corpus", "small", "--model", entry.name, "--pool", POOL,
+               "--part-size", str(PART), "--device", "cpu,cpu"]
+    try:
+        assert main(command) == 2
+    finally:
+        safety.cancel()
+    kept = len(list(store.glob("part-*.arrow")))
+    assert kept < stores["parts"]
+    lines = capsys.readouterr().err.strip().splitlines()
+    errors = [line for line in lines if "error" in line]
+    assert errors == lines[-1:] and re.fullmatch(
+        r"error: the embed worker on cpu sent nothing for \d+ s, longer than its bound of "
+        r"\d+ s \(the longer of PIPELINE_WORKER_STALL=20 s and 10 x the slowest part so far, "
+        r"[\d.]+ s\), and was killed as hung \(stopped, or stuck in its device's driver\): "
+        rf"{kept} of {stores['parts']} parts were written and are kept; run the same command "
+        "again to embed the rest", errors[0]), errors
+    counts = [re.match(r"\[embed\] (\d+)/", line) for line in lines]
+    counts = [int(found.group(1)) for found in counts if found]
+    assert len(counts) >= 3 and counts[-1] == counts[-2] == counts[-3]  # lines while waiting
+    assert not multiprocessing.active_children()  # the stopped worker killed, all joined
+    monkeypatch.setattr(embed_module, "_tokenized", REAL_TOKENIZED)
+    assert main(command) == 0
+    assert differing(store, stores["one"]) == []
+
+
+def test_the_stall_bound_follows_the_parts_pace(monkeypatch):
+    """The first part's allowance (spawn, imports, the weights) until a worker's first part,
+    then the longer of the floor and 10 x the slowest part; the floor from
+    PIPELINE_WORKER_STALL, a bad one refused in one line."""
+    from pipeline.encoding.workers import Stall
+
+    monkeypatch.delenv(workers.STALL_ENV, raising=False)
+    stall = Stall.from_environment()
+    assert stall.floor == 300.0
+    assert stall.bound(None, first=False) == stall.bound(2.0, first=True) == 900.0
+    assert stall.bound(2.0, first=False) == 300.0 and stall.bound(45.0, first=False) == 450.0
+    monkeypatch.setenv(workers.STALL_ENV, "2.5")
+    assert Stall.from_environment().bound(0.1, first=False) == 2.5
+    for bad in ("0", "-1", "nan", "inf", "soon"):
+        monkeypatch.setenv(workers.STALL_ENV, bad)
+        with pytest.raises(InputError) as refused:
+            Stall.from_environment()
+        assert str(refused.value).startswith(f"PIPELINE_WORKER_STALL={bad!r}: give the seconds")
