@@ -36,6 +36,7 @@ from pipeline.layout import (
     VARIANT_SEP,
     Place,
     format_size,
+    is_report_file,
     report_file,
     report_manifest,
     reports_dir,
@@ -230,14 +231,20 @@ class Report:
         runs/reports/, each replaced whole (core/atomic.py), then the manifest that vouches
         for them (`layout.report_manifest`: verify finds a number edited in any of them) and
         records what they were made from (`inputs`: verify calls the report STALE once one
-        changes); under the report's lock, so two saves of one corpus's report never mix
-        their files; return the Markdown file's path."""
+        changes); the files of the report before that this one does not have (a table of
+        left-out runs, now none) removed, so the folder holds this report only; under the
+        report's lock, so two saves of one corpus's report never mix their files; return the
+        Markdown file's path."""
         out_dir = reports_dir(self.runs_root)
         record = report_manifest(out_dir, self.corpus)
         with file_lock(record):
             return self._save(out_dir, record)
 
     def _save(self, out_dir: Path, record: Path) -> Path:
+        try:  # the files the report before wrote: those this one does not write are removed
+            before = set(read_json(record).get("outputs", {})) if record.is_file() else set()
+        except InputError:
+            before = set()
         record.unlink(missing_ok=True)  # removed first: files without it are not vouched for
         for section in self.sections:
             section.save(out_dir, self.corpus)
@@ -254,6 +261,9 @@ class Report:
                         inputs=self.inputs,
                         outputs=fingerprints(out_dir, sorted(map(str, self.files))))
         del head["created"]  # the reports folder is the same bytes for the same results
+        for name in sorted(before - set(head["outputs"])):  # a table the data no longer has
+            if is_report_file(name, self.corpus):
+                (out_dir / name).unlink(missing_ok=True)
         write_json(head, record)
         return path
 

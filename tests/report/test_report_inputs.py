@@ -240,3 +240,22 @@ def test_the_judged_left_out_tables_repair_works_when_typed(report_data, tmp_pat
     make_ok(data.runs.parent, stamp, *words[1:])
     assert pipeline.verify_data(data, deep=False) == []
     assert "judged-left-out" not in pipeline.build_report(data, CORPUS).tables
+
+
+def test_a_table_the_data_no_longer_has_leaves_the_reports_folder(report_data, tmp_path):
+    """The report's files are the report's only: a table of left-out judging files written
+    while a judgments file was damaged is removed by the report after the repair (it was left
+    behind, vouched for by no manifest, with the old numbers)."""
+    data = data_copy(report_data, tmp_path)
+    pool = first_pool(data)
+    pipeline.judge(data, CORPUS, ["bm25", "random"], StandinAssessor(1).name, sample_size=4)
+    [judged] = (data.runs / CORPUS / pool).rglob(f"{StandinAssessor(1).file_name}.parquet")
+    kept = judged.read_bytes()
+    judged.write_bytes(kept[:-1] + bytes([kept[-1] ^ 0xFF]))
+    assert "judged-left-out" in saved(data).tables
+    table = reports_dir(data.runs) / f"{CORPUS}-judged-left-out.tex"
+    assert table.is_file()
+    judged.write_bytes(kept)
+    assert "judged-left-out" not in saved(data).tables
+    assert not table.exists()
+    assert report_lines(data) == []
