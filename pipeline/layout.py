@@ -85,8 +85,12 @@ MAX_GIVEN_PATH = 3072
 def check_path_length(path: str | os.PathLike) -> str:
     """`path` (as given) if it is short enough for what the pipeline writes under it (at most
     MAX_GIVEN_PATH bytes once made absolute), else a one-line InputError saying its length:
-    a longer one would fail later with the file system's 'File name too long'."""
+    a longer one would fail later with the file system's 'File name too long'. A NUL byte,
+    which no file name can hold (Python's 'embedded null byte' later), is refused too."""
     text = os.fspath(path)
+    if "\0" in os.fsdecode(text):
+        raise InputError(f"a path holding a NUL byte ({os.fsdecode(text)!r:.40}): no file "
+                         "name can hold one; give the path without it")
     length = len(os.path.abspath(text).encode(errors="surrogateescape"))
     if length > MAX_GIVEN_PATH:
         raise InputError(f"a path of {length:,} bytes ({text[:24]}...): use at most "

@@ -70,7 +70,7 @@ def test_an_arguments_kind_follows_its_annotation(monkeypatch):
     monkeypatch.setattr(pipeline, "__all__", [*pipeline.__all__, "made_up"])
     monkeypatch.setattr(pipeline, "made_up", validated(made_up), raising=False)
     assert argument_kind("made_up", "k") == ("str", True)
-    assert argument_words("made_up", "k") == "a str: 1 or more, as `K`, or None"
+    assert argument_words("made_up", "k") == "a str: 1 to 10,000, as `K`, or None"
     with pytest.raises(InputError, match="^made_up: k=5: give a str, not an int$"):
         check_value("made_up", "k", 5)  # looked up by the function's name
     with pytest.raises(InputError, match="^made_up: k=5: give a str, not an int$"):

@@ -26,12 +26,14 @@ from pipeline.options.checks import (
     PER_CORE,
     cores,
     corpus_name,
+    given_path,
     maximum,
     run_check,
     worker_count,
     xdist_workers,
 )
 from pipeline.options.declared import DECLARED, Variable, declaration, public_arguments
+from pipeline.roots import data_roots
 from tests.conftest import refusal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -294,3 +296,30 @@ def test_the_downloads_backoff_on_the_command_line_is_one_line(value, tmp_path):
         "error: python -m pipeline download: --backoff: give a first pause (seconds, doubling "
         "at each try) from 0 to 120"]
     assert not (tmp_path / "corpora").exists()
+
+
+NUL_PATH = "corpora\x00/../etc"  # a NUL byte: Python's 'embedded null byte' once opened
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda d: pipeline.Data(NUL_PATH), "^Data: folder: "),
+    (lambda d: pipeline.Data(d, corpora=NUL_PATH), "^Data: corpora: "),
+    (lambda d: pipeline.build_pools(NUL_PATH, "c", size="1k"), "^build_pools: data: "),
+    (lambda d: pipeline.build_pools(d, "c", size="1k", exclude=NUL_PATH),
+     "^build_pools: exclude: "),
+    (lambda d: pipeline.build_corpus(d, "c", raw=Path(NUL_PATH)), "^build_corpus: raw: "),
+    (lambda d: pipeline.import_run(d, "c", "all-1k-r0", NUL_PATH, "mine"), "^import_run: run: "),
+    (lambda d: pipeline.verify_data(d, NUL_PATH), "^verify_data: folders: "),
+    (lambda d: given_path(NUL_PATH), "^"),
+    (lambda d: data_roots(d, corpora=NUL_PATH), "^"),
+])
+def test_a_path_holding_a_nul_byte_is_one_line_naming_the_input(call, message, tmp_path):
+    """Issue 78: a NUL byte in a path (which no file name can hold) reached the file system
+    and gave Python's ValueError ('embedded null byte'); now the path check refuses it, from
+    every door a path comes in by, the NUL shown escaped."""
+    with pytest.raises(InputError, match=message + r"a path holding a NUL byte \('corpora"
+                       r"\\x00/\.\./etc'\): no file name can hold one; give the path without "
+                       r"it$") as raised:
+        call(tmp_path)
+    assert "\n" not in str(raised.value) and "\x00" not in str(raised.value)
+    assert list(tmp_path.iterdir()) == []
