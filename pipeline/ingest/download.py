@@ -8,10 +8,11 @@ A file is written to a hidden partial file and continued with an HTTP range afte
 final name only once whole: the size the server announced, its gzip stream read to the end.
 An expired link (403/400 from the file host) is asked for again; 429 and 5xx answers and
 broken connections are retried with exponential backoff (Retry-After honoured), each retry
-logged, a bounded number of times (and an API call for a bounded time): a try counts as
-progress only when a file's bytes go further than they ever did. A bounded number of files
-download at once (threads: the work is waiting on the network); one command at a time
-downloads into a folder (a lock on its download.json).
+logged, a bounded number of times (and an API call for a bounded time by the wall clock; a
+file's attempt at a least pace, core/http.Stall): a try counts as progress only when a file's
+bytes go further than they ever did (by a window's bytes, for an attempt that stalled). A
+bounded number of files download at once (threads: the work is waiting on the network); one
+command at a time downloads into a folder (a lock on its download.json).
 """
 
 from __future__ import annotations
