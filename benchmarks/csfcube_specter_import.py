@@ -196,8 +196,8 @@ def write(result: dict) -> None:
     tests = ["| pools | metric | t-test p (Holm) | randomization p (Holm) |", "|---|---|---|---|"]
     tests += ["| " + " | ".join(cells) + " |" for cells in row["tests_against_bm25"]]
     bm25_texts = ("" if result["papers_file_present"] else
-                  "; here on the placeholder texts, so BM25's figures are no measure of BM25 "
-                  "on CSFCube")
+                  "\nBM25 searched the placeholder texts here: its figures are no measure of "
+                  "BM25 on CSFCube.")
     text = f"""# CSFCube: SPECTER's bundled rankings imported as a run and scored
 
 Written by `benchmarks/csfcube_specter_import.py` from the CSFCube release
@@ -221,12 +221,13 @@ What the import counted, per facet (the run's manifest):
 {chr(10).join(counts)}
 
 The report (`pipeline.build_report`, make report CORPUS=csfcube) beside BM25 searched on the
-same pools (`pipeline.search`; make eval MODEL=bm25{bm25_texts}): both runs rank every
-candidate of each query's list (complete: one depth, whatever each facet's longest list), so
-the imported run has its own row, its "all" column and its paired tests against BM25. Runs of
-another depth:
-{', '.join(row['other_depths']) or 'none'}. The row's "all" equals the published figures:
-{'yes' if row['all_equal_to_published'] else 'NO'}.
+same pools (`pipeline.search`; make eval MODEL=bm25): both runs rank every candidate of each
+query's list (complete: one depth, whatever each facet's longest list), so the imported run
+has its own row, its "all" column and its paired tests against BM25.{bm25_texts}
+
+- runs of another depth: {', '.join(row['other_depths']) or 'none'};
+- the row's "all" equals the published figures: {'yes' if row['all_equal_to_published']
+                                                  else 'NO'}.
 
 {chr(10).join(shown)}
 
