@@ -2,7 +2,8 @@
 0-3, opened from disk (no server, nothing fetched), whose labels `make judge
 JUDGE=file:<labels.tsv>` reads (docs/judging.md, "The judging page").
 
-The page shows the query paper's title and abstract and one candidate at a time; keys 0-3 (or
+The page shows the query paper's title and abstract (a collection's query, which is no paper of
+the corpus: its own text, as make judge sends it) and one candidate at a time; keys 0-3 (or
 the buttons) grade it, u or Backspace undoes the last grade, d downloads the labels as the
 TSV the file assessor reads (assessor.LABELS_HEADER: query_id, docid, grade, assessor, time;
 the person's name is asked at the first download and kept). The grades' meanings are the LLM
