@@ -759,7 +759,9 @@ def other_depths_fix(depths: pl.DataFrame) -> str:
         if imported.height < depths.height else ""
     made = ("an imported run is compared with runs of its own depth, or with every model "
             "where both rank each candidate of their pools: import one cut at the report's "
-            "depth, or search the others at it") if imported.height else ""
+            "depth, or search the others at it (a run imported before an import counted "
+            "whether its lists are whole is counted by make import-run again with its "
+            "source)") if imported.height else ""
     return "; ".join(part for part in (searched, made) if part)
 
 

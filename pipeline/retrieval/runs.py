@@ -437,9 +437,10 @@ def run_cut(info: dict) -> RunCut:
     was counted is not complete: `make import-run` again counts it)."""
     parameters, details = info.get("parameters", {}), info.get("details", {})
     counts = info.get("counts", {})
-    if info.get("stage") == IMPORT_RUN:
+    if info.get("stage") == IMPORT_RUN:  # recorded before shortest was: as long as depth
         depth = _count(details.get("depth"))
-        return RunCut(depth, _count(details.get("shortest")), details.get("complete") is True)
+        shortest = _count(details.get("shortest", depth))
+        return RunCut(depth, shortest, details.get("complete") is True)
     k, candidates = _count(parameters.get("k")), _count(counts.get("candidates"))
     whole = "pairs_unmatched_scored_0" in counts or (
         k is not None and candidates is not None and k >= candidates)

@@ -1034,3 +1034,41 @@ def test_the_eval_done_line_names_the_fold_means(with_bm25, tmp_path, caplog):
         assert not re.search(r"(^| )map=", line)
         differ += info["means"]["map"] != info["means_over_queries"]["map"]
     assert differ  # the two means are not the same number here
+
+
+def test_a_run_imported_before_lists_were_counted_is_counted_again(with_bm25, tmp_path):
+    """An import recorded before its lists were counted (no `complete`, `shortest` in its
+    manifest) keeps its old meaning, a run cut at its longest list, labelled so, with the
+    advice to import it again, not to search it; `make import-run` with the same source
+    counts it (the same copy, a new manifest) and its row joins BM25's."""
+    import shutil
+
+    import pipeline
+    from pipeline.core.files import read_json, write_json
+
+    data = pipeline.Data(shutil.copytree(with_bm25, tmp_path / "d"))
+    corpus = data.corpora / "csf"
+    source = _outside_run(corpus, tmp_path / "o.trec")
+    written = pipeline.import_run(data, "csf", None, source, "outside")
+    before = {}
+    for pool in written:
+        paths = run_paths(data.runs, "csf", pool, "outside")
+        info = read_json(paths.manifest)
+        for key in ("complete", "shortest"):
+            del info["details"][key]
+        del info["counts"]["queries_cut"]
+        write_json(info, paths.manifest)  # as an import of 6e21d34 wrote it
+        before[pool] = paths.parquet.read_bytes()
+    pipeline.evaluate(data, "csf", None, "outside")
+    report = pipeline.build_report(data, "csf")
+    other = report.tables["other-depths"]
+    assert {row[0] for row in other.rows} == {
+        f"outside (top {info['details']['depth']})" for info in written.values()}
+    assert "make import-run again" in other.caption and "search them again" not in other.caption
+    again = pipeline.import_run(data, "csf", None, source, "outside")
+    assert all(info["details"]["complete"] for info in again.values())
+    assert {pool: run_paths(data.runs, "csf", pool, "outside").parquet.read_bytes()
+            for pool in again} == before
+    report = pipeline.build_report(data, "csf")
+    assert "other-depths" not in report.tables
+    assert {row[0] for row in report.tables["csfcube"].rows} == {"bm25", "outside"}
