@@ -427,12 +427,19 @@ def evaluations(runs_root: Path) -> list[tuple[str, str, str]]:
     suffix, found = f".{RUN_EVALUATION}", []
     for corpus, top in _folders(str(runs_root)):
         for pool, middle in _folders(top):
-            with os.scandir(middle) as entries:
-                found += [run_file_parts(Path(corpus, pool, entry.name)) for entry in entries
-                          if entry.name.endswith(suffix)]
+            found += [run_file_parts(Path(corpus, pool, name)) for name in _names(middle)
+                      if name.endswith(suffix)]
     return [(corpus, pool, model) for corpus, pool, model, kind in sorted(
         found, key=lambda parts: (parts[0], parts[1], f"{parts[2]}.{parts[3]}"))
         if kind == RUN_EVALUATION]
+
+
+def _names(path: str) -> list[str]:
+    """The names in folder `path`; none when it is gone (or no folder)."""
+    try:
+        return os.listdir(path)
+    except (NotADirectoryError, FileNotFoundError):
+        return []
 
 
 def _folders(path: str) -> list[tuple[str, str]]:

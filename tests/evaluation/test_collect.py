@@ -215,9 +215,7 @@ def test_a_record_that_is_not_the_tables_is_not_trusted(data, tmp_path, monkeypa
     asked.clear()
     collect(data)
     assert asked == []  # written again whole
-    saved = record.read_bytes()
-    (data / "runs" / RESULTS_MANIFEST).unlink()
+    (data / "runs" / RESULTS_MANIFEST).unlink()  # the table's manifest gone: the record too
     collect(data)
     assert len(asked) == 2 * len(MODELS)
-    assert record.read_bytes() != saved  # another manifest's checksum
     same_as_full(data, tmp_path)
