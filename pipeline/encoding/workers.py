@@ -35,6 +35,7 @@ import signal
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing import connection, get_context
@@ -52,6 +53,8 @@ PER_WORKER = 2  # parts out at once per worker: one encoded, one read and tokeni
 POLL_S = 1.0  # how often this process looks at the workers while none has sent anything
 STOP_S = 10.0  # how long a worker is given to end after it is told to (then terminated)
 LISTED_DEVICE = re.compile(r"cpu|cuda:\d+")
+# multiprocessing's warning when its resource tracker (a process a user may kill) is gone
+TRACKER_DIED = "resource_tracker: process died unexpectedly"
 # A worker with parts out that sends nothing for its stall bound is taken as hung (Stall)
 STALL_ENV = "PIPELINE_WORKER_STALL"  # seconds: the floor of the bound (tests set a short one)
 STALL_FLOOR_S = 300.0  # the least any part is given, however fast the parts before it were
@@ -296,6 +299,7 @@ def _serve(device: str, work: Work, tasks, results) -> None:
     main process never waits to send one. An error is sent back as ("error", (the InputError,
     or "Type: first line"; the traceback))."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the main process stops the workers
+    _untracked()
     try:
         import torch
 
@@ -341,6 +345,21 @@ def _serve(device: str, work: Work, tasks, results) -> None:
             f"{type(exc).__name__}: {first_line(exc)}"
         with contextlib.suppress(OSError, ValueError):  # the main process is gone
             results.send(("error", (told, traceback.format_exc())))
+
+
+def _untracked() -> None:
+    """In a worker: nothing that needs multiprocessing's resource tracker (a process of its
+    own, shared by the stage's processes, which a user may kill): the progress bars' lock (the
+    only named semaphore a worker made: tqdm's, for bars shared across processes, which a
+    worker's own bars are not) is a thread lock, and the tracker's 'died unexpectedly,
+    relaunching' warning, should anything else register, is a debug line, not two lines of
+    library text on the user's terminal."""
+    warnings.filterwarnings("ignore", message=TRACKER_DIED)
+    try:
+        from tqdm import tqdm
+    except ImportError:  # no bars, no lock
+        return
+    tqdm.set_lock(threading.RLock())
 
 
 @dataclass
@@ -468,14 +487,16 @@ def _start(process) -> None:
     across exec): Ctrl-C reaches the whole process group, and this process, not a worker
     half-way through importing torch, answers it (stopping them all)."""
     handler = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or handler is None:
-        process.start()  # a handler only the main thread may set, or one not set from Python
-        return
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        process.start()
-    finally:
-        signal.signal(signal.SIGINT, handler)
+    with warnings.catch_warnings():  # spawn relaunches a tracker a user killed: no library text
+        warnings.filterwarnings("ignore", message=TRACKER_DIED)
+        if threading.current_thread() is not threading.main_thread() or handler is None:
+            process.start()  # a handler only the main thread may set, or one not from Python
+            return
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            process.start()
+        finally:
+            signal.signal(signal.SIGINT, handler)
 
 
 def _send(worker: _Worker, task: Any, written: int, total: int) -> None:

@@ -12,6 +12,8 @@ import multiprocessing
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -400,3 +402,52 @@ def test_the_stall_bound_follows_the_parts_pace(monkeypatch):
         with pytest.raises(InputError) as refused:
             Stall.from_environment()
         assert str(refused.value).startswith(f"PIPELINE_WORKER_STALL={bad!r}: give the seconds")
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The child processes of `pid` (Linux's /proc): pid -> command line."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+            if int(fields[1]) == pid:
+                found[int(stat.parent.name)] = (stat.parent / "cmdline").read_bytes().replace(
+                    b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError, ValueError):  # a process that ended meanwhile
+            continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_killing_the_resource_tracker_prints_no_library_text(data, tiny_bert, sig, tmp_path):
+    """Issue 78: killing multiprocessing's resource tracker during an embed on two workers
+    printed two library tracebacks ('resource_tracker: process died unexpectedly,
+    relaunching'), the store right. The workers hold nothing it tracks (their bars' lock is a
+    thread lock) and its relaunch warning reaches no one: stderr is the stage's lines only."""
+    root = Path(__file__).resolve().parents[2]
+    command = [sys.executable, "-m", "pipeline", "--corpora-root", str(data / "corpora"),
+               "--index-root", str(tmp_path / "indexes"), "embed", "--corpus", "small",
+               "--model", "minilm", "--model-path", str(tiny_bert), "--pool", POOL,
+               "--part-size", "20", "--device", "cpu,cpu"]
+    stage = subprocess.Popen(command, cwd=root, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(root)})
+    killed = None
+    try:
+        while killed is None and stage.poll() is None:  # the tracker, once both workers run
+            children = _children(stage.pid)
+            tracker = [pid for pid, line in children.items() if "resource_tracker" in line]
+            if tracker and sum("spawn_main" in line for line in children.values()) >= 2:
+                time.sleep(3)  # the workers loading their model and encoding
+                os.kill(tracker[0], sig)
+                killed = tracker[0]
+            time.sleep(0.1)
+        err = stage.communicate(timeout=600)[1]
+    finally:
+        if stage.poll() is None:
+            stage.kill()
+    assert killed is not None and stage.returncode == 0, err[-3000:]
+    lines = [line for line in err.splitlines() if line.strip()
+             and not line.lstrip().startswith("Loading weights")]  # transformers' bar
+    assert all(line.startswith("[embed] ") for line in lines), lines
+    assert re.search(r"\[embed\] done in .* embedded=\d+ reused=0 ", err), err[-3000:]
