@@ -397,6 +397,8 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
     written = runs_root / RESULTS_FILE
     if before is not None and not frames and set(kept) == set(before.entries):
         results = read_parquet(written)  # every row as gathered last time (intact: load)
+        if left_out == before.left_out:  # and the same left out: the manifest holds
+            return results
     else:
         # one row order whatever the order of the evaluations' files and of their rows
         old = before.rows(written, kept) if before is not None and kept else None
@@ -505,6 +507,7 @@ class Collected:
         self.index: dict[str, int] = {}
         self.entries: dict[str, list] = {}  # key -> [file indexes, tuned, stores, used indexes]
         self.inputs: dict[str, str] = {}  # the manifest's inputs, as last written
+        self.left_out: list[dict] | None = None  # and what it left out
         self._now: dict[int, list[int] | None] = {}
         self._tuned: dict[tuple[str, str], list[str]] = {}
         self._models: dict[tuple[str, tuple[str, ...]], bool] = {}
@@ -607,7 +610,7 @@ class Collected:
             record.labels, record.stats = found["labels"], found["stats"]
             record.index = {label: i for i, label in enumerate(record.labels)}
             record.entries = found["entries"]
-            record.inputs = info["inputs"]
+            record.inputs, record.left_out = info["inputs"], info["left_out"]
             return record
         except (OSError, ValueError, KeyError, TypeError, InputError):
             return None
