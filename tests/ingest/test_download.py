@@ -342,7 +342,8 @@ def test_make_download_trial_then_make_corpus(server, tmp_path):
     refused = make("download", "CORPUS=s2ag", "FIRST=1", key="not-the-key")
     assert refused.returncode != 0
     lines = [x for x in refused.stderr.splitlines() if x.startswith("error")]
-    assert len(lines) == 1 and "refused the key in S2_API_KEY" in lines[0]
+    assert len(lines) == 1
+    assert "it answered 403 (Forbidden): check the key in S2_API_KEY" in lines[0]
     assert "not-the-key" not in refused.stdout + refused.stderr
     done = make("download", "CORPUS=s2ag", "FIRST=2", "PARALLEL=2")
     assert done.returncode == 0, done.stderr[-2000:]
