@@ -255,6 +255,8 @@ def check_manifest(path: Path, data: Roots, deep: bool) -> list[Problem]:
     stale = changed(replace(data, corpus=corpus), _inputs(info, kind))
     if kind == "report" and not isinstance(info.get("inputs"), dict):
         stale.append("made before reports recorded what they were made from")
+    if kind == "report":
+        stale += _changed_lists(path, info)
     if kind == "run" and "k1" in info.get("details", {}):
         corpus_dir = data.corpora / path.parent.parent.name
         if info["details"].get("tuned_on") != validation_pools(corpus_dir, path.parent.name):
@@ -342,6 +344,27 @@ def _changed_source(path: Path, info: dict, kind: str, repair: Repair) -> list[P
     return [Problem("STALE", path, "its source file changed since it was imported (its sha256 "
                     "differs from the one the manifest records)",
                     replace(repair, variables=(*repair.variables, ("REPLACE", "1"))))]
+
+
+def _changed_lists(path: Path, info: dict) -> list[str]:
+    """A report whose TRAINING_SETS file (outside the data roots, its sha256 recorded as an
+    import's source file's is) holds other bytes now: its leakage table is of the old list.
+    A file gone is only said: make report would refuse it, naming it."""
+    files = ((info.get("parameters") or {}).get("training_sets")) or {}
+    reasons = []
+    for model, sha in sorted((info.get("lists") or {}).items()):
+        listed = files.get(model) if isinstance(files, dict) else None
+        if not isinstance(listed, str):
+            continue
+        try:
+            now = sha256_file(Path(listed))
+        except OSError as exc:
+            log.info(f"[verify] {path}: the TRAINING_SETS file of {model}, {listed}, cannot be "
+                     f"read ({exc}); the report is checked as it is (not a problem)")
+            continue
+        if now != sha:
+            reasons.append(f"its TRAINING_SETS file of {model} ({listed}) changed since")
+    return reasons
 
 
 def _partial(data: Roots) -> list[Problem]:

@@ -173,6 +173,9 @@ class Report:
     training_sets: dict[str, str] | None = None
     # label -> sha256 of each file it was made from (provenance.made_from), as read
     inputs: dict[str, str] = field(default_factory=dict)
+    # model -> sha256 of its TRAINING_SETS file as read (outside the data roots: verify
+    # compares it as it compares an import's source file)
+    lists: dict[str, str] = field(default_factory=dict)
 
     @property
     def markdown(self) -> str:
@@ -258,7 +261,7 @@ class Report:
             tmp.write_text(self.document)
         head = manifest("report", report_parameters(self.corpus, self.seed, self.exclude,
                                                     self.training_sets),
-                        inputs=self.inputs,
+                        inputs=self.inputs, lists=self.lists,
                         outputs=fingerprints(out_dir, sorted(map(str, self.files))))
         del head["created"]  # the reports folder is the same bytes for the same results
         for name in sorted(before - set(head["outputs"])):  # a table the data no longer has
@@ -827,7 +830,8 @@ def build_report(runs_root: Path, corpus: str, seed: int = 0,
     for item in data.stale:
         log.warning(f"[report] {item['run']}: left out, not current ({item['why']}); repair: "
                     f"{item['repair']}")
-    return Report(corpus, seed, runs_root, sections, made, exclude, training_sets, inputs)
+    return Report(corpus, seed, runs_root, sections, made, exclude, training_sets, inputs,
+                  {model: listed.file_sha256 for model, listed in sorted(training.items())})
 
 
 def reported_runs(data: Results) -> list[tuple[str, str]]:

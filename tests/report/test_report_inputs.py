@@ -259,3 +259,21 @@ def test_a_table_the_data_no_longer_has_leaves_the_reports_folder(report_data, t
     assert "judged-left-out" not in saved(data).tables
     assert not table.exists()
     assert report_lines(data) == []
+
+
+def test_a_report_goes_stale_when_its_training_list_changes(report_data, tmp_path):
+    """TRAINING_SETS (a file outside the data roots) makes the leakage table: its bytes
+    changed since, the report is STALE with the command that made it, list included."""
+    data = data_copy(report_data, tmp_path)
+    queries = pl.read_parquet(data.corpora / CORPUS / "pools" / first_pool(data)
+                              / "queries.parquet")["corpusid"].to_list()
+    listed = tmp_path / "trained.txt"
+    listed.write_text("".join(f"{i}\n" for i in queries[:3]))
+    saved(data, training_sets={"random": str(listed)})
+    assert report_lines(data) == []
+    listed.write_text("".join(f"{i}\n" for i in queries[:4]))
+    line = stale_report(data)
+    assert f"its TRAINING_SETS file of random ({listed}) changed since" in line
+    assert f"TRAINING_SETS=random={listed}" in repair_words(line)
+    saved(data, training_sets={"random": str(listed)})
+    assert report_lines(data) == []
