@@ -35,7 +35,6 @@ import signal
 import threading
 import time
 import traceback
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing import connection, get_context
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.errors import InputError, OptionError, first_line
+from pipeline.core.processes import quiet_tracker
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +53,6 @@ PER_WORKER = 2  # parts out at once per worker: one encoded, one read and tokeni
 POLL_S = 1.0  # how often this process looks at the workers while none has sent anything
 STOP_S = 10.0  # how long a worker is given to end after it is told to (then terminated)
 LISTED_DEVICE = re.compile(r"cpu|cuda:\d+")
-# multiprocessing's warning when its resource tracker (a process a user may kill) is gone
-TRACKER_DIED = "resource_tracker: process died unexpectedly"
 # A worker with parts out that sends nothing for its stall bound is taken as hung (Stall)
 STALL_ENV = "PIPELINE_WORKER_STALL"  # seconds: the floor of the bound (tests set a short one)
 STALL_FLOOR_S = 300.0  # the least any part is given, however fast the parts before it were
@@ -354,7 +352,7 @@ def _untracked() -> None:
     worker's own bars are not) is a thread lock, and the tracker's 'died unexpectedly,
     relaunching' warning, should anything else register, is a debug line, not two lines of
     library text on the user's terminal."""
-    warnings.filterwarnings("ignore", message=TRACKER_DIED)
+    quiet_tracker()
     try:
         from tqdm import tqdm
     except ImportError:  # no bars, no lock
@@ -487,16 +485,15 @@ def _start(process) -> None:
     across exec): Ctrl-C reaches the whole process group, and this process, not a worker
     half-way through importing torch, answers it (stopping them all)."""
     handler = signal.getsignal(signal.SIGINT)
-    with warnings.catch_warnings():  # spawn relaunches a tracker a user killed: no library text
-        warnings.filterwarnings("ignore", message=TRACKER_DIED)
-        if threading.current_thread() is not threading.main_thread() or handler is None:
-            process.start()  # a handler only the main thread may set, or one not from Python
-            return
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            process.start()
-        finally:
-            signal.signal(signal.SIGINT, handler)
+    quiet_tracker()  # spawn relaunches a tracker a user killed: no library text, now or later
+    if threading.current_thread() is not threading.main_thread() or handler is None:
+        process.start()  # a handler only the main thread may set, or one not set from Python
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        process.start()
+    finally:
+        signal.signal(signal.SIGINT, handler)
 
 
 def _send(worker: _Worker, task: Any, written: int, total: int) -> None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from pipeline.core.processes import worker_pool
 
@@ -48,3 +51,46 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path):
                           timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": root})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["started", "6"], done.stdout
+
+
+KILLS_THE_TRACKER = """
+import os, signal, sys, time
+from pathlib import Path
+from pipeline.core.processes import worker_pool
+
+
+def tracker() -> int:
+    '''multiprocessing's resource tracker: the child of this process that runs it.'''
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rpartition(")")[2].split()[1]) == os.getpid() and \\
+                    b"resource_tracker" in (stat.parent / "cmdline").read_bytes():
+                return int(stat.parent.name)
+        except (OSError, ValueError, IndexError):
+            continue
+    raise SystemExit("no resource tracker")
+
+
+if __name__ == "__main__":
+    with worker_pool(2) as pool:
+        print(sum(pool.map(abs, [-1, -2, -3])), flush=True)
+        os.kill(tracker(), int(sys.argv[1]))
+        time.sleep(0.5)
+        print(sum(pool.map(abs, [-4, -5])), flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_killing_the_resource_tracker_prints_no_library_text(sig, tmp_path):
+    """Issue 78: killing multiprocessing's resource tracker (started for a pool's spawned
+    workers) printed its warning ('process died unexpectedly, relaunching') and, at exit, the
+    relaunched tracker's KeyError tracebacks for the semaphores it never knew. Now the pool
+    works on and nothing but its own output is printed."""
+    script = tmp_path / "kills_the_tracker.py"
+    script.write_text(KILLS_THE_TRACKER)
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, str(script), str(int(sig))], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": root})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["6", "9"] and done.stderr == ""
