@@ -101,6 +101,7 @@ KEY_HINT = (f"check the key in {API_KEY_ENV} (or ask for one at "
 API_HINTS = {401: KEY_HINT, 403: KEY_HINT,
              404: "check RELEASE (a date such as 2026-11-18, or latest) and DATASETS"}
 API_HINT = f"check {API_URL_ENV}, or run again later"
+MAX_FILE = 1 << 36  # bytes a file may have at most (64 GiB: S2's shards are a few GB)
 BAD_DOWNLOADS = 3  # a file whose whole bytes fail verification this many times is an error
 
 
@@ -433,11 +434,21 @@ def _answer_range(resp: Stream, offset: int) -> tuple[int | None, int | None]:
 def _save_body(answer: Stream, part: Path, append: bool, meter: Meter,
                stop: threading.Event | None) -> None:
     """Write the answer's body to the partial file as it comes, after its bytes (`append`)
-    or in their place; `stop` set: Stopped, the bytes written so far kept."""
+    or in their place; `stop` set: Stopped, the bytes written so far kept. A file that grows
+    past MAX_FILE bytes (a host sending without end) is one line, its partial removed."""
     with disk_errors(part.parent), part.open("ab" if append else "wb") as out:
         for block in answer.chunks():
             out.write(block)
             meter.add(len(block))
+            if out.tell() > MAX_FILE:
+                out.close()
+                part.unlink(missing_ok=True)
+                before, _, after = DOWNLOAD_PARTIAL.partition("{}")
+                name = part.name.removeprefix(before).removesuffix(after)
+                raise InputError(f"{part.parent.name} file {name}: its host sent more than "
+                                 f"{MAX_FILE:,} bytes, more than any S2 file holds (its partial "
+                                 "file removed); run again later (or report it to Semantic "
+                                 "Scholar)")
             if stop is not None and stop.is_set():
                 raise Stopped(part.name)
 

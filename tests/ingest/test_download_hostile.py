@@ -449,3 +449,21 @@ def test_a_key_echoed_in_any_form_is_in_no_output_log_or_file(server, tmp_path, 
             text = unquote(html.unescape(text.encode().decode("unicode_escape", "replace")))
         seen = "".join(c for c in text if c.isprintable() or c.isspace()).lower()
         assert not [piece for piece in pieces if piece in seen], text
+
+
+def test_a_file_larger_than_any_s2_file_is_one_line_its_partial_removed(server, tmp_path,
+                                                                        monkeypatch):
+    """A host sending without end (no size cap: the partial file grew until the disk was
+    full): past MAX_FILE bytes (64 GiB; here 500) the download ends in one line naming the
+    file, its partial removed."""
+    from pipeline.ingest import s2client
+
+    monkeypatch.setattr(s2client, "MAX_FILE", 500)
+    raw = tmp_path / "raw"
+    caught = ends(lambda: download(raw, settings(server, parallel=1), release=LAST,
+                                   datasets=["citations"]))
+    name = released_shard(server.listing[(LAST, "citations")][0].rsplit("/", 1)[-1])
+    assert str(caught).startswith(f"citations file {name}: its host sent more than 500 "
+                                  "bytes, more than any S2 file holds (its partial file "
+                                  "removed)"), caught
+    assert not [p for p in (raw / "citations").iterdir() if p.name.endswith(".part")]
