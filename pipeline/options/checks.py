@@ -234,6 +234,25 @@ def sizes(text: str) -> str:
     return text
 
 
+# a synthetic corpus's papers: its layout holds ~134 bytes a paper at once (268 MB measured
+# for 2M), 2.7 GB at 20M; 1e9 (MAX_POOL_SIZE, a size's own bound) would not fit in 24 GiB
+MIN_SYNTHETIC_PAPERS, MAX_SYNTHETIC_PAPERS = 100, 20_000_000
+
+
+def synthetic_size(text: str) -> str:
+    """The papers of a synthetic corpus: one size (20k, 2M), 100 to MAX_SYNTHETIC_PAPERS."""
+    value = parse_size(text)
+    if not MIN_SYNTHETIC_PAPERS <= value <= MAX_SYNTHETIC_PAPERS:
+        raise InputError(f"{text!r}: a synthetic corpus holds {MIN_SYNTHETIC_PAPERS} to "
+                         f"{MAX_SYNTHETIC_PAPERS:,} papers (20M: its layout alone takes "
+                         "2.7 GB of memory)")
+    return text
+
+
+synthetic_size.words = f"{MIN_SYNTHETIC_PAPERS} to {MAX_SYNTHETIC_PAPERS:,}"  # type: ignore
+synthetic_size.most = lambda: MAX_SYNTHETIC_PAPERS  # type: ignore[attr-defined]
+
+
 def field_names(text: str) -> str:
     """Fields as FIELD names them (pipeline.fields.resolve_fields), or none (empty)."""
     from pipeline.fields import resolve_fields

@@ -98,6 +98,7 @@ from pipeline.options.checks import (
     shard_index,
     sizes,
     synth_shard_count,
+    synthetic_size,
     training_sets,
     vectors_name,
     worker_count,
@@ -222,9 +223,12 @@ def judge_spec(text: str) -> str:
 
 
 def synthetic_papers(text: str) -> int | str:
-    """A synthetic corpus's papers: a size, or '' for those it was made with (the corpus
-    command's --synth without a number)."""
-    return parse_size(text) if text else text
+    """A synthetic corpus's papers: a size (checks.synthetic_size), or '' for those it was
+    made with (the corpus command's --synth without a number)."""
+    return parse_size(synthetic_size(text)) if text else text
+
+
+synthetic_papers.words, synthetic_papers.most = synthetic_size.words, synthetic_size.most  # type: ignore
 
 
 def api_setting(variable: str) -> Callable[[str], int]:
@@ -460,8 +464,8 @@ DECLARED: tuple[Variable, ...] = (
       optional=True, one_word=True, alias="TIME", flag="--time", stages=SLURM_JOBS,
       keywords=("time",)),
     # ---- demo
-    V("DEMO_PAPERS", "120k", sizes, "papers of the synthetic demo corpus (given: the corpus "
-      "is made again with it)", "demo"),
+    V("DEMO_PAPERS", "120k", synthetic_size, "papers of the synthetic demo corpus (given: the "
+      "corpus is made again with it)", "demo"),
     V("DEMO_SIZES", "2k 5k 10k", sizes, "the demo's dataset-level pool sizes", "demo"),
     V("DEMO_MODELS", "bm25 minilm random", None, "the models make demo evaluates, separated "
       "by commas or spaces", "demo"),

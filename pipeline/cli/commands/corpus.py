@@ -6,7 +6,7 @@ from __future__ import annotations
 from pipeline import api
 from pipeline.cli.registry import arg, command_of, flag, like
 from pipeline.layout import MAX_SYNTHETIC_SHARDS, format_size
-from pipeline.options.checks import given_path, non_negative, sizes, synth_shard_count
+from pipeline.options.checks import given_path, non_negative, synth_shard_count, synthetic_size
 
 # the options of ingest, and of corpus, which ingests
 INGEST = (arg("--raw", type=given_path, help="S2ORC folder holding metadata/, or S2AG folder "
@@ -36,7 +36,7 @@ def made(what: str, setting: str, more: str = "") -> NewCorpus:
 
 
 command_of(api.generate_corpus, "synth", "generate a synthetic corpus in S2ORC format",
-           arg("--papers", type=sizes, help=made("papers", "papers")),
+           arg("--papers", type=synthetic_size, help=made("papers", "papers")),
            arg("--shards", type=synth_shard_count,
                help=made("shards", "shards", f"; at most {MAX_SYNTHETIC_SHARDS}")),
            flag("--repair", "write damaged or missing shards again, with the settings the "
@@ -50,7 +50,7 @@ command_of(api.prefilter_corpus, "prefilter", "MDCR §3 prefilter with drop coun
            writes=("corpora", "times"))
 command_of(api.build_corpus, "corpus", "synth (with --synth), ingest and prefilter in one "
            "process, each only when its outputs are not current (make corpus)", *INGEST,
-           arg("--synth", nargs="?", const="", type=lambda text: text and sizes(text),
+           arg("--synth", nargs="?", const="", type=lambda text: text and synthetic_size(text),
                help=NewCorpus("first generate a synthetic corpus in corpora/<corpus>/s2orc "
                               "(the demo) of this many papers; without a number: as the corpus "
                               "was made; {papers} for a new one")),
