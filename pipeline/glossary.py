@@ -24,6 +24,8 @@ def id_key(value: int | str) -> int:
 
 
 CITATION_MODES = ("inbound", "outbound", "either")  # what "citations" means in the prefilter
+# what make mdcr-scores does with a pair scored in two fields' pools (pipeline/mdcr/official.py)
+SHARED_PAIRS = ("first", "max", "refuse")
 # The retrievers' own options (Retriever.OPTIONS), their values and defaults: BM25's engine
 # (pipeline/retrieval/bm25/engines.py) and the dense search's backend (dense/exact.py)
 BM25_ENGINES, BM25_ENGINE = ("lucene", "arrays"), "arrays"

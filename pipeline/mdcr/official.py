@@ -238,9 +238,6 @@ def leave_out_query_itself(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFr
     return table.filter(~own), itself
 
 
-SHARED_PAIRS = ("first", "max", "refuse")  # what mdcr-scores does with a pair scored twice
-
-
 @dataclass(frozen=True)
 class Shared:
     """The listed pairs a run scored more than once (a query listed under two fields has its
@@ -269,8 +266,6 @@ def one_score_per_pair(runs: pl.DataFrame, shared: str = "first") -> tuple[pl.Da
     are together) with one score per (query, doc) pair, as the official scores file holds
     one: "first" keeps the first pool's, "max" the higher one, "refuse" refuses the run
     naming the pairs scored twice. What was found is returned (Shared)."""
-    if shared not in SHARED_PAIRS:
-        raise InputError(f"SHARED_PAIRS={shared!r}: give one of {', '.join(SHARED_PAIRS)}")
     if "pool" not in runs.columns:
         runs = runs.with_columns(pool=pl.lit(""))
     runs = runs.with_row_index("order")
@@ -416,8 +411,6 @@ def model_scores_file(place: Place, model: str, split: str, out: Path,
     from pipeline.retrieval.runs import load_run
 
     check_out(out, folder=False)  # before reading the runs
-    if shared not in SHARED_PAIRS:
-        raise InputError(f"SHARED_PAIRS={shared!r}: give one of {', '.join(SHARED_PAIRS)}")
     split = pool_split(split)
     table, _ = read_benchmark(place.corpus_dir, split)
     runs = pl.concat([load_run(place, p, model)

@@ -29,6 +29,7 @@ from pipeline.glossary import (
     BM25_ENGINES,
     CITATION_MODES,
     FOS_SOURCES,
+    SHARED_PAIRS,
     VARIANTS,
 )
 from pipeline.layout import parse_size
@@ -408,7 +409,7 @@ DECLARED: tuple[Variable, ...] = (
       "or dev (BEIR)", "mdcr", one_word=True,
       stages=("import-beir", "import-irds", "import-mdcr", "export-mdcr", "mdcr-scores"),
       keywords=("split",)),
-    V("SHARED_PAIRS", "first", choice(("first", "max", "refuse")), "make mdcr-scores: the "
+    V("SHARED_PAIRS", "first", choice(SHARED_PAIRS), "make mdcr-scores: the "
       "score kept for a pair in two fields' pools (a query listed under two fields): first "
       "(the first field's pool, in pool-name order), max, or refuse (naming them)", "mdcr",
       one_word=True, stages=("mdcr-scores",), keywords=("shared_pairs",)),
