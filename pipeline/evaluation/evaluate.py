@@ -667,14 +667,6 @@ def cut_columns(manifest_path: Path) -> dict[str, pl.Expr]:
             "complete": pl.lit(bool(cut and cut.complete), pl.Boolean)}
 
 
-def run_depth(manifest_path: Path) -> int | None:
-    """A run's depth as its manifest records it: the k it was searched (or fused) with, an
-    imported run's deepest list; None when it records neither."""
-    info = read_json(manifest_path)
-    depth = info.get("parameters", {}).get("k", info.get("details", {}).get("depth"))
-    return depth if isinstance(depth, int) and not isinstance(depth, bool) else None
-
-
 def results_repair(runs_root: Path, corpus: str | None = None) -> Repair:
     """The command that collects `runs/results.parquet` again: `make report` of `corpus`
     (a report collects every corpus's evaluations first), else of the first corpus with

@@ -39,7 +39,6 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Placeholder, Repair
-from pipeline.evaluation.evaluate import run_depth
 from pipeline.judging.assessor import (
     Assessor,
     Judged,
@@ -433,27 +432,36 @@ def changed_runs(runs_root: Path, corpus: str, pool: str, made: dict[str, Any],
 
 
 def mixed_depths(place: Place, pool: str, models: Sequence[str]) -> str | None:
-    """The models' depths in `pool` in words ("bm25 100, random 500") when their runs are of
-    more than one depth (evaluate.run_depth; a run whose manifest is missing or records none
-    is not counted: verify names it); None when they are of one."""
+    """The models' cuts in `pool` in words ("bm25 100, random 500") when their runs are cut
+    at more than one depth (`run_depths`; a run whose manifest is missing or records none is
+    not counted: verify names it); None when they compare (one depth, or complete runs)."""
     depths = run_depths(place.runs_root, place.corpus, pool, models)
     if len(set(depths.values())) < 2:
         return None
     return ", ".join(f"{model} {depth}" for model, depth in depths.items())
 
 
+EVERY_CANDIDATE = "every candidate"  # the cut of a complete run (runs.RunCut.complete)
+
+
 def run_depths(runs_root: Path, corpus: str, pool: str, models: Sequence[str]
-               ) -> dict[str, int]:
-    """model -> the depth of its run in `pool`, for the runs whose manifest records one."""
-    depths = {}
+               ) -> dict[str, int | str]:
+    """model -> where its run in `pool` cut its lists, for the runs whose manifest records it
+    (runs.run_cut): its depth, or EVERY_CANDIDATE for a complete run (one that ranks every
+    candidate of its pool compares with any depth that reaches them, as in the report)."""
+    from pipeline.retrieval.runs import run_cut
+
+    depths: dict[str, int | str] = {}
     for model in sorted(models):
         manifest_path = run_paths(runs_root, corpus, pool, model).manifest
         try:
-            depth = run_depth(manifest_path) if manifest_path.is_file() else None
+            cut = run_cut(read_json(manifest_path)) if manifest_path.is_file() else None
         except InputError:
-            depth = None  # an unreadable manifest: verify names it
-        if depth is not None:
-            depths[model] = depth
+            cut = None  # an unreadable manifest: verify names it
+        if cut is not None and cut.complete:
+            depths[model] = EVERY_CANDIDATE
+        elif cut is not None and cut.depth is not None:
+            depths[model] = cut.depth
     return depths
 
 
@@ -476,11 +484,12 @@ def depth_repair(runs_root: Path, corpus: str, pool: str, made: dict[str, Any]
             and isinstance(fp, dict)
             and not file_problem(run_paths(runs_root, corpus, pool, model).parquet, fp)}
     counts = {d: list(depths.values()).count(d) for d in depths.values()}
-    target = kept.pop() if len(kept) == 1 else max(counts, key=lambda d: (counts[d], d))
+    target = kept.pop() if len(kept) == 1 else max(counts, key=lambda d: (
+        counts[d], d == EVERY_CANDIDATE, d if isinstance(d, int) else 0))
     searched = [m for m in depths if depths[m] != target
                 and pool in searched_pools(runs_root, corpus, m)]
-    if not searched:
-        return None  # an imported run: no K searches it again
+    if not searched or not isinstance(target, int):
+        return None  # an imported run, or complete runs: no one K is theirs
     repair = run_repair(corpus, searched[0], runs_root, pool)
     return Repair(repair.target, corpus, repair.model, variables=(
         *(item for item in repair.variables if item[0] != "K"), ("K", str(target))),

@@ -291,3 +291,18 @@ def test_a_sample_of_runs_of_two_depths_is_compared_nowhere(root):
     # (the trial's N9: "bm25 100, random None", and a repair that repaired nothing)
     run_paths(root / "runs", "small", POOL, "random").manifest.unlink()
     assert mixed_depths(place(root), POOL, MODELS) is None
+
+
+def test_complete_runs_compare_whatever_their_k(root):
+    """Issue 78, depth is what a run cut: two runs that each rank every candidate of the pool
+    (K at or above its size, here two different K) are one cut, so make judge samples them
+    (it refused them as "different depths" by K alone); a run cut short beside a complete
+    one is still refused, named by its cut."""
+    data = pipeline.Data(root)
+    size = POOL_SIZES[0]
+    pipeline.search(data, "small", POOL, "bm25", k=size, threads=1)
+    pipeline.search(data, "small", POOL, "random", k=size + 7, threads=1)
+    assert mixed_depths(place(root), POOL, MODELS) is None
+    judge_corpus(place(root), SETTINGS, STANDIN, pools=[POOL], progress=False)
+    pipeline.search(data, "small", POOL, "random", k=size - 1, threads=1)
+    assert mixed_depths(place(root), POOL, MODELS) == f"bm25 every candidate, random {size - 1}"
