@@ -282,20 +282,26 @@ class _HTTPSPool(urllib3.HTTPSConnectionPool):
     ConnectionCls = _WatchedHTTPS
 
 
-class _NoSignatures(logging.Filter):
-    """urllib3 logs each request's URL at DEBUG: a presigned link's query, its signature, is
-    cut from such lines before any handler sees them."""
+class _Internals(logging.Filter):
+    """urllib3's own log lines are the client's internals: each request's URL at DEBUG (a
+    presigned link's query, its signature, is cut before any handler sees it), and its
+    warnings about a reply it could not read (a header cut by the watchdog: "Failed to parse
+    headers", with a traceback) demoted to DEBUG without the traceback, since the client says
+    what became of the request in its own one line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         if "?" in message:
             record.msg, record.args = re.sub(r"\?[^\s\"')]*", "?<query>", message), ()
+        if record.levelno > logging.DEBUG:
+            record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+            record.exc_info = record.exc_text = None
         return True
 
 
 for _name in ("urllib3", "urllib3.connection", "urllib3.connectionpool", "urllib3.poolmanager",
               "urllib3.response", "urllib3.util.retry"):
-    logging.getLogger(_name).addFilter(_NoSignatures())
+    logging.getLogger(_name).addFilter(_Internals())
 
 
 Pool = urllib3.PoolManager  # what connection_pool makes, for the callers' annotations

@@ -400,11 +400,14 @@ def test_an_api_answer_trickled_a_byte_a_second_ends_at_the_calls_deadline(serve
     ("body", "stalled: fewer than 1,000 bytes in 1 s"),
     ("headers", "no answer within 2 s"),
 ])
-def test_a_file_trickled_a_byte_a_second_ends_after_its_tries(server, tmp_path, how, last):
+def test_a_file_trickled_a_byte_a_second_ends_after_its_tries(server, tmp_path, caplog, how,
+                                                             last):
     """A file host trickling a file's body (or its headers) a byte at a time (it once showed
     '0/1 files ... MBps=0.0' forever): each attempt ends at the pace bound (fewer than
     stall_bytes in a stall_window; headers within the connect and read timeouts), counts as a
-    try without progress, and the file is one line after its tries, its bytes kept."""
+    try without progress, and the file is one line after its tries, its bytes kept; urllib3's
+    own warning about the headers the watchdog cut (with its traceback) reaches no user."""
+    caplog.set_level(logging.DEBUG)
     server.faults.trickle_files = how
     caught = ends(lambda: download(
         tmp_path / "raw", settings(server, parallel=1, retries=1, stall_window=1.0,
@@ -415,6 +418,9 @@ def test_a_file_trickled_a_byte_a_second_ends_after_its_tries(server, tmp_path, 
     assert str(caught) == (f"papers file {name}: no progress after 2 tries (last: {last}); run "
                            "again later (the bytes downloaded so far are kept)")
     assert len([r for r in server.requests("trickle") if r["path"].endswith(path)]) == 2
+    loud = [r for r in caplog.records
+            if r.name.startswith("urllib3") and (r.levelno > logging.DEBUG or r.exc_info)]
+    assert not loud, [r.getMessage() for r in loud]
 
 
 KEY_FORMS = {
