@@ -39,7 +39,6 @@ from pipeline.layout import (
     Place,
     parse_pool_name,
     pool_dir,
-    run_file_parts,
     run_files,
     run_name,
     run_paths,
@@ -349,13 +348,12 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
     record_path = runs_root / RESULTS_MANIFEST
     parameters = {"missing_queries": MISSING_QUERIES, "columns": list(RESULTS_SCHEMA)}
     before = Collected.load(roots, parameters)
-    after = Collected(roots, parameters)
+    after = Collected(roots, parameters, before)
     for corpus, pool, model in evaluations(runs_root):
         key = f"{corpus}/{pool}/{model}"
         place = Place(corpora_root / corpus, index_root, runs_root)
-        if before is not None and (same := before.unchanged(key, place, pool)) is not None:
+        if before is not None and before.unchanged(key, place, pool):
             kept.append(key)
-            inputs.update(same)
             after.keep(before, key)
             continue
         pool_manifest = pool_dir(place.corpus_dir, pool) / MANIFEST
@@ -405,12 +403,14 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
         results = pl.concat([pl.DataFrame(schema=RESULTS_SCHEMA),
                              *([old] if old is not None else []), *frames]
                             ).sort(RESULTS_ORDER).rechunk()
+    for key in kept:
+        inputs.update(before.inputs(key))
     # the same evaluations as last time, the same rows and an intact file: nothing to write
     if stale(record_path, parameters, files=runs_root, inputs=inputs,
              own=lambda info: None if info.get("left_out") == left_out else "left out others"
              ) is None and (not frames or results.equals(read_parquet(written))):
         if before is None or after.differs(before):
-            after.save(read_json(record_path))
+            after.save()
         return results
     write_parquet(results.to_arrow(), written)
     write_json(manifest("collect", parameters,
@@ -419,21 +419,18 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
                         inputs=dict(sorted(inputs.items())),
                         outputs=fingerprints(runs_root, [RESULTS_FILE])),
                record_path)
-    after.save(read_json(record_path))
+    after.save()
     return results
 
 
 def evaluations(runs_root: Path) -> list[tuple[str, str, str]]:
     """(corpus, pool, model) of every evaluation under the runs root
     (`<corpus>/<pool>/<model>.eval.json`), in the order of their paths (run_files')."""
-    suffix, found = f".{RUN_EVALUATION}", []
+    suffix, found = f".{RUN_EVALUATION}", []  # no other run suffix ends with this one
     for corpus, top in _folders(str(runs_root)):
         for pool, middle in _folders(top):
-            found += [run_file_parts(Path(corpus, pool, name)) for name in _names(middle)
-                      if name.endswith(suffix)]
-    return [(corpus, pool, model) for corpus, pool, model, kind in sorted(
-        found, key=lambda parts: (parts[0], parts[1], f"{parts[2]}.{parts[3]}"))
-        if kind == RUN_EVALUATION]
+            found += [(corpus, pool, name) for name in _names(middle) if name.endswith(suffix)]
+    return [(corpus, pool, name[: -len(suffix)]) for corpus, pool, name in sorted(found)]
 
 
 def _names(path: str) -> list[str]:
@@ -492,32 +489,26 @@ class Collected:
     """collect's record of the current evaluations it gathered (runs/.results.collected.json):
     for each, the files that decided it (`decided_by`) with their stat keys
     (checksums.stat_key: size, mtime, ctime, inode, the rule the sha256 cache trusts), its
-    validation pools, its stores and the labels of its files among the manifest's inputs. It
-    is trusted only beside the results table and manifest it was written with (their
-    checksums), for the same data roots and parameters, and whole (its first line is the
-    sha256 of the rest): else everything is checked. A cache: removing it costs one full
-    collect."""
+    validation pools, its stores and the labels of its files among the manifest's inputs; and
+    what was left out. It is trusted only beside the results table and manifest it was
+    written with (their checksums, and their stat keys then), for the same data roots and
+    parameters, and whole (its first line is the sha256 of the rest): else everything is
+    checked. A cache: removing it costs one full collect."""
 
-    def __init__(self, roots: Roots, parameters: dict) -> None:
+    def __init__(self, roots: Roots, parameters: dict, before: Collected | None = None) -> None:
         self.roots = {kind: os.path.abspath(path) for kind in KINDS
                       if (path := getattr(roots, kind)) is not None}
         self.parameters = parameters
-        self.labels: list[str] = []
-        self.stats: list[list[int] | None] = []
-        self.index: dict[str, int] = {}
+        # the files' labels and stat keys (shared with `before`: only ever appended to)
+        self.labels: list[str] = before.labels if before else []
+        self.stats: list[list[int] | None] = before.stats if before else []
+        self.index: dict[str, int] = before.index if before else {}
         self.entries: dict[str, list] = {}  # key -> [file indexes, tuned, stores, used indexes]
-        self.inputs: dict[str, str] = {}  # the manifest's inputs, as last written
-        self.left_out: list[dict] | None = None  # and what it left out
+        self.left_out: list[dict] | None = None  # what the manifest records as left out
+        self._info: dict | None = None  # the manifest, read when its inputs are wanted
         self._now: dict[int, list[int] | None] = {}
         self._tuned: dict[tuple[str, str], list[str]] = {}
         self._models: dict[tuple[str, tuple[str, ...]], bool] = {}
-
-    def _file(self, label: str, stat: list[int] | None) -> int:
-        if label not in self.index:
-            self.index[label] = len(self.labels)
-            self.labels.append(label)
-            self.stats.append(stat)
-        return self.index[label]
 
     def _path(self, label: str) -> str:
         kind, _, rest = label.partition("/")
@@ -528,50 +519,66 @@ class Collected:
         """Record a current evaluation just checked: the stat keys of the files that decided it,
         as `decided_by` took them before the check."""
         labels, tuned, stores = watched
-        files = [self._file(label, stat_key(self._path(label))) for label in labels]
+        files = [self._add(label, stat_key(self._path(label))) for label in labels]
         if any(self.stats[i] is None for i in files):
             return  # a file gone while it was checked: checked again next time
         self.entries[key] = [files, tuned, stores,
-                             [self._file(label, stat_key(self._path(label))) for label in used]]
+                             [self._add(label, stat_key(self._path(label))) for label in used]]
+
+    def _add(self, label: str, stat: list[int] | None) -> int:
+        """The index of `label` with `stat` as its key now (a new index when a kept one has
+        another: the tables are shared with the record before)."""
+        i = self.index.get(label)
+        if i is not None and self.stats[i] == stat:
+            return i
+        self.index[label] = len(self.labels)
+        self.labels.append(label)
+        self.stats.append(stat)
+        return self.index[label]
 
     def keep(self, before: Collected, key: str) -> None:
         """Carry `before`'s record of an evaluation kept unchanged."""
-        files, tuned, stores, used = before.entries[key]
-        self.entries[key] = [[self._file(before.labels[i], before.stats[i]) for i in files],
-                             tuned, stores,
-                             [self._file(before.labels[i], before.stats[i]) for i in used]]
+        self.entries[key] = before.entries[key]
 
     def differs(self, other: Collected) -> bool:
         return self._content() != other._content()
 
     def _content(self) -> dict:
-        return {"entries": {key: [[self.labels[i] for i in files], tuned, stores,
-                                  [self.labels[i] for i in used]]
-                            for key, (files, tuned, stores, used) in self.entries.items()},
-                "stats": {label: self.stats[i] for label, i in self.index.items()}}
+        return {key: [[(self.labels[i], self.stats[i]) for i in files], tuned, stores,
+                      [self.labels[i] for i in used]]
+                for key, (files, tuned, stores, used) in self.entries.items()}
 
-    def unchanged(self, key: str, place: Place, pool: str) -> dict[str, str] | None:
-        """The manifest's inputs of evaluation `key` when it is kept unchecked (gathered last
-        time, every file that decided it as it was then, the same validation pools, no store
-        whose model changed); None when it must be checked (and read) again."""
+    def unchanged(self, key: str, place: Place, pool: str) -> bool:
+        """Whether evaluation `key` is kept unchecked: gathered last time, every file that
+        decided it as it was then, the same validation pools, no store whose model changed."""
         entry = self.entries.get(key)
         if entry is None:
-            return None
-        files, tuned, stores, used = entry
+            return False
+        files, tuned, stores, _ = entry
+        now, stats = self._now, self.stats
         for i in files:
-            if i not in self._now:
-                self._now[i] = stat_key(self._path(self.labels[i]))
-            if self._now[i] != self.stats[i]:
-                return None
+            if i not in now:
+                now[i] = stat_key(self._path(self.labels[i]))
+            if now[i] != stats[i]:
+                return False
         if tuned is not None:
             if (place.corpus, pool) not in self._tuned:
                 self._tuned[place.corpus, pool] = validation_pools(place.corpus_dir, pool)
             if self._tuned[place.corpus, pool] != tuned:
-                return None
-        if stores and not self._models_same(place, stores):
-            return None
-        found = {self.labels[i]: self.inputs.get(self.labels[i]) for i in used}
-        return None if None in found.values() else found
+                return False
+        return not stores or self._models_same(place, stores)
+
+    def inputs(self, key: str) -> dict[str, str]:
+        """The manifest's inputs of a kept evaluation (label -> sha256, as last written; hashed
+        again, by the stat cache, where the manifest lacks one)."""
+        if self._info is None:
+            try:
+                self._info = read_json(Path(self.roots["runs"]) / RESULTS_MANIFEST)
+            except InputError:  # gone or damaged since it was loaded: hashed again
+                self._info = {}
+        recorded = self._info.get("inputs", {})
+        return {(label := self.labels[i]): recorded.get(label) or file_sha256(
+            Path(self._path(label))) for i in self.entries[key][3]}
 
     def _models_same(self, place: Place, stores: list[str]) -> bool:
         """Whether no store these labels name was embedded by a model that changed since
@@ -591,7 +598,8 @@ class Collected:
     @classmethod
     def load(cls, roots: Roots, parameters: dict) -> Collected | None:
         """The record written with the results table and manifest that are there now, whole,
-        for these roots and parameters; None when there is none such."""
+        for these roots and parameters; None when there is none such. The manifest is read
+        only where its stat key or the table's differs from the record's."""
         runs = roots.runs
         try:
             text = (runs / COLLECTED).read_text()
@@ -599,37 +607,48 @@ class Collected:
             if hashlib.sha256(body.encode()).hexdigest() != head:
                 return None
             found = json.loads(body)
-            info = read_json(runs / RESULTS_MANIFEST)
             record = cls(roots, parameters)
-            if (found["roots"] != record.roots or found["parameters"] != parameters
-                    or found["manifest"] != info.get(SELF_SHA)
-                    or found["results"] != info["outputs"][RESULTS_FILE]["sha256"]
-                    or file_problem(runs / RESULTS_FILE, info["outputs"][RESULTS_FILE],
-                                    deep=False)):
+            if found["roots"] != record.roots or found["parameters"] != parameters:
                 return None
+            written = [stat_key(runs / RESULTS_MANIFEST), stat_key(runs / RESULTS_FILE)]
+            if None in written:
+                return None
+            if written != found["written"]:  # rewritten since, or touched: by its checksums
+                info = read_json(runs / RESULTS_MANIFEST)
+                if (found["manifest"] != info.get(SELF_SHA)
+                        or found["results"] != info["outputs"][RESULTS_FILE]["sha256"]
+                        or file_problem(runs / RESULTS_FILE, info["outputs"][RESULTS_FILE],
+                                        deep=False)):
+                    return None
+                record._info = info
             record.labels, record.stats = found["labels"], found["stats"]
             record.index = {label: i for i, label in enumerate(record.labels)}
-            record.entries = found["entries"]
-            record.inputs, record.left_out = info["inputs"], info["left_out"]
+            record.entries, record.left_out = found["entries"], found["left_out"]
             return record
         except (OSError, ValueError, KeyError, TypeError, InputError):
             return None
 
-    def save(self, info: dict) -> None:
-        """Write the record beside the results manifest `info` (as written), atomically."""
+    def save(self, info: dict | None = None) -> None:
+        """Write the record beside the results manifest (`info`, as just written; else the one
+        there, read), atomically."""
+        runs = Path(self.roots["runs"])
+        if info is None:
+            info = read_json(runs / RESULTS_MANIFEST)
         used = sorted({i for files, _, _, own in self.entries.values() for i in (*files, *own)})
         renumber = {old: new for new, old in enumerate(used)}
         body = json.dumps({
             "roots": self.roots, "parameters": self.parameters,
             "manifest": info.get(SELF_SHA),
             "results": info.get("outputs", {}).get(RESULTS_FILE, {}).get("sha256"),
+            "written": [stat_key(runs / RESULTS_MANIFEST), stat_key(runs / RESULTS_FILE)],
+            "left_out": info.get("left_out"),
             "labels": [self.labels[i] for i in used], "stats": [self.stats[i] for i in used],
             "entries": {key: [[renumber[i] for i in files], tuned, stores,
                               [renumber[i] for i in own]]
                         for key, (files, tuned, stores, own) in self.entries.items()}},
             separators=(",", ":"))
         try:
-            with atomic_path(Path(self.roots["runs"]) / COLLECTED) as tmp:
+            with atomic_path(runs / COLLECTED) as tmp:
                 tmp.write_text(f"{hashlib.sha256(body.encode()).hexdigest()}\n{body}")
         except (OSError, InputError) as exc:  # a cache: the next collect checks everything
             log.info(f"[collect] its record of what it gathered was not written ({exc})")
