@@ -133,9 +133,10 @@ def reference(request, tmp_path_factory) -> Path:
 
 def data_files(root: Path) -> dict[str, bytes]:
     """Every data file's bytes: not manifests and records (they hold times: a run's, a tuning's,
-    a query-vector cache's), logs, caches or reports."""
+    a query-vector cache's), logs, caches (collect's record of the stat keys it saw among them)
+    or reports."""
     skip = ("manifest.json", ".eval.json", "stage-times.jsonl", ".lock", ".checksums.json",
-            ".spec.json")
+            ".spec.json", ".results.collected.json")
     records = ("/bm25-tuning/", "/queries/", "/bm25/lucene/", "/reports/", "/slurm/")
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
             if p.is_file() and not p.name.endswith(skip) and p.name != "installed"
