@@ -315,6 +315,9 @@ LUCENE = "lucene"  # a BM25 index folder's Lucene files: indexes/<corpus>/<pool>
 SLURM = "slurm"  # runs/slurm/: sbatch scripts, their records and logs
 TIMES_FILE = "stage-times.jsonl"
 RESULTS_MANIFEST = "results.manifest.json"
+# runs/: what collect gathered last, by the stat keys of the files that decided each evaluation
+# (pipeline/evaluation/evaluate.py Collected): a cache, like .checksums.json
+RESULTS_COLLECTED = ".results.collected.json"
 POOLS, EMBEDDINGS, TUNING = "pools", "embeddings", "bm25-tuning"  # folder names
 ANALYSED = "bm25-analysed"  # BM25's analysed-text store (pipeline/retrieval/bm25/store.py)
 MANIFEST = "manifest.json"  # what an artifact (a folder, a run) was made from and holds

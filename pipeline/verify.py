@@ -492,6 +492,51 @@ def _under(path: Path, folders: list[Path]) -> bool:
     return any(resolved.is_relative_to(f) for f in folders)
 
 
+def _made_with(input_path: Path, problem: Path) -> bool:
+    """Whether a report's recorded input is a file of the artifact a problem names: the same
+    run's (its folder, its run name) or the folder's own manifest (a pool's, a judging
+    folder's), so its repair writes that input again."""
+    same_folder = input_path.parent.resolve() == (
+        problem if problem.is_dir() else problem.parent).resolve()
+    return same_folder and (input_path.name == MANIFEST or
+                            input_path.name.split(".")[0] == problem.name.split(".")[0])
+
+
+def _reports_of_named(problems: list[Problem], data: Roots) -> list[Problem]:
+    """A report made from an artifact verify names (damaged, partial or stale): STALE too, after
+    the problems of its inputs, since their repairs make its inputs again: `make report` last
+    then leaves nothing to repair (the one staleness rule says it once those repairs ran)."""
+    named = [p for p in problems if _classify_report(p.path, data) is None]
+    if not named:
+        return []
+    stale = []
+    reported = {p.path for p in problems}
+    for path in _manifests(data):
+        found = _classify_report(path, data)
+        if found is None or path in reported:
+            continue
+        try:
+            info = read_json(path)
+        except InputError:
+            continue
+        roots = replace(data, corpus=report_corpus(path))
+        inputs = [(label, roots.path(label)) for label in info.get("inputs") or {}]
+        hit = next(((label, problem) for label, input_path in inputs if input_path is not None
+                    for problem in named if _made_with(input_path, problem.path)), None)
+        if hit is not None:
+            stale.append(Problem("STALE", path, f"its input {hit[0]} is {hit[1].kind} (above)",
+                                 found))
+    return stale
+
+
+def _classify_report(path: Path, data: Roots) -> Repair | None:
+    """The repair of the report whose manifest is at `path`; None for any other path."""
+    if artifact_kind(path, data.corpora, data.runs, SOURCES) != "report":
+        return None
+    found = _classify(path, data)
+    return found[1] if found else None
+
+
 def find_problems(data: Roots, folders: list[Path] | None = None, deep: bool = True
                   ) -> tuple[list[Problem], int]:
     """Every problem under `folders` (default: the whole data roots), and how many manifests
@@ -506,6 +551,7 @@ def find_problems(data: Roots, folders: list[Path] | None = None, deep: bool = T
         checked += 1
         problems += check_manifest(path, data, deep)
     problems += _partial(data) + _debris(data)
+    problems += _reports_of_named(problems, data)
     if folders:
         problems = [p for p in problems if _under(p.path, folders)]
     return problems, checked

@@ -20,11 +20,11 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.core.atomic import atomic_path
-from pipeline.core.checksums import file_problem, file_sha256, fingerprints, stat_key
+from pipeline.core.checksums import file_problem, fingerprints, stat_key
 from pipeline.core.current import INPUTS, stale
 from pipeline.core.errors import InputError
 from pipeline.core.files import SELF_SHA, read_json, read_parquet, write_json, write_parquet
-from pipeline.core.inputs import KINDS, Roots, changed, record
+from pipeline.core.inputs import KINDS, Roots, changed, input_sha256, record
 from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Placeholder, Repair
@@ -33,6 +33,7 @@ from pipeline.glossary import DEFAULT_METRICS, parse_metrics
 from pipeline.layout import (
     EMBEDDINGS,
     MANIFEST,
+    RESULTS_COLLECTED,
     RESULTS_FILE,
     RESULTS_MANIFEST,
     RUN_EVALUATION,
@@ -372,7 +373,7 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
         # the run: among the evaluation's inputs; its manifest: where it cut its lists
         used = [paths.evaluation, paths.metrics, pool_manifest,
                 *([paths.manifest] if paths.manifest.is_file() else [])]
-        inputs.update({roots.label(p): file_sha256(p) for p in used})
+        inputs.update(record(roots, used))
         if watched is not None:
             after.add(key, watched, [roots.label(p) for p in used])
         if "negatives" not in values.columns:  # written before per-type scores existed
@@ -482,9 +483,6 @@ def decided_by(place: Place, pool: str, model: str) -> tuple[list[str], list[str
     return labels, tuned, sorted(stores.values())
 
 
-COLLECTED = ".results.collected.json"  # runs/: collect's record of what it gathered (Collected)
-
-
 class Collected:
     """collect's record of the current evaluations it gathered (runs/.results.collected.json):
     for each, the files that decided it (`decided_by`) with their stat keys
@@ -577,7 +575,7 @@ class Collected:
             except InputError:  # gone or damaged since it was loaded: hashed again
                 self._info = {}
         recorded = self._info.get("inputs", {})
-        return {(label := self.labels[i]): recorded.get(label) or file_sha256(
+        return {(label := self.labels[i]): recorded.get(label) or input_sha256(
             Path(self._path(label))) for i in self.entries[key][3]}
 
     def _models_same(self, place: Place, stores: list[str]) -> bool:
@@ -602,7 +600,7 @@ class Collected:
         only where its stat key or the table's differs from the record's."""
         runs = roots.runs
         try:
-            text = (runs / COLLECTED).read_text()
+            text = (runs / RESULTS_COLLECTED).read_text()
             head, _, body = text.partition("\n")
             if hashlib.sha256(body.encode()).hexdigest() != head:
                 return None
@@ -648,7 +646,7 @@ class Collected:
                         for key, (files, tuned, stores, own) in self.entries.items()}},
             separators=(",", ":"))
         try:
-            with atomic_path(runs / COLLECTED) as tmp:
+            with atomic_path(runs / RESULTS_COLLECTED) as tmp:
                 tmp.write_text(f"{hashlib.sha256(body.encode()).hexdigest()}\n{body}")
         except (OSError, InputError) as exc:  # a cache: the next collect checks everything
             log.info(f"[collect] its record of what it gathered was not written ({exc})")

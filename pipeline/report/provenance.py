@@ -213,12 +213,15 @@ def _files(folder: Path) -> list[Path]:
 def made_from(place: Place, runs: Iterable[tuple[str, str]], pools: Iterable[str]
               ) -> list[Path]:
     """The files a report of `runs` ((pool, run name) pairs: its rows and the evaluations
-    collect left out) over `pools` is made from, those that exist: the corpus manifest (what
-    the corpus is: the published tables), each pool's manifest (its parameters, its files'
-    digests), each run's manifest (how it was searched: its depth, options, inputs), its
-    evaluation and per-query values (the numbers), and the samples and judgments of the pools
-    (the judged section)."""
-    files = [place.corpus_dir / MANIFEST]
+    collect left out) over `pools` is made from, those that exist: each pool's manifest (its
+    parameters, its files' digests), each run's manifest (how it was searched: its depth,
+    options, inputs), its evaluation and per-query values (the numbers), and the samples and
+    judgments of the pools (the judged section). A manifest is recorded by what it vouches for
+    (`core.inputs.input_sha256`). The corpus manifest is not among them: what the corpus is
+    (its origin, for the published tables) changes only when the corpus is replaced, which
+    replaces its pools; its ingest record names the raw folder, which a moved data folder
+    changes."""
+    files: list[Path] = []
     for pool in sorted(set(pools)):
         files.append(pool_dir(place.corpus_dir, pool) / MANIFEST)
         for folder in judging_folders(place.runs_root, place.corpus, pool):

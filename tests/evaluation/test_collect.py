@@ -18,6 +18,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.evaluation import evaluate
 from pipeline.evaluation.evaluate import collect_results, eval_run
+from pipeline.layout import RESULTS_COLLECTED as COLLECTED
 from pipeline.layout import RESULTS_FILE, RESULTS_MANIFEST, Place, pool_names, run_paths
 from pipeline.models import get_model
 from pipeline.pools.build import PoolSpec, build_pool
@@ -26,7 +27,6 @@ from tests.conftest import copy_corpus
 
 CORPUS = "small"
 MODELS = ("random", "random-b", "random-c")  # the random floor under three names: 3 runs a pool
-COLLECTED = ".results.collected.json"  # evaluate.COLLECTED: the record of what collect gathered
 
 
 def entry(model: str):
