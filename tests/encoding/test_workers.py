@@ -342,8 +342,8 @@ def test_gpus_are_counted_by_the_driver_as_cuda_shows_them_and_torch_where_it_ca
 def test_a_stopped_worker_ends_the_stage_in_one_line_and_a_rerun_completes(
         corpus_dir, data, entry, stores, monkeypatch, capsys):
     """Issue 78: a worker stopped (`kill -STOP`) with parts out kept the stage waiting without
-    end, no line. Now, with a floor of 20 s (PIPELINE_WORKER_STALL), it is taken as hung once
-    silent past max(20 s, 10 x the slowest part): exit status 2, one error line naming the
+    end, no line. Now, with a floor of 6 s (PIPELINE_WORKER_STALL), it is taken as hung once
+    silent past max(6 s, 10 x the slowest part): exit status 2, one error line naming the
     device and the bound, progress lines while it waited, the worker killed, the parts
     written kept; the same command again completes the store of one process."""
     from pipeline.cli.main import main
@@ -351,7 +351,7 @@ def test_a_stopped_worker_ends_the_stage_in_one_line_and_a_rerun_completes(
     store = store_dir(data / "stopped", "small", entry.name)
     ids = missing_ids(corpus_dir, store, [POOL])[1]  # the parts: PART of these ids each
     monkeypatch.setenv(SLOW, str(ids[4 * PART]))  # read only once one of its parts is back
-    monkeypatch.setenv(workers.STALL_ENV, "20")
+    monkeypatch.setenv(workers.STALL_ENV, "6")
     monkeypatch.setenv("PIPELINE_PROGRESS_INTERVAL", "1")
     monkeypatch.setattr(embed_module, "_tokenized", stops_on_a_part)
     # never a wait without end, were the bound absent: the stopped worker killed after 5 min
@@ -371,7 +371,7 @@ def test_a_stopped_worker_ends_the_stage_in_one_line_and_a_rerun_completes(
     errors = [line for line in lines if "error" in line]
     assert errors == lines[-1:] and re.fullmatch(
         r"error: the embed worker on cpu sent nothing for \d+ s, longer than its bound of "
-        r"\d+ s \(the longer of PIPELINE_WORKER_STALL=20 s and 10 x the slowest part so far, "
+        r"\d+ s \(the longer of PIPELINE_WORKER_STALL=6 s and 10 x the slowest part so far, "
         r"[\d.]+ s\), and was killed as hung \(stopped, or stuck in its device's driver\): "
         rf"{kept} of {stores['parts']} parts were written and are kept; run the same command "
         "again to embed the rest", errors[0]), errors
