@@ -263,6 +263,7 @@ def gives_up(call: Callable[[], object]) -> str:
     return str(raised[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["trickle", "trickleheaders"])
 def test_a_reply_sent_a_byte_at_a_time_is_given_up_at_the_deadline(monkeypatch, fault):
     """A 200 of Content-Length 100,000 sent a byte every 0.2 s (each byte restarts the

@@ -953,6 +953,7 @@ def with_bm25(imported, tmp_path_factory) -> Path:
     return data
 
 
+@pytest.mark.slow
 def test_a_run_ranking_every_candidate_is_compared_with_bm25(with_bm25, tmp_path):
     """Issue 78: a run imported whole (every facet query ranking its own list, lists of 20 to
     45, so its longest list differs per facet) was labelled "(top 44)", "(top 45)", ...

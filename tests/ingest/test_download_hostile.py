@@ -382,6 +382,7 @@ def ends(call) -> InputError:
     return outcome[0]
 
 
+@pytest.mark.slow
 def test_an_api_answer_trickled_a_byte_a_second_ends_at_the_calls_deadline(server, tmp_path):
     """A 200 of Content-Length 100,000 sent a byte at a time (each byte restarted the read
     timeout, and the 600 s bound was checked only between tries: still running at 1,000 s):
@@ -396,6 +397,7 @@ def test_an_api_answer_trickled_a_byte_a_second_ends_at_the_calls_deadline(serve
     assert len(server.requests("trickle")) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how, last", [
     ("body", "stalled: fewer than 1,000 bytes in 1 s"),
     ("headers", "no answer within 2 s"),

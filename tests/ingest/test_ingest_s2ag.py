@@ -368,6 +368,7 @@ KEPT_NONE = ("no paper of corpus s2 passes the prefilter: of 6 papers lines read
              "quarantined, 1 duplicate record, 4 papers dropped (1 no_year, 3 short_abstract)")
 
 
+@pytest.mark.slow
 def test_s2ag_a_corpus_that_keeps_no_paper_is_refused_in_one_line(tmp_path):
     """A trial S2AG download whose papers have no abstract: once ingested and prefiltered to 0
     papers, "done", and make pool then said "no prefiltered 2019 paper cites a paper of year
@@ -394,6 +395,7 @@ def test_s2ag_a_corpus_that_keeps_no_paper_is_refused_in_one_line(tmp_path):
         build_corpus(Data(tmp_path / "data"), "s3", raw=raw, source="s2ag", min_citations=100)
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_corpus_that_keeps_no_paper_in_one_line(tmp_path):
     raw = trial_release(tmp_path)
     done = subprocess.run(

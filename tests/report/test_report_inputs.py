@@ -70,6 +70,7 @@ def first_pool(data: pipeline.Data) -> str:
     return [p for p in pool_names(data.corpora / CORPUS) if p.startswith("all-")][0]
 
 
+@pytest.mark.slow
 def test_verify_calls_a_report_stale_when_an_evaluation_behind_it_changes(report_data,
                                                                            tmp_path):
     data = data_copy(report_data, tmp_path)
@@ -106,6 +107,7 @@ def test_a_report_goes_stale_when_a_run_behind_it_is_searched_at_another_depth(r
     assert report_lines(data) == []
 
 
+@pytest.mark.slow
 def test_a_report_goes_stale_when_a_judged_sample_behind_it_changes(report_data, tmp_path):
     data = data_copy(report_data, tmp_path)
     pools = [p for p in pool_names(data.corpora / CORPUS) if p.startswith("all-")]
@@ -133,6 +135,7 @@ def test_a_report_goes_stale_when_a_judged_sample_behind_it_changes(report_data,
     assert report_lines(data) == []
 
 
+@pytest.mark.slow
 def test_a_report_that_records_no_inputs_is_stale(report_data, tmp_path):
     """A report saved before reports recorded their inputs cannot be known current."""
     data = data_copy(report_data, tmp_path)
@@ -242,6 +245,7 @@ def test_the_judged_left_out_tables_repair_works_when_typed(report_data, tmp_pat
     assert "judged-left-out" not in pipeline.build_report(data, CORPUS).tables
 
 
+@pytest.mark.slow
 def test_a_table_the_data_no_longer_has_leaves_the_reports_folder(report_data, tmp_path):
     """The report's files are the report's only: a table of left-out judging files written
     while a judgments file was damaged is removed by the report after the repair (it was left
