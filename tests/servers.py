@@ -253,3 +253,27 @@ class Handler(BaseHTTPRequestHandler):
     def _drop(self) -> None:
         self.close_connection = True
         self.connection.close()
+
+
+def one_line_error(call: Callable[[], object], bound: float = 120) -> Exception:
+    """The one-line error (InputError) `call` raises, run on a thread: the test fails, rather
+    than hangs, if it never ends (`bound`, generous: the short deadlines the tests give end
+    it long before)."""
+    from pipeline.core.errors import InputError
+
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 (checked below)
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(bound)
+    assert not thread.is_alive(), "the call never gave up"
+    assert len(outcome) == 1 and isinstance(outcome[0], InputError), outcome
+    assert "\n" not in str(outcome[0])
+    return outcome[0]
+

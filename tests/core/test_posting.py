@@ -16,9 +16,7 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -34,7 +32,7 @@ from pipeline.encoding.served import EmbeddingsClient
 from pipeline.judging import chat
 from pipeline.judging.chat import ChatClient, chat_url
 from pipeline.models import served_model
-from tests.servers import CHAT, EMBEDDINGS, URL_SECRET, LocalServer, running
+from tests.servers import CHAT, EMBEDDINGS, URL_SECRET, LocalServer, one_line_error, running
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-QZ7HXW-K3Y9-VJ8Q"  # none of its pieces of 4 characters, in any case, is in other text
@@ -245,24 +243,6 @@ def test_a_redirect_to_a_url_holding_the_key_shows_none_of_it(path, call):
 
 
 # ---- the deadline holds while a reply arrives ---------------------------------------------
-def gives_up(call: Callable[[], object]) -> str:
-    """The one line `call` raises; the test fails, rather than hangs, if it never returns."""
-    raised: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            call()
-        except BaseException as exc:  # noqa: BLE001 (checked below)
-            raised.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(120)  # the test's own bound: a deadline of 2 s ends it long before
-    assert not thread.is_alive(), "the request never gave up"
-    assert len(raised) == 1 and isinstance(raised[0], InputError), raised
-    return str(raised[0])
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", ["trickle", "trickleheaders"])
 def test_a_reply_sent_a_byte_at_a_time_is_given_up_at_the_deadline(monkeypatch, fault):
@@ -273,14 +253,14 @@ def test_a_reply_sent_a_byte_at_a_time_is_given_up_at_the_deadline(monkeypatch, 
     monkeypatch.setattr(chat, "DEADLINE", 2.0)
     with running(LocalServer(MODEL, path=EMBEDDINGS)) as server:
         server.always = fault
-        line = gives_up(lambda: embeddings_client(server).encode(["a paper"]))
+        line = str(one_line_error(lambda: embeddings_client(server).encode(["a paper"])))
         assert line.startswith(f"MODEL api--org--model-7b at {server.url}: gave up after the "
                                "2 s a batch may take, "), line
         assert line.endswith("(1 attempt): check the server, then embed again (the papers "
                              "stored so far are kept)"), line
     with running(LocalServer(MODEL, path=CHAT)) as server:
         server.always = fault
-        line = gives_up(lambda: chat_client(server).complete([], 0.0, 10))
+        line = str(one_line_error(lambda: chat_client(server).complete([], 0.0, 10)))
         assert line.startswith(f"JUDGE api:{MODEL} at {server.url}: gave up after the 2 s "
                                "a request may take, "), line
     late = "its reply still arriving" if fault == "trickle" else "no reply yet"

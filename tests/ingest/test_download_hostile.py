@@ -32,6 +32,7 @@ from pipeline.ingest.download import download
 from pipeline.ingest.s2client import Settings
 from pipeline.layout import DOWNLOAD_MANIFEST, released_shard
 from tests.ingest.s2ag_server import KEY, S2Server, build_releases
+from tests.servers import one_line_error
 
 ROOT = Path(__file__).resolve().parents[2]
 FIRST, MIDDLE, LAST = "2026-11-04", "2026-11-11", "2026-11-18"
@@ -362,33 +363,13 @@ def test_make_corpus_on_a_damaged_downloaded_shard_names_make_download(server, t
 
 
 # ---- issue 78: every wait bounded by the one client; no key in any form ---------------------
-def ends(call) -> InputError:
-    """The one-line error `call` raises; the test fails, rather than hangs, if it never ends
-    (its own generous bound: the short deadlines below end it long before)."""
-    outcome: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            call()
-        except BaseException as exc:  # noqa: BLE001 (checked below)
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(120)
-    assert not thread.is_alive(), "the download never gave up"
-    assert len(outcome) == 1 and isinstance(outcome[0], InputError), outcome
-    assert "\n" not in str(outcome[0])
-    return outcome[0]
-
-
 @pytest.mark.slow
 def test_an_api_answer_trickled_a_byte_a_second_ends_at_the_calls_deadline(server, tmp_path):
     """A 200 of Content-Length 100,000 sent a byte at a time (each byte restarted the read
     timeout, and the 600 s bound was checked only between tries: still running at 1,000 s):
     with api_wait=2, the call gives up in one line naming the deadline, after one attempt."""
     server.faults.trickle_api = 100
-    caught = ends(lambda: download(tmp_path / "raw", settings(server, api_wait=2.0),
+    caught = one_line_error(lambda: download(tmp_path / "raw", settings(server, api_wait=2.0),
                                    release=LAST))
     assert str(caught) == (f"the Semantic Scholar Datasets API at {server.url} (list of "
                            "releases): gave up after the 2 s an API call may take, its reply "
@@ -411,7 +392,7 @@ def test_a_file_trickled_a_byte_a_second_ends_after_its_tries(server, tmp_path, 
     own warning about the headers the watchdog cut (with its traceback) reaches no user."""
     caplog.set_level(logging.DEBUG)
     server.faults.trickle_files = how
-    caught = ends(lambda: download(
+    caught = one_line_error(lambda: download(
         tmp_path / "raw", settings(server, parallel=1, retries=1, stall_window=1.0,
                                    stall_bytes=1000, connect_timeout=1.0, read_timeout=1.0),
         release=LAST, datasets=["papers"]))
@@ -444,7 +425,7 @@ def test_a_key_echoed_in_any_form_is_in_no_output_log_or_file(server, tmp_path, 
     caplog.set_level(logging.DEBUG)
     write = KEY_FORMS[form]
     server.faults.echo = lambda key: write(f"bad key: x-api-key: {key}")
-    caught = ends(lambda: download(tmp_path / "raw", settings(server), release=LAST,
+    caught = one_line_error(lambda: download(tmp_path / "raw", settings(server), release=LAST,
                                    datasets=["papers"]))
     assert f"(dataset papers of release {LAST}): it answered 401 (" in str(caught)
     assert str(caught).endswith("): check the key in S2_API_KEY (or ask for one at "
@@ -468,7 +449,7 @@ def test_a_file_larger_than_any_s2_file_is_one_line_its_partial_removed(server, 
 
     monkeypatch.setattr(s2client, "MAX_FILE", 500)
     raw = tmp_path / "raw"
-    caught = ends(lambda: download(raw, settings(server, parallel=1), release=LAST,
+    caught = one_line_error(lambda: download(raw, settings(server, parallel=1), release=LAST,
                                    datasets=["citations"]))
     name = released_shard(server.listing[(LAST, "citations")][0].rsplit("/", 1)[-1])
     assert str(caught).startswith(f"citations file {name}: its host sent more than 500 "
