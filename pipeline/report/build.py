@@ -797,7 +797,7 @@ def build_report(runs_root: Path, corpus: str, seed: int = 0,
                  corpora_root: Path | None = None, exclude: str | None = None,
                  training_sets: dict[str, str] | None = None,
                  index_root: Path | None = None,
-                 before: dict[str, tuple[int, int, int]] | None = None) -> Report:
+                 before: dict[str, tuple[int, ...]] | None = None) -> Report:
     """The report of one corpus and pool seed, in memory (`Report.save()` writes it).
     `corpora_root` (default: the `corpora/` beside `runs_root`, as in a DATA folder) holds the
     corpus manifest that says what the corpus is: the published numbers get a difference only

@@ -26,6 +26,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.core.checksums import stat_key
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.core.inputs import record
@@ -239,8 +240,8 @@ def report_inputs(place: Place, runs: Iterable[tuple[str, str]], pools: Iterable
     return record(place.roots, made_from(place, runs, pools))
 
 
-def state(place: Place, results: bool = True) -> dict[str, tuple[int, int, int]]:
-    """(size, mtime_ns, inode) of every file a report of the corpus may read: the collected
+def state(place: Place, results: bool = True) -> dict[str, tuple[int, ...]]:
+    """The stat key of every file a report of the corpus may read: the collected
     results and their manifest (`results`; False: a caller that collects them next takes
     them after, `results_state`), the corpus and pool manifests, every file of its pools' run
     folders and judging folders (not the corpus's assessor logs or stage times, which other
@@ -259,23 +260,19 @@ def state(place: Place, results: bool = True) -> dict[str, tuple[int, int, int]]
     return {**_stats(found), **(results_state(place.runs_root) if results else {})}
 
 
-def results_state(runs_root: Path) -> dict[str, tuple[int, int, int]]:
+def results_state(runs_root: Path) -> dict[str, tuple[int, ...]]:
     """`state` of the collected results and their manifest."""
     return _stats([runs_root / RESULTS_FILE, runs_root / RESULTS_MANIFEST])
 
 
-def _stats(paths: list[Path]) -> dict[str, tuple[int, int, int]]:
-    shown = {}
-    for path in paths:
-        try:
-            stat = path.stat()
-        except FileNotFoundError:
-            continue
-        shown[os.fspath(path)] = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
-    return shown
+def _stats(paths: list[Path]) -> dict[str, tuple[int, ...]]:
+    """path -> its stat key (`checksums.stat_key`, the key the sha256 cache trusts), for the
+    files that exist."""
+    keys = {os.fspath(path): stat_key(path) for path in paths}
+    return {path: tuple(key) for path, key in keys.items() if key is not None}
 
 
-def unchanged(before: dict[str, tuple[int, int, int]], place: Place, repair: Repair) -> None:
+def unchanged(before: dict[str, tuple[int, ...]], place: Place, repair: Repair) -> None:
     """ReportInputsChanged (with `repair`, the report's command) when a file the report may
     read changed since `before` (`state`): it read a mix of two states of the data."""
     after = state(place)
