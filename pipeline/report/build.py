@@ -104,13 +104,16 @@ class Table:
     """One table of the report: written as `<corpus>-<name>.tex`, shown as a Markdown section."""
 
     name: str  # the file's section name: dataset, field-100k, published-<section>, ...
-    caption: str
+    caption: str  # what the table shows and its test, at most CAPTION_WORDS words
     header: list[str]
     rows: list[list[str]]
+    notes: tuple[str, ...] = ()  # the method, one or two sentences each, printed under it
 
     @property
     def markdown(self) -> str:
-        return f"## {markdown_text(self.caption)}\n\n" + markdown_table(self.header, self.rows)
+        notes = "".join(f"- {markdown_text(note)}\n" for note in self.notes)
+        return (f"## {markdown_text(self.caption)}\n\n" + markdown_table(self.header, self.rows)
+                + (f"\n{notes}" if notes else ""))
 
     @property
     def latex(self) -> str:
