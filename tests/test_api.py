@@ -231,8 +231,8 @@ def test_report_saves_what_make_report_writes(api_data, corpus_dir, tmp_path):
     built = pipeline.build_report(api_data, corpus_dir.name, POOL_SEED)
     assert isinstance(built, pipeline.Report)
     assert [s.name for s in built.sections] == [
-        "not-shown", "mdcr", "csfcube", "collection", "query-variants", "dataset", "fields",
-        "significance", "variance", "crossover", "judged", "published", "leakage"]
+        "summary", "not-shown", "mdcr", "csfcube", "collection", "query-variants", "dataset",
+        "fields", "significance", "variance", "crossover", "judged", "published", "leakage"]
     assert "dataset" in built.tables and built.tables["dataset"].frame().height == 2
     assert f"{corpus_dir.name}-dataset.tex" in built.latex
     path = built.save()
