@@ -1,5 +1,5 @@
 """The report's opening summary (issue 79): a few sentences, each derived from the tables below
-it, quoting its cells: which model is best per setting (the differences table), where the
+them, quoting their cells: which model is best per setting (the differences table), where the
 curves cross (the crossover table), how many queries a difference needs (the queries-needed
 table) and what the report leaves out (the not-shown section). A sentence says nothing its
 table's test does not: "best" only where every interval of the leader's differences lies
