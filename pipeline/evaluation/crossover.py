@@ -45,11 +45,14 @@ a percentile bootstrap.
   there at -0.0034 (below 0: the floor is 0), bm25's interval [0.0119, 0.0589] and the
   fusion's [0.0064, 0.0644] clear of it.
 - Pool sizes are counts of candidates: a size under 1 (or not a whole number, or missing) is
-  refused, in one line. No crossing is given under LEAST candidates, the smallest pool there
-  can be: a pool holds at least one candidate and every query's cited papers, but
-  runs/results.parquet does not carry how many those are (a pool's manifest does, as
-  `positives`), so LEAST is 1. Issue 71: sizes 10 to 100k, a factor of 10^4, were followed
-  down to 0.001 candidates: lines meeting at 0.5 gave "extrapolated: 0.485 candidates".
+  refused, in one line; a whole size stored as a float (2000.0) is read as the integer (issue
+  79: it printed as "2.0k"). No crossing is given under the least pool the grid can build:
+  a pool holds every query's cited papers (`pools.build` refuses a smaller size), which
+  runs/results.parquet does not carry but each pool's manifest does (`positives`): the
+  report passes the greatest of a scope's pools (`crossover_rows`' `least`; issue 79:
+  crossings at 1.17 and 2.92 candidates were given); from results alone (the API) it is
+  LEAST, 1 candidate. Issue 71: sizes 10 to 100k, a factor of 10^4, were followed down to
+  0.001 candidates: lines meeting at 0.5 gave "extrapolated: 0.485 candidates".
 - Draws for a 4x interval (issue 58): with 3 draws the interval is rarely closed (the draw part
   carries t(2) = 4.3), and more sizes do not narrow it. From the gap's mean squares at the
   crossing (MS_Q, MS_R, MS_E): the fewest draws R whose interval would span a factor of FACTOR
@@ -66,12 +69,14 @@ over queries only, said too. Nothing is random: the same numbers whatever the ro
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json
 from pipeline.evaluation.significance import (
     MIN_QUERIES,
     WHERE_COLUMNS,
@@ -81,7 +86,7 @@ from pipeline.evaluation.significance import (
 )
 from pipeline.evaluation.variance import half_widths
 from pipeline.glossary import canonical_metric, metric_range
-from pipeline.layout import format_size
+from pipeline.layout import MANIFEST, format_size, pool_dir
 from pipeline.models import REGISTRY
 
 LEVEL = 0.95
@@ -142,6 +147,7 @@ class Limits:
     low: float = 0.0  # the metric's least value
     high: float = 1.0  # its greatest (inf: none)
     floors: tuple[tuple[str, np.ndarray], ...] = ()  # (floor model, mean per size)
+    least: int = LEAST  # the least pool these queries allow (their cited papers; else LEAST)
 
 
 def _size(value: float, sizes: tuple[int, ...] | list[int]) -> str:
@@ -312,17 +318,25 @@ def _crossing_interval(accepted: np.ndarray, u: np.ndarray, centre: float
     return low, high
 
 
-def crossover(values: pl.DataFrame, a: str, b: str) -> Crossover:
+def crossover(values: pl.DataFrame, a: str, b: str, least: int = LEAST) -> Crossover:
     """The crossing of A's and B's curves from `values` (size, repeat, model, query, value: one
     scope and metric; a NaN or inf refused, nulls left out and counted: `measured`; a size
-    under one candidate refused: `_check_sizes`)."""
+    under one candidate refused: `_check_sizes`; sizes read as whole numbers, 2000.0 as
+    2000). `least`: the least pool the grid can build with these queries (a pool holds their
+    cited papers: `pools.build`), under which no crossing is given."""
     _check_pair(a, b)
-    values = measured(values, "crossover")
-    _check_sizes(values)
+    values = _whole_sizes(measured(values, "crossover"))
     table = _matrix(values, a, b)
     floor = next((m for m in (b, a) if at_floor(m)), None)
-    return from_table(table.values[0] - table.values[1], table.sizes, floor, table.note,
-                      _limits(values, table, (a, b)))
+    limits = replace(_limits(values, table, (a, b)), least=max(int(least), LEAST))
+    return from_table(table.values[0] - table.values[1], table.sizes, floor, table.note, limits)
+
+
+def _whole_sizes(values: pl.DataFrame) -> pl.DataFrame:
+    """`values` with its sizes checked (`_check_sizes`) and as integers: a size stored as a
+    float (2000.0) is the count 2000, printed as the report prints sizes (2k, not 2.0k)."""
+    _check_sizes(values)
+    return values.with_columns(pl.col("size").cast(pl.Int64))
 
 
 def _check_sizes(values: pl.DataFrame | list[int]) -> None:
@@ -363,6 +377,7 @@ def from_table(diff: np.ndarray, sizes: list[int], floor: str | None = None, not
     its floor, if any (`at_floor`); `limits`: what an extrapolated crossing must stay inside
     (None: the gap alone, every extrapolation to LEAST candidates or more given)."""
     _check_sizes(list(sizes))
+    sizes = [int(size) for size in sizes]  # whole numbers (checked): 2000.0 prints as 2k
     queries, _, repeats = diff.shape if diff.ndim == 3 else (0, 0, 0)
     suffix = f" ({note})" if note else ""
     if len(sizes) < 2 or queries == 0 or repeats == 0:
@@ -472,9 +487,12 @@ def _stop(limits: Limits | None, x: np.ndarray, log_cross: float, sizes: list[in
     beyond = log_cross > x[-1]
     edge = float(x[-1] if beyond else x[0])
     found: tuple[float, str] | None = None
-    if not beyond and log_cross < math.log(LEAST):
-        found = (edge - math.log(LEAST), f"the pool size falls under {LEAST} candidate (the "
-                 "least a pool holds), before the lines meet")
+    least = LEAST if limits is None else limits.least
+    if not beyond and log_cross < math.log(least):
+        held = ("the least a pool holds" if least == LEAST else
+                "the least pool these queries allow: it holds their cited papers")
+        found = (edge - math.log(least), f"the pool size falls under {least:,} candidate"
+                 f"{'s' if least != 1 else ''} ({held}), before the lines meet")
     if limits is None:
         return None if found is None else found[1]
     bounds = [(limits.low, 0.0, 1.0, f"below {limits.low:g} (the metric's minimum)")]
@@ -614,9 +632,9 @@ def crossovers(results: pl.DataFrame, a: str, b: str, metric: str = "map") -> pl
         _check_name("model", model, results)
     keys = [k for k in SPLIT_KEYS if k in results.columns]
     floors = [m for m in results["model"].drop_nulls().unique().to_list() if at_floor(m)]
-    data = measured(results.filter(pl.col("metric") == metric,
-                                   pl.col("model").is_in([a, b, *floors])), "crossover")
-    _check_sizes(data)
+    data = _whole_sizes(measured(results.filter(pl.col("metric") == metric,
+                                                pl.col("model").is_in([a, b, *floors])),
+                                 "crossover"))
     rows = []
     parts = data.partition_by(keys, as_dict=True) if keys else {(): data}
     for key in sorted(parts, key=lambda k: tuple((v is None, "" if v is None else v)
@@ -707,13 +725,32 @@ def pairs(models: list[str]) -> list[tuple[str, str]]:
     return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
 
 
-def crossover_rows(results: pl.DataFrame, metric: str) -> list[list[str]]:
+def pool_least(corpus_dir: Path | None, pools: list[str]) -> dict[str, int]:
+    """Per pool name, the least pool its queries allow: its manifest's `positives` (a pool
+    holds every query's cited papers; `pools.build` refuses a smaller size). Pools without a
+    readable manifest (or no corpus folder) are left out: LEAST stands for them."""
+    if corpus_dir is None:
+        return {}
+    found = {}
+    for name in sorted(set(pools)):
+        path = pool_dir(corpus_dir, name) / MANIFEST
+        if path.is_file():
+            positives = read_json(path).get("counts", {}).get("positives")
+            if isinstance(positives, int) and positives >= LEAST:
+                found[name] = positives
+    return found
+
+
+def crossover_rows(results: pl.DataFrame, metric: str,
+                   least: dict[str, int] | None = None) -> list[list[str]]:
     """The report's rows (HEADER): per scope measured at two or more pool sizes (levels and
     scopes sorted), each pair (`pairs` of the corpus's models) on `metric`; [] when every
     scope has one pool size or there is one model (`no_rows_reason`); values checked by
-    `measured`, sizes by `_check_sizes` (under one candidate: refused)."""
-    data = measured(results.filter(pl.col("metric") == metric), "crossover")
-    _check_sizes(data)
+    `measured`, sizes by `_check_sizes` (under one candidate: refused). `least`: per pool
+    name, the least pool its queries allow (its manifest's positives): the scope's greatest
+    is the least pool the grid can build there, under which no crossing is given."""
+    data = _whole_sizes(measured(results.filter(pl.col("metric") == metric), "crossover"))
+    least = least or {}
     models = data["model"].unique().to_list()
     rows = []
     parts = data.partition_by("level", "scope", as_dict=True)
@@ -723,7 +760,9 @@ def crossover_rows(results: pl.DataFrame, metric: str) -> list[list[str]]:
             continue
         field = part["field"].drop_nulls()
         where = "dataset" if level == "dataset" else (field[0] if field.len() else scope)
+        pools = part["pool"].unique().to_list() if "pool" in part.columns else []
+        floor = max([least[p] for p in pools if p in least] or [LEAST])
         for a, b in pairs(models):
-            found = crossover(part, a, b)
+            found = crossover(part, a, b, floor)
             rows.append([where, f"{a} - {b}", *pair_text(found)])
     return rows

@@ -45,13 +45,14 @@ here with Jeffreys' prior on the three expected mean squares, each E[MS] =
 df MS / chi2(df), restricted to components of at least 0 (Box & Tiao 1973's treatment of
 variance components), and to draw components with which R draws can reach the power at all
 (`reach_limit`): components beyond it give no n, and over them the expectation has none.
-"not reachable" only where the estimates say so (`topic_set_size` at them), and never fewer
-queries than at the estimates (near the reach limit the restriction pulls the draw component
-below its estimate). The integral runs over 4,096 seeded quasi-Monte Carlo points (six
-chi-squares: the posterior's three, the planned design's three mean squares), with importance
-weights for the restrictions (`expected_power`). Beside it, the n if the draw variance is as
-large as its one-sided `UPPER_LEVEL` upper confidence bound (`draw_upper`, from MS_R's
-chi-square on R-1 degrees of freedom).
+"not reachable" decided over the same posterior (issue 79; before, by the estimates alone):
+where the posterior probability of a reachable draw component is below alpha
+(`reach_probability`), and never fewer queries than at the estimates (near the reach limit
+the restriction pulls the draw component below its estimate). The integral runs over 4,096
+seeded quasi-Monte Carlo points (six chi-squares: the posterior's three, the planned design's
+three mean squares), with importance weights for the restrictions (`expected_power`).
+Beside it, the n if the draw variance is as large as its one-sided `UPPER_LEVEL` upper
+confidence bound (`draw_upper`, from MS_R's chi-square on R-1 degrees of freedom).
 
 Values reach every sum sorted by query id, then draw, so the numbers do not depend on the
 rows' order or polars' threads.
@@ -593,10 +594,10 @@ def assured_size(delta: float, ms_query: float, ms_draw: float, ms_resid: float,
     `measured` draws (its mean squares): the fewest queries at which the queries-and-draws
     interval with `draws` draws has an expected power (`expected_power`) of `power` over what
     the measurement allows the components to be (`_posterior`), among the components under
-    which `draws` draws can reach `power` at all. "not reachable" only where the estimates
-    say so (`topic_set_size` at them: the draw estimate alone keeps the power below), and
-    with one draw measured or planned `topic_set_size`'s answer at the estimates (the paired
-    t, or no test). With 3 draws the draw estimate rests on 2 degrees of freedom: the
+    which `draws` draws can reach `power` at all. "not reachable" where the posterior gives
+    such components a probability below `alpha` (`reach_probability`), and with one draw
+    measured or planned `topic_set_size`'s answer at the estimates (the paired t, or no
+    test). With 3 draws the draw estimate rests on 2 degrees of freedom: the
     estimate is 0 in most pilots with a small draw variance and the number at the estimates
     then falls short (benchmarks/results/queries_needed.md). Cached."""
     s2_query = ms_query if measured < 2 else max(ms_query - ms_resid, 0.0) / measured
@@ -604,17 +605,40 @@ def assured_size(delta: float, ms_query: float, ms_draw: float, ms_resid: float,
         return topic_set_size(delta, s2_query, math.nan, 0.0, draws, alpha, power)
     s2_draw = max(ms_draw - ms_resid, 0.0) / queries
     point = topic_set_size(delta, s2_query, s2_draw, ms_resid, draws, alpha, power)
-    if point.queries is None:
+    if draws < 2:
         return point
-    posterior = _posterior(ms_query, ms_draw, ms_resid, queries, measured,
-                           queries * reach_limit(delta, draws, alpha, power))
+    width = queries * reach_limit(delta, draws, alpha, power)
+    if reach_probability(ms_draw, ms_resid, queries, measured, width) < alpha:
+        return Needed(None, INTERVAL_TEST, f"not reachable with {draws} draws")
+    posterior = _posterior(ms_query, ms_draw, ms_resid, queries, measured, width)
     if posterior is None:
         return point
     # never fewer than at the estimates: near the reach limit the restriction to reachable
     # components pulls the draw component below its estimate
     n = _smallest(lambda n: expected_power(n, delta, posterior, queries, draws, alpha)
-                  >= power, point.queries, point.queries)
+                  >= power, point.queries or 2, point.queries)
     return Needed(n, INTERVAL_TEST, None if n else f"more than {MAX_QUERIES:,} queries")
+
+
+@functools.lru_cache(maxsize=256)
+def reach_probability(ms_draw: float, ms_resid: float, queries: int, draws: int,
+                      width: float) -> float:
+    """The posterior probability (Jeffreys' prior on the expected mean squares, as
+    `_posterior`'s, a draw component below 0 counted as reachable, as 0 is) that the planned
+    draws can reach the power: E[MS_R] at most E[MS_E] + `width`, averaged over E[MS_E]'s
+    posterior. At a given E[MS_E] it is the p-value of the chi-square test of that bound on
+    MS_R's R-1 degrees of freedom, so a pilot whose truth is reachable falls below alpha in
+    about alpha of pilots (`assured_size`'s "not reachable"; benchmarks/results/
+    queries_needed.md counts them)."""
+    from scipy.special import gammaincc
+
+    if not (ms_draw > 0 or ms_resid > 0):
+        return 1.0  # the draws agree exactly and no interaction: no draw-side variance
+    dq, dr = queries - 1, draws - 1
+    lam_e = ms_resid / _chi(dq * dr, 0) if ms_resid > 0 else np.zeros(len(_points()))
+    with np.errstate(divide="ignore"):
+        found = gammaincc(dr / 2, dr * ms_draw / (2 * (lam_e + width)))
+    return float(np.mean(found))
 
 
 # ---- frames: the report's rows (scope, size, metric, model, query, repeat, value) -------------

@@ -22,7 +22,7 @@ from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
 from pipeline.core.secrets import shown_url
 from pipeline.evaluation.crossover import HEADER as CROSSOVER_HEADER
-from pipeline.evaluation.crossover import crossover_rows, no_rows_reason
+from pipeline.evaluation.crossover import crossover_rows, no_rows_reason, pool_least
 from pipeline.evaluation.evaluate import read_results
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import (
@@ -629,8 +629,8 @@ def variance_section(data: Results) -> Section:
     """Where each mean's variance comes from (queries or pool draws), two models' difference
     with an interval over both, and the queries needed (pipeline/report/variance.py)."""
     return Section("variance", tuple(
-        Table(name, caption, header, rows)
-        for name, caption, header, rows in variance_tables(data.compared, data.corpus)))
+        Table(name, caption, header, rows, notes)
+        for name, caption, header, rows, notes in variance_tables(data.compared, data.corpus)))
 
 
 def published_section(data: Results) -> Section:
@@ -655,41 +655,53 @@ def leakage_section(data: Results) -> Section:
 def crossover_section(data: Results) -> Section:
     """Where two models' curves of the main metric against pool size cross
     (pipeline/evaluation/crossover.py): per scope measured at two or more pool sizes, each
-    pair with BM25 (every pair without it)."""
+    pair with BM25 (every pair without it); no crossing under the least pool the grid can
+    build with a scope's queries (their cited papers, from the pools' manifests)."""
     results = data.compared.filter(pl.col("value").is_not_null())
     if results.is_empty():
         return Section("crossover")
     metric = main_metric(sorted(results["metric"].unique().to_list(), key=metric_key)) or "map"
-    rows = crossover_rows(results, metric)
+    least = pool_least(data.corpus_dir, results["pool"].unique().to_list()
+                       if "pool" in results.columns else [])
+    rows = crossover_rows(results, metric, least)
     if not rows:
         return Section("crossover", text=(
             f"## {data.corpus}: where the curves cross\n\nNo crossing estimated: "
             f"{no_rows_reason(results, metric)}.\n{data.other_depths_note}"))
     caption = (f"{data.corpus}: where the curves cross, {metric_name(metric)} against pool size "
-               "per pair a - b; gaps: the fitted a - b x100 at the smallest and the largest "
-               "measured size; the gap fitted as a line in log pool size over the measured "
-               "sizes, tested against them with 3 or more (no crossing where it does not "
-               "fit; with 2 it cannot be checked), crossing where it is 0; 95% interval: the "
-               "measured sizes where the gap's interval over queries and pool draws (as the "
-               "variance section's, each repeat's nested pools one draw) holds 0, open (< or >) "
-               "where it reaches the measured range's end; a crossing outside the measured "
-               "sizes is an extrapolation, without interval, and none toward a model at its "
-               "floor (random), nor where either model's line leaves the metric's range or "
-               "falls below the floor (random's line where measured, else 0) before the lines "
-               "meet, nor further outside the measured sizes than they span, nor under 1 "
-               "candidate (the least a pool holds), nor where the lines meet within either "
-               "line's 95% interval of the floor or the metric's maximum (the outcome says "
-               "which); a trend (gap closing or widening) only where "
-               "the slope's interval excludes 0; draws for a 4x interval: the pool draws the "
-               "measured components of the gap at the crossing would need for an interval "
-               "spanning a factor of 4 in pool size (the gap's half-width there over |slope| at "
-               "most ln 2 in log size, with t(R-1) and the draw part falling as 1/R), not "
-               "reachable where the queries' part alone is wider; with 3 draws, in "
-               "simulations of this design, the interval was closed in at most 0.25% of data "
-               "sets at the demo's sizes (2k-10k) and at most 15% at the paper's (200k-2M, a "
-               "quarter to over half not determined), a closed one spanning a factor of 6 to "
-               "16: more draws, not more sizes, narrow it (docs/evaluation.md)")
-    return Section("crossover", (Table("crossover", caption, CROSSOVER_HEADER, rows),))
+               "per pair a - b: the gap a - b fitted as a line in log pool size, the crossing "
+               "where it is 0, and the measured sizes where the gap's 95% interval over "
+               "queries and pool draws holds 0 (the test inverted)")
+    counts = sorted(set(least.values()))
+    held = ("under 1 candidate (the least a pool holds)" if not counts else
+            "under the least pool the grid can build with the scope's queries (a pool holds "
+            f"their cited papers: {'-'.join(f'{c:,}' for c in sorted({counts[0], counts[-1]}))}"
+            " candidates here)")
+    notes = (
+        "Gaps: the fitted a - b x100 at the smallest and the largest measured size.",
+        "The line is tested against the measured sizes where there are 3 or more (no crossing "
+        "where it does not fit); with 2 it cannot be checked.",
+        "95% interval: the measured sizes where the gap's interval over queries and pool "
+        "draws (as the variance section's, each repeat's nested pools one draw) holds 0, open "
+        "(< or >) where it reaches the measured range's end.",
+        "A crossing outside the measured sizes is an extrapolation, without interval, and "
+        "none is given toward a model at its floor (random), nor where either model's line "
+        "leaves the metric's range or falls below the floor (random's line where measured, "
+        "else 0) before the lines meet.",
+        "Nor is one given further outside the measured sizes than they span, nor "
+        f"{held}, nor where the lines meet within either line's 95% interval of the floor or "
+        "the metric's maximum (the outcome says which).",
+        "A trend (gap closing or widening) is said only where the slope's interval excludes 0.",
+        "Draws for a 4x interval: the pool draws the measured components of the gap at the "
+        "crossing would need for an interval spanning a factor of 4 in pool size (the gap's "
+        "half-width there over |slope| at most ln 2 in log size, with t(R-1) and the draw "
+        "part falling as 1/R); not reachable where the queries' part alone is wider.",
+        "With 3 draws, in simulations of this design, the interval was closed in at most "
+        "0.25% of data sets at the demo's sizes (2k-10k) and at most 15% at the paper's "
+        "(200k-2M, a quarter to over half not determined), a closed one spanning a factor of "
+        "6 to 16: more draws, not more sizes, narrow it.",
+        "The method in full: docs/evaluation.md#where-the-curves-cross.")
+    return Section("crossover", (Table("crossover", caption, CROSSOVER_HEADER, rows, notes),))
 
 
 def judged_section(data: Results) -> Section:

@@ -26,10 +26,18 @@ ALPHA, POWER = 0.05, 0.8
 UNREACHABLE = "not reachable"
 NO_TEST = "no test (1 draw)"  # one planned draw when the measured draws vary
 FLOORS = ("random",)  # models at a floor: no one plans queries to tell a model from them
-# benchmarks/results/queries_needed.md: the median true power of the report's test at the
-# number (assured_size) and at the estimates' (topic_set_size), lowest and highest over its
-# settings with a draw sd of 0.3 MAP points and a difference of 0.02 (3-draw pilots)
-SIMULATED = {"assured": (0.84, 0.90), "point": (0.70, 0.80)}
+DOCS = "docs/evaluation.md"  # where the section's method is written in full
+# benchmarks/results/queries_needed.json: per difference the report plans for and true draw sd
+# simulated (both MAP points), the lowest and highest median true power of the report's test
+# at the report's number from 3-draw pilots, over the simulated interactions and pilot sizes
+SIMULATED_POWER: dict[float, dict[float, tuple[float, float]]] = {
+    1: {0: (0.93, 0.98), 0.15: (0.87, 0.90), 0.3: (0.63, 0.66), 0.45: (0.43, 0.45)},
+    2: {0: (0.89, 0.97), 0.15: (0.87, 0.96), 0.3: (0.82, 0.89), 0.45: (0.76, 0.79),
+        0.6: (0.64, 0.67), 0.75: (0.52, 0.56)},
+    5: {0: (0.84, 0.97), 0.3: (0.84, 0.96), 0.6: (0.82, 0.93), 0.9: (0.79, 0.85),
+        1.2: (0.73, 0.76), 1.5: (0.64, 0.67)},
+}
+SIMULATED_DRAWS = 3  # the pilots' draws, measured and planned
 
 
 def _pools(size: int, scope: str) -> str:
@@ -48,23 +56,28 @@ def _bounds(low: float | None, high: float | None, queries: int) -> str:
     return too_few(queries) if low is None else f"[{low * 100:.1f}, {high * 100:.1f}]"
 
 
-def _few_queries(found: pl.DataFrame) -> str:
-    """The caption's note on pools with too few queries for a variance (MIN_QUERIES)."""
+def _method(anchor: str) -> str:
+    """The note that names where a table's method is written in full."""
+    return f"The method in full: {DOCS}#{anchor}."
+
+
+def _few_queries(found: pl.DataFrame) -> list[str]:
+    """The note on pools with too few queries for a variance (MIN_QUERIES)."""
     if not (found["queries"] < MIN_QUERIES).any():
-        return ""
-    return (f"; n/a: fewer than {MIN_QUERIES} queries in every draw, so no variance, no "
-            "interval and no queries needed")
+        return []
+    return [f"n/a: fewer than {MIN_QUERIES} queries in every draw, so no variance, no "
+            "interval and no queries needed."]
 
 
-def _draw_zero(found: pl.DataFrame) -> str:
-    """The components caption's note on draw shares of 0% from several draws: an estimate of
+def _draw_zero(found: pl.DataFrame) -> list[str]:
+    """The components table's note on draw shares of 0% from several draws: an estimate of
     0 on R-1 degrees of freedom (MS_R at most MS_E, truncated), not a measured absence."""
     zero = found.filter(pl.col("draws") > 1, pl.col("s2_draw") == 0)
     if not zero.height:
-        return ""
+        return []
     dfs = "/".join(str(d - 1) for d in sorted(zero["draws"].unique().to_list()))
-    return (f"; draw 0%: the draw estimate is 0 on {dfs} degrees of freedom (its mean square "
-            "at most the interaction's, truncated), not a measurement of no draw variance")
+    return [f"Draw 0%: the draw estimate is 0 on {dfs} degrees of freedom (its mean square "
+            "at most the interaction's, truncated), not a measurement of no draw variance."]
 
 
 def _price(draws: int) -> float:
@@ -99,30 +112,32 @@ def _level(pairs: pl.DataFrame) -> str:
             + " (benchmarks/results/interval_level.md maps it)")
 
 
-def _interval_note(pairs: pl.DataFrame) -> str:
+def _interval_notes(pairs: pl.DataFrame) -> list[str]:
     """What the queries-and-draws interval is and what its level rests on: Banerjee's
     construction, with the subtracted MS_E his theorem does not cover, its level integrated
     for the table's own queries and draws; and its price in width for their draws."""
     draws = sorted(d for d in pairs["draws"].unique().to_list() if d > 1)
     if not draws or not _designs(pairs):
-        return ""
+        return []
     price = " and ".join(f"{_price(r):.1f} with {r} draws" for r in draws)
-    return ("; queries and draws: each part with its own t quantile, in quadrature, "
+    return ["Queries and draws: each part with its own t quantile, in quadrature, "
             "max(MS_Q - MS_E, 0) on Q-1 degrees of freedom and MS_R (the draw effect and the "
-            "interaction) on R-1 (Banerjee's 1960 construction; his theorem does not cover the "
-            f"subtracted MS_E, so its level is computed: {_level(pairs)}); its price "
-            "where the interaction or the draws dominate: the median width of an interval "
-            f"that knew the components times {price} (times 1.0 where the queries dominate)")
+            "interaction) on R-1 (Banerjee's 1960 construction).",
+            "His theorem does not cover the subtracted MS_E, so its level is computed: "
+            f"{_level(pairs)}.",
+            "Its price where the interaction or the draws dominate: the median width of an "
+            f"interval that knew the components times {price} (times 1.0 where the queries "
+            "dominate)."]
 
 
-def _narrower(pairs: pl.DataFrame) -> str:
-    """The differences caption's note on rows whose queries-and-draws interval is narrower
+def _narrower(pairs: pl.DataFrame) -> list[str]:
+    """The differences table's note on rows whose queries-and-draws interval is narrower
     than the queries-only one, and why, only where such a row is present."""
     width = pl.col("high") - pl.col("low")
     narrow = pairs.filter(pl.col("draws") > 1, pl.col("low").is_not_null(),
                           width < (pl.col("queries_high") - pl.col("queries_low")) * (1 - 1e-9))
     if not narrow.height:
-        return ""
+        return []
     from scipy.stats import t
 
     names = [f"{_pools(r['size'], r['scope'])} {r['a']} - {r['b']}"
@@ -132,21 +147,22 @@ def _narrower(pairs: pl.DataFrame) -> str:
                      for q, r in narrow.select("queries", "draws").unique().rows()})
     below = (f"{ratios[0]:.2f}" if f"{ratios[0]:.2f}" == f"{ratios[-1]:.2f}"
              else f"{ratios[0]:.2f}-{ratios[-1]:.2f}")
-    return (f"; queries and draws narrower than queries only ({where}): the queries-only "
+    return [f"Queries and draws narrower than queries only ({where}): the queries-only "
             "interval scales the per-query means' variance MS_Q/R, which holds the "
             "interaction's MS_E/R, by t(Q-1); the two-part one moves MS_E/R to the draws' "
-            "part, measured there by MS_R under t(R-1), so it is narrower wherever t(R-1)² "
-            f"MS_R < t(Q-1)² MS_E (MS_R below {below} of MS_E here: draw means that spread "
-            "less than the interaction alone would spread them)")
+            "part, measured there by MS_R under t(R-1).",
+            f"So it is narrower wherever t(R-1)² MS_R < t(Q-1)² MS_E (MS_R below {below} of "
+            "MS_E here: draw means that spread less than the interaction alone would spread "
+            "them)."]
 
 
-def _identical(pairs: pl.DataFrame) -> str:
-    """The queries-needed caption's note on the models left out as copies of another."""
+def _identical(pairs: pl.DataFrame) -> list[str]:
+    """The queries-needed table's note on the models left out as copies of another."""
     names = sorted({n for names in pairs["identical"].to_list() for n in names})
     if not names:
-        return ""
-    return (f"; left out: {', '.join(names)}, identical to another model on every query and "
-            "draw (a zero difference has no variance to plan with)")
+        return []
+    return [f"Left out: {', '.join(names)}, identical to another model on every query and "
+            "draw (a zero difference has no variance to plan with)."]
 
 
 def _count(queries: int | None, reason: str | None) -> str:
@@ -158,57 +174,78 @@ def _count(queries: int | None, reason: str | None) -> str:
     return NO_TEST if reason.startswith("one draw") else UNREACHABLE
 
 
-def _needed(row: dict) -> str:
-    """A queries-needed cell: the report's number (`assured_size`) and, measured and planned
-    with several draws, in parentheses the number at the estimates (`topic_set_size`)."""
-    found = _count(row["queries"], row["reason"])
-    if row["measured_draws"] < 2 or row["draws"] < 2 or row["queries_point"] is None:
-        return found  # one draw (the estimate's number), or not reachable at the estimates
-    return f"{found} ({_count(row['queries_point'], row['reason_point'])})"
-
-
-def _draw_sd(row: dict) -> str:
-    """The draw component's sd x100 as estimated and its upper bound ("0" where truncated)."""
-    if row["s2_draw"] is None:
+def _plug_in(row: dict | None) -> str:
+    """A plug-in cell: the number at the estimates (`topic_set_size`), measured and planned
+    with several draws; "-" where the table's number is already the estimates' (one draw)."""
+    if row is None or row["measured_draws"] < 2 or row["draws"] < 2:
         return MISSING
-    sd, upper = (f"{v ** 0.5 * 100:.2f}" if v > 0 else "0"
-                 for v in (row["s2_draw"], row["s2_draw_upper"]))
-    return f"{sd} ({upper})"
+    return _count(row["queries_point"], row["reason_point"])
 
 
-def _plan_notes(table: pl.DataFrame) -> str:
-    """The queries-needed caption's notes on what its rows rest on: the paired t where one
+def _sd(variance: float | None) -> str:
+    """A draw component's sd x100 ("0" where truncated; "-" with one draw)."""
+    if variance is None:
+        return MISSING
+    return f"{variance ** 0.5 * 100:.2f}" if variance > 0 else "0"
+
+
+def power_quote(delta: float, draw_sd: float | None, measured_draws: int) -> str:
+    """The median true power the report quotes for a row planning for `delta` with a draw sd
+    estimated at `draw_sd` (both metric units) from `measured_draws` draws: the lowest and
+    highest median over SIMULATED_POWER's settings at that difference and at the simulated
+    true draw sd nearest the estimate; "outside" where the estimate lies more than half a
+    grid step beyond the largest simulated sd, "not simulated" where the pilots do not match
+    the row (another number of draws, another difference)."""
+    grid = SIMULATED_POWER.get(round(delta * 100, 6))
+    if draw_sd is None or measured_draws != SIMULATED_DRAWS or not grid:
+        return "not simulated"
+    sds = sorted(grid)
+    sd = draw_sd * 100
+    step = sds[1] - sds[0] if len(sds) > 1 else 0.0
+    if sd > sds[-1] + step / 2:
+        return f"outside (simulated to sd {sds[-1]:g})"
+    nearest = min(sds, key=lambda s: (abs(s - sd), s))
+    low, high = grid[nearest]
+    level = f"{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}-{high:.2f}"
+    return f"{level} (sd {nearest:g})"
+
+
+def _plan_notes(table: pl.DataFrame) -> list[str]:
+    """The queries-needed table's notes on what its rows rest on: the paired t where one
     draw was measured, the estimate 0 where several were, named as such."""
-    notes = ""
+    notes = []
     if (table["measured_draws"] < 2).any():
-        notes += ("; paired t: the paired t-test over queries (Sakai 2016's topic set size), "
-                  "where no draw variance was measured (one draw): the draws not separated, "
-                  "the number at the estimate")
+        notes.append("Paired t: the paired t-test over queries (Sakai 2016's topic set size), "
+                     "where no draw variance was measured (one draw): the draws not separated, "
+                     "the number at the estimate.")
     zero = table.filter(pl.col("measured_draws") > 1, pl.col("s2_draw") == 0)
     if zero.height:
         dfs = "/".join(map(str, sorted(zero["draw_df"].unique().to_list())))
-        notes += (f"; draw sd 0: the draw variance's estimate is 0 from {dfs} degrees of "
-                  "freedom (the draws' mean square at most the interaction's, truncated), not a "
-                  "measurement of none: the interval's draw part, t(R-1)^2 MS_R, stays, and the "
-                  "number (not the one in parentheses) allows for the draw variance the draws "
-                  "cannot rule out")
+        notes.append(f"Draw sd 0: the draw variance's estimate is 0 from {dfs} degrees of "
+                     "freedom (the draws' mean square at most the interaction's, truncated), "
+                     "not a measurement of none; the interval's draw part, t(R-1)² MS_R, "
+                     "stays, and the number (not the plug-in) allows for the draw variance "
+                     "the draws cannot rule out.")
     return notes
 
 
-def _csfcube(rows: pl.DataFrame) -> str:
+def _csfcube(rows: pl.DataFrame) -> list[str]:
     """The note on CSFCube's facet pools: here the plain mean over queries."""
     if "level" not in rows.columns or not (rows["level"] == "csfcube").any():
-        return ""
-    return ("; CSFCube's facet pools: the plain mean over queries (the CSFCube table prints "
-            "the mean of its two test folds' means, as CSFCube's script)")
+        return []
+    return ["CSFCube's facet pools: the plain mean over queries (the CSFCube table prints "
+            "the mean of its two test folds' means, as CSFCube's script)."]
 
 
-def queries_needed_table(rows: pl.DataFrame, corpus: str, name: str
-                         ) -> tuple[str, str, list[str], list[list[str]]] | None:
+TableParts = tuple[str, str, list[str], list[list[str]], tuple[str, ...]]
+
+
+def queries_needed_table(rows: pl.DataFrame, corpus: str, name: str) -> TableParts | None:
     """The queries-needed table: per pair of models (none with a floor model, FLOORS) of each
     scope's largest pool, the fewest queries at which the report's own test reaches POWER in
-    expectation over what the measurement allows (`assured_size`), the number at the
-    estimates beside it."""
+    expectation over what the measurement allows (`assured_size`), one number a cell; the
+    plug-in numbers (at the estimates), the draw sd's bound and the simulated power of a
+    3-draw pilot in columns of their own."""
     pairs = pair_components(rows)
     pairs = pairs.filter(pl.col("size") == pl.col("size").max().over("scope"),
                          ~pl.col("a").is_in(list(FLOORS)), ~pl.col("b").is_in(list(FLOORS)))
@@ -216,6 +253,7 @@ def queries_needed_table(rows: pl.DataFrame, corpus: str, name: str
         return None
     table = queries_needed(pairs, DELTAS, DRAWS, ALPHA, POWER)
     keys = ["size", "scope", "a", "b", "delta"]
+    several = [d for d in DRAWS if d > 1]
     body = []
     for (size, scope, a, b, delta), group in table.group_by(keys, maintain_order=True):
         cells = {r["draws"]: r for r in group.iter_rows(named=True)}
@@ -223,48 +261,59 @@ def queries_needed_table(rows: pl.DataFrame, corpus: str, name: str
         test = ("paired t" if all(r["test"] == PAIRED_T for r in cells.values())
                 else "interval")
         body.append([_pools(size, scope), a, b, f"{delta * 100:g}", test,
-                     str(first["draw_df"]), _draw_sd(first),
-                     *[_needed(cells[d]) if d in cells else MISSING for d in DRAWS]])
+                     str(first["draw_df"]), _sd(first["s2_draw"]), _sd(first["s2_draw_upper"]),
+                     *[_count(cells[d]["queries"], cells[d]["reason"]) if d in cells
+                       else MISSING for d in DRAWS],
+                     *[_plug_in(cells.get(d)) for d in several],
+                     power_quote(delta, first["s2_draw"] ** 0.5
+                                 if first["s2_draw"] is not None else None,
+                                 first["measured_draws"])])
     floors = sorted(set(FLOORS) & set(rows["model"].unique().to_list()))
     level = f"{UPPER_LEVEL * 100:g}%"
     caption = (
         f"{corpus}: queries needed to detect a {name} difference of delta x100 (alpha {ALPHA}, "
-        f"power {POWER}) with R pool draws, per pair of models, from the mean squares of that "
-        "pair's difference on each scope's largest pool; test interval: the 95% "
-        "queries-and-draws interval of the differences table excludes 0 (each part's own t, "
-        "Q-1 and R-1 degrees of freedom, in quadrature: Banerjee's 1960 construction), its "
-        "power integrated over the mean squares' chi-squares; the number allows for what the "
-        "measured draws cannot know: the fewest queries at which that power, averaged over the "
+        f"power {POWER}) with R pool draws, per pair of models on each scope's largest pool; "
+        "test: the differences table's 95% queries-and-draws interval excludes 0; each "
+        "number is the assurance's (the power expected over the variance components' "
+        "posterior)")
+    grid = sorted(SIMULATED_POWER.get(2.0, {}))
+    notes = (
+        "The number is the fewest queries at which the interval's power, averaged over the "
         "variance components the measurement allows (their posterior under Jeffreys' prior, "
         "no component below 0: Box & Tiao 1973) among those with which R draws can reach "
-        f"{POWER} at all, is {POWER} (an expected power, O'Hagan, Stevens & Campbell 2005's "
-        "assurance), and never fewer than in parentheses: the queries needed were the "
-        "estimates the truth (the draw estimate as measured, 0 included); from simulated "
-        "3-draw pilots with a draw sd of 0.3 points and a difference of 2 points "
-        "(benchmarks/results/queries_needed.md) the median true power was "
-        f"{SIMULATED['assured'][0]:.2f}-{SIMULATED['assured'][1]:.2f} at the number, "
-        f"{SIMULATED['point'][0]:.2f}-{SIMULATED['point'][1]:.2f} at the one in parentheses"
-        f"; draw sd: the draw component's standard deviation x100, estimated ({level} "
-        "one-sided upper confidence bound, from the draws' mean square on its R-1 degrees of "
-        "freedom)" + _plan_notes(table)
-        + f"; {UNREACHABLE}: at the estimates the interval's draw part (R-1 degrees of "
-        f"freedom) keeps its power below {POWER} however many queries; {NO_TEST}: measured "
-        "with several draws, one draw cannot separate the draw variance (no test on one draw "
-        f"holds its level); {MISSING}: measured with one draw, the draw's variance unknown; "
-        "draw df: the degrees of freedom of the draw estimate every number of the row rests "
-        "on (2 with 3 draws: its 95% interval spans 0.27 to 39.5 times the estimate; 0: none)"
-        + (f"; pairs with {', '.join(floors)} left out (a floor)" if floors else "")
-        + _identical(pairs))
-    header = ["pools", "a", "b", "delta", "test", "draw df", f"draw sd ({level} upper)",
-              *[f"R={d}" for d in DRAWS]]
-    return ("queries-needed", caption, header, body)
+        f"{POWER} at all, is {POWER}: an expected power, O'Hagan, Stevens & Campbell 2005's "
+        "assurance.",
+        f"{UNREACHABLE.capitalize()}: the posterior probability that R draws can reach "
+        f"{POWER} at all (a draw component within the reach limit) is below {ALPHA}.",
+        "R=3 plug-in (and R=5, R=10): the queries needed were the estimates the truth (the "
+        "draw estimate as measured, 0 included); the number is never fewer.",
+        f"Draw sd: the draw component's standard deviation x100, estimated; {level} upper: "
+        "its one-sided upper confidence bound, from the draws' mean square on its R-1 "
+        "degrees of freedom.",
+        f"Median power at R=3 (simulated): in simulated {SIMULATED_DRAWS}-draw pilots planning "
+        f"{SIMULATED_DRAWS} draws (benchmarks/results/queries_needed.md), the lowest and "
+        "highest median true power at the number, over the interactions and pilot sizes "
+        "simulated at the row's delta and the true draw sd nearest the row's estimate (sd "
+        f"{', '.join(f'{v:g}' for v in grid)} at a delta of 2); \"outside\" beyond them.",
+        *_plan_notes(table),
+        f"{NO_TEST}: measured with several draws, one draw cannot separate the draw variance "
+        f"(no test on one draw holds its level); {MISSING}: measured with one draw, the "
+        "draw's variance unknown.",
+        "Draw df: the degrees of freedom of the draw estimate every number of the row rests "
+        "on (2 with 3 draws: its 95% interval spans 0.27 to 39.5 times the estimate; 0: "
+        "none).",
+        *([f"Pairs with {', '.join(floors)} left out (a floor)."] if floors else []),
+        *_identical(pairs), _method("queries-needed"))
+    header = ["pools", "a", "b", "delta", "test", "draw df", "draw sd", f"draw sd {level} upper",
+              *[f"R={d}" for d in DRAWS], *[f"R={d} plug-in" for d in several],
+              f"median power at R={SIMULATED_DRAWS} (simulated)"]
+    return ("queries-needed", caption, header, body, notes)
 
 
-def variance_tables(results: pl.DataFrame, corpus: str
-                    ) -> list[tuple[str, str, list[str], list[list[str]]]]:
-    """(name, caption, header, rows) of the section's tables from the full queries' rows, on
-    the main metric (MAP when there is one: the metric the report's other tables mark; the
-    API's `variance` gives every metric). None without a value."""
+def variance_tables(results: pl.DataFrame, corpus: str) -> list[TableParts]:
+    """(name, caption, header, rows, notes) of the section's tables from the full queries'
+    rows, on the main metric (MAP when there is one: the metric the report's other tables
+    mark; the API's `variance` gives every metric). None without a value."""
     scored = results.filter(pl.col("value").is_not_null())
     metric = main_metric(sorted(scored["metric"].unique().to_list(), key=metric_key))
     if metric is None:
@@ -275,37 +324,42 @@ def variance_tables(results: pl.DataFrame, corpus: str
     if found.is_empty():
         return []
     one_draw = (found["draws"] < 2).any()
-    tables = [("variance", (
-        f"{corpus}: where the variance of each model's mean {name} comes from, per pool size "
-        "(two-way random-effects ANOVA over queries x pool draws, moment estimates truncated "
-        "at 0): mean and its standard error x100, and the shares of that error's variance due "
-        "to the query sample, the pool draw and their interaction"
-        + ("; -: one draw, the draw's share cannot be estimated and SE is the queries' alone"
-           if one_draw else "")
-        + "; with 3 draws the draw component rests on 2 degrees of freedom (its 95% interval "
-        "spans 0.27 to 39.5 times the estimate)" + _draw_zero(found) + _few_queries(found)
-        + _csfcube(rows)),
+    tables: list[TableParts] = [("variance", (
+        f"{corpus}: where the variance of each model's mean {name} comes from, per pool size: "
+        "the mean and its standard error x100, and the shares of that error's variance due "
+        "to the query sample, the pool draw and their interaction (two-way random-effects "
+        "ANOVA over queries x pool draws; no test)"),
         ["pools", "model", "queries x draws", "mean", "SE", "query", "draw", "query x draw"],
         [[_pools(r["size"], r["scope"]), r["model"], f"{r['queries']} x {r['draws']}",
           f"{r['mean'] * 100:.1f}", _se(r), _share(r["share_query"]),
           _share(r["share_draw"]), _share(r["share_interaction"])]
-         for r in found.iter_rows(named=True)])]
+         for r in found.iter_rows(named=True)],
+        ("Moment estimates (expected mean squares), each component truncated at 0.",
+         *(["-: one draw, so the draw's share cannot be estimated and SE is the queries' "
+            "alone."] if one_draw else []),
+         "With 3 draws the draw component rests on 2 degrees of freedom (its 95% interval "
+         "spans 0.27 to 39.5 times the estimate).",
+         *_draw_zero(found), *_few_queries(found), *_csfcube(rows),
+         _method("where-the-variance-comes-from")))]
     pairs = differences(rows)
     if pairs.height:
         tables.append(("variance-differences", (
-            f"{corpus}: {name} difference a - b x100 per pool size and pair of models (paired on "
-            "query and pool draw), its 95% interval over queries only (the paired t-test's, "
-            "values averaged over draws) and over queries and draws" + _interval_note(pairs)
-            + _narrower(pairs)
-            + ("; queries only (1 draw): one draw cannot give the draws' part" if one_draw
-               else "") + _csfcube(rows)
-            + _few_queries(pairs)),
+            f"{corpus}: {name} difference a - b x100 per pool size and pair of models (paired "
+            "on query and pool draw), with its 95% interval over queries only (the paired "
+            "t-test's) and over queries and draws (Banerjee's construction), each a test of "
+            "a zero difference that rejects it where the interval excludes 0"),
             ["pools", "a", "b", "difference", "95% queries only", "95% queries and draws"],
             [[_pools(r["size"], r["scope"]), r["a"], r["b"], f"{r['difference'] * 100:.1f}",
               _bounds(r["queries_low"], r["queries_high"], r["queries"]),
               _bounds(r["low"], r["high"], r["queries"]) if r["draws"] > 1
               else "queries only (1 draw)"]
-             for r in pairs.iter_rows(named=True)]))
+             for r in pairs.iter_rows(named=True)],
+            ("Queries only: the paired t-test's interval, on the per-query differences "
+             "averaged over draws.",
+             *_interval_notes(pairs), *_narrower(pairs),
+             *(["Queries only (1 draw): one draw cannot give the draws' part."] if one_draw
+               else []),
+             *_csfcube(rows), *_few_queries(pairs), _method("differences-over-queries-and-draws"))))
     needed = queries_needed_table(rows, corpus, name)
     if needed:
         tables.append(needed)

@@ -412,14 +412,15 @@ def test_queries_needed_are_per_pair_and_leave_the_floor_out_of_the_report():
     both = queries_needed(pair_components(floor))
     assert both.filter(~pl.col("b").eq("random") & ~pl.col("a").eq("random")).equals(plain)
     assert plain["queries"].drop_nulls().n_unique() > 3  # the pairs' numbers differ
-    tables = {name: (caption, header, body) for name, caption, header, body in
+    tables = {name: (caption, header, body, notes) for name, caption, header, body, notes in
               variance_tables(floor.with_columns(scope=pl.lit("dataset")), "demo")}
-    caption, header, body = tables["queries-needed"]
+    caption, header, body, notes = tables["queries-needed"]
+    prose = " ".join([caption, *notes])
     assert {(r[1], r[2]) for r in body} == {("bm25", "minilm"), ("bm25", "specter"),
                                             ("minilm", "specter")}
-    assert "random left out" in caption and "Banerjee" in caption
+    assert "random left out" in prose and "queries-and-draws interval excludes 0" in caption
     assert header[4:6] == ["test", "draw df"] and {r[5] for r in body} == {"2"}
-    assert {r[4] for r in body} == {"interval"} and "paired t" not in caption
+    assert {r[4] for r in body} == {"interval"} and "paired t" not in prose
 
 
 def test_a_nan_value_is_refused_everywhere():
