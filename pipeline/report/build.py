@@ -7,7 +7,7 @@ import logging
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from pathlib import Path
 
@@ -62,6 +62,7 @@ from pipeline.report.tables import (
     COLLECTION,
     GROUP_KEYS,
     MISSING,
+    Table,
     averaged_fields,
     collection_metrics,
     collection_table,
@@ -69,14 +70,16 @@ from pipeline.report.tables import (
     dataset_table,
     field_metric,
     field_table,
-    latex_table,
+    lowered,
     main_metric,
     markdown_table,
     markdown_text,
     mdcr_tables,
     mean_results,
+    method_note,
     metric_key,
     metric_name,
+    sentence,
     significance_marks,
     significance_section,
     variant_table,
@@ -101,32 +104,6 @@ def stage_times(runs_root: Path, corpus: str) -> str:
 
 
 @dataclass(frozen=True)
-class Table:
-    """One table of the report: written as `<corpus>-<name>.tex`, shown as a Markdown section."""
-
-    name: str  # the file's section name: dataset, field-100k, published-<section>, ...
-    caption: str  # what the table shows and its test, at most CAPTION_WORDS words
-    header: list[str]
-    rows: list[list[str]]
-    notes: tuple[str, ...] = ()  # the method, one or two sentences each, printed under it
-
-    @property
-    def markdown(self) -> str:
-        notes = "".join(f"- {markdown_text(note)}\n" for note in self.notes)
-        return (f"## {markdown_text(self.caption)}\n\n" + markdown_table(self.header, self.rows)
-                + (f"\n{notes}" if notes else ""))
-
-    @property
-    def latex(self) -> str:
-        return latex_table(self.header, self.rows, self.caption)
-
-    def frame(self) -> pl.DataFrame:
-        """The table's cells as strings, one column per header cell (as printed)."""
-        return pl.DataFrame([dict(zip(self.header, row, strict=True)) for row in self.rows],
-                            schema=dict.fromkeys(self.header, pl.String))
-
-
-@dataclass(frozen=True)
 class Plot:
     """One figure of the report, drawn when saved (`<corpus>-<name>.png`)."""
 
@@ -142,12 +119,12 @@ class Section:
     name: str
     tables: tuple[Table, ...] = ()
     plots: tuple[Plot, ...] = ()
-    text: str | None = None  # a section that is not tables (significance)
+    text: str | None = None  # Markdown of its own, after its tables (a crossover's none)
 
     @property
     def parts(self) -> list[str]:
-        """Its Markdown sections, in the report's order."""
-        return [self.text] if self.text is not None else [t.markdown for t in self.tables]
+        """Its Markdown sections, in the report's order: its tables, then its text."""
+        return [t.markdown for t in self.tables] + ([self.text] if self.text is not None else [])
 
     @property
     def markdown(self) -> str:
@@ -484,18 +461,27 @@ def left_out(runs_root: Path, corpus: str) -> list[dict[str, str]]:
             and str(item.get("run", "")).startswith(f"{corpus}/")]
 
 
-MDCR_TABLES = (
-    ("mdcr", "MDCR-style benchmark (MDCR Table 3), MAP / R@5 x100 per field, on the lists the "
-     "official evaluator reads (the positives and the types bm25, graph, most_cited, random, "
-     "scincl, specter); averages as it computes them (per field x100, rounded to 4 decimals, "
-     "mean over fields); bold: best MAP"),
+MDCR_AVERAGES = ("Averages as the official evaluator computes them: per field x100, rounded to "
+                 "4 decimals, then the mean over fields.")
+MDCR_TYPES = ("Queries are averaged within a field first, then over fields, so every field "
+              "weighs the same; the last column is the mean over models.")
+MDCR_TABLES = (  # name, caption, notes (no test is run on these cells)
+    ("mdcr", "MDCR-style benchmark (MDCR Table 3): MAP / R@5 x100 per field and the official "
+     "evaluator's averages, on the lists it reads; no significance test",
+     ("The lists the official evaluator reads: the positives and the candidate types bm25, "
+      "graph, most_cited, random, scincl and specter.", MDCR_AVERAGES,
+      "Bold: the best average MAP.")),
     ("mdcr-types", "MAP x100 per candidate type (MDCR Table 4): each query's positives and the "
-     "negatives of one type only, mean over fields"),
+     "negatives of one type only, mean over fields; no significance test", (MDCR_TYPES,)),
     ("mdcr-every-list", "NOT the official evaluator's numbers: MAP / R@5 x100 per field over "
-     "every list of the benchmark, including types the official evaluator does not read"),
+     "every list of the benchmark, including types the official evaluator does not read; no "
+     "significance test", (MDCR_AVERAGES, "Bold: the best average MAP.")),
     ("mdcr-other-types", "MAP x100 per candidate type the official evaluator does not read: "
-     "each query's positives and that type's negatives only"))
+     "each query's positives and that type's negatives only, mean over fields; no "
+     "significance test", (MDCR_TYPES,)))
 SIGNIFICANT = "significantly below the best (paired t-test, Holm-Bonferroni, p < 0.05)"
+MARKS_NOTE = ("The t-test pairs the queries, each query's value first averaged over the "
+              "repeats; Holm-Bonferroni adjusts over every pair of models in the column.")
 
 
 def mdcr_section(data: Results) -> Section:
@@ -505,8 +491,10 @@ def mdcr_section(data: Results) -> Section:
         return Section("mdcr")
     tables = mdcr_tables(data.rows.filter(~PERTURBED))
     return Section("mdcr", tuple(
-        Table(name, f"{data.corpus}: {caption}", header, rows)
-        for (name, caption), (header, rows) in zip(MDCR_TABLES, tables, strict=True) if rows))
+        Table(name, f"{data.corpus}: {caption}", header, rows,
+              (*notes, method_note("mdcr-tables")))
+        for (name, caption, notes), (header, rows) in zip(MDCR_TABLES, tables, strict=True)
+        if rows))
 
 
 def csfcube_section(data: Results) -> Section:
@@ -518,10 +506,14 @@ def csfcube_section(data: Results) -> Section:
     facets = data.rows.filter(pl.col("level") == "csfcube", ~PERTURBED)
     header, rows = csfcube_table(facets, csfcube_folds(data.runs_root, data.corpus, facets))
     caption = (f"{data.corpus}: CSFCube, NDCG%20 / MAP x100 per facet and over all facets, as "
-               "CSFCube's evaluation computes them (MAP: grades >= 2 relevant; the mean of "
-               "the two test folds' means, as the significance section's means; the variance "
-               "section uses the plain mean over the queries); bold: best NDCG%20")
-    return Section("csfcube", (Table("csfcube", caption, header, rows),))
+               "CSFCube's evaluation script computes them; bold: best NDCG%20 of its column; "
+               "no significance test (the significance section tests these pools)")
+    notes = ("MAP counts grades >= 2 as relevant.",
+             "A cell is the mean of the two test folds' means, as the significance section's "
+             "means are; the variance section uses the plain mean over the queries.",
+             "The column all is over the three facets' queries together, shown only for a "
+             "model scored on every facet.", method_note("csfcube-table"))
+    return Section("csfcube", (Table("csfcube", caption, header, rows, notes),))
 
 
 def collection_section(data: Results) -> Section:
@@ -534,12 +526,13 @@ def collection_section(data: Results) -> Section:
         data.compared.filter(pl.col("level") == COLLECTION), "size", metrics[0]))
     names, main = " / ".join(metric_name(m) for m in metrics), metric_name(metrics[0])
     pools = ", ".join(sorted(collections["pool"].unique().to_list()))
-    missing = (f"; {MISSING}: not computed"
-               if any(cell == MISSING for row in rows for cell in row[1:]) else "")
+    missing = ((f"{MISSING}: not computed (the run was not scored with that metric).",)
+               if any(cell == MISSING for row in rows for cell in row[1:]) else ())
     caption = (f"{data.corpus}: BEIR-layout collection ({pools}), {names} ({data.top}), the mean "
-               "over queries, 0-1 with 4 decimals (the BEIR paper prints 0.665, MTEB "
-               f"0.6451){missing}; bold: best {main}; †: {main} {SIGNIFICANT}")
-    return Section("collection", (Table("collection", caption, header, rows),))
+               f"over queries on a 0-1 scale; bold: best {main}; †: {main} {SIGNIFICANT}")
+    notes = ("Four decimals, as MTEB prints nDCG@10 (0.6451); the BEIR paper prints three "
+             "(0.665).", *missing, MARKS_NOTE, method_note("collection-table"))
+    return Section("collection", (Table("collection", caption, header, rows, notes),))
 
 
 def query_variants_section(data: Results) -> Section:
@@ -552,8 +545,10 @@ def query_variants_section(data: Results) -> Section:
     header, rows = variant_table(results, metric)
     caption = (f"{data.corpus}: query robustness, {metric_name(metric)} x100 with full queries "
                "and with each QUERY_VARIANT (change in points), over the pools and queries "
-               "both runs scored")
-    return Section("query-variants", (Table("query-variants", caption, header, rows),))
+               "both runs scored; no significance test")
+    notes = ("A change is the variant's mean minus the full queries' mean over the same pools "
+             "and queries.", method_note("query-variants-table"))
+    return Section("query-variants", (Table("query-variants", caption, header, rows, notes),))
 
 
 def dataset_section(data: Results) -> Section:
@@ -565,16 +560,19 @@ def dataset_section(data: Results) -> Section:
     dataset = data.compared.filter(pl.col("level") == "dataset")
     header, rows = dataset_table(means, significance_marks(dataset, "size", metrics[0]))
     names, main = " / ".join(metric_name(m) for m in metrics), metric_name(metrics[0])
-    missing = (f"; {MISSING}: not computed"
+    missing = ((f"{MISSING}: not computed (the run was not scored with that metric).",)
                if any(MISSING in cell.split(" / ") for row in rows for cell in row[1:])
-               else "")
+               else ())
     caption = (f"{data.corpus}: dataset-level pools, {names} x100 ({data.top}), mean ± std over "
-               f"repeats{missing}; bold: best {main}; †: {main} {SIGNIFICANT}")
+               f"repeats; bold: best {main}; †: {main} {SIGNIFICANT}")
+    notes = ("A cell is the mean over a pool's queries, then the mean ± standard deviation over "
+             "the repeats (pool draws).", *missing, MARKS_NOTE,
+             method_note("dataset-level-table"))
     slug = re.sub(r"[^a-z0-9]+", "", metrics[0].lower())  # map, ndcg10, recall100, ...
     plot = partial(plot_map_vs_size, means.filter(pl.col("level") == "dataset"),
                    title=f"{data.corpus}: {main} against pool size (dataset-level)",
                    metric=metrics[0])
-    return Section("dataset", (Table("dataset", caption, header, rows),),
+    return Section("dataset", (Table("dataset", caption, header, rows, notes),),
                    (Plot(f"{slug}-vs-pool-size", plot),))
 
 
@@ -593,11 +591,14 @@ def field_section(data: Results) -> Section:
             plot_field_heatmap, means.filter(pl.col("level") == "field", pl.col("size") == size),
             title=f"{data.corpus}: {name} on field-level pools of {format_size(size)}",
             metric=metric)))
-        caption = (f"{data.corpus}: field-level pools of {format_size(size)}, {name} x100"
-                   f"{average_note(header[1:-1], averaged_fields(means, size, metric))}; "
-                   "bold: best; †: significantly below the best (paired t-test, "
-                   "Holm-Bonferroni, p < 0.05)")
-        tables.append(Table(f"field-{format_size(size)}", caption, header, rows))
+        caption = (f"{data.corpus}: field-level pools of {format_size(size)}, {name} x100 per "
+                   "field and averaged over fields; bold: best; †: significantly below the "
+                   "best (paired t-test, Holm-Bonferroni, p < 0.05)")
+        average = average_note(header[1:-1], averaged_fields(means, size, metric))
+        notes = ("A cell is the mean over the field pool's queries, averaged over its repeats "
+                 "where there are several.", *((average,) if average else ()), MARKS_NOTE,
+                 method_note("field-level-table"))
+        tables.append(Table(f"field-{format_size(size)}", caption, header, rows, notes))
     return Section("fields", tuple(tables), tuple(plots))
 
 
@@ -606,10 +607,10 @@ def average_note(shown: list[str], averaged: list[str]) -> str:
     if len(averaged) == len(shown):
         return ""
     if not averaged:
-        return f"; avg: {MISSING}, no field has every model's runs"
+        return f"avg: {MISSING}, no field has every model's runs."
     names = ", ".join(MAG_FIELDS[f] for f in averaged)
-    return (f"; avg: over the {len(averaged)} of {len(shown)} fields every model has "
-            f"({names}), so that every model's average is over the same pools")
+    return (f"avg: over the {len(averaged)} of {len(shown)} fields every model has "
+            f"({names}), so that every model's average is over the same pools.")
 
 
 def significance(data: Results) -> Section:
@@ -621,8 +622,11 @@ def significance(data: Results) -> Section:
 
         folds = csfcube_folds(data.runs_root, data.corpus,
                               data.full_queries.filter(pl.col("level") == "csfcube"))
-    return Section("significance", text=significance_section(data.compared, folds or None)
-                   + data.other_depths_note)
+    depths = (sentence(data.other_depths_note),) if data.other_depths_note else ()
+    return Section("significance", tuple(
+        replace(table, caption=f"{data.corpus}: {lowered(table.caption)}",
+                notes=(*table.notes[:-1], *depths, *table.notes[-1:]))
+        for table in significance_section(data.compared, folds or None)))
 
 
 def variance_section(data: Results) -> Section:
@@ -637,8 +641,9 @@ def published_section(data: Results) -> Section:
     """The papers' published numbers beside the measured cells that match them
     (docs/published.md)."""
     return Section("published", tuple(
-        Table(f"published-{name}", f"{data.corpus}: {caption}", header, rows)
-        for name, caption, header, rows in comparison_tables(data.rows, data.origin)))
+        Table(f"published-{name}", f"{data.corpus}: {caption}", header, rows,
+              (*notes, method_note("published-numbers-table")))
+        for name, caption, header, rows, notes in comparison_tables(data.rows, data.origin)))
 
 
 def leakage_section(data: Results) -> Section:
@@ -647,9 +652,12 @@ def leakage_section(data: Results) -> Section:
     if not data.training or data.corpus_dir is None:
         return Section("leakage")
     header, rows = leakage_rows(data.corpus_dir, reported_pools(data.rows), data.training)
-    caption = (f"{data.corpus}: queries and positives in each model's training set (distinct "
-               f"papers; {list_summary(data.training)})")
-    return Section("leakage", (Table("leakage", caption, header, rows),))
+    caption = (f"{data.corpus}: queries and positives of each pool in each model's training set "
+               "(TRAINING_SETS), counted as distinct papers; no test")
+    notes = (*list_summary(data.training),
+             "A query or positive seen in training flatters that model.",
+             method_note("leakage-table"))
+    return Section("leakage", (Table("leakage", caption, header, rows, notes),))
 
 
 def crossover_section(data: Results) -> Section:
@@ -738,10 +746,11 @@ def not_shown_section(data: Results) -> Section:
     if data.stale:
         tables.append(Table("left-out", (
             f"{data.corpus}: {len(data.stale)} evaluations left out, not current (made from "
-            "weights, inputs or options other than those now, as make verify says): no number "
-            "of this report comes from them; run each command to score them again"),
+            "weights, inputs or options other than those now, as make verify says), with the "
+            "command that scores each again"),
             ["run", "why", "the command that makes it current"],
-            [[item["run"], item["why"], item["repair"]] for item in data.stale]))
+            [[item["run"], item["why"], item["repair"]] for item in data.stale],
+            ("No number of this report comes from them.", method_note("what-is-not-shown"))))
     other = data.full_queries.filter(~pl.col(CUT).eq_missing(data.depth)) \
         if CUT in data.full_queries.columns else data.full_queries.clear()
     if other.height:
@@ -751,37 +760,40 @@ def not_shown_section(data: Results) -> Section:
                   .sort("model", CUT))
         tables.append(Table("other-depths", (
             f"{data.corpus}: runs of another depth than the report's {data.top}, each shown "
-            "under a label with its depth, and compared with no other model (no test, "
-            "interval of a difference, variance split or crossover between runs of two "
-            f"depths); {other_depths_fix(depths)}"),
+            "under a label with its depth and compared with no other model"),
             ["run", "depth", "pools"],
             [[row["model"], MISSING if row[CUT] is None else
               "all" if row[CUT] == ALL else row[CUT], str(row["pools"])]
-             for row in depths.iter_rows(named=True)]))
+             for row in depths.iter_rows(named=True)],
+            ("No test, interval of a difference, variance split or crossover is computed "
+             "between runs of two depths.", *other_depths_fix(depths),
+             method_note("what-is-not-shown"))))
     if served := served_rows(data):
         tables.append(Table("served", (
-            f"{data.corpus}: models served by an endpoint, whose identity is its URL and the "
-            "vectors of the probe texts, checked by each run that sends requests; a run that "
-            "sends none (every paper stored) checks the URL only, so a model swapped behind "
-            "the same URL since its store was written is not seen here: `make eval MODEL=<m> "
-            "EMBEDDINGS_URL=<url> REPLACE=1` embeds with the model answering now"),
-            ["model", "endpoint", "its store written"], served))
+            f"{data.corpus}: models served by an endpoint, with the endpoint and when each "
+            "model's store was written; a run that sends requests checks the model's identity "
+            "(its URL and the vectors of the probe texts)"),
+            ["model", "endpoint", "its store written"], served,
+            ("A run that sends none (every paper stored) checks the URL only, so a model "
+             "swapped behind the same URL since its store was written is not seen here.",
+             "`make eval MODEL=<m> EMBEDDINGS_URL=<url> REPLACE=1` embeds with the model "
+             "answering now.", method_note("what-is-not-shown"))))
     return Section("not-shown", tuple(tables))
 
 
-def other_depths_fix(depths: pl.DataFrame) -> str:
-    """What compares the runs of another depth (`depths`: model, CUT, imported): searched ones
-    are searched again at one depth (K); an imported run cannot be, and is compared where a
-    run of its depth, or a complete one, stands beside it."""
+def other_depths_fix(depths: pl.DataFrame) -> tuple[str, ...]:
+    """What compares the runs of another depth (`depths`: model, CUT, imported), as notes:
+    searched ones are searched again at one depth (K); an imported run cannot be, and is
+    compared where a run of its depth, or a complete one, stands beside it."""
     imported = depths.filter(pl.col("imported"))
-    searched = "search them again at one depth (K) to compare them" \
-        if imported.height < depths.height else ""
-    made = ("an imported run is compared with runs of its own depth, or with every model "
+    searched = ("Search them again at one depth (K) to compare them.",) \
+        if imported.height < depths.height else ()
+    made = ("An imported run is compared with runs of its own depth, or with every model "
             "where both rank each candidate of their pools: import one cut at the report's "
-            "depth, or search the others at it (a run imported before an import counted "
-            "whether its lists are whole is counted by make import-run again with its "
-            "source)") if imported.height else ""
-    return "; ".join(part for part in (searched, made) if part)
+            "depth, or search the others at it.",
+            "A run imported before an import counted whether its lists are whole is counted "
+            "by make import-run again with its source.") if imported.height else ()
+    return (*searched, *made)
 
 
 def served_rows(data: Results) -> list[list[str]]:

@@ -6,7 +6,9 @@ as base64) and the provenance of the numbers. A section added to the report late
 without work here. One file that opens offline: the style and the script (package data,
 `page.css` and `page.js`) are written into it, nothing is fetched. Tables sort by a click on a
 header and filter by words; a bold cell and a † say on hover what they mean (the table's
-caption's own words); a cell names on hover the commands that make its number again.
+caption's or notes' own words); a cell names on hover the commands that make its number
+again. Each table's notes (the method: the same words as the Markdown's list and the LaTeX's)
+are folded under a closed `<details>` beneath it, opened by a click.
 
 Deterministic: the same report gives the same bytes (no time, no random id, JSON with sorted
 keys, every list in the report's own order).
@@ -36,6 +38,7 @@ class TableLike(Protocol):
     caption: str
     header: list[str]
     rows: list[list[str]]
+    notes: tuple[str, ...]
 
 
 class PlotLike(Protocol):
@@ -78,11 +81,15 @@ def script_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=True).translate(_SCRIPT_UNSAFE)
 
 
-def mark_meaning(caption: str, sign: str, default: str) -> str:
+def mark_meaning(caption: str, sign: str, default: str, notes: Sequence[str] = ()) -> str:
     """What a mark means, in the caption's own words (`bold: best MAP; †: MAP significantly
-    below ...`), else `default`."""
-    found = re.search(rf"(?:^|[;,(]\s*){re.escape(sign)}:\s*(.+?)(?:;\s|$)", caption)
-    return found.group(1).strip() if found else default
+    below ...`), else in a note's (`Bold: the best average MAP.`), else `default`."""
+    for text in (caption, *notes):
+        found = re.search(rf"(?:^|[;,(]\s*){re.escape(sign)}:\s*(.+?)(?:;\s|$)", text,
+                          re.IGNORECASE)
+        if found:
+            return found.group(1).strip().removesuffix(".")
+    return default
 
 
 def cell(text: str, best: str, worse: str) -> str:
@@ -92,11 +99,21 @@ def cell(text: str, best: str, worse: str) -> str:
     return out.replace("†", f'<abbr class="sig" title="{_e(worse)}">†</abbr>')
 
 
+def notes_block(notes: Sequence[str]) -> str:
+    """A table's notes as a list folded under a closed `<details>` (opened by a click)."""
+    if not notes:
+        return ""
+    items = "".join(f"<li>{_e(note)}</li>" for note in notes)
+    return (f'<details class="notes"><summary>Notes: the method ({len(notes)})</summary>'
+            f"<ul>{items}</ul></details>")
+
+
 def table(name: str, caption: str, header: Sequence[str], rows: Sequence[Sequence[str]],
-          kind: str = "result") -> str:
-    """One table with its caption and tools (a filter box, colour by value, a row count)."""
-    best = mark_meaning(caption, "bold", BEST)
-    worse = mark_meaning(caption, "†", SIGNIFICANT)
+          kind: str = "result", notes: Sequence[str] = ()) -> str:
+    """One table with its caption, tools (a filter box, colour by value, a row count) and its
+    notes folded beneath it."""
+    best = mark_meaning(caption, "bold", BEST, notes)
+    worse = mark_meaning(caption, "†", SIGNIFICANT, notes)
     head = "".join(f'<th scope="col">{_e(h)}</th>' for h in header)
     body = "\n".join("<tr>" + "".join(f"<td>{cell(c, best, worse)}</td>" for c in row)
                      + "</tr>" for row in rows)
@@ -108,7 +125,8 @@ def table(name: str, caption: str, header: Sequence[str], rows: Sequence[Sequenc
             f'colour by value</label> <span class="count">{len(rows)} row'
             f'{"" if len(rows) == 1 else "s"}</span></div>'
             f'<div class="scroll"><table class="data {kind}" data-name="{_e(name)}">'
-            f"<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table></div></div>")
+            f"<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table></div>"
+            f"{notes_block(notes)}</div>")
 
 
 def markdown_blocks(text: str) -> list[tuple[str, object]]:
@@ -193,7 +211,8 @@ def page(corpus: str, seed: int, sections: Sequence[SectionLike],
     shown = [s for s in sections if s.tables or s.plots or s.text]
     body = []
     for section in shown:
-        parts = [table(t.name, t.caption, t.header, t.rows) for t in section.tables]
+        parts = [table(t.name, t.caption, t.header, t.rows, notes=t.notes)
+                 for t in section.tables]
         if section.text is not None:
             parts.append(text_section(section.name, section.text))
         parts += [figure(p.name, images[p.name]) for p in section.plots if p.name in images]

@@ -30,7 +30,7 @@ from pipeline.judging.inferred import (
 )
 from pipeline.judging.stage import JudgedPool, LeftOut, judged_pools
 from pipeline.layout import Place, format_size
-from pipeline.report.tables import at_bound, interval_cell, span
+from pipeline.report.tables import at_bound, clauses, interval_cell, method_note, span
 from pipeline.roots import where
 
 log = logging.getLogger(__name__)
@@ -147,11 +147,12 @@ def pairs_interval_note(frame: pl.DataFrame) -> str:
 
 @dataclass(frozen=True)
 class JudgedTables:
-    """One assessor's tables (name, caption, header, rows) and the means its plot draws."""
+    """One assessor's tables (name, caption, header, rows, notes) and the means its plot
+    draws."""
 
     assessor: str
     stand_in: bool
-    tables: list[tuple[str, str, list[str], list[list[str]]]]
+    tables: list[tuple[str, str, list[str], list[list[str]], tuple[str, ...]]]
     means: pl.DataFrame
 
 
@@ -187,13 +188,14 @@ def _number(value: float) -> str:
     return f"{value:.1f}".removesuffix(".0")
 
 
-def jkap_flag(group: Sequence[JudgedPool]) -> str:
-    """The means caption's line next to jkAP where a pool's sample leaves some stratum with
-    fewer judged pairs per query than jkAP needs (inferred.thin_strata): the bias range such
-    samples had in the simulation's worlds (inferred.JK_BIAS, measured by
-    benchmarks/jkap_flag.py), the SAMPLE that kept it within 0.01 there
-    (inferred.JK_WITHIN_SAMPLE), and the SAMPLE that would avoid the flag in every pool of
-    `group`; "" where none is thin."""
+def jkap_flag(group: Sequence[JudgedPool]) -> tuple[str, ...]:
+    """The means table's notes on jkAP where a pool's sample leaves some stratum with fewer
+    judged pairs per query than jkAP needs (inferred.thin_strata): which strata; the bias
+    range such samples had in the simulation's worlds (inferred.JK_BIAS, measured by
+    benchmarks/jkap_flag.py) and the SAMPLE from which it stayed within 0.01 there
+    (inferred.JK_WITHIN_SAMPLE); and, apart, the SAMPLE that leaves no stratum of `group`'s
+    pools thin, which avoids the flag here, not the bias (a count of judged pairs, not a bound
+    measured on these pools); () where none is thin."""
     thin: dict[str, ThinStratum] = {}  # label: the thinnest seen over the pools
     sample = 0
     for p in group:
@@ -203,7 +205,7 @@ def jkap_flag(group: Sequence[JudgedPool]) -> str:
                 thin[stratum.label] = stratum
         sample = max(sample, needed)  # every pool's: the SAMPLE keeps none of them thin
     if not thin:
-        return ""
+        return ()
     ordered = sorted(thin.values(), key=lambda stratum: int(stratum.label.split("-")[0]))
     short = ", ".join(f"{_number(s.judged)} of {_number(s.needed)} in ranks {s.label}"
                       for s in ordered)
@@ -212,14 +214,17 @@ def jkap_flag(group: Sequence[JudgedPool]) -> str:
         (True, "high where the deepest is, the more so the rarer relevant papers are"))
         if any(s.deepest == deep for s in ordered)]
     low, high = JK_BIAS
-    line = (f"jkAP may be biased here: the samples judge fewer pairs per query than jkAP "
-            f"needs ({short}), and samples so thin read jkAP from {low:+.3f} to {high:+.3f} "
-            "off the truth in the simulation's three worlds, one dense and two sparse "
-            f"({' and '.join(seen)}), within 0.01 from SAMPLE {JK_WITHIN_SAMPLE} there "
-            f"(benchmarks/results/jkap_flag.md): SAMPLE={sample} would avoid it here (make "
-            "judge, every drawn pair judged)")
-    log.warning(f"[report] {group[0].assessor}: {line}")
-    return line
+    notes = (f"jkAP may be biased here: the samples judge fewer pairs per query than jkAP "
+             f"needs ({short}).",
+             "In the simulation's three worlds, one dense and two sparse, samples that thin "
+             f"read jkAP from {low:+.3f} to {high:+.3f} off the truth ({' and '.join(seen)}); "
+             f"its bias stayed within 0.01 from SAMPLE {JK_WITHIN_SAMPLE} on "
+             "(benchmarks/results/jkap_flag.md).",
+             f"SAMPLE={sample} (make judge, every drawn pair judged) would judge enough pairs "
+             "per query that no stratum of these pools is thin and this flag is not raised; "
+             "it is a count of pairs for these pools, not a bound on jkAP's bias.")
+    log.warning(f"[report] {group[0].assessor}: {' '.join(notes)}")
+    return notes
 
 
 def assessor_tables(corpus: str, group: Sequence[JudgedPool], name: str | None = None
@@ -232,7 +237,6 @@ def assessor_tables(corpus: str, group: Sequence[JudgedPool], name: str | None =
     stem, who = name or group[0].file_name, _who(group)
     models = sorted({m for p in group for m in p.models})
     mean = means(values).sort("size", "scope", "metric", "model")
-    flag = f"; {line}" if (line := jkap_flag(group)) else ""
     rows = [[_scope(r["scope"], r["size"]), r["metric"], r["model"], str(r["queries"]),
              str(r["draws"]), _interval(r["cited"], r["cited_low"], r["cited_high"],
                                         r["cited_agree"], r["queries"]),
@@ -240,20 +244,24 @@ def assessor_tables(corpus: str, group: Sequence[JudgedPool], name: str | None =
             for r in mean.iter_rows(named=True)]
     tables = [(f"judged-{stem}-means",
                f"{corpus}: beyond citations, judged by {who}: each model's mean x100 from the "
-               "citations alone and with the judged sample of the candidates "
-               f"{', '.join(models)} rank high that the citations leave unjudged; jkAP, the "
-               "headline AP: statAP (Aslam, Pavlu & Yilmaz 2006) with the stratified "
-               "jackknife's bias correction (Quenouille 1956; Jones 1974; second order where a "
-               "stratum has 3 judged pairs or more: Schucany, Gray & Owen 1971), a stratum with "
-               f"fewer than 2 judged pairs left uncorrected{flag}; infAP: xinfAP (Yilmaz, "
-               "Kanoulas & Aslam 2008; trec_eval's infAP only where the qrels hold no "
-               "citations: docs/evaluation.md), which over-counts on thin samples; "
-               "P@k: the known relevant in each model's top k and, per stratum, its unjudged "
-               "ones at the share judged relevant among its own judged ones (at most 1); nDCG: "
-               "Horvitz-Thompson, capped at 1 (biased up on thin samples: "
-               f"docs/evaluation.md); {means_interval_note(mean)}",
+               "citations alone and with a judged sample of the candidates the citations "
+               "leave unjudged, with 95% intervals over queries and pool draws",
                ["pools", "metric", "model", "queries", "draws", "citations", "with the sample"],
-               rows)]
+               rows, (f"The sample: candidates that {', '.join(models)} rank high and the "
+                      "citations leave unjudged.",
+                      "jkAP, the headline AP: statAP (Aslam, Pavlu & Yilmaz 2006) with the "
+                      "stratified jackknife's bias correction (Quenouille 1956; Jones 1974; "
+                      "second order where a stratum has 3 judged pairs or more: Schucany, "
+                      "Gray & Owen 1971); a stratum with fewer than 2 judged pairs is left "
+                      "uncorrected.", *jkap_flag(group),
+                      "infAP: xinfAP (Yilmaz, Kanoulas & Aslam 2008; trec_eval's infAP only "
+                      "where the qrels hold no citations), which over-counts on thin samples.",
+                      "P@k: the known relevant in each model's top k and, per stratum, its "
+                      "unjudged ones at the share judged relevant among its own judged ones "
+                      "(at most 1).",
+                      "nDCG: Horvitz-Thompson, capped at 1 (biased up on thin samples).",
+                      *clauses(means_interval_note(mean)),
+                      method_note("judged-tables")))]
     lost = pl.concat([missed(p.pool, p.qrels, p.judgments, p.sample) for p in group])
     rows = []
     for pool in sorted(lost["pool"].unique().to_list()):
@@ -271,16 +279,18 @@ def assessor_tables(corpus: str, group: Sequence[JudgedPool], name: str | None =
     census = any(row[5].endswith(CENSUS) for row in rows)
     tables.append((f"judged-{stem}-missed",
                    f"{corpus}: relevant papers the citations miss, judged by {who}: per pool, "
-                   "the mean relevant citations per query, the drawn pairs judged and the "
-                   "relevant among them, and the estimated relevant candidates per query the "
-                   "citations miss (Horvitz-Thompson over the sampling frame, 95% normal "
-                   "interval from the stratified variance, at least 0), with its range over "
-                   "the queries" + (f"; {NO_SPREAD}: the stratified variance is 0 (the judged "
-                                    "pairs of every stratum agreed), and a sample that agrees "
-                                    "gives no interval here" if no_spread else "")
-                   + (f"; {CENSUS}: the count is known, no interval" if census else ""),
+                   "the relevant citations per query, the pairs judged and found relevant, and "
+                   "the estimated missed relevant per query with a 95% interval",
                    ["pool", "queries", "cited per query", "judged", "relevant found",
-                    "missed per query", "range"], rows))
+                    "missed per query", "range"], rows,
+                   ("Missed: Horvitz-Thompson over the sampling frame, with a 95% normal "
+                    "interval from the stratified variance, at least 0; range: its least and "
+                    "most over the queries.",
+                    *((f"{NO_SPREAD}: the stratified variance is 0 (the judged pairs of every "
+                       "stratum agreed), and a sample that agrees gives no interval here.",)
+                      if no_spread else ()),
+                    *((f"{CENSUS}: the count is known, no interval.",) if census else ()),
+                    method_note("judged-tables"))))
     pairs = differences(values).sort("size", "scope", "metric", "a", "b")
     rows = [[_scope(r["scope"], r["size"]), r["metric"], f"{r['a']} - {r['b']}",
              str(r["queries"]), str(r["draws"]),
@@ -293,10 +303,12 @@ def assessor_tables(corpus: str, group: Sequence[JudgedPool], name: str | None =
             for r in pairs.iter_rows(named=True)]
     tables.append((f"judged-{stem}-pairs",
                    f"{corpus}: does the ranking survive, judged by {who}: each pair's mean "
-                   "difference x100 from the citations alone and with the judged sample, and "
-                   f"the shift between them; {pairs_interval_note(pairs)}",
+                   "difference x100 from the citations alone and with the judged sample, the "
+                   "shift between them, each with a 95% interval over queries and pool draws, "
+                   "and whether the order changes",
                    ["pools", "metric", "pair", "queries", "draws", "citations",
-                    "with the sample", "shift", "order"], rows))
+                    "with the sample", "shift", "order"], rows,
+                   (*clauses(pairs_interval_note(pairs)), method_note("judged-tables"))))
     return JudgedTables(group[0].assessor, group[0].stand_in, tables, mean)
 
 
@@ -315,7 +327,7 @@ def judged_tables(place: Place, pools: Sequence[str],
 
 
 def left_out_table(place: Place, left_out: Sequence[LeftOut]
-                   ) -> tuple[str, str, list[str], list[list[str]]] | None:
+                   ) -> tuple[str, str, list[str], list[list[str]], tuple[str, ...]] | None:
     """The report's table of the samples and judgments it did not count (file, from the runs
     root's folder on; why; the command that makes them count again); None when it counted
     every one."""
@@ -327,7 +339,8 @@ def left_out_table(place: Place, left_out: Sequence[LeftOut]
             ["file", "why", "repair"],
             [[str(item.path.relative_to(place.runs_root.parent)), item.why,
               item.repair.command(where(place.corpus_dir.parent, place.index_root,
-                                        place.runs_root))] for item in left_out])
+                                        place.runs_root))] for item in left_out],
+            ("No number of the judged tables comes from them.", method_note("judged-tables")))
 
 
 def draw_judged(means_frame: pl.DataFrame, path: Path, title: str) -> None:

@@ -53,10 +53,10 @@ def _row(label: str, ids: tuple[np.ndarray, np.ndarray], lists: dict[str, PaperL
     return cells
 
 
-def list_summary(lists: dict[str, PaperList]) -> str:
-    """One line per list: what the table was computed from (path, ids, digest)."""
-    return "; ".join(f"{m}: {p.path} ({p.ids.size} papers, ids sha256 {p.digest[:12]})"
-                     for m, p in sorted(lists.items()))
+def list_summary(lists: dict[str, PaperList]) -> tuple[str, ...]:
+    """One note per list: what the table was computed from (path, ids, digest)."""
+    return tuple(f"{m}: {p.path} ({p.ids.size} papers, ids sha256 {p.digest[:12]})."
+                 for m, p in sorted(lists.items()))
 
 
 def reported_pools(rows: pl.DataFrame) -> list[str]:

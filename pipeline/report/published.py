@@ -56,6 +56,7 @@ from pipeline.report.tables import (
     metric_key,
     metric_name,
     model_order,
+    sentence,
 )
 
 AVERAGE = "average"  # the field of a mean over the 19 fields
@@ -472,14 +473,15 @@ def _setup(section: str, scored: pl.DataFrame, matched: pl.DataFrame, origin: Or
 
 
 def comparison_tables(results: pl.DataFrame, origin: Origin | None = None
-                      ) -> list[tuple[str, str, list[str], list[list[str]]]]:
+                      ) -> list[tuple[str, str, list[str], list[list[str]], tuple[str, ...]]]:
     """Per section with at least one match: (section, caption without the corpus, header,
-    rows). A row is a model and a pool (size, field or candidate type) that some published
+    rows, notes). A row is a model and a pool (size, field or candidate type) that some published
     cell matches; per metric the measured value, the published one and, when the measured
     pools are the paper's setup (`_setup`: the corpus `origin`, queries, repeats), their
     difference (of the values shown: measured rounded to 0.1, minus published, in points
-    x100); then the sources. The caption says on what the setup agrees with the paper's, or
-    what differs (and then no difference is shown)."""
+    x100); then the sources. The caption says whether the setup is the paper's (and else that
+    no difference is shown), the notes on what it agrees with the paper's or what differs, and
+    the measured cells without a published counterpart."""
     origin = origin or NOT_RECORDED
     table = compare(results)
     scored = _scored(results)
@@ -526,13 +528,17 @@ def comparison_tables(results: pl.DataFrame, origin: Origin | None = None
         level = "mdcr" if section.startswith("mdcr") else section
         mine = reference.filter(pl.col("level") == level,
                                 (pl.col("negatives") == ALL_LISTS) == (section != "mdcr-types"))
-        how = (f"measured, published, diff = measured - published in points, on the "
-               f"paper's setup ({'; '.join(agreements)})" if comparable
-               else f"measured and published, NOT comparable ({'; '.join(differences)}), so "
-                    "no difference is shown")
+        how = ("measured, published, diff = measured - published in points, on the paper's "
+               "setup" if comparable else
+               "measured and published, NOT comparable (the setup differs), so no difference "
+               "is shown")
         caption = (f"{what} beside the published numbers of {_sources(sources)}, "
-                   f"{' / '.join(map(metric_name, metrics))} x100: {how}; "
-                   f"{_unmatched_note(cells, mine)}")
-        out.append((section, caption, header, rows))
+                   f"{' / '.join(map(metric_name, metrics))} x100: {how}; no test")
+        setup = (f"The setup agrees with the paper's: {'; '.join(agreements)}." if comparable
+                 else f"The setup differs from the paper's: {'; '.join(differences)}.")
+        notes = (setup, *([f"What agrees: {'; '.join(agreements)}."]
+                          if agreements and not comparable else []),
+                 sentence(_unmatched_note(cells, mine)))
+        out.append((section, caption, header, rows, notes))
     return out
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -214,17 +215,110 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def latex_table(header: list[str], rows: list[list[str]], caption: str) -> str:
-    """The table as a LaTeX table environment (booktabs), its caption below; every cell and
-    the caption escaped (`latex_text`)."""
+def latex_table(header: list[str], rows: list[list[str]], caption: str,
+                notes: tuple[str, ...] = ()) -> str:
+    """The table as a standalone LaTeX table float (booktabs): its caption above the tabular,
+    as a paper sets a table, and its notes under it, a footnotesize list inside the float (the
+    same words as the Markdown and the HTML page); every cell, the caption and each note
+    escaped (`latex_text`)."""
     body = "\n".join(" & ".join(map(latex_text, r)) + r" \\" for r in rows)
+    items = "".join(f"\\item {latex_text(note)}\n" for note in notes)
+    under = ("\\par\\smallskip\n\\begin{minipage}{\\linewidth}\\footnotesize\\raggedright\n"
+             "\\begin{itemize}\\setlength{\\itemsep}{0pt}\n" + items
+             + "\\end{itemize}\n\\end{minipage}\n") if notes else ""
     return (
         "\\begin{table}[t]\n\\centering\n"
+        f"\\caption{{{latex_text(caption)}}}\n\\smallskip\n"
         f"\\begin{{tabular}}{{l{'c' * (len(header) - 1)}}}\n\\toprule\n"
         + " & ".join(map(latex_text, header)) + " \\\\\n\\midrule\n" + body
-        + f"\n\\bottomrule\n\\end{{tabular}}\n\\caption{{{latex_text(caption)}}}\n"
-        "\\end{table}\n"
+        + "\n\\bottomrule\n\\end{tabular}\n" + under + "\\end{table}\n"
     )
+
+
+CAPTION_WORDS = 60  # a caption's most words: what the table shows and its test (issue 79)
+DOCS = "docs/evaluation.md"  # where each table's method is written in full
+
+
+def caption_words(caption: str) -> int:
+    """The words of a caption, as a reader counts them (separated by white space)."""
+    return len(caption.split())
+
+
+def method_note(anchor: str) -> str:
+    """The note that names where a table's method is written in full."""
+    return f"The method in full: {DOCS}#{anchor}."
+
+
+def clauses(text: str) -> tuple[str, ...]:
+    """A caption-style text of clauses joined by "; " as notes: split where "; " stands
+    outside parentheses and brackets, each clause begun with a capital and ended with a
+    period."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(char, 0)
+        if depth == 0 and text.startswith("; ", i):
+            parts.append(text[start:i])
+            start = i + 2
+    parts.append(text[start:])
+    return tuple(sentence(part) for part in parts if part.strip())
+
+
+def sentence(text: str) -> str:
+    """`text` as a sentence: stripped, its first letter a capital (not a name's such as
+    jkAP or infAP, whose later letters are capitals), ended with a period."""
+    text = text.strip()
+    first = text.split(" ", 1)[0]
+    if first[1:] == first[1:].lower():
+        text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "?", "!")) else f"{text}."
+
+
+def lowered(caption: str) -> str:
+    """A caption begun in lower case, to stand after "<corpus>: " (not a name's first letter,
+    such as CSFCube's)."""
+    first = caption.split(" ", 1)[0]
+    return caption[:1].lower() + caption[1:] if first[1:] == first[1:].lower() else caption
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the report: written as `<corpus>-<name>.tex`, shown as a Markdown section
+    (its caption, the table, its notes as a list) and in the HTML page (the notes folded)."""
+
+    name: str  # the file's section name: dataset, field-100k, published-<section>, ...
+    caption: str  # what the table shows and its test, at most CAPTION_WORDS words
+    header: list[str]
+    rows: list[list[str]]
+    notes: tuple[str, ...] = ()  # the method, one or two sentences each, printed under it
+
+    def __post_init__(self) -> None:
+        """A caption over CAPTION_WORDS words is a programming error: its method belongs in
+        the notes."""
+        object.__setattr__(self, "notes", tuple(self.notes))
+        if (words := caption_words(self.caption)) > CAPTION_WORDS:
+            raise ValueError(f"table {self.name!r}: its caption has {words} words, over "
+                             f"CAPTION_WORDS ({CAPTION_WORDS}); move the method into its "
+                             f"notes: {self.caption[:120]}...")
+
+    @property
+    def markdown(self) -> str:
+        notes = "".join(f"- {markdown_text(note)}\n" for note in self.notes)
+        return (f"## {markdown_text(self.caption)}\n\n" + markdown_table(self.header, self.rows)
+                + (f"\n{notes}" if notes else ""))
+
+    @property
+    def latex(self) -> str:
+        return latex_table(self.header, self.rows, self.caption, self.notes)
+
+    @property
+    def prose(self) -> str:
+        """Its caption and notes as one text (what a reader reads around the cells)."""
+        return " ".join([self.caption, *self.notes])
+
+    def frame(self) -> pl.DataFrame:
+        """The table's cells as strings, one column per header cell (as printed)."""
+        return pl.DataFrame([dict(zip(self.header, row, strict=True)) for row in self.rows],
+                            schema=dict.fromkeys(self.header, pl.String))
 
 
 def dataset_metrics(means: pl.DataFrame) -> list[str]:
@@ -541,9 +635,11 @@ def fold_interval(per_query: pl.DataFrame, folds: Mapping[str, str], resamples: 
     return float(low), float(high)
 
 
-def significance_section(results: pl.DataFrame, folds: Mapping[str, str] | None = None) -> str:
-    """Every pair of models per pool (size or field) and metric: both paired tests with
-    Holm-Bonferroni, and each model's 95% bootstrap interval. On CSFCube's facet pools (level
+def significance_section(results: pl.DataFrame, folds: Mapping[str, str] | None = None
+                         ) -> tuple[Table, ...]:
+    """Two tables: every pair of models per pool (size or field) and metric with both paired
+    tests and Holm-Bonferroni ("significance"; none with one model per pool), and each
+    model's 95% bootstrap interval ("significance-intervals"). On CSFCube's facet pools (level
     "csfcube") with each query's test fold (`folds`, `csfcube_folds`) the means are the CSFCube
     table's, the mean of the folds' means (`fold_mean`), with a bootstrap that resamples each
     fold apart (`fold_interval`); the tests pair the queries either way."""
@@ -573,21 +669,38 @@ def significance_section(results: pl.DataFrame, folds: Mapping[str, str] | None 
             rows.append([where, metric, a["a"], a["b"], f"{means[0] * 100:.1f}",
                          f"{means[1] * 100:.1f}", p_cell(a["p"], a["p_holm"], a["queries"]),
                          p_cell(b["p"], b["p_holm"], b["queries"])])
-    text = ("## Significance (paired over the same queries, values averaged over repeats; "
-            "Holm-Bonferroni over the pairs of a pool and metric)\n\n")
+    facets: tuple[str, ...] = ()
     if by_folds:
-        text += ("CSFCube's facet pools: every mean here is the mean of the two test folds' "
-                 "means, as the CSFCube table and CSFCube's script average them; the bootstrap "
-                 "intervals below resample each fold's queries apart; the tests pair the "
-                 "queries, each weighing the same.\n\n")
+        facets = ("CSFCube's facet pools: every mean here is the mean of the two test folds' "
+                  "means, as the CSFCube table and CSFCube's script average them; the bootstrap "
+                  "intervals resample each fold's queries apart; the tests pair the queries, "
+                  "each weighing the same.",)
     elif "level" in results.columns and (results["level"] == "csfcube").any():
-        text += ("CSFCube's facet pools: plain means over the queries here (no query's test "
-                 "fold was found; its table prints the mean of the two test folds' "
-                 "means).\n\n")
-    text += markdown_table(header, rows) if rows else "Only one model: nothing to compare.\n"
-    text += f"\n## {markdown_text(bootstrap_caption(bounds))}\n\n"
-    return text + markdown_table(["pools", "metric", "model", "queries", "mean", "95% interval"],
-                                 bounds)
+        facets = ("CSFCube's facet pools: plain means over the queries here (no query's test "
+                  "fold was found; its table prints the mean of the two test folds' means).",)
+    few = tuple(f"{cell}: no test or interval from fewer than {MIN_QUERIES} queries."
+                for cell in sorted({c for r in [*rows, *bounds] for c in r
+                                    if re.fullmatch(r"n/a \(\d+ quer(y|ies)\)", c)}))
+    tables = [Table("significance", PAIRS_CAPTION, header, rows,
+                    (*PAIRS_NOTES, *few, *facets, method_note("significance-tables")))
+              ] if rows else []
+    return (*tables, Table(
+        "significance-intervals", INTERVALS_CAPTION,
+        ["pools", "metric", "model", "queries", "mean", "95% interval"], bounds,
+        (*clauses(bootstrap_caption(bounds)), *few, *facets,
+         *(() if rows else ("Only one model per pool and metric: no pair to test.",)),
+         method_note("significance-tables"))))
+
+
+PAIRS_CAPTION = ("paired tests of every two models per pool and metric: each model's mean x100 "
+                 "and the p-values of the paired t-test and Fisher's randomization test, "
+                 "Holm-Bonferroni-adjusted over the pairs of a pool and metric in parentheses")
+PAIRS_NOTES = (
+    "Paired over the same queries, each query's value first averaged over the repeats.",
+    "The randomization test flips the signs of the paired differences 10,000 times (seeded), "
+    "two-sided, p = (hits + 1) / (n + 1).")
+INTERVALS_CAPTION = ("Each model's mean x100 per pool and metric with its 95% percentile "
+                     "bootstrap interval over queries, and the queries it is over")
 
 
 # The percentile bootstrap's coverage of the mean over queries in benchmarks/bounded_intervals.py

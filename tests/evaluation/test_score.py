@@ -232,7 +232,7 @@ def test_compare_shows_what_make_report_shows(reported, corpus_dir):
     assert isinstance(t, pipeline.Comparison)
     assert t.metrics == ("map", "ndcg", "recall@30")
     # the report's pairs: pools, metric, a, b, mean a, mean b, t-test p (Holm), randomization
-    shown = {row[1]: row[2:] for row in _markdown_rows(report.section("significance").text)
+    shown = {row[1]: row[2:] for row in _markdown_rows(report.tables["significance"].markdown)
              if row[2:4] == ["bm25", "random"]}
     assert set(shown) == {"map", "ndcg", "recall@30"}
     for metric, (a, b, mean_a, mean_b, t_p, fisher_p) in shown.items():
@@ -244,7 +244,8 @@ def test_compare_shows_what_make_report_shows(reported, corpus_dir):
         assert f"{other['p']:.3g} ({other['p_adjusted']:.3g})" == fisher_p
     # the report's bootstrap intervals: pools, metric, model, queries, mean, interval
     intervals = {(row[1], row[2]): row[3:] for row in _markdown_rows(
-        report.section("significance").text) if len(row) == 6 and row[0] != "pools"}
+        report.tables["significance-intervals"].markdown) if len(row) == 6
+        and row[0] != "pools"}
     for row in t.frame().iter_rows(named=True):
         assert intervals[(row["metric"], row["model"])] == [
             str(row["queries"]), f"{row['mean'] * 100:.1f}",

@@ -147,8 +147,8 @@ def test_one_query_gives_no_p_value_and_no_interval():
         assert np.isnan(row["p"]) and np.isnan(row["p_holm"]) and not row["significant"]
     assert np.isnan(bootstrap_ci(np.array([0.395]))).all()
     assert intervals(one).select("low", "high").null_count().row(0) == (0, 0)
-    text = significance_section(one.with_columns(size=pl.lit(1000), scope=pl.lit("all"),
-                                                 metric=pl.lit("map")))
+    text = "\n".join(t.markdown for t in significance_section(
+        one.with_columns(size=pl.lit(1000), scope=pl.lit("all"), metric=pl.lit("map"))))
     assert "| all-1k | map | a | b | 39.5 | 19.5 | n/a (1 query) | n/a (1 query) |" in text
     assert "| all-1k | map | a | 1 | 39.5 | n/a (1 query) |" in text and "[39.5, 39.5]" not in text
     two = pl.concat([one, one.with_columns(query=pl.lit("q2"), value=pl.col("value") + 0.1)])

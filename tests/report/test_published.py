@@ -180,8 +180,8 @@ PAPER_QUERIES = query_ids(3800)  # MDCR Table 1: 3,800 queries per dataset-level
 FIELD_QUERIES = query_ids(200)  # MDCR Tables 2-4: 200 per field
 S2ORC = Origin("s2orc", "an S2ORC corpus")  # what corpus_origin says of an S2ORC ingest
 RELEASE = Origin("mdcr-release", "the official MDCR release")
-PAPER_SETUP = ("on the paper's setup (an S2ORC corpus; 3,800 queries per pool; 3 repeats per "
-               "pool size)")
+PAPER_SETUP = ("The setup agrees with the paper's: an S2ORC corpus; 3,800 queries per pool; 3 "
+               "repeats per pool size.")
 
 
 def frame(rows: list[dict], corpus: str = "s2orc") -> pl.DataFrame:
@@ -256,8 +256,9 @@ def test_paper_grid_shows_measured_published_and_difference(tmp_path):
     (dataset,) = sections
     assert dataset.startswith("## s2orc: dataset-level pools beside the published numbers of "
                               "MDCR Table 1 (Medić and Šnajder 2022), MAP / NDCG / R@30 x100: "
-                              f"measured, published, diff = measured - published in points, "
-                              f"{PAPER_SETUP}; ")
+                              "measured, published, diff = measured - published in points, "
+                              "on the paper's setup; no test\n")
+    assert f"\n- {PAPER_SETUP}\n" in dataset
     assert ("| model | pool | MAP measured | MAP published | MAP diff | NDCG measured | "
             "NDCG published | NDCG diff | R@30 measured | R@30 published | R@30 diff | "
             "source |") in dataset
@@ -276,7 +277,7 @@ def test_paper_grid_shows_measured_published_and_difference(tmp_path):
     assert "MDCR Table 3" not in dataset
     latex = (tmp_path / "s2orc-published-dataset.tex").read_text()
     assert "\\begin{tabular}" in latex and "MDCR Table 1" in latex and "&" not in latex.split(
-        "\\caption")[1]
+        "\\caption{")[1].split("}\n")[0]
     assert not (tmp_path / "s2orc-published-mdcr.tex").exists()
 
 
@@ -288,8 +289,8 @@ def test_full_benchmark_compares_averages_and_candidate_types(tmp_path):
     rows = mdcr_rows({**models, "specter2": (0.40, 0.6, 0.33)}, list(MAG_FIELDS), TYPES)
     # the official release is the paper's benchmark, whatever its query count
     mdcr, types = published_sections(frame(rows), tmp_path, "mdcr", RELEASE)
-    assert "diff = measured - published in points, on the paper's setup (the official MDCR " \
-        "release); " in mdcr
+    assert "diff = measured - published in points, on the paper's setup; no test" in mdcr
+    assert "The setup agrees with the paper's: the official MDCR release." in mdcr
     # the benchmark, per field: the official evaluator's numbers (the lists it reads, not the
     # "all" rows 5 points lower) against MDCR Table 3
     assert "MDCR Table 3 (Medić and Šnajder 2022), SciRepEval Tables 5 and 10" in mdcr
@@ -303,7 +304,7 @@ def test_full_benchmark_compares_averages_and_candidate_types(tmp_path):
         "40.0", "38.4", "+1.6", "33.0", "33.0", "+0.0", "SciRepEval Tables 5 and 10"]
     assert table_row(mdcr, "aspire-bio-mdcr (ASPIRE-BM)", "Biology")[2:5] == [
         "34.0", "38.7", "-4.7"]
-    assert "every measured cell has a published counterpart" not in mdcr  # NDCG: not printed
+    assert "Every measured cell has a published counterpart" not in mdcr  # NDCG: not printed
     assert types.startswith("## mdcr: MDCR-style benchmark per candidate type")
     assert "MDCR Table 4 (Medić and Šnajder 2022)" in types
     # per type: MAP 0.2 above the whole list's; the mean over the six models 0.325 + 0.2
@@ -355,14 +356,14 @@ def test_field_level_pools_of_100k_only(tmp_path, size):
         return
     (text,) = sections
     assert "MDCR Tables 2, 7 and 8 (Medić and Šnajder 2022)" in text
-    assert ("on the paper's setup (an S2ORC corpus; 200 queries per pool; 3 repeats per field, "
-            "1 where the field-cited set is smaller than the pool: Art, History, Philosophy); "
-            ) in text
+    assert ("The setup agrees with the paper's: an S2ORC corpus; 200 queries per pool; 3 "
+            "repeats per field, 1 where the field-cited set is smaller than the pool: Art, "
+            "History, Philosophy.") in text
     assert table_row(text, "bm25", "Medicine")[2:] == [
         "30.0", "46.3", "-16.3", "60.0", "77.8", "-17.8", "35.0", "48.2", "-13.2",
         "MDCR Tables 2, 7 and 8"]
     assert table_row(text, "bm25", "average (19 fields)")[2:5] == ["30.0", "32.1", "-2.1"]
-    assert "every measured cell has a published counterpart" in text
+    assert "Every measured cell has a published counterpart." in text
 
 
 def fake_ingest(corpora: Path, corpus: str, source: str = "s2orc",
@@ -384,7 +385,7 @@ def test_through_the_report(tmp_path):
     text = report(tmp_path / "runs", "s2orc")
     assert PAPER_SETUP in text
     # the report's own tables first, then the published numbers beside the measured ones
-    assert text.index("(MDCR Table 3)") < text.index("## Significance") < text.index(
+    assert text.index("(MDCR Table 3)") < text.index(": paired tests of every") < text.index(
         "beside the published numbers of MDCR Table 1")
     assert table_row(text, "bm25", "200k")[2:5] == ["41.0", "40.4", "+0.6"]
     written = (tmp_path / "runs" / "reports" / "s2orc.md").read_text()
@@ -434,13 +435,14 @@ def test_synthetic_corpus_named_like_the_paper_gets_no_difference(tmp_path):
                         queries=query_ids(40), repeats=1)
     frame(rows, "synth").write_parquet(tmp_path / "runs" / RESULTS_FILE)
     text = report(tmp_path / "runs", "synth")
-    caveat = ("synth: dataset-level pools beside the published numbers of MDCR Table 1 (Medić "
-              "and Šnajder 2022), MAP / NDCG / R@30 x100: measured and published, NOT "
-              "comparable (a synthetic corpus against the paper's S2ORC; 40 queries per pool "
-              "against the paper's 3,800; 1 repeat per pool size against the paper's 3), so no "
-              "difference is shown; every measured cell has a published counterpart")
-    assert f"## {caveat}\n" in text
-    published_part = text[text.index(caveat):]
+    heading = ("synth: dataset-level pools beside the published numbers of MDCR Table 1 (Medić "
+               "and Šnajder 2022), MAP / NDCG / R@30 x100: measured and published, NOT "
+               "comparable (the setup differs), so no difference is shown; no test")
+    caveat = ("The setup differs from the paper's: a synthetic corpus against the paper's "
+              "S2ORC; 40 queries per pool against the paper's 3,800; 1 repeat per pool size "
+              "against the paper's 3.")
+    assert f"## {heading}\n" in text and f"\n- {caveat}\n" in text
+    published_part = text[text.index(heading):]
     assert header_of(published_part) == (
         "| model | pool | MAP measured | MAP published | NDCG measured | NDCG published | "
         "R@30 measured | R@30 published | source |")
@@ -448,7 +450,7 @@ def test_synthetic_corpus_named_like_the_paper_gets_no_difference(tmp_path):
         "bm25", "200k", "6.0", "40.4", "40.0", "73.8", "8.0", "43.0", "MDCR Table 1"]
     assert "diff =" not in text and "-34.4" not in text
     tex = (tmp_path / "runs" / "reports" / "synth-published-dataset.tex").read_text()
-    assert "NOT comparable (a synthetic corpus" in tex and " diff " not in tex
+    assert "differs from the paper's: a synthetic corpus" in tex and " diff " not in tex
     # the ingest recorded where its shards came from: the verdict holds once they are deleted
     shutil.rmtree(tmp_path / "corpora" / "synth" / "s2orc")
     assert caveat in report(tmp_path / "runs", "synth")
@@ -456,8 +458,8 @@ def test_synthetic_corpus_named_like_the_paper_gets_no_difference(tmp_path):
     moved = tmp_path / "elsewhere"
     shutil.move(tmp_path / "corpora", moved)
     assert caveat in report(tmp_path / "runs", "synth", corpora_root=moved)
-    assert ("NOT comparable (a corpus without a manifest that records its origin against the "
-            "paper's S2ORC; 40 queries") in report(tmp_path / "runs", "synth")
+    assert ("differs from the paper's: a corpus without a manifest that records its origin "
+            "against the paper's S2ORC; 40 queries") in report(tmp_path / "runs", "synth")
 
 
 S2AG = Origin("s2ag", "an S2AG corpus")
@@ -481,12 +483,14 @@ def test_difference_only_on_the_papers_setup(tmp_path, origin, queries, repeats,
     if differs is None:
         corpus = ("an S2ORC corpus" if origin == S2ORC
                   else "an S2AG corpus, where the paper has S2ORC")
-        assert (f"diff = measured - published in points, on the paper's setup ({corpus}; "
-                "3,800 queries per pool; 3 repeats per pool size); ") in text
+        assert "diff = measured - published in points, on the paper's setup; " in text
+        assert (f"The setup agrees with the paper's: {corpus}; 3,800 queries per pool; 3 "
+                "repeats per pool size.") in text
         assert row[2:5] == ["41.0", "40.4", "+0.6"] and "MAP diff" in header_of(text)
     else:
-        assert f"measured and published, NOT comparable ({differs}), so no difference is " \
-            "shown; " in text
+        assert "measured and published, NOT comparable (the setup differs), so no " \
+            "difference is shown; " in text
+        assert f"The setup differs from the paper's: {differs}." in text
         assert row[2:5] == ["41.0", "40.4", "70.0"] and " diff " not in header_of(text)
 
 
@@ -495,15 +499,16 @@ def test_what_differs_is_named_where_it_differs(tmp_path):
     rows = dataset_rows({"bm25": {200_000: (0.41, 0.70, 0.45)}})
     rows += dataset_rows({"bm25": {2_000_000: (0.25, 0.60, 0.25)}}, queries=query_ids(40))
     (text,) = published_sections(frame(rows), tmp_path, "c", S2ORC)
-    assert "NOT comparable (40 queries per pool against the paper's 3,800 (2M)), so" in text
+    assert "differs from the paper's: 40 queries per pool against the paper's 3,800 (2M)." \
+        in text
     (text,) = published_sections(frame(field_rows(queries={"Art": 150, "Medicine": 150})),
                                  tmp_path, "c", S2ORC)
-    assert ("NOT comparable (150 queries per pool against the paper's 200 (Art, Medicine)), so"
-            ) in text
+    assert ("differs from the paper's: 150 queries per pool against the paper's 200 (Art, "
+            "Medicine).") in text
     (text,) = published_sections(frame(field_rows(repeats=1)), tmp_path, "c", SYNTHETIC)
     others = ", ".join(f for f in MAG_FIELDS if f not in WHOLE_FIELDS)
-    assert ("NOT comparable (a synthetic corpus against the paper's S2ORC; 1 repeat per field "
-            f"against the paper's 3 ({others})), so no difference is shown") in text
+    assert ("differs from the paper's: a synthetic corpus against the paper's S2ORC; 1 repeat "
+            f"per field against the paper's 3 ({others}).") in text
 
 
 def test_benchmark_built_from_a_synthetic_corpus(tmp_path):
@@ -517,11 +522,11 @@ def test_benchmark_built_from_a_synthetic_corpus(tmp_path):
     rows = mdcr_rows({m: (0.30, 0.5, 0.25) for m in PAPER_MODELS}, list(MAG_FIELDS),
                      ("bm25", "graph"))
     mdcr, types = published_sections(frame(rows), tmp_path, "demo-mdcr", origin)
-    differs = ("NOT comparable (a benchmark built by make mdcr from a synthetic corpus against "
-               "the paper's S2ORC; negatives from the models bm25, minilm against the paper's "
-               "bm25, scincl, specter; negatives from field-level pools of 1k against the "
-               "paper's 100k; 2 queries per field against the paper's 200), so no difference "
-               "is shown")
+    differs = ("The setup differs from the paper's: a benchmark built by make mdcr from a "
+               "synthetic corpus against the paper's S2ORC; negatives from the models bm25, "
+               "minilm against the paper's bm25, scincl, specter; negatives from field-level "
+               "pools of 1k against the paper's 100k; 2 queries per field against the paper's "
+               "200.")
     for text in (mdcr, types):
         assert differs in text and "diff =" not in text and " diff " not in header_of(text)
     assert table_row(mdcr, "bm25", "Medicine")[2:] == [
@@ -535,8 +540,8 @@ def test_benchmark_built_as_the_papers(tmp_path):
     rows = mdcr_rows({"bm25": (0.30, 0.5, 0.25)}, list(MAG_FIELDS), queries=FIELD_QUERIES)
     (mdcr,) = published_sections(frame(rows), tmp_path, "s2orc-mdcr",
                                  corpus_origin(corpora, "s2orc-mdcr"))
-    assert ("on the paper's setup (a benchmark built by make mdcr from an S2ORC corpus; 200 "
-            "queries per field); ") in mdcr
+    assert ("The setup agrees with the paper's: a benchmark built by make mdcr from an S2ORC "
+            "corpus; 200 queries per field.") in mdcr
     assert table_row(mdcr, "bm25", "Medicine")[2:5] == ["30.0", "38.6", "-8.6"]
 
 

@@ -1,8 +1,8 @@
 """The report's HTML page in a real headless browser (Debian's chromium, driven by selenium):
 it loads without a JavaScript error, its tables hold the numbers results.parquet gives, a
-click on a header sorts, a filter hides rows, marks and commands show on hover, and a
-screenshot is written. Chromium and its driver are installed with apt-get when missing
-(skipped only without apt-get, root or network)."""
+click on a header sorts, a filter hides rows, marks and commands show on hover, each table's
+notes are folded until opened, and a screenshot is written. Chromium and its driver are
+installed with apt-get when missing (skipped only without apt-get, root or network)."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ def test_the_tables_hold_the_numbers_of_results_parquet(browser, page):
 def test_a_click_on_a_header_sorts(browser):
     """Numbers by value (the bootstrap table's means), text in natural order (its pools),
     the other way on a second click."""
-    name = "significance-2"
+    name = "significance-intervals"
     header, before = cells(browser, name)
     mean = header.index("mean")
     heads = table(browser, name).find_elements(By.TAG_NAME, "th")
@@ -157,7 +157,7 @@ def test_a_click_on_a_header_sorts(browser):
 
 
 def test_a_filter_hides_rows(browser):
-    name = "significance-2"
+    name = "significance-intervals"
     _, every = cells(browser, name)
     box = table(browser, name).find_element(By.XPATH, "ancestor::div[@class='block']"
                                             ).find_element(By.CSS_SELECTOR, "input.filter")
@@ -185,6 +185,27 @@ def test_marks_and_commands_say_what_they_are_on_hover(browser):
         assert cell.get_attribute("title") == (f"made again by: make eval "
                                                f"CORPUS={REPORT_CORPUS} MODEL={model}, then "
                                                f"make report CORPUS={REPORT_CORPUS} SEED=0")
+
+
+def test_the_notes_are_folded_under_each_table_until_opened(browser):
+    """Each table's notes (the method) sit under it in a closed <details>: not shown until its
+    summary is clicked, shown then, folded again by a second click."""
+    blocks = browser.find_elements(By.CSS_SELECTOR, "div.block:has(table.data.result)")
+    assert blocks and all(b.find_elements(By.CSS_SELECTOR, "details.notes") for b in blocks)
+    folded = browser.find_elements(By.CSS_SELECTOR, "details.notes")
+    assert not any(d.get_attribute("open") for d in folded)
+    assert not any(li.is_displayed() for li in browser.find_elements(
+        By.CSS_SELECTOR, "details.notes li"))
+    notes = table(browser, "dataset").find_element(
+        By.XPATH, "ancestor::div[@class='block']").find_element(By.CSS_SELECTOR, "details.notes")
+    items = notes.find_elements(By.TAG_NAME, "li")
+    assert items and not any(li.is_displayed() for li in items)
+    notes.find_element(By.TAG_NAME, "summary").click()
+    assert notes.get_attribute("open") is not None
+    assert all(li.is_displayed() and li.text for li in items)
+    assert any("docs/evaluation.md#" in li.text for li in items)
+    notes.find_element(By.TAG_NAME, "summary").click()  # folded again: the page as it was
+    assert notes.get_attribute("open") is None and not any(li.is_displayed() for li in items)
 
 
 def test_a_screenshot_is_written(browser, tmp_path):

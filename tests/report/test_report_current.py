@@ -116,7 +116,7 @@ def test_a_served_models_rows_say_what_a_rerun_cannot_see(report_data, tmp_path,
         report = pipeline.build_report(data, REPORT_CORPUS)
     [(model, endpoint, written)] = report.tables["served"].rows
     assert (model, endpoint) == (NAME, server.url) and written.startswith("20")
-    assert "REPLACE=1" in report.tables["served"].caption
+    assert "REPLACE=1" in report.tables["served"].prose
     assert NAME in models_shown(report) and KEY not in report.markdown
 
 

@@ -97,7 +97,8 @@ def assert_markdown_tables(text: str) -> int:
 MATH = (r"$\pm$", r"$^\dagger$")  # the report's own math: ± and †
 COMMANDS = {"textbf", "textbackslash", "textasciicircum", "textasciitilde", "textless",
             "textgreater", "textbar", "begin", "end", "centering", "toprule", "midrule",
-            "bottomrule", "caption"}
+            "bottomrule", "caption", "smallskip", "par", "linewidth", "footnotesize",
+            "raggedright", "item", "setlength", "itemsep"}
 
 
 def assert_latex_text(text: str) -> None:
@@ -135,8 +136,12 @@ def assert_latex_table(tex: str) -> int:
         assert len(cells) == columns, (columns, row)
         for cell in cells:
             assert_latex_text(cell)
-    assert_latex_text(re.search(r"\\caption\{(.*)\}\n\\end\{table\}", tex).group(1))
-    assert tex.count("\n") == len(rows) + 9  # no name broke a line
+    assert_latex_text(re.search(r"\\caption\{(.*)\}\n", tex).group(1))
+    notes = re.findall(r"\\item (.*)\n", tex)
+    for note in notes:
+        assert_latex_text(note)
+    # no name broke a line: the float's 10 lines, and 5 and one per note for its notes
+    assert tex.count("\n") == len(rows) + 10 + (5 + len(notes) if notes else 0)
     return len(rows)
 
 
@@ -152,11 +157,12 @@ def test_tex_and_md_tables_keep_their_shape_whatever_the_names(saved):
     for path in texs:
         assert assert_latex_table(path.read_text()) > 0, path
     markdown = report_file(folder, CORPUS).read_text()
-    assert assert_markdown_tables(markdown) == len(built.tables) + 2  # and significance's two
+    assert assert_markdown_tables(markdown) == len(built.tables)  # significance's two among them
     # each table's cells read back as the names (escapes undone), on the page's side too
     for table in built.tables.values():
         assert f"## {markdown_text(table.caption)}\n" in markdown
-    blocks = [v for k, v in markdown_blocks(built.section("significance").text) if k == "table"]
+    blocks = [v for k, v in markdown_blocks(built.tables["significance"].markdown)
+              if k == "table"]
     models = {row[2] for row in blocks[0][1]} | {row[3] for row in blocks[0][1]}
     assert one_line(MODEL) in models
     assert any(one_line(FIELD) in row[0] for row in blocks[0][1])
@@ -222,11 +228,11 @@ def test_the_field_average_is_over_the_fields_every_model_has(tmp_path):
         assert float(row[-1]) == pytest.approx(sum(both) / len(both), abs=0.051), row
     minilm = next(r for r in table.rows if r[0] == "minilm")
     assert minilm[1 + fields.index("Bio")] == "-"
-    assert "avg: over the 2 of 3 fields every model has (CS, Med)" in table.caption
+    assert "avg: over the 2 of 3 fields every model has (CS, Med)" in table.prose
     # every model on every field: no note, the average over all of them
     write_results(runs, results_frame().filter(pl.col("corpus") == "demo"))
     table = build_report(runs, "demo").tables["field-100k"]
-    assert "avg:" not in table.caption
+    assert "avg:" not in table.prose
     for row in table.rows:
         values = [float(c.strip("*†")) for c in row[1:-1]]
         assert float(row[-1]) == pytest.approx(sum(values) / len(values), abs=0.051)

@@ -142,7 +142,7 @@ def test_csfcube_significance_prints_the_tables_fold_means():
     intervals bracket them; without folds it says it prints plain means."""
     rows, folds = csfcube_rows()
     _, table = csfcube_table(rows, folds)
-    text = significance_section(rows, folds)
+    text = "\n".join(t.markdown for t in significance_section(rows, folds))
     for model, cells in zip(("a", "b"), table, strict=True):
         values = (rows.filter(pl.col("model") == model)
                   .pivot("metric", index="query", values="value").sort("query"))
@@ -165,7 +165,7 @@ def test_csfcube_significance_prints_the_tables_fold_means():
                       for m in ("a", "b"))
     assert pairs[4:6] == [f"{fold_a * 100:.1f}", f"{fold_b * 100:.1f}"]
     assert "every mean here is the mean of the two test folds' means" in text
-    plain_text = significance_section(rows)
+    plain_text = "\n".join(t.markdown for t in significance_section(rows))
     assert "plain means over the queries here (no query's test fold was found" in plain_text
     assert "every mean here" not in plain_text
 
