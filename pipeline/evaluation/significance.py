@@ -19,8 +19,10 @@ pipeline/judging/inferred.py) is taken to the logit scale and back (`logit_inter
 interval from a sample is a point: where every sampled value agrees, the share of the
 population that differs is bounded by Clopper-Pearson's one-sided bound for 0 of n
 (`agreeing_interval`). The levels of all three under the pipeline's design, 10 to 1,000
-queries and 1 or 3 draws with means from 0.013 to 0.99: benchmarks/bounded_intervals.py (the
-bootstrap's, 81.7-96.6% at 25 to 1,000 queries, is lowest for skewed values near a bound).
+queries and 1 or 3 draws with means from 0.013 to 0.99: benchmarks/bounded_intervals.py. The
+bootstrap's depends on the queries, the mean and the shape of the values (lowest for skewed
+values near a bound); the report states it per row (`bootstrap_level`, from the grid
+benchmarks/bootstrap_level.py writes).
 
 Seeded is not enough for a reproducible number: a sign flip or a resample is drawn per
 position, so the values must reach the generator in one order. Here they always come sorted by
@@ -32,6 +34,7 @@ group_by mean adds per-thread partial sums, whose last bits vary with the number
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 
@@ -258,3 +261,46 @@ def intervals(values: pl.DataFrame, resamples: int = 1000, seed: int = 0) -> pl.
     return pl.DataFrame(rows, schema={"model": pl.String, "queries": pl.Int64,
                                       "mean": pl.Float64, "low": pl.Float64,
                                       "high": pl.Float64})
+
+
+# The percentile bootstrap's simulated coverage (`bootstrap_ci`'s interval, `agreeing_interval`
+# where every value agrees) of the mean over the query population given the drawn pools, by
+# queries x mean x shape of values x draws: written by benchmarks/bootstrap_level.py
+LEVEL_GRID = "data/bootstrap_level.json"
+
+
+@functools.cache
+def level_grid() -> dict:
+    """The simulated grid of the bootstrap's coverage (LEVEL_GRID), read once (not to be
+    changed: every caller shares it)."""
+    import json
+    from importlib.resources import files
+
+    return json.loads(files("pipeline").joinpath(LEVEL_GRID).read_text())
+
+
+def _around(axis: list[float], value: float) -> list[int] | None:
+    """The indices of `axis` (ascending) that bracket `value`: one where it is a grid point,
+    its two neighbours otherwise, None outside the axis."""
+    if not axis[0] <= value <= axis[-1]:
+        return None
+    if value in axis:
+        return [axis.index(value)]
+    above = int(np.searchsorted(axis, value))
+    return [above - 1, above]
+
+
+def bootstrap_level(queries: int, mean: float, grid: dict | None = None
+                    ) -> tuple[float, float] | None:
+    """The lowest and highest simulated coverage of the 95% percentile bootstrap at `queries`
+    queries and a mean of `mean` (in [0, 1]): over every shape of values and number of draws
+    the grid simulated, in the grid cells around (queries, mean) (the cell itself where both
+    lie on the grid). None where either lies outside the grid: no level simulated there."""
+    grid = grid or level_grid()
+    rows, columns = _around(grid["queries"], queries), _around(grid["means"], mean)
+    if rows is None or columns is None:
+        return None
+    found = [cells[i][j] for by_draws in grid["coverage"].values()
+             for cells in by_draws.values() for i in rows for j in columns
+             if cells[i][j] is not None]
+    return (min(found), max(found)) if found else None

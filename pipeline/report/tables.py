@@ -27,10 +27,13 @@ import polars as pl
 
 from pipeline.evaluation.significance import (
     BOUNDS,
+    LEVEL,
     MIN_QUERIES,
     agreeing_interval,
+    bootstrap_level,
     compare,
     intervals,
+    level_grid,
     ordered,
     paired,
     too_few,
@@ -654,11 +657,13 @@ def significance_section(results: pl.DataFrame, folds: Mapping[str, str] | None 
                  and (group["level"] == "csfcube").all())
         by_folds |= facet
         for model, queries, mean, lo, hi in intervals(per_query).iter_rows():
+            mine = per_query.filter(pl.col("model") == model, pl.col("value").is_not_null())
             if facet:
-                mine = per_query.filter(pl.col("model") == model, pl.col("value").is_not_null())
                 mean, (lo, hi) = fold_mean(mine, folds), fold_interval(mine, folds)
             bounds.append([where, metric, model, str(queries), f"{mean * 100:.1f}",
-                           interval_cell(lo, hi, queries, mean)])
+                           interval_cell(lo, hi, queries, mean),
+                           bootstrap_level_cell(queries, mean, lo, hi,
+                                                mine["value"].n_unique() == 1, facet)])
         if per_query["model"].n_unique() < 2:
             continue
         t, fisher = compare(per_query, "t-test"), compare(per_query, "fisher")
@@ -685,9 +690,8 @@ def significance_section(results: pl.DataFrame, folds: Mapping[str, str] | None 
                     (*PAIRS_NOTES, *few, *facets, method_note("significance-tables")))
               ] if rows else []
     return (*tables, Table(
-        "significance-intervals", INTERVALS_CAPTION,
-        ["pools", "metric", "model", "queries", "mean", "95% interval"], bounds,
-        (*clauses(bootstrap_caption(bounds)), *few, *facets,
+        "significance-intervals", bootstrap_caption(bounds), BOOTSTRAP_HEADER, bounds,
+        (*bootstrap_notes(bounds), *few, *facets,
          *(() if rows else ("Only one model per pool and metric: no pair to test.",)),
          method_note("significance-tables"))))
 
@@ -699,45 +703,66 @@ PAIRS_NOTES = (
     "Paired over the same queries, each query's value first averaged over the repeats.",
     "The randomization test flips the signs of the paired differences 10,000 times (seeded), "
     "two-sided, p = (hits + 1) / (n + 1).")
-INTERVALS_CAPTION = ("Each model's mean x100 per pool and metric with its 95% percentile "
-                     "bootstrap interval over queries, and the queries it is over")
 
 
-# The percentile bootstrap's coverage of the mean over queries in benchmarks/bounded_intervals.py
-# (values in [0, 1] of three kinds, means 0.013 to 0.99, each query's value averaged over 1 or
-# 3 pool draws, 2,000 data sets a cell), at BOOTSTRAP_QUERIES queries: its lowest and highest,
-# and its lowest at means 0.05 to 0.935 with 50 queries or more
-BOOTSTRAP_QUERIES = (25, 1000)
-BOOTSTRAP_COVERAGE = (0.817, 0.966)
-BOOTSTRAP_INNER = 0.890
+BOOTSTRAP_HEADER = ["pools", "metric", "model", "queries", "mean", "95% interval",
+                    "simulated coverage %"]
+BOOTSTRAP_SOURCE = "benchmarks/results/bootstrap_level.md"
 
 
 def bootstrap_caption(bounds: list[list[str]]) -> str:
-    """The heading of the significance section's intervals: what they are, their simulated
-    level and the queries it was simulated at, the rows (pools, metric, model, queries, ...)
-    whose queries lie outside that range, and what a one-sided cell is, where one is."""
-    low, high = BOOTSTRAP_QUERIES
-    caption = ("95% bootstrap intervals of the mean over queries (x100): percentile, 1,000 "
-               "resamples, inside [0, 100] as every resample's mean is; in simulations of "
-               f"values in [0, 1] (benchmarks/results/bounded_intervals.md) at {low} to "
-               f"{high:,} queries they covered {BOOTSTRAP_COVERAGE[0] * 100:.1f}-"
-               f"{BOOTSTRAP_COVERAGE[1] * 100:.1f}% of the means (at least "
-               f"{BOOTSTRAP_INNER * 100:.1f}% with 50 queries or more and means from 5 to "
-               "93.5; the lowest with 25 queries and skewed values near 0 or 100: read such "
-               "an interval as narrower than 95%)")
-    outside = sorted({int(r[3]) for r in bounds
-                      if r[3].isdigit() and not low <= int(r[3]) <= high})
-    if outside:
-        counts = " or ".join([", ".join(map(str, outside[:-1])), str(outside[-1])]
-                             if len(outside) > 1 else [str(outside[0])])
-        caption += (f"; rows of {counts} {'query' if outside == [1] else 'queries'} lie "
-                    "outside that range")
-    if any(r[-1].startswith(("[≥", "[≤")) for r in bounds):
-        caption += ("; [≥ x] ([≤ x]): every query's value was 100 (0), nothing to resample: "
-                    "the one-sided 95% bound on the mean from Clopper-Pearson's bound on the "
-                    "share of queries that differ (0 of n)")
-    return caption
+    """The caption of the significance section's intervals (`bounds`: its rows): what they
+    are, what they estimate, and that each row states its own simulated level."""
+    del bounds  # the same words for every table: each row carries its own level
+    return ("Each model's mean x100 per pool and metric with its 95% percentile bootstrap "
+            "interval over queries, an interval for the mean over the query population given "
+            "the drawn pools, and the coverage such an interval had in simulations at the "
+            "row's own queries and mean")
 
+
+def bootstrap_notes(bounds: list[list[str]]) -> tuple[str, ...]:
+    """The notes under the significance section's intervals: the construction, its target,
+    how each row's simulated coverage was found, and what "-" and a one-sided cell mean,
+    where the table has one."""
+    grid = level_grid()
+    queries, means = grid["queries"], grid["means"]
+    notes = [
+        "Percentile interval of 1,000 resamples of the queries, each query's value first "
+        "averaged over the repeats; it stays inside [0, 100], as every resample's mean does.",
+        "It estimates the mean over the population of queries given the pools drawn: "
+        "resampling queries sees no other pool draw, so as an interval for the mean over pool "
+        "draws it covers less.",
+        f"Simulated coverage: the lowest-highest share of simulated bootstrap intervals (data "
+        f"sets whose values differ) that held that mean, over {len(grid['families'])} shapes "
+        "of values in [0, 1] (AP-like, "
+        "zero-inflated, P@10-like binomial and beta-binomial) with 1 or 3 draws, in the grid "
+        f"cells around the row's queries and mean ({BOOTSTRAP_SOURCE}); below 95, read the "
+        "interval as narrower than a 95% interval."]
+    if any(r[6] == "-" for r in bounds if len(r) > 6):
+        notes.append(f"A coverage of -: no simulated level (queries outside {queries[0]} to "
+                     f"{queries[-1]:,}, a mean outside {100 * means[0]:g} to "
+                     f"{100 * means[-1]:g}, CSFCube's fold-by-fold bootstrap, or no interval).")
+    if any(r[5].startswith(("[≥", "[≤")) for r in bounds):
+        notes.append("[≥ x] ([≤ x]): every query's value was 100 (0), nothing to resample: "
+                     "the one-sided 95% bound on the mean from Clopper-Pearson's bound on the "
+                     "share of queries that differ (0 of n), at least 95% by construction.")
+    return tuple(notes)
+
+
+def bootstrap_level_cell(queries: int, mean: float, low: float, high: float,
+                         agree: bool = False, facet: bool = False,
+                         grid: dict | None = None) -> str:
+    """A row's simulated coverage % (`significance.bootstrap_level`: lowest-highest over the
+    shapes simulated, at the row's `queries` and `mean` in [0, 1]): "≥ 95.0" where every
+    query's value agrees (`agree`: Clopper-Pearson's bound, `agreeing_interval`), "-" where
+    nothing was simulated (no interval, queries or mean outside the grid, a CSFCube facet's
+    fold-by-fold bootstrap)."""
+    if math.isnan(low) or math.isnan(high) or queries < MIN_QUERIES or facet:
+        return "-"
+    if agree:
+        return f"≥ {100 * LEVEL:.1f}"
+    found = bootstrap_level(queries, mean, grid)
+    return "-" if found is None else f"{100 * found[0]:.1f}-{100 * found[1]:.1f}"
 
 
 

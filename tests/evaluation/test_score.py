@@ -242,9 +242,10 @@ def test_compare_shows_what_make_report_shows(reported, corpus_dir):
         assert (f"{pair['mean_a'] * 100:.1f}", f"{pair['mean_b'] * 100:.1f}") == (mean_a, mean_b)
         assert f"{pair['p']:.3g} ({pair['p_adjusted']:.3g})" == t_p
         assert f"{other['p']:.3g} ({other['p_adjusted']:.3g})" == fisher_p
-    # the report's bootstrap intervals: pools, metric, model, queries, mean, interval
-    intervals = {(row[1], row[2]): row[3:] for row in _markdown_rows(
-        report.tables["significance-intervals"].markdown) if len(row) == 6
+    # the report's bootstrap intervals: pools, metric, model, queries, mean, interval, and
+    # the interval's simulated coverage
+    intervals = {(row[1], row[2]): row[3:6] for row in _markdown_rows(
+        report.tables["significance-intervals"].markdown) if len(row) == 7
         and row[0] != "pools"}
     for row in t.frame().iter_rows(named=True):
         assert intervals[(row["metric"], row["model"])] == [

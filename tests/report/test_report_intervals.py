@@ -324,9 +324,14 @@ def test_the_significance_section_says_its_level_and_where_rows_lie_outside():
                          for model in ("a", "b") for q in range(queries)])
     [table] = [t for t in significance_section(rows) if "95% interval" in t.header]
     heading, header, body = table.prose, table.header, table.rows
-    assert "95% bootstrap intervals" in heading and header[3] == "queries"
-    assert re.search(r"at 25 to 1,000 queries they covered [\d.]+-[\d.]+%", heading)
-    assert "rows of 8 queries lie outside that range" in heading.lower()
+    assert "95% percentile bootstrap interval" in heading and header[3] == "queries"
+    assert "given the drawn pools" in heading  # the mean it estimates (issue 79)
+    # each row's own simulated level: none under the grid's fewest queries (8), and a note
+    # saying so; Clopper-Pearson's bound where every query is 1
+    levels = {(r[0], r[2]): r[6] for r in body}
+    assert levels[("all-1k", "b")] == "-" and "no simulated level" in heading
+    assert re.fullmatch(r"[\d.]+-[\d.]+", levels[("all-2k", "b")])
+    assert levels[("all-1k", "a")] == levels[("all-2k", "a")] == "≥ 95.0"
     assert "[≥ x]" in heading  # model a is 1 on every query: its one-sided bound explained
     cells = {(r[0], r[2]): r[5] for r in body}
     assert cells[("all-1k", "a")] == "[≥ 68.8]" and cells[("all-2k", "a")] == "[≥ 90.5]"
