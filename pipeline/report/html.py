@@ -170,7 +170,10 @@ def text_section(name: str, text: str) -> str:
             count += 1
             parts.append(table(f"{name}-{count}", caption, header, rows))
             caption = ""
-        else:
+        else:  # a paragraph: the heading above it (if any) is its own, not a table's
+            if caption:
+                parts.append(f'<p class="caption">{_e(caption)}</p>')
+                caption = ""
             parts.append(f"<p>{_e(value)}</p>")
     if caption:
         parts.append(f'<p class="caption">{_e(caption)}</p>')

@@ -447,14 +447,18 @@ def test_one_draw_says_the_interval_is_the_queries_alone():
     rng = np.random.default_rng(25)
     data = rows({m: crossed(rng, 30, 1, 0.01, 0.0, 0.004, mu) for m, mu in
                  (("a", 0.3), ("b", 0.35))}).with_columns(scope=pl.lit("dataset"))
-    tables = {name: (caption, body) for name, caption, _, body in variance_tables(data, "d")}
-    caption, body = tables["variance-differences"]
+    tables = {name: (" ".join([caption, *notes]), header, body)
+              for name, caption, header, body, notes in variance_tables(data, "d")}
+    caption, _, body = tables["variance-differences"]
     assert body[0][5] == "queries only (1 draw)" and body[0][4].startswith("[")
-    needed = tables["queries-needed"][1]
-    assert {r[4] for r in needed} == {"paired t"} and {r[5] for r in needed} == {"0"}
-    assert {r[6] for r in needed} == {"-"} and all(r[7].isdigit() for r in needed)
-    assert "where no draw variance was measured (one draw)" in tables["queries-needed"][0]
-    assert "estimate is 0" not in tables["queries-needed"][0]
+    prose, header, needed = tables["queries-needed"]
+    at = {column: header.index(column) for column in ("test", "draw df", "draw sd", "R=1")}
+    assert {r[at["test"]] for r in needed} == {"paired t"}
+    assert {r[at["draw df"]] for r in needed} == {"0"}
+    assert {r[at["draw sd"]] for r in needed} == {"-"}
+    assert all(r[at["R=1"]].isdigit() for r in needed)
+    assert "where no draw variance was measured (one draw)" in prose
+    assert "estimate is 0" not in prose
 
 
 def test_a_draw_estimate_of_0_is_called_that_and_keeps_the_interval():
@@ -464,7 +468,6 @@ def test_a_draw_estimate_of_0_is_called_that_and_keeps_the_interval():
     the caption names the estimate for what it is. Issue 71: each cell's number allows for
     the draw variance the estimate cannot rule out (`assured_size`), the number at the
     estimates in parentheses, never more, and fewer with 3 draws."""
-    import re
 
     from pipeline.report.tables import latex_text, markdown_table
     from pipeline.report.variance import variance_tables
@@ -477,27 +480,28 @@ def test_a_draw_estimate_of_0_is_called_that_and_keeps_the_interval():
     data = rows({"a": 0.3 + d, "b": np.full(d.shape, 0.3)}).with_columns(scope=pl.lit("all"))
     pair = pair_components(data).row(0, named=True)
     assert pair["s2_draw"] == 0 and math.isclose(pair["ms_draw"], ms_e / 2, rel_tol=1e-6)
-    tables = {name: (caption, header, body) for name, caption, header, body in
-              variance_tables(data, "demo")}
-    caption, header, body = tables["queries-needed"]
-    assert header[4:7] == ["test", "draw df", "draw sd (90% upper)"], header
-    assert {r[4] for r in body} == {"interval"} and {r[5] for r in body} == {"2"}
-    sd, bound = re.fullmatch(r"(\S+) \((\S+)\)", body[0][6]).groups()
-    assert sd == "0" and float(bound) > 0, body[0][6]
+    tables = {name: (" ".join([caption, *notes]), header, body)
+              for name, caption, header, body, notes in variance_tables(data, "demo")}
+    prose, header, body = tables["queries-needed"]
+    at = {column: header.index(column) for column in header}
+    assert header[4:8] == ["test", "draw df", "draw sd", "draw sd 90% upper"], header
+    assert {r[at["test"]] for r in body} == {"interval"}
+    assert {r[at["draw df"]] for r in body} == {"2"}
+    assert {r[at["draw sd"]] for r in body} == {"0"}
+    assert all(float(r[at["draw sd 90% upper"]]) > 0 for r in body)
     for row in body:
-        assert row[7] == "no test (1 draw)", row
-        for cell in row[8:]:
-            n, point = map(int, re.fullmatch(r"(\d+) \((\d+)\)", cell).groups())
-            assert n >= point, cell
-        n, point = map(int, re.fullmatch(r"(\d+) \((\d+)\)", row[8]).groups())
-        assert n > point, row  # R=3: the draws' 2 degrees of freedom cost queries
-    assert ("the draw variance's estimate is 0 from 2 degrees of freedom" in caption
-            and "90% one-sided upper confidence bound" in caption
-            and "allows for the draw variance the draws cannot rule out" in caption), caption
-    assert "no draw variance was measured" not in caption and "paired t:" not in caption
+        assert row[at["R=1"]] == "no test (1 draw)", row
+        for draws in (3, 5, 10):  # the number never below the plug-in's
+            assert int(row[at[f"R={draws}"]]) >= int(row[at[f"R={draws} plug-in"]]), row
+        # R=3: the draws' 2 degrees of freedom cost queries
+        assert int(row[at["R=3"]]) > int(row[at["R=3 plug-in"]]), row
+    assert ("the draw variance's estimate is 0 from 2 degrees of freedom" in prose
+            and "one-sided upper confidence bound" in prose
+            and "allows for the draw variance the draws cannot rule out" in prose), prose
+    assert "no draw variance was measured" not in prose and "Paired t:" not in prose
     rendered = markdown_table(header, body)
-    assert body[0][8] in rendered and "draw sd (90% upper)" in rendered
-    assert latex_text(body[0][8]) == body[0][8]  # nothing LaTeX reads as markup
+    assert body[0][at["R=3"]] in rendered and "draw sd 90% upper" in rendered
+    assert latex_text(body[0][at["R=3"]]) == body[0][at["R=3"]]  # nothing LaTeX reads as markup
 
 
 def test_one_query_gives_a_mean_without_a_variance():
@@ -515,8 +519,8 @@ def test_one_query_gives_a_mean_without_a_variance():
     pair = differences(data).row(0, named=True)
     assert pair["difference"] < 0 and pair["low"] is None and pair["queries_low"] is None
     assert pair_components(data).is_empty()
-    tables = {name: (caption, body) for name, caption, _, body in variance_tables(
-        data.with_columns(scope=pl.lit("all")), "demo")}
+    tables = {name: (" ".join([caption, *notes]), body) for name, caption, _, body, notes
+              in variance_tables(data.with_columns(scope=pl.lit("all")), "demo")}
     assert tables["variance"][1][0][4] == "n/a (1 query)"
     assert tables["variance-differences"][1][0][4:] == ["n/a (1 query)"] * 2
     assert "fewer than 2 queries" in tables["variance"][0]

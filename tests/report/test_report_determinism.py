@@ -162,7 +162,7 @@ def test_csfcube_says_which_mean_each_section_prints(reference):
              for row in cells if len(row) == 5 and " / " in row[1] and row[0] != "model"
              for facet, cell in zip(("background", "method", "result"), row[1:4], strict=True)}
     means = {(row[2], row[0].split("-")[1]): float(row[4]) for row in cells
-             if len(row) == 6 and row[1] == "ndcg%20"}  # pools, metric, model, queries, mean
+             if len(row) == 7 and row[1] == "ndcg%20"}  # pools, metric, model, queries, mean
     assert len(means) == 6 and set(means) <= set(table)
     assert all(abs(mean - table[key]) <= 0.051 for key, mean in means.items())
     assert "CSFCube's facet pools: the plain mean over queries" in cube  # variance captions
