@@ -207,6 +207,18 @@ def provenance_section(prov: ProvenanceLike) -> str:
             + "</section>")
 
 
+def own_heading(name: str, text: str | None) -> tuple[str, str | None]:
+    """The heading a section shows and the text under it: a text section that opens with a
+    heading of its own over prose (the summary) shows that heading, once; any other shows its
+    name."""
+    if text is None:
+        return name, None
+    blocks = markdown_blocks(text)
+    if len(blocks) > 1 and blocks[0][0] == "heading" and blocks[1][0] == "paragraph":
+        return str(blocks[0][1]), text.lstrip().partition("\n")[2]
+    return name, text
+
+
 def page(corpus: str, seed: int, sections: Sequence[SectionLike],
          images: Mapping[str, bytes], prov: ProvenanceLike | None = None) -> str:
     """The whole page: a section per report section that has something to show (its tables,
@@ -216,10 +228,11 @@ def page(corpus: str, seed: int, sections: Sequence[SectionLike],
     for section in shown:
         parts = [table(t.name, t.caption, t.header, t.rows, notes=t.notes)
                  for t in section.tables]
-        if section.text is not None:
-            parts.append(text_section(section.name, section.text))
+        heading, text = own_heading(section.name, section.text)
+        if text is not None:
+            parts.append(text_section(section.name, text))
         parts += [figure(p.name, images[p.name]) for p in section.plots if p.name in images]
-        body.append(f'<section id="s-{_e(section.name)}"><h2>{_e(section.name)}</h2>'
+        body.append(f'<section id="s-{_e(section.name)}"><h2>{_e(heading)}</h2>'
                     + "\n".join(parts) + "</section>")
     if prov is not None:
         body.append(provenance_section(prov))

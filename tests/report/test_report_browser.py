@@ -101,6 +101,17 @@ def test_the_page_loads_without_errors(browser):
         "title").startswith("sort by this column")
 
 
+def test_the_summary_is_the_first_thing_shown(browser):
+    """The page opens with the finding: the first section below the title is the summary,
+    its heading above its sentences, all visible, before any table."""
+    first = browser.find_elements(By.CSS_SELECTOR, "section")[0]
+    assert first.get_attribute("id") == "s-summary"
+    text = first.text
+    assert text.startswith("Summary") and "bm25 is best" in text, text[:300]
+    top = first.rect["y"]
+    assert all(t.rect["y"] > top for t in browser.find_elements(By.CSS_SELECTOR, "table.data"))
+
+
 def test_the_tables_hold_the_numbers_of_results_parquet(browser, page):
     """The dataset- and field-level tables against means computed here from the per-query
     rows: mean over a pool's queries, then mean ± std over repeats, x100."""
