@@ -26,6 +26,9 @@ from pipeline.report.tables import (
 from tests.conftest import apt_install
 from tests.report.conftest import REPORT_CORPUS
 from tests.report.test_report_intervals import judged_report  # noqa: F401 (a fixture)
+from tests.test_readme import _anchors
+
+EVALUATION_DOCS = Path(__file__).resolve().parents[2] / "docs" / "evaluation.md"
 
 TEX_PACKAGES = ("texlive-latex-base", "texlive-latex-recommended", "texlive-fonts-recommended")
 
@@ -66,6 +69,8 @@ def assert_layout(report: Report) -> int:
         latex = report.latex[next(f for f in report.latex
                                   if f.endswith(f"-{name}{REPORT_TABLE_SUFFIX}"))]
         for note in table.notes:
+            for anchor in re.findall(r"docs/evaluation\.md#([\w-]+)", note):  # a link that leads
+                assert anchor in _anchors(EVALUATION_DOCS), (name, note)
             assert f"\n- {markdown_text(note)}\n" in markdown.split(heading, 1)[1], (name, note)
             assert f"<li>{html.escape(note, quote=True)}</li>" in block, (name, note)
             assert f"\\item {latex_text(note)}\n" in latex, (name, note)
