@@ -51,11 +51,8 @@ from benchmarks.bounded_intervals import (  # noqa: E402
     population_mean,
 )
 from benchmarks.machine import in_parallel, machine  # noqa: E402
-from pipeline.evaluation.significance import (  # noqa: E402
-    LEVEL_GRID,
-    agreeing_interval,
-    bootstrap_level,
-)
+from pipeline.evaluation.significance import agreeing_interval, bootstrap_level  # noqa: E402
+from pipeline.layout import BOOTSTRAP_LEVEL_GRID  # noqa: E402
 
 log = logging.getLogger("bootstrap_level")
 
@@ -220,7 +217,7 @@ def main() -> None:
     runs, how = in_parallel(cell, jobs, args.workers)
     rows = [row for run in runs for row in run]
     grid = grid_of(rows)
-    (ROOT / "pipeline" / LEVEL_GRID).write_text(json.dumps(grid, indent=1) + "\n")
+    (ROOT / "pipeline" / BOOTSTRAP_LEVEL_GRID).write_text(json.dumps(grid, indent=1) + "\n")
     report = {"machine": machine(), "seed": SEED, "sets": args.sets,
               "seconds": how["seconds"], "workers": how["workers"],
               "load_before": how["load_before"], "load_after": how["load_after"], "rows": rows}

@@ -648,9 +648,15 @@ DOWNLOAD_DIFFS = ".diffs"
 DIFF_SHARD = "update-{}-{:04d}.jsonl.gz"  # release date, the update file's index in its step
 DIFF_KEYS = "keys.npy"  # a step's keys, beside its files, memory-mapped by the workers
 SYNTHETIC_WORDS = "data/synthetic_words.json"  # the synthetic generator's words (package data)
+# the percentile bootstrap's simulated coverage by queries x mean (package data, written by
+# benchmarks/bootstrap_level.py; read by evaluation/significance.py)
+BOOTSTRAP_LEVEL_GRID = "data/bootstrap_level.json"
 # The checkout's table of make variables, written from pipeline/cli/variables.py
 VARIABLES_DOC = "docs/variables.md"
 API_DOC = "docs/api.md"  # its table of the Python API's arguments is generated too
+EVALUATION_DOC = "docs/evaluation.md"  # each report table's method in full (its notes link here)
+# the simulation the bootstrap intervals' stated level comes from (named in their notes)
+BOOTSTRAP_LEVEL_RESULTS = "benchmarks/results/bootstrap_level.md"
 PUBLISHED_CSV = "published.csv"  # the papers' published numbers (package data of pipeline.report)
 HF_CONFIG = "config.json"  # a Hugging Face model's config: its presence in the hub cache
 ADAPTER_CONFIG = "adapter_config.json"  # an `adapters` adapter's config, likewise

@@ -312,6 +312,8 @@ SwitchType=switch/none
 MailProg=/bin/true
 ReturnToService=2
 MinJobAge=3600
+# a queued job starts within a second (the default main and backfill passes: 60 s and 30 s)
+SchedulerParameters=sched_interval=1,bf_interval=1
 {node}
 PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """

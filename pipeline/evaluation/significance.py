@@ -263,20 +263,19 @@ def intervals(values: pl.DataFrame, resamples: int = 1000, seed: int = 0) -> pl.
                                       "high": pl.Float64})
 
 
-# The percentile bootstrap's simulated coverage (`bootstrap_ci`'s interval, `agreeing_interval`
-# where every value agrees) of the mean over the query population given the drawn pools, by
-# queries x mean x shape of values x draws: written by benchmarks/bootstrap_level.py
-LEVEL_GRID = "data/bootstrap_level.json"
-
-
 @functools.cache
 def level_grid() -> dict:
-    """The simulated grid of the bootstrap's coverage (LEVEL_GRID), read once (not to be
-    changed: every caller shares it)."""
+    """The percentile bootstrap's simulated coverage (`bootstrap_ci`'s interval,
+    `agreeing_interval` where every value agrees) of the mean over the query population given
+    the drawn pools, by queries x mean x shape of values x draws (layout.BOOTSTRAP_LEVEL_GRID,
+    written by benchmarks/bootstrap_level.py), read once (not to be changed: every caller
+    shares it)."""
     import json
     from importlib.resources import files
 
-    return json.loads(files("pipeline").joinpath(LEVEL_GRID).read_text())
+    from pipeline.layout import BOOTSTRAP_LEVEL_GRID
+
+    return json.loads(files("pipeline").joinpath(BOOTSTRAP_LEVEL_GRID).read_text())
 
 
 def _around(axis: list[float], value: float) -> list[int] | None:

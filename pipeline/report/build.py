@@ -57,7 +57,7 @@ from pipeline.report.provenance import (
     unchanged,
 )
 from pipeline.report.published import Origin, comparison_tables, corpus_origin
-from pipeline.report.summary import summary_section
+from pipeline.report.summary import summary_sentences, summary_text
 from pipeline.report.tables import (
     COLLECTION,
     GROUP_KEYS,
@@ -849,7 +849,8 @@ def build_report(runs_root: Path, corpus: str, seed: int = 0,
         data = load_results(runs_root, corpus, seed, corpora_root, exclusion, training,
                             index_root)
         sections = tuple(section(data) for section in SECTIONS)
-        sections = (summary_section(data, sections), *sections)  # the finding first
+        summary = summary_text(summary_sentences(data, sections))
+        sections = (Section("summary", text=summary), *sections)  # the finding first
         made = provenance(data.rows, runs_root, corpora, corpus, seed, exclude, training_sets)
         inputs = report_inputs(place, reported_runs(data), data.rows["pool"].unique())
     except InputError:

@@ -11,7 +11,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import polars as pl
 
@@ -20,9 +20,6 @@ from pipeline.evaluation.crossover import at_floor
 from pipeline.layout import format_size
 from pipeline.report.tables import main_metric, markdown_text, metric_key, metric_name
 from pipeline.report.variance import ALPHA, FLOORS, POWER
-
-if TYPE_CHECKING:
-    from pipeline.report.build import Results, Section
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +46,15 @@ class TableLike(Protocol):
     name: str
     header: list[str]
     rows: list[list[str]]
+
+
+class ResultsLike(Protocol):
+    """What the summary reads of the report's `build.Results`: the rows its tests compare and
+    the depth they were cut at (`top`: its words)."""
+
+    compared: pl.DataFrame
+    depth: str | None
+    top: str
 
 
 class SectionLike(Protocol):
@@ -199,12 +205,12 @@ def _lead(table: TableLike, pools: str, indices: list[int]) -> _Lead:
     return _Lead(pools, "none")
 
 
-def _setting_levels(data: Results) -> dict[str, str]:
+def _setting_levels(data: ResultsLike) -> dict[str, str]:
     """pools cell ("all-10k", as the variance tables write it) -> the level of its pools."""
     return {pools: level for pools, (level, _, _) in _settings(data).items()}
 
 
-def _settings(data: Results) -> dict[str, tuple[str, str, int]]:
+def _settings(data: ResultsLike) -> dict[str, tuple[str, str, int]]:
     """pools cell ("all-10k", as the variance tables write it) -> level, scope, size."""
     keys = data.compared.select("level", "scope", "size").unique().sort("level", "scope", "size")
     return {f"{scope}-{format_size(size)}": (level, scope, size)
@@ -274,7 +280,7 @@ def _clause(leads: list[_Lead], with_column: bool) -> tuple[str, list[Quote]]:
             f"{runner.other} by {numbers}", quotes)
 
 
-def best_sentences(data: Results, sections: Sequence[SectionLike]) -> list[Sentence]:
+def best_sentences(data: ResultsLike, sections: Sequence[SectionLike]) -> list[Sentence]:
     """Per level of pools present (LEVELS' order), which model is best on its pools and by how
     much, from the differences table: one sentence per level, one clause per `_Lead.key` (the
     settings of one verdict, leader and nearest model), in the table's order."""
@@ -308,14 +314,14 @@ def best_sentences(data: Results, sections: Sequence[SectionLike]) -> list[Sente
     return out
 
 
-def _metric(data: Results) -> str:
+def _metric(data: ResultsLike) -> str:
     """The variance section's metric, in the report's words (its tables' `main_metric`)."""
     scored = data.compared.filter(pl.col("value").is_not_null())
     found = main_metric(sorted(scored["metric"].unique().to_list(), key=metric_key))
     return metric_name(found) if found else ""
 
 
-def crossing_sentence(data: Results, sections: Sequence[SectionLike]) -> list[Sentence]:
+def crossing_sentence(data: ResultsLike, sections: Sequence[SectionLike]) -> list[Sentence]:
     """Where each pair's curves against pool size cross, from the crossover table: the pairs
     with no model at its floor, each row's outcome (its clauses but those on extrapolation)
     and, where a crossing is given, the crossing and its interval; beyond MAX_LISTED rows,
@@ -364,7 +370,7 @@ def _count_words(count: str, delta: str) -> str:
     return f"{count}{noun} for {delta}"
 
 
-def queries_sentence(data: Results, sections: Sequence[SectionLike]) -> list[Sentence]:
+def queries_sentence(data: ResultsLike, sections: Sequence[SectionLike]) -> list[Sentence]:
     """How many queries each stated difference needs, from the queries-needed table: the first
     pair of the dataset-level pools (else the table's first), each delta, with the draws
     measured (or the fewest the table plans beyond one, where it was not planned)."""
@@ -409,7 +415,7 @@ def queries_sentence(data: Results, sections: Sequence[SectionLike]) -> list[Sen
         f"{POWER}, {draw_words}), {'; '.join(said)}."), tuple(quotes))]
 
 
-def _measured_draws(data: Results, pools: str) -> int:
+def _measured_draws(data: ResultsLike, pools: str) -> int:
     """The pool draws (repeats) measured on `pools` (a pools cell)."""
     if pools not in (settings := _settings(data)):
         return 1
@@ -418,7 +424,7 @@ def _measured_draws(data: Results, pools: str) -> int:
     return max(found["repeat"].n_unique(), 1)
 
 
-def left_out_sentence(data: Results, sections: Sequence[SectionLike]) -> list[Sentence]:
+def left_out_sentence(data: ResultsLike, sections: Sequence[SectionLike]) -> list[Sentence]:
     """What the report leaves out and why, from the not-shown section's tables: evaluations
     not current, runs of another depth; else that neither was."""
     stale, other = _table(sections, LEFT_OUT), _table(sections, OTHER_DEPTHS)
@@ -447,7 +453,7 @@ def left_out_sentence(data: Results, sections: Sequence[SectionLike]) -> list[Se
                      tuple(quotes))]
 
 
-def summary_sentences(data: Results, sections: Sequence[SectionLike]) -> list[Sentence]:
+def summary_sentences(data: ResultsLike, sections: Sequence[SectionLike]) -> list[Sentence]:
     """The summary's sentences, at most MAX_SENTENCES: best per level, where the curves
     cross, the queries needed, what was left out (the last three kept where the first are
     too many)."""
@@ -464,10 +470,3 @@ def summary_sentences(data: Results, sections: Sequence[SectionLike]) -> list[Se
 def summary_text(sentences: Sequence[Sentence]) -> str:
     """The summary as the report's Markdown: a heading and one paragraph."""
     return "## Summary\n\n" + markdown_text(" ".join(s.text for s in sentences)) + "\n"
-
-
-def summary_section(data: Results, sections: Sequence[SectionLike]) -> Section:
-    """The report's first section: the summary of the `sections` built from `data`."""
-    from pipeline.report.build import Section
-
-    return Section("summary", text=summary_text(summary_sentences(data, sections)))

@@ -39,7 +39,7 @@ from pipeline.evaluation.significance import (
     too_few,
 )
 from pipeline.fields import MAG_FIELDS
-from pipeline.layout import format_size
+from pipeline.layout import BOOTSTRAP_LEVEL_RESULTS, EVALUATION_DOC, format_size
 
 CELL_METRICS = ("map", "ndcg", "recall@30")
 # the order of a cell's metrics: the large-scale set, then MDCR's and BEIR's, then the rest
@@ -239,7 +239,6 @@ def latex_table(header: list[str], rows: list[list[str]], caption: str,
 
 
 CAPTION_WORDS = 60  # a caption's most words: what the table shows and its test (issue 79)
-DOCS = "docs/evaluation.md"  # where each table's method is written in full
 
 
 def caption_words(caption: str) -> int:
@@ -249,7 +248,7 @@ def caption_words(caption: str) -> int:
 
 def method_note(anchor: str) -> str:
     """The note that names where a table's method is written in full."""
-    return f"The method in full: {DOCS}#{anchor}."
+    return f"The method in full: {EVALUATION_DOC}#{anchor}."
 
 
 def clauses(text: str) -> tuple[str, ...]:
@@ -707,7 +706,6 @@ PAIRS_NOTES = (
 
 BOOTSTRAP_HEADER = ["pools", "metric", "model", "queries", "mean", "95% interval",
                     "simulated coverage %"]
-BOOTSTRAP_SOURCE = "benchmarks/results/bootstrap_level.md"
 
 
 def bootstrap_caption(bounds: list[list[str]]) -> str:
@@ -736,7 +734,7 @@ def bootstrap_notes(bounds: list[list[str]]) -> tuple[str, ...]:
         f"sets whose values differ) that held that mean, over {len(grid['families'])} shapes "
         "of values in [0, 1] (AP-like, "
         "zero-inflated, P@10-like binomial and beta-binomial) with 1 or 3 draws, in the grid "
-        f"cells around the row's queries and mean ({BOOTSTRAP_SOURCE}); below 95, read the "
+        f"cells around the row's queries and mean ({BOOTSTRAP_LEVEL_RESULTS}); below 95, read the "
         "interval as narrower than a 95% interval."]
     if any(r[6] == "-" for r in bounds if len(r) > 6):
         notes.append(f"A coverage of -: no simulated level (queries outside {queries[0]} to "

@@ -18,7 +18,7 @@ from pipeline.evaluation.variance import (
     queries_needed,
 )
 from pipeline.layout import format_size
-from pipeline.report.tables import MISSING, main_metric, metric_key, metric_name
+from pipeline.report.tables import MISSING, main_metric, method_note, metric_key, metric_name
 
 DELTAS = (0.01, 0.02, 0.05)  # the differences the queries-needed table is for (metric units)
 DRAWS = (1, 3, 5, 10)  # its numbers of pool draws
@@ -26,7 +26,6 @@ ALPHA, POWER = 0.05, 0.8
 UNREACHABLE = "not reachable"
 NO_TEST = "no test (1 draw)"  # one planned draw when the measured draws vary
 FLOORS = ("random",)  # models at a floor: no one plans queries to tell a model from them
-DOCS = "docs/evaluation.md"  # where the section's method is written in full
 # benchmarks/results/queries_needed.json: per difference the report plans for and true draw sd
 # simulated (both MAP points), the lowest and highest median true power of the report's test
 # at the report's number from 3-draw pilots, over the simulated interactions and pilot sizes
@@ -54,11 +53,6 @@ def _se(row: dict) -> str:
 
 def _bounds(low: float | None, high: float | None, queries: int) -> str:
     return too_few(queries) if low is None else f"[{low * 100:.1f}, {high * 100:.1f}]"
-
-
-def _method(anchor: str) -> str:
-    """The note that names where a table's method is written in full."""
-    return f"The method in full: {DOCS}#{anchor}."
 
 
 def _few_queries(found: pl.DataFrame) -> list[str]:
@@ -303,11 +297,27 @@ def queries_needed_table(rows: pl.DataFrame, corpus: str, name: str) -> TablePar
         "on (2 with 3 draws: its 95% interval spans 0.27 to 39.5 times the estimate; 0: "
         "none).",
         *([f"Pairs with {', '.join(floors)} left out (a floor)."] if floors else []),
-        *_identical(pairs), _method("queries-needed"))
+        *_identical(pairs), method_note("queries-needed"))
     header = ["pools", "a", "b", "delta", "test", "draw df", "draw sd", f"draw sd {level} upper",
               *[f"R={d}" for d in DRAWS], *[f"R={d} plug-in" for d in several],
               f"median power at R={SIMULATED_DRAWS} (simulated)"]
-    return ("queries-needed", caption, header, body, notes)
+    return ("queries-needed", caption, header, body, (*notes, *_more_draws_more_queries(body)))
+
+
+def _more_draws_more_queries(body: list[list[str]]) -> list[str]:
+    """The note on rows where a number at more draws exceeds one at fewer (the cells of DRAWS
+    from column 8): each R's number is conditional on R draws reaching the power at all, and
+    fewer draws reach it only with less draw variance, so the numbers need not fall with R."""
+    rows = []
+    for row in body:
+        numbers = [int(c) for c in row[8:8 + len(DRAWS)] if c.isdigit()]
+        if any(later > earlier for earlier, later in zip(numbers, numbers[1:], strict=False)):
+            rows.append(f"{row[0]} {row[1]} - {row[2]}, delta {row[3]}")
+    if not rows:
+        return []
+    return [f"More draws, more queries ({'; '.join(rows)}): each R's number holds among the "
+            "variance components with which R draws can reach the power at all; fewer draws "
+            "reach it only with less draw variance, so their number can be the smaller."]
 
 
 def variance_tables(results: pl.DataFrame, corpus: str) -> list[TableParts]:
@@ -340,7 +350,7 @@ def variance_tables(results: pl.DataFrame, corpus: str) -> list[TableParts]:
          "With 3 draws the draw component rests on 2 degrees of freedom (its 95% interval "
          "spans 0.27 to 39.5 times the estimate).",
          *_draw_zero(found), *_few_queries(found), *_csfcube(rows),
-         _method("where-the-variance-comes-from")))]
+         method_note("where-the-variance-comes-from")))]
     pairs = differences(rows)
     if pairs.height:
         tables.append(("variance-differences", (
@@ -359,7 +369,8 @@ def variance_tables(results: pl.DataFrame, corpus: str) -> list[TableParts]:
              *_interval_notes(pairs), *_narrower(pairs),
              *(["Queries only (1 draw): one draw cannot give the draws' part."] if one_draw
                else []),
-             *_csfcube(rows), *_few_queries(pairs), _method("differences-over-queries-and-draws"))))
+             *_csfcube(rows), *_few_queries(pairs),
+             method_note("differences-over-queries-and-draws"))))
     needed = queries_needed_table(rows, corpus, name)
     if needed:
         tables.append(needed)

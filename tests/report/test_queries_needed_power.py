@@ -84,3 +84,19 @@ def test_the_quoted_levels_hold_the_committed_simulation():
     simulated = {(round(r["delta"] * 100, 6), round(r["draw_sd"] * 100, 6))
                  for r in report["rows"]}
     assert simulated == {(d, s) for d, sds in SIMULATED_POWER.items() for s in sds}
+
+
+def test_a_row_whose_number_grows_with_the_draws_is_named_in_a_note():
+    """Each R's number is conditional on R draws reaching the power at all, so it need not
+    fall with R (the demo's computer-science-1k, delta 1: 1622, 898, 1110 at R=3, 5, 10):
+    such a row is named in a note, and a table whose numbers fall with R has none."""
+    from pipeline.report.variance import _more_draws_more_queries
+
+    head = ["cs-1k", "bm25", "minilm", "1", "interval", "2", "0.60", "2.12"]
+    grows = [*head, "no test (1 draw)", "1622", "898", "1110"]
+    falls = [*head[:3], "2", *head[4:], "no test (1 draw)", "3956", "242", "199"]
+    assert _more_draws_more_queries([falls]) == []
+    (note,) = _more_draws_more_queries([falls, grows])
+    assert "cs-1k bm25 - minilm, delta 1" in note and "delta 2" not in note
+    unreachable = [*head, "no test (1 draw)", "not reachable", "not reachable", "1110"]
+    assert _more_draws_more_queries([unreachable]) == []
