@@ -267,8 +267,13 @@ def test_an_option_added_by_the_recipe_makes_the_runs_of_its_other_values_stale(
     the run's repair (verify's) carries the value."""
     from pipeline.core.files import read_json
     from pipeline.layout import run_paths
+    from pipeline.models import get_model
+    from pipeline.options.declared import kind_run_options
     from pipeline.retrieval.runs import recorded_run_repair
     from tests.conftest import POOL_SIZES, pool_of
+
+    # BM25's other options that change a run, at their defaults: recorded beside the new one
+    others = dict(kind_run_options(get_model("bm25"), {}))
 
     pool, runs = pool_of(POOL_SIZES[0]), tmp_path / "runs"
     roots = ("--corpora-root", str(corpus_dir.parent), "--index-root",
@@ -284,10 +289,10 @@ def test_an_option_added_by_the_recipe_makes_the_runs_of_its_other_values_stale(
 
     manifest = run_paths(runs, corpus_dir.name, pool, "bm25").manifest
     assert "0 current runs kept, 1 to search" in search("0.9")
-    assert read_json(manifest)["parameters"]["options"] == {"BM25_K1": "0.9"}
+    assert read_json(manifest)["parameters"]["options"] == {**others, "BM25_K1": "0.9"}
     assert "1 current runs kept, 0 to search" in search("0.9")
     assert "0 current runs kept, 1 to search" in search("1.2")  # the old run is stale
-    assert read_json(manifest)["parameters"]["options"] == {"BM25_K1": "1.2"}
+    assert read_json(manifest)["parameters"]["options"] == {**others, "BM25_K1": "1.2"}
     # the API: the same identity, so the run made by the command line is kept, then redone
     api = ("import pipeline, sys\n"
            f"data = pipeline.Data(corpora={str(corpus_dir.parent)!r}, "
@@ -301,7 +306,7 @@ def test_an_option_added_by_the_recipe_makes_the_runs_of_its_other_values_stale(
     assert done.returncode == 0, done.stderr
     (_, _, kept), (_, _, redone) = (line.split() for line in done.stdout.splitlines())
     assert kept == before and redone != kept
-    assert read_json(manifest)["parameters"]["options"] == {"BM25_K1": "0.9"}
+    assert read_json(manifest)["parameters"]["options"] == {**others, "BM25_K1": "0.9"}
     assert "BM25_K1=0.9" in recorded_run_repair(runs, corpus_dir.name, pool, "bm25").command()
 
 

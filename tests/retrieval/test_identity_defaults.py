@@ -42,6 +42,12 @@ def add_option(monkeypatch: pytest.MonkeyPatch, name: str, default_text: str | N
     monkeypatch.setattr(kind, "OPTIONS", {**kind.OPTIONS, name.lower(): default})
 
 
+def at_defaults() -> dict:
+    """BM25's run options at their defaults as the declarations stand before the new option:
+    whatever options a change of BM25's results has been given by then, not pinned here."""
+    return dict(kind_run_options(get_model("bm25"), {}))
+
+
 def recorded_options(place: Place) -> dict:
     """The options the BM25 run's manifest records."""
     manifest = run_paths(place.runs_root, place.corpus, POOL, "bm25").manifest
@@ -54,7 +60,7 @@ def made(corpus_dir, tmp_path) -> Place:
     place = Place(corpus_dir, tmp_path / "indexes", tmp_path / "runs")
     entry = get_model("bm25")
     search_pool(place, POOL, entry, k=K, threads=1, run_options=kind_run_options(entry, {}))
-    assert recorded_options(place) == {}
+    assert recorded_options(place) == at_defaults() and "BM25_K1" not in at_defaults()
     return place
 
 
@@ -64,10 +70,10 @@ def test_a_run_made_before_an_option_existed_is_current_at_its_default_only(
     """The new option at its default (not given, or given as the default): the earlier run is
     current, its missing key read as the default. At another value it is stale, and the reason
     names the options. A run searched now records the key, so a later other default is seen."""
-    entry = get_model("bm25")
+    entry, before = get_model("bm25"), at_defaults()
     add_option(monkeypatch, "BM25_K1", default_text, default)
     at_default = kind_run_options(entry, {})
-    assert at_default == {"BM25_K1": default}  # the wanted identity holds the new key
+    assert at_default == {**before, "BM25_K1": default}  # the wanted identity: the new key
     assert current_run(made, POOL, entry, K, run_options=at_default)
     assert current_run(made, POOL, entry, K,
                        run_options=kind_run_options(entry, {"bm25_k1": default}))
@@ -76,7 +82,7 @@ def test_a_run_made_before_an_option_existed_is_current_at_its_default_only(
     assert identity_problem(made, POOL, run_identity(entry, POOL, K, run_options=other)) == \
         "made with other parameters (options: BM25_K1)"
     search_pool(made, POOL, entry, k=K, threads=1, run_options=at_default)
-    assert recorded_options(made) == {"BM25_K1": default}  # every key recorded
+    assert recorded_options(made) == {**before, "BM25_K1": default}  # every key recorded
     add_option(monkeypatch, "BM25_K1", "1.5", 1.5)  # the default changed later
     assert not current_run(made, POOL, entry, K, run_options=kind_run_options(entry, {}))
 
@@ -84,8 +90,8 @@ def test_a_run_made_before_an_option_existed_is_current_at_its_default_only(
 def test_an_undeclared_option_missing_from_the_record_stays_a_difference(made, monkeypatch):
     """A retriever's option no declaration names has no declared default: a run recorded
     without it is stale, whatever its value."""
-    entry = get_model("bm25")
+    entry, before = get_model("bm25"), at_defaults()
     add_option(monkeypatch, "BM25_EXTRA", None, None)
     wanted = kind_run_options(entry, {})
-    assert wanted == {"BM25_EXTRA": None}
+    assert wanted == {**before, "BM25_EXTRA": None}
     assert not current_run(made, POOL, entry, K, run_options=wanted)

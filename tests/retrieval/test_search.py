@@ -10,6 +10,7 @@ from pipeline.core.files import read_json
 from pipeline.evaluation.evaluate import collect_results, eval_is_current, eval_run
 from pipeline.layout import Place, run_paths
 from pipeline.models import REGISTRY, ModelEntry, get_model
+from pipeline.options.declared import kind_run_options
 from pipeline.retrieval.runs import run_is_current
 from pipeline.retrieval.search import current_run, index, search_pool
 from tests.conftest import POOL_SIZES, pool_of
@@ -195,7 +196,9 @@ def test_other_bm25_defaults_search_again(corpus_dir, tmp_path):
         pipeline.search(data, corpus_dir.name, POOL, entry, k=20, threads=1)
         details = read_json(manifest)["details"]
         assert (details["k1"], details["b"], details["tuned_on"]) == (k1, b, [])
-        assert current_run(Place(corpus_dir, data.indexes, data.runs), POOL, entry, k=20)
+        # at BM25's options' defaults, as pipeline.search searched it
+        assert current_run(Place(corpus_dir, data.indexes, data.runs), POOL, entry, k=20,
+                           run_options=kind_run_options(entry, {}))
 
 
 def _stage_records(path, stage: str) -> list[dict]:
