@@ -44,7 +44,8 @@ def like(var: str | Variable, flag: str = "", **settings: Any) -> Option:
     var = BY_NAME[var] if isinstance(var, str) else var
     default = var.default({v.name: v.default for v in VARIABLES}) if callable(var.default) \
         else var.default
-    return arg(flag or var.option, **{"type": var.check, "default": default or None,
+    check = None if var.with_goals else var.check  # MODEL: import-run's name is no model
+    return arg(flag or var.option, **{"type": check, "default": default or None,
                                       "help": var.help.replace("%", "%%"), **settings})
 
 

@@ -335,6 +335,20 @@ def model_run(text: str) -> str:
     return run_name(get_model(model).name, variant)
 
 
+def model_name(text: str) -> str:
+    """MODEL's check: the model get_model resolves (a registered name written as registered,
+    hf:, st:, vectors:, api: or a fused name), else get_model's one line naming it and the
+    names and prefixes to give. Run by RULES once the goals are known (an imported run's
+    name, make import-run's or import-vectors', is no model: Variable.with_goals)."""
+    from pipeline.models import API_PREFIX, HF_PREFIX, ST_PREFIX, VECTORS_PREFIX, get_model
+
+    entry = get_model(text)
+    if not text.startswith((HF_PREFIX, ST_PREFIX, VECTORS_PREFIX, API_PREFIX)) \
+            and entry.name != text:
+        raise InputError(f"MODEL {text!r}: write it as registered, {entry.name!r}")
+    return text
+
+
 def scored_run(text: str) -> str:
     """A registered model's run, or a run imported under its own name (evaluate refuses a
     name with no run in its pool)."""

@@ -47,8 +47,6 @@ from pipeline.models import (
     PRECISIONS,
     REGISTRY,
     SIMILARITIES,
-    ST_PREFIX,
-    VECTORS_PREFIX,
     api_key,
     chosen_model,
     endpoint_url,
@@ -76,6 +74,7 @@ from pipeline.options.checks import (
     maximum,
     mdcr_count,
     metric_list,
+    model_name,
     model_run,
     named,
     non_negative,
@@ -146,6 +145,9 @@ class Variable:
     changes_run: bool | str | None = None
     variable: bool = True  # False: an argument of the API alone (keyword())
     functions: tuple[str, ...] = ()  # the API functions it is for (empty: every other)
+    # its check runs with RULES, once the goals are known, not as it is read (MODEL: make
+    # import-run's and import-vectors' name, or a run imported already, is no model to load)
+    with_goals: bool = False
 
     def __post_init__(self) -> None:
         if self.changes_run not in (True, False, MODEL_ID) and (
@@ -323,10 +325,11 @@ DECLARED: tuple[Variable, ...] = (
       one_word=True, stages=("retire-pool", "import-run", "export-beir"),
       required=("retire-pool", "export-beir"), keywords=("pool",)),
     # ---- models
-    V("MODEL", DEFAULT_MODEL, None, "one model: a registered name (make models), hf:<org>/<name>, "
-      "st:<org>/<name>, vectors:<name>, api:<model> or a fused model's name; make "
+    V("MODEL", DEFAULT_MODEL, model_name, "one model: a registered name (make models), "
+      "hf:<org>/<name>, st:<org>/<name>, vectors:<name>, api:<model> or a fused model's name; make "
       "import-vectors: the vectors' name", "models", stages=("import-run", "import-vectors"),
-      required=("import-run", "import-vectors"), keywords=("model",), changes_run=MODEL_ID),
+      required=("import-run", "import-vectors"), keywords=("model",),
+      changes_run=MODEL_ID, with_goals=True),
     V("POOLING", "", None, "cls, mean or lasttoken, for MODEL=hf:<org>/<name>", "models",
       shown="mean", optional=True, one_word=True, changes_run=MODEL_ID),
     V("PRECISION", "fp32", choice(PRECISIONS), "the encoder's precision: fp32, bf16 or fp16 "
@@ -660,18 +663,17 @@ def values_are_one_word(v: Any) -> None:
 
 
 def models_are_registered(v: Any) -> None:
-    """MODEL and DEMO_MODELS (commas or spaces between), each checked by the registry,
-    written as registered."""
+    """MODEL by its declared check (once: run_check), and DEMO_MODELS (commas or spaces
+    between) by the same resolution, each written as registered; an hf: model's POOLING too."""
+    if v.MODEL:
+        run_check(BY_NAME["MODEL"].check, v.MODEL)
     for variable in ("MODEL", "DEMO_MODELS"):
         for name in (getattr(v, variable) or "").replace(",", " ").split():
             try:
-                if name.startswith(HF_PREFIX):  # validates the id and the pooling
+                if variable == "DEMO_MODELS":
+                    model_name(name)
+                if name.startswith(HF_PREFIX):  # the id with its pooling (no @ of its own)
                     get_model(f"{name}@{v.POOLING or 'mean'}")
-                elif name.startswith((VECTORS_PREFIX, ST_PREFIX, API_PREFIX)):
-                    get_model(name)
-                elif (entry := get_model(name)).name != name:
-                    raise InputError(f"MODEL {name!r}: write it as registered, "
-                                     f"{entry.name!r}")
             except InputError as exc:
                 if variable == "MODEL":
                     raise
