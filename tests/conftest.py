@@ -303,18 +303,46 @@ def own_venv(name: str, packages: tuple[str, ...]) -> Path:
     return target
 
 
+# What the suite installs where it is missing, by the function of the test module that needs
+# it (no arguments): two queues, each in the order make test's schedule reaches them; pip's
+# (infinity-emb's environment) and apt-get's (Debian's packages of a SLURM cluster, the
+# browser and pdflatex: one at a time, apt_install's lock)
+INSTALLERS = ((("tests.conftest", "install_infinity"),),
+              (("tests.test_slurm", "install_slurm"),
+               ("tests.report.test_report_browser", "install_chromium"),
+               ("tests.report.test_report_layout", "install_tex")))
+
+
+def install_infinity() -> Path:
+    """infinity-emb's environment (own_venv): its folder."""
+    return own_venv("infinity", INFINITY_PACKAGES)
+
+
+def install_queue(queue: int) -> None:
+    """Each installer of INSTALLERS[queue] in turn, one failing or skipping not stopping the
+    next: its test calls it again, and fails or skips saying why."""
+    import contextlib
+    import importlib
+
+    for module, name in INSTALLERS[queue]:
+        with contextlib.suppress(Exception, pytest.skip.Exception, pytest.fail.Exception):
+            getattr(importlib.import_module(module), name)()
+
+
 def pytest_sessionstart(session):
-    """The whole suite with its slow tests (make test): infinity-emb's environment is
-    installed in the background from the start (mostly download time, beside the tests), so
-    its test, when it comes, finds it ready or waits for it on its lock."""
+    """The whole suite with its slow tests (make test): what it installs (INSTALLERS) is
+    installed in a background process from the start (mostly download and unpacking, beside
+    the tests, instead of a worker waiting on it), so that each test that needs it finds it
+    ready or waits on its lock for the rest."""
     config = session.config
     if (os.environ.get("PYTEST_XDIST_WORKER") or "not slow" in (config.option.markexpr or "")
             or config.args_source != pytest.Config.ArgsSource.TESTPATHS):
         return
-    subprocess.Popen([sys.executable, "-c", "from tests.conftest import INFINITY_PACKAGES, "
-                      "own_venv; own_venv('infinity', INFINITY_PACKAGES)"],
-                     cwd=Path(__file__).resolve().parents[1], stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, start_new_session=True)
+    for queue in range(len(INSTALLERS)):
+        subprocess.Popen([sys.executable, "-c", "from tests.conftest import install_queue; "
+                          f"install_queue({queue})"],
+                         cwd=Path(__file__).resolve().parents[1], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 # apt-get output that means "no network", not "something is broken" ("Failed to fetch" alone

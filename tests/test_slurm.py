@@ -231,7 +231,7 @@ def test_local_executor_runs_every_shard_in_one_call(data_root, tiny_bert, refer
 
 # ---- a real one-node SLURM cluster --------------------------------------------------------------
 
-def _install_slurm() -> None:
+def install_slurm() -> None:
     """Debian's slurm-wlm and munge, unless their programs are found (`apt_install`)."""
     apt_install(("slurm-wlm", "munge"),
                 lambda: all(shutil.which(tool, path=SBIN) for tool in DAEMONS))
@@ -263,7 +263,7 @@ def test_apt_failures_skip_only_without_network(tmp_path, monkeypatch, says, out
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("APT_SAYS", says)
     with pytest.raises(outcome):
-        _install_slurm()
+        install_slurm()
     calls = (tmp_path / "calls").read_text().splitlines()
     assert [c.split()[0] for c in calls] == ["update", "install"] * installs
 
@@ -396,7 +396,7 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster():
-    _install_slurm()
+    install_slurm()
     if os.geteuid() != 0:
         pytest.skip("a one-node SLURM cluster (slurmd, SlurmUser=root) needs root")
     cluster = Cluster()

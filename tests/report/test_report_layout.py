@@ -104,6 +104,11 @@ def tex_tools() -> bool:
     return found.returncode == 0 and bool(found.stdout.strip())
 
 
+def install_tex() -> None:
+    """Debian's pdflatex and booktabs, unless installed (apt_install)."""
+    apt_install(TEX_PACKAGES, tex_tools)
+
+
 DOCUMENT = ("\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
             "\\input{%s}\n\\end{document}\n")
 
@@ -130,7 +135,7 @@ def compile_tables(folder: Path, tmp: Path) -> list[Path]:
 def test_the_latex_tables_compile_with_pdflatex(saved, judged_report, tmp_path):  # noqa: F811
     """Debian's pdflatex (installed here as SLURM and Chromium are) compiles every table file
     of the report, and of a judged report with fusion, each in a minimal document."""
-    apt_install(TEX_PACKAGES, tex_tools)
+    install_tex()
     report, folder = saved
     assert len(compile_tables(folder, tmp_path)) == len(report.tables)
     judged = tmp_path / "judged"
