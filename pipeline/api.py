@@ -18,10 +18,9 @@ from pipeline.layout import (
     parse_size,
     raw_dir,
     run_name,
-    split_run_name,
     stage_times_path,
 )
-from pipeline.options.checks import DTYPES
+from pipeline.options.checks import DTYPES, model_run
 from pipeline.options.declared import default, kind_run_options
 from pipeline.roots import data_roots, where
 
@@ -623,8 +622,7 @@ def _run(model: str | ModelEntry, place: Place | None = None, pool: str = "") ->
 
         if pool in imported_pools(place.runs_root, place.corpus, model):
             return model
-    name, variant = split_run_name(model)
-    return run_name(_entry(name).name, variant)
+    return model_run(model)
 
 
 def import_run(data: Data | str | os.PathLike, corpus: str, pool: str | None, run: Run,

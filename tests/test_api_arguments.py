@@ -137,6 +137,13 @@ def wrong_calls(data: pipeline.Data, corpus: str) -> dict[str, tuple]:
                          "unknown significance test 'u'"),
         "compare alpha": (lambda: pipeline.compare("q", {"a": "r", "b": "s"}, "map", alpha=0),
                           "alpha=0: give a significance level"),
+        # a registered model written otherwise: the run would be bm25's under another name
+        "search model='Bm25'": (lambda: pipeline.search(d, c, p, "Bm25"),
+                                "'Bm25': write it as registered, 'bm25'"),
+        "evaluate model=['Bm25']": (lambda: pipeline.evaluate(d, c, p, ["Bm25"]),
+                                    "'Bm25': write it as registered, 'bm25'"),
+        "evaluate model='BM25~title'": (lambda: pipeline.evaluate(d, c, None, "BM25~title"),
+                                        "'BM25': write it as registered, 'bm25'"),
         "verify_data folder": (lambda: pipeline.verify_data(d, 3), "folders=3: give a path"),
         "verify_data deep": (lambda: pipeline.verify_data(d, deep="no"), "deep='no'"),
     }

@@ -327,12 +327,12 @@ def dataset_list(text: str) -> str:
 
 # ---- the values of the API's own arguments (declared.py's keyword())
 def model_run(text: str) -> str:
-    """A model's name, or a run's ('bm25~title'): the registry knows the model."""
+    """A model's name, or a run's ('bm25~title'): the registry knows the model, written as
+    registered (model_name's rule)."""
     from pipeline.layout import run_name, split_run_name
-    from pipeline.models import get_model
 
     model, variant = split_run_name(text)
-    return run_name(get_model(model).name, variant)
+    return run_name(_registered(model).name, variant)
 
 
 def model_name(text: str) -> str:
@@ -340,22 +340,33 @@ def model_name(text: str) -> str:
     hf:, st:, vectors:, api: or a fused name), else get_model's one line naming it and the
     names and prefixes to give. Run by RULES once the goals are known (an imported run's
     name, make import-run's or import-vectors', is no model: Variable.with_goals)."""
+    _registered(text)
+    return text
+
+
+def _registered(text: str):
+    """The registry's entry of model `text`, refused unless a registered name is written as
+    registered ('Bm25' is not 'bm25': a run's and a store's name is the registered one)."""
     from pipeline.models import API_PREFIX, HF_PREFIX, ST_PREFIX, VECTORS_PREFIX, get_model
 
     entry = get_model(text)
     if not text.startswith((HF_PREFIX, ST_PREFIX, VECTORS_PREFIX, API_PREFIX)) \
             and entry.name != text:
         raise InputError(f"MODEL {text!r}: write it as registered, {entry.name!r}")
-    return text
+    return entry
 
 
 def scored_run(text: str) -> str:
     """A registered model's run, or a run imported under its own name (evaluate refuses a
     name with no run in its pool)."""
+    from pipeline.layout import split_run_name
+    from pipeline.models import get_model
+
     try:
-        return model_run(text)
+        get_model(split_run_name(text)[0])
     except InputError:
-        return check_name("model", text)
+        return check_name("model", text)  # no model of the registry: an imported run's
+    return model_run(text)
 
 
 def scored_runs(text: str) -> str:

@@ -103,12 +103,15 @@ def test_cli_input_errors_are_one_line(tmp_path):
         ["check", "--field", "Alchemy"],
         ["ingest", "--corpus", "nothing"],
     ]
-    for case in cases:
+    spelled = [["eval", "--corpus", "nothing", "--model", "Bm25"],  # MODEL's rule, every door
+               ["search", "--corpus", "nothing", "--model", "BM25~title"]]
+    for case in cases + spelled:
         done = run([sys.executable, "-m", "pipeline", "--corpora-root", str(tmp_path),
                     "--runs-root", str(tmp_path / "runs"), *case])
         assert done.returncode == 2, case
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), (case, lines)
+        assert case not in spelled or "write it as registered, 'bm25'" in lines[0], lines
     assert not list(tmp_path.rglob("*.parquet"))
 
 
