@@ -91,7 +91,8 @@ def setup_installs(tmp_path: Path) -> list[list[str]]:
                                   if k not in ("STAMP", "PY", "VENV", "PYTHON")},
                                "MAKEFLAGS": ""})
     assert done.returncode == 0, done.stderr[-2000:]
-    commands = [shlex.split(line) for line in done.stdout.splitlines()
+    lines = done.stdout.replace("\\\n", " ").splitlines()  # a recipe line continued: one
+    commands = [shlex.split(line) for line in lines
                 if line.strip() and not line.lstrip().startswith("#")]
     return [words for words in commands if Path(words[0]).name == "pip" and "install" in words]
 
