@@ -884,24 +884,17 @@ def _collect(data: Data) -> pl.DataFrame:
     return results
 
 
-REPORT_ATTEMPTS = 3  # builds of a report whose inputs changed meanwhile, before it refuses
-
-
 def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = default("SEED"), *,
                  collect: bool = True, exclude: str | os.PathLike | None = None,
                  training_sets: TrainingSets | None = None) -> Report:
     """`make report` (the report command, then `Report.save()`): the Report of `corpus` and pool
     seed `seed` from every evaluation (`collect=False`: runs/results.parquet as written last); its
-    `save()` writes it under runs/reports/ with the digests of what it was made from. Collected
-    and read under the results' lock; built again (REPORT_ATTEMPTS in all) when a file it reads
-    changed meanwhile, so that it never mixes evaluations from before and after a `make eval`
-    beside it."""
-    from pipeline.core.locks import file_lock
-    from pipeline.evaluation.evaluate import collect_results
+    `save()` writes it under runs/reports/ with the digests of what it was made from, from one
+    state of the data (report.build.build_consistent: never evaluations from before and after a
+    `make eval` beside it)."""
+    from pipeline.core.inputs import Roots
     from pipeline.layout import RESULTS_FILE
-    from pipeline.report.build import build_report as build
-    from pipeline.report.build import report_lists, training_lists
-    from pipeline.report.provenance import ReportInputsChanged, results_state, state
+    from pipeline.report.build import build_consistent, report_lists, training_lists
 
     data = Data.of(data)
     check_name("corpus", corpus)
@@ -913,24 +906,8 @@ def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = defaul
     if collect and not (data.runs / corpus).is_dir():  # load_results's refusal, first
         raise InputError(f"no evaluated runs for CORPUS={corpus} and SEED={seed} in "
                          f"{data.runs / RESULTS_FILE}: run `make eval`")
-    attempt = 1
-    while True:
-        # collected and read under collect's lock; a file changed meanwhile (an evaluation
-        # written beside it) is built again from the start: one state of the data, recorded
-        with file_lock(data.runs / RESULTS_FILE):
-            before = state(data.place(corpus), results=not collect)
-            if collect:  # what it writes, taken after it
-                collect_results(data.corpora, data.indexes, data.runs)
-                before |= results_state(data.runs)
-            try:
-                return build(data.runs, corpus, seed, data.corpora, *lists,
-                             index_root=data.indexes, before=before)
-            except ReportInputsChanged as exc:
-                if not collect or attempt == REPORT_ATTEMPTS:
-                    raise
-                log.warning(f"[report] {exc.message}: built again ({attempt + 1} of "
-                            f"{REPORT_ATTEMPTS})")
-        attempt += 1
+    return build_consistent(Roots(data.corpora, data.indexes, data.runs), corpus, seed, lists,
+                            collect)
 
 
 def verify_data(data: Data | str | os.PathLike, *folders: str | os.PathLike,
@@ -975,47 +952,9 @@ def warm() -> dict[str, Any]:
     compiled or loaded from its cache, then the pipeline's modules compiled to bytecode, a line
     logged for each (a warning for kernels cached nowhere). Returns kernels, compiled, caches,
     seconds and modules (None: not every module's bytecode could be written)."""
-    import time
+    from pipeline.evaluation.warm import warm as ready
 
-    from pipeline import metrics
-    from pipeline.retrieval.bm25 import store as bm25_store
-
-    start = time.perf_counter()
-    with metrics.compilations() as compiled:
-        bm25_store.warm_up()
-        metrics.warm_up()
-    seconds = time.perf_counter() - start
-    caches = metrics.kernel_caches()
-    kept = {folder: n for folder, n in caches.items() if folder}
-    nowhere = caches.get("", 0)
-    said = ", ".join(f"{folder} ({n})" for folder, n in sorted(kept.items()))
-    log.info(f"[warm] numba: {sum(caches.values())} kernels ready in {seconds:.1f}s "
-             f"({len(compiled)} functions compiled, the others loaded from its cache); cached "
-             f"in {said or 'no folder'}")
-    if nowhere:
-        log.warning(f"[warm] numba: {nowhere} kernels cached nowhere (no writable folder): "
-                    "each process compiles them again; set NUMBA_CACHE_DIR to a folder you "
-                    "can write (docs/cluster.md)")
-    package, modules = _bytecode()
-    log.info("[warm] bytecode: " + (
-        f"{modules} module{'' if modules == 1 else 's'} of {package} compiled, the others "
-        "current" if modules is not None else f"not every module of {package} could be "
-        "written (a read-only checkout? PYTHONPYCACHEPREFIX names a folder to write it in)"))
-    return {"kernels": sum(caches.values()), "compiled": list(compiled), "caches": caches,
-            "seconds": seconds, "modules": modules}
-
-
-def _bytecode() -> tuple[Path, int | None]:
-    """The pipeline's modules compiled to bytecode, the current ones skipped: the package's folder
-    and how many were compiled (None: not every one could be written)."""
-    import compileall
-    import io
-    from contextlib import redirect_stdout
-
-    package = Path(__file__).parent
-    with redirect_stdout(io.StringIO()) as said:
-        done = compileall.compile_dir(package, quiet=0, workers=1)
-    return package, said.getvalue().count("Compiling ") if done else None
+    return ready()
 
 
 def import_vectors(data: Data | str | os.PathLike, corpus: str, model: str,
@@ -1030,60 +969,17 @@ def import_vectors(data: Data | str | os.PathLike, corpus: str, model: str,
     return fill(Data.of(data).place(corpus), model, src, similarity, replace)["model"]
 
 
-def _results_table(results: str | os.PathLike | pl.DataFrame, function: str,
-                   columns: set[str]) -> pl.DataFrame:
-    """`results` as a DataFrame (a path read by `read_results`), refused without `columns`."""
-    import polars as pl
-
-    from pipeline.evaluation.evaluate import read_results
-
-    table = results if isinstance(results, pl.DataFrame) else read_results(Path(results))
-    if missing := sorted(columns - set(table.columns)):
-        raise InputError(f"{function}: results lack the column(s) {', '.join(missing)} of "
-                         "runs/results.parquet")
-    return table
-
-
 def crossover(results: Results, a: str, b: str, *, metric: str = "map"
               ) -> pl.DataFrame:
     """Where the curves of models `a` and `b` against pool size cross, per scope, as the report's
     crossover section: the crossing size and its 95% interval (none for an extrapolated crossing).
     Writes nothing; nothing random."""
     from pipeline.evaluation.crossover import crossovers
+    from pipeline.report.rows import results_table
 
-    table = _results_table(results, "crossover", {"size", "repeat", "model", "query",
+    table = results_table(results, "crossover", {"size", "repeat", "model", "query",
                                                   "metric", "value"})
     return crossovers(table, a, b, metric)
-
-
-def _report_rows(results: str | os.PathLike | pl.DataFrame, corpus: str | None, seed: int,
-                 function: str) -> pl.DataFrame:
-    """The rows a report reads: one corpus (`corpus`, needed with several), pool seed `seed`, the
-    test split (else validation), every candidate, the full queries, one exclusion list."""
-    import polars as pl
-
-    from pipeline.layout import VARIANT_SEP
-
-    table = _results_table(results, function, {"scope", "size", "seed", "repeat", "model",
-                                               "query", "metric", "value"})
-    if corpus is not None and "corpus" in table.columns:
-        table = table.filter(pl.col("corpus") == corpus)
-    table = table.filter(pl.col("seed") == seed,
-                         ~pl.col("model").str.contains(VARIANT_SEP, literal=True))
-    if "negatives" in table.columns:
-        table = table.filter(pl.col("negatives") == "all")
-    if "split" in table.columns and (table["split"] == "test").any():
-        table = table.filter(pl.col("split") == "test")
-    for column, what in (("corpus", "corpus=<one>"), ("split", "one split"),
-                         ("exclusion", "the rows of one exclusion list")):
-        if column in table.columns and table[column].n_unique() > 1:
-            raise InputError(f"{function}: results hold several {column}s "
-                             f"({', '.join(sorted(map(str, table[column].unique())))}): give "
-                             f"{what}")
-    if table.is_empty():
-        raise InputError(f"{function}: no rows of seed {seed}"
-                         + (f" and corpus {corpus}" if corpus else "") + " in results")
-    return table
 
 
 def variance(results: Results, corpus: str | None = None,
@@ -1092,8 +988,9 @@ def variance(results: Results, corpus: str | None = None,
     random-effects decomposition over queries x pool draws of the rows a report reads, as the
     report's variance section. Writes nothing."""
     from pipeline.evaluation.variance import components
+    from pipeline.report.rows import report_rows
 
-    return components(_report_rows(results, corpus, seed, "variance"))
+    return components(report_rows(results, corpus, seed, "variance"))
 
 
 def topic_set_size(results: Results,
@@ -1105,8 +1002,9 @@ def topic_set_size(results: Results,
     `power` against each of `deltas` with each number of pool `draws`, from the variance components
     of the pair's difference on the rows `variance` reads. Writes nothing."""
     from pipeline.evaluation.variance import pair_components, queries_needed
+    from pipeline.report.rows import report_rows
 
-    rows = _report_rows(results, corpus, seed, "topic_set_size")
+    rows = report_rows(results, corpus, seed, "topic_set_size")
     return queries_needed(pair_components(rows), tuple(map(float, deltas)),
                           tuple(map(int, draws)), alpha, power)
 

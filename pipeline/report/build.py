@@ -23,7 +23,7 @@ from pipeline.core.manifests import manifest
 from pipeline.core.secrets import shown_url
 from pipeline.evaluation.crossover import HEADER as CROSSOVER_HEADER
 from pipeline.evaluation.crossover import crossover_rows, no_rows_reason, pool_least
-from pipeline.evaluation.evaluate import read_results
+from pipeline.evaluation.evaluate import collect_results, read_results
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import (
     DATA_FOLDERS,
@@ -49,10 +49,12 @@ from pipeline.report.leakage import leakage_rows, list_summary, reported_pools
 from pipeline.report.plots import plot_field_heatmap, plot_map_vs_size
 from pipeline.report.provenance import (
     Provenance,
+    ReportInputsChanged,
     provenance,
     report_inputs,
     report_parameters,
     report_repair,
+    results_state,
     state,
     unchanged,
 )
@@ -862,6 +864,35 @@ def build_report(runs_root: Path, corpus: str, seed: int = 0,
                     f"{item['repair']}")
     return Report(corpus, seed, runs_root, sections, made, exclude, training_sets, inputs,
                   {model: listed.file_sha256 for model, listed in sorted(training.items())})
+
+
+REPORT_ATTEMPTS = 3  # builds of a report whose inputs changed meanwhile, before it refuses
+
+
+def build_consistent(roots: Roots, corpus: str, seed: int,
+                     lists: tuple[str | None, dict[str, str]], collect: bool) -> Report:
+    """The report of one state of the data: collected (`collect`) and read under collect's
+    lock; a file changed meanwhile (an evaluation written beside it) is built again from the
+    start, REPORT_ATTEMPTS in all, so that it never mixes evaluations from before and after a
+    `make eval` beside it (without `collect` nothing collects the change: refused at once).
+    `lists`: the exclusion list and the training sets, as build_report takes them."""
+    place = Place(roots.corpora / corpus, roots.indexes, roots.runs)
+    attempt = 1
+    while True:
+        with file_lock(roots.runs / RESULTS_FILE):
+            before = state(place, results=not collect)
+            if collect:  # what it writes, taken after it
+                collect_results(roots.corpora, roots.indexes, roots.runs)
+                before |= results_state(roots.runs)
+            try:
+                return build_report(roots.runs, corpus, seed, roots.corpora, *lists,
+                                    index_root=roots.indexes, before=before)
+            except ReportInputsChanged as exc:
+                if not collect or attempt == REPORT_ATTEMPTS:
+                    raise
+                log.warning(f"[report] {exc.message}: built again ({attempt + 1} of "
+                            f"{REPORT_ATTEMPTS})")
+        attempt += 1
 
 
 def reported_runs(data: Results) -> list[tuple[str, str]]:

@@ -1,5 +1,5 @@
 """The house commands that are API functions (issue 72): `models` is api.list_models, `sweep`
-api.sweep (`warm`, api.warm: tests/cli/test_warm.py, tests/evaluation/test_kernels.py)."""
+api.sweep (`warm`, api.warm: tests/evaluation/test_warm.py, tests/evaluation/test_kernels.py)."""
 
 from __future__ import annotations
 

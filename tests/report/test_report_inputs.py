@@ -179,7 +179,7 @@ def test_a_report_never_records_digests_other_than_what_it_shows(report_data, tm
     assert report_lines(data) == []
     # collect=False: nothing collects the change, so the report refuses, writing nothing
     calls.clear()
-    monkeypatch.setattr(pipeline.api, "REPORT_ATTEMPTS", 1)
+    monkeypatch.setattr(build, "REPORT_ATTEMPTS", 1)
     before = {p.name: p.read_bytes() for p in reports_dir(data.runs).iterdir()}
     pipeline.evaluate(data, CORPUS, pool, "bm25", metrics=["map", "precision@7", "ndcg@5"],
                       collect=True)
