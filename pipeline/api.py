@@ -20,7 +20,7 @@ from pipeline.layout import (
     run_name,
     stage_times_path,
 )
-from pipeline.options.checks import DTYPES, model_run
+from pipeline.options.checks import DTYPES, model_run, scored_run
 from pipeline.options.declared import default, kind_run_options
 from pipeline.roots import data_roots, where
 
@@ -803,17 +803,13 @@ def evaluate(data: Data | str | os.PathLike, corpus: str, pool: Pools | None, mo
     and candidate set (with `means`: per model); several pools add a `pool` column. A run imported
     under its own name is scored on the pools it was imported into; one pool named alone without it
     is refused."""
-    import polars as pl
-
-    from pipeline.core.files import read_json
     from pipeline.evaluation.evaluate import (
         eval_is_current,
         eval_pools,
         eval_run,
+        metrics_table,
         pool_metrics,
-        score_run,
     )
-    from pipeline.layout import run_paths
 
     data = Data.of(data)
     place, one = data.place(corpus), isinstance(pool, str)
@@ -834,25 +830,7 @@ def evaluate(data: Data | str | os.PathLike, corpus: str, pool: Pools | None, mo
                     eval_run(place, each, name, wanted[each])
     if collect:
         _collect(data)
-    frames = []
-    for names in runs:
-        for each, name in names.items():
-            paths = run_paths(place.runs_root, corpus, each, name)
-            values, info = (pl.read_parquet(paths.metrics), read_json(paths.evaluation)) \
-                if save else score_run(place, each, name, wanted[each])
-            keys = {"model": name} if one else {"model": name, "pool": each}
-            if means:
-                frames.append(pl.DataFrame(
-                    [{**keys, **{m: info["means"][m] for m in wanted[each]}}],
-                    schema={**dict.fromkeys(keys, pl.String),
-                            **dict.fromkeys(wanted[each], pl.Float64)}))
-            else:  # the metrics asked, of those saved
-                frames.append(values.select(
-                    *(pl.lit(value).alias(key) for key, value in keys.items()),
-                    pl.exclude(set(values.columns) - {"query", "negatives", *wanted[each]})))
-    if not frames:  # an imported run in none of the pools
-        return pl.DataFrame(schema={"model": pl.String, "pool": pl.String})
-    return pl.concat(frames, how="vertical_relaxed" if one else "diagonal_relaxed")
+    return metrics_table(place, runs, wanted, saved=save, means=means, one=one)
 
 
 def _scored(model: str | ModelEntry, place: Place, pools: list[str], one: bool
@@ -925,18 +903,12 @@ def verify_data(data: Data | str | os.PathLike, *folders: str | os.PathLike,
 def sweep(data: Data | str | os.PathLike) -> list[Path]:
     """`make sweep` (the sweep command): the temporaries that stopped processes of this host left
     under the data roots removed; returns the paths removed, sorted."""
-    from pipeline.core.atomic import remove, stale_temporaries
+    from pipeline.core.atomic import sweep_temporaries
 
     data = Data.of(data)
-    removed: list[Path] = []
-    for root in (data.corpora, data.indexes, data.runs):
-        folders = {p.parent for p in root.rglob(".*.tmp")} if root.exists() else set()
-        for folder in sorted(folders):  # a folder before those below it
-            for path in stale_temporaries(folder):
-                remove(path)
-                removed.append(path)
+    removed = sweep_temporaries((data.corpora, data.indexes, data.runs))
     log.info(f"[sweep] {len(removed)} temporaries of stopped processes removed")
-    return sorted(removed)
+    return removed
 
 
 def list_models() -> list[ModelEntry]:
@@ -1026,13 +998,7 @@ def _sampling(models: str | Sequence[str], sample_size: int, sample_seed: int,
     from pipeline.judging.stage import sampling
 
     names = models.replace(",", " ").split() if isinstance(models, str) else list(models)
-    runs = []
-    for name in names:
-        try:
-            runs.append(_run(name))
-        except InputError:
-            runs.append(check_name("model", name))
-    return sampling(runs, sample_size, sample_seed, depth)
+    return sampling([scored_run(name) for name in names], sample_size, sample_seed, depth)
 
 
 def judge(data: Data | str | os.PathLike, corpus: str, models: Models,

@@ -64,6 +64,19 @@ def is_temporary(path: Path) -> bool:
     return bool(_TEMP.match(path.name))
 
 
+def sweep_temporaries(roots: tuple[Path, ...]) -> list[Path]:
+    """The temporaries under `roots` that stopped processes of this host left, removed (a
+    folder before those below it); their paths, sorted."""
+    removed: list[Path] = []
+    for root in roots:
+        folders = {p.parent for p in root.rglob(".*.tmp")} if root.exists() else set()
+        for folder in sorted(folders):
+            for path in stale_temporaries(folder):
+                remove(path)
+                removed.append(path)
+    return sorted(removed)
+
+
 def remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)

@@ -262,6 +262,32 @@ def done_means(evaluation: dict) -> dict[str, float]:
     return {f"{prefix}{k}": round(v, 4) for k, v in evaluation["means"].items() if v is not None}
 
 
+def metrics_table(place: Place, runs: list[dict[str, str]], wanted: dict[str, list[str]], *,
+                  saved: bool, means: bool, one: bool) -> pl.DataFrame:
+    """The metrics `wanted` (pool -> names) of each model's runs (pool -> run name), read from
+    its saved evaluation (`saved`) or scored in memory: a row per query and candidate set, or
+    per run with `means`; a `pool` column unless `one` pool was named (the API's evaluate)."""
+    frames = []
+    for names in runs:
+        for each, name in names.items():
+            paths = run_paths(place.runs_root, place.corpus, each, name)
+            values, info = (pl.read_parquet(paths.metrics), read_json(paths.evaluation)) \
+                if saved else score_run(place, each, name, wanted[each])
+            keys = {"model": name} if one else {"model": name, "pool": each}
+            if means:
+                frames.append(pl.DataFrame(
+                    [{**keys, **{m: info["means"][m] for m in wanted[each]}}],
+                    schema={**dict.fromkeys(keys, pl.String),
+                            **dict.fromkeys(wanted[each], pl.Float64)}))
+            else:  # the metrics asked, of those saved
+                frames.append(values.select(
+                    *(pl.lit(value).alias(key) for key, value in keys.items()),
+                    pl.exclude(set(values.columns) - {"query", "negatives", *wanted[each]})))
+    if not frames:  # an imported run in none of the pools
+        return pl.DataFrame(schema={"model": pl.String, "pool": pl.String})
+    return pl.concat(frames, how="vertical_relaxed" if one else "diagonal_relaxed")
+
+
 def refuse_damaged_runs(place: Place, pools: list[str], name: str) -> None:
     """A pool whose run `name` has a manifest that cannot be read is not a pool without the
     run: refused, with the command that makes the run whole again (never left out unsaid)."""
