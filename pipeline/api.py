@@ -310,8 +310,7 @@ def build_pools(data: Data | str | os.PathLike, corpus: str, *,
                 "exclude": None if exclude is None else str(exclude),
                 **({} if query_year is None else {"query_year": query_year,
                                                   "max_year": query_year})}
-    build_grid(corpus_dir, fields, sizes, repeats, times, **settings)
-    return _grid_pools(corpus_dir, fields, sizes, repeats, settings)
+    return build_grid(corpus_dir, fields, sizes, repeats, times, **settings)
 
 
 def build_paper_pools(data: Data | str | os.PathLike, corpus: str, *,
@@ -339,25 +338,9 @@ def build_paper_pools(data: Data | str | os.PathLike, corpus: str, *,
                  Named("PAPER_FIELD_SIZE", "PAPER_FIELD_QUERIES"))):
             parsed = [parse_size(text) for text in str(sizes).split()]
             settings = {"n_queries": queries, **common}
-            build_grid(corpus_dir, fields, parsed, paper_repeats, times, named, **settings)
-            names += _grid_pools(corpus_dir, fields, parsed, paper_repeats, settings)
+            names += build_grid(corpus_dir, fields, parsed, paper_repeats, times, named,
+                                **settings)
     return names
-
-
-def _grid_pools(corpus_dir: Path, fields: list[str | None], sizes: list[int], repeats: int,
-                settings: dict) -> list[str]:
-    """The names of a grid's pools that the corpus holds (a field whose field-cited set a size
-    exhausts has one draw)."""
-    import itertools
-    from dataclasses import replace
-
-    from pipeline.pools.build import PoolSpec, pool_folders, with_exclusion
-
-    base, _ = with_exclusion(PoolSpec(size=0, **settings))  # its ids' digest names the pools
-    held = set(pool_folders(corpus_dir))
-    names = (replace(base, size=size, field=field, repeat=repeat).name for field, size, repeat
-             in itertools.product(fields, sizes, range(repeats)))
-    return [name for name in names if name in held]
 
 
 def retire_pool(data: Data | str | os.PathLike, corpus: str, pool: str

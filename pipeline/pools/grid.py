@@ -77,11 +77,12 @@ def repair_pools(corpus_dir: Path, times: Path, where: Where) -> None:
 
 
 def build_grid(corpus_dir: Path, fields: list[str | None], sizes: list[int], repeats: int,
-               times: Path, named: Named = POOL_OPTIONS, **settings: Any) -> None:
+               times: Path, named: Named = POOL_OPTIONS, **settings: Any) -> list[str]:
     """A pool of each field (None: dataset-level) x size x repeat, with PoolSpec's other
     `settings` (n_queries, query_year, max_year, seed, split, exclude). MDCR §3: a field
     whose field-cited set a size exhausts gets one sample of it, not `repeats`. A field with
-    no query candidates is skipped when there are several (FIELD=all on a small corpus)."""
+    no query candidates is skipped when there are several (FIELD=all on a small corpus).
+    Returns the names of the grid's pools the corpus holds, in the grid's order."""
     base, _ = with_exclusion(PoolSpec(size=0, **settings))  # its ids' digest names the pools
     exhausted: set[tuple[str | None, int]] = set()
     # lazily, one pool at a time (itertools.product would list range(repeats) first)
@@ -104,3 +105,7 @@ def build_grid(corpus_dir: Path, fields: list[str | None], sizes: list[int], rep
             continue
         if counts["exhausted"]:
             exhausted.add((field, size))
+    held = set(pool_folders(corpus_dir))
+    return [name for name in (replace(base, size=size, field=field, repeat=repeat).name
+                              for field in fields for size in sizes for repeat in range(repeats))
+            if name in held]
