@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from pipeline.models import ModelEntry
     from pipeline.pools.build import PoolSpec
     from pipeline.report.build import Report
-    from pipeline.retrieval.search import SearchSettings
 
 __all__ = ["Data", "build_corpus", "build_pool", "build_report", "evaluate", "import_run",
            "list_models", "search", "sweep", "verify_data", "warm"]
@@ -409,12 +408,14 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     first builds stale pools again. A model named as an imported run is that run: nothing searched.
     A store of the name that another model embedded is refused (worded as make's with `program`), or
     with `replace` removed with its runs and made again."""
+    from pipeline.encoding.embed import store_options
     from pipeline.models import with_query_prompt
     from pipeline.options.arguments import check_options
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.search import (
         SearchSettings,
         check_not_imported,
+        check_store_model,
         model_to_search,
         retriever_options,
         search_model,
@@ -437,9 +438,9 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
                               seed=seed, variant=variant, run_options=kind_run_options(
                                   entry, given), index=index, stale_only=stale_only)
     if entry.embedded and program is None:  # in Python's words (the call is its repair)
-        _check_store_model(place, entry, pools, settings,
-                           _call("search", corpus, pool, model, query_prompt=query_prompt,
-                                 model_path=model_path, replace=True))
+        check_store_model(place, entry, pools, settings,
+                          _call("search", corpus, pool, model, query_prompt=query_prompt,
+                                model_path=model_path, replace=True))
     search_model(place, entry, pools, settings)
     return run_name(entry.name, variant)
 
@@ -452,7 +453,7 @@ def embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     """`make embed` (the embed command): the papers of `pool` (None: every usable pool) missing from
     `model`'s store embedded, shard `shard` (None: each in turn), each timed; returns the store's
     folder. A store of another model under the name is refused, or with `replace` embedded again."""
-    from pipeline.encoding.embed import embed_shards
+    from pipeline.encoding.embed import embed_shards, store_options
     from pipeline.layout import store_dir
     from pipeline.models import get_model
 
@@ -474,6 +475,7 @@ def index(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     """`make index` (the index command): what `model` searches built for `pool` (None: every usable
     pool), what is current kept, each pool timed; returns the pools. `options`: the retriever's own
     and the index command's declared ones, others refused."""
+    from pipeline.encoding.embed import store_options
     from pipeline.options.arguments import check_options
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.search import IndexSettings, index_pools, retriever_options
@@ -547,36 +549,6 @@ def after_embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
                                 list(command), pools,
                                 model_path=None if model_path is None else str(model_path))
     return run_here(list(command)) if job_id is None else job_id
-
-
-def store_options(batch_size: int | None, dtype: str, part_size: int | None,
-                  model_path: str | os.PathLike | None, device: str | None, replace: bool) -> dict:
-    """The store's options as embed takes them, a part size only where given (each store has its own
-    default)."""
-    return {"batch_size": batch_size, "dtype": dtype, "model_path": model_path,
-            "device": device, **({"part_size": part_size} if part_size else {}),
-            "replace": replace}
-
-
-def _check_store_model(place: Place, entry: ModelEntry, pools: list[str],
-                       settings: SearchSettings, call: str) -> None:
-    """A store another model embedded refused in the API's words (`call`), or with `replace` removed
-    with its runs (a damaged one is built again); then, with `settings.index`, what the model
-    searches built for every pool, as a model object's store refuses settings its runs do not
-    record."""
-    from dataclasses import replace
-
-    from pipeline.core.files import is_corrupt
-    from pipeline.encoding.embed import check_identity
-    from pipeline.layout import MANIFEST, store_dir
-    from pipeline.retrieval.search import index_pools
-
-    if not is_corrupt(store_dir(place.index_root, place.corpus, entry.name) / MANIFEST):
-        check_identity(place, entry, settings.store["model_path"],
-                       bool(settings.store["replace"]), how="search again with replace=True",
-                       repair=Repair("", place.corpus, entry.name, note=f"in Python: {call}"))
-    if settings.index:  # untimed: mostly a check (search_model times what it builds)
-        index_pools(place, entry, pools, replace(settings, times=None))
 
 
 def _call(function: str, corpus: str, pool: str, model: str | ModelEntry,

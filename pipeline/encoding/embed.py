@@ -1022,3 +1022,12 @@ class _Parts:
                 written = writer.submit(self.write, chunk, vectors, digests)
             written.result()
         return n_tokens, seconds
+
+
+def store_options(batch_size: int | None, dtype: str, part_size: int | None,
+                  model_path: str | os.PathLike | None, device: str | None, replace: bool) -> dict:
+    """The store's options as embed takes them, a part size only where given (each store has its own
+    default)."""
+    return {"batch_size": batch_size, "dtype": dtype, "model_path": model_path,
+            "device": device, **({"part_size": part_size} if part_size else {}),
+            "replace": replace}

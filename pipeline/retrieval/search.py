@@ -260,3 +260,24 @@ def search_model(place: Place, entry: ModelEntry, pools: list[str],
             out = search_pool(place, pool, entry, settings.k, settings.threads, settings.seed,
                               settings.variant, settings.run_options, **settings.options)
             info.update(queries_per_s=out["queries_per_s"])
+
+
+def check_store_model(place: Place, entry: ModelEntry, pools: list[str],
+                       settings: SearchSettings, call: str) -> None:
+    """A store another model embedded refused in the API's words (`call`), or with `replace` removed
+    with its runs (a damaged one is built again); then, with `settings.index`, what the model
+    searches built for every pool, as a model object's store refuses settings its runs do not
+    record."""
+    from dataclasses import replace
+
+    from pipeline.core.files import is_corrupt
+    from pipeline.core.repair import Repair
+    from pipeline.encoding.embed import check_identity
+    from pipeline.layout import MANIFEST, store_dir
+
+    if not is_corrupt(store_dir(place.index_root, place.corpus, entry.name) / MANIFEST):
+        check_identity(place, entry, settings.store["model_path"],
+                       bool(settings.store["replace"]), how="search again with replace=True",
+                       repair=Repair("", place.corpus, entry.name, note=f"in Python: {call}"))
+    if settings.index:  # untimed: mostly a check (search_model times what it builds)
+        index_pools(place, entry, pools, replace(settings, times=None))
