@@ -3,11 +3,12 @@ overwritten in place and the file's times put back (what a flipped disk block, a
 stray `dd` followed by `touch -r` leave).
 
 The repair contract (issue 30.2, 30.3), for each kind, on a copy of one complete data root
-built through make (an ingested corpus with a test and a validation pool, BM25 on Lucene with
-k1 and b tuned on the validation pool, the analysed-text store, a dense encoder's store, runs
-of perturbed queries with their query vectors kept beside the store, evaluations, results, and
-an imported BEIR-layout collection): the next stage that reads the damaged file refuses it
-(exit status 2, one line naming it and the command that repairs it, for this data folder);
+built through make and make's stages in Python (an ingested corpus with a test and a
+validation pool, BM25 on Lucene with k1 and b tuned on the validation pool, the analysed-text
+store, a dense encoder's store, runs of perturbed queries with their query vectors kept beside
+the store, evaluations, results, and an imported BEIR-layout collection): the next stage that
+reads the damaged file refuses it (exit status 2, one line naming it and the command that
+repairs it, for this data folder);
 `make verify DATA=<root>` names it with a command that includes the data folder; running each
 command it names, exactly as printed (through make, as a user would), once, leaves verify clean
 and every data file byte for byte as it was (Lucene's own files carry a random segment id:
@@ -98,27 +99,35 @@ def build_reference(place: Path, raw_corpus: Path, tiny_bert: Path) -> None:
     """Fill `place` with the data root `data` that `reference` describes, the tiny BERT it
     embeds with (`tiny-bert`, copied: the store records its path) and the BEIR-layout folder
     the collection b is imported from (`beir/src`)."""
+    import pipeline
+    from pipeline import layout
+
     root, model = place / "data", Path(shutil.copytree(tiny_bert, place / "tiny-bert"))
     shutil.copytree(raw_corpus, root / "corpora" / "c" / "s2orc")
     (root / "installed").touch()
     ok(make(root, "pool", "CORPUS=c", f"SIZE={SIZE}", "QUERIES=10"))
-    ok(cli(root, "pool", "--corpus", "c", "--size", str(SIZE), "--queries", "10", "--split",
-           "validation"))
+    pipeline.build_pool(root, "c", size=SIZE, n_queries=10, split="validation")
     ok(make(root, "eval", "CORPUS=c", "MODEL=bm25", "BM25_ENGINE=lucene"))
-    ok(make(root, "index", "CORPUS=c", "MODEL=bm25"))  # the arrays engine's analysed-text store
-    ok(make(root, "eval", "CORPUS=c", "MODEL=scibert", f"MODEL_PATH={model}"))
-    ok(make(root, "eval", "CORPUS=c", "MODEL=scibert", "QUERY_VARIANT=title",
-            f"MODEL_PATH={model}"))
+    pipeline.index(root, "c", None, "bm25", threads=1)  # the arrays engine's analysed-text store
+    # the dense encoder's stages as make eval runs them (search with its pools repaired and
+    # indexed first, then eval with --collect), here in Python: this process has loaded torch
+    # and transformers already (the tiny BERT), a make eval would load them again, twice
+    for variant in ("full", "title"):
+        pipeline.search(root, "c", None, "scibert", threads=1, variant=variant,
+                        model_path=model, repair_pools=True)
+        pipeline.evaluate(root, "c", None, layout.run_name("scibert", variant), collect=True)
     source = write_beir(root / "corpora" / "c", place / "beir" / "src")
-    ok(make(root, "import-beir", "CORPUS=b", f"SRC={source}"))
-    ok(make(root, "eval", "CORPUS=b", "MODEL=random"))
+    pipeline.import_beir(root, source, corpus="b")
+    pipeline.search(root, "b", None, "random", threads=1, repair_pools=True)
+    pipeline.evaluate(root, "b", None, "random", collect=True)
     ok(make(root, "report", "CORPUS=c"))
     assert verify(Roots(root / "corpora", root / "indexes", root / "runs")) == []
 
 
 @pytest.fixture(scope="module")
 def reference(request, tmp_path_factory) -> Path:
-    """A complete data root built through make: the corpus c from its raw shards, a test pool
+    """A complete data root, built through make (the corpus, BM25 on Lucene, the report) and
+    make's stages called in Python (the rest): the corpus c from its raw shards, a test pool
     and its validation pool (BM25 tunes k1 and b on it), BM25 on Lucene, the arrays engine's
     analysed-text store, a dense encoder (the tiny BERT, as `scibert`) with runs of title-only
     queries (their vectors kept beside the store), evaluations and results; and the BEIR-layout
@@ -375,8 +384,10 @@ def build_owned(place: Path, corpus_dir: Path) -> None:
     source = mine / "my vectors.parquet"
     papers.with_columns(vector=pl.Series(vectors.tolist())).write_parquet(source)
     pipeline.import_vectors(root, "c", "vec", source)
-    for model in ("same", "vectors:vec", "random"):
-        ok(make(root, "eval", "CORPUS=c", f"MODEL={model}"))
+    for model in ("same", "vectors:vec", "random"):  # make eval's stages: search (an imported
+        if model != "same":  # run has nothing to search), then eval
+            pipeline.search(root, "c", None, model, threads=1, repair_pools=True)
+        pipeline.evaluate(root, "c", None, model, collect=True)
     assert verify(Roots(root / "corpora", root / "indexes", root / "runs")) == []
 
 
