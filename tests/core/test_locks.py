@@ -56,11 +56,11 @@ def test_a_stopped_holder_is_named_every_interval_then_given_up_on(held, caplog)
     proc, target = held
     proc.send_signal(signal.SIGSTOP)
     caplog.set_level(logging.WARNING, logger="pipeline.core.locks")
-    with pytest.raises(InputError) as raised, file_lock(target, interval=0.2,
-                                                        stopped_limit=1.0):
+    with pytest.raises(InputError) as raised, file_lock(target, interval=0.1,
+                                                        stopped_limit=0.5):
         pytest.fail("the lock of a stopped holder was taken")
     lines = _lines(caplog)
-    assert len(lines) >= 3, lines  # one at once, then one every 0.2 s over about 1 s
+    assert len(lines) >= 3, lines  # one at once, then one every 0.1 s over about 0.5 s
     for line in lines:
         assert f"pid {proc.pid} on {socket.gethostname()}" in line
         assert "holder.py" in line and "make-corpus-stand-in" in line and "stopped" in line

@@ -248,20 +248,20 @@ def test_a_redirect_to_a_url_holding_the_key_shows_none_of_it(path, call):
 def test_a_reply_sent_a_byte_at_a_time_is_given_up_at_the_deadline(monkeypatch, fault):
     """A 200 of Content-Length 100,000 sent a byte every 0.2 s (each byte restarts the
     socket's read timeout, so it once never ended: still running at 700 s), and one whose
-    headers come so: with a deadline of 2 s, each client gives up in one line naming it."""
-    monkeypatch.setattr(served, "DEADLINE", 2.0)
-    monkeypatch.setattr(chat, "DEADLINE", 2.0)
+    headers come so: with a deadline of 1 s, each client gives up in one line naming it."""
+    monkeypatch.setattr(served, "DEADLINE", 1.0)
+    monkeypatch.setattr(chat, "DEADLINE", 1.0)
     with running(LocalServer(MODEL, path=EMBEDDINGS)) as server:
         server.always = fault
         line = str(one_line_error(lambda: embeddings_client(server).encode(["a paper"])))
         assert line.startswith(f"MODEL api--org--model-7b at {server.url}: gave up after the "
-                               "2 s a batch may take, "), line
+                               "1 s a batch may take, "), line
         assert line.endswith("(1 attempt): check the server, then embed again (the papers "
                              "stored so far are kept)"), line
     with running(LocalServer(MODEL, path=CHAT)) as server:
         server.always = fault
         line = str(one_line_error(lambda: chat_client(server).complete([], 0.0, 10)))
-        assert line.startswith(f"JUDGE api:{MODEL} at {server.url}: gave up after the 2 s "
+        assert line.startswith(f"JUDGE api:{MODEL} at {server.url}: gave up after the 1 s "
                                "a request may take, "), line
     late = "its reply still arriving" if fault == "trickle" else "no reply yet"
     assert late in line and len(server.bodies) == 1

@@ -110,7 +110,7 @@ class Faults:
 
     rate_limit: int = 0  # the next N requests answer 429 (Retry-After: `retry_after`)
     retry_after: str = "1"  # the Retry-After of a 429 (the tests also send invalid ones)
-    file_rate_limit: int = 0  # the next N file requests answer 429 (Retry-After: 1)
+    file_rate_limit: int = 0  # the next N file requests answer 429 (Retry-After: `retry_after`)
     server_errors: int = 0  # the next N requests answer 503
     truncate: dict[str, int] = field(default_factory=dict)  # file name -> times broken off
     corrupt: dict[str, int] = field(default_factory=dict)  # file name -> times damaged
@@ -163,7 +163,9 @@ class S2Server:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # a poll every 0.05 s: shutdown() waits for the next (serve_forever's own: 0.5 s)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
+                                       daemon=True)
 
     def _diff(self, start: str, end: str, name: str) -> dict[str, list[str]]:
         key = KEYS[name]
@@ -214,6 +216,9 @@ class S2Server:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body are two writes: with Nagle's algorithm the body waited for the
+            # client's delayed ACK of the headers, about 40 ms of each kept-alive request
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass

@@ -59,6 +59,7 @@ def test_full_download_survives_429_truncation_damage_and_an_expired_link(server
     names = {d: [p.rsplit("/", 1)[-1] for p in server.listing[(LAST, d)]]
              for d in ("papers", "abstracts", "citations")}
     server.faults.rate_limit = 2  # the first two requests (API calls) answer 429
+    server.faults.retry_after = "0.25"  # each asking for a wait of 0.25 s
     server.faults.truncate = {names["papers"][0]: 1}  # broken off halfway, once
     server.faults.corrupt = {names["abstracts"][1]: 1}  # damaged bytes, once
     server.faults.expire_next = 1  # the first file request finds its link expired
@@ -99,7 +100,10 @@ def test_full_download_survives_429_truncation_damage_and_an_expired_link(server
 def test_a_rate_limited_file_waits_as_told_then_downloads(server, tmp_path):
     raw = tmp_path / "raw"
     server.faults.file_rate_limit = 2
+    server.faults.retry_after = "0.25"
+    started = time.monotonic()
     download(raw, settings(server, parallel=1), release=LAST, datasets=["citations"])
+    assert time.monotonic() - started >= 2 * 0.25  # both waits as long as each 429 asked
     statuses = [r["status"] for r in server.requests("file")]
     assert statuses[:2] == [429, 429] and statuses.count(200) == 3
     assert on_disk(raw / "citations") == served(server, LAST, "citations")

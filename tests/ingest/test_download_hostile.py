@@ -189,9 +189,9 @@ def test_an_api_that_never_answers_is_retried_with_a_line_each_then_one_error(se
     server.faults.hang_api = 100
     started = time.monotonic()
     with pytest.raises(InputError) as caught:
-        download(tmp_path / "raw", settings(server, read_timeout=0.3), release=LAST)
+        download(tmp_path / "raw", settings(server, read_timeout=0.1), release=LAST)
     assert time.monotonic() - started < 10
-    assert "the connection failed (no answer within 0.3 s)" in str(caught.value)
+    assert "the connection failed (no answer within 0.1 s)" in str(caught.value)
     assert "after 3 retries (4 attempts)" in str(caught.value)
     retries = [r for r in caplog.records if "trying again in" in r.getMessage()]
     assert len(retries) == 3, caplog.text
@@ -201,10 +201,10 @@ def test_an_api_that_never_answers_is_retried_with_a_line_each_then_one_error(se
 def test_the_total_wait_of_an_api_call_is_bounded(server, tmp_path):
     server.faults.hang_api = 1000
     started = time.monotonic()
-    with pytest.raises(InputError, match="(gave up after|no reply within) the 1 s an API call "
-                                         "may take"):
-        download(tmp_path / "raw", settings(server, read_timeout=0.3, retries=50,
-                                            api_wait=1.0), release=LAST)
+    with pytest.raises(InputError, match=r"(gave up after|no reply within) the 0\.5 s an API "
+                                         "call may take"):
+        download(tmp_path / "raw", settings(server, read_timeout=0.15, retries=50,
+                                            api_wait=0.5), release=LAST)
     assert time.monotonic() - started < 4
 
 
@@ -367,12 +367,12 @@ def test_make_corpus_on_a_damaged_downloaded_shard_names_make_download(server, t
 def test_an_api_answer_trickled_a_byte_a_second_ends_at_the_calls_deadline(server, tmp_path):
     """A 200 of Content-Length 100,000 sent a byte at a time (each byte restarted the read
     timeout, and the 600 s bound was checked only between tries: still running at 1,000 s):
-    with api_wait=2, the call gives up in one line naming the deadline, after one attempt."""
+    with api_wait=1, the call gives up in one line naming the deadline, after one attempt."""
     server.faults.trickle_api = 100
-    caught = one_line_error(lambda: download(tmp_path / "raw", settings(server, api_wait=2.0),
+    caught = one_line_error(lambda: download(tmp_path / "raw", settings(server, api_wait=1.0),
                                    release=LAST))
     assert str(caught) == (f"the Semantic Scholar Datasets API at {server.url} (list of "
-                           "releases): gave up after the 2 s an API call may take, its reply "
+                           "releases): gave up after the 1 s an API call may take, its reply "
                            "still arriving (1 attempt): check the server, then run the "
                            "download again (the files downloaded so far are kept)")
     assert len(server.requests("trickle")) == 1
@@ -380,8 +380,8 @@ def test_an_api_answer_trickled_a_byte_a_second_ends_at_the_calls_deadline(serve
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how, last", [
-    ("body", "stalled: fewer than 1,000 bytes in 1 s"),
-    ("headers", "no answer within 2 s"),
+    ("body", "stalled: fewer than 1,000 bytes in 0.5 s"),
+    ("headers", "no answer within 1 s"),
 ])
 def test_a_file_trickled_a_byte_a_second_ends_after_its_tries(server, tmp_path, caplog, how,
                                                              last):
@@ -389,12 +389,14 @@ def test_a_file_trickled_a_byte_a_second_ends_after_its_tries(server, tmp_path, 
     '0/1 files ... MBps=0.0' forever): each attempt ends at the pace bound (fewer than
     stall_bytes in a stall_window; headers within the connect and read timeouts), counts as a
     try without progress, and the file is one line after its tries, its bytes kept; urllib3's
-    own warning about the headers the watchdog cut (with its traceback) reaches no user."""
+    own warning about the headers the watchdog cut (with its traceback) reaches no user.
+    A byte every 0.05 s: a tenth of the read timeout, which so never ends an attempt."""
     caplog.set_level(logging.DEBUG)
     server.faults.trickle_files = how
+    server.faults.trickle_every = 0.05
     caught = one_line_error(lambda: download(
-        tmp_path / "raw", settings(server, parallel=1, retries=1, stall_window=1.0,
-                                   stall_bytes=1000, connect_timeout=1.0, read_timeout=1.0),
+        tmp_path / "raw", settings(server, parallel=1, retries=1, stall_window=0.5,
+                                   stall_bytes=1000, connect_timeout=0.5, read_timeout=0.5),
         release=LAST, datasets=["papers"]))
     path = server.listing[(LAST, "papers")][0]
     name = released_shard(path.rsplit("/", 1)[-1])
