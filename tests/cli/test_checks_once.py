@@ -64,10 +64,11 @@ def checks_in(root: Path, tmp_path: Path, *assignments: str) -> Counter:
 
 @pytest.fixture(scope="module")
 def data(corpus_dir, tmp_path_factory) -> Path:
-    """A data root whose corpus c has one small pool (150 candidates, 4 queries)."""
+    """A data root whose corpus c has one small pool (30 candidates, 2 queries): MiniLM embeds
+    its 32 papers, not more."""
     root = tmp_path_factory.mktemp("once")
     corpus = copy_corpus(corpus_dir, root / "corpora" / "c")
-    build_pool(corpus, PoolSpec(size=150, n_queries=4, seed=0))
+    build_pool(corpus, PoolSpec(size=30, n_queries=2, seed=0))
     return root
 
 
