@@ -88,11 +88,13 @@ def build_grid(corpus_dir: Path, fields: list[str | None], sizes: list[int], rep
     # lazily, one pool at a time (itertools.product would list range(repeats) first)
     grid = ((field, size, repeat) for field in fields for size in sizes
             for repeat in range(repeats))
+    names = []
     for field, size, repeat in grid:
+        spec = replace(base, size=size, field=field, repeat=repeat)
+        names.append(spec.name)
         if (field, size) in exhausted:
             log.info(f"[pool] {field}: field-cited set < {size}, so no repeat {repeat}")
             continue
-        spec = replace(base, size=size, field=field, repeat=repeat)
         try:
             with timed("pool", times, pool=spec.name) as info:
                 counts = build_pool(corpus_dir, spec, named)["counts"]
@@ -106,6 +108,4 @@ def build_grid(corpus_dir: Path, fields: list[str | None], sizes: list[int], rep
         if counts["exhausted"]:
             exhausted.add((field, size))
     held = set(pool_folders(corpus_dir))
-    return [name for name in (replace(base, size=size, field=field, repeat=repeat).name
-                              for field in fields for size in sizes for repeat in range(repeats))
-            if name in held]
+    return [name for name in names if name in held]

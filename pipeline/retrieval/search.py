@@ -263,7 +263,7 @@ def search_model(place: Place, entry: ModelEntry, pools: list[str],
 
 
 def check_store_model(place: Place, entry: ModelEntry, pools: list[str],
-                       settings: SearchSettings, call: str) -> None:
+                      settings: SearchSettings, call: str) -> None:
     """A store another model embedded refused in the API's words (`call`), or with `replace` removed
     with its runs (a damaged one is built again); then, with `settings.index`, what the model
     searches built for every pool, as a model object's store refuses settings its runs do not
