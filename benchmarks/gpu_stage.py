@@ -346,7 +346,7 @@ def pool_texts(corpus_dir: Path, pool: str, encoder: Encoder) -> tuple[np.ndarra
     """The ids the chain embedded for `pool` and their texts as the encoder formats them."""
     import polars as pl
 
-    from pipeline.encoding.embed import pool_ids
+    from pipeline.encoding.coverage import pool_ids
 
     ids = pool_ids(corpus_dir, pool)
     papers = (pl.read_parquet(corpus_dir / "prefiltered.parquet",

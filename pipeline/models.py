@@ -93,9 +93,9 @@ class ModelEntry:
 @dataclass(frozen=True)
 class EncoderKind:
     """An embedded kind's encoder: its class, and which of the class's hooks the embed stage
-    asks it (pipeline/encoding/embed.py). Said here, so that checking a current store of a
+    asks it (pipeline/encoding/kinds.py). Said here, so that checking a current store of a
     kind without them does not import its class's module (torch and transformers: seconds
-    per process); `embed.encoder_class` refuses a class that disagrees once imported."""
+    per process); `kinds.encoder_class` refuses a class that disagrees once imported."""
 
     encoder: str  # "module:Class", imported only when a model of the kind is embedded
     # its class has `identity_change(config, entry)`: what makes a store another model's, known
@@ -103,7 +103,7 @@ class EncoderKind:
     own_identity: bool = False
     # its class adds to a store's settings (`config_for`, optional `columns`: a multi-vector
     # store's splitter and pooling, a served entry's endpoint check); else nothing beyond the
-    # entry (embed.PlainSettings)
+    # entry (kinds.PlainSettings)
     adds_settings: bool = False
     # its weights are files of its own (a folder, a hub snapshot), whose identity a store
     # records; not an object's (the caller's) or a served model's (its endpoint's)
@@ -112,7 +112,7 @@ class EncoderKind:
 
 # The encoder of each embedded kind: a new kind is its class plus one entry here (its
 # retriever is registered in pipeline/retrieval/registry.py). Classes are imported only when a
-# model is embedded (pipeline/encoding/embed.py, encoder_class), so this module stays standard
+# model is embedded (pipeline/encoding/kinds.py, encoder_class), so this module stays standard
 # library only.
 ENCODERS: dict[str, EncoderKind] = {
     "dense": EncoderKind("pipeline.encoding.encoders:Encoder"),

@@ -228,7 +228,7 @@ def missing_per_shard(place: Place, entry: ModelEntry, pools: list[str] | None,
         return [0] * num_shards
     import numpy as np
 
-    from pipeline.encoding.embed import missing_ids
+    from pipeline.encoding.coverage import missing_ids
     from pipeline.encoding.store import shard_of
     from pipeline.layout import pool_names, store_dir
 
@@ -272,7 +272,11 @@ def replace_before_array(place: Place, entry: ModelEntry, model_path: str | None
     refused until it has ended."""
     if not entry.embedded:
         return
-    from pipeline.encoding.embed import changed_identity, check_identity, model_variables
+    from pipeline.encoding.identity_checks import (
+        changed_identity,
+        check_identity,
+        model_variables,
+    )
     from pipeline.layout import store_dir
 
     store = store_dir(place.index_root, place.corpus, entry.name)

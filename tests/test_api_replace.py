@@ -19,7 +19,7 @@ from safetensors.numpy import load_file, save_file
 import pipeline
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
-from pipeline.encoding.embed import pool_ids
+from pipeline.encoding.coverage import pool_ids
 from pipeline.encoding.store import load_vectors, stored_ids
 from pipeline.layout import MANIFEST, run_paths, stage_times_path, store_dir
 from pipeline.options.declared import BY_NAME

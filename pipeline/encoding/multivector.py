@@ -180,7 +180,7 @@ class SentenceVectors(NamedTuple):
 
     def part(self, ids: np.ndarray) -> tuple[np.ndarray, dict, np.ndarray, dict]:
         """Store columns for papers `ids` (the input order; int64 or string ids): row ids, the
-        extra `sentence` column, the vectors and the part's counts (embed.py writes them as a
+        extra `sentence` column, the vectors and the part's counts (writer.py writes them as a
         part)."""
         return (id_array(ids)[self.paper], {"sentence": self.sentence},
                 self.vectors, {"papers": len(ids), "truncated_sentences": self.truncated})

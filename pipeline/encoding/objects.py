@@ -6,7 +6,7 @@ sentence-transformers model, a user's own class) searched like a registered enco
 `object`): it is passed where a model name is (`pipeline.search(..., model=Encoder(...))`),
 never added to the global registry. Its store is `indexes/<corpus>/embeddings/<name>/` and
 records the entry with its fingerprint, so a store of the same name made by another object
-(another fingerprint) is refused, never mixed (embed.check_settings). `ObjectEncoder` embeds
+(another fingerprint) is refused, never mixed (current.check_settings). `ObjectEncoder` embeds
 for the embed stage: each paper's input is its title and abstract joined by a space (after
 `prefix`), the object's vectors are taken as float32, in batches of `batch_size` texts,
 each batch advancing the embed stage's progress lines as a registered encoder's do.
@@ -297,7 +297,7 @@ class ObjectEncoder:
         return self.encode_ids(self.tokenize(texts), token_budget, max_batch, progress)
 
     def encode_queries(self, texts: list[str]) -> tuple[np.ndarray, int]:
-        """Vectors of query papers' texts (embed.encode_texts): an MTEB object's with the
+        """Vectors of query papers' texts (query_vectors.encode_texts): an MTEB object's with the
         query prompt type."""
         return self.encode_ids(self.tokenize(texts), query=True)
 

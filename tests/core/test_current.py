@@ -111,7 +111,7 @@ def _bm25_terms(place, tmp_path):
 
 
 def _vectors(place, tmp_path):
-    from pipeline.encoding.embed import add_part
+    from pipeline.encoding.writer import add_part
 
     with pytest.raises(InputError, match="told so"):
         add_part(tmp_path / "vectors", {"dtype": "float32"}, np.array([1]),
@@ -120,7 +120,7 @@ def _vectors(place, tmp_path):
 
 KINDS = {"pipeline.retrieval.runs": _run, "pipeline.evaluation.evaluate": _evaluation,
          "pipeline.retrieval.bm25.lucene": _lucene_index,
-         "pipeline.retrieval.bm25.store": _bm25_terms, "pipeline.encoding.embed": _vectors}
+         "pipeline.retrieval.bm25.store": _bm25_terms, "pipeline.encoding.writer": _vectors}
 
 
 @pytest.mark.parametrize("module", KINDS)

@@ -11,7 +11,8 @@ import pyarrow.ipc as ipc
 import pytest
 
 from pipeline.core.errors import InputError
-from pipeline.encoding.embed import embed, pool_ids
+from pipeline.encoding.coverage import pool_ids
+from pipeline.encoding.embed import embed
 from pipeline.encoding.encoders import Encoder
 from pipeline.encoding.store import distinct, load_vectors, not_stored, stored_ids
 from pipeline.layout import Place, pool_names, store_dir

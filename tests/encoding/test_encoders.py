@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from pipeline.core.errors import InputError
-from pipeline.encoding.embed import embed, pool_ids
+from pipeline.encoding.coverage import pool_ids
+from pipeline.encoding.embed import embed
 from pipeline.encoding.encoders import (
     PAD_STEP,
     Encoder,

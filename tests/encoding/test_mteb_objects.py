@@ -19,7 +19,7 @@ import pytest
 import pipeline
 from pipeline.core.errors import InputError
 from pipeline.core.logs import INTERVAL_ENV
-from pipeline.encoding.embed import pool_ids
+from pipeline.encoding.coverage import pool_ids
 from pipeline.layout import store_dir
 from tests.encoding.test_objects import POOL, Hashed, data_of, run_of
 

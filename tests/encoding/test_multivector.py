@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from pipeline.core.errors import InputError
-from pipeline.encoding.embed import _check_config, _store_config, add_part, embed, pool_ids
+from pipeline.encoding.coverage import pool_ids
+from pipeline.encoding.embed import _store_config, embed
 from pipeline.encoding.multivector import (
     OWN_SPLIT,
     SPLITTER,
@@ -22,6 +23,7 @@ from pipeline.encoding.multivector import (
     split_sentences,
 )
 from pipeline.encoding.store import load_sentence_vectors, load_vectors, stored_ids
+from pipeline.encoding.writer import add_part, check_config
 from pipeline.evaluation.evaluate import eval_run
 from pipeline.layout import Place, run_paths, store_dir
 from pipeline.models import REGISTRY, ModelEntry, get_model
@@ -182,7 +184,7 @@ def test_the_two_procedures_have_their_own_store_config(aspire_encoders, tmp_pat
                               np.ones((1, 32), np.float32), 0)
     add_part(store, authors, np.array([7]), vectors, "cpu")
     with pytest.raises(InputError, match="other settings"):
-        _check_config(store, mdcr)
+        check_config(store, mdcr)
 
 
 def test_split_sentences_as_scispacy_split_csfcube():

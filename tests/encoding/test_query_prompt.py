@@ -60,7 +60,7 @@ def test_a_prompts_name_alone_never_reads_the_models_cached_queries(tmp_path):
     """A `+q<tag>` name given without its prompt (a collection's text queries, whose vectors
     are cached beside the store) is refused, never served the model's own query vectors; a
     precision after the tag is refused, naming the order."""
-    from pipeline.encoding.embed import query_cache
+    from pipeline.encoding.query_vectors import query_cache
 
     texts = pl.DataFrame({"corpusid": ["q1"], "title": ["t"], "abstract": ["a"]})
     tagged = with_query_prompt(get_model("minilm"), "query: ")

@@ -19,8 +19,9 @@ import torch
 import pipeline
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
-from pipeline.encoding.embed import embed, encode_texts
+from pipeline.encoding.embed import embed
 from pipeline.encoding.encoders import PAD_STEP, Encoder, model_source
+from pipeline.encoding.query_vectors import encode_texts
 from pipeline.encoding.stmodels import STEncoder
 from pipeline.layout import MANIFEST, run_paths, store_dir
 from pipeline.models import get_model

@@ -12,7 +12,7 @@ import pytest
 
 import pipeline
 from pipeline.core.errors import InputError
-from pipeline.encoding.embed import pool_ids
+from pipeline.encoding.coverage import pool_ids
 from pipeline.encoding.store import load_vectors
 from pipeline.layout import run_paths, store_dir
 from tests.conftest import POOL_SIZES, make_ok, pool_of

@@ -24,7 +24,8 @@ import pytest
 from pipeline.core.errors import InputError, OptionError
 from pipeline.encoding import embed as embed_module
 from pipeline.encoding import workers
-from pipeline.encoding.embed import embed, missing_ids
+from pipeline.encoding.coverage import missing_ids, pool_ids
+from pipeline.encoding.embed import embed
 from pipeline.encoding.encoders import Encoder
 from pipeline.encoding.workers import Work, encode_parts, worker_devices
 from pipeline.layout import Place, store_dir
@@ -224,7 +225,7 @@ def test_a_killed_worker_ends_the_stage_in_one_line_and_a_rerun_resumes(
 def test_an_error_in_a_worker_is_one_line_naming_its_device(corpus_dir, entry, monkeypatch):
     """An exception of a library (not an InputError) in a worker: its device, its type and
     first line; the part before it written, the worker ended."""
-    ids = embed_module.pool_ids(corpus_dir, POOL)[:60]
+    ids = pool_ids(corpus_dir, POOL)[:60]
     chunks = [ids[:30], ids[30:]]
     monkeypatch.setenv(SLOW, str(chunks[1][0]))
     work = Work(Encoder, entry, None, fails_on_second_part, corpus_dir, [], 2048, 512, 1)

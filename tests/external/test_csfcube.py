@@ -386,8 +386,9 @@ def test_multi_vector_store_and_facet_search_with_string_ids(tmp_path):
     here by brute force; a query none of whose sentences is stored keeps its whole paper."""
     from types import SimpleNamespace
 
-    from pipeline.encoding.embed import _store_config, add_part
+    from pipeline.encoding.embed import _store_config
     from pipeline.encoding.multivector import SentenceEncoder, SentenceVectors
+    from pipeline.encoding.writer import add_part
     from pipeline.models import ModelEntry
     from pipeline.retrieval.dense.retriever import maxsim_hits
 

@@ -15,7 +15,9 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.errors import InputError
-from pipeline.encoding.embed import check_current, embed, encode_texts, query_cache
+from pipeline.encoding.current import check_current
+from pipeline.encoding.embed import embed
+from pipeline.encoding.query_vectors import encode_texts, query_cache
 from pipeline.encoding.store import (
     candidate_chunks,
     load_sentence_vectors,
@@ -190,7 +192,7 @@ class Imported(Dense):
               options: dict | None = None, part_size: int | None = None) -> dict:
         """Check that the store holds every paper of the pool: what is missing is imported,
         never embedded."""
-        from pipeline.encoding.embed import pool_ids
+        from pipeline.encoding.coverage import pool_ids
         from pipeline.encoding.store import not_stored
         from pipeline.encoding.vectors import imported_query_vectors
         from pipeline.pools.build import load_pool
