@@ -156,11 +156,11 @@ def build_grid(corpus_dir: Path, args) -> tuple[list[str], dict[str, list[str]]]
     specs = [(None, parse_size(s), args.queries) for s in args.sizes] + \
             [(f, parse_size(args.field_size), args.field_queries) for f in args.fields]
     for field, size, n in specs:
-        val = PoolSpec(size=size, field=field, n_queries=args.val_queries, split="validation",
+        val = PoolSpec(size=size, field=field, queries=args.val_queries, split="validation",
                        seed=args.seed)
         build_pool(corpus_dir, val)
         for repeat in range(args.repeats):
-            test = PoolSpec(size=size, field=field, n_queries=n, repeat=repeat, seed=args.seed)
+            test = PoolSpec(size=size, field=field, queries=n, repeat=repeat, seed=args.seed)
             build_pool(corpus_dir, test)
             tests.append(test.name)
             groups.setdefault(val.name, []).append(test.name)
@@ -287,7 +287,7 @@ def grid_part(args, data: Path, log: Path) -> dict:
 def big_part(args, data: Path, log: Path) -> dict:
     corpus_dir = data / "corpora" / args.big_corpus
     size = parse_size(args.big_size)
-    specs = [PoolSpec(size=size, n_queries=args.queries, repeat=r, seed=args.seed)
+    specs = [PoolSpec(size=size, queries=args.queries, repeat=r, seed=args.seed)
              for r in (0, 1)]
     for spec in specs:
         build_pool(corpus_dir, spec)

@@ -80,8 +80,8 @@ def main() -> None:
     counts = sorted({1, 2, args.max_threads} & set(range(1, args.max_threads + 1)))
     corpus_dir = args.data / "corpora" / args.corpus
     size = parse_size(args.size)
-    test = PoolSpec(size=size, n_queries=args.queries, seed=args.seed)
-    val = PoolSpec(size=size, n_queries=args.val_queries, split="validation", seed=args.seed)
+    test = PoolSpec(size=size, queries=args.queries, seed=args.seed)
+    val = PoolSpec(size=size, queries=args.val_queries, split="validation", seed=args.seed)
     for spec in (test, val):
         build_pool(corpus_dir, spec)
     queries, candidates, _ = load_pool(corpus_dir, test.name)

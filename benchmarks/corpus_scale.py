@@ -145,7 +145,7 @@ files, out = sys.argv[1], sys.argv[2]
 def ingest_run(work: Path, corpus: str, raw: Path, threads: int) -> dict:
     shutil.rmtree(work / "corpora" / corpus, ignore_errors=True)
     run = measure(pipe(work, "ingest", "--corpus", corpus, "--raw", str(raw),
-                       "--workers", str(threads)))
+                       "--threads", str(threads)))
     section = corpus_manifest(work, corpus)["ingest"]
     counts = section["counts"]
     run |= {"papers": counts["papers"], "edges": counts["edges"],
@@ -174,7 +174,7 @@ def main() -> None:
         figures["generate"] = measure([PY, "-m", "pipeline", "--corpora-root", str(raw.parent),
                                        "synth", "--corpus", raw.name, "--papers", args.papers,
                                        "--shards", str(args.shards),
-                                       "--workers", str(args.threads)])
+                                       "--threads", str(args.threads)])
         (raw.parent / raw.name / "s2orc").rename(raw.with_suffix(".tmp"))
         shutil.rmtree(raw, ignore_errors=True)
         raw.with_suffix(".tmp").rename(raw)

@@ -63,7 +63,7 @@ def corpus(root: Path, papers: int, candidates: int, queries: int) -> str:
     folder = root / "corpora" / "bench"
     ingest(root / "raw", folder)
     prefilter(folder)
-    build_pool(folder, PoolSpec(size=candidates, n_queries=queries, seed=0))
+    build_pool(folder, PoolSpec(size=candidates, queries=queries, seed=0))
     return pool_name("all", candidates, 0, 0)
 
 

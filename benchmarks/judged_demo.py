@@ -47,7 +47,7 @@ def synthetic(root: Path, models: list[str]) -> tuple[pipeline.Data, str]:
     for size in SIZES:
         for repeat in range(DRAWS):
             pool = pipeline.build_pool(data, "judged", size=size, repeat=repeat,
-                                       n_queries=QUERIES)
+                                       queries=QUERIES)
             for model in models:
                 pipeline.search(data, "judged", pool, model, threads=2)
                 pipeline.evaluate(data, "judged", pool, model)
@@ -115,7 +115,7 @@ def main() -> None:
                       f"candidates, {DRAWS} draws each, {QUERIES} queries")
         built = time.perf_counter() - start
         start = time.perf_counter()
-        counts = pipeline.judge(data, corpus, models, STANDIN.name, sample_size=args.sample)
+        counts = pipeline.judge(data, corpus, models, STANDIN.name, sample=args.sample)
         judged = time.perf_counter() - start
         report = pipeline.build_report(data, corpus)
         stem = STANDIN.file_name

@@ -6,7 +6,7 @@ name's stages are imported when it is first used.
 
     data = pipeline.Data("data")  # corpora/, indexes/, runs/
     pipeline.build_corpus(data, "tiny", synthetic=8000)
-    pool = pipeline.build_pool(data, "tiny", size=1000, n_queries=20)
+    pool = pipeline.build_pool(data, "tiny", size=1000, queries=20)
     pipeline.search(data, "tiny", pool, "bm25")
     pipeline.evaluate(data, "tiny", pool, "bm25", means=True)
     pipeline.build_report(data, "tiny").save()

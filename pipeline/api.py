@@ -148,7 +148,7 @@ def _entry(model: str | ModelEntry) -> ModelEntry:
 def generate_corpus(data: Data | str | os.PathLike, corpus: str, *,
                     papers: int | str | SyntheticConfig | None = None,
                     shards: int | None = None, seed: int | None = None, repair: bool = False,
-                    workers: int = default("THREADS")) -> dict:
+                    threads: int = default("THREADS")) -> dict:
     """`make corpus`'s synthetic shards (the synth command), written into corpora/<corpus>/s2orc,
     each setting not given as the shards there were made; with `repair`, the damaged or missing ones
     written again. A no-op when current; timed into the corpus's stage-times log. Returns the
@@ -162,7 +162,7 @@ def generate_corpus(data: Data | str | os.PathLike, corpus: str, *,
         out_dir, n_papers=parse_size(str(papers)) if papers else None, n_shards=shards,
         seed=seed, repair=repair)
     with timed("synth", data._times(corpus), papers=cfg.n_papers) as info:
-        made = generate(out_dir, cfg, workers=workers)
+        made = generate(out_dir, cfg, workers=threads)
         info.update(made["counts"])
     return made
 
@@ -170,7 +170,7 @@ def generate_corpus(data: Data | str | os.PathLike, corpus: str, *,
 def ingest_corpus(data: Data | str | os.PathLike, corpus: str, *,
                   raw: str | os.PathLike | None = None, source: str | None = None,
                   strict: bool = False, fos_source: str = default("FOS_SOURCE"),
-                  workers: int = default("THREADS")) -> dict:
+                  threads: int = default("THREADS")) -> dict:
     """`make corpus`'s ingest (the ingest command): the raw shards of `corpus` (from `raw`, default
     corpora/<corpus>/<source>) into papers.parquet and citations.parquet. A no-op when current;
     timed into the corpus's stage-times log. Returns the manifest's ingest section."""
@@ -182,7 +182,7 @@ def ingest_corpus(data: Data | str | os.PathLike, corpus: str, *,
     source = _source(source, corpus_dir)
     folder = Path(raw) if raw else raw_dir(data.corpora, corpus, source)
     with timed("ingest", data._times(corpus)) as info:
-        made = ingest(folder, corpus_dir, strict=strict, workers=workers, source=source,
+        made = ingest(folder, corpus_dir, strict=strict, workers=threads, source=source,
                       fos_source=fos_source)
         # the quarantined lines have lines of their own (ingest's), naming their dataset
         info.update({k: v for k, v in made["counts"].items() if not k.endswith("quarantined")})
@@ -226,21 +226,21 @@ def prefilter_corpus(data: Data | str | os.PathLike, corpus: str, *,
     return made
 
 
-def build_corpus(data: Data | str | os.PathLike, name: str, *,
+def build_corpus(data: Data | str | os.PathLike, corpus: str, *,
                  synthetic: int | str | SyntheticConfig | None = None,
                  shards: int | None = None, seed: int | None = None,
                  raw: str | os.PathLike | None = None, source: str | None = None,
                  fos_source: str = default("FOS_SOURCE"), strict: bool = False,
                  citations: str = default("CITATIONS"), min_citations: int | None = None,
-                 workers: int = default("THREADS")) -> Path:
+                 threads: int = default("THREADS")) -> Path:
     """`make corpus` (the corpus command): synthetic shards first with `synthetic`, then
     ingest_corpus and prefilter_corpus, each a no-op when current; returns the corpus folder. With
-    `synthetic`, a `raw` other than corpora/<name>/s2orc or a `source` other than s2orc is
+    `synthetic`, a `raw` other than corpora/<corpus>/s2orc or a `source` other than s2orc is
     refused."""
     data = Data.of(data)
-    corpus_dir = data.corpus(name)
+    corpus_dir = data.corpus(corpus)
     source = _source(source, corpus_dir)
-    shards_dir = raw_dir(data.corpora, name, "s2orc")
+    shards_dir = raw_dir(data.corpora, corpus, "s2orc")
     if synthetic is not None and raw and os.path.abspath(raw) != os.path.abspath(shards_dir):
         into = str(shards_dir).replace("{", "{{").replace("}", "}}")
         raise OptionError("{RAW=} is a release to read, and the synthetic shards are written "
@@ -249,10 +249,10 @@ def build_corpus(data: Data | str | os.PathLike, name: str, *,
         raise InputError(f"build_corpus: synthetic shards are in S2ORC's format: give "
                          f"source='s2orc', not {source!r}")
     if synthetic is not None:
-        generate_corpus(data, name, papers=synthetic, shards=shards, seed=seed, workers=workers)
-    ingest_corpus(data, name, raw=raw, source=source, strict=strict, fos_source=fos_source,
-                  workers=workers)
-    prefilter_corpus(data, name, citations=citations, min_citations=min_citations)
+        generate_corpus(data, corpus, papers=synthetic, shards=shards, seed=seed, threads=threads)
+    ingest_corpus(data, corpus, raw=raw, source=source, strict=strict, fos_source=fos_source,
+                  threads=threads)
+    prefilter_corpus(data, corpus, citations=citations, min_citations=min_citations)
     return corpus_dir
 
 
@@ -275,13 +275,13 @@ def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | Non
         if "size" in fields:
             fields["size"] = parse_size(str(fields["size"]))
         spec = PoolSpec(**fields)
-    # its refusals name SIZE and QUERIES, worded as the API's keywords (size, n_queries)
+    # its refusals name SIZE and QUERIES, worded as the API's keywords (size, queries)
     return build(Data.of(data).corpus(corpus), spec)["name"]
 
 
 def build_pools(data: Data | str | os.PathLike, corpus: str, *,
                 size: int | str | None = None, field: str | None = None,
-                repeats: int = default("REPEATS"), n_queries: int | None = None,
+                repeats: int = default("REPEATS"), queries: int | None = None,
                 seed: int = default("SEED"), split: str = default("SPLIT"),
                 exclude: str | os.PathLike | None = None, query_year: int | None = None,
                 rebuild: Pools | None = None, repair: bool = False) -> list[str]:
@@ -305,7 +305,7 @@ def build_pools(data: Data | str | os.PathLike, corpus: str, *,
         raise OptionError("pool: give {SIZE} (e.g. 20k) or --rebuild <pool>")
     fields = resolve_fields(field) if field else [None]
     sizes = [parse_size(text) for text in str(size).split()]
-    settings = {"n_queries": n_queries, "seed": seed, "split": split,
+    settings = {"queries": queries, "seed": seed, "split": split,
                 "exclude": None if exclude is None else str(exclude),
                 **({} if query_year is None else {"query_year": query_year,
                                                   "max_year": query_year})}
@@ -336,7 +336,7 @@ def build_paper_pools(data: Data | str | os.PathLike, corpus: str, *,
                 (resolve_fields("all"), paper_field_size, paper_field_queries,
                  Named("PAPER_FIELD_SIZE", "PAPER_FIELD_QUERIES"))):
             parsed = [parse_size(text) for text in str(sizes).split()]
-            settings = {"n_queries": queries, **common}
+            settings = {"queries": queries, **common}
             names += build_grid(corpus_dir, fields, parsed, paper_repeats, times, named,
                                 **settings)
     return names
@@ -395,7 +395,7 @@ def download(data: Data | str | os.PathLike, corpus: str, *,
 
 def search(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
            model: str | ModelEntry, *, k: int = default("K"), threads: int = default("THREADS"),
-           seed: int = default("SEED"), variant: str = default("QUERY_VARIANT"),
+           seed: int = default("SEED"), query_variant: str = default("QUERY_VARIANT"),
            query_prompt: str | None = None, replace: bool = False, index: bool = True,
            stale_only: bool = True, repair_pools: bool = False, batch_size: int | None = None,
            dtype: str = DTYPES[0], part_size: int | None = None,
@@ -435,18 +435,18 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     given = retriever(entry.kind).options(retriever_options(entry, given))
     store = store_options(batch_size, dtype, part_size, model_path, device, replace)
     settings = SearchSettings(threads=threads, options=given, store=store, times=times, k=k,
-                              seed=seed, variant=variant, run_options=kind_run_options(
+                              seed=seed, variant=query_variant, run_options=kind_run_options(
                                   entry, given), index=index, stale_only=stale_only)
     if entry.embedded and program is None:  # in Python's words (the call is its repair)
         check_store_model(place, entry, pools, settings,
                           _call("search", corpus, pool, model, query_prompt=query_prompt,
                                 model_path=model_path, replace=True))
     search_model(place, entry, pools, settings)
-    return run_name(entry.name, variant)
+    return run_name(entry.name, query_variant)
 
 
 def embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
-          model: str, *, num_shards: int = default("SHARDS"), shard: int | None = None,
+          model: str, *, shards: int = default("SHARDS"), shard: int | None = None,
           batch_size: int | None = None, dtype: str = DTYPES[0], part_size: int | None = None,
           model_path: str | os.PathLike | None = None, device: str | None = None,
           replace: bool = False, program: str | None = None) -> Path:
@@ -460,8 +460,8 @@ def embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     data = Data.of(data)
     place = data.place(corpus)
     pools = _stage_pools(data, corpus, pool, "embed", program)
-    embed_shards(place, model, pools, range(num_shards) if shard is None else [shard],
-                 num_shards, data._times(corpus),
+    embed_shards(place, model, pools, range(shards) if shard is None else [shard],
+                 shards, data._times(corpus),
                  **store_options(batch_size, dtype, part_size, model_path, device, replace))
     return store_dir(data.indexes, corpus, get_model(model).name)
 
@@ -504,13 +504,13 @@ def _stage_pools(data: Data, corpus: str, pool: Pools | None, stage: str,
 
 
 def submit_embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
-                 model: str, *, num_shards: int = default("SHARDS"),
+                 model: str, *, shards: int = default("SHARDS"),
                  partition: str | None = None, gpus_per_task: int = default("GPUS_PER_TASK"),
-                 time: str | None = None, cpus_per_task: int | None = None,
+                 slurm_time: str | None = None, cpus_per_task: int | None = None,
                  batch_size: int | None = None, dtype: str = DTYPES[0],
                  part_size: int | None = None, model_path: str | os.PathLike | None = None,
                  device: str | None = None, replace: bool = False) -> str:
-    """`make embed EXECUTOR=slurm` (the submit-embed command): a SLURM array of `num_shards` tasks
+    """`make embed EXECUTOR=slurm` (the submit-embed command): a SLURM array of `shards` tasks
     embedding `pool`, written under <runs>/slurm/ and submitted; returns its job id. A store of
     another model under the name is refused, or with `replace` removed here, once, before anything
     is submitted."""
@@ -523,15 +523,15 @@ def submit_embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None
     options = {"--pool": None if pools is None else list(pools), "--batch-size": batch_size,
                "--dtype": dtype, "--model-path": model_path, "--device": device,
                "--part-size": part_size}  # each task's embed options
-    return submit(place, get_model(model).name, num_shards,
-                  Resources(partition, gpus_per_task, time, cpus_per_task), options,
+    return submit(place, get_model(model).name, shards,
+                  Resources(partition, gpus_per_task, slurm_time, cpus_per_task), options,
                   replace=replace)
 
 
 def after_embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
-                model: str, command: Sequence[str], *, num_shards: int = default("SHARDS"),
+                model: str, command: Sequence[str], *, shards: int = default("SHARDS"),
                 partition: str | None = None, gpus_per_task: int = default("GPUS_PER_TASK"),
-                time: str | None = None, cpus_per_task: int | None = None,
+                slurm_time: str | None = None, cpus_per_task: int | None = None,
                 model_path: str | os.PathLike | None = None, program: str | None = None
                 ) -> str | int:
     """`make eval EXECUTOR=slurm`'s step (the after-embed command): while papers of `pool` are
@@ -544,8 +544,8 @@ def after_embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     data = Data.of(data)
     place = data.place(corpus)
     pools = _stage_pools(data, corpus, pool, "after-embed", program)
-    job_id = submit_after_embed(place, get_model(model), num_shards,
-                                Resources(partition, gpus_per_task, time, cpus_per_task),
+    job_id = submit_after_embed(place, get_model(model), shards,
+                                Resources(partition, gpus_per_task, slurm_time, cpus_per_task),
                                 list(command), pools,
                                 model_path=None if model_path is None else str(model_path))
     return run_here(list(command)) if job_id is None else job_id
@@ -946,52 +946,52 @@ def _assessor(judge: str, judge_url: str | None) -> Any:
     return assessor(judge, environ)
 
 
-def _sampling(models: str | Sequence[str], sample_size: int, sample_seed: int,
-              depth: int) -> Any:
+def _sampling(models: str | Sequence[str], sample: int, sample_seed: int,
+              judge_depth: int) -> Any:
     """The judging sample's settings, each model by its runs' name (a registered model's, or a run
     imported under its own name)."""
     from pipeline.judging.stage import sampling
 
     names = models.replace(",", " ").split() if isinstance(models, str) else list(models)
-    return sampling([scored_run(name) for name in names], sample_size, sample_seed, depth)
+    return sampling([scored_run(name) for name in names], sample, sample_seed, judge_depth)
 
 
 def judge(data: Data | str | os.PathLike, corpus: str, models: Models,
-          judge: str, *, sample_size: int = default("SAMPLE"),
-          sample_seed: int = default("SAMPLE_SEED"), depth: int = default("JUDGE_DEPTH"),
-          concurrency: int = default("JUDGE_CONCURRENCY"),
+          judge: str, *, sample: int = default("SAMPLE"),
+          sample_seed: int = default("SAMPLE_SEED"), judge_depth: int = default("JUDGE_DEPTH"),
+          judge_concurrency: int = default("JUDGE_CONCURRENCY"),
           judge_url: str | None = None) -> pl.DataFrame:
     """`make judge`: in every pool of `corpus` with runs of all `models`, a sample of the unjudged
-    candidates they rank in their top `depth` judged by `judge`, and the pool's judgments written. A
-    pair in its assessor's log is not asked again; the same inputs rewrite nothing. Returns a row
-    per pool."""
+    candidates they rank in their top `judge_depth` judged by `judge`, and the pool's judgments
+    written. A pair in its assessor's log is not asked again; the same inputs rewrite nothing.
+    Returns a row per pool."""
     from pipeline.judging.stage import judge_corpus
 
     place = Data.of(data).place(corpus)
-    settings = _sampling(models, sample_size, sample_seed, depth)
+    settings = _sampling(models, sample, sample_seed, judge_depth)
     return judge_corpus(place, settings, _assessor(judge, judge_url),
-                        concurrency=concurrency)
+                        concurrency=judge_concurrency)
 
 
 def judge_page(data: Data | str | os.PathLike, corpus: str, models: Models, *,
-               sample_size: int = default("SAMPLE"), sample_seed: int = default("SAMPLE_SEED"),
-               depth: int = default("JUDGE_DEPTH")) -> Path:
+               sample: int = default("SAMPLE"), sample_seed: int = default("SAMPLE_SEED"),
+               judge_depth: int = default("JUDGE_DEPTH")) -> Path:
     """`make judge-page`: the samples `judge` draws with these settings, written and shown on one
     judging page for a person (returned), whose labels judge(..., judge='file:<labels.tsv>') reads
     back."""
     from pipeline.judging.stage import judging_page
 
     place = Data.of(data).place(corpus)
-    return judging_page(place, _sampling(models, sample_size, sample_seed, depth))
+    return judging_page(place, _sampling(models, sample, sample_seed, judge_depth))
 
 
 def judge_agreement(data: Data | str | os.PathLike, corpus: str, judge: str, *,
                     judge_url: str | None = None,
-                    concurrency: int = default("JUDGE_CONCURRENCY")) -> Any:
+                    judge_concurrency: int = default("JUDGE_CONCURRENCY")) -> Any:
     """`make judge-agreement`: CSFCube's expert-judged pairs graded by `judge`, and its agreement
     with the experts written under runs/<corpus>/judgments/agreement/. Returns the Agreement."""
     from pipeline.judging.agreement import judge_agreement as agree
 
     place = Data.of(data).place(corpus)
     return agree(place.runs_root, place.corpus_dir, _assessor(judge, judge_url),
-                 concurrency=concurrency)
+                 concurrency=judge_concurrency)

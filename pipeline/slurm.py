@@ -2,7 +2,7 @@
 
 `submit_embed` writes `<runs-root>/slurm/embed-<corpus>-<model>.sbatch`, a job array with one
 task per shard (each task runs `python -m pipeline embed --shard $SLURM_ARRAY_TASK_ID
---num-shards N`), submits it with `sbatch --parsable` and records the job id beside the script.
+--shards N`), submits it with `sbatch --parsable` and records the job id beside the script.
 `submit_after_embed` submits a command (make eval's: the search and eval stages, in one shell
 line) as a job that starts when the array has succeeded (`--dependency=afterok:<id>`), or
 returns None when every shard is already in, so the caller runs the command itself. Logs are
@@ -120,10 +120,10 @@ def _body(command: list[str], workdir: Path, resources: Resources) -> list[str]:
 
 def embed_script(command: list[str], num_shards: int, name: str, log_dir: Path,
                  resources: Resources, workdir: Path) -> str:
-    """sbatch script of a job array, task i running `command --shard i --num-shards n`."""
+    """sbatch script of a job array, task i running `command --shard i --shards n`."""
     num_shards = check_count(num_shards, "SHARDS", 1)
     log = log_dir / f"{name}-%A_%a.log"
-    shard_args = ['--shard "$SLURM_ARRAY_TASK_ID"', f"--num-shards {num_shards}"]
+    shard_args = ['--shard "$SLURM_ARRAY_TASK_ID"', f"--shards {num_shards}"]
     return "\n".join([
         *_header(name, log, resources, [f"#SBATCH --array=0-{num_shards - 1}"]),
         *_body([shlex.join(command), *shard_args], workdir, resources)]) + "\n"
@@ -243,7 +243,7 @@ def missing_per_shard(place: Place, entry: ModelEntry, pools: list[str] | None,
 
 def embed_command(place: Place, model: str, options: dict[str, object],
                   python: str | None = None) -> list[str]:
-    """`python -m pipeline ... embed` for one shard (without --shard / --num-shards); options
+    """`python -m pipeline ... embed` for one shard (without --shard / --shards); options
     maps embed flags to values (None: left out; a list: the flag repeated)."""
     corpora_root, index_root, runs_root = (
         str(p.absolute()) for p in (place.corpus_dir.parent, place.index_root, place.runs_root))

@@ -439,7 +439,7 @@ def corpus_dir(raw_corpus, tmp_path_factory) -> Path:
     ingest(raw_corpus, corpus)
     prefilter(corpus)
     for size in POOL_SIZES:
-        build_pool(corpus, PoolSpec(size=size, n_queries=N_QUERIES, seed=POOL_SEED))
+        build_pool(corpus, PoolSpec(size=size, queries=N_QUERIES, seed=POOL_SEED))
     return corpus
 
 
@@ -664,7 +664,7 @@ def mdcr_source(corpus_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("mdcr")
     corpus = copy_corpus(corpus_dir, root / "corpora" / "small")
     for field in MDCR_FIELDS:
-        build_pool(corpus, PoolSpec(size=600, field=field, n_queries=8, seed=0))
+        build_pool(corpus, PoolSpec(size=600, field=field, queries=8, seed=0))
     for pool in pool_names(corpus):
         search_pool(Place(corpus, root / "indexes", root / "runs"), pool, get_model("bm25"))
     return corpus, root

@@ -263,9 +263,9 @@ def test_verify_data(api_data, corpus_dir, tmp_path):
 def test_build_pool_takes_a_spec_or_its_fields(corpus_dir, tmp_path):
     corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "copy")
     data = pipeline.Data(tmp_path)
-    name = pipeline.build_pool(data, "copy", size="800", n_queries=N_QUERIES, seed=POOL_SEED)
+    name = pipeline.build_pool(data, "copy", size="800", queries=N_QUERIES, seed=POOL_SEED)
     assert name == pool_of(800)
-    spec = PoolSpec(size=800, n_queries=N_QUERIES, seed=POOL_SEED)
+    spec = PoolSpec(size=800, queries=N_QUERIES, seed=POOL_SEED)
     assert pipeline.build_pool(tmp_path, "copy", spec) == name
     assert json.loads((corpus / "pools" / name / "manifest.json").read_text())["parameters"][
         "size"] == 800
@@ -404,7 +404,7 @@ def test_api_refusals_name_the_keyword_arguments(corpus_dir, tmp_path):
     carries the option's declaration: each door words it)."""
     data = pipeline.Data(corpora=corpus_dir.parent, indexes=tmp_path / "i", runs=tmp_path / "r")
     with pytest.raises(InputError) as caught:
-        pipeline.build_pool(data, corpus_dir.name, size=10**9, n_queries=5)
+        pipeline.build_pool(data, corpus_dir.name, size=10**9, queries=5)
     text = str(caught.value)
     assert "--" not in text and text.startswith("size=1000000000 exceeds the papers available")
     assert text.endswith("choose a smaller size")
@@ -420,11 +420,11 @@ def test_embed_is_the_embed_command_each_refusing_in_its_words(corpus_dir, tmp_p
     pool = pool_of(POOL_SIZES[0])
     with pytest.raises(InputError) as refused:
         pipeline.embed(pipeline.Data(**roots), corpus_dir.name, pool, "minilm", shard=3,
-                       num_shards=2)
-    assert str(refused.value) == "shard=3 num_shards=2: give a shard from 0 to 1"
+                       shards=2)
+    assert str(refused.value) == "shard=3 shards=2: give a shard from 0 to 1"
     assert main(["--corpora-root", str(roots["corpora"]), "--index-root", str(roots["indexes"]),
                  "--runs-root", str(roots["runs"]), "embed", "--corpus", corpus_dir.name,
-                 "--pool", pool, "--shard", "3", "--num-shards", "2"]) == 2
+                 "--pool", pool, "--shard", "3", "--shards", "2"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "error: --shard 3 --num-shards 2: give a shard from 0 to 1")
+        "error: --shard 3 --shards 2: give a shard from 0 to 1")
     assert not roots["indexes"].exists() and not roots["runs"].exists()

@@ -54,8 +54,8 @@ def test_the_corpus_stages_from_python_are_their_commands(tmp_path):
     made = pipeline.generate_corpus(api, "c", papers="1500", shards=1, seed=3)
     command(cli, "synth", "--corpus", "c", "--papers", "1500", "--shards", "1", "--seed", "3")
     assert made["parameters"]["n_papers"] == 1500 and made["counts"]["papers"] == 1500
-    ingested = pipeline.ingest_corpus(api, "c", workers=1)
-    command(cli, "ingest", "--corpus", "c", "--workers", "1")
+    ingested = pipeline.ingest_corpus(api, "c", threads=1)
+    command(cli, "ingest", "--corpus", "c", "--threads", "1")
     prefiltered = pipeline.prefilter_corpus(api, "c", citations="outbound", min_citations=2)
     command(cli, "prefilter", "--corpus", "c", "--citations", "outbound", "--min-citations",
             "2")
@@ -83,10 +83,10 @@ def test_the_pool_commands_from_python_are_their_commands(corpus_dir, tmp_path):
     api, cli = tmp_path / "api", tmp_path / "cli"
     for root in (api, cli):
         copy_corpus(corpus_dir, root / "corpora" / "c")
-    grid = pipeline.build_pools(api, "c", size="800 1000", repeats=2, n_queries=10, seed=2)
+    grid = pipeline.build_pools(api, "c", size="800 1000", repeats=2, queries=10, seed=2)
     command(cli, "pool", "--corpus", "c", "--size", "800 1000", "--repeats", "2", "--queries",
             "10", "--seed", "2")
-    field = pipeline.build_pools(api, "c", size=800, field="medicine", n_queries=5)
+    field = pipeline.build_pools(api, "c", size=800, field="medicine", queries=5)
     command(cli, "pool", "--corpus", "c", "--size", "800", "--field", "medicine", "--queries",
             "5")
     assert grid == ["all-800-s2-r0", "all-800-s2-r1", "all-1k-s2-r0", "all-1k-s2-r1"]

@@ -130,7 +130,7 @@ def test_a_store_of_another_model_is_refused_then_replaced_from_python(corpus_di
 def test_replace_is_the_declared_option_in_every_function_that_takes_it():
     """`replace` is REPLACE's keyword (its declaration's, checked by its check: True or
     False), and each function that takes it defaults to REPLACE's own default, off."""
-    assert "replace" in BY_NAME["REPLACE"].keywords and BY_NAME["REPLACE"].default == ""
+    assert BY_NAME["REPLACE"].keyword == "replace" and BY_NAME["REPLACE"].default == ""
     takers = [name for name in pipeline.__all__ if inspect.isfunction(getattr(pipeline, name))
               and "replace" in inspect.signature(getattr(pipeline, name)).parameters]
     assert {"search", "import_run", "import_vectors", "import_collection"} <= set(takers)

@@ -164,10 +164,10 @@ def test_the_slurm_stages_from_python_are_their_commands(mdcr_source, tmp_path, 
     root = tmp_path / "data"
     shutil.copytree(corpus, root / "corpora" / "small")
     slurm = root / "runs" / "slurm"
-    resources = ("--num-shards", "2", "--partition", "gpu", "--time", "1:00:00",
+    resources = ("--shards", "2", "--partition", "gpu", "--slurm-time", "1:00:00",
                  "--cpus-per-task", "2")
-    assert pipeline.submit_embed(root, "small", None, "minilm", num_shards=2, partition="gpu",
-                                 time="1:00:00", cpus_per_task=2) == "4242"
+    assert pipeline.submit_embed(root, "small", None, "minilm", shards=2, partition="gpu",
+                                 slurm_time="1:00:00", cpus_per_task=2) == "4242"
     script = (slurm / "embed-small-minilm.sbatch").read_text()
     assert "#SBATCH --array=0-1" in script and "#SBATCH --partition=gpu" in script
     capsys.readouterr()
@@ -176,10 +176,10 @@ def test_the_slurm_stages_from_python_are_their_commands(mdcr_source, tmp_path, 
     assert (slurm / "embed-small-minilm.sbatch").read_text() == script
 
     after = ["sh", "-c", "exit 3"]
-    assert pipeline.api.after_embed(root, "small", None, "minilm", after, num_shards=2) == "4242"
+    assert pipeline.api.after_embed(root, "small", None, "minilm", after, shards=2) == "4242"
     script = (slurm / "eval-small-minilm.sbatch").read_text()
     capsys.readouterr()
-    command(root, "after-embed", "--corpus", "small", "--model", "minilm", "--num-shards", "2",
+    command(root, "after-embed", "--corpus", "small", "--model", "minilm", "--shards", "2",
             "--", *after)
     assert capsys.readouterr().out == "4242\n"
     assert (slurm / "eval-small-minilm.sbatch").read_text() == script

@@ -106,14 +106,14 @@ def build_reference(place: Path, raw_corpus: Path, tiny_bert: Path) -> None:
     shutil.copytree(raw_corpus, root / "corpora" / "c" / "s2orc")
     (root / "installed").touch()
     ok(make(root, "pool", "CORPUS=c", f"SIZE={SIZE}", "QUERIES=10"))
-    pipeline.build_pool(root, "c", size=SIZE, n_queries=10, split="validation")
+    pipeline.build_pool(root, "c", size=SIZE, queries=10, split="validation")
     ok(make(root, "eval", "CORPUS=c", "MODEL=bm25", "BM25_ENGINE=lucene"))
     pipeline.index(root, "c", None, "bm25", threads=1)  # the arrays engine's analysed-text store
     # the dense encoder's stages as make eval runs them (search with its pools repaired and
     # indexed first, then eval with --collect), here in Python: this process has loaded torch
     # and transformers already (the tiny BERT), a make eval would load them again, twice
     for variant in ("full", "title"):
-        pipeline.search(root, "c", None, "scibert", threads=1, variant=variant,
+        pipeline.search(root, "c", None, "scibert", threads=1, query_variant=variant,
                         model_path=model, repair_pools=True)
         pipeline.evaluate(root, "c", None, layout.run_name("scibert", variant), collect=True)
     source = write_beir(root / "corpora" / "c", place / "beir" / "src")
@@ -370,9 +370,9 @@ def build_owned(place: Path, corpus_dir: Path) -> None:
     (root / "installed").touch()
     mine.mkdir(parents=True)
     for seed in (0, 2):
-        pipeline.build_pool(root, "c", size=SIZE, n_queries=10, seed=seed)
+        pipeline.build_pool(root, "c", size=SIZE, queries=10, seed=seed)
     listed.write_text(f"{pl.read_parquet(corpus / 'pools' / POOL / 'queries.parquet')[0, 0]}\n")
-    pipeline.build_pool(root, "c", size=SIZE, n_queries=10, exclude=str(listed))
+    pipeline.build_pool(root, "c", size=SIZE, queries=10, exclude=str(listed))
     for pool in OWNED_POOLS:
         pipeline.search(root, "c", pool, encoder(), threads=1)
         pipeline.evaluate(root, "c", pool, encoder())

@@ -132,7 +132,7 @@ def build_dense(place: Path, corpus_dir: Path, tiny_bert: Path) -> None:
     embeds with (`tiny-bert`, copied: the store records its path)."""
     root, model = place / "data", Path(shutil.copytree(tiny_bert, place / "tiny-bert"))
     corpus = copy_corpus(corpus_dir, root / "corpora" / "c")
-    build_pool(corpus, PoolSpec(size=800, n_queries=10))
+    build_pool(corpus, PoolSpec(size=800, queries=10))
     place_ = Place(corpus, root / "indexes", root / "runs")
     embed(place_, get_model("scibert"), model_path=str(model))
     search_pool(place_, POOL, get_model("scibert"))

@@ -69,7 +69,7 @@ def demo_root(corpus_dir, raw_corpus, tmp_path) -> Path:
     corpus = copy_corpus(corpus_dir, root / "corpora" / "demo")
     shutil.copytree(raw_corpus, corpus / "s2orc")
     (root / "installed").touch()
-    pool = build_pool(corpus, PoolSpec(size=800, n_queries=10))["name"]
+    pool = build_pool(corpus, PoolSpec(size=800, queries=10))["name"]
     pipeline.search(root, "demo", pool, "random", threads=1)
     pipeline.evaluate(root, "demo", pool, "random")
     pipeline.build_report(root, "demo").save()
@@ -125,10 +125,10 @@ def test_retire_pool_moves_its_own_folders_only(corpus_dir, tmp_path):
     corpus = copy_corpus(corpus_dir, root / "corpora" / "c")
     (root / "installed").touch()
     listed = tmp_path / "list.txt"
-    queries = pipeline.build_pool(root, "c", size=800, n_queries=10)
+    queries = pipeline.build_pool(root, "c", size=800, queries=10)
     first = pl.read_parquet(pool_dir(corpus, queries) / "queries.parquet")["corpusid"][0]
     listed.write_text(f"{first}\n")
-    pool = pipeline.build_pool(root, "c", size=800, n_queries=10, exclude=str(listed))
+    pool = pipeline.build_pool(root, "c", size=800, queries=10, exclude=str(listed))
     pipeline.search(root, "c", pool, "random", threads=1)
     pipeline.evaluate(root, "c", pool, "random")
     runs = root / "runs" / "c"
@@ -280,7 +280,7 @@ def test_a_pool_rebuilt_by_its_repair_touches_no_file_beside_it(corpus_dir, tmp_
     from pipeline.pools.build import rebuild_pool
 
     corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "c")
-    pool = build_pool(corpus, PoolSpec(size=800, n_queries=10))["name"]
+    pool = build_pool(corpus, PoolSpec(size=800, queries=10))["name"]
     folder = pool_dir(corpus, pool)
     before = (folder / "qrels.parquet").read_bytes()
     (folder / "qrels.parquet").write_bytes(before[:-8])  # damaged

@@ -26,7 +26,7 @@ def maps(corpus_dir, tmp_path_factory) -> dict[tuple[str, int], float]:
     """MAP of BM25, MiniLM and a random ranking on each of the two nested pools."""
     corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("corpora") / "small")
     for size in SIZES:
-        build_pool(corpus, PoolSpec(size=size, n_queries=N_QUERIES, seed=POOL_SEED))
+        build_pool(corpus, PoolSpec(size=size, queries=N_QUERIES, seed=POOL_SEED))
     index_root = tmp_path_factory.mktemp("indexes")
     runs_root = tmp_path_factory.mktemp("runs")
     out = {}

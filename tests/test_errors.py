@@ -64,7 +64,7 @@ def append_line(raw: Path, shard: int, line: bytes) -> None:
 def with_pool(root: Path, corpus: Path) -> Path:
     """A private copy of the ingested corpus with one small pool."""
     copy = copy_corpus(corpus, root / "corpora" / "c")
-    build_pool(copy, PoolSpec(size=800, n_queries=10))
+    build_pool(copy, PoolSpec(size=800, queries=10))
     return copy
 
 

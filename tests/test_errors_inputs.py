@@ -312,7 +312,7 @@ def test_ingest_refuses_a_zero_byte_gzip_shard_as_an_incomplete_download(tmp_pat
     (raw / "metadata" / "metadata_1.jsonl.gz").write_bytes(b"")  # a failed download
     for workers in ("1", "2"):
         refused(tmp_path, cli(tmp_path, "ingest", "--corpus", "c", "--raw", str(raw),
-                              "--workers", workers),
+                              "--threads", workers),
                 r"metadata_1\.jsonl\.gz: cannot read it \(.*0 bytes.*\).*incomplete download")
 
 

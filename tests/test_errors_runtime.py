@@ -61,8 +61,8 @@ def _row(text: str, model: str, marker: str = "") -> list[str]:
 def test_report_shows_what_each_evaluation_computed(corpus_dir, tmp_path):
     root = tmp_path / "data"
     corpus = with_pool(root, corpus_dir)  # all-800-r0, 10 queries
-    for spec in (PoolSpec(size=800, n_queries=10, repeat=1),
-                 PoolSpec(size=400, field="Medicine", n_queries=10)):
+    for spec in (PoolSpec(size=800, queries=10, repeat=1),
+                 PoolSpec(size=400, field="Medicine", queries=10)):
         build_pool(corpus, spec)
     second, field = "all-800-r1", "medicine-400-r0"
     runs = root / "runs"
@@ -181,7 +181,7 @@ def _fake_sbatch(folder: Path) -> dict[str, str]:
 
 def _submit(root: Path) -> list[str]:
     return cli(root, "submit-embed", "--corpus", "c", "--model", "minilm", "--pool", POOL,
-               "--num-shards", "2", "--partition", "gpu", "--time", "1:00:00")
+               "--shards", "2", "--partition", "gpu", "--slurm-time", "1:00:00")
 
 
 @pytest.mark.parametrize("stderr", UNREACHABLE + REJECTED,

@@ -35,7 +35,7 @@ SEED = 20261122
 POOL = "all-1600-s1-r0"
 # (label, stage arguments, kills)
 STAGES: list[tuple[str, list[str], int]] = [
-    ("ingest", ["ingest", "--corpus", "c", "--raw", "{raw}", "--workers", "2"], 4),
+    ("ingest", ["ingest", "--corpus", "c", "--raw", "{raw}", "--threads", "2"], 4),
     ("prefilter", ["prefilter", "--corpus", "c"], 3),
     ("pool", ["pool", "--corpus", "c", "--size", "1600", "--queries", "20", "--seed", "1"], 3),
     # on the CPU (--device cpu, --backend *-cpu): byte-identical stores are a CPU promise

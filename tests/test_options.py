@@ -45,7 +45,7 @@ from pipeline.options.checks import choice
 
 made_up = declared.Variable(
     "MADE_UP", "plain", choice(("plain", "fancy")), "a made-up option of the search", "search",
-    stages=("search",), keywords=("made_up",), changes_run=False)
+    stages=("search",), changes_run=False)
 declared.VARIABLES = (*declared.VARIABLES, made_up)
 declared.BY_NAME[made_up.name] = made_up
 '''
@@ -168,13 +168,13 @@ def test_a_declaration_gives_each_stage_its_option_required_without_default_or_a
     assert vars(parse("x", *argv)) == {"made_switch": True, "made_value": "fancy"}
     made.MADE_SWITCH = "0"
     assert declared_argv("y") == ["--made-value", "fancy"]
-    made.MADE_VALUE = 1  # a value of 1 is a value, not a switch on (--num-shards 1)
+    made.MADE_VALUE = 1  # a value of 1 is a value, not a switch on (--shards 1)
     assert declared_argv("y") == ["--made-value", "1"]
 
 
 def test_a_refusal_carries_its_options_and_each_door_words_them(tmp_path, capsys, monkeypatch):
     """A refusal naming declared options (OptionError) is worded by the door it reaches:
-    make's variable, the stage's option (its declared flag: SHARDS is --num-shards), the API's
+    make's variable, the stage's option (its flag: SHARDS is --shards), the API's
     keyword; the library's own message is the command line's. Here a pool too large for its
     corpus, through each door, and the template worded directly."""
     from pipeline.cli.main import main
@@ -184,14 +184,14 @@ def test_a_refusal_carries_its_options_and_each_door_words_them(tmp_path, capsys
     refusal = OptionError("{SHARDS=} with {BACKEND=}: use {K}", {"SHARDS": 3, "BACKEND": "x"})
     assert refusal.message == "--shards 3 with --backend x: use --k"
     assert declared.worded(refusal, "make") == "SHARDS=3 with BACKEND=x: use K"
-    assert declared.worded(refusal, "command") == "--num-shards 3 with --backend x: use --k"
-    assert declared.worded(refusal, "api") == "num_shards=3 with backend='x': use k"
+    assert declared.worded(refusal, "command") == "--shards 3 with --backend x: use --k"
+    assert declared.worded(refusal, "api") == "shards=3 with backend='x': use k"
     corpus = tmp_path / "corpora" / "tiny"
     import pipeline
 
     pipeline.build_corpus(tmp_path, "tiny", synthetic=400, shards=1)
     with pytest.raises(OptionError) as api:
-        pipeline.build_pool(tmp_path, "tiny", size=10**6, n_queries=5)
+        pipeline.build_pool(tmp_path, "tiny", size=10**6, queries=5)
     assert api.value.message.startswith("size=1000000 exceeds the papers available")
     assert api.value.message.endswith("choose a smaller size")
     argv = ["--corpora-root", str(corpus.parent), "pool", "--corpus", "tiny", "--size", "1M",
@@ -251,7 +251,7 @@ from pipeline.retrieval.bm25.retriever import RETRIEVER
 
 k1 = declared.Variable(
     "BM25_K1", "0.9", choice(("0.9", "1.2")), "a fixed BM25 k1", "search",
-    stages=("index", "search"), keywords=("bm25_k1",), changes_run=True)
+    stages=("index", "search"), changes_run=True)
 declared.VARIABLES = (*declared.VARIABLES, k1)
 declared.BY_NAME[k1.name] = k1
 type(RETRIEVER).OPTIONS = {**RETRIEVER.OPTIONS, "bm25_k1": "0.9"}
@@ -324,3 +324,66 @@ def test_a_real_valued_setting_is_a_finite_number_above_its_bound():
             k1(bad)
         assert "\n" not in str(refused.value) and "k1" in str(refused.value)
     assert check_words(k1) == "more than 0"
+
+
+def test_each_option_has_one_name_its_keyword_and_flag_derived():
+    """Issue 81: one name per option. Walking every declaration and every parser: the API's
+    keyword is the variable's name in lower case and the flag that keyword with '-' for '_';
+    each command's option of a declared variable is that flag, its value at that keyword, and
+    each API function's parameter that a variable declares is named so (no alias table)."""
+    from dataclasses import fields
+
+    from pipeline.cli import registry
+    from pipeline.cli.variables import OneLineParser
+
+    assert not {"keywords", "alias", "flag"} & {f.name for f in fields(declared.Variable)}
+    for var in declared.DECLARED:
+        assert var.keyword == var.name.lower(), var.name
+        assert var.option == "--" + var.keyword.replace("_", "-"), var.name
+    for name, entry in registry.COMMANDS.items():
+        parser = entry.add_to(OneLineParser(prog=name))
+        shown = [a for a in parser._actions if a.help != argparse.SUPPRESS]
+        for var in registry.staged(name):
+            [action] = [a for a in shown if var.option in a.option_strings]
+            assert (action.option_strings, action.dest) == ([var.option], var.keyword), name
+    for function, names in declared.public_arguments().items():
+        for name in names:
+            var = declared.declaration(function, name)
+            assert var.keyword == name, (function, name)
+
+
+def test_an_old_keyword_is_taken_for_one_release_with_a_warning(tmp_path, caplog):
+    """Each keyword renamed to its variable's (declared.RENAMED), at every door that took it:
+    the API takes it as the new one with a DeprecationWarning (a function's own parameter of
+    the old name, mdcr_jaccard's depth, stays its own), the command line its old flag with a
+    warning; the new name and the old together are refused."""
+    import pipeline
+    from pipeline.cli.main import build_parser
+    from pipeline.core.errors import InputError
+    from pipeline.options.arguments import renamed
+
+    assert set(declared.RENAMED) == {"name", "n_queries", "workers", "variant", "sample_size",
+                                     "depth", "concurrency", "num_shards", "time"}
+    taking = {old: [f for f, names in declared.public_arguments().items()
+                    if declared.declaration(f, var.keyword) is var and var.keyword in names]
+              for old, var in declared.RENAMED.items()}
+    for old, var in declared.RENAMED.items():
+        assert taking[old], old  # an API function took it
+        for function in taking[old]:
+            with pytest.warns(DeprecationWarning, match=f"{old}= is now {var.keyword}="):
+                assert renamed(function, {old: 7}, []) == {var.keyword: 7}
+            with pytest.raises(InputError, match=f"{old} and {var.keyword} are one option"):
+                renamed(function, {old: 7, var.keyword: 7}, [])
+    assert renamed("mdcr_jaccard", {"depth": 5}, ["depth"]) == {"depth": 5}
+    with (pytest.warns(DeprecationWarning, match="n_queries= is now queries="),
+          pytest.raises(InputError, match="queries=0: 0 is too small")):  # as queries
+        pipeline.build_pool(tmp_path, "c", size=100, n_queries=0)
+    parser = build_parser()
+    for argv, dest, value in ((["embed", "--num-shards", "3"], "shards", 3),
+                              (["ingest", "--workers", "1"], "threads", 1),
+                              (["submit-embed", "--time", "90"], "slurm_time", "90"),
+                              (["judge", "--models", "bm25", "--judge", "standin:1",
+                                "--sample-size", "4"], "sample", 4)):
+        caplog.clear()
+        assert getattr(parser.parse_args(argv), dest) == value, argv
+        assert f"{argv[-2]} is now --{dest.replace('_', '-')}" in caplog.text, argv

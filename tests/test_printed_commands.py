@@ -54,7 +54,7 @@ def hostile(corpus_dir, tmp_path) -> Place:
     root = tmp_path / DATA
     place = Place(copy_corpus(corpus_dir, root / "corpora" / CORPUS), root / "indexes",
                   root / "runs")
-    built = build_pool(place.corpus_dir, PoolSpec(size=800, n_queries=10))["name"]
+    built = build_pool(place.corpus_dir, PoolSpec(size=800, queries=10))["name"]
     pool_dir(place.corpus_dir, built).rename(pool_dir(place.corpus_dir, POOL))
     pool = POOL
     entry = ModelEntry(MODEL, "random")

@@ -63,12 +63,12 @@ def test_embed_script_is_one_array_task_per_shard(tmp_path):
     assert run == (f"exec /opt/venv/bin/python -m pipeline --corpora-root {tmp_path}/corpora "
                    f"--index-root {tmp_path}/indexes --runs-root {tmp_path}/runs embed "
                    "--corpus demo --model scincl --pool all-2k-r0 --pool all-5k-r0 "
-                   '--model-path /models/scincl --shard "$SLURM_ARRAY_TASK_ID" --num-shards 16')
+                   '--model-path /models/scincl --shard "$SLURM_ARRAY_TASK_ID" --shards 16')
     for option in ("partition", "gres", "time", "cpus-per-task", "dependency"):
         assert f"#SBATCH --{option}" not in text
     assert "OMP_NUM_THREADS" not in text
     one = embed_script(command, 1, "e", tmp_path, Resources(), tmp_path)
-    assert "#SBATCH --array=0-0\n" in one and "--num-shards 1" in one
+    assert "#SBATCH --array=0-0\n" in one and "--shards 1" in one
     full = embed_script(command, 4, "e", tmp_path, Resources("gpu,gpu-long", 2, "1-12:00:00",
                                                              8), tmp_path)
     for line in ("#SBATCH --partition=gpu,gpu-long", "#SBATCH --gres=gpu:2",
@@ -120,7 +120,7 @@ def test_without_sbatch_the_error_is_one_line(tmp_path, monkeypatch):
     env = {**os.environ, "PATH": str(tmp_path)}  # nothing on PATH: no sbatch
     for args, given in ((["check"], {"EXECUTOR": "slurm"}),  # as make passes it
                         (["--runs-root", str(tmp_path / "runs"), "submit-embed",
-                          "--num-shards", "4"], {})):
+                          "--shards", "4"], {})):
         done = subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=ROOT,
                               env={**env, **given}, capture_output=True, text=True,
                               timeout=120)
@@ -131,7 +131,7 @@ def test_without_sbatch_the_error_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(InputError, match="sbatch"):
         submit_embed(Place(tmp_path / "demo", tmp_path, tmp_path), "minilm", 2, Resources())
-    bad = subprocess.run([sys.executable, "-m", "pipeline", "submit-embed", "--time", "soon"],
+    bad = subprocess.run([sys.executable, "-m", "pipeline", "submit-embed", "--slurm-time", "soon"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "'soon': give a SLURM time limit" in bad.stderr
 
@@ -146,7 +146,7 @@ def data_root(corpus_dir, tiny_bert, tmp_path_factory):
         root = tmp_path_factory.mktemp("slurm-data")
         corpus = copy_corpus(corpus_dir, root / "corpora" / "small")
         for size in POOL_SIZES:
-            build_pool(corpus, PoolSpec(size=size, n_queries=N_QUERIES, seed=POOL_SEED))
+            build_pool(corpus, PoolSpec(size=size, queries=N_QUERIES, seed=POOL_SEED))
         (root / "installed").touch()  # newer than pyproject.toml: make does not reinstall
         # the raw shards are not copied: ingest keeps the ingested corpus as it is
         return root

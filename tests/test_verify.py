@@ -26,7 +26,7 @@ def clean_root(corpus_dir, tmp_path_factory):
     tests get copies."""
     def build(made):
         copy = copy_corpus(corpus_dir, made / "corpora" / "small")
-        build_pool(copy, PoolSpec(size=800, n_queries=10))
+        build_pool(copy, PoolSpec(size=800, queries=10))
         subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root",
                         str(made / "corpora"), "--runs-root", str(made / "runs"), "search",
                         "--corpus", "small", "--model", "random"], check=True,
@@ -140,7 +140,7 @@ def test_an_exclude_list_edited_at_the_same_size_is_stale(corpus_dir, tmp_path):
     corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
     listed = tmp_path / "list.txt"
     listed.write_text("1000001\n")
-    name = build_pool(corpus, PoolSpec(size=800, n_queries=10, exclude=str(listed)))["name"]
+    name = build_pool(corpus, PoolSpec(size=800, queries=10, exclude=str(listed)))["name"]
     assert run_verify(tmp_path) == []
     for edit in ("1000002\n", None):
         listed.write_text(edit) if edit else listed.unlink()

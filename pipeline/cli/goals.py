@@ -126,7 +126,7 @@ def corpus_stages(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
     if v.CORPUS == "demo" and not given(synth[0][1]):
         synth[0] = ("--synth", True)  # the corpus as it was made
     return [stage("corpus", v, valued(v, d, ("--raw", "RAW_DIR"), ("--source", "SOURCE"),
-                                      ("--workers", "THREADS")),
+                                      ("--threads", "THREADS")),
                   synth if v.CORPUS == "demo" else ())]
 
 

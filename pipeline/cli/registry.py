@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +15,17 @@ from typing import Any
 from pipeline.core.errors import InputError, OptionError
 from pipeline.core.repair import PIPELINE_COMMAND, Where
 from pipeline.options.checks import run_check
-from pipeline.options.declared import BY_NAME, KEYWORD_ONLY, VARIABLES, Variable, worded
+from pipeline.options.declared import (
+    BY_NAME,
+    KEYWORD_ONLY,
+    VARIABLES,
+    Variable,
+    flag_of,
+    worded,
+)
 from pipeline.roots import where
+
+log = logging.getLogger(__name__)
 
 Option = Callable[[argparse.ArgumentParser], object]  # adds one option to a command's parser
 
@@ -37,16 +47,37 @@ def flag(option: str, help_text: str) -> Option:
     return arg(option, action="store_true", help=help_text)
 
 
-def like(var: str | Variable, flag: str = "", **settings: Any) -> Option:
+def like(var: str | Variable, **settings: Any) -> Option:
     """The option of the declared variable `var` (or its name) as a command takes it: the
     declaration's check, default (a derived one: from the others' defaults) and help, unless
-    `settings` say otherwise."""
+    `settings` say otherwise; its flag before it had its variable's name too (Variable.was)."""
     var = BY_NAME[var] if isinstance(var, str) else var
     default = var.default({v.name: v.default for v in VARIABLES}) if callable(var.default) \
         else var.default
     check = None if var.with_goals else var.check  # MODEL: import-run's name is no model
-    return arg(flag or var.option, **{"type": check, "default": default or None,
-                                      "help": var.help.replace("%", "%%"), **settings})
+    option = arg(var.option, **{"type": check, "default": default or None,
+                                "help": var.help.replace("%", "%%"), **settings})
+    if not var.was:
+        return option
+
+    def with_old_flag(parser: argparse.ArgumentParser) -> object:
+        added = option(parser)
+        parser.add_argument(flag_of(var.was), type=check, dest=added.dest,
+                            default=argparse.SUPPRESS, help=argparse.SUPPRESS,
+                            action=_renamed(var))
+        return added
+    return with_old_flag
+
+
+def _renamed(var: Variable) -> type[argparse.Action]:
+    """The action of `var`'s old flag: its value stored, with a warning naming the new one."""
+    class Renamed(argparse.Action):
+        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                     values: Any, option_string: str | None = None) -> None:
+            log.warning(f"{option_string} is now {var.option}, as make's {var.name}: "
+                        f"{option_string} goes in the next release")
+            setattr(namespace, self.dest, values)
+    return Renamed
 
 
 def add_declared(parser: argparse.ArgumentParser, var: Variable, stage: str,
@@ -54,7 +85,7 @@ def add_declared(parser: argparse.ArgumentParser, var: Variable, stage: str,
     """The option of the declared `var` in the command `stage`, its value at `dest` (an API
     parameter's name) where given: a switch is a bare option; required, or with no default,
     where the declaration says so."""
-    to = {"dest": dest} if dest and dest != var.dest else {}
+    to = {"dest": dest} if dest and dest != var.keyword else {}
     if var.kind == "pools":  # repeatable
         return like(var, action="append", **to)(parser)
     if var.switch:
@@ -62,7 +93,7 @@ def add_declared(parser: argparse.ArgumentParser, var: Variable, stage: str,
                    **to)(parser)
     bare = stage in var.required or stage in var.no_default or callable(var.default)
     like(var, required=stage in var.required, **({"default": None} if bare else {}), **to,
-         **({"metavar": var.dest.upper()} if to else {}))(parser)  # --sample SAMPLE, as ever
+         **({"metavar": var.name} if to else {}))(parser)
 
 
 @dataclass(frozen=True)
@@ -135,7 +166,7 @@ def parameters_of(function: Callable[..., Any], stage: str, own: set[str]) -> di
     signature = inspect.signature(function).parameters
     for param in (p for p, v in signature.items() if p not in {"data", *own}
                   and v.kind is not v.VAR_KEYWORD):
-        var = next((v for v in staged(stage) if param in v.keywords
+        var = next((v for v in staged(stage) if param == v.keyword
                     and (not v.functions or name in v.functions)), None)
         if var is None:
             raise ValueError(f"command {stage}: parameter {param} of api.{name} is no declared "
@@ -149,11 +180,10 @@ def parameters_of(function: Callable[..., Any], stage: str, own: set[str]) -> di
     return found
 
 
-def spread(stage: str, params: Collection[str]) -> dict[str, str]:
-    """The declared options of `stage` that none of `params` is, dest -> the keyword a
-    function's **keywords takes it by (its first)."""
-    return {v.dest: (v.keywords or (v.dest,))[0] for v in staged(stage)
-            if v.dest not in params and not set(v.keywords) & set(params)}
+def spread(stage: str, params: Collection[str]) -> list[str]:
+    """The keywords of the declared options of `stage` that none of `params` is: what a
+    function's **keywords takes."""
+    return [v.keyword for v in staged(stage) if v.keyword not in params]
 
 
 def command_of(function: Callable[..., Any], name: str, help_text: str, *arguments: Option,
@@ -177,8 +207,8 @@ def command_of(function: Callable[..., Any], name: str, help_text: str, *argumen
                  if hasattr(args, dest)}  # program: where the command line gives it
         many = value.pop(star, None) or ()
         if keywords:  # the declared options no parameter is, those given
-            value.update({key: getattr(args, dest) for dest, key in spread(name, dests).items()
-                          if getattr(args, dest, None) is not None})
+            value.update({key: getattr(args, key) for key in spread(name, dests)
+                          if getattr(args, key, None) is not None})
         result = function(*([data] if "data" in signature else []), *many, **value)
         if show:
             show(result, args)

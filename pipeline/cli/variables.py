@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import logging
 import re
 import sys
 from collections.abc import Mapping
@@ -19,6 +20,8 @@ from pipeline.models import IMPORT_VECTORS, VECTORS_PREFIX, chosen_model
 from pipeline.options.checks import run_check
 from pipeline.options.declared import BY_NAME, VARIABLES, Variable
 from pipeline.roots import ROOT_VARIABLES, data_roots
+
+log = logging.getLogger(__name__)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -35,13 +38,15 @@ WHERE = ("DATA", *ROOT_VARIABLES.values())
 # The Makefile's own interpreter and environment: plain paths only (make runs them, quoted)
 TOOL_VARS = ("PYTHON", "VENV", "PY", "STAMP")
 TOOL_PATH = re.compile(r"[A-Za-z0-9._/+-]+")
-# What make's command line may set besides VARIABLES (and their aliases)
+# What make's command line may set besides VARIABLES (and MAKE_WAS)
 MAKE_OWN = frozenset({*TOOL_VARS, "SHELL", ".SHELLFLAGS", "MAKE", "MAKEFLAGS", "MFLAGS",
                       "MAKEFILES", "MAKEOVERRIDES", "GNUMAKEFLAGS", "MAKESHELL"})
 GOALS_ENV = "MDCR_MAKE_GOALS"  # make's goals (MAKECMDGOALS), exported by the Makefile
 # make's flags that run no recipe but the `+` ones (-n, -t, -q): the goals print their stages
 DRY_RUN_FLAGS = frozenset("ntq")
-ALIAS = {v.alias: v.name for v in VARIABLES if v.alias}
+# make's one old spelling (SLURM_TIME's), taken from make's command line until the next
+# release, warning; the API's and the stages' old keywords: declared.RENAMED
+MAKE_WAS = {"TIME": "SLURM_TIME"}
 # Set in a command's environment: its errors name make's variables (a goal's always do)
 FROM_MAKE = "MDCR_PIPELINE_FROM_MAKE"
 
@@ -103,23 +108,23 @@ def read_make(environ: Mapping[str, str]) -> argparse.Namespace:
 def read(environ: Mapping[str, str], command_line: Mapping[str, str] | None = None
          ) -> argparse.Namespace:
     """Each variable from make's `command_line`, else `environ`, else its default, checked;
-    an alias (TIME) only from make's command line. With GOALS, GIVEN, COMMAND_LINE, DRY_RUN."""
-    command_line = command_line or {}
-    environ, names = {**environ, **command_line}, list(command_line)
+    an old spelling (MAKE_WAS) only from make's command line. With GOALS, GIVEN,
+    COMMAND_LINE, DRY_RUN."""
+    command_line = dict(command_line or {})
+    names = list(command_line)
+    for old, name in MAKE_WAS.items():
+        if old in command_line and name not in command_line:
+            log.warning(f"{old} is now {name}: {old} goes in the next release")
+            command_line[name] = command_line[old]
+    environ = {**environ, **command_line}
     given = [v.name for v in VARIABLES if v.name in environ]
-    aliased = [a for a, name in ALIAS.items() if a in names and name not in names]
-    refuse_unsafe(environ, [*given, *aliased, *(n for n in TOOL_VARS if n in environ)])
+    refuse_unsafe(environ, [*given, *(n for n in TOOL_VARS if n in environ)])
     texts: dict[str, str] = {}  # a default may follow the values before it (SOURCE: CORPUS)
     args = argparse.Namespace()
     for var in VARIABLES:
         default = var.default(texts) if callable(var.default) else var.default
         texts[var.name] = environ[var.name] if var.name in given else default
         setattr(args, var.name, checked_value(var, var.name, texts[var.name]))
-    for alias, name in ALIAS.items():
-        value = checked_value(BY_NAME[name], alias, environ[alias]) if alias in aliased else None
-        setattr(args, alias, value)
-        if alias in aliased:
-            setattr(args, name, value)
     args.GOALS = environ.get(GOALS_ENV, "")
     args.GIVEN = " ".join(given)
     args.COMMAND_LINE = " ".join(names)
@@ -141,7 +146,7 @@ def as_corpus(args: argparse.Namespace, corpus: str) -> argparse.Namespace:
 def check_command_line(names: str) -> None:
     """A variable of make's command line that make does not know (MODLE=bm25) would be
     ignored: InputError with the nearest name."""
-    known = sorted({*BY_NAME, *ALIAS, *MAKE_OWN})
+    known = sorted({*BY_NAME, *MAKE_WAS, *MAKE_OWN})
     unknown = sorted(set(names.split()) - set(known))
     if unknown:
         near = difflib.get_close_matches(unknown[0], known, n=1)

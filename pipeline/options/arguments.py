@@ -9,6 +9,7 @@ import difflib
 import functools
 import inspect
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -83,6 +84,23 @@ def check_options(function: str, owner: str, options: Mapping[str, Any],
         check_value(function, name, value)
 
 
+def renamed(function: str, kwargs: dict[str, Any], takes: Sequence[str]) -> dict[str, Any]:
+    """`kwargs` with each keyword from before each option had one name (declared.RENAMED:
+    n_queries) given under its option's (queries), warning: the API takes both for one
+    release. A function's own parameter of the old name (mdcr_jaccard's depth) stays."""
+    for old in [key for key in kwargs if key in declared.RENAMED and key not in takes]:
+        var = declared.RENAMED[old]
+        if declared.declaration(function, var.keyword) is not var:
+            continue
+        if var.keyword in kwargs:
+            raise InputError(f"{function}: {old} and {var.keyword} are one option: give "
+                             f"{var.keyword} alone")
+        warnings.warn(f"{function}: {old}= is now {var.keyword}=, as make's {var.name}; "
+                      f"{old} goes in the next release", DeprecationWarning, stacklevel=3)
+        kwargs[var.keyword] = kwargs.pop(old)
+    return kwargs
+
+
 def validated(function: Callable) -> Callable:
     """`function`, each argument checked first by its declaration: nothing runs, and nothing
     is written, with a bad one. Its **keywords are its own to check (check_options)."""
@@ -96,6 +114,7 @@ def validated(function: Callable) -> Callable:
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs = renamed(name, kwargs, named)
         try:
             bound = signature.bind_partial(*args, **kwargs).arguments
         except TypeError as exc:

@@ -129,7 +129,7 @@ def per_core(what: str):
     return parse
 
 
-# THREADS, --workers: ingest's processes, Lucene's and the search's threads
+# THREADS: ingest's processes, Lucene's and the search's threads
 worker_count = per_core("worker processes or threads")
 # TEST_WORKERS: each builds the session's fixture corpora (up to 1.3 GiB each)
 xdist_workers = per_core("test processes")

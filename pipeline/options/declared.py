@@ -116,8 +116,9 @@ DEFAULT_MODEL = "minilm"  # MODEL's, and the commands' --model
 
 @dataclass(frozen=True)
 class Variable:
-    """One option: make's variable `name`, the stages' `option` and the API's `keywords`, with
-    one check and one default for all three (docs/extending.md)."""
+    """One option: make's variable `name`; the API's keyword is its name in lower case and the
+    stages' option that keyword as a flag (K: k, --k; SLURM_TIME: slurm_time, --slurm-time),
+    with one check and one default for all three (docs/extending.md)."""
 
     name: str
     default: str | Callable[[dict[str, str]], str]  # or of the values before it (SOURCE)
@@ -127,10 +128,10 @@ class Variable:
     shown: str = ""  # the default in words, for the docs
     optional: bool = False  # an empty value is no value (not checked)
     one_word: bool = False  # one value (a path, a name): a space is refused
-    alias: str = ""  # a second name on make's command line (TIME for SLURM_TIME)
-    flag: str = ""  # the stages' option, where not --<name in lowercase, '-' for '_'>
     stages: tuple[str, ...] = ()  # the commands of `python -m pipeline` that take it
-    keywords: tuple[str, ...] = ()  # the API's arguments that take it
+    # its keyword before each option had one name (2026-11-28): the API, the stages (as a
+    # flag) and make (in upper case) take it until the next release, warning (RENAMED)
+    was: str = ""
     # an argument's kind (core.kinds.KINDS) and whether it takes None are its function's
     # annotation's (argument_kind); these, where no annotation says them (a **keyword's:
     # search's options, build_pool's fields); kind: str where none says it
@@ -163,14 +164,20 @@ class Variable:
         return bool(set(self.stages) & set(RUN_STAGES)) or self.group == "models"
 
     @property
-    def option(self) -> str:
-        """The stages' command-line option this variable sets (--bm25-engine)."""
-        return self.flag or "--" + self.name.lower().replace("_", "-")
+    def keyword(self) -> str:
+        """The API's keyword, and the attribute the command line's parser gives the option's
+        value: the name in lower case (bm25_engine)."""
+        return self.name.lower()
 
     @property
-    def dest(self) -> str:
-        """The attribute the command line's parser gives the option's value (bm25_engine)."""
-        return self.option.removeprefix("--").replace("-", "_")
+    def option(self) -> str:
+        """The stages' command-line option this variable sets (--bm25-engine)."""
+        return flag_of(self.keyword)
+
+
+def flag_of(keyword: str) -> str:
+    """The command-line option of an API keyword: `--` and the keyword, '-' for '_'."""
+    return "--" + keyword.replace("_", "-")
 
 
 GROUPS = {
@@ -252,7 +259,7 @@ def keyword(name: str, check: Callable[[str], object] | None = None, *, kind: st
     `kind` and `none` where none says them); with `stages`, also an option of those commands
     (--stale-only) that make passes itself (cli/goals.py search): its `help`, its `default`
     there, a bare option if a `switch`."""
-    return Variable(name, default, check, help, "api", keywords=(name,), kind=kind, none=none,
+    return Variable(name, default, check, help, "api", kind=kind, none=none,
                     functions=functions, variable=False, stages=stages, switch=switch,
                     required=required, changes_run=changes_run)
 
@@ -261,7 +268,7 @@ V, A = Variable, keyword
 DECLARED: tuple[Variable, ...] = (
     # ---- data
     V("CORPUS", "demo", corpus_name, "the corpus every stage works on: its folder under "
-      "corpora/, indexes/ and runs/", "data", one_word=True, keywords=("corpus", "name")),
+      "corpora/, indexes/ and runs/", "data", one_word=True, was="name"),
     V("DATA", ".", safe_path, "where corpora/, indexes/ and runs/ live (a scratch disk on a "
       "cluster, say); default the checkout", "data", one_word=True),
     V("CORPORA_DIR", "", safe_path, "the corpora folder, where it is not DATA's corpora/",
@@ -273,62 +280,56 @@ DECLARED: tuple[Variable, ...] = (
     V("SOURCE", lambda v: "s2ag" if v["CORPUS"] == "s2ag" else "s2orc", choice(SOURCES),
       "the reader: the S2ORC 2020 release (s2orc) or the S2AG datasets (s2ag)", "data",
       shown="the one the corpus's manifest records; else s2orc, s2ag when CORPUS=s2ag",
-      one_word=True, keywords=("source",)),
+      one_word=True),
     V("RAW", "", safe_path, "the folder of the raw release (S2ORC's metadata/, S2AG's "
       "datasets)", "data", shown="DATA/corpora/CORPUS/SOURCE", optional=True, one_word=True),
     V("FOS_SOURCE", "external", choice(FOS_SOURCES), "S2AG: which field labels count: "
-      "external (MAG-like) or s2-fos-model", "data", one_word=True, stages=INGESTING,
-      keywords=("fos_source",)),
+      "external (MAG-like) or s2-fos-model", "data", one_word=True, stages=INGESTING),
     V("RELEASE", "latest", None, "make download: the S2AG release, a date (2026-11-18) or "
-      "latest", "data", one_word=True, stages=("download",), keywords=("release",)),
+      "latest", "data", one_word=True, stages=("download",)),
     V("DATASETS", "papers,abstracts,citations", dataset_list, "make download: the S2AG "
-      "datasets, separated by commas", "data", one_word=True, stages=("download",),
-      keywords=("datasets",)),
+      "datasets, separated by commas", "data", one_word=True, stages=("download",)),
     V("FIRST", "", file_count, "make download: a trial, only the first FIRST files of each "
       "dataset", "data", shown="every file", optional=True, one_word=True,
-      stages=("download",), keywords=("first",)),
+      stages=("download",)),
     V("UPDATE", "", choice(FLAG), "1: make download brings an older release to RELEASE with "
-      "the API's diffs", "data", one_word=True, switch=True, stages=("download",),
-      keywords=("update",)),
+      "the API's diffs", "data", one_word=True, switch=True, stages=("download",)),
     V("PARALLEL", "4", parallel_downloads, "make download: files downloaded at once", "data",
-      one_word=True, stages=("download",), keywords=("parallel",)),
+      one_word=True, stages=("download",)),
     V("CITATIONS", "inbound", choice(CITATION_MODES), "what the prefilter counts as a "
       "paper's citations: inbound, outbound or either", "data", one_word=True,
-      stages=("prefilter", "corpus"), keywords=("citations",)),
+      stages=("prefilter", "corpus")),
     V("STRICT", "", choice(FLAG), "1: stop ingest at the first bad line instead of "
-      "quarantining it", "data", one_word=True, switch=True, stages=INGESTING,
-      keywords=("strict",)),
+      "quarantining it", "data", one_word=True, switch=True, stages=INGESTING),
     # ---- pools
     V("SIZE", "10k", sizes, "the pool size: 20000, 20k, 2M; several separated by spaces",
-      "pools", stages=("pool",), no_default=("pool",), keywords=("size",),
+      "pools", stages=("pool",), no_default=("pool",),
       functions=("build_pools",)),  # build_pool's: one size (its keyword() below)
     V("FIELD", "", field_names, "a field-level pool: one of the 19 MAG fields, all, or several "
       "separated by spaces, '-' for a name's space (computer-science)", "pools",
-      shown="(empty: a dataset-level pool)", optional=True, stages=("pool",),
-      keywords=("field",)),
-    V("REPEATS", "1", repeat_count, "samples per size (the paper: 3)", "pools", stages=("pool",),
-      keywords=("repeats",)),
+      shown="(empty: a dataset-level pool)", optional=True, stages=("pool",)),
+    V("REPEATS", "1", repeat_count, "samples per size (the paper: 3)", "pools", stages=("pool",)),
     V("SEED", "0", non_negative, "the pools' seed (in a pool's name unless 0); also the "
       "random model's and make mdcr's", "pools",
       stages=("pool", "pools-paper", "report", "search", "mdcr", "mdcr-jaccard"),
-      keywords=("seed",), kind="int", changes_run=True),  # kind: build_pool's **fields
+      kind="int", changes_run=True),  # kind: build_pool's **fields
     V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", query_count,
       "query papers per pool", "pools",
       shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
-      optional=True, stages=("pool",), keywords=("n_queries",), kind="int", none=True),  # ditto
+      optional=True, stages=("pool",), was="n_queries", kind="int", none=True),  # ditto
     V("EXCLUDE", "", safe_path, "a file of CorpusIDs never used as queries (the paper: "
       "SPECTER's and SciNCL's training papers); they name the pools (-x<tag>)", "pools",
       shown="(empty: no paper left out)", optional=True, one_word=True,
-      stages=("pool", "pools-paper", "report"), keywords=("exclude",)),
+      stages=("pool", "pools-paper", "report")),
     V("POOL", "", pool_name, "the pool make retire-pool retires, make import-run's run ranks "
       "(empty: the whole collection) or make export-beir writes", "pools", optional=True,
       one_word=True, stages=("retire-pool", "import-run", "export-beir"),
-      required=("retire-pool", "export-beir"), keywords=("pool",)),
+      required=("retire-pool", "export-beir")),
     # ---- models
     V("MODEL", DEFAULT_MODEL, model_name, "one model: a registered name (make models), "
       "hf:<org>/<name>, st:<org>/<name>, vectors:<name>, api:<model> or a fused model's name; make "
       "import-vectors: the vectors' name", "models", stages=("import-run", "import-vectors"),
-      required=("import-run", "import-vectors"), keywords=("model",),
+      required=("import-run", "import-vectors"),
       changes_run=MODEL_ID, with_goals=True),
     V("POOLING", "", None, "cls, mean or lasttoken, for MODEL=hf:<org>/<name>", "models",
       shown="mean", optional=True, one_word=True, changes_run=MODEL_ID),
@@ -346,46 +347,45 @@ DECLARED: tuple[Variable, ...] = (
     V("QUERY_PROMPT", "", prompt_text, "a prompt before each query's text (\\n for a line "
       "break), or an st: model's prompt name; its runs are the model <name>+q<tag>",
       "models", shown="(empty: the model's own query form)", optional=True, stages=("search",),
-      keywords=("query_prompt",), changes_run=True),
+      changes_run=True),
     V("MODEL_PATH", "", given_path, "a local folder of the model's save_pretrained files, "
       "for nodes without hub access", "models", optional=True,
-      stages=(*LOADING, "after-embed"), keywords=("model_path",),
+      stages=(*LOADING, "after-embed"),
       changes_run=MODEL_ID),  # after-embed: its identity
     V("DEVICE", "", device, "the encoder's device: cpu, cuda or cuda:<index>; cuda with "
       "several GPUs visible, or a list (cuda:0,cuda:1), embeds on a worker process each",
       "models",
       shown="cuda if available", optional=True, one_word=True,
-      stages=("embed", "submit-embed", "index", "search"), keywords=("device",),
+      stages=("embed", "submit-embed", "index", "search"),
       changes_run=MODEL_ID),  # the store's parts record it; another: other bits
     # ---- search
     V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
       "compares the vectors: cosine, ip or l2", "models", one_word=True,
-      stages=("import-vectors",), keywords=("similarity",), changes_run=MODEL_ID),
+      stages=("import-vectors",), changes_run=MODEL_ID),
     V("THREADS", "2", worker_count, "worker processes and threads (ingest, Lucene, search); "
       "with EXECUTOR=slurm each job's CPUs", "search",
-      stages=("index", "search"), keywords=("threads", "workers"), kind="int",
-      changes_run=False),  # kind: index's and search's **options (workers)
+      stages=("index", "search"), was="workers", changes_run=False),
     V("BM25_ENGINE", BM25_ENGINE, choice(BM25_ENGINES), "BM25 on arrays (numba) or lucene "
       "(Anserini): the same runs", "search", one_word=True, stages=("index", "search"),
-      keywords=("bm25_engine",), changes_run=False),
+      changes_run=False),
     V("BACKEND", BACKEND, choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "
       "faiss-gpu, torch-cuda or torch-cpu", "search", one_word=True, stages=("search",),
-      keywords=("backend",), changes_run=True),  # faiss's and torch's sums differ a bit
+      changes_run=True),  # faiss's and torch's sums differ a bit
     V("QUERY_VARIANT", "full", choice(VARIANTS), "perturbed queries: full, title, abstract, "
       "shuffled, deleted30 or typos; runs named after the model and the variant", "search",
-      one_word=True, stages=("search",), keywords=("variant",), changes_run=True),
+      one_word=True, stages=("search",), was="variant", changes_run=True),
     V("K", "500", depth, "candidates retrieved per query (the paper's: 500)", "search",
-      one_word=True, stages=("search",), keywords=("k",), changes_run=True),
+      one_word=True, stages=("search",), changes_run=True),
     # ---- eval
     V("PAPER_IDS", "", safe_path, "make training-ids: the folder of S2AG's paper-ids "
       "dataset", "pools", optional=True, one_word=True, stages=("training-ids",),
-      required=("training-ids",), keywords=("paper_ids",)),
+      required=("training-ids",)),
     V("TRAINING_SETS", "", training_sets, "make report: <model>=<file of its training "
       "papers> pairs, for the leakage table", "eval", shown="(empty: no leakage table)",
-      optional=True, stages=("report",), keywords=("training_sets",)),
+      optional=True, stages=("report",)),
     V("METRICS", "auto", metric_list, "what eval scores: auto (each pool's own set), a set "
       "(large-scale, mdcr, beir, csfcube) or metric names ('map ndcg@10 recall@30')", "eval",
-      stages=("eval",), keywords=("metrics",)),
+      stages=("eval",)),
     V("MODELS", "", None, "make fuse, mdcr-jaccard, judge, judge-page: the models, "
       "separated by commas (an hf: model's pooling: hf:<org>/<name>@cls)", "eval"),
     V("METHOD", "rrf", None, "make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)",
@@ -397,76 +397,69 @@ DECLARED: tuple[Variable, ...] = (
       "negatives, separated by commas (the paper's: bm25,specter,scincl)", "mdcr"),
     V("SRC", "", input_path, "the folder or file an import reads (make import-mdcr, "
       "import-beir, import-csfcube, import-vectors); spaces allowed", "mdcr", optional=True,
-      stages=SOURCES_READ, required=SOURCES_READ, keywords=("src",)),
+      stages=SOURCES_READ, required=SOURCES_READ),
     V("OUT", "", safe_path, "the folder or file an export writes (make export-mdcr, "
       "export-beir, export-mteb, mdcr-scores)", "mdcr", optional=True, one_word=True,
       stages=("training-ids", "export-mdcr", "export-beir", "mdcr-scores", "export-mteb"),
-      required=("training-ids", "export-mdcr", "export-beir", "mdcr-scores", "export-mteb"),
-      keywords=("out",)),
+      required=("training-ids", "export-mdcr", "export-beir", "mdcr-scores", "export-mteb")),
     V("DATASET", "", dataset_id, "make import-irds: the ir_datasets id (beir/scidocs)",
-      "mdcr", optional=True, one_word=True, stages=("import-irds",), required=("import-irds",),
-      keywords=("dataset",)),
+      "mdcr", optional=True, one_word=True, stages=("import-irds",), required=("import-irds",)),
     V("IR_DATASETS_HOME", "", input_path, "make import-irds: where ir_datasets keeps its "
       "files", "mdcr", shown="~/.ir_datasets", optional=True),
     V("SPLIT", "test", layout.pool_split, "the split imported or exported: test, val (MDCR) "
       "or dev (BEIR)", "mdcr", one_word=True,
-      stages=("import-beir", "import-irds", "import-mdcr", "export-mdcr", "mdcr-scores"),
-      keywords=("split",)),
+      stages=("import-beir", "import-irds", "import-mdcr", "export-mdcr", "mdcr-scores")),
     V("SHARED_PAIRS", "first", choice(SHARED_PAIRS), "make mdcr-scores: the "
       "score kept for a pair in two fields' pools (a query listed under two fields): first "
       "(the first field's pool, in pool-name order), max, or refuse (naming them)", "mdcr",
-      one_word=True, stages=("mdcr-scores",), keywords=("shared_pairs",)),
+      one_word=True, stages=("mdcr-scores",)),
     V("REPLACE", "", choice(FLAG), "1: an import, make mdcr or a search may replace what was "
       "written before under the same name (docs/errors.md)", "mdcr", one_word=True,
       switch=True,
       stages=tuple(dict.fromkeys((*REPLACING, "embed", "index", "search", "submit-embed"))),
-      keywords=("replace",), changes_run=False),
+      changes_run=False),
     V("JUDGED", "", choice(FLAG), "1: make import-beir and import-irds also write the "
       "judged-only pool judged-<n>-r0", "mdcr", one_word=True, switch=True,
-      stages=("import-beir", "import-irds"), keywords=("judged",)),
+      stages=("import-beir", "import-irds")),
     V("RUN", "", input_path, "make import-run: the TREC run file, imported as the run MODEL "
       "of POOL; spaces allowed", "eval", optional=True, stages=("import-run",),
-      required=("import-run",), keywords=("run",)),
+      required=("import-run",)),
     V("DROP_UNKNOWN", "", choice(FLAG), "1: make import-run drops (and counts) the lines "
       "naming a query or paper POOL lacks", "eval", one_word=True, switch=True,
-      stages=("import-run",), keywords=("drop_unknown",)),
+      stages=("import-run",)),
     # ---- judging (pipeline/judging; docs/judging.md)
     V("JUDGE", "", judge_spec, "who judges the sampled pairs: api:<model> (at JUDGE_URL), "
       "file:<labels.tsv> or standin:<seed>", "judging", shown="(empty: none)", optional=True,
-      stages=JUDGING, required=("judge", "judge-agreement"), keywords=("judge",)),
+      stages=JUDGING, required=("judge", "judge-agreement")),
     V("JUDGE_URL", "", partial(endpoint_url, variable="JUDGE_URL",
                                             example="http://127.0.0.1:8000"),
       "JUDGE=api:<model>: the OpenAI-compatible chat endpoint; its key from the "
-      f"environment's {API_KEY}", "judging", optional=True, one_word=True, stages=JUDGING,
-      keywords=("judge_url",)),
+      f"environment's {API_KEY}", "judging", optional=True, one_word=True, stages=JUDGING),
     V("SAMPLE", "20", sample_count, "make judge, judge-page: unjudged pairs drawn per query",
-      "judging", one_word=True, stages=SAMPLING, keywords=("sample_size",)),
+      "judging", one_word=True, stages=SAMPLING, was="sample_size"),
     V("SAMPLE_SEED", "0", non_negative, "the judging sample's seed", "judging",
-      one_word=True, stages=SAMPLING, keywords=("sample_seed",)),
+      one_word=True, stages=SAMPLING),
     V("JUDGE_DEPTH", "100", depth, "the ranks of each of MODELS whose unjudged candidates "
-      "are sampled", "judging", one_word=True, stages=SAMPLING, keywords=("depth",)),
+      "are sampled", "judging", one_word=True, stages=SAMPLING, was="depth"),
     V("JUDGE_CONCURRENCY", "4", int_at_least(1, "use 1 or more", API_LIMITS[API_CONCURRENCY],
                                              f" (requests at once, as {API_CONCURRENCY})"),
       "JUDGE=api:<model>: requests sent at once",
-      "judging", one_word=True, stages=JUDGING, keywords=("concurrency",)),
+      "judging", one_word=True, stages=JUDGING, was="concurrency"),
     # ---- cluster
     V("EXECUTOR", "local", check_executor, "where embed runs: local (this machine) or slurm "
       "(an sbatch job array)", "cluster", one_word=True),
     V("SHARDS", "1", shard_count, "shards of the embed stage (array tasks with slurm)",
-      "cluster", flag="--num-shards", stages=("embed", *SLURM_JOBS),
-      keywords=("num_shards",), changes_run=False),
+      "cluster", stages=("embed", *SLURM_JOBS), was="num_shards", changes_run=False),
     V("SHARD", "", shard_index, "make embed: only this shard of SHARDS", "cluster",
-      shown="each in turn", optional=True, one_word=True, stages=("embed",),
-      keywords=("shard",), changes_run=False),
+      shown="each in turn", optional=True, one_word=True, stages=("embed",), changes_run=False),
     V("PARTITION", "", check_partition, "#SBATCH --partition: one name, or several separated "
       "by commas", "cluster", shown="the cluster's default", optional=True, one_word=True,
-      stages=SLURM_JOBS, keywords=("partition",)),
+      stages=SLURM_JOBS),
     V("GPUS_PER_TASK", "1", gpus_per_task, "#SBATCH --gres=gpu:K of each task; 0 asks for "
-      "none", "cluster", stages=SLURM_JOBS, keywords=("gpus_per_task",)),
+      "none", "cluster", stages=SLURM_JOBS),
     V("SLURM_TIME", "", check_time, "#SBATCH --time of each job: 90 (minutes), 4:00:00, "
       "1-12:00:00; TIME on make's command line", "cluster", shown="the cluster's default",
-      optional=True, one_word=True, alias="TIME", flag="--time", stages=SLURM_JOBS,
-      keywords=("time",)),
+      optional=True, one_word=True, stages=SLURM_JOBS, was="time"),
     # ---- demo
     V("DEMO_PAPERS", "120k", synthetic_size, "papers of the synthetic demo corpus (given: the "
       "corpus is made again with it)", "demo"),
@@ -482,15 +475,15 @@ DECLARED: tuple[Variable, ...] = (
     V("DEMO_REPEATS", "3", repeat_count, "pool draws per demo pool size", "demo"),
     # ---- paper grid
     V("PAPER_SIZES", "200k 500k 1M 2M", sizes, "dataset-level pool sizes (MDCR section 3)",
-      "paper grid", stages=("pools-paper",), keywords=("paper_sizes",)),
+      "paper grid", stages=("pools-paper",)),
     V("PAPER_QUERIES", "3800", query_count, "queries per dataset-level pool", "paper grid",
-      stages=("pools-paper",), keywords=("paper_queries",)),
+      stages=("pools-paper",)),
     V("PAPER_FIELD_SIZE", "100k", sizes, "the size of the field-level pools (all 19 fields)",
-      "paper grid", stages=("pools-paper",), keywords=("paper_field_size",)),
+      "paper grid", stages=("pools-paper",)),
     V("PAPER_FIELD_QUERIES", "200", query_count, "queries per field-level pool", "paper grid",
-      stages=("pools-paper",), keywords=("paper_field_queries",)),
-    V("PAPER_REPEATS", "3", repeat_count, "samples per size", "paper grid", stages=("pools-paper",),
-      keywords=("paper_repeats",)),
+      stages=("pools-paper",)),
+    V("PAPER_REPEATS", "3", repeat_count, "samples per size", "paper grid",
+      stages=("pools-paper",)),
     # ---- tests
     V("TEST_WORKERS", "2", xdist_workers, "test processes (pytest-xdist), each up to 1.3 "
       "GiB; pytest's own options go in PYTEST_ADDOPTS", "tests",
@@ -514,7 +507,8 @@ DECLARED: tuple[Variable, ...] = (
       "bm25,specter,scincl; judge, judge-page: those whose top ranks are sampled)"),
     A("pool", pool_name, functions=("import_run",)),  # None: the whole run
     *(A(name, synthetic_papers) for name in ("synthetic", "papers")),
-    A("shards", synth_shard_count), A("repair"),
+    A("shards", synth_shard_count, functions=("generate_corpus", "build_corpus")),
+    A("repair"),
     A("rebuild", pool_name, kind="pools", stages=("pool",),  # kind: --rebuild repeats
       help="rebuild an existing pool from its recorded parameters (if stale)"),
     A("retries", retry_count, stages=("download",), help="retries without progress before a "
@@ -533,7 +527,7 @@ DECLARED: tuple[Variable, ...] = (
                            "per_query")),
     # score's, inferred's and compare's
     A("run"), A("qrels"), A("runs", functions=("compare",)), A("results"), A("judgments"),
-    A("sample"),
+    A("sample", functions=("inferred",)),
     A("test"), A("correction"),  # compare checks both (report/compare.py)
     A("alpha", probability), A("power", power),
     *(A(name, named) for name in ("a", "b", "metric")),
@@ -582,6 +576,7 @@ del V, A
 VARIABLES = tuple(v for v in DECLARED if v.variable)  # make's, the stages' and the API's
 KEYWORD_ONLY = tuple(v for v in DECLARED if not v.variable)  # the API's alone
 BY_NAME = {v.name: v for v in VARIABLES}
+RENAMED = {v.was: v for v in VARIABLES if v.was}  # an old keyword -> its option (one release)
 
 
 def default(name: str) -> object:
@@ -597,7 +592,7 @@ def worded(exc: OptionError, door: str) -> str:
         var = BY_NAME.get(name)
         if door == "make" or var is None:
             return name
-        return var.option if door == "command" else (var.keywords or (var.dest,))[0]
+        return var.option if door == "command" else var.keyword
 
     return exc.worded(named, {"make": "{}={}", "command": "{} {}", "api": "{}={!r}"}[door].format)
 
@@ -617,7 +612,7 @@ def run_options(options: Mapping[str, object]) -> dict[str, object]:
     a run recorded before the option existed is read at (runs.unrecorded_at_default)."""
     from pipeline.retrieval.runs import RunOptions
 
-    declared = {name: var for var in VARIABLES for name in (var.dest, *var.keywords)}
+    declared = {var.keyword: var for var in VARIABLES}
     values, defaults = {}, {}
     for name, value in sorted(options.items()):
         if (var := declared.get(name)) is None:
@@ -654,12 +649,11 @@ def model_is_one_name(v: Any) -> None:
 
 def values_are_one_word(v: Any) -> None:
     for var in (var for var in VARIABLES if var.one_word):
-        for name in filter(None, (var.name, var.alias)):
-            value = getattr(v, name, None)
-            if isinstance(value, str) and re.search(r"\s", value):
-                shown = shown_url(value) if name == API_URL else value  # never its secrets
-                raise InputError(f"{name}={shown!r} holds a space or a line break: give one "
-                                 "value without spaces")
+        value = getattr(v, var.name, None)
+        if isinstance(value, str) and re.search(r"\s", value):
+            shown = shown_url(value) if var.name == API_URL else value  # never its secrets
+            raise InputError(f"{var.name}={shown!r} holds a space or a line break: give one "
+                             "value without spaces")
 
 
 def models_are_registered(v: Any) -> None:
@@ -800,7 +794,7 @@ def declaration(function: str, name: str) -> Variable | None:
     """The declaration of argument `name` of public function `function`: the one naming
     `function`, else the API's own (a keyword: a run as a DataFrame, where the option is its
     file), else an option's (one added at run time included); None: unknown."""
-    found = [v for v in (*VARIABLES, *KEYWORD_ONLY) if name in v.keywords
+    found = [v for v in (*VARIABLES, *KEYWORD_ONLY) if name == v.keyword
              and (not v.functions or function in v.functions)]
     return min(found, key=lambda v: (not v.functions, v.variable), default=None)
 
@@ -837,7 +831,7 @@ def argument_kind(function: str, name: str, annotated: object = None) -> tuple[s
 def command_keywords(function: str) -> list[str]:
     """The keywords of the declared options of `function`'s command (search's: its stages name
     it), which its **keywords take (arguments.check_options)."""
-    return [keyword for v in VARIABLES if function in v.stages for keyword in v.keywords]
+    return [v.keyword for v in VARIABLES if function in v.stages]
 
 
 def _pool_spec_fields() -> list[str]:

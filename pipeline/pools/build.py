@@ -86,7 +86,7 @@ class PoolSpec:
     size: int
     field: str | None = None  # None: dataset-level pool
     repeat: int = 0
-    n_queries: int | None = None  # default: 3,800 dataset-level, 200 per field
+    queries: int | None = None  # default: 3,800 dataset-level, 200 per field
     query_year: int = 2019
     max_year: int = 2019
     seed: int = 0
@@ -106,9 +106,26 @@ class PoolSpec:
 
     @property
     def queries_wanted(self) -> int:
-        if self.n_queries is not None:
-            return self.n_queries
+        if self.queries is not None:
+            return self.queries
         return DATASET_QUERIES if self.field is None else FIELD_QUERIES
+
+
+# A pool manifest's parameters are PoolSpec's fields, `queries` under the key it had before
+# the field took its option's name (n_queries): pools drawn before stay current, and the
+# manifests written since are read by releases before.
+RECORDED_AS = {"queries": "n_queries"}
+
+
+def spec_record(spec: PoolSpec) -> dict:
+    """A PoolSpec as a pool's manifest records its parameters."""
+    return {RECORDED_AS.get(key, key): value for key, value in asdict(spec).items()}
+
+
+def recorded_spec(parameters: dict) -> PoolSpec:
+    """The PoolSpec a pool's manifest records (spec_record's)."""
+    fields = {recorded: key for key, recorded in RECORDED_AS.items()}
+    return PoolSpec(**{fields.get(key, key): value for key, value in parameters.items()})
 
 
 def with_exclusion(spec: PoolSpec) -> tuple[PoolSpec, PaperList | None]:
@@ -264,7 +281,7 @@ def check_corpus(corpus_dir: Path) -> None:
 def _up_to_date(pool_dir: Path, spec: PoolSpec, inputs: dict[str, str]) -> bool:
     """Same parameters, same input, and files that match the manifest (not the manifest alone:
     a damaged candidates.parquet makes the pool out of date)."""
-    return stale(pool_dir / MANIFEST, asdict(spec), files=pool_dir, inputs=inputs) is None
+    return stale(pool_dir / MANIFEST, spec_record(spec), files=pool_dir, inputs=inputs) is None
 
 
 def pool_field(field: object) -> str | None:
@@ -364,7 +381,7 @@ def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, inputs: dict[s
     for line in warnings:
         log.warning(f"[pool] {spec.name}: {line}")
     (pool_dir / MANIFEST).unlink(missing_ok=True)
-    write_json(manifest("pool-spec", asdict(spec)), pool_dir / POOL_SPEC)  # for `--repair`
+    write_json(manifest("pool-spec", spec_record(spec)), pool_dir / POOL_SPEC)  # for `--repair`
     write_parquet(queries.to_arrow(), pool_dir / POOL_QUERIES)
     write_parquet(candidates.to_arrow(), pool_dir / POOL_CANDIDATES)
     write_parquet(qrels.to_arrow(), pool_dir / POOL_QRELS)
@@ -379,7 +396,7 @@ def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, inputs: dict[s
         "negative_population": len(population), "exhausted": exhausted,
         "query_candidates_excluded": left_out,
     }
-    info = manifest("pool", asdict(spec), name=spec.name, scope=spec.scope, split=spec.split,
+    info = manifest("pool", spec_record(spec), name=spec.name, scope=spec.scope, split=spec.split,
                     level="dataset" if spec.field is None else "field",
                     exclusion=excluded.record() if excluded is not None else None,
                     inputs=inputs, outputs=fingerprints(pool_dir, POOL_FILES), counts=counts,
@@ -485,7 +502,7 @@ def _recorded_spec(corpus_dir: Path, name: str) -> PoolSpec | None:
     if info is not None:
         if info.get("stage") not in BUILT:
             return None  # a benchmark's or a collection's pool: its corpus command rebuilds it
-        return PoolSpec(**info["parameters"])
+        return recorded_spec(info["parameters"])
     raise InputError(f"pool {name}: neither its manifest nor {POOL_SPEC} can be read, so its "
                      f"parameters are lost: rm -r {folder}, then build it again with the "
                      "make pool command that made it")

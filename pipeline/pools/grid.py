@@ -79,7 +79,7 @@ def repair_pools(corpus_dir: Path, times: Path, where: Where) -> None:
 def build_grid(corpus_dir: Path, fields: list[str | None], sizes: list[int], repeats: int,
                times: Path, named: Named = POOL_OPTIONS, **settings: Any) -> list[str]:
     """A pool of each field (None: dataset-level) x size x repeat, with PoolSpec's other
-    `settings` (n_queries, query_year, max_year, seed, split, exclude). MDCR §3: a field
+    `settings` (queries, query_year, max_year, seed, split, exclude). MDCR §3: a field
     whose field-cited set a size exhausts gets one sample of it, not `repeats`. A field with
     no query candidates is skipped when there are several (FIELD=all on a small corpus).
     Returns the names of the grid's pools the corpus holds, in the grid's order."""

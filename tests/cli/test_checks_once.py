@@ -68,7 +68,7 @@ def data(corpus_dir, tmp_path_factory) -> Path:
     its 32 papers, not more."""
     root = tmp_path_factory.mktemp("once")
     corpus = copy_corpus(corpus_dir, root / "corpora" / "c")
-    build_pool(corpus, PoolSpec(size=30, n_queries=2, seed=0))
+    build_pool(corpus, PoolSpec(size=30, queries=2, seed=0))
     return root
 
 

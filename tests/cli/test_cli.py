@@ -35,7 +35,7 @@ def run(cmd: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess:
     (["embed", "SHARDS=0"], "SHARDS: 0 is too small"),
     (["embed", "SHARDS=4x"], "SHARDS: '4x' is not a whole number"),
     (["embed", "GPUS_PER_TASK=-1"], "GPUS_PER_TASK: -1 is too small"),
-    (["embed", "TIME=4h"], "TIME: '4h': give a SLURM time limit"),
+    (["embed", "SLURM_TIME=4h"], "SLURM_TIME: '4h': give a SLURM time limit"),
     (["eval", "PARTITION=gpu a100"], "PARTITION: 'gpu a100'"),
     (["eval", "MODEL=bm25", "BM25_ENGINE=solr"], "BM25_ENGINE: 'solr': use one of lucene"),
     (["search", "BACKEND=cuda"], "BACKEND: 'cuda': use one of auto"),

@@ -1,5 +1,5 @@
 """Every process, thread and shard count is bounded (issue 46: `make corpus THREADS=200` forked
-200 workers on 2 cores; `build_corpus(synthetic=2000, workers=10**5)` started 4,375 processes;
+200 workers on 2 cores; `build_corpus(synthetic=2000, threads=10**5)` started 4,375 processes;
 `shards=10**6` and paths over 4,096 bytes gave tracebacks): the command line's options and the
 Python API's arguments refuse a value above the bound with one line, as make's variables do
 (tests/cli/test_variables.py), all from the one declaration (pipeline/cli/variables.py)."""
@@ -38,9 +38,8 @@ from tests.conftest import refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 # the options and API arguments that set how many processes, threads, shards or array tasks run
-COUNT_OPTIONS = {"--threads", "--workers", "--num-shards", "--cpus-per-task", "--parallel",
-                 "--shards"}
-COUNT_ARGUMENTS = {"threads", "workers", "shards"}
+COUNT_OPTIONS = {"--threads", "--shards", "--cpus-per-task", "--parallel"}
+COUNT_ARGUMENTS = {"threads", "shards"}
 HUGE = str(10**6)
 TOO_MANY = PER_CORE * cores() + 1
 LONG_PATH = "/tmp/" + "p/" * 1600  # 3,204 bytes made absolute, each folder name short
@@ -100,7 +99,7 @@ def test_a_count_above_its_bound_on_the_command_line_is_one_line(tmp_path):
     too_many = TOO_MANY
     done = subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root",
                            str(tmp_path / "corpora"), "synth", "--corpus", "c", "--papers",
-                           "2k", "--workers", str(too_many)], cwd=ROOT, capture_output=True,
+                           "2k", "--threads", str(too_many)], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
@@ -117,8 +116,8 @@ def test_every_count_argument_of_the_api_is_bounded():
 
 @pytest.mark.parametrize("call, message", [
     # one above the bound, not 10**5: code without the bound would start them
-    (lambda d: pipeline.build_corpus(d, "c", synthetic=2000, workers=TOO_MANY),
-     f"workers={TOO_MANY}: {TOO_MANY} worker processes or threads on {cores()} CPU cores: use "
+    (lambda d: pipeline.build_corpus(d, "c", synthetic=2000, threads=TOO_MANY),
+     f"threads={TOO_MANY}: {TOO_MANY} worker processes or threads on {cores()} CPU cores: use "
      f"at most {PER_CORE * cores()} \\({PER_CORE} per core\\)$"),
     (lambda d: pipeline.build_corpus(d, "c", synthetic=2000, shards=10**6),
      "shards=1000000: 1000000 is too large: use at most 256"),

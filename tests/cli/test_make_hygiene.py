@@ -67,7 +67,9 @@ def test_time_in_the_environment_is_not_the_slurm_limit(tmp_path):
     assert make(root, "help", env=env).returncode == 0
     assert "REPEATS: 0 is too small" in refused(make(root, "pool", "REPEATS=0", env=env))
     assert "SLURM_TIME: '4h'" in refused(make(root, "help", "SLURM_TIME=4h", env=env))
-    assert "TIME: '4h'" in refused(make(root, "help", "TIME=4h"))  # the command line's alias
+    old = make(root, "help", "TIME=4h")  # the command line's old spelling, until the next release
+    assert old.returncode == 2 and "TIME is now SLURM_TIME" in old.stderr
+    assert "error: SLURM_TIME: '4h'" in old.stderr
     # the limit the jobs get: SLURM_TIME, or TIME on the command line; never the environment's
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -75,12 +77,12 @@ def test_time_in_the_environment_is_not_the_slurm_limit(tmp_path):
     (bin_dir / "sbatch").chmod(0o755)
     env = {"TIME": "%e", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     slurm = ["-n", "embed", "EXECUTOR=slurm", *installed(tmp_path)]
-    for extra, limit in (((), None), (("SLURM_TIME=90",), "--time '90'"),
-                         (("TIME=4:00:00",), "--time '4:00:00'")):
+    for extra, limit in (((), None), (("SLURM_TIME=90",), "--slurm-time '90'"),
+                         (("TIME=4:00:00",), "--slurm-time '4:00:00'")):
         done = make(root, *slurm, *extra, env=env)
         assert done.returncode == 0, done.stderr
         assert "submit-embed" in done.stdout
-        assert (limit in done.stdout) if limit else ("--time" not in done.stdout)
+        assert (limit in done.stdout) if limit else ("--slurm-time" not in done.stdout)
     assert "SLURM_TIME" in make(root, "help").stdout
     assert not root.exists()
 

@@ -3,6 +3,7 @@ built from the function's signature and the declarations (pipeline/cli/registry.
 
 from __future__ import annotations
 
+import argparse
 import inspect
 
 import pytest
@@ -29,9 +30,9 @@ MOVED = {"judge": api.judge, "judge-page": api.judge_page, "judge-agreement": ap
 # the parameters a registration gives its own option (not a declared one's)
 OWN = {"judge": {"models"}, "judge-page": {"models"}, "export-mteb": {"model"},
        "verify": {"deep"}, "search": {"model"}, "embed": {"model"},
-       "synth": {"papers", "shards", "repair", "seed", "workers"},
-       "ingest": {"raw", "source", "workers"}, "prefilter": {"min_citations"},
-       "corpus": {"raw", "source", "workers", "min_citations"},
+       "synth": {"papers", "shards", "repair", "seed", "threads"},
+       "ingest": {"raw", "source", "threads"}, "prefilter": {"min_citations"},
+       "corpus": {"raw", "source", "threads", "min_citations"},
        "download": {"raw", "retries", "backoff"},
        "pool": {"query_year", "split", "rebuild", "repair"}}
 # issue 72: the scoring, index, SLURM and MDCR stages
@@ -58,7 +59,8 @@ def test_a_command_of_an_api_function_has_exactly_the_declared_options_of_its_pa
         entry = registry.COMMANDS[name]
         assert entry.api is function, name
         parser = entry.add_to(OneLineParser(prog=name))
-        actions = {a.dest: a for a in parser._actions if a.dest != "help"}
+        actions = {a.dest: a for a in parser._actions  # an old flag (Variable.was) unshown
+                   if a.dest != "help" and a.help != argparse.SUPPRESS}
         params = [p for p, v in inspect.signature(function).parameters.items()
                   if p != "data" and p not in entry.from_args and v.kind is not v.VAR_KEYWORD]
         spread = registry.spread(name, params)  # a **keywords': the stage's other options
@@ -67,8 +69,8 @@ def test_a_command_of_an_api_function_has_exactly_the_declared_options_of_its_pa
             dest for dest in given if dest not in top]), name
         assert given <= set(actions) | set(top), name
         for param in (p for p in params if p not in OWN.get(name, ())):
-            [var] = [v for v in registry.staged(name) if param in v.keywords] or [
-                v for v in declared.VARIABLES if param in v.keywords]  # --corpus
+            [var] = [v for v in registry.staged(name) if param == v.keyword] or [
+                v for v in declared.VARIABLES if param == v.keyword]  # --corpus
             action = actions[param]
             assert action.option_strings == [var.option], (name, param)
             assert action.help == var.help.replace("%", "%%")
@@ -86,8 +88,7 @@ def made_up(monkeypatch):
     """A throwaway declaration of the command `toy`'s parameter `made_up`, and the registry
     left as it was afterwards."""
     var = declared.Variable("MADE_UP", "plain", choice(("plain", "fancy", "odd")),
-                            "a made-up option of toy", "search", stages=("toy",),
-                            keywords=("made_up",))
+                            "a made-up option of toy", "search", stages=("toy",))
     monkeypatch.setattr(registry, "VARIABLES", (*registry.VARIABLES, var))
     monkeypatch.setitem(declared.BY_NAME, var.name, var)
     monkeypatch.setitem(registry.COMMANDS, "toy", None)  # removed again afterwards
@@ -177,7 +178,7 @@ def test_a_commands_own_declared_option_is_in_every_stage_it_names(capsys):
     for var in own:
         for stage in var.stages:
             [action] = [a for a in parsers[stage]._actions if var.option in a.option_strings]
-            assert (action.dest, action.help) == (var.dest, var.help), (stage, var.name)
+            assert (action.dest, action.help) == (var.keyword, var.help), (stage, var.name)
     assert parsers["index"].parse_args(["--pool", "a-1", "--pool", "b-2"]).pool == ["a-1", "b-2"]
     assert parsers["eval"].parse_args(["--stale-only"]).stale_only is True
     assert parsers["submit-embed"].parse_args([]).dtype == "float32"

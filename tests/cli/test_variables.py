@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.variables import GOALS_ENV, derived, make_command_line, read, read_make
+from pipeline.cli.variables import GOALS_ENV, MAKE_WAS, derived, make_command_line, read, read_make
 from pipeline.core.errors import InputError
 from pipeline.layout import raw_dir, run_name
 from pipeline.models import fused_name, hf_name
@@ -98,7 +98,7 @@ def test_make_defines_none_of_the_variables_and_accepts_each_declared_one(tmp_pa
     database = make(tmp_path, "-pn", "help").stdout
     defined = set(re.findall(r"^# makefile \(from 'Makefile', line \d+\)\n(?:define )?"
                              r"([A-Za-z_][A-Za-z0-9_]*) ", database, re.M))
-    assert "GOAL" in defined and not defined & {*BY_NAME, *(v.alias for v in VARIABLES)}
+    assert "GOAL" in defined and not defined & {*BY_NAME, *MAKE_WAS}
     values = {v.name: "" if v.optional else v.default({"CORPUS": "demo"}) if callable(v.default)
               else v.default for v in VARIABLES}
     given = make(tmp_path, "check", *(f"{name}={value}" for name, value in values.items()),
@@ -178,7 +178,7 @@ def test_each_check_runs_once_in_the_goal_and_refuses_what_it_checks(tmp_path):
 
 def test_the_docs_come_from_the_declaration():
     read_names = set(vars(read({}))) - {"GOALS", "GIVEN", "COMMAND_LINE", "DRY_RUN"}
-    assert read_names == {n for v in VARIABLES for n in (v.name, v.alias) if n}
+    assert read_names == {v.name for v in VARIABLES}
     docs = markdown()
     for var in VARIABLES:
         assert f"| `{var.name}` |" in docs and md_text(var.help) in docs

@@ -88,8 +88,8 @@ def test_every_refused_pool_leaves_no_lock_file(corpus_dir: Path, tmp_path):
     from tests.conftest import copy_corpus
 
     corpus = copy_corpus(corpus_dir, tmp_path / "small")
-    for spec, refused in ((PoolSpec(size=10, n_queries=5), "cannot hold"),
-                          (PoolSpec(size=10**8, n_queries=5), "exceeds the papers"),
+    for spec, refused in ((PoolSpec(size=10, queries=5), "cannot hold"),
+                          (PoolSpec(size=10**8, queries=5), "exceeds the papers"),
                           (PoolSpec(size=800, field="Nope"), "pool field 'Nope'"),
                           (PoolSpec(size=800, query_year=1800), "no query candidates")):
         with pytest.raises(InputError, match=refused):

@@ -360,11 +360,11 @@ def test_judge_concurrency_is_bounded_as_embeddings_concurrency_is(tmp_path):
     data = pipeline.Data(tmp_path / "data")
     for value in (10**9, 65, 0):
         with pytest.raises(InputError, match=rf"concurrency={value}") as refused:
-            pipeline.judge(data, "c", "bm25", "standin:0", concurrency=value)
+            pipeline.judge(data, "c", "bm25", "standin:0", judge_concurrency=value)
         assert "\n" not in str(refused.value)
     assert "use at most 64 (requests at once, as EMBEDDINGS_CONCURRENCY)" in str(
         pytest.raises(InputError, pipeline.judge, data, "c", "bm25", "standin:0",
-                      concurrency=10**9).value)
+                      judge_concurrency=10**9).value)
     (tmp_path / "stamp").touch()
     done = subprocess.run(
         ["make", "--no-print-directory", "-n", f"DATA={tmp_path / 'data'}", "CORPUS=c",

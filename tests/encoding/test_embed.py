@@ -340,7 +340,7 @@ def test_make_eval_on_an_exported_pool_imported_back_embeds_nothing(corpus_dir, 
     corpus = copy_corpus(corpus_dir, root / "corpora" / "small")
     # a pool of 200 candidates and 5 queries (a quarter of the session's smaller pool to
     # embed), still a whole pool embedded, exported and imported back
-    spec = PoolSpec(size=200, n_queries=5, seed=POOL_SEED)
+    spec = PoolSpec(size=200, queries=5, seed=POOL_SEED)
     build_pool(corpus, spec)
     (tmp_path / "installed").touch()
     model = ("MODEL=hf:test/tiny-bert", f"MODEL_PATH={tiny_bert}", "POOLING=cls")

@@ -107,7 +107,7 @@ def corpora(tmp_path_factory) -> Path:
     """A small synthetic corpus "c" with one pool; each test embeds into its own indexes."""
     data = pipeline.Data(tmp_path_factory.mktemp("kinds"))
     pipeline.build_corpus(data, "c", synthetic=600, shards=1, seed=0)
-    pipeline.build_pool(data, "c", size=150, n_queries=5)
+    pipeline.build_pool(data, "c", size=150, queries=5)
     return data.corpora
 
 

@@ -106,7 +106,7 @@ def small_corpus(corpus_dir, tmp_path_factory) -> tuple[Path, str]:
     """A copy of the session corpus with one pool of 24 candidates and 2 queries: a few
     seconds to embed with MiniLM."""
     corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("identity") / "corpora" / "small")
-    spec = PoolSpec(size=24, n_queries=2, seed=POOL_SEED)
+    spec = PoolSpec(size=24, queries=2, seed=POOL_SEED)
     build_pool(corpus, spec)
     return corpus, spec.name
 
@@ -290,7 +290,7 @@ def test_mpnet_relinked_or_swapped_under_an_st_folder_is_refused(mpnet_checkpoin
     corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
     # mpnet embeds ~1 paper/s on 2 shared cores: a pool of 10 (seed 2's query cites few),
     # the new pool refused before it is embedded
-    pool, new_pool = PoolSpec(size=10, n_queries=1, seed=2), PoolSpec(size=100, n_queries=2,
+    pool, new_pool = PoolSpec(size=10, queries=1, seed=2), PoolSpec(size=100, queries=2,
                                                                       seed=5)
     for spec in (pool, new_pool):
         build_pool(corpus, spec)

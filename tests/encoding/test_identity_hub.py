@@ -95,7 +95,7 @@ def without_adapters(monkeypatch) -> None:
 def small_corpus(corpus_dir, tmp_path_factory) -> tuple[Path, str]:
     """A copy of the session corpus with one pool of 24 candidates and 2 queries."""
     corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("hub") / "corpora" / "small")
-    spec = PoolSpec(size=24, n_queries=2, seed=POOL_SEED)
+    spec = PoolSpec(size=24, queries=2, seed=POOL_SEED)
     build_pool(corpus, spec)
     return corpus, spec.name
 

@@ -116,7 +116,7 @@ def test_make_search_refuses_a_model_path_holding_a_cycle(corpus_dir, tiny_bert,
     """`make search MODEL=minilm MODEL_PATH=<folder holding a -> .>`: exit 2, one line
     naming the link, nothing embedded."""
     corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
-    pool = build_pool(corpus, PoolSpec(size=100, n_queries=5, seed=POOL_SEED))["name"]
+    pool = build_pool(corpus, PoolSpec(size=100, queries=5, seed=POOL_SEED))["name"]
     folder = Path(shutil.copytree(tiny_bert, tmp_path / "model"))
     (folder / "a").symlink_to(".", target_is_directory=True)
     code = main(["--corpora-root", str(corpus.parent), "--index-root", str(tmp_path / "indexes"),

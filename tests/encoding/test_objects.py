@@ -101,7 +101,7 @@ def small_pool(corpus_dir, tmp_path_factory) -> tuple[Path, str]:
     be compared, paper by paper and by their metrics (which find cited papers), few enough
     to embed in seconds; each paper is embedded once per model compared."""
     corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("objects") / "corpora" / "small")
-    spec = PoolSpec(size=100, n_queries=5, seed=POOL_SEED)
+    spec = PoolSpec(size=100, queries=5, seed=POOL_SEED)
     build_pool(corpus, spec)
     return corpus, spec.name
 

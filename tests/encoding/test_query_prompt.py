@@ -139,7 +139,7 @@ def test_a_prompts_runs_are_its_own_and_its_papers_the_models(corpus_dir, folder
     are left as they were (nothing embedded again); the run records the prompt; searched
     again, nothing changes; scored by its name alone; searched by its name alone, refused."""
     corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
-    spec = PoolSpec(size=120, n_queries=4, seed=POOL_SEED)
+    spec = PoolSpec(size=120, queries=4, seed=POOL_SEED)
     build_pool(corpus, spec)
     data = pipeline.Data(corpora=corpus.parent, indexes=tmp_path / "indexes",
                          runs=tmp_path / "runs")
@@ -230,7 +230,7 @@ def test_a_prompt_that_leaves_the_query_too_few_tokens_is_refused_before_any_wor
                        r"leaves 31 tokens for a query's text, fewer than 32"):
         STEncoder(with_query_prompt(model, long), model_path=folder, device="cpu")
     corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
-    spec = PoolSpec(size=120, n_queries=4, seed=POOL_SEED)
+    spec = PoolSpec(size=120, queries=4, seed=POOL_SEED)
     build_pool(corpus, spec)
     data = pipeline.Data(corpora=corpus.parent, indexes=tmp_path / "indexes",
                          runs=tmp_path / "runs")

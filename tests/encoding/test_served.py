@@ -118,7 +118,7 @@ def small_pool(corpus_dir, tmp_path_factory) -> tuple[Path, str]:
     or two of 64. Every test that embeds them all, once or more, pays half what a pool of
     200 made it pay; each fault and check still meets several parts."""
     corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("served") / "corpora" / "small")
-    spec = PoolSpec(size=100, n_queries=5, seed=POOL_SEED)
+    spec = PoolSpec(size=100, queries=5, seed=POOL_SEED)
     build_pool(corpus, spec)
     return corpus, spec.name
 

@@ -82,7 +82,7 @@ def test_a_served_models_repair_runs_as_printed_and_evaluates_every_pool(
     root = tmp_path / "data"
     corpus = copy_corpus(corpus_dir, root / "corpora" / "small")
     shutil.copytree(raw_corpus, corpus / "s2orc")
-    pools = [build_pool(corpus, PoolSpec(size=100, n_queries=5, seed=POOL_SEED + i))["name"]
+    pools = [build_pool(corpus, PoolSpec(size=100, queries=5, seed=POOL_SEED + i))["name"]
              for i in range(2)]
     stamp = tmp_path / "installed"
     stamp.touch()
@@ -93,7 +93,7 @@ def test_a_served_models_repair_runs_as_printed_and_evaluates_every_pool(
         given = (f"MODEL={MODEL}", f"EMBEDDINGS_URL={server.url}", "EMBEDDINGS_BATCH=16")
         make_ok(root, stamp, "eval", *given)
         if change == "pool":
-            pools.append(build_pool(corpus, PoolSpec(size=100, n_queries=5,
+            pools.append(build_pool(corpus, PoolSpec(size=100, queries=5,
                                                      seed=POOL_SEED + 2))["name"])
         else:
             given += ("QUERY_PROMPT=Find the papers it cites:\\n",)

@@ -254,7 +254,7 @@ def small_pool(real, corpus_dir, tmp_path_factory) -> tuple[Path, str]:
     compared, few enough to embed in seconds."""
     corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("st") / "corpora" / "small")
     size, queries = real.pool
-    spec = PoolSpec(size=size, n_queries=queries, seed=POOL_SEED)
+    spec = PoolSpec(size=size, queries=queries, seed=POOL_SEED)
     build_pool(corpus, spec)
     return corpus, spec.name
 

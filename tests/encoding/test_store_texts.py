@@ -59,7 +59,7 @@ def serves_only_current_texts(data: pipeline.Data, entry: ModelEntry, pool: str)
 def test_a_store_never_serves_a_vector_of_another_text(tiny_entry, tmp_path):
     data = pipeline.Data(tmp_path / "data")
     pipeline.build_corpus(data, "c", synthetic=1500, shards=1, seed=0)
-    pool = pipeline.build_pool(data, "c", size=300, n_queries=5)
+    pool = pipeline.build_pool(data, "c", size=300, queries=5)
     place = data.place("c")
     store = store_dir(data.indexes, "c", tiny_entry.name)
     assert embed(place, tiny_entry, [pool], device="cpu")["changed_texts"] == 0
@@ -72,7 +72,7 @@ def test_a_store_never_serves_a_vector_of_another_text(tiny_entry, tmp_path):
     with pytest.raises(InputError, match="not checked against the current") as refused:
         check_current(place, store, tiny_entry)  # what a search does before it reads a vector
     assert refused.value.repair.target == "embed"
-    pool = pipeline.build_pool(data, "c", size=300, n_queries=5)
+    pool = pipeline.build_pool(data, "c", size=300, queries=5)
     now = pl.read_parquet(place.corpus_dir / "prefiltered.parquet").select("corpusid", "title")
     changed = {i for i, t in now.iter_rows() if i in before and before[i] != t}
     stored_before = set(stored_ids(store).tolist())
@@ -93,7 +93,7 @@ def test_a_store_never_serves_a_vector_of_another_text(tiny_entry, tmp_path):
     lines[at] = json.dumps({**paper, "title": f"{paper['title']} revised"})
     shard.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
     pipeline.build_corpus(data, "c")
-    pool = pipeline.build_pool(data, "c", size=300, n_queries=5)
+    pool = pipeline.build_pool(data, "c", size=300, queries=5)
     info = embed(place, tiny_entry, [pool], device="cpu")
     assert info["changed_texts"] == 1 and info["embedded"] >= 1
     serves_only_current_texts(data, tiny_entry, pool)
@@ -127,7 +127,7 @@ def test_a_store_made_with_other_settings_is_refused_by_search_and_embed(tiny_en
     read by a search, and embed says so instead of "all papers already stored"."""
     data = pipeline.Data(tmp_path / "data")
     pipeline.build_corpus(data, "c", synthetic=1500, shards=1, seed=0)
-    pool = pipeline.build_pool(data, "c", size=300, n_queries=5)
+    pool = pipeline.build_pool(data, "c", size=300, queries=5)
     place = data.place("c")
     store = store_dir(data.indexes, "c", tiny_entry.name)
     embed(place, tiny_entry, [pool], device="cpu")

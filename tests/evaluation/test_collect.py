@@ -40,7 +40,7 @@ def evaluated(corpus_dir, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("collect")
     corpus = copy_corpus(corpus_dir, root / "corpora" / CORPUS)
     for size in (600, 900):
-        build_pool(corpus, PoolSpec(size=size, n_queries=10))
+        build_pool(corpus, PoolSpec(size=size, queries=10))
     place = Place(corpus, root / "indexes", root / "runs")
     for pool in pool_names(corpus):
         for model in MODELS:
@@ -232,7 +232,7 @@ def test_a_bm25_evaluation_is_checked_again_when_its_validation_pools_change(
     search_pool(place(data), pool, get_model("bm25"), k=100, threads=1)
     eval_run(place(data), pool, "bm25")
     collect(data)
-    build_pool(data / "corpora" / CORPUS, PoolSpec(size=600, n_queries=5, split="validation"))
+    build_pool(data / "corpora" / CORPUS, PoolSpec(size=600, queries=5, split="validation"))
     asked = checked(monkeypatch)
     collect(data)
     assert asked == [f"{pool}/bm25"]

@@ -96,7 +96,7 @@ def test_the_datasheet_names_the_exclusion_list_by_its_digest_only(corpus_dir, t
     corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
     listed = load_pool(corpus_dir, POOL)[0]["corpusid"].head(3).to_list()
     (tmp_path / "training.txt").write_text("".join(f"{i}\n" for i in listed))
-    built = build_pool(corpus, PoolSpec(size=800, n_queries=N_QUERIES, seed=1,
+    built = build_pool(corpus, PoolSpec(size=800, queries=N_QUERIES, seed=1,
                                         exclude=str(tmp_path / "training.txt")))
     sheet = pipeline.export_beir(tmp_path, "small", built["name"], tmp_path / "out")
     assert sheet["exclusion"] == {"ids": 3, "ids_sha256": built["exclusion"]["ids_sha256"]}

@@ -446,7 +446,7 @@ def test_after_an_update_make_verify_names_the_pools_of_the_old_corpus_stale(ser
     raw = data.corpus("s2ag") / "s2ag"
     download(raw, settings(server), release=FIRST)
     pipeline.build_corpus(data, "s2ag", source="s2ag")
-    pool = pipeline.build_pool(data, "s2ag", size=150, n_queries=5)
+    pool = pipeline.build_pool(data, "s2ag", size=150, queries=5)
     assert pipeline.verify_data(data) == []
     download(raw, settings(server), release=LAST, update=True)
     pipeline.build_corpus(data, "s2ag", source="s2ag")

@@ -192,7 +192,7 @@ def test_cli_ingests_an_s2ag_release(tmp_path):
             "--runs-root", str(tmp_path / "runs"), "ingest", "--corpus", "s2ag"]
     env = {**os.environ, "MAKEFLAGS": ""}
     done = subprocess.run([*base, "--raw", str(raw), "--source", "s2ag", "--fos-source",
-                           "s2-fos-model", "--workers", "2"],
+                           "s2-fos-model", "--threads", "2"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     corpus = tmp_path / "corpora" / "s2ag"

@@ -58,8 +58,8 @@ def judged_root(corpus_dir, tmp_path_factory) -> Path:
         for model in MODELS:
             pipeline.search(data, "small", pool_of(size), model, threads=1)
             pipeline.evaluate(data, "small", pool_of(size), model)
-    pipeline.judge(data, "small", list(MODELS), STANDIN.name, sample_size=N)
-    pipeline.judge_page(data, "small", list(MODELS), sample_size=N)
+    pipeline.judge(data, "small", list(MODELS), STANDIN.name, sample=N)
+    pipeline.judge_page(data, "small", list(MODELS), sample=N)
     return root
 
 
@@ -95,7 +95,7 @@ def test_a_judged_root_verifies_clean_and_names_damaged_judging_files(root):
     judged = judgments_path(root / "runs", "small", POOL, STANDIN.file_name, SETTINGS.name)
     page = judging_page_path(root / "runs", "small")
     made = judgments_manifest(page).read_bytes()
-    pipeline.judge_page(pipeline.Data(root), "small", list(MODELS), sample_size=N)
+    pipeline.judge_page(pipeline.Data(root), "small", list(MODELS), sample=N)
     assert judgments_manifest(page).read_bytes() == made  # a rerun keeps the page's manifest
     assert json.loads(made)["parameters"] == SETTINGS.parameters()
     for path in (sample, judged, page):
@@ -109,8 +109,8 @@ def test_a_judged_root_verifies_clean_and_names_damaged_judging_files(root):
     assert line_of(lines, page).endswith(
         f"repair: {REPAIR.replace('judge', 'judge-page', 1)} {data}")
     # the repairs, run (through the API, as make runs them), leave nothing to repair
-    pipeline.judge(pipeline.Data(root), "small", list(MODELS), STANDIN.name, sample_size=N)
-    pipeline.judge_page(pipeline.Data(root), "small", list(MODELS), sample_size=N)
+    pipeline.judge(pipeline.Data(root), "small", list(MODELS), STANDIN.name, sample=N)
+    pipeline.judge_page(pipeline.Data(root), "small", list(MODELS), sample=N)
     assert verify(roots(root)) == []
 
 

@@ -313,7 +313,7 @@ def test_a_collections_queries_are_shown_by_their_own_text(claims):
     lacks" (or, where a claim's id is a document's, that document's text as the query); now
     the page shows each query by its own text, as make judge sends it to the assessor, and
     each candidate by its document's."""
-    out = pipeline.judge_page(claims, "scifact", ["bm25"], sample_size=3)
+    out = pipeline.judge_page(claims, "scifact", ["bm25"], sample=3)
     data = data_block(out.read_text(encoding="utf-8"))
     queries = {q for q, _ in data["pairs"]}
     assert queries == set(CLAIMS) and data["queries"] == 2
@@ -351,7 +351,7 @@ def test_a_collections_query_is_shown_by_its_own_text_in_the_browser(claims):
     document 1's title) under the heading "Query", and a grade is kept for the pair."""
     from tests.report.test_report_browser import headless_chromium, install_chromium
 
-    page = pipeline.judge_page(claims, "scifact", ["bm25"], sample_size=3)
+    page = pipeline.judge_page(claims, "scifact", ["bm25"], sample=3)
     data = data_block(page.read_text(encoding="utf-8"))
     driver = headless_chromium(*install_chromium())
     try:

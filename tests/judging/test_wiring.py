@@ -56,7 +56,7 @@ def judged(corpus_dir, tmp_path_factory) -> tuple[pipeline.Data, str, pl.DataFra
         for model in MODELS:
             pipeline.search(data, corpus, pool_of(size), model, threads=1)
             pipeline.evaluate(data, corpus, pool_of(size), model)
-    counts = pipeline.judge(data, corpus, list(MODELS), STANDIN.name, sample_size=N)
+    counts = pipeline.judge(data, corpus, list(MODELS), STANDIN.name, sample=N)
     return data, corpus, counts
 
 
@@ -79,7 +79,7 @@ def test_judge_samples_and_judges_every_pool_and_rewrites_nothing(judged):
         assert graded["grade"].n_unique() > 1 and set(graded["assessor"]) == {STANDIN.name}
         assert '"stand_in": true' in judgments_manifest(path).read_text()
     before = files(data.runs / corpus)
-    again = pipeline.judge(data, corpus, ",".join(MODELS), STANDIN.name, sample_size=N)
+    again = pipeline.judge(data, corpus, ",".join(MODELS), STANDIN.name, sample=N)
     assert again.equals(counts)
     assert files(data.runs / corpus) == before  # byte-identical, manifests included
 
@@ -95,7 +95,7 @@ def test_a_persons_labels_give_the_judgments_they_carry(judged, tmp_path):
     labels.write_text("\t".join(LABELS_HEADER) + "\n" + "".join(
         f"{q}\t{d}\t{g}\tann\t2026-11-26T10:00:00Z\n" for q, d, g in
         theirs.select("query", "doc", "grade").iter_rows()))
-    pipeline.judge(data, corpus, list(MODELS), f"file:{labels}", sample_size=N)
+    pipeline.judge(data, corpus, list(MODELS), f"file:{labels}", sample=N)
     mine = pl.read_parquet(judgments_path(data.runs, corpus, pool, FileAssessor(labels).file_name,
                                               SAMPLING))
     assert mine.select("query", "doc", "grade").equals(theirs.select("query", "doc", "grade"))
@@ -104,7 +104,7 @@ def test_a_persons_labels_give_the_judgments_they_carry(judged, tmp_path):
 
 def test_the_judging_page_shows_every_drawn_pair_once(judged):
     data, corpus, _ = judged
-    out = pipeline.judge_page(data, corpus, list(MODELS), sample_size=N)
+    out = pipeline.judge_page(data, corpus, list(MODELS), sample=N)
     assert out == judging_page_path(data.runs, corpus) and out.is_file()
     drawn = pl.concat([pairs_to_judge(pl.read_parquet(sample_path(data.runs, corpus,
                                                                   pool_of(s), SAMPLING)))
@@ -197,9 +197,9 @@ def test_judge_agreement_through_the_api_is_sklearns_kappa(csf):  # noqa: F811
 @pytest.mark.parametrize(("call", "says"), [
     (lambda d, c: pipeline.judge(d, c, ["bm25", "random"], "nobody:1"),
      "judge='nobody:1'.*api:<model>"),
-    (lambda d, c: pipeline.judge(d, c, ["bm25", "random"], "standin:1", sample_size=0),
-     "sample_size=0"),
-    (lambda d, c: pipeline.judge(d, c, ["bm25", "random"], "standin:1", sample_size=2),
+    (lambda d, c: pipeline.judge(d, c, ["bm25", "random"], "standin:1", sample=0),
+     "sample=0"),
+    (lambda d, c: pipeline.judge(d, c, ["bm25", "random"], "standin:1", sample=2),
      "SAMPLE=2: .*at least 3"),
     (lambda d, c: pipeline.judge(d, c, ["bm25", "bm25"], "standin:1"), "each once"),
     (lambda d, c: pipeline.judge(d, c, ["bm25", "scincl"], "standin:1"),

@@ -70,7 +70,7 @@ def test_pools_are_named_by_the_list(corpus_dir, tmp_path, fixture_queries):
     listed = fixture_queries[:6]
     text = tmp_path / "specter.txt"
     text.write_text("".join(f"{i}\n" for i in listed))
-    spec = PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1, exclude=str(text))
+    spec = PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES, seed=1, exclude=str(text))
     built = build_pool(corpus, spec)
     papers = read_list(text)
     assert built["name"] == f"all-800-s1-x{papers.tag}-r0"
@@ -86,14 +86,14 @@ def test_pools_are_named_by_the_list(corpus_dir, tmp_path, fixture_queries):
     # the same papers as SciNCL's JSON list: the same pool, found current
     scincl = tmp_path / "scincl.json"
     scincl.write_text(json.dumps([str(i) for i in reversed(listed)]))
-    again = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1,
+    again = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES, seed=1,
                                         exclude=str(scincl)))
     assert again["name"] == built["name"]
     assert load_pool(corpus, again["name"])[0].equals(queries)
     # another list: another pool, the first one untouched
     other = tmp_path / "other.txt"
     other.write_text(f"{listed[0]}\n")
-    second = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1,
+    second = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES, seed=1,
                                          exclude=str(other)))
     assert second["name"] != built["name"]
     assert load_pool(corpus, built["name"])[0].equals(queries)
@@ -104,7 +104,7 @@ def test_pools_are_named_by_the_list(corpus_dir, tmp_path, fixture_queries):
         rebuild_pool(corpus, again["name"])
     assert "\n" not in caught.value.message
     # its validation pools are those drawn without the same list
-    val = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=5, seed=1,
+    val = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], queries=5, seed=1,
                                       exclude=str(text), split="validation"))
     assert validation_pools(corpus, built["name"]) == [val["name"]]
     assert validation_pools(corpus, second["name"]) == []
@@ -151,7 +151,7 @@ def test_leakage_table_counts_training_papers(corpus_dir, tmp_path, fixture_quer
 
     corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
     place = Place(corpus, tmp_path / "indexes", tmp_path / "runs")
-    pools = [build_pool(corpus, PoolSpec(size=size, n_queries=N_QUERIES, seed=1))["name"]
+    pools = [build_pool(corpus, PoolSpec(size=size, queries=N_QUERIES, seed=1))["name"]
              for size in POOL_SIZES]
     assert pools == [pool_of(size) for size in POOL_SIZES]
     for pool in pools:
@@ -193,7 +193,7 @@ def test_leakage_table_counts_training_papers(corpus_dir, tmp_path, fixture_quer
     # a pool drawn without a list beside them: the report asks which pools to show
     listed = tmp_path / "listed.txt"
     listed.write_text("".join(f"{i}\n" for i in fixture_queries[:3]))
-    excluded = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1,
+    excluded = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES, seed=1,
                                            exclude=str(listed)))["name"]
     search_pool(place, excluded, get_model("random"))
     eval_run(place, excluded, "random")
@@ -227,9 +227,9 @@ def test_an_edited_list_stops_only_its_own_pools(corpus_dir, tmp_path, fixture_q
              str(tmp_path / "indexes"), "--runs-root", str(tmp_path / "runs")]
     listed = tmp_path / "specter.txt"
     listed.write_text(f"{fixture_queries[0]}\n")
-    spec = dict(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1, exclude=str(listed))
+    spec = dict(size=POOL_SIZES[0], queries=N_QUERIES, seed=1, exclude=str(listed))
     old = build_pool(corpus, PoolSpec(**spec))["name"]
-    plain = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1))["name"]
+    plain = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES, seed=1))["name"]
 
     def stages() -> int:
         caplog.clear()
@@ -278,7 +278,7 @@ def test_retire_pool_refuses_what_it_did_not_build(corpus_dir, tmp_path, capsys)
     from pipeline.cli.main import main
 
     corpus = copy_corpus(corpus_dir, tmp_path / "corpora" / "small")
-    pool = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES))["name"]
+    pool = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES))["name"]
     mine = corpus / "pools" / "all-5-r0"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
@@ -310,9 +310,9 @@ def test_a_list_says_how_many_of_its_ids_it_matched(corpus_dir, tmp_path, fixtur
     listed = tmp_path / "listed.txt"
     listed.write_text(f"{fixture_queries[0]}\n{fixture_queries[1]}\n999999991\n")
     with caplog.at_level("INFO"):
-        built = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES,
+        built = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES,
                                             exclude=str(elsewhere)))
-        matched = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES,
+        matched = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES,
                                               exclude=str(listed)))
     none = [r for r in caplog.records if "0 of its 2 ids are prefiltered papers" in r.getMessage()]
     assert len(none) == 1 and none[0].levelname == "WARNING"

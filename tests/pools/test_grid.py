@@ -28,7 +28,7 @@ def test_an_exhausted_field_is_sampled_once(corpus_dir, tmp_path):
     corpus = copy_corpus(corpus_dir, tmp_path / "small")
     times = tmp_path / "times.jsonl"
     fields = resolve_fields("all")
-    build_grid(corpus, fields, [POOL_SIZES[0]], 2, times, n_queries=2, seed=3)
+    build_grid(corpus, fields, [POOL_SIZES[0]], 2, times, queries=2, seed=3)
     built = pool_names(corpus)
     assert built and sorted(timed_pools(times)) == built
     scopes = {parse_pool_name(name).scope for name in built}
@@ -56,12 +56,12 @@ def test_the_grid_names_its_callers_options(corpus_dir, tmp_path):
     corpus = copy_corpus(corpus_dir, tmp_path / "small")
     with pytest.raises(InputError) as caught:
         build_grid(corpus, [None], [10], 1, tmp_path / "times.jsonl",
-                   Named("PAPER_SIZES", "PAPER_QUERIES"), n_queries=N_QUERIES)
+                   Named("PAPER_SIZES", "PAPER_QUERIES"), queries=N_QUERIES)
     message = caught.value.message
     assert message.startswith("--paper-sizes 10 cannot hold") and "--size" not in message
     assert "(--paper-queries)" in message and "(--queries)" not in message
     with pytest.raises(InputError, match=r"^--size 10 cannot hold.*\(--queries\)$"):
-        build_pool(corpus, PoolSpec(size=10, n_queries=N_QUERIES))
+        build_pool(corpus, PoolSpec(size=10, queries=N_QUERIES))
 
 
 def test_a_stage_works_on_the_pools_named_else_every_usable_one(corpus_dir, tmp_path):
@@ -70,7 +70,7 @@ def test_a_stage_works_on_the_pools_named_else_every_usable_one(corpus_dir, tmp_
         stage_pools(corpus, None, "eval", HERE)
     assert caught.value.repair.target == "pool"
     assert stage_pools(corpus, ["all-800-r0"], "eval", HERE) == ["all-800-r0"]
-    built = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES))["name"]
+    built = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES))["name"]
     assert stage_pools(corpus, None, "eval", HERE) == [built]
 
 
@@ -78,7 +78,7 @@ def test_a_pool_whose_list_changed_is_named_skipped_and_counted(corpus_dir, tmp_
     corpus = copy_corpus(corpus_dir, tmp_path / "small")
     listed = tmp_path / "list.txt"
     listed.write_text("1\n")
-    old = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES,
+    old = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES,
                                       exclude=str(listed)))["name"]
     listed.write_text("2\n")
     with caplog.at_level(logging.WARNING), pytest.raises(InputError, match="every pool of"):
@@ -90,7 +90,7 @@ def test_a_pool_whose_list_changed_is_named_skipped_and_counted(corpus_dir, tmp_
 
 def test_repair_rebuilds_a_damaged_pool_byte_for_byte(corpus_dir, tmp_path):
     corpus = copy_corpus(corpus_dir, tmp_path / "small")
-    name = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES))["name"]
+    name = build_pool(corpus, PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES))["name"]
     files = sorted(p for p in pool_dir(corpus, name).iterdir() if p.suffix == ".parquet")
     before = {p.name: p.read_bytes() for p in files}
     files[0].write_bytes(b"damaged")

@@ -59,7 +59,7 @@ def test_pools_of_one_seed_are_nested(corpus_dir):
 
 def test_rebuild_is_a_noop_and_identical(corpus_dir, tmp_path):
     copy = copy_corpus(corpus_dir, tmp_path / "c")
-    spec = PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1)
+    spec = PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES, seed=1)
     build_pool(copy, spec)
     for name in ("queries.parquet", "candidates.parquet", "qrels.parquet"):
         assert pl.read_parquet(copy / "pools" / spec.name / name).equals(
@@ -67,7 +67,7 @@ def test_rebuild_is_a_noop_and_identical(corpus_dir, tmp_path):
     before = (copy / "pools" / spec.name / "manifest.json").stat().st_mtime_ns
     build_pool(copy, spec)
     assert (copy / "pools" / spec.name / "manifest.json").stat().st_mtime_ns == before
-    other = build_pool(copy, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1,
+    other = build_pool(copy, PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES, seed=1,
                                       repeat=1))
     assert other["name"].endswith("-r1")
     assert not pl.read_parquet(copy / "pools" / other["name"] / "candidates.parquet").equals(
@@ -75,7 +75,7 @@ def test_rebuild_is_a_noop_and_identical(corpus_dir, tmp_path):
 
 
 def test_field_pool_samples_from_the_field_cited_set(private):
-    spec = PoolSpec(size=600, field="Medicine", n_queries=10, seed=1)
+    spec = PoolSpec(size=600, field="Medicine", queries=10, seed=1)
     info = build_pool(private, spec)
     queries, candidates, qrels = load_pool(private, spec.name)
     all_papers = pl.read_parquet(private / "papers.parquet")
@@ -97,11 +97,11 @@ def test_field_pool_samples_from_the_field_cited_set(private):
 
 
 def test_field_pool_larger_than_the_field_cited_set_takes_all(private):
-    info = build_pool(private, PoolSpec(size=50_000, field="Art", n_queries=5, seed=1))
+    info = build_pool(private, PoolSpec(size=50_000, field="Art", queries=5, seed=1))
     assert info["counts"]["exhausted"] and info["warnings"]
     assert info["counts"]["candidates"] < 50_000
     with pytest.raises(InputError, match="every repeat would be the same"):
-        build_pool(private, PoolSpec(size=50_000, field="Art", n_queries=5, seed=1,
+        build_pool(private, PoolSpec(size=50_000, field="Art", queries=5, seed=1,
                                      repeat=1))
 
 
@@ -113,9 +113,9 @@ def left_in_pools(corpus: Path) -> list[str]:
 
 def test_bad_pool_requests_are_clear_errors(private):
     with pytest.raises(InputError, match="cannot hold the"):
-        build_pool(private, PoolSpec(size=10, n_queries=N_QUERIES, seed=1))
+        build_pool(private, PoolSpec(size=10, queries=N_QUERIES, seed=1))
     with pytest.raises(InputError, match="exceeds the papers available"):
-        build_pool(private, PoolSpec(size=10_000_000, n_queries=N_QUERIES, seed=1))
+        build_pool(private, PoolSpec(size=10_000_000, queries=N_QUERIES, seed=1))
     with pytest.raises(InputError, match="does not exist"):
         load_pool(private, "all-3k-r9")
     assert pool_names(private) == []  # nothing half-built
@@ -131,25 +131,25 @@ def test_a_field_is_one_of_the_fields(private, corpus_dir):
 
     for field in ("Nope", "", "  ", "all", "Medicine Biology"):
         with pytest.raises(InputError) as refused:
-            build_pool(private, PoolSpec(size=800, field=field, n_queries=5, seed=1))
+            build_pool(private, PoolSpec(size=800, field=field, queries=5, seed=1))
         line = refused.value.message
         assert line.startswith(f"pool field {field!r}: ") and "\n" not in line
         assert all(name in line for name in MAG_FIELDS), line
     assert left_in_pools(private) == []
-    named = build_pool(private, PoolSpec(size=800, field="medicine", n_queries=5, seed=1))
+    named = build_pool(private, PoolSpec(size=800, field="medicine", queries=5, seed=1))
     assert named["name"] == "medicine-800-s1-r0" and named["parameters"]["field"] == "Medicine"
     made = (private / "pools" / named["name"] / "manifest.json").stat().st_mtime_ns
-    build_pool(private, PoolSpec(size=800, field="Medicine", n_queries=5, seed=1))
+    build_pool(private, PoolSpec(size=800, field="Medicine", queries=5, seed=1))
     assert (private / "pools" / named["name"] / "manifest.json").stat().st_mtime_ns == made
 
 
 def test_exclusion_list_removes_queries(corpus_dir, tmp_path):
-    spec = PoolSpec(size=POOL_SIZES[1], n_queries=N_QUERIES, seed=1)
+    spec = PoolSpec(size=POOL_SIZES[1], queries=N_QUERIES, seed=1)
     queries = load_pool(corpus_dir, spec.name)[0]["corpusid"].to_list()
     path = tmp_path / "exclude.txt"
     path.write_text("".join(f"{q}\n" for q in queries[:5]))
     copy = copy_corpus(corpus_dir, tmp_path / "c")
-    built = build_pool(copy, PoolSpec(size=POOL_SIZES[1], n_queries=N_QUERIES, seed=1,
+    built = build_pool(copy, PoolSpec(size=POOL_SIZES[1], queries=N_QUERIES, seed=1,
                                       exclude=str(path)))
     assert built["name"] != spec.name  # the list's ids name the pool
     picked = set(load_pool(copy, built["name"])[0]["corpusid"])
@@ -178,7 +178,7 @@ def test_all_fields_with_repeats(corpus_dir, tmp_path):
 def test_a_truncated_pool_file_is_rebuilt_not_up_to_date(corpus_dir, tmp_path):
     """Defect 7: `make pool` called a pool with a truncated candidates.parquet up to date."""
     copy = copy_corpus(corpus_dir, tmp_path / "c")
-    spec = PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1)
+    spec = PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES, seed=1)
     build_pool(copy, spec)
     path = copy / "pools" / spec.name / "candidates.parquet"
     good = path.read_bytes()
@@ -192,8 +192,8 @@ def test_a_truncated_pool_file_is_rebuilt_not_up_to_date(corpus_dir, tmp_path):
 def test_seeds_have_their_own_pools(corpus_dir, tmp_path):
     """Defect 5: SEED=1 overwrote the seed-0 pool of the same name."""
     copy = copy_corpus(corpus_dir, tmp_path / "c")
-    zero = build_pool(copy, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=0))
-    one = build_pool(copy, PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1))
+    zero = build_pool(copy, PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES, seed=0))
+    one = build_pool(copy, PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES, seed=1))
     assert (zero["name"], one["name"]) == ("all-800-r0", "all-800-s1-r0")
     queries = [set(load_pool(copy, n)[0]["corpusid"]) for n in (zero["name"], one["name"])]
     assert queries[0] != queries[1]
@@ -205,7 +205,7 @@ def test_a_stale_pool_is_refused_then_rebuilt(corpus_dir, tmp_path):
     from pipeline.pools.build import rebuild_pool
 
     copy = copy_corpus(corpus_dir, tmp_path / "c")
-    spec = PoolSpec(size=POOL_SIZES[0], n_queries=N_QUERIES, seed=1)
+    spec = PoolSpec(size=POOL_SIZES[0], queries=N_QUERIES, seed=1)
     build_pool(copy, spec)
     prefilter(copy, "either")
     with pytest.raises(InputError, match="is stale"):
@@ -219,8 +219,8 @@ def test_validation_pools_have_queries_disjoint_from_the_test_pools(corpus_dir, 
     copy = copy_corpus(corpus_dir, tmp_path / "c")
     for field in (None, "Medicine"):
         size = POOL_SIZES[0] if field is None else 600
-        test = PoolSpec(size=size, field=field, n_queries=8, seed=1)
-        val = PoolSpec(size=size, field=field, n_queries=8, seed=1, split="validation")
+        test = PoolSpec(size=size, field=field, queries=8, seed=1)
+        val = PoolSpec(size=size, field=field, queries=8, seed=1, split="validation")
         build_pool(copy, test)
         info = build_pool(copy, val)
         assert val.name.endswith("-val") and info["split"] == "validation"

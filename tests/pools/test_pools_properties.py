@@ -177,14 +177,14 @@ def make_corpus(shape: CorpusShape, root: Path, name: str = "c", workers: int = 
 
 
 def pool_spec(data, field: str | None, seed: int | None = None, repeat: int | None = None,
-              n_queries: int | None = None, **extra) -> PoolSpec:
+              queries: int | None = None, **extra) -> PoolSpec:
     """A spec with size 1 (to be sized by `feasible_size`) and drawn seed/repeat/queries."""
     return PoolSpec(
         size=1, field=field,
         seed=data.draw(st.integers(0, 3), label="seed") if seed is None else seed,
         repeat=data.draw(st.integers(0, 2), label="repeat") if repeat is None else repeat,
-        n_queries=(data.draw(st.integers(1, 8), label="n_queries") if n_queries is None
-                   else n_queries), **extra)
+        queries=(data.draw(st.integers(1, 8), label="queries") if queries is None
+                 else queries), **extra)
 
 
 def bounds(corpus: Path, spec: PoolSpec) -> tuple[int, int]:
@@ -369,7 +369,7 @@ def test_exclusion_list_is_respected(shape, field, data):
         picked = set(queries["corpusid"].to_list())
         assert picked.isdisjoint(excluded)
         assert picked <= oracle.eligible(field, excluded)
-        assert len(picked) == min(spec.n_queries, len(oracle.eligible(field, excluded)))
+        assert len(picked) == min(spec.queries, len(oracle.eligible(field, excluded)))
 
 
 @FAST
@@ -380,7 +380,7 @@ def test_validation_queries_are_disjoint_from_test_queries(shape, field, data):
         n_eligible = len(oracle.eligible(field))
         assume(n_eligible >= 2)
         n_queries = data.draw(st.integers(1, n_eligible // 2), label="n_queries")
-        test = pool_spec(data, field, n_queries=n_queries)
+        test = pool_spec(data, field, queries=n_queries)
         val = replace(test, split="validation")
         test_queries, _, _ = build(corpus, feasible_size(data, corpus, test, oracle))
         val_queries, _, _ = build(corpus, feasible_size(data, corpus, val, oracle, "val_size"))
@@ -402,14 +402,14 @@ def test_validation_queries_are_disjoint_from_test_queries_of_another_count(shap
         n_test = data.draw(st.integers(1, n_eligible - 2), label="n_test")
         n_val = data.draw(st.integers(1, n_eligible - n_test).filter(lambda n: n != n_test),
                           label="n_val")
-        test = pool_spec(data, field, n_queries=n_test)
-        val = replace(test, n_queries=n_val, split="validation")
+        test = pool_spec(data, field, queries=n_test)
+        val = replace(test, queries=n_val, split="validation")
         test_queries, _, _ = build(corpus, feasible_size(data, corpus, test, oracle))
         val_queries, _, _ = build(corpus, feasible_size(data, corpus, val, oracle, "val_size"))
         shared = set(test_queries["corpusid"].to_list()) & set(val_queries["corpusid"].to_list())
         assert not shared, f"{len(shared)} validation queries are test queries"
         # asking for more validation queries than the test pool leaves gets fewer, not leaked
-        too_many = replace(val, n_queries=n_eligible - n_test + 1, repeat=1)
+        too_many = replace(val, queries=n_eligible - n_test + 1, repeat=1)
         more, _, _ = build(corpus, feasible_size(data, corpus, too_many, oracle, "more_size"))
         assert set(test_queries["corpusid"].to_list()).isdisjoint(more["corpusid"].to_list())
 
@@ -456,7 +456,7 @@ def test_polars_thread_count_does_not_change_corpus_or_pools(shape, field, data)
         root = Path(tmp)
         probe, oracle, _ = make_corpus(shape, root, "probe")  # to draw a feasible size
         spec = feasible_size(data, probe, pool_spec(data, field, repeat=0), oracle)
-        args = ["--size", str(spec.size), "--queries", str(spec.n_queries),
+        args = ["--size", str(spec.size), "--queries", str(spec.queries),
                 "--seed", str(spec.seed)] + (["--field", field] if field else [])
         for threads in (1, 2):
             name = f"t{threads}"

@@ -28,9 +28,9 @@ def report_data(corpus_dir, tmp_path_factory) -> Path:
     corpus = copy_corpus(corpus_dir, root / "corpora" / REPORT_CORPUS)
     for size in DATASET_SIZES:
         for repeat in REPEATS:
-            build_pool(corpus, PoolSpec(size=size, repeat=repeat, n_queries=20))
+            build_pool(corpus, PoolSpec(size=size, repeat=repeat, queries=20))
     for field in FIELDS:
-        build_pool(corpus, PoolSpec(size=FIELD_SIZE, field=field, n_queries=8))
+        build_pool(corpus, PoolSpec(size=FIELD_SIZE, field=field, queries=8))
     place = Place(corpus, root / "indexes", root / "runs")
     for pool in pool_names(corpus):
         for model in REPORT_MODELS:

@@ -111,7 +111,7 @@ def test_a_report_goes_stale_when_a_run_behind_it_is_searched_at_another_depth(r
 def test_a_report_goes_stale_when_a_judged_sample_behind_it_changes(report_data, tmp_path):
     data = data_copy(report_data, tmp_path)
     pools = [p for p in pool_names(data.corpora / CORPUS) if p.startswith("all-")]
-    pipeline.judge(data, CORPUS, ["bm25", "random"], StandinAssessor(1).name, sample_size=4)
+    pipeline.judge(data, CORPUS, ["bm25", "random"], StandinAssessor(1).name, sample=4)
     report = saved(data)
     assert any(name.startswith("judged-") for name in report.tables)
     judged = judgments_path(data.runs, CORPUS, pools[0], StandinAssessor(1).file_name,
@@ -231,7 +231,7 @@ def test_the_judged_left_out_tables_repair_works_when_typed(report_data, tmp_pat
     data = data_copy(report_data, tmp_path)
     stamp = tmp_path / "installed"
     stamp.touch()
-    pipeline.judge(data, CORPUS, ["bm25", "random"], StandinAssessor(1).name, sample_size=4)
+    pipeline.judge(data, CORPUS, ["bm25", "random"], StandinAssessor(1).name, sample=4)
     make_ok(data.runs.parent, stamp, "eval", "MODEL=bm25", "K=100")
     table = pipeline.build_report(data, CORPUS).tables["judged-left-out"]
     rows = table.frame().rows(named=True)
@@ -252,7 +252,7 @@ def test_a_table_the_data_no_longer_has_leaves_the_reports_folder(report_data, t
     behind, vouched for by no manifest, with the old numbers)."""
     data = data_copy(report_data, tmp_path)
     pool = first_pool(data)
-    pipeline.judge(data, CORPUS, ["bm25", "random"], StandinAssessor(1).name, sample_size=4)
+    pipeline.judge(data, CORPUS, ["bm25", "random"], StandinAssessor(1).name, sample=4)
     [judged] = (data.runs / CORPUS / pool).rglob(f"{StandinAssessor(1).file_name}.parquet")
     kept = judged.read_bytes()
     judged.write_bytes(kept[:-1] + bytes([kept[-1] ^ 0xFF]))

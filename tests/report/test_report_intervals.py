@@ -52,7 +52,7 @@ def judged_report(report_data, tmp_path_factory) -> Report:
         eval_run(place, pool, FUSED)
     collect_results(root / "corpora", root / "indexes", root / "runs")
     data = pipeline.Data(root)
-    pipeline.judge(data, REPORT_CORPUS, list(JUDGED), "standin:1", sample_size=8)
+    pipeline.judge(data, REPORT_CORPUS, list(JUDGED), "standin:1", sample=8)
     return pipeline.build_report(data, REPORT_CORPUS)
 
 

@@ -166,9 +166,9 @@ def test_tuning_chooses_the_same_with_one_pass(corpus_dir, tmp_path_factory, mon
     root = tmp_path_factory.mktemp("grid")
     corpus = copy_corpus(corpus_dir, root / "small")
     for repeat in (0, 1):
-        build_pool(corpus, PoolSpec(size=900, n_queries=15, repeat=repeat, seed=5,
+        build_pool(corpus, PoolSpec(size=900, queries=15, repeat=repeat, seed=5,
                                     split="validation"))
-    build_pool(corpus, PoolSpec(size=900, n_queries=15, seed=5))
+    build_pool(corpus, PoolSpec(size=900, queries=15, seed=5))
     entry, kept = get_model("bm25"), []
     for name, one_pass in (("one", True), ("alone", False)):
         monkeypatch.setattr(bm25_store, "grid_runs",

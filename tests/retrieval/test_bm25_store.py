@@ -35,7 +35,7 @@ def corpus(corpus_dir, tmp_path_factory):
     corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("store") / "small")
     for size in (300, 700):
         for repeat in (0, 1):
-            build_pool(corpus, PoolSpec(size=size, n_queries=15, repeat=repeat, seed=3))
+            build_pool(corpus, PoolSpec(size=size, queries=15, repeat=repeat, seed=3))
     return corpus
 
 

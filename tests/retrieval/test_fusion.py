@@ -30,8 +30,8 @@ def searched(corpus_dir, tmp_path_factory):
     """A test pool and one validation pool like it, searched with bm25 and random."""
     root = tmp_path_factory.mktemp("fusion")
     corpus = copy_corpus(corpus_dir, root / "small")
-    build_pool(corpus, PoolSpec(size=900, n_queries=12, seed=3, split="validation"))
-    build_pool(corpus, PoolSpec(size=900, n_queries=12, seed=3))
+    build_pool(corpus, PoolSpec(size=900, queries=12, seed=3, split="validation"))
+    build_pool(corpus, PoolSpec(size=900, queries=12, seed=3))
     place = Place(corpus, root / "indexes", root / "runs")
     for pool in (POOL, f"{POOL}-val"):
         for model in ("bm25", "random"):

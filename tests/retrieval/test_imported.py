@@ -339,7 +339,7 @@ def test_a_search_never_takes_an_imported_runs_name(small, tmp_path):
         with pytest.raises(InputError, match=refused):
             pipeline.search(data, "small", where, encoder, k=10, threads=1)
         with pytest.raises(InputError, match=refused):
-            pipeline.search(data, "small", where, encoder, k=10, threads=1, variant="title")
+            pipeline.search(data, "small", where, encoder, k=10, threads=1, query_variant="title")
     with pytest.raises(InputError, match=refused):  # it would score the imported run
         pipeline.evaluate(data, "small", pool, encoder)
     assert pipeline.evaluate(data, "small", pool, "same", means=True)["model"][0] == "same"

@@ -135,12 +135,13 @@ def test_a_run_is_made_with_the_seed_asked_for(corpus_dir, tmp_path):
     assert ranked() == by_seed[5]  # the same seed, the same run: made again the same
     # a perturbed query is drawn from the seed; a variant that draws nothing ignores it
     words = run_paths(data.runs, corpus, POOL, "random~deleted30").manifest
-    pipeline.search(data, corpus, POOL, "random", k=20, threads=1, seed=1, variant="deleted30")
+    pipeline.search(data, corpus, POOL, "random", k=20, threads=1, seed=1,
+                    query_variant="deleted30")
     assert read_json(words)["parameters"]["seed"] == 1
-    pipeline.search(data, corpus, POOL, "bm25", k=20, threads=1, seed=1, variant="title")
+    pipeline.search(data, corpus, POOL, "bm25", k=20, threads=1, seed=1, query_variant="title")
     title = run_paths(data.runs, corpus, POOL, "bm25~title").manifest
     made = title.stat().st_mtime_ns
-    pipeline.search(data, corpus, POOL, "bm25", k=20, threads=1, seed=2, variant="title")
+    pipeline.search(data, corpus, POOL, "bm25", k=20, threads=1, seed=2, query_variant="title")
     assert title.stat().st_mtime_ns == made and "seed" not in read_json(title)["parameters"]
 
 
@@ -327,7 +328,7 @@ def test_every_option_that_reaches_a_search_or_an_encoder_says_whether_it_change
         Variable("NEW_ONE", "1", None, "a new option", "search", stages=RUN_STAGES[-1:])
     kinds = _retriever_options()
     cases = {True: {*IDENTITY} | {v.name for v in _reaching(True)
-                                  if {v.dest, *v.keywords} & set(kinds)},
+                                  if v.keyword in kinds},
              MODEL_ID: {*MODEL_NAMES, *IN_STORE}, False: {*SAME, *ELSEWHERE}}
     for var in (v for v in VARIABLES if v.reaches_run):
         assert var.name in cases[var.changes_run], (var.name, var.changes_run)
@@ -359,7 +360,7 @@ def test_an_option_that_changes_a_run_is_in_its_identity_and_its_old_run_is_stal
             key, values, given = IDENTITY[var.name]
             old, new = (run_identity(**{"pool": POOL, "k": 20, **given(v)}) for v in values)
         else:  # a retriever's own option: its kind's, with its default and another value
-            option = next(n for n in (var.dest, *var.keywords) if n in kinds)
+            option = var.keyword
             entry = next(e for e in map(get_model, ("bm25", "random", "minilm"))
                          if e.kind == kinds[option])
             key, values = "options", ({}, {option: "another"})
@@ -374,8 +375,8 @@ def test_an_option_that_changes_a_run_is_in_its_identity_and_its_old_run_is_stal
             old, new = (MODEL_NAMES[var.name](v).name for v in MODEL_VALUES[var.name])
             assert old != new, var.name
         else:  # never a value of the run's identity: the model's store records it
-            assert var.dest not in kind_run_options(get_model("minilm"), {var.dest: "x"})
-            assert var.name not in kind_run_options(get_model("minilm"), {var.dest: "x"})
+            assert var.keyword not in kind_run_options(get_model("minilm"), {var.keyword: "x"})
+            assert var.name not in kind_run_options(get_model("minilm"), {var.keyword: "x"})
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if m == "tiny"

@@ -26,10 +26,10 @@ def corpus(corpus_dir, tmp_path_factory):
     """A private corpus with a test pool, two validation pools like it and one other pool."""
     corpus = copy_corpus(corpus_dir, tmp_path_factory.mktemp("tune") / "small")
     for repeat in (0, 1):
-        build_pool(corpus, PoolSpec(size=900, n_queries=12, repeat=repeat, seed=2,
+        build_pool(corpus, PoolSpec(size=900, queries=12, repeat=repeat, seed=2,
                                     split="validation"))
-    build_pool(corpus, PoolSpec(size=900, n_queries=12, seed=2))
-    build_pool(corpus, PoolSpec(size=700, n_queries=12, seed=2))
+    build_pool(corpus, PoolSpec(size=900, queries=12, seed=2))
+    build_pool(corpus, PoolSpec(size=700, queries=12, seed=2))
     return corpus
 
 

@@ -12,7 +12,7 @@ from pipeline.options.checks import given_path, non_negative, synth_shard_count,
 INGEST = (arg("--raw", type=given_path, help="S2ORC folder holding metadata/, or S2AG folder "
               "holding papers/, abstracts/, citations/ (default corpora/<corpus>/<source>)"),
           like("SOURCE", default=None),  # not given: the corpus's recorded one (api._source)
-          like("THREADS", "--workers", help="processes reading shards in parallel (the "
+          like("THREADS", help="processes reading shards in parallel (the "
                "output does not change)"))
 
 
@@ -42,7 +42,7 @@ command_of(api.generate_corpus, "synth", "generate a synthetic corpus in S2ORC f
            flag("--repair", "write damaged or missing shards again, with the settings the "
                 "corpus's s2orc/manifest.json records"),
            arg("--seed", type=non_negative, help=made("seed", "seed")),
-           like("THREADS", "--workers", help="processes rendering text"),
+           like("THREADS", help="processes rendering text"),
            writes=("corpora", "times"))
 command_of(api.ingest_corpus, "ingest", "S2ORC / S2AG shards -> papers.parquet + "
            "citations.parquet", *INGEST, writes=("corpora", "times"))
@@ -56,5 +56,5 @@ command_of(api.build_corpus, "corpus", "synth (with --synth), ingest and prefilt
                               "was made; {papers} for a new one")),
            arg("--synth-seed", type=non_negative, help=made("its seed", "seed")),
            writes=("corpora", "times"),  # shards: Python's alone (none: as made)
-           from_args={"name": "corpus", "synthetic": "synth", "seed": "synth_seed",
+           from_args={"synthetic": "synth", "seed": "synth_seed",
                       "shards": ""})
