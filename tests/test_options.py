@@ -133,6 +133,7 @@ def test_a_declaration_gives_each_stage_its_option_required_without_default_or_a
     (REPLACE=1) is a bare option the goals pass on only when 1; `required` stages refuse to run
     without the option, `no_default` ones get None (make keeps its default), the others the
     declared default. The goals' argv parses back to make's values."""
+    from pipeline import api
     from pipeline.cli import goals, registry
     from pipeline.cli.variables import OneLineParser
 
@@ -160,8 +161,9 @@ def test_a_declaration_gives_each_stage_its_option_required_without_default_or_a
     with pytest.raises(SystemExit):
         parse("z", "--made-value", "odd")
     made = argparse.Namespace(MADE_SWITCH="1", MADE_VALUE="fancy")
-    def declared_argv(stage: str) -> list[str]:
-        return goals.Step(stage, tuple(goals.declared_options(stage, made))).argv()[1:]
+
+    def declared_argv(stage: str) -> list[str]:  # its keywords, as a command of x's renders
+        return goals.Step(api.search, dict(goals.declared_options(stage, made))).argv()[1:]
 
     argv = declared_argv("x")
     assert argv == ["--made-switch", "--made-value", "fancy"]

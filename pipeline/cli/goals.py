@@ -6,7 +6,6 @@ command as make prints a recipe and runs it in this process (run_goal)."""
 from __future__ import annotations
 
 import argparse
-import functools
 import logging
 import re
 import shlex
@@ -15,12 +14,12 @@ import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipeline import layout
-from pipeline.cli.registry import COMMANDS, check_writes, comma_list
+from pipeline.cli.registry import COMMANDS, comma_list, command_named, data_of, run
 from pipeline.cli.variables import (
     WHERE,
-    OneLineParser,
     as_corpus,
     check_command_line,
     derived,
@@ -28,32 +27,50 @@ from pipeline.cli.variables import (
 )
 from pipeline.core.errors import InputError
 from pipeline.models import fused_name, get_model
-from pipeline.options.declared import BY_NAME, GROUPS, VARIABLES
+from pipeline.options.declared import BY_NAME, GROUPS, VARIABLES, flag_of
 
 log = logging.getLogger(__name__)
 
-Value = object  # a value as `read` checked it (or a goal's own: a model's name, True)
-Option = tuple[str, Value]  # (an option of the command, its value); True: a bare option
+Value = Any  # a value as `read` checked it (or a goal's own: a model's name, True)
+Option = tuple[str, Value]  # (a keyword of the command's API function, its value)
 # Passed on only when given: a command that does not name them uses the demo corpus as it is
 WHEN_GIVEN = ("DEMO_PAPERS", "DEMO_SEED")
+# The commands a goal runs on every usable pool of the corpus (pool=None)
+EVERY_POOL = ("index", "search", "embed", "submit-embed", "after-embed", "eval")
 
 
 @dataclass(frozen=True)
 class Step:
-    """One stage of a goal: the command `name` with the values of its options, in the order
-    its equivalent command line gives them (a value None or '' is left out with its option),
-    and `rest`, the words after `--` (after-embed's command). run_goal gives the values to the
-    command as they are: nothing is written out as text and parsed again."""
+    """One stage of a goal: a command's API `function` and the keyword arguments it is called
+    with, the values `read` checked, in the order its command line gives them (None: the
+    function's default, as an option left out); `rest`, the words after `--`, its `command`
+    (after-embed's). run_goal calls the function with them; nothing is written out as text and
+    parsed again, and make -n prints the equivalent command line (`argv`)."""
 
-    name: str
-    options: tuple[Option, ...] = ()
+    function: Callable[..., Any]
+    kwargs: dict[str, Value]
     rest: tuple[str, ...] = ()
 
+    @property
+    def command(self) -> str:
+        """The command of `python -m pipeline` that is the function."""
+        return command_named(self.function)
+
+    def values(self, program: str) -> dict[str, Value]:
+        """What the command runs with: its keywords, `program` (how a repair line names us)
+        and `rest` as its `command`."""
+        return {**self.kwargs, "program": program, **({"command": list(self.rest)}
+                                                      if self.rest else {})}
+
     def argv(self) -> list[str]:
-        """The equivalent command line (make -n prints it)."""
-        words = [self.name]
-        for option, value in self.options:
-            if value is True:
+        """The equivalent command line (make -n prints it): each keyword's flag (its option's
+        own where the registration names one, corpus's --synth), a bare one for True and for
+        '' (corpus's --synth without a number), none for None and False."""
+        named = COMMANDS[self.command].from_args
+        words = [self.command]
+        for key, value in self.kwargs.items():
+            option = flag_of(named.get(key) or key)
+            if value is True or value == "":
                 words.append(option)
             elif given(value) and str(value).startswith("-"):
                 words.append(f"{option}={value}")  # else read as an option of its own
@@ -71,43 +88,52 @@ def given(value: Value) -> bool:
 
 
 def valued(v: argparse.Namespace, d: dict[str, str], *pairs: tuple[str, str]) -> list[Option]:
-    """Each (option, NAME) with NAME's value: the derived `d`'s, else make's `v`'s; DEMO_PAPERS
-    and DEMO_SEED only when given (WHEN_GIVEN)."""
+    """Each (keyword, NAME) with NAME's value: the derived `d`'s ('' none), else make's `v`'s;
+    DEMO_PAPERS and DEMO_SEED only when given (WHEN_GIVEN)."""
     options: list[Option] = []
-    for option, name in pairs:
-        value = d[name] if name in d else getattr(v, name)
+    for keyword, name in pairs:
+        value = (d[name] or None) if name in d else getattr(v, name)
         if name in WHEN_GIVEN and name not in v.GIVEN.split():
             value = None
-        options.append((option, value))
+        options.append((keyword, value))
     return options
 
 
 def declared_options(stage: str, v: argparse.Namespace) -> list[Option]:
     """The declared options of the command `stage` with make's values `v` (an optional
-    variable not given: left out), a switch on where 1."""
-    return [(var.option, getattr(v, var.name) in ("1", True) if var.switch
+    variable not given: None), a switch True where 1."""
+    return [(var.keyword, getattr(v, var.name) in ("1", True) if var.switch
              else getattr(v, var.name)) for var in VARIABLES if stage in var.stages]
 
 
 def stage(name: str, v: argparse.Namespace, first: Sequence[Option] = (),
           then: Sequence[Option] = ()) -> Step:
-    """The command `name`: --corpus where it takes one, the options `first`, its declared
-    options (pipeline/options/declared.py), the options `then`."""
-    corpus = [("--corpus", v.CORPUS)] if COMMANDS[name].corpus else []
-    return Step(name, (*corpus, *first, *declared_options(name, v), *then))
+    """The command `name`: its corpus where it takes one, the keywords `first`, its declared
+    options (pipeline/options/declared.py), the keywords `then`."""
+    corpus = [("corpus", v.CORPUS)] if COMMANDS[name].corpus else []
+    every = [("pool", None)] if name in EVERY_POOL else []
+    return step(name, [*corpus, *every, *first, *declared_options(name, v), *then])
+
+
+def step(name: str, options: Sequence[Option]) -> Step:
+    """The command `name`'s function with the keywords `options` (each once)."""
+    kwargs = dict(options)
+    if len(kwargs) < len(options):
+        raise ValueError(f"command {name}: a keyword given twice in {options}")
+    return Step(COMMANDS[name].api, kwargs)  # type: ignore[arg-type]
 
 
 def search(v: argparse.Namespace, model: str) -> Step:
     """make search's stage for `model`: its pools repaired and indexed first, current runs
     kept."""
-    return stage("search", v, [("--model", model)],
-                 [("--index", True), ("--stale-only", True), ("--repair-pools", True)])
+    return stage("search", v, [("model", model)],
+                 [("index", True), ("stale_only", True), ("repair_pools", True)])
 
 
 def score(v: argparse.Namespace, run: str) -> Step:
     """make eval's stage for the runs `run`: those not scored from the current pool and run
     scored, then runs/results.parquet gathered."""
-    return stage("eval", v, [("--model", run), ("--stale-only", True)], [("--collect", True)])
+    return stage("eval", v, [("model", run), ("stale_only", True)], [("collect", True)])
 
 
 def in_eval_job(v: argparse.Namespace, name: str) -> bool:
@@ -122,20 +148,20 @@ def corpus_stages(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
     whole (a benchmark, an imported collection)."""
     if d["WRITTEN_WHOLE"] or in_eval_job(v, "corpus"):
         return []
-    synth = valued(v, d, ("--synth", "DEMO_PAPERS"), ("--synth-seed", "DEMO_SEED"))
+    synth = valued(v, d, ("synthetic", "DEMO_PAPERS"), ("seed", "DEMO_SEED"))
     if v.CORPUS == "demo" and not given(synth[0][1]):
-        synth[0] = ("--synth", True)  # the corpus as it was made
-    return [stage("corpus", v, valued(v, d, ("--raw", "RAW_DIR"), ("--source", "SOURCE"),
-                                      ("--threads", "THREADS")),
+        synth[0] = ("synthetic", "")  # the corpus as it was made
+    return [stage("corpus", v, valued(v, d, ("raw", "RAW_DIR"), ("source", "SOURCE"),
+                                      ("threads", "THREADS")),
                   synth if v.CORPUS == "demo" else ())]
 
 
 def embed(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
     """Here (the SHARDS one after another), or as a SLURM job array (EXECUTOR=slurm)."""
     if v.EXECUTOR == "slurm":
-        return [stage("submit-embed", v, valued(v, d, ("--model", "MODEL_FILE")),
-                      valued(v, d, ("--cpus-per-task", "THREADS")))]
-    return [stage("embed", v, valued(v, d, ("--model", "MODEL_FILE")))]
+        return [stage("submit-embed", v, valued(v, d, ("model", "MODEL_FILE")),
+                      valued(v, d, ("cpus_per_task", "THREADS")))]
+    return [stage("embed", v, valued(v, d, ("model", "MODEL_FILE")))]
 
 
 def search_and_eval(v: argparse.Namespace, model: str) -> list[Step]:
@@ -167,24 +193,23 @@ def demo(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
     d = derived(v)
     if not v.DRY_RUN:
         layout.stage_times_path(Path(d["RUNS_ROOT"]), v.CORPUS).unlink(missing_ok=True)
-    pool = [("--corpus", v.CORPUS),
-            *valued(v, d, ("--repeats", "DEMO_REPEATS"), ("--seed", "SEED"))]
+    pool = [("corpus", v.CORPUS),
+            *valued(v, d, ("repeats", "DEMO_REPEATS"), ("seed", "SEED"))]
     steps = [*corpus_stages(v, d),
-             Step("pool", (*pool, *valued(v, d, ("--size", "DEMO_SIZES"),
-                                          ("--queries", "QUERIES"))))]
+             step("pool", [*pool, *valued(v, d, ("size", "DEMO_SIZES"), ("queries", "QUERIES"))])]
     if v.DEMO_FIELDS.split():
-        steps.append(Step("pool", (*pool, *valued(v, d, ("--field", "DEMO_FIELDS"),
-                                                  ("--size", "DEMO_FIELD_SIZE"),
-                                                  ("--queries", "DEMO_FIELD_QUERIES")))))
-    steps.append(Step("pool", (("--corpus", v.CORPUS), ("--repair", True))))  # make pools
+        steps.append(step("pool", [*pool, *valued(v, d, ("field", "DEMO_FIELDS"),
+                                                  ("size", "DEMO_FIELD_SIZE"),
+                                                  ("queries", "DEMO_FIELD_QUERIES"))]))
+    steps.append(step("pool", [("corpus", v.CORPUS), ("repair", True)]))  # make pools
     models = [get_model(name) for name in comma_list(v.DEMO_MODELS)]
-    steps += [stage("embed", v, (), [("--model", e.name)]) for e in models if e.embedded]
+    steps += [stage("embed", v, (), [("model", e.name)]) for e in models if e.embedded]
     for entry in models:
         steps += search_and_eval(v, entry.name)
     if v.JUDGE:  # the judged sample of the runs' top ranks (make judge)
         runs = [layout.run_name(entry.name, v.QUERY_VARIANT) for entry in models]
-        steps.append(stage("judge", v, (), [("--models", ",".join(runs))]))
-    return [*steps, stage("report", v, [("--times", True)])]
+        steps.append(stage("judge", v, (), [("models", ",".join(runs))]))
+    return [*steps, stage("report", v, [("times", True)])]
 
 
 def evaluate(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
@@ -196,9 +221,9 @@ def evaluate(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
     python = [sys.executable, "-m", "pipeline", *roots(d)]
     job = " && ".join(shlex.join(python + step.argv())
                       for step in (search(v, d["MODEL_FILE"]), scores))
-    after = stage("after-embed", v, valued(v, d, ("--model", "MODEL_NAME")),
-                  valued(v, d, ("--cpus-per-task", "THREADS")))
-    return [Step(after.name, after.options, ("/bin/sh", "-c", job))]
+    after = stage("after-embed", v, valued(v, d, ("model", "MODEL_NAME")),
+                  valued(v, d, ("cpus_per_task", "THREADS")))
+    return [Step(after.function, after.kwargs, ("/bin/sh", "-c", job))]
 
 
 def clean_demo(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
@@ -238,7 +263,7 @@ class Target:
 
     def steps(self, v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
         return self.stages(v, d) if self.stages else [stage(self.name, v, [
-            *valued(v, d, *self.first), *((option, True) for option in self.bare)])]
+            *valued(v, d, *self.first), *((keyword, True) for keyword in self.bare)])]
 
 
 NEW_CORPUS = "<name of a new corpus> (the corpus it writes)"
@@ -257,7 +282,7 @@ TARGETS: tuple[Target, ...] = (
     T("setup-gpu", "", "on a GPU node: Faiss GPU in place of faiss-cpu", goal=False),
     T("download", "CORPUS=s2ag [RELEASE=latest FIRST=2]", "the S2AG datasets (key: "
       "S2_API_KEY)", ("(FIRST=2: a trial; UPDATE=1: apply the diffs to a newer release)",),
-      needs={"CORPUS": "<the corpus to download into, e.g. s2ag>"}, first=(("--raw", "RAW"),)),
+      needs={"CORPUS": "<the corpus to download into, e.g. s2ag>"}, first=(("raw", "RAW"),)),
     T("corpus", "[RAW=dir]", "ingest and prefilter CORPUS (the demo's: generate it first)",
       stages=corpus_stages),
     T("pool", "[FIELD=f] SIZE=20k", "build a dataset-level (or field-level) pool",
@@ -265,7 +290,7 @@ TARGETS: tuple[Target, ...] = (
       after=ON_CORPUS),
     T("pools-paper", "", "the paper's grid: test and validation pools", after=ON_CORPUS),
     T("pools", "", "rebuild the stale, damaged or half-written pools", after=ON_CORPUS,
-      stages=lambda v, d: [Step("pool", (("--corpus", v.CORPUS), ("--repair", True)))]),
+      stages=lambda v, d: [step("pool", [("corpus", v.CORPUS), ("repair", True)])]),
     T("retire-pool", "POOL=all-10k-r0", "move a pool, its index and runs into retired/",
       ("(a pool whose EXCLUDE list changed: make verify names it)",),
       needs={"CORPUS": "<the corpus of the pool>", "POOL": "<the pool to retire>"}),
@@ -277,8 +302,8 @@ TARGETS: tuple[Target, ...] = (
       stages=evaluate, after=("search",)),
     T("index", "MODEL=..", "only index (Lucene / embeddings) every pool of CORPUS", pools=True,
       after=ON_CORPUS,
-      stages=lambda v, d: [stage("index", v, valued(v, d, ("--model", "MODEL_FILE")),
-                                 [("--repair-pools", True)])]),
+      stages=lambda v, d: [stage("index", v, valued(v, d, ("model", "MODEL_FILE")),
+                                 [("repair_pools", True)])]),
     T("search", "MODEL=..", "only index and search: the runs, unscored", pools=True,
       after=ON_CORPUS,
       stages=lambda v, d: [] if in_eval_job(v, "search") else [search(v, d["MODEL_FILE"])]),
@@ -290,20 +315,20 @@ TARGETS: tuple[Target, ...] = (
       stages=fuse),
     T("mdcr", "[MDCR_MODELS=bm25,minilm]", "an MDCR-style benchmark (corpus CORPUS-mdcr)",
       after=ON_CORPUS,
-      stages=search_first("MDCR_MODELS", "mdcr", ("--models", "MDCR_MODELS"), ("--out", "MDCR"))),
+      stages=search_first("MDCR_MODELS", "mdcr", ("models", "MDCR_MODELS"), ("out", "MDCR"))),
     T("mdcr-jaccard", "MODELS=a,b,c", "overlap of models' top negatives (choose MDCR_MODELS)",
       needs={"MODELS": "a,b,.. (e.g. MODELS=bm25,minilm,random)"}, after=ON_CORPUS,
-      stages=search_first("MODELS", "mdcr-jaccard", ("--models", "MODELS"))),
+      stages=search_first("MODELS", "mdcr-jaccard", ("models", "MODELS"))),
     T("import-mdcr", "SRC=dir CORPUS=mdcr", "the official MDCR files as a corpus",
       needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding mdcr_{SPLIT}.json>"}),
     T("export-mdcr", "OUT=dir CORPUS=..", "a benchmark corpus in the official layout",
       needs={"OUT": "<folder>"}),
     T("mdcr-scores", "MODEL=.. OUT=f.json", "the official scores file of a model's runs",
-      needs={"OUT": "<scores file>"}, first=(("--model", "MODEL_NAME"),), after=("eval",)),
+      needs={"OUT": "<scores file>"}, first=(("model", "MODEL_NAME"),), after=("eval",)),
     T("export-beir", "CORPUS=.. POOL=.. OUT=dir", "a pool as a BEIR folder", needs={
       "CORPUS": "<the corpus of the pool>", "POOL": "<the pool>", "OUT": "<folder>"}),
     T("export-mteb", "MODEL=.. OUT=dir", "a model's scores per pool as MTEB results (JSON)",
-      needs={"OUT": "<folder>"}, first=(("--model", "MODEL_NAME"),), after=("eval",)),
+      needs={"OUT": "<folder>"}, first=(("model", "MODEL_NAME"),), after=("eval",)),
     T("import-beir", "SRC=dir CORPUS=scidocs", "a BEIR-layout collection as a corpus",
       needs={"CORPUS": NEW_CORPUS, "SRC": "<folder holding corpus.jsonl>"}),
     T("import-irds", "DATASET=beir/scidocs CORPUS=scidocs", "an ir_datasets collection as a "
@@ -323,12 +348,12 @@ TARGETS: tuple[Target, ...] = (
     T("judge", "MODELS=bm25,minilm JUDGE=api:<model>|file:<labels>|standin:<seed> [SAMPLE=20]",
       "judge a sample of the unjudged papers the models rank high",
       ("(JUDGE=api:<model> with JUDGE_URL; the report counts the judgments: docs/judging.md)",),
-      needs={"MODELS": SAMPLED, "JUDGE": JUDGES}, local=True, first=(("--models", "MODELS"),)),
+      needs={"MODELS": SAMPLED, "JUDGE": JUDGES}, local=True, first=(("models", "MODELS"),)),
     T("judge-page", "MODELS=bm25,minilm [SAMPLE=20]", "the judging page of the samples, for a "
-      "person", needs={"MODELS": SAMPLED}, local=True, first=(("--models", "MODELS"),)),
+      "person", needs={"MODELS": SAMPLED}, local=True, first=(("models", "MODELS"),)),
     T("judge-agreement", "CORPUS=csfcube JUDGE=..", "an assessor's agreement with CSFCube's "
       "experts", needs={"CORPUS": "<the CSFCube corpus>", "JUDGE": JUDGES}, local=True),
-    T("report", "", "tables and plots under runs/reports/", bare=("--times",)),
+    T("report", "", "tables and plots under runs/reports/", bare=("times",)),
     T("verify", "", "check every artifact: corrupt, partial or stale?",
       ("(each problem with the command that repairs it)",)),
     T("sweep", "", "remove temporaries left by killed processes"),
@@ -413,45 +438,10 @@ def chain(goal: str, goals: str = "") -> list[str]:
     return [name for name in dict.fromkeys(targets(goal)) if name not in done]
 
 
-@functools.cache
-def _parser(name: str) -> argparse.ArgumentParser:
-    """The command `name`'s parser, built once per process: what its options are and their
-    defaults (never asked to parse a goal's stage)."""
-    return COMMANDS[name].add_to(OneLineParser(prog=name))
-
-
-def stage_args(args: argparse.Namespace, step: Step) -> argparse.Namespace:
-    """The arguments of `step`'s command as its parser would give them for the equivalent
-    command line, made from the step's values without parsing it: each option's default,
-    then the step's values (a repeatable option's as a list, a bare one's as it stores it),
-    with the data roots and manner of the goal's `args`."""
-    parser = _parser(step.name)
-    stage = argparse.Namespace(**parser._defaults)
-    for action in parser._actions:
-        if action.dest != argparse.SUPPRESS and action.default != argparse.SUPPRESS:
-            setattr(stage, action.dest, action.default)
-    for option, value in step.options:
-        action = parser._option_string_actions[option]
-        if not given(value):
-            continue
-        if value is True and action.nargs == "?":
-            value = action.const
-        elif isinstance(action, argparse._AppendAction):
-            value = [*(getattr(stage, action.dest) or []), value]
-        setattr(stage, action.dest, value)
-    if step.rest:
-        positional = next(a for a in parser._actions if not a.option_strings and a.nargs == "+")
-        setattr(stage, positional.dest, list(step.rest))
-    for key in ("corpora_root", "index_root", "runs_root", "program", "verbosity"):
-        if hasattr(args, key):
-            setattr(stage, key, getattr(args, key))
-    return stage
-
-
 def run_goal(args: argparse.Namespace, variables: argparse.Namespace) -> None:
     """Run the chain of the make target `args.goal` in this process, each stage's equivalent
-    command printed first as make prints a recipe (make -n, DRY_RUN: printed only), then the
-    stage run with the values `read` checked (stage_args)."""
+    command printed first as make prints a recipe (make -n, DRY_RUN: printed only), then its
+    function called with the values `read` checked."""
     if args.goal not in GOALS:
         raise InputError(f"no make target {args.goal!r} runs in `python -m pipeline goal` "
                          f"(pipeline/cli/goals.py GOALS: {', '.join(GOALS)})")
@@ -464,6 +454,4 @@ def run_goal(args: argparse.Namespace, variables: argparse.Namespace) -> None:
             print(f"{shown([sys.executable])} -m pipeline {shown(roots(values))} {command[0]} "
                   f"{shown(command[1:])}", flush=True)
             if not variables.DRY_RUN:
-                stage_run = stage_args(args, step)
-                check_writes(stage_run)
-                stage_run.func(stage_run)
+                run(step.command, data_of(args), step.values(args.program))

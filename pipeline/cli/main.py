@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 from pipeline.cli.commands import COMMANDS, error_line
-from pipeline.cli.registry import check_writes
 from pipeline.cli.variables import FROM_MAKE, OneLineParser
 from pipeline.core import logs
 from pipeline.core.errors import InputError, ToolError
@@ -60,7 +59,6 @@ def main(argv: list[str] | None = None) -> int:
     numba_cache()  # before numba is imported: a private cache where numba would keep none
     from_make = args.command == "goal" or bool(os.environ.get(FROM_MAKE))
     try:
-        check_writes(args)
         args.func(args)
     except InputError as exc:
         print(f"error: {error_line(exc, args, from_make)}", file=sys.stderr)

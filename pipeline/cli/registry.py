@@ -112,6 +112,7 @@ class Command:
     corpus: bool = True
     api: Callable[..., Any] | None = None
     from_args: Mapping[str, str] = field(default_factory=dict)
+    show: Show | None = None
 
     def add_to(self, parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         parser.set_defaults(func=self.func, stage=self.name)
@@ -140,15 +141,16 @@ WRITES = ("corpora", "indexes", "runs", "times")  # the data roots; times: runs/
 
 def command(name: str, help_text: str, *arguments: Option, writes: tuple[str, ...],
             corpus: bool = True, api: Callable[..., Any] | None = None,
-            from_args: Mapping[str, str] | None = None):
+            from_args: Mapping[str, str] | None = None, show: Show | None = None):
     """Register the decorated function as the command `name`, with its options (`arguments`)
-    and what it writes into (`writes`, () for nothing); `api`, `from_args`: command_of's."""
+    and what it writes into (`writes`, () for nothing); `api`, `from_args`, `show`:
+    command_of's."""
     if set(writes) - set(WRITES):
         raise ValueError(f"command {name}: writes {writes}, not among {WRITES}")
 
     def register(func):
         COMMANDS[name] = Command(name, help_text, func, arguments, writes, corpus, api,
-                                 dict(from_args or {}))
+                                 dict(from_args or {}), show)
         return func
     return register
 
@@ -186,9 +188,12 @@ def spread(stage: str, params: Collection[str]) -> list[str]:
     return [v.keyword for v in staged(stage) if v.keyword not in params]
 
 
+Show = Callable[[Any, Any, Mapping[str, Any]], None]  # (what it returned, data, the values)
+
+
 def command_of(function: Callable[..., Any], name: str, help_text: str, *arguments: Option,
-               writes: tuple[str, ...], show: Callable[[Any, argparse.Namespace], None] | None
-               = None, from_args: Mapping[str, str] | None = None) -> None:
+               writes: tuple[str, ...], show: Show | None = None,
+               from_args: Mapping[str, str] | None = None) -> None:
     """Register the API `function` as the command `name`: its options those of its parameters
     (`data`: the root options; --corpus; a parameter no option declares: given by `arguments`,
     its dest the parameter's name, or another argument's as `from_args` maps it: verify's
@@ -196,43 +201,78 @@ def command_of(function: Callable[..., Any], name: str, help_text: str, *argumen
     called it by, build_corpus's name by --corpus; '' for none, the function's default: a
     parameter Python alone gives; a **keywords: the command's other declared options), its run
     the call of `function` with their values (a *parameter's: each value given; a
-    **keywords': those given; `data` where it takes one), `show` turning what it returns into
-    the command's output."""
+    **keywords': those given; `data` where it takes one: `run`), `show` turning what it
+    returns into the command's output."""
     def call(args: argparse.Namespace) -> None:
-        from pipeline.api import Data
+        run(name, data_of(args), command_values(name, args))
 
-        data = Data(corpora=args.corpora_root, indexes=args.index_root, runs=args.runs_root)
-        data.corpora, data.indexes, data.runs = roots(args)  # as given: messages name them so
-        value = {p: getattr(args, dest) for p, dest in dests.items()
-                 if hasattr(args, dest)}  # program: where the command line gives it
-        many = value.pop(star, None) or ()
-        if keywords:  # the declared options no parameter is, those given
-            value.update({key: getattr(args, key) for key in spread(name, dests)
-                          if getattr(args, key, None) is not None})
-        result = function(*([data] if "data" in signature else []), *many, **value)
-        if show:
-            show(result, args)
-
-    signature = inspect.signature(function).parameters
-    params = [p for p, v in signature.items() if p != "data" and v.kind is not v.VAR_KEYWORD]
-    dests = {p: (from_args or {}).get(p, p) for p in params}
-    star = next((p for p, v in signature.items() if v.kind is v.VAR_POSITIONAL), None)
-    keywords = any(v.kind is v.VAR_KEYWORD for v in signature.values())
-    command(name, help_text, *arguments, writes=writes, corpus="corpus" in dests.values(),
-            api=function, from_args=from_args)(call)
+    params = [p for p, v in inspect.signature(function).parameters.items()
+              if p != "data" and v.kind is not v.VAR_KEYWORD]
+    corpus = "corpus" in ((from_args or {}).get(p, p) for p in params)
+    command(name, help_text, *arguments, writes=writes, corpus=corpus, api=function,
+            from_args=from_args, show=show)(call)
     COMMANDS[name].add_to(argparse.ArgumentParser())  # a parameter without its option: refused
 
 
-def check_writes(args: argparse.Namespace) -> None:
-    """Each folder the command writes into (Command.writes) is writable, before any work."""
+def command_values(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """What the command line gives the command `name`: its parsed arguments, and each
+    parameter of its API function by its own dest (`from_args`: verify's folders its path)."""
+    entry = COMMANDS[name]
+    dests = {p: entry.from_args.get(p, p) for p in inspect.signature(entry.api).parameters}
+    return {**vars(args), **{p: getattr(args, dest) for p, dest in dests.items()
+                             if dest and hasattr(args, dest)}}
+
+
+def call_arguments(name: str, data: Any, values: Mapping[str, Any]
+                   ) -> tuple[list[Any], dict[str, Any]]:
+    """The command `name`'s API function's arguments from `values`: those its parameters
+    take (`data` where it takes one; a *parameter's list spread; a **keywords: the command's
+    other declared options, those given)."""
+    kinds = {p: v.kind for p, v in inspect.signature(COMMANDS[name].api).parameters.items()}
+    star = next((p for p, kind in kinds.items() if kind is inspect.Parameter.VAR_POSITIONAL), "")
+    named = {p: values[p] for p, kind in kinds.items() if p in values and p not in (
+        "data", star) and kind is not inspect.Parameter.VAR_KEYWORD}
+    if inspect.Parameter.VAR_KEYWORD in kinds.values():  # those given
+        named.update({key: values[key] for key in spread(name, kinds)
+                      if values.get(key) is not None})
+    return [*([data] if "data" in kinds else []), *(values.get(star) or ())], named
+
+
+def run(name: str, data: Any, values: Mapping[str, Any]) -> None:
+    """The command `name` run: the folders it writes into checked, its API function called
+    with `values` (call_arguments), then its `show` with all of them (report's `times`)."""
+    check_writes(name, data, values.get("corpus"))
+    args, kwargs = call_arguments(name, data, values)
+    result = COMMANDS[name].api(*args, **kwargs)  # type: ignore[misc]
+    if COMMANDS[name].show:
+        COMMANDS[name].show(result, data, values)  # type: ignore[misc]
+
+
+def command_named(function: Callable[..., Any]) -> str:
+    """The command that is the API `function` (command_of registered it)."""
+    return next(name for name, entry in COMMANDS.items() if entry.api is function)
+
+
+def data_of(args: argparse.Namespace) -> Any:
+    """The command's data folders, as given (messages name them so)."""
+    from pipeline.api import Data
+
+    data = Data(corpora=args.corpora_root, indexes=args.index_root, runs=args.runs_root)
+    data.corpora, data.indexes, data.runs = roots(args)
+    return data
+
+
+def check_writes(name: str, data: Any, corpus: str | None) -> None:
+    """Each folder the command `name` writes into (Command.writes) is writable, before any
+    work: `data`'s, and `corpus`'s folder of runs for its stage times."""
     from pipeline.core.atomic import check_writable
 
-    roots = {"corpora": args.corpora_root, "indexes": args.index_root, "runs": args.runs_root}
-    if getattr(args, "corpus", None):
-        roots["times"] = str(Path(args.runs_root) / args.corpus)
-    for kind in COMMANDS[args.stage].writes:
-        if kind in roots:
-            check_writable(Path(roots[kind]))
+    folders = {"corpora": data.corpora, "indexes": data.indexes, "runs": data.runs}
+    if corpus:
+        folders["times"] = Path(data.runs) / corpus
+    for kind in COMMANDS[name].writes:
+        if kind in folders:
+            check_writable(Path(folders[kind]))
 
 
 def roots(args: argparse.Namespace) -> tuple[Path, Path, Path]:

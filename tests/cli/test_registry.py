@@ -108,7 +108,7 @@ def test_a_registered_function_is_called_by_the_command_line_and_refuses_in_its_
     function, the declaration's check refuses a bad one (exit 2), and a refusal from inside the
     function names the option in the command line's words (make's when make ran it)."""
     registry.command_of(toy, "toy", "a toy command", writes=(),
-                        show=lambda value, args: print(f"shown: {value}"))
+                        show=lambda value, data, values: print(f"shown: {value}"))
     roots = ["--corpora-root", str(tmp_path / "c"), "--index-root", str(tmp_path / "i"),
              "--runs-root", str(tmp_path / "r")]
     with pytest.raises(SystemExit):
@@ -154,7 +154,7 @@ def test_a_functions_keywords_take_the_commands_other_declared_options(made_up, 
         return sorted(options.items())
 
     registry.command_of(keywords, "toy", "a toy command", writes=(),
-                        show=lambda value, args: print(value))
+                        show=lambda value, data, values: print(value))
     roots = ["--corpora-root", str(tmp_path / "c"), "--index-root", str(tmp_path / "i"),
              "--runs-root", str(tmp_path / "r")]
     assert main([*roots, "toy", "--corpus", "x", "--made-up", "fancy"]) == 0

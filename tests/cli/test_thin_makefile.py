@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.goals import GOALS, TARGET_NAMES, TARGETS, Step, help_text, valued
+from pipeline.cli.goals import GOALS, TARGET_NAMES, TARGETS, help_text, step, valued
 from tests.conftest import refusal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,9 +172,10 @@ def test_a_stage_takes_each_value_and_leaves_out_an_empty_one():
     (RAW not given: no --raw); DEMO_PAPERS and DEMO_SEED only when given (the corpus as made)."""
     v = argparse.Namespace(MODELS="bm25,random", RAW=None, MODEL_FILE="make's",
                            DEMO_PAPERS="40", DEMO_SEED="0", GIVEN="MODELS DEMO_SEED")
-    options = valued(v, {"MODEL_FILE": "st--org--name"}, ("--models", "MODELS"),
-                     ("--raw", "RAW"), ("--model", "MODEL_FILE"))
-    assert Step("x", (*options, ("--search", True))).argv() == [
-        "x", "--models", "bm25,random", "--model", "st--org--name", "--search"]
-    options = valued(v, {}, ("--synth", "DEMO_PAPERS"), ("--synth-seed", "DEMO_SEED"))
-    assert Step("x", tuple(options)).argv() == ["x", "--synth-seed", "0"]
+    options = valued(v, {"MODEL_FILE": "st--org--name"}, ("models", "MODELS"),
+                     ("raw", "RAW"), ("model", "MODEL_FILE"))
+    assert step("judge", [*options, ("index", True)]).argv() == [
+        "judge", "--models", "bm25,random", "--model", "st--org--name", "--index"]
+    options = valued(v, {}, ("synthetic", "DEMO_PAPERS"), ("seed", "DEMO_SEED"))
+    assert step("corpus", options).argv() == ["corpus", "--synth-seed", "0"]
+    assert step("corpus", [("synthetic", "")]).argv() == ["corpus", "--synth"]  # as made

@@ -3,7 +3,8 @@ import-vectors (a store filled from vectors computed elsewhere)."""
 
 from __future__ import annotations
 
-import argparse
+from collections.abc import Mapping
+from typing import Any
 
 from pipeline import api
 from pipeline.cli.registry import arg, command_of
@@ -13,10 +14,10 @@ command_of(api.embed, "embed", "embed the pools' papers missing from the store",
            writes=("indexes", "times"), from_args={"program": "program"})
 command_of(api.submit_embed, "submit-embed", "write <runs-root>/slurm/embed-<corpus>-<model>"
            ".sbatch, a SLURM job array of one embed shard per task, and submit it; prints the "
-           "job id", writes=("runs",), show=lambda job_id, args: print(job_id))
+           "job id", writes=("runs",), show=lambda job_id, data, values: print(job_id))
 
 
-def ran_or_submitted(result: str | int, args: argparse.Namespace) -> None:
+def ran_or_submitted(result: str | int, data: object, values: Mapping[str, Any]) -> None:
     """The follow-up job's id; where the command ran here, its exit status as ours."""
     if isinstance(result, int):
         raise SystemExit(result)

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-import argparse
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pipeline import api
 from pipeline.cli.registry import command_of, flag
@@ -17,16 +18,17 @@ command_of(api.collect, "collect", "gather evaluated runs into runs/results.parq
            writes=("runs",))
 
 
-def printed(report, args: argparse.Namespace) -> None:
+def printed(report, data, values: Mapping[str, Any]) -> None:
     """The report written (Report.save) and its Markdown printed, with the stage times."""
     from pipeline.report.build import stage_times
 
+    corpus = values["corpus"]
     report.save()
     print(report.markdown)
-    print(f"Written to {args.runs_root}/reports/ ({args.corpus}.md, .html, .tex, .png)")
-    if args.times:
+    print(f"Written to {data.runs}/reports/ ({corpus}.md, .html, .tex, .png)")
+    if values.get("times"):
         print("\n## Stage times (seconds, this corpus)\n\n" +
-              stage_times(Path(args.runs_root), args.corpus))
+              stage_times(Path(data.runs), corpus))
 
 
 command_of(api.build_report, "report", "tables (md, tex), plots and the HTML page",

@@ -7,6 +7,8 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from pipeline import api
 from pipeline.cli.registry import arg, command, command_of, flag
@@ -90,7 +92,7 @@ def cmd_targets(args: argparse.Namespace) -> None:
     sys.stdout.write(help_text())
 
 
-def listed(entries: list[ModelEntry], args: argparse.Namespace) -> None:
+def listed(entries: list[ModelEntry], data: object, values: Mapping[str, Any]) -> None:
     """The model registry, one line per model: name, kind, weights, similarity."""
     for entry in entries:
         print(f"{entry.name:14} {entry.kind:12} {entry.hf_id or '-':52} {entry.similarity}")
@@ -102,7 +104,7 @@ command_of(api.warm, "warm", "compile the numba kernels and the pipeline's bytec
            writes=())  # its lines are api.warm's own log
 
 
-def problems(lines: list[str], args: argparse.Namespace) -> None:
+def problems(lines: list[str], data: object, values: Mapping[str, Any]) -> None:
     """verify's lines, one per problem; exit status 1 when there is one."""
     for line in lines:
         print(line)

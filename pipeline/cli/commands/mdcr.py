@@ -3,8 +3,9 @@ files (export, import, scores file) and its evaluator."""
 
 from __future__ import annotations
 
-import argparse
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pipeline import api
 from pipeline.cli.registry import command_of
@@ -14,11 +15,11 @@ command_of(api.build_mdcr, "mdcr", "build an MDCR-style benchmark (MDCR §4) fro
            writes=("corpora", "runs", "times"), from_args={"program": "program"})
 
 
-def jaccard_table(table, args: argparse.Namespace) -> None:
+def jaccard_table(table, data, values: Mapping[str, Any]) -> None:
     """The Markdown table mdcr_jaccard wrote under runs/reports/, as written."""
     from pipeline.layout import report_file, reports_dir
 
-    print(report_file(reports_dir(Path(args.runs_root)), args.corpus, "mdcr-jaccard")
+    print(report_file(reports_dir(Path(data.runs)), values["corpus"], "mdcr-jaccard")
           .read_text())
 
 
@@ -33,7 +34,7 @@ command_of(api.mdcr_scores, "mdcr-scores", "write the official scores file {\"<q
            "\": score} of a model's runs on a benchmark corpus", writes=())
 
 
-def official_lines(numbers, args: argparse.Namespace) -> None:
+def official_lines(numbers, data: object, values: Mapping[str, Any]) -> None:
     """The numbers as the official evaluator prints them."""
     from pipeline.mdcr.official import official_table
 
