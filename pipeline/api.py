@@ -4,6 +4,7 @@ module loads the standard library only."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from collections.abc import Sequence
@@ -58,8 +59,9 @@ class Data:
         from pipeline.options.arguments import check_value
 
         given = {"corpora": corpora, "indexes": indexes, "runs": runs}
+        said = inspect.signature(Data.__init__).parameters
         for name, value in {"folder": folder, **given}.items():
-            check_value("Data", name, value)
+            check_value("Data", name, value, said[name].annotation)
         if folder is None and not all(given.values()):
             raise InputError("Data: give a folder (holding corpora/, indexes/, runs/), or all "
                             "three of corpora=, indexes=, runs=")

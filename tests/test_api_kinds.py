@@ -10,18 +10,13 @@ import os
 import pytest
 
 import pipeline
+from pipeline.cli.docs import annotation, argument_words, public_arguments
 from pipeline.core import kinds
 from pipeline.core.errors import InputError
 from pipeline.core.kinds import KINDS, annotated_kind
 from pipeline.options import declared
 from pipeline.options.arguments import check_value, validated
-from pipeline.options.declared import (
-    annotation,
-    argument_kind,
-    argument_words,
-    declaration,
-    public_arguments,
-)
+from pipeline.options.declared import argument_kind, declaration
 
 
 def test_an_annotation_says_its_kind_whatever_its_order_and_qualifiers():
@@ -45,7 +40,7 @@ def test_each_kind_an_annotation_says_is_checked():
 
 def test_an_arguments_kind_follows_its_annotation(monkeypatch):
     """The same declaration (K's) checks `k` by whatever its function's annotation says: an
-    int, or None too, or a str; the public function looked up by its name as well."""
+    int, or None too, or a str; the docs read a public function's by its name."""
     def ranked(data: pipeline.Data | str | os.PathLike, *, k: int = 500) -> object:
         return k
 
@@ -69,21 +64,22 @@ def test_an_arguments_kind_follows_its_annotation(monkeypatch):
 
     monkeypatch.setattr(pipeline, "__all__", [*pipeline.__all__, "made_up"])
     monkeypatch.setattr(pipeline, "made_up", validated(made_up), raising=False)
-    assert argument_kind("made_up", "k") == ("str", True)
+    said = annotation("made_up", "k")  # the docs' reading of it, by the function's name
+    assert argument_kind("made_up", "k", said) == ("str", True)
     assert argument_words("made_up", "k") == "a str: 1 to 10,000, as `K`, or None"
     with pytest.raises(InputError, match="^made_up: k=5: give a str, not an int$"):
-        check_value("made_up", "k", 5)  # looked up by the function's name
+        check_value("made_up", "k", 5, said)
     with pytest.raises(InputError, match="^made_up: k=5: give a str, not an int$"):
         pipeline.made_up(".", k=5)
-    check_value("made_up", "k", None)
+    check_value("made_up", "k", None, said)
 
 
 def test_none_is_taken_where_the_annotation_takes_it():
     """build_corpus's `seed` defaults to None (as the shards were made), search's is an int."""
-    check_value("build_corpus", "seed", None)
-    check_value("build_pools", "query_year", None)
+    for function, name in (("build_corpus", "seed"), ("build_pools", "query_year")):
+        check_value(function, name, None, annotation(function, name))
     with pytest.raises(InputError, match=r"^search: seed=None: give a whole number \(an int\)$"):
-        check_value("search", "seed", None)
+        check_value("search", "seed", None, annotation("search", "seed"))
 
 
 def test_a_declared_kind_is_only_where_no_annotation_says_it():

@@ -1,5 +1,5 @@
 """docs/api.md's table of the arguments is generated from the declarations and the public
-functions' signatures (pipeline/options/declared.py: api_table), between its two markers: an
+functions' signatures (pipeline/cli/docs.py: api_table), between its two markers: an
 argument added to a public function, or an option added to a command whose function takes its
 options, without its row makes the docs stale (tests/cli/test_variables.py
 test_generated_files_are_current fails), and `python -m pipeline variables --write` writes the
@@ -15,20 +15,20 @@ from pathlib import Path
 import pytest
 
 import pipeline
-from pipeline.core.errors import InputError
-from pipeline.layout import API_DOC
-from pipeline.options import declared
-from pipeline.options.checks import choice, int_at_least, positive, worker_count
-from pipeline.options.declared import (
+from pipeline.cli.docs import (
     BLOCK_END,
     BLOCK_START,
     argument_words,
     check_words,
-    declaration,
     public_arguments,
     stale,
     write,
 )
+from pipeline.core.errors import InputError
+from pipeline.layout import API_DOC
+from pipeline.options import declared
+from pipeline.options.checks import choice, int_at_least, positive, worker_count
+from pipeline.options.declared import declaration
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = (Path("docs/variables.md"), Path(API_DOC))

@@ -387,6 +387,43 @@ def test_the_contracts_are_kept():
     assert "0 broken" in done.stdout
 
 
+# The modules above the library's layers: the only ones that may reach the package's root
+# (`import pipeline`: the API) or its API
+TOP = ("__init__.py", "__main__.py", "api.py", "cli/")
+
+
+def reaches_the_top(source: str) -> list[str]:
+    """The imports in `source`, at any depth (a function's too), of the package's root or its
+    API: `import pipeline`, `from pipeline import <not a module>`, `pipeline.api`. Import-linter
+    sees no chain through the root package, whose `__init__` imports the API."""
+    def a_module(name: str) -> bool:
+        return name != "api" and ((PACKAGE / f"{name}.py").exists() or (PACKAGE / name).is_dir())
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name in ("pipeline", "pipeline.api")]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (
+                node.module == "pipeline.api" or node.module == "pipeline"
+                and not all(a_module(a.name) for a in node.names)):
+            found.append(f"from {node.module} import {', '.join(a.name for a in node.names)}")
+    return found
+
+
+def test_no_layer_below_the_api_reaches_it_at_run_time_either():
+    """Issue 81: the options, the stages and the core never import the package's root or its
+    API, not even inside a function (the docs' tables, which read the API's signatures, are
+    generated in the command line's layer: cli/docs.py)."""
+    reaching = {str(path.relative_to(PACKAGE)): found for path in modules()
+                if not str(path.relative_to(PACKAGE)).startswith(TOP)
+                and (found := reaches_the_top(path.read_text()))}
+    assert reaching == {}
+    assert reaches_the_top("def f():\n    import pipeline\n") == ["pipeline"]
+    assert reaches_the_top("from pipeline import layout, Data\n") == [
+        "from pipeline import layout, Data"]
+    assert reaches_the_top("from pipeline import layout, metrics\n") == []
+
+
 @pytest.mark.parametrize("module, line, contract", [
     # a lower layer importing a higher one (the core importing the command line)
     ("core/errors.py", "from pipeline.cli import main", "The stages in layers"),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.cli import docs
 from pipeline.options import declared
 from pipeline.options.checks import choice
 
@@ -315,9 +316,9 @@ def test_an_option_added_by_the_recipe_makes_the_runs_of_its_other_values_stale(
 def test_a_real_valued_setting_is_a_finite_number_above_its_bound():
     """number_above: a decimal or whole number above the bound, anything else one line; the
     generated docs say the range."""
+    from pipeline.cli.docs import check_words
     from pipeline.core.errors import InputError
     from pipeline.options.checks import number_above
-    from pipeline.options.declared import check_words
 
     k1 = number_above(0, "BM25's k1, more than 0")
     assert k1("0.9") == 0.9 and k1("2") == 2.0
@@ -348,7 +349,7 @@ def test_each_option_has_one_name_its_keyword_and_flag_derived():
         for var in registry.staged(name):
             [action] = [a for a in shown if var.option in a.option_strings]
             assert (action.option_strings, action.dest) == ([var.option], var.keyword), name
-    for function, names in declared.public_arguments().items():
+    for function, names in docs.public_arguments().items():
         for name in names:
             var = declared.declaration(function, name)
             assert var.keyword == name, (function, name)
@@ -366,7 +367,7 @@ def test_an_old_keyword_is_taken_for_one_release_with_a_warning(tmp_path, caplog
 
     assert set(declared.RENAMED) == {"name", "n_queries", "workers", "variant", "sample_size",
                                      "depth", "concurrency", "num_shards", "time"}
-    taking = {old: [f for f, names in declared.public_arguments().items()
+    taking = {old: [f for f, names in docs.public_arguments().items()
                     if declared.declaration(f, var.keyword) is var and var.keyword in names]
               for old, var in declared.RENAMED.items()}
     for old, var in declared.RENAMED.items():

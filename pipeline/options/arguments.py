@@ -22,10 +22,11 @@ from pipeline.options.checks import run_check
 from pipeline.roots import data_roots, where
 
 
-def check_value(function: str, name: str, value: object, annotated: object = None) -> None:
-    """One argument's type, by its kind (its annotation's: `annotated`, else the public
-    function's), then its value by its option's check (on the command line's text of it): a
-    one-line InputError naming the function, the argument and what to give."""
+def check_value(function: str, name: str, value: object, annotated: object = "") -> None:
+    """One argument's type, by its kind (its annotation's, `annotated`; none for a
+    **keyword's: its declaration's), then its value by its option's check (on the command
+    line's text of it): a one-line InputError naming the function, the argument and what to
+    give."""
     rule = declared.declaration(function, name)
     if rule is None:
         raise unknown(function, name, [])

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import layout
-from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError, OptionError
-from pipeline.core.kinds import KINDS, annotated_kind
+from pipeline.core.kinds import annotated_kind
 from pipeline.core.secrets import shown_url
 from pipeline.external.irds import dataset_id
 from pipeline.glossary import (
@@ -71,7 +70,6 @@ from pipeline.options.checks import (
     imported_name,
     input_path,
     int_at_least,
-    maximum,
     mdcr_count,
     metric_list,
     model_name,
@@ -749,47 +747,8 @@ RULES: tuple[Callable[[Any], None], ...] = (
     judge_has_endpoint)
 
 
-# ---- the generated parts of docs/variables.md and docs/api.md: the tables between the markers
-BLOCK_START = "<!-- generated from the declarations (python -m pipeline variables --write) -->"
-BLOCK_END = "<!-- end of the generated part -->"
-ROOT = Path(__file__).resolve().parents[2]  # the checkout
-
-
-def md_text(text: str) -> str:
-    """Text as a Markdown table cell shows it (`<org>` is not an HTML tag)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _shown(var: Variable) -> str:
-    if var.shown:
-        return md_text(var.shown)
-    return f"`{var.default}`" if var.default else "(empty)"
-
-
-def _bounds(var: Variable) -> str:
-    """A count's or a number's range, as its meaning ends in docs/variables.md: `; 1 to 100`
-    (checks.maximum: every count has one)."""
-    return f"; {check_words(var.check)}" if maximum(var.check) is not None else ""
-
-
-def markdown() -> str:
-    """docs/variables.md's tables: one per group (variable, default, meaning and, for a count
-    or a number, its range)."""
-    lines = []
-    for group, title in GROUPS.items():
-        lines += ["", f"## {title}", "", "| variable | default | meaning |", "|---|---|---|"]
-        lines += [f"| `{v.name}` | {_shown(v)} | {md_text(v.help + _bounds(v))} |"
-                  for v in VARIABLES if v.group == group]
-    return "\n".join(lines[1:])
-
-
-# ---- the Python API's arguments: which declaration an argument has, its kind (core/kinds.py)
-# and the public functions' arguments (pipeline/options/arguments.py applies them)
-# the public classes whose constructor checks its arguments as a function's (api.Data:
-# check_value("Data", ...))
-CHECKED_CLASSES = ("Data",)
-
-
+# ---- the Python API's arguments: which declaration an argument has and its kind
+# (core/kinds.py); pipeline/options/arguments.py applies them
 def declaration(function: str, name: str) -> Variable | None:
     """The declaration of argument `name` of public function `function`: the one naming
     `function`, else the API's own (a keyword: a run as a DataFrame, where the option is its
@@ -799,29 +758,12 @@ def declaration(function: str, name: str) -> Variable | None:
     return min(found, key=lambda v: (not v.functions, v.variable), default=None)
 
 
-def annotation(function: str, name: str) -> object:
-    """The annotation of parameter `name` of public function `function` (pipeline's: its
-    text, `from __future__ import annotations`; a CHECKED_CLASSES constructor's too); '' for a
-    **keyword's, or where `function` is none of pipeline's."""
-    import inspect
-
-    import pipeline
-
-    value = getattr(pipeline, function, None)
-    try:
-        param = inspect.signature(value).parameters.get(name) if callable(value) else None
-    except (TypeError, ValueError):
-        return ""
-    if param is None or param.kind is param.VAR_KEYWORD or param.annotation is param.empty:
-        return ""
-    return param.annotation
-
-
-def argument_kind(function: str, name: str, annotated: object = None) -> tuple[str, bool]:
+def argument_kind(function: str, name: str, annotated: object = "") -> tuple[str, bool]:
     """The kind of argument `name` of public function `function` (core.kinds.KINDS) and
-    whether it takes None: its annotation's (`annotated`, else the function's), else its
-    declaration's `kind` and `none` (a **keyword's: no annotation says them), else a str."""
-    said = annotated_kind(annotation(function, name) if annotated is None else annotated)
+    whether it takes None: its annotation's (`annotated`, the caller's: a function's own,
+    read where it is), else its declaration's `kind` and `none` (a **keyword's: no annotation
+    says them), else a str."""
+    said = annotated_kind(annotated)
     if said is not None:
         return said
     var = declaration(function, name)
@@ -832,132 +774,3 @@ def command_keywords(function: str) -> list[str]:
     """The keywords of the declared options of `function`'s command (search's: its stages name
     it), which its **keywords take (arguments.check_options)."""
     return [v.keyword for v in VARIABLES if function in v.stages]
-
-
-def _pool_spec_fields() -> list[str]:
-    """build_pool's **fields: PoolSpec's fields that a declaration checks (as api.build_pool)."""
-    from dataclasses import fields
-
-    from pipeline.pools.build import PoolSpec
-
-    return [f.name for f in fields(PoolSpec) if declaration("build_pool", f.name)]
-
-
-# the public functions' own **keywords, beside the declared options of their command
-OWN_KEYWORDS: dict[str, Callable[[], list[str]]] = {"build_pool": _pool_spec_fields}
-
-
-def public_arguments() -> dict[str, list[str]]:
-    """Each public function (pipeline.__all__'s functions, each checked by
-    arguments.validated, and the constructors of CHECKED_CLASSES) -> its arguments: its
-    parameters (a *parameter by its name) and, for a **parameter, the keywords it takes (its
-    own, OWN_KEYWORDS, then its command's declared options)."""
-    import inspect
-
-    import pipeline
-
-    found = {}
-    for name in pipeline.__all__:
-        value = getattr(pipeline, name)
-        if not (inspect.isfunction(value) or name in CHECKED_CLASSES):
-            continue
-        params = inspect.signature(value).parameters.values()
-        names = [p.name for p in params if p.kind is not p.VAR_KEYWORD]
-        if any(p.kind is p.VAR_KEYWORD for p in params):
-            own = OWN_KEYWORDS[name]() if name in OWN_KEYWORDS else []
-            names += [key for key in (*own, *command_keywords(name)) if key not in names]
-        found[name] = list(dict.fromkeys(names))
-    return found
-
-
-def check_words(check: Callable[[str], object] | None) -> str:
-    """The values `check` takes, in words (its `words`: checks.py says them for its checks
-    whose values a kind's words do not say); '' for any other."""
-    return getattr(check, "words", "")
-
-
-def argument_words(function: str, name: str) -> str:
-    """What argument `name` of public function `function` takes: its kind's words
-    (argument_kind, KINDS), its declaration's check's (check_words), the make variable it
-    is checked as, and None where it is taken."""
-    var = declaration(function, name)
-    if var is None:
-        raise InputError(f"{layout.API_DOC}: argument {name} of {function} has no "
-                         "declaration: declare it in pipeline/options/declared.py "
-                         "(a variable's keywords, or keyword(...))")
-    kind, none = argument_kind(function, name)
-    words = md_text(KINDS[kind].words).replace("|", "\\|")
-    values = "" if kind == "bool" else check_words(var.check)
-    if var.check is None and kind == "str" and not var.variable:
-        words += ", checked by the function (see its section)"
-    return (words + (f": {values}" if values else "") + (f", as `{var.name}`" if var.variable
-                                                         else "") + (", or None" if none
-                                                                     else ""))
-
-
-def api_table() -> str:
-    """docs/api.md's table of the arguments (its generated part): a row per argument of the
-    public functions (public_arguments), or per group of arguments that read the same, saying
-    what to give (argument_words). An argument's row names the functions taking it so, but for
-    one: the row of a declaration for every function (no `functions`) that the most functions
-    take by it."""
-    taking: dict[tuple[str, str], set[str]] = {}  # (argument, its words) -> the functions
-    general: dict[tuple[str, str], int] = {}  # -> how many by a declaration for every function
-    for function, names in public_arguments().items():
-        for name in names:
-            key = (name, argument_words(function, name))
-            taking.setdefault(key, set()).add(function)
-            if not declaration(function, name).functions:  # type: ignore[union-attr]
-                general[key] = general.get(key, 0) + 1
-    bare: dict[str, tuple[str, str]] = {}  # argument -> its row naming no function
-    for key in sorted(general, key=lambda key: (-general[key], key)):
-        bare.setdefault(key[0], key)
-    groups: dict[tuple[str, str], list[str]] = {}  # (words, functions named) -> arguments
-    for (name, words), functions in taking.items():
-        where = "" if bare.get(name) == (name, words) else (
-            f" ({', '.join(f'`{f}`' for f in sorted(functions))})")
-        groups.setdefault((words, where), []).append(name)
-    lines = ["| argument | what to give |", "|---|---|"]
-    for (words, where), names in sorted(groups.items(), key=lambda g: (min(g[1]), g[0][1])):
-        lines.append(f"| {', '.join(f'`{n}`' for n in sorted(names))}{where} | {words} |")
-    return "\n".join(lines)
-
-
-def spliced(text: str, block: str, where: str) -> str:
-    """`text` (the file `where`) with what lies between its lines BLOCK_START and BLOCK_END
-    replaced by `block`: the rest of the file stays as written."""
-    start, end = (text.find(f"\n{marker}\n") for marker in (BLOCK_START, BLOCK_END))
-    if min(start, end) < 0 or start > end or any(
-            text.count(marker) != 1 for marker in (BLOCK_START, BLOCK_END)):
-        raise InputError(f"{where}: give it one line {BLOCK_START} and, after it, one line "
-                         f"{BLOCK_END}: the generated tables go between")
-    return f"{text[:start]}\n{BLOCK_START}\n\n{block}\n\n{text[end + 1:]}"
-
-
-# each file with a generated part -> what goes between its markers
-GENERATED: dict[str, Callable[[], str]] = {layout.VARIABLES_DOC: markdown,
-                                           layout.API_DOC: lambda: api_table()}
-
-
-def generated(root: Path = ROOT) -> dict[Path, str]:
-    """Each file with a generated part (under `root`) -> its text: as written, its part
-    between the markers generated."""
-    return {Path(path): spliced((root / path).read_text() if (root / path).is_file() else "",
-                                block(), path) for path, block in GENERATED.items()}
-
-
-def stale(root: Path = ROOT, texts: dict[Path, str] | None = None) -> list[Path]:
-    """The generated files that differ from what the declaration gives (`texts`: generated)."""
-    return [path for path, text in (texts or generated(root)).items()
-            if not (root / path).is_file() or (root / path).read_text() != text]
-
-
-def write(root: Path = ROOT) -> list[Path]:
-    """Write the stale generated files again, each as written but for its generated part;
-    returns them."""
-    texts = generated(root)
-    written = stale(root, texts)
-    for path in written:
-        with atomic_path(root / path) as tmp:
-            tmp.write_text(texts[path])
-    return written

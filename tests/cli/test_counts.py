@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import pipeline
+from pipeline.cli.docs import public_arguments
 from pipeline.cli.main import build_parser
 from pipeline.cli.variables import read
 from pipeline.core.errors import InputError
@@ -32,7 +33,7 @@ from pipeline.options.checks import (
     worker_count,
     xdist_workers,
 )
-from pipeline.options.declared import DECLARED, Variable, declaration, public_arguments
+from pipeline.options.declared import DECLARED, Variable, declaration
 from pipeline.roots import data_roots
 from tests.conftest import refusal
 

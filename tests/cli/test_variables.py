@@ -15,19 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.cli.docs import generated, markdown, md_text, stale
 from pipeline.cli.variables import GOALS_ENV, MAKE_WAS, derived, make_command_line, read, read_make
 from pipeline.core.errors import InputError
 from pipeline.layout import raw_dir, run_name
 from pipeline.models import fused_name, hf_name
 from pipeline.options.checks import PER_CORE, cores, input_path, safe_path
-from pipeline.options.declared import (
-    BY_NAME,
-    VARIABLES,
-    generated,
-    markdown,
-    md_text,
-    stale,
-)
+from pipeline.options.declared import BY_NAME, VARIABLES
 from pipeline.roots import data_roots
 from tests.conftest import refusal
 

@@ -69,8 +69,9 @@ def cmd_goal(args: argparse.Namespace) -> None:
              "environment's (make's command line), else its default, checked"),
          corpus=False, writes=())
 def cmd_variables(args: argparse.Namespace) -> None:
+    from pipeline.cli.docs import markdown, write
     from pipeline.cli.variables import read_make
-    from pipeline.options.declared import BY_NAME, markdown, write
+    from pipeline.options.declared import BY_NAME
 
     if args.value:
         if args.value not in BY_NAME:
