@@ -264,12 +264,12 @@ def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | Non
     (not both), each checked by its declaration."""
     from dataclasses import fields as spec_fields
 
-    from pipeline.options.arguments import check_options
+    from pipeline.options.arguments import known_options
     from pipeline.options.declared import declaration
     from pipeline.pools.build import PoolSpec
     from pipeline.pools.build import build_pool as build
 
-    check_options("build_pool", "", fields, [f.name for f in spec_fields(PoolSpec)
+    known_options("build_pool", "", fields, [f.name for f in spec_fields(PoolSpec)
                                              if declaration("build_pool", f.name)])
     if spec is not None and fields:
         raise InputError("build_pool: give a PoolSpec or its fields as keywords, not both")
@@ -412,7 +412,7 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     with `replace` removed with its runs and made again."""
     from pipeline.encoding.embed import store_options
     from pipeline.models import with_query_prompt
-    from pipeline.options.arguments import check_options
+    from pipeline.options.arguments import known_options
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.search import (
         SearchSettings,
@@ -429,7 +429,7 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     if isinstance(model, str) and model_to_search(place, model, given) is None:
         return model  # a run imported under this name (make import-run): nothing to search
     entry = with_query_prompt(_entry(model), query_prompt)
-    check_options("search", entry.kind, options, list(retriever(entry.kind).OPTIONS))
+    known_options("search", entry.kind, options, list(retriever(entry.kind).OPTIONS))
     check_not_imported(place, entry.name)  # a ModelEntry named as an imported run
     pools = _stage_pools(data, corpus, pool, "search", program, repair_pools)
     for each in pools:
@@ -478,14 +478,14 @@ def index(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     pool), what is current kept, each pool timed; returns the pools. `options`: the retriever's own
     and the index command's declared ones, others refused."""
     from pipeline.encoding.embed import store_options
-    from pipeline.options.arguments import check_options
+    from pipeline.options.arguments import known_options
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.search import IndexSettings, index_pools, retriever_options
 
     data = Data.of(data)
     place, times = data.place(corpus), data._times(corpus)
     entry = _entry(model)
-    check_options("index", entry.kind, options, list(retriever(entry.kind).OPTIONS))
+    known_options("index", entry.kind, options, list(retriever(entry.kind).OPTIONS))
     pools = _stage_pools(data, corpus, pool, "index", program, repair_pools)
     options = retriever_options(entry, {**options, "model_path": model_path})
     index_pools(place, entry, pools, IndexSettings(threads, options, store_options(

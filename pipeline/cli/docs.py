@@ -30,7 +30,7 @@ def md_text(text: str) -> str:
 def _shown(var: Variable) -> str:
     if var.shown:
         return md_text(var.shown)
-    return f"`{var.default}`" if var.default else "(empty)"
+    return f"`{var.text()}`" if var.text() else "(empty)"
 
 
 def _bounds(var: Variable) -> str:

@@ -379,7 +379,7 @@ def check_goals(args: argparse.Namespace) -> None:
     for target in (TARGET_NAMES[g] for g in (args.GOALS or "").split() if g in TARGET_NAMES):
         goal = target.name
         for name, what in target.needs.items():
-            if not values.get(name) or (BY_NAME[name].default and name not in given):
+            if not values.get(name) or (BY_NAME[name].default != "" and name not in given):
                 raise InputError(f"make {goal} needs {name}=" + what.format(**values))
         if target.local and args.EXECUTOR == "slurm":
             raise InputError(f"make {goal} runs its stages on this machine: EXECUTOR=slurm is "
@@ -403,8 +403,8 @@ def help_text() -> str:
     lines.append("\nThe variables and their defaults (none shown: empty or derived; each "
                  "explained in docs/variables.md):")
     for group, title in GROUPS.items():
-        given = [v.name if callable(v.default) or not v.default else
-                 f"{v.name}={shlex.quote(v.default)}" for v in VARIABLES if v.group == group]
+        given = [v.name if callable(v.default) or not v.text() else
+                 f"{v.name}={shlex.quote(v.text())}" for v in VARIABLES if v.group == group]
         lines += textwrap.wrap(f"{title.split(' (')[0]}: " + "  ".join(given), 100,
                                subsequent_indent="    ", break_on_hyphens=False)
     return "\n".join(lines) + "\n"

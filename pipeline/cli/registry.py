@@ -14,7 +14,6 @@ from typing import Any
 
 from pipeline.core.errors import InputError, OptionError
 from pipeline.core.repair import PIPELINE_COMMAND, Where
-from pipeline.options.checks import run_check
 from pipeline.options.declared import (
     BY_NAME,
     KEYWORD_ONLY,
@@ -33,13 +32,9 @@ Option = Callable[[argparse.ArgumentParser], object]  # adds one option to a com
 def arg(*flags: str, **settings: Any) -> Option:
     """An option of a command, as argparse's add_argument; its `type` is its check, whose one
     line argparse reports naming the option (`--k: ...`, as make's `K: ...`), and which reads
-    a default given as text once, as a value given (run_check)."""
-    def add(parser: argparse.ArgumentParser) -> object:
-        default, check = settings.get("default"), settings.get("type")
-        read = {"default": run_check(check, default)} if check and isinstance(default, str) \
-            else {}
-        return parser.add_argument(*flags, **{**settings, **read})
-    return add
+    a default given as text only when the command runs without the option (argparse's way):
+    once, on the one command run."""
+    return lambda parser: parser.add_argument(*flags, **settings)
 
 
 def flag(option: str, help_text: str) -> Option:
@@ -52,8 +47,7 @@ def like(var: str | Variable, **settings: Any) -> Option:
     declaration's check, default (a derived one: from the others' defaults) and help, unless
     `settings` say otherwise; its flag before it had its variable's name too (Variable.was)."""
     var = BY_NAME[var] if isinstance(var, str) else var
-    default = var.default({v.name: v.default for v in VARIABLES}) if callable(var.default) \
-        else var.default
+    default = var.text({v.name: v.text() for v in VARIABLES if not callable(v.default)})
     check = None if var.with_goals else var.check  # MODEL: import-run's name is no model
     option = arg(var.option, **{"type": check, "default": default or None,
                                 "help": var.help.replace("%", "%%"), **settings})

@@ -17,7 +17,6 @@ from pipeline import layout
 from pipeline.core.errors import InputError
 from pipeline.corpus.manifest import recorded_source, written_whole
 from pipeline.models import IMPORT_VECTORS, VECTORS_PREFIX, chosen_model
-from pipeline.options.checks import run_check
 from pipeline.options.declared import BY_NAME, VARIABLES, Variable
 from pipeline.roots import ROOT_VARIABLES, data_roots
 
@@ -73,7 +72,7 @@ def checked_value(var: Variable, name: str, text: str) -> object:
     if var.check is None or var.with_goals:  # with_goals: RULES check it (MODEL)
         return text
     try:
-        return run_check(var.check, text)
+        return var.check(text)
     except InputError as exc:
         raise InputError(f"{name}: {exc}") from None
 
@@ -122,8 +121,7 @@ def read(environ: Mapping[str, str], command_line: Mapping[str, str] | None = No
     texts: dict[str, str] = {}  # a default may follow the values before it (SOURCE: CORPUS)
     args = argparse.Namespace()
     for var in VARIABLES:
-        default = var.default(texts) if callable(var.default) else var.default
-        texts[var.name] = environ[var.name] if var.name in given else default
+        texts[var.name] = environ[var.name] if var.name in given else var.text(texts)
         setattr(args, var.name, checked_value(var, var.name, texts[var.name]))
     args.GOALS = environ.get(GOALS_ENV, "")
     args.GIVEN = " ".join(given)

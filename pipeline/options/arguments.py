@@ -18,7 +18,6 @@ from pipeline.core.kinds import KINDS, PATH, accepts
 from pipeline.core.repair import Where
 from pipeline.layout import check_path_length
 from pipeline.options import declared
-from pipeline.options.checks import run_check
 from pipeline.roots import data_roots, where
 
 
@@ -52,7 +51,7 @@ def check_value(function: str, name: str, value: object, annotated: object = "")
         return
     try:
         for item in value if kind == "pools" and not isinstance(value, str) else [value]:
-            run_check(rule.check, _command_line(item))
+            rule.check(_command_line(item))
     except InputError as exc:
         raise InputError(f"{function}: {name}={value!r}: {exc.message}") from None
 
@@ -74,15 +73,15 @@ def unknown(function: str, name: str, known: Sequence[str], owner: str = "") -> 
     return InputError(f"unknown option {name} for {owner or function}{hint}")
 
 
-def check_options(function: str, owner: str, options: Mapping[str, Any],
+def known_options(function: str, owner: str, options: Mapping[str, Any],
                   own: Sequence[str]) -> None:
-    """The **keywords of `function`: `own` (build_pool's PoolSpec fields, a retriever kind's
-    options: `owner`'s) and the declared options of its command (search's), each checked."""
+    """The **keywords of `function` are `own` (build_pool's PoolSpec fields, a retriever kind's
+    options: `owner`'s) or the declared options of its command (search's): another is refused
+    with the nearest known name. Their values are `validated`'s to check, once."""
     known = list(dict.fromkeys([*own, *declared.command_keywords(function)]))
-    for name, value in options.items():
+    for name in options:
         if name not in known:
             raise unknown(function, name, known, owner)
-        check_value(function, name, value)
 
 
 def renamed(function: str, kwargs: dict[str, Any], takes: Sequence[str]) -> dict[str, Any]:
@@ -103,8 +102,9 @@ def renamed(function: str, kwargs: dict[str, Any], takes: Sequence[str]) -> dict
 
 
 def validated(function: Callable) -> Callable:
-    """`function`, each argument checked first by its declaration: nothing runs, and nothing
-    is written, with a bad one. Its **keywords are its own to check (check_options)."""
+    """`function`, each argument it runs with (given, or its default) checked first by its
+    declaration, once: nothing runs, and nothing is written, with a bad one; its **keywords'
+    names are its own to check (known_options)."""
     name, signature = function.__name__, inspect.signature(function)
     params = signature.parameters
     named = [p for p, v in params.items() if v.kind not in (v.VAR_POSITIONAL, v.VAR_KEYWORD)]
@@ -129,11 +129,17 @@ def validated(function: Callable) -> Callable:
             from pipeline.evaluation.score import check_order
 
             check_order(name, bound.get("qrels"), bound.get(run))
-        for key, value in bound.items():
+        defaults = {p: params[p].default for p in named if p not in bound
+                    and params[p].default is not params[p].empty}
+        for key, value in {**bound, **defaults}.items():  # given or defaulted: each once
             kind = params[key].kind
-            if kind is not kind.VAR_KEYWORD:  # those: the function's own (check_options)
-                for item in value if kind is kind.VAR_POSITIONAL else [value]:
-                    check_value(name, key, item, params[key].annotation)
+            if kind is kind.VAR_KEYWORD:  # its options: those declared (the others: refused
+                for option, item in value.items():  # by the function, known_options)
+                    if declared.declaration(name, option) is not None:
+                        check_value(name, option, item)
+                continue
+            for item in value if kind is kind.VAR_POSITIONAL else [value]:
+                check_value(name, key, item, params[key].annotation)
         try:
             return function(*args, **kwargs)
         except InputError as exc:

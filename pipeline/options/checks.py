@@ -6,7 +6,6 @@ environment exists."""
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import re
@@ -25,15 +24,6 @@ from pipeline.layout import (
 )
 
 DTYPES = ("float32", "float16")
-
-
-@functools.cache
-def run_check(check: Callable[[str], object], text: str) -> object:
-    """`check(text)`, once per process: make's reading of a variable, a command's option and
-    an API argument's check all come here, so a value (a default above all, which every
-    command taking the option has) is checked once however many stages a goal runs. A
-    refusal is not kept: asked again, the check runs again and refuses again."""
-    return check(text)
 
 
 MAX_INT = 2**31 - 1  # every whole-number variable: seeds, counts, threads, shards
@@ -95,6 +85,7 @@ def number_in(low: float, high: float, noun: str, example: str = "", *,
         if not (math.isfinite(value) and inside):
             raise InputError(said)
         return value
+    parse.__name__ = "float"
     parse.words = words  # type: ignore[attr-defined]
     parse.most = lambda: high  # type: ignore[attr-defined]
     parse.open_ends = open_ends  # type: ignore[attr-defined]
@@ -407,6 +398,7 @@ def number_above(low: float, what: str):
         if not math.isfinite(value) or value <= low:
             raise InputError(f"{text} is out of range: {what}")
         return value
+    parse.__name__ = "float"
     parse.words = f"more than {low}"  # type: ignore[attr-defined]
     return parse
 

@@ -87,7 +87,6 @@ from pipeline.options.checks import (
     repeat_count,
     repeat_index,
     retry_count,
-    run_check,
     safe_path,
     sample_count,
     scored_run,
@@ -119,7 +118,9 @@ class Variable:
     with one check and one default for all three (docs/extending.md)."""
 
     name: str
-    default: str | Callable[[dict[str, str]], str]  # or of the values before it (SOURCE)
+    # the default as the API takes it (K: 500), its check's reading of make's text (`text`);
+    # or of the values before it (SOURCE); checked where a door takes it, once
+    default: str | int | Callable[[dict[str, str]], str]
     check: Callable[[str], object] | None  # None: a rule checks it with others (RULES)
     help: str
     group: str
@@ -149,6 +150,10 @@ class Variable:
     with_goals: bool = False
 
     def __post_init__(self) -> None:
+        number = getattr(self.check, "__name__", "") in ("int", "float")
+        if number and isinstance(self.default, str) and self.default:
+            raise ValueError(f"option {self.name}: its default is a number as the API takes "
+                             f"it ({self.default}, not {self.default!r})")
         if self.changes_run not in (True, False, MODEL_ID) and (
                 self.changes_run is not None or self.reaches_run):
             raise ValueError(f"option {self.name} reaches a search or an encoder: declare "
@@ -160,6 +165,11 @@ class Variable:
         """Whether the option reaches a search or an encoder: a stage of RUN_STAGES takes it,
         or it is one of the model's (the encoder it names, loads or calls)."""
         return bool(set(self.stages) & set(RUN_STAGES)) or self.group == "models"
+
+    def text(self, values: Mapping[str, str] | None = None) -> str:
+        """The default as make's command line writes it ('' none); one derived from the values
+        before it, from `values` (CORPUS's for SOURCE)."""
+        return self.default(dict(values or {})) if callable(self.default) else str(self.default)
 
     @property
     def keyword(self) -> str:
@@ -292,7 +302,7 @@ DECLARED: tuple[Variable, ...] = (
       stages=("download",)),
     V("UPDATE", "", choice(FLAG), "1: make download brings an older release to RELEASE with "
       "the API's diffs", "data", one_word=True, switch=True, stages=("download",)),
-    V("PARALLEL", "4", parallel_downloads, "make download: files downloaded at once", "data",
+    V("PARALLEL", 4, parallel_downloads, "make download: files downloaded at once", "data",
       one_word=True, stages=("download",)),
     V("CITATIONS", "inbound", choice(CITATION_MODES), "what the prefilter counts as a "
       "paper's citations: inbound, outbound or either", "data", one_word=True,
@@ -306,8 +316,8 @@ DECLARED: tuple[Variable, ...] = (
     V("FIELD", "", field_names, "a field-level pool: one of the 19 MAG fields, all, or several "
       "separated by spaces, '-' for a name's space (computer-science)", "pools",
       shown="(empty: a dataset-level pool)", optional=True, stages=("pool",)),
-    V("REPEATS", "1", repeat_count, "samples per size (the paper: 3)", "pools", stages=("pool",)),
-    V("SEED", "0", non_negative, "the pools' seed (in a pool's name unless 0); also the "
+    V("REPEATS", 1, repeat_count, "samples per size (the paper: 3)", "pools", stages=("pool",)),
+    V("SEED", 0, non_negative, "the pools' seed (in a pool's name unless 0); also the "
       "random model's and make mdcr's", "pools",
       stages=("pool", "pools-paper", "report", "search", "mdcr", "mdcr-jaccard"),
       kind="int", changes_run=True),  # kind: build_pool's **fields
@@ -337,9 +347,9 @@ DECLARED: tuple[Variable, ...] = (
     V(API_URL, "", endpoint_url, "MODEL=api:<model>: the URL of the OpenAI-compatible "
       f"embeddings endpoint; its key from the environment's {API_KEY}", "models",
       optional=True, one_word=True, changes_run=MODEL_ID),
-    V(API_BATCH, str(API_DEFAULTS[API_BATCH]), api_setting(API_BATCH),
+    V(API_BATCH, API_DEFAULTS[API_BATCH], api_setting(API_BATCH),
       "MODEL=api:<model>: inputs per request", "models", one_word=True, changes_run=False),
-    V(API_CONCURRENCY, str(API_DEFAULTS[API_CONCURRENCY]),
+    V(API_CONCURRENCY, API_DEFAULTS[API_CONCURRENCY],
       api_setting(API_CONCURRENCY), "MODEL=api:<model>: requests sent at once",
       "models", one_word=True, changes_run=False),
     V("QUERY_PROMPT", "", prompt_text, "a prompt before each query's text (\\n for a line "
@@ -360,7 +370,7 @@ DECLARED: tuple[Variable, ...] = (
     V("SIMILARITY", "cosine", choice(SIMILARITIES), "make import-vectors: how a search "
       "compares the vectors: cosine, ip or l2", "models", one_word=True,
       stages=("import-vectors",), changes_run=MODEL_ID),
-    V("THREADS", "2", worker_count, "worker processes and threads (ingest, Lucene, search); "
+    V("THREADS", 2, worker_count, "worker processes and threads (ingest, Lucene, search); "
       "with EXECUTOR=slurm each job's CPUs", "search",
       stages=("index", "search"), was="workers", changes_run=False),
     V("BM25_ENGINE", BM25_ENGINE, choice(BM25_ENGINES), "BM25 on arrays (numba) or lucene "
@@ -372,7 +382,7 @@ DECLARED: tuple[Variable, ...] = (
     V("QUERY_VARIANT", "full", choice(VARIANTS), "perturbed queries: full, title, abstract, "
       "shuffled, deleted30 or typos; runs named after the model and the variant", "search",
       one_word=True, stages=("search",), was="variant", changes_run=True),
-    V("K", "500", depth, "candidates retrieved per query (the paper's: 500)", "search",
+    V("K", 500, depth, "candidates retrieved per query (the paper's: 500)", "search",
       one_word=True, stages=("search",), changes_run=True),
     # ---- eval
     V("PAPER_IDS", "", safe_path, "make training-ids: the folder of S2AG's paper-ids "
@@ -433,27 +443,27 @@ DECLARED: tuple[Variable, ...] = (
                                             example="http://127.0.0.1:8000"),
       "JUDGE=api:<model>: the OpenAI-compatible chat endpoint; its key from the "
       f"environment's {API_KEY}", "judging", optional=True, one_word=True, stages=JUDGING),
-    V("SAMPLE", "20", sample_count, "make judge, judge-page: unjudged pairs drawn per query",
+    V("SAMPLE", 20, sample_count, "make judge, judge-page: unjudged pairs drawn per query",
       "judging", one_word=True, stages=SAMPLING, was="sample_size"),
-    V("SAMPLE_SEED", "0", non_negative, "the judging sample's seed", "judging",
+    V("SAMPLE_SEED", 0, non_negative, "the judging sample's seed", "judging",
       one_word=True, stages=SAMPLING),
-    V("JUDGE_DEPTH", "100", depth, "the ranks of each of MODELS whose unjudged candidates "
+    V("JUDGE_DEPTH", 100, depth, "the ranks of each of MODELS whose unjudged candidates "
       "are sampled", "judging", one_word=True, stages=SAMPLING, was="depth"),
-    V("JUDGE_CONCURRENCY", "4", int_at_least(1, "use 1 or more", API_LIMITS[API_CONCURRENCY],
+    V("JUDGE_CONCURRENCY", 4, int_at_least(1, "use 1 or more", API_LIMITS[API_CONCURRENCY],
                                              f" (requests at once, as {API_CONCURRENCY})"),
       "JUDGE=api:<model>: requests sent at once",
       "judging", one_word=True, stages=JUDGING, was="concurrency"),
     # ---- cluster
     V("EXECUTOR", "local", check_executor, "where embed runs: local (this machine) or slurm "
       "(an sbatch job array)", "cluster", one_word=True),
-    V("SHARDS", "1", shard_count, "shards of the embed stage (array tasks with slurm)",
+    V("SHARDS", 1, shard_count, "shards of the embed stage (array tasks with slurm)",
       "cluster", stages=("embed", *SLURM_JOBS), was="num_shards", changes_run=False),
     V("SHARD", "", shard_index, "make embed: only this shard of SHARDS", "cluster",
       shown="each in turn", optional=True, one_word=True, stages=("embed",), changes_run=False),
     V("PARTITION", "", check_partition, "#SBATCH --partition: one name, or several separated "
       "by commas", "cluster", shown="the cluster's default", optional=True, one_word=True,
       stages=SLURM_JOBS),
-    V("GPUS_PER_TASK", "1", gpus_per_task, "#SBATCH --gres=gpu:K of each task; 0 asks for "
+    V("GPUS_PER_TASK", 1, gpus_per_task, "#SBATCH --gres=gpu:K of each task; 0 asks for "
       "none", "cluster", stages=SLURM_JOBS),
     V("SLURM_TIME", "", check_time, "#SBATCH --time of each job: 90 (minutes), 4:00:00, "
       "1-12:00:00; TIME on make's command line", "cluster", shown="the cluster's default",
@@ -464,26 +474,26 @@ DECLARED: tuple[Variable, ...] = (
     V("DEMO_SIZES", "2k 5k 10k", sizes, "the demo's dataset-level pool sizes", "demo"),
     V("DEMO_MODELS", "bm25 minilm random", None, "the models make demo evaluates, separated "
       "by commas or spaces", "demo"),
-    V("DEMO_SEED", "0", non_negative, "the synthetic demo corpus's seed (given: the corpus "
+    V("DEMO_SEED", 0, non_negative, "the synthetic demo corpus's seed (given: the corpus "
       "is made again with it)", "demo"),
     V("DEMO_FIELDS", "medicine biology computer-science", field_names, "the fields of the demo's "
       "field-level pools (empty: none)", "demo"),
     V("DEMO_FIELD_SIZE", "1k", sizes, "the size of the demo's field-level pools", "demo"),
-    V("DEMO_FIELD_QUERIES", "25", query_count, "queries per demo field-level pool", "demo"),
-    V("DEMO_REPEATS", "3", repeat_count, "pool draws per demo pool size", "demo"),
+    V("DEMO_FIELD_QUERIES", 25, query_count, "queries per demo field-level pool", "demo"),
+    V("DEMO_REPEATS", 3, repeat_count, "pool draws per demo pool size", "demo"),
     # ---- paper grid
     V("PAPER_SIZES", "200k 500k 1M 2M", sizes, "dataset-level pool sizes (MDCR section 3)",
       "paper grid", stages=("pools-paper",)),
-    V("PAPER_QUERIES", "3800", query_count, "queries per dataset-level pool", "paper grid",
+    V("PAPER_QUERIES", 3800, query_count, "queries per dataset-level pool", "paper grid",
       stages=("pools-paper",)),
     V("PAPER_FIELD_SIZE", "100k", sizes, "the size of the field-level pools (all 19 fields)",
       "paper grid", stages=("pools-paper",)),
-    V("PAPER_FIELD_QUERIES", "200", query_count, "queries per field-level pool", "paper grid",
+    V("PAPER_FIELD_QUERIES", 200, query_count, "queries per field-level pool", "paper grid",
       stages=("pools-paper",)),
-    V("PAPER_REPEATS", "3", repeat_count, "samples per size", "paper grid",
+    V("PAPER_REPEATS", 3, repeat_count, "samples per size", "paper grid",
       stages=("pools-paper",)),
     # ---- tests
-    V("TEST_WORKERS", "2", xdist_workers, "test processes (pytest-xdist), each up to 1.3 "
+    V("TEST_WORKERS", 2, xdist_workers, "test processes (pytest-xdist), each up to 1.3 "
       "GiB; pytest's own options go in PYTEST_ADDOPTS", "tests",
       one_word=True),
     # ---- the API's own arguments, no make variable (docs/api.md, Validation); each of their
@@ -578,9 +588,9 @@ RENAMED = {v.was: v for v in VARIABLES if v.was}  # an old keyword -> its option
 
 
 def default(name: str) -> object:
-    """`name`'s declared default as its check reads it (K: 500): the API's keyword defaults."""
-    var = BY_NAME[name]
-    return run_check(var.check, var.default) if var.check and var.default else var.default
+    """`name`'s declared default (K: 500): the API's keyword defaults, checked where a call
+    takes them (options/arguments.py: validated), not here."""
+    return BY_NAME[name].default
 
 
 def worded(exc: OptionError, door: str) -> str:
@@ -625,7 +635,7 @@ def run_options(options: Mapping[str, object]) -> dict[str, object]:
 def identity_default(var: Variable) -> object:
     """`var`'s default as a run's identity holds it: as its check reads it (`default`); None
     for an empty one (the option not given: the API's None, the retriever's default)."""
-    return default(var.name) if var.default else None
+    return var.default if var.text() else None
 
 
 # ---- the rules relating several values, applied in order after each value's own check to the
@@ -655,10 +665,11 @@ def values_are_one_word(v: Any) -> None:
 
 
 def models_are_registered(v: Any) -> None:
-    """MODEL by its declared check (once: run_check), and DEMO_MODELS (commas or spaces
-    between) by the same resolution, each written as registered; an hf: model's POOLING too."""
+    """MODEL by its declared check (once: read leaves it to this rule), and DEMO_MODELS
+    (commas or spaces between) by the same resolution, each written as registered; an hf:
+    model's POOLING too."""
     if v.MODEL:
-        run_check(BY_NAME["MODEL"].check, v.MODEL)
+        BY_NAME["MODEL"].check(v.MODEL)  # type: ignore[misc]
     for variable in ("MODEL", "DEMO_MODELS"):
         for name in (getattr(v, variable) or "").replace(",", " ").split():
             try:
@@ -772,5 +783,5 @@ def argument_kind(function: str, name: str, annotated: object = "") -> tuple[str
 
 def command_keywords(function: str) -> list[str]:
     """The keywords of the declared options of `function`'s command (search's: its stages name
-    it), which its **keywords take (arguments.check_options)."""
+    it), which its **keywords take (arguments.known_options)."""
     return [v.keyword for v in VARIABLES if function in v.stages]

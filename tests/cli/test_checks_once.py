@@ -1,9 +1,10 @@
-"""Each value is checked once (issue 72): a goal reads make's variables, checks each, and
-gives the checked values to its stages; no stage parses them again, and a default every
-command shares (CORPUS's, SEED's) is checked once however many stages take it. Counted by
-wrapping every declared check before the pipeline is imported (sitecustomize), over real runs
-of `make search` with Lucene (and its `make -n`) and of `make eval` with MiniLM: the goals and
-every stage they run, the API functions they call and the checks those make. MODEL's check
+"""Each value is checked once, on the path it travels, at each of the four doors (issues 72,
+81): a make goal, make -n, a command of `python -m pipeline` and a call of the API. Counted
+at the check itself: every declared check is wrapped before the pipeline is imported
+(sitecustomize), and no memo stands between a door and a check. A goal reads make's variables,
+checks each (given or defaulted) and gives the checked values to its stages, which never check
+them again; a command's options are checked by argparse (a default only when not given); an
+API call checks each argument it runs with, given or defaulted. MODEL's check
 (checks.model_name) is counted as every other: the rules run it once the goals are known."""
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.cli import registry
+from pipeline.options.declared import VARIABLES
 from pipeline.pools.build import PoolSpec, build_pool
 from tests.conftest import copy_corpus
 
@@ -23,14 +26,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 
+# Every declared check counted where it runs: each access to a declaration's `check` gives a
+# new counting function, so no memo keyed on the check (as `run_check` was) can answer a
+# second ask without the check running, and being counted, again.
 COUNTER = """
+import functools
 import os
 from pipeline.options import declared
 
 
-def counted(var, at):
-    check = var.check
+def counting(var):
+    check = var.__dict__["check"]
+    at = next(i for i, each in enumerate(declared.DECLARED) if each is var)
+    if check is None:
+        return None
 
+    @functools.wraps(check)
     def logged(text):
         with open(os.environ["CHECKS_LOG"], "a") as log:
             log.write(f"{var.name}\\t{text}\\t{at}\\n")
@@ -38,9 +49,7 @@ def counted(var, at):
     return logged
 
 
-for at, var in enumerate(declared.DECLARED):
-    if var.check is not None:
-        object.__setattr__(var, "check", counted(var, at))
+declared.Variable.check = property(counting)
 """
 
 
@@ -72,17 +81,83 @@ def data(corpus_dir, tmp_path_factory) -> Path:
     return root
 
 
+def counted_run(tmp_path: Path, argv: list[str], **environ: str) -> Counter:
+    """(variable, text, its declaration's place) -> how many times its check ran in `argv`,
+    run from the checkout with every check counted."""
+    site, log = tmp_path / "site", tmp_path / "checks.log"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(COUNTER)
+    log.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MODEL", "CORPUS")}
+    env.update(PYTHONPATH=os.pathsep.join((str(site), str(ROOT))), CHECKS_LOG=str(log),
+               **environ)
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return Counter(tuple(line.split("\t")) for line in log.read_text().splitlines())
+
+
+def by_value(counts: Counter) -> Counter:
+    """(variable, text) -> the checks of it, whichever declaration's."""
+    times: Counter = Counter()
+    for (name, text, _), n in counts.items():
+        times[name, text] += n
+    return times
+
+
+def once(counts: Counter, given: list[tuple[str, str]], defaulted: list[tuple[str, str]]):
+    """Each check ran at most once; each value given and each default taken exactly once."""
+    twice = {key: n for key, n in counts.items() if n > 1}
+    assert not twice, twice
+    times = by_value(counts)
+    missing = [pair for pair in (*given, *defaulted) if times[pair] != 1]
+    assert not missing, (missing, counts)
+
+
+def make_defaults(given: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """make's variables not given, each with its default as make writes it: those a check
+    reads (an empty optional one is no value; one without a check, RULES')."""
+    names = {name for name, _ in given}
+    return [(v.name, v.text()) for v in VARIABLES if v.name not in names and v.check
+            and not v.with_goals and not callable(v.default) and v.text()]
+
+
 @pytest.mark.parametrize("assignments", [
     ("search", "MODEL=bm25", "BM25_ENGINE=lucene", "K=100"),
     ("eval", "MODEL=minilm", "SIZE=1k"),
     ("-n", "search", "MODEL=bm25", "BM25_ENGINE=lucene", "K=100"),  # make -n: the commands
 ])
-def test_each_given_value_is_checked_once_and_no_default_twice(data, tmp_path, assignments):
+def test_make_checks_each_value_and_each_default_once(data, tmp_path, assignments):
+    """A make goal and make -n: every variable, given or defaulted, checked exactly once,
+    MODEL's included; no check twice, however many stages take a value."""
     counts = checks_in(data, tmp_path, *assignments)
-    given = [tuple(a.split("=", 1)) for a in (*assignments, "CORPUS=c") if "=" in a]
-    times: Counter = Counter()
-    for (name, text, _), n in counts.items():
-        times[name, text] += n
-    assert all(times[pair] == 1 for pair in given), (given, counts)  # MODEL's included
-    twice = {pair: n for pair, n in counts.items() if n > 1}
-    assert not twice, twice
+    given = [tuple(a.split("=", 1)) for a in (*assignments, "CORPUS=c", f"DATA={data}")
+             if "=" in a]
+    once(counts, given, make_defaults(given))
+
+
+def test_a_command_checks_each_option_once(data, tmp_path):
+    """`python -m pipeline search`: each option given checked once by argparse, each default
+    of the command's declared options once (argparse reads it when not given), none again by
+    the stage."""
+    counts = counted_run(tmp_path, [
+        sys.executable, "-m", "pipeline", "--corpora-root", str(data / "corpora"),
+        "--index-root", str(data / "indexes"), "--runs-root", str(data / "runs"), "search",
+        "--corpus", "c", "--model", "bm25", "--k", "100", "--bm25-engine", "lucene"])
+    given = [("CORPUS", "c"), ("model", "bm25"), ("K", "100"), ("BM25_ENGINE", "lucene")]
+    defaulted = [(v.name, v.text()) for v in registry.staged("search")
+                 if v.check and v.text() and not callable(v.default) and not v.switch
+                 and v.name not in {name for name, _ in given}]
+    assert {name for name, _ in defaulted} >= {"SEED", "THREADS", "QUERY_VARIANT", "dtype"}
+    once(counts, given, defaulted)
+
+
+def test_an_api_call_checks_each_argument_once(data, tmp_path):
+    """`pipeline.search(...)`: each argument the call runs with, given or defaulted, checked
+    once by its declaration's check, its **options too; none again inside the stage."""
+    code = ("import sys, pipeline\n"
+            "pipeline.search(sys.argv[1], 'c', None, 'bm25', k=100, bm25_engine='lucene')\n")
+    counts = counted_run(tmp_path, [sys.executable, "-c", code, str(data)])
+    given = [("CORPUS", "c"), ("model", "bm25"), ("K", "100"), ("BM25_ENGINE", "lucene")]
+    defaulted = [("SEED", "0"), ("THREADS", "2"), ("QUERY_VARIANT", "full"),
+                 ("dtype", "float32"), ("REPLACE", "0")]
+    once(counts, given, defaulted)

@@ -94,7 +94,7 @@ def test_make_defines_none_of_the_variables_and_accepts_each_declared_one(tmp_pa
                              r"([A-Za-z_][A-Za-z0-9_]*) ", database, re.M))
     assert "GOAL" in defined and not defined & {*BY_NAME, *MAKE_WAS}
     values = {v.name: "" if v.optional else v.default({"CORPUS": "demo"}) if callable(v.default)
-              else v.default for v in VARIABLES}
+              else v.text() for v in VARIABLES}
     given = make(tmp_path, "check", *(f"{name}={value}" for name, value in values.items()),
                  "TIME=90")
     assert given.returncode == 0, given.stderr

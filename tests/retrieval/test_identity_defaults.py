@@ -30,12 +30,13 @@ def k1_value(text: str) -> float:
 def add_option(monkeypatch: pytest.MonkeyPatch, name: str, default_text: str | None,
                default: object) -> None:
     """Declare `name` (unless `default_text` is None: a retriever's undeclared option) as an
-    option that changes BM25's runs, with `default_text` as make holds it, and give BM25's
-    retriever the option with `default`: the two lines docs/extending.md asks for."""
+    option that changes BM25's runs, its default `default` (a number, as the API takes it;
+    make writes `default_text`, '' none), and give BM25's retriever the option with
+    `default`: the two lines docs/extending.md asks for."""
     if default_text is not None:
-        var = Variable(name, default_text, k1_value, "BM25's k1 (test)", "search",
-                       optional=not default_text, one_word=True, stages=("index", "search"),
-                       kind="number", none=True, changes_run=True)
+        var = Variable(name, default if default_text else "", k1_value, "BM25's k1 (test)",
+                       "search", optional=not default_text, one_word=True,
+                       stages=("index", "search"), kind="number", none=True, changes_run=True)
         monkeypatch.setattr(declared, "VARIABLES", (*declared.VARIABLES, var))
         monkeypatch.setitem(declared.BY_NAME, name, var)
     kind = type(retriever("bm25"))
