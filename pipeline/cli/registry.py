@@ -74,20 +74,16 @@ def _renamed(var: Variable) -> type[argparse.Action]:
     return Renamed
 
 
-def add_declared(parser: argparse.ArgumentParser, var: Variable, stage: str,
-                 dest: str = "") -> None:
-    """The option of the declared `var` in the command `stage`, its value at `dest` (an API
-    parameter's name) where given: a switch is a bare option; required, or with no default,
+def add_declared(parser: argparse.ArgumentParser, var: Variable, stage: str) -> None:
+    """The option of the declared `var` in the command `stage`, its value at its keyword (the
+    API parameter of that name): a switch is a bare option; required, or with no default,
     where the declaration says so."""
-    to = {"dest": dest} if dest and dest != var.keyword else {}
     if var.kind == "pools":  # repeatable
-        return like(var, action="append", **to)(parser)
+        return like(var, action="append")(parser)
     if var.switch:
-        return arg(var.option, action="store_true", help=var.help.replace("%", "%%"),
-                   **to)(parser)
+        return arg(var.option, action="store_true", help=var.help.replace("%", "%%"))(parser)
     bare = stage in var.required or stage in var.no_default or callable(var.default)
-    like(var, required=stage in var.required, **({"default": None} if bare else {}), **to,
-         **({"metavar": var.name} if to else {}))(parser)
+    like(var, required=stage in var.required, **({"default": None} if bare else {}))(parser)
 
 
 @dataclass(frozen=True)
@@ -112,10 +108,11 @@ class Command:
         parser.set_defaults(func=self.func, stage=self.name)
         for add in ((like("CORPUS"),) if self.corpus else ()) + self.arguments:
             add(parser)
-        own = {action.dest for action in parser._actions} | set(self.from_args)  # --corpus, ...
-        dests = parameters_of(self.api, self.name, own) if self.api else {}
+        if self.api:  # --corpus and the registration's own options: its arguments'
+            own = {action.dest for action in parser._actions} | set(self.from_args)
+            check_parameters(self.api, self.name, own)
         for var in staged(self.name):  # in the declarations' order
-            add_declared(parser, var, self.name, dests.get(var.name, ""))
+            add_declared(parser, var, self.name)
         return parser
 
 
@@ -150,15 +147,14 @@ def command(name: str, help_text: str, *arguments: Option, writes: tuple[str, ..
 
 
 # ---- one door: a command that IS an API function --------------------------------------------
-def parameters_of(function: Callable[..., Any], stage: str, own: set[str]) -> dict[str, str]:
-    """The declared option (its make variable) -> the parameter of the API `function` it is,
-    for each parameter but `data` (the root options), its **keywords and those the command's
-    own options give (`own`): the option whose `keywords` hold its name (a **keywords takes
-    the command's other declared options: spread). ValueError
+def check_parameters(function: Callable[..., Any], stage: str, own: set[str]) -> None:
+    """Each parameter of the API `function` but `data` (the root options), its **keywords and
+    those the command's own options give (`own`) is a declared option of the command `stage`
+    of its name (a **keywords takes the command's other declared options: spread): ValueError
     for a parameter without one, or with one of other commands (make passes it to its
-    `stages` only), and for an option naming the command (`stage`) among its stages that no
-    parameter takes."""
-    name, found = function.__name__, {}
+    `stages` only), and for an option naming the command among its stages that no parameter
+    takes."""
+    name, found = function.__name__, set()
     signature = inspect.signature(function).parameters
     for param in (p for p, v in signature.items() if p not in {"data", *own}
                   and v.kind is not v.VAR_KEYWORD):
@@ -166,14 +162,13 @@ def parameters_of(function: Callable[..., Any], stage: str, own: set[str]) -> di
                     and (not v.functions or name in v.functions)), None)
         if var is None:
             raise ValueError(f"command {stage}: parameter {param} of api.{name} is no declared "
-                             f"option of {stage}: declare it (its keywords, its stages) in "
+                             f"option of {stage}: declare it (its stages) in "
                              "pipeline/options/declared.py, or give it in the registration")
-        found[var.name] = param
+        found.add(var.name)
     extra = [v.name for v in staged(stage) if v.name not in found]
     if extra and not any(v.kind is v.VAR_KEYWORD for v in signature.values()):
         raise ValueError(f"command {stage}: {', '.join(extra)} name it among their stages, but "
                          f"api.{name} takes no such parameter")
-    return found
 
 
 def spread(stage: str, params: Collection[str]) -> list[str]:
@@ -192,7 +187,7 @@ def command_of(function: Callable[..., Any], name: str, help_text: str, *argumen
     (`data`: the root options; --corpus; a parameter no option declares: given by `arguments`,
     its dest the parameter's name, or another argument's as `from_args` maps it: verify's
     folders by its `path`, its program by the command line's own `program`, the name the user
-    called it by, build_corpus's name by --corpus; '' for none, the function's default: a
+    called it by, build_corpus's synthetic by --synth; '' for none, the function's default: a
     parameter Python alone gives; a **keywords: the command's other declared options), its run
     the call of `function` with their values (a *parameter's: each value given; a
     **keywords': those given; `data` where it takes one: `run`), `show` turning what it

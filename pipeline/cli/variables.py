@@ -65,8 +65,8 @@ def refuse_unsafe(environ: Mapping[str, str], names: list[str]) -> None:
                              "VENV=.venv")
 
 
-def checked_value(var: Variable, name: str, text: str) -> object:
-    """`text` as `var`'s check reads it (optional: empty is None); InputError naming `name`."""
+def checked_value(var: Variable, text: str) -> object:
+    """`text` as `var`'s check reads it (optional: empty is None); InputError naming it."""
     if var.optional and text == "":
         return None
     if var.check is None or var.with_goals:  # with_goals: RULES check it (MODEL)
@@ -74,7 +74,7 @@ def checked_value(var: Variable, name: str, text: str) -> object:
     try:
         return var.check(text)
     except InputError as exc:
-        raise InputError(f"{name}: {exc}") from None
+        raise InputError(f"{var.name}: {exc}") from None
 
 
 def make_command_line(makeflags: str) -> tuple[str, dict[str, str]]:
@@ -122,7 +122,7 @@ def read(environ: Mapping[str, str], command_line: Mapping[str, str] | None = No
     args = argparse.Namespace()
     for var in VARIABLES:
         texts[var.name] = environ[var.name] if var.name in given else var.text(texts)
-        setattr(args, var.name, checked_value(var, var.name, texts[var.name]))
+        setattr(args, var.name, checked_value(var, texts[var.name]))
     args.GOALS = environ.get(GOALS_ENV, "")
     args.GIVEN = " ".join(given)
     args.COMMAND_LINE = " ".join(names)
@@ -137,7 +137,7 @@ def as_corpus(args: argparse.Namespace, corpus: str) -> argparse.Namespace:
     texts = {name: value for name, value in values.items() if isinstance(value, str)}
     for var in VARIABLES:
         if callable(var.default) and var.name not in args.GIVEN.split():
-            values[var.name] = checked_value(var, var.name, var.default(texts))
+            values[var.name] = checked_value(var, var.default(texts))
     return argparse.Namespace(**values)
 
 

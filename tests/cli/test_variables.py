@@ -124,8 +124,8 @@ def rule_of(rule):
 declared.RULES = tuple(rule_of(rule) for rule in declared.RULES)  # before any module takes it
 from pipeline.cli import goals, variables  # noqa: E402
 value_check = variables.checked_value
-variables.checked_value = lambda var, name, text: (logged("value " + name),
-                                                   value_check(var, name, text))[1]
+variables.checked_value = lambda var, text: (logged("value " + var.name),
+                                             value_check(var, text))[1]
 
 goals_check = goals.check_goals
 goals.check_goals = lambda args: (logged("goals"), goals_check(args))[1]
