@@ -14,6 +14,8 @@ import pytest
 
 import pipeline
 from pipeline.core.errors import InputError
+from pipeline.core.kinds import annotated_kind
+from pipeline.options.arguments import validated
 from pipeline.options.declared import declaration
 from pipeline.pools.build import PoolSpec
 from tests.conftest import POOL_SEED, pool_of
@@ -157,16 +159,24 @@ def test_every_wrong_argument_is_one_line_and_writes_nothing(data, corpus_dir):
 
 
 def test_every_public_argument_has_its_rule():
-    """A new public function's arguments are declared in pipeline/options/declared.py, so each
-    is checked; an undeclared name has none."""
+    """A new public function's arguments are each checked: by a declaration in
+    pipeline/options/declared.py, or by the kind its annotation says (a flag, a DataFrame);
+    an argument with neither is refused at the call."""
     for name in pipeline.__all__:
         value = getattr(pipeline, name)
         if not inspect.isfunction(value):
             continue
         for param in inspect.signature(value).parameters.values():
             if param.kind is not param.VAR_KEYWORD:
-                assert declaration(name, param.name) is not None, (name, param.name)
+                assert declaration(name, param.name) is not None or annotated_kind(
+                    param.annotation) is not None, (name, param.name)
     assert declaration("search", "made_up_argument") is None
+
+    def made_up(data, made_up_argument=1) -> int:  # no annotation, no declaration
+        return made_up_argument
+
+    with pytest.raises(InputError, match="unknown option made_up_argument for made_up"):
+        validated(made_up)(".", made_up_argument=2)
 
 
 def test_build_pool_takes_each_pool_spec_field_checked(data, corpus_dir):

@@ -117,20 +117,21 @@ def check_words(check: Callable[[str], object] | None) -> str:
 def argument_words(function: str, name: str) -> str:
     """What argument `name` of public function `function` takes: its kind's words
     (argument_kind, KINDS), its declaration's check's (check_words), the make variable it
-    is checked as, and None where it is taken."""
-    var = declared.declaration(function, name)
-    if var is None:
-        raise InputError(f"{layout.API_DOC}: argument {name} of {function} has no "
-                         "declaration: declare it in pipeline/options/declared.py "
-                         "(a variable, or keyword(...))")
-    kind, none = declared.argument_kind(function, name, annotation(function, name))
+    is checked as, and None where it is taken. An argument no declaration names is its
+    annotation's kind alone; one with neither is refused."""
+    var, said = declared.declaration(function, name), annotation(function, name)
+    if var is None and not said:
+        raise InputError(f"{layout.API_DOC}: argument {name} of {function} has neither an "
+                         "annotation nor a declaration: annotate it, or declare it in "
+                         "pipeline/options/declared.py (a variable, or keyword(...))")
+    kind, none = declared.argument_kind(function, name, said)
     words = md_text(KINDS[kind].words).replace("|", "\\|")
-    values = "" if kind == "bool" else check_words(var.check)
-    if var.check is None and kind == "str" and not var.variable:
+    check = None if var is None else var.check
+    values = "" if kind == "bool" else check_words(check)
+    if check is None and kind == "str" and not (var and var.variable):
         words += ", checked by the function (see its section)"
-    return (words + (f": {values}" if values else "") + (f", as `{var.name}`" if var.variable
-                                                         else "") + (", or None" if none
-                                                                     else ""))
+    return (words + (f": {values}" if values else "") + (
+        f", as `{var.name}`" if var and var.variable else "") + (", or None" if none else ""))
 
 
 def api_table() -> str:
@@ -145,7 +146,7 @@ def api_table() -> str:
         for name in names:
             key = (name, argument_words(function, name))
             taking.setdefault(key, set()).add(function)
-            if not declared.declaration(function, name).functions:  # type: ignore[union-attr]
+            if not getattr(declared.declaration(function, name), "functions", ()):
                 general[key] = general.get(key, 0) + 1
     bare: dict[str, tuple[str, str]] = {}  # argument -> its row naming no function
     for key in sorted(general, key=lambda key: (-general[key], key)):

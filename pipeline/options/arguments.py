@@ -26,8 +26,8 @@ def check_value(function: str, name: str, value: object, annotated: object = "")
     **keyword's: its declaration's), then its value by its option's check (on the command
     line's text of it): a one-line InputError naming the function, the argument and what to
     give."""
-    rule = declared.declaration(function, name)
-    if rule is None:
+    rule = declared.declaration(function, name)  # None: its annotation's kind alone
+    if rule is None and not annotated:
         raise unknown(function, name, [])
     kind, none = declared.argument_kind(function, name, annotated)
     if value is None and none:
@@ -46,7 +46,7 @@ def check_value(function: str, name: str, value: object, annotated: object = "")
         except InputError as exc:
             raise InputError(f"{function}: {name}: {exc.message}") from None
     # an object (a ModelEntry, a list of them, a SyntheticConfig) is checked by its own fields
-    if rule.check is None or not isinstance(value, str | int) and kind in (
+    if rule is None or rule.check is None or not isinstance(value, str | int) and kind in (
             "model", "models", "synthetic"):
         return
     try:
@@ -108,9 +108,10 @@ def validated(function: Callable) -> Callable:
     name, signature = function.__name__, inspect.signature(function)
     params = signature.parameters
     named = [p for p, v in params.items() if v.kind not in (v.VAR_POSITIONAL, v.VAR_KEYWORD)]
+    said = {p: "" if v.annotation is v.empty else v.annotation for p, v in params.items()}
     # ranx's order, (qrels, run): a call in the old order is refused saying so, before the kinds
     run = next((p for p in named[1:] if declared.argument_kind(
-        name, p, params[p].annotation)[0] in ("run", "named_runs")), None) if named[:1] == [
+        name, p, said[p])[0] in ("run", "named_runs")), None) if named[:1] == [
         "qrels"] else None
 
     @functools.wraps(function)
@@ -123,7 +124,7 @@ def validated(function: Callable) -> Callable:
             raise unknown(name, key, named) if key else InputError(f"{name}: {exc}") from None
         for key in (p for p in named if params[p].default is params[p].empty):
             if key not in bound:
-                what = KINDS[declared.argument_kind(name, key, params[key].annotation)[0]].words
+                what = KINDS[declared.argument_kind(name, key, said[key])[0]].words
                 raise InputError(f"{name}: missing {key}: give {what}")
         if run:
             from pipeline.evaluation.score import check_order
@@ -139,7 +140,7 @@ def validated(function: Callable) -> Callable:
                         check_value(name, option, item)
                 continue
             for item in value if kind is kind.VAR_POSITIONAL else [value]:
-                check_value(name, key, item, params[key].annotation)
+                check_value(name, key, item, said[key])
         try:
             return function(*args, **kwargs)
         except InputError as exc:

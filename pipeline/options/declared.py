@@ -497,10 +497,13 @@ DECLARED: tuple[Variable, ...] = (
       "GiB; pytest's own options go in PYTEST_ADDOPTS", "tests",
       one_word=True),
     # ---- the API's own arguments, no make variable (docs/api.md, Validation); each of their
-    # kinds its function's annotation's (argument_kind), a `kind` where none says it
-    A("data"), *(A(name) for name in ("folder", "corpora", "indexes", "runs", "raw")),
+    # kinds its function's annotation's (argument_kind), a `kind` where none says it. An
+    # argument with a check of no option's (a pool's name, a count), an option of a command, or
+    # another meaning than a variable of its name; one with none of these is checked by its
+    # annotation's kind alone, and declared nowhere (a run, a DataFrame, a flag)
+    A("data"), A("raw"),  # a Data or any path, not DATA's or RAW's (make's: without spaces)
     A("exclude", kind="path", none=True),  # kind: build_pool's **fields
-    A("folders"), A("src"),
+    A("src"),
     A("model", model_run, stages=("index", "search", "embed", "submit-embed", "after-embed"),
       default=DEFAULT_MODEL, help="the model (make models lists them)", changes_run=MODEL_ID),
     A("model", scored_run, functions=("evaluate", "mteb_result", "export_mteb", "mdcr_scores"),
@@ -516,13 +519,12 @@ DECLARED: tuple[Variable, ...] = (
     A("pool", pool_name, functions=("import_run",)),  # None: the whole run
     *(A(name, synthetic_papers) for name in ("synthetic", "papers")),
     A("shards", synth_shard_count, functions=("generate_corpus", "build_corpus")),
-    A("repair"),
     A("rebuild", pool_name, kind="pools", stages=("pool",),  # kind: --rebuild repeats
       help="rebuild an existing pool from its recorded parameters (if stale)"),
     A("retries", retry_count, stages=("download",), help="retries without progress before a "
       "file (or API call) is an error (default: s2client.Settings')"),
     A("backoff", backoff, stages=("download",), help="seconds of the first pause between "
-      "tries, doubling each time (default: s2client.Settings')"), A("spec"),
+      "tries, doubling each time (default: s2client.Settings')"),
     A("min_citations", non_negative, stages=("prefilter", "corpus"), help="citations a paper "
       "needs to stay (default: the prefilter's, MDCR §3)"),
     # build_pool's **fields (PoolSpec's): no annotation says their kinds
@@ -531,15 +533,12 @@ DECLARED: tuple[Variable, ...] = (
     A("query_year", non_negative, kind="int", stages=("pool",),
       help="the queries' year (default: PoolSpec's)"),
     A("min_positives", positive, kind="int"),
-    *(A(flag) for flag in ("strict", "means", "save", "deep", "drop_unknown", "judged",
-                           "per_query")),
+    # True or False at the API, not the variables' 0 or 1 (make's STRICT=1)
+    *(A(flag) for flag in ("strict", "drop_unknown", "judged")),
     # score's, inferred's and compare's
-    A("run"), A("qrels"), A("runs", functions=("compare",)), A("results"), A("judgments"),
-    A("sample", functions=("inferred",)),
-    A("test"), A("correction"),  # compare checks both (report/compare.py)
+    A("run"), A("sample", functions=("inferred",)),
     A("alpha", probability), A("power", power),
     *(A(name, named) for name in ("a", "b", "metric")),
-    A("deltas"), A("draws"),
     A("program", named),  # verify_data's: a repair's (mdcr-pipeline); the others': Python's
     # mdcr, mdcr-jaccard, mdcr-evaluate and the SLURM jobs: their commands' own options
     *(A(name, check, functions=("build_mdcr",), stages=("mdcr",), help=what)
