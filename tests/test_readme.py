@@ -143,3 +143,27 @@ def test_readme_python_example_runs(tmp_path: Path):
     assert 0 < float(maps["theirs"]) <= float(maps["bm25"]), done.stdout
     assert re.search(r"^\| theirs \| [0-9.]+†? \|", done.stdout, flags=re.M), done.stdout
     assert "theirs" in (tmp_path / "data" / "runs" / "reports" / "tiny.md").read_text()
+
+
+def test_no_example_calls_the_api_by_an_old_keyword():
+    """The README's and docs' examples call the API by each option's one name, never by a
+    keyword renamed (declared.RENAMED: taken until the next release, warning)."""
+    import inspect
+
+    import pipeline
+    from pipeline.options.declared import RENAMED, declaration
+
+    def renamed(function: str, key: str) -> bool:  # as options/arguments.py's renamed()
+        if key not in RENAMED or function not in pipeline.__all__:
+            return False
+        taken = inspect.signature(getattr(pipeline, function)).parameters
+        return key not in taken and declaration(function, RENAMED[key].keyword) is RENAMED[key]
+
+    call = re.compile(r"pipeline\.(\w+)\(([^()]*(?:\([^()]*\)[^()]*)*)\)", re.S)
+    old = [(page.name, function, key) for page in _markdown_pages()
+           for function, arguments in call.findall(page.read_text())
+           for key in re.findall(r"\b(\w+)=", arguments) if renamed(function, key)]
+    assert not old, old
+    assert renamed("judge", "sample_size") and not renamed("mdcr_jaccard", "depth")
+    assert call.findall('pipeline.judge(d, "c", ["a", "b"], "s",\n   sample_size=2)') == [
+        ("judge", 'd, "c", ["a", "b"], "s",\n   sample_size=2')]
