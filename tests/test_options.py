@@ -313,20 +313,20 @@ def test_an_option_added_by_the_recipe_makes_the_runs_of_its_other_values_stale(
     assert "BM25_K1=0.9" in recorded_run_repair(runs, corpus_dir.name, pool, "bm25").command()
 
 
-def test_a_real_valued_setting_is_a_finite_number_above_its_bound():
-    """number_above: a decimal or whole number above the bound, anything else one line; the
-    generated docs say the range."""
+def test_a_real_valued_setting_is_a_finite_number_inside_its_bounds():
+    """number_in: a decimal or whole number between its bounds (a real-valued setting has a
+    maximum too, as every count), anything else one line; the generated docs say the range."""
     from pipeline.cli.docs import check_words
     from pipeline.core.errors import InputError
-    from pipeline.options.checks import number_above
+    from pipeline.options.checks import maximum, number_in
 
-    k1 = number_above(0, "BM25's k1, more than 0")
-    assert k1("0.9") == 0.9 and k1("2") == 2.0
-    for bad in ("0", "-1", "nan", "inf", "abc", ""):
+    k1 = number_in(0.0, 10.0, "BM25's k1", "0.9", open_ends=True)
+    assert k1("0.9") == 0.9 and k1("2") == 2.0 and maximum(k1) == 10.0
+    for bad in ("0", "-1", "10", "nan", "inf", "abc", ""):
         with pytest.raises(InputError) as refused:
             k1(bad)
         assert "\n" not in str(refused.value) and "k1" in str(refused.value)
-    assert check_words(k1) == "more than 0"
+    assert check_words(k1) == "between 0 and 10"
 
 
 def test_each_option_has_one_name_its_keyword_and_flag_derived():

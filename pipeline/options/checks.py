@@ -387,22 +387,6 @@ def named(text: str) -> str:
     return text
 
 
-def number_above(low: float, what: str):
-    """A finite number (a whole or decimal one) greater than `low`: a real-valued setting,
-    such as BM25's k1 (more than 0); nan and inf refused. No count: a count is `count`'s."""
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise InputError(f"{text!r} is not a number ({what})") from None
-        if not math.isfinite(value) or value <= low:
-            raise InputError(f"{text} is out of range: {what}")
-        return value
-    parse.__name__ = "float"
-    parse.words = f"more than {low}"  # type: ignore[attr-defined]
-    return parse
-
-
 probability = number_in(0.0, 1.0, "a significance level", "0.05", open_ends=True)
 power = number_in(0.0, 1.0, "a power", "0.8", open_ends=True)
 
