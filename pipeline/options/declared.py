@@ -466,7 +466,7 @@ DECLARED: tuple[Variable, ...] = (
     V("GPUS_PER_TASK", 1, gpus_per_task, "#SBATCH --gres=gpu:K of each task; 0 asks for "
       "none", "cluster", stages=SLURM_JOBS),
     V("SLURM_TIME", "", check_time, "#SBATCH --time of each job: 90 (minutes), 4:00:00, "
-      "1-12:00:00; TIME on make's command line", "cluster", shown="the cluster's default",
+      "1-12:00:00", "cluster", shown="the cluster's default",
       optional=True, one_word=True, stages=SLURM_JOBS, was="time"),
     # ---- demo
     V("DEMO_PAPERS", "120k", synthetic_size, "papers of the synthetic demo corpus (given: the "
