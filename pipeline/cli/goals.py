@@ -42,10 +42,10 @@ EVERY_POOL = ("index", "search", "embed", "submit-embed", "after-embed", "eval")
 @dataclass(frozen=True)
 class Step:
     """One stage of a goal: a command's API `function` and the keyword arguments it is called
-    with, the values `read` checked, in the order its command line gives them (None: the
-    function's default, as an option left out); `rest`, the words after `--`, its `command`
-    (after-embed's). run_goal calls the function with them; nothing is written out as text and
-    parsed again, and make -n prints the equivalent command line (`argv`)."""
+    with, the values `read` checked, in the order its command line gives them (None: as an
+    option left out gives it); `rest`, the words after `--`, its `command` (after-embed's).
+    run_goal calls the function with them; nothing is written out as text and parsed again,
+    and make -n prints the equivalent command line (`argv`)."""
 
     function: Callable[..., Any]
     kwargs: dict[str, Value]
