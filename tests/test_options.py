@@ -247,17 +247,17 @@ def test_the_rules_on_several_values_need_no_command_line():
 # docs/extending.md's recipe for a new option, followed literally: one line in VARIABLES
 # (declaring that it changes runs) plus the code that uses it (BM25's retriever takes it among
 # its OPTIONS, so search_pool hands it over); loaded by every process through sitecustomize.
-BM25_K1 = """
+MADE_K1 = """
 from pipeline.options import declared
 from pipeline.options.checks import choice
 from pipeline.retrieval.bm25.retriever import RETRIEVER
 
 k1 = declared.Variable(
-    "BM25_K1", "0.9", choice(("0.9", "1.2")), "a fixed BM25 k1", "search",
+    "MADE_K1", "0.9", choice(("0.9", "1.2")), "a fixed BM25 k1", "search",
     stages=("index", "search"), changes_run=True)
 declared.VARIABLES = (*declared.VARIABLES, k1)
 declared.BY_NAME[k1.name] = k1
-type(RETRIEVER).OPTIONS = {**RETRIEVER.OPTIONS, "bm25_k1": "0.9"}
+type(RETRIEVER).OPTIONS = {**RETRIEVER.OPTIONS, "made_k1": "0.9"}
 """
 
 
@@ -285,32 +285,32 @@ def test_an_option_added_by_the_recipe_makes_the_runs_of_its_other_values_stale(
     def search(k1: str) -> str:
         done = run(tmp_path, sys.executable, "-m", "pipeline", *roots, "search", "--corpus",
                    corpus_dir.name, "--model", "bm25", "--pool", pool, "--k", "20",
-                   "--threads", "1", "--bm25-k1", k1, "--index", "--stale-only",
-                   plugin=BM25_K1)
+                   "--threads", "1", "--made-k1", k1, "--index", "--stale-only",
+                   plugin=MADE_K1)
         assert done.returncode == 0, done.stderr
         return done.stderr + done.stdout
 
     manifest = run_paths(runs, corpus_dir.name, pool, "bm25").manifest
     assert "0 current runs kept, 1 to search" in search("0.9")
-    assert read_json(manifest)["parameters"]["options"] == {**others, "BM25_K1": "0.9"}
+    assert read_json(manifest)["parameters"]["options"] == {**others, "MADE_K1": "0.9"}
     assert "1 current runs kept, 0 to search" in search("0.9")
     assert "0 current runs kept, 1 to search" in search("1.2")  # the old run is stale
-    assert read_json(manifest)["parameters"]["options"] == {**others, "BM25_K1": "1.2"}
+    assert read_json(manifest)["parameters"]["options"] == {**others, "MADE_K1": "1.2"}
     # the API: the same identity, so the run made by the command line is kept, then redone
     api = ("import pipeline, sys\n"
            f"data = pipeline.Data(corpora={str(corpus_dir.parent)!r}, "
            f"indexes={str(tmp_path / 'indexes')!r}, runs={str(runs)!r})\n"
            "for k1 in ('1.2', '0.9'):\n"
            f"    pipeline.search(data, {corpus_dir.name!r}, {pool!r}, 'bm25', k=20, threads=1,"
-           " bm25_k1=k1)\n"
+           " made_k1=k1)\n"
            "    print(pipeline.__name__, k1, __import__('os').stat(sys.argv[1]).st_mtime_ns)\n")
     before = str(manifest.stat().st_mtime_ns)
-    done = run(tmp_path, sys.executable, "-c", api, str(manifest), plugin=BM25_K1)
+    done = run(tmp_path, sys.executable, "-c", api, str(manifest), plugin=MADE_K1)
     assert done.returncode == 0, done.stderr
     (_, _, kept), (_, _, redone) = (line.split() for line in done.stdout.splitlines())
     assert kept == before and redone != kept
-    assert read_json(manifest)["parameters"]["options"] == {**others, "BM25_K1": "0.9"}
-    assert "BM25_K1=0.9" in recorded_run_repair(runs, corpus_dir.name, pool, "bm25").command()
+    assert read_json(manifest)["parameters"]["options"] == {**others, "MADE_K1": "0.9"}
+    assert "MADE_K1=0.9" in recorded_run_repair(runs, corpus_dir.name, pool, "bm25").command()
 
 
 def test_a_real_valued_setting_is_a_finite_number_inside_its_bounds():

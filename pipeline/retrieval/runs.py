@@ -69,8 +69,9 @@ def run_repair(corpus: str, run: str, runs_root: Path | None = None, pool: str |
         variables += ((API_URL, shown_url(url) if isinstance(url, str)
                        else Placeholder("its endpoint's URL")),)
     options = info.get("parameters", {}).get("options")  # the options that made it, as made
-    if isinstance(options, dict):
-        variables += tuple((name, str(value)) for name, value in options.items())
+    if isinstance(options, dict):  # None: an option not given, left out as it was
+        variables += tuple((name, str(value)) for name, value in options.items()
+                           if value is not None)
     return Repair("eval", corpus, model, variables=variables)
 
 

@@ -184,9 +184,10 @@ def test_every_count_and_number_has_a_maximum_said_in_the_docs():
         most = maximum(var.check)
         said = f"{most:,}" if isinstance(most, int) else f"{most:g}"
         if var.variable and var.check is not worker_count and var.check is not xdist_workers:
-            # a count's "1 to N", a real-valued setting's "from 0 to 1" (checks.number_in)
-            assert re.search(rf"\| `{var.name}` \|.*; (from )?\d+ to {said} \|", variables), \
-                var.name
+            # a count's "1 to N", a real-valued setting's "from 0 to 1" or, its ends left out,
+            # "between 0 and 1" (checks.number_in)
+            assert re.search(rf"\| `{var.name}` \|.*; ((from )?\d+ to|between \d+ and) {said} \|",
+                             variables), var.name
         elif var.variable:  # per core: the machine's count
             assert re.search(rf"\| `{var.name}` \|.*; 1 to {PER_CORE} per CPU core", variables)
         else:

@@ -1,5 +1,5 @@
 """An option that changes runs, added after runs were made (issue 72): a run recorded before it
-existed is current at the option's default and stale at any other value, so adding BM25_K1 does
+existed is current at the option's default and stale at any other value, so adding MADE_K1 does
 not search every BM25 run of every pool again. The option is added as docs/extending.md says:
 a Variable with changes_run=True in the declarations, read by the retriever among its OPTIONS."""
 
@@ -61,7 +61,7 @@ def made(corpus_dir, tmp_path) -> Place:
     place = Place(corpus_dir, tmp_path / "indexes", tmp_path / "runs")
     entry = get_model("bm25")
     search_pool(place, POOL, entry, k=K, threads=1, run_options=kind_run_options(entry, {}))
-    assert recorded_options(place) == at_defaults() and "BM25_K1" not in at_defaults()
+    assert recorded_options(place) == at_defaults() and "MADE_K1" not in at_defaults()
     return place
 
 
@@ -72,19 +72,19 @@ def test_a_run_made_before_an_option_existed_is_current_at_its_default_only(
     current, its missing key read as the default. At another value it is stale, and the reason
     names the options. A run searched now records the key, so a later other default is seen."""
     entry, before = get_model("bm25"), at_defaults()
-    add_option(monkeypatch, "BM25_K1", default_text, default)
+    add_option(monkeypatch, "MADE_K1", default_text, default)
     at_default = kind_run_options(entry, {})
-    assert at_default == {**before, "BM25_K1": default}  # the wanted identity: the new key
+    assert at_default == {**before, "MADE_K1": default}  # the wanted identity: the new key
     assert current_run(made, POOL, entry, K, run_options=at_default)
     assert current_run(made, POOL, entry, K,
-                       run_options=kind_run_options(entry, {"bm25_k1": default}))
-    other = kind_run_options(entry, {"bm25_k1": OTHER})
+                       run_options=kind_run_options(entry, {"made_k1": default}))
+    other = kind_run_options(entry, {"made_k1": OTHER})
     assert not current_run(made, POOL, entry, K, run_options=other)
     assert identity_problem(made, POOL, run_identity(entry, POOL, K, run_options=other)) == \
-        "made with other parameters (options: BM25_K1)"
+        "made with other parameters (options: MADE_K1)"
     search_pool(made, POOL, entry, k=K, threads=1, run_options=at_default)
-    assert recorded_options(made) == {**before, "BM25_K1": default}  # every key recorded
-    add_option(monkeypatch, "BM25_K1", "1.5", 1.5)  # the default changed later
+    assert recorded_options(made) == {**before, "MADE_K1": default}  # every key recorded
+    add_option(monkeypatch, "MADE_K1", "1.5", 1.5)  # the default changed later
     assert not current_run(made, POOL, entry, K, run_options=kind_run_options(entry, {}))
 
 
@@ -96,3 +96,18 @@ def test_an_undeclared_option_missing_from_the_record_stays_a_difference(made, m
     wanted = kind_run_options(entry, {})
     assert wanted == {**before, "BM25_EXTRA": None}
     assert not current_run(made, POOL, entry, K, run_options=wanted)
+
+
+def test_a_run_recorded_without_an_optional_value_is_repaired_without_it(made, monkeypatch):
+    """An optional option not given is recorded as None (a run of BM25's tuned k1): the run's
+    repair leaves it out, as make takes no `MADE_K1=None`; a value given is carried."""
+    from pipeline.retrieval.runs import recorded_run_repair
+
+    entry = get_model("bm25")
+    add_option(monkeypatch, "MADE_K1", "", None)
+    for given, carried in (({}, None), ({"made_k1": OTHER}, f"MADE_K1={OTHER}")):
+        search_pool(made, POOL, entry, k=K, threads=1,
+                    run_options=kind_run_options(entry, given))
+        assert recorded_options(made)["MADE_K1"] == given.get("made_k1")
+        command = recorded_run_repair(made.runs_root, made.corpus, POOL, "bm25").command()
+        assert "MADE_K1" not in command if carried is None else carried in command, command
