@@ -6,6 +6,7 @@ command as make prints a recipe and runs it in this process (run_goal)."""
 from __future__ import annotations
 
 import argparse
+import inspect
 import logging
 import re
 import shlex
@@ -35,8 +36,6 @@ Value = Any  # a value as `read` checked it (or a goal's own: a model's name, Tr
 Option = tuple[str, Value]  # (a keyword of the command's API function, its value)
 # Passed on only when given: a command that does not name them uses the demo corpus as it is
 WHEN_GIVEN = ("DEMO_PAPERS", "DEMO_SEED")
-# The commands a goal runs on every usable pool of the corpus (pool=None)
-EVERY_POOL = ("index", "search", "embed", "submit-embed", "after-embed", "eval")
 
 
 @dataclass(frozen=True)
@@ -108,11 +107,15 @@ def declared_options(stage: str, v: argparse.Namespace) -> list[Option]:
 
 def stage(name: str, v: argparse.Namespace, first: Sequence[Option] = (),
           then: Sequence[Option] = ()) -> Step:
-    """The command `name`: its corpus where it takes one, the keywords `first`, its declared
+    """The command `name`: its corpus where it takes one, every usable pool (pool None) where
+    its function needs a pool that make names none of, the keywords `first`, its declared
     options (pipeline/options/declared.py), the keywords `then`."""
     corpus = [("corpus", v.CORPUS)] if COMMANDS[name].corpus else []
-    every = [("pool", None)] if name in EVERY_POOL else []
-    return step(name, [*corpus, *every, *first, *declared_options(name, v), *then])
+    options = [*first, *declared_options(name, v), *then]
+    pool = inspect.signature(COMMANDS[name].api).parameters.get("pool")  # type: ignore[arg-type]
+    every = [("pool", None)] if pool is not None and pool.default is pool.empty and not any(
+        key == "pool" for key, _ in options) else []
+    return step(name, [*corpus, *every, *options])
 
 
 def step(name: str, options: Sequence[Option]) -> Step:

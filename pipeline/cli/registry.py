@@ -56,22 +56,22 @@ def like(var: str | Variable, **settings: Any) -> Option:
 
     def with_old_flag(parser: argparse.ArgumentParser) -> object:
         added = option(parser)
-        parser.add_argument(flag_of(var.was), type=check, dest=added.dest,
+        parser.add_argument(flag_of(var.was), type=check, dest=added.dest, const=var,
                             default=argparse.SUPPRESS, help=argparse.SUPPRESS,
-                            action=_renamed(var))
+                            action=Renamed)
         return added
     return with_old_flag
 
 
-def _renamed(var: Variable) -> type[argparse.Action]:
-    """The action of `var`'s old flag: its value stored, with a warning naming the new one."""
-    class Renamed(argparse.Action):
-        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                     values: Any, option_string: str | None = None) -> None:
-            log.warning(f"{option_string} is now {var.option}, as make's {var.name}: "
-                        f"{option_string} goes in the next release")
-            setattr(namespace, self.dest, values)
-    return Renamed
+class Renamed(argparse.Action):
+    """An option's flag from before it had its variable's name (`const`, the Variable): its
+    value stored, with a warning naming the new flag."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        log.warning(f"{option_string} is now {self.const.option}, as make's {self.const.name}: "
+                    f"{option_string} goes in the next release")
+        setattr(namespace, self.dest, values)
 
 
 def add_declared(parser: argparse.ArgumentParser, var: Variable, stage: str) -> None:
