@@ -4,13 +4,23 @@ module loads the standard library only."""
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.core.annotations import (
+    Counts,
+    Deltas,
+    Metrics,
+    Model,
+    Models,
+    Pools,
+    Results,
+    Run,
+    TrainingSets,
+)
 from pipeline.core.errors import InputError, OptionError
 from pipeline.core.repair import PIPELINE_COMMAND, Repair, Where
 from pipeline.layout import (
@@ -30,16 +40,6 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     import polars as pl
 
-    from pipeline.core.kinds import (
-        Counts,
-        Deltas,
-        Metrics,
-        Models,
-        Pools,
-        Results,
-        Run,
-        TrainingSets,
-    )
     from pipeline.ingest.synthetic import SyntheticConfig
     from pipeline.models import ModelEntry
     from pipeline.pools.build import PoolSpec
@@ -56,12 +56,12 @@ class Data:
                  corpora: str | os.PathLike | None = None,
                  indexes: str | os.PathLike | None = None,
                  runs: str | os.PathLike | None = None):
-        from pipeline.options.arguments import check_value
+        from pipeline.options.arguments import check_value, hints
 
         given = {"corpora": corpora, "indexes": indexes, "runs": runs}
-        said = inspect.signature(Data.__init__).parameters
+        said = hints(Data.__init__)
         for name, value in {"folder": folder, **given}.items():
-            check_value("Data", name, value, said[name].annotation)
+            check_value("Data", name, value, said[name])
         if folder is None and not all(given.values()):
             raise InputError("Data: give a folder (holding corpora/, indexes/, runs/), or all "
                             "three of corpora=, indexes=, runs=")
@@ -396,7 +396,7 @@ def download(data: Data | str | os.PathLike, corpus: str, *,
 
 
 def search(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
-           model: str | ModelEntry, *, k: int = default("K"), threads: int = default("THREADS"),
+           model: Model, *, k: int = default("K"), threads: int = default("THREADS"),
            seed: int = default("SEED"), query_variant: str = default("QUERY_VARIANT"),
            query_prompt: str | None = None, replace: bool = False, index: bool = True,
            stale_only: bool = True, repair_pools: bool = False, batch_size: int | None = None,
@@ -469,7 +469,7 @@ def embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
 
 
 def index(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
-          model: str | ModelEntry, *, threads: int = default("THREADS"),
+          model: Model, *, threads: int = default("THREADS"),
           repair_pools: bool = False, batch_size: int | None = None, dtype: str = DTYPES[0],
           part_size: int | None = None, model_path: str | os.PathLike | None = None,
           device: str | None = None, replace: bool = False, program: str | None = None,
@@ -730,7 +730,7 @@ def export_beir(data: Data | str | os.PathLike, corpus: str, pool: str,
 
 
 def mteb_result(data: Data | str | os.PathLike, corpus: str, pool: str,
-                model: str | ModelEntry) -> dict:
+                model: Model) -> dict:
     """The run of `model` on `pool` as an MTEB TaskResult's dict, scored from the saved run; writes
     nothing."""
     from pipeline.external.mteb_results import mteb_result as result_of

@@ -9,13 +9,13 @@ import inspect
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import pipeline
 from pipeline.core.errors import InputError
-from pipeline.core.kinds import annotated_kind
-from pipeline.options.arguments import validated
+from pipeline.options.arguments import hints, validated
 from pipeline.options.declared import declaration
 from pipeline.pools.build import PoolSpec
 from tests.conftest import POOL_SEED, pool_of
@@ -160,16 +160,17 @@ def test_every_wrong_argument_is_one_line_and_writes_nothing(data, corpus_dir):
 
 def test_every_public_argument_has_its_rule():
     """A new public function's arguments are each checked: by a declaration in
-    pipeline/options/declared.py, or by the kind its annotation says (a flag, a DataFrame);
-    an argument with neither is refused at the call."""
+    pipeline/options/declared.py, or by its annotation (a flag, a DataFrame; not `Any`, which
+    takes anything); an argument with neither is refused at the call."""
     for name in pipeline.__all__:
         value = getattr(pipeline, name)
         if not inspect.isfunction(value):
             continue
+        said = hints(value)
         for param in inspect.signature(value).parameters.values():
             if param.kind is not param.VAR_KEYWORD:
-                assert declaration(name, param.name) is not None or annotated_kind(
-                    param.annotation) is not None, (name, param.name)
+                assert declaration(name, param.name) is not None or said.get(
+                    param.name, Any) is not Any, (name, param.name)
     assert declaration("search", "made_up_argument") is None
 
     def made_up(data, made_up_argument=1) -> int:  # no annotation, no declaration

@@ -1,44 +1,59 @@
-"""An argument's kind is read from its function's annotation (issue 72): the type a value of
-it must have, and whether it takes None, are what the public function's signature says
-(pipeline/core/kinds.py maps an annotation to its kind), not repeated in its declaration;
-a declaration names a kind only where no annotation says one (a **keyword, an `Any`)."""
+"""An argument's type is its function's annotation (issues 72 and 81): the value it must have,
+and whether it takes None, are what the public function's signature says, checked by
+typeguard (options/arguments.py) and, for an Annotated type of core/annotations.py, by its
+test; a declaration names a type only where no annotation says one (a **keyword)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 import pipeline
 from pipeline.cli.docs import annotation, argument_words, public_arguments
-from pipeline.core import kinds
+from pipeline.core import annotations
 from pipeline.core.errors import InputError
-from pipeline.core.kinds import KINDS, annotated_kind
 from pipeline.options import declared
-from pipeline.options.arguments import check_value, validated
-from pipeline.options.declared import argument_kind, declaration
+from pipeline.options.arguments import check_value, declared_type, hints, takes, validated, words
+from pipeline.options.declared import declaration
 
 
-def test_an_annotation_says_its_kind_whatever_its_order_and_qualifiers():
-    assert annotated_kind("int") == ("int", False)
-    assert annotated_kind("int | None") == ("int", True)
-    assert annotated_kind("None | os.PathLike | str") == ("path", True)
-    assert annotated_kind("pipeline.Data | str | PathLike") == ("data", False)
-    assert annotated_kind("kinds.Pools | None") == ("pools", True)
-    assert annotated_kind(int) == ("int", False)  # an evaluated one
-    # a list of pools or of metrics: named (kinds.Pools, kinds.Metrics), never guessed
-    for said in ("str | Sequence[str]", "Any", "Sequence[str | ModelEntry]", ""):
-        assert annotated_kind(said) is None, said
+def test_a_value_is_taken_by_its_annotation_whatever_its_order():
+    assert takes(int, 3) and not takes(int, True) and not takes(int, 1.5)  # a bool is no int
+    assert takes(float, 2) and not takes(float, False)
+    assert takes(os.PathLike | str | None, Path("x")) and takes(str | os.PathLike, "x")
+    assert not takes(Sequence[str], ["a", 1])  # every item, not the first alone
+    assert takes(annotations.Pools, ["a", "b"]) and not takes(annotations.Pools, [])
+    assert not takes(annotations.Counts, (1, 0)) and takes(annotations.Counts, (1, 3))
+    assert not takes(annotations.Deltas, (0.5, 1.5))
+    assert takes(annotations.Model, "bm25") and not takes(annotations.Model, "  ")
+    assert takes(annotations.NamedRuns, {"a": {"q": {"d": 1.0}}, "b": "b.trec"})
+    assert not takes(annotations.NamedRuns, {"a": "a.trec"})  # two or more
 
 
-def test_each_kind_an_annotation_says_is_checked():
-    assert set(kinds.BY_MEMBERS.values()) == set(KINDS)
-    for alias in ("Pools", "Metrics", "Models", "TrainingSets", "Results", "Sample", "Deltas",
-                  "Counts", "Run", "Qrels", "Judgments", "NamedRuns"):
-        assert hasattr(kinds, alias) and annotated_kind(alias) is not None, alias
+def test_what_to_give_is_said_from_the_annotation():
+    assert words(int | None) == "a whole number (an int)"
+    assert words(str | os.PathLike) == "a path (a str or os.PathLike)"
+    assert words(pipeline.Data | str | os.PathLike) == "a Data or a path (a str or os.PathLike)"
+    assert words(int | str | bool) == "a whole number (an int), a str or True or False"
+    assert words(annotations.Pools | None).startswith("a pool's name")
 
 
-def test_an_arguments_kind_follows_its_annotation(monkeypatch):
+def test_every_public_argument_has_a_type_its_annotation_or_its_declaration():
+    """Each public function's annotations evaluate (those its module imports for type
+    checkers only included: arguments.LATE), and each argument has words to refuse it by."""
+    for function, names in public_arguments().items():
+        value = getattr(pipeline, function)
+        said = hints(value.__init__ if isinstance(value, type) else value)
+        for name in names:
+            hint = said.get(name) or declared_type(function, name)
+            assert words(hint), (function, name)
+    assert hints(pipeline.build_pool)["spec"].__args__[0].__name__ == "PoolSpec"
+
+
+def test_an_arguments_type_follows_its_annotation(monkeypatch):
     """The same declaration (K's) checks `k` by whatever its function's annotation says: an
     int, or None too, or a str; the docs read a public function's by its name."""
     def ranked(data: pipeline.Data | str | os.PathLike, *, k: int = 500) -> object:
@@ -50,6 +65,9 @@ def test_an_arguments_kind_follows_its_annotation(monkeypatch):
     with pytest.raises(InputError, match=r"^ranked: k=1.5: give a whole number \(an int\), "
                                          "not a float$"):
         validated(ranked)(".", k=1.5)
+    with pytest.raises(InputError, match=r"^ranked: k=True: give a whole number \(an int\), "
+                                         "not a bool$"):
+        validated(ranked)(".", k=True)
 
     def ranked_or_not(data: pipeline.Data | str | os.PathLike, *, k: int | None = None
                       ) -> object:
@@ -65,13 +83,15 @@ def test_an_arguments_kind_follows_its_annotation(monkeypatch):
     monkeypatch.setattr(pipeline, "__all__", [*pipeline.__all__, "made_up"])
     monkeypatch.setattr(pipeline, "made_up", validated(made_up), raising=False)
     said = annotation("made_up", "k")  # the docs' reading of it, by the function's name
-    assert argument_kind("made_up", "k", said) == ("str", True)
+    assert said == str | None
     assert argument_words("made_up", "k") == "a str: 1 to 10,000, as `K`, or None"
     with pytest.raises(InputError, match="^made_up: k=5: give a str, not an int$"):
         check_value("made_up", "k", 5, said)
     with pytest.raises(InputError, match="^made_up: k=5: give a str, not an int$"):
         pipeline.made_up(".", k=5)
     check_value("made_up", "k", None, said)
+    with pytest.raises(InputError, match="^made_up: data='': an empty path: give a file"):
+        pipeline.made_up("")
 
 
 def test_none_is_taken_where_the_annotation_takes_it():
@@ -82,26 +102,20 @@ def test_none_is_taken_where_the_annotation_takes_it():
         check_value("search", "seed", None, annotation("search", "seed"))
 
 
-def test_a_declared_kind_is_only_where_no_annotation_says_it():
-    """A declaration's `kind` and `none` serve an argument whose annotation says no kind (a
-    **keyword: search's options, build_pool's fields; an `Any`), the command line (--pool
-    repeats by its kind) or no public function: never one the annotations say."""
-    said: dict[declared.Variable, list[tuple[str, bool] | None]] = {}
+def test_a_declared_type_is_only_where_no_annotation_says_it():
+    """A declaration's `type` serves an argument with no annotation (a **keyword: search's
+    options, build_pool's fields): never one an annotation says."""
+    typed = {var for var in declared.DECLARED if var.type is not str}
     for function, names in public_arguments().items():
         for name in names:
-            var = declaration(function, name)
-            said.setdefault(var, []).append(annotated_kind(annotation(function, name)))
-    assert said[declared.BY_NAME["K"]] == [("int", False)]
-    for var in declared.DECLARED:
-        if (var.kind or var.none) and not (var.stages and var.kind == "pools"):
-            assert None in said.get(var, [None]), (
-                f"{var.name}: its annotations say its kind: delete its kind= and none=")
-    # the arguments neither an annotation nor a declaration gives a kind are strs: a new one
-    # of another kind is annotated (or, a **keyword, declared with its kind)
-    unsaid = {(function, name) for function, names in public_arguments().items()
-              for name in names if annotated_kind(annotation(function, name)) is None
-              and not declaration(function, name).kind}
-    assert unsaid == {("build_pool", "field"), ("build_pool", "split"), ("index", "bm25_engine"),
-                      ("search", "backend"), ("search", "bm25_engine")}
-    assert {argument_kind(*where)[0] for where in unsaid} == {"str"}
-    assert argument_kind("build_pool", "exclude") == ("path", True)  # declared: a **field
+            if annotation(function, name) is not None:
+                assert declaration(function, name) not in typed or function != "build_pool", (
+                    function, name)
+    assert {var.keyword for var in typed} == {
+        "seed", "queries", "exclude", "size", "field", "repeat", "max_year", "query_year",
+        "min_positives"}  # build_pool's **fields, PoolSpec's
+    assert declared_type("build_pool", "exclude") == str | os.PathLike | None
+    assert declared_type("build_pool", "queries") == int | None  # QUERIES is optional
+    with pytest.raises(InputError, match=r"^build_pool: size=1.5: give a whole number \(an "
+                                         r"int\) or a str, not a float$"):
+        check_value("build_pool", "size", 1.5)

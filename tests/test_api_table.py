@@ -111,7 +111,7 @@ def test_an_option_a_public_function_takes_without_its_row_makes_the_docs_stale(
     takes among its **options): both generated docs are stale, and docs/api.md's row names its
     make variable."""
     option = declared.Variable("MADE_UP_K1", "0.9", None, "a made-up BM25 k1", "search",
-                               stages=("search",), kind="number",
+                               stages=("search",), type=float,
                                changes_run=True)
     monkeypatch.setattr(declared, "VARIABLES", (*declared.VARIABLES, option))
     assert "made_up_k1" in public_arguments()["search"]

@@ -12,8 +12,7 @@ from pathlib import Path
 from pipeline import layout
 from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError
-from pipeline.core.kinds import KINDS
-from pipeline.options import declared
+from pipeline.options import arguments, declared
 from pipeline.options.checks import maximum
 from pipeline.options.declared import Variable
 
@@ -58,19 +57,15 @@ CHECKED_CLASSES = ("Data",)
 
 
 def annotation(function: str, name: str) -> object:
-    """The annotation of parameter `name` of public function `function` (pipeline's: its
-    text, `from __future__ import annotations`; a CHECKED_CLASSES constructor's too); '' for a
-    **keyword's, or where `function` is none of pipeline's."""
+    """The type of parameter `name` of public function `function` (its annotation, evaluated;
+    a CHECKED_CLASSES constructor's too); None for a **keyword's, or where `function` is none
+    of pipeline's."""
     import pipeline
 
     value = getattr(pipeline, function, None)
-    try:
-        param = inspect.signature(value).parameters.get(name) if callable(value) else None
-    except (TypeError, ValueError):
-        return ""
-    if param is None or param.kind is param.VAR_KEYWORD or param.annotation is param.empty:
-        return ""
-    return param.annotation
+    if not callable(value):
+        return None
+    return arguments.hints(value.__init__ if isinstance(value, type) else value).get(name)
 
 
 def _pool_spec_fields() -> list[str]:
@@ -115,23 +110,24 @@ def check_words(check: Callable[[str], object] | None) -> str:
 
 
 def argument_words(function: str, name: str) -> str:
-    """What argument `name` of public function `function` takes: its kind's words
-    (argument_kind, KINDS), its declaration's check's (check_words), the make variable it
-    is checked as, and None where it is taken. An argument no declaration names is its
-    annotation's kind alone; one with neither is refused."""
+    """What argument `name` of public function `function` takes: its type's words
+    (arguments.words), its declaration's check's (check_words), the make variable it is
+    checked as, and None where it is taken. An argument no declaration names is its
+    annotation alone; one with neither is refused."""
     var, said = declared.declaration(function, name), annotation(function, name)
-    if var is None and not said:
+    if var is None and said is None:
         raise InputError(f"{layout.API_DOC}: argument {name} of {function} has neither an "
                          "annotation nor a declaration: annotate it, or declare it in "
                          "pipeline/options/declared.py (a variable, or keyword(...))")
-    kind, none = declared.argument_kind(function, name, said)
-    words = md_text(KINDS[kind].words).replace("|", "\\|")
+    hint = arguments.declared_type(function, name) if said is None else said
+    words = md_text(arguments.words(hint)).replace("|", "\\|")
     check = None if var is None else var.check
-    values = "" if kind == "bool" else check_words(check)
-    if check is None and kind == "str" and not (var and var.variable):
+    values = "" if hint is bool else check_words(check)
+    if check is None and words == "a str" and not (var and var.variable):
         words += ", checked by the function (see its section)"
     return (words + (f": {values}" if values else "") + (
-        f", as `{var.name}`" if var and var.variable else "") + (", or None" if none else ""))
+        f", as `{var.name}`" if var and var.variable else "") + (
+        ", or None" if type(None) in arguments.members(hint) else ""))
 
 
 def api_table() -> str:

@@ -78,7 +78,7 @@ def add_declared(parser: argparse.ArgumentParser, var: Variable, stage: str) -> 
     """The option of the declared `var` in the command `stage`, its value at its keyword (the
     API parameter of that name): a switch is a bare option; required, or with no default,
     where the declaration says so."""
-    if var.kind == "pools":  # repeatable
+    if var.repeats:
         return like(var, action="append")(parser)
     if var.switch:
         return arg(var.option, action="store_true", help=var.help.replace("%", "%%"))(parser)

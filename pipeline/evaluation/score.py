@@ -35,9 +35,9 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.core.annotations import Metrics, Qrels, Run
 from pipeline.core.current import stale
 from pipeline.core.errors import InputError
-from pipeline.core.kinds import Metrics, Qrels, Run
 from pipeline.core.textfiles import read_text
 from pipeline.glossary import METRIC_SETS, metric_names, parse_metrics
 from pipeline.layout import BEIR_QRELS_HEADER, RUN_SUFFIXES, run_file_parts, run_paths

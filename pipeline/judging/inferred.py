@@ -122,8 +122,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from pipeline.core.annotations import Judgments, Qrels, Run, Sample
 from pipeline.core.errors import InputError, first_line
-from pipeline.core.kinds import Judgments, Qrels, Run, Sample
 from pipeline.evaluation.significance import agreeing_interval, logit_interval
 from pipeline.evaluation.variance import LEVEL, Interval, decompose, half_widths
 from pipeline.glossary import METRIC_SETS

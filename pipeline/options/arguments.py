@@ -1,7 +1,7 @@
 """The declarations applied to the Python API: each argument of a public function is checked
-before it runs, its type by its kind (core.kinds.KINDS: read from its function's annotation,
-declared.argument_kind), its value by its option's check, so the API, the command line and
-make refuse a bad value in the same words, on one line."""
+before it runs, its type by its annotation (typeguard; an Annotated one of
+core/annotations.py also by its test), its value by its option's check, so the API, the
+command line and make refuse a bad value in the same words, on one line."""
 
 from __future__ import annotations
 
@@ -9,51 +9,135 @@ import difflib
 import functools
 import inspect
 import os
+import types
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from importlib import import_module
+from pathlib import Path
+from typing import Annotated, Any, Union, get_args, get_origin
 
+from typeguard import CollectionCheckStrategy, TypeCheckError, check_type
+
+from pipeline.core.annotations import PATH, Given, NamedRuns, Run
 from pipeline.core.errors import InputError, OptionError
-from pipeline.core.kinds import KINDS, PATH, accepts
 from pipeline.core.repair import Where
 from pipeline.layout import check_path_length
 from pipeline.options import declared
 from pipeline.roots import data_roots, where
 
+# The names an annotation may use that its module imports for type checkers only (importing
+# `pipeline` loads the standard library only): imported when a call's annotations are read
+LATE = {"PoolSpec": "pipeline.pools.build", "SyntheticConfig": "pipeline.ingest.synthetic",
+        "ModelEntry": "pipeline.models", "pl": "polars"}
+# What a builtin type takes, in words (the others: their annotation's Given, or their name)
+WORDS = {int: "a whole number (an int)", bool: "True or False", str: "a str",
+         float: "a number (an int or a float)", os.PathLike: "an os.PathLike"}
 
-def check_value(function: str, name: str, value: object, annotated: object = "") -> None:
-    """One argument's type, by its kind (its annotation's, `annotated`; none for a
-    **keyword's: its declaration's), then its value by its option's check (on the command
-    line's text of it): a one-line InputError naming the function, the argument and what to
-    give."""
-    rule = declared.declaration(function, name)  # None: its annotation's kind alone
-    if rule is None and not annotated:
+
+def hints(function: Callable) -> dict[str, object]:
+    """Each annotated parameter of `function` -> its annotation, evaluated in its module
+    (annotations are text: `from __future__ import annotations`), LATE's names imported."""
+    function, names, found = inspect.unwrap(function), {}, {}
+    for name, param in inspect.signature(function).parameters.items():
+        said = param.annotation
+        while isinstance(said, str):
+            try:
+                said = eval(said, function.__globals__, names)  # noqa: S307 (its own source)
+            except NameError as exc:
+                if exc.name not in LATE:
+                    raise
+                module = import_module(LATE[exc.name])
+                names[exc.name] = module if exc.name == "pl" else getattr(module, exc.name)
+        if said is not param.empty:
+            found[name] = said
+    return found
+
+
+def members(hint: object) -> tuple[object, ...]:
+    """A union's members (`int | None`: int, NoneType); any other type alone."""
+    return get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
+
+
+def given(hint: object) -> Given | None:
+    """An Annotated type's Given (core/annotations.py), else None."""
+    return next((m for m in getattr(hint, "__metadata__", ()) if isinstance(m, Given)), None) \
+        if get_origin(hint) is Annotated else None
+
+
+def takes(hint: object, value: object) -> bool:
+    """Whether `value` is of type `hint` (each item of a list too; a bool is no number), and
+    passes the test of the Annotated member that takes it."""
+    for member in members(hint):
+        said, of = given(member), get_args(member)[0] if given(member) else member
+        if isinstance(value, bool) and of in (int, float):
+            continue
+        try:
+            if of is not Any:
+                check_type(value, of, collection_check_strategy=CollectionCheckStrategy.ALL_ITEMS)
+        except TypeCheckError:
+            continue
+        if said is None or said.test(value):
+            return True
+    return False
+
+
+def words(hint: object) -> str:
+    """What an argument of type `hint` takes, in words, None left out: each member's (its
+    Given's, WORDS', or its name's; a str or an os.PathLike: a path), the last after 'or'."""
+    found = [m for m in members(hint) if m is not type(None)]
+    path = all(form in found for form in PATH)
+    said = [given(m).words if given(m) else WORDS.get(m) or  # type: ignore[union-attr]
+            f"a {getattr(m, '__name__', m)}" for m in found if not (path and m in PATH)]
+    if path:
+        said.append("a path (a str or os.PathLike)")
+    return " or ".join([", ".join(said[:-1]), said[-1]] if len(said) > 2 else said)
+
+
+def declared_type(function: str, name: str) -> object:
+    """The type of argument `name` of `function` where no annotation says it (a **keyword's:
+    search's options, build_pool's fields): its declaration's `type`, None too where it is
+    optional."""
+    var = declared.declaration(function, name)
+    if var is None:
         raise unknown(function, name, [])
-    kind, none = declared.argument_kind(function, name, annotated)
-    if value is None and none:
+    return var.type | None if var.optional else var.type
+
+
+def check_value(function: str, name: str, value: object, hint: object = None) -> None:
+    """One argument's type, by its annotation (`hint`, evaluated; None for a **keyword's: its
+    declaration's type), then its value by its option's check: a one-line InputError naming
+    the function, the argument and what to give."""
+    hint = declared_type(function, name) if hint is None else hint
+    if value is None and type(None) in members(hint):
         return
-    forms, what = KINDS[kind].forms, KINDS[kind].words
-    if not accepts(value, forms):
-        shown = type(value).__name__  # not said for the right type of the wrong content
+    if not takes(hint, value):
+        shown, what = type(value).__name__, words(hint)  # not said for the wrong content
         said = f", not {'an' if shown[0] in 'aeiou' else 'a'} {shown}" if (
             value is not None and shown not in what) else ""
         raise InputError(f"{function}: {name}={value!r}: give {what}{said}")
-    if kind == "path" and str(value) == "":
-        raise InputError(f"{function}: {name}='': an empty path: give a file or folder")
-    if os.PathLike in forms and accepts(value, PATH):
+    if isinstance(value, PATH) and takes(hint, Path(".")):  # a path, where paths are taken
+        if str(value) == "":
+            raise InputError(f"{function}: {name}='': an empty path: give a file or folder")
         try:
-            check_path_length(value)  # type: ignore[arg-type]
+            check_path_length(value)
         except InputError as exc:
             raise InputError(f"{function}: {name}: {exc.message}") from None
-    # an object (a ModelEntry, a list of them, a SyntheticConfig) is checked by its own fields
-    if rule is None or rule.check is None or not isinstance(value, str | int) and kind in (
-            "model", "models", "synthetic"):
-        return
+    rule = declared.declaration(function, name)
+    if rule is None or rule.check is None or not _plain(value):
+        return  # an object (a ModelEntry, a list of them, a SyntheticConfig): its own fields
     try:
-        for item in value if kind == "pools" and not isinstance(value, str) else [value]:
+        for item in value if isinstance(value, list | tuple) else [value]:  # each alone
             rule.check(_command_line(item))
     except InputError as exc:
         raise InputError(f"{function}: {name}={value!r}: {exc.message}") from None
+
+
+def _plain(value: object) -> bool:
+    """Whether `value` is what a command line writes: text, a number, or a list or dict of
+    them."""
+    items = value.values() if isinstance(value, Mapping) else value if isinstance(
+        value, list | tuple) else [value]
+    return all(isinstance(item, str | int | float | os.PathLike) for item in items)
 
 
 def _command_line(value: object) -> str:
@@ -61,8 +145,8 @@ def _command_line(value: object) -> str:
     if isinstance(value, bool):  # a switch's (REPLACE=1: replace=True)
         return str(int(value))
     if isinstance(value, Mapping):
-        value = [f"{key}={item}" for key, item in value.items()]
-    return " ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+        return " ".join(f"{key}={item}" for key, item in value.items())
+    return str(value)
 
 
 def unknown(function: str, name: str, known: Sequence[str], owner: str = "") -> InputError:
@@ -103,19 +187,17 @@ def renamed(function: str, kwargs: dict[str, Any], takes: Sequence[str]) -> dict
 
 def validated(function: Callable) -> Callable:
     """`function`, each argument it runs with (given, or its default) checked first by its
-    declaration, once: nothing runs, and nothing is written, with a bad one; its **keywords'
-    names are its own to check (known_options)."""
+    annotation and its declaration, once: nothing runs, and nothing is written, with a bad
+    one; its **keywords' names are its own to check (known_options)."""
     name, signature = function.__name__, inspect.signature(function)
     params = signature.parameters
     named = [p for p, v in params.items() if v.kind not in (v.VAR_POSITIONAL, v.VAR_KEYWORD)]
-    said = {p: "" if v.annotation is v.empty else v.annotation for p, v in params.items()}
-    # ranx's order, (qrels, run): a call in the old order is refused saying so, before the kinds
-    run = next((p for p in named[1:] if declared.argument_kind(
-        name, p, said[p])[0] in ("run", "named_runs")), None) if named[:1] == [
-        "qrels"] else None
+    said: dict[str, object] = {}  # the annotations, read on the first call (hints)
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not said:
+            said.update(hints(function))
         kwargs = renamed(name, kwargs, named)
         try:
             bound = signature.bind_partial(*args, **kwargs).arguments
@@ -124,9 +206,11 @@ def validated(function: Callable) -> Callable:
             raise unknown(name, key, named) if key else InputError(f"{name}: {exc}") from None
         for key in (p for p in named if params[p].default is params[p].empty):
             if key not in bound:
-                what = KINDS[declared.argument_kind(name, key, said[key])[0]].words
+                what = words(said.get(key) or declared_type(name, key))
                 raise InputError(f"{name}: missing {key}: give {what}")
-        if run:
+        # ranx's order, (qrels, run): a call in the old order is refused saying so
+        run = next((p for p in named[1:] if said.get(p) in (Run, NamedRuns)), None)
+        if named[:1] == ["qrels"] and run:
             from pipeline.evaluation.score import check_order
 
             check_order(name, bound.get("qrels"), bound.get(run))
@@ -140,7 +224,7 @@ def validated(function: Callable) -> Callable:
                         check_value(name, option, item)
                 continue
             for item in value if kind is kind.VAR_POSITIONAL else [value]:
-                check_value(name, key, item, said[key])
+                check_value(name, key, item, said.get(key) or declared_type(name, key))
         try:
             return function(*args, **kwargs)
         except InputError as exc:

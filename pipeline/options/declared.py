@@ -7,6 +7,7 @@ check runs it before the environment exists."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -18,7 +19,6 @@ from typing import Any
 
 from pipeline import layout
 from pipeline.core.errors import InputError, OptionError
-from pipeline.core.kinds import annotated_kind
 from pipeline.core.secrets import shown_url
 from pipeline.external.irds import dataset_id
 from pipeline.glossary import (
@@ -131,11 +131,10 @@ class Variable:
     # its keyword before each option had one name (2026-11-28): the API, the stages (as a
     # flag) and make (in upper case) take it until the next release, warning (RENAMED)
     was: str = ""
-    # an argument's kind (core.kinds.KINDS) and whether it takes None are its function's
-    # annotation's (argument_kind); these, where no annotation says them (a **keyword's:
-    # search's options, build_pool's fields); kind: str where none says it
-    kind: str = ""
-    none: bool = False
+    # an argument's type is its function's annotation's; this, where none says it (a
+    # **keyword's: search's options, build_pool's fields), None too where `optional`
+    type: Any = str
+    repeats: bool = False  # a list of values, each checked alone (--pool repeats)
     switch: bool = False  # 0/1 on make's command line, a bare option on the stages'
     required: tuple[str, ...] = ()  # the stages that need it given
     no_default: tuple[str, ...] = ()  # the stages that take no default (pool --size)
@@ -258,16 +257,16 @@ def api_setting(variable: str) -> Callable[[str], int]:
     return check
 
 
-def keyword(name: str, check: Callable[[str], object] | None = None, *, kind: str = "",
-            none: bool = False, functions: tuple[str, ...] = (), help: str = "",
+def keyword(name: str, check: Callable[[str], object] | None = None, *, type: Any = str,
+            repeats: bool = False, functions: tuple[str, ...] = (), help: str = "",
             stages: tuple[str, ...] = (), default: str = "", switch: bool = False,
             required: tuple[str, ...] = (), changes_run: bool | str | None = None) -> Variable:
     """An argument of the Python API with no make variable (a run given as a DataFrame, a
-    test's name): its value's check (its kind and None: its function's annotation's, or
-    `kind` and `none` where none says them); with `stages`, also an option of those commands
+    test's name): its value's check (its type: its function's annotation's, or `type` where
+    none says it); with `stages`, also an option of those commands
     (--stale-only) that make passes itself (cli/goals.py search): its `help`, its `default`
     there, a bare option if a `switch`."""
-    return Variable(name, default, check, help, "api", kind=kind, none=none,
+    return Variable(name, default, check, help, "api", type=type, repeats=repeats,
                     functions=functions, variable=False, stages=stages, switch=switch,
                     required=required, changes_run=changes_run)
 
@@ -320,11 +319,11 @@ DECLARED: tuple[Variable, ...] = (
     V("SEED", 0, non_negative, "the pools' seed (in a pool's name unless 0); also the "
       "random model's and make mdcr's", "pools",
       stages=("pool", "pools-paper", "report", "search", "mdcr", "mdcr-jaccard"),
-      kind="int", changes_run=True),  # kind: build_pool's **fields
+      type=int, changes_run=True),  # type: build_pool's **fields
     V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", query_count,
       "query papers per pool", "pools",
       shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
-      optional=True, stages=("pool",), was="n_queries", kind="int", none=True),  # ditto
+      optional=True, stages=("pool",), was="n_queries", type=int),  # ditto
     V("EXCLUDE", "", safe_path, "a file of CorpusIDs never used as queries (the paper: "
       "SPECTER's and SciNCL's training papers); they name the pools (-x<tag>)", "pools",
       shown="(empty: no paper left out)", optional=True, one_word=True,
@@ -497,12 +496,12 @@ DECLARED: tuple[Variable, ...] = (
       "GiB; pytest's own options go in PYTEST_ADDOPTS", "tests",
       one_word=True),
     # ---- the API's own arguments, no make variable (docs/api.md, Validation); each of their
-    # kinds its function's annotation's (argument_kind), a `kind` where none says it. An
+    # types its function's annotation's, a `type` where none says it. An
     # argument with a check of no option's (a pool's name, a count), an option of a command, or
     # another meaning than a variable of its name; one with none of these is checked by its
-    # annotation's kind alone, and declared nowhere (a run, a DataFrame, a flag)
+    # annotation alone, and declared nowhere (a run, a DataFrame, a flag)
     A("data"), A("raw"),  # a Data or any path, not DATA's or RAW's (make's: without spaces)
-    A("exclude", kind="path", none=True),  # kind: build_pool's **fields
+    A("exclude", type=str | os.PathLike | None),  # type: build_pool's **fields
     A("src"),
     A("model", model_run, stages=("index", "search", "embed", "submit-embed", "after-embed"),
       default=DEFAULT_MODEL, help="the model (make models lists them)", changes_run=MODEL_ID),
@@ -519,7 +518,7 @@ DECLARED: tuple[Variable, ...] = (
     A("pool", pool_name, functions=("import_run",)),  # None: the whole run
     *(A(name, synthetic_papers) for name in ("synthetic", "papers")),
     A("shards", synth_shard_count, functions=("generate_corpus", "build_corpus")),
-    A("rebuild", pool_name, kind="pools", stages=("pool",),  # kind: --rebuild repeats
+    A("rebuild", pool_name, repeats=True, stages=("pool",),
       help="rebuild an existing pool from its recorded parameters (if stale)"),
     A("retries", retry_count, stages=("download",), help="retries without progress before a "
       "file (or API call) is an error (default: s2client.Settings')"),
@@ -527,12 +526,12 @@ DECLARED: tuple[Variable, ...] = (
       "tries, doubling each time (default: s2client.Settings')"),
     A("min_citations", non_negative, stages=("prefilter", "corpus"), help="citations a paper "
       "needs to stay (default: the prefilter's, MDCR §3)"),
-    # build_pool's **fields (PoolSpec's): no annotation says their kinds
-    A("size", parse_size, kind="size"), A("field", none=True, functions=("build_pool",)),
-    A("repeat", repeat_index, kind="int"), A("max_year", non_negative, kind="int"),
-    A("query_year", non_negative, kind="int", stages=("pool",),
+    # build_pool's **fields (PoolSpec's): no annotation says their types
+    A("size", parse_size, type=int | str), A("field", type=str | None, functions=("build_pool",)),
+    A("repeat", repeat_index, type=int), A("max_year", non_negative, type=int),
+    A("query_year", non_negative, type=int, stages=("pool",),
       help="the queries' year (default: PoolSpec's)"),
-    A("min_positives", positive, kind="int"),
+    A("min_positives", positive, type=int),
     # True or False at the API, not the variables' 0 or 1 (make's STRICT=1)
     *(A(flag) for flag in ("strict", "drop_unknown", "judged")),
     # score's, inferred's and compare's
@@ -558,7 +557,7 @@ DECLARED: tuple[Variable, ...] = (
     A("cpus_per_task", cpus_per_task, functions=("submit_embed", "after_embed"),
       stages=SLURM_JOBS, help="CPUs of each SLURM job"),
     # the commands' own options, which make passes itself (cli/goals.py search, score)
-    A("pool", pool_name, kind="pools",  # kind: the command line's --pool repeats (registry)
+    A("pool", pool_name, repeats=True,
       functions=("search", "embed", "evaluate", "index", "submit_embed", "after_embed"),
       stages=("index", "search", "embed", "submit-embed", "after-embed", "eval"),
       help="pool name (repeatable; default all)", changes_run=False),
@@ -757,8 +756,8 @@ RULES: tuple[Callable[[Any], None], ...] = (
     judge_has_endpoint)
 
 
-# ---- the Python API's arguments: which declaration an argument has and its kind
-# (core/kinds.py); pipeline/options/arguments.py applies them
+# ---- the Python API's arguments: which declaration an argument has (its type: its
+# annotation's); pipeline/options/arguments.py applies them
 def declaration(function: str, name: str) -> Variable | None:
     """The declaration of argument `name` of public function `function`: the one naming
     `function`, else the API's own (a keyword: a run as a DataFrame, where the option is its
@@ -766,18 +765,6 @@ def declaration(function: str, name: str) -> Variable | None:
     found = [v for v in (*VARIABLES, *KEYWORD_ONLY) if name == v.keyword
              and (not v.functions or function in v.functions)]
     return min(found, key=lambda v: (not v.functions, v.variable), default=None)
-
-
-def argument_kind(function: str, name: str, annotated: object = "") -> tuple[str, bool]:
-    """The kind of argument `name` of public function `function` (core.kinds.KINDS) and
-    whether it takes None: its annotation's (`annotated`, the caller's: a function's own,
-    read where it is), else its declaration's `kind` and `none` (a **keyword's: no annotation
-    says them), else a str."""
-    said = annotated_kind(annotated)
-    if said is not None:
-        return said
-    var = declaration(function, name)
-    return (var.kind or "str", var.none) if var is not None else ("str", False)
 
 
 def command_keywords(function: str) -> list[str]:

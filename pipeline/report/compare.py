@@ -13,8 +13,8 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.core.annotations import Metrics, NamedRuns, Qrels
 from pipeline.core.errors import InputError
-from pipeline.core.kinds import Metrics, NamedRuns, Qrels
 from pipeline.evaluation.score import (
     as_qrels,
     as_run,

@@ -150,7 +150,7 @@ def takes_a_number(var: Variable) -> bool:
     """Whether `var`'s values are numbers: its check reads a whole number (`int`: int_at_least,
     per_core) or a range (checks.maximum), or the API takes it as an int or a float."""
     return getattr(var.check, "__name__", "") == "int" or maximum(var.check) is not None or (
-        var.kind in ("int", "number"))
+        var.type in (int, float))
 
 
 def bounded() -> list[Variable]:

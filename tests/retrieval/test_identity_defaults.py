@@ -36,7 +36,7 @@ def add_option(monkeypatch: pytest.MonkeyPatch, name: str, default_text: str | N
     if default_text is not None:
         var = Variable(name, default if default_text else "", k1_value, "BM25's k1 (test)",
                        "search", optional=not default_text, one_word=True,
-                       stages=("index", "search"), kind="number", none=True, changes_run=True)
+                       stages=("index", "search"), type=float | None, changes_run=True)
         monkeypatch.setattr(declared, "VARIABLES", (*declared.VARIABLES, var))
         monkeypatch.setitem(declared.BY_NAME, name, var)
     kind = type(retriever("bm25"))
