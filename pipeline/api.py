@@ -426,9 +426,10 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     data = Data.of(data)
     place, times = data.place(corpus), data._times(corpus)
     given = {**options, "query_prompt": query_prompt, "model_path": model_path}
-    if isinstance(model, str) and model_to_search(place, model, given) is None:
+    entry = model_to_search(place, model, given) if isinstance(model, str) else \
+        with_query_prompt(_entry(model), query_prompt)  # a name resolved once, there
+    if entry is None:
         return model  # a run imported under this name (make import-run): nothing to search
-    entry = with_query_prompt(_entry(model), query_prompt)
     known_options("search", entry.kind, options, list(retriever(entry.kind).OPTIONS))
     check_not_imported(place, entry.name)  # a ModelEntry named as an imported run
     pools = _stage_pools(data, corpus, pool, "search", program, repair_pools)
