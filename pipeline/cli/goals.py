@@ -24,6 +24,7 @@ from pipeline.cli.variables import (
     as_corpus,
     check_command_line,
     derived,
+    model_names,
     roots_of,
 )
 from pipeline.core.errors import InputError
@@ -448,8 +449,9 @@ def run_goal(args: argparse.Namespace, variables: argparse.Namespace) -> None:
     if args.goal not in GOALS:
         raise InputError(f"no make target {args.goal!r} runs in `python -m pipeline goal` "
                          f"(pipeline/cli/goals.py GOALS: {', '.join(GOALS)})")
+    models = model_names(variables)
     for name in chain(args.goal, variables.GOALS):
-        values = derived(variables)  # after the stages before it (a corpus written whole)
+        values = derived(variables, models)  # after the stages before it (a corpus written whole)
         args.corpora_root, args.index_root, args.runs_root = (
             values["CORPORA_ROOT"], values["INDEX_ROOT"], values["RUNS_ROOT"])
         for step in GOALS[name].steps(variables, values):

@@ -179,16 +179,23 @@ def model_spec(args: argparse.Namespace) -> str:
     return args.MODEL or ""
 
 
-def derived(args: argparse.Namespace) -> dict[str, str]:
-    """What the goals' commands use, from the checked values (empty where not given): the data
-    roots (absolute), SOURCE (where not given, the one the corpus's manifest records), RAW_DIR
-    (RAW or the corpus's raw folder of that source), WRITTEN_WHOLE (the kind of a
-    corpus written whole: nothing to ingest), MODEL_FILE (the stages' --model) and MODEL_NAME
-    (its runs', with QUERY_VARIANT)."""
-    roots, corpus, model = roots_of(args), args.CORPUS, args.MODEL or ""
+def model_names(args: argparse.Namespace) -> dict[str, str]:
+    """MODEL_FILE (the stages' --model: MODEL resolved with POOLING, PRECISION and
+    QUERY_PROMPT) and MODEL_NAME (its runs', with QUERY_VARIANT); empty without MODEL."""
+    model = args.MODEL or ""
     if model and not run_without_model(args):  # an imported run's name: check_model_name's
         model = chosen_model(model_spec(args), args.POOLING, args.PRECISION,
                              args.QUERY_PROMPT).name
+    return {"MODEL_FILE": model,
+            "MODEL_NAME": layout.run_name(model, args.QUERY_VARIANT or "full") if model else ""}
+
+
+def derived(args: argparse.Namespace, models: dict[str, str] | None = None) -> dict[str, str]:
+    """What the goals' commands use, from the checked values (empty where not given): the data
+    roots (absolute), SOURCE (where not given, the one the corpus's manifest records), RAW_DIR
+    (RAW or the corpus's raw folder of that source), WRITTEN_WHOLE (the kind of a corpus
+    written whole: nothing to ingest) and `models` (model_names', resolved once per goal)."""
+    roots, corpus = roots_of(args), args.CORPUS
     source = args.SOURCE  # not given: the one the corpus's manifest records, where it does
     if corpus and "SOURCE" not in args.GIVEN.split():
         source = recorded_source(roots["corpora"] / corpus) or source
@@ -196,6 +203,5 @@ def derived(args: argparse.Namespace) -> dict[str, str]:
     values = {"CORPORA_ROOT": roots["corpora"], "INDEX_ROOT": roots["indexes"], "SOURCE": source,
               "RUNS_ROOT": roots["runs"], "RAW_DIR": args.RAW or raw,
               "WRITTEN_WHOLE": written_whole(roots["corpora"] / corpus) if corpus else "",
-              "MODEL_FILE": model,
-              "MODEL_NAME": layout.run_name(model, args.QUERY_VARIANT or "full") if model else ""}
+              **(models or model_names(args))}
     return {name: str(value) for name, value in values.items()}
