@@ -71,8 +71,12 @@ def model_entry(name: str, work: Path) -> tuple[ModelEntry, str]:
 
 
 def useful_flops(model: torch.nn.Module, lengths: np.ndarray) -> float:
+    """The docstring's useful FLOPs of `model` on sequences of `lengths` tokens. Embedding
+    tables (BERT's `embeddings.*`, a decoder's `embed_tokens`) are looked up, not multiplied;
+    attention is counted as the full square, a causal decoder's too."""
     config = model.config
-    params = sum(p.numel() for n, p in model.named_parameters() if "embeddings" not in n)
+    params = sum(p.numel() for n, p in model.named_parameters()
+                 if "embeddings" not in n and "embed_tokens" not in n)
     attention = 4 * config.num_hidden_layers * config.hidden_size * float((lengths ** 2).sum())
     return 2.0 * params * float(lengths.sum()) + attention
 
@@ -140,7 +144,8 @@ def st_peer(source: str | Path, ours: Encoder):
                                      model_kwargs={"dtype": model_dtype(entry, ours.device),
                                                    "attn_implementation": ours.attention})
     pooling = models.Pooling(transformer.get_embedding_dimension(),
-                             pooling_mode="cls" if entry.pooling == "cls" else "mean")
+                             pooling_mode=entry.pooling if entry.pooling in ("cls", "lasttoken")
+                             else "mean")
     modules = [transformer, pooling] + ([models.Normalize()] if entry.normalize else [])
     peer = SentenceTransformer(modules=modules, device=str(ours.device))
     peer.eval()

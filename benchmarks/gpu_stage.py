@@ -38,12 +38,21 @@ It measures, in this order (each step skipped, and said so, when --budget-s is s
    of the corpus: the engine in bf16 against sentence-transformers at its best batch, papers/s,
    TFLOP/s and share of the dense bf16 peak, their ratio, and each paper's cosine between the
    bf16 vectors and the fp32 engine's (the minimum).
+6. (issue 80) A decoder embedder: a Qwen2 of Qwen2-0.5B's shape (its 0.36B parameters outside
+   the embedding table; 0.39B in all with MiniLM's vocabulary), random weights, MiniLM's
+   tokenizer, through the engine's hf: path with POOLING=lasttoken, on the first
+   --decoder-papers (4,000) of step 5's papers, against sentence-transformers with last-token
+   pooling at its best batch, and infinity-emb's torch engine where infinity_emb imports (else
+   its ImportError is recorded; nothing is installed): papers/s, tokens/s, TFLOP/s and share
+   of the bf16 peak (step 5's FLOP count), the engine's ratio to each (the issue wants 2x over
+   sentence-transformers: recorded, not checked), and the minimum cosine between the bf16
+   vectors and an fp32 engine pass on the first FP32_PAPERS.
 
-On a CPU it runs at a tiny size with a 2-layer BERT in fp32 (`--papers 300 --pool 1k --device
-cpu --out <dir>`), which the tests do end to end (tests/encoding/test_gpu_stage.py); its figures
-say nothing about a GPU.
-Usage: python benchmarks/gpu_stage.py [--papers 20000] [--pool 50k] [--device cuda]
-       [--out benchmarks/results] [--budget-s 460]
+On a CPU it runs at a tiny size with a 2-layer BERT and a 2-layer Qwen2 in fp32 (`--papers 300
+--pool 1k --device cpu --out <dir>`), which the tests do end to end
+(tests/encoding/test_gpu_stage.py); its figures say nothing about a GPU.
+Usage: python benchmarks/gpu_stage.py [--papers 20000] [--decoder-papers 4000] [--pool 50k]
+       [--device cuda] [--out benchmarks/results] [--budget-s 460]
 """
 
 from __future__ import annotations
@@ -87,6 +96,17 @@ SEARCH_THREADS = 8
 MODELS = {"bert-base": {},
           "bert-tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
                         "intermediate_size": 128}}
+DECODER_MODEL = "hf:local/qwen2-random"
+# step 6's decoder: Qwen2-0.5B's shape (the class of Qwen3-Embedding-0.6B), or a 2-layer one for
+# a CPU; the vocabulary is the tokenizer's (MiniLM's 30,522 tokens: 385M parameters, 358M of them
+# outside the embedding table, as in Qwen2-0.5B)
+DECODERS = {"qwen2-0.5b": {"hidden_size": 896, "num_hidden_layers": 24,
+                           "num_attention_heads": 14, "num_key_value_heads": 2,
+                           "intermediate_size": 4864},
+            "qwen2-tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                           "num_key_value_heads": 2, "intermediate_size": 128}}
+DECODER_PAPERS = 4_000  # step 6's papers unless --decoder-papers (at most step 5's)
+FP32_PAPERS = 512  # step 6's fp32 engine pass: on the first of its papers
 # issue 70's targets, each checked on a GPU run: (row key, field, at least / at most, value)
 TARGETS = (("engine", "share_of_bf16_peak", ">=", 0.40), ("engine", "speedup", ">=", 2.5),
            ("engine", "cosine_bf16_vs_fp32_min", ">=", 0.999),
@@ -159,19 +179,44 @@ def commit() -> str | None:
     return (done.stdout.strip() or None) if done.returncode == 0 else None
 
 
-def make_model(folder: Path, name: str) -> Path:
-    """A BERT of random weights (seed 0) and MiniLM's uncased tokenizer, saved with
-    save_pretrained, as embed_throughput.py's bert-base."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
+def minilm_tokenizer():
+    """MiniLM's uncased tokenizer, from the package that ships it (no hub needed)."""
+    from transformers import AutoTokenizer
 
     from pipeline.encoding.identity import model_source
     from pipeline.models import get_model
 
-    tokenizer = AutoTokenizer.from_pretrained(model_source(get_model("minilm")))
+    return AutoTokenizer.from_pretrained(model_source(get_model("minilm")))
+
+
+def make_model(folder: Path, name: str) -> Path:
+    """A BERT of random weights (seed 0) and MiniLM's uncased tokenizer, saved with
+    save_pretrained, as embed_throughput.py's bert-base."""
+    from transformers import BertConfig, BertModel
+
+    tokenizer = minilm_tokenizer()
     tokenizer.save_pretrained(folder)
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(tokenizer), **MODELS[name])
     BertModel(config, add_pooling_layer=False).save_pretrained(folder)
+    return folder
+
+
+def make_decoder(folder: Path, name: str) -> Path:
+    """A Qwen2 of random weights (seed 0) and MiniLM's tokenizer, saved with save_pretrained.
+    The tokenizer's [SEP], which ends every input, is made its end-of-sequence token, so
+    last-token pooling (the engine's and sentence-transformers') reads the same token's state
+    and the engine appends none; it pads on the left, as decoder embedders' tokenizers do
+    (Qwen3-Embedding's)."""
+    from transformers import Qwen2Config, Qwen2Model
+
+    tokenizer = minilm_tokenizer()
+    tokenizer.eos_token, tokenizer.padding_side = tokenizer.sep_token, "left"
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                         eos_token_id=tokenizer.eos_token_id, **DECODERS[name])
+    Qwen2Model(config).save_pretrained(folder)
     return folder
 
 
@@ -476,29 +521,33 @@ def corpus_papers(corpus_dir: Path, n: int) -> list[tuple[str, str]]:
     return list(zip(papers["title"], papers["abstract"], strict=True))
 
 
-def engine_vs_peer(run: Run, corpus_dir: Path | None, settings: dict, model_dir: Path,
-                   work: Path) -> dict | None:
-    """Step 5 (a): embed_throughput.py's comparison (its functions) on the same model in
-    bf16, with each paper's cosine to the fp32 engine's vectors; on the corpus's papers, or
-    embed_throughput.py's own where the corpus was not built."""
+def step_papers(corpus_dir: Path | None, n: int, work: Path) -> list[tuple[str, str]]:
+    """The first n of steps 5 and 6's papers: the corpus's, or embed_throughput.py's own where
+    the corpus was not built."""
+    from benchmarks.embed_throughput import synthetic_papers
 
-    from benchmarks.embed_throughput import st_peer, synthetic_papers
+    return (corpus_papers(corpus_dir, n) if corpus_dir is not None
+            else synthetic_papers(n, work / f"raw-{n}"))
 
-    if not run.step("the engine against sentence-transformers", 90):
-        return None
-    papers = (corpus_papers(corpus_dir, settings["papers"]) if corpus_dir is not None
-              else synthetic_papers(settings["papers"], work / "raw"))
-    precision = settings["precision"]
-    entry = ModelEntry(settings["model"], "dense", str(model_dir), "cls", "l2", max_length=512)
-    reference = Encoder(entry, model_path=model_dir, device=settings["device"])  # fp32
+
+def fp32_vectors(entry: ModelEntry, model_dir: Path, device: str,
+                 papers: list[tuple[str, str]]) -> tuple[list[str], np.ndarray]:
+    """The papers' texts as `entry` formats them and their fp32 engine vectors; the model's
+    GPU memory given back after."""
+    reference = Encoder(entry, model_path=model_dir, device=device)
     texts = [reference.format(t, a) for t, a in papers]
-    fp32, _ = reference.encode(texts, progress=False)
-    reference.model.to("cpu")  # its GPU memory back
+    vectors, _ = reference.encode(texts, progress=False)
+    reference.model.to("cpu")
     release()
-    ours = Encoder(with_precision(entry, precision), model_path=model_dir,
-                   device=settings["device"])
+    return texts, vectors
+
+
+def against_peer(ours: Encoder, peer, texts: list[str], repeats: int
+                 ) -> tuple[dict, np.ndarray, np.ndarray]:
+    """embed_throughput.py's comparison (its functions): the engine `ours` against the
+    sentence-transformers model `peer` (at its best batch) on `texts`, interleaved `repeats`
+    times after a warm-up; its figures and the engine's vectors."""
     lengths = np.array([len(x) for x in ours.tokenize(texts)])
-    peer = st_peer(model_dir, ours)
 
     def run_ours():
         return ours.encode(texts, progress=False)[0]
@@ -509,24 +558,126 @@ def engine_vs_peer(run: Run, corpus_dir: Path | None, settings: dict, model_dir:
 
     batch, tried = best_peer_batch(run_peer, texts)
     a, b = run_ours(), run_peer(batch)  # warm-up, and the two agree
-    times = interleaved({"engine": run_ours, "peer": lambda: run_peer(batch)},
-                        settings["repeats"])
+    times = interleaved({"engine": run_ours, "peer": lambda: run_peer(batch)}, repeats)
     flops, peak = useful_flops(ours.model, lengths), peak_tflops(ours.device)
     engine = speed(times["engine"], len(texts), int(lengths.sum()), flops, peak)
     other = speed(times["peer"], len(texts), int(lengths.sum()), flops, peak)
-    bf16 = cosines(a, fp32)
-    values = {"papers": len(texts), "precision": precision, "dtype": str(ours.model.dtype),
+    values = {"papers": len(texts), "precision": ours.entry.precision,
+              "dtype": str(ours.model.dtype),
               "mean_tokens_per_paper": round(float(lengths.mean()), 1),
               "engine": engine, "peer": other, "peer_batch_size": batch,
               "peer_batch_seconds_on_sample": tried,
               "speedup": round(engine["papers_per_s"] / other["papers_per_s"], 2),
-              "cosine_engine_vs_peer_mean": round(float(cosines(a, b).mean()), 5),
-              "cosine_bf16_vs_fp32_min": round(float(bf16.min()), 5),
-              "cosine_bf16_vs_fp32_mean": round(float(bf16.mean()), 5),
-              "gpu_busy": getattr(ours, "counts", {}).get("gpu_busy"),
-              "peak_bf16_tflops": peak}
+              "cosine_engine_vs_peer_mean": round(float(cosines(a, b).mean()), 5)}
+    return values, a, lengths
+
+
+def engine_vs_peer(run: Run, corpus_dir: Path | None, settings: dict, model_dir: Path,
+                   work: Path) -> dict | None:
+    """Step 5 (a): embed_throughput.py's comparison (its functions) on the same model in
+    bf16, with each paper's cosine to the fp32 engine's vectors."""
+    from benchmarks.embed_throughput import st_peer
+
+    if not run.step("the engine against sentence-transformers", 90):
+        return None
+    papers = step_papers(corpus_dir, settings["papers"], work)
+    entry = ModelEntry(settings["model"], "dense", str(model_dir), "cls", "l2", max_length=512)
+    texts, fp32 = fp32_vectors(entry, model_dir, settings["device"], papers)
+    ours = Encoder(with_precision(entry, settings["precision"]), model_path=model_dir,
+                   device=settings["device"])
+    values, vectors, _ = against_peer(ours, st_peer(model_dir, ours), texts,
+                                      settings["repeats"])
+    bf16 = cosines(vectors, fp32)
+    values.update({"cosine_bf16_vs_fp32_min": round(float(bf16.min()), 5),
+                   "cosine_bf16_vs_fp32_mean": round(float(bf16.mean()), 5),
+                   "gpu_busy": getattr(ours, "counts", {}).get("gpu_busy"),
+                   "peak_bf16_tflops": peak_tflops(ours.device)})
     run.record("steps", "engine_vs_peer", values)
     return values
+
+
+def decoder(run: Run, corpus_dir: Path | None, settings: dict, work: Path) -> dict | None:
+    """Step 6 (issue 80): a decoder embedder (DECODERS) through the engine's hf: path with
+    last-token pooling against sentence-transformers (against_peer) and infinity-emb's torch
+    engine (where it imports), with the bf16 vectors' cosine to an fp32 engine pass on the
+    first FP32_PAPERS papers."""
+    from benchmarks.embed_throughput import st_peer
+
+    if not run.step("the decoder embedder against its peers", 90):
+        return None
+    model_dir = make_decoder(work / "qwen2-random", settings["decoder"])
+    papers = step_papers(corpus_dir, settings["decoder_papers"], work)
+    entry = chosen_model(DECODER_MODEL, "lasttoken", "fp32")
+    _, fp32 = fp32_vectors(entry, model_dir, settings["device"], papers[:FP32_PAPERS])
+    ours = Encoder(with_precision(entry, settings["precision"]), model_path=model_dir,
+                   device=settings["device"])
+    texts = [ours.format(t, a) for t, a in papers]
+    peer = st_peer(model_dir, ours)
+    values, vectors, lengths = against_peer(ours, peer, texts, settings["repeats"])
+    bf16 = cosines(vectors[: len(fp32)], fp32)
+    missing = infinity_missing()
+    values = {"model": settings["decoder"],
+              "params": sum(p.numel() for p in ours.model.parameters()), **values,
+              "eos_appended": ours.settings()["eos_appended"],
+              "padding_side": ours.tokenizer.padding_side, "attention": ours.attention,
+              "fp32_papers": len(fp32), "cosine_bf16_vs_fp32_min": round(float(bf16.min()), 5),
+              "cosine_bf16_vs_fp32_mean": round(float(bf16.mean()), 5),
+              "gpu_busy": getattr(ours, "counts", {}).get("gpu_busy"),
+              "peak_bf16_tflops": peak_tflops(ours.device),
+              "infinity": missing or "not measured (the run stopped or failed there)"}
+    run.record("steps", "decoder", values)
+    if missing is None:
+        peer.save(str(work / "qwen2-st"))  # infinity loads a sentence-transformers folder
+        del peer
+        release()
+        seconds, theirs = infinity_runs(work / "qwen2-st", texts, ours,
+                                        values["peer_batch_size"], settings["repeats"])
+        flops = useful_flops(ours.model, lengths)
+        other = speed(seconds, len(texts), int(lengths.sum()), flops, values["peak_bf16_tflops"])
+        values["infinity"] = {**other, "batch_size": values["peer_batch_size"],
+                              "speedup": round(values["engine"]["papers_per_s"]
+                                               / other["papers_per_s"], 2),
+                              "cosine_engine_vs_infinity_mean":
+                              round(float(cosines(vectors, theirs).mean()), 5)}
+        run.record("steps", "decoder", values)
+    return values
+
+
+def infinity_missing() -> str | None:
+    """None where infinity_emb imports here, else 'not installed: <the ImportError>' (the
+    run installs nothing)."""
+    try:
+        import infinity_emb  # noqa: F401
+    except ImportError as exc:
+        return f"not installed: {exc}"
+    return None
+
+
+def infinity_runs(folder: Path, texts: list[str], ours: Encoder, batch_size: int,
+                  repeats: int) -> tuple[list[float], np.ndarray]:
+    """infinity-emb's torch engine on the sentence-transformers model saved in `folder` (its
+    pooling read from there), in the engine's dtype, `batch_size` a batch: the seconds of
+    `repeats` runs after a warm-up, and its vectors."""
+    import asyncio
+
+    from infinity_emb import AsyncEmbeddingEngine, EngineArgs
+
+    dtype = {torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(ours.model.dtype,
+                                                                        "float32")
+    engine = AsyncEmbeddingEngine.from_args(EngineArgs(
+        model_name_or_path=str(folder), engine="torch", device=ours.device.type, dtype=dtype,
+        batch_size=batch_size, bettertransformer=False, model_warmup=False))
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(engine.astart())
+    try:
+        def embed() -> np.ndarray:
+            return np.stack(loop.run_until_complete(engine.embed(sentences=texts))[0])
+
+        vectors = embed()  # warm-up
+        return [timed(embed) for _ in range(repeats)], vectors
+    finally:
+        loop.run_until_complete(engine.astop())
+        loop.close()
 
 
 def rows(figures: dict, device: str) -> dict:
@@ -543,6 +694,22 @@ def rows(figures: dict, device: str) -> dict:
                          "speedup": compared["speedup"], "tflops": engine.get("tflops"),
                          "share_of_bf16_peak": engine.get("share_of_bf16_peak"),
                          "cosine_bf16_vs_fp32_min": compared["cosine_bf16_vs_fp32_min"]}
+    if decoded := steps.get("decoder"):
+        engine, infinity = decoded["engine"], decoded["infinity"]
+        measured = isinstance(infinity, dict)
+        out["decoder"] = {"device": device, "papers": decoded["papers"],
+                          "engine_papers_per_s": engine["papers_per_s"],
+                          "stage_papers_per_s": None, "gpu_busy": decoded["gpu_busy"],
+                          "model": decoded["model"], "params": decoded["params"],
+                          "engine_tokens_per_s": engine["tokens_per_s"],
+                          "tflops": engine.get("tflops"),
+                          "share_of_bf16_peak": engine.get("share_of_bf16_peak"),
+                          "peer_papers_per_s": decoded["peer"]["papers_per_s"],
+                          "speedup": decoded["speedup"],
+                          "infinity_papers_per_s": infinity["papers_per_s"] if measured
+                          else None,
+                          "speedup_vs_infinity": infinity["speedup"] if measured else None,
+                          "cosine_bf16_vs_fp32_min": decoded["cosine_bf16_vs_fp32_min"]}
     if search := steps.get("search"):
         engine = steps.get("engine_on_pool", {})
         stage_rate, engine_rate = search["stage_papers_per_s"], engine.get("engine_papers_per_s")
@@ -580,6 +747,8 @@ def checks(figures: dict) -> list[str]:
 def cell(value) -> str:
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return str(value)
     if isinstance(value, float) and 0 <= value <= 1:
         return f"{value:.5g}"
     return f"{value:,}" if isinstance(value, int | float) else str(value)
@@ -605,6 +774,8 @@ def report(figures: dict) -> str:
                      + f" | {more} |")
     if figures["settings"]["device"] != "cpu":
         lines += ["", "Issue 70's targets:", "", *checks(figures)]
+    if decoded := figures["steps"].get("decoder"):
+        lines += ["", decoder_line(decoded)]
     lines += ["", "## Steps", ""]
     for name, values in figures["steps"].items():
         if name == "profile":
@@ -627,6 +798,26 @@ def report(figures: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def decoder_line(decoded: dict) -> str:
+    """Step 6 in a sentence: the engine's figures, its ratio to each peer, how FLOPs count."""
+    engine, infinity = decoded["engine"], decoded["infinity"]
+    rate = (f", {engine['tflops']} TFLOP/s ({engine['share_of_bf16_peak']:.1%} of the dense "
+            "bf16 peak)" if "tflops" in engine else "")
+    other = (f"{infinity['papers_per_s']:,} papers/s (batch {infinity['batch_size']}): "
+             f"{infinity['speedup']}x" if isinstance(infinity, dict) else infinity)
+    return (f"Decoder embedder (issue 80, which wants at least 2x over sentence-transformers: "
+            f"recorded, not checked): {decoded['model']} ({decoded['params']:,} parameters, "
+            f"{decoded['dtype']}, last-token pooling), {decoded['papers']:,} papers of "
+            f"{decoded['mean_tokens_per_paper']} tokens on average; the engine "
+            f"{engine['papers_per_s']:,} papers/s, {engine['tokens_per_s']:,} tokens/s{rate}; "
+            f"sentence-transformers {decoded['peer']['papers_per_s']:,} papers/s (batch "
+            f"{decoded['peer_batch_size']}): {decoded['speedup']}x; infinity-emb: {other}; "
+            f"bf16 vs fp32 cosine at least {decoded['cosine_bf16_vs_fp32_min']} on "
+            f"{decoded['fp32_papers']:,} papers. FLOPs: 2 x non-embedding parameters x tokens, "
+            "plus 4 x layers x hidden x length^2 a paper for attention, counted as the full "
+            "square though the decoder is causal (embed_throughput.useful_flops).")
+
+
 def size_of(text: str) -> int:
     text = text.strip().lower()
     scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:], 1)
@@ -636,6 +827,8 @@ def size_of(text: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--papers", type=int, default=20_000, help="papers of step 5 (a)")
+    parser.add_argument("--decoder-papers", type=int, default=None,
+                        help=f"papers of step 6 (default: {DECODER_PAPERS:,}, at most --papers)")
     parser.add_argument("--pool", default="50k", help="the pool's size (SIZE)")
     parser.add_argument("--corpus", type=int, default=None,
                         help="DEMO_PAPERS (default: 4 x the pool)")
@@ -657,6 +850,8 @@ def main() -> None:
     settings = {"device": args.device, "papers": args.papers, "pool": args.pool,
                 "corpus": args.corpus or 4 * size_of(args.pool),
                 "model": args.model or ("bert-base" if gpu else "bert-tiny"),
+                "decoder": "qwen2-0.5b" if gpu else "qwen2-tiny",
+                "decoder_papers": args.decoder_papers or min(args.papers, DECODER_PAPERS),
                 "precision": args.precision or ("bf16" if gpu else "fp32"),
                 "repeats": args.repeats, "budget_s": args.budget_s,
                 "build_threads": min(os.cpu_count() or 1, 16),
@@ -680,6 +875,8 @@ def main() -> None:
             release()
         run.attempt("engine_vs_peer", engine_vs_peer, run, corpus_dir, settings, model_dir,
                     work)
+        release()
+        run.attempt("decoder", decoder, run, corpus_dir, settings, work)
         run.figures["complete"] = not run.figures["skipped"] and not run.figures["errors"]
         run.record("steps", "total", {"seconds": round(time.monotonic() - run.start, 1)})
         print(report(run.figures))

@@ -1,7 +1,8 @@
 """benchmarks/gpu_stage.py, the one script a GPU session runs (issue 70), end to end on a CPU
-at its tiny size: every step runs and its rows, json and md are written. Its corpus is 2,500
-papers, not the default 4 x the pool (4,000): 1,084 of them prefiltered, enough for the pool of
-1,000 candidates and its 50 queries (1,019 papers to embed, over the 1,000 asserted)."""
+at its tiny size: every step runs and its rows, json and md are written, step 6 (issue 80) with
+a 2-layer Qwen2, last-token pooled. Its corpus is 2,500 papers, not the default 4 x the pool
+(4,000): 1,084 of them prefiltered, enough for the pool of 1,000 candidates and its 50 queries
+(1,019 papers to embed, over the 1,000 asserted)."""
 
 from __future__ import annotations
 
@@ -30,9 +31,9 @@ def test_the_gpu_stage_script_runs_end_to_end_on_a_cpu(tmp_path):
     figures = json.loads((out / "gpu_stage.json").read_text())
     assert figures["complete"] and not figures["skipped"]
     assert set(figures["steps"]) >= {"corpus", "pool", "search", "eval", "engine_on_pool",
-                                     "profile", "engine_vs_peer"}
+                                     "profile", "engine_vs_peer", "decoder"}
     rows = figures["rows"]
-    assert set(rows) == {"engine", "stage", "fresh"}
+    assert set(rows) == {"engine", "stage", "fresh", "decoder"}
     assert all(set(row) >= ROW_FIELDS for row in rows.values())
     assert all(row["device"].startswith("cpu (") for row in rows.values())
     stage = rows["stage"]
@@ -43,7 +44,18 @@ def test_the_gpu_stage_script_runs_end_to_end_on_a_cpu(tmp_path):
     assert rows["engine"]["cosine_bf16_vs_fp32_min"] > 0.9999  # fp32 on both sides here
     assert rows["fresh"]["noop_make_eval_s"] > 0 and rows["fresh"]["eval_stage_s"] is not None
     assert figures["steps"]["profile"]["batches"] > 0 and figures["steps"]["profile"]["top"]
+    decoder, decoded = rows["decoder"], figures["steps"]["decoder"]
+    assert decoder["model"] == "qwen2-tiny" and decoder["papers"] == 300
+    assert decoder["engine_papers_per_s"] > 0 and decoder["engine_tokens_per_s"] > 0
+    assert decoder["peer_papers_per_s"] > 0 and decoder["speedup"] > 0
+    assert decoder["cosine_bf16_vs_fp32_min"] > 0.9999  # fp32 on both sides here
+    assert decoded["cosine_engine_vs_peer_mean"] > 0.9999  # both read the [SEP]'s state
+    assert (decoded["padding_side"], decoded["eos_appended"]) == ("left", False)
+    infinity = decoded["infinity"]  # measured where infinity_emb imports, else why not
+    assert (infinity["papers_per_s"] > 0 if isinstance(infinity, dict)
+            else infinity.startswith("not installed: "))
     md = (out / "gpu_stage.md").read_text()
     assert "A CPU run at a tiny size" in md and figures["machine"] in md
+    assert "Decoder embedder (issue 80" in md
     assert (out / "gpu_stage_profile.txt").exists() and (out / "gpu_stage_log.txt").exists()
     assert not list(tmp_path.glob("gpu_stage-*"))  # the scratch folder removed
