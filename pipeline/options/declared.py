@@ -134,7 +134,7 @@ class Variable:
     # an argument's type is its function's annotation's; this, where none says it (a
     # **keyword's: search's options, build_pool's fields), None too where `optional`
     type: Any = str
-    repeats: bool = False  # a list of values, each checked alone (--pool repeats)
+    repeats: bool = False  # the command line takes it again for each value (--pool a --pool b)
     switch: bool = False  # 0/1 on make's command line, a bare option on the stages'
     required: tuple[str, ...] = ()  # the stages that need it given
     no_default: tuple[str, ...] = ()  # the stages that take no default (pool --size)
