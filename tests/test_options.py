@@ -351,7 +351,7 @@ def test_each_option_has_one_name_its_keyword_and_flag_derived():
             assert (action.option_strings, action.dest) == ([var.option], var.keyword), name
     for function, names in docs.public_arguments().items():
         for name in names:
-            var = declared.declaration(function, name)  # None: its annotation's kind alone
+            var = declared.declaration(function, name)  # None: its annotation alone
             assert var is None or var.keyword == name, (function, name)
 
 

@@ -68,7 +68,8 @@ def takes(hint: object, value: object) -> bool:
     """Whether `value` is of type `hint` (each item of a list too; a bool is no number), and
     passes the test of the Annotated member that takes it."""
     for member in members(hint):
-        said, of = given(member), get_args(member)[0] if given(member) else member
+        said = given(member)
+        of = get_args(member)[0] if said else member  # an Annotated type's own type
         if isinstance(value, bool) and of in (int, float):
             continue
         try:
