@@ -36,8 +36,12 @@ It measures, in this order (each step skipped, and said so, when --budget-s is s
    absent).
 4. (b) The engine on the same papers in this process: `Encoder.encode` of the pool's papers
    (tokenizing included, as embed_throughput.py measures it), its GPU busy share, the stored
-   vectors' cosine to its vectors; and a torch.profiler summary of a few batches (top ops by
-   device time, the synchronising calls).
+   vectors' cosine to its vectors; then (issue 80) the same papers with length buckets
+   (`Encoder.bucket = GPU_BUCKET`: batches of one padded width, cuDNN's attention let in),
+   timed the same way with its first shapes' plans included: its papers/s, GPU busy share, its
+   vectors' cosine to the default run's (the minimum), and the distinct batch shapes both runs
+   meet (batch_shapes over `encode`'s chunks; on a CPU the GPU loop is forced for it); and a
+   torch.profiler summary of a few batches (top ops by device time, the synchronising calls).
 5. (a) embed_throughput.py's comparison, reusing its functions, on --papers (20,000) papers
    of the corpus: the engine in bf16 against sentence-transformers at its best batch, papers/s,
    TFLOP/s and share of the dense bf16 peak, their ratio, and each paper's cosine between the
@@ -70,6 +74,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -87,7 +93,14 @@ from benchmarks.embed_throughput import (  # noqa: E402
 )
 from benchmarks.machine import machine  # noqa: E402
 from pipeline.core.logs import Progress  # noqa: E402
-from pipeline.encoding.encoders import Encoder, busy_reader  # noqa: E402
+from pipeline.encoding.encoders import (  # noqa: E402
+    GPU_BUCKET,
+    TOKENIZE_CHUNK,
+    Encoder,
+    batch_shapes,
+    busy_reader,
+    default_budget,
+)
 from pipeline.models import ModelEntry, chosen_model, with_precision  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results"
@@ -419,10 +432,7 @@ def engine_on_pool(run: Run, data: Path, corpus_dir: Path, settings: dict,
     ids, texts = pool_texts(corpus_dir, run.figures["steps"]["pool"]["pool"], encoder)
     # warm-up: kernels chosen, memory cached
     encoder.encode(texts[: 2048 if encoder.device.type == "cuda" else 64], progress=False)
-    bar, encoded = Progress(len(texts), "engine", show=False), []
-    seconds = timed(lambda: encoded.append(encoder.encode(texts, progress=bar)[0]))
-    bar.close()  # its GPU sampler stops: the share is in encoder.counts
-    (vectors,) = encoded
+    seconds, vectors, busy = timed_encode(encoder, texts)
     start = time.perf_counter()
     tokenized = encoder.tokenize(texts)
     tokenize_s = time.perf_counter() - start
@@ -436,13 +446,60 @@ def engine_on_pool(run: Run, data: Path, corpus_dir: Path, settings: dict,
               "encode_ids_papers_per_s": round(len(texts) / ids_s, 1) if ids_s else None,
               "tokenize_s": round(tokenize_s, 2),
               "tokens_per_paper": round(float(np.mean([len(x) for x in tokenized])), 1),
-              "gpu_busy": getattr(encoder, "counts", {}).get("gpu_busy"),
+              "gpu_busy": busy,
               "stored_vs_engine_cosine_min": None if stored is None else
               round(float(cosines(stored, vectors).min()), 5)}
     run.record("steps", "engine_on_pool", values)
+    if run.step("the engine on the stage's papers with buckets", 30):
+        lengths = np.array([len(x) for x in tokenized])
+        with gpu_loop(encoder, GPU_BUCKET):  # no warm-up: its first shapes' plans count
+            bucketed_s, bucketed, bucketed_busy = timed_encode(encoder, texts)
+        values.update({"bucket": GPU_BUCKET,
+                       "bucketed_papers_per_s": round(len(texts) / bucketed_s, 1),
+                       "bucketed_seconds": round(bucketed_s, 2),
+                       "bucketed_gpu_busy": bucketed_busy,
+                       "bucketed_vs_engine_cosine_min":
+                       round(float(cosines(bucketed, vectors).min()), 5),
+                       "shapes_met_mixed": shapes_met(encoder, lengths, None),
+                       "shapes_met_bucketed": shapes_met(encoder, lengths, GPU_BUCKET),
+                       "shapes_one_plan_bucketed": len(batch_shapes(
+                           lengths, GPU_BUCKET, default_budget(encoder.device),
+                           encoder.max_length))})
+        run.record("steps", "engine_on_pool", values)
     if run.step("profile of a few batches", 15):
         run.record("steps", "profile", profile(encoder, tokenized, run.out))
     return values
+
+
+def timed_encode(encoder: Encoder, texts: list[str]) -> tuple[float, np.ndarray, float | None]:
+    """`encoder.encode(texts)` timed: its seconds, its vectors and the GPU's busy share while
+    it ran (its bar's sampler; None on a CPU)."""
+    bar, encoded = Progress(len(texts), "engine", show=False), []
+    seconds = timed(lambda: encoded.append(encoder.encode(texts, progress=bar)[0]))
+    bar.close()  # its GPU sampler stops: the share is in encoder.counts
+    return seconds, encoded[0], getattr(encoder, "counts", {}).get("gpu_busy")
+
+
+@contextmanager
+def gpu_loop(encoder: Encoder, bucket: int | None = None) -> Iterator[None]:
+    """The encoder in the GPU's loop (`_one_by_one`) with `bucket`, forced on a CPU as the
+    tests force it; its settings restored after."""
+    saved = encoder.pad_step, encoder.bucket
+    encoder.pad_step, encoder.bucket = None, bucket
+    try:
+        yield
+    finally:
+        encoder.pad_step, encoder.bucket = saved
+
+
+def shapes_met(encoder: Encoder, lengths: np.ndarray, bucket: int | None) -> int:
+    """The distinct (rows, width) batches `encoder.encode` meets in the GPU loop with `bucket`
+    on texts of these token lengths: one plan per chunk of TOKENIZE_CHUNK texts, each chunk's
+    tail batches their own shapes (batch_shapes)."""
+    budget = default_budget(encoder.device)
+    chunks = [lengths[lo : lo + TOKENIZE_CHUNK] for lo in range(0, len(lengths), TOKENIZE_CHUNK)]
+    return len(set().union(*(batch_shapes(chunk, bucket, budget, encoder.max_length)
+                             for chunk in chunks)))
 
 
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -471,8 +528,6 @@ def profile(encoder: Encoder, tokenized: list[list[int]], out: Path) -> dict:
 
     cuda = encoder.device.type == "cuda"
     some = tokenized[: 2048 if cuda else 32]
-    step, encoder.pad_step = encoder.pad_step, None
-    encoder.encode_ids(some, progress=False)
     batches = []
     forward = encoder._forward
 
@@ -480,16 +535,17 @@ def profile(encoder: Encoder, tokenized: list[list[int]], out: Path) -> dict:
         batches.append(1)
         return forward(batch)
 
-    encoder._forward = counted
-    start = time.perf_counter()
-    with profiler(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda
-                                                      else [])]) as prof:
+    with gpu_loop(encoder):
         encoder.encode_ids(some, progress=False)
-        if cuda:
-            torch.cuda.synchronize()
-    wall = time.perf_counter() - start
-    del encoder._forward
-    encoder.pad_step = step
+        encoder._forward = counted
+        start = time.perf_counter()
+        with profiler(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda
+                                                          else [])]) as prof:
+            encoder.encode_ids(some, progress=False)
+            if cuda:
+                torch.cuda.synchronize()
+        wall = time.perf_counter() - start
+        del encoder._forward
     events = prof.key_averages()
 
     def device_us(event, own: bool) -> float:
@@ -778,6 +834,8 @@ def report(figures: dict) -> str:
                      + f" | {more} |")
     if figures["settings"]["device"] != "cpu":
         lines += ["", "Issue 70's targets:", "", *checks(figures)]
+    if "bucket" in (pooled := figures["steps"].get("engine_on_pool", {})):
+        lines += ["", bucket_line(pooled)]
     if decoded := figures["steps"].get("decoder"):
         lines += ["", decoder_line(decoded)]
     lines += ["", "## Steps", ""]
@@ -800,6 +858,21 @@ def report(figures: dict) -> str:
         lines += ["", "Failed:", "", *(f"- {name}: `{message.splitlines()[0][:300]}`"
                                       for name, message in figures["errors"].items())]
     return "\n".join(lines) + "\n"
+
+
+def bucket_line(pooled: dict) -> str:
+    """Step 4's bucketed run in a sentence, against the default one."""
+    busy = ("" if pooled["bucketed_gpu_busy"] is None else
+            f", GPU busy {pooled['bucketed_gpu_busy']:.0%} (default {pooled['gpu_busy']:.0%})")
+    return (f"Length buckets (issue 80, not the default): the engine on the pool's "
+            f"{pooled['papers']:,} papers with batches of one width, a multiple of "
+            f"{pooled['bucket']} tokens, cuDNN attention let in: "
+            f"{pooled['bucketed_papers_per_s']:,} papers/s, its first shapes' plans included "
+            f"(default: {pooled['engine_papers_per_s']:,}){busy}; "
+            f"{pooled['shapes_met_bucketed']} batch shapes met over encode's chunks "
+            f"({pooled['shapes_one_plan_bucketed']} in one plan of the pool), against "
+            f"{pooled['shapes_met_mixed']} with mixed lengths; cosine to the default's vectors "
+            f"at least {pooled['bucketed_vs_engine_cosine_min']}.")
 
 
 def decoder_line(decoded: dict) -> str:

@@ -44,6 +44,11 @@ MAX_BATCH = 512  # sequences per batch at most, however short
 # CPU: a sequence is padded to its length rounded up to a multiple of this (pad_widths): about
 # as few forward passes as sentence-transformers, padding under 5% (docs/encoders.md, measured)
 PAD_STEP = 32
+# GPU with buckets (Encoder.bucket, not the default until a GPU run measures it): a sequence is
+# padded to its length rounded up to a multiple of this and a batch holds one such width, so
+# one plan's batches take at most two (rows, width) shapes per width (batch_shapes) and
+# cuDNN's attention plans, built once per shape, are reused (gpu_attention)
+GPU_BUCKET = 64
 # padded tokens per batch (ids x longest); a CPU runs several small batches side by side
 # (Encoder._side_by_side), fastest at 2,048 on this project's machine (docs/encoders.md)
 TOKEN_BUDGET = {"cuda": 65536, "cpu": 2048}
@@ -98,8 +103,9 @@ def pad_widths(lengths: np.ndarray, step: int | None, max_length: int) -> np.nda
     """The width each sequence is padded to. On a CPU (`step`): its length rounded up to a
     multiple of `step`, at most `max_length`; a batch holds one width, so it spans up to `step`
     lengths with fewer than `step` padding tokens per sequence, and a sequence's vector depends
-    on the sequence alone (bit for bit on a CPU), never on what it is batched with. On a GPU
-    (None): its own length, each batch padded to its longest."""
+    on the sequence alone (bit for bit on a CPU), never on what it is batched with (on a GPU
+    with buckets, `step` is the bucket). On a GPU (None): its own length, each batch padded to
+    its longest."""
     if step is None:
         return lengths
     return np.maximum(lengths, np.minimum(-(-lengths // step) * step, max_length))
@@ -109,12 +115,27 @@ def batch_of(todo: np.ndarray, widths: np.ndarray, budget: int, max_batch: int =
              one_width: bool = False) -> np.ndarray:
     """The next batch: the head of `todo` (indices sorted by length, longest first) that fits
     the token budget, each sequence counted at its padded width (pad_widths). `one_width`
-    (on a CPU) also stops where the width changes, so the store is identical whatever the
-    number of shards or the part size."""
+    also stops where the width changes: on a CPU so the store is identical whatever the number
+    of shards or the part size, on a GPU with buckets so the batches take few shapes."""
     head = todo[: batch_rows(widths[todo[0]], budget, max_batch)]
     if one_width:
         head = head[: int(np.argmax(widths[head] != widths[head[0]])) or len(head)]
     return head
+
+
+def batch_shapes(lengths: np.ndarray, step: int | None, budget: int, max_length: int,
+                 max_batch: int = MAX_BATCH) -> set[tuple[int, int]]:
+    """The distinct (rows, width) shapes of the batches one plan cuts for sequences of
+    `lengths` (pad_widths and batch_of, as the engine cuts them): with a `step` (PAD_STEP on a
+    CPU, a bucket on a GPU) at most two per padded width, `batch_rows` rows and one shorter
+    tail; without one (mixed lengths) about one per batch."""
+    widths = pad_widths(np.asarray(lengths), step, max_length)
+    todo, shapes = np.argsort(-widths, kind="stable"), set()
+    while len(todo):
+        idx = batch_of(todo, widths, budget, max_batch, one_width=step is not None)
+        shapes.add((len(idx), int(widths[idx[0]])))
+        todo = todo[len(idx):]
+    return shapes
 
 
 def cpu_pad_step(device: torch.device) -> int | None:
@@ -124,17 +145,21 @@ def cpu_pad_step(device: torch.device) -> int | None:
     return PAD_STEP if device.type == "cpu" else None
 
 
-def gpu_attention(device: torch.device):
+def gpu_attention(device: torch.device, few_shapes: bool = False):
     """The context a GPU batch runs in: PyTorch's SDPA without its cuDNN backend. With a
     padding mask torch 2.11 tries cuDNN first on Hopper and newer, and cuDNN builds an
     execution plan for every new (batch, length) shape, about 0.4 s each on the host while the
     GPU waits; batches of mixed lengths meet hundreds of shapes (measured on an H200: the
     first 1,000 papers of a 50k pool at 200 papers/s). The memory-efficient kernel takes the
-    mask with no plan. A CPU is left as it is."""
+    mask with no plan. `few_shapes` (batches from buckets, Encoder.bucket): cuDNN first, its
+    plans built once per shape and reused. A CPU is left as it is."""
     if device.type != "cuda":
         return nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    if few_shapes:
+        return sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
+                            SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH], set_priority=True)
     return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
                         SDPBackend.MATH])
 
@@ -396,6 +421,9 @@ class Encoder:
     # them (multi-vector: a collection's own sentence split)
     columns: tuple[str, ...] = ()
     append_eos: int | None = None  # last-token pooling: the end-of-sequence id to append
+    # the GPU loop (pad_step None): None packs mixed lengths (the default); a step (GPU_BUCKET)
+    # pads to its multiples, batches of one width, a few shapes (batch_shapes), cuDNN let in
+    bucket: int | None = None
 
     def __init__(self, entry: ModelEntry, model_path: str | Path | None = None,
                  device: str | None = None):
@@ -546,7 +574,7 @@ class Encoder:
         terminal); on a GPU it also shows the GPU's busy share (`follow_busy`)."""
         budget = token_budget or default_budget(self.device)
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-        widths = pad_widths(lengths, self.pad_step, self.max_length)
+        widths = self.padded_widths(lengths)
         bar = progress if isinstance(progress, Progress) else self.progress_bar(
             len(ids), progress)
         self.follow_busy(bar)
@@ -561,6 +589,12 @@ class Encoder:
         if bar is not progress:
             bar.close()
         return out, int(lengths.sum())
+
+    def padded_widths(self, lengths: np.ndarray) -> np.ndarray:
+        """Each sequence's padded width (pad_widths): to PAD_STEP's multiples on a CPU, to the
+        bucket's in the GPU loop with buckets, else its own length."""
+        step = self.bucket if self.pad_step is None else self.pad_step
+        return pad_widths(lengths, step, self.max_length)
 
     def follow_busy(self, bar: Progress) -> None:
         """On a GPU whose busy share can be read (busy_reader): a sampler of it, every
@@ -609,18 +643,19 @@ class Encoder:
 
     def _one_by_one(self, ids: list[list[int]], widths: np.ndarray, budget: int,
                     max_batch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """GPU: batches of mixed lengths one after another, longest first (an out-of-memory
-        error shows up at once), the next one's tensors built in pinned memory while the model
-        runs this one. Nothing in the loop waits for the GPU: a batch's pooled vectors are
-        copied back asynchronously (HostCopy) and read IN_FLIGHT batches later, so the host
-        queues the next batches while the GPU works. On CUDA out-of-memory the budget halves
-        and the batch is tried again (the batches queued before it are kept). The same loop
-        runs on a CPU (the tests force it there), where a copy is the vectors themselves."""
+        """GPU: batches of mixed lengths (with a `bucket`: of one padded width each) one after
+        another, longest first (an out-of-memory error shows up at once), the next one's
+        tensors built in pinned memory while the model runs this one. Nothing in the loop
+        waits for the GPU: a batch's pooled vectors are copied back asynchronously (HostCopy)
+        and read IN_FLIGHT batches later, so the host queues the next batches while the GPU
+        works. On CUDA out-of-memory the budget halves and the batch is tried again (the
+        batches queued before it are kept). The same loop runs on a CPU (the tests force it
+        there), where a copy is the vectors themselves."""
         todo = np.argsort(-widths, kind="stable")
         queued: deque[tuple[np.ndarray, HostCopy]] = deque()
 
         def cut(rest: np.ndarray) -> np.ndarray:
-            return batch_of(rest, widths, budget, max_batch)
+            return batch_of(rest, widths, budget, max_batch, one_width=self.bucket is not None)
 
         with ThreadPoolExecutor(1) as prefetch:
             idx = cut(todo)
@@ -630,7 +665,7 @@ class Encoder:
                 following = cut(rest) if len(rest) else rest
                 pending = prefetch.submit(self._tensors, ids, following, widths)  # while this runs
                 try:
-                    with gpu_attention(self.device):
+                    with gpu_attention(self.device, few_shapes=self.bucket is not None):
                         copy = HostCopy(self._forward(batch))
                 except torch.OutOfMemoryError:
                     if len(idx) == 1:

@@ -1,10 +1,13 @@
 """The GPU batch loop (Encoder._one_by_one) run on a CPU, as CI has no GPU: its batches'
 vectors are those of each batch run alone, read back IN_FLIGHT batches after they are queued,
 every paper once, an out-of-memory error in the middle costing nothing; and the pooling it
-moved before the conversion to float32 gives the CPU's vectors bit for bit."""
+moved before the conversion to float32 gives the CPU's vectors bit for bit. With length
+buckets (Encoder.bucket, issue 80) its batches are of one padded width, a few shapes, and the
+vectors those of mixed lengths up to rounding."""
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -15,15 +18,20 @@ import torch
 from pipeline.core.logs import Progress
 from pipeline.encoding import encoders
 from pipeline.encoding.encoders import (
+    GPU_BUCKET,
     IN_FLIGHT,
     MAX_BATCH,
     Encoder,
     HostCopy,
+    batch_shapes,
+    default_budget,
     gpu_attention,
     host_array,
-    pad_widths,
 )
 from pipeline.models import ModelEntry, with_precision
+
+# the tests' bucket: no divisor of the tiny model's max length (128), so the last width is capped
+BUCKET = 48
 
 
 def entry(tiny_bert, pooling: str) -> ModelEntry:
@@ -48,8 +56,7 @@ def ids(corpus_dir, encoder) -> list[list[int]]:
 
 
 def widths_of(encoder: Encoder, ids: list[list[int]]) -> np.ndarray:
-    lengths = np.array([len(x) for x in ids])
-    return pad_widths(lengths, encoder.pad_step, encoder.max_length)
+    return encoder.padded_widths(np.array([len(x) for x in ids]))
 
 
 def run_loop(encoder: Encoder, ids: list[list[int]], budget: int
@@ -117,11 +124,14 @@ def test_vectors_are_read_back_only_after_later_batches_are_queued(encoder, ids,
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("bucket", [None, BUCKET])
 def test_an_out_of_memory_error_in_the_middle_halves_the_budget_and_loses_nothing(
-        encoder, ids, monkeypatch, caplog):
+        encoder, ids, monkeypatch, caplog, bucket):
     """An injected CUDA OOM on the third batch, with two batches queued before it: those two
     are read back as they were, the budget halves, the batch is cut again and retried, and
-    every paper gets the vectors of the batch it ended up in."""
+    every paper gets the vectors of the batch it ended up in; with buckets every batch, the
+    ones cut again included, still of one padded width."""
+    monkeypatch.setattr(encoder, "bucket", bucket)
     real, calls, shapes = Encoder._forward, [], []
 
     def oom_once(self, batch):
@@ -135,8 +145,11 @@ def test_an_out_of_memory_error_in_the_middle_halves_the_budget_and_loses_nothin
     monkeypatch.setattr(Encoder, "_forward", oom_once)
     batches = run_loop(encoder, ids, budget=4096)
     assert "token budget now 2048" in caplog.text
-    monkeypatch.undo()
+    monkeypatch.setattr(Encoder, "_forward", real)
     check_batches(encoder, ids, batches)
+    widths = widths_of(encoder, ids)
+    one_width = [len(set(widths[idx].tolist())) == 1 for idx, _ in batches]
+    assert all(one_width) if bucket else not all(one_width)
     assert all(rows * width <= 4096 for rows, width in shapes[:IN_FLIGHT])
     assert all(rows * width <= 2048 for rows, width in shapes[IN_FLIGHT:])
     assert [idx.tolist() for idx, _ in batches[:IN_FLIGHT]] == \
@@ -311,3 +324,66 @@ def test_a_gpu_batch_runs_without_cudnn_attention_and_a_cpu_one_as_it_is():
             assert torch.backends.cuda.cudnn_sdp_enabled()
     finally:
         torch.backends.cuda.enable_cudnn_sdp(before)
+
+
+def test_with_buckets_a_gpu_batch_runs_cudnn_attention_first():
+    """Batches from buckets take few shapes, so cuDNN's plans are built once each: cuDNN
+    first inside a bucketed GPU batch (the flags and order restored after)."""
+    from torch.nn.attention import SDPBackend
+
+    before = (torch.backends.cuda.cudnn_sdp_enabled(), torch._C._get_sdp_priority_order())
+    with gpu_attention(torch.device("cuda"), few_shapes=True):
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch._C._get_sdp_priority_order()[0] == int(SDPBackend.CUDNN_ATTENTION)
+    assert (torch.backends.cuda.cudnn_sdp_enabled(),
+            torch._C._get_sdp_priority_order()) == before
+
+
+def test_buckets_leave_a_plan_at_most_two_shapes_a_width():
+    """5,000 lengths up to 512 at the GPU's budget: with buckets at most a full and a tail
+    batch per width, each width a multiple of the bucket; mixed lengths meet more shapes."""
+    lengths = np.random.default_rng(0).integers(8, 513, 5000)
+    budget = default_budget(torch.device("cuda"))
+    bucketed = batch_shapes(lengths, GPU_BUCKET, budget, 512)
+    assert len(bucketed) <= 2 * math.ceil(512 / GPU_BUCKET)
+    assert all(width % GPU_BUCKET == 0 for _, width in bucketed)
+    assert len(batch_shapes(lengths, None, budget, 512)) > len(bucketed)
+    longer = np.random.default_rng(1).integers(8, 513, 50_000)  # more batches: far more
+    assert len(batch_shapes(longer, None, budget, 512)) > 10 * len(bucketed)
+    assert len(batch_shapes(longer, GPU_BUCKET, budget, 512)) <= 2 * math.ceil(512 / GPU_BUCKET)
+
+
+@pytest.mark.slow
+def test_with_buckets_each_batch_is_of_one_width_and_the_shapes_are_the_plans(
+        encoder, ids, monkeypatch):
+    """The GPU loop with buckets: every batch of one padded width, a multiple of the bucket
+    or the max length; the shapes it runs those batch_shapes tells; each batch's vectors those
+    of the batch run alone; every paper once."""
+    monkeypatch.setattr(encoder, "bucket", BUCKET)
+    shapes: list[tuple[int, int]] = []
+    real = Encoder._forward
+
+    def spy(self, batch):
+        shapes.append(tuple(batch["input_ids"].shape))
+        return real(self, batch)
+
+    monkeypatch.setattr(Encoder, "_forward", spy)
+    batches = run_loop(encoder, ids, budget=2048)
+    monkeypatch.setattr(Encoder, "_forward", real)
+    check_batches(encoder, ids, batches)
+    widths, lengths = widths_of(encoder, ids), np.array([len(x) for x in ids])
+    assert all(len(set(widths[idx].tolist())) == 1 for idx, _ in batches)
+    assert {width for _, width in shapes} == {48, 96, 128}  # 128: capped at the max length
+    assert set(shapes) == batch_shapes(lengths, BUCKET, 2048, encoder.max_length)
+    assert len(shapes) > len(set(shapes))  # the signal: shapes met again
+
+
+@pytest.mark.slow
+def test_buckets_give_the_vectors_of_mixed_lengths_up_to_rounding(encoder, ids, monkeypatch):
+    """Padding further changes a vector in its last bits on a CPU (not bit for bit: under
+    1e-7 here), within the tolerance of batches cut per chunk."""
+    mixed, tokens = encoder.encode_ids(ids, 2048, progress=False)
+    monkeypatch.setattr(encoder, "bucket", BUCKET)
+    bucketed, same_tokens = encoder.encode_ids(ids, 2048, progress=False)
+    assert same_tokens == tokens
+    np.testing.assert_allclose(bucketed, mixed, atol=2e-6, rtol=0)

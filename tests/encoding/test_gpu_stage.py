@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.encoding.encoders import GPU_BUCKET
+
 ROOT = Path(__file__).resolve().parents[2]
 ROW_FIELDS = {"device", "papers", "engine_papers_per_s", "stage_papers_per_s", "gpu_busy"}
 
@@ -39,7 +41,13 @@ def test_the_gpu_stage_script_runs_end_to_end_on_a_cpu(tmp_path):
     stage = rows["stage"]
     assert stage["papers"] > 1000 and stage["stage_papers_per_s"] > 0  # the pool's papers
     assert stage["engine_papers_per_s"] > 0 and stage["gpu_busy"] is None  # none on a CPU
-    assert figures["steps"]["engine_on_pool"]["stored_vs_engine_cosine_min"] > 0.9999
+    pooled = figures["steps"]["engine_on_pool"]
+    assert pooled["stored_vs_engine_cosine_min"] > 0.9999
+    assert pooled["bucket"] == GPU_BUCKET and pooled["bucketed_papers_per_s"] > 0
+    assert pooled["bucketed_gpu_busy"] is None  # none on a CPU
+    assert pooled["bucketed_vs_engine_cosine_min"] > 0.9999  # the GPU loop forced, buckets
+    assert 0 < pooled["shapes_met_bucketed"] <= 2 * -(-512 // GPU_BUCKET)  # one chunk here
+    assert pooled["shapes_met_mixed"] > pooled["shapes_met_bucketed"]
     assert rows["engine"]["papers"] == 300 and rows["engine"]["speedup"] > 0
     assert rows["engine"]["cosine_bf16_vs_fp32_min"] > 0.9999  # fp32 on both sides here
     assert rows["fresh"]["noop_make_eval_s"] > 0 and rows["fresh"]["eval_stage_s"] is not None
@@ -56,6 +64,6 @@ def test_the_gpu_stage_script_runs_end_to_end_on_a_cpu(tmp_path):
             else infinity.startswith("not installed: "))
     md = (out / "gpu_stage.md").read_text()
     assert "A CPU run at a tiny size" in md and figures["machine"] in md
-    assert "Decoder embedder (issue 80" in md
+    assert "Decoder embedder (issue 80" in md and "Length buckets (issue 80" in md
     assert (out / "gpu_stage_profile.txt").exists() and (out / "gpu_stage_log.txt").exists()
     assert not list(tmp_path.glob("gpu_stage-*"))  # the scratch folder removed
