@@ -124,21 +124,14 @@ def check_value(function: str, name: str, value: object, hint: object = None) ->
         except InputError as exc:
             raise InputError(f"{function}: {name}: {exc.message}") from None
     rule = declared.declaration(function, name)
-    if rule is None or rule.check is None or not _plain(value):
-        return  # an object (a ModelEntry, a list of them, a SyntheticConfig): its own fields
+    if rule is None or rule.check is None:
+        return
     try:
         for item in value if isinstance(value, list | tuple) else [value]:  # each alone
-            rule.check(_command_line(item))
+            if isinstance(item, str | int | float | os.PathLike | Mapping):  # an object (a
+                rule.check(_command_line(item))  # ModelEntry, a SyntheticConfig): its fields
     except InputError as exc:
         raise InputError(f"{function}: {name}={value!r}: {exc.message}") from None
-
-
-def _plain(value: object) -> bool:
-    """Whether `value` is what a command line writes: text, a number, or a list or dict of
-    them."""
-    items = value.values() if isinstance(value, Mapping) else value if isinstance(
-        value, list | tuple) else [value]
-    return all(isinstance(item, str | int | float | os.PathLike) for item in items)
 
 
 def _command_line(value: object) -> str:
