@@ -27,8 +27,7 @@ from pipeline.roots import data_roots, where
 
 # The names an annotation may use that its module imports for type checkers only (importing
 # `pipeline` loads the standard library only): imported when a call's annotations are read
-LATE = {"PoolSpec": "pipeline.pools.build", "SyntheticConfig": "pipeline.ingest.synthetic",
-        "ModelEntry": "pipeline.models", "pl": "polars"}
+LATE = {"PoolSpec": "pipeline.pools.build", "SyntheticConfig": "pipeline.ingest.synthetic"}
 # What a builtin type takes, in words (the others: their annotation's Given, or their name)
 WORDS = {int: "a whole number (an int)", bool: "True or False", str: "a str",
          float: "a number (an int or a float)", os.PathLike: "an os.PathLike"}
@@ -47,7 +46,7 @@ def hints(function: Callable) -> dict[str, object]:
                 if exc.name not in LATE:
                     raise
                 module = import_module(LATE[exc.name])
-                names[exc.name] = module if exc.name == "pl" else getattr(module, exc.name)
+                names[exc.name] = getattr(module, exc.name)
         if said is not param.empty:
             found[name] = said
     return found
