@@ -16,7 +16,7 @@ from pipeline.cli.docs import annotation, argument_words, public_arguments
 from pipeline.core import annotations
 from pipeline.core.errors import InputError
 from pipeline.options import declared
-from pipeline.options.arguments import check_value, declared_type, hints, takes, validated, words
+from pipeline.options.arguments import check_value, hints, takes, type_of, validated, words
 from pipeline.options.declared import declaration
 
 
@@ -48,7 +48,7 @@ def test_every_public_argument_has_a_type_its_annotation_or_its_declaration():
         value = getattr(pipeline, function)
         said = hints(value.__init__ if isinstance(value, type) else value)
         for name in names:
-            hint = said.get(name) or declared_type(function, name)
+            hint = said.get(name) or type_of(function, name)
             assert words(hint), (function, name)
     assert hints(pipeline.build_pool)["spec"].__args__[0].__name__ == "PoolSpec"
 
@@ -114,8 +114,8 @@ def test_a_declared_type_is_only_where_no_annotation_says_it():
     assert {var.keyword for var in typed} == {
         "seed", "queries", "exclude", "size", "field", "repeat", "max_year", "query_year",
         "min_positives"}  # build_pool's **fields, PoolSpec's
-    assert declared_type("build_pool", "exclude") == str | os.PathLike | None
-    assert declared_type("build_pool", "queries") == int | None  # QUERIES is optional
+    assert type_of("build_pool", "exclude") == str | os.PathLike | None
+    assert type_of("build_pool", "queries") == int | None  # QUERIES is optional
     with pytest.raises(InputError, match=r"^build_pool: size=1.5: give a whole number \(an "
                                          r"int\) or a str, not a float$"):
         check_value("build_pool", "size", 1.5)

@@ -119,7 +119,7 @@ def argument_words(function: str, name: str) -> str:
         raise InputError(f"{layout.API_DOC}: argument {name} of {function} has neither an "
                          "annotation nor a declaration: annotate it, or declare it in "
                          "pipeline/options/declared.py (a variable, or keyword(...))")
-    hint = arguments.declared_type(function, name) if said is None else said
+    hint = arguments.type_of(function, name, said)
     words = md_text(arguments.words(hint)).replace("|", "\\|")
     check = None if var is None else var.check
     values = "" if hint is bool else check_words(check)

@@ -93,10 +93,12 @@ def words(hint: object) -> str:
     return " or ".join([", ".join(said[:-1]), said[-1]] if len(said) > 2 else said)
 
 
-def declared_type(function: str, name: str) -> object:
-    """The type of argument `name` of `function` where no annotation says it (a **keyword's:
-    search's options, build_pool's fields): its declaration's `type`, None too where it is
-    optional."""
+def type_of(function: str, name: str, hint: object = None) -> object:
+    """The type of argument `name` of `function`: its annotation (`hint`, evaluated), else,
+    where none says it (a **keyword's: search's options, build_pool's fields), its
+    declaration's `type`, None too where it is optional."""
+    if hint is not None:
+        return hint
     var = declared.declaration(function, name)
     if var is None:
         raise unknown(function, name, [])
@@ -107,7 +109,7 @@ def check_value(function: str, name: str, value: object, hint: object = None) ->
     """One argument's type, by its annotation (`hint`, evaluated; None for a **keyword's: its
     declaration's type), then its value by its option's check: a one-line InputError naming
     the function, the argument and what to give."""
-    hint = declared_type(function, name) if hint is None else hint
+    hint = type_of(function, name, hint)
     if value is None and type(None) in members(hint):
         return
     if not takes(hint, value):
@@ -199,7 +201,7 @@ def validated(function: Callable) -> Callable:
             raise unknown(name, key, named) if key else InputError(f"{name}: {exc}") from None
         for key in (p for p in named if params[p].default is params[p].empty):
             if key not in bound:
-                what = words(said.get(key) or declared_type(name, key))
+                what = words(type_of(name, key, said.get(key)))
                 raise InputError(f"{name}: missing {key}: give {what}")
         # ranx's order, (qrels, run): a call in the old order is refused saying so
         run = next((p for p in named[1:] if said.get(p) in (Run, NamedRuns)), None)
@@ -217,7 +219,7 @@ def validated(function: Callable) -> Callable:
                         check_value(name, option, item)
                 continue
             for item in value if kind is kind.VAR_POSITIONAL else [value]:
-                check_value(name, key, item, said.get(key) or declared_type(name, key))
+                check_value(name, key, item, said.get(key))
         try:
             return function(*args, **kwargs)
         except InputError as exc:

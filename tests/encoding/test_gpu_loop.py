@@ -29,6 +29,7 @@ from pipeline.encoding.encoders import (
     host_array,
 )
 from pipeline.models import ModelEntry, with_precision
+from tests.encoding.test_encoders import forward_shapes
 
 # the tests' bucket: no divisor of the tiny model's max length (128), so the last width is capped
 BUCKET = 48
@@ -360,14 +361,8 @@ def test_with_buckets_each_batch_is_of_one_width_and_the_shapes_are_the_plans(
     or the max length; the shapes it runs those batch_shapes tells; each batch's vectors those
     of the batch run alone; every paper once."""
     monkeypatch.setattr(encoder, "bucket", BUCKET)
-    shapes: list[tuple[int, int]] = []
     real = Encoder._forward
-
-    def spy(self, batch):
-        shapes.append(tuple(batch["input_ids"].shape))
-        return real(self, batch)
-
-    monkeypatch.setattr(Encoder, "_forward", spy)
+    shapes = forward_shapes(monkeypatch)
     batches = run_loop(encoder, ids, budget=2048)
     monkeypatch.setattr(Encoder, "_forward", real)
     check_batches(encoder, ids, batches)
