@@ -41,6 +41,7 @@ from pipeline.core.checksums import file_problem, read_only, sha256_file
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.core.inputs import KINDS, Roots, changed
+from pipeline.core.logs import counted
 from pipeline.core.repair import PIPELINE, Placeholder, Repair, Where
 from pipeline.corpus.manifest import VOUCHED_BY, corpus_repair, download_repair, raw_repair
 from pipeline.encoding.store import store_repair
@@ -505,7 +506,10 @@ def _made_with(input_path: Path, problem: Path) -> bool:
 def _reports_of_named(problems: list[Problem], data: Roots) -> list[Problem]:
     """A report made from an artifact verify names (damaged, partial or stale): STALE too, after
     the problems of its inputs, since their repairs make its inputs again: `make report` last
-    then leaves nothing to repair (the one staleness rule says it once those repairs ran)."""
+    then leaves nothing to repair (the one staleness rule says it once those repairs ran).
+    Only the inputs it counted: one it left out (its manifest's `left_out`: a stale sample, an
+    evaluation collect left out), it said so in its text, and a report made now says the
+    same; once that input's repair changes its bytes, the staleness rule names the report."""
     named = [p for p in problems if _classify_report(p.path, data) is None]
     if not named:
         return []
@@ -520,12 +524,14 @@ def _reports_of_named(problems: list[Problem], data: Roots) -> list[Problem]:
         except InputError:
             continue
         roots = replace(data, corpus=report_corpus(path))
-        inputs = [(label, roots.path(label)) for label in info.get("inputs") or {}]
+        left = set(info.get("left_out") or ())
+        inputs = [(label, roots.path(label)) for label in info.get("inputs") or {}
+                  if label not in left]
         hit = next(((label, problem) for label, input_path in inputs if input_path is not None
                     for problem in named if _made_with(input_path, problem.path)), None)
         if hit is not None:
-            stale.append(Problem("STALE", path, f"its input {hit[0]} is {hit[1].kind} (above)",
-                                 found))
+            stale.append(Problem("STALE", path, f"its input {roots.shown(hit[0])} is "
+                                 f"{hit[1].kind} (above)", found))
     return stale
 
 
@@ -581,7 +587,8 @@ def verify(data: Roots, folders: list[Path] | None = None, deep: bool = True,
                          "(or the --*-root options), or build something first (make demo)")
     named = named or where(data.corpora, data.indexes, data.runs)
     lines = [p.line(named) for p in problems]
-    log.info(f"[verify] {checked} manifests checked{' with checksums' if deep else ''}: "
-             f"{len(lines) or 'no'} problems")
+    found = counted(len(lines), "problem") if lines else "no problems"
+    log.info(f"[verify] {counted(checked, 'manifest')} checked"
+             f"{' with checksums' if deep else ''}: {found}")
     return lines
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 import sys
@@ -74,6 +75,18 @@ def test_corrupt_partial_stale_and_debris_are_named(root):
     assert any(k.startswith("DEBRIS .papers.parquet") for k in kinds)
     prefilter(root / "corpora" / "small", "either")
     assert any(line.startswith("STALE") and POOL in line for line in run_verify(root))
+
+
+def test_the_summary_counts_in_words(root, caplog):
+    """Issue 88: "1 problems"; a count of one is singular, of none "no"."""
+    run = root / "runs" / "small" / POOL
+    with caplog.at_level(logging.INFO, logger="pipeline.verify"):
+        assert verify(data(root), [run]) == []
+        (run / "random.parquet").write_bytes(b"PAR1")
+        assert len(verify(data(root), [run])) == 1
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("[verify]")]
+    assert said == ["[verify] 1 manifest checked with checksums: no problems",
+                    "[verify] 1 manifest checked with checksums: 1 problem"]
 
 
 @pytest.mark.slow  # two command-line runs (3 s of make test-fast)

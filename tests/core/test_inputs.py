@@ -80,4 +80,7 @@ def test_changed_asks_the_same_digest(tmp_path):
     write(path, {**RUN, "seconds": 3.0})
     assert changed(roots, recorded) == []
     write(path, {**RUN, "parameters": {"k": 100, "model": "bm25"}})
-    assert changed(roots, recorded) == ["its input runs/@/p/bm25.manifest.json changed since"]
+    # said with the corpus it means (the label keeps `@`, so a copied folder stays current)
+    assert changed(roots, recorded) == ["its input runs/c/p/bm25.manifest.json changed since"]
+    assert Roots(roots.corpora).shown("runs/@/p/x.json") == "runs/@/p/x.json"  # none known
+    assert roots.shown("corpora/other/papers.parquet") == "corpora/other/papers.parquet"

@@ -452,7 +452,7 @@ def test_after_an_update_make_verify_names_the_pools_of_the_old_corpus_stale(ser
     pipeline.build_corpus(data, "s2ag", source="s2ag")
     problems = pipeline.verify_data(data)
     assert len(problems) == 1 and problems[0].startswith("STALE")
-    assert f"pools/{pool}/manifest.json: its input corpora/@/prefiltered.parquet changed " \
+    assert f"pools/{pool}/manifest.json: its input corpora/s2ag/prefiltered.parquet changed " \
            "since; repair: make pools CORPUS=s2ag" in problems[0]
 
 

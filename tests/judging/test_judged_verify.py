@@ -16,6 +16,7 @@ import pytest
 
 import pipeline
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json
 from pipeline.core.inputs import Roots
 from pipeline.judging.assessor import Pair, StandinAssessor, judge_pool
 from pipeline.judging.sample import pairs_to_judge
@@ -32,6 +33,8 @@ from pipeline.layout import (
     judging_page_path,
     judgments_manifest,
     judgments_path,
+    report_manifest,
+    reports_dir,
     run_paths,
     sample_path,
 )
@@ -262,6 +265,50 @@ def test_samples_of_runs_changed_since_are_left_out_as_verify_calls_them_stale(r
     assert verify(roots(root)) == []  # the sample counts again: bm25 ranks as it did
 
 
+def test_a_report_that_leaves_a_sample_out_is_current_and_the_repairs_clear(root):
+    """Issue 88: make eval MODEL=bm25 K=100 after judging, then make report: the report left
+    the samples out and said so, yet verify called it STALE by them, and its repair (make
+    report) left it so. It records what it left out, whose problems are not its own: only
+    the samples are named, with the search at their depth; run as printed, the report is
+    STALE by the runs it read (named with the corpus, not `@`), and make report, last,
+    leaves nothing. A report that counted a file is still STALE by its problem."""
+    data = pipeline.Data(root)
+    pipeline.search(data, "small", None, "bm25", k=100, threads=1)
+    pipeline.evaluate(data, "small", None, "bm25", collect=True)
+    pipeline.build_report(data, "small", seed=POOL_SEED).save()
+    record = report_manifest(reports_dir(root / "runs"), "small")
+    folders = [judging_folder(root / "runs", "small", pool_of(s), SETTINGS.name)
+               for s in POOL_SIZES]
+    assert read_json(record)["left_out"] == sorted(
+        f"runs/@/{folder.parent.parent.name}/judgments/{folder.name}/{name}"
+        for folder in folders for name in ("sample.manifest.json", "sample.parquet",
+                                           f"{STANDIN.file_name}.manifest.json",
+                                           f"{STANDIN.file_name}.parquet"))
+    lines = verify(roots(root))
+    assert sorted(line.split(": ")[0] for line in lines) == sorted(
+        f"STALE {folder / 'sample.manifest.json'}" for folder in folders)
+    repair = f"make eval CORPUS=small MODEL=bm25 K=500 DATA={root}"
+    assert {line.split("; repair: ")[1] for line in lines} == {repair}
+    pipeline.search(data, "small", None, "bm25", k=500, threads=1)  # the repair, as printed
+    pipeline.evaluate(data, "small", None, "bm25", collect=True)
+    [line] = verify(roots(root))
+    assert line.startswith(f"STALE {record}: its input runs/small/")
+    assert line.endswith(f"; repair: make report CORPUS=small SEED={POOL_SEED} DATA={root}")
+    pipeline.build_report(data, "small", seed=POOL_SEED).save()
+    assert verify(roots(root)) == []
+    # judgments the report counted, damaged: it is STALE by them
+    judged = judgments_path(root / "runs", "small", POOL, STANDIN.file_name, SETTINGS.name)
+    damage(judged)
+    lines = verify(roots(root))
+    assert line_of(lines, judged).startswith("CORRUPT ")
+    assert line_of(lines, record) == (
+        f"STALE {record}: its input runs/small/{POOL}/judgments/{SETTINGS.name}/"
+        f"{STANDIN.file_name}.parquet changed since; repair: make report CORPUS=small "
+        f"SEED={POOL_SEED} DATA={root}")
+    pipeline.build_report(data, "small", seed=POOL_SEED).save()  # now leaves them out
+    assert [line.split(" ")[:2] for line in verify(roots(root))] == [["CORRUPT", f"{judged}:"]]
+
+
 def test_a_sample_of_runs_of_two_depths_is_compared_nowhere(root):
     """The hostile trial's R12 and N11: bm25 searched at K=100, judged again, then reported:
     the judged tables compared bm25 at depth 100 with random at 500 under their plain names.
@@ -306,3 +353,14 @@ def test_complete_runs_compare_whatever_their_k(root):
     judge_corpus(place(root), SETTINGS, STANDIN, pools=[POOL], progress=False)
     pipeline.search(data, "small", POOL, "random", k=size - 1, threads=1)
     assert mixed_depths(place(root), POOL, MODELS) == f"bm25 every candidate, random {size - 1}"
+    # issue 88: its repair was make judge, refused; it is the search at a K that ranks every
+    # candidate, as the run the sample was drawn from did, after which the sample counts
+    for model in MODELS:
+        pipeline.evaluate(data, "small", POOL, model)
+    sample = judgments_manifest(sample_path(root / "runs", "small", POOL, SETTINGS.name))
+    assert line_of(verify(roots(root)), sample).endswith(
+        f"; repair: make eval CORPUS=small MODEL=random K={size} DATA={root}")
+    pipeline.search(data, "small", POOL, "random", k=size, threads=1)
+    pipeline.evaluate(data, "small", POOL, "random")
+    assert mixed_depths(place(root), POOL, MODELS) is None
+    assert verify(roots(root)) == []

@@ -188,8 +188,8 @@ def test_a_store_from_another_corpus_file_is_stale(corpus, tmp_path):
     write_json(info, store / "manifest.json")
     roots = Roots(corpus.parent, tmp_path, tmp_path / "runs")
     [line] = verify(roots, [tmp_path / corpus.name])
-    assert line.startswith(f"STALE {store / 'manifest.json'}: its input corpora/@/prefiltered"
-                           ".parquet changed since; repair: make index "
+    assert line.startswith(f"STALE {store / 'manifest.json'}: its input corpora/"
+                           f"{corpus.name}/prefiltered.parquet changed since; repair: make index "
                            f"CORPUS={corpus.name} MODEL=bm25"), line
     with pytest.raises(InputError, match="another prefiltered.parquet.*repair: make index"):
         search_pool(place, pool, entry)
