@@ -5,8 +5,9 @@ inputs? One line per problem, each naming the command that repairs it:
 - PARTIAL: files without the manifest that is written last (a stage stopped half-way);
 - STALE:   an artifact made from an input that has changed since (`pipeline.core.inputs.changed`:
            a pool from an older prefiltered.parquet, a run from older embeddings, a report
-           from runs, evaluations or judged samples searched, scored or drawn again, ...; a
-           pool whose EXCLUDE list changed, by the rule the stages apply: `list_problem`;
+           from runs, evaluations or judged samples searched, scored or drawn again, or from
+           one verify names (one it counted, not one it left out: `_reports_of_named`), ...;
+           a pool whose EXCLUDE list changed, by the rule the stages apply: `list_problem`;
            a run or vectors imported from a file whose bytes changed since: `_changed_source`);
 - ORPHAN:  an embedding part that no store manifest lists (a kill between its rename and the
            manifest's update);

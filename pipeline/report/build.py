@@ -882,8 +882,8 @@ def build_report(runs_root: Path, corpus: str, seed: int = 0,
         log.warning(f"[report] {item['run']}: left out, not current ({item['why']}); repair: "
                     f"{item['repair']}")
     return Report(corpus, seed, runs_root, sections, made, exclude, training_sets, inputs,
-                  tuple(label for label in left if label in inputs),
-                  {model: listed.file_sha256 for model, listed in sorted(training.items())})
+                  left_out=tuple(label for label in left if label in inputs),
+                  lists={model: listed.file_sha256 for model, listed in sorted(training.items())})
 
 
 REPORT_ATTEMPTS = 3  # builds of a report whose inputs changed meanwhile, before it refuses
