@@ -117,11 +117,7 @@ def check_value(function: str, name: str, value: object, hint: object = None) ->
         said = f", not {'an' if shown[0] in 'aeiou' else 'a'} {shown}" if (
             value is not None and shown not in what) else ""
         raise InputError(f"{function}: {name}={quoted(value)}: give {what}{said}")
-    try:
-        for path in _paths(value, hint):
-            check_path(path)
-    except InputError as exc:
-        raise InputError(f"{function}: {name}: {exc.message}") from None
+    check_paths(function, name, value, hint)
     rule = declared.declaration(function, name)
     if rule is None or rule.check is None:
         return
@@ -140,6 +136,16 @@ def type_name(value: object) -> str:
     if kind.__module__ == "builtins":
         return kind.__qualname__
     return f"{kind.__module__.partition('.')[0]}.{kind.__qualname__}"
+
+
+def check_paths(function: str, name: str, value: object, hint: object) -> None:
+    """Each path argument `name` of `function` holds (_paths) checked as every door checks a
+    path (layout.check_path): a one-line InputError naming the function and the argument."""
+    try:
+        for path in _paths(value, hint):
+            check_path(path)
+    except InputError as exc:
+        raise InputError(f"{function}: {name}: {exc.message}") from None
 
 
 def _paths(value: object, hint: object) -> list[str | os.PathLike]:
@@ -222,11 +228,14 @@ def validated(function: Callable) -> Callable:
             if key not in bound:
                 what = words(type_of(name, key, said.get(key)))
                 raise InputError(f"{name}: missing {key}: give {what}")
-        # ranx's order, (qrels, run): a call in the old order is refused saying so
+        # ranx's order, (qrels, run), by their contents (read once their paths are checked):
+        # a call in the old order is refused saying so, before their types are
         run = next((p for p in named[1:] if said.get(p) in (Run, NamedRuns)), None)
         if named[:1] == ["qrels"] and run:
             from pipeline.evaluation.score import check_order
 
+            for key in ("qrels", run):
+                check_paths(name, key, bound.get(key), said.get(key))
             check_order(name, bound.get("qrels"), bound.get(run))
         defaults = {p: params[p].default for p in named if p not in bound
                     and params[p].default is not params[p].empty}
