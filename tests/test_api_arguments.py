@@ -294,3 +294,20 @@ def test_the_paths_a_dict_holds_are_checked_as_paths(tmp_path):
     with pytest.raises(InputError, match="^build_report: training_sets: a path of bytes"):
         pipeline.build_report(tmp_path, "c", training_sets={"m": BytesPath()})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refusal_names_the_type_given_and_quotes_a_long_value_bounded(tmp_path):
+    """`save=np.bool_(False)` was refused as "not a bool", and `model=['x y'] * 200000` in a
+    line of 1,400,139 characters (issue 88)."""
+    import numpy as np
+
+    with pytest.raises(InputError) as refused:
+        pipeline.evaluate(tmp_path, "c", POOL, "bm25", save=np.bool_(False))
+    assert refused.value.message == ("evaluate: save=np.False_: give True or False, not a "
+                                     "numpy.bool")
+    with pytest.raises(InputError) as refused:
+        pipeline.evaluate(tmp_path, "c", POOL, ["x y"] * 200_000)
+    line = refused.value.message
+    assert line.startswith("evaluate: model=['x y', 'x y', ") and len(line) < 400, line
+    assert "...] (200,000 items): 'x y': a model name is letters A-Z or a-z" in line
+    assert list(tmp_path.iterdir()) == []

@@ -326,3 +326,38 @@ def test_a_path_holding_a_nul_byte_is_one_line_naming_the_input(call, message, t
         call(tmp_path)
     assert "\n" not in str(raised.value) and "\x00" not in str(raised.value)
     assert list(tmp_path.iterdir()) == []
+
+
+# digits of other scripts and spaces around: int() and float() read each of them as 5 or 3
+NOT_ASCII_NUMBERS = ("５", "٣", " 5", "5 ")
+
+
+@pytest.mark.parametrize("var", [var for var in DECLARED if takes_a_number(var)],
+                         ids=lambda var: var.name)
+def test_a_number_in_other_digits_or_spaced_is_refused_from_every_door(var, capsys):
+    """`REPEATS=５`, `K=٣`, `SEED=٣` and ' 5' ran as 5, 3, 3 and 5 (issue 88): every number's
+    check reads ASCII digits only (core/numbers.py), from make, the command line and the
+    API's text alike (a size's and a synthetic corpus's are text)."""
+    for text in NOT_ASCII_NUMBERS:
+        if var.variable:
+            with pytest.raises(InputError) as refused:
+                read({var.name: text})
+            assert str(refused.value).startswith(f"{var.name}: "), str(refused.value)
+        for stage in var.stages:
+            with pytest.raises(SystemExit):
+                parser().parse_args([stage, f"{var.option}={text}"])
+            [line] = capsys.readouterr().err.splitlines()
+            assert f" {stage}: {var.option}: " in line, line
+        with pytest.raises(InputError):
+            var.check(text)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: pipeline.build_pools(d, "c", size="٣k"),
+    lambda d: pipeline.build_corpus(d, "c", synthetic="５k"),
+    lambda d: pipeline.build_paper_pools(d, "c", paper_sizes="1k ２k"),
+])
+def test_the_api_refuses_a_size_in_other_digits(call, tmp_path):
+    with pytest.raises(InputError, match="malformed SIZE"):
+        call(tmp_path)
+    assert list(tmp_path.iterdir()) == []
