@@ -13,7 +13,8 @@ import re
 from pipeline.core.errors import InputError, quoted
 
 _WHOLE = re.compile(r"[-+]?[0-9]+")
-_DECIMAL = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_DECIMAL = re.compile(r"[-+]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|nan|inf"
+                      r"|infinity)", re.IGNORECASE)
 
 
 def whole(text: str) -> int:
@@ -25,8 +26,9 @@ def whole(text: str) -> int:
 
 
 def decimal(text: str) -> float:
-    """`text` as a float: a whole or decimal number in ASCII digits (an exponent allowed),
-    else ValueError; nan and inf are no number."""
+    """`text` as a float: a whole or decimal number in ASCII digits (an exponent allowed), or
+    nan or inf as float() writes them (a bounded number's check refuses them saying its
+    range), else ValueError."""
     if not _DECIMAL.fullmatch(text):
         raise ValueError(f"not a number in ASCII digits: {quoted(text)}")
     return float(text)

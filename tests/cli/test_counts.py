@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import pipeline
-from pipeline.cli.docs import public_arguments
+from pipeline.cli.docs import check_words, public_arguments
 from pipeline.cli.main import build_parser
 from pipeline.cli.variables import read
 from pipeline.core.errors import InputError
@@ -184,10 +184,13 @@ def test_every_count_and_number_has_a_maximum_said_in_the_docs():
         most = maximum(var.check)
         said = f"{most:,}" if isinstance(most, int) else f"{most:g}"
         if var.variable and var.check is not worker_count and var.check is not xdist_workers:
-            # a count's "1 to N", a real-valued setting's "from 0 to 1" or, its ends left out,
-            # "between 0 and 1" (checks.number_in)
-            assert re.search(rf"\| `{var.name}` \|.*; ((from )?\d+ to|between \d+ and) {said} \|",
-                             variables), var.name
+            # its check's words, which say its maximum: a count's "1 to N", a real-valued
+            # setting's "from 0.5 to 10" or, its ends left out, "between 0 and 1" (whatever
+            # its bounds: whole or not)
+            words = check_words(var.check)
+            assert re.fullmatch(rf"(from )?\S+ to {said}|between \S+ and {said}", words), words
+            assert re.search(rf"\| `{var.name}` \|.*; {re.escape(words)} \|", variables), \
+                var.name
         elif var.variable:  # per core: the machine's count
             assert re.search(rf"\| `{var.name}` \|.*; 1 to {PER_CORE} per CPU core", variables)
         else:
