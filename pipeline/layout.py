@@ -21,25 +21,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from pipeline.core.errors import InputError
+from pipeline.core.errors import InputError, quoted
 from pipeline.core.inputs import Roots
 from pipeline.glossary import check_variant, split_prompt_tag
 
-_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kKmM]?)$")
+# ASCII digits, nothing around them: re's \d and float() take other scripts' digits too
+# (core/numbers.py), so that '２０k' or ' 20k' would be read as 20k
+_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)([kKmM]?)")
 
 
 MAX_POOL_SIZE = 1_000_000_000  # papers: far above any corpus (S2AG holds about 2e8)
 def parse_size(text: str) -> int:
     """'20000', '20k', '2M', '1.5M' -> number of candidate papers."""
-    match = _SIZE.match(str(text).strip().replace("_", ""))
+    match = _SIZE.fullmatch(str(text))
     if not match:
         raise InputError(
-            f"malformed SIZE {text!r}: write a number of papers such as 20000, 20k or 2M"
+            f"malformed SIZE {quoted(text)}: write a number of papers such as 20000, 20k or 2M"
         )
     number, unit = match.groups()
     value = float(number) * {"": 1, "k": 1_000, "m": 1_000_000}[unit.lower()]
     if value != int(value) or value < 1:
-        raise InputError(f"malformed SIZE {text!r}: it must be a whole number of papers >= 1")
+        raise InputError(f"malformed SIZE {quoted(text)}: it must be a whole number of papers >= 1")
     if value > MAX_POOL_SIZE:
         raise InputError(f"SIZE {text!r} is over {format_size(MAX_POOL_SIZE)} papers, more than "
                          "any corpus holds: give a pool size such as 2M")
@@ -71,7 +73,7 @@ def pool_split(text: str) -> str:
 _FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # a run's model: registered names, hf--<org>--<name>--<pooling>, <name>+bf16, <name>+q<tag>
 # (a query prompt), <name>~<variant>
-_RUN_NAME = re.compile(r"[A-Za-z0-9][\w.+~-]*")
+_RUN_NAME = re.compile(r"[A-Za-z0-9][\w.+~-]*", re.ASCII)
 MAX_NAME = 100  # characters of a corpus name: room for the suffixes of the files named after it
 MAX_COMPONENT = 255  # bytes of one path component (NAME_MAX on Linux and macOS)
 _LONGEST_RUN_SUFFIX = len(".metrics.parquet")
@@ -82,15 +84,27 @@ MAX_PATH = 4095  # bytes of a whole path (PATH_MAX on Linux, less its NUL)
 MAX_GIVEN_PATH = 3072
 
 
-def check_path_length(path: str | os.PathLike) -> str:
-    """`path` (as given) if it is short enough for what the pipeline writes under it (at most
-    MAX_GIVEN_PATH bytes once made absolute), else a one-line InputError saying its length:
-    a longer one would fail later with the file system's 'File name too long'. A NUL byte,
-    which no file name can hold (Python's 'embedded null byte' later), is refused too."""
+def check_path(path: str | os.PathLike) -> str:
+    """`path` as text, if the pipeline can read and write under it, else a one-line InputError
+    saying why: the one check of a path at every door (the API's arguments, Data, make's and
+    the command line's path options). Its os.fspath must be a str (an os.PathLike may give
+    bytes, which the pipeline's paths never are) and not empty (never read as the folder
+    '.'); no NUL byte, which no file name can hold (Python's 'embedded null byte' later); no
+    name over MAX_COMPONENT bytes and at most MAX_GIVEN_PATH bytes in all once made absolute
+    (longer ones would fail later with the file system's 'File name too long')."""
     text = os.fspath(path)
-    if "\0" in os.fsdecode(text):
-        raise InputError(f"a path holding a NUL byte ({os.fsdecode(text)!r:.40}): no file "
-                         "name can hold one; give the path without it")
+    if not isinstance(text, str):
+        raise InputError(f"a path of {type(text).__name__} ({text!r:.40}): give it as a str "
+                         "or an os.PathLike of one (os.fsdecode decodes bytes)")
+    if not text:
+        raise InputError("an empty path: give a file or folder")
+    if "\0" in text:
+        raise InputError(f"a path holding a NUL byte ({text!r:.40}): no file name can hold "
+                         "one; give the path without it")
+    if long := [part for part in text.split("/")
+                if len(part.encode(errors="surrogateescape")) > MAX_COMPONENT]:
+        raise InputError(f"a folder name of {len(long[0])} characters ({long[0][:20]}...): "
+                         f"file systems allow at most {MAX_COMPONENT}")
     length = len(os.path.abspath(text).encode(errors="surrogateescape"))
     if length > MAX_GIVEN_PATH:
         raise InputError(f"a path of {length:,} bytes ({text[:24]}...): use at most "
@@ -109,13 +123,17 @@ class NameRule:
     shape: str
 
 
-_FOLDER_SHAPE = "letters, digits, '.', '_' or '-', starting with a letter or digit (a folder name)"
+# ASCII only: a name is set in every output, pdflatex's tables (which stop at 'к' or '漢')
+# and the plots' fonts included, so a name no output can set is refused where it enters
+_LETTERS = "letters A-Z or a-z, digits 0-9"
+_FOLDER_SHAPE = (f"{_LETTERS}, '.', '_' or '-', starting with a letter or digit (a folder "
+                 "name)")
 NAME_RULES: dict[str, NameRule] = {
     "corpus": NameRule(_FOLDER_NAME, MAX_NAME, _FOLDER_SHAPE),
     "pool": NameRule(_FOLDER_NAME, MAX_COMPONENT, _FOLDER_SHAPE),
     "model": NameRule(_RUN_NAME, MAX_COMPONENT - _LONGEST_RUN_SUFFIX,
-                      "letters, digits, '.', '_', '+', '~' or '-', starting with a letter or "
-                      "digit (its runs' file names)"),
+                      f"{_LETTERS}, '.', '_', '+', '~' or '-', starting with a letter or "
+                      "digit (its runs' file names, set in every table and plot)"),
 }
 
 
@@ -125,7 +143,7 @@ def check_name(kind: str, name: object) -> str:
     check here, so a name given either way never becomes a path outside its folder."""
     rule = NAME_RULES[kind]
     if not isinstance(name, str) or not rule.pattern.fullmatch(name):
-        raise InputError(f"{name!r}: a {kind} name is {rule.shape}")
+        raise InputError(f"{quoted(name)}: a {kind} name is {rule.shape}")
     if len(name) > rule.longest:
         raise InputError(f"a {kind} name of {len(name)} characters: use at most "
                          f"{rule.longest}")

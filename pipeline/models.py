@@ -20,6 +20,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from pipeline.core.errors import InputError
+from pipeline.core.numbers import whole
 from pipeline.core.secrets import header_secret, shown_url
 from pipeline.glossary import is_prompt_name, prompt_tag, split_prompt_tag
 
@@ -180,7 +181,8 @@ register(ModelEntry("mpnet", "dense", "sentence-transformers/all-mpnet-base-v2",
 
 HF_PREFIX = "hf:"
 HF_FILE_PREFIX = "hf--"  # an hf: model's file-safe name: hf--<org>--<name>--<pooling>
-_HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+# ASCII, as every name a run is written under (layout.NAME_RULES)
+_HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?", re.ASCII)
 HF_POOLINGS = ("cls", "mean", "lasttoken")
 
 
@@ -204,7 +206,7 @@ def hf_model(spec: str) -> ModelEntry:
         pooling = pooling or "mean"
     if not _HF_ID.fullmatch(hf_id) or "--" in hf_id:
         raise InputError(f"MODEL {spec!r}: write a Hugging Face id as hf:<org>/<name> "
-                         "(letters, digits, '.', '_', '-'; no '--')")
+                         "(letters A-Z or a-z, digits 0-9, '.', '_', '-'; no '--')")
     if pooling not in HF_POOLINGS:
         raise InputError(f"POOLING {pooling!r} for {hf_id}: use cls, mean or lasttoken")
     return ModelEntry(hf_name(hf_id, pooling), "dense", hf_id, pooling,
@@ -273,10 +275,14 @@ def api_key(environ: Mapping[str, str] | None = None) -> str | None:
 
 def request_setting(variable: str, value: str) -> int:
     """EMBEDDINGS_BATCH or EMBEDDINGS_CONCURRENCY as a number from 1 to its limit."""
-    if not value.isdigit() or not 1 <= int(value) <= API_LIMITS[variable]:
+    try:
+        number = whole(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= API_LIMITS[variable]:
         raise InputError(f"{variable}={value!r}: give a whole number from 1 to "
-                         f"{API_LIMITS[variable]}")
-    return int(value)
+                         f"{API_LIMITS[variable]} (digits 0-9)")
+    return number
 
 
 def served_model(spec: str, environ: Mapping[str, str] | None = None) -> ServedModel:
@@ -291,8 +297,8 @@ def served_model(spec: str, environ: Mapping[str, str] | None = None) -> ServedM
         model = spec[len(API_PREFIX):]
     if not _HF_ID.fullmatch(model) or "--" in model:
         raise InputError(f"MODEL {spec!r}: write a served model as api:<name> or "
-                         "api:<org>/<name>, as its endpoint names it (letters, digits, '.', '_', "
-                         "'-'; no '--')")
+                         "api:<org>/<name>, as its endpoint names it (letters A-Z or a-z, digits "
+                         "0-9, '.', '_', '-'; no '--')")
     sizes = {variable: request_setting(variable, environ.get(variable) or str(default))
              for variable, default in API_DEFAULTS.items()}
     url = environ.get(API_URL, "")
@@ -320,8 +326,8 @@ def st_model(spec: str) -> ModelEntry:
     org, _, name = hf_id.partition("/")
     if not (_HF_ID.fullmatch(hf_id) and name) or "--" in hf_id:
         raise InputError(f"MODEL {spec!r}: write a sentence-transformers model as "
-                         "st:<org>/<name> (letters, digits, '.', '_', '-'; no '--'), with "
-                         "MODEL_PATH=<folder> for a local copy")
+                         "st:<org>/<name> (letters A-Z or a-z, digits 0-9, '.', '_', '-'; no "
+                         "'--'), with MODEL_PATH=<folder> for a local copy")
     return ModelEntry(f"{ST_FILE_PREFIX}{org}--{name}", ST_KIND, hf_id, similarity="cosine",
                       query_prefix="", join="space",
                       notes="sentence-transformers configuration (MODEL=st:<org>/<name>)")
@@ -338,14 +344,15 @@ def vectors_model(spec: str) -> ModelEntry:
     similarity is the one its store records (given when it was imported)."""
     name = spec.removeprefix(VECTORS_PREFIX).removeprefix(VECTORS_FILE_PREFIX)
     if not _VECTORS_NAME.fullmatch(name):
-        raise InputError(f"MODEL {spec!r}: name imported vectors with letters, digits, '.', "
-                         "'_' and single '-' between them (vectors:<name>)")
+        raise InputError(f"MODEL {spec!r}: name imported vectors with letters A-Z or a-z, "
+                         "digits 0-9, '.', '_' and single '-' between them (vectors:<name>)")
     return ModelEntry(VECTORS_FILE_PREFIX + name, VECTORS_KIND,
                       notes="vectors imported by make import-vectors; similarity: its store's")
 
 
 # up to 81 characters; '-' never doubled nor last, so a fused name splits back (fusion_parts)
-_VECTORS_NAME = re.compile(r"(?=.{1,81}$)[A-Za-z0-9][\w.]*(?:-[\w.]+)*")
+_VECTORS_NAME = re.compile(r"(?=.{1,81}$)[A-Za-z0-9][\w.]*(?:-[\w.]+)*",
+                           re.ASCII)
 FUSION_PREFIX = "fuse--"
 # ranx's fusion methods: those whose parameters its optimize_fusion tunes, the rank-based ones
 # (no score normalisation), and the score combinations

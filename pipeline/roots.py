@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from pipeline.core.repair import PIPELINE_COMMAND, Where
-from pipeline.layout import DATA_FOLDERS, check_path_length
+from pipeline.layout import DATA_FOLDERS, check_path
 
 # A root given on its own (make's CORPORA_DIR, INDEX_DIR, RUNS_DIR; the stages' options)
 ROOT_VARIABLES = {"corpora": "CORPORA_DIR", "indexes": "INDEX_DIR", "runs": "RUNS_DIR"}
@@ -22,9 +22,9 @@ def data_roots(data: str | Path, **roots: str | Path | None) -> dict[str, Path]:
     """The three roots of a data folder DATA, absolute (the stages' --corpora-root,
     --index-root and --runs-root), keyed corpora, indexes, runs; a root given in `roots`
     (corpora=, indexes=, runs=: make's CORPORA_DIR, INDEX_DIR, RUNS_DIR) replaces DATA's.
-    Each checked as a path (layout.check_path_length: its length, no NUL byte)."""
+    Each checked as a path (layout.check_path)."""
     for path in (data, *filter(None, roots.values())):
-        check_path_length(path)  # type: ignore[arg-type]
+        check_path(path)  # type: ignore[arg-type]
     root = Path(os.path.abspath(data))
     return {kind: Path(os.path.abspath(roots[kind])) if roots.get(kind) else root / folder
             for kind, folder in DATA_FOLDERS.items()}

@@ -25,6 +25,7 @@ from pathlib import Path
 from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
+from pipeline.core.numbers import whole
 from pipeline.core.repair import Repair
 from pipeline.layout import Place, sbatch_path, slurm_dir, slurm_record
 from pipeline.models import ModelEntry, get_model
@@ -33,7 +34,8 @@ log = logging.getLogger(__name__)
 
 EXECUTORS = ("local", "slurm")
 # SLURM's --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or no limit.
-_TIME = re.compile(r"^(\d+(:\d{1,2}){0,2}|\d+-\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE)$")
+_TIME = re.compile(r"^(\d+(:\d{1,2}){0,2}|\d+-\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE)$",
+                   re.ASCII)
 _PARTITION = re.compile(r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$")
 # What sbatch says when it cannot talk to a controller at all (no slurm.conf or configless
 # source, controller down or unreachable, munge authentication failing), as opposed to a
@@ -68,7 +70,7 @@ def check_executor(text: str) -> str:
 def check_count(text: str | int, name: str, low: int) -> int:
     """A whole number >= low (SHARDS >= 1, GPUS_PER_TASK >= 0)."""
     try:
-        value = int(str(text).strip())
+        value = whole(str(text))
     except ValueError:
         raise InputError(f"{name} {text!r} is not a whole number: use {low} or more") from None
     if value < low:

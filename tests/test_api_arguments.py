@@ -52,7 +52,7 @@ def wrong_calls(data: pipeline.Data, corpus: str) -> dict[str, tuple]:
     return {
         "Data folder=3": (lambda: pipeline.Data(3), "folder=3: give a path"),
         "Data runs=''": (lambda: pipeline.Data(corpora="a", indexes="b", runs=""),
-                         "runs='': an empty path"),
+                         "runs: an empty path"),
         "build_corpus corpus=None": (lambda: pipeline.build_corpus(d, None), "corpus=None"),
         "build_corpus synthetic=-2": (lambda: pipeline.build_corpus(d, "new", synthetic=-2),
                                       "synthetic=-2: malformed SIZE"),
@@ -229,3 +229,85 @@ def test_a_value_of_the_right_type_is_not_told_it_is_of_another(tmp_path):
         pipeline.compare(tmp_path / "qrels", {"a": tmp_path / "a.trec"}, "map")
     assert "give a dict of two or more runs" in refused.value.message
     assert "not a dict" not in refused.value.message
+
+
+class BytesPath(os.PathLike):
+    """An os.PathLike whose path is bytes (os.fspath gives them): the pipeline's paths are str."""
+
+    def __fspath__(self) -> bytes:
+        return b"/tmp/bytes-path"
+
+
+# a value each required argument that takes no path is given, so that the path's is the
+# first refusal (the arguments are checked in their order)
+GOOD = {"corpus": "c", "pool": POOL, "model": "bm25", "models": "bm25", "metrics": "map",
+        "run": "r.trec", "qrels": "q.txt", "runs": {"a": "a.trec", "b": "b.trec"},
+        "results": "results.parquet", "a": "a", "b": "b", "judge": "standin:0",
+        "dataset": "beir/scifact", "name": "mine"}
+
+
+def path_arguments() -> list[tuple[str, str]]:
+    """(function, argument) for every argument of a public function (and Data) whose
+    annotation takes a path, read from the functions."""
+    from pipeline.options.arguments import takes
+
+    found = []
+    for name in pipeline.__all__:
+        function = getattr(pipeline, name)
+        if name == "Data" or inspect.isfunction(function):
+            init = function.__init__ if name == "Data" else function
+            params, said = inspect.signature(init).parameters, hints(init)
+            found += [(name, key) for key, hint in said.items() if takes(hint, Path("."))
+                      and params[key].kind is not params[key].VAR_KEYWORD]
+    return found
+
+
+@pytest.mark.parametrize("function, argument", path_arguments(),
+                         ids=lambda value: str(value))
+def test_every_path_argument_refuses_a_path_of_bytes_in_one_line(function, argument, tmp_path):
+    """A PathLike whose os.fspath is bytes was an AttributeError traceback (issue 88), where a
+    bytes path was refused: the one check of a path (layout.check_path) refuses both, at
+    every argument that takes a path."""
+    called = getattr(pipeline, function)
+    params = inspect.signature(called).parameters
+    required = [p for p, v in params.items() if v.default is v.empty and p != "self"
+                and v.kind is not v.VAR_KEYWORD]
+    args = [BytesPath() if p == argument else GOOD.get(p, str(tmp_path)) for p in required
+            if params[p].kind is not params[p].KEYWORD_ONLY]
+    kwargs = {p: GOOD.get(p, str(tmp_path)) for p in required
+              if params[p].kind is params[p].KEYWORD_ONLY}
+    if argument not in required or params[argument].kind is params[argument].KEYWORD_ONLY:
+        kwargs[argument] = BytesPath()
+    with pytest.raises(InputError) as refused:
+        called(*args, **kwargs)
+    line = str(refused.value)
+    assert line.startswith(f"{function}: {argument}: a path of bytes (b'/tmp/bytes-path'): "
+                           "give it as a str"), line
+    assert "\n" not in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_paths_a_dict_holds_are_checked_as_paths(tmp_path):
+    """compare's runs and build_report's training sets are dicts whose values are paths."""
+    with pytest.raises(InputError, match="^compare: runs: a path of bytes"):
+        pipeline.compare("q.txt", {"a": "a.trec", "b": BytesPath()}, "map")
+    with pytest.raises(InputError, match="^build_report: training_sets: a path of bytes"):
+        pipeline.build_report(tmp_path, "c", training_sets={"m": BytesPath()})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refusal_names_the_type_given_and_quotes_a_long_value_bounded(tmp_path):
+    """`save=np.bool_(False)` was refused as "not a bool", and `model=['x y'] * 200000` in a
+    line of 1,400,139 characters (issue 88)."""
+    import numpy as np
+
+    with pytest.raises(InputError) as refused:
+        pipeline.evaluate(tmp_path, "c", POOL, "bm25", save=np.bool_(False))
+    assert refused.value.message == ("evaluate: save=np.False_: give True or False, not a "
+                                     "numpy.bool")
+    with pytest.raises(InputError) as refused:
+        pipeline.evaluate(tmp_path, "c", POOL, ["x y"] * 200_000)
+    line = refused.value.message
+    assert line.startswith("evaluate: model=['x y', 'x y', ") and len(line) < 400, line
+    assert "...] (200,000 items): 'x y': a model name is letters A-Z or a-z" in line
+    assert list(tmp_path.iterdir()) == []

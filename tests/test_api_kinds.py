@@ -74,7 +74,7 @@ def test_an_arguments_type_follows_its_annotation(monkeypatch):
         return k
 
     assert validated(ranked_or_not)(".", k=None) is None
-    with pytest.raises(InputError, match="^ranked_or_not: k=0: 0 is too small: use 1 or more$"):
+    with pytest.raises(InputError, match="^ranked_or_not: k=0: 0 is too small: use 1 to 10,000$"):
         validated(ranked_or_not)(".", k=0)  # K's check, as ever
 
     def made_up(data: pipeline.Data | str | os.PathLike, *, k: str | None = None) -> object:
@@ -90,7 +90,7 @@ def test_an_arguments_type_follows_its_annotation(monkeypatch):
     with pytest.raises(InputError, match="^made_up: k=5: give a str, not an int$"):
         pipeline.made_up(".", k=5)
     check_value("made_up", "k", None, said)
-    with pytest.raises(InputError, match="^made_up: data='': an empty path: give a file"):
+    with pytest.raises(InputError, match="^made_up: data: an empty path: give a file"):
         pipeline.made_up("")
 
 

@@ -165,7 +165,7 @@ def test_the_words_come_from_the_checks():
     """A check's values, in words, from checks.py's factories (the same on every machine:
     per core, not this machine's count)."""
     assert check_words(positive) == "1 or more"
-    assert check_words(int_at_least(1, "use 1 or more", 256)) == "1 to 256"
+    assert check_words(int_at_least(1, 256)) == "1 to 256"
     assert check_words(worker_count) == "1 to 4 per CPU core of this machine"
     assert check_words(choice(("a", "b", "c"))) == "`a`, `b` or `c`"
     assert check_words(choice(("", "0", "1"))) == "`0` or `1`"

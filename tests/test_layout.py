@@ -264,3 +264,33 @@ def test_the_grammar_reader_sees_what_a_grammar_says():
     assert pattern.fullmatch("medicine-20k-s3-r2-val") and pattern.fullmatch("all-2M-r0-val")
     assert not pattern.fullmatch("all-2M-r0") and not pattern.fullmatch("all-2M-x3fa2b1c9-r0-val")
     assert _kind(grammar) == ("validation",) and _kind("<scope>-<size>.json") == ("tuning",)
+
+
+@pytest.mark.parametrize("name", ["xключ", "x漢字", "xابجد", "café", "x٣"])
+def test_a_name_no_output_can_set_is_refused_at_every_door_it_enters(name):
+    """Issue 88: an imported run named `xключ` was accepted, then every LaTeX table of the
+    report failed pdflatex. A model's or run's name is ASCII (layout.NAME_RULES), whichever
+    door it enters by: the declared checks of every option naming a model or a run (make,
+    the command line, the API), a ModelEntry's name, hf:, st:, api: and vectors: models, and
+    fused ones."""
+    from pipeline.api import _entry
+    from pipeline.layout import check_name
+    from pipeline.models import ModelEntry
+    from pipeline.options import checks
+    from pipeline.options.declared import DECLARED
+
+    doors = {checks.model_name, checks.model_run, checks.scored_run, checks.scored_runs,
+             checks.imported_name, checks.vectors_name}
+    declared = [var for var in DECLARED if var.check in doors]
+    assert {var.check for var in declared} == doors  # each kind of name declared somewhere
+    for var in declared:
+        for text in (name, f"hf:org/{name}", f"st:org/{name}", f"api:org/{name}",
+                     f"vectors:{name}", f"fuse--rrf--bm25--{name}"):
+            with pytest.raises(InputError) as refused:
+                var.check(text)
+            assert "\n" not in str(refused.value)
+    for kind in ("model", "corpus", "pool"):
+        with pytest.raises(InputError, match="letters A-Z or a-z, digits 0-9"):
+            check_name(kind, name)
+    with pytest.raises(InputError, match="letters A-Z or a-z, digits 0-9"):
+        _entry(ModelEntry(name, "dense", "org/model"))

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.errors import InputError, OptionError, first_line
+from pipeline.core.numbers import number_in
 from pipeline.core.processes import quiet_tracker
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,8 @@ STALL_ENV = "PIPELINE_WORKER_STALL"  # seconds: the floor of the bound (tests se
 STALL_FLOOR_S = 300.0  # the least any part is given, however fast the parts before it were
 FIRST_PART_TIMES = 3  # a worker's first part: 3 x the floor (900 s: spawn, imports, weights)
 SLOWEST_TIMES = 10  # a later part: 10 x the slowest part any worker took so far
+STALL_SECONDS = number_in(0, 7 * 86_400, "the seconds a worker may send nothing before it is "
+                          "taken as hung", open_ends=True)  # a week: no part takes longer
 
 
 SINGLE_DEVICE = re.compile(r"cpu|cuda(?::(\d+))?")
@@ -220,19 +223,16 @@ class Stall:
 
     @classmethod
     def from_environment(cls) -> Stall:
-        """The floor from PIPELINE_WORKER_STALL (seconds, more than 0), else STALL_FLOOR_S; a
-        bad value is one line naming the variable."""
-        text = os.environ.get(STALL_ENV, "").strip()
+        """The floor from PIPELINE_WORKER_STALL (seconds, STALL_SECONDS' range), else
+        STALL_FLOOR_S; a bad value is one line naming the variable and the range."""
+        text = os.environ.get(STALL_ENV, "")
         if not text:
             return cls()
         try:
-            floor = float(text)
-        except ValueError:
-            floor = float("nan")
-        if not 0 < floor <= 7 * 86_400:  # nan, inf and text too
-            raise InputError(f"{STALL_ENV}={text!r}: give the seconds a worker may send "
-                             "nothing before it is taken as hung, more than 0 (default "
-                             f"{STALL_FLOOR_S:g}), or leave it unset")
+            floor = STALL_SECONDS(text)
+        except InputError as exc:
+            raise InputError(f"{STALL_ENV}={text!r}: {exc.message} (default "
+                             f"{STALL_FLOOR_S:g}), or leave it unset") from None
         return cls(floor)
 
     def bound(self, slowest: float | None, first: bool) -> float:

@@ -333,14 +333,19 @@ def _shape(value: Any) -> str | None:
     """What `value` holds where its content says so unambiguously: "a run" (a ranx Run, a
     DataFrame with a run's columns and no relevance, a file whose first line has a TREC run
     line's 6 fields, ir_measures' ScoredDocs), "qrels" (a ranx Qrels, a DataFrame with a
-    relevance column and no score, a file of 4 or 3 fields a line, ir_measures' Qrels), "a
-    dict of runs" (compare's); else None (a dict of dicts: a run's and qrels' form alike)."""
+    relevance column and no score, a file of 4 or 3 fields a line, ir_measures' Qrels, a dict
+    of dicts holding a value that is no whole number: a score, never a grade), "a dict of
+    runs" (compare's); else None (a dict of dicts of whole numbers: a run's or qrels')."""
     if _is_ranx(value, "Run") or _is_ranx(value, "Qrels"):
         return "a run" if _is_ranx(value, "Run") else "qrels"
     if (named := _named_tuples(value)) is not None:
         return "a run" if named == "run" else "qrels"
     if isinstance(value, Mapping):
-        return None if any(isinstance(v, Mapping) for v in value.values()) else "a dict of runs"
+        if not any(isinstance(v, Mapping) for v in value.values()):
+            return "a dict of runs"
+        scored = any(isinstance(x, float) and not x.is_integer() for v in value.values()
+                     if isinstance(v, Mapping) for x in v.values())
+        return "a run" if scored else None
     if (frame := _frame(value)) is not None:
         columns = set(frame.columns)
         scored = all(columns & set(names) for names in RUN_COLUMNS.values())  # read_source's

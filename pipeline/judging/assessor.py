@@ -566,7 +566,7 @@ class StandinAssessor(Assessor):
 
     @classmethod
     def from_value(cls, value: str, environ: Mapping[str, str]) -> StandinAssessor:
-        if not value.isdigit() or len(value) > 18:
+        if not re.fullmatch(r"[0-9]{1,18}", value):  # ASCII digits (core/numbers.py)
             raise OptionError("{JUDGE=}: give the stand-in's seed, a whole number "
                               "(standin:0)", {JUDGE: f"standin:{value!r}"})
         return cls(int(value))

@@ -19,9 +19,9 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from typeguard import CollectionCheckStrategy, TypeCheckError, check_type
 
 from pipeline.core.annotations import PATH, Given, NamedRuns, Run
-from pipeline.core.errors import InputError, OptionError
+from pipeline.core.errors import InputError, OptionError, quoted
 from pipeline.core.repair import Where
-from pipeline.layout import check_path_length
+from pipeline.layout import check_path
 from pipeline.options import declared
 from pipeline.roots import data_roots, where
 
@@ -113,17 +113,11 @@ def check_value(function: str, name: str, value: object, hint: object = None) ->
     if value is None and type(None) in members(hint):
         return
     if not takes(hint, value):
-        shown, what = type(value).__name__, words(hint)  # not said for the wrong content
+        shown, what = type_name(value), words(hint)  # not said for the wrong content
         said = f", not {'an' if shown[0] in 'aeiou' else 'a'} {shown}" if (
             value is not None and shown not in what) else ""
-        raise InputError(f"{function}: {name}={value!r}: give {what}{said}")
-    if isinstance(value, PATH) and takes(hint, Path(".")):  # a path, where paths are taken
-        if str(value) == "":
-            raise InputError(f"{function}: {name}='': an empty path: give a file or folder")
-        try:
-            check_path_length(value)
-        except InputError as exc:
-            raise InputError(f"{function}: {name}: {exc.message}") from None
+        raise InputError(f"{function}: {name}={quoted(value)}: give {what}{said}")
+    check_paths(function, name, value, hint)
     rule = declared.declaration(function, name)
     if rule is None or rule.check is None:
         return
@@ -132,16 +126,47 @@ def check_value(function: str, name: str, value: object, hint: object = None) ->
             if isinstance(item, str | int | float | os.PathLike | Mapping):  # an object (a
                 rule.check(_command_line(item))  # ModelEntry, a SyntheticConfig): its fields
     except InputError as exc:
-        raise InputError(f"{function}: {name}={value!r}: {exc.message}") from None
+        raise InputError(f"{function}: {name}={quoted(value)}: {exc.message}") from None
+
+
+def type_name(value: object) -> str:
+    """The name of `value`'s type as a user writes it: a builtin's alone (str), another's with
+    its package (numpy.bool, not bool: a numpy.bool_ is no bool)."""
+    kind = type(value)
+    if kind.__module__ == "builtins":
+        return kind.__qualname__
+    return f"{kind.__module__.partition('.')[0]}.{kind.__qualname__}"
+
+
+def check_paths(function: str, name: str, value: object, hint: object) -> None:
+    """Each path argument `name` of `function` holds (_paths) checked as every door checks a
+    path (layout.check_path): a one-line InputError naming the function and the argument."""
+    try:
+        for path in _paths(value, hint):
+            check_path(path)
+    except InputError as exc:
+        raise InputError(f"{function}: {name}: {exc.message}") from None
+
+
+def _paths(value: object, hint: object) -> list[str | os.PathLike]:
+    """The paths an argument of type `hint` holds, each for the one check of a path
+    (layout.check_path): itself, where its type takes a path, or a dict's values that are
+    paths (compare's runs' files, build_report's training sets)."""
+    if isinstance(value, PATH):
+        return [value] if takes(hint, Path(".")) else []
+    if isinstance(value, Mapping):
+        return [item for item in value.values() if isinstance(item, PATH)]
+    return []
 
 
 def _command_line(value: object) -> str:
-    """The command line's text of a typed value: what its option's check reads."""
+    """The command line's text of a typed value: what its option's check reads (a path's
+    text: os.fspath, checked first as a path)."""
     if isinstance(value, bool):  # a switch's (REPLACE=1: replace=True)
         return str(int(value))
     if isinstance(value, Mapping):
-        return " ".join(f"{key}={item}" for key, item in value.items())
-    return str(value)
+        return " ".join(f"{key}={_command_line(item)}" for key, item in value.items())
+    return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
 
 
 def unknown(function: str, name: str, known: Sequence[str], owner: str = "") -> InputError:
@@ -203,11 +228,14 @@ def validated(function: Callable) -> Callable:
             if key not in bound:
                 what = words(type_of(name, key, said.get(key)))
                 raise InputError(f"{name}: missing {key}: give {what}")
-        # ranx's order, (qrels, run): a call in the old order is refused saying so
+        # ranx's order, (qrels, run), by their contents (read once their paths are checked):
+        # a call in the old order is refused saying so, before their types are
         run = next((p for p in named[1:] if said.get(p) in (Run, NamedRuns)), None)
         if named[:1] == ["qrels"] and run:
             from pipeline.evaluation.score import check_order
 
+            for key in ("qrels", run):
+                check_paths(name, key, bound.get(key), said.get(key))
             check_order(name, bound.get("qrels"), bound.get(run))
         defaults = {p: params[p].default for p in named if p not in bound
                     and params[p].default is not params[p].empty}

@@ -6,20 +6,19 @@ environment exists."""
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import unicodedata
 from collections.abc import Callable
 
-from pipeline.core.errors import InputError
+from pipeline.core.errors import InputError, quoted
+from pipeline.core.numbers import number_in, whole
 from pipeline.glossary import parse_metrics
 from pipeline.layout import (
-    MAX_COMPONENT,
     MAX_SYNTHETIC_SHARDS,
     S2_DATASET,
     check_name,
-    check_path_length,
+    check_path,
     parse_size,
 )
 
@@ -37,21 +36,23 @@ def maximum(check: Callable[[str], object] | None) -> int | float | None:
     return most() if callable(most) else None
 
 
-def int_at_least(low: int, what: str, high: int = MAX_INT, why: str = ""):
-    """A whole number from `low` to `high` (`why`: the reason for `high`, said when a value is
-    above it)."""
+def int_at_least(low: int, high: int = MAX_INT, why: str = ""):
+    """A whole number from `low` to `high`, in ASCII digits (core/numbers.py); each refusal
+    says the range (`why`: the reason for `high`, said when a value is above it)."""
+    words = f"{low} or more" if high == MAX_INT else f"{low} to {high:,}"
+
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = whole(text)
         except ValueError:
-            raise InputError(f"{text!r} is not a whole number ({what})") from None
+            raise InputError(f"{quoted(text)} is not a whole number in the digits 0-9: use "
+                             f"{words}") from None
         if value < low:
-            raise InputError(f"{value} is too small: {what}")
+            raise InputError(f"{value} is too small: use {words}")
         if value > high:
             raise InputError(f"{value} is too large: use at most {high:,}{why}")
         return value
     parse.__name__ = "int"
-    words = f"{low} or more" if high == MAX_INT else f"{low} to {high:,}"
     parse.words = words  # type: ignore[attr-defined]
     if high < MAX_INT:  # a maximum (count's); MAX_INT only keeps a seed or a year an int32
         parse.most = lambda: high  # type: ignore[attr-defined]
@@ -65,35 +66,11 @@ def count(low: int, high: int, why: str):
     10**9 ran out of memory or wrote without end (issue 78)."""
     if high >= MAX_INT:
         raise ValueError(f"a count needs a maximum below {MAX_INT:,}: {why}")
-    return int_at_least(low, f"use {low} or more", high, f" ({why})")
+    return int_at_least(low, high, f" ({why})")
 
 
-def number_in(low: float, high: float, noun: str, example: str = "", *,
-              open_ends: bool = False):
-    """A finite number (a whole or decimal one) from `low` to `high` (strictly between them:
-    `open_ends`): a real-valued setting such as the download's first pause; nan, inf and text
-    refused in one line saying `noun` and its range."""
-    words = f"between {low:g} and {high:g}" if open_ends else f"from {low:g} to {high:g}"
-    said = f"give {noun} {words}" + (f", such as {example}" if example else "")
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise InputError(f"{text!r} is not a number: {said}") from None
-        inside = low < value < high if open_ends else low <= value <= high
-        if not (math.isfinite(value) and inside):
-            raise InputError(said)
-        return value
-    parse.__name__ = "float"
-    parse.words = words  # type: ignore[attr-defined]
-    parse.most = lambda: high  # type: ignore[attr-defined]
-    parse.open_ends = open_ends  # type: ignore[attr-defined]
-    return parse
-
-
-positive = int_at_least(1, "use 1 or more")  # not a count: a threshold, a year
-non_negative = int_at_least(0, "use 0 or more")  # not a count: a seed, a year
+positive = int_at_least(1)  # not a count: a threshold, a year
+non_negative = int_at_least(0)  # not a count: a seed, a year
 # processes or threads per CPU core: more only wait on one another, each holding its memory
 PER_CORE = 4
 
@@ -161,7 +138,7 @@ def choice(options: tuple[str, ...]):
     def parse(text: str) -> str:
         if text not in options:
             shown = ", ".join(o or "(empty)" for o in options)
-            raise InputError(f"{text!r}: use one of {shown}")
+            raise InputError(f"{quoted(text)}: use one of {shown}")
         return text
     parse.__name__ = "value"
     shown = [f"`{option}`" for option in options if option]
@@ -191,20 +168,16 @@ _PATH = re.compile(r"[A-Za-z0-9._/+,:@=~-]+")
 def safe_path(text: str) -> str:
     """A path the Makefile uses as a target: no spaces, quotes or shell characters."""
     if not _PATH.fullmatch(text):
-        raise InputError(f"{text!r}: use a path of letters, digits and ._/+,:@=~- only (no "
+        raise InputError(f"{quoted(text)}: use a path of letters, digits and ._/+,:@=~- only (no "
                          "spaces, quotes, line breaks or shell characters)")
     return given_path(text)
 
 
 def given_path(text: str) -> str:
-    """Any path: no folder or file name longer than the file system allows, and short enough
-    for what the pipeline writes under it (layout.MAX_GIVEN_PATH); never empty."""
-    if not text:
-        raise InputError("an empty path: give a file or folder")
-    if long := [part for part in text.split("/") if len(part.encode()) > MAX_COMPONENT]:
-        raise InputError(f"a folder name of {len(long[0])} characters ({long[0][:20]}...): "
-                         f"file systems allow at most {MAX_COMPONENT}")
-    return check_path_length(text)
+    """Any path, as every door checks one (layout.check_path): not empty, no NUL byte, no
+    name longer than a file system allows, short enough for what the pipeline writes under
+    it."""
+    return check_path(text)
 
 
 def input_path(text: str) -> str:
@@ -212,7 +185,7 @@ def input_path(text: str) -> str:
     characters and no space at either end (no shell ever sees it)."""
     if not text.strip() or text != text.strip() or any(
             unicodedata.category(char) == "Cc" for char in text):
-        raise InputError(f"{text!r}: give the path of the file or folder, without control "
+        raise InputError(f"{quoted(text)}: give the path of the file or folder, without control "
                          "characters or spaces at either end")
     return given_path(text)
 
@@ -234,7 +207,7 @@ def synthetic_size(text: str) -> str:
     """The papers of a synthetic corpus: one size (20k, 2M), 100 to MAX_SYNTHETIC_PAPERS."""
     value = parse_size(text)
     if not MIN_SYNTHETIC_PAPERS <= value <= MAX_SYNTHETIC_PAPERS:
-        raise InputError(f"{text!r}: a synthetic corpus holds {MIN_SYNTHETIC_PAPERS} to "
+        raise InputError(f"{quoted(text)}: a synthetic corpus holds {MIN_SYNTHETIC_PAPERS} to "
                          f"{MAX_SYNTHETIC_PAPERS:,} papers (20M: its layout alone takes "
                          "2.7 GB of memory)")
     return text
@@ -256,7 +229,7 @@ def field_names(text: str) -> str:
 def prompt_text(text: str) -> str:
     """A query prompt: no control character but a line break (`\\n` on make's command line)."""
     if any(ch < " " and ch != "\n" or ch == "\x7f" for ch in text):
-        raise InputError(f"{text!r} holds a control character: give printable text, a line "
+        raise InputError(f"{quoted(text)} holds a control character: give printable text, a line "
                          "break written \\n")
     return text
 
@@ -278,7 +251,7 @@ def training_sets(text: str) -> str:
         safe_path(path)
         models.append(model)
     if len(set(models)) < len(models):
-        raise InputError(f"{text!r}: a model named twice")
+        raise InputError(f"{quoted(text)}: a model named twice")
     return text
 
 
@@ -288,16 +261,16 @@ def device(text: str) -> str:
     Whether the GPUs are there is the embed stage's check (pipeline/encoding/workers.py)."""
     if "," not in text:
         if not re.fullmatch(r"cpu|cuda(:\d+)?", text):
-            raise InputError(f"{text!r}: use cpu, cuda, cuda:<index> or a list such as "
+            raise InputError(f"{quoted(text)}: use cpu, cuda, cuda:<index> or a list such as "
                              "cuda:0,cuda:1")
         return text
     words = text.split(",")
     bad = next((word for word in words if not re.fullmatch(r"cpu|cuda:\d+", word)), None)
     if bad is not None:
-        raise InputError(f"{text!r}: {bad!r} in a list; name each device as cpu or "
+        raise InputError(f"{quoted(text)}: {bad!r} in a list; name each device as cpu or "
                          "cuda:<index>, e.g. cuda:0,cuda:1")
     if len({word.partition(":")[0] for word in words}) > 1:
-        raise InputError(f"{text!r}: one kind of device, GPUs (cuda:0,cuda:1) or CPU workers "
+        raise InputError(f"{quoted(text)}: one kind of device, GPUs (cuda:0,cuda:1) or CPU workers "
                          "(cpu,cpu), not both")
     return text
 
@@ -343,7 +316,7 @@ def _registered(text: str):
     entry = get_model(text)
     if not text.startswith((HF_PREFIX, ST_PREFIX, VECTORS_PREFIX, API_PREFIX)) \
             and entry.name != text:
-        raise InputError(f"MODEL {text!r}: write it as registered, {entry.name!r}")
+        raise InputError(f"MODEL {quoted(text)}: write it as registered, {entry.name!r}")
     return entry
 
 

@@ -59,6 +59,7 @@ from pipeline.options.checks import (
     batch_count,
     choice,
     corpus_name,
+    count,
     cpus_per_task,
     dataset_list,
     depth,
@@ -69,7 +70,6 @@ from pipeline.options.checks import (
     gpus_per_task,
     imported_name,
     input_path,
-    int_at_least,
     mdcr_count,
     metric_list,
     model_name,
@@ -229,8 +229,9 @@ def judge_spec(text: str) -> str:
     """JUDGE's form (pipeline/judging/assessor.py checks the rest): api:<model>,
     file:<labels.tsv> or standin:<seed>."""
     kind, colon, value = text.partition(":")
+    seed = re.fullmatch(r"[0-9]+", value)  # ASCII digits (core/numbers.py)
     if not colon or kind not in ("api", "file", "standin") or not value.strip() or (
-            kind == "standin" and not value.isdigit()) or (kind == "api" and " " in value):
+            kind == "standin" and not seed) or (kind == "api" and " " in value):
         raise InputError(f"{text!r}: give api:<model> (with JUDGE_URL), file:<labels.tsv> "
                          "(the judging page's labels) or standin:<seed> (a deterministic "
                          "stand-in)")
@@ -448,8 +449,8 @@ DECLARED: tuple[Variable, ...] = (
       one_word=True, stages=SAMPLING),
     V("JUDGE_DEPTH", 100, depth, "the ranks of each of MODELS whose unjudged candidates "
       "are sampled", "judging", one_word=True, stages=SAMPLING, was="depth"),
-    V("JUDGE_CONCURRENCY", 4, int_at_least(1, "use 1 or more", API_LIMITS[API_CONCURRENCY],
-                                             f" (requests at once, as {API_CONCURRENCY})"),
+    V("JUDGE_CONCURRENCY", 4, count(1, API_LIMITS[API_CONCURRENCY],
+                                      f"requests at once, as {API_CONCURRENCY}"),
       "JUDGE=api:<model>: requests sent at once",
       "judging", one_word=True, stages=JUDGING, was="concurrency"),
     # ---- cluster

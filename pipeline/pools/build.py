@@ -324,27 +324,50 @@ def build_pool(corpus_dir: Path, spec: PoolSpec, named: Named = POOL_OPTIONS) ->
         return _build_pool(corpus_dir, spec, folder, inputs, excluded, named)
 
 
+def check_size(spec: PoolSpec, positives: int, queries: int, population: int,
+               named: Named = POOL_OPTIONS) -> None:
+    """The rule of a pool's size: room for the `positives` its `queries` cite and, for a
+    dataset-level pool, no more than those and the `population` of others there are (a
+    field-level pool a size exhausts holds its whole field-cited set: MDCR §3)."""
+    if spec.size < positives:
+        raise OptionError(
+            f"{{{named.size}=}} cannot hold the {positives} papers cited by the {queries} "
+            f"queries: choose a larger {{{named.size}}} (at least {positives}), or fewer "
+            f"queries ({{{named.queries}}})", {named.size: spec.size})
+    if spec.field is None and spec.size > positives + population:
+        raise OptionError(
+            f"{{{named.size}=}} exceeds the papers available: {positives} cited + "
+            f"{population} others up to {spec.max_year}, {positives + population} in all; "
+            f"choose a smaller {{{named.size}}}", {named.size: spec.size})
+
+
+def check_sizes(corpus_dir: Path, spec: PoolSpec, sizes: list[int],
+                named: Named = POOL_OPTIONS) -> None:
+    """Each of `sizes` for pools of `spec`'s scope, split and queries checked (check_size)
+    before any is built: the queries, their positives and the others do not depend on the
+    size or the repeat, so a grid is refused whole, not after the pools of its sizes before
+    the first one too large."""
+    check_corpus(corpus_dir)
+    spec = replace(spec, field=pool_field(spec.field), size=sizes[0])
+    queries, qrels, _, _ = select_queries(corpus_dir, spec, named)
+    positives = qrels["doc"].unique()
+    population, _ = negative_population(corpus_dir, spec,
+                                        pl.concat([queries["corpusid"], positives]))
+    for size in sizes:
+        check_size(replace(spec, size=size), len(positives), queries.height, len(population),
+                   named)
+
+
 def _build_pool(corpus_dir: Path, spec: PoolSpec, pool_dir: Path, inputs: dict[str, str],
                 excluded: PaperList | None, named: Named) -> dict:
     start = time.perf_counter()
     queries, qrels, n_eligible, left_out = select_queries(corpus_dir, spec, named)
     positives = qrels["doc"].unique().sort()
-    need = spec.size - len(positives)
-    if need < 0:
-        raise OptionError(
-            f"{{{named.size}=}} cannot hold the {len(positives)} papers cited by the "
-            f"{queries.height} queries: choose a larger {{{named.size}}} (at least "
-            f"{len(positives)}), or fewer queries ({{{named.queries}}})", {named.size: spec.size}
-        )
     population, scope_size = negative_population(
         corpus_dir, spec, pl.concat([queries["corpusid"], positives]))
+    check_size(spec, len(positives), queries.height, len(population), named)
+    need = spec.size - len(positives)
     exhausted = need > len(population)
-    if exhausted and spec.field is None:
-        raise OptionError(
-            f"{{{named.size}=}} exceeds the papers available: {len(positives)} cited + "
-            f"{len(population)} others up to {spec.max_year}; choose a smaller "
-            f"{{{named.size}}}", {named.size: spec.size}
-        )
     if exhausted and spec.repeat > 0:
         raise OptionError(
             f"pool {spec.name}: the {spec.field} field-cited set ({len(population)} papers) is "

@@ -20,6 +20,7 @@ from pipeline.pools.build import (
     PoolSpec,
     build_pool,
     changed_lists,
+    check_sizes,
     pool_folders,
     rebuild_pool,
     retire_repair,
@@ -85,8 +86,18 @@ def build_grid(corpus_dir: Path, fields: list[str | None], sizes: list[int], rep
     Returns the names of the grid's pools the corpus holds, in the grid's order."""
     base, _ = with_exclusion(PoolSpec(size=0, **settings))  # its ids' digest names the pools
     exhausted: set[tuple[str | None, int]] = set()
+    built = []  # every size of each field checked before any pool is built
+    for field in fields:
+        try:
+            check_sizes(corpus_dir, replace(base, field=field), sizes, named)
+        except NoQueriesError as exc:
+            if len(fields) == 1:
+                raise
+            log.info(f"[pool] skipped: {exc}")
+            continue
+        built.append(field)
     # lazily, one pool at a time (itertools.product would list range(repeats) first)
-    grid = ((field, size, repeat) for field in fields for size in sizes
+    grid = ((field, size, repeat) for field in built for size in sizes
             for repeat in range(repeats))
     names = []
     for field, size, repeat in grid:
@@ -95,16 +106,9 @@ def build_grid(corpus_dir: Path, fields: list[str | None], sizes: list[int], rep
         if (field, size) in exhausted:
             log.info(f"[pool] {field}: field-cited set < {size}, so no repeat {repeat}")
             continue
-        try:
-            with timed("pool", times, pool=spec.name) as info:
-                counts = build_pool(corpus_dir, spec, named)["counts"]
-                info.update(queries=counts["queries"], candidates=counts["candidates"])
-        except NoQueriesError as exc:
-            if len(fields) == 1:
-                raise
-            log.info(f"[pool] skipped: {exc}")
-            exhausted.add((field, size))
-            continue
+        with timed("pool", times, pool=spec.name) as info:
+            counts = build_pool(corpus_dir, spec, named)["counts"]
+            info.update(queries=counts["queries"], candidates=counts["candidates"])
         if counts["exhausted"]:
             exhausted.add((field, size))
     held = set(pool_folders(corpus_dir))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import pipeline
-from pipeline.cli.docs import public_arguments
+from pipeline.cli.docs import check_words, public_arguments
 from pipeline.cli.main import build_parser
 from pipeline.cli.variables import read
 from pipeline.core.errors import InputError
@@ -184,10 +184,13 @@ def test_every_count_and_number_has_a_maximum_said_in_the_docs():
         most = maximum(var.check)
         said = f"{most:,}" if isinstance(most, int) else f"{most:g}"
         if var.variable and var.check is not worker_count and var.check is not xdist_workers:
-            # a count's "1 to N", a real-valued setting's "from 0 to 1" or, its ends left out,
-            # "between 0 and 1" (checks.number_in)
-            assert re.search(rf"\| `{var.name}` \|.*; ((from )?\d+ to|between \d+ and) {said} \|",
-                             variables), var.name
+            # its check's words, which say its maximum: a count's "1 to N", a real-valued
+            # setting's "from 0.5 to 10" or, its ends left out, "between 0 and 1" (whatever
+            # its bounds: whole or not)
+            words = check_words(var.check)
+            assert re.fullmatch(rf"(from )?\S+ to {said}|between \S+ and {said}", words), words
+            assert re.search(rf"\| `{var.name}` \|.*; {re.escape(words)} \|", variables), \
+                var.name
         elif var.variable:  # per core: the machine's count
             assert re.search(rf"\| `{var.name}` \|.*; 1 to {PER_CORE} per CPU core", variables)
         else:
@@ -325,4 +328,39 @@ def test_a_path_holding_a_nul_byte_is_one_line_naming_the_input(call, message, t
                        r"it$") as raised:
         call(tmp_path)
     assert "\n" not in str(raised.value) and "\x00" not in str(raised.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+# digits of other scripts and spaces around: int() and float() read each of them as 5 or 3
+NOT_ASCII_NUMBERS = ("５", "٣", " 5", "5 ")
+
+
+@pytest.mark.parametrize("var", [var for var in DECLARED if takes_a_number(var)],
+                         ids=lambda var: var.name)
+def test_a_number_in_other_digits_or_spaced_is_refused_from_every_door(var, capsys):
+    """`REPEATS=５`, `K=٣`, `SEED=٣` and ' 5' ran as 5, 3, 3 and 5 (issue 88): every number's
+    check reads ASCII digits only (core/numbers.py), from make, the command line and the
+    API's text alike (a size's and a synthetic corpus's are text)."""
+    for text in NOT_ASCII_NUMBERS:
+        if var.variable:
+            with pytest.raises(InputError) as refused:
+                read({var.name: text})
+            assert str(refused.value).startswith(f"{var.name}: "), str(refused.value)
+        for stage in var.stages:
+            with pytest.raises(SystemExit):
+                parser().parse_args([stage, f"{var.option}={text}"])
+            [line] = capsys.readouterr().err.splitlines()
+            assert f" {stage}: {var.option}: " in line, line
+        with pytest.raises(InputError):
+            var.check(text)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: pipeline.build_pools(d, "c", size="٣k"),
+    lambda d: pipeline.build_corpus(d, "c", synthetic="５k"),
+    lambda d: pipeline.build_paper_pools(d, "c", paper_sizes="1k ２k"),
+])
+def test_the_api_refuses_a_size_in_other_digits(call, tmp_path):
+    with pytest.raises(InputError, match="malformed SIZE"):
+        call(tmp_path)
     assert list(tmp_path.iterdir()) == []

@@ -416,11 +416,13 @@ def test_the_stall_bound_follows_the_parts_pace(monkeypatch):
     assert stall.bound(2.0, first=False) == 300.0 and stall.bound(45.0, first=False) == 450.0
     monkeypatch.setenv(workers.STALL_ENV, "2.5")
     assert Stall.from_environment().bound(0.1, first=False) == 2.5
-    for bad in ("0", "-1", "nan", "inf", "soon"):
+    for bad in ("0", "-1", "nan", "inf", "soon", "1e9", "٣", " 5"):  # the range said
         monkeypatch.setenv(workers.STALL_ENV, bad)
         with pytest.raises(InputError) as refused:
             Stall.from_environment()
-        assert str(refused.value).startswith(f"PIPELINE_WORKER_STALL={bad!r}: give the seconds")
+        line = str(refused.value)
+        assert line.startswith(f"PIPELINE_WORKER_STALL={bad!r}: "), line
+        assert "give the seconds" in line and "between 0 and 604800 (default 300)" in line
 
 
 def _children(pid: int) -> dict[int, str]:

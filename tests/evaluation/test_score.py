@@ -446,6 +446,9 @@ def test_a_call_in_the_old_order_is_refused_saying_the_order(tmp_path):
         text = one_line_error(lambda old=old: pipeline.score(*old, "map"))
         assert text == (f"{order}, but the first argument is a run and the second is qrels: "
                         "put the qrels first")
+    # dicts as files: a value no grade can be (a score such as 0.93) marks the run
+    assert one_line_error(lambda: pipeline.score(run_dict, qrels_dict, "map")) == (
+        f"{order}, but the first argument is a run: put the qrels first")
     assert "its first line has 4 fields, as a qrels line, not a run" in one_line_error(
         lambda: pipeline.score(qrels, qrels, "map"))  # issue 56: no swap, a run that is none
     assert one_line_error(lambda: pipeline.compare({"a": run, "b": run}, qrels, "map")) == (

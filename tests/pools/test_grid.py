@@ -98,3 +98,17 @@ def test_repair_rebuilds_a_damaged_pool_byte_for_byte(corpus_dir, tmp_path):
     repair_pools(corpus, times, HERE)
     assert {p.name: p.read_bytes() for p in files} == before
     assert timed_pools(times) == [name]
+
+
+def test_every_size_of_a_grid_is_checked_before_any_pool_is_built(corpus_dir, tmp_path):
+    """`build_pools(..., size='600 608 ... 2992')` wrote 80 pools, then refused size 1240
+    without a word of them (issue 88): a size too large or too small anywhere in the grid is
+    refused first, and nothing is built or timed."""
+    corpus = copy_corpus(corpus_dir, tmp_path / "small")
+    times = tmp_path / "times.jsonl"
+    for sizes, said in (([POOL_SIZES[0], 10**8], "size 100000000 exceeds the papers "
+                         "available: .* in all; choose a smaller --size$"),
+                        ([POOL_SIZES[0], 1], "size 1 cannot hold the")):
+        with pytest.raises(InputError, match=said):
+            build_grid(corpus, [None], sizes, 2, times, queries=N_QUERIES)
+        assert pool_names(corpus) == [] and not times.exists()

@@ -310,9 +310,13 @@ def test_unknown_ids_dropped_and_counted_when_asked(small, tmp_path):
 
 
 def test_names_of_searched_models_are_refused(small, tmp_path):
+    """... and a name no output can set (pdflatex stops at 'к'; issue 88) is refused where it
+    enters, saying which characters a name takes."""
     data, pool, frame = small
+    letters = "a model name is letters A-Z or a-z, digits 0-9"
     for name, message in (("bm25", "a model the pipeline searches with"),
-                          ("x~title", "marks runs of perturbed queries"), ("../x", "model")):
+                          ("x~title", "marks runs of perturbed queries"), ("../x", "model"),
+                          ("xключ", letters), ("x漢字", letters), ("xابجد", letters)):
         with pytest.raises(InputError, match=message):
             pipeline.import_run(data, "small", pool, frame, name)
 
