@@ -28,6 +28,7 @@ from pipeline.ingest.merge import PartSink, key
 from pipeline.ingest.shards import (
     ID_SPACE,
     INT32,
+    MAX_RECORD,
     READ_ERRORS,
     BadLine,
     Quarantine,
@@ -37,6 +38,7 @@ from pipeline.ingest.shards import (
     open_shard,
     parse_line,
     read_id,
+    shard_lines,
     show,
 )
 from pipeline.layout import GZIP_SUFFIX, lines_file
@@ -67,13 +69,14 @@ def estimated_papers(shards: list[Path]) -> int:
 def _blocks(path: Path) -> Iterator[bytes]:
     """The shard's bytes in blocks of about BLOCK bytes, each cut after a newline (the last one
     may end without). We cut and hand out blocks ourselves, so nothing reads ahead: memory
-    holds one block however large the shard. A line longer than 4 blocks is a ValueError."""
+    holds one block however large the shard. A line longer than MAX_RECORD is a ValueError
+    (the line-by-line reader then refuses it)."""
     with open_shard(path) as raw:
         rest = b""
         while chunk := raw.read(BLOCK):
             data = rest + chunk
             cut = data.rfind(b"\n") + 1
-            if cut == 0 and len(data) > 4 * BLOCK:
+            if cut == 0 and len(data) > MAX_RECORD:
                 raise ValueError("a line too long for the block reader")
             rest = data[cut:]
             if cut:
@@ -236,7 +239,8 @@ def _read_by_line(job: ShardJob, quarantine: Quarantine) -> tuple[_Blocks, int]:
 
     try:
         with open_shard(job.path) as handle:
-            for number, line in enumerate(handle, start=1):
+            for number, line in shard_lines(handle, job.path,
+                                            raw_repair(job.path.parent.parent)):
                 if not line.strip():
                     blank += 1
                     continue
@@ -281,6 +285,8 @@ def read_shard(job: ShardJob) -> ShardResult:
 
 
 WHAT = "an S2ORC metadata release"
+# how a raw folder that does not exist is made (said when it is missing)
+MADE_BY = "give RAW= the folder of the S2ORC release, which holds metadata/ (docs/ingest.md)"
 SETTINGS: tuple[str, ...] = ()
 
 
