@@ -302,8 +302,10 @@ class RawServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(OSError):  # wakes the accept (a close alone does not)
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
-        self.thread.join(5)
+        self.thread.join()
 
     def _serve(self) -> None:
         while True:

@@ -635,8 +635,8 @@ def retry_note(headers: Mapping[str, str], key: Secrets, max_wait: float
         return None, f" with an invalid Retry-After ({redacted(header, key, 40)!r}, ignored)"
     if seconds is not None and seconds > max_wait:
         asked = f"{seconds:,.0f}" if seconds < 1e15 else f"{seconds:.3g}"
-        return seconds, (f" asking for a wait of {asked} s (Retry-After), longer than the "
-                         f"{max_wait:g} s the client waits at most")
+        return seconds, (f" asking for a wait of {asked} s (Retry-After; more than the "
+                         f"{max_wait:g} s the client waits at most)")
     return seconds, ""
 
 
@@ -777,7 +777,7 @@ def _hop(target: str, status: int, location: str, visited: set[str], key: Secret
                        final=True) from None
     if scheme not in ("http", "https"):
         raise NoAnswer(f"{said_status} to a {redacted(scheme, key) or 'schemeless'}: link "
-                       f"({shown}), not followed: only http and https are", final=True)
+                       f"({shown}; only http and https are followed)", final=True)
     if following in visited:
         raise NoAnswer(f"{said_status} loop: back to a link it redirected from ({shown})",
                        final=True)
