@@ -24,11 +24,11 @@ import pyarrow.json as pajson
 from pipeline.core.atomic import disk_errors
 from pipeline.core.errors import InputError
 from pipeline.corpus.manifest import raw_repair
+from pipeline.ingest import shards
 from pipeline.ingest.merge import PartSink, key
 from pipeline.ingest.shards import (
     ID_SPACE,
     INT32,
-    MAX_RECORD,
     READ_ERRORS,
     BadLine,
     Quarantine,
@@ -69,14 +69,15 @@ def estimated_papers(shards: list[Path]) -> int:
 def _blocks(path: Path) -> Iterator[bytes]:
     """The shard's bytes in blocks of about BLOCK bytes, each cut after a newline (the last one
     may end without). We cut and hand out blocks ourselves, so nothing reads ahead: memory
-    holds one block however large the shard. A line longer than MAX_RECORD is a ValueError
-    (the line-by-line reader then refuses it)."""
+    holds one block however large the shard. Bytes beyond shards.MAX_RECORD (a line as long
+    as that, or a block larger) are a ValueError: the line-by-line reader, which holds a line
+    up to that bound, then reads the shard (and refuses a longer line)."""
     with open_shard(path) as raw:
         rest = b""
         while chunk := raw.read(BLOCK):
             data = rest + chunk
             cut = data.rfind(b"\n") + 1
-            if cut == 0 and len(data) > MAX_RECORD:
+            if len(data) > shards.MAX_RECORD:
                 raise ValueError("a line too long for the block reader")
             rest = data[cut:]
             if cut:
