@@ -8,17 +8,16 @@ watched by its attempt's `Watch`.
 
 A request for an answer (`bounded_request`: a JSON POST, an API's GET): a request answered 429
 or 5xx (RETRIED), or whose connection failed, is sent again up to `retries` times, after the
-reply's Retry-After or an exponential backoff, capped at `max_wait` (`Bounds`, checked sane when
-made; a longer Retry-After is said as such); a request not answered after `notice` seconds is
-said at once, in one line. A malformed reply (no HTTP status line, more than 100 headers, a
+reply's Retry-After or an exponential backoff, capped at `max_wait` (`Bounds`, checked sane
+when made; a longer Retry-After is said as such); a request not answered after `notice` seconds
+is said at once, in one line. A malformed reply (no HTTP status line, more than 100 headers, a
 line over 64 KiB: `malformed`) is not sent again, since the server answers the same: one line
-says what was wrong with it. The
-deadline: a request takes at most `deadline` seconds by the wall clock, its attempts and the
-waits between them, whatever the server does. Each attempt's timeouts are cut to what is left;
-a reply is read as it arrives, the clock checked between reads; and a watchdog (`Watch`) shuts
-the attempt's socket at the deadline, so that a server that trickles its headers or its body
-(each byte restarts a socket's timeout) is given up on then too, in one line. A reply is read
-up to a size (`most`): a larger one is not read further.
+says what was wrong with it. The deadline: a request takes at most `deadline` seconds by the
+wall clock, its attempts and the waits between them, whatever the server does. Each attempt's
+timeouts are cut to what is left; a reply is read as it arrives, the clock checked between
+reads; and a watchdog (`Watch`) shuts the attempt's socket at the deadline, so that a server
+that trickles its headers or its body (each byte restarts a socket's timeout) is given up on
+then too, in one line. A reply is read up to a size (`most`): a larger one is not read further.
 
 A file (`opened`: one attempt at a file's bytes, from an offset; the caller retries and resumes
 it, ingest/s2client.Retries): a file is large and may legitimately take hours, so its bound is a

@@ -5,7 +5,9 @@ download.json are pipeline.ingest.s2client; the update by diffs is pipeline.inge
 
 A file is written to a hidden partial file and continued with an HTTP range after any break
 (a dropped connection, a kill -9: the next run goes on from the partial's size). It gets its
-final name only once whole: the size the server announced, its gzip stream read to the end.
+final name only once whole: the size the server announced, its gzip stream read to the end,
+holding a record at least and no line longer than any record (a dataset is complete, in
+download.json, only when each file it lists is so).
 An expired link (403/400 from the file host) is asked for again; 429 and 5xx answers and
 broken connections are retried with exponential backoff (Retry-After honoured), each retry
 logged, a bounded number of times (and an API call for a bounded time by the wall clock; a

@@ -26,7 +26,14 @@ is one `opened` attempt at a time, from the bytes its partial file holds: redire
 read timeouts, then at least `stall_bytes` in every `stall_window` seconds); `Retries` decides
 what comes next: resumed, the link asked for again, or one line. A stalled attempt that brought
 fewer than `stall_bytes` is a try without progress, so a host trickling a byte a second is
-given up on after `retries` tries (docs/ingest.md, "Bounded waits").
+given up on after `retries` tries (docs/ingest.md, "Bounded waits"). What no retry changes is
+one line at once: a malformed reply, a redirect not followed (a loop, another scheme), and a
+whole file that is no file of records (`check_shard`: none, or a line longer than any record
+holds), so that a download is complete by its records, not its bytes.
+
+Secrets: the key and the base URL's credentials (`Settings.secrets`) are hidden from every line
+that shows a server's text (core/secrets.redacted: its errors and headers, in core/http.py;
+here, the release ids and links of its answers), and a link whose path holds one is refused.
 """
 
 from __future__ import annotations
