@@ -127,7 +127,9 @@ def apply_step(client: Client, raw_dir: Path, manifest: Manifest, dataset: str, 
     np.save(keys_file, _keys(files["update_files"] + files["delete_files"], KEYS[dataset]))
     counts = _rewrite(raw_dir / dataset, files["update_files"], keys_file, KEYS[dataset],
                       target, client.settings.parallel)
-    new_files = [{"name": p.name, **check_shard(p)} for p in list_shards(raw_dir / dataset)]
+    # a shard the step left without a record (all of them deleted) is one still
+    new_files = [{"name": p.name, **check_shard(p, records=False)}
+                 for p in list_shards(raw_dir / dataset)]
     entry.update(release=target, files=new_files, listed=len(new_files), complete=True,
                  updated_from=entry.get("updated_from") or source)
     entry.setdefault("updates", []).append({"from": source, "to": target, **counts})
