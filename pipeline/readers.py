@@ -1,7 +1,8 @@
 """The reader registry: SOURCE names the module that reads a raw release into the merge's
 scratch parts. A reader module holds `WHAT` (what its raw folder is, for error messages),
-`SETTINGS` (the ingest options it takes beyond `strict`), `raw_shards(raw_dir)` (the folder
-shard names are relative to, and the shards) and `stage(raw_dir, work, strict, workers,
+`SETTINGS` (the ingest options it takes beyond `strict`), `MADE_BY` (how a raw folder that
+does not exist is made; `{corpus}` stands for the corpus's name), `raw_shards(raw_dir)` (the
+folder shard names are relative to, and the shards) and `stage(raw_dir, work, strict, workers,
 **settings)` (the shards read, the merge's bucket count, one result per shard). A new reader
 is that module plus one line below. Standard library only: the Makefile checks SOURCE with it.
 """

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -280,3 +282,49 @@ def one_line_error(call: Callable[[], object], bound: float = 120) -> Exception:
     assert "\n" not in str(outcome[0])
     return outcome[0]
 
+
+
+class RawServer:
+    """A server on 127.0.0.1 that answers each request with the bytes `reply(head)` gives
+    (`head`: the request line and headers as sent), written as they are (a reply no HTTP
+    server library would write: a header holding anything, 10,000 headers, no status line),
+    then closes the connection. `heads` keeps each request's head; `url` is its address."""
+
+    def __init__(self, reply: Callable[[bytes], bytes]) -> None:
+        self.reply = reply
+        self.heads: list[bytes] = []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> RawServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(OSError):  # wakes the accept (a close alone does not)
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        self.thread.join()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.sock.accept()
+            except OSError:  # closed: the block ended
+                return
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection: socket.socket) -> None:
+        with connection:
+            data = b""
+            with contextlib.suppress(OSError):
+                while b"\r\n\r\n" not in data and (chunk := connection.recv(65536)):
+                    data += chunk
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+                while length and len(body) < int(length[1]) and (chunk := connection.recv(65536)):
+                    body += chunk  # read whole, so that closing sends no reset
+                self.heads.append(head)
+                connection.sendall(self.reply(head))
+                connection.shutdown(socket.SHUT_WR)

@@ -8,14 +8,16 @@ watched by its attempt's `Watch`.
 
 A request for an answer (`bounded_request`: a JSON POST, an API's GET): a request answered 429
 or 5xx (RETRIED), or whose connection failed, is sent again up to `retries` times, after the
-reply's Retry-After or an exponential backoff, capped at `max_wait` (`Bounds`, checked sane when
-made); a request not answered after `notice` seconds is said at once, in one line. The
-deadline: a request takes at most `deadline` seconds by the wall clock, its attempts and the
-waits between them, whatever the server does. Each attempt's timeouts are cut to what is left;
-a reply is read as it arrives, the clock checked between reads; and a watchdog (`Watch`) shuts
-the attempt's socket at the deadline, so that a server that trickles its headers or its body
-(each byte restarts a socket's timeout) is given up on then too, in one line. A reply is read
-up to a size (`most`): a larger one is not read further.
+reply's Retry-After or an exponential backoff, capped at `max_wait` (`Bounds`, checked sane
+when made; a longer Retry-After is said as such); a request not answered after `notice` seconds
+is said at once, in one line. A malformed reply (no HTTP status line, more than 100 headers, a
+line over 64 KiB: `malformed`) is not sent again, since the server answers the same: one line
+says what was wrong with it. The deadline: a request takes at most `deadline` seconds by the
+wall clock, its attempts and the waits between them, whatever the server does. Each attempt's
+timeouts are cut to what is left; a reply is read as it arrives, the clock checked between
+reads; and a watchdog (`Watch`) shuts the attempt's socket at the deadline, so that a server
+that trickles its headers or its body (each byte restarts a socket's timeout) is given up on
+then too, in one line. A reply is read up to a size (`most`): a larger one is not read further.
 
 A file (`opened`: one attempt at a file's bytes, from an offset; the caller retries and resumes
 it, ingest/s2client.Retries): a file is large and may legitimately take hours, so its bound is a
@@ -29,12 +31,18 @@ Redirects: a request that carries a secret (a key, credentials) never follows on
 would go where it points; the redirect is one line naming where it points (its URL shown
 without credentials, query or fragment, a relative one resolved first). A file link carries
 none (a presigned link signs itself), and follows up to MAX_REDIRECTS (S3 answers 307 for
-another region's host).
+another region's host), to http(s) links only and never back to one it came from: a loop, a
+link of another scheme (file:, a unix socket's) or one redirect too many ends the attempt as
+`final`, naming which, for the caller to say at once (no retry changes it).
 
-Secrets: whatever a server says that a line shows (`said`: an error's message, the start of a
-reply that is not what was asked) is decoded (UTF-16 and UTF-32 bodies too) and passes
-core/secrets.redacted (every escape layer a server can wrap a key in undone first), and is
-shown as an excerpt of SAID characters at most.
+Secrets: whatever a server sends that a line or log line shows passes core/secrets.redacted
+(every escape layer a server can wrap a key in undone first), the request's secrets hidden:
+its body (`said`: an error's message, the start of a reply that is not what was asked, decoded
+whole, UTF-16 and UTF-32 too, shown as an excerpt of SAID characters at most), each header the
+client shows (Retry-After, Location), and urllib3's own log lines (a redirect's path, a header
+it could not parse: `_Internals`, by the secrets of the thread's attempt, `Watch.secrets`).
+The headers it only reads as numbers (Content-Length, Content-Range) are never shown; words
+for what went wrong are the client's own, never an exception's text (`failure`, `malformed`).
 
 Ctrl-C: requests run on daemon threads (`each_at_once`; bounded_request called from the main
 thread sends its request from one too), which a KeyboardInterrupt leaves behind, and the main
@@ -45,6 +53,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import http.client
 import json
 import logging
 import math
@@ -169,11 +178,13 @@ class Watch:
     replaces the deadline by a pace: at the end of each `window` seconds the socket is shut
     unless `least` bytes were `counted` in it (`stalled` says so). The connections of
     `connection_pool` tell the attempt of their thread (`current`) as they connect and send;
-    leaving the `with` block ends the watch."""
+    leaving the `with` block ends the watch. `secrets`: what the attempt's request carries,
+    which the client's internal log lines are redacted of (`_Internals`)."""
 
     current = threading.local()  # .watch: the attempt under way in a thread
 
-    def __init__(self, left: float) -> None:
+    def __init__(self, left: float, secrets: Secrets = None) -> None:
+        self.secrets = secrets
         self.lock = threading.Lock()
         self.connection: HTTPConnection | None = None
         self.expired = self.over = self.stalled = False
@@ -285,14 +296,16 @@ class _HTTPSPool(urllib3.HTTPSConnectionPool):
 class _Internals(logging.Filter):
     """urllib3's own log lines are the client's internals: each request's URL at DEBUG (a
     presigned link's query, its signature, is cut before any handler sees it), and its
-    warnings about a reply it could not read (a header cut by the watchdog: "Failed to parse
-    headers", with a traceback) demoted to DEBUG without the traceback, since the client says
-    what became of the request in its own one line."""
+    warnings about a reply it could not read (a header cut by the watchdog, or one that is
+    not a header: "Failed to parse headers", with the text it could not parse and a
+    traceback) demoted to DEBUG without the traceback, since the client says what became of
+    the request in its own one line. Each line quotes what a server sent (a redirect's path, a
+    header), so it passes core/secrets.redacted with the secrets of the thread's attempt."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if "?" in message:
-            record.msg, record.args = re.sub(r"\?[^\s\"')]*", "?<query>", message), ()
+        watch = getattr(Watch.current, "watch", None)
+        message = redacted(record.getMessage(), watch.secrets if watch is not None else None)
+        record.msg, record.args = re.sub(r"\?[^\s\"')]*", "?<query>", message), ()
         if record.levelno > logging.DEBUG:
             record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
             record.exc_info = record.exc_text = None
@@ -359,7 +372,7 @@ def _request(pool: Pool, method: str, url: str, body: bytes | None,
             notice.start()
         late, asked, note = "no reply yet", None, ""  # late: the deadline's line, if now
         try:
-            with Watch(left) as watch:
+            with Watch(left, key) as watch:
                 response = pool.request(
                     method, url, body=body, headers=dict(headers), preload_content=False,
                     redirect=False, retries=False,
@@ -376,12 +389,17 @@ def _request(pool: Pool, method: str, url: str, body: bytes | None,
                         response.release_conn()
                         return data
                     _refuse(response, url, key, words)
-                    asked, note = retry_note(response.headers)
+                    asked, note = retry_note(response.headers, key, bounds.max_wait)
                 finally:
                     response.close()
         except urllib3.exceptions.HTTPError as exc:  # refused, dropped, timed out, shut
             if watch.expired:
                 raise InputError(_gave_up(bounds, words, late, made)) from None
+            wrong = malformed(exc)
+            if wrong is not None:  # the server's doing: the next attempt's reply is the same
+                raise InputError(f"{words.where}: its reply is malformed ({wrong}), which no "
+                                 f"retry changes: check that {words.variable} is the address "
+                                 f"of the server, then {words.again}") from None
             why = f"the connection failed ({failure(exc, connect, read)})"
         except _Late:
             raise InputError(_gave_up(bounds, words, late, made)) from None
@@ -463,6 +481,27 @@ def _waiting(bounds: Bounds, words: Words, deadline: float) -> None:
     log.warning(f"[{words.stage}] {words.where}: waiting for {words.waiting} "
                 f"({bounds.notice:g} s so far; the {words.span} gives up in "
                 f"{max(0.0, deadline - bounds.clock()):.0f} s)")
+
+
+def malformed(exc: Exception) -> str | None:
+    """What is wrong with a reply that http.client could not read as HTTP/1.x, in words (never
+    its text, a server's); None when the request failed otherwise (refused, dropped, timed
+    out: a connection failure, which a retry may change)."""
+    reason = getattr(exc, "reason", None) or exc  # MaxRetryError wraps it
+    cause = reason.args[-1] if isinstance(reason, urllib3.exceptions.ProtocolError) and \
+        reason.args else None
+    if isinstance(cause, http.client.RemoteDisconnected):  # closed before a reply
+        return None
+    if isinstance(cause, http.client.LineTooLong):
+        line = "status line" if "status" in str(cause) else "header line"
+        return f"a {line} longer than {http.client._MAXLINE:,} bytes"
+    if isinstance(cause, http.client.UnknownProtocol):
+        return "an HTTP version other than 1.0 and 1.1"
+    if isinstance(cause, http.client.BadStatusLine):
+        return "no HTTP status line: an HTTP/0.9 reply, or no HTTP at all"
+    if type(cause) is http.client.HTTPException and "headers" in str(cause):
+        return f"more than {http.client._MAXHEADERS} headers"
+    return None
 
 
 def failure(exc: Exception, connect: float, read: float) -> str:
@@ -570,11 +609,11 @@ def each_at_once(work: Callable[[T], R], items: Iterable[T], at_once: int) -> It
 
 # ---- Retry-After --------------------------------------------------------------------------------
 def retry_after(value: str | None) -> float | None:
-    """Retry-After's seconds (a number of seconds, or an HTTP date from now, 0 when past); None
-    when absent or unreadable."""
+    """Retry-After's seconds (a number of seconds, however large, or an HTTP date from now, 0
+    when past); None when absent or unreadable."""
     text = (value or "").strip()
-    if re.fullmatch(r"\d{1,9}(\.\d{1,6})?", text, re.ASCII):
-        return float(text)
+    if re.fullmatch(r"\d+(\.\d{1,6})?", text, re.ASCII):
+        return float(text)  # inf past float's range: more than any wait
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError):
@@ -584,13 +623,19 @@ def retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def retry_note(headers: Mapping[str, str]) -> tuple[float | None, str]:
-    """(seconds a reply's Retry-After asks for, words for the log line: an invalid one is
-    said, and ignored)."""
+def retry_note(headers: Mapping[str, str], key: Secrets, max_wait: float
+               ) -> tuple[float | None, str]:
+    """(seconds a reply's Retry-After asks for, words for the log line): an invalid one is
+    said (as a line may show a server's text: redacted of `key`), and ignored; one asking for
+    more than `max_wait` seconds, the longest wait, is said with what the client does."""
     header = headers.get("Retry-After")
     seconds = retry_after(header)
     if header and seconds is None:
-        return None, f" with an invalid Retry-After ({header[:40]!r}, ignored)"
+        return None, f" with an invalid Retry-After ({redacted(header, key, 40)!r}, ignored)"
+    if seconds is not None and seconds > max_wait:
+        asked = f"{seconds:,.0f}" if seconds < 1e15 else f"{seconds:.3g}"
+        return seconds, (f" asking for a wait of {asked} s (Retry-After; more than the "
+                         f"{max_wait:g} s the client waits at most)")
     return seconds, ""
 
 
@@ -615,11 +660,13 @@ class Stall:
 
 class NoAnswer(Exception):
     """An attempt at a file that got no answer or lost it (`note`: why, in words; `stalled`:
-    by the pace bound, `answered`: after its headers came)."""
+    by the pace bound, `answered`: after its headers came; `final`: what no retry changes, a
+    malformed reply or a redirect not followed)."""
 
-    def __init__(self, note: str, stalled: bool = False, answered: bool = False) -> None:
+    def __init__(self, note: str, stalled: bool = False, answered: bool = False,
+                 final: bool = False) -> None:
         super().__init__(note)
-        self.note, self.stalled, self.answered = note, stalled, answered
+        self.note, self.stalled, self.answered, self.final = note, stalled, answered, final
 
 
 class Stream:
@@ -664,17 +711,22 @@ class Stream:
         self.response.close()
 
 
+REDIRECTS = (301, 302, 303, 307, 308)  # the statuses a file link's GET follows
+
+
 @contextlib.contextmanager
 def opened(pool: Pool, url: str, headers: Mapping[str, str], stall: Stall, connect: float,
-           read: float) -> Iterator[Stream]:
+           read: float, key: Secrets = None) -> Iterator[Stream]:
     """One GET of a file link (`headers`: a Range, never a secret) and its answer, streamed:
-    redirects followed (MAX_REDIRECTS; to http(s) only), the whole attempt watched (Stall).
-    No answer, or none in time: NoAnswer."""
+    redirects followed (MAX_REDIRECTS, to http(s) only, never back to a link of the same
+    attempt), the whole attempt watched (Stall). No answer, or none in time: NoAnswer; a
+    malformed reply or a redirect not followed: NoAnswer that is `final`. `key`: the secrets
+    of the caller's other requests, which no line of this one shows."""
     if any(name.lower() in ("authorization", "cookie", "x-api-key") for name in headers):
         raise ValueError("a request carrying a secret never follows a redirect: "
                          "bounded_request is its way")
-    with Watch(stall.first) as watch:
-        target, hops = url, 0
+    with Watch(stall.first, key) as watch:
+        target, visited = url, {url}
         while True:
             try:
                 response = pool.request("GET", target, headers=dict(headers),
@@ -684,24 +736,54 @@ def opened(pool: Pool, url: str, headers: Mapping[str, str], stall: Stall, conne
             except urllib3.exceptions.HTTPError as exc:
                 if watch.expired:
                     raise NoAnswer(f"no answer within {stall.first:g} s") from None
+                wrong = malformed(exc)
+                if wrong is not None:
+                    raise NoAnswer(f"a malformed reply ({wrong})", final=True) from None
                 raise NoAnswer(failure(exc, connect, read)) from None
             if watch.expired:  # its headers cut short by the watchdog
                 response.close()
                 raise NoAnswer(f"no answer within {stall.first:g} s")
-            location = response.headers.get("Location", "")
-            if response.status in (301, 302, 303, 307, 308) and location and \
-                    hops < MAX_REDIRECTS:
-                following = urljoin(target, location.strip())
-                if urlsplit(following).scheme in ("http", "https"):
-                    Stream(response, watch, stall, connect, read).discard()
-                    target, hops = following, hops + 1
-                    continue
-            break
+            if response.status not in REDIRECTS:
+                break
+            try:
+                target = _hop(target, response.status, response.headers.get("Location", ""),
+                              visited, key)
+            except NoAnswer:
+                response.close()
+                raise
+            Stream(response, watch, stall, connect, read).discard()
+            visited.add(target)
         stream = Stream(response, watch, stall, connect, read)
         try:
             yield stream
         finally:
             stream.close()
+
+
+def _hop(target: str, status: int, location: str, visited: set[str], key: Secrets) -> str:
+    """Where a file link's redirect from `target` leads (Location resolved against it), to
+    follow; a redirect that no retry would follow otherwise is a `final` NoAnswer naming why
+    (the link shown as a line shows a server's text: shown_location, redacted of `key`)."""
+    said_status = f"HTTP {status}, a redirect"
+    if not location.strip():
+        raise NoAnswer(f"{said_status} that names no Location", final=True)
+    shown = one_line(shown_location(redacted(location, key), target), SAID)
+    try:
+        following = urljoin(target, location.strip())
+        scheme = urlsplit(following).scheme.lower()
+    except ValueError:
+        raise NoAnswer(f"{said_status} to a link that is not a URL ({shown})",
+                       final=True) from None
+    if scheme not in ("http", "https"):
+        raise NoAnswer(f"{said_status} to a {redacted(scheme, key) or 'schemeless'}: link "
+                       f"({shown}; only http and https are followed)", final=True)
+    if following in visited:
+        raise NoAnswer(f"{said_status} loop: back to a link it redirected from ({shown})",
+                       final=True)
+    if len(visited) > MAX_REDIRECTS:
+        raise NoAnswer(f"HTTP {status}: more than {MAX_REDIRECTS} redirects in a row (the "
+                       f"last to {shown})", final=True)
+    return following
 
 
 # ---- an endpoint's identity -----------------------------------------------------------------

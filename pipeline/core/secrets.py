@@ -96,6 +96,14 @@ def key_forms(key: str) -> list[str]:
     return sorted(forms, key=len, reverse=True)
 
 
+def holds_secret(text: str, key: Secrets) -> bool:
+    """Whether `text` holds a whole secret of `key` (one or several) in any form a server may
+    write it in (key_forms), in any case, its percent-encoding undone or not: a value that
+    would name a file or a folder (where no redaction reaches) is refused by it."""
+    folded = f"{text}\n{unquote(text)}".casefold()
+    return any(form.casefold() in folded for one in _each(key) for form in key_forms(one))
+
+
 def redacted(text: str, key: Secrets, most: int | None = None) -> str:
     """`text`, a server's (an error, a reply), as a message, log line or file may hold it:
     invisible characters dropped (UNSEEN), every layer a server can wrap a key in undone where

@@ -2,13 +2,19 @@
 with or without a byte-order mark (as Windows tools and Excel write it). A file that cannot be
 read is refused in one line naming the file, the line (and column) and what is wrong there; a
 JSON object that names a key twice is refused when the two values differ and counted when they
-are the same (a JSON parser would silently keep the last)."""
+are the same (a JSON parser would silently keep the last).
+
+A file of lines read a line at a time holds one line in memory, up to a bound the reader states
+(`bounded_lines`: a labels file's MAX_LINE, a corpus shard's MAX_RECORD): a longer line, or a
+file of no line break at all, is refused at that line without being read whole."""
 
 from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import polars as pl
 
@@ -135,3 +141,29 @@ def read_json(path: Path, fix: str) -> tuple[object, int]:
         raise InputError(f"{path}: the key {exc.key!r} appears twice in one object with "
                          f"different values (a JSON reader keeps either silently): keep one; "
                          f"{fix}") from None
+
+
+class LineTooLong(ValueError):
+    """A line longer than its bound: `number` names it."""
+
+    def __init__(self, number: int, most: int) -> None:
+        super().__init__(f"line {number} is longer than {most} bytes")
+        self.number, self.most = number, most
+
+
+def bounded_lines(handle: BinaryIO, most: int, seen: Callable[[bytes], object] | None = None
+                  ) -> Iterator[tuple[int, bytes]]:
+    """(number from 1, line) for each line of `handle`, without its line end (`\\n`,
+    `\\r\\n`), each read with at most `most` bytes held: a longer one raises LineTooLong.
+    `seen` is given every byte read, in order (a digest's update)."""
+    number = 1
+    while line := handle.readline(most + 2):  # room for the line end
+        if seen is not None:
+            seen(line)
+        if not line.endswith(b"\n") and len(line) > most:
+            raise LineTooLong(number, most)
+        body = line.removesuffix(b"\n").removesuffix(b"\r")
+        if len(body) > most:
+            raise LineTooLong(number, most)
+        yield number, body
+        number += 1

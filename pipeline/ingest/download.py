@@ -5,7 +5,9 @@ download.json are pipeline.ingest.s2client; the update by diffs is pipeline.inge
 
 A file is written to a hidden partial file and continued with an HTTP range after any break
 (a dropped connection, a kill -9: the next run goes on from the partial's size). It gets its
-final name only once whole: the size the server announced, its gzip stream read to the end.
+final name only once whole: the size the server announced, its gzip stream read to the end,
+holding a record at least and no line longer than any record (a dataset is complete, in
+download.json, only when each file it lists is so).
 An expired link (403/400 from the file host) is asked for again; 429 and 5xx answers and
 broken connections are retried with exponential backoff (Retry-After honoured), each retry
 logged, a bounded number of times (and an API call for a bounded time by the wall clock; a
@@ -28,6 +30,7 @@ from pipeline.core.checksums import file_problem
 from pipeline.core.errors import InputError
 from pipeline.core.locks import file_lock
 from pipeline.core.logs import progress
+from pipeline.core.secrets import redacted
 from pipeline.corpus.manifest import what_is_left
 from pipeline.ingest.s2client import (
     LATEST,
@@ -101,7 +104,8 @@ def download(raw_dir: Path, settings: Settings, release: str = LATEST,
     if missing:
         raise InputError(f"release {resolved} has no dataset {', '.join(missing)}: "
                          "DATASETS is among "
-                         f"{', '.join(o for o in offered if S2_DATASET.fullmatch(o))}")
+                         + redacted(", ".join(o for o in offered if S2_DATASET.fullmatch(o)),
+                                    client.secrets))
     raw_dir.mkdir(parents=True, exist_ok=True)
     with file_lock(raw_dir / DOWNLOAD_MANIFEST, waiting=lambda: log.info(
             "%s: another make download is writing into it; waiting for it to finish",
@@ -144,7 +148,7 @@ def _download(client: Client, raw_dir: Path, release: str, resolved: str, datase
     plans: list[tuple[str, Links, list[str]]] = []
     for dataset in datasets:
         links = Links(lambda d=dataset: client.file_links(resolved, d),
-                      f"{dataset} {resolved}")
+                      f"{dataset} {resolved}", client.secrets)
         names = links.names()
         wanted = names[:first] if first else names
         entry = manifest.datasets.setdefault(dataset, {"files": []})
@@ -152,10 +156,9 @@ def _download(client: Client, raw_dir: Path, release: str, resolved: str, datase
             raise InputError(f"{raw_dir}/{dataset} is at release {entry.get('release')}, not "
                              f"{resolved}; UPDATE=1 brings it there")
         entry.update(release=resolved, listed=len(names), first=first,
-                     complete=not first or first >= len(names))
+                     complete=_complete(entry, manifest.files(dataset), names))
         if entry.get("updated_from"):
             wanted = []  # its files are the older release's with the diffs applied
-            entry["complete"] = True
         plans.append((dataset, links, wanted))
     manifest.save()
     meter = Meter()
@@ -194,8 +197,7 @@ def _download(client: Client, raw_dir: Path, release: str, resolved: str, datase
     for dataset, links, _ in plans:
         files = manifest.files(dataset)
         entry = manifest.datasets[dataset]
-        entry["complete"] = bool(entry.get("updated_from")) or all(
-            n in files for n in links.names())
+        entry["complete"] = _complete(entry, files, links.names())
         entry["first"] = None if entry["complete"] else first
         summary["datasets"][dataset] = {
             "files": len(files), "bytes": sum(f["bytes"] for f in files.values()),
@@ -203,6 +205,13 @@ def _download(client: Client, raw_dir: Path, release: str, resolved: str, datase
     manifest.save()
     summary["downloaded_bytes"] = meter.done
     return summary
+
+
+def _complete(entry: dict[str, Any], files: dict[str, Any], listed: list[str]) -> bool:
+    """Whether a dataset's download is whole: brought forward by diffs, or holding a verified
+    record (bytes, sha256, lines, one record at least) of every file the release lists. Said
+    so in download.json only then: a run stopped by an error leaves it false."""
+    return bool(entry.get("updated_from")) or all(name in files for name in listed)
 
 
 def _check_updated(folder: Path, manifest: Manifest, dataset: str) -> None:

@@ -62,6 +62,7 @@ from pipeline.ingest.shards import (
     open_shard,
     parse_line,
     read_id,
+    shard_lines,
     show,
 )
 from pipeline.ingest.shards import (
@@ -141,7 +142,8 @@ def _records(job: ShardJob, quarantine: Quarantine, counts: dict[str, int]
     lines: list[int] = []
     try:
         with open_shard(job.path) as handle:
-            for number, line in enumerate(handle, start=1):
+            for number, line in shard_lines(handle, job.path,
+                                            raw_repair(job.path.parent.parent)):
                 if not line.strip():
                     counts["blank"] += 1
                     continue
@@ -254,6 +256,9 @@ def _estimated(datasets: dict[str, list[Path]], name: str) -> int:
 
 
 WHAT = "an S2AG download (papers, abstracts, citations)"
+# how a raw folder that does not exist is made (said when it is missing)
+MADE_BY = ("make download CORPUS={corpus} downloads the S2AG datasets into it (with RAW=, into "
+           "that folder), or give RAW= the folder that holds them")
 SETTINGS = ("fos_source",)
 
 

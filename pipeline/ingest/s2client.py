@@ -26,7 +26,14 @@ is one `opened` attempt at a time, from the bytes its partial file holds: redire
 read timeouts, then at least `stall_bytes` in every `stall_window` seconds); `Retries` decides
 what comes next: resumed, the link asked for again, or one line. A stalled attempt that brought
 fewer than `stall_bytes` is a try without progress, so a host trickling a byte a second is
-given up on after `retries` tries (docs/ingest.md, "Bounded waits").
+given up on after `retries` tries (docs/ingest.md, "Bounded waits"). What no retry changes is
+one line at once: a malformed reply, a redirect not followed (a loop, another scheme), and a
+whole file that is no file of records (`check_shard`: none, or a line longer than any record
+holds), so that a download is complete by its records, not its bytes.
+
+Secrets: the key and the base URL's credentials (`Settings.secrets`) are hidden from every line
+that shows a server's text (core/secrets.redacted: its errors and headers, in core/http.py;
+here, the release ids and links of its answers), and a link whose path holds one is refused.
 """
 
 from __future__ import annotations
@@ -70,8 +77,10 @@ from pipeline.core.http import (
     retry_note,
     said,
 )
-from pipeline.core.secrets import header_secret
-from pipeline.ingest.shards import READ_ERRORS, S2AG_DATASETS
+from pipeline.core.secrets import Secrets, header_secret, holds_secret, redacted
+from pipeline.core.textfiles import LineTooLong, bounded_lines
+from pipeline.ingest import shards
+from pipeline.ingest.shards import READ_ERRORS, S2AG_DATASETS, shard_lines
 from pipeline.layout import (
     DOWNLOAD_MANIFEST,
     DOWNLOAD_PARTIAL,
@@ -132,6 +141,15 @@ class Settings:
                                              f"{unquote(parts.password or '')}")
             object.__setattr__(self, "base_url", public(self.base_url))
 
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """What the API's requests carry that no line shows: the key, and the base URL's
+        credentials (as given, the password alone, and as basic auth sends them)."""
+        if not self.auth:
+            return (self.key,)
+        return (self.key, self.auth, self.auth.partition(":")[2],
+                base64.b64encode(self.auth.encode()).decode())
+
     def bounds(self) -> Bounds:
         """An API call's retries, backoff (with jitter), timeouts and deadline, and a file's
         backoff: core/http.Bounds, checked sane there (the options refuse nonsense first)."""
@@ -162,18 +180,19 @@ def public(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
 
 
-def _shown(value: object) -> str:
-    """A value from a server, as an error line shows it: quoted, one line, cut short."""
-    text = repr(value)
+def _shown(value: object, secrets: Secrets = None) -> str:
+    """A value from a server (or DATASETS), as an error line shows it: quoted, one line, cut
+    short, the request's `secrets` hidden (core/secrets.redacted)."""
+    text = redacted(repr(value), secrets)
     return text if len(text) <= 60 else f"{text[:57]}..."
 
 
-def checked_release(value: object, what: str) -> str:
-    """A release id from the API's answer: a date (S2_RELEASE), else one line. A release id
-    names folders (.diffs/<from>_<to>) and shards (update-<release>-<k>), so nothing else is
-    taken."""
+def checked_release(value: object, what: str, secrets: Secrets = None) -> str:
+    """A release id from the API's answer: a date (S2_RELEASE), else one line (the value
+    redacted of `secrets`). A release id names folders (.diffs/<from>_<to>) and shards
+    (update-<release>-<k>), so nothing else is taken."""
     if not isinstance(value, str) or not S2_RELEASE.fullmatch(value):
-        raise InputError(f"{what}: the API's answer names release {_shown(value)}, not a "
+        raise InputError(f"{what}: the API's answer names release {_shown(value, secrets)}, not a "
                          "release date such as 2026-11-18; run again later (or report it to "
                          "Semantic Scholar)")
     return value
@@ -209,13 +228,9 @@ class Client:
         self.settings = settings
         self.http = connection_pool(settings.parallel + 2)
         self.api_headers = {KEY_HEADER: settings.key}
-        secrets = [settings.key]
         if settings.auth:
-            auth = basic_auth(settings.auth)
-            self.api_headers |= auth
-            secrets += [settings.auth, settings.auth.partition(":")[2],
-                        base64.b64encode(settings.auth.encode()).decode()]
-        self.secrets = tuple(secrets)  # what a server's text shown never holds
+            self.api_headers |= basic_auth(settings.auth)
+        self.secrets = settings.secrets  # what a server's text shown never holds
         self.bounds = settings.bounds()
         self.stall = Stall(settings.connect_timeout + settings.read_timeout,
                            settings.stall_window, settings.stall_bytes)
@@ -241,14 +256,16 @@ class Client:
                              f"{said(data, self.secrets)}); check {API_URL_ENV}") from None
 
     def releases(self) -> list[str]:
+        """The release dates the API lists (what is not a date left out: a line shows them)."""
         listed = self.get_json("/release/", "list of releases")
-        return sorted(str(r) for r in listed) if isinstance(listed, list) else []
+        return sorted(r for r in listed if isinstance(r, str) and S2_RELEASE.fullmatch(r)) \
+            if isinstance(listed, list) else []
 
     def release(self, release: str) -> dict[str, Any]:
         info = self.get_json(f"/release/{release}", f"release {release}")
         if not isinstance(info, dict):
             raise InputError(f"release {release}: the API's answer names no release date")
-        checked_release(info.get("release_id"), f"release {release}")
+        checked_release(info.get("release_id"), f"release {release}", self.secrets)
         return info
 
     def file_links(self, release: str, dataset: str) -> list[str]:
@@ -277,16 +294,19 @@ class Client:
         headers = {"Range": f"bytes={offset}-"} if offset else {}
         settings = self.settings
         return opened(self.http, url, headers, self.stall, settings.connect_timeout,
-                      settings.read_timeout)
+                      settings.read_timeout, self.secrets)
 
 
 # ---- the links of a dataset's files, asked for again when they expire --------------------------
 class Links:
     """The current presigned link of each file of one dataset: `url(name)`; `renew(name,
-    seen)` asks the API again unless another thread already has since `seen` was handed out."""
+    seen)` asks the API again unless another thread already has since `seen` was handed out.
+    A link's path names the file and is shown in lines, so one that holds any of `secrets`
+    (the key, in any form a server writes it) is refused, and what a line shows of a link is
+    redacted of them."""
 
-    def __init__(self, fetch: Callable[[], list[str]], what: str):
-        self.fetch, self.what = fetch, what
+    def __init__(self, fetch: Callable[[], list[str]], what: str, secrets: Secrets = None):
+        self.fetch, self.what, self.secrets = fetch, what, secrets
         self.lock = threading.Lock()
         self.generation = 0
         self.by_name = self._read()
@@ -295,16 +315,23 @@ class Links:
         found: dict[str, str] = {}
         for url in self.fetch():
             if urlsplit(url).scheme not in ("http", "https"):
-                raise InputError(f"{self.what}: the API's answer lists {_shown(public(url))}, "
-                                 "not an http(s) link; run again later")
+                raise InputError(f"{self.what}: the API's answer lists "
+                                 f"{_shown(public(url), self.secrets)}, not an http(s) link; "
+                                 "run again later")
+            if holds_secret(public(url), self.secrets):
+                raise InputError(f"{self.what}: the API's answer lists a link whose path holds "
+                                 "the key (not shown); run again later (or report it to "
+                                 "Semantic Scholar)")
             name = released_shard(link_name(url))
             if len(name) > MAX_SHARD_NAME:
                 raise InputError(f"{self.what}: the API's answer lists a file named "
-                                 f"{_shown(name)}, longer than {MAX_SHARD_NAME} characters; "
-                                 "run again later (or report it to Semantic Scholar)")
+                                 f"{_shown(name, self.secrets)}, longer than {MAX_SHARD_NAME} "
+                                 "characters; run again later (or report it to Semantic "
+                                 "Scholar)")
             if name in found:
-                raise InputError(f"{self.what}: two files named {name} (as {public(url)}); "
-                                 "the release cannot be downloaded into one folder")
+                raise InputError(f"{self.what}: two files named {name} (as "
+                                 f"{redacted(public(url), self.secrets)}); the release cannot "
+                                 "be downloaded into one folder")
             found[name] = url
         return found
 
@@ -356,18 +383,32 @@ class _Hashing(io.RawIOBase):
         return len(data)
 
 
-def check_shard(path: Path) -> dict[str, Any]:
-    """The file's size, sha256 and line count, its gzip stream read to the end; a file that
-    is not a whole gzip stream raises ValueError naming why."""
+class NotRecords(ValueError):
+    """A whole gzip stream that is no file of records: none at all, or a line longer than
+    any record holds. No download of it changes that."""
+
+
+def check_shard(path: Path, records: bool = True) -> dict[str, Any]:
+    """The file's size, sha256 and line count, its gzip stream read to the end a line at a
+    time, each held up to shards.MAX_RECORD bytes (a reader's bound). A file that is not a
+    whole gzip stream raises ValueError naming why; one whose stream is whole but holds a
+    longer line, or (`records`: a dataset's file, not a diff's, which may be empty) no record
+    at all, NotRecords."""
     with path.open("rb") as raw:
         hashing = _Hashing(raw)
-        lines = 0
+        lines, held = 0, False
         try:
             with igzip.IGzipFile(fileobj=hashing, mode="rb") as gz:  # type: ignore[arg-type]
-                while block := gz.read(CHUNK):
-                    lines += block.count(b"\n")
+                for lines, line in bounded_lines(gz, shards.MAX_RECORD):  # noqa: B007
+                    held = held or bool(line.strip())
+        except LineTooLong as exc:
+            raise NotRecords(f"its gzip stream is whole, but its {exc}, more than any record "
+                             "holds") from None
         except READ_ERRORS as exc:
             raise ValueError(f"not a whole gzip stream ({exc})") from None
+        if records and not held and hashing.size:
+            raise NotRecords(f"its gzip stream is whole, but holds no record ({lines:,} "
+                             f"lines, none of them a record)")
         while hashing.read(CHUNK):  # bytes after the stream (none in a good file)
             pass
         hashing.close()
@@ -393,14 +434,16 @@ def _size(path: Path) -> int:
 class Attempt:
     """What one request for a file's bytes came to: the answer's status (None: no answer, or
     not the range asked for), the whole file's bytes when the answer says, what went wrong
-    in words for the log ('': nothing), the seconds the host asked to wait (Retry-After) and
-    whether it ended below the least pace (`stalled`: core/http.Stall)."""
+    in words for the log ('': nothing), the seconds the host asked to wait (Retry-After),
+    whether it ended below the least pace (`stalled`: core/http.Stall) and whether no retry
+    changes it (`final`: a malformed reply, a redirect not followed)."""
 
     status: int | None = None
     total: int | None = None
     note: str = ""
     asked: float | None = None
     stalled: bool = False
+    final: bool = False
 
     @property
     def body(self) -> bool:
@@ -474,22 +517,24 @@ def attempt(client: Client, url: str, part: Path, meter: Meter,
                 got.note = (f"HTTP {answer.status} to the range from byte {offset}; from byte 0 "
                             "again")
             else:
-                got.asked, invalid = retry_note(answer.headers)
-                got.note = f"HTTP {got.status}{invalid}" if invalid else ""
+                got.asked, said = retry_note(answer.headers, client.secrets,
+                                             client.bounds.max_wait)
+                got.note = f"HTTP {got.status}{said}" if said else ""
                 answer.discard()
     except NoAnswer as exc:
-        got.note, got.stalled = exc.note, exc.stalled
+        got.note, got.stalled, got.final = exc.note, exc.stalled, exc.final
     except OSError as exc:
         got.note = type(exc).__name__
     return got
 
 
-def verified(part: Path, final: Path) -> dict[str, Any]:
-    """A whole download checked (check_shard) and renamed to `final`: its record (name,
-    bytes, sha256, lines). Bytes that fail the check are removed (the next download starts
-    from byte 0) and raise ValueError naming why."""
+def verified(part: Path, final: Path, records: bool = True) -> dict[str, Any]:
+    """A whole download checked (check_shard; `records`: it holds at least one) and renamed
+    to `final`: its record (name, bytes, sha256, lines). Bytes that fail the check are
+    removed (the next download starts from byte 0) and raise ValueError naming why
+    (NotRecords: no download changes it)."""
     try:
-        record = check_shard(part)
+        record = check_shard(part, records)
     except ValueError:
         part.unlink()
         raise
@@ -502,14 +547,15 @@ class Retries:
     """The bounded retry policy of one file's download: `settings.retries` tries without
     progress (bytes on disk beyond the most the file ever had: a restart from byte 0 is
     none), then one line; BAD_DOWNLOADS whole downloads that fail verification, then one
-    line; a link the host refuses as expired (EXPIRED_STATUS) asked for again; a 404 one line
-    at once; between tries the backoff of the client's `bounds` (core/http.Bounds.wait), cut
-    short by `stop` (then Stopped)."""
+    line; a link the host refuses as expired (EXPIRED_STATUS) asked for again; a 404, and an
+    attempt no retry changes (`Attempt.final`), one line at once; between tries the backoff
+    of the client's `bounds` (core/http.Bounds.wait), cut short by `stop` (then Stopped)."""
 
     def __init__(self, settings: Settings, name: str, what: str, most: int = 0,
                  stop: threading.Event | None = None):
         self.settings, self.name, self.what, self.stop = settings, name, what, stop
         self.bounds = settings.bounds()
+        self.secrets = settings.secrets
         self.tries = 0  # tries without progress
         self.bad = 0  # whole downloads that failed verification
         self.most = most  # the furthest the bytes have come
@@ -526,21 +572,25 @@ class Retries:
         """Count a whole download that failed verification; the last allowed is one line."""
         self.bad += 1
         if self.bad >= BAD_DOWNLOADS:
-            raise InputError(f"{self.what} file {self.name} ({public(url)}): downloaded whole "
+            raise InputError(f"{self.what} file {self.name} ({self._link(url)}): downloaded whole "
                              f"{self.bad} times, {problem} each time; run again later or "
                              "report it to Semantic Scholar") from None
         log.warning("%s %s: %s; downloading it again", self.what, self.name, problem)
 
     def failed(self, got: Attempt, url: str, renew: Callable[[], None]) -> None:
         """Count a try without progress (`renew` the link first when the host refused it as
-        expired), refuse a file gone or out of tries, else wait before the next."""
+        expired), refuse a file gone, out of tries or whose attempt no retry changes, else wait
+        before the next."""
+        if got.final:
+            self.refuse(f"its host answered {got.note}", url)
         if got.status in EXPIRED_STATUS:
             log.info("%s %s: link refused (HTTP %s, expired); asking for it again", self.what,
                      self.name, got.status)
             renew()
         elif got.status == 404:
             raise InputError(f"{self.what} file {self.name} is gone from the file host (HTTP "
-                             f"404, {public(url)}): the release may be withdrawn; run again")
+                             f"404, {self._link(url)}): the release may be withdrawn; run "
+                             "again")
         self.tries += 1
         if self.tries > self.settings.retries:
             raise InputError(f"{self.what} file {self.name}: no progress after {self.tries} "
@@ -551,6 +601,16 @@ class Retries:
                     wait)
         self._wait(wait)
 
+    def refuse(self, problem: str, url: str) -> None:
+        """One line at once for what no retry changes (`problem`, in words)."""
+        raise InputError(f"{self.what} file {self.name} ({self._link(url)}): {problem}, which "
+                         "no retry changes; run again later (or report it to Semantic "
+                         "Scholar)")
+
+    def _link(self, url: str) -> str:
+        """A file's link as a line shows it: public, redacted of the API's secrets."""
+        return redacted(public(url), self.secrets)
+
     def _wait(self, seconds: float) -> None:
         """Pause before the next try; Stopped as soon as `stop` is set."""
         if self.stop is None:
@@ -560,12 +620,15 @@ class Retries:
 
 
 def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Meter,
-               what: str, stop: threading.Event | None = None) -> dict[str, Any]:
+               what: str, stop: threading.Event | None = None,
+               records: bool = True) -> dict[str, Any]:
     """Download one file into `folder/name`, resuming its partial file; its record (name,
-    bytes, sha256, lines) once whole and verified. `stop` set: Stopped, the partial kept.
+    bytes, sha256, lines) once whole and verified (`records`: a file of records, which holds
+    one at least: a dataset's, not a diff's). `stop` set: Stopped, the partial kept.
     Each attempt (`attempt`) either ends whole (then `verified`), or made progress, or is
     counted by the bounded policy (`Retries`), so a file that never gets whole is one line
-    after `retries` tries, whatever goes wrong."""
+    after `retries` tries, whatever goes wrong; a whole one that is no file of records
+    (NotRecords) is one line at once, nothing of it kept."""
     final, part = folder / name, folder / DOWNLOAD_PARTIAL.format(name)
     retries = Retries(client.settings, name, what, most=_size(part), stop=stop)
     while True:
@@ -574,7 +637,9 @@ def fetch_file(client: Client, links: Links, name: str, folder: Path, meter: Met
         size = _size(part)
         if got.whole(size):
             try:
-                return verified(part, final)
+                return verified(part, final, records)
+            except NotRecords as exc:
+                retries.refuse(str(exc), url)
             except ValueError as exc:
                 retries.damaged(exc, url)
         elif got.body and retries.progressed(
@@ -624,10 +689,11 @@ class Manifest:
 
 
 def iter_records(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(1-based line, raw line) of a gzipped JSONL file; a damaged file raises InputError."""
+    """(1-based line, line without its line end) of a gzipped JSONL file, each at most
+    MAX_RECORD bytes (shards.shard_lines); a damaged file raises InputError."""
     try:
         with igzip.open(path, "rb") as handle:
-            yield from enumerate(handle, 1)
+            yield from shard_lines(handle, path)
     except READ_ERRORS as exc:
         raise InputError(f"{path}: not a whole gzip stream ({exc}); run make download "
                          "again") from None

@@ -29,6 +29,7 @@ from isal import igzip
 
 from pipeline.core.atomic import atomic_dir
 from pipeline.core.errors import InputError
+from pipeline.core.secrets import Secrets
 from pipeline.ingest.merge import in_order
 from pipeline.ingest.s2client import (
     Client,
@@ -66,15 +67,17 @@ def update_datasets(client: Client, raw_dir: Path, manifest: Manifest, datasets:
         if end < start:
             raise InputError(f"{raw_dir}/{dataset} is at release {start}, newer than {end}")
         steps = client.diffs(start, end, dataset)
-        _check_chain(steps, start, end, dataset)
+        _check_chain(steps, start, end, dataset, client.secrets)
         for index, step in enumerate(steps):
             apply_step(client, raw_dir, manifest, dataset, start, end, index, step)
 
 
-def _check_chain(steps: list[dict[str, Any]], start: str, end: str, dataset: str) -> None:
+def _check_chain(steps: list[dict[str, Any]], start: str, end: str, dataset: str,
+                 secrets: Secrets) -> None:
     """The steps lead from start to end, one after the other, each to a later release; every
     release they name is a date (it names a folder of the step's files: nothing else is
-    taken, so no answer makes a path outside the raw folder)."""
+    taken, so no answer makes a path outside the raw folder; a line shows what it names
+    redacted of the API's `secrets`)."""
     what = f"diffs of {dataset} from {start} to {end}"
     at = start
     for step in steps:
@@ -82,8 +85,8 @@ def _check_chain(steps: list[dict[str, Any]], start: str, end: str, dataset: str
                 or not isinstance(step.get("delete_files"), list):
             raise InputError(f"{what}: the API's answer holds a step without its lists of "
                              "files; run again later")
-        source = checked_release(step.get("from_release"), what)
-        target = checked_release(step.get("to_release"), what)
+        source = checked_release(step.get("from_release"), what, secrets)
+        target = checked_release(step.get("to_release"), what, secrets)
         if source != at or target <= source:
             raise InputError(f"{what}: the API's steps do not lead on from {at}; run again "
                              "later")
@@ -97,8 +100,8 @@ def apply_step(client: Client, raw_dir: Path, manifest: Manifest, dataset: str, 
                end: str, index: int, step: dict[str, Any]) -> dict[str, int]:
     """Download one step's files, then apply them to raw_dir/<dataset> (see the module)."""
     what = f"diffs of {dataset} from {start} to {end}"
-    source = checked_release(step.get("from_release"), what)
-    target = checked_release(step.get("to_release"), what)
+    source = checked_release(step.get("from_release"), what, client.secrets)
+    target = checked_release(step.get("to_release"), what, client.secrets)
     entry = manifest.datasets[dataset]
     if entry["release"] != source:  # applied already (the run was killed after it)
         return {}
@@ -108,7 +111,7 @@ def apply_step(client: Client, raw_dir: Path, manifest: Manifest, dataset: str, 
     for kind in ("update_files", "delete_files"):
         def listing(kind: str = kind) -> list[str]:
             return client.diffs(start, end, dataset)[index][kind]
-        links = Links(listing, f"{what} {kind}")
+        links = Links(listing, f"{what} {kind}", client.secrets)
         folder = staging / kind
         folder.mkdir(parents=True, exist_ok=True)
         meter = Meter()
@@ -116,7 +119,7 @@ def apply_step(client: Client, raw_dir: Path, manifest: Manifest, dataset: str, 
         for name in links.names():
             path = folder / name
             if not path.is_file():
-                fetch_file(client, links, name, folder, meter, what)
+                fetch_file(client, links, name, folder, meter, what, records=False)
             files[kind].append(path)
     log.info("%s: %d update and %d delete files", what, len(files["update_files"]),
              len(files["delete_files"]))
@@ -124,7 +127,9 @@ def apply_step(client: Client, raw_dir: Path, manifest: Manifest, dataset: str, 
     np.save(keys_file, _keys(files["update_files"] + files["delete_files"], KEYS[dataset]))
     counts = _rewrite(raw_dir / dataset, files["update_files"], keys_file, KEYS[dataset],
                       target, client.settings.parallel)
-    new_files = [{"name": p.name, **check_shard(p)} for p in list_shards(raw_dir / dataset)]
+    # a shard the step left without a record (all of them deleted) is one still
+    new_files = [{"name": p.name, **check_shard(p, records=False)}
+                 for p in list_shards(raw_dir / dataset)]
     entry.update(release=target, files=new_files, listed=len(new_files), complete=True,
                  updated_from=entry.get("updated_from") or source)
     entry.setdefault("updates", []).append({"from": source, "to": target, **counts})

@@ -24,6 +24,7 @@ import pyarrow.json as pajson
 from pipeline.core.atomic import disk_errors
 from pipeline.core.errors import InputError
 from pipeline.corpus.manifest import raw_repair
+from pipeline.ingest import shards
 from pipeline.ingest.merge import PartSink, key
 from pipeline.ingest.shards import (
     ID_SPACE,
@@ -37,6 +38,7 @@ from pipeline.ingest.shards import (
     open_shard,
     parse_line,
     read_id,
+    shard_lines,
     show,
 )
 from pipeline.layout import GZIP_SUFFIX, lines_file
@@ -67,13 +69,15 @@ def estimated_papers(shards: list[Path]) -> int:
 def _blocks(path: Path) -> Iterator[bytes]:
     """The shard's bytes in blocks of about BLOCK bytes, each cut after a newline (the last one
     may end without). We cut and hand out blocks ourselves, so nothing reads ahead: memory
-    holds one block however large the shard. A line longer than 4 blocks is a ValueError."""
+    holds one block however large the shard. Bytes beyond shards.MAX_RECORD (a line as long
+    as that, or a block larger) are a ValueError: the line-by-line reader, which holds a line
+    up to that bound, then reads the shard (and refuses a longer line)."""
     with open_shard(path) as raw:
         rest = b""
         while chunk := raw.read(BLOCK):
             data = rest + chunk
             cut = data.rfind(b"\n") + 1
-            if cut == 0 and len(data) > 4 * BLOCK:
+            if len(data) > shards.MAX_RECORD:
                 raise ValueError("a line too long for the block reader")
             rest = data[cut:]
             if cut:
@@ -236,7 +240,8 @@ def _read_by_line(job: ShardJob, quarantine: Quarantine) -> tuple[_Blocks, int]:
 
     try:
         with open_shard(job.path) as handle:
-            for number, line in enumerate(handle, start=1):
+            for number, line in shard_lines(handle, job.path,
+                                            raw_repair(job.path.parent.parent)):
                 if not line.strip():
                     blank += 1
                     continue
@@ -281,6 +286,8 @@ def read_shard(job: ShardJob) -> ShardResult:
 
 
 WHAT = "an S2ORC metadata release"
+# how a raw folder that does not exist is made (said when it is missing)
+MADE_BY = "give RAW= the folder of the S2ORC release, which holds metadata/ (docs/ingest.md)"
 SETTINGS: tuple[str, ...] = ()
 
 

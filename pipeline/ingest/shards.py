@@ -3,13 +3,16 @@
 A shard is read by one worker process. Its bad lines go to its own quarantine file (shard,
 1-based line, reason, raw text), concatenated in shard order at the end; `strict` stops at the
 first one instead. What the shard holds is written as scratch parts (see `merge.py`), so nothing
-of a shard is kept in memory beyond one block.
+of a shard is kept in memory beyond one block, and a line at most MAX_RECORD bytes
+(`shard_lines`): a longer one, which no record is (a file of one character without a line
+break), is refused at that line in one line naming the shard, without being read whole.
 """
 
 from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -18,6 +21,8 @@ import orjson
 from isal import igzip, isal_zlib
 
 from pipeline.core.errors import InputError
+from pipeline.core.repair import Repair
+from pipeline.core.textfiles import LineTooLong, bounded_lines
 from pipeline.layout import GZIP_SUFFIX, SHARD_SUFFIXES
 
 # what reading a damaged file raises (an incomplete download, a corrupt gzip stream)
@@ -29,6 +34,10 @@ ID_SPACE = " \t\n\r\f\v"  # stripped around an id written as a string
 # a dataset with more of its lines quarantined than this share stops ingest (docs/ingest.md):
 # its corpus could not be what was meant (a layout the reader does not know, say)
 MAX_QUARANTINED_SHARE = 0.5
+# bytes a line of a shard holds at most: more than any record of S2ORC or S2AG (their longest
+# papers, abstracts and citation contexts are KBs), so a reader holds at most this of a line
+MAX_RECORD = 64 << 20
+DOWNLOAD_AGAIN = Repair("", note="download it again, or move it away")
 
 
 def open_shard(path: Path) -> IO[bytes]:
@@ -44,6 +53,18 @@ def open_shard(path: Path) -> IO[bytes]:
             raise EOFError("an empty file, 0 bytes: not a gzip stream")
         return igzip.open(path, "rb")
     return path.open("rb")
+
+
+def shard_lines(handle: IO[bytes], path: Path, repair: Repair = DOWNLOAD_AGAIN
+                ) -> Iterator[tuple[int, bytes]]:
+    """(1-based number, line without its line end) of each line of the shard `path` open as
+    `handle`, each held whole only up to MAX_RECORD bytes: a longer line, no record, is one
+    line (InputError with `repair`) naming the shard, the line and the bound, read no further."""
+    try:
+        yield from bounded_lines(handle, MAX_RECORD)
+    except LineTooLong as exc:
+        raise InputError(f"{path}: {exc}, more than any record holds (read no further): not "
+                         "a file of JSON records", repair) from None
 
 
 def natural_key(name: str) -> tuple[tuple[str | int, ...], str]:

@@ -37,7 +37,7 @@ def ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False, workers: int =
     the reader (pipeline/readers.py)."""
     reader(source)  # an unknown source is refused before the lock
     if not corpus_section(corpus_dir, "ingest"):  # a new corpus: no shards, nothing made
-        raw_shards(raw_dir, source)
+        raw_shards(raw_dir, source, corpus_dir.name)
     with file_lock(corpus_dir):  # one corpus stage at a time
         current = ingest_is_current(raw_dir, corpus_dir, strict, source, fos_source)
         if current is not None:
@@ -46,9 +46,17 @@ def ingest(raw_dir: Path, corpus_dir: Path, strict: bool = False, workers: int =
         return _ingest(raw_dir, corpus_dir, strict, workers, source, fos_source)
 
 
-def raw_shards(raw_dir: Path, source: str) -> tuple[Path, list[Path]]:
-    """The folder shard names are relative to, and the raw shards of `raw_dir`."""
+def raw_shards(raw_dir: Path, source: str, corpus: str) -> tuple[Path, list[Path]]:
+    """The folder shard names are relative to, and the raw shards of `raw_dir`; a folder that
+    does not exist is one line saying how it is made (`made_by`)."""
+    if not raw_dir.exists():
+        raise InputError(f"{raw_dir} does not exist: {made_by(source, corpus)}")
     return reader(source).raw_shards(raw_dir)
+
+
+def made_by(source: str, corpus: str) -> str:
+    """How the raw folder of `corpus` is made, for `source`, in words (its reader's MADE_BY)."""
+    return reader(source).MADE_BY.format(corpus=corpus)
 
 
 def _settings(source: str, fos_source: str) -> dict:
@@ -103,9 +111,11 @@ def ingest_is_current(raw_dir: Path, corpus_dir: Path, strict: bool, source: str
             or not outputs_intact(corpus_dir, old):
         return None
     if not raw_dir.exists():  # raw shards removed after ingest (to save space): kept as is
-        log.info(f"[ingest] {raw_dir} is gone: the corpus ingested from it is kept as it is")
+        log.info(f"[ingest] {raw_dir} does not exist (removed after the ingest, or never "
+                 f"made): the corpus ingested from {old.get('parameters', {}).get('raw_dir')} "
+                 f"is kept as it is; to ingest again, {made_by(source, corpus_dir.name)}")
         return old
-    base, shards = raw_shards(raw_dir, source)
+    base, shards = raw_shards(raw_dir, source, corpus_dir.name)
     names = [p.relative_to(base).as_posix() for p in shards]
     if sorted(names) != sorted(recorded):
         return None
@@ -136,6 +146,7 @@ def _ingest(raw_dir: Path, corpus_dir: Path, strict: bool, workers: int, source:
     from pipeline.core.processes import worker_pool
     from pipeline.ingest.merge import dedupe, write_citations, write_papers
 
+    raw_shards(raw_dir, source, corpus_dir.name)  # a folder that does not exist: one line
     start = time.perf_counter()
     totals = dict.fromkeys(INGEST_COUNTS, 0)
     by_reason: dict[str, int] = {}

@@ -21,7 +21,7 @@ import orjson
 
 from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError
-from pipeline.ingest.shards import BadLine, list_shards, open_shard, read_id
+from pipeline.ingest.shards import BadLine, list_shards, open_shard, read_id, shard_lines
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def corpus_ids(shas: set[str], paper_ids: Path) -> tuple[list[int], int]:
         number = 0
         try:
             with open_shard(shard) as handle:
-                for number, line in enumerate(handle, 1):  # noqa: B007 (the error names it)
+                for number, line in shard_lines(handle, shard):  # noqa: B007 (the error names it)
                     if b'"sha"' not in line:
                         continue
                     record = orjson.loads(line)

@@ -46,15 +46,15 @@ from pipeline.core.locks import file_lock
 from pipeline.core.logs import Progress
 from pipeline.core.manifests import manifest
 from pipeline.core.secrets import shown_url
+from pipeline.core.textfiles import LineTooLong, bounded_lines
 from pipeline.judging.chat import JUDGE_URL, ChatClient, chat_url
 from pipeline.judging.files import (
     BOM,
     GRADES,
+    MAX_LINE,
     MOVE_LOG,
     UTF16_BOMS,
-    LineTooLong,
     SpecialFile,
-    bounded_lines,
     described_assessor,
     frame_grade_problem,
     head_problem,
@@ -471,7 +471,7 @@ class FileAssessor(Assessor):
 
 def read_labels(path: Path) -> tuple[dict[tuple[str, str], tuple[int, str, str]], str]:
     """A labels file's (query_id, docid) -> (grade, assessor, time), and its sha256. Read a
-    line at a time (files.bounded_lines): what it keeps is the labels, not the file (a
+    line at a time (core/textfiles.bounded_lines): what it keeps is the labels, not the file (a
     relabelled pair's earlier line dropped, each person's name held once), MAX_LABELS pairs
     at most. A UTF-8 byte-order mark before the header is read past; anything that is not a
     regular file of labels is one line naming the file (and the line) and the fix."""
@@ -499,7 +499,7 @@ def read_labels(path: Path) -> tuple[dict[tuple[str, str], tuple[int, str, str]]
     grades = {str(grade): grade for grade in GRADES}
     with handle:
         try:
-            for number, raw in bounded_lines(handle, seen=digest.update):
+            for number, raw in bounded_lines(handle, MAX_LINE, seen=digest.update):
                 if number == 1 and raw.startswith(UTF16_BOMS):
                     raise OptionError(f"{{JUDGE=}} is UTF-16 text (its first bytes are a "
                                       f"UTF-16 byte-order mark): {fix}", given)

@@ -12,8 +12,8 @@ verify passes a file exactly when `make judge` reads it.
   `str.splitlines` would take for line ends.
 - A labels file is a regular file, opened without blocking and refused otherwise (a device
   such as /dev/zero, a FIFO, a socket: `open_regular`), then read a line at a time, each at
-  most MAX_LINE bytes (`bounded_lines`), so that reading it takes memory for the labels it
-  keeps, not for its size.
+  most MAX_LINE bytes (core/textfiles.bounded_lines), so that reading it takes memory for the
+  labels it keeps, not for its size.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -138,14 +137,6 @@ class SpecialFile(OSError):
     """A path that names no regular file (a device, a FIFO, a socket)."""
 
 
-class LineTooLong(ValueError):
-    """A line longer than its bound: `number` names it."""
-
-    def __init__(self, number: int) -> None:
-        super().__init__(f"line {number} is longer than {MAX_LINE} bytes")
-        self.number = number
-
-
 def open_regular(path: Path) -> BinaryIO:
     """`path` opened for reading in binary, when it is a regular file (after links). Opened
     without blocking (a FIFO's open would wait for a writer) and checked on the open file
@@ -163,21 +154,3 @@ def open_regular(path: Path) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
-
-
-def bounded_lines(handle: BinaryIO, seen: Callable[[bytes], object] | None = None
-                  ) -> Iterator[tuple[int, bytes]]:
-    """(number from 1, line) for each line of `handle`, without its line end (`\\n`,
-    `\\r\\n`), each read with at most MAX_LINE bytes held: a longer one raises LineTooLong.
-    `seen` is given every byte read, in order (a digest's update)."""
-    number = 1
-    while line := handle.readline(MAX_LINE + 2):  # room for the line end
-        if seen is not None:
-            seen(line)
-        if not line.endswith(b"\n") and len(line) > MAX_LINE:
-            raise LineTooLong(number)
-        body = line.removesuffix(b"\n").removesuffix(b"\r")
-        if len(body) > MAX_LINE:
-            raise LineTooLong(number)
-        yield number, body
-        number += 1

@@ -77,7 +77,7 @@ def test_a_waiter_on_a_removed_lock_file_locks_the_new_one(tmp_path):
 
 
 def test_a_refused_ingest_leaves_no_lock_file(tmp_path):
-    with pytest.raises(InputError, match="no S2ORC metadata shards"):
+    with pytest.raises(InputError, match="nope does not exist: give RAW="):
         pipeline.build_corpus(tmp_path, "x", raw=tmp_path / "nope")
     assert not lock_path(tmp_path / "corpora" / "x").exists()
     assert not (tmp_path / "corpora" / "x").exists()  # nor an empty corpus folder

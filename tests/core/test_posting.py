@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -32,7 +33,15 @@ from pipeline.encoding.served import EmbeddingsClient
 from pipeline.judging import chat
 from pipeline.judging.chat import ChatClient, chat_url
 from pipeline.models import served_model
-from tests.servers import CHAT, EMBEDDINGS, URL_SECRET, LocalServer, one_line_error, running
+from tests.servers import (
+    CHAT,
+    EMBEDDINGS,
+    URL_SECRET,
+    LocalServer,
+    RawServer,
+    one_line_error,
+    running,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-QZ7HXW-K3Y9-VJ8Q"  # none of its pieces of 4 characters, in any case, is in other text
@@ -376,3 +385,163 @@ def test_judge_concurrency_is_bounded_as_embeddings_concurrency_is(tmp_path):
 
     line = make_refusal(done)
     assert "JUDGE_CONCURRENCY" in line and "at most 64" in line, line
+
+
+# ---- the rule: every text a server sends passes the one redaction, for every client ---------
+def _reply(status: str, headers: list[bytes], body: bytes = b"") -> bytes:
+    """A raw reply: the status line, `headers` as written, a Content-Length unless given, and
+    Connection: close (RawServer closes it: the client reuses none, which would race)."""
+    if not any(h.lower().startswith((b"content-length:", b"transfer-encoding:")) for h in headers):
+        headers = [*headers, b"Content-Length: %d" % len(body)]
+    return b"\r\n".join([f"HTTP/1.1 {status}".encode(), *headers, b"Connection: close", b"",
+                          body])
+
+
+# Each place a server's text reaches the client, as a raw reply holding `e` (the key, written
+# in one of FORMS) there: every header the client reads (a number it only parses included),
+# one that is not a header, the status line's reason, and every field of a body it shows.
+SERVER_TEXTS = {
+    "reason": lambda e: _reply("503 " + e.decode("latin-1"), []),
+    "Retry-After 429": lambda e: _reply("429 Too Many Requests", [b"Retry-After: " + e]),
+    "Retry-After 503": lambda e: _reply("503 Unavailable", [b"Retry-After: " + e]),
+    "Location": lambda e: _reply("307 Moved", [b"Location: /moved/" + e + b"/v1"]),
+    "Content-Type": lambda e: _reply("200 OK", [b"Content-Type: " + e], b"<html>no</html>"),
+    "Content-Length": lambda e: _reply("200 OK", [b"Content-Length: " + e], b"{}"),
+    "Content-Encoding": lambda e: _reply("200 OK", [b"Content-Encoding: gzip, " + e], b"{}"),
+    "Transfer-Encoding": lambda e: _reply("200 OK", [b"Transfer-Encoding: " + e], b"{}"),
+    "Content-Range": lambda e: _reply("206 Partial", [b"Content-Range: bytes " + e], b"{}"),
+    "no header": lambda e: _reply("200 OK", [e], b"{}"),
+    "HTTP/0.9": lambda e: e,
+    "error.message": lambda e: _reply("401 No", [], b'{"error": {"message": "%s"}}' % e),
+    "error": lambda e: _reply("400 No", [], b'{"error": "%s"}' % e),
+    "message": lambda e: _reply("404 No", [], b'{"message": "%s"}' % e),
+    "detail": lambda e: _reply("422 No", [], b'{"detail": ["%s"]}' % e),
+    "body": lambda e: _reply("200 OK", [b"Content-Type: text/plain"], e),
+}
+HEADER_FORMS = ("plain", "percent", "html decimal", "html hex", "json")  # a header's bytes
+
+
+def _clients(url: str, folder: Path) -> dict[str, Callable[[], object]]:
+    """Each client of core/http.py against `url`: the judge's and the embeddings' requests,
+    the Datasets API's (its key in x-api-key) and a file link's (S2's, which carries none)."""
+    from pipeline.ingest.s2client import Client, Links, Meter, Settings, fetch_file
+
+    s2 = Client(Settings(base_url=url, key=KEY, retries=1, backoff=0.0))
+    links = Links(lambda: [f"{url}/files/f.gz"], "papers", s2.secrets)
+    return {
+        "judge": lambda: ChatClient(f"{url}/v1/chat/completions", MODEL, KEY).complete(
+            [{"role": "user", "content": "grade"}], 0.0, 10),
+        "embeddings": lambda: EmbeddingsClient(served_model(
+            f"api:{MODEL}", {"EMBEDDINGS_URL": f"{url}/v1/embeddings"}), KEY).encode(["a"]),
+        "Datasets API": lambda: s2.get_json("/release/", "list of releases"),
+        "S2 file": lambda: fetch_file(s2, links, "f.jsonl.gz", folder, Meter(), "papers"),
+    }
+
+
+@pytest.mark.parametrize("place", SERVER_TEXTS)
+def test_no_byte_of_the_key_from_any_header_or_field_a_server_sends(place, monkeypatch,
+                                                                     tmp_path, caplog):
+    """The 8th trial: a 429 echoing the Authorization header in its Retry-After was printed
+    whole ("an invalid Retry-After ('Bearer sk-...', ignored)"). The rule: whatever a server
+    sends that the client reads (each header, the status line, each field of a body) passes
+    core/secrets.redacted before it is in a line or a log line. A server echoing the key in
+    `place`, written in each form a server may wrap it in, to the judge, the embeddings
+    client, the Datasets API and a file link: the line each raises (or what it returns) and
+    every log line, urllib3's own included, hold no 4 characters of the key in a row."""
+    monkeypatch.setattr(chat, "pause", lambda seconds: None)
+    monkeypatch.setattr(served, "pause", lambda seconds: None)
+    forms = FORMS if place in ("HTTP/0.9", "body") else {f: FORMS[f] for f in HEADER_FORMS}
+    shown, sent = [], 0
+    for form, write in forms.items():
+        echo = write(f"Bearer {KEY}")
+        if place in ("error.message", "error", "message", "detail") and form == "plain":
+            echo = json.dumps(f"Bearer {KEY}")[1:-1].encode()
+        with RawServer(lambda head, e=echo: SERVER_TEXTS[place](e)) as server, \
+                caplog.at_level(logging.DEBUG):
+            for name, call in _clients(server.url, tmp_path).items():
+                try:
+                    outcome = repr(call())
+                except InputError as exc:
+                    outcome = str(exc)
+                shown.append((form, name, outcome))
+            sent += len(server.heads)
+    assert sent >= 4 * len(forms)  # every client asked, and was answered so
+    leaks = [(form, name, line) for form, name, line in shown if pieces_in(line)]
+    assert not leaks, leaks[:3]
+    assert not pieces_in(caplog.text), caplog.text[-3000:]
+
+
+# ---- what went wrong, in words: a malformed reply, a long Retry-After, a redirect not followed
+MALFORMED = {
+    "more than 100 headers": _reply("200 OK", [b"X-A: b"] * 10_000, b"{}"),
+    "a header line longer than 65,536 bytes": _reply("200 OK", [b"X-A: " + b"a" * (1 << 20)],
+                                                     b"{}"),
+    "no HTTP status line: an HTTP/0.9 reply": b'{"data": []}',
+    "an HTTP version other than 1.0 and 1.1": b"HTTP/2.0 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+}
+
+
+@pytest.mark.parametrize("wrong", MALFORMED)
+def test_a_malformed_reply_is_said_as_such_and_not_sent_again(wrong, tmp_path):
+    """A reply of 10,000 headers, a 1 MB header, an HTTP/0.9 answer was "the connection
+    failed (ProtocolError)", sent again 5 times. A malformed reply is the server's doing, the
+    same at each attempt: each client says what was wrong with it, in one line, after its one
+    request."""
+    with RawServer(lambda head: MALFORMED[wrong]) as server:
+        for name, call in _clients(server.url, tmp_path).items():
+            asked = len(server.heads)
+            line = str(one_line_error(call))
+            said = "its host answered a malformed reply" if name == "S2 file" else \
+                "its reply is malformed"
+            assert f"{said} ({wrong}" in line and "which no retry changes" in line, line
+            assert "ProtocolError" not in line and "connection failed" not in line
+            assert len(server.heads) == asked + 1, name  # asked once
+
+
+def test_a_retry_after_longer_than_the_longest_wait_is_said_so_not_called_invalid(
+        monkeypatch, tmp_path, caplog):
+    """A valid Retry-After of 1,000,000,000,000 s was "an invalid Retry-After (ignored)": it
+    is said as what it is, longer than the most the client waits, and each wait is that."""
+    waits: list[float] = []
+    for module in (chat, served):
+        monkeypatch.setattr(module, "pause", waits.append)
+    monkeypatch.setattr("pipeline.ingest.s2client.time.sleep", waits.append)
+    reply = _reply("429 Too Many Requests", [b"Retry-After: 1000000000000"])
+    with RawServer(lambda head: reply) as server, caplog.at_level(logging.WARNING):
+        lines = {name: str(one_line_error(call))
+                 for name, call in _clients(server.url, tmp_path).items()}
+    for name, most in (("judge", chat.MAX_WAIT), ("embeddings", served.MAX_WAIT),
+                       ("Datasets API", 120), ("S2 file", 120)):
+        assert ("asking for a wait of 1,000,000,000,000 s (Retry-After; more than the "
+                f"{most:g} s the client waits at most)") in lines[name], lines[name]
+    assert "invalid" not in caplog.text and "invalid" not in " ".join(lines.values())
+    assert waits and set(waits) <= {chat.MAX_WAIT, served.MAX_WAIT, 120.0}
+
+
+@pytest.mark.parametrize("location, words, asked", [
+    ("{url}/files/f.gz", "a redirect loop: back to a link it redirected from", 1),
+    ("/files/../files/f.gz", "a redirect loop", 1),
+    ("file:///etc/passwd", "a redirect to a file: link (file:///etc/passwd; only http and "
+                           "https are followed)", 1),
+    ("http+unix://%2Fvar%2Frun%2Fdocker.sock/f.gz", "a redirect to a http+unix: link", 1),
+    ("/hop/{n}", "more than 5 redirects in a row", 6),
+])
+def test_a_file_link_redirecting_in_a_loop_or_elsewhere_than_http_is_named_at_once(
+        location, words, asked, tmp_path):
+    """A file link that redirects to itself, to file:// or to a unix socket ended "no progress
+    after 3 tries (last: HTTP 302); run again later": it names the loop, the scheme refused
+    or the redirects too many, at once (no retry changes where a link leads)."""
+    hops: list[bytes] = []
+
+    def reply(head: bytes) -> bytes:
+        hops.append(head)
+        target = location.format(url=server.url, n=len(hops)).encode()
+        return _reply("302 Found", [b"Location: " + target])
+
+    with RawServer(reply) as server:
+        line = str(one_line_error(_clients(server.url, tmp_path)["S2 file"]))
+    assert line.startswith(f"papers file f.jsonl.gz ({server.url}/files/f.gz): its host "
+                           "answered HTTP 302"), line
+    assert words in line and line.endswith("which no retry changes; run again later (or "
+                                           "report it to Semantic Scholar)"), line
+    assert len(hops) == asked

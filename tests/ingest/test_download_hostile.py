@@ -7,6 +7,7 @@ two downloads into one folder, and damaged bytes that verify and make download m
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import html
 import json
@@ -458,3 +459,57 @@ def test_a_file_larger_than_any_s2_file_is_one_line_its_partial_removed(server, 
                                   "bytes, more than any S2 file holds (its partial file "
                                   "removed)"), caught
     assert not [p for p in (raw / "citations").iterdir() if p.name.endswith(".part")]
+
+
+# ---- a file of no records is no complete download --------------------------------------------
+@pytest.mark.parametrize("content, words", [
+    (b"a" * 5000, "its gzip stream is whole, but its line 1 is longer than 1000 bytes, more than "
+                  "any record holds"),
+    (b"", "its gzip stream is whole, but holds no record (0 lines, none of them a record)"),
+    (b"\n \n\n", "its gzip stream is whole, but holds no record (3 lines, none of them a "
+                 "record)"),
+])
+def test_a_file_of_no_records_is_one_line_and_nothing_of_it_looks_complete(
+        server, tmp_path, monkeypatch, content, words):
+    """The 8th trial: a data file of 1 GB of one character without a line break (gzipped to
+    1 MB) downloaded with rc 0, `"lines": 0, "complete": true`. A download's completeness is
+    from its records: a whole gzip stream holding none, or a line longer than any record
+    (shards.MAX_RECORD, here 1,000 bytes, read no further), is one line at once (no retry
+    changes it), nothing of the file is kept, and download.json does not call it complete."""
+    from pipeline.ingest import shards
+
+    monkeypatch.setattr(shards, "MAX_RECORD", 1000)
+    path = server.listing[(LAST, "citations")][0]
+    server.files[path] = gzip.compress(content, mtime=0)
+    raw = tmp_path / "raw"
+    caught = one_line_error(lambda: download(raw, settings(server, parallel=1), release=LAST,
+                                             datasets=["citations"]))
+    name = released_shard(path.rsplit("/", 1)[-1])
+    assert str(caught) == (f"citations file {name} ({server.url}/files/{path}): {words}, which "
+                           "no retry changes; run again later (or report it to Semantic "
+                           "Scholar)")
+    assert [r["path"] for r in server.requests("file")].count(path) == 1
+    assert not [p.name for p in (raw / "citations").iterdir() if name in p.name]  # nor .part
+    entry = json.loads((raw / DOWNLOAD_MANIFEST).read_text())["datasets"]["citations"]
+    assert name not in [f["name"] for f in entry["files"]] and entry["complete"] is False
+
+
+def test_a_server_value_holding_the_key_is_refused_without_showing_it(server, tmp_path,
+                                                                    caplog):
+    """The values of the API's answers that a line shows or a file is named by: a release id,
+    a file link's name, each holding the key, are refused in one line that, like the log and
+    every file written, holds no 4 characters of the key in a row."""
+    caplog.set_level(logging.DEBUG)
+    lines = []
+    for fault, words in (("release_id", "names release 'x<key>"),
+                         ("file_name", "a link whose path holds the key (not shown)")):
+        setattr(server.faults, fault, f"x{KEY}")
+        caught = one_line_error(lambda: download(tmp_path / "raw", settings(server),
+                                                 release=LAST, datasets=["papers"]))
+        assert words in str(caught), caught
+        lines.append(str(caught))
+        setattr(server.faults, fault, None)
+    pieces = {KEY[i:i + 4].lower() for i in range(len(KEY) - 3)}
+    for text in (*lines, caplog.text, *(p.read_text(errors="replace")
+                                        for p in tmp_path.rglob("*") if p.is_file())):
+        assert not [piece for piece in pieces if piece in text.lower()], text

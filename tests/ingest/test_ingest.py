@@ -387,3 +387,20 @@ def test_a_users_link_is_never_replaced_by_an_import(target, corpus_dir, tmp_pat
         install_corpus(built, link, [], replace=True, section="collection")
     assert link.is_symlink() and link.resolve() == scratch.resolve()
     assert files() == before
+
+
+def test_an_s2orc_line_longer_than_any_record_is_refused_naming_its_shard(tmp_path,
+                                                                          monkeypatch):
+    """S2ORC's reader holds a shard's line up to shards.MAX_RECORD bytes too (here 100,000,
+    its block reader giving the shard to the line-by-line one): a longer line is one line
+    naming the shard and the line."""
+    from pipeline.ingest import shards
+
+    raw = raw_corpus_of_200(tmp_path)
+    monkeypatch.setattr(shards, "MAX_RECORD", 100_000)
+    long = raw / "metadata" / "metadata_9.jsonl"
+    long.write_bytes(b'{"paper_id": "1", "title": "' + b"x" * 300_000 + b'"}\n')
+    with pytest.raises(InputError) as caught:
+        ingest(raw, tmp_path / "corpus")
+    assert str(caught.value).startswith(f"{long}: line 1 is longer than 100000 bytes, more than "
+                                        "any record holds (read no further)"), caught.value

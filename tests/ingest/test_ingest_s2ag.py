@@ -478,3 +478,56 @@ def test_the_doors_use_the_recorded_source(ingested_s2ag):
         r"make(\[\d+\])?: ", line)]  # make's own "*** [corpus] Error 2" (make[1] under make)
     assert ours == ["error: SOURCE=s2orc: corpus mine was ingested from s2ag (its manifest."
                     "json): leave SOURCE out, or read s2orc into another CORPUS"], bad.stderr
+
+
+def test_a_line_longer_than_any_record_is_refused_naming_its_shard_unread(tmp_path,
+                                                                           monkeypatch):
+    """The 8th trial: a shard of 1 GB of one character without a line break (gzipped to 1 MB)
+    was held whole (3.39 GB) before it was called bad. A shard's line is read up to
+    shards.MAX_RECORD bytes (here 1,000): a longer one is refused in one line naming the
+    shard and the line, read no further (the memory traced stays far below the line's 16 MiB),
+    and nothing is written."""
+    import tracemalloc
+
+    from pipeline.ingest import shards
+
+    raw = s2ag_release(tmp_path)
+    ingest(raw, tmp_path / "first", source="s2ag")  # the stage's imports, before measuring
+    monkeypatch.setattr(shards, "MAX_RECORD", 1000)
+    long = raw / "papers" / "part-2.jsonl.gz"
+    long.write_bytes(gzip.compress(b"[" * (16 << 20), mtime=0))
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError) as caught:
+            ingest(raw, tmp_path / "c", source="s2ag")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(caught.value).startswith(f"{long}: line 1 is longer than 1000 bytes, more than "
+                                        "any record holds (read no further)"), caught.value
+    assert "\n" not in str(caught.value) and peak < 4 << 20, peak
+    assert not (tmp_path / "c" / "papers.parquet").exists()
+
+
+def test_a_raw_folder_that_does_not_exist_is_said_so_with_how_to_make_it(tmp_path, caplog):
+    """The 8th trial: make corpus CORPUS=s2ag without RAW said ".../s2ag is gone" of a folder
+    that never existed. A new corpus's raw folder that does not exist is one line saying so
+    and how it is made (make download, or RAW=); a corpus ingested from another folder is
+    kept as it is, the line naming the folder it does not find and the one it was read from."""
+    from pipeline import Data, build_corpus
+
+    data = Data(tmp_path / "data")
+    default = tmp_path / "data" / "corpora" / "s2ag" / "s2ag"
+    with pytest.raises(InputError) as caught:
+        build_corpus(data, "s2ag")
+    assert str(caught.value) == (
+        f"{default} does not exist: make download CORPUS=s2ag downloads the S2AG datasets into "
+        "it (with RAW=, into that folder), or give RAW= the folder that holds them")
+    raw = s2ag_release(tmp_path / "elsewhere")
+    build_corpus(data, "s2ag", raw=raw)
+    with caplog.at_level("INFO", logger="pipeline"):
+        build_corpus(data, "s2ag")
+    assert (f"[ingest] {default} does not exist (removed after the ingest, or never made): "
+            f"the corpus ingested from {raw} is kept as it is; to ingest again, make download "
+            "CORPUS=s2ag downloads") in caplog.text
+    assert "is gone" not in caplog.text
