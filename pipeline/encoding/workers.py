@@ -446,6 +446,7 @@ def encode_parts(work: Work, devices: Sequence[str], chunks: Sequence[Any],
                 outcome.add(counts, len(chunks[k]))
                 if bar is not None:
                     bar.update(len(chunks[k]))
+                    bar.lap()  # a whole part back: the ETA's pace
                     elapsed = time.perf_counter() - (first_ready or started)
                     bar.set_postfix(workers=len(workers),
                                     tokens_per_s=f"{outcome.tokens / max(elapsed, 1e-9):.0f}")

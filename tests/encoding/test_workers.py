@@ -66,6 +66,9 @@ class MarkingBar:
     def set_postfix(self, **values) -> None:
         self.bar.set_postfix(**values)
 
+    def lap(self) -> None:
+        self.bar.lap()
+
 
 def fails_on_second_part(corpus_dir, encoder, chunk, columns):
     """embed._tokenized, but a library's error of two lines on the part starting at $SLOW."""
