@@ -250,8 +250,9 @@ def run_paths(runs_root: Path, corpus: str, pool: str, model: str) -> RunPaths:
     return RunPaths(*(folder / f"{model}.{suffix}" for suffix in RUN_SUFFIXES))
 
 
-# make export-mteb: a run as MTEB's results tree holds one, <model>/<revision>/<task>.json, the
-# pool a custom task named <corpus>.<pool>, the revision MTEB's name for a model without one
+# make export-mteb: a run as MTEB's results tree holds one,
+# <model name, "/" as "__">/<revision>/<task>.json, the pool a custom task named
+# <corpus>.<pool>, the revision MTEB's name for a model without one
 MTEB_REVISION = "no_revision_available"
 
 
@@ -260,14 +261,20 @@ def mteb_task_name(corpus: str, pool: str) -> str:
     return f"{corpus}.{pool}"
 
 
-def mteb_result_path(out: Path, model: str, task: str) -> Path:
+def mteb_model_dir(out: Path, name: str, revision: str) -> Path:
+    """A model's folder in MTEB's results tree, as `mteb.ResultCache` makes it: its name with
+    "/" as "__" and " " as "_" (`ModelMeta.model_name_as_path`), then its revision."""
+    return out / name.replace("/", "__").replace(" ", "_") / revision
+
+
+def mteb_result_path(out: Path, name: str, revision: str, task: str) -> Path:
     """A TaskResult file in MTEB's results tree: model, revision, `<task name>.json`."""
-    return out / model / MTEB_REVISION / f"{task}{JSON_SUFFIX}"
+    return mteb_model_dir(out, name, revision) / f"{task}{JSON_SUFFIX}"
 
 
-def mteb_model_meta_path(out: Path, model: str) -> Path:
+def mteb_model_meta_path(out: Path, name: str, revision: str) -> Path:
     """The model's `model_meta.json` beside its results, as MTEB's ResultCache saves it."""
-    return out / model / MTEB_REVISION / "model_meta.json"
+    return mteb_model_dir(out, name, revision) / "model_meta.json"
 
 
 # The stat cache of model files' sha256 (pipeline/encoding/identity.py), one per index root:

@@ -115,13 +115,22 @@ def _rate(value: float) -> str:
 
 class Progress:
     """Work done of `total`: a bar on a terminal, INFO lines every `interval` seconds
-    elsewhere. Use as a context manager; `update(n)` when n more units are done."""
+    elsewhere. Use as a context manager; `update(n)` when n more units are done.
+
+    The ETA is the rest at the pace so far, from the start; with `laps`, the work is done in
+    whole parts (`lap()` at the end of each) whose inside is no sample of the whole (embed:
+    the longest papers of a part first, after the model's loading), and the ETA is the rest
+    at the pace between the first part's end and the last's: none ('?') before two parts are
+    done."""
 
     def __init__(self, total: int, what: str, unit: str = "papers",
                  interval: float | None = None, show: bool = True,
                  logger: logging.Logger | None = None,
-                 clock: Callable[[], float] = time.monotonic, terminal: bool | None = None):
+                 clock: Callable[[], float] = time.monotonic, terminal: bool | None = None,
+                 laps: bool = False):
         self.total, self.what, self.unit, self.done = int(total), what, unit, 0
+        self.by_laps = laps
+        self.laps: list[tuple[float, int]] = []  # (clock, done) at each part's end
         self.log = logger or logging.getLogger(f"{ROOT}.progress")
         self.interval = progress_interval() if interval is None else interval
         self.clock = clock
@@ -157,6 +166,11 @@ class Progress:
             if now - self.last >= self.interval:
                 self._sampled()
                 self._line(now)
+
+    def lap(self) -> None:
+        """A whole part of the work is done (its units given to `update`): a point of the
+        pace the ETA is measured by (`laps`)."""
+        self.laps.append((self.clock(), self.done))
 
     def follow(self, sampler: Sampler) -> Sampler:
         """Show `sampler`'s mean so far after the rate (started here if it is not yet), and
@@ -204,10 +218,24 @@ class Progress:
         if self.done >= self.total:
             when = f"in {duration(elapsed)}"
         else:
-            when = f"ETA {duration((self.total - self.done) / rate if rate > 0 else None)}"
+            when = f"ETA {duration(self._left(now, rate))}"
         extra = "".join(f", {k}={v}" for k, v in self.postfix.items())
         return (f"[{self.what}] {self.done}/{self.total} {self.unit}{share}, "
                 f"{_rate(rate)} {self.unit}/s, {when}{extra}")
+
+    def _left(self, now: float, rate: float) -> float | None:
+        """Seconds to the end: the rest at `rate` (from the start), or with `laps` at the
+        pace between the first and the last part's end, counted from that last end; None
+        where not enough is measured."""
+        if not self.by_laps:
+            return (self.total - self.done) / rate if rate > 0 else None
+        if len(self.laps) < 2:
+            return None
+        (first, at_first), (last, at_last) = self.laps[0], self.laps[-1]
+        if last <= first or at_last <= at_first:
+            return None
+        pace = (at_last - at_first) / (last - first)
+        return max(0.0, last + (self.total - at_last) / pace - now)
 
     def _line(self, now: float) -> None:
         self.log.info(self.line(now))

@@ -256,7 +256,7 @@ def _on_workers(parts: _Parts, devices: list[str], chunks: list[np.ndarray], bud
     work = Work(type(encoder), encoder.entry, model_path, _tokenized, parts.corpus_dir,
                 parts.columns, budget, max_batch, threads_each(len(devices)))
     release(encoder)  # its GPU memory: the workers encode
-    with progress(sum(map(len, chunks)), "embed") as bar:
+    with progress(sum(map(len, chunks)), "embed", laps=True) as bar:
         done = encode_parts(work, devices, chunks,
                             lambda k, vectors, digests: parts.write(chunks[k], vectors, digests),
                             bar)
@@ -292,7 +292,7 @@ class _Parts:
         part). Returns the tokens encoded and the seconds the model took."""
         n_tokens, seconds = 0, 0.0
         with (ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as writer,
-              progress(sum(map(len, chunks)), "embed") as bar):
+              progress(sum(map(len, chunks)), "embed", laps=True) as bar):
             upcoming = reader.submit(self.read, chunks[0])
             written = None
             for k, chunk in enumerate(chunks):
@@ -301,6 +301,7 @@ class _Parts:
                     upcoming = reader.submit(self.read, chunks[k + 1])
                 t0 = time.perf_counter()
                 vectors, tokens = self.encoder.encode_ids(ids, budget, batch_size, bar)
+                bar.lap()  # a whole part: the ETA's pace (its longest papers came first)
                 seconds += time.perf_counter() - t0
                 n_tokens += tokens
                 if written:

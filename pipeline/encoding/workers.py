@@ -18,8 +18,9 @@ those parts' vectors), and a worker that dies (killed, out of memory, an excepti
 stage with one line naming its device and what happened; the workers are stopped and joined on
 every way out, Ctrl-C included (they ignore SIGINT: this process stops them). Every wait is
 bounded: a worker alive but silent (stopped, deadlocked in a driver) longer than its stall
-bound (`Stall`: a first-part allowance for spawning and loading the model, then
-max(a floor, 10 x the slowest part seen)) ends the stage the same way, and is killed.
+bound (`Stall`: a start allowance for spawning, loading the model and the first part, at
+least 900 s whatever the floor, then max(a floor, 10 x the slowest part seen)) ends the stage
+the same way, and is killed.
 
 Standard library only at import; torch where devices are counted or a worker runs.
 """
@@ -57,7 +58,9 @@ LISTED_DEVICE = re.compile(r"cpu|cuda:\d+")
 # A worker with parts out that sends nothing for its stall bound is taken as hung (Stall)
 STALL_ENV = "PIPELINE_WORKER_STALL"  # seconds: the floor of the bound (tests set a short one)
 STALL_FLOOR_S = 300.0  # the least any part is given, however fast the parts before it were
-FIRST_PART_TIMES = 3  # a worker's first part: 3 x the floor (900 s: spawn, imports, weights)
+FIRST_PART_TIMES = 3  # a worker's first part: 3 x the floor, and at least START_S
+START_S = 900.0  # the least a worker's start (spawn, imports, weights) and first part are
+# given, whatever the floor: a short floor tunes how soon a stuck part is seen, not start-up
 SLOWEST_TIMES = 10  # a later part: 10 x the slowest part any worker took so far
 STALL_SECONDS = number_in(0, 7 * 86_400, "the seconds a worker may send nothing before it is "
                           "taken as hung", open_ends=True)  # a week: no part takes longer
@@ -214,10 +217,11 @@ def release(encoder) -> None:
 @dataclass(frozen=True)
 class Stall:
     """How long a worker with parts out may send nothing before it is taken as hung: until
-    its first message and its first part, FIRST_PART_TIMES x `floor` (the allowance that
-    covers spawning it, importing torch and loading the weights); after, the longer of
-    `floor` and SLOWEST_TIMES x the slowest part seen so far (a pace, not a guess: a part 10
-    times slower than any before is no slow part)."""
+    its first message and its first part, the start allowance, the longer of START_S and
+    FIRST_PART_TIMES x `floor` (spawning it, importing torch and loading the weights take as
+    long as the machine is busy: a floor shortened to catch a stuck part sooner does not
+    shorten them); after, the longer of `floor` and SLOWEST_TIMES x the slowest part seen so
+    far (a pace, not a guess: a part 10 times slower than any before is no slow part)."""
 
     floor: float = STALL_FLOOR_S
 
@@ -235,11 +239,18 @@ class Stall:
                              f"{STALL_FLOOR_S:g}), or leave it unset") from None
         return cls(floor)
 
+    @property
+    def start(self) -> float:
+        """The start allowance: a worker's seconds until its first message, and again until
+        its first part."""
+        return max(START_S, FIRST_PART_TIMES * self.floor)
+
     def bound(self, slowest: float | None, first: bool) -> float:
-        """The seconds a worker may be silent: its `first` part's allowance, else the floor or
-        SLOWEST_TIMES x the `slowest` part seen (None: none seen yet, the allowance)."""
+        """The seconds a worker may be silent: the start allowance until its `first` part is
+        back, else the floor or SLOWEST_TIMES x the `slowest` part seen (None: none seen yet,
+        the start allowance)."""
         if first or slowest is None:
-            return FIRST_PART_TIMES * self.floor
+            return self.start
         return max(self.floor, SLOWEST_TIMES * slowest)
 
 
@@ -435,6 +446,7 @@ def encode_parts(work: Work, devices: Sequence[str], chunks: Sequence[Any],
                 outcome.add(counts, len(chunks[k]))
                 if bar is not None:
                     bar.update(len(chunks[k]))
+                    bar.lap()  # a whole part back: the ETA's pace
                     elapsed = time.perf_counter() - (first_ready or started)
                     bar.set_postfix(workers=len(workers),
                                     tokens_per_s=f"{outcome.tokens / max(elapsed, 1e-9):.0f}")
@@ -469,8 +481,9 @@ def _check_stalls(workers: list[_Worker], stall: Stall, slowest: float | None,
         silent = now - worker.since
         if silent > bound:
             worker.hung = True
-            why = (f"its first part's allowance, {FIRST_PART_TIMES} x {STALL_ENV}="
-                   f"{stall.floor:g} s, for starting and loading the model"
+            why = (f"its start allowance, the longer of {START_S:g} s and {FIRST_PART_TIMES}"
+                   f" x {STALL_ENV}={stall.floor:g} s, for starting, loading the model and its"
+                   " first part"
                    if worker.back == 0 or slowest is None else
                    f"the longer of {STALL_ENV}={stall.floor:g} s and {SLOWEST_TIMES} x the "
                    f"slowest part so far, {slowest:.1f} s")

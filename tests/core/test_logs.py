@@ -60,6 +60,38 @@ def test_a_line_every_interval_with_done_total_rate_and_eta(capsys):
     assert len(lines) == 4 and all(LINE.match(line) for line in lines)
 
 
+def test_an_eta_by_parts_leaves_out_the_start_and_the_order_within_a_part(capsys):
+    """Issue 88: the first ETA was 24m30s for a step that took 6m59s: the rate from the start
+    counted loading the model, and a part's longest papers come first. Here 60 s of loading,
+    then 8 parts of 4 batches of 100 papers, each part 40 s, its batches 16, 12, 8 and 4 s:
+    the whole takes 60 + 8 x 40 = 380 s. From the start the first lines' ETAs are far off;
+    by parts there is none ('?') before two parts are done, and then the true one."""
+    clock = Clock()
+    start = clock.now
+    with progress(3200, "embed", interval=10, clock=clock, terminal=False, laps=True) as bar:
+        old = Progress(3200, "embed", interval=10, clock=clock, terminal=False, show=False)
+        clock.tick(60)  # the model loading: nothing done
+        etas = []  # (seconds since the start, ETA by parts, ETA from the start)
+        for _ in range(8):
+            for seconds in (16, 12, 8, 4):
+                clock.tick(seconds)
+                bar.update(100)
+                old.update(100)
+                if seconds == 12:  # within a part: its longer half done
+                    etas.append((clock.now - start, bar.line().rpartition("ETA ")[2],
+                                 old.line().rpartition("ETA ")[2]))
+            bar.lap()
+    assert clock.now - start == 380
+    seconds = {"?": None} | {duration(s): s for s in range(2000)}  # an ETA's seconds
+    for at, by_parts, from_start in etas[:2]:  # within the first two parts
+        assert by_parts == "?" and seconds[from_start] > 2 * (380 - at)  # 22m00s for 4m52s
+    assert [eta for _, eta, _ in etas[2:]] == [duration(380 - at) for at, _, _ in etas[2:]]
+    lines = lines_of(capsys)
+    assert lines[-1] == "[embed] 3200/3200 papers (100.0%), 8.42 papers/s, in 6m20s"
+    early = [line for line in lines if int(LINE.match(line).group(1)) < 800]  # 2 parts
+    assert early and all(line.endswith("ETA ?") for line in early)
+
+
 def test_the_last_line_says_how_long_it_took(capsys):
     clock = Clock()
     with progress(90, "embed", interval=30, clock=clock, terminal=False) as bar:

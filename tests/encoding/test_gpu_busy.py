@@ -119,7 +119,7 @@ def test_a_hanging_nvidia_smi_is_cut_off_and_the_sampler_gives_up(tmp_path, monk
     start = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired):
         read()
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 15  # cut off, not the 30 s it sleeps
     assert not encoders._reads(read)  # the probe: this reader does not serve
     sampler = Sampler("gpu_busy", read, period=0.001, misses=2)
     sampler.start()

@@ -66,6 +66,9 @@ class MarkingBar:
     def set_postfix(self, **values) -> None:
         self.bar.set_postfix(**values)
 
+    def lap(self) -> None:
+        self.bar.lap()
+
 
 def fails_on_second_part(corpus_dir, encoder, chunk, columns):
     """embed._tokenized, but a library's error of two lines on the part starting at $SLOW."""
@@ -187,8 +190,8 @@ def test_parts_are_written_in_order_when_a_later_part_comes_back_first(stores):
 def test_a_killed_worker_ends_the_stage_in_one_line_and_a_rerun_resumes(
         data, entry, stores, monkeypatch, capsys):
     """SIGKILL to a worker while the first part is written: exit status 2, one line naming the
-    device and the signal, within seconds; the parts written are kept, and the same command
-    again completes the store of one process."""
+    device and the signal (its death seen, not waited out as a stall); the parts written are
+    kept, and the same command again completes the store of one process."""
     from pipeline.cli.main import main
 
     real_add, killed = embed_module.add_part, []
@@ -199,14 +202,13 @@ def test_a_killed_worker_ends_the_stage_in_one_line_and_a_rerun_resumes(
             victim = next(p for p in multiprocessing.active_children()
                           if p.name.startswith("embed-"))
             os.kill(victim.pid, signal.SIGKILL)
-            killed.append(time.perf_counter())
+            killed.append(victim.pid)
 
     monkeypatch.setattr(embed_module, "add_part", add_then_kill)
     command = ["-q", "--corpora-root", str(data / "corpora"), "--index-root",
                str(data / "killed"), "embed", "--corpus", "small", "--model", entry.name,
                "--pool", POOL, "--part-size", str(PART), "--device", "cpu,cpu"]
-    assert main(command) == 2
-    assert time.perf_counter() - killed[0] < 20  # seen within a poll or two, workers joined
+    assert main(command) == 2 and killed  # seen as a death (the line below), not a stall
     store = store_dir(data / "killed", "small", entry.name)
     kept = len(list(store.glob("part-*.arrow")))  # the first, and those already back after it
     assert 1 <= kept < stores["parts"]
@@ -348,12 +350,13 @@ def test_a_stopped_worker_ends_the_stage_in_one_line_and_a_rerun_completes(
         corpus_dir, data, entry, stores, monkeypatch, capsys):
     """Issue 78: a worker stopped (`kill -STOP`) with parts out kept the stage waiting without
     end, no line. Now, with a floor of 6 s (PIPELINE_WORKER_STALL), it is taken as hung once
-    silent past max(6 s, 10 x the slowest part): exit status 2, one error line naming the
-    device and the bound, progress lines while it waited, the worker killed, the parts
-    written kept; the same command again completes the store of one process. The worker
-    stops on the last part once every other part is written: the rest is that one part, which
-    the rerun encodes in this process (no workers to start again: the killed worker's test
-    reruns on two)."""
+    silent past max(6 s, 10 x the slowest part), a bound of the parts' pace however busy the
+    machine (start-up has 900 s whatever the floor, issue 88): exit status 2, one error line
+    naming the device and the bound, progress lines while it waited, the worker killed, the
+    parts written kept; the same command again completes the store of one process. The
+    worker stops on the last part once every other part is written: the rest is that one
+    part, which the rerun encodes in this process (no workers to start again: the killed
+    worker's test reruns on two)."""
     from pipeline.cli.main import main
 
     store = store_dir(data / "stopped", "small", entry.name)
@@ -370,12 +373,13 @@ def test_a_stopped_worker_ends_the_stage_in_one_line_and_a_rerun_completes(
         real_add(store, config, part_ids, *args, **kwargs)
         if int(ids[(last - 1) * PART]) in set(part_ids.tolist()):  # the part before the last
             Path(os.environ[BACK]).touch()
+            safety.start()
 
     monkeypatch.setattr(embed_module, "add_part", add_part)
-    # never a wait without end, were the bound absent: the stopped worker killed after 5 min
+    # never a wait without end, were the bound absent: the workers killed 5 min after the
+    # worker stops (its bound, 10 x the slowest part, is less unless a part took 30 s)
     safety = threading.Timer(300, lambda: [os.kill(p.pid, signal.SIGKILL) for p in
                                            multiprocessing.active_children()])
-    safety.start()
     command = ["--corpora-root", str(data / "corpora"), "--index-root", str(data / "stopped"),
                "embed", "--corpus", "small", "--model", entry.name, "--pool", POOL,
                "--part-size", str(PART), "--device", "cpu,cpu"]
@@ -404,9 +408,12 @@ def test_a_stopped_worker_ends_the_stage_in_one_line_and_a_rerun_completes(
 
 
 def test_the_stall_bound_follows_the_parts_pace(monkeypatch):
-    """The first part's allowance (spawn, imports, the weights) until a worker's first part,
-    then the longer of the floor and 10 x the slowest part; the floor from
-    PIPELINE_WORKER_STALL, a bad one refused in one line."""
+    """The start allowance (spawn, imports, the weights, the first part) until a worker's
+    first part, then the longer of the floor and 10 x the slowest part; the floor from
+    PIPELINE_WORKER_STALL, a bad one refused in one line. Issue 88: a short floor (the
+    tests' 6 s) gave start-up 18 s, and a busy machine's worker was killed as hung while it
+    loaded the model: start-up is given 900 s whatever the floor, more where 3 x the floor
+    is more."""
     from pipeline.encoding.workers import Stall
 
     monkeypatch.delenv(workers.STALL_ENV, raising=False)
@@ -415,7 +422,10 @@ def test_the_stall_bound_follows_the_parts_pace(monkeypatch):
     assert stall.bound(None, first=False) == stall.bound(2.0, first=True) == 900.0
     assert stall.bound(2.0, first=False) == 300.0 and stall.bound(45.0, first=False) == 450.0
     monkeypatch.setenv(workers.STALL_ENV, "2.5")
-    assert Stall.from_environment().bound(0.1, first=False) == 2.5
+    short = Stall.from_environment()
+    assert short.bound(0.1, first=False) == 2.5 and short.bound(3.0, first=False) == 30.0
+    assert short.bound(None, first=False) == short.bound(0.1, first=True) == 900.0
+    assert Stall(600.0).bound(None, first=False) == 1800.0
     for bad in ("0", "-1", "nan", "inf", "soon", "1e9", "٣", " 5"):  # the range said
         monkeypatch.setenv(workers.STALL_ENV, bad)
         with pytest.raises(InputError) as refused:
@@ -451,6 +461,7 @@ def test_killing_the_resource_tracker_prints_no_library_text(data, tiny_bert, si
                "--index-root", str(tmp_path / "indexes"), "embed", "--corpus", "small",
                "--model", "minilm", "--model-path", str(tiny_bert), "--pool", POOL,
                "--part-size", "20", "--device", "cpu,cpu"]
+    parts = store_dir(tmp_path / "indexes", "small", "minilm")
     stage = subprocess.Popen(command, cwd=root, stderr=subprocess.PIPE, text=True,
                              env={**os.environ, "PYTHONPATH": str(root)})
     killed = None
@@ -458,8 +469,8 @@ def test_killing_the_resource_tracker_prints_no_library_text(data, tiny_bert, si
         while killed is None and stage.poll() is None:  # the tracker, once both workers run
             children = _children(stage.pid)
             tracker = [pid for pid, line in children.items() if "resource_tracker" in line]
-            if tracker and sum("spawn_main" in line for line in children.values()) >= 2:
-                time.sleep(3)  # the workers loading their model and encoding
+            if (tracker and sum("spawn_main" in line for line in children.values()) >= 2
+                    and any(parts.glob("part-*.arrow"))):  # the workers encoding
                 os.kill(tracker[0], sig)
                 killed = tracker[0]
             time.sleep(0.1)

@@ -10,12 +10,15 @@ import pytest
 
 import pipeline
 from pipeline.core.errors import InputError
-from pipeline.external.mteb_results import MTEB_CUTOFFS, export_mteb, pool_revision
-from pipeline.layout import Place, pool_names
+from pipeline.encoding.embed import embed
+from pipeline.encoding.writer import record_model_path
+from pipeline.external.mteb_results import MTEB_CUTOFFS, export_mteb, mteb_model, pool_revision
+from pipeline.layout import MTEB_REVISION, Place, pool_names, store_dir
 from pipeline.models import get_model
 from pipeline.pools.build import load_pool
 from pipeline.retrieval.search import search_pool
 from tests.conftest import make_ok
+from tests.encoding.test_identity_hub import FIRST, hub, publish  # noqa: F401
 from tests.external.test_judged import (  # noqa: F401
     _judged,
     _run,
@@ -123,6 +126,42 @@ def test_export_mteb_replaces_only_its_own_results_of_the_same_pool(
     meta.unlink()
     assert export_mteb(place, "bm25", out) == [path]  # its own file, the same pool: replaced
     assert export_mteb(place, "bm25", out) == [path]
+
+
+def test_a_hub_models_results_go_where_mtebs_cache_keeps_that_models(
+        imported, tiny_bert, hub, tmp_path):  # noqa: F811
+    """Issue 88: `minilm/no_revision_available/` where MTEB keeps
+    `sentence-transformers__all-MiniLM-L6-v2/<revision>/`. A hub model (the tiny BERT in a hub
+    cache as org/tiny, at revision FIRST) goes by its hub id and the revision its store
+    recorded, read back by MTEB's ResultCache as that model at that revision; another of the
+    pipeline's models of the same hub id is refused in that folder, naming the first; the
+    user's weights (MODEL_PATH) and a variant go by the pipeline's name."""
+    import mteb
+
+    corpus, root, _ = imported
+    place = Place(corpus, tmp_path / "indexes", tmp_path / "runs")
+    publish(hub, "org/tiny", FIRST, tiny_bert)
+    cls, mean = get_model("hf:org/tiny@cls"), get_model("hf:org/tiny@mean")
+    for entry in (cls, mean):
+        embed(place, entry, ["judged-30-r0"])
+        search_pool(place, "judged-30-r0", entry)
+    out = tmp_path / "cache" / "results"
+    [path] = export_mteb(place, cls.name, out)
+    assert path.relative_to(out).as_posix() == f"org__tiny/{FIRST}/scidocs.judged-30-r0.json"
+    [loaded] = mteb.ResultCache(cache_path=tmp_path / "cache").load_results(
+        models=["org/tiny"], include_remote=False).model_results
+    assert (loaded.model_name, loaded.model_revision) == ("org/tiny", FIRST)
+    assert [t.task_name for t in loaded.task_results] == ["scidocs.judged-30-r0"]
+    assert loaded.model_meta.loader_kwargs == {"pipeline_model": cls.name}
+    with pytest.raises(InputError, match=(
+            rf"for {mean.name} \(org__tiny/{FIRST}/model_meta.json: the metadata of the "
+            rf"pipeline's model {cls.name}\)")):
+        export_mteb(place, mean.name, out)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["model_meta.json", path.name]
+    assert mteb_model(place, mean.name) == ("org/tiny", FIRST, mean.name)
+    assert mteb_model(place, f"{cls.name}+bf16") == (f"{cls.name}+bf16", MTEB_REVISION, None)
+    record_model_path(store_dir(place.index_root, corpus.name, cls.name), tiny_bert)
+    assert mteb_model(place, cls.name) == (cls.name, MTEB_REVISION, None)  # the user's
 
 
 @pytest.mark.slow  # the make chain: import, search, eval, export

@@ -191,7 +191,7 @@ def test_an_api_that_never_answers_is_retried_with_a_line_each_then_one_error(se
     started = time.monotonic()
     with pytest.raises(InputError) as caught:
         download(tmp_path / "raw", settings(server, read_timeout=0.1), release=LAST)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < server.faults.hang_api / 2  # not one whole hang
     assert "the connection failed (no answer within 0.1 s)" in str(caught.value)
     assert "after 3 retries (4 attempts)" in str(caught.value)
     retries = [r for r in caplog.records if "trying again in" in r.getMessage()]
@@ -204,9 +204,9 @@ def test_the_total_wait_of_an_api_call_is_bounded(server, tmp_path):
     started = time.monotonic()
     with pytest.raises(InputError, match=r"(gave up after|no reply within) the 0\.5 s an API "
                                          "call may take"):
-        download(tmp_path / "raw", settings(server, read_timeout=0.15, retries=50,
+        download(tmp_path / "raw", settings(server, read_timeout=1.0, retries=50,
                                             api_wait=0.5), release=LAST)
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 25  # not the 51 reads of 1 s its retries allow
 
 
 def _closed_port() -> int:

@@ -22,7 +22,8 @@ command_of(api.import_collection, "import-irds", "read a test collection of the 
 command_of(api.export_beir, "export-beir", "write a pool as a BEIR folder (corpus.jsonl, "
            "queries.jsonl, qrels/<split>.tsv, datasheet.json)", writes=())
 command_of(api.export_mteb, "export-mteb", "write a model's run on each pool of the corpus as "
-           "an MTEB TaskResult JSON file: OUT/<model>/no_revision_available/<corpus>.<pool>.json",
+           "an MTEB TaskResult JSON file: OUT/<name>/<revision>/<corpus>.<pool>.json, as MTEB's "
+           "ResultCache files the model (a hub model by its hub id, org__name)",
            writes=())
 command_of(api.import_run, IMPORT_RUN, "import a TREC run made elsewhere as a run of one pool "
            "(no POOL: of every pool), checked against it (unknown ids, duplicates, ties: "
