@@ -72,6 +72,7 @@ import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
 from pipeline.core.errors import InputError
+from pipeline.core.logs import counted
 from pipeline.core.secrets import Secrets, decoded, one_line, redacted, shown_url
 
 log = logging.getLogger(__name__)
@@ -473,7 +474,7 @@ def _gave_up(bounds: Bounds, words: Words, late: str, made: int) -> str:
 
 
 def _attempts(made: int) -> str:
-    return f"{made} attempt{'s' if made != 1 else ''}"
+    return f"{counted(made, 'attempt')}"
 
 
 def _waiting(bounds: Bounds, words: Words, deadline: float) -> None:

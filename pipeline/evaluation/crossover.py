@@ -77,6 +77,7 @@ import polars as pl
 
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
+from pipeline.core.logs import counted
 from pipeline.evaluation.significance import (
     MIN_QUERIES,
     WHERE_COLUMNS,
@@ -213,7 +214,7 @@ def _matrix(values: pl.DataFrame, a: str, b: str) -> _Table:
              .filter(pl.col("sizes") == len(sizes))["repeat"])
     partial = cells.filter(~pl.col("repeat").is_in(every.implode())).height
     if partial:
-        notes.append(f"{partial} pool draw{'s' if partial != 1 else ''} of repeats not "
+        notes.append(f"{counted(partial, 'pool draw')} of repeats not "
                      "measured at every size left out")
     cells = cells.filter(pl.col("repeat").is_in(every.implode()))
     data = data.join(cells, on=["size", "repeat"])
@@ -351,7 +352,7 @@ def _check_sizes(values: pl.DataFrame | list[int]) -> None:
             return
         keys = [k for k in WHERE_COLUMNS if k in bad.columns]
         first = bad.sort(keys, nulls_last=False).row(0, named=True)
-        said = (f"{bad.height} row{'s' if bad.height != 1 else ''} with {_said(first['size'])} "
+        said = (f"{counted(bad.height, 'row')} with {_said(first['size'])} "
                 "(the first: " + ", ".join(f"{k} {first[k]}" for k in keys if k != "size")
                 + ")")
         fix = "correct the size column or leave those rows out"
@@ -381,7 +382,7 @@ def from_table(diff: np.ndarray, sizes: list[int], floor: str | None = None, not
     queries, _, repeats = diff.shape if diff.ndim == 3 else (0, 0, 0)
     suffix = f" ({note})" if note else ""
     if len(sizes) < 2 or queries == 0 or repeats == 0:
-        why = (f"{len(sizes)} pool size{'s' if len(sizes) != 1 else ''} measured with both "
+        why = (f"{counted(len(sizes), 'pool size')} measured with both "
                "models: no line to fit" if len(sizes) < 2 else
                "no repeat (pool draw) measured at every size" if repeats == 0 else
                "no queries that both models answer in every pool")
@@ -445,9 +446,8 @@ def from_table(diff: np.ndarray, sizes: list[int], floor: str | None = None, not
                   + at**2 * _mean_squares(lines_b, lines_b))
             draws = draws_for(ms, queries, repeats, slope) if repeats > 1 else None
             if low == 0 and math.isinf(high):
-                text += (f"; where is not determined with {repeats} draw"
-                         f"{'s' if repeats != 1 else ''} and {queries} queries: the gap's "
-                         "interval holds 0 across the measured range")
+                text += (f"; where is not determined with {counted(repeats, 'draw')} and "
+                         f"{queries} queries: the gap's interval holds 0 across the measured range")
             elif low == 0 or math.isinf(high):
                 text += "; its interval is open where it reaches the measured range's end"
     else:
@@ -491,8 +491,8 @@ def _stop(limits: Limits | None, x: np.ndarray, log_cross: float, sizes: list[in
     if not beyond and log_cross < math.log(least):
         held = ("the least a pool holds" if least == LEAST else
                 "the least pool these queries allow: it holds their cited papers")
-        found = (edge - math.log(least), f"the pool size falls under {least:,} candidate"
-                 f"{'s' if least != 1 else ''} ({held}), before the lines meet")
+        found = (edge - math.log(least), f"the pool size falls under "
+                 f"{counted(least, 'candidate')} ({held}), before the lines meet")
     if limits is None:
         return None if found is None else found[1]
     bounds = [(limits.low, 0.0, 1.0, f"below {limits.low:g} (the metric's minimum)")]

@@ -42,6 +42,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.errors import InputError
+from pipeline.core.logs import counted
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ def measured(rows: pl.DataFrame, where: str, column: str = "value") -> pl.DataFr
     kept = rows.filter(pl.col(column).is_not_null())
     if kept.height < rows.height:
         nulls = rows.height - kept.height
-        log.warning(f"[{where}] {nulls} row{'s' if nulls != 1 else ''} with a null {column} "
+        log.warning(f"[{where}] {counted(nulls, 'row')} with a null {column} "
                     f"left out of {rows.height:,}")
     return kept
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
+from pipeline.core.logs import counted
 from pipeline.evaluation.significance import too_few
 from pipeline.judging.inferred import (
     DIFFERENCE_RANGE,
@@ -91,7 +92,7 @@ def means_interval_note(frame: pl.DataFrame) -> str:
     one-sided cells where there are some."""
     low, high = SIMULATED_QUERIES
     levels = " and ".join(f"{MEANS_COVERAGE[r][0] * 100:.1f}-{MEANS_COVERAGE[r][1] * 100:.1f}% "
-                          f"with {r} draw{'s' if r > 1 else ''}" for r in sorted(MEANS_COVERAGE,
+                          f"with {counted(r, 'draw')}" for r in sorted(MEANS_COVERAGE,
                                                                                 reverse=True))
     note = ("95% intervals over queries and pool draws (the variance section's construction; "
             "with one draw the queries' t) on the logit scale, so inside [0, 100]: in "

@@ -15,6 +15,7 @@ from typing import Protocol
 
 import polars as pl
 
+from pipeline.core.logs import counted
 from pipeline.evaluation.crossover import HEADER as CROSSOVER_HEADER
 from pipeline.evaluation.crossover import at_floor
 from pipeline.layout import format_size
@@ -400,7 +401,7 @@ def queries_sentence(data: ResultsLike, sections: Sequence[SectionLike]) -> list
     quotes += [Quote(QUERIES, i, "delta", d) for i, d in zip(rows, deltas, strict=True)]
     quotes += [Quote(QUERIES, i, column, c, "first") for i, c in zip(rows, counts, strict=True)]
     metric = _metric(data)
-    draw_words = f"{planned} pool draw{'s' if planned != 1 else ''}"
+    draw_words = f"{counted(planned, 'pool draw')}"
     numbers = [_count_words(c, d) for c, d in zip(counts, deltas, strict=True)
                if c[:1].isdigit() or c.startswith(">")]
     others: dict[str, list[str]] = {}
