@@ -408,7 +408,7 @@ def _request(pool: Pool, method: str, url: str, body: bytes | None,
             notice.cancel()
         if attempt == bounds.retries:
             raise InputError(f"{words.where}: {why}{note} after {bounds.retries} retries "
-                             f"({_attempts(made)}): check the server, then {words.again}")
+                             f"({counted(made, 'attempt')}): check the server, then {words.again}")
         wait = bounds.wait(attempt, asked)
         if clock() + wait >= deadline:
             break
@@ -416,8 +416,8 @@ def _request(pool: Pool, method: str, url: str, body: bytes | None,
                     f"({attempt + 1} of {bounds.retries} retries)")
         bounds.pause(wait)
     raise InputError(f"{words.where}: {why}, and no reply within the {bounds.deadline:g} s "
-                     f"{_a(words.span)} may take ({_attempts(made)}): check the server, then "
-                     f"{words.again}")
+                     f"{_a(words.span)} may take ({counted(made, 'attempt')}): check the "
+                     f"server, then {words.again}")
 
 
 def _a(noun: str) -> str:
@@ -470,11 +470,7 @@ def _gave_up(bounds: Bounds, words: Words, late: str, made: int) -> str:
     """The line of a request whose deadline passed during its attempt number `made` (`late`:
     what it waited for)."""
     return (f"{words.where}: gave up after the {bounds.deadline:g} s {_a(words.span)} may "
-            f"take, {late} ({_attempts(made)}): check the server, then {words.again}")
-
-
-def _attempts(made: int) -> str:
-    return f"{counted(made, 'attempt')}"
+            f"take, {late} ({counted(made, 'attempt')}): check the server, then {words.again}")
 
 
 def _waiting(bounds: Bounds, words: Words, deadline: float) -> None:
