@@ -30,6 +30,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+from pipeline.core.errors import InputError, quoted
+from pipeline.core.numbers import number_in
+
 ROOT = "pipeline"
 INTERVAL_ENV = "PIPELINE_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL = 30.0  # seconds between two progress lines in a log
@@ -84,12 +87,17 @@ def unconfigured() -> bool:
 
 
 def progress_interval() -> float:
-    """Seconds between progress lines: PIPELINE_PROGRESS_INTERVAL, else DEFAULT_INTERVAL."""
-    try:
-        value = float(os.environ.get(INTERVAL_ENV, DEFAULT_INTERVAL))
-    except ValueError:
+    """Seconds between progress lines: PIPELINE_PROGRESS_INTERVAL (0 to a day), else
+    DEFAULT_INTERVAL; a bad value is one line naming the variable and its range, as for every
+    number a user gives (core/numbers)."""
+    text = os.environ.get(INTERVAL_ENV, "")
+    if not text:
         return DEFAULT_INTERVAL
-    return value if value >= 0 else DEFAULT_INTERVAL
+    try:
+        return number_in(0, 86_400, "the seconds between progress lines")(text)
+    except InputError as exc:
+        raise InputError(f"{INTERVAL_ENV}={quoted(text)}: {exc.message} (default "
+                         f"{DEFAULT_INTERVAL:g}), or leave it unset") from None
 
 
 def duration(seconds: float | None) -> str:

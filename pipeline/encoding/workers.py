@@ -42,7 +42,7 @@ from multiprocessing import connection, get_context
 from pathlib import Path
 from typing import Any
 
-from pipeline.core.errors import InputError, OptionError, first_line
+from pipeline.core.errors import InputError, OptionError, first_line, quoted
 from pipeline.core.numbers import number_in
 from pipeline.core.processes import quiet_tracker
 
@@ -235,7 +235,7 @@ class Stall:
         try:
             floor = STALL_SECONDS(text)
         except InputError as exc:
-            raise InputError(f"{STALL_ENV}={text!r}: {exc.message} (default "
+            raise InputError(f"{STALL_ENV}={quoted(text)}: {exc.message} (default "
                              f"{STALL_FLOOR_S:g}), or leave it unset") from None
         return cls(floor)
 

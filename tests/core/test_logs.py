@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.core import logs
+from pipeline.core.errors import InputError
 from pipeline.core.logs import Progress, duration, progress, setup, track
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,8 +146,18 @@ def test_interval_from_the_environment(monkeypatch, capsys):
     assert items == [0, 1, 2]
     assert [line.split(",")[0] for line in lines_of(capsys)] == [
         "[embed] 1/3 papers (33.3%)", "[embed] 2/3 papers (66.7%)", "[embed] 3/3 papers (100.0%)"]
-    monkeypatch.setenv(logs.INTERVAL_ENV, "soon")
+    monkeypatch.delenv(logs.INTERVAL_ENV)
     assert logs.progress_interval() == logs.DEFAULT_INTERVAL
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "1e9", "nan", "٣"])
+def test_a_bad_interval_is_one_line_naming_the_variable_and_its_range(monkeypatch, value):
+    monkeypatch.setenv(logs.INTERVAL_ENV, value)
+    with pytest.raises(InputError) as caught:
+        logs.progress_interval()
+    message = caught.value.message
+    assert message.startswith(f"{logs.INTERVAL_ENV}=") and "from 0 to 86400" in message
+    assert "\n" not in message and "leave it unset" in message
 
 
 def test_show_false_is_silent_and_postfix_is_logged(capsys):
