@@ -320,15 +320,21 @@ def _more_draws_more_queries(body: list[list[str]]) -> list[str]:
             "reach it only with less draw variance, so their number can be the smaller."]
 
 
+def variance_rows(results: pl.DataFrame) -> tuple[str | None, pl.DataFrame]:
+    """The section's metric (`main_metric` of those with a value; None: none) and its rows
+    with a value: what its tables, and the summary's verdicts on them, are made from."""
+    scored = results.filter(pl.col("value").is_not_null())
+    metric = main_metric(sorted(scored["metric"].unique().to_list(), key=metric_key))
+    return metric, scored.filter(pl.col("metric") == metric)
+
+
 def variance_tables(results: pl.DataFrame, corpus: str) -> list[TableParts]:
     """(name, caption, header, rows, notes) of the section's tables from the full queries'
     rows, on the main metric (MAP when there is one: the metric the report's other tables
     mark; the API's `variance` gives every metric). None without a value."""
-    scored = results.filter(pl.col("value").is_not_null())
-    metric = main_metric(sorted(scored["metric"].unique().to_list(), key=metric_key))
+    metric, rows = variance_rows(results)
     if metric is None:
         return []
-    rows = scored.filter(pl.col("metric") == metric)
     name = metric_name(metric)
     found = components(rows)
     if found.is_empty():
