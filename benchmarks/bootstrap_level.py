@@ -174,7 +174,8 @@ def markdown(report: dict, grid: dict) -> list[str]:
              f"{1 - ZERO_SHARE:g}), `P@10`: bounded_intervals.py's crossed logit-normal model; "
              "`beta-binomial phi`: P@10 as Binomial(10, p) / 10, p ~ Beta(m phi, (1 - m) phi). "
              "**stated**: the report's cell for a row of that many queries and that mean "
-             "and R (`tables.bootstrap_level_cell`), the lowest-highest over every shape at that R, "
+             "and R (`tables.bootstrap_level_cell`), the lowest-highest over every shape at "
+             "that R, "
              "read from pipeline/data/bootstrap_level.json.", "",
              "## 25, 50 and 100 queries near 0, 0.5 and 1", "",
              "| Q | mean | R | " + " | ".join(FAMILIES) + " | stated |",

@@ -1,7 +1,8 @@
-"""The significance section's bootstrap intervals state their level per row (issue 79): the
-coverage simulated at the row's own queries, mean and number of pool draws, of the mean over the query population
-given the drawn pools, read from the grid benchmarks/bootstrap_level.py ships; one of its cells
-recomputed here by other code (scipy's bootstrap through `bootstrap_ci`, fewer data sets)."""
+"""The significance section's bootstrap intervals state their level per row (issues 79, 89): the
+coverage simulated at the row's own queries, mean and number of pool draws, of the mean over
+the query population given the drawn pools, read from the grid benchmarks/bootstrap_level.py
+ships; one of its cells recomputed here by other code (scipy's bootstrap through
+`bootstrap_ci`, fewer data sets)."""
 
 from __future__ import annotations
 
