@@ -761,10 +761,11 @@ def bootstrap_notes(bounds: list[list[str]]) -> tuple[str, ...]:
 
 
 def _draws(group: pl.DataFrame, model: str) -> int | None:
-    """The pool draws (repeats) each query's value of `model` in `group` averages; None where
-    its queries have different numbers of them (no one number simulated)."""
+    """The values (one a pool draw) each query's value of `model` in `group` averages, as
+    `_per_query` averages them; None where its queries average different numbers of them (no
+    one number simulated)."""
     counts = (group.filter(pl.col("model") == model, pl.col("value").is_not_null())
-              .group_by("query").agg(pl.col("repeat").n_unique())["repeat"].unique())
+              .group_by("query").len()["len"].unique())
     return int(counts[0]) if counts.len() == 1 else None
 
 

@@ -613,7 +613,7 @@ def test_the_mean_square_interval_is_scipys_and_holds_the_expectation():
         assert math.isclose(low, df / chi2.ppf(0.975, df), rel_tol=1e-12)
         assert math.isclose(high, df / chi2.ppf(0.025, df), rel_tol=1e-12)
         ms = 0.3 * rng.chisquare(df, 200_000) / df  # E[MS] = 0.3
-        held = float(((low * ms <= 0.3) & (0.3 <= high * ms)).mean())
+        held = float(((low * ms <= 0.3) & (high * ms >= 0.3)).mean())
         assert abs(held - 0.95) < 0.003, (df, held)
 
 
