@@ -146,11 +146,11 @@ def grid_of(rows: list[dict]) -> dict:
             "draws": list(DRAWS), "coverage": coverage}
 
 
-def stated(queries: int, mean: float, grid: dict) -> str:
-    """The level the report states for a row of `queries` and `mean`."""
+def stated(queries: int, mean: float, draws: int, grid: dict) -> str:
+    """The level the report states for a row of `queries`, `mean` and `draws`."""
     from pipeline.report.tables import bootstrap_level_cell
 
-    return bootstrap_level_cell(queries, mean, mean, mean, grid=grid)
+    return bootstrap_level_cell(queries, mean, draws, mean, mean, grid=grid)
 
 
 def markdown(report: dict, grid: dict) -> list[str]:
@@ -174,7 +174,8 @@ def markdown(report: dict, grid: dict) -> list[str]:
              f"{1 - ZERO_SHARE:g}), `P@10`: bounded_intervals.py's crossed logit-normal model; "
              "`beta-binomial phi`: P@10 as Binomial(10, p) / 10, p ~ Beta(m phi, (1 - m) phi). "
              "**stated**: the report's cell for a row of that many queries and that mean "
-             "(`tables.bootstrap_level_cell`), the lowest-highest over every shape and R here, "
+             "and R (`tables.bootstrap_level_cell`), the lowest-highest over every shape at "
+             "that R, "
              "read from pipeline/data/bootstrap_level.json.", "",
              "## 25, 50 and 100 queries near 0, 0.5 and 1", "",
              "| Q | mean | R | " + " | ".join(FAMILIES) + " | stated |",
@@ -191,18 +192,19 @@ def markdown(report: dict, grid: dict) -> list[str]:
                                  + (f"; all {100 * row['coverage_all']:.1f}, agree "
                                     f"{100 * row['agreeing']:.1f}%" if row["agreeing"] else ""))
                 lines.append(f"| {queries} | {target:g} | {draws} | " + " | ".join(parts)
-                             + f" | {stated(queries, target, grid)} |")
-    lines += ["", "## The grid the report reads: lowest-highest coverage over the shapes and "
-              "R, of the mean given the pools", "",
-              "| Q | " + " | ".join(f"{m:g}" for m in MEANS) + " |",
-              "|" + "---|" * (1 + len(MEANS))]
+                             + f" | {stated(queries, target, draws, grid)} |")
+    lines += ["", "## The grid the report reads: lowest-highest coverage over the shapes at "
+              "each R, of the mean given the pools", "",
+              "| Q | R | " + " | ".join(f"{m:g}" for m in MEANS) + " |",
+              "|" + "---|" * (2 + len(MEANS))]
     for queries in QUERIES:
-        cells = []
-        for target in MEANS:
-            found = bootstrap_level(queries, target, grid)
-            cells.append("-" if found is None else
-                         f"{100 * found[0]:.1f}-{100 * found[1]:.1f}")
-        lines.append(f"| {queries} | " + " | ".join(cells) + " |")
+        for draws in DRAWS:
+            cells = []
+            for target in MEANS:
+                found = bootstrap_level(queries, target, draws, grid)
+                cells.append("-" if found is None else
+                             f"{100 * found[0]:.1f}-{100 * found[1]:.1f}")
+            lines.append(f"| {queries} | {draws} | " + " | ".join(cells) + " |")
     return lines + [""]
 
 

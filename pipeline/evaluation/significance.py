@@ -21,7 +21,8 @@ population that differs is bounded by Clopper-Pearson's one-sided bound for 0 of
 (`agreeing_interval`). The levels of all three under the pipeline's design, 10 to 1,000
 queries and 1 or 3 draws with means from 0.013 to 0.99: benchmarks/bounded_intervals.py. The
 bootstrap's depends on the queries, the mean and the shape of the values (lowest for skewed
-values near a bound); the report states it per row (`bootstrap_level`, from the grid
+values near a bound) and the number of draws a query's value averages; the report states it
+per row at the row's own number of draws (`bootstrap_level`, from the grid
 benchmarks/bootstrap_level.py writes).
 
 Seeded is not enough for a reproducible number: a sign flip or a resample is drawn per
@@ -290,17 +291,19 @@ def _around(axis: list[float], value: float) -> list[int] | None:
     return [above - 1, above]
 
 
-def bootstrap_level(queries: int, mean: float, grid: dict | None = None
+def bootstrap_level(queries: int, mean: float, draws: int, grid: dict | None = None
                     ) -> tuple[float, float] | None:
     """The lowest and highest simulated coverage of the 95% percentile bootstrap at `queries`
-    queries and a mean of `mean` (in [0, 1]): over every shape of values and number of draws
-    the grid simulated, in the grid cells around (queries, mean) (the cell itself where both
-    lie on the grid). None where either lies outside the grid: no level simulated there."""
+    queries, a mean of `mean` (in [0, 1]) and `draws` pool draws averaged per query: over
+    every shape of values the grid simulated with that many draws, in the grid cells around
+    (queries, mean) (the cell itself where both lie on the grid). Never a cell of another
+    number of draws: averaging draws changes the values' shape. None where the queries or the
+    mean lie outside the grid, or the grid simulated no `draws`."""
     grid = grid or level_grid()
     rows, columns = _around(grid["queries"], queries), _around(grid["means"], mean)
-    if rows is None or columns is None:
+    if rows is None or columns is None or draws not in grid["draws"]:
         return None
-    found = [cells[i][j] for by_draws in grid["coverage"].values()
-             for cells in by_draws.values() for i in rows for j in columns
+    shapes = [by_draws[str(draws)] for by_draws in grid["coverage"].values()]
+    found = [cells[i][j] for cells in shapes for i in rows for j in columns
              if cells[i][j] is not None]
     return (min(found), max(found)) if found else None

@@ -166,6 +166,18 @@ def decompose(values: np.ndarray) -> Components:
     return Components(q, r, *map(float, mean_squares(values)))
 
 
+def expected_square_range(df: int, level: float = LEVEL) -> tuple[float, float]:
+    """The `level` two-sided interval of a mean square's expectation, as multiples of the mean
+    square, from its `df` degrees of freedom: df MS / E[MS] is chi-square on df, so E[MS] lies
+    in [df / chi2_{(1+level)/2}(df), df / chi2_{(1-level)/2}(df)] times MS (0.27 to 39.5 with
+    2). It bounds the draws' mean square MS_R, not the draw component (E[MS_R] - MS_E) / Q:
+    an estimate of that truncated at 0 still has a positive upper bound (`draw_upper`)."""
+    from scipy.stats import chi2
+
+    return (df / float(chi2.ppf((1 + level) / 2, df)),
+            df / float(chi2.ppf((1 - level) / 2, df)))
+
+
 @dataclass(frozen=True)
 class Interval:
     """A mean difference and its `LEVEL` intervals: over queries only (the paired t-test's)
@@ -759,6 +771,32 @@ def differences(rows: pl.DataFrame, level: float = LEVEL) -> pl.DataFrame:
                         **dict(zip(("queries_low", "queries_high", "low", "high"),
                                    map(_finite, bounds), strict=True))})
     return pl.DataFrame(out, schema=DIFFERENCE_SCHEMA)
+
+
+def separated(row: dict) -> bool | None:
+    """Whether a row of `differences` tells its two models apart: its LEVEL interval (over
+    queries and draws with two or more draws; with one, over queries: the paired t-test's,
+    whose p is below 1 - LEVEL exactly where it excludes 0) excludes 0; None without an
+    interval (fewer than MIN_QUERIES queries). The report's one test of "significantly below
+    the best": the main tables' † (`below_best`) and the summary's "best" and "not
+    distinguishable" (report/summary.py) both ask it, each pair at LEVEL, unadjusted."""
+    if row["low"] is None or row["high"] is None:
+        return None
+    return row["low"] > 0 or row["high"] < 0
+
+
+def below_best(rows: pl.DataFrame, best: str, level: float = LEVEL) -> list[str]:
+    """The models of `rows` (size, scope, metric, model, query, repeat, value: one column of
+    a table) significantly below `best`: their difference with it `separated`, `best` above,
+    in every cell (size, scope, metric) where the pair was measured; sorted by name."""
+    verdicts: dict[str, list[bool]] = {}
+    for row in differences(rows, level).iter_rows(named=True):
+        if best not in (row["a"], row["b"]):
+            continue
+        other, ahead = ((row["b"], row["difference"] > 0) if row["a"] == best
+                        else (row["a"], row["difference"] < 0))
+        verdicts.setdefault(other, []).append(bool(separated(row)) and ahead)
+    return sorted(model for model, found in verdicts.items() if all(found))
 
 
 def _distinct(pairs: list[tuple[str, str, np.ndarray]]

@@ -503,9 +503,16 @@ MDCR_TABLES = (  # name, caption, notes (no test is run on these cells)
     ("mdcr-other-types", "MAP x100 per candidate type the official evaluator does not read: "
      "each query's positives and that type's negatives only, mean over fields; no "
      "significance test", (MDCR_TYPES,)))
-SIGNIFICANT = "significantly below the best (paired t-test, Holm-Bonferroni, p < 0.05)"
-MARKS_NOTE = ("The t-test pairs the queries, each query's value first averaged over the "
-              "repeats; Holm-Bonferroni adjusts over every pair of models in the column.")
+SIGNIFICANT = ("significantly below the best (the 95% interval of its difference excludes 0, "
+               "the summary's test)")
+MARKS_NOTE = ("†: the 95% interval of the model's difference with the column's best lies below "
+              "0, over queries and pool draws where the pools were drawn more than once (the "
+              "variance section's differences), else over queries (the paired t-test's, "
+              "p < 0.05): the test of the summary's \"best\" and \"not distinguishable\". "
+              "Each pair at 95%, unadjusted, as in the summary: its \"best\" needs every "
+              "pair with the best to exclude 0. The summary may differ only where it reads "
+              "another metric (the variance section's) or a model lacks some of the queries "
+              "or draws of the others (it compares a pair on those both have).")
 
 
 def mdcr_section(data: Results) -> Section:
@@ -616,8 +623,7 @@ def field_section(data: Results) -> Section:
             title=f"{data.corpus}: {name} on field-level pools of {format_size(size)}",
             metric=metric)))
         caption = (f"{data.corpus}: field-level pools of {format_size(size)}, {name} x100 per "
-                   "field and averaged over fields; bold: best; †: significantly below the "
-                   "best (paired t-test, Holm-Bonferroni, p < 0.05)")
+                   f"field and averaged over fields; bold: best; †: {SIGNIFICANT}")
         average = average_note(header[1:-1], averaged_fields(means, size, metric))
         notes = ("A cell is the mean over the field pool's queries, averaged over its repeats "
                  "where there are several.", *((average,) if average else ()), MARKS_NOTE,

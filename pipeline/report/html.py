@@ -28,8 +28,8 @@ from pipeline.layout import REPORT_PAGE_SCRIPT, REPORT_PAGE_STYLE
 from pipeline.report.tables import markdown_unescaped
 
 BEST = "the best of its column"  # what bold says where a caption does not say it
-SIGNIFICANT = ("significantly below the best of its column (paired t-test, Holm-Bonferroni, "
-               "p < 0.05)")
+SIGNIFICANT = ("significantly below the best of its column (the 95% interval of its difference "
+               "excludes 0, the summary's test)")
 MISSING_SHOWN = 20  # missing manifests named on the page (all are counted)
 
 

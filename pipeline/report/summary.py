@@ -18,9 +18,10 @@ import polars as pl
 from pipeline.core.logs import counted
 from pipeline.evaluation.crossover import HEADER as CROSSOVER_HEADER
 from pipeline.evaluation.crossover import at_floor
+from pipeline.evaluation.variance import differences, separated
 from pipeline.layout import format_size
 from pipeline.report.tables import main_metric, markdown_text, metric_key, metric_name
-from pipeline.report.variance import ALPHA, FLOORS, POWER
+from pipeline.report.variance import ALPHA, FLOORS, POWER, variance_rows
 
 log = logging.getLogger(__name__)
 
@@ -124,11 +125,7 @@ class _Pair:
     difference: Quote
     interval: Quote | None  # None: the row has no interval (too few queries): `missing`
     missing: str = ""
-
-    @property
-    def low(self) -> float | None:
-        return None if self.interval is None else float(
-            _INTERVAL.match(self.interval.text).group(1))
+    apart: bool | None = None  # the pair's test (`variance.separated`); None: no interval
 
     def printed(self, leader: str) -> tuple[str, str, _Pair]:
         """a, b and the pair as the table's row reads it (a - b, its cells as printed)."""
@@ -136,7 +133,7 @@ class _Pair:
             return leader, self.other, self
         cells = [None if q is None else Quote(q.table, q.row, q.column, negated(q.text))
                  for q in (self.difference, self.interval)]
-        return self.other, leader, _Pair(leader, cells[0], cells[1], self.missing)
+        return self.other, leader, _Pair(leader, cells[0], cells[1], self.missing, self.apart)
 
 
 @dataclass(frozen=True)
@@ -153,7 +150,7 @@ class _Lead:
 
     @property
     def tied(self) -> tuple[_Pair, ...]:
-        return tuple(p for p in self.pairs if p.low is not None and p.low <= 0)
+        return tuple(p for p in self.pairs if p.apart is False)
 
     @property
     def key(self) -> tuple:
@@ -166,8 +163,11 @@ class _Lead:
                 len(self.pairs), self.column)
 
 
-def _lead(table: TableLike, pools: str, indices: list[int]) -> _Lead:
-    """The setting `pools` of the differences table (its rows `indices`)."""
+def _lead(table: TableLike, pools: str, indices: list[int],
+          apart: dict[tuple[str, str, str], bool | None]) -> _Lead:
+    """The setting `pools` of the differences table (its rows `indices`), each pair's verdict
+    from `apart` ((pools, a, b) -> `variance.separated`, on the unrounded interval: the test
+    the main tables' † asks too)."""
     h = table.header
     col = {name: h.index(name) for name in (A, B, DIFFERENCE, BOTH, QUERIES_ONLY)}
     rows = [(i, table.rows[i]) for i in indices]
@@ -186,7 +186,8 @@ def _lead(table: TableLike, pools: str, indices: list[int]) -> _Lead:
             if not _INTERVAL.match(cell):
                 return _Pair(other, difference, None, cell)
             interval = Quote(DIFFERENCES, i, kind, cell if how == "cell" else negated(cell), how)
-            return _Pair(other, difference, interval)
+            return _Pair(other, difference, interval, apart=apart.get((pools, row[col[A]],
+                                                                       row[col[B]])))
         return None
 
     for model in models:
@@ -196,9 +197,9 @@ def _lead(table: TableLike, pools: str, indices: list[int]) -> _Lead:
         pairs.sort(key=lambda p: (float(p.difference.text), p.other))
         columns = {p.interval.column for p in pairs if p.interval is not None}
         column = columns.pop() if len(columns) == 1 else ""
-        if all(p.low is not None and p.low > 0 for p in pairs):
+        if all(p.apart for p in pairs):
             verdict = "best"
-        elif any(p.low is not None and p.low <= 0 for p in pairs):
+        elif any(p.apart is False for p in pairs):
             verdict = "tied"
         else:
             verdict = "untested"
@@ -292,11 +293,11 @@ def best_sentences(data: ResultsLike, sections: Sequence[SectionLike]) -> list[S
     by_pools: dict[str, list[int]] = {}
     for i, row in enumerate(table.rows):
         by_pools.setdefault(row[table.header.index(POOLS)], []).append(i)
-    metric = _metric(data)
+    metric, apart = _metric(data), _apart(data)
     out = []
     for level in sorted({levels.get(p, "") for p in by_pools} - {""},
                         key=lambda v: (list(LEVELS).index(v) if v in LEVELS else len(LEVELS), v)):
-        leads = [_lead(table, pools, rows) for pools, rows in by_pools.items()
+        leads = [_lead(table, pools, rows, apart) for pools, rows in by_pools.items()
                  if levels.get(pools) == level]
         groups: dict[tuple, list[_Lead]] = {}
         for lead in leads:
@@ -313,6 +314,14 @@ def best_sentences(data: ResultsLike, sections: Sequence[SectionLike]) -> list[S
         out.append(Sentence("best", (DIFFERENCES,), f"On {words} ({metric} x100{test}): "
                             + "; ".join(clauses) + ".", tuple(quotes)))
     return out
+
+
+def _apart(data: ResultsLike) -> dict[tuple[str, str, str], bool | None]:
+    """(pools, a, b) -> whether the differences table's pair is told apart
+    (`variance.separated`), on the rows the table is made from (`variance_rows`)."""
+    _, rows = variance_rows(data.compared)
+    return {(f"{r['scope']}-{format_size(r['size'])}", r["a"], r["b"]): separated(r)
+            for r in differences(rows).iter_rows(named=True)}
 
 
 def _metric(data: ResultsLike) -> str:

@@ -38,6 +38,7 @@ from pipeline.evaluation.significance import (
     paired,
     too_few,
 )
+from pipeline.evaluation.variance import below_best
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import BOOTSTRAP_LEVEL_RESULTS, EVALUATION_DOC, format_size
 
@@ -128,27 +129,36 @@ def _groups(results: pl.DataFrame, keys: list[str]) -> list[tuple[tuple, pl.Data
 
 
 def significance_marks(results: pl.DataFrame, by: str, metric: str = "map") -> dict[tuple, str]:
-    """(value of `by`, model) -> "best" for the best mean `metric` of its column, "worse" for a
-    model significantly below it (paired t-test, Holm-Bonferroni over the column's pairs,
-    p < 0.05), "" otherwise. Per-query values are averaged over repeats first."""
+    """(value of `by`, model) -> "best" for the best mean `metric` of its column (`best_model`),
+    "worse" for a model significantly below it, "" otherwise: the test the summary's "best"
+    rests on (`variance.below_best`: the 95% interval of its difference with the best, over
+    queries and pool draws where there are several draws, else the paired t-test's, excludes
+    0; each pair unadjusted, as the summary's)."""
     marks: dict[tuple, str] = {}
     data = results.filter(pl.col("metric") == metric, pl.col("value").is_not_null())
     for (key,), group in _groups(data, [by]):
         per_query = _per_query(group)
         if per_query["model"].n_unique() < 2:
             continue
-        marks |= {(key, model): mark
-                  for model, mark in column_marks(per_query, compare(per_query)).items()}
+        best = best_model(per_query)
+        marks |= {(key, best): "best",
+                  **{(key, model): "worse" for model in below_best(group, best)}}
     return marks
 
 
-def column_marks(per_query: pl.DataFrame, table: pl.DataFrame) -> dict[str, str]:
-    """model -> "best" for the best mean of `per_query` (model, query, value; a tie goes to
-    the first model by name), "worse" for each model whose pair with it is `significant` in
-    `table` (significance.compare's rows)."""
+def best_model(per_query: pl.DataFrame) -> str:
+    """The model of the best mean of `per_query` (model, query, value); a tie goes to the
+    first model by name."""
     means = per_query.group_by("model").agg(ordered("value").mean())
-    best = means.sort(["value", "model"], descending=[True, False], nulls_last=True)[
+    return means.sort(["value", "model"], descending=[True, False], nulls_last=True)[
         "model"][0]
+
+
+def column_marks(per_query: pl.DataFrame, table: pl.DataFrame) -> dict[str, str]:
+    """model -> "best" for the best mean of `per_query` (`best_model`), "worse" for each model
+    whose pair with it is `significant` in `table` (significance.compare's rows: the test
+    and correction `pipeline.compare` was asked for)."""
+    best = best_model(per_query)
     marks = {best: "best"}
     for row in table.filter(pl.col("significant")).iter_rows(named=True):
         if best in (row["a"], row["b"]):
@@ -661,7 +671,7 @@ def significance_section(results: pl.DataFrame, folds: Mapping[str, str] | None 
                 mean, (lo, hi) = fold_mean(mine, folds), fold_interval(mine, folds)
             bounds.append([where, metric, model, str(queries), f"{mean * 100:.1f}",
                            interval_cell(lo, hi, queries, mean),
-                           bootstrap_level_cell(queries, mean, lo, hi,
+                           bootstrap_level_cell(queries, mean, _draws(group, model), lo, hi,
                                                 mine["value"].n_unique() == 1, facet)])
         if per_query["model"].n_unique() < 2:
             continue
@@ -715,7 +725,7 @@ def bootstrap_caption(bounds: list[list[str]]) -> str:
     return ("Each model's mean x100 per pool and metric with its 95% percentile bootstrap "
             "interval over queries, an interval for the mean over the query population given "
             "the drawn pools, and the coverage such an interval had in simulations at the "
-            "row's own queries and mean")
+            "row's own queries, mean and number of pool draws")
 
 
 def bootstrap_notes(bounds: list[list[str]]) -> tuple[str, ...]:
@@ -733,13 +743,16 @@ def bootstrap_notes(bounds: list[list[str]]) -> tuple[str, ...]:
         f"Simulated coverage: the lowest-highest share of simulated bootstrap intervals (data "
         f"sets whose values differ) that held that mean, over {len(grid['families'])} shapes "
         "of values in [0, 1] (AP-like, "
-        "zero-inflated, P@10-like binomial and beta-binomial) with 1 or 3 draws, in the grid "
-        f"cells around the row's queries and mean ({BOOTSTRAP_LEVEL_RESULTS}); below 95, read the "
-        "interval as narrower than a 95% interval."]
+        "zero-inflated, P@10-like binomial and beta-binomial), each query's value the mean "
+        "of as many pool draws as the row's, in the grid cells around the row's queries and "
+        f"mean ({BOOTSTRAP_LEVEL_RESULTS}); below 95, read the interval as narrower than a 95% "
+        "interval."]
     if any(r[6] == "-" for r in bounds if len(r) > 6):
+        drawn = " or ".join(map(str, grid["draws"]))
         notes.append(f"A coverage of -: no simulated level (queries outside {queries[0]} to "
                      f"{queries[-1]:,}, a mean outside {100 * means[0]:g} to "
-                     f"{100 * means[-1]:g}, CSFCube's fold-by-fold bootstrap, or no interval).")
+                     f"{100 * means[-1]:g}, pool draws other than {drawn} or not the same for "
+                     "every query, CSFCube's fold-by-fold bootstrap, or no interval).")
     if any(r[5].startswith(("[≥", "[≤")) for r in bounds):
         notes.append("[≥ x] ([≤ x]): every query's value was 100 (0), nothing to resample: "
                      "the one-sided 95% bound on the mean from Clopper-Pearson's bound on the "
@@ -747,19 +760,29 @@ def bootstrap_notes(bounds: list[list[str]]) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def bootstrap_level_cell(queries: int, mean: float, low: float, high: float,
-                         agree: bool = False, facet: bool = False,
+def _draws(group: pl.DataFrame, model: str) -> int | None:
+    """The values (one a pool draw) each query's value of `model` in `group` averages, as
+    `_per_query` averages them; None where its queries average different numbers of them (no
+    one number simulated)."""
+    counts = (group.filter(pl.col("model") == model, pl.col("value").is_not_null())
+              .group_by("query").len()["len"].unique())
+    return int(counts[0]) if counts.len() == 1 else None
+
+
+def bootstrap_level_cell(queries: int, mean: float, draws: int | None, low: float,
+                         high: float, agree: bool = False, facet: bool = False,
                          grid: dict | None = None) -> str:
     """A row's simulated coverage % (`significance.bootstrap_level`: lowest-highest over the
-    shapes simulated, at the row's `queries` and `mean` in [0, 1]): "≥ 95.0" where every
-    query's value agrees (`agree`: Clopper-Pearson's bound, `agreeing_interval`), "-" where
-    nothing was simulated (no interval, queries or mean outside the grid, a CSFCube facet's
-    fold-by-fold bootstrap)."""
+    shapes simulated, at the row's `queries`, `mean` in [0, 1] and `draws` averaged per
+    query): "≥ 95.0" where every query's value agrees (`agree`: Clopper-Pearson's bound,
+    `agreeing_interval`), "-" where nothing was simulated (no interval, queries, mean or
+    number of draws outside the grid, queries of different numbers of draws, a CSFCube
+    facet's fold-by-fold bootstrap)."""
     if math.isnan(low) or math.isnan(high) or queries < MIN_QUERIES or facet:
         return "-"
     if agree:
         return f"≥ {100 * LEVEL:.1f}"
-    found = bootstrap_level(queries, mean, grid)
+    found = None if draws is None else bootstrap_level(queries, mean, draws, grid)
     return "-" if found is None else f"{100 * found[0]:.1f}-{100 * found[1]:.1f}"
 
 

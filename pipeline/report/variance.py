@@ -13,6 +13,7 @@ from pipeline.evaluation.variance import (
     UPPER_LEVEL,
     components,
     differences,
+    expected_square_range,
     level_range,
     pair_components,
     queries_needed,
@@ -72,6 +73,32 @@ def _draw_zero(found: pl.DataFrame) -> list[str]:
     dfs = "/".join(str(d - 1) for d in sorted(zero["draws"].unique().to_list()))
     return [f"Draw 0%: the draw estimate is 0 on {dfs} degrees of freedom (its mean square "
             "at most the interaction's, truncated), not a measurement of no draw variance."]
+
+
+def _mean_square_range(draws: list[int]) -> str:
+    """For each number of draws above one: the 95% interval of the draws' mean square's
+    expectation in multiples of the mean square (`expected_square_range`), in words: ": the
+    95% interval of that mean square's expectation spans 0.27 to 39.5 times it with 2"; ""
+    without several draws."""
+    dfs = sorted({d - 1 for d in draws if d > 1})
+    if not dfs:
+        return ""
+    spans = [f"{low:.2g} to {high:.3g} times it with {df}"
+             for df in dfs for low, high in [expected_square_range(df)]]
+    return f": the 95% interval of that mean square's expectation spans {'; '.join(spans)}"
+
+
+def _draw_df_note(found: pl.DataFrame) -> list[str]:
+    """The components table's note on what R draws bound: the interval of the draws' mean
+    square's expectation (`_mean_square_range`), and the draw component's interval it
+    implies, whose upper end an estimate of 0 does not make 0."""
+    words = _mean_square_range(found["draws"].to_list())
+    if not words:
+        return []
+    return ["The draw share rests on the draws' mean square MS_R, on R-1 degrees of freedom"
+            f"{words}. The draw component, (E[MS_R] - MS_E) / Q, lies between those ends less "
+            "MS_E, over Q (at least 0): an estimate of 0 (MS_R at most MS_E) is no bound of "
+            "0, its upper end above 0 unless MS_R is below MS_E over the upper factor."]
 
 
 def _price(draws: int) -> float:
@@ -293,9 +320,9 @@ def queries_needed_table(rows: pl.DataFrame, corpus: str, name: str) -> TablePar
         f"{NO_TEST}: measured with several draws, one draw cannot separate the draw variance "
         f"(no test on one draw holds its level); {MISSING}: measured with one draw, the "
         "draw's variance unknown.",
-        "Draw df: the degrees of freedom of the draw estimate every number of the row rests "
-        "on (2 with 3 draws: its 95% interval spans 0.27 to 39.5 times the estimate; 0: "
-        "none).",
+        "Draw df: the degrees of freedom of the draws' mean square every number of the row "
+        f"rests on (0: none){_mean_square_range(pairs['draws'].to_list())}; the draw "
+        f"component's upper bound is the {level} upper column.",
         *([f"Pairs with {', '.join(floors)} left out (a floor)."] if floors else []),
         *_identical(pairs), method_note("queries-needed"))
     header = ["pools", "a", "b", "delta", "test", "draw df", "draw sd", f"draw sd {level} upper",
@@ -320,15 +347,21 @@ def _more_draws_more_queries(body: list[list[str]]) -> list[str]:
             "reach it only with less draw variance, so their number can be the smaller."]
 
 
+def variance_rows(results: pl.DataFrame) -> tuple[str | None, pl.DataFrame]:
+    """The section's metric (`main_metric` of those with a value; None: none) and its rows
+    with a value: what its tables, and the summary's verdicts on them, are made from."""
+    scored = results.filter(pl.col("value").is_not_null())
+    metric = main_metric(sorted(scored["metric"].unique().to_list(), key=metric_key))
+    return metric, scored.filter(pl.col("metric") == metric)
+
+
 def variance_tables(results: pl.DataFrame, corpus: str) -> list[TableParts]:
     """(name, caption, header, rows, notes) of the section's tables from the full queries'
     rows, on the main metric (MAP when there is one: the metric the report's other tables
     mark; the API's `variance` gives every metric). None without a value."""
-    scored = results.filter(pl.col("value").is_not_null())
-    metric = main_metric(sorted(scored["metric"].unique().to_list(), key=metric_key))
+    metric, rows = variance_rows(results)
     if metric is None:
         return []
-    rows = scored.filter(pl.col("metric") == metric)
     name = metric_name(metric)
     found = components(rows)
     if found.is_empty():
@@ -347,8 +380,7 @@ def variance_tables(results: pl.DataFrame, corpus: str) -> list[TableParts]:
         ("Moment estimates (expected mean squares), each component truncated at 0.",
          *(["-: one draw, so the draw's share cannot be estimated and SE is the queries' "
             "alone."] if one_draw else []),
-         "With 3 draws the draw component rests on 2 degrees of freedom (its 95% interval "
-         "spans 0.27 to 39.5 times the estimate).",
+         *_draw_df_note(found),
          *_draw_zero(found), *_few_queries(found), *_csfcube(rows),
          method_note("where-the-variance-comes-from")))]
     pairs = differences(rows)

@@ -19,6 +19,7 @@ from pipeline.evaluation.variance import (
     difference_interval,
     differences,
     draw_upper,
+    expected_square_range,
     half_widths,
     interval_power,
     mean_squares,
@@ -597,3 +598,53 @@ def test_the_cached_quantiles_and_sizes_are_the_computed_ones():
         assert topic_set_size(*args) == first == topic_set_size.__wrapped__(*args), args
         found.append(first.queries)
     assert None in found and len({n for n in found if n}) == 3  # numbers and a None
+
+
+def test_the_mean_square_interval_is_scipys_and_holds_the_expectation():
+    """Issue 89: `expected_square_range` is the 95% interval of a mean square's expectation,
+    as multiples of the mean square: its ends are scipy's chi-square quantiles for the degrees
+    of freedom asked, and over simulated mean squares (df MS / E[MS] ~ chi2(df)) it holds the
+    expectation in 95% of them."""
+    from scipy.stats import chi2
+
+    rng = np.random.default_rng(89)
+    for df in (2, 4, 9):
+        low, high = expected_square_range(df)
+        assert math.isclose(low, df / chi2.ppf(0.975, df), rel_tol=1e-12)
+        assert math.isclose(high, df / chi2.ppf(0.025, df), rel_tol=1e-12)
+        ms = 0.3 * rng.chisquare(df, 200_000) / df  # E[MS] = 0.3
+        held = float(((low * ms <= 0.3) & (high * ms >= 0.3)).mean())
+        assert abs(held - 0.95) < 0.003, (df, held)
+
+
+@pytest.mark.parametrize("draws", [3, 5])
+def test_the_variance_notes_state_what_the_draws_interval_bounds(draws):
+    """Issue 89: a draw estimate of 0 (MS_R below MS_E) has no interval [0, 0]: the notes give
+    the interval of the draws' mean square's expectation for the table's own degrees of
+    freedom (scipy's, not 2's where the draws are 5), say the draw component's upper end is
+    above 0, and point the queries-needed table's draw df to its upper-bound column, whose
+    cells are above 0."""
+    from pipeline.report.variance import variance_tables
+
+    rng = np.random.default_rng(28)
+    d = crossed(rng, 60, draws, 0.004, 0.0, 0.002)
+    d -= d.mean(axis=0)  # no draw effect at all ...
+    ms_e = decompose(d).ms_resid
+    shift = np.zeros(draws)
+    shift[:2] = (1.0, -1.0)
+    d += math.sqrt(0.25 * ms_e * (draws - 1) / 60) * shift + 0.02  # ... MS_R = MS_E / 2
+    data = rows({"a": 0.3 + d, "b": np.full(d.shape, 0.3)}).with_columns(scope=pl.lit("all"))
+    pair = pair_components(data).row(0, named=True)
+    assert pair["s2_draw"] == 0 and math.isclose(pair["ms_draw"], ms_e / 2, rel_tol=1e-6)
+    tables = {name: (header, body, notes)
+              for name, caption, header, body, notes in variance_tables(data, "demo")}
+    low, high = expected_square_range(draws - 1)
+    span = f"{low:.2g} to {high:.3g} times it with {draws - 1}"
+    _, _, notes = tables["variance"]
+    [note] = [n for n in notes if "mean square MS_R" in n]
+    assert span in note and "an estimate of 0 (MS_R at most MS_E) is no bound of 0" in note
+    assert "times the estimate" not in " ".join(notes)
+    header, body, notes = tables["queries-needed"]
+    [note] = [n for n in notes if n.startswith("Draw df")]
+    assert span in note and "90% upper column" in note
+    assert all(float(r[header.index("draw sd 90% upper")]) > 0 for r in body)

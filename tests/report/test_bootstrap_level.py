@@ -1,7 +1,8 @@
-"""The significance section's bootstrap intervals state their level per row (issue 79): the
-coverage simulated at the row's own queries and mean, of the mean over the query population
-given the drawn pools, read from the grid benchmarks/bootstrap_level.py ships; one of its cells
-recomputed here by other code (scipy's bootstrap through `bootstrap_ci`, fewer data sets)."""
+"""The significance section's bootstrap intervals state their level per row (issues 79, 89): the
+coverage simulated at the row's own queries, mean and number of pool draws, of the mean over
+the query population given the drawn pools, read from the grid benchmarks/bootstrap_level.py
+ships; one of its cells recomputed here by other code (scipy's bootstrap through
+`bootstrap_ci`, fewer data sets)."""
 
 from __future__ import annotations
 
@@ -20,26 +21,59 @@ from pipeline.report.tables import (
 
 def synthetic_grid() -> dict:
     """A grid of two shapes whose every cell is known: 0.5 + queries / 10,000 + mean / 100,
-    and that minus 0.1 (the second shape, one draw only)."""
+    and that minus 0.1 (the second shape, one draw only); with 3 draws the first shape's
+    cells are 0.2 higher, the second has none."""
     queries, means = [10, 100], [0.1, 0.5, 0.9]
     one = [[0.5 + q / 10_000 + m / 100 for m in means] for q in queries]
     return {"queries": queries, "means": means, "families": ["a", "b"], "draws": [1, 3],
-            "coverage": {"a": {"1": one, "3": one},
+            "coverage": {"a": {"1": one, "3": [[v + 0.2 for v in r] for r in one]},
                          "b": {"1": [[v - 0.1 for v in r] for r in one],
                                "3": [[None] * 3 for _ in queries]}}}
 
 
 def test_the_level_is_the_range_over_the_shapes_in_the_cells_around_the_row():
     grid = synthetic_grid()
-    low, high = bootstrap_level(100, 0.5, grid)  # a grid point: that cell alone
+    low, high = bootstrap_level(100, 0.5, 1, grid)  # a grid point: that cell alone
     assert (low, high) == (0.5 + 0.01 + 0.005 - 0.1, 0.5 + 0.01 + 0.005)
-    low, high = bootstrap_level(50, 0.7, grid)  # between: its four neighbours
+    low, high = bootstrap_level(50, 0.7, 1, grid)  # between: its four neighbours
     assert low == 0.5 + 0.001 + 0.005 - 0.1 and high == 0.5 + 0.01 + 0.009
-    assert bootstrap_level(5, 0.5, grid) is None and bootstrap_level(50, 0.95, grid) is None
-    assert bootstrap_level_cell(50, 0.7, 0.6, 0.8, grid=grid) == f"{100 * low:.1f}-{100 * high:.1f}"
-    assert bootstrap_level_cell(50, 1.0, 0.9, 1.0, agree=True, grid=grid) == "≥ 95.0"
-    assert bootstrap_level_cell(50, 0.5, 0.4, 0.6, facet=True, grid=grid) == "-"
-    assert bootstrap_level_cell(1, 0.5, float("nan"), float("nan"), grid=grid) == "-"
+    assert bootstrap_level(5, 0.5, 1, grid) is None
+    assert bootstrap_level(50, 0.95, 1, grid) is None
+    assert bootstrap_level_cell(50, 0.7, 1, 0.6, 0.8, grid=grid) == \
+        f"{100 * low:.1f}-{100 * high:.1f}"
+    assert bootstrap_level_cell(50, 1.0, 1, 0.9, 1.0, agree=True, grid=grid) == "≥ 95.0"
+    assert bootstrap_level_cell(50, 0.5, 1, 0.4, 0.6, facet=True, grid=grid) == "-"
+    assert bootstrap_level_cell(1, 0.5, 1, float("nan"), float("nan"), grid=grid) == "-"
+
+
+def test_a_row_reads_only_the_cells_of_its_own_number_of_draws():
+    """A 3-draw row's range comes from the 3-draw cells alone, though the 1-draw cells around
+    it would lower its low end by 0.3 (and the second shape's 1-draw cells would enter it); a
+    number of draws the grid did not simulate, or queries of different numbers of draws,
+    get no level rather than another number's."""
+    grid = synthetic_grid()
+    low, high = bootstrap_level(50, 0.7, 3, grid)
+    assert (low, high) == (0.5 + 0.001 + 0.005 + 0.2, 0.5 + 0.01 + 0.009 + 0.2)
+    assert bootstrap_level(50, 0.7, 1, grid)[0] < low - 0.25
+    assert bootstrap_level_cell(50, 0.7, 3, 0.6, 0.8, grid=grid) == \
+        f"{100 * low:.1f}-{100 * high:.1f}"
+    assert bootstrap_level(50, 0.7, 2, grid) is None
+    assert bootstrap_level_cell(50, 0.7, 2, 0.6, 0.8, grid=grid) == "-"
+    assert bootstrap_level_cell(50, 0.7, None, 0.6, 0.8, grid=grid) == "-"
+
+
+def test_the_shipped_grid_gives_a_three_draw_row_its_three_draw_cells():
+    """The issue's row: 25 queries, a MAP near 3 points, 3 draws. Its range is the lowest and
+    highest of the shipped 3-draw cells around it; the 1-draw cells, which reach 99.8 at a
+    mean of 0.01, are not in it."""
+    grid = level_grid()
+    q, means = grid["queries"].index(25), grid["means"]
+    j = means.index(0.03)
+    around = [grid["coverage"][f]["3"][q][k] for f in grid["families"] for k in (j - 1, j)]
+    found = bootstrap_level(25, 0.02, 3, grid)
+    assert found == (min(c for c in around if c is not None),
+                     max(c for c in around if c is not None))
+    assert found[1] < 0.9 < bootstrap_level(25, 0.02, 1, grid)[1]
 
 
 def test_a_shipped_cell_recomputed_by_scipys_bootstrap():
@@ -69,7 +103,7 @@ def test_a_shipped_cell_recomputed_by_scipys_bootstrap():
 
 def values(models: dict[str, tuple[float, int]], queries: int, seed: int = 0) -> pl.DataFrame:
     """Per-query results of `models` (name -> Beta(a, b)'s mean and concentration; a mean of
-    1 gives every query 1) on one pool, two repeats."""
+    1 gives every query 1) on one pool, three repeats (pool draws)."""
     rng = np.random.default_rng(seed)
     rows = []
     for model, (mean, phi) in models.items():
@@ -77,7 +111,7 @@ def values(models: dict[str, tuple[float, int]], queries: int, seed: int = 0) ->
                  rng.beta(mean * phi, (1 - mean) * phi, queries))
         rows += [{"scope": "all", "size": 1000, "metric": "map", "model": model,
                   "query": f"q{q:03d}", "repeat": r, "value": float(draws[q])}
-                 for q in range(queries) for r in (0, 1)]
+                 for q in range(queries) for r in (0, 1, 2)]
     return pl.DataFrame(rows)
 
 
@@ -105,7 +139,7 @@ def test_each_row_states_the_level_simulated_at_its_own_queries_and_mean():
     level = {}
     for model in ("low", "middle"):
         mean = float(per_model.filter(pl.col("model") == model)["value"].mean())
-        low, high = bootstrap_level(25, mean)
+        low, high = bootstrap_level(25, mean, 3)
         assert cells[model][6] == f"{100 * low:.1f}-{100 * high:.1f}"
         level[model] = low
     assert level["low"] < level["middle"]

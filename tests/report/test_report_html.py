@@ -142,7 +142,7 @@ def test_marks_say_what_they_mean(saved):
     _, built, text = saved
     caption = built.tables["dataset"].caption
     worse = mark_meaning(caption, "†", "")
-    assert "paired t-test" in worse and "Holm-Bonferroni" in worse
+    assert "95% interval of its difference excludes 0" in worse and "summary" in worse
     assert mark_meaning(caption, "bold", "") == "best MAP"
     assert '<b title="best MAP">' in text
     # random is far below BM25 on every pool: its MAP carries the mark, explained on hover

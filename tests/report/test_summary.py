@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from pipeline.evaluation.significance import compare
 from pipeline.layout import RESULTS_FILE
 from pipeline.report.build import SECTIONS, Report, build_report, load_results
 from pipeline.report.summary import (
@@ -30,12 +31,12 @@ JITTER = 0.002
 
 
 def frame(models: dict[str, tuple[float, float]], noise: float = 0.02, queries: int = 30,
-          spread: float = 0.1, seed: int = 79) -> pl.DataFrame:
+          spread: float = 0.1, seed: int = 79, draw_sd: float = 0.0) -> pl.DataFrame:
     """Per-query MAP of `models` (name -> its value at 2k and its change per e-fold of pool
     size) on dataset-level pools of SIZES x 3 draws (nested: one query sample per draw), and
     field-level pools of 1k (one draw): a query's effect shared by the models (sd `spread`),
-    a model's own on each query (sd `noise`), a little of each draw's (sd JITTER); clipped to
-    [0, 1]."""
+    a model's own on each query (sd `noise`), a little of each draw's (sd JITTER) and, where
+    `draw_sd`, a model's own shift in each draw (sd `draw_sd`); clipped to [0, 1]."""
     rng = np.random.default_rng(seed)
     effect = rng.normal(0, spread, queries)
     own = {model: rng.normal(0, noise, queries) for model in models}
@@ -45,6 +46,8 @@ def frame(models: dict[str, tuple[float, float]], noise: float = 0.02, queries: 
             drift: float) -> None:
         for model, (level_at_2k, slope) in models.items():
             base = level_at_2k + slope * math.log(size / SIZES[0]) + drift
+            if draw_sd:
+                base += rng.normal(0, draw_sd)
             values = np.clip(base + effect + own[model] + rng.normal(0, JITTER, queries), 0, 1)
             rows.extend({"corpus": CORPUS, "pool": pool, "level": level, "scope": scope,
                          "field": field, "size": size, "repeat": repeat, "seed": 0,
@@ -226,3 +229,39 @@ def test_summary_comes_first(tmp_path):
     assert "bm25 is best on all-2k, all-5k and all-10k" in first
     # its heading above its sentences, as in the Markdown
     assert first.index(">Summary<") < first.index("bm25 is best on")
+
+
+def daggers(report: Report) -> dict[tuple[str, str], bool]:
+    """(dataset table column, model) -> whether its cell carries a †."""
+    table = report.tables["dataset"]
+    return {(column, row[0]): "†" in cell for row in table.rows
+            for column, cell in zip(table.header[1:], row[1:], strict=True)}
+
+
+def test_the_dagger_and_the_summary_share_one_test(tmp_path):
+    """Issue 89: the tables' † is the summary's test. Two models of one level, each shifted
+    by its own draw effect (sd 3 MAP points, 3 draws): the paired t over draw-averaged
+    queries, Holm-adjusted (the † before), calls the pair different at some size, but the
+    draws' variance says nothing is; no † there, and the summary names no leader. A clear
+    difference (10 points, small draw effects) gets its † in every column and "best" in the
+    summary."""
+    same = {"bm25": (0.40, -0.05), "minilm": (0.40, -0.05)}
+    results = frame(same, noise=0.02, draw_sd=0.03, seed=3)
+    dataset = results.filter(pl.col("level") == "dataset")
+    old = [compare(dataset.filter(pl.col("size") == size).group_by("model", "query").agg(
+        pl.col("value").mean()).sort("model", "query"))["significant"][0] for size in SIZES]
+    assert any(old), old  # the paired t over queries alone would have marked it
+    report, found = made(tmp_path / "same", results)
+    assert not any(daggers(report).values())
+    sentence = one(found, "best", "dataset-level").text
+    assert " is best" not in sentence and "not distinguishable" in sentence, sentence
+    report, found = made(tmp_path / "apart", frame({"bm25": (0.50, -0.05),
+                                                    "minilm": (0.40, -0.05)}))
+    marks = daggers(report)
+    assert all(marks[(c, "minilm")] for c in report.tables["dataset"].header[1:]), marks
+    assert not any(marks[(c, "bm25")] for c in report.tables["dataset"].header[1:])
+    assert "bm25 is best on all-2k, all-5k and all-10k" in one(
+        found, "best", "dataset-level").text
+    dataset_notes = " ".join(report.tables["dataset"].notes)
+    assert "the test of the summary's" in dataset_notes
+    assert "Holm" not in report.tables["dataset"].caption
