@@ -269,6 +269,19 @@ class Shared:
                 f"fields, e.g. {self.example}) and were scored in each: kept {kept} "
                 "(SHARED_PAIRS)")
 
+    def note(self) -> str:
+        """Table 3's note on the rule its numbers were scored by (`model_numbers`)."""
+        said = (f"the official evaluator's (mdcr-evaluate) on the scores file make mdcr-scores "
+                f"writes with SHARED_PAIRS={self.kept}")
+        if not self.pairs:
+            return (f"These numbers are {said}; no pair is listed under two fields here, so "
+                    "SHARED_PAIRS changes none of them.")
+        kept = ("the score of the field whose pool is first in pool-name order"
+                if self.kept == "first" else "the higher of the two scores")
+        return (f"These numbers are {said}: {self.pairs:,} pairs sit in two fields' pools (a "
+                f"query listed under two fields, e.g. {self.example}), each scored in both, "
+                f"and the file holds one score per pair, {kept}.")
+
 
 def one_score_per_pair(runs: pl.DataFrame, shared: str = "first") -> tuple[pl.DataFrame,
                                                                           Shared]:
