@@ -487,12 +487,12 @@ def _mdcr_type_rows(by_type: pl.DataFrame, types: list[str], models: list[str]
 
 
 def mdcr_tables(results: pl.DataFrame,
-                official: Mapping[str, tuple[pl.DataFrame, dict[str, float]]]
+                numbers: Mapping[str, tuple[pl.DataFrame, dict[str, float]]]
                 ) -> tuple[tuple[list[str], list[list[str]]], ...]:
     """MDCR Tables 3 and 4 from the per-query results of MDCR-style pools (level "mdcr"), and two
     tables for the lists the official evaluator does not read (empty when there are none).
 
-    Table 3: models x fields, MAP / R@5 per field, and the averages: `official`, model -> the
+    Table 3: models x fields, MAP / R@5 per field, and the averages: `numbers`, model -> the
     official evaluator's numbers on the scores file `make mdcr-scores` writes of the model's
     runs (mdcr.official.model_numbers: on exactly the lists it reads, the positives and
     OFFICIAL_TYPES, a pair listed under two fields scored once, as SHARED_PAIRS says), for
@@ -527,7 +527,7 @@ def mdcr_tables(results: pl.DataFrame,
         every = _mdcr_field_table({m: official_numbers(every_list.filter(pl.col("model") == m))
                                    for m in models}, models, fields)
         other_types = (type_header, _mdcr_type_rows(by_type, others, models))
-    return (_mdcr_field_table(official, models, fields), (type_header, type_rows), every,
+    return (_mdcr_field_table(numbers, models, fields), (type_header, type_rows), every,
             other_types)
 
 
