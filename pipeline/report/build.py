@@ -92,7 +92,6 @@ from pipeline.report.variance import variance_tables
 
 if TYPE_CHECKING:
     from pipeline.judging.stage import LeftOut
-    from pipeline.mdcr.official import Shared
     from pipeline.report.judged import JudgedTables
 
 log = logging.getLogger(__name__)
@@ -290,30 +289,35 @@ class Results:
     shared_pairs: str = "first"  # SHARED_PAIRS: Table 3's score of a pair in two fields' pools
 
     @cached_property
-    def mdcr_official(self) -> tuple[dict[str, tuple[pl.DataFrame, dict[str, float]]],
-                                     Shared]:
-        """Table 3's numbers: per model evaluated on the lists the official evaluator reads,
-        its numbers on the scores file `make mdcr-scores` writes of its runs with the
-        report's SHARED_PAIRS (mdcr.official.model_numbers, over the pools its rows are of);
-        and the pairs scored in two fields' pools (the most any model has)."""
+    def mdcr_official(self) -> tuple[dict[str, tuple[pl.DataFrame, dict[str, float]]], str]:
+        """Table 3's numbers and its note on them: per model evaluated on the lists the
+        official evaluator reads, its numbers on the scores file `make mdcr-scores` writes of
+        its runs with the report's SHARED_PAIRS (mdcr.official.model_numbers, over the pools
+        its rows are of), the note naming the rule and the pairs scored in two fields' pools
+        (the most any model has). Results whose benchmark is not there (a results table of
+        one's own) have no runs to score: their per-query values, each pool's own, said so."""
         from pipeline.evaluation.evaluate import OFFICIAL_LISTS
-        from pipeline.mdcr.official import Shared, model_numbers
+        from pipeline.mdcr.benchmark import is_benchmark
+        from pipeline.mdcr.official import Shared, model_numbers, official_numbers
 
         rows = self.rows.filter(pl.col("level") == "mdcr",
-                                pl.col("negatives") == OFFICIAL_LISTS, ~PERTURBED)
-        numbers, found = {}, Shared(kept=self.shared_pairs)
-        if rows.is_empty() or self.corpus_dir is None:
-            return numbers, found
+                                pl.col("negatives") == OFFICIAL_LISTS, ~PERTURBED).sort("model")
+        if self.corpus_dir is None or not is_benchmark(self.corpus_dir):
+            return ({label: official_numbers(mine) for (label,), mine in
+                     rows.group_by("model", maintain_order=True)},
+                    "No benchmark corpus holds these results' pools and runs: the numbers are "
+                    "the official evaluator's computation on the per-query values, each field "
+                    "scored with its own pool's scores (SHARED_PAIRS not applied).")
         place = Place(self.corpus_dir, self.index_root or self.runs_root.parent
                       / DATA_FOLDERS["indexes"], self.runs_root)
-        for (label, split), mine in rows.sort("model").group_by("model", "split",
-                                                                maintain_order=True):
+        numbers, found = {}, Shared(kept=self.shared_pairs)
+        for (label, split), mine in rows.group_by("model", "split", maintain_order=True):
             fields, averages, shared = model_numbers(
                 place, label.split(" (")[0], split, self.shared_pairs,
                 set(mine["pool"].to_list()))  # a label's depth: `reported_runs`
             numbers[label] = (fields, averages)
             found = max(found, shared, key=lambda f: f.pairs)
-        return numbers, found
+        return numbers, found.note()
 
     @cached_property
     def lists_all(self) -> pl.DataFrame:
@@ -543,11 +547,11 @@ def mdcr_section(data: Results) -> Section:
     official evaluator does not read."""
     if not (data.rows["level"] == "mdcr").any():
         return Section("mdcr")
-    official, shared = data.mdcr_official
+    official, note = data.mdcr_official
     tables = mdcr_tables(data.rows.filter(~PERTURBED), official)
     return Section("mdcr", tuple(
         Table(name, f"{data.corpus}: {caption}", header, rows,
-              (*notes, *((shared.note(),) if name == "mdcr" else ()),
+              (*notes, *((note,) if name == "mdcr" else ()),
                method_note("mdcr-tables")))
         for (name, caption, notes), (header, rows) in zip(MDCR_TABLES, tables, strict=True)
         if rows))
