@@ -822,12 +822,14 @@ def _collect(data: Data) -> pl.DataFrame:
 
 def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = default("SEED"), *,
                  collect: bool = True, exclude: str | os.PathLike | None = None,
-                 training_sets: TrainingSets | None = None) -> Report:
+                 training_sets: TrainingSets | None = None,
+                 shared_pairs: str = default("SHARED_PAIRS")) -> Report:
     """`make report` (the report command, then `Report.save()`): the Report of `corpus` and pool
     seed `seed` from every evaluation (`collect=False`: runs/results.parquet as written last); its
     `save()` writes it under runs/reports/ with the digests of what it was made from, from one
     state of the data (report.build.build_consistent: never evaluations from before and after a
-    `make eval` beside it)."""
+    `make eval` beside it). `shared_pairs` (SHARED_PAIRS): the score Table 3 gives a pair
+    listed under two fields, as `make mdcr-scores` writes it."""
     from pipeline.core.inputs import Roots
     from pipeline.layout import RESULTS_FILE
     from pipeline.report.build import build_consistent, report_lists, training_lists
@@ -843,7 +845,7 @@ def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = defaul
         raise InputError(f"no evaluated runs for CORPUS={corpus} and SEED={seed} in "
                          f"{data.runs / RESULTS_FILE}: run `make eval`")
     return build_consistent(Roots(data.corpora, data.indexes, data.runs), corpus, seed, lists,
-                            collect)
+                            collect, shared_pairs)
 
 
 def verify_data(data: Data | str | os.PathLike, *folders: str | os.PathLike,

@@ -12,6 +12,7 @@ ingests nor prefilters it (its manifest has a `benchmark` section instead).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 import polars as pl
@@ -105,21 +106,38 @@ def read_benchmark(corpus_dir: Path, split: str | None = None) -> tuple[pl.DataF
                                                                       pl.DataFrame]:
     """(table, papers) of a benchmark corpus: the inverse of write_benchmark (pools of one
     split when given)."""
+    table = benchmark_table(corpus_dir, split)
+    return table, read_parquet(corpus_file(corpus_dir, PREFILTERED))
+
+
+def benchmark_table(corpus_dir: Path, split: str | None = None,
+                    pools: Collection[str] | None = None) -> pl.DataFrame:
+    """The benchmark's table (field, query, doc, type) from its pools: those of one split
+    when given, and only `pools` when given (the pools a model was evaluated on)."""
     from pipeline.pools.build import load_pool, pool_manifest
 
     if not is_benchmark(corpus_dir):
         raise InputError(f"{corpus_dir} is not an MDCR-style benchmark (no benchmark section in "
                          "its manifest.json): build one with `make mdcr` or import one")
     frames = []
-    for name in pool_names(corpus_dir):
-        info = pool_manifest(corpus_dir, name)
-        if info.get("level") != LEVEL or (split and info.get("split") != split):
+    for name in benchmark_pools(corpus_dir, split):
+        if pools is not None and name not in pools:
             continue
         _, candidates, _ = load_pool(corpus_dir, name)
-        frames.append(candidates.select(field=pl.lit(info["parameters"]["field"]), query="query",
-                                        doc="corpusid", type="type"))
+        field = pool_manifest(corpus_dir, name)["parameters"]["field"]
+        frames.append(candidates.select(field=pl.lit(field), query="query", doc="corpusid",
+                                        type="type"))
     if not frames:
         which = f" of split {split}" if split else ""
         raise InputError(f"{corpus_dir} has no benchmark pools{which}")
-    papers = read_parquet(corpus_file(corpus_dir, PREFILTERED))
-    return pl.concat(frames), papers
+    return pl.concat(frames)
+
+
+def benchmark_pools(corpus_dir: Path, split: str | None = None) -> list[str]:
+    """The benchmark's pools (of one split when given) in the benchmark's order, pool names
+    sorted: the order SHARED_PAIRS=first follows."""
+    from pipeline.pools.build import pool_manifest
+
+    return [name for name in pool_names(corpus_dir)
+            if (info := pool_manifest(corpus_dir, name)).get("level") == LEVEL
+            and (not split or info.get("split") == split)]

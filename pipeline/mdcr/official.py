@@ -9,6 +9,11 @@ candidates 1 and every other 0 ("true" wins when an id is listed twice), compute
 map, ndcg (no cut-off) and recall_5 per field, x100, rounded to 4 decimals, and averages the
 fields (macro); `official_numbers` gives the same numbers from per-query values, and
 `evaluate_files` from the two files, as the official script does.
+
+A query listed under two fields has its shared pairs scored in each field's pool, and the
+scores file holds one score per pair: `official_scores` is the one rule (SHARED_PAIRS) that
+`make mdcr-scores` writes by and the report's Table 3 scores by (`model_numbers`), so Table 3
+is the official evaluator on the file mdcr-scores writes with the same SHARED_PAIRS.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +35,12 @@ from pipeline.corpus.install import claim_corpus
 from pipeline.evaluation.evaluate import OFFICIAL_TYPES, POSITIVE_TYPE
 from pipeline.evaluation.significance import ordered
 from pipeline.layout import MDCR_BENCHMARK, MDCR_DATA, Place, pool_split
-from pipeline.mdcr.benchmark import read_benchmark, write_benchmark
+from pipeline.mdcr.benchmark import (
+    benchmark_pools,
+    benchmark_table,
+    read_benchmark,
+    write_benchmark,
+)
 
 TRUE = "true"  # the official name of the positives
 log = logging.getLogger(__name__)
@@ -241,7 +251,7 @@ def leave_out_query_itself(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFr
 @dataclass(frozen=True)
 class Shared:
     """The listed pairs a run scored more than once (a query listed under two fields has its
-    pairs in two fields' pools, each searched apart) and what `scores_file` kept: `pairs`, how
+    pairs in two fields' pools, each searched apart) and what `official_scores` kept: `pairs`, how
     many; `example`, one of them ("<query>_<doc>") with its pools; `kept`, SHARED_PAIRS's
     choice."""
 
@@ -258,6 +268,19 @@ class Shared:
         return (f"; {self.pairs:,} pairs sit in two fields' pools (a query listed under two "
                 f"fields, e.g. {self.example}) and were scored in each: kept {kept} "
                 "(SHARED_PAIRS)")
+
+    def note(self) -> str:
+        """Table 3's note on the rule its numbers were scored by (`model_numbers`)."""
+        said = (f"the official evaluator's (mdcr-evaluate) on the scores file make mdcr-scores "
+                f"writes with SHARED_PAIRS={self.kept}")
+        if not self.pairs:
+            return (f"These numbers are {said}; no pair is listed under two fields here, so "
+                    "SHARED_PAIRS changes none of them.")
+        kept = ("the score of the field whose pool is first in pool-name order"
+                if self.kept == "first" else "the higher of the two scores")
+        return (f"These numbers are {said}: {self.pairs:,} pairs sit in two fields' pools (a "
+                f"query listed under two fields, e.g. {self.example}), each scored in both, "
+                f"and the file holds one score per pair, {kept}.")
 
 
 def one_score_per_pair(runs: pl.DataFrame, shared: str = "first") -> tuple[pl.DataFrame,
@@ -291,14 +314,14 @@ def one_score_per_pair(runs: pl.DataFrame, shared: str = "first") -> tuple[pl.Da
     return runs.select("query", "doc", "score"), found
 
 
-def scores_file(runs: pl.DataFrame, pairs: pl.DataFrame, out: Path, shared: str = "first"
-                ) -> tuple[int, Shared]:
-    """Write the official scores file for a run of every pool of a benchmark: one key per
-    listed (query, candidate) pair, a pair scored in two pools given one score as `shared`
-    says (one_score_per_pair); a pair the run lacks is an error (the official evaluator
-    would fail on it). Returns the number of keys the file holds, and the pairs scored
+def official_scores(runs: pl.DataFrame, pairs: pl.DataFrame, shared: str = "first"
+                    ) -> tuple[pl.DataFrame, Shared]:
+    """The official scores file's content for a run of every pool of a benchmark: one score
+    (query, doc, score; ids as strings, sorted) per listed (query, candidate) pair of `pairs`,
+    a pair scored in two pools given one as `shared` says (one_score_per_pair); a pair the run
+    lacks is an error (the official evaluator would fail on it). The one rule `make
+    mdcr-scores` writes and the report's Table 3 scores by. Also returns the pairs scored
     twice."""
-    check_out(out, folder=False)
     pairs = pairs.select(pl.col("query", "doc").cast(pl.String)).unique().sort("query", "doc")
     runs = runs.with_columns(pl.col("query", "doc").cast(pl.String)).join(
         pairs, on=["query", "doc"], how="semi", maintain_order="left")
@@ -308,11 +331,25 @@ def scores_file(runs: pl.DataFrame, pairs: pl.DataFrame, out: Path, shared: str 
     if missing.height:
         raise InputError(f"{missing.height} listed pairs have no score in the run (e.g. "
                          f"{missing['query'][0]}_{missing['doc'][0]}): search the benchmark again")
+    return scored, found
+
+
+def scores_file(runs: pl.DataFrame, pairs: pl.DataFrame, out: Path, shared: str = "first"
+                ) -> tuple[int, Shared]:
+    """Write the official scores file {"<query>_<candidate>": score} of `official_scores`.
+    Returns the number of keys the file holds, and the pairs scored twice."""
+    check_out(out, folder=False)
+    scored, found = official_scores(runs, pairs, shared)
+    _write_scores(scored, out)
+    return scored.height, found
+
+
+def _write_scores(scored: pl.DataFrame, out: Path) -> None:
+    """Write `official_scores`'s (query, doc, score) as the file {"<query>_<doc>": score}."""
     keys = dict(scored.select(key=pl.format("{}_{}", "query", "doc"), score="score")
                 .iter_rows())
     with atomic_path(out) as tmp:
         tmp.write_bytes(orjson.dumps(keys))
-    return len(keys), found
 
 
 def official_numbers(per_query: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, float]]:
@@ -358,36 +395,52 @@ def read_scores(path: Path) -> dict[str, float]:
     return {key: float(value) for key, value in scores.items()}
 
 
+READ_TYPES = (*OFFICIAL_TYPES, POSITIVE_TYPE)  # the lists the official evaluator reads
+
+
 def evaluate_files(benchmark_file: Path, scores_path: Path) -> tuple[pl.DataFrame,
                                                                     dict[str, float]]:
-    """The official evaluation of a scores file against a benchmark file, through the
-    pipeline's metric kernels (trec_eval's definitions): every candidate of the lists the
-    official evaluator reads ("true" and OFFICIAL_TYPES) is ranked, "true" ones relevant;
-    lists of other names are left out (and logged), as the official script never reads them."""
-    from pipeline.metrics import per_query
-
+    """The official evaluation of a scores file against a benchmark file
+    (`official_evaluation`); lists the official script never reads are left out (and logged),
+    and every pair of those it reads needs a score."""
     table = read_official(benchmark_file)
-    read = table.filter(pl.col("type").is_in([*OFFICIAL_TYPES, POSITIVE_TYPE]))
+    read = table.filter(pl.col("type").is_in(READ_TYPES))
     if read.height < table.height:  # as the official script: other lists are not read
-        unread = table.filter(~pl.col("type").is_in([*OFFICIAL_TYPES, POSITIVE_TYPE]))
+        unread = table.filter(~pl.col("type").is_in(READ_TYPES))
         only = unread.join(read, on=["query", "doc"], how="anti").select("query", "doc")
         by_type = dict(unread.group_by("type").len().sort("type").iter_rows())
         log.info(f"[mdcr-evaluate] lists the official evaluator does not read, left out: "
                  f"{by_type} ({only.unique().height} candidates are only in them)")
-    table = read
     scores = read_scores(scores_path)
-    listed = table.select("field", "query", "doc").unique()
-    keys = listed.select(pl.format("{}_{}", "query", "doc")).to_series()
-    missing = [k for k in keys.to_list() if k not in scores]
+    listed = read.select("query", "doc").unique().sort("query", "doc")
+    keys = listed.select(pl.format("{}_{}", "query", "doc")).to_series().to_list()
+    missing = [k for k in keys if k not in scores]
     if missing:
         raise InputError(f"{scores_path}: {len(missing)} listed pairs have no score (e.g. "
                          f"{missing[0]}); score every query-candidate pair")
-    run = listed.with_columns(score=pl.Series([scores[k] for k in keys.to_list()],
-                                              dtype=pl.Float64))
+    return official_evaluation(read, listed.with_columns(
+        score=pl.Series([scores[k] for k in keys], dtype=pl.Float64)))
+
+
+def official_evaluation(table: pl.DataFrame, scores: pl.DataFrame
+                        ) -> tuple[pl.DataFrame, dict[str, float]]:
+    """The official evaluator's numbers (`official_numbers`) of `scores` (query, doc, score:
+    one per pair, as a scores file holds them, every pair it reads scored) on the benchmark
+    `table` (field, query, doc, type), through the pipeline's metric kernels (trec_eval's
+    definitions): per field, every candidate of the lists it reads (READ_TYPES) ranked by
+    score, ties by candidate id descending (as trec_eval breaks them; ids as strings), the
+    positives relevant."""
+    from pipeline.metrics import per_query
+
+    read = table.filter(pl.col("type").is_in(READ_TYPES)).with_columns(
+        pl.col("query", "doc").cast(pl.String))
+    run = read.select("field", "query", "doc").unique().join(
+        scores.select(pl.col("query", "doc").cast(pl.String), "score"), on=["query", "doc"],
+        how="left")
     frames = []
     for (field,), rows in run.sort("field", "query", "doc").group_by("field",
                                                                     maintain_order=True):
-        qrels = (table.filter(pl.col("field") == field, pl.col("type") == POSITIVE_TYPE)
+        qrels = (read.filter(pl.col("field") == field, pl.col("type") == POSITIVE_TYPE)
                  .select("query", "doc", rel=pl.lit(1, pl.Int32)).unique())
         ranked = rows.sort(["query", "score", "doc"], descending=[False, True, True]).with_columns(
             rank=pl.int_range(1, pl.len() + 1).over("query"))
@@ -398,28 +451,48 @@ def evaluate_files(benchmark_file: Path, scores_path: Path) -> tuple[pl.DataFram
     return official_numbers(pl.concat(frames))
 
 
+def model_scores(place: Place, model: str, split: str, shared: str = "first",
+                 pools: Collection[str] | None = None) -> tuple[pl.DataFrame, pl.DataFrame,
+                                                                Shared]:
+    """The benchmark's table (`benchmark_table`) of `split` (of `pools` only, when given) and
+    the scores its official scores file holds for `model`'s runs of those pools
+    (`official_scores`: a pair in two fields' pools, a query listed under two fields, gets
+    the score SHARED_PAIRS `shared` says: the first field's pool, in pool-name order, the
+    higher one, or a refusal naming them), with the pairs scored twice."""
+    from pipeline.retrieval.runs import load_run
+
+    split = pool_split(split)
+    table = benchmark_table(place.corpus_dir, split, pools)
+    runs = pl.concat([load_run(place, p, model)
+                      .select(pl.col("query", "doc").cast(pl.String), "score", pool=pl.lit(p))
+                      for p in benchmark_pools(place.corpus_dir, split)  # the benchmark's order
+                      if pools is None or p in pools])
+    scored, found = official_scores(runs, table, shared)
+    return table, scored, found
+
+
+def model_numbers(place: Place, model: str, split: str, shared: str = "first",
+                  pools: Collection[str] | None = None
+                  ) -> tuple[pl.DataFrame, dict[str, float], Shared]:
+    """The official evaluator's numbers on the scores file `make mdcr-scores` writes for
+    `model` with SHARED_PAIRS `shared` (`model_scores`), without writing it: the report's
+    Table 3. Also the pairs scored twice."""
+    table, scored, found = model_scores(place, model, split, shared, pools)
+    fields, averages = official_evaluation(table, scored)
+    return fields, averages, found
+
+
 def model_scores_file(place: Place, model: str, split: str, out: Path,
                       shared: str = "first") -> int:
     """The official scores file of `model`'s runs of every pool of a benchmark's `split`
-    (`make mdcr-scores`); a pair in two fields' pools (a query listed under two fields) gets
-    the score `shared` says (SHARED_PAIRS: the first field's pool, in pool-name order, the
-    higher one, or a refusal naming them). Logs the file's keys and what was kept; returns
-    the number of keys written."""
-    from pipeline.layout import pool_names
-    from pipeline.mdcr.benchmark import read_benchmark
-    from pipeline.pools.build import pool_manifest
-    from pipeline.retrieval.runs import load_run
-
+    (`make mdcr-scores`; `model_scores`, SHARED_PAIRS `shared`). Logs the file's keys and
+    what was kept; returns the number of keys written."""
     check_out(out, folder=False)  # before reading the runs
-    split = pool_split(split)
-    table, _ = read_benchmark(place.corpus_dir, split)
-    runs = pl.concat([load_run(place, p, model)
-                      .select(pl.col("query", "doc").cast(pl.String), "score", pool=pl.lit(p))
-                      for p in pool_names(place.corpus_dir)  # sorted: the benchmark's order
-                      if pool_manifest(place.corpus_dir, p).get("split") == split])
-    n, found = scores_file(runs, table, out, shared)
-    log.info(f"[mdcr-scores] {out}: {n:,} query-candidate scores of {model}{found.words()}")
-    return n
+    _, scored, found = model_scores(place, model, split, shared)
+    _write_scores(scored, out)
+    log.info(f"[mdcr-scores] {out}: {scored.height:,} query-candidate scores of {model}"
+             f"{found.words()}")
+    return scored.height
 
 
 def official_table(fields: pl.DataFrame, averages: dict[str, float]) -> str:

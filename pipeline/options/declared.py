@@ -417,10 +417,10 @@ DECLARED: tuple[Variable, ...] = (
     V("SPLIT", "test", layout.pool_split, "the split imported or exported: test, val (MDCR) "
       "or dev (BEIR)", "mdcr", one_word=True,
       stages=("import-beir", "import-irds", "import-mdcr", "export-mdcr", "mdcr-scores")),
-    V("SHARED_PAIRS", "first", choice(SHARED_PAIRS), "make mdcr-scores: the "
-      "score kept for a pair in two fields' pools (a query listed under two fields): first "
-      "(the first field's pool, in pool-name order), max, or refuse (naming them)", "mdcr",
-      one_word=True, stages=("mdcr-scores",)),
+    V("SHARED_PAIRS", "first", choice(SHARED_PAIRS), "make mdcr-scores and report (MDCR "
+      "Table 3): the score kept for a pair in two fields' pools (a query listed under two "
+      "fields): first (the first field's pool, in pool-name order), max, or refuse (naming "
+      "them)", "mdcr", one_word=True, stages=("mdcr-scores", "report")),
     V("REPLACE", "", choice(FLAG), "1: an import, make mdcr or a search may replace what was "
       "written before under the same name (docs/errors.md)", "mdcr", one_word=True,
       switch=True,

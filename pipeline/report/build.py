@@ -160,6 +160,7 @@ class Report:
     provenance: Provenance | None = None  # what made the numbers (the HTML page shows it)
     exclude: str | None = None  # EXCLUDE and TRAINING_SETS as asked for (its manifest's)
     training_sets: dict[str, str] | None = None
+    shared_pairs: str = "first"  # SHARED_PAIRS as asked for (its manifest's)
     # label -> sha256 of each file it was made from (provenance.made_from), as read
     inputs: dict[str, str] = field(default_factory=dict)
     # the labels of those inputs it read and did not count, as its text says (provenance.
@@ -252,7 +253,7 @@ class Report:
         with atomic_path(path) as tmp:
             tmp.write_text(self.document)
         head = manifest("report", report_parameters(self.corpus, self.seed, self.exclude,
-                                                    self.training_sets),
+                                                    self.training_sets, self.shared_pairs),
                         inputs=self.inputs, left_out=list(self.left_out), lists=self.lists,
                         outputs=fingerprints(out_dir, sorted(map(str, self.files))))
         del head["created"]  # the reports folder is the same bytes for the same results
@@ -285,6 +286,38 @@ class Results:
     training: dict[str, PaperList] = field(default_factory=dict)  # model -> training papers
     stale: list[dict[str, str]] = field(default_factory=list)  # left out by collect: left_out
     index_root: Path | None = None  # where the stores are (the judged section reads runs)
+    shared_pairs: str = "first"  # SHARED_PAIRS: Table 3's score of a pair in two fields' pools
+
+    @cached_property
+    def mdcr_official(self) -> tuple[dict[str, tuple[pl.DataFrame, dict[str, float]]], str]:
+        """Table 3's numbers and its note on them: per model evaluated on the lists the
+        official evaluator reads, its numbers on the scores file `make mdcr-scores` writes of
+        its runs with the report's SHARED_PAIRS (mdcr.official.model_numbers, over the pools
+        its rows are of), the note naming the rule and the pairs scored in two fields' pools
+        (the most any model has). Results whose benchmark is not there (a results table of
+        one's own) have no runs to score: their per-query values, each pool's own, said so."""
+        from pipeline.evaluation.evaluate import OFFICIAL_LISTS
+        from pipeline.mdcr.benchmark import is_benchmark
+        from pipeline.mdcr.official import Shared, model_numbers, official_numbers
+
+        rows = self.rows.filter(pl.col("level") == "mdcr",
+                                pl.col("negatives") == OFFICIAL_LISTS, ~PERTURBED).sort("model")
+        if self.corpus_dir is None or not is_benchmark(self.corpus_dir):
+            return ({label: official_numbers(mine) for (label,), mine in
+                     rows.group_by("model", maintain_order=True)},
+                    "No benchmark corpus holds these results' pools and runs: the numbers are "
+                    "the official evaluator's computation on the per-query values, each field "
+                    "scored with its own pool's scores (SHARED_PAIRS not applied).")
+        place = Place(self.corpus_dir, self.index_root or self.runs_root.parent
+                      / DATA_FOLDERS["indexes"], self.runs_root)
+        numbers, found = {}, Shared(kept=self.shared_pairs)
+        for (label, split), mine in rows.group_by("model", "split", maintain_order=True):
+            fields, averages, shared = model_numbers(
+                place, label.split(" (")[0], split, self.shared_pairs,
+                set(mine["pool"].to_list()))  # a label's depth: `reported_runs`
+            numbers[label] = (fields, averages)
+            found = max(found, shared, key=lambda f: f.pairs)
+        return numbers, found.note()
 
     @cached_property
     def lists_all(self) -> pl.DataFrame:
@@ -347,7 +380,7 @@ class Results:
 def load_results(runs_root: Path, corpus: str, seed: int = 0,
                  corpora_root: Path | None = None, exclusion: str | None = None,
                  training: dict[str, PaperList] | None = None,
-                 index_root: Path | None = None) -> Results:
+                 index_root: Path | None = None, shared_pairs: str = "first") -> Results:
     """The test pools' rows of one corpus and pool seed in runs/results.parquet (validation
     pools tune models, MDCR §3; a corpus of validation pools only, an imported mdcr_val,
     reports those). Pools of other seeds have other queries: never averaged into one cell.
@@ -357,7 +390,8 @@ def load_results(runs_root: Path, corpus: str, seed: int = 0,
     against its manifest first, and its evaluations against theirs, with `index_root` (default:
     the `indexes/` beside `runs_root`) the models of the stores their runs searched too
     (`read_results`). Runs of another depth than most are labelled with theirs
-    (`labelled_depths`); the evaluations collect left out as not current come with them."""
+    (`labelled_depths`); the evaluations collect left out as not current come with them.
+    `shared_pairs`: SHARED_PAIRS, the score Table 3 gives a pair in two fields' pools."""
     path = runs_root / RESULTS_FILE
     if not path.exists():
         raise InputError(f"{path} is missing: run `make eval` first")
@@ -399,7 +433,7 @@ def load_results(runs_root: Path, corpus: str, seed: int = 0,
                              f"{shown}): build and evaluate its pools, or pass another EXCLUDE")
     return Results(corpus, runs_root, labelled_depths(results), corpus_origin(corpora, corpus),
                    corpora / corpus, dict(training or {}), left_out(runs_root, corpus),
-                   indexes)
+                   indexes, shared_pairs)
 
 
 CUT = "cut"  # the column of each row's cut (`cuts`)
@@ -520,10 +554,12 @@ def mdcr_section(data: Results) -> Section:
     official evaluator does not read."""
     if not (data.rows["level"] == "mdcr").any():
         return Section("mdcr")
-    tables = mdcr_tables(data.rows.filter(~PERTURBED))
+    official, note = data.mdcr_official
+    tables = mdcr_tables(data.rows.filter(~PERTURBED), official)
     return Section("mdcr", tuple(
         Table(name, f"{data.corpus}: {caption}", header, rows,
-              (*notes, method_note("mdcr-tables")))
+              (*notes, *((note,) if name == "mdcr" else ()),
+               method_note("mdcr-tables")))
         for (name, caption, notes), (header, rows) in zip(MDCR_TABLES, tables, strict=True)
         if rows))
 
@@ -851,7 +887,8 @@ def build_report(runs_root: Path, corpus: str, seed: int = 0,
                  corpora_root: Path | None = None, exclude: str | None = None,
                  training_sets: dict[str, str] | None = None,
                  index_root: Path | None = None,
-                 before: dict[str, tuple[int, ...]] | None = None) -> Report:
+                 before: dict[str, tuple[int, ...]] | None = None,
+                 shared_pairs: str = "first") -> Report:
     """The report of one corpus and pool seed, in memory (`Report.save()` writes it).
     `corpora_root` (default: the `corpora/` beside `runs_root`, as in a DATA folder) holds the
     corpus manifest that says what the corpus is: the published numbers get a difference only
@@ -862,7 +899,8 @@ def build_report(runs_root: Path, corpus: str, seed: int = 0,
     `before`: the state of the files it may read (provenance.state) when the caller began (a
     collect before it); by default when this call begins. A file changed since, at its end,
     is provenance.ReportInputsChanged: a report records the digests of what it read and
-    shows nothing else."""
+    shows nothing else. `shared_pairs` (SHARED_PAIRS): the score Table 3 gives a pair listed
+    under two fields, as `make mdcr-scores` writes it."""
     exclusion, training = report_lists(exclude, training_sets)
     corpora = corpora_root if corpora_root is not None else (
         runs_root.parent / DATA_FOLDERS["corpora"])
@@ -870,14 +908,15 @@ def build_report(runs_root: Path, corpus: str, seed: int = 0,
         runs_root.parent / DATA_FOLDERS["indexes"])
     place = Place(corpora / corpus, indexes, runs_root)
     before = state(place) if before is None else before
-    repair = report_repair(corpus, seed, exclude, training_sets)
+    repair = report_repair(corpus, seed, exclude, training_sets, shared_pairs)
     try:
         data = load_results(runs_root, corpus, seed, corpora_root, exclusion, training,
-                            index_root)
+                            index_root, shared_pairs)
         sections = tuple(section(data) for section in SECTIONS)
         summary = summary_text(summary_sentences(data, sections))
         sections = (Section("summary", text=summary), *sections)  # the finding first
-        made = provenance(data.rows, runs_root, corpora, corpus, seed, exclude, training_sets)
+        made = provenance(data.rows, runs_root, corpora, corpus, seed, exclude, training_sets,
+                          shared_pairs)
         inputs = report_inputs(place, reported_runs(data), data.rows["pool"].unique())
         left = left_out_inputs(place, left_runs(data), [item.path for item in data.judged[1]])
     except InputError:
@@ -887,7 +926,8 @@ def build_report(runs_root: Path, corpus: str, seed: int = 0,
     for item in data.stale:
         log.warning(f"[report] {item['run']}: left out, not current ({item['why']}); repair: "
                     f"{item['repair']}")
-    return Report(corpus, seed, runs_root, sections, made, exclude, training_sets, inputs,
+    return Report(corpus, seed, runs_root, sections, made, exclude, training_sets,
+                  shared_pairs, inputs,
                   left_out=tuple(label for label in left if label in inputs),
                   lists={model: listed.file_sha256 for model, listed in sorted(training.items())})
 
@@ -896,12 +936,14 @@ REPORT_ATTEMPTS = 3  # builds of a report whose inputs changed meanwhile, before
 
 
 def build_consistent(roots: Roots, corpus: str, seed: int,
-                     lists: tuple[str | None, dict[str, str]], collect: bool) -> Report:
+                     lists: tuple[str | None, dict[str, str]], collect: bool,
+                     shared_pairs: str = "first") -> Report:
     """The report of one state of the data: collected (`collect`) and read under collect's
     lock; a file changed meanwhile (an evaluation written beside it) is built again from the
     start, REPORT_ATTEMPTS in all, so that it never mixes evaluations from before and after a
     `make eval` beside it (without `collect` nothing collects the change: refused at once).
-    `lists`: the exclusion list and the training sets, as build_report takes them."""
+    `lists`: the exclusion list and the training sets, as build_report takes them;
+    `shared_pairs`: SHARED_PAIRS (build_report)."""
     place = Place(roots.corpora / corpus, roots.indexes, roots.runs)
     attempt = 1
     while True:
@@ -912,7 +954,8 @@ def build_consistent(roots: Roots, corpus: str, seed: int,
                 before |= results_state(roots.runs)
             try:
                 return build_report(roots.runs, corpus, seed, roots.corpora, *lists,
-                                    index_root=roots.indexes, before=before)
+                                    index_root=roots.indexes, before=before,
+                                    shared_pairs=shared_pairs)
             except ReportInputsChanged as exc:
                 if not collect or attempt == REPORT_ATTEMPTS:
                     raise
@@ -955,11 +998,11 @@ def training_lists(text: str | None) -> dict[str, str]:
 
 def report(runs_root: Path, corpus: str, seed: int = 0, corpora_root: Path | None = None,
            exclude: str | None = None, training_sets: dict[str, str] | None = None,
-           index_root: Path | None = None) -> str:
+           index_root: Path | None = None, shared_pairs: str = "first") -> str:
     """Write the tables and plots of one corpus and pool seed; return the markdown written
     (`build_report`, then `Report.save`)."""
     built = build_report(runs_root, corpus, seed, corpora_root, exclude, training_sets,
-                         index_root)
+                         index_root, shared_pairs=shared_pairs)
     built.save()
     return built.markdown
 

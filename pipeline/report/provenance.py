@@ -129,20 +129,26 @@ def made_by(*infos: dict[str, Any] | None) -> str:
 
 
 def report_repair(corpus: str, seed: int, exclude: str | None = None,
-                  training_sets: dict[str, str] | None = None) -> Repair:
-    """The command that writes the report (and this page) again: with the EXCLUDE and
-    TRAINING_SETS it was made with (the files as the user named them)."""
+                  training_sets: dict[str, str] | None = None,
+                  shared_pairs: str = "first") -> Repair:
+    """The command that writes the report (and this page) again: with the EXCLUDE,
+    TRAINING_SETS (the files as the user named them) and SHARED_PAIRS (given when not the
+    default) it was made with."""
     trained = " ".join(f"{model}={path}" for model, path in sorted((training_sets or {}).items()))
-    return Repair("report", corpus, variables=(("SEED", str(seed)), ("EXCLUDE", exclude),
-                                               ("TRAINING_SETS", trained or None)))
+    return Repair("report", corpus, variables=(
+        ("SEED", str(seed)), ("EXCLUDE", exclude), ("TRAINING_SETS", trained or None),
+        ("SHARED_PAIRS", None if shared_pairs == "first" else shared_pairs)))
 
 
 def report_parameters(corpus: str, seed: int, exclude: str | None = None,
-                      training_sets: dict[str, str] | None = None) -> dict[str, Any]:
+                      training_sets: dict[str, str] | None = None,
+                      shared_pairs: str = "first") -> dict[str, Any]:
     """What a saved report's manifest records of how it was asked for (`recorded_repair`
-    makes its command again from them)."""
+    makes its command again from them): SHARED_PAIRS too, which changes Table 3's numbers
+    where a query is listed under two fields."""
     return {"corpus": corpus, "seed": seed, "exclude": exclude,
-            "training_sets": dict(sorted((training_sets or {}).items()))}
+            "training_sets": dict(sorted((training_sets or {}).items())),
+            "shared_pairs": shared_pairs}
 
 
 def recorded_repair(corpus: str, info: dict[str, Any] | None) -> Repair:
@@ -151,15 +157,16 @@ def recorded_repair(corpus: str, info: dict[str, Any] | None) -> Repair:
     of seed 0, without EXCLUDE or TRAINING_SETS."""
     recorded = (info or {}).get("parameters") or {}
     return report_repair(corpus, int(recorded.get("seed", 0)), recorded.get("exclude"),
-                         recorded.get("training_sets"))
+                         recorded.get("training_sets"), recorded.get("shared_pairs", "first"))
 
 
 def provenance(rows: pl.DataFrame, runs_root: Path, corpora_root: Path, corpus: str,
                seed: int, exclude: str | None = None,
-               training_sets: dict[str, str] | None = None) -> Provenance:
+               training_sets: dict[str, str] | None = None,
+               shared_pairs: str = "first") -> Provenance:
     """The provenance of the pools and runs of `rows` (a report's results), from their
-    manifests, in the order of pool then run name; `exclude` and `training_sets` as the
-    report was asked for (`report_repair`)."""
+    manifests, in the order of pool then run name; `exclude`, `training_sets` and
+    `shared_pairs` as the report was asked for (`report_repair`)."""
     missing: list[str] = []
     corpus_dir = corpora_root / corpus
     pool_rows, run_rows, commands = [], [], {}
@@ -186,7 +193,8 @@ def provenance(rows: pl.DataFrame, runs_root: Path, corpora_root: Path, corpus: 
         ("code that wrote this page", code_version()),
         ("code that collected the results", made_by(results)),
         (f"{RESULTS_FILE} sha256", recorded.get("sha256", NOT_RECORDED)),
-        ("rebuild this page", report_repair(corpus, seed, exclude, training_sets).command()),
+        ("rebuild this page", report_repair(corpus, seed, exclude, training_sets,
+                                            shared_pairs).command()),
         ("manifests not found", str(len(missing))),
     )
     return Provenance(

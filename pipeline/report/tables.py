@@ -457,21 +457,19 @@ def collection_table(results: pl.DataFrame, marks: dict[tuple, str] | None = Non
     return header, rows
 
 
-def _mdcr_field_table(rows: pl.DataFrame, models: list[str], fields: list[str]
+def _mdcr_field_table(numbers: Mapping[str, tuple[pl.DataFrame, dict[str, float]]],
+                      models: list[str], fields: list[str]
                       ) -> tuple[list[str], list[list[str]]]:
-    """Models x fields, MAP / R@5 per field, and the official evaluator's averages (per field
-    x100 rounded to 4 decimals, then the mean over fields: MAP, NDCG, R@5); bold: best MAP."""
-    from pipeline.mdcr.official import official_numbers
-
+    """Models x fields, MAP / R@5 per field, and the averages (MAP, NDCG, R@5) of `numbers`
+    (model -> the official evaluator's per-field table and averages); bold: best MAP."""
     if not models:
         return [], []
-    official = {m: official_numbers(rows.filter(pl.col("model") == m)) for m in models}
-    best = max(models, key=lambda m: official[m][1].get("map", float("-inf")))
+    best = max(models, key=lambda m: numbers[m][1].get("map", float("-inf")))
     header = ["model", *[MAG_FIELDS.get(f, f) for f in fields], "avg MAP", "avg NDCG",
               "avg R@5"]
     table = []
     for model in models:
-        per_field, averages = official[model]
+        per_field, averages = numbers[model]
         cells = []
         for field in fields:  # a metric the model's runs were not scored with: "-"
             hit = per_field.filter(pl.col("field") == field)
@@ -498,19 +496,25 @@ def _mdcr_type_rows(by_type: pl.DataFrame, types: list[str], models: list[str]
     return rows
 
 
-def mdcr_tables(results: pl.DataFrame) -> tuple[tuple[list[str], list[list[str]]], ...]:
+def mdcr_tables(results: pl.DataFrame,
+                numbers: Mapping[str, tuple[pl.DataFrame, dict[str, float]]]
+                ) -> tuple[tuple[list[str], list[list[str]]], ...]:
     """MDCR Tables 3 and 4 from the per-query results of MDCR-style pools (level "mdcr"), and two
     tables for the lists the official evaluator does not read (empty when there are none).
 
-    Table 3: models x fields, MAP / R@5 per field, and the averages as the official evaluator
-    computes them, on exactly the lists it reads (`negatives` "official": the positives and
-    OFFICIAL_TYPES); bold: best average MAP. Table 4: the official candidate types x models,
-    MAP over the positives and that type's negatives only, macro-averaged over fields, with the
-    mean over models (MDCR's Table 4). The third: Table 3 over every list of the benchmark
-    (`negatives` "all"); the fourth: Table 4's rows of the other types (a benchmark built with
-    MDCR_MODELS=bm25,minilm has a `minilm` list). Queries are averaged within a field first, so
-    every field weighs the same."""
+    Table 3: models x fields, MAP / R@5 per field, and the averages: `numbers`, model -> the
+    official evaluator's numbers on the scores file `make mdcr-scores` writes of the model's
+    runs (mdcr.official.model_numbers: on exactly the lists it reads, the positives and
+    OFFICIAL_TYPES, a pair listed under two fields scored once, as SHARED_PAIRS says), for
+    each model with `negatives` "official" rows; bold: best average MAP. Table 4: the official
+    candidate types x models, MAP over the positives and that type's negatives only,
+    macro-averaged over fields, with the mean over models (MDCR's Table 4). The third: Table 3
+    over every list of the benchmark (`negatives` "all", each pool's own scores); the fourth:
+    Table 4's rows of the other types (a benchmark built with MDCR_MODELS=bm25,minilm has a
+    `minilm` list). Queries are averaged within a field first, so every field weighs the
+    same."""
     from pipeline.evaluation.evaluate import ALL_LISTS, OFFICIAL_LISTS, OFFICIAL_TYPES
+    from pipeline.mdcr.official import official_numbers
 
     data = results.filter(pl.col("level") == "mdcr")
     official = data.filter(pl.col("negatives") == OFFICIAL_LISTS)
@@ -529,9 +533,11 @@ def mdcr_tables(results: pl.DataFrame) -> tuple[tuple[list[str], list[list[str]]
     others = [t for t in types if t not in OFFICIAL_TYPES]
     every = other_types = ([], [])
     if others:
-        every = _mdcr_field_table(data.filter(pl.col("negatives") == ALL_LISTS), models, fields)
+        every_list = data.filter(pl.col("negatives") == ALL_LISTS)
+        every = _mdcr_field_table({m: official_numbers(every_list.filter(pl.col("model") == m))
+                                   for m in models}, models, fields)
         other_types = (type_header, _mdcr_type_rows(by_type, others, models))
-    return (_mdcr_field_table(official, models, fields), (type_header, type_rows), every,
+    return (_mdcr_field_table(numbers, models, fields), (type_header, type_rows), every,
             other_types)
 
 

@@ -353,11 +353,13 @@ def _bm25_export(out: Path, root: Path, tmp_path: Path) -> dict:
 
 def _table3_averages(root: Path, corpus: str, model: str) -> dict[str, str]:
     """The averages of `model`'s row in the report's Table 3 (and of the every-list table)."""
+    from pipeline.report.build import load_results
     from pipeline.report.tables import mdcr_tables
 
-    results = collect_results(root / "corpora", root / "indexes", root / "runs").filter(
-        pl.col("corpus") == corpus)
-    table3, _, every, other_types = mdcr_tables(results)
+    collect_results(root / "corpora", root / "indexes", root / "runs")
+    data = load_results(root / "runs", corpus, corpora_root=root / "corpora",
+                        index_root=root / "indexes")
+    table3, _, every, other_types = mdcr_tables(data.rows, data.mdcr_official[0])
     rows = {}
     for name, (header, body) in (("official", table3), ("every", every)):
         for row in body:
@@ -451,16 +453,20 @@ def test_a_19_field_export_runs_on_the_official_script_unchanged(corpus_dir, tmp
 # ---- a pair in two fields' pools (issue 78) ---------------------------------------------------
 
 def _shared_benchmark(tmp_path: Path) -> Place:
-    """A benchmark whose query q1 is listed under Art and Physics (its pairs with a and c sit
-    in both fields' pools), and a run `mine` imported into each pool, scoring them otherwise
-    in each (Art: a 0.9, c 0.3; Physics: a 0.2, c 0.8)."""
+    """A benchmark whose queries q1 and q4 are listed under Art and Physics (q1's pairs with a
+    and c, q4's with b, x and y sit in both fields' pools), and a run `mine` imported into
+    each pool, scoring them otherwise in each (Art: q1 a 0.9, c 0.3, q4 b 0.3 third;
+    Physics: q1 a 0.2, c 0.8, q4 b 0.6 second). q4's AP is 1/3 with Art's scores and 1/2
+    with the higher ones: SHARED_PAIRS first and max give other numbers."""
     from pipeline.mdcr.benchmark import write_benchmark
     from pipeline.retrieval.imported import import_run
 
     rows = [("Art", "q1", "a", "cited"), ("Art", "q1", "c", "bm25"), ("Art", "q1", "d", "random"),
             ("Art", "q2", "e", "cited"), ("Art", "q2", "f", "random"),
             ("Physics", "q1", "a", "cited"), ("Physics", "q1", "c", "bm25"),
-            ("Physics", "q3", "g", "cited"), ("Physics", "q3", "h", "random")]
+            ("Physics", "q3", "g", "cited"), ("Physics", "q3", "h", "random"),
+            *((field, "q4", doc, kind) for field in ("Art", "Physics")
+              for doc, kind in (("b", "cited"), ("x", "bm25"), ("y", "random")))]
     table = pl.DataFrame(rows, schema=["field", "query", "doc", "type"], orient="row")
     ids = sorted({*table["query"], *table["doc"]})
     papers = pl.DataFrame({"corpusid": ids, "title": [f"t {i}" for i in ids],
@@ -469,9 +475,10 @@ def _shared_benchmark(tmp_path: Path) -> Place:
     write_benchmark(corpus, papers, table, "import-mdcr", {"source": "test"})
     place = Place(corpus, tmp_path / "indexes", tmp_path / "runs")
     scores = {"Art": {("q1", "a"): 0.9, ("q1", "c"): 0.3, ("q1", "d"): 0.1, ("q2", "e"): 0.4,
-                      ("q2", "f"): 0.6},
+                      ("q2", "f"): 0.6, ("q4", "b"): 0.3, ("q4", "x"): 0.5, ("q4", "y"): 0.4},
               "Physics": {("q1", "a"): 0.2, ("q1", "c"): 0.8, ("q3", "g"): 0.5,
-                          ("q3", "h"): 0.7}}
+                          ("q3", "h"): 0.7, ("q4", "b"): 0.6, ("q4", "x"): 0.2,
+                          ("q4", "y"): 0.7}}
     for pool in pool_names(corpus):
         field = pool_manifest(corpus, pool)["parameters"]["field"]
         run = pl.DataFrame([(q, d, s) for (q, d), s in scores[field].items()],
@@ -483,9 +490,10 @@ def _shared_benchmark(tmp_path: Path) -> Place:
 @pytest.mark.parametrize("shared, kept", [("first", {"q1_a": 0.9, "q1_c": 0.3}),
                                           ("max", {"q1_a": 0.9, "q1_c": 0.8})])
 def test_a_pair_in_two_fields_pools_gets_one_score_said(tmp_path, caplog, shared, kept):
-    """Issue 78: q1 listed under two fields has its pairs in both pools, each scored; the
-    scores file kept one silently (the later pool's) and logged a count of 9 for a file of
-    7 keys. Now: the file's count, which pool's score was kept, how many pairs had two."""
+    """Issue 78: q1 and q4 listed under two fields have their pairs in both pools, each
+    scored; the scores file kept one silently (the later pool's) and logged a count of 15 for
+    a file of 10 keys. Now: the file's count, which pool's score was kept, how many pairs had
+    two."""
     import logging
 
     from pipeline.mdcr.official import model_scores_file
@@ -495,10 +503,10 @@ def test_a_pair_in_two_fields_pools_gets_one_score_said(tmp_path, caplog, shared
     with caplog.at_level(logging.INFO, logger="pipeline.mdcr.official"):
         n = model_scores_file(place, "mine", "test", out, shared)
     written = json.loads(out.read_text())
-    assert n == len(written) == 7
+    assert n == len(written) == 10
     assert {key: written[key] for key in kept} == kept
     line = next(r.getMessage() for r in caplog.records if "[mdcr-scores]" in r.getMessage())
-    assert ": 7 query-candidate scores of mine; 2 pairs sit in two fields' pools" in line
+    assert ": 10 query-candidate scores of mine; 5 pairs sit in two fields' pools" in line
     assert "art-65-r0 and physics-65-r0" in line
     assert ("first in the benchmark's order" if shared == "first" else "the higher") in line
 
@@ -514,7 +522,7 @@ def test_a_pair_in_two_fields_pools_refused_when_asked(tmp_path):
 
     place = _shared_benchmark(tmp_path)
     out = tmp_path / "scores.json"
-    with pytest.raises(InputError, match=r"2 listed pairs are in two fields' pools .* \(e\.g\. "
+    with pytest.raises(InputError, match=r"5 listed pairs are in two fields' pools .* \(e\.g\. "
                        r"q1_a in art-65-r0 and physics-65-r0\).*SHARED_PAIRS=first"):
         model_scores_file(place, "mine", "test", out, "refuse")
     assert not out.exists()
@@ -527,3 +535,57 @@ def test_a_pair_in_two_fields_pools_refused_when_asked(tmp_path):
         env={**os.environ, "PYTHONPATH": str(root)})
     assert done.returncode == 2 and "SHARED_PAIRS=max" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_table3_equals_mdcr_evaluate_on_the_mdcr_scores_file_for_each_shared_pairs(tmp_path,
+                                                                                  capsys):
+    """Issue 89: with queries listed under two fields, Table 3 scored each field with its own
+    pool's scores, which no official scores file can hold (42.76 against the official
+    evaluator's 42.98 on the file mdcr-scores writes). Now, for each SHARED_PAIRS, the report's
+    Table 3 row is mdcr-evaluate's output on the file `mdcr-scores` writes with it, to its
+    printed digits, and the official computation restated agrees; first and max differ here,
+    and both differ from scoring each pool with its own scores, so the test carries the
+    signal. The note names the rule, and the report records it (its command again)."""
+    from pipeline import api
+    from pipeline.cli.main import main
+
+    place = _shared_benchmark(tmp_path)
+    for pool in pool_names(place.corpus_dir):
+        eval_run(place, pool, "mine", ("map", "ndcg", "recall@5"))
+    export_benchmark(place.corpus_dir, tmp_path / "export")
+    benchmark_file = tmp_path / "export" / "mdcr_test.json"
+    roots = ["--corpora-root", str(tmp_path / "corpora"), "--index-root",
+             str(tmp_path / "indexes"), "--runs-root", str(tmp_path / "runs")]
+    averages = {}
+    for shared in ("first", "max"):
+        scores = tmp_path / f"scores-{shared}.json"
+        main([*roots, "mdcr-scores", "--corpus", "bench", "--model", "mine", "--out",
+              str(scores), "--shared-pairs", shared])
+        capsys.readouterr()
+        main(["mdcr-evaluate", "--benchmark", str(benchmark_file), "--scores", str(scores)])
+        lines = capsys.readouterr().out.strip().splitlines()
+        printed = {line.split("\t")[0]: {m: float(v) for m, v in (
+            cell.split(": ") for cell in line.split("\t")[1:])} for line in lines if line}
+        _, restated = official_script(json.loads(benchmark_file.read_text()),
+                                      json.loads(scores.read_text()), ["Art", "Physics"])
+        assert {m: printed["AVG"][m] for m in restated} == restated
+        report = api.build_report(tmp_path, "bench", shared_pairs=shared)
+        table = report.tables["mdcr"]
+        row = dict(zip(table.header, next(r for r in table.rows if r[0] == "mine"),
+                       strict=True))
+        assert row["Art"] == f"{printed['Art']['map']:.1f} / {printed['Art']['recall_5']:.1f}"
+        assert row["Phy"] == (f"{printed['Physics']['map']:.1f} / "
+                                  f"{printed['Physics']['recall_5']:.1f}")
+        assert [row["avg MAP"], row["avg NDCG"], row["avg R@5"]] == [
+            f"{printed['AVG'][m]:.2f}" for m in ("map", "ndcg", "recall_5")]
+        assert any(f"SHARED_PAIRS={shared}" in note and "5 pairs" in note
+                   for note in table.notes)
+        assert report.provenance is not None
+        rebuild = dict(report.provenance.about)["rebuild this page"]
+        assert ("SHARED_PAIRS=max" in rebuild) == (shared == "max")
+        averages[shared] = row["avg MAP"]
+    # each pool with its own scores: what Table 3 printed before, and what no file holds
+    results = collect_results(tmp_path / "corpora", tmp_path / "indexes", tmp_path / "runs")
+    _, own_pools = official_numbers(results.filter(pl.col("negatives") == "official"))
+    assert averages == {"first": "61.11", "max": "66.67"}
+    assert f"{own_pools['map']:.2f}" == "55.56"
