@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -350,6 +350,10 @@ def _write_scores(scored: pl.DataFrame, out: Path) -> None:
                 .iter_rows())
     with atomic_path(out) as tmp:
         tmp.write_bytes(orjson.dumps(keys))
+
+
+# model -> the official evaluator's per-field numbers and averages (`official_numbers`): Table 3
+Numbers = Mapping[str, tuple[pl.DataFrame, dict[str, float]]]
 
 
 def official_numbers(per_query: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, float]]:

@@ -709,7 +709,8 @@ def published_section(data: Results) -> Section:
     return Section("published", tuple(
         Table(f"published-{name}", f"{data.corpus}: {caption}", header, rows,
               (*notes, method_note("published-numbers-table")))
-        for name, caption, header, rows, notes in comparison_tables(data.rows, data.origin)))
+        for name, caption, header, rows, notes in comparison_tables(data.rows, data.origin,
+                                                                   data.mdcr_official[0])))
 
 
 def leakage_section(data: Results) -> Section:

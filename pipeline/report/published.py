@@ -32,6 +32,7 @@ import io
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -58,6 +59,9 @@ from pipeline.report.tables import (
     model_order,
     sentence,
 )
+
+if TYPE_CHECKING:
+    from pipeline.mdcr.official import Numbers
 
 AVERAGE = "average"  # the field of a mean over the 19 fields
 MEAN_OVER_MODELS = "mean-over-models"  # the model of MDCR Table 4's average row
@@ -245,13 +249,14 @@ def _scored(results: pl.DataFrame) -> pl.DataFrame:
                           pl.col("value").is_not_null())
 
 
-def measured_cells(results: pl.DataFrame) -> pl.DataFrame:
+def measured_cells(results: pl.DataFrame, official: Numbers | None = None) -> pl.DataFrame:
     """Every measured cell the published tables could hold (KEY, value x100, fields: the
     number of fields an average is over), from the report's per-query results of one seed:
     dataset- and field-level means (`mean_results`: over queries, then repeats), the
     benchmark's per-field and average numbers as the official evaluator computes them
-    (`official_numbers`, over the lists it reads), and per candidate type the mean over
-    fields."""
+    (`official`: model -> Table 3's numbers, the report's `Results.mdcr_official`, so that
+    both show one number; a model without them: `official_numbers` over the lists it reads),
+    and per candidate type the mean over fields."""
     from pipeline.mdcr.official import OFFICIAL_METRICS, official_numbers
 
     results = _scored(results)
@@ -272,7 +277,8 @@ def measured_cells(results: pl.DataFrame) -> pl.DataFrame:
     ranx = {official: name for official, name in OFFICIAL_METRICS.items()}
     official_runs = bench.filter(pl.col("negatives") == OFFICIAL_LISTS)
     for (model,), runs in official_runs.sort("model").group_by("model", maintain_order=True):
-        per_field, averages = official_numbers(runs)
+        per_field, averages = (official[model] if official is not None and model in official
+                               else official_numbers(runs))
         n = per_field["field"].is_in(list(MAG_FIELDS)).sum()
         official = (per_field.unpivot(index="field", variable_name="metric")
                     .drop_nulls("value").with_columns(fields=pl.lit(1, pl.Int64)))
@@ -299,11 +305,11 @@ def measured_cells(results: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(frames).sort(KEY, nulls_last=True)
 
 
-def compare(results: pl.DataFrame) -> pl.DataFrame:
-    """Measured cells joined with the published ones: KEY, fields, measured, published,
-    paper_model, source, section, and `matched` (a published counterpart exists; an average
-    counts only over all 19 fields)."""
-    measured = measured_cells(results).with_columns(
+def compare(results: pl.DataFrame, official: Numbers | None = None) -> pl.DataFrame:
+    """Measured cells (`measured_cells`, `official` Table 3's numbers) joined with the
+    published ones: KEY, fields, measured, published, paper_model, source, section, and
+    `matched` (a published counterpart exists; an average counts only over all 19 fields)."""
+    measured = measured_cells(results, official).with_columns(
         section=pl.when(pl.col("level") != "mdcr").then(pl.col("level"))
         .when(pl.col("negatives") == ALL_LISTS).then(pl.lit("mdcr"))
         .otherwise(pl.lit("mdcr-types")))
@@ -472,7 +478,8 @@ def _setup(section: str, scored: pl.DataFrame, matched: pl.DataFrame, origin: Or
     return differences, agreements
 
 
-def comparison_tables(results: pl.DataFrame, origin: Origin | None = None
+def comparison_tables(results: pl.DataFrame, origin: Origin | None = None,
+                      official: Numbers | None = None
                       ) -> list[tuple[str, str, list[str], list[list[str]], tuple[str, ...]]]:
     """Per section with at least one match: (section, caption without the corpus, header,
     rows, notes). A row is a model and a pool (size, field or candidate type) that some published
@@ -481,9 +488,10 @@ def comparison_tables(results: pl.DataFrame, origin: Origin | None = None
     difference (of the values shown: measured rounded to 0.1, minus published, in points
     x100); then the sources. The caption says whether the setup is the paper's (and else that
     no difference is shown), the notes on what it agrees with the paper's or what differs, and
-    the measured cells without a published counterpart."""
+    the measured cells without a published counterpart; `official`: Table 3's numbers
+    (`measured_cells`)."""
     origin = origin or NOT_RECORDED
-    table = compare(results)
+    table = compare(results, official)
     scored = _scored(results)
     reference = published_cells()
     out = []

@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -41,6 +42,9 @@ from pipeline.evaluation.significance import (
 from pipeline.evaluation.variance import below_best
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import BOOTSTRAP_LEVEL_RESULTS, EVALUATION_DOC, format_size
+
+if TYPE_CHECKING:
+    from pipeline.mdcr.official import Numbers
 
 CELL_METRICS = ("map", "ndcg", "recall@30")
 # the order of a cell's metrics: the large-scale set, then MDCR's and BEIR's, then the rest
@@ -457,7 +461,7 @@ def collection_table(results: pl.DataFrame, marks: dict[tuple, str] | None = Non
     return header, rows
 
 
-def _mdcr_field_table(numbers: Mapping[str, tuple[pl.DataFrame, dict[str, float]]],
+def _mdcr_field_table(numbers: Numbers,
                       models: list[str], fields: list[str]
                       ) -> tuple[list[str], list[list[str]]]:
     """Models x fields, MAP / R@5 per field, and the averages (MAP, NDCG, R@5) of `numbers`
@@ -497,7 +501,7 @@ def _mdcr_type_rows(by_type: pl.DataFrame, types: list[str], models: list[str]
 
 
 def mdcr_tables(results: pl.DataFrame,
-                numbers: Mapping[str, tuple[pl.DataFrame, dict[str, float]]]
+                numbers: Numbers
                 ) -> tuple[tuple[list[str], list[list[str]]], ...]:
     """MDCR Tables 3 and 4 from the per-query results of MDCR-style pools (level "mdcr"), and two
     tables for the lists the official evaluator does not read (empty when there are none).
