@@ -18,9 +18,10 @@ import polars as pl
 from pipeline.core.logs import counted
 from pipeline.evaluation.crossover import HEADER as CROSSOVER_HEADER
 from pipeline.evaluation.crossover import at_floor
+from pipeline.evaluation.variance import UPPER_LEVEL
 from pipeline.layout import format_size
 from pipeline.report.tables import main_metric, markdown_text, metric_key, metric_name
-from pipeline.report.variance import ALPHA, FLOORS, POWER
+from pipeline.report.variance import ALPHA, FLOORS, POWER, UNREACHABLE
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ LEVELS = {"dataset": "dataset-level pools", "field": "field-level pools",
           "csfcube": "CSFCube's facet pools by plain means over queries"}
 _INTERVAL = re.compile(r"^\[(-?\d+(?:\.\d+)?), (-?\d+(?:\.\d+)?)\]$")
 _NUMBER = re.compile(r"^\d[\d,]*")
+_REACH = re.compile(rf"^{re.escape(UNREACHABLE)} \(R=(\d+)\)$")  # "n.r. (R=9)"
 
 
 class TableLike(Protocol):
@@ -68,7 +70,8 @@ class Quote:
     """One table cell a sentence writes: the table, its row (index) and column (header), and
     the text written, which is the cell itself (`how` "cell"), its negation where the sentence
     reads the pair b - a ("negated"), its leading number ("first": `first_number`) or one of
-    its clauses ("part": an outcome's clause, between "; ")."""
+    its clauses ("part": an outcome's clause, between "; ") or the fewest draws a "not
+    reachable" names ("reach": `reach_draws`)."""
 
     table: str
     row: int
@@ -101,9 +104,16 @@ def negated(text: str) -> str:
 
 def first_number(cell: str) -> str:
     """A queries-needed cell's planning number (its leading number, "825" of "825 (468)"), or
-    the cell where it has none ("not reachable")."""
+    the cell where it has none ("n.r. (R=9)")."""
     found = _NUMBER.match(cell)
     return found.group(0) if found else cell
+
+
+def reach_draws(cell: str) -> str | None:
+    """The fewest draws a queries-needed cell names where its R cannot reach the power ("9"
+    of "n.r. (R=9)"), None where it names none."""
+    found = _REACH.match(cell)
+    return found.group(1) if found else None
 
 
 def _listed(words: Sequence[str]) -> str:
@@ -365,12 +375,6 @@ def crossing_sentence(data: ResultsLike, sections: Sequence[SectionLike]) -> lis
                      "cross (pair a - b, pools): " + "; ".join(parts) + ".", tuple(quotes))]
 
 
-def _count_words(count: str, delta: str) -> str:
-    """"825 queries for 1", "not reachable for 1"."""
-    noun = " queries" if count[:1].isdigit() or count.startswith(">") else ""
-    return f"{count}{noun} for {delta}"
-
-
 def queries_sentence(data: ResultsLike, sections: Sequence[SectionLike]) -> list[Sentence]:
     """How many queries each stated difference needs, from the queries-needed table: the first
     pair of the dataset-level pools (else the table's first), each delta, with the draws
@@ -399,21 +403,33 @@ def queries_sentence(data: ResultsLike, sections: Sequence[SectionLike]) -> list
     quotes = [Quote(QUERIES, rows[0], POOLS, key[0]), Quote(QUERIES, rows[0], A, key[1]),
               Quote(QUERIES, rows[0], B, key[2])]
     quotes += [Quote(QUERIES, i, "delta", d) for i, d in zip(rows, deltas, strict=True)]
-    quotes += [Quote(QUERIES, i, column, c, "first") for i, c in zip(rows, counts, strict=True)]
-    metric = _metric(data)
-    draw_words = f"{counted(planned, 'pool draw')}"
-    numbers = [_count_words(c, d) for c, d in zip(counts, deltas, strict=True)
+    numbers = [(i, c, d) for i, c, d in zip(rows, counts, deltas, strict=True)
                if c[:1].isdigit() or c.startswith(">")]
+    quotes += [Quote(QUERIES, i, column, c, "first") for i, c, _ in numbers]
+    said = ([f"the report's test needs {_listed([f'{c} queries for {d}' for _, c, d in numbers])}"]
+            if numbers else [])
+    reach: dict[str, list[str]] = {}
     others: dict[str, list[str]] = {}
-    for count, delta in zip(counts, deltas, strict=True):
-        if not (count[:1].isdigit() or count.startswith(">")):
+    for i, count, delta in zip(rows, counts, deltas, strict=True):
+        if count[:1].isdigit() or count.startswith(">"):
+            continue
+        if (more := reach_draws(count)) is not None:
+            quotes.append(Quote(QUERIES, i, column, more, "reach"))
+            reach.setdefault(more, []).append(delta)
+        else:
+            quotes.append(Quote(QUERIES, i, column, count))
             others.setdefault(count, []).append(delta)
-    said = [*([f"the report's test needs {_listed(numbers)}"] if numbers else []),
-            *(f'the table says "{count}" for {_listed(found)}' for count, found in others.items())]
+    said += [f"for {_listed(found)} it is not reachable with {planned} draws; {more} draws "
+             "reach it" for more, found in reach.items()]
+    said += [f'the table says "{count}" for {_listed(found)}' for count, found in others.items()]
+    condition = (f"power {POWER} with {counted(planned, 'pool draw')}, planned at the draw "
+                 f"variance's {UPPER_LEVEL * 100:g}% upper bound" if planned > 1
+                 else f"power {POWER} with 1 pool draw, the paired t-test at the estimates")
+    metric = _metric(data)
     return [Sentence("queries", (QUERIES,), (
         f"To tell {key[1]} from {key[2]} on {key[0]} by a difference of "
-        f"{_listed(deltas).replace(' and ', ' or ')} in {metric} x100 (alpha {ALPHA}, power "
-        f"{POWER}, {draw_words}), {'; '.join(said)}."), tuple(quotes))]
+        f"{_listed(deltas).replace(' and ', ' or ')} in {metric} x100 (alpha {ALPHA}, "
+        f"{condition}), {'; '.join(said)}."), tuple(quotes))]
 
 
 def _measured_draws(data: ResultsLike, pools: str) -> int:

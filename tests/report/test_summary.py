@@ -20,6 +20,7 @@ from pipeline.report.summary import (
     Sentence,
     first_number,
     negated,
+    reach_draws,
     summary_sentences,
 )
 
@@ -84,7 +85,7 @@ def traced(report: Report, sentences: list[Sentence]) -> None:
             table = report.tables[quote.table]
             cell = table.rows[quote.row][table.header.index(quote.column)]
             expected = {"cell": cell, "negated": negated(cell) if quote.how == "negated" else "",
-                        "first": first_number(cell)}.get(quote.how)
+                        "first": first_number(cell), "reach": reach_draws(cell)}.get(quote.how)
             if quote.how == "part":
                 assert quote.text in cell.split("; "), (quote, cell)
             else:
