@@ -23,8 +23,7 @@ from pipeline.report.tables import MISSING, main_metric, method_note, metric_key
 DELTAS = (0.01, 0.02, 0.05)  # the differences the queries-needed table is for (metric units)
 DRAWS = (1, 3, 5, 10)  # its numbers of pool draws
 ALPHA, POWER = 0.05, 0.8
-UNREACHABLE = "n.r."  # not reachable with the column's draws at the draw sd's bound
-NO_TEST = "no test"  # one planned draw when the measured draws vary
+REACH = "R≥"  # a cell's "R≥m": not reachable with its row's draws, m draws reach it
 FLOORS = ("random",)  # models at a floor: no one plans queries to tell a model from them
 
 
@@ -149,18 +148,15 @@ def _identical(pairs: pl.DataFrame) -> list[str]:
 
 
 def _count(row: dict) -> str:
-    """A planned number of queries, or why there is none: "n.r. (R=m)" where R draws cannot
-    reach the power at the bound and m draws can (`draws_needed`), "n.r. (R>MAX_DRAWS)" where
-    none up to MAX_DRAWS can."""
+    """A planned number of queries, or why there is none: "R≥m" where the row's R draws
+    cannot reach the power at the bound and m draws can (`draws_needed`), "R>MAX_DRAWS"
+    where none up to MAX_DRAWS can."""
     if row["queries"] is not None:
         return str(row["queries"])
-    reason = row["reason"]
-    if reason.startswith("more than"):
+    if row["reason"].startswith("more than"):
         return f"> {MAX_QUERIES:,}"
-    if reason.startswith("one draw"):
-        return NO_TEST
     more = row["draws_needed"]
-    return f"{UNREACHABLE} (R={more})" if more else f"{UNREACHABLE} (R>{MAX_DRAWS})"
+    return f"{REACH}{more}" if more else f"R>{MAX_DRAWS}"
 
 
 def _sd(variance: float | None) -> str:
@@ -173,12 +169,12 @@ def _sd(variance: float | None) -> str:
 def _plan_notes(table: pl.DataFrame) -> list[str]:
     """The queries-needed table's notes on what its rows rest on: the paired t where one
     draw was measured; where several were, the bound's degrees of freedom and the estimates
-    of 0 beneath it, named as such."""
+    of 0 beneath it, named as such, and why no row plans one draw."""
     notes = []
     if (table["measured_draws"] < 2).any():
-        notes.append("R=1 where one draw was measured: the paired t-test over queries (Sakai "
-                     "2016's topic set size), the draws not separated, at the estimates; sd+ "
-                     f"{MISSING} and the other columns {MISSING} (no draw variance measured).")
+        notes.append("R=1 (one draw measured): the paired t-test over queries (Sakai 2016's "
+                     "topic set size), the draws not separated, at the estimates; no draw "
+                     f"variance measured (sd+ {MISSING}), so no row for more draws.")
     several = table.filter(pl.col("measured_draws") > 1)
     if several.height:
         dfs = "/".join(map(str, sorted(several["draw_df"].unique().to_list())))
@@ -189,6 +185,8 @@ def _plan_notes(table: pl.DataFrame) -> list[str]:
                      + "; the number at the estimates (`pipeline.topic_set_size`'s "
                      "queries_point) is not a plan: it falls short where the estimate is "
                      "low.")
+        notes.append("No row for R=1 where several draws were measured: one draw cannot "
+                     "separate the draw variance (no test on one draw holds its level).")
     return notes
 
 
@@ -205,47 +203,47 @@ TableParts = tuple[str, str, list[str], list[list[str]], tuple[str, ...]]
 
 def queries_needed_table(rows: pl.DataFrame, corpus: str, name: str) -> TableParts | None:
     """The queries-needed table: per pair of models (none with a floor model, FLOORS) of each
-    scope's largest pool and delta, the draw sd's upper bound at which the numbers are
-    planned and the planned number for each R of DRAWS (`queries_needed`); narrow enough for
-    a one-column page, its method and keys in the notes."""
+    scope's largest pool and number of draws R planned (DRAWS; one where one was measured,
+    else more), the draw sd's upper bound at which the numbers are planned and the planned
+    number for each delta of DELTAS, a column each (`queries_needed`); narrow enough for a
+    one-column page, its method and keys in the notes."""
     pairs = pair_components(rows)
     pairs = pairs.filter(pl.col("size") == pl.col("size").max().over("scope"),
                          ~pl.col("a").is_in(list(FLOORS)), ~pl.col("b").is_in(list(FLOORS)))
     if not pairs.height:
         return None
-    table = queries_needed(pairs, DELTAS, DRAWS, ALPHA, POWER)
-    keys = ["size", "scope", "a", "b", "delta"]
+    table = queries_needed(pairs, DELTAS, DRAWS, ALPHA, POWER).filter(
+        (pl.col("draws") > 1) == (pl.col("measured_draws") > 1))
+    keys = ["size", "scope", "a", "b", "draws"]
     body = []
-    for (size, scope, a, b, delta), group in table.group_by(keys, maintain_order=True):
-        cells = {r["draws"]: r for r in group.iter_rows(named=True)}
-        first = group.row(0, named=True)
-        body.append([_pools(size, scope), a, b, f"{delta * 100:g}",
-                     _sd(first["s2_draw_upper"]),
-                     *[_count(cells[d]) if d in cells else MISSING for d in DRAWS]])
+    for (size, scope, a, b, draws), group in table.group_by(keys, maintain_order=True):
+        cells = {r["delta"]: r for r in group.iter_rows(named=True)}
+        body.append([_pools(size, scope), a, b, str(draws),
+                     _sd(group["s2_draw_upper"][0]),
+                     *[_count(cells[d]) if d in cells else MISSING for d in DELTAS]])
     floors = sorted(set(FLOORS) & set(rows["model"].unique().to_list()))
     level = f"{UPPER_LEVEL * 100:g}%"
+    deltas = ", ".join(f"{d * 100:g}" for d in DELTAS)
     caption = (
-        f"{corpus}: queries needed to detect a {name} difference of delta x100 (alpha {ALPHA}, "
-        f"power {POWER}) with R pool draws, per pair of models on each scope's largest pool, "
-        f"planned at the draw sd's {level} upper bound (sd+); test: the differences table's "
-        "95% queries-and-draws interval excludes 0")
+        f"{corpus}: queries needed to detect a {name} difference of {deltas} x100 (the "
+        f"columns; alpha {ALPHA}, power {POWER}) with R pool draws, per pair of models on "
+        f"each scope's largest pool, planned at the draw sd's {level} upper bound (sd+); "
+        "test: the differences table's 95% queries-and-draws interval excludes 0")
     notes = (
         f"sd+: the draw component's sd x100 at its one-sided {level} upper confidence bound, "
-        "from the draws' mean square on R-1 degrees of freedom; each number is planned there, "
-        "the query and interaction components at their estimates.",
+        "from the draws' mean square on its R-1 degrees of freedom as measured; each number "
+        "is planned there, the query and interaction components at their estimates.",
         "Power falls as the draw variance rises, so wherever sd+ is at or above the true "
         f"draw sd (at least {level} of measurements) the number reaches power {POWER}; and "
         "as power rises with the draws, a number never rises with R.",
-        f"{UNREACHABLE} (R=m): not reachable with the column's R draws (at sd+ the draws' part "
-        f"of the interval alone keeps the power below {POWER}, however many queries); m: the "
+        f"{REACH}m: not reachable with the row's R draws (at sd+ the draws' part of the "
+        f"interval alone keeps the power below {POWER}, however many queries); m: the "
         f"fewest draws that reach it at sd+ (R>{MAX_DRAWS}: none up to {MAX_DRAWS}).",
         *_plan_notes(table),
-        f"{NO_TEST}: measured with several draws, one draw cannot separate the draw variance "
-        "(no test on one draw holds its level).",
         "Pilots of 50 queries x 3 draws: benchmarks/results/queries_needed.md.",
         *([f"Pairs with {', '.join(floors)} left out (a floor)."] if floors else []),
         *_identical(pairs), method_note("queries-needed"))
-    header = ["pools", "a", "b", "delta", "sd+", *[f"R={d}" for d in DRAWS]]
+    header = ["pools", "a", "b", "R", "sd+", *[f"{d * 100:g}" for d in DELTAS]]
     return ("queries-needed", caption, header, body, notes)
 
 

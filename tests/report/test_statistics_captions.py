@@ -192,22 +192,24 @@ def test_the_differences_caption_states_the_level_of_its_own_queries_and_draws()
 
 def test_the_queries_needed_table_is_planned_at_the_draw_bound_and_narrow():
     """Issue 89: the table's number is planned at the draw sd's 90% upper bound (sd+, its own
-    column), one number or reason a cell, never rising with R; the notes say why it holds
-    and key every abbreviation; nine columns (method columns in the notes)."""
+    column), a row per pair and R, a column per delta, one number or reason a cell, never
+    rising with R; the notes say why it holds and key every abbreviation; eight columns
+    (method columns in the notes)."""
     rng = np.random.default_rng(72)
     name, caption, header, body, notes = variance_tables(
         frame({(2000, m): y for m, y in pair(rng, draw_sd=0.005).items()}), "demo")[-1]
     assert name == "queries-needed"
-    assert header == ["pools", "a", "b", "delta", "sd+", "R=1", "R=3", "R=5", "R=10"]
+    assert header == ["pools", "a", "b", "R", "sd+", "1", "2", "5"]
+    assert [row[3] for row in body] == ["3", "5", "10"]  # several draws measured: no R=1
     prose = " ".join([caption, *notes])
     for words in ("90% upper bound (sd+)", "one-sided 90% upper confidence bound",
                   "Power falls as the draw variance rises", "never rises with R",
-                  "n.r. (R=m): not reachable with the column's R draws", "no test:",
+                  "R≥m: not reachable with the row's R draws", "No row for R=1",
                   "benchmarks/results/queries_needed.md"):
         assert words in prose, words
-    one = re.compile(r"\d+|n\.r\. \(R(=\d+|>100)\)|no test|> 10,000,000|-")
+    one = re.compile(r"\d+|R≥\d+|R>100|> 10,000,000")
     assert all(one.fullmatch(c) for row in body for c in row[5:])  # one number a cell
-    for row in body:
-        numbers = [math.inf if not c.isdigit() else int(c) for c in row[6:]]
-        assert numbers == sorted(numbers, reverse=True), row
+    for column in range(5, 8):
+        numbers = [math.inf if not row[column].isdigit() else int(row[column]) for row in body]
+        assert numbers == sorted(numbers, reverse=True), column  # never rising with R
     assert all(re.fullmatch(r"\d+\.\d\d|0", row[4]) for row in body)

@@ -169,7 +169,7 @@ def test_queries_needed_follow_the_spread(tmp_path):
         assert said.sources == ("queries-needed",)
         assert "To tell bm25 from minilm on all-10k by a difference of 1, 2 or 5 in MAP x100" \
             in said.text and "3 pool draws" in said.text
-        found_counts = [int(q.text) for q in said.quotes if q.column == "R=3"]
+        found_counts = [int(q.text) for q in said.quotes if q.how == "first"]
         assert len(found_counts) == 3 and found_counts == sorted(found_counts, reverse=True)
         counts.append(found_counts)
     assert all(b > a for a, b in zip(counts[0], counts[1], strict=True))
