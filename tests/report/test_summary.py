@@ -227,3 +227,25 @@ def test_summary_comes_first(tmp_path):
     assert "bm25 is best on all-2k, all-5k and all-10k" in first
     # its heading above its sentences, as in the Markdown
     assert first.index(">Summary<") < first.index("bm25 is best on")
+
+
+def test_queries_not_reachable_name_the_draws_that_reach_them(tmp_path):
+    """Issue 89: where the pair's draws differ so much that 3 draws cannot reach the power at
+    the draw variance's upper bound, the sentence says so with the fewest draws that reach
+    it (the table's "R≥m", quoted), and states the condition its numbers hold under."""
+    shift = {0: 0.0, 1: 0.008, 2: -0.006}  # minilm's own offset per dataset-level draw
+    results = frame(BASE).with_columns(value=pl.col("value") + pl.when(
+        (pl.col("model") == "minilm") & (pl.col("level") == "dataset"))
+        .then(pl.col("repeat").replace_strict(shift, return_dtype=pl.Float64))
+        .otherwise(0.0))
+    report, found = made(tmp_path, results)
+    said = one(found, "queries")
+    assert "(alpha 0.05, power 0.8 with 3 pool draws, planned at the draw variance's 90% " \
+        "upper bound)" in said.text, said.text
+    reach = [q for q in said.quotes if q.how == "reach"]
+    assert reach, said.text
+    table = report.tables["queries-needed"]
+    for quote in reach:
+        assert table.rows[quote.row][table.header.index("R")] == "3"
+        assert f"not reachable with 3 draws; {quote.text} draws reach it" in said.text
+        assert int(quote.text) > 3
