@@ -402,7 +402,7 @@ def queries_sentence(data: ResultsLike, sections: Sequence[SectionLike]) -> list
     row = table.rows[i]
     quotes = [Quote(QUERIES, i, POOLS, key[0]), Quote(QUERIES, i, A, key[1]),
               Quote(QUERIES, i, B, key[2]), Quote(QUERIES, i, "R", str(planned))]
-    numbers, reach, others = [], {}, {}
+    numbers, reach, others = [], [], {}
     for delta in deltas:
         cell = row[h.index(delta)]
         if (count := first_number(cell))[:1].isdigit() or count.startswith(">"):
@@ -410,13 +410,13 @@ def queries_sentence(data: ResultsLike, sections: Sequence[SectionLike]) -> list
             numbers.append(f"{count} queries for {delta}")
         elif (more := reach_draws(cell)) is not None:
             quotes.append(Quote(QUERIES, i, delta, more, "reach"))
-            reach.setdefault(more, []).append(delta)
+            reach.append((delta, more))
         else:
             quotes.append(Quote(QUERIES, i, delta, cell))
             others.setdefault(cell, []).append(delta)
     said = [*([f"the report's test needs {_listed(numbers)}"] if numbers else []),
-            *(f"for {_listed(found)} it is not reachable with {planned} draws; {more} draws "
-              "reach it" for more, found in reach.items()),
+            *([f"for {_listed([d for d, _ in reach])} it is not reachable with {planned} "
+               f"draws ({_listed([m for _, m in reach])} draws reach it)"] if reach else []),
             *(f'the table says "{cell}" for {_listed(found)}' for cell, found in others.items())]
     condition = (f"power {POWER} with {counted(planned, 'pool draw')}, planned at the draw "
                  f"variance's {UPPER_LEVEL * 100:g}% upper bound" if planned > 1

@@ -245,7 +245,12 @@ def test_queries_not_reachable_name_the_draws_that_reach_them(tmp_path):
     reach = [q for q in said.quotes if q.how == "reach"]
     assert reach, said.text
     table = report.tables["queries-needed"]
+    deltas = [q.column for q in reach]
+    draws = [q.text for q in reach]
+    words = " and ".join([", ".join(deltas[:-1]), deltas[-1]] if len(deltas) > 1 else deltas)
+    needed = " and ".join([", ".join(draws[:-1]), draws[-1]] if len(draws) > 1 else draws)
+    assert f"for {words} it is not reachable with 3 draws ({needed} draws reach it)" \
+        in said.text, said.text
     for quote in reach:
         assert table.rows[quote.row][table.header.index("R")] == "3"
-        assert f"not reachable with 3 draws; {quote.text} draws reach it" in said.text
         assert int(quote.text) > 3
