@@ -34,25 +34,22 @@ the n as if given components were the truth (None when the interval's draw part 
 the power: not reachable with R draws; `limit_power`, the draw means' noncentral t, a number
 however large the effect).
 
-The report's number, `assured_size` (issue 71), allows for what the measured draws cannot
-know: with 3 draws the draw estimate rests on 2 degrees of freedom, is 0 in 25-67% of pilots
-whose draw sd is 0.3 MAP points, and the n at the estimates gave the report's own test a
-median power of 0.70-0.80 there at a difference of 2 points
-(benchmarks/results/queries_needed.md). It is the fewest n at which the interval's power,
-averaged over the components' posterior given the measured mean squares, is the power: the
-expected power, or assurance, of O'Hagan, Stevens & Campbell (2005; O'Hagan & Stevens 2001),
-here with Jeffreys' prior on the three expected mean squares, each E[MS] =
-df MS / chi2(df), restricted to components of at least 0 (Box & Tiao 1973's treatment of
-variance components), and to draw components with which R draws can reach the power at all
-(`reach_limit`): components beyond it give no n, and over them the expectation has none.
-"not reachable" decided over the same posterior (issue 79; before, by the estimates alone):
-where the posterior probability of a reachable draw component is below alpha
-(`reach_probability`), and never fewer queries than at the estimates (near the reach limit
-the restriction pulls the draw component below its estimate). The integral runs over 4,096
-seeded quasi-Monte Carlo points (six chi-squares: the posterior's three, the planned design's
-three mean squares), with importance weights for the restrictions (`expected_power`).
-Beside it, the n if the draw variance is as large as its one-sided `UPPER_LEVEL` upper
-confidence bound (`draw_upper`, from MS_R's chi-square on R-1 degrees of freedom).
+The report's number (issue 89; `queries_needed`'s `queries`) plans at the draw variance's
+one-sided `UPPER_LEVEL` upper confidence bound (`draw_upper`, from MS_R's chi-square on R-1
+degrees of freedom), the query and interaction components at their estimates (on Q-1 and
+(Q-1)(R-1) degrees of freedom: precise). With 3 draws the draw estimate rests on 2 degrees
+of freedom and is 0 in many pilots whose draw variance is not; planned at the estimate, the
+number then fell short. Power at a given n falls as the draw variance rises, so wherever the
+bound is at or above the true draw variance (90% of pilots, by its construction) the
+planned design's power at the truth is at least the stated power: the number holds as
+worded, with no condition on the unknown draw variance. Power at a given n rises with the
+draws at fixed variances, and the bound does not depend on the draws planned, so the
+number never rises with R, and "not reachable with R draws" (the draw part alone at the
+bound keeps the power below the target) holds for every smaller R too; it comes with the
+fewest draws that reach the power at the bound (`fewest_draws`). An earlier rule (issue 71,
+the power expected over the components' posterior among the components each R could
+handle) averaged each R over a different set of variances, and its number could rise with
+R (benchmarks/results/queries_needed.md maps the rule that replaced it).
 
 Values reach every sum sorted by query id, then draw, so the numbers do not depend on the
 rows' order or polars' threads.
@@ -243,12 +240,7 @@ PAIRED_T = "paired t over queries"  # one draw measured and planned: the queries
 INTERVAL_TEST = "queries-and-draws interval excludes 0"  # `half_widths`' wider interval
 NODES = (32, 256, 8)  # the power's quadrature nodes over MS_Q, MS_R, MS_E
 UNKNOWN_DRAW = "the draw variance is unknown (measured with one draw)"
-# `expected_power`'s quasi-Monte Carlo points: 2^12 scrambled Sobol points, seeded, so the
-# same points (and numbers) every run; their columns: the pilot's MS_E, MS_Q and MS_R
-# chi-squares (the posterior), then the planned design's MS_Q, MS_R and MS_E chi-squares
-ASSURANCE_POINTS, ASSURANCE_SEED = 12, 71
-EXACT_DF = 100  # chi-square quantiles up to this many degrees of freedom exact, beyond
-# Wilson and Hilferty's cube-root normal (relative error at most 0.0015, at the outermost point)
+MAX_DRAWS = 100  # the search for the fewest draws that reach the power stops here
 
 
 def _t_power(crit: float, df: float, ncp: float) -> float:
@@ -391,6 +383,15 @@ def reach_limit(delta: float, draws: int, alpha: float = 0.05, power: float = 0.
     return math.inf if k == 0 else draws * delta ** 2 / k ** 2
 
 
+def fewest_draws(delta: float, s2_draw: float, draws: int, alpha: float = 0.05,
+                 power: float = 0.8) -> int | None:
+    """The fewest draws beyond `draws` with which the queries-and-draws interval can reach
+    `power` against `delta` at this draw variance (`limit_power`, which rises with the
+    draws), None where not even MAX_DRAWS can."""
+    return next((r for r in range(draws + 1, MAX_DRAWS + 1)
+                 if limit_power(delta, s2_draw, r, alpha) >= power), None)
+
+
 @dataclass(frozen=True)
 class Needed:
     """`topic_set_size`'s answer: the fewest queries (None: none reaches the power, `reason`
@@ -399,6 +400,7 @@ class Needed:
     queries: int | None
     test: str
     reason: str | None = None
+    draws_needed: int | None = None  # not reachable: the fewest draws that reach the power
 
 
 def _smallest(enough: Callable[[int], bool], low: int, guess: int | None = None
@@ -451,16 +453,16 @@ def topic_set_size(delta: float, s2_query: float, s2_draw: float = math.nan,
                    s2_resid: float = 0.0, draws: int = 1, alpha: float = 0.05,
                    power: float = 0.8) -> Needed:
     """The fewest queries (>= 2) at which a test of level `alpha` that the report runs reaches
-    `power` against a difference `delta`, were these variance components the truth, with
-    `draws` draws (the report's number at the estimates; `assured_size` allows for what the
-    measured draws cannot know). s2_draw NaN (not measured: one draw): the paired t over
-    queries for one draw (Sakai 2016's topic set size; the draws not separated), None for
-    more (the draw variance unknown). s2_draw measured (0 included: an estimate of 0 from few
-    draws is no proof of none): the queries-and-draws interval (`interval_power`) for 2 or
-    more draws; None when its draw part alone keeps it below `power` (`limit_power`: not
-    reachable with R draws), and for one draw, whose variance no test on one draw can
-    separate. Cached (a pure function of its arguments): a report asks again for the same
-    pairs' numbers."""
+    `power` against a difference `delta`, were these variance components the truth, with `draws`
+    draws (`queries_needed` plans with the draw variance at its upper bound). s2_draw NaN (not
+    measured: one draw): the paired t over queries for one draw (Sakai 2016's topic set size;
+    the draws not separated), None for more (the draw variance unknown). s2_draw measured (0
+    included: an estimate of 0 from few draws is no proof of none): the queries-and-draws
+    interval (`interval_power`) for 2 or more draws; None when its draw part alone keeps it
+    below `power` (`limit_power`: not reachable with R draws), and for one draw, whose variance
+    no test on one draw can separate; not reachable comes with the fewest draws that reach
+    `power` (`draws_needed`, `fewest_draws`). Cached (a pure function of its arguments): a
+    report asks again for the same pairs' numbers."""
     if math.isnan(s2_draw):
         if draws > 1:
             return Needed(None, INTERVAL_TEST, UNKNOWN_DRAW)
@@ -471,7 +473,9 @@ def topic_set_size(delta: float, s2_query: float, s2_draw: float = math.nan,
         return Needed(None, INTERVAL_TEST, "one draw: its variance cannot be separated, no "
                                            "test on one draw holds its level")
     if limit_power(delta, s2_draw, draws, alpha) < power:
-        return Needed(None, INTERVAL_TEST, f"not reachable with {draws} draws")
+        more = fewest_draws(delta, s2_draw, draws, alpha, power)
+        return Needed(None, INTERVAL_TEST, f"not reachable with {draws} draws; " + (
+            f"{more} draws reach it" if more else f"nor with up to {MAX_DRAWS}"), more)
     # the n of a t-test that knew the draw variance (`power_of`) as the search's guess: near,
     # but no lower bound (no query variance, 10 draws, 3 queries: 0.89 against its 0.78)
     oracle = _smallest(lambda n: power_of(n, delta, s2_query, s2_draw, s2_resid, draws, alpha)
@@ -479,178 +483,6 @@ def topic_set_size(delta: float, s2_query: float, s2_draw: float = math.nan,
     n = _smallest(lambda n: interval_power(n, delta, s2_query, s2_draw, s2_resid, draws, alpha)
                   >= power, 2, oracle)
     return Needed(n, INTERVAL_TEST, None if n else f"more than {MAX_QUERIES:,} queries")
-
-
-# ---- queries needed with assurance: what the measured draws cannot know ----------------------
-@functools.lru_cache(maxsize=1)
-def _points() -> np.ndarray:
-    """The 2^ASSURANCE_POINTS x 6 quasi-Monte Carlo points (scrambled Sobol, seeded), inside
-    (0, 1); read-only."""
-    from scipy.stats import qmc
-
-    found = qmc.Sobol(6, scramble=True, seed=ASSURANCE_SEED).random_base2(ASSURANCE_POINTS)
-    found = np.clip(found, 1e-12, 1 - 1e-12)
-    found.flags.writeable = False
-    return found
-
-
-@functools.lru_cache(maxsize=512)
-def _exact_chi(df: int, column: int) -> np.ndarray:
-    from scipy.special import gammaincinv
-
-    found = 2 * gammaincinv(df / 2, _points()[:, column]) / df
-    found.flags.writeable = False
-    return found
-
-
-def _chi(df: int, column: int) -> np.ndarray:
-    """chi2(df)/df at the points' `column` (exact up to EXACT_DF degrees of freedom, cached;
-    Wilson-Hilferty's (1 - 2/(9 df) + z sqrt(2/(9 df)))^3 beyond)."""
-    if df <= EXACT_DF:
-        return _exact_chi(df, column)
-    from scipy.special import ndtri
-
-    c = 2 / (9 * df)
-    return (1 - c + ndtri(_points()[:, column]) * math.sqrt(c)) ** 3
-
-
-def _restricted(ms: float, df: int, low: np.ndarray, high: np.ndarray, u: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """An expected mean square's posterior given its mean square `ms` (> 0) on `df` degrees of
-    freedom, df ms / chi2(df) (Jeffreys' prior), restricted to [low, high] (arrays, one per
-    point): its values at the points' probabilities `u` within the restriction, and the
-    posterior probability of the restriction. The chi-square's two tails are each taken
-    from the side where they are accurate (survival function above df)."""
-    from scipy.special import gammainc, gammaincc, gammainccinv, gammaincinv
-
-    a = df / 2
-    with np.errstate(divide="ignore"):
-        c_low = df * ms / high / 2  # the chi-square / 2 at `high` (0 where high is inf)
-        c_high = np.where(low > 0, df * ms / np.where(low > 0, low, 1.0) / 2, np.inf)
-    upper = c_low > a
-    s_low, s_high = gammaincc(a, c_low), gammaincc(a, c_high)
-    f_low, f_high = gammainc(a, c_low), gammainc(a, c_high)
-    mass = np.maximum(np.where(upper, s_low - s_high, f_high - f_low), 0.0)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        half = np.where(upper, gammainccinv(a, np.minimum(s_high + u * mass, 1.0)),
-                        gammaincinv(a, np.minimum(f_low + u * mass, 1.0)))
-        found = df * ms / (2 * half)
-    return np.clip(np.where(np.isfinite(found), found, low), low, high), mass
-
-
-@functools.lru_cache(maxsize=256)
-def _posterior(ms_query: float, ms_draw: float, ms_resid: float, queries: int, draws: int,
-               width: float) -> tuple[np.ndarray, ...] | None:
-    """What the mean squares of a measured queries x draws difference allow its expected mean
-    squares to be, at the points: the posterior under Jeffreys' prior (each E[MS] =
-    df MS / chi2(df), independent), restricted to components of at least 0 (E[MS_Q] and
-    E[MS_R] at least E[MS_E]: Box & Tiao 1973, 5.2) and to draw components under which the
-    planned draws can reach the power (E[MS_R] at most E[MS_E] + `width`, Q times
-    `reach_limit`): E[MS_E] from its posterior, E[MS_Q] and E[MS_R] from theirs restricted
-    given it, each point weighted by the probability of its restrictions (importance
-    weights). (E[MS_Q], E[MS_R], E[MS_E], weight), read-only; None where no point has weight
-    (the restriction beyond the posterior's reach)."""
-    u = _points()
-    dq, dr = queries - 1, draws - 1
-    lam_e = (ms_resid / _chi(dq * dr, 0) if ms_resid > 0 else np.zeros(len(u)))
-    if ms_query > 0:
-        lam_q, p_q = _restricted(ms_query, dq, lam_e, np.full(len(u), np.inf), u[:, 1])
-    else:  # every query's mean equal: no query component
-        lam_q, p_q = lam_e, np.ones(len(u))
-    if ms_draw > 0 or ms_resid > 0:  # MS_R of 0 beside an interaction: its limit from above
-        lam_r, p_r = _restricted(max(ms_draw, 1e-9 * ms_resid), dr, lam_e, lam_e + width,
-                                 u[:, 2])
-    else:  # the draws agree exactly and no interaction: no draw-side variance
-        lam_r, p_r = lam_e, np.ones(len(u))
-    weight = p_q * p_r
-    total = weight.sum()
-    if not (total > 0 and math.isfinite(total)):
-        return None
-    found = (lam_q, lam_r, lam_e, weight / total)
-    for array in found:
-        array.flags.writeable = False
-    return found
-
-
-def expected_power(queries: int, delta: float, posterior: tuple[np.ndarray, ...],
-                   measured_queries: int, draws: int, alpha: float = 0.05) -> float:
-    """The power of the queries-and-draws interval (`interval_power`'s test) on `queries` x
-    `draws`, averaged over `posterior` (`_posterior` of a pair measured on `measured_queries`
-    queries): at each point the components are E[MS_Q] - E[MS_E] (x R_measured), the draw
-    component (E[MS_R] - E[MS_E]) / measured_queries and E[MS_E]; the planned design's three
-    mean squares are drawn at the point's chi-squares, the mean difference is normal. The
-    assurance of O'Hagan & Stevens (2001, 2005): the power expected over what the pilot
-    allows the truth to be."""
-    from scipy.special import ndtr
-
-    lam_q, lam_r, lam_e, weight = posterior
-    n, r = queries, draws
-    lam_rn = lam_e + n * (lam_r - lam_e) / measured_queries  # E[MS_R] with n queries
-    ms_q = lam_q * _chi(n - 1, 3)
-    ms_r = lam_rn * _chi(r - 1, 4)
-    ms_e = lam_e * _chi((n - 1) * (r - 1), 5)
-    _, half = half_widths(ms_q, ms_r, ms_e, n, r, 1 - alpha)
-    sd = np.sqrt(np.maximum(lam_q + lam_rn - lam_e, 0.0) / (n * r))
-    d = abs(delta)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        found = ndtr((d - half) / sd) + ndtr((-half - d) / sd)
-    found = np.where(sd > 0, found, 1.0)
-    return float((weight * found).sum())
-
-
-@functools.lru_cache(maxsize=4096)
-def assured_size(delta: float, ms_query: float, ms_draw: float, ms_resid: float,
-                 queries: int, measured: int, draws: int, alpha: float = 0.05,
-                 power: float = 0.8) -> Needed:
-    """The report's queries needed, from a pair's difference measured on `queries` x
-    `measured` draws (its mean squares): the fewest queries at which the queries-and-draws
-    interval with `draws` draws has an expected power (`expected_power`) of `power` over what
-    the measurement allows the components to be (`_posterior`), among the components under
-    which `draws` draws can reach `power` at all. "not reachable" where the posterior gives
-    such components a probability below `alpha` (`reach_probability`), and with one draw
-    measured or planned `topic_set_size`'s answer at the estimates (the paired t, or no
-    test). With 3 draws the draw estimate rests on 2 degrees of freedom: the
-    estimate is 0 in most pilots with a small draw variance and the number at the estimates
-    then falls short (benchmarks/results/queries_needed.md). Cached."""
-    s2_query = ms_query if measured < 2 else max(ms_query - ms_resid, 0.0) / measured
-    if measured < 2:
-        return topic_set_size(delta, s2_query, math.nan, 0.0, draws, alpha, power)
-    s2_draw = max(ms_draw - ms_resid, 0.0) / queries
-    point = topic_set_size(delta, s2_query, s2_draw, ms_resid, draws, alpha, power)
-    if draws < 2:
-        return point
-    width = queries * reach_limit(delta, draws, alpha, power)
-    if reach_probability(ms_draw, ms_resid, queries, measured, width) < alpha:
-        return Needed(None, INTERVAL_TEST, f"not reachable with {draws} draws")
-    posterior = _posterior(ms_query, ms_draw, ms_resid, queries, measured, width)
-    if posterior is None:
-        return point
-    # never fewer than at the estimates: near the reach limit the restriction to reachable
-    # components pulls the draw component below its estimate
-    n = _smallest(lambda n: expected_power(n, delta, posterior, queries, draws, alpha)
-                  >= power, point.queries or 2, point.queries)
-    return Needed(n, INTERVAL_TEST, None if n else f"more than {MAX_QUERIES:,} queries")
-
-
-@functools.lru_cache(maxsize=256)
-def reach_probability(ms_draw: float, ms_resid: float, queries: int, draws: int,
-                      width: float) -> float:
-    """The posterior probability (Jeffreys' prior on the expected mean squares, as
-    `_posterior`'s, a draw component below 0 counted as reachable, as 0 is) that the planned
-    draws can reach the power: E[MS_R] at most E[MS_E] + `width`, averaged over E[MS_E]'s
-    posterior. At a given E[MS_E] it is the p-value of the chi-square test of that bound on
-    MS_R's R-1 degrees of freedom, so a pilot whose truth is reachable falls below alpha in
-    about alpha of pilots (`assured_size`'s "not reachable"; benchmarks/results/
-    queries_needed.md counts them)."""
-    from scipy.special import gammaincc
-
-    if not (ms_draw > 0 or ms_resid > 0):
-        return 1.0  # the draws agree exactly and no interaction: no draw-side variance
-    dq, dr = queries - 1, draws - 1
-    lam_e = ms_resid / _chi(dq * dr, 0) if ms_resid > 0 else np.zeros(len(_points()))
-    with np.errstate(divide="ignore"):
-        found = gammaincc(dr / 2, dr * ms_draw / (2 * (lam_e + width)))
-    return float(np.mean(found))
 
 
 # ---- frames: the report's rows (scope, size, metric, model, query, repeat, value) -------------
@@ -670,9 +502,8 @@ PAIR_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String,
 SIZE_SCHEMA = {"size": pl.Int64, "scope": pl.String, "metric": pl.String,
                "a": pl.String, "b": pl.String, "delta": pl.Float64, "draws": pl.Int64,
                "queries": pl.Int64, "test": pl.String, "reason": pl.String,
+               "draws_needed": pl.Int64, "s2_draw": pl.Float64, "s2_draw_upper": pl.Float64,
                "queries_point": pl.Int64, "reason_point": pl.String,
-               "s2_draw": pl.Float64, "s2_draw_upper": pl.Float64,
-               "queries_upper": pl.Int64, "reason_upper": pl.String,
                "measured_draws": pl.Int64, "draw_df": pl.Int64,
                "identical": pl.List(pl.String)}
 
@@ -833,40 +664,45 @@ def pair_components(rows: pl.DataFrame) -> pl.DataFrame:
 def queries_needed(pairs: pl.DataFrame, deltas: tuple[float, ...] = (0.01, 0.02, 0.05),
                    draws: tuple[int, ...] = (1, 3, 5, 10), alpha: float = 0.05,
                    power: float = 0.8, upper_level: float = UPPER_LEVEL) -> pl.DataFrame:
-    """The queries needed for each row of `pair_components` (its mean squares), delta and
-    number of draws (SIZE_SCHEMA): `queries` the report's number, `assured_size` (null with
-    the `reason`; `test` the test it is for), allowing for what the measured draws cannot
-    know; beside it `queries_point` (null with `reason_point`), `topic_set_size` at the
-    estimates as if they were the truth, and `queries_upper` (null with `reason_upper`), the
-    same with the draw variance at its one-sided `upper_level` upper bound `s2_draw_upper`
-    (`draw_upper`); `draw_df` the degrees of freedom of the draw estimate they rest on,
-    measured draws - 1. Measured with one draw, the draw component is unknown: only draws = 1
-    is given (no row for the others), the paired t over queries with the draws not
-    separated, at the estimate, and no bound."""
+    """The queries needed for each row of `pair_components`, delta and number of draws
+    (SIZE_SCHEMA): `queries`, the planned number (null with the `reason`; `test` the test it
+    is for), is `topic_set_size` with the draw variance at its one-sided `upper_level` upper
+    confidence bound `s2_draw_upper` (`draw_upper`) and the query and interaction components
+    at their estimates; where that bound's draw part alone keeps the power below `power`,
+    "not reachable", with `draws_needed` the fewest draws that reach it at the bound.
+    Wherever the bound is at or above the true draw variance (`upper_level` of pilots), the
+    planned design's power at the truth is at least its power at the bound, since power falls
+    as the draw variance rises; and at fixed variances power rises with the draws, so the
+    number never rises with R. `queries_point` (null with `reason_point`), a side column, is
+    the number at the estimates as if they were the truth: not the planned number (an
+    estimate of 0 on 2 degrees of freedom makes it optimistic). `draw_df`: the draw
+    estimate's degrees of freedom, measured draws - 1. Measured with one draw the draw
+    component is unknown: only draws = 1 is given, the paired t over queries with the draws
+    not separated, at the estimate, and no bound."""
     out = []
     for row in pairs.sort("size", "scope", "metric", "a", "b").iter_rows(named=True):
         measured, queries = row["draws"], row["queries"]
         s2_resid = 0.0 if row["s2_resid"] is None else row["s2_resid"]
         if measured < 2:
-            s2_draw = upper = ms_draw = math.nan
+            s2_draw = upper = math.nan
         else:
-            s2_draw, ms_draw = row["s2_draw"], row["ms_draw"]
-            upper = float(draw_upper(ms_draw, s2_resid, queries, measured, upper_level))
+            s2_draw = row["s2_draw"]
+            upper = float(draw_upper(row["ms_draw"], s2_resid, queries, measured, upper_level))
         for delta in deltas:
             for r in draws:
                 if measured < 2 and r != 1:
                     continue  # the draw component is unknown
-                n = assured_size(delta, row["ms_query"], ms_draw, s2_resid, queries, measured,
-                                 r, alpha, power)
+                planned = topic_set_size(delta, row["s2_query"],
+                                         s2_draw if measured < 2 else upper, s2_resid, r,
+                                         alpha, power)
                 point = topic_set_size(delta, row["s2_query"], s2_draw, s2_resid, r, alpha,
                                        power)
-                bound = (topic_set_size(delta, row["s2_query"], upper, s2_resid, r, alpha, power)
-                         if measured > 1 else Needed(None, PAIRED_T, UNKNOWN_DRAW))
                 out.append({**{k: row[k] for k in ("size", "scope", "metric", "a", "b")},
-                            "delta": delta, "draws": r, "queries": n.queries, "test": n.test,
-                            "reason": n.reason, "queries_point": point.queries,
-                            "reason_point": point.reason, "s2_draw": _finite(s2_draw),
-                            "s2_draw_upper": _finite(upper), "queries_upper": bound.queries,
-                            "reason_upper": bound.reason, "measured_draws": measured,
-                            "draw_df": measured - 1, "identical": row["identical"]})
+                            "delta": delta, "draws": r, "queries": planned.queries,
+                            "test": planned.test, "reason": planned.reason,
+                            "draws_needed": planned.draws_needed,
+                            "s2_draw": _finite(s2_draw), "s2_draw_upper": _finite(upper),
+                            "queries_point": point.queries, "reason_point": point.reason,
+                            "measured_draws": measured, "draw_df": measured - 1,
+                            "identical": row["identical"]})
     return pl.DataFrame(out, schema=SIZE_SCHEMA)

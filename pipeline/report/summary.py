@@ -18,10 +18,10 @@ import polars as pl
 from pipeline.core.logs import counted
 from pipeline.evaluation.crossover import HEADER as CROSSOVER_HEADER
 from pipeline.evaluation.crossover import at_floor
-from pipeline.evaluation.variance import differences, separated
+from pipeline.evaluation.variance import UPPER_LEVEL, differences, separated
 from pipeline.layout import format_size
 from pipeline.report.tables import main_metric, markdown_text, metric_key, metric_name
-from pipeline.report.variance import ALPHA, FLOORS, POWER, variance_rows
+from pipeline.report.variance import ALPHA, FLOORS, POWER, REACH, variance_rows
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ LEVELS = {"dataset": "dataset-level pools", "field": "field-level pools",
           "csfcube": "CSFCube's facet pools by plain means over queries"}
 _INTERVAL = re.compile(r"^\[(-?\d+(?:\.\d+)?), (-?\d+(?:\.\d+)?)\]$")
 _NUMBER = re.compile(r"^\d[\d,]*")
+_REACH = re.compile(rf"^{re.escape(REACH)}(\d+)$")  # "R≥9": not reachable, 9 draws reach it
 
 
 class TableLike(Protocol):
@@ -69,7 +70,8 @@ class Quote:
     """One table cell a sentence writes: the table, its row (index) and column (header), and
     the text written, which is the cell itself (`how` "cell"), its negation where the sentence
     reads the pair b - a ("negated"), its leading number ("first": `first_number`) or one of
-    its clauses ("part": an outcome's clause, between "; ")."""
+    its clauses ("part": an outcome's clause, between "; ") or the fewest draws a "not
+    reachable" names ("reach": `reach_draws`)."""
 
     table: str
     row: int
@@ -102,9 +104,16 @@ def negated(text: str) -> str:
 
 def first_number(cell: str) -> str:
     """A queries-needed cell's planning number (its leading number, "825" of "825 (468)"), or
-    the cell where it has none ("not reachable")."""
+    the cell where it has none ("R≥9")."""
     found = _NUMBER.match(cell)
     return found.group(0) if found else cell
+
+
+def reach_draws(cell: str) -> str | None:
+    """The fewest draws a queries-needed cell names where its row's R cannot reach the power
+    ("9" of "R≥9"), None where it names none."""
+    found = _REACH.match(cell)
+    return found.group(1) if found else None
 
 
 def _listed(words: Sequence[str]) -> str:
@@ -374,55 +383,56 @@ def crossing_sentence(data: ResultsLike, sections: Sequence[SectionLike]) -> lis
                      "cross (pair a - b, pools): " + "; ".join(parts) + ".", tuple(quotes))]
 
 
-def _count_words(count: str, delta: str) -> str:
-    """"825 queries for 1", "not reachable for 1"."""
-    noun = " queries" if count[:1].isdigit() or count.startswith(">") else ""
-    return f"{count}{noun} for {delta}"
-
-
 def queries_sentence(data: ResultsLike, sections: Sequence[SectionLike]) -> list[Sentence]:
-    """How many queries each stated difference needs, from the queries-needed table: the first
-    pair of the dataset-level pools (else the table's first), each delta, with the draws
-    measured (or the fewest the table plans beyond one, where it was not planned)."""
+    """How many queries each stated difference needs, from the queries-needed table (a row
+    per pair and R, a column per delta): the first pair of the dataset-level pools (else the
+    table's first), with the draws measured (or the fewest the table plans beyond one, where
+    it was not planned), each delta; where R draws cannot reach the power, the fewest that
+    can."""
     table = _table(sections, QUERIES)
     if table is None or not table.rows:
         return []
     h = table.header
-    draws = {int(m.group(1)): j for j, name in enumerate(h)
-             if (m := re.fullmatch(r"R=(\d+)", name))}
-    if not draws:
-        log.warning("[summary] the queries-needed table has no R=<draws> column: no sentence")
+    if "R" not in h:
+        log.warning("[summary] the queries-needed table has no R column: no sentence")
         return []
+    deltas = [name for name in h if re.fullmatch(r"\d+(\.\d+)?", name)]
     levels = _setting_levels(data)
     keys = [(r[h.index(POOLS)], r[h.index(A)], r[h.index(B)]) for r in table.rows]
     key = next((k for k in keys if levels.get(k[0]) == "dataset"), keys[0])
-    rows = [i for i, k in enumerate(keys) if k == key]
+    planned_rows = {int(table.rows[i][h.index("R")]): i for i, k in enumerate(keys) if k == key}
     measured = _measured_draws(data, key[0])
-    planned = measured if measured in draws else min(
-        (d for d in draws if d >= 2), default=1) if measured > 1 else 1
-    if planned not in draws:
+    planned = measured if measured in planned_rows else min(
+        (d for d in planned_rows if d >= 2), default=1) if measured > 1 else 1
+    if planned not in planned_rows:
         return []
-    column = f"R={planned}"
-    deltas = [table.rows[i][h.index("delta")] for i in rows]
-    counts = [first_number(table.rows[i][draws[planned]]) for i in rows]
-    quotes = [Quote(QUERIES, rows[0], POOLS, key[0]), Quote(QUERIES, rows[0], A, key[1]),
-              Quote(QUERIES, rows[0], B, key[2])]
-    quotes += [Quote(QUERIES, i, "delta", d) for i, d in zip(rows, deltas, strict=True)]
-    quotes += [Quote(QUERIES, i, column, c, "first") for i, c in zip(rows, counts, strict=True)]
-    metric = _metric(data)
-    draw_words = f"{counted(planned, 'pool draw')}"
-    numbers = [_count_words(c, d) for c, d in zip(counts, deltas, strict=True)
-               if c[:1].isdigit() or c.startswith(">")]
-    others: dict[str, list[str]] = {}
-    for count, delta in zip(counts, deltas, strict=True):
-        if not (count[:1].isdigit() or count.startswith(">")):
-            others.setdefault(count, []).append(delta)
+    i = planned_rows[planned]
+    row = table.rows[i]
+    quotes = [Quote(QUERIES, i, POOLS, key[0]), Quote(QUERIES, i, A, key[1]),
+              Quote(QUERIES, i, B, key[2]), Quote(QUERIES, i, "R", str(planned))]
+    numbers, reach, others = [], [], {}
+    for delta in deltas:
+        cell = row[h.index(delta)]
+        if (count := first_number(cell))[:1].isdigit() or count.startswith(">"):
+            quotes.append(Quote(QUERIES, i, delta, count, "first"))
+            numbers.append(f"{count} queries for {delta}")
+        elif (more := reach_draws(cell)) is not None:
+            quotes.append(Quote(QUERIES, i, delta, more, "reach"))
+            reach.append((delta, more))
+        else:
+            quotes.append(Quote(QUERIES, i, delta, cell))
+            others.setdefault(cell, []).append(delta)
     said = [*([f"the report's test needs {_listed(numbers)}"] if numbers else []),
-            *(f'the table says "{count}" for {_listed(found)}' for count, found in others.items())]
+            *([f"for {_listed([d for d, _ in reach])} it is not reachable with {planned} "
+               f"draws ({_listed([m for _, m in reach])} draws reach it)"] if reach else []),
+            *(f'the table says "{cell}" for {_listed(found)}' for cell, found in others.items())]
+    condition = (f"power {POWER} with {counted(planned, 'pool draw')}, planned at the draw "
+                 f"variance's {UPPER_LEVEL * 100:g}% upper bound" if planned > 1
+                 else f"power {POWER} with 1 pool draw, the paired t-test at the estimates")
     return [Sentence("queries", (QUERIES,), (
         f"To tell {key[1]} from {key[2]} on {key[0]} by a difference of "
-        f"{_listed(deltas).replace(' and ', ' or ')} in {metric} x100 (alpha {ALPHA}, power "
-        f"{POWER}, {draw_words}), {'; '.join(said)}."), tuple(quotes))]
+        f"{_listed(deltas).replace(' and ', ' or ')} in {_metric(data)} x100 (alpha {ALPHA}, "
+        f"{condition}), {'; '.join(said)}."), tuple(quotes))]
 
 
 def _measured_draws(data: ResultsLike, pools: str) -> int:

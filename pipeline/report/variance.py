@@ -8,8 +8,8 @@ import polars as pl
 
 from pipeline.evaluation.significance import MIN_QUERIES, too_few
 from pipeline.evaluation.variance import (
+    MAX_DRAWS,
     MAX_QUERIES,
-    PAIRED_T,
     UPPER_LEVEL,
     components,
     differences,
@@ -24,20 +24,8 @@ from pipeline.report.tables import MISSING, main_metric, method_note, metric_key
 DELTAS = (0.01, 0.02, 0.05)  # the differences the queries-needed table is for (metric units)
 DRAWS = (1, 3, 5, 10)  # its numbers of pool draws
 ALPHA, POWER = 0.05, 0.8
-UNREACHABLE = "not reachable"
-NO_TEST = "no test (1 draw)"  # one planned draw when the measured draws vary
+REACH = "R≥"  # a cell's "R≥m": not reachable with its row's draws, m draws reach it
 FLOORS = ("random",)  # models at a floor: no one plans queries to tell a model from them
-# benchmarks/results/queries_needed.json: per difference the report plans for and true draw sd
-# simulated (both MAP points), the lowest and highest median true power of the report's test
-# at the report's number from 3-draw pilots, over the simulated interactions and pilot sizes
-SIMULATED_POWER: dict[float, dict[float, tuple[float, float]]] = {
-    1: {0: (0.93, 0.98), 0.15: (0.87, 0.90), 0.3: (0.63, 0.66), 0.45: (0.43, 0.45)},
-    2: {0: (0.89, 0.97), 0.15: (0.87, 0.96), 0.3: (0.82, 0.89), 0.45: (0.76, 0.79),
-        0.6: (0.64, 0.67), 0.75: (0.52, 0.56)},
-    5: {0: (0.84, 0.97), 0.3: (0.84, 0.96), 0.6: (0.82, 0.93), 0.9: (0.79, 0.85),
-        1.2: (0.73, 0.76), 1.5: (0.64, 0.67)},
-}
-SIMULATED_DRAWS = 3  # the pilots' draws, measured and planned
 
 
 def _pools(size: int, scope: str) -> str:
@@ -186,21 +174,16 @@ def _identical(pairs: pl.DataFrame) -> list[str]:
             "draw (a zero difference has no variance to plan with)."]
 
 
-def _count(queries: int | None, reason: str | None) -> str:
-    """A number of queries, or why there is none (`topic_set_size`'s reason, in words)."""
-    if queries is not None:
-        return str(queries)
-    if reason.startswith("more than"):
+def _count(row: dict) -> str:
+    """A planned number of queries, or why there is none: "R≥m" where the row's R draws
+    cannot reach the power at the bound and m draws can (`draws_needed`), "R>MAX_DRAWS"
+    where none up to MAX_DRAWS can."""
+    if row["queries"] is not None:
+        return str(row["queries"])
+    if row["reason"].startswith("more than"):
         return f"> {MAX_QUERIES:,}"
-    return NO_TEST if reason.startswith("one draw") else UNREACHABLE
-
-
-def _plug_in(row: dict | None) -> str:
-    """A plug-in cell: the number at the estimates (`topic_set_size`), measured and planned
-    with several draws; "-" where the table's number is already the estimates' (one draw)."""
-    if row is None or row["measured_draws"] < 2 or row["draws"] < 2:
-        return MISSING
-    return _count(row["queries_point"], row["reason_point"])
+    more = row["draws_needed"]
+    return f"{REACH}{more}" if more else f"R>{MAX_DRAWS}"
 
 
 def _sd(variance: float | None) -> str:
@@ -210,43 +193,27 @@ def _sd(variance: float | None) -> str:
     return f"{variance ** 0.5 * 100:.2f}" if variance > 0 else "0"
 
 
-def power_quote(delta: float, draw_sd: float | None, measured_draws: int) -> str:
-    """The median true power the report quotes for a row planning for `delta` with a draw sd
-    estimated at `draw_sd` (both metric units) from `measured_draws` draws: the lowest and
-    highest median over SIMULATED_POWER's settings at that difference and at the simulated
-    true draw sd nearest the estimate; "outside" where the estimate lies more than half a
-    grid step beyond the largest simulated sd, "not simulated" where the pilots do not match
-    the row (another number of draws, another difference)."""
-    grid = SIMULATED_POWER.get(round(delta * 100, 6))
-    if draw_sd is None or measured_draws != SIMULATED_DRAWS or not grid:
-        return "not simulated"
-    sds = sorted(grid)
-    sd = draw_sd * 100
-    step = sds[1] - sds[0] if len(sds) > 1 else 0.0
-    if sd > sds[-1] + step / 2:
-        return f"outside (simulated to sd {sds[-1]:g})"
-    nearest = min(sds, key=lambda s: (abs(s - sd), s))
-    low, high = grid[nearest]
-    level = f"{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}-{high:.2f}"
-    return f"{level} (sd {nearest:g})"
-
-
 def _plan_notes(table: pl.DataFrame) -> list[str]:
     """The queries-needed table's notes on what its rows rest on: the paired t where one
-    draw was measured, the estimate 0 where several were, named as such."""
+    draw was measured; where several were, the bound's degrees of freedom and the estimates
+    of 0 beneath it, named as such, and why no row plans one draw."""
     notes = []
     if (table["measured_draws"] < 2).any():
-        notes.append("Paired t: the paired t-test over queries (Sakai 2016's topic set size), "
-                     "where no draw variance was measured (one draw): the draws not separated, "
-                     "the number at the estimate.")
-    zero = table.filter(pl.col("measured_draws") > 1, pl.col("s2_draw") == 0)
-    if zero.height:
-        dfs = "/".join(map(str, sorted(zero["draw_df"].unique().to_list())))
-        notes.append(f"Draw sd 0: the draw variance's estimate is 0 from {dfs} degrees of "
-                     "freedom (the draws' mean square at most the interaction's, truncated), "
-                     "not a measurement of none; the interval's draw part, t(R-1)² MS_R, "
-                     "stays, and the number (not the plug-in) allows for the draw variance "
-                     "the draws cannot rule out.")
+        notes.append("R=1 (one draw measured): the paired t-test over queries (Sakai 2016's "
+                     "topic set size), the draws not separated, at the estimates; no draw "
+                     f"variance measured (sd+ {MISSING}), so no row for more draws.")
+    several = table.filter(pl.col("measured_draws") > 1)
+    if several.height:
+        dfs = "/".join(map(str, sorted(several["draw_df"].unique().to_list())))
+        notes.append(f"sd+ rests on the draw estimate's {dfs} degrees of freedom"
+                     + (" (where the estimate is 0, the draws' mean square is at most the "
+                        "interaction's, truncated: not a measurement of none)"
+                        if several.filter(pl.col("s2_draw") == 0).height else "")
+                     + "; the number at the estimates (`pipeline.topic_set_size`'s "
+                     "queries_point) is not a plan: it falls short where the estimate is "
+                     "low.")
+        notes.append("No row for R=1 where several draws were measured: one draw cannot "
+                     "separate the draw variance (no test on one draw holds its level).")
     return notes
 
 
@@ -263,88 +230,50 @@ TableParts = tuple[str, str, list[str], list[list[str]], tuple[str, ...]]
 
 def queries_needed_table(rows: pl.DataFrame, corpus: str, name: str) -> TableParts | None:
     """The queries-needed table: per pair of models (none with a floor model, FLOORS) of each
-    scope's largest pool, the fewest queries at which the report's own test reaches POWER in
-    expectation over what the measurement allows (`assured_size`), one number a cell; the
-    plug-in numbers (at the estimates), the draw sd's bound and the simulated power of a
-    3-draw pilot in columns of their own."""
+    scope's largest pool and number of draws R planned (DRAWS; one where one was measured,
+    else more), the draw sd's upper bound at which the numbers are planned and the planned
+    number for each delta of DELTAS, a column each (`queries_needed`); narrow enough for a
+    one-column page, its method and keys in the notes."""
     pairs = pair_components(rows)
     pairs = pairs.filter(pl.col("size") == pl.col("size").max().over("scope"),
                          ~pl.col("a").is_in(list(FLOORS)), ~pl.col("b").is_in(list(FLOORS)))
     if not pairs.height:
         return None
-    table = queries_needed(pairs, DELTAS, DRAWS, ALPHA, POWER)
-    keys = ["size", "scope", "a", "b", "delta"]
-    several = [d for d in DRAWS if d > 1]
+    table = queries_needed(pairs, DELTAS, DRAWS, ALPHA, POWER).filter(
+        (pl.col("draws") > 1) == (pl.col("measured_draws") > 1))
+    keys = ["size", "scope", "a", "b", "draws"]
     body = []
-    for (size, scope, a, b, delta), group in table.group_by(keys, maintain_order=True):
-        cells = {r["draws"]: r for r in group.iter_rows(named=True)}
-        first = group.row(0, named=True)
-        test = ("paired t" if all(r["test"] == PAIRED_T for r in cells.values())
-                else "interval")
-        body.append([_pools(size, scope), a, b, f"{delta * 100:g}", test,
-                     str(first["draw_df"]), _sd(first["s2_draw"]), _sd(first["s2_draw_upper"]),
-                     *[_count(cells[d]["queries"], cells[d]["reason"]) if d in cells
-                       else MISSING for d in DRAWS],
-                     *[_plug_in(cells.get(d)) for d in several],
-                     power_quote(delta, first["s2_draw"] ** 0.5
-                                 if first["s2_draw"] is not None else None,
-                                 first["measured_draws"])])
+    for (size, scope, a, b, draws), group in table.group_by(keys, maintain_order=True):
+        cells = {r["delta"]: r for r in group.iter_rows(named=True)}
+        body.append([_pools(size, scope), a, b, str(draws),
+                     _sd(group["s2_draw_upper"][0]),
+                     *[_count(cells[d]) if d in cells else MISSING for d in DELTAS]])
     floors = sorted(set(FLOORS) & set(rows["model"].unique().to_list()))
     level = f"{UPPER_LEVEL * 100:g}%"
+    deltas = ", ".join(f"{d * 100:g}" for d in DELTAS)
     caption = (
-        f"{corpus}: queries needed to detect a {name} difference of delta x100 (alpha {ALPHA}, "
-        f"power {POWER}) with R pool draws, per pair of models on each scope's largest pool; "
-        "test: the differences table's 95% queries-and-draws interval excludes 0; each "
-        "number is the assurance's (the power expected over the variance components' "
-        "posterior)")
-    grid = sorted(SIMULATED_POWER.get(2.0, {}))
+        f"{corpus}: queries needed to detect a {name} difference of {deltas} x100 (the "
+        f"columns; alpha {ALPHA}, power {POWER}) with R pool draws, per pair of models on "
+        f"each scope's largest pool, planned at the draw sd's {level} upper bound (sd+); "
+        "test: the differences table's 95% queries-and-draws interval excludes 0")
     notes = (
-        "The number is the fewest queries at which the interval's power, averaged over the "
-        "variance components the measurement allows (their posterior under Jeffreys' prior, "
-        "no component below 0: Box & Tiao 1973) among those with which R draws can reach "
-        f"{POWER} at all, is {POWER}: an expected power, O'Hagan, Stevens & Campbell 2005's "
-        "assurance.",
-        f"{UNREACHABLE.capitalize()}: the posterior probability that R draws can reach "
-        f"{POWER} at all (a draw component within the reach limit) is below {ALPHA}.",
-        "R=3 plug-in (and R=5, R=10): the queries needed were the estimates the truth (the "
-        "draw estimate as measured, 0 included); the number is never fewer.",
-        f"Draw sd: the draw component's standard deviation x100, estimated; {level} upper: "
-        "its one-sided upper confidence bound, from the draws' mean square on its R-1 "
-        "degrees of freedom.",
-        f"Median power at R=3 (simulated): in simulated {SIMULATED_DRAWS}-draw pilots planning "
-        f"{SIMULATED_DRAWS} draws (benchmarks/results/queries_needed.md), the lowest and "
-        "highest median true power at the number, over the interactions and pilot sizes "
-        "simulated at the row's delta and the true draw sd nearest the row's estimate (sd "
-        f"{', '.join(f'{v:g}' for v in grid)} at a delta of 2); \"outside\" beyond them.",
+        f"sd+: the draw component's sd x100 at its one-sided {level} upper confidence bound, "
+        "from the draws' mean square on its R-1 degrees of freedom as measured; each number "
+        "is planned there, the query and interaction components at their estimates.",
+        "Power falls as the draw variance rises, so wherever sd+ is at or above the true "
+        f"draw sd (at least {level} of measurements) the number reaches power {POWER}; and "
+        "as power rises with the draws, a number never rises with R.",
+        f"{REACH}m: not reachable with the row's R draws (at sd+ the draws' part of the "
+        f"interval alone keeps the power below {POWER}, however many queries); m: the "
+        f"fewest draws that reach it at sd+ (R>{MAX_DRAWS}: none up to {MAX_DRAWS}).",
         *_plan_notes(table),
-        f"{NO_TEST}: measured with several draws, one draw cannot separate the draw variance "
-        f"(no test on one draw holds its level); {MISSING}: measured with one draw, the "
-        "draw's variance unknown.",
-        "Draw df: the degrees of freedom of the draws' mean square every number of the row "
-        f"rests on (0: none){_mean_square_range(pairs['draws'].to_list())}; the draw "
-        f"component's upper bound is the {level} upper column.",
+        *([f"The draws' mean square behind sd+ rests on the measured R-1 degrees of "
+           f"freedom{span}."] if (span := _mean_square_range(pairs["draws"].to_list())) else []),
+        "Pilots of 50 queries x 3 draws: benchmarks/results/queries_needed.md.",
         *([f"Pairs with {', '.join(floors)} left out (a floor)."] if floors else []),
         *_identical(pairs), method_note("queries-needed"))
-    header = ["pools", "a", "b", "delta", "test", "draw df", "draw sd", f"draw sd {level} upper",
-              *[f"R={d}" for d in DRAWS], *[f"R={d} plug-in" for d in several],
-              f"median power at R={SIMULATED_DRAWS} (simulated)"]
-    return ("queries-needed", caption, header, body, (*notes, *_more_draws_more_queries(body)))
-
-
-def _more_draws_more_queries(body: list[list[str]]) -> list[str]:
-    """The note on rows where a number at more draws exceeds one at fewer (the cells of DRAWS
-    from column 8): each R's number is conditional on R draws reaching the power at all, and
-    fewer draws reach it only with less draw variance, so the numbers need not fall with R."""
-    rows = []
-    for row in body:
-        numbers = [int(c) for c in row[8:8 + len(DRAWS)] if c.isdigit()]
-        if any(later > earlier for earlier, later in zip(numbers, numbers[1:], strict=False)):
-            rows.append(f"{row[0]} {row[1]} - {row[2]}, delta {row[3]}")
-    if not rows:
-        return []
-    return [f"More draws, more queries ({'; '.join(rows)}): each R's number holds among the "
-            "variance components with which R draws can reach the power at all; fewer draws "
-            "reach it only with less draw variance, so their number can be the smaller."]
+    header = ["pools", "a", "b", "R", "sd+", *[f"{d * 100:g}" for d in DELTAS]]
+    return ("queries-needed", caption, header, body, notes)
 
 
 def variance_rows(results: pl.DataFrame) -> tuple[str | None, pl.DataFrame]:

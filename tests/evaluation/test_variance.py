@@ -218,7 +218,9 @@ def test_the_issue_example_is_not_reachable_with_three_draws():
     t only where none was measured (NaN) and one draw is planned."""
     example = (0.02, 0.02, 0.0001, 0.005)
     three = topic_set_size(*example, draws=3)
-    assert three.queries is None and three.reason == "not reachable with 3 draws", three
+    assert three.queries is None and three.reason == (
+        f"not reachable with 3 draws; {three.draws_needed} draws reach it"), three
+    assert 3 < three.draws_needed <= 5  # 5 draws reach it, below
     assert interval_power(100_000, *example, 3) < 0.48
     five = topic_set_size(*example, draws=5)
     assert five.test == INTERVAL_TEST and 1300 <= five.queries <= 1420, five
@@ -246,10 +248,9 @@ def test_queries_needed_are_the_reports_test_whatever_the_draw_estimate(queries,
     estimates for 3 draws (`queries_point`) the smallest whose integrated power reaches 0.8
     there, and at it 10,000 simulated data sets with the estimated components as the truth
     give the queries-and-draws interval excluding 0 at least 0.78 of the time (Monte Carlo
-    standard error 0.004: 0.78 is 5 of them below 0.8); the report's number (issue 71: the
-    expected power's, `assured_size`) never below it, above it where the estimate is 0;
-    with the estimate 0, the number at the draw variance's 90% upper bound is not reachable
-    or at least the estimate's, and the paired t's n falls short."""
+    standard error 0.004: 0.78 is 5 of them below 0.8); the report's number (issue 89:
+    planned at the draw variance's 90% upper bound) never below it or "not reachable",
+    above it where the estimate is 0; and the paired t's n falls short."""
     rng = np.random.default_rng(58)
     d = (rng.normal(0, 0.1, (400, queries, 1)) + rng.normal(0, 0.003, (400, 1, 3))
          + rng.normal(0, math.sqrt(s2_resid), (400, queries, 3)))
@@ -271,15 +272,12 @@ def test_queries_needed_are_the_reports_test_whatever_the_draw_estimate(queries,
         rate = interval_rejections(n, 0.05, *truth, datasets=10_000, seed=i + 1)
         assert rate >= 0.78, (i, truth, n, rate)
         for r in (3, 10):
-            assert by[r]["queries"] >= by[r]["queries_point"], by[r]
+            row = by[r]
+            assert (row["queries"] is None and row["reason"].startswith(
+                f"not reachable with {r} draws") or row["queries"] >= row["queries_point"]), row
         if c["s2_draw"] > 0:
             continue
-        assert by[3]["queries"] > n, by[3]
-        for r in (3, 10):
-            row = by[r]
-            assert (row["queries_upper"] is None
-                    and row["reason_upper"] == f"not reachable with {r} draws"
-                    or row["queries_upper"] >= row["queries_point"]), row
+        assert by[3]["queries"] is None or by[3]["queries"] > n, by[3]
         paired = topic_set_size(0.05, c["s2_query"] + c["s2_resid"] / 3).queries  # the old n
         assert paired < n and interval_power(paired, 0.05, *truth, 3) < 0.8, (paired, n)
 
@@ -400,8 +398,8 @@ def test_a_model_identical_to_another_changes_no_queries_needed():
 def test_queries_needed_are_per_pair_and_leave_the_floor_out_of_the_report():
     """Issue 47: the variances were pooled over every pair, the random floor's included, so
     a random floor changed every pair's number. Per pair, adding it changes none of the
-    others; the report's table has no pair with random, its caption says so and names the
-    test and the draw estimate's degrees of freedom."""
+    others; the report's table has no pair with random, its notes say so, its caption names
+    the test and its notes the draw estimate's degrees of freedom."""
     from pipeline.report.variance import variance_tables
 
     rng = np.random.default_rng(23)
@@ -420,8 +418,7 @@ def test_queries_needed_are_per_pair_and_leave_the_floor_out_of_the_report():
     assert {(r[1], r[2]) for r in body} == {("bm25", "minilm"), ("bm25", "specter"),
                                             ("minilm", "specter")}
     assert "random left out" in prose and "queries-and-draws interval excludes 0" in caption
-    assert header[4:6] == ["test", "draw df"] and {r[5] for r in body} == {"2"}
-    assert {r[4] for r in body} == {"interval"} and "paired t" not in prose
+    assert "the draw estimate's 2 degrees of freedom" in prose and "paired t" not in prose
 
 
 def test_a_nan_value_is_refused_everywhere():
@@ -453,22 +450,20 @@ def test_one_draw_says_the_interval_is_the_queries_alone():
     caption, _, body = tables["variance-differences"]
     assert body[0][5] == "queries only (1 draw)" and body[0][4].startswith("[")
     prose, header, needed = tables["queries-needed"]
-    at = {column: header.index(column) for column in ("test", "draw df", "draw sd", "R=1")}
-    assert {r[at["test"]] for r in needed} == {"paired t"}
-    assert {r[at["draw df"]] for r in needed} == {"0"}
-    assert {r[at["draw sd"]] for r in needed} == {"-"}
-    assert all(r[at["R=1"]].isdigit() for r in needed)
-    assert "where no draw variance was measured (one draw)" in prose
-    assert "estimate is 0" not in prose
+    assert [r[header.index("R")] for r in needed] == ["1"]  # one draw measured: R=1 alone
+    assert needed[0][header.index("sd+")] == "-"
+    assert all(c.isdigit() for c in needed[0][5:]), needed
+    assert "R=1 (one draw measured): the paired t-test over queries" in prose
+    assert "where the estimate is 0" not in prose
 
 
 def test_a_draw_estimate_of_0_is_called_that_and_keeps_the_interval():
     """Issue 58: a pair whose draws' mean square is half the interaction's (estimate 0 from 2
     degrees of freedom) was planned with the paired t under "no draw variance was measured".
-    The table keeps the interval, gives the estimate as 0 beside its 90% upper bound, and
-    the caption names the estimate for what it is. Issue 71: each cell's number allows for
-    the draw variance the estimate cannot rule out (`assured_size`), the number at the
-    estimates in parentheses, never more, and fewer with 3 draws."""
+    The table keeps the interval and plans at the draw sd's 90% upper bound (sd+, above 0),
+    and the notes name the estimate for what it is. Issue 89: each cell's number is
+    `topic_set_size` at the bound, above the number at the estimates (the API's
+    queries_point), and never rises with R."""
 
     from pipeline.report.tables import latex_text, markdown_table
     from pipeline.report.variance import variance_tables
@@ -484,25 +479,28 @@ def test_a_draw_estimate_of_0_is_called_that_and_keeps_the_interval():
     tables = {name: (" ".join([caption, *notes]), header, body)
               for name, caption, header, body, notes in variance_tables(data, "demo")}
     prose, header, body = tables["queries-needed"]
-    at = {column: header.index(column) for column in header}
-    assert header[4:8] == ["test", "draw df", "draw sd", "draw sd 90% upper"], header
-    assert {r[at["test"]] for r in body} == {"interval"}
-    assert {r[at["draw df"]] for r in body} == {"2"}
-    assert {r[at["draw sd"]] for r in body} == {"0"}
-    assert all(float(r[at["draw sd 90% upper"]]) > 0 for r in body)
-    for row in body:
-        assert row[at["R=1"]] == "no test (1 draw)", row
-        for draws in (3, 5, 10):  # the number never below the plug-in's
-            assert int(row[at[f"R={draws}"]]) >= int(row[at[f"R={draws} plug-in"]]), row
-        # R=3: the draws' 2 degrees of freedom cost queries
-        assert int(row[at["R=3"]]) > int(row[at["R=3 plug-in"]]), row
-    assert ("the draw variance's estimate is 0 from 2 degrees of freedom" in prose
-            and "one-sided upper confidence bound" in prose
-            and "allows for the draw variance the draws cannot rule out" in prose), prose
-    assert "no draw variance was measured" not in prose and "Paired t:" not in prose
+    assert header == ["pools", "a", "b", "R", "sd+", "1", "2", "5"], header
+    assert [row[3] for row in body] == ["3", "5", "10"]  # no row for one draw
+    assert all(float(row[4]) > 0 for row in body)
+    sizes = queries_needed(pair_components(data), (0.01, 0.02, 0.05), (3, 5, 10))
+    for row, (_, group) in zip(body, sizes.group_by("draws", maintain_order=True),
+                               strict=True):
+        for cell, found in zip(row[5:], group.iter_rows(named=True), strict=True):
+            assert cell == (str(found["queries"]) if found["queries"] is not None
+                            else f"R≥{found['draws_needed']}"), (cell, found)
+            # the bound costs queries beside the estimate of 0
+            assert found["queries"] is None or found["queries"] > found["queries_point"]
+    for column in range(5, 8):
+        numbers = [math.inf if not row[column].isdigit() else int(row[column]) for row in body]
+        assert numbers == sorted(numbers, reverse=True), column  # never rising with R
+    assert any(c.startswith("R≥") for row in body for c in row)  # a small delta
+    assert ("sd+ rests on the draw estimate's 2 degrees of freedom (where the estimate is 0"
+            in prose and "one-sided 90% upper confidence bound" in prose), prose
+    assert "R=1 (one draw measured)" not in prose
     rendered = markdown_table(header, body)
-    assert body[0][at["R=3"]] in rendered and "draw sd 90% upper" in rendered
-    assert latex_text(body[0][at["R=3"]]) == body[0][at["R=3"]]  # nothing LaTeX reads as markup
+    number = next(c for row in body for c in row[5:] if c.isdigit())
+    assert number in rendered and "sd+" in rendered
+    assert latex_text(number) == number  # nothing LaTeX reads as markup
 
 
 def test_one_query_gives_a_mean_without_a_variance():

@@ -190,24 +190,26 @@ def test_the_differences_caption_states_the_level_of_its_own_queries_and_draws()
     assert "(2 x 3, 25 x 3)" in mixed and "above 5% at 2 x 3" in mixed, mixed
 
 
-def test_the_queries_needed_table_names_its_number_and_the_plug_in_beside_it():
-    """Issue 71, 79: the table's number is the expected power's over what the measurement
-    allows (assurance, with its references), one number a cell; the plug-in number (at the
-    estimates) in a column of its own, never above the number; the draw sd and its 90% bound
-    in columns of their own."""
+def test_the_queries_needed_table_is_planned_at_the_draw_bound_and_narrow():
+    """Issue 89: the table's number is planned at the draw sd's 90% upper bound (sd+, its own
+    column), a row per pair and R, a column per delta, one number or reason a cell, never
+    rising with R; the notes say why it holds and key every abbreviation; eight columns
+    (method columns in the notes)."""
     rng = np.random.default_rng(72)
     name, caption, header, body, notes = variance_tables(
         frame({(2000, m): y for m, y in pair(rng, draw_sd=0.005).items()}), "demo")[-1]
     assert name == "queries-needed"
+    assert header == ["pools", "a", "b", "R", "sd+", "1", "2", "5"]
+    assert [row[3] for row in body] == ["3", "5", "10"]  # several draws measured: no R=1
     prose = " ".join([caption, *notes])
-    for words in ("expected power", "O'Hagan, Stevens & Campbell 2005", "Box & Tiao 1973",
-                  "Jeffreys' prior", "benchmarks/results/queries_needed.md"):
+    for words in ("90% upper bound (sd+)", "one-sided 90% upper confidence bound",
+                  "Power falls as the draw variance rises", "never rises with R",
+                  "R≥m: not reachable with the row's R draws", "No row for R=1",
+                  "benchmarks/results/queries_needed.md"):
         assert words in prose, words
-    one = re.compile(r"\d+|not reachable|no test \(1 draw\)|> 10,000,000|-")
-    assert all(one.fullmatch(c) for row in body for c in row[8:15])  # one number a cell
-    columns = {h: [row[i] for row in body] for i, h in enumerate(header)}
-    for d in (3, 5, 10):
-        for number, plug in zip(columns[f"R={d}"], columns[f"R={d} plug-in"], strict=True):
-            assert not (number.isdigit() and plug.isdigit()) or int(number) >= int(plug)
-    assert all(re.fullmatch(r"\d+\.\d\d|0", sd) for sd in columns["draw sd"])
-    assert all(re.fullmatch(r"\d+\.\d\d|0", sd) for sd in columns["draw sd 90% upper"])
+    one = re.compile(r"\d+|R≥\d+|R>100|> 10,000,000")
+    assert all(one.fullmatch(c) for row in body for c in row[5:])  # one number a cell
+    for column in range(5, 8):
+        numbers = [math.inf if not row[column].isdigit() else int(row[column]) for row in body]
+        assert numbers == sorted(numbers, reverse=True), column  # never rising with R
+    assert all(re.fullmatch(r"\d+\.\d\d|0", row[4]) for row in body)

@@ -21,6 +21,7 @@ from pipeline.report.summary import (
     Sentence,
     first_number,
     negated,
+    reach_draws,
     summary_sentences,
 )
 
@@ -87,7 +88,7 @@ def traced(report: Report, sentences: list[Sentence]) -> None:
             table = report.tables[quote.table]
             cell = table.rows[quote.row][table.header.index(quote.column)]
             expected = {"cell": cell, "negated": negated(cell) if quote.how == "negated" else "",
-                        "first": first_number(cell)}.get(quote.how)
+                        "first": first_number(cell), "reach": reach_draws(cell)}.get(quote.how)
             if quote.how == "part":
                 assert quote.text in cell.split("; "), (quote, cell)
             else:
@@ -171,7 +172,7 @@ def test_queries_needed_follow_the_spread(tmp_path):
         assert said.sources == ("queries-needed",)
         assert "To tell bm25 from minilm on all-10k by a difference of 1, 2 or 5 in MAP x100" \
             in said.text and "3 pool draws" in said.text
-        found_counts = [int(q.text) for q in said.quotes if q.column == "R=3"]
+        found_counts = [int(q.text) for q in said.quotes if q.how == "first"]
         assert len(found_counts) == 3 and found_counts == sorted(found_counts, reverse=True)
         counts.append(found_counts)
     assert all(b > a for a, b in zip(counts[0], counts[1], strict=True))
@@ -265,3 +266,30 @@ def test_the_dagger_and_the_summary_share_one_test(tmp_path):
     dataset_notes = " ".join(report.tables["dataset"].notes)
     assert "the test of the summary's" in dataset_notes
     assert "Holm" not in report.tables["dataset"].caption
+
+
+def test_queries_not_reachable_name_the_draws_that_reach_them(tmp_path):
+    """Issue 89: where the pair's draws differ so much that 3 draws cannot reach the power at
+    the draw variance's upper bound, the sentence says so with the fewest draws that reach
+    it (the table's "R≥m", quoted), and states the condition its numbers hold under."""
+    shift = {0: 0.0, 1: 0.008, 2: -0.006}  # minilm's own offset per dataset-level draw
+    results = frame(BASE).with_columns(value=pl.col("value") + pl.when(
+        (pl.col("model") == "minilm") & (pl.col("level") == "dataset"))
+        .then(pl.col("repeat").replace_strict(shift, return_dtype=pl.Float64))
+        .otherwise(0.0))
+    report, found = made(tmp_path, results)
+    said = one(found, "queries")
+    assert "(alpha 0.05, power 0.8 with 3 pool draws, planned at the draw variance's 90% " \
+        "upper bound)" in said.text, said.text
+    reach = [q for q in said.quotes if q.how == "reach"]
+    assert reach, said.text
+    table = report.tables["queries-needed"]
+    deltas = [q.column for q in reach]
+    draws = [q.text for q in reach]
+    words = " and ".join([", ".join(deltas[:-1]), deltas[-1]] if len(deltas) > 1 else deltas)
+    needed = " and ".join([", ".join(draws[:-1]), draws[-1]] if len(draws) > 1 else draws)
+    assert f"for {words} it is not reachable with 3 draws ({needed} draws reach it)" \
+        in said.text, said.text
+    for quote in reach:
+        assert table.rows[quote.row][table.header.index("R")] == "3"
+        assert int(quote.text) > 3
