@@ -69,7 +69,8 @@ def made(tmp_path: Path, results: pl.DataFrame) -> tuple[Report, list[Sentence]]
     report = build_report(runs, CORPUS)
     found = summary_sentences(load_results(runs, CORPUS), report.sections[1:])
     assert report.sections[0].text is not None
-    assert " ".join(s.text for s in found) in report.sections[0].text.replace("\\", "")
+    # one finding a line
+    assert "".join(f"- {s.text}\n" for s in found) in report.sections[0].text.replace("\\", "")
     traced(report, found)
     return report, found
 
