@@ -299,8 +299,8 @@ def latex_layout(header: list[str], rows: list[list[str]]) -> LatexLayout:
     """The columns of `header` and `rows` within TEXT_WIDTH, by the first of these that fits:
     as they are (each header broken into lines as narrow as its column's cells); a column of
     prose wrapped; the columns that hold one value in every row lifted into a note, then the
-    rest split into parts that repeat the row keys (`row_keys`), a column of prose too wide for
-    a part of its own wrapped in what is left. Markdown and HTML keep every column."""
+    rest split into parts that repeat the row keys (`row_keys`), a part still too wide
+    `squeezed`. Markdown and HTML keep every column."""
     count = len(header)
 
     def width(c: int) -> float:
@@ -308,44 +308,61 @@ def latex_layout(header: list[str], rows: list[list[str]]) -> LatexLayout:
         lines = header_lines(header[c], max(body, HEADER_LEAST))
         return max(body, *map(text_width, lines)) + COLUMN_SPACE
 
+    def least(c: int) -> float:  # its widest word (TeX may break after a hyphen)
+        words = [w for text in (header[c], *(r[c] for r in rows))
+                 for w in re.split(r"\s+|(?<=-)", one_line(text))]
+        return max(map(text_width, words), default=0.0) + COLUMN_SPACE
+
     widths = [width(c) for c in range(count)]
     everything, keys = tuple(range(count)), row_keys(header, rows)
     if sum(widths) <= TEXT_WIDTH:
         return LatexLayout((everything,), {}, (), keys)
 
-    def prose(c: int) -> bool:
-        return any(" " in r[c] for r in rows)
-
-    def wrapped(columns: tuple[int, ...]) -> LatexLayout | None:
-        """`columns` in one tabular, its widest column of prose wrapped in the room left."""
+    def wrapped(columns: tuple[int, ...]) -> dict[int, float] | None:
+        """The widest column of `columns` wrapped in the room the others leave, where it is
+        prose (words) and the room at least PROSE_LEAST."""
         widest = max(columns, key=lambda c: widths[c])
         room = TEXT_WIDTH - sum(widths[c] for c in columns if c != widest) - COLUMN_SPACE
-        if prose(widest) and room >= PROSE_LEAST:
-            return LatexLayout((columns,), {widest: room}, (), keys)
-        return None
+        prose = any(" " in one_line(r[widest]) for r in rows)
+        return {widest: room} if prose and room >= PROSE_LEAST else None
 
-    if found := wrapped(everything):
-        return found
+    if (found := wrapped(everything)) is not None:
+        return LatexLayout((everything,), found, (), keys)
     lifted = tuple(c for c in range(count) if len(rows) > 1 and len({r[c] for r in rows}) == 1)
     rest = tuple(c for c in range(count) if c not in lifted)
     if sum(widths[c] for c in rest) <= TEXT_WIDTH:
         return LatexLayout((rest,), {}, lifted, keys)
-    if found := wrapped(rest):
-        return LatexLayout(found.parts, found.prose, lifted, keys)
+    if (found := wrapped(rest)) is not None:
+        return LatexLayout((rest,), found, lifted, keys)
     lead = tuple(c for c in rest if c < keys)  # the keys that vary
-    lead_width = sum(widths[c] for c in lead)
     parts: list[tuple[int, ...]] = []
-    wraps: dict[int, float] = {}
     for c in rest[len(lead):]:
-        if parts and lead_width + sum(widths[k] for k in parts[-1]) + widths[c] <= TEXT_WIDTH:
+        if parts and sum(widths[k] for k in (*lead, *parts[-1], c)) <= TEXT_WIDTH:
             parts[-1] += (c,)
-            continue
-        parts.append((c,))
-        room = TEXT_WIDTH - lead_width - COLUMN_SPACE
-        if lead_width + widths[c] > TEXT_WIDTH and prose(c) and room >= PROSE_LEAST:
-            wraps[c] = room
-            parts.append(())  # the wrapped column fills its part
-    return LatexLayout(tuple((*lead, *p) for p in parts if p), wraps, lifted, keys)
+        else:
+            parts.append((c,))
+    wraps: dict[int, float] = {}
+    for part in parts:  # a key squeezed in one part is set as narrow in every part
+        for c, wrap in squeezed((*lead, *part), widths, [least(c) for c in range(count)]).items():
+            wraps[c] = min(wrap, wraps.get(c, wrap))
+    return LatexLayout(tuple((*lead, *p) for p in parts), wraps, lifted, keys)
+
+
+def squeezed(columns: tuple[int, ...], widths: list[float], least: list[float]
+             ) -> dict[int, float]:
+    """Widths in pt at which to wrap `columns` (their `widths` and `least`, the widest word,
+    each with its COLUMN_SPACE) so that together they fit TEXT_WIDTH: every column wider than
+    a cap wrapped at it (never below its least), the cap as high as fits; none where they fit
+    as they are, and each at its least where nothing fits."""
+    room = TEXT_WIDTH - len(columns)  # 1 pt a column for its width printed rounded up
+    if sum(widths[c] for c in columns) <= TEXT_WIDTH:
+        return {}
+    low, high = 0.0, max(widths[c] for c in columns)
+    for _ in range(60):  # bisection on the cap: the total falls as the cap falls
+        cap = (low + high) / 2
+        total = sum(max(least[c], min(widths[c], cap)) for c in columns)
+        low, high = (cap, high) if total <= room else (low, cap)
+    return {c: max(least[c], low) - COLUMN_SPACE for c in columns if widths[c] > low}
 
 
 def _latex_header(text: str, width: float, align: str) -> str:
@@ -363,7 +380,7 @@ def latex_tabular(header: list[str], rows: list[list[str]], columns: tuple[int, 
     of `prose` wrapped ragged-right in a \\parbox of its width."""
     def cell(text: str, c: int) -> str:
         if c in prose:
-            return f"\\parbox[t]{{{prose[c]:.0f}pt}}{{\\raggedright {latex_text(text)}}}"
+            return f"\\parbox[t]{{{math.ceil(prose[c])}pt}}{{\\raggedright {latex_text(text)}}}"
         return latex_text(text)
 
     aligns = ["l" if i == 0 or c in prose else "c" for i, c in enumerate(columns)]

@@ -189,7 +189,8 @@ def test_every_table_of_a_demo_shaped_report_fits_the_page(tmp_path):
     folder.mkdir()
     for name, text in report.latex.items():
         (folder / name).write_text(text)
-    assert len(compile_tables(folder, folder)) == len(report.tables) >= 8
+    (folder / f"keys-too-wide{REPORT_TABLE_SUFFIX}").write_text(latex_table(*KEYS_TOO_WIDE, "c"))
+    assert len(compile_tables(folder, folder)) == len(report.tables) + 1 >= 9
     needed = report.tables["queries-needed"]
     layout = latex_layout(needed.header, needed.rows)
     assert len(layout.parts) > 1 and layout.keys >= 2  # split, each part led by its keys
@@ -203,6 +204,16 @@ def test_every_table_of_a_demo_shaped_report_fits_the_page(tmp_path):
         assert f"| {' | '.join(map(markdown_cell, table.header))} |" in report.markdown
         page = report.html[report.html.index(f'data-name="{table.name}"'):]
         assert page[:page.index("</thead>")].count("<th ") == len(table.header)
+
+
+# the judged pairs' shape: keys (pools, metric, pair) too wide to leave a column of prose the
+# room it needs, and an outcome of 400 pt
+KEYS_TOO_WIDE = (["pools", "metric", "pair", "citations", "with the sample", "shift", "order"],
+                 [[f"{field} 1k", f"infNDCG@{k}", f"{a} - {b}", f"{k}.9 [{k - 4}.4, {k + 5}.3]",
+                   f"-{k}.3 [-{k + 20}.2, 13.6]", f"-{k + 70}.4 [-107.8, -{k + 50}.9]",
+                   f"reversed, the old order no longer significant ({a} > {b} -> {a} < {b})"]
+                  for field in ("computer-science", "biology") for k in (10, 20)
+                  for a, b in (("bm25", "minilm"), ("minilm", "random"))])
 
 
 def test_a_wide_table_is_split_with_its_keys_and_a_column_of_prose_wrapped():
@@ -228,6 +239,9 @@ def test_a_wide_table_is_split_with_its_keys_and_a_column_of_prose_wrapped():
     layout = latex_layout(["pools", "pair", "outcome"], prose)
     assert len(layout.parts) == 1 and PROSE_LEAST <= layout.prose[2] < TEXT_WIDTH
     assert "\\parbox[t]" in latex_table(["pools", "pair", "outcome"], prose, "c")
+    layout = latex_layout(*KEYS_TOO_WIDE)  # split, and each part squeezed to fit
+    assert layout.keys == 3 and len(layout.parts) > 1 and 6 in layout.prose
+    assert all(width < TEXT_WIDTH for width in layout.prose.values())
     narrow = [["a", "1"]]  # what fits is set as it is, its header on one line
     assert latex_layout(["model", "MAP"], narrow).parts == ((0, 1),)
 
