@@ -130,9 +130,10 @@ def table(name: str, caption: str, header: Sequence[str], rows: Sequence[Sequenc
 
 
 def markdown_blocks(text: str) -> list[tuple[str, object]]:
-    """Markdown as a section's text writes it: ("heading", str), ("table", (header, rows)) and
-    ("paragraph", str) blocks, in order, each as the text it was written from (the escapes of
-    `tables.markdown_cell` and `markdown_text` undone)."""
+    """Markdown as a section's text writes it: ("heading", str), ("table", (header, rows)),
+    ("list", [str, ...]: lines begun "- ") and ("paragraph", str) blocks, in order, each as the
+    text it was written from (the escapes of `tables.markdown_cell` and `markdown_text`
+    undone)."""
     blocks: list[tuple[str, object]] = []
     lines = text.splitlines()
     i = 0
@@ -151,6 +152,10 @@ def markdown_blocks(text: str) -> list[tuple[str, object]]:
             continue
         if line.startswith("#"):
             blocks.append(("heading", markdown_unescaped(line.lstrip("#").strip())))
+        elif line.startswith("- "):
+            if not blocks or blocks[-1][0] != "list":
+                blocks.append(("list", []))
+            blocks[-1][1].append(markdown_unescaped(line[2:]))  # type: ignore[union-attr]
         elif line:
             blocks.append(("paragraph", markdown_unescaped(line)))
         i += 1
@@ -170,11 +175,12 @@ def text_section(name: str, text: str) -> str:
             count += 1
             parts.append(table(f"{name}-{count}", caption, header, rows))
             caption = ""
-        else:  # a paragraph: the heading above it (if any) is its own, not a table's
+        else:  # a paragraph or list: the heading above it (if any) is its own, not a table's
             if caption:
                 parts.append(f'<p class="caption">{_e(caption)}</p>')
                 caption = ""
-            parts.append(f"<p>{_e(value)}</p>")
+            parts.append(f"<p>{_e(value)}</p>" if kind == "paragraph" else
+                         "<ul>" + "".join(f"<li>{_e(item)}</li>" for item in value) + "</ul>")
     if caption:
         parts.append(f'<p class="caption">{_e(caption)}</p>')
     return "\n".join(parts)
@@ -209,12 +215,12 @@ def provenance_section(prov: ProvenanceLike) -> str:
 
 def own_heading(name: str, text: str | None) -> tuple[str, str | None]:
     """The heading a section shows and the text under it: a text section that opens with a
-    heading of its own over prose (the summary) shows that heading, once; any other shows its
-    name."""
+    heading of its own over prose (the summary, a list) shows that heading, once; any other
+    shows its name."""
     if text is None:
         return name, None
     blocks = markdown_blocks(text)
-    if len(blocks) > 1 and blocks[0][0] == "heading" and blocks[1][0] == "paragraph":
+    if len(blocks) > 1 and blocks[0][0] == "heading" and blocks[1][0] in ("paragraph", "list"):
         return str(blocks[0][1]), text.lstrip().partition("\n")[2]
     return name, text
 

@@ -488,5 +488,5 @@ def summary_sentences(data: ResultsLike, sections: Sequence[SectionLike]) -> lis
 
 
 def summary_text(sentences: Sequence[Sentence]) -> str:
-    """The summary as the report's Markdown: a heading and one paragraph."""
-    return "## Summary\n\n" + markdown_text(" ".join(s.text for s in sentences)) + "\n"
+    """The summary as the report's Markdown: a heading and a list, one finding a line."""
+    return "## Summary\n\n" + "".join(f"- {markdown_text(s.text)}\n" for s in sentences)

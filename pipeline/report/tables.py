@@ -232,24 +232,197 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ---- LaTeX tables no wider than a page -------------------------------------------------------
+TEXT_WIDTH = 345.0  # pt: \textwidth of LaTeX's one-column article at its default 10 pt
+COLUMN_SPACE = 12.0  # pt: \tabcolsep (6 pt) each side of a column
+PROSE_LEAST = 120.0  # pt: the narrowest a column of prose is set in (a \parbox wrapping it)
+HEADER_LEAST = 40.0  # pt: a header's lines may be this wide over narrower cells ("draw sd")
+# Computer Modern Roman 10 pt (cmr10.tfm), glyphs by width as `latex_text` sets them, each class
+# at its widest in pt (o with its kern before another o): an estimate never narrower than the
+# set text; a glyph of no class counts as the widest
+GLYPH_WIDTHS = (("!',.:;[]`fijl|", 3.06), (" -()Irst_", 3.95), ("†", 4.0),
+                ("\"$*/0123456789\\^aceg{}z~", 5.01), ("JSbdhknopquvxy?", 5.56),
+                ("EFLPZ", 6.81), ("&+=@ABCDGHKNOQRTUVXYw±≥≤<>", 7.85), ("#%m", 8.34),
+                ("M", 9.17))
+WIDEST_GLYPH = 10.28  # W
+BOLD = 1.15  # Computer Modern Bold Extended against Roman, glyph by glyph at most
+_GLYPH_WIDTH = {glyph: width for glyphs, width in GLYPH_WIDTHS for glyph in glyphs}
+
+
+def text_width(text: str) -> float:
+    """The width in pt that `latex_text(text)` sets on one line at 10 pt, estimated from
+    above (`GLYPH_WIDTHS`); `**x**` in bold."""
+    plain = re.sub(r"\*\*(.+?)\*\*", "", one_line(text))
+    bold = "".join(re.findall(r"\*\*(.+?)\*\*", one_line(text)))
+    return (sum(_GLYPH_WIDTH.get(c, WIDEST_GLYPH) for c in plain)
+            + BOLD * sum(_GLYPH_WIDTH.get(c, WIDEST_GLYPH) for c in bold))
+
+
+def body_width(rows: list[list[str]], column: int) -> float:
+    """The width in pt of the widest cell of `column` (`text_width`)."""
+    return max((text_width(r[column]) for r in rows), default=0.0)
+
+
+def header_lines(text: str, width: float) -> list[str]:
+    """A header cell broken between words into lines no wider than `width` (or its widest
+    word), so that a long header does not widen a column of short cells."""
+    lines: list[str] = []
+    for word in one_line(text).split(" "):
+        if lines and text_width(f"{lines[-1]} {word}") <= width:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return lines
+
+
+@dataclass(frozen=True)
+class LatexLayout:
+    """How a table's columns are set in LaTeX within TEXT_WIDTH: `parts`, tabulars one under
+    another, each its columns' indices (the row keys first in every part); `prose`, columns
+    set as wrapped text of a width in pt; `lifted`, columns the same in every row, said in a
+    note instead."""
+
+    parts: tuple[tuple[int, ...], ...]
+    prose: Mapping[int, float]
+    lifted: tuple[int, ...]
+    keys: int
+
+    def notes(self, header: list[str], rows: list[list[str]]) -> tuple[str, ...]:
+        """The notes the layout adds: the lifted columns' one value, the parts' keys."""
+        said = []
+        if self.lifted:
+            said.append("The same in every row: " + "; ".join(
+                f"{one_line(header[c])}: {one_line(rows[0][c])}" for c in self.lifted) + ".")
+        if len(self.parts) > 1:
+            keys = ", ".join(one_line(header[c]) for c in self.parts[0] if c < self.keys)
+            said.append(f"Set in {len(self.parts)} parts to fit the page, one under another, "
+                        f"each row named by its {keys}.")
+        return tuple(said)
+
+
+def row_keys(header: list[str], rows: list[list[str]]) -> int:
+    """The fewest leading columns whose cells tell every row apart (at least 1; none of them
+    the last column): what a split table repeats in each part."""
+    for keys in range(1, len(header)):
+        if len({tuple(r[:keys]) for r in rows}) == len(rows):
+            return keys
+    return 1
+
+
+def latex_layout(header: list[str], rows: list[list[str]]) -> LatexLayout:
+    """The columns of `header` and `rows` within TEXT_WIDTH, by the first of these that fits:
+    as they are (each header broken into lines as narrow as its column's cells); a column of
+    prose wrapped; the columns that hold one value in every row lifted into a note, then the
+    rest split into parts that repeat the row keys (`row_keys`), a part still too wide
+    `squeezed`. Markdown and HTML keep every column."""
+    count = len(header)
+
+    def width(c: int) -> float:
+        body = body_width(rows, c)
+        lines = header_lines(header[c], max(body, HEADER_LEAST))
+        return max(body, *map(text_width, lines)) + COLUMN_SPACE
+
+    def least(c: int) -> float:  # its widest word (TeX may break after a hyphen)
+        words = [w for text in (header[c], *(r[c] for r in rows))
+                 for w in re.split(r"\s+|(?<=-)", one_line(text))]
+        return max(map(text_width, words), default=0.0) + COLUMN_SPACE
+
+    widths = [width(c) for c in range(count)]
+    everything, keys = tuple(range(count)), row_keys(header, rows)
+    if sum(widths) <= TEXT_WIDTH:
+        return LatexLayout((everything,), {}, (), keys)
+
+    def wrapped(columns: tuple[int, ...]) -> dict[int, float] | None:
+        """The widest column of `columns` wrapped in the room the others leave, where it is
+        prose (words) and the room at least PROSE_LEAST."""
+        widest = max(columns, key=lambda c: widths[c])
+        room = TEXT_WIDTH - sum(widths[c] for c in columns if c != widest) - COLUMN_SPACE
+        prose = any(" " in one_line(r[widest]) for r in rows)
+        return {widest: room} if prose and room >= PROSE_LEAST else None
+
+    if (found := wrapped(everything)) is not None:
+        return LatexLayout((everything,), found, (), keys)
+    lifted = tuple(c for c in range(count) if len(rows) > 1 and len({r[c] for r in rows}) == 1)
+    rest = tuple(c for c in range(count) if c not in lifted)
+    if sum(widths[c] for c in rest) <= TEXT_WIDTH:
+        return LatexLayout((rest,), {}, lifted, keys)
+    if (found := wrapped(rest)) is not None:
+        return LatexLayout((rest,), found, lifted, keys)
+    lead = tuple(c for c in rest if c < keys)  # the keys that vary
+    parts: list[tuple[int, ...]] = []
+    for c in rest[len(lead):]:
+        if parts and sum(widths[k] for k in (*lead, *parts[-1], c)) <= TEXT_WIDTH:
+            parts[-1] += (c,)
+        else:
+            parts.append((c,))
+    wraps: dict[int, float] = {}
+    for part in parts:  # a key squeezed in one part is set as narrow in every part
+        for c, wrap in squeezed((*lead, *part), widths, [least(c) for c in range(count)]).items():
+            wraps[c] = min(wrap, wraps.get(c, wrap))
+    return LatexLayout(tuple((*lead, *p) for p in parts), wraps, lifted, keys)
+
+
+def squeezed(columns: tuple[int, ...], widths: list[float], least: list[float]
+             ) -> dict[int, float]:
+    """Widths in pt at which to wrap `columns` (their `widths` and `least`, the widest word,
+    each with its COLUMN_SPACE) so that together they fit TEXT_WIDTH: every column wider than
+    a cap wrapped at it (never below its least), the cap as high as fits; none where they fit
+    as they are, and each at its least where nothing fits."""
+    room = TEXT_WIDTH - len(columns)  # 1 pt a column for its width printed rounded up
+    if sum(widths[c] for c in columns) <= TEXT_WIDTH:
+        return {}
+    low, high = 0.0, max(widths[c] for c in columns)
+    for _ in range(60):  # bisection on the cap: the total falls as the cap falls
+        cap = (low + high) / 2
+        total = sum(max(least[c], min(widths[c], cap)) for c in columns)
+        low, high = (cap, high) if total <= room else (low, cap)
+    return {c: max(least[c], low) - COLUMN_SPACE for c in columns if widths[c] > low}
+
+
+def _latex_header(text: str, width: float, align: str) -> str:
+    """A header cell, its lines (`header_lines`) stacked in a one-column tabular."""
+    lines = header_lines(text, width)
+    if len(lines) == 1:
+        return latex_text(lines[0])
+    return (f"\\begin{{tabular}}[b]{{@{{}}{align}@{{}}}}"
+            + r"\\".join(map(latex_text, lines)) + "\\end{tabular}")
+
+
+def latex_tabular(header: list[str], rows: list[list[str]], columns: tuple[int, ...],
+                  prose: Mapping[int, float]) -> str:
+    """One booktabs tabular of `columns`: the first left-aligned, the rest centred, a column
+    of `prose` wrapped ragged-right in a \\parbox of its width."""
+    def cell(text: str, c: int) -> str:
+        if c in prose:
+            return f"\\parbox[t]{{{math.ceil(prose[c])}pt}}{{\\raggedright {latex_text(text)}}}"
+        return latex_text(text)
+
+    aligns = ["l" if i == 0 or c in prose else "c" for i, c in enumerate(columns)]
+    heads = [_latex_header(header[c], prose.get(c, max(body_width(rows, c), HEADER_LEAST)),
+                           align) for c, align in zip(columns, aligns, strict=True)]
+    body = "\n".join(" & ".join(cell(r[c], c) for c in columns) + r" \\" for r in rows)
+    return (f"\\begin{{tabular}}{{{''.join(aligns)}}}\n\\toprule\n" + " & ".join(heads)
+            + " \\\\\n\\midrule\n" + body + "\n\\bottomrule\n\\end{tabular}\n")
+
+
 def latex_table(header: list[str], rows: list[list[str]], caption: str,
                 notes: tuple[str, ...] = ()) -> str:
     """The table as a standalone LaTeX table float (booktabs): its caption above the tabular,
     as a paper sets a table, and its notes under it, a footnotesize list inside the float (the
-    same words as the Markdown and the HTML page); every cell, the caption and each note
-    escaped (`latex_text`)."""
-    body = "\n".join(" & ".join(map(latex_text, r)) + r" \\" for r in rows)
-    items = "".join(f"\\item {latex_text(note)}\n" for note in notes)
+    same words as the Markdown and the HTML page, after what `latex_layout` adds); every
+    cell, the caption and each note escaped (`latex_text`). No wider than TEXT_WIDTH at the
+    normal size: `latex_layout` wraps, lifts or splits columns where it must."""
+    layout = latex_layout(header, rows)
+    tabulars = "\\par\\medskip\n".join(latex_tabular(header, rows, part, layout.prose)
+                                       for part in layout.parts)
+    items = "".join(f"\\item {latex_text(note)}\n"
+                    for note in (*layout.notes(header, rows), *notes))
     under = ("\\par\\smallskip\n\\begin{minipage}{\\linewidth}\\footnotesize\\raggedright\n"
              "\\begin{itemize}\\setlength{\\itemsep}{0pt}\n" + items
-             + "\\end{itemize}\n\\end{minipage}\n") if notes else ""
-    return (
-        "\\begin{table}[t]\n\\centering\n"
-        f"\\caption{{{latex_text(caption)}}}\n\\smallskip\n"
-        f"\\begin{{tabular}}{{l{'c' * (len(header) - 1)}}}\n\\toprule\n"
-        + " & ".join(map(latex_text, header)) + " \\\\\n\\midrule\n" + body
-        + "\n\\bottomrule\n\\end{tabular}\n" + under + "\\end{table}\n"
-    )
+             + "\\end{itemize}\n\\end{minipage}\n") if items else ""
+    return ("\\begin{table}[t]\n\\centering\n"
+            f"\\caption{{{latex_text(caption)}}}\n\\smallskip\n" + tabulars + under
+            + "\\end{table}\n")
 
 
 CAPTION_WORDS = 60  # a caption's most words: what the table shows and its test (issue 79)
@@ -578,12 +751,22 @@ def variant_table(results: pl.DataFrame, metric: str = "map"
     return header, rows
 
 
+P_FLOOR = 1e-4  # a p-value below it is printed as "< 0.0001", as papers print it
+
+
+def p_value(p: float) -> str:
+    """A p-value as papers print it: 3 significant digits (0.0133, 0.000319), and below
+    P_FLOOR "< 0.0001": the digits of a p-value of 1e-19 say nothing a reader can use and
+    differ between machines whose floats differ in the last bits (1.14e-19 and 1.13e-19)."""
+    return f"< {P_FLOOR:g}" if p < P_FLOOR else f"{p:.3g}"
+
+
 def p_cell(p: float, adjusted: float | None, queries: int) -> str:
-    """A p-value, with its adjusted value in parentheses (None: none); `too_few`'s n/a where
-    no test could be run (too few queries: p is NaN)."""
+    """A p-value (`p_value`), with its adjusted value in parentheses (None: none);
+    `too_few`'s n/a where no test could be run (too few queries: p is NaN)."""
     if math.isnan(p):
         return too_few(queries)
-    return f"{p:.3g}" if adjusted is None else f"{p:.3g} ({adjusted:.3g})"
+    return p_value(p) if adjusted is None else f"{p_value(p)} ({p_value(adjusted)})"
 
 
 def span(low: float, high: float, scale: float = 100) -> str:

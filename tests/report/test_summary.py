@@ -73,7 +73,8 @@ def made(tmp_path: Path, results: pl.DataFrame) -> tuple[Report, list[Sentence]]
     report = build_report(runs, CORPUS)
     found = summary_sentences(load_results(runs, CORPUS), report.sections[1:])
     assert report.sections[0].text is not None
-    assert " ".join(s.text for s in found) in report.sections[0].text.replace("\\", "")
+    # one finding a line
+    assert "".join(f"- {s.text}\n" for s in found) in report.sections[0].text.replace("\\", "")
     traced(report, found)
     return report, found
 
@@ -228,8 +229,9 @@ def test_summary_comes_first(tmp_path):
     assert sections[0] == "summary"
     first = page[page.index('<section id="s-summary"'):page.index("</section>")]
     assert "bm25 is best on all-2k, all-5k and all-10k" in first
-    # its heading above its sentences, as in the Markdown
+    # its heading above its sentences, as in the Markdown, one finding a line (issue 89)
     assert first.index(">Summary<") < first.index("bm25 is best on")
+    assert first.count("<li>") == len(found) > 1
 
 
 def daggers(report: Report) -> dict[tuple[str, str], bool]:
