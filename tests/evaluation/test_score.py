@@ -17,7 +17,7 @@ import pipeline
 from pipeline.core.errors import InputError
 from pipeline.layout import run_paths
 from pipeline.pools.build import load_pool
-from pipeline.report.tables import interval_cell
+from pipeline.report.tables import interval_cell, markdown_text, p_cell
 from tests.conftest import POOL_SEED, pool_of
 
 # ours -> trec_eval's name of the same metric
@@ -240,8 +240,9 @@ def test_compare_shows_what_make_report_shows(reported, corpus_dir):
         other = fisher.pairs.filter(pl.col("metric") == metric).row(0, named=True)
         assert (pair["a"], pair["b"]) == (a, b)
         assert (f"{pair['mean_a'] * 100:.1f}", f"{pair['mean_b'] * 100:.1f}") == (mean_a, mean_b)
-        assert f"{pair['p']:.3g} ({pair['p_adjusted']:.3g})" == t_p
-        assert f"{other['p']:.3g} ({other['p_adjusted']:.3g})" == fisher_p
+        assert markdown_text(p_cell(pair["p"], pair["p_adjusted"], pair["queries"])) == t_p
+        assert markdown_text(p_cell(other["p"], other["p_adjusted"], other["queries"])) \
+            == fisher_p
     # the report's bootstrap intervals: pools, metric, model, queries, mean, interval, and
     # the interval's simulated coverage
     intervals = {(row[1], row[2]): row[3:6] for row in _markdown_rows(

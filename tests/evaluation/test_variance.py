@@ -643,6 +643,6 @@ def test_the_variance_notes_state_what_the_draws_interval_bounds(draws):
     assert span in note and "an estimate of 0 (MS_R at most MS_E) is no bound of 0" in note
     assert "times the estimate" not in " ".join(notes)
     header, body, notes = tables["queries-needed"]
-    [note] = [n for n in notes if n.startswith("Draw df")]
-    assert span in note and "90% upper column" in note
-    assert all(float(r[header.index("draw sd 90% upper")]) > 0 for r in body)
+    [note] = [n for n in notes if n.startswith("The draws' mean square behind sd+")]
+    assert span in note
+    assert all(float(r[header.index("sd+")]) > 0 for r in body)

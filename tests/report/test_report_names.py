@@ -94,7 +94,7 @@ def assert_markdown_tables(text: str) -> int:
     return tables
 
 
-MATH = (r"$\pm$", r"$^\dagger$")  # the report's own math: ± and †
+MATH = (r"$\pm$", r"$^\dagger$", r"$\geq$", r"$\leq$")  # the report's own math: ± † ≥ ≤
 COMMANDS = {"textbf", "textbackslash", "textasciicircum", "textasciitilde", "textless",
             "textgreater", "textbar", "begin", "end", "centering", "toprule", "midrule",
             "bottomrule", "caption", "smallskip", "par", "linewidth", "footnotesize",
