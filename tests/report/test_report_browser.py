@@ -186,7 +186,7 @@ def test_a_filter_hides_rows(browser):
 def test_marks_and_commands_say_what_they_are_on_hover(browser):
     dataset = table(browser, "dataset")
     mark = dataset.find_element(By.CSS_SELECTOR, "abbr.sig")
-    assert "paired t-test" in mark.get_attribute("title")
+    assert "95% interval of its difference excludes 0" in mark.get_attribute("title")
     assert dataset.find_element(By.TAG_NAME, "b").get_attribute("title") == "best MAP"
     # a result cell has no title in the page: the script writes its own row's command on hover
     for model in ("bm25", "random"):
