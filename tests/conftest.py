@@ -29,6 +29,10 @@ SMALL = SyntheticConfig(n_papers=8000, n_shards=3, seed=7, block_size=3000)
 POOL_SIZES = (800, 1600)
 N_QUERIES = 20
 POOL_SEED = 1
+# seconds a test waits at most for a child it runs (make, the command line, a script): a guard
+# against a hung child, never a measure of speed, so generous enough for a load of 8 on the
+# 2-core machine, where one `make` importing the package a few times took minutes
+CHILD_BOUND_S = 3600
 
 
 def make_ok(root: Path, stamp: Path, *args: str) -> str:
@@ -37,7 +41,8 @@ def make_ok(root: Path, stamp: Path, *args: str) -> str:
     done = subprocess.run(
         ["make", "--no-print-directory", f"DATA={root}", "CORPUS=small", "THREADS=1",
          f"PY={sys.executable}", f"STAMP={stamp}", *args],
-        cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=600,
+        cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+        timeout=CHILD_BOUND_S,
         env={**os.environ, "MAKEFLAGS": ""})
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout + done.stderr
@@ -382,7 +387,8 @@ def _apt_install(packages: tuple[str, ...], installed: Callable[[], bool]) -> No
     for attempt in (1, 2):
         log = ""
         for cmd in (["apt-get", "update", "-qq"], install):
-            done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                  timeout=CHILD_BOUND_S)
             log += done.stdout + done.stderr
             if done.returncode != 0:
                 break

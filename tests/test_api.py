@@ -21,7 +21,7 @@ from pipeline.evaluation.evaluate import eval_run
 from pipeline.layout import Place, reports_dir, run_paths
 from pipeline.pools.build import PoolSpec
 from pipeline.report.build import report
-from tests.conftest import N_QUERIES, POOL_SEED, POOL_SIZES, copy_corpus, pool_of
+from tests.conftest import CHILD_BOUND_S, N_QUERIES, POOL_SEED, POOL_SIZES, copy_corpus, pool_of
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "numba", "jnius", "faiss", "transformers", "polars", "numpy", "pyarrow",
@@ -42,7 +42,7 @@ NAMES |= {"list_models", "warm", "sweep"}  # issue 72: make models, warm, sweep
 def _imported(code: str) -> set[str]:
     """The modules `python -X importtime -c code` imports, in a fresh interpreter."""
     done = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=CHILD_BOUND_S)
     assert done.returncode == 0, done.stderr[-3000:]
     return {m.group(1) for m in re.finditer(r"^import time:.*\|\s*(\S+)\s*$", done.stderr,
                                             flags=re.M)}
@@ -62,7 +62,7 @@ def _loaded(code: str) -> set[str]:
     """sys.modules after `code`, in a fresh interpreter (importtime does not list what
     importlib.import_module loads itself)."""
     done = subprocess.run([sys.executable, "-c", f"{code}\nimport sys; print(*sys.modules)"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S)
     assert done.returncode == 0, done.stderr[-3000:]
     return set(done.stdout.split())
 

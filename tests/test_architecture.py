@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import CHILD_BOUND_S
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "pipeline"
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
@@ -377,7 +379,7 @@ def test_the_detector_finds_names_written_as_paths():
 
 def lint(workdir: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(LINT_IMPORTS), "--config", str(workdir / ".importlinter")],
-                          cwd=workdir, capture_output=True, text=True, timeout=300,
+                          cwd=workdir, capture_output=True, text=True, timeout=CHILD_BOUND_S,
                           env={"PYTHONPATH": str(workdir), "PATH": "/usr/bin:/bin"})
 
 

@@ -36,7 +36,7 @@ import pytest
 
 from pipeline.core.inputs import Roots
 from pipeline.verify import verify
-from tests.conftest import built_once
+from tests.conftest import CHILD_BOUND_S, built_once
 
 ROOT = Path(__file__).resolve().parents[1]
 # pools of 400 candidates (10 queries): what is damaged, refused, named and repaired does not
@@ -67,7 +67,8 @@ ENV = {**os.environ, "MAKEFLAGS": "", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": 
 
 
 def run(cmd: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=ENV, timeout=600)
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=ENV,
+                          timeout=CHILD_BOUND_S)
 
 
 def ok(cmd: list[str]) -> str:

@@ -32,7 +32,7 @@ from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.retrieval.runs import run_problem
 from pipeline.retrieval.search import search_pool
 from pipeline.verify import find_problems, verify
-from tests.conftest import built_once, copy_corpus
+from tests.conftest import CHILD_BOUND_S, built_once, copy_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL = "all-800-r0"
@@ -241,7 +241,8 @@ def test_each_repair_command_makes_verify_clean(dense, raw_corpus):
         done = subprocess.run(["make", "--no-print-directory", f"PY={sys.executable}",
                                f"STAMP={root / 'installed'}", "THREADS=1",
                                *shlex.split(command)[1:], f"MODEL_PATH={DENSE_MODEL}"],
-                              cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+                              cwd=ROOT, capture_output=True, text=True, env=env,
+                              timeout=CHILD_BOUND_S)
         assert done.returncode == 0, (command, done.stderr[-2000:])
     assert not orphan.exists()
     assert verify(roots(root)) == []

@@ -31,7 +31,7 @@ from pipeline.layout import (
     store_dir,
 )
 from pipeline.pools.build import PoolSpec, build_pool
-from tests.conftest import copy_corpus, refusal
+from tests.conftest import CHILD_BOUND_S, copy_corpus, refusal
 from tests.encoding.test_objects import Hashed
 from tests.test_data_safety import beir
 
@@ -43,7 +43,7 @@ def make(root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["make", "--no-print-directory", f"DATA={root}", f"PY={sys.executable}",
          f"STAMP={root / 'installed'}", "THREADS=1", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
         env={**os.environ, "MAKEFLAGS": "", "HF_HUB_OFFLINE": "1"})
 
 

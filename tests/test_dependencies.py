@@ -24,6 +24,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from pipeline.retrieval.bm25.jvm import PYSERINI
+from tests.conftest import CHILD_BOUND_S
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -88,7 +89,7 @@ def setup_installs(tmp_path: Path) -> list[list[str]]:
     them."""
     done = subprocess.run(["make", "--no-print-directory", "-n", "setup", "setup-gpu",
                            f"PYTHON={sys.executable}", f"VENV={tmp_path / 'venv'}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
                           env={**{k: v for k, v in os.environ.items()  # make test STAMP=..
                                   if k not in ("STAMP", "PY", "VENV", "PYTHON")},
                                "MAKEFLAGS": ""})

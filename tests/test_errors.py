@@ -24,7 +24,7 @@ import polars as pl
 import pytest
 
 from pipeline.pools.build import PoolSpec, build_pool
-from tests.conftest import MAKE_STOPPED, copy_corpus
+from tests.conftest import CHILD_BOUND_S, MAKE_STOPPED, copy_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL = "all-800-r0"
@@ -317,7 +317,7 @@ def test_error_case(case: Case, raw_corpus, tmp_path):
             resource.setrlimit(resource.RLIMIT_FSIZE, (case.limit_file_size,) * 2)
 
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env,
-                          timeout=300, preexec_fn=limit)
+                          timeout=CHILD_BOUND_S, preexec_fn=limit)
     assert done.returncode == case.exit, done.stderr[-3000:]
     if case.exit == 2:
         lines = [line for line in (done.stdout + done.stderr).splitlines()

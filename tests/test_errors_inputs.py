@@ -20,6 +20,7 @@ from pipeline.mdcr import official
 from pipeline.mdcr.official import evaluate_files, import_benchmark
 from pipeline.models import get_model
 from pipeline.retrieval.search import search_pool
+from tests.conftest import CHILD_BOUND_S
 from tests.ingest.test_ingest_s2ag import s2ag_release
 from tests.mdcr.test_mdcr_official import BENCHMARK, SCORES, _official_files
 from tests.test_errors import ROOT, _snapshot, cli
@@ -29,7 +30,8 @@ METRIC_ORDER = ["map", "ndcg", "recall_5"]
 
 def run(cmd: list[str]) -> subprocess.CompletedProcess:
     env = {**os.environ, "MAKEFLAGS": "", "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env,
+                          timeout=CHILD_BOUND_S)
 
 
 def refused(root: Path, cmd: list[str], message: str) -> str:

@@ -27,12 +27,12 @@ from pipeline.models import get_model
 from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.report.build import report
 from pipeline.slurm import missing_per_shard
-from tests.conftest import built_once
+from tests.conftest import CHILD_BOUND_S, built_once
 from tests.test_errors import POOL, ROOT, _snapshot, cli, with_pool
 
 
 def _run(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
                           env={**os.environ, "MAKEFLAGS": "", "HF_HUB_OFFLINE": "1",
                                **(env or {})})
 
@@ -301,7 +301,7 @@ def test_make_eval_refuses_an_absent_gpu_backend_before_embedding(backend, corpu
         ["make", "--no-print-directory", "eval", f"DATA={root}", "CORPUS=c", "MODEL=scibert",
          f"MODEL_PATH={tiny_bert}", f"BACKEND={backend}", f"PY={sys.executable}",
          f"STAMP={tmp_path / 'installed'}"], cwd=ROOT, capture_output=True, text=True,
-        env={**environ, "MAKEFLAGS": ""}, timeout=600)
+        env={**environ, "MAKEFLAGS": ""}, timeout=CHILD_BOUND_S)
     assert done.returncode == 2, done.stderr[-2000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and f"BACKEND={backend}: no CUDA GPU" in errors[0], errors

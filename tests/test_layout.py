@@ -10,6 +10,7 @@ from pipeline.core.errors import InputError
 from pipeline.fields import MAG_FIELDS, resolve_field, resolve_fields
 from pipeline.layout import format_size, group_name, parse_pool_name, parse_size, pool_name
 from pipeline.models import REGISTRY, get_model
+from tests.conftest import CHILD_BOUND_S
 
 
 @pytest.mark.parametrize("text,value", [("20000", 20000), ("20k", 20000), ("2M", 2_000_000),
@@ -121,7 +122,7 @@ def test_make_refuses_a_corpus_named_as_the_results_file(tmp_path):
                            "MODEL=bm25", f"DATA={tmp_path}", f"PY={sys.executable}",
                            f"STAMP={tmp_path / 'installed'}"],
                           cwd=Path(__file__).resolve().parents[1], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "MAKEFLAGS": ""})
+                          text=True, timeout=CHILD_BOUND_S, env={**os.environ, "MAKEFLAGS": ""})
     assert done.returncode == 2
     assert "CORPUS: 'results.parquet': a corpus name that is the name of what the pipeline " \
         "writes beside" in done.stderr, done.stderr

@@ -14,6 +14,7 @@ import pytest
 from pipeline.cli import docs
 from pipeline.options import declared
 from pipeline.options.checks import choice
+from tests.conftest import CHILD_BOUND_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,7 +63,7 @@ def run(tmp_path: Path, *argv: str, plugin: bool | str = True) -> subprocess.Com
     environ = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL")}
     environ["PYTHONPATH"] = os.pathsep.join((str(site), str(ROOT)))
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=environ,
-                          timeout=300)
+                          timeout=CHILD_BOUND_S)
 
 
 def make_n(tmp_path: Path, *variables: str, plugin: bool = True) -> subprocess.CompletedProcess:

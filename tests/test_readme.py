@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import CHILD_BOUND_S
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -134,7 +136,7 @@ def test_readme_python_example_runs(tmp_path: Path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=CHILD_BOUND_S)
     assert done.returncode == 0, done.stderr[-3000:]
     maps = dict(re.findall(r"^(\w+) \{'map': ([0-9.]+)", done.stdout, flags=re.M))
     assert set(maps) == {"bm25", "random", "theirs"}, done.stdout

@@ -37,7 +37,7 @@ from pipeline.slurm import (
     submit_after_embed,
     submit_embed,
 )
-from tests.conftest import N_QUERIES, POOL_SEED, apt_install, copy_corpus, pool_of
+from tests.conftest import CHILD_BOUND_S, N_QUERIES, POOL_SEED, apt_install, copy_corpus, pool_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SBIN = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
@@ -123,7 +123,7 @@ def test_without_sbatch_the_error_is_one_line(tmp_path, monkeypatch):
                           "--shards", "4"], {})):
         done = subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=ROOT,
                               env={**env, **given}, capture_output=True, text=True,
-                              timeout=120)
+                              timeout=CHILD_BOUND_S)
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1, (args, lines)
         assert "`sbatch`, which is not on PATH" in lines[0] and "EXECUTOR=local" in lines[0]
@@ -132,7 +132,7 @@ def test_without_sbatch_the_error_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(InputError, match="sbatch"):
         submit_embed(Place(tmp_path / "demo", tmp_path, tmp_path), "minilm", 2, Resources())
     bad = subprocess.run([sys.executable, "-m", "pipeline", "submit-embed", "--slurm-time", "soon"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+                         cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S)
     assert bad.returncode == 2 and "'soon': give a SLURM time limit" in bad.stderr
 
 
@@ -160,7 +160,7 @@ def make(data: Path, tiny_bert: Path, *args: str, env: dict | None = None,
     cmd = ["make", "--no-print-directory", f"DATA={data}", "CORPUS=small", "THREADS=1",
            "MODEL=minilm", f"MODEL_PATH={tiny_bert}", f"PY={sys.executable}",
            f"STAMP={data / 'installed'}", *args]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
                           env={**(env or os.environ), "MAKEFLAGS": "",
                                "CUDA_VISIBLE_DEVICES": ""})
     if check:
@@ -364,7 +364,8 @@ class Cluster:
             time.sleep(0.5)
 
     def run(self, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
-        done = subprocess.run(cmd, capture_output=True, text=True, env=self.env, timeout=60)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=self.env,
+                              timeout=CHILD_BOUND_S)
         assert not check or done.returncode == 0, done.stderr
         return done
 

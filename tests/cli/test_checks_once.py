@@ -20,7 +20,7 @@ import pytest
 from pipeline.cli import registry
 from pipeline.options.declared import VARIABLES
 from pipeline.pools.build import PoolSpec, build_pool
-from tests.conftest import copy_corpus
+from tests.conftest import CHILD_BOUND_S, copy_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,7 +66,7 @@ def checks_in(root: Path, tmp_path: Path, *assignments: str) -> Counter:
     environ.update(PYTHONPATH=os.pathsep.join((str(site), str(ROOT))), CHECKS_LOG=str(log))
     done = subprocess.run(["make", "--no-print-directory", f"DATA={root}", f"PY={sys.executable}",
                            f"STAMP={root / 'installed'}", "CORPUS=c", *assignments], cwd=ROOT,
-                          env=environ, capture_output=True, text=True, timeout=600)
+                          env=environ, capture_output=True, text=True, timeout=CHILD_BOUND_S)
     assert done.returncode == 0, done.stderr[-3000:]
     return Counter(tuple(line.split("\t")) for line in log.read_text().splitlines())
 
@@ -91,7 +91,8 @@ def counted_run(tmp_path: Path, argv: list[str], **environ: str) -> Counter:
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MODEL", "CORPUS")}
     env.update(PYTHONPATH=os.pathsep.join((str(site), str(ROOT))), CHECKS_LOG=str(log),
                **environ)
-    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=CHILD_BOUND_S)
     assert done.returncode == 0, done.stderr[-3000:]
     return Counter(tuple(line.split("\t")) for line in log.read_text().splitlines())
 

@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import refusal
+from tests.conftest import CHILD_BOUND_S, refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(cmd: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = {**os.environ, "MAKEFLAGS": ""}
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env,
+                          timeout=CHILD_BOUND_S)
 
 
 @pytest.mark.parametrize("args,message", [
@@ -80,7 +81,8 @@ def test_make_demo_is_the_demo_corpus_whatever_corpus_says(tmp_path):
     for given, env in ((["CORPUS=other"], {}), ([], {"CORPUS": "s2ag"}),
                        (["QUERIES=7"], {"CORPUS": "s2ag"})):
         done = subprocess.run(["make", "--no-print-directory", "-n", "demo", f"DATA={tmp_path}",
-                               *given], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                               *given], cwd=ROOT, capture_output=True, text=True,
+                               timeout=CHILD_BOUND_S,
                               env={**os.environ, "MAKEFLAGS": "", **env})
         assert done.returncode == 0, done.stderr
         stages = [line.split(" --runs-root ")[1].split(" ", 1)[1]
@@ -138,7 +140,7 @@ def test_every_command_declares_what_it_writes_and_is_refused_before_it_runs(tmp
     env = {k: v for k, v in os.environ.items() if k != "S2_API_KEY"}
     done = subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root", str(blocked),
                            "download", "--corpus", "s2ag"], cwd=ROOT, capture_output=True,
-                          text=True, env=env, timeout=120)
+                          text=True, env=env, timeout=CHILD_BOUND_S)
     assert done.returncode == 2
     assert done.stderr.splitlines() == [f"error: {blocked} is a file, not a folder: move it "
                                         "away or point DATA (or the --*-root options) elsewhere"]

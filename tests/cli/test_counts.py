@@ -34,7 +34,7 @@ from pipeline.options.checks import (
 )
 from pipeline.options.declared import DECLARED, Variable, declaration
 from pipeline.roots import data_roots
-from tests.conftest import refusal
+from tests.conftest import CHILD_BOUND_S, refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 # the options and API arguments that set how many processes, threads, shards or array tasks run
@@ -100,7 +100,8 @@ def test_a_count_above_its_bound_on_the_command_line_is_one_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root",
                            str(tmp_path / "corpora"), "synth", "--corpus", "c", "--papers",
                            "2k", "--threads", str(too_many)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          text=True, timeout=CHILD_BOUND_S, env={**os.environ,
+                          "PYTHONPATH": str(ROOT)})
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
     assert f"{too_many} worker processes or threads on {cores()} CPU cores" in line
@@ -295,7 +296,7 @@ def test_the_downloads_backoff_on_the_command_line_is_one_line(value, tmp_path):
     done = subprocess.run([sys.executable, "-m", "pipeline", "--corpora-root",
                            str(tmp_path / "corpora"), "download", "--corpus", "c",
                            f"--backoff={value}"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT),
+                          timeout=CHILD_BOUND_S, env={**os.environ, "PYTHONPATH": str(ROOT),
                                             "S2_API_KEY": "k" * 40})
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [

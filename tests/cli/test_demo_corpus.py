@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.core.files import read_json
+from tests.conftest import CHILD_BOUND_S
 
 ROOT = Path(__file__).resolve().parents[2]
 # make reads its variables from the environment too: the test gives the ones it means to
@@ -29,7 +30,7 @@ def make(root: Path, *args: str) -> subprocess.CompletedProcess:
     installed.touch()
     return subprocess.run(["make", "--no-print-directory", f"DATA={root}", f"PY={sys.executable}",
                            f"STAMP={installed}", *args], cwd=ROOT, capture_output=True,
-                          text=True, env=environ, timeout=300)
+                          text=True, env=environ, timeout=CHILD_BOUND_S)
 
 
 def synth_settings(root: Path) -> dict:

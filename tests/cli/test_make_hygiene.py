@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import refusal
+from tests.conftest import CHILD_BOUND_S, refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 # make reads its variables from the environment too: a test sets the ones it means to
@@ -27,7 +27,7 @@ def make(root: Path, *args: str, env: dict[str, str] | None = None
     environ = {k: v for k, v in os.environ.items() if k not in CLEARED}
     environ.update(MAKEFLAGS="", **(env or {}))
     return subprocess.run(["make", "--no-print-directory", f"DATA={root}", *args], cwd=ROOT,
-                          capture_output=True, text=True, env=environ, timeout=120)
+                          capture_output=True, text=True, env=environ, timeout=CHILD_BOUND_S)
 
 
 def refused(done: subprocess.CompletedProcess) -> str:
@@ -223,7 +223,7 @@ def test_imports_name_the_corpus_they_write(tmp_path):
     # the stages take the option
     for stage in ("import-mdcr", "import-beir", "mdcr"):
         done = subprocess.run([sys.executable, "-m", "pipeline", stage, "--help"], cwd=ROOT,
-                              capture_output=True, text=True, timeout=120)
+                              capture_output=True, text=True, timeout=CHILD_BOUND_S)
         assert done.returncode == 0 and "--replace" in done.stdout, stage
 
 

@@ -24,7 +24,7 @@ from pipeline.layout import (
     pool_names,
     sample_path,
 )
-from tests.conftest import copy_corpus, refusal
+from tests.conftest import CHILD_BOUND_S, copy_corpus, refusal
 from tests.judging.test_wiring import assert_means_are_inferred
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,8 @@ def make(data: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["make", "--no-print-directory", f"DATA={data}", "CORPUS=small",
                            "THREADS=1", f"PY={sys.executable}",
                            f"STAMP={data / 'installed'}", *args],
-                          cwd=ROOT, capture_output=True, text=True, env=environ, timeout=600)
+                          cwd=ROOT, capture_output=True, text=True, env=environ,
+                          timeout=CHILD_BOUND_S)
 
 
 def ok(data: Path, *args: str) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import copy_corpus
+from tests.conftest import CHILD_BOUND_S, copy_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,7 @@ def make(data: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
     # the test's interpreter runs the stages
     cmd = ["make", "--no-print-directory", f"DATA={data}", "CORPUS=small", "THREADS=1",
            f"PY={sys.executable}", f"STAMP={data / 'installed'}", *args]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
                           env={**os.environ, "MAKEFLAGS": ""})
     if check:
         assert done.returncode == 0, done.stderr[-2000:]

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import CHILD_BOUND_S
+
 ROOT = Path(__file__).resolve().parents[2]
 # Each Python start appends its command line to STARTS_LOG (site imports it at start-up)
 COUNTER = """
@@ -31,7 +33,7 @@ def make(data: Path, *args: str, env: dict[str, str] | None = None
     environ.update(env or {}, MAKEFLAGS="")
     return subprocess.run(["make", "--no-print-directory", f"DATA={data}", f"PY={sys.executable}",
                            f"STAMP={data / 'installed'}", *SETTINGS, *args], cwd=ROOT,
-                          capture_output=True, text=True, env=environ, timeout=600)
+                          capture_output=True, text=True, env=environ, timeout=CHILD_BOUND_S)
 
 
 @pytest.mark.slow

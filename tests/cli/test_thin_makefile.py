@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.goals import GOALS, TARGET_NAMES, TARGETS, help_text, step, valued
-from tests.conftest import refusal
+from tests.conftest import CHILD_BOUND_S, refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 CLEARED = ("TIME", "SLURM_TIME", "CORPUS", "MODEL", "MODELS", "PYTHON", "VENV", "PY", "STAMP",
@@ -35,7 +35,7 @@ def make(tmp: Path, *args: str, env: dict[str, str] | None = None
     return subprocess.run(["make", "--no-print-directory", f"DATA={tmp / 'data'}",
                            f"PY={sys.executable}",
                            f"STAMP={tmp / 'installed'}", *args], cwd=ROOT,
-                          capture_output=True, text=True, env=environ, timeout=120)
+                          capture_output=True, text=True, env=environ, timeout=CHILD_BOUND_S)
 
 
 def refused(done: subprocess.CompletedProcess) -> str:
@@ -117,7 +117,7 @@ def make_database() -> str:
     """What make knows once it has read the Makefile (`make -p`: its variables and rules, as
     make itself prints them), for the help target, which needs no variable."""
     done = subprocess.run(["make", "--no-print-directory", "-pn", "help", "PYTHON=python3"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
                           env={k: v for k, v in os.environ.items() if k not in CLEARED})
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -135,7 +135,7 @@ def test_help_lists_every_target_from_the_declaration(tmp_path):
     for goal in ((), ("help",)):
         done = subprocess.run(["make", "--no-print-directory", *goal, "PYTHON=python3",
                                f"VENV={tmp_path / 'no-venv'}"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=120,
+                              text=True, timeout=CHILD_BOUND_S,
                               env={k: v for k, v in os.environ.items() if k not in CLEARED})
         assert done.returncode == 0, done.stderr
         assert done.stdout == help_text()

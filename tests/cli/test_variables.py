@@ -23,7 +23,7 @@ from pipeline.models import fused_name, hf_name
 from pipeline.options.checks import PER_CORE, cores, input_path, safe_path
 from pipeline.options.declared import BY_NAME, VARIABLES
 from pipeline.roots import data_roots
-from tests.conftest import refusal
+from tests.conftest import CHILD_BOUND_S, refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 # what make itself defines
@@ -41,7 +41,8 @@ def make(root: Path, *args: str, env: dict[str, str] | None = None
     environ.update(env or {}, MAKEFLAGS="")
     return subprocess.run(["make", "--no-print-directory", f"DATA={root}",
                            f"PY={sys.executable}", f"STAMP={root / 'installed'}", *args],
-                          cwd=ROOT, capture_output=True, text=True, env=environ, timeout=300)
+                          cwd=ROOT, capture_output=True, text=True, env=environ,
+                          timeout=CHILD_BOUND_S)
 
 
 def with_pool(root: Path, corpus: str = "c") -> Path:
@@ -341,7 +342,7 @@ def test_a_repair_names_the_data_it_acts_on_and_make_takes_it(tmp_path):
                            str(roots["corpora"]), "--index-root", str(roots["indexes"]),
                            "--runs-root", str(roots["runs"]), "index", "--corpus", "c",
                            "--model", "bm25"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=CHILD_BOUND_S)
     assert done.returncode == 2, done.stderr
     [line] = done.stderr.splitlines()
     command = line.rsplit("; repair: ", 1)[1]
@@ -358,14 +359,14 @@ def test_a_repair_names_the_data_it_acts_on_and_make_takes_it(tmp_path):
                            str(data / "corpora"), "--index-root", str(data / "indexes"),
                            "--runs-root", str(data / "runs"), "index", "--corpus", "c",
                            "--model", "bm25"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=CHILD_BOUND_S)
     assert done.stderr.rstrip().endswith(f"; repair: make pool CORPUS=c DATA={data}"), \
         done.stderr
 
 
 def test_make_help_names_the_new_targets():
     done = subprocess.run(["make", "--no-print-directory", "help"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120,
+                          capture_output=True, text=True, timeout=CHILD_BOUND_S,
                           env={**os.environ, "MAKEFLAGS": ""})
     assert done.returncode == 0
     for target in ("make test-fast", "make lint", "make check"):
@@ -378,7 +379,7 @@ def test_the_declaration_needs_no_environment():
             "bad = [m for m in sys.modules if m.split('.')[0] in "
             "('numpy', 'polars', 'torch', 'pyarrow', 'faiss', 'ranx')]; print(bad)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=CHILD_BOUND_S)
     assert done.stdout.strip() == "[]", done.stderr
 
 
@@ -390,7 +391,7 @@ def test_an_unknown_variable_on_makes_command_line_is_refused(tmp_path):
     env = {**os.environ, "MODLE_IN_ENV": "x"}
     done = subprocess.run(["make", "--no-print-directory", "-n", "help", f"DATA={tmp_path}",
                            "PYTHON=" + sys.executable, "TIME=10", "STAMP=.venv/.installed"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=CHILD_BOUND_S)
     assert done.returncode == 0, done.stderr
 
 
@@ -433,7 +434,7 @@ def test_makeflags_is_parsed_exactly_as_make_writes_it(tmp_path):
         done = subprocess.run(["make", "--no-print-directory", *flag, "-f", str(makefile),
                                *(f"{k}={v}" for k, v in HOSTILE.items())],
                               cwd=tmp_path, capture_output=True, text=True,
-                              env={**os.environ, "MAKEFLAGS": ""}, timeout=60)
+                              env={**os.environ, "MAKEFLAGS": ""}, timeout=CHILD_BOUND_S)
         assert done.returncode == 0, done.stderr
         got_flags, values = make_command_line((tmp_path / "flags").read_text())
         assert values == HOSTILE and list(values) == list(HOSTILE)

@@ -16,6 +16,7 @@ from pipeline.core import atomic, checksums, manifests
 from pipeline.core.atomic import atomic_dir, atomic_path, stale_temporaries, sweep, temp_prefix
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, read_parquet, write_json, write_parquet
+from tests.conftest import CHILD_BOUND_S
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,7 +98,7 @@ def test_manifest_records_versions_and_code():
 def git(folder: Path, *args: str) -> str:
     done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org",
                            "-c", "commit.gpgsign=false", *args], cwd=folder, check=True,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=CHILD_BOUND_S)
     return done.stdout.strip()
 
 
@@ -125,7 +126,7 @@ def code_version_of(package: Path) -> str:
         [sys.executable, "-c", "import pipeline; from pipeline.core.manifests import code_version;"
          "print(pipeline.__file__); print(code_version())"], cwd=package.parent,
         env={**os.environ, "PYTHONPATH": str(package.parent)}, capture_output=True, text=True,
-        timeout=120)
+        timeout=CHILD_BOUND_S)
     assert done.returncode == 0, done.stderr[-2000:]
     imported, version = done.stdout.splitlines()
     assert Path(imported).parent == package.resolve()  # the copy ran, not this checkout

@@ -33,6 +33,7 @@ from pipeline.encoding.served import EmbeddingsClient
 from pipeline.judging import chat
 from pipeline.judging.chat import ChatClient, chat_url
 from pipeline.models import served_model
+from tests.conftest import CHILD_BOUND_S
 from tests.servers import (
     CHAT,
     EMBEDDINGS,
@@ -379,7 +380,7 @@ def test_judge_concurrency_is_bounded_as_embeddings_concurrency_is(tmp_path):
         ["make", "--no-print-directory", "-n", f"DATA={tmp_path / 'data'}", "CORPUS=c",
          f"PY={sys.executable}", f"STAMP={tmp_path / 'stamp'}", "judge", "MODELS=bm25",
          "JUDGE=standin:0", "JUDGE_CONCURRENCY=1000000000"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
         env={k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL")})
     from tests.conftest import refusal as make_refusal
 

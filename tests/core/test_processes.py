@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.core.processes import worker_pool
+from tests.conftest import CHILD_BOUND_S
 
 CHILD = ("import os, sys; from pipeline.core.processes import die_with_parent; "
          "die_with_parent({parent}); print('alive')")
@@ -18,7 +19,7 @@ CHILD = ("import os, sys; from pipeline.core.processes import die_with_parent; "
 
 def run_child(parent: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", CHILD.format(parent=parent)],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=CHILD_BOUND_S)
 
 
 def test_a_child_whose_parent_is_gone_exits_at_once():
@@ -48,7 +49,8 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path):
                       "    print(sum(pool.map(abs, [-1, -2, -3])))\n")
     root = str(Path(__file__).resolve().parents[2])
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": root})
+                          timeout=CHILD_BOUND_S, cwd=tmp_path, env={**os.environ,
+                          "PYTHONPATH": root})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["started", "6"], done.stdout
 
@@ -90,7 +92,7 @@ def test_killing_the_resource_tracker_prints_no_library_text(sig, tmp_path):
     script.write_text(KILLS_THE_TRACKER)
     root = str(Path(__file__).resolve().parents[2])
     done = subprocess.run([sys.executable, str(script), str(int(sig))], capture_output=True,
-                          text=True, timeout=120, cwd=tmp_path,
+                          text=True, timeout=CHILD_BOUND_S, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": root})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["6", "9"] and done.stderr == ""

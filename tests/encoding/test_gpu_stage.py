@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.encoding.encoders import GPU_BUCKET
+from tests.conftest import CHILD_BOUND_S
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW_FIELDS = {"device", "papers", "engine_papers_per_s", "stage_papers_per_s", "gpu_busy"}
@@ -27,7 +28,7 @@ def test_the_gpu_stage_script_runs_end_to_end_on_a_cpu(tmp_path):
         [sys.executable, "benchmarks/gpu_stage.py", "--papers", "300", "--pool", "1k",
          "--device", "cpu", "--repeats", "1", "--corpus", "2500", "--out", str(out),
          "--work", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
         env={**os.environ, "MAKEFLAGS": ""})
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads((out / "gpu_stage.json").read_text())

@@ -21,6 +21,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.logs import INTERVAL_ENV
 from pipeline.encoding.coverage import pool_ids
 from pipeline.layout import store_dir
+from tests.conftest import CHILD_BOUND_S
 from tests.encoding.test_objects import POOL, Hashed, data_of, run_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,7 +138,7 @@ def test_a_python_session_without_logging_sees_the_progress_lines(corpus_dir, tm
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(SCRIPT), str(corpus_dir.parent),
          str(tmp_path / "indexes"), str(tmp_path / "runs"), corpus_dir.name, POOL],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
         env={**os.environ, "PYTHONPATH": str(ROOT), INTERVAL_ENV: "0"})
     assert done.returncode == 0, done.stderr[-3000:]
     papers = len(pool_ids(corpus_dir, POOL))

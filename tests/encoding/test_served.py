@@ -31,7 +31,7 @@ from pipeline.encoding.store import load_vectors, stored_ids
 from pipeline.layout import run_paths, store_dir
 from pipeline.models import get_model, served_model
 from pipeline.pools.build import PoolSpec, build_pool
-from tests.conftest import POOL_SEED, copy_corpus, install_infinity, make_ok, refusal
+from tests.conftest import CHILD_BOUND_S, POOL_SEED, copy_corpus, install_infinity, make_ok, refusal
 from tests.servers import EMBEDDINGS, URL_SECRET, LocalServer, running
 
 pytestmark = pytest.mark.slow  # the real MiniLM weights, served
@@ -364,7 +364,7 @@ def test_make_eval_embeds_through_the_endpoint_its_variables_name(
         ["make", "--no-print-directory", f"DATA={root}", "CORPUS=small", "THREADS=1",
          f"PY={sys.executable}", f"STAMP={tmp_path / 'installed'}", "eval", f"MODEL={MODEL}",
          f"EMBEDDINGS_URL={elsewhere}"], cwd=ROOT, capture_output=True, text=True,
-        timeout=600, env={**os.environ, "MAKEFLAGS": ""})
+        timeout=CHILD_BOUND_S, env={**os.environ, "MAKEFLAGS": ""})
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert done.returncode == 2 and len(errors) == 1, done.stderr[-2000:]
     assert f"embedded at {endpoint.url}, not at {elsewhere}" in errors[0], errors
@@ -410,7 +410,7 @@ def test_no_secret_reaches_a_message_a_log_or_a_file(
             [sys.executable, "-m", "pipeline", "--corpora-root", str(corpus.parent),
              "--index-root", str(data.indexes), "--runs-root", str(data.runs), "embed",
              "--corpus", corpus.name, "--model", MODEL, "--pool", pool],
-            capture_output=True, text=True, timeout=300,
+            capture_output=True, text=True, timeout=CHILD_BOUND_S,
             env={**os.environ, "PYTHONPATH": str(ROOT)})
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and re.search(cause, lines[0]), lines
@@ -421,7 +421,7 @@ def test_no_secret_reaches_a_message_a_log_or_a_file(
             ["make", "--no-print-directory", "-n", f"DATA={corpus.parent.parent}",
              f"CORPUS={corpus.name}", f"PY={sys.executable}", f"STAMP={tmp_path / 'stamp'}",
              "eval", f"MODEL={MODEL}", f"EMBEDDINGS_URL={os.environ['EMBEDDINGS_URL']}"],
-            cwd=ROOT, capture_output=True, text=True, timeout=300,
+            cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
             env={**os.environ, "MAKEFLAGS": ""})
         assert re.search(cause, refusal(done))
         said.append(done.stdout + done.stderr)
@@ -529,7 +529,7 @@ def test_a_reply_larger_than_its_embeddings_can_be_is_refused_unread(endpoint):
     endpoint.huge_size = 100 * 256 * 384 * 20
     endpoint.faults = ["huge", "huge"]
     done = subprocess.run([sys.executable, "-c", BOUNDED, MODEL, endpoint.url],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+                          capture_output=True, text=True, timeout=CHILD_BOUND_S, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert len(lines) == 4, lines

@@ -23,7 +23,7 @@ from pipeline.core.files import write_json
 from pipeline.layout import run_paths
 from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.retrieval.runs import ENDPOINT, run_repair
-from tests.conftest import POOL_SEED, copy_corpus, make_ok
+from tests.conftest import CHILD_BOUND_S, POOL_SEED, copy_corpus, make_ok
 from tests.servers import EMBEDDINGS, LocalServer, running
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ def make(root: Path, stamp: Path, *args: str) -> subprocess.CompletedProcess:
     """make as a user types it (`args`: its target and variables), on the test's Python."""
     return subprocess.run(
         ["make", "--no-print-directory", f"PY={sys.executable}", f"STAMP={stamp}", "THREADS=1",
-         *args], cwd=ROOT, capture_output=True, text=True, timeout=600,
+         *args], cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
         env={**os.environ, "MAKEFLAGS": ""})
 
 

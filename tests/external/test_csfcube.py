@@ -31,6 +31,7 @@ from pipeline.metrics import per_query
 from pipeline.pools.build import load_pool, pool_manifest
 from pipeline.report.tables import csfcube_table
 from pipeline.retrieval.runs import finalize_run
+from tests.conftest import CHILD_BOUND_S
 
 ROOT = Path(__file__).resolve().parents[2]
 FACETS = ("background", "method", "result")
@@ -761,7 +762,7 @@ def test_the_cli_refuses_a_malformed_line_in_one_line_with_status_2(release, tmp
         [sys.executable, "-m", "pipeline", "--corpora-root", str(root / "corpora"),
          "--index-root", str(root / "indexes"), "--runs-root", str(root / "runs"),
          "import-csfcube", "--corpus", "csf", "--src", str(src)],
-        cwd=ROOT, capture_output=True, text=True, env=_env(), timeout=300)
+        cwd=ROOT, capture_output=True, text=True, env=_env(), timeout=CHILD_BOUND_S)
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1, lines
     assert re.fullmatch(r"error: .*abstracts-csfcube-preds.jsonl:\d+: not a JSON object "
@@ -774,7 +775,7 @@ def test_the_cli_refuses_a_malformed_line_in_one_line_with_status_2(release, tmp
 def make(data: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     cmd = ["make", "--no-print-directory", f"DATA={data}", "THREADS=1", f"PY={sys.executable}",
            f"STAMP={data / 'installed'}", *args]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
                           env=_env())
     if check:
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]

@@ -22,6 +22,7 @@ from pipeline.external.beir import import_beir
 from pipeline.external.irds import import_irds, load_dataset
 from pipeline.layout import POOL_FILES, PREFILTERED, pool_names
 from pipeline.options.checks import corpus_name
+from tests.conftest import CHILD_BOUND_S
 from tests.external.test_beir import collection  # noqa: F401  the tiny BEIR collection
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,7 +191,7 @@ def test_make_passes_ir_datasets_home_to_the_import(collection, tmp_path):  # no
          f"STAMP={tmp_path / 'installed'}", "import-irds", "CORPUS=viamake",
          "DATASET=beir/scidocs", f"IR_DATASETS_HOME={home}"], cwd=ROOT, capture_output=True,
         text=True, env={k: v for k, v in os.environ.items() if k != "IR_DATASETS_HOME"}
-        | {"MAKEFLAGS": ""}, timeout=300)
+        | {"MAKEFLAGS": ""}, timeout=CHILD_BOUND_S)
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(pool_names(tmp_path / "data" / "corpora" / "viamake")) == 1
 
@@ -209,7 +210,7 @@ def test_a_missing_download_names_the_file_to_place(tmp_path):
               "except InputError as exc:\n    print(exc)\n")
     env = {**os.environ, "IR_DATASETS_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "corpora" / "sf")],
-                          env=env, capture_output=True, text=True, timeout=120)
+                          env=env, capture_output=True, text=True, timeout=CHILD_BOUND_S)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (f"its files live under IR_DATASETS_HOME ({tmp_path / 'home'}), where "
             "beir/scifact/source.zip is missing: place it there") in done.stdout, done.stdout
@@ -231,7 +232,7 @@ def test_a_missing_download_is_the_one_line_said(tmp_path):
     done = subprocess.run([sys.executable, "-c", script, "--corpora-root",
                            str(tmp_path / "corpora"), "import-irds", "--corpus", "sf",
                            "--dataset", "beir/scifact/test"],
-                          env=env, capture_output=True, text=True, timeout=120)
+                          env=env, capture_output=True, text=True, timeout=CHILD_BOUND_S)
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert done.returncode == 2, done.stderr[-2000:]
     assert len(lines) == 1, lines

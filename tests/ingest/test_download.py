@@ -25,6 +25,7 @@ from pipeline.ingest import ingest
 from pipeline.ingest.download import download
 from pipeline.ingest.s2client import Settings, check_shard
 from pipeline.layout import DOWNLOAD_MANIFEST, released_shard
+from tests.conftest import CHILD_BOUND_S
 from tests.ingest.s2ag_server import KEY, S2Server, build_releases
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -315,7 +316,7 @@ def _kill_and_resume(server: S2Server, tmp_path: Path) -> None:
     kept = partial.stat().st_size
     assert kept > 0 and not list((raw / "papers").glob("*.jsonl.gz"))  # nothing half-named
     server.faults.throttle = 0
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
                           env={**env, "PIPELINE_PROGRESS_INTERVAL": "0"})
     out, err = done.stdout, done.stderr
     assert done.returncode == 0, err[-2000:]
@@ -336,7 +337,7 @@ def test_make_download_trial_then_make_corpus(server, tmp_path):
 
     def make(*args: str, key: str = KEY) -> subprocess.CompletedProcess:
         return subprocess.run(["make", "--no-print-directory", *args, *common], cwd=ROOT,
-                              capture_output=True, text=True, timeout=300,
+                              capture_output=True, text=True, timeout=CHILD_BOUND_S,
                               env={**env, "S2_API_KEY": key})
 
     missing = make("download", "CORPUS=s2ag", "FIRST=1", key="")
@@ -372,7 +373,7 @@ def test_make_download_with_faults_then_update_equals_a_fresh_download(server, t
         return subprocess.run(["make", "--no-print-directory", *args,
                                f"DATA={tmp_path / 'data'}", f"PY={sys.executable}",
                                f"STAMP={tmp_path / 'installed'}"], cwd=ROOT,
-                              capture_output=True, text=True, timeout=300, env=env)
+                              capture_output=True, text=True, timeout=CHILD_BOUND_S, env=env)
 
     first_papers = server.listing[(FIRST, "papers")][0].rsplit("/", 1)[-1]
     server.faults.rate_limit = 1

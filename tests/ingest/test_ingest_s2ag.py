@@ -17,6 +17,7 @@ import pytest
 
 from pipeline.core.errors import InputError
 from pipeline.ingest import ingest, merge, prefilter
+from tests.conftest import CHILD_BOUND_S
 
 ROOT = Path(__file__).resolve().parents[2]
 ABSTRACT = "We study how citation graphs shape the retrieval of scientific papers at scale."
@@ -193,7 +194,7 @@ def test_cli_ingests_an_s2ag_release(tmp_path):
     env = {**os.environ, "MAKEFLAGS": ""}
     done = subprocess.run([*base, "--raw", str(raw), "--source", "s2ag", "--fos-source",
                            "s2-fos-model", "--threads", "2"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+                          cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     corpus = tmp_path / "corpora" / "s2ag"
     manifest = json.loads((corpus / "manifest.json").read_text())["ingest"]
@@ -206,7 +207,7 @@ def test_cli_ingests_an_s2ag_release(tmp_path):
     assert (f"[ingest] citations: 1 of 7 lines quarantined (citingcorpusid 1), written to "
             f"{corpus / 'quarantine.jsonl'}") in done.stderr.splitlines()
     wrong = subprocess.run([*base, "--raw", str(raw / "papers"), "--source", "s2ag"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+                           cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S, env=env)
     assert wrong.returncode == 2 and "no S2AG papers/abstracts/citations shards" in wrong.stderr
 
 
@@ -218,7 +219,8 @@ def test_make_corpus_reads_an_s2ag_release(tmp_path):
         ["make", "--no-print-directory", "corpus", "CORPUS=s2ag", f"RAW={raw}",
          f"DATA={tmp_path / 'data'}", f"PY={sys.executable}", f"STAMP={tmp_path / 'installed'}",
          "THREADS=2", "FOS_SOURCE=s2-fos-model"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "MAKEFLAGS": ""})
+        cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S, env={**os.environ,
+        "MAKEFLAGS": ""})
     assert done.returncode == 0, done.stderr[-2000:]
     corpus = tmp_path / "data" / "corpora" / "s2ag"
     manifest = json.loads((corpus / "manifest.json").read_text())
@@ -338,7 +340,7 @@ def test_cli_stops_on_a_wholly_quarantined_dataset_in_one_line(tmp_path):
         [sys.executable, "-m", "pipeline", "--corpora-root", str(tmp_path / "corpora"),
          "--runs-root", str(tmp_path / "runs"), "ingest", "--corpus", "s2ag", "--raw", str(raw),
          "--source", "s2ag"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
         env={**os.environ, "MAKEFLAGS": ""})
     assert done.returncode == 2, done.stderr[-2000:]
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
@@ -402,7 +404,7 @@ def test_cli_refuses_a_corpus_that_keeps_no_paper_in_one_line(tmp_path):
         [sys.executable, "-m", "pipeline", "--corpora-root", str(tmp_path / "corpora"),
          "--runs-root", str(tmp_path / "runs"), "corpus", "--corpus", "s2", "--raw", str(raw),
          "--source", "s2ag"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
         env={**os.environ, "MAKEFLAGS": ""})
     assert done.returncode == 2, done.stderr[-2000:]
     [line] = [line for line in done.stderr.splitlines() if line.startswith("error:")]
@@ -454,11 +456,12 @@ def test_the_doors_use_the_recorded_source(ingested_s2ag):
     env["MAKEFLAGS"] = ""
     cli = [sys.executable, "-m", "pipeline", "--corpora-root", str(ingested_s2ag / "corpora"),
            "--runs-root", str(ingested_s2ag / "runs"), "corpus", "--corpus", "mine"]
-    done = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    done = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
+                          env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "[ingest] up to date" in done.stderr
     bad = subprocess.run([*cli, "--source", "s2orc"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300, env=env)
+                         text=True, timeout=CHILD_BOUND_S, env=env)
     assert bad.returncode == 2 and "--source s2orc" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     installed = ingested_s2ag.parent / "installed"
@@ -466,13 +469,13 @@ def test_the_doors_use_the_recorded_source(ingested_s2ag):
     make = ["make", "--no-print-directory", f"DATA={ingested_s2ag}", f"PY={sys.executable}",
             f"STAMP={installed}", "CORPUS=mine"]
     shown = subprocess.run([*make, "-n", "pool", "SIZE=1k"], cwd=ROOT, capture_output=True,
-                           text=True, timeout=300, env=env)
+                           text=True, timeout=CHILD_BOUND_S, env=env)
     assert shown.returncode == 0, shown.stderr[-2000:]
     [corpus_line] = [line for line in shown.stdout.splitlines() if " corpus " in line]
     assert "--source 's2ag'" in corpus_line
     assert f"--raw '{ingested_s2ag / 'corpora' / 'mine' / 's2ag'}'" in corpus_line
     bad = subprocess.run([*make, "corpus", "SOURCE=s2orc"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300, env=env)
+                         text=True, timeout=CHILD_BOUND_S, env=env)
     assert bad.returncode == 2 and "SOURCE=s2orc" in bad.stderr and "s2ag" in bad.stderr
     ours = [line for line in bad.stderr.splitlines() if line.strip() and not re.match(
         r"make(\[\d+\])?: ", line)]  # make's own "*** [corpus] Error 2" (make[1] under make)

@@ -32,6 +32,7 @@ from pipeline.judging.page import (
 from pipeline.judging.sample import pairs_to_judge
 from pipeline.judging.stage import sampling
 from pipeline.layout import judging_page_path, pool_names, sample_path
+from tests.conftest import CHILD_BOUND_S
 
 ROOT = Path(__file__).resolve().parents[2]
 # a title that would run script or add elements if the page wrote it as HTML, and text that
@@ -340,7 +341,7 @@ def test_the_cli_writes_a_collections_page(claims):
         [sys.executable, "-m", "pipeline", "--corpora-root", str(claims.corpora),
          "--index-root", str(claims.indexes), "--runs-root", str(claims.runs), "judge-page",
          "--corpus", "scifact", "--models", "bm25", "--sample", "3"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S)
     assert done.returncode == 0, done.stderr[-2000:]
     assert data_block(page.read_text(encoding="utf-8"))["query_texts"] == CLAIMS
 

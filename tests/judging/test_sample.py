@@ -21,6 +21,7 @@ from pipeline.judging.sample import (
 )
 from pipeline.judging.stage import _bytes
 from pipeline.layout import sample_path
+from tests.conftest import CHILD_BOUND_S
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -143,7 +144,7 @@ def test_the_file_is_byte_identical_whatever_the_threads(tmp_path, threads):
     other = tmp_path / "other.parquet"
     done = subprocess.run([sys.executable, "-c", SCRIPT.format(root=str(ROOT)), str(other)],
                           env={**os.environ, "POLARS_MAX_THREADS": threads}, cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=CHILD_BOUND_S)
     assert done.returncode == 0, done.stderr[-2000:]
     assert other.read_bytes() == path.read_bytes()
 

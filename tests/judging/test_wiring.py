@@ -30,7 +30,7 @@ from pipeline.layout import (
     sample_path,
     table_file,
 )
-from tests.conftest import POOL_SEED, POOL_SIZES, pool_of
+from tests.conftest import CHILD_BOUND_S, POOL_SEED, POOL_SIZES, pool_of
 from tests.judging.test_agreement import csf  # noqa: F401 (the CSFCube corpus fixture)
 
 MODELS = ("bm25", "random")
@@ -233,13 +233,13 @@ def test_the_command_line_judges_as_the_api_did(judged, tmp_path):
     argv = [sys.executable, "-m", "pipeline", *roots, "judge", "--corpus", corpus,
             "--models", ",".join(MODELS), "--sample", str(N)]
     done = subprocess.run([*argv, "--judge", STANDIN.name], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[2], timeout=300)
+                          cwd=Path(__file__).resolve().parents[2], timeout=CHILD_BOUND_S)
     assert done.returncode == 0, done.stderr[-2000:]
     after = files(data.runs / corpus)
     assert {k: v for k, v in after.items() if not k.startswith("times")} == {
         k: v for k, v in before.items() if not k.startswith("times")}
     bad = subprocess.run([*argv, "--judge", "nobody:1"], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parents[2], timeout=300)
+                         cwd=Path(__file__).resolve().parents[2], timeout=CHILD_BOUND_S)
     assert bad.returncode == 2 and "nobody:1" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     env = {k: v for k, v in os.environ.items() if k != "JUDGE_URL"}
@@ -248,6 +248,6 @@ def test_the_command_line_judges_as_the_api_did(judged, tmp_path):
     for judge, says in (("api:m", "--judge api:m needs --judge-url,"),
                         (f"file:{labels}", f"--judge file:{labels}: its first line is not")):
         bad = subprocess.run([*argv, "--judge", judge], capture_output=True, text=True, env=env,
-                             cwd=Path(__file__).resolve().parents[2], timeout=300)
+                             cwd=Path(__file__).resolve().parents[2], timeout=CHILD_BOUND_S)
         assert bad.returncode == 2 and says in bad.stderr, bad.stderr  # the command line's words
         assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr

@@ -39,6 +39,7 @@ from pipeline.pools.build import (
     select_queries,
 )
 from pipeline.retrieval.search import search_pool
+from tests.conftest import CHILD_BOUND_S
 
 FIELDS = ("Medicine", "Biology", "Computer Science", "Physics")  # 4 of the 19 MAG fields
 FIELD = "Medicine"
@@ -443,7 +444,7 @@ def run_cli(root: Path, threads: int, *args: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "pipeline", "--corpora-root", str(root / "corpora"),
          "--index-root", str(root / "indexes"), "--runs-root", str(root / "runs"), *args],
-        cwd=root, env=env, capture_output=True, text=True, timeout=120)
+        cwd=root, env=env, capture_output=True, text=True, timeout=CHILD_BOUND_S)
     assert proc.returncode == 0, proc.stderr
 
 

@@ -22,6 +22,7 @@ import pytest
 
 from pipeline.layout import RESULTS_FILE, reports_dir, run_paths
 from pipeline.report.build import report
+from tests.conftest import CHILD_BOUND_S
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPORA = ("demo", "bench", "scidocs", "cube")
@@ -114,7 +115,7 @@ def outputs_in_subprocess(runs_root: Path, threads: str | None) -> dict[str, byt
         env["POLARS_MAX_THREADS"] = threads
     env["PYTHONPATH"] = str(ROOT)
     done = subprocess.run([sys.executable, "-c", REPORT_SCRIPT, str(runs_root)], env=env,
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+                          capture_output=True, text=True, cwd=ROOT, timeout=CHILD_BOUND_S)
     assert done.returncode == 0, done.stderr[-3000:]
     folder = reports_dir(runs_root)
     return {str(p.relative_to(folder)): p.read_bytes()

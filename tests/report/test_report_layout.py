@@ -37,7 +37,7 @@ from pipeline.report.tables import (
     p_value,
     text_width,
 )
-from tests.conftest import apt_install
+from tests.conftest import CHILD_BOUND_S, apt_install
 from tests.report.conftest import REPORT_CORPUS
 from tests.report.test_report_intervals import judged_report  # noqa: F401 (a fixture)
 from tests.report.test_summary import BASE, CORPUS, frame
@@ -138,7 +138,7 @@ def compile_tables(folder: Path, tmp: Path) -> list[Path]:
         (tmp / f"{stem}.tex").write_text(DOCUMENT % tex.as_posix())
         done = subprocess.run(["pdflatex", "-halt-on-error", "-interaction=nonstopmode",
                                "-no-shell-escape", f"{stem}.tex"],
-                              cwd=tmp, capture_output=True, text=True, timeout=120)
+                              cwd=tmp, capture_output=True, text=True, timeout=CHILD_BOUND_S)
         log = (tmp / f"{stem}.log").read_text(errors="replace")
         errors = [line for line in log.splitlines() if line.startswith("!")]
         assert done.returncode == 0 and not errors, (tex.name, errors, log[-2000:])
@@ -263,7 +263,7 @@ def test_text_width_is_never_narrower_than_pdflatex_sets_it(tmp_path):
     (tmp_path / "w.tex").write_text("\\documentclass{article}\n\\begin{document}\n" + boxes
                                     + "x\n\\end{document}\n")
     subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "w.tex"],
-                   cwd=tmp_path, capture_output=True, timeout=120, check=True)
+                   cwd=tmp_path, capture_output=True, timeout=CHILD_BOUND_S, check=True)
     set_widths = {int(i): float(w) for i, w in re.findall(
         r"WIDTH (\d+) ([\d.]+)pt", (tmp_path / "w.log").read_text(errors="replace"))}
     assert len(set_widths) == len(samples)

@@ -18,6 +18,7 @@ from pipeline.retrieval.bm25 import jvm
 from pipeline.retrieval.bm25 import lucene as bm25_lucene
 from pipeline.retrieval.runs import finalize_run
 from tests.conftest import (
+    CHILD_BOUND_S,
     PYSERINI_IMPORT,
     PYSERINI_SIDE,
     built_once,
@@ -312,7 +313,7 @@ def test_lucene_prints_no_java_warning(tmp_path):
     terminally deprecated method in sun.misc.Unsafe has been called". Now none: the JVM
     options that turn them off at start (jvm.quiet_options), and the search as before."""
     done = subprocess.run([sys.executable, "-c", QUIET_SCRIPT, str(tmp_path / "bm25")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+                          cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["5"]
     noise = [line for line in done.stderr.splitlines()

@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.core.errors import InputError
 from pipeline.retrieval.registry import RETRIEVERS, retriever
-from tests.conftest import copy_corpus
+from tests.conftest import CHILD_BOUND_S, copy_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,7 +84,7 @@ def test_a_toy_retriever_runs_through_make_eval(toy_checkout, corpus_dir, tmp_pa
         done = subprocess.run(
             ["make", "--no-print-directory", f"DATA={data}", "CORPUS=small", "THREADS=1",
              f"PY={sys.executable}", f"STAMP={data / 'installed'}", *args],
-            cwd=toy_checkout, capture_output=True, text=True, timeout=600,
+            cwd=toy_checkout, capture_output=True, text=True, timeout=CHILD_BOUND_S,
             env={**os.environ, "MAKEFLAGS": "", "PYTHONPATH": str(toy_checkout)})
         assert done.returncode == 0, done.stderr[-2000:]
         return done
