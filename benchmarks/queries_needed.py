@@ -6,9 +6,10 @@ The report plans queries from what it measured: a pair's difference on Q0 querie
 draws, a crossed design (y_qr = a_q + b_r + e_qr, `variance.mean_squares`). Its number
 (`variance.queries_needed`'s `queries`: `pipeline.topic_set_size`'s and the queries-needed
 table's) is `variance.topic_set_size` with the draw variance at its one-sided 90% upper
-confidence bound (`variance.draw_upper`) and the query and interaction components at their
-estimates; "not reachable with R draws" where the bound's draw part alone keeps the power
-below 0.8, with the fewest draws that reach it there (`draws_needed`).
+confidence bound (`variance.draw_upper`, the draws' mean square taken at least the
+interaction's) and the query and interaction components at their estimates; "not reachable
+with R draws" where the bound's draw part alone keeps the power below 0.8, with the fewest
+draws that reach it there (`draws_needed`).
 
 Per setting: PILOTS pilots of Q0 = 50 queries x 3 draws from the true components (query
 variance S2_QUERY, a query sd of 14 MAP points; an interaction variance from RESIDS; a draw
@@ -220,6 +221,13 @@ def checks(report: dict) -> list[str]:
     return lines
 
 
+def _short_share(report: dict) -> float:
+    """The largest share of a setting's printed numbers whose true power is below FLOOR."""
+    return max((1 - part["report"]["at_least_floor"] for r in report["rows"]
+                for part in r["planned"].values()
+                if part["report"]["at_least_floor"] is not None), default=0.0)
+
+
 def markdown(report: dict) -> str:
     limits = "; ".join(f"{float(k.split(':')[0]) * 100:g} points with {k.split(':')[1]} "
                        f"draws: {sd * 100:.2f}" for k, sd in report["reach_limit_sd"].items())
@@ -235,7 +243,8 @@ def markdown(report: dict) -> str:
         f"alpha {report['alpha']}, power {report['power']}. **report**: the report's number "
         "(`pipeline.topic_set_size`'s `queries`, the table's number): `topic_set_size` with the "
         f"draw variance at its one-sided {report['upper_level'] * 100:g}% upper confidence "
-        "bound and the query and interaction components at their estimates; \"not "
+        "bound (the draws' mean square taken at least the interaction's) and the query and "
+        "interaction components at their estimates; \"not "
         "reachable\" where the bound's draw part alone keeps the power below 0.8. "
         "**estimates** (R=3 only): the number at the pilot's estimates (`queries_point`). "
         "needed: the true n (`topic_set_size` at the truth; - where R draws cannot reach "
@@ -249,14 +258,14 @@ def markdown(report: dict) -> str:
         "Checks (a median true power of at least 0.78 where a number is printed, \"not "
         f"reachable\" in at least {SAYS:.0%} of pilots whose truth cannot reach the power):",
         "", *checks(report), "",
-        "Where the truth can reach the power but a pilot's bound rarely lets it (few pilots "
-        "given a number, the rest \"not reachable\"), the pilots given a number are mostly "
-        f"those whose bound fell below the truth ({1 - report['upper_level']:.0%} of all "
-        "pilots by the bound's level): there the median over the numbers printed falls "
-        "below 0.78, while the share of all pilots printing a number that falls short (short) "
-        "stays near that level. Where the draws barely matter (a large difference, many "
-        "draws) the query component at its estimate decides, and up to half the numbers "
-        "fall a little short of 0.8 (short).", ""]
+        "The bound takes the draws' mean square at least the interaction's (`draw_upper`): "
+        "where the interaction is large beside the draw variance, the pilot's 3 draws cannot "
+        "bound the draw variance below what R draws can handle, and the report says \"not "
+        "reachable\" with the draws that reach it at the bound, in most pilots even where the "
+        "truth could reach the power: the price of a number that holds. Where the draws "
+        "barely matter (a large difference, many draws) the query component at its estimate "
+        f"decides (over all settings, up to {_short_share(report):.0%} of a setting's "
+        f"numbers fall short of {FLOOR}).", ""]
     header = ("| R | interaction | draw sd x100 | needed | est. 0 | gives a number | not "
               "reachable | draws | median power | p10 | >= 0.78 | short | median n | "
               "estimates: median power | not reachable | median n | API |")

@@ -34,22 +34,23 @@ the n as if given components were the truth (None when the interval's draw part 
 the power: not reachable with R draws; `limit_power`, the draw means' noncentral t, a number
 however large the effect).
 
-The report's number (issue 89; `queries_needed`'s `queries`) plans at the draw variance's
-one-sided `UPPER_LEVEL` upper confidence bound (`draw_upper`, from MS_R's chi-square on R-1
-degrees of freedom), the query and interaction components at their estimates (on Q-1 and
-(Q-1)(R-1) degrees of freedom: precise). With 3 draws the draw estimate rests on 2 degrees
-of freedom and is 0 in many pilots whose draw variance is not; planned at the estimate, the
-number then fell short. Power at a given n falls as the draw variance rises, so wherever the
-bound is at or above the true draw variance (90% of pilots, by its construction) the
-planned design's power at the truth is at least the stated power: the number holds as
-worded, with no condition on the unknown draw variance. Power at a given n rises with the
-draws at fixed variances, and the bound does not depend on the draws planned, so the
-number never rises with R, and "not reachable with R draws" (the draw part alone at the
-bound keeps the power below the target) holds for every smaller R too; it comes with the
-fewest draws that reach the power at the bound (`fewest_draws`). An earlier rule (issue 71,
-the power expected over the components' posterior among the components each R could
-handle) averaged each R over a different set of variances, and its number could rise with
-R (benchmarks/results/queries_needed.md maps the rule that replaced it).
+The report's number (issue 89; `queries_needed`'s `queries`) plans at the draw variance's one-
+sided `UPPER_LEVEL` upper confidence bound (`draw_upper`, from MS_R's chi-square on R-1 degrees
+of freedom, MS_R taken at least MS_E: a smaller one is chance, and planning from it as if the
+draws did not vary made the numbers printed fall short), the query and interaction components
+at their estimates (on Q-1 and (Q-1)(R-1) degrees of freedom: precise). With 3 draws the draw
+estimate rests on 2 degrees of freedom and is 0 in many pilots whose draw variance is not;
+planned at the estimate, the number then fell short. Power at a given n falls as the draw
+variance rises, so wherever the bound is at or above the true draw variance (90% of pilots, by
+its construction) the planned design's power at the truth is at least the stated power: the
+number holds as worded, with no condition on the unknown draw variance. Power at a given n
+rises with the draws at fixed variances, and the bound does not depend on the draws planned, so
+the number never rises with R, and "not reachable with R draws" (the draw part alone at the
+bound keeps the power below the target) holds for every smaller R too; it comes with the fewest
+draws that reach the power at the bound (`fewest_draws`). An earlier rule (issue 71, the power
+expected over the components' posterior among the components each R could handle) averaged each
+R over a different set of variances, and its number could rise with R
+(benchmarks/results/queries_needed.md maps the rule that replaced it).
 
 Values reach every sum sorted by query id, then draw, so the numbers do not depend on the
 rows' order or polars' threads.
@@ -438,14 +439,19 @@ def draw_upper(ms_draw: np.ndarray | float, ms_resid: np.ndarray | float, querie
     """The one-sided `level` upper confidence bound of s2_draw from a Q x R matrix's mean
     squares (arrays or floats): (R-1) MS_R / E[MS_R] is chi-square on R-1 degrees of freedom,
     so E[MS_R] <= (R-1) MS_R / chi2_{1-level}(R-1) at `level`, and s2_draw = (E[MS_R] -
-    MS_E)/Q at most max(that - MS_E, 0) / Q (MS_E, on (Q-1)(R-1) degrees of freedom, taken
-    as known). With 3 draws the bound on E[MS_R] is 9.5 times MS_R (90%): what 2 degrees of
-    freedom cannot rule out, an estimate of 0 included."""
+    MS_E)/Q at most that less MS_E, over Q (MS_E, on (Q-1)(R-1) degrees of freedom, taken as
+    known). MS_R enters at least MS_E (E[MS_R] is at least E[MS_E]; a smaller MS_R is chance,
+    the draws' 2 degrees of freedom against MS_E's many): the bound only rises, so it keeps
+    its level, and it never says 0 from an unluckily small MS_R, which would plan as if the
+    draws did not vary exactly where the interaction hides them. With 3 draws the bound on
+    E[MS_R] is 9.5 times the mean square (90%), so the bound is at least 8.5 MS_E / Q."""
     from scipy.stats import chi2
 
     df = draws - 1
-    expected = df * np.asarray(ms_draw, dtype=np.float64) / float(chi2.ppf(1 - level, df))
-    return np.maximum(expected - np.asarray(ms_resid, dtype=np.float64), 0.0) / queries
+    resid = np.asarray(ms_resid, dtype=np.float64)
+    expected = df * np.maximum(np.asarray(ms_draw, dtype=np.float64), resid) / float(
+        chi2.ppf(1 - level, df))
+    return np.maximum(expected - resid, 0.0) / queries
 
 
 @functools.lru_cache(maxsize=4096)

@@ -258,8 +258,10 @@ def queries_needed_table(rows: pl.DataFrame, corpus: str, name: str) -> TablePar
         "test: the differences table's 95% queries-and-draws interval excludes 0")
     notes = (
         f"sd+: the draw component's sd x100 at its one-sided {level} upper confidence bound, "
-        "from the draws' mean square on its R-1 degrees of freedom as measured; each number "
-        "is planned there, the query and interaction components at their estimates.",
+        "from the draws' mean square on its R-1 degrees of freedom as measured, taken at "
+        "least the interaction's (a smaller one is chance, not evidence of no draw "
+        "variance); each number is planned there, the query and interaction components at "
+        "their estimates.",
         "Power falls as the draw variance rises, so wherever sd+ is at or above the true "
         f"draw sd (at least {level} of measurements) the number reaches power {POWER}; and "
         "as power rises with the draws, a number never rises with R.",

@@ -184,3 +184,48 @@ def test_the_reports_number_reaches_its_power_from_pilots_of_the_demos_shape():
     assert found >= 0.78 and found > before, (found, before)
     bound = draw_upper(ms_r, ms_e, 50, 3)
     assert 0.8 <= np.mean(bound >= truth[1]) <= 1.0
+
+
+def _printed_power(setting: tuple[float, float, float, int], bounds: str, pilots: int,
+                   seed: int) -> list[float]:
+    """The true power at each number printed for `pilots` pilots of 50 queries x 3 draws
+    (delta, interaction, draw sd, draws planned), the draw variance at `draw_upper`'s bound
+    ("floored") or at the same bound with MS_R not taken at least MS_E ("unfloored")."""
+    from scipy.stats import chi2
+
+    delta, resid, sd, draws = setting
+    truth = (0.02, sd ** 2, resid)
+    rng = np.random.default_rng(seed)
+    d = (rng.normal(0, math.sqrt(truth[0]), (pilots, 50, 1))
+         + rng.normal(0, sd, (pilots, 1, 3))
+         + rng.normal(0, math.sqrt(resid), (pilots, 50, 3)))
+    _, ms_q, ms_r, ms_e = mean_squares(d)
+    bound = (draw_upper(ms_r, ms_e, 50, 3) if bounds == "floored"
+             else np.maximum(2 * ms_r / chi2.ppf(0.1, 2) - ms_e, 0.0) / 50)
+    printed = []
+    for i in range(pilots):
+        c = variance.Components(50, 3, 0.0, float(ms_q[i]), float(ms_r[i]), float(ms_e[i]))
+        n = topic_set_size(delta, c.s2_query, float(bound[i]), c.s2_resid, draws).queries
+        if n is not None:
+            printed.append(interval_power(n, delta, *truth, draws))
+    return printed
+
+
+def test_pilots_whose_draws_hide_under_the_interaction_print_no_short_number():
+    """Where the interaction hides the draws (50 queries x 3 draws, an interaction of 0.01,
+    a true draw sd of 0.6 points, a difference of 1 point planned with 10 draws), the pilots
+    whose draws' mean square fell far below the interaction's planned as if the draws did
+    not vary, and they were the ones that printed a number: median true power below 0.75
+    over 100 pilots. With MS_R taken at least MS_E (the bound at least 8.49 MS_E / Q) such a
+    pilot prints no short number; where the pilots can bound the draws (an interaction of
+    0.0005, 2 points, 5 draws) numbers are printed and reach a median of at least 0.78."""
+    hidden, seen = (0.01, 0.01, 0.006, 10), (0.02, 0.0005, 0.006, 5)
+    before = _printed_power(hidden, "unfloored", 100, 91)
+    assert len(before) >= 10 and np.median(before) < 0.75, before
+    after = _printed_power(hidden, "floored", 100, 91)
+    assert not after or np.median(after) >= 0.78, after
+    printed = _printed_power(seen, "floored", 60, 90)
+    assert len(printed) >= 6 and np.median(printed) >= 0.78, printed
+    rng = np.random.default_rng(3)
+    _, _, ms_r, ms_e = mean_squares(rng.normal(0, 0.1, (200, 50, 3)))
+    assert (draw_upper(ms_r, ms_e, 50, 3) >= 8.49 * ms_e / 50).all()
