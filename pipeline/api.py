@@ -411,6 +411,7 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     A store of the name that another model embedded is refused (worded as make's with `program`), or
     with `replace` removed with its runs and made again."""
     from pipeline.encoding.embed import store_options
+    from pipeline.encoding.families import routed
     from pipeline.models import with_query_prompt
     from pipeline.options.arguments import known_options
     from pipeline.retrieval.registry import retriever
@@ -426,8 +427,8 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     data = Data.of(data)
     place, times = data.place(corpus), data._times(corpus)
     given = {**options, "query_prompt": query_prompt, "model_path": model_path}
-    entry = model_to_search(place, model, given) if isinstance(model, str) else \
-        with_query_prompt(_entry(model), query_prompt)  # a name resolved once, there
+    entry = model_to_search(place, model, given) if isinstance(model, str) else routed(
+        with_query_prompt(_entry(model), query_prompt), model_path)  # a name: resolved there
     if entry is None:
         return model  # a run imported under this name (make import-run): nothing to search
     known_options("search", entry.kind, options, list(retriever(entry.kind).OPTIONS))
@@ -479,13 +480,14 @@ def index(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     pool), what is current kept, each pool timed; returns the pools. `options`: the retriever's own
     and the index command's declared ones, others refused."""
     from pipeline.encoding.embed import store_options
+    from pipeline.encoding.families import routed
     from pipeline.options.arguments import known_options
     from pipeline.retrieval.registry import retriever
     from pipeline.retrieval.search import IndexSettings, index_pools, retriever_options
 
     data = Data.of(data)
     place, times = data.place(corpus), data._times(corpus)
-    entry = _entry(model)
+    entry = routed(_entry(model), model_path)
     known_options("index", entry.kind, options, list(retriever(entry.kind).OPTIONS))
     pools = _stage_pools(data, corpus, pool, "index", program, repair_pools)
     options = retriever_options(entry, {**options, "model_path": model_path})
@@ -541,16 +543,17 @@ def after_embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     missing from `model`'s store, `command` submitted after the recorded embed array, its job id
     returned; once every shard is in, run here, its exit status returned. Refused where papers are
     missing and no array is queued or running, and where the store is another model's."""
+    from pipeline.encoding.families import routed
     from pipeline.models import get_model
     from pipeline.slurm import Resources, run_here, submit_after_embed
 
     data = Data.of(data)
     place = data.place(corpus)
     pools = _stage_pools(data, corpus, pool, "after-embed", program)
-    job_id = submit_after_embed(place, get_model(model), shards,
+    model_path = None if model_path is None else str(model_path)
+    job_id = submit_after_embed(place, routed(get_model(model), model_path), shards,
                                 Resources(partition, gpus_per_task, slurm_time, cpus_per_task),
-                                list(command), pools,
-                                model_path=None if model_path is None else str(model_path))
+                                list(command), pools, model_path=model_path)
     return run_here(list(command)) if job_id is None else job_id
 
 

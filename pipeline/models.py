@@ -128,6 +128,19 @@ ENCODERS: dict[str, EncoderKind] = {
 }
 
 
+# Each kind's family in words (make models' column, docs/encoders.md's table): what a paper
+# comparing retrievers calls it; a kind not here is shown by its name
+KIND_FAMILIES: dict[Kind, str] = {
+    "bm25": "lexical", "random": "baseline", "dense": "dense", "st": "dense", "api": "dense",
+    "object": "dense", "multi-vector": "multi-vector", "vectors": "imported", "fusion": "fusion",
+}
+
+
+def family(entry: ModelEntry) -> str:
+    """The family of `entry`'s kind, in words (KIND_FAMILIES)."""
+    return KIND_FAMILIES.get(entry.kind, entry.kind)
+
+
 REGISTRY: dict[str, ModelEntry] = {}
 
 

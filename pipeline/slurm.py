@@ -27,6 +27,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.numbers import whole
 from pipeline.core.repair import Repair
+from pipeline.encoding.families import routed
 from pipeline.layout import Place, sbatch_path, slurm_dir, slurm_record
 from pipeline.models import ModelEntry, get_model
 
@@ -302,8 +303,8 @@ def submit_embed(place: Place, model: str, num_shards: int, resources: Resources
     num_shards = check_count(num_shards, "SHARDS", 1)
     _tool("sbatch")
     model_path = (options or {}).get("--model-path")
-    replace_before_array(place, get_model(model), None if model_path is None
-                         else str(model_path), replace)
+    model_path = None if model_path is None else str(model_path)
+    replace_before_array(place, routed(get_model(model), model_path), model_path, replace)
     runs_root, corpus = place.runs_root, place.corpus
     name = job_name("embed", corpus, model)
     folder = slurm_dir(runs_root)

@@ -37,6 +37,7 @@ from pipeline.encoding.current import (
     store_inputs,
     text_format,
 )
+from pipeline.encoding.families import routed
 from pipeline.encoding.identity import FOLDER_KINDS
 from pipeline.encoding.identity_checks import (
     MODEL_IDENTITY,
@@ -146,7 +147,8 @@ def embed_shards(place: Place, model: str, pools: list[str], shards: list[int] |
         check_devices(store["device"])
     for shard in shards:
         with timed("embed", times, model=model, shard=shard) as info:
-            out = embed(place, get_model(model), pools, shard, num_shards, **store)
+            out = embed(place, routed(get_model(model), store.get("model_path")), pools,
+                        shard, num_shards, **store)
             info.update({k: out[k] for k in ("embedded", "reused", "papers_per_s", "gpu_busy")
                          if k in out})
 

@@ -32,6 +32,7 @@ from safetensors import SafetensorError
 
 from pipeline.core.errors import InputError, OptionError, first_line
 from pipeline.core.logs import Progress, Sampler
+from pipeline.encoding.families import check_source
 from pipeline.encoding.identity import model_source
 from pipeline.glossary import split_prompt_tag
 from pipeline.layout import HF_CONFIG
@@ -440,6 +441,7 @@ class Encoder:
         offline = hub_offline(source, entry)
         dtype = model_dtype(entry, self.device)  # refuses fp16 on a CPU before loading
         try:
+            check_source(entry, source, offline)
             self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline)
             if entry.adapter:
                 self.model, self.attention = _load_with_adapter(source, entry.adapter), ""

@@ -198,6 +198,20 @@ def folder_identity(folder: Path, cache: DigestCache) -> dict:
     return {"sha256": digest.hexdigest(), "files": files}
 
 
+def weights_folder(entry: ModelEntry, model_path: str | Path | None = None
+                   ) -> tuple[Path | None, str | None]:
+    """The folder the weights of `entry` are read from (MODEL_PATH, else its package's, else a
+    local folder named as its id, else its hub cache snapshot) and the snapshot's revision
+    (None for a local folder); (None, None) for a hub model not in the cache yet."""
+    if model_path is not None or entry.package or (entry.hf_id and Path(entry.hf_id).is_dir()):
+        folder: Path | None = Path(model_source(entry, model_path))
+        revision = None
+    else:
+        folder = _hub_folder(entry.hf_id, HF_CONFIG)
+        revision = folder.name if folder is not None else None
+    return (folder, revision) if folder is not None and folder.is_dir() else (None, None)
+
+
 def model_identity(entry: ModelEntry, model_path: str | Path | None = None, *,
                    cache: Path | None = None, save: bool = True) -> dict:
     """The identity of the model `entry` loaded from `model_path` (else its package's folder,
@@ -208,13 +222,8 @@ def model_identity(entry: ModelEntry, model_path: str | Path | None = None, *,
     into the cache (not for `make verify`, which writes nothing)."""
     if entry.kind not in FOLDER_KINDS:
         return {}
-    revision = None
-    if model_path is not None or entry.package or (entry.hf_id and Path(entry.hf_id).is_dir()):
-        folder: Path | None = Path(model_source(entry, model_path))
-    else:
-        folder = _hub_folder(entry.hf_id, HF_CONFIG)
-        revision = folder.name if folder is not None else None
-    if folder is None or not folder.is_dir():
+    folder, revision = weights_folder(entry, model_path)
+    if folder is None:
         return {}
     digests = DigestCache(cache)
     identity = folder_identity(folder, digests)

@@ -14,6 +14,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.locks import file_lock
 from pipeline.core.repair import Repair
+from pipeline.encoding.families import routed
 from pipeline.encoding.identity import identity_change, model_identity
 from pipeline.encoding.kinds import encoder_class, encoder_kind
 from pipeline.encoding.objects import known_model
@@ -71,7 +72,8 @@ def recorded_model_change(store: Path, index_root: Path) -> str | None:
         made = info.get("config", {}).get(MODEL_IDENTITY)
         if not made or not known_model(store.name):
             return None
-        now = model_identity(get_model(store.name), info.get(MODEL_PATH_KEY),
+        entry = routed(get_model(store.name), info.get(MODEL_PATH_KEY))
+        now = model_identity(entry, info.get(MODEL_PATH_KEY),
                              cache=model_digests_path(index_root), save=False)
     except (InputError, OSError) as exc:
         log.info(f"[check] {store}: its model cannot be checked now ({exc}); not a problem")

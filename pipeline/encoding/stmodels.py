@@ -32,6 +32,7 @@ from pipeline.encoding.encoders import (
     model_source,
     pick_device,
 )
+from pipeline.encoding.families import check_source
 from pipeline.glossary import is_prompt_name
 from pipeline.models import ST_KIND, ST_QUERY_PROMPT, ModelEntry, unknown_prompt_name
 
@@ -112,6 +113,7 @@ class STEncoder(Encoder):
         offline = hub_offline(source, entry)
         dtype = model_dtype(entry, self.device)
         try:
+            check_source(entry, source, offline)
             self.model = SentenceTransformer(source, device=str(self.device),
                                              local_files_only=offline)
         except LOAD_ERRORS as exc:

@@ -20,6 +20,8 @@ from typing import Any
 from pipeline import layout
 from pipeline.core.errors import InputError, OptionError
 from pipeline.core.secrets import shown_url
+from pipeline.encoding.families import kind_for
+from pipeline.encoding.identity import FOLDER_KINDS
 from pipeline.external.irds import dataset_id
 from pipeline.glossary import (
     BACKEND,
@@ -750,11 +752,21 @@ def model_path_is_a_folder(v: Any) -> None:
                          "written by save_pretrained")
 
 
+def model_folder_is_of_its_family(v: Any) -> None:
+    """MODEL_PATH's folder of a family MODEL's door runs (encoding/families.py: the loaders'
+    rule, applied here before any stage), so that a wrong one is refused before anything is
+    written (the corpus stage included)."""
+    if v.MODEL and v.MODEL_PATH:
+        entry = chosen_model(v.MODEL, v.POOLING)
+        if entry.kind in FOLDER_KINDS:
+            kind_for(entry, v.MODEL_PATH)
+
+
 RULES: tuple[Callable[[Any], None], ...] = (
     model_is_one_name, values_are_one_word, models_are_registered, served_model_has_endpoint,
     query_prompt_has_an_encoder, pooling_is_for_hf,
     models_fuse, mdcr_models_are_known, slurm_is_here, model_path_is_a_folder,
-    judge_has_endpoint)
+    model_folder_is_of_its_family, judge_has_endpoint)
 
 
 # ---- the Python API's arguments: which declaration an argument has (its type: its

@@ -21,6 +21,7 @@ from pipeline.core.files import write_json
 from pipeline.core.inputs import record
 from pipeline.core.locks import file_lock
 from pipeline.core.timing import timed
+from pipeline.encoding.families import routed
 from pipeline.layout import PREFILTERED, Place, check_name, run_name, run_paths
 from pipeline.models import ModelEntry, ServedModel, get_model, with_query_prompt
 from pipeline.pools.build import load_pool, pool_files
@@ -200,7 +201,8 @@ def model_to_search(place: Place, model: str, given: Mapping[str, object]) -> Mo
         log.info(f"[search] {model} is a run imported into {len(imported)} pools "
                  f"({', '.join(imported)}), not a model: nothing to search")
         return None
-    entry = with_query_prompt(get_model(model), given.get("query_prompt"))
+    entry = routed(with_query_prompt(get_model(model), given.get("query_prompt")),
+                   given.get("model_path"))
     check_name("model", entry.name)  # its runs' and store's file names
     kind = retriever(entry.kind)
     kind.check(kind.options(retriever_options(entry, given)))

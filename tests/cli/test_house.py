@@ -5,21 +5,25 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 
 import pipeline
 from pipeline.cli.main import main
 from pipeline.core.atomic import HOST
-from pipeline.models import REGISTRY
+from pipeline.models import REGISTRY, family
 
 
 def test_models_prints_the_entries_list_models_returns(capsys):
     assert pipeline.list_models() == list(REGISTRY.values())
     assert main(["models"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == list(REGISTRY)
-    assert lines[0].split() == ["bm25", "bm25", "-", REGISTRY["bm25"].similarity]
+    rows = [re.split(r" {2,}", line) for line in lines]
+    assert [row[0] for row in rows] == list(REGISTRY)
+    assert [row[2] for row in rows] == [family(entry) for entry in REGISTRY.values()]
+    assert rows[0] == ["bm25", "bm25", "lexical", "-", REGISTRY["bm25"].similarity]
+    assert {"dense", "multi-vector", "lexical"} <= {row[2] for row in rows}
 
 
 def test_sweep_removes_the_temporaries_of_stopped_processes_only(tmp_path, caplog):

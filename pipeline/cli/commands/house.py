@@ -13,7 +13,7 @@ from typing import Any
 from pipeline import api
 from pipeline.cli.registry import arg, command, command_of, flag
 from pipeline.core.errors import InputError
-from pipeline.models import ModelEntry
+from pipeline.models import ModelEntry, family
 from pipeline.options.checks import given_path
 from pipeline.options.declared import RULES
 from pipeline.retrieval.imported import check_model_name
@@ -94,9 +94,14 @@ def cmd_targets(args: argparse.Namespace) -> None:
 
 
 def listed(entries: list[ModelEntry], data: object, values: Mapping[str, Any]) -> None:
-    """The model registry, one line per model: name, kind, weights, similarity."""
-    for entry in entries:
-        print(f"{entry.name:14} {entry.kind:12} {entry.hf_id or '-':52} {entry.similarity}")
+    """The model registry, one line per model: name, kind, family, weights, similarity, in
+    columns two spaces apart at least (a family may be two words: late interaction)."""
+    rows = [(entry.name, entry.kind, family(entry), entry.hf_id or "-", entry.similarity)
+            for entry in entries]
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(4)]
+    for *cells, similarity in rows:
+        print("  ".join(f"{cell:{width}}" for cell, width in zip(cells, widths, strict=True))
+              + f"  {similarity}")
 
 
 command_of(api.list_models, "models", "list the model registry", writes=(), show=listed)
