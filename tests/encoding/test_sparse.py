@@ -27,11 +27,8 @@ POOL = pool_of(POOL_SIZES[0])
 
 
 def sparse_entry():
-    """The tiny folder as a registry entry of kind sparse names it (an st: folder that says
-    SparseEncoder is routed to this kind: pipeline/encoding/families.py)."""
-    from dataclasses import replace
-
-    return replace(get_model("splade-pp"), name="splade-tiny", hf_id="tiny/splade")
+    """A registry entry of kind sparse, loaded from the tiny folder (MODEL_PATH)."""
+    return get_model("splade-pp")
 
 
 @pytest.fixture(scope="module")

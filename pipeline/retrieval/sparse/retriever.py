@@ -90,7 +90,8 @@ class Sparse(Retriever):
     def index(self, place: Place, pool: str, entry: ModelEntry, threads: int = 2,
               options: dict | None = None, part_size: int | None = None) -> dict:
         """The pool's papers embedded (the store), and with SPARSE_ENGINE=lucene the pool's
-        impact index built from the store (a no-op when current)."""
+        impact index built from the store (a no-op when current; a search builds it too,
+        where the index stage only embedded: search.index_pools)."""
         options = self.options(options or {})
         info = embed(place, entry, pools=[pool], model_path=options["model_path"],
                      **({"part_size": part_size} if part_size else {}))
@@ -139,6 +140,7 @@ class Sparse(Retriever):
         if options["sparse_engine"] == "lucene":
             from pipeline.retrieval.sparse import lucene
 
+            self._lucene_index(place, query.pool, entry, options)  # a no-op when current
             target = impact_index_dir(place.index_root, place.corpus, query.pool, entry.name)
             query.read(lucene.index_files(target, impact_repair(place, entry)))
             hits = lucene.search(query_ids, queries, target, query.depth, query.threads,
