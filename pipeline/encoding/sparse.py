@@ -10,8 +10,8 @@ folder's `max_active_dims` where it has one, exactly what `SparseEncoder.encode_
 terms are kept: a paper is its term ids and weights (`SparseVectors`), stored as two list
 columns of the embedding store, `terms` (int32) and `weights` (the store's dtype). Scored by
 the dot product, the folder's similarity (one whose configuration says another is refused).
-pyserini's integer impacts (`quantised`: weights x 100, rounded half to even as numpy's
-`rint`) are computed from the stored weights at search time, never stored.
+pyserini's integer impacts (weights x 100, rounded: retrieval/sparse/impact.py `quantised`)
+are computed from the stored weights at search time, never stored.
 """
 
 from __future__ import annotations
@@ -30,15 +30,7 @@ from pipeline.encoding.writer import as_stored
 log = logging.getLogger(__name__)
 
 SPARSE_KIND = "sparse"
-# pyserini's and Anserini's impact quantisation of SPLADE weights (docs/retrieval.md)
-QUANTISE_FACTOR = 100
 TERMS, WEIGHTS = "terms", "weights"  # a sparse store's columns: a list per paper each
-
-
-def quantised(weights: np.ndarray) -> np.ndarray:
-    """Integer impacts as pyserini indexes SPLADE: weight x 100, rounded to the nearest
-    integer (halves to even, numpy's rint), as int32. A weight below 0.005 becomes 0."""
-    return np.rint(weights.astype(np.float64) * QUANTISE_FACTOR).astype(np.int32)
 
 
 class SparseVectors:

@@ -17,10 +17,11 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.encoding.embed import embed
 from pipeline.encoding.encoders import PAD_STEP
-from pipeline.encoding.sparse import SparseEncoder, SparseVectors, quantised
+from pipeline.encoding.sparse import SparseEncoder, SparseVectors
 from pipeline.encoding.store import load_sparse_vectors, stored_ids
 from pipeline.layout import MANIFEST, store_dir
 from pipeline.models import get_model
+from pipeline.retrieval.sparse.impact import quantised
 from tests.conftest import POOL_SIZES, SPLADE_PROMPTS, UNUSUAL_PAPER, pool_of
 
 POOL = pool_of(POOL_SIZES[0])

@@ -16,10 +16,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.encoding.sparse import quantised
-
 # bytes of one query chunk's scores (queries x candidates x 8)
 SCORES_BUDGET = 1 << 27
+# pyserini's and Anserini's impact quantisation of SPLADE weights (docs/retrieval.md)
+QUANTISE_FACTOR = 100
+
+
+def quantised(weights: np.ndarray) -> np.ndarray:
+    """Integer impacts as pyserini indexes SPLADE: weight x 100, rounded to the nearest
+    integer (halves to even, numpy's rint, as pyserini's np.round), as int32. A weight below
+    0.005 becomes 0."""
+    return np.rint(weights.astype(np.float64) * QUANTISE_FACTOR).astype(np.int32)
 
 
 def csr_matrix(csr: tuple[np.ndarray, np.ndarray, np.ndarray], dim: int, quantise: bool):

@@ -2,7 +2,7 @@
 
 A pool's candidates are written as Anserini's JsonVectorCollection (`{"id", "contents": "",
 "vector": {term: impact}}`, a term named by its vocabulary id, its impact the integer
-quantised weight: sparse.quantised) and indexed by IndexCollection with `-impact
+quantised weight: impact.quantised) and indexed by IndexCollection with `-impact
 -pretokenized`, in the order of their ids as strings on one thread (so Lucene's tie order is
 the arrays engine's). Queries are written as pyserini writes encoded queries (its
 `encode/query.py`): each term repeated as many times as its impact, searched by
@@ -28,9 +28,9 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
-from pipeline.encoding.sparse import quantised
 from pipeline.layout import LUCENE, MANIFEST
 from pipeline.retrieval.bm25.jvm import anserini_jar, java_binary, run_anserini
+from pipeline.retrieval.sparse.impact import quantised
 
 Sparse = tuple[np.ndarray, np.ndarray, np.ndarray]  # CSR arrays: offsets, terms, weights
 
