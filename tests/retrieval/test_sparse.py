@@ -89,6 +89,8 @@ def test_a_second_search_is_a_no_op(searched, corpus_dir, splade_folder):
     pipeline.search(data, corpus_dir.name, POOL, MODEL, k=K, threads=1,
                     model_path=splade_folder, **options)
     assert manifest.stat().st_mtime_ns == before
+    means = pipeline.evaluate(data, corpus_dir.name, POOL, [MODEL], means=True)
+    assert means.height == 1 and max(means.drop("model").row(0)) > 0  # scored like any run
 
 
 def test_lucene_without_quantising_is_refused(corpus_dir, splade_folder, tmp_path):
