@@ -29,6 +29,8 @@ SHARED_PAIRS = ("first", "max", "refuse")
 # The retrievers' own options (Retriever.OPTIONS), their values and defaults: BM25's engine
 # (pipeline/retrieval/bm25/engines.py) and the dense search's backend (dense/exact.py)
 BM25_ENGINES, BM25_ENGINE = ("lucene", "arrays"), "arrays"
+# learned sparse search: scipy arrays, or Lucene impact search (pipeline/retrieval/sparse/)
+SPARSE_ENGINES, SPARSE_ENGINE = ("arrays", "lucene"), "arrays"
 BACKENDS, BACKEND = ("auto", "faiss-cpu", "faiss-gpu", "torch-cuda", "torch-cpu"), "auto"
 GPU_BACKENDS = ("faiss-gpu", "torch-cuda")  # those checked before a search (exact.check_backend)
 FOS_SOURCES = ("external", "s2-fos-model")  # which S2AG field labels count

@@ -424,6 +424,15 @@ def bm25_index_dir(index_root: Path, corpus: str, pool: str) -> Path:
     return index_root / corpus / pool / BM25_INDEX
 
 
+IMPACT_INDEX = "impact"  # a learned sparse model's Lucene impact index of a pool
+
+
+def impact_index_dir(index_root: Path, corpus: str, pool: str, model: str) -> Path:
+    """A pool's Lucene impact index of a learned sparse model's quantised weights
+    (SPARSE_ENGINE=lucene): indexes/<corpus>/<pool>/impact/<model>/."""
+    return index_root / corpus / pool / IMPACT_INDEX / model
+
+
 def store_parts_glob() -> str:
     """The pattern of exactly the names the stores give their parts (`part-<16 hex>.arrow`): a
     file of another name in a store's folder is never taken for an orphan part and removed."""

@@ -125,6 +125,8 @@ ENCODERS: dict[str, EncoderKind] = {
     "api": EncoderKind("pipeline.encoding.served:ServedEncoder", own_identity=True,
                        adds_settings=True, files=False),
     "st": EncoderKind("pipeline.encoding.stmodels:STEncoder"),  # MODEL=st:<org>/<name>
+    # learned sparse (SPLADE): a SparseEncoder folder, term ids and weights per paper
+    "sparse": EncoderKind("pipeline.encoding.sparse:SparseEncoder"),
 }
 
 
@@ -133,6 +135,7 @@ ENCODERS: dict[str, EncoderKind] = {
 KIND_FAMILIES: dict[Kind, str] = {
     "bm25": "lexical", "random": "baseline", "dense": "dense", "st": "dense", "api": "dense",
     "object": "dense", "multi-vector": "multi-vector", "vectors": "imported", "fusion": "fusion",
+    "sparse": "learned sparse",
 }
 
 
@@ -188,6 +191,14 @@ register(ModelEntry("aspire-cs-mdcr", "multi-vector",
 register(ModelEntry("e5-base-v2", "dense", "intfloat/e5-base-v2", "mean", "cosine",
                     normalize=True, text_prefix="passage: ", query_prefix="query: ",
                     join="space", notes="query papers as 'query: ', candidates as 'passage: '"))
+# Learned sparse (pipeline/encoding/sparse.py): the folder's SparseEncoder configuration
+# (MLM head, SpladePooling, prompts, max_seq_length), ranked by the dot product through an
+# inverted index of the pool (pipeline/retrieval/sparse/)
+_SPLADE = "sentence-transformers SparseEncoder: encode_query / encode_document, dot product"
+register(ModelEntry("splade-v3", "sparse", "naver/splade-v3", query_prefix="", join="space",
+                    notes=f"SPLADE-v3 (gated on the hub: accept its licence); {_SPLADE}"))
+register(ModelEntry("splade-pp", "sparse", "naver/splade-cocondenser-ensembledistil",
+                    query_prefix="", join="space", notes=f"SPLADE++ EnsembleDistil; {_SPLADE}"))
 register(ModelEntry("mpnet", "dense", "sentence-transformers/all-mpnet-base-v2", "mean",
                     "cosine", normalize=True, max_length=384, join="space"))
 

@@ -543,6 +543,38 @@ def tiny_bert(corpus_dir, tmp_path_factory) -> Path:
     return out
 
 
+SPLADE_PROMPTS = {"query": "query: "}  # the tiny SPLADE folder's: its two paths differ
+
+
+@pytest.fixture(scope="session")
+def splade_folder(tiny_bert, tmp_path_factory) -> Path:
+    """A sentence-transformers SparseEncoder folder as SPLADE's are built (a BERT masked-LM
+    Transformer run for fill-mask, SpladePooling: max of log(1 + relu)), on tiny_bert's
+    tokenizer and config, max_seq_length 64, a query prompt; the MLM head's logits spread and
+    its bias lowered so that a paper's vector holds about 90 of its 2,000 terms, weights near
+    0.4 (sparse, as SPLADE's; impacts in the tens once quantised), saved by
+    the library itself (config_sentence_transformers.json says SparseEncoder)."""
+    import torch
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sparse_encoder.modules import SpladePooling
+    from transformers import AutoConfig, AutoTokenizer, BertForMaskedLM
+
+    mlm = tmp_path_factory.mktemp("tiny-bert-mlm")
+    AutoTokenizer.from_pretrained(tiny_bert).save_pretrained(mlm)
+    torch.manual_seed(2)
+    model = BertForMaskedLM(AutoConfig.from_pretrained(tiny_bert))
+    with torch.no_grad():  # logits of spread ~1 (the tied embeddings x 20), most below 0
+        model.bert.embeddings.word_embeddings.weight.mul_(20)
+        model.cls.predictions.bias.fill_(-7.0)
+    model.save_pretrained(mlm)
+    out = tmp_path_factory.mktemp("splade")
+    transformer = Transformer(str(mlm), transformer_task="fill-mask", max_seq_length=64)
+    SparseEncoder(modules=[transformer, SpladePooling("max")], prompts=SPLADE_PROMPTS,
+                  device="cpu").save(str(out))
+    return out
+
+
 @pytest.fixture(scope="session")
 def tiny_mpnet(corpus_dir, tmp_path_factory) -> Path:
     """A 2-layer MPNet (all-mpnet-base-v2's architecture: relative position buckets, no SDPA

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from pipeline.core.atomic import atomic_path
@@ -173,7 +174,9 @@ def _rewrite_part(store: Path, part: dict, keep: np.ndarray) -> dict:
     return {**part, "file": name, "rows": len(ids), **fingerprint(store / name),
             "min_id": ids[0].item() if ids.dtype.kind in "iu" else ids[0],
             "max_id": ids[-1].item() if ids.dtype.kind in "iu" else ids[-1],
-            **({"papers": len(np.unique(ids))} if "papers" in part else {})}
+            **({"papers": len(np.unique(ids))} if "papers" in part else {}),
+            **({"terms": int(pc.sum(pc.list_value_length(table.column("terms"))).as_py()
+                             or 0)} if "terms" in part else {})}  # a sparse part's
 
 
 def optional_columns(corpus_dir: Path, encoder) -> list[str]:

@@ -562,7 +562,17 @@ class Encoder:
                 tokens += chunk_tokens
         if bar is not progress:
             bar.close()
-        return np.concatenate(vectors), tokens
+        return self.joined(vectors), tokens
+
+    def vectors_for(self, papers: int) -> np.ndarray:
+        """Where encode_ids puts the vectors of `papers` papers, a batch's rows at a time
+        (`out[idx] = vectors`): a float32 matrix (sparse.SparseEncoder: sparse rows)."""
+        return np.zeros((papers, self.dim), dtype=np.float32)
+
+    @staticmethod
+    def joined(parts: list[np.ndarray]) -> np.ndarray:
+        """The vectors of consecutive chunks of texts as one (vectors_for's type)."""
+        return np.concatenate(parts)
 
     @torch.inference_mode()
     def encode_ids(self, ids: list[list[int]], token_budget: int | None = None,
@@ -580,7 +590,7 @@ class Encoder:
         bar = progress if isinstance(progress, Progress) else self.progress_bar(
             len(ids), progress)
         self.follow_busy(bar)
-        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+        out = self.vectors_for(len(ids))
         run = self._one_by_one if self.pad_step is None else self._side_by_side
         start, done = time.perf_counter(), 0
         for idx, vectors in run(ids, widths, budget, max_batch):

@@ -58,7 +58,11 @@ PYLATE_TYPES = {"ColBERT": "PyLate"}
 FAMILY_KINDS: dict[str, str] = {
     "SentenceTransformer": ST_KIND,
     "transformers": ST_KIND,
+    "SparseEncoder": "sparse",  # pipeline/encoding/sparse.py
 }
+# The similarity a kind scores by where it is not the st: entry's cosine: an st: model routed
+# to such a kind records it (its store's entry says what its runs score)
+KIND_SIMILARITY: dict[str, str] = {"sparse": "ip"}
 
 
 def _json(folder: Path, name: str) -> object | None:
@@ -153,7 +157,8 @@ def routed(entry: ModelEntry, model_path: str | Path | None = None) -> ModelEntr
     if folder is None:
         return entry
     kind = kind_for(entry, folder)
-    return entry if kind == entry.kind else replace(entry, kind=kind)
+    return entry if kind == entry.kind else replace(
+        entry, kind=kind, similarity=KIND_SIMILARITY.get(kind, entry.similarity))
 
 
 def check_source(entry: ModelEntry, source: str, offline: bool) -> None:

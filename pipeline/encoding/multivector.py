@@ -178,10 +178,10 @@ class SentenceVectors(NamedTuple):
     vectors: np.ndarray  # float32 (rows, dim)
     truncated: int
 
-    def part(self, ids: np.ndarray) -> tuple[np.ndarray, dict, np.ndarray, dict]:
+    def part(self, ids: np.ndarray, dtype: str) -> tuple[np.ndarray, dict, np.ndarray, dict]:
         """Store columns for papers `ids` (the input order; int64 or string ids): row ids, the
-        extra `sentence` column, the vectors and the part's counts (writer.py writes them as a
-        part)."""
+        extra `sentence` column, the vectors (writer.py stores them in `dtype`) and the part's
+        counts (writer.py writes them as a part)."""
         return (id_array(ids)[self.paper], {"sentence": self.sentence},
                 self.vectors, {"papers": len(ids), "truncated_sentences": self.truncated})
 

@@ -43,7 +43,8 @@ def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
     """Vectors of query texts (corpusid, title, abstract; in that order) that are not the
     papers' stored ones: a collection's queries, perturbed queries, and the query papers of a
     model that encodes queries in their own form (E5's "query: "). Kept beside the store
-    (`query_cache`), so a second search encodes nothing; a damaged one is encoded again."""
+    (`query_cache`), so a second search encodes nothing; a damaged one is encoded again.
+    Sparse vectors come as their array (sparse.SparseVectors.as_array), read or encoded."""
     cache = query_cache(store, entry, texts)
     record = query_vectors_record(cache)  # its checksum: a damaged cache is encoded again
     if cache.exists() and record.exists():
@@ -59,6 +60,8 @@ def encode_texts(store: Path, entry: ModelEntry, texts: pl.DataFrame,
     encode = getattr(encoder, "encode_queries", encoder.encode)
     vectors, _ = encode([encoder.format(t, a, query=True) for t, a in
                          texts.select("title", "abstract").iter_rows()])
+    if not isinstance(vectors, np.ndarray):  # sparse.SparseVectors: kept as one array
+        vectors = vectors.as_array()
     cache.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(cache) as tmp, tmp.open("wb") as handle:
         np.save(handle, vectors)

@@ -96,16 +96,19 @@ class STEncoder(Encoder):
     batches and pads; the model's own modules turn a batch into its vectors."""
 
     kinds = (ST_KIND,)
+    # the sentence-transformers class that loads the folder (sparse.SparseEncoder: SparseEncoder)
+    library = "SentenceTransformer"
 
     def __init__(self, entry: ModelEntry, model_path: str | Path | None = None,
                  device: str | None = None):
         try:
-            from sentence_transformers import SentenceTransformer
+            import sentence_transformers
         except ImportError:
             raise InputError(ST_SETUP) from None
         if entry.kind not in self.kinds:
-            raise InputError(f"MODEL {entry.name} is a {entry.kind} model: STEncoder embeds "
-                             "st: models only")
+            raise InputError(f"MODEL {entry.name} is a {entry.kind} model: "
+                             f"{type(self).__name__} embeds {' or '.join(self.kinds)} models "
+                             "only")
         self.entry = entry
         self.device = pick_device(device)
         self.pad_step = cpu_pad_step(self.device)  # as Encoder: shard-independent vectors
@@ -114,13 +117,12 @@ class STEncoder(Encoder):
         dtype = model_dtype(entry, self.device)
         try:
             check_source(entry, source, offline)
-            self.model = SentenceTransformer(source, device=str(self.device),
-                                             local_files_only=offline)
+            self.model = getattr(sentence_transformers, self.library)(
+                source, device=str(self.device), local_files_only=offline)
         except LOAD_ERRORS as exc:
             raise InputError(f"cannot load MODEL {entry.name} from {source} "
                              f"({first_line(exc)}): {load_advice(exc, source)}") from None
-        check_supported(entry, self.model)
-        check_similarity(entry, self.model)
+        self.check(self.model)
         self.model.to(dtype).eval()
         self.attention = ""
         self.tokenizer = self.model.tokenizer
@@ -134,6 +136,12 @@ class STEncoder(Encoder):
             check_prompt_room(entry, self.tokenizer, self.max_length, self._chosen)
         self._prompt = self.prompts["document"]  # of the texts last formatted (a batch is one kind)
         log.info(f"[embed] MODEL {entry.name}: {self.model!r}".replace("\n", " "))
+
+    def check(self, model) -> None:
+        """Refuse a loaded folder the engine cannot run as its library does (check_supported)
+        or that does not rank as the entry says (check_similarity)."""
+        check_supported(self.entry, model)
+        check_similarity(self.entry, model)
 
     @property
     def compute_dtype(self) -> str:

@@ -340,3 +340,46 @@ def candidate_chunks(store: Path, doc_ids: np.ndarray, max_rows: int
             rows = 0
     if buffer:
         yield flush()
+
+
+def load_sparse_vectors(store: Path, ids: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The sparse vectors of the distinct papers `ids` (a sparse store's `terms` and `weights`
+    columns, pipeline/encoding/sparse.py) in that order, as CSR arrays (offsets, int32 terms,
+    float32 weights): paper i's terms are terms[offsets[i]:offsets[i + 1]]. Read part by part
+    from the memory-mapped store: only the rows asked for are copied. A paper stored twice (two
+    processes embedding it) is taken from its first part; one missing is an error."""
+    ids = id_array(ids)
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    lengths = np.full(len(ids), -1, dtype=np.int64)
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # positions, terms, weights
+    for part in store_parts(store) if len(ids) else []:
+        table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
+        if "terms" not in table.column_names:
+            raise InputError(f"{store} holds dense vectors, not sparse ones: delete it or "
+                             "embed into another --index-root")
+        part_ids = id_array(table.column("corpusid").to_numpy())
+        at = np.minimum(np.searchsorted(sorted_ids, part_ids), len(ids) - 1)
+        hit = np.flatnonzero(sorted_ids[at] == part_ids)
+        hit = hit[lengths[order[at[hit]]] < 0]  # not taken from an earlier part
+        if not len(hit):
+            continue
+        terms, weights = whole(table.column("terms")), whole(table.column("weights"))
+        offsets = terms.offsets.to_numpy().astype(np.int64)
+        starts, counts = offsets[hit], offsets[hit + 1] - offsets[hit]
+        take = np.repeat(starts - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(
+            counts.sum())
+        positions = order[at[hit]]
+        lengths[positions] = counts
+        found.append((np.repeat(positions, counts), terms.values.to_numpy()[take],
+                      weights.values.to_numpy(zero_copy_only=False)[take]))
+    if (lengths < 0).any():
+        missing = ids[lengths < 0]
+        raise InputError(f"{len(missing)} papers (e.g. {missing[0]}) have no vector in {store}: "
+                         "run the embed stage for this pool first")
+    rows = np.concatenate([f[0] for f in found]) if found else np.empty(0, np.int64)
+    by_row = np.argsort(rows, kind="stable")  # each paper's terms stay in their order
+    terms = np.concatenate([f[1] for f in found]) if found else np.empty(0, np.int32)
+    weights = np.concatenate([f[2] for f in found]) if found else np.empty(0, np.float32)
+    return (np.r_[0, np.cumsum(lengths)].astype(np.int64), terms[by_row].astype(np.int32),
+            weights[by_row].astype(np.float32))

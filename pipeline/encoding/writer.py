@@ -41,17 +41,18 @@ def _write_part(store: Path, ids: np.ndarray, vectors: np.ndarray, dtype: str,
     row keeps the digest of the text it was made from)."""
     columns, counts = {}, {}
     papers = ids
-    if not isinstance(vectors, np.ndarray):  # multivector.SentenceVectors: a row per sentence
-        ids, columns, vectors, counts = vectors.part(ids)
+    if not isinstance(vectors, np.ndarray):  # a row per sentence, or a paper's sparse terms
+        ids, columns, vectors, counts = vectors.part(ids, dtype)
+    if vectors is not None:  # a fixed-size vector per row (a sparse part's are its columns)
+        stored = as_stored(vectors, dtype, ids)
+        columns = {**columns, "vector": pa.FixedSizeListArray.from_arrays(
+            pa.array(stored.ravel()), vectors.shape[1])}
     order = np.argsort(ids, kind="stable")  # stable: a paper's sentences stay in order
-    ids, vectors = ids[order], vectors[order]
+    ids = ids[order]
     name = part_name(ids)
-    stored = _as_stored(vectors, dtype, ids)
-    flat = pa.array(stored.ravel())
     table = pa.table({
         "corpusid": pa.array(ids, type=pa.int64() if ids.dtype.kind in "iu" else pa.string()),
-        **{column: pa.array(values[order]) for column, values in columns.items()},
-        "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]),
+        **{column: _ordered(values, order) for column, values in columns.items()},
         **({} if digests is None else
            {DIGEST: pa.array(digests[np.searchsorted(papers, ids)], type=pa.uint64())}),
     })
@@ -62,7 +63,14 @@ def _write_part(store: Path, ids: np.ndarray, vectors: np.ndarray, dtype: str,
             "max_id": ids[-1].item() if ids.dtype.kind in "iu" else ids[-1], **counts}
 
 
-def _as_stored(vectors: np.ndarray, dtype: str, ids: np.ndarray) -> np.ndarray:
+def _ordered(values: np.ndarray | pa.Array, order: np.ndarray) -> pa.Array:
+    """A column's values (numpy, or Arrow: a vector or list per row) in the part's row order."""
+    if isinstance(values, pa.Array):
+        return values.take(pa.array(order))
+    return pa.array(values[order])
+
+
+def as_stored(vectors: np.ndarray, dtype: str, ids: np.ndarray) -> np.ndarray:
     """The vectors in the store's dtype, each finite there: a value beyond float16's 65504 (or
     float32's 3.4e38) would be stored as infinite and its paper would drop out of every search
     unseen, so the part is refused instead, naming a paper."""

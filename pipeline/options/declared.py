@@ -31,6 +31,8 @@ from pipeline.glossary import (
     CITATION_MODES,
     FOS_SOURCES,
     SHARED_PAIRS,
+    SPARSE_ENGINE,
+    SPARSE_ENGINES,
     VARIANTS,
 )
 from pipeline.layout import parse_size
@@ -378,6 +380,13 @@ DECLARED: tuple[Variable, ...] = (
     V("BM25_ENGINE", BM25_ENGINE, choice(BM25_ENGINES), "BM25 on arrays (numba) or lucene "
       "(Anserini): the same runs", "search", one_word=True, stages=("index", "search"),
       changes_run=False),
+    V("SPARSE_ENGINE", SPARSE_ENGINE, choice(SPARSE_ENGINES), "learned sparse models "
+      "(SPLADE) searched on arrays (scipy) or lucene (Anserini's impact search; needs "
+      "SPARSE_QUANTIZE=1): the same runs", "search", one_word=True,
+      stages=("index", "search"), changes_run=False),
+    V("SPARSE_QUANTIZE", "", choice(FLAG), "1: learned sparse weights as pyserini's integer "
+      "impacts (weight x 100, rounded) on both sides, as Lucene indexes them", "search",
+      one_word=True, stages=("index", "search"), changes_run=True),
     V("BACKEND", BACKEND, choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "
       "faiss-gpu, torch-cuda or torch-cpu", "search", one_word=True, stages=("search",),
       changes_run=True),  # faiss's and torch's sums differ a bit

@@ -19,6 +19,7 @@ RETRIEVERS: dict[str, str] = {
     "object": "pipeline.retrieval.dense.retriever",  # an encoder given as an object
     "api": "pipeline.retrieval.dense.retriever",  # a served model (MODEL=api:<model>)
     "st": "pipeline.retrieval.dense.retriever",  # MODEL=st:<id>, pipeline/encoding/stmodels.py
+    "sparse": "pipeline.retrieval.sparse.retriever",  # learned sparse: an inverted index
     "vectors": "pipeline.retrieval.dense.retriever:IMPORTED",  # make import-vectors
     "fusion": "pipeline.retrieval.fusion",
     "random": "pipeline.retrieval.random",

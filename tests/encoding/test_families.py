@@ -128,13 +128,14 @@ def test_a_newer_model_type_is_named_and_refused(folders, tmp_path):
         kind_for(get_model("st:local/x"), folder)
 
 
-@pytest.mark.parametrize("name", ["sparse", "cross", "pylate", "plain-classifier",
-                                  "stanford-colbert"])
-@pytest.mark.parametrize("model", ["st:local/x", "hf:local/x@mean", "scibert"])
+@pytest.mark.parametrize("model, name", [
+    (model, name) for model in ("st:local/x", "hf:local/x@mean", "scibert")
+    for name in ("sparse", "cross", "pylate", "plain-classifier", "stanford-colbert")
+    if (model, name) != ("st:local/x", "sparse")])  # st: runs a SparseEncoder as sparse
 def test_every_door_refuses_a_family_it_does_not_run(folders, name, model):
     """st:, hf: and a registered dense model refuse the folder in one line naming its
     family, and so do their loaders, before a weight is read (the PyLate folder's projection
-    has none)."""
+    has none); st: of a SparseEncoder folder is routed to the sparse kind instead."""
     entry = get_model(model)
     with pytest.raises(InputError) as refused:
         routed(entry, folders[name])
@@ -178,8 +179,7 @@ def data_root(corpus_dir, tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("name, model", [
-    ("sparse", "st:local/x"), ("cross", "st:local/x"), ("pylate", "st:local/x"),
-    ("sparse", "hf:local/x"),
+    ("cross", "st:local/x"), ("pylate", "st:local/x"), ("sparse", "hf:local/x"),
 ])
 def test_make_eval_refuses_the_folder_before_writing(folders, data_root, tmp_path, name,
                                                      model):
@@ -200,12 +200,13 @@ def test_make_eval_refuses_the_folder_before_writing(folders, data_root, tmp_pat
 
 
 def test_the_api_refuses_the_folder_and_a_dense_one_still_embeds(folders, data_root):
-    """pipeline.search: the SparseEncoder folder refused before anything is written, the
-    SentenceTransformer folder searched (its store and run written)."""
+    """pipeline.search: the CrossEncoder and PyLate folders refused before anything is
+    written; the SentenceTransformer folder searched (its store and run written), and the
+    SparseEncoder folder searched as the sparse kind (a store of terms and weights)."""
     data = pipeline.Data(corpora=data_root / "corpora", indexes=data_root / "indexes",
                          runs=data_root / "runs")
     before = _snapshot(data_root)
-    for name in ("sparse", "cross", "pylate"):
+    for name in ("cross", "pylate"):
         with pytest.raises(InputError, match=f"MODEL st:local/{name}: its folder"):
             pipeline.search(data, "c", POOL, f"st:local/{name}", model_path=folders[name],
                             device="cpu")
@@ -214,3 +215,9 @@ def test_the_api_refuses_the_folder_and_a_dense_one_still_embeds(folders, data_r
                            device="cpu")
     assert store_dir(data.indexes, "c", "st--local--dense").is_dir()
     assert run_paths(data.runs, "c", POOL, name).parquet.is_file()
+    sparse = pipeline.search(data, "c", POOL, "st:local/sp", model_path=folders["sparse"],
+                             device="cpu")
+    manifest = json.loads((store_dir(data.indexes, "c", sparse) / "manifest.json").read_text())
+    assert (manifest["config"]["model"]["kind"], manifest["config"]["model"]["similarity"]) == (
+        "sparse", "ip")
+    assert run_paths(data.runs, "c", POOL, sparse).parquet.is_file()

@@ -1,0 +1,255 @@
+"""Learned sparse search of a pool: the pipeline's arrays engine (pipeline/retrieval/sparse/
+impact.py: scipy's inverted index and products) and its Lucene engine (sparse/lucene.py:
+Anserini's impact index and SearchCollection in the process's JVM) side by side with
+pyserini's own impact search (its Python layer, in the side environment the tests use:
+`python -m pyserini.index.lucene --collection JsonVectorCollection --impact --pretokenized`,
+then `LuceneImpactSearcher(index, None, min_idf=-1).batch_search` on the queries as pyserini
+writes encoded queries, each term repeated by its impact; min_idf=-1 keeps every query term,
+where its default 0 drops those every candidate has, idf = log(N/df) = 0, which Anserini's
+SearchCollection and the dot product keep), on the same quantised weights, in one run.
+pyserini's searcher reads every term's df when it opens an index (`open s`), timed apart.
+
+The vectors are synthetic, of SPLADE-like statistics on BERT's vocabulary (30,522 terms):
+a paper's terms drawn with Zipf-like term frequencies (exponent 1.1), ~250 per candidate and
+per query paper (whole abstracts: SPLADE++ gives title+abstract inputs a few hundred terms),
+weights log-normal around 0.45 (max ~3), quantised x 100 as pyserini does. Each system runs
+in a fresh process of its own, timed from its inputs (arrays in memory, or the JSONL files) to
+its runs; its peak memory is that process's maximum resident set (ru_maxrss; the JVM's
+included for Lucene and pyserini). The runs are compared as lists: (doc, score) of each
+query in rank order.
+Writes benchmarks/results/sparse_index.json and .md.
+
+Usage: .venv/bin/python benchmarks/sparse_index.py [--docs 100000] [--queries 200] [--k 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.machine import machine  # noqa: E402
+from tests.conftest import PYSERINI_SIDE, side_packages  # noqa: E402
+
+OUT = ROOT / "benchmarks" / "results"
+VOCAB = 30522
+
+# the pipeline's engines, in a process of their own: arrays (the index built from CSR
+# arrays) or lucene (its impact index built from the same arrays, then searched)
+OURS = """
+import json, sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[3])
+job = json.load(open(sys.argv[1]))
+data = np.load(job["data"])
+docs = (data["doc_offsets"], data["doc_terms"], data["doc_weights"])
+queries = (data["q_offsets"], data["q_terms"], data["q_weights"])
+doc_ids, query_ids = data["doc_ids"], data["query_ids"]
+from pathlib import Path
+import polars as pl
+from pipeline.retrieval.sparse import lucene
+from pipeline.retrieval.sparse.impact import impact_search, inverted_index
+start = time.perf_counter()  # the libraries imported: data to runs
+if sys.argv[2] == "arrays":
+    index = inverted_index(docs, job["vocab"], True)
+    built = time.perf_counter()
+    rows, positions, scores = impact_search(queries, index, job["k"], True)
+    done = time.perf_counter()
+    lists = {}
+    for q, p, s in zip(rows.tolist(), positions.tolist(), scores.tolist()):
+        lists.setdefault(str(query_ids[q]), []).append([str(doc_ids[p]), float(s)])
+else:
+    work = Path(job["work"]) / "ours-lucene"
+    lucene.build_index(doc_ids, docs, work / "index", {}, {})
+    built = time.perf_counter()
+    hits = lucene.search(query_ids, queries, work / "index", job["k"], 2, work, pl.Int64)
+    done = time.perf_counter()
+    lists = {}
+    for q, d, s in hits.iter_rows():
+        lists.setdefault(str(q), []).append([str(d), float(s)])
+print(json.dumps({"index_seconds": built - start, "search_seconds": done - built,
+                  "lists": lists}))
+"""
+
+# pyserini's own indexer and LuceneImpactSearcher, in the side environment
+PEER = """
+import json, subprocess, sys, time
+job = json.load(open(sys.argv[1]))
+exec(job["pyserini_import"].replace("LuceneSearcher", "LuceneImpactSearcher"))
+from jnius import autoclass
+start = time.perf_counter()
+args = ["-collection", "JsonVectorCollection", "-input", job["docs"], "-index", job["index"],
+        "-generator", "DefaultLuceneDocumentGenerator", "-impact", "-pretokenized",
+        "-threads", "1", "-quiet"]
+autoclass("io.anserini.index.IndexCollection").main(args)  # as python -m pyserini.index.lucene
+built = time.perf_counter()
+# min_idf=-1: every query term (the default, 0, drops the terms every candidate has)
+searcher = LuceneImpactSearcher(job["index"], None, min_idf=-1)
+topics = [line.rstrip("\\n").split("\\t") for line in open(job["topics"])]
+opened = time.perf_counter()
+hits = searcher.batch_search([t for _, t in topics], [q for q, _ in topics], k=job["k"],
+                             threads=2)
+done = time.perf_counter()
+lists = {q: [[h.docid, float(h.score)] for h in hits[q]] for q, _ in topics}
+print(json.dumps({"index_seconds": built - start, "open_seconds": opened - built,
+                  "search_seconds": done - opened, "lists": lists}))
+"""
+
+
+def synthetic(n: int, terms: int, rng: np.random.Generator, popularity: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CSR arrays of `n` sparse vectors, about `terms` distinct terms each (drawn by
+    `popularity`), weights log-normal (median 0.45, capped at 3)."""
+    cdf = np.cumsum(popularity)
+    lengths = np.clip(rng.normal(terms, terms / 4, n).astype(np.int64), 20, 4 * terms)
+    rows_terms, rows_weights = [], []
+    for length in lengths:
+        drawn = np.unique(np.minimum(np.searchsorted(cdf, rng.random(int(length) * 3)),
+                                     VOCAB - 1))
+        chosen = np.sort(rng.permutation(drawn)[:length])
+        rows_terms.append(chosen.astype(np.int32))
+        rows_weights.append(np.minimum(rng.lognormal(np.log(0.45), 0.6, len(chosen)),
+                                       3.0).astype(np.float32))
+    offsets = np.r_[0, np.cumsum([len(t) for t in rows_terms])].astype(np.int64)
+    return offsets, np.concatenate(rows_terms), np.concatenate(rows_weights)
+
+
+def run(code: str, args: list[str], env: dict[str, str] | None = None) -> dict:
+    """A process of its own: its JSON answer, wall seconds and peak memory (ru_maxrss, MiB)."""
+    start = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env or dict(os.environ))
+    _, status, usage = os.wait4(process.pid, 0)
+    out, err = process.stdout.read(), process.stderr.read()
+    if status != 0:
+        raise SystemExit(f"{args}: failed\n{err[-3000:]}")
+    answer = json.loads(out.strip().splitlines()[-1])
+    answer.update(wall_seconds=time.perf_counter() - start, peak_mib=usage.ru_maxrss / 1024)
+    return answer
+
+
+def prepare(work: Path, n_docs: int, args: argparse.Namespace, rng: np.random.Generator,
+            popularity: np.ndarray, lucene: bool) -> tuple[Path, dict]:
+    """A pool's vectors (vectors.npz) and, for the Lucene systems (`lucene`), pyserini's
+    inputs: the same impacts as the pipeline's Lucene engine writes them; the job and facts."""
+    from pipeline.retrieval.sparse.lucene import impacts
+    from tests.conftest import PYSERINI_IMPORT
+
+    work.mkdir(parents=True, exist_ok=True)
+    docs = synthetic(n_docs, args.terms, rng, popularity)
+    queries = synthetic(args.queries, args.terms, rng, popularity)
+    doc_ids = np.arange(10_000_000, 10_000_000 + n_docs)
+    doc_ids = doc_ids[np.argsort(doc_ids.astype(str), kind="stable")]  # as the retriever orders
+    query_ids = np.arange(1, args.queries + 1)
+    np.savez(work / "vectors.npz", doc_offsets=docs[0], doc_terms=docs[1],
+             doc_weights=docs[2], q_offsets=queries[0], q_terms=queries[1],
+             q_weights=queries[2], doc_ids=doc_ids, query_ids=query_ids)
+    if lucene:
+        for old in ("pyserini-index", "ours-lucene", "docs"):
+            shutil.rmtree(work / old, ignore_errors=True)
+        (work / "docs").mkdir()
+        with (work / "docs" / "docs.jsonl").open("w") as handle:
+            for row, doc in enumerate(doc_ids):
+                handle.write(json.dumps({"id": str(doc), "contents": "",
+                                         "vector": impacts(docs, row)}) + "\n")
+        with (work / "topics.tsv").open("w") as handle:
+            for row, query in enumerate(query_ids):
+                words = " ".join(" ".join([t] * n) for t, n in impacts(queries, row).items())
+                handle.write(f"{query}\t{words}\n")
+    job = {"data": str(work / "vectors.npz"), "vocab": VOCAB, "k": args.k, "work": str(work),
+           "docs": str(work / "docs"), "index": str(work / "pyserini-index"),
+           "topics": str(work / "topics.tsv"), "pyserini_import": PYSERINI_IMPORT}
+    (work / "job.json").write_text(json.dumps(job))
+    facts = {"docs": n_docs, "postings": int(len(docs[1])),
+             "query_terms_mean": round(float(np.diff(queries[0]).mean()), 1),
+             "impacts_per_candidate_mean": round(float(
+                 np.rint(docs[2].astype(np.float64) * 100).sum() / n_docs), 1)}
+    return work / "job.json", facts
+
+
+NAMES = {"arrays": "pipeline arrays engine (scipy, SPARSE_QUANTIZE=1)",
+         "lucene": "pipeline Lucene engine (Anserini in-process, 2 search threads)",
+         "pyserini": "pyserini LuceneImpactSearcher.batch_search (2 threads)"}
+
+
+def table(rows: dict[str, dict], queries: int) -> list[str]:
+    lines = ["| system | index s | open s | search s | queries/s | peak MiB | hits "
+             "| runs equal pyserini's |", "|---|---|---|---|---|---|---|---|"]
+    for name, row in rows.items():
+        lines.append(f"| {NAMES[name]} | {row['index_seconds']} | "
+                     f"{row.get('open_seconds', '')} | {row['search_seconds']} | "
+                     f"{queries / max(row['search_seconds'], 1e-9):.1f} | "
+                     f"{row['peak_mib']:.0f} | {row['hits']:,} | "
+                     f"{row.get('runs_equal_pyserini', 'not run')} |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", type=int, default=20_000,
+                        help="candidates of the side-by-side pool (all three systems)")
+    parser.add_argument("--arrays-docs", type=int, default=100_000,
+                        help="candidates of a second pool searched by the arrays engine alone "
+                             "(0: none)")
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--terms", type=int, default=250)
+    parser.add_argument("--k", type=int, default=500)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/sparse_index_bench"))
+    args = parser.parse_args()
+    rng = np.random.default_rng(90)
+    popularity = 1.0 / np.arange(1, VOCAB + 1) ** 1.1
+    popularity = rng.permutation(popularity / popularity.sum())
+    job, facts = prepare(args.work / "side-by-side", args.docs, args, rng, popularity, True)
+    results = {"arrays": run(OURS, [str(job), "arrays", str(ROOT)]),
+               "lucene": run(OURS, [str(job), "lucene", str(ROOT)])}
+    side = side_packages("pyserini-env", PYSERINI_SIDE)
+    env = {**os.environ, "PYTHONPATH": f"{side}{os.pathsep}{ROOT}"}
+    results["pyserini"] = run(PEER, [str(job)], env)
+    reference = results["pyserini"]["lists"]
+    rows = {}
+    for name, result in results.items():
+        lists = result.pop("lists")
+        result["runs_equal_pyserini"] = lists == reference
+        result["hits"] = sum(len(hits) for hits in lists.values())
+        rows[name] = {k: round(v, 2) if isinstance(v, float) else v for k, v in result.items()}
+    report = {"machine": machine(), "queries": args.queries, "k": args.k, "vocabulary": VOCAB,
+              "side_by_side": {**facts, "systems": rows}}
+    lines = [
+        "# Learned sparse search of a pool: the pipeline's engines and pyserini's impact search",
+        "",
+        f"{time.strftime('%Y-%m-%d')}, {report['machine']}. {args.queries} query papers, top "
+        f"{args.k}; synthetic SPLADE-like vectors on a 30,522-term vocabulary, quantised x 100 "
+        "(benchmarks/sparse_index.py, its docstring for the statistics). Each system in a "
+        "fresh process; `peak MiB` is its maximum resident set; `open s`: pyserini's searcher "
+        "reading every term's df as it opens the index.", "",
+        f"## Side by side: {args.docs:,} candidates ({facts['postings']:,} postings, "
+        f"{facts['impacts_per_candidate_mean']:,} impacts per candidate), queries of "
+        f"{facts['query_terms_mean']} terms", "", *table(rows, args.queries)]
+    if args.arrays_docs:
+        job, facts = prepare(args.work / "arrays-alone", args.arrays_docs, args, rng,
+                             popularity, False)
+        alone = run(OURS, [str(job), "arrays", str(ROOT)])
+        alone["hits"] = sum(len(hits) for hits in alone.pop("lists").values())
+        alone = {k: round(v, 2) if isinstance(v, float) else v for k, v in alone.items()}
+        report["arrays_alone"] = {**facts, "systems": {"arrays": alone}}
+        lines += ["", f"## The arrays engine alone: {args.arrays_docs:,} candidates "
+                  f"({facts['postings']:,} postings), queries of {facts['query_terms_mean']} "
+                  "terms", "", *table({"arrays": alone}, args.queries)]
+    OUT.mkdir(exist_ok=True)
+    (OUT / "sparse_index.json").write_text(json.dumps(report, indent=1) + "\n")
+    (OUT / "sparse_index.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
