@@ -384,7 +384,7 @@ DECLARED: tuple[Variable, ...] = (
       "(SPLADE) searched on arrays (scipy) or lucene (Anserini's impact search; needs "
       "SPARSE_QUANTIZE=1): the same runs", "search", one_word=True,
       stages=("index", "search"), changes_run=False),
-    V("SPARSE_QUANTIZE", "", choice(FLAG), "1: learned sparse weights as pyserini's integer "
+    V("SPARSE_QUANTIZE", "0", choice(FLAG), "1: learned sparse weights as pyserini's integer "
       "impacts (weight x 100, rounded) on both sides, as Lucene indexes them", "search",
       one_word=True, stages=("index", "search"), changes_run=True),
     V("BACKEND", BACKEND, choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "

@@ -69,7 +69,7 @@ def impact_repair(place: Place, entry: ModelEntry) -> Repair:
 class Sparse(Retriever):
     #: the engine (arrays or lucene), pyserini's integer impacts (SPARSE_QUANTIZE=1), and a
     #: local copy of the model's weights, for queries encoded at search time
-    OPTIONS = {"sparse_engine": SPARSE_ENGINE, "sparse_quantize": "", "model_path": None}
+    OPTIONS = {"sparse_engine": SPARSE_ENGINE, "sparse_quantize": "0", "model_path": None}
 
     def check(self, options: dict) -> None:
         """Lucene's impact index holds integer impacts only: SPARSE_ENGINE=lucene without
