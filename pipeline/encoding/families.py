@@ -32,11 +32,9 @@ from pathlib import Path
 
 from pipeline.core.errors import InputError
 from pipeline.encoding.identity import FOLDER_KINDS, weights_folder
-from pipeline.layout import HF_CONFIG
+from pipeline.layout import HF_CONFIG, ST_CONFIG, ST_MODULES
 from pipeline.models import HF_FILE_PREFIX, ST_FILE_PREFIX, ST_KIND, ModelEntry
 
-ST_CONFIG = "config_sentence_transformers.json"  # sentence-transformers' own configuration
-ST_MODULES = "modules.json"  # a sentence-transformers folder's list of modules
 FAMILY_FILES = (ST_CONFIG, ST_MODULES, HF_CONFIG)  # what family_of reads, nothing else
 
 # The families family_of names, each in words (a refusal names it)

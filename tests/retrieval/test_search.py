@@ -292,7 +292,9 @@ SAME = {
 # which lets a command replace what it made (what the new one is: its store's identity), and
 # SHARD, one shard of SHARDS embedded alone (together they cover the pool:
 # tests/encoding/test_embed.py; and SHARDS=1 and 2 give the same run: SAME above)
-ELSEWHERE = ("EMBEDDINGS_BATCH", "EMBEDDINGS_CONCURRENCY", "REPLACE", "SHARD")
+# SPARSE_ENGINE: the arrays and Lucene engines write the same runs, byte for byte, on the same
+# impacts (tests/retrieval/test_sparse.py)
+ELSEWHERE = ("EMBEDDINGS_BATCH", "EMBEDDINGS_CONCURRENCY", "REPLACE", "SHARD", "SPARSE_ENGINE")
 # The model's files, endpoint and similarity, and the device that embedded each part: its
 # store records them (changes_run=MODEL_ID)
 IN_STORE = ("MODEL_PATH", "EMBEDDINGS_URL", "SIMILARITY", "DEVICE")
@@ -361,7 +363,7 @@ def test_an_option_that_changes_a_run_is_in_its_identity_and_its_old_run_is_stal
             old, new = (run_identity(**{"pool": POOL, "k": 20, **given(v)}) for v in values)
         else:  # a retriever's own option: its kind's, with its default and another value
             option = var.keyword
-            entry = next(e for e in map(get_model, ("bm25", "random", "minilm"))
+            entry = next(e for e in map(get_model, ("bm25", "random", "minilm", "splade-pp"))
                          if e.kind == kinds[option])
             key, values = "options", ({}, {option: "another"})
             old, new = (run_identity(entry, POOL, 20, run_options=kind_run_options(entry, v))

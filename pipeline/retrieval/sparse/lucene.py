@@ -28,7 +28,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
-from pipeline.layout import LUCENE, MANIFEST
+from pipeline.layout import IMPACT_DOCS, LUCENE, MANIFEST
 from pipeline.retrieval.bm25.jvm import anserini_jar, java_binary, run_anserini
 from pipeline.retrieval.sparse.impact import quantised
 
@@ -51,7 +51,7 @@ def build_index(doc_ids: np.ndarray, docs: Sparse, index_dir: Path, parameters: 
     with atomic_dir(index_dir) as tmp:
         work = tmp / ".work"
         (work / "docs").mkdir(parents=True)
-        with (work / "docs" / "docs.jsonl").open("wb") as handle:
+        with (work / "docs" / IMPACT_DOCS).open("wb") as handle:
             for row, doc in enumerate(doc_ids):
                 handle.write(orjson.dumps({"id": str(doc), "contents": "",
                                            "vector": impacts(docs, row)}) + b"\n")
