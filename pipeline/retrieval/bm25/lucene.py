@@ -129,7 +129,7 @@ def search_index(queries: pl.DataFrame, index_dir: Path, k: int, k1s: Sequence[f
     pairs = [(k1, b) for k1 in k1s for b in bs]
     id_type = queries["corpusid"].dtype
     if not any(t.strip() for t in texts):
-        return {pair: _read_run(None, id_type) for pair in pairs}, capped
+        return {pair: read_run(None, id_type) for pair in pairs}, capped
     with scratch_dir(work_dir, "bm25-search") as tmp:
         topics = tmp / "topics.tsv"
         # a query with no text has no hits (Anserini's topic reader refuses an empty one)
@@ -144,10 +144,10 @@ def search_index(queries: pl.DataFrame, index_dir: Path, k: int, k1s: Sequence[f
             "-output", str(run_file), "-bm25", "-bm25.k1", *map(str, k1s),
             "-bm25.b", *map(str, bs), "-hits", str(k), "-threads", str(threads),
         ], outputs[pairs[-1]])
-        return {pair: _read_run(path, id_type) for pair, path in outputs.items()}, capped
+        return {pair: read_run(path, id_type) for pair, path in outputs.items()}, capped
 
 
-def _read_run(run_file: Path | None, id_type: pl.DataType) -> pl.DataFrame:
+def read_run(run_file: Path | None, id_type: pl.DataType) -> pl.DataFrame:
     """(query, doc, score) of an Anserini run file (None: no hits), ids as `id_type` (the
     collection's: Int64 for S2ORC/S2AG corpus ids, String for collections with string ids)."""
     schema = {"query": id_type, "doc": id_type, "score": pl.Float64}

@@ -30,6 +30,7 @@ from pipeline.core.manifests import manifest
 from pipeline.core.repair import Repair
 from pipeline.layout import IMPACT_DOCS, LUCENE, MANIFEST
 from pipeline.retrieval.bm25.jvm import anserini_jar, java_binary, run_anserini
+from pipeline.retrieval.bm25.lucene import read_run
 from pipeline.retrieval.sparse.impact import quantised
 
 Sparse = tuple[np.ndarray, np.ndarray, np.ndarray]  # CSR arrays: offsets, terms, weights
@@ -94,9 +95,8 @@ def search(query_ids: np.ndarray, queries: Sparse, index_dir: Path, k: int, thre
         words = " ".join(" ".join([term] * n) for term, n in impacts(queries, row).items())
         if words:
             lines.append(f"{query}\t{words}\n")
-    schema = {"query": id_type, "doc": id_type, "score": pl.Float64}
     if not lines:
-        return pl.DataFrame(schema=schema)
+        return read_run(None, id_type)
     with scratch_dir(work_dir, "impact-search") as tmp:
         (tmp / "topics.tsv").write_text("".join(lines))
         run_file = tmp / "run.txt"
@@ -105,10 +105,4 @@ def search(query_ids: np.ndarray, queries: Sparse, index_dir: Path, k: int, thre
             "-topicReader", "TsvString", "-output", str(run_file), "-impact",
             "-pretokenized", "-hits", str(k), "-threads", str(threads),
         ], run_file)
-        if run_file.stat().st_size == 0:
-            return pl.DataFrame(schema=schema)
-        hits = pl.read_csv(run_file, separator=" ", has_header=False, quote_char=None,
-                           new_columns=["query", "q0", "doc", "rank", "score", "tag"],
-                           schema_overrides={"query": pl.String, "doc": pl.String,
-                                             "score": pl.Float64})
-    return hits.select(pl.col("query", "doc").cast(id_type), "score")
+        return read_run(run_file, id_type)
