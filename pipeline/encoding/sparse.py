@@ -23,7 +23,7 @@ import pyarrow as pa
 import torch
 
 from pipeline.core.errors import InputError
-from pipeline.encoding.stmodels import STEncoder
+from pipeline.encoding.stmodels import STEncoder, transformer_problem
 from pipeline.encoding.store import id_array
 from pipeline.encoding.writer import as_stored
 
@@ -130,17 +130,13 @@ def check_sparse(entry, model) -> None:
 
     modules = [type(module).__name__ for module in model]
     first = model[0]
-    problem = ""
     if (len(model) != 2 or not isinstance(first, Transformer)
             or not isinstance(model[1], SpladePooling) or "text" not in first.modality_config):
         problem = f"its modules are {' + '.join(modules)}, not a Transformer + SpladePooling"
-    elif first.transformer_task != "fill-mask":
-        problem = f"its Transformer's task is {first.transformer_task!r}, not fill-mask"
-    elif first.query_length or first.document_length or first.query_expansion:
-        problem = "its Transformer has task-specific lengths (query_length, document_length " \
-                  "or query_expansion)"
-    elif model.similarity_fn_name != "dot":
-        problem = f"it scores by {model.similarity_fn_name} similarity, not the dot product"
+    else:
+        problem = transformer_problem(first, "fill-mask") or (
+            f"it scores by {model.similarity_fn_name} similarity, not the dot product"
+            if model.similarity_fn_name != "dot" else "")
     if problem:
         raise InputError(f"MODEL {entry.name}: {problem}, which learned sparse retrieval "
                          "(an inverted index scored by the dot product) does not run: give a "

@@ -66,15 +66,24 @@ def check_supported(entry: ModelEntry, model) -> None:
     problem = ""
     if not isinstance(first, Transformer) or "text" not in first.modality_config:
         problem = f"its first module is a {type(first).__name__}, not a text Transformer"
-    elif first.transformer_task != "feature-extraction":
-        problem = f"its Transformer's task is {first.transformer_task!r}, not feature-extraction"
-    elif first.query_length or first.document_length or first.query_expansion:
-        problem = "its Transformer has task-specific lengths (query_length, document_length " \
-                  "or query_expansion)"
+    else:
+        problem = transformer_problem(first, "feature-extraction")
     if problem:
         raise InputError(f"MODEL {entry.name}: {problem}, which MODEL=st: does not run; "
                          "search it as an object: pipeline.Encoder(SentenceTransformer(...), "
                          "name=...) (docs/encoders.md)")
+
+
+def transformer_problem(first, task: str) -> str:
+    """What keeps a text Transformer module from running as the engine batches it: run for
+    another task than `task`, or with task-specific lengths (ColBERT-style query_length,
+    query expansion); "" where nothing does."""
+    if first.transformer_task != task:
+        return f"its Transformer's task is {first.transformer_task!r}, not {task}"
+    if first.query_length or first.document_length or first.query_expansion:
+        return ("its Transformer has task-specific lengths (query_length, document_length "
+                "or query_expansion)")
+    return ""
 
 
 def check_similarity(entry: ModelEntry, model) -> None:
