@@ -59,10 +59,12 @@ FAMILY_KINDS: dict[str, str] = {
     "SentenceTransformer": ST_KIND,
     "transformers": ST_KIND,
     "SparseEncoder": "sparse",  # pipeline/encoding/sparse.py
+    "PyLate": "late-interaction",  # pipeline/encoding/late.py
+    "ColBERT": "late-interaction",  # a Stanford checkpoint, read as PyLate reads it
 }
 # The similarity a kind scores by where it is not the st: entry's cosine: an st: model routed
 # to such a kind records it (its store's entry says what its runs score)
-KIND_SIMILARITY: dict[str, str] = {"sparse": "ip"}
+KIND_SIMILARITY: dict[str, str] = {"sparse": "ip", "late-interaction": "ip"}
 
 
 def _json(folder: Path, name: str) -> object | None:
