@@ -140,6 +140,17 @@ def projection(folder: Path, settings: LateSettings) -> torch.nn.Linear:
     return linear
 
 
+def projection_dim(folder: Path, settings: LateSettings) -> int:
+    """The token vectors' width, read without loading weights: a PyLate Dense module's
+    out_features, a Stanford checkpoint's `dim` (its artifact.metadata; ColBERT's 128)."""
+    if settings.projection:
+        config = _json(folder / settings.projection / "config.json")
+        if isinstance(config, dict) and "out_features" in config:
+            return int(config["out_features"])
+    meta = _json(folder / "artifact.metadata") or {}
+    return int(meta.get("dim", 128))
+
+
 class TokenVectors:
     """Token vectors of papers given in some order, filled a batch of rows at a time
     (`vectors[idx] = rows`, rows (batch, width, dim + 1) whose last channel flags the kept

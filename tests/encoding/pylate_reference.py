@@ -27,7 +27,8 @@ def build(bert: str, out: str, query_length: int, document_length: int) -> None:
 def encode(folder: str, texts_file: str, out: str) -> None:
     from pylate import models, rank, scores
 
-    texts = json.loads(open(texts_file, encoding="utf-8").read())
+    with open(texts_file, encoding="utf-8") as handle:
+        texts = json.load(handle)
     model = models.ColBERT(model_name_or_path=folder, device="cpu")
     queries = model.encode(texts, is_query=True, batch_size=3)
     docs = model.encode(texts, is_query=False, batch_size=3)
