@@ -592,6 +592,31 @@ def splade_folder(tiny_bert, tmp_path_factory) -> Path:
     return out
 
 
+# The tiny ColBERT folder PyLate saves (pylate_folder): short lengths, so whole abstracts are cut
+PYLATE_QUERY_LENGTH, PYLATE_DOCUMENT_LENGTH = 16, 48
+PYLATE_REFERENCE = Path(__file__).parent / "encoding" / "pylate_reference.py"
+
+
+def pylate_python() -> str:
+    """PyLate's environment's interpreter; a failed install fails the test, saying why."""
+    try:
+        return str(install_pylate() / "bin" / "python")
+    except (subprocess.CalledProcessError, OSError) as exc:
+        pytest.fail(f"PyLate's environment could not be installed (pip must reach PyLate "
+                    f"1.6.0 and sentence-transformers 5.3.0): {exc}")
+
+
+@pytest.fixture(scope="session")
+def pylate_folder(tiny_bert, tmp_path_factory) -> Path:
+    """A ColBERT folder saved by PyLate itself: tiny_bert, [Q]/[D] markers added to its
+    tokenizer, a 16-dimensional Dense projection, query_length 16, document_length 48."""
+    out = tmp_path_factory.mktemp("pylate") / "colbert"
+    subprocess.run([pylate_python(), str(PYLATE_REFERENCE), "build", str(tiny_bert), str(out),
+                    str(PYLATE_QUERY_LENGTH), str(PYLATE_DOCUMENT_LENGTH)], check=True,
+                   timeout=CHILD_BOUND_S, capture_output=True)
+    return out
+
+
 @pytest.fixture(scope="session")
 def tiny_mpnet(corpus_dir, tmp_path_factory) -> Path:
     """A 2-layer MPNet (all-mpnet-base-v2's architecture: relative position buckets, no SDPA

@@ -393,7 +393,7 @@ DECLARED: tuple[Variable, ...] = (
       changes_run=True),
     V("LATE_DEPTH", 100, depth, "the first stage's candidates per query that LATE_FIRST's "
       "rerank scores (at most that run's K); the rest are cut", "search", one_word=True,
-      stages=("index", "search"), changes_run=True),
+      stages=("index", "search"), changes_run=True, type=int),
     V("BACKEND", BACKEND, choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "
       "faiss-gpu, torch-cuda or torch-cpu", "search", one_word=True, stages=("search",),
       changes_run=True),  # faiss's and torch's sums differ a bit

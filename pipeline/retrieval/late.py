@@ -149,7 +149,7 @@ class LateInteraction(Retriever):
         if depth > first_k:
             raise OptionError("{LATE_DEPTH=} is above the first stage's K: " + first +
                               f"'s run of pool {query.pool} holds {first_k} per query; give "
-                              f"LATE_DEPTH at most {first_k}, or search {first} with a larger K",
+                              f"one of at most {first_k}, or search {first} with a larger K",
                               {"LATE_DEPTH": depth})
         top = (run.sort(["query", "rank"]) if "rank" in run.columns else run)
         top = top.filter(pl.int_range(pl.len()).over("query") < depth)

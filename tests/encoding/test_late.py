@@ -18,30 +18,16 @@ from pipeline.encoding.late import LateEncoder, TokenVectors
 from pipeline.models import ModelEntry
 from pipeline.retrieval.dense.exact import maxsim_stream
 from pipeline.retrieval.late import maxsim_pairs
-from tests.conftest import CHILD_BOUND_S, UNUSUAL_PAPER, install_pylate
+from tests.conftest import (
+    CHILD_BOUND_S,
+    PYLATE_DOCUMENT_LENGTH,
+    PYLATE_QUERY_LENGTH,
+    PYLATE_REFERENCE,
+    UNUSUAL_PAPER,
+    pylate_python,
+)
 
-REFERENCE = Path(__file__).with_name("pylate_reference.py")
-QUERY_LENGTH, DOCUMENT_LENGTH = 16, 48  # short: whole abstracts are cut, as ColBERT's are
-
-
-def pylate_python() -> str:
-    """PyLate's environment's interpreter; a failed install fails the test, saying why."""
-    try:
-        return str(install_pylate() / "bin" / "python")
-    except (subprocess.CalledProcessError, OSError) as exc:
-        pytest.fail(f"PyLate's environment could not be installed (pip must reach PyLate "
-                    f"1.6.0 and sentence-transformers 5.3.0): {exc}")
-
-
-@pytest.fixture(scope="module")
-def pylate_folder(tiny_bert, tmp_path_factory) -> Path:
-    """A ColBERT folder saved by PyLate itself: tiny_bert, [Q]/[D] markers added to its
-    tokenizer, a 16-dimensional Dense projection, query_length 16, document_length 48."""
-    out = tmp_path_factory.mktemp("pylate") / "colbert"
-    subprocess.run([pylate_python(), str(REFERENCE), "build", str(tiny_bert), str(out),
-                    str(QUERY_LENGTH), str(DOCUMENT_LENGTH)], check=True,
-                   timeout=CHILD_BOUND_S, capture_output=True)
-    return out
+QUERY_LENGTH, DOCUMENT_LENGTH = PYLATE_QUERY_LENGTH, PYLATE_DOCUMENT_LENGTH
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +45,7 @@ def reference(pylate_folder, texts, tmp_path_factory) -> dict[str, np.ndarray]:
     """PyLate's token vectors (queries, documents), colbert_scores and rerank of the texts."""
     work = tmp_path_factory.mktemp("pylate-reference")
     (work / "texts.json").write_text(json.dumps(texts))
-    subprocess.run([pylate_python(), str(REFERENCE), "encode", str(pylate_folder),
+    subprocess.run([pylate_python(), str(PYLATE_REFERENCE), "encode", str(pylate_folder),
                     str(work / "texts.json"), str(work / "out.npz")], check=True,
                    timeout=CHILD_BOUND_S, capture_output=True)
     return dict(np.load(work / "out.npz"))
