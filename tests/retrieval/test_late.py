@@ -96,6 +96,7 @@ def test_rerank_is_the_first_stages_top_depth_by_maxsim(searched, corpus_dir, ma
 
 def test_depth_above_the_first_stages_k_is_refused(searched, corpus_dir, pylate_folder):
     """LATE_DEPTH deeper than the first stage's run: one line naming both and what to give."""
-    with pytest.raises(OptionError, match=f"late_depth={K + 1} is above the first stage's K.* at most {K}"):
+    refusal = f"late_depth={K + 1} is above the first stage's K.* at most {K}"
+    with pytest.raises(OptionError, match=refusal):
         pipeline.search(searched[1], corpus_dir.name, POOL, MODEL, k=K, threads=1,
                         model_path=pylate_folder, late_first="bm25", late_depth=K + 1)
