@@ -43,7 +43,9 @@ import torch
 from pipeline.core.errors import InputError
 from pipeline.core.logs import Progress
 from pipeline.encoding.encoders import MAX_BATCH, Encoder, join_text
+from pipeline.encoding.families import ST_CONFIG, ST_MODULES
 from pipeline.encoding.store import id_array
+from pipeline.layout import HF_CONFIG, ST_MODULE_CONFIG, STANFORD_METADATA
 from pipeline.models import ModelEntry
 
 log = logging.getLogger(__name__)
@@ -74,10 +76,10 @@ class LateSettings:
     def of_folder(cls, folder: Path) -> LateSettings:
         """A PyLate folder's settings (modules.json and config_sentence_transformers.json), or
         a Stanford ColBERT checkpoint's (artifact.metadata, as PyLate converts one)."""
-        config = _json(folder / "config_sentence_transformers.json") or {}
-        modules = _json(folder / "modules.json")
+        config = _json(folder / ST_CONFIG) or {}
+        modules = _json(folder / ST_MODULES)
         if modules is None:  # a Stanford checkpoint: markers [unused0]/[unused1]
-            meta = _json(folder / "artifact.metadata") or {}
+            meta = _json(folder / STANFORD_METADATA) or {}
             return cls(query_prefix=meta.get("query_token_id", "[unused0]"),
                        document_prefix=meta.get("doc_token_id", "[unused1]"),
                        query_length=int(meta.get("query_maxlen", 32)),
@@ -91,7 +93,7 @@ class LateSettings:
             raise InputError(f"{folder}: its modules are {' + '.join(types)}, not PyLate's "
                              "Transformer + Dense, which late interaction runs: give a PyLate "
                              "ColBERT folder (docs/encoders.md)")
-        bert = _json(folder / "sentence_bert_config.json") or {}
+        bert = _json(folder / ST_MODULE_CONFIG) or {}
         given = {key: config[key] for key in (
             "query_prefix", "document_prefix", "query_length", "document_length",
             "do_query_expansion", "attend_to_expansion_tokens", "skiplist_words")
@@ -116,7 +118,7 @@ def projection(folder: Path, settings: LateSettings) -> torch.nn.Linear:
     from safetensors.torch import load_file
 
     where = folder / settings.projection
-    config = _json(where / "config.json") if settings.projection else None
+    config = _json(where / HF_CONFIG) if settings.projection else None
     weights_file = next((where / name for name in ("model.safetensors", "pytorch_model.bin")
                          if (where / name).is_file()), None)
     if weights_file is None:
@@ -144,10 +146,10 @@ def projection_dim(folder: Path, settings: LateSettings) -> int:
     """The token vectors' width, read without loading weights: a PyLate Dense module's
     out_features, a Stanford checkpoint's `dim` (its artifact.metadata; ColBERT's 128)."""
     if settings.projection:
-        config = _json(folder / settings.projection / "config.json")
+        config = _json(folder / settings.projection / HF_CONFIG)
         if isinstance(config, dict) and "out_features" in config:
             return int(config["out_features"])
-    meta = _json(folder / "artifact.metadata") or {}
+    meta = _json(folder / STANFORD_METADATA) or {}
     return int(meta.get("dim", 128))
 
 
