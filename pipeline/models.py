@@ -127,6 +127,8 @@ ENCODERS: dict[str, EncoderKind] = {
     "st": EncoderKind("pipeline.encoding.stmodels:STEncoder"),  # MODEL=st:<org>/<name>
     # learned sparse (SPLADE): a SparseEncoder folder, term ids and weights per paper
     "sparse": EncoderKind("pipeline.encoding.sparse:SparseEncoder"),
+    # late interaction (ColBERT): a PyLate folder or Stanford checkpoint, a vector per token
+    "late-interaction": EncoderKind("pipeline.encoding.late:LateEncoder"),
 }
 
 
@@ -135,7 +137,7 @@ ENCODERS: dict[str, EncoderKind] = {
 KIND_FAMILIES: dict[Kind, str] = {
     "bm25": "lexical", "random": "baseline", "dense": "dense", "st": "dense", "api": "dense",
     "object": "dense", "multi-vector": "multi-vector", "vectors": "imported", "fusion": "fusion",
-    "sparse": "learned sparse",
+    "sparse": "learned sparse", "late-interaction": "late interaction",
 }
 
 
@@ -199,6 +201,15 @@ register(ModelEntry("splade-v3", "sparse", "naver/splade-v3", query_prefix="", j
                     notes=f"SPLADE-v3 (gated on the hub: accept its licence); {_SPLADE}"))
 register(ModelEntry("splade-pp", "sparse", "naver/splade-cocondenser-ensembledistil",
                     query_prefix="", join="space", notes=f"SPLADE++ EnsembleDistil; {_SPLADE}"))
+# Late interaction (pipeline/encoding/late.py): token vectors as PyLate computes them (markers,
+# [MASK] query expansion, skiplist, projection, L2), the lengths the folder's configuration says,
+# scored by MaxSim (pipeline/retrieval/late.py)
+_PYLATE = "PyLate ColBERT: token vectors, MaxSim"
+register(ModelEntry("colbertv2", "late-interaction", "colbert-ir/colbertv2.0", join="space",
+                    notes=f"ColBERTv2 (a Stanford checkpoint, read as PyLate reads it); {_PYLATE}"))
+register(ModelEntry("answerai-colbert-small", "late-interaction",
+                    "answerdotai/answerai-colbert-small-v1", join="space",
+                    notes=f"answerai-colbert-small-v1 (96-dimensional tokens); {_PYLATE}"))
 register(ModelEntry("mpnet", "dense", "sentence-transformers/all-mpnet-base-v2", "mean",
                     "cosine", normalize=True, max_length=384, join="space"))
 

@@ -284,24 +284,27 @@ def pinned(package: str) -> str:
     return line.strip()
 
 
-def own_venv(name: str, packages: tuple[str, ...]) -> Path:
+def own_venv(name: str, packages: tuple[str, ...], no_deps: tuple[str, ...] = ()) -> Path:
     """A virtual environment of its own holding `packages` and constraints.txt's torch (cached
     under ~/.cache/mdcr-pipeline, one installer at a time), for a server package whose pins
-    clash with the pipeline's; its folder. The install's output is kept in its `install.log`."""
+    clash with the pipeline's; its folder. `no_deps`: packages installed last without their
+    own requirements (one whose pins no torch of constraints.txt satisfies, for a part of it
+    that needs none of them). The install's output is kept in its `install.log`."""
     import hashlib
     import shutil
 
     torch = pinned("torch")
-    key = hashlib.sha256("\n".join((torch, *packages)).encode()).hexdigest()[:12]
+    key = hashlib.sha256("\n".join((torch, *packages, *no_deps)).encode()).hexdigest()[:12]
     target = Path.home() / ".cache" / "mdcr-pipeline" / f"{name}-venv-{key}"
     with file_lock(target):
         if not (target / ".complete").exists():
             shutil.rmtree(target, ignore_errors=True)
             target.mkdir(parents=True)
             pip = [str(target / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+            last = [[*pip, "--no-deps", *no_deps]] if no_deps else []
             with open(target.parent / f"{target.name}.install.log", "w") as log:
                 for cmd in ([sys.executable, "-m", "venv", str(target)], [*pip, torch],
-                            [*pip, torch, *packages]):
+                            [*pip, torch, *packages], *last):
                     subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT,
                                    timeout=1800)
             (target / ".complete").touch()
@@ -312,7 +315,7 @@ def own_venv(name: str, packages: tuple[str, ...]) -> Path:
 # it (no arguments): two queues, each in the order make test's schedule reaches them; pip's
 # (infinity-emb's environment) and apt-get's (Debian's packages of a SLURM cluster, the
 # browser and pdflatex: one at a time, apt_install's lock)
-INSTALLERS = ((("tests.conftest", "install_infinity"),),
+INSTALLERS = ((("tests.conftest", "install_infinity"), ("tests.conftest", "install_pylate")),
               (("tests.test_slurm", "install_slurm"),
                ("tests.report.test_report_browser", "install_chromium"),
                ("tests.report.test_report_layout", "install_tex")))
@@ -321,6 +324,20 @@ INSTALLERS = ((("tests.conftest", "install_infinity"),),
 def install_infinity() -> Path:
     """infinity-emb's environment (own_venv): its folder."""
     return own_venv("infinity", INFINITY_PACKAGES)
+
+
+# PyLate, the reference of late interaction (MaxSim parity): it pins sentence-transformers 5.3
+# and, through fast-plaid (its PLAID index, which the parity tests do not use), a torch that is
+# not constraints.txt's; so its models, scores and rank modules are installed with the
+# requirements they import, and PyLate itself without its own (no fast-plaid)
+PYLATE_PACKAGES = ("sentence-transformers==5.3.0", "transformers==5.3.0", "datasets",
+                   "scipy", "ujson==5.12.0")
+PYLATE = ("pylate==1.6.0",)
+
+
+def install_pylate() -> Path:
+    """PyLate's environment (own_venv): its folder."""
+    return own_venv("pylate", PYLATE_PACKAGES, no_deps=PYLATE)
 
 
 def install_queue(queue: int) -> None:
@@ -572,6 +589,31 @@ def splade_folder(tiny_bert, tmp_path_factory) -> Path:
     transformer = Transformer(str(mlm), transformer_task="fill-mask", max_seq_length=64)
     SparseEncoder(modules=[transformer, SpladePooling("max")], prompts=SPLADE_PROMPTS,
                   device="cpu").save(str(out))
+    return out
+
+
+# The tiny ColBERT folder PyLate saves (pylate_folder): short lengths, so whole abstracts are cut
+PYLATE_QUERY_LENGTH, PYLATE_DOCUMENT_LENGTH = 16, 48
+PYLATE_REFERENCE = Path(__file__).parent / "encoding" / "pylate_reference.py"
+
+
+def pylate_python() -> str:
+    """PyLate's environment's interpreter; a failed install fails the test, saying why."""
+    try:
+        return str(install_pylate() / "bin" / "python")
+    except (subprocess.CalledProcessError, OSError) as exc:
+        pytest.fail(f"PyLate's environment could not be installed (pip must reach PyLate "
+                    f"1.6.0 and sentence-transformers 5.3.0): {exc}")
+
+
+@pytest.fixture(scope="session")
+def pylate_folder(tiny_bert, tmp_path_factory) -> Path:
+    """A ColBERT folder saved by PyLate itself: tiny_bert, [Q]/[D] markers added to its
+    tokenizer, a 16-dimensional Dense projection, query_length 16, document_length 48."""
+    out = tmp_path_factory.mktemp("pylate") / "colbert"
+    subprocess.run([pylate_python(), str(PYLATE_REFERENCE), "build", str(tiny_bert), str(out),
+                    str(PYLATE_QUERY_LENGTH), str(PYLATE_DOCUMENT_LENGTH)], check=True,
+                   timeout=CHILD_BOUND_S, capture_output=True)
     return out
 
 

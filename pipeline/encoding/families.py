@@ -57,16 +57,17 @@ FAMILY_KINDS: dict[str, str] = {
     "SentenceTransformer": ST_KIND,
     "transformers": ST_KIND,
     "SparseEncoder": "sparse",  # pipeline/encoding/sparse.py
+    "PyLate": "late-interaction",  # pipeline/encoding/late.py
+    "ColBERT": "late-interaction",  # a Stanford checkpoint, read as PyLate reads it
 }
 # The similarity a kind scores by where it is not the st: entry's cosine: an st: model routed
 # to such a kind records it (its store's entry says what its runs score)
-KIND_SIMILARITY: dict[str, str] = {"sparse": "ip"}
+KIND_SIMILARITY: dict[str, str] = {"sparse": "ip", "late-interaction": "ip"}
 
 
-def _json(folder: Path, name: str) -> object | None:
-    """The JSON file `name` of the model folder, None where it has none; a file that is not
-    JSON is refused in one line (its loader would fail on it too)."""
-    path = folder / name
+def folder_json(path: Path) -> object | None:
+    """A model folder's JSON file at `path`, None where it has none; a file that is not JSON
+    is refused in one line (its loader would fail on it too)."""
     if not path.is_file():
         return None
     try:
@@ -81,19 +82,19 @@ def family_of(folder: str | Path) -> str:
     FAMILIES, or the "model_type" its sentence-transformers configuration names when that is
     none of them (a newer class: refused by name)."""
     folder = Path(folder)
-    config = _json(folder, ST_CONFIG)
+    config = folder_json(folder / ST_CONFIG)
     config = config if isinstance(config, dict) else {}
     model_type = config.get("model_type")
     if isinstance(model_type, str) and model_type:
         return PYLATE_TYPES.get(model_type, model_type)
-    modules = _json(folder, ST_MODULES)
+    modules = folder_json(folder / ST_MODULES)
     if isinstance(modules, list):
         types = [str(m.get("type", "")) for m in modules if isinstance(m, dict)]
         if any(t.startswith("pylate.") for t in types) or \
                 config.get("similarity_fn_name") == "MaxSim":
             return "PyLate"
         return "SentenceTransformer"
-    hf = _json(folder, HF_CONFIG)
+    hf = folder_json(folder / HF_CONFIG)
     architectures = (hf.get("architectures") if isinstance(hf, dict) else None) or []
     if "HF_ColBERT" in architectures:
         return "ColBERT"

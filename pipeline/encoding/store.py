@@ -1,6 +1,7 @@
 """The embedding store: sharded Arrow parts of vectors per (corpus, model), each part checked
 against the store's manifest before it is read; one row per paper, or per sentence for
-multi-vector models (a `sentence` column, 0 = the title)."""
+multi-vector models (a `sentence` column, 0 = the title), or per token for late-interaction
+models (a `token` column: its position in the model's input)."""
 
 from __future__ import annotations
 
@@ -179,8 +180,8 @@ def load_vectors(store: Path, ids: np.ndarray, dtype: type | None = np.float32) 
     out: np.ndarray | None = None
     for part in store_parts(store):
         table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
-        if "sentence" in table.column_names:
-            raise InputError(f"{store} holds one vector per sentence: read it with "
+        if unit_column(table) is not None:
+            raise InputError(f"{store} holds one vector per sentence or token: read it with "
                              "pipeline.encoding.store.load_sentence_vectors")
         part_ids = table.column("corpusid").to_numpy()
         lo = np.searchsorted(sorted_ids, part_ids, side="left")
@@ -235,7 +236,7 @@ def _part_texts(path: Path, wanted: np.ndarray, taken: np.ndarray
     """A part's rows whose digest is among `wanted` and not `taken` (a text stored twice:
     its first row), as (positions in `wanted`, vectors); None when it has none."""
     table = ipc.open_file(pa.memory_map(str(path))).read_all()
-    if DIGEST not in table.column_names or "sentence" in table.column_names:
+    if DIGEST not in table.column_names or unit_column(table) is not None:
         return None
     digests = table.column(DIGEST).to_numpy()
     at = np.minimum(np.searchsorted(wanted, digests), len(wanted) - 1)
@@ -247,6 +248,16 @@ def _part_texts(path: Path, wanted: np.ndarray, taken: np.ndarray
     matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(
         len(digests), vectors.type.list_size)
     return positions, matrix[hit[first]]
+
+
+# The column numbering a multi-vector store's rows within their paper: ASPIRE's sentence
+# (pipeline/encoding/multivector.py), a late-interaction model's token (late.py)
+UNIT_COLUMNS = ("sentence", "token")
+
+
+def unit_column(table: pa.Table) -> str | None:
+    """The column that numbers a part's rows within their paper; None: a vector per paper."""
+    return next((name for name in UNIT_COLUMNS if name in table.column_names), None)
 
 
 def load_sentence_vectors(store: Path, ids: np.ndarray, numbers: bool = False
@@ -262,16 +273,17 @@ def load_sentence_vectors(store: Path, ids: np.ndarray, numbers: bool = False
     found_ids, found_sentences, found_vectors = [], [], []
     for part in store_parts(store):
         table = ipc.open_file(pa.memory_map(str(store / part["file"]))).read_all()
-        if "sentence" not in table.column_names:
-            raise InputError(f"{store} holds one vector per paper, not per sentence: delete it "
-                             "or embed into another --index-root")
+        unit = unit_column(table)
+        if unit is None:
+            raise InputError(f"{store} holds one vector per paper, not per sentence or token: "
+                             "delete it or embed into another --index-root")
         part_ids = table.column("corpusid").to_numpy()
         hit = np.isin(part_ids, wanted)
         if hit.any():
             vectors = whole(table.column("vector"))
             flat = vectors.flatten().to_numpy(zero_copy_only=False)
             found_ids.append(part_ids[hit])
-            found_sentences.append(table.column("sentence").to_numpy()[hit])
+            found_sentences.append(table.column(unit).to_numpy()[hit])
             found_vectors.append(flat.reshape(len(part_ids), vectors.type.list_size)[hit]
                                  .astype(np.float32))
     all_ids = np.concatenate(found_ids) if found_ids else np.empty(0, dtype=ids.dtype)
@@ -331,7 +343,7 @@ def candidate_chunks(store: Path, doc_ids: np.ndarray, max_rows: int
         pending = np.setdiff1d(pending, part_ids[hit], assume_unique=True)
         vectors = whole(table.column("vector"))
         flat = vectors.flatten().to_numpy(zero_copy_only=False)
-        buffer.append((part_ids[hit], table.column("sentence").to_numpy()[hit],
+        buffer.append((part_ids[hit], table.column(unit_column(table)).to_numpy()[hit],
                        flat.reshape(len(part_ids), vectors.type.list_size)[hit]
                        .astype(np.float32)))
         rows += int(hit.sum())

@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 # The kinds whose encoder runs on a device of this machine (`encoder.device` means something):
 # local models, dense, st: and multi-vector; served models and objects run in this process
-POOLED_KINDS = ("dense", "st", "multi-vector", "sparse")
+POOLED_KINDS = ("dense", "st", "multi-vector", "sparse", "late-interaction")
 PER_WORKER = 2  # parts out at once per worker: one encoded, one read and tokenized beside it
 POLL_S = 1.0  # how often this process looks at the workers while none has sent anything
 STOP_S = 10.0  # how long a worker is given to end after it is told to (then terminated)

@@ -387,6 +387,13 @@ DECLARED: tuple[Variable, ...] = (
     V("SPARSE_QUANTIZE", "0", choice(FLAG), "1: learned sparse weights as pyserini's integer "
       "impacts (weight x 100, rounded) on both sides, as Lucene indexes them", "search",
       one_word=True, stages=("index", "search"), changes_run=True),
+    V("LATE_FIRST", "", model_run, "late-interaction models (ColBERT): rerank this model's "
+      "run of the pool, its top LATE_DEPTH, by MaxSim; empty: exact MaxSim over every "
+      "candidate", "search", optional=True, one_word=True, stages=("index", "search"),
+      changes_run=True),
+    V("LATE_DEPTH", 100, depth, "the first stage's candidates per query that LATE_FIRST's "
+      "rerank scores (at most that run's K); the rest are cut", "search", one_word=True,
+      stages=("index", "search"), changes_run=True, type=int),
     V("BACKEND", BACKEND, choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "
       "faiss-gpu, torch-cuda or torch-cpu", "search", one_word=True, stages=("search",),
       changes_run=True),  # faiss's and torch's sums differ a bit

@@ -20,6 +20,7 @@ RETRIEVERS: dict[str, str] = {
     "api": "pipeline.retrieval.dense.retriever",  # a served model (MODEL=api:<model>)
     "st": "pipeline.retrieval.dense.retriever",  # MODEL=st:<id>, pipeline/encoding/stmodels.py
     "sparse": "pipeline.retrieval.sparse.retriever",  # learned sparse: an inverted index
+    "late-interaction": "pipeline.retrieval.late",  # ColBERT: MaxSim, exact or a rerank
     "vectors": "pipeline.retrieval.dense.retriever:IMPORTED",  # make import-vectors
     "fusion": "pipeline.retrieval.fusion",
     "random": "pipeline.retrieval.random",

@@ -131,11 +131,13 @@ def test_a_newer_model_type_is_named_and_refused(folders, tmp_path):
 @pytest.mark.parametrize("model, name", [
     (model, name) for model in ("st:local/x", "hf:local/x@mean", "scibert")
     for name in ("sparse", "cross", "pylate", "plain-classifier", "stanford-colbert")
-    if (model, name) != ("st:local/x", "sparse")])  # st: runs a SparseEncoder as sparse
+    # st: runs a SparseEncoder as sparse, a PyLate folder or Stanford checkpoint as ColBERT
+    if model != "st:local/x" or name not in ("sparse", "pylate", "stanford-colbert")])
 def test_every_door_refuses_a_family_it_does_not_run(folders, name, model):
     """st:, hf: and a registered dense model refuse the folder in one line naming its
     family, and so do their loaders, before a weight is read (the PyLate folder's projection
-    has none); st: of a SparseEncoder folder is routed to the sparse kind instead."""
+    has none); st: of a SparseEncoder folder is routed to the sparse kind instead, and of a
+    ColBERT folder to late interaction."""
     entry = get_model(model)
     with pytest.raises(InputError) as refused:
         routed(entry, folders[name])
@@ -145,6 +147,16 @@ def test_every_door_refuses_a_family_it_does_not_run(folders, name, model):
     loader = STEncoder if entry.kind == "st" else Encoder
     with pytest.raises(InputError, match="does not load as a dense encoder"):
         loader(entry, model_path=folders[name], device="cpu")
+
+
+@pytest.mark.parametrize("name", ["pylate", "pylate-before-st5", "stanford-colbert"])
+def test_st_routes_a_colbert_folder_to_late_interaction(folders, name):
+    """st: of a PyLate folder (either save) or a Stanford ColBERT checkpoint is an entry of
+    the late-interaction kind, scored by the dot product (MaxSim's); that kind's registered
+    entries take it too."""
+    entry = routed(get_model("st:local/x"), folders[name])
+    assert (entry.kind, entry.similarity) == ("late-interaction", "ip")
+    assert routed(get_model("colbertv2"), folders[name]) == get_model("colbertv2")
 
 
 @pytest.mark.parametrize("name", ["dense", "plain", "plain-mlm"])
@@ -179,7 +191,7 @@ def data_root(corpus_dir, tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("name, model", [
-    ("cross", "st:local/x"), ("pylate", "st:local/x"), ("sparse", "hf:local/x"),
+    ("cross", "st:local/x"), ("pylate", "hf:local/x"), ("sparse", "hf:local/x"),
 ])
 def test_make_eval_refuses_the_folder_before_writing(folders, data_root, tmp_path, name,
                                                      model):
@@ -200,16 +212,15 @@ def test_make_eval_refuses_the_folder_before_writing(folders, data_root, tmp_pat
 
 
 def test_the_api_refuses_the_folder_and_a_dense_one_still_embeds(folders, data_root):
-    """pipeline.search: the CrossEncoder and PyLate folders refused before anything is
+    """pipeline.search: the CrossEncoder folder refused before anything is
     written; the SentenceTransformer folder searched (its store and run written), and the
     SparseEncoder folder searched as the sparse kind (a store of terms and weights)."""
     data = pipeline.Data(corpora=data_root / "corpora", indexes=data_root / "indexes",
                          runs=data_root / "runs")
     before = _snapshot(data_root)
-    for name in ("cross", "pylate"):
-        with pytest.raises(InputError, match=f"MODEL st:local/{name}: its folder"):
-            pipeline.search(data, "c", POOL, f"st:local/{name}", model_path=folders[name],
-                            device="cpu")
+    with pytest.raises(InputError, match="MODEL st:local/cross: its folder"):
+        pipeline.search(data, "c", POOL, "st:local/cross", model_path=folders["cross"],
+                        device="cpu")
     assert _snapshot(data_root) == before
     name = pipeline.search(data, "c", POOL, "st:local/dense", model_path=folders["dense"],
                            device="cpu")

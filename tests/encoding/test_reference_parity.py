@@ -55,7 +55,9 @@ ARCHITECTURE = {"minilm": "bert", "scibert": "bert", "specter": "bert", "scincl"
                 "aspire-bio-mdcr": "bert", "aspire-cs-mdcr": "bert"}
 # learned sparse entries (a BERT masked LM + SpladePooling): tests/encoding/test_sparse.py
 SPARSE = {name for name, entry in REGISTRY.items() if entry.kind == "sparse"}
-assert set(ARCHITECTURE) | SPARSE == {name for name, entry in REGISTRY.items() if entry.embedded}
+# late-interaction entries (BERT + PyLate's projection): tests/encoding/test_late.py
+LATE = {name for name, entry in REGISTRY.items() if entry.kind == "late-interaction"}
+assert set(ARCHITECTURE) | SPARSE | LATE == {name for name, entry in REGISTRY.items() if entry.embedded}
 
 
 def tiny_model(request, name: str):

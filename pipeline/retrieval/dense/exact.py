@@ -175,18 +175,27 @@ def paper_chunks(offsets: np.ndarray, max_rows: int) -> list[tuple[int, int]]:
     return chunks
 
 
+# How a query paper's vectors combine their best matches (maxsim_stream's `reduce`): ASPIRE
+# takes the best (query sentence, candidate sentence) pair, ColBERT sums each query token's best
+REDUCES = {"max": "max over (query sentence, candidate sentence) pairs",
+           "sum": "MaxSim: sum over the query's token vectors of the best dot product with any "
+                  "of the candidate's"}
+
+
 def maxsim_stream(queries: np.ndarray, query_offsets: np.ndarray,
                   chunks: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]], k: int,
                   similarity: Similarity, device: str = "cpu", query_rows: int | None = None,
-                  total: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """A candidate paper's score for a query paper is the maximum similarity over (query
-    sentence, candidate sentence) pairs, exact. Query paper i is
+                  total: int | None = None, reduce: str = "max") -> tuple[np.ndarray, np.ndarray]:
+    """A candidate paper's score for a query paper, exact: each query vector's best similarity
+    with any of the candidate's vectors, then the maximum of those (`reduce` "max": ASPIRE's
+    best sentence pair) or their sum ("sum": ColBERT's MaxSim). Query paper i is
     queries[query_offsets[i]:query_offsets[i + 1]]. Candidates come in chunks
-    (sentence rows, their paper offsets, the papers' positions in ascending order), so the
+    (vector rows, their paper offsets, the papers' positions in ascending order), so the
     pool never has to fit in memory: a chunk goes to `device` once; for each query chunk of
-    `query_rows` sentences a torch matmul gives every pair's similarity, a segment max
-    (scatter_reduce 'amax') per query paper, then per candidate paper, and the chunk's top k
-    are merged into the running top k. Memory is bounded by query_rows x one chunk.
+    `query_rows` vectors a torch matmul gives every pair's similarity, a segment max
+    (scatter_reduce 'amax') per candidate paper, then a segment max or sum per query paper,
+    and the chunk's top k are merged into the running top k. Memory is bounded by
+    query_rows x one chunk.
 
     Returns (scores, positions), (queries, min(k, candidates)), as faiss_search does; tied
     scores keep the lower position first, as np.argsort(-scores, kind="stable") would.
@@ -217,12 +226,15 @@ def maxsim_stream(queries: np.ndarray, query_offsets: np.ndarray,
             pairs = q[a:b] @ x.T
             if similarity == "l2":  # negated squared distance
                 pairs = 2 * pairs - q_norm[a:b, None] - x_norm[None, :]
-            per_query = torch.full((q_hi - q_lo, len(x)), float("-inf"), device=device)
-            per_query.scatter_reduce_(0, (q_paper[a:b] - q_lo)[:, None].expand_as(pairs), pairs,
-                                      "amax")
-            per_paper = torch.full((q_hi - q_lo, n_docs), float("-inf"), device=device)
-            per_paper.scatter_reduce_(1, x_paper[None, :].expand_as(per_query), per_query,
-                                      "amax")
+            per_vector = torch.full((b - a, n_docs), float("-inf"), device=device)
+            per_vector.scatter_reduce_(1, x_paper[None, :].expand_as(pairs), pairs, "amax")
+            rows = (q_paper[a:b] - q_lo)[:, None].expand_as(per_vector)
+            if reduce == "sum":
+                per_paper = torch.zeros((q_hi - q_lo, n_docs), device=device)
+                per_paper.scatter_add_(0, rows, per_vector)
+            else:
+                per_paper = torch.full((q_hi - q_lo, n_docs), float("-inf"), device=device)
+                per_paper.scatter_reduce_(0, rows, per_vector, "amax")
             s, i = torch.sort(per_paper, dim=1, descending=True, stable=True)
             chunk_s.append(s[:, :k])
             chunk_i.append(i[:, :k])

@@ -66,8 +66,9 @@ def facet_vectors(store: Path, papers: np.ndarray, sentences: list[list[int]]
 
 def maxsim_hits(store: Path, query_ids: np.ndarray, doc_ids: np.ndarray, k: int,
                 similarity: str, backend: str = "auto", chunk_rows: int | None = None,
-                papers: np.ndarray | None = None, sentences: list[list[int]] | None = None
-                ) -> tuple[pl.DataFrame, dict]:
+                papers: np.ndarray | None = None, sentences: list[list[int]] | None = None,
+                query_vectors: tuple[np.ndarray, np.ndarray] | None = None,
+                reduce: str = "max") -> tuple[pl.DataFrame, dict]:
     """Top-k candidate papers per query paper by the best sentence pair (ts-ASPIRE), exact;
     hits (query, doc, score) and the run details. Candidates are streamed from the store
     (candidate_chunks) and positioned in trec_eval's tie order (docid descending as a
@@ -75,9 +76,11 @@ def maxsim_hits(store: Path, query_ids: np.ndarray, doc_ids: np.ndarray, k: int,
     k-th place keeps the papers trec_eval ranks first. `chunk_rows`: sentence rows per
     candidate chunk (memory: chunk_rows x dim x 4 bytes, plus the pair scores). Ids are int64
     or strings. With `papers` and `sentences`, query i is the sentences[i] of stored paper
-    papers[i] (facet_vectors), not a stored paper of its own."""
+    papers[i] (facet_vectors), not a stored paper of its own; with `query_vectors` (vectors,
+    offsets), query i is those rows (a late-interaction model's query form). `reduce`:
+    maxsim_stream's (max: ASPIRE's best pair; sum: ColBERT's MaxSim)."""
     from pipeline.encoding.store import id_array, not_stored
-    from pipeline.retrieval.dense.exact import maxsim_device, maxsim_stream, run_scores
+    from pipeline.retrieval.dense.exact import REDUCES, maxsim_device, maxsim_stream, run_scores
 
     device = maxsim_device(backend)
     query_ids = id_array(query_ids)
@@ -88,23 +91,26 @@ def maxsim_hits(store: Path, query_ids: np.ndarray, doc_ids: np.ndarray, k: int,
         raise InputError(f"{len(missing)} papers (e.g. {missing[0]}) have no vector in {store}: "
                          "run the embed stage for this pool first")
     details: dict = {}
-    if papers is None:
+    if query_vectors is not None:
+        queries, offsets = query_vectors
+    elif papers is None:
         queries, offsets = load_sentence_vectors(store, query_ids)
     else:
         queries, offsets, fallback = facet_vectors(store, papers, sentences or [])
         details = {"query": "the listed sentences of the query paper (facet query)",
                    "facet_queries_with_no_stored_sentence_whole_paper": fallback}
-    counted = {"candidate_sentences": 0}
+    unit = "sentences" if reduce == "max" else "tokens"  # what a row is (ASPIRE, ColBERT)
+    counted = {f"candidate_{unit}": 0}
 
     def counting(chunks):
         for chunk in chunks:
-            counted["candidate_sentences"] += len(chunk[0])
+            counted[f"candidate_{unit}"] += len(chunk[0])
             yield chunk
 
     chunk_rows = chunk_rows or (1 << 18 if device.startswith("cuda") else 1 << 14)
     scores, positions = maxsim_stream(queries, offsets, counting(candidate_chunks(
         store, doc_ids, chunk_rows)), k, similarity, device,  # type: ignore[arg-type]
-        total=len(doc_ids))
+        total=len(doc_ids), reduce=reduce)
     valid = positions >= 0
     hits = pl.DataFrame({
         "query": np.repeat(query_ids, positions.shape[1])[valid.ravel()],
@@ -113,8 +119,8 @@ def maxsim_hits(store: Path, query_ids: np.ndarray, doc_ids: np.ndarray, k: int,
     })
     return hits, {"backend": f"torch-{device}", "similarity": similarity,
                   "run_score": SCORE_NAMES.get(similarity, similarity),
-                  "score": "max over (query sentence, candidate sentence) pairs",
-                  "query_sentences": len(queries), **counted, **details}
+                  "score": REDUCES[reduce], f"query_{unit}": len(queries), **counted,
+                  **details}
 
 
 class Dense(Retriever):
