@@ -57,7 +57,8 @@ ARCHITECTURE = {"minilm": "bert", "scibert": "bert", "specter": "bert", "scincl"
 SPARSE = {name for name, entry in REGISTRY.items() if entry.kind == "sparse"}
 # late-interaction entries (BERT + PyLate's projection): tests/encoding/test_late.py
 LATE = {name for name, entry in REGISTRY.items() if entry.kind == "late-interaction"}
-assert set(ARCHITECTURE) | SPARSE | LATE == {name for name, entry in REGISTRY.items() if entry.embedded}
+assert set(ARCHITECTURE) | SPARSE | LATE == {name for name, entry in REGISTRY.items()
+                                             if entry.embedded}
 
 
 def tiny_model(request, name: str):
