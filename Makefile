@@ -37,7 +37,7 @@ export MDCR_MAKE_GOALS := $(MAKECMDGOALS)
 # TARGETS, which declares their chains): each runs in one process once the environment exists;
 # `+`: under make -n too, where it prints its stages' commands only.
 GOALS := demo download corpus pool pools-paper pools retire-pool training-ids eval index \
-	search embed fuse mdcr mdcr-jaccard import-mdcr export-mdcr mdcr-scores export-beir \
+	search embed fuse rerank mdcr mdcr-jaccard import-mdcr export-mdcr mdcr-scores export-beir \
 	export-mteb import-beir import-irds import-csfcube import-run import-vectors judge \
 	judge-page judge-agreement report verify sweep models clean-demo
 .PHONY: help check setup setup-gpu test test-fast lint $(GOALS)

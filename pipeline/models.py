@@ -138,6 +138,15 @@ KIND_FAMILIES: dict[Kind, str] = {
     "bm25": "lexical", "random": "baseline", "dense": "dense", "st": "dense", "api": "dense",
     "object": "dense", "multi-vector": "multi-vector", "vectors": "imported", "fusion": "fusion",
     "sparse": "learned sparse", "late-interaction": "late interaction",
+    "reranker": "cross-encoder", "rerank": "reranked",
+}
+
+# The kinds that score a first stage's candidates again (make rerank, pipeline/retrieval/
+# rerank.py): each kind's scorer, "module:Class", imported only when a reranked run is searched.
+# A cross-encoder (kind "reranker") does nothing else; a late-interaction model also searches.
+RERANKERS: dict[Kind, str] = {
+    "reranker": "pipeline.encoding.cross:CrossScorer",
+    "late-interaction": "pipeline.encoding.late:LateScorer",
 }
 
 
@@ -210,6 +219,13 @@ register(ModelEntry("colbertv2", "late-interaction", "colbert-ir/colbertv2.0", j
 register(ModelEntry("answerai-colbert-small", "late-interaction",
                     "answerdotai/answerai-colbert-small-v1", join="space",
                     notes=f"answerai-colbert-small-v1 (96-dimensional tokens); {_PYLATE}"))
+# Cross-encoders (pipeline/encoding/cross.py): the pair (query paper, candidate paper) scored as
+# sentence-transformers' CrossEncoder scores it (its length, its activation), for make rerank
+_CROSS = "cross-encoder: reranks a first stage (make rerank)"
+register(ModelEntry("ms-marco-minilm", "reranker", "cross-encoder/ms-marco-MiniLM-L6-v2",
+                    join="space", notes=f"MS MARCO MiniLM-L6 (BERT, 22M); {_CROSS}"))
+register(ModelEntry("bge-reranker-v2-m3", "reranker", "BAAI/bge-reranker-v2-m3", join="space",
+                    max_length=1024, notes=f"BGE reranker v2 m3 (XLM-RoBERTa, 568M); {_CROSS}"))
 register(ModelEntry("mpnet", "dense", "sentence-transformers/all-mpnet-base-v2", "mean",
                     "cosine", normalize=True, max_length=384, join="space"))
 
@@ -409,6 +425,39 @@ def fused_name(method: str, models: list[str]) -> str:
     return FUSION_PREFIX + "--".join([method, *(get_model(m).name for m in models)])
 
 
+RERANK_PREFIX = "rerank--"
+
+
+def reranked_name(reranker: str, first: str) -> str:
+    """The file-safe name of `first`'s run reranked by `reranker`: rerank--<reranker>--<first>
+    (make rerank MODEL=<reranker> FIRST_STAGE=<first>); `first` may itself be any model, a
+    fused or a reranked one."""
+    entry = get_model(reranker)
+    if entry.kind not in RERANKERS and entry.kind != ST_KIND:  # st:: its folder's, when read
+        known = ", ".join(n for n, e in REGISTRY.items() if e.kind in RERANKERS)
+        raise InputError(f"MODEL {reranker!r} is a {entry.kind} model, which reranks nothing: "
+                         f"give one of {known}, or an st: folder of a CrossEncoder or a PyLate "
+                         "model")
+    first_entry = get_model(first)
+    if first_entry.kind == "reranker":
+        raise InputError(f"FIRST_STAGE={first}: a cross-encoder has no run of its own to "
+                         "rerank; give a model that searches the pool (bm25, a dense model)")
+    return f"{RERANK_PREFIX}{entry.name}--{first_entry.name}"
+
+
+def rerank_parts(name: str) -> tuple[str, str]:
+    """`rerank--ms-marco-minilm--bm25` -> ("ms-marco-minilm", "bm25"): the reranker is the
+    first model name (an st-- name keeps its own `--`), the first stage all the rest."""
+    parts = name[len(RERANK_PREFIX):].split("--")
+    size = MULTIPART_NAMES.get(parts[0], 1)
+    reranker, first = "--".join(parts[:size]), "--".join(parts[size:])
+    if not first:
+        raise InputError(f"MODEL {name!r}: a reranked run is named rerank--<reranker>--<first "
+                         "stage> (make rerank MODEL=<reranker> FIRST_STAGE=<model>)")
+    reranked_name(reranker, first)  # checks
+    return reranker, first
+
+
 # The model names made of several `--` parts: their first part, and how many parts they have
 MULTIPART_NAMES = {HF_FILE_PREFIX.removesuffix("--"): 4,  # hf--org--name--pooling
                    ST_FILE_PREFIX.removesuffix("--"): 3,  # st--org--name
@@ -530,14 +579,15 @@ def get_model(name: str) -> ModelEntry:
     gives it back; until then it encodes no query: ModelEntry.query_form)."""
     name = name.strip()
     base, tag = split_prompt_tag(name)
-    if tag and not name.startswith(FUSION_PREFIX):  # a query prompt's model, known by name
+    composed = name.startswith((FUSION_PREFIX, RERANK_PREFIX))  # named by their parts
+    if tag and not composed:  # a query prompt's model, known by name
         entry = get_model(base)
         if entry.kind not in PROMPTED_KINDS:
             raise InputError(f"MODEL {name!r}: +{tag} names a query prompt, and {entry.name} "
                              f"is a {entry.kind} model, which takes none")
         return replace(entry, name=name)
     base, sep, precision = name.rpartition(PRECISION_SEP)
-    if sep and not name.startswith(FUSION_PREFIX):
+    if sep and not composed:
         return with_precision(get_model(base), precision)
     if name.startswith((HF_PREFIX, HF_FILE_PREFIX)):
         return hf_model(name)
@@ -551,6 +601,11 @@ def get_model(name: str) -> ModelEntry:
         method, models = fusion_parts(name)
         return ModelEntry(fused_name(method, models), "fusion",
                           notes=f"ranx {method} fusion of {', '.join(models)}")
+    if name.startswith(RERANK_PREFIX):
+        reranker, first = rerank_parts(name)
+        return ModelEntry(reranked_name(reranker, first), "rerank",
+                          notes=f"{first}'s top RERANK_DEPTH reranked by {reranker}; below "
+                                f"it, {first}'s order")
     try:
         return REGISTRY[name.lower()]
     except KeyError:

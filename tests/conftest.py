@@ -592,6 +592,30 @@ def splade_folder(tiny_bert, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def cross_folder(tiny_bert, corpus_dir, tmp_path_factory) -> Path:
+    """A sentence-transformers CrossEncoder folder (one label: a relevance score, Sigmoid) on
+    tiny_bert, max_length 128, its classifier drawn wide (a random BERT's pooled states of two
+    papers differ little) and centred on the corpus's pairs, so that their scores spread over
+    about 0.02 and differ far beyond the runs' rounding; saved by the library itself."""
+    import polars as pl
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    rows = pl.read_parquet(corpus_dir / "prefiltered.parquet").head(12)
+    texts = [f"{t} {a}" for t, a in rows.select("title", "abstract").iter_rows()]
+    torch.manual_seed(3)
+    model = CrossEncoder(str(tiny_bert), num_labels=1, max_length=128, device="cpu")
+    with torch.no_grad():
+        model.model.classifier.weight.normal_(0, 50.0)
+        logits = model.predict([(texts[0], t) for t in texts[1:]],
+                               activation_fn=torch.nn.Identity())
+        model.model.classifier.bias.fill_(-float(logits.mean()))
+    out = tmp_path_factory.mktemp("cross") / "ce"
+    model.save(str(out))
+    return out
+
+
 # The tiny ColBERT folder PyLate saves (pylate_folder): short lengths, so whole abstracts are cut
 PYLATE_QUERY_LENGTH, PYLATE_DOCUMENT_LENGTH = 16, 48
 PYLATE_REFERENCE = Path(__file__).parent / "encoding" / "pylate_reference.py"

@@ -114,7 +114,7 @@ def test_a_declared_type_is_only_where_no_annotation_says_it():
     assert {var.keyword for var in typed} == {
         "seed", "queries", "exclude", "size", "field", "repeat", "max_year", "query_year",
         "min_positives",  # build_pool's **fields, PoolSpec's
-        "late_depth"}  # search's **options: a late-interaction rerank's depth
+        "rerank_depth"}  # search's **options: a reranked run's depth
     assert type_of("build_pool", "exclude") == str | os.PathLike | None
     assert type_of("build_pool", "queries") == int | None  # QUERIES is optional
     with pytest.raises(InputError, match=r"^build_pool: size=1.5: give a whole number \(an "

@@ -28,7 +28,7 @@ from pipeline.cli.variables import (
     roots_of,
 )
 from pipeline.core.errors import InputError
-from pipeline.models import fused_name, get_model
+from pipeline.models import fused_name, get_model, reranked_name
 from pipeline.options.declared import BY_NAME, GROUPS, VARIABLES, flag_of
 
 log = logging.getLogger(__name__)
@@ -181,6 +181,14 @@ def fuse(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
     return [step for model in models for step in search_and_eval(v, model)]
 
 
+def rerank(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
+    """FIRST_STAGE searched and scored (MODEL_PATH is the reranker's, not its), then its runs
+    reranked by MODEL (the model rerank--MODEL--FIRST_STAGE), scored."""
+    first = argparse.Namespace(**{**vars(v), "MODEL_PATH": ""})
+    return [*search_and_eval(first, get_model(v.FIRST_STAGE).name),
+            *search_and_eval(v, reranked_name(v.MODEL, v.FIRST_STAGE))]
+
+
 def search_first(models: str, name: str, *first: tuple[str, str]) -> Stages:
     """The stages of a goal that reads the runs of `models` (make's variable): each model's
     search, then the command `name` with the options `first`."""
@@ -317,6 +325,11 @@ TARGETS: tuple[Target, ...] = (
     T("fuse", "MODELS=bm25,minilm [METHOD=rrf]", "fuse the models' runs (ranx), evaluate",
       needs={"MODELS": "a,b (e.g. MODELS=bm25,minilm)"}, local=True, after=ON_CORPUS,
       stages=fuse),
+    T("rerank", "MODEL=ms-marco-minilm FIRST_STAGE=bm25 [RERANK_DEPTH=100]",
+      "rerank a first stage's top RERANK_DEPTH, evaluate",
+      needs={"MODEL": "<a reranker: a cross-encoder or a late-interaction model (make "
+                      "models), or st:<org>/<name> of one>"}, local=True, after=ON_CORPUS,
+      stages=rerank),
     T("mdcr", "[MDCR_MODELS=bm25,minilm]", "an MDCR-style benchmark (corpus CORPUS-mdcr)",
       after=ON_CORPUS,
       stages=search_first("MDCR_MODELS", "mdcr", ("models", "MDCR_MODELS"), ("out", "MDCR"))),

@@ -59,6 +59,7 @@ FAMILY_KINDS: dict[str, str] = {
     "SparseEncoder": "sparse",  # pipeline/encoding/sparse.py
     "PyLate": "late-interaction",  # pipeline/encoding/late.py
     "ColBERT": "late-interaction",  # a Stanford checkpoint, read as PyLate reads it
+    "CrossEncoder": "reranker",  # pipeline/encoding/cross.py (make rerank)
 }
 # The similarity a kind scores by where it is not the st: entry's cosine: an st: model routed
 # to such a kind records it (its store's entry says what its runs score)

@@ -40,10 +40,12 @@ from pipeline.core.checksums import sha256_file
 from pipeline.core.errors import InputError, OptionError
 from pipeline.core.locks import file_lock
 from pipeline.layout import ADAPTER_CONFIG, HF_CONFIG, MODEL_DOCUMENTATION
-from pipeline.models import ENCODERS, ModelEntry
+from pipeline.models import ENCODERS, RERANKERS, ModelEntry
 
-# The kinds whose weights are files (models.EncoderKind.files)
-FOLDER_KINDS = tuple(kind for kind, encoder in ENCODERS.items() if encoder.files)
+# The kinds whose weights are files (models.EncoderKind.files), and the rerankers' (a
+# cross-encoder embeds nothing)
+FOLDER_KINDS = (*(kind for kind, encoder in ENCODERS.items() if encoder.files),
+                *(kind for kind in RERANKERS if kind not in ENCODERS))
 CACHE_VERSION = 1
 
 

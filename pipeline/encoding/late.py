@@ -333,3 +333,30 @@ class LateEncoder(Encoder):
             out[np.arange(lo, lo + len(rows))] = torch.cat(
                 [states, keep.to(self.device)[..., None].float()], dim=-1).cpu().numpy()
         return out, sum(map(len, ids))
+
+
+class LateScorer:
+    """A late-interaction model as a reranker (make rerank, pipeline/retrieval/rerank.py):
+    each (query, doc) pair scored by MaxSim of the query's vectors (encode_queries) with the
+    document's (the embed stage's), as PyLate's rerank scores a first stage's candidates; the
+    documents are encoded here, only those the pairs name, not read from a store."""
+
+    def __init__(self, entry: ModelEntry, model_path: str | Path | None = None,
+                 device: str | None = None):
+        self.encoder = LateEncoder(entry, model_path, device)
+
+    def text(self, title: str | None, abstract: str | None) -> str:
+        return self.encoder.format(title, abstract)
+
+    def score(self, queries: dict[int, str], docs: dict[int, str],
+              pairs: list[tuple[int, int]]) -> np.ndarray:
+        """MaxSim of each (query id, doc id) pair, float32 sums as PyLate's colbert_scores."""
+        query_ids, doc_ids = sorted(queries), sorted({d for _, d in pairs})
+        query_vectors, _ = self.encoder.encode_queries([queries[q] for q in query_ids])
+        doc_vectors, _ = self.encoder.encode_ids(
+            self.encoder.tokenize([docs[d] for d in doc_ids]), progress=False)
+        q_at = {q: i for i, q in enumerate(query_ids)}
+        d_at = {d: i for i, d in enumerate(doc_ids)}
+        return np.array([(query_vectors.paper(q_at[q]) @ doc_vectors.paper(d_at[d]).T)
+                         .max(axis=1).sum(dtype=np.float32) for q, d in pairs],
+                        dtype=np.float32)

@@ -387,13 +387,9 @@ DECLARED: tuple[Variable, ...] = (
     V("SPARSE_QUANTIZE", "0", choice(FLAG), "1: learned sparse weights as pyserini's integer "
       "impacts (weight x 100, rounded) on both sides, as Lucene indexes them", "search",
       one_word=True, stages=("index", "search"), changes_run=True),
-    V("LATE_FIRST", "", model_run, "late-interaction models (ColBERT): rerank this model's "
-      "run of the pool, its top LATE_DEPTH, by MaxSim; empty: exact MaxSim over every "
-      "candidate", "search", optional=True, one_word=True, stages=("index", "search"),
-      changes_run=True),
-    V("LATE_DEPTH", 100, depth, "the first stage's candidates per query that LATE_FIRST's "
-      "rerank scores (at most that run's K); the rest are cut", "search", one_word=True,
-      stages=("index", "search"), changes_run=True, type=int),
+    V("RERANK_DEPTH", 100, depth, "make rerank: the first stage's candidates per query the "
+      "reranker scores (at most that run's K); below it the first stage's order is kept",
+      "search", one_word=True, stages=("index", "search"), changes_run=True, type=int),
     V("BACKEND", BACKEND, choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "
       "faiss-gpu, torch-cuda or torch-cpu", "search", one_word=True, stages=("search",),
       changes_run=True),  # faiss's and torch's sums differ a bit
@@ -416,6 +412,9 @@ DECLARED: tuple[Variable, ...] = (
       "separated by commas (an hf: model's pooling: hf:<org>/<name>@cls)", "eval"),
     V("METHOD", "rrf", None, "make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)",
       "eval"),
+    V("FIRST_STAGE", "bm25", model_name, "make rerank: the model whose run of each pool the "
+      "reranker MODEL scores again (bm25, a dense model, a fused one)", "eval",
+      one_word=True),
     # ---- mdcr
     V("MDCR", lambda v: f"{v['CORPUS']}-mdcr", corpus_name, "make mdcr: the benchmark corpus "
       "it writes", "mdcr", shown="CORPUS-mdcr", one_word=True),

@@ -46,6 +46,8 @@ class Retriever:
     searches_texts: bool = True
     #: whether perturbed queries (QUERY_VARIANT) can be searched
     searches_variants: bool = True
+    #: whether it ranks a pool alone (a cross-encoder only reranks: make rerank)
+    ranks_alone: bool = True
     #: whether the seed changes its hits (the random model's order): then it is one of the
     #: run's parameters, and a run of another seed is not current
     seeded: bool = False

@@ -23,6 +23,8 @@ RETRIEVERS: dict[str, str] = {
     "late-interaction": "pipeline.retrieval.late",  # ColBERT: MaxSim, exact or a rerank
     "vectors": "pipeline.retrieval.dense.retriever:IMPORTED",  # make import-vectors
     "fusion": "pipeline.retrieval.fusion",
+    "rerank": "pipeline.retrieval.rerank",  # a first stage reranked (make rerank)
+    "reranker": "pipeline.retrieval.rerank:ALONE",  # a cross-encoder: refused alone
     "random": "pipeline.retrieval.random",
 }
 

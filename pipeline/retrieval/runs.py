@@ -3,6 +3,7 @@ hits), its manifest, and the checks that a run is complete, intact and current."
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +27,15 @@ from pipeline.layout import (
     IMPORT_RUN,
     VARIANT_SEP,
     Place,
+    model_digests_path,
     run_paths,
     runs_dir,
     store_dir,
 )
 from pipeline.models import API_FILE_PREFIX, API_URL
 from pipeline.pools.build import validation_pools
+
+log = logging.getLogger(__name__)
 
 TOP_K = 500
 ENDPOINT = "endpoint"  # a served model's run's details: the URL it was searched at (no secret)
@@ -180,7 +184,7 @@ def identity_problem(place: Place, pool: str, parameters: dict,
     paths = run_paths(place.runs_root, place.corpus, pool, parameters["model"])
     parameters = unrecorded_at_default(paths.manifest, parameters)
     problem = stale(paths.manifest, parameters, files=paths.trec.parent,
-                    own=lambda info: _tuning_problem(place, pool, info, defaults),
+                    own=lambda info: _own_problem(place, pool, info, defaults),
                     roots=place.roots)
     return problem.reason if problem else None
 
@@ -207,6 +211,42 @@ def unrecorded_at_default(manifest: Path, parameters: dict) -> dict:
     kept = {name: value for name, value in options.items()
             if name in recorded or name not in defaults or value != defaults[name]}
     return {**parameters, "options": kept}
+
+
+def _own_problem(place: Place, pool: str, info: dict,
+                 defaults: dict[str, float] | None = None) -> str | None:
+    """What its own details say is wrong with a run beyond its inputs: BM25's tuning
+    (_tuning_problem), a reranker changed since (_reranker_problem)."""
+    return _tuning_problem(place, pool, info, defaults) or _reranker_problem(place, info)
+
+
+# a reranked run's details: the reranker's weights identity and the MODEL_PATH it was read from
+RERANKER_IDENTITY, RERANKER_PATH = "reranker_identity", "reranker_path"
+
+
+def _reranker_problem(place: Place, info: dict) -> str | None:
+    """What changed in the reranker a reranked run was scored by (retrieval/rerank.py), as its
+    weights' identity now says (the stat cache, nothing loaded); None when nothing did or it
+    cannot be said (its folder gone: said in the log)."""
+    from pipeline.encoding.families import routed
+    from pipeline.encoding.identity import identity_change, model_identity
+    from pipeline.models import get_model
+
+    details = info.get("details", {})
+    made = details.get(RERANKER_IDENTITY)
+    if not made:
+        return None
+    path = details.get(RERANKER_PATH)
+    try:
+        entry = routed(get_model(details["reranker"]), path)
+        now = model_identity(entry, path, cache=model_digests_path(place.index_root),
+                             save=False)
+    except (InputError, OSError, KeyError) as exc:
+        log.info(f"[check] a reranked run's reranker cannot be checked now ({exc})")
+        return None
+    change = identity_change(made, now)
+    return None if change is None else \
+        f"its reranker {details['reranker']} changed since it was scored ({change})"
 
 
 def _tuning_problem(place: Place, pool: str, info: dict,
@@ -258,7 +298,7 @@ def recorded_run_problem(place: Place, pool: str, model: str) -> tuple[str, Repa
     run is the one the user asks for now."""
     paths = run_paths(place.runs_root, place.corpus, pool, model)
     problem = stale(paths.manifest, None, files=paths.trec.parent,
-                    own=lambda info: _tuning_problem(place, pool, info), roots=place.roots)
+                    own=lambda info: _own_problem(place, pool, info), roots=place.roots)
     if problem is not None:
         return problem.reason, recorded_run_repair(place.runs_root, place.corpus, pool, model,
                                                    place.index_root)

@@ -11,6 +11,7 @@ query ranks its own candidate list, all of it.
 from __future__ import annotations
 
 import logging
+import shlex
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from pipeline.core.locks import file_lock
 from pipeline.core.timing import timed
 from pipeline.encoding.families import routed
 from pipeline.layout import PREFILTERED, Place, check_name, run_name, run_paths
-from pipeline.models import ModelEntry, ServedModel, get_model, with_query_prompt
+from pipeline.models import ModelEntry, ServedModel, family, get_model, with_query_prompt
 from pipeline.pools.build import load_pool, pool_files
 from pipeline.pools.queries import SEEDED_VARIANTS, own_text, query_texts
 from pipeline.retrieval.base import Query
@@ -205,6 +206,10 @@ def model_to_search(place: Place, model: str, given: Mapping[str, object]) -> Mo
                    given.get("model_path"))
     check_name("model", entry.name)  # its runs' and store's file names
     kind = retriever(entry.kind)
+    if not kind.ranks_alone:
+        raise InputError(f"MODEL {model} is a {family(entry)} model: it reranks a first "
+                         f"stage's candidates and ranks no pool alone; run make rerank "
+                         f"MODEL={shlex.quote(model)} FIRST_STAGE=bm25")
     kind.check(kind.options(retriever_options(entry, given)))
     return entry
 

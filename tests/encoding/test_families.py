@@ -131,13 +131,15 @@ def test_a_newer_model_type_is_named_and_refused(folders, tmp_path):
 @pytest.mark.parametrize("model, name", [
     (model, name) for model in ("st:local/x", "hf:local/x@mean", "scibert")
     for name in ("sparse", "cross", "pylate", "plain-classifier", "stanford-colbert")
-    # st: runs a SparseEncoder as sparse, a PyLate folder or Stanford checkpoint as ColBERT
-    if model != "st:local/x" or name not in ("sparse", "pylate", "stanford-colbert")])
+    # st: runs a SparseEncoder as sparse, a PyLate folder or Stanford checkpoint as ColBERT,
+    # a CrossEncoder (or a plain sequence classifier, which CrossEncoder loads) as a reranker
+    if model != "st:local/x" or name not in ("sparse", "pylate", "stanford-colbert", "cross",
+                                             "plain-classifier")])
 def test_every_door_refuses_a_family_it_does_not_run(folders, name, model):
     """st:, hf: and a registered dense model refuse the folder in one line naming its
     family, and so do their loaders, before a weight is read (the PyLate folder's projection
     has none); st: of a SparseEncoder folder is routed to the sparse kind instead, and of a
-    ColBERT folder to late interaction."""
+    ColBERT folder to late interaction, of a cross-encoder to the rerankers."""
     entry = get_model(model)
     with pytest.raises(InputError) as refused:
         routed(entry, folders[name])
@@ -157,6 +159,14 @@ def test_st_routes_a_colbert_folder_to_late_interaction(folders, name):
     entry = routed(get_model("st:local/x"), folders[name])
     assert (entry.kind, entry.similarity) == ("late-interaction", "ip")
     assert routed(get_model("colbertv2"), folders[name]) == get_model("colbertv2")
+
+
+@pytest.mark.parametrize("name", ["cross", "plain-classifier"])
+def test_st_routes_a_cross_encoder_to_the_rerankers(folders, name):
+    """st: of a CrossEncoder folder (or a plain sequence classifier) is a reranker; the
+    registered cross-encoders take it too."""
+    assert routed(get_model("st:local/x"), folders[name]).kind == "reranker"
+    assert routed(get_model("ms-marco-minilm"), folders[name]) == get_model("ms-marco-minilm")
 
 
 @pytest.mark.parametrize("name", ["dense", "plain", "plain-mlm"])
@@ -190,13 +200,17 @@ def data_root(corpus_dir, tmp_path_factory) -> Path:
     return root
 
 
-@pytest.mark.parametrize("name, model", [
-    ("cross", "st:local/x"), ("pylate", "hf:local/x"), ("sparse", "hf:local/x"),
+@pytest.mark.parametrize("name, model, said", [
+    ("cross", "st:local/x", "error: MODEL st:local/x is a cross-encoder model: it reranks a "
+                            "first stage's candidates and ranks no pool alone; run make rerank "
+                            "MODEL=st:local/x FIRST_STAGE=bm25"),
+    ("pylate", "hf:local/x", "which MODEL=hf: does not load as a dense encoder"),
+    ("sparse", "hf:local/x", "which MODEL=hf: does not load as a dense encoder"),
 ])
 def test_make_eval_refuses_the_folder_before_writing(folders, data_root, tmp_path, name,
-                                                     model):
-    """make eval of such a folder (it was embedded as a dense model and scored) is one line,
-    exit status 2, and nothing is written: no store, no run."""
+                                                     model, said):
+    """make eval of such a folder (it was once embedded as a dense model and scored) is one
+    line, exit status 2, and nothing is written: no store, no run."""
     (tmp_path / "installed").touch()
     before = _snapshot(data_root)
     environ = {k: v for k, v in os.environ.items() if k not in ("MODEL", "DATA")}
@@ -206,19 +220,19 @@ def test_make_eval_refuses_the_folder_before_writing(folders, data_root, tmp_pat
          f"STAMP={tmp_path / 'installed'}"], cwd=ROOT, capture_output=True, text=True,
         env={**environ, "MAKEFLAGS": ""}, timeout=CHILD_BOUND_S)
     line = refusal(done)
-    assert f"error: MODEL {model}: its folder {folders[name]} is " in line
-    assert f"which MODEL={model.partition(':')[0]}: does not load as a dense encoder" in line
+    assert said in line
     assert _snapshot(data_root) == before
 
 
 def test_the_api_refuses_the_folder_and_a_dense_one_still_embeds(folders, data_root):
-    """pipeline.search: the CrossEncoder folder refused before anything is
+    """pipeline.search: the CrossEncoder folder refused (it only reranks) before anything is
     written; the SentenceTransformer folder searched (its store and run written), and the
     SparseEncoder folder searched as the sparse kind (a store of terms and weights)."""
     data = pipeline.Data(corpora=data_root / "corpora", indexes=data_root / "indexes",
                          runs=data_root / "runs")
     before = _snapshot(data_root)
-    with pytest.raises(InputError, match="MODEL st:local/cross: its folder"):
+    with pytest.raises(InputError, match="MODEL st:local/cross is a cross-encoder model: it "
+                                         "reranks"):
         pipeline.search(data, "c", POOL, "st:local/cross", model_path=folders["cross"],
                         device="cpu")
     assert _snapshot(data_root) == before

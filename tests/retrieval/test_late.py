@@ -1,7 +1,8 @@
 """Late-interaction search (pipeline/retrieval/late.py) through the API, on the tiny ColBERT
-folder PyLate saves: the exact mode's runs equal MaxSim of the encoder's own vectors over the
-whole pool; the rerank mode's runs a permutation of the first stage's top LATE_DEPTH, ordered
-by MaxSim; a LATE_DEPTH above the first stage's K refused in one line."""
+folder PyLate saves: exact runs equal MaxSim of the encoder's own vectors over the whole pool;
+as a reranker (make rerank: rerank--<model>--bm25), the first stage's top RERANK_DEPTH ordered
+by MaxSim, the rest in the first stage's order; a RERANK_DEPTH above the first stage's K
+refused in one line."""
 
 from __future__ import annotations
 
@@ -20,12 +21,12 @@ from tests.conftest import POOL_SIZES, pool_of
 POOL = pool_of(POOL_SIZES[0])
 MODEL = "answerai-colbert-small"  # the registry entry, its weights the tiny folder
 K, DEPTH = 20, 10
+RERANKED = f"rerank--{MODEL}--bm25"
 
 
 @pytest.fixture(scope="module")
 def searched(corpus_dir, pylate_folder, tmp_path_factory) -> tuple[pipeline.Data, dict]:
-    """The pool searched exact (one runs root), and BM25 then the rerank of its top DEPTH
-    (another: the options are part of the run's identity, one name per runs root)."""
+    """The pool searched exact (one runs root), and BM25 then the rerank of its top DEPTH."""
     root = tmp_path_factory.mktemp("late-search")
     exact = pipeline.Data(corpora=corpus_dir.parent, indexes=root / "indexes",
                           runs=root / "exact")
@@ -34,8 +35,8 @@ def searched(corpus_dir, pylate_folder, tmp_path_factory) -> tuple[pipeline.Data
     rerank = pipeline.Data(corpora=corpus_dir.parent, indexes=root / "indexes",
                            runs=root / "rerank")
     pipeline.search(rerank, corpus_dir.name, POOL, "bm25", k=K, threads=1)
-    pipeline.search(rerank, corpus_dir.name, POOL, MODEL, k=K, threads=1,
-                    model_path=pylate_folder, late_first="bm25", late_depth=DEPTH)
+    pipeline.search(rerank, corpus_dir.name, POOL, RERANKED, k=K, threads=1,
+                    model_path=pylate_folder, rerank_depth=DEPTH)
     return exact, rerank
 
 
@@ -81,22 +82,25 @@ def test_exact_runs_equal_maxsim_over_the_pool(searched, corpus_dir, maxsim):
 
 
 def test_rerank_is_the_first_stages_top_depth_by_maxsim(searched, corpus_dir, maxsim):
-    """The rerank's run of each query: BM25's top DEPTH, no other paper, in MaxSim's order."""
+    """The rerank's run of each query: BM25's top DEPTH in MaxSim's order, scores to 1e-5,
+    then BM25's other rows in BM25's order."""
     rerank = searched[1]
     first = run_of(rerank, corpus_dir.name, "bm25")
-    run = run_of(rerank, corpus_dir.name)
+    run = run_of(rerank, corpus_dir.name, RERANKED)
     for query in np.sort(first["query"].unique().to_numpy())[:4]:
-        top = first.filter(pl.col("query") == query).sort("rank").head(DEPTH)
+        theirs = first.filter(pl.col("query") == query).sort("rank")
         mine = run.filter(pl.col("query") == query).sort("rank")
-        assert sorted(mine["doc"]) == sorted(top["doc"])
-        expected = maxsim(np.array([query]), mine["doc"].to_numpy())[0]
-        np.testing.assert_allclose(mine["score"].to_numpy(), expected, atol=1e-5)
-        assert (np.diff(mine["score"].to_numpy()) <= 0).all()
+        top = mine.head(DEPTH)
+        assert sorted(top["doc"]) == sorted(theirs["doc"].head(DEPTH))
+        expected = maxsim(np.array([query]), top["doc"].to_numpy())[0]
+        np.testing.assert_allclose(top["score"].to_numpy(), expected, atol=1e-5)
+        assert (np.diff(top["score"].to_numpy()) <= 0).all()
+        assert mine["doc"].to_list()[DEPTH:] == theirs["doc"].to_list()[DEPTH:]
 
 
 def test_depth_above_the_first_stages_k_is_refused(searched, corpus_dir, pylate_folder):
-    """LATE_DEPTH deeper than the first stage's run: one line naming both and what to give."""
-    refusal = f"late_depth={K + 1} is above the first stage's K.* at most {K}"
+    """RERANK_DEPTH deeper than the first stage's run: one line naming both and what to give."""
+    refusal = f"rerank_depth={K + 1} is above the first stage's K.* at most {K}"
     with pytest.raises(OptionError, match=refusal):
-        pipeline.search(searched[1], corpus_dir.name, POOL, MODEL, k=K, threads=1,
-                        model_path=pylate_folder, late_first="bm25", late_depth=K + 1)
+        pipeline.search(searched[1], corpus_dir.name, POOL, RERANKED, k=K, threads=1,
+                        model_path=pylate_folder, rerank_depth=K + 1)

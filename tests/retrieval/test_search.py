@@ -363,7 +363,8 @@ def test_an_option_that_changes_a_run_is_in_its_identity_and_its_old_run_is_stal
             old, new = (run_identity(**{"pool": POOL, "k": 20, **given(v)}) for v in values)
         else:  # a retriever's own option: its kind's, with its default and another value
             option = var.keyword
-            entry = next(e for e in REGISTRY.values() if e.kind == kinds[option])
+            entry = next(e for e in (*REGISTRY.values(), get_model("rerank--ms-marco-minilm--bm25"))
+                         if e.kind == kinds[option])
             key, values = "options", ({}, {option: "another"})
             old, new = (run_identity(entry, POOL, 20, run_options=kind_run_options(entry, v))
                         for v in values)

@@ -1,0 +1,88 @@
+"""Cross-encoders (kind "reranker"): a (query paper, candidate paper) pair scored as
+sentence-transformers' `CrossEncoder` scores it, for reranked runs (pipeline/retrieval/rerank.py).
+
+The folder is loaded by sentence-transformers itself (`CrossEncoder(folder)`: its classifier
+head, its max_length, its activation: Sigmoid for a one-label model unless its configuration
+names another), and each pair's score is what `CrossEncoder.predict` gives for it. The pairs
+are handed to `predict` sorted by their length, so a batch pads little; a pair's score does
+not depend on the order. A paper is its title and abstract as the entry's `join` says
+(docs/encoders.md, "Input"), the query paper first. A model of more than one label (a
+classifier of classes, not a relevance score) is refused in one line.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.core.errors import InputError, first_line
+from pipeline.core.logs import Progress
+from pipeline.encoding.encoders import (
+    LOAD_ERRORS,
+    hub_offline,
+    join_text,
+    load_advice,
+    model_dtype,
+    model_source,
+    pick_device,
+)
+from pipeline.encoding.families import check_source
+from pipeline.encoding.stmodels import ST_SETUP
+from pipeline.models import ModelEntry
+
+log = logging.getLogger(__name__)
+
+CROSS_BATCH = 32  # pairs per forward pass: CrossEncoder.predict's default
+
+
+class CrossScorer:
+    """A CrossEncoder folder, loaded once; `score` gives each pair's relevance score."""
+
+    def __init__(self, entry: ModelEntry, model_path: str | Path | None = None,
+                 device: str | None = None, batch_size: int = CROSS_BATCH):
+        try:
+            from sentence_transformers import CrossEncoder
+        except ImportError:
+            raise InputError(ST_SETUP) from None
+        self.entry, self.batch_size = entry, batch_size
+        self.device = pick_device(device)
+        source = model_source(entry, model_path)
+        offline = hub_offline(source, entry)
+        dtype = model_dtype(entry, self.device)
+        try:
+            check_source(entry, source, offline)
+            self.model = CrossEncoder(source, device=str(self.device), local_files_only=offline)
+        except LOAD_ERRORS as exc:
+            raise InputError(f"cannot load MODEL {entry.name} from {source} "
+                             f"({first_line(exc)}): {load_advice(exc, source)}") from None
+        if self.model.num_labels != 1:
+            raise InputError(f"MODEL {entry.name}: its CrossEncoder has {self.model.num_labels} "
+                             "labels, a classifier of classes; a reranker gives one score per "
+                             "pair (num_labels 1)")
+        self.model.to(dtype).eval()
+        activation = type(self.model.activation_fn).__name__
+        log.info(f"[rerank] MODEL {entry.name}: CrossEncoder, max_length "
+                 f"{self.model.max_seq_length}, activation {activation}")
+
+    def text(self, title: str | None, abstract: str | None) -> str:
+        return join_text(title, abstract, self.model.tokenizer.sep_token or "",
+                         self.entry.join)
+
+    def score(self, queries: dict[int, str], docs: dict[int, str],
+              pairs: list[tuple[int, int]]) -> np.ndarray:
+        """The score of each (query id, doc id) pair, in `pairs`' order (float32): texts of
+        `queries` and `docs` by id, already formatted by `text`."""
+        texts = [(queries[q], docs[d]) for q, d in pairs]
+        order = np.argsort([len(q) + len(d) for q, d in texts], kind="stable")[::-1]
+        out = np.zeros(len(texts), dtype=np.float32)
+        step = self.batch_size * 64  # predict's calls between two progress updates
+        with Progress(len(texts), f"[rerank] {self.entry.name}", "pairs") as progress:
+            for start in range(0, len(order), step):
+                chunk = order[start:start + step]
+                out[chunk] = self.model.predict([texts[i] for i in chunk],
+                                                batch_size=self.batch_size,
+                                                show_progress_bar=False, convert_to_numpy=True)
+                progress.update(len(chunk))
+        return out

@@ -1,0 +1,67 @@
+"""make rerank through make, on a private copy of the test corpus with one pool and a tiny
+CrossEncoder folder: BM25's top RERANK_DEPTH in CrossEncoder.predict's order, a second run a
+no-op, verify clean; once the first stage is searched again, verify names the reranked run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tests.conftest import CHILD_BOUND_S
+from tests.test_errors import POOL, with_pool
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPTH = 6
+RERANKED = "rerank--st--local--ce--bm25"
+
+
+def make(root: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = ["make", "--no-print-directory", f"DATA={root}", "CORPUS=c", "THREADS=1",
+           f"PY={sys.executable}", f"STAMP={root / 'installed'}", *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=CHILD_BOUND_S,
+                          env={**os.environ, "MAKEFLAGS": ""})
+
+
+@pytest.mark.slow
+def test_make_rerank_then_verify(corpus_dir, cross_folder, tmp_path):
+    from sentence_transformers import CrossEncoder
+
+    root = tmp_path / "data"
+    corpus = with_pool(root, corpus_dir)
+    (root / "installed").touch()
+    given = ("rerank", "MODEL=st:local/ce", f"MODEL_PATH={cross_folder}", "FIRST_STAGE=bm25",
+             f"RERANK_DEPTH={DEPTH}", "K=30")
+    done = make(root, *given)
+    assert done.returncode == 0, done.stderr[-2000:]
+    runs = root / "runs" / "c" / POOL
+    first, run = (pl.read_parquet(runs / f"{m}.parquet") for m in ("bm25", RERANKED))
+    papers = pl.read_parquet(corpus / "prefiltered.parquet")
+    text = {i: f"{t or ''} {a or ''}".strip() for i, t, a in
+            papers.select("corpusid", "title", "abstract").iter_rows()}
+    model = CrossEncoder(str(cross_folder), device="cpu")
+    for query in np.sort(first["query"].unique().to_numpy())[:3]:
+        theirs = first.filter(pl.col("query") == query).sort("rank")["doc"].to_list()
+        mine = run.filter(pl.col("query") == query).sort("rank")["doc"].to_list()
+        assert sorted(mine[:DEPTH]) == sorted(theirs[:DEPTH]) and mine[DEPTH:] == theirs[DEPTH:]
+        scores = model.predict([(text[query], text[d]) for d in mine[:DEPTH]])
+        assert (np.diff(scores) <= 1e-6).all()  # predict's order
+    assert (runs / f"{RERANKED}.eval.json").is_file()
+    manifest = (runs / f"{RERANKED}.manifest.json").read_bytes()
+    again = make(root, *given)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert (runs / f"{RERANKED}.manifest.json").read_bytes() == manifest
+    assert "0 to search" in again.stderr
+    clean = make(root, "verify")
+    assert clean.returncode == 0, clean.stdout[-2000:] + clean.stderr[-2000:]
+    searched = make(root, "search", "MODEL=bm25", "K=20")
+    assert searched.returncode == 0, searched.stderr[-2000:]
+    stale = make(root, "verify")
+    said = stale.stdout + stale.stderr
+    assert stale.returncode != 0
+    assert any(RERANKED in line and "STALE" in line for line in said.splitlines()), said[-3000:]
