@@ -49,13 +49,16 @@ from pipeline.models import (
     HF_PREFIX,
     PRECISIONS,
     REGISTRY,
+    RERANKERS,
     SIMILARITIES,
+    ST_KIND,
     api_key,
     chosen_model,
     endpoint_url,
     fused_name,
     get_model,
     request_setting,
+    reranked_name,
 )
 from pipeline.options.checks import (
     DTYPES,
@@ -777,11 +780,24 @@ def model_folder_is_of_its_family(v: Any) -> None:
             kind_for(entry, v.MODEL_PATH)
 
 
+def rerank_has_a_reranker(v: Any) -> None:
+    """make rerank: MODEL reranks (models.reranked_name; an st: model's MODEL_PATH folder of a
+    family a reranking kind runs) and FIRST_STAGE searches, before the corpus stage."""
+    if "rerank" not in (getattr(v, "GOALS", "") or "").split():
+        return
+    reranked_name(v.MODEL, v.FIRST_STAGE)
+    entry = get_model(v.MODEL)
+    if v.MODEL_PATH and entry.kind == ST_KIND and \
+            (kind := kind_for(entry, v.MODEL_PATH)) not in RERANKERS:
+        raise InputError(f"MODEL {v.MODEL}: its folder {v.MODEL_PATH} is a {kind} model's, "
+                         "which reranks nothing: give a CrossEncoder or a PyLate folder")
+
+
 RULES: tuple[Callable[[Any], None], ...] = (
     model_is_one_name, values_are_one_word, models_are_registered, served_model_has_endpoint,
     query_prompt_has_an_encoder, pooling_is_for_hf,
     models_fuse, mdcr_models_are_known, slurm_is_here, model_path_is_a_folder,
-    model_folder_is_of_its_family, judge_has_endpoint)
+    model_folder_is_of_its_family, rerank_has_a_reranker, judge_has_endpoint)
 
 
 # ---- the Python API's arguments: which declaration an argument has (its type: its

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests.conftest import CHILD_BOUND_S
+from tests.conftest import CHILD_BOUND_S, refusal
 from tests.test_errors import POOL, with_pool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,3 +65,27 @@ def test_make_rerank_then_verify(corpus_dir, cross_folder, tmp_path):
     said = stale.stdout + stale.stderr
     assert stale.returncode != 0
     assert any(RERANKED in line and "STALE" in line for line in said.splitlines()), said[-3000:]
+
+
+@pytest.mark.parametrize("given, said", [
+    (("MODEL=bm25",), "error: MODEL 'bm25' is a bm25 model, which reranks nothing: give one of "
+                      "colbertv2, answerai-colbert-small, ms-marco-minilm"),
+    (("MODEL=ms-marco-minilm", "FIRST_STAGE=ms-marco-minilm"),
+     "error: FIRST_STAGE=ms-marco-minilm: a cross-encoder has no run of its own to rerank"),
+    (("MODEL=ms-marco-minilm", "FIRST_STAGE=nope"), "error: FIRST_STAGE: unknown MODEL 'nope'"),
+    (("MODEL=ms-marco-minilm", "RERANK_DEPTH=0"), "error: RERANK_DEPTH: 0 is too small"),
+    (("MODEL=st:local/x", "MODEL_PATH={tiny_bert}"),
+     "error: MODEL st:local/x: its folder {tiny_bert} is a st model's, which reranks nothing"),
+])
+def test_what_make_rerank_cannot_do_is_one_line_before_anything_runs(given, said, tiny_bert,
+                                                                      tmp_path):
+    """Each refused before the corpus stage (make -n: the checks, no stage), exit status 2."""
+    (tmp_path / "installed").touch()
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", "rerank", f"DATA={tmp_path / 'data'}",
+         f"PY={sys.executable}", f"STAMP={tmp_path / 'installed'}",
+         *(g.format(tiny_bert=tiny_bert) for g in given)], cwd=ROOT, capture_output=True,
+        text=True, env={**os.environ, "MAKEFLAGS": ""}, timeout=CHILD_BOUND_S)
+    assert done.returncode == 2
+    assert refusal(done).startswith(said.format(tiny_bert=tiny_bert))
+    assert not (tmp_path / "data").exists()
