@@ -445,6 +445,15 @@ def reranked_name(reranker: str, first: str) -> str:
     return f"{RERANK_PREFIX}{entry.name}--{first_entry.name}"
 
 
+def reranks_only(model: str, entry: ModelEntry) -> InputError:
+    """The one line refusing `entry` (given as `model`) where a model must rank a pool alone:
+    a cross-encoder only reranks (make rerank)."""
+    quoted = model if re.fullmatch(r"[\w.:/@+-]+", model) else repr(model)
+    return InputError(f"MODEL {model} is a {family(entry)} model: it reranks a first stage's "
+                      f"candidates and ranks no pool alone; run make rerank MODEL={quoted} "
+                      "FIRST_STAGE=bm25")
+
+
 def rerank_parts(name: str) -> tuple[str, str]:
     """`rerank--ms-marco-minilm--bm25` -> ("ms-marco-minilm", "bm25"): the reranker is the
     first model name (an st-- name keeps its own `--`), the first stage all the rest."""

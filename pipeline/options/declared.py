@@ -12,7 +12,7 @@ import re
 import shlex
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from pipeline.models import (
     API_LIMITS,
     API_PREFIX,
     API_URL,
+    ENCODERS,
     FUSION_PREFIX,
     HF_FILE_PREFIX,
     HF_PREFIX,
@@ -59,6 +60,7 @@ from pipeline.models import (
     get_model,
     request_setting,
     reranked_name,
+    reranks_only,
 )
 from pipeline.options.checks import (
     DTYPES,
@@ -782,8 +784,10 @@ def model_folder_is_of_its_family(v: Any) -> None:
 
 def rerank_has_a_reranker(v: Any) -> None:
     """make rerank: MODEL reranks (models.reranked_name; an st: model's MODEL_PATH folder of a
-    family a reranking kind runs) and FIRST_STAGE searches, before the corpus stage."""
-    if "rerank" not in (getattr(v, "GOALS", "") or "").split():
+    family a reranking kind runs) and FIRST_STAGE searches, before the corpus stage. MODEL
+    left at its default: the goal's own `needs` names it."""
+    if "rerank" not in (getattr(v, "GOALS", "") or "").split() or \
+            "MODEL" not in (getattr(v, "GIVEN", "") or "").split():
         return
     reranked_name(v.MODEL, v.FIRST_STAGE)
     entry = get_model(v.MODEL)
@@ -793,11 +797,29 @@ def rerank_has_a_reranker(v: Any) -> None:
                          "which reranks nothing: give a CrossEncoder or a PyLate folder")
 
 
+# the goals that search MODEL itself: a model that only reranks is refused by them
+MODEL_SEARCHES = ("eval", "search", "index", "embed")
+
+
+def model_ranks_a_pool(v: Any) -> None:
+    """A cross-encoder given to a goal that searches MODEL (its MODEL_PATH folder's family, for
+    st:) is refused naming make rerank, before the corpus stage (as search refuses it)."""
+    goals = (getattr(v, "GOALS", "") or "").split()
+    if not v.MODEL or not set(goals) & set(MODEL_SEARCHES):
+        return
+    entry = chosen_model(v.MODEL, v.POOLING)
+    kind = kind_for(entry, v.MODEL_PATH) if v.MODEL_PATH and entry.kind in FOLDER_KINDS \
+        else entry.kind
+    if kind in RERANKERS and kind not in ENCODERS:
+        raise reranks_only(v.MODEL, replace(entry, kind=kind))
+
+
 RULES: tuple[Callable[[Any], None], ...] = (
     model_is_one_name, values_are_one_word, models_are_registered, served_model_has_endpoint,
     query_prompt_has_an_encoder, pooling_is_for_hf,
     models_fuse, mdcr_models_are_known, slurm_is_here, model_path_is_a_folder,
-    model_folder_is_of_its_family, rerank_has_a_reranker, judge_has_endpoint)
+    model_folder_is_of_its_family, model_ranks_a_pool, rerank_has_a_reranker,
+    judge_has_endpoint)
 
 
 # ---- the Python API's arguments: which declaration an argument has (its type: its

@@ -11,7 +11,6 @@ query ranks its own candidate list, all of it.
 from __future__ import annotations
 
 import logging
-import shlex
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,7 +23,13 @@ from pipeline.core.locks import file_lock
 from pipeline.core.timing import timed
 from pipeline.encoding.families import routed
 from pipeline.layout import PREFILTERED, Place, check_name, run_name, run_paths
-from pipeline.models import ModelEntry, ServedModel, family, get_model, with_query_prompt
+from pipeline.models import (
+    ModelEntry,
+    ServedModel,
+    get_model,
+    reranks_only,
+    with_query_prompt,
+)
 from pipeline.pools.build import load_pool, pool_files
 from pipeline.pools.queries import SEEDED_VARIANTS, own_text, query_texts
 from pipeline.retrieval.base import Query
@@ -207,9 +212,7 @@ def model_to_search(place: Place, model: str, given: Mapping[str, object]) -> Mo
     check_name("model", entry.name)  # its runs' and store's file names
     kind = retriever(entry.kind)
     if not kind.ranks_alone:
-        raise InputError(f"MODEL {model} is a {family(entry)} model: it reranks a first "
-                         f"stage's candidates and ranks no pool alone; run make rerank "
-                         f"MODEL={shlex.quote(model)} FIRST_STAGE=bm25")
+        raise reranks_only(model, entry)
     kind.check(kind.options(retriever_options(entry, given)))
     return entry
 
