@@ -138,7 +138,7 @@ KIND_FAMILIES: dict[Kind, str] = {
     "bm25": "lexical", "random": "baseline", "dense": "dense", "st": "dense", "api": "dense",
     "object": "dense", "multi-vector": "multi-vector", "vectors": "imported", "fusion": "fusion",
     "sparse": "learned sparse", "late-interaction": "late interaction",
-    "reranker": "cross-encoder", "rerank": "reranked",
+    "reranker": "cross-encoder", "decoder-reranker": "decoder reranker", "rerank": "reranked",
 }
 
 # The kinds that score a first stage's candidates again (make rerank, pipeline/retrieval/
@@ -146,6 +146,7 @@ KIND_FAMILIES: dict[Kind, str] = {
 # A cross-encoder (kind "reranker") does nothing else; a late-interaction model also searches.
 RERANKERS: dict[Kind, str] = {
     "reranker": "pipeline.encoding.cross:CrossScorer",
+    "decoder-reranker": "pipeline.encoding.cross:DecoderScorer",  # Qwen3-Reranker's way
     "late-interaction": "pipeline.encoding.late:LateScorer",
 }
 
@@ -220,12 +221,18 @@ register(ModelEntry("answerai-colbert-small", "late-interaction",
                     "answerdotai/answerai-colbert-small-v1", join="space",
                     notes=f"answerai-colbert-small-v1 (96-dimensional tokens); {_PYLATE}"))
 # Cross-encoders (pipeline/encoding/cross.py): the pair (query paper, candidate paper) scored as
-# sentence-transformers' CrossEncoder scores it (its length, its activation), for make rerank
+# sentence-transformers' CrossEncoder scores it (the folder's length and activation, not the
+# entry's max_length), for make rerank
 _CROSS = "cross-encoder: reranks a first stage (make rerank)"
 register(ModelEntry("ms-marco-minilm", "reranker", "cross-encoder/ms-marco-MiniLM-L6-v2",
                     join="space", notes=f"MS MARCO MiniLM-L6 (BERT, 22M); {_CROSS}"))
 register(ModelEntry("bge-reranker-v2-m3", "reranker", "BAAI/bge-reranker-v2-m3", join="space",
-                    max_length=1024, notes=f"BGE reranker v2 m3 (XLM-RoBERTa, 568M); {_CROSS}"))
+                    notes=f"BGE reranker v2 m3 (XLM-RoBERTa, 568M); {_CROSS}"))
+# Decoder rerankers (pipeline/encoding/cross.py DecoderScorer): P("yes") under the model card's
+# template, for make rerank
+register(ModelEntry("qwen3-reranker-0.6b", "decoder-reranker", "Qwen/Qwen3-Reranker-0.6B",
+                    join="space", notes="Qwen3-Reranker 0.6B: P(yes) under its card's template; "
+                                        "reranks a first stage (make rerank)"))
 register(ModelEntry("mpnet", "dense", "sentence-transformers/all-mpnet-base-v2", "mean",
                     "cosine", normalize=True, max_length=384, join="space"))
 
@@ -439,10 +446,16 @@ def reranked_name(reranker: str, first: str) -> str:
                          f"give one of {known}, or an st: folder of a CrossEncoder or a PyLate "
                          "model")
     first_entry = get_model(first)
-    if first_entry.kind == "reranker":
-        raise InputError(f"FIRST_STAGE={first}: a cross-encoder has no run of its own to "
-                         "rerank; give a model that searches the pool (bm25, a dense model)")
+    if only_reranks(first_entry.kind):
+        raise InputError(f"FIRST_STAGE={first}: a {family(first_entry)} has no run of its own "
+                         "to rerank; give a model that searches the pool (bm25, a dense model)")
     return f"{RERANK_PREFIX}{entry.name}--{first_entry.name}"
+
+
+def only_reranks(kind: Kind) -> bool:
+    """Whether models of `kind` score pairs and rank no pool alone (a cross-encoder, a decoder
+    reranker; a late-interaction model does both)."""
+    return kind in RERANKERS and kind not in ENCODERS
 
 
 def reranks_only(model: str, entry: ModelEntry) -> InputError:

@@ -86,3 +86,88 @@ class CrossScorer:
                                                 show_progress_bar=False, convert_to_numpy=True)
                 progress.update(len(chunk))
         return out
+
+
+# Qwen3-Reranker's template (its model card's code): the system turn, the user turn holding
+# "<Instruct>: ...\n<Query>: ...\n<Document>: ...", then an empty thinking block; the score is
+# P("yes") against "no" at the last position
+DECODER_PREFIX = ("<|im_start|>system\nJudge whether the Document meets the requirements based "
+                  "on the Query and the Instruct provided. Note that the answer can only be "
+                  "\"yes\" or \"no\".<|im_end|>\n<|im_start|>user\n")
+DECODER_SUFFIX = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+# the card leaves the instruction to the task; a query paper and the papers it cites is ours
+DECODER_INSTRUCTION = ("Given the title and abstract of a scientific paper, retrieve papers "
+                       "that the paper cites")
+DECODER_MAX_LENGTH = 8192  # the card's
+DECODER_BATCH = 8
+
+
+class DecoderScorer:
+    """A decoder reranker (kind "decoder-reranker": Qwen3-Reranker's way) as its model card's
+    code scores a pair: the template above around the instruction, the query paper and the
+    candidate, the pair's tokens cut to the length the template leaves (longest first), the
+    prefix and suffix tokens around them, padded on the left; the score is the softmax of the
+    last position's "no" and "yes" logits, its "yes" share. Batches go longest first, each
+    padded on the left with its attention mask, so a pair's score does not depend on them."""
+
+    def __init__(self, entry: ModelEntry, model_path: str | Path | None = None,
+                 device: str | None = None, batch_size: int = DECODER_BATCH):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.entry, self.batch_size = entry, batch_size
+        self.device = pick_device(device)
+        source = model_source(entry, model_path)
+        offline = hub_offline(source, entry)
+        dtype = model_dtype(entry, self.device)
+        try:
+            check_source(entry, source, offline)
+            self.tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left",
+                                                           local_files_only=offline)
+            self.model = AutoModelForCausalLM.from_pretrained(
+                source, dtype=dtype, local_files_only=offline).to(self.device).eval()
+        except LOAD_ERRORS as exc:
+            raise InputError(f"cannot load MODEL {entry.name} from {source} "
+                             f"({first_line(exc)}): {load_advice(exc, source)}") from None
+        tokenizer = self.tokenizer
+        self.yes, self.no = (tokenizer.convert_tokens_to_ids(word) for word in ("yes", "no"))
+        if tokenizer.unk_token_id in (self.yes, self.no) or None in (self.yes, self.no):
+            raise InputError(f"MODEL {entry.name}: its tokenizer has no single token 'yes' or "
+                             "'no', which a decoder reranker's score reads: give a "
+                             "Qwen3-Reranker-style folder")
+        if tokenizer.pad_token_id is None:
+            raise InputError(f"MODEL {entry.name}: its tokenizer has no padding token")
+        self.prefix = tokenizer.encode(DECODER_PREFIX, add_special_tokens=False)
+        self.suffix = tokenizer.encode(DECODER_SUFFIX, add_special_tokens=False)
+        log.info(f"[rerank] MODEL {entry.name}: decoder reranker, yes/no ids {self.yes}/"
+                 f"{self.no}, instruction {DECODER_INSTRUCTION!r}")
+
+    def text(self, title: str | None, abstract: str | None) -> str:
+        return join_text(title, abstract, "", "space")
+
+    def prompt(self, query: str, doc: str) -> str:
+        return f"<Instruct>: {DECODER_INSTRUCTION}\n<Query>: {query}\n<Document>: {doc}"
+
+    def score(self, queries: dict[int, str], docs: dict[int, str],
+              pairs: list[tuple[int, int]]) -> np.ndarray:
+        """P(yes) of each (query id, doc id) pair, in `pairs`' order (float32)."""
+        import torch
+
+        texts = [self.prompt(queries[q], docs[d]) for q, d in pairs]
+        order = np.argsort([len(t) for t in texts], kind="stable")[::-1]
+        room = DECODER_MAX_LENGTH - len(self.prefix) - len(self.suffix)
+        out = np.zeros(len(texts), dtype=np.float32)
+        with Progress(len(texts), f"[rerank] {self.entry.name}", "pairs") as progress, \
+                torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start:start + self.batch_size]
+                ids = self.tokenizer([texts[i] for i in chunk], padding=False,
+                                     truncation="longest_first", max_length=room,
+                                     return_attention_mask=False)["input_ids"]
+                batch = self.tokenizer.pad(
+                    {"input_ids": [self.prefix + row + self.suffix for row in ids]},
+                    padding=True, return_tensors="pt").to(self.device)
+                last = self.model(**batch).logits[:, -1, :].float()
+                pair = torch.stack([last[:, self.no], last[:, self.yes]], dim=1)
+                out[chunk] = torch.log_softmax(pair, dim=1)[:, 1].exp().cpu().numpy()
+                progress.update(len(chunk))
+        return out

@@ -44,7 +44,6 @@ from pipeline.models import (
     API_LIMITS,
     API_PREFIX,
     API_URL,
-    ENCODERS,
     FUSION_PREFIX,
     HF_FILE_PREFIX,
     HF_PREFIX,
@@ -58,6 +57,7 @@ from pipeline.models import (
     endpoint_url,
     fused_name,
     get_model,
+    only_reranks,
     request_setting,
     reranked_name,
     reranks_only,
@@ -810,7 +810,7 @@ def model_ranks_a_pool(v: Any) -> None:
     entry = chosen_model(v.MODEL, v.POOLING)
     kind = kind_for(entry, v.MODEL_PATH) if v.MODEL_PATH and entry.kind in FOLDER_KINDS \
         else entry.kind
-    if kind in RERANKERS and kind not in ENCODERS:
+    if only_reranks(kind):
         raise reranks_only(v.MODEL, replace(entry, kind=kind))
 
 

@@ -25,6 +25,7 @@ RETRIEVERS: dict[str, str] = {
     "fusion": "pipeline.retrieval.fusion",
     "rerank": "pipeline.retrieval.rerank",  # a first stage reranked (make rerank)
     "reranker": "pipeline.retrieval.rerank:ALONE",  # a cross-encoder: refused alone
+    "decoder-reranker": "pipeline.retrieval.rerank:ALONE",  # likewise
     "random": "pipeline.retrieval.random",
 }
 

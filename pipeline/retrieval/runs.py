@@ -45,6 +45,8 @@ ROW_GROUP = 1 << 20  # rows per parquet row group: pyarrow's write_table default
 # scores are rounded as written, so the TREC file and the parquet agree; halves away from zero,
 # as Anserini writes its run files (Java's "%.6f"), so both BM25 engines write the same bytes
 SCORE_DECIMALS, SCORE_ROUNDING = 6, "half_away_from_zero"
+# a reranked run's details: the reranker's weights identity and the MODEL_PATH it was read from
+RERANKER_IDENTITY, RERANKER_PATH = "reranker_identity", "reranker_path"
 
 
 def run_repair(corpus: str, run: str, runs_root: Path | None = None, pool: str | None = None
@@ -53,7 +55,8 @@ def run_repair(corpus: str, run: str, runs_root: Path | None = None, pool: str |
     runs are made with QUERY_VARIANT, `<model>+q<tag>` runs with the QUERY_PROMPT their
     manifest records, every run with the values of the options that changed it that its
     manifest records (run_parameters' `options`), a served model's with the EMBEDDINGS_URL
-    it was searched at (ENDPOINT; `<its endpoint's URL>` for a run that records none). A
+    it was searched at (ENDPOINT; `<its endpoint's URL>` for a run that records none), a
+    reranked run's with its reranker's MODEL_PATH (RERANKER_PATH) where it had one. A
     run of a model make cannot search (a
     name no model has) is an imported run, which make eval scores, or (its manifest in
     `pool` does not say it was imported) a pipeline.Encoder's or a ModelEntry's of the
@@ -72,6 +75,8 @@ def run_repair(corpus: str, run: str, runs_root: Path | None = None, pool: str |
         url = details.get(ENDPOINT) if isinstance(details, dict) else None
         variables += ((API_URL, shown_url(url) if isinstance(url, str)
                        else Placeholder("its endpoint's URL")),)
+    if isinstance(details, dict) and isinstance(details.get(RERANKER_PATH), str):
+        variables += (("MODEL_PATH", details[RERANKER_PATH]),)  # a reranker's own folder
     options = info.get("parameters", {}).get("options")  # the options that made it, as made
     if isinstance(options, dict):  # None: an option not given, left out as it was
         variables += tuple((name, str(value)) for name, value in options.items()
@@ -218,10 +223,6 @@ def _own_problem(place: Place, pool: str, info: dict,
     """What its own details say is wrong with a run beyond its inputs: BM25's tuning
     (_tuning_problem), a reranker changed since (_reranker_problem)."""
     return _tuning_problem(place, pool, info, defaults) or _reranker_problem(place, info)
-
-
-# a reranked run's details: the reranker's weights identity and the MODEL_PATH it was read from
-RERANKER_IDENTITY, RERANKER_PATH = "reranker_identity", "reranker_path"
 
 
 def _reranker_problem(place: Place, info: dict) -> str | None:

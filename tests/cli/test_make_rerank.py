@@ -65,6 +65,7 @@ def test_make_rerank_then_verify(corpus_dir, cross_folder, tmp_path):
     said = stale.stdout + stale.stderr
     assert stale.returncode != 0
     assert any(RERANKED in line and "STALE" in line for line in said.splitlines()), said[-3000:]
+    assert f"MODEL_PATH={cross_folder}" in said  # the repair loads the same reranker
 
 
 @pytest.mark.parametrize("given, said", [
