@@ -55,12 +55,25 @@ It measures, in this order (each step skipped, and said so, when --budget-s is s
    of the bf16 peak (step 5's FLOP count), the engine's ratio to each (the issue wants 2x over
    sentence-transformers: recorded, not checked), and the minimum cosine between the bf16
    vectors and an fp32 engine pass on the first FP32_PAPERS.
+7. (issue 90) The retriever families, each the run's BERT (random weights) under its family's
+   head, in the run's precision, on the first --family-papers (2,000; about a minute on a GPU)
+   of step 5's papers, one row each: learned sparse (`sparse_engine`: a SparseEncoder folder
+   saved by sentence-transformers, max_seq_length 512, its MLM head's bias set for about 200
+   terms a paper) through the sparse kind's encoder against `SparseEncoder.encode_document` at
+   its best batch, papers/s, their ratio and the largest weight difference; late interaction
+   (`late_engine`: a ColBERT folder in PyLate's layout written here, ColBERTv2's settings)
+   through the late-interaction kind's encoder, papers/s and the tokens kept a paper, no peer
+   (PyLate is not installed on the GPU machine); a reranker (`reranker`: a CrossEncoder
+   folder, max_length 512) through CrossScorer on 20 query papers x 50 candidates against
+   `CrossEncoder.predict` at its best batch, pairs/s, their ratio and the largest score
+   difference.
 
 On a CPU it runs at a tiny size with a 2-layer BERT and a 2-layer Qwen2 in fp32 (`--papers 300
---pool 1k --device cpu --out <dir>`), which the tests do end to end
-(tests/encoding/test_gpu_stage.py); its figures say nothing about a GPU.
-Usage: python benchmarks/gpu_stage.py [--papers 20000] [--decoder-papers 4000] [--pool 50k]
-       [--device cuda] [--out benchmarks/results] [--budget-s 460]
+--pool 1k --device cpu --out <dir>`; step 7 on 16 papers, max lengths 64, 3 x 8 pairs), which
+the tests do end to end (tests/encoding/test_gpu_stage.py); its figures say nothing about a GPU.
+Usage: python benchmarks/gpu_stage.py [--papers 20000] [--decoder-papers 4000]
+       [--family-papers 2000] [--pool 50k] [--device cuda] [--out benchmarks/results]
+       [--budget-s 460]
 """
 
 from __future__ import annotations
@@ -124,6 +137,19 @@ DECODERS = {"qwen2-0.5b": {"hidden_size": 896, "num_hidden_layers": 24,
                            "num_key_value_heads": 2, "intermediate_size": 128}}
 DECODER_PAPERS = 4_000  # step 6's papers unless --decoder-papers (at most step 5's)
 FP32_PAPERS = 512  # step 6's fp32 engine pass: on the first of its papers
+# step 7's retriever families (issue 90), each the run's BERT (MODELS) under its family's head
+SPARSE_MODEL, LATE_MODEL, CROSS_MODEL = ("st:local/splade-random", "st:local/colbert-random",
+                                         "st:local/cross-random")
+FAMILY_PAPERS = {"cuda": 2_000, "cpu": 16}  # step 7's papers unless --family-papers
+RERANK_PAIRS = {"cuda": (20, 50), "cpu": (3, 8)}  # queries x candidates, all pairs scored
+# the sparse and cross-encoder folders' max_seq_length: SPLADE-v3's and ms-marco-MiniLM-L6-v2's
+# (512), or a CPU's
+SPLADE_LENGTH = CROSS_LENGTH = {"bert-base": 512, "bert-tiny": 64}
+SPLADE_TERMS = 200  # about the terms a paper keeps (make_splade)
+# ColBERTv2's settings (artifact.metadata), written in a PyLate folder's configuration
+COLBERT = {"query_prefix": "[unused0]", "document_prefix": "[unused1]", "query_length": 32,
+           "document_length": 180}
+COLBERT_DIM = 128  # ColBERTv2's token vectors
 # issue 70's targets, each checked on a GPU run: (row key, field, at least / at most, value)
 TARGETS = (("engine", "share_of_bf16_peak", ">=", 0.40), ("engine", "speedup", ">=", 2.5),
            ("engine", "cosine_bf16_vs_fp32_min", ">=", 0.999),
@@ -740,6 +766,250 @@ def infinity_runs(folder: Path, texts: list[str], ours: Encoder, batch_size: int
         loop.close()
 
 
+
+def family_encoder(model: str, folder: Path, settings: dict):
+    """`model` (an st: name) on `folder`, routed to its folder's kind and loaded by that kind's
+    encoder in the run's precision, as the embed stage loads it."""
+    from pipeline.encoding.families import routed
+    from pipeline.encoding.kinds import encoder_class
+
+    entry = routed(chosen_model(model, precision=settings["precision"]), folder)
+    return encoder_class(entry.kind)(entry, model_path=folder, device=settings["device"])
+
+
+def make_splade(model_dir: Path, work: Path, name: str, texts: list[str]) -> Path:
+    """A SparseEncoder folder as SPLADE's are built, saved by sentence-transformers (as
+    tests/conftest.py's splade_folder): the run's BERT under a masked-LM head (seed 0, run for
+    fill-mask), SpladePooling's max; the head's bias lowered so that a paper keeps about
+    SPLADE_TERMS terms (its max logit over the tokens above zero), as a trained SPLADE's do, not
+    half the vocabulary as random weights would."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sparse_encoder.modules import SpladePooling
+    from transformers import AutoTokenizer, BertForMaskedLM
+
+    mlm = work / "bert-mlm"
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.save_pretrained(mlm)
+    torch.manual_seed(0)
+    model = BertForMaskedLM.from_pretrained(model_dir).eval()
+    batch = tokenizer(texts[:4], padding=True, truncation=True,
+                      max_length=SPLADE_LENGTH[name], return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**batch).logits.masked_fill(~batch["attention_mask"].bool()[..., None],
+                                                   -torch.inf).amax(dim=1)
+        model.cls.predictions.bias.sub_(torch.quantile(
+            logits.flatten(), 1 - SPLADE_TERMS / logits.shape[1]))
+    model.save_pretrained(mlm)
+    transformer = Transformer(str(mlm), transformer_task="fill-mask",
+                              max_seq_length=SPLADE_LENGTH[name])
+    SparseEncoder(modules=[transformer, SpladePooling("max")], device="cpu").save(
+        str(work / "splade"))
+    return work / "splade"
+
+
+def make_colbert(model_dir: Path, work: Path) -> Path:
+    """A ColBERT folder in PyLate's layout, written here (PyLate is not installed on the GPU
+    machine): the run's BERT at its root, ColBERTv2's settings (COLBERT: its markers, tokens
+    of the vocabulary already, its lengths) in config_sentence_transformers.json, a linear
+    projection to COLBERT_DIM without bias (seed 0) in 1_Dense; what LateSettings.of_folder
+    and late.projection read."""
+    from safetensors.torch import save_file
+
+    from pipeline.layout import HF_CONFIG, ST_CONFIG, ST_MODULE_CONFIG, ST_MODULES
+
+    folder = shutil.copytree(model_dir, work / "colbert")
+    hidden = json.loads((folder / HF_CONFIG).read_text())["hidden_size"]
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(hidden, COLBERT_DIM, bias=False)
+    (folder / "1_Dense").mkdir()
+    save_file({"linear.weight": linear.weight.detach().contiguous()},
+              str(folder / "1_Dense" / "model.safetensors"))
+    files = {"1_Dense/config.json": {"in_features": hidden, "out_features": COLBERT_DIM,
+                                     "bias": False,
+                                     "activation_function": "torch.nn.modules.linear.Identity"},
+             ST_MODULES: [{"idx": 0, "name": "0", "path": "",
+                           "type": "sentence_transformers.models.Transformer"},
+                          {"idx": 1, "name": "1", "path": "1_Dense",
+                           "type": "pylate.models.Dense.Dense"}],
+             ST_MODULE_CONFIG: {"max_seq_length": COLBERT["document_length"] - 1,
+                                "do_lower_case": False},
+             ST_CONFIG: {"model_type": "ColBERT", "similarity_fn_name": "MaxSim",
+                         "prompts": {"query": "", "document": ""}, "default_prompt_name": None,
+                         "attend_to_expansion_tokens": False, "do_query_expansion": True,
+                         **COLBERT}}
+    for path, content in files.items():
+        (folder / path).write_text(json.dumps(content, indent=2))
+    return folder
+
+
+def make_cross(model_dir: Path, work: Path, name: str, pairs: list[tuple[str, str]]) -> Path:
+    """A CrossEncoder folder saved by sentence-transformers (as tests/conftest.py's
+    cross_folder): the run's BERT under a one-label classifier (Sigmoid), max_length
+    CROSS_LENGTH's, seed 0; the classifier scaled and centred so that the logits of a sample of
+    `pairs` have mean 0 and spread 1 (a random BERT's pooled states of two papers differ
+    little: unscaled, every score would be about the same)."""
+    from sentence_transformers import CrossEncoder
+
+    torch.manual_seed(0)
+    model = CrossEncoder(str(model_dir), num_labels=1, max_length=CROSS_LENGTH[name],
+                         device="cpu")
+    logits = model.predict(pairs[:8], activation_fn=torch.nn.Identity(), show_progress_bar=False)
+    head, spread = model.model.classifier, float(np.std(logits)) or 1.0
+    with torch.no_grad():
+        head.bias.sub_(float(np.mean(logits))).div_(spread)
+        head.weight.div_(spread)
+    model.save(str(work / "cross"))
+    return work / "cross"
+
+
+def families(run: Run, corpus_dir: Path | None, settings: dict, model_dir: Path,
+             work: Path) -> dict | None:
+    """Step 7 (issue 90): each retriever family (learned sparse, late interaction, reranker)
+    through its kind's own code, beside its peer where this machine has one, on the first
+    --family-papers of step 5's papers, each family after the last (a failure or a spent
+    budget stops one family, not the others)."""
+    if not run.step("the retriever families", 60):
+        return None
+    papers = step_papers(corpus_dir, settings["family_papers"], work)
+    values: dict = {"papers": len(papers), "model": settings["model"],
+                    "precision": settings["precision"]}
+    for name, measure in (("sparse", sparse_family), ("late", late_family),
+                          ("reranker", reranker_family)):
+        if not run.step(f"families: {name}", 15):
+            continue
+        folder = work / f"family-{name}"
+        folder.mkdir()
+        if (measured := run.attempt(f"families_{name}", measure, papers, settings, model_dir,
+                                    folder)) is not None:
+            values[name] = measured
+            run.record("steps", "families", values)
+        release()
+    return values
+
+
+def sparse_family(papers: list[tuple[str, str]], settings: dict, model_dir: Path,
+                  work: Path) -> dict:
+    """A SparseEncoder folder (make_splade) through the sparse kind's encoder, tokenizing
+    included, against `SparseEncoder.encode_document` at its best batch, interleaved
+    `repeats` times after a warm-up; the largest difference of a weight between the two on the
+    first FP32_PAPERS papers (both in the run's precision)."""
+    from sentence_transformers import SparseEncoder
+
+    texts = [f"{t} {a}".strip() for t, a in papers]
+    ours = family_encoder(SPARSE_MODEL, make_splade(model_dir, work, settings["model"], texts),
+                          settings)
+    texts = [ours.format(t, a) for t, a in papers]
+    peer = SparseEncoder(str(work / "splade"), device=str(ours.device))
+    peer.to(ours.model.dtype).eval()
+
+    def run_ours():
+        return ours.encode(texts, progress=False)[0]
+
+    def run_peer(batch_size: int, some: list[str] | None = None):
+        return peer.encode_document(some or texts, batch_size=batch_size,
+                                    show_progress_bar=False)
+
+    batch, tried = best_peer_batch(run_peer, texts)
+    mine = run_ours()  # warm-up
+    theirs = run_peer(batch, texts[:FP32_PAPERS]).to_dense().float().cpu().numpy()
+    times = interleaved({"engine": run_ours, "peer": lambda: run_peer(batch)},
+                        settings["repeats"])
+    tokens = sum(len(x) for x in ours.tokenize(texts))
+    engine, other = (speed(times[k], len(texts), tokens, 0.0, None) for k in ("engine", "peer"))
+    offsets, _, _ = mine.csr()
+    return {"papers": len(texts), "dtype": str(ours.model.dtype),
+            "max_seq_length": ours.max_length,
+            "mean_tokens_per_paper": round(tokens / len(texts), 1),
+            "terms_per_paper": round(float(np.diff(offsets).mean()), 1),
+            "engine": engine, "peer": other, "peer_batch_size": batch,
+            "peer_batch_seconds_on_sample": tried,
+            "speedup": round(engine["papers_per_s"] / other["papers_per_s"], 2),
+            "max_weight_difference": float(np.abs(
+                mine.matrix()[: len(theirs)].toarray() - theirs).max()),
+            "gpu_busy": getattr(ours, "counts", {}).get("gpu_busy")}
+
+
+def late_family(papers: list[tuple[str, str]], settings: dict, model_dir: Path,
+                work: Path) -> dict:
+    """A ColBERT folder (make_colbert) through the late-interaction kind's encoder: its
+    documents' token vectors (encode_ids on the texts tokenized beforehand, `repeats` times
+    after a warm-up), the tokens kept per paper (attended, not in the skiplist). No peer:
+    PyLate is not installed on the GPU machine (tests/encoding/test_late.py checks the vectors
+    equal to PyLate's on a CPU)."""
+    ours = family_encoder(LATE_MODEL, make_colbert(model_dir, work), settings)
+    texts = [ours.format(t, a) for t, a in papers]
+    start = time.perf_counter()
+    tokenized = ours.tokenize(texts)
+    tokenize_s = time.perf_counter() - start
+    ours.encode_ids(tokenized[:256], progress=False)  # warm-up
+    encoded = []
+    seconds = [timed(lambda: encoded.append(ours.encode_ids(tokenized, progress=False)[0]))
+               for _ in range(settings["repeats"])]
+    _, offsets, _ = encoded[-1].flat()
+    tokens = sum(map(len, tokenized))
+    return {"papers": len(texts), "dtype": str(ours.model.dtype), "dim": ours.dim,
+            "document_length": ours.late.document_length,
+            "mean_tokens_per_paper": round(tokens / len(texts), 1),
+            "kept_tokens_per_paper": round(float(np.diff(offsets).mean()), 1),
+            "engine": speed(seconds, len(texts), tokens, 0.0, None),
+            "tokenize_s": round(tokenize_s, 3),
+            "peer": "none: PyLate is not installed on the GPU machine (its token vectors and "
+                    "MaxSim are checked equal on a CPU: tests/encoding/test_late.py)",
+            "gpu_busy": getattr(ours, "counts", {}).get("gpu_busy")}
+
+
+def reranker_family(papers: list[tuple[str, str]], settings: dict, model_dir: Path,
+                    work: Path) -> dict:
+    """A CrossEncoder folder (make_cross) through the reranker kind's scorer (CrossScorer:
+    length-sorted batches) on each of the first rerank_queries papers paired with each of the
+    next rerank_candidates (RERANK_PAIRS), against `CrossEncoder.predict` at its best batch,
+    interleaved `repeats` times after a warm-up: pairs/s each and the largest difference of a
+    score (both in the run's precision)."""
+    from sentence_transformers import CrossEncoder
+
+    from pipeline.encoding.cross import CrossScorer
+    from pipeline.encoding.encoders import model_dtype
+    from pipeline.encoding.families import routed
+
+    queries, candidates = settings["rerank_queries"], settings["rerank_candidates"]
+    if len(papers) < queries + candidates:
+        raise SystemExit(f"{queries} queries and {candidates} candidates need "
+                         f"{queries + candidates} papers; --family-papers gave {len(papers)}")
+    plain = [f"{t} {a}".strip() for t, a in papers]
+    folder = make_cross(model_dir, work, settings["model"],
+                        [(plain[0], text) for text in plain[1:]])
+    entry = routed(chosen_model(CROSS_MODEL, precision=settings["precision"]), folder)
+    ours = CrossScorer(entry, model_path=folder, device=settings["device"])
+    texts = dict(enumerate(ours.text(t, a) for t, a in papers[: queries + candidates]))
+    pairs = [(q, d) for q in range(queries) for d in range(queries, queries + candidates)]
+    pair_texts = [(texts[q], texts[d]) for q, d in pairs]
+    peer = CrossEncoder(str(folder), device=str(ours.device))
+    peer.to(model_dtype(entry, ours.device)).eval()
+
+    def run_ours():
+        return ours.score(texts, texts, pairs)
+
+    def run_peer(batch_size: int, some: list[tuple[str, str]] | None = None):
+        return peer.predict(some or pair_texts, batch_size=batch_size, show_progress_bar=False,
+                            convert_to_numpy=True)
+
+    batch, tried = best_peer_batch(run_peer, pair_texts)
+    mine, theirs = run_ours(), run_peer(batch)  # warm-up, and the two agree
+    times = interleaved({"engine": run_ours, "peer": lambda: run_peer(batch)},
+                        settings["repeats"])
+    engine, other = ({"seconds": [round(s, 3) for s in times[k]],
+                      "pairs_per_s": round(len(pairs) / min(times[k]), 1)}
+                     for k in ("engine", "peer"))
+    return {"queries": queries, "candidates": candidates, "pairs": len(pairs),
+            "dtype": str(next(ours.model.parameters()).dtype),
+            "max_length": ours.model.max_seq_length, "engine": engine, "peer": other,
+            "engine_batch_size": ours.batch_size, "peer_batch_size": batch,
+            "peer_batch_seconds_on_sample": tried,
+            "speedup": round(engine["pairs_per_s"] / other["pairs_per_s"], 2),
+            "max_score_difference": float(np.abs(mine - theirs).max()),
+            "score_spread": round(float(np.ptp(theirs)), 5)}
+
 def rows(figures: dict, device: str) -> dict:
     """The json's rows: device, papers, engine_papers_per_s, stage_papers_per_s, gpu_busy
     (a share 0-1), and each row's own figures."""
@@ -789,6 +1059,36 @@ def rows(figures: dict, device: str) -> dict:
                         "eval_stage_process_s": evaluated["eval_stage_process_s"],
                         "eval_stage_s": evaluated["eval_stage_s"],
                         "noop_make_eval_s": evaluated["noop_make_eval_s"]}
+    out.update(family_rows(steps.get("families", {}), device))
+    return out
+
+
+def family_rows(measured: dict, device: str) -> dict:
+    """Step 7's rows, one a family measured: sparse_engine, late_engine (papers/s) and
+    reranker (pairs/s: its papers and papers/s left empty)."""
+    out = {}
+    if sparse := measured.get("sparse"):
+        out["sparse_engine"] = {"device": device, "papers": sparse["papers"],
+                                "engine_papers_per_s": sparse["engine"]["papers_per_s"],
+                                "stage_papers_per_s": None, "gpu_busy": sparse["gpu_busy"],
+                                "peer_papers_per_s": sparse["peer"]["papers_per_s"],
+                                "speedup": sparse["speedup"],
+                                "terms_per_paper": sparse["terms_per_paper"],
+                                "max_weight_difference": sparse["max_weight_difference"]}
+    if late := measured.get("late"):
+        out["late_engine"] = {"device": device, "papers": late["papers"],
+                              "engine_papers_per_s": late["engine"]["papers_per_s"],
+                              "stage_papers_per_s": None, "gpu_busy": late["gpu_busy"],
+                              "kept_tokens_per_paper": late["kept_tokens_per_paper"],
+                              "peer": late["peer"]}
+    if reranker := measured.get("reranker"):
+        out["reranker"] = {"device": device, "papers": None, "engine_papers_per_s": None,
+                           "stage_papers_per_s": None, "gpu_busy": None,
+                           "pairs": reranker["pairs"],
+                           "engine_pairs_per_s": reranker["engine"]["pairs_per_s"],
+                           "peer_pairs_per_s": reranker["peer"]["pairs_per_s"],
+                           "speedup": reranker["speedup"],
+                           "max_score_difference": reranker["max_score_difference"]}
     return out
 
 
@@ -838,6 +1138,8 @@ def report(figures: dict) -> str:
         lines += ["", bucket_line(pooled)]
     if decoded := figures["steps"].get("decoder"):
         lines += ["", decoder_line(decoded)]
+    if measured := figures["steps"].get("families"):
+        lines += ["", families_line(measured)]
     lines += ["", "## Steps", ""]
     for name, values in figures["steps"].items():
         if name == "profile":
@@ -895,6 +1197,35 @@ def decoder_line(decoded: dict) -> str:
             "square though the decoder is causal (embed_throughput.useful_flops).")
 
 
+def families_line(measured: dict) -> str:
+    """Step 7 in a sentence: each family measured, against its peer where there is one."""
+    parts = []
+    if sparse := measured.get("sparse"):
+        parts.append(f"learned sparse (a SparseEncoder folder, max_seq_length "
+                     f"{sparse['max_seq_length']}, {sparse['terms_per_paper']} terms a paper) "
+                     f"through the engine {sparse['engine']['papers_per_s']:,} papers/s, "
+                     f"SparseEncoder.encode_document {sparse['peer']['papers_per_s']:,} "
+                     f"(batch {sparse['peer_batch_size']}): {sparse['speedup']}x, weights "
+                     f"within {sparse['max_weight_difference']:.2g}")
+    if late := measured.get("late"):
+        parts.append(f"late interaction (a ColBERT folder in PyLate's layout, "
+                     f"{late['dim']}-dimensional tokens, document_length "
+                     f"{late['document_length']}) {late['engine']['papers_per_s']:,} papers/s, "
+                     f"{late['kept_tokens_per_paper']} of {late['mean_tokens_per_paper']} "
+                     f"tokens kept a paper; peer {late['peer']}")
+    if reranker := measured.get("reranker"):
+        parts.append(f"reranker (a CrossEncoder folder, max_length {reranker['max_length']}) "
+                     f"on {reranker['queries']} x {reranker['candidates']} pairs: CrossScorer "
+                     f"{reranker['engine']['pairs_per_s']:,} pairs/s, CrossEncoder.predict "
+                     f"{reranker['peer']['pairs_per_s']:,} (batch "
+                     f"{reranker['peer_batch_size']}): {reranker['speedup']}x, scores within "
+                     f"{reranker['max_score_difference']:.2g} (spread "
+                     f"{reranker['score_spread']})")
+    return (f"Retriever families (issue 90), the run's {measured['model']} under each "
+            f"family's head, random weights, {measured['precision']}, on {measured['papers']:,} "
+            "papers: " + "; ".join(parts) + ".")
+
+
 def size_of(text: str) -> int:
     text = text.strip().lower()
     scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:], 1)
@@ -906,6 +1237,9 @@ def main() -> None:
     parser.add_argument("--papers", type=int, default=20_000, help="papers of step 5 (a)")
     parser.add_argument("--decoder-papers", type=int, default=None,
                         help=f"papers of step 6 (default: {DECODER_PAPERS:,}, at most --papers)")
+    parser.add_argument("--family-papers", type=int, default=None,
+                        help=f"papers of step 7 (default: {FAMILY_PAPERS['cuda']:,} on a GPU, "
+                        f"{FAMILY_PAPERS['cpu']} on a CPU, at most --papers)")
     parser.add_argument("--pool", default="50k", help="the pool's size (SIZE)")
     parser.add_argument("--corpus", type=int, default=None,
                         help="DEMO_PAPERS (default: 4 x the pool)")
@@ -929,6 +1263,10 @@ def main() -> None:
                 "model": args.model or ("bert-base" if gpu else "bert-tiny"),
                 "decoder": "qwen2-0.5b" if gpu else "qwen2-tiny",
                 "decoder_papers": args.decoder_papers or min(args.papers, DECODER_PAPERS),
+                "family_papers": args.family_papers or min(
+                    args.papers, FAMILY_PAPERS["cuda" if gpu else "cpu"]),
+                "rerank_queries": RERANK_PAIRS["cuda" if gpu else "cpu"][0],
+                "rerank_candidates": RERANK_PAIRS["cuda" if gpu else "cpu"][1],
                 "precision": args.precision or ("bf16" if gpu else "fp32"),
                 "repeats": args.repeats, "budget_s": args.budget_s,
                 "build_threads": min(os.cpu_count() or 1, 16),
@@ -954,6 +1292,8 @@ def main() -> None:
                     work)
         release()
         run.attempt("decoder", decoder, run, corpus_dir, settings, work)
+        release()
+        run.attempt("families", families, run, corpus_dir, settings, model_dir, work)
         run.figures["complete"] = not run.figures["skipped"] and not run.figures["errors"]
         run.record("steps", "total", {"seconds": round(time.monotonic() - run.start, 1)})
         print(report(run.figures))

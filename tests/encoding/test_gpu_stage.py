@@ -1,8 +1,9 @@
 """benchmarks/gpu_stage.py, the one script a GPU session runs (issue 70), end to end on a CPU
 at its tiny size: every step runs and its rows, json and md are written, step 6 (issue 80) with
-a 2-layer Qwen2, last-token pooled. Its corpus is 2,500 papers, not the default 4 x the pool
-(4,000): 1,084 of them prefiltered, enough for the pool of 1,000 candidates and its 50 queries
-(1,019 papers to embed, over the 1,000 asserted)."""
+a 2-layer Qwen2, last-token pooled, step 7 (issue 90) with each retriever family's folder on the
+2-layer BERT, beside its peer: equal to it in fp32. Its corpus is 2,500 papers, not the default
+4 x the pool (4,000): 1,084 of them prefiltered, enough for the pool of 1,000 candidates and its
+50 queries (1,019 papers to embed, over the 1,000 asserted)."""
 
 from __future__ import annotations
 
@@ -34,9 +35,10 @@ def test_the_gpu_stage_script_runs_end_to_end_on_a_cpu(tmp_path):
     figures = json.loads((out / "gpu_stage.json").read_text())
     assert figures["complete"] and not figures["skipped"]
     assert set(figures["steps"]) >= {"corpus", "pool", "search", "eval", "engine_on_pool",
-                                     "profile", "engine_vs_peer", "decoder"}
+                                     "profile", "engine_vs_peer", "decoder", "families"}
     rows = figures["rows"]
-    assert set(rows) == {"engine", "stage", "fresh", "decoder"}
+    assert set(rows) == {"engine", "stage", "fresh", "decoder", "sparse_engine", "late_engine",
+                         "reranker"}
     assert all(set(row) >= ROW_FIELDS for row in rows.values())
     assert all(row["device"].startswith("cpu (") for row in rows.values())
     stage = rows["stage"]
@@ -63,8 +65,25 @@ def test_the_gpu_stage_script_runs_end_to_end_on_a_cpu(tmp_path):
     infinity = decoded["infinity"]  # measured where infinity_emb imports, else why not
     assert (infinity["papers_per_s"] > 0 if isinstance(infinity, dict)
             else infinity.startswith("not installed: "))
+    families, sparse = figures["steps"]["families"], rows["sparse_engine"]
+    assert sparse["papers"] == families["papers"] == 16  # its CPU default
+    assert sparse["engine_papers_per_s"] > 0 and sparse["peer_papers_per_s"] > 0
+    assert sparse["speedup"] > 0 and sparse["max_weight_difference"] <= 1e-5
+    assert 0 < sparse["terms_per_paper"] < 1000  # sparse: a few hundred of 30,522 terms
+    late = rows["late_engine"]
+    assert late["papers"] == 16 and late["engine_papers_per_s"] > 0
+    # the skiplist's punctuation dropped: fewer tokens kept than the papers' tokens
+    assert 0 < late["kept_tokens_per_paper"] < families["late"]["mean_tokens_per_paper"]
+    assert late["peer"].startswith("none: PyLate is not installed")
+    reranker = rows["reranker"]
+    assert reranker["pairs"] == 3 * 8 and reranker["speedup"] > 0
+    assert reranker["engine_pairs_per_s"] > 0 and reranker["peer_pairs_per_s"] > 0
+    assert reranker["max_score_difference"] <= 1e-5
+    assert families["reranker"]["score_spread"] > 0.1  # the pairs' scores differ
     md = (out / "gpu_stage.md").read_text()
     assert "A CPU run at a tiny size" in md and figures["machine"] in md
     assert "Decoder embedder (issue 80" in md and "Length buckets (issue 80" in md
+    assert "Retriever families (issue 90" in md
+    assert all(f"| {name} |" in md for name in ("sparse_engine", "late_engine", "reranker"))
     assert (out / "gpu_stage_profile.txt").exists() and (out / "gpu_stage_log.txt").exists()
     assert not list(tmp_path.glob("gpu_stage-*"))  # the scratch folder removed
