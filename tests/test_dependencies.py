@@ -31,8 +31,10 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 EXTRAS = ("test", "bench")  # what make setup installs: -e '.[test,bench]'
 # The splitters benchmarks/sentence_split.py compares with when installed (its docstring), and
 # benchmarks/gpu_stage.py's third peer, infinity-emb, carried to a GPU machine as its wheel
-# (its metadata asks numpy<2, which the pipeline's numpy>=2 excludes from one install).
-OPTIONAL = {"pysbd", "blingfire", "spacy", "infinity_emb"}
+# (its metadata asks numpy<2, which the pipeline's numpy>=2 excludes from one install), and
+# PyLate, the late-interaction reference, in an environment of its own (tests/conftest.py
+# install_pylate: it pins sentence-transformers 5.3, the pipeline runs 6).
+OPTIONAL = {"pysbd", "blingfire", "spacy", "infinity_emb", "pylate"}
 
 
 def constraints(name: str = "constraints.txt") -> dict[str, Version]:

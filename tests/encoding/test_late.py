@@ -13,10 +13,9 @@ import polars as pl
 import pytest
 import torch
 
-from pipeline.encoding.late import LateEncoder, TokenVectors
+from pipeline.encoding.late import LateEncoder, LateScorer, TokenVectors
 from pipeline.models import ModelEntry
 from pipeline.retrieval.dense.exact import maxsim_stream
-from pipeline.retrieval.late import maxsim_pairs
 from tests.conftest import (
     CHILD_BOUND_S,
     PYLATE_DOCUMENT_LENGTH,
@@ -74,9 +73,9 @@ def test_token_vectors_equal_pylate(encoder, texts, reference):
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
 
 
-def test_maxsim_scores_and_rerank_order_equal_pylate(encoder, texts, reference):
-    """Every (query, document) MaxSim (the exact stream and the rerank's pairs) equals
-    PyLate's colbert_scores to 1e-5, and the rerank orders each query's documents as
+def test_maxsim_scores_and_rerank_order_equal_pylate(encoder, texts, reference, pylate_folder):
+    """Every (query, document) MaxSim (the exact stream, and LateScorer's pairs: make rerank's)
+    equals PyLate's colbert_scores to 1e-5, and the rerank orders each query's documents as
     pylate.rank.rerank does."""
     docs, _ = encoder.encode_ids(encoder.tokenize(texts), progress=False)
     queries, _ = encoder.encode_queries(texts)
@@ -88,9 +87,9 @@ def test_maxsim_scores_and_rerank_order_equal_pylate(encoder, texts, reference):
     exact = np.zeros((n, n), dtype=np.float32)
     np.put_along_axis(exact, positions, scores, axis=1)
     np.testing.assert_allclose(exact, reference["scores"], atol=1e-5)
-    ids = np.arange(n, dtype=np.int64)
-    pairs = pl.DataFrame({"query": np.repeat(ids, n), "doc": np.tile(ids, n)})
-    paired = maxsim_pairs((q, q_offsets), d, d_offsets, ids, ids, pairs)
+    scorer = LateScorer(encoder.entry, model_path=pylate_folder, device="cpu")
+    text = dict(enumerate(texts))
+    paired = scorer.score(text, text, [(i, j) for i in range(n) for j in range(n)])
     np.testing.assert_allclose(paired.reshape(n, n), reference["scores"], atol=1e-5)
     order = np.argsort(-paired.reshape(n, n), axis=1, kind="stable")
     assert (order == reference["rerank"]).all()
