@@ -1,13 +1,15 @@
-"""Cross-encoders (kind "reranker"): a (query paper, candidate paper) pair scored as
-sentence-transformers' `CrossEncoder` scores it, for reranked runs (pipeline/retrieval/rerank.py).
+"""Pair scorers for reranked runs (pipeline/retrieval/rerank.py): cross-encoders (kind
+"reranker"), a (query paper, candidate paper) pair scored as sentence-transformers'
+`CrossEncoder` scores it, and decoder rerankers (kind "decoder-reranker").
 
 The folder is loaded by sentence-transformers itself (`CrossEncoder(folder)`: its classifier
 head, its max_length, its activation: Sigmoid for a one-label model unless its configuration
 names another), and each pair's score is what `CrossEncoder.predict` gives for it. The pairs
-are handed to `predict` sorted by their length, so a batch pads little; a pair's score does
-not depend on the order. A paper is its title and abstract as the entry's `join` says
-(docs/encoders.md, "Input"), the query paper first. A model of more than one label (a
-classifier of classes, not a relevance score) is refused in one line.
+go to `predict` longest first, a chunk per progress line, so a chunk holds pairs of like
+lengths (`predict` sorts a chunk's pairs by length itself): a batch pads little. A paper is
+its title and abstract as the entry's `join` says (docs/encoders.md, "Input"), the query
+paper first. A model of more than one label (a classifier of classes, not a relevance score)
+is refused in one line. Decoder rerankers: DecoderScorer below.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ class CrossScorer:
         texts = [(queries[q], docs[d]) for q, d in pairs]
         order = np.argsort([len(q) + len(d) for q, d in texts], kind="stable")[::-1]
         out = np.zeros(len(texts), dtype=np.float32)
-        step = self.batch_size * 64  # predict's calls between two progress updates
+        step = self.batch_size * 64  # pairs between two progress updates
         with Progress(len(texts), f"[rerank] {self.entry.name}", "pairs") as progress:
             for start in range(0, len(order), step):
                 chunk = order[start:start + step]
