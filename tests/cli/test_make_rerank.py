@@ -1,6 +1,7 @@
-"""make rerank through make, on a private copy of the test corpus with one pool and a tiny
-CrossEncoder folder: BM25's top RERANK_DEPTH in CrossEncoder.predict's order, a second run a
-no-op, verify clean; once the first stage is searched again, verify names the reranked run."""
+"""The new families through make, on a private copy of the test corpus with one pool: make eval
+of a tiny SparseEncoder folder (st:), and make rerank of BM25 by a tiny CrossEncoder folder
+(BM25's top RERANK_DEPTH in CrossEncoder.predict's order); a second run of each a no-op, verify
+clean; once the first stage is searched again, verify names the reranked run."""
 
 from __future__ import annotations
 
@@ -29,17 +30,25 @@ def make(root: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_make_rerank_then_verify(corpus_dir, cross_folder, tmp_path):
+def test_make_eval_of_a_sparse_folder_and_make_rerank_then_verify(corpus_dir, cross_folder,
+                                                                  splade_folder, tmp_path):
     from sentence_transformers import CrossEncoder
 
     root = tmp_path / "data"
     corpus = with_pool(root, corpus_dir)
     (root / "installed").touch()
+    sparse = ("eval", "MODEL=st:local/sp", f"MODEL_PATH={splade_folder}")
+    done = make(root, *sparse)
+    assert done.returncode == 0, done.stderr[-2000:]
+    runs = root / "runs" / "c" / POOL
+    evaluated = (runs / "st--local--sp.eval.json").read_bytes()
+    again = make(root, *sparse)
+    assert again.returncode == 0 and "0 to search" in again.stderr, again.stderr[-2000:]
+    assert (runs / "st--local--sp.eval.json").read_bytes() == evaluated
     given = ("rerank", "MODEL=st:local/ce", f"MODEL_PATH={cross_folder}", "FIRST_STAGE=bm25",
              f"RERANK_DEPTH={DEPTH}", "K=30")
     done = make(root, *given)
     assert done.returncode == 0, done.stderr[-2000:]
-    runs = root / "runs" / "c" / POOL
     first, run = (pl.read_parquet(runs / f"{m}.parquet") for m in ("bm25", RERANKED))
     papers = pl.read_parquet(corpus / "prefiltered.parquet")
     text = {i: f"{t or ''} {a or ''}".strip() for i, t, a in

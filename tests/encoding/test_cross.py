@@ -104,3 +104,17 @@ def test_a_tokenizer_without_yes_and_no_is_refused(decoder_folder, tmp_path):
                                            .replace('"yes":', '"yes_":'))
     with pytest.raises(InputError, match="its tokenizer has no single token 'yes' or 'no'"):
         DecoderScorer(ENTRY, model_path=folder, device="cpu")
+
+
+def test_a_cross_encoder_of_several_labels_is_refused(tiny_bert, tmp_path):
+    """A CrossEncoder folder of two labels (a classifier of classes): one line, not a score."""
+    from sentence_transformers import CrossEncoder
+
+    from pipeline.encoding.cross import CrossScorer
+    from pipeline.encoding.families import routed
+
+    CrossEncoder(str(tiny_bert), num_labels=2, device="cpu").save(str(tmp_path / "two"))
+    entry = routed(get_model("st:local/two"), tmp_path / "two")
+    with pytest.raises(InputError, match="its CrossEncoder has 2 labels, a classifier of "
+                                         "classes; a reranker gives one score per pair"):
+        CrossScorer(entry, model_path=tmp_path / "two", device="cpu")
