@@ -14,9 +14,9 @@ a paper's terms drawn with Zipf-like term frequencies (exponent 1.1), ~250 per c
 per query paper (whole abstracts: SPLADE++ gives title+abstract inputs a few hundred terms),
 weights log-normal around 0.45 (max ~3), quantised x 100 as pyserini does. Each system runs
 in a fresh process of its own, timed from its inputs (arrays in memory, or the JSONL files) to
-its runs; its peak memory is that process's maximum resident set (ru_maxrss; the JVM's
-included for Lucene and pyserini). The runs are compared as lists: (doc, score) of each
-query in rank order.
+its runs; its peak memory is that process's maximum resident set as it reports it (ru_maxrss;
+the in-process JVM's included for Lucene and pyserini). The runs are compared as lists: (doc,
+score) of each query in rank order.
 Writes benchmarks/results/sparse_index.json and .md.
 
 Usage: .venv/bin/python benchmarks/sparse_index.py [--docs 100000] [--queries 200] [--k 500]
@@ -77,7 +77,9 @@ else:
     lists = {}
     for q, d, s in hits.iter_rows():
         lists.setdefault(str(q), []).append([str(d), float(s)])
+import resource
 print(json.dumps({"index_seconds": built - start, "search_seconds": done - built,
+                  "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "lists": lists}))
 """
 
@@ -101,8 +103,11 @@ hits = searcher.batch_search([t for _, t in topics], [q for q, _ in topics], k=j
                              threads=2)
 done = time.perf_counter()
 lists = {q: [[h.docid, float(h.score)] for h in hits[q]] for q, _ in topics}
+import resource
 print(json.dumps({"index_seconds": built - start, "open_seconds": opened - built,
-                  "search_seconds": done - opened, "lists": lists}))
+                  "search_seconds": done - opened,
+                  "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "lists": lists}))
 """
 
 
@@ -125,16 +130,15 @@ def synthetic(n: int, terms: int, rng: np.random.Generator, popularity: np.ndarr
 
 
 def run(code: str, args: list[str], env: dict[str, str] | None = None) -> dict:
-    """A process of its own: its JSON answer, wall seconds and peak memory (ru_maxrss, MiB)."""
+    """A process of its own: its JSON answer (with its own peak memory: ru_maxrss, MiB, the
+    in-process JVM's included) and its wall seconds."""
     start = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=env or dict(os.environ))
-    _, status, usage = os.wait4(process.pid, 0)
-    out, err = process.stdout.read(), process.stderr.read()
-    if status != 0:
-        raise SystemExit(f"{args}: failed\n{err[-3000:]}")
-    answer = json.loads(out.strip().splitlines()[-1])
-    answer.update(wall_seconds=time.perf_counter() - start, peak_mib=usage.ru_maxrss / 1024)
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env=env or dict(os.environ))
+    if done.returncode != 0:
+        raise SystemExit(f"{args}: failed\n{done.stderr[-3000:]}")
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    answer["wall_seconds"] = time.perf_counter() - start
     return answer
 
 
