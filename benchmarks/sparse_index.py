@@ -14,17 +14,21 @@ a paper's terms drawn with Zipf-like term frequencies (exponent 1.1), ~250 per c
 per query paper (whole abstracts: SPLADE++ gives title+abstract inputs a few hundred terms),
 weights log-normal around 0.45 (max ~3), quantised x 100 as pyserini does. Each system runs
 in a fresh process of its own, timed from its inputs (arrays in memory, or the JSONL files) to
-its runs; its peak memory is that process's maximum resident set as it reports it (ru_maxrss;
-the in-process JVM's included for Lucene and pyserini). The runs are compared as lists: (doc,
-score) of each query in rank order. Seconds are kept to the millisecond, and queries per
-second divide by at least 1 ms (a search faster than that reads as 1 ms: a lower bound).
-The side-by-side pool is as large as the Lucene systems index and search in minutes on a
-2-core machine; the arrays engine alone searches a second, larger pool (`--arrays-docs`), and
-the finding compares it with the Lucene systems at the smaller size only where that holds as
-worded (their time and memory do not fall as a pool grows).
+its runs; its peak memory is that process's own peak resident set as Linux reports it (VmHWM
+in /proc/self/status; the in-process JVM's included for Lucene and pyserini), not ru_maxrss,
+which a spawned process inherits from its parent (this script, holding the pool's vectors).
+The runs are compared as lists: (doc, score) of each query in rank order. Seconds are kept
+to the millisecond, and queries per second divide by at least 1 ms (a search faster than that
+reads as 1 ms: a lower bound).
+The side-by-side pool is 100,000 candidates by default (about 20 minutes on a busy 2-core
+machine, most of it the Lucene systems indexing and this script writing their JSONL); where
+the Lucene systems cannot index the size at hand, `--arrays-docs` adds a larger pool that the
+arrays engine searches alone, and the finding compares it with the Lucene systems at the
+smaller size only where that holds as worded (their time and memory do not fall as a pool
+grows).
 Writes benchmarks/results/sparse_index.json and .md.
 
-Usage: .venv/bin/python benchmarks/sparse_index.py [--docs 10000] [--arrays-docs 100000]
+Usage: .venv/bin/python benchmarks/sparse_index.py [--docs 100000] [--arrays-docs 0]
        [--queries 100] [--k 500]
 """
 
@@ -50,9 +54,17 @@ from tests.conftest import PYSERINI_SIDE, side_packages  # noqa: E402
 OUT = ROOT / "benchmarks" / "results"
 VOCAB = 30522
 
+# the peak resident set of the process that runs it: VmHWM, the high-water mark of its own
+# memory (ru_maxrss would start at its parent's resident set: Linux keeps it across exec)
+PEAK = """
+def peak_mib():
+    status = open("/proc/self/status").read().split("VmHWM:")[1]
+    return int(status.split()[0]) / 1024
+"""
+
 # the pipeline's engines, in a process of their own: arrays (the index built from CSR
 # arrays) or lucene (its impact index built from the same arrays, then searched)
-OURS = """
+OURS = PEAK + """
 import json, sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[3])
@@ -83,14 +95,13 @@ else:
     lists = {}
     for q, d, s in hits.iter_rows():
         lists.setdefault(str(q), []).append([str(d), float(s)])
-import resource
 print(json.dumps({"index_seconds": built - start, "search_seconds": done - built,
-                  "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "peak_mib": peak_mib(),
                   "lists": lists}))
 """
 
 # pyserini's own indexer and LuceneImpactSearcher, in the side environment
-PEER = """
+PEER = PEAK + """
 import json, subprocess, sys, time
 job = json.load(open(sys.argv[1]))
 exec(job["pyserini_import"].replace("LuceneSearcher", "LuceneImpactSearcher"))
@@ -109,10 +120,8 @@ hits = searcher.batch_search([t for _, t in topics], [q for q, _ in topics], k=j
                              threads=2)
 done = time.perf_counter()
 lists = {q: [[h.docid, float(h.score)] for h in hits[q]] for q, _ in topics}
-import resource
 print(json.dumps({"index_seconds": built - start, "open_seconds": opened - built,
-                  "search_seconds": done - opened,
-                  "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "search_seconds": done - opened, "peak_mib": peak_mib(),
                   "lists": lists}))
 """
 
@@ -136,7 +145,7 @@ def synthetic(n: int, terms: int, rng: np.random.Generator, popularity: np.ndarr
 
 
 def run(code: str, args: list[str], env: dict[str, str] | None = None) -> dict:
-    """A process of its own: its JSON answer (with its own peak memory: ru_maxrss, MiB, the
+    """A process of its own: its JSON answer (with its own peak memory, MiB: PEAK, the
     in-process JVM's included) and its wall seconds."""
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
@@ -247,10 +256,11 @@ def finding(report: dict) -> str:
             f"ahead, {total(peer) / mine:.1f}x faster than pyserini."
             if mine < total(peer) else
             f"NOT ahead: {mine / max(total(peer), RESOLUTION):.1f}x pyserini's time."),
-        f"Its peak memory, {arrays['peak_mib']:.0f} MiB, is " + (
-            "below" if arrays["peak_mib"] < lightest else "NOT below") +
-        f" the Lucene systems' ({lucene['peak_mib']:.0f} MiB the pipeline's Lucene engine, "
-        f"{peer['peak_mib']:.0f} MiB pyserini).",
+        f"Its peak memory, {arrays['peak_mib']:.0f} MiB, is "
+        f"{'below' if arrays['peak_mib'] < peer['peak_mib'] else 'NOT below'} pyserini's "
+        f"({peer['peak_mib']:.0f} MiB) and "
+        f"{'below' if arrays['peak_mib'] < lucene['peak_mib'] else 'NOT below'} the "
+        f"pipeline's Lucene engine's ({lucene['peak_mib']:.0f} MiB).",
         f"Search alone: the arrays engine {per_second(queries, arrays['search_seconds']):.1f} "
         f"queries/s, pyserini {per_second(queries, peer['search_seconds']):.1f}, the "
         f"pipeline's Lucene engine {per_second(queries, lucene['search_seconds']):.1f}."]
@@ -276,11 +286,40 @@ def finding(report: dict) -> str:
     return " ".join(lines)
 
 
+def markdown(report: dict) -> str:
+    """The results page of a report (benchmarks/results/sparse_index.md)."""
+    side, queries = report["side_by_side"], report["queries"]
+    lines = [
+        "# Learned sparse search of a pool: the pipeline's engines and pyserini's impact search",
+        "",
+        f"{time.strftime('%Y-%m-%d')}, {report['machine']}. {queries} query papers, top "
+        f"{report['k']}; synthetic SPLADE-like vectors on a 30,522-term vocabulary, quantised "
+        "x 100 (benchmarks/sparse_index.py, its docstring for the statistics). Each system in a "
+        "fresh process; `index s` from its inputs: the arrays in memory for the pipeline's "
+        "engines (the Lucene engine's includes writing its JSONL), the JSONL files for "
+        "pyserini; `peak MiB` is its own peak resident set (VmHWM); `open s`: "
+        "pyserini's searcher reading every term's df as it opens the index. Load average "
+        "(1, 5, 15 minutes) "
+        f"{report['load_average']['before']} before the run and "
+        f"{report['load_average']['after']} after it: other jobs shared the cores, so every "
+        "time is longer than on an idle machine.", "", "## Finding", "", finding(report), "",
+        f"## Side by side: {side['docs']:,} candidates ({side['postings']:,} postings, "
+        f"{side['impacts_per_candidate_mean']:,} impacts per candidate), queries of "
+        f"{side['query_terms_mean']} terms", "", *table(side["systems"], queries)]
+    if "arrays_alone" in report:
+        large = report["arrays_alone"]
+        lines += ["", f"## The arrays engine alone: {large['docs']:,} candidates "
+                  f"({large['postings']:,} postings), queries of {large['query_terms_mean']} "
+                  "terms", "", *table(large["systems"], queries)]
+    return "\n".join(lines) + "\n"
+
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--docs", type=int, default=10_000,
+    parser.add_argument("--docs", type=int, default=100_000,
                         help="candidates of the side-by-side pool (all three systems)")
-    parser.add_argument("--arrays-docs", type=int, default=100_000,
+    parser.add_argument("--arrays-docs", type=int, default=0,
                         help="candidates of a second pool searched by the arrays engine alone "
                              "(0: none)")
     parser.add_argument("--queries", type=int, default=100)
@@ -315,31 +354,10 @@ def main() -> None:
         report["arrays_alone"] = {**facts, "systems": {"arrays": rounded(alone)}}
     report["load_average"] = {"before": load_before,
                               "after": [round(v, 2) for v in os.getloadavg()]}
-    side = report["side_by_side"]
-    lines = [
-        "# Learned sparse search of a pool: the pipeline's engines and pyserini's impact search",
-        "",
-        f"{time.strftime('%Y-%m-%d')}, {report['machine']}. {args.queries} query papers, top "
-        f"{args.k}; synthetic SPLADE-like vectors on a 30,522-term vocabulary, quantised x 100 "
-        "(benchmarks/sparse_index.py, its docstring for the statistics). Each system in a "
-        "fresh process; `peak MiB` is its maximum resident set; `open s`: pyserini's searcher "
-        "reading every term's df as it opens the index. Load average (1, 5, 15 minutes) "
-        f"{report['load_average']['before']} before the run and "
-        f"{report['load_average']['after']} after it: other jobs shared the cores, so every "
-        "time is longer than on an idle machine.", "", "## Finding", "", finding(report), "",
-        f"## Side by side: {side['docs']:,} candidates ({side['postings']:,} postings, "
-        f"{side['impacts_per_candidate_mean']:,} impacts per candidate), queries of "
-        f"{side['query_terms_mean']} terms", "", *table(side["systems"], args.queries)]
-    if "arrays_alone" in report:
-        large = report["arrays_alone"]
-        lines += ["", f"## The arrays engine alone: {large['docs']:,} candidates "
-                  f"({large['postings']:,} postings), queries of {large['query_terms_mean']} "
-                  "terms", "", *table(large["systems"], args.queries)]
     OUT.mkdir(exist_ok=True)
     (OUT / "sparse_index.json").write_text(json.dumps(report, indent=1) + "\n")
-    (OUT / "sparse_index.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-
+    (OUT / "sparse_index.md").write_text(markdown(report))
+    print(markdown(report), end="")
 
 if __name__ == "__main__":
     main()
