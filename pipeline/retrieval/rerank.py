@@ -3,9 +3,9 @@
 A reranked model is named `rerank--<reranker>--<first stage>` (`make rerank MODEL=<reranker>
 FIRST_STAGE=bm25` builds it; models.reranked_name); it is searched like any model, from the
 first stage's run of the same pool, and evaluated like any other run. The reranker is any model
-of a kind in models.RERANKERS: a cross-encoder (pipeline/encoding/cross.py) or a late-interaction
-model (MaxSim, pipeline/encoding/late.py); the first stage any model with a run of the pool
-(BM25, a dense model, a fused or a reranked one).
+of a kind in models.RERANKERS: a cross-encoder or a decoder reranker (pipeline/encoding/
+cross.py) or a late-interaction model (MaxSim, pipeline/encoding/late.py); the first stage any
+model with a run of the pool (BM25, a dense model, a fused or a reranked one).
 
 Each query's top RERANK_DEPTH (the first stage's ranks) is scored by the reranker and ordered
 by that score; below it, the first stage's order is kept, so the run is as deep as the first
@@ -112,8 +112,8 @@ class Rerank(Retriever):
 
 
 class RerankerAlone(Retriever):
-    """A cross-encoder named as a model to search: it scores pairs, it ranks no pool alone
-    (search.model_to_search refuses it, naming make rerank)."""
+    """A cross-encoder or decoder reranker named as a model to search: it scores pairs, it
+    ranks no pool alone (search.model_to_search refuses it, naming make rerank)."""
 
     ranks_alone = False
 
