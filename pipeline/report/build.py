@@ -618,6 +618,19 @@ def query_variants_section(data: Results) -> Section:
     return Section("query-variants", (Table("query-variants", caption, header, rows, notes),))
 
 
+def reranked_notes(models: list[str]) -> tuple[str, ...]:
+    """A note per reranked model among `models` (rerank--<reranker>--<first stage>): what its
+    rows are, and what lies below its depth (docs/retrieval.md, Reranking)."""
+    from pipeline.models import RERANK_PREFIX, rerank_parts
+
+    notes = []
+    for model in sorted({m.split(" (")[0] for m in models if m.startswith(RERANK_PREFIX)}):
+        reranker, first = rerank_parts(model)
+        notes.append(f"{model}: {first}'s run, its top RERANK_DEPTH per query reordered by "
+                     f"{reranker}, the rest in {first}'s order.")
+    return tuple(notes)
+
+
 def dataset_section(data: Results) -> Section:
     """Dataset-level pools: models x pool sizes, and the main metric against pool size."""
     means = data.means
@@ -633,7 +646,8 @@ def dataset_section(data: Results) -> Section:
     caption = (f"{data.corpus}: dataset-level pools, {names} x100 ({data.top}), mean ± std over "
                f"repeats; bold: best {main}; †: {main} {SIGNIFICANT}")
     notes = ("A cell is the mean over a pool's queries, then the mean ± standard deviation over "
-             "the repeats (pool draws).", *missing, MARKS_NOTE,
+             "the repeats (pool draws).", *missing,
+             *reranked_notes(means["model"].unique().to_list()), MARKS_NOTE,
              method_note("dataset-level-table"))
     slug = re.sub(r"[^a-z0-9]+", "", metrics[0].lower())  # map, ndcg10, recall100, ...
     plot = partial(plot_map_vs_size, means.filter(pl.col("level") == "dataset"),
@@ -662,7 +676,8 @@ def field_section(data: Results) -> Section:
                    f"field and averaged over fields; bold: best; †: {SIGNIFICANT}")
         average = average_note(header[1:-1], averaged_fields(means, size, metric))
         notes = ("A cell is the mean over the field pool's queries, averaged over its repeats "
-                 "where there are several.", *((average,) if average else ()), MARKS_NOTE,
+                 "where there are several.", *((average,) if average else ()),
+                 *reranked_notes(means["model"].unique().to_list()), MARKS_NOTE,
                  method_note("field-level-table"))
         tables.append(Table(f"field-{format_size(size)}", caption, header, rows, notes))
     return Section("fields", tuple(tables), tuple(plots))

@@ -245,3 +245,23 @@ def test_the_field_average_is_over_the_fields_every_model_has(tmp_path):
     for row in table.rows:
         values = [float(c.strip("*†")) for c in row[1:-1]]
         assert float(row[-1]) == pytest.approx(sum(values) / len(values), abs=0.051)
+
+
+def test_a_reranked_model_is_labelled_beside_its_first_stage(tmp_path):
+    """A reranked model's rows stand beside its first stage's, and the dataset and field
+    tables say what they are: the first stage's run, its top RERANK_DEPTH reordered by the
+    reranker, the rest in the first stage's order; no such note without one."""
+    reranked = "rerank--ms-marco-minilm--bm25"
+    frame = results_frame().filter(pl.col("corpus") == "demo").with_columns(
+        model=pl.col("model").replace("minilm", reranked))
+    runs = tmp_path / "runs"
+    write_results(runs, frame)
+    report = build_report(runs, "demo")
+    said = (f"{reranked}: bm25's run, its top RERANK_DEPTH per query reordered by "
+            "ms-marco-minilm, the rest in bm25's order.")
+    for name in ("dataset", "field-100k"):
+        table = report.tables[name]
+        assert {reranked, "bm25"} <= {row[0] for row in table.rows}
+        assert said in table.prose, name
+    write_results(runs, results_frame().filter(pl.col("corpus") == "demo"))
+    assert "reordered by" not in build_report(runs, "demo").tables["dataset"].prose
